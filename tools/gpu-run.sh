@@ -1,0 +1,38 @@
+#!/bin/sh
+# gpu-run.sh: the one script a device run calls.  Builds for sm_90, runs
+# kernel-check, its self-test and the matvec bandwidth benchmark; full logs
+# go to $OUT (or a temporary directory), a short table is printed last.
+#   usage: sh tools/gpu-run.sh [bench]      ("bench": skip the checks)
+set -u
+OUT=${OUT:-$(mktemp -d)}
+cd "$(dirname "$0")/.." || exit 2
+mode=${1:-all}
+
+{ date -u; nvidia-smi; nvcc --version; } >"$OUT/device.txt" 2>&1
+echo "== build (logs in $OUT)"
+t0=$(date +%s)
+if ! make CUDA=1 CUDA_ARCH=90 -j16 >"$OUT/build.log" 2>&1; then
+	tail -40 "$OUT/build.log"
+	exit 1
+fi
+echo "built in $(( $(date +%s) - t0 ))s"
+kc=- st=-
+if [ "$mode" != bench ]; then
+	bin/kernel-check >"$OUT/kernel-check.log" 2>&1; kc=$?
+	MEMRA_KC_BREAK=1 bin/kernel-check --self-test >"$OUT/self-test.log" 2>&1; st=$?
+fi
+t0=$(date +%s)
+bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
+echo "bench in $(( $(date +%s) - t0 ))s"
+
+if [ "$mode" != bench ]; then
+	echo "== kernel-check: every line that is not OK"
+	grep -v ' OK$' "$OUT/kernel-check.log" | tail -60
+	echo "== self-test"
+	tail -3 "$OUT/self-test.log"
+fi
+echo "== bench (m=1 and m=4; all in bench.log)"
+grep -E '^bench (device|copy)' "$OUT/bench.log"
+grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //'
+tail -3 "$OUT/bench.log" | grep -v '^bench' || true
+echo "kernel-check=$kc self-test=$st bench=$bc"
