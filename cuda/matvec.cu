@@ -174,10 +174,118 @@ unit_w(const uint8_t *b, int u, float w[32])
 	}
 }
 
+
+/* --- octets: what the product decodes --------------------------------- */
+
+/* 2^23 + byte k of v, as a float: exact, one PRMT (no int-to-float unit). */
+__device__ __forceinline__ float
+bytef(unsigned v, int k)
+{
+	return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440 | k));
+}
+
+/* q[0..8) = bytes of lo, hi minus off, exactly. */
+__device__ __forceinline__ void
+bytes8(unsigned lo, unsigned hi, float off, float q[8])
+{
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		q[k] = bytef(lo, k) - (8388608.0f + off);
+		q[k + 4] = bytef(hi, k) - (8388608.0f + off);
+	}
+}
+
+__device__ __forceinline__ unsigned
+rd32u(const uint8_t *p)	/* a 4-byte word at a 2-byte aligned address */
+{
+	return rd16(p) | rd16(p + 2) << 16;
+}
+
+/*
+ * Octet o of the block at b: elements 8o .. 8o+7 are a * q[e] + c.  The
+ * product sums a * (q . x) + c * sum(x) per octet; the order of those
+ * operations never depends on how many input rows share the launch.
+ */
+template <int T>
+__device__ __forceinline__ void
+oct_q(const uint8_t *b, int o, float q[8], float *a, float *c)
+{
+	*c = 0.0f;
+	if (T == T_F32) {
+		float4 u = ((const float4 *)b)[2 * o], v = ((const float4 *)b)[2 * o + 1];
+		q[0] = u.x, q[1] = u.y, q[2] = u.z, q[3] = u.w;
+		q[4] = v.x, q[5] = v.y, q[6] = v.z, q[7] = v.w;
+		*a = 1.0f;
+	} else if (T == T_F16 || T == T_BF16) {
+		uint4 u = ((const uint4 *)b)[o];
+		unsigned w[4] = { u.x, u.y, u.z, u.w };
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			if (T == T_F16) {
+				q[2 * i] = h2f(w[i] & 0xFFFF);
+				q[2 * i + 1] = h2f(w[i] >> 16);
+			} else {
+				q[2 * i] = __uint_as_float(w[i] << 16);
+				q[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+			}
+		}
+		*a = 1.0f;
+	} else if (T == T_Q8_0) {
+		const uint8_t *p = b + 2 + 8 * o;
+		bytes8(rd32u(p) ^ 0x80808080u, rd32u(p + 4) ^ 0x80808080u, 128.0f, q);
+		*a = h2f(rd16(b));
+	} else if (T == T_Q4_0 || T == T_Q4_1) {
+		const uint8_t *p = b + (T == T_Q4_1 ? 4 : 2) + 8 * (o & 1);
+		int sh = 4 * (o >> 1);
+		bytes8((rd32u(p) >> sh) & 0x0F0F0F0Fu, (rd32u(p + 4) >> sh) & 0x0F0F0F0Fu,
+		    T == T_Q4_0 ? 8.0f : 0.0f, q);
+		*a = h2f(rd16(b));
+		if (T == T_Q4_1)
+			*c = h2f(rd16(b + 2));
+	} else if (T == T_NVFP4) {
+		int s = o >> 1, sh = 4 * (o & 1);
+		const uint32_t *p = (const uint32_t *)(b + 4 + 8 * s);
+		unsigned w[2] = { p[0] >> sh, p[1] >> sh };
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				unsigned x = (w[i] >> (8 * k)) & 0xF;
+				/* |E2M1| x2 by a nibble table, the sign from bit 3 */
+				unsigned mag = (0xC8643210u >> (4 * (x & 7))) & 0xF;
+				float f = __uint_as_float(0x4B000000u | mag) - 8388608.0f;
+				q[4 * i + k] = __uint_as_float(__float_as_uint(f) | ((x & 8) << 28));
+			}
+		*a = ue4m3_half(b[s]);
+	} else if (T == T_Q4_K || T == T_Q5_K) {
+		int u = o >> 2, ch = u >> 1, hi = u & 1, l0 = 8 * (o & 3), sc, m;
+		const uint32_t *p = (const uint32_t *)(b + (T == T_Q4_K ? 16 : 48) + 32 * ch + l0);
+		unsigned lo = (p[0] >> (4 * hi)) & 0x0F0F0F0Fu, hw = (p[1] >> (4 * hi)) & 0x0F0F0F0Fu;
+		if (T == T_Q5_K) {
+			const uint32_t *ph = (const uint32_t *)(b + 16 + l0);
+			int bit = 2 * ch + hi;
+			lo |= ((ph[0] >> bit) & 0x01010101u) << 4;
+			hw |= ((ph[1] >> bit) & 0x01010101u) << 4;
+		}
+		bytes8(lo, hw, 0.0f, q);
+		scale_min_k4(u, b + 4, &sc, &m);
+		*a = __fmul_rn(h2f(rd16(b)), (float)sc);
+		*c = -__fmul_rn(h2f(rd16(b + 2)), (float)m);
+	} else if (T == T_Q6_K) {
+		int u = o >> 2, h = u >> 2, qq = u & 3, l0 = 8 * (o & 3);
+		const uint8_t *ql = b + 64 * h + 32 * (qq & 1) + l0, *qh = b + 128 + 32 * h + l0;
+		int nsh = 4 * (qq >> 1), hsh = 2 * qq;
+		unsigned lo = ((rd32u(ql) >> nsh) & 0x0F0F0F0Fu) | (((rd32u(qh) >> hsh) & 0x03030303u) << 4);
+		unsigned hw = ((rd32u(ql + 4) >> nsh) & 0x0F0F0F0Fu) | (((rd32u(qh + 4) >> hsh) & 0x03030303u) << 4);
+		bytes8(lo, hw, 32.0f, q);
+		*a = __fmul_rn(h2f(rd16(b + 208)), (float)((const int8_t *)b)[192 + 8 * h + 2 * qq + (l0 >> 4)]);
+	}
+}
+
 /* --- the product ------------------------------------------------------ */
 
 #define MV_WARPS 4
-#define MV_CHUNK 4096	/* bytes of one row staged per warp per stage */
+#define MV_CHUNK 2560	/* bytes of one row staged per warp per stage */
 
 __device__ __forceinline__ void
 cp_async16(void *smem, const void *gmem)
@@ -217,8 +325,9 @@ mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
 /*
  * One warp per weight row; the row streams through shared memory in
  * chunks of whole blocks (16-byte cp.async, two stages).  Lane l takes the
- * 32-element units l, l+32, ... of each chunk in order and keeps one sum
- * per input row; a fixed butterfly adds the lanes.  Nothing in a row's
+ * 8-element octets l, l+32, ... of each chunk in order (so a warp reads 1 KB
+ * of x in one coalesced sweep) and keeps one sum per input row; a fixed
+ * butterfly adds the lanes.  Nothing in a row's
  * order of operations depends on m.
  */
 template <int T, int MAXM>
@@ -227,7 +336,7 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
     int64_t rows, int64_t ne0, const float *__restrict__ x, int m,
     float *__restrict__ y, const float *__restrict__ scale)
 {
-	enum { UPB = qt<T>::QK / 32 };
+	enum { OPB = qt<T>::QK / 8 };
 	__shared__ __align__(16) uint8_t sm[MV_WARPS][2][MV_CHUNK + 16];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
@@ -259,24 +368,30 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 		}
 		__syncwarp();
 		const uint8_t *base = sm[warp][st] + (st ? off1 : off0);
-		for (int u = lane; u < nb * UPB; u += 32) {
-			int blk = u / UPB, sub = u % UPB;
-			float w[32];
-			unit_w<T>(base + blk * qt<T>::BS, sub, w);
-			int64_t e0 = (int64_t)(b0 + blk) * qt<T>::QK + 32 * sub;
+		for (int o = lane; o < nb * OPB; o += 32) {
+			int blk = o / OPB, oi = o % OPB;
+			float q[8], a, cc;
+			oct_q<T>(base + blk * qt<T>::BS, oi, q, &a, &cc);
+			int64_t e0 = (int64_t)(b0 + blk) * qt<T>::QK + 8 * oi;
 #pragma unroll
 			for (int j = 0; j < MAXM; j++) {
 				if (j >= m)
 					break;
 				const float4 *xp = (const float4 *)(x + j * ne0 + e0);
-				float s = 0.0f;
-#pragma unroll
-				for (int i = 0; i < 8; i++) {
-					float4 xv = __ldg(xp + i);
-					s = __fmaf_rn(w[4 * i], xv.x, s);
-					s = __fmaf_rn(w[4 * i + 1], xv.y, s);
-					s = __fmaf_rn(w[4 * i + 2], xv.z, s);
-					s = __fmaf_rn(w[4 * i + 3], xv.w, s);
+				float4 u = __ldg(xp), v = __ldg(xp + 1);
+				float s = __fmul_rn(q[0], u.x);
+				s = __fmaf_rn(q[1], u.y, s);
+				s = __fmaf_rn(q[2], u.z, s);
+				s = __fmaf_rn(q[3], u.w, s);
+				s = __fmaf_rn(q[4], v.x, s);
+				s = __fmaf_rn(q[5], v.y, s);
+				s = __fmaf_rn(q[6], v.z, s);
+				s = __fmaf_rn(q[7], v.w, s);
+				s = __fmul_rn(a, s);
+				if (T == T_Q4_1 || T == T_Q4_K || T == T_Q5_K) {
+					float sx = __fadd_rn(__fadd_rn(__fadd_rn(u.x, u.y), __fadd_rn(u.z, u.w)),
+					    __fadd_rn(__fadd_rn(v.x, v.y), __fadd_rn(v.z, v.w)));
+					s = __fmaf_rn(cc, sx, s);
 				}
 				acc[j] = __fadd_rn(acc[j], s);
 			}
