@@ -20,27 +20,18 @@
 static int
 usage(FILE *f, int status)
 {
-	fprintf(f, "usage: %s [-bt] [-d device] [-s seed]\n", prog);
+	fprintf(f, "usage: %s [-bt] [-d device] [-s seed] [-T type]\n", prog);
 	return status;
 }
 
-#ifndef MEMRA_HAVE_CUDA
-int
-main(int argc, char *argv[])
-{
-	prog = base_name(argv[0]);
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
-		return usage(stdout, 0);
-	warnmsg("built without CUDA: no GPU kernels to check");
-	return finish(1);
-}
-#else
+#ifdef MEMRA_HAVE_CUDA
 
 struct kc {
 	struct gpu *g;
 	uint64_t rng;
 	int	brk;		/* break every GPU result before comparing */
 	int	nchk, nfail;
+	int	only;		/* bench: just this quant type (-1: all) */
 };
 
 /* --- small helpers ----------------------------------------------------- */
@@ -917,12 +908,59 @@ bench(struct kc *k)
 	bw = bench_copy(k, (size_t)1 << 30);
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 		for (int ti = 0; ti < NTYPES; ti++)
-			bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
+			if (k->only < 0 || k->only == mv_types[ti])
+				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
 	gpu_free(k->g, dpool);
 	free(pool);
 }
 
+#endif	/* MEMRA_HAVE_CUDA */
+
 /* --- main ------------------------------------------------------------- */
+
+struct opts {
+	int	bench, selftest, brk, only;
+	int64_t	dev, seed;
+};
+
+static int
+run(const struct opts *o)
+{
+#ifdef MEMRA_HAVE_CUDA
+	struct kc k = { .rng = 0x9E3779B97F4A7C15ULL, .only = o->only, .brk = o->brk };
+	char err[UTIL_ERRLEN];
+
+	k.rng ^= (uint64_t)o->seed * 0xD1B54A32D192ED03ULL;
+	if ((k.g = gpu_open((int)o->dev, err, sizeof err)) == NULL) {
+		warnmsg("gpu: %s", err);
+		return 1;
+	}
+	if (o->bench)
+		bench(&k);
+	else
+		check_all(&k);
+	gpu_close(k.g);
+	if (o->bench)
+		return 0;
+	if (o->selftest) {
+		if (k.nfail == k.nchk) {
+			printf("SELF-TEST OK: all %d broken checks failed\n", k.nchk);
+			return 0;
+		}
+		printf("SELF-TEST FAILED: %d of %d broken checks passed\n", k.nchk - k.nfail, k.nchk);
+		return 1;
+	}
+	if (k.nfail == 0)
+		printf("ALL GREEN (%d checks)\n", k.nchk);
+	else
+		printf("%d FAILED (of %d checks)\n", k.nfail, k.nchk);
+	return k.nfail ? 1 : 0;
+#else
+	(void)o;
+	warnmsg("built without CUDA: no GPU kernels to check");
+	return 1;
+#endif
+}
 
 int
 main(int argc, char *argv[])
@@ -930,64 +968,50 @@ main(int argc, char *argv[])
 	static const struct option lopts[] = {
 		{ "bench", no_argument, NULL, 'b' }, { "device", required_argument, NULL, 'd' },
 		{ "seed", required_argument, NULL, 's' }, { "self-test", no_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "type", required_argument, NULL, 'T' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
-	struct kc k = { .rng = 0x9E3779B97F4A7C15ULL };
-	int ch, dobench = 0, selftest = 0;
-	int64_t dev = 0, seed = 1;
-	char err[UTIL_ERRLEN];
+	struct opts o = { .only = -1, .seed = 1 };
 	const char *e;
+	int ch;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt_long(argc, argv, "bd:s:th", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "bd:s:tT:h", lopts, NULL)) != -1) {
 		switch (ch) {
-		case 'b': dobench = 1; break;
+		case 'b': o.bench = 1; break;
 		case 'd':
-			if (util_parse_i64(optarg, 0, 1023, &dev) != 0) {
+			if (util_parse_i64(optarg, 0, 1023, &o.dev) != 0) {
 				warnmsg("-d '%s': not a device number (0..1023)", optarg);
 				return usage(stderr, 2);
 			}
 			break;
 		case 's':
-			if (util_parse_i64(optarg, 1, INT64_MAX, &seed) != 0) {
+			if (util_parse_i64(optarg, 1, INT64_MAX, &o.seed) != 0) {
 				warnmsg("-s '%s': not a seed (1..2^63-1)", optarg);
 				return usage(stderr, 2);
 			}
 			break;
-		case 't': selftest = 1; break;
+		case 't': o.selftest = 1; break;
+		case 'T':
+			if ((o.only = quant_from_name(optarg)) < 0) {
+				warnmsg("-T '%s': not a type name", optarg);
+				return usage(stderr, 2);
+			}
+			break;
 		case 'h': return usage(stdout, 0);
 		default:  return usage(stderr, 2);
 		}
 	}
 	if (optind != argc)
 		return usage(stderr, 2);
-	if ((e = getenv("MEMRA_KC_BREAK")) != NULL && strcmp(e, "1") == 0)
-		k.brk = 1;
-	k.brk |= selftest;
-	k.rng ^= (uint64_t)seed * 0xD1B54A32D192ED03ULL;
-	if ((k.g = gpu_open((int)dev, err, sizeof err)) == NULL) {
-		warnmsg("gpu: %s", err);
-		return finish(1);
+#ifdef MEMRA_HAVE_CUDA
+	if (o.only >= 0 && !gpu_can_matvec(o.only)) {
+		warnmsg("-T '%s': the GPU does not multiply %s", quant_name(o.only), quant_name(o.only));
+		return usage(stderr, 2);
 	}
-	if (dobench)
-		bench(&k);
-	else
-		check_all(&k);
-	gpu_close(k.g);
-	if (dobench)
-		return finish(0);
-	if (selftest) {
-		if (k.nfail == k.nchk) {
-			printf("SELF-TEST OK: all %d broken checks failed\n", k.nchk);
-			return finish(0);
-		}
-		printf("SELF-TEST FAILED: %d of %d broken checks passed\n", k.nchk - k.nfail, k.nchk);
-		return finish(1);
-	}
-	if (k.nfail == 0)
-		printf("ALL GREEN (%d checks)\n", k.nchk);
-	else
-		printf("%d FAILED (of %d checks)\n", k.nfail, k.nchk);
-	return finish(k.nfail ? 1 : 0);
-}
 #endif
+	if ((e = getenv("MEMRA_KC_BREAK")) != NULL && strcmp(e, "1") == 0)
+		o.brk = 1;
+	o.brk |= o.selftest;
+	return finish(run(&o));
+}

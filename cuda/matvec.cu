@@ -285,9 +285,7 @@ oct_q(const uint8_t *b, int o, float q[8], float *a, float *c)
 /* --- the product ------------------------------------------------------ */
 
 #define MV_WARPS 4
-#define MV_CHUNK 1024	/* bytes of one row staged per warp per stage */
-#define MV_STAGES 4	/* chunks in flight per warp */
-#define MV_ILP 4	/* octets a lane decodes before it sums */
+#define MV_CHUNK 2560	/* bytes of one row staged per warp per stage */
 
 __device__ __forceinline__ void
 cp_async16(void *smem, const void *gmem)
@@ -325,66 +323,12 @@ mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
 }
 
 /*
- * The sums of NO octets (o0, o0+32, ...) of one chunk for every input
- * row, added to acc in octet order: the same order whatever m is.
- */
-template <int T, int MAXM, int NO>
-__device__ __forceinline__ void
-mv_octets(const uint8_t *base, int o0, int noct, int64_t eb, const float *__restrict__ x,
-    int64_t ne0, int m, float acc[MAXM])
-{
-	enum { OPB = qt<T>::QK / 8 };
-	float q[NO][8], a[NO], cc[NO];
-
-#pragma unroll
-	for (int r = 0; r < NO; r++) {
-		int o = o0 + 32 * r;
-		if (o < noct)
-			oct_q<T>(base + (o / OPB) * qt<T>::BS, o % OPB, q[r], &a[r], &cc[r]);
-	}
-#pragma unroll
-	for (int j = 0; j < MAXM; j++) {
-		if (j >= m)
-			break;
-		float s[NO];
-#pragma unroll
-		for (int r = 0; r < NO; r++) {
-			int o = o0 + 32 * r;
-			if (o >= noct)
-				break;
-			const float4 *xp = (const float4 *)(x + j * ne0 + eb + 8 * o);
-			float4 u = __ldg(xp), v = __ldg(xp + 1);
-			float t = __fmul_rn(q[r][0], u.x);
-			t = __fmaf_rn(q[r][1], u.y, t);
-			t = __fmaf_rn(q[r][2], u.z, t);
-			t = __fmaf_rn(q[r][3], u.w, t);
-			t = __fmaf_rn(q[r][4], v.x, t);
-			t = __fmaf_rn(q[r][5], v.y, t);
-			t = __fmaf_rn(q[r][6], v.z, t);
-			t = __fmaf_rn(q[r][7], v.w, t);
-			t = __fmul_rn(a[r], t);
-			if (T == T_Q4_1 || T == T_Q4_K || T == T_Q5_K) {
-				float sx = __fadd_rn(__fadd_rn(__fadd_rn(u.x, u.y), __fadd_rn(u.z, u.w)),
-				    __fadd_rn(__fadd_rn(v.x, v.y), __fadd_rn(v.z, v.w)));
-				t = __fmaf_rn(cc[r], sx, t);
-			}
-			s[r] = t;
-		}
-#pragma unroll
-		for (int r = 0; r < NO; r++)
-			if (o0 + 32 * r < noct)
-				acc[j] = __fadd_rn(acc[j], s[r]);
-	}
-}
-
-/*
  * One warp per weight row; the row streams through shared memory in
- * chunks of whole blocks (16-byte cp.async, MV_STAGES deep, so the next
- * chunks load while one is summed).  Lane l takes the 8-element octets
- * l, l+32, ... of each chunk in order (a warp reads 1 KB of x in one
- * coalesced sweep), four at a time for independent work in flight, and
- * keeps one sum per input row; a fixed butterfly adds the lanes.  Nothing
- * in a row's order of operations depends on m.
+ * chunks of whole blocks (16-byte cp.async, two stages).  Lane l takes the
+ * 8-element octets l, l+32, ... of each chunk in order (so a warp reads 1 KB
+ * of x in one coalesced sweep) and keeps one sum per input row; a fixed
+ * butterfly adds the lanes.  Nothing in a row's
+ * order of operations depends on m.
  */
 template <int T, int MAXM>
 __global__ void __launch_bounds__(32 * MV_WARPS)
@@ -393,7 +337,7 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
     float *__restrict__ y, const float *__restrict__ scale)
 {
 	enum { OPB = qt<T>::QK / 8 };
-	__shared__ __align__(16) uint8_t sm[MV_WARPS][MV_STAGES][MV_CHUNK + 16];
+	__shared__ __align__(16) uint8_t sm[MV_WARPS][2][MV_CHUNK + 16];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
 	float acc[MAXM];
@@ -402,29 +346,57 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 		return;
 	const uint8_t *rp = W + row * rowbytes;
 	int nch = (nblk + bpc - 1) / bpc;
+	int off0, off1 = 0;
 #pragma unroll
 	for (int j = 0; j < MAXM; j++)
 		acc[j] = 0.0f;
-#pragma unroll
-	for (int c = 0; c < MV_STAGES - 1; c++) {
-		if (c < nch)
-			mv_issue<T>(rp, c * bpc, min((c + 1) * bpc, nblk), sm[warp][c], lane);
-		cp_commit();
-	}
+	off0 = mv_issue<T>(rp, 0, min(bpc, nblk), sm[warp][0], lane);
+	cp_commit();
 	for (int c = 0; c < nch; c++) {
-		int b0 = c * bpc, nb = min(bpc, nblk - b0), st = c % MV_STAGES;
-		int off = (int)((uintptr_t)(rp + (size_t)b0 * qt<T>::BS) & 15);
-		cp_wait<MV_STAGES - 2>();
+		int b0 = c * bpc, nb = min(bpc, nblk - b0), st = c & 1;
+		if (c + 1 < nch) {
+			int b1 = b0 + bpc;
+			int o = mv_issue<T>(rp, b1, min(b1 + bpc, nblk), sm[warp][st ^ 1], lane);
+			if (st)
+				off0 = o;
+			else
+				off1 = o;
+			cp_commit();
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
 		__syncwarp();
-		const uint8_t *base = sm[warp][st] + off;
-		int64_t eb = (int64_t)b0 * qt<T>::QK;
-		for (int o0 = lane; o0 < nb * OPB; o0 += 32 * MV_ILP)
-			mv_octets<T, MAXM, MV_ILP>(base, o0, nb * OPB, eb, x, ne0, m, acc);
+		const uint8_t *base = sm[warp][st] + (st ? off1 : off0);
+		for (int o = lane; o < nb * OPB; o += 32) {
+			int blk = o / OPB, oi = o % OPB;
+			float q[8], a, cc;
+			oct_q<T>(base + blk * qt<T>::BS, oi, q, &a, &cc);
+			int64_t e0 = (int64_t)(b0 + blk) * qt<T>::QK + 8 * oi;
+#pragma unroll
+			for (int j = 0; j < MAXM; j++) {
+				if (j >= m)
+					break;
+				const float4 *xp = (const float4 *)(x + j * ne0 + e0);
+				float4 u = __ldg(xp), v = __ldg(xp + 1);
+				float s = __fmul_rn(q[0], u.x);
+				s = __fmaf_rn(q[1], u.y, s);
+				s = __fmaf_rn(q[2], u.z, s);
+				s = __fmaf_rn(q[3], u.w, s);
+				s = __fmaf_rn(q[4], v.x, s);
+				s = __fmaf_rn(q[5], v.y, s);
+				s = __fmaf_rn(q[6], v.z, s);
+				s = __fmaf_rn(q[7], v.w, s);
+				s = __fmul_rn(a, s);
+				if (T == T_Q4_1 || T == T_Q4_K || T == T_Q5_K) {
+					float sx = __fadd_rn(__fadd_rn(__fadd_rn(u.x, u.y), __fadd_rn(u.z, u.w)),
+					    __fadd_rn(__fadd_rn(v.x, v.y), __fadd_rn(v.z, v.w)));
+					s = __fmaf_rn(cc, sx, s);
+				}
+				acc[j] = __fadd_rn(acc[j], s);
+			}
+		}
 		__syncwarp();
-		int cn = c + MV_STAGES - 1;
-		if (cn < nch)
-			mv_issue<T>(rp, cn * bpc, min((cn + 1) * bpc, nblk), sm[warp][cn % MV_STAGES], lane);
-		cp_commit();
 	}
 #pragma unroll
 	for (int j = 0; j < MAXM; j++) {

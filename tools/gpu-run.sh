@@ -24,6 +24,11 @@ fi
 t0=$(date +%s)
 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
 echo "bench in $(( $(date +%s) - t0 ))s"
+if [ "$mode" != bench ] && command -v ncu >/dev/null 2>&1; then
+	# one Q4_K 4096x4096 m=1 product under the profiler (clocks left alone)
+	timeout 120 ncu --clock-control none --set full -k regex:k_matvec -c 1 \
+	    bin/kernel-check --bench -T Q4_K >"$OUT/ncu-q4k.txt" 2>&1
+fi
 
 if [ "$mode" != bench ]; then
 	echo "== kernel-check: every line that is not OK"
@@ -35,4 +40,9 @@ echo "== bench (m=1 and m=4; all in bench.log)"
 grep -E '^bench (device|copy)' "$OUT/bench.log"
 grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //'
 tail -3 "$OUT/bench.log" | grep -v '^bench' || true
+if [ -f "$OUT/ncu-q4k.txt" ]; then
+	echo "== ncu, Q4_K 4096x4096 m=1"
+	grep -E "^ +(Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per Thread|Issue Slots Busy|No Eligible|Block Limit (Registers|Shared Mem)) " \
+	    "$OUT/ncu-q4k.txt" | head -14
+fi
 echo "kernel-check=$kc self-test=$st bench=$bc"
