@@ -20,7 +20,7 @@
 static int
 usage(FILE *f, int status)
 {
-	fprintf(f, "usage: %s [-bt] [-d device] [-s seed] [-T type]\n", prog);
+	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type]\n", prog);
 	return status;
 }
 
@@ -32,6 +32,7 @@ struct kc {
 	int	brk;		/* break every GPU result before comparing */
 	int	nchk, nfail;
 	int	only;		/* bench: just this quant type (-1: all) */
+	int	chunk;		/* gpu_set_chunk value (for the report) */
 };
 
 /* --- small helpers ----------------------------------------------------- */
@@ -905,6 +906,7 @@ bench(struct kc *k)
 	uint8_t *dpool = dput(k, pool, pn);
 
 	printf("bench device %s\n", gpu_name(k->g));
+	printf("bench chunk %d bytes per warp step\n", k->chunk);
 	bw = bench_copy(k, (size_t)1 << 30);
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 		for (int ti = 0; ti < NTYPES; ti++)
@@ -919,7 +921,7 @@ bench(struct kc *k)
 /* --- main ------------------------------------------------------------- */
 
 struct opts {
-	int	bench, selftest, brk, only;
+	int	bench, selftest, brk, only, chunk;
 	int64_t	dev, seed;
 };
 
@@ -927,12 +929,18 @@ static int
 run(const struct opts *o)
 {
 #ifdef MEMRA_HAVE_CUDA
-	struct kc k = { .rng = 0x9E3779B97F4A7C15ULL, .only = o->only, .brk = o->brk };
+	struct kc k = { .rng = 0x9E3779B97F4A7C15ULL, .only = o->only, .brk = o->brk,
+		.chunk = o->chunk ? o->chunk : 2560 };
 	char err[UTIL_ERRLEN];
 
 	k.rng ^= (uint64_t)o->seed * 0xD1B54A32D192ED03ULL;
 	if ((k.g = gpu_open((int)o->dev, err, sizeof err)) == NULL) {
 		warnmsg("gpu: %s", err);
+		return 1;
+	}
+	if (o->chunk && gpu_set_chunk(k.g, o->chunk) != 0) {
+		warnmsg("gpu: %s", gpu_errmsg(k.g));
+		gpu_close(k.g);
 		return 1;
 	}
 	if (o->bench)
@@ -968,7 +976,8 @@ main(int argc, char *argv[])
 	static const struct option lopts[] = {
 		{ "bench", no_argument, NULL, 'b' }, { "device", required_argument, NULL, 'd' },
 		{ "seed", required_argument, NULL, 's' }, { "self-test", no_argument, NULL, 't' },
-		{ "type", required_argument, NULL, 'T' }, { "help", no_argument, NULL, 'h' },
+		{ "type", required_argument, NULL, 'T' }, { "chunk", required_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .only = -1, .seed = 1 };
@@ -976,9 +985,18 @@ main(int argc, char *argv[])
 	int ch;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt_long(argc, argv, "bd:s:tT:h", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "bC:d:s:tT:h", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b': o.bench = 1; break;
+		case 'C': {
+			int64_t v;
+			if (util_parse_i64(optarg, 256, 2560, &v) != 0 || v % 16) {
+				warnmsg("-C '%s': not a chunk size (256..2560, a multiple of 16)", optarg);
+				return usage(stderr, 2);
+			}
+			o.chunk = (int)v;
+			break;
+		}
 		case 'd':
 			if (util_parse_i64(optarg, 0, 1023, &o.dev) != 0) {
 				warnmsg("-d '%s': not a device number (0..1023)", optarg);

@@ -58,6 +58,7 @@ gpu_open(int dev, char *err, size_t errlen)
 		return NULL;
 	}
 	g->dev = dev;
+	g->mv_chunk = 2560;
 	if (gpu_init(g, dev) != 0) {
 		snprintf(err, errlen, "%s", g->err);
 		gpu_close(g);

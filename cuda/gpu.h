@@ -72,6 +72,13 @@ void	gpu_graph_free(struct gpu_graph *gr);
 int	gpu_mark(struct gpu *g, int slot);		/* slot 0..7 */
 int	gpu_elapsed(struct gpu *g, int from, int to, float *ms);
 
+/*
+ * Benchmark seam: bytes of a weight row that gpu_matvec stages per warp and
+ * step (256..2560, a multiple of 16; 2560 by default).  A product's last
+ * bits may differ between settings, never between values of m.
+ */
+int	gpu_set_chunk(struct gpu *g, int bytes);
+
 /* 1 when gpu_matvec() and gpu_dequantize() take quant type t. */
 int	gpu_can_matvec(int t);
 

@@ -18,6 +18,7 @@ struct gpu {
 	void   *scratch;		/* scratch_size bytes of device memory */
 	size_t	scratch_size;
 	int	nsm;			/* multiprocessors */
+	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
 	cudaEvent_t mark[GPU_MARKS];
 	char	name[128];
 	char	err[GPU_ERRLEN];

@@ -421,7 +421,7 @@ mv_launch(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *
     int m, float *y, const float *scale)
 {
 	int nblk = (int)(ne0 / qt<T>::QK);
-	int bpc = MV_CHUNK / qt<T>::BS;
+	int bpc = max(1, g->mv_chunk / (int)qt<T>::BS);
 	int nch = (nblk + bpc - 1) / bpc;
 	size_t rowbytes = (size_t)nblk * qt<T>::BS;
 
@@ -450,6 +450,15 @@ mv_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *x,
 	if (m <= 8)
 		return mv_launch<T, 8>(g, w, rows, ne0, x, m, y, scale);
 	return mv_launch<T, 16>(g, w, rows, ne0, x, m, y, scale);
+}
+
+extern "C" int
+gpu_set_chunk(struct gpu *g, int bytes)
+{
+	if (bytes < 256 || bytes > MV_CHUNK || bytes % 16)
+		return gpu_fail(g, "chunk: %d bytes (256..%d, a multiple of 16)", bytes, MV_CHUNK);
+	g->mv_chunk = bytes;
+	return 0;
 }
 
 extern "C" int

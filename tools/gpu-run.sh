@@ -16,7 +16,7 @@ if ! make CUDA=1 CUDA_ARCH=90 -j16 >"$OUT/build.log" 2>&1; then
 	exit 1
 fi
 echo "built in $(( $(date +%s) - t0 ))s"
-kc=- st=-
+kc=- st=- kc2=-
 if [ "$mode" != bench ]; then
 	bin/kernel-check >"$OUT/kernel-check.log" 2>&1; kc=$?
 	MEMRA_KC_BREAK=1 bin/kernel-check --self-test >"$OUT/self-test.log" 2>&1; st=$?
@@ -24,6 +24,15 @@ fi
 t0=$(date +%s)
 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
 echo "bench in $(( $(date +%s) - t0 ))s"
+if [ "$mode" != bench ]; then
+	# the checks again with short chunks (more chunks per row), and a chunk sweep
+	bin/kernel-check -C 512 >"$OUT/kernel-check-c512.log" 2>&1; kc2=$?
+	for c in 1024 512; do
+		for t in Q4_K Q8_0 NVFP4 F16; do
+			bin/kernel-check -b -T $t -C $c
+		done
+	done >"$OUT/bench-chunk.log" 2>&1
+fi
 if [ "$mode" != bench ] && command -v ncu >/dev/null 2>&1; then
 	# one Q4_K 4096x4096 m=1 product under the profiler (clocks left alone)
 	timeout 120 ncu --clock-control none --set full -k regex:k_matvec -c 1 \
@@ -40,6 +49,10 @@ echo "== bench (m=1 and m=4; all in bench.log)"
 grep -E '^bench (device|copy)' "$OUT/bench.log"
 grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //'
 tail -3 "$OUT/bench.log" | grep -v '^bench' || true
+if [ -f "$OUT/bench-chunk.log" ]; then
+	echo "== chunk sweep, m=1 (kernel-check -C 512: exit $kc2, $(tail -1 "$OUT/kernel-check-c512.log"))"
+	grep -E '^bench (chunk|.* m=1 )' "$OUT/bench-chunk.log" | sed 's/^bench //'
+fi
 if [ -f "$OUT/ncu-q4k.txt" ]; then
 	echo "== ncu, Q4_K 4096x4096 m=1"
 	grep -E "^ +(Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per Thread|Issue Slots Busy|No Eligible|Block Limit (Registers|Shared Mem)) " \
