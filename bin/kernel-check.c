@@ -20,7 +20,7 @@
 static int
 usage(FILE *f, int status)
 {
-	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type]\n", prog);
+	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n]\n", prog);
 	return status;
 }
 
@@ -32,7 +32,7 @@ struct kc {
 	int	brk;		/* break every GPU result before comparing */
 	int	nchk, nfail;
 	int	only;		/* bench: just this quant type (-1: all) */
-	int	chunk;		/* gpu_set_chunk value (for the report) */
+	int	chunk, unroll;	/* gpu_tune values */
 };
 
 /* --- small helpers ----------------------------------------------------- */
@@ -320,6 +320,16 @@ check_invariance(struct kc *k, struct wset *s)
 	brk(k, yb, ny);
 	snprintf(name, sizeof name, "batch-invariant %s", quant_name(s->t));
 	snprintf(shape, sizeof shape, "%lldx%lld m=16|1|7", (long long)s->rows, (long long)s->ne0);
+	same_bits(k, name, shape, ya, yb, ny);
+	/* the other unroll factor gives the same bits */
+	gchk(k, gpu_tune(k->g, k->chunk, 3 - k->unroll));
+	gchk(k, gpu_matvec(k->g, s->t, s->dw, s->rows, s->ne0, dx, M, db, NULL));
+	gchk(k, gpu_tune(k->g, k->chunk, k->unroll));
+	dget(k, yb, db, (size_t)ny * 4);
+	brk(k, yb, ny);
+	snprintf(name, sizeof name, "unroll-invariant %s", quant_name(s->t));
+	snprintf(shape, sizeof shape, "%lldx%lld m=16 U=%d|%d", (long long)s->rows,
+	    (long long)s->ne0, k->unroll, 3 - k->unroll);
 	same_bits(k, name, shape, ya, yb, ny);
 	free(x), free(ya), free(yb);
 	gpu_free(k->g, dx), gpu_free(k->g, da), gpu_free(k->g, db);
@@ -906,7 +916,7 @@ bench(struct kc *k)
 	uint8_t *dpool = dput(k, pool, pn);
 
 	printf("bench device %s\n", gpu_name(k->g));
-	printf("bench chunk %d bytes per warp step\n", k->chunk);
+	printf("bench chunk %d unroll %d\n", k->chunk, k->unroll);
 	bw = bench_copy(k, (size_t)1 << 30);
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 		for (int ti = 0; ti < NTYPES; ti++)
@@ -921,7 +931,7 @@ bench(struct kc *k)
 /* --- main ------------------------------------------------------------- */
 
 struct opts {
-	int	bench, selftest, brk, only, chunk;
+	int	bench, selftest, brk, only, chunk, unroll;
 	int64_t	dev, seed;
 };
 
@@ -930,7 +940,7 @@ run(const struct opts *o)
 {
 #ifdef MEMRA_HAVE_CUDA
 	struct kc k = { .rng = 0x9E3779B97F4A7C15ULL, .only = o->only, .brk = o->brk,
-		.chunk = o->chunk ? o->chunk : 2560 };
+		.chunk = o->chunk ? o->chunk : 2560, .unroll = o->unroll ? o->unroll : 1 };
 	char err[UTIL_ERRLEN];
 
 	k.rng ^= (uint64_t)o->seed * 0xD1B54A32D192ED03ULL;
@@ -938,7 +948,7 @@ run(const struct opts *o)
 		warnmsg("gpu: %s", err);
 		return 1;
 	}
-	if (o->chunk && gpu_set_chunk(k.g, o->chunk) != 0) {
+	if (gpu_tune(k.g, k.chunk, k.unroll) != 0) {
 		warnmsg("gpu: %s", gpu_errmsg(k.g));
 		gpu_close(k.g);
 		return 1;
@@ -977,7 +987,7 @@ main(int argc, char *argv[])
 		{ "bench", no_argument, NULL, 'b' }, { "device", required_argument, NULL, 'd' },
 		{ "seed", required_argument, NULL, 's' }, { "self-test", no_argument, NULL, 't' },
 		{ "type", required_argument, NULL, 'T' }, { "chunk", required_argument, NULL, 'C' },
-		{ "help", no_argument, NULL, 'h' },
+		{ "unroll", required_argument, NULL, 'U' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .only = -1, .seed = 1 };
@@ -985,7 +995,7 @@ main(int argc, char *argv[])
 	int ch;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt_long(argc, argv, "bC:d:s:tT:h", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "bC:d:s:tT:U:h", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b': o.bench = 1; break;
 		case 'C': {
@@ -1016,6 +1026,15 @@ main(int argc, char *argv[])
 				return usage(stderr, 2);
 			}
 			break;
+		case 'U': {
+			int64_t v;
+			if (util_parse_i64(optarg, 1, 2, &v) != 0) {
+				warnmsg("-U '%s': not an unroll factor (1 or 2)", optarg);
+				return usage(stderr, 2);
+			}
+			o.unroll = (int)v;
+			break;
+		}
 		case 'h': return usage(stdout, 0);
 		default:  return usage(stderr, 2);
 		}

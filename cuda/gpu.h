@@ -73,11 +73,12 @@ int	gpu_mark(struct gpu *g, int slot);		/* slot 0..7 */
 int	gpu_elapsed(struct gpu *g, int from, int to, float *ms);
 
 /*
- * Benchmark seam: bytes of a weight row that gpu_matvec stages per warp and
- * step (256..2560, a multiple of 16; 2560 by default).  A product's last
- * bits may differ between settings, never between values of m.
+ * Benchmark seam for gpu_matvec: chunk = bytes of a weight row staged per
+ * warp and step (256..2560, a multiple of 16; default 2560), unroll = octets
+ * a lane overlaps (1 or 2; default 1).  Unrolling never changes a result;
+ * the chunk may change the last bits of a product, never between values of m.
  */
-int	gpu_set_chunk(struct gpu *g, int bytes);
+int	gpu_tune(struct gpu *g, int chunk, int unroll);
 
 /* 1 when gpu_matvec() and gpu_dequantize() take quant type t. */
 int	gpu_can_matvec(int t);

@@ -19,6 +19,7 @@ struct gpu {
 	size_t	scratch_size;
 	int	nsm;			/* multiprocessors */
 	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
+	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
 	cudaEvent_t mark[GPU_MARKS];
 	char	name[128];
 	char	err[GPU_ERRLEN];

@@ -330,7 +330,7 @@ mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
  * butterfly adds the lanes.  Nothing in a row's
  * order of operations depends on m.
  */
-template <int T, int MAXM>
+template <int T, int MAXM, int ILP>
 __global__ void __launch_bounds__(32 * MV_WARPS)
 k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
     int64_t rows, int64_t ne0, const float *__restrict__ x, int m,
@@ -368,6 +368,7 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 		}
 		__syncwarp();
 		const uint8_t *base = sm[warp][st] + (st ? off1 : off0);
+#pragma unroll ILP
 		for (int o = lane; o < nb * OPB; o += 32) {
 			int blk = o / OPB, oi = o % OPB;
 			float q[8], a, cc;
@@ -427,8 +428,12 @@ mv_launch(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *
 
 	bpc = (nblk + nch - 1) / nch;	/* even chunks */
 	dim3 grid((unsigned)((rows + MV_WARPS - 1) / MV_WARPS));
-	k_matvec<T, MAXM><<<grid, 32 * MV_WARPS, 0, g->stream>>>((const uint8_t *)w,
-	    rowbytes, nblk, bpc, rows, ne0, x, m, y, scale);
+	if (g->mv_unroll == 2)
+		k_matvec<T, MAXM, 2><<<grid, 32 * MV_WARPS, 0, g->stream>>>((const uint8_t *)w,
+		    rowbytes, nblk, bpc, rows, ne0, x, m, y, scale);
+	else
+		k_matvec<T, MAXM, 1><<<grid, 32 * MV_WARPS, 0, g->stream>>>((const uint8_t *)w,
+		    rowbytes, nblk, bpc, rows, ne0, x, m, y, scale);
 	GPU_LAUNCHED(g, "matvec");
 	return 0;
 }
@@ -453,11 +458,14 @@ mv_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *x,
 }
 
 extern "C" int
-gpu_set_chunk(struct gpu *g, int bytes)
+gpu_tune(struct gpu *g, int chunk, int unroll)
 {
-	if (bytes < 256 || bytes > MV_CHUNK || bytes % 16)
-		return gpu_fail(g, "chunk: %d bytes (256..%d, a multiple of 16)", bytes, MV_CHUNK);
-	g->mv_chunk = bytes;
+	if (chunk < 256 || chunk > MV_CHUNK || chunk % 16)
+		return gpu_fail(g, "tune: chunk of %d bytes (256..%d, a multiple of 16)", chunk, MV_CHUNK);
+	if (unroll != 1 && unroll != 2)
+		return gpu_fail(g, "tune: unroll %d (1 or 2)", unroll);
+	g->mv_chunk = chunk;
+	g->mv_unroll = unroll;
 	return 0;
 }
 

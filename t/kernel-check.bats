@@ -5,9 +5,9 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 
 @test "--help prints the usage of the man page's synopsis" {
 	run -0 --separate-stderr kernel-check --help
-	[ "$output" = "usage: kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type]" ]
+	[ "$output" = "usage: kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n]" ]
 	syn=$(mandoc -Tascii "$TOP/man/kernel-check.1" | col -b | sed -n '/^SYNOPSIS/{n;p;}' | sed 's/^ *//')
-	[ "$syn" = "kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type]" ]
+	[ "$syn" = "kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n]" ]
 }
 
 @test "an unknown option is a usage error" {
@@ -29,6 +29,11 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	run -2 --separate-stderr kernel-check -C 100
 	[ "${stderr_lines[0]}" = "kernel-check: -C '100': not a chunk size (256..2560, a multiple of 16)" ]
 	run -2 --separate-stderr kernel-check -C 1000
+}
+
+@test "an unroll factor out of range is a usage error" {
+	run -2 --separate-stderr kernel-check -U 3
+	[ "${stderr_lines[0]}" = "kernel-check: -U '3': not an unroll factor (1 or 2)" ]
 }
 
 @test "an unknown type name is a usage error" {

@@ -26,14 +26,15 @@ bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
 echo "bench in $(( $(date +%s) - t0 ))s"
 if [ "$mode" != bench ]; then
 	# the checks again with short chunks (more chunks per row), and a chunk sweep
-	bin/kernel-check -C 512 >"$OUT/kernel-check-c512.log" 2>&1; kc2=$?
-	for c in 1024 512; do
+	bin/kernel-check -C 512 -U 2 >"$OUT/kernel-check-c512.log" 2>&1; kc2=$?
+	{
+		bin/kernel-check -b -U 2
 		for t in Q4_K Q8_0 NVFP4 F16; do
-			bin/kernel-check -b -T $t -C $c
+			bin/kernel-check -b -T $t -C 1024 -U 2
 		done
-	done >"$OUT/bench-chunk.log" 2>&1
+	} >"$OUT/bench-chunk.log" 2>&1
 fi
-if [ "$mode" != bench ] && command -v ncu >/dev/null 2>&1; then
+if [ "$mode" != bench ] && [ "${GPU_RUN_NCU:-1}" = 1 ] && command -v ncu >/dev/null 2>&1; then
 	# one Q4_K 4096x4096 m=1 product under the profiler (clocks left alone)
 	timeout 120 ncu --clock-control none --set full -k regex:k_matvec -c 1 \
 	    bin/kernel-check --bench -T Q4_K >"$OUT/ncu-q4k.txt" 2>&1
@@ -50,7 +51,7 @@ grep -E '^bench (device|copy)' "$OUT/bench.log"
 grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //'
 tail -3 "$OUT/bench.log" | grep -v '^bench' || true
 if [ -f "$OUT/bench-chunk.log" ]; then
-	echo "== chunk sweep, m=1 (kernel-check -C 512: exit $kc2, $(tail -1 "$OUT/kernel-check-c512.log"))"
+	echo "== unroll 2 / chunk sweep, m=1 (kernel-check -C 512 -U 2: exit $kc2, $(tail -1 "$OUT/kernel-check-c512.log"))"
 	grep -E '^bench (chunk|.* m=1 )' "$OUT/bench-chunk.log" | sed 's/^bench //'
 fi
 if [ -f "$OUT/ncu-q4k.txt" ]; then
