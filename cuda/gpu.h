@@ -61,7 +61,9 @@ int	gpu_sync(struct gpu *g);
  * recorded, not run (no gpu_sync, upload from pageable memory or alloc in
  * between).  gpu_graph_end returns the instantiated graph or NULL;
  * gpu_graph_replay queues one replay on g's stream; the caller frees with
- * gpu_graph_free (NULL is a no-op).
+ * gpu_graph_free (NULL is a no-op).  A graph holds the scratch buffer it
+ * was recorded with: make the largest gpu_matmul / gpu_attention call
+ * (longest context) once before recording, or the scratch may move.
  */
 int	gpu_graph_begin(struct gpu *g);
 struct gpu_graph *gpu_graph_end(struct gpu *g);
@@ -114,7 +116,7 @@ int	gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
  * RMSNorm of rows rows of d elements: y = x / sqrt(mean(x^2) + eps) * w.
  * Rows are ldx / ldy floats apart (in place allowed); w is NULL or [d].
  * Per-head norm: rows = tokens * heads, d = head_dim.  The gated form
- * multiplies by silu(z) (z rows ldz apart) after the weight.
+ * multiplies by silu(z) after the weight (x, z, y contiguous [rows][d]).
  */
 int	gpu_rmsnorm(struct gpu *g, const float *d_x, int64_t ldx, const float *d_w,
 	    float *d_y, int64_t ldy, int rows, int d, float eps);
