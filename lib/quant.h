@@ -49,4 +49,33 @@ int	quant_from_name(const char *name);
  * or n is not a multiple of the block size. */
 size_t	quant_row_size(int t, int64_t n);
 
+/*
+ * Scalar conversions, exact to ggml's.  f32_to_f16 rounds to nearest even
+ * (overflow to Inf, NaN to sign|0x7E00); f32_to_bf16 rounds to nearest even
+ * and makes a NaN quiet (ggml_compute_fp32_to_bf16).  ue4m3 is NVFP4's
+ * unsigned E4M3 scale (bit 7 ignored; 0 and 0x7F decode to 0); f32_to_ue4m3
+ * is ggml_fp32_to_ue4m3 (x <= 0 or NaN -> 0, clamped to 448).  e8m0 is
+ * MXFP4's power-of-two scale, 2^(e-127) (0xFF -> NaN).
+ */
+float	quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+float	quant_bf16_to_f32(uint16_t h);
+uint16_t quant_f32_to_bf16(float f);
+float	quant_ue4m3_to_f32(uint8_t x);
+uint8_t	quant_f32_to_ue4m3(float x);
+float	quant_e8m0_to_f32(uint8_t e);
+
+/* 1 when quant_dequantize_row supports type t. */
+int	quant_can_dequantize(int t);
+
+/*
+ * Decode n elements of type t at src into dst (CPU reference, exact to
+ * ggml's dequantize_row_*): F32 F16 BF16 F64 I8 I16 I32 I64, Q4_0 Q4_1
+ * Q5_0 Q5_1 Q8_0 Q8_1, Q2_K..Q8_K, IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4 NVFP4.
+ * src needs no alignment.  NVFP4's per-tensor `.scale` sidecar is not
+ * applied here.  Returns 0, or -1 for an unsupported type or n not a
+ * multiple of the block size (dst untouched).
+ */
+int	quant_dequantize_row(int type, const void *src, float *dst, int64_t n);
+
 #endif

@@ -1,0 +1,1054 @@
+/*
+ * kernel-check: run every GPU kernel against a CPU reference on random
+ * inputs and print one line per check, then ALL GREEN or N FAILED.
+ * The quantized products are checked against quant_dequantize_row; the
+ * fp32 ops against the small double-precision references below (they
+ * stand in for lib/backend's CPU ops until that lands).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+#include "util.h"
+#ifdef MEMRA_HAVE_CUDA
+#include "gpu.h"
+#endif
+
+static int
+usage(FILE *f, int status)
+{
+	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n]\n", prog);
+	return status;
+}
+
+#ifdef MEMRA_HAVE_CUDA
+
+struct kc {
+	struct gpu *g;
+	uint64_t rng;
+	int	brk;		/* break every GPU result before comparing */
+	int	nchk, nfail;
+	int	only;		/* bench: just this quant type (-1: all) */
+	int	chunk, unroll;	/* gpu_tune values */
+};
+
+/* --- small helpers ----------------------------------------------------- */
+
+static uint64_t
+rnd(struct kc *k)	/* xorshift64* */
+{
+	k->rng ^= k->rng >> 12;
+	k->rng ^= k->rng << 25;
+	k->rng ^= k->rng >> 27;
+	return k->rng * 0x2545F4914F6CDD1DULL;
+}
+
+static float
+unif(struct kc *k, float lo, float hi)	/* [lo, hi) */
+{
+	return lo + (hi - lo) * (float)((rnd(k) >> 40) * 0x1p-24);
+}
+
+static void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (p == NULL)
+		die(1, "out of memory (%zu bytes)", n);
+	return p;
+}
+
+static void
+gchk(struct kc *k, int rc)
+{
+	if (rc != 0)
+		die(1, "gpu: %s", gpu_errmsg(k->g));
+}
+
+static void *
+dput(struct kc *k, const void *h, size_t n)	/* device copy of n host bytes */
+{
+	void *d = gpu_alloc(k->g, n);
+
+	if (d == NULL)
+		die(1, "gpu: %s", gpu_errmsg(k->g));
+	if (h != NULL)
+		gchk(k, gpu_upload(k->g, d, h, n));
+	return d;
+}
+
+static void
+dget(struct kc *k, void *h, const void *d, size_t n)
+{
+	gchk(k, gpu_download(k->g, h, d, n));
+	gchk(k, gpu_sync(k->g));
+}
+
+static float *
+frand(struct kc *k, int64_t n, float lo, float hi)
+{
+	float *v = xmalloc((size_t)n * sizeof *v);
+
+	for (int64_t i = 0; i < n; i++)
+		v[i] = unif(k, lo, hi);
+	return v;
+}
+
+/* The deliberately broken arm: one element moved far off. */
+static void
+brk(struct kc *k, float *v, int64_t n)
+{
+	if (k->brk && n > 0)
+		v[n / 2] += 1.0f + 0.5f * fabsf(v[n / 2]);
+}
+
+static int
+report(struct kc *k, const char *name, const char *shape, double maxdiff, int ok)
+{
+	printf("%-22s %-32s maxdiff=%-10.3g %s\n", name, shape, maxdiff, ok ? "OK" : "FAIL");
+	fflush(stdout);
+	k->nchk++;
+	if (!ok)
+		k->nfail++;
+	return ok;
+}
+
+/*
+ * Compare got with ref: OK when every |got - ref| <= tol * mag, mag[i]
+ * (or 1 + |ref| when mag is NULL).  NaN fails.
+ */
+static int
+close_to(struct kc *k, const char *name, const char *shape, const float *got,
+    const double *ref, const double *mag, int64_t n, double tol)
+{
+	double maxd = 0;
+	int ok = 1;
+
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - ref[i]);
+		double m = mag ? mag[i] : 1.0 + fabs(ref[i]);
+		if (!(d <= tol * m))
+			ok = 0;
+		if (d > maxd || d != d)
+			maxd = d;
+	}
+	return report(k, name, shape, maxd, ok);
+}
+
+static int
+same_bits(struct kc *k, const char *name, const char *shape, const float *a,
+    const float *b, int64_t n)
+{
+	double maxd = 0;
+	int ok = memcmp(a, b, (size_t)n * sizeof *a) == 0;
+
+	for (int64_t i = 0; i < n; i++)
+		if (fabs((double)a[i] - b[i]) > maxd)
+			maxd = fabs((double)a[i] - b[i]);
+	return report(k, name, shape, maxd, ok);
+}
+
+/* --- random quantized weights ------------------------------------------- */
+
+/* Byte offsets of the fp16 scale fields in one block of t (-1 ends). */
+static const int *
+half_fields(int t)
+{
+	static const int q8[] = { 0, -1 }, q41[] = { 0, 2, -1 }, q6k[] = { 208, -1 }, none[] = { -1 };
+
+	switch (t) {
+	case QUANT_Q8_0: case QUANT_Q4_0: return q8;
+	case QUANT_Q4_1: case QUANT_Q4_K: case QUANT_Q5_K: return q41;
+	case QUANT_Q6_K: return q6k;
+	default: return none;
+	}
+}
+
+/* rows x ne0 random weights of type t: random bits, finite scales of a sane size. */
+static uint8_t *
+qrand(struct kc *k, int t, int64_t rows, int64_t ne0, size_t *nbytes)
+{
+	const struct quant_traits *tr = quant_traits(t);
+	size_t rb = quant_row_size(t, ne0), n = rb * (size_t)rows;
+	uint8_t *w = xmalloc(n);
+	int64_t nel = rows * ne0;
+
+	*nbytes = n;
+	for (size_t i = 0; i < n; i++)
+		w[i] = (uint8_t)(rnd(k) >> 56);
+	if (t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16) {
+		for (int64_t i = 0; i < nel; i++) {
+			float f = unif(k, -1, 1);
+			uint16_t h = t == QUANT_F16 ? quant_f32_to_f16(f) : quant_f32_to_bf16(f);
+			if (t == QUANT_F32)
+				memcpy(w + 4 * i, &f, 4);
+			else
+				memcpy(w + 2 * i, &h, 2);
+		}
+		return w;
+	}
+	for (size_t b = 0; b < n / (size_t)tr->size; b++) {
+		uint8_t *blk = w + b * (size_t)tr->size;
+		for (const int *o = half_fields(t); *o >= 0; o++) {
+			uint16_t h = quant_f32_to_f16(unif(k, -0.05f, 0.05f));
+			memcpy(blk + *o, &h, 2);
+		}
+		if (t == QUANT_NVFP4)
+			for (int s = 0; s < 4; s++)
+				blk[s] = (uint8_t)(0x20 + (rnd(k) >> 59));
+	}
+	return w;
+}
+
+/* wf[rows][ne0] = the CPU reference's dequantization. */
+static float *
+qdeq(int t, const uint8_t *w, int64_t rows, int64_t ne0)
+{
+	float *wf = xmalloc((size_t)(rows * ne0) * sizeof *wf);
+	size_t rb = quant_row_size(t, ne0);
+
+	for (int64_t r = 0; r < rows; r++)
+		if (quant_dequantize_row(t, w + r * rb, wf + r * ne0, ne0) != 0)
+			die(1, "quant_dequantize_row: type %s failed", quant_name(t));
+	return wf;
+}
+
+/* ref[j][r] = wf[r] . x[j] in double, mag = sum |w x|. */
+static void
+dot_ref(const float *wf, const float *x, int64_t rows, int64_t ne0, int m,
+    double scale, double *ref, double *mag)
+{
+	for (int j = 0; j < m; j++)
+		for (int64_t r = 0; r < rows; r++) {
+			double s = 0, a = 0;
+			for (int64_t e = 0; e < ne0; e++) {
+				double p = (double)wf[r * ne0 + e] * x[j * ne0 + e];
+				s += p;
+				a += fabs(p);
+			}
+			ref[j * rows + r] = s * scale;
+			mag[j * rows + r] = a * fabs(scale) + 1e-30;
+		}
+}
+
+/* --- quantized products ------------------------------------------------- */
+
+static const int mv_types[] = {
+	QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1,
+	QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K,
+};
+#define NTYPES (int)(sizeof mv_types / sizeof mv_types[0])
+
+struct wset {		/* one random weight matrix, here and on the device */
+	int	t;
+	int64_t	rows, ne0;
+	uint8_t	*w;
+	float	*wf;	/* dequantized by the CPU reference */
+	void	*dw;
+};
+
+static void
+wset_new(struct kc *k, struct wset *s, int t, int64_t rows, int64_t ne0)
+{
+	size_t n;
+
+	s->t = t, s->rows = rows, s->ne0 = ne0;
+	s->w = qrand(k, t, rows, ne0, &n);
+	s->wf = qdeq(t, s->w, rows, ne0);
+	s->dw = dput(k, s->w, n);
+}
+
+static void
+wset_free(struct kc *k, struct wset *s)
+{
+	free(s->w);
+	free(s->wf);
+	gpu_free(k->g, s->dw);
+}
+
+/* gpu_matvec (m rows) or gpu_matmul (m > 16) against dot_ref. */
+static void
+check_product(struct kc *k, struct wset *s, int m, int with_scale)
+{
+	int64_t ny = (int64_t)m * s->rows;
+	float *x = frand(k, m * s->ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
+	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	float sc = 0.75f;
+	float *dx = dput(k, x, (size_t)m * s->ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	float *ds = with_scale ? dput(k, &sc, 4) : NULL;
+	char name[64], shape[64];
+
+	if (m <= GPU_MATVEC_MAX_ROWS)
+		gchk(k, gpu_matvec(k->g, s->t, s->dw, s->rows, s->ne0, dx, m, dy, ds));
+	else
+		gchk(k, gpu_matmul(k->g, s->t, s->dw, s->rows, s->ne0, dx, m, dy, ds));
+	dget(k, y, dy, (size_t)ny * 4);
+	brk(k, y, ny);
+	dot_ref(s->wf, x, s->rows, s->ne0, m, with_scale ? sc : 1.0, ref, mag);
+	snprintf(name, sizeof name, "%s %s%s", m <= GPU_MATVEC_MAX_ROWS ? "matvec" : "matmul",
+	    quant_name(s->t), with_scale ? "*s" : "");
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)s->rows, (long long)s->ne0, m);
+	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
+	free(x), free(y), free(ref), free(mag);
+	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
+}
+
+/* The 16-row product equals 16 one-row products and a 7-row product, bit for bit. */
+static void
+check_invariance(struct kc *k, struct wset *s)
+{
+	int M = GPU_MATVEC_MAX_ROWS;
+	int64_t ny = (int64_t)M * s->rows;
+	float *x = frand(k, M * s->ne0, -1, 1), *ya = xmalloc((size_t)ny * 4), *yb = xmalloc((size_t)ny * 4);
+	float *dx = dput(k, x, (size_t)M * s->ne0 * 4);
+	float *da = dput(k, NULL, (size_t)ny * 4), *db = dput(k, NULL, (size_t)ny * 4);
+	char name[64], shape[64];
+
+	gchk(k, gpu_matvec(k->g, s->t, s->dw, s->rows, s->ne0, dx, M, da, NULL));
+	for (int j = 0; j < M; j++)
+		if (j < 3 || j >= 10)
+			gchk(k, gpu_matvec(k->g, s->t, s->dw, s->rows, s->ne0, dx + j * s->ne0,
+			    1, db + j * s->rows, NULL));
+	gchk(k, gpu_matvec(k->g, s->t, s->dw, s->rows, s->ne0, dx + 3 * s->ne0, 7,
+	    db + 3 * s->rows, NULL));
+	dget(k, ya, da, (size_t)ny * 4);
+	dget(k, yb, db, (size_t)ny * 4);
+	brk(k, yb, ny);
+	snprintf(name, sizeof name, "batch-invariant %s", quant_name(s->t));
+	snprintf(shape, sizeof shape, "%lldx%lld m=16|1|7", (long long)s->rows, (long long)s->ne0);
+	same_bits(k, name, shape, ya, yb, ny);
+	/* the other unroll factor gives the same bits */
+	gchk(k, gpu_tune(k->g, k->chunk, 3 - k->unroll));
+	gchk(k, gpu_matvec(k->g, s->t, s->dw, s->rows, s->ne0, dx, M, db, NULL));
+	gchk(k, gpu_tune(k->g, k->chunk, k->unroll));
+	dget(k, yb, db, (size_t)ny * 4);
+	brk(k, yb, ny);
+	snprintf(name, sizeof name, "unroll-invariant %s", quant_name(s->t));
+	snprintf(shape, sizeof shape, "%lldx%lld m=16 U=%d|%d", (long long)s->rows,
+	    (long long)s->ne0, k->unroll, 3 - k->unroll);
+	same_bits(k, name, shape, ya, yb, ny);
+	free(x), free(ya), free(yb);
+	gpu_free(k->g, dx), gpu_free(k->g, da), gpu_free(k->g, db);
+}
+
+/* gpu_dequantize of the whole matrix and gpu_get_rows of a few rows. */
+static void
+check_dequant(struct kc *k, struct wset *s)
+{
+	int64_t nel = s->rows * s->ne0;
+	int n = 5;
+	int32_t ids[5] = { 0, (int32_t)(s->rows - 1), (int32_t)(s->rows / 2), 0, 1 % (int32_t)s->rows };
+	float *y = xmalloc((size_t)nel * 4), *dy = dput(k, NULL, (size_t)nel * 4);
+	double *ref = xmalloc((size_t)nel * 8);
+	int32_t *dids = dput(k, ids, sizeof ids);
+	char name[64], shape[64];
+
+	gchk(k, gpu_dequantize(k->g, s->t, s->dw, dy, nel));
+	dget(k, y, dy, (size_t)nel * 4);
+	brk(k, y, nel);
+	for (int64_t i = 0; i < nel; i++)
+		ref[i] = s->wf[i];
+	snprintf(name, sizeof name, "dequantize %s", quant_name(s->t));
+	snprintf(shape, sizeof shape, "%lldx%lld", (long long)s->rows, (long long)s->ne0);
+	close_to(k, name, shape, y, ref, NULL, nel, 0);
+	gchk(k, gpu_get_rows(k->g, s->t, s->dw, s->ne0, dids, n, dy));
+	dget(k, y, dy, (size_t)n * s->ne0 * 4);
+	brk(k, y, n * s->ne0);
+	for (int i = 0; i < n; i++)
+		for (int64_t e = 0; e < s->ne0; e++)
+			ref[i * s->ne0 + e] = s->wf[ids[i] * s->ne0 + e];
+	snprintf(name, sizeof name, "get_rows %s", quant_name(s->t));
+	snprintf(shape, sizeof shape, "%dx%lld of %lld", n, (long long)s->ne0, (long long)s->rows);
+	close_to(k, name, shape, y, ref, NULL, n * s->ne0, 0);
+	free(y), free(ref);
+	gpu_free(k->g, dy), gpu_free(k->g, dids);
+}
+
+static void
+check_quant(struct kc *k)
+{
+	static const int64_t shapes[][2] = {
+		{ 64, 256 }, { 257, 1024 }, { 1000, 4096 }, { 37, 5120 }, { 45, 320 },
+	};
+	static const int ms[] = { 1, 3, 16, 40 };
+
+	for (int ti = 0; ti < NTYPES; ti++) {
+		int t = mv_types[ti], qk = quant_traits(t)->blck < 32 ? 32 : quant_traits(t)->blck;
+		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+			struct wset s;
+			if (shapes[si][1] % qk)
+				continue;
+			wset_new(k, &s, t, shapes[si][0], shapes[si][1]);
+			for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+				if (ms[mi] <= 16 || si == 2)
+					check_product(k, &s, ms[mi], 0);
+			if (t == QUANT_NVFP4 && si == 1)
+				check_product(k, &s, 3, 1);
+			if (si == 2)
+				check_invariance(k, &s);
+			if (si == 1)
+				check_dequant(k, &s);
+			wset_free(k, &s);
+		}
+	}
+}
+
+/* --- fp32 ops against double references ---------------------------------- */
+
+static double
+silu_d(double x)
+{
+	return x / (1.0 + exp(-x));
+}
+
+/* mode 0 plain (rows ld apart: the q half of q+gate rows), 1 no weight, 2 gated */
+static void
+check_rmsnorm(struct kc *k, int rows, int d, int ld, int mode)
+{
+	float eps = 1e-6f;
+	float *x = frand(k, (int64_t)rows * ld, -2, 2), *w = frand(k, d, 0.5f, 1.5f);
+	float *z = frand(k, (int64_t)rows * d, -4, 4), *y = xmalloc((size_t)rows * d * 4);
+	double *ref = xmalloc((size_t)rows * d * 8);
+	float *dx = dput(k, x, (size_t)rows * ld * 4), *dw = dput(k, w, (size_t)d * 4);
+	float *dz = dput(k, z, (size_t)rows * d * 4), *dy = dput(k, NULL, (size_t)rows * d * 4);
+	char shape[64];
+
+	if (mode == 2)
+		gchk(k, gpu_rmsnorm_gated(k->g, dx, dz, dw, dy, rows, d, eps));
+	else
+		gchk(k, gpu_rmsnorm(k->g, dx, ld, mode ? NULL : dw, dy, d, rows, d, eps));
+	dget(k, y, dy, (size_t)rows * d * 4);
+	brk(k, y, (int64_t)rows * d);
+	for (int r = 0; r < rows; r++) {
+		double s = 0;
+		for (int i = 0; i < d; i++)
+			s += (double)x[r * ld + i] * x[r * ld + i];
+		double sc = 1.0 / sqrt(s / d + eps);
+		for (int i = 0; i < d; i++) {
+			double v = x[r * ld + i] * sc * (mode == 1 ? 1.0 : w[i]);
+			ref[r * d + i] = mode == 2 ? v * silu_d(z[r * d + i]) : v;
+		}
+	}
+	snprintf(shape, sizeof shape, "%dx%d ld=%d", rows, d, ld);
+	close_to(k, mode == 2 ? "rmsnorm gated" : mode ? "rmsnorm noweight" : "rmsnorm", shape,
+	    y, ref, NULL, (int64_t)rows * d, 2e-6);
+	free(x), free(w), free(z), free(y), free(ref);
+	gpu_free(k->g, dx), gpu_free(k->g, dw), gpu_free(k->g, dz), gpu_free(k->g, dy);
+}
+
+static void
+check_l2norm(struct kc *k, int rows, int d)
+{
+	float eps = 1e-6f, *x = frand(k, (int64_t)rows * d, -1, 1), *y = xmalloc((size_t)rows * d * 4);
+	double *ref = xmalloc((size_t)rows * d * 8);
+	float *dx = dput(k, x, (size_t)rows * d * 4), *dy = dput(k, NULL, (size_t)rows * d * 4);
+	char shape[64];
+
+	for (int i = 0; i < d; i++)
+		x[i] = 0.0f;	/* a zero row meets the eps floor */
+	gchk(k, gpu_upload(k->g, dx, x, (size_t)rows * d * 4));
+	gchk(k, gpu_l2norm(k->g, dx, d, dy, d, rows, d, eps));
+	dget(k, y, dy, (size_t)rows * d * 4);
+	brk(k, y, (int64_t)rows * d);
+	for (int r = 0; r < rows; r++) {
+		double s = 0;
+		for (int i = 0; i < d; i++)
+			s += (double)x[r * d + i] * x[r * d + i];
+		double n = sqrt(s) > eps ? sqrt(s) : eps;
+		for (int i = 0; i < d; i++)
+			ref[r * d + i] = x[r * d + i] / n;
+	}
+	snprintf(shape, sizeof shape, "%dx%d", rows, d);
+	close_to(k, "l2norm", shape, y, ref, NULL, (int64_t)rows * d, 2e-6);
+	free(x), free(y), free(ref);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+}
+
+/* Angles as ggml's rope cache makes them: pos * ts^i by repeated float products. */
+static void
+check_rope(struct kc *k, int n, int heads, int hd, int ld, int n_rot, int maxpos)
+{
+	float base = 1e7f, ts = powf(base, -2.0f / (float)n_rot);
+	int64_t nel = (int64_t)n * heads * ld;
+	float *x = frand(k, nel, -1, 1), *y = xmalloc((size_t)nel * 4);
+	double *ref = xmalloc((size_t)nel * 8);
+	int32_t *pos = xmalloc((size_t)n * 4);
+	char shape[64];
+
+	for (int t = 0; t < n; t++)
+		pos[t] = t == 0 ? maxpos : (int32_t)(rnd(k) % (uint64_t)(maxpos + 1));
+	float *dx = dput(k, x, (size_t)nel * 4);
+	int32_t *dp = dput(k, pos, (size_t)n * 4);
+	gchk(k, gpu_rope_neox(k->g, dx, n, heads, ld, n_rot, dp, base));
+	dget(k, y, dx, (size_t)nel * 4);
+	brk(k, y, nel);
+	for (int64_t i = 0; i < nel; i++)
+		ref[i] = x[i];
+	for (int t = 0; t < n; t++)
+		for (int h = 0; h < heads; h++) {
+			float *p = x + ((int64_t)t * heads + h) * ld, th = (float)pos[t];
+			double *r = ref + ((int64_t)t * heads + h) * ld;
+			for (int i = 0; i < n_rot / 2; i++, th *= ts) {
+				r[i] = p[i] * cos(th) - p[i + n_rot / 2] * sin(th);
+				r[i + n_rot / 2] = p[i] * sin(th) + p[i + n_rot / 2] * cos(th);
+			}
+		}
+	(void)hd;
+	snprintf(shape, sizeof shape, "%dx%dx%d rot=%d pos<=%d", n, heads, ld, n_rot, maxpos);
+	close_to(k, "rope neox", shape, y, ref, NULL, nel, 2e-6);
+	free(x), free(y), free(ref), free(pos);
+	gpu_free(k->g, dx), gpu_free(k->g, dp);
+}
+
+/* op 0 swiglu, 1 add, 2 sigmoid_mul (rows of d in rows of 2d: the gate half) */
+static void
+check_elementwise(struct kc *k, int op, int rows, int d)
+{
+	static const char *names[] = { "swiglu", "add", "sigmoid_mul" };
+	int64_t n = (int64_t)rows * d, na = op == 2 ? 2 * n : n;
+	float *a = frand(k, na, -6, 6), *b = frand(k, n, -3, 3), *y = xmalloc((size_t)n * 4);
+	double *ref = xmalloc((size_t)n * 8);
+	float *da = dput(k, a, (size_t)na * 4), *db = dput(k, b, (size_t)n * 4);
+	float *dy = dput(k, NULL, (size_t)n * 4);
+	char shape[64];
+
+	if (op == 0)
+		gchk(k, gpu_swiglu(k->g, da, db, dy, n));
+	else if (op == 1)
+		gchk(k, gpu_add(k->g, da, db, dy, n));
+	else	/* x = b, gate = second half of each 2d row of a */
+		gchk(k, gpu_sigmoid_mul(k->g, db, d, da + d, 2 * d, dy, d, rows, d));
+	dget(k, y, dy, (size_t)n * 4);
+	brk(k, y, n);
+	for (int r = 0; r < rows; r++)
+		for (int i = 0; i < d; i++) {
+			int64_t j = (int64_t)r * d + i;
+			if (op == 0)
+				ref[j] = silu_d(a[j]) * b[j];
+			else if (op == 1)
+				ref[j] = (double)a[j] + b[j];
+			else
+				ref[j] = b[j] / (1.0 + exp(-(double)a[(int64_t)r * 2 * d + d + i]));
+		}
+	snprintf(shape, sizeof shape, "%dx%d", rows, d);
+	close_to(k, names[op], shape, y, ref, NULL, n, 2e-6);
+	free(a), free(b), free(y), free(ref);
+	gpu_free(k->g, da), gpu_free(k->g, db), gpu_free(k->g, dy);
+}
+
+static void
+check_conv1d(struct kc *k, int T, int C, int K)
+{
+	float *x = frand(k, (int64_t)T * C, -2, 2), *w = frand(k, (int64_t)C * K, -1, 1);
+	float *st = frand(k, (int64_t)(K - 1) * C, -2, 2), *y = xmalloc((size_t)T * C * 4);
+	float *st2 = xmalloc((size_t)(K - 1) * C * 4), *both = xmalloc((size_t)(T + K - 1) * C * 4);
+	double *ref = xmalloc((size_t)(T + K - 1) * C * 8);
+	float *dx = dput(k, x, (size_t)T * C * 4), *dw = dput(k, w, (size_t)C * K * 4);
+	float *ds = dput(k, st, (size_t)(K - 1) * C * 4), *dy = dput(k, NULL, (size_t)T * C * 4);
+	char shape[64];
+
+	gchk(k, gpu_conv1d_silu(k->g, dx, T, C, K, dw, ds, dy));
+	dget(k, y, dy, (size_t)T * C * 4);
+	dget(k, st2, ds, (size_t)(K - 1) * C * 4);
+	/* inputs in order: the state's K-1, then the T new ones */
+	memcpy(both, st, (size_t)(K - 1) * C * 4);
+	memcpy(both + (K - 1) * C, x, (size_t)T * C * 4);
+	for (int t = 0; t < T; t++)
+		for (int c = 0; c < C; c++) {
+			double s = 0;
+			for (int j = 0; j < K; j++)
+				s += (double)both[(int64_t)(t + j) * C + c] * w[(int64_t)c * K + j];
+			ref[(int64_t)t * C + c] = silu_d(s);
+		}
+	brk(k, y, (int64_t)T * C);
+	snprintf(shape, sizeof shape, "T=%d C=%d K=%d", T, C, K);
+	close_to(k, "conv1d silu", shape, y, ref, NULL, (int64_t)T * C, 2e-6);
+	for (int64_t i = 0; i < (int64_t)(K - 1) * C; i++)
+		ref[i] = both[(int64_t)T * C + i];
+	brk(k, st2, (int64_t)(K - 1) * C);
+	close_to(k, "conv1d state", shape, st2, ref, NULL, (int64_t)(K - 1) * C, 0);
+	free(x), free(w), free(st), free(y), free(st2), free(both), free(ref);
+	gpu_free(k->g, dx), gpu_free(k->g, dw), gpu_free(k->g, ds), gpu_free(k->g, dy);
+}
+
+static void
+l2rows(float *v, int64_t rows, int d)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		double s = 0;
+		for (int i = 0; i < d; i++)
+			s += (double)v[r * d + i] * v[r * d + i];
+		for (int i = 0; i < d; i++)
+			v[r * d + i] = (float)(v[r * d + i] / sqrt(s));
+	}
+}
+
+/* T steps of the gated delta rule; checks the outputs and the new state. */
+static void
+check_gdn(struct kc *k, int T, int hk, int hv, int sk, int sv)
+{
+	int64_t ns = (int64_t)hv * sk * sv, nq = (int64_t)T * hk * sk, no = (int64_t)T * hv * sv;
+	float *S = frand(k, ns, -0.5f, 0.5f), *q = frand(k, nq, -1, 1), *kk = frand(k, nq, -1, 1);
+	float *v = frand(k, no, -1, 1), *gl = frand(k, (int64_t)T * hv, -1.5f, 0);
+	float *beta = frand(k, (int64_t)T * hv, 0, 1), *o = xmalloc((size_t)no * 4), *S2 = xmalloc((size_t)ns * 4);
+	double *Sd = xmalloc((size_t)ns * 8), *ref = xmalloc((size_t)no * 8), scale = 1.0 / sqrt(sk);
+	char shape[64];
+
+	l2rows(q, (int64_t)T * hk, sk);
+	l2rows(kk, (int64_t)T * hk, sk);
+	float *dS = dput(k, S, (size_t)ns * 4), *dq = dput(k, q, (size_t)nq * 4), *dk = dput(k, kk, (size_t)nq * 4);
+	float *dv = dput(k, v, (size_t)no * 4), *dg = dput(k, gl, (size_t)T * hv * 4);
+	float *db = dput(k, beta, (size_t)T * hv * 4), *dout = dput(k, NULL, (size_t)no * 4);
+	gchk(k, gpu_gdn_step(k->g, dS, dq, dk, dv, dg, db, dout, T, hk, hv, sk, sv, (float)scale));
+	dget(k, o, dout, (size_t)no * 4);
+	dget(k, S2, dS, (size_t)ns * 4);
+	for (int64_t i = 0; i < ns; i++)
+		Sd[i] = S[i];
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < hv; h++) {
+			double *s = Sd + (int64_t)h * sk * sv, eg = exp((double)gl[t * hv + h]);
+			const float *kt = kk + ((int64_t)t * hk + h % hk) * sk, *qt = q + ((int64_t)t * hk + h % hk) * sk;
+			for (int j = 0; j < sv; j++) {
+				double kv = 0, out = 0;
+				for (int i = 0; i < sk; i++)
+					kv += s[(int64_t)i * sv + j] * kt[i];
+				double dl = (v[((int64_t)t * hv + h) * sv + j] - eg * kv) * beta[t * hv + h];
+				for (int i = 0; i < sk; i++) {
+					s[(int64_t)i * sv + j] = eg * s[(int64_t)i * sv + j] + kt[i] * dl;
+					out += s[(int64_t)i * sv + j] * qt[i];
+				}
+				ref[((int64_t)t * hv + h) * sv + j] = out * scale;
+			}
+		}
+	brk(k, o, no);
+	snprintf(shape, sizeof shape, "T=%d hk=%d hv=%d %dx%d", T, hk, hv, sk, sv);
+	close_to(k, "gdn out", shape, o, ref, NULL, no, 1e-5);
+	brk(k, S2, ns);
+	close_to(k, "gdn state", shape, S2, Sd, NULL, ns, 1e-5);
+	free(S), free(q), free(kk), free(v), free(gl), free(beta), free(o), free(S2), free(Sd), free(ref);
+	gpu_free(k->g, dS), gpu_free(k->g, dq), gpu_free(k->g, dk), gpu_free(k->g, dv);
+	gpu_free(k->g, dg), gpu_free(k->g, db), gpu_free(k->g, dout);
+}
+
+static void
+check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0)
+{
+	int np = pos0 + nq, grp = nh / nkv;
+	int64_t nkvel = (int64_t)np * nkv * hd, nqel = (int64_t)nq * nh * hd;
+	float *q = frand(k, nqel, -1, 1), *K = frand(k, nkvel, -1, 1), *V = frand(k, nkvel, -1, 1);
+	float *o = xmalloc((size_t)nqel * 4), scale = 1.0f / sqrtf((float)hd) * 2.0f;
+	double *ref = xmalloc((size_t)nqel * 8), *p = xmalloc((size_t)np * 8);
+	float *dq = dput(k, q, (size_t)nqel * 4), *dK = dput(k, K, (size_t)nkvel * 4);
+	float *dV = dput(k, V, (size_t)nkvel * 4), *dO = dput(k, NULL, (size_t)nqel * 4);
+	char shape[64];
+
+	gchk(k, gpu_attention(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale));
+	dget(k, o, dO, (size_t)nqel * 4);
+	for (int t = 0; t < nq; t++)
+		for (int h = 0; h < nh; h++) {
+			const float *qh = q + ((int64_t)t * nh + h) * hd;
+			int kvh = h / grp, n = pos0 + t + 1;
+			double mx = -INFINITY, l = 0;
+			for (int j = 0; j < n; j++) {
+				double s = 0;
+				for (int i = 0; i < hd; i++)
+					s += (double)qh[i] * K[((int64_t)j * nkv + kvh) * hd + i];
+				p[j] = s * scale;
+				mx = p[j] > mx ? p[j] : mx;
+			}
+			for (int j = 0; j < n; j++)
+				l += p[j] = exp(p[j] - mx);
+			for (int i = 0; i < hd; i++) {
+				double s = 0;
+				for (int j = 0; j < n; j++)
+					s += p[j] * V[((int64_t)j * nkv + kvh) * hd + i];
+				ref[((int64_t)t * nh + h) * hd + i] = s / l;
+			}
+		}
+	brk(k, o, nqel);
+	snprintf(shape, sizeof shape, "nq=%d h=%d/%d hd=%d pos0=%d", nq, nh, nkv, hd, pos0);
+	close_to(k, "attention", shape, o, ref, NULL, nqel, 1e-5);
+	free(q), free(K), free(V), free(o), free(ref), free(p);
+	gpu_free(k->g, dq), gpu_free(k->g, dK), gpu_free(k->g, dV), gpu_free(k->g, dO);
+}
+
+static void
+check_argmax(struct kc *k, int rows, int64_t n)
+{
+	float *x = frand(k, rows * n, -10, 10);
+	int32_t *idx = xmalloc((size_t)rows * 4), *dI;
+	double maxd = 0;
+	int ok = 1;
+	char shape[64];
+
+	for (int r = 0; r < rows; r++) {	/* ties: the first index wins */
+		int64_t a = (int64_t)(rnd(k) % (uint64_t)n), b = (int64_t)(rnd(k) % (uint64_t)n);
+		x[r * n + a] = x[r * n + b] = 11.0f + (float)(r % 3);
+	}
+	float *dx = dput(k, x, (size_t)rows * n * 4);
+	dI = dput(k, NULL, (size_t)rows * 4);
+	gchk(k, gpu_argmax(k->g, dx, rows, n, dI));
+	dget(k, idx, dI, (size_t)rows * 4);
+	if (k->brk)
+		idx[rows / 2] ^= 1;
+	for (int r = 0; r < rows; r++) {
+		int64_t best = 0;
+		for (int64_t i = 1; i < n; i++)
+			if (x[r * n + i] > x[r * n + best])
+				best = i;
+		if (idx[r] != best) {
+			ok = 0;
+			maxd = 1;
+		}
+	}
+	snprintf(shape, sizeof shape, "%dx%lld", rows, (long long)n);
+	report(k, "argmax", shape, maxd, ok);
+	free(x), free(idx);
+	gpu_free(k->g, dx), gpu_free(k->g, dI);
+}
+
+/* --- graph replay vs eager -------------------------------------------- */
+
+struct step {		/* a miniature decode step: norm, FFN, residual, head, argmax */
+	int	e, f, v;
+	struct wset up, gate, down, out;
+	float	*nw, *scale, *x, *n1, *a, *b, *s, *d, *h, *logits;
+	int32_t	*idx;
+};
+
+static void
+step_run(struct kc *k, struct step *st)
+{
+	struct gpu *g = k->g;
+
+	gchk(k, gpu_rmsnorm(g, st->x, st->e, st->nw, st->n1, st->e, 1, st->e, 1e-6f));
+	gchk(k, gpu_matvec(g, st->up.t, st->up.dw, st->f, st->e, st->n1, 1, st->a, NULL));
+	gchk(k, gpu_matvec(g, st->gate.t, st->gate.dw, st->f, st->e, st->n1, 1, st->b, NULL));
+	gchk(k, gpu_swiglu(g, st->b, st->a, st->s, st->f));
+	gchk(k, gpu_matvec(g, st->down.t, st->down.dw, st->e, st->f, st->s, 1, st->d, NULL));
+	gchk(k, gpu_add(g, st->x, st->d, st->h, st->e));
+	gchk(k, gpu_matvec(g, st->out.t, st->out.dw, st->v, st->e, st->h, 1, st->logits, st->scale));
+	gchk(k, gpu_argmax(g, st->logits, 1, st->v, st->idx));
+}
+
+static void
+check_graph(struct kc *k)
+{
+	struct step st = { .e = 1024, .f = 2816, .v = 5000 };
+	float *xe = frand(k, st.e, -1, 1), *nw = frand(k, st.e, 0.5f, 1.5f), sc = 0.5f;
+	float *la = xmalloc((size_t)st.v * 4 + 4), *lb = xmalloc((size_t)st.v * 4 + 4);
+	struct gpu_graph *gr;
+	char shape[64];
+
+	wset_new(k, &st.up, QUANT_Q4_K, st.f, st.e);
+	wset_new(k, &st.gate, QUANT_Q8_0, st.f, st.e);
+	wset_new(k, &st.down, QUANT_Q6_K, st.e, st.f);
+	wset_new(k, &st.out, QUANT_NVFP4, st.v, st.e);
+	st.nw = dput(k, nw, (size_t)st.e * 4), st.scale = dput(k, &sc, 4);
+	st.x = dput(k, xe, (size_t)st.e * 4), st.n1 = dput(k, NULL, (size_t)st.e * 4);
+	st.a = dput(k, NULL, (size_t)st.f * 4), st.b = dput(k, NULL, (size_t)st.f * 4);
+	st.s = dput(k, NULL, (size_t)st.f * 4), st.d = dput(k, NULL, (size_t)st.e * 4);
+	st.h = dput(k, NULL, (size_t)st.e * 4), st.logits = dput(k, NULL, (size_t)st.v * 4);
+	st.idx = dput(k, NULL, 4);
+	step_run(k, &st);
+	dget(k, la, st.logits, (size_t)st.v * 4);
+	dget(k, la + st.v, st.idx, 4);
+	gchk(k, gpu_memset(k->g, st.logits, 0xFF, (size_t)st.v * 4));	/* poison */
+	gchk(k, gpu_graph_begin(k->g));
+	step_run(k, &st);
+	if ((gr = gpu_graph_end(k->g)) == NULL)
+		die(1, "gpu: %s", gpu_errmsg(k->g));
+	for (int i = 0; i < 3; i++)
+		gchk(k, gpu_graph_replay(k->g, gr));
+	dget(k, lb, st.logits, (size_t)st.v * 4);
+	dget(k, lb + st.v, st.idx, 4);
+	brk(k, lb, st.v);
+	snprintf(shape, sizeof shape, "ffn %dx%d head %d x3", st.e, st.f, st.v);
+	same_bits(k, "graph replay=eager", shape, la, lb, st.v + 1);
+	gpu_graph_free(gr);
+	wset_free(k, &st.up), wset_free(k, &st.gate), wset_free(k, &st.down), wset_free(k, &st.out);
+	float *ds[] = { st.nw, st.scale, st.x, st.n1, st.a, st.b, st.s, st.d, st.h, st.logits };
+	for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
+		gpu_free(k->g, ds[i]);
+	gpu_free(k->g, st.idx);
+	free(xe), free(nw), free(la), free(lb);
+}
+
+static void
+check_all(struct kc *k)
+{
+	check_quant(k);
+	check_rmsnorm(k, 7, 4096, 4096, 0);
+	check_rmsnorm(k, 5, 1000, 1000, 1);
+	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
+	check_rmsnorm(k, 2 * 32, 128, 128, 2);
+	check_l2norm(k, 2 * 16, 128);
+	check_rope(k, 3, 16, 256, 512, 64, 4000);
+	check_rope(k, 2, 8, 64, 64, 64, 100000);
+	check_elementwise(k, 0, 3, 12288);
+	check_elementwise(k, 1, 3, 4096);
+	check_elementwise(k, 2, 16 * 2, 256);
+	check_conv1d(k, 1, 8192, 4);
+	check_conv1d(k, 5, 1000, 4);
+	check_conv1d(k, 2, 300, 3);
+	check_gdn(k, 1, 16, 32, 128, 128);
+	check_gdn(k, 4, 16, 16, 128, 128);
+	check_gdn(k, 3, 2, 6, 64, 100);
+	check_attention(k, 1, 16, 4, 256, 0);
+	check_attention(k, 1, 16, 4, 256, 1000);
+	check_attention(k, 1, 32, 8, 128, 5000);
+	check_attention(k, 4, 16, 4, 256, 700);
+	check_attention(k, 16, 8, 8, 64, 255);
+	check_argmax(k, 3, 248320);
+	check_argmax(k, 5, 1000);
+	check_graph(k);
+}
+
+/* --- bandwidth of the products ------------------------------------------ */
+
+static double
+median(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1], v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Seconds per replay of gr, median of reps. */
+static double
+time_graph(struct kc *k, struct gpu_graph *gr, int reps)
+{
+	double t[16];
+	float ms;
+
+	gchk(k, gpu_graph_replay(k->g, gr));	/* warm */
+	for (int r = 0; r < reps && r < 16; r++) {
+		gchk(k, gpu_mark(k->g, 0));
+		gchk(k, gpu_graph_replay(k->g, gr));
+		gchk(k, gpu_mark(k->g, 1));
+		gchk(k, gpu_sync(k->g));
+		gchk(k, gpu_elapsed(k->g, 0, 1, &ms));
+		t[r] = ms * 1e-3;
+	}
+	return median(t, reps);
+}
+
+static double
+bench_copy(struct kc *k, size_t n)
+{
+	void *a = dput(k, NULL, n), *b = dput(k, NULL, n);
+	struct gpu_graph *gr;
+	double s;
+
+	gchk(k, gpu_memset(k->g, a, 0x5A, n));
+	gchk(k, gpu_graph_begin(k->g));
+	for (int i = 0; i < 10; i++)
+		gchk(k, gpu_copy(k->g, i % 2 ? a : b, i % 2 ? b : a, n));
+	if ((gr = gpu_graph_end(k->g)) == NULL)
+		die(1, "gpu: %s", gpu_errmsg(k->g));
+	for (int i = 0; i < 30; i++)	/* let the clocks come up */
+		gchk(k, gpu_graph_replay(k->g, gr));
+	s = time_graph(k, gr, 7) / 10;
+	gpu_graph_free(gr);
+	gpu_free(k->g, a), gpu_free(k->g, b);
+	printf("bench copy %zu MiB: %.1f GB/s (read+write)\n", n >> 20, 2.0 * n / s * 1e-9);
+	return 2.0 * n / s;
+}
+
+/* One matrix shape and type: launches cycle over copies that together pass 1 GiB. */
+static void
+bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
+{
+	static const int ms[] = { 1, 2, 4, 8, 16 };
+	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
+	int nc = (int)((((size_t)1 << 30) + nb - 1) / nb), nl = nc < 64 ? 64 : nc;
+	void **w = xmalloc((size_t)nc * sizeof *w);
+	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
+	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
+	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
+	double t1 = 0;
+
+	for (int c = 0; c < nc; c++) {
+		w[c] = dput(k, NULL, nb);
+		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
+	}
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+		struct gpu_graph *gr;
+		gchk(k, gpu_graph_begin(k->g));
+		for (int l = 0; l < nl; l++)
+			gchk(k, gpu_matvec(k->g, t, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL));
+		if ((gr = gpu_graph_end(k->g)) == NULL)
+			die(1, "gpu: %s", gpu_errmsg(k->g));
+		double s = time_graph(k, gr, 5) / nl;
+		gpu_graph_free(gr);
+		if (ms[mi] == 1)
+			t1 = s;
+		printf("bench %-6s %lldx%-6lld m=%-2d %8.2f us %7.1f GB/s %5.1f%% of copy  x%.2f of m=1\n",
+		    quant_name(t), (long long)rows, (long long)ne0, ms[mi], s * 1e6, nb / s * 1e-9,
+		    100.0 * nb / s / copy_bw, s / t1);
+		fflush(stdout);
+	}
+	for (int c = 0; c < nc; c++)
+		gpu_free(k->g, w[c]);
+	free(w), free(x);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+}
+
+static void
+bench(struct kc *k)
+{
+	static const int64_t shapes[][2] = { { 4096, 4096 }, { 12288, 4096 }, { 4096, 12288 } };
+	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);	/* offsets of the copies + the largest matrix */
+	uint8_t *pool = xmalloc(pn);
+	double bw;
+
+	for (size_t i = 0; i < pn / 8; i++) {	/* random bits: never time zeros */
+		uint64_t r = rnd(k);
+		memcpy(pool + 8 * i, &r, 8);
+	}
+	uint8_t *dpool = dput(k, pool, pn);
+
+	printf("bench device %s\n", gpu_name(k->g));
+	printf("bench chunk %d unroll %d\n", k->chunk, k->unroll);
+	bw = bench_copy(k, (size_t)1 << 30);
+	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+		for (int ti = 0; ti < NTYPES; ti++)
+			if (k->only < 0 || k->only == mv_types[ti])
+				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
+	gpu_free(k->g, dpool);
+	free(pool);
+}
+
+#endif	/* MEMRA_HAVE_CUDA */
+
+/* --- main ------------------------------------------------------------- */
+
+struct opts {
+	int	bench, selftest, brk, only, chunk, unroll;
+	int64_t	dev, seed;
+};
+
+static int
+run(const struct opts *o)
+{
+#ifdef MEMRA_HAVE_CUDA
+	struct kc k = { .rng = 0x9E3779B97F4A7C15ULL, .only = o->only, .brk = o->brk,
+		.chunk = o->chunk ? o->chunk : 2560, .unroll = o->unroll ? o->unroll : 1 };
+	char err[UTIL_ERRLEN];
+
+	k.rng ^= (uint64_t)o->seed * 0xD1B54A32D192ED03ULL;
+	if ((k.g = gpu_open((int)o->dev, err, sizeof err)) == NULL) {
+		warnmsg("gpu: %s", err);
+		return 1;
+	}
+	if (gpu_tune(k.g, k.chunk, k.unroll) != 0) {
+		warnmsg("gpu: %s", gpu_errmsg(k.g));
+		gpu_close(k.g);
+		return 1;
+	}
+	if (o->bench)
+		bench(&k);
+	else
+		check_all(&k);
+	gpu_close(k.g);
+	if (o->bench)
+		return 0;
+	if (o->selftest) {
+		if (k.nfail == k.nchk) {
+			printf("SELF-TEST OK: all %d broken checks failed\n", k.nchk);
+			return 0;
+		}
+		printf("SELF-TEST FAILED: %d of %d broken checks passed\n", k.nchk - k.nfail, k.nchk);
+		return 1;
+	}
+	if (k.nfail == 0)
+		printf("ALL GREEN (%d checks)\n", k.nchk);
+	else
+		printf("%d FAILED (of %d checks)\n", k.nfail, k.nchk);
+	return k.nfail ? 1 : 0;
+#else
+	(void)o;
+	warnmsg("built without CUDA: no GPU kernels to check");
+	return 1;
+#endif
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option lopts[] = {
+		{ "bench", no_argument, NULL, 'b' }, { "device", required_argument, NULL, 'd' },
+		{ "seed", required_argument, NULL, 's' }, { "self-test", no_argument, NULL, 't' },
+		{ "type", required_argument, NULL, 'T' }, { "chunk", required_argument, NULL, 'C' },
+		{ "unroll", required_argument, NULL, 'U' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = { .only = -1, .seed = 1 };
+	const char *e;
+	int ch;
+
+	prog = base_name(argv[0]);
+	while ((ch = getopt_long(argc, argv, "bC:d:s:tT:U:h", lopts, NULL)) != -1) {
+		switch (ch) {
+		case 'b': o.bench = 1; break;
+		case 'C': {
+			int64_t v;
+			if (util_parse_i64(optarg, 256, 2560, &v) != 0 || v % 16) {
+				warnmsg("-C '%s': not a chunk size (256..2560, a multiple of 16)", optarg);
+				return usage(stderr, 2);
+			}
+			o.chunk = (int)v;
+			break;
+		}
+		case 'd':
+			if (util_parse_i64(optarg, 0, 1023, &o.dev) != 0) {
+				warnmsg("-d '%s': not a device number (0..1023)", optarg);
+				return usage(stderr, 2);
+			}
+			break;
+		case 's':
+			if (util_parse_i64(optarg, 1, INT64_MAX, &o.seed) != 0) {
+				warnmsg("-s '%s': not a seed (1..2^63-1)", optarg);
+				return usage(stderr, 2);
+			}
+			break;
+		case 't': o.selftest = 1; break;
+		case 'T':
+			if ((o.only = quant_from_name(optarg)) < 0) {
+				warnmsg("-T '%s': not a type name", optarg);
+				return usage(stderr, 2);
+			}
+			break;
+		case 'U': {
+			int64_t v;
+			if (util_parse_i64(optarg, 1, 2, &v) != 0) {
+				warnmsg("-U '%s': not an unroll factor (1 or 2)", optarg);
+				return usage(stderr, 2);
+			}
+			o.unroll = (int)v;
+			break;
+		}
+		case 'h': return usage(stdout, 0);
+		default:  return usage(stderr, 2);
+		}
+	}
+	if (optind != argc)
+		return usage(stderr, 2);
+#ifdef MEMRA_HAVE_CUDA
+	if (o.only >= 0 && !gpu_can_matvec(o.only)) {
+		warnmsg("-T '%s': the GPU does not multiply %s", quant_name(o.only), quant_name(o.only));
+		return usage(stderr, 2);
+	}
+#endif
+	if ((e = getenv("MEMRA_KC_BREAK")) != NULL && strcmp(e, "1") == 0)
+		o.brk = 1;
+	o.brk |= o.selftest;
+	return finish(run(&o));
+}

@@ -1,0 +1,284 @@
+/* gpu: device, stream, memory, graphs, timing. */
+#include "gpu_impl.cuh"
+
+#include <string.h>
+
+extern "C" int
+gpu_count(void)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
+
+static int
+gpu_init(struct gpu *g, int dev)
+{
+	cudaDeviceProp p;
+
+	GPU_CHECK(g, cudaSetDevice(dev));
+	GPU_CHECK(g, cudaGetDeviceProperties(&p, dev));
+	g->nsm = p.multiProcessorCount;
+	snprintf(g->name, sizeof g->name, "%s sm_%d%d %d SMs %.1f GiB", p.name,
+	    p.major, p.minor, p.multiProcessorCount,
+	    (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
+	GPU_CHECK(g, cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	for (int i = 0; i < GPU_MARKS; i++)
+		GPU_CHECK(g, cudaEventCreate(&g->mark[i]));
+	if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS)
+		return gpu_fail(g, "cublasCreate: failed");
+	if (cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS)
+		return gpu_fail(g, "cublasSetStream: failed");
+	cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH);	/* no TF32 */
+	return 0;
+}
+
+extern "C" struct gpu *
+gpu_open(int dev, char *err, size_t errlen)
+{
+	struct gpu *g;
+	int n = gpu_count();
+
+	if (n == 0) {
+		snprintf(err, errlen, "no CUDA device");
+		return NULL;
+	}
+	if (dev < 0 || dev >= n) {
+		snprintf(err, errlen, "device %d: only %d CUDA device%s", dev, n,
+		    n == 1 ? "" : "s");
+		return NULL;
+	}
+	g = (struct gpu *)calloc(1, sizeof *g);
+	if (g == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	g->dev = dev;
+	g->mv_chunk = 2560;
+	g->mv_unroll = 1;
+	if (gpu_init(g, dev) != 0) {
+		snprintf(err, errlen, "%s", g->err);
+		gpu_close(g);
+		return NULL;
+	}
+	return g;
+}
+
+extern "C" void
+gpu_close(struct gpu *g)
+{
+	if (g == NULL)
+		return;
+	cudaSetDevice(g->dev);
+	if (g->stream)
+		cudaStreamSynchronize(g->stream);
+	cudaFree(g->scratch);
+	if (g->blas)
+		cublasDestroy(g->blas);
+	for (int i = 0; i < GPU_MARKS; i++)
+		if (g->mark[i])
+			cudaEventDestroy(g->mark[i]);
+	if (g->stream)
+		cudaStreamDestroy(g->stream);
+	free(g);
+}
+
+extern "C" const char *
+gpu_errmsg(const struct gpu *g)
+{
+	return g ? g->err : "no gpu";
+}
+
+extern "C" const char *
+gpu_name(const struct gpu *g)
+{
+	return g->name;
+}
+
+extern "C" void *
+gpu_alloc(struct gpu *g, size_t n)
+{
+	void *d = NULL;
+	cudaError_t e = cudaMalloc(&d, n + 16);
+
+	if (e != cudaSuccess) {
+		gpu_fail(g, "cudaMalloc %zu bytes: %s", n, cudaGetErrorString(e));
+		return NULL;
+	}
+	e = cudaMemsetAsync(d, 0, n + 16, g->stream);
+	if (e != cudaSuccess) {
+		cudaFree(d);
+		gpu_fail(g, "cudaMemsetAsync: %s", cudaGetErrorString(e));
+		return NULL;
+	}
+	return d;
+}
+
+extern "C" void
+gpu_free(struct gpu *g, void *d)
+{
+	if (d != NULL) {
+		cudaStreamSynchronize(g->stream);
+		cudaFree(d);
+	}
+}
+
+void *
+gpu_scratch(struct gpu *g, size_t n)
+{
+	cudaStreamCaptureStatus st;
+
+	if (n <= g->scratch_size)
+		return g->scratch;
+	if (cudaStreamIsCapturing(g->stream, &st) == cudaSuccess &&
+	    st != cudaStreamCaptureStatusNone) {
+		gpu_fail(g, "scratch: %zu bytes needed while capturing a graph (%zu held)",
+		    n, g->scratch_size);
+		return NULL;
+	}
+	cudaStreamSynchronize(g->stream);
+	cudaFree(g->scratch);
+	g->scratch = NULL;
+	g->scratch_size = 0;
+	n = (n + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
+	if (cudaMalloc(&g->scratch, n) != cudaSuccess) {
+		cudaGetLastError();
+		gpu_fail(g, "scratch: cudaMalloc %zu bytes failed", n);
+		return NULL;
+	}
+	g->scratch_size = n;
+	return g->scratch;
+}
+
+extern "C" int
+gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n)
+{
+	GPU_CHECK(g, cudaMemcpyAsync(d_dst, src, n, cudaMemcpyHostToDevice, g->stream));
+	return 0;
+}
+
+extern "C" int
+gpu_download(struct gpu *g, void *dst, const void *d_src, size_t n)
+{
+	GPU_CHECK(g, cudaMemcpyAsync(dst, d_src, n, cudaMemcpyDeviceToHost, g->stream));
+	return 0;
+}
+
+/* 16 bytes a thread, four loads in flight, grid-stride. */
+__global__ void
+k_copy16(uint4 *__restrict__ d, const uint4 *__restrict__ s, size_t n)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
+	size_t step = (size_t)gridDim.x * blockDim.x * 4;
+
+	for (; i < n; i += step) {
+		uint4 v[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			if (i + k * blockDim.x < n)
+				v[k] = s[i + k * blockDim.x];
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			if (i + k * blockDim.x < n)
+				d[i + k * blockDim.x] = v[k];
+	}
+}
+
+extern "C" int
+gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n)
+{
+	if (((uintptr_t)d_dst | (uintptr_t)d_src | n) % 16 == 0 && n >= ((size_t)1 << 20)) {
+		k_copy16<<<g->nsm * 8, 256, 0, g->stream>>>((uint4 *)d_dst, (const uint4 *)d_src, n / 16);
+		GPU_LAUNCHED(g, "copy");
+		return 0;
+	}
+	GPU_CHECK(g, cudaMemcpyAsync(d_dst, d_src, n, cudaMemcpyDeviceToDevice, g->stream));
+	return 0;
+}
+
+extern "C" int
+gpu_memset(struct gpu *g, void *d, int byte, size_t n)
+{
+	GPU_CHECK(g, cudaMemsetAsync(d, byte, n, g->stream));
+	return 0;
+}
+
+extern "C" int
+gpu_sync(struct gpu *g)
+{
+	GPU_CHECK(g, cudaStreamSynchronize(g->stream));
+	GPU_CHECK(g, cudaGetLastError());
+	return 0;
+}
+
+extern "C" int
+gpu_graph_begin(struct gpu *g)
+{
+	GPU_CHECK(g, cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+	return 0;
+}
+
+extern "C" struct gpu_graph *
+gpu_graph_end(struct gpu *g)
+{
+	cudaGraph_t graph = NULL;
+	struct gpu_graph *gr;
+	cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+
+	if (e != cudaSuccess) {
+		gpu_fail(g, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
+		return NULL;
+	}
+	gr = (struct gpu_graph *)calloc(1, sizeof *gr);
+	if (gr == NULL) {
+		cudaGraphDestroy(graph);
+		gpu_fail(g, "graph: out of memory");
+		return NULL;
+	}
+	e = cudaGraphInstantiate(&gr->exec, graph, 0);
+	cudaGraphDestroy(graph);
+	if (e != cudaSuccess) {
+		free(gr);
+		gpu_fail(g, "cudaGraphInstantiate: %s", cudaGetErrorString(e));
+		return NULL;
+	}
+	return gr;
+}
+
+extern "C" int
+gpu_graph_replay(struct gpu *g, struct gpu_graph *gr)
+{
+	GPU_CHECK(g, cudaGraphLaunch(gr->exec, g->stream));
+	return 0;
+}
+
+extern "C" void
+gpu_graph_free(struct gpu_graph *gr)
+{
+	if (gr == NULL)
+		return;
+	cudaGraphExecDestroy(gr->exec);
+	free(gr);
+}
+
+extern "C" int
+gpu_mark(struct gpu *g, int slot)
+{
+	if (slot < 0 || slot >= GPU_MARKS)
+		return gpu_fail(g, "mark: slot %d out of 0..%d", slot, GPU_MARKS - 1);
+	GPU_CHECK(g, cudaEventRecord(g->mark[slot], g->stream));
+	return 0;
+}
+
+extern "C" int
+gpu_elapsed(struct gpu *g, int from, int to, float *ms)
+{
+	if (from < 0 || from >= GPU_MARKS || to < 0 || to >= GPU_MARKS)
+		return gpu_fail(g, "elapsed: slot out of 0..%d", GPU_MARKS - 1);
+	GPU_CHECK(g, cudaEventElapsedTime(ms, g->mark[from], g->mark[to]));
+	return 0;
+}

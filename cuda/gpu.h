@@ -1,0 +1,182 @@
+/*
+ * gpu: one CUDA device behind plain C.  A struct gpu owns a device, a
+ * stream, a cuBLAS handle and a scratch buffer; every operation below is
+ * queued on that stream (asynchronous: gpu_sync() waits and reports the
+ * first error a kernel raised).  Pointers named d_* are device memory
+ * from gpu_alloc(); activations are fp32, row-major, rows contiguous.
+ *
+ * Every function returns 0 (or a pointer) on success and -1 (or NULL) on
+ * failure, keeping the reason for gpu_errmsg().  Nothing prints, nothing
+ * exits.  A gpu is used by one thread at a time.
+ */
+#ifndef MEMRA_GPU_H
+#define MEMRA_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gpu;		/* device, stream, cublasHandle_t, scratch: private to cuda/ */
+struct gpu_graph;	/* an instantiated CUDA graph */
+
+/* The most rows one gpu_matvec() launch takes (speculative verify, batched decode). */
+#define GPU_MATVEC_MAX_ROWS 16
+
+/*
+ * Open device number dev (0 = the first).  NULL on failure, with the
+ * reason in err (UTIL_ERRLEN bytes or more); no device present is a
+ * failure ("no CUDA device").  gpu_close(NULL) is a no-op.
+ */
+struct gpu *gpu_open(int dev, char *err, size_t errlen);
+void	gpu_close(struct gpu *g);
+
+/* The reason for the last failure on g ("" when none). */
+const char *gpu_errmsg(const struct gpu *g);
+
+/* One line naming the device: "NVIDIA H200 sm_90 132 SMs 139.8 GiB". */
+const char *gpu_name(const struct gpu *g);
+
+/* Number of CUDA devices present (0 when none or no driver). */
+int	gpu_count(void);
+
+/* Device memory: gpu_alloc returns n bytes (zeroed, 256-byte aligned, with
+ * 16 readable bytes of slack past the end) or NULL; gpu_free(g, NULL) is a
+ * no-op.  Copies are queued on g's stream; host memory must stay valid
+ * until gpu_sync(). */
+void   *gpu_alloc(struct gpu *g, size_t n);
+void	gpu_free(struct gpu *g, void *d);
+int	gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n);
+int	gpu_download(struct gpu *g, void *dst, const void *d_src, size_t n);
+int	gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n);
+int	gpu_memset(struct gpu *g, void *d, int byte, size_t n);
+
+/* Wait for everything queued on g; -1 with the first asynchronous error. */
+int	gpu_sync(struct gpu *g);
+
+/*
+ * Graphs: between gpu_graph_begin and gpu_graph_end the calls on g are
+ * recorded, not run (no gpu_sync, upload from pageable memory or alloc in
+ * between).  gpu_graph_end returns the instantiated graph or NULL;
+ * gpu_graph_replay queues one replay on g's stream; the caller frees with
+ * gpu_graph_free (NULL is a no-op).  A graph holds the scratch buffer it
+ * was recorded with: make the largest gpu_matmul / gpu_attention call
+ * (longest context) once before recording, or the scratch may move.
+ */
+int	gpu_graph_begin(struct gpu *g);
+struct gpu_graph *gpu_graph_end(struct gpu *g);
+int	gpu_graph_replay(struct gpu *g, struct gpu_graph *gr);
+void	gpu_graph_free(struct gpu_graph *gr);
+
+/* Timing on g's stream: milliseconds between two marks (gpu_sync first). */
+int	gpu_mark(struct gpu *g, int slot);		/* slot 0..7 */
+int	gpu_elapsed(struct gpu *g, int from, int to, float *ms);
+
+/*
+ * Benchmark seam for gpu_matvec: chunk = bytes of a weight row staged per
+ * warp and step (256..2560, a multiple of 16; default 2560), unroll = octets
+ * a lane overlaps (1 or 2; default 1).  Unrolling never changes a result;
+ * the chunk may change the last bits of a product, never between values of m.
+ */
+int	gpu_tune(struct gpu *g, int chunk, int unroll);
+
+/* 1 when gpu_matvec() and gpu_dequantize() take quant type t. */
+int	gpu_can_matvec(int t);
+
+/*
+ * y[m][rows] = W[rows][ne0] . x[m][ne0] for m = 1..GPU_MATVEC_MAX_ROWS,
+ * W of quant type t (ggml block layout, row after row, as in a GGUF file).
+ * ne0 must be a multiple of 256 (of 32 for F32/F16/BF16/Q8_0/Q4_0/Q4_1, 64
+ * for NVFP4).  d_scale: NULL, or one device float that multiplies every
+ * output (the NVFP4 per-tensor '.scale').  Batch-invariant: row r of the
+ * result is the same bits for any m.
+ */
+int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    const float *d_x, int m, float *d_y, const float *d_scale);
+
+/*
+ * Dense product for prefill: y[n][rows] = W[rows][ne0] . x[n][ne0] for any n,
+ * W dequantized to fp32 tiles in scratch and multiplied with cuBLAS
+ * (fp32 compute).  n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead.
+ */
+int	gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
+
+/* Dequantize n elements of type t (n a multiple of the block) to fp32. */
+int	gpu_dequantize(struct gpu *g, int t, const void *d_src, float *d_dst, int64_t n);
+
+/* Embedding lookup: out[i][ne0] = dequantize(table row ids[i]) for i < n;
+ * d_ids holds n int32 row numbers (< n_rows, not checked on the device). */
+int	gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
+	    const int32_t *d_ids, int n, float *d_out);
+
+/*
+ * RMSNorm of rows rows of d elements: y = x / sqrt(mean(x^2) + eps) * w.
+ * Rows are ldx / ldy floats apart (in place allowed); w is NULL or [d].
+ * Per-head norm: rows = tokens * heads, d = head_dim.  The gated form
+ * multiplies by silu(z) after the weight (x, z, y contiguous [rows][d]).
+ */
+int	gpu_rmsnorm(struct gpu *g, const float *d_x, int64_t ldx, const float *d_w,
+	    float *d_y, int64_t ldy, int rows, int d, float eps);
+int	gpu_rmsnorm_gated(struct gpu *g, const float *d_x, const float *d_z,
+	    const float *d_w, float *d_y, int rows, int d, float eps);
+
+/* L2 norm of each row: y = x / max(sqrt(sum x^2), eps) (sum in double). */
+int	gpu_l2norm(struct gpu *g, const float *d_x, int64_t ldx, float *d_y,
+	    int64_t ldy, int rows, int d, float eps);
+
+/*
+ * NeoX RoPE in place on x[n][heads][ld] (each head's first n_rot of
+ * head_dim dims; ld = floats between heads): for i < n_rot/2, the pair
+ * (i, i + n_rot/2) turns by pos[t] * base^(-2i/n_rot).  d_pos: n int32.
+ */
+int	gpu_rope_neox(struct gpu *g, float *d_x, int n, int heads, int64_t ld,
+	    int n_rot, const int32_t *d_pos, float base);
+
+/* Elementwise on n floats: out = silu(gate) * up; out = a + b; out = x * sigmoid(gate). */
+int	gpu_swiglu(struct gpu *g, const float *d_gate, const float *d_up, float *d_out, int64_t n);
+int	gpu_add(struct gpu *g, const float *d_a, const float *d_b, float *d_out, int64_t n);
+
+/* out[r][j] = x[r][j] * sigmoid(gate[r][j]) for rows rows of d, rows ldx /
+ * ldg / ldo floats apart (the gate half of a q+gate projection). */
+int	gpu_sigmoid_mul(struct gpu *g, const float *d_x, int64_t ldx, const float *d_gate,
+	    int64_t ldg, float *d_out, int64_t ldo, int rows, int d);
+
+/*
+ * Causal depthwise conv1d with state, then SiLU, over T new tokens:
+ * x[T][C], w[C][K] (ggml ssm_conv1d, ne0 = K), state[K-1][C] (the last K-1
+ * inputs, oldest first; updated in place), out[T][C].  K <= 8.
+ */
+int	gpu_conv1d_silu(struct gpu *g, const float *d_x, int T, int C, int K,
+	    const float *d_w, float *d_state, float *d_out);
+
+/*
+ * Gated delta rule, T tokens in sequence (decode: T = 1).  State
+ * S[hv][sk][sv] fp32, updated in place.  q, k [T][hk][sk] (already
+ * L2-normed), v [T][hv][sv], g [T][hv] (log decay), beta [T][hv] (already
+ * sigmoid), out [T][hv][sv].  V head h uses K head h % hk.  Per token:
+ * kv = S^T k; delta = (v - e^g kv) beta; S = e^g S + k delta^T;
+ * out = S^T q * scale.  sk is 64 or 128; sv <= 256.
+ */
+int	gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
+	    const float *d_v, const float *d_g, const float *d_beta, float *d_out,
+	    int T, int hk, int hv, int sk, int sv, float scale);
+
+/*
+ * Attention of nq query rows over a KV cache (split-K flash-decoding).
+ * q[nq][nh][hd], cache K, V [n_ctx][nkv][hd] (positions 0.. filled),
+ * query t sees positions 0..pos0+t (causal); head h uses kv head
+ * h / (nh / nkv).  out[nq][nh][hd].  hd <= 256, nq <= GPU_MATVEC_MAX_ROWS.
+ */
+int	gpu_attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+	    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale);
+
+/* idx[r] = the index of the largest of x[r][0..n) (the first on ties). */
+int	gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,61 @@
+/* gpu_impl: what the cuda/*.cu files share; never included from C. */
+#ifndef MEMRA_GPU_IMPL_CUH
+#define MEMRA_GPU_IMPL_CUH
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include "gpu.h"
+
+#define GPU_ERRLEN 256
+#define GPU_MARKS 8
+
+struct gpu {
+	int	dev;
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	void   *scratch;		/* scratch_size bytes of device memory */
+	size_t	scratch_size;
+	int	nsm;			/* multiprocessors */
+	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
+	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
+	cudaEvent_t mark[GPU_MARKS];
+	char	name[128];
+	char	err[GPU_ERRLEN];
+};
+
+struct gpu_graph {
+	cudaGraphExec_t exec;
+};
+
+/* Keep "what: why" on g; always returns -1. */
+static inline int
+gpu_fail(struct gpu *g, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g->err, sizeof g->err, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* A CUDA call that failed turns into -1 plus a message naming the call. */
+#define GPU_CHECK(g, call) do {						\
+	cudaError_t e_ = (call);					\
+	if (e_ != cudaSuccess)						\
+		return gpu_fail((g), "%s: %s", #call, cudaGetErrorString(e_)); \
+} while (0)
+
+/* After a launch: a bad configuration shows here, a fault at gpu_sync. */
+#define GPU_LAUNCHED(g, what) do {					\
+	cudaError_t e_ = cudaGetLastError();				\
+	if (e_ != cudaSuccess)						\
+		return gpu_fail((g), "%s: %s", (what), cudaGetErrorString(e_)); \
+} while (0)
+
+/* Scratch of at least n bytes (grown outside graph capture only). */
+void   *gpu_scratch(struct gpu *g, size_t n);
+
+#endif

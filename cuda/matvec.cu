@@ -1,0 +1,627 @@
+/*
+ * matvec: quantized weight rows on the device.  Decoding of ggml blocks
+ * (32-element units, the CPU reference's arithmetic: separate multiplies
+ * and adds, no fused multiply-add), the batch-invariant matrix-vector
+ * product, dequantization, embedding rows and the cuBLAS prefill product.
+ */
+#include "gpu_impl.cuh"
+
+#include <cuda_fp16.h>
+
+enum {
+	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8, T_Q4_K = 12,
+	T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30, T_NVFP4 = 40
+};
+
+/* QK elements in BS bytes per block (F32/F16/BF16: 32-element pseudo-blocks). */
+template <int T> struct qt;
+template <> struct qt<T_F32>   { enum { QK = 32,  BS = 128 }; };
+template <> struct qt<T_F16>   { enum { QK = 32,  BS = 64 }; };
+template <> struct qt<T_BF16>  { enum { QK = 32,  BS = 64 }; };
+template <> struct qt<T_Q8_0>  { enum { QK = 32,  BS = 34 }; };
+template <> struct qt<T_Q4_0>  { enum { QK = 32,  BS = 18 }; };
+template <> struct qt<T_Q4_1>  { enum { QK = 32,  BS = 20 }; };
+template <> struct qt<T_NVFP4> { enum { QK = 64,  BS = 36 }; };
+template <> struct qt<T_Q4_K>  { enum { QK = 256, BS = 144 }; };
+template <> struct qt<T_Q5_K>  { enum { QK = 256, BS = 176 }; };
+template <> struct qt<T_Q6_K>  { enum { QK = 256, BS = 210 }; };
+
+__device__ __forceinline__ unsigned
+rd16(const uint8_t *p)	/* p is 2-byte aligned in every block layout here */
+{
+	return *(const uint16_t *)p;
+}
+
+__device__ __forceinline__ float
+h2f(unsigned h)
+{
+	return __half2float(__ushort_as_half((unsigned short)h));
+}
+
+__device__ __forceinline__ float
+ue4m3_half(unsigned x)
+{
+	int e = (x >> 3) & 0xF, man = x & 7;
+
+	if (x == 0 || x == 0x7F)
+		return 0.0f;
+	if (e == 0)
+		return (float)man * 0x1p-10f;
+	return (float)(8 + man) * ldexpf(1.0f, e - 11);
+}
+
+__device__ __forceinline__ void
+scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+__constant__ float c_kf[16] = {
+	0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
+};
+
+/* w[0..32) = elements 32u .. 32u+31 of the block at b. */
+template <int T>
+__device__ __forceinline__ void
+unit_w(const uint8_t *b, int u, float w[32])
+{
+	if (T == T_F32) {
+		const float4 *p = (const float4 *)b;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			float4 v = p[i];
+			w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+		}
+	} else if (T == T_F16 || T == T_BF16) {
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			unsigned v = ((const uint32_t *)b)[i];
+			if (T == T_F16) {
+				w[2 * i] = h2f(v & 0xFFFF);
+				w[2 * i + 1] = h2f(v >> 16);
+			} else {
+				w[2 * i] = __uint_as_float(v << 16);
+				w[2 * i + 1] = __uint_as_float(v & 0xFFFF0000u);
+			}
+		}
+	} else if (T == T_Q8_0) {
+		float d = h2f(rd16(b));
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			unsigned v = rd16(b + 2 + 2 * i);
+			w[2 * i] = __fmul_rn((float)(int8_t)(v & 0xFF), d);
+			w[2 * i + 1] = __fmul_rn((float)(int8_t)(v >> 8), d);
+		}
+	} else if (T == T_Q4_0 || T == T_Q4_1) {
+		float d = h2f(rd16(b));
+		float mn = T == T_Q4_1 ? h2f(rd16(b + 2)) : 0.0f;
+		const uint8_t *qs = b + (T == T_Q4_1 ? 4 : 2);
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			unsigned v = rd16(qs + 2 * i);
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				unsigned x = (v >> (8 * k)) & 0xFF;
+				if (T == T_Q4_0) {
+					w[2 * i + k] = __fmul_rn((float)((int)(x & 0xF) - 8), d);
+					w[2 * i + k + 16] = __fmul_rn((float)((int)(x >> 4) - 8), d);
+				} else {
+					w[2 * i + k] = __fadd_rn(__fmul_rn((float)(x & 0xF), d), mn);
+					w[2 * i + k + 16] = __fadd_rn(__fmul_rn((float)(x >> 4), d), mn);
+				}
+			}
+		}
+	} else if (T == T_NVFP4) {
+#pragma unroll
+		for (int ss = 0; ss < 2; ss++) {
+			int s = 2 * u + ss;
+			float d = ue4m3_half(b[s]);
+			unsigned lo = *(const uint32_t *)(b + 4 + 8 * s);
+			unsigned hi = *(const uint32_t *)(b + 8 + 8 * s);
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				unsigned x = ((j < 4 ? lo : hi) >> (8 * (j & 3))) & 0xFF;
+				w[16 * ss + j] = __fmul_rn(c_kf[x & 0xF], d);
+				w[16 * ss + j + 8] = __fmul_rn(c_kf[x >> 4], d);
+			}
+		}
+	} else if (T == T_Q4_K || T == T_Q5_K) {
+		float d = h2f(rd16(b)), dmin = h2f(rd16(b + 2));
+		int sc, m, c = u >> 1, hi = u & 1;
+		scale_min_k4(u, b + 4, &sc, &m);
+		float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(dmin, (float)m);
+		const uint8_t *q = b + (T == T_Q4_K ? 16 : 48) + 32 * c;
+		const uint8_t *qh = b + 16;
+		unsigned bit = (hi ? 2u : 1u) << (2 * c);
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			unsigned v = *(const uint32_t *)(q + 4 * i);
+			unsigned vh = T == T_Q5_K ? *(const uint32_t *)(qh + 4 * i) : 0;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				unsigned x = (v >> (8 * k)) & 0xFF;
+				int qv = hi ? (int)(x >> 4) : (int)(x & 0xF);
+				if (T == T_Q5_K)
+					qv += ((vh >> (8 * k)) & bit) ? 16 : 0;
+				w[4 * i + k] = __fsub_rn(__fmul_rn(d1, (float)qv), m1);
+			}
+		}
+	} else if (T == T_Q6_K) {
+		int h = u >> 2, qq = u & 3;
+		const uint8_t *ql = b + 64 * h + 32 * (qq & 1);
+		const uint8_t *qh = b + 128 + 32 * h;
+		const int8_t *sc = (const int8_t *)(b + 192 + 8 * h) + 2 * qq;
+		float d = h2f(rd16(b + 208));
+		int nsh = 4 * (qq >> 1), hsh = 2 * qq;
+		float ds0 = __fmul_rn(d, (float)sc[0]), ds1 = __fmul_rn(d, (float)sc[1]);
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			unsigned v = rd16(ql + 2 * i), vh = rd16(qh + 2 * i);
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				int l = 2 * i + k;
+				int qv = (int)((((v >> (8 * k)) >> nsh) & 0xF) |
+				    ((((vh >> (8 * k)) >> hsh) & 3) << 4)) - 32;
+				w[l] = __fmul_rn(l < 16 ? ds0 : ds1, (float)qv);
+			}
+		}
+	}
+}
+
+
+/* --- octets: what the product decodes --------------------------------- */
+
+/* 2^23 + byte k of v, as a float: exact, one PRMT (no int-to-float unit). */
+__device__ __forceinline__ float
+bytef(unsigned v, int k)
+{
+	return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440 | k));
+}
+
+/* q[0..8) = bytes of lo, hi minus off, exactly. */
+__device__ __forceinline__ void
+bytes8(unsigned lo, unsigned hi, float off, float q[8])
+{
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		q[k] = bytef(lo, k) - (8388608.0f + off);
+		q[k + 4] = bytef(hi, k) - (8388608.0f + off);
+	}
+}
+
+__device__ __forceinline__ unsigned
+rd32u(const uint8_t *p)	/* a 4-byte word at a 2-byte aligned address */
+{
+	return rd16(p) | rd16(p + 2) << 16;
+}
+
+/*
+ * Octet o of the block at b: elements 8o .. 8o+7 are a * q[e] + c.  The
+ * product sums a * (q . x) + c * sum(x) per octet; the order of those
+ * operations never depends on how many input rows share the launch.
+ */
+template <int T>
+__device__ __forceinline__ void
+oct_q(const uint8_t *b, int o, float q[8], float *a, float *c)
+{
+	*c = 0.0f;
+	if (T == T_F32) {
+		float4 u = ((const float4 *)b)[2 * o], v = ((const float4 *)b)[2 * o + 1];
+		q[0] = u.x, q[1] = u.y, q[2] = u.z, q[3] = u.w;
+		q[4] = v.x, q[5] = v.y, q[6] = v.z, q[7] = v.w;
+		*a = 1.0f;
+	} else if (T == T_F16 || T == T_BF16) {
+		uint4 u = ((const uint4 *)b)[o];
+		unsigned w[4] = { u.x, u.y, u.z, u.w };
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			if (T == T_F16) {
+				q[2 * i] = h2f(w[i] & 0xFFFF);
+				q[2 * i + 1] = h2f(w[i] >> 16);
+			} else {
+				q[2 * i] = __uint_as_float(w[i] << 16);
+				q[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+			}
+		}
+		*a = 1.0f;
+	} else if (T == T_Q8_0) {
+		const uint8_t *p = b + 2 + 8 * o;
+		bytes8(rd32u(p) ^ 0x80808080u, rd32u(p + 4) ^ 0x80808080u, 128.0f, q);
+		*a = h2f(rd16(b));
+	} else if (T == T_Q4_0 || T == T_Q4_1) {
+		const uint8_t *p = b + (T == T_Q4_1 ? 4 : 2) + 8 * (o & 1);
+		int sh = 4 * (o >> 1);
+		bytes8((rd32u(p) >> sh) & 0x0F0F0F0Fu, (rd32u(p + 4) >> sh) & 0x0F0F0F0Fu,
+		    T == T_Q4_0 ? 8.0f : 0.0f, q);
+		*a = h2f(rd16(b));
+		if (T == T_Q4_1)
+			*c = h2f(rd16(b + 2));
+	} else if (T == T_NVFP4) {
+		int s = o >> 1, sh = 4 * (o & 1);
+		const uint32_t *p = (const uint32_t *)(b + 4 + 8 * s);
+		unsigned w[2] = { p[0] >> sh, p[1] >> sh };
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				unsigned x = (w[i] >> (8 * k)) & 0xF;
+				/* |E2M1| x2 by a nibble table, the sign from bit 3 */
+				unsigned mag = (0xC8643210u >> (4 * (x & 7))) & 0xF;
+				float f = __uint_as_float(0x4B000000u | mag) - 8388608.0f;
+				q[4 * i + k] = __uint_as_float(__float_as_uint(f) | ((x & 8) << 28));
+			}
+		*a = ue4m3_half(b[s]);
+	} else if (T == T_Q4_K || T == T_Q5_K) {
+		int u = o >> 2, ch = u >> 1, hi = u & 1, l0 = 8 * (o & 3), sc, m;
+		const uint32_t *p = (const uint32_t *)(b + (T == T_Q4_K ? 16 : 48) + 32 * ch + l0);
+		unsigned lo = (p[0] >> (4 * hi)) & 0x0F0F0F0Fu, hw = (p[1] >> (4 * hi)) & 0x0F0F0F0Fu;
+		if (T == T_Q5_K) {
+			const uint32_t *ph = (const uint32_t *)(b + 16 + l0);
+			int bit = 2 * ch + hi;
+			lo |= ((ph[0] >> bit) & 0x01010101u) << 4;
+			hw |= ((ph[1] >> bit) & 0x01010101u) << 4;
+		}
+		bytes8(lo, hw, 0.0f, q);
+		scale_min_k4(u, b + 4, &sc, &m);
+		*a = __fmul_rn(h2f(rd16(b)), (float)sc);
+		*c = -__fmul_rn(h2f(rd16(b + 2)), (float)m);
+	} else if (T == T_Q6_K) {
+		int u = o >> 2, h = u >> 2, qq = u & 3, l0 = 8 * (o & 3);
+		const uint8_t *ql = b + 64 * h + 32 * (qq & 1) + l0, *qh = b + 128 + 32 * h + l0;
+		int nsh = 4 * (qq >> 1), hsh = 2 * qq;
+		unsigned lo = ((rd32u(ql) >> nsh) & 0x0F0F0F0Fu) | (((rd32u(qh) >> hsh) & 0x03030303u) << 4);
+		unsigned hw = ((rd32u(ql + 4) >> nsh) & 0x0F0F0F0Fu) | (((rd32u(qh + 4) >> hsh) & 0x03030303u) << 4);
+		bytes8(lo, hw, 32.0f, q);
+		*a = __fmul_rn(h2f(rd16(b + 208)), (float)((const int8_t *)b)[192 + 8 * h + 2 * qq + (l0 >> 4)]);
+	}
+}
+
+/* --- the product ------------------------------------------------------ */
+
+#define MV_WARPS 4
+#define MV_CHUNK 2560	/* bytes of one row staged per warp per stage */
+
+__device__ __forceinline__ void
+cp_async16(void *smem, const void *gmem)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(s), "l"(gmem));
+}
+
+__device__ __forceinline__ void
+cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N>
+__device__ __forceinline__ void
+cp_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+}
+
+/* Stage blocks [b0, b1) of row rp into buf; returns the offset of b0 in buf. */
+template <int T>
+__device__ __forceinline__ int
+mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
+{
+	const uint8_t *s = rp + (size_t)b0 * qt<T>::BS, *e = rp + (size_t)b1 * qt<T>::BS;
+	const uint8_t *a0 = (const uint8_t *)((uintptr_t)s & ~(uintptr_t)15);
+	int n16 = (int)((e - a0 + 15) >> 4);
+
+	for (int i = lane; i < n16; i += 32)
+		cp_async16(buf + 16 * i, a0 + 16 * i);
+	return (int)(s - a0);
+}
+
+/*
+ * One warp per weight row; the row streams through shared memory in
+ * chunks of whole blocks (16-byte cp.async, two stages).  Lane l takes the
+ * 8-element octets l, l+32, ... of each chunk in order (so a warp reads 1 KB
+ * of x in one coalesced sweep) and keeps one sum per input row; a fixed
+ * butterfly adds the lanes.  Nothing in a row's
+ * order of operations depends on m.
+ */
+template <int T, int MAXM, int ILP>
+__global__ void __launch_bounds__(32 * MV_WARPS)
+k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
+    int64_t rows, int64_t ne0, const float *__restrict__ x, int m,
+    float *__restrict__ y, const float *__restrict__ scale)
+{
+	enum { OPB = qt<T>::QK / 8 };
+	__shared__ __align__(16) uint8_t sm[MV_WARPS][2][MV_CHUNK + 16];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+	float acc[MAXM];
+
+	if (row >= rows)
+		return;
+	const uint8_t *rp = W + row * rowbytes;
+	int nch = (nblk + bpc - 1) / bpc;
+	int off0, off1 = 0;
+#pragma unroll
+	for (int j = 0; j < MAXM; j++)
+		acc[j] = 0.0f;
+	off0 = mv_issue<T>(rp, 0, min(bpc, nblk), sm[warp][0], lane);
+	cp_commit();
+	for (int c = 0; c < nch; c++) {
+		int b0 = c * bpc, nb = min(bpc, nblk - b0), st = c & 1;
+		if (c + 1 < nch) {
+			int b1 = b0 + bpc;
+			int o = mv_issue<T>(rp, b1, min(b1 + bpc, nblk), sm[warp][st ^ 1], lane);
+			if (st)
+				off0 = o;
+			else
+				off1 = o;
+			cp_commit();
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
+		__syncwarp();
+		const uint8_t *base = sm[warp][st] + (st ? off1 : off0);
+#pragma unroll ILP
+		for (int o = lane; o < nb * OPB; o += 32) {
+			int blk = o / OPB, oi = o % OPB;
+			float q[8], a, cc;
+			oct_q<T>(base + blk * qt<T>::BS, oi, q, &a, &cc);
+			int64_t e0 = (int64_t)(b0 + blk) * qt<T>::QK + 8 * oi;
+#pragma unroll
+			for (int j = 0; j < MAXM; j++) {
+				if (j >= m)
+					break;
+				const float4 *xp = (const float4 *)(x + j * ne0 + e0);
+				float4 u = __ldg(xp), v = __ldg(xp + 1);
+				float s = __fmul_rn(q[0], u.x);
+				s = __fmaf_rn(q[1], u.y, s);
+				s = __fmaf_rn(q[2], u.z, s);
+				s = __fmaf_rn(q[3], u.w, s);
+				s = __fmaf_rn(q[4], v.x, s);
+				s = __fmaf_rn(q[5], v.y, s);
+				s = __fmaf_rn(q[6], v.z, s);
+				s = __fmaf_rn(q[7], v.w, s);
+				s = __fmul_rn(a, s);
+				if (T == T_Q4_1 || T == T_Q4_K || T == T_Q5_K) {
+					float sx = __fadd_rn(__fadd_rn(__fadd_rn(u.x, u.y), __fadd_rn(u.z, u.w)),
+					    __fadd_rn(__fadd_rn(v.x, v.y), __fadd_rn(v.z, v.w)));
+					s = __fmaf_rn(cc, sx, s);
+				}
+				acc[j] = __fadd_rn(acc[j], s);
+			}
+		}
+		__syncwarp();
+	}
+#pragma unroll
+	for (int j = 0; j < MAXM; j++) {
+		float v = acc[j];
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1)
+			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+		acc[j] = v;
+	}
+	if (lane == 0) {
+		float s = scale ? *scale : 1.0f;
+#pragma unroll
+		for (int j = 0; j < MAXM; j++)
+			if (j < m)
+				y[j * rows + row] = scale ? __fmul_rn(acc[j], s) : acc[j];
+	}
+}
+
+template <int T, int MAXM>
+static int
+mv_launch(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *x,
+    int m, float *y, const float *scale)
+{
+	int nblk = (int)(ne0 / qt<T>::QK);
+	int bpc = max(1, g->mv_chunk / (int)qt<T>::BS);
+	int nch = (nblk + bpc - 1) / bpc;
+	size_t rowbytes = (size_t)nblk * qt<T>::BS;
+
+	bpc = (nblk + nch - 1) / nch;	/* even chunks */
+	dim3 grid((unsigned)((rows + MV_WARPS - 1) / MV_WARPS));
+	if (g->mv_unroll == 2)
+		k_matvec<T, MAXM, 2><<<grid, 32 * MV_WARPS, 0, g->stream>>>((const uint8_t *)w,
+		    rowbytes, nblk, bpc, rows, ne0, x, m, y, scale);
+	else
+		k_matvec<T, MAXM, 1><<<grid, 32 * MV_WARPS, 0, g->stream>>>((const uint8_t *)w,
+		    rowbytes, nblk, bpc, rows, ne0, x, m, y, scale);
+	GPU_LAUNCHED(g, "matvec");
+	return 0;
+}
+
+template <int T>
+static int
+mv_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *x,
+    int m, float *y, const float *scale)
+{
+	if (ne0 % qt<T>::QK != 0 || (qt<T>::QK < 256 && ne0 % 32 != 0))
+		return gpu_fail(g, "matvec: row length %lld is not a multiple of %d",
+		    (long long)ne0, (int)qt<T>::QK);
+	if (m <= 1)
+		return mv_launch<T, 1>(g, w, rows, ne0, x, m, y, scale);
+	if (m <= 2)
+		return mv_launch<T, 2>(g, w, rows, ne0, x, m, y, scale);
+	if (m <= 4)
+		return mv_launch<T, 4>(g, w, rows, ne0, x, m, y, scale);
+	if (m <= 8)
+		return mv_launch<T, 8>(g, w, rows, ne0, x, m, y, scale);
+	return mv_launch<T, 16>(g, w, rows, ne0, x, m, y, scale);
+}
+
+extern "C" int
+gpu_tune(struct gpu *g, int chunk, int unroll)
+{
+	if (chunk < 256 || chunk > MV_CHUNK || chunk % 16)
+		return gpu_fail(g, "tune: chunk of %d bytes (256..%d, a multiple of 16)", chunk, MV_CHUNK);
+	if (unroll != 1 && unroll != 2)
+		return gpu_fail(g, "tune: unroll %d (1 or 2)", unroll);
+	g->mv_chunk = chunk;
+	g->mv_unroll = unroll;
+	return 0;
+}
+
+extern "C" int
+gpu_can_matvec(int t)
+{
+	switch (t) {
+	case T_F32: case T_F16: case T_BF16: case T_Q8_0: case T_Q4_0:
+	case T_Q4_1: case T_NVFP4: case T_Q4_K: case T_Q5_K: case T_Q6_K:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+#define DISPATCH(t, FN, ...) do {					\
+	switch (t) {							\
+	case T_F32:   return FN<T_F32>(__VA_ARGS__);			\
+	case T_F16:   return FN<T_F16>(__VA_ARGS__);			\
+	case T_BF16:  return FN<T_BF16>(__VA_ARGS__);			\
+	case T_Q8_0:  return FN<T_Q8_0>(__VA_ARGS__);			\
+	case T_Q4_0:  return FN<T_Q4_0>(__VA_ARGS__);			\
+	case T_Q4_1:  return FN<T_Q4_1>(__VA_ARGS__);			\
+	case T_NVFP4: return FN<T_NVFP4>(__VA_ARGS__);			\
+	case T_Q4_K:  return FN<T_Q4_K>(__VA_ARGS__);			\
+	case T_Q5_K:  return FN<T_Q5_K>(__VA_ARGS__);			\
+	case T_Q6_K:  return FN<T_Q6_K>(__VA_ARGS__);			\
+	default:      return gpu_fail(g, "type %d: not supported on the GPU", (t)); \
+	}								\
+} while (0)
+
+extern "C" int
+gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+    const float *d_x, int m, float *d_y, const float *d_scale)
+{
+	if (m < 1 || m > GPU_MATVEC_MAX_ROWS)
+		return gpu_fail(g, "matvec: %d input rows (1..%d)", m, GPU_MATVEC_MAX_ROWS);
+	if (rows < 1 || ne0 < 1)
+		return gpu_fail(g, "matvec: empty matrix %lldx%lld", (long long)rows, (long long)ne0);
+	DISPATCH(t, mv_type, g, d_w, rows, ne0, d_x, m, d_y, d_scale);
+}
+
+/* --- dequantization --------------------------------------------------- */
+
+/* One thread per 32-element unit; blockIdx.y picks a row of ids (or none). */
+template <int T>
+__global__ void
+k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t units,
+    const int32_t *__restrict__ ids, float *__restrict__ dst, int64_t ne0)
+{
+	enum { UPB = qt<T>::QK / 32 };
+	int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	float w[32];
+
+	if (u >= units)
+		return;
+	if (ids != NULL) {
+		src += (size_t)ids[blockIdx.y] * rowbytes;
+		dst += (int64_t)blockIdx.y * ne0;
+	}
+	unit_w<T>(src + (u / UPB) * qt<T>::BS, (int)(u % UPB), w);
+	float4 *o = (float4 *)(dst + 32 * u);
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		o[i] = make_float4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+}
+
+template <int T>
+static int
+dq_type(struct gpu *g, const void *src, int64_t ne0, const int32_t *ids, int n, float *dst)
+{
+	int64_t units = ne0 / 32;
+
+	if (ne0 % qt<T>::QK != 0 || ne0 % 32 != 0)
+		return gpu_fail(g, "dequantize: %lld elements are not whole blocks of %d",
+		    (long long)ne0, (int)qt<T>::QK);
+	dim3 grid((unsigned)((units + 255) / 256), ids ? (unsigned)n : 1);
+	k_dequant<T><<<grid, 256, 0, g->stream>>>((const uint8_t *)src,
+	    (size_t)(ne0 / qt<T>::QK) * qt<T>::BS, units, ids, dst, ne0);
+	GPU_LAUNCHED(g, "dequantize");
+	return 0;
+}
+
+extern "C" int
+gpu_dequantize(struct gpu *g, int t, const void *d_src, float *d_dst, int64_t n)
+{
+	if (n < 1)
+		return gpu_fail(g, "dequantize: %lld elements", (long long)n);
+	DISPATCH(t, dq_type, g, d_src, n, NULL, 0, d_dst);
+}
+
+extern "C" int
+gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
+    const int32_t *d_ids, int n, float *d_out)
+{
+	if (n < 1 || n > 65535)
+		return gpu_fail(g, "get_rows: %d rows (1..65535)", n);
+	DISPATCH(t, dq_type, g, d_table, ne0, d_ids, n, d_out);
+}
+
+/* --- prefill: dequantized tiles through cuBLAS ------------------------ */
+
+__global__ void
+k_scale(float *y, int64_t n, const float *s)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		y[i] = __fmul_rn(y[i], *s);
+}
+
+extern "C" int
+gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+    const float *d_x, int64_t n, float *d_y, const float *d_scale)
+{
+	const struct { int t, qk, bs; } tab[] = {
+		{ T_F32, 32, 128 }, { T_F16, 32, 64 }, { T_BF16, 32, 64 },
+		{ T_Q8_0, 32, 34 }, { T_Q4_0, 32, 18 }, { T_Q4_1, 32, 20 },
+		{ T_NVFP4, 64, 36 }, { T_Q4_K, 256, 144 }, { T_Q5_K, 256, 176 },
+		{ T_Q6_K, 256, 210 },
+	};
+	const float one = 1.0f, zero = 0.0f;
+	size_t rowbytes = 0;
+	int64_t tile, r0;
+	float *wt;
+
+	if (n >= 1 && n <= GPU_MATVEC_MAX_ROWS)
+		return gpu_matvec(g, t, d_w, rows, ne0, d_x, (int)n, d_y, d_scale);
+	if (n < 1)
+		return gpu_fail(g, "matmul: %lld input rows", (long long)n);
+	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+		if (tab[i].t == t && ne0 % tab[i].qk == 0)
+			rowbytes = (size_t)(ne0 / tab[i].qk) * tab[i].bs;
+	if (rowbytes == 0)
+		return gpu_fail(g, "matmul: type %d with rows of %lld", t, (long long)ne0);
+	tile = ((int64_t)64 << 20) / (ne0 * 4);	/* 256 MiB of fp32 weights */
+	if (tile < 1)
+		tile = 1;
+	if (tile > rows)
+		tile = rows;
+	if ((wt = (float *)gpu_scratch(g, (size_t)tile * ne0 * 4)) == NULL)
+		return -1;
+	for (r0 = 0; r0 < rows; r0 += tile) {
+		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
+		if (gpu_dequantize(g, t, (const uint8_t *)d_w + r0 * rowbytes, wt, nr * ne0) != 0)
+			return -1;
+		cublasStatus_t s = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N,
+		    (int)nr, (int)n, (int)ne0, &one, wt, (int)ne0, d_x, (int)ne0,
+		    &zero, d_y + r0, (int)rows);
+		if (s != CUBLAS_STATUS_SUCCESS)
+			return gpu_fail(g, "cublasSgemm: status %d", (int)s);
+	}
+	if (d_scale != NULL) {
+		int64_t tot = n * rows;
+		k_scale<<<(unsigned)((tot + 255) / 256), 256, 0, g->stream>>>(d_y, tot, d_scale);
+		GPU_LAUNCHED(g, "matmul scale");
+	}
+	return 0;
+}

@@ -1,0 +1,482 @@
+/*
+ * ops: the fp32 kernels of a forward pass besides the products: norms,
+ * RoPE, activations, conv1d, the gated delta rule, attention, argmax.
+ * Reductions run in a fixed order (strided per thread, then a fixed tree),
+ * so a result never depends on timing.
+ */
+#include "gpu_impl.cuh"
+
+#include <float.h>
+
+__device__ __forceinline__ float
+silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float
+sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+/* Sum of v over the block (blockDim.x a multiple of 32, <= 1024); all threads get it. */
+template <typename F>
+__device__ F
+block_sum(F v, F *red)
+{
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+	__syncthreads();
+	if (lane == 0)
+		red[warp] = v;
+	__syncthreads();
+	if (warp == 0) {
+		v = lane < nw ? red[lane] : (F)0;
+		for (int o = 16; o > 0; o >>= 1)
+			v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+		if (lane == 0)
+			red[32] = v;
+	}
+	__syncthreads();
+	return red[32];
+}
+
+#define NORM_THREADS 256
+
+/* mode 0: plain; 1: gated by silu(z). */
+__global__ void
+k_rmsnorm(const float *x, int64_t ldx, const float *z, const float *w, float *y,
+    int64_t ldy, int d, float eps)
+{
+	__shared__ float red[33];
+	const float *xr = x + blockIdx.x * ldx;
+	float *yr = y + blockIdx.x * ldy;
+	float s = 0.0f;
+
+	for (int i = threadIdx.x; i < d; i += blockDim.x)
+		s = __fmaf_rn(xr[i], xr[i], s);
+	s = block_sum(s, red);
+	float sc = 1.0f / sqrtf(s / (float)d + eps);
+	for (int i = threadIdx.x; i < d; i += blockDim.x) {
+		float v = __fmul_rn(xr[i], sc);
+		if (w != NULL)
+			v = __fmul_rn(v, w[i]);
+		if (z != NULL)
+			v = __fmul_rn(v, silu(z[blockIdx.x * (int64_t)d + i]));
+		yr[i] = v;
+	}
+}
+
+extern "C" int
+gpu_rmsnorm(struct gpu *g, const float *d_x, int64_t ldx, const float *d_w,
+    float *d_y, int64_t ldy, int rows, int d, float eps)
+{
+	if (rows < 1 || d < 1)
+		return gpu_fail(g, "rmsnorm: %d rows of %d", rows, d);
+	k_rmsnorm<<<rows, NORM_THREADS, 0, g->stream>>>(d_x, ldx, NULL, d_w, d_y, ldy, d, eps);
+	GPU_LAUNCHED(g, "rmsnorm");
+	return 0;
+}
+
+extern "C" int
+gpu_rmsnorm_gated(struct gpu *g, const float *d_x, const float *d_z,
+    const float *d_w, float *d_y, int rows, int d, float eps)
+{
+	if (rows < 1 || d < 1)
+		return gpu_fail(g, "rmsnorm_gated: %d rows of %d", rows, d);
+	k_rmsnorm<<<rows, NORM_THREADS, 0, g->stream>>>(d_x, d, d_z, d_w, d_y, d, d, eps);
+	GPU_LAUNCHED(g, "rmsnorm_gated");
+	return 0;
+}
+
+__global__ void
+k_l2norm(const float *x, int64_t ldx, float *y, int64_t ldy, int d, float eps)
+{
+	__shared__ double red[33];
+	const float *xr = x + blockIdx.x * ldx;
+	float *yr = y + blockIdx.x * ldy;
+	double s = 0.0;
+
+	for (int i = threadIdx.x; i < d; i += blockDim.x)
+		s += (double)xr[i] * (double)xr[i];
+	s = block_sum(s, red);
+	float sc = 1.0f / fmaxf(sqrtf((float)s), eps);
+	for (int i = threadIdx.x; i < d; i += blockDim.x)
+		yr[i] = __fmul_rn(xr[i], sc);
+}
+
+extern "C" int
+gpu_l2norm(struct gpu *g, const float *d_x, int64_t ldx, float *d_y, int64_t ldy,
+    int rows, int d, float eps)
+{
+	if (rows < 1 || d < 1)
+		return gpu_fail(g, "l2norm: %d rows of %d", rows, d);
+	k_l2norm<<<rows, 128, 0, g->stream>>>(d_x, ldx, d_y, ldy, d, eps);
+	GPU_LAUNCHED(g, "l2norm");
+	return 0;
+}
+
+/* theta_i = pos * ts^i by repeated multiplication, as ggml's rope cache does. */
+__global__ void
+k_rope_neox(float *x, int heads, int64_t ld, int n_rot, const int32_t *pos, float ts)
+{
+	int half = n_rot / 2, i = threadIdx.x;
+	float *p = x + ((int64_t)blockIdx.y * heads + blockIdx.x) * ld;
+	float th = (float)pos[blockIdx.y];
+
+	if (i >= half)
+		return;
+	for (int k = 0; k < i; k++)
+		th = __fmul_rn(th, ts);
+	float c = cosf(th), s = sinf(th), x0 = p[i], x1 = p[i + half];
+	p[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+	p[i + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
+extern "C" int
+gpu_rope_neox(struct gpu *g, float *d_x, int n, int heads, int64_t ld, int n_rot,
+    const int32_t *d_pos, float base)
+{
+	if (n < 1 || heads < 1 || n_rot < 2 || n_rot % 2 || n_rot > 1024 || n_rot > ld)
+		return gpu_fail(g, "rope: n=%d heads=%d n_rot=%d ld=%lld", n, heads, n_rot,
+		    (long long)ld);
+	float ts = powf(base, -2.0f / (float)n_rot);
+	k_rope_neox<<<dim3(heads, n), n_rot / 2, 0, g->stream>>>(d_x, heads, ld, n_rot, d_pos, ts);
+	GPU_LAUNCHED(g, "rope");
+	return 0;
+}
+
+/* op 0: silu(a) * b; 1: a + b */
+__global__ void
+k_binary(const float *a, const float *b, float *o, int64_t n, int op)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= n)
+		return;
+	o[i] = op == 0 ? __fmul_rn(silu(a[i]), b[i]) : __fadd_rn(a[i], b[i]);
+}
+
+static int
+binary(struct gpu *g, const float *a, const float *b, float *o, int64_t n, int op)
+{
+	if (n < 1)
+		return gpu_fail(g, "%s: %lld elements", op ? "add" : "swiglu", (long long)n);
+	k_binary<<<(unsigned)((n + 255) / 256), 256, 0, g->stream>>>(a, b, o, n, op);
+	GPU_LAUNCHED(g, op ? "add" : "swiglu");
+	return 0;
+}
+
+extern "C" int
+gpu_swiglu(struct gpu *g, const float *d_gate, const float *d_up, float *d_out, int64_t n)
+{
+	return binary(g, d_gate, d_up, d_out, n, 0);
+}
+
+extern "C" int
+gpu_add(struct gpu *g, const float *d_a, const float *d_b, float *d_out, int64_t n)
+{
+	return binary(g, d_a, d_b, d_out, n, 1);
+}
+
+__global__ void
+k_sigmoid_mul(const float *x, int64_t ldx, const float *gt, int64_t ldg, float *o,
+    int64_t ldo, int d)
+{
+	int r = blockIdx.y;
+
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < d; i += gridDim.x * blockDim.x)
+		o[r * ldo + i] = __fmul_rn(x[r * ldx + i], sigmoid(gt[r * ldg + i]));
+}
+
+extern "C" int
+gpu_sigmoid_mul(struct gpu *g, const float *d_x, int64_t ldx, const float *d_gate,
+    int64_t ldg, float *d_out, int64_t ldo, int rows, int d)
+{
+	if (rows < 1 || d < 1 || rows > 65535)
+		return gpu_fail(g, "sigmoid_mul: %d rows of %d", rows, d);
+	k_sigmoid_mul<<<dim3((d + 255) / 256, rows), 256, 0, g->stream>>>(d_x, ldx, d_gate,
+	    ldg, d_out, ldo, d);
+	GPU_LAUNCHED(g, "sigmoid_mul");
+	return 0;
+}
+
+/* One thread per channel; the window of the last K-1 inputs lives in registers. */
+template <int K>
+__global__ void
+k_conv1d(const float *x, int T, int C, const float *w, float *state, float *out)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	float win[K], wc[K];
+
+	if (c >= C)
+		return;
+#pragma unroll
+	for (int k = 0; k < K; k++)
+		wc[k] = w[(int64_t)c * K + k];
+#pragma unroll
+	for (int k = 0; k < K - 1; k++)
+		win[k] = state[(int64_t)k * C + c];
+	for (int t = 0; t < T; t++) {
+		win[K - 1] = x[(int64_t)t * C + c];
+		float s = 0.0f;
+#pragma unroll
+		for (int k = 0; k < K; k++)
+			s = __fadd_rn(s, __fmul_rn(win[k], wc[k]));
+		out[(int64_t)t * C + c] = silu(s);
+#pragma unroll
+		for (int k = 0; k < K - 1; k++)
+			win[k] = win[k + 1];
+	}
+#pragma unroll
+	for (int k = 0; k < K - 1; k++)
+		state[(int64_t)k * C + c] = win[k];
+}
+
+extern "C" int
+gpu_conv1d_silu(struct gpu *g, const float *d_x, int T, int C, int K,
+    const float *d_w, float *d_state, float *d_out)
+{
+	unsigned nb = (unsigned)((C + 127) / 128);
+
+	if (T < 1 || C < 1)
+		return gpu_fail(g, "conv1d: %d tokens of %d channels", T, C);
+	switch (K) {
+	case 2: k_conv1d<2><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	case 3: k_conv1d<3><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	case 4: k_conv1d<4><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	case 5: k_conv1d<5><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	case 6: k_conv1d<6><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	case 7: k_conv1d<7><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	case 8: k_conv1d<8><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	default: return gpu_fail(g, "conv1d: kernel size %d (2..8)", K);
+	}
+	GPU_LAUNCHED(g, "conv1d");
+	return 0;
+}
+
+/*
+ * Gated delta rule: one block per value head, thread j owns column j of
+ * the head's state (SK floats in registers) for all T tokens.
+ */
+template <int SK>
+__global__ void __launch_bounds__(256)
+k_gdn(float *S, const float *q, const float *k, const float *v, const float *gl,
+    const float *beta, float *out, int T, int hk, int hv, int sv, float scale)
+{
+	__shared__ float sq[SK], sk[SK];
+	int h = blockIdx.x, j = threadIdx.x, kh = h % hk;
+	float *Sh = S + (int64_t)h * SK * sv;
+	float s[SK];
+
+	if (j < sv) {
+#pragma unroll
+		for (int i = 0; i < SK; i++)
+			s[i] = Sh[(int64_t)i * sv + j];
+	}
+	for (int t = 0; t < T; t++) {
+		__syncthreads();
+		for (int i = j; i < SK; i += blockDim.x) {
+			sq[i] = q[((int64_t)t * hk + kh) * SK + i];
+			sk[i] = k[((int64_t)t * hk + kh) * SK + i];
+		}
+		__syncthreads();
+		if (j >= sv)
+			continue;
+		float eg = expf(gl[(int64_t)t * hv + h]), b = beta[(int64_t)t * hv + h];
+		float kv = 0.0f, o = 0.0f;
+#pragma unroll
+		for (int i = 0; i < SK; i++)
+			kv = __fmaf_rn(s[i], sk[i], kv);
+		float dl = __fmul_rn(__fsub_rn(v[((int64_t)t * hv + h) * sv + j], __fmul_rn(eg, kv)), b);
+#pragma unroll
+		for (int i = 0; i < SK; i++) {
+			s[i] = __fmaf_rn(sk[i], dl, __fmul_rn(eg, s[i]));
+			o = __fmaf_rn(s[i], sq[i], o);
+		}
+		out[((int64_t)t * hv + h) * sv + j] = __fmul_rn(o, scale);
+	}
+	if (j < sv) {
+#pragma unroll
+		for (int i = 0; i < SK; i++)
+			Sh[(int64_t)i * sv + j] = s[i];
+	}
+}
+
+extern "C" int
+gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
+    const float *d_v, const float *d_g, const float *d_beta, float *d_out,
+    int T, int hk, int hv, int sk, int sv, float scale)
+{
+	int nt = (sv + 31) / 32 * 32;
+
+	if (T < 1 || hk < 1 || hv < 1 || hv % hk || sv < 1 || sv > 256)
+		return gpu_fail(g, "gdn: T=%d hk=%d hv=%d sv=%d", T, hk, hv, sv);
+	if (sk == 128)
+		k_gdn<128><<<hv, nt, 0, g->stream>>>(d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
+	else if (sk == 64)
+		k_gdn<64><<<hv, nt, 0, g->stream>>>(d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
+	else
+		return gpu_fail(g, "gdn: key head size %d (64 or 128)", sk);
+	GPU_LAUNCHED(g, "gdn");
+	return 0;
+}
+
+/* --- attention: split-K flash-decoding -------------------------------- */
+
+#define ATT_SPLIT 256
+#define ATT_THREADS 128
+
+/*
+ * Block (split s, head h, query t): scores of its positions, their local
+ * max m and sum l, and o = sum p V; written to part[t][h][s] = {m, l, o[hd]}.
+ */
+__global__ void __launch_bounds__(ATT_THREADS)
+k_attn_split(const float *q, const float *K, const float *V, float *part, int nh,
+    int nkv, int hd, int pos0, int nsplit, float scale)
+{
+	__shared__ float sq[256], sc[ATT_SPLIT], red[33];
+	int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+	int kvh = h / (nh / nkv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int p0 = s * ATT_SPLIT, np = pos0 + t + 1;
+	int p1 = min(p0 + ATT_SPLIT, np);
+	float *pt = part + (((int64_t)t * nh + h) * nsplit + s) * (hd + 2);
+	int64_t ld = (int64_t)nkv * hd;
+
+	for (int i = threadIdx.x; i < hd; i += blockDim.x)
+		sq[i] = q[((int64_t)t * nh + h) * hd + i];
+	__syncthreads();
+	if (p0 >= p1) {
+		for (int i = threadIdx.x; i < hd + 2; i += blockDim.x)
+			pt[i] = i == 0 ? -FLT_MAX : 0.0f;
+		return;
+	}
+	for (int p = p0 + warp; p < p1; p += ATT_THREADS / 32) {
+		const float *kp = K + p * ld + (int64_t)kvh * hd;
+		float d = 0.0f;
+		for (int i = lane; i < hd; i += 32)
+			d = __fmaf_rn(sq[i], kp[i], d);
+		for (int o = 16; o > 0; o >>= 1)
+			d = __fadd_rn(d, __shfl_xor_sync(0xFFFFFFFFu, d, o));
+		if (lane == 0)
+			sc[p - p0] = __fmul_rn(d, scale);
+	}
+	__syncthreads();
+	float m = -FLT_MAX;
+	for (int i = threadIdx.x; i < p1 - p0; i += blockDim.x)
+		m = fmaxf(m, sc[i]);
+	for (int o = 16; o > 0; o >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+	if (lane == 0)
+		red[warp] = m;
+	__syncthreads();
+	m = red[0];
+	for (int w = 1; w < ATT_THREADS / 32; w++)
+		m = fmaxf(m, red[w]);
+	__syncthreads();
+	float l = 0.0f;
+	for (int i = threadIdx.x; i < p1 - p0; i += blockDim.x) {
+		float e = expf(sc[i] - m);
+		sc[i] = e;
+		l += e;
+	}
+	l = block_sum(l, red);
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float o = 0.0f;
+		for (int p = p0; p < p1; p++)
+			o = __fmaf_rn(sc[p - p0], V[p * ld + (int64_t)kvh * hd + i], o);
+		pt[2 + i] = o;
+	}
+	if (threadIdx.x == 0) {
+		pt[0] = m;
+		pt[1] = l;
+	}
+}
+
+__global__ void
+k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit)
+{
+	int h = blockIdx.x, t = blockIdx.y;
+	const float *pt = part + ((int64_t)t * nh + h) * nsplit * (hd + 2);
+	float M = -FLT_MAX, L = 0.0f;
+
+	for (int s = 0; s < nsplit; s++)
+		M = fmaxf(M, pt[s * (hd + 2)]);
+	for (int s = 0; s < nsplit; s++)
+		L += pt[s * (hd + 2) + 1] * expf(pt[s * (hd + 2)] - M);
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float o = 0.0f;
+		for (int s = 0; s < nsplit; s++)
+			o += pt[s * (hd + 2) + 2 + i] * expf(pt[s * (hd + 2)] - M);
+		out[((int64_t)t * nh + h) * hd + i] = o / L;
+	}
+}
+
+extern "C" int
+gpu_attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale)
+{
+	int nsplit = (pos0 + nq + ATT_SPLIT - 1) / ATT_SPLIT;
+	float *part;
+
+	if (nq < 1 || nq > GPU_MATVEC_MAX_ROWS || nh < 1 || nkv < 1 || nh % nkv ||
+	    hd < 1 || hd > 256 || pos0 < 0)
+		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d", nq, nh,
+		    nkv, hd, pos0);
+	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
+	if (part == NULL)
+		return -1;
+	k_attn_split<<<dim3(nsplit, nh, nq), ATT_THREADS, 0, g->stream>>>(d_q, d_k, d_v,
+	    part, nh, nkv, hd, pos0, nsplit, scale);
+	GPU_LAUNCHED(g, "attention");
+	k_attn_combine<<<dim3(nh, nq), 128, 0, g->stream>>>(part, d_out, nh, hd, nsplit);
+	GPU_LAUNCHED(g, "attention combine");
+	return 0;
+}
+
+/* --- argmax ----------------------------------------------------------- */
+
+__global__ void
+k_argmax(const float *x, int64_t n, int32_t *idx)
+{
+	__shared__ float bv[32];
+	__shared__ int64_t bi[32];
+	const float *r = x + blockIdx.x * n;
+	float v = -INFINITY;
+	int64_t vi = n;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+		float xi = r[i];
+		if (xi == xi && (vi == n || xi > v))	/* NaN never wins */
+			v = xi, vi = i;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+		int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, vi, o);
+		if (oi < n && (vi == n || ov > v || (ov == v && oi < vi)))
+			v = ov, vi = oi;
+	}
+	if (lane == 0)
+		bv[warp] = v, bi[warp] = vi;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+			if (bi[w] < n && (vi == n || bv[w] > v || (bv[w] == v && bi[w] < vi)))
+				v = bv[w], vi = bi[w];
+		idx[blockIdx.x] = vi == n ? -1 : (int32_t)vi;
+	}
+}
+
+extern "C" int
+gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx)
+{
+	if (rows < 1 || n < 1 || n > INT32_MAX)
+		return gpu_fail(g, "argmax: %d rows of %lld", rows, (long long)n);
+	k_argmax<<<rows, 1024, 0, g->stream>>>(d_x, n, d_idx);
+	GPU_LAUNCHED(g, "argmax");
+	return 0;
+}

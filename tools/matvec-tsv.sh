@@ -1,0 +1,17 @@
+#!/bin/sh
+# matvec-tsv.sh: turn a `kernel-check --bench` log into bench/ TSV rows
+# (DESIGN.md columns; median = GB/s of weights read, peer = the measured
+# device-to-device copy, ratio = median / copy).
+#   usage: sh tools/matvec-tsv.sh LOG DATE COMMIT [header]
+log=$1 date=$2 commit=$3
+[ "${4:-}" = header ] && printf 'date\tcommit\tgpu\tbinary\tmodel\tquant\tscenario\tctx\tn\tmedian\tmin\tmax\tunit\tpeer\tpeer_median\tratio\tlog\n'
+awk -v date="$date" -v commit="$commit" -v logname="$(basename "$log")" '
+/^bench device / { sub(/^bench device /, ""); gpu = $1 " " $2; next }
+/^bench chunk / { chunk = $3; next }
+/^bench copy / { copy = $(NF - 2); next }
+/^bench [A-Z0-9_]+ +[0-9]+x[0-9]+ +m=/ {
+	m = $4; sub(/m=/, "", m)
+	scen = "matvec-m" m (chunk && chunk != 2560 ? "-c" chunk : "")
+	printf "%s\t%s\t%s\tkernel-check\trandom %s\t%s\t%s\t-\t5\t%s\t-\t-\tGB/s\td2d-copy\t%s\t%.3f\t%s\n",
+	    date, commit, gpu, $3, $2, scen, $7, copy, $7 / copy, logname
+}' "$log"
