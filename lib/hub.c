@@ -1108,6 +1108,21 @@ worker(void *arg)
 	}
 }
 
+/* Mark the cache for backup tools, as huggingface_hub does. */
+static void
+cachedir_tag(struct hub *h)
+{
+	static const char tag[] = "Signature: 8a477f597d28d172789f06886806bc55\n"
+	    "# This file is a cache directory tag created by huggingface_hub.\n"
+	    "# For information about cache directory tags, see:\n"
+	    "#\thttps://bford.info/cachedir/\n";
+	char *path = xasprintf("%s/CACHEDIR.TAG", h->cache);
+
+	if (path != NULL && access(path, F_OK) != 0 && write_atomic(path, tag, sizeof tag - 1) != 0)
+		logf_(h, "%s: %s", path, strerror(errno));
+	free(path);
+}
+
 /* Fetch every file of r not yet cached, jobs at a time. */
 static int
 fetch_all(struct hub *h, char *err)
@@ -1125,6 +1140,7 @@ fetch_all(struct hub *h, char *err)
 		}
 	if (h->ntodo == 0)
 		return 0;
+	cachedir_tag(h);
 	nt = h->o->jobs < 1 ? 1 : h->o->jobs > 64 ? 64 : (size_t)h->o->jobs;
 	if (nt > h->ntodo)
 		nt = h->ntodo;

@@ -118,10 +118,14 @@ class Hub(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if A.fail500 and bump("fail500", A.fail500):
             return self.error(500, msg="injected failure")
+        if A.redirects and "/resolve/" in path and not path.startswith("/hop/") and \
+                "hops=done" not in self.path:
+            return self.reply(307, [("Location", "/hop/%d%s" % (A.redirects, path))])
         m = re.match(r"^/hop/(\d+)(/.*)$", path)
         if m:
             n = int(m.group(1))
-            return self.reply(307, [("Location", "/hop/%d%s" % (n - 1, m.group(2)) if n > 1 else m.group(2))])
+            return self.reply(307, [("Location", "/hop/%d%s" % (n - 1, m.group(2)) if n > 1
+                                     else m.group(2) + "?hops=done")])
         m = re.match(r"^/api/(models|datasets)/([^/]+(?:/[^/]+)?)/(revision|tree)/([^/]+)(/.*)?$", path)
         if m:
             return self.api(m.group(1), m.group(2), m.group(3), unquote(m.group(4)))
@@ -260,6 +264,7 @@ def main():
     p.add_argument("--fail500", type=int, default=0, help="answer the first N requests with 500")
     p.add_argument("--corrupt", help="flip a byte of files with this name (ETag unchanged)")
     p.add_argument("--slow", type=float, default=0, help="bytes per second for file bodies")
+    p.add_argument("--redirects", type=int, default=0, help="same-host 307 hops before each resolve")
     p.add_argument("--no-range", action="store_true", help="ignore Range headers")
     A = p.parse_args()
     load_repos(A.root)
