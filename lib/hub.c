@@ -1014,8 +1014,12 @@ fetch_locked(struct hub *h, struct hub_file *f, const char *url, const char *eta
 		util_err(err, "out of memory");
 		goto out;
 	}
-	if (mkdirs(blob, 0) != 0 || mkdirs(lock, 0) != 0 || (fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0664)) < 0) {
-		util_err(err, "%s: %s", fd < 0 && errno ? lock : blob, strerror(errno));
+	if (mkdirs(blob, 0) != 0) {
+		util_err(err, "%s: %s", blob, strerror(errno));
+		goto out;
+	}
+	if (mkdirs(lock, 0) != 0 || (fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0664)) < 0) {
+		util_err(err, "%s: %s", lock, strerror(errno));
 		goto out;
 	}
 	while (flock(fd, LOCK_EX) != 0)
@@ -1072,8 +1076,11 @@ fetch_one(struct hub *h, struct hub_file *f, char *err)
 		size = (uint64_t)m.linked_size;
 	else if (m.status / 100 == 2 && m.content_length >= 0)
 		size = (uint64_t)m.content_length;
-	if (size != f->size && f->size != HUB_UNKNOWN_SIZE)
-		hub_bytes(h, 0);	/* the listing was off; the bar catches up */
+	if (size != f->size) {	/* the listing was off: so was the total */
+		pthread_mutex_lock(&h->mu);
+		h->total += (size == HUB_UNKNOWN_SIZE ? 0 : size) - (f->size == HUB_UNKNOWN_SIZE ? 0 : f->size);
+		pthread_mutex_unlock(&h->mu);
+	}
 	r = fetch_locked(h, f, loc, etag, size, err);
 out:
 	free(rq);

@@ -338,3 +338,24 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 	HF_HOME=$BATS_TEST_TMPDIR/theirs HF_HUB_OFFLINE=1 run -0 hf-fetch hf:o/r
 	HF_HOME=$BATS_TEST_TMPDIR/ours HF_HUB_OFFLINE=1 run -0 python3 "$TOP/t/peer/hf_download.py" o/r
 }
+
+@test "SIGTERM stops a transfer, keeps its prefix, and the next run resumes" {
+	hub_start --slow 100000
+	hf-fetch hf:o/r:Q5K-mtp >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" 3>&- &
+	pid=$!
+	inc=$HUB/models--o--r/blobs/$(sha "$M/m-Q5K-mtp.gguf").incomplete
+	for _ in $(seq 100); do [ -s "$inc" ] && break; sleep 0.05; done
+	sleep 0.3
+	kill -TERM "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 1 ]
+	grep -q 'interrupted' "$BATS_TEST_TMPDIR/err"
+	have=$(stat -c %s "$inc")
+	[ "$have" -gt 0 ] && [ "$have" -lt 300000 ]
+	kill "$HUB_PID"; wait "$HUB_PID" 2>/dev/null || true
+	hub_start
+	run -0 hf-fetch hf:o/r:Q5K-mtp
+	cmp "$output" "$M/m-Q5K-mtp.gguf"
+	grep -q "	bytes=$have-299999	206	$((300000 - have))	" "$LOG"
+}
