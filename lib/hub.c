@@ -437,6 +437,15 @@ split_set(const struct hub_listing *l, size_t i, size_t **sel, size_t *nsel, cha
 	return 0;
 }
 
+/* name is sub, or its last component is. */
+static int
+exact_name(const char *name, const char *sub)
+{
+	const char *base = strrchr(name, '/');
+
+	return strcmp(name, sub) == 0 || (base != NULL && strcmp(base + 1, sub) == 0);
+}
+
 static int
 select_substring(const struct hub_listing *l, const char *sub, size_t **sel, size_t *nsel,
     long *first, char *err)
@@ -454,6 +463,12 @@ select_substring(const struct hub_listing *l, const char *sub, size_t **sel, siz
 		free(m);
 		return r;
 	}
+	/* a name equal to the substring wins: "r.gguf" over "r.gguf.txt" */
+	for (i = 0; nm > 1 && i < nm; i++)
+		if (exact_name(l->e[m[i]].name, sub)) {
+			m[0] = m[i];
+			nm = 1;
+		}
 	/* several matches are fine when they are parts of one split set */
 	for (i = 0; i < nm; i++) {
 		if (split_part(l->e[m[i]].name, &of, &b) == 0) {

@@ -101,6 +101,17 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 	[[ $stderr == "hf-fetch: hf:o/r:Q4_K: no file name contains 'Q4_K' (6 files): "*"'config.json'"* ]]
 }
 
+@test "a file named exactly by the substring wins over longer names (cookbook ranks files)" {
+	mkdir -p "$ROOT/models/o/ranks"
+	seq 1 300 >"$ROOT/models/o/ranks/q38-ranks-sxc32768.gguf.txt"
+	head -c 1500 /dev/urandom >"$ROOT/models/o/ranks/q38-ranks-sxc32768.gguf"
+	hub_start
+	run -0 hf-fetch hf:o/ranks:q38-ranks-sxc32768.gguf hf:o/ranks:q38-ranks-sxc32768.gguf.txt
+	[[ ${lines[0]} == */q38-ranks-sxc32768.gguf && ${lines[1]} == */q38-ranks-sxc32768.gguf.txt ]]
+	cmp "${lines[0]}" "$ROOT/models/o/ranks/q38-ranks-sxc32768.gguf"
+	run -1 hf-fetch hf:o/ranks:sxc32768
+}
+
 @test "a split GGUF fetches every part and prints the first" {
 	hub_start
 	run -0 hf-fetch hf:o/r:big-00002

@@ -86,7 +86,8 @@ static const char revision_json[] =
     "\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\", \"size\": 9000}},"
     "{\"rfilename\": \"m-Q8_0.gguf\"},"
     "{\"rfilename\": \"s/big-00002-of-00003.gguf\"}, {\"rfilename\": \"s/big-00001-of-00003.gguf\"},"
-    "{\"rfilename\": \"s/big-00003-of-00003.gguf\"}, {\"rfilename\": \"t/x-00001-of-00002.gguf\"}]}";
+    "{\"rfilename\": \"s/big-00003-of-00003.gguf\"}, {\"rfilename\": \"t/x-00001-of-00002.gguf\"},"
+    "{\"rfilename\": \"r/ranks.gguf.txt\"}, {\"rfilename\": \"r/ranks.gguf\"}]}";
 
 TEST(parses_revision_listing)
 {
@@ -95,7 +96,7 @@ TEST(parses_revision_listing)
 
 	CHECK(hub_listing_parse(&l, revision_json, strlen(revision_json), 0, err) == 0);
 	CHECK_EQ_STR(l.commit, "0123456789abcdef0123456789abcdef01234567");
-	CHECK_EQ_INT(l.n, 7);
+	CHECK_EQ_INT(l.n, 9);
 	CHECK_EQ_INT(l.e[0].size, 20);
 	CHECK_EQ_STR(l.e[0].blob_id, "aa");
 	CHECK_EQ_STR(l.e[0].sha256, "");
@@ -191,17 +192,21 @@ TEST(selects_by_substring_split_and_glob)
 	pick("hf:o/r:0000", &o, got, sizeof got);
 	CHECK(strncmp(got, "error: '0000' matches 4 files", 29) == 0);
 	pick("hf:o/r:zzz", &o, got, sizeof got);
-	CHECK(strncmp(got, "error: no file name contains 'zzz' (7 files): 'config.json'", 59) == 0);
+	CHECK(strncmp(got, "error: no file name contains 'zzz' (9 files): 'config.json'", 59) == 0);
+	pick("hf:o/r:ranks.gguf", &o, got, sizeof got);	/* the exact name wins */
+	CHECK_EQ_STR(got, "r/ranks.gguf");
+	pick("hf:o/r:ranks", &o, got, sizeof got);
+	CHECK_EQ_STR(got, "error: 'ranks' matches 2 files: 'r/ranks.gguf.txt', 'r/ranks.gguf'");
 	pick("hfds:o/r:*.json", &o, got, sizeof got);
 	CHECK_EQ_STR(got, "config.json");
 	pick("hfds:o/r:s/*", &o, got, sizeof got);
 	CHECK_EQ_STR(got, "s/big-00002-of-00003.gguf s/big-00001-of-00003.gguf s/big-00003-of-00003.gguf");
 	o.include = inc, o.ninclude = 1, o.exclude = exc, o.nexclude = 1;
 	pick("hf:o/r", &o, got, sizeof got);
-	CHECK_EQ_STR(got, "m-Q5K-mtp.gguf m-Q8_0.gguf t/x-00001-of-00002.gguf");
+	CHECK_EQ_STR(got, "m-Q5K-mtp.gguf m-Q8_0.gguf t/x-00001-of-00002.gguf r/ranks.gguf");
 	inc[0] = "nothing";
 	pick("hf:o/r", &o, got, sizeof got);
-	CHECK_EQ_STR(got, "error: no file left after --include/--exclude (7 files)");
+	CHECK_EQ_STR(got, "error: no file left after --include/--exclude (9 files)");
 }
 
 TEST(hub_path_passes_other_arguments_through)
