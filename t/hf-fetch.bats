@@ -370,3 +370,16 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 	cmp "$output" "$M/m-Q5K-mtp.gguf"
 	grep -q "	bytes=$have-299999	206	$((300000 - have))	" "$LOG"
 }
+
+@test "run-gen takes an hf: spec for its model and says what the local path says" {
+	command -v run-gen >/dev/null || skip "run-gen not built in this tree"
+	a=$(model_a)
+	mkdir -p "$ROOT/models/o"
+	ln -s "$a" "$ROOT/models/o/a"
+	hub_start
+	run -0 --separate-stderr run-gen "$a" "Hello"
+	want=$output
+	run -0 --separate-stderr run-gen hf:o/a "Hello"
+	[ "$output" = "$want" ]
+	[ "$(nreq '\.safetensors$|^/cdn/')" -ge 3 ]
+}
