@@ -1038,8 +1038,8 @@ fetch_locked(struct hub *h, struct hub_file *f, const char *url, const char *eta
 		goto out;
 	}
 	while (flock(fd, LOCK_EX) != 0)
-		if (errno != EINTR) {
-			util_err(err, "%s: %s", lock, strerror(errno));
+		if (errno != EINTR || (h->o->cancel != NULL && *h->o->cancel)) {
+			util_err(err, "%s: %s", lock, errno == EINTR ? "interrupted" : strerror(errno));
 			goto out;
 		}
 	if (access(blob, F_OK) == 0) {

@@ -4,7 +4,8 @@
  *
  *   hf:owner/repo[@revision]              the repo snapshot directory
  *   hf:owner/repo[@revision]:substring    the one file whose path contains it
- *                                         (a split GGUF -0000K-of-0000N: all parts)
+ *                                         (a name equal to it wins over longer ones;
+ *                                         a split GGUF -0000K-of-0000N: all parts)
  *   hfds:owner/name[@revision][:glob]     a dataset: the snapshot, or each match
  *
  * The cache is huggingface_hub's, byte for byte: under HF_HUB_CACHE
