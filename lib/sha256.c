@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,6 +43,72 @@ block(uint32_t h[8], const uint8_t *p)
 	h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+
+static int
+have_shani(void)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSE4_1) || !(c & bit_SSSE3))
+		return 0;
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+}
+
+/* n blocks with SHA-NI: state as ABEF/CDGH, four rounds per step. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void
+blocks_ni(uint32_t h[8], const uint8_t *p, size_t n)
+{
+	const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+	__m128i s0, s1, t, save0, save1, msg, m[4], x;
+	int k;
+
+	t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1);
+	s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B);
+	s0 = _mm_alignr_epi8(t, s1, 8);
+	s1 = _mm_blend_epi16(s1, t, 0xF0);
+	for (; n > 0; n--, p += 64) {
+		save0 = s0;
+		save1 = s1;
+		for (k = 0; k < 16; k++) {
+			if (k < 4)
+				m[k] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * k)), bswap);
+			else {
+				x = _mm_sha256msg1_epu32(m[k & 3], m[(k + 1) & 3]);
+				x = _mm_add_epi32(x, _mm_alignr_epi8(m[(k + 3) & 3], m[(k + 2) & 3], 4));
+				m[k & 3] = _mm_sha256msg2_epu32(x, m[(k + 3) & 3]);
+			}
+			msg = _mm_add_epi32(m[k & 3], _mm_loadu_si128((const __m128i *)&K[4 * k]));
+			s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+			s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(msg, 0x0E));
+		}
+		s0 = _mm_add_epi32(s0, save0);
+		s1 = _mm_add_epi32(s1, save1);
+	}
+	t = _mm_shuffle_epi32(s0, 0x1B);
+	s1 = _mm_shuffle_epi32(s1, 0xB1);
+	s0 = _mm_blend_epi16(t, s1, 0xF0);
+	s1 = _mm_alignr_epi8(s1, t, 8);
+	_mm_storeu_si128((__m128i *)&h[0], s0);
+	_mm_storeu_si128((__m128i *)&h[4], s1);
+}
+#else
+static int have_shani(void) { return 0; }
+static void blocks_ni(uint32_t h[8], const uint8_t *p, size_t n) { (void)h, (void)p, (void)n; }
+#endif
+
+static void
+blocks(const struct sha256 *s, uint32_t h[8], const uint8_t *p, size_t n)
+{
+	if (s->ni)
+		blocks_ni(h, p, n);
+	else
+		for (; n > 0; n--, p += 64)
+			block(h, p);
+}
+
 void
 sha256_init(struct sha256 *s)
 {
@@ -51,6 +118,7 @@ sha256_init(struct sha256 *s)
 	};
 
 	memcpy(s->h, iv, sizeof iv);
+	s->ni = have_shani();
 	s->len = 0;
 	s->nbuf = 0;
 }
@@ -68,11 +136,12 @@ sha256_update(struct sha256 *s, const void *data, size_t n)
 		s->nbuf += take, p += take, n -= take;
 		if (s->nbuf < 64)
 			return;
-		block(s->h, s->buf);
+		blocks(s, s->h, s->buf, 1);
 		s->nbuf = 0;
 	}
-	for (; n >= 64; p += 64, n -= 64)
-		block(s->h, p);
+	blocks(s, s->h, p, n / 64);
+	p += n / 64 * 64;
+	n %= 64;
 	memcpy(s->buf, p, n);
 	s->nbuf = n;
 }
@@ -86,13 +155,13 @@ sha256_final(struct sha256 *s, uint8_t out[32])
 	s->buf[s->nbuf++] = 0x80;
 	if (s->nbuf > 56) {
 		memset(s->buf + s->nbuf, 0, 64 - s->nbuf);
-		block(s->h, s->buf);
+		blocks(s, s->h, s->buf, 1);
 		s->nbuf = 0;
 	}
 	memset(s->buf + s->nbuf, 0, 56 - s->nbuf);
 	for (i = 0; i < 8; i++)
 		s->buf[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
-	block(s->h, s->buf);
+	blocks(s, s->h, s->buf, 1);
 	for (i = 0; i < 8; i++) {
 		out[4 * i] = (uint8_t)(s->h[i] >> 24);
 		out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
@@ -119,26 +188,35 @@ sha256_hex(struct sha256 *s, char out[65])
 int
 sha256_file(const char *path, char out[65])
 {
+	static const size_t bufsz = 1 << 20;
 	struct sha256 s;
-	char buf[1 << 16];
+	char *buf;
 	ssize_t r;
-	int fd, e;
+	int fd, e = 0;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
+	if ((buf = malloc(bufsz)) == NULL) {
+		close(fd);
+		errno = ENOMEM;
+		return -1;
+	}
 	sha256_init(&s);
-	while ((r = read(fd, buf, sizeof buf)) != 0) {
+	while ((r = read(fd, buf, bufsz)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
 		if (r < 0) {
-			if (errno == EINTR)
-				continue;
 			e = errno;
-			close(fd);
-			errno = e;
-			return -1;
+			break;
 		}
 		sha256_update(&s, buf, (size_t)r);
 	}
+	free(buf);
 	close(fd);
+	if (e != 0) {
+		errno = e;
+		return -1;
+	}
 	sha256_hex(&s, out);
 	return 0;
 }

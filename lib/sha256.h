@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 struct sha256 {
+	int	ni;		/* use the x86 SHA extensions (set by init when present) */
 	uint32_t h[8];
 	uint64_t len;		/* bytes hashed so far */
 	uint8_t	buf[64];
