@@ -14,7 +14,8 @@ at one commit each, through the endpoints hf-fetch and huggingface_hub use:
 Knobs (see --help) make it misbehave: auth, redirects, cut connections, 429,
 500, a wrong sha256, slow bodies, no Range.  Every request is appended to
 --log as one tab-separated line:
-  METHOD PATH RANGE STATUS BODY_BYTES_SENT AUTH(none|good|bad)
+  METHOD PATH RANGE STATUS BODY_BYTES_SENT AUTH(none|good|bad) INFLIGHT
+where INFLIGHT counts the file bodies being sent when this one started.
 The port is written to --port-file once listening.
 """
 import argparse
@@ -31,7 +32,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 A = None            # parsed arguments
 LOCK = threading.Lock()
-COUNT = {"fail500": 0, "s429": 0, "cut": 0}
+COUNT = {"fail500": 0, "s429": 0, "cut": 0, "inflight": 0}
 REPOS = {}          # (kind, repo) -> {"commit", "files": {path: info}}
 
 
@@ -77,12 +78,13 @@ class Hub(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def record(self, status, sent):
+    def record(self, status, sent, inflight=0):
         if not A.log:
             return
         a = self.headers.get("Authorization")
         auth = "none" if a is None else ("good" if A.auth and a == "Bearer " + A.auth else "bad")
-        line = "\t".join([self.command, self.path, self.headers.get("Range", "-"), str(status), str(sent), auth])
+        line = "\t".join([self.command, self.path, self.headers.get("Range", "-"), str(status), str(sent), auth,
+                          str(inflight)])
         with LOCK:
             with open(A.log, "a") as f:
                 f.write(line + "\n")
@@ -223,8 +225,15 @@ class Hub(BaseHTTPRequestHandler):
         if self.command == "HEAD":
             return self.record(status, 0)
         cut = len(chunk) > A.cut and A.cut_times and bump("cut", A.cut_times)
-        sent = self.stream(chunk[:A.cut] if cut else chunk)
-        self.record(status, sent)
+        with LOCK:
+            COUNT["inflight"] += 1
+            inflight = COUNT["inflight"]
+        try:
+            sent = self.stream(chunk[:A.cut] if cut else chunk)
+        finally:
+            with LOCK:
+                COUNT["inflight"] -= 1
+        self.record(status, sent, inflight)
         if cut:
             self.wfile.flush()
             self.close_connection = True

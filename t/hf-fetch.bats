@@ -1,7 +1,7 @@
 bats_require_minimum_version 1.5.0
 
 # Every test runs against t/fakehub.py on loopback; each request it served is
-# one line of $LOG: METHOD PATH RANGE STATUS BYTES_SENT AUTH.
+# one line of $LOG: METHOD PATH RANGE STATUS BYTES_SENT AUTH INFLIGHT.
 
 setup() {
 	load helper
@@ -43,6 +43,8 @@ sent() { awk -F'\t' -v re="$1" '$2 ~ re { s += $5 } END { print s + 0 }' "$LOG";
 # nreq [REGEX]: requests served (whose path matches)
 nreq() { awk -F'\t' -v re="${1:-.}" '$2 ~ re { n++ } END { print n + 0 }' "$LOG"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+# peak: the most file bodies the hub was sending at once
+peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 
 @test "a substring names one file: its snapshot path is printed, linked to its blob" {
 	hub_start
@@ -235,12 +237,32 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 }
 
 @test "a large file arrives over parallel Range requests" {
-	hub_start
+	hub_start --slow 500000
 	run -0 hf-fetch --chunk-size 65536 -c 4 hf:o/r:Q5K-mtp
 	cmp "$output" "$M/m-Q5K-mtp.gguf"
 	[ "$(nreq '^/cdn/')" -eq 5 ]
 	[ "$(awk -F'\t' '$2 ~ /^\/cdn\// && $4 == 206' "$LOG" | wc -l)" -eq 5 ]
 	[ "$(sent '^/cdn/')" -eq 300000 ]
+	[ "$(peak)" -ge 2 ]
+}
+
+@test "a repository arrives several files at a time, and one at a time with -j 1" {
+	hub_start --slow 200000
+	run -0 hf-fetch -j 3 hf:o/r:big
+	[ "$(peak)" -ge 2 ]
+	rm -rf "$HF_HOME"
+	: >"$LOG"
+	run -0 hf-fetch -j 1 hf:o/r:big
+	[ "$(peak)" -eq 1 ]
+}
+
+@test "a progress line shows bytes, rate and ETA on a terminal" {
+	command -v script >/dev/null || skip "script(1) not installed"
+	hub_start --slow 600000
+	run -0 script -qec "hf-fetch hf:o/r:Q5K-mtp" /dev/null
+	[[ $output == *"hf:o/r:Q5K-mtp: 300.0k/300.0k (100%) "*"/s eta 0s"* ]]
+	run -0 script -qec "hf-fetch -q hf:o/r:Q8_0" /dev/null
+	[[ $output != *"(100%)"* ]]
 }
 
 @test "a server that ignores Range gets one whole-file request instead" {
@@ -382,4 +404,11 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 	run -0 --separate-stderr run-gen hf:o/a "Hello"
 	[ "$output" = "$want" ]
 	[ "$(nreq '\.safetensors$|^/cdn/')" -ge 3 ]
+}
+
+@test "HF_HUB_CACHE names the cache directory" {
+	hub_start
+	HF_HUB_CACHE=$BATS_TEST_TMPDIR/elsewhere run -0 hf-fetch hf:o/r:Q8_0
+	[[ $output == "$BATS_TEST_TMPDIR/elsewhere/models--o--r/snapshots/"*/m-Q8_0.gguf ]]
+	[ ! -e "$HUB" ]
 }
