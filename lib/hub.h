@@ -98,6 +98,7 @@ struct hub_result {
  * or dry_run (then paths name where they would be).  Returns 0, or -1 with
  * "spec: why" in err; a partial transfer stays as blobs/<etag>.incomplete
  * to be resumed.  Free *r with hub_result_free (also after a failure).
+ * Calls may run in several threads at once (libcurl 7.84 or later).
  */
 int	hub_resolve(const char *spec, const struct hub_opts *o, struct hub_result *r, char *err);
 void	hub_result_free(struct hub_result *r);

@@ -350,6 +350,9 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	HF_HUB_OFFLINE=1 run -0 python3 "$TOP/t/peer/hf_download.py" o/r m-Q5K-mtp.gguf
 	[ "${lines[-1]}" = "$ours" ]
 	[ "$(nreq)" -eq "$n" ]
+	run -0 python3 "$TOP/t/peer/hf_download.py" o/r m-Q5K-mtp.gguf	# online: a HEAD, no bytes
+	[ "${lines[-1]}" = "$ours" ]
+	[ "$(nreq '^/cdn/')" -eq 1 ]
 	run -0 python3 "$TOP/t/peer/hf_download.py" o/r m-Q8_0.gguf
 	theirs=${lines[-1]}
 	n=$(nreq)
