@@ -121,6 +121,18 @@ fetch(const char *spec, struct fetch_opts *o)
 	return 0;
 }
 
+/* Keep a copy of a secret argument and blank it out of ps(1). */
+static const char *
+secret(char *arg)
+{
+	char *copy = strdup(arg);
+
+	if (copy == NULL)
+		die(1, "out of memory");
+	memset(arg, '*', strlen(arg));
+	return copy;
+}
+
 static int64_t
 number(const char *s, const char *what, int64_t lo, int64_t hi)
 {
@@ -164,7 +176,7 @@ main(int argc, char *argv[])
 		case 'I': add_glob(&o.include, &o.ninclude, optarg); break;
 		case 'O': o.hub.offline = 1; break;
 		case 'R': o.hub.retries = (int)number(optarg, "--retries", 0, 100); break;
-		case 'T': o.hub.token = optarg; break;
+		case 'T': o.hub.token = secret(optarg); break;
 		case 'h': return usage(stdout, 0);
 		default:  return usage(stderr, 2);
 		}

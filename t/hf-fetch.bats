@@ -224,6 +224,15 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	run -1 --separate-stderr env HF_TOKEN=wrong hf-fetch --token bad-tok hf:o/r:Q8_0
 	[[ $stderr != *bad-tok* ]]
 	run -0 env HF_TOKEN=wrong hf-fetch --token s3cret-tok hf:o/r:Q8_0
+	# --token is blanked out of the process list while it runs
+	kill "$HUB_PID"; wait "$HUB_PID" 2>/dev/null || true
+	hub_start --auth s3cret-tok --slow 100000
+	HF_HOME=$BATS_TEST_TMPDIR/h2 hf-fetch --token s3cret-tok hf:o/r:Q5K-mtp >/dev/null 2>&1 3>&- &
+	pid=$!
+	sleep 0.5
+	cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+	kill "$pid"; wait "$pid" || true
+	[[ $cmd == "hf-fetch --token ********** hf:o/r:Q5K-mtp " ]]
 	echo s3cret-tok >"$HF_HOME/token"
 	run -0 hf-fetch hf:o/r:big-00001
 }
