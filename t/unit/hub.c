@@ -217,6 +217,36 @@ TEST(hub_path_passes_other_arguments_through)
 	free(p);
 }
 
+/* A cache laid out by hand, as huggingface_hub leaves it, resolves offline. */
+TEST(hub_path_resolves_a_hand_made_cache_offline)
+{
+	char dir[] = "/tmp/hub-unit-XXXXXX", cmd[1024], err[UTIL_ERRLEN], want[512], *p;
+	struct hub_opts o;
+	const char *c = "0123456789abcdef0123456789abcdef01234567";
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(cmd, sizeof cmd, "cd %s && mkdir -p models--o--r/blobs models--o--r/refs "
+	    "models--o--r/snapshots/%s && echo hi >models--o--r/blobs/e1 && printf %s >models--o--r/refs/main && "
+	    "ln -s ../../blobs/e1 models--o--r/snapshots/%s/w-Q5K.gguf", dir, c, c, c);
+	CHECK(system(cmd) == 0);
+	hub_opts_init(&o);
+	o.cache = dir;
+	o.offline = 1;
+	snprintf(want, sizeof want, "%s/models--o--r/snapshots/%s/w-Q5K.gguf", dir, c);
+	p = hub_path("hf:o/r:Q5K", &o, err);
+	CHECK_EQ_STR(p, want);
+	free(p);
+	p = hub_path("hf:o/r:Q8", &o, err);
+	CHECK(p == NULL);
+	CHECK(strncmp(err, "hf:o/r:Q8: no file name contains 'Q8' (1 files): 'w-Q5K.gguf'", 60) == 0);
+	snprintf(want, sizeof want, "%s/models--o--r/snapshots/%s", dir, c);
+	p = hub_path("hf:o/r", &o, err);	/* offline, a snapshot without a listing will do */
+	CHECK_EQ_STR(p, want);
+	free(p);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
 int
 main(void)
 {
@@ -228,5 +258,6 @@ main(void)
 	RUN(parses_tree_cache_of_huggingface_hub);
 	RUN(selects_by_substring_split_and_glob);
 	RUN(hub_path_passes_other_arguments_through);
+	RUN(hub_path_resolves_a_hand_made_cache_offline);
 	return test_summary();
 }
