@@ -247,11 +247,11 @@ class Hub(BaseHTTPRequestHandler):
         try:
             while sent < len(data):
                 part = data[sent:sent + step]
-                self.wfile.write(part)
-                sent += len(part)
                 if A.slow:
-                    self.wfile.flush()
                     time.sleep(len(part) / A.slow)
+                self.wfile.write(part)
+                self.wfile.flush()
+                sent += len(part)
         except (BrokenPipeError, ConnectionResetError):
             pass
         return sent
