@@ -25,7 +25,7 @@ struct fetch_opts {
 static int
 usage(FILE *fp, int status)
 {
-	fprintf(fp, "usage: %s [-nqv] [-c connections] [-j jobs] [-r revision] [--chunk-size bytes]\n"
+	fprintf(fp, "usage: %s [-fnqv] [-c connections] [-j jobs] [-r revision] [--chunk-size bytes]\n"
 	    "\t[--exclude glob] [--include glob] [--offline] [--retries n] [--token token]\n"
 	    "\tspec ...\n", prog);
 	return status;
@@ -154,6 +154,7 @@ main(int argc, char *argv[])
 		{ "revision", required_argument, NULL, 'r' }, { "verbose", no_argument, NULL, 'v' },
 		{ "chunk-size", required_argument, NULL, 'C' }, { "exclude", required_argument, NULL, 'E' },
 		{ "include", required_argument, NULL, 'I' }, { "offline", no_argument, NULL, 'O' },
+		{ "refresh", no_argument, NULL, 'f' },
 		{ "retries", required_argument, NULL, 'R' }, { "token", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
@@ -163,9 +164,10 @@ main(int argc, char *argv[])
 
 	prog = base_name(argv[0]);
 	hub_opts_init(&o.hub);
-	while ((ch = getopt_long(argc, argv, "c:j:nqr:vh", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:fj:nqr:vh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': o.hub.connections = (int)number(optarg, "--connections", 1, 64); break;
+		case 'f': o.hub.refresh = 1; break;
 		case 'j': o.hub.jobs = (int)number(optarg, "--jobs", 1, 64); break;
 		case 'n': o.hub.dry_run = 1; break;
 		case 'q': o.quiet = 1, o.verbose = 0; break;

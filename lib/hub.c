@@ -1206,6 +1206,7 @@ build_result(struct hub *h, const struct hub_listing *l, const size_t *sel, size
 {
 	struct hub_result *r = h->r;
 	size_t i, np = h->spec.pattern[0] == '\0' || first >= 0 ? 1 : nsel;
+	struct stat st;
 
 	memcpy(r->commit, l->commit, 41);
 	if ((r->files = calloc(nsel ? nsel : 1, sizeof *r->files)) == NULL ||
@@ -1221,6 +1222,8 @@ build_result(struct hub *h, const struct hub_listing *l, const size_t *sel, size
 			return util_err(err, "out of memory");
 		f->size = l->e[sel[i]].size;
 		f->cached = present(h, l->commit, f->name);
+		if (f->cached && f->size == HUB_UNKNOWN_SIZE && stat(f->path, &st) == 0)
+			f->size = (uint64_t)st.st_size;
 	}
 	for (i = 0; i < np; i++) {
 		if (h->spec.pattern[0] == '\0')
@@ -1336,7 +1339,7 @@ resolve(struct hub *h, const char *spec, char *err)
 		return util_err(err, "out of memory");
 	if ((h->storage = xasprintf("%s/%s", h->cache, h->folder)) == NULL)
 		return util_err(err, "out of memory");
-	if ((r = from_cache(h, err)) <= 0)
+	if ((!h->o->refresh || h->offline) && (r = from_cache(h, err)) <= 0)
 		return r;
 	hub_result_free(h->r);
 	if (h->offline)

@@ -62,6 +62,7 @@ struct hub_opts {
 	size_t	nexclude;
 	int	offline;	/* 1 cache only, 0 network allowed, -1 from HF_HUB_OFFLINE */
 	int	dry_run;	/* list what would be fetched; write nothing */
+	int	refresh;	/* ask the hub for the revision even when the cache has the spec */
 	int	retries;	/* per request on connection loss, 408, 429, 5xx */
 	int	jobs;		/* files fetched at once */
 	int	connections;	/* range requests at once for one large file */

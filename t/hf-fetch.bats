@@ -70,6 +70,26 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	[ "$(nreq)" -eq "$n" ]
 }
 
+@test "--refresh follows a branch that moved; without it the cache answers" {
+	hub_start
+	run -0 hf-fetch hf:o/r:config.json
+	old=$output
+	kill "$HUB_PID"; wait "$HUB_PID" 2>/dev/null || true
+	printf '{"model_type": "y"}\n' >"$M/config.json"
+	hub_start
+	run -0 hf-fetch hf:o/r:config.json
+	[ "$output" = "$old" ]
+	[ "$(nreq)" -eq 0 ]
+	run -0 hf-fetch -f hf:o/r:config.json
+	[ "$output" != "$old" ]
+	cmp "$output" "$M/config.json"
+	[ "$(nreq '^/cdn/')" -eq 0 ]	# the big files did not move: nothing else fetched
+	# a cache hit without a tree listing still reports sizes
+	rm -rf "$HUB/models--o--r/trees"
+	run -0 --separate-stderr hf-fetch -n hf:o/r:config.json
+	[[ $output == "cached	20	$HUB/models--o--r/snapshots/"*/config.json ]]
+}
+
 @test "a plain git file is fetched from resolve and named by its git blob id" {
 	hub_start
 	run -0 hf-fetch hf:o/r:config.json
