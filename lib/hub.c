@@ -17,7 +17,6 @@
 
 #include "hub_net.h"
 #include "json.h"
-#include "sha256.h"
 #include "util.h"
 
 /* --- specs --- */
@@ -987,7 +986,7 @@ fetch_blob(struct hub *h, const char *url, const char *blob, const char *etag, u
 	if (inc == NULL)
 		return util_err(err, "out of memory");
 	logf_(h, "fetching '%s' (%llu bytes)", name, (unsigned long long)size);
-	if (hub_net_fetch(&h->net, url, inc, size, err) != 0)
+	if (hub_net_fetch(&h->net, url, inc, size, is_hex(etag, 64) ? got : NULL, err) != 0)
 		goto out;
 	if (size != HUB_UNKNOWN_SIZE && (stat(inc, &st) != 0 || (uint64_t)st.st_size != size)) {
 		unlink(inc);
@@ -995,16 +994,10 @@ fetch_blob(struct hub *h, const char *url, const char *blob, const char *etag, u
 		    (unsigned long long)size);
 		goto out;
 	}
-	if (is_hex(etag, 64)) {
-		if (sha256_file(inc, got) != 0) {
-			util_err(err, "%s: %s", inc, strerror(errno));
-			goto out;
-		}
-		if (strcmp(got, etag) != 0) {
-			unlink(inc);
-			util_err(err, "'%s': sha256 mismatch: expected %s, got %s (download deleted)", name, etag, got);
-			goto out;
-		}
+	if (is_hex(etag, 64) && strcmp(got, etag) != 0) {
+		unlink(inc);
+		util_err(err, "'%s': sha256 mismatch: expected %s, got %s (download deleted)", name, etag, got);
+		goto out;
 	}
 	if (rename(inc, blob) != 0) {
 		util_err(err, "%s: %s", blob, strerror(errno));

@@ -71,7 +71,8 @@ hub_net_head(const struct hub_net *n, const char *url, struct hub_meta *m, char 
 }
 
 int
-hub_net_fetch(const struct hub_net *n, const char *url, const char *path, uint64_t size, char *err)
+hub_net_fetch(const struct hub_net *n, const char *url, const char *path, uint64_t size,
+    char sha[65], char *err)
 {
 	return util_err(err, "hf: specs need a libcurl build (this one has none)");
 }
@@ -79,6 +80,10 @@ hub_net_fetch(const struct hub_net *n, const char *url, const char *path, uint64
 #else
 
 #include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "sha256.h"
 
 int hub_net_available(void) { return 1; }
 void hub_net_global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -357,6 +362,104 @@ struct part {
 	struct curl_slist *hdrs;
 };
 
+/* A thread hashing the good prefix of the file while the rest arrives. */
+struct hasher {
+	pthread_t tid;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int	fd, on, stop, err;
+	atomic_int abort;	/* read unlocked by the hashing loop */
+	uint64_t ready;		/* bytes known good */
+	struct sha256 s;
+};
+
+static void *
+hasher_main(void *arg)
+{
+	static const size_t bufsz = (size_t)4 << 20;
+	struct hasher *h = arg;
+	char *buf = malloc(bufsz);
+	uint64_t done = 0, ready;
+	ssize_t r;
+	int stop;
+
+	for (h->err = buf ? 0 : ENOMEM; h->err == 0;) {
+		pthread_mutex_lock(&h->mu);
+		while (done == h->ready && !h->stop && !h->abort)
+			pthread_cond_wait(&h->cv, &h->mu);
+		ready = h->ready, stop = h->stop || h->abort;
+		pthread_mutex_unlock(&h->mu);
+		if (done >= ready && stop)
+			break;
+		while (done < ready && !atomic_load(&h->abort) && h->err == 0) {
+			size_t want = ready - done < bufsz ? (size_t)(ready - done) : bufsz;
+
+			if ((r = pread(h->fd, buf, want, (off_t)done)) < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				h->err = r < 0 ? errno : EIO;
+			else {
+				sha256_update(&h->s, buf, (size_t)r);
+				done += (uint64_t)r;
+			}
+		}
+		if (atomic_load(&h->abort))
+			break;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void
+hasher_start(struct hasher *h, int fd, uint64_t have)
+{
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	sha256_init(&h->s);
+	atomic_init(&h->abort, 0);
+	h->fd = fd;
+	h->ready = have;
+	h->on = pthread_create(&h->tid, NULL, hasher_main, h) == 0;
+}
+
+/* Bytes [0, good) are final. */
+static void
+hasher_feed(struct hasher *h, uint64_t good)
+{
+	if (!h->on)
+		return;
+	pthread_mutex_lock(&h->mu);
+	if (good > h->ready) {
+		h->ready = good;
+		pthread_cond_signal(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* Stop the thread; with sha, after hashing [0, size) into it.  -1 when the
+ * overlapped hash is unavailable (the caller hashes the file instead). */
+static int
+hasher_stop(struct hasher *h, uint64_t size, char sha[65])
+{
+	if (!h->on)
+		return -1;
+	pthread_mutex_lock(&h->mu);
+	if (sha != NULL && size > h->ready)
+		h->ready = size;
+	h->stop = 1;
+	atomic_store(&h->abort, sha == NULL);
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->tid, NULL);
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cv);
+	h->on = 0;
+	if (sha == NULL || h->err != 0)
+		return -1;
+	sha256_hex(&h->s, sha);
+	return 0;
+}
+
 struct fetch {
 	const struct hub_net *n;
 	const char *url, *path;
@@ -369,6 +472,7 @@ struct fetch {
 	size_t	np;
 	CURLM	*multi;
 	int	running;
+	struct hasher hash;	/* when a sha256 is wanted */
 };
 
 static size_t
@@ -582,10 +686,12 @@ transfer(struct fetch *f, uint64_t have, char *err)
 			break;
 		}
 		r = pump(f, err);
+		hasher_feed(&f->hash, prefix(f));
 		if (r == 0 && f->norange) {
 			/* ranges unsupported: start over on one connection */
 			for (i = 0; i < f->np; i++)
 				part_stop(f, &f->p[i]);
+			hasher_stop(&f->hash, 0, NULL);	/* hash the whole file at the end */
 			if (restarted++ || ftruncate(f->fd, 0) != 0) {
 				r = util_err(err, "%s: the server ignores Range requests", f->url);
 				break;
@@ -603,47 +709,60 @@ transfer(struct fetch *f, uint64_t have, char *err)
 	return r < 0 ? -1 : 0;
 }
 
+/* The download proper, after the resume point is known. */
+static int
+fetch_from(struct fetch *f, uint64_t have, char sha[65], char *err)
+{
+	struct stat st;
+	int r;
+
+	if ((f->multi = curl_multi_init()) == NULL)
+		return util_err(err, "%s: cannot start a transfer", f->url);
+	if (sha != NULL)
+		hasher_start(&f->hash, f->fd, have);
+	r = transfer(f, have, err);
+	if (r != 0 && ftruncate(f->fd, (off_t)prefix(f)) != 0)
+		r = util_err(err, "%s: %s", f->path, strerror(errno));
+	if (r == 0 && fsync(f->fd) != 0)
+		r = util_err(err, "%s: %s", f->path, strerror(errno));
+	if (r == 0 && sha != NULL && fstat(f->fd, &st) == 0 &&
+	    hasher_stop(&f->hash, (uint64_t)st.st_size, sha) != 0 && sha256_file(f->path, sha) != 0)
+		r = util_err(err, "%s: %s", f->path, strerror(errno));
+	hasher_stop(&f->hash, 0, NULL);
+	curl_multi_cleanup(f->multi);
+	free(f->p);
+	return r;
+}
+
 int
-hub_net_fetch(const struct hub_net *n, const char *url, const char *path, uint64_t size, char *err)
+hub_net_fetch(const struct hub_net *n, const char *url, const char *path, uint64_t size,
+    char sha[65], char *err)
 {
 	struct fetch f = { .n = n, .url = url, .path = path, .size = size };
 	struct stat st;
 	uint64_t have;
-	int r;
+	int r = 0;
 
 	if ((f.fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0)
 		return util_err(err, "%s: %s", path, strerror(errno));
-	if (fstat(f.fd, &st) != 0) {
-		close(f.fd);
-		return util_err(err, "%s: %s", path, strerror(errno));
-	}
+	if (fstat(f.fd, &st) != 0)
+		r = util_err(err, "%s: %s", path, strerror(errno));
 	have = (uint64_t)st.st_size;
-	if (size == HUB_UNKNOWN_SIZE || have > size) {
+	if (r == 0 && (size == HUB_UNKNOWN_SIZE || have > size)) {
+		have = 0;
 		if (ftruncate(f.fd, 0) != 0)
-			have = 1;	/* force the error below */
-		else
-			have = 0;
+			r = util_err(err, "%s: %s", path, strerror(errno));
 	}
-	if (have > 0) {
+	if (r == 0 && have > 0) {
 		say(n, "%s: resuming at byte %llu", path, (unsigned long long)have);
 		if (n->bytes != NULL)
 			n->bytes(n->arg, (int64_t)have);
 	}
-	if (size != HUB_UNKNOWN_SIZE && have == size) {
-		close(f.fd);
-		return 0;
-	}
-	if ((f.multi = curl_multi_init()) == NULL) {
-		close(f.fd);
-		return util_err(err, "%s: cannot start a transfer", url);
-	}
-	r = transfer(&f, have, err);
-	if (r != 0 && ftruncate(f.fd, (off_t)prefix(&f)) != 0)
-		r = util_err(err, "%s: %s", path, strerror(errno));
-	if (r == 0 && fsync(f.fd) != 0)
-		r = util_err(err, "%s: %s", path, strerror(errno));
-	curl_multi_cleanup(f.multi);
-	free(f.p);
+	if (r == 0 && size != HUB_UNKNOWN_SIZE && have == size) {
+		if (sha != NULL && sha256_file(path, sha) != 0)
+			r = util_err(err, "%s: %s", path, strerror(errno));
+	} else if (r == 0)
+		r = fetch_from(&f, have, sha, err);
 	close(f.fd);
 	return r;
 }

@@ -46,9 +46,11 @@ int	hub_net_head(const struct hub_net *, const char *url, struct hub_meta *m,
 /*
  * Download url into path (created, or resumed from its current size with
  * a Range request), size bytes when known.  Files of two chunks or more go
- * over several connections.  On failure path keeps its valid prefix.
+ * over several connections.  With sha non-NULL, the sha256 of the whole
+ * file lands there (hashed while the bytes arrive).  On failure path keeps
+ * its valid prefix.
  */
 int	hub_net_fetch(const struct hub_net *, const char *url, const char *path,
-	    uint64_t size, char *err);
+	    uint64_t size, char sha[65], char *err);
 
 #endif
