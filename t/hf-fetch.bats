@@ -266,7 +266,7 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 }
 
 @test "a large file arrives over parallel Range requests" {
-	hub_start --slow 500000
+	hub_start --slow 250000
 	run -0 hf-fetch --chunk-size 65536 -c 4 hf:o/r:Q5K-mtp
 	cmp "$output" "$M/m-Q5K-mtp.gguf"
 	[ "$(nreq '^/cdn/')" -eq 5 ]
@@ -276,7 +276,7 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 }
 
 @test "a repository arrives several files at a time, and one at a time with -j 1" {
-	hub_start --slow 200000
+	hub_start --slow 20000
 	run -0 hf-fetch -j 3 hf:o/r:big
 	[ "$(peak)" -ge 2 ]
 	rm -rf "$HF_HOME"
