@@ -343,6 +343,14 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	[[ ${lines[0]} == "usage: hf-fetch "* ]]
 }
 
+@test "--help matches the man page SYNOPSIS" {
+	command -v mandoc >/dev/null || skip "mandoc not installed"
+	syn=$(mandoc -Tascii "$TOP/man/hf-fetch.1" | sed 's/.\x08//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
+	    sed '1d;$d' | tr -s ' \n\t' ' ')
+	use=$(hf-fetch --help | sed 's/^usage: //' | tr -s ' \n\t' ' ')
+	[ "$syn" = " $use" ]
+}
+
 @test "an unreachable hub fails with 1 naming the spec" {
 	export HF_ENDPOINT=http://127.0.0.1:9
 	run -1 --separate-stderr hf-fetch --retries 0 hf:o/r:Q5K
