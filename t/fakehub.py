@@ -36,10 +36,6 @@ COUNT = {"fail500": 0, "s429": 0, "cut": 0, "inflight": 0}
 REPOS = {}          # (kind, repo) -> {"commit", "files": {path: info}}
 
 
-def git_sha1(data):
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
 def load_repos(root):
     for kind in ("models", "datasets"):
         base = os.path.join(root, kind)
@@ -53,10 +49,14 @@ def load_repos(root):
                     for f in fs:
                         full = os.path.join(d, f)
                         rel = os.path.relpath(full, top).replace(os.sep, "/")
-                        data = open(full, "rb").read()
-                        lfs = len(data) >= A.lfs_min
-                        files[rel] = {"full": full, "size": len(data), "oid": git_sha1(data),
-                                      "sha256": hashlib.sha256(data).hexdigest(), "lfs": lfs}
+                        size, s1, s256 = os.path.getsize(full), hashlib.sha1(), hashlib.sha256()
+                        s1.update(b"blob %d\0" % size)
+                        with open(full, "rb") as fp:
+                            for block in iter(lambda: fp.read(1 << 20), b""):
+                                s1.update(block)
+                                s256.update(block)
+                        files[rel] = {"full": full, "size": size, "oid": s1.hexdigest(),
+                                      "sha256": s256.hexdigest(), "lfs": size >= A.lfs_min}
                 h = hashlib.sha1()
                 for rel in sorted(files):
                     h.update(rel.encode() + b"\0" + files[rel]["sha256"].encode())
@@ -203,10 +203,8 @@ class Hub(BaseHTTPRequestHandler):
     def body(self, f, headers):
         if self.command == "GET" and A.s429 and bump("s429", A.s429):
             return self.reply(429, [("Retry-After", str(A.retry_after))], b"slow down")
-        data = open(f["full"], "rb").read()
-        if A.corrupt and f["full"].endswith("/" + A.corrupt) and data:
-            data = bytes([data[0] ^ 1]) + data[1:]
-        size, lo, hi, status = len(data), 0, len(data) - 1, 200
+        size = f["size"]
+        lo, hi, status = 0, size - 1, 200
         rng = self.headers.get("Range")
         m = re.match(r"^bytes=(\d+)-(\d*)$", rng or "")
         if m and not A.no_range:
@@ -216,20 +214,21 @@ class Hub(BaseHTTPRequestHandler):
                 return self.reply(416, [("Content-Range", "bytes */%d" % size)])
             status = 206
             headers = headers + [("Content-Range", "bytes %d-%d/%d" % (lo, hi, size))]
-        chunk = data[lo:hi + 1]
+        n = hi + 1 - lo
         self.send_response(status)
         for k, v in headers:
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(chunk)))
+        self.send_header("Content-Length", str(n))
         self.end_headers()
         if self.command == "HEAD":
             return self.record(status, 0)
-        cut = len(chunk) > A.cut and A.cut_times and bump("cut", A.cut_times)
+        cut = n > A.cut and A.cut_times and bump("cut", A.cut_times)
+        corrupt = A.corrupt and f["full"].endswith("/" + A.corrupt)
         with LOCK:
             COUNT["inflight"] += 1
             inflight = COUNT["inflight"]
         try:
-            sent = self.stream(chunk[:A.cut] if cut else chunk)
+            sent = self.stream(f["full"], lo, min(n, A.cut) if cut else n, corrupt)
         finally:
             with LOCK:
                 COUNT["inflight"] -= 1
@@ -242,16 +241,22 @@ class Hub(BaseHTTPRequestHandler):
             except OSError:
                 pass
 
-    def stream(self, data):
-        sent, step = 0, 4096
+    def stream(self, path, lo, n, corrupt):
+        """Send n bytes of path from lo (the first byte of the file flipped when corrupt)."""
+        sent, step = 0, 4096 if A.slow else 1 << 20
         try:
-            while sent < len(data):
-                part = data[sent:sent + step]
-                if A.slow:
-                    time.sleep(len(part) / A.slow)
-                self.wfile.write(part)
-                self.wfile.flush()
-                sent += len(part)
+            with open(path, "rb") as fp:
+                fp.seek(lo)
+                while sent < n:
+                    part = fp.read(min(step, n - sent))
+                    if not part:
+                        break
+                    if corrupt and lo + sent == 0:
+                        part = bytes([part[0] ^ 1]) + part[1:]
+                    if A.slow:
+                        time.sleep(len(part) / A.slow)
+                    self.wfile.write(part)
+                    sent += len(part)
         except (BrokenPipeError, ConnectionResetError):
             pass
         return sent
