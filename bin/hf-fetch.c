@@ -204,6 +204,10 @@ main(int argc, char *argv[])
 	}
 	free(o.include);
 	free(o.exclude);
+	if (o.hub.token != NULL) {
+		memset((char *)o.hub.token, 0, strlen(o.hub.token));
+		free((char *)o.hub.token);
+	}
 	if (status == 2)
 		return finish(usage(stderr, 2));
 	return finish(status);
