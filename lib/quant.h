@@ -19,7 +19,7 @@ enum quant_type {
 	QUANT_I32 = 26, QUANT_I64 = 27, QUANT_F64 = 28, QUANT_IQ1_M = 29,
 	QUANT_BF16 = 30, QUANT_TQ1_0 = 34, QUANT_TQ2_0 = 35, QUANT_MXFP4 = 39,
 	QUANT_NVFP4 = 40, QUANT_Q1_0 = 41,
-	QUANT_TYPE_COUNT = 42
+	QUANT_Q2_0 = 42, QUANT_TYPE_COUNT = 43
 };
 
 struct quant_traits {
@@ -71,7 +71,8 @@ int	quant_can_dequantize(int t);
 /*
  * Decode n elements of type t at src into dst (CPU reference, exact to
  * ggml's dequantize_row_*): F32 F16 BF16 F64 I8 I16 I32 I64, Q4_0 Q4_1
- * Q5_0 Q5_1 Q8_0 Q8_1, Q2_K..Q8_K, IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4 NVFP4.
+ * Q5_0 Q5_1 Q8_0 Q8_1, Q2_K..Q8_K, IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4 NVFP4,
+ * Q1_0 Q2_0.
  * src needs no alignment.  NVFP4's per-tensor `.scale` sidecar is not
  * applied here.  Returns 0, or -1 for an unsupported type or n not a
  * multiple of the block size (dst untouched).
@@ -84,7 +85,7 @@ int	quant_can_quantize(int t);
 /*
  * Encode n floats at src as type t into dst (quant_row_size(t, n) bytes),
  * bit-identical to ggml's quantize_row_*_ref: F32 F16 BF16, Q4_0 Q4_1 Q5_0
- * Q5_1 Q8_0 Q8_1, Q4_K Q5_K Q6_K Q8_K, MXFP4, NVFP4.  Returns 0, or -1 with
+ * Q5_1 Q8_0 Q8_1, Q4_K Q5_K Q6_K Q8_K, MXFP4, NVFP4, Q1_0 Q2_0.  Returns 0, or -1 with
  * the reason in err[UTIL_ERRLEN] (may be NULL) for an unsupported type, n
  * not a multiple of the block size, or a NaN/Inf element (dst untouched).
  */

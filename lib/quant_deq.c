@@ -309,6 +309,26 @@ deq_nvfp4(const uint8_t *b, float *y)
 	}
 }
 
+static void
+deq_q1_0(const uint8_t *b, float *y)
+{
+	float d = qi_h2f(qi_rd16(b));
+	int j;
+
+	for (j = 0; j < 128; j++)
+		y[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? d : -d;
+}
+
+static void
+deq_q2_0(const uint8_t *b, float *y)
+{
+	float d = qi_h2f(qi_rd16(b));
+	int j;
+
+	for (j = 0; j < 64; j++)
+		y[j] = (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+}
+
 static deq_fn *
 deq_block_fn(int type)
 {
@@ -331,6 +351,8 @@ deq_block_fn(int type)
 	case QUANT_TQ2_0:	return deq_tq2_0;
 	case QUANT_MXFP4:	return deq_mxfp4;
 	case QUANT_NVFP4:	return deq_nvfp4;
+	case QUANT_Q1_0:	return deq_q1_0;
+	case QUANT_Q2_0:	return deq_q2_0;
 	default:		return NULL;
 	}
 }

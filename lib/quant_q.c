@@ -521,6 +521,37 @@ q_q6_k(const float *x, uint8_t *b)
 }
 
 
+static void
+q_q1_0(const float *x, uint8_t *b)
+{
+	float sum_abs = 0.0f;
+	int j;
+
+	for (j = 0; j < 128; j++)
+		sum_abs += fabsf(x[j]);
+	qi_wr16(b, qi_f2h(sum_abs / 128));
+	memset(b + 2, 0, 16);
+	for (j = 0; j < 128; j++)
+		if (x[j] >= 0.0f)
+			b[2 + j / 8] |= (uint8_t)(1 << (j % 8));
+}
+
+static void
+q_q2_0(const float *x, uint8_t *b)
+{
+	float d = absmax(x, 64, NULL), id = d > 0.0f ? 1.0f / d : 0.0f;
+	int j;
+
+	qi_wr16(b, qi_f2h(d));
+	memset(b + 2, 0, 16);
+	for (j = 0; j < 64; j++) {
+		int q = (int)roundf(x[j] * id) + 1;
+
+		q = QMAX(0, QMIN(3, q));
+		b[2 + j / 4] |= (uint8_t)(q << (2 * (j % 4)));
+	}
+}
+
 static q_fn *
 q_block_fn(int type)
 {
@@ -537,6 +568,8 @@ q_block_fn(int type)
 	case QUANT_Q8_K:	return q_q8_k;
 	case QUANT_MXFP4:	return q_mxfp4;
 	case QUANT_NVFP4:	return q_nvfp4;
+	case QUANT_Q1_0:	return q_q1_0;
+	case QUANT_Q2_0:	return q_q2_0;
 	default:		return NULL;
 	}
 }

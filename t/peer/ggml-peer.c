@@ -52,6 +52,8 @@ static const struct peer {
 	P("TQ2_0", 256, 66, quantize_row_tq2_0_ref, dequantize_row_tq2_0),
 	P("MXFP4", 32, 17, quantize_row_mxfp4_ref, dequantize_row_mxfp4),
 	P("NVFP4", 64, 36, quantize_row_nvfp4_ref, dequantize_row_nvfp4),
+	P("Q1_0", 128, 18, quantize_row_q1_0_ref, dequantize_row_q1_0),
+	P("Q2_0", 64, 18, quantize_row_q2_0_ref, dequantize_row_q2_0),
 #undef P
 };
 

@@ -73,9 +73,8 @@ run_dot(int t, int64_t n, const char *buf, size_t len)
 {
 	size_t wsz = quant_row_size(t, n);
 	int qt = quant_vec_dot_type(t);
-	float *x, ref = 0.0f;
+	float *x;
 	void *xq;
-	int64_t i;
 
 	if (wsz == 0 || qt < 0 || len != wsz + n * sizeof(float))
 		die(1, "want %zu + %lld * 4 bytes of input", wsz, (long long)n);
@@ -85,8 +84,6 @@ run_dot(int t, int64_t n, const char *buf, size_t len)
 	quant_quantize_act(t, x, xq, n);
 	printf("vec_dot %.9g\n", quant_vec_dot(t, n, buf, xq));
 	printf("dot_f32 %.9g\n", quant_dot_f32(t, n, buf, x));
-	(void)i;
-	(void)ref;
 	free(x);
 	free(xq);
 	return 0;
@@ -95,7 +92,7 @@ run_dot(int t, int64_t n, const char *buf, size_t len)
 int
 main(int argc, char *argv[])
 {
-	char *buf;
+	char err[UTIL_ERRLEN], *buf;
 	size_t len;
 	int64_t n = 0;
 	int t, st;
@@ -109,7 +106,6 @@ main(int argc, char *argv[])
 	}
 	if (strcmp(argv[1], "dot") == 0 && (argc != 4 || util_parse_i64(argv[3], 1, INT64_MAX / 8, &n) != 0))
 		return usage(stderr, 2);
-	char err[UTIL_ERRLEN];
 	if ((buf = util_read_file("-", &len, err)) == NULL)
 		die(1, "%s", err);
 	if (strcmp(argv[1], "deq") == 0)
