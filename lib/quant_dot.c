@@ -173,12 +173,12 @@ qi_dot_f32_c(int t, int64_t n, const void *w, const float *x)
 	return sum;
 }
 
+/* AVX2 + FMA + F16C (clang's __builtin_cpu_supports has no "f16c": cpuid). */
 static int
 has_avx2(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	    __builtin_cpu_supports("f16c");
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && qi_cpu_has_f16c();
 #else
 	return 0;
 #endif

@@ -148,7 +148,7 @@ TEST(f16_matches_f16c)
 	uint64_t s = 7;
 	int i, bad = 0;
 
-	if (!__builtin_cpu_supports("f16c"))
+	if (!qi_cpu_has_f16c())
 		return;
 	for (i = 0; i < 2000000 && bad < 5; i++) {
 		float f = qi_bits_f32((uint32_t)rnd(&s));
