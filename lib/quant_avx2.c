@@ -118,51 +118,117 @@ q5_bytes(const uint8_t *qh4, const uint8_t *qs)
 	return _mm256_or_si256(nibbles(qs), _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
 }
 
-/* Weights of 32 signed bytes (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4) with one
- * float scale, against Q8_0.  Inlined per type so the switch folds away. */
-AVX2 static inline __attribute__((always_inline)) float
-vd_q8_0(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+/* The 32 values of a Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4 block as signed bytes,
+ * and its scale. */
+AVX2 static inline __attribute__((always_inline)) __m256i
+block_i8(int t, const uint8_t *w, float *d)
 {
 	const __m128i kiq = _mm_loadu_si128((const __m128i *)qi_kvalues_iq4nl);
 	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
+	__m256i q;
+	__m128i lo, hi;
+
+	switch (t) {
+	case QUANT_Q8_0:
+		*d = h2f(w);
+		return _mm256_loadu_si256((const __m256i *)(w + 2));
+	case QUANT_Q4_0:
+		*d = h2f(w);
+		return _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8));
+	case QUANT_Q5_0:
+		*d = h2f(w);
+		return _mm256_sub_epi8(q5_bytes(w + 2, w + 6), _mm256_set1_epi8(16));
+	case QUANT_MXFP4:
+		*d = qi_e8m0_half(w[0]);
+		q = nibbles(w + 1);
+		lo = _mm256_castsi256_si128(q);
+		hi = _mm256_extracti128_si256(q, 1);
+		return _mm256_set_m128i(_mm_shuffle_epi8(kfp, hi), _mm_shuffle_epi8(kfp, lo));
+	default:	/* IQ4_NL */
+		*d = h2f(w);
+		q = nibbles(w + 2);
+		lo = _mm256_castsi256_si128(q);
+		hi = _mm256_extracti128_si256(q, 1);
+		return _mm256_set_m128i(_mm_shuffle_epi8(kiq, hi), _mm_shuffle_epi8(kiq, lo));
+	}
+}
+
+/* Those blocks against Q8_0.  Inlined per type so the switch folds away. */
+AVX2 static inline __attribute__((always_inline)) float
+vd_q8_0(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+{
 	int bsz = quant_traits(t)->size;
 	__m256 acc = _mm256_setzero_ps();
 	int64_t i;
 
 	for (i = 0; i < nb; i++, w += bsz, xq += 34) {
-		__m256i q, y = _mm256_loadu_si256((const __m256i *)(xq + 2));
-		__m128i lo, hi;
 		float d;
+		__m256i q = block_i8(t, w, &d);
+		__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 2));
 
-		switch (t) {
-		case QUANT_Q8_0:
-			q = _mm256_loadu_si256((const __m256i *)(w + 2));
-			d = h2f(w);
-			break;
-		case QUANT_Q4_0:
-			q = _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8));
-			d = h2f(w);
-			break;
-		case QUANT_Q5_0:
-			q = _mm256_sub_epi8(q5_bytes(w + 2, w + 6), _mm256_set1_epi8(16));
-			d = h2f(w);
-			break;
-		case QUANT_IQ4_NL:
-		default:
-			q = nibbles(w + (t == QUANT_MXFP4 ? 1 : 2));
-			lo = _mm256_castsi256_si128(q);
-			hi = _mm256_extracti128_si256(q, 1);
-			if (t == QUANT_MXFP4) {
-				q = _mm256_set_m128i(_mm_shuffle_epi8(kfp, hi), _mm_shuffle_epi8(kfp, lo));
-				d = qi_e8m0_half(w[0]);
-			} else {
-				q = _mm256_set_m128i(_mm_shuffle_epi8(kiq, hi), _mm_shuffle_epi8(kiq, lo));
-				d = h2f(w);
-			}
-			break;
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d * h2f(xq)), _mm256_cvtepi32_ps(dot_i8(q, y)), acc);
+	}
+	return hsum_ps(acc);
+}
+
+/* 32 signed bytes . 32 floats, as 8 partial sums. */
+AVX2 static inline __m256
+dot_i8_f32(__m256i q, const float *x)
+{
+	__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+	__m256 s;
+
+	s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), _mm256_loadu_ps(x));
+	s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))),
+	    _mm256_loadu_ps(x + 8), s);
+	s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), _mm256_loadu_ps(x + 16), s);
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))),
+	    _mm256_loadu_ps(x + 24), s);
+}
+
+/* Those blocks against float x. */
+AVX2 static inline __attribute__((always_inline)) float
+df_q8_0(int t, int64_t nb, const uint8_t *w, const float *x)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, x += 32) {
+		float d;
+		__m256i q = block_i8(t, w, &d);
+
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), dot_i8_f32(q, x), acc);
+	}
+	return hsum_ps(acc);
+}
+
+/* NVFP4 against float x: per 32 values, two 16-value scales. */
+AVX2 static float
+df_nvfp4(int64_t nb, const uint8_t *w, const float *x)
+{
+	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
+	const __m128i m4 = _mm_set1_epi8(0x0F);
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+	int h;
+
+	for (i = 0; i < nb; i++, w += 36) {
+		for (h = 0; h < 2; h++, x += 32) {
+			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
+			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
+			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
+			__m256 s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_loadu_ps(x));
+			__m256 s1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + 16));
+
+			s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8))),
+			    _mm256_loadu_ps(x + 8), s0);
+			s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))),
+			    _mm256_loadu_ps(x + 24), s1);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h])), s0, acc);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h + 1])), s1, acc);
 		}
-		acc = _mm256_fmadd_ps(_mm256_set1_ps(d * h2f(xq)),
-		    _mm256_cvtepi32_ps(dot_i8(q, y)), acc);
 	}
 	return hsum_ps(acc);
 }
@@ -346,18 +412,26 @@ qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 	}
 }
 
-/* Quantized weights against float x: dequantize 1024 values at a time
- * (a whole number of blocks of every type) and dot them. */
+/* Quantized weights against float x: the common 32-value types directly,
+ * others dequantized 1024 values at a time (whole blocks of every type). */
 AVX2 float
 qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 {
 	const struct quant_traits *tr = quant_traits(t);
 	const uint8_t *wb = w;
 	float buf[1024], sum = 0.0f;
-	int64_t i, m;
+	int64_t i, m, nb = n / tr->blck;
 
-	if (tr->blck == 1)
+	switch (t) {
+	case QUANT_F32: case QUANT_F16: case QUANT_BF16:
 		return dot_plain(t, n, w, x);
+	case QUANT_Q8_0:	return df_q8_0(QUANT_Q8_0, nb, w, x);
+	case QUANT_Q4_0:	return df_q8_0(QUANT_Q4_0, nb, w, x);
+	case QUANT_Q5_0:	return df_q8_0(QUANT_Q5_0, nb, w, x);
+	case QUANT_IQ4_NL:	return df_q8_0(QUANT_IQ4_NL, nb, w, x);
+	case QUANT_MXFP4:	return df_q8_0(QUANT_MXFP4, nb, w, x);
+	case QUANT_NVFP4:	return df_nvfp4(nb, w, x);
+	}
 	for (i = 0; i < n; i += m) {
 		m = n - i < 1024 ? n - i : 1024;
 		quant_dequantize_row(t, wb + i / tr->blck * tr->size, buf, m);
