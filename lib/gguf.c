@@ -646,6 +646,14 @@ gguf_get_int(struct gguf *g, int64_t i, int64_t *out)
 	return 0;
 }
 
+const void *
+gguf_kv_data(const struct gguf *g, int64_t i)
+{
+	int t = gguf_kv_type(g, i);
+
+	return t >= 0 && t < GGUF_TYPE_COUNT && type_size[t] > 0 ? g->buf + g->kv[i].off : NULL;
+}
+
 static const char *
 str_at(const struct gguf *g, size_t off, size_t *len)
 {

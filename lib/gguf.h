@@ -98,6 +98,9 @@ int	gguf_get_bool(struct gguf *, int64_t i, int *out);
 /* Any integer type, when its value fits int64_t (hparams are written as
  * uint32 by some converters and int32 by others). */
 int	gguf_get_int(struct gguf *, int64_t i, int64_t *out);
+/* The raw little-endian bytes of a numeric or bool scalar kv i (possibly
+ * unaligned: memcpy them); NULL for strings and arrays. */
+const void *gguf_kv_data(const struct gguf *, int64_t i);
 /* A STRING value: its bytes (not NUL-terminated) and length; NULL on a
  * type mismatch.  The pointer lives as long as g. */
 const char *gguf_get_str(struct gguf *, int64_t i, size_t *len);
