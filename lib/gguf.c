@@ -361,7 +361,10 @@ check_offsets(struct gguf *g)
 	}
 	g->data_size = size;
 	g->data_off = pad(g->pos, g->align);
-	if (g->fp == NULL && g->n_t > 0 && (g->data_off > g->len || size > g->len - g->data_off))
+	if (g->fp == NULL && g->data_off > g->len)	/* ggml writes this padding even with no tensors */
+		return util_err(g->err, "truncated file: the header's padding runs to offset %" PRIu64
+		    ", file has %zu", g->data_off, g->len);
+	if (g->fp == NULL && size > g->len - g->data_off)
 		return util_err(g->err, "truncated file: data section needs %" PRIu64 " bytes at offset %"
 		    PRIu64 ", file has %zu", size, g->data_off, g->len);
 	return 0;

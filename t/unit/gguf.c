@@ -341,6 +341,8 @@ TEST(rejects_bad_magic_and_versions)
 	header(&b, 0x03000000, 0, 0);
 	REJECT(&b, "big-endian");
 	header(&b, 2, 0, 0);
+	REJECT(&b, "truncated file: the header's padding runs to offset 32, file has 24");
+	data(&b, 0);
 	{
 		char err[UTIL_ERRLEN];
 		struct gguf *g = open_buf(&b, NULL, err);
