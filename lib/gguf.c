@@ -101,6 +101,8 @@ need(struct gguf *g, uint64_t n, const char *what)
 		fill(g, n);
 	if (n <= g->len - g->pos)
 		return 0;
+	if (g->fp != NULL && ferror(g->fp))
+		return util_err(g->err, "read: %s", strerror(errno));
 	return util_err(g->err, "truncated file: %s needs %" PRIu64 " bytes at offset %zu, %zu left",
 	    what, n, g->pos, g->len - g->pos);
 }
