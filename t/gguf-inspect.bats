@@ -233,3 +233,18 @@ PY
 	grep -q '^\.Op Fl cfjst$' "$TOP/man/gguf-inspect.1"
 	grep -q '^\.Op Fl k Ar key$' "$TOP/man/gguf-inspect.1"
 }
+
+@test "--check on a stream that ends inside the data fails with 1" {
+	head -c 1900 "$DATA/tiny.gguf" >"$BATS_TEST_TMPDIR/cut.gguf"
+	run -1 --separate-stderr gguf-inspect --check - <"$BATS_TEST_TMPDIR/cut.gguf"
+	[[ $stderr == "gguf-inspect: <stdin>: truncated file: data ends at offset 1900, "* ]]
+}
+
+@test "--stats of the SmolLM2 file is the same from a file and from stdin" {
+	f=$(smollm2)
+	run -0 gguf-inspect --stats "$f"
+	local want=$(printf '%s\n' "$output" | grep -v '^file size')
+	[[ $output == *"  output_norm.weight: min -2.125 max 3.34375 mean "* ]]
+	run -0 gguf-inspect --stats - <"$f"
+	[ "$output" = "$want" ]
+}
