@@ -181,8 +181,11 @@ rd_array(struct gguf *g, struct kv *kv)
 	kv->arr_type = et;
 	kv->n = n;
 	kv->off = g->pos;
-	if (fits(g, n, et == GGUF_TYPE_STRING ? 8 : type_size[et], "array count") != 0)
-		return -1;
+	if (fits(g, n, et == GGUF_TYPE_STRING ? 8 : type_size[et], "array count") != 0) {
+		char why[UTIL_ERRLEN];
+		memcpy(why, g->err, sizeof why);
+		return util_err(g->err, "key '%s': %s", kv->key, why);
+	}
 	if (et != GGUF_TYPE_STRING) {
 		g->pos += n * type_size[et];
 		return 0;
@@ -459,6 +462,12 @@ open_stream(FILE *fp, int close_fp, const char *name, char *err)
 		return NULL;
 	}
 	return g;
+}
+
+struct gguf *
+gguf_open_stream(FILE *fp, const char *name, char *err)
+{
+	return open_stream(fp, 0, name, err);
 }
 
 struct gguf *
