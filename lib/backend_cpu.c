@@ -1,0 +1,654 @@
+#include "backend_cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_X86 1
+#endif
+
+#include "quant.h"
+#include "util.h"
+
+/*
+ * The CPU backend: a small thread pool, one dot product, and the dense
+ * ops (memory, weights, embed, norms, matmul, elementwise).  The sequence
+ * ops live in backend_cpu_seq.c.
+ */
+
+enum { MM_TILE = 8 };	/* weight rows dequantized together, reused over m */
+
+/* --- the pool --- */
+
+static void
+run_chunks(struct backend_cpu *c, int tid)
+{
+	for (;;) {
+		int64_t i0 = atomic_fetch_add(&c->next, c->chunk);
+
+		if (i0 >= c->n)
+			break;
+		c->fn(c->ctx, i0, i0 + c->chunk < c->n ? i0 + c->chunk : c->n, tid);
+	}
+}
+
+static void *
+worker(void *arg)
+{
+	struct backend_cpu *c = ((struct backend_cpu_worker *)arg)->c;
+	int tid = ((struct backend_cpu_worker *)arg)->tid;
+	unsigned seen = 0;
+
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (c->gen == seen && !c->quit)
+			pthread_cond_wait(&c->go, &c->mu);
+		if (c->quit)
+			break;
+		seen = c->gen;
+		pthread_mutex_unlock(&c->mu);
+		run_chunks(c, tid);
+		pthread_mutex_lock(&c->mu);
+		if (--c->busy == 0)
+			pthread_cond_signal(&c->done);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+int
+backend_cpu_run(struct backend_cpu *c, int64_t n, int64_t chunk,
+    backend_cpu_fn *fn, void *ctx)
+{
+	if (chunk < 1)
+		chunk = 1;
+	atomic_store(&c->oom, 0);
+	if (c->nt == 1 || n <= chunk) {
+		fn(ctx, 0, n, 0);
+		return atomic_load(&c->oom) ? -1 : 0;
+	}
+	pthread_mutex_lock(&c->mu);
+	c->fn = fn;
+	c->ctx = ctx;
+	c->n = n;
+	c->chunk = chunk;
+	atomic_store(&c->next, 0);
+	c->busy = c->nt - 1;
+	c->gen++;
+	pthread_cond_broadcast(&c->go);
+	pthread_mutex_unlock(&c->mu);
+	run_chunks(c, 0);
+	pthread_mutex_lock(&c->mu);
+	while (c->busy > 0)
+		pthread_cond_wait(&c->done, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	return atomic_load(&c->oom) ? -1 : 0;
+}
+
+float *
+backend_cpu_scratch(struct backend_cpu *c, int tid, size_t n)
+{
+	struct backend_cpu_scratch *s = &c->scr[tid];
+
+	if (s->n < n) {
+		float *p = NULL;
+
+		if (posix_memalign((void **)&p, 64, n * sizeof *p) != 0) {
+			atomic_store(&c->oom, 1);
+			return NULL;
+		}
+		free(s->p);
+		s->p = p;
+		s->n = n;
+	}
+	return s->p;
+}
+
+/* --- the dot product: every reduction of the backend goes through it --- */
+
+static float
+dot_portable(const float *a, const float *b, int64_t n)
+{
+	float s[8] = { 0 };
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] += a[i + l] * b[i + l];
+	float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+	for (; i < n; i++)
+		t += a[i] * b[i];
+	return t;
+}
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static float
+dot_avx2(const float *a, const float *b, int64_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	int64_t i = 0;
+
+	for (; i + 32 <= n; i += 32) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	s0 = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	float t = _mm_cvtss_f32(h);
+	for (; i < n; i++)
+		t += a[i] * b[i];
+	return t;
+}
+#endif
+
+float
+backend_cpu_silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+float
+backend_cpu_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+float
+backend_cpu_softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+/* --- memory --- */
+
+static float *
+cpu_alloc(struct backend *be, size_t n)
+{
+	float *p = NULL;
+
+	if (n > SIZE_MAX / sizeof *p || posix_memalign((void **)&p, 64, n * sizeof *p) != 0)
+		return NULL;
+	memset(p, 0, n * sizeof *p);
+	return p;
+}
+
+static void
+cpu_mfree(struct backend *be, float *p)
+{
+	free(p);
+}
+
+static int
+cpu_move(struct backend *be, float *dst, const float *src, size_t n)
+{
+	memmove(dst, src, n * sizeof *dst);
+	return 0;
+}
+
+static int
+cpu_fill(struct backend *be, float *dst, float v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = v;
+	return 0;
+}
+
+static int
+cpu_sync(struct backend *be)
+{
+	return 0;
+}
+
+/* --- weights: referenced in place (mapped files stay mapped) --- */
+
+static int
+cpu_supports(const struct backend *be, int type)
+{
+	return quant_can_dequantize(type);
+}
+
+static int
+cpu_weight_init(struct backend *be, struct backend_weight *w)
+{
+	w->priv = NULL;
+	return 0;
+}
+
+static void
+cpu_weight_release(struct backend *be, struct backend_weight *w)
+{
+}
+
+/* Row j of w as floats: the weight itself for F32, else dequantized into buf. */
+static const float *
+weight_row(const struct backend_weight *w, int64_t j, float *buf)
+{
+	const char *src = (const char *)w->data + (size_t)j * w->row_size;
+
+	if (w->type == QUANT_F32)
+		return (const float *)src;
+	quant_dequantize_row(w->type, src, buf, w->ne0);	/* type checked at init */
+	return buf;
+}
+
+/* --- embed --- */
+
+struct embed_job {
+	const struct backend_weight *w;
+	const int32_t *ids;
+	float	*y;
+	int	ldy;
+};
+
+static void
+embed_rows(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct embed_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++) {
+		float *y = j->y + i * j->ldy;
+		const float *r = weight_row(j->w, j->ids[i], y);
+
+		if (r != y)
+			memcpy(y, r, j->w->ne0 * sizeof *y);
+	}
+}
+
+static int
+cpu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
+    int m, float *y, int ldy)
+{
+	struct embed_job j = { w, ids, y, ldy };
+
+	return backend_cpu_run((struct backend_cpu *)be, m, 4, embed_rows, &j);
+}
+
+/* --- norms --- */
+
+struct norm_job {
+	struct backend_cpu *c;
+	const float *x, *z, *w;
+	float	*y;
+	int	ldx, ldy, n;
+	float	eps;
+};
+
+static void
+rmsnorm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct norm_job *j = ctx;
+
+	for (int64_t r = r0; r < r1; r++) {
+		const float *x = j->x + r * j->ldx;
+		float *y = j->y + r * j->ldy;
+		float s = 1.0f / sqrtf(j->c->dot(x, x, j->n) / j->n + j->eps);
+
+		for (int i = 0; i < j->n; i++)
+			y[i] = j->w ? x[i] * s * j->w[i] : x[i] * s;
+		if (j->z != NULL)
+			for (int i = 0; i < j->n; i++)
+				y[i] *= backend_cpu_silu(j->z[r * j->n + i]);
+	}
+}
+
+static int
+cpu_rmsnorm(struct backend *be, const float *x, int ldx, const float *w, float *y,
+    int ldy, int rows, int n, float eps)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct norm_job j = { c, x, NULL, w, y, ldx, ldy, n, eps };
+
+	return backend_cpu_run(c, rows, 16, rmsnorm_rows, &j);
+}
+
+static int
+cpu_rmsnorm_gated(struct backend *be, const float *x, const float *z,
+    const float *w, float *y, int rows, int n, float eps)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct norm_job j = { c, x, z, w, y, n, n, n, eps };
+
+	return backend_cpu_run(c, rows, 16, rmsnorm_rows, &j);
+}
+
+static void
+l2norm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct norm_job *j = ctx;
+
+	for (int64_t r = r0; r < r1; r++) {
+		float *x = j->y + r * j->ldy;
+		float nrm = sqrtf(j->c->dot(x, x, j->n));
+		float s = 1.0f / (nrm > j->eps ? nrm : j->eps);
+
+		for (int i = 0; i < j->n; i++)
+			x[i] *= s;
+	}
+}
+
+static int
+cpu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct norm_job j = { c, x, NULL, NULL, x, ldx, ldx, n, eps };
+
+	return backend_cpu_run(c, rows, 16, l2norm_rows, &j);
+}
+
+/* --- matmul: split by weight rows; y[r][j] is one dot, whatever m --- */
+
+struct mm_job {
+	struct backend_cpu *c;
+	const struct backend_weight *w;
+	const struct backend_weight *wu;	/* NULL, or up: y = silu(x.w) * (x.wu) */
+	const float *x;
+	float	*y;
+	int	ldx, ldy, m;
+};
+
+static float
+mm_dot(struct backend_cpu *c, const struct backend_weight *w, const float *wr,
+    const float *x)
+{
+	float v = c->dot(wr, x, w->ne0);
+
+	return w->scale != 1.0f ? v * w->scale : v;
+}
+
+static void
+mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
+{
+	struct mm_job *jb = ctx;
+	struct backend_cpu *c = jb->c;
+	const struct backend_weight *w = jb->w, *wu = jb->wu;
+	const float *wr[MM_TILE], *ur[MM_TILE];
+	float *buf = NULL;
+
+	if (w->type != QUANT_F32 || (wu != NULL && wu->type != QUANT_F32))
+		if ((buf = backend_cpu_scratch(c, tid, 2 * MM_TILE * (size_t)w->ne0)) == NULL)
+			return;
+	for (int64_t j = j0; j < j1; j += MM_TILE) {
+		int nt = j1 - j < MM_TILE ? (int)(j1 - j) : MM_TILE;
+
+		for (int t = 0; t < nt; t++) {
+			wr[t] = weight_row(w, j + t, buf + t * w->ne0);
+			if (wu != NULL)
+				ur[t] = weight_row(wu, j + t, buf + (MM_TILE + t) * w->ne0);
+		}
+		for (int r = 0; r < jb->m; r++) {
+			const float *x = jb->x + (size_t)r * jb->ldx;
+			float *y = jb->y + (size_t)r * jb->ldy + j;
+
+			for (int t = 0; t < nt; t++) {
+				float g = mm_dot(c, w, wr[t], x);
+
+				y[t] = wu ? backend_cpu_silu(g) * mm_dot(c, wu, ur[t], x) : g;
+			}
+		}
+	}
+}
+
+static int
+mm_run(struct backend_cpu *c, struct mm_job *jb)
+{
+	int64_t per = jb->w->ne1 / ((int64_t)c->nt * 4 * MM_TILE);
+
+	return backend_cpu_run(c, jb->w->ne1, (per > 1 ? per : 1) * MM_TILE, mm_rows, jb);
+}
+
+static int
+cpu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
+    int ldx, float *y, int ldy, int m)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m };
+
+	return mm_run(c, &jb);
+}
+
+static int
+cpu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, const float *x, int m, float *y)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m };
+
+	return mm_run(c, &jb);
+}
+
+static int
+cpu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
+    const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	size_t need = (size_t)m * n;
+	float *t;
+
+	if (c->tmp.n < need) {
+		if ((t = cpu_alloc(be, need)) == NULL)
+			return util_err(be->err, "rmsnorm_matmul: out of memory");
+		free(c->tmp.p);
+		c->tmp.p = t;
+		c->tmp.n = need;
+	}
+	t = c->tmp.p;
+	if (cpu_rmsnorm(be, x, n, nw, t, n, m, n, eps) != 0)
+		return util_err(be->err, "rmsnorm_matmul: out of memory");
+	for (int i = 0; i < nout; i++)
+		if (cpu_matmul(be, W[i], t, n, y[i], W[i]->ne1, m) != 0)
+			return util_err(be->err, "matmul: out of memory");
+	return 0;
+}
+
+/* --- elementwise --- */
+
+struct ew_job {
+	float	*y;
+	const float *a, *b;
+	int	lda, ldb, n;		/* 2-D jobs: rows of n */
+	enum backend_act act;
+};
+
+static void
+swiglu_range(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++)
+		j->y[i] = backend_cpu_silu(j->a[i]) * j->b[i];
+}
+
+static int
+cpu_swiglu(struct backend *be, const float *g, const float *u, float *y, size_t n)
+{
+	struct ew_job j = { y, g, u, 0, 0, 0, 0 };
+
+	return backend_cpu_run((struct backend_cpu *)be, n, 16384, swiglu_range, &j);
+}
+
+static void
+add_range(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++)
+		j->y[i] += j->a[i];
+}
+
+static int
+cpu_add(struct backend *be, float *y, const float *x, size_t n)
+{
+	struct ew_job j = { y, x, NULL, 0, 0, 0, 0 };
+
+	return backend_cpu_run((struct backend_cpu *)be, n, 16384, add_range, &j);
+}
+
+static void
+act_range(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++) {
+		float v = j->y[i];
+
+		j->y[i] = j->act == BACKEND_ACT_SILU ? backend_cpu_silu(v) :
+		    j->act == BACKEND_ACT_SIGMOID ? backend_cpu_sigmoid(v) :
+		    backend_cpu_softplus(v);
+	}
+}
+
+static int
+cpu_act(struct backend *be, enum backend_act act, float *x, size_t n)
+{
+	struct ew_job j = { x, NULL, NULL, 0, 0, 0, act };
+
+	return backend_cpu_run((struct backend_cpu *)be, n, 16384, act_range, &j);
+}
+
+static void
+mul_sigmoid_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t r = r0; r < r1; r++)
+		for (int i = 0; i < j->n; i++)
+			j->y[r * j->lda + i] *= backend_cpu_sigmoid(j->b[r * j->ldb + i]);
+}
+
+static int
+cpu_mul_sigmoid(struct backend *be, float *x, int ldx, const float *g, int ldg,
+    int rows, int n)
+{
+	struct ew_job j = { x, NULL, g, ldx, ldg, n, 0 };
+
+	return backend_cpu_run((struct backend_cpu *)be, rows, 64, mul_sigmoid_rows, &j);
+}
+
+static int
+cpu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *out)
+{
+	for (int r = 0; r < m; r++) {
+		const float *v = x + (size_t)r * ldx;
+		int best = 0;
+
+		for (int i = 1; i < n; i++)
+			if (v[i] > v[best])
+				best = i;
+		out[r] = best;
+	}
+	return 0;
+}
+
+/* --- open / close --- */
+
+static void
+cpu_close(struct backend *be)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+
+	if (c->th != NULL) {
+		pthread_mutex_lock(&c->mu);
+		c->quit = 1;
+		pthread_cond_broadcast(&c->go);
+		pthread_mutex_unlock(&c->mu);
+		for (int i = 0; i < c->nt - 1; i++)
+			pthread_join(c->th[i], NULL);
+	}
+	for (int i = 0; c->scr != NULL && i < c->nt; i++)
+		free(c->scr[i].p);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->go);
+	pthread_cond_destroy(&c->done);
+	free(c->tmp.p);
+	free(c->scr);
+	free(c->wk);
+	free(c->th);
+	free(c);
+}
+
+static const struct backend_ops cpu_ops = {
+	.close = cpu_close, .alloc = cpu_alloc, .mfree = cpu_mfree,
+	.write = cpu_move, .read = cpu_move, .copy = cpu_move, .fill = cpu_fill,
+	.sync = cpu_sync, .weight_init = cpu_weight_init,
+	.weight_release = cpu_weight_release, .supports = cpu_supports,
+	.embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .rmsnorm_gated = cpu_rmsnorm_gated,
+	.matmul = cpu_matmul, .rmsnorm_matmul = cpu_rmsnorm_matmul,
+	.matmul_swiglu = cpu_matmul_swiglu, .swiglu = cpu_swiglu,
+	.rope = backend_cpu_rope, .attention = backend_cpu_attention,
+	.mul_sigmoid = cpu_mul_sigmoid, .conv1d_silu = backend_cpu_conv1d_silu,
+	.gdn_step = backend_cpu_gdn_step, .gdn_chunk = backend_cpu_gdn_chunk,
+	.l2norm = cpu_l2norm, .act = cpu_act, .add = cpu_add, .argmax = cpu_argmax,
+};
+
+static int
+start_workers(struct backend_cpu *c, char *err)
+{
+	c->scr = calloc(c->nt, sizeof *c->scr);
+	c->wk = calloc(c->nt, sizeof *c->wk);
+	c->th = calloc(c->nt, sizeof *c->th);
+	if (c->scr == NULL || c->wk == NULL || c->th == NULL)
+		return util_err(err, "backend: cpu: out of memory");
+	for (int i = 0; i < c->nt - 1; i++) {
+		c->wk[i].c = c;
+		c->wk[i].tid = i + 1;
+		if (pthread_create(&c->th[i], NULL, worker, &c->wk[i]) != 0) {
+			c->nt = i + 1;	/* the ones started, plus the caller */
+			return util_err(err, "backend: cpu: cannot start thread %d", i + 1);
+		}
+	}
+	return 0;
+}
+
+struct backend *
+backend_cpu_open(const char *opts, int n_threads, char *err)
+{
+	struct backend_cpu *c;
+	int simd = 1;
+
+	if (strcmp(opts, "scalar") == 0)
+		simd = 0;
+	else if (*opts != '\0') {
+		util_err(err, "backend: 'cpu:%s': unknown option (cpu, cpu:scalar)", opts);
+		return NULL;
+	}
+	if (n_threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		n_threads = n > 0 ? (int)n : 1;
+	}
+	if ((c = calloc(1, sizeof *c)) == NULL) {
+		util_err(err, "backend: cpu: out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->go, NULL);
+	pthread_cond_init(&c->done, NULL);
+	c->be.ops = &cpu_ops;
+	c->be.impl = c;
+	c->be.host = 1;
+	c->nt = n_threads;
+	c->dot = dot_portable;
+	snprintf(c->be.name, sizeof c->be.name, "cpu-scalar");
+#ifdef CPU_X86
+	if (simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+		c->dot = dot_avx2;
+		snprintf(c->be.name, sizeof c->be.name, "cpu-avx2");
+	}
+#endif
+	if (start_workers(c, err) != 0) {
+		cpu_close(&c->be);
+		return NULL;
+	}
+	c->be.n_threads = c->nt;
+	return &c->be;
+}
