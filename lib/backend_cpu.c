@@ -241,6 +241,8 @@ weight_row(const struct backend_weight *w, int64_t j, float *buf)
 	return buf;
 }
 
+static int cpu_swiglu(struct backend *, const float *, const float *, float *, size_t);
+
 /* --- embed --- */
 
 struct embed_job {
@@ -345,7 +347,16 @@ cpu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
 	return backend_cpu_run(c, rows, 16, l2norm_rows, &j);
 }
 
-/* --- matmul: split by weight rows; y[r][j] is one dot, whatever m --- */
+/*
+ * matmul: split by weight rows; y[r][j] is one dot, whatever m.  How a
+ * dot is taken depends on the weight type only (never on m):
+ *   F32: the backend's dot on the row in place;
+ *   quantized types with a ggml vec_dot: the activation row is quantized
+ *     once per call (quant_quantize_act) and quant_vec_dot runs, as in
+ *     ggml's CPU backend;
+ *   F16, BF16 and the rest: the row is dequantized (MM_TILE rows at a
+ *     time, reused over the m activation rows) and the backend's dot runs.
+ */
 
 struct mm_job {
 	struct backend_cpu *c;
@@ -354,14 +365,28 @@ struct mm_job {
 	const float *x;
 	float	*y;
 	int	ldx, ldy, m;
+	const char *xq;			/* NULL, or [m][xq_size] quantized x */
+	size_t	xq_size;
 };
 
-static float
-mm_dot(struct backend_cpu *c, const struct backend_weight *w, const float *wr,
-    const float *x)
+static int
+mm_quantized(int type)
 {
-	float v = c->dot(wr, x, w->ne0);
+	return type != QUANT_F32 && type != QUANT_F16 && type != QUANT_BF16 &&
+	    quant_vec_dot_type(type) >= 0;
+}
 
+static float
+mm_dot(struct mm_job *jb, const struct backend_weight *w, const float *wr,
+    int64_t j, int r)
+{
+	float v;
+
+	if (jb->xq != NULL)
+		v = quant_vec_dot(w->type, w->ne0, (const char *)w->data + (size_t)j * w->row_size,
+		    jb->xq + (size_t)r * jb->xq_size);
+	else
+		v = jb->c->dot(wr, jb->x + (size_t)r * jb->ldx, w->ne0);
 	return w->scale != 1.0f ? v * w->scale : v;
 }
 
@@ -369,33 +394,74 @@ static void
 mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 {
 	struct mm_job *jb = ctx;
-	struct backend_cpu *c = jb->c;
 	const struct backend_weight *w = jb->w, *wu = jb->wu;
-	const float *wr[MM_TILE], *ur[MM_TILE];
+	const float *wr[MM_TILE] = { 0 }, *ur[MM_TILE] = { 0 };
 	float *buf = NULL;
 
-	if (w->type != QUANT_F32 || (wu != NULL && wu->type != QUANT_F32))
-		if ((buf = backend_cpu_scratch(c, tid, 2 * MM_TILE * (size_t)w->ne0)) == NULL)
+	if (jb->xq == NULL && w->type != QUANT_F32)
+		if ((buf = backend_cpu_scratch(jb->c, tid, 2 * MM_TILE * (size_t)w->ne0)) == NULL)
 			return;
 	for (int64_t j = j0; j < j1; j += MM_TILE) {
 		int nt = j1 - j < MM_TILE ? (int)(j1 - j) : MM_TILE;
 
-		for (int t = 0; t < nt; t++) {
+		for (int t = 0; jb->xq == NULL && t < nt; t++) {
 			wr[t] = weight_row(w, j + t, buf + t * w->ne0);
 			if (wu != NULL)
 				ur[t] = weight_row(wu, j + t, buf + (MM_TILE + t) * w->ne0);
 		}
 		for (int r = 0; r < jb->m; r++) {
-			const float *x = jb->x + (size_t)r * jb->ldx;
 			float *y = jb->y + (size_t)r * jb->ldy + j;
 
 			for (int t = 0; t < nt; t++) {
-				float g = mm_dot(c, w, wr[t], x);
+				float g = mm_dot(jb, w, wr[t], j + t, r);
 
-				y[t] = wu ? backend_cpu_silu(g) * mm_dot(c, wu, ur[t], x) : g;
+				y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], j + t, r) : g;
 			}
 		}
 	}
+}
+
+struct quant_job {
+	struct mm_job *jb;
+	char	*xq;
+};
+
+static void
+quantize_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct quant_job *q = ctx;
+	struct mm_job *jb = q->jb;
+
+	for (int64_t r = r0; r < r1; r++)
+		quant_quantize_act(jb->w->type, jb->x + r * jb->ldx,
+		    q->xq + r * jb->xq_size, jb->w->ne0);
+}
+
+/* Quantize the activations for jb's weight type into the caller's scratch. */
+static int
+mm_prepare(struct backend_cpu *c, struct mm_job *jb)
+{
+	struct quant_job q = { jb, NULL };
+	size_t need;
+
+	if (!mm_quantized(jb->w->type))
+		return 0;
+	jb->xq_size = quant_row_size(quant_vec_dot_type(jb->w->type), jb->w->ne0);
+	need = (jb->xq_size * jb->m + sizeof(float) - 1) / sizeof(float);
+	if (c->xq.n < need) {
+		float *p = NULL;
+
+		if (posix_memalign((void **)&p, 64, need * sizeof *p) != 0)
+			return -1;
+		free(c->xq.p);
+		c->xq.p = p;
+		c->xq.n = need;
+	}
+	q.xq = (char *)c->xq.p;
+	if (backend_cpu_run(c, jb->m, 4, quantize_rows, &q) != 0)
+		return -1;
+	jb->xq = q.xq;
+	return 0;
 }
 
 static int
@@ -403,7 +469,11 @@ mm_run(struct backend_cpu *c, struct mm_job *jb)
 {
 	int64_t per = jb->w->ne1 / ((int64_t)c->nt * 4 * MM_TILE);
 
-	return backend_cpu_run(c, jb->w->ne1, (per > 1 ? per : 1) * MM_TILE, mm_rows, jb);
+	if (mm_prepare(c, jb) != 0)
+		return util_err(c->be.err, "matmul: out of memory");
+	if (backend_cpu_run(c, jb->w->ne1, (per > 1 ? per : 1) * MM_TILE, mm_rows, jb) != 0)
+		return util_err(c->be.err, "matmul: out of memory");
+	return 0;
 }
 
 static int
@@ -411,7 +481,7 @@ cpu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
     int ldx, float *y, int ldy, int m)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
-	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m };
+	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m, NULL, 0 };
 
 	return mm_run(c, &jb);
 }
@@ -421,9 +491,22 @@ cpu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
     const struct backend_weight *wu, const float *x, int m, float *y)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
-	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m };
+	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m, NULL, 0 };
+	float *u;
+	int rc;
 
-	return mm_run(c, &jb);
+	if (wg->type == wu->type)
+		return mm_run(c, &jb);
+	/* different types would need two activation encodings: two passes */
+	if ((u = cpu_alloc(be, (size_t)m * wu->ne1)) == NULL)
+		return util_err(be->err, "matmul: out of memory");
+	rc = cpu_matmul(be, wg, x, wg->ne0, y, wg->ne1, m);
+	if (rc == 0)
+		rc = cpu_matmul(be, wu, x, wu->ne0, u, wu->ne1, m);
+	if (rc == 0)
+		rc = cpu_swiglu(be, y, u, y, (size_t)m * wu->ne1);
+	free(u);
+	return rc;
 }
 
 static int
@@ -571,6 +654,7 @@ cpu_close(struct backend *be)
 	pthread_cond_destroy(&c->go);
 	pthread_cond_destroy(&c->done);
 	free(c->tmp.p);
+	free(c->xq.p);
 	free(c->scr);
 	free(c->wk);
 	free(c->th);

@@ -49,6 +49,7 @@ struct backend_cpu {
 	atomic_int oom;			/* a scratch allocation failed in the job */
 	struct backend_cpu_scratch *scr;	/* [nt], one per thread */
 	struct backend_cpu_scratch tmp;	/* the caller's, between ops */
+	struct backend_cpu_scratch xq;	/* the caller's: quantized activations */
 };
 
 /* Run fn over [0, n) in chunks of `chunk` items on every thread; returns

@@ -88,34 +88,39 @@ make_weight(int type, int ne0, int ne1)
 	struct wbuf w;
 	size_t rs = quant_row_size(type, ne0);
 	float *f = rnd((size_t)ne0 * ne1, 0.5f);
+	char err[UTIL_ERRLEN];
 
 	w.data = malloc(rs * ne1);
 	w.deq = malloc((size_t)ne0 * ne1 * sizeof *w.deq);
-	for (int64_t i = 0; i < (int64_t)ne0 * ne1; i++) {
-		uint16_t *h = w.data;
+	for (int r = 0; r < ne1; r++) {
+		char *row = (char *)w.data + rs * r;
 
-		if (type == QUANT_F32)
-			((float *)w.data)[i] = f[i];
-		else if (type == QUANT_F16)
-			h[i] = quant_f32_to_f16(f[i]);
-		else if (type == QUANT_BF16)
-			h[i] = quant_f32_to_bf16(f[i]);
+		if (quant_quantize_row(type, f + (size_t)r * ne0, row, ne0, err) != 0)
+			printf("# quantize %s: %s\n", quant_name(type), err);
+		quant_dequantize_row(type, row, w.deq + (size_t)r * ne0, ne0);
 	}
-	if (type == QUANT_Q8_0) {	/* blocks: f16 scale, 32 int8 */
-		unsigned char *p = w.data;
-
-		for (int64_t b = 0; b < (int64_t)ne0 * ne1 / 32; b++, p += 34) {
-			uint16_t d = quant_f32_to_f16(0.5f / 127);
-
-			memcpy(p, &d, 2);
-			for (int i = 0; i < 32; i++)
-				p[2 + i] = (unsigned char)(signed char)(f[b * 32 + i] * 127);
-		}
-	}
-	for (int r = 0; r < ne1; r++)
-		quant_dequantize_row(type, (char *)w.data + rs * r, w.deq + (size_t)r * ne0, ne0);
 	free(f);
 	return w;
+}
+
+/* What the activation rows become before a dot with a weight of this type:
+ * quantized types see x through their ggml vec_dot encoding. */
+static float *
+act_seen(int type, const float *x, int ne0, int m)
+{
+	int vt = quant_vec_dot_type(type);
+	float *xs = dup(x, (size_t)m * ne0);
+	void *q;
+
+	if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16)
+		return xs;
+	q = malloc(quant_row_size(vt, ne0));
+	for (int r = 0; r < m; r++) {
+		quant_quantize_act(type, x + (size_t)r * ne0, q, ne0);
+		quant_dequantize_row(vt, q, xs + (size_t)r * ne0, ne0);
+	}
+	free(q);
+	return xs;
 }
 
 static void
@@ -155,44 +160,59 @@ TEST(opens_and_rejects_devices)
 
 TEST(matmul_matches_reference_for_each_type_and_shape)
 {
-	static const int types[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0 };
+	static const int types[] = {
+		QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1,
+		QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_NVFP4, QUANT_MXFP4,
+	};
 	static const int shapes[][3] = {	/* ne0, ne1, m */
 		{ 32, 1, 1 }, { 64, 7, 3 }, { 96, 17, 4 }, { 256, 40, 16 }, { 320, 9, 37 },
+		{ 512, 13, 2 },
 	};
 	struct backend *bs[] = { be1, be3, bes };
 
 	for (size_t t = 0; t < sizeof types / sizeof *types; t++)
 		for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
 			int ne0 = shapes[s][0], ne1 = shapes[s][1], m = shapes[s][2];
-			struct wbuf wb = make_weight(types[t], ne0, ne1);
-			float *x = rnd((size_t)m * ne0, 1), *y = malloc((size_t)m * ne1 * 4);
-			double *ref = malloc((size_t)m * ne1 * sizeof *ref);
+			struct wbuf wb;
+			float *x, *xs, *y;
+			double *ref;
 			struct backend_weight w;
 
-			ref_matmul(wb.deq, x, ne0, ne1, m, 0.75f, ref);
+			if (quant_row_size(types[t], ne0) == 0)
+				continue;	/* not a whole number of blocks */
+			wb = make_weight(types[t], ne0, ne1);
+			x = rnd((size_t)m * ne0, 1);
+			xs = act_seen(types[t], x, ne0, m);
+			y = malloc((size_t)m * ne1 * 4);
+			ref = malloc((size_t)m * ne1 * sizeof *ref);
+			ref_matmul(wb.deq, xs, ne0, ne1, m, 0.75f, ref);
 			for (size_t b = 0; b < 3; b++) {
 				CHECK(backend_weight_init(bs[b], &w, types[t], ne0, ne1, wb.data, 0.75f) == 0);
 				CHECK(backend_matmul(bs[b], &w, x, ne0, y, ne1, m) == 0);
-				if (maxrel(y, ref, (size_t)m * ne1) > 1e-5)
+				/* Q8_1 activations (Q4_1) carry their block sums in f16:
+				 * the dot differs from dequantize-then-dot by that rounding */
+				double tol = types[t] == QUANT_Q4_1 ? 5e-3 : 1e-5;
+
+				if (maxrel(y, ref, (size_t)m * ne1) > tol)
 					FAILF("%s %dx%d m=%d on %s: maxrel %g", quant_name(types[t]),
 					    ne1, ne0, m, backend_name(bs[b]), maxrel(y, ref, (size_t)m * ne1));
 				backend_weight_release(bs[b], &w);
 			}
 			free_weight(&wb);
-			free(x), free(y), free(ref);
+			free(x), free(xs), free(y), free(ref);
 		}
 }
 
-TEST(matmul_rows_are_batch_and_thread_invariant)
+static void
+batch_invariance(int type, int ne0, int ne1, int m)
 {
-	int ne0 = 200, ne1 = 75, m = 40;
-	struct wbuf wb = make_weight(QUANT_BF16, ne0, ne1);
+	struct wbuf wb = make_weight(type, ne0, ne1);
 	float *x = rnd((size_t)m * ne0, 1);
 	float *ym = malloc((size_t)m * ne1 * 4), *y1 = malloc(ne1 * 4), *y3 = malloc((size_t)m * ne1 * 4);
 	struct backend_weight w, w3;
 
-	CHECK(backend_weight_init(be1, &w, QUANT_BF16, ne0, ne1, wb.data, 1) == 0);
-	CHECK(backend_weight_init(be3, &w3, QUANT_BF16, ne0, ne1, wb.data, 1) == 0);
+	CHECK(backend_weight_init(be1, &w, type, ne0, ne1, wb.data, 1) == 0);
+	CHECK(backend_weight_init(be3, &w3, type, ne0, ne1, wb.data, 1) == 0);
 	for (int mm = 1; mm <= m; mm += (mm < 16 ? 1 : 23)) {
 		CHECK(backend_matmul(be1, &w, x, ne0, ym, ne1, mm) == 0);
 		CHECK(backend_matmul(be3, &w3, x, ne0, y3, ne1, mm) == 0);
@@ -200,13 +220,21 @@ TEST(matmul_rows_are_batch_and_thread_invariant)
 		for (int r = 0; r < mm; r++) {
 			CHECK(backend_matmul(be1, &w, x + r * ne0, ne0, y1, ne1, 1) == 0);
 			if (!same(y1, ym + r * ne1, ne1))
-				FAILF("row %d of an %d-row product differs from the row alone", r, mm);
+				FAILF("%s: row %d of an %d-row product differs from the row alone",
+				    quant_name(type), r, mm);
 		}
 	}
 	backend_weight_release(be1, &w);
 	backend_weight_release(be3, &w3);
 	free_weight(&wb);
 	free(x), free(ym), free(y1), free(y3);
+}
+
+TEST(matmul_rows_are_batch_and_thread_invariant)
+{
+	batch_invariance(QUANT_BF16, 200, 75, 40);
+	batch_invariance(QUANT_Q4_K, 512, 75, 40);
+	batch_invariance(QUANT_NVFP4, 320, 33, 17);
 }
 
 TEST(fused_products_equal_their_parts_bit_for_bit)
