@@ -229,15 +229,46 @@ cpu_weight_release(struct backend *be, struct backend_weight *w)
 {
 }
 
-/* Row j of w as floats: the weight itself for F32, else dequantized into buf. */
+static void
+bf16_row(const uint16_t *s, float *y, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t u = (uint32_t)s[i] << 16;
+
+		memcpy(&y[i], &u, 4);
+	}
+}
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma,f16c"))) static void
+f16_row_f16c(const uint16_t *s, float *y, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+	for (; i < n; i++)
+		y[i] = quant_f16_to_f32(s[i]);
+}
+#endif
+
+/* Row j of w as floats: the weight itself for F32, else decoded into buf
+ * (F16 and BF16 here, exactly; the rest by quant_dequantize_row). */
 static const float *
-weight_row(const struct backend_weight *w, int64_t j, float *buf)
+weight_row(const struct backend_weight *w, int64_t j, float *buf, int f16c)
 {
 	const char *src = (const char *)w->data + (size_t)j * w->row_size;
 
 	if (w->type == QUANT_F32)
 		return (const float *)src;
-	quant_dequantize_row(w->type, src, buf, w->ne0);	/* type checked at init */
+	if (w->type == QUANT_BF16 && ((uintptr_t)src & 1) == 0)
+		bf16_row((const uint16_t *)src, buf, w->ne0);
+#ifdef CPU_X86
+	else if (w->type == QUANT_F16 && f16c && ((uintptr_t)src & 1) == 0)
+		f16_row_f16c((const uint16_t *)src, buf, w->ne0);
+#endif
+	else
+		quant_dequantize_row(w->type, src, buf, w->ne0);	/* type checked at init */
 	return buf;
 }
 
@@ -246,6 +277,7 @@ static int cpu_swiglu(struct backend *, const float *, const float *, float *, s
 /* --- embed --- */
 
 struct embed_job {
+	int	f16c;
 	const struct backend_weight *w;
 	const int32_t *ids;
 	float	*y;
@@ -259,7 +291,7 @@ embed_rows(void *ctx, int64_t i0, int64_t i1, int tid)
 
 	for (int64_t i = i0; i < i1; i++) {
 		float *y = j->y + i * j->ldy;
-		const float *r = weight_row(j->w, j->ids[i], y);
+		const float *r = weight_row(j->w, j->ids[i], y, j->f16c);
 
 		if (r != y)
 			memcpy(y, r, j->w->ne0 * sizeof *y);
@@ -270,7 +302,7 @@ static int
 cpu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
     int m, float *y, int ldy)
 {
-	struct embed_job j = { w, ids, y, ldy };
+	struct embed_job j = { ((struct backend_cpu *)be)->f16c, w, ids, y, ldy };
 
 	return backend_cpu_run((struct backend_cpu *)be, m, 4, embed_rows, &j);
 }
@@ -405,9 +437,9 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 		int nt = j1 - j < MM_TILE ? (int)(j1 - j) : MM_TILE;
 
 		for (int t = 0; jb->xq == NULL && t < nt; t++) {
-			wr[t] = weight_row(w, j + t, buf + t * w->ne0);
+			wr[t] = weight_row(w, j + t, buf + t * w->ne0, jb->c->f16c);
 			if (wu != NULL)
-				ur[t] = weight_row(wu, j + t, buf + (MM_TILE + t) * w->ne0);
+				ur[t] = weight_row(wu, j + t, buf + (MM_TILE + t) * w->ne0, jb->c->f16c);
 		}
 		for (int r = 0; r < jb->m; r++) {
 			float *y = jb->y + (size_t)r * jb->ldy + j;
@@ -726,6 +758,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 #ifdef CPU_X86
 	if (simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
 		c->dot = dot_avx2;
+		c->f16c = __builtin_cpu_supports("f16c");
 		snprintf(c->be.name, sizeof c->be.name, "cpu-avx2");
 	}
 #endif
