@@ -60,7 +60,7 @@ def convert(cfg, t):
     for name, w in t.items():
         if name.startswith("model.language_model."):
             name = "model." + name[len("model.language_model."):]
-        if name.startswith(("model.visual.", "visual.")):
+        if name.startswith(("model.visual.", "visual.")) or name.endswith("rotary_emb.inv_freq"):
             continue
         m = re.match(r"(model|mtp)\.layers\.(\d+)\.(.*)$", name)
         if m:
