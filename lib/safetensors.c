@@ -191,7 +191,8 @@ check_tiling(struct safetensors_tensor *t, size_t n, const uint8_t *data, uint64
 	const uint8_t *at = data;
 	size_t i;
 
-	qsort(t, n, sizeof *t, cmp_offset);
+	if (n > 0)
+		qsort(t, n, sizeof *t, cmp_offset);
 	for (i = 0; i < n; i++) {
 		if ((const uint8_t *)t[i].data != at)
 			return util_err(why, "tensor '%s' at data offset %llu, expected %llu "
@@ -442,6 +443,8 @@ safetensors_close(struct safetensors *st)
 	free(st->t);
 	free(st->byname);
 	json_free(st->config);
+	json_free(st->tokjson[0]);
+	json_free(st->tokjson[1]);
 	free(st->dir);
 	st_plan_free(st);
 	for (i = 0; i < st->nallocs; i++)

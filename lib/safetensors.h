@@ -173,11 +173,16 @@ size_t	safetensors_kv_count(const struct safetensors *);
 const struct safetensors_kv *safetensors_kv(const struct safetensors *, size_t i);
 
 /*
- * Add the tokenizer metadata (tokenizer.ggml.*) read from tokenizer.json
- * and tokenizer_config.json beside config.json, as llama.cpp's converter
- * does for byte-level BPE (model gpt2).  Call after safetensors_plan.
- * 0, or -1 with safetensors_errmsg set (no tokenizer.json is an error).
+ * Add the tokenizer metadata read from tokenizer.json and
+ * tokenizer_config.json beside config.json, as llama.cpp's converter
+ * does for byte-level BPE: tokenizer.ggml.model "gpt2", .pre (pre NULL
+ * detects it from the pre-tokenizer regex: qwen2, qwen35, llama-bpe),
+ * .tokens and .token_type (vocab_size entries: normal 1, control 3,
+ * user-defined 4, unused 5 for ids the tokenizer lacks), .merges, the
+ * special token ids, add_bos_token / add_eos_token, and
+ * tokenizer.chat_template.  Call after safetensors_plan.  0, or -1 with
+ * safetensors_errmsg set (no tokenizer.json is an error).
  */
-int	safetensors_plan_tokenizer(struct safetensors *);
+int	safetensors_plan_tokenizer(struct safetensors *, const char *pre);
 
 #endif

@@ -564,8 +564,8 @@ st_plan_free(struct safetensors *st)
 
 /* ---- metadata ---- */
 
-static struct safetensors_kv *
-kv_add(struct safetensors *st, const char *key, int type)
+struct safetensors_kv *
+st_kv_add(struct safetensors *st, const char *key, int type)
 {
 	struct safetensors_kv *kv;
 
@@ -597,7 +597,7 @@ kv_u32(struct safetensors *st, const char *key, int64_t v)
 	snprintf(k, sizeof k, "%s.%s", st->arch, key);
 	if (v < 0 || v > UINT32_MAX)
 		return util_err(st->err, "metadata '%s' = %lld out of range", k, (long long)v);
-	if ((kv = kv_add(st, k, SAFETENSORS_KV_U32)) == NULL)
+	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_U32)) == NULL)
 		return util_err(st->err, "out of memory");
 	kv->v.u32 = (uint32_t)v;
 	return 0;
@@ -610,7 +610,7 @@ kv_f32(struct safetensors *st, const char *key, double v)
 	struct safetensors_kv *kv;
 
 	snprintf(k, sizeof k, "%s.%s", st->arch, key);
-	if ((kv = kv_add(st, k, SAFETENSORS_KV_F32)) == NULL)
+	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_F32)) == NULL)
 		return util_err(st->err, "out of memory");
 	kv->v.f32 = (float)v;
 	return 0;
@@ -619,7 +619,7 @@ kv_f32(struct safetensors *st, const char *key, double v)
 int
 st_kv_str(struct safetensors *st, const char *key, const char *s, size_t n)
 {
-	struct safetensors_kv *kv = kv_add(st, key, SAFETENSORS_KV_STR);
+	struct safetensors_kv *kv = st_kv_add(st, key, SAFETENSORS_KV_STR);
 	char *p = malloc(n + 1);
 
 	if (kv == NULL || (kv->s = st_keep(st, p)) == NULL)
@@ -669,7 +669,7 @@ kv_qwen35(struct safetensors *st, const struct hp *h)
 
 	if (kv_u32(st, "rope.dimension_count", (int64_t)(h->head_dim * h->prf)) != 0)
 		return -1;
-	if ((kv = kv_add(st, "qwen35.rope.dimension_sections", SAFETENSORS_KV_ARR)) == NULL ||
+	if ((kv = st_kv_add(st, "qwen35.rope.dimension_sections", SAFETENSORS_KV_ARR)) == NULL ||
 	    (sec = st_keep(st, malloc(sizeof h->sections))) == NULL)
 		return util_err(st->err, "out of memory");
 	memcpy(sec, h->sections, sizeof h->sections);
@@ -704,7 +704,8 @@ safetensors_plan(struct safetensors *st, int nomtp)
 	for (i = 0; i < st->nbyname; i++)
 		if (map_tensor(st, h, &st->t[st->byname[i].i]) != 0)
 			goto out;
-	qsort(st->out, st->nout, sizeof *st->out, cmp_out);
+	if (st->nout > 0)
+		qsort(st->out, st->nout, sizeof *st->out, cmp_out);
 	if (check_complete(st, h) != 0 || kv_common(st, h) != 0)
 		goto out;
 	rc = h->arch == ARCH_LLAMA ? kv_llama(st, h) : kv_qwen35(st, h);
@@ -888,10 +889,4 @@ safetensors_read_raw(const struct safetensors_out *o, int64_t row0, int64_t nrow
 			memcpy(d + j * es, s + vsrc(j, 0, o->pb, o->pc, o->pd) * es, es);
 	}
 	return 0;
-}
-
-int
-safetensors_plan_tokenizer(struct safetensors *st)
-{
-	return util_err(st->err, "tokenizer conversion: not written yet");
 }

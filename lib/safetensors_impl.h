@@ -40,6 +40,7 @@ struct safetensors {
 	size_t	nout, capout;
 	struct safetensors_kv *kv;	/* [nkv] */
 	size_t	nkv, capkv;
+	struct json *tokjson[2];	/* tokenizer.json, tokenizer_config.json */
 	void	**allocs;		/* freed at close: kv strings and arrays */
 	size_t	nallocs, capallocs;
 };
@@ -50,5 +51,6 @@ int	st_read_json(struct safetensors *, const char *name, struct json **out);
 void	*st_keep(struct safetensors *, void *p);
 void	st_plan_free(struct safetensors *);
 int	st_kv_str(struct safetensors *, const char *key, const char *s, size_t n);
+struct safetensors_kv *st_kv_add(struct safetensors *, const char *key, int type);
 
 #endif

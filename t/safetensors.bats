@@ -54,3 +54,30 @@ convert_matches_numpy() {	# convert_matches_numpy CHECKPOINT
 	run -1 --separate-stderr "$DUMP" "$BATS_TEST_TMPDIR/m"
 	[[ $stderr == "st-dump: $BATS_TEST_TMPDIR/m/model.safetensors: header length "*" past the end of the file" ]]
 }
+
+tokenizer_matches_llama_cpp() {	# tokenizer_matches_llama_cpp CHECKPOINT
+	"$DUMP" --tokenizer --kvjson "$1" >"$BATS_TEST_TMPDIR/kv.json"
+	run -0 python3 "$TOP/t/peer/st_tokenizer.py" "$1" "$BATS_TEST_TMPDIR/kv.json"
+	[[ ${lines[-1]} == *" keys, 0 differences" ]]
+}
+
+@test "llama fixture tokenizer: tokens, types, merges, special ids, flags, template as llama.cpp's converter" {
+	need_py gguf tokenizers
+	tokenizer_matches_llama_cpp "$DATA/st/llama"
+	run -0 "$DUMP" --tokenizer "$DATA/st/llama"
+	[[ $output == *$'kv\ttokenizer.ggml.pre\tstr\t9'* ]]	# llama-bpe, from the llama3 regex
+}
+
+@test "model A tokenizer converts as llama.cpp's converter would, pre qwen2" {
+	need_py gguf tokenizers
+	a=$(model_a)
+	tokenizer_matches_llama_cpp "$a"
+	run -0 "$DUMP" --tokenizer --kvjson "$a"
+	[[ $output == *'"tokenizer.ggml.pre": "qwen2"'* ]]
+	[[ $output == *'"tokenizer.ggml.eos_token_id": 8191'* ]]
+}
+
+@test "a checkpoint without tokenizer.json cannot plan a tokenizer" {
+	run -1 --separate-stderr "$DUMP" --tokenizer "$DATA/st/qwen35"
+	[ "$stderr" = "st-dump: $DATA/st/qwen35: no tokenizer.json" ]
+}

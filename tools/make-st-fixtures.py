@@ -4,7 +4,10 @@
 numbers.  Uses the `safetensors` PyPI package; BF16 (which numpy lacks) is written by hand
 per the format: 8-byte little-endian header length, JSON header, data.
 
-  llama/          llama, 2 layers, GQA (4 heads, 2 kv), one model.safetensors (F32)
+  llama/          llama, 2 layers, GQA (4 heads, 2 kv), one model.safetensors (F32), tied
+                  embeddings, and a byte-level BPE tokenizer (llama3 regex, trained here with the
+                  `tokenizers` package on a fixed text) with special, look-special and user-defined
+                  added tokens, and ids past the tokenizer's end (vocab_size 300)
   qwen35/         released layout: model_type qwen3_5 + text_config, model.language_model.*,
                   model.visual.* (skipped), 2 shards + index, and an unlisted mtp.safetensors;
                   4 key heads / 8 value heads so the V-head reorder shows; F16
@@ -27,7 +30,7 @@ def arange(shape, seed, dtype=np.float32):
 def llama():
     d = os.path.join(out, "llama")
     os.makedirs(d, exist_ok=True)
-    E, F, H, KV, V, L = 16, 32, 4, 2, 24, 2
+    E, F, H, KV, V, L = 16, 32, 4, 2, 300, 2
     hd = E // H
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": E,
            "intermediate_size": F, "num_attention_heads": H, "num_key_value_heads": KV,
@@ -48,6 +51,34 @@ def llama():
         t[p + "self_attn.rotary_emb.inv_freq"] = arange((hd // 2,), 0)
     save_file(t, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
+    tokenizer(d)
+
+
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+             r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def tokenizer(d):
+    from tokenizers import Tokenizer, Regex, AddedToken, models, pre_tokenizers, decoders, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_RE), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    text = ["the quick brown fox jumps over the lazy dog; it's 1234 o'clock\n" * 3,
+            "def main():\n    return 0  # hello world\n"]
+    tr = trainers.BpeTrainer(vocab_size=280, min_frequency=2, show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(text, tr)
+    tok.add_special_tokens(["<|begin_of_text|>", "<|eot|>"])
+    tok.add_tokens([AddedToken("<|looks|>", special=False, normalized=False),
+                    AddedToken("\u2581user\u2581tok", special=False, normalized=False)])
+    tok.save(os.path.join(d, "tokenizer.json"))
+    json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": True, "add_eos_token": False,
+               "bos_token": "<|begin_of_text|>", "eos_token": {"content": "<|eot|>"}, "pad_token": None,
+               "chat_template": [{"name": "default", "template": "{{ messages[0]['content'] }}"},
+                                 {"name": "tool_use", "template": "tools"}]},
+              open(os.path.join(d, "tokenizer_config.json"), "w"), indent=1)
 
 
 def qwen35():

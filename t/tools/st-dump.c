@@ -3,12 +3,14 @@
  * checkpoint (KVs, then one line per GGUF tensor: name, ne, source dtype,
  * verbatim flag) and, with OUTDIR, write each tensor's float32 values to
  * OUTDIR/<gguf name>.f32, read in blocks of a few rows as a converter would.
- * --nomtp plans without the MTP block; --tokenizer adds tokenizer.ggml.*.
+ * --nomtp plans without the MTP block; --tokenizer adds tokenizer.ggml.*;
+ * --kvjson prints only the metadata, as one JSON object (arrays in full).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -35,6 +37,32 @@ print_kv(const struct safetensors_kv *kv)
 			printf("\t%zu", kv->strlens[i]);
 	}
 	printf("\n");
+}
+
+static void
+put_kv_json(const struct safetensors_kv *kv)
+{
+	uint64_t i;
+
+	switch (kv->type) {
+	case SAFETENSORS_KV_U32: printf("%u", kv->v.u32); return;
+	case SAFETENSORS_KV_I32: printf("%d", kv->v.i32); return;
+	case SAFETENSORS_KV_F32: printf("%.9g", kv->v.f32); return;
+	case SAFETENSORS_KV_BOOL: printf(kv->v.b ? "true" : "false"); return;
+	case SAFETENSORS_KV_STR: json_put_str(stdout, kv->s, kv->slen, 0); return;
+	}
+	printf("[");
+	for (i = 0; i < kv->n; i++) {
+		if (i)
+			printf(",");
+		if (kv->arr_type == SAFETENSORS_KV_I32)
+			printf("%d", kv->i32[i]);
+		else if (kv->arr_type == SAFETENSORS_KV_F32)
+			printf("%.9g", kv->f32[i]);
+		else
+			json_put_str(stdout, kv->strs[i], kv->strlens[i], 0);
+	}
+	printf("]");
 }
 
 static int
@@ -68,7 +96,7 @@ main(int argc, char *argv[])
 {
 	char err[UTIL_ERRLEN];
 	struct safetensors *st;
-	int nomtp = 0, tok = 0;
+	int nomtp = 0, tok = 0, kvjson = 0;
 	size_t i;
 
 	while (argc > 1 && argv[1][0] == '-' && argv[1][1] == '-') {
@@ -76,6 +104,8 @@ main(int argc, char *argv[])
 			nomtp = 1;
 		else if (strcmp(argv[1], "--tokenizer") == 0)
 			tok = 1;
+		else if (strcmp(argv[1], "--kvjson") == 0)
+			kvjson = 1;
 		argc--, argv++;
 	}
 	if (argc < 2) {
@@ -86,10 +116,22 @@ main(int argc, char *argv[])
 		fprintf(stderr, "st-dump: %s\n", err);
 		return 1;
 	}
-	if (safetensors_plan(st, nomtp) != 0 || (tok && safetensors_plan_tokenizer(st) != 0)) {
+	if (safetensors_plan(st, nomtp) != 0 || (tok && safetensors_plan_tokenizer(st, NULL) != 0)) {
 		fprintf(stderr, "st-dump: %s\n", safetensors_errmsg(st));
 		safetensors_close(st);
 		return 1;
+	}
+	if (kvjson) {
+		printf("{");
+		for (i = 0; i < safetensors_kv_count(st); i++) {
+			printf(i ? ",\n" : "\n");
+			json_put_str(stdout, safetensors_kv(st, i)->key, strlen(safetensors_kv(st, i)->key), 0);
+			printf(": ");
+			put_kv_json(safetensors_kv(st, i));
+		}
+		printf("\n}\n");
+		safetensors_close(st);
+		return 0;
 	}
 	printf("arch\t%s\n", safetensors_arch(st));
 	for (i = 0; i < safetensors_kv_count(st); i++)

@@ -269,7 +269,7 @@ TEST(plans_llama_with_rope_row_permutation)
 	CHECK(out_named(st, "output.weight") == NULL);	/* tied */
 	CHECK(out_named(st, "blk.1.ffn_norm.weight") != NULL);
 	CHECK(kv_named(st, "llama.rope.dimension_count")->v.u32 == 4);
-	CHECK(kv_named(st, "llama.vocab_size")->v.u32 == 24);
+	CHECK(kv_named(st, "llama.vocab_size")->v.u32 == 300);
 	for (i = 0; i < safetensors_out_count(st); i++)
 		CHECK(strstr(safetensors_out(st, i)->name, "rotary") == NULL);
 	/* head_dim 4: GGUF rows (0,1,2,3) of head 0 come from HF rows (0,2,1,3) */
@@ -409,6 +409,37 @@ TEST(index_must_agree_with_the_shards)
 	rmscratch(dir);
 }
 
+TEST(tokenizer_needs_a_known_pre_tokenizer_or_a_name)
+{
+	char err[UTIL_ERRLEN], path[160], dir[64] = "/tmp/st-unit.XXXXXX", cmd[256];
+	struct safetensors *st;
+	FILE *fp;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(cmd, sizeof cmd, "cp " DATA "/llama/config.json " DATA "/llama/model.safetensors %s/", dir);
+	CHECK(system(cmd) == 0);
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	fp = fopen(path, "w");
+	fputs("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]},"
+	    "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"x+\"}}}", fp);
+	fclose(fp);
+	st = safetensors_open(dir, err);
+	CHECK(st != NULL);
+	if (st != NULL) {
+		CHECK(safetensors_plan_tokenizer(st, NULL) == -1);
+		CHECK(strstr(safetensors_errmsg(st), "plan the checkpoint first") != NULL);
+		CHECK(safetensors_plan(st, 0) == 0);
+		CHECK(safetensors_plan_tokenizer(st, NULL) == -1);
+		CHECK(strstr(safetensors_errmsg(st), "regex 'x+' is not one llama.cpp names") != NULL);
+		CHECK(safetensors_plan_tokenizer(st, "custom") == 0);
+		CHECK_EQ_STR(kv_named(st, "tokenizer.ggml.pre")->s, "custom");
+		CHECK_EQ_STR(kv_named(st, "tokenizer.ggml.tokens")->strs[299], "[PAD299]");
+		CHECK_EQ_INT(kv_named(st, "tokenizer.ggml.token_type")->i32[2], 5);
+	}
+	safetensors_close(st);
+	rmscratch(dir);
+}
+
 int
 main(void)
 {
@@ -424,5 +455,6 @@ main(void)
 	RUN(plan_rejects_unknown_names_and_wrong_shapes);
 	RUN(plan_names_the_offending_tensor);
 	RUN(index_must_agree_with_the_shards);
+	RUN(tokenizer_needs_a_known_pre_tokenizer_or_a_name);
 	return test_summary();
 }
