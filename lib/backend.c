@@ -282,13 +282,15 @@ backend_swiglu(struct backend *be, const float *g, const float *u, float *y,
 
 int
 backend_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
-    const int32_t *pos, int n_rot, float theta)
+    const int32_t *pos, int n_rot, float theta, int mode)
 {
+	if (mode != BACKEND_ROPE_NORM && mode != BACKEND_ROPE_NEOX)
+		return util_err(be->err, "rope: unknown mode %d", mode);
 	if (n_rot <= 0 || n_rot % 2 || n_rot > hs || n_head <= 0 ||
 	    (long long)n_head * hs > ldx || m < 0)
 		return util_err(be->err, "rope: bad shape (n_rot %d, %d heads, head "
 		    "stride %d, row stride %d)", n_rot, n_head, hs, ldx);
-	return m ? be->ops->rope(be, x, ldx, n_head, hs, m, pos, n_rot, theta) : 0;
+	return m ? be->ops->rope(be, x, ldx, n_head, hs, m, pos, n_rot, theta, mode) : 0;
 }
 
 int

@@ -123,12 +123,16 @@ int	backend_swiglu(struct backend *, const float *g, const float *u, float *y,
 	    size_t n);
 
 /*
- * NeoX (rotate-half) RoPE, in place, on the first n_rot dims of each head:
- * pairs (j, j + n_rot/2), angle pos * theta^(-2j/n_rot).  Row r (r < m, at
- * position pos[r], host memory) has n_head heads at x + r*ldx + h*hs.
+ * RoPE, in place, on the first n_rot dims of each head, angle pos *
+ * theta^(-2j/n_rot) for pair j < n_rot/2.  BACKEND_ROPE_NEOX pairs dims
+ * (j, j + n_rot/2) (rotate-half: qwen, HF layouts); BACKEND_ROPE_NORM pairs
+ * (2j, 2j+1) (ggml's mode 0: llama GGUFs, whose Q/K rows the converter
+ * permuted).  Row r (r < m, at position pos[r], host memory) has n_head
+ * heads at x + r*ldx + h*hs.
  */
+enum backend_rope_mode { BACKEND_ROPE_NORM, BACKEND_ROPE_NEOX };
 int	backend_rope(struct backend *, float *x, int ldx, int n_head, int hs,
-	    int m, const int32_t *pos, int n_rot, float theta);
+	    int m, const int32_t *pos, int n_rot, float theta, int mode);
 
 /*
  * Causal attention of m query rows of one sequence at positions

@@ -66,7 +66,7 @@ float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);
 
 int	backend_cpu_rope(struct backend *, float *, int, int, int, int,
-	    const int32_t *, int, float);
+	    const int32_t *, int, float, int);
 int	backend_cpu_attention(struct backend *, const struct backend_attn *,
 	    const float *, int, int, const float *, const float *, int, int,
 	    float *);

@@ -18,14 +18,14 @@ struct rope_job {
 	float	*x;
 	const int32_t *pos;
 	const float *inv;		/* [n_rot/2] frequencies */
-	int	ldx, n_head, hs, n_rot;
+	int	ldx, n_head, hs, n_rot, neox;
 };
 
 static void
 rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 {
 	struct rope_job *j = ctx;
-	int half = j->n_rot / 2;
+	int half = j->n_rot / 2, step = j->neox ? 1 : 2, off = j->neox ? half : 1;
 
 	for (int64_t i = i0; i < i1; i++) {
 		int64_t r = i / j->n_head, h = i % j->n_head;
@@ -33,19 +33,21 @@ rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 		for (int d = 0; d < half; d++) {
 			float a = (float)j->pos[r] * j->inv[d];
-			float cs = cosf(a), sn = sinf(a), x0 = x[d], x1 = x[d + half];
+			float cs = cosf(a), sn = sinf(a);
+			float *p = x + d * step, x0 = p[0], x1 = p[off];
 
-			x[d] = x0 * cs - x1 * sn;
-			x[d + half] = x0 * sn + x1 * cs;
+			p[0] = x0 * cs - x1 * sn;
+			p[off] = x0 * sn + x1 * cs;
 		}
 	}
 }
 
 int
 backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
-    int m, const int32_t *pos, int n_rot, float theta)
+    int m, const int32_t *pos, int n_rot, float theta, int mode)
 {
-	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot };
+	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
+	    mode == BACKEND_ROPE_NEOX };
 	float *inv = malloc(n_rot / 2 * sizeof *inv);
 	int rc;
 

@@ -47,7 +47,7 @@ struct backend_ops {
 	int	(*swiglu)(struct backend *, const float *, const float *, float *,
 		    size_t);
 	int	(*rope)(struct backend *, float *, int, int, int, int,
-		    const int32_t *, int, float);
+		    const int32_t *, int, float, int);
 	int	(*attention)(struct backend *, const struct backend_attn *,
 		    const float *, int, int, const float *, const float *, int,
 		    int, float *);

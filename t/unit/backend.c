@@ -366,7 +366,7 @@ TEST(rope_rotates_the_first_n_rot_dims_neox_style)
 	int32_t pos[3] = { 0, 5, 1000 };
 	float *x = rnd((size_t)m * ldx, 1), *y = dup(x, (size_t)m * ldx);
 
-	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, nrot, 1e6f) == 0);
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, nrot, 1e6f, BACKEND_ROPE_NEOX) == 0);
 	for (int r = 0; r < m; r++)
 		for (int h = 0; h < nh; h++) {
 			const float *a = x + r * ldx + h * hs;
@@ -381,8 +381,29 @@ TEST(rope_rotates_the_first_n_rot_dims_neox_style)
 			}
 			CHECK(same(a + nrot, b + nrot, hs - nrot));	/* untouched past n_rot */
 		}
-	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, 7, 1e6f) == -1);
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, 7, 1e6f, BACKEND_ROPE_NEOX) == -1);
 	(void)hd;
+	free(x), free(y);
+}
+
+TEST(rope_norm_mode_rotates_adjacent_pairs)
+{
+	int m = 2, nh = 3, hs = 16, nrot = 16, ldx = nh * hs;
+	int32_t pos[2] = { 3, 77 };
+	float *x = rnd((size_t)m * ldx, 1), *y = dup(x, (size_t)m * ldx);
+
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, nrot, 1e4f, BACKEND_ROPE_NORM) == 0);
+	for (int r = 0; r < m; r++)
+		for (int h = 0; h < nh; h++)
+			for (int d = 0; d < nrot / 2; d++) {
+				const float *a = x + r * ldx + h * hs + 2 * d;
+				const float *b = y + r * ldx + h * hs + 2 * d;
+				double th = pos[r] * pow(1e4, -2.0 * d / nrot);
+
+				CHECK_NEAR(b[0], a[0] * cos(th) - a[1] * sin(th), 2e-5);
+				CHECK_NEAR(b[1], a[0] * sin(th) + a[1] * cos(th), 2e-5);
+			}
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, nrot, 1e4f, 2) == -1);
 	free(x), free(y);
 }
 
@@ -640,6 +661,7 @@ main(void)
 	RUN(norms_and_elementwise_ops_match_reference);
 	RUN(argmax_takes_the_lowest_index_on_ties);
 	RUN(rope_rotates_the_first_n_rot_dims_neox_style);
+	RUN(rope_norm_mode_rotates_adjacent_pairs);
 	RUN(attention_matches_reference_and_decode_equals_prefill);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
