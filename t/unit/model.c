@@ -1,0 +1,171 @@
+/*
+ * model: the qwen35 fixture (../shared/models/A, or MEMRA_FIXTURE_A)
+ * against its float32 references (refs.json): last-position logits of
+ * the prompt, greedy continuations, MTP logits; prefill against
+ * token-by-token decode.  Skipped when the fixture is not there.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "json.h"
+#include "model.h"
+#include "state.h"
+#include "test.h"
+#include "util.h"
+
+static struct backend *be;
+static struct model *md;
+static struct json *refs;
+static int nv;
+
+static int32_t *
+ids_of(const struct json *arr, int *n)
+{
+	int32_t *ids = malloc((arr->n + 1) * sizeof *ids);
+
+	for (size_t i = 0; i < arr->n; i++)
+		ids[i] = (int32_t)arr->items[i].i;
+	*n = arr->n;
+	return ids;
+}
+
+static int
+argmax(const float *x, int n)
+{
+	int b = 0;
+
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
+TEST(prompt_logits_match_the_reference)
+{
+	const struct json *a = json_get(refs, "a_last_position_logits");
+
+	for (size_t p = 0; p < a->n; p++) {
+		const struct json *r = json_at(a, p), *want = json_get(r, "last_logits");
+		int n;
+		int32_t *ids = ids_of(json_get(r, "input_ids"), &n);
+		float *lg = malloc(nv * sizeof *lg), *ld = malloc(nv * sizeof *ld);
+		struct state *st = model_state_new(md, n + 8, 0, NULL);
+		double md1 = 0, md2 = 0, mx = 0;
+
+		CHECK(model_forward(md, st, ids, n, MODEL_PREFILL, lg, NULL) == 0);
+		for (int i = 0; i < nv; i++) {
+			double d = fabs(lg[i] - want->items[i].num);
+			md1 = d > md1 ? d : md1;
+			mx = fabs(want->items[i].num) > mx ? fabs(want->items[i].num) : mx;
+		}
+		/* the references keep 5 significant digits */
+		if (md1 > 1e-4 * mx + 1e-4)
+			FAILF("prompt %zu: max |logit - ref| %g (max |ref| %g)", p, md1, mx);
+		CHECK_EQ_INT(argmax(lg, nv), json_at(json_get(r, "top5_ids"), 0)->i);
+		/* the same prompt one token at a time */
+		CHECK(state_reset(st) == 0);
+		for (int i = 0; i < n; i++)
+			CHECK(model_forward(md, st, ids + i, 1, 0, ld, NULL) == 0);
+		for (int i = 0; i < nv; i++)
+			md2 = fabs(lg[i] - ld[i]) > md2 ? fabs(lg[i] - ld[i]) : md2;
+		CHECK(md2 < 1e-3);
+		CHECK_EQ_INT(argmax(ld, nv), argmax(lg, nv));
+		printf("# prompt %zu: %d tokens, max diff vs ref %.3g, prefill vs decode %.3g\n",
+		    p, n, md1, md2);
+		state_free(st);
+		free(ids), free(lg), free(ld);
+	}
+}
+
+TEST(greedy_continuations_match_the_reference)
+{
+	const struct json *b = json_get(refs, "b_greedy");
+
+	for (size_t p = 0; p < b->n; p++) {
+		const struct json *r = json_at(b, p), *want = json_get(r, "new_ids");
+		int n, first_bad = -1;
+		int32_t *ids = ids_of(json_get(r, "input_ids"), &n), tok;
+		float *lg = malloc(nv * sizeof *lg);
+		struct state *st = model_state_new(md, n + 80, 0, NULL);
+
+		CHECK(model_forward(md, st, ids, n, MODEL_PREFILL, lg, NULL) == 0);
+		for (size_t i = 0; i < want->n; i++) {
+			tok = argmax(lg, nv);
+			if (tok != want->items[i].i && first_bad < 0)
+				first_bad = i;
+			CHECK(model_forward(md, st, &tok, 1, 0, lg, NULL) == 0);
+		}
+		if (first_bad >= 0)
+			FAILF("prompt %zu: greedy token %d differs", p, first_bad);
+		state_free(st);
+		free(ids), free(lg);
+	}
+}
+
+TEST(mtp_logits_match_the_reference)
+{
+	const struct json *a = json_get(refs, "a_last_position_logits");
+	int ne = model_hparams(md)->n_embd;
+
+	for (size_t p = 0; p < a->n; p++) {
+		const struct json *r = json_at(a, p), *want = json_get(r, "mtp_last_logits");
+		int n;
+		int32_t *ids = ids_of(json_get(r, "input_ids"), &n);
+		float *h = malloc((size_t)n * ne * sizeof *h), *lg = malloc((size_t)n * nv * 4);
+		struct state *st = model_state_new(md, n + 8, 0, NULL);
+		double d = 0, mx = 0;
+		int64_t next;
+
+		CHECK(json_get_i64(r, "mtp_input_next_token", &next) == 0);
+		CHECK(model_forward(md, st, ids, n, MODEL_PREFILL, NULL, h) == 0);
+		/* slot t pairs h_t with token t+1; the last slot with the next token */
+		memmove(ids, ids + 1, (n - 1) * sizeof *ids);
+		ids[n - 1] = (int32_t)next;
+		CHECK(model_mtp(md, st, 0, 0, h, ids, n, lg, NULL) == 0);
+		for (int i = 0; i < nv; i++) {
+			double e = fabs(lg[(size_t)(n - 1) * nv + i] - want->items[i].num);
+			d = e > d ? e : d;
+			mx = fabs(want->items[i].num) > mx ? fabs(want->items[i].num) : mx;
+		}
+		if (d > 1e-4 * mx + 1e-4)
+			FAILF("prompt %zu: MTP max |logit - ref| %g", p, d);
+		CHECK_EQ_INT(argmax(lg + (size_t)(n - 1) * nv, nv),
+		    json_at(json_get(r, "mtp_top5_ids"), 0)->i);
+		state_free(st);
+		free(ids), free(h), free(lg);
+	}
+}
+
+int
+main(void)
+{
+	const char *dir = getenv("MEMRA_FIXTURE_A");
+	char err[UTIL_ERRLEN], path[1024];
+	char *text;
+	size_t len;
+
+	if (dir == NULL)
+		dir = "../shared/models/A";
+	snprintf(path, sizeof path, "%s/refs.json", dir);
+	if (access(path, R_OK) != 0) {
+		printf("ok model # skip: no fixture at %s\n", dir);
+		return 0;
+	}
+	if ((text = util_read_file(path, &len, err)) == NULL ||
+	    (refs = json_parse(text, len, err)) == NULL ||
+	    (be = backend_open("cpu", 0, err)) == NULL ||
+	    (md = model_open(dir, be, err)) == NULL) {
+		printf("not ok model: %s\n", err);
+		return 1;
+	}
+	free(text);
+	nv = model_hparams(md)->n_vocab;
+	RUN(prompt_logits_match_the_reference);
+	RUN(mtp_logits_match_the_reference);
+	RUN(greedy_continuations_match_the_reference);
+	model_close(md);
+	backend_close(be);
+	json_free(refs);
+	return test_summary();
+}
