@@ -240,6 +240,19 @@ bf16_row(const uint16_t *s, float *y, int64_t n)
 }
 
 #ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static void
+bf16_row_avx2(const uint16_t *s, float *y, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+
+		_mm256_storeu_si256((__m256i *)(y + i), _mm256_slli_epi32(v, 16));
+	}
+	bf16_row(s + i, y + i, n - i);
+}
+
 __attribute__((target("avx2,fma,f16c"))) static void
 f16_row_f16c(const uint16_t *s, float *y, int64_t n)
 {
@@ -255,16 +268,21 @@ f16_row_f16c(const uint16_t *s, float *y, int64_t n)
 /* Row j of w as floats: the weight itself for F32, else decoded into buf
  * (F16 and BF16 here, exactly; the rest by quant_dequantize_row). */
 static const float *
-weight_row(const struct backend_weight *w, int64_t j, float *buf, int f16c)
+weight_row(const struct backend_cpu *c, const struct backend_weight *w, int64_t j, float *buf)
 {
 	const char *src = (const char *)w->data + (size_t)j * w->row_size;
 
 	if (w->type == QUANT_F32)
 		return (const float *)src;
+#ifdef CPU_X86
+	if (w->type == QUANT_BF16 && c->avx2 && ((uintptr_t)src & 1) == 0)
+		bf16_row_avx2((const uint16_t *)src, buf, w->ne0);
+	else
+#endif
 	if (w->type == QUANT_BF16 && ((uintptr_t)src & 1) == 0)
 		bf16_row((const uint16_t *)src, buf, w->ne0);
 #ifdef CPU_X86
-	else if (w->type == QUANT_F16 && f16c && ((uintptr_t)src & 1) == 0)
+	else if (w->type == QUANT_F16 && c->f16c && ((uintptr_t)src & 1) == 0)
 		f16_row_f16c((const uint16_t *)src, buf, w->ne0);
 #endif
 	else
@@ -277,7 +295,7 @@ static int cpu_swiglu(struct backend *, const float *, const float *, float *, s
 /* --- embed --- */
 
 struct embed_job {
-	int	f16c;
+	const struct backend_cpu *c;
 	const struct backend_weight *w;
 	const int32_t *ids;
 	float	*y;
@@ -291,7 +309,7 @@ embed_rows(void *ctx, int64_t i0, int64_t i1, int tid)
 
 	for (int64_t i = i0; i < i1; i++) {
 		float *y = j->y + i * j->ldy;
-		const float *r = weight_row(j->w, j->ids[i], y, j->f16c);
+		const float *r = weight_row(j->c, j->w, j->ids[i], y);
 
 		if (r != y)
 			memcpy(y, r, j->w->ne0 * sizeof *y);
@@ -302,7 +320,7 @@ static int
 cpu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
     int m, float *y, int ldy)
 {
-	struct embed_job j = { ((struct backend_cpu *)be)->f16c, w, ids, y, ldy };
+	struct embed_job j = { (struct backend_cpu *)be, w, ids, y, ldy };
 
 	return backend_cpu_run((struct backend_cpu *)be, m, 4, embed_rows, &j);
 }
@@ -437,9 +455,9 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 		int nt = j1 - j < MM_TILE ? (int)(j1 - j) : MM_TILE;
 
 		for (int t = 0; jb->xq == NULL && t < nt; t++) {
-			wr[t] = weight_row(w, j + t, buf + t * w->ne0, jb->c->f16c);
+			wr[t] = weight_row(jb->c, w, j + t, buf + t * w->ne0);
 			if (wu != NULL)
-				ur[t] = weight_row(wu, j + t, buf + (MM_TILE + t) * w->ne0, jb->c->f16c);
+				ur[t] = weight_row(jb->c, wu, j + t, buf + (MM_TILE + t) * w->ne0);
 		}
 		for (int r = 0; r < jb->m; r++) {
 			float *y = jb->y + (size_t)r * jb->ldy + j;
@@ -758,6 +776,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 #ifdef CPU_X86
 	if (simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
 		c->dot = dot_avx2;
+		c->avx2 = 1;
 		c->f16c = __builtin_cpu_supports("f16c");
 		snprintf(c->be.name, sizeof c->be.name, "cpu-avx2");
 	}

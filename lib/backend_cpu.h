@@ -34,6 +34,7 @@ struct backend_cpu_worker {
 struct backend_cpu {
 	struct backend be;		/* first: (struct backend_cpu *)be */
 	float	(*dot)(const float *, const float *, int64_t);
+	int	avx2;			/* the AVX2+FMA paths are on */
 	int	f16c;			/* F16 rows through F16C */
 	int	nt;			/* threads, caller included */
 	pthread_t *th;			/* [nt - 1] */
