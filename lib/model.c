@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "model_impl.h"
 #include "quant.h"
 #include "safetensors.h"
@@ -16,29 +17,42 @@
  */
 
 struct src {
-	struct safetensors *st;
+	struct safetensors *st;	/* one of the two */
+	struct gguf *gg;
 	const char *arch;
+	char	archbuf[32];
+};
+
+/* One GGUF-named tensor of the source. */
+struct src_tensor {
+	int	type;		/* ggml type of data */
+	int64_t	ne0, n_rows;
+	const void *data;	/* GGUF: the mapped rows; NULL: read through out */
+	const struct safetensors_out *out;
 };
 
 static const struct safetensors_kv *
-src_kv(struct src *s, const char *key)
+st_kv(struct src *s, const char *k)
 {
-	char k[128];
-
-	snprintf(k, sizeof k, "%s.%s", s->arch, key);
 	for (size_t i = 0; i < safetensors_kv_count(s->st); i++)
 		if (strcmp(safetensors_kv(s->st, i)->key, k) == 0)
 			return safetensors_kv(s->st, i);
 	return NULL;
 }
 
-/* an integer key, or def when absent */
+/* "<arch>.<key>" as an integer, or def when absent */
 static int
 src_int(struct src *s, const char *key, int def)
 {
-	const struct safetensors_kv *kv = src_kv(s, key);
+	char k[128];
+	const struct safetensors_kv *kv;
+	int64_t i, v;
 
-	if (kv == NULL)
+	snprintf(k, sizeof k, "%s.%s", s->arch, key);
+	if (s->gg != NULL)
+		return (i = gguf_find_key(s->gg, k)) >= 0 && gguf_get_int(s->gg, i, &v) == 0 ?
+		    (int)v : def;
+	if ((kv = st_kv(s, k)) == NULL)
 		return def;
 	return kv->type == SAFETENSORS_KV_I32 ? kv->v.i32 : (int)kv->v.u32;
 }
@@ -46,18 +60,63 @@ src_int(struct src *s, const char *key, int def)
 static float
 src_float(struct src *s, const char *key, float def)
 {
-	const struct safetensors_kv *kv = src_kv(s, key);
+	char k[128];
+	const struct safetensors_kv *kv;
+	int64_t i;
+	float v;
 
+	snprintf(k, sizeof k, "%s.%s", s->arch, key);
+	if (s->gg != NULL)
+		return (i = gguf_find_key(s->gg, k)) >= 0 && gguf_get_f32(s->gg, i, &v) == 0 ?
+		    v : def;
+	kv = st_kv(s, k);
 	return kv != NULL && kv->type == SAFETENSORS_KV_F32 ? kv->v.f32 : def;
 }
 
-static const struct safetensors_out *
-src_tensor(struct src *s, const char *name)
+/* 0 and *t filled, or -1 when the source has no such tensor */
+static int
+src_tensor(struct src *s, const char *name, struct src_tensor *t)
 {
+	memset(t, 0, sizeof *t);
+	if (s->gg != NULL) {
+		int64_t i = gguf_find_tensor(s->gg, name);
+		const struct gguf_tensor *g;
+
+		if (i < 0 || (t->data = gguf_tensor_data(s->gg, i)) == NULL)
+			return -1;
+		g = gguf_tensor(s->gg, i);
+		t->type = g->type;
+		t->ne0 = g->ne[0];
+		t->n_rows = g->ne[1] * g->ne[2] * g->ne[3];
+		return 0;
+	}
 	for (size_t i = 0; i < safetensors_out_count(s->st); i++)
-		if (strcmp(safetensors_out(s->st, i)->name, name) == 0)
-			return safetensors_out(s->st, i);
-	return NULL;
+		if (strcmp(safetensors_out(s->st, i)->name, name) == 0) {
+			t->out = safetensors_out(s->st, i);
+			t->ne0 = t->out->ne[0];
+			t->n_rows = t->out->n_rows;
+			t->type = t->out->verbatim ? safetensors_dtype_ggml(t->out->src_dtype) : -1;
+			return 0;
+		}
+	return -1;
+}
+
+/* The arch name, from general.architecture or the conversion plan. */
+static const char *
+src_arch(struct src *s)
+{
+	int64_t i;
+	const char *a;
+	size_t n;
+
+	if (s->st != NULL)
+		return safetensors_arch(s->st);
+	i = gguf_find_key(s->gg, "general.architecture");
+	if (i < 0 || (a = gguf_get_str(s->gg, i, &n)) == NULL || n >= sizeof s->archbuf)
+		return NULL;
+	memcpy(s->archbuf, a, n);
+	s->archbuf[n] = '\0';
+	return s->archbuf;
 }
 
 int
@@ -70,18 +129,20 @@ static int
 read_hparams(struct model *md, struct src *s)
 {
 	struct model_hparams *hp = &md->hp;
-	const struct safetensors_out *emb = src_tensor(s, "token_embd.weight");
+	struct src_tensor emb, out;
 	int total = src_int(s, "block_count", 0);
 
+	if (s->arch == NULL)
+		return util_err(md->err, "no architecture named");
 	if (strcmp(s->arch, "qwen35") == 0)
 		hp->arch = MODEL_ARCH_QWEN35;
 	else if (strcmp(s->arch, "llama") == 0)
 		hp->arch = MODEL_ARCH_LLAMA;
 	else
 		return util_err(md->err, "architecture '%s' not supported", s->arch);
-	if (emb == NULL)
+	if (src_tensor(s, "token_embd.weight", &emb) != 0)
 		return util_err(md->err, "tensor 'token_embd.weight' missing");
-	hp->n_vocab = emb->n_rows;
+	hp->n_vocab = emb.n_rows;
 	hp->n_embd = src_int(s, "embedding_length", 0);
 	hp->n_ff = src_int(s, "feed_forward_length", 0);
 	hp->n_ctx_train = src_int(s, "context_length", 0);
@@ -94,7 +155,7 @@ read_hparams(struct model *md, struct src *s)
 	hp->n_rot = src_int(s, "rope.dimension_count", hp->head_dim);
 	hp->rope_theta = src_float(s, "rope.freq_base", 10000);
 	hp->eps = src_float(s, "attention.layer_norm_rms_epsilon", 1e-6f);
-	hp->tied = src_tensor(s, "output.weight") == NULL;
+	hp->tied = src_tensor(s, "output.weight", &out) != 0;
 	if (hp->arch == MODEL_ARCH_QWEN35) {
 		hp->rope_mode = BACKEND_ROPE_NEOX;
 		hp->attn_gated = hp->qk_norm = 1;
@@ -133,29 +194,48 @@ keep_host(struct model *md, void *p)
 	return p;
 }
 
+/* The per-tensor scale of an NVFP4 matrix ("<name minus .weight>.scale"), or 1. */
+static float
+src_scale(struct src *s, const char *name)
+{
+	struct src_tensor t;
+	char sc[96];
+	size_t n = strlen(name);
+	float v = 1;
+
+	if (n < 7 || strcmp(name + n - 7, ".weight") != 0)
+		return 1;
+	snprintf(sc, sizeof sc, "%.*s.scale", (int)(n - 7), name);
+	if (src_tensor(s, sc, &t) != 0 || t.ne0 * t.n_rows != 1 || t.data == NULL ||
+	    quant_dequantize_row(t.type, t.data, &v, 1) != 0)
+		return 1;
+	return v;
+}
+
 /* A matrix [ne1][ne0] by name into w.  Absent and optional: 0, w left empty. */
 static int
 load_matrix(struct model *md, struct src *s, const char *name, int optional,
     int64_t ne0, int64_t ne1, struct backend_weight *w)
 {
-	const struct safetensors_out *o = src_tensor(s, name);
+	struct src_tensor t;
 	int type;
 	char *buf;
-	size_t rs;
 
-	if (o == NULL)
+	if (src_tensor(s, name, &t) != 0)
 		return optional ? 0 : util_err(md->err, "tensor '%s' missing", name);
-	if (o->ne[0] != ne0 || o->n_rows != ne1)
+	if (t.ne0 != ne0 || t.n_rows != ne1)
 		return util_err(md->err, "tensor '%s' is %lld x %lld, want %lld x %lld", name,
-		    (long long)o->n_rows, (long long)o->ne[0], (long long)ne1, (long long)ne0);
-	type = o->verbatim ? safetensors_dtype_ggml(o->src_dtype) : -1;
-	if (type < 0 || !backend_supports(md->be, type))
-		type = QUANT_F32;
-	rs = quant_row_size(type, ne0);
-	if ((buf = keep_host(md, malloc(rs * ne1))) == NULL)
+		    (long long)t.n_rows, (long long)t.ne0, (long long)ne1, (long long)ne0);
+	if (t.data != NULL) {	/* mapped: the backend reads or uploads it as it is */
+		if (backend_weight_init(md->be, w, t.type, ne0, ne1, t.data, src_scale(s, name)))
+			return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
+		return 0;
+	}
+	type = t.type >= 0 && backend_supports(md->be, t.type) ? t.type : QUANT_F32;
+	if ((buf = keep_host(md, malloc(quant_row_size(type, ne0) * ne1))) == NULL)
 		return util_err(md->err, "tensor '%s': out of memory", name);
-	if ((type == QUANT_F32 ? safetensors_read_rows(o, 0, ne1, (float *)buf, md->err) :
-	    safetensors_read_raw(o, 0, ne1, buf, md->err)) != 0)
+	if ((type == QUANT_F32 ? safetensors_read_rows(t.out, 0, ne1, (float *)buf, md->err) :
+	    safetensors_read_raw(t.out, 0, ne1, buf, md->err)) != 0)
 		return -1;
 	if (backend_weight_init(md->be, w, type, ne0, ne1, buf, 1.0f) != 0)
 		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
@@ -167,34 +247,35 @@ static int
 load_vector(struct model *md, struct src *s, const char *name, int optional,
     int64_t n, float **out)
 {
-	const struct safetensors_out *o = src_tensor(s, name);
+	struct src_tensor t;
 	float *h, *d, **nb;
+	int rc;
 
 	*out = NULL;
-	if (o == NULL)
+	if (src_tensor(s, name, &t) != 0)
 		return optional ? 0 : util_err(md->err, "tensor '%s' missing", name);
-	if (o->ne[0] * o->n_rows != n)
+	if (t.ne0 * t.n_rows != n)
 		return util_err(md->err, "tensor '%s' has %lld values, want %lld", name,
-		    (long long)(o->ne[0] * o->n_rows), (long long)n);
+		    (long long)(t.ne0 * t.n_rows), (long long)n);
 	if ((h = malloc(n * sizeof *h)) == NULL ||
 	    (nb = realloc(md->dbuf, (md->n_dbuf + 1) * sizeof *nb)) == NULL) {
 		free(h);
 		return util_err(md->err, "tensor '%s': out of memory", name);
 	}
 	md->dbuf = nb;
-	if (safetensors_read_rows(o, 0, o->n_rows, h, md->err) != 0 ||
-	    (d = backend_alloc(md->be, n)) == NULL) {
+	rc = t.data != NULL ? quant_dequantize_row(t.type, t.data, h, n) :
+	    safetensors_read_rows(t.out, 0, t.n_rows, h, md->err);
+	if (rc != 0 && t.data != NULL)
+		util_err(md->err, "tensor '%s': cannot decode type '%s'", name, quant_name(t.type));
+	if (rc != 0 || (d = backend_alloc(md->be, n)) == NULL) {
 		free(h);
-		return -1;
+		return rc != 0 ? -1 : util_err(md->err, "%s", backend_errmsg(md->be));
 	}
 	md->dbuf[md->n_dbuf++] = d;
 	*out = d;
-	if (backend_write(md->be, *out, h, n) != 0) {
-		free(h);
-		return util_err(md->err, "%s", backend_errmsg(md->be));
-	}
+	rc = backend_write(md->be, d, h, n);
 	free(h);
-	return 0;
+	return rc ? util_err(md->err, "%s", backend_errmsg(md->be)) : 0;
 }
 
 #define NAME(buf, il, suffix) (snprintf(buf, sizeof buf, "blk.%d.%s", il, suffix), buf)
@@ -303,32 +384,58 @@ bind(struct model *md, struct src *s)
 	return 0;
 }
 
+/* 1 when path is a file that starts with the GGUF magic */
+static int
+is_gguf(const char *path)
+{
+	char magic[4] = { 0 };
+	FILE *fp = fopen(path, "rb");
+	int yes;
+
+	if (fp == NULL)
+		return 0;
+	yes = fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
+	fclose(fp);
+	return yes;
+}
+
+static int
+open_source(struct model *md, const char *path, struct src *s, char *err)
+{
+	if (is_gguf(path)) {
+		if ((s->gg = gguf_open(path, err)) == NULL)
+			return -1;
+		md->gg = s->gg;		/* the weights stay mapped */
+		md->hf_l2 = 0;
+	} else {
+		if ((s->st = safetensors_open(path, err)) == NULL)
+			return -1;
+		if (safetensors_plan(s->st, 0) != 0)
+			return util_err(err, "%s: %s", path, safetensors_errmsg(s->st));
+		md->hf_l2 = 1;
+	}
+	s->arch = src_arch(s);
+	return 0;
+}
+
 struct model *
 model_open(const char *path, struct backend *be, char *err)
 {
 	struct model *md = calloc(1, sizeof *md);
-	struct src s = { NULL, NULL };
+	struct src s = { 0 };
 
 	if (md == NULL) {
 		util_err(err, "%s: out of memory", path);
 		return NULL;
 	}
 	md->be = be;
-	md->hf_l2 = 1;
-	if ((s.st = safetensors_open(path, err)) == NULL) {
-		model_close(md);
-		return NULL;
-	}
-	if (safetensors_plan(s.st, 0) != 0) {
-		util_err(err, "%s: %s", path, safetensors_errmsg(s.st));
+	if (open_source(md, path, &s, err) != 0)
 		goto fail;
-	}
-	s.arch = safetensors_arch(s.st);
 	if (bind(md, &s) != 0) {
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;
 	}
-	safetensors_close(s.st);	/* every weight was read into memory of ours */
+	safetensors_close(s.st);	/* its weights were read into memory of ours */
 	return md;
 fail:
 	safetensors_close(s.st);
@@ -376,6 +483,7 @@ model_close(struct model *md)
 	free(md->dbuf);
 	free(md->hbuf);
 	free(md->layers);
+	gguf_close(md->gg);
 	free(md);
 }
 

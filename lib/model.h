@@ -42,9 +42,9 @@ struct model_hparams {
 struct model;
 
 /*
- * Open a model for backend be: an HF checkpoint directory or .safetensors
- * file (GGUF once lib/gguf lands).  Weights are converted as the plan
- * says and kept in host memory the CPU backend reads in place.  NULL with
+ * Open a model for backend be: a GGUF file (weights mapped, read in place
+ * by the CPU backend), or an HF checkpoint directory or .safetensors file
+ * (converted as lib/safetensors' plan says into host memory).  NULL with
  * the reason in err (UTIL_ERRLEN).  model_close frees (NULL is a no-op);
  * be must outlive the model.
  */

@@ -47,8 +47,11 @@ struct model_act {
 	int32_t	*pos;		/* host [cap] */
 };
 
+struct gguf;
+
 struct model {
 	struct model_hparams hp;
+	struct gguf *gg;		/* a GGUF source stays open: weights are mapped */
 	struct backend *be;
 	int	hf_l2;		/* GDN L2 norm as HF computes it */
 	struct backend_weight tok_embd;	/* [n_vocab][n_embd] */

@@ -1,5 +1,5 @@
 /*
- * model: the qwen35 fixture (../shared/models/A, or MEMRA_FIXTURE_A)
+ * model: the qwen35 fixture (../shared/models/A, or MEMRA_MODEL_A)
  * against its float32 references (refs.json): last-position logits of
  * the prompt, greedy continuations, MTP logits; prefill against
  * token-by-token decode.  Skipped when the fixture is not there.
@@ -247,7 +247,7 @@ TEST(speculative_decoding_equals_greedy_with_the_reference_acceptance)
 int
 main(void)
 {
-	const char *dir = getenv("MEMRA_FIXTURE_A");
+	const char *dir = getenv("MEMRA_MODEL_A");
 	char err[UTIL_ERRLEN], path[1024];
 	char *text;
 	size_t len;
@@ -256,6 +256,12 @@ main(void)
 		dir = "../shared/models/A";
 	snprintf(path, sizeof path, "%s/refs.json", dir);
 	if (access(path, R_OK) != 0) {
+		const char *req = getenv("MEMRA_REQUIRE_PEERS");
+
+		if (req != NULL && strcmp(req, "1") == 0) {
+			printf("not ok model: fixture model A missing at %s\n", dir);
+			return 1;
+		}
 		printf("ok model # skip: no fixture at %s\n", dir);
 		return 0;
 	}
