@@ -29,7 +29,9 @@ struct backend;
 
 /*
  * Open a backend.  device: "cpu" (AVX2/FMA when the CPU has them),
- * "cpu:scalar" (the portable path only, for tests), later "cuda[:N]".
+ * "cpu:scalar" (the portable path only), "cpu:nofuse" (fused ops composed
+ * from the plain ones, as for a backend without them; both for tests),
+ * later "cuda[:N]".
  * n_threads: worker threads for the CPU backend, 0 = all cores.
  * Returns NULL with the reason in err (UTIL_ERRLEN).  backend_close frees;
  * close(NULL) is a no-op.  A backend is used by one caller thread at a time.

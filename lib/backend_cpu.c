@@ -748,12 +748,11 @@ struct backend *
 backend_cpu_open(const char *opts, int n_threads, char *err)
 {
 	struct backend_cpu *c;
-	int simd = 1;
+	int simd = strcmp(opts, "scalar") != 0, nofuse = strcmp(opts, "nofuse") == 0;
 
-	if (strcmp(opts, "scalar") == 0)
-		simd = 0;
-	else if (*opts != '\0') {
-		util_err(err, "backend: 'cpu:%s': unknown option (cpu, cpu:scalar)", opts);
+	if (*opts != '\0' && simd && !nofuse) {
+		util_err(err, "backend: 'cpu:%s': unknown option (cpu, cpu:scalar, "
+		    "cpu:nofuse)", opts);
 		return NULL;
 	}
 	if (n_threads == 0) {
@@ -767,7 +766,10 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->go, NULL);
 	pthread_cond_init(&c->done, NULL);
-	c->be.ops = &cpu_ops;
+	c->ops = cpu_ops;
+	if (nofuse)	/* backend.c composes the fused ops: tests that path */
+		c->ops.rmsnorm_matmul = NULL, c->ops.matmul_swiglu = NULL;
+	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.host = 1;
 	c->nt = n_threads;

@@ -33,6 +33,7 @@ struct backend_cpu_worker {
 
 struct backend_cpu {
 	struct backend be;		/* first: (struct backend_cpu *)be */
+	struct backend_ops ops;		/* be.ops points here */
 	float	(*dot)(const float *, const float *, int64_t);
 	int	avx2;			/* the AVX2+FMA paths are on */
 	int	f16c;			/* F16 rows through F16C */

@@ -151,6 +151,7 @@ TEST(opens_and_rejects_devices)
 	CHECK(backend_open("tpu", 1, err) == NULL);
 	CHECK_EQ_STR(err, "backend: 'tpu': unknown device (cpu, cuda[:N])");
 	CHECK(backend_open("cpu:fast", 1, err) == NULL);
+	CHECK_EQ_STR(err, "backend: 'cpu:fast': unknown option (cpu, cpu:scalar, cpu:nofuse)");
 	CHECK(backend_open("cpu", -1, err) == NULL);
 	CHECK_EQ_INT(backend_threads(be3), 3);
 	CHECK_EQ_STR(backend_name(bes), "cpu-scalar");
@@ -262,6 +263,32 @@ TEST(fused_products_equal_their_parts_bit_for_bit)
 	CHECK(backend_rmsnorm_matmul(be3, x, m, n, nw, 1e-6f, 2, W, Y) == 0);
 	CHECK(same(a, c, (size_t)m * nff));
 	CHECK(same(b, d, (size_t)m * nff));
+	{	/* the compositions backend.c makes for a backend without the fusions */
+		char err[UTIL_ERRLEN];
+		struct backend *nf = backend_open("cpu:nofuse", 2, err);
+		struct backend_weight ng, nu;
+		const struct backend_weight *NW[2] = { &ng, &nu };
+		float *e = malloc((size_t)m * nff * 4), *f = malloc((size_t)m * nff * 4);
+		float *NY[2] = { e, f };
+
+		CHECK(nf != NULL);
+		CHECK(backend_weight_init(nf, &ng, QUANT_F16, n, nff, g.data, 1) == 0);
+		CHECK(backend_weight_init(nf, &nu, QUANT_F32, n, nff, u.data, 1) == 0);
+		CHECK(backend_rmsnorm_matmul(nf, x, m, n, nw, 1e-6f, 2, NW, NY) == 0);
+		CHECK(same(e, c, (size_t)m * nff));
+		CHECK(same(f, d, (size_t)m * nff));
+		CHECK(backend_matmul_swiglu(be3, &wg, &wu, x, m, a) == 0);
+		CHECK(backend_matmul_swiglu(nf, &ng, &nu, x, m, e) == 0);
+		CHECK(same(a, e, (size_t)m * nff));
+		/* one type for both: the single-pass kernel */
+		CHECK(backend_matmul_swiglu(be3, &wg, &wg, x, m, a) == 0);
+		CHECK(backend_matmul_swiglu(nf, &ng, &ng, x, m, e) == 0);
+		CHECK(same(a, e, (size_t)m * nff));
+		backend_weight_release(nf, &ng);
+		backend_weight_release(nf, &nu);
+		backend_close(nf);
+		free(e), free(f);
+	}
 	backend_weight_release(be3, &wg);
 	backend_weight_release(be3, &wu);
 	free_weight(&g), free_weight(&u);

@@ -244,6 +244,37 @@ TEST(speculative_decoding_equals_greedy_with_the_reference_acceptance)
 	}
 }
 
+TEST(verify_rows_and_thread_counts_give_the_same_bits)
+{
+	const struct json *r = json_at(json_get(refs, "b_greedy"), 0);
+	int n, K = 4;
+	int32_t *ids = ids_of(json_get(r, "input_ids"), &n);
+	float *one = malloc((size_t)K * nv * 4), *many = malloc((size_t)K * nv * 4);
+	struct state *a = model_state_new(md, n + K, K, NULL), *b = model_state_new(md, n + K, K, NULL);
+	char err[UTIL_ERRLEN];
+	struct backend *be3 = backend_open("cpu", 3, err);
+	struct model *m3 = model_open(getenv("MEMRA_MODEL_A") ? getenv("MEMRA_MODEL_A") :
+	    "../shared/models/A", be3, err);
+	struct state *c = m3 ? model_state_new(m3, n + K, K, NULL) : NULL;
+	float *three = malloc((size_t)K * nv * 4);
+
+	CHECK(c != NULL);
+	/* the prompt minus its last K tokens, then those K: one at a time vs one verify batch */
+	CHECK(model_forward(md, a, ids, n - K, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK(model_forward(md, b, ids, n - K, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK(model_forward(m3, c, ids, n - K, MODEL_PREFILL, NULL, NULL) == 0);
+	for (int i = 0; i < K; i++)
+		CHECK(model_forward(md, a, ids + n - K + i, 1, 0, one + (size_t)i * nv, NULL) == 0);
+	CHECK(model_forward(md, b, ids + n - K, K, MODEL_VERIFY | MODEL_LOGITS_ALL, many, NULL) == 0);
+	CHECK(memcmp(one, many, (size_t)K * nv * 4) == 0);
+	CHECK(model_forward(m3, c, ids + n - K, K, MODEL_VERIFY | MODEL_LOGITS_ALL, three, NULL) == 0);
+	CHECK(memcmp(three, many, (size_t)K * nv * 4) == 0);
+	state_free(a), state_free(b), state_free(c);
+	model_close(m3);
+	backend_close(be3);
+	free(ids), free(one), free(many), free(three);
+}
+
 int
 main(void)
 {
@@ -276,6 +307,7 @@ main(void)
 	nv = model_hparams(md)->n_vocab;
 	RUN(prompt_logits_match_the_reference);
 	RUN(mtp_logits_match_the_reference);
+	RUN(verify_rows_and_thread_counts_give_the_same_bits);
 	RUN(greedy_continuations_match_the_reference);
 	RUN(speculative_decoding_equals_greedy_with_the_reference_acceptance);
 	model_close(md);
