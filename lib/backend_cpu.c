@@ -151,6 +151,57 @@ dot_avx2(const float *a, const float *b, int64_t n)
 }
 #endif
 
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static float
+hsum_avx2(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+	__m256 s = _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d));
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+/*
+ * Three dots of one row w with x[0..2] at once, each bit-identical to
+ * dot_avx2(w, x[k], n): the same accumulators see the same products in
+ * the same order; only the loads of w are shared.
+ */
+__attribute__((target("avx2,fma"))) static void
+dot3_avx2(const float *w, const float *const *x, int64_t n, float *out)
+{
+	const float *x0 = x[0], *x1 = x[1], *x2 = x[2];
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0, v;
+	int64_t i = 0;
+
+#define DOT3_STEP(o, A, B, C) \
+	v = _mm256_loadu_ps(w + i + (o)); \
+	A = _mm256_fmadd_ps(v, _mm256_loadu_ps(x0 + i + (o)), A); \
+	B = _mm256_fmadd_ps(v, _mm256_loadu_ps(x1 + i + (o)), B); \
+	C = _mm256_fmadd_ps(v, _mm256_loadu_ps(x2 + i + (o)), C)
+	for (; i + 32 <= n; i += 32) {
+		DOT3_STEP(0, a0, b0, c0);
+		DOT3_STEP(8, a1, b1, c1);
+		DOT3_STEP(16, a2, b2, c2);
+		DOT3_STEP(24, a3, b3, c3);
+	}
+	for (; i + 8 <= n; i += 8) {
+		DOT3_STEP(0, a0, b0, c0);
+	}
+#undef DOT3_STEP
+	out[0] = hsum_avx2(a0, a1, a2, a3);
+	out[1] = hsum_avx2(b0, b1, b2, b3);
+	out[2] = hsum_avx2(c0, c1, c2, c3);
+	for (int64_t j = i; j < n; j++) {
+		out[0] += w[j] * x0[j];
+		out[1] += w[j] * x1[j];
+		out[2] += w[j] * x2[j];
+	}
+}
+#endif
+
 float
 backend_cpu_silu(float x)
 {
@@ -440,6 +491,47 @@ mm_dot(struct mm_job *jb, const struct backend_weight *w, const float *wr,
 	return w->scale != 1.0f ? v * w->scale : v;
 }
 
+/*
+ * Outputs y[r..][j..j+nt) for activation row r, or rows r..r+2 at once
+ * through dot3 (the same bits as one at a time); returns the rows done.
+ */
+static int
+mm_rows3(struct mm_job *jb, const struct backend_weight *w,
+    const struct backend_weight *wu, const float *const *wr, const float *const *ur,
+    int64_t j, int nt, int r)
+{
+	float *y = jb->y + (size_t)r * jb->ldy + j;
+
+#ifdef CPU_X86
+	if (jb->xq == NULL && jb->c->avx2 && r + 3 <= jb->m) {
+		const float *x[3] = { jb->x + (size_t)r * jb->ldx,
+		    jb->x + (size_t)(r + 1) * jb->ldx, jb->x + (size_t)(r + 2) * jb->ldx };
+		float g[3], u[3];
+
+		for (int t = 0; t < nt; t++) {
+			dot3_avx2(wr[t], x, w->ne0, g);
+			if (wu != NULL)
+				dot3_avx2(ur[t], x, w->ne0, u);
+			for (int k = 0; k < 3; k++) {
+				float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
+
+				if (wu != NULL)
+					v = backend_cpu_silu(v) *
+					    (wu->scale != 1.0f ? u[k] * wu->scale : u[k]);
+				y[(size_t)k * jb->ldy + t] = v;
+			}
+		}
+		return 3;
+	}
+#endif
+	for (int t = 0; t < nt; t++) {
+		float g = mm_dot(jb, w, wr[t], j + t, r);
+
+		y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], j + t, r) : g;
+	}
+	return 1;
+}
+
 static void
 mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 {
@@ -459,15 +551,8 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 			if (wu != NULL)
 				ur[t] = weight_row(jb->c, wu, j + t, buf + (MM_TILE + t) * w->ne0);
 		}
-		for (int r = 0; r < jb->m; r++) {
-			float *y = jb->y + (size_t)r * jb->ldy + j;
-
-			for (int t = 0; t < nt; t++) {
-				float g = mm_dot(jb, w, wr[t], j + t, r);
-
-				y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], j + t, r) : g;
-			}
-		}
+		for (int r = 0; r < jb->m; r += mm_rows3(jb, w, wu, wr, ur, j, nt, r))
+			;
 	}
 }
 
