@@ -20,7 +20,10 @@
  * ops live in backend_cpu_seq.c.
  */
 
-enum { MM_TILE = 8 };	/* weight rows dequantized together, reused over m */
+enum {
+	MM_TILE = 8,		/* weight rows dequantized together, reused over m */
+	CPU_SPIN = 2000,	/* pauses a thread waits busy before it sleeps */
+};
 
 /* --- the pool --- */
 
@@ -36,6 +39,15 @@ run_chunks(struct backend_cpu *c, int tid)
 	}
 }
 
+/* A short busy wait before sleeping: ops come back to back in a forward. */
+static void
+relax(void)
+{
+#ifdef CPU_X86
+	_mm_pause();
+#endif
+}
+
 static void *
 worker(void *arg)
 {
@@ -43,20 +55,24 @@ worker(void *arg)
 	int tid = ((struct backend_cpu_worker *)arg)->tid;
 	unsigned seen = 0;
 
-	pthread_mutex_lock(&c->mu);
 	for (;;) {
-		while (c->gen == seen && !c->quit)
-			pthread_cond_wait(&c->go, &c->mu);
-		if (c->quit)
-			break;
-		seen = c->gen;
-		pthread_mutex_unlock(&c->mu);
-		run_chunks(c, tid);
+		for (int k = 0; k < CPU_SPIN && atomic_load(&c->gen) == seen &&
+		    !atomic_load(&c->quit); k++)
+			relax();
 		pthread_mutex_lock(&c->mu);
-		if (--c->busy == 0)
+		while (atomic_load(&c->gen) == seen && !atomic_load(&c->quit))
+			pthread_cond_wait(&c->go, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+		if (atomic_load(&c->quit))
+			break;
+		seen = atomic_load(&c->gen);
+		run_chunks(c, tid);
+		if (atomic_fetch_sub(&c->busy, 1) == 1) {
+			pthread_mutex_lock(&c->mu);
 			pthread_cond_signal(&c->done);
+			pthread_mutex_unlock(&c->mu);
+		}
 	}
-	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }
 
@@ -77,13 +93,15 @@ backend_cpu_run(struct backend_cpu *c, int64_t n, int64_t chunk,
 	c->n = n;
 	c->chunk = chunk;
 	atomic_store(&c->next, 0);
-	c->busy = c->nt - 1;
-	c->gen++;
+	atomic_store(&c->busy, c->nt - 1);
+	atomic_fetch_add(&c->gen, 1);
 	pthread_cond_broadcast(&c->go);
 	pthread_mutex_unlock(&c->mu);
 	run_chunks(c, 0);
+	for (int k = 0; k < CPU_SPIN && atomic_load(&c->busy) > 0; k++)
+		relax();
 	pthread_mutex_lock(&c->mu);
-	while (c->busy > 0)
+	while (atomic_load(&c->busy) > 0)
 		pthread_cond_wait(&c->done, &c->mu);
 	pthread_mutex_unlock(&c->mu);
 	return atomic_load(&c->oom) ? -1 : 0;
@@ -777,7 +795,7 @@ cpu_close(struct backend *be)
 
 	if (c->th != NULL) {
 		pthread_mutex_lock(&c->mu);
-		c->quit = 1;
+		atomic_store(&c->quit, 1);
 		pthread_cond_broadcast(&c->go);
 		pthread_mutex_unlock(&c->mu);
 		for (int i = 0; i < c->nt - 1; i++)

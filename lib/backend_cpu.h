@@ -42,9 +42,9 @@ struct backend_cpu {
 	struct backend_cpu_worker *wk;	/* [nt - 1], ids 1..nt-1 */
 	pthread_mutex_t mu;
 	pthread_cond_t go, done;
-	unsigned gen;			/* job number, bumped per job */
-	int	busy;			/* workers still in the job */
-	int	quit;
+	atomic_uint gen;		/* job number, bumped per job */
+	atomic_int busy;		/* workers still in the job */
+	atomic_int quit;
 	backend_cpu_fn *fn;		/* the job */
 	void	*ctx;
 	int64_t	n, chunk;
