@@ -325,16 +325,14 @@ TEST(norms_and_elementwise_ops_match_reference)
 	double *ref = malloc((size_t)rows * ld * sizeof *ref), *rg = malloc((size_t)rows * n * sizeof *rg);
 
 	for (int r = 0; r < rows; r++) {
-		double ss = 0, l2;
+		double ss = 0;
 
 		for (int i = 0; i < n; i++)
 			ss += (double)x[r * ld + i] * x[r * ld + i];
-		l2 = sqrt(ss);
 		ss = 1 / sqrt(ss / n + 1e-5);
 		for (int i = 0; i < n; i++) {
 			ref[r * ld + i] = x[r * ld + i] * ss * w[i];
 			rg[r * n + i] = x[r * ld + i] * ss * w[i] * dsilu(z[r * n + i]);
-			(void)l2;
 		}
 	}
 	CHECK(backend_rmsnorm(be3, x, ld, w, y, ld, rows, n, 1e-5f) == 0);
@@ -389,7 +387,7 @@ TEST(argmax_takes_the_lowest_index_on_ties)
 
 TEST(rope_rotates_the_first_n_rot_dims_neox_style)
 {
-	int m = 3, nh = 2, hs = 24, hd = 20, nrot = 8, ldx = nh * hs;
+	int m = 3, nh = 2, hs = 24, nrot = 8, ldx = nh * hs;
 	int32_t pos[3] = { 0, 5, 1000 };
 	float *x = rnd((size_t)m * ldx, 1), *y = dup(x, (size_t)m * ldx);
 
@@ -409,7 +407,6 @@ TEST(rope_rotates_the_first_n_rot_dims_neox_style)
 			CHECK(same(a + nrot, b + nrot, hs - nrot));	/* untouched past n_rot */
 		}
 	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, 7, 1e6f, BACKEND_ROPE_NEOX) == -1);
-	(void)hd;
 	free(x), free(y);
 }
 
