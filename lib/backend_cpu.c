@@ -220,6 +220,121 @@ dot3_avx2(const float *w, const float *const *x, int64_t n, float *out)
 }
 #endif
 
+/*
+ * The vector loops of the sequence ops (each element on its own, so the
+ * AVX2 forms differ from the portable ones only in FMA rounding).
+ *   axpy:    y += a x
+ *   decay:   r *= d; acc += r k          (the delta rule's decay and S^T k)
+ *   update:  r += k dl; acc += r q       (its rank-1 update and S^T q)
+ */
+static void
+axpy_portable(float *y, float a, const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+static void
+decay_portable(float *r, float d, float *acc, float k, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		r[i] *= d;
+		acc[i] += r[i] * k;
+	}
+}
+
+static void
+update_portable(float *r, float k, const float *dl, float *acc, float q, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		r[i] += k * dl[i];
+		acc[i] += r[i] * q;
+	}
+}
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static void
+axpy_avx2(float *y, float a, const float *x, int64_t n)
+{
+	__m256 av = _mm256_set1_ps(a);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
+		    _mm256_loadu_ps(y + i)));
+	axpy_portable(y + i, a, x + i, n - i);
+}
+
+__attribute__((target("avx2,fma"))) static void
+decay_avx2(float *r, float d, float *acc, float k, int64_t n)
+{
+	__m256 dv = _mm256_set1_ps(d), kv = _mm256_set1_ps(k);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_mul_ps(_mm256_loadu_ps(r + i), dv);
+
+		_mm256_storeu_ps(r + i, v);
+		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(v, kv, _mm256_loadu_ps(acc + i)));
+	}
+	decay_portable(r + i, d, acc + i, k, n - i);
+}
+
+__attribute__((target("avx2,fma"))) static void
+update_avx2(float *r, float k, const float *dl, float *acc, float q, int64_t n)
+{
+	__m256 kv = _mm256_set1_ps(k), qv = _mm256_set1_ps(q);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_fmadd_ps(kv, _mm256_loadu_ps(dl + i), _mm256_loadu_ps(r + i));
+
+		_mm256_storeu_ps(r + i, v);
+		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(v, qv, _mm256_loadu_ps(acc + i)));
+	}
+	update_portable(r + i, k, dl + i, acc + i, q, n - i);
+}
+#endif
+
+void
+backend_cpu_axpy(const struct backend_cpu *c, float *y, float a, const float *x,
+    int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		axpy_avx2(y, a, x, n);
+		return;
+	}
+#endif
+	axpy_portable(y, a, x, n);
+}
+
+void
+backend_cpu_decay(const struct backend_cpu *c, float *r, float d, float *acc,
+    float k, int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		decay_avx2(r, d, acc, k, n);
+		return;
+	}
+#endif
+	decay_portable(r, d, acc, k, n);
+}
+
+void
+backend_cpu_update(const struct backend_cpu *c, float *r, float k, const float *dl,
+    float *acc, float q, int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		update_avx2(r, k, dl, acc, q, n);
+		return;
+	}
+#endif
+	update_portable(r, k, dl, acc, q, n);
+}
+
 float
 backend_cpu_silu(float x)
 {

@@ -63,6 +63,14 @@ int	backend_cpu_run(struct backend_cpu *, int64_t n, int64_t chunk,
  * NULL after flagging the job out of memory. */
 float	*backend_cpu_scratch(struct backend_cpu *, int tid, size_t n);
 
+/* Vector loops: y += a x; r *= d, acc += r k; r += k dl, acc += r q. */
+void	backend_cpu_axpy(const struct backend_cpu *, float *y, float a,
+	    const float *x, int64_t n);
+void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
+	    float k, int64_t n);
+void	backend_cpu_update(const struct backend_cpu *, float *r, float k,
+	    const float *dl, float *acc, float q, int64_t n);
+
 float	backend_cpu_silu(float x);
 float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);

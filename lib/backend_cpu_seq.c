@@ -98,8 +98,7 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 			sum += s[t] = expf(s[t] - mx);
 		memset(o, 0, hd * sizeof *o);
 		for (int t = 0; t < n; t++)
-			for (int d = 0; d < hd; d++)
-				o[d] += s[t] * v[(size_t)t * kvd + d];
+			backend_cpu_axpy(j->c, o, s[t], v + (size_t)t * kvd, hd);
 		float inv = (float)(1.0 / sum);
 		for (int d = 0; d < hd; d++)
 			o[d] *= inv;
@@ -216,8 +215,8 @@ gdn_load(struct gdn_job *j, int r, int h, struct gdn_in *in)
 
 /* One recurrent step of one head: S [dk][dv] updated, o [dv] written. */
 static void
-gdn_step1(const struct backend_gdn *g, const struct gdn_in *in, float *S,
-    float *kv, float *o)
+gdn_step1(const struct backend_cpu *cpu, const struct backend_gdn *g,
+    const struct gdn_in *in, float *S, float *kv, float *o)
 {
 	float decay = expf(in->gate);
 	int dk = g->dk, dv = g->dv;
@@ -225,19 +224,13 @@ gdn_step1(const struct backend_gdn *g, const struct gdn_in *in, float *S,
 	for (int c = 0; c < dv; c++)
 		kv[c] = 0;
 	for (int i = 0; i < dk; i++)
-		for (int c = 0; c < dv; c++) {
-			S[i * dv + c] *= decay;
-			kv[c] += S[i * dv + c] * in->k[i];
-		}
+		backend_cpu_decay(cpu, S + (size_t)i * dv, decay, kv, in->k[i], dv);
 	for (int c = 0; c < dv; c++) {
 		kv[c] = in->beta * (in->v[c] - kv[c]);	/* now delta */
 		o[c] = 0;
 	}
 	for (int i = 0; i < dk; i++)
-		for (int c = 0; c < dv; c++) {
-			S[i * dv + c] += in->k[i] * kv[c];
-			o[c] += S[i * dv + c] * in->q[i];
-		}
+		backend_cpu_update(cpu, S + (size_t)i * dv, in->k[i], kv, o, in->q[i], dv);
 }
 
 static void
@@ -258,7 +251,7 @@ gdn_step_heads(void *ctx, int64_t h0, int64_t h1, int tid)
 
 		for (int r = 0; r < j->m; r++) {
 			gdn_load(j, r, h, &in);
-			gdn_step1(g, &in, S, buf + 2 * g->dk, j->o + r * vd + h * g->dv);
+			gdn_step1(j->c, g, &in, S, buf + 2 * g->dk, j->o + r * vd + h * g->dv);
 			if (j->snap != NULL)
 				memcpy(j->snap + r * vd * g->dk + h * hsz, S, hsz * sizeof *S);
 		}
@@ -343,30 +336,25 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 		for (int c = 0; c <= t; c++) {
 			float tb = b->T[t * C + c] * b->beta[c], te = tb * expf(b->G[c]);
 
-			for (int d = 0; d < dv; d++)
-				u[d] += tb * b->v[c][d];
-			for (int i = 0; i < dk; i++)
-				w[i] += te * b->k[c * dk + i];
+			backend_cpu_axpy(j->c, u, tb, b->v[c], dv);
+			backend_cpu_axpy(j->c, w, te, b->k + c * dk, dk);
 		}
 		for (int i = 0; i < dk; i++)	/* u becomes Vn[t] = U[t] - W[t] S */
-			for (int d = 0; d < dv; d++)
-				u[d] -= w[i] * S[i * dv + d];
+			backend_cpu_axpy(j->c, u, -w[i], S + (size_t)i * dv, dv);
 	}
 	for (int t = 0; t < L; t++) {
 		float *o = j->o + (size_t)(t0 + t) * vd + (size_t)h * dv, eg = expf(b->G[t]);
 
 		memset(o, 0, dv * sizeof *o);
 		for (int i = 0; i < dk; i++)
-			for (int d = 0; d < dv; d++)
-				o[d] += b->q[t * dk + i] * S[i * dv + d];
+			backend_cpu_axpy(j->c, o, b->q[t * dk + i], S + (size_t)i * dv, dv);
 		for (int d = 0; d < dv; d++)
 			o[d] *= eg;
 		for (int c = 0; c <= t; c++) {
 			float qk = j->c->dot(b->q + t * dk, b->k + c * dk, dk) *
 			    expf(b->G[t] - b->G[c]);
 
-			for (int d = 0; d < dv; d++)
-				o[d] += qk * U[c * dv + d];
+			backend_cpu_axpy(j->c, o, qk, U + c * dv, dv);
 		}
 	}
 	eL = expf(b->G[L - 1]);
@@ -376,8 +364,8 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 		float e = expf(b->G[L - 1] - b->G[t]);
 
 		for (int i = 0; i < dk; i++)
-			for (int d = 0; d < dv; d++)
-				S[i * dv + d] += b->k[t * dk + i] * e * U[t * dv + d];
+			backend_cpu_axpy(j->c, S + (size_t)i * dv, b->k[t * dk + i] * e,
+			    U + t * dv, dv);
 	}
 }
 
