@@ -374,10 +374,12 @@ bind(struct model *md, struct src *s)
 		return util_err(md->err, "out of memory");
 	plan_layers(md);
 	if (load_matrix(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab, &md->tok_embd) ||
-	    load_matrix(md, s, hp->tied ? "token_embd.weight" : "output.weight", 0, hp->n_embd,
-	    hp->n_vocab, &md->output) ||
+	    (!hp->tied && load_matrix(md, s, "output.weight", 0, hp->n_embd, hp->n_vocab,
+	    &md->output)) ||
 	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm))
 		return -1;
+	if (hp->tied)
+		md->output = md->tok_embd;	/* shared, released once */
 	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++)
 		if (bind_layer(md, s, il) != 0)
 			return -1;
@@ -474,8 +476,9 @@ model_close(struct model *md)
 	model_act_free(md);
 	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
 		release_layer(md, &md->layers[il]);
+	if (!md->hp.tied)
+		backend_weight_release(md->be, &md->output);
 	backend_weight_release(md->be, &md->tok_embd);
-	backend_weight_release(md->be, &md->output);
 	for (int i = 0; i < md->n_dbuf; i++)
 		backend_mfree(md->be, md->dbuf[i]);
 	for (int i = 0; i < md->n_hbuf; i++)
