@@ -158,20 +158,19 @@ qi_e8m0(uint8_t e)
 	return qi_bits_f32(bits);
 }
 
-/* ggml_ue4m3_to_fp32 times 0.5 (the kvalues_mxfp4 convention). */
+/* ggml_ue4m3_to_fp32 (which includes the 0.5 of the kvalues_mxfp4
+ * convention): 0 and 0x7F -> 0; exp 0: man * 2^-9; else (1 + man/8) *
+ * 2^(exp-7); halved.  Built from bits (ggml uses ldexpf; same values). */
 static inline float
 qi_ue4m3_half(uint8_t x)
 {
-	int exp = (x >> 3) & 0xF, man = x & 7;
-	float raw;
+	uint32_t exp = (x >> 3) & 0xF, man = x & 7;
 
 	if (x == 0 || x == 0x7F)
 		return 0.0f;
 	if (exp == 0)
-		raw = (float)man * 0x1p-9f;
-	else
-		raw = (1.0f + (float)man / 8.0f) * ldexpf(1.0f, exp - 7);
-	return raw * 0.5f;
+		return (float)man * 0x1p-10f;
+	return qi_bits_f32((exp + 119) << 23 | man << 20);
 }
 
 /* ggml_fp32_to_ue4m3: x <= 0 (and NaN) -> 0, clamped to 448, mantissa
