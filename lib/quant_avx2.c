@@ -386,6 +386,216 @@ vd_q6_k(int64_t nb, const uint8_t *w, const uint8_t *y)
 	return hsum_ps(acc);
 }
 
+/*
+ * Any K-quant (or IQ4_XS) block unpacked to 256 signed bytes in element
+ * order, an integer scale and min per 16 values, and the float d, dmin:
+ * value i stands for d * sc[i / 16] * v[i] - dmin * m[i / 16].
+ */
+struct kblock {
+	int8_t	v[QK_K];
+	int16_t	sc[16], m[16];
+	float	d, dmin;
+};
+
+AVX2 static void
+kunpack_q2_k(const uint8_t *w, struct kblock *k)
+{
+	const __m256i m3 = _mm256_set1_epi8(3);
+	int n, j;
+
+	for (j = 0; j < 16; j++)
+		k->sc[j] = w[j] & 0xF, k->m[j] = w[j] >> 4;
+	for (n = 0; n < 2; n++) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * n));
+
+		for (j = 0; j < 4; j++)
+			_mm256_storeu_si256((__m256i *)(k->v + 128 * n + 32 * j),
+			    _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3));
+	}
+	k->d = h2f(w + 80), k->dmin = h2f(w + 82);
+}
+
+AVX2 static void
+kunpack_q3_k(const uint8_t *w, struct kblock *k)
+{
+	const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+	__m256i hm = _mm256_loadu_si256((const __m256i *)w);
+	int8_t sc[16];
+	int n, j;
+
+	qi_q3k_scales(w + 96, sc);
+	for (j = 0; j < 16; j++)
+		k->sc[j] = sc[j], k->m[j] = 0;
+	for (n = 0; n < 2; n++) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(w + 32 + 32 * n));
+
+		for (j = 0; j < 4; j++) {
+			__m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+			__m256i h = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * n + j), one);
+
+			/* v = lo - 4 + 4h */
+			_mm256_storeu_si256((__m256i *)(k->v + 128 * n + 32 * j), _mm256_add_epi8(
+			    _mm256_sub_epi8(lo, _mm256_set1_epi8(4)), _mm256_slli_epi16(h, 2)));
+		}
+	}
+	k->d = h2f(w + 108), k->dmin = 0;
+}
+
+AVX2 static void
+kunpack_q45_k(int t, const uint8_t *w, struct kblock *k)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+	const uint8_t *q = w + (t == QUANT_Q5_K ? 48 : 16);
+	__m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
+	uint8_t sc, m;
+	int c;
+
+	for (c = 0; c < 8; c++) {
+		qi_scale_min_k4(c, w + 4, &sc, &m);
+		k->sc[2 * c] = k->sc[2 * c + 1] = sc;
+		k->m[2 * c] = k->m[2 * c + 1] = m;
+	}
+	for (c = 0; c < 4; c++, q += 32) {
+		__m256i b = _mm256_loadu_si256((const __m256i *)q);
+		__m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+
+		if (t == QUANT_Q5_K) {
+			lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(
+			    _mm256_srli_epi16(qh, 2 * c), one), 4));
+			hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(
+			    _mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+		}
+		_mm256_storeu_si256((__m256i *)(k->v + 64 * c), lo);
+		_mm256_storeu_si256((__m256i *)(k->v + 64 * c + 32), hi);
+	}
+	k->d = h2f(w), k->dmin = h2f(w + 2);
+}
+
+AVX2 static void
+kunpack_q6_k(const uint8_t *w, struct kblock *k)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+	const __m256i k32 = _mm256_set1_epi8(32);
+	const uint8_t *ql = w, *qh = w + 128;
+	int n, j;
+
+	for (j = 0; j < 16; j++)
+		k->sc[j] = (int8_t)w[192 + j], k->m[j] = 0;
+	for (n = 0; n < 2; n++, ql += 64, qh += 32) {
+		__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+		__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+		__m256i h = _mm256_loadu_si256((const __m256i *)qh);
+		__m256i q[4];
+
+		q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+		    _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+		q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+		    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+		q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+		    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+		q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+		    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+		for (j = 0; j < 4; j++)
+			_mm256_storeu_si256((__m256i *)(k->v + 128 * n + 32 * j), _mm256_sub_epi8(q[j], k32));
+	}
+	k->d = h2f(w + 208), k->dmin = 0;
+}
+
+AVX2 static void
+kunpack_iq4_xs(const uint8_t *w, struct kblock *k)
+{
+	const __m128i kiq = _mm_loadu_si128((const __m128i *)qi_kvalues_iq4nl);
+	uint16_t sh = qi_rd16(w + 2);
+	int ib;
+
+	for (ib = 0; ib < 8; ib++) {
+		__m256i q = nibbles(w + 8 + 16 * ib);
+		__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+		int ls = ((w[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+
+		_mm256_storeu_si256((__m256i *)(k->v + 32 * ib),
+		    _mm256_set_m128i(_mm_shuffle_epi8(kiq, hi), _mm_shuffle_epi8(kiq, lo)));
+		k->sc[2 * ib] = k->sc[2 * ib + 1] = (int16_t)(ls - 32);
+		k->m[2 * ib] = k->m[2 * ib + 1] = 0;
+	}
+	k->d = h2f(w), k->dmin = 0;
+}
+
+AVX2 static inline __attribute__((always_inline)) void
+kunpack(int t, const uint8_t *w, struct kblock *k)
+{
+	switch (t) {
+	case QUANT_Q2_K:	kunpack_q2_k(w, k); break;
+	case QUANT_Q3_K:	kunpack_q3_k(w, k); break;
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:	kunpack_q45_k(t, w, k); break;
+	case QUANT_Q6_K:	kunpack_q6_k(w, k); break;
+	default:		kunpack_iq4_xs(w, k); break;
+	}
+}
+
+/* Unpacked K blocks against Q8_K (Q2_K, Q3_K, IQ4_XS). */
+AVX2 static float
+vd_kgeneric(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps();
+	float accm = 0.0f;
+	struct kblock k;
+	int64_t i;
+	int c;
+
+	for (i = 0; i < nb; i++, w += bsz, y += 292) {
+		__m256i isum = _mm256_setzero_si256();
+		float dy;
+		int msum = 0;
+
+		memcpy(&dy, y, 4);
+		kunpack(t, w, &k);
+		for (c = 0; c < 8; c++) {
+			__m256i v = _mm256_loadu_si256((const __m256i *)(k.v + 32 * c));
+			__m256i yy = _mm256_loadu_si256((const __m256i *)(y + 4 + 32 * c));
+			__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yy, v));
+			__m256i s = _mm256_setr_m128i(_mm_set1_epi16(k.sc[2 * c]), _mm_set1_epi16(k.sc[2 * c + 1]));
+
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s));
+		}
+		if (k.dmin != 0.0f)
+			for (c = 0; c < 16; c++)
+				msum += k.m[c] * (int16_t)qi_rd16(y + 260 + 2 * c);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(k.d * dy), _mm256_cvtepi32_ps(isum), acc);
+		accm += k.dmin * dy * (float)msum;
+	}
+	return hsum_ps(acc) - accm;
+}
+
+/* Unpacked K blocks against float x: per 16 values, d*sc * (v . x) - dmin*m * sum x. */
+AVX2 static float
+df_kgeneric(int t, int64_t nb, const uint8_t *w, const float *x)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	struct kblock k;
+	int64_t i;
+	int g;
+
+	for (i = 0; i < nb; i++, w += bsz) {
+		kunpack(t, w, &k);
+		for (g = 0; g < 16; g++, x += 16) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(k.v + 16 * g));
+			__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+			__m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), x0);
+
+			s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), x1, s);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(k.d * (float)k.sc[g]), s, acc);
+			if (k.dmin != 0.0f)
+				accm = _mm256_fmadd_ps(_mm256_set1_ps(k.dmin * (float)k.m[g]),
+				    _mm256_add_ps(x0, x1), accm);
+		}
+	}
+	return hsum_ps(acc) - hsum_ps(accm);
+}
+
 AVX2 float
 qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 {
@@ -407,6 +617,8 @@ qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 		return vd_q45_k(t, nb, w, xq);
 	case QUANT_Q6_K:
 		return vd_q6_k(nb, w, xq);
+	case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_IQ4_XS:
+		return vd_kgeneric(t, nb, w, xq);
 	default:
 		return qi_vec_dot_c(t, n, w, xq);
 	}
@@ -431,6 +643,9 @@ qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 	case QUANT_IQ4_NL:	return df_q8_0(QUANT_IQ4_NL, nb, w, x);
 	case QUANT_MXFP4:	return df_q8_0(QUANT_MXFP4, nb, w, x);
 	case QUANT_NVFP4:	return df_nvfp4(nb, w, x);
+	case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_Q4_K: case QUANT_Q5_K:
+	case QUANT_Q6_K: case QUANT_IQ4_XS:
+		return df_kgeneric(t, nb, w, x);
 	}
 	for (i = 0; i < n; i += m) {
 		m = n - i < 1024 ? n - i : 1024;
