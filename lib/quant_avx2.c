@@ -283,17 +283,19 @@ vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 }
 
 /* The min term of Q4_K/Q5_K: sum over 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int
-k_minsum(const uint8_t *sc12, const uint8_t *y)
+AVX2 static inline int
+k_minsum(const uint8_t m[8], const uint8_t *y)
 {
-	uint8_t sc, m;
-	int j, s = 0;
+	__m256i bs = _mm256_loadu_si256((const __m256i *)(y + 260));
+	__m128i m8 = _mm_loadl_epi64((const __m128i *)m);
+	/* m0 m0 m1 m1 ... as 16 int16 */
+	__m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+	__m256i p = _mm256_madd_epi16(bs, m16);
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
 
-	for (j = 0; j < 8; j++) {
-		qi_scale_min_k4(j, sc12, &sc, &m);
-		s += m * ((int16_t)qi_rd16(y + 260 + 4 * j) + (int16_t)qi_rd16(y + 262 + 4 * j));
-	}
-	return s;
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+	return _mm_cvtsi128_si32(s);
 }
 
 /* Q4_K and Q5_K against Q8_K. */
@@ -312,9 +314,10 @@ vd_q45_k(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
 		__m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
 		__m256i isum = _mm256_setzero_si256();
 		float dy;
-		uint8_t sc1, sc2, m;
+		uint8_t sc[8], m[8];
 
 		memcpy(&dy, y, 4);
+		qi_scale_min_k4_all(w + 4, sc, m);
 		for (c = 0; c < 4; c++, q += 32) {
 			__m256i b = _mm256_loadu_si256((const __m256i *)q);
 			__m256i lo = _mm256_and_si256(b, m4);
@@ -327,15 +330,13 @@ vd_q45_k(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
 				hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(
 				    _mm256_srli_epi16(qh, 2 * c + 1), one), 4));
 			}
-			qi_scale_min_k4(2 * c, w + 4, &sc1, &m);
-			qi_scale_min_k4(2 * c + 1, w + 4, &sc2, &m);
 			p1 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 4 + 64 * c)));
 			p2 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 36 + 64 * c)));
-			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc1)));
-			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p2, _mm256_set1_epi16(sc2)));
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c])));
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p2, _mm256_set1_epi16(sc[2 * c + 1])));
 		}
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w) * dy), _mm256_cvtepi32_ps(isum), acc);
-		accm += h2f(w + 2) * dy * (float)k_minsum(w + 4, y);
+		accm += h2f(w + 2) * dy * (float)k_minsum(m, y);
 	}
 	return hsum_ps(acc) - accm;
 }
@@ -447,13 +448,13 @@ kunpack_q45_k(int t, const uint8_t *w, struct kblock *k)
 	const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
 	const uint8_t *q = w + (t == QUANT_Q5_K ? 48 : 16);
 	__m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
-	uint8_t sc, m;
+	uint8_t sc[8], m[8];
 	int c;
 
+	qi_scale_min_k4_all(w + 4, sc, m);
 	for (c = 0; c < 8; c++) {
-		qi_scale_min_k4(c, w + 4, &sc, &m);
-		k->sc[2 * c] = k->sc[2 * c + 1] = sc;
-		k->m[2 * c] = k->m[2 * c + 1] = m;
+		k->sc[2 * c] = k->sc[2 * c + 1] = sc[c];
+		k->m[2 * c] = k->m[2 * c + 1] = m[c];
 	}
 	for (c = 0; c < 4; c++, q += 32) {
 		__m256i b = _mm256_loadu_si256((const __m256i *)q);

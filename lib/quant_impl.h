@@ -237,6 +237,21 @@ qi_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
 	}
 }
 
+/* All 8 (scale, min) pairs of get_scale_min_k4 at once, without branches. */
+static inline void
+qi_scale_min_k4_all(const uint8_t *q, uint8_t sc[8], uint8_t m[8])
+{
+	uint32_t u[3], v[4];
+
+	memcpy(u, q, 12);
+	v[0] = u[0] & 0x3F3F3F3F;
+	v[1] = (u[2] & 0x0F0F0F0F) | ((u[0] >> 6 & 0x03030303) << 4);
+	v[2] = u[1] & 0x3F3F3F3F;
+	v[3] = (u[2] >> 4 & 0x0F0F0F0F) | ((u[1] >> 6 & 0x03030303) << 4);
+	memcpy(sc, v, 8);
+	memcpy(m, v + 2, 8);
+}
+
 /* Q3_K's 16 signed 6-bit scales (bias 32 removed) from its 12 bytes. */
 static inline void
 qi_q3k_scales(const uint8_t *s12, int8_t out[16])
