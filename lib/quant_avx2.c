@@ -203,61 +203,90 @@ df_q8_0(int t, int64_t nb, const uint8_t *w, const float *x)
 	return hsum_ps(acc);
 }
 
-/* NVFP4 against float x: per 32 values, two 16-value scales. */
-AVX2 static float
-df_nvfp4(int64_t nb, const uint8_t *w, const float *x)
+/* The 4 UE4M3 scales of an NVFP4 block (qi_ue4m3_half, vectorized),
+ * spread as [s0 x4, s1 x4] and [s2 x4, s3 x4] to match dot_i8's lanes. */
+AVX2 static inline void
+nvfp4_scales(const uint8_t *w, __m256 *s01, __m256 *s23)
+{
+	uint32_t raw;
+	__m128i x, e, mn;
+	__m128 norm, sub, v;
+
+	memcpy(&raw, w, 4);
+	x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)raw));
+	e = _mm_and_si128(_mm_srli_epi32(x, 3), _mm_set1_epi32(0xF));
+	mn = _mm_and_si128(x, _mm_set1_epi32(7));
+	norm = _mm_castsi128_ps(_mm_or_si128(_mm_slli_epi32(_mm_add_epi32(e, _mm_set1_epi32(119)), 23),
+	    _mm_slli_epi32(mn, 20)));
+	sub = _mm_mul_ps(_mm_cvtepi32_ps(mn), _mm_set1_ps(0x1p-10f));
+	v = _mm_blendv_ps(norm, sub, _mm_castsi128_ps(_mm_cmpeq_epi32(e, _mm_setzero_si128())));
+	v = _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, _mm_set1_epi32(0x7F))), v);
+	*s01 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+	*s23 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+}
+
+/* 16 bytes of an NVFP4 block (two 16-value sub-blocks, split halves) as
+ * 32 signed bytes in element order. */
+AVX2 static inline __m256i
+nvfp4_i8(const uint8_t *qs)
 {
 	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
 	const __m128i m4 = _mm_set1_epi8(0x0F);
+	__m128i q = _mm_loadu_si128((const __m128i *)qs);
+	__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+
+	/* sub-block 0: lo[0..7] hi[0..7]; sub-block 1: lo[8..15] hi[8..15] */
+	return _mm256_set_m128i(_mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi)),
+	    _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi)));
+}
+
+/* NVFP4 against float x. */
+AVX2 static float
+df_nvfp4(int64_t nb, const uint8_t *w, const float *x)
+{
 	__m256 acc = _mm256_setzero_ps();
 	int64_t i;
 	int h;
 
 	for (i = 0; i < nb; i++, w += 36) {
-		for (h = 0; h < 2; h++, x += 32) {
-			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
-			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
-			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
-			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
-			__m256 s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_loadu_ps(x));
-			__m256 s1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + 16));
+		__m256 s[2];
 
-			s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8))),
-			    _mm256_loadu_ps(x + 8), s0);
-			s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))),
-			    _mm256_loadu_ps(x + 24), s1);
-			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h])), s0, acc);
-			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h + 1])), s1, acc);
+		nvfp4_scales(w, &s[0], &s[1]);
+		for (h = 0; h < 2; h++, x += 32) {
+			__m256i q = nvfp4_i8(w + 4 + 16 * h);
+			__m128i a = _mm256_castsi256_si128(q), b = _mm256_extracti128_si256(q, 1);
+			/* per 16 values: v . x, times that sub-block's scale */
+			__m256 ta = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_loadu_ps(x));
+			__m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + 16));
+
+			ta = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8))),
+			    _mm256_loadu_ps(x + 8), ta);
+			tb = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))),
+			    _mm256_loadu_ps(x + 24), tb);
+			acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(s[h], s[h], 0x00), ta, acc);
+			acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(s[h], s[h], 0x11), tb, acc);
 		}
 	}
 	return hsum_ps(acc);
 }
 
-/* NVFP4 against Q8_0: a 64-value block is two Q8_0 blocks; each 32 have
- * two 16-value scales. */
+/* NVFP4 against Q8_0: a 64-value block is two Q8_0 blocks. */
 AVX2 static float
 vd_nvfp4(int64_t nb, const uint8_t *w, const uint8_t *xq)
 {
-	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
-	const __m128i m4 = _mm_set1_epi8(0x0F);
 	__m256 acc = _mm256_setzero_ps();
 	int64_t i;
-	int h;
 
-	for (i = 0; i < nb; i++, w += 36) {
-		for (h = 0; h < 2; h++, xq += 34) {
-			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
-			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
-			/* sub-block 2h: lo[0..7] hi[0..7]; sub-block 2h+1: lo[8..15] hi[8..15] */
-			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
-			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
-			__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 2));
-			float dy = h2f(xq);
-			__m256 s = _mm256_setr_m128(_mm_set1_ps(qi_ue4m3_half(w[2 * h]) * dy),
-			    _mm_set1_ps(qi_ue4m3_half(w[2 * h + 1]) * dy));
+	for (i = 0; i < nb; i++, w += 36, xq += 68) {
+		__m256 s01, s23;
+		__m256i y0 = _mm256_loadu_si256((const __m256i *)(xq + 2));
+		__m256i y1 = _mm256_loadu_si256((const __m256i *)(xq + 36));
 
-			acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot_i8(_mm256_set_m128i(b, a), y)), acc);
-		}
+		nvfp4_scales(w, &s01, &s23);
+		acc = _mm256_fmadd_ps(_mm256_mul_ps(s01, _mm256_set1_ps(h2f(xq))),
+		    _mm256_cvtepi32_ps(dot_i8(nvfp4_i8(w + 4), y0)), acc);
+		acc = _mm256_fmadd_ps(_mm256_mul_ps(s23, _mm256_set1_ps(h2f(xq + 34))),
+		    _mm256_cvtepi32_ps(dot_i8(nvfp4_i8(w + 20), y1)), acc);
 	}
 	return hsum_ps(acc);
 }
