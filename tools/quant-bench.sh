@@ -17,8 +17,11 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1 | tr '\t
 tsv=bench/$day-quant-cpu.tsv
 log=$day-quant-cpu-$commit.log
 [ -f "$tsv" ] || printf 'date\tcommit\tgpu\tbinary\tmodel\tquant\tscenario\tctx\tn\tmedian\tmin\tmax\tunit\tpeer\tpeer_median\tratio\tlog\n' >"$tsv"
+pin=
+command -v taskset >/dev/null 2>&1 && pin="taskset -c 0"
 { echo "# $(date -u +%FT%TZ) commit $commit cpu '$cpu' nproc $(nproc) load $(cut -d' ' -f1-3 /proc/loadavg)"
-  taskset -c 0 build/tools/quant-bench "$@" 2>&1 || build/tools/quant-bench "$@"; } | tee "bench/$log" |
+  echo "# $pin build/tools/quant-bench $*"
+  $pin build/tools/quant-bench "$@" 2>&1; } | tee "bench/$log" |
     awk -F'\t' -v d="$day" -v c="$commit" -v g="$cpu" -v l="$log" '
 	!/^#/ && NF == 8 { printf "%s\t%s\t%s\tquant-bench\t-\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\n",
 	    d, c, g, $1, $2, $3, $4, $5, $6, $7, $8, l }' >>"$tsv"
