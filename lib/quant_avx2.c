@@ -311,6 +311,25 @@ vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 	return hsum_ps(acc) + summ;
 }
 
+/* Q4_1/Q5_1 against float x: d * (v . x) + m * sum x per block. */
+AVX2 static inline __attribute__((always_inline)) float
+df_q8_1(int t, int64_t nb, const uint8_t *w, const float *x)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, x += 32) {
+		__m256i q = t == QUANT_Q4_1 ? nibbles(w + 4) : q5_bytes(w + 4, w + 8);
+		__m256 sx = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+		    _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
+
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w)), dot_i8_f32(q, x), acc);
+		accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w + 2)), sx, accm);
+	}
+	return hsum_ps(acc) + hsum_ps(accm);
+}
+
 /* The min term of Q4_K/Q5_K: sum over 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
 AVX2 static inline int
 k_minsum(const uint8_t m[8], const uint8_t *y)
@@ -673,6 +692,8 @@ qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 	case QUANT_IQ4_NL:	return df_q8_0(QUANT_IQ4_NL, nb, w, x);
 	case QUANT_MXFP4:	return df_q8_0(QUANT_MXFP4, nb, w, x);
 	case QUANT_NVFP4:	return df_nvfp4(nb, w, x);
+	case QUANT_Q4_1:	return df_q8_1(QUANT_Q4_1, nb, w, x);
+	case QUANT_Q5_1:	return df_q8_1(QUANT_Q5_1, nb, w, x);
 	case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_Q4_K: case QUANT_Q5_K:
 	case QUANT_Q6_K: case QUANT_IQ4_XS:
 		return df_kgeneric(t, nb, w, x);
