@@ -646,7 +646,7 @@ df_kgeneric(int t, int64_t nb, const uint8_t *w, const float *x)
 }
 
 AVX2 float
-qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
+quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 {
 	int64_t nb = n / quant_traits(t)->blck;
 
@@ -669,14 +669,14 @@ qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 	case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_IQ4_XS:
 		return vd_kgeneric(t, nb, w, xq);
 	default:
-		return qi_vec_dot_c(t, n, w, xq);
+		return quant_vec_dot_portable(t, n, w, xq);
 	}
 }
 
 /* Quantized weights against float x: the common 32-value types directly,
  * others dequantized 1024 values at a time (whole blocks of every type). */
 AVX2 float
-qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
+quant_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 {
 	const struct quant_traits *tr = quant_traits(t);
 	const uint8_t *wb = w;
@@ -709,15 +709,15 @@ qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 #else
 
 float
-qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
+quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 {
-	return qi_vec_dot_c(t, n, w, xq);
+	return quant_vec_dot_portable(t, n, w, xq);
 }
 
 float
-qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
+quant_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 {
-	return qi_dot_f32_c(t, n, w, x);
+	return quant_dot_f32_portable(t, n, w, x);
 }
 
 #endif

@@ -412,7 +412,7 @@ quant_dequantize_row(int type, const void *src, float *dst, int64_t n)
 /* --- integer views of blocks, for the dot products --- */
 
 void
-qi_block_ints(int t, const uint8_t *b, int *v, float *ws)
+quant_block_ints(int t, const uint8_t *b, int *v, float *ws)
 {
 	int j, s;
 
@@ -561,7 +561,7 @@ kints_iq4_xs(const uint8_t *b, int *v, struct qi_kscales *ks)
 }
 
 void
-qi_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks)
+quant_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks)
 {
 	switch (t) {
 	case QUANT_Q2_K:	kints_q2_k(b, v, ks); break;

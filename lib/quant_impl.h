@@ -281,17 +281,17 @@ struct qi_kscales {
 /* quant_deq.c: a block's values as integers in element order, and its
  * float scales (ws[0] = d; ws[1] = m for Q4_1/Q5_1; ws[0..3] for NVFP4's
  * 16-value groups). */
-void	qi_block_ints(int t, const uint8_t *b, int *v, float *ws);
-void	qi_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks);
+void	quant_block_ints(int t, const uint8_t *b, int *v, float *ws);
+void	quant_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks);
 
 /* quant_q.c: one block of type t (Q8_0, Q8_1 or Q8_K for activations). */
-void	qi_quantize_block(int t, const float *x, uint8_t *b);
+void	quant_quantize_block(int t, const float *x, uint8_t *b);
 
 /* quant_dot.c (portable) and quant_avx2.c: exported for the unit tests,
  * which check both paths on one machine.  Arguments already checked. */
-float	qi_vec_dot_c(int t, int64_t n, const void *w, const void *xq);
-float	qi_dot_f32_c(int t, int64_t n, const void *w, const float *x);
-float	qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
-float	qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
+float	quant_vec_dot_portable(int t, int64_t n, const void *w, const void *xq);
+float	quant_dot_f32_portable(int t, int64_t n, const void *w, const float *x);
+float	quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
+float	quant_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
 
 #endif

@@ -632,7 +632,7 @@ q_block_fn(int type)
 }
 
 void
-qi_quantize_block(int t, const float *x, uint8_t *b)
+quant_quantize_block(int t, const float *x, uint8_t *b)
 {
 	q_block_fn(t)(x, b);
 }

@@ -490,11 +490,11 @@ TEST(dots_match_dequantized_dots)
 				if (at == QUANT_Q8_1)
 					want = q8_1_want(t, n, w, wd, xq, xd);
 				got[0] = quant_vec_dot(t, n, w, xq);
-				got[1] = qi_vec_dot_c(t, n, w, xq);
-				got[2] = avx2 ? qi_vec_dot_avx2(t, n, w, xq) : got[1];
+				got[1] = quant_vec_dot_portable(t, n, w, xq);
+				got[2] = avx2 ? quant_vec_dot_avx2(t, n, w, xq) : got[1];
 				got[3] = quant_dot_f32(t, n, w, x);
-				got[4] = qi_dot_f32_c(t, n, w, x);
-				got[5] = avx2 ? qi_dot_f32_avx2(t, n, w, x) : got[4];
+				got[4] = quant_dot_f32_portable(t, n, w, x);
+				got[5] = avx2 ? quant_dot_f32_avx2(t, n, w, x) : got[4];
 				for (j = 0; j < 6; j++)
 					if (!close_enough(got[j], j < 3 ? want : wantf, j < 3 ? mag : magf)) {
 						FAILF("%s n %lld seed %d path %d: %.9g, want %.9g (mag %g)",
