@@ -84,10 +84,10 @@ int	quant_can_quantize(int t);
 /*
  * Encode n floats at src as type t into dst (quant_row_size(t, n) bytes),
  * bit-identical to ggml's quantize_row_*_ref: F32 F16 BF16, Q4_0 Q4_1 Q5_0
- * Q5_1 Q8_0 Q8_1, Q4_K Q5_K Q6_K Q8_K, TQ1_0 TQ2_0, MXFP4, NVFP4, Q1_0 Q2_0
- * (identical when ggml is built without floating-point contraction; see
- * t/peer/ggml-ref.sh).  Denormals, zeros and huge finite values are encoded
- * as ggml encodes them.  Returns 0, or -1 with the reason in
+ * Q5_1 Q8_0 Q8_1, Q4_K Q5_K Q6_K Q8_K, IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4, NVFP4,
+ * Q1_0 Q2_0 (identical when ggml is built without floating-point
+ * contraction; see t/peer/ggml-ref.sh).  Denormals, zeros and huge finite
+ * values are encoded as ggml encodes them.  Returns 0, or -1 with the reason in
  * err[UTIL_ERRLEN] (may be NULL) for an unsupported type, n not a multiple
  * of the block size, or a NaN/Inf element (dst untouched).
  */

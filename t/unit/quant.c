@@ -282,7 +282,7 @@ make_row(float *x, int64_t n, uint64_t seed, int kind)
 static const int quant_types[] = {
 	QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1,
 	QUANT_Q8_0, QUANT_Q8_1, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_K, QUANT_MXFP4,
-	QUANT_NVFP4, QUANT_Q1_0, QUANT_Q2_0, QUANT_TQ1_0, QUANT_TQ2_0,
+	QUANT_NVFP4, QUANT_Q1_0, QUANT_Q2_0, QUANT_TQ1_0, QUANT_TQ2_0, QUANT_IQ4_NL, QUANT_IQ4_XS,
 };
 
 /* Worst error of a round trip, relative to the row's max |x|, per type. */
@@ -297,6 +297,7 @@ max_rel_err(int t)
 	case QUANT_Q6_K: return 0.04;
 	case QUANT_Q5_0: case QUANT_Q5_1: case QUANT_Q5_K: return 0.07;
 	case QUANT_Q4_0: case QUANT_Q4_1: case QUANT_Q4_K: return 0.14;
+	case QUANT_IQ4_NL: case QUANT_IQ4_XS: return 0.2;
 	case QUANT_MXFP4: case QUANT_NVFP4: return 0.34;
 	default:	return 2.1;	/* Q1_0, Q2_0, TQ*: signs and levels only */
 	}
@@ -383,6 +384,7 @@ TEST(quantize_rejects)
 	CHECK_EQ_STR(err, "quantize: type 'IQ2_XXS' is not supported");
 	CHECK_EQ_INT(quant_quantize_row(5, x, q, 256, NULL), -1);
 	CHECK(!quant_can_quantize(QUANT_Q2_K) && quant_can_quantize(QUANT_NVFP4));
+	CHECK(quant_can_quantize(QUANT_IQ4_NL) && quant_can_quantize(QUANT_IQ4_XS));
 	/* denormals and zeros are fine */
 	x[0] = 1e-40f, x[1] = -1e-45f;
 	CHECK_EQ_INT(quant_quantize_row(QUANT_Q8_0, x, q, 256, err), 0);
