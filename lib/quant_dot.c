@@ -46,7 +46,7 @@ quant_quantize_act(int t, const float *x, void *xq, int64_t n)
 	}
 	tr = quant_traits(at);
 	for (i = 0; i < n / tr->blck; i++)
-		qi_quantize_block(at, x + i * tr->blck, y + i * tr->size);
+		quant_quantize_block(at, x + i * tr->blck, y + i * tr->size);
 	return 0;
 }
 
@@ -78,7 +78,7 @@ vd_q8_0(int t, int64_t n, const uint8_t *w, const uint8_t *xq)
 	int64_t i;
 
 	for (i = 0; i < n; i += tr->blck, w += tr->size) {
-		qi_block_ints(t, w, v, ws);
+		quant_block_ints(t, w, v, ws);
 		for (j = 0; j < tr->blck / g; j++) {
 			int64_t e = i + j * g;
 			const uint8_t *q8 = xq + e / 32 * 34 + 2 + e % 32;
@@ -103,7 +103,7 @@ vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 	for (i = 0; i < nb; i++, w += bsz, xq += 36) {
 		int isum = 0;
 
-		qi_block_ints(t, w, v, ws);
+		quant_block_ints(t, w, v, ws);
 		for (j = 0; j < 32; j++)
 			isum += v[j] * (int8_t)xq[4 + j];
 		sum += (ws[0] * qi_h2f(qi_rd16(xq))) * (float)isum + ws[1] * qi_h2f(qi_rd16(xq + 2));
@@ -125,7 +125,7 @@ vd_k(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 		int isum = 0, msum = 0;
 
 		memcpy(&dy, xq, 4);
-		qi_kblock_ints(t, w, v, &ks);
+		quant_kblock_ints(t, w, v, &ks);
 		for (j = 0; j < ks.nsub; j++) {
 			int per = QK_K / ks.nsub, s = 0;
 
@@ -142,12 +142,12 @@ vd_k(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 }
 
 float
-qi_vec_dot_c(int t, int64_t n, const void *w, const void *xq)
+quant_vec_dot_portable(int t, int64_t n, const void *w, const void *xq)
 {
 	int64_t nb = n / quant_traits(t)->blck;
 
 	switch (quant_vec_dot_type(t)) {
-	case QUANT_F32:	return qi_dot_f32_c(t, n, w, xq);
+	case QUANT_F32:	return quant_dot_f32_portable(t, n, w, xq);
 	case QUANT_Q8_0: return vd_q8_0(t, n, w, xq);
 	case QUANT_Q8_1: return vd_q8_1(t, nb, w, xq);
 	case QUANT_Q8_K: return vd_k(t, nb, w, xq);
@@ -156,7 +156,7 @@ qi_vec_dot_c(int t, int64_t n, const void *w, const void *xq)
 }
 
 float
-qi_dot_f32_c(int t, int64_t n, const void *w, const float *x)
+quant_dot_f32_portable(int t, int64_t n, const void *w, const float *x)
 {
 	const struct quant_traits *tr = quant_traits(t);
 	const uint8_t *wb = w;
@@ -215,8 +215,8 @@ quant_vec_dot(int t, int64_t n, const void *w, const void *xq)
 	if (!dot_ok(t, n))
 		return NAN;
 	if (has_avx2())
-		return qi_vec_dot_avx2(t, n, w, xq);
-	return qi_vec_dot_c(t, n, w, xq);
+		return quant_vec_dot_avx2(t, n, w, xq);
+	return quant_vec_dot_portable(t, n, w, xq);
 }
 
 float
@@ -225,6 +225,6 @@ quant_dot_f32(int t, int64_t n, const void *w, const float *x)
 	if (!dot_ok(t, n))
 		return NAN;
 	if (has_avx2())
-		return qi_dot_f32_avx2(t, n, w, x);
-	return qi_dot_f32_c(t, n, w, x);
+		return quant_dot_f32_avx2(t, n, w, x);
+	return quant_dot_f32_portable(t, n, w, x);
 }

@@ -158,20 +158,19 @@ qi_e8m0(uint8_t e)
 	return qi_bits_f32(bits);
 }
 
-/* ggml_ue4m3_to_fp32 times 0.5 (the kvalues_mxfp4 convention). */
+/* ggml_ue4m3_to_fp32 (which includes the 0.5 of the kvalues_mxfp4
+ * convention): 0 and 0x7F -> 0; exp 0: man * 2^-9; else (1 + man/8) *
+ * 2^(exp-7); halved.  Built from bits (ggml uses ldexpf; same values). */
 static inline float
 qi_ue4m3_half(uint8_t x)
 {
-	int exp = (x >> 3) & 0xF, man = x & 7;
-	float raw;
+	uint32_t exp = (x >> 3) & 0xF, man = x & 7;
 
 	if (x == 0 || x == 0x7F)
 		return 0.0f;
 	if (exp == 0)
-		raw = (float)man * 0x1p-9f;
-	else
-		raw = (1.0f + (float)man / 8.0f) * ldexpf(1.0f, exp - 7);
-	return raw * 0.5f;
+		return (float)man * 0x1p-10f;
+	return qi_bits_f32((exp + 119) << 23 | man << 20);
 }
 
 /* ggml_fp32_to_ue4m3: x <= 0 (and NaN) -> 0, clamped to 448, mantissa
@@ -238,6 +237,21 @@ qi_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
 	}
 }
 
+/* All 8 (scale, min) pairs of get_scale_min_k4 at once, without branches. */
+static inline void
+qi_scale_min_k4_all(const uint8_t *q, uint8_t sc[8], uint8_t m[8])
+{
+	uint32_t u[3], v[4];
+
+	memcpy(u, q, 12);
+	v[0] = u[0] & 0x3F3F3F3F;
+	v[1] = (u[2] & 0x0F0F0F0F) | ((u[0] >> 6 & 0x03030303) << 4);
+	v[2] = u[1] & 0x3F3F3F3F;
+	v[3] = (u[2] >> 4 & 0x0F0F0F0F) | ((u[1] >> 6 & 0x03030303) << 4);
+	memcpy(sc, v, 8);
+	memcpy(m, v + 2, 8);
+}
+
 /* Q3_K's 16 signed 6-bit scales (bias 32 removed) from its 12 bytes. */
 static inline void
 qi_q3k_scales(const uint8_t *s12, int8_t out[16])
@@ -267,17 +281,17 @@ struct qi_kscales {
 /* quant_deq.c: a block's values as integers in element order, and its
  * float scales (ws[0] = d; ws[1] = m for Q4_1/Q5_1; ws[0..3] for NVFP4's
  * 16-value groups). */
-void	qi_block_ints(int t, const uint8_t *b, int *v, float *ws);
-void	qi_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks);
+void	quant_block_ints(int t, const uint8_t *b, int *v, float *ws);
+void	quant_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks);
 
 /* quant_q.c: one block of type t (Q8_0, Q8_1 or Q8_K for activations). */
-void	qi_quantize_block(int t, const float *x, uint8_t *b);
+void	quant_quantize_block(int t, const float *x, uint8_t *b);
 
 /* quant_dot.c (portable) and quant_avx2.c: exported for the unit tests,
  * which check both paths on one machine.  Arguments already checked. */
-float	qi_vec_dot_c(int t, int64_t n, const void *w, const void *xq);
-float	qi_dot_f32_c(int t, int64_t n, const void *w, const float *x);
-float	qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
-float	qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
+float	quant_vec_dot_portable(int t, int64_t n, const void *w, const void *xq);
+float	quant_dot_f32_portable(int t, int64_t n, const void *w, const float *x);
+float	quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
+float	quant_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
 
 #endif

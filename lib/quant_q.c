@@ -552,6 +552,192 @@ q_q2_0(const float *x, uint8_t *b)
 	}
 }
 
+/* n trits (-1, 0, 1 times amax) as one base-3 number, scaled to a byte by
+ * ceiling division (TQ1_0 packing); the 4-trit qh bytes get a fifth 0 trit. */
+static uint8_t
+tq1_byte(const float *x, int stride, int n, float id)
+{
+	uint8_t q = 0;
+	int k;
+
+	for (k = 0; k < n; k++) {
+		int xi = (int)lroundf(x[k * stride] * id) + 1;
+
+		q = (uint8_t)(q * 3 + xi);
+	}
+	if (n == 4)
+		q = (uint8_t)(q * 3);
+	return (uint8_t)(((uint16_t)q * 256 + (243 - 1)) / 243);
+}
+
+static void
+q_tq1_0(const float *x, uint8_t *b)
+{
+	float d = absmax(x, QK_K, NULL), id = d ? 1.0f / d : 0.0f;
+	int m;
+
+	qi_wr16(b + 52, qi_f2h(d));
+	for (m = 0; m < 32; m++)
+		b[m] = tq1_byte(x + m, 32, 5, id);
+	x += 160;
+	for (m = 0; m < 16; m++)
+		b[32 + m] = tq1_byte(x + m, 16, 5, id);
+	x += 80;
+	for (m = 0; m < 4; m++)
+		b[48 + m] = tq1_byte(x + m, 4, 4, id);
+}
+
+static void
+q_tq2_0(const float *x, uint8_t *b)
+{
+	float d = absmax(x, QK_K, NULL), id = d ? 1.0f / d : 0.0f;
+	int j, m, n;
+
+	qi_wr16(b + 64, qi_f2h(d));
+	for (j = 0; j < 64; j += 32, x += 128)
+		for (m = 0; m < 32; m++) {
+			uint8_t q = 0;
+
+			for (n = 0; n < 4; n++) {
+				int xi = (int)lroundf(x[m + n * 32] * id) + 1;
+
+				q = (uint8_t)(q + ((xi & 3) << (2 * n)));
+			}
+			b[j + m] = q;
+		}
+}
+
+/* best_index_int8: the index of the value in the sorted grid nearest to x
+ * (binary search; ties go up, as ggml's). */
+static int
+best_index_int8(int n, const int8_t *val, float x)
+{
+	int ml = 0, mu = n - 1;
+
+	if (x <= val[0])
+		return 0;
+	if (x >= val[n - 1])
+		return n - 1;
+	while (mu - ml > 1) {
+		int mav = (ml + mu) / 2;
+
+		if (x < val[mav])
+			mu = mav;
+		else
+			ml = mav;
+	}
+	return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+/*
+ * The IQ4 scale search of one 32-value sub-block xb (quantize_row_iq4_nl_impl
+ * without importance weights): levels into Lb (left alone for an all-zero
+ * sub-block), the best scale returned.
+ */
+static float
+iq4_sub_scale(const float *xb, uint8_t *Lb, int ntry)
+{
+	const int8_t *values = qi_kvalues_iq4nl;
+	float w[32], amax = 0, max = 0, d, id, sumqx = 0, sumq2 = 0, best;
+	int j, itry;
+
+	for (j = 0; j < 32; j++) {
+		w[j] = xb[j] * xb[j];
+		if (fabsf(xb[j]) > amax) {
+			amax = fabsf(xb[j]);
+			max = xb[j];
+		}
+	}
+	if (amax < GROUP_MAX_EPS)
+		return 0;
+	d = ntry > 0 ? -max / values[0] : max / values[0];
+	id = 1 / d;
+	for (j = 0; j < 32; j++) {
+		int l = best_index_int8(16, values, id * xb[j]);
+		float q = values[l];
+
+		Lb[j] = (uint8_t)l;
+		sumqx += w[j] * q * xb[j];
+		sumq2 += w[j] * q * q;
+	}
+	d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+	best = d * sumqx;
+	for (itry = -ntry; itry <= ntry; itry++) {
+		id = (itry + values[0]) / max;
+		sumqx = sumq2 = 0;
+		for (j = 0; j < 32; j++) {
+			float q = values[best_index_int8(16, values, id * xb[j])];
+
+			sumqx += w[j] * q * xb[j];
+			sumq2 += w[j] * q * q;
+		}
+		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+			d = sumqx / sumq2;
+			best = d * sumqx;
+		}
+	}
+	return d;
+}
+
+static void
+iq4_pack(int n, const uint8_t *L, uint8_t *q4)
+{
+	int i, j;
+
+	for (i = 0; i < n / 32; i++)
+		for (j = 0; j < 16; j++)
+			q4[16 * i + j] = (uint8_t)(L[32 * i + j] | L[32 * i + 16 + j] << 4);
+}
+
+/* IQ4_NL (ntry -1, as quantize_row_iq4_nl_ref).  L persists from block to
+ * block of a row: ggml leaves an all-zero block's levels as the previous
+ * block's, and so do we (zero for the row's first block). */
+static void
+q_iq4_nl(const float *x, uint8_t *b, uint8_t L[32])
+{
+	float d = iq4_sub_scale(x, L, -1);
+
+	qi_wr16(b, qi_f2h(d));
+	iq4_pack(32, L, b + 2);
+}
+
+/* IQ4_XS (ntry 7, as quantize_row_iq4_xs_ref): 8 sub-blocks with 6-bit
+ * scales relative to d = -max_scale / 32. */
+static void
+q_iq4_xs(const float *x, uint8_t *b)
+{
+	uint8_t L[QK_K] = { 0 }, *sl = b + 4;
+	float scales[8], max_scale = 0, amax_scale = 0, d, id;
+	uint16_t sh = 0;
+	int ib, j;
+
+	for (ib = 0; ib < 8; ib++) {
+		scales[ib] = iq4_sub_scale(x + 32 * ib, L + 32 * ib, 7);
+		if (fabsf(scales[ib]) > amax_scale) {
+			amax_scale = fabsf(scales[ib]);
+			max_scale = scales[ib];
+		}
+	}
+	d = -max_scale / 32;
+	id = d ? 1 / d : 0.f;
+	qi_wr16(b, qi_f2h(d));
+	for (ib = 0; ib < 8; ib++) {
+		int l = QMAX(-32, QMIN(31, qi_nearest_int(id * scales[ib])));
+		float dl = d * l, idl = dl ? 1 / dl : 0.f;
+
+		for (j = 0; j < 32; j++)
+			L[32 * ib + j] = (uint8_t)best_index_int8(16, qi_kvalues_iq4nl, idl * x[32 * ib + j]);
+		l += 32;
+		if (ib % 2 == 0)
+			sl[ib / 2] = (uint8_t)(l & 0xF);
+		else
+			sl[ib / 2] |= (uint8_t)((l & 0xF) << 4);
+		sh |= (uint16_t)((l >> 4) << 2 * ib);
+	}
+	qi_wr16(b + 2, sh);
+	iq4_pack(QK_K, L, b + 8);
+}
+
 static q_fn *
 q_block_fn(int type)
 {
@@ -569,13 +755,16 @@ q_block_fn(int type)
 	case QUANT_MXFP4:	return q_mxfp4;
 	case QUANT_NVFP4:	return q_nvfp4;
 	case QUANT_Q1_0:	return q_q1_0;
+	case QUANT_TQ1_0:	return q_tq1_0;
+	case QUANT_TQ2_0:	return q_tq2_0;
+	case QUANT_IQ4_XS:	return q_iq4_xs;
 	case QUANT_Q2_0:	return q_q2_0;
 	default:		return NULL;
 	}
 }
 
 void
-qi_quantize_block(int t, const float *x, uint8_t *b)
+quant_quantize_block(int t, const float *x, uint8_t *b)
 {
 	q_block_fn(t)(x, b);
 }
@@ -584,7 +773,7 @@ int
 quant_can_quantize(int type)
 {
 	return type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16 ||
-	    q_block_fn(type) != NULL;
+	    type == QUANT_IQ4_NL || q_block_fn(type) != NULL;
 }
 
 int
@@ -611,6 +800,13 @@ quant_quantize_row(int type, const float *src, void *dst, int64_t n, char *err)
 	if (type == QUANT_F16 || type == QUANT_BF16) {
 		for (i = 0; i < n; i++)
 			qi_wr16(y + 2 * i, type == QUANT_F16 ? qi_f2h(src[i]) : qi_f2bf(src[i]));
+		return 0;
+	}
+	if (type == QUANT_IQ4_NL) {
+		uint8_t L[32] = { 0 };
+
+		for (i = 0; i < n / 32; i++)
+			q_iq4_nl(src + 32 * i, y + 18 * i, L);
 		return 0;
 	}
 	fn = q_block_fn(type);
