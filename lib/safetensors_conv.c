@@ -834,6 +834,29 @@ elem(const uint8_t *p, int dt, int64_t i)
 	return NAN;
 }
 
+/* n elements of dtype dt at s as float, the common types without a call per element */
+static void
+convert_row(const uint8_t *s, int dt, float *d, int64_t n)
+{
+	int64_t j;
+
+	if (dt == SAFETENSORS_F32) {
+		memcpy(d, s, (size_t)n * sizeof *d);
+	} else if (dt == SAFETENSORS_BF16) {
+		for (j = 0; j < n; j++) {
+			uint32_t u = (uint32_t)(s[2 * j] | s[2 * j + 1] << 8) << 16;
+
+			memcpy(&d[j], &u, 4);
+		}
+	} else if (dt == SAFETENSORS_F16) {
+		for (j = 0; j < n; j++)
+			d[j] = h2f((uint16_t)(s[2 * j] | s[2 * j + 1] << 8));
+	} else {
+		for (j = 0; j < n; j++)
+			d[j] = elem(s, dt, j);
+	}
+}
+
 static int
 check_range(const struct safetensors_out *o, int64_t row0, int64_t nrows, char *err)
 {
@@ -856,12 +879,17 @@ safetensors_read_rows(const struct safetensors_out *o, int64_t row0, int64_t nro
 		const uint8_t *s = (const uint8_t *)o->src->data + src_row(o, row0 + r) * n0 * es;
 		float *d = dst + r * n0;
 
-		for (j = 0; j < n0; j++) {
-			int64_t sj = o->perm == P_VCOLS ? vsrc(j, 0, o->pb, o->pc, o->pd) : j;
-			float x = elem(s, o->src_dtype, sj);
-
-			d[j] = o->xform == X_PLUS1 ? x + 1.0f : o->xform == X_NEGEXP ? -expf(x) : x;
-		}
+		if (o->perm == P_VCOLS)
+			for (j = 0; j < n0; j++)
+				d[j] = elem(s, o->src_dtype, vsrc(j, 0, o->pb, o->pc, o->pd));
+		else
+			convert_row(s, o->src_dtype, d, n0);
+		if (o->xform == X_PLUS1)
+			for (j = 0; j < n0; j++)
+				d[j] += 1.0f;
+		else if (o->xform == X_NEGEXP)
+			for (j = 0; j < n0; j++)
+				d[j] = -expf(d[j]);
 	}
 	return 0;
 }
