@@ -23,6 +23,13 @@ hsum_ps(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* One half to float with F16C (exact, like qi_h2f). */
+AVX2 static inline float
+h2f(const uint8_t *p)
+{
+	return _cvtsh_ss(qi_rd16(p));
+}
+
 AVX2 static inline __m256
 ld_f16(const uint8_t *p)
 {
@@ -62,7 +69,7 @@ dot_plain(int t, int64_t n, const uint8_t *w, const float *x)
 		if (t == QUANT_F32)
 			memcpy(&wv, w + 4 * i, 4);
 		else
-			wv = t == QUANT_F16 ? qi_h2f(qi_rd16(w + 2 * i)) : qi_bf2f(qi_rd16(w + 2 * i));
+			wv = t == QUANT_F16 ? h2f(w + 2 * i) : qi_bf2f(qi_rd16(w + 2 * i));
 		tail += wv * x[i];
 	}
 	return hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
@@ -111,51 +118,117 @@ q5_bytes(const uint8_t *qh4, const uint8_t *qs)
 	return _mm256_or_si256(nibbles(qs), _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
 }
 
-/* Weights of 32 signed bytes (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4) with one
- * float scale, against Q8_0. */
-AVX2 static float
-vd_q8_0(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+/* The 32 values of a Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4 block as signed bytes,
+ * and its scale. */
+AVX2 static inline __attribute__((always_inline)) __m256i
+block_i8(int t, const uint8_t *w, float *d)
 {
 	const __m128i kiq = _mm_loadu_si128((const __m128i *)qi_kvalues_iq4nl);
 	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
+	__m256i q;
+	__m128i lo, hi;
+
+	switch (t) {
+	case QUANT_Q8_0:
+		*d = h2f(w);
+		return _mm256_loadu_si256((const __m256i *)(w + 2));
+	case QUANT_Q4_0:
+		*d = h2f(w);
+		return _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8));
+	case QUANT_Q5_0:
+		*d = h2f(w);
+		return _mm256_sub_epi8(q5_bytes(w + 2, w + 6), _mm256_set1_epi8(16));
+	case QUANT_MXFP4:
+		*d = qi_e8m0_half(w[0]);
+		q = nibbles(w + 1);
+		lo = _mm256_castsi256_si128(q);
+		hi = _mm256_extracti128_si256(q, 1);
+		return _mm256_set_m128i(_mm_shuffle_epi8(kfp, hi), _mm_shuffle_epi8(kfp, lo));
+	default:	/* IQ4_NL */
+		*d = h2f(w);
+		q = nibbles(w + 2);
+		lo = _mm256_castsi256_si128(q);
+		hi = _mm256_extracti128_si256(q, 1);
+		return _mm256_set_m128i(_mm_shuffle_epi8(kiq, hi), _mm_shuffle_epi8(kiq, lo));
+	}
+}
+
+/* Those blocks against Q8_0.  Inlined per type so the switch folds away. */
+AVX2 static inline __attribute__((always_inline)) float
+vd_q8_0(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+{
 	int bsz = quant_traits(t)->size;
 	__m256 acc = _mm256_setzero_ps();
 	int64_t i;
 
 	for (i = 0; i < nb; i++, w += bsz, xq += 34) {
-		__m256i q, y = _mm256_loadu_si256((const __m256i *)(xq + 2));
-		__m128i lo, hi;
 		float d;
+		__m256i q = block_i8(t, w, &d);
+		__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 2));
 
-		switch (t) {
-		case QUANT_Q8_0:
-			q = _mm256_loadu_si256((const __m256i *)(w + 2));
-			d = qi_h2f(qi_rd16(w));
-			break;
-		case QUANT_Q4_0:
-			q = _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8));
-			d = qi_h2f(qi_rd16(w));
-			break;
-		case QUANT_Q5_0:
-			q = _mm256_sub_epi8(q5_bytes(w + 2, w + 6), _mm256_set1_epi8(16));
-			d = qi_h2f(qi_rd16(w));
-			break;
-		case QUANT_IQ4_NL:
-		default:
-			q = nibbles(w + (t == QUANT_MXFP4 ? 1 : 2));
-			lo = _mm256_castsi256_si128(q);
-			hi = _mm256_extracti128_si256(q, 1);
-			if (t == QUANT_MXFP4) {
-				q = _mm256_set_m128i(_mm_shuffle_epi8(kfp, hi), _mm_shuffle_epi8(kfp, lo));
-				d = qi_e8m0_half(w[0]);
-			} else {
-				q = _mm256_set_m128i(_mm_shuffle_epi8(kiq, hi), _mm_shuffle_epi8(kiq, lo));
-				d = qi_h2f(qi_rd16(w));
-			}
-			break;
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d * h2f(xq)), _mm256_cvtepi32_ps(dot_i8(q, y)), acc);
+	}
+	return hsum_ps(acc);
+}
+
+/* 32 signed bytes . 32 floats, as 8 partial sums. */
+AVX2 static inline __m256
+dot_i8_f32(__m256i q, const float *x)
+{
+	__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+	__m256 s;
+
+	s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), _mm256_loadu_ps(x));
+	s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))),
+	    _mm256_loadu_ps(x + 8), s);
+	s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), _mm256_loadu_ps(x + 16), s);
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))),
+	    _mm256_loadu_ps(x + 24), s);
+}
+
+/* Those blocks against float x. */
+AVX2 static inline __attribute__((always_inline)) float
+df_q8_0(int t, int64_t nb, const uint8_t *w, const float *x)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, x += 32) {
+		float d;
+		__m256i q = block_i8(t, w, &d);
+
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), dot_i8_f32(q, x), acc);
+	}
+	return hsum_ps(acc);
+}
+
+/* NVFP4 against float x: per 32 values, two 16-value scales. */
+AVX2 static float
+df_nvfp4(int64_t nb, const uint8_t *w, const float *x)
+{
+	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
+	const __m128i m4 = _mm_set1_epi8(0x0F);
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+	int h;
+
+	for (i = 0; i < nb; i++, w += 36) {
+		for (h = 0; h < 2; h++, x += 32) {
+			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
+			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
+			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
+			__m256 s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_loadu_ps(x));
+			__m256 s1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + 16));
+
+			s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8))),
+			    _mm256_loadu_ps(x + 8), s0);
+			s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))),
+			    _mm256_loadu_ps(x + 24), s1);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h])), s0, acc);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h + 1])), s1, acc);
 		}
-		acc = _mm256_fmadd_ps(_mm256_set1_ps(d * qi_h2f(qi_rd16(xq))),
-		    _mm256_cvtepi32_ps(dot_i8(q, y)), acc);
 	}
 	return hsum_ps(acc);
 }
@@ -179,7 +252,7 @@ vd_nvfp4(int64_t nb, const uint8_t *w, const uint8_t *xq)
 			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
 			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
 			__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 2));
-			float dy = qi_h2f(qi_rd16(xq));
+			float dy = h2f(xq);
 			__m256 s = _mm256_setr_m128(_mm_set1_ps(qi_ue4m3_half(w[2 * h]) * dy),
 			    _mm_set1_ps(qi_ue4m3_half(w[2 * h + 1]) * dy));
 
@@ -190,7 +263,7 @@ vd_nvfp4(int64_t nb, const uint8_t *w, const uint8_t *xq)
 }
 
 /* Q4_1/Q5_1 against Q8_1. */
-AVX2 static float
+AVX2 static inline __attribute__((always_inline)) float
 vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 {
 	int bsz = quant_traits(t)->size;
@@ -202,9 +275,9 @@ vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 		__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 4));
 		__m256i q = t == QUANT_Q4_1 ? nibbles(w + 4) : q5_bytes(w + 4, w + 8);
 
-		acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_h2f(qi_rd16(w)) * qi_h2f(qi_rd16(xq))),
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w) * h2f(xq)),
 		    _mm256_cvtepi32_ps(dot_u8(q, y)), acc);
-		summ += qi_h2f(qi_rd16(w + 2)) * qi_h2f(qi_rd16(xq + 2));
+		summ += h2f(w + 2) * h2f(xq + 2);
 	}
 	return hsum_ps(acc) + summ;
 }
@@ -261,8 +334,8 @@ vd_q45_k(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
 			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc1)));
 			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p2, _mm256_set1_epi16(sc2)));
 		}
-		acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_h2f(qi_rd16(w)) * dy), _mm256_cvtepi32_ps(isum), acc);
-		accm += qi_h2f(qi_rd16(w + 2)) * dy * (float)k_minsum(w + 4, y);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w) * dy), _mm256_cvtepi32_ps(isum), acc);
+		accm += h2f(w + 2) * dy * (float)k_minsum(w + 4, y);
 	}
 	return hsum_ps(acc) - accm;
 }
@@ -307,7 +380,7 @@ vd_q6_k(int64_t nb, const uint8_t *w, const uint8_t *y)
 				isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s));
 			}
 		}
-		acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_h2f(qi_rd16(w + 208)) * dy),
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w + 208) * dy),
 		    _mm256_cvtepi32_ps(isum), acc);
 	}
 	return hsum_ps(acc);
@@ -321,12 +394,15 @@ qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 	switch (t) {
 	case QUANT_F32: case QUANT_F16: case QUANT_BF16:
 		return dot_plain(t, n, w, xq);
-	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_IQ4_NL: case QUANT_MXFP4:
-		return vd_q8_0(t, nb, w, xq);
+	case QUANT_Q8_0:	return vd_q8_0(QUANT_Q8_0, nb, w, xq);
+	case QUANT_Q4_0:	return vd_q8_0(QUANT_Q4_0, nb, w, xq);
+	case QUANT_Q5_0:	return vd_q8_0(QUANT_Q5_0, nb, w, xq);
+	case QUANT_IQ4_NL:	return vd_q8_0(QUANT_IQ4_NL, nb, w, xq);
+	case QUANT_MXFP4:	return vd_q8_0(QUANT_MXFP4, nb, w, xq);
 	case QUANT_NVFP4:
 		return vd_nvfp4(nb, w, xq);
-	case QUANT_Q4_1: case QUANT_Q5_1:
-		return vd_q8_1(t, nb, w, xq);
+	case QUANT_Q4_1:	return vd_q8_1(QUANT_Q4_1, nb, w, xq);
+	case QUANT_Q5_1:	return vd_q8_1(QUANT_Q5_1, nb, w, xq);
 	case QUANT_Q4_K: case QUANT_Q5_K:
 		return vd_q45_k(t, nb, w, xq);
 	case QUANT_Q6_K:
@@ -336,18 +412,26 @@ qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 	}
 }
 
-/* Quantized weights against float x: dequantize 1024 values at a time
- * (a whole number of blocks of every type) and dot them. */
+/* Quantized weights against float x: the common 32-value types directly,
+ * others dequantized 1024 values at a time (whole blocks of every type). */
 AVX2 float
 qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 {
 	const struct quant_traits *tr = quant_traits(t);
 	const uint8_t *wb = w;
 	float buf[1024], sum = 0.0f;
-	int64_t i, m;
+	int64_t i, m, nb = n / tr->blck;
 
-	if (tr->blck == 1)
+	switch (t) {
+	case QUANT_F32: case QUANT_F16: case QUANT_BF16:
 		return dot_plain(t, n, w, x);
+	case QUANT_Q8_0:	return df_q8_0(QUANT_Q8_0, nb, w, x);
+	case QUANT_Q4_0:	return df_q8_0(QUANT_Q4_0, nb, w, x);
+	case QUANT_Q5_0:	return df_q8_0(QUANT_Q5_0, nb, w, x);
+	case QUANT_IQ4_NL:	return df_q8_0(QUANT_IQ4_NL, nb, w, x);
+	case QUANT_MXFP4:	return df_q8_0(QUANT_MXFP4, nb, w, x);
+	case QUANT_NVFP4:	return df_nvfp4(nb, w, x);
+	}
 	for (i = 0; i < n; i += m) {
 		m = n - i < 1024 ? n - i : 1024;
 		quant_dequantize_row(t, wb + i / tr->blck * tr->size, buf, m);

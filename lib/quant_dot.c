@@ -173,15 +173,28 @@ qi_dot_f32_c(int t, int64_t n, const void *w, const float *x)
 	return sum;
 }
 
-static int
-has_avx2(void)
+/*
+ * AVX2 + FMA + F16C, decided once at load time: CPUID traps to the
+ * hypervisor on virtual machines (tens of microseconds), far too slow per
+ * call.  Written once by the constructor before main, only read after:
+ * no state shared mutably between threads.  (clang's __builtin_cpu_supports
+ * has no "f16c": CPUID.1:ECX bit 29 is read instead.)
+ */
+static int cpu_avx2;
+
+__attribute__((constructor)) static void
+detect_cpu(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	    __builtin_cpu_supports("f16c");
-#else
-	return 0;
+	__builtin_cpu_init();
+	cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && qi_cpu_has_f16c();
 #endif
+}
+
+static inline int
+has_avx2(void)
+{
+	return cpu_avx2;
 }
 
 const char *

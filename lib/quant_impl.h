@@ -29,6 +29,19 @@
 
 #define QK_K 256
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* CPUID.1:ECX bit 29 (F16C); AVX state is checked with avx2 by the caller. */
+static inline int
+qi_cpu_has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 static inline uint16_t
 qi_rd16(const uint8_t *p)
 {

@@ -58,3 +58,12 @@ ggml_peer() {
 	run -1 --separate-stderr "$CLI" q Q4_K <"$BATS_TEST_TMPDIR/ten.f32"
 	[[ $stderr == *"not whole blocks"* ]]
 }
+
+@test "the ASan+UBSan build agrees with ggml on the edge cases too" {
+	need_py numpy
+	[ -x "$TOP/build-san/t/tools/quant-cli" ] || skip "no sanitizer build (make SAN=1 units)"
+	ggml_peer
+	run -0 python3 "$TOP/t/peer/quant_peer.py" --ref ggml --peer "$PEER" \
+	    --cli "$TOP/build-san/t/tools/quant-cli" --seeds 2
+	[[ $output != *"not ok"* ]]
+}
