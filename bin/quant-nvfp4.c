@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -598,6 +599,19 @@ copy_tensor(struct gguf_writer *w, const struct tensor *t, char *err)
 	return 0;
 }
 
+/* Drop the source pages of t from memory once written: the mappings stay, RSS stays one tensor. */
+static void
+release_source(const struct tensor *t)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	const uint8_t *p = t->hf ? t->hf->src->data : t->data;
+	uint64_t n = t->hf ? t->hf->src->nbytes : (uint64_t)quant_row_size(t->src_type, t->ne[0]) * t->n_rows;
+	uintptr_t a = ((uintptr_t)p + pg - 1) & ~(uintptr_t)(pg - 1), b = ((uintptr_t)p + n) & ~(uintptr_t)(pg - 1);
+
+	if (p != NULL && pg > 0 && b > a)
+		madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 static int
 write_tensor(struct gguf_writer *w, const struct tensor *t, const struct opts *o, char *err)
 {
@@ -648,6 +662,7 @@ write_all(struct util_ofile *f, const struct input *in, const struct opts *o, ch
 	for (i = 0; i < in->n; i++) {
 		if (write_tensor(w, &in->t[i], o, err) != 0)
 			goto out;
+		release_source(&in->t[i]);
 		done += out_bytes(&in->t[i]);
 		util_progress(&pr, done, total);
 	}
