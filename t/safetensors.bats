@@ -81,3 +81,8 @@ tokenizer_matches_llama_cpp() {	# tokenizer_matches_llama_cpp CHECKPOINT
 	run -1 --separate-stderr "$DUMP" --tokenizer "$DATA/st/qwen35"
 	[ "$stderr" = "st-dump: $DATA/st/qwen35: no tokenizer.json" ]
 }
+
+@test "general.name is the checkpoint directory's name, trailing slash or not" {
+	run -0 "$DUMP" --kvjson "$DATA/st/llama/"
+	[[ $output == *'"general.name": "llama"'* ]]
+}
