@@ -477,6 +477,9 @@ quantize_tensor(const struct tensor *t, uint8_t *out, int nthreads, int verbose,
 	struct work w;
 	int i, n = 0;
 
+	*rms = *rel = 0;
+	if (t->n_rows <= 0 || t->ne[0] <= 0)	/* an empty tensor: nothing to quantize */
+		return 0;
 	memset(&w, 0, sizeof w);
 	w.t = t;
 	w.out = out;
