@@ -166,3 +166,11 @@ t["model.layers.1.mlp.up_proj.weight"][3, 5] = np.nan; save_file(t, p)' "$T/nan"
 	[[ $output != *"blk.8."* ]]
 	[ "${lines[-1]%%,*}" = "109 tensors" ]
 }
+
+@test "progress shows on a terminal, not in a pipe" {
+	command -v script >/dev/null || skip "script(1) not installed"
+	run -0 script -qec "quant-nvfp4 '$DATA/st/llama' '$T/l.gguf'" /dev/null
+	[[ $output == *"quantizing: "*"(100%)"* ]]
+	run -0 --separate-stderr quant-nvfp4 "$DATA/st/llama" "$T/l2.gguf"
+	[ -z "$stderr" ]
+}
