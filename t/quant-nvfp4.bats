@@ -174,3 +174,10 @@ t["model.layers.1.mlp.up_proj.weight"][3, 5] = np.nan; save_file(t, p)' "$T/nan"
 	run -0 --separate-stderr quant-nvfp4 "$DATA/st/llama" "$T/l2.gguf"
 	[ -z "$stderr" ]
 }
+
+@test "an FP8 block-scaled checkpoint converts to the recipe" {
+	run -0 quant-nvfp4 --type Q8_0 "$DATA/st/fp8" "$T/f8.gguf"
+	peer_check "$DATA/st/fp8" "$T/f8.gguf"
+	run -1 --separate-stderr quant-nvfp4 --keep attn_q "$DATA/st/fp8" "$T/f8k.gguf"
+	[ "$stderr" = "quant-nvfp4: tensor 'blk.0.attn_q.weight': --keep: F8_E4M3 has no GGUF type" ]
+}

@@ -402,6 +402,10 @@ TEST(plan_names_the_offending_tensor)
 	snprintf(hdr, sizeof hdr, "{%s," T("model.layers.1.mlp.up_proj.weight", "[2,2]", 24, 40) "}", base);
 	plan_error(LLAMA_CFG, hdr, 40, e);
 	CHECK(strstr(e, "layer number out of range") != NULL);
+	snprintf(hdr, sizeof hdr, "{%s,\"model.layers.0.mlp.up_proj.weight\":{\"dtype\":\"F8_E4M3\","
+	    "\"shape\":[2,2],\"data_offsets\":[24,28]}}", base);
+	plan_error(LLAMA_CFG, hdr, 28, e);
+	CHECK(strstr(e, "FP8 without a 'model.layers.0.mlp.up_proj.weight_scale_inv' block scale") != NULL);
 	snprintf(hdr, sizeof hdr, "{%s}", base);
 	plan_error("{\"model_type\":\"gpt9\"}", hdr, 24, e);
 	CHECK(strstr(e, "model_type 'gpt9' is not supported") != NULL);
