@@ -3,8 +3,8 @@
  * safetensors checkpoint, to GGUF with per-tensor type rules.
  */
 #include <errno.h>
-#include <math.h>
 #include <getopt.h>
+#include <math.h>
 #include <pthread.h>
 #include <regex.h>
 #include <stdatomic.h>
@@ -81,7 +81,7 @@ spool_stdin(char *err)
 	char buf[1 << 16];
 	size_t n;
 	FILE *fp;
-	int fd;
+	int fd, bad;
 
 	if (path == NULL) {
 		util_err(err, "<stdin>: out of memory");
@@ -98,7 +98,8 @@ spool_stdin(char *err)
 	while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
 		if (fwrite(buf, 1, n, fp) != n)
 			break;
-	if (ferror(stdin) || ferror(fp) || fclose(fp) != 0) {
+	bad = ferror(stdin) || ferror(fp);
+	if (fclose(fp) != 0 || bad) {
 		util_err(err, "<stdin>: spooling to %s: %s", path, strerror(errno));
 		unlink(path);
 		free(path);
@@ -227,6 +228,12 @@ ends_with(const char *s, const char *suf)
 }
 
 static int
+is_int(int type)
+{
+	return type == QUANT_I8 || type == QUANT_I16 || type == QUANT_I32 || type == QUANT_I64;
+}
+
+static int
 is_float(int type)
 {
 	return type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16;
@@ -291,6 +298,12 @@ plan_one(struct tensor *t, const struct opts *o, char *err)
 		if (!t->verbatim && !quant_can_quantize(t->out_type))
 			return util_err(err, "tensor '%s': --keep: values are transformed and %s cannot be "
 			    "re-encoded", t->name, t->src_name);
+		return 0;
+	}
+	if (t->out_type == -2 && is_int(t->src_type)) {	/* ids (a d2t map), not weights */
+		t->out_type = t->src_type;
+		t->verbatim = 1;
+		t->why = "integer";
 		return 0;
 	}
 	if (t->out_type == -2)

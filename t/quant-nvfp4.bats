@@ -181,3 +181,18 @@ t["model.layers.1.mlp.up_proj.weight"][3, 5] = np.nan; save_file(t, p)' "$T/nan"
 	run -1 --separate-stderr quant-nvfp4 --keep attn_q "$DATA/st/fp8" "$T/f8k.gguf"
 	[ "$stderr" = "quant-nvfp4: tensor 'blk.0.attn_q.weight': --keep: F8_E4M3 has no GGUF type" ]
 }
+
+@test "integer tensors (a d2t map) are copied, never converted to floats" {
+	need_py gguf numpy
+	python3 -c 'import sys, gguf, numpy as np
+w = gguf.GGUFWriter(sys.argv[1], "qwen35")
+w.add_tensor("d2t", np.arange(5, dtype=np.int64) * 1000003)
+w.add_tensor("output.weight", np.ones((5, 64), np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()' "$T/d.gguf"
+	run -0 quant-nvfp4 -n "$T/d.gguf"
+	[[ ${lines[1]} == "d2t "*" I64 "*" I64 "*"copy integer" ]]
+	quant-nvfp4 - - <"$T/d.gguf" >"$T/d2.gguf"
+	run -0 python3 -c 'import sys, gguf
+t = gguf.GGUFReader(sys.argv[1]).tensors[0]; print(t.name, t.tensor_type.name, *t.data)' "$T/d2.gguf"
+	[ "$output" = "d2t I64 0 1000003 2000006 3000009 4000012" ]
+}
