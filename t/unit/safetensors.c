@@ -476,6 +476,67 @@ TEST(tokenizer_needs_a_known_pre_tokenizer_or_a_name)
 	rmscratch(dir);
 }
 
+/* plan + tokenizer of the llama fixture with tokenizer.json replaced by tj; the error or "" */
+static void
+tokenizer_error(const char *tj, char *out, char *merge0)
+{
+	char err[UTIL_ERRLEN], path[160], dir[64] = "/tmp/st-unit.XXXXXX", cmd[256];
+	struct safetensors *st = NULL;
+	FILE *fp;
+
+	out[0] = '\0';
+	if (mkdtemp(dir) == NULL)
+		return;
+	snprintf(cmd, sizeof cmd, "cp " DATA "/llama/config.json " DATA "/llama/model.safetensors %s/", dir);
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	if (system(cmd) == 0 && (fp = fopen(path, "w")) != NULL) {
+		fputs(tj, fp);
+		fclose(fp);
+		st = safetensors_open(dir, err);
+	}
+	if (st == NULL || safetensors_plan(st, 0) != 0)
+		snprintf(out, UTIL_ERRLEN, "setup failed");
+	else if (safetensors_plan_tokenizer(st, "x") != 0)
+		snprintf(out, UTIL_ERRLEN, "%s", safetensors_errmsg(st));
+	else if (merge0 != NULL && kv_named(st, "tokenizer.ggml.merges")->n > 0)
+		snprintf(merge0, 64, "%s", kv_named(st, "tokenizer.ggml.merges")->strs[0]);
+	safetensors_close(st);
+	rmscratch(dir);
+}
+
+TEST(tokenizer_rejects_malformed_json_with_the_reason)
+{
+	static const struct { const char *tj, *why; } bad[] = {
+		{ "{\"model\":{\"type\":\"Unigram\"}}", "model type 'Unigram' is not BPE" },
+		{ "{\"model\":{\"type\":\"BPE\",\"merges\":[]}}", "no model.vocab object" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":300},\"merges\":[]}}",
+		  "token id of 'a' is not in [0, 300)" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]}}", "token id of 'a'" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}}}", "no model.merges array" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}",
+		  "merges[0] is not a pair of strings" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[1]}}",
+		  "merges[0] is not a pair of strings" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+		  "\"added_tokens\":[{\"id\":999,\"content\":\"x\"}]}", "added_tokens[0] has no valid id" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+		  "\"added_tokens\":[{\"id\":1}]}", "added_tokens[0] has no valid id and content" },
+		{ "{\"model\":", "tokenizer.json: line 1" },
+	};
+	char e[UTIL_ERRLEN], m[64] = "";
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		tokenizer_error(bad[i].tj, e, NULL);
+		if (strstr(e, bad[i].why) == NULL)
+			FAILF("tokenizer %zu: error '%s' does not say '%s'", i, e, bad[i].why);
+	}
+	tokenizer_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b c\":1},"
+	    "\"merges\":[[\"a\",\"b c\"]]}}", e, m);
+	CHECK_EQ_STR(e, "");
+	CHECK_EQ_STR(m, "a b\xc4\xa0" "c");	/* a space inside a part becomes U+0120 */
+}
+
 int
 main(void)
 {
@@ -493,5 +554,6 @@ main(void)
 	RUN(plan_names_the_offending_tensor);
 	RUN(index_must_agree_with_the_shards);
 	RUN(tokenizer_needs_a_known_pre_tokenizer_or_a_name);
+	RUN(tokenizer_rejects_malformed_json_with_the_reason);
 	return test_summary();
 }
