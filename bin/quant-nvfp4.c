@@ -391,7 +391,7 @@ struct work {
 	atomic_llong next;
 	int	verbose;
 	pthread_mutex_t mu;
-	int	failed;
+	atomic_int failed;
 	char	err[UTIL_ERRLEN];
 	double	se, sr;		/* sum of squared error, of squared source (with -v) */
 };
@@ -500,6 +500,7 @@ quantize_tensor(const struct tensor *t, uint8_t *out, int nthreads, int verbose,
 	w.chunk = t->ne[0] >= 65536 ? 1 : 65536 / t->ne[0];
 	w.verbose = verbose;
 	atomic_init(&w.next, 0);
+	atomic_init(&w.failed, 0);
 	pthread_mutex_init(&w.mu, NULL);
 	if (nthreads > t->n_rows / w.chunk + 1)
 		nthreads = (int)(t->n_rows / w.chunk + 1);
