@@ -254,6 +254,38 @@ TEST(plans_qwen35_with_mtp_and_transforms)
 	safetensors_close(st);
 }
 
+TEST(raw_rows_equal_float_rows_for_every_verbatim_tensor)
+{
+	char err[UTIL_ERRLEN];
+	struct safetensors *st = safetensors_open(DATA "/qwen35", err);
+	size_t i;
+	int checked = 0;
+
+	CHECK(st != NULL && safetensors_plan(st, 0) == 0);
+	for (i = 0; st != NULL && i < safetensors_out_count(st); i++) {
+		const struct safetensors_out *o = safetensors_out(st, i);
+		int64_t n = o->n_rows * o->ne[0], j;
+		float *f = malloc((size_t)n * sizeof *f);
+		uint16_t *h = malloc((size_t)n * 2);
+		int ok = 1;
+
+		if (!o->verbatim || o->src_dtype != SAFETENSORS_F16) {
+			free(f), free(h);
+			continue;
+		}
+		CHECK(safetensors_read_rows(o, 0, o->n_rows, f, err) == 0);
+		CHECK(safetensors_read_raw(o, 0, o->n_rows, h, err) == 0);
+		for (j = 0; j < n && ok; j++)
+			ok = quant_f16_to_f32(h[j]) == f[j];
+		if (!ok)
+			FAILF("%s: raw and float rows differ", o->name);
+		checked++;
+		free(f), free(h);
+	}
+	CHECK(checked > 40);
+	safetensors_close(st);
+}
+
 TEST(plans_llama_with_rope_row_permutation)
 {
 	char err[UTIL_ERRLEN];
@@ -370,6 +402,10 @@ TEST(plan_names_the_offending_tensor)
 	snprintf(hdr, sizeof hdr, "{%s," T("model.layers.1.mlp.up_proj.weight", "[2,2]", 24, 40) "}", base);
 	plan_error(LLAMA_CFG, hdr, 40, e);
 	CHECK(strstr(e, "layer number out of range") != NULL);
+	snprintf(hdr, sizeof hdr, "{%s,\"model.layers.0.mlp.up_proj.weight\":{\"dtype\":\"F8_E4M3\","
+	    "\"shape\":[2,2],\"data_offsets\":[24,28]}}", base);
+	plan_error(LLAMA_CFG, hdr, 28, e);
+	CHECK(strstr(e, "FP8 without a 'model.layers.0.mlp.up_proj.weight_scale_inv' block scale") != NULL);
 	snprintf(hdr, sizeof hdr, "{%s}", base);
 	plan_error("{\"model_type\":\"gpt9\"}", hdr, 24, e);
 	CHECK(strstr(e, "model_type 'gpt9' is not supported") != NULL);
@@ -440,6 +476,67 @@ TEST(tokenizer_needs_a_known_pre_tokenizer_or_a_name)
 	rmscratch(dir);
 }
 
+/* plan + tokenizer of the llama fixture with tokenizer.json replaced by tj; the error or "" */
+static void
+tokenizer_error(const char *tj, char *out, char *merge0)
+{
+	char err[UTIL_ERRLEN], path[160], dir[64] = "/tmp/st-unit.XXXXXX", cmd[256];
+	struct safetensors *st = NULL;
+	FILE *fp;
+
+	out[0] = '\0';
+	if (mkdtemp(dir) == NULL)
+		return;
+	snprintf(cmd, sizeof cmd, "cp " DATA "/llama/config.json " DATA "/llama/model.safetensors %s/", dir);
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	if (system(cmd) == 0 && (fp = fopen(path, "w")) != NULL) {
+		fputs(tj, fp);
+		fclose(fp);
+		st = safetensors_open(dir, err);
+	}
+	if (st == NULL || safetensors_plan(st, 0) != 0)
+		snprintf(out, UTIL_ERRLEN, "setup failed");
+	else if (safetensors_plan_tokenizer(st, "x") != 0)
+		snprintf(out, UTIL_ERRLEN, "%s", safetensors_errmsg(st));
+	else if (merge0 != NULL && kv_named(st, "tokenizer.ggml.merges")->n > 0)
+		snprintf(merge0, 64, "%s", kv_named(st, "tokenizer.ggml.merges")->strs[0]);
+	safetensors_close(st);
+	rmscratch(dir);
+}
+
+TEST(tokenizer_rejects_malformed_json_with_the_reason)
+{
+	static const struct { const char *tj, *why; } bad[] = {
+		{ "{\"model\":{\"type\":\"Unigram\"}}", "model type 'Unigram' is not BPE" },
+		{ "{\"model\":{\"type\":\"BPE\",\"merges\":[]}}", "no model.vocab object" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":300},\"merges\":[]}}",
+		  "token id of 'a' is not in [0, 300)" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]}}", "token id of 'a'" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}}}", "no model.merges array" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}",
+		  "merges[0] is not a pair of strings" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[1]}}",
+		  "merges[0] is not a pair of strings" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+		  "\"added_tokens\":[{\"id\":999,\"content\":\"x\"}]}", "added_tokens[0] has no valid id" },
+		{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+		  "\"added_tokens\":[{\"id\":1}]}", "added_tokens[0] has no valid id and content" },
+		{ "{\"model\":", "tokenizer.json: line 1" },
+	};
+	char e[UTIL_ERRLEN], m[64] = "";
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		tokenizer_error(bad[i].tj, e, NULL);
+		if (strstr(e, bad[i].why) == NULL)
+			FAILF("tokenizer %zu: error '%s' does not say '%s'", i, e, bad[i].why);
+	}
+	tokenizer_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b c\":1},"
+	    "\"merges\":[[\"a\",\"b c\"]]}}", e, m);
+	CHECK_EQ_STR(e, "");
+	CHECK_EQ_STR(m, "a b\xc4\xa0" "c");	/* a space inside a part becomes U+0120 */
+}
+
 int
 main(void)
 {
@@ -451,10 +548,12 @@ main(void)
 	RUN(missing_paths_and_dirs_without_shards_fail);
 	RUN(opens_sharded_released_checkpoint_with_unlisted_mtp_file);
 	RUN(plans_qwen35_with_mtp_and_transforms);
+	RUN(raw_rows_equal_float_rows_for_every_verbatim_tensor);
 	RUN(plans_llama_with_rope_row_permutation);
 	RUN(plan_rejects_unknown_names_and_wrong_shapes);
 	RUN(plan_names_the_offending_tensor);
 	RUN(index_must_agree_with_the_shards);
 	RUN(tokenizer_needs_a_known_pre_tokenizer_or_a_name);
+	RUN(tokenizer_rejects_malformed_json_with_the_reason);
 	return test_summary();
 }
