@@ -1,0 +1,135 @@
+/*
+ * tok-cli: drive lib/tokenizer for the peer comparisons (t/peer/tok_*.py).
+ *   tok-cli [-s] [-a] encode TOKENIZER [FILE...]  one line of ids per FILE (stdin without)
+ *   tok-cli [-k] decode TOKENIZER                  ids (whitespace separated) on stdin -> text
+ *   tok-cli [-k] stream TOKENIZER                  the same through the incremental detokenizer,
+ *                                                  one chunk per line as JSON strings
+ * -s parses special tokens, -a adds BOS/EOS, -k skips control tokens when decoding.
+ * TOKENIZER is a tokenizer.json, a checkpoint directory or a .gguf file.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "tokenizer.h"
+#include "util.h"
+
+static struct tokenizer *
+load(const char *path)
+{
+	char err[UTIL_ERRLEN];
+	struct tokenizer *tok;
+	size_t n = strlen(path);
+
+	if (n > 5 && strcmp(path + n - 5, ".gguf") == 0)
+		die(1, "%s: gguf not yet supported", path);
+	tok = tokenizer_from_json(path, err);
+	if (tok == NULL)
+		die(1, "%s", err);
+	return tok;
+}
+
+static int
+encode(struct tokenizer *tok, const char *file, unsigned flags)
+{
+	char err[UTIL_ERRLEN];
+	size_t len, n, i;
+	char *text = util_read_file(file, &len, err);
+	int32_t *ids;
+
+	if (text == NULL)
+		die(1, "%s", err);
+	if ((ids = tokenizer_encode(tok, text, len, flags, &n, err)) == NULL)
+		die(1, "%s: %s", file, err);
+	for (i = 0; i < n; i++)
+		printf(i ? " %d" : "%d", ids[i]);
+	putchar('\n');
+	free(ids);
+	free(text);
+	return 0;
+}
+
+static int32_t *
+read_ids(size_t *n)
+{
+	size_t cap = 0;
+	int32_t *v = NULL;
+	long x;
+
+	*n = 0;
+	while (scanf("%ld", &x) == 1) {
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 256;
+			if ((v = realloc(v, cap * sizeof(*v))) == NULL)
+				die(1, "out of memory");
+		}
+		v[(*n)++] = (int32_t)x;
+	}
+	if (!feof(stdin))
+		die(1, "stdin: not a list of ids");
+	return v;
+}
+
+static int
+decode(struct tokenizer *tok, unsigned flags, int stream)
+{
+	char err[UTIL_ERRLEN];
+	size_t n, len, i;
+	int32_t *ids = read_ids(&n);
+	const char *p;
+	char *s;
+
+	if (!stream) {
+		if ((s = tokenizer_decode(tok, ids, n, flags, &len, err)) == NULL)
+			die(1, "%s", err);
+		fwrite(s, 1, len, stdout);
+		free(s);
+	} else {
+		struct tokenizer_stream *st = tokenizer_stream_new(tok, flags);
+		for (i = 0; i <= n; i++) {
+			p = i < n ? tokenizer_stream_push(st, ids[i], &len) : tokenizer_stream_flush(st, &len);
+			if (p == NULL)
+				die(1, "stream: id %d failed", i < n ? ids[i] : -1);
+			json_put_str(stdout, p, len, 0);
+			putchar('\n');
+		}
+		tokenizer_stream_free(st);
+	}
+	free(ids);
+	return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct tokenizer *tok;
+	unsigned flags = 0;
+	int ch, i, rc = 0;
+
+	prog = base_name(argv[0]);
+	while ((ch = getopt(argc, argv, "sak")) != -1) {
+		switch (ch) {
+		case 's': flags |= TOKENIZER_PARSE_SPECIAL; break;
+		case 'a': flags |= TOKENIZER_ADD_SPECIAL; break;
+		case 'k': flags |= TOKENIZER_SKIP_SPECIAL; break;
+		default: return 2;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 2)
+		die(2, "usage: tok-cli [-sak] encode|decode|stream TOKENIZER [FILE...]");
+	tok = load(argv[1]);
+	if (strcmp(argv[0], "encode") == 0) {
+		if (argc == 2)
+			rc = encode(tok, "-", flags);
+		for (i = 2; i < argc; i++)
+			rc |= encode(tok, argv[i], flags);
+	} else if (strcmp(argv[0], "decode") == 0 || strcmp(argv[0], "stream") == 0)
+		rc = decode(tok, flags, strcmp(argv[0], "stream") == 0);
+	else
+		die(2, "unknown command '%s'", argv[0]);
+	tokenizer_free(tok);
+	return finish(rc);
+}
