@@ -1,9 +1,11 @@
 /*
  * tok-cli: drive lib/tokenizer for the peer comparisons (t/peer/tok_*.py).
  *   tok-cli [-s] [-a] encode TOKENIZER [FILE...]  one line of ids per FILE (stdin without)
- *   tok-cli [-k] decode TOKENIZER                  ids (whitespace separated) on stdin -> text
- *   tok-cli [-k] stream TOKENIZER                  the same through the incremental detokenizer,
- *                                                  one chunk per line as JSON strings
+ *   tok-cli [-k] decode TOKENIZER [FILE...]        ids (whitespace separated) -> text; stdin gives
+ *                                                  raw text, each FILE one line (a JSON string)
+ *   tok-cli [-k] stream TOKENIZER [FILE...]        the incremental detokenizer: one line per input,
+ *                                                  a JSON array of the chunks of each push + flush
+ *   tok-cli classes                                 unicode class ranges: "first last flags" (hex)
  * -s parses special tokens, -a adds BOS/EOS, -k skips control tokens when decoding.
  * TOKENIZER is a tokenizer.json, a checkpoint directory or a .gguf file.
  */
@@ -13,6 +15,7 @@
 
 #include "json.h"
 #include "tokenizer.h"
+#include "unicode.h"
 #include "util.h"
 
 static struct tokenizer *
@@ -51,14 +54,17 @@ encode(struct tokenizer *tok, const char *file, unsigned flags)
 }
 
 static int32_t *
-read_ids(size_t *n)
+read_ids(const char *file, size_t *n)
 {
 	size_t cap = 0;
 	int32_t *v = NULL;
 	long x;
+	FILE *fp = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
 
+	if (fp == NULL)
+		die(1, "%s: cannot open", file);
 	*n = 0;
-	while (scanf("%ld", &x) == 1) {
+	while (fscanf(fp, "%ld", &x) == 1) {
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 256;
 			if ((v = realloc(v, cap * sizeof(*v))) == NULL)
@@ -66,37 +72,63 @@ read_ids(size_t *n)
 		}
 		v[(*n)++] = (int32_t)x;
 	}
-	if (!feof(stdin))
-		die(1, "stdin: not a list of ids");
+	if (!feof(fp))
+		die(1, "%s: not a list of ids", file);
+	if (fp != stdin)
+		fclose(fp);
 	return v;
 }
 
 static int
-decode(struct tokenizer *tok, unsigned flags, int stream)
+decode(struct tokenizer *tok, const char *file, unsigned flags, int stream, int json)
 {
 	char err[UTIL_ERRLEN];
 	size_t n, len, i;
-	int32_t *ids = read_ids(&n);
+	int32_t *ids = read_ids(file, &n);
 	const char *p;
 	char *s;
 
 	if (!stream) {
 		if ((s = tokenizer_decode(tok, ids, n, flags, &len, err)) == NULL)
-			die(1, "%s", err);
-		fwrite(s, 1, len, stdout);
+			die(1, "%s: %s", file, err);
+		if (json) {
+			json_put_str(stdout, s, len, 0);
+			putchar('\n');
+		} else
+			fwrite(s, 1, len, stdout);
 		free(s);
 	} else {
 		struct tokenizer_stream *st = tokenizer_stream_new(tok, flags);
+		putchar('[');
 		for (i = 0; i <= n; i++) {
 			p = i < n ? tokenizer_stream_push(st, ids[i], &len) : tokenizer_stream_flush(st, &len);
 			if (p == NULL)
-				die(1, "stream: id %d failed", i < n ? ids[i] : -1);
+				die(1, "%s: stream: id %d failed", file, i < n ? ids[i] : -1);
+			if (i)
+				putchar(',');
 			json_put_str(stdout, p, len, 0);
-			putchar('\n');
 		}
+		puts("]");
 		tokenizer_stream_free(st);
 	}
 	free(ids);
+	return 0;
+}
+
+static int
+classes(void)
+{
+	uint32_t cp, first = 0;
+	unsigned f = unicode_flags(0);
+
+	for (cp = 1; cp <= 0x110000; cp++) {
+		if (cp < 0x110000 && unicode_flags(cp) == f)
+			continue;
+		if (f)
+			printf("%x %x %x\n", first, cp - 1, f);
+		first = cp;
+		f = cp < 0x110000 ? unicode_flags(cp) : 0;
+	}
 	return 0;
 }
 
@@ -118,6 +150,8 @@ main(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
+	if (argc == 1 && strcmp(argv[0], "classes") == 0)
+		return finish(classes());
 	if (argc < 2)
 		die(2, "usage: tok-cli [-sak] encode|decode|stream TOKENIZER [FILE...]");
 	tok = load(argv[1]);
@@ -126,9 +160,13 @@ main(int argc, char *argv[])
 			rc = encode(tok, "-", flags);
 		for (i = 2; i < argc; i++)
 			rc |= encode(tok, argv[i], flags);
-	} else if (strcmp(argv[0], "decode") == 0 || strcmp(argv[0], "stream") == 0)
-		rc = decode(tok, flags, strcmp(argv[0], "stream") == 0);
-	else
+	} else if (strcmp(argv[0], "decode") == 0 || strcmp(argv[0], "stream") == 0) {
+		int stream = strcmp(argv[0], "stream") == 0;
+		if (argc == 2)
+			rc = decode(tok, "-", flags, stream, 0);
+		for (i = 2; i < argc; i++)
+			rc |= decode(tok, argv[i], flags, stream, 1);
+	} else
 		die(2, "unknown command '%s'", argv[0]);
 	tokenizer_free(tok);
 	return finish(rc);
