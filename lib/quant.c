@@ -1,4 +1,5 @@
 #include "quant.h"
+#include "quant_impl.h"
 
 #include <stdio.h>
 #include <strings.h>
@@ -26,7 +27,7 @@ static const struct quant_traits traits[QUANT_TYPE_COUNT] = {
 	[36] = { "IQ4_NL_4_4 (removed)", 0, 0, 1 },	[37] = { "IQ4_NL_4_8 (removed)", 0, 0, 1 },
 	[38] = { "IQ4_NL_8_8 (removed)", 0, 0, 1 },
 	[39] = { "MXFP4", 32, 17, 0 },		[40] = { "NVFP4", 64, 36, 0 },
-	[41] = { "Q1_0", 128, 18, 0 },
+	[41] = { "Q1_0", 128, 18, 0 },		[42] = { "Q2_0", 64, 18, 0 },
 };
 
 const struct quant_traits *
@@ -66,4 +67,46 @@ quant_row_size(int t, int64_t n)
 	if (!quant_valid(t) || n < 0 || n % traits[t].blck != 0)
 		return 0;
 	return (size_t)(n / traits[t].blck) * traits[t].size;
+}
+
+float
+quant_f16_to_f32(uint16_t h)
+{
+	return qi_h2f(h);
+}
+
+uint16_t
+quant_f32_to_f16(float f)
+{
+	return qi_f2h(f);
+}
+
+float
+quant_bf16_to_f32(uint16_t h)
+{
+	return qi_bf2f(h);
+}
+
+uint16_t
+quant_f32_to_bf16(float f)
+{
+	return qi_f2bf(f);
+}
+
+float
+quant_ue4m3_to_f32(uint8_t x)
+{
+	return qi_ue4m3_half(x) * 2.0f;
+}
+
+uint8_t
+quant_f32_to_ue4m3(float x)
+{
+	return qi_f2ue4m3(x);
+}
+
+float
+quant_e8m0_to_f32(uint8_t e)
+{
+	return qi_e8m0(e);
 }
