@@ -351,21 +351,30 @@ cmp_special(const void *a, const void *b, void *arg)
 	return x < y ? -1 : x > y;
 }
 
+/* Tokens split out of the text before pre-tokenizing (llama.cpp's
+ * special-token cache): control, user-defined and unknown ones. */
+static int
+is_added(const struct tokenizer *tok, size_t i)
+{
+	int t = tok->type[i];
+
+	return (t == TOKENIZER_CONTROL || t == TOKENIZER_USER_DEFINED || t == TOKENIZER_UNKNOWN) &&
+	    tok->text_len[i] > 0;
+}
+
 static int
 index_specials(struct tokenizer *tok, char *err)
 {
 	size_t i, n = 0, k;
 
 	for (i = 0; i < tok->n_vocab; i++)
-		if ((tok->type[i] == TOKENIZER_CONTROL || tok->type[i] == TOKENIZER_USER_DEFINED) &&
-		    tok->text_len[i] > 0)
+		if (is_added(tok, i))
 			n++;
 	tok->special = malloc((n + 1) * sizeof(int32_t));
 	if (tok->special == NULL)
 		return util_err(err, "tokenizer: out of memory");
 	for (i = 0, k = 0; i < tok->n_vocab; i++)
-		if ((tok->type[i] == TOKENIZER_CONTROL || tok->type[i] == TOKENIZER_USER_DEFINED) &&
-		    tok->text_len[i] > 0)
+		if (is_added(tok, i))
 			tok->special[k++] = i;
 	tok->n_special = n;
 	qsort_r(tok->special, n, sizeof(int32_t), cmp_special, tok);
@@ -1131,7 +1140,7 @@ match_special(const struct tokenizer *tok, const char *s, size_t n, unsigned fla
 	for (k = tok->special_at[f]; k < tok->special_at[f + 1]; k++) {
 		int32_t id = tok->special[k];
 		if (tok->text_len[id] <= n && memcmp(tok->text[id], s, tok->text_len[id]) == 0 &&
-		    ((flags & TOKENIZER_PARSE_SPECIAL) || tok->type[id] != TOKENIZER_CONTROL))
+		    ((flags & TOKENIZER_PARSE_SPECIAL) || tok->type[id] == TOKENIZER_USER_DEFINED))
 			return id;
 	}
 	return -1;

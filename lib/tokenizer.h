@@ -71,6 +71,14 @@ struct tokenizer *tokenizer_new(const struct tokenizer_spec *spec, char *err);
  */
 struct tokenizer *tokenizer_from_json(const char *path, char *err);
 
+/*
+ * Load the tokenizer.ggml.* metadata of an open GGUF (model "gpt2": BPE,
+ * "llama": SPM), with llama.cpp's defaults for absent keys.  NULL with err
+ * naming the key on failure.  g may be closed after.
+ */
+struct gguf;
+struct tokenizer *tokenizer_from_gguf(struct gguf *g, char *err);
+
 void	tokenizer_free(struct tokenizer *tok);
 
 enum {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "json.h"
 #include "tokenizer.h"
 #include "unicode.h"
@@ -25,8 +26,15 @@ load(const char *path)
 	struct tokenizer *tok;
 	size_t n = strlen(path);
 
-	if (n > 5 && strcmp(path + n - 5, ".gguf") == 0)
-		die(1, "%s: gguf not yet supported", path);
+	if (n > 5 && strcmp(path + n - 5, ".gguf") == 0) {
+		struct gguf *g = gguf_open(path, err);
+		if (g == NULL)
+			die(1, "%s", err);
+		if ((tok = tokenizer_from_gguf(g, err)) == NULL)
+			die(1, "%s: %s", path, err);
+		gguf_close(g);
+		return tok;
+	}
 	tok = tokenizer_from_json(path, err);
 	if (tok == NULL)
 		die(1, "%s", err);
