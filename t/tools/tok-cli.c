@@ -6,12 +6,15 @@
  *   tok-cli [-k] stream TOKENIZER [FILE...]        the incremental detokenizer: one line per input,
  *                                                  a JSON array of the chunks of each push + flush
  *   tok-cli classes                                 unicode class ranges: "first last flags" (hex)
+ *   tok-cli bench TOKENIZER FILE RUNS               encode FILE RUNS times: one line per run,
+ *                                                  "wall-seconds cpu-seconds bytes tokens" 
  * -s parses special tokens, -a adds BOS/EOS, -k skips control tokens when decoding.
  * TOKENIZER is a tokenizer.json, a checkpoint directory or a .gguf file.
  */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gguf.h"
 #include "json.h"
@@ -123,6 +126,41 @@ decode(struct tokenizer *tok, const char *file, unsigned flags, int stream, int 
 	return 0;
 }
 
+static double
+cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int
+bench(struct tokenizer *tok, const char *file, const char *runs)
+{
+	char err[UTIL_ERRLEN];
+	size_t len, n;
+	int64_t r, i;
+	char *text = util_read_file(file, &len, err);
+	int32_t *ids;
+	double t0, c0;
+
+	if (text == NULL)
+		die(1, "%s", err);
+	if (util_parse_i64(runs, 1, 1000, &r) < 0)
+		die(2, "runs '%s' is not in 1..1000", runs);
+	for (i = 0; i < r; i++) {
+		t0 = util_now();
+		c0 = cpu_now();
+		if ((ids = tokenizer_encode(tok, text, len, 0, &n, err)) == NULL)
+			die(1, "%s: %s", file, err);
+		printf("%.6f %.6f %zu %zu\n", util_now() - t0, cpu_now() - c0, len, n);
+		free(ids);
+	}
+	free(text);
+	return 0;
+}
+
 static int
 classes(void)
 {
@@ -168,6 +206,8 @@ main(int argc, char *argv[])
 			rc = encode(tok, "-", flags);
 		for (i = 2; i < argc; i++)
 			rc |= encode(tok, argv[i], flags);
+	} else if (strcmp(argv[0], "bench") == 0 && argc == 4) {
+		rc = bench(tok, argv[2], argv[3]);
 	} else if (strcmp(argv[0], "decode") == 0 || strcmp(argv[0], "stream") == 0) {
 		int stream = strcmp(argv[0], "stream") == 0;
 		if (argc == 2)
