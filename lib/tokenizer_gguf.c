@@ -141,6 +141,34 @@ gg_model(struct gg *x)
 	return util_err(x->err, "tokenizer model '%.*s' is not supported", (int)mlen, m);
 }
 
+/*
+ * llama.cpp marks tokens with these texts control tokens whatever their
+ * token_type says (its end-of-turn, end-of-generation and fill-in-the-middle
+ * detection by text), so they are parsed only with special tokens on.
+ */
+static const char *const control_texts[] = {
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+	"<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+	"<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>", "</s>",
+	"<|fim_prefix|>", "<fim-prefix>", "<PRE>", "\xE2\x96\x81<PRE>",
+	"<|fim_suffix|>", "<fim-suffix>", "<SUF>", "\xE2\x96\x81<SUF>",
+	"<|fim_middle|>", "<fim-middle>", "<MID>", "\xE2\x96\x81<MID>",
+	"<|fim_pad|>", "<fim-pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+	"<|file_sep|>", "<|fim_sep|>", "<fim-sep>",
+};
+
+static void
+gg_control_texts(struct gg *x)
+{
+	size_t i, k;
+
+	for (i = 0; x->types != NULL && i < x->spec.n_vocab; i++)
+		for (k = 0; k < sizeof(control_texts) / sizeof(control_texts[0]); k++)
+			if (x->lens[i] == strlen(control_texts[k]) &&
+			    memcmp(x->tokens[i], control_texts[k], x->lens[i]) == 0)
+				x->types[i] = TOKENIZER_CONTROL;
+}
+
 static int
 gg_build(struct gg *x)
 {
@@ -168,6 +196,7 @@ gg_build(struct gg *x)
 	    gg_bool(x, "tokenizer.ggml.add_eos_token", &x->spec.add_eos) < 0 ||
 	    gg_bool(x, "tokenizer.ggml.add_space_prefix", &x->spec.add_space_prefix) < 0)
 		return -1;
+	gg_control_texts(x);
 	x->spec.tokens = (const char *const *)x->tokens;
 	x->spec.token_lens = x->lens;
 	x->spec.types = x->types;

