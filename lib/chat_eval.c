@@ -1842,7 +1842,13 @@ f_round(struct rs *R, const struct node *x, struct cv v, const struct args *A)
 	f = num_f(v);
 	s = pow(10, (double)p.u.i);
 	if (name_is(m.u.s, m.n, "common"))
-		return cv_float(p.u.i == 0 ? nearbyint(f) : nearbyint(f * s) / s);
+	{
+		char buf[400];
+		if (p.u.i == 0 || isnan(f) || isinf(f))
+			return cv_float(nearbyint(f));
+		snprintf(buf, sizeof buf, "%.*f", (int)p.u.i, f);	/* exact, half-even */
+		return cv_float(strtod(buf, NULL));
+	}
 	if (name_is(m.u.s, m.n, "floor"))
 		return cv_float(floor(f * s) / s);
 	if (name_is(m.u.s, m.n, "ceil"))

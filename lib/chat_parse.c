@@ -1322,8 +1322,10 @@ parse_stmt(struct parser *P)
 		return parse_set(P, t->line);
 	if (is_name(t, "macro"))
 		return parse_macro(P, t->line);
-	if (is_name(t, "generation"))	/* transformers' AssistantTracker */
-		return parse_wrapped(P, t->line, N_BODY, end_gen);
+	if (is_name(t, "generation")) {	/* transformers' AssistantTracker */
+		struct node *x = parse_wrapped(P, t->line, N_BODY, end_gen);
+		return x ? x->b : NULL;
+	}
 	if (is_name(t, "filter"))
 		return parse_wrapped(P, t->line, N_FILTERBLOCK, end_filter);
 	if (is_name(t, "break") || is_name(t, "continue")) {
