@@ -90,7 +90,83 @@ feature = [
     ("bad-iter", "{% for x in 5 %}{% endfor %}", S),
 ]
 
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Get the weather for a city \u2014 now",
+     "parameters": {"type": "object", "properties": {
+         "city": {"type": "string", "description": "City name, e.g. M\u00fcnchen"},
+         "unit": {"type": "string", "enum": ["c", "f"]},
+         "days": {"type": "integer", "minimum": 1, "maximum": 7.5}},
+         "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search", "description": "Search \"the web\"",
+     "parameters": {"type": "object", "properties": {"q": {"type": "string"},
+                    "filters": {"type": "array", "items": {"type": "string"}}}, "required": ["q"]}}},
+]
+SYS = {"role": "system", "content": "You are a helpful assistant."}
+U1 = {"role": "user", "content": "What is the weather in Paris?"}
+CALL = {"role": "assistant", "content": "", "tool_calls": [
+    {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}},
+    {"type": "function", "function": {"name": "search", "arguments": {
+        "q": "paris \u5929\u6c14 \U0001F326", "filters": ["news", "weather"], "opts": {"safe": True, "n": None}}}}]}
+RES1 = {"role": "tool", "content": "{\"temp\": 21, \"sky\": \"clear\"}"}
+RES2 = {"role": "tool", "content": "  results: 3 pages  \n"}
+ANS = {"role": "assistant", "content": "It is 21\u00b0C and clear in Paris."}
+K = {"bos_token": "<bos>", "eos_token": "<eos>"}
+
+
+def conv(name, messages, **kw):
+    ctx = dict(K)
+    ctx["messages"] = messages
+    ctx.update(kw)
+    return {"name": name, "context": ctx}
+
+
+chat = [
+    conv("one-user-gen", [U1], add_generation_prompt=True),
+    conv("one-user-nogen", [U1]),
+    conv("system-user", [SYS, U1], add_generation_prompt=True),
+    conv("multi-turn", [SYS, {"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello! How can I help?"},
+                        {"role": "user", "content": "Tell me a joke."}], add_generation_prompt=True),
+    conv("multi-turn-nogen", [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello!"}]),
+    conv("thinking-off", [U1], add_generation_prompt=True, enable_thinking=False),
+    conv("thinking-on", [U1], add_generation_prompt=True, enable_thinking=True),
+    conv("tools-list", [SYS, U1], tools=TOOLS, add_generation_prompt=True),
+    conv("tools-no-system", [U1], tools=TOOLS, add_generation_prompt=True, enable_thinking=False),
+    conv("tool-calls-and-results", [SYS, U1, CALL, RES1, RES2, ANS], tools=TOOLS),
+    conv("tool-results-pending", [U1, CALL, RES1, RES2], tools=TOOLS, add_generation_prompt=True),
+    conv("tool-call-with-text", [U1, dict(CALL, content="Let me check."), RES1], tools=TOOLS, add_generation_prompt=True),
+    conv("tool-call-null-content", [U1, dict(CALL, content=None), RES1], add_generation_prompt=True),
+    conv("tool-call-bare", [U1, {"role": "assistant", "content": "", "tool_calls": [
+        {"name": "search", "arguments": {"q": "x"}}]}, RES1], add_generation_prompt=True),
+    conv("reasoning-field", [U1, dict(ANS, reasoning_content="\nThe user asks about Paris.\nCheck the tool.\n"),
+                             {"role": "user", "content": "And tomorrow?"},
+                             dict(ANS, content="Sunny.", reasoning_content="Forecast says sun.")]),
+    conv("reasoning-inline", [U1, {"role": "assistant", "content": "<think>\nplan it\n</think>\n\nDone."},
+                              {"role": "user", "content": "ok"}], add_generation_prompt=True),
+    conv("reasoning-after-query", [U1, {"role": "assistant", "content": "<think>\nstep 1\n</think>\n\nThe answer."}]),
+    conv("preserve-thinking", [U1, dict(ANS, reasoning_content="kept?"), {"role": "user", "content": "again"}],
+         preserve_thinking=True, add_generation_prompt=True),
+    conv("content-parts", [{"role": "system", "content": [{"type": "text", "text": "Sys part."}]},
+                           {"role": "user", "content": [{"type": "text", "text": "Look: "}, {"type": "image"},
+                                                        {"type": "text", "text": " what is it?"}]}],
+         add_generation_prompt=True),
+    conv("unicode-and-space", [{"role": "user", "content": "  \u00a0Gr\u00fc\u00dfe \u4e16\u754c \U0001F469\u200d\U0001F4bb\tend \n\n"},
+                               {"role": "assistant", "content": "\n\u3000ok\u3000\n"},
+                               {"role": "user", "content": "\\backslash \"quotes\" 'single' {{ not jinja }} {% raw %}"}],
+         add_generation_prompt=True),
+    conv("long-history", [SYS] + [m for i in range(12) for m in (
+        {"role": "user", "content": "question %d" % i}, {"role": "assistant", "content": "answer %d" % i})]
+         + [{"role": "user", "content": "last"}], add_generation_prompt=True),
+    conv("no-user-query", [SYS, {"role": "assistant", "content": "hi"}]),
+    conv("empty-messages", []),
+    conv("system-in-middle", [U1, SYS]),
+    conv("bad-role", [{"role": "narrator", "content": "x"}]),
+]
+
 cases = [{"name": n, "template": t, "context": c} for n, t, c in feature]
+with open("t/data/chat-cases.json", "w", encoding="utf-8") as f:
+    json.dump(chat, f, ensure_ascii=False, indent=1)
+    f.write("\n")
+print("t/data/chat-cases.json:", len(chat), "cases")
 with open("t/data/jinja-cases.json", "w", encoding="utf-8") as f:
     json.dump(cases, f, ensure_ascii=False, indent=1)
     f.write("\n")
