@@ -161,3 +161,220 @@ oom:
 	util_err(err, "template: out of memory");
 	return NULL;
 }
+
+/* --- the reply parser --- */
+static const char *
+find(const char *s, size_t n, const char *pat)
+{
+	size_t m = strlen(pat);
+
+	for (size_t i = 0; i + m <= n; i++)
+		if (memcmp(s + i, pat, m) == 0)
+			return s + i;
+	return NULL;
+}
+
+static char *
+dup_trim_nl(const char *s, size_t n)
+{
+	char *p;
+
+	while (n > 0 && *s == '\n') {
+		s++;
+		n--;
+	}
+	while (n > 0 && s[n - 1] == '\n')
+		n--;
+	if ((p = malloc(n + 1)) != NULL) {
+		memcpy(p, s, n);
+		p[n] = 0;
+	}
+	return p;
+}
+
+/* Write a parameter value: its JSON when it is JSON, else a JSON string. */
+static void
+put_value(FILE *fp, const char *v, size_t n)
+{
+	char err[UTIL_ERRLEN];
+	struct json *j = json_parse(v, n, err);
+
+	if (j != NULL && j->type != JSON_STRING)
+		json_dump(fp, j, 0);
+	else
+		json_put_str(fp, v, n, 0);
+	json_free(j);
+}
+
+/* <function=NAME><parameter=P>value</parameter>...</function> */
+static int
+parse_xml_call(const char *s, size_t n, struct chat_call *c, char *err)
+{
+	const char *e = s + n, *gt, *p;
+	char *buf = NULL;
+	size_t bn = 0;
+	FILE *fp;
+	int first = 1;
+
+	if ((gt = memchr(s, '>', n)) == NULL || gt - s < 10)
+		return util_err(err, "tool call: no function name");
+	if ((c->name = dup_trim_nl(s + 10, (size_t)(gt - s - 10))) == NULL ||
+	    (fp = open_memstream(&buf, &bn)) == NULL)
+		return util_err(err, "out of memory");
+	fputc('{', fp);
+	for (p = gt + 1; (p = find(p, (size_t)(e - p), "<parameter=")) != NULL;) {
+		const char *ne = memchr(p, '>', (size_t)(e - p)), *ve;
+		if (ne == NULL)
+			break;
+		if ((ve = find(ne + 1, (size_t)(e - ne - 1), "</parameter>")) == NULL)
+			ve = find(ne + 1, (size_t)(e - ne - 1), "</function>");
+		if (ve == NULL)
+			ve = e;
+		const char *v = ne + 1;
+		size_t vn = (size_t)(ve - v);
+		if (vn > 0 && v[0] == '\n') { v++; vn--; }
+		if (vn > 0 && v[vn - 1] == '\n') vn--;
+		if (!first)
+			fputc(',', fp);
+		first = 0;
+		json_put_str(fp, p + 11, (size_t)(ne - p - 11), 0);
+		fputc(':', fp);
+		put_value(fp, v, vn);
+		p = ve;
+	}
+	fputc('}', fp);
+	if (fclose(fp) != 0)
+		return util_err(err, "out of memory");
+	c->arguments = buf;
+	return 0;
+}
+
+/* {"name": ..., "arguments": {...}} */
+static int
+parse_json_call(const char *s, size_t n, struct chat_call *c, char *err)
+{
+	char jerr[UTIL_ERRLEN];
+	struct json *j = json_parse(s, n, jerr);
+	const struct json *a;
+	char *buf = NULL;
+	size_t bn = 0;
+	FILE *fp;
+
+	if (j == NULL)
+		return util_err(err, "tool call: %s", jerr);
+	if (json_get_str(j, "name") == NULL) {
+		json_free(j);
+		return util_err(err, "tool call: no \"name\"");
+	}
+	c->name = strdup(json_get_str(j, "name"));
+	a = json_get(j, "arguments");
+	if (a == NULL)
+		a = json_get(j, "parameters");
+	if (a != NULL && a->type == JSON_STRING)
+		c->arguments = strdup(a->str);
+	else if ((fp = open_memstream(&buf, &bn)) != NULL) {
+		if (a != NULL)
+			json_dump(fp, a, 0);
+		else
+			fputs("{}", fp);
+		fclose(fp);
+		c->arguments = buf;
+	}
+	json_free(j);
+	if (c->name == NULL || c->arguments == NULL)
+		return util_err(err, "out of memory");
+	return 0;
+}
+
+static int
+add_call(struct chat_reply *r, const char *s, size_t n, char *err)
+{
+	struct chat_call *calls = realloc(r->calls, (r->ncalls + 1) * sizeof *calls), *c;
+	size_t off, len;
+
+	if (calls == NULL)
+		return util_err(err, "out of memory");
+	r->calls = calls;
+	c = &calls[r->ncalls++];
+	memset(c, 0, sizeof *c);
+	py_strip(s, n, NULL, 0, 1, 1, &off, &len);
+	s += off;
+	if (len >= 10 && memcmp(s, "<function=", 10) == 0)
+		return parse_xml_call(s, len, c, err);
+	return parse_json_call(s, len, c, err);
+}
+
+/* content: text outside think and tool-call blocks, trimmed */
+static int
+split_calls(struct chat_reply *r, const char *s, size_t n, char *err)
+{
+	const char *e = s + n, *p = s, *b;
+	char *buf = NULL;
+	size_t bn = 0, off, len;
+	FILE *fp = open_memstream(&buf, &bn);
+
+	if (fp == NULL)
+		return util_err(err, "out of memory");
+	while ((b = find(p, (size_t)(e - p), "<tool_call>")) != NULL) {
+		const char *q = find(b + 11, (size_t)(e - b - 11), "</tool_call>");
+		fwrite(p, 1, (size_t)(b - p), fp);
+		if (q == NULL) {
+			fclose(fp);
+			free(buf);
+			return util_err(err, "tool call: no </tool_call>");
+		}
+		if (add_call(r, b + 11, (size_t)(q - b - 11), err) < 0) {
+			fclose(fp);
+			free(buf);
+			return -1;
+		}
+		p = q + 12;
+	}
+	fwrite(p, 1, (size_t)(e - p), fp);
+	if (fclose(fp) != 0)
+		return util_err(err, "out of memory");
+	py_strip(buf, bn, NULL, 0, 1, 1, &off, &len);
+	memmove(buf, buf + off, len);
+	buf[len] = 0;
+	r->content = buf;
+	return 0;
+}
+
+int
+chat_parse_reply(const char *text, size_t len, int started_in_think, struct chat_reply *out,
+    char *err)
+{
+	const char *s = text, *e = text + len, *open, *close;
+	size_t off, n;
+
+	memset(out, 0, sizeof *out);
+	py_strip(s, len, NULL, 0, 1, 0, &off, &n);
+	open = len - off >= 7 && memcmp(s + off, "<think>", 7) == 0 ? s + off : NULL;
+	if (started_in_think || open != NULL) {
+		const char *r = open ? open + 7 : s;
+		close = find(r, (size_t)(e - r), "</think>");
+		if ((out->reasoning = dup_trim_nl(r, (size_t)((close ? close : e) - r))) == NULL)
+			return util_err(err, "out of memory");
+		s = close ? close + 8 : e;
+	}
+	if (split_calls(out, s, (size_t)(e - s), err) < 0) {
+		chat_reply_free(out);
+		return -1;
+	}
+	return 0;
+}
+
+void
+chat_reply_free(struct chat_reply *r)
+{
+	if (r == NULL)
+		return;
+	for (size_t i = 0; i < r->ncalls; i++) {
+		free(r->calls[i].name);
+		free(r->calls[i].arguments);
+	}
+	free(r->calls);
+	free(r->reasoning);
+	free(r->content);
+	memset(r, 0, sizeof *r);
+}
