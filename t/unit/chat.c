@@ -60,7 +60,7 @@ TEST(errors_name_the_template_line)
 	CHECK(R("a\nb\n{{ x | nosuch }}", "{}", NULL, err) == NULL);
 	CHECK_EQ_STR(err, "template line 3: unsupported filter 'nosuch'");
 	CHECK(R("{% if true %}\n{% for x in y %}\n", "{}", NULL, err) == NULL);
-	CHECK_EQ_STR(err, "template line 3: unexpected end of template, expected 'endfor'");
+	CHECK_EQ_STR(err, "template line 2: unexpected end of template, expected 'endfor'");
 	CHECK(R("\n\n\n{{ raise_exception('stop here') }}", "{}", NULL, err) == NULL);
 	CHECK_EQ_STR(err, "template line 4: raise_exception: stop here");
 	CHECK(R("{{ 'a' + 1 }}", "{}", NULL, err) == NULL);
@@ -83,12 +83,15 @@ TEST(limits_stop_hostile_templates)
 	CHECK(R("{{ 'x' * 100000000000 }}", "{}", NULL, err) == NULL);
 	CHECK(R("{{ 9223372036854775807 + 1 }}", "{}", NULL, err) == NULL);
 	CHECK(strstr(err, "integer overflow") != NULL);
-	char deep[4096];
+	char deep[4096];	/* {{ ((((...1...)))) }} */
 	size_t n = 3;
 	memcpy(deep, "{{ ", 3);
 	for (int i = 0; i < 1000; i++)
 		deep[n++] = '(';
-	deep[n] = 0;
+	deep[n++] = '1';
+	for (int i = 0; i < 1000; i++)
+		deep[n++] = ')';
+	memcpy(deep + n, " }}", 4);
 	CHECK(R(deep, "{}", NULL, err) == NULL);
 	CHECK(strstr(err, "nesting too deep") != NULL);
 }
