@@ -62,6 +62,7 @@ enum {
 };
 
 static struct cv eval(struct rs *, const struct node *, struct frame *);
+static int charge(struct rs *, const struct node *, size_t);
 static int exec_body(struct rs *, const struct node *, struct frame *);
 
 static struct cv
@@ -287,6 +288,8 @@ getitem(struct rs *R, const struct node *x, struct cv obj, struct cv key)
 		if (seq_index(key, obj.u.l->n, &i) == 0)
 			return obj.u.l->v[i];
 	} else if (obj.t == CV_STR) {
+		if (charge(R, x, obj.n) < 0)
+			return cv_undef(NULL);
 		if (seq_index(key, u8_len(obj.u.s, obj.n), &i) == 0) {
 			size_t a = u8_offset(obj.u.s, obj.n, i);
 			size_t b = u8_offset(obj.u.s, obj.n, i + 1);
@@ -354,15 +357,23 @@ slice(struct rs *R, const struct node *x, struct cv obj, struct cv s, struct cv 
 		return cv_str(obj.u.s + p, q - p);
 	}
 	struct sbuf sb = { .a = R->a };
+	size_t *off = NULL;
+	if (isstr) {	/* where each code point starts, and the end */
+		if (charge(R, x, obj.n) < 0)
+			return cv_undef(NULL);
+		if ((off = arena_alloc(R->a, ((size_t)len + 1) * sizeof *off)) == NULL)
+			return oom(R, x);
+		for (size_t i = 0, k = 0; i <= obj.n; i++)
+			if (i == obj.n || ((unsigned char)obj.u.s[i] & 0xC0) != 0x80)
+				off[k++] = i;
+	}
 	out = cv_list_new(R->a, 0);
 	if (out.u.l == NULL)
 		return oom(R, x);
 	out.tuple = obj.tuple;
 	for (int64_t i = a; step > 0 ? i < b : i > b; i += step) {
 		if (isstr) {
-			size_t p = u8_offset(obj.u.s, obj.n, (size_t)i);
-			size_t q = u8_offset(obj.u.s, obj.n, (size_t)i + 1);
-			sbuf_put(&sb, obj.u.s + p, q - p);
+			sbuf_put(&sb, obj.u.s + off[i], off[i + 1] - off[i]);
 		} else if (cv_list_push(R->a, out.u.l, obj.u.l->v[i]) < 0) {
 			return oom(R, x);
 		}
@@ -407,6 +418,16 @@ to_list(struct rs *R, const struct node *x, struct cv v)
 	default:
 		return rfail(R, x, "'%s' object is not iterable", cv_type_name(v));
 	}
+}
+
+static int step(struct rs *, const struct node *);
+
+/* string work costs steps too: one per 256 bytes touched */
+static int
+charge(struct rs *R, const struct node *x, size_t bytes)
+{
+	R->steps += bytes >> 8;
+	return step(R, x);
 }
 
 static int
@@ -458,7 +479,10 @@ static struct cv
 seq_concat(struct rs *R, const struct node *x, struct cv a, struct cv b)
 {
 	if (a.t == CV_STR) {
-		char *p = arena_alloc(R->a, a.n + b.n + 1);
+		char *p;
+		if (charge(R, x, a.n + b.n) < 0)
+			return cv_undef(NULL);
+		p = arena_alloc(R->a, a.n + b.n + 1);
 		if (p == NULL)
 			return oom(R, x);
 		memcpy(p, a.u.s, a.n);
@@ -478,17 +502,30 @@ seq_concat(struct rs *R, const struct node *x, struct cv a, struct cv b)
 static struct cv
 seq_repeat(struct rs *R, const struct node *x, struct cv s, int64_t k)
 {
-	size_t unit = s.t == CV_STR ? s.n : s.u.l->n;
+	size_t unit = s.t == CV_STR ? s.n : s.u.l->n, total;
+	struct cv out;
 
-	if (k <= 0)
+	if (k <= 0 || unit == 0)
 		return s.t == CV_STR ? cv_str("", 0) : cv_list_new(R->a, 0);
-	if (unit && (uint64_t)k > (R->max_output ? R->max_output : ((size_t)1 << 26)) / unit)
+	if ((uint64_t)k > (R->max_output ? R->max_output : ((size_t)1 << 26)) / unit)
 		return rfail(R, x, "repetition too large");
-	struct cv acc = s.t == CV_STR ? cv_str("", 0) : cv_list_new(R->a, 0);
-	acc.tuple = s.tuple;
-	for (int64_t i = 0; i < k && !R->failed; i++)
-		acc = seq_concat(R, x, acc, s);
-	return acc;
+	total = unit * (size_t)k;
+	if (s.t == CV_STR) {
+		char *p = arena_alloc(R->a, total + 1);
+		if (p == NULL)
+			return oom(R, x);
+		for (size_t i = 0; i < (size_t)k; i++)
+			memcpy(p + i * unit, s.u.s, unit);
+		return cv_str(p, total);
+	}
+	out = cv_list_new(R->a, total);
+	if (out.u.l == NULL)
+		return oom(R, x);
+	for (size_t i = 0; i < (size_t)k; i++)
+		memcpy(out.u.l->v + i * unit, s.u.l->v, unit * sizeof(struct cv));
+	out.u.l->n = total;
+	out.tuple = s.tuple;
+	return out;
 }
 
 static struct cv
@@ -592,6 +629,8 @@ contains(struct rs *R, const struct node *x, struct cv c, struct cv item)
 			return 1;
 		if (item.n > c.n)
 			return 0;
+		if (charge(R, x, c.n) < 0)
+			return -1;
 		for (size_t i = 0; i + item.n <= c.n; i++)
 			if (memcmp(c.u.s + i, item.u.s, item.n) == 0)
 				return 1;
@@ -1192,6 +1231,8 @@ str_method(struct rs *R, const struct node *x, int id, struct cv s, const struct
 	struct cv a = cv_none(), b = cv_none(), c = cv_none();
 	int64_t max = -1;
 
+	if (charge(R, x, s.n) < 0)
+		return cv_undef(NULL);
 	arg(A, 0, NULL, &a);
 	arg(A, 1, NULL, &b);
 	switch (id) {
@@ -1861,6 +1902,8 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 {
 	struct cv a = cv_none(), b = cv_none(), s, l;
 
+	if (v.t == CV_STR && charge(R, x, v.n) < 0)
+		return cv_undef(NULL);
 	arg(A, 0, NULL, &a);
 	arg(A, 1, NULL, &b);
 	switch (fid) {

@@ -22,6 +22,11 @@ feature = [
     ("comment", "a {# x #}\nb\n  {#- y -#}  c\n{# z #}\n", S),
     ("trailing-nl", "x\n\n", S),
     ("crlf", "a\r\n{% if t %}\r\nb\r\n{% endif %}\r\n", S),
+    ("lstrip-start", "  {% if t %}x{% endif %}\n\t{# c #}\n{{ i }}  {% if t %}y{% endif %}", S),
+    ("trim-spaces", "{% if t %}   \nx{% endif %}\t\n{% if t -%}\n\n  z{%- endif %}\n\t {%- if t %}w{% endif %}", S),
+    ("lstrip-after-var", "{{ i }}\n  {% if t %}a{% endif %}  {{ i }}\n  {#- c #}\n", S),
+    ("nested-ws", "<\n{%- for x in l %}\n  {%- if x > 1 %}\n    [{{ x }}]\n  {%- endif %}\n{%- endfor %}\n>", S),
+    ("raw-newlines-in-str", "{{ 'a\nb' }}{{ \"c\\\\d\" }}", S),
     # literals and printing
     ("print-types", "{{ n }}|{{ t }}|{{ i }}|{{ f }}|{{ l }}|{{ d }}|{{ (1,) }}|{{ () }}|{{ [1.0, none, 'a\\'b', \"q\\\"\"] }}", S),
     ("floats", "{{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ 1/3 }} {{ -0.0 }} {{ 2.5e-7 }} {{ 123456789.125 }}", S),
