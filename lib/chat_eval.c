@@ -485,15 +485,19 @@ seq_concat(struct rs *R, const struct node *x, struct cv a, struct cv b)
 		p = arena_alloc(R->a, a.n + b.n + 1);
 		if (p == NULL)
 			return oom(R, x);
-		memcpy(p, a.u.s, a.n);
-		memcpy(p + a.n, b.u.s, b.n);
+		if (a.n)
+			memcpy(p, a.u.s, a.n);
+		if (b.n)
+			memcpy(p + a.n, b.u.s, b.n);
 		return cv_str(p, a.n + b.n);
 	}
 	struct cv l = cv_list_new(R->a, a.u.l->n + b.u.l->n);
 	if (l.u.l == NULL)
 		return oom(R, x);
-	memcpy(l.u.l->v, a.u.l->v, a.u.l->n * sizeof(struct cv));
-	memcpy(l.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(struct cv));
+	if (a.u.l->n)
+		memcpy(l.u.l->v, a.u.l->v, a.u.l->n * sizeof(struct cv));
+	if (b.u.l->n)
+		memcpy(l.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(struct cv));
 	l.u.l->n = a.u.l->n + b.u.l->n;
 	l.tuple = a.tuple;
 	return l;
