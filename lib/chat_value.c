@@ -144,11 +144,46 @@ sbuf_printf(struct sbuf *b, const char *fmt, ...)
 }
 
 /* --- constructors --- */
-struct cv cv_undef(const char *name) { struct cv v = { .t = CV_UNDEF, .name = name }; return v; }
-struct cv cv_none(void) { struct cv v = { .t = CV_NONE }; return v; }
-struct cv cv_bool(int b) { struct cv v = { .t = CV_BOOL, .u.b = !!b }; return v; }
-struct cv cv_int(int64_t i) { struct cv v = { .t = CV_INT, .u.i = i }; return v; }
-struct cv cv_float(double f) { struct cv v = { .t = CV_FLOAT, .u.f = f }; return v; }
+struct cv
+cv_undef(const char *name)
+{
+	struct cv v = { .t = CV_UNDEF, .name = name };
+
+	return v;
+}
+
+struct cv
+cv_none(void)
+{
+	struct cv v = { .t = CV_NONE };
+
+	return v;
+}
+
+struct cv
+cv_bool(int b)
+{
+	struct cv v = { .t = CV_BOOL, .u.b = !!b };
+
+	return v;
+}
+
+struct cv
+cv_int(int64_t i)
+{
+	struct cv v = { .t = CV_INT, .u.i = i };
+
+	return v;
+}
+
+struct cv
+cv_float(double f)
+{
+	struct cv v = { .t = CV_FLOAT, .u.f = f };
+
+	return v;
+}
+
 
 struct cv
 cv_str(const char *s, size_t n)

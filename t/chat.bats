@@ -24,6 +24,7 @@ peer() {	# peer TEMPLATE CASES
 @test "Qwen3.5's template agrees with jinja2 on every conversation" { peer "$DATA/templates/qwen3.5.jinja" "$DATA/chat-cases.json"; }
 @test "Qwen3.6's template agrees with jinja2 on every conversation" { peer "$DATA/templates/qwen3.6.jinja" "$DATA/chat-cases.json"; }
 @test "a Gemma-4-style template agrees with jinja2 on every conversation" { peer "$DATA/templates/gemma4-like.jinja" "$DATA/chat-cases.json"; }
+@test "Llama 3.1's template (with generation tags) agrees with jinja2 on every conversation" { peer "$DATA/templates/llama3.1-generation.jinja" "$DATA/chat-cases.json"; }
 @test "each Jinja feature agrees with jinja2" { peer - "$DATA/jinja-cases.json"; }
 
 @test "the stored model A template is the one in its tokenizer_config.json" {

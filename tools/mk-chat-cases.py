@@ -161,6 +161,12 @@ chat = [
     conv("long-history", [SYS] + [m for i in range(12) for m in (
         {"role": "user", "content": "question %d" % i}, {"role": "assistant", "content": "answer %d" % i})]
          + [{"role": "user", "content": "last"}], add_generation_prompt=True),
+    conv("builtin-tools", [SYS, U1, {"role": "assistant", "content": None, "tool_calls": [
+        {"function": {"name": "brave_search", "arguments": {"query": "paris weather"}}}]},
+        {"role": "ipython", "content": {"result": "sunny"}}], tools=TOOLS,
+         builtin_tools=["brave_search", "code_interpreter"], add_generation_prompt=True),
+    conv("tools-in-system", [SYS, U1, CALL, RES1], tools=TOOLS, tools_in_user_message=False,
+         date_string="01 Jan 2026", add_generation_prompt=True),
     conv("no-user-query", [SYS, {"role": "assistant", "content": "hi"}]),
     conv("empty-messages", []),
     conv("system-in-middle", [U1, SYS]),
