@@ -106,3 +106,12 @@ PY
 	run -0 run-gen --help
 	[[ ${lines[0]} == "usage: run-gen [--chat | --raw] [--ids] [--jsonl]"* ]]
 }
+
+@test "SmolLM2 greedy ids equal llama.cpp's (llama-cpp-python) on a raw prompt" {
+	f=$(smollm2)
+	need_py llama_cpp numpy
+	run -0 --separate-stderr python3 "$TOP/t/peer/llama_greedy.py" "$f" 16 "The capital of France is"
+	want=$output
+	run -0 --separate-stderr run-gen --raw --ids -n 16 -t 2 "$f" "The capital of France is"
+	[ "$output" = "$want" ]
+}
