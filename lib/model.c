@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "hub.h"
 #include "model_impl.h"
 #include "quant.h"
 #include "safetensors.h"
@@ -431,6 +432,12 @@ model_open(const char *path, struct backend *be, char *err)
 		return NULL;
 	}
 	md->be = be;
+	if ((md->path = hub_is_spec(path) ? hub_path(path, NULL, err) : strdup(path)) == NULL) {
+		if (!hub_is_spec(path))
+			util_err(err, "%s: out of memory", path);
+		goto fail;
+	}
+	path = md->path;
 	if (open_source(md, path, &s, err) != 0)
 		goto fail;
 	if (bind(md, &s) != 0) {
@@ -486,6 +493,7 @@ model_close(struct model *md)
 	free(md->dbuf);
 	free(md->hbuf);
 	free(md->layers);
+	free(md->path);
 	gguf_close(md->gg);
 	free(md);
 }

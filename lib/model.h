@@ -87,4 +87,24 @@ int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
 int	model_mtp(struct model *, struct state *, int k, int p0, const float *h,
 	    const int32_t *tok, int m, float *logits, float *hout);
 
+struct tokenizer;
+
+/* The local path the model was read from (an hf: spec resolved). */
+const char *model_path(const struct model *);
+
+/*
+ * The model's tokenizer: a GGUF's tokenizer.ggml.* metadata, or the
+ * tokenizer.json beside an HF checkpoint.  NULL with the reason in err;
+ * free with tokenizer_free.
+ */
+struct tokenizer *model_tokenizer(struct model *, char *err);
+
+/*
+ * The model's chat template text (a GGUF's tokenizer.chat_template, or
+ * an HF checkpoint's chat_template.jinja or tokenizer_config.json
+ * "chat_template"), malloc'd and NUL-terminated; caller frees.  NULL
+ * with err empty when the model has none, or with the reason in err.
+ */
+char	*model_chat_template(struct model *, char *err);
+
 #endif

@@ -51,6 +51,7 @@ struct gguf;
 
 struct model {
 	struct model_hparams hp;
+	char	*path;			/* the local source (a hub spec resolved) */
 	struct gguf *gg;		/* a GGUF source stays open: weights are mapped */
 	struct backend *be;
 	int	hf_l2;		/* GDN L2 norm as HF computes it */

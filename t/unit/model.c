@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "json.h"
 #include "model.h"
+#include "spec.h"
 #include "state.h"
 #include "test.h"
 #include "util.h"
@@ -147,11 +148,8 @@ TEST(mtp_logits_match_the_reference)
 }
 
 /*
- * Greedy speculative decoding with the MTP head as the reference does it:
- * K_eff = min(K, left - 1) chained drafts a round, one verify forward of
- * [last, drafts], the longest matching prefix plus the trunk's token, the
- * recurrent state rolled back to it, and the MTP cache refilled from the
- * trunk's hiddens of the kept rows.
+ * Greedy speculative decoding through lib/spec, as the reference does it:
+ * K_eff = min(K, left - 1) chained drafts a round (spec_round's limit).
  */
 struct spec_run {
 	int	accepted, rounds;
@@ -161,52 +159,21 @@ struct spec_run {
 static int
 spec_decode(const int32_t *prompt, int n, int n_new, int K, struct spec_run *sr)
 {
-	int ne = model_hparams(md)->n_embd, gen = 0, mtp_len = n, rc = 0;
-	struct state *st = model_state_new(md, n + n_new + K + 2, K + 1, NULL);
-	float *h = malloc((size_t)(n + K + 1) * ne * 4), *hout = malloc((size_t)(n + K + 1) * ne * 4);
-	float *lg = malloc((size_t)(n + K + 1) * nv * 4), *hlast = malloc(ne * 4);
-	int32_t *tk = malloc((n + K + 1) * sizeof *tk), d[16], last;
+	char err[UTIL_ERRLEN];
+	struct spec *s = spec_new(md, K, n + n_new + K + 2, NULL, 0, err);
+	int gen = 1, r = 0;
 
-	rc |= model_forward(md, st, prompt, n, MODEL_PREFILL, lg, h);
-	sr->out[gen++] = argmax(lg, nv);
-	memcpy(tk, prompt + 1, (n - 1) * sizeof *tk);
-	tk[n - 1] = sr->out[0];
-	rc |= model_mtp(md, st, 0, 0, h, tk, n, lg, hout);
-	last = n - 1;
-	while (rc == 0 && gen < n_new) {
-		int k = n_new - gen - 1 < K ? n_new - gen - 1 : K, acc = 0;
-
-		if (k == 0) {
-			rc |= model_forward(md, st, &sr->out[gen - 1], 1, 0, lg, NULL);
-			sr->out[gen++] = argmax(lg, nv);
-			continue;
-		}
-		d[0] = argmax(lg + (size_t)last * nv, nv);
-		memcpy(hlast, hout + (size_t)last * ne, ne * 4);
-		for (int j = 1; j < k; j++) {	/* chain on the MTP's own output */
-			rc |= model_mtp(md, st, 0, mtp_len + j - 1, hlast, &d[j - 1], 1, lg, hlast);
-			d[j] = argmax(lg, nv);
-		}
-		tk[0] = sr->out[gen - 1];
-		memcpy(tk + 1, d, k * sizeof *tk);
-		rc |= model_forward(md, st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, h);
-		while (acc < k && d[acc] == argmax(lg + (size_t)acc * nv, nv))
-			acc++;
-		memcpy(sr->out + gen, d, acc * sizeof *d);
-		gen += acc;
-		sr->out[gen++] = argmax(lg + (size_t)acc * nv, nv);
-		rc |= state_rollback(st, acc + 1);
-		sr->accepted += acc;
-		sr->rounds++;
-		/* MTP slots of the kept rows: (trunk hidden, the token after it) */
-		memcpy(tk, sr->out + gen - acc - 1, (acc + 1) * sizeof *tk);
-		rc |= model_mtp(md, st, 0, mtp_len, h, tk, acc + 1, lg, hout);
-		mtp_len += acc + 1;
-		last = acc;
+	if (s == NULL || spec_prefill(s, prompt, n, &sr->out[0]) != 0) {
+		printf("# spec: %s\n", s ? spec_errmsg(s) : err);
+		spec_free(s);
+		return -1;
 	}
-	state_free(st);
-	free(h), free(hout), free(lg), free(hlast), free(tk);
-	return rc;
+	while (gen < n_new && (r = spec_round(s, sr->out + gen, n_new - gen)) > 0)
+		gen += r;
+	sr->accepted = spec_stats(s)->accepted;
+	sr->rounds = spec_stats(s)->rounds;
+	spec_free(s);
+	return r < 0 ? -1 : 0;
 }
 
 TEST(speculative_decoding_equals_greedy_with_the_reference_acceptance)

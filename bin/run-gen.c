@@ -1,0 +1,437 @@
+/*
+ * run-gen: generate text with a model, after checking that the whole-prompt
+ * forward and a token-by-token decode of the prompt agree (the argmax gate).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "json.h"
+#include "model.h"
+#include "prompt.h"
+#include "sample.h"
+#include "state.h"
+#include "tokenizer.h"
+#include "util.h"
+
+struct opts {
+	enum prompt_mode mode;
+	int	n, ctx, threads, ids, jsonl;
+	const char *device, *file;
+	struct sample_params sp;
+};
+
+struct gen {
+	struct backend *be;
+	struct model *m;
+	struct prompt *pr;
+	const struct opts *o;
+	int	nv;
+};
+
+struct result {
+	int32_t	*ids;		/* [n_gen] */
+	int	n_gen, n_prompt;
+	double	prefill_s, decode_s, ttft_s;
+	const char *gate;
+	char	*text;		/* --jsonl: the text */
+	size_t	text_len;
+};
+
+static int
+usage(FILE *fp, int status)
+{
+	fprintf(fp, "usage: %s [--chat | --raw] [--ids] [--jsonl] [-n N] [--temp T] [--top-k K]\n"
+	    "       [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
+	    "       [--device cpu|cuda[:N]] [-f FILE] model [prompt]\n", prog);
+	if (fp == stdout)
+		fputs("  --chat               apply the model's chat template (default when it has one)\n"
+		    "  --raw                send the text as is\n"
+		    "  -n N                 new tokens at most (128)\n"
+		    "  --temp T             sampling temperature; 0 is greedy (the default)\n"
+		    "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
+		    "  --ctx N              context positions (default: prompt + N)\n"
+		    "  -t N                 CPU threads (default: all cores)\n"
+		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE or cpu)\n"
+		    "  --ids                print the generated token ids instead of text\n"
+		    "  --jsonl              JSON requests on stdin, one JSON result per line\n"
+		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
+		    "  -h, --help           this text\n", fp);
+	return status;
+}
+
+static int
+argmax(const float *x, int n)
+{
+	int b = 0;
+
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
+/*
+ * The argmax gate: the prompt token by token in a second state, its last
+ * logits against the prefill's lp.  Returns the verdict.
+ */
+static const char *
+gate(struct gen *g, const int32_t *ids, int n, const float *lp, char *err)
+{
+	struct state *st = model_state_new(g->m, n, 0, err);
+	float *ld = malloc(g->nv * sizeof *ld), maxd = 0;
+	const char *v = NULL;
+	int ap, ad;
+
+	if (st == NULL || ld == NULL) {
+		if (st != NULL)
+			util_err(err, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		if (model_forward(g->m, st, ids + i, 1, 0, ld, NULL) != 0) {
+			util_err(err, "%s", model_errmsg(g->m));
+			goto out;
+		}
+	for (int i = 0; i < g->nv; i++)
+		if (fabsf(lp[i] - ld[i]) > maxd || isnan(lp[i] - ld[i]))
+			maxd = isnan(lp[i] - ld[i]) ? INFINITY : fabsf(lp[i] - ld[i]);
+	ap = argmax(lp, g->nv), ad = argmax(ld, g->nv);
+	v = ap == ad ? "MATCH" : lp[ap] - lp[ad] <= 2 * maxd ? "NEAR-TIE" : "MISMATCH";
+	fprintf(stderr, "prefill argmax=%d decode argmax=%d maxdiff=%.3g %s\n", ap, ad, maxd, v);
+out:
+	state_free(st);
+	free(ld);
+	return v;
+}
+
+static int
+is_stop(const int32_t *stop, int n_stop, int32_t t)
+{
+	for (int i = 0; i < n_stop; i++)
+		if (stop[i] == t)
+			return 1;
+	return 0;
+}
+
+/* Sample and feed tokens after the prefill's logits lg; text to out. */
+static int
+decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int n, int n_new,
+    float *lg, FILE *out, struct result *r, char *err)
+{
+	int n_stop, ctx = state_config(st)->n_ctx;
+	const int32_t *stop = prompt_stop_ids(g->pr, &n_stop);
+	struct tokenizer_stream *ts = tokenizer_stream_new(prompt_tokenizer(g->pr), 0);
+	double t0 = util_now();
+	const char *s;
+	size_t len;
+	int rc = 0;
+
+	while (r->n_gen < n_new) {
+		int32_t t = sample_next(smp, lg, hist, n + r->n_gen, 0, n + r->n_gen);
+
+		if (t < 0) {
+			rc = util_err(err, "position %d: no finite logit", n + r->n_gen);
+			break;
+		}
+		if (r->n_gen == 0)
+			r->ttft_s = r->prefill_s + util_now() - t0;
+		if (is_stop(stop, n_stop, t))
+			break;
+		hist[n + r->n_gen] = r->ids[r->n_gen] = t;
+		r->n_gen++;
+		if (out != NULL && (s = tokenizer_stream_push(ts, t, &len)) != NULL && len > 0) {
+			fwrite(s, 1, len, out);
+			if (!g->o->jsonl)
+				fflush(out);
+		}
+		if (r->n_gen == n_new || n + r->n_gen >= ctx)
+			break;
+		if (model_forward(g->m, st, &t, 1, 0, lg, NULL) != 0) {
+			rc = util_err(err, "%s", model_errmsg(g->m));
+			break;
+		}
+	}
+	if (out != NULL && (s = tokenizer_stream_flush(ts, &len)) != NULL && len > 0)
+		fwrite(s, 1, len, out);
+	tokenizer_stream_free(ts);
+	r->decode_s = util_now() - t0;
+	return rc;
+}
+
+/* One request: prompt text to r (text streamed to out when not NULL). */
+static int
+generate(struct gen *g, const char *text, size_t tlen, const struct sample_params *sp,
+    int n_new, FILE *out, struct result *r, char *err)
+{
+	size_t n;
+	int32_t *ids = prompt_encode(g->pr, text, tlen, &n, err), *hist = NULL;
+	int ctx, rc = -1;
+	struct state *st = NULL;
+	struct sampler *smp = NULL;
+	float *lg = malloc(g->nv * sizeof *lg);
+	double t0;
+
+	if (ids == NULL || lg == NULL)
+		goto out;
+	r->n_prompt = n;
+	if (n == 0) {
+		util_err(err, "the prompt has no tokens");
+		goto out;
+	}
+	ctx = g->o->ctx ? g->o->ctx : (int)n + n_new;
+	if ((int)n >= ctx) {
+		util_err(err, "prompt of %zu tokens: does not fit in a context of %d", n, ctx);
+		goto out;
+	}
+	if ((st = model_state_new(g->m, ctx, 0, err)) == NULL ||
+	    (smp = sample_new(sp, g->nv, err)) == NULL ||
+	    (hist = malloc((size_t)(ctx + 1) * sizeof *hist)) == NULL ||
+	    (r->ids = malloc((size_t)(n_new + 1) * sizeof *r->ids)) == NULL)
+		goto out;
+	memcpy(hist, ids, n * sizeof *ids);
+	t0 = util_now();
+	if (model_forward(g->m, st, ids, n, MODEL_PREFILL, lg, NULL) != 0) {
+		util_err(err, "%s", model_errmsg(g->m));
+		goto out;
+	}
+	r->prefill_s = util_now() - t0;
+	if ((r->gate = gate(g, ids, n, lg, err)) == NULL)
+		goto out;
+	if (strcmp(r->gate, "MISMATCH") == 0) {
+		util_err(err, "argmax gate: MISMATCH");
+		goto out;
+	}
+	rc = decode(g, st, smp, hist, n, n_new, lg, out, r, err);
+out:
+	if (rc != 0 && err[0] == '\0')
+		util_err(err, "out of memory");
+	state_free(st);
+	sample_free(smp);
+	free(ids), free(hist), free(lg);
+	return rc;
+}
+
+static void
+stats(const struct result *r)
+{
+	fprintf(stderr, "prompt tokens=%d prefill %.1f tok/s, decode %.1f tok/s (%d tokens), "
+	    "time to first token %.3f s\n", r->n_prompt,
+	    r->prefill_s > 0 ? r->n_prompt / r->prefill_s : 0.0,
+	    r->decode_s > 0 ? r->n_gen / r->decode_s : 0.0, r->n_gen, r->ttft_s);
+}
+
+static void
+print_ids(FILE *fp, const struct result *r, const char *sep)
+{
+	for (int i = 0; i < r->n_gen; i++)
+		fprintf(fp, "%s%d", i ? sep : "", r->ids[i]);
+}
+
+static int
+one(struct gen *g, const char *text, size_t len)
+{
+	struct result r = { 0 };
+	char err[UTIL_ERRLEN] = "";
+	int rc = generate(g, text, len, &g->o->sp, g->o->n, g->o->ids ? NULL : stdout, &r, err);
+
+	if (rc == 0) {
+		if (g->o->ids)
+			print_ids(stdout, &r, " ");
+		putchar('\n');
+		stats(&r);
+	} else
+		warnmsg("%s", err);
+	free(r.ids);
+	return rc == 0 ? 0 : 1;
+}
+
+/* A request's sampling fields over the command line's. */
+static int
+request_params(const struct json *q, const struct opts *o, struct sample_params *sp, int *n,
+    char *err)
+{
+	double v;
+	int64_t i;
+
+	*sp = o->sp;
+	*n = o->n;
+	if (json_get(q, "prompt") == NULL || json_get(q, "prompt")->type != JSON_STRING)
+		return util_err(err, "request has no \"prompt\" string");
+	if (json_get_i64(q, "n", &i) == 0) {
+		if (i < 1 || i > 1000000)
+			return util_err(err, "\"n\" %lld: out of range 1..1000000", (long long)i);
+		*n = i;
+	}
+	if (json_get_num(q, "temp", &v) == 0 || json_get_num(q, "temperature", &v) == 0)
+		sp->temp = v;
+	if (json_get_i64(q, "top_k", &i) == 0)
+		sp->top_k = i;
+	if (json_get_num(q, "top_p", &v) == 0)
+		sp->top_p = v;
+	if (json_get_num(q, "min_p", &v) == 0)
+		sp->min_p = v;
+	if (json_get_num(q, "repeat_penalty", &v) == 0)
+		sp->repeat_penalty = v;
+	if (json_get_i64(q, "seed", &i) == 0)
+		sp->seed = i;
+	return 0;
+}
+
+static void
+put_result(FILE *fp, const struct result *r)
+{
+	fputs("{\"text\": ", fp);
+	json_put_str(fp, r->text ? r->text : "", r->text_len, 0);
+	fputs(", \"ids\": [", fp);
+	print_ids(fp, r, ", ");
+	fprintf(fp, "], \"prompt_tokens\": %d, \"gate\": \"%s\", \"prefill_s\": %.6f, "
+	    "\"decode_s\": %.6f, \"ttft_s\": %.6f}\n", r->n_prompt, r->gate, r->prefill_s,
+	    r->decode_s, r->ttft_s);
+}
+
+/* One JSON result per request line; a bad request fails its line only. */
+static int
+jsonl(struct gen *g)
+{
+	char *line = NULL, err[UTIL_ERRLEN];
+	size_t cap = 0;
+	ssize_t len;
+	int status = 0, lineno = 0;
+
+	while ((len = getline(&line, &cap, stdin)) > 0) {
+		struct result r = { 0 };
+		struct sample_params sp;
+		struct json *q;
+		FILE *mem;
+		int n, rc = -1;
+
+		lineno++;
+		if (strspn(line, " \t\r\n") == (size_t)len)
+			continue;
+		err[0] = '\0';
+		if ((q = json_parse(line, len, err)) != NULL &&
+		    request_params(q, g->o, &sp, &n, err) == 0 &&
+		    (mem = open_memstream(&r.text, &r.text_len)) != NULL) {
+			const struct json *p = json_get(q, "prompt");
+
+			rc = generate(g, p->str, p->n, &sp, n, mem, &r, err);
+			fclose(mem);
+		}
+		if (rc == 0) {
+			put_result(stdout, &r);
+			fflush(stdout);
+			stats(&r);
+		} else {
+			warnmsg("stdin: line %d: %s", lineno, err[0] ? err : "out of memory");
+			status = 1;
+		}
+		json_free(q);
+		free(r.ids), free(r.text);
+	}
+	free(line);
+	return status;
+}
+
+static int
+valid_device(const char *d)
+{
+	int64_t n;
+
+	if (strcmp(d, "cpu") == 0 || strncmp(d, "cpu:", 4) == 0 || strcmp(d, "cuda") == 0)
+		return 1;
+	return strncmp(d, "cuda:", 5) == 0 && util_parse_i64(d + 5, 0, 255, &n) == 0;
+}
+
+static int
+parse(int argc, char *argv[], struct opts *o)
+{
+	static const struct option lopts[] = {
+		{ "chat", no_argument, NULL, 'C' }, { "raw", no_argument, NULL, 'R' },
+		{ "temp", required_argument, NULL, 'T' }, { "top-k", required_argument, NULL, 'K' },
+		{ "top-p", required_argument, NULL, 'P' }, { "min-p", required_argument, NULL, 'M' },
+		{ "repeat-penalty", required_argument, NULL, 'r' },
+		{ "seed", required_argument, NULL, 's' }, { "ctx", required_argument, NULL, 'c' },
+		{ "device", required_argument, NULL, 'd' }, { "ids", no_argument, NULL, 'I' },
+		{ "jsonl", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int64_t i;
+	double v;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "n:t:f:h", lopts, NULL)) != -1) {
+		int bad = 0;
+
+		switch (ch) {
+		case 'C': o->mode = PROMPT_CHAT; break;
+		case 'R': o->mode = PROMPT_RAW; break;
+		case 'I': o->ids = 1; break;
+		case 'J': o->jsonl = 1; break;
+		case 'f': o->file = optarg; break;
+		case 'd': o->device = optarg; bad = !valid_device(optarg); break;
+		case 'n': bad = util_parse_i64(optarg, 1, 1000000, &i); o->n = i; break;
+		case 'c': bad = util_parse_i64(optarg, 2, 1 << 24, &i); o->ctx = i; break;
+		case 't': bad = util_parse_i64(optarg, 0, 4096, &i); o->threads = i; break;
+		case 'K': bad = util_parse_i64(optarg, 0, 1 << 30, &i); o->sp.top_k = i; break;
+		case 's': bad = util_parse_i64(optarg, 0, INT64_MAX, &i); o->sp.seed = i; break;
+		case 'T': bad = util_parse_f64(optarg, 0, 1000, &v); o->sp.temp = v; break;
+		case 'P': bad = util_parse_f64(optarg, 1e-9, 1, &v); o->sp.top_p = v; break;
+		case 'M': bad = util_parse_f64(optarg, 0, 1, &v); o->sp.min_p = v; break;
+		case 'r': bad = util_parse_f64(optarg, 1e-6, 1000, &v); o->sp.repeat_penalty = v; break;
+		case 'h': exit(usage(stdout, 0));
+		default: return -1;
+		}
+		if (bad) {
+			warnmsg("%s: '%s': out of range or not a number", argv[optind - 1], optarg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct opts o = { .mode = PROMPT_AUTO, .n = 128 };
+	struct gen g = { .o = &o };
+	char err[UTIL_ERRLEN], *text = NULL;
+	size_t len = 0;
+	int status;
+
+	prog = base_name(argv[0]);
+	sample_defaults(&o.sp);
+	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
+		o.device = "cpu";
+	if (parse(argc, argv, &o) != 0)
+		return usage(stderr, 2);
+	argc -= optind;
+	argv += optind;
+	if (argc < 1 || argc > 2 || (argc == 2 && (o.file != NULL || o.jsonl)) ||
+	    (o.jsonl && o.file != NULL))
+		return usage(stderr, 2);
+	if (!valid_device(o.device))
+		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
+	if (!o.jsonl) {
+		if (argc == 2)
+			text = strdup(argv[1]), len = strlen(argv[1]);
+		else if ((text = util_read_file(o.file ? o.file : "-", &len, err)) == NULL)
+			die(1, "%s", err);
+	}
+	if ((g.be = backend_open(o.device, o.threads, err)) == NULL)
+		die(1, "%s", err);
+	if ((g.m = model_open(argv[0], g.be, err)) == NULL)
+		die(1, "%s", err);
+	if ((g.pr = prompt_new(g.m, o.mode, err)) == NULL)
+		die(1, "%s: %s", argv[0], err);
+	g.nv = model_hparams(g.m)->n_vocab;
+	status = o.jsonl ? jsonl(&g) : one(&g, text, len);
+	free(text);
+	prompt_free(g.pr);
+	model_close(g.m);
+	backend_close(g.be);
+	return finish(status);
+}

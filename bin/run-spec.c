@@ -1,0 +1,459 @@
+/*
+ * run-spec: speculative decoding with the model's MTP head against plain
+ * decoding, for a set of draft depths K: speed, acceptance, and whether
+ * the output is the plain decode's (greedy) or a seeded rerun's (sampled).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "json.h"
+#include "model.h"
+#include "prompt.h"
+#include "sample.h"
+#include "spec.h"
+#include "state.h"
+#include "util.h"
+
+struct opts {
+	enum prompt_mode mode;
+	int	n, threads, jsonl, k_lo, k_hi;
+	const char *device, *file, *draft;
+	struct sample_params sp;
+};
+
+struct run {		/* one prompt */
+	int32_t	*ids;	/* [n] prompt */
+	int	n;
+	int32_t	*want;	/* [n_want] the oracle's tokens */
+	int	n_want;
+};
+
+struct ctx {
+	struct backend *be;
+	struct model *m;
+	struct prompt *pr;
+	const struct opts *o;
+	struct run *runs;
+	int	n_runs, nv, n_stop;
+	const int32_t *stop;
+};
+
+static int
+usage(FILE *fp, int status)
+{
+	fprintf(fp, "usage: %s [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--temp T]\n"
+	    "       [--seed S] [-t N] [--device cpu|cuda[:N]] [--draft FILE] [-f FILE]\n"
+	    "       model[+draft] [prompt]\n", prog);
+	if (fp == stdout)
+		fputs("  -K K, -K LO-HI       draft depths to try (1-8)\n"
+		    "  -n N                 new tokens per prompt (64)\n"
+		    "  --temp T, --seed S   rejection sampling at temperature T (0: greedy)\n"
+		    "  --chat, --raw        apply the chat template (default when there is one) or not\n"
+		    "  --jsonl              prompts as JSON lines {\"prompt\": ...} on stdin\n"
+		    "  -t N                 CPU threads (default: all cores)\n"
+		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE or cpu)\n"
+		    "  --draft FILE         an external draft head (also model+FILE, MEMRA_MTP_DRAFT)\n"
+		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
+		    "  -h, --help           this text\n", fp);
+	return status;
+}
+
+static int
+stop_at(const struct ctx *c, const int32_t *t, int n)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < c->n_stop; j++)
+			if (t[i] == c->stop[j])
+				return i;
+	return n;
+}
+
+/* Plain decoding of run r (sampled with seq 0 when temp > 0); seconds after the prefill. */
+static int
+plain(struct ctx *c, struct run *r, double *secs, char *err)
+{
+	int n = r->n, ctx = n + c->o->n + 1, g = 0, rc = -1;
+	struct state *st = model_state_new(c->m, ctx, 0, err);
+	struct sampler *smp = sample_new(&c->o->sp, c->nv, err);
+	float *lg = malloc(c->nv * sizeof *lg);
+	int32_t *hist = malloc((size_t)(ctx + 1) * sizeof *hist);
+	double t0;
+
+	if (st == NULL || smp == NULL || lg == NULL || hist == NULL)
+		goto out;
+	memcpy(hist, r->ids, n * sizeof *hist);
+	if (model_forward(c->m, st, r->ids, n, MODEL_PREFILL, lg, NULL) != 0)
+		goto fail;
+	for (t0 = util_now(); g < c->o->n;) {
+		int32_t t = sample_next(smp, lg, hist, n + g, 0, n + g);
+
+		if (t < 0) {
+			util_err(err, "position %d: no finite logit", n + g);
+			goto out;
+		}
+		if (stop_at(c, &t, 1) == 0)
+			break;
+		hist[n + g++] = t;
+		if (g < c->o->n && model_forward(c->m, st, &t, 1, 0, lg, NULL) != 0)
+			goto fail;
+	}
+	*secs = util_now() - t0;
+	r->n_want = g;
+	if ((r->want = malloc((g + 1) * sizeof *r->want)) != NULL)
+		memcpy(r->want, hist + n, g * sizeof *r->want), rc = 0;
+	goto out;
+fail:
+	util_err(err, "%s", model_errmsg(c->m));
+out:
+	state_free(st), sample_free(smp);
+	free(lg), free(hist);
+	return rc;
+}
+
+/*
+ * Speculative decoding of run r with s into out [n + SPEC_KMAX + 1];
+ * returns the tokens kept (up to a stop token), or -1.
+ */
+static int
+speculate(struct ctx *c, struct spec *s, const struct run *r, int32_t *out, double *secs,
+    char *err)
+{
+	int g = 1, k;
+	double t0;
+
+	if (spec_prefill(s, r->ids, r->n, &out[0]) != 0)
+		return util_err(err, "%s", spec_errmsg(s));
+	for (t0 = util_now(); g < c->o->n && stop_at(c, out, g) == g; g += k)
+		if ((k = spec_round(s, out + g, c->o->n - g)) < 0)
+			return util_err(err, "%s", spec_errmsg(s));
+	*secs = util_now() - t0;
+	g = stop_at(c, out, g);
+	return g;
+}
+
+struct sweep {		/* one K over every run */
+	struct spec_stats st;
+	double	secs;
+	long	tokens;
+	int	fail_run, fail_at;	/* the first divergence; fail_run -1: none */
+};
+
+static void
+add_stats(struct spec_stats *a, const struct spec_stats *b)
+{
+	a->rounds += b->rounds, a->drafted += b->drafted, a->accepted += b->accepted;
+	for (int j = 0; j < SPEC_KMAX; j++)
+		a->depth[j] += b->depth[j], a->tried[j] += b->tried[j];
+}
+
+static int
+first_diff(const int32_t *a, int na, const int32_t *b, int nb)
+{
+	int i = 0;
+
+	while (i < na && i < nb && a[i] == b[i])
+		i++;
+	return i == na && i == nb ? -1 : i;
+}
+
+/* Run K over every prompt; sampled runs are checked against a seeded rerun. */
+static int
+sweep_k(struct ctx *c, int K, struct sweep *w, char *err)
+{
+	int32_t *out = malloc((size_t)(c->o->n + SPEC_KMAX + 2) * sizeof *out);
+	int32_t *again = malloc((size_t)(c->o->n + SPEC_KMAX + 2) * sizeof *again);
+	int rc = -1;
+
+	w->fail_run = -1;
+	for (int i = 0; out != NULL && again != NULL && i < c->n_runs; i++) {
+		struct run *r = &c->runs[i];
+		struct spec *s = spec_new(c->m, K, r->n + c->o->n + K + 2, &c->o->sp, 0, err);
+		double secs, rsecs;
+		int g, d;
+
+		if (s == NULL || (g = speculate(c, s, r, out, &secs, err)) < 0) {
+			spec_free(s);
+			goto out;
+		}
+		add_stats(&w->st, spec_stats(s));
+		w->secs += secs, w->tokens += g;
+		if (c->o->sp.temp == 0)
+			d = first_diff(out, g, r->want, r->n_want);
+		else {
+			int g2 = speculate(c, s, r, again, &rsecs, err);
+
+			if (g2 < 0) {
+				spec_free(s);
+				goto out;
+			}
+			d = first_diff(out, g, again, g2);
+		}
+		spec_free(s);
+		if (d >= 0 && w->fail_run < 0)
+			w->fail_run = i, w->fail_at = d;
+	}
+	rc = 0;
+out:
+	if (rc != 0 && err[0] == '\0')
+		util_err(err, "out of memory");
+	free(out), free(again);
+	return rc;
+}
+
+static void
+report(const struct ctx *c, int K, const struct sweep *w, double plain_tps)
+{
+	double tps = w->secs > 0 ? w->tokens / w->secs : 0;
+	const struct spec_stats *s = &w->st;
+
+	printf("K=%d %.1f tok/s %.2fx acceptance %ld/%ld = %.1f%% mean accepted length %.2f",
+	    K, tps, plain_tps > 0 ? tps / plain_tps : 0.0, s->accepted, s->drafted,
+	    s->drafted ? 100.0 * s->accepted / s->drafted : 0.0,
+	    s->rounds ? (double)(s->accepted + s->rounds) / s->rounds : 0.0);
+	printf(" by depth");
+	for (int j = 0; j < K; j++)
+		printf(" %.2f", s->tried[j] ? (double)s->depth[j] / s->tried[j] : 0.0);
+	if (w->fail_run < 0)
+		printf(c->o->sp.temp == 0 ? " PASS (identical to plain)\n" :
+		    " PASS (identical to a seeded rerun)\n");
+	else if (c->n_runs > 1)
+		printf(" FAIL (prompt %d: first divergence at index %d)\n", w->fail_run, w->fail_at);
+	else
+		printf(" FAIL (first divergence at index %d)\n", w->fail_at);
+	fflush(stdout);
+}
+
+static int
+add_run(struct ctx *c, const char *text, size_t len, char *err)
+{
+	struct run *r;
+	size_t n;
+
+	if ((r = realloc(c->runs, (c->n_runs + 1) * sizeof *r)) == NULL)
+		return util_err(err, "out of memory");
+	c->runs = r;
+	r += c->n_runs;
+	memset(r, 0, sizeof *r);
+	if ((r->ids = prompt_encode(c->pr, text, len, &n, err)) == NULL)
+		return -1;
+	c->n_runs++;
+	r->n = n;
+	if (n == 0)
+		return util_err(err, "prompt %d has no tokens", c->n_runs - 1);
+	return 0;
+}
+
+static int
+read_jsonl(struct ctx *c, char *err)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int lineno = 0, rc = 0;
+
+	while (rc == 0 && (len = getline(&line, &cap, stdin)) > 0) {
+		struct json *q;
+		const struct json *p;
+
+		lineno++;
+		if (strspn(line, " \t\r\n") == (size_t)len)
+			continue;
+		if ((q = json_parse(line, len, err)) == NULL ||
+		    (p = json_get(q, "prompt")) == NULL || p->type != JSON_STRING) {
+			if (q != NULL)
+				util_err(err, "request has no \"prompt\" string");
+			rc = -1;
+		} else
+			rc = add_run(c, p->str, p->n, err);
+		if (rc != 0) {
+			char why[UTIL_ERRLEN];
+
+			snprintf(why, sizeof why, "%s", err);
+			util_err(err, "stdin: line %d: %s", lineno, why);
+		}
+		json_free(q);
+	}
+	free(line);
+	if (rc == 0 && c->n_runs == 0)
+		return util_err(err, "stdin: no requests");
+	return rc;
+}
+
+static int
+valid_device(const char *d)
+{
+	int64_t n;
+
+	if (strcmp(d, "cpu") == 0 || strncmp(d, "cpu:", 4) == 0 || strcmp(d, "cuda") == 0)
+		return 1;
+	return strncmp(d, "cuda:", 5) == 0 && util_parse_i64(d + 5, 0, 255, &n) == 0;
+}
+
+/* "K" or "LO-HI" within 1..8 */
+static int
+parse_k(const char *s, struct opts *o)
+{
+	const char *dash = strchr(s, '-');
+	char lo[16];
+	int64_t a, b;
+
+	if (dash == NULL) {
+		if (util_parse_i64(s, 1, SPEC_KMAX, &a) != 0)
+			return -1;
+		o->k_lo = o->k_hi = a;
+		return 0;
+	}
+	if (dash - s >= (int)sizeof lo)
+		return -1;
+	snprintf(lo, sizeof lo, "%.*s", (int)(dash - s), s);
+	if (util_parse_i64(lo, 1, SPEC_KMAX, &a) != 0 || util_parse_i64(dash + 1, a, SPEC_KMAX, &b) != 0)
+		return -1;
+	o->k_lo = a, o->k_hi = b;
+	return 0;
+}
+
+static int
+parse(int argc, char *argv[], struct opts *o)
+{
+	static const struct option lopts[] = {
+		{ "chat", no_argument, NULL, 'C' }, { "raw", no_argument, NULL, 'R' },
+		{ "temp", required_argument, NULL, 'T' }, { "seed", required_argument, NULL, 's' },
+		{ "device", required_argument, NULL, 'd' }, { "draft", required_argument, NULL, 'D' },
+		{ "jsonl", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int64_t i;
+	double v;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "K:n:t:f:h", lopts, NULL)) != -1) {
+		int bad = 0;
+
+		switch (ch) {
+		case 'C': o->mode = PROMPT_CHAT; break;
+		case 'R': o->mode = PROMPT_RAW; break;
+		case 'J': o->jsonl = 1; break;
+		case 'f': o->file = optarg; break;
+		case 'D': o->draft = optarg; break;
+		case 'd': o->device = optarg; bad = !valid_device(optarg); break;
+		case 'K': bad = parse_k(optarg, o); break;
+		case 'n': bad = util_parse_i64(optarg, 1, 1000000, &i); o->n = i; break;
+		case 't': bad = util_parse_i64(optarg, 0, 4096, &i); o->threads = i; break;
+		case 's': bad = util_parse_i64(optarg, 0, INT64_MAX, &i); o->sp.seed = i; break;
+		case 'T': bad = util_parse_f64(optarg, 0, 1000, &v); o->sp.temp = v; break;
+		case 'h': exit(usage(stdout, 0));
+		default: return -1;
+		}
+		if (bad) {
+			warnmsg("%s: '%s': out of range or not a number", argv[optind - 1], optarg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+run_all(struct ctx *c)
+{
+	char err[UTIL_ERRLEN] = "";
+	double secs = 0, s, tps;
+	long tokens = 0;
+	int fail = 0;
+
+	for (int i = 0; i < c->n_runs; i++) {
+		if (plain(c, &c->runs[i], &s, err) != 0)
+			die(1, "plain decode: %s", err);
+		secs += s, tokens += c->runs[i].n_want;
+	}
+	tps = secs > 0 ? tokens / secs : 0;
+	printf("plain %.1f tok/s (%ld tokens, %d prompt%s)\n", tps, tokens, c->n_runs,
+	    c->n_runs == 1 ? "" : "s");
+	for (int K = c->o->k_lo; K <= c->o->k_hi; K++) {
+		struct sweep w = { 0 };
+
+		if (sweep_k(c, K, &w, err) != 0)
+			die(1, "K=%d: %s", K, err);
+		report(c, K, &w, tps);
+		if (w.fail_run >= 0)
+			fail = 1;
+		if (w.st.drafted > 0 && w.st.accepted == 0) {
+			warnmsg("K=%d: acceptance 0 with a trained head", K);
+			fail = 1;
+		}
+	}
+	printf("SELF-CONSISTENCY %s\n", fail ? "FAIL" : "PASS");
+	return fail;
+}
+
+/* MODEL+DRAFT, --draft or MEMRA_MTP_DRAFT: the draft file named, or NULL */
+static const char *
+draft_of(char *model, const struct opts *o)
+{
+	const char *env = getenv("MEMRA_MTP_DRAFT");
+	char *plus = strrchr(model, '+');
+
+	if (plus != NULL && access(model, F_OK) != 0) {
+		*plus = '\0';
+		return plus + 1;
+	}
+	if (o->draft != NULL)
+		return o->draft;
+	return env != NULL && env[0] != '\0' ? env : NULL;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct opts o = { .mode = PROMPT_AUTO, .n = 64, .k_lo = 1, .k_hi = 8 };
+	struct ctx c = { .o = &o };
+	char err[UTIL_ERRLEN], *text = NULL;
+	const char *draft;
+	size_t len = 0;
+	int status;
+
+	prog = base_name(argv[0]);
+	sample_defaults(&o.sp);
+	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
+		o.device = "cpu";
+	if (parse(argc, argv, &o) != 0)
+		return usage(stderr, 2);
+	argc -= optind;
+	argv += optind;
+	if (argc < 1 || argc > 2 || (argc == 2 && (o.file != NULL || o.jsonl)) ||
+	    (o.jsonl && o.file != NULL))
+		return usage(stderr, 2);
+	if (!valid_device(o.device))
+		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
+	if ((draft = draft_of(argv[0], &o)) != NULL)
+		die(1, "%s: external draft heads: not supported by this build", draft);
+	if (!o.jsonl) {
+		if (argc == 2)
+			text = strdup(argv[1]), len = strlen(argv[1]);
+		else if ((text = util_read_file(o.file ? o.file : "-", &len, err)) == NULL)
+			die(1, "%s", err);
+	}
+	if ((c.be = backend_open(o.device, o.threads, err)) == NULL)
+		die(1, "%s", err);
+	if ((c.m = model_open(argv[0], c.be, err)) == NULL)
+		die(1, "%s", err);
+	if (model_hparams(c.m)->n_mtp < 1)
+		die(1, "%s: model has no MTP head to draft with", argv[0]);
+	if ((c.pr = prompt_new(c.m, o.mode, err)) == NULL)
+		die(1, "%s: %s", argv[0], err);
+	c.nv = model_hparams(c.m)->n_vocab;
+	c.stop = prompt_stop_ids(c.pr, &c.n_stop);
+	if ((o.jsonl ? read_jsonl(&c, err) : add_run(&c, text, len, err)) != 0)
+		die(1, "%s", err);
+	status = run_all(&c);
+	for (int i = 0; i < c.n_runs; i++)
+		free(c.runs[i].ids), free(c.runs[i].want);
+	free(c.runs), free(text);
+	prompt_free(c.pr);
+	model_close(c.m);
+	backend_close(c.be);
+	return finish(status);
+}

@@ -1,0 +1,107 @@
+/* model_text: the text side of a model's source: tokenizer, chat template */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gguf.h"
+#include "json.h"
+#include "model_impl.h"
+#include "tokenizer.h"
+#include "util.h"
+
+const char *
+model_path(const struct model *md)
+{
+	return md->path;
+}
+
+/* dir/name for an HF source (path is the directory or a file in it) */
+static void
+beside(const struct model *md, const char *name, char *buf, size_t len)
+{
+	struct stat sb;
+	const char *slash;
+
+	if (stat(md->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		snprintf(buf, len, "%s/%s", md->path, name);
+		return;
+	}
+	if ((slash = strrchr(md->path, '/')) == NULL)
+		snprintf(buf, len, "%s", name);
+	else
+		snprintf(buf, len, "%.*s/%s", (int)(slash - md->path), md->path, name);
+}
+
+struct tokenizer *
+model_tokenizer(struct model *md, char *err)
+{
+	char path[4096];
+
+	if (md->gg != NULL)
+		return tokenizer_from_gguf(md->gg, err);
+	beside(md, "tokenizer.json", path, sizeof path);
+	return tokenizer_from_json(path, err);
+}
+
+/* tokenizer_config.json's chat_template: a string, or [{name, template}] */
+static char *
+config_template(const char *path, char *err)
+{
+	char *text, *out = NULL;
+	size_t len;
+	struct json *j;
+	const struct json *t;
+
+	err[0] = '\0';
+	if ((text = util_read_file(path, &len, err)) == NULL) {
+		err[0] = '\0';		/* no file: no template */
+		return NULL;
+	}
+	j = json_parse(text, len, err);
+	free(text);
+	if (j == NULL)
+		return NULL;
+	t = json_get(j, "chat_template");
+	if (t != NULL && t->type == JSON_ARRAY) {
+		const struct json *pick = NULL;
+
+		for (size_t i = 0; i < t->n; i++) {
+			const char *name = json_get_str(json_at(t, i), "name");
+
+			if (pick == NULL || (name != NULL && strcmp(name, "default") == 0))
+				pick = json_at(t, i);
+		}
+		t = pick != NULL ? json_get(pick, "template") : NULL;
+	}
+	if (t != NULL && t->type == JSON_STRING && (out = strdup(t->str)) == NULL)
+		util_err(err, "%s: out of memory", path);
+	json_free(j);
+	return out;
+}
+
+char *
+model_chat_template(struct model *md, char *err)
+{
+	char path[4096], *text;
+	size_t len;
+
+	err[0] = '\0';
+	if (md->gg != NULL) {
+		int64_t k = gguf_find_key(md->gg, "tokenizer.chat_template");
+		const char *s = k < 0 ? NULL : gguf_get_str(md->gg, k, &len);
+
+		if (s == NULL)
+			return NULL;
+		if ((text = strndup(s, len)) == NULL)
+			util_err(err, "%s: out of memory", md->path);
+		return text;
+	}
+	beside(md, "chat_template.jinja", path, sizeof path);
+	if ((text = util_read_file(path, &len, err)) != NULL)
+		return text;
+	beside(md, "tokenizer_config.json", path, sizeof path);
+	return config_template(path, err);
+}

@@ -1,0 +1,155 @@
+#include "prompt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "json.h"
+#include "model.h"
+#include "tokenizer.h"
+#include "util.h"
+
+static const char *const end_tokens[] = {
+	"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>",
+	"<|end|>", "</s>",
+};
+
+struct prompt {
+	struct tokenizer *tok;
+	struct chat *chat;	/* NULL: raw */
+	int32_t	stop[16];
+	int	n_stop;
+};
+
+static void
+add_stop(struct prompt *p, int32_t id)
+{
+	if (id < 0 || p->n_stop == (int)(sizeof p->stop / sizeof p->stop[0]))
+		return;
+	for (int i = 0; i < p->n_stop; i++)
+		if (p->stop[i] == id)
+			return;
+	p->stop[p->n_stop++] = id;
+}
+
+static int
+find_stops(struct prompt *p)
+{
+	add_stop(p, tokenizer_eos(p->tok));
+	for (size_t i = 0; i < sizeof end_tokens / sizeof end_tokens[0]; i++) {
+		int32_t id = tokenizer_find(p->tok, end_tokens[i], strlen(end_tokens[i]));
+
+		if (id >= 0 && tokenizer_is_control(p->tok, id))
+			add_stop(p, id);
+	}
+	return 0;
+}
+
+struct prompt *
+prompt_new(struct model *m, enum prompt_mode mode, char *err)
+{
+	struct prompt *p = calloc(1, sizeof *p);
+	char *tmpl = NULL;
+
+	if (p == NULL) {
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	if ((p->tok = model_tokenizer(m, err)) == NULL)
+		goto fail;
+	if (mode != PROMPT_RAW) {
+		tmpl = model_chat_template(m, err);
+		if (tmpl == NULL && err[0] != '\0')
+			goto fail;
+		if (tmpl == NULL && mode == PROMPT_CHAT) {
+			util_err(err, "%s: model has no chat template", model_path(m));
+			goto fail;
+		}
+		if (tmpl != NULL && (p->chat = chat_new(tmpl, strlen(tmpl), err)) == NULL)
+			goto fail;
+	}
+	free(tmpl);
+	find_stops(p);
+	return p;
+fail:
+	free(tmpl);
+	prompt_free(p);
+	return NULL;
+}
+
+void
+prompt_free(struct prompt *p)
+{
+	if (p == NULL)
+		return;
+	tokenizer_free(p->tok);
+	chat_free(p->chat);
+	free(p);
+}
+
+int
+prompt_is_chat(const struct prompt *p)
+{
+	return p->chat != NULL;
+}
+
+const struct tokenizer *
+prompt_tokenizer(const struct prompt *p)
+{
+	return p->tok;
+}
+
+const int32_t *
+prompt_stop_ids(const struct prompt *p, int *n)
+{
+	*n = p->n_stop;
+	return p->stop;
+}
+
+/* {"messages": [{"role": "user", "content": text}]} rendered */
+static char *
+render(const struct prompt *p, const char *text, size_t len, size_t *out_len, char *err)
+{
+	char *buf = NULL, *out;
+	size_t blen = 0;
+	FILE *fp = open_memstream(&buf, &blen);
+	struct json *ctx;
+	struct chat_opts o = { .add_generation_prompt = 1 };
+
+	if (fp == NULL) {
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	fputs("{\"messages\": [{\"role\": \"user\", \"content\": ", fp);
+	json_put_str(fp, text, len, 0);
+	fputs("}]}", fp);
+	if (fclose(fp) != 0) {
+		free(buf);
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	ctx = json_parse(buf, blen, err);
+	free(buf);
+	if (ctx == NULL)
+		return NULL;
+	out = chat_render(p->chat, ctx, &o, out_len, err);
+	json_free(ctx);
+	return out;
+}
+
+int32_t *
+prompt_encode(const struct prompt *p, const char *text, size_t len, size_t *n, char *err)
+{
+	char *r;
+	int32_t *ids;
+
+	if (p->chat == NULL)
+		return tokenizer_encode(p->tok, text, len,
+		    TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL, n, err);
+	if ((r = render(p, text, len, &len, err)) == NULL)
+		return NULL;
+	ids = tokenizer_encode(p->tok, r, len, TOKENIZER_PARSE_SPECIAL, n, err);
+	free(r);
+	return ids;
+}

@@ -1,0 +1,44 @@
+/*
+ * prompt: a request's text made into the token ids a model expects: the
+ * model's chat template applied (one user message, generation prompt on)
+ * or the text as is, then its tokenizer; and the tokens that end a reply.
+ */
+#ifndef MEMRA_PROMPT_H
+#define MEMRA_PROMPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum prompt_mode { PROMPT_AUTO, PROMPT_CHAT, PROMPT_RAW };
+
+struct model;
+struct tokenizer;
+struct prompt;
+
+/*
+ * The prompt maker for model m.  PROMPT_AUTO is chat when the model has a
+ * template, raw otherwise; PROMPT_CHAT without a template is an error.
+ * NULL with the reason in err (UTIL_ERRLEN); prompt_free frees (NULL is a
+ * no-op); m must outlive it.
+ */
+struct prompt *prompt_new(struct model *m, enum prompt_mode mode, char *err);
+void	prompt_free(struct prompt *);
+
+/* 1 when the template is applied. */
+int	prompt_is_chat(const struct prompt *);
+const struct tokenizer *prompt_tokenizer(const struct prompt *);
+
+/*
+ * The ids of len bytes of text: a chat prompt is rendered and its special
+ * tokens parsed; a raw one gets BOS/EOS as the vocabulary asks and its
+ * special tokens parsed too.  malloc'd [*n] (caller frees), or NULL with
+ * the reason in err.
+ */
+int32_t	*prompt_encode(const struct prompt *, const char *text, size_t len, size_t *n,
+	    char *err);
+
+/* The tokens that end generation: EOS and the end-of-turn tokens the
+ * vocabulary has; [*n], owned by the prompt. */
+const int32_t *prompt_stop_ids(const struct prompt *, int *n);
+
+#endif

@@ -1,0 +1,299 @@
+#include "spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "state.h"
+#include "util.h"
+
+enum { MTP_CHUNK = 32 };	/* prompt rows per MTP batch at prefill */
+
+#define DRAFT_SEQ	0x8000000000000000ULL	/* draws of the draft, apart from the target's */
+
+struct spec {
+	struct model *m;
+	struct state *st;
+	struct sampler *smp;
+	struct sample_params p;
+	struct spec_stats stats;
+	uint64_t seq;
+	int	K, n_ctx, nv, ne, cap;	/* cap: rows of mlg/hout */
+	int32_t	*hist;		/* [n_ctx + K + 2] prompt and new tokens */
+	int	n_hist;
+	int	mtp_len;	/* MTP KV cache length: verified positions */
+	int	last;		/* row of mlg/hout that drafts the next token */
+	float	*vlg;		/* [K+1][nv] verify logits */
+	float	*vh;		/* [K+1][ne] verify hidden */
+	float	*mlg;		/* [cap][nv] MTP logits */
+	float	*hout;		/* [cap][ne] MTP output hidden */
+	float	*hl;		/* [ne] the chain's hidden */
+	float	*q;		/* [K][nv] draft distributions (temp > 0) */
+	float	*pp;		/* [nv] target distribution (temp > 0) */
+	char	err[UTIL_ERRLEN];
+};
+
+struct spec *
+spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint64_t seq,
+    char *err)
+{
+	const struct model_hparams *hp = model_hparams(m);
+	struct spec *s;
+	size_t nv = hp->n_vocab, ne = hp->n_embd, cap = K + 1 > MTP_CHUNK ? K + 1 : MTP_CHUNK;
+
+	if (hp->n_mtp < 1) {
+		util_err(err, "model has no MTP head to draft with");
+		return NULL;
+	}
+	if (K < 1 || K > SPEC_KMAX || n_ctx < 2) {
+		util_err(err, "K %d: out of range 1..%d", K, SPEC_KMAX);
+		return NULL;
+	}
+	if ((s = calloc(1, sizeof *s)) == NULL) {
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	s->m = m, s->K = K, s->n_ctx = n_ctx, s->nv = nv, s->ne = ne, s->cap = cap, s->seq = seq;
+	if (p != NULL)
+		s->p = *p;
+	else
+		sample_defaults(&s->p);
+	s->hist = malloc((size_t)(n_ctx + K + 2) * sizeof *s->hist);
+	s->vlg = malloc((K + 1) * nv * sizeof(float));
+	s->vh = malloc((K + 1) * ne * sizeof(float));
+	s->mlg = malloc(cap * nv * sizeof(float));
+	s->hout = malloc(cap * ne * sizeof(float));
+	s->hl = malloc(ne * sizeof(float));
+	s->q = malloc(K * nv * sizeof(float));
+	s->pp = malloc(nv * sizeof(float));
+	if (s->hist == NULL || s->vlg == NULL || s->vh == NULL || s->mlg == NULL ||
+	    s->hout == NULL || s->hl == NULL || s->q == NULL || s->pp == NULL) {
+		util_err(err, "out of memory");
+		spec_free(s);
+		return NULL;
+	}
+	if ((s->smp = sample_new(&s->p, nv, err)) == NULL ||
+	    (s->st = model_state_new(m, n_ctx, K + 1, err)) == NULL) {
+		spec_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void
+spec_free(struct spec *s)
+{
+	if (s == NULL)
+		return;
+	state_free(s->st);
+	sample_free(s->smp);
+	free(s->hist), free(s->vlg), free(s->vh), free(s->mlg), free(s->hout);
+	free(s->hl), free(s->q), free(s->pp);
+	free(s);
+}
+
+const char *
+spec_errmsg(const struct spec *s)
+{
+	return s->err;
+}
+
+const struct spec_stats *
+spec_stats(const struct spec *s)
+{
+	return &s->stats;
+}
+
+void
+spec_stats_reset(struct spec *s)
+{
+	memset(&s->stats, 0, sizeof s->stats);
+}
+
+static int
+fail_model(struct spec *s)
+{
+	util_err(s->err, "%s", model_errmsg(s->m));
+	return -1;
+}
+
+/* The next token at position pos from a row of logits, given hist[n]. */
+static int32_t
+next(struct spec *s, const float *lg, int n, uint64_t seq)
+{
+	int32_t t = sample_next(s->smp, lg, s->hist, n, seq, n);
+
+	if (t < 0)
+		util_err(s->err, "position %d: no finite logit", n);
+	return t;
+}
+
+/*
+ * MTP slots for rows 0..m-1 of hidden h (trunk rows at the MTP cache's
+ * next positions), each with the token that followed it; the last row's
+ * logits and output become the next draft's.
+ */
+static int
+mtp_append(struct spec *s, const float *h, const int32_t *tok, int m)
+{
+	for (int i = 0; i < m; i += s->cap) {
+		int c = m - i < s->cap ? m - i : s->cap;
+
+		if (model_mtp(s->m, s->st, 0, s->mtp_len, h + (size_t)i * s->ne, tok + i, c,
+		    s->mlg, s->hout) != 0)
+			return fail_model(s);
+		s->mtp_len += c;
+		s->last = c - 1;
+	}
+	return 0;
+}
+
+int
+spec_prefill(struct spec *s, const int32_t *prompt, int n, int32_t *first)
+{
+	float *h, *lg = s->vlg;
+	int rc = -1;
+
+	if (n < 1 || n + 1 > s->n_ctx) {
+		util_err(s->err, "prompt of %d tokens: context holds %d", n, s->n_ctx);
+		return -1;
+	}
+	if ((h = malloc((size_t)n * s->ne * sizeof *h)) == NULL) {
+		util_err(s->err, "out of memory");
+		return -1;
+	}
+	state_reset(s->st);
+	s->mtp_len = 0;
+	memcpy(s->hist, prompt, n * sizeof *prompt);
+	s->n_hist = n;
+	if (model_forward(s->m, s->st, prompt, n, MODEL_PREFILL, lg, h) != 0) {
+		fail_model(s);
+		goto out;
+	}
+	if ((*first = next(s, lg, n, s->seq)) < 0)
+		goto out;
+	s->hist[s->n_hist++] = *first;
+	rc = mtp_append(s, h, s->hist + 1, n);
+out:
+	free(h);
+	return rc;
+}
+
+/* Draw a token from the distribution q[nv] with the uniform u. */
+static int32_t
+draw(const float *q, int nv, double u)
+{
+	double c = 0, tot = 0;
+	int32_t last = -1;
+
+	for (int i = 0; i < nv; i++)
+		tot += q[i];
+	for (int i = 0; i < nv; i++) {
+		if (q[i] <= 0)
+			continue;
+		last = i;
+		if ((c += q[i]) > u * tot)
+			return i;
+	}
+	return last;
+}
+
+/* Draft k tokens into d (hist gets them past n_hist, tentatively). */
+static int
+draft(struct spec *s, int32_t *d, int k)
+{
+	int n = s->n_hist;
+
+	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
+	for (int j = 0; j < k; j++) {
+		const float *lg = j == 0 ? s->mlg + (size_t)s->last * s->nv : s->mlg;
+
+		if (j > 0 && model_mtp(s->m, s->st, 0, s->mtp_len + j - 1, s->hl, &d[j - 1], 1,
+		    s->mlg, s->hl) != 0)
+			return fail_model(s);
+		if (s->p.temp == 0) {
+			if ((d[j] = next(s, lg, n + j, s->seq ^ DRAFT_SEQ)) < 0)
+				return -1;
+		} else {
+			float *q = s->q + (size_t)j * s->nv;
+
+			if (sample_probs(s->smp, lg, s->hist, n + j, q) != 0)
+				return util_err(s->err, "position %d: no finite draft logit", n + j);
+			d[j] = draw(q, s->nv, sample_uniform(s->p.seed, s->seq ^ DRAFT_SEQ, n + j,
+			    SAMPLE_STREAM_TOKEN));
+		}
+		s->hist[n + j] = d[j];
+	}
+	return 0;
+}
+
+/*
+ * Judge the drafts against the verify rows: out gets the accepted prefix
+ * and the token after it; returns how many drafts were accepted, or -1.
+ */
+static int
+judge(struct spec *s, const int32_t *d, int k, int32_t *out)
+{
+	int n = s->n_hist, acc = 0;
+
+	for (; acc < k; acc++) {
+		const float *lg = s->vlg + (size_t)acc * s->nv;
+		int32_t t;
+		int ok;
+
+		if (s->p.temp == 0) {
+			if ((t = next(s, lg, n + acc, s->seq)) < 0)
+				return -1;
+			ok = t == d[acc];
+		} else {
+			if (sample_probs(s->smp, lg, s->hist, n + acc, s->pp) != 0)
+				return util_err(s->err, "position %d: no finite logit", n + acc);
+			t = sample_accept(s->smp, s->pp, s->q + (size_t)acc * s->nv, d[acc],
+			    s->seq, n + acc, &ok);
+			if (t < 0)
+				return util_err(s->err, "position %d: no token to accept", n + acc);
+		}
+		out[acc] = t;
+		if (!ok)
+			return acc;
+	}
+	if ((out[k] = next(s, s->vlg + (size_t)k * s->nv, n + k, s->seq)) < 0)
+		return -1;
+	return k;
+}
+
+int
+spec_round(struct spec *s, int32_t *out, int limit)
+{
+	int32_t tk[SPEC_KMAX + 1];
+	int n = s->n_hist, k = s->K, acc;
+
+	if (limit < 1 || n < 1 || n + 1 > s->n_ctx)
+		return util_err(s->err, "position %d: context of %d is full", n, s->n_ctx);
+	if (k > limit - 1)
+		k = limit - 1;
+	if (k > s->n_ctx - n - 1)
+		k = s->n_ctx - n - 1;
+	tk[0] = s->hist[n - 1];
+	if (draft(s, tk + 1, k) != 0)
+		return -1;
+	if (model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, s->vlg,
+	    s->vh) != 0)
+		return fail_model(s);
+	if ((acc = judge(s, tk + 1, k, out)) < 0)
+		return -1;
+	if (state_rollback(s->st, acc + 1) != 0)
+		return util_err(s->err, "rollback to %d rows failed", acc + 1);
+	memcpy(s->hist + n, out, (acc + 1) * sizeof *out);
+	s->n_hist = n + acc + 1;
+	s->stats.rounds += k > 0;	/* a plain step is no round */
+	s->stats.drafted += k;
+	s->stats.accepted += acc;
+	for (int j = 0; j < k; j++) {
+		s->stats.tried[j]++;
+		s->stats.depth[j] += j < acc;
+	}
+	if (mtp_append(s, s->vh, out, acc + 1) != 0)
+		return -1;
+	return acc + 1;
+}

