@@ -820,9 +820,10 @@ arg(const struct args *A, size_t i, const char *name, struct cv *out)
 }
 
 static struct cv
-call_macro(struct rs *R, const struct node *x, const struct node *m, const struct args *A)
+call_macro(struct rs *R, const struct node *x, const struct cv_macro *mac, const struct args *A)
 {
-	struct frame fr = { .parent = R->root };
+	const struct node *m = mac->m;
+	struct frame fr = { .parent = mac->env };
 	struct sbuf out = { .a = R->a, .max = R->max_output };
 	struct sbuf *saved = R->out;
 
@@ -954,7 +955,7 @@ call(struct rs *R, const struct node *x, struct cv fn, const struct args *A)
 	struct cv msg;
 
 	if (fn.t == CV_MACRO)
-		return call_macro(R, x, fn.u.m, A);
+		return call_macro(R, x, fn.u.mac, A);
 	if (fn.t == CV_UNDEF)
 		return undef_fail(R, x, fn);
 	if (fn.t != CV_FUNC)
@@ -2231,6 +2232,41 @@ capture(struct rs *R, const struct node *x, const struct node *body, struct fram
 	return cv_str(out.p ? out.p : "", out.n);
 }
 
+/*
+ * A macro sees the scope it is defined in.  Frames below the template's
+ * are reused per loop iteration and live on the C stack, so the macro
+ * keeps a copy of them (the values as they are at its definition).
+ */
+static int
+define_macro(struct rs *R, const struct node *x, struct frame *f)
+{
+	struct cv_macro *mac = arena_alloc(R->a, sizeof *mac);
+	struct frame **link, *g;
+	struct cv v = { .t = CV_MACRO };
+
+	if (mac == NULL)
+		return oom(R, x), -1;
+	mac->m = x;
+	v.u.mac = mac;
+	link = &mac->env;
+	for (g = f; g != NULL && g != R->root; g = g->parent) {
+		struct frame *c = arena_alloc(R->a, sizeof *c);
+		if (c == NULL)
+			return oom(R, x), -1;
+		for (size_t i = 0; i < g->vars.n; i++)
+			if (cv_dict_set(R->a, &c->vars, g->vars.k[i], g->vars.v[i]) < 0)
+				return oom(R, x), -1;
+		if (g == f && frame_set(R, c, x->name, x->namelen, v) < 0)	/* recursion */
+			return oom(R, x), -1;
+		*link = c;
+		link = &c->parent;
+	}
+	*link = R->root;
+	if (frame_set(R, f, x->name, x->namelen, v) < 0)
+		return oom(R, x), -1;
+	return 0;
+}
+
 static int
 exec_stmt(struct rs *R, const struct node *x, struct frame *f)
 {
@@ -2274,9 +2310,7 @@ exec_stmt(struct rs *R, const struct node *x, struct frame *f)
 			rfail(R, x, "cannot print a %s", cv_type_name(v));
 		break;
 	case N_MACRO:
-		v.t = CV_MACRO;
-		v.u.m = x;
-		return frame_set(R, f, x->name, x->namelen, v) < 0 ? (oom(R, x), -1) : 0;
+		return define_macro(R, x, f);
 	case N_BREAK: R->brk = 1; break;
 	case N_CONTINUE: R->brk = 2; break;
 	case N_BODY: return exec_body(R, x, f);

@@ -27,6 +27,13 @@ feature = [
     ("lstrip-after-var", "{{ i }}\n  {% if t %}a{% endif %}  {{ i }}\n  {#- c #}\n", S),
     ("nested-ws", "<\n{%- for x in l %}\n  {%- if x > 1 %}\n    [{{ x }}]\n  {%- endif %}\n{%- endfor %}\n>", S),
     ("raw-newlines-in-str", "{{ 'a\nb' }}{{ \"c\\\\d\" }}", S),
+    ("scope-loop-reassign", "{% set x = 1 %}{% for i in [1,2] %}{{ x }}{% set x = 5 %}{{ x }}{% endfor %}{{ x }}", S),
+    ("scope-if-in-loop", "{% for i in [1,2] %}{% if loop.first %}{% set y = 'a' %}{% endif %}{{ y }};{% endfor %}", S),
+    ("scope-macro-in-loop", "{% for i in [1,2] %}{% macro m(k=3) %}{{ i }}{% if k %}{{ m(k - 1) }}{% endif %}{% endmacro %}{{ m() }};{% endfor %}", S),
+    ("loop-var-after", "{% for i in [1,2] %}{% endfor %}{{ i }}|{{ loop }}", S),
+    ("ns-in-macro", "{% set ns = namespace(c=0) %}{% macro inc() %}{% set ns.c = ns.c + 1 %}{% endmacro %}{{ inc() }}{{ inc() }}{{ ns.c }}", S),
+    ("misc-values", "{{ none|trim }}|{{ true + 1 }} {{ 3 * true }}|{{ {'a': 1, 'b': 2, 'a': 3} }}|{{ {1: 'a', 1.0: 'b', true: 'c'} }}|[{{ 'x' if false }}]|{{ 'h\u00e9llo'[-2] }}{{ 'h\u00e9llo'[1] }}", S),
+    ("ns-list-attr", "{% set ns = namespace(l=[1]) %}{% set ns.l = ns.l + [2] %}{{ ns.l }}", S),
     # literals and printing
     ("print-types", "{{ n }}|{{ t }}|{{ i }}|{{ f }}|{{ l }}|{{ d }}|{{ (1,) }}|{{ () }}|{{ [1.0, none, 'a\\'b', \"q\\\"\"] }}", S),
     ("floats", "{{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ 1/3 }} {{ -0.0 }} {{ 2.5e-7 }} {{ 123456789.125 }}", S),
