@@ -53,7 +53,7 @@ enum {
 	/* methods: str */
 	M_STARTSWITH, M_ENDSWITH, M_SPLIT, M_RSPLIT, M_STRIP, M_LSTRIP, M_RSTRIP,
 	M_UPPER, M_LOWER, M_TITLE, M_CAPITALIZE, M_REPLACE, M_FIND, M_RFIND, M_COUNT,
-	M_JOIN, M_SPLITLINES, M_ISDIGIT, M_ISALPHA, M_ISSPACE, M_ISALNUM,
+	M_JOIN, M_SPLITLINES, M_ISDIGIT, M_ISALPHA, M_ISSPACE, M_ISALNUM, M_FORMAT,
 	/* dict */
 	M_ITEMS, M_KEYS, M_VALUES, M_GET,
 	/* list */
@@ -191,7 +191,7 @@ method_id(struct cv obj, const char *s, size_t n)
 		{ 's', "find", M_FIND }, { 's', "rfind", M_RFIND }, { 's', "count", M_COUNT },
 		{ 's', "join", M_JOIN }, { 's', "splitlines", M_SPLITLINES },
 		{ 's', "isdigit", M_ISDIGIT }, { 's', "isalpha", M_ISALPHA },
-		{ 's', "isspace", M_ISSPACE }, { 's', "isalnum", M_ISALNUM },
+		{ 's', "isspace", M_ISSPACE }, { 's', "isalnum", M_ISALNUM }, { 's', "format", M_FORMAT },
 		{ 'd', "items", M_ITEMS }, { 'd', "keys", M_KEYS }, { 'd', "values", M_VALUES },
 		{ 'd', "get", M_GET }, { 'd', "pop", M_UNSAFE }, { 'd', "popitem", M_UNSAFE },
 		{ 'd', "update", M_UNSAFE }, { 'd', "setdefault", M_UNSAFE },
@@ -1230,6 +1230,118 @@ str_is(struct cv s, int id)
 	return cv_bool(1);
 }
 
+/* str.format: "{}", "{0}", "{name}", "{{", "}}"; no conversions or specs */
+static struct cv
+str_format(struct rs *R, const struct node *x, struct cv s, const struct args *A)
+{
+	struct sbuf b = { .a = R->a, .max = R->max_output };
+	size_t auto_i = 0;
+
+	for (size_t i = 0; i < s.n; i++) {
+		char c = s.u.s[i];
+		if ((c == '{' || c == '}') && i + 1 < s.n && s.u.s[i + 1] == c) {
+			sbuf_putc(&b, c);
+			i++;
+			continue;
+		}
+		if (c == '}')
+			return rfail(R, x, "Single '}' encountered in format string");
+		if (c != '{') {
+			sbuf_putc(&b, c);
+			continue;
+		}
+		const char *e = memchr(s.u.s + i, '}', s.n - i);
+		if (e == NULL)
+			return rfail(R, x, "Single '{' encountered in format string");
+		const char *f = s.u.s + i + 1;
+		size_t fn = (size_t)(e - f);
+		struct cv v;
+		if (memchr(f, ':', fn) || memchr(f, '!', fn) || memchr(f, '.', fn) || memchr(f, '[', fn))
+			return rfail(R, x, "unsupported format field '{%.*s}'", (int)(fn > 40 ? 40 : fn), f);
+		if (fn == 0) {
+			if (!arg(A, auto_i++, NULL, &v))
+				return rfail(R, x, "Replacement index %zu out of range", auto_i - 1);
+		} else if (f[0] >= '0' && f[0] <= '9') {
+			if (!arg(A, (size_t)strtoul(f, NULL, 10), NULL, &v))
+				return rfail(R, x, "Replacement index out of range");
+		} else {
+			char nm[64];
+			snprintf(nm, sizeof nm, "%.*s", (int)(fn > 63 ? 63 : fn), f);
+			if (!arg(A, MAX_ARGS, nm, &v))
+				return rfail(R, x, "KeyError: '%s'", nm);
+		}
+		if (cv_str_to(&b, v) < 0)
+			return rfail(R, x, "cannot format a %s", cv_type_name(v));
+		i = (size_t)(e - s.u.s);
+	}
+	return b.failed ? rfail(R, x, "string too large") : cv_str(b.p ? b.p : "", b.n);
+}
+
+/* the format filter: printf-style "%s %r %d %i %f %%", with "%(name)s" for keywords */
+static struct cv
+f_format(struct rs *R, const struct node *x, struct cv s, const struct args *A)
+{
+	struct sbuf b = { .a = R->a, .max = R->max_output };
+	size_t k = 0;
+
+	if (A->npos && A->nkw)
+		return rfail(R, x, "can't handle positional and keyword arguments at the same time");
+	for (size_t i = 0; i < s.n; i++) {
+		struct cv v;
+		int prec = -1;
+		if (s.u.s[i] != '%') {
+			sbuf_putc(&b, s.u.s[i]);
+			continue;
+		}
+		if (++i >= s.n)
+			return rfail(R, x, "incomplete format");
+		if (s.u.s[i] == '%') {
+			sbuf_putc(&b, '%');
+			continue;
+		}
+		if (s.u.s[i] == '(') {
+			const char *e = memchr(s.u.s + i, ')', s.n - i);
+			char nm[64];
+			if (e == NULL)
+				return rfail(R, x, "incomplete format key");
+			snprintf(nm, sizeof nm, "%.*s", (int)((size_t)(e - s.u.s) - i - 1 > 63 ? 63 :
+			    (size_t)(e - s.u.s) - i - 1), s.u.s + i + 1);
+			if (!arg(A, MAX_ARGS, nm, &v))
+				return rfail(R, x, "KeyError: '%s'", nm);
+			i = (size_t)(e - s.u.s) + 1;
+		} else if (!arg(A, k++, NULL, &v)) {
+			return rfail(R, x, "not enough arguments for format string");
+		}
+		if (i + 1 < s.n && s.u.s[i] == '.' && s.u.s[i + 1] >= '0' && s.u.s[i + 1] <= '9') {
+			prec = s.u.s[++i] - '0';
+			i++;
+		}
+		if (i >= s.n)
+			return rfail(R, x, "incomplete format");
+		switch (s.u.s[i]) {
+		case 's': if (cv_str_to(&b, v) < 0) return rfail(R, x, "cannot format"); break;
+		case 'r': if (cv_repr_to(&b, v) < 0) return rfail(R, x, "cannot format"); break;
+		case 'd': case 'i':
+			if (!is_num(v))
+				return rfail(R, x, "%%d format: a real number is required, not %s", cv_type_name(v));
+			if (v.t == CV_FLOAT && (isnan(v.u.f) || isinf(v.u.f) || fabs(v.u.f) >= 9.2e18))
+				return rfail(R, x, "cannot convert float to integer");
+			sbuf_printf(&b, "%lld", v.t == CV_FLOAT ? (long long)v.u.f : (long long)num_i(v));
+			break;
+		case 'f':
+			if (!is_num(v))
+				return rfail(R, x, "must be real number, not %s", cv_type_name(v));
+			sbuf_printf(&b, "%.*f", prec < 0 ? 6 : prec, num_f(v));
+			break;
+		default:
+			return rfail(R, x, "unsupported format character '%c'", s.u.s[i]);
+		}
+	}
+	if (k < A->npos)
+		return rfail(R, x, "not all arguments converted during string formatting");
+	return b.failed ? rfail(R, x, "string too large") : cv_str(b.p ? b.p : "", b.n);
+}
+
 static struct cv
 str_method(struct rs *R, const struct node *x, int id, struct cv s, const struct args *A)
 {
@@ -1290,6 +1402,7 @@ str_method(struct rs *R, const struct node *x, int id, struct cv s, const struct
 			}
 		return cv_int(max);
 	case M_JOIN: return str_join(R, x, s, a);
+	case M_FORMAT: return str_format(R, x, s, A);
 	case M_SPLITLINES: return str_splitlines(R, x, s, arg(A, 0, "keepends", &a) && cv_truthy(a));
 	default: return str_is(s, id);
 	}
@@ -1348,7 +1461,7 @@ enum {
 	FL_FIRST, FL_FLOAT, FL_INDENT, FL_INT, FL_ITEMS, FL_JOIN, FL_LAST, FL_LENGTH,
 	FL_LIST, FL_LOWER, FL_MAP, FL_MAX, FL_MIN, FL_REJECT, FL_REJECTATTR, FL_REPLACE,
 	FL_REVERSE, FL_ROUND, FL_SAFE, FL_SELECT, FL_SELECTATTR, FL_SORT, FL_STRING,
-	FL_SUM, FL_TITLE, FL_TOJSON, FL_TRIM, FL_UNIQUE, FL_UPPER, FL_WORDCOUNT
+	FL_SUM, FL_TITLE, FL_TOJSON, FL_TRIM, FL_UNIQUE, FL_UPPER, FL_WORDCOUNT, FL_FORMAT
 };
 
 static const struct { const char *s; int id; } filters[] = {
@@ -1356,6 +1469,7 @@ static const struct { const char *s; int id; } filters[] = {
 	{ "count", FL_COUNT }, { "d", FL_DEFAULT }, { "default", FL_DEFAULT },
 	{ "dictsort", FL_DICTSORT }, { "e", FL_ESCAPE }, { "escape", FL_ESCAPE },
 	{ "forceescape", FL_ESCAPE }, { "first", FL_FIRST }, { "float", FL_FLOAT },
+	{ "format", FL_FORMAT },
 	{ "indent", FL_INDENT }, { "int", FL_INT }, { "items", FL_ITEMS }, { "join", FL_JOIN },
 	{ "last", FL_LAST }, { "length", FL_LENGTH }, { "list", FL_LIST }, { "lower", FL_LOWER },
 	{ "map", FL_MAP }, { "max", FL_MAX }, { "min", FL_MIN }, { "reject", FL_REJECT },
@@ -1929,6 +2043,7 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 	case FL_UPPER: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'u');
 	case FL_TITLE: s = to_str(R, x, v); return R->failed ? s : f_title(R, x, s);
 	case FL_ESCAPE: s = to_str(R, x, v); return R->failed ? s : f_escape(R, x, s);
+	case FL_FORMAT: s = to_str(R, x, v); return R->failed ? s : f_format(R, x, s, A);
 	case FL_COUNT: case FL_LENGTH: return f_length(R, x, v);
 	case FL_DEFAULT: {
 		struct cv d = cv_str("", 0);

@@ -34,6 +34,9 @@ feature = [
     ("ns-in-macro", "{% set ns = namespace(c=0) %}{% macro inc() %}{% set ns.c = ns.c + 1 %}{% endmacro %}{{ inc() }}{{ inc() }}{{ ns.c }}", S),
     ("misc-values", "{{ none|trim }}|{{ true + 1 }} {{ 3 * true }}|{{ {'a': 1, 'b': 2, 'a': 3} }}|{{ {1: 'a', 1.0: 'b', true: 'c'} }}|[{{ 'x' if false }}]|{{ 'h\u00e9llo'[-2] }}{{ 'h\u00e9llo'[1] }}", S),
     ("ns-list-attr", "{% set ns = namespace(l=[1]) %}{% set ns.l = ns.l + [2] %}{{ ns.l }}", S),
+    ("str-format", "{{ 'a{}b{}'.format(1, 'x') }}|{{ '{0}{0}{name}'.format('q', name=n) }}|{{ '{{x}}'.format() }}", S),
+    ("filter-format", "{{ '%s-%d %r %.2f %%'|format('x', 3.9, 'y', 2.345) }}|{{ '%(a)s!'|format(a=l) }}|{{ '%s'|format(n) }}", S),
+    ("filter-format-short", "{{ '%s %s'|format(1) }}", S),
     # literals and printing
     ("print-types", "{{ n }}|{{ t }}|{{ i }}|{{ f }}|{{ l }}|{{ d }}|{{ (1,) }}|{{ () }}|{{ [1.0, none, 'a\\'b', \"q\\\"\"] }}", S),
     ("floats", "{{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ 1/3 }} {{ -0.0 }} {{ 2.5e-7 }} {{ 123456789.125 }}", S),
