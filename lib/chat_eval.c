@@ -1069,26 +1069,110 @@ str_split(struct rs *R, const struct node *x, struct cv s, struct cv sep, int64_
 	return R->failed ? cv_undef(NULL) : l;
 }
 
-/* ASCII case mapping; mode 'u' upper, 'l' lower, 'c' capitalize, 't' title */
+/*
+ * Simple case mapping for ASCII, Latin-1, Latin Extended-A, Greek and
+ * Cyrillic (Python maps all of Unicode; outside these blocks letters are
+ * left as they are).  0 when c has no mapping.
+ */
+static uint32_t
+cp_upper(uint32_t c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 0xE0 && c <= 0xFE && c != 0xF7))
+		return c - 32;
+	if (c == 0xB5) return 0x39C;
+	if (c == 0xFF) return 0x178;
+	if (c == 0x131) return 'I';
+	if (c == 0x17F) return 'S';
+	if (((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+	    (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF)) && (c & 1))
+		return c - 1;
+	if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) && !(c & 1))
+		return c - 1;
+	if ((c >= 0x3B1 && c <= 0x3C1) || (c >= 0x3C3 && c <= 0x3CB) || (c >= 0x430 && c <= 0x44F))
+		return c - 32;
+	if (c == 0x3C2) return 0x3A3;
+	if (c == 0x3AC) return 0x386;
+	if (c >= 0x3AD && c <= 0x3AF) return c - 37;
+	if (c == 0x3CC) return 0x38C;
+	if (c >= 0x3CD && c <= 0x3CE) return c - 63;
+	if (c >= 0x450 && c <= 0x45F) return c - 80;
+	return 0;
+}
+
+static uint32_t
+cp_lower(uint32_t c)
+{
+	if ((c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7))
+		return c + 32;
+	if (c == 0x178) return 0xFF;
+	if (((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+	    (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF)) && !(c & 1))
+		return c + 1;
+	if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) && (c & 1))
+		return c + 1;
+	if ((c >= 0x391 && c <= 0x3A1) || (c >= 0x3A3 && c <= 0x3AB) || (c >= 0x410 && c <= 0x42F))
+		return c + 32;
+	if (c == 0x386) return 0x3AC;
+	if (c >= 0x388 && c <= 0x38A) return c + 37;
+	if (c == 0x38C) return 0x3CC;
+	if (c >= 0x38E && c <= 0x38F) return c + 63;
+	if (c >= 0x400 && c <= 0x40F) return c + 80;
+	return 0;
+}
+
+static void
+put_cp(struct sbuf *b, uint32_t c)
+{
+	char u[4];
+
+	if (c < 0x80) { u[0] = (char)c; sbuf_put(b, u, 1); }
+	else if (c < 0x800) { u[0] = (char)(0xC0 | c >> 6); u[1] = (char)(0x80 | (c & 63)); sbuf_put(b, u, 2); }
+	else { u[0] = (char)(0xE0 | c >> 12); u[1] = (char)(0x80 | (c >> 6 & 63)); u[2] = (char)(0x80 | (c & 63)); sbuf_put(b, u, 3); }
+}
+
+static uint32_t
+cp_at(const char *s, size_t n, size_t i, size_t *w)
+{
+	const unsigned char *p = (const unsigned char *)s + i;
+
+	if (p[0] < 0x80 || i + 1 >= n) { *w = 1; return p[0]; }
+	if (p[0] < 0xE0) { *w = 2; return (uint32_t)(p[0] & 31) << 6 | (p[1] & 63); }
+	*w = p[0] < 0xF0 ? 3 : 4;
+	if (i + *w > n) { *w = 1; return p[0]; }
+	return 0x110000;	/* beyond the mapped blocks: copied as it is */
+}
+
+/*
+ * Case mapping; mode 'u' upper, 'l' lower, 'c' capitalize, 't' str.title
+ * (upper after an uncased char), 'j' jinja's title filter (upper at the
+ * start of a chunk split at runs of "-", whitespace, "(", "{", "[", "<").
+ */
 static struct cv
 str_case(struct rs *R, const struct node *x, struct cv s, int mode)
 {
-	char *p = arena_alloc(R->a, s.n + 1);
-	int prev_letter = 0;
+	struct sbuf b = { .a = R->a, .max = R->max_output };
+	int prev_cased = 0, prev_sep = 1;
+	size_t w, sw;
 
-	if (p == NULL)
-		return oom(R, x);
-	for (size_t i = 0; i < s.n; i++) {
-		char c = s.u.s[i];
-		int up = mode == 'u' || (mode == 'c' && i == 0) || (mode == 't' && !prev_letter);
-		if (c >= 'a' && c <= 'z' && up)
-			c = (char)(c - 32);
-		else if (c >= 'A' && c <= 'Z' && !up)
-			c = (char)(c + 32);
-		prev_letter = (c | 32) >= 'a' && (c | 32) <= 'z';
-		p[i] = c;
+	for (size_t i = 0; i < s.n; i += w) {
+		uint32_t c = cp_at(s.u.s, s.n, i, &w), up = cp_upper(c), lo = cp_lower(c);
+		int cased = up || lo || c == 0xDF;
+		int sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
+		    u8_space_at(s.u.s, s.n, i, &sw);
+		int want_up = mode == 'u' || (mode == 'c' && i == 0) || (mode == 't' && !prev_cased) ||
+		    (mode == 'j' && prev_sep);
+		if (c == 0xDF && want_up)
+			sbuf_put(&b, mode == 'u' ? "SS" : "Ss", 2);
+		else if (want_up && up)
+			put_cp(&b, up);
+		else if (!want_up && lo)
+			put_cp(&b, lo);
+		else
+			sbuf_put(&b, s.u.s + i, w);
+		prev_cased = cased;
+		prev_sep = sep;
 	}
-	return cv_str(p, s.n);
+	return b.failed ? rfail(R, x, "string too large") : cv_str(b.p ? b.p : "", b.n);
 }
 
 static struct cv
@@ -1922,30 +2006,6 @@ f_indent(struct rs *R, const struct node *x, struct cv s, const struct args *A)
 }
 
 static struct cv
-f_title(struct rs *R, const struct node *x, struct cv s)
-{
-	char *p = arena_alloc(R->a, s.n + 1);
-	int sep = 1;
-	size_t w;
-
-	if (p == NULL)
-		return oom(R, x);
-	for (size_t i = 0; i < s.n; i++) {
-		char c = s.u.s[i];
-		int issep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
-		    u8_space_at(s.u.s, s.n, i, &w);
-		if (c >= 'a' && c <= 'z' && sep)
-			c = (char)(c - 32);
-		else if (c >= 'A' && c <= 'Z' && !sep)
-			c = (char)(c + 32);
-		p[i] = c;
-		if (((unsigned char)c & 0xC0) != 0x80)
-			sep = issep;
-	}
-	return cv_str(p, s.n);
-}
-
-static struct cv
 f_number(struct rs *R, const struct node *x, struct cv v, const struct args *A, int isint)
 {
 	struct cv d = isint ? cv_int(0) : cv_float(0);
@@ -2041,7 +2101,7 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 	case FL_CAPITALIZE: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'c');
 	case FL_LOWER: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'l');
 	case FL_UPPER: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'u');
-	case FL_TITLE: s = to_str(R, x, v); return R->failed ? s : f_title(R, x, s);
+	case FL_TITLE: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'j');
 	case FL_ESCAPE: s = to_str(R, x, v); return R->failed ? s : f_escape(R, x, s);
 	case FL_FORMAT: s = to_str(R, x, v); return R->failed ? s : f_format(R, x, s, A);
 	case FL_COUNT: case FL_LENGTH: return f_length(R, x, v);
