@@ -1142,6 +1142,18 @@ cp_at(const char *s, size_t n, size_t i, size_t *w)
 	return 0x110000;	/* beyond the mapped blocks: copied as it is */
 }
 
+static int
+next_cased(struct cv s, size_t i)
+{
+	size_t w;
+	uint32_t c;
+
+	if (i >= s.n)
+		return 0;
+	c = cp_at(s.u.s, s.n, i, &w);
+	return cp_upper(c) || cp_lower(c) || c == 0xDF;
+}
+
 /*
  * Case mapping; mode 'u' upper, 'l' lower, 'c' capitalize, 't' str.title
  * (upper after an uncased char), 'j' jinja's title filter (upper at the
@@ -1163,6 +1175,8 @@ str_case(struct rs *R, const struct node *x, struct cv s, int mode)
 		    (mode == 'j' && prev_sep);
 		if (c == 0xDF && want_up)
 			sbuf_put(&b, mode == 'u' ? "SS" : "Ss", 2);
+		else if (c == 0x3A3 && !want_up && prev_cased && !next_cased(s, i + w))
+			put_cp(&b, 0x3C2);	/* final sigma */
 		else if (want_up && up)
 			put_cp(&b, up);
 		else if (!want_up && lo)

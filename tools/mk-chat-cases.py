@@ -39,6 +39,7 @@ feature = [
     ("filter-format-short", "{{ '%s %s'|format(1) }}", S),
     ("unicode-case", "{{ u|upper }}|{{ u|lower }}|{{ u|capitalize }}|{{ u|title }}|{{ u.title() }}|{{ u.upper() }}|{{ '\u00e9a'|title }}|{{ '\u00dfa'.title() }}|{{ '\u00dfa'|capitalize }}",
      {"u": "h\u00e9llo W\u00d6RLD stra\u00dfe \u00ff \u00b5 \u0100\u0101\u0139\u013a\u0178 \u0131\u017f \u03b1\u03b2\u03b3 \u0386\u0388\u0389 \u03ac\u03ad\u03ae \u041f\u0420\u0418\u0412\u0415\u0422 \u043c\u0438\u0440 \u0450\u0400 \u0462\u0463"}),
+    ("final-sigma", "{{ '\u039f\u0394\u039f\u03a3 \u03a3\u0391\u03a3 \u03a3 \u0391\u03a3.'|lower }}|{{ '\u039f\u0394\u039f\u03a3'|title }}|{{ '\u039f\u0394\u039f\u03a3'|capitalize }}", S),
     # literals and printing
     ("print-types", "{{ n }}|{{ t }}|{{ i }}|{{ f }}|{{ l }}|{{ d }}|{{ (1,) }}|{{ () }}|{{ [1.0, none, 'a\\'b', \"q\\\"\"] }}", S),
     ("floats", "{{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ 1/3 }} {{ -0.0 }} {{ 2.5e-7 }} {{ 123456789.125 }}", S),
