@@ -37,7 +37,8 @@ void	chat_free(struct chat *c);
 struct chat_opts {
 	int	add_generation_prompt;	/* 1, 0, or -1: take ctx's (default false) */
 	size_t	max_output;		/* bytes of output; 0: 64 MiB */
-	uint64_t max_steps;		/* loop iterations + macro calls; 0: 10^7 */
+	uint64_t max_steps;		/* loop iterations, macro calls, 256-byte units
+				   of string work; 0: 10^7 */
 };
 
 /*

@@ -53,7 +53,7 @@ enum {
 	/* methods: str */
 	M_STARTSWITH, M_ENDSWITH, M_SPLIT, M_RSPLIT, M_STRIP, M_LSTRIP, M_RSTRIP,
 	M_UPPER, M_LOWER, M_TITLE, M_CAPITALIZE, M_REPLACE, M_FIND, M_RFIND, M_COUNT,
-	M_JOIN, M_SPLITLINES, M_ISDIGIT, M_ISALPHA, M_ISSPACE, M_ISALNUM,
+	M_JOIN, M_SPLITLINES, M_ISDIGIT, M_ISALPHA, M_ISSPACE, M_ISALNUM, M_FORMAT,
 	/* dict */
 	M_ITEMS, M_KEYS, M_VALUES, M_GET,
 	/* list */
@@ -191,7 +191,7 @@ method_id(struct cv obj, const char *s, size_t n)
 		{ 's', "find", M_FIND }, { 's', "rfind", M_RFIND }, { 's', "count", M_COUNT },
 		{ 's', "join", M_JOIN }, { 's', "splitlines", M_SPLITLINES },
 		{ 's', "isdigit", M_ISDIGIT }, { 's', "isalpha", M_ISALPHA },
-		{ 's', "isspace", M_ISSPACE }, { 's', "isalnum", M_ISALNUM },
+		{ 's', "isspace", M_ISSPACE }, { 's', "isalnum", M_ISALNUM }, { 's', "format", M_FORMAT },
 		{ 'd', "items", M_ITEMS }, { 'd', "keys", M_KEYS }, { 'd', "values", M_VALUES },
 		{ 'd', "get", M_GET }, { 'd', "pop", M_UNSAFE }, { 'd', "popitem", M_UNSAFE },
 		{ 'd', "update", M_UNSAFE }, { 'd', "setdefault", M_UNSAFE },
@@ -820,9 +820,10 @@ arg(const struct args *A, size_t i, const char *name, struct cv *out)
 }
 
 static struct cv
-call_macro(struct rs *R, const struct node *x, const struct node *m, const struct args *A)
+call_macro(struct rs *R, const struct node *x, const struct cv_macro *mac, const struct args *A)
 {
-	struct frame fr = { .parent = R->root };
+	const struct node *m = mac->m;
+	struct frame fr = { .parent = mac->env };
 	struct sbuf out = { .a = R->a, .max = R->max_output };
 	struct sbuf *saved = R->out;
 
@@ -954,7 +955,7 @@ call(struct rs *R, const struct node *x, struct cv fn, const struct args *A)
 	struct cv msg;
 
 	if (fn.t == CV_MACRO)
-		return call_macro(R, x, fn.u.m, A);
+		return call_macro(R, x, fn.u.mac, A);
 	if (fn.t == CV_UNDEF)
 		return undef_fail(R, x, fn);
 	if (fn.t != CV_FUNC)
@@ -1068,26 +1069,124 @@ str_split(struct rs *R, const struct node *x, struct cv s, struct cv sep, int64_
 	return R->failed ? cv_undef(NULL) : l;
 }
 
-/* ASCII case mapping; mode 'u' upper, 'l' lower, 'c' capitalize, 't' title */
+/*
+ * Simple case mapping for ASCII, Latin-1, Latin Extended-A, Greek and
+ * Cyrillic (Python maps all of Unicode; outside these blocks letters are
+ * left as they are).  0 when c has no mapping.
+ */
+static uint32_t
+cp_upper(uint32_t c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 0xE0 && c <= 0xFE && c != 0xF7))
+		return c - 32;
+	if (c == 0xB5) return 0x39C;
+	if (c == 0xFF) return 0x178;
+	if (c == 0x131) return 'I';
+	if (c == 0x17F) return 'S';
+	if (((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+	    (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF)) && (c & 1))
+		return c - 1;
+	if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) && !(c & 1))
+		return c - 1;
+	if ((c >= 0x3B1 && c <= 0x3C1) || (c >= 0x3C3 && c <= 0x3CB) || (c >= 0x430 && c <= 0x44F))
+		return c - 32;
+	if (c == 0x3C2) return 0x3A3;
+	if (c == 0x3AC) return 0x386;
+	if (c >= 0x3AD && c <= 0x3AF) return c - 37;
+	if (c == 0x3CC) return 0x38C;
+	if (c >= 0x3CD && c <= 0x3CE) return c - 63;
+	if (c >= 0x450 && c <= 0x45F) return c - 80;
+	return 0;
+}
+
+static uint32_t
+cp_lower(uint32_t c)
+{
+	if ((c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7))
+		return c + 32;
+	if (c == 0x178) return 0xFF;
+	if (((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+	    (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF)) && !(c & 1))
+		return c + 1;
+	if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) && (c & 1))
+		return c + 1;
+	if ((c >= 0x391 && c <= 0x3A1) || (c >= 0x3A3 && c <= 0x3AB) || (c >= 0x410 && c <= 0x42F))
+		return c + 32;
+	if (c == 0x386) return 0x3AC;
+	if (c >= 0x388 && c <= 0x38A) return c + 37;
+	if (c == 0x38C) return 0x3CC;
+	if (c >= 0x38E && c <= 0x38F) return c + 63;
+	if (c >= 0x400 && c <= 0x40F) return c + 80;
+	return 0;
+}
+
+static void
+put_cp(struct sbuf *b, uint32_t c)
+{
+	char u[4];
+
+	if (c < 0x80) { u[0] = (char)c; sbuf_put(b, u, 1); }
+	else if (c < 0x800) { u[0] = (char)(0xC0 | c >> 6); u[1] = (char)(0x80 | (c & 63)); sbuf_put(b, u, 2); }
+	else { u[0] = (char)(0xE0 | c >> 12); u[1] = (char)(0x80 | (c >> 6 & 63)); u[2] = (char)(0x80 | (c & 63)); sbuf_put(b, u, 3); }
+}
+
+static uint32_t
+cp_at(const char *s, size_t n, size_t i, size_t *w)
+{
+	const unsigned char *p = (const unsigned char *)s + i;
+
+	if (p[0] < 0x80 || i + 1 >= n) { *w = 1; return p[0]; }
+	if (p[0] < 0xE0) { *w = 2; return (uint32_t)(p[0] & 31) << 6 | (p[1] & 63); }
+	*w = p[0] < 0xF0 ? 3 : 4;
+	if (i + *w > n) { *w = 1; return p[0]; }
+	return 0x110000;	/* beyond the mapped blocks: copied as it is */
+}
+
+static int
+next_cased(struct cv s, size_t i)
+{
+	size_t w;
+	uint32_t c;
+
+	if (i >= s.n)
+		return 0;
+	c = cp_at(s.u.s, s.n, i, &w);
+	return cp_upper(c) || cp_lower(c) || c == 0xDF;
+}
+
+/*
+ * Case mapping; mode 'u' upper, 'l' lower, 'c' capitalize, 't' str.title
+ * (upper after an uncased char), 'j' jinja's title filter (upper at the
+ * start of a chunk split at runs of "-", whitespace, "(", "{", "[", "<").
+ */
 static struct cv
 str_case(struct rs *R, const struct node *x, struct cv s, int mode)
 {
-	char *p = arena_alloc(R->a, s.n + 1);
-	int prev_letter = 0;
+	struct sbuf b = { .a = R->a, .max = R->max_output };
+	int prev_cased = 0, prev_sep = 1;
+	size_t w, sw;
 
-	if (p == NULL)
-		return oom(R, x);
-	for (size_t i = 0; i < s.n; i++) {
-		char c = s.u.s[i];
-		int up = mode == 'u' || (mode == 'c' && i == 0) || (mode == 't' && !prev_letter);
-		if (c >= 'a' && c <= 'z' && up)
-			c = (char)(c - 32);
-		else if (c >= 'A' && c <= 'Z' && !up)
-			c = (char)(c + 32);
-		prev_letter = (c | 32) >= 'a' && (c | 32) <= 'z';
-		p[i] = c;
+	for (size_t i = 0; i < s.n; i += w) {
+		uint32_t c = cp_at(s.u.s, s.n, i, &w), up = cp_upper(c), lo = cp_lower(c);
+		int cased = up || lo || c == 0xDF;
+		int sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
+		    u8_space_at(s.u.s, s.n, i, &sw);
+		int want_up = mode == 'u' || (mode == 'c' && i == 0) || (mode == 't' && !prev_cased) ||
+		    (mode == 'j' && prev_sep);
+		if (c == 0xDF && want_up)
+			sbuf_put(&b, mode == 'u' ? "SS" : "Ss", 2);
+		else if (c == 0x3A3 && !want_up && prev_cased && !next_cased(s, i + w))
+			put_cp(&b, 0x3C2);	/* final sigma */
+		else if (want_up && up)
+			put_cp(&b, up);
+		else if (!want_up && lo)
+			put_cp(&b, lo);
+		else
+			sbuf_put(&b, s.u.s + i, w);
+		prev_cased = cased;
+		prev_sep = sep;
 	}
-	return cv_str(p, s.n);
+	return b.failed ? rfail(R, x, "string too large") : cv_str(b.p ? b.p : "", b.n);
 }
 
 static struct cv
@@ -1229,6 +1328,118 @@ str_is(struct cv s, int id)
 	return cv_bool(1);
 }
 
+/* str.format: "{}", "{0}", "{name}", "{{", "}}"; no conversions or specs */
+static struct cv
+str_format(struct rs *R, const struct node *x, struct cv s, const struct args *A)
+{
+	struct sbuf b = { .a = R->a, .max = R->max_output };
+	size_t auto_i = 0;
+
+	for (size_t i = 0; i < s.n; i++) {
+		char c = s.u.s[i];
+		if ((c == '{' || c == '}') && i + 1 < s.n && s.u.s[i + 1] == c) {
+			sbuf_putc(&b, c);
+			i++;
+			continue;
+		}
+		if (c == '}')
+			return rfail(R, x, "Single '}' encountered in format string");
+		if (c != '{') {
+			sbuf_putc(&b, c);
+			continue;
+		}
+		const char *e = memchr(s.u.s + i, '}', s.n - i);
+		if (e == NULL)
+			return rfail(R, x, "Single '{' encountered in format string");
+		const char *f = s.u.s + i + 1;
+		size_t fn = (size_t)(e - f);
+		struct cv v;
+		if (memchr(f, ':', fn) || memchr(f, '!', fn) || memchr(f, '.', fn) || memchr(f, '[', fn))
+			return rfail(R, x, "unsupported format field '{%.*s}'", (int)(fn > 40 ? 40 : fn), f);
+		if (fn == 0) {
+			if (!arg(A, auto_i++, NULL, &v))
+				return rfail(R, x, "Replacement index %zu out of range", auto_i - 1);
+		} else if (f[0] >= '0' && f[0] <= '9') {
+			if (!arg(A, (size_t)strtoul(f, NULL, 10), NULL, &v))
+				return rfail(R, x, "Replacement index out of range");
+		} else {
+			char nm[64];
+			snprintf(nm, sizeof nm, "%.*s", (int)(fn > 63 ? 63 : fn), f);
+			if (!arg(A, MAX_ARGS, nm, &v))
+				return rfail(R, x, "KeyError: '%s'", nm);
+		}
+		if (cv_str_to(&b, v) < 0)
+			return rfail(R, x, "cannot format a %s", cv_type_name(v));
+		i = (size_t)(e - s.u.s);
+	}
+	return b.failed ? rfail(R, x, "string too large") : cv_str(b.p ? b.p : "", b.n);
+}
+
+/* the format filter: printf-style "%s %r %d %i %f %%", with "%(name)s" for keywords */
+static struct cv
+f_format(struct rs *R, const struct node *x, struct cv s, const struct args *A)
+{
+	struct sbuf b = { .a = R->a, .max = R->max_output };
+	size_t k = 0;
+
+	if (A->npos && A->nkw)
+		return rfail(R, x, "can't handle positional and keyword arguments at the same time");
+	for (size_t i = 0; i < s.n; i++) {
+		struct cv v;
+		int prec = -1;
+		if (s.u.s[i] != '%') {
+			sbuf_putc(&b, s.u.s[i]);
+			continue;
+		}
+		if (++i >= s.n)
+			return rfail(R, x, "incomplete format");
+		if (s.u.s[i] == '%') {
+			sbuf_putc(&b, '%');
+			continue;
+		}
+		if (s.u.s[i] == '(') {
+			const char *e = memchr(s.u.s + i, ')', s.n - i);
+			char nm[64];
+			if (e == NULL)
+				return rfail(R, x, "incomplete format key");
+			snprintf(nm, sizeof nm, "%.*s", (int)((size_t)(e - s.u.s) - i - 1 > 63 ? 63 :
+			    (size_t)(e - s.u.s) - i - 1), s.u.s + i + 1);
+			if (!arg(A, MAX_ARGS, nm, &v))
+				return rfail(R, x, "KeyError: '%s'", nm);
+			i = (size_t)(e - s.u.s) + 1;
+		} else if (!arg(A, k++, NULL, &v)) {
+			return rfail(R, x, "not enough arguments for format string");
+		}
+		if (i + 1 < s.n && s.u.s[i] == '.' && s.u.s[i + 1] >= '0' && s.u.s[i + 1] <= '9') {
+			prec = s.u.s[++i] - '0';
+			i++;
+		}
+		if (i >= s.n)
+			return rfail(R, x, "incomplete format");
+		switch (s.u.s[i]) {
+		case 's': if (cv_str_to(&b, v) < 0) return rfail(R, x, "cannot format"); break;
+		case 'r': if (cv_repr_to(&b, v) < 0) return rfail(R, x, "cannot format"); break;
+		case 'd': case 'i':
+			if (!is_num(v))
+				return rfail(R, x, "%%d format: a real number is required, not %s", cv_type_name(v));
+			if (v.t == CV_FLOAT && (isnan(v.u.f) || isinf(v.u.f) || fabs(v.u.f) >= 9.2e18))
+				return rfail(R, x, "cannot convert float to integer");
+			sbuf_printf(&b, "%lld", v.t == CV_FLOAT ? (long long)v.u.f : (long long)num_i(v));
+			break;
+		case 'f':
+			if (!is_num(v))
+				return rfail(R, x, "must be real number, not %s", cv_type_name(v));
+			sbuf_printf(&b, "%.*f", prec < 0 ? 6 : prec, num_f(v));
+			break;
+		default:
+			return rfail(R, x, "unsupported format character '%c'", s.u.s[i]);
+		}
+	}
+	if (k < A->npos)
+		return rfail(R, x, "not all arguments converted during string formatting");
+	return b.failed ? rfail(R, x, "string too large") : cv_str(b.p ? b.p : "", b.n);
+}
+
 static struct cv
 str_method(struct rs *R, const struct node *x, int id, struct cv s, const struct args *A)
 {
@@ -1289,6 +1500,7 @@ str_method(struct rs *R, const struct node *x, int id, struct cv s, const struct
 			}
 		return cv_int(max);
 	case M_JOIN: return str_join(R, x, s, a);
+	case M_FORMAT: return str_format(R, x, s, A);
 	case M_SPLITLINES: return str_splitlines(R, x, s, arg(A, 0, "keepends", &a) && cv_truthy(a));
 	default: return str_is(s, id);
 	}
@@ -1347,7 +1559,7 @@ enum {
 	FL_FIRST, FL_FLOAT, FL_INDENT, FL_INT, FL_ITEMS, FL_JOIN, FL_LAST, FL_LENGTH,
 	FL_LIST, FL_LOWER, FL_MAP, FL_MAX, FL_MIN, FL_REJECT, FL_REJECTATTR, FL_REPLACE,
 	FL_REVERSE, FL_ROUND, FL_SAFE, FL_SELECT, FL_SELECTATTR, FL_SORT, FL_STRING,
-	FL_SUM, FL_TITLE, FL_TOJSON, FL_TRIM, FL_UNIQUE, FL_UPPER, FL_WORDCOUNT
+	FL_SUM, FL_TITLE, FL_TOJSON, FL_TRIM, FL_UNIQUE, FL_UPPER, FL_WORDCOUNT, FL_FORMAT
 };
 
 static const struct { const char *s; int id; } filters[] = {
@@ -1355,6 +1567,7 @@ static const struct { const char *s; int id; } filters[] = {
 	{ "count", FL_COUNT }, { "d", FL_DEFAULT }, { "default", FL_DEFAULT },
 	{ "dictsort", FL_DICTSORT }, { "e", FL_ESCAPE }, { "escape", FL_ESCAPE },
 	{ "forceescape", FL_ESCAPE }, { "first", FL_FIRST }, { "float", FL_FLOAT },
+	{ "format", FL_FORMAT },
 	{ "indent", FL_INDENT }, { "int", FL_INT }, { "items", FL_ITEMS }, { "join", FL_JOIN },
 	{ "last", FL_LAST }, { "length", FL_LENGTH }, { "list", FL_LIST }, { "lower", FL_LOWER },
 	{ "map", FL_MAP }, { "max", FL_MAX }, { "min", FL_MIN }, { "reject", FL_REJECT },
@@ -1807,30 +2020,6 @@ f_indent(struct rs *R, const struct node *x, struct cv s, const struct args *A)
 }
 
 static struct cv
-f_title(struct rs *R, const struct node *x, struct cv s)
-{
-	char *p = arena_alloc(R->a, s.n + 1);
-	int sep = 1;
-	size_t w;
-
-	if (p == NULL)
-		return oom(R, x);
-	for (size_t i = 0; i < s.n; i++) {
-		char c = s.u.s[i];
-		int issep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
-		    u8_space_at(s.u.s, s.n, i, &w);
-		if (c >= 'a' && c <= 'z' && sep)
-			c = (char)(c - 32);
-		else if (c >= 'A' && c <= 'Z' && !sep)
-			c = (char)(c + 32);
-		p[i] = c;
-		if (((unsigned char)c & 0xC0) != 0x80)
-			sep = issep;
-	}
-	return cv_str(p, s.n);
-}
-
-static struct cv
 f_number(struct rs *R, const struct node *x, struct cv v, const struct args *A, int isint)
 {
 	struct cv d = isint ? cv_int(0) : cv_float(0);
@@ -1926,8 +2115,9 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 	case FL_CAPITALIZE: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'c');
 	case FL_LOWER: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'l');
 	case FL_UPPER: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'u');
-	case FL_TITLE: s = to_str(R, x, v); return R->failed ? s : f_title(R, x, s);
+	case FL_TITLE: s = to_str(R, x, v); return R->failed ? s : str_case(R, x, s, 'j');
 	case FL_ESCAPE: s = to_str(R, x, v); return R->failed ? s : f_escape(R, x, s);
+	case FL_FORMAT: s = to_str(R, x, v); return R->failed ? s : f_format(R, x, s, A);
 	case FL_COUNT: case FL_LENGTH: return f_length(R, x, v);
 	case FL_DEFAULT: {
 		struct cv d = cv_str("", 0);
@@ -2231,6 +2421,41 @@ capture(struct rs *R, const struct node *x, const struct node *body, struct fram
 	return cv_str(out.p ? out.p : "", out.n);
 }
 
+/*
+ * A macro sees the scope it is defined in.  Frames below the template's
+ * are reused per loop iteration and live on the C stack, so the macro
+ * keeps a copy of them (the values as they are at its definition).
+ */
+static int
+define_macro(struct rs *R, const struct node *x, struct frame *f)
+{
+	struct cv_macro *mac = arena_alloc(R->a, sizeof *mac);
+	struct frame **link, *g;
+	struct cv v = { .t = CV_MACRO };
+
+	if (mac == NULL)
+		return oom(R, x), -1;
+	mac->m = x;
+	v.u.mac = mac;
+	link = &mac->env;
+	for (g = f; g != NULL && g != R->root; g = g->parent) {
+		struct frame *c = arena_alloc(R->a, sizeof *c);
+		if (c == NULL)
+			return oom(R, x), -1;
+		for (size_t i = 0; i < g->vars.n; i++)
+			if (cv_dict_set(R->a, &c->vars, g->vars.k[i], g->vars.v[i]) < 0)
+				return oom(R, x), -1;
+		if (g == f && frame_set(R, c, x->name, x->namelen, v) < 0)	/* recursion */
+			return oom(R, x), -1;
+		*link = c;
+		link = &c->parent;
+	}
+	*link = R->root;
+	if (frame_set(R, f, x->name, x->namelen, v) < 0)
+		return oom(R, x), -1;
+	return 0;
+}
+
 static int
 exec_stmt(struct rs *R, const struct node *x, struct frame *f)
 {
@@ -2274,9 +2499,7 @@ exec_stmt(struct rs *R, const struct node *x, struct frame *f)
 			rfail(R, x, "cannot print a %s", cv_type_name(v));
 		break;
 	case N_MACRO:
-		v.t = CV_MACRO;
-		v.u.m = x;
-		return frame_set(R, f, x->name, x->namelen, v) < 0 ? (oom(R, x), -1) : 0;
+		return define_macro(R, x, f);
 	case N_BREAK: R->brk = 1; break;
 	case N_CONTINUE: R->brk = 2; break;
 	case N_BODY: return exec_body(R, x, f);

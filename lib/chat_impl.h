@@ -32,6 +32,13 @@ enum cv_type {
 struct cv_list;
 struct cv_dict;
 struct node;
+struct frame;
+
+/* a macro and the scope it was defined in (its closure) */
+struct cv_macro {
+	const struct node *m;
+	struct frame *env;
+};
 
 struct cv {
 	enum cv_type t;
@@ -44,7 +51,7 @@ struct cv {
 		const char *s;		/* CV_STR: UTF-8, not NUL-terminated */
 		struct cv_list *l;
 		struct cv_dict *d;	/* CV_DICT, CV_NS */
-		const struct node *m;	/* CV_MACRO */
+		const struct cv_macro *mac;	/* CV_MACRO */
 		struct cv_func *fn;	/* CV_FUNC */
 		struct loop_state *loop;
 	} u;

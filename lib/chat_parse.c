@@ -203,20 +203,21 @@ static int
 lex_number(struct lexer *L, struct tok *t)
 {
 	const char *s = L->src;
-	size_t i = L->pos, n = L->n;
+	size_t i = L->pos, n = L->n, k = 0;
 	char buf[128];
-	size_t k = 0;
-	int isf = 0;
+	int isf = 0, over = 0;
 
-	while (i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-		if (s[i++] != '_' && k < sizeof buf - 1)
-			buf[k++] = s[i - 1];
+#define DIGITS(allow_us) \
+	while (i < n && ((s[i] >= '0' && s[i] <= '9') || ((allow_us) && s[i] == '_'))) { \
+		if (s[i] != '_') { if (k < sizeof buf - 1) buf[k++] = s[i]; else over = 1; } \
+		i++; \
+	}
+	DIGITS(1)
 	if (i + 1 < n && s[i] == '.' && s[i + 1] >= '0' && s[i + 1] <= '9') {
 		isf = 1;
-		buf[k++] = s[i++];
-		while (i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-			if (s[i++] != '_' && k < sizeof buf - 1)
-				buf[k++] = s[i - 1];
+		if (k < sizeof buf - 1) buf[k++] = '.'; else over = 1;
+		i++;
+		DIGITS(1)
 	}
 	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
 		size_t j = i + 1;
@@ -224,17 +225,16 @@ lex_number(struct lexer *L, struct tok *t)
 			j++;
 		if (j < n && s[j] >= '0' && s[j] <= '9') {
 			isf = 1;
-			while (i < j && k < sizeof buf - 1)
-				buf[k++] = s[i++];
-			while (i < n && s[i] >= '0' && s[i] <= '9')
-				if (k < sizeof buf - 1)
-					buf[k++] = s[i++];
-				else
-					i++;
+			for (; i < j; i++)
+				if (k < sizeof buf - 1) buf[k++] = s[i]; else over = 1;
+			DIGITS(0)
 		}
 	}
+#undef DIGITS
 	buf[k] = 0;
 	L->pos = i;
+	if (over)
+		return util_err(L->err, "template line %d: number literal too long", L->line);
 	if (isf) {
 		t->t = T_FLOAT;
 		t->f = strtod(buf, NULL);

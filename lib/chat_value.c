@@ -348,7 +348,7 @@ cv_equal(struct cv a, struct cv b)
 		}
 		return 1;
 	case CV_NS: return a.u.d == b.u.d;
-	case CV_MACRO: return a.u.m == b.u.m;
+	case CV_MACRO: return a.u.mac == b.u.mac;
 	case CV_FUNC: return a.u.fn == b.u.fn;
 	case CV_LOOP: return a.u.loop == b.u.loop;
 	default: return 0;
