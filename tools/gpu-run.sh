@@ -5,7 +5,8 @@
 # the greedy gate on model A (GPU = CPU = refs, step and prefill), a short
 # decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
 # to $OUT (or a temporary directory); a short table is printed last.
-#   usage: sh tools/gpu-run.sh [all|bench]      ("bench": skip the checks)
+#   usage: sh tools/gpu-run.sh [all|bench|gates]  ("bench": skip the checks,
+#   "gates": skip the benchmark)
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
@@ -16,21 +17,46 @@ A=models/A
 { date -u; nvidia-smi; nvcc --version; } >"$OUT/device.txt" 2>&1
 echo "== build (logs in $OUT)"
 t0=$(date +%s)
-if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy >"$OUT/build.log" 2>&1; then
+if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/model-spec \
+    >"$OUT/build.log" 2>&1; then
 	tail -40 "$OUT/build.log"
 	exit 1
 fi
 echo "built in $(( $(date +%s) - t0 ))s"
-kc=- st=- gg=-
+kc=- st=- gg=- sp=-
+G=${TMPDIR:-/tmp}/memra-gguf
+if [ -n "$A" ] && [ -d st-src ] && [ "$mode" != bench ]; then
+	mkdir -p "$G"
+	{ make -C st-src CUDA=0 -j16 bin/quant-nvfp4 &&
+	  st-src/bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
+	  st-src/bin/quant-nvfp4 $A "$G/A-nvfp4.gguf"; } >"$OUT/gguf.log" 2>&1 ||
+	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
+	ls -l "$G" >>"$OUT/gguf.log"
+fi
 if [ "$mode" != bench ]; then
 	t0=$(date +%s)
 	timeout 240 bin/kernel-check $A >"$OUT/kernel-check.log" 2>&1; kc=$?
+	for m in "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do	# the model checks on GGUFs too
+		[ -e "$m" ] || continue
+		echo "== $m" >>"$OUT/kernel-check.log"
+		timeout 120 bin/kernel-check "$m" >"$OUT/kc-model.tmp" 2>&1 || kc=1
+		grep -E '^(model|ALL|[0-9]+ FAILED)' "$OUT/kc-model.tmp" >>"$OUT/kernel-check.log"
+		rm -f "$OUT/kc-model.tmp"
+	done
 	echo "kernel-check in $(( $(date +%s) - t0 ))s"
 	timeout 120 bin/kernel-check --self-test $A >"$OUT/self-test.log" 2>&1; st=$?
 	if [ -n "$A" ]; then
 		t0=$(date +%s)
 		timeout 200 sh tools/greedy-gate.sh $A cuda >"$OUT/greedy-gate.log" 2>&1; gg=$?
 		echo "greedy gate in $(( $(date +%s) - t0 ))s"
+		t0=$(date +%s)
+		sp=0
+		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do
+			[ -e "$m" ] || continue
+			timeout 150 build/t/tools/model-spec -d cuda -g cpu -K 8 -n 64 "$m" \
+			    t/data/a-greedy.tsv >>"$OUT/spec.log" 2>&1 || sp=1
+		done
+		echo "spec gate in $(( $(date +%s) - t0 ))s"
 		# decode timing on A: 8-token prompt, 512 greedy ids, load included (rough)
 		for d in cuda cpu; do
 			/usr/bin/time -f "time $d 512 ids: %e s" build/t/tools/model-greedy -d $d $A 512 \
@@ -38,20 +64,28 @@ if [ "$mode" != bench ]; then
 		done
 	fi
 fi
-t0=$(date +%s)
-timeout 120 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
-echo "bench in $(( $(date +%s) - t0 ))s"
+bc=-
+if [ "$mode" != gates ]; then
+	t0=$(date +%s)
+	timeout 120 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
+	echo "bench in $(( $(date +%s) - t0 ))s"
+fi
 
 if [ "$mode" != bench ]; then
 	echo "== kernel-check: every line that is not OK, then the backend lines"
 	grep -v ' OK$' "$OUT/kernel-check.log" | tail -40
-	grep -E '^(be |model )' "$OUT/kernel-check.log" | head -120
+	grep -E '^(be |model |== |ALL|[0-9]+ FAILED)' "$OUT/kernel-check.log" | grep -v ' OK$' | head -20
+	grep -E '^(model |== |ALL|[0-9]+ FAILED)' "$OUT/kernel-check.log"
 	echo "== self-test"
 	grep -v ' FAIL$' "$OUT/self-test.log" | tail -8
 	echo "== greedy gate"
 	[ -f "$OUT/greedy-gate.log" ] && tail -24 "$OUT/greedy-gate.log"
+	echo "== speculative self-consistency (reference acceptance: t/data/a-spec-refs.txt)"
+	[ -f "$OUT/spec.log" ] && cat "$OUT/spec.log"
 fi
-echo "== bench (m=1 and m=4; all in bench.log)"
-grep -E '^bench (device|copy)' "$OUT/bench.log"
-grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
-echo "kernel-check=$kc self-test=$st greedy-gate=$gg bench=$bc"
+if [ -f "$OUT/bench.log" ]; then
+	echo "== bench (m=1 and m=4; all in bench.log)"
+	grep -E '^bench (device|copy)' "$OUT/bench.log"
+	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
+fi
+echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp bench=$bc"
