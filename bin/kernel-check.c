@@ -166,8 +166,8 @@ half_fields(int t)
 	static const int q8[] = { 0, -1 }, q41[] = { 0, 2, -1 }, q6k[] = { 208, -1 }, none[] = { -1 };
 
 	switch (t) {
-	case QUANT_Q8_0: case QUANT_Q4_0: return q8;
-	case QUANT_Q4_1: case QUANT_Q4_K: case QUANT_Q5_K: return q41;
+	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: return q8;
+	case QUANT_Q4_1: case QUANT_Q5_1: case QUANT_Q4_K: case QUANT_Q5_K: return q41;
 	case QUANT_Q6_K: return q6k;
 	default: return none;
 	}
@@ -1393,6 +1393,9 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_embed_argmax(k, &p, QUANT_Q8_0);
 	be_embed_argmax(k, &p, QUANT_Q6_K);
 	be_embed_argmax(k, &p, QUANT_BF16);
+	/* a type the GPU kernels lack: held as F32 (quant-nvfp4 picks Q5_1 for rows of 384) */
+	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 3, 8, 1.0f);
+	be_embed_argmax(k, &p, QUANT_Q5_1);
 	if (model != NULL)
 		be_model(k, &p, model);
 	backend_close(p.g);

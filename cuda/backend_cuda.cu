@@ -21,6 +21,7 @@
 #define _Noreturn [[noreturn]]	/* util.h is C11 */
 extern "C" {
 #include "backend_impl.h"
+#include "quant.h"
 }
 
 struct cuda_buf {		/* a device buffer grown on demand, never shrunk */
@@ -364,21 +365,52 @@ put_small(struct backend *be, const void *h, size_t n)
 
 /* --- weights ---------------------------------------------------------- */
 
+/* Types the GPU kernels lack but the CPU dequantizes are held as F32. */
 static int
 cu_supports(const struct backend *be, int type)
 {
-	return gpu_can_matvec(type);
+	return gpu_can_matvec(type) || quant_can_dequantize(type);
+}
+
+/* w's host rows dequantized to F32 (a malloc'd copy; w becomes F32), or NULL. */
+static float *
+as_f32(struct backend *be, struct backend_weight *w)
+{
+	float *f = (float *)malloc((size_t)w->ne0 * w->ne1 * sizeof *f);
+
+	if (f == NULL) {
+		util_err(be->err, "weight: out of memory");
+		return NULL;
+	}
+	for (int64_t r = 0; r < w->ne1; r++)
+		if (quant_dequantize_row(w->type, (const uint8_t *)w->data + r * w->row_size,
+		    f + r * w->ne0, w->ne0) != 0) {
+			util_err(be->err, "weight: type '%s' does not dequantize",
+			    quant_name(w->type));
+			free(f);
+			return NULL;
+		}
+	w->type = QUANT_F32;
+	w->row_size = (size_t)w->ne0 * sizeof *f;
+	w->data = f;
+	return f;
 }
 
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)
 {
 	struct gpu *g = CB(be)->g;
-	struct cuda_weight *cw = (struct cuda_weight *)calloc(1, sizeof *cw);
-	size_t n = w->row_size * (size_t)w->ne1;
+	struct cuda_weight *cw;
+	float *conv = NULL;
+	size_t n;
 
-	if (cw == NULL)
+	if (!gpu_can_matvec(w->type) && (conv = as_f32(be, w)) == NULL)
+		return -1;
+	n = w->row_size * (size_t)w->ne1;
+	if ((cw = (struct cuda_weight *)calloc(1, sizeof *cw)) == NULL) {
+		free(conv);
 		return util_err(be->err, "weight: out of memory");
+	}
 	if ((cw->d = gpu_alloc(g, n)) == NULL ||
 	    gpu_upload(g, cw->d, w->data, n) != 0 ||
 	    (w->scale != 1.0f && ((cw->d_scale = (float *)gpu_alloc(g, 4)) == NULL ||
@@ -388,8 +420,10 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 		gpu_free(g, cw->d);
 		gpu_free(g, cw->d_scale);
 		free(cw);
+		free(conv);
 		return -1;
 	}
+	free(conv);
 	w->data = cw->d;
 	w->priv = cw;
 	return 0;
