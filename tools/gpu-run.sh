@@ -18,6 +18,7 @@ A=models/A
 echo "== build (logs in $OUT)"
 t0=$(date +%s)
 if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/model-spec \
+    build/t/tools/gguf-random build/t/tools/model-bench \
     >"$OUT/build.log" 2>&1; then
 	tail -40 "$OUT/build.log"
 	exit 1
@@ -64,6 +65,26 @@ if [ "$mode" != bench ]; then
 		done
 	fi
 fi
+# GPU_RUN_9B=1: decode / prefill / verify speed on random-weight GGUFs of the
+# Qwen3.5-9B shape (t/tools/gguf-random, Q8_0 and NVFP4), written here
+if [ "${GPU_RUN_9B:-0}" = 1 ]; then
+	BW=${GPU_RUN_BW:-3943.6}	# d2d copy GB/s (read+write), kernel-check --bench on this H200
+	mkdir -p "$G"
+	t0=$(date +%s)
+	for q in Q8_0 NVFP4; do
+		f=$G/qwen35-9b-random-$q.gguf
+		echo "== $q" >>"$OUT/speed-9b.log"
+		/usr/bin/time -f "gguf-random $q: %e s" build/t/tools/gguf-random -p 9b -t $q "$f" \
+		    >>"$OUT/speed-9b.log" 2>&1 || continue
+		ls -l "$f" >>"$OUT/speed-9b.log"
+		for args in "-c 128 -n 64 -r 3 -k 8" "-c 2048 -n 16 -r 1 -k 0" "-c 8192 -n 32 -r 2 -k 0"; do
+			timeout 150 build/t/tools/model-bench -d cuda $args -B "$BW" "$f" \
+			    >>"$OUT/speed-9b.log" 2>&1 || echo "model-bench $q $args: failed" >>"$OUT/speed-9b.log"
+		done
+		rm -f "$f"
+	done
+	echo "9b speed in $(( $(date +%s) - t0 ))s"
+fi
 bc=-
 if [ "$mode" != gates ]; then
 	t0=$(date +%s)
@@ -88,4 +109,5 @@ if [ -f "$OUT/bench.log" ]; then
 	grep -E '^bench (device|copy)' "$OUT/bench.log"
 	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
 fi
+[ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
 echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp bench=$bc"
