@@ -957,9 +957,12 @@ be_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m
 	for (int j = 0; j < m; j++)
 		for (int i = 0; i < ldy; i++)
 			m2[(size_t)j * ldy + i] = i < rows ? mag[j * rows + i] : 1.0;
-	snprintf(name, sizeof name, "be matmul %s%s", quant_name(t), scale != 1 ? "*s" : "");
+	/* int8-activation types: the same numerics as the CPU's quant_vec_dot */
+	int q8 = gpu_can_matvec_q8(t);
+	snprintf(name, sizeof name, "be matmul %s%s%s", quant_name(t), scale != 1 ? "*s" : "",
+	    q8 ? " i8" : "");
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d ld+%d", (long long)rows, (long long)ne0, m, pad);
-	becmp(k, name, shape, gy, cy, m2, (int64_t)m * ldy, 2e-2);
+	becmp(k, name, shape, gy, cy, m2, (int64_t)m * ldy, q8 ? 1e-5 : 2e-2);
 	/* rows 0..m-1 of the m-row product == each row alone (m <= 16) */
 	if (m > 1 && m <= GPU_MATVEC_MAX_ROWS) {
 		float *one = xmalloc((size_t)m * ldy * 4 + 4);
@@ -1358,7 +1361,7 @@ check_backend(struct kc *k, int dev, const char *model)
 	struct bpair p;
 	char err[UTIL_ERRLEN], dn[32];
 	static const int ts[] = { QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_NVFP4,
-	    QUANT_BF16, QUANT_F16, QUANT_F32, QUANT_Q4_0 };
+	    QUANT_BF16, QUANT_F16, QUANT_F32, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_1 };
 
 	snprintf(dn, sizeof dn, "cuda:%d", dev);
 	if ((p.c = backend_open("cpu", 0, err)) == NULL || (p.g = backend_open(dn, 0, err)) == NULL)
@@ -1393,9 +1396,12 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_embed_argmax(k, &p, QUANT_Q8_0);
 	be_embed_argmax(k, &p, QUANT_Q6_K);
 	be_embed_argmax(k, &p, QUANT_BF16);
-	/* a type the GPU kernels lack: held as F32 (quant-nvfp4 picks Q5_1 for rows of 384) */
+	/* Q5_1 (quant-nvfp4's pick for rows of 384): int8 products, F32 lookups */
 	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 3, 8, 1.0f);
+	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 24, 0, 1.0f);
+	be_matmul(k, &p, QUANT_Q8_0, 700, 4096, 33, 0, 1.0f);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
+	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	if (model != NULL)
 		be_model(k, &p, model);
 	backend_close(p.g);

@@ -7,9 +7,10 @@
  * Memory is device memory (backend_host() == 0).  Weights are copied to
  * the device once at weight_init.  Every op is queued on the gpu's
  * stream; backend_read waits for it.  Row r of every op is computed by
- * the same code whether it runs alone or with others: products go
- * through gpu_matvec for m <= GPU_MATVEC_MAX_ROWS (batch-invariant) and
- * cuBLAS beyond (prefill), attention in chunks of rows that each see
+ * the same code whether it runs alone or with others: Q8_0 and NVFP4
+ * products run on int8 activations as the CPU backend's do
+ * (gpu_matvec_q8, any m), other types through gpu_matvec for m <=
+ * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill), attention in chunks of rows that each see
  * their own positions, the recurrent ops row after row.
  */
 #include "gpu_impl.cuh"
@@ -41,6 +42,7 @@ struct backend_cuda {
 
 struct cuda_weight {
 	void	*d;			/* [ne1][row_size] bytes */
+	float	*d_f32;			/* [ne1][ne0] dequantized, for lookups; or NULL */
 	float	*d_scale;		/* NULL when scale == 1 */
 };
 
@@ -372,9 +374,9 @@ cu_supports(const struct backend *be, int type)
 	return gpu_can_matvec(type) || quant_can_dequantize(type);
 }
 
-/* w's host rows dequantized to F32 (a malloc'd copy; w becomes F32), or NULL. */
+/* n rows of w's host bytes dequantized to F32 (malloc'd), or NULL. */
 static float *
-as_f32(struct backend *be, struct backend_weight *w)
+dequant_host(struct backend *be, const struct backend_weight *w)
 {
 	float *f = (float *)malloc((size_t)w->ne0 * w->ne1 * sizeof *f);
 
@@ -390,43 +392,61 @@ as_f32(struct backend *be, struct backend_weight *w)
 			free(f);
 			return NULL;
 		}
-	w->type = QUANT_F32;
-	w->row_size = (size_t)w->ne0 * sizeof *f;
-	w->data = f;
 	return f;
 }
 
+static void *
+upload(struct backend *be, const void *h, size_t n)
+{
+	struct gpu *g = CB(be)->g;
+	void *d = gpu_alloc(g, n);
+
+	if (d == NULL || gpu_upload(g, d, h, n) != 0 || gpu_sync(g) != 0) {
+		util_err(be->err, "weight: %zu bytes: %s", n, gpu_errmsg(g));
+		gpu_free(g, d);
+		return NULL;
+	}
+	return d;
+}
+
+/*
+ * The weight's bytes go to the device as they are when a GPU product
+ * takes the type; a type without gpu_matvec / gpu_get_rows also gets an
+ * F32 copy (for embedding lookups, and for products when no kernel takes
+ * the type at all: then the weight becomes F32).
+ */
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)
 {
-	struct gpu *g = CB(be)->g;
-	struct cuda_weight *cw;
-	float *conv = NULL;
-	size_t n;
+	struct cuda_weight *cw = (struct cuda_weight *)calloc(1, sizeof *cw);
+	int mv = gpu_can_matvec(w->type), q8 = gpu_can_matvec_q8(w->type);
+	float *f = NULL;
 
-	if (!gpu_can_matvec(w->type) && (conv = as_f32(be, w)) == NULL)
-		return -1;
-	n = w->row_size * (size_t)w->ne1;
-	if ((cw = (struct cuda_weight *)calloc(1, sizeof *cw)) == NULL) {
-		free(conv);
+	if (cw == NULL)
 		return util_err(be->err, "weight: out of memory");
+	if (!mv && ((f = dequant_host(be, w)) == NULL ||
+	    (cw->d_f32 = (float *)upload(be, f, (size_t)w->ne0 * w->ne1 * 4)) == NULL))
+		goto fail;
+	if ((mv || q8) && (cw->d = upload(be, w->data, w->row_size * (size_t)w->ne1)) == NULL)
+		goto fail;
+	if (w->scale != 1.0f && (cw->d_scale = (float *)upload(be, &w->scale, 4)) == NULL)
+		goto fail;
+	free(f);
+	if (!mv && !q8) {
+		w->type = QUANT_F32;
+		w->row_size = (size_t)w->ne0 * 4;
+		cw->d = cw->d_f32;
+		cw->d_f32 = NULL;
 	}
-	if ((cw->d = gpu_alloc(g, n)) == NULL ||
-	    gpu_upload(g, cw->d, w->data, n) != 0 ||
-	    (w->scale != 1.0f && ((cw->d_scale = (float *)gpu_alloc(g, 4)) == NULL ||
-	    gpu_upload(g, cw->d_scale, &w->scale, 4) != 0)) ||
-	    gpu_sync(g) != 0) {
-		util_err(be->err, "weight: %zu bytes: %s", n, gpu_errmsg(g));
-		gpu_free(g, cw->d);
-		gpu_free(g, cw->d_scale);
-		free(cw);
-		free(conv);
-		return -1;
-	}
-	free(conv);
 	w->data = cw->d;
 	w->priv = cw;
 	return 0;
+fail:
+	free(f);
+	gpu_free(CB(be)->g, cw->d_f32);
+	gpu_free(CB(be)->g, cw->d);
+	free(cw);
+	return -1;
 }
 
 static void
@@ -436,6 +456,7 @@ cu_weight_release(struct backend *be, struct backend_weight *w)
 
 	if (cw != NULL) {
 		gpu_free(CB(be)->g, cw->d);
+		gpu_free(CB(be)->g, cw->d_f32);
 		gpu_free(CB(be)->g, cw->d_scale);
 		free(cw);
 	}
@@ -455,7 +476,9 @@ cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
 		return -1;
 	if (ldy != w->ne0 && (out = (float *)buf_get(be, &c->t1, (size_t)m * w->ne0 * 4)) == NULL)
 		return -1;
-	if (gpu_get_rows(c->g, w->type, w->data, w->ne0, d_ids, m, out) != 0)
+	const struct cuda_weight *cw = (const struct cuda_weight *)w->priv;
+	if (gpu_get_rows(c->g, cw->d_f32 ? QUANT_F32 : w->type, cw->d_f32 ? cw->d_f32 : w->data,
+	    w->ne0, d_ids, m, out) != 0)
 		return gfail(be, "embed");
 	return out == y ? 0 : copy_rows(be, y, ldy, out, w->ne0, w->ne0, m);
 }
@@ -490,7 +513,9 @@ product(struct backend *be, const struct backend_weight *w, const float *x,
 	struct gpu *g = CB(be)->g;
 	int rc;
 
-	if (m <= GPU_MATVEC_MAX_ROWS)
+	if (gpu_can_matvec_q8(w->type))	/* the CPU's numerics: int8 activations */
+		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+	else if (m <= GPU_MATVEC_MAX_ROWS)
 		rc = gpu_matvec(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
 	else
 		rc = gpu_matmul(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
