@@ -25,7 +25,7 @@
 static int
 usage(FILE *f, int status)
 {
-	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [MODEL]\n", prog);
+	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]\n", prog);
 	return status;
 }
 
