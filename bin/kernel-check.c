@@ -2,8 +2,10 @@
  * kernel-check: run every GPU kernel against a CPU reference on random
  * inputs and print one line per check, then ALL GREEN or N FAILED.
  * The quantized products are checked against quant_dequantize_row; the
- * fp32 ops against the small double-precision references below (they
- * stand in for lib/backend's CPU ops until that lands).
+ * gpu.h fp32 kernels against the small double-precision references below;
+ * then the CUDA backend against the CPU backend op by op through
+ * lib/backend's table ("be ..." lines), and with MODEL a model's prefill
+ * logits and greedy ids on both backends.
  */
 #include <getopt.h>
 #include <math.h>
@@ -11,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+#include "model.h"
 #include "quant.h"
+#include "state.h"
 #include "util.h"
 #ifdef MEMRA_HAVE_CUDA
 #include "gpu.h"
@@ -20,7 +25,7 @@
 static int
 usage(FILE *f, int status)
 {
-	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n]\n", prog);
+	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]\n", prog);
 	return status;
 }
 
@@ -161,8 +166,8 @@ half_fields(int t)
 	static const int q8[] = { 0, -1 }, q41[] = { 0, 2, -1 }, q6k[] = { 208, -1 }, none[] = { -1 };
 
 	switch (t) {
-	case QUANT_Q8_0: case QUANT_Q4_0: return q8;
-	case QUANT_Q4_1: case QUANT_Q4_K: case QUANT_Q5_K: return q41;
+	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: return q8;
+	case QUANT_Q4_1: case QUANT_Q5_1: case QUANT_Q4_K: case QUANT_Q5_K: return q41;
 	case QUANT_Q6_K: return q6k;
 	default: return none;
 	}
@@ -808,6 +813,601 @@ check_all(struct kc *k)
 	check_graph(k);
 }
 
+/* --- the CUDA backend against the CPU backend, op by op ---------------- */
+
+/*
+ * Both backends run the same op through lib/backend's table on the same
+ * inputs; the CPU backend is the reference.  Tolerances are relative to
+ * a magnitude: 1 + |ref| for the fp32 ops, sum |w x| for the products
+ * (the CPU multiplies quantized weights with int8 activations, the GPU
+ * with fp32 ones).
+ */
+struct bpair {
+	struct backend *c, *g;
+};
+
+static float *
+bput(struct backend *be, const float *h, size_t n)
+{
+	float *d = backend_alloc(be, n);
+
+	if (d == NULL || (h != NULL && backend_write(be, d, h, n) != 0))
+		die(1, "%s: %s", backend_name(be), backend_errmsg(be));
+	return d;
+}
+
+static float *
+bget(struct backend *be, const float *d, size_t n)
+{
+	float *h = xmalloc(n * sizeof *h + 4);
+
+	if (backend_read(be, h, d, n) != 0)
+		die(1, "%s: %s", backend_name(be), backend_errmsg(be));
+	return h;
+}
+
+static void
+bchk(struct backend *be, int rc)
+{
+	if (rc != 0)
+		die(1, "%s: %s", backend_name(be), backend_errmsg(be));
+}
+
+/* The broken arm for these checks: one value far outside any tolerance. */
+static void
+bbrk(struct kc *k, float *v, int64_t n, double mag)
+{
+	if (k->brk && n > 0)
+		v[n / 2] += (float)(1.0 + 4.0 * (mag + fabs(v[n / 2])));
+}
+
+/* got (the GPU's) against ref (the CPU's): |d| <= tol * (mag_i or 1 + |ref|). */
+static void
+becmp(struct kc *k, const char *name, const char *shape, float *got, const float *ref,
+    const double *mag, int64_t n, double tol)
+{
+	double maxd = 0, big = 0;
+	int ok = 1;
+
+	for (int64_t i = 0; i < n; i++)
+		big = fmax(big, mag ? mag[i] : 1.0 + fabs(ref[i]));
+	bbrk(k, got, n, big);
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - ref[i]);
+		if (!(d <= tol * (mag ? mag[i] : 1.0 + fabs(ref[i]))))
+			ok = 0;
+		if (d > maxd || d != d)
+			maxd = d;
+	}
+	report(k, name, shape, maxd, ok);
+}
+
+/* Bit-identical, with the broken arm. */
+static void
+bsame(struct kc *k, const char *name, const char *shape, float *a, const float *b,
+    int64_t n)
+{
+	bbrk(k, a, n, 1.0);
+	same_bits(k, name, shape, a, b, n);
+}
+
+struct bw {		/* one weight on both backends */
+	struct backend_weight c, g;
+	uint8_t	*w;
+	float	*wf;
+};
+
+static void
+bw_new(struct kc *k, struct bpair *p, struct bw *b, int t, int64_t rows, int64_t ne0,
+    float scale)
+{
+	size_t n;
+
+	b->w = qrand(k, t, rows, ne0, &n);
+	b->wf = qdeq(t, b->w, rows, ne0);
+	bchk(p->c, backend_weight_init(p->c, &b->c, t, ne0, rows, b->w, scale));
+	bchk(p->g, backend_weight_init(p->g, &b->g, t, ne0, rows, b->w, scale));
+}
+
+static void
+bw_free(struct bpair *p, struct bw *b)
+{
+	backend_weight_release(p->c, &b->c);
+	backend_weight_release(p->g, &b->g);
+	free(b->w), free(b->wf);
+}
+
+/* mag[j][r] = sum |w x| * |scale| of a product with strides. */
+static double *
+bmag(const struct bw *b, const float *x, int ldx, int m, float scale)
+{
+	int64_t rows = b->c.ne1, ne0 = b->c.ne0;
+	double *mag = xmalloc((size_t)m * rows * 8);
+
+	for (int j = 0; j < m; j++)
+		for (int64_t r = 0; r < rows; r++) {
+			double a = 0;
+			for (int64_t e = 0; e < ne0; e++)
+				a += fabs((double)b->wf[r * ne0 + e] * x[(size_t)j * ldx + e]);
+			mag[j * rows + r] = a * fabs(scale) + 1e-20;
+		}
+	return mag;
+}
+
+/* backend_matmul, rows ldx / ldy apart (> row lengths: the strided paths). */
+static void
+be_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m,
+    int pad, float scale)
+{
+	struct bw b;
+	int ldx = (int)ne0 + pad, ldy = (int)rows + pad;
+	float *x = frand(k, (int64_t)m * ldx, -1, 1), *gy, *cy;
+	float *cx = bput(p->c, x, (size_t)m * ldx), *gx = bput(p->g, x, (size_t)m * ldx);
+	float *cyd = bput(p->c, NULL, (size_t)m * ldy), *gyd = bput(p->g, NULL, (size_t)m * ldy);
+	double *mag, *m2;
+	char name[64], shape[64];
+
+	bw_new(k, p, &b, t, rows, ne0, scale);
+	bchk(p->c, backend_matmul(p->c, &b.c, cx, ldx, cyd, ldy, m));
+	bchk(p->g, backend_matmul(p->g, &b.g, gx, ldx, gyd, ldy, m));
+	cy = bget(p->c, cyd, (size_t)m * ldy);
+	gy = bget(p->g, gyd, (size_t)m * ldy);
+	mag = bmag(&b, x, ldx, m, scale);
+	m2 = xmalloc((size_t)m * ldy * 8);
+	for (int j = 0; j < m; j++)
+		for (int i = 0; i < ldy; i++)
+			m2[(size_t)j * ldy + i] = i < rows ? mag[j * rows + i] : 1.0;
+	/* int8-activation types: the same numerics as the CPU's quant_vec_dot */
+	int q8 = gpu_can_matvec_q8(t);
+	snprintf(name, sizeof name, "be matmul %s%s%s", quant_name(t), scale != 1 ? "*s" : "",
+	    q8 ? " i8" : "");
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d ld+%d", (long long)rows, (long long)ne0, m, pad);
+	becmp(k, name, shape, gy, cy, m2, (int64_t)m * ldy, q8 ? 1e-5 : 2e-2);
+	/* rows 0..m-1 of the m-row product == each row alone (m <= 16) */
+	if (m > 1 && m <= GPU_MATVEC_MAX_ROWS) {
+		float *one = xmalloc((size_t)m * ldy * 4 + 4);
+		for (int j = 0; j < m; j++) {
+			bchk(p->g, backend_matmul(p->g, &b.g, gx + (size_t)j * ldx, ldx,
+			    gyd + (size_t)j * ldy, ldy, 1));
+		}
+		bchk(p->g, backend_read(p->g, one, gyd, (size_t)m * ldy));
+		snprintf(name, sizeof name, "be matmul %s m=1xm", quant_name(t));
+		bsame(k, name, shape, one, gy, (int64_t)m * ldy);
+		free(one);
+	}
+	bw_free(p, &b);
+	free(x), free(gy), free(cy), free(mag), free(m2);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx);
+	backend_mfree(p->c, cyd), backend_mfree(p->g, gyd);
+}
+
+/* An fp32 op on both backends: in[] uploaded, op run, out[] compared. */
+struct bop {
+	int	nin;
+	size_t	n[8];		/* floats per buffer */
+	float	*h[8];		/* host copies (inputs; outputs start as these too) */
+	float	*c[8], *g[8];	/* device buffers on each backend */
+};
+
+static void
+bop_new(struct kc *k, struct bpair *p, struct bop *o, int nbuf, const size_t *n,
+    const float *lo, const float *hi)
+{
+	o->nin = nbuf;
+	for (int i = 0; i < nbuf; i++) {
+		o->n[i] = n[i];
+		o->h[i] = frand(k, (int64_t)n[i], lo[i], hi[i]);
+		o->c[i] = bput(p->c, o->h[i], n[i]);
+		o->g[i] = bput(p->g, o->h[i], n[i]);
+	}
+}
+
+/* Compare buffer i of both backends. */
+static void
+bop_cmp(struct kc *k, struct bpair *p, struct bop *o, int i, const char *name,
+    const char *shape, double tol)
+{
+	float *c = bget(p->c, o->c[i], o->n[i]), *g = bget(p->g, o->g[i], o->n[i]);
+
+	becmp(k, name, shape, g, c, NULL, (int64_t)o->n[i], tol);
+	free(c), free(g);
+}
+
+static void
+bop_free(struct bpair *p, struct bop *o)
+{
+	for (int i = 0; i < o->nin; i++) {
+		free(o->h[i]);
+		backend_mfree(p->c, o->c[i]);
+		backend_mfree(p->g, o->g[i]);
+	}
+}
+
+#define BOTH(p, call_c, call_g) do { bchk((p)->c, call_c); bchk((p)->g, call_g); } while (0)
+
+static void
+be_norms(struct kc *k, struct bpair *p, int rows, int n, int ld)
+{
+	size_t sz[] = { (size_t)rows * ld, (size_t)n, (size_t)rows * ld, (size_t)rows * n,
+	    (size_t)rows * n };
+	float lo[] = { -2, 0.5f, 0, -3, 0 }, hi[] = { 2, 1.5f, 0, 3, 0 };
+	struct bop o;
+	char shape[64];
+
+	bop_new(k, p, &o, 5, sz, lo, hi);
+	snprintf(shape, sizeof shape, "%dx%d ld=%d", rows, n, ld);
+	BOTH(p, backend_rmsnorm(p->c, o.c[0], ld, o.c[1], o.c[2], ld, rows, n, 1e-6f),
+	    backend_rmsnorm(p->g, o.g[0], ld, o.g[1], o.g[2], ld, rows, n, 1e-6f));
+	bop_cmp(k, p, &o, 2, "be rmsnorm", shape, 1e-5);
+	BOTH(p, backend_rmsnorm_gated(p->c, o.c[0], o.c[3], o.c[1], o.c[4], rows, n, 1e-6f),
+	    backend_rmsnorm_gated(p->g, o.g[0], o.g[3], o.g[1], o.g[4], rows, n, 1e-6f));
+	bop_cmp(k, p, &o, 4, "be rmsnorm_gated", shape, 1e-5);
+	BOTH(p, backend_l2norm(p->c, o.c[0], ld, rows, n, 1e-6f),
+	    backend_l2norm(p->g, o.g[0], ld, rows, n, 1e-6f));
+	bop_cmp(k, p, &o, 0, "be l2norm", shape, 1e-5);
+	bop_free(p, &o);
+}
+
+static void
+be_elementwise(struct kc *k, struct bpair *p, int n)
+{
+	size_t sz[] = { (size_t)n, (size_t)n, (size_t)n };
+	float lo[] = { -30, -4, 0 }, hi[] = { 30, 4, 0 };
+	static const char *an[] = { "silu", "sigmoid", "softplus" };
+	struct bop o;
+	char shape[64], name[64];
+
+	snprintf(shape, sizeof shape, "%d", n);
+	for (int a = 0; a < 3; a++) {
+		bop_new(k, p, &o, 3, sz, lo, hi);
+		BOTH(p, backend_act(p->c, (enum backend_act)a, o.c[0], n),
+		    backend_act(p->g, (enum backend_act)a, o.g[0], n));
+		snprintf(name, sizeof name, "be act %s", an[a]);
+		bop_cmp(k, p, &o, 0, name, shape, 1e-6);
+		bop_free(p, &o);
+	}
+	bop_new(k, p, &o, 3, sz, lo, hi);
+	BOTH(p, backend_swiglu(p->c, o.c[0], o.c[1], o.c[2], n),
+	    backend_swiglu(p->g, o.g[0], o.g[1], o.g[2], n));
+	bop_cmp(k, p, &o, 2, "be swiglu", shape, 1e-6);
+	BOTH(p, backend_add(p->c, o.c[1], o.c[0], n), backend_add(p->g, o.g[1], o.g[0], n));
+	bop_cmp(k, p, &o, 1, "be add", shape, 1e-6);
+	BOTH(p, backend_mul_sigmoid(p->c, o.c[0], 64, o.c[1], 64, n / 64, 48),
+	    backend_mul_sigmoid(p->g, o.g[0], 64, o.g[1], 64, n / 64, 48));
+	bop_cmp(k, p, &o, 0, "be mul_sigmoid", shape, 1e-6);
+	BOTH(p, backend_fill(p->c, o.c[2], 0.25f, n), backend_fill(p->g, o.g[2], 0.25f, n));
+	bop_cmp(k, p, &o, 2, "be fill", shape, 0);
+	BOTH(p, backend_copy(p->c, o.c[2], o.c[1], n), backend_copy(p->g, o.g[2], o.g[1], n));
+	bop_cmp(k, p, &o, 2, "be copy", shape, 0);
+	bop_free(p, &o);
+}
+
+static void
+be_rope(struct kc *k, struct bpair *p, int m, int nh, int hs, int n_rot, int mode, int p0)
+{
+	int ld = nh * hs + 8;
+	size_t sz[] = { (size_t)m * ld };
+	float lo[] = { -1 }, hi[] = { 1 };
+	int32_t *pos = xmalloc((size_t)m * 4);
+	struct bop o;
+	char shape[64];
+
+	for (int i = 0; i < m; i++)
+		pos[i] = p0 + 37 * i;
+	bop_new(k, p, &o, 1, sz, lo, hi);
+	BOTH(p, backend_rope(p->c, o.c[0], ld, nh, hs, m, pos, n_rot, 1e7f, mode),
+	    backend_rope(p->g, o.g[0], ld, nh, hs, m, pos, n_rot, 1e7f, mode));
+	snprintf(shape, sizeof shape, "m=%d %dx%d rot=%d pos=%d", m, nh, hs, n_rot, p0);
+	bop_cmp(k, p, &o, 0, mode == BACKEND_ROPE_NEOX ? "be rope neox" : "be rope norm",
+	    shape, 2e-4);
+	bop_free(p, &o);
+	free(pos);
+}
+
+/* Attention with the qwen35 q layout (query ; gate per head): m rows at p0. */
+static void
+be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0)
+{
+	int qhs = 2 * hd, ldq = nh * qhs, kvd = nkv * hd, n = p0 + m;
+	size_t sz[] = { (size_t)m * ldq, (size_t)n * kvd, (size_t)n * kvd, (size_t)m * nh * hd };
+	float lo[] = { -1, -1, -1, 0 }, hi[] = { 1, 1, 1, 0 };
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd) };
+	struct bop o;
+	char shape[64];
+
+	bop_new(k, p, &o, 4, sz, lo, hi);
+	BOTH(p, backend_attention(p->c, &a, o.c[0], ldq, qhs, o.c[1], o.c[2], m, p0, o.c[3]),
+	    backend_attention(p->g, &a, o.g[0], ldq, qhs, o.g[1], o.g[2], m, p0, o.g[3]));
+	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d", m, nh, nkv, hd, p0);
+	bop_cmp(k, p, &o, 3, "be attention", shape, 1e-4);
+	if (m > 1) {	/* each row alone, at its own position */
+		float *all = bget(p->g, o.g[3], o.n[3]), *one;
+		for (int r = 0; r < m; r++)
+			bchk(p->g, backend_attention(p->g, &a, o.g[0] + (size_t)r * ldq, ldq, qhs,
+			    o.g[1], o.g[2], 1, p0 + r, o.g[3] + (size_t)r * nh * hd));
+		one = bget(p->g, o.g[3], o.n[3]);
+		bsame(k, "be attention m=1xm", shape, one, all, (int64_t)o.n[3]);
+		free(all), free(one);
+	}
+	bop_free(p, &o);
+}
+
+static void
+be_conv(struct kc *k, struct bpair *p, int m, int n_ch, int dc)
+{
+	int ld = n_ch + 16, ns = dc - 1;
+	size_t sz[] = { (size_t)m * ld, (size_t)n_ch * dc, (size_t)ns * n_ch,
+	    (size_t)m * ns * n_ch, (size_t)m * n_ch };
+	float lo[] = { -2, -1, -1, 0, 0 }, hi[] = { 2, 1, 1, 0, 0 };
+	struct bop o;
+	char shape[64];
+
+	bop_new(k, p, &o, 5, sz, lo, hi);
+	BOTH(p, backend_conv1d_silu(p->c, o.c[0], ld, m, n_ch, o.c[1], dc, o.c[2], o.c[3], o.c[4]),
+	    backend_conv1d_silu(p->g, o.g[0], ld, m, n_ch, o.g[1], dc, o.g[2], o.g[3], o.g[4]));
+	snprintf(shape, sizeof shape, "m=%d ch=%d k=%d", m, n_ch, dc);
+	bop_cmp(k, p, &o, 4, "be conv1d_silu", shape, 1e-5);
+	bop_cmp(k, p, &o, 2, "be conv1d state", shape, 0);
+	bop_cmp(k, p, &o, 3, "be conv1d snap", shape, 0);
+	bop_free(p, &o);
+}
+
+static void
+be_gdn(struct kc *k, struct bpair *p, int m, int nk, int nv, int dk, int dv, int tiled,
+    int hf, int chunk)
+{
+	int ld = 2 * nk * dk + nv * dv + 8;
+	size_t hs = (size_t)nv * dk * dv;
+	size_t sz[] = { (size_t)m * ld, (size_t)m * nv, (size_t)m * nv, (size_t)nv, (size_t)nv,
+	    hs, (size_t)m * hs, (size_t)m * nv * dv };
+	float lo[] = { -1, -3, -3, -2, -1, -0.5f, 0, 0 }, hi[] = { 1, 3, 3, -0.1f, 1, 0.5f, 0, 0 };
+	struct backend_gdn g = { nk, nv, dk, dv, tiled, hf, 1e-6f };
+	struct bop o;
+	char shape[64], name[64];
+
+	bop_new(k, p, &o, 8, sz, lo, hi);
+	float *S0 = bget(p->g, o.g[5], hs);
+	if (chunk)
+		BOTH(p, backend_gdn_chunk(p->c, &g, m, o.c[0], ld, o.c[1], o.c[2], o.c[3], o.c[4],
+		    o.c[5], o.c[7]), backend_gdn_chunk(p->g, &g, m, o.g[0], ld, o.g[1], o.g[2],
+		    o.g[3], o.g[4], o.g[5], o.g[7]));
+	else
+		BOTH(p, backend_gdn_step(p->c, &g, m, o.c[0], ld, o.c[1], o.c[2], o.c[3], o.c[4],
+		    o.c[5], o.c[6], o.c[7]), backend_gdn_step(p->g, &g, m, o.g[0], ld, o.g[1],
+		    o.g[2], o.g[3], o.g[4], o.g[5], o.g[6], o.g[7]));
+	snprintf(shape, sizeof shape, "m=%d k%dx%d v%dx%d %s%s", m, nk, dk, nv, dv,
+	    tiled ? "tiled" : "grouped", hf ? " hf" : "");
+	snprintf(name, sizeof name, "be gdn_%s out", chunk ? "chunk" : "step");
+	bop_cmp(k, p, &o, 7, name, shape, chunk ? 1e-3 : 1e-4);
+	snprintf(name, sizeof name, "be gdn_%s state", chunk ? "chunk" : "step");
+	bop_cmp(k, p, &o, 5, name, shape, chunk ? 1e-3 : 1e-4);
+	if (!chunk) {
+		bop_cmp(k, p, &o, 6, "be gdn_step snap", shape, 1e-4);
+		/* the m-row step == m one-row steps from the same state */
+		float *all = bget(p->g, o.g[7], o.n[7]), *sall = bget(p->g, o.g[5], hs), *one, *s1;
+		bchk(p->g, backend_write(p->g, o.g[5], S0, hs));
+		for (int r = 0; r < m; r++)
+			bchk(p->g, backend_gdn_step(p->g, &g, 1, o.g[0] + (size_t)r * ld, ld,
+			    o.g[1] + (size_t)r * nv, o.g[2] + (size_t)r * nv, o.g[3], o.g[4], o.g[5],
+			    NULL, o.g[7] + (size_t)r * nv * dv));
+		one = bget(p->g, o.g[7], o.n[7]);
+		s1 = bget(p->g, o.g[5], hs);
+		bsame(k, "be gdn_step m=1xm", shape, one, all, (int64_t)o.n[7]);
+		bsame(k, "be gdn_step state 1xm", shape, s1, sall, (int64_t)hs);
+		free(all), free(sall), free(one), free(s1);
+	}
+	free(S0);
+	bop_free(p, &o);
+}
+
+/* Magnitudes for the fused products: sum |w t| of the normed input (mn)
+ * and, for y = silu(x.Wg) * (x.Wu), the first-order error bound. */
+static void
+fused_mags(const struct bw *wg, const struct bw *wu, const float *x, const float *nw,
+    int m, int n, int nff, double *mn, double *my)
+{
+	double *t = xmalloc((size_t)n * 8);
+
+	for (int j = 0; j < m; j++) {
+		const float *xr = x + (size_t)j * n;
+		double ss = 0;
+		for (int e = 0; e < n; e++)
+			ss += (double)xr[e] * xr[e];
+		double sc = 1.0 / sqrt(ss / n + 1e-6);
+		for (int e = 0; e < n; e++)
+			t[e] = xr[e] * sc * nw[e];
+		for (int i = 0; i < nff; i++) {
+			const float *gr = wg->wf + (size_t)i * n, *ur = wu->wf + (size_t)i * n;
+			double an = 0, ag = 0, au = 0, g = 0, u = 0;
+			for (int e = 0; e < n; e++) {
+				an += fabs(ur[e] * t[e]);
+				ag += fabs(gr[e] * xr[e]);
+				au += fabs(ur[e] * xr[e]);
+				g += (double)gr[e] * xr[e];
+				u += (double)ur[e] * xr[e];
+			}
+			mn[(size_t)j * nff + i] = an + 1e-20;
+			my[(size_t)j * nff + i] = 1.1 * ag * fabs(u) + (fabs(g) + 1) * au +
+			    0.05 * ag * au + 1e-20;
+		}
+	}
+	free(t);
+}
+
+static void
+be_fused(struct kc *k, struct bpair *p, int t, int m, int n, int nff)
+{
+	struct bw wg, wu;
+	size_t sz[] = { (size_t)m * n, (size_t)n, (size_t)m * nff, (size_t)m * nff,
+	    (size_t)m * nff };
+	float lo[] = { -1, 0.5f, 0, 0, 0 }, hi[] = { 1, 1.5f, 0, 0, 0 };
+	double *mn = xmalloc((size_t)m * nff * 8), *my = xmalloc((size_t)m * nff * 8);
+	struct bop o;
+	char shape[64], name[64];
+
+	bw_new(k, p, &wg, t, nff, n, 1.0f);
+	bw_new(k, p, &wu, t, nff, n, 1.0f);
+	bop_new(k, p, &o, 5, sz, lo, hi);
+	fused_mags(&wg, &wu, o.h[0], o.h[1], m, n, nff, mn, my);
+	const struct backend_weight *Wc[2] = { &wg.c, &wu.c }, *Wg[2] = { &wg.g, &wu.g };
+	float *Yc[2] = { o.c[2], o.c[3] }, *Yg[2] = { o.g[2], o.g[3] };
+	BOTH(p, backend_rmsnorm_matmul(p->c, o.c[0], m, n, o.c[1], 1e-6f, 2, Wc, Yc),
+	    backend_rmsnorm_matmul(p->g, o.g[0], m, n, o.g[1], 1e-6f, 2, Wg, Yg));
+	snprintf(shape, sizeof shape, "m=%d %dx%d", m, nff, n);
+	snprintf(name, sizeof name, "be rmsnorm_matmul %s", quant_name(t));
+	float *c = bget(p->c, o.c[3], o.n[3]), *g = bget(p->g, o.g[3], o.n[3]);
+	becmp(k, name, shape, g, c, mn, (int64_t)o.n[3], 2e-2);
+	free(c), free(g);
+	BOTH(p, backend_matmul_swiglu(p->c, &wg.c, &wu.c, o.c[0], m, o.c[4]),
+	    backend_matmul_swiglu(p->g, &wg.g, &wu.g, o.g[0], m, o.g[4]));
+	snprintf(name, sizeof name, "be matmul_swiglu %s", quant_name(t));
+	c = bget(p->c, o.c[4], o.n[4]), g = bget(p->g, o.g[4], o.n[4]);
+	becmp(k, name, shape, g, c, my, (int64_t)o.n[4], 2e-2);
+	free(c), free(g), free(mn), free(my);
+	bop_free(p, &o);
+	bw_free(p, &wg), bw_free(p, &wu);
+}
+
+static void
+be_embed_argmax(struct kc *k, struct bpair *p, int t)
+{
+	struct bw b;
+	int32_t ids[5] = { 3, 0, 999, 3, 512 }, ic[5], ig[5];
+	int ld = 256 + 32;
+	float *cy = bput(p->c, NULL, 5 * ld), *gy = bput(p->g, NULL, 5 * ld), *hc, *hg;
+	char name[64];
+	double d = 0;
+
+	bw_new(k, p, &b, t, 1000, 256, 1.0f);
+	BOTH(p, backend_embed(p->c, &b.c, ids, 5, cy, ld), backend_embed(p->g, &b.g, ids, 5, gy, ld));
+	hc = bget(p->c, cy, 5 * ld);
+	hg = bget(p->g, gy, 5 * ld);
+	snprintf(name, sizeof name, "be embed %s", quant_name(t));
+	becmp(k, name, "5 of 1000x256 ld=288", hg, hc, NULL, 5 * ld, 0);
+	BOTH(p, backend_argmax(p->c, cy, ld, 5, 256, ic), backend_argmax(p->g, gy, ld, 5, 256, ig));
+	for (int i = 0; i < 5; i++)
+		d = fmax(d, ic[i] != ig[i]);
+	if (k->brk)
+		d = 1;
+	report(k, "be argmax", "5x256 ld=288", d, d == 0);
+	free(hc), free(hg);
+	backend_mfree(p->c, cy), backend_mfree(p->g, gy);
+	bw_free(p, &b);
+}
+
+/* Greedy ids and last logits of a model on both backends (MODEL given). */
+static void
+be_model(struct kc *k, struct bpair *p, const char *path)
+{
+	static const int32_t prompt[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
+	enum { NP = 8, NG = 16 };
+	struct backend *be[2] = { p->c, p->g };
+	int32_t out[2][NG];
+	float *lg[2] = { NULL, NULL };
+	double maxd = 0, mag = 0, margin = 1e30;
+	char err[UTIL_ERRLEN], shape[96];
+	int nv = 0, same = 1;
+
+	for (int b = 0; b < 2; b++) {
+		struct model *md = model_open(path, be[b], err);
+		struct state *st;
+		if (md == NULL)
+			die(1, "%s", err);
+		if ((st = model_state_new(md, NP + NG + 1, 0, err)) == NULL)
+			die(1, "%s", err);
+		nv = model_hparams(md)->n_vocab;
+		lg[b] = xmalloc((size_t)nv * 4);
+		float *first = xmalloc((size_t)nv * 4);
+		if (model_forward(md, st, prompt, NP, MODEL_PREFILL, first, NULL) != 0)
+			die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
+		memcpy(lg[b], first, (size_t)nv * 4);
+		for (int i = 0; i < NG; i++) {
+			int32_t t = 0;
+			for (int j = 1; j < nv; j++)
+				if (first[j] > first[t])
+					t = j;
+			out[b][i] = t;
+			if (b == 0) {	/* the CPU's top-2 margin at this step */
+				float s = -INFINITY;
+				for (int j = 0; j < nv; j++)
+					if (j != t && first[j] > s)
+						s = first[j];
+				margin = fmin(margin, first[t] - s);
+			}
+			if (i + 1 < NG && model_forward(md, st, &t, 1, 0, first, NULL) != 0)
+				die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
+		}
+		free(first);
+		state_free(st);
+		model_close(md);
+	}
+	for (int j = 0; j < nv; j++) {
+		maxd = fmax(maxd, fabs((double)lg[0][j] - lg[1][j]));
+		mag = fmax(mag, fabs((double)lg[0][j]));
+	}
+	for (int i = 0; i < NG; i++)
+		same &= out[0][i] == out[1][i];
+	snprintf(shape, sizeof shape, "prefill %d, logits of %d", NP, nv);
+	bbrk(k, lg[1], nv, mag);
+	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv, 1e-2);
+	snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", NG, margin);
+	report(k, "model greedy cpu=cuda", shape, same ? 0 : 1, same && !k->brk);
+	free(lg[0]), free(lg[1]);
+}
+
+static void
+check_backend(struct kc *k, int dev, const char *model)
+{
+	struct bpair p;
+	char err[UTIL_ERRLEN], dn[32];
+	static const int ts[] = { QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_NVFP4,
+	    QUANT_BF16, QUANT_F16, QUANT_F32, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_1 };
+
+	snprintf(dn, sizeof dn, "cuda:%d", dev);
+	if ((p.c = backend_open("cpu", 0, err)) == NULL || (p.g = backend_open(dn, 0, err)) == NULL)
+		die(1, "%s", err);
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+		be_matmul(k, &p, ts[i], 300, 512, 1, 0, 1.0f);
+		be_matmul(k, &p, ts[i], 257, 768, 5, 8, ts[i] == QUANT_NVFP4 ? 0.5f : 1.0f);
+	}
+	be_matmul(k, &p, QUANT_Q8_0, 1000, 1024, 16, 4, 1.0f);
+	be_matmul(k, &p, QUANT_Q4_K, 500, 512, 40, 4, 1.0f);	/* prefill: cuBLAS */
+	be_matmul(k, &p, QUANT_NVFP4, 500, 512, 20, 0, 2.0f);
+	be_fused(k, &p, QUANT_Q8_0, 3, 512, 700);
+	be_fused(k, &p, QUANT_BF16, 20, 384, 1024);
+	be_norms(k, &p, 7, 4096, 4096);
+	be_norms(k, &p, 48, 64, 128);
+	be_elementwise(k, &p, 64 * 70);
+	be_rope(k, &p, 3, 4, 128, 32, BACKEND_ROPE_NEOX, 5);
+	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM, 3000);
+	be_rope(k, &p, 4, 2, 64, 16, BACKEND_ROPE_NEOX, 100000);
+	be_attention(k, &p, 1, 4, 2, 64, 0);
+	be_attention(k, &p, 4, 4, 2, 64, 300);
+	be_attention(k, &p, 9, 16, 4, 256, 1000);
+	be_attention(k, &p, 40, 8, 2, 128, 20);
+	be_conv(k, &p, 1, 1024, 4);
+	be_conv(k, &p, 9, 1000, 4);
+	be_conv(k, &p, 3, 300, 3);
+	be_gdn(k, &p, 1, 4, 8, 64, 64, 1, 0, 0);
+	be_gdn(k, &p, 9, 4, 8, 64, 64, 1, 1, 0);
+	be_gdn(k, &p, 4, 2, 6, 128, 128, 0, 0, 0);
+	be_gdn(k, &p, 3, 16, 32, 128, 128, 1, 0, 0);
+	be_gdn(k, &p, 30, 4, 8, 64, 64, 1, 0, 1);
+	be_embed_argmax(k, &p, QUANT_Q8_0);
+	be_embed_argmax(k, &p, QUANT_Q6_K);
+	be_embed_argmax(k, &p, QUANT_BF16);
+	/* Q5_1 (quant-nvfp4's pick for rows of 384): int8 products, F32 lookups */
+	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 3, 8, 1.0f);
+	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 24, 0, 1.0f);
+	be_matmul(k, &p, QUANT_Q8_0, 700, 4096, 33, 0, 1.0f);
+	be_embed_argmax(k, &p, QUANT_Q5_1);
+	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
+	if (model != NULL)
+		be_model(k, &p, model);
+	backend_close(p.g);
+	backend_close(p.c);
+}
+
 /* --- bandwidth of the products ------------------------------------------ */
 
 static double
@@ -933,6 +1533,7 @@ bench(struct kc *k)
 struct opts {
 	int	bench, selftest, brk, only, chunk, unroll;
 	int64_t	dev, seed;
+	const char *model;	/* MODEL: a GGUF file or HF directory, or NULL */
 };
 
 static int
@@ -955,8 +1556,10 @@ run(const struct opts *o)
 	}
 	if (o->bench)
 		bench(&k);
-	else
+	else {
 		check_all(&k);
+		check_backend(&k, (int)o->dev, o->model);
+	}
 	gpu_close(k.g);
 	if (o->bench)
 		return 0;
@@ -1039,8 +1642,9 @@ main(int argc, char *argv[])
 		default:  return usage(stderr, 2);
 		}
 	}
-	if (optind != argc)
+	if (argc - optind > 1)
 		return usage(stderr, 2);
+	o.model = optind < argc ? argv[optind] : NULL;
 #ifdef MEMRA_HAVE_CUDA
 	if (o.only >= 0 && !gpu_can_matvec(o.only)) {
 		warnmsg("-T '%s': the GPU does not multiply %s", quant_name(o.only), quant_name(o.only));

@@ -97,6 +97,19 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int m, float *d_y, const float *d_scale);
 
 /*
+ * The product on int8 activations (cuda/matvec_q8.cu): y[n][rows] =
+ * W . x[n] for any n (16 rows a launch), W of type Q8_0 or NVFP4 (x as
+ * Q8_0 blocks) or Q4_1, Q5_1 (x as Q8_1), x quantized as lib/quant's
+ * quant_quantize_act does and each
+ * block's dot scaled as quant_vec_dot scales it: equal to the CPU's int8
+ * path up to the order of float sums.  Batch-invariant.  Uses the scratch
+ * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those four.
+ */
+int	gpu_can_matvec_q8(int t);
+int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
+
+/*
  * Dense product for prefill: y[n][rows] = W[rows][ne0] . x[n][ne0] for any n,
  * W dequantized to fp32 tiles in scratch and multiplied with cuBLAS
  * (fp32 compute).  n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead.

@@ -25,9 +25,13 @@ backend_open(const char *device, int n_threads, char *err)
 		return backend_cpu_open("", n_threads, err);
 	if (strncmp(device, "cpu:", 4) == 0)
 		return backend_cpu_open(device + 4, n_threads, err);
-	if (strncmp(device, "cuda", 4) == 0) {
-		util_err(err, "backend: '%s': this build has no CUDA backend", device);
+	if (strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0) {
+#ifdef MEMRA_HAVE_CUDA
+		return backend_cuda_open(device[4] ? device + 5 : "", n_threads, err);
+#else
+		util_err(err, "backend: '%s': built without CUDA", device);
 		return NULL;
+#endif
 	}
 	util_err(err, "backend: '%s': unknown device (cpu, cuda[:N])", device);
 	return NULL;

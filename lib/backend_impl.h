@@ -78,5 +78,8 @@ struct backend {
 
 /* The CPU backend; opts is what follows "cpu:" ("" or "scalar"). */
 struct backend *backend_cpu_open(const char *opts, int n_threads, char *err);
+/* The CUDA backend (cuda/backend_cuda.cu, MEMRA_HAVE_CUDA builds); opts is
+ * what follows "cuda:" ("" for device 0). */
+struct backend *backend_cuda_open(const char *opts, int n_threads, char *err);
 
 #endif

@@ -5,9 +5,10 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 
 @test "--help prints the usage of the man page's synopsis" {
 	run -0 --separate-stderr kernel-check --help
-	[ "$output" = "usage: kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n]" ]
-	syn=$(mandoc -Tascii "$TOP/man/kernel-check.1" | col -b | sed -n '/^SYNOPSIS/{n;p;}' | sed 's/^ *//')
-	[ "$syn" = "kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n]" ]
+	[ "$output" = "usage: kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]" ]
+	syn=$(mandoc -Tascii "$TOP/man/kernel-check.1" | col -b | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
+	    sed '1d;$d' | tr -s ' \t\n' ' ' | sed 's/^ *//; s/ *$//')
+	[ "$syn" = "kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]" ]
 }
 
 @test "an unknown option is a usage error" {
@@ -15,8 +16,8 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[ "${stderr_lines[0]}" = "kernel-check: unrecognized option '--bogus'" ]
 }
 
-@test "an operand is a usage error" {
-	run -2 --separate-stderr kernel-check model.gguf
+@test "two operands are a usage error" {
+	run -2 --separate-stderr kernel-check a.gguf b.gguf
 }
 
 @test "a device number out of range is a usage error, not clamped" {

@@ -1,62 +1,113 @@
 #!/bin/sh
 # gpu-run.sh: the one script a device run calls.  Builds for sm_90, runs
-# kernel-check, its self-test and the matvec bandwidth benchmark; full logs
-# go to $OUT (or a temporary directory), a short table is printed last.
-#   usage: sh tools/gpu-run.sh [bench]      ("bench": skip the checks)
+# kernel-check (kernels vs CPU references, then the CUDA backend vs the CPU
+# backend op by op, and on model A when models/A is present), its self-test,
+# the greedy gate on model A (GPU = CPU = refs, step and prefill), a short
+# decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
+# to $OUT (or a temporary directory); a short table is printed last.
+#   usage: sh tools/gpu-run.sh [all|bench|gates]  ("bench": skip the checks,
+#   "gates": skip the benchmark)
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
 mode=${1:-all}
+A=models/A
+[ -d "$A" ] || A=
 
 { date -u; nvidia-smi; nvcc --version; } >"$OUT/device.txt" 2>&1
 echo "== build (logs in $OUT)"
 t0=$(date +%s)
-if ! make CUDA=1 CUDA_ARCH=90 -j16 >"$OUT/build.log" 2>&1; then
+if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/model-spec \
+    build/t/tools/gguf-random build/t/tools/model-bench \
+    >"$OUT/build.log" 2>&1; then
 	tail -40 "$OUT/build.log"
 	exit 1
 fi
 echo "built in $(( $(date +%s) - t0 ))s"
-kc=- st=- kc2=-
-if [ "$mode" != bench ]; then
-	bin/kernel-check >"$OUT/kernel-check.log" 2>&1; kc=$?
-	MEMRA_KC_BREAK=1 bin/kernel-check --self-test >"$OUT/self-test.log" 2>&1; st=$?
+kc=- st=- gg=- sp=-
+G=${TMPDIR:-/tmp}/memra-gguf
+if [ -n "$A" ] && [ -d st-src ] && [ "$mode" != bench ]; then
+	mkdir -p "$G"
+	{ make -C st-src CUDA=0 -j16 bin/quant-nvfp4 &&
+	  st-src/bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
+	  st-src/bin/quant-nvfp4 $A "$G/A-nvfp4.gguf"; } >"$OUT/gguf.log" 2>&1 ||
+	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
+	ls -l "$G" >>"$OUT/gguf.log"
 fi
-t0=$(date +%s)
-bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
-echo "bench in $(( $(date +%s) - t0 ))s"
 if [ "$mode" != bench ]; then
-	# the checks again with short chunks (more chunks per row), and a chunk sweep
-	bin/kernel-check -C 512 -U 2 >"$OUT/kernel-check-c512.log" 2>&1; kc2=$?
-	{
-		bin/kernel-check -b -U 2
-		for t in Q4_K Q8_0 NVFP4 F16; do
-			bin/kernel-check -b -T $t -C 1024 -U 2
+	t0=$(date +%s)
+	timeout 240 bin/kernel-check $A >"$OUT/kernel-check.log" 2>&1; kc=$?
+	for m in "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do	# the model checks on GGUFs too
+		[ -e "$m" ] || continue
+		echo "== $m" >>"$OUT/kernel-check.log"
+		timeout 120 bin/kernel-check "$m" >"$OUT/kc-model.tmp" 2>&1 || kc=1
+		grep -E '^(model|ALL|[0-9]+ FAILED)' "$OUT/kc-model.tmp" >>"$OUT/kernel-check.log"
+		rm -f "$OUT/kc-model.tmp"
+	done
+	echo "kernel-check in $(( $(date +%s) - t0 ))s"
+	timeout 120 bin/kernel-check --self-test $A >"$OUT/self-test.log" 2>&1; st=$?
+	if [ -n "$A" ]; then
+		t0=$(date +%s)
+		timeout 200 sh tools/greedy-gate.sh $A cuda >"$OUT/greedy-gate.log" 2>&1; gg=$?
+		echo "greedy gate in $(( $(date +%s) - t0 ))s"
+		t0=$(date +%s)
+		sp=0
+		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do
+			[ -e "$m" ] || continue
+			timeout 150 build/t/tools/model-spec -d cuda -g cpu -K 8 -n 64 "$m" \
+			    t/data/a-greedy.tsv >>"$OUT/spec.log" 2>&1 || sp=1
 		done
-	} >"$OUT/bench-chunk.log" 2>&1
+		echo "spec gate in $(( $(date +%s) - t0 ))s"
+		# decode timing on A: 8-token prompt, 512 greedy ids, load included (rough)
+		for d in cuda cpu; do
+			/usr/bin/time -f "time $d 512 ids: %e s" build/t/tools/model-greedy -d $d $A 512 \
+			    1 22 333 44 5 66 7 88 >/dev/null 2>>"$OUT/greedy-gate.log"
+		done
+	fi
 fi
-if [ "$mode" != bench ] && [ "${GPU_RUN_NCU:-1}" = 1 ] && command -v ncu >/dev/null 2>&1; then
-	# one Q4_K 4096x4096 m=1 product under the profiler (clocks left alone)
-	timeout 120 ncu --clock-control none --set full -k regex:k_matvec -c 1 \
-	    bin/kernel-check --bench -T Q4_K >"$OUT/ncu-q4k.txt" 2>&1
+# GPU_RUN_9B=1: decode / prefill / verify speed on random-weight GGUFs of the
+# Qwen3.5-9B shape (t/tools/gguf-random, Q8_0 and NVFP4), written here
+if [ "${GPU_RUN_9B:-0}" = 1 ]; then
+	BW=${GPU_RUN_BW:-3943.6}	# d2d copy GB/s (read+write), kernel-check --bench on this H200
+	mkdir -p "$G"
+	t0=$(date +%s)
+	for q in Q8_0 NVFP4; do
+		f=$G/qwen35-9b-random-$q.gguf
+		echo "== $q" >>"$OUT/speed-9b.log"
+		/usr/bin/time -f "gguf-random $q: %e s" build/t/tools/gguf-random -p 9b -t $q "$f" \
+		    >>"$OUT/speed-9b.log" 2>&1 || continue
+		ls -l "$f" >>"$OUT/speed-9b.log"
+		for args in "-c 128 -n 64 -r 3 -k 8" "-c 2048 -n 16 -r 1 -k 0" "-c 8192 -n 32 -r 2 -k 0"; do
+			timeout 150 build/t/tools/model-bench -d cuda $args -B "$BW" "$f" \
+			    >>"$OUT/speed-9b.log" 2>&1 || echo "model-bench $q $args: failed" >>"$OUT/speed-9b.log"
+		done
+		rm -f "$f"
+	done
+	echo "9b speed in $(( $(date +%s) - t0 ))s"
+fi
+bc=-
+if [ "$mode" != gates ]; then
+	t0=$(date +%s)
+	timeout 120 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
+	echo "bench in $(( $(date +%s) - t0 ))s"
 fi
 
 if [ "$mode" != bench ]; then
-	echo "== kernel-check: every line that is not OK"
-	grep -v ' OK$' "$OUT/kernel-check.log" | tail -60
+	echo "== kernel-check: every line that is not OK, then the backend lines"
+	grep -v ' OK$' "$OUT/kernel-check.log" | tail -40
+	grep -E '^(be |model |== |ALL|[0-9]+ FAILED)' "$OUT/kernel-check.log" | grep -v ' OK$' | head -20
+	grep -E '^(model |== |ALL|[0-9]+ FAILED)' "$OUT/kernel-check.log"
 	echo "== self-test"
-	tail -3 "$OUT/self-test.log"
+	grep -v ' FAIL$' "$OUT/self-test.log" | tail -8
+	echo "== greedy gate"
+	[ -f "$OUT/greedy-gate.log" ] && tail -24 "$OUT/greedy-gate.log"
+	echo "== speculative self-consistency (reference acceptance: t/data/a-spec-refs.txt)"
+	[ -f "$OUT/spec.log" ] && cat "$OUT/spec.log"
 fi
-echo "== bench (m=1 and m=4; all in bench.log)"
-grep -E '^bench (device|copy)' "$OUT/bench.log"
-grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //'
-tail -3 "$OUT/bench.log" | grep -v '^bench' || true
-if [ -f "$OUT/bench-chunk.log" ]; then
-	echo "== unroll 2 / chunk sweep, m=1 (kernel-check -C 512 -U 2: exit $kc2, $(tail -1 "$OUT/kernel-check-c512.log"))"
-	grep -E '^bench (chunk|.* m=1 )' "$OUT/bench-chunk.log" | sed 's/^bench //'
+if [ -f "$OUT/bench.log" ]; then
+	echo "== bench (m=1 and m=4; all in bench.log)"
+	grep -E '^bench (device|copy)' "$OUT/bench.log"
+	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
 fi
-if [ -f "$OUT/ncu-q4k.txt" ]; then
-	echo "== ncu, Q4_K 4096x4096 m=1"
-	grep -E "^ +(Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per Thread|Issue Slots Busy|No Eligible|Block Limit (Registers|Shared Mem)) " \
-	    "$OUT/ncu-q4k.txt" | head -14
-fi
-echo "kernel-check=$kc self-test=$st bench=$bc"
+[ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
+echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp bench=$bc"

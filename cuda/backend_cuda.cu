@@ -1,0 +1,778 @@
+/*
+ * backend_cuda: the op table of lib/backend.h on one CUDA device, over
+ * cuda/gpu.h's kernels plus the small ones the table needs here (RoPE in
+ * both modes with strides, conv1d with snapshots, the whole gated delta
+ * rule step with its gates and norms, activations, fill).
+ *
+ * Memory is device memory (backend_host() == 0).  Weights are copied to
+ * the device once at weight_init.  Every op is queued on the gpu's
+ * stream; backend_read waits for it.  Row r of every op is computed by
+ * the same code whether it runs alone or with others: Q8_0 and NVFP4
+ * products run on int8 activations as the CPU backend's do
+ * (gpu_matvec_q8, any m), other types through gpu_matvec for m <=
+ * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill), attention in chunks of rows that each see
+ * their own positions, the recurrent ops row after row.
+ */
+#include "gpu_impl.cuh"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define _Noreturn [[noreturn]]	/* util.h is C11 */
+extern "C" {
+#include "backend_impl.h"
+#include "quant.h"
+}
+
+struct cuda_buf {		/* a device buffer grown on demand, never shrunk */
+	void	*p;
+	size_t	n;
+};
+
+struct backend_cuda {
+	struct backend be;		/* first: (struct backend_cuda *)be */
+	struct backend_ops ops;
+	struct gpu *g;
+	struct cuda_buf ids;		/* ids, positions, rope frequencies */
+	struct cuda_buf t0, t1;		/* packed operands */
+	int32_t	*h_idx;			/* pinned: argmax results */
+	int	h_idx_n;
+};
+
+struct cuda_weight {
+	void	*d;			/* [ne1][row_size] bytes */
+	float	*d_f32;			/* [ne1][ne0] dequantized, for lookups; or NULL */
+	float	*d_scale;		/* NULL when scale == 1 */
+};
+
+static inline struct backend_cuda *
+CB(struct backend *be)
+{
+	return (struct backend_cuda *)be;
+}
+
+/* The gpu's reason becomes the backend's; always -1. */
+static int
+gfail(struct backend *be, const char *op)
+{
+	return util_err(be->err, "%s: %s", op, gpu_errmsg(CB(be)->g));
+}
+
+static void *
+buf_get(struct backend *be, struct cuda_buf *b, size_t n)
+{
+	if (n <= b->n)
+		return b->p;
+	gpu_free(CB(be)->g, b->p);
+	b->n = 0;
+	if ((b->p = gpu_alloc(CB(be)->g, n)) == NULL) {
+		util_err(be->err, "scratch of %zu bytes: %s", n, gpu_errmsg(CB(be)->g));
+		return NULL;
+	}
+	b->n = n;
+	return b->p;
+}
+
+/* Rows of n floats from a stride of lds to one of ldd (queued). */
+static int
+copy_rows(struct backend *be, float *d, size_t ldd, const float *s, size_t lds,
+    size_t n, size_t rows)
+{
+	cudaError_t e = cudaMemcpy2DAsync(d, ldd * 4, s, lds * 4, n * 4, rows,
+	    cudaMemcpyDeviceToDevice, CB(be)->g->stream);
+
+	if (e != cudaSuccess)
+		return util_err(be->err, "copy: %s", cudaGetErrorString(e));
+	return 0;
+}
+
+/* --- kernels ---------------------------------------------------------- */
+
+__device__ __forceinline__ float
+d_silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float
+d_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float
+d_softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+__global__ void
+k_fill(float *d, float v, size_t n)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		d[i] = v;
+}
+
+__global__ void
+k_act(float *x, size_t n, int act)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= n)
+		return;
+	float v = x[i];
+	x[i] = act == BACKEND_ACT_SILU ? d_silu(v) : act == BACKEND_ACT_SIGMOID ?
+	    d_sigmoid(v) : d_softplus(v);
+}
+
+/* One thread per pair d of head (blockIdx.x) of row blockIdx.y; inv: [n_rot/2]. */
+__global__ void
+k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half,
+    int neox)
+{
+	int d = threadIdx.x + blockIdx.z * blockDim.x, r = blockIdx.y;
+
+	if (d >= half)
+		return;
+	float *p = x + (size_t)r * ldx + (size_t)blockIdx.x * hs + (neox ? d : 2 * d);
+	int off = neox ? half : 1;
+	float a = __fmul_rn((float)pos[r], inv[d]);
+	float cs = cosf(a), sn = sinf(a), x0 = p[0], x1 = p[off];
+
+	p[0] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+	p[off] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+}
+
+/* One thread per channel; the window of the last d_conv-1 inputs in registers. */
+__global__ void
+k_conv(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
+    float *state, float *snap, float *y)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, ns = dc - 1;
+	float win[16];
+
+	if (c >= n_ch)
+		return;
+	const float *wc = w + (size_t)c * dc;
+	for (int k = 0; k < ns; k++)
+		win[k] = state[(size_t)k * n_ch + c];
+	for (int t = 0; t < m; t++) {
+		float in = x[(size_t)t * ldx + c], acc = 0.0f;
+
+		for (int k = 0; k < ns; k++)
+			acc = __fadd_rn(acc, __fmul_rn(win[k], wc[k]));
+		acc = __fadd_rn(acc, __fmul_rn(in, wc[ns]));
+		y[(size_t)t * n_ch + c] = d_silu(acc);
+		for (int k = 0; k + 1 < ns; k++)
+			win[k] = win[k + 1];
+		win[ns - 1] = in;
+		if (snap != NULL)
+			for (int k = 0; k < ns; k++)
+				snap[((size_t)t * ns + k) * n_ch + c] = win[k];
+	}
+	for (int k = 0; k < ns; k++)
+		state[(size_t)k * n_ch + c] = win[k];
+}
+
+struct gdn_args {
+	const float *qkv, *a, *b, *ssm_a, *dt_bias;
+	float	*S, *snap, *o;
+	int	ld, m, nk, nv, dv, v_tiled, hf_l2;
+	float	eps;
+};
+
+/* Sum over the block (a multiple of 32 threads); every thread gets it. */
+__device__ float
+bsum(float v, float *red)
+{
+	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+	__syncthreads();
+	if (lane == 0)
+		red[wp] = v;
+	__syncthreads();
+	v = 0.0f;
+	for (int i = 0; i < nw; i++)	/* fixed order */
+		v += red[i];
+	return v;
+}
+
+/*
+ * The gated delta rule, rows in order: block h is value head h, thread j
+ * owns column j of its state S[h][DK][dv] (DK floats in registers).
+ */
+template <int DK>
+__global__ void __launch_bounds__(256)
+k_gdn(struct gdn_args A)
+{
+	__shared__ float sq[DK], sk[DK], red[32];
+	int h = blockIdx.x, j = threadIdx.x, dv = A.dv;
+	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+	size_t hsz = (size_t)DK * dv, kd = (size_t)A.nk * DK;
+	float *Sh = A.S + h * hsz, s[DK];
+	bool own = j < dv;
+
+#pragma unroll
+	for (int i = 0; i < DK; i++)
+		s[i] = own ? Sh[(size_t)i * dv + j] : 0.0f;
+	for (int r = 0; r < A.m; r++) {
+		const float *row = A.qkv + (size_t)r * A.ld;
+		float pq = 0.0f, pk = 0.0f;
+
+		__syncthreads();
+		for (int i = j; i < DK; i += blockDim.x) {
+			float q = row[(size_t)kh * DK + i], k = row[kd + (size_t)kh * DK + i];
+			sq[i] = q;
+			sk[i] = k;
+			pq = __fmaf_rn(q, q, pq);
+			pk = __fmaf_rn(k, k, pk);
+		}
+		float ssq = bsum(pq, red);
+		float ssk = bsum(pk, red);
+		float nq, nk;
+		if (A.hf_l2) {
+			nq = 1.0f / sqrtf(ssq + A.eps);
+			nk = 1.0f / sqrtf(ssk + A.eps);
+		} else {
+			nq = 1.0f / fmaxf(sqrtf(ssq), A.eps);
+			nk = 1.0f / fmaxf(sqrtf(ssk), A.eps);
+		}
+		nq = __fmul_rn(nq, 1.0f / sqrtf((float)DK));
+		float beta = d_sigmoid(A.b[(size_t)r * A.nv + h]);
+		float gate = __fmul_rn(A.ssm_a[h], d_softplus(__fadd_rn(A.a[(size_t)r * A.nv + h],
+		    A.dt_bias[h])));
+		float decay = expf(gate);
+		if (!own)
+			continue;
+		float kv = 0.0f, o = 0.0f;
+#pragma unroll
+		for (int i = 0; i < DK; i++) {
+			s[i] = __fmul_rn(s[i], decay);
+			kv = __fmaf_rn(s[i], __fmul_rn(sk[i], nk), kv);
+		}
+		float v = row[2 * kd + (size_t)h * dv + j];
+		float dl = __fmul_rn(beta, __fsub_rn(v, kv));
+#pragma unroll
+		for (int i = 0; i < DK; i++) {
+			s[i] = __fmaf_rn(__fmul_rn(sk[i], nk), dl, s[i]);
+			o = __fmaf_rn(s[i], __fmul_rn(sq[i], nq), o);
+		}
+		A.o[(size_t)r * A.nv * dv + (size_t)h * dv + j] = o;
+		if (A.snap != NULL) {
+			float *sn = A.snap + (size_t)r * A.nv * hsz + h * hsz;
+#pragma unroll
+			for (int i = 0; i < DK; i++)
+				sn[(size_t)i * dv + j] = s[i];
+		}
+	}
+	if (own) {
+#pragma unroll
+		for (int i = 0; i < DK; i++)
+			Sh[(size_t)i * dv + j] = s[i];
+	}
+}
+
+/* --- memory ----------------------------------------------------------- */
+
+static void
+cu_close(struct backend *be)
+{
+	struct backend_cuda *c = CB(be);
+
+	gpu_free(c->g, c->ids.p);
+	gpu_free(c->g, c->t0.p);
+	gpu_free(c->g, c->t1.p);
+	if (c->h_idx != NULL)
+		cudaFreeHost(c->h_idx);
+	gpu_close(c->g);
+	free(c);
+}
+
+static float *
+cu_alloc(struct backend *be, size_t n)
+{
+	return (float *)gpu_alloc(CB(be)->g, n * sizeof(float));
+}
+
+static void
+cu_mfree(struct backend *be, float *p)
+{
+	gpu_free(CB(be)->g, p);
+}
+
+static int
+cu_write(struct backend *be, float *dst, const float *src, size_t n)
+{
+	return gpu_upload(CB(be)->g, dst, src, n * 4) ? gfail(be, "write") : 0;
+}
+
+static int
+cu_read(struct backend *be, float *dst, const float *src, size_t n)
+{
+	if (gpu_download(CB(be)->g, dst, src, n * 4) || gpu_sync(CB(be)->g))
+		return gfail(be, "read");
+	return 0;
+}
+
+static int
+cu_copy(struct backend *be, float *dst, const float *src, size_t n)
+{
+	return gpu_copy(CB(be)->g, dst, src, n * 4) ? gfail(be, "copy") : 0;
+}
+
+static unsigned
+nblk(size_t n, unsigned b)
+{
+	return (unsigned)((n + b - 1) / b);
+}
+
+static int
+launched(struct backend *be, const char *op)
+{
+	cudaError_t e = cudaGetLastError();
+
+	return e != cudaSuccess ? util_err(be->err, "%s: %s", op, cudaGetErrorString(e)) : 0;
+}
+
+static int
+cu_fill(struct backend *be, float *dst, float v, size_t n)
+{
+	k_fill<<<nblk(n, 256), 256, 0, CB(be)->g->stream>>>(dst, v, n);
+	return launched(be, "fill");
+}
+
+static int
+cu_sync(struct backend *be)
+{
+	return gpu_sync(CB(be)->g) ? gfail(be, "sync") : 0;
+}
+
+/* Small host arrays (ids, positions, frequencies) to the device, queued. */
+static void *
+put_small(struct backend *be, const void *h, size_t n)
+{
+	void *d = buf_get(be, &CB(be)->ids, n);
+
+	if (d != NULL && gpu_upload(CB(be)->g, d, h, n) != 0) {
+		gfail(be, "upload");
+		return NULL;
+	}
+	return d;
+}
+
+/* --- weights ---------------------------------------------------------- */
+
+/* Types the GPU kernels lack but the CPU dequantizes are held as F32. */
+static int
+cu_supports(const struct backend *be, int type)
+{
+	return gpu_can_matvec(type) || quant_can_dequantize(type);
+}
+
+/* n rows of w's host bytes dequantized to F32 (malloc'd), or NULL. */
+static float *
+dequant_host(struct backend *be, const struct backend_weight *w)
+{
+	float *f = (float *)malloc((size_t)w->ne0 * w->ne1 * sizeof *f);
+
+	if (f == NULL) {
+		util_err(be->err, "weight: out of memory");
+		return NULL;
+	}
+	for (int64_t r = 0; r < w->ne1; r++)
+		if (quant_dequantize_row(w->type, (const uint8_t *)w->data + r * w->row_size,
+		    f + r * w->ne0, w->ne0) != 0) {
+			util_err(be->err, "weight: type '%s' does not dequantize",
+			    quant_name(w->type));
+			free(f);
+			return NULL;
+		}
+	return f;
+}
+
+static void *
+upload(struct backend *be, const void *h, size_t n)
+{
+	struct gpu *g = CB(be)->g;
+	void *d = gpu_alloc(g, n);
+
+	if (d == NULL || gpu_upload(g, d, h, n) != 0 || gpu_sync(g) != 0) {
+		util_err(be->err, "weight: %zu bytes: %s", n, gpu_errmsg(g));
+		gpu_free(g, d);
+		return NULL;
+	}
+	return d;
+}
+
+/*
+ * The weight's bytes go to the device as they are when a GPU product
+ * takes the type; a type without gpu_matvec / gpu_get_rows also gets an
+ * F32 copy (for embedding lookups, and for products when no kernel takes
+ * the type at all: then the weight becomes F32).
+ */
+static int
+cu_weight_init(struct backend *be, struct backend_weight *w)
+{
+	struct cuda_weight *cw = (struct cuda_weight *)calloc(1, sizeof *cw);
+	int mv = gpu_can_matvec(w->type), q8 = gpu_can_matvec_q8(w->type);
+	float *f = NULL;
+
+	if (cw == NULL)
+		return util_err(be->err, "weight: out of memory");
+	if (!mv && ((f = dequant_host(be, w)) == NULL ||
+	    (cw->d_f32 = (float *)upload(be, f, (size_t)w->ne0 * w->ne1 * 4)) == NULL))
+		goto fail;
+	if ((mv || q8) && (cw->d = upload(be, w->data, w->row_size * (size_t)w->ne1)) == NULL)
+		goto fail;
+	if (w->scale != 1.0f && (cw->d_scale = (float *)upload(be, &w->scale, 4)) == NULL)
+		goto fail;
+	free(f);
+	if (!mv && !q8) {
+		w->type = QUANT_F32;
+		w->row_size = (size_t)w->ne0 * 4;
+		cw->d = cw->d_f32;
+		cw->d_f32 = NULL;
+	}
+	w->data = cw->d;
+	w->priv = cw;
+	return 0;
+fail:
+	free(f);
+	gpu_free(CB(be)->g, cw->d_f32);
+	gpu_free(CB(be)->g, cw->d);
+	free(cw);
+	return -1;
+}
+
+static void
+cu_weight_release(struct backend *be, struct backend_weight *w)
+{
+	struct cuda_weight *cw = (struct cuda_weight *)w->priv;
+
+	if (cw != NULL) {
+		gpu_free(CB(be)->g, cw->d);
+		gpu_free(CB(be)->g, cw->d_f32);
+		gpu_free(CB(be)->g, cw->d_scale);
+		free(cw);
+	}
+}
+
+/* --- ops -------------------------------------------------------------- */
+
+static int
+cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
+    int m, float *y, int ldy)
+{
+	struct backend_cuda *c = CB(be);
+	int32_t *d_ids = (int32_t *)put_small(be, ids, (size_t)m * 4);
+	float *out = y;
+
+	if (d_ids == NULL)
+		return -1;
+	if (ldy != w->ne0 && (out = (float *)buf_get(be, &c->t1, (size_t)m * w->ne0 * 4)) == NULL)
+		return -1;
+	const struct cuda_weight *cw = (const struct cuda_weight *)w->priv;
+	if (gpu_get_rows(c->g, cw->d_f32 ? QUANT_F32 : w->type, cw->d_f32 ? cw->d_f32 : w->data,
+	    w->ne0, d_ids, m, out) != 0)
+		return gfail(be, "embed");
+	return out == y ? 0 : copy_rows(be, y, ldy, out, w->ne0, w->ne0, m);
+}
+
+static int
+cu_rmsnorm(struct backend *be, const float *x, int ldx, const float *w, float *y,
+    int ldy, int rows, int n, float eps)
+{
+	return gpu_rmsnorm(CB(be)->g, x, ldx, w, y, ldy, rows, n, eps) ?
+	    gfail(be, "rmsnorm") : 0;
+}
+
+static int
+cu_rmsnorm_gated(struct backend *be, const float *x, const float *z,
+    const float *w, float *y, int rows, int n, float eps)
+{
+	return gpu_rmsnorm_gated(CB(be)->g, x, z, w, y, rows, n, eps) ?
+	    gfail(be, "rmsnorm_gated") : 0;
+}
+
+static const float *
+wscale(const struct backend_weight *w)
+{
+	return ((struct cuda_weight *)w->priv)->d_scale;
+}
+
+/* Y = X . W^T over contiguous operands: matvec up to 16 rows, cuBLAS beyond. */
+static int
+product(struct backend *be, const struct backend_weight *w, const float *x,
+    float *y, int m)
+{
+	struct gpu *g = CB(be)->g;
+	int rc;
+
+	if (gpu_can_matvec_q8(w->type))	/* the CPU's numerics: int8 activations */
+		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+	else if (m <= GPU_MATVEC_MAX_ROWS)
+		rc = gpu_matvec(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+	else
+		rc = gpu_matmul(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+	return rc ? gfail(be, "matmul") : 0;
+}
+
+static int
+cu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
+    int ldx, float *y, int ldy, int m)
+{
+	struct backend_cuda *c = CB(be);
+	const float *xi = x;
+	float *yo = y;
+
+	if (ldx != w->ne0) {
+		float *t = (float *)buf_get(be, &c->t0, (size_t)m * w->ne0 * 4);
+		if (t == NULL || copy_rows(be, t, w->ne0, x, ldx, w->ne0, m))
+			return -1;
+		xi = t;
+	}
+	if (ldy != w->ne1 && (yo = (float *)buf_get(be, &c->t1, (size_t)m * w->ne1 * 4)) == NULL)
+		return -1;
+	if (product(be, w, xi, yo, m) != 0)
+		return -1;
+	return yo == y ? 0 : copy_rows(be, y, ldy, yo, w->ne1, w->ne1, m);
+}
+
+static int
+cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
+    const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
+
+	if (t == NULL || cu_rmsnorm(be, x, n, nw, t, n, m, n, eps))
+		return -1;
+	for (int i = 0; i < nout; i++)
+		if (product(be, W[i], t, y[i], m) != 0)
+			return -1;
+	return 0;
+}
+
+static int
+cu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, const float *x, int m, float *y)
+{
+	size_t n = (size_t)m * wg->ne1;
+	float *u = (float *)buf_get(be, &CB(be)->t1, n * 4);
+
+	if (u == NULL || product(be, wg, x, y, m) || product(be, wu, x, u, m))
+		return -1;
+	return gpu_swiglu(CB(be)->g, y, u, y, n) ? gfail(be, "swiglu") : 0;
+}
+
+static int
+cu_swiglu(struct backend *be, const float *g, const float *u, float *y, size_t n)
+{
+	return gpu_swiglu(CB(be)->g, g, u, y, n) ? gfail(be, "swiglu") : 0;
+}
+
+static int
+cu_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
+    const int32_t *pos, int n_rot, float theta, int mode)
+{
+	int half = n_rot / 2;
+	size_t hn = (size_t)m * 4 + (size_t)half * 4;
+	char *h = (char *)malloc(hn), *d;
+
+	if (h == NULL)
+		return util_err(be->err, "rope: out of memory");
+	memcpy(h, pos, (size_t)m * 4);
+	for (int i = 0; i < half; i++)	/* as the CPU backend computes them */
+		((float *)(h + (size_t)m * 4))[i] = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
+	d = (char *)put_small(be, h, hn);
+	free(h);
+	if (d == NULL)
+		return -1;
+	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
+	dim3 grid(n_head, m, nblk(half, nt));
+	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, (const int32_t *)d,
+	    (const float *)(d + (size_t)m * 4), half, mode == BACKEND_ROPE_NEOX);
+	return launched(be, "rope");
+}
+
+static int
+cu_attention(struct backend *be, const struct backend_attn *a, const float *q,
+    int ldq, int qhs, const float *kc, const float *vc, int m, int p0, float *o)
+{
+	struct backend_cuda *c = CB(be);
+	int nh = a->n_head, hd = a->head_dim;
+	const float *qp = q;
+
+	if (qhs != hd || ldq != nh * hd) {
+		float *t = (float *)buf_get(be, &c->t0, (size_t)m * nh * hd * 4);
+		if (t == NULL)
+			return -1;
+		if (ldq == nh * qhs) {
+			if (copy_rows(be, t, hd, q, qhs, hd, (size_t)m * nh))
+				return -1;
+		} else {
+			for (int r = 0; r < m; r++)
+				if (copy_rows(be, t + (size_t)r * nh * hd, hd, q + (size_t)r * ldq,
+				    qhs, hd, nh))
+					return -1;
+		}
+		qp = t;
+	}
+	for (int r0 = 0; r0 < m; r0 += GPU_MATVEC_MAX_ROWS) {
+		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS;
+		size_t off = (size_t)r0 * nh * hd;
+		if (gpu_attention(c->g, qp + off, kc, vc, o + off, nq, nh, a->n_kv_head, hd,
+		    p0 + r0, a->scale) != 0)
+			return gfail(be, "attention");
+	}
+	return 0;
+}
+
+static int
+cu_mul_sigmoid(struct backend *be, float *x, int ldx, const float *g, int ldg,
+    int rows, int n)
+{
+	struct gpu *gp = CB(be)->g;
+
+	for (int r0 = 0; r0 < rows; r0 += 65535) {
+		int nr = rows - r0 < 65535 ? rows - r0 : 65535;
+		float *xr = x + (size_t)r0 * ldx;
+		if (gpu_sigmoid_mul(gp, xr, ldx, g + (size_t)r0 * ldg, ldg, xr, ldx, nr, n))
+			return gfail(be, "mul_sigmoid");
+	}
+	return 0;
+}
+
+static int
+cu_conv1d_silu(struct backend *be, const float *x, int ldx, int m, int n_ch,
+    const float *w, int d_conv, float *state, float *snap, float *y)
+{
+	if (d_conv > 17)
+		return util_err(be->err, "conv1d: kernel size %d > 17", d_conv);
+	k_conv<<<nblk(n_ch, 128), 128, 0, CB(be)->g->stream>>>(x, ldx, m, n_ch, w, d_conv,
+	    state, snap, y);
+	return launched(be, "conv1d");
+}
+
+static int
+gdn_run(struct backend *be, const struct backend_gdn *g, int m, const float *qkv,
+    int ld, const float *a, const float *b, const float *ssm_a,
+    const float *dt_bias, float *S, float *snap, float *o)
+{
+	struct gdn_args A = { qkv, a, b, ssm_a, dt_bias, S, snap, o, ld, m, g->n_k_heads,
+	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
+	unsigned nt = (unsigned)(g->dv + 31) / 32 * 32;
+	cudaStream_t s = CB(be)->g->stream;
+
+	if (g->dv > 256)
+		return util_err(be->err, "gdn: value head size %d > 256", g->dv);
+	switch (g->dk) {
+	case 16: k_gdn<16><<<g->n_v_heads, nt, 0, s>>>(A); break;
+	case 32: k_gdn<32><<<g->n_v_heads, nt, 0, s>>>(A); break;
+	case 64: k_gdn<64><<<g->n_v_heads, nt, 0, s>>>(A); break;
+	case 128: k_gdn<128><<<g->n_v_heads, nt, 0, s>>>(A); break;
+	default: return util_err(be->err, "gdn: key head size %d (16, 32, 64, 128)", g->dk);
+	}
+	return launched(be, "gdn");
+}
+
+static int
+cu_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
+    const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *S, float *snap, float *o)
+{
+	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, snap, o);
+}
+
+/* Prefill runs the recurrent form too (exact; a chunked kernel is for later). */
+static int
+cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
+    const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *S, float *o)
+{
+	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, NULL, o);
+}
+
+static int
+cu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
+{
+	return gpu_l2norm(CB(be)->g, x, ldx, x, ldx, rows, n, eps) ? gfail(be, "l2norm") : 0;
+}
+
+static int
+cu_act(struct backend *be, enum backend_act act, float *x, size_t n)
+{
+	k_act<<<nblk(n, 256), 256, 0, CB(be)->g->stream>>>(x, n, (int)act);
+	return launched(be, "act");
+}
+
+static int
+cu_add(struct backend *be, float *y, const float *x, size_t n)
+{
+	return gpu_add(CB(be)->g, y, x, y, n) ? gfail(be, "add") : 0;
+}
+
+static int
+cu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *out)
+{
+	struct backend_cuda *c = CB(be);
+	int32_t *d = (int32_t *)buf_get(be, &c->ids, (size_t)m * 4);
+
+	if (d == NULL)
+		return -1;
+	if (ldx == n) {
+		if (gpu_argmax(c->g, x, m, n, d) != 0)
+			return gfail(be, "argmax");
+	} else {
+		for (int r = 0; r < m; r++)
+			if (gpu_argmax(c->g, x + (size_t)r * ldx, 1, n, d + r) != 0)
+				return gfail(be, "argmax");
+	}
+	if (gpu_download(c->g, out, d, (size_t)m * 4) || gpu_sync(c->g))
+		return gfail(be, "argmax");
+	return 0;
+}
+
+static const struct backend_ops cuda_ops = {
+	cu_close, cu_alloc, cu_mfree, cu_write, cu_read, cu_copy, cu_fill, cu_sync,
+	cu_weight_init, cu_weight_release, cu_supports,
+	cu_embed, cu_rmsnorm, cu_rmsnorm_gated, cu_matmul, cu_rmsnorm_matmul,
+	cu_matmul_swiglu, cu_swiglu, cu_rope, cu_attention, cu_mul_sigmoid,
+	cu_conv1d_silu, cu_gdn_step, cu_gdn_chunk, cu_l2norm, cu_act, cu_add, cu_argmax,
+};
+
+extern "C" struct backend *
+backend_cuda_open(const char *opts, int n_threads, char *err)
+{
+	struct backend_cuda *c;
+	long dev = 0;
+	char *end;
+
+	if (opts != NULL && *opts != '\0') {
+		dev = strtol(opts, &end, 10);
+		if (*end != '\0' || dev < 0 || dev > 255) {
+			util_err(err, "backend: 'cuda:%s': bad device number", opts);
+			return NULL;
+		}
+	}
+	if ((c = (struct backend_cuda *)calloc(1, sizeof *c)) == NULL) {
+		util_err(err, "backend: out of memory");
+		return NULL;
+	}
+	if ((c->g = gpu_open((int)dev, err, UTIL_ERRLEN)) == NULL) {
+		free(c);
+		return NULL;
+	}
+	c->ops = cuda_ops;
+	c->be.ops = &c->ops;
+	c->be.impl = c;
+	c->be.n_threads = 1;
+	c->be.host = 0;
+	snprintf(c->be.name, sizeof c->be.name, "cuda:%ld (%s)", dev, gpu_name(c->g));
+	return &c->be;
+}

@@ -1,0 +1,154 @@
+/*
+ * model-bench: decode and prefill speed of a model on a device (a
+ * benchmark, not a test).  One TSV-ish line per measurement.
+ *   model-bench [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s] MODEL
+ * Prefills ctx tokens (one forward; its time is the prefill rate and the
+ * time to first token), then times reps runs of n decode steps (one row,
+ * last logits read back to the host each step: what a sampler needs) and
+ * reports the median tok/s, the weight bytes one step reads (every trunk
+ * matrix and the output head; not token_embd or the MTP layer) and the
+ * rate against -B, the measured device copy bandwidth.  Then the cost of
+ * a verify forward of m = 2..kmax+1 rows (logits of every row) relative to
+ * one decode step, rolled back after each.  Token ids are fixed, not
+ * sampled: a random-weight model's argmax means nothing.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "gguf.h"
+#include "model.h"
+#include "state.h"
+#include "util.h"
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int
+cmpd(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double
+median(double *v, int n)
+{
+	qsort(v, n, sizeof *v, cmpd);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Bytes of the matrices one decode step reads (GGUF only; 0 otherwise). */
+static double
+step_bytes(const char *path, int n_layer)
+{
+	char err[UTIL_ERRLEN], mtp[32];
+	struct gguf *g = gguf_open(path, err);
+	double b = 0;
+
+	if (g == NULL)
+		return 0;
+	snprintf(mtp, sizeof mtp, "blk.%d.", n_layer);
+	for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+		const struct gguf_tensor *t = gguf_tensor(g, i);
+		if (strcmp(t->name, "token_embd.weight") == 0 || strncmp(t->name, mtp, strlen(mtp)) == 0)
+			continue;
+		b += (double)t->nbytes;
+	}
+	gguf_close(g);
+	return b;
+}
+
+int
+main(int argc, char *argv[])
+{
+	const char *dev = "cuda";
+	int ch, ctx = 128, n = 64, reps = 3, kmax = 8;
+	double bw = 0;
+	int64_t v;
+	char err[UTIL_ERRLEN];
+
+	prog = base_name(argv[0]);
+	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:")) != -1) {
+		switch (ch) {
+		case 'd': dev = optarg; break;
+		case 'c': if (util_parse_i64(optarg, 1, 1 << 20, &v)) die(2, "bad -c"); ctx = (int)v; break;
+		case 'n': if (util_parse_i64(optarg, 1, 1 << 16, &v)) die(2, "bad -n"); n = (int)v; break;
+		case 'r': if (util_parse_i64(optarg, 1, 99, &v)) die(2, "bad -r"); reps = (int)v; break;
+		case 'k': if (util_parse_i64(optarg, 0, 15, &v)) die(2, "bad -k"); kmax = (int)v; break;
+		case 'B': bw = atof(optarg); break;
+		default: return 2;
+		}
+	}
+	if (argc - optind != 1)
+		die(2, "usage: model-bench [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
+		    "[-B GB/s] MODEL");
+	const char *path = argv[optind];
+	double t0 = now();
+	struct backend *be = backend_open(dev, 0, err);
+	struct model *md = be ? model_open(path, be, err) : NULL;
+	if (md == NULL)
+		die(1, "%s", err);
+	const struct model_hparams *hp = model_hparams(md);
+	int nv = hp->n_vocab, tot = ctx + reps * n + 4 * (kmax + 1) * kmax + 16;
+	struct state *st = model_state_new(md, tot, kmax + 1, err);
+	float *lg = malloc((size_t)(kmax + 1) * nv * sizeof *lg);
+	int32_t *ids = malloc((size_t)(ctx > 16 ? ctx : 16) * sizeof *ids);
+	double *dt = malloc((reps > 5 ? reps : 5) * sizeof *dt), step, bytes;
+
+	if (st == NULL || lg == NULL || ids == NULL || dt == NULL)
+		die(1, "%s", st ? "out of memory" : err);
+	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\n", path, backend_name(be), now() - t0);
+	for (int i = 0; i < ctx; i++)
+		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
+	t0 = now();
+	if (model_forward(md, st, ids, ctx, MODEL_PREFILL, lg, NULL) != 0)
+		die(1, "prefill: %s", model_errmsg(md));
+	double pf = now() - t0;
+	printf("prefill\tctx\t%d\ts\t%.4f\ttok_s\t%.1f\n", ctx, pf, ctx / pf);
+	for (int r = 0; r < reps; r++) {
+		t0 = now();
+		for (int i = 0; i < n; i++) {
+			int32_t t = 1 + (int32_t)((r * n + i) * 31 % (nv - 1));
+			if (model_forward(md, st, &t, 1, 0, lg, NULL) != 0)
+				die(1, "decode: %s", model_errmsg(md));
+		}
+		dt[r] = (now() - t0) / n;
+		printf("decode\tctx\t%d\trep\t%d\tms_per_tok\t%.4f\ttok_s\t%.2f\n", ctx, r,
+		    dt[r] * 1e3, 1 / dt[r]);
+	}
+	step = median(dt, reps);
+	bytes = step_bytes(path, hp->n_layer);
+	printf("decode-median\tctx\t%d\tn\t%d\treps\t%d\ttok_s\t%.2f\tbytes_per_tok\t%.0f\t"
+	    "GB_s\t%.1f\tof_copy\t%.3f\n", ctx, n, reps, 1 / step, bytes, bytes / step / 1e9,
+	    bw > 0 ? bytes / step / 1e9 / bw : 0);
+	for (int m = 2; m <= kmax + 1; m++) {
+		for (int r = 0; r < 5; r++) {
+			for (int i = 0; i < m; i++)
+				ids[i] = 1 + (int32_t)((m * 13 + i * 7 + r) % (nv - 1));
+			t0 = now();
+			if (model_forward(md, st, ids, m, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, NULL) != 0)
+				die(1, "verify: %s", model_errmsg(md));
+			dt[r] = now() - t0;
+			if (state_rollback(st, 1) != 0)
+				die(1, "rollback failed");
+		}
+		double vm = median(dt, 5);
+		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\n", m - 1, m, vm * 1e3, vm / step);
+	}
+	free(lg), free(ids), free(dt);
+	state_free(st);
+	model_close(md);
+	backend_close(be);
+	return finish(0);
+}
