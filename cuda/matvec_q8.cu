@@ -28,18 +28,22 @@ ue4m3_half(unsigned x)
 	return raw * 0.5f;
 }
 
-/* kvalues_mxfp4: e2m1 codes as integers (twice the value). */
+/* kvalues_mxfp4 (e2m1 codes as integers, twice the value) of the low
+ * nibbles of v's four bytes, packed as four int8 for dp4a.  Two byte
+ * permutes over the table held in registers (magnitudes 0,1,2,3,4,6,8,12
+ * and their negations), then bit 3 of each nibble picks the sign: a local
+ * array indexed by data went to local memory (64-byte stack frame in the
+ * m = 1, 2 instances, 10x slower). */
 __device__ __forceinline__ int
-fp4(unsigned c)
+fp4x4(uint32_t v)
 {
-	const int t[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
-	return t[c & 0xF];
-}
+	uint32_t q = v & 0x07070707u, t = q | q >> 4;
+	uint32_t sel = (t & 0xFFu) | (t >> 8 & 0xFF00u);
+	uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
+	uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
+	uint32_t mask = (v >> 3 & 0x01010101u) * 0xFFu;
 
-__device__ __forceinline__ int
-pack4(int a, int b, int c, int d)
-{
-	return (a & 0xFF) | (b & 0xFF) << 8 | (c & 0xFF) << 16 | (int)((unsigned)(d & 0xFF) << 24);
+	return (int)((pos & ~mask) | (neg & mask));
 }
 
 /* One warp per 32-block of x: q[w][32], dx[w] (the fp16 scale as float),
@@ -152,10 +156,7 @@ k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 			for (int s = 0; s < 4; s++) {
 				uint32_t lo = blk[1 + 2 * s], hi = blk[2 + 2 * s];
 				float ws = ue4m3_half((sc >> (8 * s)) & 0xFF);
-				int w0 = pack4(fp4(lo), fp4(lo >> 8), fp4(lo >> 16), fp4(lo >> 24));
-				int w1 = pack4(fp4(hi), fp4(hi >> 8), fp4(hi >> 16), fp4(hi >> 24));
-				int w2 = pack4(fp4(lo >> 4), fp4(lo >> 12), fp4(lo >> 20), fp4(lo >> 28));
-				int w3 = pack4(fp4(hi >> 4), fp4(hi >> 12), fp4(hi >> 20), fp4(hi >> 28));
+				int w0 = fp4x4(lo), w1 = fp4x4(hi), w2 = fp4x4(lo >> 4), w3 = fp4x4(hi >> 4);
 				int xb = 2 * b + s / 2;
 #pragma unroll
 				for (int j = 0; j < M; j++) {
