@@ -211,22 +211,33 @@ mv8_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, const 
 	return 0;
 }
 
-extern "C" int
-gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
-    const float *d_x, int64_t n, float *d_y, const float *d_scale)
+/* Row bytes of a Q8-path weight of ne0 columns. */
+static size_t
+mv8_rowbytes(int t, int64_t ne0)
 {
-	int nb = (int)(ne0 / 32), q81 = t == Q8_T_Q4_1 || t == Q8_T_Q5_1;
-	size_t rb, qn = (size_t)n * ne0, need;
+	if (t == Q8_T_NVFP4)
+		return (size_t)(ne0 / 64) * 36;
+	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 : 20);
+}
+
+extern "C" int
+gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
+    const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
+    const float *const *d_scale)
+{
+	int nb = (int)(ne0 / 32), q81 = 0;
+	size_t qn = (size_t)n * ne0, need;
 	int8_t *q;
 	float *dx, *sx;
 
-	if (!gpu_can_matvec_q8(t))
-		return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t);
-	if (n < 1 || rows < 1 || ne0 % (t == Q8_T_NVFP4 ? 64 : 32) != 0)
-		return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs", (long long)rows,
-		    (long long)ne0, (long long)n);
-	rb = t == Q8_T_NVFP4 ? (size_t)(ne0 / 64) * 36 : (size_t)nb * (t == Q8_T_Q8_0 ? 34 :
-	    t == Q8_T_Q5_1 ? 24 : 20);
+	for (int i = 0; i < nw; i++) {
+		if (!gpu_can_matvec_q8(t[i]))
+			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t[i]);
+		if (n < 1 || rows[i] < 1 || ne0 % (t[i] == Q8_T_NVFP4 ? 64 : 32) != 0)
+			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
+			    (long long)rows[i], (long long)ne0, (long long)n);
+		q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
+	}
 	need = qn + 2 * (size_t)n * nb * sizeof(float) + 512;
 	if ((q = (int8_t *)gpu_scratch(g, need)) == NULL)
 		return -1;
@@ -236,21 +247,31 @@ gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	k_q8x<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, nb, total, q, dx,
 	    q81 ? sx : NULL);
 	GPU_LAUNCHED(g, "matvec_q8 quantize");
-	for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
-		int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
-		const int8_t *qr = q + (size_t)r0 * ne0;
-		const float *dr = dx + (size_t)r0 * nb;
-		float *yr = d_y + (size_t)r0 * rows;
-		const float *sr = sx + (size_t)r0 * nb;
-		int rc;
-		switch (t) {
-		case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
-		case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
-		case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
-		default: rc = mv8_launch<Q8_T_Q8_0>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
+	for (int i = 0; i < nw; i++) {
+		size_t rb = mv8_rowbytes(t[i], ne0);
+		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
+			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
+			const int8_t *qr = q + (size_t)r0 * ne0;
+			const float *dr = dx + (size_t)r0 * nb, *sr = sx + (size_t)r0 * nb;
+			float *yr = d_y[i] + (size_t)r0 * rows[i];
+			const float *sc = d_scale != NULL ? d_scale[i] : NULL;
+			int rc;
+			switch (t[i]) {
+			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			default: rc = mv8_launch<Q8_T_Q8_0>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			}
+			if (rc != 0)
+				return rc;
 		}
-		if (rc != 0)
-			return rc;
 	}
 	return 0;
+}
+
+extern "C" int
+gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+    const float *d_x, int64_t n, float *d_y, const float *d_scale)
+{
+	return gpu_matvec_q8_multi(g, 1, &t, &d_w, &rows, ne0, d_x, n, &d_y, &d_scale);
 }

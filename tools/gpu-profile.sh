@@ -1,8 +1,8 @@
 #!/bin/sh
 # gpu-profile.sh: where a decode step of the 9B-shape random GGUF spends its
 # time.  Wall time per step (model-bench), then GPU time per kernel from ncu
-# (one metric, gpu__time_duration.sum) over a 1-token prefill and 2 decode
-# steps, summed per kernel name; also nsys's summary where nsys exists.
+# (one metric, gpu__time_duration.sum) over a 1-token prefill and 1 decode
+# step, summed per kernel name; also nsys's summary where nsys exists.
 #   usage: sh tools/gpu-profile.sh [TYPE]   (TYPE: NVFP4 (default) or Q8_0)
 # Logs go to $OUT (or a temporary directory).
 set -u
@@ -21,7 +21,7 @@ mb=build/t/tools/model-bench
 timeout 60 $mb -d cuda -c 16 -n 32 -r 3 -k 0 "$f" 2>&1 | grep -E '^(prefill|decode-median)' | tee "$OUT/wall.txt"
 t0=$(date +%s)
 if command -v nsys >/dev/null 2>&1; then
-	timeout 120 nsys profile -o "$OUT/prof" --stats=false $mb -d cuda -c 1 -n 8 -r 1 -k 0 "$f" \
+	timeout 60 nsys profile -o "$OUT/prof" --stats=false $mb -d cuda -c 1 -n 8 -r 1 -k 0 "$f" \
 	    >/dev/null 2>&1 && nsys stats -r cuda_gpu_kern_sum,cuda_api_sum "$OUT/prof.nsys-rep" \
 	    >"$OUT/nsys.txt" 2>&1
 	rm -f "$OUT/prof.nsys-rep" "$OUT/prof.sqlite"
@@ -29,8 +29,8 @@ if command -v nsys >/dev/null 2>&1; then
 fi
 t0=$(date +%s)
 if command -v ncu >/dev/null 2>&1; then
-	timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-	    $mb -d cuda -c 1 -n 2 -r 1 -k 0 "$f" >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+	timeout 100 ncu --clock-control none --metrics gpu__time_duration.sum -c 2000 --csv \
+	    $mb -d cuda -c 1 -n 1 -r 1 -k 0 "$f" >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
 	echo "ncu rc=$? in $(( $(date +%s) - t0 ))s, $(grep -c gpu__time_duration "$OUT/ncu.csv") kernels"
 	# "ID","Process ID","Process Name","Host Name","Kernel Name",...,"Metric Value"
 	awk -F'","' '/gpu__time_duration/ { n = $5; sub(/\(.*/, "", n); sub(/^void /, "", n);
@@ -38,7 +38,7 @@ if command -v ncu >/dev/null 2>&1; then
 	    v *= u ~ /^msecond/ ? 1e6 : u ~ /^usecond/ ? 1e3 : u ~ /^second/ ? 1e9 : 1;
 	    t[n] += v; c[n]++; T += v }
 	    END { for (n in t) printf "%10.1f us %5d  %5.1f%%  %s\n", t[n] / 1e3, c[n], 100 * t[n] / T, n;
-	    printf "%10.1f us total (3 forwards: 1-token prefill + 2 decode steps)\n", T / 1e3 }' \
+	    printf "%10.1f us total (2 forwards: 1-token prefill + 1 decode step)\n", T / 1e3 }' \
 	    "$OUT/ncu.csv" | sort -rn >"$OUT/ncu-sum.txt"
 	cat "$OUT/ncu-sum.txt" | head -30
 fi
