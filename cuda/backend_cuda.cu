@@ -522,6 +522,33 @@ product(struct backend *be, const struct backend_weight *w, const float *x,
 	return rc ? gfail(be, "matmul") : 0;
 }
 
+/* nout products of the same contiguous x: one quantization of x when every
+ * weight takes the int8 path (bit-identical to nout product() calls). */
+static int
+products(struct backend *be, int nout, const struct backend_weight *const *W,
+    const float *x, float *const *y, int m)
+{
+	enum { NMAX = 8 };
+	int t[NMAX];
+	const void *d[NMAX];
+	int64_t rows[NMAX];
+	const float *sc[NMAX];
+	int all = nout <= NMAX;
+
+	for (int i = 0; all && i < nout; i++) {
+		all = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == W[0]->ne0;
+		t[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
+	}
+	if (!all) {
+		for (int i = 0; i < nout; i++)
+			if (product(be, W[i], x, y[i], m) != 0)
+				return -1;
+		return 0;
+	}
+	return gpu_matvec_q8_multi(CB(be)->g, nout, t, d, rows, W[0]->ne0, x, m, y, sc) ?
+	    gfail(be, "matmul") : 0;
+}
+
 static int
 cu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
     int ldx, float *y, int ldy, int m)
@@ -552,10 +579,7 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 
 	if (t == NULL || cu_rmsnorm(be, x, n, nw, t, n, m, n, eps))
 		return -1;
-	for (int i = 0; i < nout; i++)
-		if (product(be, W[i], t, y[i], m) != 0)
-			return -1;
-	return 0;
+	return products(be, nout, W, t, y, m);
 }
 
 static int
@@ -564,8 +588,10 @@ cu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
 {
 	size_t n = (size_t)m * wg->ne1;
 	float *u = (float *)buf_get(be, &CB(be)->t1, n * 4);
+	const struct backend_weight *W[2] = { wg, wu };
+	float *Y[2] = { y, u };
 
-	if (u == NULL || product(be, wg, x, y, m) || product(be, wu, x, u, m))
+	if (u == NULL || products(be, 2, W, x, Y, m))
 		return -1;
 	return gpu_swiglu(CB(be)->g, y, u, y, n) ? gfail(be, "swiglu") : 0;
 }

@@ -110,6 +110,17 @@ int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
 
 /*
+ * nw products of the same x (the projections after one RMSNorm, gate and
+ * up): x quantized once, then product i is gpu_matvec_q8(t[i], d_w[i],
+ * rows[i], ...) into d_y[i], scaled by d_scale[i] (d_scale or an entry may
+ * be NULL).  Bit-identical to nw gpu_matvec_q8 calls, with nw - 1 fewer
+ * launches.
+ */
+int	gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
+	    const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
+	    const float *const *d_scale);
+
+/*
  * Dense product for prefill: y[n][rows] = W[rows][ne0] . x[n][ne0] for any n,
  * W dequantized to fp32 tiles in scratch and multiplied with cuBLAS
  * (fp32 compute).  n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead.

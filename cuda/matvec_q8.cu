@@ -28,18 +28,22 @@ ue4m3_half(unsigned x)
 	return raw * 0.5f;
 }
 
-/* kvalues_mxfp4: e2m1 codes as integers (twice the value). */
+/* kvalues_mxfp4 (e2m1 codes as integers, twice the value) of the low
+ * nibbles of v's four bytes, packed as four int8 for dp4a.  Two byte
+ * permutes over the table held in registers (magnitudes 0,1,2,3,4,6,8,12
+ * and their negations), then bit 3 of each nibble picks the sign: a local
+ * array indexed by data went to local memory (64-byte stack frame in the
+ * m = 1, 2 instances, 10x slower). */
 __device__ __forceinline__ int
-fp4(unsigned c)
+fp4x4(uint32_t v)
 {
-	const int t[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
-	return t[c & 0xF];
-}
+	uint32_t q = v & 0x07070707u, t = q | q >> 4;
+	uint32_t sel = (t & 0xFFu) | (t >> 8 & 0xFF00u);
+	uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
+	uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
+	uint32_t mask = (v >> 3 & 0x01010101u) * 0xFFu;
 
-__device__ __forceinline__ int
-pack4(int a, int b, int c, int d)
-{
-	return (a & 0xFF) | (b & 0xFF) << 8 | (c & 0xFF) << 16 | (int)((unsigned)(d & 0xFF) << 24);
+	return (int)((pos & ~mask) | (neg & mask));
 }
 
 /* One warp per 32-block of x: q[w][32], dx[w] (the fp16 scale as float),
@@ -152,10 +156,7 @@ k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 			for (int s = 0; s < 4; s++) {
 				uint32_t lo = blk[1 + 2 * s], hi = blk[2 + 2 * s];
 				float ws = ue4m3_half((sc >> (8 * s)) & 0xFF);
-				int w0 = pack4(fp4(lo), fp4(lo >> 8), fp4(lo >> 16), fp4(lo >> 24));
-				int w1 = pack4(fp4(hi), fp4(hi >> 8), fp4(hi >> 16), fp4(hi >> 24));
-				int w2 = pack4(fp4(lo >> 4), fp4(lo >> 12), fp4(lo >> 20), fp4(lo >> 28));
-				int w3 = pack4(fp4(hi >> 4), fp4(hi >> 12), fp4(hi >> 20), fp4(hi >> 28));
+				int w0 = fp4x4(lo), w1 = fp4x4(hi), w2 = fp4x4(lo >> 4), w3 = fp4x4(hi >> 4);
 				int xb = 2 * b + s / 2;
 #pragma unroll
 				for (int j = 0; j < M; j++) {
@@ -210,22 +211,33 @@ mv8_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, const 
 	return 0;
 }
 
-extern "C" int
-gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
-    const float *d_x, int64_t n, float *d_y, const float *d_scale)
+/* Row bytes of a Q8-path weight of ne0 columns. */
+static size_t
+mv8_rowbytes(int t, int64_t ne0)
 {
-	int nb = (int)(ne0 / 32), q81 = t == Q8_T_Q4_1 || t == Q8_T_Q5_1;
-	size_t rb, qn = (size_t)n * ne0, need;
+	if (t == Q8_T_NVFP4)
+		return (size_t)(ne0 / 64) * 36;
+	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 : 20);
+}
+
+extern "C" int
+gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
+    const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
+    const float *const *d_scale)
+{
+	int nb = (int)(ne0 / 32), q81 = 0;
+	size_t qn = (size_t)n * ne0, need;
 	int8_t *q;
 	float *dx, *sx;
 
-	if (!gpu_can_matvec_q8(t))
-		return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t);
-	if (n < 1 || rows < 1 || ne0 % (t == Q8_T_NVFP4 ? 64 : 32) != 0)
-		return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs", (long long)rows,
-		    (long long)ne0, (long long)n);
-	rb = t == Q8_T_NVFP4 ? (size_t)(ne0 / 64) * 36 : (size_t)nb * (t == Q8_T_Q8_0 ? 34 :
-	    t == Q8_T_Q5_1 ? 24 : 20);
+	for (int i = 0; i < nw; i++) {
+		if (!gpu_can_matvec_q8(t[i]))
+			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t[i]);
+		if (n < 1 || rows[i] < 1 || ne0 % (t[i] == Q8_T_NVFP4 ? 64 : 32) != 0)
+			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
+			    (long long)rows[i], (long long)ne0, (long long)n);
+		q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
+	}
 	need = qn + 2 * (size_t)n * nb * sizeof(float) + 512;
 	if ((q = (int8_t *)gpu_scratch(g, need)) == NULL)
 		return -1;
@@ -235,21 +247,31 @@ gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	k_q8x<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, nb, total, q, dx,
 	    q81 ? sx : NULL);
 	GPU_LAUNCHED(g, "matvec_q8 quantize");
-	for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
-		int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
-		const int8_t *qr = q + (size_t)r0 * ne0;
-		const float *dr = dx + (size_t)r0 * nb;
-		float *yr = d_y + (size_t)r0 * rows;
-		const float *sr = sx + (size_t)r0 * nb;
-		int rc;
-		switch (t) {
-		case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
-		case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
-		case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
-		default: rc = mv8_launch<Q8_T_Q8_0>(g, d_w, rows, nb, rb, qr, dr, sr, m, yr, d_scale); break;
+	for (int i = 0; i < nw; i++) {
+		size_t rb = mv8_rowbytes(t[i], ne0);
+		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
+			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
+			const int8_t *qr = q + (size_t)r0 * ne0;
+			const float *dr = dx + (size_t)r0 * nb, *sr = sx + (size_t)r0 * nb;
+			float *yr = d_y[i] + (size_t)r0 * rows[i];
+			const float *sc = d_scale != NULL ? d_scale[i] : NULL;
+			int rc;
+			switch (t[i]) {
+			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			default: rc = mv8_launch<Q8_T_Q8_0>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			}
+			if (rc != 0)
+				return rc;
 		}
-		if (rc != 0)
-			return rc;
 	}
 	return 0;
+}
+
+extern "C" int
+gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+    const float *d_x, int64_t n, float *d_y, const float *d_scale)
+{
+	return gpu_matvec_q8_multi(g, 1, &t, &d_w, &rows, ne0, d_x, n, &d_y, &d_scale);
 }

@@ -7,6 +7,11 @@
 # to $OUT (or a temporary directory); a short table is printed last.
 #   usage: sh tools/gpu-run.sh [all|bench|gates]  ("bench": skip the checks,
 #   "gates": skip the benchmark)
+# Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
+# (run-gen on A's 8 refs prompts, cuda = cpu = refs, argmax gate MATCH;
+# run-spec -K 1-8 on A and its GGUFs); GPU_RUN_GREEDY=0 skips the older
+# model-greedy / model-spec gates; GPU_RUN_9B=1 the 9B-shape speed
+# (GPU_RUN_9B_SHORT=1: short context only).
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
@@ -24,7 +29,7 @@ if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/
 	exit 1
 fi
 echo "built in $(( $(date +%s) - t0 ))s"
-kc=- st=- gg=- sp=-
+kc=- st=- gg=- sp=- rg=-
 G=${TMPDIR:-/tmp}/memra-gguf
 if [ -n "$A" ] && [ -d st-src ] && [ "$mode" != bench ]; then
 	mkdir -p "$G"
@@ -46,7 +51,44 @@ if [ "$mode" != bench ]; then
 	done
 	echo "kernel-check in $(( $(date +%s) - t0 ))s"
 	timeout 120 bin/kernel-check --self-test $A >"$OUT/self-test.log" 2>&1; st=$?
-	if [ -n "$A" ]; then
+	if [ -n "$A" ] && [ "${GPU_RUN_BIN:-0}" = 1 ]; then
+		# the real binaries: run-gen (argmax gate, ids on cuda = cpu = the
+		# reference ids of t/data/a-greedy.tsv) on A's 8 refs prompts, and
+		# run-spec -K 1-8 on A and its GGUFs
+		t0=$(date +%s)
+		rg=0
+		for d in cuda cpu; do
+			head -8 $A/prompts.jsonl | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
+			    --device $d $A >"$OUT/run-gen-$d.jsonl" 2>"$OUT/run-gen-$d.err" || rg=1
+		done
+		cut -f2 t/data/a-greedy.tsv >"$OUT/run-gen-ref.txt"
+		for d in cuda cpu; do
+			sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' "$OUT/run-gen-$d.jsonl" >"$OUT/run-gen-$d.ids"
+		done
+		{ i=0
+		  paste -d '|' "$OUT/run-gen-cuda.ids" "$OUT/run-gen-cpu.ids" "$OUT/run-gen-ref.txt" |
+		  while IFS='|' read -r g c r; do
+			n=$(echo "$g" | wc -w)
+			rp=$(echo "$r" | cut -d' ' -f1-"$n")
+			echo "prompt $i: cuda=cpu $([ "$g" = "$c" ] && echo same || echo DIFF)," \
+			    "cuda=ref $([ "$g" = "$rp" ] && echo same || echo DIFF) ($n ids)"
+			i=$((i + 1))
+		  done
+		  grep -h '^prefill argmax' "$OUT/run-gen-cuda.err" | sed 's/^/cuda gate: /'
+		} >"$OUT/run-gen.log"
+		grep -q DIFF "$OUT/run-gen.log" && rg=1
+		[ "$(grep -c '"gate": "MATCH"' "$OUT/run-gen-cuda.jsonl")" = 8 ] || rg=1
+		[ $rg = 0 ] && echo "RUN-GEN GATE PASS" >>"$OUT/run-gen.log" ||
+		    echo "RUN-GEN GATE FAIL" >>"$OUT/run-gen.log"
+		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do
+			[ -e "$m" ] || continue
+			echo "== run-spec $m" >>"$OUT/run-spec.log"
+			head -8 $A/prompts.jsonl | timeout 100 bin/run-spec --raw --jsonl -K 1-8 -n 64 \
+			    --device cuda "$m" >>"$OUT/run-spec.log" 2>&1 || rg=1
+		done
+		echo "run-gen/run-spec in $(( $(date +%s) - t0 ))s"
+	fi
+	if [ -n "$A" ] && [ "${GPU_RUN_GREEDY:-1}" = 1 ]; then
 		t0=$(date +%s)
 		timeout 200 sh tools/greedy-gate.sh $A cuda >"$OUT/greedy-gate.log" 2>&1; gg=$?
 		echo "greedy gate in $(( $(date +%s) - t0 ))s"
@@ -78,6 +120,8 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 		    >>"$OUT/speed-9b.log" 2>&1 || continue
 		ls -l "$f" >>"$OUT/speed-9b.log"
 		for args in "-c 128 -n 64 -r 3 -k 8" "-c 2048 -n 16 -r 1 -k 0" "-c 8192 -n 32 -r 2 -k 0"; do
+			# GPU_RUN_9B_SHORT=1: the short context only (decode + verify)
+			[ "${GPU_RUN_9B_SHORT:-0}" = 1 ] && [ "$args" != "-c 128 -n 64 -r 3 -k 8" ] && continue
 			timeout 150 build/t/tools/model-bench -d cuda $args -B "$BW" "$f" \
 			    >>"$OUT/speed-9b.log" 2>&1 || echo "model-bench $q $args: failed" >>"$OUT/speed-9b.log"
 		done
@@ -101,6 +145,8 @@ if [ "$mode" != bench ]; then
 	grep -v ' FAIL$' "$OUT/self-test.log" | tail -8
 	echo "== greedy gate"
 	[ -f "$OUT/greedy-gate.log" ] && tail -24 "$OUT/greedy-gate.log"
+	[ -f "$OUT/run-gen.log" ] && { echo "== run-gen (cuda vs cpu vs refs)"; cat "$OUT/run-gen.log"; }
+	[ -f "$OUT/run-spec.log" ] && { echo "== run-spec -K 1-8"; cat "$OUT/run-spec.log"; }
 	echo "== speculative self-consistency (reference acceptance: t/data/a-spec-refs.txt)"
 	[ -f "$OUT/spec.log" ] && cat "$OUT/spec.log"
 fi
@@ -110,4 +156,4 @@ if [ -f "$OUT/bench.log" ]; then
 	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
 fi
 [ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
-echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp bench=$bc"
+echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg bench=$bc"
