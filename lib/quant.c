@@ -27,7 +27,7 @@ static const struct quant_traits traits[QUANT_TYPE_COUNT] = {
 	[36] = { "IQ4_NL_4_4 (removed)", 0, 0, 1 },	[37] = { "IQ4_NL_4_8 (removed)", 0, 0, 1 },
 	[38] = { "IQ4_NL_8_8 (removed)", 0, 0, 1 },
 	[39] = { "MXFP4", 32, 17, 0 },		[40] = { "NVFP4", 64, 36, 0 },
-	[41] = { "Q1_0", 128, 18, 0 },
+	[41] = { "Q1_0", 128, 18, 0 },		[42] = { "Q2_0", 64, 18, 0 },
 };
 
 const struct quant_traits *

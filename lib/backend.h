@@ -1,0 +1,217 @@
+/*
+ * backend: the op table a forward pass calls.
+ *
+ * A backend owns memory (host memory for the CPU backend, device memory
+ * for CUDA) and runs ops on it.  Activations are float32 arrays in that
+ * memory: backend_alloc returns a `float *` that the caller may offset
+ * (x + r * ld) but must not dereference unless backend_host(be) says the
+ * memory is host memory; backend_write/backend_read move data across.
+ * Every op returns 0, or -1 with the reason in backend_errmsg(be).
+ *
+ * Shapes: a batch is m rows (tokens) of one sequence or several; an
+ * activation is row-major [m][n] with a row stride ld (floats) >= n.
+ * "Per-head" ops see a row of heads as rows of their own: rows = m *
+ * n_head with ld = head stride, since heads are evenly spaced.
+ *
+ * Exactness contract (DESIGN.md): every op is batch-invariant (row i of
+ * an m-row call is bit-identical to the same row computed alone, at the
+ * same position for attention and the recurrent ops) and independent of
+ * the number of threads.  Prefill-only forms (backend_gdn_chunk) agree to
+ * float tolerance instead and must not be used for speculative verify.
+ */
+#ifndef MEMRA_BACKEND_H
+#define MEMRA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backend;
+
+/*
+ * Open a backend.  device: "cpu" (AVX2/FMA when the CPU has them),
+ * "cpu:scalar" (the portable path only), "cpu:nofuse" (fused ops composed
+ * from the plain ones, as for a backend without them; both for tests),
+ * later "cuda[:N]".
+ * n_threads: worker threads for the CPU backend, 0 = all cores.
+ * Returns NULL with the reason in err (UTIL_ERRLEN).  backend_close frees;
+ * close(NULL) is a no-op.  A backend is used by one caller thread at a time.
+ */
+struct backend *backend_open(const char *device, int n_threads, char *err);
+void	backend_close(struct backend *);
+const char *backend_errmsg(const struct backend *);
+/* "cpu-avx2", "cpu-scalar", "cuda:0 (NVIDIA H200)", ... */
+const char *backend_name(const struct backend *);
+int	backend_threads(const struct backend *);
+/* 1 when backend memory is host memory the caller may read and write. */
+int	backend_host(const struct backend *);
+
+/* --- memory: n counts floats --- */
+
+/* n zeroed floats of backend memory, or NULL; freed by backend_mfree. */
+float	*backend_alloc(struct backend *, size_t n);
+void	backend_mfree(struct backend *, float *);
+/* host -> backend, backend -> host, backend -> backend (regions must not overlap) */
+int	backend_write(struct backend *, float *dst, const float *src, size_t n);
+int	backend_read(struct backend *, float *dst, const float *src, size_t n);
+int	backend_copy(struct backend *, float *dst, const float *src, size_t n);
+int	backend_fill(struct backend *, float *dst, float v, size_t n);
+/* Wait for queued work (a no-op on the CPU). */
+int	backend_sync(struct backend *);
+
+/* --- weights --- */
+
+/*
+ * A matrix W[ne1][ne0] of a ggml type (enum quant_type): ne1 rows of
+ * quant_row_size(type, ne0) bytes each.  Filled by backend_weight_init,
+ * which either references data in place (CPU: the caller keeps it mapped
+ * until backend_weight_release) or copies it to the device.  scale
+ * multiplies every product (the NVFP4 `.scale` sidecar; 1 when none).
+ */
+struct backend_weight {
+	int	type;		/* enum quant_type */
+	int64_t	ne0;		/* row length: input features */
+	int64_t	ne1;		/* rows: output features */
+	size_t	row_size;	/* bytes per row */
+	float	scale;
+	const void *data;	/* [ne1][row_size] bytes, backend memory */
+	void	*priv;		/* the backend's own (device copy, repacked layout) */
+};
+int	backend_weight_init(struct backend *, struct backend_weight *w, int type,
+	    int64_t ne0, int64_t ne1, const void *data, float scale);
+void	backend_weight_release(struct backend *, struct backend_weight *w);
+/* 1 when the backend can matmul/embed weights of this type. */
+int	backend_supports(const struct backend *, int type);
+
+/* --- ops --- */
+
+/* y[i][0..ne0) = row ids[i] of w, dequantized (i < m; ids are host memory). */
+int	backend_embed(struct backend *, const struct backend_weight *w,
+	    const int32_t *ids, int m, float *y, int ldy);
+
+/*
+ * y = x / sqrt(mean(x^2) + eps) * w over rows of n (w: [n] backend memory,
+ * NULL for none).  In place (y == x) is fine.
+ */
+int	backend_rmsnorm(struct backend *, const float *x, int ldx,
+	    const float *w, float *y, int ldy, int rows, int n, float eps);
+
+/* y = rmsnorm(x) * w * silu(z) over contiguous rows of n (GDN output norm). */
+int	backend_rmsnorm_gated(struct backend *, const float *x, const float *z,
+	    const float *w, float *y, int rows, int n, float eps);
+
+/*
+ * Y[m][ne1] = X[m][ne0] . W^T (times w->scale).  Row r of Y depends only on
+ * row r of X: bit-identical for any m and thread count.  y must not
+ * overlap x.
+ */
+int	backend_matmul(struct backend *, const struct backend_weight *w,
+	    const float *x, int ldx, float *y, int ldy, int m);
+
+/*
+ * The norm fused into the products that read it: t = rmsnorm(x[m][n]) *
+ * nw, then y[i] = t . W[i]^T for i < nout (y[i] contiguous [m][W[i]->ne1]).
+ * Equal bit for bit to backend_rmsnorm followed by backend_matmul.
+ */
+int	backend_rmsnorm_matmul(struct backend *, const float *x, int m, int n,
+	    const float *nw, float eps, int nout,
+	    const struct backend_weight *const *W, float *const *y);
+
+/* y[m][n_ff] = silu(x . Wg^T) * (x . Wu^T): gate, up and SwiGLU in one op. */
+int	backend_matmul_swiglu(struct backend *, const struct backend_weight *wg,
+	    const struct backend_weight *wu, const float *x, int m, float *y);
+
+/* y[i] = silu(g[i]) * u[i], i < n (y may be g or u). */
+int	backend_swiglu(struct backend *, const float *g, const float *u, float *y,
+	    size_t n);
+
+/*
+ * RoPE, in place, on the first n_rot dims of each head, angle pos *
+ * theta^(-2j/n_rot) for pair j < n_rot/2.  BACKEND_ROPE_NEOX pairs dims
+ * (j, j + n_rot/2) (rotate-half: qwen, HF layouts); BACKEND_ROPE_NORM pairs
+ * (2j, 2j+1) (ggml's mode 0: llama GGUFs, whose Q/K rows the converter
+ * permuted).  Row r (r < m, at position pos[r], host memory) has n_head
+ * heads at x + r*ldx + h*hs.
+ */
+enum backend_rope_mode { BACKEND_ROPE_NORM, BACKEND_ROPE_NEOX };
+int	backend_rope(struct backend *, float *x, int ldx, int n_head, int hs,
+	    int m, const int32_t *pos, int n_rot, float theta, int mode);
+
+/*
+ * Causal attention of m query rows of one sequence at positions
+ * p0..p0+m-1 against its KV cache kc, vc ([n_ctx][n_kv_head*head_dim],
+ * already holding positions 0..p0+m-1).  Query head h of row r is at
+ * q + r*ldq + h*qhs; it reads kv head h / (n_head/n_kv_head).
+ * o: [m][n_head*head_dim].  Row r equals the same row decoded alone.
+ */
+struct backend_attn {
+	int	n_head, n_kv_head, head_dim;
+	float	scale;		/* usually 1/sqrt(head_dim) */
+};
+int	backend_attention(struct backend *, const struct backend_attn *a,
+	    const float *q, int ldq, int qhs, const float *kc, const float *vc,
+	    int m, int p0, float *o);
+
+/* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
+int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,
+	    int ldg, int rows, int n);
+
+/*
+ * Causal depthwise conv1d + SiLU over m rows of n_ch channels, with state:
+ * in = [state (the last d_conv-1 inputs) ; x], y[t][c] = silu(sum_k
+ * in[t+k][c] * w[c][k]).  state: [d_conv-1][n_ch], updated to the last
+ * d_conv-1 inputs.  snap: NULL, or [m][d_conv-1][n_ch] receiving the state
+ * after each row (speculative rollback).  y: [m][n_ch], not overlapping x.
+ */
+int	backend_conv1d_silu(struct backend *, const float *x, int ldx, int m,
+	    int n_ch, const float *w, int d_conv, float *state, float *snap,
+	    float *y);
+
+/*
+ * The gated delta rule (Gated DeltaNet mixer core), whole step in one op.
+ * Input row r: qkv[r] = [q (n_k_heads*dk) ; k (n_k_heads*dk) ; v (n_v_heads*dv)]
+ * after conv+SiLU, a[r][n_v] = alpha.x, b[r][n_v] = beta.x.  Per value head h
+ * (key head kh = v_tiled ? h % n_k : h / (n_v/n_k)):
+ *   q, k = l2norm(q), l2norm(k); q *= 1/sqrt(dk); beta = sigmoid(b);
+ *   g = ssm_a[h] * softplus(a + dt_bias[h])  (ssm_a = -exp(A_log));
+ *   S = exp(g) S; d = beta (v - S^T k); S += k d^T; o = S^T q.
+ * S: [n_v][dk][dv] fp32 state, updated.  o: [m][n_v*dv].
+ * l2norm: hf_l2 ? x * rsqrt(sum x^2 + eps) : x / max(sqrt(sum x^2), eps).
+ */
+struct backend_gdn {
+	int	n_k_heads, n_v_heads, dk, dv;
+	int	v_tiled;	/* 1: GGUF (llama.cpp) head order, 0: HF grouped order */
+	int	hf_l2;
+	float	eps;
+};
+/*
+ * Recurrent form: rows in order; row r is bit-identical to stepping it
+ * alone.  snap: NULL or [m][n_v*dk*dv], the state after each row.
+ */
+int	backend_gdn_step(struct backend *, const struct backend_gdn *g, int m,
+	    const float *qkv, int ldqkv, const float *a, const float *b,
+	    const float *ssm_a, const float *dt_bias, float *S, float *snap,
+	    float *o);
+/* Chunked form for prefill: same contract as step to float tolerance. */
+int	backend_gdn_chunk(struct backend *, const struct backend_gdn *g, int m,
+	    const float *qkv, int ldqkv, const float *a, const float *b,
+	    const float *ssm_a, const float *dt_bias, float *S, float *o);
+
+/* x /= max(sqrt(sum x^2), eps) over rows of n, in place (ggml_l2_norm). */
+int	backend_l2norm(struct backend *, float *x, int ldx, int rows, int n,
+	    float eps);
+
+enum backend_act {
+	BACKEND_ACT_SILU, BACKEND_ACT_SIGMOID, BACKEND_ACT_SOFTPLUS,
+};
+/* x = act(x), n floats, in place. */
+int	backend_act(struct backend *, enum backend_act act, float *x, size_t n);
+
+/* y += x, n floats (the residual add). */
+int	backend_add(struct backend *, float *y, const float *x, size_t n);
+
+/* out[r] = the index of the largest of x[r][0..n) (lowest index on ties;
+ * out is host memory). */
+int	backend_argmax(struct backend *, const float *x, int ldx, int m, int n,
+	    int32_t *out);
+
+#endif

@@ -1,0 +1,1010 @@
+#include "backend_cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_X86 1
+#endif
+
+#include "quant.h"
+#include "util.h"
+
+/*
+ * The CPU backend: a small thread pool, one dot product, and the dense
+ * ops (memory, weights, embed, norms, matmul, elementwise).  The sequence
+ * ops live in backend_cpu_seq.c.
+ */
+
+enum {
+	MM_TILE = 8,		/* weight rows dequantized together, reused over m */
+	CPU_SPIN = 2000,	/* pauses a thread waits busy before it sleeps */
+};
+
+/* --- the pool --- */
+
+static void
+run_chunks(struct backend_cpu *c, int tid)
+{
+	for (;;) {
+		int64_t i0 = atomic_fetch_add(&c->next, c->chunk);
+
+		if (i0 >= c->n)
+			break;
+		c->fn(c->ctx, i0, i0 + c->chunk < c->n ? i0 + c->chunk : c->n, tid);
+	}
+}
+
+/* A short busy wait before sleeping: ops come back to back in a forward. */
+static void
+relax(void)
+{
+#ifdef CPU_X86
+	_mm_pause();
+#endif
+}
+
+static void *
+worker(void *arg)
+{
+	struct backend_cpu *c = ((struct backend_cpu_worker *)arg)->c;
+	int tid = ((struct backend_cpu_worker *)arg)->tid;
+	unsigned seen = 0;
+
+	for (;;) {
+		for (int k = 0; k < CPU_SPIN && atomic_load(&c->gen) == seen &&
+		    !atomic_load(&c->quit); k++)
+			relax();
+		pthread_mutex_lock(&c->mu);
+		while (atomic_load(&c->gen) == seen && !atomic_load(&c->quit))
+			pthread_cond_wait(&c->go, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+		if (atomic_load(&c->quit))
+			break;
+		seen = atomic_load(&c->gen);
+		run_chunks(c, tid);
+		if (atomic_fetch_sub(&c->busy, 1) == 1) {
+			pthread_mutex_lock(&c->mu);
+			pthread_cond_signal(&c->done);
+			pthread_mutex_unlock(&c->mu);
+		}
+	}
+	return NULL;
+}
+
+int
+backend_cpu_run(struct backend_cpu *c, int64_t n, int64_t chunk,
+    backend_cpu_fn *fn, void *ctx)
+{
+	if (chunk < 1)
+		chunk = 1;
+	atomic_store(&c->oom, 0);
+	if (c->nt == 1 || n <= chunk) {
+		fn(ctx, 0, n, 0);
+		return atomic_load(&c->oom) ? -1 : 0;
+	}
+	pthread_mutex_lock(&c->mu);
+	c->fn = fn;
+	c->ctx = ctx;
+	c->n = n;
+	c->chunk = chunk;
+	atomic_store(&c->next, 0);
+	atomic_store(&c->busy, c->nt - 1);
+	atomic_fetch_add(&c->gen, 1);
+	pthread_cond_broadcast(&c->go);
+	pthread_mutex_unlock(&c->mu);
+	run_chunks(c, 0);
+	for (int k = 0; k < CPU_SPIN && atomic_load(&c->busy) > 0; k++)
+		relax();
+	pthread_mutex_lock(&c->mu);
+	while (atomic_load(&c->busy) > 0)
+		pthread_cond_wait(&c->done, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	return atomic_load(&c->oom) ? -1 : 0;
+}
+
+float *
+backend_cpu_scratch(struct backend_cpu *c, int tid, size_t n)
+{
+	struct backend_cpu_scratch *s = &c->scr[tid];
+
+	if (s->n < n) {
+		float *p = NULL;
+
+		if (posix_memalign((void **)&p, 64, n * sizeof *p) != 0) {
+			atomic_store(&c->oom, 1);
+			return NULL;
+		}
+		free(s->p);
+		s->p = p;
+		s->n = n;
+	}
+	return s->p;
+}
+
+/* --- the dot product: every reduction of the backend goes through it --- */
+
+static float
+dot_portable(const float *a, const float *b, int64_t n)
+{
+	float s[8] = { 0 };
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] += a[i + l] * b[i + l];
+	float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+	for (; i < n; i++)
+		t += a[i] * b[i];
+	return t;
+}
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static float
+dot_avx2(const float *a, const float *b, int64_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	int64_t i = 0;
+
+	for (; i + 32 <= n; i += 32) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	s0 = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	float t = _mm_cvtss_f32(h);
+	for (; i < n; i++)
+		t += a[i] * b[i];
+	return t;
+}
+#endif
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static float
+hsum_avx2(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+	__m256 s = _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d));
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+/*
+ * Three dots of one row w with x[0..2] at once, each bit-identical to
+ * dot_avx2(w, x[k], n): the same accumulators see the same products in
+ * the same order; only the loads of w are shared.
+ */
+__attribute__((target("avx2,fma"))) static void
+dot3_avx2(const float *w, const float *const *x, int64_t n, float *out)
+{
+	const float *x0 = x[0], *x1 = x[1], *x2 = x[2];
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0, v;
+	int64_t i = 0;
+
+#define DOT3_STEP(o, A, B, C) \
+	v = _mm256_loadu_ps(w + i + (o)); \
+	A = _mm256_fmadd_ps(v, _mm256_loadu_ps(x0 + i + (o)), A); \
+	B = _mm256_fmadd_ps(v, _mm256_loadu_ps(x1 + i + (o)), B); \
+	C = _mm256_fmadd_ps(v, _mm256_loadu_ps(x2 + i + (o)), C)
+	for (; i + 32 <= n; i += 32) {
+		DOT3_STEP(0, a0, b0, c0);
+		DOT3_STEP(8, a1, b1, c1);
+		DOT3_STEP(16, a2, b2, c2);
+		DOT3_STEP(24, a3, b3, c3);
+	}
+	for (; i + 8 <= n; i += 8) {
+		DOT3_STEP(0, a0, b0, c0);
+	}
+#undef DOT3_STEP
+	out[0] = hsum_avx2(a0, a1, a2, a3);
+	out[1] = hsum_avx2(b0, b1, b2, b3);
+	out[2] = hsum_avx2(c0, c1, c2, c3);
+	for (int64_t j = i; j < n; j++) {
+		out[0] += w[j] * x0[j];
+		out[1] += w[j] * x1[j];
+		out[2] += w[j] * x2[j];
+	}
+}
+#endif
+
+/*
+ * The vector loops of the sequence ops (each element on its own, so the
+ * AVX2 forms differ from the portable ones only in FMA rounding).
+ *   axpy:    y += a x
+ *   decay:   r *= d; acc += r k          (the delta rule's decay and S^T k)
+ *   update:  r += k dl; acc += r q       (its rank-1 update and S^T q)
+ */
+static void
+axpy_portable(float *y, float a, const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+static void
+decay_portable(float *r, float d, float *acc, float k, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		r[i] *= d;
+		acc[i] += r[i] * k;
+	}
+}
+
+static void
+update_portable(float *r, float k, const float *dl, float *acc, float q, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		r[i] += k * dl[i];
+		acc[i] += r[i] * q;
+	}
+}
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static void
+axpy_avx2(float *y, float a, const float *x, int64_t n)
+{
+	__m256 av = _mm256_set1_ps(a);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
+		    _mm256_loadu_ps(y + i)));
+	axpy_portable(y + i, a, x + i, n - i);
+}
+
+__attribute__((target("avx2,fma"))) static void
+decay_avx2(float *r, float d, float *acc, float k, int64_t n)
+{
+	__m256 dv = _mm256_set1_ps(d), kv = _mm256_set1_ps(k);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_mul_ps(_mm256_loadu_ps(r + i), dv);
+
+		_mm256_storeu_ps(r + i, v);
+		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(v, kv, _mm256_loadu_ps(acc + i)));
+	}
+	decay_portable(r + i, d, acc + i, k, n - i);
+}
+
+__attribute__((target("avx2,fma"))) static void
+update_avx2(float *r, float k, const float *dl, float *acc, float q, int64_t n)
+{
+	__m256 kv = _mm256_set1_ps(k), qv = _mm256_set1_ps(q);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_fmadd_ps(kv, _mm256_loadu_ps(dl + i), _mm256_loadu_ps(r + i));
+
+		_mm256_storeu_ps(r + i, v);
+		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(v, qv, _mm256_loadu_ps(acc + i)));
+	}
+	update_portable(r + i, k, dl + i, acc + i, q, n - i);
+}
+#endif
+
+void
+backend_cpu_axpy(const struct backend_cpu *c, float *y, float a, const float *x,
+    int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		axpy_avx2(y, a, x, n);
+		return;
+	}
+#endif
+	axpy_portable(y, a, x, n);
+}
+
+void
+backend_cpu_decay(const struct backend_cpu *c, float *r, float d, float *acc,
+    float k, int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		decay_avx2(r, d, acc, k, n);
+		return;
+	}
+#endif
+	decay_portable(r, d, acc, k, n);
+}
+
+void
+backend_cpu_update(const struct backend_cpu *c, float *r, float k, const float *dl,
+    float *acc, float q, int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		update_avx2(r, k, dl, acc, q, n);
+		return;
+	}
+#endif
+	update_portable(r, k, dl, acc, q, n);
+}
+
+float
+backend_cpu_silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+float
+backend_cpu_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+float
+backend_cpu_softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+/* --- memory --- */
+
+static float *
+cpu_alloc(struct backend *be, size_t n)
+{
+	float *p = NULL;
+
+	if (n > SIZE_MAX / sizeof *p || posix_memalign((void **)&p, 64, n * sizeof *p) != 0)
+		return NULL;
+	memset(p, 0, n * sizeof *p);
+	return p;
+}
+
+static void
+cpu_mfree(struct backend *be, float *p)
+{
+	free(p);
+}
+
+static int
+cpu_move(struct backend *be, float *dst, const float *src, size_t n)
+{
+	memmove(dst, src, n * sizeof *dst);
+	return 0;
+}
+
+static int
+cpu_fill(struct backend *be, float *dst, float v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = v;
+	return 0;
+}
+
+static int
+cpu_sync(struct backend *be)
+{
+	return 0;
+}
+
+/* --- weights: referenced in place (mapped files stay mapped) --- */
+
+static int
+cpu_supports(const struct backend *be, int type)
+{
+	return quant_can_dequantize(type);
+}
+
+static int
+cpu_weight_init(struct backend *be, struct backend_weight *w)
+{
+	w->priv = NULL;
+	return 0;
+}
+
+static void
+cpu_weight_release(struct backend *be, struct backend_weight *w)
+{
+}
+
+static void
+bf16_row(const uint16_t *s, float *y, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t u = (uint32_t)s[i] << 16;
+
+		memcpy(&y[i], &u, 4);
+	}
+}
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static void
+bf16_row_avx2(const uint16_t *s, float *y, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+
+		_mm256_storeu_si256((__m256i *)(y + i), _mm256_slli_epi32(v, 16));
+	}
+	bf16_row(s + i, y + i, n - i);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static void
+f16_row_f16c(const uint16_t *s, float *y, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+	for (; i < n; i++)
+		y[i] = quant_f16_to_f32(s[i]);
+}
+#endif
+
+/* Row j of w as floats: the weight itself for F32, else decoded into buf
+ * (F16 and BF16 here, exactly; the rest by quant_dequantize_row). */
+static const float *
+weight_row(const struct backend_cpu *c, const struct backend_weight *w, int64_t j, float *buf)
+{
+	const char *src = (const char *)w->data + (size_t)j * w->row_size;
+
+	if (w->type == QUANT_F32)
+		return (const float *)src;
+#ifdef CPU_X86
+	if (w->type == QUANT_BF16 && c->avx2 && ((uintptr_t)src & 1) == 0)
+		bf16_row_avx2((const uint16_t *)src, buf, w->ne0);
+	else
+#endif
+	if (w->type == QUANT_BF16 && ((uintptr_t)src & 1) == 0)
+		bf16_row((const uint16_t *)src, buf, w->ne0);
+#ifdef CPU_X86
+	else if (w->type == QUANT_F16 && c->f16c && ((uintptr_t)src & 1) == 0)
+		f16_row_f16c((const uint16_t *)src, buf, w->ne0);
+#endif
+	else
+		quant_dequantize_row(w->type, src, buf, w->ne0);	/* type checked at init */
+	return buf;
+}
+
+static int cpu_swiglu(struct backend *, const float *, const float *, float *, size_t);
+
+/* --- embed --- */
+
+struct embed_job {
+	const struct backend_cpu *c;
+	const struct backend_weight *w;
+	const int32_t *ids;
+	float	*y;
+	int	ldy;
+};
+
+static void
+embed_rows(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct embed_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++) {
+		float *y = j->y + i * j->ldy;
+		const float *r = weight_row(j->c, j->w, j->ids[i], y);
+
+		if (r != y)
+			memcpy(y, r, j->w->ne0 * sizeof *y);
+	}
+}
+
+static int
+cpu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
+    int m, float *y, int ldy)
+{
+	struct embed_job j = { (struct backend_cpu *)be, w, ids, y, ldy };
+
+	return backend_cpu_run((struct backend_cpu *)be, m, 4, embed_rows, &j);
+}
+
+/* --- norms --- */
+
+struct norm_job {
+	struct backend_cpu *c;
+	const float *x, *z, *w;
+	float	*y;
+	int	ldx, ldy, n;
+	float	eps;
+};
+
+static void
+rmsnorm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct norm_job *j = ctx;
+
+	for (int64_t r = r0; r < r1; r++) {
+		const float *x = j->x + r * j->ldx;
+		float *y = j->y + r * j->ldy;
+		float s = 1.0f / sqrtf(j->c->dot(x, x, j->n) / j->n + j->eps);
+
+		for (int i = 0; i < j->n; i++)
+			y[i] = j->w ? x[i] * s * j->w[i] : x[i] * s;
+		if (j->z != NULL)
+			for (int i = 0; i < j->n; i++)
+				y[i] *= backend_cpu_silu(j->z[r * j->n + i]);
+	}
+}
+
+static int
+cpu_rmsnorm(struct backend *be, const float *x, int ldx, const float *w, float *y,
+    int ldy, int rows, int n, float eps)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct norm_job j = { c, x, NULL, w, y, ldx, ldy, n, eps };
+
+	return backend_cpu_run(c, rows, 16, rmsnorm_rows, &j);
+}
+
+static int
+cpu_rmsnorm_gated(struct backend *be, const float *x, const float *z,
+    const float *w, float *y, int rows, int n, float eps)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct norm_job j = { c, x, z, w, y, n, n, n, eps };
+
+	return backend_cpu_run(c, rows, 16, rmsnorm_rows, &j);
+}
+
+static void
+l2norm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct norm_job *j = ctx;
+
+	for (int64_t r = r0; r < r1; r++) {
+		float *x = j->y + r * j->ldy;
+		float nrm = sqrtf(j->c->dot(x, x, j->n));
+		float s = 1.0f / (nrm > j->eps ? nrm : j->eps);
+
+		for (int i = 0; i < j->n; i++)
+			x[i] *= s;
+	}
+}
+
+static int
+cpu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct norm_job j = { c, x, NULL, NULL, x, ldx, ldx, n, eps };
+
+	return backend_cpu_run(c, rows, 16, l2norm_rows, &j);
+}
+
+/*
+ * matmul: split by weight rows; y[r][j] is one dot, whatever m.  How a
+ * dot is taken depends on the weight type only (never on m):
+ *   F32: the backend's dot on the row in place;
+ *   quantized types with a ggml vec_dot: the activation row is quantized
+ *     once per call (quant_quantize_act) and quant_vec_dot runs, as in
+ *     ggml's CPU backend;
+ *   F16, BF16 and the rest: the row is dequantized (MM_TILE rows at a
+ *     time, reused over the m activation rows) and the backend's dot runs.
+ */
+
+struct mm_job {
+	struct backend_cpu *c;
+	const struct backend_weight *w;
+	const struct backend_weight *wu;	/* NULL, or up: y = silu(x.w) * (x.wu) */
+	const float *x;
+	float	*y;
+	int	ldx, ldy, m;
+	const char *xq;			/* NULL, or [m][xq_size] quantized x */
+	size_t	xq_size;
+};
+
+static int
+mm_quantized(int type)
+{
+	return type != QUANT_F32 && type != QUANT_F16 && type != QUANT_BF16 &&
+	    quant_vec_dot_type(type) >= 0;
+}
+
+static float
+mm_dot(struct mm_job *jb, const struct backend_weight *w, const float *wr,
+    int64_t j, int r)
+{
+	float v;
+
+	if (jb->xq != NULL)
+		v = quant_vec_dot(w->type, w->ne0, (const char *)w->data + (size_t)j * w->row_size,
+		    jb->xq + (size_t)r * jb->xq_size);
+	else
+		v = jb->c->dot(wr, jb->x + (size_t)r * jb->ldx, w->ne0);
+	return w->scale != 1.0f ? v * w->scale : v;
+}
+
+/*
+ * Outputs y[r..][j..j+nt) for activation row r, or rows r..r+2 at once
+ * through dot3 (the same bits as one at a time); returns the rows done.
+ */
+static int
+mm_rows3(struct mm_job *jb, const struct backend_weight *w,
+    const struct backend_weight *wu, const float *const *wr, const float *const *ur,
+    int64_t j, int nt, int r)
+{
+	float *y = jb->y + (size_t)r * jb->ldy + j;
+
+#ifdef CPU_X86
+	if (jb->xq == NULL && jb->c->avx2 && r + 3 <= jb->m) {
+		const float *x[3] = { jb->x + (size_t)r * jb->ldx,
+		    jb->x + (size_t)(r + 1) * jb->ldx, jb->x + (size_t)(r + 2) * jb->ldx };
+		float g[3], u[3];
+
+		for (int t = 0; t < nt; t++) {
+			dot3_avx2(wr[t], x, w->ne0, g);
+			if (wu != NULL)
+				dot3_avx2(ur[t], x, w->ne0, u);
+			for (int k = 0; k < 3; k++) {
+				float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
+
+				if (wu != NULL)
+					v = backend_cpu_silu(v) *
+					    (wu->scale != 1.0f ? u[k] * wu->scale : u[k]);
+				y[(size_t)k * jb->ldy + t] = v;
+			}
+		}
+		return 3;
+	}
+#endif
+	for (int t = 0; t < nt; t++) {
+		float g = mm_dot(jb, w, wr[t], j + t, r);
+
+		y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], j + t, r) : g;
+	}
+	return 1;
+}
+
+static void
+mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
+{
+	struct mm_job *jb = ctx;
+	const struct backend_weight *w = jb->w, *wu = jb->wu;
+	const float *wr[MM_TILE] = { 0 }, *ur[MM_TILE] = { 0 };
+	float *buf = NULL;
+
+	if (jb->xq == NULL && w->type != QUANT_F32)
+		if ((buf = backend_cpu_scratch(jb->c, tid, 2 * MM_TILE * (size_t)w->ne0)) == NULL)
+			return;
+	for (int64_t j = j0; j < j1; j += MM_TILE) {
+		int nt = j1 - j < MM_TILE ? (int)(j1 - j) : MM_TILE;
+
+		for (int t = 0; jb->xq == NULL && t < nt; t++) {
+			wr[t] = weight_row(jb->c, w, j + t, buf + t * w->ne0);
+			if (wu != NULL)
+				ur[t] = weight_row(jb->c, wu, j + t, buf + (MM_TILE + t) * w->ne0);
+		}
+		for (int r = 0; r < jb->m; r += mm_rows3(jb, w, wu, wr, ur, j, nt, r))
+			;
+	}
+}
+
+struct quant_job {
+	struct mm_job *jb;
+	char	*xq;
+};
+
+static void
+quantize_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct quant_job *q = ctx;
+	struct mm_job *jb = q->jb;
+
+	for (int64_t r = r0; r < r1; r++)
+		quant_quantize_act(jb->w->type, jb->x + r * jb->ldx,
+		    q->xq + r * jb->xq_size, jb->w->ne0);
+}
+
+/* Quantize the activations for jb's weight type into the caller's scratch. */
+static int
+mm_prepare(struct backend_cpu *c, struct mm_job *jb)
+{
+	struct quant_job q = { jb, NULL };
+	size_t need;
+
+	if (!mm_quantized(jb->w->type))
+		return 0;
+	jb->xq_size = quant_row_size(quant_vec_dot_type(jb->w->type), jb->w->ne0);
+	need = (jb->xq_size * jb->m + sizeof(float) - 1) / sizeof(float);
+	if (c->xq.n < need) {
+		float *p = NULL;
+
+		if (posix_memalign((void **)&p, 64, need * sizeof *p) != 0)
+			return -1;
+		free(c->xq.p);
+		c->xq.p = p;
+		c->xq.n = need;
+	}
+	q.xq = (char *)c->xq.p;
+	if (backend_cpu_run(c, jb->m, 4, quantize_rows, &q) != 0)
+		return -1;
+	jb->xq = q.xq;
+	return 0;
+}
+
+static int
+mm_run(struct backend_cpu *c, struct mm_job *jb)
+{
+	int64_t per = jb->w->ne1 / ((int64_t)c->nt * 4 * MM_TILE);
+
+	if (mm_prepare(c, jb) != 0)
+		return util_err(c->be.err, "matmul: out of memory");
+	if (backend_cpu_run(c, jb->w->ne1, (per > 1 ? per : 1) * MM_TILE, mm_rows, jb) != 0)
+		return util_err(c->be.err, "matmul: out of memory");
+	return 0;
+}
+
+static int
+cpu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
+    int ldx, float *y, int ldy, int m)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m, NULL, 0 };
+
+	return mm_run(c, &jb);
+}
+
+static int
+cpu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, const float *x, int m, float *y)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m, NULL, 0 };
+	float *u;
+	int rc;
+
+	if (wg->type == wu->type)
+		return mm_run(c, &jb);
+	/* different types would need two activation encodings: two passes */
+	if ((u = cpu_alloc(be, (size_t)m * wu->ne1)) == NULL)
+		return util_err(be->err, "matmul: out of memory");
+	rc = cpu_matmul(be, wg, x, wg->ne0, y, wg->ne1, m);
+	if (rc == 0)
+		rc = cpu_matmul(be, wu, x, wu->ne0, u, wu->ne1, m);
+	if (rc == 0)
+		rc = cpu_swiglu(be, y, u, y, (size_t)m * wu->ne1);
+	free(u);
+	return rc;
+}
+
+static int
+cpu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
+    const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	size_t need = (size_t)m * n;
+	float *t;
+
+	if (c->tmp.n < need) {
+		if ((t = cpu_alloc(be, need)) == NULL)
+			return util_err(be->err, "rmsnorm_matmul: out of memory");
+		free(c->tmp.p);
+		c->tmp.p = t;
+		c->tmp.n = need;
+	}
+	t = c->tmp.p;
+	if (cpu_rmsnorm(be, x, n, nw, t, n, m, n, eps) != 0)
+		return util_err(be->err, "rmsnorm_matmul: out of memory");
+	for (int i = 0; i < nout; i++)
+		if (cpu_matmul(be, W[i], t, n, y[i], W[i]->ne1, m) != 0)
+			return util_err(be->err, "matmul: out of memory");
+	return 0;
+}
+
+/* --- elementwise --- */
+
+struct ew_job {
+	float	*y;
+	const float *a, *b;
+	int	lda, ldb, n;		/* 2-D jobs: rows of n */
+	enum backend_act act;
+};
+
+static void
+swiglu_range(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++)
+		j->y[i] = backend_cpu_silu(j->a[i]) * j->b[i];
+}
+
+static int
+cpu_swiglu(struct backend *be, const float *g, const float *u, float *y, size_t n)
+{
+	struct ew_job j = { y, g, u, 0, 0, 0, 0 };
+
+	return backend_cpu_run((struct backend_cpu *)be, n, 16384, swiglu_range, &j);
+}
+
+static void
+add_range(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++)
+		j->y[i] += j->a[i];
+}
+
+static int
+cpu_add(struct backend *be, float *y, const float *x, size_t n)
+{
+	struct ew_job j = { y, x, NULL, 0, 0, 0, 0 };
+
+	return backend_cpu_run((struct backend_cpu *)be, n, 16384, add_range, &j);
+}
+
+static void
+act_range(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t i = i0; i < i1; i++) {
+		float v = j->y[i];
+
+		j->y[i] = j->act == BACKEND_ACT_SILU ? backend_cpu_silu(v) :
+		    j->act == BACKEND_ACT_SIGMOID ? backend_cpu_sigmoid(v) :
+		    backend_cpu_softplus(v);
+	}
+}
+
+static int
+cpu_act(struct backend *be, enum backend_act act, float *x, size_t n)
+{
+	struct ew_job j = { x, NULL, NULL, 0, 0, 0, act };
+
+	return backend_cpu_run((struct backend_cpu *)be, n, 16384, act_range, &j);
+}
+
+static void
+mul_sigmoid_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+	struct ew_job *j = ctx;
+
+	for (int64_t r = r0; r < r1; r++)
+		for (int i = 0; i < j->n; i++)
+			j->y[r * j->lda + i] *= backend_cpu_sigmoid(j->b[r * j->ldb + i]);
+}
+
+static int
+cpu_mul_sigmoid(struct backend *be, float *x, int ldx, const float *g, int ldg,
+    int rows, int n)
+{
+	struct ew_job j = { x, NULL, g, ldx, ldg, n, 0 };
+
+	return backend_cpu_run((struct backend_cpu *)be, rows, 64, mul_sigmoid_rows, &j);
+}
+
+static int
+cpu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *out)
+{
+	for (int r = 0; r < m; r++) {
+		const float *v = x + (size_t)r * ldx;
+		int best = 0;
+
+		for (int i = 1; i < n; i++)
+			if (v[i] > v[best])
+				best = i;
+		out[r] = best;
+	}
+	return 0;
+}
+
+/* --- open / close --- */
+
+static void
+cpu_close(struct backend *be)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+
+	if (c->th != NULL) {
+		pthread_mutex_lock(&c->mu);
+		atomic_store(&c->quit, 1);
+		pthread_cond_broadcast(&c->go);
+		pthread_mutex_unlock(&c->mu);
+		for (int i = 0; i < c->nt - 1; i++)
+			pthread_join(c->th[i], NULL);
+	}
+	for (int i = 0; c->scr != NULL && i < c->nt; i++)
+		free(c->scr[i].p);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->go);
+	pthread_cond_destroy(&c->done);
+	free(c->tmp.p);
+	free(c->xq.p);
+	free(c->scr);
+	free(c->wk);
+	free(c->th);
+	free(c);
+}
+
+static const struct backend_ops cpu_ops = {
+	.close = cpu_close, .alloc = cpu_alloc, .mfree = cpu_mfree,
+	.write = cpu_move, .read = cpu_move, .copy = cpu_move, .fill = cpu_fill,
+	.sync = cpu_sync, .weight_init = cpu_weight_init,
+	.weight_release = cpu_weight_release, .supports = cpu_supports,
+	.embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .rmsnorm_gated = cpu_rmsnorm_gated,
+	.matmul = cpu_matmul, .rmsnorm_matmul = cpu_rmsnorm_matmul,
+	.matmul_swiglu = cpu_matmul_swiglu, .swiglu = cpu_swiglu,
+	.rope = backend_cpu_rope, .attention = backend_cpu_attention,
+	.mul_sigmoid = cpu_mul_sigmoid, .conv1d_silu = backend_cpu_conv1d_silu,
+	.gdn_step = backend_cpu_gdn_step, .gdn_chunk = backend_cpu_gdn_chunk,
+	.l2norm = cpu_l2norm, .act = cpu_act, .add = cpu_add, .argmax = cpu_argmax,
+};
+
+static int
+start_workers(struct backend_cpu *c, char *err)
+{
+	c->scr = calloc(c->nt, sizeof *c->scr);
+	c->wk = calloc(c->nt, sizeof *c->wk);
+	c->th = calloc(c->nt, sizeof *c->th);
+	if (c->scr == NULL || c->wk == NULL || c->th == NULL)
+		return util_err(err, "backend: cpu: out of memory");
+	for (int i = 0; i < c->nt - 1; i++) {
+		c->wk[i].c = c;
+		c->wk[i].tid = i + 1;
+		if (pthread_create(&c->th[i], NULL, worker, &c->wk[i]) != 0) {
+			c->nt = i + 1;	/* the ones started, plus the caller */
+			return util_err(err, "backend: cpu: cannot start thread %d", i + 1);
+		}
+	}
+	return 0;
+}
+
+struct backend *
+backend_cpu_open(const char *opts, int n_threads, char *err)
+{
+	struct backend_cpu *c;
+	int simd = strcmp(opts, "scalar") != 0, nofuse = strcmp(opts, "nofuse") == 0;
+
+	if (*opts != '\0' && simd && !nofuse) {
+		util_err(err, "backend: 'cpu:%s': unknown option (cpu, cpu:scalar, "
+		    "cpu:nofuse)", opts);
+		return NULL;
+	}
+	if (n_threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		n_threads = n > 0 ? (int)n : 1;
+	}
+	if ((c = calloc(1, sizeof *c)) == NULL) {
+		util_err(err, "backend: cpu: out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->go, NULL);
+	pthread_cond_init(&c->done, NULL);
+	c->ops = cpu_ops;
+	if (nofuse)	/* backend.c composes the fused ops: tests that path */
+		c->ops.rmsnorm_matmul = NULL, c->ops.matmul_swiglu = NULL;
+	c->be.ops = &c->ops;
+	c->be.impl = c;
+	c->be.host = 1;
+	c->nt = n_threads;
+	c->dot = dot_portable;
+	snprintf(c->be.name, sizeof c->be.name, "cpu-scalar");
+#ifdef CPU_X86
+	if (simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+		c->dot = dot_avx2;
+		c->avx2 = 1;
+		c->f16c = __builtin_cpu_supports("f16c");
+		snprintf(c->be.name, sizeof c->be.name, "cpu-avx2");
+	}
+#endif
+	if (start_workers(c, err) != 0) {
+		cpu_close(&c->be);
+		return NULL;
+	}
+	c->be.n_threads = c->nt;
+	return &c->be;
+}

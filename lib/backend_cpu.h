@@ -1,0 +1,92 @@
+/*
+ * backend_cpu: the CPU backend's private parts, shared by backend_cpu.c
+ * (pool, memory, weights, dense ops) and backend_cpu_seq.c (the
+ * sequence ops: rope, attention, conv1d, the gated delta rule).  Not part
+ * of any contract: include backend.h to use a backend.
+ *
+ * Exactness: every output element is computed by one function call in a
+ * fixed order, whoever runs it; work is split by output rows (or heads,
+ * channels) over the pool, so neither m nor the thread count changes a
+ * bit.  The dot product (backend_cpu_dot) is chosen once at open
+ * (AVX2+FMA or the portable one) and used everywhere.
+ */
+#ifndef MEMRA_BACKEND_CPU_H
+#define MEMRA_BACKEND_CPU_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend_impl.h"
+
+/* fn runs items [i0, i1) on thread tid (0 = the caller) */
+typedef void backend_cpu_fn(void *ctx, int64_t i0, int64_t i1, int tid);
+
+struct backend_cpu_scratch {
+	float	*p;
+	size_t	n;
+};
+
+struct backend_cpu_worker {
+	struct backend_cpu *c;
+	int	tid;
+};
+
+struct backend_cpu {
+	struct backend be;		/* first: (struct backend_cpu *)be */
+	struct backend_ops ops;		/* be.ops points here */
+	float	(*dot)(const float *, const float *, int64_t);
+	int	avx2;			/* the AVX2+FMA paths are on */
+	int	f16c;			/* F16 rows through F16C */
+	int	nt;			/* threads, caller included */
+	pthread_t *th;			/* [nt - 1] */
+	struct backend_cpu_worker *wk;	/* [nt - 1], ids 1..nt-1 */
+	pthread_mutex_t mu;
+	pthread_cond_t go, done;
+	atomic_uint gen;		/* job number, bumped per job */
+	atomic_int busy;		/* workers still in the job */
+	atomic_int quit;
+	backend_cpu_fn *fn;		/* the job */
+	void	*ctx;
+	int64_t	n, chunk;
+	atomic_llong next;
+	atomic_int oom;			/* a scratch allocation failed in the job */
+	struct backend_cpu_scratch *scr;	/* [nt], one per thread */
+	struct backend_cpu_scratch tmp;	/* the caller's, between ops */
+	struct backend_cpu_scratch xq;	/* the caller's: quantized activations */
+};
+
+/* Run fn over [0, n) in chunks of `chunk` items on every thread; returns
+ * -1 (out of memory) if a scratch allocation failed meanwhile. */
+int	backend_cpu_run(struct backend_cpu *, int64_t n, int64_t chunk,
+	    backend_cpu_fn *fn, void *ctx);
+/* Thread tid's scratch of at least n floats (contents undefined), or
+ * NULL after flagging the job out of memory. */
+float	*backend_cpu_scratch(struct backend_cpu *, int tid, size_t n);
+
+/* Vector loops: y += a x; r *= d, acc += r k; r += k dl, acc += r q. */
+void	backend_cpu_axpy(const struct backend_cpu *, float *y, float a,
+	    const float *x, int64_t n);
+void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
+	    float k, int64_t n);
+void	backend_cpu_update(const struct backend_cpu *, float *r, float k,
+	    const float *dl, float *acc, float q, int64_t n);
+
+float	backend_cpu_silu(float x);
+float	backend_cpu_sigmoid(float x);
+float	backend_cpu_softplus(float x);
+
+int	backend_cpu_rope(struct backend *, float *, int, int, int, int,
+	    const int32_t *, int, float, int);
+int	backend_cpu_attention(struct backend *, const struct backend_attn *,
+	    const float *, int, int, const float *, const float *, int, int,
+	    float *);
+int	backend_cpu_conv1d_silu(struct backend *, const float *, int, int, int,
+	    const float *, int, float *, float *, float *);
+int	backend_cpu_gdn_step(struct backend *, const struct backend_gdn *, int,
+	    const float *, int, const float *, const float *, const float *,
+	    const float *, float *, float *, float *);
+int	backend_cpu_gdn_chunk(struct backend *, const struct backend_gdn *, int,
+	    const float *, int, const float *, const float *, const float *,
+	    const float *, float *, float *);
+
+#endif

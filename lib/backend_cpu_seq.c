@@ -1,0 +1,409 @@
+#include "backend_cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/*
+ * The CPU backend's sequence ops: RoPE, attention over a KV cache, the
+ * causal conv1d and the gated delta rule.  Each output row is computed by
+ * the same code whether it runs alone or in a batch.
+ */
+
+/* --- rope --- */
+
+struct rope_job {
+	float	*x;
+	const int32_t *pos;
+	const float *inv;		/* [n_rot/2] frequencies */
+	int	ldx, n_head, hs, n_rot, neox;
+};
+
+static void
+rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct rope_job *j = ctx;
+	int half = j->n_rot / 2, step = j->neox ? 1 : 2, off = j->neox ? half : 1;
+
+	for (int64_t i = i0; i < i1; i++) {
+		int64_t r = i / j->n_head, h = i % j->n_head;
+		float *x = j->x + r * j->ldx + h * j->hs;
+
+		for (int d = 0; d < half; d++) {
+			float a = (float)j->pos[r] * j->inv[d];
+			float cs = cosf(a), sn = sinf(a);
+			float *p = x + d * step, x0 = p[0], x1 = p[off];
+
+			p[0] = x0 * cs - x1 * sn;
+			p[off] = x0 * sn + x1 * cs;
+		}
+	}
+}
+
+int
+backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
+    int m, const int32_t *pos, int n_rot, float theta, int mode)
+{
+	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
+	    mode == BACKEND_ROPE_NEOX };
+	float *inv = malloc(n_rot / 2 * sizeof *inv);
+	int rc;
+
+	if (inv == NULL)
+		return util_err(be->err, "rope: out of memory");
+	for (int d = 0; d < n_rot / 2; d++)
+		inv[d] = 1.0f / powf(theta, (float)(2 * d) / (float)n_rot);
+	j.inv = inv;
+	rc = backend_cpu_run((struct backend_cpu *)be, (int64_t)m * n_head, 16,
+	    rope_heads, &j);
+	free(inv);
+	return rc ? util_err(be->err, "rope: out of memory") : 0;
+}
+
+/* --- attention: one (row, head) per item; softmax over 0..p0+row --- */
+
+struct attn_job {
+	struct backend_cpu *c;
+	const struct backend_attn *a;
+	const float *q, *kc, *vc;
+	float	*o;
+	int	ldq, qhs, p0;
+};
+
+static void
+attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+	struct attn_job *j = ctx;
+	const struct backend_attn *a = j->a;
+	int hd = a->head_dim, kvd = a->n_kv_head * hd, grp = a->n_head / a->n_kv_head;
+
+	for (int64_t i = i0; i < i1; i++) {
+		int r = i / a->n_head, h = i % a->n_head, n = j->p0 + r + 1;
+		const float *q = j->q + (size_t)r * j->ldq + (size_t)h * j->qhs;
+		const float *k = j->kc + (size_t)(h / grp) * hd;
+		const float *v = j->vc + (size_t)(h / grp) * hd;
+		float *o = j->o + ((size_t)r * a->n_head + h) * hd;
+		float *s = backend_cpu_scratch(j->c, tid, n), mx = -INFINITY;
+		double sum = 0;
+
+		if (s == NULL)
+			return;
+		for (int t = 0; t < n; t++) {
+			s[t] = j->c->dot(q, k + (size_t)t * kvd, hd) * a->scale;
+			mx = s[t] > mx ? s[t] : mx;
+		}
+		for (int t = 0; t < n; t++)
+			sum += s[t] = expf(s[t] - mx);
+		memset(o, 0, hd * sizeof *o);
+		for (int t = 0; t < n; t++)
+			backend_cpu_axpy(j->c, o, s[t], v + (size_t)t * kvd, hd);
+		float inv = (float)(1.0 / sum);
+		for (int d = 0; d < hd; d++)
+			o[d] *= inv;
+	}
+}
+
+int
+backend_cpu_attention(struct backend *be, const struct backend_attn *a,
+    const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
+    int p0, float *o)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct attn_job j = { c, a, q, kc, vc, o, ldq, qhs, p0 };
+
+	if (backend_cpu_run(c, (int64_t)m * a->n_head, 1, attn_heads, &j) != 0)
+		return util_err(be->err, "attention: out of memory");
+	return 0;
+}
+
+/* --- causal depthwise conv1d + SiLU, with state --- */
+
+struct conv_job {
+	const float *x, *w;
+	float	*state, *snap, *y;
+	int	ldx, m, n_ch, d_conv;
+};
+
+static void
+conv_channels(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+	struct conv_job *j = ctx;
+	int ns = j->d_conv - 1;
+
+	for (int64_t c = c0; c < c1; c++) {
+		const float *w = j->w + c * j->d_conv;
+		float win[16], *st = j->state + c;	/* win: the last ns inputs */
+
+		for (int k = 0; k < ns; k++)
+			win[k] = st[(size_t)k * j->n_ch];
+		for (int t = 0; t < j->m; t++) {
+			float in = j->x[(size_t)t * j->ldx + c], acc = 0;
+
+			for (int k = 0; k < ns; k++)
+				acc += win[k] * w[k];
+			acc += in * w[ns];
+			j->y[(size_t)t * j->n_ch + c] = backend_cpu_silu(acc);
+			memmove(win, win + 1, (ns - 1) * sizeof *win);
+			win[ns - 1] = in;
+			for (int k = 0; j->snap != NULL && k < ns; k++)
+				j->snap[((size_t)t * ns + k) * j->n_ch + c] = win[k];
+		}
+		for (int k = 0; k < ns; k++)
+			st[(size_t)k * j->n_ch] = win[k];
+	}
+}
+
+int
+backend_cpu_conv1d_silu(struct backend *be, const float *x, int ldx, int m,
+    int n_ch, const float *w, int d_conv, float *state, float *snap, float *y)
+{
+	struct conv_job j = { x, w, state, snap, y, ldx, m, n_ch, d_conv };
+
+	if (d_conv > 17)
+		return util_err(be->err, "conv1d: kernel size %d > 17", d_conv);
+	return backend_cpu_run((struct backend_cpu *)be, n_ch, 64, conv_channels, &j);
+}
+
+/* --- the gated delta rule --- */
+
+struct gdn_job {
+	struct backend_cpu *c;
+	const struct backend_gdn *g;
+	const float *qkv, *a, *b, *ssm_a, *dt_bias;
+	float	*S, *snap, *o;
+	int	ld, m;
+};
+
+/* Row r's inputs for value head h: normalised q (scaled) and k, v, beta, g. */
+struct gdn_in {
+	float	*q, *k;		/* [dk], the caller's buffers */
+	const float *v;		/* [dv] */
+	float	beta, gate;	/* gate: the log-decay g <= 0 */
+};
+
+static void
+l2n(struct backend_cpu *c, const struct backend_gdn *g, const float *x, float *y,
+    float mul)
+{
+	float ss = c->dot(x, x, g->dk), s;
+
+	if (g->hf_l2)
+		s = 1.0f / sqrtf(ss + g->eps);
+	else
+		s = 1.0f / (sqrtf(ss) > g->eps ? sqrtf(ss) : g->eps);
+	for (int i = 0; i < g->dk; i++)
+		y[i] = x[i] * s * mul;
+}
+
+static void
+gdn_load(struct gdn_job *j, int r, int h, struct gdn_in *in)
+{
+	const struct backend_gdn *g = j->g;
+	int kh = g->v_tiled ? h % g->n_k_heads : h / (g->n_v_heads / g->n_k_heads);
+	const float *row = j->qkv + (size_t)r * j->ld;
+	size_t kd = (size_t)g->n_k_heads * g->dk;
+
+	l2n(j->c, g, row + (size_t)kh * g->dk, in->q, 1.0f / sqrtf((float)g->dk));
+	l2n(j->c, g, row + kd + (size_t)kh * g->dk, in->k, 1.0f);
+	in->v = row + 2 * kd + (size_t)h * g->dv;
+	in->beta = backend_cpu_sigmoid(j->b[(size_t)r * g->n_v_heads + h]);
+	in->gate = j->ssm_a[h] * backend_cpu_softplus(j->a[(size_t)r * g->n_v_heads + h]
+	    + j->dt_bias[h]);
+}
+
+/* One recurrent step of one head: S [dk][dv] updated, o [dv] written. */
+static void
+gdn_step1(const struct backend_cpu *cpu, const struct backend_gdn *g,
+    const struct gdn_in *in, float *S, float *kv, float *o)
+{
+	float decay = expf(in->gate);
+	int dk = g->dk, dv = g->dv;
+
+	for (int c = 0; c < dv; c++)
+		kv[c] = 0;
+	for (int i = 0; i < dk; i++)
+		backend_cpu_decay(cpu, S + (size_t)i * dv, decay, kv, in->k[i], dv);
+	for (int c = 0; c < dv; c++) {
+		kv[c] = in->beta * (in->v[c] - kv[c]);	/* now delta */
+		o[c] = 0;
+	}
+	for (int i = 0; i < dk; i++)
+		backend_cpu_update(cpu, S + (size_t)i * dv, in->k[i], kv, o, in->q[i], dv);
+}
+
+static void
+gdn_step_heads(void *ctx, int64_t h0, int64_t h1, int tid)
+{
+	struct gdn_job *j = ctx;
+	const struct backend_gdn *g = j->g;
+	size_t hsz = (size_t)g->dk * g->dv, vd = (size_t)g->n_v_heads * g->dv;
+	float *buf = backend_cpu_scratch(j->c, tid, 2 * g->dk + g->dv);
+	struct gdn_in in;
+
+	if (buf == NULL)
+		return;
+	in.q = buf;
+	in.k = buf + g->dk;
+	for (int64_t h = h0; h < h1; h++) {
+		float *S = j->S + h * hsz;
+
+		for (int r = 0; r < j->m; r++) {
+			gdn_load(j, r, h, &in);
+			gdn_step1(j->c, g, &in, S, buf + 2 * g->dk, j->o + r * vd + h * g->dv);
+			if (j->snap != NULL)
+				memcpy(j->snap + r * vd * g->dk + h * hsz, S, hsz * sizeof *S);
+		}
+	}
+}
+
+int
+backend_cpu_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
+    const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *S, float *snap, float *o)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct gdn_job j = { c, g, qkv, a, b, ssm_a, dt_bias, S, snap, o, ld, m };
+
+	if (backend_cpu_run(c, g->n_v_heads, 1, gdn_step_heads, &j) != 0)
+		return util_err(be->err, "gdn: out of memory");
+	return 0;
+}
+
+/*
+ * The chunked form (prefill): per chunk of L <= GDN_CHUNK rows with
+ * cumulative log-decay G, T = (I + tril(diag(beta) K K^T . e^(G_i-G_j), -1))^-1,
+ * U = T diag(beta) V, W = T diag(beta e^G) K; then with the state S at the
+ * chunk start: Vn = U - W S, O = diag(e^G) Q S + tril(Q K^T . e^(G_i-G_j)) Vn,
+ * S = e^(G_L) S + K^T diag(e^(G_L - G)) Vn.  Equal to L recurrent steps in
+ * exact arithmetic.
+ */
+enum { GDN_CHUNK = 64 };
+
+struct gdn_chunk_buf {
+	float	*q, *k;			/* [C][dk] */
+	float	*beta, *G, *trow;	/* [C] */
+	float	*T;			/* [C][C] */
+	float	*U, *W;			/* [C][dv], [C][dk] */
+	const float *v[GDN_CHUNK];
+};
+
+static void
+gdn_chunk_prep(struct gdn_job *j, int h, int t0, int L, struct gdn_chunk_buf *b)
+{
+	const struct backend_gdn *g = j->g;
+	int dk = g->dk, C = GDN_CHUNK;
+	struct gdn_in in;
+
+	for (int t = 0; t < L; t++) {
+		in.q = b->q + t * dk;
+		in.k = b->k + t * dk;
+		gdn_load(j, t0 + t, h, &in);
+		b->v[t] = in.v;
+		b->beta[t] = in.beta;
+		b->G[t] = (t ? b->G[t - 1] : 0) + in.gate;
+	}
+	for (int i = 0; i < L; i++) {
+		for (int c = 0; c < i; c++)
+			b->trow[c] = -(b->beta[i] * j->c->dot(b->k + i * dk, b->k + c * dk, dk))
+			    * expf(b->G[i] - b->G[c]);
+		for (int c = 0; c < i; c++) {
+			float acc = b->trow[c];
+
+			for (int l = c + 1; l < i; l++)
+				acc += b->trow[l] * b->T[l * C + c];
+			b->T[i * C + c] = acc;
+		}
+		b->T[i * C + i] = 1.0f;
+	}
+}
+
+static void
+gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_buf *b)
+{
+	const struct backend_gdn *g = j->g;
+	int dk = g->dk, dv = g->dv, C = GDN_CHUNK;
+	size_t vd = (size_t)g->n_v_heads * dv;
+	float *U = b->U, *W = b->W, eL;
+
+	gdn_chunk_prep(j, h, t0, L, b);
+	for (int t = 0; t < L; t++) {
+		float *u = U + t * dv, *w = W + t * dk;
+
+		memset(u, 0, dv * sizeof *u);
+		memset(w, 0, dk * sizeof *w);
+		for (int c = 0; c <= t; c++) {
+			float tb = b->T[t * C + c] * b->beta[c], te = tb * expf(b->G[c]);
+
+			backend_cpu_axpy(j->c, u, tb, b->v[c], dv);
+			backend_cpu_axpy(j->c, w, te, b->k + c * dk, dk);
+		}
+		for (int i = 0; i < dk; i++)	/* u becomes Vn[t] = U[t] - W[t] S */
+			backend_cpu_axpy(j->c, u, -w[i], S + (size_t)i * dv, dv);
+	}
+	for (int t = 0; t < L; t++) {
+		float *o = j->o + (size_t)(t0 + t) * vd + (size_t)h * dv, eg = expf(b->G[t]);
+
+		memset(o, 0, dv * sizeof *o);
+		for (int i = 0; i < dk; i++)
+			backend_cpu_axpy(j->c, o, b->q[t * dk + i], S + (size_t)i * dv, dv);
+		for (int d = 0; d < dv; d++)
+			o[d] *= eg;
+		for (int c = 0; c <= t; c++) {
+			float qk = j->c->dot(b->q + t * dk, b->k + c * dk, dk) *
+			    expf(b->G[t] - b->G[c]);
+
+			backend_cpu_axpy(j->c, o, qk, U + c * dv, dv);
+		}
+	}
+	eL = expf(b->G[L - 1]);
+	for (int i = 0; i < dk * dv; i++)
+		S[i] *= eL;
+	for (int t = 0; t < L; t++) {
+		float e = expf(b->G[L - 1] - b->G[t]);
+
+		for (int i = 0; i < dk; i++)
+			backend_cpu_axpy(j->c, S + (size_t)i * dv, b->k[t * dk + i] * e,
+			    U + t * dv, dv);
+	}
+}
+
+static void
+gdn_chunk_heads(void *ctx, int64_t h0, int64_t h1, int tid)
+{
+	struct gdn_job *j = ctx;
+	const struct backend_gdn *g = j->g;
+	int C = GDN_CHUNK, dk = g->dk, dv = g->dv;
+	float *p = backend_cpu_scratch(j->c, tid,
+	    (size_t)C * (3 * dk + dv + C + 3));
+	struct gdn_chunk_buf b;
+
+	if (p == NULL)
+		return;
+	b.q = p;
+	b.k = b.q + C * dk;
+	b.W = b.k + C * dk;
+	b.U = b.W + C * dk;
+	b.T = b.U + C * dv;
+	b.beta = b.T + C * C;
+	b.G = b.beta + C;
+	b.trow = b.G + C;
+	for (int64_t h = h0; h < h1; h++)
+		for (int t0 = 0; t0 < j->m; t0 += C)
+			gdn_chunk1(j, h, t0, j->m - t0 < C ? j->m - t0 : C,
+			    j->S + h * (size_t)dk * dv, &b);
+}
+
+int
+backend_cpu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
+    const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *S, float *o)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	struct gdn_job j = { c, g, qkv, a, b, ssm_a, dt_bias, S, NULL, o, ld, m };
+
+	if (backend_cpu_run(c, g->n_v_heads, 1, gdn_chunk_heads, &j) != 0)
+		return util_err(be->err, "gdn: out of memory");
+	return 0;
+}

@@ -1,0 +1,82 @@
+/*
+ * backend_impl: what a backend implementation fills in.  Only backend
+ * implementations (backend_cpu.c, later the CUDA adapter) include this;
+ * forward passes see lib/backend.h alone.
+ *
+ * backend.c checks arguments before calling an op, so an implementation
+ * may assume: pointers non-NULL where the contract needs them, m >= 1,
+ * strides >= row widths, types supported.  An op slot left NULL in the
+ * table is composed by backend.c from other ops (the fused ones:
+ * rmsnorm_matmul, matmul_swiglu), so a backend implements a fusion only
+ * where it pays.
+ */
+#ifndef MEMRA_BACKEND_IMPL_H
+#define MEMRA_BACKEND_IMPL_H
+
+#include "backend.h"
+#include "util.h"
+
+struct backend_ops {
+	void	(*close)(struct backend *);
+	float	*(*alloc)(struct backend *, size_t n);
+	void	(*mfree)(struct backend *, float *);
+	int	(*write)(struct backend *, float *, const float *, size_t);
+	int	(*read)(struct backend *, float *, const float *, size_t);
+	int	(*copy)(struct backend *, float *, const float *, size_t);
+	int	(*fill)(struct backend *, float *, float, size_t);
+	int	(*sync)(struct backend *);
+	/* w->type, ne0, ne1, row_size, scale are set and data is the
+	 * caller's host pointer; the backend replaces data/priv as it likes */
+	int	(*weight_init)(struct backend *, struct backend_weight *);
+	void	(*weight_release)(struct backend *, struct backend_weight *);
+	int	(*supports)(const struct backend *, int type);
+
+	int	(*embed)(struct backend *, const struct backend_weight *,
+		    const int32_t *, int, float *, int);
+	int	(*rmsnorm)(struct backend *, const float *, int, const float *,
+		    float *, int, int, int, float);
+	int	(*rmsnorm_gated)(struct backend *, const float *, const float *,
+		    const float *, float *, int, int, float);
+	int	(*matmul)(struct backend *, const struct backend_weight *,
+		    const float *, int, float *, int, int);
+	int	(*rmsnorm_matmul)(struct backend *, const float *, int, int,
+		    const float *, float, int, const struct backend_weight *const *,
+		    float *const *);		/* optional */
+	int	(*matmul_swiglu)(struct backend *, const struct backend_weight *,
+		    const struct backend_weight *, const float *, int, float *);	/* optional */
+	int	(*swiglu)(struct backend *, const float *, const float *, float *,
+		    size_t);
+	int	(*rope)(struct backend *, float *, int, int, int, int,
+		    const int32_t *, int, float, int);
+	int	(*attention)(struct backend *, const struct backend_attn *,
+		    const float *, int, int, const float *, const float *, int,
+		    int, float *);
+	int	(*mul_sigmoid)(struct backend *, float *, int, const float *, int,
+		    int, int);
+	int	(*conv1d_silu)(struct backend *, const float *, int, int, int,
+		    const float *, int, float *, float *, float *);
+	int	(*gdn_step)(struct backend *, const struct backend_gdn *, int,
+		    const float *, int, const float *, const float *,
+		    const float *, const float *, float *, float *, float *);
+	int	(*gdn_chunk)(struct backend *, const struct backend_gdn *, int,
+		    const float *, int, const float *, const float *,
+		    const float *, const float *, float *, float *);
+	int	(*l2norm)(struct backend *, float *, int, int, int, float);
+	int	(*act)(struct backend *, enum backend_act, float *, size_t);
+	int	(*add)(struct backend *, float *, const float *, size_t);
+	int	(*argmax)(struct backend *, const float *, int, int, int, int32_t *);
+};
+
+struct backend {
+	const struct backend_ops *ops;
+	void	*impl;			/* the implementation's own state */
+	int	n_threads;
+	int	host;			/* memory is host memory */
+	char	name[64];
+	char	err[UTIL_ERRLEN];
+};
+
+/* The CPU backend; opts is what follows "cpu:" ("" or "scalar"). */
+struct backend *backend_cpu_open(const char *opts, int n_threads, char *err);
+
+#endif

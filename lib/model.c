@@ -1,0 +1,517 @@
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "model_impl.h"
+#include "quant.h"
+#include "safetensors.h"
+#include "util.h"
+
+/*
+ * Loading: hyper-parameters from GGUF-style metadata and weights by GGUF
+ * name, here from an HF checkpoint through the safetensors conversion
+ * plan (a GGUF source will feed the same binding).
+ */
+
+struct src {
+	struct safetensors *st;	/* one of the two */
+	struct gguf *gg;
+	const char *arch;
+	char	archbuf[32];
+};
+
+/* One GGUF-named tensor of the source. */
+struct src_tensor {
+	int	type;		/* ggml type of data */
+	int64_t	ne0, n_rows;
+	const void *data;	/* GGUF: the mapped rows; NULL: read through out */
+	const struct safetensors_out *out;
+};
+
+static const struct safetensors_kv *
+st_kv(struct src *s, const char *k)
+{
+	for (size_t i = 0; i < safetensors_kv_count(s->st); i++)
+		if (strcmp(safetensors_kv(s->st, i)->key, k) == 0)
+			return safetensors_kv(s->st, i);
+	return NULL;
+}
+
+/* "<arch>.<key>" as an integer, or def when absent */
+static int
+src_int(struct src *s, const char *key, int def)
+{
+	char k[128];
+	const struct safetensors_kv *kv;
+	int64_t i, v;
+
+	snprintf(k, sizeof k, "%s.%s", s->arch, key);
+	if (s->gg != NULL)
+		return (i = gguf_find_key(s->gg, k)) >= 0 && gguf_get_int(s->gg, i, &v) == 0 ?
+		    (int)v : def;
+	if ((kv = st_kv(s, k)) == NULL)
+		return def;
+	return kv->type == SAFETENSORS_KV_I32 ? kv->v.i32 : (int)kv->v.u32;
+}
+
+static float
+src_float(struct src *s, const char *key, float def)
+{
+	char k[128];
+	const struct safetensors_kv *kv;
+	int64_t i;
+	float v;
+
+	snprintf(k, sizeof k, "%s.%s", s->arch, key);
+	if (s->gg != NULL)
+		return (i = gguf_find_key(s->gg, k)) >= 0 && gguf_get_f32(s->gg, i, &v) == 0 ?
+		    v : def;
+	kv = st_kv(s, k);
+	return kv != NULL && kv->type == SAFETENSORS_KV_F32 ? kv->v.f32 : def;
+}
+
+/* 0 and *t filled, or -1 when the source has no such tensor */
+static int
+src_tensor(struct src *s, const char *name, struct src_tensor *t)
+{
+	memset(t, 0, sizeof *t);
+	if (s->gg != NULL) {
+		int64_t i = gguf_find_tensor(s->gg, name);
+		const struct gguf_tensor *g;
+
+		if (i < 0 || (t->data = gguf_tensor_data(s->gg, i)) == NULL)
+			return -1;
+		g = gguf_tensor(s->gg, i);
+		t->type = g->type;
+		t->ne0 = g->ne[0];
+		t->n_rows = g->ne[1] * g->ne[2] * g->ne[3];
+		return 0;
+	}
+	for (size_t i = 0; i < safetensors_out_count(s->st); i++)
+		if (strcmp(safetensors_out(s->st, i)->name, name) == 0) {
+			t->out = safetensors_out(s->st, i);
+			t->ne0 = t->out->ne[0];
+			t->n_rows = t->out->n_rows;
+			t->type = t->out->verbatim ? safetensors_dtype_ggml(t->out->src_dtype) : -1;
+			return 0;
+		}
+	return -1;
+}
+
+/* The arch name, from general.architecture or the conversion plan. */
+static const char *
+src_arch(struct src *s)
+{
+	int64_t i;
+	const char *a;
+	size_t n;
+
+	if (s->st != NULL)
+		return safetensors_arch(s->st);
+	i = gguf_find_key(s->gg, "general.architecture");
+	if (i < 0 || (a = gguf_get_str(s->gg, i, &n)) == NULL || n >= sizeof s->archbuf)
+		return NULL;
+	memcpy(s->archbuf, a, n);
+	s->archbuf[n] = '\0';
+	return s->archbuf;
+}
+
+int
+model_conv_dim(const struct model_hparams *hp)
+{
+	return 2 * hp->n_k_heads * hp->dk + hp->n_v_heads * hp->dv;
+}
+
+static int
+read_hparams(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+	struct src_tensor emb, out;
+	int total = src_int(s, "block_count", 0);
+
+	if (s->arch == NULL)
+		return util_err(md->err, "no architecture named");
+	if (strcmp(s->arch, "qwen35") == 0)
+		hp->arch = MODEL_ARCH_QWEN35;
+	else if (strcmp(s->arch, "llama") == 0)
+		hp->arch = MODEL_ARCH_LLAMA;
+	else
+		return util_err(md->err, "architecture '%s' not supported", s->arch);
+	if (src_tensor(s, "token_embd.weight", &emb) != 0)
+		return util_err(md->err, "tensor 'token_embd.weight' missing");
+	hp->n_vocab = emb.n_rows;
+	hp->n_embd = src_int(s, "embedding_length", 0);
+	hp->n_ff = src_int(s, "feed_forward_length", 0);
+	hp->n_ctx_train = src_int(s, "context_length", 0);
+	hp->n_mtp = src_int(s, "nextn_predict_layers", 0);
+	hp->n_layer = total - hp->n_mtp;
+	hp->n_head = src_int(s, "attention.head_count", 0);
+	hp->n_head_kv = src_int(s, "attention.head_count_kv", hp->n_head);
+	hp->head_dim = src_int(s, "attention.key_length",
+	    hp->n_head ? hp->n_embd / hp->n_head : 0);
+	hp->n_rot = src_int(s, "rope.dimension_count", hp->head_dim);
+	hp->rope_theta = src_float(s, "rope.freq_base", 10000);
+	hp->eps = src_float(s, "attention.layer_norm_rms_epsilon", 1e-6f);
+	hp->tied = src_tensor(s, "output.weight", &out) != 0;
+	if (hp->arch == MODEL_ARCH_QWEN35) {
+		hp->rope_mode = BACKEND_ROPE_NEOX;
+		hp->attn_gated = hp->qk_norm = 1;
+		hp->full_interval = src_int(s, "full_attention_interval", 4);
+		hp->d_conv = src_int(s, "ssm.conv_kernel", 0);
+		hp->dk = src_int(s, "ssm.state_size", 0);
+		hp->n_k_heads = src_int(s, "ssm.group_count", 0);
+		hp->n_v_heads = src_int(s, "ssm.time_step_rank", 0);
+		hp->dv = hp->n_v_heads ? src_int(s, "ssm.inner_size", 0) / hp->n_v_heads : 0;
+	} else
+		hp->rope_mode = BACKEND_ROPE_NORM;
+	if (hp->n_embd <= 0 || hp->n_ff <= 0 || hp->n_layer <= 0 || hp->n_mtp < 0 ||
+	    hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv ||
+	    hp->head_dim <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+		return util_err(md->err, "bad hyper-parameters (%d layers, %d embd, %d heads "
+		    "over %d, head dim %d, rope dims %d)", hp->n_layer, hp->n_embd, hp->n_head,
+		    hp->n_head_kv, hp->head_dim, hp->n_rot);
+	if (hp->arch == MODEL_ARCH_QWEN35 && (hp->full_interval <= 0 || hp->d_conv < 2 ||
+	    hp->dk <= 0 || hp->dv <= 0 || hp->n_k_heads <= 0 || hp->n_v_heads <= 0 ||
+	    hp->n_v_heads % hp->n_k_heads))
+		return util_err(md->err, "bad recurrent hyper-parameters");
+	return 0;
+}
+
+static void *
+keep_host(struct model *md, void *p)
+{
+	void **nb;
+
+	if (p == NULL || (nb = realloc(md->hbuf, (md->n_hbuf + 1) * sizeof *nb)) == NULL) {
+		free(p);
+		return NULL;
+	}
+	md->hbuf = nb;
+	md->hbuf[md->n_hbuf++] = p;
+	return p;
+}
+
+/* The per-tensor scale of an NVFP4 matrix ("<name minus .weight>.scale"), or 1. */
+static float
+src_scale(struct src *s, const char *name)
+{
+	struct src_tensor t;
+	char sc[96];
+	size_t n = strlen(name);
+	float v = 1;
+
+	if (n < 7 || strcmp(name + n - 7, ".weight") != 0)
+		return 1;
+	snprintf(sc, sizeof sc, "%.*s.scale", (int)(n - 7), name);
+	if (src_tensor(s, sc, &t) != 0 || t.ne0 * t.n_rows != 1 || t.data == NULL ||
+	    quant_dequantize_row(t.type, t.data, &v, 1) != 0)
+		return 1;
+	return v;
+}
+
+/* A matrix [ne1][ne0] by name into w.  Absent and optional: 0, w left empty. */
+static int
+load_matrix(struct model *md, struct src *s, const char *name, int optional,
+    int64_t ne0, int64_t ne1, struct backend_weight *w)
+{
+	struct src_tensor t;
+	int type;
+	char *buf;
+
+	if (src_tensor(s, name, &t) != 0)
+		return optional ? 0 : util_err(md->err, "tensor '%s' missing", name);
+	if (t.ne0 != ne0 || t.n_rows != ne1)
+		return util_err(md->err, "tensor '%s' is %lld x %lld, want %lld x %lld", name,
+		    (long long)t.n_rows, (long long)t.ne0, (long long)ne1, (long long)ne0);
+	if (t.data != NULL) {	/* mapped: the backend reads or uploads it as it is */
+		if (backend_weight_init(md->be, w, t.type, ne0, ne1, t.data, src_scale(s, name)))
+			return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
+		return 0;
+	}
+	type = t.type >= 0 && backend_supports(md->be, t.type) ? t.type : QUANT_F32;
+	if ((buf = keep_host(md, malloc(quant_row_size(type, ne0) * ne1))) == NULL)
+		return util_err(md->err, "tensor '%s': out of memory", name);
+	if ((type == QUANT_F32 ? safetensors_read_rows(t.out, 0, ne1, (float *)buf, md->err) :
+	    safetensors_read_raw(t.out, 0, ne1, buf, md->err)) != 0)
+		return -1;
+	if (backend_weight_init(md->be, w, type, ne0, ne1, buf, 1.0f) != 0)
+		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
+	return 0;
+}
+
+/* n floats by name into backend memory (*out); absent and optional: NULL. */
+static int
+load_vector(struct model *md, struct src *s, const char *name, int optional,
+    int64_t n, float **out)
+{
+	struct src_tensor t;
+	float *h, *d, **nb;
+	int rc;
+
+	*out = NULL;
+	if (src_tensor(s, name, &t) != 0)
+		return optional ? 0 : util_err(md->err, "tensor '%s' missing", name);
+	if (t.ne0 * t.n_rows != n)
+		return util_err(md->err, "tensor '%s' has %lld values, want %lld", name,
+		    (long long)(t.ne0 * t.n_rows), (long long)n);
+	if ((h = malloc(n * sizeof *h)) == NULL ||
+	    (nb = realloc(md->dbuf, (md->n_dbuf + 1) * sizeof *nb)) == NULL) {
+		free(h);
+		return util_err(md->err, "tensor '%s': out of memory", name);
+	}
+	md->dbuf = nb;
+	rc = t.data != NULL ? quant_dequantize_row(t.type, t.data, h, n) :
+	    safetensors_read_rows(t.out, 0, t.n_rows, h, md->err);
+	if (rc != 0 && t.data != NULL)
+		util_err(md->err, "tensor '%s': cannot decode type '%s'", name, quant_name(t.type));
+	if (rc != 0 || (d = backend_alloc(md->be, n)) == NULL) {
+		free(h);
+		return rc != 0 ? -1 : util_err(md->err, "%s", backend_errmsg(md->be));
+	}
+	md->dbuf[md->n_dbuf++] = d;
+	*out = d;
+	rc = backend_write(md->be, d, h, n);
+	free(h);
+	return rc ? util_err(md->err, "%s", backend_errmsg(md->be)) : 0;
+}
+
+#define NAME(buf, il, suffix) (snprintf(buf, sizeof buf, "blk.%d.%s", il, suffix), buf)
+
+static int
+bind_attention(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	int qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+	char b[96];
+
+	return load_matrix(md, s, NAME(b, il, "attn_q.weight"), 0, hp->n_embd,
+	    (int64_t)qd * (hp->attn_gated ? 2 : 1), &L->q) ||
+	    load_matrix(md, s, NAME(b, il, "attn_k.weight"), 0, hp->n_embd, kvd, &L->k) ||
+	    load_matrix(md, s, NAME(b, il, "attn_v.weight"), 0, hp->n_embd, kvd, &L->v) ||
+	    load_matrix(md, s, NAME(b, il, "attn_output.weight"), 0, qd, hp->n_embd, &L->o) ||
+	    load_vector(md, s, NAME(b, il, "attn_q_norm.weight"), !hp->qk_norm,
+	    hp->head_dim, &L->q_norm) ||
+	    load_vector(md, s, NAME(b, il, "attn_k_norm.weight"), !hp->qk_norm,
+	    hp->head_dim, &L->k_norm) ? -1 : 0;
+}
+
+static int
+bind_gdn(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	int vd = hp->n_v_heads * hp->dv, cd = model_conv_dim(hp);
+	char b[96];
+
+	return load_matrix(md, s, NAME(b, il, "attn_qkv.weight"), 0, hp->n_embd, cd, &L->qkv) ||
+	    load_matrix(md, s, NAME(b, il, "attn_gate.weight"), 0, hp->n_embd, vd, &L->gate) ||
+	    load_matrix(md, s, NAME(b, il, "ssm_beta.weight"), 0, hp->n_embd, hp->n_v_heads,
+	    &L->beta) ||
+	    load_matrix(md, s, NAME(b, il, "ssm_alpha.weight"), 0, hp->n_embd, hp->n_v_heads,
+	    &L->alpha) ||
+	    load_matrix(md, s, NAME(b, il, "ssm_out.weight"), 0, vd, hp->n_embd, &L->out) ||
+	    load_vector(md, s, NAME(b, il, "ssm_conv1d.weight"), 0, (int64_t)cd * hp->d_conv,
+	    &L->conv) ||
+	    load_vector(md, s, NAME(b, il, "ssm_a"), 0, hp->n_v_heads, &L->ssm_a) ||
+	    load_vector(md, s, NAME(b, il, "ssm_dt.bias"), 0, hp->n_v_heads, &L->dt_bias) ||
+	    load_vector(md, s, NAME(b, il, "ssm_norm.weight"), 0, hp->dv, &L->ssm_norm) ? -1 : 0;
+}
+
+static int
+bind_layer(struct model *md, struct src *s, int il)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_layer *L = &md->layers[il];
+	int mtp = il >= hp->n_layer;
+	char b[96];
+
+	if (load_vector(md, s, NAME(b, il, "attn_norm.weight"), 0, hp->n_embd, &L->attn_norm) ||
+	    load_vector(md, s, NAME(b, il, hp->arch == MODEL_ARCH_LLAMA ? "ffn_norm.weight" :
+	    "post_attention_norm.weight"), 0, hp->n_embd, &L->post_norm) ||
+	    (L->rec ? bind_gdn(md, s, il, L) : bind_attention(md, s, il, L)) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_gate.weight"), 0, hp->n_embd, hp->n_ff,
+	    &L->ffn_gate) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_up.weight"), 0, hp->n_embd, hp->n_ff, &L->ffn_up) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_down.weight"), 0, hp->n_ff, hp->n_embd,
+	    &L->ffn_down))
+		return -1;
+	if (!mtp)
+		return 0;
+	return load_matrix(md, s, NAME(b, il, "nextn.eh_proj.weight"), 0, 2 * hp->n_embd,
+	    hp->n_embd, &L->eh_proj) ||
+	    load_vector(md, s, NAME(b, il, "nextn.enorm.weight"), 0, hp->n_embd, &L->enorm) ||
+	    load_vector(md, s, NAME(b, il, "nextn.hnorm.weight"), 0, hp->n_embd, &L->hnorm) ||
+	    load_vector(md, s, NAME(b, il, "nextn.shared_head_norm.weight"), 1, hp->n_embd,
+	    &L->head_norm) ? -1 : 0;
+}
+
+/* Layer kinds and their cache / state indices. */
+static void
+plan_layers(struct model *md)
+{
+	struct model_hparams *hp = &md->hp;
+
+	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		L->rec = hp->arch == MODEL_ARCH_QWEN35 && il < hp->n_layer &&
+		    (il + 1) % hp->full_interval != 0;
+		L->cache = L->rec ? hp->n_rec++ : hp->n_full++;
+	}
+	hp->n_full -= hp->n_mtp;	/* MTP caches come after the trunk's */
+}
+
+static int
+bind(struct model *md, struct src *s)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	if (read_hparams(md, s) != 0)
+		return -1;
+	if ((md->layers = calloc(hp->n_layer + hp->n_mtp, sizeof *md->layers)) == NULL)
+		return util_err(md->err, "out of memory");
+	plan_layers(md);
+	if (load_matrix(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab, &md->tok_embd) ||
+	    (!hp->tied && load_matrix(md, s, "output.weight", 0, hp->n_embd, hp->n_vocab,
+	    &md->output)) ||
+	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm))
+		return -1;
+	if (hp->tied)
+		md->output = md->tok_embd;	/* shared, released once */
+	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++)
+		if (bind_layer(md, s, il) != 0)
+			return -1;
+	return 0;
+}
+
+/* 1 when path is a file that starts with the GGUF magic */
+static int
+is_gguf(const char *path)
+{
+	char magic[4] = { 0 };
+	FILE *fp = fopen(path, "rb");
+	int yes;
+
+	if (fp == NULL)
+		return 0;
+	yes = fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
+	fclose(fp);
+	return yes;
+}
+
+static int
+open_source(struct model *md, const char *path, struct src *s, char *err)
+{
+	if (is_gguf(path)) {
+		if ((s->gg = gguf_open(path, err)) == NULL)
+			return -1;
+		md->gg = s->gg;		/* the weights stay mapped */
+		md->hf_l2 = 0;
+	} else {
+		if ((s->st = safetensors_open(path, err)) == NULL)
+			return -1;
+		if (safetensors_plan(s->st, 0) != 0)
+			return util_err(err, "%s: %s", path, safetensors_errmsg(s->st));
+		md->hf_l2 = 1;
+	}
+	s->arch = src_arch(s);
+	return 0;
+}
+
+struct model *
+model_open(const char *path, struct backend *be, char *err)
+{
+	struct model *md = calloc(1, sizeof *md);
+	struct src s = { 0 };
+
+	if (md == NULL) {
+		util_err(err, "%s: out of memory", path);
+		return NULL;
+	}
+	md->be = be;
+	if (open_source(md, path, &s, err) != 0)
+		goto fail;
+	if (bind(md, &s) != 0) {
+		util_err(err, "%s: %s", path, md->err);
+		goto fail;
+	}
+	safetensors_close(s.st);	/* its weights were read into memory of ours */
+	return md;
+fail:
+	safetensors_close(s.st);
+	model_close(md);
+	return NULL;
+}
+
+void
+model_act_free(struct model *md)
+{
+	struct model_act *a = &md->act;
+	float *bufs[] = { a->x, a->xn, a->t, a->cat, a->q, a->y, a->z, a->o, a->a, a->b,
+	    a->f, a->logits };
+
+	for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+		backend_mfree(md->be, bufs[i]);
+	free(a->pos);
+	memset(a, 0, sizeof *a);
+}
+
+static void
+release_layer(struct model *md, struct model_layer *L)
+{
+	struct backend_weight *ws[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate,
+	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj };
+
+	for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+		backend_weight_release(md->be, ws[i]);
+}
+
+void
+model_close(struct model *md)
+{
+	if (md == NULL)
+		return;
+	model_act_free(md);
+	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
+		release_layer(md, &md->layers[il]);
+	if (!md->hp.tied)
+		backend_weight_release(md->be, &md->output);
+	backend_weight_release(md->be, &md->tok_embd);
+	for (int i = 0; i < md->n_dbuf; i++)
+		backend_mfree(md->be, md->dbuf[i]);
+	for (int i = 0; i < md->n_hbuf; i++)
+		free(md->hbuf[i]);
+	free(md->dbuf);
+	free(md->hbuf);
+	free(md->layers);
+	gguf_close(md->gg);
+	free(md);
+}
+
+const char *
+model_errmsg(const struct model *md)
+{
+	return md->err;
+}
+
+const struct model_hparams *
+model_hparams(const struct model *md)
+{
+	return &md->hp;
+}
+
+struct state *
+model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct state_config c = {
+		.n_ctx = n_ctx, .n_kv = hp->n_full + hp->n_mtp,
+		.kv_dim = hp->n_head_kv * hp->head_dim, .n_rec = hp->n_rec,
+		.conv_dim = hp->n_rec ? model_conv_dim(hp) : 0, .d_conv = hp->d_conv,
+		.n_v_heads = hp->n_v_heads, .dk = hp->dk, .dv = hp->dv, .n_snap = n_snap,
+	};
+
+	return state_new(md->be, &c, err);
+}

@@ -1,0 +1,90 @@
+/*
+ * model: an architecture's hyper-parameters, its weights bound to a
+ * backend, and its forward pass written once against the backend op
+ * table (lib/backend.h).  Architectures: llama and qwen35 (Gated DeltaNet
+ * + gated full attention + the MTP block).
+ *
+ * Weights are named and laid out as in GGUF (llama.cpp's converter
+ * semantics: RMSNorm weights multiplicative with the HF "+1" folded in,
+ * ssm_a = -exp(A_log), value heads in tiled order); an HF checkpoint is
+ * read through lib/safetensors' conversion plan, so both sources feed
+ * the same forward.
+ */
+#ifndef MEMRA_MODEL_H
+#define MEMRA_MODEL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "state.h"
+
+enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35 };
+
+struct model_hparams {
+	int	arch;		/* enum model_arch */
+	int	n_vocab, n_embd, n_ff, n_ctx_train;
+	int	n_layer;	/* trunk layers */
+	int	n_mtp;		/* MTP (nextn) layers, after the trunk's */
+	int	n_head, n_head_kv, head_dim;
+	int	n_rot;		/* rotated dims of each head */
+	int	rope_mode;	/* enum backend_rope_mode */
+	float	rope_theta;
+	float	eps;		/* every RMSNorm, and the GDN L2 norm */
+	int	attn_gated;	/* q rows carry [query ; gate] per head (qwen35) */
+	int	qk_norm;	/* per-head RMSNorm of q and k (qwen35) */
+	int	full_interval;	/* qwen35: layer i is full attention iff (i+1) % it == 0 */
+	int	d_conv, n_k_heads, n_v_heads, dk, dv;	/* qwen35 GDN */
+	int	n_full;		/* full-attention trunk layers */
+	int	n_rec;		/* recurrent (GDN) layers */
+	int	tied;		/* no output.weight: the head is token_embd */
+};
+
+struct model;
+
+/*
+ * Open a model for backend be: a GGUF file (weights mapped, read in place
+ * by the CPU backend), or an HF checkpoint directory or .safetensors file
+ * (converted as lib/safetensors' plan says into host memory).  NULL with
+ * the reason in err (UTIL_ERRLEN).  model_close frees (NULL is a no-op);
+ * be must outlive the model.
+ */
+struct model *model_open(const char *path, struct backend *be, char *err);
+void	model_close(struct model *);
+const char *model_errmsg(const struct model *);
+const struct model_hparams *model_hparams(const struct model *);
+
+/*
+ * A sequence state shaped for this model: n_ctx positions, rollback over
+ * up to n_snap rows of a verify batch.  Free with state_free.
+ */
+struct state *model_state_new(struct model *, int n_ctx, int n_snap, char *err);
+
+enum {
+	MODEL_LOGITS_ALL = 1,	/* logits of every row, not only the last */
+	MODEL_VERIFY = 2,	/* keep per-row snapshots: state_rollback may follow */
+	MODEL_PREFILL = 4,	/* a fresh prompt: the chunked delta rule may run */
+};
+
+/*
+ * Run m tokens of one sequence at the state's next positions
+ * (state_push(m) inside; on failure the sequence must be reset).
+ * logits: NULL, or host [rows][n_vocab], rows = m with MODEL_LOGITS_ALL
+ * else 1 (the last row).  hidden: NULL, or host [m][n_embd], the final
+ * hidden state after output_norm (the MTP head's input).  0, or -1 with
+ * model_errmsg set.
+ */
+int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
+	    int flags, float *logits, float *hidden);
+
+/*
+ * MTP layer k (< n_mtp) over m slots at positions p0..p0+m-1 of its own
+ * KV cache (the caller keeps that cache's length): slot i combines the
+ * hidden h[i] (host [m][n_embd], after output_norm or the previous MTP
+ * output) with the embedding of tok[i].  logits: host [m][n_vocab];
+ * hout: NULL or host [m][n_embd], the output after the head norm (the
+ * next chained step's h).  0, or -1.
+ */
+int	model_mtp(struct model *, struct state *, int k, int p0, const float *h,
+	    const int32_t *tok, int m, float *logits, float *hout);
+
+#endif

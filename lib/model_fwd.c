@@ -1,0 +1,220 @@
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+#include "util.h"
+
+/*
+ * The forward passes, written once against the backend op table.  Every
+ * op returns 0 or -1; a chain of them stops at the first failure and the
+ * backend's reason becomes the model's.
+ */
+
+static int
+fail(struct model *md)
+{
+	return util_err(md->err, "%s", backend_errmsg(md->be));
+}
+
+static int
+wide(const struct model_hparams *hp)
+{
+	int w = hp->n_head * hp->head_dim * 2;
+
+	if (hp->n_rec > 0) {
+		int cd = model_conv_dim(hp);
+		w = cd > w ? cd : w;
+	}
+	return w;
+}
+
+/* Activations for m rows (grown, never shrunk). */
+static int
+act_reserve(struct model *md, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int cap = m > 16 ? m : 16, w = wide(hp), nv = hp->n_v_heads ? hp->n_v_heads : 1;
+
+	if (m <= a->cap)
+		return 0;
+	model_act_free(md);
+	if ((a->x = backend_alloc(be, (size_t)cap * hp->n_embd)) == NULL ||
+	    (a->xn = backend_alloc(be, (size_t)cap * hp->n_embd)) == NULL ||
+	    (a->t = backend_alloc(be, (size_t)cap * hp->n_embd)) == NULL ||
+	    (a->cat = backend_alloc(be, (size_t)cap * 2 * hp->n_embd)) == NULL ||
+	    (a->q = backend_alloc(be, (size_t)cap * w)) == NULL ||
+	    (a->y = backend_alloc(be, (size_t)cap * w)) == NULL ||
+	    (a->z = backend_alloc(be, (size_t)cap * w)) == NULL ||
+	    (a->o = backend_alloc(be, (size_t)cap * w)) == NULL ||
+	    (a->a = backend_alloc(be, (size_t)cap * nv)) == NULL ||
+	    (a->b = backend_alloc(be, (size_t)cap * nv)) == NULL ||
+	    (a->f = backend_alloc(be, (size_t)cap * hp->n_ff)) == NULL ||
+	    (a->logits = backend_alloc(be, (size_t)cap * hp->n_vocab)) == NULL ||
+	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL)
+		return util_err(md->err, "activations for %d rows: out of memory", m);
+	a->cap = cap;
+	return 0;
+}
+
+/* Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out. */
+static int
+attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
+	int qs = hp->attn_gated ? 2 * hd : hd;	/* head stride in q rows */
+	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
+	float *K = kc + (size_t)p0 * kvd;
+	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
+	float *Y[3] = { a->q, K, vc + (size_t)p0 * kvd };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd) };
+
+	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, 3, W, Y) ||
+	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, m * nh, hd, hp->eps)) ||
+	    (L->k_norm && backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * hp->n_head_kv, hd,
+	    hp->eps)) ||
+	    backend_rope(be, a->q, nh * qs, nh, qs, m, a->pos, hp->n_rot, hp->rope_theta,
+	    hp->rope_mode) ||
+	    backend_rope(be, K, kvd, hp->n_head_kv, hd, m, a->pos, hp->n_rot, hp->rope_theta,
+	    hp->rope_mode) ||
+	    backend_attention(be, &at, a->q, nh * qs, qs, kc, vc, m, p0, a->o) ||
+	    (hp->attn_gated && backend_mul_sigmoid(be, a->o, hd, a->q + hd, qs, m * nh, hd)) ||
+	    backend_matmul(be, &L->o, a->o, nh * hd, a->t, hp->n_embd, m) ||
+	    backend_add(be, a->x, a->t, (size_t)m * hp->n_embd))
+		return fail(md);
+	return 0;
+}
+
+/* Gated DeltaNet layer L over m rows; x += out. */
+static int
+gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int flags)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int cd = model_conv_dim(hp), vd = hp->n_v_heads * hp->dv, snap = flags & MODEL_VERIFY;
+	const struct backend_weight *W[4] = { &L->qkv, &L->gate, &L->beta, &L->alpha };
+	float *Y[4] = { a->q, a->z, a->b, a->a };
+	struct backend_gdn g = { hp->n_k_heads, hp->n_v_heads, hp->dk, hp->dv, 1, md->hf_l2,
+	    hp->eps };
+	float *S = state_ssm(st, L->cache);
+
+	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y) ||
+	    backend_conv1d_silu(be, a->q, cd, m, cd, L->conv, hp->d_conv,
+	    state_conv(st, L->cache), snap ? state_conv_snap(st, L->cache) : NULL, a->y))
+		return fail(md);
+	if ((flags & MODEL_PREFILL) && !snap ?
+	    backend_gdn_chunk(be, &g, m, a->y, cd, a->a, a->b, L->ssm_a, L->dt_bias, S, a->o) :
+	    backend_gdn_step(be, &g, m, a->y, cd, a->a, a->b, L->ssm_a, L->dt_bias, S,
+	    snap ? state_ssm_snap(st, L->cache) : NULL, a->o))
+		return fail(md);
+	if (backend_rmsnorm_gated(be, a->o, a->z, L->ssm_norm, a->o, m * hp->n_v_heads, hp->dv,
+	    hp->eps) ||
+	    backend_matmul(be, &L->out, a->o, vd, a->t, hp->n_embd, m) ||
+	    backend_add(be, a->x, a->t, (size_t)m * hp->n_embd))
+		return fail(md);
+	return 0;
+}
+
+/* SwiGLU FFN of layer L; x += out. */
+static int
+ffn(struct model *md, struct model_layer *L, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+
+	if (backend_rmsnorm(be, a->x, hp->n_embd, L->post_norm, a->xn, hp->n_embd, m,
+	    hp->n_embd, hp->eps) ||
+	    backend_matmul_swiglu(be, &L->ffn_gate, &L->ffn_up, a->xn, m, a->f) ||
+	    backend_matmul(be, &L->ffn_down, a->f, hp->n_ff, a->t, hp->n_embd, m) ||
+	    backend_add(be, a->x, a->t, (size_t)m * hp->n_embd))
+		return fail(md);
+	return 0;
+}
+
+/* xn = norm(x) (w: the head norm); logits of the last `rows` rows; hidden out. */
+static int
+head(struct model *md, const float *w, int m, int rows, float *logits, float *hidden)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	size_t ne = hp->n_embd;
+
+	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
+	    (hidden && backend_read(be, hidden, a->xn, m * ne)))
+		return fail(md);
+	if (logits == NULL)
+		return 0;
+	if (backend_matmul(be, &md->output, a->xn + (m - rows) * ne, ne, a->logits,
+	    hp->n_vocab, rows) ||
+	    backend_read(be, logits, a->logits, (size_t)rows * hp->n_vocab))
+		return fail(md);
+	return 0;
+}
+
+int
+model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
+    int flags, float *logits, float *hidden)
+{
+	const struct model_hparams *hp = &md->hp;
+	int p0;
+
+	if (m < 1)
+		return util_err(md->err, "forward: %d rows", m);
+	if (act_reserve(md, m) != 0)
+		return -1;
+	if ((p0 = state_push(st, m, flags & MODEL_VERIFY)) < 0)
+		return util_err(md->err, "forward: %s", state_errmsg(st));
+	for (int i = 0; i < m; i++)
+		md->act.pos[i] = p0 + i;
+	if (backend_embed(md->be, &md->tok_embd, tok, m, md->act.x, hp->n_embd) != 0)
+		return fail(md);
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		if ((L->rec ? gdn_layer(md, L, st, m, flags) : attn_layer(md, L, st, p0, m)) ||
+		    ffn(md, L, m))
+			return -1;
+	}
+	return head(md, md->output_norm, m, flags & MODEL_LOGITS_ALL ? m : 1, logits, hidden);
+}
+
+int
+model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
+    const int32_t *tok, int m, float *logits, float *hout)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	struct model_layer *L;
+	int ne = hp->n_embd;
+
+	if (k < 0 || k >= hp->n_mtp)
+		return util_err(md->err, "mtp: layer %d of %d", k, hp->n_mtp);
+	if (m < 1 || p0 < 0 || p0 + m > state_config(st)->n_ctx)
+		return util_err(md->err, "mtp: %d slots at %d do not fit", m, p0);
+	if (act_reserve(md, m) != 0)
+		return -1;
+	L = &md->layers[hp->n_layer + k];
+	for (int i = 0; i < m; i++)
+		a->pos[i] = p0 + i;
+	/* cat = [enorm(embed(tok)) ; hnorm(h)], x = eh_proj . cat */
+	if (backend_embed(be, &md->tok_embd, tok, m, a->cat, 2 * ne) ||
+	    backend_rmsnorm(be, a->cat, 2 * ne, L->enorm, a->cat, 2 * ne, m, ne, hp->eps) ||
+	    backend_write(be, a->t, h, (size_t)m * ne) ||
+	    backend_rmsnorm(be, a->t, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
+	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
+		return fail(md);
+	if (attn_layer(md, L, st, p0, m) || ffn(md, L, m))
+		return -1;
+	return head(md, L->head_norm ? L->head_norm : md->output_norm, m, m, logits, hout);
+}

@@ -1,0 +1,74 @@
+/*
+ * model_impl: the model's private layout, shared by model.c (loading and
+ * weight binding) and model_fwd.c (the forward passes).
+ */
+#ifndef MEMRA_MODEL_IMPL_H
+#define MEMRA_MODEL_IMPL_H
+
+#include "model.h"
+#include "util.h"
+
+struct model_layer {
+	int	rec;		/* 1: Gated DeltaNet, 0: full attention */
+	int	cache;		/* its KV cache or recurrent-state index in a state */
+	float	*attn_norm, *post_norm;	/* [n_embd] */
+	/* full attention */
+	struct backend_weight q;	/* [n_head * head_dim * (gated ? 2 : 1)][n_embd] */
+	struct backend_weight k, v;	/* [n_head_kv * head_dim][n_embd] */
+	struct backend_weight o;	/* [n_embd][n_head * head_dim] */
+	float	*q_norm, *k_norm;	/* [head_dim], NULL without qk_norm */
+	/* Gated DeltaNet */
+	struct backend_weight qkv;	/* [conv_dim][n_embd] */
+	struct backend_weight gate;	/* [n_v * dv][n_embd] (z) */
+	struct backend_weight beta, alpha;	/* [n_v][n_embd] */
+	struct backend_weight out;	/* [n_embd][n_v * dv] */
+	float	*conv;			/* [conv_dim][d_conv] */
+	float	*ssm_a, *dt_bias;	/* [n_v] */
+	float	*ssm_norm;		/* [dv] */
+	/* FFN */
+	struct backend_weight ffn_gate, ffn_up;	/* [n_ff][n_embd] */
+	struct backend_weight ffn_down;		/* [n_embd][n_ff] */
+	/* MTP block */
+	struct backend_weight eh_proj;	/* [n_embd][2 n_embd] */
+	float	*enorm, *hnorm, *head_norm;	/* [n_embd]; head_norm may be NULL */
+};
+
+/* Activations in backend memory for up to cap rows. */
+struct model_act {
+	int	cap;
+	float	*x, *xn, *t;	/* [cap][n_embd] */
+	float	*cat;		/* [cap][2 n_embd] */
+	float	*q;		/* [cap][wide]: q rows, or the GDN mix */
+	float	*y;		/* [cap][conv_dim] */
+	float	*z, *o;		/* [cap][wide] */
+	float	*a, *b;		/* [cap][n_v] */
+	float	*f;		/* [cap][n_ff] */
+	float	*logits;	/* [cap][n_vocab] */
+	int32_t	*pos;		/* host [cap] */
+};
+
+struct gguf;
+
+struct model {
+	struct model_hparams hp;
+	struct gguf *gg;		/* a GGUF source stays open: weights are mapped */
+	struct backend *be;
+	int	hf_l2;		/* GDN L2 norm as HF computes it */
+	struct backend_weight tok_embd;	/* [n_vocab][n_embd] */
+	struct backend_weight output;	/* [n_vocab][n_embd]; a copy of tok_embd when tied */
+	float	*output_norm;		/* [n_embd] */
+	struct model_layer *layers;	/* [n_layer + n_mtp] */
+	struct model_act act;
+	void	**hbuf;			/* host buffers the weights live in */
+	int	n_hbuf;
+	float	**dbuf;			/* backend buffers of the vectors */
+	int	n_dbuf;
+	char	err[UTIL_ERRLEN];
+};
+
+/* 2 n_k_heads dk + n_v_heads dv: the GDN mix width */
+int	model_conv_dim(const struct model_hparams *);
+/* Free the activations (model_fwd.c grows them on demand). */
+void	model_act_free(struct model *);
+
+#endif

@@ -1,0 +1,457 @@
+/*
+ * quant_avx2: AVX2+FMA(+F16C) dot products, compiled with a target
+ * attribute so that the library still runs on any x86-64 (quant_dot.c
+ * calls these only when the CPU has the features).  Other CPUs get stubs
+ * that fall back to the portable code.
+ */
+#include "quant.h"
+#include "quant_impl.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float
+hsum_ps(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* One half to float with F16C (exact, like qi_h2f). */
+AVX2 static inline float
+h2f(const uint8_t *p)
+{
+	return _cvtsh_ss(qi_rd16(p));
+}
+
+AVX2 static inline __m256
+ld_f16(const uint8_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+AVX2 static inline __m256
+ld_bf16(const uint8_t *p)
+{
+	__m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+
+	return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+
+/* F32/F16/BF16 weights against float x: 4 accumulators of 8. */
+AVX2 static float
+dot_plain(int t, int64_t n, const uint8_t *w, const float *x)
+{
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	float tail = 0.0f;
+	int64_t i;
+
+#define LDW(k) (t == QUANT_F32 ? _mm256_loadu_ps((const float *)w + (k)) : \
+	t == QUANT_F16 ? ld_f16(w + 2 * (k)) : ld_bf16(w + 2 * (k)))
+	for (i = 0; i + 32 <= n; i += 32) {
+		a0 = _mm256_fmadd_ps(LDW(i), _mm256_loadu_ps(x + i), a0);
+		a1 = _mm256_fmadd_ps(LDW(i + 8), _mm256_loadu_ps(x + i + 8), a1);
+		a2 = _mm256_fmadd_ps(LDW(i + 16), _mm256_loadu_ps(x + i + 16), a2);
+		a3 = _mm256_fmadd_ps(LDW(i + 24), _mm256_loadu_ps(x + i + 24), a3);
+	}
+	for (; i + 8 <= n; i += 8)
+		a0 = _mm256_fmadd_ps(LDW(i), _mm256_loadu_ps(x + i), a0);
+#undef LDW
+	for (; i < n; i++) {
+		float wv;
+
+		if (t == QUANT_F32)
+			memcpy(&wv, w + 4 * i, 4);
+		else
+			wv = t == QUANT_F16 ? h2f(w + 2 * i) : qi_bf2f(qi_rd16(w + 2 * i));
+		tail += wv * x[i];
+	}
+	return hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
+}
+
+/* Signed bytes a . b, summed in pairs of pairs: 8 x int32. */
+AVX2 static inline __m256i
+dot_i8(__m256i a, __m256i b)
+{
+	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* Unsigned bytes u . signed bytes b: 8 x int32. */
+AVX2 static inline __m256i
+dot_u8(__m256i u, __m256i b)
+{
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, b), _mm256_set1_epi16(1));
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles, then high nibbles. */
+AVX2 static inline __m256i
+nibbles(const uint8_t *p)
+{
+	__m128i q = _mm_loadu_si128((const __m128i *)p);
+	__m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* The 5-bit values of a Q5_0/Q5_1 block: nibbles plus bit 4 from qh. */
+AVX2 static inline __m256i
+q5_bytes(const uint8_t *qh4, const uint8_t *qs)
+{
+	uint32_t qh;
+	__m256i sh = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+	    0x0202020202020202, 0x0303030303030303);
+	__m256i bits, m = _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE);
+
+	memcpy(&qh, qh4, 4);
+	/* spread the 32 bits of qh over 32 bytes: byte j gets 0xFF if bit j */
+	bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), sh);
+	bits = _mm256_or_si256(bits, m);
+	bits = _mm256_cmpeq_epi8(bits, _mm256_set1_epi64x(-1));
+	return _mm256_or_si256(nibbles(qs), _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
+}
+
+/* The 32 values of a Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4 block as signed bytes,
+ * and its scale. */
+AVX2 static inline __attribute__((always_inline)) __m256i
+block_i8(int t, const uint8_t *w, float *d)
+{
+	const __m128i kiq = _mm_loadu_si128((const __m128i *)qi_kvalues_iq4nl);
+	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
+	__m256i q;
+	__m128i lo, hi;
+
+	switch (t) {
+	case QUANT_Q8_0:
+		*d = h2f(w);
+		return _mm256_loadu_si256((const __m256i *)(w + 2));
+	case QUANT_Q4_0:
+		*d = h2f(w);
+		return _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8));
+	case QUANT_Q5_0:
+		*d = h2f(w);
+		return _mm256_sub_epi8(q5_bytes(w + 2, w + 6), _mm256_set1_epi8(16));
+	case QUANT_MXFP4:
+		*d = qi_e8m0_half(w[0]);
+		q = nibbles(w + 1);
+		lo = _mm256_castsi256_si128(q);
+		hi = _mm256_extracti128_si256(q, 1);
+		return _mm256_set_m128i(_mm_shuffle_epi8(kfp, hi), _mm_shuffle_epi8(kfp, lo));
+	default:	/* IQ4_NL */
+		*d = h2f(w);
+		q = nibbles(w + 2);
+		lo = _mm256_castsi256_si128(q);
+		hi = _mm256_extracti128_si256(q, 1);
+		return _mm256_set_m128i(_mm_shuffle_epi8(kiq, hi), _mm_shuffle_epi8(kiq, lo));
+	}
+}
+
+/* Those blocks against Q8_0.  Inlined per type so the switch folds away. */
+AVX2 static inline __attribute__((always_inline)) float
+vd_q8_0(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, xq += 34) {
+		float d;
+		__m256i q = block_i8(t, w, &d);
+		__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 2));
+
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d * h2f(xq)), _mm256_cvtepi32_ps(dot_i8(q, y)), acc);
+	}
+	return hsum_ps(acc);
+}
+
+/* 32 signed bytes . 32 floats, as 8 partial sums. */
+AVX2 static inline __m256
+dot_i8_f32(__m256i q, const float *x)
+{
+	__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+	__m256 s;
+
+	s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), _mm256_loadu_ps(x));
+	s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))),
+	    _mm256_loadu_ps(x + 8), s);
+	s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), _mm256_loadu_ps(x + 16), s);
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))),
+	    _mm256_loadu_ps(x + 24), s);
+}
+
+/* Those blocks against float x. */
+AVX2 static inline __attribute__((always_inline)) float
+df_q8_0(int t, int64_t nb, const uint8_t *w, const float *x)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, x += 32) {
+		float d;
+		__m256i q = block_i8(t, w, &d);
+
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), dot_i8_f32(q, x), acc);
+	}
+	return hsum_ps(acc);
+}
+
+/* NVFP4 against float x: per 32 values, two 16-value scales. */
+AVX2 static float
+df_nvfp4(int64_t nb, const uint8_t *w, const float *x)
+{
+	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
+	const __m128i m4 = _mm_set1_epi8(0x0F);
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+	int h;
+
+	for (i = 0; i < nb; i++, w += 36) {
+		for (h = 0; h < 2; h++, x += 32) {
+			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
+			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
+			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
+			__m256 s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_loadu_ps(x));
+			__m256 s1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + 16));
+
+			s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8))),
+			    _mm256_loadu_ps(x + 8), s0);
+			s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))),
+			    _mm256_loadu_ps(x + 24), s1);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h])), s0, acc);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h + 1])), s1, acc);
+		}
+	}
+	return hsum_ps(acc);
+}
+
+/* NVFP4 against Q8_0: a 64-value block is two Q8_0 blocks; each 32 have
+ * two 16-value scales. */
+AVX2 static float
+vd_nvfp4(int64_t nb, const uint8_t *w, const uint8_t *xq)
+{
+	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
+	const __m128i m4 = _mm_set1_epi8(0x0F);
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+	int h;
+
+	for (i = 0; i < nb; i++, w += 36) {
+		for (h = 0; h < 2; h++, xq += 34) {
+			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
+			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+			/* sub-block 2h: lo[0..7] hi[0..7]; sub-block 2h+1: lo[8..15] hi[8..15] */
+			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
+			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
+			__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 2));
+			float dy = h2f(xq);
+			__m256 s = _mm256_setr_m128(_mm_set1_ps(qi_ue4m3_half(w[2 * h]) * dy),
+			    _mm_set1_ps(qi_ue4m3_half(w[2 * h + 1]) * dy));
+
+			acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot_i8(_mm256_set_m128i(b, a), y)), acc);
+		}
+	}
+	return hsum_ps(acc);
+}
+
+/* Q4_1/Q5_1 against Q8_1. */
+AVX2 static inline __attribute__((always_inline)) float
+vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps();
+	float summ = 0.0f;
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, xq += 36) {
+		__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 4));
+		__m256i q = t == QUANT_Q4_1 ? nibbles(w + 4) : q5_bytes(w + 4, w + 8);
+
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w) * h2f(xq)),
+		    _mm256_cvtepi32_ps(dot_u8(q, y)), acc);
+		summ += h2f(w + 2) * h2f(xq + 2);
+	}
+	return hsum_ps(acc) + summ;
+}
+
+/* The min term of Q4_K/Q5_K: sum over 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
+static inline int
+k_minsum(const uint8_t *sc12, const uint8_t *y)
+{
+	uint8_t sc, m;
+	int j, s = 0;
+
+	for (j = 0; j < 8; j++) {
+		qi_scale_min_k4(j, sc12, &sc, &m);
+		s += m * ((int16_t)qi_rd16(y + 260 + 4 * j) + (int16_t)qi_rd16(y + 262 + 4 * j));
+	}
+	return s;
+}
+
+/* Q4_K and Q5_K against Q8_K. */
+AVX2 static float
+vd_q45_k(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+	int bsz = quant_traits(t)->size, q5 = t == QUANT_Q5_K;
+	__m256 acc = _mm256_setzero_ps();
+	float accm = 0.0f;
+	int64_t i;
+	int c;
+
+	for (i = 0; i < nb; i++, w += bsz, y += 292) {
+		const uint8_t *q = w + (q5 ? 48 : 16);
+		__m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
+		__m256i isum = _mm256_setzero_si256();
+		float dy;
+		uint8_t sc1, sc2, m;
+
+		memcpy(&dy, y, 4);
+		for (c = 0; c < 4; c++, q += 32) {
+			__m256i b = _mm256_loadu_si256((const __m256i *)q);
+			__m256i lo = _mm256_and_si256(b, m4);
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+			__m256i p1, p2;
+
+			if (q5) {
+				lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(
+				    _mm256_srli_epi16(qh, 2 * c), one), 4));
+				hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(
+				    _mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+			}
+			qi_scale_min_k4(2 * c, w + 4, &sc1, &m);
+			qi_scale_min_k4(2 * c + 1, w + 4, &sc2, &m);
+			p1 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 4 + 64 * c)));
+			p2 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 36 + 64 * c)));
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc1)));
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p2, _mm256_set1_epi16(sc2)));
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w) * dy), _mm256_cvtepi32_ps(isum), acc);
+		accm += h2f(w + 2) * dy * (float)k_minsum(w + 4, y);
+	}
+	return hsum_ps(acc) - accm;
+}
+
+/* Q6_K against Q8_K: values 0..63 (bias 32 taken off with the q8 sums). */
+AVX2 static float
+vd_q6_k(int64_t nb, const uint8_t *w, const uint8_t *y)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+	const __m256i k32 = _mm256_set1_epi8(32);
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i;
+	int n, k;
+
+	for (i = 0; i < nb; i++, w += 210, y += 292) {
+		const uint8_t *ql = w, *qh = w + 128, *yq = y + 4;
+		const int8_t *sc = (const int8_t *)(w + 192);
+		__m256i isum = _mm256_setzero_si256();
+		float dy;
+
+		memcpy(&dy, y, 4);
+		for (n = 0; n < 2; n++, ql += 64, qh += 32, sc += 8, yq += 128) {
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			__m256i h = _mm256_loadu_si256((const __m256i *)qh);
+			__m256i q[4];
+
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+			    _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+			    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+			    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+			    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+			for (k = 0; k < 4; k++) {
+				__m256i yy = _mm256_loadu_si256((const __m256i *)(yq + 32 * k));
+				__m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], yy),
+				    _mm256_maddubs_epi16(k32, yy));
+				__m256i s = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * k]), _mm_set1_epi16(sc[2 * k + 1]));
+
+				isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w + 208) * dy),
+		    _mm256_cvtepi32_ps(isum), acc);
+	}
+	return hsum_ps(acc);
+}
+
+AVX2 float
+qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
+{
+	int64_t nb = n / quant_traits(t)->blck;
+
+	switch (t) {
+	case QUANT_F32: case QUANT_F16: case QUANT_BF16:
+		return dot_plain(t, n, w, xq);
+	case QUANT_Q8_0:	return vd_q8_0(QUANT_Q8_0, nb, w, xq);
+	case QUANT_Q4_0:	return vd_q8_0(QUANT_Q4_0, nb, w, xq);
+	case QUANT_Q5_0:	return vd_q8_0(QUANT_Q5_0, nb, w, xq);
+	case QUANT_IQ4_NL:	return vd_q8_0(QUANT_IQ4_NL, nb, w, xq);
+	case QUANT_MXFP4:	return vd_q8_0(QUANT_MXFP4, nb, w, xq);
+	case QUANT_NVFP4:
+		return vd_nvfp4(nb, w, xq);
+	case QUANT_Q4_1:	return vd_q8_1(QUANT_Q4_1, nb, w, xq);
+	case QUANT_Q5_1:	return vd_q8_1(QUANT_Q5_1, nb, w, xq);
+	case QUANT_Q4_K: case QUANT_Q5_K:
+		return vd_q45_k(t, nb, w, xq);
+	case QUANT_Q6_K:
+		return vd_q6_k(nb, w, xq);
+	default:
+		return qi_vec_dot_c(t, n, w, xq);
+	}
+}
+
+/* Quantized weights against float x: the common 32-value types directly,
+ * others dequantized 1024 values at a time (whole blocks of every type). */
+AVX2 float
+qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
+{
+	const struct quant_traits *tr = quant_traits(t);
+	const uint8_t *wb = w;
+	float buf[1024], sum = 0.0f;
+	int64_t i, m, nb = n / tr->blck;
+
+	switch (t) {
+	case QUANT_F32: case QUANT_F16: case QUANT_BF16:
+		return dot_plain(t, n, w, x);
+	case QUANT_Q8_0:	return df_q8_0(QUANT_Q8_0, nb, w, x);
+	case QUANT_Q4_0:	return df_q8_0(QUANT_Q4_0, nb, w, x);
+	case QUANT_Q5_0:	return df_q8_0(QUANT_Q5_0, nb, w, x);
+	case QUANT_IQ4_NL:	return df_q8_0(QUANT_IQ4_NL, nb, w, x);
+	case QUANT_MXFP4:	return df_q8_0(QUANT_MXFP4, nb, w, x);
+	case QUANT_NVFP4:	return df_nvfp4(nb, w, x);
+	}
+	for (i = 0; i < n; i += m) {
+		m = n - i < 1024 ? n - i : 1024;
+		quant_dequantize_row(t, wb + i / tr->blck * tr->size, buf, m);
+		sum += dot_plain(QUANT_F32, m, (const uint8_t *)buf, x + i);
+	}
+	return sum;
+}
+
+#else
+
+float
+qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
+{
+	return qi_vec_dot_c(t, n, w, xq);
+}
+
+float
+qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
+{
+	return qi_dot_f32_c(t, n, w, x);
+}
+
+#endif

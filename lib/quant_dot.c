@@ -1,0 +1,230 @@
+/*
+ * quant_dot: CPU dot products of a weight row with an activation row.
+ * Portable C here; the AVX2+FMA versions live in quant_avx2.c and are
+ * picked at run time.  Integer sums are exact; the float accumulation
+ * order is fixed per path, so a row's result never depends on the caller.
+ */
+#include "quant.h"
+#include "quant_impl.h"
+
+#include <stdlib.h>
+
+#include "util.h"
+
+int
+quant_vec_dot_type(int t)
+{
+	switch (t) {
+	case QUANT_F32: case QUANT_F16: case QUANT_BF16:
+		return QUANT_F32;
+	case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_Q8_0: case QUANT_IQ4_NL:
+	case QUANT_MXFP4: case QUANT_NVFP4:
+		return QUANT_Q8_0;
+	case QUANT_Q4_1: case QUANT_Q5_1:
+		return QUANT_Q8_1;
+	case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_Q4_K: case QUANT_Q5_K:
+	case QUANT_Q6_K: case QUANT_IQ4_XS:
+		return QUANT_Q8_K;
+	default:
+		return -1;
+	}
+}
+
+int
+quant_quantize_act(int t, const float *x, void *xq, int64_t n)
+{
+	int at = quant_vec_dot_type(t);
+	const struct quant_traits *tr;
+	uint8_t *y = xq;
+	int64_t i;
+
+	if (at < 0 || n < 0 || n % quant_traits(t)->blck != 0)
+		return -1;
+	if (at == QUANT_F32) {
+		memcpy(xq, x, (size_t)n * 4);
+		return 0;
+	}
+	tr = quant_traits(at);
+	for (i = 0; i < n / tr->blck; i++)
+		qi_quantize_block(at, x + i * tr->blck, y + i * tr->size);
+	return 0;
+}
+
+/* --- portable dot products, one per weight type --- */
+
+static float
+dot_f32_c(int64_t n, const float *w, const float *x)
+{
+	float acc[8] = { 0 };
+	int64_t i;
+	int k;
+
+	for (i = 0; i + 8 <= n; i += 8)
+		for (k = 0; k < 8; k++)
+			acc[k] += w[i + k] * x[i + k];
+	for (k = 0; i < n; i++, k++)
+		acc[k] += w[i] * x[i];
+	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* Against Q8_0 activations: groups of 32 values (16 for NVFP4) with one
+ * scale each; a group's integer dot times both scales. */
+static float
+vd_q8_0(int t, int64_t n, const uint8_t *w, const uint8_t *xq)
+{
+	const struct quant_traits *tr = quant_traits(t);
+	int g = t == QUANT_NVFP4 ? 16 : 32, v[64], j, k;
+	float ws[4], sum = 0.0f;
+	int64_t i;
+
+	for (i = 0; i < n; i += tr->blck, w += tr->size) {
+		qi_block_ints(t, w, v, ws);
+		for (j = 0; j < tr->blck / g; j++) {
+			int64_t e = i + j * g;
+			const uint8_t *q8 = xq + e / 32 * 34 + 2 + e % 32;
+			int isum = 0;
+
+			for (k = 0; k < g; k++)
+				isum += v[j * g + k] * (int8_t)q8[k];
+			sum += (float)isum * (ws[j] * qi_h2f(qi_rd16(xq + e / 32 * 34)));
+		}
+	}
+	return sum;
+}
+
+/* Q4_1/Q5_1 against Q8_1: d * dy * isum + m * s (s = dy * sum of qs). */
+static float
+vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+{
+	int bsz = quant_traits(t)->size, v[64], j;
+	float sum = 0.0f, ws[4];
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, xq += 36) {
+		int isum = 0;
+
+		qi_block_ints(t, w, v, ws);
+		for (j = 0; j < 32; j++)
+			isum += v[j] * (int8_t)xq[4 + j];
+		sum += (ws[0] * qi_h2f(qi_rd16(xq))) * (float)isum + ws[1] * qi_h2f(qi_rd16(xq + 2));
+	}
+	return sum;
+}
+
+/* K-quants and IQ4_XS against Q8_K: integer sums per sub-block. */
+static float
+vd_k(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
+{
+	int bsz = quant_traits(t)->size, v[QK_K], j, k;
+	float sum = 0.0f;
+	int64_t i;
+
+	for (i = 0; i < nb; i++, w += bsz, xq += 292) {
+		struct qi_kscales ks;
+		float dy;
+		int isum = 0, msum = 0;
+
+		memcpy(&dy, xq, 4);
+		qi_kblock_ints(t, w, v, &ks);
+		for (j = 0; j < ks.nsub; j++) {
+			int per = QK_K / ks.nsub, s = 0;
+
+			for (k = 0; k < per; k++)
+				s += v[j * per + k] * (int8_t)xq[4 + j * per + k];
+			isum += s * ks.sc[j];
+		}
+		if (ks.has_min)
+			for (j = 0; j < 16; j++)
+				msum += ks.m[j * ks.nsub / 16] * (int16_t)qi_rd16(xq + 260 + 2 * j);
+		sum += ks.d * dy * (float)isum - ks.dmin * dy * (float)msum;
+	}
+	return sum;
+}
+
+float
+qi_vec_dot_c(int t, int64_t n, const void *w, const void *xq)
+{
+	int64_t nb = n / quant_traits(t)->blck;
+
+	switch (quant_vec_dot_type(t)) {
+	case QUANT_F32:	return qi_dot_f32_c(t, n, w, xq);
+	case QUANT_Q8_0: return vd_q8_0(t, n, w, xq);
+	case QUANT_Q8_1: return vd_q8_1(t, nb, w, xq);
+	case QUANT_Q8_K: return vd_k(t, nb, w, xq);
+	default:	return NAN;
+	}
+}
+
+float
+qi_dot_f32_c(int t, int64_t n, const void *w, const float *x)
+{
+	const struct quant_traits *tr = quant_traits(t);
+	const uint8_t *wb = w;
+	float buf[1024], sum = 0.0f;
+	int64_t i, m;
+
+	if (t == QUANT_F32)
+		return dot_f32_c(n, w, x);
+	for (i = 0; i < n; i += m) {
+		m = n - i < 1024 ? n - i : 1024;
+		quant_dequantize_row(t, wb + i / tr->blck * tr->size, buf, m);
+		sum += dot_f32_c(m, buf, x + i);
+	}
+	return sum;
+}
+
+/*
+ * AVX2 + FMA + F16C, decided once at load time: CPUID traps to the
+ * hypervisor on virtual machines (tens of microseconds), far too slow per
+ * call.  Written once by the constructor before main, only read after:
+ * no state shared mutably between threads.  (clang's __builtin_cpu_supports
+ * has no "f16c": CPUID.1:ECX bit 29 is read instead.)
+ */
+static int cpu_avx2;
+
+__attribute__((constructor)) static void
+detect_cpu(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && qi_cpu_has_f16c();
+#endif
+}
+
+static inline int
+has_avx2(void)
+{
+	return cpu_avx2;
+}
+
+const char *
+quant_dot_impl(void)
+{
+	return has_avx2() ? "avx2" : "portable";
+}
+
+static int
+dot_ok(int t, int64_t n)
+{
+	return quant_vec_dot_type(t) >= 0 && n >= 0 && n % quant_traits(t)->blck == 0;
+}
+
+float
+quant_vec_dot(int t, int64_t n, const void *w, const void *xq)
+{
+	if (!dot_ok(t, n))
+		return NAN;
+	if (has_avx2())
+		return qi_vec_dot_avx2(t, n, w, xq);
+	return qi_vec_dot_c(t, n, w, xq);
+}
+
+float
+quant_dot_f32(int t, int64_t n, const void *w, const float *x)
+{
+	if (!dot_ok(t, n))
+		return NAN;
+	if (has_avx2())
+		return qi_dot_f32_avx2(t, n, w, x);
+	return qi_dot_f32_c(t, n, w, x);
+}

@@ -1,0 +1,892 @@
+/*
+ * The conversion plan: HF tensor names, shapes and values -> GGUF, as
+ * llama.cpp's converter (convert_hf_to_gguf.py, conversion/qwen.py)
+ * writes them, and the architecture's GGUF metadata.
+ */
+#include "safetensors.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "safetensors_impl.h"
+#include "util.h"
+
+enum { ARCH_LLAMA = 1, ARCH_QWEN35 = 2 };
+
+/* elementwise transforms */
+enum { X_NONE, X_PLUS1, X_NEGEXP };
+
+/* row / column permutations */
+enum {
+	P_NONE,
+	P_ROPE,		/* llama q/k rows: per head, (2, hd/2) -> (hd/2, 2); p0 = heads */
+	P_VROWS,	/* V heads grouped -> tiled in rows [p0, p0 + p3*p1): p1 rows per head, p2 k heads, p3 v heads */
+	P_VCOLS,	/* the same over the columns of each row (p0 = 0) */
+};
+
+/* symbolic dimensions for the shape check */
+enum {
+	D_NONE, D_EMBD, D_EMBD2, D_FF, D_VOCAB, D_HQ, D_QO, D_KVO, D_HD,
+	D_CONV, D_VDIM, D_NV, D_HV, D_KC
+};
+
+/* which V-head permutation a tensor takes (qwen35, n_k_heads != n_v_heads) */
+enum { V_NONE, V_QKV, V_GATE, V_HEADS, V_CONV, V_COLS, V_VEC };
+
+enum { K_ANY, K_FULL, K_LINEAR };	/* layer kind a tensor belongs to */
+
+struct rule {
+	const char *hf;		/* suffix after "model.layers.N." */
+	const char *gguf;	/* suffix after "blk.N." */
+	int	arch;		/* ARCH_* mask */
+	int	kind;		/* K_* */
+	int	ne0, ne1;	/* D_* */
+	int	xform;
+	int	vperm;		/* V_* */
+	int	rope;		/* 1 q rows, 2 k rows (llama) */
+	int	squeeze;
+};
+
+static const struct rule layer_rules[] = {
+	{ "input_layernorm.weight", "attn_norm.weight", ARCH_LLAMA, K_ANY, D_EMBD, D_NONE, X_NONE, V_NONE, 0, 0 },
+	{ "input_layernorm.weight", "attn_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "post_attention_layernorm.weight", "ffn_norm.weight", ARCH_LLAMA, K_ANY, D_EMBD, D_NONE, X_NONE, V_NONE, 0, 0 },
+	{ "post_attention_layernorm.weight", "post_attention_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "self_attn.q_proj.weight", "attn_q.weight", ARCH_LLAMA, K_FULL, D_EMBD, D_HQ, X_NONE, V_NONE, 1, 0 },
+	{ "self_attn.q_proj.weight", "attn_q.weight", ARCH_QWEN35, K_FULL, D_EMBD, D_QO, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.k_proj.weight", "attn_k.weight", ARCH_LLAMA, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 2, 0 },
+	{ "self_attn.k_proj.weight", "attn_k.weight", ARCH_QWEN35, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.v_proj.weight", "attn_v.weight", ARCH_LLAMA | ARCH_QWEN35, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.o_proj.weight", "attn_output.weight", ARCH_LLAMA | ARCH_QWEN35, K_FULL, D_HQ, D_EMBD, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.q_norm.weight", "attn_q_norm.weight", ARCH_QWEN35, K_FULL, D_HD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "self_attn.k_norm.weight", "attn_k_norm.weight", ARCH_QWEN35, K_FULL, D_HD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "linear_attn.in_proj_qkv.weight", "attn_qkv.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_CONV, X_NONE, V_QKV, 0, 0 },
+	{ "linear_attn.in_proj_z.weight", "attn_gate.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_VDIM, X_NONE, V_GATE, 0, 0 },
+	{ "linear_attn.in_proj_b.weight", "ssm_beta.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_NV, X_NONE, V_HEADS, 0, 0 },
+	{ "linear_attn.in_proj_a.weight", "ssm_alpha.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_NV, X_NONE, V_HEADS, 0, 0 },
+	{ "linear_attn.out_proj.weight", "ssm_out.weight", ARCH_QWEN35, K_LINEAR, D_VDIM, D_EMBD, X_NONE, V_COLS, 0, 0 },
+	{ "linear_attn.norm.weight", "ssm_norm.weight", ARCH_QWEN35, K_LINEAR, D_HV, D_NONE, X_NONE, V_NONE, 0, 0 },
+	{ "linear_attn.A_log", "ssm_a", ARCH_QWEN35, K_LINEAR, D_NV, D_NONE, X_NEGEXP, V_VEC, 0, 0 },
+	{ "linear_attn.dt_bias", "ssm_dt.bias", ARCH_QWEN35, K_LINEAR, D_NV, D_NONE, X_NONE, V_VEC, 0, 0 },
+	{ "linear_attn.conv1d.weight", "ssm_conv1d.weight", ARCH_QWEN35, K_LINEAR, D_KC, D_CONV, X_NONE, V_CONV, 0, 1 },
+	{ "mlp.gate_proj.weight", "ffn_gate.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_FF, X_NONE, V_NONE, 0, 0 },
+	{ "mlp.up_proj.weight", "ffn_up.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_FF, X_NONE, V_NONE, 0, 0 },
+	{ "mlp.down_proj.weight", "ffn_down.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_FF, D_EMBD, X_NONE, V_NONE, 0, 0 },
+};
+
+/* tensors outside the layers: full HF name -> GGUF name (blk.%d for the MTP block) */
+static const struct rule global_rules[] = {
+	{ "model.embed_tokens.weight", "token_embd.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
+	{ "model.norm.weight", "output_norm.weight", ARCH_LLAMA, K_ANY, D_EMBD, D_NONE, X_NONE, V_NONE, 0, 0 },
+	{ "model.norm.weight", "output_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "lm_head.weight", "output.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
+	{ "mtp.fc.weight", "blk.%d.nextn.eh_proj.weight", ARCH_QWEN35, K_ANY, D_EMBD2, D_EMBD, X_NONE, V_NONE, 0, 0 },
+	{ "mtp.pre_fc_norm_embedding.weight", "blk.%d.nextn.enorm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "mtp.pre_fc_norm_hidden.weight", "blk.%d.nextn.hnorm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "mtp.norm.weight", "blk.%d.nextn.shared_head_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "mtp.embed_tokens.weight", "blk.%d.nextn.embed_tokens.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
+};
+
+struct hp {
+	int	arch;
+	int64_t	n_layer, n_mtp, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
+	double	eps, theta, prf;
+	int64_t	lk_heads, lv_heads, lk_dim, lv_dim, conv_k, interval;
+	int32_t	sections[4];
+	int	has_head_dim;
+	int	kinds[1024];	/* K_FULL / K_LINEAR per trunk layer */
+};
+
+static int64_t
+dim(const struct hp *h, int d)
+{
+	switch (d) {
+	case D_EMBD: return h->n_embd;
+	case D_EMBD2: return 2 * h->n_embd;
+	case D_FF: return h->n_ff;
+	case D_VOCAB: return h->n_vocab;
+	case D_HQ: return h->n_head * h->head_dim;
+	case D_QO: return 2 * h->n_head * h->head_dim;
+	case D_KVO: return h->n_head_kv * h->head_dim;
+	case D_HD: return h->head_dim;
+	case D_CONV: return 2 * h->lk_heads * h->lk_dim + h->lv_heads * h->lv_dim;
+	case D_VDIM: return h->lv_heads * h->lv_dim;
+	case D_NV: return h->lv_heads;
+	case D_HV: return h->lv_dim;
+	case D_KC: return h->conv_k;
+	}
+	return 1;
+}
+
+/* ---- hyperparameters ---- */
+
+/* An integer hparam: 0 found, 1 absent (def stored), -1 present but not an integer. */
+static int
+hp_int(struct safetensors *st, const char *key, int64_t def, int64_t *out)
+{
+	const struct json *v = safetensors_hparam(st, key);
+
+	*out = def;
+	if (v == NULL || v->type == JSON_NULL)
+		return 1;
+	if (v->type != JSON_NUMBER || !v->is_int)
+		return util_err(st->err, "config.json: '%s' is not an integer", key);
+	*out = v->i;
+	return 0;
+}
+
+static int
+hp_need(struct safetensors *st, const char *key, int64_t lo, int64_t *out)
+{
+	int rc = hp_int(st, key, 0, out);
+
+	if (rc < 0)
+		return -1;
+	if (rc == 1)
+		return util_err(st->err, "config.json: no '%s'", key);
+	if (*out < lo || *out > (int64_t)1 << 40)
+		return util_err(st->err, "config.json: '%s' = %lld out of range", key, (long long)*out);
+	return 0;
+}
+
+/* A number from hparams or from rope_parameters / rope_scaling. */
+static int
+hp_num(struct safetensors *st, const char *key, double def, double *out)
+{
+	static const char *const nests[] = { "rope_parameters", "rope_scaling" };
+	const struct json *v = safetensors_hparam(st, key);
+	size_t i;
+
+	for (i = 0; i < 2 && (v == NULL || v->type == JSON_NULL); i++) {
+		const struct json *o = safetensors_hparam(st, nests[i]);
+
+		v = o != NULL && o->type == JSON_OBJECT ? json_get(o, key) : NULL;
+	}
+	*out = def;
+	if (v == NULL || v->type == JSON_NULL)
+		return 0;
+	if (v->type != JSON_NUMBER)
+		return util_err(st->err, "config.json: '%s' is not a number", key);
+	*out = v->num;
+	return 0;
+}
+
+static int
+load_common(struct safetensors *st, struct hp *h)
+{
+	if (hp_need(st, "num_hidden_layers", 1, &h->n_layer) != 0 ||
+	    hp_need(st, "hidden_size", 1, &h->n_embd) != 0 ||
+	    hp_need(st, "intermediate_size", 1, &h->n_ff) != 0 ||
+	    hp_need(st, "num_attention_heads", 1, &h->n_head) != 0 ||
+	    hp_need(st, "vocab_size", 1, &h->n_vocab) != 0 ||
+	    hp_int(st, "num_key_value_heads", h->n_head, &h->n_head_kv) < 0 ||
+	    hp_int(st, "max_position_embeddings", 0, &h->n_ctx) < 0)
+		return -1;
+	if (h->n_layer > (int64_t)(sizeof h->kinds / sizeof h->kinds[0]) - 16)
+		return util_err(st->err, "config.json: %lld layers is too many", (long long)h->n_layer);
+	if (h->n_head_kv < 1 || h->n_head % h->n_head_kv != 0)
+		return util_err(st->err, "config.json: %lld heads do not divide into %lld kv heads",
+		    (long long)h->n_head, (long long)h->n_head_kv);
+	h->has_head_dim = hp_int(st, "head_dim", h->n_embd / h->n_head, &h->head_dim) == 0;
+	if (h->head_dim < 1 || h->head_dim > (int64_t)1 << 20)
+		return util_err(st->err, "config.json: bad 'head_dim'");
+	if (hp_num(st, "rms_norm_eps", 1e-6, &h->eps) != 0 ||
+	    hp_num(st, "rope_theta", 10000.0, &h->theta) != 0)
+		return -1;
+	return 0;
+}
+
+static int
+load_layer_kinds(struct safetensors *st, struct hp *h)
+{
+	const struct json *lt = safetensors_hparam(st, "layer_types");
+	int64_t i;
+
+	for (i = 0; i < h->n_layer; i++)
+		h->kinds[i] = (i + 1) % h->interval == 0 ? K_FULL : K_LINEAR;
+	if (lt == NULL || lt->type == JSON_NULL)
+		return 0;
+	if (lt->type != JSON_ARRAY || (int64_t)lt->n != h->n_layer)
+		return util_err(st->err, "config.json: 'layer_types' is not an array of %lld",
+		    (long long)h->n_layer);
+	for (i = 0; i < h->n_layer; i++) {
+		const char *s = lt->items[i].type == JSON_STRING ? lt->items[i].str : "";
+
+		if (strcmp(s, "full_attention") == 0)
+			h->kinds[i] = K_FULL;
+		else if (strcmp(s, "linear_attention") == 0)
+			h->kinds[i] = K_LINEAR;
+		else
+			return util_err(st->err, "config.json: layer_types[%lld] '%s' is unknown",
+			    (long long)i, s);
+		if (h->kinds[i] != ((i + 1) % h->interval == 0 ? K_FULL : K_LINEAR))
+			return util_err(st->err, "config.json: layer_types[%lld] disagrees with "
+			    "full_attention_interval %lld (GGUF has no per-layer key)",
+			    (long long)i, (long long)h->interval);
+	}
+	return 0;
+}
+
+static int
+load_sections(struct safetensors *st, struct hp *h)
+{
+	static const char *const nests[] = { "rope_parameters", "rope_scaling" };
+	const struct json *v = NULL;
+	size_t i;
+
+	h->sections[0] = 11, h->sections[1] = 11, h->sections[2] = 10, h->sections[3] = 0;
+	for (i = 0; i < 2 && v == NULL; i++) {
+		const struct json *o = safetensors_hparam(st, nests[i]);
+
+		v = o != NULL && o->type == JSON_OBJECT ? json_get(o, "mrope_section") : NULL;
+	}
+	if (v == NULL || v->type == JSON_NULL)
+		return 0;
+	if (v->type != JSON_ARRAY || v->n > 4)
+		return util_err(st->err, "config.json: 'mrope_section' is not an array of at most 4");
+	for (i = 0; i < 4; i++) {
+		const struct json *e = i < v->n ? &v->items[i] : NULL;
+
+		if (e != NULL && (e->type != JSON_NUMBER || !e->is_int || e->i < 0 || e->i > 1 << 20))
+			return util_err(st->err, "config.json: bad 'mrope_section'");
+		h->sections[i] = e ? (int32_t)e->i : 0;
+	}
+	return 0;
+}
+
+static int
+load_qwen35(struct safetensors *st, struct hp *h)
+{
+	if (hp_need(st, "linear_num_key_heads", 1, &h->lk_heads) != 0 ||
+	    hp_need(st, "linear_num_value_heads", 1, &h->lv_heads) != 0 ||
+	    hp_need(st, "linear_key_head_dim", 1, &h->lk_dim) != 0 ||
+	    hp_need(st, "linear_value_head_dim", 1, &h->lv_dim) != 0 ||
+	    hp_need(st, "linear_conv_kernel_dim", 1, &h->conv_k) != 0 ||
+	    hp_int(st, "full_attention_interval", 4, &h->interval) < 0 ||
+	    hp_int(st, "mtp_num_hidden_layers", 0, &h->n_mtp) < 0)
+		return -1;
+	if (h->interval < 1 || h->n_mtp < 0 || h->n_mtp > 8)
+		return util_err(st->err, "config.json: bad full_attention_interval or mtp_num_hidden_layers");
+	if (h->lv_heads % h->lk_heads != 0)
+		return util_err(st->err, "config.json: %lld value heads are not a multiple of %lld key heads",
+		    (long long)h->lv_heads, (long long)h->lk_heads);
+	if (hp_num(st, "partial_rotary_factor", 0.25, &h->prf) != 0 || load_sections(st, h) != 0)
+		return -1;
+	return load_layer_kinds(st, h);
+}
+
+static int
+load_hparams(struct safetensors *st, struct hp *h, int nomtp)
+{
+	const char *mt;
+
+	memset(h, 0, sizeof *h);
+	if (st->config == NULL)
+		return util_err(st->err, "%s: no config.json", st->dir ? st->dir : "<memory>");
+	if ((mt = json_get_str(st->config, "model_type")) == NULL)
+		return util_err(st->err, "config.json: no 'model_type'");
+	if (strcmp(mt, "llama") == 0)
+		h->arch = ARCH_LLAMA;
+	else if (strcmp(mt, "qwen3_5_text") == 0 || strcmp(mt, "qwen3_5") == 0)
+		h->arch = ARCH_QWEN35;
+	else
+		return util_err(st->err, "config.json: model_type '%s' is not supported "
+		    "(llama, qwen3_5, qwen3_5_text)", mt);
+	if (load_common(st, h) != 0)
+		return -1;
+	if (h->arch == ARCH_QWEN35 && load_qwen35(st, h) != 0)
+		return -1;
+	if (h->arch == ARCH_LLAMA) {
+		h->interval = 1;
+		load_layer_kinds(st, h);	/* every llama layer is K_FULL */
+	}
+	if (nomtp)
+		h->n_mtp = 0;
+	return 0;
+}
+
+/* ---- the tensor list ---- */
+
+static const struct rule *
+find_rule(const struct rule *r, size_t n, const char *hf, int arch)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((r[i].arch & arch) && strcmp(r[i].hf, hf) == 0)
+			return &r[i];
+	return NULL;
+}
+
+/*
+ * The GGUF ne of a source tensor: its shape reversed, with size-1
+ * dimensions dropped when the rule squeezes.  -1 when over 4 dims.
+ */
+static int
+gguf_shape(const struct safetensors_tensor *t, int squeeze, int64_t ne[4])
+{
+	int i, n = 0;
+
+	ne[0] = ne[1] = ne[2] = ne[3] = 1;
+	for (i = t->n_dims - 1; i >= 0; i--) {
+		if (squeeze && t->shape[i] == 1)
+			continue;
+		if (n == 4)
+			return -1;
+		ne[n++] = t->shape[i];
+	}
+	return n ? n : 1;
+}
+
+static void
+set_vperm(struct safetensors_out *o, const struct hp *h, int v)
+{
+	int64_t kd = h->lk_heads * h->lk_dim;
+
+	if (v == V_NONE || h->lk_heads == h->lv_heads)
+		return;
+	o->pb = v == V_HEADS || v == V_VEC ? 1 : h->lv_dim;
+	o->perm = v == V_COLS || v == V_VEC ? P_VCOLS : P_VROWS;
+	o->pa = v == V_QKV || v == V_CONV ? 2 * kd : 0;
+}
+
+static int
+add_out(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    const struct rule *r, const char *name)
+{
+	struct safetensors_out *o;
+	int64_t want[2] = { dim(h, r->ne0), r->ne1 == D_NONE ? 1 : dim(h, r->ne1) };
+	int n;
+
+	if (st->nout == st->capout) {
+		size_t cap = st->capout ? 2 * st->capout : 64;
+		void *p = realloc(st->out, cap * sizeof *st->out);
+
+		if (p == NULL)
+			return util_err(st->err, "out of memory");
+		st->out = p;
+		st->capout = cap;
+	}
+	o = &st->out[st->nout];
+	memset(o, 0, sizeof *o);
+	if (strlen(name) >= sizeof o->name)
+		return util_err(st->err, "tensor '%s': GGUF name too long", t->name);
+	strcpy(o->name, name);
+	if ((n = gguf_shape(t, r->squeeze, o->ne)) < 0)
+		return util_err(st->err, "tensor '%s': more than 4 dimensions", t->name);
+	o->n_dims = n;
+	if (o->ne[0] != want[0] || o->ne[1] != want[1] || o->ne[2] != 1 || o->ne[3] != 1 ||
+	    n != (r->ne1 == D_NONE ? 1 : 2))
+		return util_err(st->err, "tensor '%s': GGUF shape {%lld, %lld, %lld, %lld}, "
+		    "config.json implies {%lld, %lld}", t->name, (long long)o->ne[0],
+		    (long long)o->ne[1], (long long)o->ne[2], (long long)o->ne[3],
+		    (long long)want[0], (long long)want[1]);
+	o->n_rows = o->ne[1] * o->ne[2] * o->ne[3];
+	o->src = t;
+	o->src_dtype = t->dtype;
+	o->xform = r->xform;
+	if (r->rope) {
+		o->perm = P_ROPE;
+		o->pa = r->rope == 1 ? h->n_head : h->n_head_kv;
+	}
+	set_vperm(o, h, r->vperm);
+	o->pc = h->lk_heads;
+	o->pd = h->lv_heads;
+	o->verbatim = o->xform == X_NONE;
+	st->nout++;
+	return 0;
+}
+
+/* HF name -> the name the rules know: drop the language-model prefix. 0 skip, 1 keep. */
+static int
+normalize(const char *hf, char *buf, size_t n)
+{
+	static const char *const skip[] = { "model.visual.", "visual.", "model.vision_tower.",
+		"vision_tower.", "model.multi_modal_projector.", "mtp.visual." };
+	size_t i;
+
+	for (i = 0; i < sizeof skip / sizeof skip[0]; i++)
+		if (strncmp(hf, skip[i], strlen(skip[i])) == 0)
+			return 0;
+	if (strncmp(hf, "model.language_model.", 21) == 0)
+		snprintf(buf, n, "model.%s", hf + 21);
+	else
+		snprintf(buf, n, "%s", hf);
+	return !(strstr(buf, "rotary_emb.inv_freq") != NULL);
+}
+
+/* "model.layers.N.rest" or "mtp.layers.N.rest" -> block and rest; 0 when not a layer name. */
+static int
+layer_of(const char *name, const struct hp *h, int64_t *blk, const char **rest, int *mtp)
+{
+	const char *p;
+	char *end;
+	long long n;
+
+	if (strncmp(name, "model.layers.", 13) == 0)
+		p = name + 13, *mtp = 0;
+	else if (strncmp(name, "mtp.layers.", 11) == 0)
+		p = name + 11, *mtp = 1;
+	else
+		return 0;
+	if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.'))
+		return -1;
+	n = strtoll(p, &end, 10);
+	if (*end != '.' || n < 0 || n >= (*mtp ? h->n_mtp : h->n_layer))
+		return -1;
+	*blk = *mtp ? h->n_layer + n : n;
+	*rest = end + 1;
+	return 1;
+}
+
+static int
+map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t)
+{
+	char norm[512], gname[128];
+	const struct rule *r;
+	const char *rest;
+	int64_t blk;
+	int mtp, k;
+
+	if (!normalize(t->name, norm, sizeof norm))
+		return 0;
+	if (strncmp(norm, "mtp.", 4) == 0 && h->n_mtp == 0)
+		return 0;
+	if ((k = layer_of(norm, h, &blk, &rest, &mtp)) < 0)
+		return util_err(st->err, "tensor '%s': layer number out of range", t->name);
+	if (k == 1) {
+		int kind = mtp ? K_FULL : h->kinds[blk];
+
+		r = find_rule(layer_rules, sizeof layer_rules / sizeof layer_rules[0], rest, h->arch);
+		if (r != NULL && r->kind != K_ANY && r->kind != kind)
+			return util_err(st->err, "tensor '%s' in a %s layer", t->name,
+			    kind == K_FULL ? "full-attention" : "linear-attention");
+		snprintf(gname, sizeof gname, "blk.%lld.%s", (long long)blk, r ? r->gguf : "");
+	} else {
+		r = find_rule(global_rules, sizeof global_rules / sizeof global_rules[0], norm, h->arch);
+		if (r != NULL)
+			snprintf(gname, sizeof gname, r->gguf, (int)h->n_layer);
+	}
+	if (r == NULL)
+		return util_err(st->err, "tensor '%s' has no GGUF name for %s", t->name,
+		    h->arch == ARCH_LLAMA ? "llama" : "qwen35");
+	return add_out(st, h, t, r, gname);
+}
+
+/* sort key: token_embd, blk.0 .. blk.N, output_norm, output; then by name */
+static long long
+group_of(const char *name)
+{
+	if (strncmp(name, "blk.", 4) == 0)
+		return 1 + strtoll(name + 4, NULL, 10);
+	if (strcmp(name, "token_embd.weight") == 0)
+		return 0;
+	if (strcmp(name, "output_norm.weight") == 0)
+		return LLONG_MAX - 1;
+	return LLONG_MAX;
+}
+
+static int
+cmp_out(const void *a, const void *b)
+{
+	const struct safetensors_out *x = a, *y = b;
+	long long gx = group_of(x->name), gy = group_of(y->name);
+
+	if (gx != gy)
+		return gx < gy ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static int
+planned(const struct safetensors *st, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < st->nout; i++)
+		if (strcmp(st->out[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+need(struct safetensors *st, const char *name)
+{
+	if (planned(st, name))
+		return 0;
+	return util_err(st->err, "no tensor for '%s' in the checkpoint", name);
+}
+
+/* Every tensor the architecture's loader requires is planned. */
+static int
+check_complete(struct safetensors *st, const struct hp *h)
+{
+	char name[128];
+	int64_t b;
+	size_t i;
+
+	if (need(st, "token_embd.weight") != 0 || need(st, "output_norm.weight") != 0)
+		return -1;
+	for (b = 0; b < h->n_layer + h->n_mtp; b++) {
+		int kind = b < h->n_layer ? h->kinds[b] : K_FULL;
+
+		for (i = 0; i < sizeof layer_rules / sizeof layer_rules[0]; i++) {
+			const struct rule *r = &layer_rules[i];
+
+			if (!(r->arch & h->arch) || (r->kind != K_ANY && r->kind != kind))
+				continue;
+			snprintf(name, sizeof name, "blk.%lld.%s", (long long)b, r->gguf);
+			if (need(st, name) != 0)
+				return -1;
+		}
+		if (b < h->n_layer)
+			continue;
+		snprintf(name, sizeof name, "blk.%lld.nextn.eh_proj.weight", (long long)b);
+		if (b == h->n_layer && need(st, name) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+void
+st_plan_free(struct safetensors *st)
+{
+	free(st->out);
+	free(st->kv);
+	st->out = NULL;
+	st->kv = NULL;
+	st->nout = st->capout = st->nkv = st->capkv = 0;
+	st->arch[0] = '\0';
+}
+
+/* ---- metadata ---- */
+
+struct safetensors_kv *
+st_kv_add(struct safetensors *st, const char *key, int type)
+{
+	struct safetensors_kv *kv;
+
+	if (st->nkv == st->capkv) {
+		size_t cap = st->capkv ? 2 * st->capkv : 32;
+		void *p = realloc(st->kv, cap * sizeof *st->kv);
+
+		if (p == NULL)
+			return NULL;
+		st->kv = p;
+		st->capkv = cap;
+	}
+	kv = &st->kv[st->nkv];
+	memset(kv, 0, sizeof *kv);
+	if ((kv->key = st_keep(st, strdup(key))) == NULL)
+		return NULL;
+	kv->type = type;
+	st->nkv++;
+	return kv;
+}
+
+/* key with the architecture prefix: "qwen35.block_count" */
+static int
+kv_u32(struct safetensors *st, const char *key, int64_t v)
+{
+	char k[128];
+	struct safetensors_kv *kv;
+
+	snprintf(k, sizeof k, "%s.%s", st->arch, key);
+	if (v < 0 || v > UINT32_MAX)
+		return util_err(st->err, "metadata '%s' = %lld out of range", k, (long long)v);
+	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_U32)) == NULL)
+		return util_err(st->err, "out of memory");
+	kv->v.u32 = (uint32_t)v;
+	return 0;
+}
+
+static int
+kv_f32(struct safetensors *st, const char *key, double v)
+{
+	char k[128];
+	struct safetensors_kv *kv;
+
+	snprintf(k, sizeof k, "%s.%s", st->arch, key);
+	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_F32)) == NULL)
+		return util_err(st->err, "out of memory");
+	kv->v.f32 = (float)v;
+	return 0;
+}
+
+int
+st_kv_str(struct safetensors *st, const char *key, const char *s, size_t n)
+{
+	struct safetensors_kv *kv = st_kv_add(st, key, SAFETENSORS_KV_STR);
+	char *p = malloc(n + 1);
+
+	if (kv == NULL || (kv->s = st_keep(st, p)) == NULL)
+		return util_err(st->err, "out of memory");
+	memcpy(p, s, n);
+	p[n] = '\0';
+	kv->slen = n;
+	return 0;
+}
+
+static int
+kv_common(struct safetensors *st, const struct hp *h)
+{
+	const char *base = st->dir ? strrchr(st->dir, '/') : NULL;
+	const char *name = base ? base + 1 : st->dir ? st->dir : "model";
+
+	if (st_kv_str(st, "general.architecture", st->arch, strlen(st->arch)) != 0 ||
+	    st_kv_str(st, "general.name", name, strlen(name)) != 0)
+		return -1;
+	if (kv_u32(st, "block_count", h->n_layer + h->n_mtp) != 0 ||
+	    kv_u32(st, "context_length", h->n_ctx) != 0 ||
+	    kv_u32(st, "embedding_length", h->n_embd) != 0 ||
+	    kv_u32(st, "feed_forward_length", h->n_ff) != 0 ||
+	    kv_u32(st, "attention.head_count", h->n_head) != 0 ||
+	    kv_u32(st, "attention.head_count_kv", h->n_head_kv) != 0 ||
+	    kv_f32(st, "rope.freq_base", h->theta) != 0 ||
+	    kv_f32(st, "attention.layer_norm_rms_epsilon", h->eps) != 0)
+		return -1;
+	if (h->has_head_dim && (kv_u32(st, "attention.key_length", h->head_dim) != 0 ||
+	    kv_u32(st, "attention.value_length", h->head_dim) != 0))
+		return -1;
+	return 0;
+}
+
+static int
+kv_llama(struct safetensors *st, const struct hp *h)
+{
+	return kv_u32(st, "vocab_size", h->n_vocab) != 0 ||
+	    kv_u32(st, "rope.dimension_count", h->head_dim) != 0 ? -1 : 0;
+}
+
+static int
+kv_qwen35(struct safetensors *st, const struct hp *h)
+{
+	struct safetensors_kv *kv;
+	int32_t *sec;
+
+	if (kv_u32(st, "rope.dimension_count", (int64_t)(h->head_dim * h->prf)) != 0)
+		return -1;
+	if ((kv = st_kv_add(st, "qwen35.rope.dimension_sections", SAFETENSORS_KV_ARR)) == NULL ||
+	    (sec = st_keep(st, malloc(sizeof h->sections))) == NULL)
+		return util_err(st->err, "out of memory");
+	memcpy(sec, h->sections, sizeof h->sections);
+	kv->arr_type = SAFETENSORS_KV_I32;
+	kv->n = 4;
+	kv->i32 = sec;
+	if (kv_u32(st, "ssm.conv_kernel", h->conv_k) != 0 ||
+	    kv_u32(st, "ssm.state_size", h->lk_dim) != 0 ||
+	    kv_u32(st, "ssm.group_count", h->lk_heads) != 0 ||
+	    kv_u32(st, "ssm.time_step_rank", h->lv_heads) != 0 ||
+	    kv_u32(st, "ssm.inner_size", h->lv_heads * h->lv_dim) != 0 ||
+	    kv_u32(st, "full_attention_interval", h->interval) != 0)
+		return -1;
+	if (h->n_mtp > 0 && kv_u32(st, "nextn_predict_layers", h->n_mtp) != 0)
+		return -1;
+	return 0;
+}
+
+int
+safetensors_plan(struct safetensors *st, int nomtp)
+{
+	struct hp *h = calloc(1, sizeof *h);
+	size_t i;
+	int rc = -1;
+
+	st_plan_free(st);
+	if (h == NULL)
+		return util_err(st->err, "out of memory");
+	if (load_hparams(st, h, nomtp) != 0)
+		goto out;
+	snprintf(st->arch, sizeof st->arch, "%s", h->arch == ARCH_LLAMA ? "llama" : "qwen35");
+	for (i = 0; i < st->nbyname; i++)
+		if (map_tensor(st, h, &st->t[st->byname[i].i]) != 0)
+			goto out;
+	if (st->nout > 0)
+		qsort(st->out, st->nout, sizeof *st->out, cmp_out);
+	if (check_complete(st, h) != 0 || kv_common(st, h) != 0)
+		goto out;
+	rc = h->arch == ARCH_LLAMA ? kv_llama(st, h) : kv_qwen35(st, h);
+out:
+	free(h);
+	if (rc != 0)
+		st_plan_free(st);
+	return rc;
+}
+
+const char *
+safetensors_arch(const struct safetensors *st)
+{
+	return st->arch;
+}
+
+size_t
+safetensors_out_count(const struct safetensors *st)
+{
+	return st->nout;
+}
+
+const struct safetensors_out *
+safetensors_out(const struct safetensors *st, size_t i)
+{
+	return i < st->nout ? &st->out[i] : NULL;
+}
+
+size_t
+safetensors_kv_count(const struct safetensors *st)
+{
+	return st->nkv;
+}
+
+const struct safetensors_kv *
+safetensors_kv(const struct safetensors *st, size_t i)
+{
+	return i < st->nkv ? &st->kv[i] : NULL;
+}
+
+/* ---- reading rows ---- */
+
+/* V head t of the tiled order comes from head (t % nk) * (nv / nk) + t / nk of HF's grouped order */
+static int64_t
+vsrc(int64_t x, int64_t off, int64_t hs, int64_t nk, int64_t nv)
+{
+	int64_t q, t, d;
+
+	if (x < off || x >= off + nv * hs)
+		return x;
+	q = x - off;
+	t = q / hs;
+	d = q % hs;
+	return off + ((t % nk) * (nv / nk) + t / nk) * hs + d;
+}
+
+static int64_t
+src_row(const struct safetensors_out *o, int64_t r)
+{
+	if (o->perm == P_ROPE) {
+		int64_t hd = o->ne[1] / o->pa, h = r / hd, w = r % hd;
+
+		return h * hd + (w % 2) * (hd / 2) + w / 2;
+	}
+	if (o->perm == P_VROWS)
+		return vsrc(r, o->pa, o->pb, o->pc, o->pd);
+	return r;
+}
+
+static float
+h2f(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+	float f;
+
+	if (e == 0) {
+		f = ldexpf((float)m, -24);
+		return s ? -f : f;
+	}
+	if (e == 31)
+		bits = s | 0x7f800000u | (m << 13);
+	else
+		bits = s | ((e + 112) << 23) | (m << 13);
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+static float
+e4m3(uint8_t b)
+{
+	int s = b >> 7, e = (b >> 3) & 0xf, m = b & 7;
+	float f;
+
+	if ((b & 0x7f) == 0x7f)
+		return NAN;
+	f = e == 0 ? ldexpf((float)m, -9) : ldexpf(1.0f + m / 8.0f, e - 7);
+	return s ? -f : f;
+}
+
+/* element i of a row of dtype dt as float */
+static float
+elem(const uint8_t *p, int dt, int64_t i)
+{
+	union { uint16_t u16; uint32_t u32; uint64_t u64; float f; double d; int16_t i16;
+		int32_t i32; int64_t i64; } v;
+	int es = safetensors_dtype_size(dt);
+
+	memcpy(&v, p + i * es, (size_t)es);
+	switch (dt) {
+	case SAFETENSORS_F32: return v.f;
+	case SAFETENSORS_F16: return h2f(v.u16);
+	case SAFETENSORS_BF16: v.u32 = (uint32_t)v.u16 << 16; return v.f;
+	case SAFETENSORS_F64: return (float)v.d;
+	case SAFETENSORS_BOOL: case SAFETENSORS_U8: return (float)p[i];
+	case SAFETENSORS_I8: return (float)(int8_t)p[i];
+	case SAFETENSORS_I16: return (float)v.i16;
+	case SAFETENSORS_U16: return (float)v.u16;
+	case SAFETENSORS_I32: return (float)v.i32;
+	case SAFETENSORS_U32: return (float)v.u32;
+	case SAFETENSORS_I64: return (float)v.i64;
+	case SAFETENSORS_U64: return (float)v.u64;
+	case SAFETENSORS_F8_E4M3: return e4m3(p[i]);
+	case SAFETENSORS_F8_E5M2: return h2f((uint16_t)(p[i] << 8));
+	case SAFETENSORS_F8_E8M0: return p[i] == 0xff ? NAN : ldexpf(1.0f, p[i] - 127);
+	}
+	return NAN;
+}
+
+static int
+check_range(const struct safetensors_out *o, int64_t row0, int64_t nrows, char *err)
+{
+	if (row0 < 0 || nrows < 0 || row0 > o->n_rows || nrows > o->n_rows - row0)
+		return util_err(err, "tensor '%s': rows [%lld, %lld) outside its %lld rows", o->name,
+		    (long long)row0, (long long)(row0 + nrows), (long long)o->n_rows);
+	return 0;
+}
+
+int
+safetensors_read_rows(const struct safetensors_out *o, int64_t row0, int64_t nrows,
+    float *dst, char *err)
+{
+	int64_t r, j, n0 = o->ne[0];
+	int es = safetensors_dtype_size(o->src_dtype);
+
+	if (check_range(o, row0, nrows, err) != 0)
+		return -1;
+	for (r = 0; r < nrows; r++) {
+		const uint8_t *s = (const uint8_t *)o->src->data + src_row(o, row0 + r) * n0 * es;
+		float *d = dst + r * n0;
+
+		for (j = 0; j < n0; j++) {
+			int64_t sj = o->perm == P_VCOLS ? vsrc(j, 0, o->pb, o->pc, o->pd) : j;
+			float x = elem(s, o->src_dtype, sj);
+
+			d[j] = o->xform == X_PLUS1 ? x + 1.0f : o->xform == X_NEGEXP ? -expf(x) : x;
+		}
+	}
+	return 0;
+}
+
+int
+safetensors_read_raw(const struct safetensors_out *o, int64_t row0, int64_t nrows,
+    void *dst, char *err)
+{
+	int64_t r, j, n0 = o->ne[0];
+	size_t es = (size_t)safetensors_dtype_size(o->src_dtype);
+
+	if (!o->verbatim)
+		return util_err(err, "tensor '%s': values are transformed, not copied", o->name);
+	if (check_range(o, row0, nrows, err) != 0)
+		return -1;
+	for (r = 0; r < nrows; r++) {
+		const uint8_t *s = (const uint8_t *)o->src->data + src_row(o, row0 + r) * n0 * es;
+		uint8_t *d = (uint8_t *)dst + r * n0 * es;
+
+		if (o->perm != P_VCOLS) {
+			memcpy(d, s, (size_t)n0 * es);
+			continue;
+		}
+		for (j = 0; j < n0; j++)
+			memcpy(d + j * es, s + vsrc(j, 0, o->pb, o->pc, o->pd) * es, es);
+	}
+	return 0;
+}

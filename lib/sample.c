@@ -1,0 +1,301 @@
+#include "sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct sample_cand {
+	int32_t	id;
+	float	logit;
+	double	p;
+};
+
+struct sampler {
+	struct sample_params p;
+	int	n_vocab;
+	float	*logits;		/* [n_vocab] after penalties */
+	struct sample_cand *cand;	/* [n_vocab] the kept set, most likely first */
+	int	n_cand;
+	int32_t	*count;			/* [n_vocab] zero between calls */
+};
+
+void
+sample_defaults(struct sample_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->top_p = 1;
+	p->repeat_penalty = 1;
+	p->penalty_last_n = 64;
+}
+
+static uint64_t
+mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+double
+sample_uniform(uint64_t seed, uint64_t seq, int64_t pos, unsigned stream)
+{
+	uint64_t h = mix(mix(mix(mix(seed) ^ seq) ^ (uint64_t)pos) ^ stream);
+
+	return (h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int
+check_params(const struct sample_params *p, int n_vocab, char *err)
+{
+	if (n_vocab <= 0)
+		return util_err(err, "sample: vocabulary of %d", n_vocab);
+	if (!(p->temp >= 0) || !isfinite(p->temp))
+		return util_err(err, "sample: temperature %g (want >= 0)", p->temp);
+	if (p->top_k < 0)
+		return util_err(err, "sample: top-k %d (want >= 0)", p->top_k);
+	if (!(p->top_p > 0 && p->top_p <= 1))
+		return util_err(err, "sample: top-p %g (want (0, 1])", p->top_p);
+	if (!(p->min_p >= 0 && p->min_p <= 1))
+		return util_err(err, "sample: min-p %g (want [0, 1])", p->min_p);
+	if (!(p->repeat_penalty > 0) || !isfinite(p->repeat_penalty))
+		return util_err(err, "sample: repeat penalty %g (want > 0)", p->repeat_penalty);
+	if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+		return util_err(err, "sample: penalties must be finite");
+	if (p->penalty_last_n < -1 || p->max_tokens < 0 || p->n_stop < 0 ||
+	    (p->n_stop > 0 && p->stop_ids == NULL))
+		return util_err(err, "sample: bad penalty window, token limit or stop list");
+	return 0;
+}
+
+struct sampler *
+sample_new(const struct sample_params *p, int n_vocab, char *err)
+{
+	struct sampler *s;
+
+	if (check_params(p, n_vocab, err) != 0)
+		return NULL;
+	if ((s = calloc(1, sizeof *s)) == NULL ||
+	    (s->logits = malloc(n_vocab * sizeof *s->logits)) == NULL ||
+	    (s->cand = malloc(n_vocab * sizeof *s->cand)) == NULL ||
+	    (s->count = calloc(n_vocab, sizeof *s->count)) == NULL) {
+		sample_free(s);
+		util_err(err, "sample: out of memory");
+		return NULL;
+	}
+	s->p = *p;
+	s->n_vocab = n_vocab;
+	return s;
+}
+
+void
+sample_free(struct sampler *s)
+{
+	if (s == NULL)
+		return;
+	free(s->logits);
+	free(s->cand);
+	free(s->count);
+	free(s);
+}
+
+const struct sample_params *
+sample_params(const struct sampler *s)
+{
+	return &s->p;
+}
+
+/* s->logits = logits with the penalties of the window of hist applied */
+static void
+penalize(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
+{
+	const struct sample_params *p = &s->p;
+	int n = p->penalty_last_n < 0 || p->penalty_last_n > n_hist ? n_hist :
+	    p->penalty_last_n;
+
+	memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+	if (p->repeat_penalty == 1 && p->presence_penalty == 0 &&
+	    p->frequency_penalty == 0)
+		return;
+	for (int i = n_hist - n; i < n_hist; i++)
+		if (hist[i] >= 0 && hist[i] < s->n_vocab)
+			s->count[hist[i]]++;
+	for (int i = n_hist - n; i < n_hist; i++) {
+		int32_t t = hist[i];
+		float *l = &s->logits[t];
+
+		if (t < 0 || t >= s->n_vocab || s->count[t] == 0)
+			continue;
+		*l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+		*l -= p->presence_penalty + p->frequency_penalty * s->count[t];
+		s->count[t] = 0;	/* once per token; all zero again at the end */
+	}
+}
+
+static int
+cmp_cand(const void *a, const void *b)
+{
+	const struct sample_cand *x = a, *y = b;
+
+	if (x->logit != y->logit)
+		return x->logit > y->logit ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* softmax over the first n candidates (sorted, most likely first) */
+static void
+softmax(struct sample_cand *c, int n)
+{
+	double sum = 0;
+
+	for (int i = 0; i < n; i++)
+		sum += c[i].p = exp((double)c[i].logit - c[0].logit);
+	for (int i = 0; i < n; i++)
+		c[i].p /= sum;
+}
+
+/* The greedy pick: the largest finite logit, lowest id on ties; -1 if none. */
+static int
+greedy(struct sampler *s)
+{
+	int best = -1;
+
+	for (int i = 0; i < s->n_vocab; i++)
+		if (isfinite(s->logits[i]) && (best < 0 || s->logits[i] > s->logits[best]))
+			best = i;
+	if (best < 0)
+		return -1;
+	s->cand[0].id = best;
+	s->cand[0].logit = s->logits[best];
+	s->cand[0].p = 1;
+	s->n_cand = 1;
+	return 0;
+}
+
+/* s->cand[0..n_cand): the distribution to draw from, most likely first */
+static int
+build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
+{
+	const struct sample_params *p = &s->p;
+	int n = 0;
+
+	penalize(s, logits, hist, n_hist);
+	if (p->temp == 0)
+		return greedy(s);
+	for (int i = 0; i < s->n_vocab; i++)
+		if (isfinite(s->logits[i])) {
+			s->cand[n].id = i;
+			s->cand[n++].logit = s->logits[i] / p->temp;
+		}
+	if (n == 0)
+		return -1;
+	qsort(s->cand, n, sizeof *s->cand, cmp_cand);
+	if (p->top_k > 0 && p->top_k < n)
+		n = p->top_k;
+	softmax(s->cand, n);
+	if (p->top_p < 1) {
+		double cum = 0;
+
+		for (int i = 0; i < n; i++)
+			if ((cum += s->cand[i].p) >= p->top_p) {
+				n = i + 1;
+				break;
+			}
+	}
+	if (p->min_p > 0) {
+		double thr = p->min_p * s->cand[0].p;
+		int k = 1;
+
+		while (k < n && s->cand[k].p >= thr)
+			k++;
+		n = k;
+	}
+	softmax(s->cand, n);
+	s->n_cand = n;
+	return 0;
+}
+
+int32_t
+sample_next(struct sampler *s, const float *logits, const int32_t *hist,
+    int n_hist, uint64_t seq, int64_t pos)
+{
+	double u, cum = 0;
+
+	if (build(s, logits, hist, n_hist) != 0)
+		return -1;
+	if (s->n_cand == 1)
+		return s->cand[0].id;
+	u = sample_uniform(s->p.seed, seq, pos, SAMPLE_STREAM_TOKEN);
+	for (int i = 0; i < s->n_cand; i++)
+		if (u < (cum += s->cand[i].p))
+			return s->cand[i].id;
+	return s->cand[s->n_cand - 1].id;
+}
+
+int
+sample_probs(struct sampler *s, const float *logits, const int32_t *hist,
+    int n_hist, float *probs)
+{
+	if (build(s, logits, hist, n_hist) != 0)
+		return -1;
+	memset(probs, 0, s->n_vocab * sizeof *probs);
+	for (int i = 0; i < s->n_cand; i++)
+		probs[s->cand[i].id] = (float)s->cand[i].p;
+	return 0;
+}
+
+/* a draw from max(0, p - q) (q NULL: from p) in id order, with u in [0, 1) */
+static int32_t
+draw_residual(int n, const float *p, const float *q, double u)
+{
+	double sum = 0, cum = 0;
+	int last = -1;
+
+	for (int i = 0; i < n; i++) {
+		double r = q ? p[i] - q[i] : p[i];
+
+		if (r > 0) {
+			sum += r;
+			last = i;
+		}
+	}
+	if (last < 0)
+		return q ? draw_residual(n, p, NULL, u) : 0;
+	u *= sum;
+	for (int i = 0; i <= last; i++) {
+		double r = q ? p[i] - q[i] : p[i];
+
+		if (r > 0 && u < (cum += r))
+			return i;
+	}
+	return last;
+}
+
+int32_t
+sample_accept(struct sampler *s, const float *p, const float *q, int32_t d,
+    uint64_t seq, int64_t pos, int *accepted)
+{
+	double u = sample_uniform(s->p.seed, seq, pos, SAMPLE_STREAM_ACCEPT);
+
+	*accepted = 0;
+	if (d >= 0 && d < s->n_vocab && p[d] > 0 &&
+	    (q[d] <= 0 || u * q[d] < p[d])) {
+		*accepted = 1;
+		return d;
+	}
+	u = sample_uniform(s->p.seed, seq, pos, SAMPLE_STREAM_RESIDUAL);
+	return draw_residual(s->n_vocab, p, q, u);
+}
+
+int
+sample_stop(const struct sampler *s, int32_t tok, int n_generated)
+{
+	for (int i = 0; i < s->p.n_stop; i++)
+		if (s->p.stop_ids[i] == tok)
+			return 1;
+	if (s->p.stop_fn != NULL && s->p.stop_fn(s->p.stop_ctx, tok))
+		return 1;
+	return s->p.max_tokens > 0 && n_generated >= s->p.max_tokens;
+}

@@ -1,0 +1,91 @@
+/*
+ * sample: turn a row of logits into the next token.
+ *
+ * Order (as transformers applies its warpers): repetition, presence and
+ * frequency penalties on the logits, then temperature, top-k, top-p,
+ * min-p, and a draw from what is left.  temp 0 is greedy: the argmax
+ * after penalties, lowest id on ties.
+ *
+ * Randomness is counter-based: every draw is a pure function of (seed,
+ * sequence id, position, stream), so a sampled run is reproducible
+ * whatever else is batched with it and in whatever order rows are
+ * computed.  A sampler holds scratch only; one sampler serves one thread.
+ */
+#ifndef MEMRA_SAMPLE_H
+#define MEMRA_SAMPLE_H
+
+#include <stdint.h>
+
+struct sample_params {
+	float	temp;		/* 0: greedy */
+	int	top_k;		/* 0: off */
+	float	top_p;		/* 1: off; keep the smallest set with mass >= top_p */
+	float	min_p;		/* 0: off; keep p >= min_p * p_max */
+	float	repeat_penalty;	/* 1: off; a seen token's logit l becomes l>0 ? l/r : l*r */
+	float	presence_penalty;	/* 0: off; l -= presence once a token was seen */
+	float	frequency_penalty;	/* 0: off; l -= frequency * times seen */
+	int	penalty_last_n;	/* history tokens the penalties look at; -1: all */
+	uint64_t seed;
+	int	max_tokens;	/* 0: unlimited */
+	const int32_t *stop_ids;	/* [n_stop] tokens that end generation */
+	int	n_stop;
+	/* stop-string hook (the detokenizer's side): 1 ends generation after tok */
+	int	(*stop_fn)(void *ctx, int32_t tok);
+	void	*stop_ctx;
+};
+
+/* Greedy, no filters, no penalties, penalty_last_n 64, seed 0, no limit. */
+void	sample_defaults(struct sample_params *);
+
+enum sample_stream {	/* independent draws at one (seed, seq, pos) */
+	SAMPLE_STREAM_TOKEN, SAMPLE_STREAM_ACCEPT, SAMPLE_STREAM_RESIDUAL,
+};
+
+/* The RNG: a uniform double in [0, 1), a pure function of its arguments. */
+double	sample_uniform(uint64_t seed, uint64_t seq, int64_t pos, unsigned stream);
+
+struct sampler;
+
+/*
+ * A sampler for n_vocab logits with params p (copied; stop_ids must stay
+ * valid).  NULL with the reason in err (UTIL_ERRLEN) for out-of-range
+ * parameters (temp < 0, top_p outside (0, 1], min_p outside [0, 1],
+ * top_k < 0, repeat_penalty <= 0, ...).  sample_free(NULL) is a no-op.
+ */
+struct sampler *sample_new(const struct sample_params *p, int n_vocab, char *err);
+void	sample_free(struct sampler *);
+const struct sample_params *sample_params(const struct sampler *);
+
+/*
+ * The next token for the row of logits [n_vocab] (host memory), given the
+ * history hist[n_hist] (prompt and generated ids, for the penalties), for
+ * sequence seq at position pos (the position the sampled token will take).
+ * Returns a token id, or -1 when no logit is finite.
+ */
+int32_t	sample_next(struct sampler *, const float *logits, const int32_t *hist,
+	    int n_hist, uint64_t seq, int64_t pos);
+
+/*
+ * The distribution sample_next draws from, as probs[n_vocab] (zero
+ * outside the kept set; one-hot when greedy).  0, or -1 when no logit is
+ * finite.
+ */
+int	sample_probs(struct sampler *, const float *logits, const int32_t *hist,
+	    int n_hist, float *probs);
+
+/*
+ * Speculative rejection sampling at (seq, pos): the draft proposed token
+ * d from its distribution q[n_vocab]; p[n_vocab] is the target's (both as
+ * sample_probs gives them).  Accepts d with probability min(1, p[d]/q[d]),
+ * else draws from normalize(max(0, p - q)); the result is distributed as
+ * p.  Sets *accepted and returns the token to emit.  With one-hot
+ * (greedy) p and q this is exact-match acceptance.
+ */
+int32_t	sample_accept(struct sampler *, const float *p, const float *q, int32_t d,
+	    uint64_t seq, int64_t pos, int *accepted);
+
+/* 1 when generation ends with tok as the n_generated-th new token:
+ * a stop id, the stop hook, or max_tokens reached. */
+int	sample_stop(const struct sampler *, int32_t tok, int n_generated);
+
+#endif

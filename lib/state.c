@@ -1,0 +1,246 @@
+#include "state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct state {
+	struct backend *be;
+	struct state_config c;
+	int	pos;
+	int	batch_p0, batch_m;	/* the last snapped push; batch_m 0: none */
+	float	**k, **v;		/* [n_kv] -> [n_ctx][kv_dim] */
+	float	**conv, **ssm;		/* [n_rec] -> the live recurrent state */
+	float	**conv_snap, **ssm_snap;	/* [n_rec] -> [n_snap][...], NULL if n_snap 0 */
+	char	err[UTIL_ERRLEN];
+};
+
+static size_t
+conv_size(const struct state_config *c)
+{
+	return (size_t)(c->d_conv - 1) * c->conv_dim;
+}
+
+static size_t
+ssm_size(const struct state_config *c)
+{
+	return (size_t)c->n_v_heads * c->dk * c->dv;
+}
+
+static int
+check_config(const struct state_config *c, char *err)
+{
+	if (c->n_ctx <= 0 || c->n_kv < 0 || c->n_rec < 0 || c->n_snap < 0)
+		return util_err(err, "state: bad config (n_ctx %d, %d caches, %d "
+		    "recurrent layers, %d snapshots)", c->n_ctx, c->n_kv, c->n_rec, c->n_snap);
+	if (c->n_kv > 0 && c->kv_dim <= 0)
+		return util_err(err, "state: kv_dim %d", c->kv_dim);
+	if (c->n_rec > 0 && (c->conv_dim <= 0 || c->d_conv < 2 || c->n_v_heads <= 0 ||
+	    c->dk <= 0 || c->dv <= 0))
+		return util_err(err, "state: bad recurrent shape (conv %d x %d, %d heads "
+		    "of %d x %d)", c->d_conv, c->conv_dim, c->n_v_heads, c->dk, c->dv);
+	return 0;
+}
+
+/* n arrays of `each` floats; 0, or -1 when out of memory */
+static int
+alloc_set(struct backend *be, float ***set, int n, size_t each)
+{
+	if (n == 0 || each == 0)
+		return 0;
+	if ((*set = calloc(n, sizeof **set)) == NULL)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (((*set)[i] = backend_alloc(be, each)) == NULL)
+			return -1;
+	return 0;
+}
+
+static void
+free_set(struct backend *be, float **set, int n)
+{
+	for (int i = 0; set != NULL && i < n; i++)
+		backend_mfree(be, set[i]);
+	free(set);
+}
+
+struct state *
+state_new(struct backend *be, const struct state_config *c, char *err)
+{
+	struct state *s;
+	size_t kv = (size_t)c->n_ctx * c->kv_dim;
+
+	if (check_config(c, err) != 0)
+		return NULL;
+	if ((s = calloc(1, sizeof *s)) == NULL) {
+		util_err(err, "state: out of memory");
+		return NULL;
+	}
+	s->be = be;
+	s->c = *c;
+	if (alloc_set(be, &s->k, c->n_kv, kv) || alloc_set(be, &s->v, c->n_kv, kv) ||
+	    alloc_set(be, &s->conv, c->n_rec, conv_size(c)) ||
+	    alloc_set(be, &s->ssm, c->n_rec, ssm_size(c)) ||
+	    alloc_set(be, &s->conv_snap, c->n_rec, conv_size(c) * c->n_snap) ||
+	    alloc_set(be, &s->ssm_snap, c->n_rec, ssm_size(c) * c->n_snap)) {
+		util_err(err, "state: out of memory");
+		state_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void
+state_free(struct state *s)
+{
+	if (s == NULL)
+		return;
+	free_set(s->be, s->k, s->c.n_kv);
+	free_set(s->be, s->v, s->c.n_kv);
+	free_set(s->be, s->conv, s->c.n_rec);
+	free_set(s->be, s->ssm, s->c.n_rec);
+	free_set(s->be, s->conv_snap, s->c.n_rec);
+	free_set(s->be, s->ssm_snap, s->c.n_rec);
+	free(s);
+}
+
+const char *
+state_errmsg(const struct state *s)
+{
+	return s->err;
+}
+
+const struct state_config *
+state_config(const struct state *s)
+{
+	return &s->c;
+}
+
+int
+state_pos(const struct state *s)
+{
+	return s->pos;
+}
+
+int
+state_reset(struct state *s)
+{
+	s->pos = 0;
+	s->batch_m = 0;
+	for (int l = 0; l < s->c.n_rec; l++)
+		if (backend_fill(s->be, s->conv[l], 0, conv_size(&s->c)) != 0 ||
+		    backend_fill(s->be, s->ssm[l], 0, ssm_size(&s->c)) != 0)
+			return util_err(s->err, "state: %s", backend_errmsg(s->be));
+	return 0;
+}
+
+int
+state_push(struct state *s, int m, int snap)
+{
+	int p0 = s->pos;
+
+	if (m < 1 || m > s->c.n_ctx - s->pos)
+		return util_err(s->err, "state: %d rows at position %d do not fit in "
+		    "a context of %d", m, s->pos, s->c.n_ctx);
+	if (snap && m > s->c.n_snap)
+		return util_err(s->err, "state: %d rows to snapshot, room for %d",
+		    m, s->c.n_snap);
+	s->pos += m;
+	s->batch_p0 = p0;
+	s->batch_m = snap ? m : 0;
+	return p0;
+}
+
+int
+state_rollback(struct state *s, int keep)
+{
+	int m = s->batch_m;
+
+	if (m == 0)
+		return util_err(s->err, "state: rollback: the last batch kept no snapshots");
+	if (keep < 1 || keep > m)
+		return util_err(s->err, "state: rollback: keep %d of %d rows", keep, m);
+	s->batch_m = 0;
+	s->pos = s->batch_p0 + keep;
+	if (keep == m)
+		return 0;
+	for (int l = 0; l < s->c.n_rec; l++)
+		if (backend_copy(s->be, s->conv[l], s->conv_snap[l] +
+		    (keep - 1) * conv_size(&s->c), conv_size(&s->c)) != 0 ||
+		    backend_copy(s->be, s->ssm[l], s->ssm_snap[l] +
+		    (keep - 1) * ssm_size(&s->c), ssm_size(&s->c)) != 0)
+			return util_err(s->err, "state: %s", backend_errmsg(s->be));
+	return 0;
+}
+
+int
+state_truncate(struct state *s, int pos)
+{
+	if (pos < 0 || pos > s->pos)
+		return util_err(s->err, "state: truncate to %d past position %d", pos, s->pos);
+	if (s->c.n_rec > 0 && pos != s->pos)
+		return util_err(s->err, "state: truncate: recurrent state cannot go back "
+		    "without a snapshot");
+	s->pos = pos;
+	s->batch_m = 0;
+	return 0;
+}
+
+int
+state_copy(struct state *dst, const struct state *src)
+{
+	const struct state_config *c = &src->c;
+	size_t used = (size_t)src->pos * c->kv_dim;
+	int rc = 0;
+
+	if (memcmp(&dst->c, c, sizeof *c) != 0 || dst->be != src->be)
+		return util_err(dst->err, "state: copy between different configs");
+	for (int i = 0; rc == 0 && i < c->n_kv; i++)
+		rc = backend_copy(dst->be, dst->k[i], src->k[i], used) ||
+		    backend_copy(dst->be, dst->v[i], src->v[i], used);
+	for (int l = 0; rc == 0 && l < c->n_rec; l++)
+		rc = backend_copy(dst->be, dst->conv[l], src->conv[l], conv_size(c)) ||
+		    backend_copy(dst->be, dst->ssm[l], src->ssm[l], ssm_size(c));
+	if (rc != 0)
+		return util_err(dst->err, "state: %s", backend_errmsg(dst->be));
+	dst->pos = src->pos;
+	dst->batch_m = 0;
+	return 0;
+}
+
+float *
+state_k(struct state *s, int i)
+{
+	return i >= 0 && i < s->c.n_kv ? s->k[i] : NULL;
+}
+
+float *
+state_v(struct state *s, int i)
+{
+	return i >= 0 && i < s->c.n_kv ? s->v[i] : NULL;
+}
+
+float *
+state_conv(struct state *s, int l)
+{
+	return l >= 0 && l < s->c.n_rec ? s->conv[l] : NULL;
+}
+
+float *
+state_ssm(struct state *s, int l)
+{
+	return l >= 0 && l < s->c.n_rec ? s->ssm[l] : NULL;
+}
+
+float *
+state_conv_snap(struct state *s, int l)
+{
+	return l >= 0 && l < s->c.n_rec && s->conv_snap ? s->conv_snap[l] : NULL;
+}
+
+float *
+state_ssm_snap(struct state *s, int l)
+{
+	return l >= 0 && l < s->c.n_rec && s->ssm_snap ? s->ssm_snap[l] : NULL;
+}

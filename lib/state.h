@@ -1,0 +1,87 @@
+/*
+ * state: one sequence's memory in backend memory: a KV cache per
+ * full-attention layer (the MTP layer's own cache included) and, per
+ * Gated DeltaNet layer, the recurrent state (conv state and delta-rule
+ * state), plus the per-row snapshots a speculative verify batch needs to
+ * roll back.
+ *
+ * Positions: state_push(m) hands out rows p0..p0+m-1 to a forward (which
+ * writes their K/V at those positions and steps the recurrent state);
+ * state_rollback(keep) after a verify batch returns to p0+keep: the KV
+ * caches are truncated (rows past the new length are simply overwritten
+ * later) and each recurrent state is restored from the snapshot of row
+ * keep-1 that the recurrent ops wrote (backend_conv1d_silu /
+ * backend_gdn_step with snap = state_conv_snap / state_ssm_snap).
+ */
+#ifndef MEMRA_STATE_H
+#define MEMRA_STATE_H
+
+#include "backend.h"
+
+struct state_config {
+	int	n_ctx;		/* positions each KV cache holds */
+	int	n_kv;		/* KV caches: full-attention layers, MTP included */
+	int	kv_dim;		/* n_kv_heads * head_dim, for K and for V */
+	int	n_rec;		/* recurrent (GDN) layers */
+	int	conv_dim;	/* conv state: [d_conv-1][conv_dim] */
+	int	d_conv;
+	int	n_v_heads;	/* delta state: [n_v_heads][dk][dv] */
+	int	dk, dv;
+	int	n_snap;		/* most rows a verify batch may roll back over (K+1); 0: none */
+};
+
+struct state;
+
+/*
+ * A new empty sequence (position 0, recurrent state zero) in be's memory.
+ * NULL with the reason in err (UTIL_ERRLEN) for a bad config or no
+ * memory.  state_free frees (NULL is a no-op); be must outlive it.
+ */
+struct state *state_new(struct backend *be, const struct state_config *c,
+	    char *err);
+void	state_free(struct state *);
+const char *state_errmsg(const struct state *);
+const struct state_config *state_config(const struct state *);
+
+/* Tokens consumed so far: the position of the next row. */
+int	state_pos(const struct state *);
+
+/* Back to position 0 with zero recurrent state. */
+int	state_reset(struct state *);
+
+/*
+ * Reserve the next m rows for a forward: returns their first position p0
+ * and advances the position to p0 + m, or -1 when they do not fit in
+ * n_ctx or, with snap set, m > n_snap.  With snap set, the forward must
+ * pass the snapshot arrays to the recurrent ops so that state_rollback
+ * can return to any of these rows.
+ */
+int	state_push(struct state *, int m, int snap);
+
+/*
+ * After a state_push(m, snap = 1) batch: keep its first `keep` rows
+ * (1 <= keep <= m) and forget the rest; the position becomes p0 + keep.
+ * -1 when the last push kept no snapshots, or keep is out of range.
+ * Only the latest batch can be rolled back, once.
+ */
+int	state_rollback(struct state *, int keep);
+
+/*
+ * Truncate to position pos <= state_pos: only for states without
+ * recurrent layers (a recurrent state cannot go back without a
+ * snapshot); -1 otherwise.
+ */
+int	state_truncate(struct state *, int pos);
+
+/* Make dst a copy of src (same config): fork a sequence. */
+int	state_copy(struct state *dst, const struct state *src);
+
+/* Backend memory of cache i / recurrent layer l; NULL when out of range. */
+float	*state_k(struct state *, int i);	/* [n_ctx][kv_dim] */
+float	*state_v(struct state *, int i);	/* [n_ctx][kv_dim] */
+float	*state_conv(struct state *, int l);	/* [d_conv-1][conv_dim] */
+float	*state_ssm(struct state *, int l);	/* [n_v_heads][dk][dv] */
+float	*state_conv_snap(struct state *, int l);	/* [n_snap][d_conv-1][conv_dim] */
+float	*state_ssm_snap(struct state *, int l);	/* [n_snap][n_v_heads][dk][dv] */
+
+#endif

@@ -1,0 +1,697 @@
+/*
+ * The CPU backend against naive double-precision references, plus the
+ * exactness contract: batch invariance and thread-count invariance, bit
+ * for bit, and the chunked delta rule against the recurrent one.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "quant.h"
+#include "test.h"
+#include "util.h"
+
+static struct backend *be1, *be3, *bes;	/* 1 thread, 3 threads, portable path */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static float
+frand(void)	/* uniform in [-1, 1) */
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static float *
+rnd(size_t n, float scale)
+{
+	float *p = malloc(n * sizeof *p);
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = frand() * scale;
+	return p;
+}
+
+static float *
+dup(const float *x, size_t n)
+{
+	float *p = malloc(n * sizeof *p);
+
+	memcpy(p, x, n * sizeof *p);
+	return p;
+}
+
+/* max |a - b| / (1 + |b|) */
+static double
+maxrel(const float *a, const double *b, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs(a[i] - b[i]) / (1 + fabs(b[i]));
+		if (!(d <= m))
+			m = d;
+	}
+	return m;
+}
+
+static int
+same(const float *a, const float *b, size_t n)
+{
+	return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+static double
+dsilu(double x)
+{
+	return x / (1 + exp(-x));
+}
+
+static double
+dsigmoid(double x)
+{
+	return 1 / (1 + exp(-x));
+}
+
+/* --- weights of several types, made from floats --- */
+
+struct wbuf {
+	void	*data;
+	float	*deq;		/* [ne1][ne0] what the weight decodes to */
+};
+
+static struct wbuf
+make_weight(int type, int ne0, int ne1)
+{
+	struct wbuf w;
+	size_t rs = quant_row_size(type, ne0);
+	float *f = rnd((size_t)ne0 * ne1, 0.5f);
+	char err[UTIL_ERRLEN];
+
+	w.data = malloc(rs * ne1);
+	w.deq = malloc((size_t)ne0 * ne1 * sizeof *w.deq);
+	for (int r = 0; r < ne1; r++) {
+		char *row = (char *)w.data + rs * r;
+
+		if (quant_quantize_row(type, f + (size_t)r * ne0, row, ne0, err) != 0)
+			printf("# quantize %s: %s\n", quant_name(type), err);
+		quant_dequantize_row(type, row, w.deq + (size_t)r * ne0, ne0);
+	}
+	free(f);
+	return w;
+}
+
+/* What the activation rows become before a dot with a weight of this type:
+ * quantized types see x through their ggml vec_dot encoding. */
+static float *
+act_seen(int type, const float *x, int ne0, int m)
+{
+	int vt = quant_vec_dot_type(type);
+	float *xs = dup(x, (size_t)m * ne0);
+	void *q;
+
+	if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16)
+		return xs;
+	q = malloc(quant_row_size(vt, ne0));
+	for (int r = 0; r < m; r++) {
+		quant_quantize_act(type, x + (size_t)r * ne0, q, ne0);
+		quant_dequantize_row(vt, q, xs + (size_t)r * ne0, ne0);
+	}
+	free(q);
+	return xs;
+}
+
+static void
+free_weight(struct wbuf *w)
+{
+	free(w->data);
+	free(w->deq);
+}
+
+static void
+ref_matmul(const float *W, const float *x, int ne0, int ne1, int m, float scale,
+    double *y)
+{
+	for (int r = 0; r < m; r++)
+		for (int j = 0; j < ne1; j++) {
+			double s = 0;
+
+			for (int i = 0; i < ne0; i++)
+				s += (double)W[(size_t)j * ne0 + i] * x[(size_t)r * ne0 + i];
+			y[(size_t)r * ne1 + j] = s * scale;
+		}
+}
+
+TEST(opens_and_rejects_devices)
+{
+	char err[UTIL_ERRLEN];
+
+	CHECK(backend_open("tpu", 1, err) == NULL);
+	CHECK_EQ_STR(err, "backend: 'tpu': unknown device (cpu, cuda[:N])");
+	CHECK(backend_open("cpu:fast", 1, err) == NULL);
+	CHECK_EQ_STR(err, "backend: 'cpu:fast': unknown option (cpu, cpu:scalar, cpu:nofuse)");
+	CHECK(backend_open("cpu", -1, err) == NULL);
+	CHECK_EQ_INT(backend_threads(be3), 3);
+	CHECK_EQ_STR(backend_name(bes), "cpu-scalar");
+	CHECK(backend_host(be1));
+	backend_close(NULL);
+}
+
+TEST(matmul_matches_reference_for_each_type_and_shape)
+{
+	static const int types[] = {
+		QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1,
+		QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_NVFP4, QUANT_MXFP4,
+	};
+	static const int shapes[][3] = {	/* ne0, ne1, m */
+		{ 32, 1, 1 }, { 64, 7, 3 }, { 96, 17, 4 }, { 256, 40, 16 }, { 320, 9, 37 },
+		{ 512, 13, 2 },
+	};
+	struct backend *bs[] = { be1, be3, bes };
+
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+		for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+			int ne0 = shapes[s][0], ne1 = shapes[s][1], m = shapes[s][2];
+			struct wbuf wb;
+			float *x, *xs, *y;
+			double *ref;
+			struct backend_weight w;
+
+			if (quant_row_size(types[t], ne0) == 0)
+				continue;	/* not a whole number of blocks */
+			wb = make_weight(types[t], ne0, ne1);
+			x = rnd((size_t)m * ne0, 1);
+			xs = act_seen(types[t], x, ne0, m);
+			y = malloc((size_t)m * ne1 * 4);
+			ref = malloc((size_t)m * ne1 * sizeof *ref);
+			ref_matmul(wb.deq, xs, ne0, ne1, m, 0.75f, ref);
+			for (size_t b = 0; b < 3; b++) {
+				CHECK(backend_weight_init(bs[b], &w, types[t], ne0, ne1, wb.data, 0.75f) == 0);
+				CHECK(backend_matmul(bs[b], &w, x, ne0, y, ne1, m) == 0);
+				/* Q8_1 activations (Q4_1) carry their block sums in f16:
+				 * the dot differs from dequantize-then-dot by that rounding */
+				double tol = types[t] == QUANT_Q4_1 ? 5e-3 : 1e-5;
+
+				if (maxrel(y, ref, (size_t)m * ne1) > tol)
+					FAILF("%s %dx%d m=%d on %s: maxrel %g", quant_name(types[t]),
+					    ne1, ne0, m, backend_name(bs[b]), maxrel(y, ref, (size_t)m * ne1));
+				backend_weight_release(bs[b], &w);
+			}
+			free_weight(&wb);
+			free(x), free(xs), free(y), free(ref);
+		}
+}
+
+static void
+batch_invariance(int type, int ne0, int ne1, int m)
+{
+	struct wbuf wb = make_weight(type, ne0, ne1);
+	float *x = rnd((size_t)m * ne0, 1);
+	float *ym = malloc((size_t)m * ne1 * 4), *y1 = malloc(ne1 * 4), *y3 = malloc((size_t)m * ne1 * 4);
+	struct backend_weight w, w3;
+
+	CHECK(backend_weight_init(be1, &w, type, ne0, ne1, wb.data, 1) == 0);
+	CHECK(backend_weight_init(be3, &w3, type, ne0, ne1, wb.data, 1) == 0);
+	for (int mm = 1; mm <= m; mm += (mm < 16 ? 1 : 23)) {
+		CHECK(backend_matmul(be1, &w, x, ne0, ym, ne1, mm) == 0);
+		CHECK(backend_matmul(be3, &w3, x, ne0, y3, ne1, mm) == 0);
+		CHECK(same(ym, y3, (size_t)mm * ne1));
+		for (int r = 0; r < mm; r++) {
+			CHECK(backend_matmul(be1, &w, x + r * ne0, ne0, y1, ne1, 1) == 0);
+			if (!same(y1, ym + r * ne1, ne1))
+				FAILF("%s: row %d of an %d-row product differs from the row alone",
+				    quant_name(type), r, mm);
+		}
+	}
+	backend_weight_release(be1, &w);
+	backend_weight_release(be3, &w3);
+	free_weight(&wb);
+	free(x), free(ym), free(y1), free(y3);
+}
+
+TEST(matmul_rows_are_batch_and_thread_invariant)
+{
+	batch_invariance(QUANT_BF16, 200, 75, 40);
+	batch_invariance(QUANT_Q4_K, 512, 75, 40);
+	batch_invariance(QUANT_NVFP4, 320, 33, 17);
+}
+
+TEST(fused_products_equal_their_parts_bit_for_bit)
+{
+	int n = 96, nff = 50, m = 5;
+	struct wbuf g = make_weight(QUANT_F16, n, nff), u = make_weight(QUANT_F32, n, nff);
+	float *x = rnd((size_t)m * n, 2), *nw = rnd(n, 1), *t = malloc((size_t)m * n * 4);
+	float *a = malloc((size_t)m * nff * 4), *b = malloc((size_t)m * nff * 4);
+	float *c = malloc((size_t)m * nff * 4), *d = malloc((size_t)m * nff * 4);
+	struct backend_weight wg, wu;
+	const struct backend_weight *W[2] = { &wg, &wu };
+	float *Y[2] = { c, d };
+
+	CHECK(backend_weight_init(be3, &wg, QUANT_F16, n, nff, g.data, 1) == 0);
+	CHECK(backend_weight_init(be3, &wu, QUANT_F32, n, nff, u.data, 1) == 0);
+	CHECK(backend_matmul_swiglu(be3, &wg, &wu, x, m, a) == 0);
+	CHECK(backend_matmul(be3, &wg, x, n, b, nff, m) == 0);
+	CHECK(backend_matmul(be3, &wu, x, n, c, nff, m) == 0);
+	CHECK(backend_swiglu(be3, b, c, b, (size_t)m * nff) == 0);
+	CHECK(same(a, b, (size_t)m * nff));
+
+	CHECK(backend_rmsnorm(be3, x, n, nw, t, n, m, n, 1e-6f) == 0);
+	CHECK(backend_matmul(be3, &wg, t, n, a, nff, m) == 0);
+	CHECK(backend_matmul(be3, &wu, t, n, b, nff, m) == 0);
+	CHECK(backend_rmsnorm_matmul(be3, x, m, n, nw, 1e-6f, 2, W, Y) == 0);
+	CHECK(same(a, c, (size_t)m * nff));
+	CHECK(same(b, d, (size_t)m * nff));
+	{	/* the compositions backend.c makes for a backend without the fusions */
+		char err[UTIL_ERRLEN];
+		struct backend *nf = backend_open("cpu:nofuse", 2, err);
+		struct backend_weight ng, nu;
+		const struct backend_weight *NW[2] = { &ng, &nu };
+		float *e = malloc((size_t)m * nff * 4), *f = malloc((size_t)m * nff * 4);
+		float *NY[2] = { e, f };
+
+		CHECK(nf != NULL);
+		CHECK(backend_weight_init(nf, &ng, QUANT_F16, n, nff, g.data, 1) == 0);
+		CHECK(backend_weight_init(nf, &nu, QUANT_F32, n, nff, u.data, 1) == 0);
+		CHECK(backend_rmsnorm_matmul(nf, x, m, n, nw, 1e-6f, 2, NW, NY) == 0);
+		CHECK(same(e, c, (size_t)m * nff));
+		CHECK(same(f, d, (size_t)m * nff));
+		CHECK(backend_matmul_swiglu(be3, &wg, &wu, x, m, a) == 0);
+		CHECK(backend_matmul_swiglu(nf, &ng, &nu, x, m, e) == 0);
+		CHECK(same(a, e, (size_t)m * nff));
+		/* one type for both: the single-pass kernel */
+		CHECK(backend_matmul_swiglu(be3, &wg, &wg, x, m, a) == 0);
+		CHECK(backend_matmul_swiglu(nf, &ng, &ng, x, m, e) == 0);
+		CHECK(same(a, e, (size_t)m * nff));
+		backend_weight_release(nf, &ng);
+		backend_weight_release(nf, &nu);
+		backend_close(nf);
+		free(e), free(f);
+	}
+	backend_weight_release(be3, &wg);
+	backend_weight_release(be3, &wu);
+	free_weight(&g), free_weight(&u);
+	free(x), free(nw), free(t), free(a), free(b), free(c), free(d);
+}
+
+TEST(embed_decodes_rows)
+{
+	struct wbuf wb = make_weight(QUANT_Q8_0, 64, 10);
+	struct backend_weight w;
+	int32_t ids[3] = { 9, 0, 9 }, bad = 10;
+	float y[3 * 70];
+	char err[UTIL_ERRLEN];
+
+	CHECK(backend_weight_init(be3, &w, QUANT_Q8_0, 64, 10, wb.data, 1) == 0);
+	CHECK(backend_embed(be3, &w, ids, 3, y, 70) == 0);
+	CHECK(same(y, wb.deq + 9 * 64, 64));
+	CHECK(same(y + 70, wb.deq, 64));
+	CHECK(same(y + 140, wb.deq + 9 * 64, 64));
+	CHECK(backend_embed(be3, &w, &bad, 1, y, 70) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "embed: token 10 outside [0, 10)");
+	backend_weight_release(be3, &w);
+	CHECK(backend_weight_init(be3, &w, QUANT_Q8_0, 40, 10, wb.data, 1) == -1);
+	snprintf(err, sizeof err, "%s", backend_errmsg(be3));
+	CHECK_EQ_STR(err, "weight: row length 40 is not a multiple of the 'Q8_0' block size");
+	free_weight(&wb);
+}
+
+TEST(norms_and_elementwise_ops_match_reference)
+{
+	int rows = 7, n = 37, ld = 41;
+	float *x = rnd((size_t)rows * ld, 3), *z = rnd((size_t)rows * n, 3), *w = rnd(n, 1);
+	float *y = malloc((size_t)rows * ld * 4), *e = dup(x, (size_t)rows * n);
+	double *ref = malloc((size_t)rows * ld * sizeof *ref), *rg = malloc((size_t)rows * n * sizeof *rg);
+
+	for (int r = 0; r < rows; r++) {
+		double ss = 0;
+
+		for (int i = 0; i < n; i++)
+			ss += (double)x[r * ld + i] * x[r * ld + i];
+		ss = 1 / sqrt(ss / n + 1e-5);
+		for (int i = 0; i < n; i++) {
+			ref[r * ld + i] = x[r * ld + i] * ss * w[i];
+			rg[r * n + i] = x[r * ld + i] * ss * w[i] * dsilu(z[r * n + i]);
+		}
+	}
+	CHECK(backend_rmsnorm(be3, x, ld, w, y, ld, rows, n, 1e-5f) == 0);
+	for (int r = 0; r < rows; r++)
+		CHECK(maxrel(y + r * ld, ref + r * ld, n) < 1e-6);
+	for (int r = 0; r < rows; r++)
+		memcpy(y + r * n, x + r * ld, n * 4);
+	CHECK(backend_rmsnorm_gated(be3, y, z, w, y, rows, n, 1e-5f) == 0);
+	CHECK(maxrel(y, rg, (size_t)rows * n) < 1e-6);
+
+	/* l2norm, then the activations and adds on e */
+	CHECK(backend_l2norm(be3, x, ld, rows, n, 1e-6f) == 0);
+	for (int r = 0; r < rows; r++) {
+		double ss = 0;
+
+		for (int i = 0; i < n; i++)
+			ss += (double)x[r * ld + i] * x[r * ld + i];
+		CHECK_NEAR(ss, 1.0, 1e-5);
+	}
+	for (int a = 0; a < 3; a++) {
+		float *v = dup(e, (size_t)rows * n);
+
+		CHECK(backend_act(be3, (enum backend_act)a, v, (size_t)rows * n) == 0);
+		for (int i = 0; i < rows * n; i++) {
+			double t = e[i], want = a == BACKEND_ACT_SILU ? dsilu(t) :
+			    a == BACKEND_ACT_SIGMOID ? dsigmoid(t) : log1p(exp(t));
+			CHECK_NEAR(v[i], want, 1e-6 * (1 + fabs(want)));
+		}
+		free(v);
+	}
+	CHECK(backend_act(be3, (enum backend_act)9, e, 1) == -1);
+	memcpy(y, e, (size_t)rows * n * 4);
+	CHECK(backend_add(be3, y, z, (size_t)rows * n) == 0);
+	CHECK(y[5] == e[5] + z[5]);
+	memcpy(y, e, (size_t)rows * n * 4);
+	CHECK(backend_mul_sigmoid(be3, y, n, z, n, rows, n) == 0);
+	CHECK_NEAR(y[11], e[11] * dsigmoid(z[11]), 1e-6);
+	CHECK(backend_rmsnorm(be3, x, 3, w, y, ld, rows, n, 1e-5f) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "rmsnorm: row stride 3 < row length 37");
+	free(x), free(z), free(w), free(y), free(e), free(ref), free(rg);
+}
+
+TEST(argmax_takes_the_lowest_index_on_ties)
+{
+	float x[2][5] = { { 1, 3, 3, -1, 2 }, { -5, -4, -4, -4.5f, -9 } };
+	int32_t out[2];
+
+	CHECK(backend_argmax(be3, &x[0][0], 5, 2, 5, out) == 0);
+	CHECK_EQ_INT(out[0], 1);
+	CHECK_EQ_INT(out[1], 1);
+}
+
+TEST(rope_rotates_the_first_n_rot_dims_neox_style)
+{
+	int m = 3, nh = 2, hs = 24, nrot = 8, ldx = nh * hs;
+	int32_t pos[3] = { 0, 5, 1000 };
+	float *x = rnd((size_t)m * ldx, 1), *y = dup(x, (size_t)m * ldx);
+
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, nrot, 1e6f, BACKEND_ROPE_NEOX) == 0);
+	for (int r = 0; r < m; r++)
+		for (int h = 0; h < nh; h++) {
+			const float *a = x + r * ldx + h * hs;
+			const float *b = y + r * ldx + h * hs;
+
+			for (int d = 0; d < nrot / 2; d++) {
+				double th = pos[r] * pow(1e6, -2.0 * d / nrot);
+				double c = cos(th), s = sin(th);
+
+				CHECK_NEAR(b[d], a[d] * c - a[d + 4] * s, 2e-4);
+				CHECK_NEAR(b[d + 4], a[d] * s + a[d + 4] * c, 2e-4);
+			}
+			CHECK(same(a + nrot, b + nrot, hs - nrot));	/* untouched past n_rot */
+		}
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, 7, 1e6f, BACKEND_ROPE_NEOX) == -1);
+	free(x), free(y);
+}
+
+TEST(rope_norm_mode_rotates_adjacent_pairs)
+{
+	int m = 2, nh = 3, hs = 16, nrot = 16, ldx = nh * hs;
+	int32_t pos[2] = { 3, 77 };
+	float *x = rnd((size_t)m * ldx, 1), *y = dup(x, (size_t)m * ldx);
+
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, nrot, 1e4f, BACKEND_ROPE_NORM) == 0);
+	for (int r = 0; r < m; r++)
+		for (int h = 0; h < nh; h++)
+			for (int d = 0; d < nrot / 2; d++) {
+				const float *a = x + r * ldx + h * hs + 2 * d;
+				const float *b = y + r * ldx + h * hs + 2 * d;
+				double th = pos[r] * pow(1e4, -2.0 * d / nrot);
+
+				CHECK_NEAR(b[0], a[0] * cos(th) - a[1] * sin(th), 2e-5);
+				CHECK_NEAR(b[1], a[0] * sin(th) + a[1] * cos(th), 2e-5);
+			}
+	CHECK(backend_rope(be3, y, ldx, nh, hs, m, pos, nrot, 1e4f, 2) == -1);
+	free(x), free(y);
+}
+
+/* --- attention --- */
+
+static void
+ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
+    const float *kc, const float *vc, int m, int p0, double *o)
+{
+	int hd = a->head_dim, kvd = a->n_kv_head * hd, grp = a->n_head / a->n_kv_head;
+	double *s = malloc((p0 + m) * sizeof *s);
+
+	for (int r = 0; r < m; r++)
+		for (int h = 0; h < a->n_head; h++) {
+			const float *qh = q + r * ldq + h * qhs;
+			int n = p0 + r + 1, kh = h / grp;
+			double mx = -1e300, sum = 0;
+
+			for (int t = 0; t < n; t++) {
+				s[t] = 0;
+				for (int d = 0; d < hd; d++)
+					s[t] += (double)qh[d] * kc[t * kvd + kh * hd + d];
+				s[t] *= a->scale;
+				mx = s[t] > mx ? s[t] : mx;
+			}
+			for (int t = 0; t < n; t++)
+				sum += s[t] = exp(s[t] - mx);
+			for (int d = 0; d < hd; d++) {
+				double acc = 0;
+
+				for (int t = 0; t < n; t++)
+					acc += s[t] * vc[t * kvd + kh * hd + d];
+				o[(r * a->n_head + h) * hd + d] = acc / sum;
+			}
+		}
+	free(s);
+}
+
+TEST(attention_matches_reference_and_decode_equals_prefill)
+{
+	struct backend_attn a = { 4, 2, 24, 0 };
+	int qhs = 48, ldq = 4 * 48, p0 = 5, m = 6, n_ctx = p0 + m, od = 4 * 24;
+	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
+	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
+	float *o1 = malloc(od * 4), *o3 = malloc((size_t)m * od * 4);
+	double *ref = malloc((size_t)m * od * sizeof *ref);
+
+	a.scale = 1 / sqrtf(24);
+	ref_attention(&a, q, ldq, qhs, kc, vc, m, p0, ref);
+	CHECK(backend_attention(be1, &a, q, ldq, qhs, kc, vc, m, p0, o) == 0);
+	CHECK(maxrel(o, ref, (size_t)m * od) < 1e-5);
+	CHECK(backend_attention(be3, &a, q, ldq, qhs, kc, vc, m, p0, o3) == 0);
+	CHECK(same(o, o3, (size_t)m * od));
+	CHECK(backend_attention(bes, &a, q, ldq, qhs, kc, vc, m, p0, o3) == 0);
+	CHECK(maxrel(o3, ref, (size_t)m * od) < 1e-5);
+	for (int r = 0; r < m; r++) {
+		CHECK(backend_attention(be3, &a, q + r * ldq, ldq, qhs, kc, vc, 1, p0 + r, o1) == 0);
+		if (!same(o1, o + r * od, od))
+			FAILF("row %d of a %d-row prefill differs from decoding it alone", r, m);
+	}
+	a.n_kv_head = 3;
+	CHECK(backend_attention(be3, &a, q, ldq, qhs, kc, vc, m, p0, o) == -1);
+	free(q), free(kc), free(vc), free(o), free(o1), free(o3), free(ref);
+}
+
+/* --- conv1d --- */
+
+TEST(conv1d_matches_reference_and_carries_state)
+{
+	int nch = 19, dc = 4, m = 9, ldx = 23, ns = dc - 1;
+	float *x = rnd((size_t)m * ldx, 1), *w = rnd((size_t)nch * dc, 1);
+	float *st0 = rnd((size_t)ns * nch, 1), *st = dup(st0, (size_t)ns * nch);
+	float *st2 = dup(st0, (size_t)ns * nch), *snap = malloc((size_t)m * ns * nch * 4);
+	float *y = malloc((size_t)m * nch * 4), *y2 = malloc((size_t)m * nch * 4);
+	double *ref = malloc((size_t)m * nch * sizeof *ref);
+
+	for (int t = 0; t < m; t++)
+		for (int c = 0; c < nch; c++) {
+			double acc = 0;
+
+			for (int k = 0; k < dc; k++) {
+				int i = t + k;	/* index into [state ; x] */
+				acc += (double)w[c * dc + k] *
+				    (i < ns ? st0[i * nch + c] : x[(i - ns) * ldx + c]);
+			}
+			ref[t * nch + c] = dsilu(acc);
+		}
+	CHECK(backend_conv1d_silu(be3, x, ldx, m, nch, w, dc, st, snap, y) == 0);
+	CHECK(maxrel(y, ref, (size_t)m * nch) < 1e-6);
+	for (int k = 0; k < ns; k++)
+		CHECK(same(st + k * nch, x + (m - ns + k) * ldx, nch));
+	/* in two pieces: the same bits, and each snapshot is the state after its row */
+	for (int t = 0; t < m; t++) {
+		CHECK(backend_conv1d_silu(be1, x + t * ldx, ldx, 1, nch, w, dc, st2, NULL,
+		    y2 + t * nch) == 0);
+		if (!same(st2, snap + (size_t)t * ns * nch, (size_t)ns * nch))
+			FAILF("snapshot %d is not the state after row %d", t, t);
+	}
+	CHECK(same(y, y2, (size_t)m * nch));
+	CHECK(same(st, st2, (size_t)ns * nch));
+	free(x), free(w), free(st0), free(st), free(st2), free(snap), free(y), free(y2), free(ref);
+}
+
+/* --- the gated delta rule --- */
+
+struct gdn_case {
+	struct backend_gdn g;
+	int	m, ld;
+	float	*qkv, *a, *b, *A, *dt;
+};
+
+static struct gdn_case
+gdn_make(int nk, int nv, int dk, int dv, int tiled, int hf, int m)
+{
+	struct gdn_case c = { .g = { nk, nv, dk, dv, tiled, hf, 1e-6f }, .m = m };
+
+	c.ld = 2 * nk * dk + nv * dv + 3;
+	c.qkv = rnd((size_t)m * c.ld, 1);
+	c.a = rnd((size_t)m * nv, 2);
+	c.b = rnd((size_t)m * nv, 3);
+	c.A = rnd(nv, 1);
+	c.dt = rnd(nv, 1);
+	for (int h = 0; h < nv; h++)
+		c.A[h] = -expf(c.A[h]);
+	return c;
+}
+
+static void
+gdn_free(struct gdn_case *c)
+{
+	free(c->qkv), free(c->a), free(c->b), free(c->A), free(c->dt);
+}
+
+static void
+ref_l2(const float *x, int n, int hf, double eps, double *y)
+{
+	double ss = 0, s;
+
+	for (int i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	s = hf ? 1 / sqrt(ss + eps) : 1 / fmax(sqrt(ss), eps);
+	for (int i = 0; i < n; i++)
+		y[i] = x[i] * s;
+}
+
+static void
+ref_gdn(const struct gdn_case *c, double *S, double *o)
+{
+	const struct backend_gdn *g = &c->g;
+	int dk = g->dk, dv = g->dv, kd = g->n_k_heads * dk;
+	double q[256], k[256], kv[256];
+
+	for (int r = 0; r < c->m; r++)
+		for (int h = 0; h < g->n_v_heads; h++) {
+			int kh = g->v_tiled ? h % g->n_k_heads : h / (g->n_v_heads / g->n_k_heads);
+			const float *row = c->qkv + r * c->ld, *v = row + 2 * kd + h * dv;
+			double *Sh = S + h * dk * dv, at = c->a[r * g->n_v_heads + h] + c->dt[h];
+			double beta = dsigmoid(c->b[r * g->n_v_heads + h]);
+			double decay = exp(c->A[h] * (at > 20 ? at : log1p(exp(at))));
+
+			ref_l2(row + kh * dk, dk, g->hf_l2, g->eps, q);
+			ref_l2(row + kd + kh * dk, dk, g->hf_l2, g->eps, k);
+			for (int j = 0; j < dv; j++) {
+				kv[j] = 0;
+				for (int i = 0; i < dk; i++)
+					kv[j] += (Sh[i * dv + j] *= decay) * k[i];
+			}
+			for (int j = 0; j < dv; j++) {
+				double d = beta * (v[j] - kv[j]), acc = 0;
+
+				for (int i = 0; i < dk; i++) {
+					Sh[i * dv + j] += k[i] * d;
+					acc += Sh[i * dv + j] * q[i] / sqrt(dk);
+				}
+				o[(r * g->n_v_heads + h) * dv + j] = acc;
+			}
+		}
+}
+
+static void
+gdn_check(int nk, int nv, int dk, int dv, int tiled, int hf, int m)
+{
+	struct gdn_case c = gdn_make(nk, nv, dk, dv, tiled, hf, m);
+	size_t ss = (size_t)nv * dk * dv, os = (size_t)m * nv * dv;
+	float *S0 = rnd(ss, 0.3f), *S = dup(S0, ss), *S1 = dup(S0, ss), *Sc = dup(S0, ss);
+	float *o = malloc(os * 4), *o1 = malloc(os * 4), *oc = malloc(os * 4);
+	float *snap = malloc(ss * m * 4);
+	double *dS = malloc(ss * sizeof *dS), *ref = malloc(os * sizeof *ref);
+	const struct backend_gdn *g = &c.g;
+
+	for (size_t i = 0; i < ss; i++)
+		dS[i] = S0[i];
+	ref_gdn(&c, dS, ref);
+	CHECK(backend_gdn_step(be3, g, m, c.qkv, c.ld, c.a, c.b, c.A, c.dt, S, snap, o) == 0);
+	if (maxrel(o, ref, os) > 1e-4 || maxrel(S, dS, ss) > 1e-4)
+		FAILF("step vs reference (%d/%d heads, %dx%d, tiled %d, hf %d): o %g S %g",
+		    nk, nv, dk, dv, tiled, hf, maxrel(o, ref, os), maxrel(S, dS, ss));
+	for (int r = 0; r < m; r++) {	/* one row at a time: the same bits */
+		CHECK(backend_gdn_step(be1, g, 1, c.qkv + r * c.ld, c.ld, c.a + r * nv,
+		    c.b + r * nv, c.A, c.dt, S1, NULL, o1 + r * nv * dv) == 0);
+		if (!same(S1, snap + r * ss, ss))
+			FAILF("snapshot %d is not the state after row %d", r, r);
+	}
+	CHECK(same(o, o1, os));
+	CHECK(same(S, S1, ss));
+	CHECK(backend_gdn_chunk(be3, g, m, c.qkv, c.ld, c.a, c.b, c.A, c.dt, Sc, oc) == 0);
+	if (maxrel(oc, ref, os) > 1e-4 || maxrel(Sc, dS, ss) > 1e-4)
+		FAILF("chunk vs reference (m %d): o %g S %g", m, maxrel(oc, ref, os),
+		    maxrel(Sc, dS, ss));
+	memcpy(S1, S0, ss * 4);
+	CHECK(backend_gdn_chunk(be1, g, m, c.qkv, c.ld, c.a, c.b, c.A, c.dt, S1, o1) == 0);
+	CHECK(same(o1, oc, os));	/* thread count does not matter */
+	CHECK(same(S1, Sc, ss));
+	free(S0), free(S), free(S1), free(Sc), free(o), free(o1), free(oc), free(snap);
+	free(dS), free(ref);
+	gdn_free(&c);
+}
+
+TEST(gated_delta_rule_step_and_chunk_match_reference)
+{
+	gdn_check(2, 4, 8, 12, 0, 1, 70);
+	gdn_check(2, 4, 8, 12, 1, 0, 70);
+	gdn_check(1, 3, 16, 8, 0, 0, 1);
+	gdn_check(3, 3, 32, 16, 0, 1, 64);
+	gdn_check(2, 6, 16, 16, 1, 1, 150);
+}
+
+TEST(gated_delta_rule_rejects_bad_head_ratios)
+{
+	struct gdn_case c = gdn_make(2, 4, 8, 8, 0, 1, 1);
+	float S[4 * 64], o[32];
+
+	c.g.n_k_heads = 3;
+	CHECK(backend_gdn_step(be3, &c.g, 1, c.qkv, c.ld, c.a, c.b, c.A, c.dt, S, NULL, o) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "gdn: 4 value heads over 3 key heads");
+	gdn_free(&c);
+}
+
+int
+main(void)
+{
+	char err[UTIL_ERRLEN];
+
+	if ((be1 = backend_open("cpu", 1, err)) == NULL ||
+	    (be3 = backend_open("cpu", 3, err)) == NULL ||
+	    (bes = backend_open("cpu:scalar", 2, err)) == NULL) {
+		printf("not ok open: %s\n", err);
+		return 1;
+	}
+	RUN(opens_and_rejects_devices);
+	RUN(matmul_matches_reference_for_each_type_and_shape);
+	RUN(matmul_rows_are_batch_and_thread_invariant);
+	RUN(fused_products_equal_their_parts_bit_for_bit);
+	RUN(embed_decodes_rows);
+	RUN(norms_and_elementwise_ops_match_reference);
+	RUN(argmax_takes_the_lowest_index_on_ties);
+	RUN(rope_rotates_the_first_n_rot_dims_neox_style);
+	RUN(rope_norm_mode_rotates_adjacent_pairs);
+	RUN(attention_matches_reference_and_decode_equals_prefill);
+	RUN(conv1d_matches_reference_and_carries_state);
+	RUN(gated_delta_rule_step_and_chunk_match_reference);
+	RUN(gated_delta_rule_rejects_bad_head_ratios);
+	backend_close(be1);
+	backend_close(be3);
+	backend_close(bes);
+	return test_summary();
+}

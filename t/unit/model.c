@@ -1,0 +1,317 @@
+/*
+ * model: the qwen35 fixture (../shared/models/A, or MEMRA_MODEL_A)
+ * against its float32 references (refs.json): last-position logits of
+ * the prompt, greedy continuations, MTP logits; prefill against
+ * token-by-token decode.  Skipped when the fixture is not there.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "json.h"
+#include "model.h"
+#include "state.h"
+#include "test.h"
+#include "util.h"
+
+#ifdef MEMRA_SAN
+enum { N_PROMPTS = 1, N_NEW = 12 };	/* sanitizer builds: a taste of each */
+#else
+enum { N_PROMPTS = 8, N_NEW = 64 };
+#endif
+
+static struct backend *be;
+static struct model *md;
+static struct json *refs;
+static int nv;
+
+static int32_t *
+ids_of(const struct json *arr, int *n)
+{
+	int32_t *ids = malloc((arr->n + 1) * sizeof *ids);
+
+	for (size_t i = 0; i < arr->n; i++)
+		ids[i] = (int32_t)arr->items[i].i;
+	*n = arr->n;
+	return ids;
+}
+
+static int
+argmax(const float *x, int n)
+{
+	int b = 0;
+
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
+TEST(prompt_logits_match_the_reference)
+{
+	const struct json *a = json_get(refs, "a_last_position_logits");
+
+	for (size_t p = 0; p < a->n && p < N_PROMPTS; p++) {
+		const struct json *r = json_at(a, p), *want = json_get(r, "last_logits");
+		int n;
+		int32_t *ids = ids_of(json_get(r, "input_ids"), &n);
+		float *lg = malloc(nv * sizeof *lg), *ld = malloc(nv * sizeof *ld);
+		struct state *st = model_state_new(md, n + 8, 0, NULL);
+		double md1 = 0, md2 = 0, mx = 0;
+
+		CHECK(model_forward(md, st, ids, n, MODEL_PREFILL, lg, NULL) == 0);
+		for (int i = 0; i < nv; i++) {
+			double d = fabs(lg[i] - want->items[i].num);
+			md1 = d > md1 ? d : md1;
+			mx = fabs(want->items[i].num) > mx ? fabs(want->items[i].num) : mx;
+		}
+		/* the references keep 5 significant digits */
+		if (md1 > 1e-4 * mx + 1e-4)
+			FAILF("prompt %zu: max |logit - ref| %g (max |ref| %g)", p, md1, mx);
+		CHECK_EQ_INT(argmax(lg, nv), json_at(json_get(r, "top5_ids"), 0)->i);
+		if (p > 0)
+			goto next;
+		/* the same prompt one token at a time */
+		CHECK(state_reset(st) == 0);
+		for (int i = 0; i < n; i++)
+			CHECK(model_forward(md, st, ids + i, 1, 0, ld, NULL) == 0);
+		for (int i = 0; i < nv; i++)
+			md2 = fabs(lg[i] - ld[i]) > md2 ? fabs(lg[i] - ld[i]) : md2;
+		CHECK(md2 < 1e-3);
+		CHECK_EQ_INT(argmax(ld, nv), argmax(lg, nv));
+		printf("# prompt %zu: %d tokens, max diff vs ref %.3g, prefill vs decode %.3g\n",
+		    p, n, md1, md2);
+next:
+		state_free(st);
+		free(ids), free(lg), free(ld);
+	}
+}
+
+TEST(greedy_continuations_match_the_reference)
+{
+	const struct json *b = json_get(refs, "b_greedy");
+
+	for (size_t p = 0; p < b->n && p < N_PROMPTS; p++) {
+		const struct json *r = json_at(b, p), *want = json_get(r, "new_ids");
+		int n, first_bad = -1;
+		int32_t *ids = ids_of(json_get(r, "input_ids"), &n), tok;
+		float *lg = malloc(nv * sizeof *lg);
+		struct state *st = model_state_new(md, n + 80, 0, NULL);
+
+		CHECK(model_forward(md, st, ids, n, MODEL_PREFILL, lg, NULL) == 0);
+		for (size_t i = 0; i < want->n && i < N_NEW; i++) {
+			tok = argmax(lg, nv);
+			if (tok != want->items[i].i && first_bad < 0)
+				first_bad = i;
+			CHECK(model_forward(md, st, &tok, 1, 0, lg, NULL) == 0);
+		}
+		if (first_bad >= 0)
+			FAILF("prompt %zu: greedy token %d differs", p, first_bad);
+		state_free(st);
+		free(ids), free(lg);
+	}
+}
+
+TEST(mtp_logits_match_the_reference)
+{
+	const struct json *a = json_get(refs, "a_last_position_logits");
+	int ne = model_hparams(md)->n_embd;
+
+	for (size_t p = 0; p < a->n && p < N_PROMPTS; p++) {
+		const struct json *r = json_at(a, p), *want = json_get(r, "mtp_last_logits");
+		int n;
+		int32_t *ids = ids_of(json_get(r, "input_ids"), &n);
+		float *h = malloc((size_t)n * ne * sizeof *h), *lg = malloc((size_t)n * nv * 4);
+		struct state *st = model_state_new(md, n + 8, 0, NULL);
+		double d = 0, mx = 0;
+		int64_t next;
+
+		CHECK(json_get_i64(r, "mtp_input_next_token", &next) == 0);
+		CHECK(model_forward(md, st, ids, n, MODEL_PREFILL, NULL, h) == 0);
+		/* slot t pairs h_t with token t+1; the last slot with the next token */
+		memmove(ids, ids + 1, (n - 1) * sizeof *ids);
+		ids[n - 1] = (int32_t)next;
+		CHECK(model_mtp(md, st, 0, 0, h, ids, n, lg, NULL) == 0);
+		for (int i = 0; i < nv; i++) {
+			double e = fabs(lg[(size_t)(n - 1) * nv + i] - want->items[i].num);
+			d = e > d ? e : d;
+			mx = fabs(want->items[i].num) > mx ? fabs(want->items[i].num) : mx;
+		}
+		if (d > 1e-4 * mx + 1e-4)
+			FAILF("prompt %zu: MTP max |logit - ref| %g", p, d);
+		CHECK_EQ_INT(argmax(lg + (size_t)(n - 1) * nv, nv),
+		    json_at(json_get(r, "mtp_top5_ids"), 0)->i);
+		state_free(st);
+		free(ids), free(h), free(lg);
+	}
+}
+
+/*
+ * Greedy speculative decoding with the MTP head as the reference does it:
+ * K_eff = min(K, left - 1) chained drafts a round, one verify forward of
+ * [last, drafts], the longest matching prefix plus the trunk's token, the
+ * recurrent state rolled back to it, and the MTP cache refilled from the
+ * trunk's hiddens of the kept rows.
+ */
+struct spec_run {
+	int	accepted, rounds;
+	int32_t	out[64];
+};
+
+static int
+spec_decode(const int32_t *prompt, int n, int n_new, int K, struct spec_run *sr)
+{
+	int ne = model_hparams(md)->n_embd, gen = 0, mtp_len = n, rc = 0;
+	struct state *st = model_state_new(md, n + n_new + K + 2, K + 1, NULL);
+	float *h = malloc((size_t)(n + K + 1) * ne * 4), *hout = malloc((size_t)(n + K + 1) * ne * 4);
+	float *lg = malloc((size_t)(n + K + 1) * nv * 4), *hlast = malloc(ne * 4);
+	int32_t *tk = malloc((n + K + 1) * sizeof *tk), d[16], last;
+
+	rc |= model_forward(md, st, prompt, n, MODEL_PREFILL, lg, h);
+	sr->out[gen++] = argmax(lg, nv);
+	memcpy(tk, prompt + 1, (n - 1) * sizeof *tk);
+	tk[n - 1] = sr->out[0];
+	rc |= model_mtp(md, st, 0, 0, h, tk, n, lg, hout);
+	last = n - 1;
+	while (rc == 0 && gen < n_new) {
+		int k = n_new - gen - 1 < K ? n_new - gen - 1 : K, acc = 0;
+
+		if (k == 0) {
+			rc |= model_forward(md, st, &sr->out[gen - 1], 1, 0, lg, NULL);
+			sr->out[gen++] = argmax(lg, nv);
+			continue;
+		}
+		d[0] = argmax(lg + (size_t)last * nv, nv);
+		memcpy(hlast, hout + (size_t)last * ne, ne * 4);
+		for (int j = 1; j < k; j++) {	/* chain on the MTP's own output */
+			rc |= model_mtp(md, st, 0, mtp_len + j - 1, hlast, &d[j - 1], 1, lg, hlast);
+			d[j] = argmax(lg, nv);
+		}
+		tk[0] = sr->out[gen - 1];
+		memcpy(tk + 1, d, k * sizeof *tk);
+		rc |= model_forward(md, st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, h);
+		while (acc < k && d[acc] == argmax(lg + (size_t)acc * nv, nv))
+			acc++;
+		memcpy(sr->out + gen, d, acc * sizeof *d);
+		gen += acc;
+		sr->out[gen++] = argmax(lg + (size_t)acc * nv, nv);
+		rc |= state_rollback(st, acc + 1);
+		sr->accepted += acc;
+		sr->rounds++;
+		/* MTP slots of the kept rows: (trunk hidden, the token after it) */
+		memcpy(tk, sr->out + gen - acc - 1, (acc + 1) * sizeof *tk);
+		rc |= model_mtp(md, st, 0, mtp_len, h, tk, acc + 1, lg, hout);
+		mtp_len += acc + 1;
+		last = acc;
+	}
+	state_free(st);
+	free(h), free(hout), free(lg), free(hlast), free(tk);
+	return rc;
+}
+
+TEST(speculative_decoding_equals_greedy_with_the_reference_acceptance)
+{
+	const struct json *d = json_get(refs, "d_speculative");
+	const struct json *g = json_get(d, "greedy_new_ids_all_prompts");
+	const struct json *b = json_get(refs, "b_greedy");
+	int np = N_PROMPTS < 2 ? N_PROMPTS : 2;
+
+	for (int K = 1; K <= 4; K++) {
+		const struct json *pk;
+		char key[4];
+
+		snprintf(key, sizeof key, "%d", K);
+		pk = json_get(json_get(d, "per_K"), key);
+		for (int p = 0; p < np; p++) {
+			struct spec_run sr = { 0 };
+			int n;
+			int32_t *ids = ids_of(json_get(json_at(b, p), "input_ids"), &n);
+			const struct json *want = json_at(g, p);
+
+			CHECK(spec_decode(ids, n, N_NEW, K, &sr) == 0);
+			for (int i = 0; i < N_NEW; i++)
+				if (sr.out[i] != want->items[i].i) {
+					FAILF("K=%d prompt %d: token %d differs from greedy", K, p, i);
+					break;
+				}
+			if (N_NEW == 64) {
+				CHECK_EQ_INT(sr.accepted, json_at(json_get(pk, "per_prompt_accepted"), p)->i);
+				CHECK_EQ_INT(sr.rounds, json_at(json_get(pk, "per_prompt_rounds"), p)->i);
+			}
+			printf("# K=%d prompt %d: %d accepted in %d rounds\n", K, p, sr.accepted, sr.rounds);
+			free(ids);
+		}
+	}
+}
+
+TEST(verify_rows_and_thread_counts_give_the_same_bits)
+{
+	const struct json *r = json_at(json_get(refs, "b_greedy"), 0);
+	int n, K = 4;
+	int32_t *ids = ids_of(json_get(r, "input_ids"), &n);
+	float *one = malloc((size_t)K * nv * 4), *many = malloc((size_t)K * nv * 4);
+	struct state *a = model_state_new(md, n + K, K, NULL), *b = model_state_new(md, n + K, K, NULL);
+	char err[UTIL_ERRLEN];
+	struct backend *be3 = backend_open("cpu", 3, err);
+	struct model *m3 = model_open(getenv("MEMRA_MODEL_A") ? getenv("MEMRA_MODEL_A") :
+	    "../shared/models/A", be3, err);
+	struct state *c = m3 ? model_state_new(m3, n + K, K, NULL) : NULL;
+	float *three = malloc((size_t)K * nv * 4);
+
+	CHECK(c != NULL);
+	/* the prompt minus its last K tokens, then those K: one at a time vs one verify batch */
+	CHECK(model_forward(md, a, ids, n - K, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK(model_forward(md, b, ids, n - K, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK(model_forward(m3, c, ids, n - K, MODEL_PREFILL, NULL, NULL) == 0);
+	for (int i = 0; i < K; i++)
+		CHECK(model_forward(md, a, ids + n - K + i, 1, 0, one + (size_t)i * nv, NULL) == 0);
+	CHECK(model_forward(md, b, ids + n - K, K, MODEL_VERIFY | MODEL_LOGITS_ALL, many, NULL) == 0);
+	CHECK(memcmp(one, many, (size_t)K * nv * 4) == 0);
+	CHECK(model_forward(m3, c, ids + n - K, K, MODEL_VERIFY | MODEL_LOGITS_ALL, three, NULL) == 0);
+	CHECK(memcmp(three, many, (size_t)K * nv * 4) == 0);
+	state_free(a), state_free(b), state_free(c);
+	model_close(m3);
+	backend_close(be3);
+	free(ids), free(one), free(many), free(three);
+}
+
+int
+main(void)
+{
+	const char *dir = getenv("MEMRA_MODEL_A");
+	char err[UTIL_ERRLEN], path[1024];
+	char *text;
+	size_t len;
+
+	if (dir == NULL)
+		dir = "../shared/models/A";
+	snprintf(path, sizeof path, "%s/refs.json", dir);
+	if (access(path, R_OK) != 0) {
+		const char *req = getenv("MEMRA_REQUIRE_PEERS");
+
+		if (req != NULL && strcmp(req, "1") == 0) {
+			printf("not ok model: fixture model A missing at %s\n", dir);
+			return 1;
+		}
+		printf("ok model # skip: no fixture at %s\n", dir);
+		return 0;
+	}
+	if ((text = util_read_file(path, &len, err)) == NULL ||
+	    (refs = json_parse(text, len, err)) == NULL ||
+	    (be = backend_open("cpu", 0, err)) == NULL ||
+	    (md = model_open(dir, be, err)) == NULL) {
+		printf("not ok model: %s\n", err);
+		return 1;
+	}
+	free(text);
+	nv = model_hparams(md)->n_vocab;
+	RUN(prompt_logits_match_the_reference);
+	RUN(mtp_logits_match_the_reference);
+	RUN(verify_rows_and_thread_counts_give_the_same_bits);
+	RUN(greedy_continuations_match_the_reference);
+	RUN(speculative_decoding_equals_greedy_with_the_reference_acceptance);
+	model_close(md);
+	backend_close(be);
+	json_free(refs);
+	return test_summary();
+}

@@ -1,0 +1,304 @@
+/*
+ * sample: each filter on small hand-computed distributions, the draw's
+ * frequencies with fixed seeds, reproducibility keyed by (seed, seq,
+ * pos), and speculative rejection sampling preserving the target.
+ */
+#include <stdlib.h>
+
+#include "sample.h"
+#include "test.h"
+#include "util.h"
+
+static struct sampler *
+mk(struct sample_params *p, int n)
+{
+	char err[UTIL_ERRLEN];
+	struct sampler *s = sample_new(p, n, err);
+
+	if (s == NULL)
+		printf("# sample_new: %s\n", err);
+	return s;
+}
+
+/* logits whose softmax is probs (normalised) */
+static void
+logits_of(const double *probs, int n, float *l)
+{
+	for (int i = 0; i < n; i++)
+		l[i] = (float)log(probs[i]);
+}
+
+TEST(rng_is_a_pure_function_of_its_key)
+{
+	double sum = 0;
+
+	CHECK(sample_uniform(1, 2, 3, 0) == sample_uniform(1, 2, 3, 0));
+	CHECK(sample_uniform(1, 2, 3, 0) != sample_uniform(2, 2, 3, 0));
+	CHECK(sample_uniform(1, 2, 3, 0) != sample_uniform(1, 3, 3, 0));
+	CHECK(sample_uniform(1, 2, 3, 0) != sample_uniform(1, 2, 4, 0));
+	CHECK(sample_uniform(1, 2, 3, 0) != sample_uniform(1, 2, 3, 1));
+	for (int i = 0; i < 100000; i++) {
+		double u = sample_uniform(7, 0, i, 0);
+
+		CHECK(u >= 0 && u < 1);
+		sum += u;
+	}
+	CHECK_NEAR(sum / 100000, 0.5, 0.005);
+}
+
+TEST(greedy_is_the_argmax_lowest_id_on_ties)
+{
+	struct sample_params p;
+	float l[5] = { 1, 4, 4, -INFINITY, NAN };
+	struct sampler *s;
+
+	sample_defaults(&p);
+	s = mk(&p, 5);
+	CHECK_EQ_INT(sample_next(s, l, NULL, 0, 0, 0), 1);
+	l[0] = l[1] = l[2] = NAN;
+	CHECK_EQ_INT(sample_next(s, l, NULL, 0, 0, 0), -1);
+	sample_free(s);
+}
+
+TEST(draws_follow_the_distribution)
+{
+	struct sample_params p;
+	double want[4] = { 0.1, 0.2, 0.3, 0.4 };
+	float l[4];
+	int count[4] = { 0 }, n = 100000;
+	struct sampler *s;
+
+	sample_defaults(&p);
+	p.temp = 1;
+	p.seed = 42;
+	s = mk(&p, 4);
+	logits_of(want, 4, l);
+	for (int i = 0; i < n; i++)
+		count[sample_next(s, l, NULL, 0, 0, i)]++;
+	for (int i = 0; i < 4; i++)
+		CHECK_NEAR((double)count[i] / n, want[i], 0.005);
+	sample_free(s);
+}
+
+static void
+probs_of(struct sample_params *p, const double *in, int n, const double *want)
+{
+	float l[16], pr[16];
+	struct sampler *s = mk(p, n);
+
+	logits_of(in, n, l);
+	CHECK(sample_probs(s, l, NULL, 0, pr) == 0);
+	for (int i = 0; i < n; i++)
+		CHECK_NEAR(pr[i], want[i], 1e-6);
+	sample_free(s);
+}
+
+TEST(each_filter_keeps_what_it_should)
+{
+	struct sample_params p;
+	double in[4] = { 0.1, 0.2, 0.3, 0.4 };
+	double t05[4] = { 0.01 / 0.3, 0.04 / 0.3, 0.09 / 0.3, 0.16 / 0.3 };
+	double k2[4] = { 0, 0, 3.0 / 7, 4.0 / 7 };
+	double p05[4] = { 0, 0, 3.0 / 7, 4.0 / 7 };
+	double p06[4] = { 0, 0, 3.0 / 7, 4.0 / 7 };
+	double mp[4] = { 0, 2.0 / 9, 3.0 / 9, 4.0 / 9 };
+	double greedy[4] = { 0, 0, 0, 1 };
+
+	sample_defaults(&p);
+	p.temp = 1;
+	probs_of(&p, in, 4, in);
+	p.temp = 0.5f;
+	probs_of(&p, in, 4, t05);
+	p.temp = 1;
+	p.top_k = 2;
+	probs_of(&p, in, 4, k2);
+	p.top_k = 0;
+	p.top_p = 0.5f;
+	probs_of(&p, in, 4, p05);
+	p.top_p = 0.7f;	/* 0.4 + 0.3 reaches it: still two */
+	probs_of(&p, in, 4, p06);
+	p.top_p = 1;
+	p.min_p = 0.45f;	/* keep p >= 0.18 */
+	probs_of(&p, in, 4, mp);
+	p.min_p = 0;
+	p.temp = 0;
+	probs_of(&p, in, 4, greedy);
+}
+
+TEST(penalties_apply_to_the_window_of_history)
+{
+	struct sample_params p;
+	float l[4] = { 2, -1, 1.5f, 0 }, pr[4];
+	int32_t hist[5] = { 1, 0, 3, 3, 0 };
+	struct sampler *s;
+
+	sample_defaults(&p);
+	p.repeat_penalty = 2;
+	s = mk(&p, 4);
+	CHECK_EQ_INT(sample_next(s, l, hist, 5, 0, 0), 2);	/* 2 -> 1 < 1.5 */
+	sample_free(s);
+	p.repeat_penalty = 1;
+	p.presence_penalty = 0.25f;
+	p.frequency_penalty = 0.125f;
+	p.temp = 1;
+	s = mk(&p, 4);
+	CHECK(sample_probs(s, l, hist, 5, pr) == 0);
+	/* logits seen: 0 twice (2 - .25 - .25 = 1.5), 1 once (-1.375), 3 twice (-.5) */
+	CHECK_NEAR(log(pr[0] / pr[2]), 0, 1e-6);
+	CHECK_NEAR(log(pr[1] / pr[2]), -1.375 - 1.5, 1e-5);
+	CHECK_NEAR(log(pr[3] / pr[2]), -0.5 - 1.5, 1e-5);
+	sample_free(s);
+	p.presence_penalty = 1;
+	p.frequency_penalty = 0;
+	p.penalty_last_n = 2;	/* sees 3, 0 only: 1 keeps its logit */
+	s = mk(&p, 4);
+	CHECK(sample_probs(s, l, hist, 5, pr) == 0);
+	CHECK_NEAR(log(pr[1] / pr[2]), -1 - 1.5, 1e-5);
+	CHECK_NEAR(log(pr[0] / pr[2]), 1 - 1.5, 1e-5);
+	sample_free(s);
+}
+
+TEST(runs_reproduce_by_seed_sequence_and_position)
+{
+	struct sample_params p;
+	float l[64];
+	int32_t a[32], b[32];
+	struct sampler *s;
+	int differ = 0;
+
+	for (int i = 0; i < 64; i++)
+		l[i] = (float)(i % 7) * 0.3f;
+	sample_defaults(&p);
+	p.temp = 1.3f;
+	p.seed = 99;
+	s = mk(&p, 64);
+	for (int i = 0; i < 32; i++)
+		a[i] = sample_next(s, l, NULL, 0, 5, i);
+	for (int i = 31; i >= 0; i--) {	/* another order, other sequences between */
+		sample_next(s, l, NULL, 0, 6, i);
+		b[i] = sample_next(s, l, NULL, 0, 5, i);
+	}
+	CHECK(memcmp(a, b, sizeof a) == 0);
+	for (int i = 0; i < 32; i++)
+		differ += sample_next(s, l, NULL, 0, 6, i) != a[i];
+	CHECK(differ > 10);
+	sample_free(s);
+}
+
+TEST(rejection_sampling_preserves_the_target_distribution)
+{
+	struct sample_params p;
+	float pt[4] = { 0.5f, 0.1f, 0.3f, 0.1f }, q[4] = { 0.1f, 0.6f, 0.1f, 0.2f };
+	int count[4] = { 0 }, n = 100000, acc, n_acc = 0;
+	struct sampler *s;
+
+	sample_defaults(&p);
+	p.temp = 1;
+	p.seed = 3;
+	s = mk(&p, 4);
+	for (int i = 0; i < n; i++) {
+		double u = sample_uniform(1234, 1, i, 0), c = 0;
+		int d = 3;
+
+		for (int k = 0; k < 4; k++)
+			if (u < (c += q[k])) {
+				d = k;
+				break;
+			}
+		count[sample_accept(s, pt, q, d, 0, i, &acc)]++;
+		n_acc += acc;
+	}
+	for (int i = 0; i < 4; i++)
+		CHECK_NEAR((double)count[i] / n, pt[i], 0.006);
+	/* expected acceptance: sum min(p, q) = 0.1 + 0.1 + 0.1 + 0.1 */
+	CHECK_NEAR((double)n_acc / n, 0.4, 0.006);
+	sample_free(s);
+}
+
+TEST(greedy_acceptance_is_exact_match)
+{
+	struct sample_params p;
+	float pt[3] = { 0, 1, 0 }, q1[3] = { 0, 1, 0 }, q2[3] = { 0, 0, 1 };
+	struct sampler *s;
+	int acc;
+
+	sample_defaults(&p);
+	s = mk(&p, 3);
+	for (int i = 0; i < 100; i++) {
+		CHECK_EQ_INT(sample_accept(s, pt, q1, 1, 0, i, &acc), 1);
+		CHECK_EQ_INT(acc, 1);
+		CHECK_EQ_INT(sample_accept(s, pt, q2, 2, 0, i, &acc), 1);
+		CHECK_EQ_INT(acc, 0);
+	}
+	sample_free(s);
+}
+
+static int
+stop_on_7(void *ctx, int32_t tok)
+{
+	++*(int *)ctx;
+	return tok == 7;
+}
+
+TEST(stops_on_ids_hook_and_limit)
+{
+	struct sample_params p;
+	int32_t stops[2] = { 3, 5 };
+	int calls = 0;
+	struct sampler *s;
+
+	sample_defaults(&p);
+	p.stop_ids = stops;
+	p.n_stop = 2;
+	p.stop_fn = stop_on_7;
+	p.stop_ctx = &calls;
+	p.max_tokens = 10;
+	s = mk(&p, 16);
+	CHECK(sample_stop(s, 5, 1));
+	CHECK(!sample_stop(s, 4, 1));
+	CHECK(sample_stop(s, 7, 1));
+	CHECK(sample_stop(s, 4, 10));
+	CHECK(!sample_stop(s, 4, 9));
+	CHECK_EQ_INT(calls, 4);
+	sample_free(s);
+}
+
+TEST(out_of_range_parameters_are_refused)
+{
+	struct sample_params p;
+	char err[UTIL_ERRLEN];
+
+	sample_defaults(&p);
+	p.temp = -1;
+	CHECK(sample_new(&p, 4, err) == NULL);
+	CHECK_EQ_STR(err, "sample: temperature -1 (want >= 0)");
+	sample_defaults(&p);
+	p.top_p = 0;
+	CHECK(sample_new(&p, 4, err) == NULL);
+	CHECK_EQ_STR(err, "sample: top-p 0 (want (0, 1])");
+	sample_defaults(&p);
+	p.min_p = 1.5f;
+	CHECK(sample_new(&p, 4, err) == NULL);
+	sample_defaults(&p);
+	p.repeat_penalty = 0;
+	CHECK(sample_new(&p, 4, err) == NULL);
+	sample_defaults(&p);
+	CHECK(sample_new(&p, 0, err) == NULL);
+	sample_free(NULL);
+}
+
+int
+main(void)
+{
+	RUN(rng_is_a_pure_function_of_its_key);
+	RUN(greedy_is_the_argmax_lowest_id_on_ties);
+	RUN(draws_follow_the_distribution);
+	RUN(each_filter_keeps_what_it_should);
+	RUN(penalties_apply_to_the_window_of_history);
+	RUN(runs_reproduce_by_seed_sequence_and_position);
+	RUN(rejection_sampling_preserves_the_target_distribution);
+	RUN(greedy_acceptance_is_exact_match);
+	RUN(stops_on_ids_hook_and_limit);
+	RUN(out_of_range_parameters_are_refused);
+	return test_summary();
+}

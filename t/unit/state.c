@@ -1,0 +1,159 @@
+/*
+ * state: positions, snapshots and rollback.  The rollback test runs a
+ * tiny recurrent + attention layer through the backend and checks that a
+ * speculative path (verify batches, partial acceptance, rollback) leaves
+ * bit-identical outputs and state to plain one-token-at-a-time decode.
+ */
+#include <stdlib.h>
+
+#include "backend.h"
+#include "state.h"
+#include "test.h"
+#include "util.h"
+
+static struct backend *be;
+
+static const struct state_config cfg = {
+	.n_ctx = 16, .n_kv = 2, .kv_dim = 8, .n_rec = 1, .conv_dim = 3 * 8,
+	.d_conv = 4, .n_v_heads = 1, .dk = 8, .dv = 8, .n_snap = 4,
+};
+
+enum { N = 12, CD = 24, KVD = 8, XTRA = 4 };	/* XTRA: rows drafted past the end */
+
+static float xin[N + XTRA][CD + 2];	/* per row: conv input, alpha, beta */
+static float w[CD * 4], ssm_a[1] = { -0.5f }, dt_bias[1] = { 0.1f };
+
+/* One forward of m rows: conv + GDN into o[m][8], attention over cache 1 into a[m][8]. */
+static int
+layer(struct state *st, int r0, int m, int snap, float *o, float *a)
+{
+	static const struct backend_gdn g = { 1, 1, 8, 8, 0, 1, 1e-6f };
+	static const struct backend_attn at = { 2, 1, 4, 0.5f };
+	float y[5 * CD], al[5], bt[5];
+	int p0 = m <= 5 ? state_push(st, m, snap) : -1;
+
+	if (p0 < 0)
+		return -1;
+	for (int i = 0; i < m; i++) {
+		al[i] = xin[r0 + i][CD];
+		bt[i] = xin[r0 + i][CD + 1];
+		/* K and V rows for position p0+i: the first 8 conv inputs */
+		memcpy(state_k(st, 1) + (p0 + i) * KVD, xin[r0 + i], KVD * 4);
+		memcpy(state_v(st, 1) + (p0 + i) * KVD, xin[r0 + i] + 8, KVD * 4);
+	}
+	if (backend_conv1d_silu(be, &xin[r0][0], CD + 2, m, CD, w, 4, state_conv(st, 0),
+	    snap ? state_conv_snap(st, 0) : NULL, y) != 0 ||
+	    backend_gdn_step(be, &g, m, y, CD, al, bt, ssm_a, dt_bias, state_ssm(st, 0),
+	    snap ? state_ssm_snap(st, 0) : NULL, o) != 0)
+		return -1;
+	return backend_attention(be, &at, &xin[r0][16], CD + 2, 4, state_k(st, 1),
+	    state_v(st, 1), m, p0, a);
+}
+
+static int
+same_state(struct state *a, struct state *b)
+{
+	return memcmp(state_conv(a, 0), state_conv(b, 0), 3 * CD * 4) == 0 &&
+	    memcmp(state_ssm(a, 0), state_ssm(b, 0), 64 * 4) == 0 &&
+	    state_pos(a) == state_pos(b);
+}
+
+TEST(speculative_rollback_equals_plain_decode_bit_for_bit)
+{
+	char err[UTIL_ERRLEN];
+	struct state *ref = state_new(be, &cfg, err), *st = state_new(be, &cfg, err);
+	float ro[N][8], ra[N][8], o[N + XTRA][8], a[N + XTRA][8];
+	/* (rows, snap, keep): prefill 5, verify 4 keep 2, verify 4 keep 4, verify 3 keep 1 */
+	static const int plan[][3] = { { 5, 0, 5 }, { 4, 1, 2 }, { 4, 1, 4 }, { 3, 1, 1 } };
+	int r = 0;
+
+	CHECK(ref != NULL && st != NULL);
+	for (int i = 0; i < N; i++)
+		CHECK(layer(ref, i, 1, 0, ro[i], ra[i]) == 0);
+	for (size_t p = 0; p < sizeof plan / sizeof *plan; p++) {
+		int m = plan[p][0], keep = plan[p][2];
+
+		CHECK(layer(st, r, m, plan[p][1], o[r], a[r]) == 0);
+		if (plan[p][1])
+			CHECK(state_rollback(st, keep) == 0);
+		CHECK_EQ_INT(state_pos(st), r + keep);
+		r += keep;
+	}
+	CHECK_EQ_INT(r, N);
+	CHECK(memcmp(o, ro, sizeof ro) == 0);
+	CHECK(memcmp(a, ra, sizeof ra) == 0);
+	CHECK(same_state(st, ref));
+	state_free(ref);
+	state_free(st);
+}
+
+TEST(push_and_rollback_refuse_what_they_cannot_do)
+{
+	char err[UTIL_ERRLEN];
+	struct state *st = state_new(be, &cfg, err);
+
+	CHECK(state_push(st, 5, 1) == -1);
+	CHECK_EQ_STR(state_errmsg(st), "state: 5 rows to snapshot, room for 4");
+	CHECK(state_rollback(st, 1) == -1);
+	CHECK_EQ_STR(state_errmsg(st), "state: rollback: the last batch kept no snapshots");
+	CHECK_EQ_INT(state_push(st, 10, 0), 0);
+	CHECK_EQ_INT(state_push(st, 3, 1), 10);
+	CHECK(state_rollback(st, 0) == -1);
+	CHECK(state_rollback(st, 4) == -1);
+	CHECK(state_rollback(st, 3) == 0);
+	CHECK(state_rollback(st, 3) == -1);	/* once per batch */
+	CHECK(state_push(st, 4, 0) == -1);
+	CHECK_EQ_STR(state_errmsg(st), "state: 4 rows at position 13 do not fit in a context of 16");
+	CHECK(state_truncate(st, 2) == -1);
+	CHECK(state_truncate(st, 13) == 0);
+	CHECK(state_reset(st) == 0);
+	CHECK_EQ_INT(state_pos(st), 0);
+	CHECK(state_k(st, 2) == NULL);
+	CHECK(state_ssm(st, 1) == NULL);
+	state_free(st);
+	state_free(NULL);
+}
+
+TEST(attention_only_states_truncate_and_copy)
+{
+	char err[UTIL_ERRLEN];
+	struct state_config c = { .n_ctx = 8, .n_kv = 1, .kv_dim = 4 };
+	struct state *a = state_new(be, &c, err), *b = state_new(be, &c, err);
+
+	CHECK(a != NULL && b != NULL);
+	CHECK(state_conv_snap(a, 0) == NULL);
+	CHECK_EQ_INT(state_push(a, 6, 0), 0);
+	for (int i = 0; i < 24; i++)
+		state_k(a, 0)[i] = i;
+	CHECK(state_truncate(a, 3) == 0);
+	CHECK_EQ_INT(state_pos(a), 3);
+	CHECK(state_copy(b, a) == 0);
+	CHECK_EQ_INT(state_pos(b), 3);
+	CHECK(memcmp(state_k(b, 0), state_k(a, 0), 12 * 4) == 0);
+	c.n_ctx = 0;
+	CHECK(state_new(be, &c, err) == NULL);
+	CHECK_EQ_STR(err, "state: bad config (n_ctx 0, 1 caches, 0 recurrent layers, 0 snapshots)");
+	state_free(a);
+	state_free(b);
+}
+
+int
+main(void)
+{
+	char err[UTIL_ERRLEN];
+	uint32_t r = 12345;
+
+	if ((be = backend_open("cpu", 2, err)) == NULL) {
+		printf("not ok open: %s\n", err);
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof xin / sizeof xin[0][0]; i++)
+		(&xin[0][0])[i] = ((r = r * 1664525 + 1013904223) >> 8) / 8388608.0f - 1;
+	for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+		w[i] = ((r = r * 1664525 + 1013904223) >> 8) / 8388608.0f - 1;
+	RUN(speculative_rollback_equals_plain_decode_bit_for_bit);
+	RUN(push_and_rollback_refuse_what_they_cannot_do);
+	RUN(attention_only_states_truncate_and_copy);
+	backend_close(be);
+	return test_summary();
+}
