@@ -390,8 +390,7 @@ put_stats_text(FILE *fp, const struct gguf_tensor *t, const struct stats *s, int
 	double n = s->n ? (double)s->n : 1;
 
 	if (s->skipped) {
-		if (all)
-			fprintf(fp, "  %s: not scanned: no dequantizer for %s\n", t->name, quant_name(t->type));
+		fprintf(fp, "  %s: not scanned: no dequantizer for %s\n", t->name, quant_name(t->type));
 		return;
 	}
 	if (s->nan || s->inf)
@@ -454,7 +453,6 @@ check(FILE *fp, struct gguf *g, const char *name, const struct inspect_opts *o)
 	free(buf);
 	free(x);
 	if (i < gguf_n_tensors(g) || d < 0) {
-		fputs(o->json ? "]}}\n" : "", fp);
 		warnmsg("%s: %s", name, gguf_errmsg(g));
 		return -1;
 	}

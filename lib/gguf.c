@@ -101,6 +101,8 @@ need(struct gguf *g, uint64_t n, const char *what)
 		fill(g, n);
 	if (n <= g->len - g->pos)
 		return 0;
+	if (g->fp != NULL && ferror(g->fp))
+		return util_err(g->err, "read: %s", strerror(errno));
 	return util_err(g->err, "truncated file: %s needs %" PRIu64 " bytes at offset %zu, %zu left",
 	    what, n, g->pos, g->len - g->pos);
 }
@@ -179,8 +181,11 @@ rd_array(struct gguf *g, struct kv *kv)
 	kv->arr_type = et;
 	kv->n = n;
 	kv->off = g->pos;
-	if (fits(g, n, et == GGUF_TYPE_STRING ? 8 : type_size[et], "array count") != 0)
-		return -1;
+	if (fits(g, n, et == GGUF_TYPE_STRING ? 8 : type_size[et], "array count") != 0) {
+		char why[UTIL_ERRLEN];
+		memcpy(why, g->err, sizeof why);
+		return util_err(g->err, "key '%s': %s", kv->key, why);
+	}
 	if (et != GGUF_TYPE_STRING) {
 		g->pos += n * type_size[et];
 		return 0;
@@ -361,7 +366,10 @@ check_offsets(struct gguf *g)
 	}
 	g->data_size = size;
 	g->data_off = pad(g->pos, g->align);
-	if (g->fp == NULL && g->n_t > 0 && (g->data_off > g->len || size > g->len - g->data_off))
+	if (g->fp == NULL && g->data_off > g->len)	/* ggml writes this padding even with no tensors */
+		return util_err(g->err, "truncated file: the header's padding runs to offset %" PRIu64
+		    ", file has %zu", g->data_off, g->len);
+	if (g->fp == NULL && size > g->len - g->data_off)
 		return util_err(g->err, "truncated file: data section needs %" PRIu64 " bytes at offset %"
 		    PRIu64 ", file has %zu", size, g->data_off, g->len);
 	return 0;
@@ -454,6 +462,12 @@ open_stream(FILE *fp, int close_fp, const char *name, char *err)
 		return NULL;
 	}
 	return g;
+}
+
+struct gguf *
+gguf_open_stream(FILE *fp, const char *name, char *err)
+{
+	return open_stream(fp, 0, name, err);
 }
 
 struct gguf *

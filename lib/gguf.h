@@ -55,6 +55,9 @@ struct gguf;
  * err (UTIL_ERRLEN).  gguf_close frees (NULL is a no-op).
  */
 struct gguf *gguf_open(const char *path, char *err);
+/* The same over a stream the caller opened (and closes after gguf_close):
+ * read forward only, tensor data through gguf_read_data. */
+struct gguf *gguf_open_stream(FILE *fp, const char *name, char *err);
 /* The same over len bytes at buf, which the caller keeps alive and
  * unchanged until gguf_close.  name is only used in messages. */
 struct gguf *gguf_open_mem(const void *buf, size_t len, const char *name, char *err);

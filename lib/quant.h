@@ -72,8 +72,7 @@ int	quant_can_dequantize(int t);
  * Decode n elements of type t at src into dst (CPU reference, exact to
  * ggml's dequantize_row_*): F32 F16 BF16 F64 I8 I16 I32 I64, Q4_0 Q4_1
  * Q5_0 Q5_1 Q8_0 Q8_1, Q2_K..Q8_K, IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4 NVFP4,
- * Q1_0 Q2_0.
- * src needs no alignment.  NVFP4's per-tensor `.scale` sidecar is not
+ * Q1_0 Q2_0 (not the IQ1/IQ2/IQ3 grid types).  src needs no alignment.  NVFP4's per-tensor `.scale` sidecar is not
  * applied here.  Returns 0, or -1 for an unsupported type or n not a
  * multiple of the block size (dst untouched).
  */
@@ -85,27 +84,37 @@ int	quant_can_quantize(int t);
 /*
  * Encode n floats at src as type t into dst (quant_row_size(t, n) bytes),
  * bit-identical to ggml's quantize_row_*_ref: F32 F16 BF16, Q4_0 Q4_1 Q5_0
- * Q5_1 Q8_0 Q8_1, Q4_K Q5_K Q6_K Q8_K, MXFP4, NVFP4, Q1_0 Q2_0.  Returns 0, or -1 with
- * the reason in err[UTIL_ERRLEN] (may be NULL) for an unsupported type, n
- * not a multiple of the block size, or a NaN/Inf element (dst untouched).
+ * Q5_1 Q8_0 Q8_1, Q4_K Q5_K Q6_K Q8_K, TQ1_0 TQ2_0, MXFP4, NVFP4, Q1_0 Q2_0
+ * (identical when ggml is built without floating-point contraction; see
+ * t/peer/ggml-ref.sh).  Denormals, zeros and huge finite values are encoded
+ * as ggml encodes them.  Returns 0, or -1 with the reason in
+ * err[UTIL_ERRLEN] (may be NULL) for an unsupported type, n not a multiple
+ * of the block size, or a NaN/Inf element (dst untouched).
  */
 int	quant_quantize_row(int type, const float *src, void *dst, int64_t n, char *err);
 
 /*
  * Dot products of one weight row w (n elements of type t) with an
- * activation, the way ggml's CPU backend computes them: the activation is
- * first quantized to quant_vec_dot_type(t) (Q8_0 for Q4_0 Q5_0 Q8_0 IQ4_NL
- * MXFP4 NVFP4; Q8_1 for Q4_1 Q5_1; Q8_K for the K-quants and IQ4_XS; F16,
- * BF16 and F32 for themselves; -1 when t has no dot) by quant_quantize_act
- * into quant_row_size(quant_vec_dot_type(t), n) bytes, and
- * quant_vec_dot(t, n, w, xq) returns sum_i w[i] * xq[i].  quant_dot_f32 takes
- * the float activation as it is.  AVX2+FMA code is chosen at run time
- * where the CPU has it, portable C otherwise; results are deterministic
- * for a given CPU path (the same reduction order whatever the caller).
- * No shared mutable state: safe from many threads.  n must be a multiple
- * of the block size and t a type with a dot; otherwise quant_vec_dot and
- * quant_dot_f32 return NaN and quant_quantize_act returns -1.
- * quant_quantize_act does not check for NaN/Inf (activations are trusted).
+ * activation row, as ggml's CPU backend computes them.
+ *
+ * Quantized-activation path: quant_vec_dot_type(t) names the activation
+ * type (Q8_0 for Q4_0 Q5_0 Q8_0 IQ4_NL MXFP4 NVFP4; Q8_1 for Q4_1 Q5_1;
+ * Q8_K for Q2_K..Q6_K and IQ4_XS; F32 for F32 F16 BF16, whose activations
+ * stay float (ggml converts them to F16/BF16; we keep full precision);
+ * -1 when t has no dot).  quant_quantize_act(t, x, xq, n) writes x as that
+ * type into xq (quant_row_size(quant_vec_dot_type(t), n) bytes; ggml's
+ * quantize_row_q8_*_ref, no NaN check: activations are trusted), once per
+ * activation row, and quant_vec_dot(t, n, w, xq) returns sum_i w[i]*xq[i].
+ *
+ * Float-activation path: quant_dot_f32(t, n, w, x) = sum_i w[i]*x[i].
+ *
+ * AVX2+FMA+F16C code is chosen once at load time where the CPU has it,
+ * portable C otherwise (quant_dot_impl says which).  A row's result
+ * depends only on (t, n, w, activation): the same reduction order whatever
+ * the caller or the other rows, so batched and single-row calls agree bit
+ * for bit.  No shared mutable state: safe from many threads.  n must be a
+ * multiple of the block size and t have a dot; otherwise quant_vec_dot
+ * and quant_dot_f32 return NaN and quant_quantize_act returns -1.
  */
 int	quant_vec_dot_type(int t);
 int	quant_quantize_act(int t, const float *x, void *xq, int64_t n);

@@ -203,61 +203,90 @@ df_q8_0(int t, int64_t nb, const uint8_t *w, const float *x)
 	return hsum_ps(acc);
 }
 
-/* NVFP4 against float x: per 32 values, two 16-value scales. */
-AVX2 static float
-df_nvfp4(int64_t nb, const uint8_t *w, const float *x)
+/* The 4 UE4M3 scales of an NVFP4 block (qi_ue4m3_half, vectorized),
+ * spread as [s0 x4, s1 x4] and [s2 x4, s3 x4] to match dot_i8's lanes. */
+AVX2 static inline void
+nvfp4_scales(const uint8_t *w, __m256 *s01, __m256 *s23)
+{
+	uint32_t raw;
+	__m128i x, e, mn;
+	__m128 norm, sub, v;
+
+	memcpy(&raw, w, 4);
+	x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)raw));
+	e = _mm_and_si128(_mm_srli_epi32(x, 3), _mm_set1_epi32(0xF));
+	mn = _mm_and_si128(x, _mm_set1_epi32(7));
+	norm = _mm_castsi128_ps(_mm_or_si128(_mm_slli_epi32(_mm_add_epi32(e, _mm_set1_epi32(119)), 23),
+	    _mm_slli_epi32(mn, 20)));
+	sub = _mm_mul_ps(_mm_cvtepi32_ps(mn), _mm_set1_ps(0x1p-10f));
+	v = _mm_blendv_ps(norm, sub, _mm_castsi128_ps(_mm_cmpeq_epi32(e, _mm_setzero_si128())));
+	v = _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, _mm_set1_epi32(0x7F))), v);
+	*s01 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+	*s23 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+}
+
+/* 16 bytes of an NVFP4 block (two 16-value sub-blocks, split halves) as
+ * 32 signed bytes in element order. */
+AVX2 static inline __m256i
+nvfp4_i8(const uint8_t *qs)
 {
 	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
 	const __m128i m4 = _mm_set1_epi8(0x0F);
+	__m128i q = _mm_loadu_si128((const __m128i *)qs);
+	__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+
+	/* sub-block 0: lo[0..7] hi[0..7]; sub-block 1: lo[8..15] hi[8..15] */
+	return _mm256_set_m128i(_mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi)),
+	    _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi)));
+}
+
+/* NVFP4 against float x. */
+AVX2 static float
+df_nvfp4(int64_t nb, const uint8_t *w, const float *x)
+{
 	__m256 acc = _mm256_setzero_ps();
 	int64_t i;
 	int h;
 
 	for (i = 0; i < nb; i++, w += 36) {
-		for (h = 0; h < 2; h++, x += 32) {
-			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
-			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
-			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
-			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
-			__m256 s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_loadu_ps(x));
-			__m256 s1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + 16));
+		__m256 s[2];
 
-			s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8))),
-			    _mm256_loadu_ps(x + 8), s0);
-			s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))),
-			    _mm256_loadu_ps(x + 24), s1);
-			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h])), s0, acc);
-			acc = _mm256_fmadd_ps(_mm256_set1_ps(qi_ue4m3_half(w[2 * h + 1])), s1, acc);
+		nvfp4_scales(w, &s[0], &s[1]);
+		for (h = 0; h < 2; h++, x += 32) {
+			__m256i q = nvfp4_i8(w + 4 + 16 * h);
+			__m128i a = _mm256_castsi256_si128(q), b = _mm256_extracti128_si256(q, 1);
+			/* per 16 values: v . x, times that sub-block's scale */
+			__m256 ta = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_loadu_ps(x));
+			__m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + 16));
+
+			ta = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8))),
+			    _mm256_loadu_ps(x + 8), ta);
+			tb = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))),
+			    _mm256_loadu_ps(x + 24), tb);
+			acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(s[h], s[h], 0x00), ta, acc);
+			acc = _mm256_fmadd_ps(_mm256_permute2f128_ps(s[h], s[h], 0x11), tb, acc);
 		}
 	}
 	return hsum_ps(acc);
 }
 
-/* NVFP4 against Q8_0: a 64-value block is two Q8_0 blocks; each 32 have
- * two 16-value scales. */
+/* NVFP4 against Q8_0: a 64-value block is two Q8_0 blocks. */
 AVX2 static float
 vd_nvfp4(int64_t nb, const uint8_t *w, const uint8_t *xq)
 {
-	const __m128i kfp = _mm_loadu_si128((const __m128i *)qi_kvalues_mxfp4);
-	const __m128i m4 = _mm_set1_epi8(0x0F);
 	__m256 acc = _mm256_setzero_ps();
 	int64_t i;
-	int h;
 
-	for (i = 0; i < nb; i++, w += 36) {
-		for (h = 0; h < 2; h++, xq += 34) {
-			__m128i q = _mm_loadu_si128((const __m128i *)(w + 4 + 16 * h));
-			__m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
-			/* sub-block 2h: lo[0..7] hi[0..7]; sub-block 2h+1: lo[8..15] hi[8..15] */
-			__m128i a = _mm_shuffle_epi8(kfp, _mm_unpacklo_epi64(lo, hi));
-			__m128i b = _mm_shuffle_epi8(kfp, _mm_unpackhi_epi64(lo, hi));
-			__m256i y = _mm256_loadu_si256((const __m256i *)(xq + 2));
-			float dy = h2f(xq);
-			__m256 s = _mm256_setr_m128(_mm_set1_ps(qi_ue4m3_half(w[2 * h]) * dy),
-			    _mm_set1_ps(qi_ue4m3_half(w[2 * h + 1]) * dy));
+	for (i = 0; i < nb; i++, w += 36, xq += 68) {
+		__m256 s01, s23;
+		__m256i y0 = _mm256_loadu_si256((const __m256i *)(xq + 2));
+		__m256i y1 = _mm256_loadu_si256((const __m256i *)(xq + 36));
 
-			acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot_i8(_mm256_set_m128i(b, a), y)), acc);
-		}
+		nvfp4_scales(w, &s01, &s23);
+		acc = _mm256_fmadd_ps(_mm256_mul_ps(s01, _mm256_set1_ps(h2f(xq))),
+		    _mm256_cvtepi32_ps(dot_i8(nvfp4_i8(w + 4), y0)), acc);
+		acc = _mm256_fmadd_ps(_mm256_mul_ps(s23, _mm256_set1_ps(h2f(xq + 34))),
+		    _mm256_cvtepi32_ps(dot_i8(nvfp4_i8(w + 20), y1)), acc);
 	}
 	return hsum_ps(acc);
 }
@@ -283,17 +312,19 @@ vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 }
 
 /* The min term of Q4_K/Q5_K: sum over 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int
-k_minsum(const uint8_t *sc12, const uint8_t *y)
+AVX2 static inline int
+k_minsum(const uint8_t m[8], const uint8_t *y)
 {
-	uint8_t sc, m;
-	int j, s = 0;
+	__m256i bs = _mm256_loadu_si256((const __m256i *)(y + 260));
+	__m128i m8 = _mm_loadl_epi64((const __m128i *)m);
+	/* m0 m0 m1 m1 ... as 16 int16 */
+	__m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+	__m256i p = _mm256_madd_epi16(bs, m16);
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
 
-	for (j = 0; j < 8; j++) {
-		qi_scale_min_k4(j, sc12, &sc, &m);
-		s += m * ((int16_t)qi_rd16(y + 260 + 4 * j) + (int16_t)qi_rd16(y + 262 + 4 * j));
-	}
-	return s;
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+	return _mm_cvtsi128_si32(s);
 }
 
 /* Q4_K and Q5_K against Q8_K. */
@@ -312,9 +343,10 @@ vd_q45_k(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
 		__m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
 		__m256i isum = _mm256_setzero_si256();
 		float dy;
-		uint8_t sc1, sc2, m;
+		uint8_t sc[8], m[8];
 
 		memcpy(&dy, y, 4);
+		qi_scale_min_k4_all(w + 4, sc, m);
 		for (c = 0; c < 4; c++, q += 32) {
 			__m256i b = _mm256_loadu_si256((const __m256i *)q);
 			__m256i lo = _mm256_and_si256(b, m4);
@@ -327,15 +359,13 @@ vd_q45_k(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
 				hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(
 				    _mm256_srli_epi16(qh, 2 * c + 1), one), 4));
 			}
-			qi_scale_min_k4(2 * c, w + 4, &sc1, &m);
-			qi_scale_min_k4(2 * c + 1, w + 4, &sc2, &m);
 			p1 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 4 + 64 * c)));
 			p2 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 36 + 64 * c)));
-			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc1)));
-			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p2, _mm256_set1_epi16(sc2)));
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c])));
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p2, _mm256_set1_epi16(sc[2 * c + 1])));
 		}
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w) * dy), _mm256_cvtepi32_ps(isum), acc);
-		accm += h2f(w + 2) * dy * (float)k_minsum(w + 4, y);
+		accm += h2f(w + 2) * dy * (float)k_minsum(m, y);
 	}
 	return hsum_ps(acc) - accm;
 }
@@ -386,6 +416,216 @@ vd_q6_k(int64_t nb, const uint8_t *w, const uint8_t *y)
 	return hsum_ps(acc);
 }
 
+/*
+ * Any K-quant (or IQ4_XS) block unpacked to 256 signed bytes in element
+ * order, an integer scale and min per 16 values, and the float d, dmin:
+ * value i stands for d * sc[i / 16] * v[i] - dmin * m[i / 16].
+ */
+struct kblock {
+	int8_t	v[QK_K];
+	int16_t	sc[16], m[16];
+	float	d, dmin;
+};
+
+AVX2 static void
+kunpack_q2_k(const uint8_t *w, struct kblock *k)
+{
+	const __m256i m3 = _mm256_set1_epi8(3);
+	int n, j;
+
+	for (j = 0; j < 16; j++)
+		k->sc[j] = w[j] & 0xF, k->m[j] = w[j] >> 4;
+	for (n = 0; n < 2; n++) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * n));
+
+		for (j = 0; j < 4; j++)
+			_mm256_storeu_si256((__m256i *)(k->v + 128 * n + 32 * j),
+			    _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3));
+	}
+	k->d = h2f(w + 80), k->dmin = h2f(w + 82);
+}
+
+AVX2 static void
+kunpack_q3_k(const uint8_t *w, struct kblock *k)
+{
+	const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+	__m256i hm = _mm256_loadu_si256((const __m256i *)w);
+	int8_t sc[16];
+	int n, j;
+
+	qi_q3k_scales(w + 96, sc);
+	for (j = 0; j < 16; j++)
+		k->sc[j] = sc[j], k->m[j] = 0;
+	for (n = 0; n < 2; n++) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(w + 32 + 32 * n));
+
+		for (j = 0; j < 4; j++) {
+			__m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+			__m256i h = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * n + j), one);
+
+			/* v = lo - 4 + 4h */
+			_mm256_storeu_si256((__m256i *)(k->v + 128 * n + 32 * j), _mm256_add_epi8(
+			    _mm256_sub_epi8(lo, _mm256_set1_epi8(4)), _mm256_slli_epi16(h, 2)));
+		}
+	}
+	k->d = h2f(w + 108), k->dmin = 0;
+}
+
+AVX2 static void
+kunpack_q45_k(int t, const uint8_t *w, struct kblock *k)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+	const uint8_t *q = w + (t == QUANT_Q5_K ? 48 : 16);
+	__m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
+	uint8_t sc[8], m[8];
+	int c;
+
+	qi_scale_min_k4_all(w + 4, sc, m);
+	for (c = 0; c < 8; c++) {
+		k->sc[2 * c] = k->sc[2 * c + 1] = sc[c];
+		k->m[2 * c] = k->m[2 * c + 1] = m[c];
+	}
+	for (c = 0; c < 4; c++, q += 32) {
+		__m256i b = _mm256_loadu_si256((const __m256i *)q);
+		__m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+
+		if (t == QUANT_Q5_K) {
+			lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(
+			    _mm256_srli_epi16(qh, 2 * c), one), 4));
+			hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(
+			    _mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+		}
+		_mm256_storeu_si256((__m256i *)(k->v + 64 * c), lo);
+		_mm256_storeu_si256((__m256i *)(k->v + 64 * c + 32), hi);
+	}
+	k->d = h2f(w), k->dmin = h2f(w + 2);
+}
+
+AVX2 static void
+kunpack_q6_k(const uint8_t *w, struct kblock *k)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+	const __m256i k32 = _mm256_set1_epi8(32);
+	const uint8_t *ql = w, *qh = w + 128;
+	int n, j;
+
+	for (j = 0; j < 16; j++)
+		k->sc[j] = (int8_t)w[192 + j], k->m[j] = 0;
+	for (n = 0; n < 2; n++, ql += 64, qh += 32) {
+		__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+		__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+		__m256i h = _mm256_loadu_si256((const __m256i *)qh);
+		__m256i q[4];
+
+		q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+		    _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+		q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+		    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+		q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+		    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+		q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+		    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+		for (j = 0; j < 4; j++)
+			_mm256_storeu_si256((__m256i *)(k->v + 128 * n + 32 * j), _mm256_sub_epi8(q[j], k32));
+	}
+	k->d = h2f(w + 208), k->dmin = 0;
+}
+
+AVX2 static void
+kunpack_iq4_xs(const uint8_t *w, struct kblock *k)
+{
+	const __m128i kiq = _mm_loadu_si128((const __m128i *)qi_kvalues_iq4nl);
+	uint16_t sh = qi_rd16(w + 2);
+	int ib;
+
+	for (ib = 0; ib < 8; ib++) {
+		__m256i q = nibbles(w + 8 + 16 * ib);
+		__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+		int ls = ((w[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+
+		_mm256_storeu_si256((__m256i *)(k->v + 32 * ib),
+		    _mm256_set_m128i(_mm_shuffle_epi8(kiq, hi), _mm_shuffle_epi8(kiq, lo)));
+		k->sc[2 * ib] = k->sc[2 * ib + 1] = (int16_t)(ls - 32);
+		k->m[2 * ib] = k->m[2 * ib + 1] = 0;
+	}
+	k->d = h2f(w), k->dmin = 0;
+}
+
+AVX2 static inline __attribute__((always_inline)) void
+kunpack(int t, const uint8_t *w, struct kblock *k)
+{
+	switch (t) {
+	case QUANT_Q2_K:	kunpack_q2_k(w, k); break;
+	case QUANT_Q3_K:	kunpack_q3_k(w, k); break;
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:	kunpack_q45_k(t, w, k); break;
+	case QUANT_Q6_K:	kunpack_q6_k(w, k); break;
+	default:		kunpack_iq4_xs(w, k); break;
+	}
+}
+
+/* Unpacked K blocks against Q8_K (Q2_K, Q3_K, IQ4_XS). */
+AVX2 static float
+vd_kgeneric(int t, int64_t nb, const uint8_t *w, const uint8_t *y)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps();
+	float accm = 0.0f;
+	struct kblock k;
+	int64_t i;
+	int c;
+
+	for (i = 0; i < nb; i++, w += bsz, y += 292) {
+		__m256i isum = _mm256_setzero_si256();
+		float dy;
+		int msum = 0;
+
+		memcpy(&dy, y, 4);
+		kunpack(t, w, &k);
+		for (c = 0; c < 8; c++) {
+			__m256i v = _mm256_loadu_si256((const __m256i *)(k.v + 32 * c));
+			__m256i yy = _mm256_loadu_si256((const __m256i *)(y + 4 + 32 * c));
+			__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yy, v));
+			__m256i s = _mm256_setr_m128i(_mm_set1_epi16(k.sc[2 * c]), _mm_set1_epi16(k.sc[2 * c + 1]));
+
+			isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s));
+		}
+		if (k.dmin != 0.0f)
+			for (c = 0; c < 16; c++)
+				msum += k.m[c] * (int16_t)qi_rd16(y + 260 + 2 * c);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(k.d * dy), _mm256_cvtepi32_ps(isum), acc);
+		accm += k.dmin * dy * (float)msum;
+	}
+	return hsum_ps(acc) - accm;
+}
+
+/* Unpacked K blocks against float x: per 16 values, d*sc * (v . x) - dmin*m * sum x. */
+AVX2 static float
+df_kgeneric(int t, int64_t nb, const uint8_t *w, const float *x)
+{
+	int bsz = quant_traits(t)->size;
+	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	struct kblock k;
+	int64_t i;
+	int g;
+
+	for (i = 0; i < nb; i++, w += bsz) {
+		kunpack(t, w, &k);
+		for (g = 0; g < 16; g++, x += 16) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(k.v + 16 * g));
+			__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+			__m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), x0);
+
+			s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), x1, s);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(k.d * (float)k.sc[g]), s, acc);
+			if (k.dmin != 0.0f)
+				accm = _mm256_fmadd_ps(_mm256_set1_ps(k.dmin * (float)k.m[g]),
+				    _mm256_add_ps(x0, x1), accm);
+		}
+	}
+	return hsum_ps(acc) - hsum_ps(accm);
+}
+
 AVX2 float
 qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 {
@@ -407,6 +647,8 @@ qi_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)
 		return vd_q45_k(t, nb, w, xq);
 	case QUANT_Q6_K:
 		return vd_q6_k(nb, w, xq);
+	case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_IQ4_XS:
+		return vd_kgeneric(t, nb, w, xq);
 	default:
 		return qi_vec_dot_c(t, n, w, xq);
 	}
@@ -431,6 +673,9 @@ qi_dot_f32_avx2(int t, int64_t n, const void *w, const float *x)
 	case QUANT_IQ4_NL:	return df_q8_0(QUANT_IQ4_NL, nb, w, x);
 	case QUANT_MXFP4:	return df_q8_0(QUANT_MXFP4, nb, w, x);
 	case QUANT_NVFP4:	return df_nvfp4(nb, w, x);
+	case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_Q4_K: case QUANT_Q5_K:
+	case QUANT_Q6_K: case QUANT_IQ4_XS:
+		return df_kgeneric(t, nb, w, x);
 	}
 	for (i = 0; i < n; i += m) {
 		m = n - i < 1024 ? n - i : 1024;

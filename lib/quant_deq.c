@@ -472,12 +472,12 @@ static void
 kints_q2_k(const uint8_t *b, int *v, struct qi_kscales *ks)
 {
 	const uint8_t *q = b + 16;
-	int n, j, l, is = 0;
+	int n, j, l;
 
 	for (j = 0; j < 16; j++)
 		ks->sc[j] = b[j] & 0xF, ks->m[j] = b[j] >> 4;
 	for (n = 0; n < QK_K; n += 128, q += 32)
-		for (j = 0; j < 8; j++, is++)
+		for (j = 0; j < 8; j++)
 			for (l = 0; l < 16; l++)
 				*v++ = (q[l + 16 * (j & 1)] >> (2 * (j / 2))) & 3;
 	ks->nsub = 16, ks->has_min = 1;

@@ -158,20 +158,19 @@ qi_e8m0(uint8_t e)
 	return qi_bits_f32(bits);
 }
 
-/* ggml_ue4m3_to_fp32 times 0.5 (the kvalues_mxfp4 convention). */
+/* ggml_ue4m3_to_fp32 (which includes the 0.5 of the kvalues_mxfp4
+ * convention): 0 and 0x7F -> 0; exp 0: man * 2^-9; else (1 + man/8) *
+ * 2^(exp-7); halved.  Built from bits (ggml uses ldexpf; same values). */
 static inline float
 qi_ue4m3_half(uint8_t x)
 {
-	int exp = (x >> 3) & 0xF, man = x & 7;
-	float raw;
+	uint32_t exp = (x >> 3) & 0xF, man = x & 7;
 
 	if (x == 0 || x == 0x7F)
 		return 0.0f;
 	if (exp == 0)
-		raw = (float)man * 0x1p-9f;
-	else
-		raw = (1.0f + (float)man / 8.0f) * ldexpf(1.0f, exp - 7);
-	return raw * 0.5f;
+		return (float)man * 0x1p-10f;
+	return qi_bits_f32((exp + 119) << 23 | man << 20);
 }
 
 /* ggml_fp32_to_ue4m3: x <= 0 (and NaN) -> 0, clamped to 448, mantissa
@@ -236,6 +235,21 @@ qi_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
 		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
 		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
 	}
+}
+
+/* All 8 (scale, min) pairs of get_scale_min_k4 at once, without branches. */
+static inline void
+qi_scale_min_k4_all(const uint8_t *q, uint8_t sc[8], uint8_t m[8])
+{
+	uint32_t u[3], v[4];
+
+	memcpy(u, q, 12);
+	v[0] = u[0] & 0x3F3F3F3F;
+	v[1] = (u[2] & 0x0F0F0F0F) | ((u[0] >> 6 & 0x03030303) << 4);
+	v[2] = u[1] & 0x3F3F3F3F;
+	v[3] = (u[2] >> 4 & 0x0F0F0F0F) | ((u[1] >> 6 & 0x03030303) << 4);
+	memcpy(sc, v, 8);
+	memcpy(m, v + 2, 8);
 }
 
 /* Q3_K's 16 signed 6-bit scales (bias 32 removed) from its 12 bytes. */

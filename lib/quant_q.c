@@ -552,6 +552,61 @@ q_q2_0(const float *x, uint8_t *b)
 	}
 }
 
+/* n trits (-1, 0, 1 times amax) as one base-3 number, scaled to a byte by
+ * ceiling division (TQ1_0 packing); the 4-trit qh bytes get a fifth 0 trit. */
+static uint8_t
+tq1_byte(const float *x, int stride, int n, float id)
+{
+	uint8_t q = 0;
+	int k;
+
+	for (k = 0; k < n; k++) {
+		int xi = (int)lroundf(x[k * stride] * id) + 1;
+
+		q = (uint8_t)(q * 3 + xi);
+	}
+	if (n == 4)
+		q = (uint8_t)(q * 3);
+	return (uint8_t)(((uint16_t)q * 256 + (243 - 1)) / 243);
+}
+
+static void
+q_tq1_0(const float *x, uint8_t *b)
+{
+	float d = absmax(x, QK_K, NULL), id = d ? 1.0f / d : 0.0f;
+	int m;
+
+	qi_wr16(b + 52, qi_f2h(d));
+	for (m = 0; m < 32; m++)
+		b[m] = tq1_byte(x + m, 32, 5, id);
+	x += 160;
+	for (m = 0; m < 16; m++)
+		b[32 + m] = tq1_byte(x + m, 16, 5, id);
+	x += 80;
+	for (m = 0; m < 4; m++)
+		b[48 + m] = tq1_byte(x + m, 4, 4, id);
+}
+
+static void
+q_tq2_0(const float *x, uint8_t *b)
+{
+	float d = absmax(x, QK_K, NULL), id = d ? 1.0f / d : 0.0f;
+	int j, m, n;
+
+	qi_wr16(b + 64, qi_f2h(d));
+	for (j = 0; j < 64; j += 32, x += 128)
+		for (m = 0; m < 32; m++) {
+			uint8_t q = 0;
+
+			for (n = 0; n < 4; n++) {
+				int xi = (int)lroundf(x[m + n * 32] * id) + 1;
+
+				q = (uint8_t)(q + ((xi & 3) << (2 * n)));
+			}
+			b[j + m] = q;
+		}
+}
+
 static q_fn *
 q_block_fn(int type)
 {
@@ -569,6 +624,8 @@ q_block_fn(int type)
 	case QUANT_MXFP4:	return q_mxfp4;
 	case QUANT_NVFP4:	return q_nvfp4;
 	case QUANT_Q1_0:	return q_q1_0;
+	case QUANT_TQ1_0:	return q_tq1_0;
+	case QUANT_TQ2_0:	return q_tq2_0;
 	case QUANT_Q2_0:	return q_q2_0;
 	default:		return NULL;
 	}

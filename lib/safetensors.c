@@ -727,7 +727,11 @@ safetensors_open(const char *path, char *err)
 		return NULL;
 	}
 	if (S_ISDIR(sb.st_mode)) {
-		st->dir = strdup(path);
+		size_t n = strlen(path);
+
+		while (n > 1 && path[n - 1] == '/')	/* "A/" is "A": general.name comes from it */
+			n--;
+		st->dir = strndup(path, n);
 		rc = st->dir ? open_dir(st) : util_err(st->err, "out of memory");
 	} else {
 		const char *slash = strrchr(path, '/');

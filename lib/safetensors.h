@@ -110,11 +110,16 @@ struct safetensors_out {
 	int	xform;		/* elementwise op */
 	int	perm;		/* row / column permutation kind */
 	int64_t	pa, pb, pc, pd;	/* permutation parameters */
+	const struct safetensors_tensor *scale;	/* FP8 weights: the block scales
+				   (<name>_scale_inv, [ceil(rows/bs[0])][ceil(cols/bs[1])]) */
+	int64_t	bs[2];		/* their block size, rows and columns */
 };
 
 /*
  * Build the conversion plan from config.json's model_type (llama,
- * qwen3_5_text, qwen3_5): the GGUF tensor list and metadata.  The HF
+ * qwen3_5_text, qwen3_5): the GGUF tensor list and metadata.  FP8
+ * weights with block scales (<name>_scale_inv, quantization_config
+ * weight_block_size, default 128x128) read as their scaled values.  The HF
  * names must all be known (vision towers are skipped); an unknown name,
  * a missing required tensor or a shape that disagrees with config.json
  * is an error.  nomtp = 1 leaves out the MTP block.  0, or -1 with

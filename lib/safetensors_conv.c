@@ -354,6 +354,47 @@ set_vperm(struct safetensors_out *o, const struct hp *h, int v)
 	o->pa = v == V_QKV || v == V_CONV ? 2 * kd : 0;
 }
 
+/* quantization_config.weight_block_size, [128, 128] when absent */
+static int
+block_size(struct safetensors *st, int64_t bs[2])
+{
+	const struct json *q = safetensors_hparam(st, "quantization_config"), *b;
+
+	bs[0] = bs[1] = 128;
+	b = q != NULL && q->type == JSON_OBJECT ? json_get(q, "weight_block_size") : NULL;
+	if (b == NULL || b->type == JSON_NULL)
+		return 0;
+	if (b->type != JSON_ARRAY || b->n != 2 || !b->items[0].is_int || !b->items[1].is_int ||
+	    b->items[0].i < 1 || b->items[1].i < 1)
+		return util_err(st->err, "config.json: bad quantization_config.weight_block_size");
+	bs[0] = b->items[0].i;
+	bs[1] = b->items[1].i;
+	return 0;
+}
+
+/* An FP8 weight reads through its block scales: <name>_scale_inv, one per bs[0] x bs[1] block. */
+static int
+attach_scale(struct safetensors *st, struct safetensors_out *o)
+{
+	const struct safetensors_tensor *t = o->src, *sc;
+	char name[512];
+
+	snprintf(name, sizeof name, "%s_scale_inv", t->name);
+	if ((sc = safetensors_find(st, name)) == NULL)
+		return util_err(st->err, "tensor '%s': FP8 without a '%s' block scale", t->name, name);
+	if (block_size(st, o->bs) != 0)
+		return -1;
+	if (t->n_dims != 2 || sc->n_dims != 2 || sc->shape[0] != (t->shape[0] + o->bs[0] - 1) / o->bs[0] ||
+	    sc->shape[1] != (t->shape[1] + o->bs[1] - 1) / o->bs[1] ||
+	    (sc->dtype != SAFETENSORS_F32 && sc->dtype != SAFETENSORS_BF16 && sc->dtype != SAFETENSORS_F16))
+		return util_err(st->err, "tensor '%s': block scale '%s' is not a float [%lld, %lld]",
+		    t->name, name, (long long)((t->shape[0] + o->bs[0] - 1) / o->bs[0]),
+		    (long long)(t->n_dims == 2 ? (t->shape[1] + o->bs[1] - 1) / o->bs[1] : 0));
+	o->scale = sc;
+	o->verbatim = 0;
+	return 0;
+}
+
 static int
 add_out(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
     const struct rule *r, const char *name)
@@ -397,6 +438,9 @@ add_out(struct safetensors *st, const struct hp *h, const struct safetensors_ten
 	o->pc = h->lk_heads;
 	o->pd = h->lv_heads;
 	o->verbatim = o->xform == X_NONE;
+	if ((t->dtype == SAFETENSORS_F8_E4M3 || t->dtype == SAFETENSORS_F8_E5M2) &&
+	    attach_scale(st, o) != 0)
+		return -1;
 	st->nout++;
 	return 0;
 }
@@ -443,6 +487,22 @@ layer_of(const char *name, const struct hp *h, int64_t *blk, const char **rest, 
 	return 1;
 }
 
+/* "<w>_scale_inv" beside an FP8 "<w>": consumed by w's rows, not a tensor of its own */
+static int
+is_used_scale(const struct safetensors *st, const struct safetensors_tensor *t)
+{
+	size_t n = strlen(t->name);
+	char w[512];
+	const struct safetensors_tensor *wt;
+
+	if (n < 10 || n - 10 >= sizeof w || strcmp(t->name + n - 10, "_scale_inv") != 0)
+		return 0;
+	memcpy(w, t->name, n - 10);
+	w[n - 10] = '\0';
+	wt = safetensors_find(st, w);
+	return wt != NULL && (wt->dtype == SAFETENSORS_F8_E4M3 || wt->dtype == SAFETENSORS_F8_E5M2);
+}
+
 static int
 map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t)
 {
@@ -453,6 +513,8 @@ map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_
 	int mtp, k;
 
 	if (!normalize(t->name, norm, sizeof norm))
+		return 0;
+	if (is_used_scale(st, t))
 		return 0;
 	if (strncmp(norm, "mtp.", 4) == 0 && h->n_mtp == 0)
 		return 0;
@@ -834,6 +896,29 @@ elem(const uint8_t *p, int dt, int64_t i)
 	return NAN;
 }
 
+/* n elements of dtype dt at s as float, the common types without a call per element */
+static void
+convert_row(const uint8_t *s, int dt, float *d, int64_t n)
+{
+	int64_t j;
+
+	if (dt == SAFETENSORS_F32) {
+		memcpy(d, s, (size_t)n * sizeof *d);
+	} else if (dt == SAFETENSORS_BF16) {
+		for (j = 0; j < n; j++) {
+			uint32_t u = (uint32_t)(s[2 * j] | s[2 * j + 1] << 8) << 16;
+
+			memcpy(&d[j], &u, 4);
+		}
+	} else if (dt == SAFETENSORS_F16) {
+		for (j = 0; j < n; j++)
+			d[j] = h2f((uint16_t)(s[2 * j] | s[2 * j + 1] << 8));
+	} else {
+		for (j = 0; j < n; j++)
+			d[j] = elem(s, dt, j);
+	}
+}
+
 static int
 check_range(const struct safetensors_out *o, int64_t row0, int64_t nrows, char *err)
 {
@@ -841,6 +926,22 @@ check_range(const struct safetensors_out *o, int64_t row0, int64_t nrows, char *
 		return util_err(err, "tensor '%s': rows [%lld, %lld) outside its %lld rows", o->name,
 		    (long long)row0, (long long)(row0 + nrows), (long long)o->n_rows);
 	return 0;
+}
+
+/* d[j] *= the block scale of source row sr and d's source column */
+static void
+apply_scale(const struct safetensors_out *o, int64_t sr, float *d)
+{
+	const uint8_t *sc = o->scale->data;
+	int64_t j, n0 = o->ne[0], ncb = o->scale->shape[1];
+	int es = safetensors_dtype_size(o->scale->dtype);
+
+	sc += (sr / o->bs[0]) * ncb * es;
+	for (j = 0; j < n0; j++) {
+		int64_t sj = o->perm == P_VCOLS ? vsrc(j, 0, o->pb, o->pc, o->pd) : j;
+
+		d[j] *= elem(sc, o->scale->dtype, sj / o->bs[1]);
+	}
 }
 
 int
@@ -856,12 +957,19 @@ safetensors_read_rows(const struct safetensors_out *o, int64_t row0, int64_t nro
 		const uint8_t *s = (const uint8_t *)o->src->data + src_row(o, row0 + r) * n0 * es;
 		float *d = dst + r * n0;
 
-		for (j = 0; j < n0; j++) {
-			int64_t sj = o->perm == P_VCOLS ? vsrc(j, 0, o->pb, o->pc, o->pd) : j;
-			float x = elem(s, o->src_dtype, sj);
-
-			d[j] = o->xform == X_PLUS1 ? x + 1.0f : o->xform == X_NEGEXP ? -expf(x) : x;
-		}
+		if (o->perm == P_VCOLS)
+			for (j = 0; j < n0; j++)
+				d[j] = elem(s, o->src_dtype, vsrc(j, 0, o->pb, o->pc, o->pd));
+		else
+			convert_row(s, o->src_dtype, d, n0);
+		if (o->scale != NULL)
+			apply_scale(o, src_row(o, row0 + r), d);
+		if (o->xform == X_PLUS1)
+			for (j = 0; j < n0; j++)
+				d[j] += 1.0f;
+		else if (o->xform == X_NEGEXP)
+			for (j = 0; j < n0; j++)
+				d[j] = -expf(d[j]);
 	}
 	return 0;
 }

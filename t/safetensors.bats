@@ -81,3 +81,17 @@ tokenizer_matches_llama_cpp() {	# tokenizer_matches_llama_cpp CHECKPOINT
 	run -1 --separate-stderr "$DUMP" --tokenizer "$DATA/st/qwen35"
 	[ "$stderr" = "st-dump: $DATA/st/qwen35: no tokenizer.json" ]
 }
+
+@test "general.name is the checkpoint directory's name, trailing slash or not" {
+	run -0 "$DUMP" --kvjson "$DATA/st/llama/"
+	[[ $output == *'"general.name": "llama"'* ]]
+}
+
+@test "FP8 weights read through their block scales (ragged blocks, rope permutation)" {
+	need_py numpy
+	convert_matches_numpy "$DATA/st/fp8"
+	[ "${lines[-1]}" = "11 tensors, 0 failures" ]
+	run -0 "$DUMP" "$DATA/st/fp8"
+	[[ $output != *scale_inv$'\n'* ]]
+	[[ $output == *$'tensor\tblk.0.attn_q.weight\t2\t16\t16\t1\t1\tF8_E4M3\t0\t'* ]]
+}

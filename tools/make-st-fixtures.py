@@ -11,6 +11,9 @@ per the format: 8-byte little-endian header length, JSON header, data.
   qwen35/         released layout: model_type qwen3_5 + text_config, model.language_model.*,
                   model.visual.* (skipped), 2 shards + index, and an unlisted mtp.safetensors;
                   4 key heads / 8 value heads so the V-head reorder shows; F16
+  fp8/            llama as above with its projections in F8_E4M3 plus F32 `<name>_scale_inv`
+                  block scales (quantization_config weight_block_size [8, 12]: ragged blocks),
+                  written by hand; the tokenizer is llama/'s
   bf16.safetensors  one BF16 tensor and __metadata__, written by hand
   t/fuzz/safetensors/  seeds for the fuzz target
 """
@@ -163,6 +166,36 @@ def raw_file(path, tensors, meta=None):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(t[3] for t in tensors))
 
 
+def fp8():
+    d = os.path.join(out, "fp8")
+    os.makedirs(d, exist_ok=True)
+    E, F, H, KV, V, L = 16, 32, 4, 2, 300, 1
+    hd = E // H
+    bs = [8, 12]
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": E,
+           "intermediate_size": F, "num_attention_heads": H, "num_key_value_heads": KV,
+           "num_hidden_layers": L, "vocab_size": V, "rms_norm_eps": 1e-5, "max_position_embeddings": 64,
+           "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": bs}}
+    ts = [("model.embed_tokens.weight", "F32", [V, E], arange((V, E), 1).tobytes()),
+          ("model.norm.weight", "F32", [E], arange((E,), 2).tobytes())]
+    p = "model.layers.0."
+    ts += [(p + "input_layernorm.weight", "F32", [E], arange((E,), 3).tobytes()),
+           (p + "post_attention_layernorm.weight", "F32", [E], arange((E,), 4).tobytes())]
+    for k, (r, c), sd in [("self_attn.q_proj", (H * hd, E), 5), ("self_attn.k_proj", (KV * hd, E), 6),
+                          ("self_attn.v_proj", (KV * hd, E), 7), ("self_attn.o_proj", (E, H * hd), 8),
+                          ("mlp.gate_proj", (F, E), 9), ("mlp.up_proj", (F, E), 10), ("mlp.down_proj", (E, F), 11)]:
+        codes = ((np.arange(r * c) * 7 + sd) % 0x7e).astype(np.uint8)   # no 0x7f: that is NaN
+        codes[::3] |= 0x80
+        sc = ((np.arange(-(-r // bs[0]) * -(-c // bs[1])) + sd) / 16.0 + 0.25).astype(np.float32)
+        ts.append((p + k + ".weight", "F8_E4M3", [r, c], codes.tobytes()))
+        ts.append((p + k + ".weight_scale_inv", "F32", [-(-r // bs[0]), -(-c // bs[1])], sc.tobytes()))
+    raw_file(os.path.join(d, "model.safetensors"), ts)
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
+    import shutil
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(out, "llama", f), d)
+
+
 def bf16():
     x = np.array([1.0, -2.0, 0.5, 3.140625, 0.0, -0.0], np.float32)
     b = (x.view(np.uint32) >> 16).astype("<u2").tobytes()
@@ -176,6 +209,7 @@ if __name__ == "__main__":
     os.makedirs(out, exist_ok=True)
     llama()
     qwen35()
+    fp8()
     bf16()
     os.makedirs(fuzz, exist_ok=True)
     raw_file(os.path.join(fuzz, "seed1"), [("a", "F16", [2, 2], bytes(8)), ("b", "U8", [3], b"abc")])

@@ -2,7 +2,7 @@
  * libFuzzer target: the GGUF reader must accept or reject any bytes without
  * reading out of bounds, and whatever it accepts must survive a rewrite:
  * read -> write -> read gives the same kvs and tensors, and writing that
- * again gives the same bytes.
+ * again gives the same bytes.  The stream reader must agree with it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +74,43 @@ rewrite(struct gguf *g, size_t *len)
 	return mem;
 }
 
+/*
+ * The stream reader must agree with the memory reader: it accepts whatever
+ * memory accepts, with the same tables and the same tensor bytes, and it
+ * rejects only what memory rejects (memory also sees the file's end).
+ */
+static void
+stream_agrees(const uint8_t *data, size_t size, struct gguf *m)
+{
+	char err[UTIL_ERRLEN];
+	FILE *fp = fmemopen((void *)data, size, "rb");
+	struct gguf *s;
+	uint8_t *buf;
+	int64_t i;
+
+	if (fp == NULL)
+		return;	/* fmemopen refuses size 0 */
+	s = gguf_open_stream(fp, "stream", err);
+	if (s == NULL && m != NULL)
+		abort();
+	if (s != NULL && m != NULL) {
+		if (gguf_n_kv(s) != gguf_n_kv(m) || gguf_n_tensors(s) != gguf_n_tensors(m) ||
+		    gguf_data_offset(s) != gguf_data_offset(m) || gguf_data_size(s) != gguf_data_size(m))
+			abort();
+		for (i = 0; i < gguf_n_tensors(m); i++) {
+			const struct gguf_tensor *t = gguf_tensor(m, i);
+			if ((buf = malloc(t->nbytes + 1)) == NULL)
+				abort();
+			if (gguf_read_data(s, t->offset, buf, t->nbytes) != 0 ||
+			    memcmp(buf, gguf_tensor_data(m, i), t->nbytes) != 0)
+				abort();
+			free(buf);
+		}
+	}
+	gguf_close(s);
+	fclose(fp);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -82,6 +119,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *a, *b;
 	size_t na, nb;
 
+	stream_agrees(data, size, g);
 	if (g == NULL)
 		return 0;
 	walk(g);

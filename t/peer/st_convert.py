@@ -29,10 +29,28 @@ def load_checkpoint(d):
             buf = raw[base + b:base + e]
             if v["dtype"] == "BF16":
                 a = (np.frombuffer(buf, "<u2").astype(np.uint32) << 16).view(np.float32)
+            elif v["dtype"] == "F8_E4M3":
+                a = np.array([e4m3(b) for b in buf], np.float32)
             else:
                 a = np.frombuffer(buf, {"F32": "<f4", "F16": "<f2"}[v["dtype"]]).astype(np.float32)
             out[k] = a.reshape(v["shape"])
     return out
+
+
+def e4m3(b):
+    s, e, m = b >> 7, (b >> 3) & 15, b & 7
+    v = np.nan if b & 0x7f == 0x7f else (m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+    return -v if s else v
+
+
+def fp8_scale(cfg, t):
+    """FP8 weights times their <name>_scale_inv block scales; the scales themselves dropped."""
+    bs = cfg.get("quantization_config", {}).get("weight_block_size", [128, 128])
+    for k in [k for k in t if k.endswith("_scale_inv")]:
+        w, s = t[k[:-len("_scale_inv")]], t.pop(k)
+        full = np.repeat(np.repeat(s, bs[0], 0), bs[1], 1)[:w.shape[0], :w.shape[1]]
+        t[k[:-len("_scale_inv")]] = (w * full).astype(np.float32)
+    return t
 
 
 def vreorder(w, nk, nv, hd, axis):
@@ -128,7 +146,7 @@ def convert(cfg, t):
 def main():
     ckpt, dump, plan = sys.argv[1:4]
     cfg = json.load(open(os.path.join(ckpt, "config.json")))
-    want = convert(cfg, load_checkpoint(ckpt))
+    want = convert(cfg, fp8_scale(cfg, load_checkpoint(ckpt)))
     fails = 0
     seen = set()
     for line in open(plan):

@@ -341,6 +341,8 @@ TEST(rejects_bad_magic_and_versions)
 	header(&b, 0x03000000, 0, 0);
 	REJECT(&b, "big-endian");
 	header(&b, 2, 0, 0);
+	REJECT(&b, "truncated file: the header's padding runs to offset 32, file has 24");
+	data(&b, 0);
 	{
 		char err[UTIL_ERRLEN];
 		struct gguf *g = open_buf(&b, NULL, err);
@@ -365,7 +367,7 @@ TEST(rejects_bad_counts)
 	u32(&b, GGUF_TYPE_ARRAY);
 	u32(&b, GGUF_TYPE_UINT64);
 	u64(&b, UINT64_MAX / 4);
-	REJECT(&b, "array count 4611686018427387903 is larger than the file can hold");
+	REJECT(&b, "key 'arr': array count 4611686018427387903 is larger than the file can hold");
 	header(&b, 3, 0, 1);
 	u64(&b, UINT64_MAX);	/* a key length */
 	data(&b, 64);

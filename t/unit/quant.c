@@ -7,6 +7,7 @@
 #include "quant_impl.h"
 #include "util.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -281,7 +282,7 @@ make_row(float *x, int64_t n, uint64_t seed, int kind)
 static const int quant_types[] = {
 	QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1,
 	QUANT_Q8_0, QUANT_Q8_1, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_K, QUANT_MXFP4,
-	QUANT_NVFP4, QUANT_Q1_0, QUANT_Q2_0,
+	QUANT_NVFP4, QUANT_Q1_0, QUANT_Q2_0, QUANT_TQ1_0, QUANT_TQ2_0,
 };
 
 /* Worst error of a round trip, relative to the row's max |x|, per type. */
@@ -297,7 +298,7 @@ max_rel_err(int t)
 	case QUANT_Q5_0: case QUANT_Q5_1: case QUANT_Q5_K: return 0.07;
 	case QUANT_Q4_0: case QUANT_Q4_1: case QUANT_Q4_K: return 0.14;
 	case QUANT_MXFP4: case QUANT_NVFP4: return 0.34;
-	default:	return 2.1;	/* Q1_0, Q2_0: signs and levels only */
+	default:	return 2.1;	/* Q1_0, Q2_0, TQ*: signs and levels only */
 	}
 }
 
@@ -543,6 +544,57 @@ TEST(q8_k_bsums)
 		}
 }
 
+/* Many threads dotting the same rows get the single-thread bits: nothing
+ * in the dot products is shared and mutable. */
+enum { TH_N = 4096, TH_ROWS = 8, TH_THREADS = 4 };
+static const int th_types[] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_NVFP4, QUANT_BF16, QUANT_Q6_K };
+static uint8_t th_w[5][TH_ROWS][TH_N * 2], th_xq[5][TH_N * 4];
+static float th_x[TH_N], th_want[5][TH_ROWS][2];
+
+static void *
+th_run(void *arg)
+{
+	long bad = 0;
+	int rep, k, r;
+
+	(void)arg;
+	for (rep = 0; rep < 50; rep++)
+		for (k = 0; k < 5; k++)
+			for (r = 0; r < TH_ROWS; r++) {
+				int t = th_types[k];
+
+				bad += quant_vec_dot(t, TH_N, th_w[k][r], th_xq[k]) != th_want[k][r][0];
+				bad += quant_dot_f32(t, TH_N, th_w[k][r], th_x) != th_want[k][r][1];
+			}
+	return (void *)bad;
+}
+
+TEST(dots_from_many_threads)
+{
+	pthread_t th[TH_THREADS];
+	int k, r, i;
+
+	make_row(th_x, TH_N, 4242, 0);
+	for (k = 0; k < 5; k++) {
+		int t = th_types[k];
+
+		CHECK_EQ_INT(quant_quantize_act(t, th_x, th_xq[k], TH_N), 0);
+		for (r = 0; r < TH_ROWS; r++) {
+			make_weights(t, th_w[k][r], TH_N, 100 * k + r);
+			th_want[k][r][0] = quant_vec_dot(t, TH_N, th_w[k][r], th_xq[k]);
+			th_want[k][r][1] = quant_dot_f32(t, TH_N, th_w[k][r], th_x);
+		}
+	}
+	for (i = 0; i < TH_THREADS; i++)
+		CHECK(pthread_create(&th[i], NULL, th_run, NULL) == 0);
+	for (i = 0; i < TH_THREADS; i++) {
+		void *bad;
+
+		CHECK(pthread_join(th[i], &bad) == 0);
+		CHECK_EQ_INT((long)bad, 0);
+	}
+}
+
 int
 main(void)
 {
@@ -562,5 +614,6 @@ main(void)
 	RUN(dots_match_dequantized_dots);
 	RUN(dot_refuses);
 	RUN(q8_k_bsums);
+	RUN(dots_from_many_threads);
 	return test_summary();
 }

@@ -254,6 +254,38 @@ TEST(plans_qwen35_with_mtp_and_transforms)
 	safetensors_close(st);
 }
 
+TEST(raw_rows_equal_float_rows_for_every_verbatim_tensor)
+{
+	char err[UTIL_ERRLEN];
+	struct safetensors *st = safetensors_open(DATA "/qwen35", err);
+	size_t i;
+	int checked = 0;
+
+	CHECK(st != NULL && safetensors_plan(st, 0) == 0);
+	for (i = 0; st != NULL && i < safetensors_out_count(st); i++) {
+		const struct safetensors_out *o = safetensors_out(st, i);
+		int64_t n = o->n_rows * o->ne[0], j;
+		float *f = malloc((size_t)n * sizeof *f);
+		uint16_t *h = malloc((size_t)n * 2);
+		int ok = 1;
+
+		if (!o->verbatim || o->src_dtype != SAFETENSORS_F16) {
+			free(f), free(h);
+			continue;
+		}
+		CHECK(safetensors_read_rows(o, 0, o->n_rows, f, err) == 0);
+		CHECK(safetensors_read_raw(o, 0, o->n_rows, h, err) == 0);
+		for (j = 0; j < n && ok; j++)
+			ok = quant_f16_to_f32(h[j]) == f[j];
+		if (!ok)
+			FAILF("%s: raw and float rows differ", o->name);
+		checked++;
+		free(f), free(h);
+	}
+	CHECK(checked > 40);
+	safetensors_close(st);
+}
+
 TEST(plans_llama_with_rope_row_permutation)
 {
 	char err[UTIL_ERRLEN];
@@ -370,6 +402,10 @@ TEST(plan_names_the_offending_tensor)
 	snprintf(hdr, sizeof hdr, "{%s," T("model.layers.1.mlp.up_proj.weight", "[2,2]", 24, 40) "}", base);
 	plan_error(LLAMA_CFG, hdr, 40, e);
 	CHECK(strstr(e, "layer number out of range") != NULL);
+	snprintf(hdr, sizeof hdr, "{%s,\"model.layers.0.mlp.up_proj.weight\":{\"dtype\":\"F8_E4M3\","
+	    "\"shape\":[2,2],\"data_offsets\":[24,28]}}", base);
+	plan_error(LLAMA_CFG, hdr, 28, e);
+	CHECK(strstr(e, "FP8 without a 'model.layers.0.mlp.up_proj.weight_scale_inv' block scale") != NULL);
 	snprintf(hdr, sizeof hdr, "{%s}", base);
 	plan_error("{\"model_type\":\"gpt9\"}", hdr, 24, e);
 	CHECK(strstr(e, "model_type 'gpt9' is not supported") != NULL);
@@ -451,6 +487,7 @@ main(void)
 	RUN(missing_paths_and_dirs_without_shards_fail);
 	RUN(opens_sharded_released_checkpoint_with_unlisted_mtp_file);
 	RUN(plans_qwen35_with_mtp_and_transforms);
+	RUN(raw_rows_equal_float_rows_for_every_verbatim_tensor);
 	RUN(plans_llama_with_rope_row_permutation);
 	RUN(plan_rejects_unknown_names_and_wrong_shapes);
 	RUN(plan_names_the_offending_tensor);

@@ -1,0 +1,136 @@
+/*
+ * quant-bench: CPU dot-product throughput of lib/quant, in GB/s of weight
+ * bytes on one core (one thread).  For each type: a matrix of rows x k
+ * weights (sized to stay in L2, or to spill to DRAM), one activation row
+ * quantized once, and every row dotted with it; repeated, timed, and the
+ * median/min/max of the runs printed as TSV:
+ *   quant scenario k n median min max unit
+ * Time is the thread's CPU time (this machine is shared: wall time would
+ * measure the neighbours); -w uses wall time instead.
+ * usage: quant-bench [-w] [-r runs] [-k k] [TYPE...]
+ */
+#include "quant.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int use_wall;	/* set once in main */
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	if (use_wall)
+		return util_now();
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int
+cmpd(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* GB/s for one run of `reps` passes over `rows` rows. */
+static double
+one_run(int t, int f32, int64_t k, int64_t rows, int reps, const uint8_t *w, size_t rsz,
+    const void *xq, const float *x, volatile float *sink)
+{
+	double t0 = now(), dt;
+	int64_t r;
+	int p;
+
+	for (p = 0; p < reps; p++)
+		for (r = 0; r < rows; r++)
+			*sink += f32 ? quant_dot_f32(t, k, w + r * rsz, x) : quant_vec_dot(t, k, w + r * rsz, xq);
+	dt = now() - t0;
+	return (double)rsz * rows * reps / dt / 1e9;
+}
+
+static void
+bench(int t, int64_t k, int runs, size_t bytes, const char *scen, int f32)
+{
+	size_t rsz = quant_row_size(t, k), xsz = quant_row_size(quant_vec_dot_type(t), k);
+	int64_t rows = (int64_t)(bytes / rsz), i;
+	uint8_t *w = malloc(rsz * rows);
+	float *x = malloc(k * sizeof(float)), *row = malloc(k * sizeof(float));
+	void *xq = malloc(xsz + 1);
+	double *gbs = malloc(runs * sizeof(double));
+	volatile float sink = 0;
+	uint64_t s = 88172645463325252ull;
+	int reps, j;
+
+	for (i = 0; i < k; i++) {
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+		x[i] = (float)((int64_t)(s >> 40) - (1 << 23)) / (1 << 23);
+		row[i] = x[(i * 7) % k];
+	}
+	for (i = 0; i < rows; i++) {
+		row[i % k] += 0.001f;
+		if (quant_can_quantize(t))
+			quant_quantize_row(t, row, w + i * rsz, k, NULL);
+		else
+			memset(w + i * rsz, 0x11, rsz);
+	}
+	quant_quantize_act(t, x, xq, k);
+	/* passes per run: about 0.2 s */
+	reps = 1;
+	while (one_run(t, f32, k, rows, reps, w, rsz, xq, x, &sink) * 0.2 * 1e9 > (double)rsz * rows * reps * 2)
+		reps *= 2;
+	for (j = 0; j < runs; j++)
+		gbs[j] = one_run(t, f32, k, rows, reps, w, rsz, xq, x, &sink);
+	qsort(gbs, runs, sizeof(double), cmpd);
+	printf("%s\t%s\t%lld\t%d\t%.3f\t%.3f\t%.3f\t%s\n", quant_name(t), scen, (long long)k, runs,
+	    gbs[runs / 2], gbs[0], gbs[runs - 1], use_wall ? "GB/s" : "GB/s-cpu");
+	fflush(stdout);
+	free(w), free(x), free(row), free(xq), free(gbs);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const char *deflt[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K",
+		"Q5_K", "Q6_K", "MXFP4", "NVFP4", "IQ4_NL", "Q2_K", "Q3_K", "IQ4_XS", NULL };
+	const char **types = deflt;
+	int64_t k = 4096;
+	int runs = 7, ch, i;
+
+	prog = base_name(argv[0]);
+	while ((ch = getopt(argc, argv, "wr:k:")) != -1) {
+		switch (ch) {
+		case 'w': use_wall = 1; break;
+		case 'r': runs = atoi(optarg); break;
+		case 'k': k = atoll(optarg); break;
+		default: fprintf(stderr, "usage: quant-bench [-w] [-r runs] [-k k] [TYPE...]\n"); return 2;
+		}
+	}
+	if (optind < argc) {
+		argv[argc] = NULL;
+		types = (const char **)argv + optind;
+	}
+	if (runs < 1 || k < 256 || k % 256) {
+		fprintf(stderr, "quant-bench: runs >= 1, k a multiple of 256\n");
+		return 2;
+	}
+	printf("# dot products: %s\n", quant_dot_impl());
+	for (i = 0; types[i]; i++) {
+		int t = quant_from_name(types[i]);
+
+		if (t < 0 || quant_vec_dot_type(t) < 0) {
+			fprintf(stderr, "quant-bench: '%s' has no dot product\n", types[i]);
+			return 2;
+		}
+		bench(t, k, runs, 512 << 10, "vec_dot-l2", 0);
+		bench(t, k, runs, (size_t)256 << 20, "vec_dot-dram", 0);
+		bench(t, k, runs, 512 << 10, "dot_f32-l2", 1);
+	}
+	return 0;
+}
