@@ -1,0 +1,137 @@
+/*
+ * tokenizer: text <-> token ids, exactly as the reference implementations
+ * (HF tokenizers, llama.cpp) do it.
+ *
+ * Two models.  BPE: byte-level (GPT-2 byte mapping) or raw UTF-8 with byte
+ * fallback, a pre-tokenizer that splits text into words (qwen2, qwen35,
+ * llama3, gpt2, smollm, default), then merges by lowest rank.  SPM: the
+ * SentencePiece-BPE of llama/gemma vocabularies: U+2581 for spaces, merges
+ * by highest score, unknown characters as <0xXX> byte tokens.
+ *
+ * The core takes plain arrays (struct tokenizer_spec); tokenizer_from_json
+ * and tokenizer_from_gguf fill one from a checkpoint.  Added tokens
+ * (control and user-defined) are split out of the text first: control
+ * tokens only with TOKENIZER_PARSE_SPECIAL, user-defined ones always.
+ * Invalid UTF-8 in the input is read as U+FFFD per maximal ill-formed
+ * subpart (what Python's errors="replace" feeds the reference).
+ *
+ * A built tokenizer is read-only: encode and decode may run on many threads.
+ */
+#ifndef MEMRA_TOKENIZER_H
+#define MEMRA_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tokenizer;
+
+enum tokenizer_model { TOKENIZER_BPE, TOKENIZER_SPM };
+
+/* Token types, numbered as GGUF's tokenizer.ggml.token_type. */
+enum tokenizer_type {
+	TOKENIZER_NORMAL = 1, TOKENIZER_UNKNOWN = 2, TOKENIZER_CONTROL = 3,
+	TOKENIZER_USER_DEFINED = 4, TOKENIZER_UNUSED = 5, TOKENIZER_BYTE = 6
+};
+
+/* Per-token attributes of added tokens (HF added_tokens fields). */
+enum { TOKENIZER_LSTRIP = 1, TOKENIZER_RSTRIP = 2 };
+
+struct tokenizer_spec {
+	enum tokenizer_model model;
+	const char *pre;		/* pre-tokenizer name as GGUF tokenizer.ggml.pre
+					   ("qwen2", "qwen35", "llama-bpe", "gpt2", "smollm",
+					   "default"...); NULL = "default"; unused by SPM */
+	int	byte_level;		/* BPE: 1 = GPT-2 byte mapping, 0 = raw UTF-8 + <0xXX> */
+	size_t	n_vocab;
+	const char *const *tokens;	/* [n_vocab] token text as the vocabulary stores it */
+	const size_t *token_lens;	/* [n_vocab] byte lengths, or NULL for strlen */
+	const int32_t *types;		/* [n_vocab] enum tokenizer_type, or NULL: all normal */
+	const uint8_t *attrs;		/* [n_vocab] TOKENIZER_LSTRIP|RSTRIP, or NULL */
+	const float *scores;		/* [n_vocab] SPM merge scores, or NULL */
+	size_t	n_merges;
+	const char *const *merges;	/* [n_merges] BPE "left right", rank = index */
+	int32_t	bos, eos, unk, pad;	/* -1 when the vocabulary has none */
+	int	add_bos, add_eos;	/* added by TOKENIZER_ADD_SPECIAL */
+	int	add_space_prefix;	/* SPM: a space before the text */
+	int	ignore_merges;		/* BPE: a word that is a token is emitted whole */
+	int	casefold_contractions;	/* HF (?i:'s|...) also matches Unicode case folds */
+};
+
+/*
+ * Build a tokenizer from plain arrays (copied: the spec may be freed after).
+ * Returns NULL with the reason in err (UTIL_ERRLEN).  Free with tokenizer_free.
+ */
+struct tokenizer *tokenizer_new(const struct tokenizer_spec *spec, char *err);
+
+/*
+ * Load an HF tokenizer: path is a tokenizer.json file or a checkpoint
+ * directory holding tokenizer.json (and tokenizer_config.json, read for
+ * add_bos_token / add_eos_token when present).  NULL with err on failure,
+ * naming the file and the unsupported feature.
+ */
+struct tokenizer *tokenizer_from_json(const char *path, char *err);
+
+/*
+ * Load the tokenizer.ggml.* metadata of an open GGUF (model "gpt2": BPE,
+ * "llama": SPM), with llama.cpp's defaults for absent keys.  NULL with err
+ * naming the key on failure.  g may be closed after.
+ */
+struct gguf;
+struct tokenizer *tokenizer_from_gguf(struct gguf *g, char *err);
+
+void	tokenizer_free(struct tokenizer *tok);
+
+enum {
+	TOKENIZER_ADD_SPECIAL = 1,	/* encode: BOS/EOS as the vocabulary asks */
+	TOKENIZER_PARSE_SPECIAL = 2,	/* encode: control tokens in the text are tokens */
+	TOKENIZER_SKIP_SPECIAL = 4	/* decode: drop control tokens */
+};
+
+/*
+ * Encode len bytes of text.  Returns a malloc'd array of *n ids (caller
+ * frees; non-NULL even when *n is 0), or NULL with err when out of memory.
+ */
+int32_t	*tokenizer_encode(const struct tokenizer *tok, const char *text, size_t len,
+	    unsigned flags, size_t *n, char *err);
+
+/*
+ * Decode n ids into a malloc'd NUL-terminated string of *len bytes (caller
+ * frees): the pieces concatenated, then ill-formed UTF-8 replaced by U+FFFD
+ * as the reference decoders do.  NULL with err for an id out of range.
+ */
+char	*tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, size_t n,
+	    unsigned flags, size_t *len, char *err);
+
+/* The raw bytes of token id (byte-level mapping undone, U+2581 -> space,
+ * <0xXX> -> the byte); NULL when id is out of range. */
+const char *tokenizer_piece(const struct tokenizer *tok, int32_t id, size_t *len);
+
+/* The token's text as the vocabulary stores it, its type; -1/NULL out of range. */
+const char *tokenizer_token(const struct tokenizer *tok, int32_t id);
+int	tokenizer_type(const struct tokenizer *tok, int32_t id);
+/* The id of a token text, or -1. */
+int32_t	tokenizer_find(const struct tokenizer *tok, const char *text, size_t len);
+
+size_t	tokenizer_n_vocab(const struct tokenizer *tok);
+int32_t	tokenizer_bos(const struct tokenizer *tok);
+int32_t	tokenizer_eos(const struct tokenizer *tok);
+/* 1 when id is a control token (end of turn, BOS, ...). */
+int	tokenizer_is_control(const struct tokenizer *tok, int32_t id);
+
+/*
+ * Incremental detokenizer: text for a stream of ids, never splitting a
+ * UTF-8 character.  Bytes that may still become a character are held back
+ * until the next id completes them; the concatenated output of push calls
+ * and the final flush equals tokenizer_decode of all the ids.
+ */
+struct tokenizer_stream;
+struct tokenizer_stream *tokenizer_stream_new(const struct tokenizer *tok, unsigned flags);
+void	tokenizer_stream_free(struct tokenizer_stream *st);
+/* Feed one id; returns the text ready now (*len bytes, valid until the
+ * next call; NUL-terminated), or NULL for an id out of range or out of
+ * memory. */
+const char *tokenizer_stream_push(struct tokenizer_stream *st, int32_t id, size_t *len);
+/* End of stream: held-back bytes come out as U+FFFD.  Resets the stream. */
+const char *tokenizer_stream_flush(struct tokenizer_stream *st, size_t *len);
+
+#endif

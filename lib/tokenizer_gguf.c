@@ -1,0 +1,203 @@
+/* tokenizer_from_gguf: the tokenizer.ggml.* metadata as a tokenizer_spec. */
+#include "tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "util.h"
+
+struct gg {
+	struct gguf *g;
+	struct tokenizer_spec spec;
+	char	**tokens;	/* [n_vocab] NUL-terminated copies */
+	size_t	*lens;
+	int32_t	*types;
+	float	*scores;
+	char	**merges;	/* [n_merges] */
+	char	*pre;
+	char	*err;
+};
+
+static int
+gg_err(struct gg *x, const char *key, const char *why)
+{
+	return util_err(x->err, "'%s': %s", key, why);
+}
+
+static char *
+dup_bytes(const char *s, size_t n)
+{
+	char *p = malloc(n + 1);
+
+	if (p != NULL) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+/* A string array into *out (NUL-terminated copies, lengths into lens). */
+static int
+gg_strings(struct gg *x, const char *key, char ***out, size_t **lens, size_t *n)
+{
+	int64_t k = gguf_find_key(x->g, key);
+	uint64_t i, m;
+
+	*n = 0;
+	if (k < 0)
+		return 0;
+	if (gguf_arr_type(x->g, k) != GGUF_TYPE_STRING)
+		return gg_err(x, key, "not an array of strings");
+	m = gguf_arr_n(x->g, k);
+	if ((*out = calloc(m + 1, sizeof(char *))) == NULL ||
+	    (lens != NULL && (*lens = calloc(m + 1, sizeof(size_t))) == NULL))
+		return gg_err(x, key, "out of memory");
+	for (i = 0; i < m; i++) {
+		size_t len;
+		const char *s = gguf_arr_str(x->g, k, i, &len);
+		if (s == NULL || ((*out)[i] = dup_bytes(s, len)) == NULL)
+			return gg_err(x, key, s == NULL ? "unreadable string" : "out of memory");
+		if (lens != NULL)
+			(*lens)[i] = len;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* A numeric array of n elements of type want; NULL (no error) when absent. */
+static int
+gg_array(struct gg *x, const char *key, int want, size_t esz, size_t n, void **out)
+{
+	int64_t k = gguf_find_key(x->g, key);
+	uint64_t i;
+
+	*out = NULL;
+	if (k < 0)
+		return 0;
+	if (gguf_arr_type(x->g, k) != want || gguf_arr_n(x->g, k) != n)
+		return gg_err(x, key, "wrong element type or count");
+	if ((*out = malloc(n * esz + 1)) == NULL)
+		return gg_err(x, key, "out of memory");
+	for (i = 0; i < n; i++)
+		if (gguf_arr_get(x->g, k, i, (char *)*out + i * esz) < 0)
+			return gg_err(x, key, "unreadable element");
+	return 0;
+}
+
+static int
+gg_id(struct gg *x, const char *key, int32_t *id)
+{
+	int64_t k = gguf_find_key(x->g, key), v;
+
+	if (k < 0)
+		return 0;
+	if (gguf_get_int(x->g, k, &v) < 0)
+		return gg_err(x, key, "not an integer");
+	*id = v >= 0 && (uint64_t)v < x->spec.n_vocab ? (int32_t)v : -1;
+	return 0;
+}
+
+static int
+gg_bool(struct gg *x, const char *key, int *b)
+{
+	int64_t k = gguf_find_key(x->g, key);
+
+	if (k >= 0 && gguf_get_bool(x->g, k, b) < 0)
+		return gg_err(x, key, "not a bool");
+	return 0;
+}
+
+static int
+gg_model(struct gg *x)
+{
+	int64_t k = gguf_find_key(x->g, "tokenizer.ggml.model");
+	size_t mlen = 0, plen = 0;
+	const char *m = k >= 0 ? gguf_get_str(x->g, k, &mlen) : NULL, *p;
+
+	if (m == NULL)
+		return gg_err(x, "tokenizer.ggml.model", "missing or not a string");
+	k = gguf_find_key(x->g, "tokenizer.ggml.pre");
+	p = k >= 0 ? gguf_get_str(x->g, k, &plen) : NULL;
+	if ((x->pre = p ? dup_bytes(p, plen) : strdup("default")) == NULL)
+		return gg_err(x, "tokenizer.ggml.pre", "out of memory");
+	x->spec.pre = x->pre;
+	/* llama.cpp's defaults per model, before the keys override them */
+	if (mlen == 4 && memcmp(m, "gpt2", 4) == 0) {
+		x->spec.model = TOKENIZER_BPE;
+		x->spec.byte_level = strcmp(x->pre, "gemma4") != 0;
+		x->spec.bos = x->spec.eos = 11;
+		return 0;
+	}
+	if (mlen == 5 && memcmp(m, "llama", 5) == 0) {
+		x->spec.model = TOKENIZER_SPM;
+		x->spec.bos = 1;
+		x->spec.eos = 2;
+		x->spec.unk = 0;
+		x->spec.add_bos = 1;
+		x->spec.add_space_prefix = 1;
+		return 0;
+	}
+	return util_err(x->err, "tokenizer model '%.*s' is not supported", (int)mlen, m);
+}
+
+static int
+gg_build(struct gg *x)
+{
+	size_t n, nm;
+
+	x->spec.bos = x->spec.eos = x->spec.unk = x->spec.pad = -1;
+	if (gg_model(x) < 0 || gg_strings(x, "tokenizer.ggml.tokens", &x->tokens, &x->lens, &n) < 0)
+		return -1;
+	if (n == 0)
+		return gg_err(x, "tokenizer.ggml.tokens", "missing or empty");
+	x->spec.n_vocab = n;
+	if (x->spec.bos >= (int32_t)n)
+		x->spec.bos = x->spec.eos = -1;
+	if (gg_array(x, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, 4, n, (void **)&x->types) < 0 ||
+	    gg_array(x, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, 4, n, (void **)&x->scores) < 0 ||
+	    gg_strings(x, "tokenizer.ggml.merges", &x->merges, NULL, &nm) < 0)
+		return -1;
+	if (x->spec.model == TOKENIZER_BPE && nm == 0)
+		return gg_err(x, "tokenizer.ggml.merges", "missing for a BPE vocabulary");
+	if (gg_id(x, "tokenizer.ggml.bos_token_id", &x->spec.bos) < 0 ||
+	    gg_id(x, "tokenizer.ggml.eos_token_id", &x->spec.eos) < 0 ||
+	    gg_id(x, "tokenizer.ggml.unknown_token_id", &x->spec.unk) < 0 ||
+	    gg_id(x, "tokenizer.ggml.padding_token_id", &x->spec.pad) < 0 ||
+	    gg_bool(x, "tokenizer.ggml.add_bos_token", &x->spec.add_bos) < 0 ||
+	    gg_bool(x, "tokenizer.ggml.add_eos_token", &x->spec.add_eos) < 0 ||
+	    gg_bool(x, "tokenizer.ggml.add_space_prefix", &x->spec.add_space_prefix) < 0)
+		return -1;
+	x->spec.tokens = (const char *const *)x->tokens;
+	x->spec.token_lens = x->lens;
+	x->spec.types = x->types;
+	x->spec.scores = x->scores;
+	x->spec.n_merges = nm;
+	x->spec.merges = (const char *const *)x->merges;
+	return 0;
+}
+
+struct tokenizer *
+tokenizer_from_gguf(struct gguf *g, char *err)
+{
+	struct gg x;
+	struct tokenizer *tok = NULL;
+	size_t i;
+
+	memset(&x, 0, sizeof(x));
+	x.g = g;
+	x.err = err;
+	if (gg_build(&x) == 0)
+		tok = tokenizer_new(&x.spec, err);
+	for (i = 0; x.tokens && x.tokens[i]; i++)
+		free(x.tokens[i]);
+	for (i = 0; x.merges && x.merges[i]; i++)
+		free(x.merges[i]);
+	free(x.tokens);
+	free(x.lens);
+	free(x.types);
+	free(x.scores);
+	free(x.merges);
+	free(x.pre);
+	return tok;
+}

@@ -1,0 +1,140 @@
+/*
+ * libFuzzer target: lib/tokenizer on untrusted bytes.  The first byte picks:
+ *   0..127   the rest is text: encode (special tokens parsed or not) with a
+ *            small byte-level BPE and an SPM vocabulary, decode the ids back
+ *            whole and streamed, and check the two decodes agree;
+ *   128..255 the rest is a tokenizer.json: load it (via a temporary file),
+ *            then encode and decode a fixed text with whatever loaded.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tokenizer.h"
+#include "unicode.h"
+#include "util.h"
+
+static struct tokenizer *
+small_bpe(void)
+{
+	static char sym[256][4];
+	const char *tokens[262], *merges[] = { "a a", "a b", "aa b", "Ġ a", "Ġ Ġ" };
+	int32_t types[262];
+	struct tokenizer_spec sp = { 0 };
+	char err[UTIL_ERRLEN];
+	unsigned b, n = 0;
+
+	for (b = 0; b < 256; b++) {
+		unsigned cp = b;
+		if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174))
+			cp = 256 + n++;
+		sym[b][unicode_encode(cp, sym[b])] = '\0';
+		tokens[b] = sym[b];
+		types[b] = TOKENIZER_NORMAL;
+	}
+	tokens[256] = "aa", tokens[257] = "ab", tokens[258] = "aab", tokens[259] = "Ġa";
+	tokens[260] = "<|x|>", tokens[261] = "ĠĠ";
+	types[256] = types[257] = types[258] = types[259] = types[261] = TOKENIZER_NORMAL;
+	types[260] = TOKENIZER_CONTROL;
+	sp.model = TOKENIZER_BPE;
+	sp.pre = "qwen35";
+	sp.byte_level = 1;
+	sp.n_vocab = 262;
+	sp.tokens = tokens;
+	sp.types = types;
+	sp.n_merges = 5;
+	sp.merges = merges;
+	sp.bos = sp.eos = sp.unk = sp.pad = -1;
+	return tokenizer_new(&sp, err);
+}
+
+static struct tokenizer *
+small_spm(void)
+{
+	const char *tokens[] = { "<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "ab",
+		"\xE2\x96\x81" "a", "<0xC3>", "<0xA9>", "<0xFF>" };
+	int32_t types[] = { 2, 3, 3, 1, 1, 1, 1, 1, 6, 6, 6 };
+	float scores[] = { 0, 0, 0, -1, -2, -2, -3, -4, 0, 0, 0 };
+	struct tokenizer_spec sp = { 0 };
+	char err[UTIL_ERRLEN];
+
+	sp.model = TOKENIZER_SPM;
+	sp.n_vocab = 11;
+	sp.tokens = tokens;
+	sp.types = types;
+	sp.scores = scores;
+	sp.bos = 1, sp.eos = 2, sp.unk = 0, sp.pad = -1;
+	sp.add_bos = 1, sp.add_space_prefix = 1;
+	return tokenizer_new(&sp, err);
+}
+
+static void
+roundtrip(const struct tokenizer *tok, const char *s, size_t n, unsigned flags)
+{
+	char err[UTIL_ERRLEN];
+	size_t k, len, i, o = 0, piece;
+	int32_t *ids = tokenizer_encode(tok, s, n, flags, &k, err);
+	struct tokenizer_stream *st;
+	char *text, *cat;
+	const char *p;
+
+	if (ids == NULL)
+		return;
+	text = tokenizer_decode(tok, ids, k, 0, &len, err);
+	st = tokenizer_stream_new(tok, 0);
+	cat = malloc(len + 1);
+	for (i = 0; text && st && cat && i <= k; i++) {
+		p = i < k ? tokenizer_stream_push(st, ids[i], &piece) : tokenizer_stream_flush(st, &piece);
+		if (p == NULL || o + piece > len)
+			abort();	/* the stream must add up to the whole decode */
+		memcpy(cat + o, p, piece);
+		o += piece;
+	}
+	if (text && cat && (o != len || memcmp(cat, text, len) != 0))
+		abort();
+	free(cat);
+	tokenizer_stream_free(st);
+	free(text);
+	free(ids);
+}
+
+static void
+load_json(const uint8_t *data, size_t size)
+{
+	char path[] = "/tmp/fuzz-tokenizer-XXXXXX", err[UTIL_ERRLEN];
+	int fd = mkstemp(path);
+	struct tokenizer *tok;
+	const char *text = "Hello, world! it's 123 \xF0\x9F\x98\x80 <|endoftext|>";
+
+	if (fd < 0)
+		return;
+	if (write(fd, data, size) == (ssize_t)size) {
+		close(fd);
+		if ((tok = tokenizer_from_json(path, err)) != NULL) {
+			roundtrip(tok, text, strlen(text), TOKENIZER_PARSE_SPECIAL | TOKENIZER_ADD_SPECIAL);
+			tokenizer_free(tok);
+		}
+	} else
+		close(fd);
+	unlink(path);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct tokenizer *bpe, *spm;
+
+	if (size == 0)
+		return 0;
+	if (data[0] >= 128) {
+		load_json(data + 1, size - 1);
+		return 0;
+	}
+	if (bpe == NULL && ((bpe = small_bpe()) == NULL || (spm = small_spm()) == NULL))
+		abort();
+	roundtrip(bpe, (const char *)data + 1, size - 1, data[0] & 1 ? TOKENIZER_PARSE_SPECIAL : 0);
+	roundtrip(spm, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL);
+	return 0;
+}

