@@ -34,8 +34,7 @@
  * neighbouring prompts differ in every part.  Each pack holds 1024
  * prompts: at 256 greedy tokens each that is 262,144 tokens, twice the
  * corpus floor of a 32768-row head (4 x 32768), so one pack clears the
- * floor even when generations stop early.  The held-out prompts are for
- * --validate and are in no pack.
+ * floor even when generations stop early. 
  */
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -145,19 +144,12 @@ static const struct frspec_pack frspec_packs[] = {
 	  NELEM(agentic_forms), NELEM(agentic_subjects), NELEM(agentic_contexts) },
 };
 
-/* Held out of every pack: --validate's prompts. */
-static const char *const frspec_heldout[] = {
-	"Write a Python function that merges overlapping intervals, with a short explanation.",
-	"Explain how a refrigerator keeps food cold, in plain words.",
-	"You are a coding agent in a Git repository. Task: make the build reproducible. "
-	"List the steps and the commands you would run.",
-};
 
 struct opts {
 	int64_t	topn, ngen, limit, threads;
 	double	temp;
 	uint64_t seed;
-	int	raw, verbose, validate;
+	int	raw, verbose;
 	const char *preset, *corpus, *device;
 };
 
@@ -190,7 +182,7 @@ static int
 usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [-v] [--preset name] [--ngen n] [--temp t] [--seed n] [--raw] "
-	    "[--corpus-out file] [--limit n] [--validate] [-t threads] [-d device] "
+	    "[--corpus-out file] [--limit n] [-t threads] [-d device] "
 	    "model out.gguf [topn] [prompts ...]\n", prog);
 	if (fp == stdout)
 		fputs("  --preset NAME      built-in prompts: code, chat, agentic, mixed (the default\n"
@@ -201,7 +193,6 @@ usage(FILE *fp, int status)
 		    "  --raw              no chat template: continue the prompt text\n"
 		    "  --corpus-out FILE  keep the generated ids; a rerun resumes from it\n"
 		    "  --limit N          generate for at most N more prompts (with --corpus-out)\n"
-		    "  --validate         A/B trimmed vs untrimmed drafting on held-out prompts\n"
 		    "  -t, --threads N    CPU threads (0: all)\n"
 		    "  -d, --device DEV   backend: cpu, cuda[:N] (MEMRA_DEVICE; cpu)\n"
 		    "  -v, --verbose      one line per prompt\n"
@@ -347,7 +338,8 @@ add_hfds(struct plist *p, const char *spec, char *err)
 }
 
 /* A prompt source: -, hfds:, a directory, a .jsonl, or a text file (one
- * prompt).  Inside a directory only .txt, .md and .jsonl count. */
+ * prompt).  Inside a directory only .txt, .md and .jsonl count, README.md
+ * (a dataset's card) excepted. */
 static int
 add_source(struct plist *p, const char *src, int in_dir, char *err)
 {
@@ -363,8 +355,8 @@ add_source(struct plist *p, const char *src, int in_dir, char *err)
 			return util_err(err, "%s: %s", src, strerror(errno));
 		if (S_ISDIR(st.st_mode))
 			return add_dir(p, src, err);
-		if (in_dir && !ends_with(src, ".txt") && !ends_with(src, ".md") &&
-		    !ends_with(src, ".jsonl"))
+		if (in_dir && ((!ends_with(src, ".txt") && !ends_with(src, ".md") &&
+		    !ends_with(src, ".jsonl")) || strcmp(base_name(src), "README.md") == 0))
 			return 0;
 	}
 	if ((buf = util_read_file(src, &len, err)) == NULL)
@@ -859,7 +851,7 @@ parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 	return -1;
 }
 
-enum { O_PRESET = 256, O_NGEN, O_TEMP, O_SEED, O_RAW, O_CORPUS, O_LIMIT, O_VALIDATE };
+enum { O_PRESET = 256, O_NGEN, O_TEMP, O_SEED, O_RAW, O_CORPUS, O_LIMIT };
 
 static int
 parse_opt(int ch, struct opts *o)
@@ -888,7 +880,6 @@ parse_opt(int ch, struct opts *o)
 	case O_RAW: o->raw = 1; return 0;
 	case O_CORPUS: o->corpus = optarg; return 0;
 	case O_LIMIT: return parse_num("--limit", optarg, 1, INT64_MAX, &o->limit);
-	case O_VALIDATE: o->validate = 1; return 0;
 	case 't': return parse_num("--threads", optarg, 0, 1024, &o->threads);
 	case 'd': o->device = optarg; return 0;
 	case 'v': o->verbose = 1; return 0;
@@ -904,7 +895,6 @@ main(int argc, char *argv[])
 		{ "temp", required_argument, NULL, O_TEMP }, { "seed", required_argument, NULL, O_SEED },
 		{ "raw", no_argument, NULL, O_RAW }, { "corpus-out", required_argument, NULL, O_CORPUS },
 		{ "limit", required_argument, NULL, O_LIMIT },
-		{ "validate", no_argument, NULL, O_VALIDATE },
 		{ "threads", required_argument, NULL, 't' }, { "device", required_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -930,8 +920,6 @@ main(int argc, char *argv[])
 		return usage(stderr, 2);
 	if (o.limit > 0 && o.corpus == NULL)
 		die(2, "--limit needs --corpus-out, so that a rerun can continue");
-	if (o.validate)
-		die(2, "--validate: this build has no speculative decoding loop yet");
 	for (int i = 3; rc == 0 && i < argc; i++)
 		rc = add_source(&p, argv[i], 0, err);
 	if (rc == 0 && (o.preset != NULL || argc <= 3))
