@@ -370,6 +370,55 @@ ranks_head_init(struct backend *be, struct backend_weight *w, void **buf,
 	return 0;
 }
 
+/* Tensor name's rows/columns: 0 when it is [rows][cols], else -1 with err. */
+static int
+want_shape(struct gguf *d, const char *name, int64_t cols, int64_t rows, char *err)
+{
+	int64_t i = gguf_find_tensor(d, name);
+	const struct gguf_tensor *t = i >= 0 ? gguf_tensor(d, i) : NULL;
+
+	if (t == NULL)
+		return util_err(err, "draft has no tensor '%s'", name);
+	if (t->ne[0] != cols || (rows >= 0 && t->ne[1] != rows))
+		return util_err(err, "draft tensor '%s' is %" PRId64 " x %" PRId64 ", want %" PRId64
+		    " x %" PRId64, name, t->ne[1], t->ne[0], rows >= 0 ? rows : t->ne[1], cols);
+	return 0;
+}
+
+struct ranks *
+ranks_from_draft(struct gguf *d, const char *arch, int64_t n_embd, int64_t n_vocab,
+    int64_t block, char *err)
+{
+	char key[128], name[GGUF_MAX_NAME];
+	int64_t k = gguf_find_key(d, "general.architecture"), v;
+	size_t len = 0;
+	const char *s = k >= 0 ? gguf_get_str(d, k, &len) : NULL;
+	struct ranks *r;
+
+	if (s == NULL || len != strlen(arch) || memcmp(s, arch, len) != 0) {
+		util_err(err, "draft is not a '%s' model (general.architecture)", arch);
+		return NULL;
+	}
+	snprintf(key, sizeof key, "%s.embedding_length", arch);
+	if ((k = gguf_find_key(d, key)) < 0 || gguf_get_int(d, k, &v) != 0 || v != n_embd) {
+		util_err(err, "draft hidden size (%s) is not the trunk's %" PRId64, key, n_embd);
+		return NULL;
+	}
+	snprintf(name, sizeof name, "blk.%" PRId64 ".nextn.eh_proj.weight", block);
+	if (gguf_find_tensor(d, name) < 0) {
+		util_err(err, "draft has no MTP block blk.%" PRId64 " (tensor '%s')", block, name);
+		return NULL;
+	}
+	if (want_shape(d, "token_embd.weight", n_embd, n_vocab, err) != 0 ||
+	    (r = ranks_from_gguf(d, n_vocab, err)) == NULL)
+		return NULL;
+	if (want_shape(d, "output.weight", n_embd, r->n, err) != 0) {
+		ranks_free(r);
+		return NULL;
+	}
+	return r;
+}
+
 int32_t
 ranks_target(const struct ranks *r, int64_t d)
 {

@@ -103,6 +103,18 @@ int	ranks_head_init(struct backend *be, struct backend_weight *w, void **buf,
 	    const void *src, float scale, char *err);
 
 /*
+ * The external draft attach (MEMRA_MTP_DRAFT, MODEL+draft.gguf): check that
+ * the open draft GGUF d fits a trunk and return its d2t map.  Checks, each
+ * an error naming the key or tensor: general.architecture equals arch;
+ * <arch>.embedding_length equals n_embd; the MTP block is blk.<block>
+ * (tensor blk.<block>.nextn.eh_proj.weight); token_embd.weight is
+ * [n_vocab][n_embd]; output.weight is [n][n_embd] where n is d2t's length;
+ * then ranks_from_gguf(d, n_vocab).  NULL with err on a mismatch.
+ */
+struct ranks *ranks_from_draft(struct gguf *d, const char *arch, int64_t n_embd,
+	    int64_t n_vocab, int64_t block, char *err);
+
+/*
  * Map a draft row back to the target: the target id of draft id d, or -1
  * when d is outside [0, n).
  */

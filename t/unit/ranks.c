@@ -207,6 +207,75 @@ TEST(argmax_and_scatter_map_back_through_d2t)
 	CHECK(ranks_scatter(&r, lg, full, 9) == -1);
 }
 
+/* A tiny draft: qwen35, n_embd 32, block 2, vocabulary 10, head rows = d2t. */
+static int
+write_draft(const char *path, int head_rows, const int32_t *d2t, int n)
+{
+	static float zero[64 * 32];
+	int64_t eh[2] = { 64, 32 }, emb[2] = { 32, 10 }, out[2] = { 32, head_rows }, dn[1] = { n };
+	FILE *fp = fopen(path, "wb");
+	struct gguf_writer *w = fp ? gguf_writer_new(fp) : NULL;
+	int rc;
+
+	if (w == NULL)
+		return -1;
+	rc = gguf_writer_add_str(w, "general.architecture", "qwen35", 6) |
+	    gguf_writer_add_u32(w, "qwen35.embedding_length", 32) |
+	    gguf_writer_add_tensor(w, "blk.2.nextn.eh_proj.weight", QUANT_F32, 2, eh) |
+	    gguf_writer_add_tensor(w, "token_embd.weight", QUANT_F32, 2, emb) |
+	    gguf_writer_add_tensor(w, "output.weight", QUANT_F32, 2, out) |
+	    gguf_writer_add_tensor(w, "d2t", QUANT_I32, 1, dn) |
+	    gguf_writer_write_header(w) |
+	    gguf_writer_write(w, zero, sizeof zero) |
+	    gguf_writer_write(w, zero, 32 * 10 * 4) |
+	    gguf_writer_write(w, zero, 32 * (size_t)head_rows * 4) |
+	    gguf_writer_write(w, d2t, (size_t)n * 4) |
+	    gguf_writer_finish(w);
+	gguf_writer_free(w);
+	fclose(fp);
+	return rc ? -1 : 0;
+}
+
+static struct ranks *
+draft(const char *path, const char *arch, int64_t n_embd, int64_t n_vocab, int64_t block,
+    char *err)
+{
+	struct gguf *g = gguf_open(path, err);
+	struct ranks *r = g ? ranks_from_draft(g, arch, n_embd, n_vocab, block, err) : NULL;
+
+	gguf_close(g);
+	return r;
+}
+
+TEST(draft_attach_checks_the_trunk_geometry)
+{
+	char err[UTIL_ERRLEN], path[256];
+	int32_t d2t[] = { 9, 0, 4 };
+	struct ranks *r;
+
+	snprintf(path, sizeof path, "%s", tmpname("-draft.gguf"));
+	CHECK(write_draft(path, 3, d2t, 3) == 0);
+	r = draft(path, "qwen35", 32, 10, 2, err);
+	CHECK(r != NULL && r->n == 3 && r->ids[0] == 9);
+	ranks_free(r);
+	CHECK(draft(path, "llama", 32, 10, 2, err) == NULL);
+	CHECK_EQ_STR(err, "draft is not a 'llama' model (general.architecture)");
+	CHECK(draft(path, "qwen35", 64, 10, 2, err) == NULL);
+	CHECK_EQ_STR(err, "draft hidden size (qwen35.embedding_length) is not the trunk's 64");
+	CHECK(draft(path, "qwen35", 32, 10, 3, err) == NULL);
+	CHECK_EQ_STR(err, "draft has no MTP block blk.3 (tensor 'blk.3.nextn.eh_proj.weight')");
+	CHECK(draft(path, "qwen35", 32, 12, 2, err) == NULL);
+	CHECK_EQ_STR(err, "draft tensor 'token_embd.weight' is 10 x 32, want 12 x 32");
+	CHECK(write_draft(path, 4, d2t, 3) == 0);	/* head rows != d2t length */
+	CHECK(draft(path, "qwen35", 32, 10, 2, err) == NULL);
+	CHECK_EQ_STR(err, "draft tensor 'output.weight' is 4 x 32, want 3 x 32");
+	d2t[2] = 10;
+	CHECK(write_draft(path, 3, d2t, 3) == 0);
+	CHECK(draft(path, "qwen35", 32, 10, 2, err) == NULL);
+	CHECK_EQ_STR(err, "tensor 'd2t': index 2: id 10 is outside the vocabulary (10 tokens)");
+	unlink(path);
+}
+
 int
 main(void)
 {
@@ -218,5 +287,6 @@ main(void)
 	RUN(gather_copies_rows_in_rank_order);
 	RUN(head_init_matmul_equals_the_full_rows);
 	RUN(argmax_and_scatter_map_back_through_d2t);
+	RUN(draft_attach_checks_the_trunk_geometry);
 	return test_summary();
 }
