@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define CPU_X86 1
 #endif
@@ -903,6 +904,17 @@ cpu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *o
 
 /* --- open / close --- */
 
+#ifdef CPU_X86
+/* CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c") */
+static int
+has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 static void
 cpu_close(struct backend *be)
 {
@@ -997,7 +1009,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 	if (simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
 		c->dot = dot_avx2;
 		c->avx2 = 1;
-		c->f16c = __builtin_cpu_supports("f16c");
+		c->f16c = has_f16c();
 		snprintf(c->be.name, sizeof c->be.name, "cpu-avx2");
 	}
 #endif
