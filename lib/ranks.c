@@ -178,9 +178,16 @@ static int32_t *
 read_d2t(struct gguf *g, const struct gguf_tensor *t, char *err)
 {
 	size_t es = t->type == QUANT_I64 ? 8 : 4, n = (size_t)t->ne[0];
-	unsigned char *raw = malloc(n * es);
-	int32_t *ids = malloc(n * sizeof *ids);
+	unsigned char *raw;
+	int32_t *ids;
 
+	if (t->ne[0] < 1 || t->ne[0] > INT32_MAX || t->nbytes != n * es) {
+		util_err(err, "tensor 'd2t': %" PRId64 " elements in %" PRIu64 " bytes", t->ne[0],
+		    t->nbytes);
+		return NULL;
+	}
+	raw = malloc(n * es);
+	ids = malloc(n * sizeof *ids);
 	if (raw == NULL || ids == NULL) {
 		util_err(err, "out of memory");
 		goto fail;
