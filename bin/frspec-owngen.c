@@ -765,7 +765,7 @@ generate_all(struct gen *g, struct corpus *c, const struct plist *p, const struc
 		else if ((rc = corpus_add(c, ids, n, o->corpus, err)) == 0 && o->verbose)
 			fprintf(stderr, "[frspec-owngen] prompt %zu/%zu: +%d tokens (total %" PRId64 ")\n",
 			    i + 1, p->n, n, c->total);
-		util_progress(&pr, i + 1, p->n);
+		util_progress(&pr, i + 1 - start, p->n - start);	/* this run's share */
 	}
 	util_progress_end(&pr);
 	free(ids);

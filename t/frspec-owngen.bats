@@ -145,6 +145,14 @@ IN
 	[ "$stderr" = "frspec-owngen: $P/ids.txt: line 3: not a token id of this model" ]
 }
 
+@test "progress shows on a terminal, not in a pipe" {
+	command -v script >/dev/null || skip "script(1) not installed"
+	run -0 script -qec "frspec-owngen -t 2 --ngen 1 '$GGUF' '$P/r.gguf' 2 '$P/p3.jsonl'" /dev/null
+	[[ $output == *"prompts: 3.0/3.0 (100%)"* ]]
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 1 "$GGUF" "$P/r.gguf" 2 "$P/p3.jsonl"
+	[ -z "$stderr" ]
+}
+
 @test "misuse exits 2" {
 	run -2 --separate-stderr frspec-owngen "$GGUF"
 	run -2 --separate-stderr frspec-owngen "$GGUF" "$P/r.gguf" 0 "$P/p3.jsonl"
