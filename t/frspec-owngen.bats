@@ -147,9 +147,9 @@ IN
 
 @test "progress shows on a terminal, not in a pipe" {
 	command -v script >/dev/null || skip "script(1) not installed"
-	run -0 script -qec "frspec-owngen -t 2 --ngen 1 '$GGUF' '$P/r.gguf' 2 '$P/p3.jsonl'" /dev/null
+	run -0 script -qec "frspec-owngen -t 2 --ngen 3 '$GGUF' '$P/r.gguf' 2 '$P/p3.jsonl'" /dev/null
 	[[ $output == *"prompts: 3.0/3.0 (100%)"* ]]
-	run -0 --separate-stderr frspec-owngen -t 2 --ngen 1 "$GGUF" "$P/r.gguf" 2 "$P/p3.jsonl"
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 3 "$GGUF" "$P/r.gguf" 2 "$P/p3.jsonl"
 	[ -z "$stderr" ]
 }
 
