@@ -164,3 +164,12 @@ b[i:i+4] = (16384).to_bytes(4, "little"); open(sys.argv[2], "wb").write(b)' \
 	run -2 --separate-stderr trim-head - - out.gguf
 	run -2 --separate-stderr trim-head a b c d
 }
+
+@test "the draft passes the attach check against its trunk, GGUF or HF directory" {
+	trim-head "$TRUNK" "$BATS_TEST_TMPDIR/r.txt" "$BATS_TEST_TMPDIR/d.gguf"
+	run -0 "$TOP/build/t/tools/draft-check" "$TRUNK" "$BATS_TEST_TMPDIR/d.gguf"
+	[ "$output" = "draft fits: blk.8, head_vocab=5" ]
+	run -0 "$TOP/build/t/tools/draft-check" "$(model_a)" "$BATS_TEST_TMPDIR/d.gguf"
+	run -1 --separate-stderr "$TOP/build/t/tools/draft-check" "$TRUNK" "$TRUNK"
+	[ "$stderr" = "draft-check: $TRUNK: no tensor 'd2t'" ]
+}
