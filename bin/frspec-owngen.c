@@ -464,10 +464,14 @@ open_text(struct gen *g, const char *path, int raw, char *err)
 	int rc = 0;
 
 	if (stat(path, &st) == 0 && (S_ISDIR(st.st_mode) || ends_with(path, ".safetensors"))) {
-		snprintf(dir, sizeof dir, "%s", path);
-		if (!S_ISDIR(st.st_mode))
-			snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(path, '/') ?
-			    strrchr(path, '/') - path : 1), strrchr(path, '/') ? path : ".");
+		const char *slash = strrchr(path, '/');
+
+		if (S_ISDIR(st.st_mode))	/* the checkpoint directory, or the file's */
+			snprintf(dir, sizeof dir, "%s", path);
+		else if (slash != NULL)
+			snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+		else
+			snprintf(dir, sizeof dir, ".");
 		if ((g->tok = tokenizer_from_json(dir, err)) == NULL)
 			return -1;
 		if (!raw && (tmpl = hf_template(dir, &tlen, err)) == NULL)
