@@ -1,0 +1,166 @@
+bats_require_minimum_version 1.5.0
+
+# Fixture model A: its HF directory (exact against refs.json) and a Q8_0 GGUF.
+setup_file() {
+	load helper
+	a=$(model_a) || return 0
+	export GGUF="$BATS_FILE_TMPDIR/a-q8.gguf"
+	quant-nvfp4 -t 1 --type Q8_0 "$a" "$GGUF"
+}
+
+setup() {
+	load helper
+	A=$(model_a)
+	P=$BATS_TEST_TMPDIR
+	head -3 "$A/prompts.jsonl" >"$P/p3.jsonl"
+}
+
+@test "--help matches the man page SYNOPSIS" {
+	command -v mandoc >/dev/null || skip "mandoc not installed"
+	syn=$(mandoc -Tascii "$TOP/man/frspec-owngen.1" | sed 's/.\x08//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
+	    sed '1d;$d' | tr -s ' \n\t' ' ')
+	use=$(frspec-owngen --help | sed -n '1s/^usage: //p' | tr -s ' \n\t' ' ')
+	[ "$syn" = " $use" ]
+}
+
+@test "raw ranks of the HF checkpoint are the reference's greedy ids ranked by count" {
+	run -0 --separate-stderr frspec-owngen -t 2 --raw --ngen 8 "$A" "$P/r.gguf" 20 "$P/p3.jsonl"
+	# refs.json: the first 8 greedy ids of prompts 0-2, ranked by count, ties by id
+	python3 -c '
+import json, sys, collections
+r = json.load(open(sys.argv[1] + "/refs.json"))["b_greedy"]
+c = collections.Counter(i for x in r[:3] for i in x["new_ids"][:8])
+ids = sorted(range(8192), key=lambda i: (-c[i], i))[:20]
+print("\n".join(map(str, ids)))
+print("top 20 covers %.2f%% of 24 own-generated tokens (%d distinct)" % (100 * sum(c[i] for i in ids) / 24, len(c)), file=sys.stderr)' "$A" >"$P/want.txt" 2>"$P/want.cov"
+	diff "$P/want.txt" "$P/r.gguf.txt"
+	[ "${lines[0]}" = "$(cat "$P/want.cov")" ]
+	[ "${lines[1]}" = "serve with: MEMRA_FRSPEC_TRIM=$P/r.gguf.txt" ]
+	[ "$stderr" = "frspec-owngen: warning: 24 own-generated tokens is below the corpus floor of 4 x 20 = 80; ranks past the head of the distribution are noise: add prompts" ]
+}
+
+@test "the .gguf holds the same ids as d2t I32 with the vocabulary size" {
+	need_py gguf
+	frspec-owngen -t 2 --ngen 4 "$GGUF" "$P/r.gguf" 50 "$P/p3.jsonl" >/dev/null 2>&1
+	run -0 python3 -c '
+import sys, gguf
+r = gguf.GGUFReader(sys.argv[1]); (t,) = r.tensors
+assert t.name == "d2t" and t.tensor_type == gguf.GGMLQuantizationType.I32
+assert int(r.fields["frspec.vocab_size"].parts[-1][0]) == 8192
+print("\n".join(str(int(i)) for i in t.data))' "$P/r.gguf"
+	diff <(printf '%s\n' "${lines[@]}") "$P/r.gguf.txt"
+	run -0 trim-head -n 50 "$GGUF" "$P/r.gguf" "$P/draft.gguf"	# usable at once
+}
+
+@test "no floor warning when the corpus is at least 4 x topn" {
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 8 "$GGUF" "$P/r.gguf" 6 "$P/p3.jsonl"
+	[[ ${lines[0]} == "top 6 covers "*"% of 24 own-generated tokens ("*" distinct)" ]]
+	[ -z "$stderr" ]
+}
+
+@test "the chat template is on by default and --raw turns it off" {
+	frspec-owngen -t 2 --ngen 4 --corpus-out "$P/chat.txt" "$GGUF" "$P/c.gguf" 8 "$P/p3.jsonl" >/dev/null 2>&1
+	frspec-owngen -t 2 --ngen 4 --raw --corpus-out "$P/raw.txt" "$GGUF" "$P/r.gguf" 8 "$P/p3.jsonl" >/dev/null 2>&1
+	[ "$(head -1 "$P/chat.txt")" = "# frspec-owngen corpus v1: prompts=3 ngen=4 temp=0 seed=0 chat" ]
+	[ "$(head -1 "$P/raw.txt")" = "# frspec-owngen corpus v1: prompts=3 ngen=4 temp=0 seed=0 raw" ]
+	! cmp -s <(tail -n +2 "$P/chat.txt") <(tail -n +2 "$P/raw.txt")
+}
+
+@test "prompt sources: files, directories (recursed), .jsonl strings and objects, stdin" {
+	mkdir -p "$P/d/sub"
+	printf 'def f():\n' >"$P/d/a.txt"
+	printf '# notes\n' >"$P/d/sub/b.md"
+	printf 'ignored\n' >"$P/d/sub/c.py"
+	printf 'a dataset card\n' >"$P/d/README.md"
+	printf '"import os"\n\n{"prompt": "class A:"}\n' >"$P/d/sub/e.jsonl"
+	run -0 --separate-stderr frspec-owngen -v -t 2 --ngen 1 "$GGUF" "$P/r.gguf" 4 "$P/d" - <<'IN'
+print(
+{"prompt": "x = 1"}
+"y = 2"
+IN
+	n=$(printf '%s\n' "$stderr" | grep -c '^\[frspec-owngen\] prompt ')
+	[ "$n" = 7 ]
+	printf '%s\n' "$stderr" | grep -q '^\[frspec-owngen\] prompt 7/7: +1 tokens (total 7)$'
+}
+
+@test "hfds: prompts come from a dataset on the hub (loopback)" {
+	mkdir -p "$P/root/datasets/o/d/sub"
+	printf '"def f():"\n{"prompt": "import os"}\n' >"$P/root/datasets/o/d/train.jsonl"
+	printf '"x = 1"\n' >"$P/root/datasets/o/d/sub/test.jsonl"
+	printf 'a card\n' >"$P/root/datasets/o/d/README.md"
+	python3 "$TOP/t/fakehub.py" --root "$P/root" --port-file "$P/port" --log "$P/hub.log" 3>&- &
+	pid=$!
+	for _ in $(seq 200); do [ -s "$P/port" ] && break; sleep 0.05; done
+	export HF_ENDPOINT="http://127.0.0.1:$(cat "$P/port")"
+	run -0 --separate-stderr frspec-owngen -v -t 2 --ngen 1 "$GGUF" "$P/r.gguf" 2 'hfds:o/d:*.jsonl'
+	kill "$pid"; wait "$pid" 2>/dev/null || true
+	n=$(printf '%s\n' "$stderr" | grep -c '^\[frspec-owngen\] prompt ')
+	[ "$n" = 3 ]
+}
+
+@test "a bad .jsonl line fails with 1 and names the line" {
+	printf '"ok"\n{"text": "x"}\n' >"$P/bad.jsonl"
+	run -1 --separate-stderr frspec-owngen --ngen 1 "$GGUF" "$P/r.gguf" 4 "$P/bad.jsonl"
+	[ "$stderr" = "frspec-owngen: $P/bad.jsonl: line 2: want a string or {\"prompt\": string}" ]
+	[ ! -e "$P/r.gguf" ]
+}
+
+@test "each built-in pack holds 1024 prompts" {
+	for k in code chat agentic mixed; do
+		run -0 --separate-stderr frspec-owngen -t 2 --preset "$k" --limit 1 --ngen 1 \
+		    --corpus-out "$P/$k.txt" "$GGUF" "$P/$k.gguf" 4
+		[[ $stderr == *"frspec-owngen: 1 of 1024 prompts done; run again to continue from '$P/$k.txt'" ]]
+	done
+}
+
+@test "--limit and reruns resume to the same corpus and ranks as one run" {
+	frspec-owngen -t 2 --ngen 6 --corpus-out "$P/one.txt" "$GGUF" "$P/one.gguf" 4 "$P/p3.jsonl" >/dev/null 2>&1
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 6 --limit 1 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	[[ $stderr == *"1 of 3 prompts done"* ]]
+	[ "$(wc -l <"$P/ids.txt")" = 2 ]
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 6 --limit 1 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	[[ $stderr == *"2 of 3 prompts done"* ]]
+	run -0 --separate-stderr frspec-owngen -v -t 2 --ngen 6 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	[ "$stderr" = "[frspec-owngen] prompt 3/3: +6 tokens (total 18)" ]
+	cmp "$P/one.txt" "$P/ids.txt"
+	cmp "$P/one.gguf.txt" "$P/r.gguf.txt"
+	cmp "$P/one.gguf" "$P/r.gguf"
+}
+
+@test "an interrupted run's cut line is dropped and generated again" {
+	frspec-owngen -t 2 --ngen 6 --corpus-out "$P/one.txt" "$GGUF" "$P/one.gguf" 4 "$P/p3.jsonl" >/dev/null 2>&1
+	head -c -5 "$P/one.txt" >"$P/ids.txt"	# killed while writing the third line
+	run -0 --separate-stderr frspec-owngen -v -t 2 --ngen 6 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	[ "$stderr" = "[frspec-owngen] prompt 3/3: +6 tokens (total 18)" ]
+	cmp "$P/one.txt" "$P/ids.txt"
+	cmp "$P/one.gguf.txt" "$P/r.gguf.txt"
+}
+
+@test "a corpus made with other settings is refused" {
+	frspec-owngen -t 2 --ngen 2 --limit 1 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 10 "$P/p3.jsonl" 2>/dev/null
+	run -1 --separate-stderr frspec-owngen -t 2 --ngen 3 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 10 "$P/p3.jsonl"
+	[ "$stderr" = "frspec-owngen: $P/ids.txt: made with other prompts or settings; remove it to start over" ]
+	printf '# frspec-owngen corpus v1: prompts=3 ngen=2 temp=0 seed=0 chat\n1 2\n9999 3\n' >"$P/ids.txt"
+	run -1 --separate-stderr frspec-owngen -t 2 --ngen 2 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 10 "$P/p3.jsonl"
+	[ "$stderr" = "frspec-owngen: $P/ids.txt: line 3: not a token id of this model" ]
+}
+
+@test "progress shows on a terminal, not in a pipe" {
+	command -v script >/dev/null || skip "script(1) not installed"
+	run -0 script -qec "frspec-owngen -t 2 --ngen 3 '$GGUF' '$P/r.gguf' 2 '$P/p3.jsonl'" /dev/null
+	[[ $output == *"prompts: 3.0/3.0 (100%)"* ]]
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 3 "$GGUF" "$P/r.gguf" 2 "$P/p3.jsonl"
+	[ -z "$stderr" ]
+}
+
+@test "misuse exits 2" {
+	run -2 --separate-stderr frspec-owngen "$GGUF"
+	run -2 --separate-stderr frspec-owngen "$GGUF" "$P/r.gguf" 0 "$P/p3.jsonl"
+	run -2 --separate-stderr frspec-owngen --ngen 0 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	run -2 --separate-stderr frspec-owngen --preset poems "$GGUF" "$P/r.gguf"
+	run -2 --separate-stderr frspec-owngen --limit 2 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	[ "$stderr" = "frspec-owngen: --limit needs --corpus-out, so that a rerun can continue" ]
+	run -2 --separate-stderr frspec-owngen --ngen 1 "$GGUF" "$P/r.gguf" 8193 "$P/p3.jsonl"
+	[ "$stderr" = "frspec-owngen: topn 8193 is larger than the vocabulary (8192 tokens)" ]
+	[ ! -e "$P/r.gguf" ]
+}
