@@ -282,6 +282,8 @@ gguf_nbytes(int type, int n_dims, const int64_t *ne, uint64_t *out)
 			return -1;
 		rows *= ne[j];
 	}
+	if (n_dims > 0 && ne[0] / q->blck > INT64_MAX / q->size)
+		return -1;	/* the row size itself overflows */
 	row = n_dims > 0 ? (uint64_t)(ne[0] / q->blck) * q->size : (uint64_t)q->size;
 	if (rows != 0 && row > (uint64_t)INT64_MAX / rows)
 		return -1;
