@@ -116,3 +116,35 @@ PY
 	run -0 --separate-stderr run-gen --raw --ids -n 16 -t 2 "$f" "The capital of France is"
 	[ "$output" = "$want" ]
 }
+
+# Known divergences from llama.cpp, each a near tie where it happens (tools/llamacpp-compare.py,
+# llama.cpp's default F16 KV cache): along llama.cpp's path the two implementations' logits differ
+# by up to ~1.4 (llama.cpp rounds K and V to F16; the Q8_1 activations of the Q4_1 matmuls amplify
+# any rounding difference; with an F32 KV cache the first two positions are bit-identical), and at
+# these steps the top-2 margins are small (llama.cpp's, then ours, with the two candidates):
+#   raw-code-add "def add(a, b):" step 0: llama.cpp 448 by 0.187, ours 472 by 0.020
+#   chat-code step 27: llama.cpp 36875 by 0.075, ours 5905 by 0.026
+#   chat-prose step 14: llama.cpp 7957 by 0.321, ours 1129 by 0.108
+# The test demands equality before those steps and everywhere on the other five prompts.
+@test "SmolLM2 greedy ids equal llama.cpp's golden (t/data/smollm2-llamacpp.json), 8 prompts" {
+	f=$(smollm2)
+	need_py json
+	g=$DATA/smollm2-llamacpp.json
+	python3 -c 'import json,sys; [print(json.dumps({"prompt": p["text"], "n": 32})) for p in json.load(open(sys.argv[1]))["prompts"]]' "$g" |
+	    run-gen --raw --jsonl -t 2 "$f" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+	run -0 python3 - "$g" "$BATS_TEST_TMPDIR/out" <<'PY'
+import json, sys
+known = {"raw-code-add": 0, "chat-code": 27, "chat-prose": 14}
+g = json.load(open(sys.argv[1]))["prompts"]
+r = [json.loads(l) for l in open(sys.argv[2])]
+assert len(r) == len(g) == 8, len(r)
+for p, o in zip(g, r):
+    want, got = p["greedy_ids"], o["ids"]
+    k = known.get(p["name"])
+    if k is None:
+        assert got == want, (p["name"], got, want)
+    else:
+        assert got[:k] == want[:k] and got[k] != want[k], (p["name"], k, got, want)
+print("ok")
+PY
+}
