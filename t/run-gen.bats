@@ -148,3 +148,18 @@ for p, o in zip(g, r):
 print("ok")
 PY
 }
+
+@test "generation stops on generation_config.json's eos_token_id (a number or a list)" {
+	d=$(model_a)
+	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$d" "Once upon a time"
+	read -r -a ids <<<"$output"
+	[ "${#ids[@]}" = 6 ]
+	mkdir "$BATS_TEST_TMPDIR/m"
+	for f in "$d"/*; do ln -s "$f" "$BATS_TEST_TMPDIR/m/"; done
+	printf '{"eos_token_id": [1, %s]}\n' "${ids[3]}" >"$BATS_TEST_TMPDIR/m/generation_config.json"
+	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$BATS_TEST_TMPDIR/m" "Once upon a time"
+	[ "$output" = "${ids[*]:0:3}" ]
+	printf '{"eos_token_id": %s}\n' "${ids[1]}" >"$BATS_TEST_TMPDIR/m/generation_config.json"
+	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$BATS_TEST_TMPDIR/m" "Once upon a time"
+	[ "$output" = "${ids[0]}" ]
+}
