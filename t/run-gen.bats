@@ -163,3 +163,13 @@ PY
 	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$BATS_TEST_TMPDIR/m" "Once upon a time"
 	[ "$output" = "${ids[0]}" ]
 }
+
+@test "generation stops on a GGUF's tokenizer.ggml.eot_token_id" {
+	f=$(smollm2)
+	need_py gguf
+	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$f" "The capital of France is"
+	[ "$output" = "7042 30 198 198 504 1797" ]	# llama.cpp's too (t/data/smollm2-llamacpp.json)
+	python3 -m gguf.scripts.gguf_new_metadata --special-token-by-id eot 198 "$f" "$BATS_TEST_TMPDIR/m.gguf" >/dev/null 2>&1
+	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$BATS_TEST_TMPDIR/m.gguf" "The capital of France is"
+	[ "$output" = "7042 30" ]
+}

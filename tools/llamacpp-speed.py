@@ -10,7 +10,7 @@ import llama_cpp
 import numpy as np
 
 path, n, nt, text = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-llm = llama_cpp.Llama(model_path=path, n_ctx=2048, n_batch=2048, n_threads=nt,
+llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_batch=512, n_threads=nt,
                       n_threads_batch=nt, verbose=False)
 toks = llm.tokenize(text.encode(), add_bos=True, special=True)
 t0 = time.perf_counter()
