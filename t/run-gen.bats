@@ -117,6 +117,19 @@ PY
 	[ "$output" = "$want" ]
 }
 
+@test "SmolLM2: our prompt ids are llama.cpp's for the 8 golden prompts (special tokens parsed)" {
+	f=$(smollm2)
+	need_py json
+	tc=$TOP/build/t/tools/tok-cli
+	[ -x "$tc" ] || skip "build/t/tools/tok-cli not built (make units)"
+	for i in 0 1 2 3 4 5 6 7; do
+		python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["prompts"][int(sys.argv[2])]["text"])' "$DATA/smollm2-llamacpp.json" $i >"$BATS_TEST_TMPDIR/p"
+		want=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["prompts"][int(sys.argv[2])]["prompt_ids"])))' "$DATA/smollm2-llamacpp.json" $i)
+		run -0 --separate-stderr "$tc" -s -a encode "$f" "$BATS_TEST_TMPDIR/p"
+		[ "$output" = "$want" ]
+	done
+}
+
 # Known divergences from llama.cpp, each a near tie where it happens (tools/llamacpp-compare.py,
 # llama.cpp's default F16 KV cache): along llama.cpp's path the two implementations' logits differ
 # by up to ~1.4 (llama.cpp rounds K and V to F16; the Q8_1 activations of the Q4_1 matmuls amplify
