@@ -31,11 +31,10 @@ fi
 echo "built in $(( $(date +%s) - t0 ))s"
 kc=- st=- gg=- sp=- rg=-
 G=${TMPDIR:-/tmp}/memra-gguf
-if [ -n "$A" ] && [ -d st-src ] && [ "$mode" != bench ]; then
+if [ -n "$A" ] && [ "$mode" != bench ]; then
 	mkdir -p "$G"
-	{ make -C st-src CUDA=0 -j16 bin/quant-nvfp4 &&
-	  st-src/bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
-	  st-src/bin/quant-nvfp4 $A "$G/A-nvfp4.gguf"; } >"$OUT/gguf.log" 2>&1 ||
+	{ bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
+	  bin/quant-nvfp4 $A "$G/A-nvfp4.gguf"; } >"$OUT/gguf.log" 2>&1 ||
 	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
 	ls -l "$G" >>"$OUT/gguf.log"
 fi
