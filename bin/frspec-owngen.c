@@ -194,7 +194,7 @@ usage(FILE *fp, int status)
 		    "  --corpus-out FILE  keep the generated ids; a rerun resumes from it\n"
 		    "  --limit N          generate for at most N more prompts (with --corpus-out)\n"
 		    "  -t, --threads N    CPU threads (0: all)\n"
-		    "  -d, --device DEV   backend: cpu, cuda[:N] (MEMRA_DEVICE; cpu)\n"
+		    "  -d, --device DEV   backend: cpu, cuda[:N] (MEMRA_DEVICE; cuda\n                     when a GPU is present, else cpu)\n"
 		    "  -v, --verbose      one line per prompt\n"
 		    "  -h, --help         this text\n", fp);
 	return status;
@@ -909,7 +909,7 @@ main(int argc, char *argv[])
 	int ch, rc = 0;
 
 	prog = base_name(argv[0]);
-	o.device = getenv("MEMRA_DEVICE") ? getenv("MEMRA_DEVICE") : "cpu";
+	o.device = getenv("MEMRA_DEVICE") ? getenv("MEMRA_DEVICE") : backend_default();
 	while ((ch = getopt_long(argc, argv, "t:d:vh", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			return usage(stdout, 0);

@@ -55,7 +55,7 @@ usage(FILE *fp, int status)
 		    "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
 		    "  --ctx N              context positions (default: prompt + N)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
-		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE or cpu)\n"
+		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --ids                print the generated token ids instead of text\n"
 		    "  --jsonl              JSON requests on stdin, one JSON result per line\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
@@ -405,7 +405,7 @@ main(int argc, char *argv[])
 	prog = base_name(argv[0]);
 	sample_defaults(&o.sp);
 	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
-		o.device = "cpu";
+		o.device = backend_default();
 	if (parse(argc, argv, &o) != 0)
 		return usage(stderr, 2);
 	argc -= optind;

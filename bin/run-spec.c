@@ -55,7 +55,7 @@ usage(FILE *fp, int status)
 		    "  --chat, --raw        apply the chat template (default when there is one) or not\n"
 		    "  --jsonl              prompts as JSON lines {\"prompt\": ...} on stdin\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
-		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE or cpu)\n"
+		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --draft FILE         an external draft head (also model+FILE, MEMRA_MTP_DRAFT)\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  -h, --help           this text\n", fp);
@@ -418,7 +418,7 @@ main(int argc, char *argv[])
 	prog = base_name(argv[0]);
 	sample_defaults(&o.sp);
 	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
-		o.device = "cpu";
+		o.device = backend_default();
 	if (parse(argc, argv, &o) != 0)
 		return usage(stderr, 2);
 	argc -= optind;

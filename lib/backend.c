@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#ifdef MEMRA_HAVE_CUDA
+#include "gpu.h"
+#endif
 #include "quant.h"
 #include "util.h"
 
@@ -35,6 +38,16 @@ backend_open(const char *device, int n_threads, char *err)
 	}
 	util_err(err, "backend: '%s': unknown device (cpu, cuda[:N])", device);
 	return NULL;
+}
+
+const char *
+backend_default(void)
+{
+#ifdef MEMRA_HAVE_CUDA
+	if (gpu_count() > 0)
+		return "cuda";
+#endif
+	return "cpu";
 }
 
 void

@@ -37,6 +37,10 @@ struct backend;
  * close(NULL) is a no-op.  A backend is used by one caller thread at a time.
  */
 struct backend *backend_open(const char *device, int n_threads, char *err);
+
+/* The default device: "cuda" when built with CUDA and a GPU is present,
+ * else "cpu" (DESIGN.md: default cuda where a GPU is present). */
+const char *backend_default(void);
 void	backend_close(struct backend *);
 const char *backend_errmsg(const struct backend *);
 /* "cpu-avx2", "cpu-scalar", "cuda:0 (NVIDIA H200)", ... */
