@@ -280,6 +280,8 @@ parse_shard(struct safetensors *st, struct st_shard *sh, int shard, char *why)
 			return util_err(why, "tensor name with a NUL byte");
 		st->nt++;
 	}
+	if (st->nt == first)	/* no tensors: st->t may still be NULL */
+		return check_tiling(NULL, 0, buf + 8 + hlen, datalen, why);
 	return check_tiling(st->t + first, st->nt - first, buf + 8 + hlen, datalen, why);
 }
 
