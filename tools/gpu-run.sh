@@ -11,7 +11,8 @@
 # (run-gen on A's 8 refs prompts, cuda = cpu = refs, argmax gate MATCH;
 # run-spec -K 1-8 on A and its GGUFs); GPU_RUN_GREEDY=0 skips the older
 # model-greedy / model-spec gates; GPU_RUN_9B=1 the 9B-shape speed
-# (GPU_RUN_9B_SHORT=1: short context only).
+# (GPU_RUN_9B_SHORT=1: short context only); GPU_RUN_ATTACH=1 the masked
+# draft head on the GPU, attached the three ways.
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
@@ -87,6 +88,25 @@ if [ "$mode" != bench ]; then
 		done
 		echo "run-gen/run-spec in $(( $(date +%s) - t0 ))s"
 	fi
+	if [ -n "$A" ] && [ "${GPU_RUN_ATTACH:-0}" = 1 ] && [ -e "$G/A-q8_0.gguf" ]; then
+		# the masked draft head on the GPU, the three ways (issue 5): ranks from
+		# A's own generations, trim-head, then run-spec -K 1-8 with each attach
+		t0=$(date +%s)
+		{ head -3 $A/prompts.jsonl >"$G/p.jsonl"
+		  bin/frspec-owngen --device cuda --raw --ngen 64 "$G/A-q8_0.gguf" "$G/r.gguf" 1024 "$G/p.jsonl"
+		  bin/trim-head "$G/A-q8_0.gguf" "$G/r.gguf.txt" "$G/draft.gguf"
+		  for how in plus trim-gguf trim-hf; do
+			case $how in
+			plus) m="$G/A-q8_0.gguf+$G/draft.gguf" e= ;;
+			trim-gguf) m="$G/A-q8_0.gguf" e="MEMRA_FRSPEC_TRIM=$G/r.gguf.txt" ;;
+			trim-hf) m=$A e="MEMRA_FRSPEC_TRIM=$G/r.gguf" ;;
+			esac
+			echo "== attach $how"
+			head -4 $A/prompts.jsonl | env $e timeout 100 bin/run-spec --raw --jsonl -K 1-8 -n 64 \
+			    --device cuda "$m" 2>&1 | grep -E '^\[|^K=|^plain|SELF' || rg=1
+		  done; } >"$OUT/attach.log" 2>&1
+		echo "attach in $(( $(date +%s) - t0 ))s"
+	fi
 	if [ -n "$A" ] && [ "${GPU_RUN_GREEDY:-1}" = 1 ]; then
 		t0=$(date +%s)
 		timeout 200 sh tools/greedy-gate.sh $A cuda >"$OUT/greedy-gate.log" 2>&1; gg=$?
@@ -146,6 +166,7 @@ if [ "$mode" != bench ]; then
 	[ -f "$OUT/greedy-gate.log" ] && tail -24 "$OUT/greedy-gate.log"
 	[ -f "$OUT/run-gen.log" ] && { echo "== run-gen (cuda vs cpu vs refs)"; cat "$OUT/run-gen.log"; }
 	[ -f "$OUT/run-spec.log" ] && { echo "== run-spec -K 1-8"; cat "$OUT/run-spec.log"; }
+	[ -f "$OUT/attach.log" ] && { echo "== masked draft head, three attach ways (cuda)"; cat "$OUT/attach.log"; }
 	echo "== speculative self-consistency (reference acceptance: t/data/a-spec-refs.txt)"
 	[ -f "$OUT/spec.log" ] && cat "$OUT/spec.log"
 fi
