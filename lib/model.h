@@ -142,4 +142,13 @@ struct tokenizer *model_tokenizer(struct model *, char *err);
  */
 char	*model_chat_template(struct model *, char *err);
 
+/*
+ * The ids that end generation by the model's own word: a GGUF's
+ * tokenizer.ggml.eos_token_id, eot_token_id and eom_token_id, or an HF
+ * checkpoint's generation_config.json eos_token_id (a number or a list).
+ * Stores at most max ids, no duplicates; returns how many (0 when the
+ * source names none or its generation_config.json is unreadable).
+ */
+int	model_stop_ids(struct model *, int32_t *ids, int max);
+
 #endif

@@ -102,8 +102,9 @@ gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int 
 	int cd = model_conv_dim(hp), vd = hp->n_v_heads * hp->dv, snap = flags & MODEL_VERIFY;
 	const struct backend_weight *W[4] = { &L->qkv, &L->gate, &L->beta, &L->alpha };
 	float *Y[4] = { a->q, a->z, a->b, a->a };
+	/* transformers' l2norm has its own eps (1e-6), llama.cpp's the RMSNorm one */
 	struct backend_gdn g = { hp->n_k_heads, hp->n_v_heads, hp->dk, hp->dv, 1, md->hf_l2,
-	    hp->eps };
+	    md->hf_l2 ? 1e-6f : hp->eps };
 	float *S = state_ssm(st, L->cache);
 
 	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y) ||

@@ -105,3 +105,58 @@ model_chat_template(struct model *md, char *err)
 	beside(md, "tokenizer_config.json", path, sizeof path);
 	return config_template(path, err);
 }
+
+static void
+add_id(int32_t *ids, int *n, int max, int64_t id)
+{
+	if (id < 0 || id > INT32_MAX || *n == max)
+		return;
+	for (int i = 0; i < *n; i++)
+		if (ids[i] == id)
+			return;
+	ids[(*n)++] = (int32_t)id;
+}
+
+/* generation_config.json's eos_token_id: a number or an array of them */
+static void
+config_eos(const char *path, int32_t *ids, int *n, int max)
+{
+	char err[UTIL_ERRLEN], *text;
+	size_t len;
+	struct json *j;
+	const struct json *e;
+
+	if ((text = util_read_file(path, &len, err)) == NULL)
+		return;
+	j = json_parse(text, len, err);
+	free(text);
+	e = j != NULL ? json_get(j, "eos_token_id") : NULL;
+	if (e != NULL && e->type == JSON_NUMBER && e->is_int)
+		add_id(ids, n, max, e->i);
+	for (size_t i = 0; e != NULL && e->type == JSON_ARRAY && i < e->n; i++)
+		if (e->items[i].type == JSON_NUMBER && e->items[i].is_int)
+			add_id(ids, n, max, e->items[i].i);
+	json_free(j);
+}
+
+int
+model_stop_ids(struct model *md, int32_t *ids, int max)
+{
+	static const char *const keys[] = { "tokenizer.ggml.eos_token_id",
+	    "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id" };
+	char path[4096];
+	int n = 0;
+
+	if (md->gg == NULL) {
+		beside(md, "generation_config.json", path, sizeof path);
+		config_eos(path, ids, &n, max);
+		return n;
+	}
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		int64_t k = gguf_find_key(md->gg, keys[i]), v;
+
+		if (k >= 0 && gguf_get_int(md->gg, k, &v) == 0)
+			add_id(ids, &n, max, v);
+	}
+	return n;
+}

@@ -34,8 +34,13 @@ add_stop(struct prompt *p, int32_t id)
 }
 
 static int
-find_stops(struct prompt *p)
+find_stops(struct prompt *p, struct model *m)
 {
+	int32_t ids[8];
+	int n = model_stop_ids(m, ids, 8);
+
+	for (int i = 0; i < n; i++)
+		add_stop(p, ids[i]);
 	add_stop(p, tokenizer_eos(p->tok));
 	for (size_t i = 0; i < sizeof end_tokens / sizeof end_tokens[0]; i++) {
 		int32_t id = tokenizer_find(p->tok, end_tokens[i], strlen(end_tokens[i]));
@@ -70,7 +75,7 @@ prompt_new(struct model *m, enum prompt_mode mode, char *err)
 			goto fail;
 	}
 	free(tmpl);
-	find_stops(p);
+	find_stops(p, m);
 	return p;
 fail:
 	free(tmpl);

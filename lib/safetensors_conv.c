@@ -153,12 +153,16 @@ hp_need(struct safetensors *st, const char *key, int64_t lo, int64_t *out)
 	return 0;
 }
 
-/* A number from hparams or from rope_parameters / rope_scaling. */
+/*
+ * A number from rope_parameters / rope_scaling, else from hparams: the
+ * nested value wins, as transformers 5 reads it (a config may carry both,
+ * e.g. a stale top-level partial_rotary_factor 0.25 beside 0.5 nested).
+ */
 static int
 hp_num(struct safetensors *st, const char *key, double def, double *out)
 {
 	static const char *const nests[] = { "rope_parameters", "rope_scaling" };
-	const struct json *v = safetensors_hparam(st, key);
+	const struct json *v = NULL;
 	size_t i;
 
 	for (i = 0; i < 2 && (v == NULL || v->type == JSON_NULL); i++) {
@@ -166,6 +170,8 @@ hp_num(struct safetensors *st, const char *key, double def, double *out)
 
 		v = o != NULL && o->type == JSON_OBJECT ? json_get(o, key) : NULL;
 	}
+	if (v == NULL || v->type == JSON_NULL)
+		v = safetensors_hparam(st, key);
 	*out = def;
 	if (v == NULL || v->type == JSON_NULL)
 		return 0;

@@ -39,3 +39,39 @@ setup() {
 	run -2 --separate-stderr "$MG" x 0 1
 	run -2 --separate-stderr "$MG" -t x y 1 1
 }
+
+# ML MODEL OUT ID...: build/t/tools/model-logits (every position's logits, float32)
+ML=build/t/tools/model-logits
+
+@test "tiny random models: logits of every position equal transformers' (refs.json) to 1e-4 relative" {
+	need_py numpy
+	for m in q35-r2 q35-r1-tied q35-r4 llama-tiny; do
+		run -0 --separate-stderr python3 "$TOP/t/peer/logits_vs_refs.py" "$TOP/$ML" "$DATA/tiny/$m" "$DATA/tiny/$m/refs.json" 1e-4
+		[ "${#lines[@]}" = 3 ]
+	done
+}
+
+@test "tiny random models: token-by-token logits agree with the prefill's to 1e-5 relative" {
+	need_py numpy
+	for m in q35-r2 q35-r1-tied q35-r4 llama-tiny; do
+		"$TOP/$ML" -t 2 "$DATA/tiny/$m" "$BATS_TEST_TMPDIR/p" 5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9
+		"$TOP/$ML" -t 2 -1 "$DATA/tiny/$m" "$BATS_TEST_TMPDIR/d" 5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9
+		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+	done
+}
+
+# The GGUF path normalizes the GDN q and k as llama.cpp does (x / max(|x|, eps)), the HF path as
+# transformers does (x * rsqrt(|x|^2 + 1e-6)); that is the whole difference: with the same norm on
+# both the F32 GGUF gives bit-identical logits (measured), so F32 is held to 2e-5 relative and F16
+# (model A's weights are 16-bit already) to the same.
+@test "model A: HF safetensors and quant-nvfp4's F32 and F16 GGUF of it give the same logits" {
+	d=$(model_a)
+	need_py numpy
+	ids="970 11 1879 374 264 1273 13 576 3974 1387 3883 3420 916 279 1567 556"
+	"$TOP/$ML" -t 2 "$d" "$BATS_TEST_TMPDIR/hf" $ids
+	for ty in F32 F16; do
+		quant-nvfp4 -t 2 --type $ty "$d" "$BATS_TEST_TMPDIR/a.gguf" 2>/dev/null
+		"$TOP/$ML" -t 2 "$BATS_TEST_TMPDIR/a.gguf" "$BATS_TEST_TMPDIR/gg" $ids
+		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32) for f in sys.argv[1:]); r=np.abs(a-b).max()/np.abs(a).max(); print(r); assert r <= 2e-5' "$BATS_TEST_TMPDIR/hf" "$BATS_TEST_TMPDIR/gg"
+	done
+}

@@ -1,0 +1,100 @@
+/*
+ * model-logits: the logits of every position of a token sequence, for the
+ * tests that compare them with a reference.
+ *   model-logits [-t threads] [-d device] [-1] MODEL OUT ID...
+ * Runs the ids through one prefill forward (-1: one token at a time) and
+ * writes [n_ids][n_vocab] float32 (host byte order) to OUT ('-' is stdout).
+ * Exit 0, 1 on a failure, 2 on misuse.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+#include "state.h"
+#include "util.h"
+
+static int
+forward_all(struct model *md, struct state *st, const int32_t *ids, int np,
+    int one, float *lg)
+{
+	size_t nv = (size_t)model_hparams(md)->n_vocab;
+
+	if (!one)
+		return model_forward(md, st, ids, np, MODEL_PREFILL | MODEL_LOGITS_ALL,
+		    lg, NULL);
+	for (int i = 0; i < np; i++)
+		if (model_forward(md, st, ids + i, 1, 0, lg + i * nv, NULL) != 0)
+			return -1;
+	return 0;
+}
+
+static int
+run(const char *path, const char *out, const char *dev, int nt, int one,
+    const int32_t *ids, int np)
+{
+	char err[UTIL_ERRLEN];
+	struct backend *be = backend_open(dev, nt, err);
+	struct model *md = be ? model_open(path, be, err) : NULL;
+	struct state *st = md ? model_state_new(md, np + 1, 0, err) : NULL;
+	size_t nv = md ? (size_t)model_hparams(md)->n_vocab : 0;
+	float *lg = md ? malloc(np * nv * sizeof *lg) : NULL;
+	FILE *fp = NULL;
+	int rc = st && lg ? 0 : -1;
+
+	if (rc != 0)
+		warnmsg("%s", err);
+	else if ((rc = forward_all(md, st, ids, np, one, lg)) != 0)
+		warnmsg("%s: %s", path, model_errmsg(md));
+	else if ((fp = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb")) == NULL)
+		rc = -1, warnmsg("%s: cannot open", out);
+	else if (fwrite(lg, sizeof *lg, np * nv, fp) != np * nv || fflush(fp) != 0)
+		rc = -1, warnmsg("%s: write failed", out);
+	if (fp && fp != stdout)
+		fclose(fp);
+	free(lg);
+	state_free(st);
+	model_close(md);
+	backend_close(be);
+	return rc ? 1 : 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	const char *dev = "cpu";
+	int ch, nt = 0, one = 0, np;
+	int64_t v;
+	int32_t *ids;
+
+	prog = base_name(argv[0]);
+	while ((ch = getopt(argc, argv, "t:d:1")) != -1) {
+		switch (ch) {
+		case 't':
+			if (util_parse_i64(optarg, 0, 1024, &v) != 0)
+				die(2, "bad thread count '%s'", optarg);
+			nt = (int)v;
+			break;
+		case 'd': dev = optarg; break;
+		case '1': one = 1; break;
+		default: return 2;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 3)
+		die(2, "usage: model-logits [-t threads] [-d device] [-1] MODEL OUT ID...");
+	np = argc - 2;
+	if ((ids = malloc(np * sizeof *ids)) == NULL)
+		die(1, "out of memory");
+	for (int i = 0; i < np; i++) {
+		if (util_parse_i64(argv[2 + i], 0, INT32_MAX, &v) != 0)
+			die(2, "bad token id '%s'", argv[2 + i]);
+		ids[i] = (int32_t)v;
+	}
+	v = run(argv[0], argv[1], dev, nt, one, ids, np);
+	free(ids);
+	return finish((int)v);
+}

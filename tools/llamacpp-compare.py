@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""llamacpp-compare.py MODEL.gguf GOLDEN.json [MODEL_LOGITS]: our logits
+(build/t/tools/model-logits) against llama.cpp's (llama-cpp-python) along
+llama.cpp's greedy path of each golden prompt.  Prints, per prompt, the
+largest logit difference, the first position where the argmaxes differ,
+and there both sides' top-2 margins: a near tie is a margin smaller than
+the difference between the two implementations."""
+import json
+import subprocess
+import sys
+
+import llama_cpp
+import numpy as np
+
+path, golden = sys.argv[1], sys.argv[2]
+tool = sys.argv[3] if len(sys.argv) > 3 else "build/t/tools/model-logits"
+d = json.load(open(golden))
+llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_batch=512, n_threads=2, verbose=False,
+                      logits_all=True)
+for p in d["prompts"]:
+    seq = p["prompt_ids"] + p["greedy_ids"]
+    llm.reset()
+    llm.eval(seq)
+    ref = np.array(llm.scores[:len(seq)], dtype=np.float32)
+    out = subprocess.run([tool, "-t", "2", path, "-"] + [str(t) for t in seq],
+                         capture_output=True, check=True).stdout
+    ours = np.frombuffer(out, dtype=np.float32).reshape(len(seq), -1)
+    k0 = len(p["prompt_ids"]) - 1
+    diff = np.abs(ours[k0:] - ref[k0:]).max()
+    line = f'{p["name"]}: maxdiff {diff:.4f} over {len(seq) - k0} steps'
+    for k in range(k0, len(seq)):
+        a, b = int(ours[k].argmax()), int(ref[k].argmax())
+        if a != b:
+            m_ours = ours[k][a] - ours[k][b]
+            m_ref = ref[k][b] - ref[k][a]
+            line += (f'; step {k - k0}: ours {a} llama.cpp {b}, margin ours {m_ours:.4f}'
+                     f' llama.cpp {m_ref:.4f}, diff at those {abs(ours[k][a]-ref[k][a]):.4f}'
+                     f' {abs(ours[k][b]-ref[k][b]):.4f}')
+            break
+    print(line)
