@@ -132,6 +132,7 @@ PY
 	MEMRA_MTP_DRAFT=$BATS_TEST_TMPDIR/none.gguf run -1 --separate-stderr run-gen -n 8 "$d" hi
 	[ "${stderr_lines[0]}" = "[mtp-draft] loading external MTP draft: $BATS_TEST_TMPDIR/none.gguf" ]
 	[[ ${stderr_lines[1]} == "run-gen: $BATS_TEST_TMPDIR/none.gguf: "* ]]
+}
 
 @test "SmolLM2: our prompt ids are llama.cpp's for the 8 golden prompts (special tokens parsed)" {
 	f=$(smollm2)
