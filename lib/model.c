@@ -439,23 +439,26 @@ draft_head(struct model *md, struct src *ds, const char *path)
 	return 0;
 }
 
-/* Open the draft GGUF and check it fits the trunk s (whose hparams are read). */
+/*
+ * Open the draft GGUF and check it fits the trunk s (its hyper-parameters
+ * are read here, then cleared for bind).  -1 with "file: why" in err.
+ */
 static int
 open_draft(struct model *md, struct src *s, const char *path, struct src *ds, char *err)
 {
-	struct model *tmp = md;
+	char why[UTIL_ERRLEN];
 	int total;
 
 	if ((md->dg = gguf_open(path, err)) == NULL)
 		return -1;
 	ds->gg = md->dg;
 	ds->arch = src_arch(ds);
-	if (read_hparams(tmp, s) != 0)
-		return util_err(err, "%s", md->err);
+	if (read_hparams(md, s) != 0)
+		return util_err(err, "%s: %s", md->path, md->err);
 	total = src_int(s, "block_count", 0);
 	if ((md->draft_ranks = ranks_from_draft(md->dg, s->arch, md->hp.n_embd, md->hp.n_vocab,
-	    total - md->hp.n_mtp, err)) == NULL)
-		return -1;
+	    total - md->hp.n_mtp, why)) == NULL)
+		return util_err(err, "%s: %s", path, why);
 	memset(&md->hp, 0, sizeof md->hp);
 	return 0;
 }
@@ -523,15 +526,8 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 	path = md->path;
 	if (open_source(md, path, &s, err) != 0)
 		goto fail;
-	if (draft != NULL && open_draft(md, &s, draft, &ds, err) != 0) {
-		if (err[0] != '\0' && strncmp(err, draft, strlen(draft)) != 0) {
-			char e[UTIL_ERRLEN];
-
-			snprintf(e, sizeof e, "%s", err);
-			util_err(err, "%s: %s", draft, e);
-		}
+	if (draft != NULL && open_draft(md, &s, draft, &ds, err) != 0)
 		goto fail;
-	}
 	if (bind(md, &s, draft != NULL ? &ds : NULL) != 0 ||
 	    (draft != NULL && draft_head(md, &ds, draft) != 0) ||
 	    (draft == NULL && trim != NULL && self_trim(md, trim) != 0)) {
