@@ -18,8 +18,10 @@
 #include "hub.h"
 #include "json.h"
 #include "model.h"
+#include "prompt.h"
 #include "ranks.h"
 #include "sample.h"
+#include "spec.h"
 #include "state.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -149,7 +151,8 @@ struct opts {
 	int64_t	topn, ngen, limit, threads;
 	double	temp;
 	uint64_t seed;
-	int	raw, verbose;
+	int64_t	vngen, vrounds;	/* --validate-ngen, --validate-rounds */
+	int	raw, verbose, validate;
 	const char *preset, *corpus, *device;
 };
 
@@ -182,8 +185,9 @@ static int
 usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [-v] [--preset name] [--ngen n] [--temp t] [--seed n] [--raw] "
-	    "[--corpus-out file] [--limit n] [-t threads] [-d device] "
-	    "model out.gguf [topn] [prompts ...]\n", prog);
+	    "[--corpus-out file] [--limit n] [--validate] [--validate-ngen n] "
+	    "[--validate-rounds n] [-t threads] [-d device] model out.gguf [topn] [prompts ...]\n",
+	    prog);
 	if (fp == stdout)
 		fputs("  --preset NAME      built-in prompts: code, chat, agentic, mixed (the default\n"
 		    "                     when no prompts are given)\n"
@@ -193,6 +197,9 @@ usage(FILE *fp, int status)
 		    "  --raw              no chat template: continue the prompt text\n"
 		    "  --corpus-out FILE  keep the generated ids; a rerun resumes from it\n"
 		    "  --limit N          generate for at most N more prompts (with --corpus-out)\n"
+		    "  --validate         then A/B trimmed vs untrimmed drafting (K=3, ABBA)\n"
+		    "  --validate-ngen N  tokens per held-out prompt in --validate (64)\n"
+		    "  --validate-rounds N  ABBA rounds in --validate (2)\n"
 		    "  -t, --threads N    CPU threads (0: all)\n"
 		    "  -d, --device DEV   backend: cpu, cuda[:N] (MEMRA_DEVICE; cuda\n                     when a GPU is present, else cpu)\n"
 		    "  -v, --verbose      one line per prompt\n"
@@ -846,6 +853,192 @@ done:
 	return rc ? 1 : 0;
 }
 
+/* ---- --validate: trimmed vs untrimmed drafting, interleaved A B B A ---- */
+
+enum { VALIDATE_K = 3 };
+
+/* Held-out prompts: none is a pack prompt (their forms are not the packs'). */
+static const char *const heldout[] = {
+	"Write a small program that checks whether a string is a palindrome, ignoring case "
+	"and punctuation, and show two example runs.",
+	"In a few paragraphs, tell me how a refrigerator keeps food cold.",
+	"You maintain a web service whose build started failing with a missing module error. "
+	"List, in order, the commands you would run to find and fix the cause.",
+};
+
+/* One side of the A/B: a model (trimmed or not) and its speculative decoder. */
+struct arm {
+	struct model *md;
+	struct prompt *pr;
+	struct spec *sp;
+	double	*tps;		/* [2 rounds] end-to-end tok/s of each run */
+	int	n_tps;
+	int32_t	*out;		/* [NELEM(heldout)][vngen] the first run's tokens */
+	long	drafted, accepted;	/* over the first run */
+};
+
+static int
+arm_open(struct arm *a, struct backend *be, const char *path, const char *ranks,
+    const struct opts *o, char *err)
+{
+	struct model_options mo = { .ranks = ranks };
+	struct sample_params sp;
+
+	sample_defaults(&sp);
+	if ((a->md = model_open_opts(path, be, &mo, err)) == NULL ||
+	    (a->pr = prompt_new(a->md, o->raw ? PROMPT_RAW : PROMPT_CHAT, err)) == NULL ||
+	    (a->sp = spec_new(a->md, VALIDATE_K, 4096 + (int)o->vngen + VALIDATE_K + 2, &sp, 0,
+	    err)) == NULL)
+		return -1;
+	if (model_hparams(a->md)->n_mtp < 1)
+		return util_err(err, "%s: model has no MTP head to draft with", path);
+	a->tps = calloc(2 * o->vrounds, sizeof *a->tps);
+	a->out = calloc(NELEM(heldout) * o->vngen, sizeof *a->out);
+	return a->tps && a->out ? 0 : util_err(err, "out of memory");
+}
+
+static void
+arm_close(struct arm *a)
+{
+	spec_free(a->sp);
+	prompt_free(a->pr);
+	model_close(a->md);
+	free(a->tps), free(a->out);
+}
+
+/* One run: every held-out prompt, vngen tokens each (no stop: equal work). */
+static int
+arm_run(struct arm *a, const struct opts *o, char *err)
+{
+	int ngen = (int)o->vngen, first = a->n_tps == 0;
+	int32_t out[VALIDATE_K + 1], *ids;
+	double t0 = util_now();
+	size_t n;
+
+	spec_stats_reset(a->sp);
+	for (size_t i = 0; i < NELEM(heldout); i++) {
+		int32_t *dst = a->out + i * ngen, tok;
+		int have = 1, r;
+
+		if ((ids = prompt_encode(a->pr, heldout[i], strlen(heldout[i]), &n, err)) == NULL)
+			return -1;
+		r = spec_prefill(a->sp, ids, n > 4096 ? 4096 : (int)n, &tok);
+		free(ids);
+		if (r != 0)
+			return util_err(err, "held-out prompt %zu: %s", i + 1, spec_errmsg(a->sp));
+		if (first)
+			dst[0] = tok;
+		while (have < ngen) {
+			if ((r = spec_round(a->sp, out, ngen - have)) < 0)
+				return util_err(err, "held-out prompt %zu: %s", i + 1,
+				    spec_errmsg(a->sp));
+			if (first)
+				memcpy(dst + have, out, r * sizeof *out);
+			have += r;
+		}
+	}
+	a->tps[a->n_tps++] = NELEM(heldout) * ngen / (util_now() - t0);
+	if (first)
+		a->drafted = spec_stats(a->sp)->drafted, a->accepted = spec_stats(a->sp)->accepted;
+	return 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* median of v[n] (sorts v); spread (max - min) / median into *spread */
+static double
+median(double *v, int n, double *spread)
+{
+	double m;
+
+	qsort(v, n, sizeof *v, cmp_double);
+	m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	*spread = m > 0 ? (v[n - 1] - v[0]) / m : 0;
+	return m;
+}
+
+static void
+arm_print(const char *name, struct arm *a, double *tps)
+{
+	double spread;
+
+	*tps = median(a->tps, a->n_tps, &spread);
+	printf("%-9s acceptance %ld/%ld = %.1f%% %.1f tok/s (median of %d, spread %.1f%%)\n", name,
+	    a->accepted, a->drafted, a->drafted ? 100.0 * a->accepted / a->drafted : 0.0, *tps,
+	    a->n_tps, 100 * spread);
+}
+
+/* GOOD: trimmed faster or equal; WASH: 0 to 2% slower; BAD: more. */
+static const char *
+verdict(double ratio)
+{
+	return ratio >= 1 ? "GOOD" : ratio >= 0.98 ? "WASH" : "BAD";
+}
+
+static int
+validate_run(struct backend *be, const char *model, const char *ranks, const struct opts *o,
+    char *err)
+{
+	struct arm a = { 0 }, b = { 0 };	/* a: trimmed, b: untrimmed */
+	double ta, tb;
+	int rc = -1;
+
+	if (arm_open(&a, be, model, ranks, o, err) != 0 || arm_open(&b, be, model, NULL, o, err))
+		goto done;
+	printf("validate: K=%d, %zu held-out prompts x %" PRId64 " tokens, %" PRId64
+	    " ABBA round%s\n", VALIDATE_K, NELEM(heldout), o->vngen, o->vrounds,
+	    o->vrounds == 1 ? "" : "s");
+	fflush(stdout);
+	for (int64_t r = 0; r < o->vrounds; r++)
+		if (arm_run(&a, o, err) || arm_run(&b, o, err) || arm_run(&b, o, err) ||
+		    arm_run(&a, o, err))
+			goto done;
+	if (memcmp(a.out, b.out, NELEM(heldout) * o->vngen * sizeof *a.out) != 0) {
+		util_err(err, "trimmed drafting changed the output (it must be identical)");
+		goto done;
+	}
+	arm_print("trimmed", &a, &ta);
+	arm_print("untrimmed", &b, &tb);
+	printf("verdict %s (trimmed %.3fx untrimmed)\n", verdict(tb > 0 ? ta / tb : 0),
+	    tb > 0 ? ta / tb : 0);
+	rc = 0;
+done:
+	arm_close(&a);
+	arm_close(&b);
+	return rc;
+}
+
+/* --validate after the ranks are written: 0, or 1 with the reason printed. */
+static int
+validate(const char *spec, const char *out, const struct opts *o)
+{
+	char err[UTIL_ERRLEN] = "", *path = hub_path(spec, NULL, err), *txt = NULL;
+	struct backend *be = NULL;
+	int rc = -1;
+
+	if (path == NULL)
+		goto done;
+	if (asprintf(&txt, "%s.txt", out) < 0) {
+		txt = NULL;
+		util_err(err, "out of memory");
+		goto done;
+	}
+	if ((be = backend_open(o->device, (int)o->threads, err)) != NULL)
+		rc = validate_run(be, path, txt, o, err);
+done:
+	if (rc != 0)
+		warnmsg("validate: %s", err);
+	backend_close(be);
+	free(txt), free(path);
+	return rc ? 1 : 0;
+}
+
 static int
 parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -855,7 +1048,8 @@ parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 	return -1;
 }
 
-enum { O_PRESET = 256, O_NGEN, O_TEMP, O_SEED, O_RAW, O_CORPUS, O_LIMIT };
+enum { O_PRESET = 256, O_NGEN, O_TEMP, O_SEED, O_RAW, O_CORPUS, O_LIMIT, O_VALIDATE, O_VNGEN,
+	O_VROUNDS };
 
 static int
 parse_opt(int ch, struct opts *o)
@@ -884,6 +1078,9 @@ parse_opt(int ch, struct opts *o)
 	case O_RAW: o->raw = 1; return 0;
 	case O_CORPUS: o->corpus = optarg; return 0;
 	case O_LIMIT: return parse_num("--limit", optarg, 1, INT64_MAX, &o->limit);
+	case O_VALIDATE: o->validate = 1; return 0;
+	case O_VNGEN: return parse_num("--validate-ngen", optarg, 1, 4096, &o->vngen);
+	case O_VROUNDS: return parse_num("--validate-rounds", optarg, 1, 1000, &o->vrounds);
 	case 't': return parse_num("--threads", optarg, 0, 1024, &o->threads);
 	case 'd': o->device = optarg; return 0;
 	case 'v': o->verbose = 1; return 0;
@@ -899,11 +1096,14 @@ main(int argc, char *argv[])
 		{ "temp", required_argument, NULL, O_TEMP }, { "seed", required_argument, NULL, O_SEED },
 		{ "raw", no_argument, NULL, O_RAW }, { "corpus-out", required_argument, NULL, O_CORPUS },
 		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "validate", no_argument, NULL, O_VALIDATE },
+		{ "validate-ngen", required_argument, NULL, O_VNGEN },
+		{ "validate-rounds", required_argument, NULL, O_VROUNDS },
 		{ "threads", required_argument, NULL, 't' }, { "device", required_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .topn = 32768, .ngen = 256 };
+	struct opts o = { .topn = 32768, .ngen = 256, .vngen = 64, .vrounds = 2 };
 	struct plist p = { 0 };
 	char err[UTIL_ERRLEN];
 	int ch, rc = 0;
@@ -935,5 +1135,7 @@ main(int argc, char *argv[])
 	}
 	rc = owngen(argv[0], argv[1], &p, &o);
 	plist_free(&p);
+	if (rc == 0 && o.validate)
+		rc = validate(argv[0], argv[1], &o);
 	return finish(rc);
 }

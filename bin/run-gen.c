@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "json.h"
 #include "model.h"
 #include "prompt.h"
+#include "quant.h"
+#include "ranks.h"
 #include "sample.h"
 #include "state.h"
 #include "tokenizer.h"
@@ -393,11 +396,56 @@ parse(int argc, char *argv[], struct opts *o)
 	return 0;
 }
 
+/* MODEL+DRAFT or MEMRA_MTP_DRAFT: the draft file named, or NULL */
+static const char *
+draft_of(char *model)
+{
+	const char *env = getenv("MEMRA_MTP_DRAFT");
+	char *plus = strrchr(model, '+');
+
+	if (plus != NULL && access(model, F_OK) != 0) {
+		*plus = '\0';
+		return plus + 1;
+	}
+	return env != NULL && env[0] != '\0' ? env : NULL;
+}
+
+/* The proof line of an attached draft head, on stderr. */
+static void
+draft_proof(const struct model *m)
+{
+	int type, ext;
+	const struct ranks *r = model_draft_ranks(m, &type, &ext);
+
+	if (r == NULL)
+		return;
+	if (ext)
+		fprintf(stderr, "[mtp-draft] external draft head: blk.%d, head_vocab=%lld "
+		    "(trimmed, d2t map)\n", model_hparams(m)->n_layer, (long long)r->n);
+	else
+		fprintf(stderr, "[frspec-trim] self-trimmed head: %lld rows of main output.weight "
+		    "(%s)\n", (long long)r->n, quant_name(type));
+}
+
+/* Load settings from the environment (MEMRA_FRSPEC_TRIM, MEMRA_FULL_PREC) and draft. */
+static void
+load_options(struct model_options *mo, const char *draft)
+{
+	const char *fp = getenv("MEMRA_FULL_PREC");
+
+	mo->ranks = getenv("MEMRA_FRSPEC_TRIM");
+	mo->full_prec = fp != NULL && strcmp(fp, "1") == 0;
+	mo->draft = draft;
+	if (draft != NULL)
+		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", draft);
+}
+
 int
 main(int argc, char *argv[])
 {
 	struct opts o = { .mode = PROMPT_AUTO, .n = 128 };
 	struct gen g = { .o = &o };
+	struct model_options mo = { 0 };
 	char err[UTIL_ERRLEN], *text = NULL;
 	size_t len = 0;
 	int status;
@@ -423,8 +471,10 @@ main(int argc, char *argv[])
 	}
 	if ((g.be = backend_open(o.device, o.threads, err)) == NULL)
 		die(1, "%s", err);
-	if ((g.m = model_open(argv[0], g.be, err)) == NULL)
+	load_options(&mo, draft_of(argv[0]));
+	if ((g.m = model_open_opts(argv[0], g.be, &mo, err)) == NULL)
 		die(1, "%s", err);
+	draft_proof(g.m);
 	if ((g.pr = prompt_new(g.m, o.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
 	g.nv = model_hparams(g.m)->n_vocab;

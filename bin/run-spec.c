@@ -13,6 +13,8 @@
 #include "json.h"
 #include "model.h"
 #include "prompt.h"
+#include "quant.h"
+#include "ranks.h"
 #include "sample.h"
 #include "spec.h"
 #include "state.h"
@@ -39,6 +41,7 @@ struct ctx {
 	const struct opts *o;
 	struct run *runs;
 	int	n_runs, nv, n_stop;
+	int	masked;		/* a masked draft head drafts: acceptance 0 is no failure */
 	const int32_t *stop;
 };
 
@@ -380,7 +383,10 @@ run_all(struct ctx *c)
 		report(c, K, &w, tps);
 		if (w.fail_run >= 0)
 			fail = 1;
-		if (w.st.drafted > 0 && w.st.accepted == 0) {
+		if (w.st.drafted > 0 && w.st.accepted == 0 && c->masked) {
+			warnmsg("K=%d: acceptance 0 with a masked draft head (its ranks miss "
+			    "the target's tokens)", K);
+		} else if (w.st.drafted > 0 && w.st.accepted == 0) {
 			warnmsg("K=%d: acceptance 0 with a trained head", K);
 			fail = 1;
 		}
@@ -405,13 +411,43 @@ draft_of(char *model, const struct opts *o)
 	return env != NULL && env[0] != '\0' ? env : NULL;
 }
 
+/* The proof line of an attached draft head, on stderr. */
+static void
+draft_proof(const struct model *m)
+{
+	int type, ext;
+	const struct ranks *r = model_draft_ranks(m, &type, &ext);
+
+	if (r == NULL)
+		return;
+	if (ext)
+		fprintf(stderr, "[mtp-draft] external draft head: blk.%d, head_vocab=%lld "
+		    "(trimmed, d2t map)\n", model_hparams(m)->n_layer, (long long)r->n);
+	else
+		fprintf(stderr, "[frspec-trim] self-trimmed head: %lld rows of main output.weight "
+		    "(%s)\n", (long long)r->n, quant_name(type));
+}
+
+/* Load settings from the environment (MEMRA_FRSPEC_TRIM, MEMRA_FULL_PREC) and draft. */
+static void
+load_options(struct model_options *mo, const char *draft)
+{
+	const char *fp = getenv("MEMRA_FULL_PREC");
+
+	mo->ranks = getenv("MEMRA_FRSPEC_TRIM");
+	mo->full_prec = fp != NULL && strcmp(fp, "1") == 0;
+	mo->draft = draft;
+	if (draft != NULL)
+		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", draft);
+}
+
 int
 main(int argc, char *argv[])
 {
 	struct opts o = { .mode = PROMPT_AUTO, .n = 64, .k_lo = 1, .k_hi = 8 };
 	struct ctx c = { .o = &o };
 	char err[UTIL_ERRLEN], *text = NULL;
-	const char *draft;
+	struct model_options mo = { 0 };
 	size_t len = 0;
 	int status;
 
@@ -428,8 +464,6 @@ main(int argc, char *argv[])
 		return usage(stderr, 2);
 	if (!valid_device(o.device))
 		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
-	if ((draft = draft_of(argv[0], &o)) != NULL)
-		die(1, "%s: external draft heads: not supported by this build", draft);
 	if (!o.jsonl) {
 		if (argc == 2)
 			text = strdup(argv[1]), len = strlen(argv[1]);
@@ -438,8 +472,11 @@ main(int argc, char *argv[])
 	}
 	if ((c.be = backend_open(o.device, o.threads, err)) == NULL)
 		die(1, "%s", err);
-	if ((c.m = model_open(argv[0], c.be, err)) == NULL)
+	load_options(&mo, draft_of(argv[0], &o));
+	if ((c.m = model_open_opts(argv[0], c.be, &mo, err)) == NULL)
 		die(1, "%s", err);
+	draft_proof(c.m);
+	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
 	if (model_hparams(c.m)->n_mtp < 1)
 		die(1, "%s: model has no MTP head to draft with", argv[0]);
 	if ((c.pr = prompt_new(c.m, o.mode, err)) == NULL)

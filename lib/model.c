@@ -8,6 +8,7 @@
 #include "hub.h"
 #include "model_impl.h"
 #include "quant.h"
+#include "ranks.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -213,10 +214,13 @@ src_scale(struct src *s, const char *name)
 	return v;
 }
 
-/* A matrix [ne1][ne0] by name into w.  Absent and optional: 0, w left empty. */
+/*
+ * A matrix [ne1][ne0] by name into w; *host (when not NULL) gets its host
+ * bytes (mapped or read).  Absent and optional: 0, w left empty.
+ */
 static int
-load_matrix(struct model *md, struct src *s, const char *name, int optional,
-    int64_t ne0, int64_t ne1, struct backend_weight *w)
+load_matrix_host(struct model *md, struct src *s, const char *name, int optional,
+    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host)
 {
 	struct src_tensor t;
 	int type;
@@ -227,6 +231,8 @@ load_matrix(struct model *md, struct src *s, const char *name, int optional,
 	if (t.ne0 != ne0 || t.n_rows != ne1)
 		return util_err(md->err, "tensor '%s' is %lld x %lld, want %lld x %lld", name,
 		    (long long)t.n_rows, (long long)t.ne0, (long long)ne1, (long long)ne0);
+	if (host != NULL)
+		*host = t.data;
 	if (t.data != NULL) {	/* mapped: the backend reads or uploads it as it is */
 		if (backend_weight_init(md->be, w, t.type, ne0, ne1, t.data, src_scale(s, name)))
 			return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
@@ -238,9 +244,18 @@ load_matrix(struct model *md, struct src *s, const char *name, int optional,
 	if ((type == QUANT_F32 ? safetensors_read_rows(t.out, 0, ne1, (float *)buf, md->err) :
 	    safetensors_read_raw(t.out, 0, ne1, buf, md->err)) != 0)
 		return -1;
+	if (host != NULL)
+		*host = buf;
 	if (backend_weight_init(md->be, w, type, ne0, ne1, buf, 1.0f) != 0)
 		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
 	return 0;
+}
+
+static int
+load_matrix(struct model *md, struct src *s, const char *name, int optional,
+    int64_t ne0, int64_t ne1, struct backend_weight *w)
+{
+	return load_matrix_host(md, s, name, optional, ne0, ne1, w, NULL);
 }
 
 /* n floats by name into backend memory (*out); absent and optional: NULL. */
@@ -364,26 +379,87 @@ plan_layers(struct model *md)
 	hp->n_full -= hp->n_mtp;	/* MTP caches come after the trunk's */
 }
 
+/*
+ * Bind the weights; with a draft source ds, the MTP layer blk.<n_layer>
+ * comes from it (one MTP layer, whatever the trunk has).
+ */
 static int
-bind(struct model *md, struct src *s)
+bind(struct model *md, struct src *s, struct src *ds)
 {
-	const struct model_hparams *hp = &md->hp;
+	struct model_hparams *hp = &md->hp;
 
 	if (read_hparams(md, s) != 0)
 		return -1;
+	if (ds != NULL)
+		hp->n_mtp = 1;
 	if ((md->layers = calloc(hp->n_layer + hp->n_mtp, sizeof *md->layers)) == NULL)
 		return util_err(md->err, "out of memory");
 	plan_layers(md);
-	if (load_matrix(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab, &md->tok_embd) ||
-	    (!hp->tied && load_matrix(md, s, "output.weight", 0, hp->n_embd, hp->n_vocab,
-	    &md->output)) ||
+	if (load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
+	    &md->tok_embd, &md->head_host) ||
+	    (!hp->tied && load_matrix_host(md, s, "output.weight", 0, hp->n_embd, hp->n_vocab,
+	    &md->output, &md->head_host)) ||
 	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm))
 		return -1;
 	if (hp->tied)
 		md->output = md->tok_embd;	/* shared, released once */
 	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++)
-		if (bind_layer(md, s, il) != 0)
+		if (bind_layer(md, ds != NULL && il >= hp->n_layer ? ds : s, il) != 0)
 			return -1;
+	return 0;
+}
+
+/* MEMRA_FRSPEC_TRIM: gather the rank list's rows of the trunk's own head. */
+static int
+self_trim(struct model *md, const char *path)
+{
+	const struct model_hparams *hp = &md->hp;
+	char e[UTIL_ERRLEN];
+
+	if ((md->draft_ranks = ranks_load(path, hp->n_vocab, e)) == NULL)
+		return util_err(md->err, "frspec trim: %s", e);
+	if (md->head_host == NULL)
+		return util_err(md->err, "frspec trim: no host copy of the head");
+	if (ranks_head_init(md->be, &md->draft_head, &md->draft_buf, md->draft_ranks,
+	    md->output.type, hp->n_embd, hp->n_vocab, md->head_host, md->output.scale, e) != 0)
+		return util_err(md->err, "frspec trim: %s", e);
+	return 0;
+}
+
+/* The external draft's head: its output.weight, rows in d2t order. */
+static int
+draft_head(struct model *md, struct src *ds, const char *path)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	md->draft_ext = 1;
+	if (load_matrix(md, ds, "output.weight", 0, hp->n_embd, md->draft_ranks->n,
+	    &md->draft_head) != 0)
+		return util_err(md->err, "draft '%s': %s", path, md->err);
+	return 0;
+}
+
+/*
+ * Open the draft GGUF and check it fits the trunk s (its hyper-parameters
+ * are read here, then cleared for bind).  -1 with "file: why" in err.
+ */
+static int
+open_draft(struct model *md, struct src *s, const char *path, struct src *ds, char *err)
+{
+	char why[UTIL_ERRLEN];
+	int total;
+
+	if ((md->dg = gguf_open(path, err)) == NULL)
+		return -1;
+	ds->gg = md->dg;
+	ds->arch = src_arch(ds);
+	if (read_hparams(md, s) != 0)
+		return util_err(err, "%s: %s", md->path, md->err);
+	total = src_int(s, "block_count", 0);
+	if ((md->draft_ranks = ranks_from_draft(md->dg, s->arch, md->hp.n_embd, md->hp.n_vocab,
+	    total - md->hp.n_mtp, why)) == NULL)
+		return util_err(err, "%s: %s", path, why);
+	memset(&md->hp, 0, sizeof md->hp);
 	return 0;
 }
 
@@ -424,8 +500,18 @@ open_source(struct model *md, const char *path, struct src *s, char *err)
 struct model *
 model_open(const char *path, struct backend *be, char *err)
 {
+	return model_open_opts(path, be, NULL, err);
+}
+
+struct model *
+model_open_opts(const char *path, struct backend *be, const struct model_options *o,
+    char *err)
+{
 	struct model *md = calloc(1, sizeof *md);
-	struct src s = { 0 };
+	struct src s = { 0 }, ds = { 0 };
+	const char *draft = o != NULL && o->draft != NULL && o->draft[0] ? o->draft : NULL;
+	const char *trim = o != NULL && !o->full_prec && o->ranks != NULL && o->ranks[0] ?
+	    o->ranks : NULL;
 
 	if (md == NULL) {
 		util_err(err, "%s: out of memory", path);
@@ -440,7 +526,11 @@ model_open(const char *path, struct backend *be, char *err)
 	path = md->path;
 	if (open_source(md, path, &s, err) != 0)
 		goto fail;
-	if (bind(md, &s) != 0) {
+	if (draft != NULL && open_draft(md, &s, draft, &ds, err) != 0)
+		goto fail;
+	if (bind(md, &s, draft != NULL ? &ds : NULL) != 0 ||
+	    (draft != NULL && draft_head(md, &ds, draft) != 0) ||
+	    (draft == NULL && trim != NULL && self_trim(md, trim) != 0)) {
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;
 	}
@@ -450,6 +540,24 @@ fail:
 	safetensors_close(s.st);
 	model_close(md);
 	return NULL;
+}
+
+const struct ranks *
+model_draft_ranks(const struct model *md, int *type, int *external)
+{
+	if (md->draft_head.data == NULL)
+		return NULL;
+	if (type != NULL)
+		*type = md->draft_head.type;
+	if (external != NULL)
+		*external = md->draft_ext;
+	return md->draft_ranks;
+}
+
+int
+model_draft_vocab(const struct model *md)
+{
+	return md->draft_head.data != NULL ? (int)md->draft_ranks->n : md->hp.n_vocab;
 }
 
 void
@@ -483,6 +591,9 @@ model_close(struct model *md)
 	model_act_free(md);
 	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
 		release_layer(md, &md->layers[il]);
+	backend_weight_release(md->be, &md->draft_head);
+	free(md->draft_buf);
+	ranks_free(md->draft_ranks);
 	if (!md->hp.tied)
 		backend_weight_release(md->be, &md->output);
 	backend_weight_release(md->be, &md->tok_embd);
@@ -495,6 +606,7 @@ model_close(struct model *md)
 	free(md->layers);
 	free(md->path);
 	gguf_close(md->gg);
+	gguf_close(md->dg);
 	free(md);
 }
 

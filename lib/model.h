@@ -49,6 +49,26 @@ struct model;
  * be must outlive the model.
  */
 struct model *model_open(const char *path, struct backend *be, char *err);
+
+/*
+ * Load-time settings (bin/ fills them from its flags and environment;
+ * the library reads no environment).  All fields may be zero.
+ */
+struct model_options {
+	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows */
+	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head) */
+	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
+};
+
+/*
+ * model_open with options o (NULL: none).  A draft or rank file that is
+ * missing or does not fit the trunk (vocabulary, hidden size, MTP block
+ * index, architecture) is an error, never a fallback: NULL with err.
+ * With a draft, blk.<n_layer>.* and the draft head come from the draft
+ * GGUF (a trunk without an MTP block then gets one).
+ */
+struct model *model_open_opts(const char *path, struct backend *be,
+	    const struct model_options *o, char *err);
 void	model_close(struct model *);
 const char *model_errmsg(const struct model *);
 const struct model_hparams *model_hparams(const struct model *);
@@ -80,7 +100,9 @@ int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
  * MTP layer k (< n_mtp) over m slots at positions p0..p0+m-1 of its own
  * KV cache (the caller keeps that cache's length): slot i combines the
  * hidden h[i] (host [m][n_embd], after output_norm or the previous MTP
- * output) with the embedding of tok[i].  logits: host [m][n_vocab];
+ * output) with the embedding of tok[i].  logits: host
+ * [m][model_draft_vocab] (a masked head's rows are in rank order:
+ * ranks_target maps them back);
  * hout: NULL or host [m][n_embd], the output after the head norm (the
  * next chained step's h).  0, or -1.
  */
@@ -88,6 +110,19 @@ int	model_mtp(struct model *, struct state *, int k, int p0, const float *h,
 	    const int32_t *tok, int m, float *logits, float *hout);
 
 struct tokenizer;
+
+struct ranks;
+
+/*
+ * The masked draft head, or NULL when the MTP head drafts over the full
+ * vocabulary.  *type (may be NULL) gets its rows' ggml type, *external
+ * (may be NULL) 1 when it came from a draft GGUF, 0 for a self-trim.
+ * The list belongs to the model.
+ */
+const struct ranks *model_draft_ranks(const struct model *, int *type, int *external);
+
+/* Columns of model_mtp's logits: the draft head's rows, else n_vocab. */
+int	model_draft_vocab(const struct model *);
 
 /* The local path the model was read from (an hf: spec resolved). */
 const char *model_path(const struct model *);

@@ -141,9 +141,10 @@ ffn(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
-/* xn = norm(x) (w: the head norm); logits of the last `rows` rows; hidden out. */
+/* xn = norm(x) (w: the head norm); logits (over hw's rows) of the last `rows` rows. */
 static int
-head(struct model *md, const float *w, int m, int rows, float *logits, float *hidden)
+head(struct model *md, const float *w, const struct backend_weight *hw, int m, int rows,
+    float *logits, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -155,9 +156,8 @@ head(struct model *md, const float *w, int m, int rows, float *logits, float *hi
 		return fail(md);
 	if (logits == NULL)
 		return 0;
-	if (backend_matmul(be, &md->output, a->xn + (m - rows) * ne, ne, a->logits,
-	    hp->n_vocab, rows) ||
-	    backend_read(be, logits, a->logits, (size_t)rows * hp->n_vocab))
+	if (backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits, (int)hw->ne1, rows) ||
+	    backend_read(be, logits, a->logits, (size_t)rows * hw->ne1))
 		return fail(md);
 	return 0;
 }
@@ -186,7 +186,7 @@ model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
 		    ffn(md, L, m))
 			return -1;
 	}
-	return head(md, md->output_norm, m, flags & MODEL_LOGITS_ALL ? m : 1, logits, hidden);
+	return head(md, md->output_norm, &md->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits, hidden);
 }
 
 int
@@ -217,5 +217,6 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 		return fail(md);
 	if (attn_layer(md, L, st, p0, m) || ffn(md, L, m))
 		return -1;
-	return head(md, L->head_norm ? L->head_norm : md->output_norm, m, m, logits, hout);
+	return head(md, L->head_norm ? L->head_norm : md->output_norm,
+	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, hout);
 }

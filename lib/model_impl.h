@@ -48,6 +48,7 @@ struct model_act {
 };
 
 struct gguf;
+struct ranks;
 
 struct model {
 	struct model_hparams hp;
@@ -57,6 +58,13 @@ struct model {
 	int	hf_l2;		/* GDN L2 norm as HF computes it */
 	struct backend_weight tok_embd;	/* [n_vocab][n_embd] */
 	struct backend_weight output;	/* [n_vocab][n_embd]; a copy of tok_embd when tied */
+	const void *head_host;		/* host bytes of output (tok_embd when tied), at load */
+	/* the masked draft head (MEMRA_FRSPEC_TRIM or an external draft) */
+	struct backend_weight draft_head;	/* [draft_ranks->n][n_embd]; data NULL: none */
+	void	*draft_buf;		/* the gathered rows of a self-trim */
+	struct ranks *draft_ranks;	/* d2t: draft row -> target id */
+	int	draft_ext;		/* 1: from an external draft GGUF */
+	struct gguf *dg;		/* the external draft, mapped */
 	float	*output_norm;		/* [n_embd] */
 	struct model_layer *layers;	/* [n_layer + n_mtp] */
 	struct model_act act;

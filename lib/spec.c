@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "ranks.h"
 #include "state.h"
 #include "util.h"
 
@@ -18,14 +19,17 @@ struct spec {
 	struct sample_params p;
 	struct spec_stats stats;
 	uint64_t seq;
+	const struct ranks *r;	/* the masked draft head's d2t, or NULL */
 	int	K, n_ctx, nv, ne, cap;	/* cap: rows of mlg/hout */
+	int	dv;		/* draft logits per row: r->n, or nv */
 	int32_t	*hist;		/* [n_ctx + K + 2] prompt and new tokens */
 	int	n_hist;
 	int	mtp_len;	/* MTP KV cache length: verified positions */
 	int	last;		/* row of mlg/hout that drafts the next token */
 	float	*vlg;		/* [K+1][nv] verify logits */
 	float	*vh;		/* [K+1][ne] verify hidden */
-	float	*mlg;		/* [cap][nv] MTP logits */
+	float	*mlg;		/* [cap][dv] MTP logits */
+	float	*full;		/* [nv] masked draft logits scattered (r != NULL) */
 	float	*hout;		/* [cap][ne] MTP output hidden */
 	float	*hl;		/* [ne] the chain's hidden */
 	float	*q;		/* [K][nv] draft distributions (temp > 0) */
@@ -54,6 +58,8 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 		return NULL;
 	}
 	s->m = m, s->K = K, s->n_ctx = n_ctx, s->nv = nv, s->ne = ne, s->cap = cap, s->seq = seq;
+	s->r = model_draft_ranks(m, NULL, NULL);
+	s->dv = model_draft_vocab(m);
 	if (p != NULL)
 		s->p = *p;
 	else
@@ -61,13 +67,14 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	s->hist = malloc((size_t)(n_ctx + K + 2) * sizeof *s->hist);
 	s->vlg = malloc((K + 1) * nv * sizeof(float));
 	s->vh = malloc((K + 1) * ne * sizeof(float));
-	s->mlg = malloc(cap * nv * sizeof(float));
+	s->mlg = malloc(cap * s->dv * sizeof(float));
+	s->full = malloc(nv * sizeof(float));
 	s->hout = malloc(cap * ne * sizeof(float));
 	s->hl = malloc(ne * sizeof(float));
 	s->q = malloc(K * nv * sizeof(float));
 	s->pp = malloc(nv * sizeof(float));
 	if (s->hist == NULL || s->vlg == NULL || s->vh == NULL || s->mlg == NULL ||
-	    s->hout == NULL || s->hl == NULL || s->q == NULL || s->pp == NULL) {
+	    s->hout == NULL || s->full == NULL || s->hl == NULL || s->q == NULL || s->pp == NULL) {
 		util_err(err, "out of memory");
 		spec_free(s);
 		return NULL;
@@ -88,7 +95,7 @@ spec_free(struct spec *s)
 	state_free(s->st);
 	sample_free(s->smp);
 	free(s->hist), free(s->vlg), free(s->vh), free(s->mlg), free(s->hout);
-	free(s->hl), free(s->q), free(s->pp);
+	free(s->hl), free(s->q), free(s->pp), free(s->full);
 	free(s);
 }
 
@@ -198,6 +205,27 @@ draw(const float *q, int nv, double u)
 	return last;
 }
 
+/* 1 when greedy drafting is a plain argmax (no penalty changes a logit) */
+static int
+plain_greedy(const struct sample_params *p)
+{
+	return p->temp == 0 && p->repeat_penalty == 1 && p->presence_penalty == 0 &&
+	    p->frequency_penalty == 0;
+}
+
+/*
+ * Draft logits lg as full-vocabulary logits: lg itself, or a masked
+ * head's scattered onto the canvas (-inf off the rank list).
+ */
+static const float *
+full_logits(struct spec *s, const float *lg)
+{
+	if (s->r == NULL)
+		return lg;
+	ranks_scatter(s->r, lg, s->full, s->nv);
+	return s->full;
+}
+
 /* Draft k tokens into d (hist gets them past n_hist, tentatively). */
 static int
 draft(struct spec *s, int32_t *d, int k)
@@ -206,18 +234,21 @@ draft(struct spec *s, int32_t *d, int k)
 
 	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
 	for (int j = 0; j < k; j++) {
-		const float *lg = j == 0 ? s->mlg + (size_t)s->last * s->nv : s->mlg;
+		const float *lg = j == 0 ? s->mlg + (size_t)s->last * s->dv : s->mlg;
 
 		if (j > 0 && model_mtp(s->m, s->st, 0, s->mtp_len + j - 1, s->hl, &d[j - 1], 1,
 		    s->mlg, s->hl) != 0)
 			return fail_model(s);
-		if (s->p.temp == 0) {
-			if ((d[j] = next(s, lg, n + j, s->seq ^ DRAFT_SEQ)) < 0)
+		if (s->r != NULL && plain_greedy(&s->p)) {
+			if ((d[j] = ranks_argmax(s->r, lg)) < 0)
+				return util_err(s->err, "position %d: no finite draft logit", n + j);
+		} else if (s->p.temp == 0) {
+			if ((d[j] = next(s, full_logits(s, lg), n + j, s->seq ^ DRAFT_SEQ)) < 0)
 				return -1;
 		} else {
 			float *q = s->q + (size_t)j * s->nv;
 
-			if (sample_probs(s->smp, lg, s->hist, n + j, q) != 0)
+			if (sample_probs(s->smp, full_logits(s, lg), s->hist, n + j, q) != 0)
 				return util_err(s->err, "position %d: no finite draft logit", n + j);
 			d[j] = draw(q, s->nv, sample_uniform(s->p.seed, s->seq ^ DRAFT_SEQ, n + j,
 			    SAMPLE_STREAM_TOKEN));

@@ -153,10 +153,24 @@ IN
 	[ -z "$stderr" ]
 }
 
+@test "--validate: ABBA A/B of trimmed vs untrimmed drafting, acceptance, tok/s and a verdict" {
+	run -0 --separate-stderr frspec-owngen -t 2 --raw --ngen 8 --validate --validate-ngen 6 \
+	    --validate-rounds 1 "$GGUF" "$P/r.gguf" 64 "$P/p3.jsonl"
+	[ "${lines[2]}" = "validate: K=3, 3 held-out prompts x 6 tokens, 1 ABBA round" ]
+	num='[0-9]+/[0-9]+ = [0-9.]+% [0-9.]+ tok/s \(median of 2, spread [0-9.]+%\)'
+	[[ ${lines[3]} =~ ^trimmed\ \ \ acceptance\ $num$ ]]
+	[[ ${lines[4]} =~ ^untrimmed\ acceptance\ $num$ ]]
+	# the speed is noise here: only the form of the verdict is checked
+	[[ ${lines[5]} =~ ^verdict\ (GOOD|WASH|BAD)\ \(trimmed\ [0-9.]+x\ untrimmed\)$ ]]
+	[ "${#lines[@]}" = 6 ]
+}
+
 @test "misuse exits 2" {
 	run -2 --separate-stderr frspec-owngen "$GGUF"
 	run -2 --separate-stderr frspec-owngen "$GGUF" "$P/r.gguf" 0 "$P/p3.jsonl"
 	run -2 --separate-stderr frspec-owngen --ngen 0 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	run -2 --separate-stderr frspec-owngen --validate-ngen 0 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	run -2 --separate-stderr frspec-owngen --validate-rounds x "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
 	run -2 --separate-stderr frspec-owngen --preset poems "$GGUF" "$P/r.gguf"
 	run -2 --separate-stderr frspec-owngen --limit 2 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
 	[ "$stderr" = "frspec-owngen: --limit needs --corpus-out, so that a rerun can continue" ]

@@ -117,6 +117,23 @@ PY
 	[ "$output" = "$want" ]
 }
 
+@test "a masked draft head loads with its proof line and leaves the output as it was" {
+	d=$(model_a)
+	printf '5\n8191\n0\n100\n' >"$BATS_TEST_TMPDIR/r.txt"
+	run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$d" "Once upon a time"
+	want=$output
+	MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/r.txt run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$d" "Once upon a time"
+	[ "$output" = "$want" ]
+	[ "${stderr_lines[0]}" = "[frspec-trim] self-trimmed head: 4 rows of main output.weight (BF16)" ]
+	MEMRA_FULL_PREC=1 MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/r.txt run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$d" "Once upon a time"
+	[[ $stderr != *"[frspec-trim]"* ]]
+	MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/none.txt run -1 --separate-stderr run-gen -n 8 "$d" hi
+	[[ $stderr == "run-gen: $d: frspec trim: $BATS_TEST_TMPDIR/none.txt: "* ]]
+	MEMRA_MTP_DRAFT=$BATS_TEST_TMPDIR/none.gguf run -1 --separate-stderr run-gen -n 8 "$d" hi
+	[ "${stderr_lines[0]}" = "[mtp-draft] loading external MTP draft: $BATS_TEST_TMPDIR/none.gguf" ]
+	[[ ${stderr_lines[1]} == "run-gen: $BATS_TEST_TMPDIR/none.gguf: "* ]]
+}
+
 @test "SmolLM2: our prompt ids are llama.cpp's for the 8 golden prompts (special tokens parsed)" {
 	f=$(smollm2)
 	need_py json

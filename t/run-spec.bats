@@ -2,6 +2,30 @@ bats_require_minimum_version 1.5.0
 # run-spec on fixture model A: identity with plain greedy, acceptance as refs.json
 setup() { load helper; }
 
+# For the attach tests: a Q8_0 GGUF of A, ranks from A's own greedy
+# continuation of prompt 0 (so drafts get accepted), and trim-head's draft.
+setup_file() {
+	load helper
+	a=$(model_a) || return 0
+	export TRUNK="$BATS_FILE_TMPDIR/a-q8.gguf" RANKS="$BATS_FILE_TMPDIR/r.gguf.txt"
+	export DRAFT="$BATS_FILE_TMPDIR/d.gguf"
+	quant-nvfp4 -t 1 --type Q8_0 "$a" "$TRUNK"
+	head -1 "$a/prompts.jsonl" >"$BATS_FILE_TMPDIR/p.jsonl"
+	frspec-owngen -t 2 --raw --ngen 32 "$a" "$BATS_FILE_TMPDIR/r.gguf" 256 \
+	    "$BATS_FILE_TMPDIR/p.jsonl" 2>/dev/null
+	trim-head "$TRUNK" "$RANKS" "$DRAFT"
+}
+
+# run-spec K=1-3 on $1 is identical to plain; stderr must hold the line $2
+spec_passes_with() {
+	run -0 --separate-stderr run-spec --raw -K 1-3 -n 24 -t 2 "$1" "def fibonacci(n):"
+	for k in 1 2 3; do
+		[[ ${lines[$k]} == "K=$k "*" acceptance "*"PASS (identical to plain)" ]]
+	done
+	[ "${lines[4]}" = "SELF-CONSISTENCY PASS" ]
+	[[ $'\n'"$stderr"$'\n' == *$'\n'"$2"$'\n'* ]]
+}
+
 @test "K=1..8 are all identical to plain greedy on model A" {
 	d=$(model_a)
 	run -0 --separate-stderr run-spec --raw -n 24 -t 2 "$d" "def fibonacci(n):"
@@ -33,11 +57,78 @@ setup() { load helper; }
 @test "an external draft head that cannot be loaded is an error, never a fallback" {
 	d=$(model_a)
 	run -1 --separate-stderr run-spec -K 1 --draft "$BATS_TEST_TMPDIR/d.gguf" "$d" hi
-	[[ $stderr == "run-spec: $BATS_TEST_TMPDIR/d.gguf: "* ]]
+	[[ ${stderr_lines[1]} == "run-spec: $BATS_TEST_TMPDIR/d.gguf: "* ]]
 	MEMRA_MTP_DRAFT=$BATS_TEST_TMPDIR/e.gguf run -1 --separate-stderr run-spec -K 1 "$d" hi
-	[[ $stderr == "run-spec: $BATS_TEST_TMPDIR/e.gguf: "* ]]
+	[[ ${stderr_lines[1]} == "run-spec: $BATS_TEST_TMPDIR/e.gguf: "* ]]
 	run -1 --separate-stderr run-spec -K 1 "$d+$BATS_TEST_TMPDIR/f.gguf" hi
-	[[ $stderr == "run-spec: $BATS_TEST_TMPDIR/f.gguf: "* ]]
+	[[ ${stderr_lines[1]} == "run-spec: $BATS_TEST_TMPDIR/f.gguf: "* ]]
+	[ -z "$output" ]
+}
+
+@test "MODEL+draft.gguf: the external masked draft drafts, output identical to plain" {
+	spec_passes_with "$TRUNK+$DRAFT" "[mtp-draft] external draft head: blk.8, head_vocab=256 (trimmed, d2t map)"
+	[ "${stderr_lines[0]}" = "[mtp-draft] loading external MTP draft: $DRAFT" ]
+}
+
+@test "a trunk without an MTP block drafts with the external draft's block" {
+	quant-nvfp4 -t 1 --type Q8_0 --no-mtp "$(model_a)" "$BATS_TEST_TMPDIR/nomtp.gguf"
+	run -1 --separate-stderr run-spec -K 1 -n 4 "$BATS_TEST_TMPDIR/nomtp.gguf" hi
+	spec_passes_with "$BATS_TEST_TMPDIR/nomtp.gguf+$DRAFT" "[mtp-draft] external draft head: blk.8, head_vocab=256 (trimmed, d2t map)"
+}
+
+@test "MEMRA_MTP_DRAFT and --draft attach the same draft (the flag wins)" {
+	MEMRA_MTP_DRAFT=$DRAFT spec_passes_with "$TRUNK" "[mtp-draft] loading external MTP draft: $DRAFT"
+	MEMRA_MTP_DRAFT=/nonexistent run -0 --separate-stderr run-spec --draft "$DRAFT" -K 2 -n 8 "$TRUNK" hi
+	[ "${stderr_lines[0]}" = "[mtp-draft] loading external MTP draft: $DRAFT" ]
+}
+
+@test "MEMRA_FRSPEC_TRIM self-trims a GGUF trunk's head, output identical to plain" {
+	MEMRA_FRSPEC_TRIM=$RANKS spec_passes_with "$TRUNK" "[frspec-trim] self-trimmed head: 256 rows of main output.weight (Q5_1)"
+}
+
+@test "MEMRA_FRSPEC_TRIM self-trims an HF checkpoint's head, output identical to plain" {
+	MEMRA_FRSPEC_TRIM=$RANKS spec_passes_with "$(model_a)" "[frspec-trim] self-trimmed head: 256 rows of main output.weight (BF16)"
+}
+
+@test "MEMRA_FULL_PREC=1 disables the trim" {
+	MEMRA_FULL_PREC=1 MEMRA_FRSPEC_TRIM=$RANKS run -0 --separate-stderr run-spec -K 2 -n 8 "$TRUNK" hi
+	[[ $stderr != *"[frspec-trim]"* ]]
+	[[ ${lines[1]} == "K=2 "*"PASS (identical to plain)" ]]
+}
+
+@test "a missing or malformed rank list is an error, never a fallback" {
+	MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/no.txt run -1 --separate-stderr run-spec -K 1 -n 4 "$TRUNK" hi
+	[ "$stderr" = "run-spec: $TRUNK: frspec trim: $BATS_TEST_TMPDIR/no.txt: No such file or directory" ]
+	printf '1\n9000\n' >"$BATS_TEST_TMPDIR/r.txt"
+	MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/r.txt run -1 --separate-stderr run-spec -K 1 -n 4 "$TRUNK" hi
+	[ "$stderr" = "run-spec: $TRUNK: frspec trim: $BATS_TEST_TMPDIR/r.txt: line 2: id 9000 is outside the vocabulary (8192 tokens)" ]
+	[ -z "$output" ]
+}
+
+# $DRAFT with one metadata value or tensor name rewritten (same length)
+draft_patched() {
+	python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+if sys.argv[2] == "blk":
+    b = b.replace(b"blk.8.", b"blk.7.")
+else:
+    k = sys.argv[2].encode(); i = b.index(k) + len(k) + 4
+    b = b[:i] + int(sys.argv[3]).to_bytes(4, "little") + b[i + 4:]
+open(sys.argv[4], "wb").write(b)' "$DRAFT" "$1" "${2:-0}" "$3"
+}
+
+@test "a draft for another vocabulary, hidden size or block index is an error" {
+	P=$BATS_TEST_TMPDIR
+	draft_patched frspec.vocab_size 16384 "$P/voc.gguf"
+	run -1 --separate-stderr run-spec -K 1 -n 4 "$TRUNK+$P/voc.gguf" hi
+	[ "${stderr_lines[1]}" = "run-spec: $P/voc.gguf: ranks are for a vocabulary of 16384 tokens, the model has 8192" ]
+	draft_patched qwen35.embedding_length 512 "$P/emb.gguf"
+	run -1 --separate-stderr run-spec -K 1 -n 4 "$TRUNK+$P/emb.gguf" hi
+	[ "${stderr_lines[1]}" = "run-spec: $P/emb.gguf: draft hidden size (qwen35.embedding_length) is not the trunk's 384" ]
+	draft_patched blk 0 "$P/blk.gguf"
+	run -1 --separate-stderr run-spec -K 1 -n 4 "$TRUNK+$P/blk.gguf" hi
+	[ "${stderr_lines[1]}" = "run-spec: $P/blk.gguf: draft has no MTP block blk.8 (tensor 'blk.8.nextn.eh_proj.weight')" ]
 	[ -z "$output" ]
 }
 
