@@ -509,6 +509,7 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 {
 	struct model *md = calloc(1, sizeof *md);
 	struct src s = { 0 }, ds = { 0 };
+	char *dpath = NULL, *tpath = NULL;	/* resolved hf: specs */
 	const char *draft = o != NULL && o->draft != NULL && o->draft[0] ? o->draft : NULL;
 	const char *trim = o != NULL && !o->full_prec && o->ranks != NULL && o->ranks[0] ?
 	    o->ranks : NULL;
@@ -524,6 +525,10 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		goto fail;
 	}
 	path = md->path;
+	/* the draft and the rank list may be hf: specs too */
+	if ((draft != NULL && hub_is_spec(draft) && (draft = dpath = hub_path(draft, NULL, err)) == NULL) ||
+	    (trim != NULL && hub_is_spec(trim) && (trim = tpath = hub_path(trim, NULL, err)) == NULL))
+		goto fail;
 	if (open_source(md, path, &s, err) != 0)
 		goto fail;
 	if (draft != NULL && open_draft(md, &s, draft, &ds, err) != 0)
@@ -535,9 +540,13 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		goto fail;
 	}
 	safetensors_close(s.st);	/* its weights were read into memory of ours */
+	free(dpath);
+	free(tpath);
 	return md;
 fail:
 	safetensors_close(s.st);
+	free(dpath);
+	free(tpath);
 	model_close(md);
 	return NULL;
 }

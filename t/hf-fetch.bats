@@ -446,6 +446,17 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	[ "$(nreq '\.safetensors$|^/cdn/')" -ge 3 ]
 }
 
+@test "MEMRA_FRSPEC_TRIM takes an hf: spec for the rank list" {
+	command -v run-gen >/dev/null || skip "run-gen not built in this tree"
+	a=$(model_a)
+	mkdir -p "$ROOT/models/o/ranks"
+	seq 0 511 >"$ROOT/models/o/ranks/a-ranks-512.txt"
+	hub_start
+	MEMRA_FRSPEC_TRIM=hf:o/ranks:ranks-512 run -0 --separate-stderr run-gen -n 4 "$a" "Hello"
+	[[ $stderr == *"[frspec-trim] self-trimmed head: 512 rows of main output.weight"* ]]
+	[ "$(nreq 'ranks-512')" -ge 1 ]
+}
+
 @test "HF_HUB_CACHE names the cache directory" {
 	hub_start
 	HF_HUB_CACHE=$BATS_TEST_TMPDIR/elsewhere run -0 hf-fetch hf:o/r:Q8_0
