@@ -170,8 +170,8 @@ header_int(const char *v, size_t n, int64_t hi)
 	if (n == 0 || n > 19)
 		return -1;
 	for (i = 0; i < n; i++) {
-		if (!isdigit((unsigned char)v[i]))
-			return -1;
+		if (!isdigit((unsigned char)v[i]) || x > (INT64_MAX - (v[i] - '0')) / 10)
+			return -1;	/* not a number, or past int64 */
 		x = x * 10 + (v[i] - '0');
 	}
 	return x <= hi ? x : -1;
