@@ -286,16 +286,6 @@ read_jsonl(struct ctx *c, char *err)
 	return rc;
 }
 
-static int
-valid_device(const char *d)
-{
-	int64_t n;
-
-	if (strcmp(d, "cpu") == 0 || strncmp(d, "cpu:", 4) == 0 || strcmp(d, "cuda") == 0)
-		return 1;
-	return strncmp(d, "cuda:", 5) == 0 && util_parse_i64(d + 5, 0, 255, &n) == 0;
-}
-
 /* "K" or "LO-HI" within 1..8 */
 static int
 parse_k(const char *s, struct opts *o)
@@ -342,7 +332,7 @@ parse(int argc, char *argv[], struct opts *o)
 		case 'J': o->jsonl = 1; break;
 		case 'f': o->file = optarg; break;
 		case 'D': o->draft = optarg; break;
-		case 'd': o->device = optarg; bad = !valid_device(optarg); break;
+		case 'd': o->device = optarg; bad = !backend_valid_device(optarg); break;
 		case 'K': bad = parse_k(optarg, o); break;
 		case 'n': bad = util_parse_i64(optarg, 1, 1000000, &i); o->n = i; break;
 		case 't': bad = util_parse_i64(optarg, 0, 4096, &i); o->threads = i; break;
@@ -400,32 +390,13 @@ static const char *
 draft_of(char *model, const struct opts *o)
 {
 	const char *env = getenv("MEMRA_MTP_DRAFT");
-	char *plus = strrchr(model, '+');
+	const char *suffix = model_spec_draft(model);
 
-	if (plus != NULL && access(model, F_OK) != 0) {
-		*plus = '\0';
-		return plus + 1;
-	}
+	if (suffix != NULL)
+		return suffix;
 	if (o->draft != NULL)
 		return o->draft;
 	return env != NULL && env[0] != '\0' ? env : NULL;
-}
-
-/* The proof line of an attached draft head, on stderr. */
-static void
-draft_proof(const struct model *m)
-{
-	int type, ext;
-	const struct ranks *r = model_draft_ranks(m, &type, &ext);
-
-	if (r == NULL)
-		return;
-	if (ext)
-		fprintf(stderr, "[mtp-draft] external draft head: blk.%d, head_vocab=%lld "
-		    "(trimmed, d2t map)\n", model_hparams(m)->n_layer, (long long)r->n);
-	else
-		fprintf(stderr, "[frspec-trim] self-trimmed head: %lld rows of main output.weight "
-		    "(%s)\n", (long long)r->n, quant_name(type));
 }
 
 /* Load settings from the environment (MEMRA_FRSPEC_TRIM, MEMRA_FULL_PREC) and draft. */
@@ -446,7 +417,7 @@ main(int argc, char *argv[])
 {
 	struct opts o = { .mode = PROMPT_AUTO, .n = 64, .k_lo = 1, .k_hi = 8 };
 	struct ctx c = { .o = &o };
-	char err[UTIL_ERRLEN], *text = NULL;
+	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	struct model_options mo = { 0 };
 	size_t len = 0;
 	int status;
@@ -462,7 +433,7 @@ main(int argc, char *argv[])
 	if (argc < 1 || argc > 2 || (argc == 2 && (o.file != NULL || o.jsonl)) ||
 	    (o.jsonl && o.file != NULL))
 		return usage(stderr, 2);
-	if (!valid_device(o.device))
+	if (!backend_valid_device(o.device))
 		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
 	if (!o.jsonl) {
 		if (argc == 2)
@@ -475,7 +446,8 @@ main(int argc, char *argv[])
 	load_options(&mo, draft_of(argv[0], &o));
 	if ((c.m = model_open_opts(argv[0], c.be, &mo, err)) == NULL)
 		die(1, "%s", err);
-	draft_proof(c.m);
+	if (model_attach_line(c.m, line, sizeof line) == 0)
+		fprintf(stderr, "%s\n", line);
 	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
 	if (model_hparams(c.m)->n_mtp < 1)
 		die(1, "%s: model has no MTP head to draft with", argv[0]);

@@ -50,6 +50,16 @@ backend_default(void)
 	return "cpu";
 }
 
+int
+backend_valid_device(const char *d)
+{
+	int64_t n;
+
+	if (strcmp(d, "cpu") == 0 || strncmp(d, "cpu:", 4) == 0 || strcmp(d, "cuda") == 0)
+		return 1;
+	return strncmp(d, "cuda:", 5) == 0 && util_parse_i64(d + 5, 0, 255, &n) == 0;
+}
+
 void
 backend_close(struct backend *be)
 {

@@ -41,6 +41,9 @@ struct backend *backend_open(const char *device, int n_threads, char *err);
 /* The default device: "cuda" when built with CUDA and a GPU is present,
  * else "cpu" (DESIGN.md: default cuda where a GPU is present). */
 const char *backend_default(void);
+
+/* 1 when d names a device backend_open knows: cpu, cpu:MODE, cuda, cuda:N. */
+int	backend_valid_device(const char *d);
 void	backend_close(struct backend *);
 const char *backend_errmsg(const struct backend *);
 /* "cpu-avx2", "cpu-scalar", "cuda:0 (NVIDIA H200)", ... */

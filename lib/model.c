@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "hub.h"
@@ -643,4 +644,34 @@ model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
 	};
 
 	return state_new(md->be, &c, err);
+}
+
+int
+model_attach_line(const struct model *md, char *buf, size_t n)
+{
+	int type, ext;
+	const struct ranks *r = model_draft_ranks(md, &type, &ext);
+
+	if (n > 0)
+		buf[0] = '\0';
+	if (r == NULL)
+		return -1;
+	if (ext)
+		snprintf(buf, n, "[mtp-draft] external draft head: blk.%d, head_vocab=%lld "
+		    "(trimmed, d2t map)", md->hp.n_layer, (long long)r->n);
+	else
+		snprintf(buf, n, "[frspec-trim] self-trimmed head: %lld rows of main output.weight "
+		    "(%s)", (long long)r->n, quant_name(type));
+	return 0;
+}
+
+char *
+model_spec_draft(char *spec)
+{
+	char *plus = strrchr(spec, '+');
+
+	if (plus == NULL || access(spec, F_OK) == 0)
+		return NULL;
+	*plus = '\0';
+	return plus + 1;
 }

@@ -124,6 +124,21 @@ const struct ranks *model_draft_ranks(const struct model *, int *type, int *exte
 /* Columns of model_mtp's logits: the draft head's rows, else n_vocab. */
 int	model_draft_vocab(const struct model *);
 
+/*
+ * The proof line of an attached draft head (no newline) into buf[n]:
+ * "[mtp-draft] external draft head: blk.N, head_vocab=N (trimmed, d2t map)"
+ * or "[frspec-trim] self-trimmed head: N rows of main output.weight (TYPE)".
+ * Returns 0, or -1 when no draft head is attached (buf then "").
+ */
+int	model_attach_line(const struct model *, char *buf, size_t n);
+
+/*
+ * Split "MODEL+DRAFT" in place when spec as a whole names no file: the
+ * '+' becomes a NUL and the draft part is returned.  NULL when there is
+ * no suffix (spec untouched).
+ */
+char	*model_spec_draft(char *spec);
+
 /* The local path the model was read from (an hf: spec resolved). */
 const char *model_path(const struct model *);
 
