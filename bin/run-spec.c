@@ -385,33 +385,6 @@ run_all(struct ctx *c)
 	return fail;
 }
 
-/* MODEL+DRAFT, --draft or MEMRA_MTP_DRAFT: the draft file named, or NULL */
-static const char *
-draft_of(char *model, const struct opts *o)
-{
-	const char *env = getenv("MEMRA_MTP_DRAFT");
-	const char *suffix = model_spec_draft(model);
-
-	if (suffix != NULL)
-		return suffix;
-	if (o->draft != NULL)
-		return o->draft;
-	return env != NULL && env[0] != '\0' ? env : NULL;
-}
-
-/* Load settings from the environment (MEMRA_FRSPEC_TRIM, MEMRA_FULL_PREC) and draft. */
-static void
-load_options(struct model_options *mo, const char *draft)
-{
-	const char *fp = getenv("MEMRA_FULL_PREC");
-
-	mo->ranks = getenv("MEMRA_FRSPEC_TRIM");
-	mo->full_prec = fp != NULL && strcmp(fp, "1") == 0;
-	mo->draft = draft;
-	if (draft != NULL)
-		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", draft);
-}
-
 int
 main(int argc, char *argv[])
 {
@@ -443,7 +416,10 @@ main(int argc, char *argv[])
 	}
 	if ((c.be = backend_open(o.device, o.threads, err)) == NULL)
 		die(1, "%s", err);
-	load_options(&mo, draft_of(argv[0], &o));
+	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT"),
+	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
+	if (mo.draft != NULL)
+		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
 	if ((c.m = model_open_opts(argv[0], c.be, &mo, err)) == NULL)
 		die(1, "%s", err);
 	if (model_attach_line(c.m, line, sizeof line) == 0)

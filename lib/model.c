@@ -675,3 +675,16 @@ model_spec_draft(char *spec)
 	*plus = '\0';
 	return plus + 1;
 }
+
+void
+model_options_set(struct model_options *mo, char *spec, const char *flag_draft,
+    const char *env_draft, const char *ranks, const char *full_prec)
+{
+	const char *d = model_spec_draft(spec);
+
+	if (d == NULL)
+		d = flag_draft != NULL ? flag_draft : env_draft;
+	mo->draft = d != NULL && d[0] ? d : NULL;
+	mo->ranks = ranks != NULL && ranks[0] ? ranks : NULL;
+	mo->full_prec = full_prec != NULL && strcmp(full_prec, "1") == 0;
+}

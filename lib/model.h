@@ -139,6 +139,16 @@ int	model_attach_line(const struct model *, char *buf, size_t n);
  */
 char	*model_spec_draft(char *spec);
 
+/*
+ * Fill mo from the settings bin/ gathered: the model spec (a "+DRAFT"
+ * suffix is split off in place and wins), then flag_draft (--draft), then
+ * env_draft (MEMRA_MTP_DRAFT); ranks (MEMRA_FRSPEC_TRIM); full_prec is on
+ * when its text is "1" (MEMRA_FULL_PREC).  An empty draft or ranks name
+ * means none (an empty --draft also hides MEMRA_MTP_DRAFT).
+ */
+void	model_options_set(struct model_options *mo, char *spec, const char *flag_draft,
+	    const char *env_draft, const char *ranks, const char *full_prec);
+
 /* The local path the model was read from (an hf: spec resolved). */
 const char *model_path(const struct model *);
 
