@@ -20,6 +20,20 @@ need_py() {
 	done
 }
 
+# need_llama_cpp: the llama.cpp peer (llama-cpp-python's ctypes bindings).
+# The libraries t/peer/llamacpp-build.sh built from the sdist in
+# build/peer-cache (.ci/run builds them) come first; else a pip-installed
+# llama_cpp.  Skips when neither imports, fails under MEMRA_REQUIRE_PEERS=1.
+need_llama_cpp() {
+	local d
+	for d in "${MEMRA_PEER_CACHE:-$TOP/build/peer-cache}"/llamacpp-*/; do
+		[ -f "$d/stamp" ] && [ -f "$d/py/llama_cpp/__init__.py" ] || continue
+		export PYTHONPATH="${d}py${PYTHONPATH:+:$PYTHONPATH}" LLAMA_CPP_LIB_PATH="${d}py/llama_cpp/lib"
+		break
+	done
+	need_py llama_cpp numpy
+}
+
 # model_a: the trained qwen35 fixture beside the checkout (../shared/models/A)
 model_a() {
 	local d
