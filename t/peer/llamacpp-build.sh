@@ -40,9 +40,11 @@ tar -xzf "$sdist" -C "$out/src" "$base/llama_cpp" "$v/CMakeLists.txt" "$v/cmake"
 	{ echo "llamacpp-build.sh: $sdist: cannot extract" >&2; exit 1; }
 jobs=$(nproc 2>/dev/null || echo 2)
 log=$out/build.log
-# GGML_NATIVE stays on (as pip builds it): one CPU variant for this machine
+# GGML_NATIVE stays on (as pip builds it): one CPU variant for this machine.
+# RUNPATH $ORIGIN: libllama finds libggml* beside it once copied out of the build
 if ! { cmake -S "$out/src/$v" -B "$out/b" -DCMAKE_BUILD_TYPE=Release \
-	    -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF \
+	    -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON \
+	    -DCMAKE_INSTALL_RPATH='$ORIGIN' -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF \
 	    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
 	    -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
 	    -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF &&
