@@ -51,6 +51,7 @@ struct tokenizer {
 	size_t	n_special, special_at[257];
 	int32_t	bos, eos, unk, pad;
 	int	add_bos, add_eos, add_space_prefix, ignore_merges, casefold;
+	int	nfc;		/* NFC-normalize text fragments first */
 };
 
 /* --- hashing ----------------------------------------------------------- */
@@ -424,6 +425,7 @@ tokenizer_new(const struct tokenizer_spec *sp, char *err)
 	tok->add_space_prefix = sp->add_space_prefix;
 	tok->ignore_merges = sp->ignore_merges;
 	tok->casefold = sp->casefold_contractions;
+	tok->nfc = sp->nfc;
 	if (sp->n_vocab == 0 || sp->n_vocab > INT32_MAX) {
 		util_err(err, "vocabulary of %zu tokens", sp->n_vocab);
 		goto fail;
@@ -710,6 +712,9 @@ struct work {
 	size_t	n_heap, cap_heap;
 	char	*word;		/* SPM text / byte-level mapped word */
 	size_t	cap_word;
+	uint32_t *ncp;		/* NFC code points */
+	char	*norm;		/* NFC text */
+	size_t	cap_ncp, cap_norm;
 	int	oom;
 };
 
@@ -1096,6 +1101,28 @@ spm_text(struct work *w, const char *s, size_t n)
 	return w->oom ? -1 : 0;
 }
 
+/* The NFC of s[0..n) into w->norm (*s, *n updated); ASCII is left alone. */
+static int
+normalize(struct work *w, const char **s, size_t *n)
+{
+	size_t i, m, o = 0;
+
+	for (i = 0; i < *n && (unsigned char)(*s)[i] < 0x80; i++)
+		;
+	if (i == *n)
+		return 0;
+	if (text_load(w, *s, *n) < 0 ||
+	    grow((void **)&w->ncp, &w->cap_ncp, UNICODE_NFD_MAX * w->t.n + 1, sizeof(uint32_t)) < 0 ||
+	    grow((void **)&w->norm, &w->cap_norm, 4 * UNICODE_NFD_MAX * w->t.n + 1, 1) < 0)
+		return -1;
+	m = unicode_nfc(w->t.cp, w->t.n, w->ncp);
+	for (i = 0; i < m; i++)
+		o += unicode_encode(w->ncp[i], w->norm + o);
+	*s = w->norm;
+	*n = o;
+	return 0;
+}
+
 /* A fragment of plain text (no added tokens in it). */
 static int
 encode_fragment(struct work *w, const char *s, size_t n, int space_prefix)
@@ -1104,6 +1131,8 @@ encode_fragment(struct work *w, const char *s, size_t n, int space_prefix)
 	size_t i, o = 0;
 	int which;
 
+	if (tok->nfc && normalize(w, &s, &n) < 0)
+		return -1;
 	if (tok->model == TOKENIZER_SPM) {
 		if (text_load(w, s, n) < 0 ||
 		    grow((void **)&w->word, &w->cap_word, 3 * w->t.off[w->t.n] + 4, 1) < 0)
@@ -1210,6 +1239,8 @@ tokenizer_encode(const struct tokenizer *tok, const char *s, size_t n, unsigned 
 	free(w.sym);
 	free(w.heap);
 	free(w.word);
+	free(w.ncp);
+	free(w.norm);
 	if (rc < 0) {
 		free(w.out);
 		util_err(err, "tokenizer: out of memory");

