@@ -146,3 +146,54 @@ need_llama_cpp() {
 	run -0 python3 "$PEER/tok_llama.py" "$CLI" "$g" "$DATA/tok-corpus"
 	[[ $output == *"vocab 262144"*", 0 failures "* || $output == *", 0 failures "*"vocab 262144"* ]]
 }
+
+# llama.cpp's tokenizer test vectors: models/ggml-vocab-* of the vendored
+# llama.cpp in the llama-cpp-python sdist (.ci/run downloads it), extracted to
+# build/.  Their .out files are HF tokenizers' ids of each .inp text.
+ggml_vocab_dir() {
+	local cache=${MEMRA_PEER_CACHE:-$TOP/build/peer-cache} sdist base
+	sdist=$(ls "$cache"/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -n 1) || true
+	if [ -z "$sdist" ]; then
+		[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "no llama_cpp_python sdist in $cache" >&2; return 1; }
+		skip "no llama_cpp_python-*.tar.gz in $cache"
+	fi
+	base=$(basename "$sdist" .tar.gz)
+	VOCABS="$TOP/build/ggml-vocab/$base/vendor/llama.cpp/models"
+	if [ ! -e "$VOCABS/ggml-vocab-gemma-4.gguf.out" ]; then
+		mkdir -p "$TOP/build/ggml-vocab"
+		tar -xzf "$sdist" -C "$TOP/build/ggml-vocab" --wildcards "$base/vendor/llama.cpp/models/ggml-vocab-*"
+	fi
+}
+
+@test "llama.cpp's tokenizer test vectors: every vocabulary we claim passes, the others are refused by name" {
+	ggml_vocab_dir
+	run -0 python3 "$PEER/tok_vocab.py" "$CLI" "$VOCABS"
+	for v in command-r gemma-4 gpt-2 llama-bpe llama-spm mpt phi-3 qwen2 qwen35 refact starcoder; do
+		[[ $output == *"$v: ok, "* ]] || { echo "$output" | grep "^$v:"; false; }
+	done
+	[[ $output == *"gemma-4: ok, 46 texts"* ]]
+	[[ $output == *"bert-bge: refused: tok-cli: "*": tokenizer model 'bert' is not supported"* ]]
+	[[ $output == *"nomic-bert-moe: refused: tok-cli: "*": tokenizer model 't5' is not supported"* ]]
+	for v in deepseek-coder deepseek-llm falcon; do
+		[[ $output == *"$v: refused: tok-cli: "*": pre-tokenizer '$v' is not supported"* ]]
+	done
+	[ "$(grep -c ': ok, \|: refused: \|: loads ' <<<"$output")" = "${#lines[@]}" ]
+}
+
+@test "Gemma-4: spaces are U+2581, newline runs stay whole, BOS is added, byte tokens decode" {
+	ggml_vocab_dir
+	g="$BATS_TEST_TMPDIR/g4.gguf"
+	python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); open(sys.argv[2],"wb").write(d+b"\0"*(-len(d)%32))' \
+	    "$VOCABS/ggml-vocab-gemma-4.gguf" "$g"
+	printf 'Hello  world\n\n\n\xf0\x9f\xa6\x99' >"$BATS_TEST_TMPDIR/t.txt"
+	run -0 "$CLI" encode "$g" "$BATS_TEST_TMPDIR/t.txt"
+	plain=$output
+	run -0 "$CLI" -a encode "$g" "$BATS_TEST_TMPDIR/t.txt"
+	[ "$output" = "2 $plain" ]
+	run -0 --separate-stderr "$CLI" decode "$g" <<<"$plain"
+	[ "$output" = "$(printf 'Hello  world\n\n\n\xf0\x9f\xa6\x99')" ]
+	# one token each for "  " (U+2581 U+2581) and the newline run, four byte
+	# tokens <0xF0><0x9F><0xA6><0x99> held back until the character is whole
+	run -0 "$CLI" stream "$g" <<<"$plain"
+	[ "$output" = '["Hello","  ","world","\n\n\n","","","","🦙",""]' ]
+}
