@@ -15,7 +15,8 @@ enum pass {
 	PASS_DIGIT,		/* \p{N} */
 	PASS_DIGITS,		/* \p{N}+ */
 	PASS_PUNCT,		/* [\p{P}\$\+<=>\^~\|]+ */
-	PASS_DIGIT3		/* [0-9][0-9][0-9] */
+	PASS_DIGIT3,		/* [0-9][0-9][0-9] */
+	PASS_NEWLINES		/* [^\n]+|\n+ (gemma4) */
 };
 #define MAX_PASSES 4
 
@@ -51,6 +52,9 @@ struct tokenizer {
 	size_t	n_special, special_at[257];
 	int32_t	bos, eos, unk, pad;
 	int	add_bos, add_eos, add_space_prefix, ignore_merges, casefold;
+	int	nfc;		/* NFC-normalize text fragments first */
+	int	gemma4;		/* SPM-style BPE: spaces as U+2581, a run of
+				   newlines that is a token stays whole */
 };
 
 /* --- hashing ----------------------------------------------------------- */
@@ -203,6 +207,8 @@ pre_passes(struct tokenizer *tok, const char *pre, char *err)
 		{ "qwen35", { PASS_QWEN35 }, 1 },
 		{ "llama3", { PASS_LLAMA3 }, 1 },
 		{ "llama-bpe", { PASS_LLAMA3 }, 1 },
+		{ "llama-v3", { PASS_LLAMA3 }, 1 },
+		{ "gemma4", { PASS_NEWLINES }, 1 },
 	};
 	size_t i;
 
@@ -424,6 +430,8 @@ tokenizer_new(const struct tokenizer_spec *sp, char *err)
 	tok->add_space_prefix = sp->add_space_prefix;
 	tok->ignore_merges = sp->ignore_merges;
 	tok->casefold = sp->casefold_contractions;
+	tok->nfc = sp->nfc;
+	tok->gemma4 = sp->model == TOKENIZER_BPE && sp->pre != NULL && strcmp(sp->pre, "gemma4") == 0;
 	if (sp->n_vocab == 0 || sp->n_vocab > INT32_MAX) {
 		util_err(err, "vocabulary of %zu tokens", sp->n_vocab);
 		goto fail;
@@ -675,6 +683,10 @@ match_at(const struct tokenizer *tok, int pass, const struct text *t, size_t i, 
 	case PASS_DIGIT3:
 		return i + 2 < end && is_ascii_digit(t->cp[i]) && is_ascii_digit(t->cp[i + 1]) &&
 		    is_ascii_digit(t->cp[i + 2]) ? 3 : 0;
+	case PASS_NEWLINES:
+		for (k = i; k < end && (t->cp[k] == '\n') == (t->cp[i] == '\n'); k++)
+			;
+		return k - i;
 	}
 	return 1;
 }
@@ -710,6 +722,10 @@ struct work {
 	size_t	n_heap, cap_heap;
 	char	*word;		/* SPM text / byte-level mapped word */
 	size_t	cap_word;
+	uint32_t *ncp;		/* NFC code points */
+	char	*norm;		/* NFC text */
+	char	*esc;		/* gemma4: text with spaces as U+2581 */
+	size_t	cap_ncp, cap_norm, cap_esc;
 	int	oom;
 };
 
@@ -982,7 +998,9 @@ bpe_word(struct work *w, const char *s, size_t n)
 	int32_t id, j;
 	struct cand c;
 
-	if (w->tok->ignore_merges && (id = bpe_whole(w, s, n)) >= 0) {
+	for (i = 0; w->tok->gemma4 && i < n && s[i] == '\n'; i++)
+		;
+	if ((w->tok->ignore_merges || (n > 0 && i == n)) && (id = bpe_whole(w, s, n)) >= 0) {
 		emit(w, id);
 		return 0;
 	}
@@ -1096,6 +1114,28 @@ spm_text(struct work *w, const char *s, size_t n)
 	return w->oom ? -1 : 0;
 }
 
+/* The NFC of s[0..n) into w->norm (*s, *n updated); ASCII is left alone. */
+static int
+normalize(struct work *w, const char **s, size_t *n)
+{
+	size_t i, m, o = 0;
+
+	for (i = 0; i < *n && (unsigned char)(*s)[i] < 0x80; i++)
+		;
+	if (i == *n)
+		return 0;
+	if (text_load(w, *s, *n) < 0 ||
+	    grow((void **)&w->ncp, &w->cap_ncp, UNICODE_NFD_MAX * w->t.n + 1, sizeof(uint32_t)) < 0 ||
+	    grow((void **)&w->norm, &w->cap_norm, 4 * UNICODE_NFD_MAX * w->t.n + 1, 1) < 0)
+		return -1;
+	m = unicode_nfc(w->t.cp, w->t.n, w->ncp);
+	for (i = 0; i < m; i++)
+		o += unicode_encode(w->ncp[i], w->norm + o);
+	*s = w->norm;
+	*n = o;
+	return 0;
+}
+
 /* A fragment of plain text (no added tokens in it). */
 static int
 encode_fragment(struct work *w, const char *s, size_t n, int space_prefix)
@@ -1104,6 +1144,21 @@ encode_fragment(struct work *w, const char *s, size_t n, int space_prefix)
 	size_t i, o = 0;
 	int which;
 
+	if (tok->nfc && normalize(w, &s, &n) < 0)
+		return -1;
+	if (tok->gemma4) {
+		if (grow((void **)&w->esc, &w->cap_esc, 3 * n + 1, 1) < 0)
+			return -1;
+		for (i = 0; i < n; i++) {
+			if (s[i] == ' ') {
+				memcpy(w->esc + o, "\xE2\x96\x81", 3);
+				o += 3;
+			} else
+				w->esc[o++] = s[i];
+		}
+		s = w->esc;
+		n = o;
+	}
 	if (tok->model == TOKENIZER_SPM) {
 		if (text_load(w, s, n) < 0 ||
 		    grow((void **)&w->word, &w->cap_word, 3 * w->t.off[w->t.n] + 4, 1) < 0)
@@ -1210,6 +1265,9 @@ tokenizer_encode(const struct tokenizer *tok, const char *s, size_t n, unsigned 
 	free(w.sym);
 	free(w.heap);
 	free(w.word);
+	free(w.ncp);
+	free(w.norm);
+	free(w.esc);
 	if (rc < 0) {
 		free(w.out);
 		util_err(err, "tokenizer: out of memory");

@@ -6,7 +6,10 @@
  * fallback, a pre-tokenizer that splits text into words (qwen2, qwen35,
  * llama3, gpt2, smollm, default), then merges by lowest rank.  SPM: the
  * SentencePiece-BPE of llama/gemma vocabularies: U+2581 for spaces, merges
- * by highest score, unknown characters as <0xXX> byte tokens.
+ * by highest score, unknown characters as <0xXX> byte tokens.  Gemma-4
+ * (pre "gemma4"): BPE on raw UTF-8 with spaces as U+2581, split into runs of
+ * newlines and of other text, a newline run that is a token kept whole.
+ * An HF NFC normalizer (spec.nfc) puts each text fragment in form C first.
  *
  * The core takes plain arrays (struct tokenizer_spec); tokenizer_from_json
  * and tokenizer_from_gguf fill one from a checkpoint.  Added tokens
@@ -55,6 +58,8 @@ struct tokenizer_spec {
 	int	add_space_prefix;	/* SPM: a space before the text */
 	int	ignore_merges;		/* BPE: a word that is a token is emitted whole */
 	int	casefold_contractions;	/* HF (?i:'s|...) also matches Unicode case folds */
+	int	nfc;			/* HF normalizer NFC: text between added tokens
+					   is put in normalization form C first */
 };
 
 /*

@@ -138,6 +138,15 @@ gg_model(struct gg *x)
 		x->spec.add_space_prefix = 1;
 		return 0;
 	}
+	if (mlen == 6 && memcmp(m, "gemma4", 6) == 0) {
+		/* BPE on raw UTF-8 with U+2581 for spaces, whatever pre says */
+		free(x->pre);
+		if ((x->pre = strdup("gemma4")) == NULL)
+			return gg_err(x, "tokenizer.ggml.pre", "out of memory");
+		x->spec.pre = x->pre;
+		x->spec.model = TOKENIZER_BPE;
+		return 0;
+	}
 	return util_err(x->err, "tokenizer model '%.*s' is not supported", (int)mlen, m);
 }
 
@@ -196,6 +205,15 @@ gg_build(struct gg *x)
 	    gg_bool(x, "tokenizer.ggml.add_eos_token", &x->spec.add_eos) < 0 ||
 	    gg_bool(x, "tokenizer.ggml.add_space_prefix", &x->spec.add_space_prefix) < 0)
 		return -1;
+	/* llama.cpp: the llama3 pre-tokenizers emit a word that is a token whole */
+	if (x->spec.pre != NULL && (strcmp(x->spec.pre, "llama3") == 0 ||
+	    strcmp(x->spec.pre, "llama-bpe") == 0 || strcmp(x->spec.pre, "llama-v3") == 0))
+		x->spec.ignore_merges = 1;
+	/* llama.cpp: Gemma 4 always adds BOS (add_space_prefix is SPM's only) */
+	if (x->spec.pre != NULL && strcmp(x->spec.pre, "gemma4") == 0) {
+		x->spec.add_bos = 1;
+		x->spec.add_space_prefix = 0;
+	}
 	gg_control_texts(x);
 	x->spec.tokens = (const char *const *)x->tokens;
 	x->spec.token_lens = x->lens;

@@ -265,6 +265,29 @@ hf_post(struct hf *h, const struct json *pp)
 	return 0;
 }
 
+/* The normalizer: none, NFC, or a Sequence of NFC. */
+static int
+hf_normalizer(struct hf *h, const struct json *nz)
+{
+	const struct json *seq;
+	size_t i;
+
+	if (nz == NULL || nz->type == JSON_NULL)
+		return 0;
+	if (is_type(nz, "NFC")) {
+		h->spec.nfc = 1;
+		return 0;
+	}
+	if (!is_type(nz, "Sequence") || (seq = json_get(nz, "normalizers")) == NULL ||
+	    seq->type != JSON_ARRAY)
+		return util_err(h->err, "%s: normalizer '%s' is not supported", h->path,
+		    json_get_str(nz, "type") ? json_get_str(nz, "type") : "?");
+	for (i = 0; i < seq->n; i++)
+		if (hf_normalizer(h, json_at(seq, i)) < 0)
+			return -1;
+	return 0;
+}
+
 static int
 hf_build(struct hf *h, const struct json *root, const struct json *cfg)
 {
@@ -272,8 +295,8 @@ hf_build(struct hf *h, const struct json *root, const struct json *cfg)
 
 	h->spec.model = TOKENIZER_BPE;
 	h->spec.bos = h->spec.eos = h->spec.unk = h->spec.pad = -1;
-	if ((v = json_get(root, "normalizer")) != NULL && v->type != JSON_NULL)
-		return hf_err(h, "normalizer is not supported");
+	if (hf_normalizer(h, json_get(root, "normalizer")) < 0)
+		return -1;
 	if (m == NULL || hf_model_checks(h, m) < 0)
 		return m == NULL ? hf_err(h, "no model") : -1;
 	if ((v = json_get(m, "vocab")) == NULL || v->type != JSON_OBJECT)

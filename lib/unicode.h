@@ -1,7 +1,8 @@
 /*
  * unicode: UTF-8 decoding with replacement, and the character classes the
  * tokenizer's pre-tokenizer patterns use (general categories L, N, M, P and
- * the White_Space property, Unicode 16.0 as the reference tokenizers use).
+ * the White_Space property, Unicode 16.0 as the reference tokenizers use),
+ * and the NFC normalizer of HF tokenizer.json.
  */
 #ifndef MEMRA_UNICODE_H
 #define MEMRA_UNICODE_H
@@ -38,5 +39,18 @@ int	unicode_incomplete(const char *s, size_t n);
 
 /* Write cp (< 0x110000) as UTF-8 into buf[4]; returns the length. */
 size_t	unicode_encode(uint32_t cp, char *buf);
+
+/* The most code points one character decomposes into (canonically). */
+#define UNICODE_NFD_MAX 4
+
+/*
+ * Normalization form C of the n code points in[], written to out[] (room
+ * for UNICODE_NFD_MAX * n; out must not overlap in): canonical
+ * decomposition, canonical ordering, canonical composition (Hangul
+ * algorithmically), with the Unicode 9.0 data HF tokenizers' NFC uses
+ * (marks added since are starters there).  Returns the number written (<= the
+ * decomposed length).  Never fails.
+ */
+size_t	unicode_nfc(const uint32_t *in, size_t n, uint32_t *out);
 
 #endif

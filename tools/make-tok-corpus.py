@@ -59,6 +59,13 @@ MARKS = ('Combining: e\u0301 a\u0300 o\u0308 n\u0303 c\u0327 A\u030A \u0301\u030
          'Vietnamese: Tiê\u0301ng Vie\u0323\u0302t  marks alone: \u0300\u0301 '
          'mark after digit 1\u0301 2\u20DD after space \u0301x after punct !\u0301 \u20E3\n')
 
+DECOMPOSED = ('NFC input: cafe\u0301 re\u0301sume\u0301 Cafe\u0301 E\u0301COLE \u00e9\u0301 e\u0301\u0301 '
+              'a\u0328\u0301 q\u0307\u0323 \u1e9b\u0323 A\u030a \u212b \u2126 \u0958 \u0344 '
+              'Hangul jamo: \u1112\u1161\u11ab\u1100\u1173\u11af \u1100\u1161 \u110b\u1175\u11a8 '
+              '\uac00\u11a8 \u1100\u0301\u1161 syllables \ud55c\uae00 kana \u304b\u3099 \u30cf\u309a '
+              'Vie\u0323\u0302t Vie\u0302\u0323t x\u0315\u0300\u05ae\u0300b \u0b47\u0b3e \u1df6\u0301 '
+              '\U0001d15e\U0001d165 \ufb01 \u2460 \u0301start\n')
+
 WHITESPACE = ('a  b   c    d\t\te\t \tf \n\n\ng\r\n\r\nh\r\r\ri \n \n j'
               + ' ' * 17 + 'k' + '\t' * 9 + 'l' + '\n' * 12 + 'm' + ' \u00a0\u2003\u3000 n'
               + '\u2028\u2029\u0085\u000b\u000c o' + ' \r\n ' * 5 + 'p   \n   ' + 'q\n'
@@ -116,6 +123,7 @@ def main():
         'cjk.txt': CJK.encode(),
         'emoji.txt': EMOJI.encode(),
         'marks.txt': MARKS.encode(),
+        'decomposed.txt': DECOMPOSED.encode(),
         'whitespace.txt': WHITESPACE.encode(),
         'crlf.txt': CRLF.encode(),
         'digits.txt': DIGITS.encode(),

@@ -1,8 +1,9 @@
 /*
  * libFuzzer target: lib/tokenizer on untrusted bytes.  The first byte picks:
  *   0..127   the rest is text: encode (special tokens parsed or not) with a
- *            small byte-level BPE and an SPM vocabulary, decode the ids back
- *            whole and streamed, and check the two decodes agree;
+ *            small byte-level BPE (NFC normalizer on), an SPM and a Gemma-4
+ *            vocabulary, decode the ids back whole and streamed, and check
+ *            the two decodes agree; NFC of the text is checked idempotent;
  *   128..255 the rest is a tokenizer.json: load it (via a temporary file),
  *            then encode and decode a fixed text with whatever loaded.
  */
@@ -47,7 +48,63 @@ small_bpe(void)
 	sp.n_merges = 5;
 	sp.merges = merges;
 	sp.bos = sp.eos = sp.unk = sp.pad = -1;
+	sp.nfc = 1;
 	return tokenizer_new(&sp, err);
+}
+
+/* Gemma-4: raw UTF-8 BPE, U+2581 for spaces, <0xXX> for the rest. */
+static struct tokenizer *
+small_gemma4(void)
+{
+	static char bytes[256][8];
+	const char *tokens[256 + 8], *merges[] = { "a b", "\xE2\x96\x81 a", "\xE2\x96\x81 \xE2\x96\x81" };
+	int32_t types[256 + 8];
+	struct tokenizer_spec sp = { 0 };
+	char err[UTIL_ERRLEN];
+	size_t i;
+
+	for (i = 0; i < 256; i++) {
+		snprintf(bytes[i], sizeof(bytes[i]), "<0x%02X>", (unsigned)i);
+		tokens[i] = bytes[i];
+		types[i] = TOKENIZER_BYTE;
+	}
+	tokens[256] = "<bos>", tokens[257] = "a", tokens[258] = "b", tokens[259] = "ab";
+	tokens[260] = "\xE2\x96\x81", tokens[261] = "\xE2\x96\x81" "a", tokens[262] = "\n\n";
+	tokens[263] = "\xE2\x96\x81\xE2\x96\x81";
+	for (i = 256; i < 264; i++)
+		types[i] = i == 256 ? TOKENIZER_CONTROL : TOKENIZER_NORMAL;
+	sp.model = TOKENIZER_BPE;
+	sp.pre = "gemma4";
+	sp.n_vocab = 264;
+	sp.tokens = tokens;
+	sp.types = types;
+	sp.n_merges = 3;
+	sp.merges = merges;
+	sp.bos = 256, sp.eos = sp.unk = sp.pad = -1;
+	sp.add_bos = 1;
+	return tokenizer_new(&sp, err);
+}
+
+/* NFC is idempotent: normalizing its output changes nothing. */
+static void
+nfc_twice(const char *s, size_t n)
+{
+	uint32_t *cp = malloc((n + 1) * sizeof(uint32_t));
+	uint32_t *a = malloc((n + 1) * UNICODE_NFD_MAX * sizeof(uint32_t));
+	uint32_t *b = malloc((n + 1) * UNICODE_NFD_MAX * UNICODE_NFD_MAX * sizeof(uint32_t));
+	size_t i, k, m = 0, na, nb;
+
+	if (cp && a && b) {
+		for (i = 0; i < n; i += k)
+			k = unicode_decode(s + i, n - i, &cp[m++]);
+		na = unicode_nfc(cp, m, a);
+		nb = unicode_nfc(a, na, b);
+		if (na > m * UNICODE_NFD_MAX || na != nb || memcmp(a, b, na * sizeof(uint32_t)) != 0)
+			abort();
+	}
+	free(cp);
+	free(a);
+	free(b);
 }
 
 static struct tokenizer *
@@ -124,7 +181,7 @@ load_json(const uint8_t *data, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct tokenizer *bpe, *spm;
+	static struct tokenizer *bpe, *spm, *g4;
 
 	if (size == 0)
 		return 0;
@@ -132,9 +189,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		load_json(data + 1, size - 1);
 		return 0;
 	}
-	if (bpe == NULL && ((bpe = small_bpe()) == NULL || (spm = small_spm()) == NULL))
+	if (bpe == NULL && ((bpe = small_bpe()) == NULL || (spm = small_spm()) == NULL ||
+	    (g4 = small_gemma4()) == NULL))
 		abort();
 	roundtrip(bpe, (const char *)data + 1, size - 1, data[0] & 1 ? TOKENIZER_PARSE_SPECIAL : 0);
 	roundtrip(spm, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL);
+	roundtrip(g4, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL);
+	nfc_twice((const char *)data + 1, size - 1);
 	return 0;
 }

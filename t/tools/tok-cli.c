@@ -6,6 +6,7 @@
  *   tok-cli [-k] stream TOKENIZER [FILE...]        the incremental detokenizer: one line per input,
  *                                                  a JSON array of the chunks of each push + flush
  *   tok-cli classes                                 unicode class ranges: "first last flags" (hex)
+ *   tok-cli nfc                                     stdin lines (UTF-8) -> their NFC, one a line
  *   tok-cli bench TOKENIZER FILE RUNS               encode FILE RUNS times: one line per run,
  *                                                  "wall-seconds cpu-seconds bytes tokens" 
  * -s parses special tokens, -a adds BOS/EOS, -k skips control tokens when decoding.
@@ -178,6 +179,33 @@ classes(void)
 	return 0;
 }
 
+static int
+nfc(void)
+{
+	char *line = NULL, buf[4];
+	size_t cap = 0, i, n, k, m;
+	ssize_t len;
+	uint32_t *cp = NULL, *out = NULL;
+
+	while ((len = getline(&line, &cap, stdin)) > 0) {
+		if (line[len - 1] == '\n')
+			len--;
+		if ((cp = realloc(cp, (len + 1) * sizeof(uint32_t))) == NULL ||
+		    (out = realloc(out, (len + 1) * UNICODE_NFD_MAX * sizeof(uint32_t))) == NULL)
+			die(1, "out of memory");
+		for (i = n = 0; i < (size_t)len; i += k)
+			k = unicode_decode(line + i, len - i, &cp[n++]);
+		m = unicode_nfc(cp, n, out);
+		for (i = 0; i < m; i++)
+			fwrite(buf, 1, unicode_encode(out[i], buf), stdout);
+		putchar('\n');
+	}
+	free(line);
+	free(cp);
+	free(out);
+	return 0;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -198,6 +226,8 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (argc == 1 && strcmp(argv[0], "classes") == 0)
 		return finish(classes());
+	if (argc == 1 && strcmp(argv[0], "nfc") == 0)
+		return finish(nfc());
 	if (argc < 2)
 		die(2, "usage: tok-cli [-sak] encode|decode|stream TOKENIZER [FILE...]");
 	tok = load(argv[1]);
