@@ -639,11 +639,8 @@ parse_filter(struct parser *P, struct node *x, int test)
 	f->name = t->s;
 	f->namelen = t->n;
 	f->fid = test ? chat_test_id(t->s, t->n) : chat_filter_id(t->s, t->n);
-	if (f->fid < 0) {
-		char nm[80];
-		snprintf(nm, sizeof nm, "%.*s", (int)(t->n > 60 ? 60 : t->n), t->s);
-		return fail(P, t, test ? "unsupported test '%s'" : "unsupported filter '%s'", nm);
-	}
+	/* an unknown filter or test fails when it runs, as jinja2's does where
+	 * it is reached (a template may guard a non-standard filter) */
 	if (is_op(cur(P), "(")) {
 		if (parse_args(P, f) < 0)
 			return NULL;
