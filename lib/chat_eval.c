@@ -285,8 +285,8 @@ getitem(struct rs *R, const struct node *x, struct cv obj, struct cv key)
 		if (v != NULL)
 			return *v;
 	} else if (obj.t == CV_LIST) {
-		if (obj.gen)
-			return rfail(R, x, "'generator' object is not subscriptable");
+		if (obj.gen)	/* jinja2's getitem: the TypeError is an undefined */
+			return cv_undef(NULL);
 		if (seq_index(key, obj.u.l->n, &i) == 0)
 			return obj.u.l->v[i];
 	} else if (obj.t == CV_STR) {
@@ -1692,6 +1692,10 @@ run_test(struct rs *R, const struct node *x, int id, struct cv v, const struct a
 		return cv_bool(cased);
 	}
 	}
+	/* unknown names reach here: the parser leaves them to render time */
+	if (x->kind == E_TEST && x->name != NULL)
+		return rfail(R, x, "unsupported test '%.*s'", (int)(x->namelen > 60 ? 60 : x->namelen),
+		    x->name);
 	return rfail(R, x, "unsupported test");
 }
 
@@ -2261,6 +2265,10 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 		return cv_int(k);
 	}
 	}
+	/* unknown names reach here: the parser leaves them to render time */
+	if (x->kind == E_FILTER && x->name != NULL)
+		return rfail(R, x, "unsupported filter '%.*s'", (int)(x->namelen > 60 ? 60 : x->namelen),
+		    x->name);
 	return rfail(R, x, "unsupported filter");
 }
 
