@@ -1662,7 +1662,7 @@ run_test(struct rs *R, const struct node *x, int id, struct cv v, const struct a
 		    v.t == CV_LOOP);
 	case TS_SEQUENCE:
 		return cv_bool(v.t == CV_STR || v.t == CV_LIST || v.t == CV_DICT || v.t == CV_UNDEF);
-	case TS_ESCAPED: return cv_bool(0);
+	case TS_ESCAPED: return cv_bool(v.t == CV_STR && v.safe);	/* Markup: |safe, |e */
 	case TS_EQ: return cv_bool(cv_equal(v, a));
 	case TS_NE: return cv_bool(!cv_equal(v, a));
 	case TS_SAMEAS:

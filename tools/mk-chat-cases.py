@@ -109,6 +109,7 @@ feature = [
     # comparisons both ways round
     ("cmp-le-ge", "{{ 1 <= 2 }}{{ 2 <= 1 }}{{ 2 >= 1 }}{{ 1 >= 2 }}{{ i <= 7 }}{{ f >= 2.5 }}{{ 'a' <= 'b' }}{{ l|length >= 3 }}", S),
     # Markup: |safe + str escapes the str (markupsafe), ~ does not, |e leaves Markup alone
+    ("markup-escaped", "{{ s is escaped }}{{ s|safe is escaped }}{{ (s|e) is escaped }}{{ i|safe is escaped }}", S),
     ("markup-concat", "{{ \"Use '\"|safe + '<x> & \"q\"' + \"'\"|safe + d|tojson }}|{{ '<a>' + 'b'|safe }}|{{ ('<i>'|safe + '<j>')|e }}|{{ 'x'|safe ~ '<y>' }}", S),
     # map/select/reject are generators: none gives nothing, always true, no len, no json
     ("gen-none", "{{ n|selectattr('type', 'equalto', 'x')|list|length }}{{ n|map(attribute='a')|list }}{{ n|reject|list }}", S),
