@@ -120,6 +120,9 @@ feature = [
     ("gen-index", "{{ (l|select('odd'))[0] }}", S),
     # an unknown filter or test fails only where it is reached
     ("unknown-filter-guarded", "{% if false %}{{ s|from_json }}{{ s is frob }}{% endif %}ok", S),
+    ("unknown-filter-condexpr", "{{ s|from_json if false else 1 }}{{ 2 if t else s is frob }}", S),
+    ("unknown-filter-in-for", "{% for x in e %}{{ x|from_json }}{% endfor %}ok", S),
+    ("unknown-filter-for-in-if", "{% if t %}{% for x in e %}{{ x|from_json }}{% endfor %}{% endif %}ok", S),
     ("unknown-filter-reached", "{% if t %}{{ s|from_json }}{% endif %}", S),
 ]
 
