@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "chat.h"
 #include "json.h"
 #include "model.h"
 #include "prompt.h"
@@ -23,6 +24,8 @@
 struct opts {
 	enum prompt_mode mode;
 	int	n, ctx, threads, ids, jsonl;
+	int	text_tool;	/* 'k' --tokenize, 'd' --detokenize, 'p' --template; 0: generate */
+	int	special;	/* --tokenize --special: control tokens in the text are tokens */
 	const char *device, *file;
 	struct sample_params sp;
 };
@@ -49,7 +52,9 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [--chat | --raw] [--ids] [--jsonl] [-n N] [--temp T] [--top-k K]\n"
 	    "       [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
-	    "       [--device cpu|cuda[:N]] [-f FILE] model [prompt]\n", prog);
+	    "       [--device cpu|cuda[:N]] [-f FILE] model [prompt]\n"
+	    "       %s --tokenize [--special] | --detokenize | --template [-f FILE] model [input]\n",
+	    prog, prog);
 	if (fp == stdout)
 		fputs("  --chat               apply the model's chat template (default when it has one)\n"
 		    "  --raw                send the text as is\n"
@@ -62,6 +67,11 @@ usage(FILE *fp, int status)
 		    "  --ids                print the generated token ids instead of text\n"
 		    "  --jsonl              JSON requests on stdin, one JSON result per line\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
+		    "  --tokenize           print the input text's token ids, one a line\n"
+		    "  --special            --tokenize: special tokens in the text are tokens\n"
+		    "  --detokenize         print the text of the input's token ids\n"
+		    "  --template           print the chat template rendered with the input\n"
+		    "                       JSON object {\"messages\": [...], ...}\n"
 		    "  -h, --help           this text\n", fp);
 	return status;
 }
@@ -245,6 +255,7 @@ one(struct gen *g, const char *text, size_t len)
 		if (g->o->ids)
 			print_ids(stdout, &r, " ");
 		putchar('\n');
+		fflush(stdout);		/* the text's line ends before the stats line */
 		stats(&r);
 	} else
 		warnmsg("%s", err);
@@ -339,6 +350,168 @@ jsonl(struct gen *g)
 	return status;
 }
 
+/* --- the text tools: the tokenizer and the chat template, no weights --- */
+
+/* --tokenize: ids one a line */
+static int
+tokenize(const struct tokenizer *tok, const struct opts *o, const char *text, size_t len,
+    char *err)
+{
+	size_t n;
+	int32_t *ids = tokenizer_encode(tok, text, len, o->special ? TOKENIZER_PARSE_SPECIAL : 0,
+	    &n, err);
+
+	if (ids == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		printf("%d\n", ids[i]);
+	free(ids);
+	return 0;
+}
+
+/* --detokenize: whitespace-separated ids to their text, as it is */
+static int
+detokenize(const struct tokenizer *tok, char *text, char *err)
+{
+	size_t n = 0, cap = 0, len;
+	int32_t *ids = NULL;
+	char *tok_s, *save = NULL, *out;
+	int64_t v;
+	int rc = -1;
+
+	for (tok_s = strtok_r(text, " \t\r\n", &save); tok_s != NULL;
+	    tok_s = strtok_r(NULL, " \t\r\n", &save)) {
+		if (util_parse_i64(tok_s, 0, INT32_MAX, &v) != 0) {
+			util_err(err, "'%.40s': not a token id", tok_s);
+			goto out;
+		}
+		if (n == cap) {
+			int32_t *p = realloc(ids, (cap = cap ? 2 * cap : 256) * sizeof *ids);
+			if (p == NULL) {
+				util_err(err, "out of memory");
+				goto out;
+			}
+			ids = p;
+		}
+		ids[n++] = (int32_t)v;
+	}
+	if ((out = tokenizer_decode(tok, ids, n, 0, &len, err)) == NULL)
+		goto out;
+	fwrite(out, 1, len, stdout);
+	free(out);
+	rc = 0;
+out:
+	free(ids);
+	return rc;
+}
+
+/* ctx with bos_token and eos_token from tok where it lacks them, as
+ * transformers passes the special tokens; the JSON text, malloc'd */
+static char *
+with_special_tokens(const struct json *ctx, const struct tokenizer *tok, size_t *len)
+{
+	static const char *const key[] = { "bos_token", "eos_token" };
+	char *buf = NULL, *body = NULL;
+	size_t blen = 0, bodylen = 0;
+	FILE *fp = open_memstream(&body, &bodylen);
+
+	if (fp == NULL)
+		return NULL;
+	json_dump(fp, ctx, 1);
+	if (fclose(fp) != 0 || (fp = open_memstream(&buf, &blen)) == NULL) {
+		free(body);
+		return NULL;
+	}
+	fputc('{', fp);
+	for (int k = 0; k < 2; k++) {
+		int32_t id = k == 0 ? tokenizer_bos(tok) : tokenizer_eos(tok);
+		const char *s = id >= 0 ? tokenizer_token(tok, id) : NULL;
+
+		if (s == NULL || json_get(ctx, key[k]) != NULL)
+			continue;
+		fprintf(fp, "\"%s\": ", key[k]);
+		json_put_str(fp, s, strlen(s), 0);
+		fputs(", ", fp);
+	}
+	fputs(ctx->n ? body + 1 : "}", fp);
+	free(body);
+	if (fclose(fp) != 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = blen;
+	return buf;
+}
+
+/* --template: the chat template rendered with the JSON object read */
+static int
+render_template(struct model *md, const struct tokenizer *tok, const char *text, size_t len,
+    char *err)
+{
+	struct json *in = json_parse(text, len, err), *ctx = NULL;
+	struct chat_opts co = { .add_generation_prompt = -1 };
+	char *tmpl = NULL, *s = NULL, *out = NULL;
+	struct chat *c = NULL;
+	size_t n;
+	int rc = -1;
+
+	if (in == NULL) {
+		char e2[UTIL_ERRLEN];
+		snprintf(e2, sizeof e2, "%s", err);
+		util_err(err, "input: %s", e2);
+		return -1;
+	}
+	if (in->type != JSON_OBJECT) {
+		util_err(err, "input: not a JSON object");
+		goto out;
+	}
+	if ((tmpl = model_chat_template(md, err)) == NULL) {
+		if (err[0] == '\0')
+			util_err(err, "%s: no chat template", model_path(md));
+		goto out;
+	}
+	if ((c = chat_new(tmpl, strlen(tmpl), err)) == NULL ||
+	    (s = with_special_tokens(in, tok, &n)) == NULL ||
+	    (ctx = json_parse(s, n, err)) == NULL ||
+	    (out = chat_render(c, ctx, &co, &n, err)) == NULL) {
+		if (err[0] == '\0')
+			util_err(err, "out of memory");
+		goto out;
+	}
+	fwrite(out, 1, n, stdout);
+	rc = 0;
+out:
+	free(out), free(s), free(tmpl);
+	chat_free(c);
+	json_free(ctx);
+	json_free(in);
+	return rc;
+}
+
+/* --tokenize, --detokenize, --template on model path; 0 or 1 */
+static int
+text_tool(const struct opts *o, const char *path, char *text, size_t len)
+{
+	char err[UTIL_ERRLEN] = "";
+	struct model *md = model_open_text(path, err);
+	struct tokenizer *tok = NULL;
+	int rc = -1;
+
+	if (md == NULL)
+		die(1, "%s", err);
+	if ((tok = model_tokenizer(md, err)) != NULL) {
+		err[0] = '\0';
+		rc = o->text_tool == 'k' ? tokenize(tok, o, text, len, err) :
+		    o->text_tool == 'D' ? detokenize(tok, text, err) :
+		    render_template(md, tok, text, len, err);
+	}
+	if (rc != 0)
+		warnmsg("%s", err[0] ? err : "out of memory");
+	tokenizer_free(tok);
+	model_close_text(md);
+	return rc == 0 ? 0 : 1;
+}
+
 static int
 parse(int argc, char *argv[], struct opts *o)
 {
@@ -350,6 +523,8 @@ parse(int argc, char *argv[], struct opts *o)
 		{ "seed", required_argument, NULL, 's' }, { "ctx", required_argument, NULL, 'c' },
 		{ "device", required_argument, NULL, 'd' }, { "ids", no_argument, NULL, 'I' },
 		{ "jsonl", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' },
+		{ "tokenize", no_argument, NULL, 'k' }, { "detokenize", no_argument, NULL, 'D' },
+		{ "template", no_argument, NULL, 'p' }, { "special", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int64_t i;
@@ -376,6 +551,14 @@ parse(int argc, char *argv[], struct opts *o)
 		case 'M': bad = util_parse_f64(optarg, 0, 1, &v); o->sp.min_p = v; break;
 		case 'r': bad = util_parse_f64(optarg, 1e-6, 1000, &v); o->sp.repeat_penalty = v; break;
 		case 'h': exit(usage(stdout, 0));
+		case 'k': case 'D': case 'p':
+			if (o->text_tool && o->text_tool != ch) {
+				warnmsg("--tokenize, --detokenize and --template exclude each other");
+				return -1;
+			}
+			o->text_tool = ch;
+			break;
+		case 'S': o->special = 1; break;
 		default: return -1;
 		}
 		if (bad) {
@@ -405,7 +588,8 @@ main(int argc, char *argv[])
 	argc -= optind;
 	argv += optind;
 	if (argc < 1 || argc > 2 || (argc == 2 && (o.file != NULL || o.jsonl)) ||
-	    (o.jsonl && o.file != NULL))
+	    (o.jsonl && o.file != NULL) || (o.text_tool && o.jsonl) ||
+	    (o.special && o.text_tool != 'k'))
 		return usage(stderr, 2);
 	if (!backend_valid_device(o.device))
 		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
@@ -414,6 +598,11 @@ main(int argc, char *argv[])
 			text = strdup(argv[1]), len = strlen(argv[1]);
 		else if ((text = util_read_file(o.file ? o.file : "-", &len, err)) == NULL)
 			die(1, "%s", err);
+	}
+	if (o.text_tool) {
+		status = text_tool(&o, argv[0], text, len);
+		free(text);
+		return finish(status);
 	}
 	if ((g.be = backend_open(o.device, o.threads, err)) == NULL)
 		die(1, "%s", err);

@@ -285,6 +285,8 @@ getitem(struct rs *R, const struct node *x, struct cv obj, struct cv key)
 		if (v != NULL)
 			return *v;
 	} else if (obj.t == CV_LIST) {
+		if (obj.gen)	/* jinja2's getitem: the TypeError is an undefined */
+			return cv_undef(NULL);
 		if (seq_index(key, obj.u.l->n, &i) == 0)
 			return obj.u.l->v[i];
 	} else if (obj.t == CV_STR) {
@@ -393,6 +395,7 @@ to_list(struct rs *R, const struct node *x, struct cv v)
 	case CV_LIST:
 		l = v;
 		l.tuple = 0;
+		l.gen = 0;
 		return l;
 	case CV_UNDEF:
 		return cv_list_new(R->a, 0);
@@ -503,6 +506,28 @@ seq_concat(struct rs *R, const struct node *x, struct cv a, struct cv b)
 	return l;
 }
 
+static struct cv f_escape(struct rs *, const struct node *, struct cv);
+
+/* str + str, where Markup (|safe) on either side escapes the other side and
+ * the sum is Markup, as markupsafe's __add__/__radd__ do */
+static struct cv
+markup_concat(struct rs *R, const struct node *x, struct cv a, struct cv b)
+{
+	struct cv r;
+
+	if (a.safe != b.safe) {
+		if (a.safe)
+			b = f_escape(R, x, b);
+		else
+			a = f_escape(R, x, a);
+		if (R->failed)
+			return a;
+	}
+	r = seq_concat(R, x, a, b);
+	r.safe = a.safe || b.safe;
+	return r;
+}
+
 static struct cv
 seq_repeat(struct rs *R, const struct node *x, struct cv s, int64_t k)
 {
@@ -601,7 +626,7 @@ arith(struct rs *R, const struct node *x, int op, struct cv a, struct cv b)
 		}
 	}
 	if (op == OP_ADD && a.t == CV_STR && b.t == CV_STR)
-		return seq_concat(R, x, a, b);
+		return markup_concat(R, x, a, b);
 	if (op == OP_ADD && a.t == CV_LIST && b.t == CV_LIST && a.tuple == b.tuple)
 		return seq_concat(R, x, a, b);
 	if (op == OP_MUL && (a.t == CV_STR || a.t == CV_LIST) && (b.t == CV_INT || b.t == CV_BOOL))
@@ -680,12 +705,9 @@ compare(struct rs *R, const struct node *x, int op, struct cv a, struct cv b)
 		    cv_type_name(op == OP_GT || op == OP_LE ? a : b));
 		return -1;
 	}
-	if (op == OP_LT || op == OP_GT)
-		return lt;
-	/* a <= b is not (b < a) except for nan: good enough outside nan */
-	int gt;
-	cv_less(b, a, &gt);
-	return !gt;
+	/* with the swap above, a <= b is not (b < a) and a >= b is not (a < b):
+	 * both are !lt (nan aside) */
+	return op == OP_LT || op == OP_GT ? lt : !lt;
 }
 
 static struct cv
@@ -1640,7 +1662,7 @@ run_test(struct rs *R, const struct node *x, int id, struct cv v, const struct a
 		    v.t == CV_LOOP);
 	case TS_SEQUENCE:
 		return cv_bool(v.t == CV_STR || v.t == CV_LIST || v.t == CV_DICT || v.t == CV_UNDEF);
-	case TS_ESCAPED: return cv_bool(0);
+	case TS_ESCAPED: return cv_bool(v.t == CV_STR && v.safe);	/* Markup: |safe, |e */
 	case TS_EQ: return cv_bool(cv_equal(v, a));
 	case TS_NE: return cv_bool(!cv_equal(v, a));
 	case TS_SAMEAS:
@@ -1670,6 +1692,10 @@ run_test(struct rs *R, const struct node *x, int id, struct cv v, const struct a
 		return cv_bool(cased);
 	}
 	}
+	/* unknown names reach here: the parser leaves them to render time */
+	if (x->kind == E_TEST && x->name != NULL)
+		return rfail(R, x, "unsupported test '%.*s'", (int)(x->namelen > 60 ? 60 : x->namelen),
+		    x->name);
 	return rfail(R, x, "unsupported test");
 }
 
@@ -1679,7 +1705,10 @@ f_length(struct rs *R, const struct node *x, struct cv v)
 	switch (v.t) {
 	case CV_UNDEF: return cv_int(0);
 	case CV_STR: return cv_int((int64_t)u8_len(v.u.s, v.n));
-	case CV_LIST: return cv_int((int64_t)v.u.l->n);
+	case CV_LIST:
+		if (v.gen)
+			return rfail(R, x, "object of type 'generator' has no len()");
+		return cv_int((int64_t)v.u.l->n);
 	case CV_DICT: return cv_int((int64_t)v.u.d->n);
 	case CV_LOOP: return cv_int((int64_t)v.u.loop->items->n);
 	default: return rfail(R, x, "object of type '%s' has no len()", cv_type_name(v));
@@ -1846,14 +1875,17 @@ shift_args(const struct args *A, size_t n, struct args *out)
 static struct cv
 f_map(struct rs *R, const struct node *x, int fid, struct cv v, const struct args *A)
 {
-	struct cv l = to_list(R, x, v), out, name = cv_none(), attr = cv_none();
+	struct cv l, out, name = cv_none(), attr = cv_none();
 	struct args rest;
 	int id = -1, isattr = fid == FL_SELECTATTR || fid == FL_REJECTATTR;
 
+	/* jinja2's are generators over "if value": none gives nothing */
+	l = cv_truthy(v) ? to_list(R, x, v) : cv_list_new(R->a, 0);
 	if (R->failed)
 		return l;
 	if ((out = cv_list_new(R->a, l.u.l->n)).u.l == NULL)
 		return oom(R, x);
+	out.gen = 1;
 	if (fid == FL_MAP && arg(A, 99, "attribute", &attr)) {
 		struct cv dflt = cv_undef(NULL);
 		int has_d = arg(A, 99, "default", &dflt);
@@ -1970,6 +2002,10 @@ static struct cv
 f_escape(struct rs *R, const struct node *x, struct cv s)
 {
 	struct sbuf b = { .a = R->a, .max = R->max_output };
+	struct cv r;
+
+	if (s.safe)
+		return s;
 
 	for (size_t i = 0; i < s.n; i++) {
 		switch (s.u.s[i]) {
@@ -1981,7 +2017,11 @@ f_escape(struct rs *R, const struct node *x, struct cv s)
 		default: sbuf_putc(&b, s.u.s[i]);
 		}
 	}
-	return b.failed ? rfail(R, x, "string too large") : cv_str(b.p ? b.p : "", b.n);
+	if (b.failed)
+		return rfail(R, x, "string too large");
+	r = cv_str(b.p ? b.p : "", b.n);
+	r.safe = 1;
+	return r;
 }
 
 static struct cv
@@ -2159,7 +2199,7 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 		sep = to_str(R, x, sep);
 		return R->failed ? sep : str_join(R, x, sep, m);
 	}
-	case FL_LIST: l = to_list(R, x, v); l.tuple = 0; return l;
+	case FL_LIST: l = to_list(R, x, v); l.tuple = 0; l.gen = 0; return l;
 	case FL_MAP: case FL_SELECT: case FL_REJECT: case FL_SELECTATTR: case FL_REJECTATTR:
 		return f_map(R, x, fid, v, A);
 	case FL_MAX: case FL_MIN: return f_minmax(R, x, v, A, fid == FL_MAX);
@@ -2193,7 +2233,12 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 			s.u.l->v[s.u.l->n++] = l.u.l->v[i - 1];
 		return s;
 	case FL_ROUND: return f_round(R, x, v, A);
-	case FL_SAFE: case FL_STRING: return to_str(R, x, v);
+	case FL_SAFE:
+		s = to_str(R, x, v);
+		s.safe = 1;
+		return s;
+	case FL_STRING:
+		return v.t == CV_STR ? v : to_str(R, x, v);
 	case FL_SUM: return f_sum(R, x, v, A);
 	case FL_TOJSON: return f_tojson(R, x, v, A);
 	case FL_TRIM: {
@@ -2220,6 +2265,10 @@ apply_filter(struct rs *R, const struct node *x, int fid, struct cv v, const str
 		return cv_int(k);
 	}
 	}
+	/* unknown names reach here: the parser leaves them to render time */
+	if (x->kind == E_FILTER && x->name != NULL)
+		return rfail(R, x, "unsupported filter '%.*s'", (int)(x->namelen > 60 ? 60 : x->namelen),
+		    x->name);
 	return rfail(R, x, "unsupported filter");
 }
 
@@ -2467,7 +2516,9 @@ exec_stmt(struct rs *R, const struct node *x, struct frame *f)
 		break;
 	case N_OUTPUT:
 		v = eval(R, x->a, f);
-		if (!R->failed && cv_str_to(R->out, v) < 0)
+		if (!R->failed && v.t == CV_LIST && v.gen)
+			rfail(R, x, "cannot print a generator");
+		else if (!R->failed && cv_str_to(R->out, v) < 0)
 			rfail(R, x, "cannot print a %s", cv_type_name(v));
 		break;
 	case N_IF:

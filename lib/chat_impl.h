@@ -43,6 +43,8 @@ struct cv_macro {
 struct cv {
 	enum cv_type t;
 	int	tuple;		/* CV_LIST: a tuple (prints with parentheses) */
+	unsigned char gen;	/* CV_LIST: a generator (map/select/...: no len, no json) */
+	unsigned char safe;	/* CV_STR: markup (|safe): '+' escapes the other side */
 	size_t	n;		/* CV_STR: bytes */
 	union {
 		int	b;

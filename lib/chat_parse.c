@@ -639,11 +639,7 @@ parse_filter(struct parser *P, struct node *x, int test)
 	f->name = t->s;
 	f->namelen = t->n;
 	f->fid = test ? chat_test_id(t->s, t->n) : chat_filter_id(t->s, t->n);
-	if (f->fid < 0) {
-		char nm[80];
-		snprintf(nm, sizeof nm, "%.*s", (int)(t->n > 60 ? 60 : t->n), t->s);
-		return fail(P, t, test ? "unsupported test '%s'" : "unsupported filter '%s'", nm);
-	}
+	/* an unknown filter or test: see hard_names */
 	if (is_op(cur(P), "(")) {
 		if (parse_args(P, f) < 0)
 			return NULL;
@@ -1400,6 +1396,55 @@ done:
 	return body;
 }
 
+/*
+ * jinja2 rejects an unknown filter or test when it compiles the template,
+ * except inside an if (its test and bodies) or a conditional expression,
+ * where it fails only when reached (a template may guard a non-standard
+ * filter); a for, macro or block body starts a new, strict frame again.
+ * 0, or -1 with the first strict one in err.
+ */
+static int
+hard_names(struct parser *P, const struct node *x, int soft)
+{
+	int inner = 0;		/* children in a new (strict) frame */
+
+	if (x == NULL)
+		return 0;
+	switch (x->kind) {
+	case N_IF: case E_COND:
+		soft = 1;
+		break;
+	case N_FOR:
+		if (hard_names(P, x->a, soft) < 0 || hard_names(P, x->b, soft) < 0)
+			return -1;
+		return hard_names(P, x->c, 0) < 0 || hard_names(P, x->d, 0) < 0 ||
+		    (x->nv > 0 && hard_names(P, x->v[0], 0) < 0) ? -1 : 0;
+	case N_MACRO: case N_SETBLOCK: case N_FILTERBLOCK:
+		inner = 1;
+		break;
+	case E_FILTER: case E_TEST:
+		if (x->fid < 0 && !soft) {
+			char nm[80];
+			struct tok t = { .line = x->line };
+			snprintf(nm, sizeof nm, "%.*s", (int)(x->namelen > 60 ? 60 : x->namelen), x->name);
+			fail(P, &t, x->kind == E_TEST ? "unsupported test '%s'" : "unsupported filter '%s'", nm);
+			return -1;
+		}
+		break;
+	default:
+		break;
+	}
+	if (inner)
+		soft = 0;
+	if (hard_names(P, x->a, soft) < 0 || hard_names(P, x->b, soft) < 0 ||
+	    hard_names(P, x->c, soft) < 0 || hard_names(P, x->d, soft) < 0)
+		return -1;
+	for (size_t i = 0; i < x->nv; i++)
+		if (hard_names(P, x->v[i], soft) < 0)
+			return -1;
+	return 0;
+}
+
 int
 chat_parse(struct chat *c, const char *src, size_t len, char *err)
 {
@@ -1412,7 +1457,7 @@ chat_parse(struct chat *c, const char *src, size_t len, char *err)
 	if (lex_all(&L) == 0) {
 		P.toks = L.toks;
 		c->root = parse_body(&P, NULL);
-		if (c->root != NULL && !P.failed)
+		if (c->root != NULL && !P.failed && hard_names(&P, c->root, 0) == 0)
 			rc = 0;
 		else if (!P.failed)
 			util_err(err, "template: out of memory");

@@ -297,7 +297,7 @@ cv_truthy(struct cv v)
 	case CV_INT: return v.u.i != 0;
 	case CV_FLOAT: return v.u.f != 0;
 	case CV_STR: return v.n > 0;
-	case CV_LIST: return v.u.l->n > 0;
+	case CV_LIST: return v.gen || v.u.l->n > 0;	/* a generator is true */
 	case CV_DICT: return v.u.d->n > 0;
 	default: return 1;
 	}
@@ -389,7 +389,7 @@ cv_type_name(struct cv v)
 	case CV_INT: return "int";
 	case CV_FLOAT: return "float";
 	case CV_STR: return "str";
-	case CV_LIST: return v.tuple ? "tuple" : "list";
+	case CV_LIST: return v.gen ? "generator" : v.tuple ? "tuple" : "list";
 	case CV_DICT: return "dict";
 	case CV_NS: return "Namespace";
 	case CV_MACRO: return "Macro";
@@ -828,6 +828,10 @@ cv_json_to(struct sbuf *b, struct cv v, const struct json_opts *o, int depth, ch
 		return 0;
 	case CV_STR: json_str(b, v.u.s, v.n, o->ascii); return 0;
 	case CV_LIST:
+		if (v.gen) {
+			util_err(err, "json: Object of type generator is not JSON serializable");
+			return -1;
+		}
 		if (v.u.l->n == 0) {
 			sbuf_put(b, "[]", 2);
 			return 0;

@@ -149,6 +149,16 @@ char	*model_spec_draft(char *spec);
 void	model_options_set(struct model_options *mo, char *spec, const char *flag_draft,
 	    const char *env_draft, const char *ranks, const char *full_prec);
 
+/*
+ * Open only the text side of a model source (a GGUF's metadata mapped, or
+ * an HF checkpoint directory or a file in it; an hf: spec resolved), for
+ * model_tokenizer, model_chat_template and model_path: no weights are read,
+ * no backend is needed, and nothing else may be called on it.  NULL with
+ * the reason in err.  Close with model_close_text (NULL is a no-op).
+ */
+struct model *model_open_text(const char *path, char *err);
+void	model_close_text(struct model *);
+
 /* The local path the model was read from (an hf: spec resolved). */
 const char *model_path(const struct model *);
 

@@ -1,16 +1,63 @@
 /* model_text: the text side of a model's source: tokenizer, chat template */
 #include "model.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "gguf.h"
+#include "hub.h"
 #include "json.h"
 #include "model_impl.h"
 #include "tokenizer.h"
 #include "util.h"
+
+struct model *
+model_open_text(const char *path, char *err)
+{
+	struct model *md = calloc(1, sizeof *md);
+	char magic[4] = { 0 };
+	struct stat sb;
+	FILE *fp;
+
+	if (md == NULL) {
+		util_err(err, "%s: out of memory", path);
+		return NULL;
+	}
+	if ((md->path = hub_is_spec(path) ? hub_path(path, NULL, err) : strdup(path)) == NULL) {
+		if (!hub_is_spec(path))
+			util_err(err, "%s: out of memory", path);
+		free(md);
+		return NULL;
+	}
+	if (stat(md->path, &sb) != 0) {
+		util_err(err, "%s: %s", md->path, strerror(errno));
+		model_close_text(md);
+		return NULL;
+	}
+	if (S_ISREG(sb.st_mode) && (fp = fopen(md->path, "rb")) != NULL) {
+		int gguf = fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
+
+		fclose(fp);
+		if (gguf && (md->gg = gguf_open(md->path, err)) == NULL) {
+			model_close_text(md);
+			return NULL;
+		}
+	}
+	return md;
+}
+
+void
+model_close_text(struct model *md)
+{
+	if (md == NULL)
+		return;
+	gguf_close(md->gg);
+	free(md->path);
+	free(md);
+}
 
 const char *
 model_path(const struct model *md)

