@@ -26,7 +26,7 @@ struct opts {
 	int	n, ctx, threads, ids, jsonl;
 	int	text_tool;	/* 'k' --tokenize, 'd' --detokenize, 'p' --template; 0: generate */
 	int	special;	/* --tokenize --special: control tokens in the text are tokens */
-	const char *device, *file;
+	const char *device, *kv_type, *file;
 	struct sample_params sp;
 };
 
@@ -52,7 +52,7 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [--chat | --raw] [--ids] [--jsonl] [-n N] [--temp T] [--top-k K]\n"
 	    "       [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
-	    "       [--device cpu|cuda[:N]] [-f FILE] model [prompt]\n"
+	    "       [--device cpu|cuda[:N]] [--kv-type f32|f16] [-f FILE] model [prompt]\n"
 	    "       %s --tokenize [--special] | --detokenize | --template [-f FILE] model [input]\n",
 	    prog, prog);
 	if (fp == stdout)
@@ -64,6 +64,7 @@ usage(FILE *fp, int status)
 		    "  --ctx N              context positions (default: prompt + N)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
+		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
 		    "  --ids                print the generated token ids instead of text\n"
 		    "  --jsonl              JSON requests on stdin, one JSON result per line\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
@@ -521,7 +522,8 @@ parse(int argc, char *argv[], struct opts *o)
 		{ "top-p", required_argument, NULL, 'P' }, { "min-p", required_argument, NULL, 'M' },
 		{ "repeat-penalty", required_argument, NULL, 'r' },
 		{ "seed", required_argument, NULL, 's' }, { "ctx", required_argument, NULL, 'c' },
-		{ "device", required_argument, NULL, 'd' }, { "ids", no_argument, NULL, 'I' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "kv-type", required_argument, NULL, 'V' }, { "ids", no_argument, NULL, 'I' },
 		{ "jsonl", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' },
 		{ "tokenize", no_argument, NULL, 'k' }, { "detokenize", no_argument, NULL, 'D' },
 		{ "template", no_argument, NULL, 'p' }, { "special", no_argument, NULL, 'S' },
@@ -541,6 +543,7 @@ parse(int argc, char *argv[], struct opts *o)
 		case 'J': o->jsonl = 1; break;
 		case 'f': o->file = optarg; break;
 		case 'd': o->device = optarg; bad = !backend_valid_device(optarg); break;
+		case 'V': o->kv_type = optarg; bad = model_kv_type(optarg) < 0; break;
 		case 'n': bad = util_parse_i64(optarg, 1, 1000000, &i); o->n = i; break;
 		case 'c': bad = util_parse_i64(optarg, 2, 1 << 24, &i); o->ctx = i; break;
 		case 't': bad = util_parse_i64(optarg, 0, 4096, &i); o->threads = i; break;
@@ -583,6 +586,7 @@ main(int argc, char *argv[])
 	sample_defaults(&o.sp);
 	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
 		o.device = backend_default();
+	o.kv_type = getenv("MEMRA_KV_TYPE");
 	if (parse(argc, argv, &o) != 0)
 		return usage(stderr, 2);
 	argc -= optind;
@@ -593,6 +597,8 @@ main(int argc, char *argv[])
 		return usage(stderr, 2);
 	if (!backend_valid_device(o.device))
 		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
+	if ((mo.kv_f16 = model_kv_type(o.kv_type)) < 0)
+		die(2, "MEMRA_KV_TYPE: '%s': not f32 or f16", o.kv_type);
 	if (!o.jsonl) {
 		if (argc == 2)
 			text = strdup(argv[1]), len = strlen(argv[1]);

@@ -23,7 +23,7 @@
 struct opts {
 	enum prompt_mode mode;
 	int	n, threads, jsonl, k_lo, k_hi;
-	const char *device, *file, *draft;
+	const char *device, *kv_type, *file, *draft;
 	struct sample_params sp;
 };
 
@@ -49,8 +49,8 @@ static int
 usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--temp T]\n"
-	    "       [--seed S] [-t N] [--device cpu|cuda[:N]] [--draft FILE] [-f FILE]\n"
-	    "       model[+draft] [prompt]\n", prog);
+	    "       [--seed S] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
+	    "       [--draft FILE] [-f FILE] model[+draft] [prompt]\n", prog);
 	if (fp == stdout)
 		fputs("  -K K, -K LO-HI       draft depths to try (1-8)\n"
 		    "  -n N                 new tokens per prompt (64)\n"
@@ -59,6 +59,7 @@ usage(FILE *fp, int status)
 		    "  --jsonl              prompts as JSON lines {\"prompt\": ...} on stdin\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
+		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
 		    "  --draft FILE         an external draft head (also model+FILE, MEMRA_MTP_DRAFT)\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  -h, --help           this text\n", fp);
@@ -315,7 +316,8 @@ parse(int argc, char *argv[], struct opts *o)
 	static const struct option lopts[] = {
 		{ "chat", no_argument, NULL, 'C' }, { "raw", no_argument, NULL, 'R' },
 		{ "temp", required_argument, NULL, 'T' }, { "seed", required_argument, NULL, 's' },
-		{ "device", required_argument, NULL, 'd' }, { "draft", required_argument, NULL, 'D' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "kv-type", required_argument, NULL, 'V' }, { "draft", required_argument, NULL, 'D' },
 		{ "jsonl", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -333,6 +335,7 @@ parse(int argc, char *argv[], struct opts *o)
 		case 'f': o->file = optarg; break;
 		case 'D': o->draft = optarg; break;
 		case 'd': o->device = optarg; bad = !backend_valid_device(optarg); break;
+		case 'V': o->kv_type = optarg; bad = model_kv_type(optarg) < 0; break;
 		case 'K': bad = parse_k(optarg, o); break;
 		case 'n': bad = util_parse_i64(optarg, 1, 1000000, &i); o->n = i; break;
 		case 't': bad = util_parse_i64(optarg, 0, 4096, &i); o->threads = i; break;
@@ -399,6 +402,7 @@ main(int argc, char *argv[])
 	sample_defaults(&o.sp);
 	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
 		o.device = backend_default();
+	o.kv_type = getenv("MEMRA_KV_TYPE");
 	if (parse(argc, argv, &o) != 0)
 		return usage(stderr, 2);
 	argc -= optind;
@@ -408,6 +412,8 @@ main(int argc, char *argv[])
 		return usage(stderr, 2);
 	if (!backend_valid_device(o.device))
 		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
+	if ((mo.kv_f16 = model_kv_type(o.kv_type)) < 0)
+		die(2, "MEMRA_KV_TYPE: '%s': not f32 or f16", o.kv_type);
 	if (!o.jsonl) {
 		if (argc == 2)
 			text = strdup(argv[1]), len = strlen(argv[1]);

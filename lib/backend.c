@@ -332,7 +332,27 @@ backend_attention(struct backend *be, const struct backend_attn *a,
 	if (qhs < a->head_dim || (long long)a->n_head * qhs > ldq || m < 0 || p0 < 0)
 		return util_err(be->err, "attention: bad query layout (head stride %d, "
 		    "row stride %d)", qhs, ldq);
+	if (a->kv_f16 && !backend_kv_f16(be))
+		return util_err(be->err, "attention: backend '%s' has no f16 KV cache",
+		    be->name);
 	return m ? be->ops->attention(be, a, q, ldq, qhs, kc, vc, m, p0, o) : 0;
+}
+
+int
+backend_kv_f16(const struct backend *be)
+{
+	return be->ops->round_f16 != NULL;
+}
+
+int
+backend_round_f16(struct backend *be, float *x, int ldx, int rows, int n)
+{
+	if (!backend_kv_f16(be))
+		return util_err(be->err, "round_f16: backend '%s' has no f16 KV cache",
+		    be->name);
+	if (bad_rows(be, "round_f16", ldx, n, rows))
+		return -1;
+	return rows ? be->ops->round_f16(be, x, ldx, rows, n) : 0;
 }
 
 int

@@ -153,10 +153,24 @@ int	backend_rope(struct backend *, float *x, int ldx, int n_head, int hs,
 struct backend_attn {
 	int	n_head, n_kv_head, head_dim;
 	float	scale;		/* usually 1/sqrt(head_dim) */
+	int	kv_f16;		/* llama.cpp's F16 cache: kc, vc hold half-precision
+				 * values (backend_round_f16), q and the softmax
+				 * weights are rounded to half before their products */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,
 	    int m, int p0, float *o);
+
+/*
+ * Round x[r][j] (r < rows, j < n) to the nearest half-precision value, in
+ * place (a value past half's range becomes +-Inf): what storing it in an
+ * F16 KV cache keeps.  -1 on a backend without half-precision caches
+ * (backend_kv_f16).
+ */
+int	backend_round_f16(struct backend *, float *x, int ldx, int rows, int n);
+
+/* 1 when the backend implements backend_attn.kv_f16 and backend_round_f16. */
+int	backend_kv_f16(const struct backend *);
 
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,

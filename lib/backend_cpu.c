@@ -953,6 +953,7 @@ static const struct backend_ops cpu_ops = {
 	.mul_sigmoid = cpu_mul_sigmoid, .conv1d_silu = backend_cpu_conv1d_silu,
 	.gdn_step = backend_cpu_gdn_step, .gdn_chunk = backend_cpu_gdn_chunk,
 	.l2norm = cpu_l2norm, .act = cpu_act, .add = cpu_add, .argmax = cpu_argmax,
+	.round_f16 = backend_cpu_round_f16,
 };
 
 static int

@@ -77,6 +77,7 @@ float	backend_cpu_softplus(float x);
 
 int	backend_cpu_rope(struct backend *, float *, int, int, int, int,
 	    const int32_t *, int, float, int);
+int	backend_cpu_round_f16(struct backend *, float *, int, int, int);
 int	backend_cpu_attention(struct backend *, const struct backend_attn *,
 	    const float *, int, int, const float *, const float *, int, int,
 	    float *);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant.h"
 #include "util.h"
 
 /*
@@ -64,6 +65,50 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
 
 /* --- attention: one (row, head) per item; softmax over 0..p0+row --- */
 
+static float
+half(float x)
+{
+	return quant_f16_to_f32(quant_f32_to_f16(x));
+}
+
+int
+backend_cpu_round_f16(struct backend *be, float *x, int ldx, int rows, int n)
+{
+	(void)be;
+	for (int r = 0; r < rows; r++)
+		for (int j = 0; j < n; j++)
+			x[(size_t)r * ldx + j] = half(x[(size_t)r * ldx + j]);
+	return 0;
+}
+
+/*
+ * The F16 cache as ggml's CPU attention without flash attention computes
+ * it: q rounded to half for K q, the scaled softmax normalized in float,
+ * its weights rounded to half for V p.  s: [n + hd] scratch.
+ */
+static void
+attn_head_f16(const struct backend_cpu *c, const struct backend_attn *a,
+    const float *q, const float *k, const float *v, int kvd, int n, float *s,
+    float *o)
+{
+	int hd = a->head_dim;
+	float *qh = s + n, mx = -INFINITY;
+	double sum = 0;
+
+	for (int d = 0; d < hd; d++)
+		qh[d] = half(q[d]);
+	for (int t = 0; t < n; t++) {
+		s[t] = c->dot(qh, k + (size_t)t * kvd, hd) * a->scale;
+		mx = s[t] > mx ? s[t] : mx;
+	}
+	for (int t = 0; t < n; t++)
+		sum += s[t] = expf(s[t] - mx);
+	float inv = (float)(1.0 / sum);
+	memset(o, 0, hd * sizeof *o);
+	for (int t = 0; t < n; t++)
+		backend_cpu_axpy(c, o, half(s[t] * inv), v + (size_t)t * kvd, hd);
+}
+
 struct attn_job {
 	struct backend_cpu *c;
 	const struct backend_attn *a;
@@ -85,11 +130,15 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 		const float *k = j->kc + (size_t)(h / grp) * hd;
 		const float *v = j->vc + (size_t)(h / grp) * hd;
 		float *o = j->o + ((size_t)r * a->n_head + h) * hd;
-		float *s = backend_cpu_scratch(j->c, tid, n), mx = -INFINITY;
+		float *s = backend_cpu_scratch(j->c, tid, n + hd), mx = -INFINITY;
 		double sum = 0;
 
 		if (s == NULL)
 			return;
+		if (a->kv_f16) {
+			attn_head_f16(j->c, a, q, k, v, kvd, n, s, o);
+			continue;
+		}
 		for (int t = 0; t < n; t++) {
 			s[t] = j->c->dot(q, k + (size_t)t * kvd, hd) * a->scale;
 			mx = s[t] > mx ? s[t] : mx;

@@ -65,6 +65,9 @@ struct backend_ops {
 	int	(*act)(struct backend *, enum backend_act, float *, size_t);
 	int	(*add)(struct backend *, float *, const float *, size_t);
 	int	(*argmax)(struct backend *, const float *, int, int, int, int32_t *);
+	/* optional, last so positional tables leave it NULL: without it the
+	 * backend has no half-precision KV cache (backend_attn.kv_f16) */
+	int	(*round_f16)(struct backend *, float *, int, int, int);
 };
 
 struct backend {

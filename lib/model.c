@@ -520,6 +520,12 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		return NULL;
 	}
 	md->be = be;
+	if (o != NULL && o->kv_f16 && !backend_kv_f16(be)) {
+		util_err(err, "%s: kv type 'f16': backend '%s' has no f16 KV cache", path,
+		    backend_name(be));
+		goto fail;
+	}
+	md->kv_f16 = o != NULL && o->kv_f16;
 	if ((md->path = hub_is_spec(path) ? hub_path(path, NULL, err) : strdup(path)) == NULL) {
 		if (!hub_is_spec(path))
 			util_err(err, "%s: out of memory", path);
@@ -687,4 +693,12 @@ model_options_set(struct model_options *mo, char *spec, const char *flag_draft,
 	mo->draft = d != NULL && d[0] ? d : NULL;
 	mo->ranks = ranks != NULL && ranks[0] ? ranks : NULL;
 	mo->full_prec = full_prec != NULL && strcmp(full_prec, "1") == 0;
+}
+
+int
+model_kv_type(const char *name)
+{
+	if (name == NULL || strcmp(name, "f32") == 0)
+		return 0;
+	return strcmp(name, "f16") == 0 ? 1 : -1;
 }

@@ -58,6 +58,7 @@ struct model_options {
 	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows */
 	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head) */
 	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
+	int	kv_f16;		/* --kv-type f16: K and V kept in half precision */
 };
 
 /*
@@ -158,6 +159,13 @@ void	model_options_set(struct model_options *mo, char *spec, const char *flag_dr
  */
 struct model *model_open_text(const char *path, char *err);
 void	model_close_text(struct model *);
+
+/*
+ * The KV cache type named name ("f32" or "f16", as --kv-type and
+ * MEMRA_KV_TYPE give it): 1 for f16, 0 for f32, -1 for anything else.
+ * NULL names the default, f32.
+ */
+int	model_kv_type(const char *name);
 
 /* The local path the model was read from (an hf: spec resolved). */
 const char *model_path(const struct model *);

@@ -74,7 +74,7 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 	float *K = kc + (size_t)p0 * kvd;
 	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
 	float *Y[3] = { a->q, K, vc + (size_t)p0 * kvd };
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd) };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
 
 	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, 3, W, Y) ||
 	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, m * nh, hd, hp->eps)) ||
@@ -84,6 +84,8 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 	    hp->rope_mode) ||
 	    backend_rope(be, K, kvd, hp->n_head_kv, hd, m, a->pos, hp->n_rot, hp->rope_theta,
 	    hp->rope_mode) ||
+	    (md->kv_f16 && (backend_round_f16(be, K, kvd, m, kvd) ||
+	    backend_round_f16(be, Y[2], kvd, m, kvd))) ||
 	    backend_attention(be, &at, a->q, nh * qs, qs, kc, vc, m, p0, a->o) ||
 	    (hp->attn_gated && backend_mul_sigmoid(be, a->o, hd, a->q + hd, qs, m * nh, hd)) ||
 	    backend_matmul(be, &L->o, a->o, nh * hd, a->t, hp->n_embd, m) ||

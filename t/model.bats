@@ -60,6 +60,18 @@ ML=build/t/tools/model-logits
 	done
 }
 
+@test "F16 KV cache: prefill and token-by-token logits are bit-identical (llama-tiny, SmolLM2)" {
+	f=$(smollm2)
+	ids="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+	for m in "$DATA/tiny/llama-tiny" "$f"; do
+		"$TOP/$ML" -t 2 -k f16 "$m" "$BATS_TEST_TMPDIR/p" $ids
+		"$TOP/$ML" -t 3 -k f16 -1 "$m" "$BATS_TEST_TMPDIR/d" $ids
+		"$TOP/$ML" -t 2 -k f32 "$m" "$BATS_TEST_TMPDIR/f" $ids
+		cmp "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+		! cmp -s "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/f"
+	done
+}
+
 # The GGUF path normalizes the GDN q and k as llama.cpp does (x / max(|x|, eps)), the HF path as
 # transformers does (x * rsqrt(|x|^2 + 1e-6)); that is the whole difference: with the same norm on
 # both the F32 GGUF gives bit-identical logits (measured), so F32 is held to 2e-5 relative and F16

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""llamacpp-compare.py MODEL.gguf GOLDEN.json [MODEL_LOGITS]: our logits
+"""llamacpp-compare.py MODEL.gguf GOLDEN.json [MODEL_LOGITS [f16|f32]]: our logits
 (build/t/tools/model-logits) against llama.cpp's (llama-cpp-python) along
 llama.cpp's greedy path of each golden prompt.  Prints, per prompt, the
 largest logit difference, the first position where the argmaxes differ,
 and there both sides' top-2 margins: a near tie is a margin smaller than
-the difference between the two implementations."""
+the difference between the two implementations.  Both sides use the KV
+cache type given (f16, llama.cpp's default, when none)."""
 import json
 import subprocess
 import sys
@@ -14,15 +15,17 @@ import numpy as np
 
 path, golden = sys.argv[1], sys.argv[2]
 tool = sys.argv[3] if len(sys.argv) > 3 else "build/t/tools/model-logits"
+kv = sys.argv[4] if len(sys.argv) > 4 else "f16"
+kvt = {"f32": 0, "f16": 1}[kv]
 d = json.load(open(golden))
 llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_batch=512, n_threads=2, verbose=False,
-                      logits_all=True)
+                      logits_all=True, type_k=kvt, type_v=kvt, flash_attn=False)
 for p in d["prompts"]:
     seq = p["prompt_ids"] + p["greedy_ids"]
     llm.reset()
     llm.eval(seq)
     ref = np.array(llm.scores[:len(seq)], dtype=np.float32)
-    out = subprocess.run([tool, "-t", "2", path, "-"] + [str(t) for t in seq],
+    out = subprocess.run([tool, "-t", "2", "-k", kv, path, "-"] + [str(t) for t in seq],
                          capture_output=True, check=True).stdout
     ours = np.frombuffer(out, dtype=np.float32).reshape(len(seq), -1)
     k0 = len(p["prompt_ids"]) - 1

@@ -1,8 +1,9 @@
 /*
  * model-logits: the logits of every position of a token sequence, for the
  * tests that compare them with a reference.
- *   model-logits [-t threads] [-d device] [-1] MODEL OUT ID...
- * Runs the ids through one prefill forward (-1: one token at a time) and
+ *   model-logits [-t threads] [-d device] [-k f32|f16] [-1] MODEL OUT ID...
+ * Runs the ids through one prefill forward (-1: one token at a time; -k:
+ * the KV cache type) and
  * writes [n_ids][n_vocab] float32 (host byte order) to OUT ('-' is stdout).
  * Exit 0, 1 on a failure, 2 on misuse.
  */
@@ -33,11 +34,11 @@ forward_all(struct model *md, struct state *st, const int32_t *ids, int np,
 
 static int
 run(const char *path, const char *out, const char *dev, int nt, int one,
-    const int32_t *ids, int np)
+    const struct model_options *mo, const int32_t *ids, int np)
 {
 	char err[UTIL_ERRLEN];
 	struct backend *be = backend_open(dev, nt, err);
-	struct model *md = be ? model_open(path, be, err) : NULL;
+	struct model *md = be ? model_open_opts(path, be, mo, err) : NULL;
 	struct state *st = md ? model_state_new(md, np + 1, 0, err) : NULL;
 	size_t nv = md ? (size_t)model_hparams(md)->n_vocab : 0;
 	float *lg = md ? malloc(np * nv * sizeof *lg) : NULL;
@@ -65,12 +66,13 @@ int
 main(int argc, char *argv[])
 {
 	const char *dev = "cpu";
+	struct model_options mo = { 0 };
 	int ch, nt = 0, one = 0, np;
 	int64_t v;
 	int32_t *ids;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "t:d:1")) != -1) {
+	while ((ch = getopt(argc, argv, "t:d:k:1")) != -1) {
 		switch (ch) {
 		case 't':
 			if (util_parse_i64(optarg, 0, 1024, &v) != 0)
@@ -78,6 +80,10 @@ main(int argc, char *argv[])
 			nt = (int)v;
 			break;
 		case 'd': dev = optarg; break;
+		case 'k':
+			if ((mo.kv_f16 = model_kv_type(optarg)) < 0)
+				die(2, "bad KV cache type '%s'", optarg);
+			break;
 		case '1': one = 1; break;
 		default: return 2;
 		}
@@ -85,7 +91,7 @@ main(int argc, char *argv[])
 	argc -= optind;
 	argv += optind;
 	if (argc < 3)
-		die(2, "usage: model-logits [-t threads] [-d device] [-1] MODEL OUT ID...");
+		die(2, "usage: model-logits [-t threads] [-d device] [-k f32|f16] [-1] MODEL OUT ID...");
 	np = argc - 2;
 	if ((ids = malloc(np * sizeof *ids)) == NULL)
 		die(1, "out of memory");
@@ -94,7 +100,7 @@ main(int argc, char *argv[])
 			die(2, "bad token id '%s'", argv[2 + i]);
 		ids[i] = (int32_t)v;
 	}
-	v = run(argv[0], argv[1], dev, nt, one, ids, np);
+	v = run(argv[0], argv[1], dev, nt, one, &mo, ids, np);
 	free(ids);
 	return finish((int)v);
 }

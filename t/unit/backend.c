@@ -433,6 +433,13 @@ TEST(rope_norm_mode_rotates_adjacent_pairs)
 
 /* --- attention --- */
 
+static float
+half(double x)
+{
+	return quant_f16_to_f32(quant_f32_to_f16((float)x));
+}
+
+/* with a->kv_f16, q and the normalized softmax weights are rounded to half */
 static void
 ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
     const float *kc, const float *vc, int m, int p0, double *o)
@@ -449,7 +456,8 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 			for (int t = 0; t < n; t++) {
 				s[t] = 0;
 				for (int d = 0; d < hd; d++)
-					s[t] += (double)qh[d] * kc[t * kvd + kh * hd + d];
+					s[t] += (double)(a->kv_f16 ? half(qh[d]) : qh[d]) *
+					    kc[t * kvd + kh * hd + d];
 				s[t] *= a->scale;
 				mx = s[t] > mx ? s[t] : mx;
 			}
@@ -459,7 +467,8 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 				double acc = 0;
 
 				for (int t = 0; t < n; t++)
-					acc += s[t] * vc[t * kvd + kh * hd + d];
+					acc += (a->kv_f16 ? half(s[t] / sum) * sum : s[t]) *
+					    vc[t * kvd + kh * hd + d];
 				o[(r * a->n_head + h) * hd + d] = acc / sum;
 			}
 		}
@@ -468,7 +477,7 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 
 TEST(attention_matches_reference_and_decode_equals_prefill)
 {
-	struct backend_attn a = { 4, 2, 24, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 5, m = 6, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -490,6 +499,52 @@ TEST(attention_matches_reference_and_decode_equals_prefill)
 	}
 	a.n_kv_head = 3;
 	CHECK(backend_attention(be3, &a, q, ldq, qhs, kc, vc, m, p0, o) == -1);
+	free(q), free(kc), free(vc), free(o), free(o1), free(o3), free(ref);
+}
+
+TEST(round_f16_keeps_what_a_half_cache_stores)
+{
+	float x[2][4] = { { 1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, 65520.0f, -0x1p-25f },
+	    { 0.1f, 65504.0f, 0x1p-24f, 7.0f } };
+
+	CHECK(backend_round_f16(be3, &x[0][0], 4, 2, 3) == 0);
+	CHECK(x[0][0] == 1.0f);				/* a tie goes to even */
+	CHECK(x[0][1] == 1.0f + 0x1p-9f);		/* ... upward here */
+	CHECK(isinf(x[0][2]) && x[0][2] > 0);		/* past half's range */
+	CHECK(x[0][3] == -0x1p-25f);			/* column 3 is past n: untouched */
+	CHECK(x[1][0] == 0.0999755859375f && x[1][1] == 65504.0f && x[1][2] == 0x1p-24f);
+	CHECK(backend_kv_f16(be3) == 1);
+	CHECK(backend_round_f16(be3, &x[0][0], 2, 2, 3) == -1);
+}
+
+TEST(attention_with_f16_cache_matches_reference_and_is_batch_invariant)
+{
+	struct backend_attn a = { 4, 2, 24, 0, 1 };
+	int qhs = 48, ldq = 4 * 48, p0 = 7, m = 5, n_ctx = p0 + m, od = 4 * 24;
+	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
+	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
+	float *o1 = malloc(od * 4), *o3 = malloc((size_t)m * od * 4);
+	double *ref = malloc((size_t)m * od * sizeof *ref);
+
+	a.scale = 1 / sqrtf(24);
+	CHECK(backend_round_f16(be1, kc, 48, n_ctx, 48) == 0);
+	CHECK(backend_round_f16(be1, vc, 48, n_ctx, 48) == 0);
+	ref_attention(&a, q, ldq, qhs, kc, vc, m, p0, ref);
+	CHECK(backend_attention(be1, &a, q, ldq, qhs, kc, vc, m, p0, o) == 0);
+	CHECK(maxrel(o, ref, (size_t)m * od) < 1e-5);
+	a.kv_f16 = 0;	/* the rounding of q and the weights shows */
+	CHECK(backend_attention(be1, &a, q, ldq, qhs, kc, vc, m, p0, o3) == 0);
+	CHECK(maxrel(o3, ref, (size_t)m * od) > 1e-4);
+	a.kv_f16 = 1;
+	CHECK(backend_attention(be3, &a, q, ldq, qhs, kc, vc, m, p0, o3) == 0);
+	CHECK(same(o, o3, (size_t)m * od));
+	CHECK(backend_attention(bes, &a, q, ldq, qhs, kc, vc, m, p0, o3) == 0);
+	CHECK(maxrel(o3, ref, (size_t)m * od) < 1e-5);
+	for (int r = 0; r < m; r++) {
+		CHECK(backend_attention(be3, &a, q + r * ldq, ldq, qhs, kc, vc, 1, p0 + r, o1) == 0);
+		if (!same(o1, o + r * od, od))
+			FAILF("row %d of a %d-row prefill differs from decoding it alone", r, m);
+	}
 	free(q), free(kc), free(vc), free(o), free(o1), free(o3), free(ref);
 }
 
@@ -687,6 +742,8 @@ main(void)
 	RUN(rope_rotates_the_first_n_rot_dims_neox_style);
 	RUN(rope_norm_mode_rotates_adjacent_pairs);
 	RUN(attention_matches_reference_and_decode_equals_prefill);
+	RUN(round_f16_keeps_what_a_half_cache_stores);
+	RUN(attention_with_f16_cache_matches_reference_and_is_batch_invariant);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
