@@ -148,7 +148,7 @@ static const struct frspec_pack frspec_packs[] = {
 
 
 struct opts {
-	int64_t	topn, ngen, limit, threads;
+	int64_t	topn, ngen, limit, threads, batch;
 	double	temp;
 	uint64_t seed;
 	int64_t	vngen, vrounds;	/* --validate-ngen, --validate-rounds */
@@ -169,8 +169,23 @@ struct gen {
 	struct chat *tmpl;
 	struct sampler *smp;
 	int	n_vocab, n_ctx;
-	float	*logits;	/* [n_vocab] */
+};
+
+/* A sequence being generated: one of --batch slots. */
+struct slot {
+	struct state *st;
+	size_t	prompt;		/* its index in the prompt list */
+	int	busy, np, n;	/* prompt ids, generated ids (in hist after them) */
 	int32_t	*hist;		/* [n_ctx] prompt + generated ids */
+	float	*logits;	/* [n_vocab] the next token's */
+};
+
+/* Finished generations waiting for the earlier prompts: the corpus
+ * file is in prompt order, which is what lets a rerun resume. */
+struct done_ring {
+	size_t	w;		/* entries: prompt i is entry i % w */
+	int32_t	*ids;		/* [w][ngen] */
+	int	*n;		/* [w] ids, -1: not finished yet */
 };
 
 /* What was counted: per id, and the corpus file that holds it. */
@@ -185,7 +200,7 @@ static int
 usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [-v] [--preset name] [--ngen n] [--temp t] [--seed n] [--raw] "
-	    "[--corpus-out file] [--limit n] [--validate] [--validate-ngen n] "
+	    "[--batch n] [--corpus-out file] [--limit n] [--validate] [--validate-ngen n] "
 	    "[--validate-rounds n] [-t threads] [-d device] model out.gguf [topn] [prompts ...]\n",
 	    prog);
 	if (fp == stdout)
@@ -195,6 +210,8 @@ usage(FILE *fp, int status)
 		    "  --temp T           sampling temperature (0: greedy)\n"
 		    "  --seed N           sampling seed (0)\n"
 		    "  --raw              no chat template: continue the prompt text\n"
+		    "  --batch N          sequences generated together (8); the ranks do not\n"
+		    "                     depend on it\n"
 		    "  --corpus-out FILE  keep the generated ids; a rerun resumes from it\n"
 		    "  --limit N          generate for at most N more prompts (with --corpus-out)\n"
 		    "  --validate         then A/B trimmed vs untrimmed drafting (K=3, ABBA)\n"
@@ -528,9 +545,7 @@ gen_open(struct gen *g, const char *spec, const struct opts *o, char *err)
 	sp.seed = o->seed;
 	if ((g->smp = sample_new(&sp, g->n_vocab, err)) == NULL)
 		goto done;
-	g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
-	g->hist = malloc((size_t)g->n_ctx * sizeof *g->hist);
-	rc = g->logits && g->hist ? 0 : util_err(err, "out of memory");
+	rc = 0;
 done:
 	free(path);
 	return rc;
@@ -539,8 +554,6 @@ done:
 static void
 gen_close(struct gen *g)
 {
-	free(g->logits);
-	free(g->hist);
 	sample_free(g->smp);
 	chat_free(g->tmpl);
 	tokenizer_free(g->tok);
@@ -582,14 +595,13 @@ encode_prompt(struct gen *g, const char *prompt, size_t *n, char *err)
 	return ids;
 }
 
-/* Generate for one prompt into out[*nout] (at most ngen ids, ending at an
- * end-of-turn token, which is kept). */
+/* Start prompt i on slot sl: encode it (keeping its last tokens when it
+ * is too long) and prefill; sl->logits then hold the first token's. */
 static int
-generate(struct gen *g, struct state *st, const char *prompt, int ngen, int32_t *out,
-    int *nout, char *err)
+slot_start(struct gen *g, struct slot *sl, const char *prompt, size_t i, int ngen, char *err)
 {
 	size_t np;
-	int32_t *ids = encode_prompt(g, prompt, &np, err), t;
+	int32_t *ids = encode_prompt(g, prompt, &np, err);
 	int keep = g->n_ctx - ngen - 1, off;
 
 	if (ids == NULL)
@@ -600,22 +612,29 @@ generate(struct gen *g, struct state *st, const char *prompt, int ngen, int32_t 
 	}
 	off = (int)np > keep ? (int)np - keep : 0;
 	np -= (size_t)off;
-	memcpy(g->hist, ids + off, np * sizeof *ids);
+	memcpy(sl->hist, ids + off, np * sizeof *ids);
 	free(ids);
-	*nout = 0;
-	if (state_reset(st) != 0 || model_forward(g->md, st, g->hist, (int)np, MODEL_PREFILL,
-	    g->logits, NULL) != 0)
+	sl->prompt = i, sl->busy = 1, sl->np = (int)np, sl->n = 0;
+	if (state_reset(sl->st) != 0 || model_forward(g->md, sl->st, sl->hist, (int)np,
+	    MODEL_PREFILL, sl->logits, NULL) != 0)
 		return util_err(err, "%s", model_errmsg(g->md));
-	for (int i = 0; i < ngen; i++) {
-		if ((t = sample_next(g->smp, g->logits, g->hist, (int)np + i, 0, (int64_t)np + i)) < 0)
-			return util_err(err, "no finite logit");
-		out[(*nout)++] = g->hist[np + i] = t;
-		if (tokenizer_is_control(g->tok, t) || t == tokenizer_eos(g->tok) || i + 1 == ngen)
-			break;
-		if (model_forward(g->md, st, &t, 1, 0, g->logits, NULL) != 0)
-			return util_err(err, "%s", model_errmsg(g->md));
-	}
 	return 0;
+}
+
+/* Take slot sl's next token from its logits: 1 when its generation ends
+ * there (at most ngen ids, ending at an end-of-turn token, which is
+ * kept), 0 when it goes on, -1 on failure. */
+static int
+slot_take(struct gen *g, struct slot *sl, int ngen, char *err)
+{
+	int32_t t;
+	int at = sl->np + sl->n;
+
+	if ((t = sample_next(g->smp, sl->logits, sl->hist, at, 0, at)) < 0)
+		return util_err(err, "no finite logit");
+	sl->hist[at] = t;
+	sl->n++;
+	return tokenizer_is_control(g->tok, t) || t == tokenizer_eos(g->tok) || sl->n == ngen;
 }
 
 /* ---- the corpus: counts, and the file a rerun resumes from ---- */
@@ -754,33 +773,136 @@ rank_ids(const struct corpus *c, int n_vocab, int64_t n, int64_t *covered)
 
 /* ---- the run ---- */
 
-/* Generate for the prompts not yet in the corpus (at most --limit). */
+/* Batch buffers: nb slots, and a ring of 4 nb finished generations. */
+struct batch {
+	int	nb;
+	struct slot *sl;	/* [nb] */
+	struct state **st;	/* [nb] the states of one model_forward_batch */
+	int32_t	*tok;		/* [nb] */
+	int	*row;		/* [nb] slot of each batch row */
+	float	*logits;	/* [nb][n_vocab] */
+	struct done_ring r;
+};
+
+static int
+batch_new(struct batch *b, struct gen *g, int nb, int ngen, char *err)
+{
+	b->nb = nb;
+	b->r.w = 4 * (size_t)nb;
+	b->sl = calloc(nb, sizeof *b->sl);
+	b->st = calloc(nb, sizeof *b->st);
+	b->tok = calloc(nb, sizeof *b->tok);
+	b->row = calloc(nb, sizeof *b->row);
+	b->logits = malloc((size_t)nb * g->n_vocab * sizeof *b->logits);
+	b->r.ids = malloc(b->r.w * ngen * sizeof *b->r.ids);
+	b->r.n = malloc(b->r.w * sizeof *b->r.n);
+	if (!b->sl || !b->st || !b->tok || !b->row || !b->logits || !b->r.ids || !b->r.n)
+		return util_err(err, "out of memory");
+	for (size_t i = 0; i < b->r.w; i++)
+		b->r.n[i] = -1;
+	for (int j = 0; j < nb; j++) {
+		struct slot *sl = &b->sl[j];
+
+		if ((sl->st = model_state_new(g->md, g->n_ctx, 0, err)) == NULL)
+			return -1;
+		sl->hist = malloc((size_t)g->n_ctx * sizeof *sl->hist);
+		sl->logits = malloc((size_t)g->n_vocab * sizeof *sl->logits);
+		if (sl->hist == NULL || sl->logits == NULL)
+			return util_err(err, "out of memory");
+	}
+	return 0;
+}
+
+static void
+batch_free(struct batch *b)
+{
+	for (int j = 0; b->sl != NULL && j < b->nb; j++) {
+		state_free(b->sl[j].st);
+		free(b->sl[j].hist), free(b->sl[j].logits);
+	}
+	free(b->sl), free(b->st), free(b->tok), free(b->row), free(b->logits);
+	free(b->r.ids), free(b->r.n);
+}
+
+/*
+ * One step of every slot: an idle slot starts the next prompt (while the
+ * ring has room for it), every busy slot takes its next token; a slot
+ * whose generation ends puts it in the ring.  The slots that go on are
+ * left in b->st / b->tok / b->row; returns how many, or -1.
+ */
+static int
+batch_step(struct gen *g, struct batch *b, const struct plist *p, size_t *next, size_t end,
+    size_t wr, int ngen, char *err)
+{
+	char why[UTIL_ERRLEN];
+	int n = 0, f;
+
+	for (int j = 0; j < b->nb; j++) {
+		struct slot *sl = &b->sl[j];
+
+		if (!sl->busy) {
+			if (*next >= end || *next >= wr + b->r.w)
+				continue;
+			if (slot_start(g, sl, p->v[*next], *next, ngen, why) != 0)
+				return util_err(err, "prompt %zu: %s", *next + 1, why);
+			(*next)++;
+		}
+		if ((f = slot_take(g, sl, ngen, why)) < 0)
+			return util_err(err, "prompt %zu: %s", sl->prompt + 1, why);
+		if (f) {
+			size_t e = sl->prompt % b->r.w;
+
+			memcpy(b->r.ids + e * ngen, sl->hist + sl->np, sl->n * sizeof *b->r.ids);
+			b->r.n[e] = sl->n;
+			sl->busy = 0;
+			continue;
+		}
+		b->st[n] = sl->st, b->tok[n] = sl->hist[sl->np + sl->n - 1], b->row[n++] = j;
+	}
+	return n;
+}
+
+/*
+ * Generate for the prompts not yet in the corpus (at most --limit),
+ * --batch sequences at a time; the corpus gets them in prompt order.
+ */
 static int
 generate_all(struct gen *g, struct corpus *c, const struct plist *p, const struct opts *o,
     char *err)
 {
-	char why[UTIL_ERRLEN];
-	struct state *st = model_state_new(g->md, g->n_ctx, 0, err);
-	int32_t *ids = malloc((size_t)o->ngen * sizeof *ids);
+	struct batch b = { 0 };
 	struct util_progress pr;
-	size_t start = c->done;
-	int n = 0, rc = st ? 0 : -1;
+	size_t start = c->done, end = p->n, next = start, wr = start;
+	int ngen = (int)o->ngen, n, rc = batch_new(&b, g, (int)o->batch, ngen, err);
+	int64_t total0 = c->total;
+	double t0 = util_now();
 
-	if (rc == 0 && ids == NULL)
-		rc = util_err(err, "out of memory");
+	if (o->limit > 0 && end - start > (size_t)o->limit)
+		end = start + (size_t)o->limit;
 	util_progress_begin(&pr, !o->verbose && isatty(STDERR_FILENO), "prompts");
-	for (size_t i = start; rc == 0 && i < p->n && (o->limit == 0 || i - start < (size_t)o->limit);
-	    i++) {
-		if (generate(g, st, p->v[i], (int)o->ngen, ids, &n, why) != 0)
-			rc = util_err(err, "prompt %zu: %s", i + 1, why);
-		else if ((rc = corpus_add(c, ids, n, o->corpus, err)) == 0 && o->verbose)
-			fprintf(stderr, "[frspec-owngen] prompt %zu/%zu: +%d tokens (total %" PRId64 ")\n",
-			    i + 1, p->n, n, c->total);
-		util_progress(&pr, i + 1 - start, p->n - start);	/* this run's share */
+	while (rc == 0 && wr < end) {
+		if ((n = batch_step(g, &b, p, &next, end, wr, ngen, err)) < 0)
+			rc = -1;
+		for (size_t e; rc == 0 && wr < end && b.r.n[e = wr % b.r.w] >= 0; wr++) {
+			if ((rc = corpus_add(c, b.r.ids + e * ngen, b.r.n[e], o->corpus, err)) == 0 &&
+			    o->verbose)
+				fprintf(stderr, "[frspec-owngen] prompt %zu/%zu: +%d tokens (total %"
+				    PRId64 ")\n", wr + 1, p->n, b.r.n[e], c->total);
+			b.r.n[e] = -1;
+			util_progress(&pr, wr + 1 - start, p->n - start);	/* this run's share */
+		}
+		if (rc == 0 && n > 0 && model_forward_batch(g->md, b.st, b.tok, n, b.logits, NULL))
+			rc = util_err(err, "%s", model_errmsg(g->md));
+		for (int r = 0; rc == 0 && r < n; r++)
+			memcpy(b.sl[b.row[r]].logits, b.logits + (size_t)r * g->n_vocab,
+			    (size_t)g->n_vocab * sizeof *b.logits);
 	}
 	util_progress_end(&pr);
-	free(ids);
-	state_free(st);
+	batch_free(&b);
+	if (rc == 0 && o->verbose && wr > start)
+		fprintf(stderr, "[frspec-owngen] %zu prompts, %" PRId64 " tokens in %.2f s: %.1f "
+		    "tok/s (batch %" PRId64 ")\n", wr - start, c->total - total0, util_now() - t0,
+		    (double)(c->total - total0) / (util_now() - t0), o->batch);
 	return rc;
 }
 
@@ -1049,7 +1171,7 @@ parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 }
 
 enum { O_PRESET = 256, O_NGEN, O_TEMP, O_SEED, O_RAW, O_CORPUS, O_LIMIT, O_VALIDATE, O_VNGEN,
-	O_VROUNDS };
+	O_VROUNDS, O_BATCH };
 
 static int
 parse_opt(int ch, struct opts *o)
@@ -1078,6 +1200,7 @@ parse_opt(int ch, struct opts *o)
 	case O_RAW: o->raw = 1; return 0;
 	case O_CORPUS: o->corpus = optarg; return 0;
 	case O_LIMIT: return parse_num("--limit", optarg, 1, INT64_MAX, &o->limit);
+	case O_BATCH: return parse_num("--batch", optarg, 1, 64, &o->batch);
 	case O_VALIDATE: o->validate = 1; return 0;
 	case O_VNGEN: return parse_num("--validate-ngen", optarg, 1, 4096, &o->vngen);
 	case O_VROUNDS: return parse_num("--validate-rounds", optarg, 1, 1000, &o->vrounds);
@@ -1096,6 +1219,7 @@ main(int argc, char *argv[])
 		{ "temp", required_argument, NULL, O_TEMP }, { "seed", required_argument, NULL, O_SEED },
 		{ "raw", no_argument, NULL, O_RAW }, { "corpus-out", required_argument, NULL, O_CORPUS },
 		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "batch", required_argument, NULL, O_BATCH },
 		{ "validate", no_argument, NULL, O_VALIDATE },
 		{ "validate-ngen", required_argument, NULL, O_VNGEN },
 		{ "validate-rounds", required_argument, NULL, O_VROUNDS },
@@ -1103,7 +1227,7 @@ main(int argc, char *argv[])
 		{ "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .topn = 32768, .ngen = 256, .vngen = 64, .vrounds = 2 };
+	struct opts o = { .topn = 32768, .ngen = 256, .batch = 8, .vngen = 64, .vrounds = 2 };
 	struct plist p = { 0 };
 	char err[UTIL_ERRLEN];
 	int ch, rc = 0;
