@@ -147,6 +147,8 @@ static const struct frspec_pack frspec_packs[] = {
 };
 
 
+struct plist;
+
 struct opts {
 	int64_t	topn, ngen, limit, threads, batch;
 	double	temp;
@@ -154,6 +156,8 @@ struct opts {
 	int64_t	vngen, vrounds;	/* --validate-ngen, --validate-rounds */
 	int	raw, verbose, validate;
 	const char *preset, *corpus, *device;
+	struct plist *hsrc;	/* --heldout sources */
+	struct plist *heldout;	/* the held-out prompts --validate runs */
 };
 
 struct plist {
@@ -201,7 +205,7 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [-v] [--preset name] [--ngen n] [--temp t] [--seed n] [--raw] "
 	    "[--batch n] [--corpus-out file] [--limit n] [--validate] [--validate-ngen n] "
-	    "[--validate-rounds n] [-t threads] [-d device] model out.gguf [topn] [prompts ...]\n",
+	    "[--validate-rounds n] [--heldout prompts] [-t threads] [-d device] model out.gguf [topn] [prompts ...]\n",
 	    prog);
 	if (fp == stdout)
 		fputs("  --preset NAME      built-in prompts: code, chat, agentic, mixed (the default\n"
@@ -217,6 +221,8 @@ usage(FILE *fp, int status)
 		    "  --validate         then A/B trimmed vs untrimmed drafting (K=3, ABBA)\n"
 		    "  --validate-ngen N  tokens per held-out prompt in --validate (64)\n"
 		    "  --validate-rounds N  ABBA rounds in --validate (2)\n"
+		    "  --heldout SRC      held-out prompts for --validate (repeatable; sources as\n"
+		    "                     for the prompts; none may also be ranked)\n"
 		    "  -t, --threads N    CPU threads (0: all)\n"
 		    "  -d, --device DEV   backend: cpu, cuda[:N] (MEMRA_DEVICE; cuda\n                     when a GPU is present, else cpu)\n"
 		    "  -v, --verbose      one line per prompt\n"
@@ -979,8 +985,9 @@ done:
 
 enum { VALIDATE_K = 3 };
 
-/* Held-out prompts: none is a pack prompt (their forms are not the packs'). */
-static const char *const heldout[] = {
+/* The built-in held-out prompts (no --heldout): none is a pack prompt
+ * (their forms are not the packs'). */
+static const char *const heldout_builtin[] = {
 	"Write a small program that checks whether a string is a palindrome, ignoring case "
 	"and punctuation, and show two example runs.",
 	"In a few paragraphs, tell me how a refrigerator keeps food cold.",
@@ -995,7 +1002,7 @@ struct arm {
 	struct spec *sp;
 	double	*tps;		/* [2 rounds] end-to-end tok/s of each run */
 	int	n_tps;
-	int32_t	*out;		/* [NELEM(heldout)][vngen] the first run's tokens */
+	int32_t	*out;		/* [held-out prompts][vngen] the first run's tokens */
 	long	drafted, accepted;	/* over the first run */
 };
 
@@ -1015,7 +1022,7 @@ arm_open(struct arm *a, struct backend *be, const char *path, const char *ranks,
 	if (model_hparams(a->md)->n_mtp < 1)
 		return util_err(err, "%s: model has no MTP head to draft with", path);
 	a->tps = calloc(2 * o->vrounds, sizeof *a->tps);
-	a->out = calloc(NELEM(heldout) * o->vngen, sizeof *a->out);
+	a->out = calloc(o->heldout->n * o->vngen, sizeof *a->out);
 	return a->tps && a->out ? 0 : util_err(err, "out of memory");
 }
 
@@ -1038,11 +1045,12 @@ arm_run(struct arm *a, const struct opts *o, char *err)
 	size_t n;
 
 	spec_stats_reset(a->sp);
-	for (size_t i = 0; i < NELEM(heldout); i++) {
+	for (size_t i = 0; i < o->heldout->n; i++) {
+		const char *h = o->heldout->v[i];
 		int32_t *dst = a->out + i * ngen, tok;
 		int have = 1, r;
 
-		if ((ids = prompt_encode(a->pr, heldout[i], strlen(heldout[i]), &n, err)) == NULL)
+		if ((ids = prompt_encode(a->pr, h, strlen(h), &n, err)) == NULL)
 			return -1;
 		r = spec_prefill(a->sp, ids, n > 4096 ? 4096 : (int)n, &tok);
 		free(ids);
@@ -1059,7 +1067,7 @@ arm_run(struct arm *a, const struct opts *o, char *err)
 			have += r;
 		}
 	}
-	a->tps[a->n_tps++] = NELEM(heldout) * ngen / (util_now() - t0);
+	a->tps[a->n_tps++] = o->heldout->n * ngen / (util_now() - t0);
 	if (first)
 		a->drafted = spec_stats(a->sp)->drafted, a->accepted = spec_stats(a->sp)->accepted;
 	return 0;
@@ -1114,14 +1122,14 @@ validate_run(struct backend *be, const char *model, const char *ranks, const str
 	if (arm_open(&a, be, model, ranks, o, err) != 0 || arm_open(&b, be, model, NULL, o, err))
 		goto done;
 	printf("validate: K=%d, %zu held-out prompts x %" PRId64 " tokens, %" PRId64
-	    " ABBA round%s\n", VALIDATE_K, NELEM(heldout), o->vngen, o->vrounds,
+	    " ABBA round%s\n", VALIDATE_K, o->heldout->n, o->vngen, o->vrounds,
 	    o->vrounds == 1 ? "" : "s");
 	fflush(stdout);
 	for (int64_t r = 0; r < o->vrounds; r++)
 		if (arm_run(&a, o, err) || arm_run(&b, o, err) || arm_run(&b, o, err) ||
 		    arm_run(&a, o, err))
 			goto done;
-	if (memcmp(a.out, b.out, NELEM(heldout) * o->vngen * sizeof *a.out) != 0) {
+	if (memcmp(a.out, b.out, o->heldout->n * o->vngen * sizeof *a.out) != 0) {
 		util_err(err, "trimmed drafting changed the output (it must be identical)");
 		goto done;
 	}
@@ -1162,6 +1170,41 @@ done:
 }
 
 static int
+cmp_pstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The held-out set: --heldout's prompts, else the built-in ones.  A
+ * held-out prompt that is also ranked would let the ranks see the test:
+ * refused (1, the reason in err) before any generation.
+ */
+static int
+heldout_set(struct plist *h, const struct plist *p, char *err)
+{
+	char **sorted;
+
+	if (h->n == 0)
+		for (size_t i = 0; i < NELEM(heldout_builtin); i++)
+			if (plist_add(h, heldout_builtin[i], strlen(heldout_builtin[i])) != 0)
+				return util_err(err, "out of memory");
+	if ((sorted = malloc((p->n + 1) * sizeof *sorted)) == NULL)
+		return util_err(err, "out of memory");
+	memcpy(sorted, p->v, p->n * sizeof *sorted);
+	qsort(sorted, p->n, sizeof *sorted, cmp_pstr);
+	for (size_t i = 0; i < h->n; i++)
+		if (bsearch(&h->v[i], sorted, p->n, sizeof *sorted, cmp_pstr) != NULL) {
+			free(sorted);
+			return util_err(err, "held-out prompt %zu is also a prompt to rank ('%.40s%s'): "
+			    "validate on prompts the ranks have not seen", i + 1, h->v[i],
+			    strlen(h->v[i]) > 40 ? "..." : "");
+		}
+	free(sorted);
+	return 0;
+}
+
+static int
 parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
 	if (util_parse_i64(s, lo, hi, out) == 0)
@@ -1171,7 +1214,7 @@ parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 }
 
 enum { O_PRESET = 256, O_NGEN, O_TEMP, O_SEED, O_RAW, O_CORPUS, O_LIMIT, O_VALIDATE, O_VNGEN,
-	O_VROUNDS, O_BATCH };
+	O_VROUNDS, O_BATCH, O_HELDOUT };
 
 static int
 parse_opt(int ch, struct opts *o)
@@ -1201,6 +1244,7 @@ parse_opt(int ch, struct opts *o)
 	case O_CORPUS: o->corpus = optarg; return 0;
 	case O_LIMIT: return parse_num("--limit", optarg, 1, INT64_MAX, &o->limit);
 	case O_BATCH: return parse_num("--batch", optarg, 1, 64, &o->batch);
+	case O_HELDOUT: return plist_add(o->hsrc, optarg, strlen(optarg));
 	case O_VALIDATE: o->validate = 1; return 0;
 	case O_VNGEN: return parse_num("--validate-ngen", optarg, 1, 4096, &o->vngen);
 	case O_VROUNDS: return parse_num("--validate-rounds", optarg, 1, 1000, &o->vrounds);
@@ -1220,6 +1264,7 @@ main(int argc, char *argv[])
 		{ "raw", no_argument, NULL, O_RAW }, { "corpus-out", required_argument, NULL, O_CORPUS },
 		{ "limit", required_argument, NULL, O_LIMIT },
 		{ "batch", required_argument, NULL, O_BATCH },
+		{ "heldout", required_argument, NULL, O_HELDOUT },
 		{ "validate", no_argument, NULL, O_VALIDATE },
 		{ "validate-ngen", required_argument, NULL, O_VNGEN },
 		{ "validate-rounds", required_argument, NULL, O_VROUNDS },
@@ -1228,9 +1273,11 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .topn = 32768, .ngen = 256, .batch = 8, .vngen = 64, .vrounds = 2 };
-	struct plist p = { 0 };
+	struct plist p = { 0 }, hsrc = { 0 }, held = { 0 };
 	char err[UTIL_ERRLEN];
 	int ch, rc = 0;
+
+	o.hsrc = &hsrc, o.heldout = &held;
 
 	prog = base_name(argv[0]);
 	o.device = getenv("MEMRA_DEVICE") ? getenv("MEMRA_DEVICE") : backend_default();
@@ -1248,18 +1295,24 @@ main(int argc, char *argv[])
 		return usage(stderr, 2);
 	if (o.limit > 0 && o.corpus == NULL)
 		die(2, "--limit needs --corpus-out, so that a rerun can continue");
+	if (hsrc.n > 0 && !o.validate)
+		die(2, "--heldout needs --validate");
 	for (int i = 3; rc == 0 && i < argc; i++)
 		rc = add_source(&p, argv[i], 0, err);
 	if (rc == 0 && (o.preset != NULL || argc <= 3))
 		rc = add_preset(&p, o.preset ? o.preset : "mixed") ? util_err(err, "out of memory") : 0;
-	if (rc != 0) {
-		warnmsg("%s", err);
-		plist_free(&p);
-		return finish(1);
-	}
-	rc = owngen(argv[0], argv[1], &p, &o);
-	plist_free(&p);
+	for (size_t i = 0; rc == 0 && i < hsrc.n; i++)
+		rc = add_source(&held, hsrc.v[i], 0, err);
+	if (rc == 0 && hsrc.n > 0 && held.n == 0)
+		rc = util_err(err, "--heldout: no prompts");
+	if (rc == 0 && o.validate)
+		rc = heldout_set(&held, &p, err);
+	if (rc == 0)
+		rc = owngen(argv[0], argv[1], &p, &o);
+	else
+		warnmsg("%s", err), rc = 1;
 	if (rc == 0 && o.validate)
 		rc = validate(argv[0], argv[1], &o);
+	plist_free(&p), plist_free(&hsrc), plist_free(&held);
 	return finish(rc);
 }
