@@ -153,6 +153,12 @@ IN
 		cmp "$P/r1.gguf.txt" "$P/r$b.gguf.txt"
 		[ "$(head -1 "$P/o1")" = "$(head -1 "$P/o$b")" ]	# the coverage line
 	done
+	# sampling draws at (seed, position), not in call order: batching keeps it too
+	for b in 1 5; do
+		frspec-owngen -t 2 --batch $b --temp 0.9 --seed 7 --ngen 12 --corpus-out "$P/t$b.txt" "$GGUF" "$P/t$b.gguf" 16 "$P/p7.jsonl" >/dev/null 2>&1
+	done
+	cmp "$P/t1.txt" "$P/t5.txt"
+	! cmp -s <(tail -n +2 "$P/c1.txt") <(tail -n +2 "$P/t1.txt")	# it did sample
 }
 
 @test "--batch: an interrupted batched run resumes where it stopped, with any batch size" {
