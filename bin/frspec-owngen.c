@@ -147,13 +147,17 @@ static const struct frspec_pack frspec_packs[] = {
 };
 
 
+struct plist;
+
 struct opts {
-	int64_t	topn, ngen, limit, threads;
+	int64_t	topn, ngen, limit, threads, batch;
 	double	temp;
 	uint64_t seed;
 	int64_t	vngen, vrounds;	/* --validate-ngen, --validate-rounds */
 	int	raw, verbose, validate;
 	const char *preset, *corpus, *device;
+	struct plist *hsrc;	/* --heldout sources */
+	struct plist *heldout;	/* the held-out prompts --validate runs */
 };
 
 struct plist {
@@ -169,8 +173,23 @@ struct gen {
 	struct chat *tmpl;
 	struct sampler *smp;
 	int	n_vocab, n_ctx;
-	float	*logits;	/* [n_vocab] */
+};
+
+/* A sequence being generated: one of --batch slots. */
+struct slot {
+	struct state *st;
+	size_t	prompt;		/* its index in the prompt list */
+	int	busy, np, n;	/* prompt ids, generated ids (in hist after them) */
 	int32_t	*hist;		/* [n_ctx] prompt + generated ids */
+	float	*logits;	/* [n_vocab] the next token's */
+};
+
+/* Finished generations waiting for the earlier prompts: the corpus
+ * file is in prompt order, which is what lets a rerun resume. */
+struct done_ring {
+	size_t	w;		/* entries: prompt i is entry i % w */
+	int32_t	*ids;		/* [w][ngen] */
+	int	*n;		/* [w] ids, -1: not finished yet */
 };
 
 /* What was counted: per id, and the corpus file that holds it. */
@@ -185,8 +204,8 @@ static int
 usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [-v] [--preset name] [--ngen n] [--temp t] [--seed n] [--raw] "
-	    "[--corpus-out file] [--limit n] [--validate] [--validate-ngen n] "
-	    "[--validate-rounds n] [-t threads] [-d device] model out.gguf [topn] [prompts ...]\n",
+	    "[--batch n] [--corpus-out file] [--limit n] [--validate] [--validate-ngen n] "
+	    "[--validate-rounds n] [--heldout prompts] [-t threads] [-d device] model out.gguf [topn] [prompts ...]\n",
 	    prog);
 	if (fp == stdout)
 		fputs("  --preset NAME      built-in prompts: code, chat, agentic, mixed (the default\n"
@@ -195,11 +214,15 @@ usage(FILE *fp, int status)
 		    "  --temp T           sampling temperature (0: greedy)\n"
 		    "  --seed N           sampling seed (0)\n"
 		    "  --raw              no chat template: continue the prompt text\n"
+		    "  --batch N          sequences generated together (8); the ranks do not\n"
+		    "                     depend on it\n"
 		    "  --corpus-out FILE  keep the generated ids; a rerun resumes from it\n"
 		    "  --limit N          generate for at most N more prompts (with --corpus-out)\n"
 		    "  --validate         then A/B trimmed vs untrimmed drafting (K=3, ABBA)\n"
 		    "  --validate-ngen N  tokens per held-out prompt in --validate (64)\n"
 		    "  --validate-rounds N  ABBA rounds in --validate (2)\n"
+		    "  --heldout SRC      held-out prompts for --validate (repeatable; sources as\n"
+		    "                     for the prompts; none may also be ranked)\n"
 		    "  -t, --threads N    CPU threads (0: all)\n"
 		    "  -d, --device DEV   backend: cpu, cuda[:N] (MEMRA_DEVICE; cuda\n                     when a GPU is present, else cpu)\n"
 		    "  -v, --verbose      one line per prompt\n"
@@ -528,9 +551,7 @@ gen_open(struct gen *g, const char *spec, const struct opts *o, char *err)
 	sp.seed = o->seed;
 	if ((g->smp = sample_new(&sp, g->n_vocab, err)) == NULL)
 		goto done;
-	g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
-	g->hist = malloc((size_t)g->n_ctx * sizeof *g->hist);
-	rc = g->logits && g->hist ? 0 : util_err(err, "out of memory");
+	rc = 0;
 done:
 	free(path);
 	return rc;
@@ -539,8 +560,6 @@ done:
 static void
 gen_close(struct gen *g)
 {
-	free(g->logits);
-	free(g->hist);
 	sample_free(g->smp);
 	chat_free(g->tmpl);
 	tokenizer_free(g->tok);
@@ -582,14 +601,13 @@ encode_prompt(struct gen *g, const char *prompt, size_t *n, char *err)
 	return ids;
 }
 
-/* Generate for one prompt into out[*nout] (at most ngen ids, ending at an
- * end-of-turn token, which is kept). */
+/* Start prompt i on slot sl: encode it (keeping its last tokens when it
+ * is too long) and prefill; sl->logits then hold the first token's. */
 static int
-generate(struct gen *g, struct state *st, const char *prompt, int ngen, int32_t *out,
-    int *nout, char *err)
+slot_start(struct gen *g, struct slot *sl, const char *prompt, size_t i, int ngen, char *err)
 {
 	size_t np;
-	int32_t *ids = encode_prompt(g, prompt, &np, err), t;
+	int32_t *ids = encode_prompt(g, prompt, &np, err);
 	int keep = g->n_ctx - ngen - 1, off;
 
 	if (ids == NULL)
@@ -600,22 +618,29 @@ generate(struct gen *g, struct state *st, const char *prompt, int ngen, int32_t 
 	}
 	off = (int)np > keep ? (int)np - keep : 0;
 	np -= (size_t)off;
-	memcpy(g->hist, ids + off, np * sizeof *ids);
+	memcpy(sl->hist, ids + off, np * sizeof *ids);
 	free(ids);
-	*nout = 0;
-	if (state_reset(st) != 0 || model_forward(g->md, st, g->hist, (int)np, MODEL_PREFILL,
-	    g->logits, NULL) != 0)
+	sl->prompt = i, sl->busy = 1, sl->np = (int)np, sl->n = 0;
+	if (state_reset(sl->st) != 0 || model_forward(g->md, sl->st, sl->hist, (int)np,
+	    MODEL_PREFILL, sl->logits, NULL) != 0)
 		return util_err(err, "%s", model_errmsg(g->md));
-	for (int i = 0; i < ngen; i++) {
-		if ((t = sample_next(g->smp, g->logits, g->hist, (int)np + i, 0, (int64_t)np + i)) < 0)
-			return util_err(err, "no finite logit");
-		out[(*nout)++] = g->hist[np + i] = t;
-		if (tokenizer_is_control(g->tok, t) || t == tokenizer_eos(g->tok) || i + 1 == ngen)
-			break;
-		if (model_forward(g->md, st, &t, 1, 0, g->logits, NULL) != 0)
-			return util_err(err, "%s", model_errmsg(g->md));
-	}
 	return 0;
+}
+
+/* Take slot sl's next token from its logits: 1 when its generation ends
+ * there (at most ngen ids, ending at an end-of-turn token, which is
+ * kept), 0 when it goes on, -1 on failure. */
+static int
+slot_take(struct gen *g, struct slot *sl, int ngen, char *err)
+{
+	int32_t t;
+	int at = sl->np + sl->n;
+
+	if ((t = sample_next(g->smp, sl->logits, sl->hist, at, 0, at)) < 0)
+		return util_err(err, "no finite logit");
+	sl->hist[at] = t;
+	sl->n++;
+	return tokenizer_is_control(g->tok, t) || t == tokenizer_eos(g->tok) || sl->n == ngen;
 }
 
 /* ---- the corpus: counts, and the file a rerun resumes from ---- */
@@ -754,33 +779,136 @@ rank_ids(const struct corpus *c, int n_vocab, int64_t n, int64_t *covered)
 
 /* ---- the run ---- */
 
-/* Generate for the prompts not yet in the corpus (at most --limit). */
+/* Batch buffers: nb slots, and a ring of 4 nb finished generations. */
+struct batch {
+	int	nb;
+	struct slot *sl;	/* [nb] */
+	struct state **st;	/* [nb] the states of one model_forward_batch */
+	int32_t	*tok;		/* [nb] */
+	int	*row;		/* [nb] slot of each batch row */
+	float	*logits;	/* [nb][n_vocab] */
+	struct done_ring r;
+};
+
+static int
+batch_new(struct batch *b, struct gen *g, int nb, int ngen, char *err)
+{
+	b->nb = nb;
+	b->r.w = 4 * (size_t)nb;
+	b->sl = calloc(nb, sizeof *b->sl);
+	b->st = calloc(nb, sizeof *b->st);
+	b->tok = calloc(nb, sizeof *b->tok);
+	b->row = calloc(nb, sizeof *b->row);
+	b->logits = malloc((size_t)nb * g->n_vocab * sizeof *b->logits);
+	b->r.ids = malloc(b->r.w * ngen * sizeof *b->r.ids);
+	b->r.n = malloc(b->r.w * sizeof *b->r.n);
+	if (!b->sl || !b->st || !b->tok || !b->row || !b->logits || !b->r.ids || !b->r.n)
+		return util_err(err, "out of memory");
+	for (size_t i = 0; i < b->r.w; i++)
+		b->r.n[i] = -1;
+	for (int j = 0; j < nb; j++) {
+		struct slot *sl = &b->sl[j];
+
+		if ((sl->st = model_state_new(g->md, g->n_ctx, 0, err)) == NULL)
+			return -1;
+		sl->hist = malloc((size_t)g->n_ctx * sizeof *sl->hist);
+		sl->logits = malloc((size_t)g->n_vocab * sizeof *sl->logits);
+		if (sl->hist == NULL || sl->logits == NULL)
+			return util_err(err, "out of memory");
+	}
+	return 0;
+}
+
+static void
+batch_free(struct batch *b)
+{
+	for (int j = 0; b->sl != NULL && j < b->nb; j++) {
+		state_free(b->sl[j].st);
+		free(b->sl[j].hist), free(b->sl[j].logits);
+	}
+	free(b->sl), free(b->st), free(b->tok), free(b->row), free(b->logits);
+	free(b->r.ids), free(b->r.n);
+}
+
+/*
+ * One step of every slot: an idle slot starts the next prompt (while the
+ * ring has room for it), every busy slot takes its next token; a slot
+ * whose generation ends puts it in the ring.  The slots that go on are
+ * left in b->st / b->tok / b->row; returns how many, or -1.
+ */
+static int
+batch_step(struct gen *g, struct batch *b, const struct plist *p, size_t *next, size_t end,
+    size_t wr, int ngen, char *err)
+{
+	char why[UTIL_ERRLEN];
+	int n = 0, f;
+
+	for (int j = 0; j < b->nb; j++) {
+		struct slot *sl = &b->sl[j];
+
+		if (!sl->busy) {
+			if (*next >= end || *next >= wr + b->r.w)
+				continue;
+			if (slot_start(g, sl, p->v[*next], *next, ngen, why) != 0)
+				return util_err(err, "prompt %zu: %s", *next + 1, why);
+			(*next)++;
+		}
+		if ((f = slot_take(g, sl, ngen, why)) < 0)
+			return util_err(err, "prompt %zu: %s", sl->prompt + 1, why);
+		if (f) {
+			size_t e = sl->prompt % b->r.w;
+
+			memcpy(b->r.ids + e * ngen, sl->hist + sl->np, sl->n * sizeof *b->r.ids);
+			b->r.n[e] = sl->n;
+			sl->busy = 0;
+			continue;
+		}
+		b->st[n] = sl->st, b->tok[n] = sl->hist[sl->np + sl->n - 1], b->row[n++] = j;
+	}
+	return n;
+}
+
+/*
+ * Generate for the prompts not yet in the corpus (at most --limit),
+ * --batch sequences at a time; the corpus gets them in prompt order.
+ */
 static int
 generate_all(struct gen *g, struct corpus *c, const struct plist *p, const struct opts *o,
     char *err)
 {
-	char why[UTIL_ERRLEN];
-	struct state *st = model_state_new(g->md, g->n_ctx, 0, err);
-	int32_t *ids = malloc((size_t)o->ngen * sizeof *ids);
+	struct batch b = { 0 };
 	struct util_progress pr;
-	size_t start = c->done;
-	int n = 0, rc = st ? 0 : -1;
+	size_t start = c->done, end = p->n, next = start, wr = start;
+	int ngen = (int)o->ngen, n, rc = batch_new(&b, g, (int)o->batch, ngen, err);
+	int64_t total0 = c->total;
+	double t0 = util_now();
 
-	if (rc == 0 && ids == NULL)
-		rc = util_err(err, "out of memory");
+	if (o->limit > 0 && end - start > (size_t)o->limit)
+		end = start + (size_t)o->limit;
 	util_progress_begin(&pr, !o->verbose && isatty(STDERR_FILENO), "prompts");
-	for (size_t i = start; rc == 0 && i < p->n && (o->limit == 0 || i - start < (size_t)o->limit);
-	    i++) {
-		if (generate(g, st, p->v[i], (int)o->ngen, ids, &n, why) != 0)
-			rc = util_err(err, "prompt %zu: %s", i + 1, why);
-		else if ((rc = corpus_add(c, ids, n, o->corpus, err)) == 0 && o->verbose)
-			fprintf(stderr, "[frspec-owngen] prompt %zu/%zu: +%d tokens (total %" PRId64 ")\n",
-			    i + 1, p->n, n, c->total);
-		util_progress(&pr, i + 1 - start, p->n - start);	/* this run's share */
+	while (rc == 0 && wr < end) {
+		if ((n = batch_step(g, &b, p, &next, end, wr, ngen, err)) < 0)
+			rc = -1;
+		for (size_t e; rc == 0 && wr < end && b.r.n[e = wr % b.r.w] >= 0; wr++) {
+			if ((rc = corpus_add(c, b.r.ids + e * ngen, b.r.n[e], o->corpus, err)) == 0 &&
+			    o->verbose)
+				fprintf(stderr, "[frspec-owngen] prompt %zu/%zu: +%d tokens (total %"
+				    PRId64 ")\n", wr + 1, p->n, b.r.n[e], c->total);
+			b.r.n[e] = -1;
+			util_progress(&pr, wr + 1 - start, p->n - start);	/* this run's share */
+		}
+		if (rc == 0 && n > 0 && model_forward_batch(g->md, b.st, b.tok, n, b.logits, NULL))
+			rc = util_err(err, "%s", model_errmsg(g->md));
+		for (int r = 0; rc == 0 && r < n; r++)
+			memcpy(b.sl[b.row[r]].logits, b.logits + (size_t)r * g->n_vocab,
+			    (size_t)g->n_vocab * sizeof *b.logits);
 	}
 	util_progress_end(&pr);
-	free(ids);
-	state_free(st);
+	batch_free(&b);
+	if (rc == 0 && o->verbose && wr > start)
+		fprintf(stderr, "[frspec-owngen] %zu prompts, %" PRId64 " tokens in %.2f s: %.1f "
+		    "tok/s (batch %" PRId64 ")\n", wr - start, c->total - total0, util_now() - t0,
+		    (double)(c->total - total0) / (util_now() - t0), o->batch);
 	return rc;
 }
 
@@ -857,8 +985,9 @@ done:
 
 enum { VALIDATE_K = 3 };
 
-/* Held-out prompts: none is a pack prompt (their forms are not the packs'). */
-static const char *const heldout[] = {
+/* The built-in held-out prompts (no --heldout): none is a pack prompt
+ * (their forms are not the packs'). */
+static const char *const heldout_builtin[] = {
 	"Write a small program that checks whether a string is a palindrome, ignoring case "
 	"and punctuation, and show two example runs.",
 	"In a few paragraphs, tell me how a refrigerator keeps food cold.",
@@ -873,7 +1002,7 @@ struct arm {
 	struct spec *sp;
 	double	*tps;		/* [2 rounds] end-to-end tok/s of each run */
 	int	n_tps;
-	int32_t	*out;		/* [NELEM(heldout)][vngen] the first run's tokens */
+	int32_t	*out;		/* [held-out prompts][vngen] the first run's tokens */
 	long	drafted, accepted;	/* over the first run */
 };
 
@@ -893,7 +1022,7 @@ arm_open(struct arm *a, struct backend *be, const char *path, const char *ranks,
 	if (model_hparams(a->md)->n_mtp < 1)
 		return util_err(err, "%s: model has no MTP head to draft with", path);
 	a->tps = calloc(2 * o->vrounds, sizeof *a->tps);
-	a->out = calloc(NELEM(heldout) * o->vngen, sizeof *a->out);
+	a->out = calloc(o->heldout->n * o->vngen, sizeof *a->out);
 	return a->tps && a->out ? 0 : util_err(err, "out of memory");
 }
 
@@ -916,11 +1045,12 @@ arm_run(struct arm *a, const struct opts *o, char *err)
 	size_t n;
 
 	spec_stats_reset(a->sp);
-	for (size_t i = 0; i < NELEM(heldout); i++) {
+	for (size_t i = 0; i < o->heldout->n; i++) {
+		const char *h = o->heldout->v[i];
 		int32_t *dst = a->out + i * ngen, tok;
 		int have = 1, r;
 
-		if ((ids = prompt_encode(a->pr, heldout[i], strlen(heldout[i]), &n, err)) == NULL)
+		if ((ids = prompt_encode(a->pr, h, strlen(h), &n, err)) == NULL)
 			return -1;
 		r = spec_prefill(a->sp, ids, n > 4096 ? 4096 : (int)n, &tok);
 		free(ids);
@@ -937,7 +1067,7 @@ arm_run(struct arm *a, const struct opts *o, char *err)
 			have += r;
 		}
 	}
-	a->tps[a->n_tps++] = NELEM(heldout) * ngen / (util_now() - t0);
+	a->tps[a->n_tps++] = o->heldout->n * ngen / (util_now() - t0);
 	if (first)
 		a->drafted = spec_stats(a->sp)->drafted, a->accepted = spec_stats(a->sp)->accepted;
 	return 0;
@@ -992,14 +1122,14 @@ validate_run(struct backend *be, const char *model, const char *ranks, const str
 	if (arm_open(&a, be, model, ranks, o, err) != 0 || arm_open(&b, be, model, NULL, o, err))
 		goto done;
 	printf("validate: K=%d, %zu held-out prompts x %" PRId64 " tokens, %" PRId64
-	    " ABBA round%s\n", VALIDATE_K, NELEM(heldout), o->vngen, o->vrounds,
+	    " ABBA round%s\n", VALIDATE_K, o->heldout->n, o->vngen, o->vrounds,
 	    o->vrounds == 1 ? "" : "s");
 	fflush(stdout);
 	for (int64_t r = 0; r < o->vrounds; r++)
 		if (arm_run(&a, o, err) || arm_run(&b, o, err) || arm_run(&b, o, err) ||
 		    arm_run(&a, o, err))
 			goto done;
-	if (memcmp(a.out, b.out, NELEM(heldout) * o->vngen * sizeof *a.out) != 0) {
+	if (memcmp(a.out, b.out, o->heldout->n * o->vngen * sizeof *a.out) != 0) {
 		util_err(err, "trimmed drafting changed the output (it must be identical)");
 		goto done;
 	}
@@ -1040,6 +1170,41 @@ done:
 }
 
 static int
+cmp_pstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The held-out set: --heldout's prompts, else the built-in ones.  A
+ * held-out prompt that is also ranked would let the ranks see the test:
+ * refused (1, the reason in err) before any generation.
+ */
+static int
+heldout_set(struct plist *h, const struct plist *p, char *err)
+{
+	char **sorted;
+
+	if (h->n == 0)
+		for (size_t i = 0; i < NELEM(heldout_builtin); i++)
+			if (plist_add(h, heldout_builtin[i], strlen(heldout_builtin[i])) != 0)
+				return util_err(err, "out of memory");
+	if ((sorted = malloc((p->n + 1) * sizeof *sorted)) == NULL)
+		return util_err(err, "out of memory");
+	memcpy(sorted, p->v, p->n * sizeof *sorted);
+	qsort(sorted, p->n, sizeof *sorted, cmp_pstr);
+	for (size_t i = 0; i < h->n; i++)
+		if (bsearch(&h->v[i], sorted, p->n, sizeof *sorted, cmp_pstr) != NULL) {
+			free(sorted);
+			return util_err(err, "held-out prompt %zu is also a prompt to rank ('%.40s%s'): "
+			    "validate on prompts the ranks have not seen", i + 1, h->v[i],
+			    strlen(h->v[i]) > 40 ? "..." : "");
+		}
+	free(sorted);
+	return 0;
+}
+
+static int
 parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
 	if (util_parse_i64(s, lo, hi, out) == 0)
@@ -1049,7 +1214,7 @@ parse_num(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out)
 }
 
 enum { O_PRESET = 256, O_NGEN, O_TEMP, O_SEED, O_RAW, O_CORPUS, O_LIMIT, O_VALIDATE, O_VNGEN,
-	O_VROUNDS };
+	O_VROUNDS, O_BATCH, O_HELDOUT };
 
 static int
 parse_opt(int ch, struct opts *o)
@@ -1078,6 +1243,8 @@ parse_opt(int ch, struct opts *o)
 	case O_RAW: o->raw = 1; return 0;
 	case O_CORPUS: o->corpus = optarg; return 0;
 	case O_LIMIT: return parse_num("--limit", optarg, 1, INT64_MAX, &o->limit);
+	case O_BATCH: return parse_num("--batch", optarg, 1, 64, &o->batch);
+	case O_HELDOUT: return plist_add(o->hsrc, optarg, strlen(optarg));
 	case O_VALIDATE: o->validate = 1; return 0;
 	case O_VNGEN: return parse_num("--validate-ngen", optarg, 1, 4096, &o->vngen);
 	case O_VROUNDS: return parse_num("--validate-rounds", optarg, 1, 1000, &o->vrounds);
@@ -1096,6 +1263,8 @@ main(int argc, char *argv[])
 		{ "temp", required_argument, NULL, O_TEMP }, { "seed", required_argument, NULL, O_SEED },
 		{ "raw", no_argument, NULL, O_RAW }, { "corpus-out", required_argument, NULL, O_CORPUS },
 		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "batch", required_argument, NULL, O_BATCH },
+		{ "heldout", required_argument, NULL, O_HELDOUT },
 		{ "validate", no_argument, NULL, O_VALIDATE },
 		{ "validate-ngen", required_argument, NULL, O_VNGEN },
 		{ "validate-rounds", required_argument, NULL, O_VROUNDS },
@@ -1103,10 +1272,12 @@ main(int argc, char *argv[])
 		{ "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .topn = 32768, .ngen = 256, .vngen = 64, .vrounds = 2 };
-	struct plist p = { 0 };
+	struct opts o = { .topn = 32768, .ngen = 256, .batch = 8, .vngen = 64, .vrounds = 2 };
+	struct plist p = { 0 }, hsrc = { 0 }, held = { 0 };
 	char err[UTIL_ERRLEN];
 	int ch, rc = 0;
+
+	o.hsrc = &hsrc, o.heldout = &held;
 
 	prog = base_name(argv[0]);
 	o.device = getenv("MEMRA_DEVICE") ? getenv("MEMRA_DEVICE") : backend_default();
@@ -1124,18 +1295,24 @@ main(int argc, char *argv[])
 		return usage(stderr, 2);
 	if (o.limit > 0 && o.corpus == NULL)
 		die(2, "--limit needs --corpus-out, so that a rerun can continue");
+	if (hsrc.n > 0 && !o.validate)
+		die(2, "--heldout needs --validate");
 	for (int i = 3; rc == 0 && i < argc; i++)
 		rc = add_source(&p, argv[i], 0, err);
 	if (rc == 0 && (o.preset != NULL || argc <= 3))
 		rc = add_preset(&p, o.preset ? o.preset : "mixed") ? util_err(err, "out of memory") : 0;
-	if (rc != 0) {
-		warnmsg("%s", err);
-		plist_free(&p);
-		return finish(1);
-	}
-	rc = owngen(argv[0], argv[1], &p, &o);
-	plist_free(&p);
+	for (size_t i = 0; rc == 0 && i < hsrc.n; i++)
+		rc = add_source(&held, hsrc.v[i], 0, err);
+	if (rc == 0 && hsrc.n > 0 && held.n == 0)
+		rc = util_err(err, "--heldout: no prompts");
+	if (rc == 0 && o.validate)
+		rc = heldout_set(&held, &p, err);
+	if (rc == 0)
+		rc = owngen(argv[0], argv[1], &p, &o);
+	else
+		warnmsg("%s", err), rc = 1;
 	if (rc == 0 && o.validate)
 		rc = validate(argv[0], argv[1], &o);
+	plist_free(&p), plist_free(&hsrc), plist_free(&held);
 	return finish(rc);
 }

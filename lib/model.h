@@ -98,6 +98,20 @@ int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
 	    int flags, float *logits, float *hidden);
 
 /*
+ * Decode n sequences at once: one new token tok[i] for each, sequence i
+ * at its own state st[i] (n distinct states of this model, each at its
+ * own position; state_push(1) inside each).  The weight products run on
+ * all n rows together, attention and the recurrent ops per sequence, so
+ * row i is bit-identical to model_forward(st[i], &tok[i], 1, 0) alone.
+ * logits: NULL, or host [n][n_vocab]; hidden: NULL, or host [n][n_embd]
+ * (after output_norm).  0, or -1 with model_errmsg set (a full context
+ * is found before any state moves; a later failure leaves every
+ * sequence to be reset).
+ */
+int	model_forward_batch(struct model *, struct state **st, const int32_t *tok, int n,
+	    float *logits, float *hidden);
+
+/*
  * MTP layer k (< n_mtp) over m slots at positions p0..p0+m-1 of its own
  * KV cache (the caller keeps that cache's length): slot i combines the
  * hidden h[i] (host [m][n_embd], after output_norm or the previous MTP

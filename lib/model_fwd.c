@@ -222,3 +222,117 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
 	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, hout);
 }
+
+/*
+ * model_forward_batch's attention of layer L: the products over all n
+ * rows at once, K and V through scratch (a->y, a->z) into each
+ * sequence's cache at its own position, then attention per sequence.
+ */
+static int
+attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
+	int qs = hp->attn_gated ? 2 * hd : hd;
+	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
+	float *Y[3] = { a->q, a->y, a->z };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd) };
+
+	if (backend_rmsnorm_matmul(be, a->x, n, hp->n_embd, L->attn_norm, hp->eps, 3, W, Y) ||
+	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, n * nh, hd, hp->eps)) ||
+	    (L->k_norm && backend_rmsnorm(be, a->y, hd, L->k_norm, a->y, hd, n * hp->n_head_kv, hd,
+	    hp->eps)) ||
+	    backend_rope(be, a->q, nh * qs, nh, qs, n, a->pos, hp->n_rot, hp->rope_theta,
+	    hp->rope_mode) ||
+	    backend_rope(be, a->y, kvd, hp->n_head_kv, hd, n, a->pos, hp->n_rot, hp->rope_theta,
+	    hp->rope_mode))
+		return fail(md);
+	for (int i = 0; i < n; i++) {
+		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);
+		int p = a->pos[i];
+
+		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)i * kvd, kvd) ||
+		    backend_copy(be, vc + (size_t)p * kvd, a->z + (size_t)i * kvd, kvd) ||
+		    backend_attention(be, &at, a->q + (size_t)i * nh * qs, nh * qs, qs, kc, vc, 1, p,
+		    a->o + (size_t)i * nh * hd))
+			return fail(md);
+	}
+	if ((hp->attn_gated && backend_mul_sigmoid(be, a->o, hd, a->q + hd, qs, n * nh, hd)) ||
+	    backend_matmul(be, &L->o, a->o, nh * hd, a->t, hp->n_embd, n) ||
+	    backend_add(be, a->x, a->t, (size_t)n * hp->n_embd))
+		return fail(md);
+	return 0;
+}
+
+/* model_forward_batch's Gated DeltaNet layer: products batched, the
+ * recurrence per sequence with that sequence's state. */
+static int
+gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int cd = model_conv_dim(hp), nv = hp->n_v_heads, vd = nv * hp->dv;
+	const struct backend_weight *W[4] = { &L->qkv, &L->gate, &L->beta, &L->alpha };
+	float *Y[4] = { a->q, a->z, a->b, a->a };
+	struct backend_gdn g = { hp->n_k_heads, nv, hp->dk, hp->dv, 1, md->hf_l2,
+	    md->hf_l2 ? 1e-6f : hp->eps };
+
+	if (backend_rmsnorm_matmul(be, a->x, n, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y))
+		return fail(md);
+	for (int i = 0; i < n; i++) {
+		float *y = a->y + (size_t)i * cd;
+
+		if (backend_conv1d_silu(be, a->q + (size_t)i * cd, cd, 1, cd, L->conv, hp->d_conv,
+		    state_conv(st[i], L->cache), NULL, y) ||
+		    backend_gdn_step(be, &g, 1, y, cd, a->a + (size_t)i * nv, a->b + (size_t)i * nv,
+		    L->ssm_a, L->dt_bias, state_ssm(st[i], L->cache), NULL, a->o + (size_t)i * vd))
+			return fail(md);
+	}
+	if (backend_rmsnorm_gated(be, a->o, a->z, L->ssm_norm, a->o, n * nv, hp->dv, hp->eps) ||
+	    backend_matmul(be, &L->out, a->o, vd, a->t, hp->n_embd, n) ||
+	    backend_add(be, a->x, a->t, (size_t)n * hp->n_embd))
+		return fail(md);
+	return 0;
+}
+
+int
+model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
+    float *logits, float *hidden)
+{
+	const struct model_hparams *hp = &md->hp;
+	int i;
+
+	if (n < 1)
+		return util_err(md->err, "forward: %d sequences", n);
+	if (act_reserve(md, n) != 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		for (int j = 0; j < i; j++)
+			if (st[j] == st[i])
+				return util_err(md->err, "forward: sequences %d and %d share a state",
+				    j + 1, i + 1);
+		if (state_config(st[i])->n_kv != hp->n_full + hp->n_mtp ||
+		    state_config(st[i])->n_rec != hp->n_rec)
+			return util_err(md->err, "forward: sequence %d: state of another model", i + 1);
+		if (state_pos(st[i]) >= state_config(st[i])->n_ctx)	/* checked before any push */
+			return util_err(md->err, "forward: sequence %d: context of %d is full", i + 1,
+			    state_config(st[i])->n_ctx);
+	}
+	for (i = 0; i < n; i++)
+		if ((md->act.pos[i] = state_push(st[i], 1, 0)) < 0)
+			return util_err(md->err, "forward: sequence %d: %s", i + 1,
+			    state_errmsg(st[i]));
+	if (backend_embed(md->be, &md->tok_embd, tok, n, md->act.x, hp->n_embd) != 0)
+		return fail(md);
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		if ((L->rec ? gdn_layer_batch(md, L, st, n) : attn_layer_batch(md, L, st, n)) ||
+		    ffn(md, L, n))
+			return -1;
+	}
+	return head(md, md->output_norm, &md->output, n, n, logits, hidden);
+}

@@ -121,7 +121,9 @@ IN
 	run -0 --separate-stderr frspec-owngen -t 2 --ngen 6 --limit 1 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
 	[[ $stderr == *"2 of 3 prompts done"* ]]
 	run -0 --separate-stderr frspec-owngen -v -t 2 --ngen 6 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
-	[ "$stderr" = "[frspec-owngen] prompt 3/3: +6 tokens (total 18)" ]
+	[ "${stderr_lines[0]}" = "[frspec-owngen] prompt 3/3: +6 tokens (total 18)" ]
+	[[ ${stderr_lines[1]} =~ ^\[frspec-owngen\]\ 1\ prompts,\ 6\ tokens\ in\ [0-9.]+\ s:\ [0-9.]+\ tok/s\ \(batch\ 8\)$ ]]
+	[ "${#stderr_lines[@]}" = 2 ]
 	cmp "$P/one.txt" "$P/ids.txt"
 	cmp "$P/one.gguf.txt" "$P/r.gguf.txt"
 	cmp "$P/one.gguf" "$P/r.gguf"
@@ -131,8 +133,45 @@ IN
 	frspec-owngen -t 2 --ngen 6 --corpus-out "$P/one.txt" "$GGUF" "$P/one.gguf" 4 "$P/p3.jsonl" >/dev/null 2>&1
 	head -c -5 "$P/one.txt" >"$P/ids.txt"	# killed while writing the third line
 	run -0 --separate-stderr frspec-owngen -v -t 2 --ngen 6 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
-	[ "$stderr" = "[frspec-owngen] prompt 3/3: +6 tokens (total 18)" ]
+	[ "${stderr_lines[0]}" = "[frspec-owngen] prompt 3/3: +6 tokens (total 18)" ]
+	[ "${#stderr_lines[@]}" = 2 ]
 	cmp "$P/one.txt" "$P/ids.txt"
+	cmp "$P/one.gguf.txt" "$P/r.gguf.txt"
+}
+
+@test "--batch: the corpus and the ranks are byte-identical for any batch size" {
+	head -7 "$A/prompts.jsonl" >"$P/p7.jsonl"
+	printf '"Hi"\n"Write one word about the sea, then stop."\n' >>"$P/p7.jsonl"	# prompts of other lengths
+	for b in 1 4 9; do
+		frspec-owngen -t 2 --batch $b --ngen 12 --corpus-out "$P/c$b.txt" "$GGUF" "$P/r$b.gguf" 16 "$P/p7.jsonl" >"$P/o$b" 2>&1
+	done
+	# (model A never stops before --ngen: t/model-batch.bats covers sequences ending apart)
+	[ "$(wc -l <"$P/c1.txt")" = 10 ]
+	for b in 4 9; do
+		cmp "$P/c1.txt" "$P/c$b.txt"
+		cmp "$P/r1.gguf" "$P/r$b.gguf"
+		cmp "$P/r1.gguf.txt" "$P/r$b.gguf.txt"
+		[ "$(head -1 "$P/o1")" = "$(head -1 "$P/o$b")" ]	# the coverage line
+	done
+	# sampling draws at (seed, position), not in call order: batching keeps it too
+	for b in 1 5; do
+		frspec-owngen -t 2 --batch $b --temp 0.9 --seed 7 --ngen 12 --corpus-out "$P/t$b.txt" "$GGUF" "$P/t$b.gguf" 16 "$P/p7.jsonl" >/dev/null 2>&1
+	done
+	cmp "$P/t1.txt" "$P/t5.txt"
+	! cmp -s <(tail -n +2 "$P/c1.txt") <(tail -n +2 "$P/t1.txt")	# it did sample
+}
+
+@test "--batch: an interrupted batched run resumes where it stopped, with any batch size" {
+	head -7 "$A/prompts.jsonl" >"$P/p7.jsonl"
+	frspec-owngen -t 2 --batch 1 --ngen 6 --corpus-out "$P/one.txt" "$GGUF" "$P/one.gguf" 8 "$P/p7.jsonl" >/dev/null 2>&1
+	run -0 --separate-stderr frspec-owngen -t 2 --batch 4 --ngen 6 --limit 3 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 8 "$P/p7.jsonl"
+	[[ $stderr == *"3 of 7 prompts done"* ]]
+	head -c -3 "$P/ids.txt" >"$P/cut" && cat "$P/cut" >"$P/ids.txt"	# killed while writing line 3
+	run -0 --separate-stderr frspec-owngen -v -t 2 --batch 3 --ngen 6 --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 8 "$P/p7.jsonl"
+	[ "${stderr_lines[0]}" = "[frspec-owngen] prompt 3/7: +6 tokens (total 18)" ]
+	[ "${stderr_lines[4]}" = "[frspec-owngen] prompt 7/7: +6 tokens (total 42)" ]
+	cmp "$P/one.txt" "$P/ids.txt"
+	cmp "$P/one.gguf" "$P/r.gguf"
 	cmp "$P/one.gguf.txt" "$P/r.gguf.txt"
 }
 
@@ -165,6 +204,31 @@ IN
 	[ "${#lines[@]}" = 6 ]
 }
 
+@test "--validate --heldout: the A/B runs on the user's held-out prompts" {
+	sed -n 4,5p "$A/prompts.jsonl" >"$P/held.jsonl"
+	printf 'Tell me about rivers.\n' >"$P/held.txt"
+	run -0 --separate-stderr frspec-owngen -t 2 --raw --ngen 4 --validate --validate-ngen 4 \
+	    --validate-rounds 1 --heldout "$P/held.jsonl" --heldout "$P/held.txt" "$GGUF" "$P/r.gguf" 16 "$P/p3.jsonl"
+	[ "${lines[2]}" = "validate: K=3, 3 held-out prompts x 4 tokens, 1 ABBA round" ]
+	[[ ${lines[5]} =~ ^verdict\ (GOOD|WASH|BAD)\  ]]
+}
+
+@test "--heldout: a held-out prompt that is also ranked is refused before any generation" {
+	sed -n 2,4p "$A/prompts.jsonl" >"$P/held.jsonl"	# line 2 of these is prompt 3 of p3
+	run -1 --separate-stderr frspec-owngen -t 2 --ngen 4 --validate --heldout "$P/held.jsonl" \
+	    --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 16 "$P/p3.jsonl"
+	[[ $stderr == "frspec-owngen: held-out prompt 1 is also a prompt to rank ('"*"'): validate on prompts the ranks have not seen" ]]
+	[ ! -e "$P/r.gguf" ] && [ ! -e "$P/ids.txt" ]
+	# the built-in held-out set is held to the same rule
+	printf 'In a few paragraphs, tell me how a refrigerator keeps food cold.' >"$P/fridge.txt"
+	run -1 --separate-stderr frspec-owngen -t 2 --ngen 4 --validate "$GGUF" "$P/r.gguf" 16 "$P/fridge.txt"
+	[ "$stderr" = "frspec-owngen: held-out prompt 2 is also a prompt to rank ('In a few paragraphs, tell me how a refri...'): validate on prompts the ranks have not seen" ]
+	run -2 --separate-stderr frspec-owngen --heldout "$P/held.jsonl" "$GGUF" "$P/r.gguf" 16 "$P/p3.jsonl"
+	[ "$stderr" = "frspec-owngen: --heldout needs --validate" ]
+	run -1 --separate-stderr frspec-owngen --validate --heldout "$P/none.txt" "$GGUF" "$P/r.gguf" 16 "$P/p3.jsonl"
+	[ "$stderr" = "frspec-owngen: $P/none.txt: No such file or directory" ]
+}
+
 @test "misuse exits 2" {
 	run -2 --separate-stderr frspec-owngen "$GGUF"
 	run -2 --separate-stderr frspec-owngen "$GGUF" "$P/r.gguf" 0 "$P/p3.jsonl"
@@ -172,6 +236,9 @@ IN
 	run -2 --separate-stderr frspec-owngen --validate-ngen 0 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
 	run -2 --separate-stderr frspec-owngen --validate-rounds x "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
 	run -2 --separate-stderr frspec-owngen --preset poems "$GGUF" "$P/r.gguf"
+	run -2 --separate-stderr frspec-owngen --batch 0 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	run -2 --separate-stderr frspec-owngen --batch 65 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
+	[ "${stderr_lines[0]}" = "frspec-owngen: --batch '65' is not an integer in [1, 64]" ]
 	run -2 --separate-stderr frspec-owngen --limit 2 "$GGUF" "$P/r.gguf" 4 "$P/p3.jsonl"
 	[ "$stderr" = "frspec-owngen: --limit needs --corpus-out, so that a rerun can continue" ]
 	run -2 --separate-stderr frspec-owngen --ngen 1 "$GGUF" "$P/r.gguf" 8193 "$P/p3.jsonl"
