@@ -404,6 +404,8 @@ reply_whole(struct job *j, struct out *o)
 		fputs("\"message\": {\"role\": \"assistant\", \"content\": ", fp);
 		if (r.ncalls > 0 && r.content[0] == '\0')
 			fputs("null", fp);
+		else if (r.ncalls == 0 && r.reasoning == NULL)	/* the text as generated */
+			json_put_str(fp, o->text ? o->text : "", o->len, 0);
 		else
 			json_put_str(fp, r.content, strlen(r.content), 0);
 		if (r.reasoning != NULL) {

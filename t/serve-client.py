@@ -29,9 +29,11 @@ def main():
                               "finish": r.choices[0].finish_reason,
                               "prompt_tokens": r.usage.prompt_tokens,
                               "completion_tokens": r.usage.completion_tokens}))
-        elif cmd == "chat-stream":  # MODEL TEXT MAX
+        elif cmd == "chat-stream":  # MODEL TEXT MAX [json extra]
+            extra = json.loads(args[3]) if len(args) > 3 else {}
             s = c.chat.completions.create(model=args[0], max_tokens=int(args[2]), temperature=0,
-                                          messages=[{"role": "user", "content": args[1]}], stream=True)
+                                          messages=[{"role": "user", "content": args[1]}], stream=True,
+                                          **extra)
             text, finish = "", None
             for ch in s:
                 if ch.choices:

@@ -61,7 +61,7 @@ http() {
 	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFIX_CACHE_MB=0 serve --prefix-cache-mb 1
 	[[ $stderr == *"MEMRA_PREFIX_CACHE_MB: 1: the prefix cache is not supported yet"* ]]
 	run -1 --separate-stderr env MEMRA_MODELS=x=/nonexistent serve
-	[[ $stderr == "serve: "*"/nonexistent"* ]]
+	[[ $stderr == *"serve: /nonexistent: No such file or directory" ]]
 }
 
 @test "SmolLM2: models, chat, stream and completions at temperature 0 equal run-gen" {
@@ -74,6 +74,7 @@ http() {
 	run -0 $SC "$URL" models
 	[ "$output" = s ]
 	want=$(run-gen -n 20 --device cpu "$S" "What is the capital of France?" 2>/dev/null)
+	chat=$want
 	run -0 $SC "$URL" chat s "What is the capital of France?" 20
 	[ "$(jq -r .content <<<"$output")" = "$want" ]
 	[ "$(jq -r .finish <<<"$output")" = length ]
@@ -87,7 +88,12 @@ http() {
 	[ "$(jq -r .text <<<"$output")" = "$want" ]
 	# a stop string cuts the text before it, finish "stop"
 	run -0 $SC "$URL" chat s "What is the capital of France?" 20 '{"stop": ["Marseillaise"]}'
-	[ "$(jq -r .content <<<"$output")" = "${want%%Marseillaise*}" ] || [ "$(jq -r .finish <<<"$output")" = stop ]
+	[[ $chat == *Marseillaise* ]]
+	[ "$(jq -r .content <<<"$output")" = "${chat%%Marseillaise*}" ]
+	[ "$(jq -r .finish <<<"$output")" = stop ]
+	run -0 $SC "$URL" chat-stream s "What is the capital of France?" 20 '{"stop": "Marseillaise"}'
+	[ "$(jq -r .content <<<"$output")" = "${chat%%Marseillaise*}" ]
+	[ "$(jq -r .finish <<<"$output")" = stop ]
 }
 
 @test "SmolLM2: errors are JSON with the right status" {
@@ -190,7 +196,7 @@ PY
 	run -0 $SC "$URL" chat a "def f(x):" 8 "{$tools, \"tool_choice\": \"required\"}"
 	[ "$output" = "error 400 'tool_choice': 'required': only auto and none are supported" ]
 	run -0 $SC "$URL" chat a "def f(x):" 8 '{"extra_body": {"chat_template_kwargs": {"enable_thinking": true}}}'
-	[ "$(jq .prompt_tokens <<<"$output")" = $((plain + 2)) ] || [ "$(jq .prompt_tokens <<<"$output")" -gt "$plain" ]
+	[ "$(jq .prompt_tokens <<<"$output")" -gt "$plain" ]
 	[ "$(jq -r .reasoning <<<"$output")" != null ]
 	[ "$(jq -r .content <<<"$output")" = "" ]
 }
