@@ -82,10 +82,10 @@ struct conn {
 static int
 usage(FILE *fp, int status)
 {
-	fprintf(fp, "usage: %s [--models SPEC] [--host H] [--port P] [--ctx N] [--max-sessions N]\n"
-	    "       [--spec-k K] [--draft FILE] [--frspec-trim FILE] [--full-prec 0|1]\n"
-	    "       [--prefix-cache-mb N] [--compat openai] [--api-key KEY] [-t N]\n"
-	    "       [--device cpu|cuda[:N]]\n", prog);
+	fprintf(fp, "usage: %s [--models spec] [--host H] [--port P] [--ctx N] [--max-sessions N]\n"
+	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
+	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
+	    "       [--device cpu | cuda[:N]]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"

@@ -38,7 +38,13 @@ http() {
 
 @test "usage: --help matches the man page, a bad setting is misuse" {
 	run -0 serve --help
-	[[ ${lines[0]} == "usage: serve [--models SPEC] [--host H] [--port P]"* ]]
+	[[ ${lines[0]} == "usage: serve [--models spec] [--host H] [--port P]"* ]]
+	if command -v mandoc >/dev/null; then
+		syn=$(mandoc -Tascii "$TOP/man/serve.1" | sed 's/.\x08//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
+		    sed '1d;$d' | tr -s ' \n\t' ' ')
+		use=$(serve --help | sed -n '/^usage: /,/^  -/p' | sed '$d' | sed 's/^usage: //' | tr -s ' \n\t' ' ')
+		[ "$syn" = " $use" ]
+	fi
 	run -2 --separate-stderr serve --bogus
 	run -2 --separate-stderr env -u MEMRA_MODELS serve
 	[ "$stderr" = "serve: no model: set MEMRA_MODELS or --models (name=spec[+draft],...)" ]
