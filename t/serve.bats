@@ -224,3 +224,15 @@ PY
 	start_serve MEMRA_MODELS="q=$P/a.gguf" MEMRA_FRSPEC_TRIM="$P/r.txt"
 	grep -q '^\[frspec-trim\] self-trimmed head: 512 rows of main output.weight' "$LOG"
 }
+
+@test "a client that drops a stream stops its generation" {
+	S=$(smollm2)
+	start_serve MEMRA_MODELS="s=$S"
+	curl -sN "$URL/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000, "stream": true}' |
+	    head -c 200 >/dev/null || true
+	for _ in $(seq 300); do grep -q '^\[worker\] request 1:' "$LOG" && break; sleep 0.1; done
+	run -0 grep '^\[worker\] request 1:' "$LOG"
+	[[ $output == *" (client gone)" ]]
+	n=$(sed -n 's/.*completion=\([0-9]*\).*/\1/p' <<<"$output")
+	[ "$n" -lt 2000 ]
+}
