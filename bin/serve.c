@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,6 +229,8 @@ stream_more(struct out *o, int final)
 	for (int i = 0; i < o->j->n_stops; i++)
 		if (!final && strlen(o->j->stops[i]) > hold)
 			hold = strlen(o->j->stops[i]);
+	if (o->j->chat && o->sent == 0 && o->len >= 7 && memcmp(o->text, "<think>", 7) == 0)
+		o->sent = 7, o->in_think = 1;	/* a reply that opens its own think block */
 	while (!o->dead && !o->in_tool && o->sent < o->len) {
 		const char *t = o->text + o->sent, *mark = o->in_think ? "</think>" : "<tool_call>";
 		char *hit = o->j->chat ? memmem(t, o->len - o->sent, mark, strlen(mark)) : NULL;
@@ -346,7 +349,7 @@ generate(struct server *s, struct job *j, struct out *o, char *err)
 		for (;;) {
 			int p = n + o->n_gen;
 
-			if ((t = sample_next(smp, lg, hist, p, j->id, p)) < 0) {
+			if ((t = sample_next(smp, lg, hist, p, 0, p)) < 0) {
 				util_err(err, "position %d: no finite logit", p);
 				goto out;
 			}
@@ -588,8 +591,9 @@ find_model(struct server *s, const char *name)
 
 /* The sampling fields of request q into j; -1 with err on a bad one. */
 static int
-request_params(const struct json *q, struct job *j, int ctx, char *err)
+request_params(const struct json *q, struct job *j, int ctx, int nv, char *err)
 {
+	struct sampler *smp;
 	const struct json *v;
 	double d;
 	int64_t i;
@@ -610,8 +614,11 @@ request_params(const struct json *q, struct job *j, int ctx, char *err)
 		j->sp.temp = d;
 	if (json_get_num(q, "top_p", &d) == 0)
 		j->sp.top_p = d;
-	if (json_get_i64(q, "top_k", &i) == 0)
-		j->sp.top_k = i < 0 || i > 1 << 30 ? -1 : i;
+	if (json_get_i64(q, "top_k", &i) == 0) {
+		if (i < 0 || i > 1 << 30)
+			return util_err(err, "'top_k': %lld: out of range 0..%d", (long long)i, 1 << 30);
+		j->sp.top_k = i;
+	}
 	if (json_get_num(q, "min_p", &d) == 0)
 		j->sp.min_p = d;
 	if (json_get_num(q, "presence_penalty", &d) == 0)
@@ -637,6 +644,9 @@ request_params(const struct json *q, struct job *j, int ctx, char *err)
 		} else
 			return util_err(err, "'stop': a string or up to %d strings", MAX_STOPS);
 	}
+	if ((smp = sample_new(&j->sp, nv, err)) == NULL)	/* out-of-range values are 400 */
+		return -1;
+	sample_free(smp);
 	return 0;
 }
 
@@ -756,7 +766,8 @@ completion(struct server *s, int fd, const struct http_req *req, int chat)
 	else if ((j.sv = find_model(s, json_get_str(q, "model"))) == NULL)
 		status = 404, util_err(err, "model '%s': not served here",
 		    json_get_str(q, "model") ? json_get_str(q, "model") : "(none)");
-	else if (request_params(q, &j, s->c.ctx, err) == 0 && request_prompt(q, &j, err) == 0) {
+	else if (request_params(q, &j, s->c.ctx, j.sv->nv, err) == 0 &&
+	    request_prompt(q, &j, err) == 0) {
 		if ((int)j.n_ids >= s->c.ctx)
 			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
 			    j.n_ids, s->c.ctx);
@@ -1039,6 +1050,7 @@ main(int argc, char *argv[])
 	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
 	    .done_cv = PTHREAD_COND_INITIALIZER };
 	char err[UTIL_ERRLEN], *models, *save = NULL;
+	struct timeval idle = { .tv_sec = 300 };	/* a silent client is dropped */
 	pthread_t w;
 	int lfd;
 
@@ -1071,6 +1083,7 @@ main(int argc, char *argv[])
 			continue;
 		}
 		c->s = &s;
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
 		if (pthread_create(&t, NULL, connection, c) != 0) {
 			close(c->fd), free(c);
 			continue;

@@ -123,8 +123,22 @@ http() {
 	[[ $output == "400 {\"error\": {\"message\": \"'prompt': a string is required\""* ]]
 	run -0 http POST /v1/completions '{}' -H 'Transfer-Encoding: chunked'
 	[[ $output == '411 {"error": {"message": "chunked request bodies are not supported'* ]]
+	run -0 http POST /v1/completions '{"prompt": "hi", "top_k": -3}'
+	[[ $output == "400 {\"error\": {\"message\": \"'top_k': -3: out of range 0..1073741824\""* ]]
+	run -0 http POST /v1/completions '{"prompt": "hi", "temperature": -1}'
+	[[ $output == '400 {"error": {"message": "sample: temperature -1 (want >= 0)"'* ]]
 	run -0 http GET /health
 	[ "$output" = '200 {"status": "ok"}' ]
+}
+
+@test "SmolLM2: a seeded sampled request is reproducible" {
+	start_serve MEMRA_MODELS="s=$(smollm2)"
+	q='{"prompt": "Once upon a time", "temperature": 0.9, "seed": 7, "max_tokens": 12}'
+	run -0 http POST /v1/completions "$q"
+	one=$(jq -r '.choices[0].text' "$P/body")
+	[ -n "$one" ]
+	run -0 http POST /v1/completions "$q"
+	[ "$(jq -r '.choices[0].text' "$P/body")" = "$one" ]
 }
 
 @test "API key: Bearer auth on /v1, a wrong or missing key is 401" {
