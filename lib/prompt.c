@@ -158,3 +158,26 @@ prompt_encode(const struct prompt *p, const char *text, size_t len, size_t *n, c
 	free(r);
 	return ids;
 }
+
+int32_t *
+prompt_encode_chat(const struct prompt *p, const struct json *ctx, char **text, size_t *n,
+    char *err)
+{
+	struct chat_opts o = { .add_generation_prompt = 1 };
+	size_t len;
+	char *r;
+	int32_t *ids;
+
+	if (p->chat == NULL) {
+		util_err(err, "the model has no chat template");
+		return NULL;
+	}
+	if ((r = chat_render(p->chat, ctx, &o, &len, err)) == NULL)
+		return NULL;
+	ids = tokenizer_encode(p->tok, r, len, TOKENIZER_PARSE_SPECIAL, n, err);
+	if (text != NULL && ids != NULL)
+		*text = r;
+	else
+		free(r);
+	return ids;
+}

@@ -37,6 +37,17 @@ const struct tokenizer *prompt_tokenizer(const struct prompt *);
 int32_t	*prompt_encode(const struct prompt *, const char *text, size_t len, size_t *n,
 	    char *err);
 
+/*
+ * The ids of a whole chat context ctx (a JSON object: messages, tools and
+ * any template kwargs such as enable_thinking), rendered with the
+ * generation prompt on; an error when the prompt is not chat.  *text
+ * (when text is not NULL) gets the rendered text, malloc'd.  malloc'd
+ * [*n] ids (caller frees), or NULL with the reason in err.
+ */
+struct json;
+int32_t	*prompt_encode_chat(const struct prompt *, const struct json *ctx, char **text,
+	    size_t *n, char *err);
+
 /* The tokens that end generation: EOS and the end-of-turn tokens the
  * vocabulary has; [*n], owned by the prompt. */
 const int32_t *prompt_stop_ids(const struct prompt *, int *n);

@@ -1,0 +1,1093 @@
+/*
+ * serve: an OpenAI-compatible HTTP server over the library.  One process:
+ * connection threads parse requests and tokenize prompts; one worker
+ * thread owns the models and runs admitted requests one at a time
+ * (MEMRA_MAX_SESSIONS bounds running + queued; beyond it 503).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "chat.h"
+#include "http.h"
+#include "json.h"
+#include "model.h"
+#include "prompt.h"
+#include "sample.h"
+#include "spec.h"
+#include "state.h"
+#include "tokenizer.h"
+#include "util.h"
+
+#define MAX_MODELS 8
+#define MAX_STOPS 4
+
+extern char **environ;
+
+struct cfg {
+	const char *models, *host, *port, *api_key, *device, *compat;
+	const char *draft, *trim, *full_prec;
+	int	ctx, max_sessions, spec_k, threads;
+	long	prefix_mb;
+};
+
+struct served {
+	char	*name, *spec;
+	struct model *m;
+	struct prompt *pr;
+	int	nv, k;		/* k: speculative draft length, 0 plain */
+};
+
+struct job {
+	struct served *sv;
+	int	fd, stream, chat, think, max_tokens;
+	int32_t	*ids;
+	size_t	n_ids;
+	struct sample_params sp;
+	char	*stops[MAX_STOPS];
+	int	n_stops;
+	long	id;
+	int	done;
+	struct job *next;
+};
+
+struct server {
+	struct cfg c;
+	struct backend *be;
+	struct served mod[MAX_MODELS];
+	int	n_mod;
+	pthread_mutex_t mu;
+	pthread_cond_t cv, done_cv;
+	struct job *head, *tail;
+	int	n_admitted;	/* queued + running */
+	long	next_id;
+};
+
+struct conn {
+	struct server *s;
+	int	fd;
+};
+
+static int
+usage(FILE *fp, int status)
+{
+	fprintf(fp, "usage: %s [--models spec] [--host H] [--port P] [--ctx N] [--max-sessions N]\n"
+	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
+	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
+	    "       [--device cpu | cuda[:N]]\n", prog);
+	if (fp == stdout)
+		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
+		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
+		    "  --ctx N              context positions per request (MEMRA_CTX, 4096)\n"
+		    "  --max-sessions N     requests running or queued at once (MEMRA_MAX_SESSIONS, 4)\n"
+		    "  --spec-k K           MTP draft tokens per round, 0 plain (MEMRA_SPEC_K, 3)\n"
+		    "  --draft FILE         external MTP draft GGUF (MEMRA_MTP_DRAFT)\n"
+		    "  --frspec-trim FILE   self-trim the draft head (MEMRA_FRSPEC_TRIM)\n"
+		    "  --full-prec 0|1      1: the full head drafts (MEMRA_FULL_PREC)\n"
+		    "  --prefix-cache-mb N  only 0 (MEMRA_PREFIX_CACHE_MB)\n"
+		    "  --compat openai      the API dialect (MEMRA_COMPAT)\n"
+		    "  --api-key KEY        require Authorization: Bearer KEY (MEMRA_API_KEY)\n"
+		    "  -t N                 CPU threads (default: all cores)\n"
+		    "  --device D           cpu, cuda or cuda:N (MEMRA_DEVICE)\n"
+		    "  -h, --help           this text\n", fp);
+	return status;
+}
+
+/* --- responses --- */
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w, n -= w;
+	}
+	return 0;
+}
+
+static int
+respond(int fd, int status, const char *ctype, const char *body, size_t n, int keep)
+{
+	char h[512];
+	int hl = snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+	    "Content-Length: %zu\r\nConnection: %s\r\n\r\n", status, http_reason(status), ctype,
+	    n, keep ? "keep-alive" : "close");
+
+	return write_all(fd, h, hl) != 0 || write_all(fd, body, n) != 0 ? -1 : 0;
+}
+
+static int
+respond_error(int fd, int status, const char *msg, int keep)
+{
+	char *b = NULL;
+	size_t n = 0;
+	FILE *fp = open_memstream(&b, &n);
+	const char *type = status == 401 ? "authentication_error" : status >= 500 ?
+	    "server_error" : status == 404 ? "not_found_error" : "invalid_request_error";
+	int rc;
+
+	if (fp == NULL)
+		return -1;
+	fputs("{\"error\": {\"message\": ", fp);
+	json_put_str(fp, msg, strlen(msg), 0);
+	fprintf(fp, ", \"type\": \"%s\", \"code\": %d}}\n", type, status);
+	fclose(fp);
+	rc = respond(fd, status, "application/json", b, n, keep);
+	free(b);
+	return rc;
+}
+
+/* --- generation (the worker) --- */
+
+struct out {
+	struct job *j;
+	char	*text;		/* generated text so far */
+	size_t	len, cap, sent;	/* sent: bytes already streamed */
+	int	n_gen, in_think, in_tool, dead;
+	const char *finish;
+};
+
+static int
+sse(struct out *o, const char *json, size_t n)
+{
+	if (o->dead || write_all(o->j->fd, "data: ", 6) != 0 || write_all(o->j->fd, json, n) != 0 ||
+	    write_all(o->j->fd, "\n\n", 2) != 0)
+		o->dead = 1;
+	return o->dead ? -1 : 0;
+}
+
+/* One streamed chunk: a delta of text under key (content, reasoning_content). */
+static void
+chunk(struct out *o, const char *key, const char *s, size_t n, const char *finish)
+{
+	char *b = NULL;
+	size_t bl = 0;
+	FILE *fp = open_memstream(&b, &bl);
+	struct job *j = o->j;
+
+	if (fp == NULL) {
+		o->dead = 1;
+		return;
+	}
+	fprintf(fp, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, \"model\": ",
+	    j->chat ? "chatcmpl" : "cmpl", j->id, j->chat ? "chat.completion.chunk" :
+	    "text_completion", (long)time(NULL));
+	json_put_str(fp, j->sv->name, strlen(j->sv->name), 0);
+	fputs(", \"choices\": [{\"index\": 0, ", fp);
+	if (j->chat) {
+		fputs("\"delta\": {", fp);
+		if (key != NULL) {
+			fprintf(fp, "\"%s\": ", key);
+			json_put_str(fp, s, n, 0);
+		}
+		fputs("}", fp);
+	} else {
+		fputs("\"text\": ", fp);
+		json_put_str(fp, s ? s : "", s ? n : 0, 0);
+	}
+	if (finish != NULL)
+		fprintf(fp, ", \"finish_reason\": \"%s\"}]}", finish);
+	else
+		fputs(", \"finish_reason\": null}]}", fp);
+	fclose(fp);
+	sse(o, b, bl);
+	free(b);
+}
+
+static size_t
+utf8_back(const char *s, size_t n)
+{
+	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	return n;
+}
+
+/* Stream what is safe of o->text: hold back what may still become a
+ * stop string, "</think>" or "<tool_call>". */
+static void
+stream_more(struct out *o, int final)
+{
+	size_t hold = final ? 0 : 11;
+
+	for (int i = 0; i < o->j->n_stops; i++)
+		if (!final && strlen(o->j->stops[i]) > hold)
+			hold = strlen(o->j->stops[i]);
+	if (o->j->chat && o->sent == 0 && o->len >= 7 && memcmp(o->text, "<think>", 7) == 0)
+		o->sent = 7, o->in_think = 1;	/* a reply that opens its own think block */
+	while (!o->dead && !o->in_tool && o->sent < o->len) {
+		const char *t = o->text + o->sent, *mark = o->in_think ? "</think>" : "<tool_call>";
+		char *hit = o->j->chat ? memmem(t, o->len - o->sent, mark, strlen(mark)) : NULL;
+		size_t n = hit ? (size_t)(hit - t) : o->len - o->sent > hold ?
+		    utf8_back(t, o->len - o->sent - hold) : 0;
+
+		if (n > 0)
+			chunk(o, !o->j->chat ? NULL : o->in_think ? "reasoning_content" : "content",
+			    t, n, NULL);
+		o->sent += n;
+		if (hit == NULL)
+			break;
+		o->sent += strlen(mark);
+		if (o->in_think) {
+			o->in_think = 0;
+			while (o->sent < o->len && o->text[o->sent] == '\n')
+				o->sent++;
+		} else
+			o->in_tool = 1;
+	}
+}
+
+/* Take token t; 1 when generation ends (o->finish set). */
+static int
+take(struct out *o, struct tokenizer_stream *ts, int32_t t, int n_stop, const int32_t *stop,
+    int room)
+{
+	struct job *j = o->j;
+	const char *s;
+	size_t n;
+	char c;
+
+	for (int i = 0; i < n_stop; i++)
+		if (stop[i] == t)
+			return o->finish = "stop", 1;
+	o->n_gen++;
+	if ((s = tokenizer_stream_push(ts, t, &n)) != NULL && n > 0) {
+		if (o->len + n + 1 > o->cap) {
+			size_t nc = (o->len + n + 1) * 2;
+			char *nt = realloc(o->text, nc);
+
+			if (nt == NULL)
+				return o->finish = "length", 1;
+			o->text = nt, o->cap = nc;
+		}
+		memcpy(o->text + o->len, s, n);
+		o->len += n;
+		o->text[o->len] = '\0';
+		for (int i = 0; i < j->n_stops; i++) {
+			char *hit = strstr(o->text, j->stops[i]);
+
+			if (hit != NULL) {
+				o->len = hit - o->text;
+				o->text[o->len] = '\0';
+				return o->finish = "stop", 1;
+			}
+		}
+	}
+	if (j->stream)
+		stream_more(o, 0);
+	else if (recv(j->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+		o->dead = 1;
+	if (o->dead)
+		return o->finish = "stop", 1;
+	if (o->n_gen >= j->max_tokens || room <= 0)
+		return o->finish = "length", 1;
+	return 0;
+}
+
+/* The tokens of job j into o; 0, or -1 with err. */
+static int
+generate(struct server *s, struct job *j, struct out *o, char *err)
+{
+	struct served *sv = j->sv;
+	int n_stop, n = j->n_ids, ctx = s->c.ctx, rc = -1;
+	const int32_t *stop = prompt_stop_ids(sv->pr, &n_stop);
+	struct tokenizer_stream *ts = tokenizer_stream_new(prompt_tokenizer(sv->pr), 0);
+	int32_t *hist = malloc((size_t)(ctx + SPEC_KMAX + 1) * sizeof *hist), t, buf[SPEC_KMAX + 1];
+	float *lg = malloc((size_t)sv->nv * sizeof *lg);
+	struct state *st = NULL;
+	struct sampler *smp = NULL;
+	struct spec *sp = NULL;
+
+	if (ts == NULL || hist == NULL || lg == NULL) {
+		util_err(err, "out of memory");
+		goto out;
+	}
+	memcpy(hist, j->ids, n * sizeof *hist);
+	if (sv->k > 0 && j->sp.temp == 0) {
+		if ((sp = spec_new(sv->m, sv->k, ctx, &j->sp, 0, err)) == NULL)
+			goto out;
+		if (spec_prefill(sp, j->ids, n, &t) != 0) {
+			util_err(err, "%s", spec_errmsg(sp));
+			goto out;
+		}
+		for (int done = take(o, ts, t, n_stop, stop, ctx - n - 1); !done;) {
+			int limit = j->max_tokens - o->n_gen, got;
+
+			if (limit > ctx - n - o->n_gen - 1)
+				limit = ctx - n - o->n_gen - 1;
+			if ((got = spec_round(sp, buf, limit)) < 0) {
+				util_err(err, "%s", spec_errmsg(sp));
+				goto out;
+			}
+			for (int i = 0; i < got && !done; i++)
+				done = take(o, ts, buf[i], n_stop, stop, ctx - n - o->n_gen - 1);
+		}
+	} else {
+		if ((st = model_state_new(sv->m, ctx, 0, err)) == NULL ||
+		    (smp = sample_new(&j->sp, sv->nv, err)) == NULL)
+			goto out;
+		if (model_forward(sv->m, st, j->ids, n, MODEL_PREFILL, lg, NULL) != 0) {
+			util_err(err, "%s", model_errmsg(sv->m));
+			goto out;
+		}
+		for (;;) {
+			int p = n + o->n_gen;
+
+			if ((t = sample_next(smp, lg, hist, p, 0, p)) < 0) {
+				util_err(err, "position %d: no finite logit", p);
+				goto out;
+			}
+			hist[p] = t;
+			if (take(o, ts, t, n_stop, stop, ctx - p - 1))
+				break;
+			if (model_forward(sv->m, st, &t, 1, 0, lg, NULL) != 0) {
+				util_err(err, "%s", model_errmsg(sv->m));
+				goto out;
+			}
+		}
+	}
+	rc = 0;
+out:
+	tokenizer_stream_free(ts);
+	spec_free(sp);
+	state_free(st);
+	sample_free(smp);
+	free(hist), free(lg);
+	return rc;
+}
+
+static void
+put_usage(FILE *fp, const struct job *j, const struct out *o)
+{
+	fprintf(fp, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %d, "
+	    "\"total_tokens\": %zu}", j->n_ids, o->n_gen, j->n_ids + o->n_gen);
+}
+
+/* The whole (non-streamed) response. */
+static void
+reply_whole(struct job *j, struct out *o)
+{
+	char *b = NULL, err[UTIL_ERRLEN];
+	size_t bl = 0;
+	FILE *fp = open_memstream(&b, &bl);
+	struct chat_reply r = { 0 };
+	const char *finish = o->finish;
+
+	if (fp == NULL)
+		return;
+	fprintf(fp, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, \"model\": ",
+	    j->chat ? "chatcmpl" : "cmpl", j->id, j->chat ? "chat.completion" : "text_completion",
+	    (long)time(NULL));
+	json_put_str(fp, j->sv->name, strlen(j->sv->name), 0);
+	fputs(", \"choices\": [{\"index\": 0, ", fp);
+	if (!j->chat) {
+		fputs("\"text\": ", fp);
+		json_put_str(fp, o->text ? o->text : "", o->len, 0);
+	} else if (chat_parse_reply(o->text ? o->text : "", o->len, j->think, &r, err) != 0) {
+		fputs("\"message\": {\"role\": \"assistant\", \"content\": ", fp);
+		json_put_str(fp, o->text ? o->text : "", o->len, 0);
+		fputs("}", fp);
+	} else {
+		fputs("\"message\": {\"role\": \"assistant\", \"content\": ", fp);
+		if (r.ncalls > 0 && r.content[0] == '\0')
+			fputs("null", fp);
+		else if (r.ncalls == 0 && r.reasoning == NULL)	/* the text as generated */
+			json_put_str(fp, o->text ? o->text : "", o->len, 0);
+		else
+			json_put_str(fp, r.content, strlen(r.content), 0);
+		if (r.reasoning != NULL) {
+			fputs(", \"reasoning_content\": ", fp);
+			json_put_str(fp, r.reasoning, strlen(r.reasoning), 0);
+		}
+		if (r.ncalls > 0) {
+			fputs(", \"tool_calls\": [", fp);
+			for (size_t i = 0; i < r.ncalls; i++) {
+				fprintf(fp, "%s{\"id\": \"call_%ld_%zu\", \"type\": \"function\", "
+				    "\"function\": {\"name\": ", i ? ", " : "", j->id, i);
+				json_put_str(fp, r.calls[i].name, strlen(r.calls[i].name), 0);
+				fputs(", \"arguments\": ", fp);
+				json_put_str(fp, r.calls[i].arguments, strlen(r.calls[i].arguments), 0);
+				fputs("}}", fp);
+			}
+			fputs("]", fp);
+			finish = "tool_calls";
+		}
+		fputs("}", fp);
+	}
+	fprintf(fp, ", \"finish_reason\": \"%s\"}], ", finish);
+	put_usage(fp, j, o);
+	fputs("}\n", fp);
+	fclose(fp);
+	respond(j->fd, 200, "application/json", b, bl, 1);
+	chat_reply_free(&r);
+	free(b);
+}
+
+/* The end of a stream: tool calls, the finish chunk, usage, [DONE]. */
+static void
+reply_stream_end(struct job *j, struct out *o)
+{
+	const char *finish = o->finish;
+
+	stream_more(o, 1);
+	if (j->chat && o->in_tool) {
+		struct chat_reply r = { 0 };
+		char err[UTIL_ERRLEN];
+
+		if (chat_parse_reply(o->text, o->len, j->think, &r, err) == 0 && r.ncalls > 0) {
+			char *b = NULL;
+			size_t bl = 0;
+			FILE *fp = open_memstream(&b, &bl);
+
+			if (fp != NULL) {
+				fprintf(fp, "{\"id\": \"chatcmpl-%ld\", \"object\": "
+				    "\"chat.completion.chunk\", \"created\": %ld, \"model\": ", j->id,
+				    (long)time(NULL));
+				json_put_str(fp, j->sv->name, strlen(j->sv->name), 0);
+				fputs(", \"choices\": [{\"index\": 0, \"delta\": {\"tool_calls\": [", fp);
+				for (size_t i = 0; i < r.ncalls; i++) {
+					fprintf(fp, "%s{\"index\": %zu, \"id\": \"call_%ld_%zu\", \"type\": "
+					    "\"function\", \"function\": {\"name\": ", i ? ", " : "", i,
+					    j->id, i);
+					json_put_str(fp, r.calls[i].name, strlen(r.calls[i].name), 0);
+					fputs(", \"arguments\": ", fp);
+					json_put_str(fp, r.calls[i].arguments,
+					    strlen(r.calls[i].arguments), 0);
+					fputs("}}", fp);
+				}
+				fputs("]}, \"finish_reason\": null}]}", fp);
+				fclose(fp);
+				sse(o, b, bl);
+				free(b);
+				finish = "tool_calls";
+			}
+		}
+		chat_reply_free(&r);
+	}
+	chunk(o, NULL, NULL, 0, finish);
+	if (!o->dead) {
+		char *b = NULL;
+		size_t bl = 0;
+		FILE *fp = open_memstream(&b, &bl);
+
+		if (fp != NULL) {
+			fprintf(fp, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, "
+			    "\"choices\": [], ", j->chat ? "chatcmpl" : "cmpl", j->id,
+			    j->chat ? "chat.completion.chunk" : "text_completion", (long)time(NULL));
+			put_usage(fp, j, o);
+			fputs("}", fp);
+			fclose(fp);
+			sse(o, b, bl);
+			free(b);
+		}
+		sse(o, "[DONE]", 6);
+	}
+}
+
+static void
+run_job(struct server *s, struct job *j)
+{
+	struct out o = { .j = j, .in_think = j->think };
+	char err[UTIL_ERRLEN] = "";
+	double t0 = util_now();
+
+	if (j->stream) {
+		static const char h[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+		    "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
+
+		if (write_all(j->fd, h, sizeof h - 1) != 0)
+			return;
+	}
+	if (generate(s, j, &o, err) != 0) {
+		warnmsg("request %ld: %s", j->id, err);
+		if (!j->stream)
+			respond_error(j->fd, 500, err, 1);
+	} else if (j->stream)
+		reply_stream_end(j, &o);
+	else if (!o.dead)
+		reply_whole(j, &o);
+	fprintf(stderr, "[worker] request %ld: %s prompt=%zu completion=%d %.2f s%s\n", j->id,
+	    j->sv->name, j->n_ids, o.n_gen, util_now() - t0, o.dead ? " (client gone)" : "");
+	free(o.text);
+}
+
+static void *
+worker(void *arg)
+{
+	struct server *s = arg;
+
+	for (;;) {
+		struct job *j;
+
+		pthread_mutex_lock(&s->mu);
+		while (s->head == NULL)
+			pthread_cond_wait(&s->cv, &s->mu);
+		j = s->head;
+		s->head = j->next;
+		if (s->head == NULL)
+			s->tail = NULL;
+		pthread_mutex_unlock(&s->mu);
+		run_job(s, j);
+		pthread_mutex_lock(&s->mu);
+		j->done = 1;
+		s->n_admitted--;
+		pthread_cond_broadcast(&s->done_cv);
+		pthread_mutex_unlock(&s->mu);
+	}
+	return NULL;
+}
+
+/* Queue j and wait for the worker; -1 when the server is full. */
+static int
+submit(struct server *s, struct job *j)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->n_admitted >= s->c.max_sessions) {
+		pthread_mutex_unlock(&s->mu);
+		return -1;
+	}
+	s->n_admitted++;
+	j->id = ++s->next_id;
+	if (s->tail != NULL)
+		s->tail->next = j;
+	else
+		s->head = j;
+	s->tail = j;
+	pthread_cond_signal(&s->cv);
+	while (!j->done)
+		pthread_cond_wait(&s->done_cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+/* --- requests (connection threads) --- */
+
+static struct served *
+find_model(struct server *s, const char *name)
+{
+	if (name == NULL)
+		return s->n_mod == 1 ? &s->mod[0] : NULL;
+	for (int i = 0; i < s->n_mod; i++)
+		if (strcmp(s->mod[i].name, name) == 0)
+			return &s->mod[i];
+	return NULL;
+}
+
+/* The sampling fields of request q into j; -1 with err on a bad one. */
+static int
+request_params(const struct json *q, struct job *j, int ctx, int nv, char *err)
+{
+	struct sampler *smp;
+	const struct json *v;
+	double d;
+	int64_t i;
+
+	sample_defaults(&j->sp);
+	j->sp.temp = 1;
+	j->sp.penalty_last_n = -1;
+	j->max_tokens = ctx;
+	if (json_get_i64(q, "n", &i) == 0 && i != 1)
+		return util_err(err, "'n': only n=1 is supported");
+	if (json_get_i64(q, "max_tokens", &i) == 0 ||
+	    json_get_i64(q, "max_completion_tokens", &i) == 0) {
+		if (i < 1)
+			return util_err(err, "'max_tokens': must be at least 1");
+		j->max_tokens = i < ctx ? i : ctx;
+	}
+	if (json_get_num(q, "temperature", &d) == 0)
+		j->sp.temp = d;
+	if (json_get_num(q, "top_p", &d) == 0)
+		j->sp.top_p = d;
+	if (json_get_i64(q, "top_k", &i) == 0) {
+		if (i < 0 || i > 1 << 30)
+			return util_err(err, "'top_k': %lld: out of range 0..%d", (long long)i, 1 << 30);
+		j->sp.top_k = i;
+	}
+	if (json_get_num(q, "min_p", &d) == 0)
+		j->sp.min_p = d;
+	if (json_get_num(q, "presence_penalty", &d) == 0)
+		j->sp.presence_penalty = d;
+	if (json_get_num(q, "frequency_penalty", &d) == 0)
+		j->sp.frequency_penalty = d;
+	if (json_get_num(q, "repetition_penalty", &d) == 0)
+		j->sp.repeat_penalty = d;
+	if (json_get_i64(q, "seed", &i) == 0)
+		j->sp.seed = i;
+	if (json_get_bool(q, "stream", &j->stream) != 0 && (v = json_get(q, "stream")) != NULL &&
+	    v->type != JSON_NULL)
+		return util_err(err, "'stream': not a boolean");
+	if ((v = json_get(q, "stop")) != NULL && v->type != JSON_NULL) {
+		if (v->type == JSON_STRING)
+			v = json_get(q, "stop"), j->stops[j->n_stops++] = strndup(v->str, v->n);
+		else if (v->type == JSON_ARRAY && v->n <= MAX_STOPS) {
+			for (size_t k = 0; k < v->n; k++) {
+				if (v->items[k].type != JSON_STRING || v->items[k].n == 0)
+					return util_err(err, "'stop': not a list of strings");
+				j->stops[j->n_stops++] = strndup(v->items[k].str, v->items[k].n);
+			}
+		} else
+			return util_err(err, "'stop': a string or up to %d strings", MAX_STOPS);
+	}
+	if ((smp = sample_new(&j->sp, nv, err)) == NULL)	/* out-of-range values are 400 */
+		return -1;
+	sample_free(smp);
+	return 0;
+}
+
+/* The chat template's context of request q, parsed. */
+static struct json *
+chat_context(const struct json *q, char *err)
+{
+	const struct json *m = json_get(q, "messages"), *t = json_get(q, "tools"),
+	    *kw = json_get(q, "chat_template_kwargs");
+	const char *choice = json_get_str(q, "tool_choice");
+	char *b = NULL;
+	size_t bl = 0;
+	FILE *fp;
+	struct json *ctx;
+
+	if (m == NULL || m->type != JSON_ARRAY || m->n == 0) {
+		util_err(err, "'messages': a non-empty array is required");
+		return NULL;
+	}
+	if (choice != NULL && strcmp(choice, "auto") != 0 && strcmp(choice, "none") != 0) {
+		util_err(err, "'tool_choice': '%s': only auto and none are supported", choice);
+		return NULL;
+	}
+	if ((json_get(q, "tool_choice") != NULL && choice == NULL &&
+	    json_get(q, "tool_choice")->type != JSON_NULL) ||
+	    (t != NULL && t->type != JSON_ARRAY && t->type != JSON_NULL) ||
+	    (kw != NULL && kw->type != JSON_OBJECT && kw->type != JSON_NULL)) {
+		util_err(err, "'tools', 'tool_choice' or 'chat_template_kwargs': wrong type");
+		return NULL;
+	}
+	if ((fp = open_memstream(&b, &bl)) == NULL) {
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	fputs("{", fp);
+	for (size_t i = 0; kw != NULL && kw->type == JSON_OBJECT && i < kw->n; i++) {
+		json_put_str(fp, kw->keys[i], kw->keylens[i], 0);
+		fputs(": ", fp);
+		json_dump(fp, &kw->items[i], 0);
+		fputs(", ", fp);
+	}
+	if (t != NULL && t->type == JSON_ARRAY && t->n > 0 &&
+	    (choice == NULL || strcmp(choice, "none") != 0)) {
+		fputs("\"tools\": ", fp);
+		json_dump(fp, t, 0);
+		fputs(", ", fp);
+	}
+	fputs("\"messages\": ", fp);
+	json_dump(fp, m, 0);
+	fputs("}", fp);
+	fclose(fp);
+	ctx = json_parse(b, bl, err);
+	free(b);
+	return ctx;
+}
+
+/* Tokenize the prompt of q into j; -1 with err. */
+static int
+request_prompt(const struct json *q, struct job *j, char *err)
+{
+	char *text = NULL;
+	size_t tl;
+
+	if (j->chat) {
+		struct json *ctx = chat_context(q, err);
+
+		if (ctx == NULL)
+			return -1;
+		j->ids = prompt_encode_chat(j->sv->pr, ctx, &text, &j->n_ids, err);
+		json_free(ctx);
+		if (j->ids == NULL)
+			return -1;
+		tl = strlen(text);
+		while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == ' '))
+			tl--;
+		j->think = tl >= 7 && memcmp(text + tl - 7, "<think>", 7) == 0;
+		free(text);
+	} else {
+		const struct json *p = json_get(q, "prompt");
+
+		if (p == NULL || p->type != JSON_STRING) {
+			return util_err(err, "'prompt': a string is required");
+		}
+		j->ids = tokenizer_encode(prompt_tokenizer(j->sv->pr), p->str, p->n,
+		    TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL, &j->n_ids, err);
+		if (j->ids == NULL)
+			return -1;
+	}
+	if (j->n_ids == 0)
+		return util_err(err, "the prompt has no tokens");
+	return 0;
+}
+
+static void
+job_free(struct job *j)
+{
+	for (int i = 0; i < j->n_stops; i++)
+		free(j->stops[i]);
+	free(j->ids);
+}
+
+/* A generation request; returns 1 when the connection stays open. */
+static int
+completion(struct server *s, int fd, const struct http_req *req, int chat)
+{
+	struct job j = { .fd = fd, .chat = chat };
+	char err[UTIL_ERRLEN] = "";
+	struct json *q = json_parse(req->body, req->body_len, err);
+	int status = 400, keep = 1;
+
+	if (q == NULL) {
+		respond_error(fd, 400, err, 1);
+		return 1;
+	}
+	if (q->type != JSON_OBJECT)
+		util_err(err, "the request body is not a JSON object");
+	else if ((j.sv = find_model(s, json_get_str(q, "model"))) == NULL)
+		status = 404, util_err(err, "model '%s': not served here",
+		    json_get_str(q, "model") ? json_get_str(q, "model") : "(none)");
+	else if (request_params(q, &j, s->c.ctx, j.sv->nv, err) == 0 &&
+	    request_prompt(q, &j, err) == 0) {
+		if ((int)j.n_ids >= s->c.ctx)
+			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
+			    j.n_ids, s->c.ctx);
+		else if (submit(s, &j) != 0)
+			status = 503, util_err(err, "server busy: %d requests already admitted",
+			    s->c.max_sessions);
+		else
+			status = 0, keep = !j.stream;
+	}
+	if (status != 0)
+		respond_error(fd, status, err, 1);
+	json_free(q);
+	job_free(&j);
+	return keep;
+}
+
+static int
+authorized(const struct server *s, const struct http_req *req)
+{
+	const char *a = http_header(req, "Authorization");
+
+	if (s->c.api_key == NULL)
+		return 1;
+	return a != NULL && strncmp(a, "Bearer ", 7) == 0 && strcmp(a + 7, s->c.api_key) == 0;
+}
+
+static void
+models_list(struct server *s, int fd)
+{
+	char *b = NULL;
+	size_t bl = 0;
+	FILE *fp = open_memstream(&b, &bl);
+
+	if (fp == NULL)
+		return;
+	fputs("{\"object\": \"list\", \"data\": [", fp);
+	for (int i = 0; i < s->n_mod; i++) {
+		fputs(i ? ", {\"id\": " : "{\"id\": ", fp);
+		json_put_str(fp, s->mod[i].name, strlen(s->mod[i].name), 0);
+		fputs(", \"object\": \"model\", \"created\": 0, \"owned_by\": \"memra\"}", fp);
+	}
+	fputs("]}\n", fp);
+	fclose(fp);
+	respond(fd, 200, "application/json", b, bl, 1);
+	free(b);
+}
+
+/* One request; 1 when the connection stays open. */
+static int
+route(struct server *s, int fd, const struct http_req *req)
+{
+	char path[sizeof req->target];
+	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+
+	snprintf(path, sizeof path, "%s", req->target);
+	path[strcspn(path, "?")] = '\0';
+	if (strcmp(path, "/health") == 0) {
+		if (!get)
+			return respond_error(fd, 405, "method not allowed: use GET", 1), 1;
+		return respond(fd, 200, "application/json", "{\"status\": \"ok\"}\n", 17, 1), 1;
+	}
+	if (strcmp(path, "/v1/models") != 0 && strcmp(path, "/v1/chat/completions") != 0 &&
+	    strcmp(path, "/v1/completions") != 0)
+		return respond_error(fd, 404, "no such endpoint", 1), 1;
+	if (!authorized(s, req))
+		return respond_error(fd, 401, "invalid or missing API key", 1), 1;
+	if (strcmp(path, "/v1/models") == 0) {
+		if (!get)
+			return respond_error(fd, 405, "method not allowed: use GET", 1), 1;
+		models_list(s, fd);
+		return 1;
+	}
+	if (!post)
+		return respond_error(fd, 405, "method not allowed: use POST", 1), 1;
+	return completion(s, fd, req, strcmp(path, "/v1/chat/completions") == 0);
+}
+
+static void *
+connection(void *arg)
+{
+	struct conn *c = arg;
+	struct http_limits lim = { HTTP_HEAD_MAX, 16 << 20 };
+	struct http_req *req = malloc(sizeof *req);
+	char *buf = NULL, err[UTIL_ERRLEN];
+	size_t cap = 0, have = 0;
+	int status;
+
+	for (long n; req != NULL;) {
+		if ((n = http_read(c->fd, &buf, &cap, &have, &lim, req, &status, err)) <= 0) {
+			if (n < 0 && status != 0)
+				respond_error(c->fd, status, err, 0);
+			break;
+		}
+		if (!route(c->s, c->fd, req) || !req->keep_alive)
+			break;
+		memmove(buf, buf + n, have - n);
+		have -= n;
+	}
+	close(c->fd);
+	free(buf), free(req), free(c);
+	return NULL;
+}
+
+/* --- boot --- */
+
+static const char *const refused[] = {
+	"MEMRA_DSPARK_", "MEMRA_GEMMA_", "MEMRA_PP_", "MEMRA_VISION_DIR", "MEMRA_REUSE_POOL",
+	"MEMRA_DFLASH_PREC", "MEMRA_DRAFT", "MEMRA_SERVE_SPEC", "MEMRA_QUANTIZE",
+};
+
+/* A MEMRA_* variable the cookbook uses for a feature serve lacks: refuse. */
+static void
+refuse_unknown(void)
+{
+	for (char **e = environ; *e != NULL; e++)
+		for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+			size_t n = strlen(refused[i]);
+
+			if (strncmp(*e, refused[i], n) == 0 &&
+			    (refused[i][n - 1] == '_' || (*e)[n] == '='))
+				die(2, "%.*s: not supported by this server (refusing to run a different "
+				    "configuration)", (int)strcspn(*e, "="), *e);
+		}
+}
+
+static const char *
+env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static void
+int_setting(const char *name, const char *v, long lo, long hi, long *out)
+{
+	int64_t i;
+
+	if (v != NULL && util_parse_i64(v, lo, hi, &i) != 0)
+		die(2, "%s: '%s': out of range %ld..%ld or not a number", name, v, lo, hi);
+	if (v != NULL)
+		*out = i;
+}
+
+static int
+parse(int argc, char *argv[], struct cfg *c)
+{
+	static const struct option lopts[] = {
+		{ "models", required_argument, NULL, 'm' }, { "host", required_argument, NULL, 'H' },
+		{ "port", required_argument, NULL, 'p' }, { "ctx", required_argument, NULL, 'c' },
+		{ "max-sessions", required_argument, NULL, 'S' },
+		{ "spec-k", required_argument, NULL, 'k' }, { "draft", required_argument, NULL, 'D' },
+		{ "frspec-trim", required_argument, NULL, 'R' },
+		{ "full-prec", required_argument, NULL, 'F' },
+		{ "prefix-cache-mb", required_argument, NULL, 'P' },
+		{ "compat", required_argument, NULL, 'C' }, { "api-key", required_argument, NULL, 'A' },
+		{ "device", required_argument, NULL, 'd' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *v[128] = { 0 };
+	long l;
+	int ch;
+
+	/* environment first, then the flags over it */
+	v['m'] = env("MEMRA_MODELS"), v['H'] = env("MEMRA_HOST"), v['p'] = env("MEMRA_PORT");
+	v['c'] = env("MEMRA_CTX"), v['S'] = env("MEMRA_MAX_SESSIONS"), v['k'] = env("MEMRA_SPEC_K");
+	v['D'] = getenv("MEMRA_MTP_DRAFT"), v['R'] = getenv("MEMRA_FRSPEC_TRIM");
+	v['F'] = env("MEMRA_FULL_PREC"), v['P'] = env("MEMRA_PREFIX_CACHE_MB");
+	v['C'] = env("MEMRA_COMPAT"), v['A'] = env("MEMRA_API_KEY"), v['d'] = env("MEMRA_DEVICE");
+	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
+		if (ch == 'h')
+			exit(usage(stdout, 0));
+		if (ch == '?' || ch == ':')
+			return -1;
+		v[ch] = optarg;
+	}
+	if (optind != argc)
+		return -1;
+	c->models = v['m'], c->host = v['H'] ? v['H'] : "127.0.0.1";
+	c->port = v['p'] ? v['p'] : "8080", c->api_key = v['A'];
+	c->draft = v['D'], c->trim = v['R'], c->full_prec = v['F'];
+	c->device = v['d'] ? v['d'] : backend_default();
+	c->compat = v['C'];
+	l = 4096, int_setting("MEMRA_CTX (--ctx)", v['c'], 16, 1 << 24, &l), c->ctx = l;
+	l = 4, int_setting("MEMRA_MAX_SESSIONS (--max-sessions)", v['S'], 1, 4096, &l);
+	c->max_sessions = l;
+	l = -1, int_setting("MEMRA_SPEC_K (--spec-k)", v['k'], 0, SPEC_KMAX, &l), c->spec_k = l;
+	l = 0, int_setting("MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb)", v['P'], 0, 1L << 40, &l);
+	c->prefix_mb = l;
+	l = 8080, int_setting("MEMRA_PORT (--port)", c->port, 0, 65535, &l);
+	l = 0, int_setting("-t", v['t'], 0, 4096, &l), c->threads = l;
+	if (c->models == NULL)
+		die(2, "no model: set MEMRA_MODELS or --models (name=spec[+draft],...)");
+	if (c->compat != NULL && strcmp(c->compat, "openai") != 0)
+		die(2, "MEMRA_COMPAT: '%s': only 'openai' is supported", c->compat);
+	if (c->prefix_mb != 0)
+		die(2, "MEMRA_PREFIX_CACHE_MB: %ld: the prefix cache is not supported yet (use 0)",
+		    c->prefix_mb);
+	if (c->full_prec != NULL && strcmp(c->full_prec, "0") != 0 &&
+	    strcmp(c->full_prec, "1") != 0)
+		die(2, "MEMRA_FULL_PREC: '%s': not 0 or 1", c->full_prec);
+	if (!backend_valid_device(c->device))
+		die(2, "MEMRA_DEVICE (--device): '%s': not cpu or cuda[:N]", c->device);
+	return 0;
+}
+
+static void
+load(struct server *s, char *spec)
+{
+	struct served *sv = &s->mod[s->n_mod];
+	struct model_options mo = { 0 };
+	char *eq = strchr(spec, '='), err[UTIL_ERRLEN] = "", line[256];
+	int nmtp;
+
+	if (s->n_mod == MAX_MODELS)
+		die(2, "MEMRA_MODELS: more than %d models", MAX_MODELS);
+	if (eq == NULL || eq == spec || eq[1] == '\0')
+		die(2, "MEMRA_MODELS: '%s': not name=spec", spec);
+	*eq = '\0';
+	sv->name = spec, sv->spec = eq + 1;
+	for (int i = 0; i < s->n_mod; i++)
+		if (strcmp(s->mod[i].name, sv->name) == 0)
+			die(2, "MEMRA_MODELS: model name '%s' given twice", sv->name);
+	model_options_set(&mo, sv->spec, NULL, s->c.draft, s->c.trim, s->c.full_prec);
+	if (mo.draft != NULL)
+		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
+	if ((sv->m = model_open_opts(sv->spec, s->be, &mo, err)) == NULL)
+		die(1, "%s", err);
+	fprintf(stderr, "[model] %s: %s\n", sv->name, model_path(sv->m));
+	if (model_attach_line(sv->m, line, sizeof line) == 0)
+		fprintf(stderr, "%s\n", line);
+	if ((sv->pr = prompt_new(sv->m, PROMPT_AUTO, err)) == NULL)
+		die(1, "%s: %s", sv->spec, err);
+	sv->nv = model_hparams(sv->m)->n_vocab;
+	nmtp = model_hparams(sv->m)->n_mtp;
+	sv->k = s->c.spec_k >= 0 ? s->c.spec_k : nmtp > 0 ? 3 : 0;
+	if (sv->k > 0 && nmtp == 0)
+		die(2, "MEMRA_SPEC_K %d: model '%s' has no MTP head to draft with", sv->k, sv->name);
+	fprintf(stderr, "[model] %s: ctx=%d K=%d (%s)%s\n", sv->name, s->c.ctx, sv->k,
+	    sv->k ? "MTP speculative decode for greedy requests" : "plain decode",
+	    prompt_is_chat(sv->pr) ? "" : ", no chat template");
+	s->n_mod++;
+}
+
+static int
+listen_on(const struct cfg *c)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_PASSIVE }, *ai;
+	int fd, one = 1, rc = getaddrinfo(c->host, c->port, &hints, &ai);
+
+	if (rc != 0)
+		die(1, "%s:%s: %s", c->host, c->port, gai_strerror(rc));
+	if ((fd = socket(ai->ai_family, ai->ai_socktype, 0)) < 0)
+		die(1, "socket: %s", strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0)
+		die(1, "%s:%s: %s", c->host, c->port, strerror(errno));
+	freeaddrinfo(ai);
+	return fd;
+}
+
+static void
+announce(int fd, const struct cfg *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char host[128] = "?", port[16] = "?";
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
+		    NI_NUMERICHOST | NI_NUMERICSERV);
+	fprintf(stderr, "[serve] listening on http://%s:%s (max sessions %d, compat openai%s)\n",
+	    host, port, c->max_sessions, c->api_key ? ", API key required" : "");
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+	    .done_cv = PTHREAD_COND_INITIALIZER };
+	char err[UTIL_ERRLEN], *models, *save = NULL;
+	struct timeval idle = { .tv_sec = 300 };	/* a silent client is dropped */
+	pthread_t w;
+	int lfd;
+
+	prog = base_name(argv[0]);
+	refuse_unknown();
+	if (parse(argc, argv, &s.c) != 0)
+		return usage(stderr, 2);
+	signal(SIGPIPE, SIG_IGN);
+	if ((s.be = backend_open(s.c.device, s.c.threads, err)) == NULL)
+		die(1, "%s", err);
+	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
+	if ((models = strdup(s.c.models)) == NULL)
+		die(1, "out of memory");
+	for (char *m = strtok_r(models, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save))
+		load(&s, m);
+	if (s.n_mod == 0)
+		die(2, "MEMRA_MODELS: no model named");
+	lfd = listen_on(&s.c);
+	if (pthread_create(&w, NULL, worker, &s) != 0)
+		die(1, "worker thread: %s", strerror(errno));
+	announce(lfd, &s.c);
+	for (;;) {
+		struct conn *c = malloc(sizeof *c);
+		pthread_t t;
+
+		if (c == NULL || (c->fd = accept(lfd, NULL, NULL)) < 0) {
+			if (c != NULL && errno != EINTR && errno != ECONNABORTED)
+				warnmsg("accept: %s", strerror(errno));
+			free(c);
+			continue;
+		}
+		c->s = &s;
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
+		if (pthread_create(&t, NULL, connection, c) != 0) {
+			close(c->fd), free(c);
+			continue;
+		}
+		pthread_detach(t);
+	}
+}

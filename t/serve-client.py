@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""serve-client: the openai client against a running serve, for t/serve.bats.
+
+usage: serve-client.py BASE_URL COMMAND [ARGS...]
+Prints one result per line; an API error prints "error STATUS MESSAGE".
+"""
+import concurrent.futures
+import json
+import sys
+
+import openai
+
+
+def main():
+    base, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    key = "sk-test"
+    if cmd == "--key":
+        key, cmd, args = args[0], args[1], args[2:]
+    c = openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0)
+    try:
+        if cmd == "models":
+            print(" ".join(m.id for m in c.models.list()))
+        elif cmd == "chat":  # MODEL TEXT MAX [json extra]
+            extra = json.loads(args[3]) if len(args) > 3 else {}
+            r = c.chat.completions.create(model=args[0], max_tokens=int(args[2]), temperature=0,
+                                          messages=[{"role": "user", "content": args[1]}], **extra)
+            m = r.choices[0].message
+            print(json.dumps({"content": m.content, "reasoning": getattr(m, "reasoning_content", None),
+                              "finish": r.choices[0].finish_reason,
+                              "prompt_tokens": r.usage.prompt_tokens,
+                              "completion_tokens": r.usage.completion_tokens}))
+        elif cmd == "chat-stream":  # MODEL TEXT MAX [json extra]
+            extra = json.loads(args[3]) if len(args) > 3 else {}
+            s = c.chat.completions.create(model=args[0], max_tokens=int(args[2]), temperature=0,
+                                          messages=[{"role": "user", "content": args[1]}], stream=True,
+                                          **extra)
+            text, finish = "", None
+            for ch in s:
+                if ch.choices:
+                    text += ch.choices[0].delta.content or ""
+                    finish = ch.choices[0].finish_reason or finish
+            print(json.dumps({"content": text, "finish": finish}))
+        elif cmd == "complete":  # MODEL PROMPT MAX
+            r = c.completions.create(model=args[0], prompt=args[1], max_tokens=int(args[2]), temperature=0)
+            print(json.dumps({"text": r.choices[0].text, "finish": r.choices[0].finish_reason}))
+        elif cmd == "parallel":  # N MODEL TEXT MAX: N chats at once, their contents
+            n = int(args[0])
+
+            def one(_):
+                try:
+                    return c.chat.completions.create(
+                        model=args[1], max_tokens=int(args[3]), temperature=0,
+                        messages=[{"role": "user", "content": args[2]}]).choices[0].message.content
+                except openai.APIStatusError as e:
+                    return "error %d" % e.status_code
+            with concurrent.futures.ThreadPoolExecutor(n) as ex:
+                for r in ex.map(one, range(n)):
+                    print(json.dumps(r))
+        else:
+            sys.exit("serve-client: unknown command " + cmd)
+    except openai.APIStatusError as e:
+        print("error %d %s" % (e.status_code, e.body.get("message") if isinstance(e.body, dict) else e.body))
+
+
+main()

@@ -1,0 +1,252 @@
+bats_require_minimum_version 1.5.0
+
+setup() {
+	load helper
+	P=$BATS_TEST_TMPDIR
+	SC="python3 $TOP/t/serve-client.py"
+	SPID=
+}
+
+teardown() {
+	[ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+	return 0
+}
+
+# start_serve [VAR=VALUE...]: serve on a free loopback port; sets URL, SPID, LOG
+start_serve() {
+	local cmd=serve
+	LOG=$P/serve.log
+	[ "${1:-}" = memra-server ] && { ln -sf "$TOP/bin/serve" "$P/memra-server"; cmd=$P/memra-server; shift; }
+	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" "$cmd" --device cpu -t 2 2>"$LOG" &
+	SPID=$!
+	for _ in $(seq 600); do
+		grep -q 'listening on' "$LOG" && break
+		kill -0 "$SPID" 2>/dev/null || { cat "$LOG" >&2; return 1; }
+		sleep 0.1
+	done
+	URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG")
+	[ -n "$URL" ]
+}
+
+# http METHOD PATH [BODY] [curl args]: "STATUS BODY"
+http() {
+	local m=$1 p=$2 b=${3:-}
+	shift 3 || shift $#
+	curl -s -o "$P/body" -w '%{http_code}' -X "$m" ${b:+--data-binary "$b"} "$@" "$URL$p"
+	printf ' %s' "$(cat "$P/body")"
+}
+
+@test "usage: --help matches the man page, a bad setting is misuse" {
+	run -0 serve --help
+	[[ ${lines[0]} == "usage: serve [--models spec] [--host H] [--port P]"* ]]
+	if command -v mandoc >/dev/null; then
+		syn=$(mandoc -Tascii "$TOP/man/serve.1" | sed 's/.\x08//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
+		    sed '1d;$d' | tr -s ' \n\t' ' ')
+		use=$(serve --help | sed -n '/^usage: /,/^  -/p' | sed '$d' | sed 's/^usage: //' | tr -s ' \n\t' ' ')
+		[ "$syn" = " $use" ]
+	fi
+	run -2 --separate-stderr serve --bogus
+	run -2 --separate-stderr env -u MEMRA_MODELS serve
+	[ "$stderr" = "serve: no model: set MEMRA_MODELS or --models (name=spec[+draft],...)" ]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_CTX=abc serve
+	[ "$stderr" = "serve: MEMRA_CTX (--ctx): 'abc': out of range 16..16777216 or not a number" ]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y serve --max-sessions 0
+	[[ $stderr == "serve: MEMRA_MAX_SESSIONS (--max-sessions): '0': out of range"* ]]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_COMPAT=vllm serve
+	[ "$stderr" = "serve: MEMRA_COMPAT: 'vllm': only 'openai' is supported" ]
+}
+
+@test "cookbook variables serve does not implement are refused at boot, by name" {
+	for v in MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=x MEMRA_GEMMA_VISION=1 MEMRA_PP_STAGES=2 \
+	    MEMRA_VISION_DIR=d MEMRA_REUSE_POOL=1 MEMRA_DFLASH_PREC=q4 MEMRA_DRAFT=x; do
+		run -2 --separate-stderr env "$v" MEMRA_MODELS=x=y serve
+		[ "$stderr" = "serve: ${v%%=*}: not supported by this server (refusing to run a different configuration)" ]
+	done
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFIX_CACHE_MB=16384 serve
+	[ "$stderr" = "serve: MEMRA_PREFIX_CACHE_MB: 16384: the prefix cache is not supported yet (use 0)" ]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFIX_CACHE_MB=0 serve --prefix-cache-mb 1
+	[[ $stderr == *"MEMRA_PREFIX_CACHE_MB: 1: the prefix cache is not supported yet"* ]]
+	run -1 --separate-stderr env MEMRA_MODELS=x=/nonexistent serve
+	[[ $stderr == *"serve: /nonexistent: No such file or directory" ]]
+}
+
+@test "SmolLM2: models, chat, stream and completions at temperature 0 equal run-gen" {
+	need_py openai
+	S=$(smollm2)
+	start_serve MEMRA_MODELS="s=$S"
+	grep -q "^\[model\] s: $S\$" "$LOG"
+	grep -q '^\[model\] s: ctx=4096 K=0 (plain decode)$' "$LOG"
+	grep -q '^\[serve\] device cpu' "$LOG"
+	run -0 $SC "$URL" models
+	[ "$output" = s ]
+	want=$(run-gen -n 20 --device cpu "$S" "What is the capital of France?" 2>/dev/null)
+	chat=$want
+	run -0 $SC "$URL" chat s "What is the capital of France?" 20
+	[ "$(jq -r .content <<<"$output")" = "$want" ]
+	[ "$(jq -r .finish <<<"$output")" = length ]
+	[ "$(jq -r .completion_tokens <<<"$output")" = 20 ]
+	[ "$(jq -r .prompt_tokens <<<"$output")" -gt 5 ]
+	run -0 $SC "$URL" chat-stream s "What is the capital of France?" 20
+	[ "$(jq -r .content <<<"$output")" = "$want" ]
+	[ "$(jq -r .finish <<<"$output")" = length ]
+	want=$(run-gen --raw -n 12 --device cpu "$S" "The capital of France is" 2>/dev/null)
+	run -0 $SC "$URL" complete s "The capital of France is" 12
+	[ "$(jq -r .text <<<"$output")" = "$want" ]
+	# a stop string cuts the text before it, finish "stop"
+	run -0 $SC "$URL" chat s "What is the capital of France?" 20 '{"stop": ["Marseillaise"]}'
+	[[ $chat == *Marseillaise* ]]
+	[ "$(jq -r .content <<<"$output")" = "${chat%%Marseillaise*}" ]
+	[ "$(jq -r .finish <<<"$output")" = stop ]
+	run -0 $SC "$URL" chat-stream s "What is the capital of France?" 20 '{"stop": "Marseillaise"}'
+	[ "$(jq -r .content <<<"$output")" = "${chat%%Marseillaise*}" ]
+	[ "$(jq -r .finish <<<"$output")" = stop ]
+}
+
+@test "SmolLM2: errors are JSON with the right status" {
+	need_py openai
+	start_serve MEMRA_MODELS="s=$(smollm2)" MEMRA_CTX=64
+	run -0 http POST /v1/chat/completions '{bad'
+	[[ $output == '400 {"error": {"message": "line 1 column 2: '*'"type": "invalid_request_error", "code": 400}}' ]]
+	run -0 $SC "$URL" chat nosuch hi 3
+	[ "$output" = "error 404 model 'nosuch': not served here" ]
+	run -0 $SC "$URL" chat s "$(printf 'word %.0s' $(seq 100))" 3
+	[[ $output == "error 400 prompt of "*" tokens: does not fit in the context of 64" ]]
+	run -0 $SC "$URL" chat s hi 3 '{"n": 2}'
+	[ "$output" = "error 400 'n': only n=1 is supported" ]
+	run -0 http GET /v1/chat/completions
+	[[ $output == '405 {"error": {"message": "method not allowed: use POST"'* ]]
+	run -0 http POST /v1/models '{}'
+	[[ $output == '405 '* ]]
+	run -0 http GET /nope
+	[[ $output == '404 {"error": {"message": "no such endpoint"'* ]]
+	run -0 http POST /v1/completions '{"model": "s", "prompt": 3}'
+	[[ $output == "400 {\"error\": {\"message\": \"'prompt': a string is required\""* ]]
+	run -0 http POST /v1/completions '{}' -H 'Transfer-Encoding: chunked'
+	[[ $output == '411 {"error": {"message": "chunked request bodies are not supported'* ]]
+	run -0 http POST /v1/completions '{"prompt": "hi", "top_k": -3}'
+	[[ $output == "400 {\"error\": {\"message\": \"'top_k': -3: out of range 0..1073741824\""* ]]
+	run -0 http POST /v1/completions '{"prompt": "hi", "temperature": -1}'
+	[[ $output == '400 {"error": {"message": "sample: temperature -1 (want >= 0)"'* ]]
+	run -0 http GET /health
+	[ "$output" = '200 {"status": "ok"}' ]
+}
+
+@test "SmolLM2: a seeded sampled request is reproducible" {
+	start_serve MEMRA_MODELS="s=$(smollm2)"
+	q='{"prompt": "Once upon a time", "temperature": 0.9, "seed": 7, "max_tokens": 12}'
+	run -0 http POST /v1/completions "$q"
+	one=$(jq -r '.choices[0].text' "$P/body")
+	[ -n "$one" ]
+	run -0 http POST /v1/completions "$q"
+	[ "$(jq -r '.choices[0].text' "$P/body")" = "$one" ]
+}
+
+@test "API key: Bearer auth on /v1, a wrong or missing key is 401" {
+	need_py openai
+	start_serve MEMRA_MODELS="s=$(smollm2)" MEMRA_API_KEY=sekret
+	run -0 $SC "$URL" models
+	[ "$output" = "error 401 invalid or missing API key" ]
+	run -0 $SC "$URL" --key sekret models
+	[ "$output" = s ]
+	run -0 http GET /v1/models
+	[[ $output == '401 '* ]]
+	run -0 http GET /v1/models '' -H 'Authorization: Bearer sekret'
+	[[ $output == '200 {"object": "list"'* ]]
+}
+
+@test "four clients at once all get the sequential answer; beyond MEMRA_MAX_SESSIONS is 503" {
+	need_py openai
+	start_serve MEMRA_MODELS="s=$(smollm2)" MEMRA_MAX_SESSIONS=4
+	one=$($SC "$URL" chat s "What is 2+2?" 16 | jq .content)
+	run -0 $SC "$URL" parallel 4 s "What is 2+2?" 16
+	[ "${#lines[@]}" = 4 ]
+	for l in "${lines[@]}"; do [ "$l" = "$one" ]; done
+	kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	start_serve MEMRA_MODELS="s=$(smollm2)" MEMRA_MAX_SESSIONS=1
+	run -0 $SC "$URL" parallel 3 s "Write a long story about a cat." 200
+	[[ $output == *'"error 503"'* ]]
+	[[ $output == *'"'[A-Za-z]* ]]
+}
+
+@test "model A: greedy through HTTP is token-identical with MEMRA_SPEC_K=0 and K=3" {
+	need_py openai
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=0
+	grep -q '^\[model\] a: ctx=4096 K=0 (plain decode)$' "$LOG"
+	for i in 1 2 3; do
+		p=$(sed -n "${i}p" "$A/prompts.jsonl" | jq -r .prompt)
+		$SC "$URL" complete a "$p" 24 >>"$P/k0"
+	done
+	want=$(run-gen --raw -n 24 --device cpu "$A" "$(sed -n 1p "$A/prompts.jsonl" | jq -r .prompt)" 2>/dev/null)
+	kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	start_serve MEMRA_MODELS="a=$A"
+	grep -q '^\[model\] a: ctx=4096 K=3 (MTP speculative decode for greedy requests)$' "$LOG"
+	for i in 1 2 3; do
+		p=$(sed -n "${i}p" "$A/prompts.jsonl" | jq -r .prompt)
+		$SC "$URL" complete a "$p" 24 >>"$P/k3"
+	done
+	cmp "$P/k0" "$P/k3"
+	[ "$(head -1 "$P/k3" | jq -r .text)" = "$want" ]
+	[ "$(wc -l <"$P/k3")" = 3 ]
+}
+
+@test "model A with a test template: tools reach the template, <think> becomes reasoning_content" {
+	need_py openai
+	A=$(model_a)
+	mkdir "$P/a"
+	ln -s "$A"/* "$P/a/"
+	rm "$P/a/tokenizer_config.json"
+	python3 - "$A/tokenizer_config.json" "$P/a/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if tools %}<tools>{{ tools | tojson }}</tools>\n{% endif %}"
+    "<|im_start|>assistant\n{% if enable_thinking %}<think>\n{% endif %}")
+json.dump(c, open(sys.argv[2], "w"))
+PY
+	start_serve MEMRA_MODELS="a=$P/a"
+	tools='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]'
+	run -0 $SC "$URL" chat a "def f(x):" 8
+	plain=$(jq .prompt_tokens <<<"$output")
+	[ "$(jq -r .reasoning <<<"$output")" = null ]
+	run -0 $SC "$URL" chat a "def f(x):" 8 "{$tools}"
+	[ "$(jq .prompt_tokens <<<"$output")" -gt "$plain" ]
+	run -0 $SC "$URL" chat a "def f(x):" 8 "{$tools, \"tool_choice\": \"none\"}"
+	[ "$(jq .prompt_tokens <<<"$output")" = "$plain" ]
+	run -0 $SC "$URL" chat a "def f(x):" 8 "{$tools, \"tool_choice\": \"required\"}"
+	[ "$output" = "error 400 'tool_choice': 'required': only auto and none are supported" ]
+	run -0 $SC "$URL" chat a "def f(x):" 8 '{"extra_body": {"chat_template_kwargs": {"enable_thinking": true}}}'
+	[ "$(jq .prompt_tokens <<<"$output")" -gt "$plain" ]
+	[ "$(jq -r .reasoning <<<"$output")" != null ]
+	[ "$(jq -r .content <<<"$output")" = "" ]
+}
+
+@test "a cookbook serving block runs unchanged as memra-server: +draft and the trim line at boot" {
+	need_py openai
+	A=$(model_a)
+	quant-nvfp4 -t 1 --type Q8_0 "$A" "$P/a.gguf" 2>/dev/null
+	seq 0 511 >"$P/r.txt"
+	trim-head "$P/a.gguf" "$P/r.txt" "$P/d.gguf" 2>/dev/null
+	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q=$P/a.gguf+$P/d.gguf" MEMRA_CTX=2048 MEMRA_MAX_SESSIONS=2
+	grep -q "^\[mtp-draft\] loading external MTP draft: $P/d.gguf\$" "$LOG"
+	grep -q '^\[mtp-draft\] external draft head: blk\.' "$LOG"
+	grep -q '^\[model\] q: ctx=2048 K=3 ' "$LOG"
+	grep -q '(max sessions 2, compat openai)' "$LOG"
+	run -0 $SC "$URL" complete q "def fib(n):" 16
+	[ "$(jq -r .finish <<<"$output")" != null ]
+	kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	start_serve MEMRA_MODELS="q=$P/a.gguf" MEMRA_FRSPEC_TRIM="$P/r.txt"
+	grep -q '^\[frspec-trim\] self-trimmed head: 512 rows of main output.weight' "$LOG"
+}
+
+@test "a client that drops a stream stops its generation" {
+	S=$(smollm2)
+	start_serve MEMRA_MODELS="s=$S"
+	curl -sN "$URL/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000, "stream": true}' |
+	    head -c 200 >/dev/null || true
+	for _ in $(seq 300); do grep -q '^\[worker\] request 1:' "$LOG" && break; sleep 0.1; done
+	run -0 grep '^\[worker\] request 1:' "$LOG"
+	[[ $output == *" (client gone)" ]]
+	n=$(sed -n 's/.*completion=\([0-9]*\).*/\1/p' <<<"$output")
+	[ "$n" -lt 2000 ]
+}

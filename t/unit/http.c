@@ -1,0 +1,108 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "test.h"
+#include "util.h"
+
+static struct http_req req;
+static const struct http_limits lim = { 1024, 64 };
+
+static long
+parse(const char *s, int *status, char *err)
+{
+	return http_parse(s, strlen(s), &lim, &req, status, err);
+}
+
+/* the status a complete but bad request gets */
+static int
+refused(const char *s)
+{
+	char err[UTIL_ERRLEN];
+	int status;
+
+	return parse(s, &status, err) == -1 ? status : 0;
+}
+
+TEST(a_get_parses_with_headers_case_insensitive)
+{
+	const char *s = "GET /v1/models?x=1 HTTP/1.1\r\nHost: a\r\nX-Thing:  v  \r\n\r\nGET /next";
+	char err[UTIL_ERRLEN];
+	int status;
+
+	CHECK_EQ_INT(parse(s, &status, err), strstr(s, "GET /next") - s);
+	CHECK_EQ_STR(req.method, "GET");
+	CHECK_EQ_STR(req.target, "/v1/models?x=1");
+	CHECK_EQ_INT(req.minor, 1);
+	CHECK_EQ_INT(req.keep_alive, 1);
+	CHECK_EQ_STR(http_header(&req, "x-thing"), "v");
+	CHECK(http_header(&req, "Content-Length") == NULL);
+	CHECK_EQ_INT(req.body_len, 0);
+}
+
+TEST(a_body_needs_all_its_bytes)
+{
+	const char *s = "POST /v1/completions HTTP/1.1\nContent-Length: 5\nConnection: close\n\nhello";
+	char err[UTIL_ERRLEN];
+	int status;
+
+	CHECK_EQ_INT(http_parse(s, strlen(s) - 1, &lim, &req, &status, err), 0);
+	CHECK_EQ_INT(http_parse(s, strlen(s), &lim, &req, &status, err), strlen(s));
+	CHECK_EQ_INT(req.body_len, 5);
+	CHECK(memcmp(req.body, "hello", 5) == 0);
+	CHECK_EQ_INT(req.keep_alive, 0);
+	CHECK_EQ_INT(http_parse("GET / HTTP/1.1\r\nHost: a\r\n", 25, &lim, &req, &status, err), 0);
+}
+
+TEST(http_1_0_closes_unless_asked)
+{
+	char err[UTIL_ERRLEN];
+	int status;
+
+	CHECK(parse("GET / HTTP/1.0\r\n\r\n", &status, err) > 0);
+	CHECK_EQ_INT(req.keep_alive, 0);
+	CHECK(parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", &status, err) > 0);
+	CHECK_EQ_INT(req.keep_alive, 1);
+}
+
+TEST(bad_requests_get_their_4xx)
+{
+	char big[2048];
+
+	CHECK_EQ_INT(refused("GET /\r\n\r\n"), 400);
+	CHECK_EQ_INT(refused("GET / HTTP/2.0\r\n\r\n"), 505);
+	CHECK_EQ_INT(refused("GET / FTP/1.1\r\n\r\n"), 400);
+	CHECK_EQ_INT(refused("G(T / HTTP/1.1\r\n\r\n"), 400);
+	CHECK_EQ_INT(refused("GET / HTTP/1.1\r\nNo colon\r\n\r\n"), 400);
+	CHECK_EQ_INT(refused("GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n"), 400);
+	CHECK_EQ_INT(refused("GET / HTTP/1.1\r\nBad Name: b\r\n\r\n"), 400);
+	CHECK_EQ_INT(refused("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
+	CHECK_EQ_INT(refused("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"), 400);
+	CHECK_EQ_INT(refused("POST / HTTP/1.1\r\nContent-Length: 65\r\n\r\n"), 413);
+	CHECK_EQ_INT(refused("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n"), 413);
+	CHECK_EQ_INT(refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 411);
+	CHECK_EQ_INT(refused("VERYLONGMETHODNAME / HTTP/1.1\r\n\r\n"), 501);
+	memset(big, 'a', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	CHECK_EQ_INT(refused(big), 431);
+	memcpy(big, "GET /", 5);
+	strcpy(big + 1100, " HTTP/1.1\r\n\r\n");
+	CHECK_EQ_INT(refused(big), 431);
+}
+
+TEST(reasons)
+{
+	CHECK_EQ_STR(http_reason(404), "Not Found");
+	CHECK_EQ_STR(http_reason(503), "Service Unavailable");
+}
+
+int
+main(void)
+{
+	RUN(a_get_parses_with_headers_case_insensitive);
+	RUN(a_body_needs_all_its_bytes);
+	RUN(http_1_0_closes_unless_asked);
+	RUN(bad_requests_get_their_4xx);
+	RUN(reasons);
+	return test_summary();
+}
