@@ -590,6 +590,21 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
     const float *nw, float eps, int nout, const struct backend_weight *const *W,
     float *const *y)
 {
+	enum { NMAX = 8 };
+	int tp[NMAX];
+	const void *d[NMAX];
+	int64_t rows[NMAX];
+	const float *sc[NMAX];
+	int fuse = nout <= NMAX && nw != NULL && n % 4 == 0 && n <= 16384 &&
+	    ((uintptr_t)x & 15) == 0 && ((uintptr_t)nw & 15) == 0;
+
+	for (int i = 0; fuse && i < nout; i++) {	/* norm + quantization in one kernel */
+		fuse = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == n;
+		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
+	}
+	if (fuse)
+		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,
+		    m, y, sc) ? gfail(be, "rmsnorm_matmul") : 0;
 	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
 
 	if (t == NULL || cu_rmsnorm(be, x, n, nw, t, n, m, n, eps))
