@@ -16,16 +16,19 @@
 
 enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_NVFP4 = 40 };
 
-/* ggml's ue4m3 scale times 0.5 (lib/quant's qi_ue4m3_half): exact. */
+/* ggml's ue4m3 scale times 0.5 (lib/quant's qi_ue4m3_half): exact.  A
+ * normal value (1 + man/8) 2^(e-7) / 2 is built as float bits (exponent
+ * e - 8, mantissa man << 20): ldexpf cost more than the block's dp4a. */
 __device__ __forceinline__ float
 ue4m3_half(unsigned x)
 {
-	int e = (x >> 3) & 0xF, man = x & 7;
+	unsigned e = (x >> 3) & 0xF, man = x & 7;
 
 	if (x == 0 || x == 0x7F)
 		return 0.0f;
-	float raw = e == 0 ? (float)man * 0x1p-9f : (1.0f + (float)man / 8.0f) * ldexpf(1.0f, e - 7);
-	return raw * 0.5f;
+	if (e == 0)
+		return (float)man * 0x1p-10f;
+	return __uint_as_float((e + 119) << 23 | man << 20);
 }
 
 /* kvalues_mxfp4 (e2m1 codes as integers, twice the value) of the low
