@@ -270,19 +270,19 @@ mv8_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, const 
 	const uint8_t *W = (const uint8_t *)w;
 	int nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 
-	/* Staged rows: measured on the H200 (9B-shape Q8_0), m = 1 decode is
-	 * faster in place (180 vs 173 tok/s), m = 2..8 verify staged (K=3:
-	 * 8.17 vs 8.32 ms); NVFP4 is faster in place for every m. */
-	if (T == Q8_T_Q8_0 && m > 1 && nbw % 32 == 0 && ((uintptr_t)W & 15) == 0 &&
+	/* Staged rows, where measured faster on the H200 (9B-shape random
+	 * GGUFs): Q8_0 with m = 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place:
+	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
+	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
+	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
+	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && ((uintptr_t)W & 15) == 0 &&
 	    rb % 16 == 0) {
 		if (m <= 2)
 			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
 		else if (m <= 4)
 			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
-		else if (m <= 8)
-			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
 		else
-			k_mv8s<T, 16><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
 		GPU_LAUNCHED(g, "matvec_q8");
 		return 0;
 	}
