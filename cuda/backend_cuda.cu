@@ -203,29 +203,41 @@ bsum(float v, float *red)
 }
 
 /*
- * The gated delta rule, rows in order: block h is value head h, thread j
- * owns column j of its state S[h][DK][dv] (DK floats in registers).
+ * The gated delta rule, rows in order: block (h, c) is value head h,
+ * columns c * GDN_COLS .. of its state S[h][DK][dv].  A column's DK rows are
+ * split over GDN_G lanes of one warp (lane = group * GDN_CW + column), each
+ * holding DK / GDN_G of them in registers; the column's two dot products
+ * are summed per lane in row order, then over the groups by a fixed
+ * butterfly, so every lane of a column gets the same bits whatever m is.
+ * Splitting the columns over blocks puts nv * dv / GDN_CW warps on the
+ * state (one block per head left most multiprocessors idle).
  */
+#define GDN_COLS 32		/* columns a block */
+#define GDN_G 4			/* lanes a column */
+#define GDN_CW (32 / GDN_G)	/* columns a warp */
+
 template <int DK>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(GDN_COLS * GDN_G)
 k_gdn(struct gdn_args A)
 {
+	enum { R = DK / GDN_G };
 	__shared__ float sq[DK], sk[DK], red[32];
-	int h = blockIdx.x, j = threadIdx.x, dv = A.dv;
-	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+	int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, grp = lane / GDN_CW;
+	int j = blockIdx.y * GDN_COLS + (tid >> 5) * GDN_CW + lane % GDN_CW, dv = A.dv;
+	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk), i0 = grp * R;
 	size_t hsz = (size_t)DK * dv, kd = (size_t)A.nk * DK;
-	float *Sh = A.S + h * hsz, s[DK];
+	float *Sh = A.S + h * hsz, s[R];
 	bool own = j < dv;
 
 #pragma unroll
-	for (int i = 0; i < DK; i++)
-		s[i] = own ? Sh[(size_t)i * dv + j] : 0.0f;
+	for (int u = 0; u < R; u++)
+		s[u] = own ? Sh[(size_t)(i0 + u) * dv + j] : 0.0f;
 	for (int r = 0; r < A.m; r++) {
 		const float *row = A.qkv + (size_t)r * A.ld;
 		float pq = 0.0f, pk = 0.0f;
 
 		__syncthreads();
-		for (int i = j; i < DK; i += blockDim.x) {
+		for (int i = tid; i < DK; i += blockDim.x) {
 			float q = row[(size_t)kh * DK + i], k = row[kd + (size_t)kh * DK + i];
 			sq[i] = q;
 			sk[i] = k;
@@ -247,33 +259,36 @@ k_gdn(struct gdn_args A)
 		float gate = __fmul_rn(A.ssm_a[h], d_softplus(__fadd_rn(A.a[(size_t)r * A.nv + h],
 		    A.dt_bias[h])));
 		float decay = expf(gate);
-		if (!own)
-			continue;
 		float kv = 0.0f, o = 0.0f;
 #pragma unroll
-		for (int i = 0; i < DK; i++) {
-			s[i] = __fmul_rn(s[i], decay);
-			kv = __fmaf_rn(s[i], __fmul_rn(sk[i], nk), kv);
+		for (int u = 0; u < R; u++) {
+			s[u] = __fmul_rn(s[u], decay);
+			kv = __fmaf_rn(s[u], __fmul_rn(sk[i0 + u], nk), kv);
 		}
-		float v = row[2 * kd + (size_t)h * dv + j];
+		for (int x = GDN_CW; x < 32; x <<= 1)
+			kv = __fadd_rn(kv, __shfl_xor_sync(0xFFFFFFFFu, kv, x));
+		float v = own ? row[2 * kd + (size_t)h * dv + j] : 0.0f;
 		float dl = __fmul_rn(beta, __fsub_rn(v, kv));
 #pragma unroll
-		for (int i = 0; i < DK; i++) {
-			s[i] = __fmaf_rn(__fmul_rn(sk[i], nk), dl, s[i]);
-			o = __fmaf_rn(s[i], __fmul_rn(sq[i], nq), o);
+		for (int u = 0; u < R; u++) {
+			s[u] = __fmaf_rn(__fmul_rn(sk[i0 + u], nk), dl, s[u]);
+			o = __fmaf_rn(s[u], __fmul_rn(sq[i0 + u], nq), o);
 		}
-		A.o[(size_t)r * A.nv * dv + (size_t)h * dv + j] = o;
-		if (A.snap != NULL) {
+		for (int x = GDN_CW; x < 32; x <<= 1)
+			o = __fadd_rn(o, __shfl_xor_sync(0xFFFFFFFFu, o, x));
+		if (own && grp == 0)
+			A.o[(size_t)r * A.nv * dv + (size_t)h * dv + j] = o;
+		if (own && A.snap != NULL) {
 			float *sn = A.snap + (size_t)r * A.nv * hsz + h * hsz;
 #pragma unroll
-			for (int i = 0; i < DK; i++)
-				sn[(size_t)i * dv + j] = s[i];
+			for (int u = 0; u < R; u++)
+				sn[(size_t)(i0 + u) * dv + j] = s[u];
 		}
 	}
 	if (own) {
 #pragma unroll
-		for (int i = 0; i < DK; i++)
-			Sh[(size_t)i * dv + j] = s[i];
+		for (int u = 0; u < R; u++)
+			Sh[(size_t)(i0 + u) * dv + j] = s[u];
 	}
 }
 
@@ -575,6 +590,21 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
     const float *nw, float eps, int nout, const struct backend_weight *const *W,
     float *const *y)
 {
+	enum { NMAX = 8 };
+	int tp[NMAX];
+	const void *d[NMAX];
+	int64_t rows[NMAX];
+	const float *sc[NMAX];
+	int fuse = nout <= NMAX && nw != NULL && n % 4 == 0 && n <= 16384 &&
+	    ((uintptr_t)x & 15) == 0 && ((uintptr_t)nw & 15) == 0;
+
+	for (int i = 0; fuse && i < nout; i++) {	/* norm + quantization in one kernel */
+		fuse = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == n;
+		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
+	}
+	if (fuse)
+		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,
+		    m, y, sc) ? gfail(be, "rmsnorm_matmul") : 0;
 	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
 
 	if (t == NULL || cu_rmsnorm(be, x, n, nw, t, n, m, n, eps))
@@ -692,16 +722,17 @@ gdn_run(struct backend *be, const struct backend_gdn *g, int m, const float *qkv
 {
 	struct gdn_args A = { qkv, a, b, ssm_a, dt_bias, S, snap, o, ld, m, g->n_k_heads,
 	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
-	unsigned nt = (unsigned)(g->dv + 31) / 32 * 32;
+	dim3 nt(GDN_COLS * GDN_G);
+	dim3 nb((unsigned)g->n_v_heads, (unsigned)(g->dv + GDN_COLS - 1) / GDN_COLS);
 	cudaStream_t s = CB(be)->g->stream;
 
 	if (g->dv > 256)
 		return util_err(be->err, "gdn: value head size %d > 256", g->dv);
 	switch (g->dk) {
-	case 16: k_gdn<16><<<g->n_v_heads, nt, 0, s>>>(A); break;
-	case 32: k_gdn<32><<<g->n_v_heads, nt, 0, s>>>(A); break;
-	case 64: k_gdn<64><<<g->n_v_heads, nt, 0, s>>>(A); break;
-	case 128: k_gdn<128><<<g->n_v_heads, nt, 0, s>>>(A); break;
+	case 16: k_gdn<16><<<nb, nt, 0, s>>>(A); break;
+	case 32: k_gdn<32><<<nb, nt, 0, s>>>(A); break;
+	case 64: k_gdn<64><<<nb, nt, 0, s>>>(A); break;
+	case 128: k_gdn<128><<<nb, nt, 0, s>>>(A); break;
 	default: return util_err(be->err, "gdn: key head size %d (16, 32, 64, 128)", g->dk);
 	}
 	return launched(be, "gdn");

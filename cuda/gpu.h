@@ -121,6 +121,16 @@ int	gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *
 	    const float *const *d_scale);
 
 /*
+ * gpu_matvec_q8_multi of RMSNorm(x) (weight d_nw, not NULL): the norm and
+ * the quantization of x run as one kernel, bit-identical to gpu_rmsnorm
+ * then gpu_matvec_q8_multi.  ne0 at most 16384; d_x and d_nw 16-byte
+ * aligned, else -1 (the caller takes the two calls).  Batch-invariant.
+ */
+int	gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw,
+	    float eps, int nw, const int *t, const void *const *d_w, const int64_t *rows,
+	    int64_t ne0, int64_t n, float *const *d_y, const float *const *d_scale);
+
+/*
  * Dense product for prefill: y[n][rows] = W[rows][ne0] . x[n][ne0] for any n,
  * W dequantized to fp32 tiles in scratch and multiplied with cuBLAS
  * (fp32 compute).  n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead.

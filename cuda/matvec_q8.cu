@@ -16,16 +16,19 @@
 
 enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_NVFP4 = 40 };
 
-/* ggml's ue4m3 scale times 0.5 (lib/quant's qi_ue4m3_half): exact. */
+/* ggml's ue4m3 scale times 0.5 (lib/quant's qi_ue4m3_half): exact.  A
+ * normal value (1 + man/8) 2^(e-7) / 2 is built as float bits (exponent
+ * e - 8, mantissa man << 20): ldexpf cost more than the block's dp4a. */
 __device__ __forceinline__ float
 ue4m3_half(unsigned x)
 {
-	int e = (x >> 3) & 0xF, man = x & 7;
+	unsigned e = (x >> 3) & 0xF, man = x & 7;
 
 	if (x == 0 || x == 0x7F)
 		return 0.0f;
-	float raw = e == 0 ? (float)man * 0x1p-9f : (1.0f + (float)man / 8.0f) * ldexpf(1.0f, e - 7);
-	return raw * 0.5f;
+	if (e == 0)
+		return (float)man * 0x1p-10f;
+	return __uint_as_float((e + 119) << 23 | man << 20);
 }
 
 /* kvalues_mxfp4 (e2m1 codes as integers, twice the value) of the low
@@ -72,105 +75,101 @@ k_q8x(const float *x, int nb, int64_t total, int8_t *q, float *dx, float *sx)
 	}
 }
 
-template <int T, int M>
-__global__ void __launch_bounds__(256)
-k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
-    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
-    int m, float *y, const float *scale)
-{
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
-	float acc[M];
+/* Bytes of one weight block of type T (NVFP4: 64 values, else 32). */
+template <int T>
+struct mv8_bs {
+	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : T == Q8_T_Q4_1 ? 20 : 36 };
+};
 
-	if (r >= rows)
-		return;
-#pragma unroll
-	for (int j = 0; j < M; j++)
-		acc[j] = 0.0f;
-	const uint8_t *wr = W + r * rowbytes;
+/* acc[j] += weight block b (bytes at blk) . block(s) b of input row j. */
+template <int T, int M>
+__device__ __forceinline__ void
+mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, int m, float *acc)
+{
 	if (T == Q8_T_Q8_0) {
-		for (int b = lane; b < nb; b += 32) {
-			const uint16_t *blk = (const uint16_t *)(wr + (size_t)b * 34);
-			float dw = __half2float(__ushort_as_half(blk[0]));
-			int wq[8];
+		const uint16_t *blk = (const uint16_t *)blk8;
+		float dw = __half2float(__ushort_as_half(blk[0]));
+		int wq[8];
 #pragma unroll
-			for (int i = 0; i < 8; i++)
-				wq[i] = (int)((unsigned)blk[1 + 2 * i] | (unsigned)blk[2 + 2 * i] << 16);
+		for (int i = 0; i < 8; i++)
+			wq[i] = (int)((unsigned)blk[1 + 2 * i] | (unsigned)blk[2 + 2 * i] << 16);
 #pragma unroll
-			for (int j = 0; j < M; j++) {
-				if (j >= m)
-					break;
-				const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
-				int4 a = xq[0], c = xq[1];
-				int s = __dp4a(wq[0], a.x, 0);
-				s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
-				s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
-				s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
-				s = __dp4a(wq[7], c.w, s);
-				acc[j] = __fadd_rn(acc[j], __fmul_rn((float)s,
-				    __fmul_rn(dw, dx[(size_t)j * nb + b])));
-			}
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
+			int4 a = xq[0], c = xq[1];
+			int s = __dp4a(wq[0], a.x, 0);
+			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
+			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
+			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
+			s = __dp4a(wq[7], c.w, s);
+			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)s,
+			    __fmul_rn(dw, dx[(size_t)j * nb + b])));
 		}
 	} else if (T == Q8_T_Q4_1 || T == Q8_T_Q5_1) {
 		/* d, m (fp16), [qh (4 bytes) for Q5_1], qs[16]: values 0..15 or 0..31 */
-		enum { BS = T == Q8_T_Q5_1 ? 24 : 20 };
-		for (int b = lane; b < nb; b += 32) {
-			const uint32_t *blk = (const uint32_t *)(wr + (size_t)b * BS);
-			uint32_t dm = blk[0], qh = T == Q8_T_Q5_1 ? blk[1] : 0;
-			const uint32_t *qs = blk + (T == Q8_T_Q5_1 ? 2 : 1);
-			float dw = __half2float(__ushort_as_half((unsigned short)(dm & 0xFFFF)));
-			float mw = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
-			int wq[8];
+		const uint32_t *blk = (const uint32_t *)blk8;
+		uint32_t dm = blk[0], qh = T == Q8_T_Q5_1 ? blk[1] : 0;
+		const uint32_t *qs = blk + (T == Q8_T_Q5_1 ? 2 : 1);
+		float dw = __half2float(__ushort_as_half((unsigned short)(dm & 0xFFFF)));
+		float mw = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+		int wq[8];
 #pragma unroll
-			for (int i = 0; i < 4; i++) {
-				uint32_t v = qs[i], lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
-				if (T == Q8_T_Q5_1) {	/* bit j of qh -> value j, bit j+16 -> value j+16 */
-					uint32_t h0 = qh >> (4 * i), h1 = qh >> (4 * i + 16);
-					lo |= ((h0 & 1) << 4) | ((h0 & 2) << 11) | ((h0 & 4) << 18) | ((h0 & 8) << 25);
-					hi |= ((h1 & 1) << 4) | ((h1 & 2) << 11) | ((h1 & 4) << 18) | ((h1 & 8) << 25);
-				}
-				wq[i] = (int)lo;
-				wq[4 + i] = (int)hi;
+		for (int i = 0; i < 4; i++) {
+			uint32_t v = qs[i], lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
+			if (T == Q8_T_Q5_1) {	/* bit j of qh -> value j, bit j+16 -> value j+16 */
+				uint32_t h0 = qh >> (4 * i), h1 = qh >> (4 * i + 16);
+				lo |= ((h0 & 1) << 4) | ((h0 & 2) << 11) | ((h0 & 4) << 18) | ((h0 & 8) << 25);
+				hi |= ((h1 & 1) << 4) | ((h1 & 2) << 11) | ((h1 & 4) << 18) | ((h1 & 8) << 25);
 			}
+			wq[i] = (int)lo;
+			wq[4 + i] = (int)hi;
+		}
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
+			int4 a = xq[0], c = xq[1];
+			int s = __dp4a(wq[0], a.x, 0);
+			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
+			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
+			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
+			s = __dp4a(wq[7], c.w, s);
+			size_t xi = (size_t)j * nb + b;
+			acc[j] = __fadd_rn(acc[j], __fadd_rn(__fmul_rn(__fmul_rn(dw, dx[xi]),
+			    (float)s), __fmul_rn(mw, sx[xi])));
+		}
+	} else {
+		const uint32_t *blk = (const uint32_t *)blk8;
+		uint32_t sc = blk[0];
+#pragma unroll
+		for (int s = 0; s < 4; s++) {
+			uint32_t lo = blk[1 + 2 * s], hi = blk[2 + 2 * s];
+			float ws = ue4m3_half((sc >> (8 * s)) & 0xFF);
+			int w0 = fp4x4(lo), w1 = fp4x4(hi), w2 = fp4x4(lo >> 4), w3 = fp4x4(hi >> 4);
+			int xb = 2 * b + s / 2;
 #pragma unroll
 			for (int j = 0; j < M; j++) {
 				if (j >= m)
 					break;
-				const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
-				int4 a = xq[0], c = xq[1];
-				int s = __dp4a(wq[0], a.x, 0);
-				s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
-				s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
-				s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
-				s = __dp4a(wq[7], c.w, s);
-				size_t xi = (size_t)j * nb + b;
-				acc[j] = __fadd_rn(acc[j], __fadd_rn(__fmul_rn(__fmul_rn(dw, dx[xi]),
-				    (float)s), __fmul_rn(mw, sx[xi])));
-			}
-		}
-	} else {
-		for (int b = lane; b < nb / 2; b += 32) {
-			const uint32_t *blk = (const uint32_t *)(wr + (size_t)b * 36);
-			uint32_t sc = blk[0];
-#pragma unroll
-			for (int s = 0; s < 4; s++) {
-				uint32_t lo = blk[1 + 2 * s], hi = blk[2 + 2 * s];
-				float ws = ue4m3_half((sc >> (8 * s)) & 0xFF);
-				int w0 = fp4x4(lo), w1 = fp4x4(hi), w2 = fp4x4(lo >> 4), w3 = fp4x4(hi >> 4);
-				int xb = 2 * b + s / 2;
-#pragma unroll
-				for (int j = 0; j < M; j++) {
-					if (j >= m)
-						break;
-					int4 a = *(const int4 *)(q + ((size_t)j * nb + xb) * 32 + (s & 1) * 16);
-					int t = __dp4a(w0, a.x, 0);
-					t = __dp4a(w1, a.y, t), t = __dp4a(w2, a.z, t), t = __dp4a(w3, a.w, t);
-					acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t,
-					    __fmul_rn(ws, dx[(size_t)j * nb + xb])));
-				}
+				int4 a = *(const int4 *)(q + ((size_t)j * nb + xb) * 32 + (s & 1) * 16);
+				int t = __dp4a(w0, a.x, 0);
+				t = __dp4a(w1, a.y, t), t = __dp4a(w2, a.z, t), t = __dp4a(w3, a.w, t);
+				acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t,
+				    __fmul_rn(ws, dx[(size_t)j * nb + xb])));
 			}
 		}
 	}
+}
+
+/* Lane 0 writes the warp's sums (a fixed butterfly) for the m input rows. */
+template <int M>
+__device__ __forceinline__ void
+mv8_store(float *acc, int m, int64_t rows, int64_t r, int lane, float *y, const float *scale)
+{
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		if (j >= m)
@@ -181,6 +180,79 @@ k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 		if (lane == 0)
 			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
 	}
+}
+
+/* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
+ * place (any row length and alignment). */
+template <int T, int M>
+__global__ void __launch_bounds__(256)
+k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
+    int m, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
+	float acc[M];
+
+	if (r >= rows)
+		return;
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	const uint8_t *wr = W + r * rowbytes;
+	for (int b = lane; b < nbw; b += 32)
+		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, m, acc);
+	mv8_store<M>(acc, m, rows, r, lane, y, scale);
+}
+
+/*
+ * The same sums in the same order for rows of a multiple of 32 weight
+ * blocks, 16-byte aligned: the warp copies MV8_CH blocks of its row at a
+ * time into shared memory with 16-byte coalesced loads (a lane's block
+ * read in place took 9..17 narrow loads, each touching nine lines), then
+ * lane l takes blocks l and l + 32 of the chunk as k_mv8 does.  Where it
+ * pays is measured (mv8_launch).
+ */
+#define MV8_CH 64
+
+template <int T, int M>
+__global__ void __launch_bounds__(256)
+k_mv8s(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
+    int m, float *y, const float *scale)
+{
+	enum { BS = mv8_bs<T>::v, N16 = MV8_CH * BS / 16, U = (N16 + 31) / 32 };
+	__shared__ int4 sm[8][N16];
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
+	int4 *buf = sm[threadIdx.x >> 5];
+	float acc[M];
+
+	if (r >= rows)
+		return;
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	const int4 *wr = (const int4 *)(W + r * rowbytes);
+	for (int c0 = 0; c0 < nbw; c0 += MV8_CH) {
+		int nc = min(MV8_CH, nbw - c0), n16 = nc * BS / 16;
+		const int4 *src = wr + (size_t)c0 * BS / 16;
+		int4 t[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			if (lane + 32 * u < n16)
+				t[u] = __ldg(src + lane + 32 * u);
+		__syncwarp();
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			if (lane + 32 * u < n16)
+				buf[lane + 32 * u] = t[u];
+		__syncwarp();
+		for (int h = 0; h < nc; h += 32)
+			mv8_block<T, M>((const uint8_t *)buf + (h + lane) * BS, c0 + h + lane, nb,
+			    q, dx, sx, m, acc);
+	}
+	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
 extern "C" int
@@ -196,7 +268,24 @@ mv8_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, const 
 {
 	unsigned grid = (unsigned)((rows + 7) / 8);
 	const uint8_t *W = (const uint8_t *)w;
+	int nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 
+	/* Staged rows, where measured faster on the H200 (9B-shape random
+	 * GGUFs): Q8_0 with m = 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place:
+	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
+	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
+	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
+	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && ((uintptr_t)W & 15) == 0 &&
+	    rb % 16 == 0) {
+		if (m <= 2)
+			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		else if (m <= 4)
+			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		else
+			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		GPU_LAUNCHED(g, "matvec_q8");
+		return 0;
+	}
 	if (m <= 1)
 		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
 	else if (m <= 2)
@@ -220,33 +309,45 @@ mv8_rowbytes(int t, int64_t ne0)
 	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 : 20);
 }
 
-extern "C" int
-gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
-    const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
-    const float *const *d_scale)
+/* The scratch for n rows of ne0 quantized: q, dx, sx (NULL sx: not needed). */
+static int
+mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int8_t **q, float **dx, float **sx)
 {
-	int nb = (int)(ne0 / 32), q81 = 0;
-	size_t qn = (size_t)n * ne0, need;
-	int8_t *q;
-	float *dx, *sx;
+	size_t qn = (size_t)n * ne0, nb = (size_t)(ne0 / 32);
+	size_t need = qn + 2 * (size_t)n * nb * sizeof(float) + 512;
 
+	if ((*q = (int8_t *)gpu_scratch(g, need)) == NULL)
+		return -1;
+	*dx = (float *)(*q + (qn + 255) / 256 * 256);
+	*sx = *dx + ((size_t)n * nb + 63) / 64 * 64;
+	return 0;
+}
+
+/* Check the nw weights; *q81: one of them takes Q8_1 activations. */
+static int
+mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
+    int64_t n, int *q81)
+{
+	*q81 = 0;
 	for (int i = 0; i < nw; i++) {
 		if (!gpu_can_matvec_q8(t[i]))
 			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t[i]);
 		if (n < 1 || rows[i] < 1 || ne0 % (t[i] == Q8_T_NVFP4 ? 64 : 32) != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
 			    (long long)rows[i], (long long)ne0, (long long)n);
-		q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
+		*q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
 	}
-	need = qn + 2 * (size_t)n * nb * sizeof(float) + 512;
-	if ((q = (int8_t *)gpu_scratch(g, need)) == NULL)
-		return -1;
-	dx = (float *)(q + (qn + 255) / 256 * 256);
-	sx = dx + ((size_t)n * nb + 63) / 64 * 64;
-	int64_t total = n * nb;
-	k_q8x<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, nb, total, q, dx,
-	    q81 ? sx : NULL);
-	GPU_LAUNCHED(g, "matvec_q8 quantize");
+	return 0;
+}
+
+/* The nw products of the quantized x (q, dx, sx). */
+static int
+mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
+    const int64_t *rows, int64_t ne0, const int8_t *q, const float *dx, const float *sx,
+    int64_t n, float *const *d_y, const float *const *d_scale)
+{
+	int nb = (int)(ne0 / 32);
+
 	for (int i = 0; i < nw; i++) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
 		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
@@ -267,6 +368,128 @@ gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
 		}
 	}
 	return 0;
+}
+
+extern "C" int
+gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
+    const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
+    const float *const *d_scale)
+{
+	int nb = (int)(ne0 / 32), q81;
+	int8_t *q;
+	float *dx, *sx;
+
+	if (mv8_types(g, nw, t, rows, ne0, n, &q81) || mv8_scratch(g, n, ne0, &q, &dx, &sx))
+		return -1;
+	int64_t total = n * nb;
+	k_q8x<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, nb, total, q, dx,
+	    q81 ? sx : NULL);
+	GPU_LAUNCHED(g, "matvec_q8 quantize");
+	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
+}
+
+#define RQ_VEC 4	/* float4s a thread holds in k_rmsnorm_q8x */
+
+/*
+ * RMSNorm of row blockIdx.x (weight w) and its quantization in one pass:
+ * y = x * (1 / sqrt(mean(x^2) + eps)) * w exactly as cuda/ops.cu's
+ * k_rmsnorm4 computes it (same sum order), then each 32-block quantized
+ * as k_q8x does (8 lanes, 4 values each).  Bit-identical to the two.
+ */
+__global__ void __launch_bounds__(1024)
+k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float *dx,
+    float *sx)
+{
+	__shared__ float red[33];
+	const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * d);
+	int d4 = d / 4, nb = d / 32, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+	float4 v[RQ_VEC];
+	float s = 0.0f;
+
+#pragma unroll
+	for (int u = 0; u < RQ_VEC; u++) {
+		int i = threadIdx.x + u * blockDim.x;
+		v[u] = i < d4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	}
+#pragma unroll
+	for (int u = 0; u < RQ_VEC; u++) {
+		s = __fmaf_rn(v[u].x, v[u].x, s);
+		s = __fmaf_rn(v[u].y, v[u].y, s);
+		s = __fmaf_rn(v[u].z, v[u].z, s);
+		s = __fmaf_rn(v[u].w, v[u].w, s);
+	}
+	/* block sum as ops.cu's block_sum: butterfly, then warp 0 over the warps */
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+	__syncthreads();
+	if (lane == 0)
+		red[wp] = s;
+	__syncthreads();
+	if (wp == 0) {
+		s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0f;
+		for (int o = 16; o > 0; o >>= 1)
+			s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+		if (lane == 0)
+			red[32] = s;
+	}
+	__syncthreads();
+	float sc = 1.0f / sqrtf(red[32] / (float)d + eps);
+#pragma unroll
+	for (int u = 0; u < RQ_VEC; u++) {
+		int i = threadIdx.x + u * blockDim.x;
+		if (i - lane >= d4)	/* the whole warp is out (lanes past d4 add zeros) */
+			break;
+		float4 c = i < d4 ? ((const float4 *)w)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		float4 o = make_float4(__fmul_rn(__fmul_rn(v[u].x, sc), c.x),
+		    __fmul_rn(__fmul_rn(v[u].y, sc), c.y), __fmul_rn(__fmul_rn(v[u].z, sc), c.z),
+		    __fmul_rn(__fmul_rn(v[u].w, sc), c.w));
+		float a = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
+		for (int m = 1; m < 8; m <<= 1)
+			a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, m));
+		float dd = __fdiv_rn(a, 127.0f);
+		float id = dd != 0.0f ? __fdiv_rn(1.0f, dd) : 0.0f;
+		int q0 = (int)(int8_t)roundf(__fmul_rn(o.x, id));
+		int q1 = (int)(int8_t)roundf(__fmul_rn(o.y, id));
+		int q2 = (int)(int8_t)roundf(__fmul_rn(o.z, id));
+		int q3 = (int)(int8_t)roundf(__fmul_rn(o.w, id));
+		int sum = q0 + q1 + q2 + q3;
+		for (int m = 1; m < 8; m <<= 1)
+			sum += __shfl_xor_sync(0xFFFFFFFFu, sum, m);
+		if (i < d4) {
+			char4 c4 = make_char4((signed char)q0, (signed char)q1, (signed char)q2,
+			    (signed char)q3);
+			((char4 *)(q + (size_t)blockIdx.x * d))[i] = c4;
+			if ((threadIdx.x & 7) == 0) {
+				size_t bi = (size_t)blockIdx.x * nb + i / 8;
+				dx[bi] = __half2float(__float2half_rn(dd));
+				if (sx != NULL)
+					sx[bi] = __half2float(__float2half_rn(__fmul_rn((float)sum, dd)));
+			}
+		}
+	}
+}
+
+extern "C" int
+gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw, float eps,
+    int nw, const int *t, const void *const *d_w, const int64_t *rows, int64_t ne0,
+    int64_t n, float *const *d_y, const float *const *d_scale)
+{
+	int d4 = (int)(ne0 / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81;
+	int8_t *q;
+	float *dx, *sx;
+
+	if (mv8_types(g, nw, t, rows, ne0, n, &q81))
+		return -1;
+	if (d_nw == NULL || nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
+	    n > INT32_MAX)
+		return gpu_fail(g, "rmsnorm_matvec_q8: rows of %lld (at most %d), or unaligned",
+		    (long long)ne0, 1024 * 4 * RQ_VEC);
+	if (mv8_scratch(g, n, ne0, &q, &dx, &sx))
+		return -1;
+	k_rmsnorm_q8x<<<(unsigned)n, nt, 0, g->stream>>>(d_x, d_nw, (int)ne0, eps, q, dx,
+	    q81 ? sx : NULL);
+	GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
+	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
 }
 
 extern "C" int
