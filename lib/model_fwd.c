@@ -238,7 +238,7 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	int qs = hp->attn_gated ? 2 * hd : hd;
 	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
 	float *Y[3] = { a->q, a->y, a->z };
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd) };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
 
 	if (backend_rmsnorm_matmul(be, a->x, n, hp->n_embd, L->attn_norm, hp->eps, 3, W, Y) ||
 	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, n * nh, hd, hp->eps)) ||
@@ -247,7 +247,9 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	    backend_rope(be, a->q, nh * qs, nh, qs, n, a->pos, hp->n_rot, hp->rope_theta,
 	    hp->rope_mode) ||
 	    backend_rope(be, a->y, kvd, hp->n_head_kv, hd, n, a->pos, hp->n_rot, hp->rope_theta,
-	    hp->rope_mode))
+	    hp->rope_mode) ||
+	    (md->kv_f16 && (backend_round_f16(be, a->y, kvd, n, kvd) ||
+	    backend_round_f16(be, a->z, kvd, n, kvd))))
 		return fail(md);
 	for (int i = 0; i < n; i++) {
 		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);
