@@ -12,7 +12,8 @@
 # run-spec -K 1-8 on A and its GGUFs); GPU_RUN_GREEDY=0 skips the older
 # model-greedy / model-spec gates; GPU_RUN_9B=1 the 9B-shape speed
 # (GPU_RUN_9B_SHORT=1: short context only); GPU_RUN_ATTACH=1 the masked
-# draft head on the GPU, attached the three ways.
+# draft head on the GPU, attached the three ways; GPU_RUN_BATCH=1 batched
+# decode (model-batch), the f16 KV refusal and serve on the GPU.
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
@@ -24,7 +25,7 @@ A=models/A
 echo "== build (logs in $OUT)"
 t0=$(date +%s)
 if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/model-spec \
-    build/t/tools/gguf-random build/t/tools/model-bench \
+    build/t/tools/gguf-random build/t/tools/model-bench build/t/tools/model-batch \
     >"$OUT/build.log" 2>&1; then
 	tail -40 "$OUT/build.log"
 	exit 1
@@ -106,6 +107,37 @@ if [ "$mode" != bench ]; then
 			    --device cuda "$m" 2>&1 | grep -E '^\[|^K=|^plain|SELF' || rg=1
 		  done; } >"$OUT/attach.log" 2>&1
 		echo "attach in $(( $(date +%s) - t0 ))s"
+	fi
+	if [ -n "$A" ] && [ "${GPU_RUN_BATCH:-0}" = 1 ]; then
+		# GPU_RUN_BATCH=1: model_forward_batch on the GPU (several sequences
+		# decoded together = one at a time, bit for bit), the f16 KV refusal,
+		# and serve answering over HTTP on the GPU as run-gen does
+		t0=$(date +%s)
+		seqs="6:970,11,1879,374 3:264,1273,13,576,3974,1387,3883 1:42 8:3420,916 4:279,1567,556,11,12"
+		{ for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do
+			[ -e "$m" ] || continue
+			for b in 1 4; do
+				echo "== model-batch -b $b $m"
+				timeout 100 build/t/tools/model-batch -d cuda -b $b "$m" $seqs || rg=1
+			done
+		  done
+		  echo "== run-gen --kv-type f16 --device cuda (must refuse)"
+		  if bin/run-gen --kv-type f16 --device cuda -n 4 $A hello; then rg=1; fi
+		  echo "== serve on cuda"
+		  want=$(bin/run-gen --device cuda --raw -n 24 $A "The capital of France is" 2>/dev/null)
+		  MEMRA_MODELS="a=$A" MEMRA_DEVICE=cuda bin/serve --port 18765 & sp_pid=$!
+		  got=
+		  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+			sleep 1
+			got=$(python3 -c 'import json,sys,urllib.request as u
+r=u.Request("http://127.0.0.1:18765/v1/completions",json.dumps({"model":"a","prompt":sys.argv[1],"max_tokens":24,"temperature":0}).encode(),{"Content-Type":"application/json"})
+print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The capital of France is" 2>/dev/null) && break
+		  done
+		  kill $sp_pid 2>/dev/null; wait $sp_pid 2>/dev/null
+		  printf 'run-gen: %s\nserve:   %s\n' "$want" "$got"
+		  if [ -n "$got" ] && [ "$got" = "$want" ]; then echo "SERVE = RUN-GEN"; else echo "SERVE DIFFERS"; rg=1; fi
+		} >"$OUT/batch-serve.log" 2>&1
+		echo "batch/serve in $(( $(date +%s) - t0 ))s"
 	fi
 	if [ -n "$A" ] && [ "${GPU_RUN_GREEDY:-1}" = 1 ]; then
 		t0=$(date +%s)
