@@ -21,7 +21,9 @@
 
 struct src {
 	struct safetensors *st;	/* one of the two */
-	struct gguf *gg;
+	struct gguf *gg;	/* the metadata */
+	struct gguf **parts;	/* [n_parts] where the tensors are; n_parts 0: gg */
+	int	n_parts;
 	const char *arch;
 	char	archbuf[32];
 };
@@ -81,18 +83,23 @@ static int
 src_tensor(struct src *s, const char *name, struct src_tensor *t)
 {
 	memset(t, 0, sizeof *t);
-	if (s->gg != NULL) {
-		int64_t i = gguf_find_tensor(s->gg, name);
+	for (int p = 0; s->gg != NULL && p < (s->n_parts > 0 ? s->n_parts : 1); p++) {
+		struct gguf *gg = s->n_parts > 0 ? s->parts[p] : s->gg;
+		int64_t i = gguf_find_tensor(gg, name);
 		const struct gguf_tensor *g;
 
-		if (i < 0 || (t->data = gguf_tensor_data(s->gg, i)) == NULL)
+		if (i < 0)
+			continue;
+		if ((t->data = gguf_tensor_data(gg, i)) == NULL)
 			return -1;
-		g = gguf_tensor(s->gg, i);
+		g = gguf_tensor(gg, i);
 		t->type = g->type;
 		t->ne0 = g->ne[0];
 		t->n_rows = g->ne[1] * g->ne[2] * g->ne[3];
 		return 0;
 	}
+	if (s->gg != NULL)
+		return -1;
 	for (size_t i = 0; i < safetensors_out_count(s->st); i++)
 		if (strcmp(safetensors_out(s->st, i)->name, name) == 0) {
 			t->out = safetensors_out(s->st, i);
@@ -483,9 +490,11 @@ static int
 open_source(struct model *md, const char *path, struct src *s, char *err)
 {
 	if (is_gguf(path)) {
-		if ((s->gg = gguf_open(path, err)) == NULL)
+		if (model_gguf_open(md, path, err) != 0)
 			return -1;
-		md->gg = s->gg;		/* the weights stay mapped */
+		s->gg = md->gg;		/* the weights stay mapped */
+		s->parts = md->parts;
+		s->n_parts = md->n_parts;
 		md->hf_l2 = 0;
 	} else {
 		if ((s->st = safetensors_open(path, err)) == NULL)
@@ -621,7 +630,7 @@ model_close(struct model *md)
 	free(md->hbuf);
 	free(md->layers);
 	free(md->path);
-	gguf_close(md->gg);
+	model_gguf_close(md);
 	gguf_close(md->dg);
 	free(md);
 }

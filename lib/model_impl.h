@@ -54,6 +54,8 @@ struct model {
 	struct model_hparams hp;
 	char	*path;			/* the local source (a hub spec resolved) */
 	struct gguf *gg;		/* a GGUF source stays open: weights are mapped */
+	struct gguf **parts;		/* [n_parts] a split set, parts[0] == gg; else NULL */
+	int	n_parts;
 	struct backend *be;
 	int	hf_l2;		/* GDN L2 norm as HF computes it */
 	int	kv_f16;		/* K and V rounded to half when stored */
@@ -75,6 +77,16 @@ struct model {
 	int	n_dbuf;
 	char	err[UTIL_ERRLEN];
 };
+
+/*
+ * Open the GGUF at path into md->gg.  When it is one part of a split set
+ * (split.count > 1, parts named PREFIX-%05d-of-%05d.gguf as llama.cpp's
+ * gguf-split writes them), every part is opened into md->parts and md->gg
+ * is the first, which carries the metadata.  -1 with "file: why" in err.
+ */
+int	model_gguf_open(struct model *md, const char *path, char *err);
+/* Close md->gg and the parts (both NULL afterwards). */
+void	model_gguf_close(struct model *md);
 
 /* 2 n_k_heads dk + n_v_heads dv: the GDN mix width */
 int	model_conv_dim(const struct model_hparams *);

@@ -41,7 +41,7 @@ model_open_text(const char *path, char *err)
 		int gguf = fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
 
 		fclose(fp);
-		if (gguf && (md->gg = gguf_open(md->path, err)) == NULL) {
+		if (gguf && model_gguf_open(md, md->path, err) != 0) {
 			model_close_text(md);
 			return NULL;
 		}
@@ -54,7 +54,7 @@ model_close_text(struct model *md)
 {
 	if (md == NULL)
 		return;
-	gguf_close(md->gg);
+	model_gguf_close(md);
 	free(md->path);
 	free(md);
 }
