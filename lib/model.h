@@ -43,7 +43,8 @@ struct model;
 
 /*
  * Open a model for backend be: a GGUF file (weights mapped, read in place
- * by the CPU backend), or an HF checkpoint directory or .safetensors file
+ * by the CPU backend; any part of a split set PREFIX-%05d-of-%05d.gguf
+ * loads every part), or an HF checkpoint directory or .safetensors file
  * (converted as lib/safetensors' plan says into host memory).  NULL with
  * the reason in err (UTIL_ERRLEN).  model_close frees (NULL is a no-op);
  * be must outlive the model.

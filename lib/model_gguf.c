@@ -73,8 +73,7 @@ split_part(const char *name, int k, int n, char *err)
 		goto fail;
 	}
 	if (cnt != n) {
-		util_err(err, "%s: '%s' is %" PRId64 ", part %d says %d", name, SPLIT_COUNT, cnt,
-		    k + 1, n);
+		util_err(err, "%s: '%s' is %" PRId64 ", expected %d", name, SPLIT_COUNT, cnt, n);
 		goto fail;
 	}
 	if (no != k) {

@@ -87,3 +87,69 @@ ML=build/t/tools/model-logits
 		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32) for f in sys.argv[1:]); r=np.abs(a-b).max()/np.abs(a).max(); print(r); assert r <= 2e-5' "$BATS_TEST_TMPDIR/hf" "$BATS_TEST_TMPDIR/gg"
 	done
 }
+
+# GS N IN PREFIX: build/t/tools/gguf-split (llama.cpp's gguf-split layout)
+GS=build/t/tools/gguf-split
+
+@test "a split GGUF set (3 parts) loads from any part: same ids and bit-identical logits as the file" {
+	f=$(smollm2)
+	s=$BATS_TEST_TMPDIR/s
+	"$TOP/$GS" 3 "$f" "$s"
+	run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$f" "The capital of France is"
+	want=$output
+	[ -n "$want" ]
+	for k in 1 2 3; do
+		run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$s-0000$k-of-00003.gguf" "The capital of France is"
+		[ "$output" = "$want" ]
+	done
+	ids="5 17 250 3 99 42 7 1"
+	"$TOP/$ML" -t 2 "$f" "$BATS_TEST_TMPDIR/one" $ids
+	"$TOP/$ML" -t 2 "$s-00002-of-00003.gguf" "$BATS_TEST_TMPDIR/set" $ids
+	cmp "$BATS_TEST_TMPDIR/one" "$BATS_TEST_TMPDIR/set"
+}
+
+@test "the split parts are llama.cpp's: gguf-py reads each, gguf-inspect shows split.*, llama.cpp's greedy ids on the set equal ours" {
+	f=$(smollm2)
+	need_py gguf
+	s=$BATS_TEST_TMPDIR/s
+	"$TOP/$GS" 3 "$f" "$s"
+	run -0 python3 -c 'import sys; from gguf import GGUFReader
+n = 0
+for k, p in enumerate(sys.argv[1:]):
+    r = GGUFReader(p)
+    v = {f.name: int(f.parts[-1][0]) for f in r.fields.values() if f.name.startswith("split.")}
+    assert v == {"split.no": k, "split.count": 3, "split.tensors.count": 272}, v
+    n += len(r.tensors)
+print(n)' "$s"-0000{1,2,3}-of-00003.gguf
+	[ "$output" = 272 ]
+	run -0 gguf-inspect "$s-00002-of-00003.gguf"
+	[[ $output == *"split.no             uint16  1"* ]]
+	[[ $output == *"split.count          uint16  3"* ]]
+	need_llama_cpp
+	run -0 --separate-stderr python3 "$TOP/t/peer/llama_greedy.py" "$s-00001-of-00003.gguf" 8 "The capital of France is"
+	want=$output
+	run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$s-00001-of-00003.gguf" "The capital of France is"
+	[ "$output" = "$want" ]
+}
+
+@test "a split set with a missing part, a stray part, a wrong tensor count or a renamed part is an error naming the file" {
+	f=$(smollm2)
+	s=$BATS_TEST_TMPDIR/s
+	"$TOP/$GS" 3 "$f" "$s"
+	"$TOP/$GS" 2 "$f" "$BATS_TEST_TMPDIR/two"
+	mv "$s-00002-of-00003.gguf" "$BATS_TEST_TMPDIR/p2"
+	run -1 --separate-stderr run-gen --ids -n 1 -t 2 "$s-00001-of-00003.gguf" hi
+	[ "$stderr" = "run-gen: $s-00002-of-00003.gguf: No such file or directory" ]
+	cp "$BATS_TEST_TMPDIR/two-00002-of-00002.gguf" "$s-00002-of-00003.gguf"
+	run -1 --separate-stderr run-gen --ids -n 1 -t 2 "$s-00003-of-00003.gguf" hi
+	[ "$stderr" = "run-gen: $s-00002-of-00003.gguf: 'split.count' is 2, expected 3" ]
+	cp "$s-00003-of-00003.gguf" "$s-00002-of-00003.gguf"
+	run -1 --separate-stderr run-gen --ids -n 1 -t 2 "$s-00001-of-00003.gguf" hi
+	[ "$stderr" = "run-gen: $s-00002-of-00003.gguf: 'split.no' is 2, expected 1" ]
+	"$TOP/$GS" -c 271 3 "$f" "$s"
+	run -1 --separate-stderr run-gen --ids -n 1 -t 2 "$s-00003-of-00003.gguf" hi
+	[ "$stderr" = "run-gen: $s-00001-of-00003.gguf: 'split.tensors.count' is 271 but the 3 parts hold 272 tensors" ]
+	cp "$s-00001-of-00003.gguf" "$BATS_TEST_TMPDIR/renamed.gguf"
+	run -1 --separate-stderr run-gen --ids -n 1 -t 2 "$BATS_TEST_TMPDIR/renamed.gguf" hi
+	[ "$stderr" = "run-gen: $BATS_TEST_TMPDIR/renamed.gguf: split part 1 of 3 is not named PREFIX-00001-of-00003.gguf" ]
+}
