@@ -2,6 +2,33 @@ bats_require_minimum_version 1.5.0
 # run-gen end to end on fixture model A (HF checkpoint, refs.json) and SmolLM2 (GGUF)
 setup() { load helper; }
 
+# golden_greedy KNOWN [RUN-GEN OPTIONS]: SmolLM2's greedy ids (32 per prompt, run-gen --jsonl) equal
+# llama.cpp's golden (t/data/smollm2-llamacpp.json) on every prompt, except that each prompt named in
+# KNOWN (JSON {"name": step}) equals it before that step and differs at it.
+golden_greedy() {
+	local f g=$DATA/smollm2-llamacpp.json known=$1
+	shift
+	f=$(smollm2)
+	need_py json
+	python3 -c 'import json,sys; [print(json.dumps({"prompt": p["text"], "n": 32})) for p in json.load(open(sys.argv[1]))["prompts"]]' "$g" |
+	    run-gen --raw --jsonl "$@" -t 2 "$f" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+	run -0 python3 - "$g" "$BATS_TEST_TMPDIR/out" "$known" <<'PY'
+import json, sys
+known = json.loads(sys.argv[3])
+g = json.load(open(sys.argv[1]))["prompts"]
+r = [json.loads(l) for l in open(sys.argv[2])]
+assert len(r) == len(g) == 8, len(r)
+for p, o in zip(g, r):
+    want, got = p["greedy_ids"], o["ids"]
+    k = known.get(p["name"])
+    if k is None:
+        assert got == want, (p["name"], got, want)
+    else:
+        assert got[:k] == want[:k] and got[k] != want[k], (p["name"], k, got, want)
+print("ok")
+PY
+}
+
 # refs KEY...: print refs.json b_greedy[0] fields (prompt text from prompts.jsonl)
 ref0() {
 	python3 - "$1" "$2" <<'PY'
@@ -157,26 +184,7 @@ PY
 #   chat-prose step 14: llama.cpp 7957 by 0.321, ours 1129 by 0.108
 # The test demands equality before those steps and everywhere on the other five prompts.
 @test "SmolLM2 greedy ids equal llama.cpp's golden (t/data/smollm2-llamacpp.json), 8 prompts" {
-	f=$(smollm2)
-	need_py json
-	g=$DATA/smollm2-llamacpp.json
-	python3 -c 'import json,sys; [print(json.dumps({"prompt": p["text"], "n": 32})) for p in json.load(open(sys.argv[1]))["prompts"]]' "$g" |
-	    run-gen --raw --jsonl -t 2 "$f" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
-	run -0 python3 - "$g" "$BATS_TEST_TMPDIR/out" <<'PY'
-import json, sys
-known = {"raw-code-add": 0, "chat-code": 27, "chat-prose": 14}
-g = json.load(open(sys.argv[1]))["prompts"]
-r = [json.loads(l) for l in open(sys.argv[2])]
-assert len(r) == len(g) == 8, len(r)
-for p, o in zip(g, r):
-    want, got = p["greedy_ids"], o["ids"]
-    k = known.get(p["name"])
-    if k is None:
-        assert got == want, (p["name"], got, want)
-    else:
-        assert got[:k] == want[:k] and got[k] != want[k], (p["name"], k, got, want)
-print("ok")
-PY
+	golden_greedy '{"raw-code-add": 0, "chat-code": 27, "chat-prose": 14}'
 }
 
 # With --kv-type f16 memra's cache is llama.cpp's (K, V rounded to half; q and the softmax weights
@@ -188,26 +196,7 @@ PY
 # ours):  raw-code-c step 9 (0.173, 0.004), chat-code step 27 (0.075, 0.168), chat-prose step 11
 # (0.078, 0.016); with matching F32 caches (t/data/smollm2-llamacpp-f32.json) 5 of 8 part.
 @test "--kv-type f16: SmolLM2 greedy ids equal llama.cpp's F16-cache golden but at 3 near ties" {
-	f=$(smollm2)
-	need_py json
-	g=$DATA/smollm2-llamacpp.json
-	python3 -c 'import json,sys; [print(json.dumps({"prompt": p["text"], "n": 32})) for p in json.load(open(sys.argv[1]))["prompts"]]' "$g" |
-	    run-gen --raw --jsonl --kv-type f16 -t 2 "$f" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
-	run -0 python3 - "$g" "$BATS_TEST_TMPDIR/out" <<'PY'
-import json, sys
-known = {"raw-code-c": 9, "chat-code": 27, "chat-prose": 11}
-g = json.load(open(sys.argv[1]))["prompts"]
-r = [json.loads(l) for l in open(sys.argv[2])]
-assert len(r) == len(g) == 8, len(r)
-for p, o in zip(g, r):
-    want, got = p["greedy_ids"], o["ids"]
-    k = known.get(p["name"])
-    if k is None:
-        assert got == want, (p["name"], got, want)
-    else:
-        assert got[:k] == want[:k] and got[k] != want[k], (p["name"], k, got, want)
-print("ok")
-PY
+	golden_greedy '{"raw-code-c": 9, "chat-code": 27, "chat-prose": 11}' --kv-type f16
 }
 
 @test "--kv-type f16: SmolLM2 first-step top-5 logits within 0.6 of llama.cpp's, and not the f32 cache's" {
