@@ -61,20 +61,21 @@ act_reserve(struct model *md, int m)
 	return 0;
 }
 
-/* Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out. */
+/*
+ * Attention's input side for m rows: q (a->q, [m][n_head][qs]), K and V ([m][kv_dim], into the cache
+ * or into scratch) from norm(x), with the q/k norms, rope at a->pos and, for an f16 cache, K and V
+ * rounded to half.
+ */
 static int
-attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m)
+attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;	/* head stride in q rows */
-	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
-	float *K = kc + (size_t)p0 * kvd;
 	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
-	float *Y[3] = { a->q, K, vc + (size_t)p0 * kvd };
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
+	float *Y[3] = { a->q, K, V };
 
 	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, 3, W, Y) ||
 	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, m * nh, hd, hp->eps)) ||
@@ -85,11 +86,54 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 	    backend_rope(be, K, kvd, hp->n_head_kv, hd, m, a->pos, hp->n_rot, hp->rope_theta,
 	    hp->rope_mode) ||
 	    (md->kv_f16 && (backend_round_f16(be, K, kvd, m, kvd) ||
-	    backend_round_f16(be, Y[2], kvd, m, kvd))) ||
-	    backend_attention(be, &at, a->q, nh * qs, qs, kc, vc, m, p0, a->o) ||
-	    (hp->attn_gated && backend_mul_sigmoid(be, a->o, hd, a->q + hd, qs, m * nh, hd)) ||
-	    backend_matmul(be, &L->o, a->o, nh * hd, a->t, hp->n_embd, m) ||
-	    backend_add(be, a->x, a->t, (size_t)m * hp->n_embd))
+	    backend_round_f16(be, V, kvd, m, kvd))))
+		return fail(md);
+	return 0;
+}
+
+/* Attention's output side for m rows: the sigmoid gate (qwen35), the o product; x += out. */
+static int
+attn_out(struct model *md, struct model_layer *L, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	int hd = hp->head_dim, nh = hp->n_head, qs = hp->attn_gated ? 2 * hd : hd;
+
+	if ((hp->attn_gated && backend_mul_sigmoid(md->be, a->o, hd, a->q + hd, qs, m * nh, hd)) ||
+	    backend_matmul(md->be, &L->o, a->o, nh * hd, a->t, hp->n_embd, m) ||
+	    backend_add(md->be, a->x, a->t, (size_t)m * hp->n_embd))
+		return fail(md);
+	return 0;
+}
+
+/* Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out. */
+static int
+attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
+	int qs = hp->attn_gated ? 2 * hd : hd;
+	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
+
+	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m))
+		return -1;
+	if (backend_attention(md->be, &at, md->act.q, nh * qs, qs, kc, vc, m, p0, md->act.o))
+		return fail(md);
+	return attn_out(md, L, m);
+}
+
+/* The Gated DeltaNet layer's output side for m rows: gated norm, out product; x += out. */
+static int
+gdn_out(struct model *md, struct model_layer *L, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+
+	if (backend_rmsnorm_gated(md->be, a->o, a->z, L->ssm_norm, a->o, m * hp->n_v_heads, hp->dv,
+	    hp->eps) ||
+	    backend_matmul(md->be, &L->out, a->o, hp->n_v_heads * hp->dv, a->t, hp->n_embd, m) ||
+	    backend_add(md->be, a->x, a->t, (size_t)m * hp->n_embd))
 		return fail(md);
 	return 0;
 }
@@ -101,7 +145,7 @@ gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int 
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
-	int cd = model_conv_dim(hp), vd = hp->n_v_heads * hp->dv, snap = flags & MODEL_VERIFY;
+	int cd = model_conv_dim(hp), snap = flags & MODEL_VERIFY;
 	const struct backend_weight *W[4] = { &L->qkv, &L->gate, &L->beta, &L->alpha };
 	float *Y[4] = { a->q, a->z, a->b, a->a };
 	/* transformers' l2norm has its own eps (1e-6), llama.cpp's the RMSNorm one */
@@ -118,12 +162,7 @@ gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int 
 	    backend_gdn_step(be, &g, m, a->y, cd, a->a, a->b, L->ssm_a, L->dt_bias, S,
 	    snap ? state_ssm_snap(st, L->cache) : NULL, a->o))
 		return fail(md);
-	if (backend_rmsnorm_gated(be, a->o, a->z, L->ssm_norm, a->o, m * hp->n_v_heads, hp->dv,
-	    hp->eps) ||
-	    backend_matmul(be, &L->out, a->o, vd, a->t, hp->n_embd, m) ||
-	    backend_add(be, a->x, a->t, (size_t)m * hp->n_embd))
-		return fail(md);
-	return 0;
+	return gdn_out(md, L, m);
 }
 
 /* SwiGLU FFN of layer L; x += out. */
@@ -236,21 +275,10 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
-	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
-	float *Y[3] = { a->q, a->y, a->z };
 	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
 
-	if (backend_rmsnorm_matmul(be, a->x, n, hp->n_embd, L->attn_norm, hp->eps, 3, W, Y) ||
-	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, n * nh, hd, hp->eps)) ||
-	    (L->k_norm && backend_rmsnorm(be, a->y, hd, L->k_norm, a->y, hd, n * hp->n_head_kv, hd,
-	    hp->eps)) ||
-	    backend_rope(be, a->q, nh * qs, nh, qs, n, a->pos, hp->n_rot, hp->rope_theta,
-	    hp->rope_mode) ||
-	    backend_rope(be, a->y, kvd, hp->n_head_kv, hd, n, a->pos, hp->n_rot, hp->rope_theta,
-	    hp->rope_mode) ||
-	    (md->kv_f16 && (backend_round_f16(be, a->y, kvd, n, kvd) ||
-	    backend_round_f16(be, a->z, kvd, n, kvd))))
-		return fail(md);
+	if (attn_qkv(md, L, a->y, a->z, n))
+		return -1;
 	for (int i = 0; i < n; i++) {
 		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);
 		int p = a->pos[i];
@@ -261,11 +289,7 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 		    a->o + (size_t)i * nh * hd))
 			return fail(md);
 	}
-	if ((hp->attn_gated && backend_mul_sigmoid(be, a->o, hd, a->q + hd, qs, n * nh, hd)) ||
-	    backend_matmul(be, &L->o, a->o, nh * hd, a->t, hp->n_embd, n) ||
-	    backend_add(be, a->x, a->t, (size_t)n * hp->n_embd))
-		return fail(md);
-	return 0;
+	return attn_out(md, L, n);
 }
 
 /* model_forward_batch's Gated DeltaNet layer: products batched, the
@@ -293,11 +317,7 @@ gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int 
 		    L->ssm_a, L->dt_bias, state_ssm(st[i], L->cache), NULL, a->o + (size_t)i * vd))
 			return fail(md);
 	}
-	if (backend_rmsnorm_gated(be, a->o, a->z, L->ssm_norm, a->o, n * nv, hp->dv, hp->eps) ||
-	    backend_matmul(be, &L->out, a->o, vd, a->t, hp->n_embd, n) ||
-	    backend_add(be, a->x, a->t, (size_t)n * hp->n_embd))
-		return fail(md);
-	return 0;
+	return gdn_out(md, L, n);
 }
 
 int
