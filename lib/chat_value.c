@@ -321,9 +321,14 @@ num_cmp(struct cv a, struct cv b)	/* -1, 0, 1; 2 when unordered (nan) */
 	return x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
 }
 
-int
-cv_equal(struct cv a, struct cv b)
+/* nesting deeper than this compares unequal (Python would raise RecursionError) */
+#define CMP_DEPTH 1000
+
+static int
+equal_rec(struct cv a, struct cv b, int depth)
 {
+	if (depth > CMP_DEPTH)
+		return 0;
 	if (is_num(a) && is_num(b))
 		return num_cmp(a, b) == 0;
 	if (a.t != b.t)
@@ -334,16 +339,20 @@ cv_equal(struct cv a, struct cv b)
 	case CV_LIST:
 		if (a.tuple != b.tuple || a.u.l->n != b.u.l->n)
 			return 0;
+		if (a.u.l == b.u.l)	/* Python compares items by identity first */
+			return 1;
 		for (size_t i = 0; i < a.u.l->n; i++)
-			if (!cv_equal(a.u.l->v[i], b.u.l->v[i]))
+			if (!equal_rec(a.u.l->v[i], b.u.l->v[i], depth + 1))
 				return 0;
 		return 1;
 	case CV_DICT:
 		if (a.u.d->n != b.u.d->n)
 			return 0;
+		if (a.u.d == b.u.d)
+			return 1;
 		for (size_t i = 0; i < a.u.d->n; i++) {
 			struct cv *o = cv_dict_get(b.u.d, a.u.d->k[i]);
-			if (o == NULL || !cv_equal(a.u.d->v[i], *o))
+			if (o == NULL || !equal_rec(a.u.d->v[i], *o, depth + 1))
 				return 0;
 		}
 		return 1;
@@ -356,8 +365,16 @@ cv_equal(struct cv a, struct cv b)
 }
 
 int
-cv_less(struct cv a, struct cv b, int *lt)
+cv_equal(struct cv a, struct cv b)
 {
+	return equal_rec(a, b, 0);
+}
+
+static int
+less_rec(struct cv a, struct cv b, int *lt, int depth)
+{
+	if (depth > CMP_DEPTH)
+		return -1;
 	if (is_num(a) && is_num(b)) {
 		*lt = num_cmp(a, b) == -1;
 		return 0;
@@ -371,12 +388,18 @@ cv_less(struct cv a, struct cv b, int *lt)
 	if (a.t == CV_LIST && b.t == CV_LIST && a.tuple == b.tuple) {
 		size_t i;
 		for (i = 0; i < a.u.l->n && i < b.u.l->n; i++)
-			if (!cv_equal(a.u.l->v[i], b.u.l->v[i]))
-				return cv_less(a.u.l->v[i], b.u.l->v[i], lt);
+			if (!equal_rec(a.u.l->v[i], b.u.l->v[i], depth + 1))
+				return less_rec(a.u.l->v[i], b.u.l->v[i], lt, depth + 1);
 		*lt = a.u.l->n < b.u.l->n;
 		return 0;
 	}
 	return -1;
+}
+
+int
+cv_less(struct cv a, struct cv b, int *lt)
+{
+	return less_rec(a, b, lt, 0);
 }
 
 const char *
@@ -619,56 +642,84 @@ str_repr(struct sbuf *b, const char *s, size_t n)
 	sbuf_putc(b, q);
 }
 
+/*
+ * repr as Python prints it: a container already being printed shows as [...], (...)
+ * or {...} (a namespace can hold itself); nesting deeper than REPR_DEPTH fails, as
+ * Python's recursion limit makes jinja2 fail.
+ */
+#define REPR_DEPTH 1000
+
+struct repr {
+	struct sbuf *b;
+	const void *open[REPR_DEPTH];
+	int	depth;
+};
+
+static int repr_value(struct repr *r, struct cv v, int quote);
+
 static int
-seq_repr(struct sbuf *b, struct cv v)
+repr_enter(struct repr *r, const void *p, const char *cycle)
+{
+	for (int i = 0; i < r->depth; i++)
+		if (r->open[i] == p) {
+			sbuf_put(r->b, cycle, strlen(cycle));
+			return 1;
+		}
+	if (r->depth == REPR_DEPTH)
+		return -1;
+	r->open[r->depth++] = p;
+	return 0;
+}
+
+static int
+seq_repr(struct repr *r, struct cv v)
 {
 	const struct cv_list *l = v.u.l;
+	int e = repr_enter(r, l, v.tuple ? "(...)" : "[...]");
 
-	sbuf_putc(b, v.tuple ? '(' : '[');
+	if (e)
+		return e < 0 ? -1 : 0;
+	sbuf_putc(r->b, v.tuple ? '(' : '[');
 	for (size_t i = 0; i < l->n; i++) {
 		if (i)
-			sbuf_put(b, ", ", 2);
-		if (cv_repr_to(b, l->v[i]) < 0)
+			sbuf_put(r->b, ", ", 2);
+		if (repr_value(r, l->v[i], 1) < 0)
 			return -1;
 	}
 	if (v.tuple && l->n == 1)
-		sbuf_putc(b, ',');
-	sbuf_putc(b, v.tuple ? ')' : ']');
+		sbuf_putc(r->b, ',');
+	sbuf_putc(r->b, v.tuple ? ')' : ']');
+	r->depth--;
 	return 0;
 }
 
 static int
-dict_repr(struct sbuf *b, const struct cv_dict *d)
+dict_repr(struct repr *r, const struct cv_dict *d)
 {
-	sbuf_putc(b, '{');
+	int e = repr_enter(r, d, "{...}");
+
+	if (e)
+		return e < 0 ? -1 : 0;
+	sbuf_putc(r->b, '{');
 	for (size_t i = 0; i < d->n; i++) {
 		if (i)
-			sbuf_put(b, ", ", 2);
-		if (cv_repr_to(b, d->k[i]) < 0)
+			sbuf_put(r->b, ", ", 2);
+		if (repr_value(r, d->k[i], 1) < 0)
 			return -1;
-		sbuf_put(b, ": ", 2);
-		if (cv_repr_to(b, d->v[i]) < 0)
+		sbuf_put(r->b, ": ", 2);
+		if (repr_value(r, d->v[i], 1) < 0)
 			return -1;
 	}
-	sbuf_putc(b, '}');
+	sbuf_putc(r->b, '}');
+	r->depth--;
 	return 0;
 }
 
-int
-cv_repr_to(struct sbuf *b, struct cv v)
+/* str(v) when !quote, repr(v) when quote */
+static int
+repr_value(struct repr *r, struct cv v, int quote)
 {
-	if (v.t == CV_STR) {
-		str_repr(b, v.u.s, v.n);
-		return 0;
-	}
-	if (v.t == CV_UNDEF)
-		return 0;
-	return cv_str_to(b, v);
-}
-
-int
-cv_str_to(struct sbuf *b, struct cv v)
-{
+	struct sbuf *b = r->b;
 	char tmp[64];
 
 	switch (v.t) {
@@ -677,12 +728,17 @@ cv_str_to(struct sbuf *b, struct cv v)
 	case CV_BOOL: v.u.b ? sbuf_put(b, "True", 4) : sbuf_put(b, "False", 5); return 0;
 	case CV_INT: sbuf_printf(b, "%lld", (long long)v.u.i); return 0;
 	case CV_FLOAT: cv_float_repr(tmp, sizeof tmp, v.u.f); sbuf_put(b, tmp, strlen(tmp)); return 0;
-	case CV_STR: sbuf_put(b, v.u.s, v.n); return 0;
-	case CV_LIST: return seq_repr(b, v);
-	case CV_DICT: return dict_repr(b, v.u.d);
+	case CV_STR:
+		if (quote)
+			str_repr(b, v.u.s, v.n);
+		else
+			sbuf_put(b, v.u.s, v.n);
+		return 0;
+	case CV_LIST: return seq_repr(r, v);
+	case CV_DICT: return dict_repr(r, v.u.d);
 	case CV_NS:
 		sbuf_put(b, "<Namespace ", 11);
-		if (dict_repr(b, v.u.d) < 0)
+		if (dict_repr(r, v.u.d) < 0)
 			return -1;
 		sbuf_putc(b, '>');
 		return 0;
@@ -692,6 +748,40 @@ cv_str_to(struct sbuf *b, struct cv v)
 	default:
 		return -1;
 	}
+}
+
+int
+cv_repr_to(struct sbuf *b, struct cv v)
+{
+	struct repr *r = malloc(sizeof *r);
+	int rc;
+
+	if (r == NULL)
+		return -1;
+	r->b = b;
+	r->depth = 0;
+	rc = repr_value(r, v, 1);
+	free(r);
+	return rc;
+}
+
+int
+cv_str_to(struct sbuf *b, struct cv v)
+{
+	struct repr *r;
+	int rc;
+
+	if (v.t == CV_STR) {
+		sbuf_put(b, v.u.s, v.n);
+		return 0;
+	}
+	if ((r = malloc(sizeof *r)) == NULL)
+		return -1;
+	r->b = b;
+	r->depth = 0;
+	rc = repr_value(r, v, 0);
+	free(r);
+	return rc;
 }
 
 /* --- json.dumps --- */
