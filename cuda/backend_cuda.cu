@@ -359,6 +359,8 @@ cu_close(struct backend *be)
 {
 	struct backend_cuda *c = CB(be);
 
+	if (c->rec != NULL)
+		gpu_graph_abort(c->g);
 	if (c->stats)
 		warnmsg("cuda graph: %lu recorded, %lu replayed, %lu stale%s", c->n_recorded,
 		    c->n_replayed, c->n_stale, c->graphs ? "" : " (graphs off)");
