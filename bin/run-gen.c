@@ -557,7 +557,7 @@ main(int argc, char *argv[])
 	struct model_options mo = { 0 };
 	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	size_t len = 0;
-	int status;
+	int status, graph_stats;
 
 	prog = base_name(argv[0]);
 	genopt_init(&o.go, 128);
@@ -579,6 +579,8 @@ main(int argc, char *argv[])
 	}
 	if ((g.be = backend_open(o.go.device, o.go.threads, err)) == NULL)
 		die(1, "%s", err);
+	if ((graph_stats = backend_graph_env(g.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
+		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	model_options_set(&mo, argv[0], NULL, getenv("MEMRA_MTP_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	if (mo.draft != NULL)
@@ -594,6 +596,8 @@ main(int argc, char *argv[])
 	free(text);
 	prompt_free(g.pr);
 	model_close(g.m);
+	if (backend_graph_note(g.be, graph_stats, err, sizeof err) != NULL)
+		warnmsg("cuda graph: %s", err);
 	backend_close(g.be);
 	return finish(status);
 }

@@ -387,7 +387,7 @@ main(int argc, char *argv[])
 	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	struct model_options mo = { 0 };
 	size_t len = 0;
-	int status;
+	int status, graph_stats;
 
 	prog = base_name(argv[0]);
 	genopt_init(&o.go, 64);
@@ -403,6 +403,8 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	if ((c.be = backend_open(o.go.device, o.go.threads, err)) == NULL)
 		die(1, "%s", err);
+	if ((graph_stats = backend_graph_env(c.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
+		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	if (mo.draft != NULL)
@@ -426,6 +428,8 @@ main(int argc, char *argv[])
 	free(c.runs), free(text);
 	prompt_free(c.pr);
 	model_close(c.m);
+	if (backend_graph_note(c.be, graph_stats, err, sizeof err) != NULL)
+		warnmsg("cuda graph: %s", err);
 	backend_close(c.be);
 	return finish(status);
 }

@@ -18,9 +18,9 @@
  * stale once gpu_generation moves (memory freed, scratch moved).  While
  * recording, nothing may allocate, free, synchronize or upload from host
  * memory: buf_get, gpu_scratch and rope_table refuse, the step fails,
- * and the caller runs it again without graphs.  MEMRA_CUDA_GRAPH=0 (read
- * at open) turns graphs off; MEMRA_CUDA_GRAPH=stats prints how many were
- * recorded and replayed when the backend closes.
+ * and the caller runs it again without graphs.  Whether graphs are on,
+ * why they went off and how many were recorded and replayed live in
+ * be.graph (backend_graph_set, backend_graph_stats).
  */
 #include "gpu_impl.cuh"
 
@@ -72,12 +72,10 @@ struct backend_cuda {
 	int	h_idx_n;
 	struct rope_table rope[CUDA_ROPE_TABLES];
 	int	n_rope;
-	/* graphs: on unless MEMRA_CUDA_GRAPH=0, off for good after a failure */
-	int	graphs;
-	int	stats;			/* MEMRA_CUDA_GRAPH=stats: counts at close */
+	/* graphs: on, off and counted in be.graph; off for good after a failure */
 	struct cuda_graph graph[CUDA_GRAPHS];
 	struct cuda_graph *rec;		/* the entry being recorded, or NULL */
-	unsigned long clock, n_recorded, n_replayed, n_stale;
+	unsigned long clock;
 };
 
 struct cuda_weight {
@@ -361,9 +359,6 @@ cu_close(struct backend *be)
 
 	if (c->rec != NULL)
 		gpu_graph_abort(c->g);
-	if (c->stats)
-		warnmsg("cuda graph: %lu recorded, %lu replayed, %lu stale%s", c->n_recorded,
-		    c->n_replayed, c->n_stale, c->graphs ? "" : " (graphs off)");
 	for (int i = 0; i < CUDA_GRAPHS; i++)
 		gpu_graph_free(c->graph[i].gr);
 	for (int i = 0; i < c->n_rope; i++)
@@ -950,15 +945,13 @@ cu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *ou
 
 /* --- recorded steps (backend_graph_*) ---------------------------------- */
 
-/* Graphs off for good, with one warning line naming why. */
+/* Graphs off for good, keeping the first reason (backend_graph_stats). */
 static void
 graphs_off(struct backend *be, const char *why)
 {
-	struct backend_cuda *c = CB(be);
-
-	if (c->graphs)
-		warnmsg("cuda graph: %s; running without graphs", why);
-	c->graphs = 0;
+	if (be->graph.why[0] == '\0')
+		snprintf(be->graph.why, sizeof be->graph.why, "%s", why);
+	be->graph.on = 0;
 }
 
 static struct cuda_graph *
@@ -993,19 +986,19 @@ cu_graph_replay(struct backend *be, const void *key, size_t n)
 	struct backend_cuda *c = CB(be);
 	struct cuda_graph *e;
 
-	if (!c->graphs || c->rec != NULL || (e = graph_find(c, key, n)) == NULL || e->gr == NULL)
+	if (!be->graph.on || c->rec != NULL || (e = graph_find(c, key, n)) == NULL || e->gr == NULL)
 		return 0;
 	if (e->gen != gpu_generation(c->g)) {	/* memory it names may be gone: record anew */
 		gpu_graph_free(e->gr);
 		e->gr = NULL;
 		e->seen = 0;
-		c->n_stale++;
+		be->graph.stale++;
 		return 0;
 	}
 	if (gpu_graph_replay(c->g, e->gr) != 0)
 		return gfail(be, "graph");
 	e->used = ++c->clock;
-	c->n_replayed++;
+	be->graph.replayed++;
 	return 1;
 }
 
@@ -1015,7 +1008,7 @@ cu_graph_begin(struct backend *be, const void *key, size_t n)
 	struct backend_cuda *c = CB(be);
 	struct cuda_graph *e;
 
-	if (!c->graphs)
+	if (!be->graph.on)
 		return 0;
 	if (c->rec != NULL)
 		return util_err(be->err, "graph: already recording");
@@ -1069,7 +1062,7 @@ cu_graph_end(struct backend *be, int failed)
 		return util_err(be->err, "graph: %s", why);
 	}
 	e->gr = gr;
-	c->n_recorded++;
+	be->graph.recorded++;
 	return 0;
 }
 
@@ -1106,9 +1099,6 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 		free(c);
 		return NULL;
 	}
-	const char *e = getenv("MEMRA_CUDA_GRAPH");	/* the one knob read here */
-	c->graphs = e == NULL || strcmp(e, "0") != 0;
-	c->stats = e != NULL && strcmp(e, "stats") == 0;
 	c->ops = cuda_ops;
 	c->be.ops = &c->ops;
 	c->be.impl = c;

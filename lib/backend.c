@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,15 @@
  * op table.  Fused ops a backend leaves out are composed here.
  */
 
+/* be (or NULL) with recording on where its backend records steps. */
+static struct backend *
+recording(struct backend *be)
+{
+	if (be != NULL)
+		be->graph.on = be->ops->graph_replay != NULL;
+	return be;
+}
+
 struct backend *
 backend_open(const char *device, int n_threads, char *err)
 {
@@ -25,12 +35,12 @@ backend_open(const char *device, int n_threads, char *err)
 		return NULL;
 	}
 	if (strcmp(device, "cpu") == 0)
-		return backend_cpu_open("", n_threads, err);
+		return recording(backend_cpu_open("", n_threads, err));
 	if (strncmp(device, "cpu:", 4) == 0)
-		return backend_cpu_open(device + 4, n_threads, err);
+		return recording(backend_cpu_open(device + 4, n_threads, err));
 	if (strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0) {
 #ifdef MEMRA_HAVE_CUDA
-		return backend_cuda_open(device[4] ? device + 5 : "", n_threads, err);
+		return recording(backend_cuda_open(device[4] ? device + 5 : "", n_threads, err));
 #else
 		util_err(err, "backend: '%s': built without CUDA", device);
 		return NULL;
@@ -443,6 +453,50 @@ backend_graph_end(struct backend *be, int failed)
 	if (be->ops->graph_end == NULL)
 		return util_err(be->err, "graph: backend '%s' records none", be->name);
 	return be->ops->graph_end(be, failed);
+}
+
+void
+backend_graph_set(struct backend *be, int on)
+{
+	be->graph.on = on && be->ops->graph_replay != NULL && be->graph.why[0] == '\0';
+}
+
+const struct backend_graph_stats *
+backend_graph_stats(const struct backend *be)
+{
+	return &be->graph;
+}
+
+int
+backend_graph_env(struct backend *be, const char *v, char *err)
+{
+	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "1") == 0)
+		return 0;
+	if (strcmp(v, "0") == 0) {
+		backend_graph_set(be, 0);
+		return 0;
+	}
+	if (strcmp(v, "stats") == 0)
+		return 1;
+	return util_err(err, "'%s': not 0, 1 or stats", v);
+}
+
+const char *
+backend_graph_note(const struct backend *be, int stats, char *buf, size_t n)
+{
+	const struct backend_graph_stats *g = &be->graph;
+
+	if (g->why[0] != '\0' && !stats)
+		snprintf(buf, n, "%s; ran without graphs", g->why);
+	else if (g->why[0] != '\0')
+		snprintf(buf, n, "%s; ran without graphs after %lu recorded, %lu replayed, %lu stale",
+		    g->why, g->recorded, g->replayed, g->stale);
+	else if (stats)
+		snprintf(buf, n, "%lu recorded, %lu replayed, %lu stale%s", g->recorded,
+		    g->replayed, g->stale, g->on ? "" : " (graphs off)");
+	else
+		return NULL;
+	return buf;
 }
 
 int

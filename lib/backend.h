@@ -227,6 +227,34 @@ int	backend_graph_replay(struct backend *, const void *key, size_t n);
 int	backend_graph_begin(struct backend *, const void *key, size_t n);
 int	backend_graph_end(struct backend *, int failed);
 
+/*
+ * Whether steps are recorded, and what came of it.  on: recording is on
+ * (a backend that records starts with it on; backend_graph_set(be, 0)
+ * turns it off, 1 back on unless a failure turned it off for good).
+ * why: the failure that turned it off ("" if none); the caller decides
+ * whether and where to say it.
+ */
+struct backend_graph_stats {
+	int		on;
+	unsigned long	recorded, replayed, stale;
+	char		why[512];
+};
+void	backend_graph_set(struct backend *, int on);
+const struct backend_graph_stats *backend_graph_stats(const struct backend *);
+/*
+ * MEMRA_CUDA_GRAPH's value v applied to be: NULL, "" or "1" leave
+ * recording on, "0" turns it off, "stats" leaves it on and asks for the
+ * counts at the end.  Returns 1 for "stats", 0 otherwise, -1 for any
+ * other value (err says why).
+ */
+int	backend_graph_env(struct backend *, const char *v, char *err);
+/*
+ * The line a tool prints about recorded steps when it ends, into buf
+ * (n bytes): the failure that turned recording off, and with stats the
+ * counts.  Returns buf, or NULL when there is nothing to say.
+ */
+const char *backend_graph_note(const struct backend *, int stats, char *buf, size_t n);
+
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,
 	    int ldg, int rows, int n);

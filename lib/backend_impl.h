@@ -90,6 +90,7 @@ struct backend {
 	int	host;			/* memory is host memory */
 	char	name[64];
 	char	err[UTIL_ERRLEN];
+	struct backend_graph_stats graph;	/* kept by the recording backend */
 };
 
 /* The CPU backend; opts is what follows "cpu:" ("" or "scalar"). */

@@ -135,7 +135,7 @@ if [ "$mode" != bench ]; then
 			case $gs in
 			*" 0 replayed"*|*"graphs off"*|"") gr=1 ;;
 			esac
-			grep -h 'running without graphs' "$OUT/graph-$b-0.err" "$OUT/graph-$b-stats.err" \
+			grep -h 'ran without graphs' "$OUT/graph-$b-0.err" "$OUT/graph-$b-stats.err" \
 			    >/dev/null && gr=1
 			echo "$b: $v; ${gs:-no graph stats}"
 		done >"$OUT/graph.log"

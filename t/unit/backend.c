@@ -778,6 +778,25 @@ TEST(cpu_backend_records_no_graphs)
 	CHECK_EQ_INT(backend_graph_end(be3, 0), -1);
 	CHECK_EQ_INT(backend_graph_begin(be3, key, 0), -1);
 	CHECK_EQ_INT(backend_graph_replay(be3, key, BACKEND_GRAPH_KEY + 1), -1);
+	CHECK_EQ_INT(backend_graph_stats(be3)->on, 0);
+	backend_graph_set(be3, 1);	/* a backend without graphs cannot turn them on */
+	CHECK_EQ_INT(backend_graph_stats(be3)->on, 0);
+}
+
+TEST(memra_cuda_graph_values_are_0_1_or_stats)
+{
+	char err[UTIL_ERRLEN], buf[UTIL_ERRLEN];
+
+	CHECK_EQ_INT(backend_graph_env(be3, NULL, err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "", err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "1", err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "0", err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "stats", err), 1);
+	CHECK_EQ_INT(backend_graph_env(be3, "yes", err), -1);
+	CHECK_EQ_STR(err, "'yes': not 0, 1 or stats");
+	CHECK(backend_graph_note(be3, 0, buf, sizeof buf) == NULL);	/* nothing to say */
+	CHECK_EQ_STR(backend_graph_note(be3, 1, buf, sizeof buf),
+	    "0 recorded, 0 replayed, 0 stale (graphs off)");
 }
 
 int
@@ -808,6 +827,7 @@ main(void)
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(cpu_backend_records_no_graphs);
+	RUN(memra_cuda_graph_values_are_0_1_or_stats);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);
