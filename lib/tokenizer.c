@@ -16,9 +16,17 @@ enum pass {
 	PASS_DIGITS,		/* \p{N}+ */
 	PASS_PUNCT,		/* [\p{P}\$\+<=>\^~\|]+ */
 	PASS_DIGIT3,		/* [0-9][0-9][0-9] */
-	PASS_NEWLINES		/* [^\n]+|\n+ (gemma4) */
+	PASS_NEWLINES,		/* [^\n]+|\n+ (gemma4) */
+	PASS_PUNCT_BT,		/* [\p{P}\$\+<=>\^~\|`]+ (falcon) */
+	PASS_CRLF,		/* [\r\n] (deepseek) */
+	PASS_SP_LETTERS,	/* \s?\p{L}+ (deepseek-coder) */
+	PASS_SP_PUNCT,		/* \s?\p{P}+ (deepseek-coder) */
+	PASS_CJK,		/* [\x{800}-\x{9FA5}\x{AC00}-\x{D7FF}]+ (deepseek) */
+	PASS_DSL_LETTERS,	/* \s?[A-Za-z and a list of cased letters]+ (deepseek-llm) */
+	PASS_DSL_PUNCT,		/* \s?[ASCII punctuation, fullwidth forms, quotes]+ (deepseek-llm) */
+	PASS_TRAIL_SPACE	/* \s+$ (deepseek-llm) */
 };
-#define MAX_PASSES 4
+#define MAX_PASSES 6
 
 struct strmap {			/* token text -> id, open addressing */
 	int32_t	*slot;		/* [cap] id or -1 */
@@ -209,6 +217,11 @@ pre_passes(struct tokenizer *tok, const char *pre, char *err)
 		{ "llama-bpe", { PASS_LLAMA3 }, 1 },
 		{ "llama-v3", { PASS_LLAMA3 }, 1 },
 		{ "gemma4", { PASS_NEWLINES }, 1 },
+		{ "falcon", { PASS_PUNCT_BT, PASS_GPT2, PASS_DIGIT3 }, 3 },
+		{ "deepseek-coder", { PASS_CRLF, PASS_SP_LETTERS, PASS_SP_PUNCT, PASS_CJK,
+		    PASS_DIGIT }, 5 },
+		{ "deepseek-llm", { PASS_CRLF, PASS_DSL_LETTERS, PASS_DSL_PUNCT, PASS_TRAIL_SPACE,
+		    PASS_CJK, PASS_DIGITS }, 6 },
 	};
 	size_t i;
 
@@ -656,6 +669,85 @@ is_ascii_digit(uint32_t c)
 	return c >= '0' && c <= '9';
 }
 
+/* The letter class of llama.cpp's deepseek-llm pattern \s?[A-Za-zµÀ-Ö...]+
+ * (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM), as code point ranges. */
+static const uint32_t dsl_letters[][2] = {
+	{ 0x0041, 0x005A }, { 0x0061, 0x007A }, { 0x00B5, 0x00B5 }, { 0x00C0, 0x00D6 },
+	{ 0x00D8, 0x00F6 }, { 0x00F8, 0x01BA }, { 0x01BC, 0x01BF }, { 0x01C4, 0x0293 },
+	{ 0x0295, 0x02AF }, { 0x0370, 0x0373 }, { 0x0376, 0x0377 }, { 0x037B, 0x037D },
+	{ 0x037F, 0x037F }, { 0x0386, 0x0386 }, { 0x0388, 0x038A }, { 0x038C, 0x038C },
+	{ 0x038E, 0x03A1 }, { 0x03A3, 0x03F5 }, { 0x03F7, 0x0481 }, { 0x048A, 0x052F },
+	{ 0x0531, 0x0556 }, { 0x10A0, 0x10C5 }, { 0x13A0, 0x13F5 }, { 0x13F8, 0x13FD },
+	{ 0x1C90, 0x1CBA }, { 0x1CBD, 0x1CBF }, { 0x1D00, 0x1D2B }, { 0x1D6B, 0x1D77 },
+	{ 0x1D79, 0x1D9A }, { 0x1E00, 0x1F15 }, { 0x1F18, 0x1F1D }, { 0x1F20, 0x1F45 },
+	{ 0x1F48, 0x1F4D }, { 0x1F50, 0x1F57 }, { 0x1F59, 0x1F59 }, { 0x1F5B, 0x1F5B },
+	{ 0x1F5D, 0x1F5D }, { 0x1F5F, 0x1F7D }, { 0x1F80, 0x1FB4 }, { 0x1FB6, 0x1FBC },
+	{ 0x1FBE, 0x1FBE }, { 0x1FC2, 0x1FC4 }, { 0x1FC6, 0x1FCC }, { 0x1FD0, 0x1FD3 },
+	{ 0x1FD6, 0x1FDB }, { 0x1FE0, 0x1FEC }, { 0x1FF2, 0x1FF4 }, { 0x1FF6, 0x1FFC },
+	{ 0x2102, 0x2102 }, { 0x2107, 0x2107 }, { 0x210A, 0x2113 }, { 0x2115, 0x2115 },
+	{ 0x2119, 0x211D }, { 0x2124, 0x2124 }, { 0x2126, 0x2126 }, { 0x2128, 0x2128 },
+	{ 0x212A, 0x212D }, { 0x212F, 0x2134 }, { 0x2139, 0x2139 }, { 0x213C, 0x213F },
+	{ 0x2145, 0x2149 }, { 0x214E, 0x214E }, { 0x2183, 0x2184 }, { 0x2C00, 0x2C7B },
+	{ 0x2C7E, 0x2CE4 }, { 0x2CEB, 0x2CEE }, { 0x2CF2, 0x2CF3 }, { 0xA640, 0xA66D },
+	{ 0xA680, 0xA69B }, { 0xA722, 0xA76F }, { 0xA771, 0xA787 }, { 0xA78B, 0xA78E },
+	{ 0xAB70, 0xABBF }, { 0xFB00, 0xFB06 }, { 0xFB13, 0xFB17 }, { 0xFF21, 0xFF3A },
+	{ 0xFF41, 0xFF5A }, { 0x10400, 0x1044F }, { 0x104B0, 0x104D3 }, { 0x104D8, 0x104FB },
+	{ 0x10C80, 0x10CB2 }, { 0x10CC0, 0x10CF2 }, { 0x118A0, 0x118DF }, { 0x1E900, 0x1E943 },
+};
+
+/* Character classes of the split patterns, code point i of t. */
+enum cls { CLS_L, CLS_P, CLS_CJK, CLS_DSL_LETTER, CLS_DSL_PUNCT };
+
+static int
+in_class(const struct text *t, size_t i, enum cls c)
+{
+	uint32_t cp = t->cp[i];
+	size_t lo = 0, hi = sizeof(dsl_letters) / sizeof(dsl_letters[0]), mid;
+
+	switch (c) {
+	case CLS_L:
+		return (t->fl[i] & UNICODE_L) != 0;
+	case CLS_P:
+		return (t->fl[i] & UNICODE_P) != 0;
+	case CLS_CJK:	/* llama.cpp's std::wregex sees white space as \v */
+		return ((cp >= 0x800 && cp <= 0x9FA5) || (cp >= 0xAC00 && cp <= 0xD7FF)) &&
+		    !(t->fl[i] & UNICODE_SPACE);
+	case CLS_DSL_PUNCT:	/* !-/ :-~ ！-／ ：-～ ‘-‟ 　-。 (U+3000 is \s) */
+		return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x7E) ||
+		    (cp >= 0xFF01 && cp <= 0xFF0F) || (cp >= 0xFF1A && cp <= 0xFF5E) ||
+		    (cp >= 0x2018 && cp <= 0x201F) || cp == 0x3001 || cp == 0x3002;
+	case CLS_DSL_LETTER:
+		while (lo < hi) {
+			mid = lo + (hi - lo) / 2;
+			if (cp < dsl_letters[mid][0])
+				hi = mid;
+			else if (cp > dsl_letters[mid][1])
+				lo = mid + 1;
+			else
+				return 1;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+static size_t
+class_run(const struct text *t, size_t i, size_t end, enum cls c)
+{
+	while (i < end && in_class(t, i, c))
+		i++;
+	return i;
+}
+
+/* \s?C+ at i */
+static size_t
+match_space_class(const struct text *t, size_t i, size_t end, enum cls c)
+{
+	if ((t->fl[i] & UNICODE_SPACE) && i + 1 < end && in_class(t, i + 1, c))
+		return class_run(t, i + 1, end, c) - i;
+	return class_run(t, i, end, c) - i;
+}
+
 /* Length of the match of pass at i (0: none; the position joins a gap). */
 static size_t
 match_at(const struct tokenizer *tok, int pass, const struct text *t, size_t i, size_t end)
@@ -687,6 +779,24 @@ match_at(const struct tokenizer *tok, int pass, const struct text *t, size_t i, 
 		for (k = i; k < end && (t->cp[k] == '\n') == (t->cp[i] == '\n'); k++)
 			;
 		return k - i;
+	case PASS_PUNCT_BT:
+		for (k = i; k < end && (is_punct_sym(t, k) || t->cp[k] == '`'); k++)
+			;
+		return k - i;
+	case PASS_CRLF:
+		return is_crlf(t->cp[i]);
+	case PASS_SP_LETTERS:
+		return match_space_class(t, i, end, CLS_L);
+	case PASS_SP_PUNCT:
+		return match_space_class(t, i, end, CLS_P);
+	case PASS_CJK:
+		return class_run(t, i, end, CLS_CJK) - i;
+	case PASS_DSL_LETTERS:
+		return match_space_class(t, i, end, CLS_DSL_LETTER);
+	case PASS_DSL_PUNCT:
+		return match_space_class(t, i, end, CLS_DSL_PUNCT);
+	case PASS_TRAIL_SPACE:	/* split_span finds it from the end */
+		return 0;
 	}
 	return 1;
 }
@@ -823,6 +933,13 @@ split_span(struct work *w, int pass, size_t a, size_t b, int k)
 {
 	size_t i = a, gap = a, m;
 
+	if (pass == PASS_TRAIL_SPACE) {
+		for (i = b; i > a && (w->t.fl[i - 1] & UNICODE_SPACE); i--)
+			;
+		if ((a < i && span_push(w, k, a, i) < 0) || (i < b && span_push(w, k, i, b) < 0))
+			return -1;
+		return 0;
+	}
 	while (i < b) {
 		if ((m = match_at(w->tok, pass, &w->t, i, b)) == 0) {
 			i++;

@@ -4,7 +4,8 @@
  *
  * Two models.  BPE: byte-level (GPT-2 byte mapping) or raw UTF-8 with byte
  * fallback, a pre-tokenizer that splits text into words (qwen2, qwen35,
- * llama3, gpt2, smollm, default), then merges by lowest rank.  SPM: the
+ * llama3, gpt2, smollm, falcon, deepseek-coder, deepseek-llm, default: the
+ * split patterns of llama.cpp's llama-vocab.cpp), then merges by lowest rank.  SPM: the
  * SentencePiece-BPE of llama/gemma vocabularies: U+2581 for spaces, merges
  * by highest score, unknown characters as <0xXX> byte tokens.  Gemma-4
  * (pre "gemma4"): BPE on raw UTF-8 with spaces as U+2581, split into runs of
@@ -43,7 +44,8 @@ struct tokenizer_spec {
 	enum tokenizer_model model;
 	const char *pre;		/* pre-tokenizer name as GGUF tokenizer.ggml.pre
 					   ("qwen2", "qwen35", "llama-bpe", "gpt2", "smollm",
-					   "default"...); NULL = "default"; unused by SPM */
+					   "falcon", "deepseek-llm", "default"...);
+					   NULL = "default"; unused by SPM */
 	int	byte_level;		/* BPE: 1 = GPT-2 byte mapping, 0 = raw UTF-8 + <0xXX> */
 	size_t	n_vocab;
 	const char *const *tokens;	/* [n_vocab] token text as the vocabulary stores it */

@@ -151,31 +151,58 @@ gg_model(struct gg *x)
 }
 
 /*
- * llama.cpp marks tokens with these texts control tokens whatever their
- * token_type says (its end-of-turn, end-of-generation and fill-in-the-middle
- * detection by text), so they are parsed only with special tokens on.
+ * llama.cpp (llama-cpp-python 0.3.36's llama-vocab.cpp) marks tokens with
+ * these texts control tokens whatever their token_type says (its
+ * end-of-turn, end-of-generation and fill-in-the-middle detection by text),
+ * so they are parsed only with special tokens on.
  */
+#define FW "\xEF\xBD\x9C"	/* U+FF5C, DeepSeek's fullwidth bar */
+#define LB "\xE2\x96\x81"	/* U+2581 */
 static const char *const control_texts[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-	"<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
-	"<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>", "</s>",
-	"<|fim_prefix|>", "<fim-prefix>", "<PRE>", "\xE2\x96\x81<PRE>",
-	"<|fim_suffix|>", "<fim-suffix>", "<SUF>", "\xE2\x96\x81<SUF>",
-	"<|fim_middle|>", "<fim-middle>", "<MID>", "\xE2\x96\x81<MID>",
-	"<|fim_pad|>", "<fim-pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-	"<|file_sep|>", "<|fim_sep|>", "<fim-sep>",
+	"<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<" FW "end" LB "of" LB "sentence" FW ">",
+	"<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"</s>", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
+	"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW "fim" LB "begin" FW ">",
+	"<PRE>", LB "<PRE>", "<|code_prefix|>", "<|prefix|>",
+	"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW "fim" LB "hole" FW ">",
+	"<SUF>", LB "<SUF>", "<|code_suffix|>", "<|suffix|>",
+	"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" FW "fim" LB "end" FW ">",
+	"<MID>", LB "<MID>", "<|code_middle|>", "<|middle|>",
+	"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+	"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+	"<|file_sep|>",
 };
+#undef FW
+#undef LB
+
+/* ... and these (gpt-oss) user-defined, parsed even with special tokens off. */
+static const char *const user_texts[] = {
+	"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>",
+};
+
+static int
+text_in(const struct gg *x, size_t i, const char *const *list, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (x->lens[i] == strlen(list[k]) && memcmp(x->tokens[i], list[k], x->lens[i]) == 0)
+			return 1;
+	return 0;
+}
 
 static void
 gg_control_texts(struct gg *x)
 {
-	size_t i, k;
+	size_t i;
 
-	for (i = 0; x->types != NULL && i < x->spec.n_vocab; i++)
-		for (k = 0; k < sizeof(control_texts) / sizeof(control_texts[0]); k++)
-			if (x->lens[i] == strlen(control_texts[k]) &&
-			    memcmp(x->tokens[i], control_texts[k], x->lens[i]) == 0)
-				x->types[i] = TOKENIZER_CONTROL;
+	for (i = 0; x->types != NULL && i < x->spec.n_vocab; i++) {
+		if (text_in(x, i, control_texts, sizeof(control_texts) / sizeof(control_texts[0])))
+			x->types[i] = TOKENIZER_CONTROL;
+		else if (text_in(x, i, user_texts, sizeof(user_texts) / sizeof(user_texts[0])))
+			x->types[i] = TOKENIZER_USER_DEFINED;
+	}
 }
 
 static int
