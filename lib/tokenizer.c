@@ -24,7 +24,8 @@ enum pass {
 	PASS_CJK,		/* [\x{800}-\x{9FA5}\x{AC00}-\x{D7FF}]+ (deepseek) */
 	PASS_DSL_LETTERS,	/* \s?[A-Za-z and a list of cased letters]+ (deepseek-llm) */
 	PASS_DSL_PUNCT,		/* \s?[ASCII punctuation, fullwidth forms, quotes]+ (deepseek-llm) */
-	PASS_TRAIL_SPACE	/* \s+$ (deepseek-llm) */
+	PASS_TRAIL_SPACE,	/* \s+$ (deepseek-llm) */
+	PASS_METASPACE		/* a word starts at each U+2581 (HF Metaspace split) */
 };
 #define MAX_PASSES 6
 
@@ -63,7 +64,12 @@ struct tokenizer {
 	int	nfc;		/* NFC-normalize text fragments first */
 	int	gemma4;		/* SPM-style BPE: spaces as U+2581, a run of
 				   newlines that is a token stays whole */
+	int	metaspace;	/* HF SPM-style BPE: spaces as U+2581; every token's
+				   U+2581 decodes as a space */
+	int	strip_space;	/* decode: drop the text's first space */
 };
+
+static int grow(void **p, size_t *cap, size_t need, size_t size);
 
 /* --- hashing ----------------------------------------------------------- */
 
@@ -217,6 +223,8 @@ pre_passes(struct tokenizer *tok, const char *pre, char *err)
 		{ "llama-bpe", { PASS_LLAMA3 }, 1 },
 		{ "llama-v3", { PASS_LLAMA3 }, 1 },
 		{ "gemma4", { PASS_NEWLINES }, 1 },
+		{ "none", { 0 }, 0 },
+		{ "metaspace", { PASS_METASPACE }, 1 },
 		{ "falcon", { PASS_PUNCT_BT, PASS_GPT2, PASS_DIGIT3 }, 3 },
 		{ "deepseek-coder", { PASS_CRLF, PASS_SP_LETTERS, PASS_SP_PUNCT, PASS_CJK,
 		    PASS_DIGIT }, 5 },
@@ -253,8 +261,9 @@ make_piece(const struct tokenizer *tok, int32_t id, char *out)
 	unsigned x;
 	int b;
 
-	if (tok->type[id] == TOKENIZER_CONTROL || tok->type[id] == TOKENIZER_USER_DEFINED ||
-	    tok->type[id] == TOKENIZER_UNKNOWN) {
+	/* HF decoders (Replace "▁" -> " ") see added tokens too; llama.cpp does not */
+	if (!tok->metaspace && (tok->type[id] == TOKENIZER_CONTROL ||
+	    tok->type[id] == TOKENIZER_USER_DEFINED || tok->type[id] == TOKENIZER_UNKNOWN)) {
 		memcpy(out, s, n);
 		return n;
 	}
@@ -326,8 +335,8 @@ copy_vocab(struct tokenizer *tok, const struct tokenizer_spec *sp, char *err)
 static int
 copy_merges(struct tokenizer *tok, const struct tokenizer_spec *sp, char *err)
 {
-	size_t i;
-	char buf[512];
+	size_t i, cap = 0;
+	char *buf = NULL;
 
 	tok->merge_cap = pow2_at_least(2 * sp->n_merges);
 	tok->merge = malloc(tok->merge_cap * sizeof(struct merge));
@@ -340,19 +349,26 @@ copy_merges(struct tokenizer *tok, const struct tokenizer_spec *sp, char *err)
 		int32_t l, r, id;
 
 		sp1 = n > 1 ? memchr(m + 1, ' ', n - 1) : NULL;
-		if (sp1 == NULL)
+		if (sp1 == NULL) {
+			free(buf);
 			return util_err(err, "merge %zu '%s' is not 'left right'", i, m);
+		}
 		ln = sp1 - m;
 		l = tokenizer_find(tok, m, ln);
 		r = tokenizer_find(tok, sp1 + 1, n - ln - 1);
-		if (l < 0 || r < 0 || n - 1 > sizeof(buf))
+		if (l < 0 || r < 0)
 			continue;	/* cannot apply: a part is no token */
+		if (grow((void **)&buf, &cap, n, 1) < 0) {
+			free(buf);
+			return util_err(err, "tokenizer: out of memory");
+		}
 		memcpy(buf, m, ln);
 		memcpy(buf + ln, sp1 + 1, n - ln - 1);
 		if ((id = tokenizer_find(tok, buf, n - 1)) < 0)
 			continue;
 		merge_put(tok, l, r, (int32_t)i, id);
 	}
+	free(buf);
 	return 0;
 }
 
@@ -445,6 +461,8 @@ tokenizer_new(const struct tokenizer_spec *sp, char *err)
 	tok->casefold = sp->casefold_contractions;
 	tok->nfc = sp->nfc;
 	tok->gemma4 = sp->model == TOKENIZER_BPE && sp->pre != NULL && strcmp(sp->pre, "gemma4") == 0;
+	tok->metaspace = sp->model == TOKENIZER_BPE && !sp->byte_level && sp->metaspace;
+	tok->strip_space = sp->strip_space || (sp->model == TOKENIZER_SPM && sp->add_space_prefix);
 	if (sp->n_vocab == 0 || sp->n_vocab > INT32_MAX) {
 		util_err(err, "vocabulary of %zu tokens", sp->n_vocab);
 		goto fail;
@@ -797,6 +815,12 @@ match_at(const struct tokenizer *tok, int pass, const struct text *t, size_t i, 
 		return match_space_class(t, i, end, CLS_DSL_PUNCT);
 	case PASS_TRAIL_SPACE:	/* split_span finds it from the end */
 		return 0;
+	case PASS_METASPACE:
+		if (t->cp[i] != 0x2581)
+			return 0;
+		for (k = i + 1; k < end && t->cp[k] != 0x2581; k++)
+			;
+		return k - i;
 	}
 	return 1;
 }
@@ -834,7 +858,7 @@ struct work {
 	size_t	cap_word;
 	uint32_t *ncp;		/* NFC code points */
 	char	*norm;		/* NFC text */
-	char	*esc;		/* gemma4: text with spaces as U+2581 */
+	char	*esc;		/* gemma4, metaspace: text with spaces as U+2581 */
 	size_t	cap_ncp, cap_norm, cap_esc;
 	int	oom;
 };
@@ -1263,9 +1287,13 @@ encode_fragment(struct work *w, const char *s, size_t n, int space_prefix)
 
 	if (tok->nfc && normalize(w, &s, &n) < 0)
 		return -1;
-	if (tok->gemma4) {
-		if (grow((void **)&w->esc, &w->cap_esc, 3 * n + 1, 1) < 0)
+	if (tok->gemma4 || tok->metaspace) {
+		if (grow((void **)&w->esc, &w->cap_esc, 3 * n + 4, 1) < 0)
 			return -1;
+		if (tok->metaspace && space_prefix) {
+			memcpy(w->esc, "\xE2\x96\x81", 3);
+			o = 3;
+		}
 		for (i = 0; i < n; i++) {
 			if (s[i] == ' ') {
 				memcpy(w->esc + o, "\xE2\x96\x81", 3);
@@ -1324,6 +1352,30 @@ is_ws_byte(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/*
+ * Whether the fragment s[a..b) of the text gets a U+2581 in front: SPM and
+ * TOKENIZER_PREFIX_ALWAYS every fragment (llama.cpp; HF Prepend), _UNLESS_SPACE
+ * one that does not start with a space or U+2581 already (HF Metaspace
+ * "always"), _FIRST only the fragment at the start of the text (HF "first").
+ */
+static int
+fragment_prefix(const struct tokenizer *tok, const char *s, size_t a, size_t b)
+{
+	int sp = s[a] == ' ' || (b - a >= 3 && memcmp(s + a, "\xE2\x96\x81", 3) == 0);
+
+	if (tok->model == TOKENIZER_SPM)
+		return tok->add_space_prefix != 0;
+	switch (tok->add_space_prefix) {
+	case TOKENIZER_PREFIX_ALWAYS:
+		return 1;
+	case TOKENIZER_PREFIX_UNLESS_SPACE:
+		return !sp;
+	case TOKENIZER_PREFIX_FIRST:
+		return a == 0 && !sp;
+	}
+	return 0;
+}
+
 static int
 encode_all(struct work *w, const char *s, size_t n, unsigned flags)
 {
@@ -1345,7 +1397,7 @@ encode_all(struct work *w, const char *s, size_t n, unsigned flags)
 		/* llama.cpp: the SPM space prefix goes before every fragment
 		 * (each follows the start of the text or an added token) */
 		if (end > start && encode_fragment(w, s + start, end - start,
-		    tok->add_space_prefix) < 0)
+		    fragment_prefix(tok, s, start, end)) < 0)
 			return -1;
 		emit(w, id);
 		pos += tok->text_len[id];
@@ -1354,7 +1406,8 @@ encode_all(struct work *w, const char *s, size_t n, unsigned flags)
 				pos++;
 		start = pos;
 	}
-	if (n > start && encode_fragment(w, s + start, n - start, tok->add_space_prefix) < 0)
+	if (n > start && encode_fragment(w, s + start, n - start,
+	    fragment_prefix(tok, s, start, n)) < 0)
 		return -1;
 	if ((flags & TOKENIZER_ADD_SPECIAL) && tok->add_eos && tok->eos >= 0)
 		emit(w, tok->eos);
@@ -1462,11 +1515,11 @@ stream_feed(struct tokenizer_stream *st, const char *p, size_t n, int flush, siz
 	/* an input byte makes at most 3 output bytes (U+FFFD) */
 	if (grow((void **)&st->buf, &st->cap, 4 * m + 8, 1) < 0)
 		return NULL;
-	if (!st->started && n > 0 && st->tok->model == TOKENIZER_SPM &&
-	    st->tok->add_space_prefix && p[0] == ' ') {
+	if (!st->started && n > 0 && st->tok->strip_space && p[0] == ' ') {
 		p++;
 		n--;
 		m--;
+		st->started = 1;	/* one space only, if the next piece starts with one too */
 	}
 	if (n > 0)
 		st->started = 1;

@@ -11,6 +11,8 @@
  * (pre "gemma4"): BPE on raw UTF-8 with spaces as U+2581, split into runs of
  * newlines and of other text, a newline run that is a token kept whole.
  * An HF NFC normalizer (spec.nfc) puts each text fragment in form C first.
+ * HF SentencePiece-style BPE (Llama-2, Gemma tokenizer.json: spec.metaspace)
+ * is BPE on raw UTF-8 with spaces as U+2581 and byte fallback <0xXX>.
  *
  * The core takes plain arrays (struct tokenizer_spec); tokenizer_from_json
  * and tokenizer_from_gguf fill one from a checkpoint.  Added tokens
@@ -57,11 +59,29 @@ struct tokenizer_spec {
 	const char *const *merges;	/* [n_merges] BPE "left right", rank = index */
 	int32_t	bos, eos, unk, pad;	/* -1 when the vocabulary has none */
 	int	add_bos, add_eos;	/* added by TOKENIZER_ADD_SPECIAL */
-	int	add_space_prefix;	/* SPM: a space before the text */
+	int	add_space_prefix;	/* SPM: a space before each text fragment;
+					   metaspace BPE: TOKENIZER_PREFIX_* */
 	int	ignore_merges;		/* BPE: a word that is a token is emitted whole */
 	int	casefold_contractions;	/* HF (?i:'s|...) also matches Unicode case folds */
 	int	nfc;			/* HF normalizer NFC: text between added tokens
 					   is put in normalization form C first */
+	int	metaspace;		/* BPE, not byte_level (HF SentencePiece-style:
+					   Replace(" ", "▁") or Metaspace): spaces become
+					   U+2581 before the merges, and decoding turns
+					   U+2581 into a space in every token, added ones too */
+	int	strip_space;		/* decode: the text's first space is dropped
+					   (HF Strip decoder; SPM with add_space_prefix
+					   always) */
+};
+
+/* Where metaspace BPE puts a U+2581 (add_space_prefix); a fragment is the
+ * text between added tokens. */
+enum {
+	TOKENIZER_PREFIX_ALWAYS = 1,	/* before every fragment (HF Prepend("▁")) */
+	TOKENIZER_PREFIX_UNLESS_SPACE,	/* before one that starts with neither a
+					   space nor U+2581 (HF Metaspace "always") */
+	TOKENIZER_PREFIX_FIRST		/* the same, the text's first fragment only
+					   (HF Metaspace "first") */
 };
 
 /*

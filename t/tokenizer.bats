@@ -44,6 +44,61 @@ setup() {
 	[[ $output == *"vocab 49152)"* ]]
 }
 
+# SentencePiece-style BPE as Llama-2 / Gemma checkpoints ship tokenizer.json:
+# t/data/spm-bpe (tools/make-spm-bpe-json.py) and the layouts spm_variant.py
+# rewrites it into.  Its 1,024-byte token of x's exercises merges of long pieces.
+@test "SentencePiece-style BPE tokenizer.json (Llama-2 layout: Prepend, Replace, byte fallback, Strip) equals HF tokenizers" {
+	need_py tokenizers
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$DATA/spm-bpe/tokenizer.json" "$DATA/tok-corpus"
+	[[ $output == *", 0 failures "*"vocab 1188)"* ]]
+}
+
+@test "SentencePiece-style BPE in the Gemma layout and with a Metaspace pre-tokenizer (always, first, never; split or not) equals HF tokenizers" {
+	need_py tokenizers
+	for k in gemma always-split always-nosplit first-split first-nosplit never-split; do
+		python3 "$PEER/spm_variant.py" "$DATA/spm-bpe/tokenizer.json" "$BATS_TEST_TMPDIR/$k.json" "$k"
+		run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/$k.json" "$DATA/tok-corpus"
+		[[ $output == *", 0 failures "* ]] || { echo "$k: $output"; false; }
+	done
+}
+
+@test "SentencePiece-style BPE: spaces become U+2581, each fragment gets one in front, decoding strips one space" {
+	j="$DATA/spm-bpe/tokenizer.json"
+	printf ' ' >"$BATS_TEST_TMPDIR/sp.txt"
+	printf '<s> x' >"$BATS_TEST_TMPDIR/s.txt"
+	# 362 is "▁", 548 "▁x"; the fixture has no "▁▁"
+	run -0 "$CLI" -s encode "$j" "$BATS_TEST_TMPDIR/sp.txt" "$BATS_TEST_TMPDIR/s.txt"
+	[ "${lines[0]}" = "362 362" ]
+	[ "${lines[1]}" = "1 362 548" ]
+	run -0 "$CLI" decode "$j" <<<"362 362"
+	[ "$output" = " " ]
+	run -0 "$CLI" stream "$j" <<<"1 362 548"
+	[ "$output" = '["<s>"," "," x",""]' ]
+}
+
+@test "t/data/spm-bpe/tokenizer.json is what tools/make-spm-bpe-json.py writes" {
+	need_py tokenizers
+	python3 "$TOP/tools/make-spm-bpe-json.py" "$BATS_TEST_TMPDIR/tokenizer.json"
+	cmp "$BATS_TEST_TMPDIR/tokenizer.json" "$DATA/spm-bpe/tokenizer.json"
+}
+
+@test "SentencePiece-style BPE: what it cannot do exactly is refused, naming the component" {
+	need_py tokenizers
+	while IFS='|' read -r k msg; do
+		python3 "$PEER/spm_variant.py" "$DATA/spm-bpe/tokenizer.json" "$BATS_TEST_TMPDIR/t.json" "$k"
+		run -1 --separate-stderr "$CLI" encode "$BATS_TEST_TMPDIR/t.json" /dev/null
+		[ "$stderr" = "tok-cli: $BATS_TEST_TMPDIR/t.json: $msg" ] || { echo "$k: $stderr"; false; }
+	done <<-'EOF'
+	metaspace-decoder|decoder 'Metaspace' is not supported (SentencePiece-style BPE: Sequence[Replace, ByteFallback, Fuse, Strip])
+	no-byte-fallback|SentencePiece-style BPE without byte_fallback is not supported
+	missing-byte|byte_fallback without the byte token '<0x7F>' is not supported
+	strip-2|decoder 'Strip' other than Strip(' ', 1, 0) is not supported
+	replace-other|normalizer 'Replace' other than Replace(' ', '▁') is not supported
+	normalized-added|added token '<s>' with normalized true is not supported with a Prepend('▁') or Replace(' ', '▁') normalizer
+	whitespace-pre|pre_tokenizer 'Whitespace' after a Replace(' ', '▁') normalizer is not supported
+	EOF
+}
+
 @test "control tokens are plain text unless special tokens are parsed" {
 	a=$(model_a)
 	printf '<|im_start|>' >"$BATS_TEST_TMPDIR/s.txt"
