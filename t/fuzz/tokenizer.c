@@ -1,8 +1,10 @@
 /*
  * libFuzzer target: lib/tokenizer on untrusted bytes.  The first byte picks:
  *   0..127   the rest is text: encode (special tokens parsed or not) with a
- *            small byte-level BPE (NFC normalizer on), an SPM and a Gemma-4
- *            vocabulary, decode the ids back whole and streamed, and check
+ *            small byte-level BPE (NFC normalizer on), an SPM, a Gemma-4 and
+ *            two HF SentencePiece-style BPE vocabularies (Prepend + Replace;
+ *            Metaspace split, prepend "first"), decode the ids back whole and
+ *            streamed, and check
  *            the two decodes agree; NFC of the text is checked idempotent;
  *   128..255 the rest is a tokenizer.json: load it (via a temporary file),
  *            then encode and decode a fixed text with whatever loaded.
@@ -52,9 +54,11 @@ small_bpe(void)
 	return tokenizer_new(&sp, err);
 }
 
-/* Gemma-4: raw UTF-8 BPE, U+2581 for spaces, <0xXX> for the rest. */
+/* Gemma-4 (pre "gemma4"), or HF SentencePiece-style BPE (metaspace, pre
+ * "none" or "metaspace", a prefix mode): raw UTF-8 BPE, U+2581 for spaces,
+ * <0xXX> for the rest. */
 static struct tokenizer *
-small_gemma4(void)
+small_gemma4(const char *pre, int metaspace, int prefix)
 {
 	static char bytes[256][8];
 	const char *tokens[256 + 8], *merges[] = { "a b", "\xE2\x96\x81 a", "\xE2\x96\x81 \xE2\x96\x81" };
@@ -74,7 +78,10 @@ small_gemma4(void)
 	for (i = 256; i < 264; i++)
 		types[i] = i == 256 ? TOKENIZER_CONTROL : TOKENIZER_NORMAL;
 	sp.model = TOKENIZER_BPE;
-	sp.pre = "gemma4";
+	sp.pre = pre;
+	sp.metaspace = metaspace;
+	sp.add_space_prefix = prefix;
+	sp.strip_space = metaspace;
 	sp.n_vocab = 264;
 	sp.tokens = tokens;
 	sp.types = types;
@@ -181,7 +188,7 @@ load_json(const uint8_t *data, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct tokenizer *bpe, *spm, *g4;
+	static struct tokenizer *bpe, *spm, *g4, *ms[2];
 
 	if (size == 0)
 		return 0;
@@ -190,11 +197,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	if (bpe == NULL && ((bpe = small_bpe()) == NULL || (spm = small_spm()) == NULL ||
-	    (g4 = small_gemma4()) == NULL))
+	    (g4 = small_gemma4("gemma4", 0, 0)) == NULL ||
+	    (ms[0] = small_gemma4("none", 1, TOKENIZER_PREFIX_ALWAYS)) == NULL ||
+	    (ms[1] = small_gemma4("metaspace", 1, TOKENIZER_PREFIX_FIRST)) == NULL))
 		abort();
 	roundtrip(bpe, (const char *)data + 1, size - 1, data[0] & 1 ? TOKENIZER_PARSE_SPECIAL : 0);
 	roundtrip(spm, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL);
 	roundtrip(g4, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL);
+	roundtrip(ms[data[0] & 1], (const char *)data + 1, size - 1, TOKENIZER_PARSE_SPECIAL);
 	nfc_twice((const char *)data + 1, size - 1);
 	return 0;
 }
