@@ -229,9 +229,29 @@ ggml_vocab_dir() {
 	[ "$(grep -c ': ok, \|: refused: \|: loads ' <<<"$output")" = "${#lines[@]}" ]
 }
 
+# The ids of every test-vector vocabulary we load, on the corpus: long runs,
+# every added token (llama.cpp's by-text control tokens, phi-3's rstrip,
+# gemma-4's normal </s>), BOS as llama3 vocabularies add it by default.
+@test "every vocabulary of llama.cpp's test vectors that loads equals llama.cpp's tokenizer on the corpus (ids)" {
+	ggml_vocab_dir
+	need_llama_cpp
+	n=0
+	for f in "$VOCABS"/ggml-vocab-*.gguf; do
+		v=${f##*/ggml-vocab-}
+		v=${v%.gguf}
+		case $v in bert-bge|nomic-bert-moe) continue ;; esac
+		python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); open(sys.argv[2],"wb").write(d+b"\0"*(-len(d)%32))' \
+		    "$f" "$BATS_TEST_TMPDIR/$v.gguf"
+		run -0 python3 "$PEER/tok_llama.py" "$CLI" "$BATS_TEST_TMPDIR/$v.gguf" "$DATA/tok-corpus" --encode-only
+		[[ $output == *", 0 failures "* ]] || { echo "$v: $output"; false; }
+		n=$((n + 1))
+	done
+	[ "$n" = 17 ]
+}
+
 # The test vectors are short; the corpus has long runs, every added token,
 # CJK beside Latin, fullwidth punctuation and white space other than ASCII.
-@test "deepseek-coder, deepseek-llm and falcon vocabularies equal llama.cpp's tokenizer on the corpus" {
+@test "deepseek-coder, deepseek-llm and falcon vocabularies equal llama.cpp's tokenizer on the corpus (ids and decoded text)" {
 	ggml_vocab_dir
 	need_llama_cpp
 	for v in deepseek-coder deepseek-llm falcon; do
