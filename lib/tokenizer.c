@@ -1463,6 +1463,10 @@ struct tokenizer_stream {
 	size_t	n_pend;
 	char	*buf;
 	size_t	cap;
+	char	*run;		/* metaspace: bytes of a run of <0xXX> tokens */
+	size_t	n_run, cap_run;
+	char	*tmp;		/* metaspace: the run's text, then a piece */
+	size_t	cap_tmp;
 };
 
 struct tokenizer_stream *
@@ -1483,6 +1487,8 @@ tokenizer_stream_free(struct tokenizer_stream *st)
 	if (st == NULL)
 		return;
 	free(st->buf);
+	free(st->run);
+	free(st->tmp);
 	free(st);
 }
 
@@ -1540,6 +1546,36 @@ stream_feed(struct tokenizer_stream *st, const char *p, size_t n, int flush, siz
 	return st->buf;
 }
 
+/*
+ * HF's ByteFallback decoder: a run of byte tokens is its bytes when they are
+ * well-formed UTF-8 as a whole, else one U+FFFD per byte token.  The run's
+ * text and then p[0..n) go to the stream together.
+ */
+static const char *
+stream_run_then(struct tokenizer_stream *st, const char *p, size_t n, int flush, size_t *len)
+{
+	size_t i = 0, k, o = 0;
+	uint32_t cp;
+	int ok = 1;
+
+	while (i < st->n_run && ok) {
+		k = unicode_decode(st->run + i, st->n_run - i, &cp);
+		ok = cp != UNICODE_REPLACEMENT || (k == 3 && memcmp(st->run + i, "\xEF\xBF\xBD", 3) == 0);
+		i += k;
+	}
+	if (grow((void **)&st->tmp, &st->cap_tmp, 3 * st->n_run + n + 1, 1) < 0)
+		return NULL;
+	if (ok) {
+		memcpy(st->tmp, st->run, st->n_run);
+		o = st->n_run;
+	} else
+		for (i = 0; i < st->n_run; i++)
+			o += unicode_encode(UNICODE_REPLACEMENT, st->tmp + o);
+	memcpy(st->tmp + o, p, n);
+	st->n_run = 0;
+	return stream_feed(st, st->tmp, o + n, flush, len);
+}
+
 const char *
 tokenizer_stream_push(struct tokenizer_stream *st, int32_t id, size_t *len)
 {
@@ -1549,13 +1585,22 @@ tokenizer_stream_push(struct tokenizer_stream *st, int32_t id, size_t *len)
 		return NULL;
 	if ((st->flags & TOKENIZER_SKIP_SPECIAL) && tok->type[id] == TOKENIZER_CONTROL)
 		return stream_feed(st, "", 0, 0, len);
-	return stream_feed(st, tok->piece[id], tok->piece_len[id], 0, len);
+	if (!tok->metaspace)
+		return stream_feed(st, tok->piece[id], tok->piece_len[id], 0, len);
+	if (tok->type[id] == TOKENIZER_BYTE) {
+		if (grow((void **)&st->run, &st->cap_run, st->n_run + 1, 1) < 0)
+			return NULL;
+		st->run[st->n_run++] = tok->piece[id][0];
+		return stream_feed(st, "", 0, 0, len);
+	}
+	return stream_run_then(st, tok->piece[id], tok->piece_len[id], 0, len);
 }
 
 const char *
 tokenizer_stream_flush(struct tokenizer_stream *st, size_t *len)
 {
-	const char *r = stream_feed(st, "", 0, 1, len);
+	const char *r = st->tok->metaspace ? stream_run_then(st, "", 0, 1, len) :
+	    stream_feed(st, "", 0, 1, len);
 
 	st->started = 0;
 	return r;

@@ -124,7 +124,9 @@ int32_t	*tokenizer_encode(const struct tokenizer *tok, const char *text, size_t 
 /*
  * Decode n ids into a malloc'd NUL-terminated string of *len bytes (caller
  * frees): the pieces concatenated, then ill-formed UTF-8 replaced by U+FFFD
- * as the reference decoders do.  NULL with err for an id out of range.
+ * as the reference decoders do (per maximal subpart; metaspace BPE as HF's
+ * ByteFallback: a run of <0xXX> tokens that is not UTF-8 as a whole becomes
+ * one U+FFFD per token).  NULL with err for an id out of range.
  */
 char	*tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, size_t n,
 	    unsigned flags, size_t *len, char *err);
@@ -148,8 +150,9 @@ int	tokenizer_is_control(const struct tokenizer *tok, int32_t id);
 /*
  * Incremental detokenizer: text for a stream of ids, never splitting a
  * UTF-8 character.  Bytes that may still become a character are held back
- * until the next id completes them; the concatenated output of push calls
- * and the final flush equals tokenizer_decode of all the ids.
+ * until the next id completes them (metaspace BPE: a run of <0xXX> tokens
+ * until the next other token); the concatenated output of push calls and
+ * the final flush equals tokenizer_decode of all the ids.
  */
 struct tokenizer_stream;
 struct tokenizer_stream *tokenizer_stream_new(const struct tokenizer *tok, unsigned flags);
