@@ -1565,10 +1565,10 @@ stream_run_then(struct tokenizer_stream *st, const char *p, size_t n, int flush,
 	}
 	if (grow((void **)&st->tmp, &st->cap_tmp, 3 * st->n_run + n + 1, 1) < 0)
 		return NULL;
-	if (ok) {
+	if (ok && st->n_run > 0) {
 		memcpy(st->tmp, st->run, st->n_run);
 		o = st->n_run;
-	} else
+	} else if (!ok)
 		for (i = 0; i < st->n_run; i++)
 			o += unicode_encode(UNICODE_REPLACEMENT, st->tmp + o);
 	memcpy(st->tmp + o, p, n);
