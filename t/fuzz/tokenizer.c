@@ -6,6 +6,8 @@
  *            Metaspace split, prepend "first"), decode the ids back whole and
  *            streamed, and check
  *            the two decodes agree; NFC of the text is checked idempotent;
+ *            (64..127: the rest is also read as token ids, decoded by each
+ *            vocabulary whole and streamed, special tokens kept or skipped);
  *   128..255 the rest is a tokenizer.json: load it (via a temporary file),
  *            then encode and decode a fixed text with whatever loaded.
  */
@@ -134,20 +136,18 @@ small_spm(void)
 	return tokenizer_new(&sp, err);
 }
 
+/* Decode ids[0..k) whole and streamed (flags), and check the two agree. */
 static void
-roundtrip(const struct tokenizer *tok, const char *s, size_t n, unsigned flags)
+decode_both(const struct tokenizer *tok, const int32_t *ids, size_t k, unsigned flags)
 {
 	char err[UTIL_ERRLEN];
-	size_t k, len, i, o = 0, piece;
-	int32_t *ids = tokenizer_encode(tok, s, n, flags, &k, err);
+	size_t len = 0, i, o = 0, piece;
 	struct tokenizer_stream *st;
 	char *text, *cat;
 	const char *p;
 
-	if (ids == NULL)
-		return;
-	text = tokenizer_decode(tok, ids, k, 0, &len, err);
-	st = tokenizer_stream_new(tok, 0);
+	text = tokenizer_decode(tok, ids, k, flags, &len, err);
+	st = tokenizer_stream_new(tok, flags);
 	cat = malloc(len + 1);
 	for (i = 0; text && st && cat && i <= k; i++) {
 		p = i < k ? tokenizer_stream_push(st, ids[i], &piece) : tokenizer_stream_flush(st, &piece);
@@ -161,7 +161,32 @@ roundtrip(const struct tokenizer *tok, const char *s, size_t n, unsigned flags)
 	free(cat);
 	tokenizer_stream_free(st);
 	free(text);
+}
+
+static void
+roundtrip(const struct tokenizer *tok, const char *s, size_t n, unsigned flags)
+{
+	char err[UTIL_ERRLEN];
+	size_t k;
+	int32_t *ids = tokenizer_encode(tok, s, n, flags, &k, err);
+
+	if (ids == NULL)
+		return;
+	decode_both(tok, ids, k, 0);
 	free(ids);
+}
+
+/* Arbitrary ids (two bytes each, modulo the vocabulary): byte-token runs
+ * that are no UTF-8, control tokens kept or skipped. */
+static void
+random_ids(const struct tokenizer *tok, const uint8_t *d, size_t n, unsigned flags)
+{
+	int32_t ids[512];
+	size_t k, v = tokenizer_n_vocab(tok);
+
+	for (k = 0; k < n / 2 && k < 512; k++)
+		ids[k] = (int32_t)((d[2 * k] | (unsigned)d[2 * k + 1] << 8) % v);
+	decode_both(tok, ids, k, flags);
 }
 
 static void
@@ -205,6 +230,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	roundtrip(spm, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL);
 	roundtrip(g4, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL);
 	roundtrip(ms[data[0] & 1], (const char *)data + 1, size - 1, TOKENIZER_PARSE_SPECIAL);
+	if (data[0] >= 64) {
+		unsigned skip = data[0] & 2 ? TOKENIZER_SKIP_SPECIAL : 0;
+		random_ids(bpe, data + 1, size - 1, skip);
+		random_ids(spm, data + 1, size - 1, skip);
+		random_ids(g4, data + 1, size - 1, skip);
+		random_ids(ms[0], data + 1, size - 1, skip);
+		random_ids(ms[1], data + 1, size - 1, skip);
+	}
 	nfc_twice((const char *)data + 1, size - 1);
 	return 0;
 }
