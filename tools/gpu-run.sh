@@ -270,25 +270,28 @@ if [ -n "$lc_pid" ]; then
 		    >"$OUT/peer.txt"
 	elif wait $lc_pid && lb=$(tail -1 "$OUT/llamacpp-path.txt") && [ -x "$lb" ]; then
 		echo "llama.cpp built in $(( $(date +%s) - lc_t0 ))s: $lb" >"$OUT/peer.txt"
+		for sc in decode prefill; do	# both decodes first: they matter most
 		for q in Q8_0 NVFP4; do
 			f=$G/qwen35-9b-random-$q.gguf
 			[ -e "$f" ] || continue
-			echo "== $q: decode tok/s, A = llama-bench tg128, B = model-bench 64 after 128" >>"$OUT/peer.txt"
-			timeout 400 python3 tools/abba -a "$lb -m $f -p 0 -n 128 -r 3 -o md" \
-			    -b "build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f" \
-			    -r '(?:tg128\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)' --unit tok/s \
+			if [ $sc = decode ]; then
+				a="$lb -m $f -p 0 -n 128 -r 3 -o md"
+				b="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
+				r='(?:tg128\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
+				set -- decode-b1-vs-llama.cpp 128 llama-bench-tg128 "llama-bench tg128, B = model-bench 64 after 128"
+			else
+				a="$lb -m $f -p 512 -n 0 -r 3 -o md"
+				b="build/t/tools/model-bench -d cuda -c 512 -n 1 -r 1 -k 0 $f"
+				r='(?:pp512\s*\|\s*|prefill\tctx.*?tok_s\s+)([0-9.]+)'
+				set -- prefill-512-vs-llama.cpp 512 llama-bench-pp512 "llama-bench pp512, B = model-bench 512-token prompt"
+			fi
+			echo "== $q: $sc tok/s, A = $4" >>"$OUT/peer.txt"
+			timeout 300 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
 			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/peer-abba.tsv" \
-			    --log "$OUT/peer-abba-decode-$q.log" --binary model-bench --model qwen35-9b-random \
-			    --quant $q --scenario decode-b1-vs-llama.cpp --ctx 128 --peer llama-bench-tg128 \
-			    >>"$OUT/peer.txt" 2>&1 || echo "abba decode $q: failed" >>"$OUT/peer.txt"
-			echo "== $q: prefill tok/s, A = llama-bench pp512, B = model-bench 512-token prompt" >>"$OUT/peer.txt"
-			timeout 400 python3 tools/abba -a "$lb -m $f -p 512 -n 0 -r 3 -o md" \
-			    -b "build/t/tools/model-bench -d cuda -c 512 -n 1 -r 1 -k 0 $f" \
-			    -r '(?:pp512\s*\|\s*|prefill\tctx.*?tok_s\s+)([0-9.]+)' --unit tok/s \
-			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/peer-abba.tsv" \
-			    --log "$OUT/peer-abba-prefill-$q.log" --binary model-bench --model qwen35-9b-random \
-			    --quant $q --scenario prefill-512-vs-llama.cpp --ctx 512 --peer llama-bench-pp512 \
-			    >>"$OUT/peer.txt" 2>&1 || echo "abba prefill $q: failed" >>"$OUT/peer.txt"
+			    --log "$OUT/peer-abba-$sc-$q.log" --binary model-bench --model qwen35-9b-random \
+			    --quant $q --scenario "$1" --ctx "$2" --peer "$3" \
+			    >>"$OUT/peer.txt" 2>&1 || echo "abba $sc $q: failed" >>"$OUT/peer.txt"
+		done
 		done
 	else
 		{ echo "llama.cpp build failed:"; tail -20 "$OUT/llamacpp-build.err"; } >"$OUT/peer.txt"
