@@ -60,6 +60,10 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 /* Scratch of at least n bytes (grown outside graph capture only). */
 void   *gpu_scratch(struct gpu *g, size_t n);
 
+/* gpu_get_rows of a GPU_SPLIT matrix of type t (cuda/matvec_q8.cu). */
+int	gpu_split_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
+	    const int32_t *d_ids, int n, float *d_out);
+
 /* 1 while g's stream is being recorded into a graph. */
 static inline int
 gpu_capturing(struct gpu *g)

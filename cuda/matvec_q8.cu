@@ -255,9 +255,281 @@ k_mv8s(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
+/*
+ * The split layout (GPU_SPLIT, gpu_split): row r at r * rs bytes holds the
+ * row's quants (Q8_0: the 32 int8 of each block; NVFP4: the 32 nibble
+ * bytes of each 64-block, as in the block), qrow bytes, then its scales
+ * (Q8_0: the fp16 d of each block; NVFP4: the 4 UE4M3 bytes of each
+ * block), ne0 / 16 bytes either way, then zeros to a multiple of 16:
+ * rs = qrow + ne0 / 16 rounded up to 16, the original row's size when
+ * ne0 is a multiple of 256.  The quants of a row are contiguous and
+ * 16-byte aligned, so a warp reads them as consecutive 16-byte pieces.
+ */
+static size_t
+split_qrow(int t, int64_t ne0)
+{
+	return (size_t)(t == Q8_T_NVFP4 ? ne0 / 2 : ne0);
+}
+
+static size_t
+split_rs(int t, int64_t ne0)
+{
+	return split_qrow(t, ne0) + ((size_t)ne0 / 16 + 15) / 16 * 16;
+}
+
+extern "C" size_t
+gpu_split_size(int t, int64_t rows, int64_t ne0)
+{
+	if ((t != Q8_T_Q8_0 && t != Q8_T_NVFP4) || rows < 1 || ne0 < 1 ||
+	    ne0 % (t == Q8_T_NVFP4 ? 64 : 32) != 0)
+		return 0;
+	return split_rs(t, ne0) * (size_t)rows;
+}
+
+/* One thread per weight block i of row i / nbw: its quants and scale moved. */
+template <int T>
+__global__ void
+k_split(const uint8_t *__restrict__ src, int64_t nblk, int nbw, size_t qrow, size_t rs,
+    uint8_t *__restrict__ dst)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= nblk)
+		return;
+	int64_t r = i / nbw;
+	int k = (int)(i % nbw);
+	uint8_t *row = dst + r * rs;
+	uint32_t v[8];
+	if (T == Q8_T_Q8_0) {		/* 2-byte aligned: d, then 32 int8 */
+		const uint16_t *b = (const uint16_t *)(src + i * 34);
+		for (int j = 0; j < 8; j++)
+			v[j] = (uint32_t)b[1 + 2 * j] | (uint32_t)b[2 + 2 * j] << 16;
+		((uint16_t *)(row + qrow))[k] = b[0];
+	} else {			/* 4-byte aligned: 4 scale bytes, then 32 */
+		const uint32_t *b = (const uint32_t *)(src + i * 36);
+		for (int j = 0; j < 8; j++)
+			v[j] = b[1 + j];
+		((uint32_t *)(row + qrow))[k] = b[0];
+	}
+	int4 *q = (int4 *)(row + (size_t)k * 32);
+	q[0] = make_int4((int)v[0], (int)v[1], (int)v[2], (int)v[3]);
+	q[1] = make_int4((int)v[4], (int)v[5], (int)v[6], (int)v[7]);
+}
+
+extern "C" int
+gpu_split(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, void *d_dst)
+{
+	size_t n = gpu_split_size(t, rows, ne0);
+
+	if (n == 0)
+		return gpu_fail(g, "split: type %d, %lld rows of %lld (Q8_0, NVFP4)", t,
+		    (long long)rows, (long long)ne0);
+	if (((uintptr_t)d_dst & 15) != 0 || ((uintptr_t)d_w & 3) != 0)
+		return gpu_fail(g, "split: unaligned matrix");
+	int nbw = (int)(ne0 / (t == Q8_T_NVFP4 ? 64 : 32));
+	int64_t nblk = rows * nbw;
+	size_t qrow = split_qrow(t, ne0), rs = split_rs(t, ne0);
+	unsigned grid = (unsigned)((nblk + 255) / 256);
+	GPU_CHECK(g, cudaMemsetAsync(d_dst, 0, n, g->stream));	/* the padding */
+	if (t == Q8_T_Q8_0)
+		k_split<Q8_T_Q8_0><<<grid, 256, 0, g->stream>>>((const uint8_t *)d_w, nblk, nbw,
+		    qrow, rs, (uint8_t *)d_dst);
+	else
+		k_split<Q8_T_NVFP4><<<grid, 256, 0, g->stream>>>((const uint8_t *)d_w, nblk, nbw,
+		    qrow, rs, (uint8_t *)d_dst);
+	GPU_LAUNCHED(g, "split");
+	return 0;
+}
+
+__constant__ float c_kf8[16] = {	/* kvalues_mxfp4 as floats (cuda/matvec.cu's c_kf) */
+	0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
+};
+
+/* out[blockIdx.y][e] = element e of split row ids[blockIdx.y], dequantized
+ * with the operations of cuda/matvec.cu's k_dequant (the same bits). */
+template <int T>
+__global__ void
+k_split_rows(const uint8_t *__restrict__ W, int64_t ne0, size_t qrow, size_t rs,
+    const int32_t *__restrict__ ids, float *out)
+{
+	int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (e >= ne0)
+		return;
+	const uint8_t *row = W + (size_t)ids[blockIdx.y] * rs;
+	float v;
+	if (T == Q8_T_Q8_0) {
+		float d = __half2float(__ushort_as_half(((const uint16_t *)(row + qrow))[e / 32]));
+		v = __fmul_rn((float)(int8_t)row[e], d);
+	} else {
+		int64_t b = e / 64;
+		int i = (int)(e % 64), s = i / 16, j = i % 16;
+		unsigned x = row[b * 32 + 8 * s + (j & 7)];
+		float d = ue4m3_half(row[qrow + b * 4 + s]);
+		v = __fmul_rn(c_kf8[j < 8 ? x & 0xF : x >> 4], d);
+	}
+	out[(size_t)blockIdx.y * ne0 + e] = v;
+}
+
+int
+gpu_split_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
+    const int32_t *d_ids, int n, float *d_out)
+{
+	if (gpu_split_size(t, 1, ne0) == 0 || n < 1 || n > 65535)
+		return gpu_fail(g, "get_rows: split type %d, %d rows of %lld", t, n,
+		    (long long)ne0);
+	dim3 grid((unsigned)((ne0 + 255) / 256), (unsigned)n);
+	const uint8_t *W = (const uint8_t *)d_table;
+	size_t qrow = split_qrow(t, ne0), rs = split_rs(t, ne0);
+	if (t == Q8_T_Q8_0)
+		k_split_rows<Q8_T_Q8_0><<<grid, 256, 0, g->stream>>>(W, ne0, qrow, rs, d_ids, d_out);
+	else
+		k_split_rows<Q8_T_NVFP4><<<grid, 256, 0, g->stream>>>(W, ne0, qrow, rs, d_ids, d_out);
+	GPU_LAUNCHED(g, "get_rows split");
+	return 0;
+}
+
+/*
+ * The decode product over split rows.  One warp per weight row; the row's
+ * quants are np 16-byte pieces (Q8_0: half a block; NVFP4: two of a
+ * block's four 16-value sub-blocks) and lane l takes pieces l, l + 32,
+ * ..., MVS_U of them loaded (with their scales) before the first is used:
+ * each load instruction of the warp reads 512 contiguous bytes.  Q8_0: the
+ * two halves of block b sit in lanes 2b', 2b'+1, their integer sums are
+ * added by one shuffle and the even lane adds (float)s * (dw * dx) as
+ * k_mv8 does; NVFP4: a lane adds each of its two sub-blocks' terms as
+ * k_mv8 does.  Only the order of the float sums differs from k_mv8's, and
+ * it is the same for every m (batch-invariant).
+ */
+#define MVS_U 8
+
+template <int T, int M>
+__device__ __forceinline__ void
+mvs_piece(int4 w, uint32_t sc, int p, bool ok, bool even, int nb, int64_t ne0,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, int m, float *acc)
+{
+	if (T == Q8_T_Q8_0) {
+		float dw = __half2float(__ushort_as_half((unsigned short)sc));
+		int b = p >> 1;
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			int s = 0;
+			if (ok) {
+				int4 a = *(const int4 *)(q + (size_t)j * ne0 + (size_t)p * 16);
+				s = __dp4a(w.x, a.x, 0);
+				s = __dp4a(w.y, a.y, s), s = __dp4a(w.z, a.z, s);
+				s = __dp4a(w.w, a.w, s);
+			}
+			s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+			if (ok && even)
+				acc[j] = __fadd_rn(acc[j], __fmul_rn((float)s,
+				    __fmul_rn(dw, dx[(size_t)j * nb + b])));
+		}
+	} else {
+		if (!ok)
+			return;
+		int h = p & 1;
+		float ws0 = ue4m3_half((sc >> (16 * h)) & 0xFF);
+		float ws1 = ue4m3_half((sc >> (16 * h + 8)) & 0xFF);
+		int w0 = fp4x4((uint32_t)w.x), w1 = fp4x4((uint32_t)w.y);
+		int w2 = fp4x4((uint32_t)w.x >> 4), w3 = fp4x4((uint32_t)w.y >> 4);
+		int w4 = fp4x4((uint32_t)w.z), w5 = fp4x4((uint32_t)w.w);
+		int w6 = fp4x4((uint32_t)w.z >> 4), w7 = fp4x4((uint32_t)w.w >> 4);
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			const int4 *xq = (const int4 *)(q + (size_t)j * ne0 + (size_t)p * 32);
+			int4 a = xq[0], c = xq[1];
+			float d = dx[(size_t)j * nb + p];
+			int t0 = __dp4a(w0, a.x, 0);
+			t0 = __dp4a(w1, a.y, t0), t0 = __dp4a(w2, a.z, t0), t0 = __dp4a(w3, a.w, t0);
+			int t1 = __dp4a(w4, c.x, 0);
+			t1 = __dp4a(w5, c.y, t1), t1 = __dp4a(w6, c.z, t1), t1 = __dp4a(w7, c.w, t1);
+			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t0, __fmul_rn(ws0, d)));
+			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t1, __fmul_rn(ws1, d)));
+		}
+	}
+}
+
+template <int T, int M>
+__global__ void __launch_bounds__(256)
+k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t rs,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, int m, float *y,
+    const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, np = (int)(qrow / 16);
+	int64_t ne0 = (int64_t)nb * 32;
+	float acc[M];
+
+	if (r >= rows)
+		return;
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	const int4 *wq = (const int4 *)(W + (size_t)r * rs);
+	const uint8_t *ws = W + (size_t)r * rs + qrow;
+	for (int p0 = 0; p0 < np; p0 += 32 * MVS_U) {
+		int4 w[MVS_U];
+		uint32_t sc[MVS_U];
+#pragma unroll
+		for (int u = 0; u < MVS_U; u++) {
+			int p = p0 + lane + 32 * u;
+			if (p < np) {
+				w[u] = __ldg(wq + p);
+				sc[u] = T == Q8_T_Q8_0 ? (uint32_t)__ldg((const unsigned short *)ws + (p >> 1)) :
+				    __ldg((const unsigned *)ws + (p >> 1));
+			} else {
+				w[u] = make_int4(0, 0, 0, 0);
+				sc[u] = 0;
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < MVS_U; u++) {
+			if (p0 + 32 * u >= np)	/* the whole warp is past the row */
+				break;
+			int p = p0 + lane + 32 * u;
+			mvs_piece<T, M>(w[u], sc[u], p, p < np, (lane & 1) == 0, nb, ne0, q, dx, m,
+			    acc);
+		}
+	}
+	mv8_store<M>(acc, m, rows, r, lane, y, scale);
+}
+
+template <int T>
+static int
+mvs_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
+    const float *dx, int m, float *y, const float *scale)
+{
+	unsigned grid = (unsigned)((rows + 7) / 8);
+	const uint8_t *W = (const uint8_t *)w;
+	int64_t ne0 = (int64_t)nb * 32;
+	size_t qrow = split_qrow(T, ne0), rs = split_rs(T, ne0);
+
+	if (((uintptr_t)W & 15) != 0)
+		return gpu_fail(g, "matvec_q8: split matrix not 16-byte aligned");
+	if (m <= 1)
+		k_mvs<T, 1><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 2)
+		k_mvs<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 4)
+		k_mvs<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 8)
+		k_mvs<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else
+		k_mvs<T, 16><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	GPU_LAUNCHED(g, "matvec_q8 split");
+	return 0;
+}
+
 extern "C" int
 gpu_can_matvec_q8(int t)
 {
+	if (t & GPU_SPLIT)
+		return (t & ~GPU_SPLIT) == Q8_T_Q8_0 || (t & ~GPU_SPLIT) == Q8_T_NVFP4;
 	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1;
 }
 
@@ -332,7 +604,7 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 	for (int i = 0; i < nw; i++) {
 		if (!gpu_can_matvec_q8(t[i]))
 			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t[i]);
-		if (n < 1 || rows[i] < 1 || ne0 % (t[i] == Q8_T_NVFP4 ? 64 : 32) != 0)
+		if (n < 1 || rows[i] < 1 || ne0 % ((t[i] & ~GPU_SPLIT) == Q8_T_NVFP4 ? 64 : 32) != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
 			    (long long)rows[i], (long long)ne0, (long long)n);
 		*q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
@@ -349,7 +621,7 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	int nb = (int)(ne0 / 32);
 
 	for (int i = 0; i < nw; i++) {
-		size_t rb = mv8_rowbytes(t[i], ne0);
+		size_t rb = mv8_rowbytes(t[i] & ~GPU_SPLIT, ne0);
 		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
 			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
 			const int8_t *qr = q + (size_t)r0 * ne0;
@@ -358,6 +630,8 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 			const float *sc = d_scale != NULL ? d_scale[i] : NULL;
 			int rc;
 			switch (t[i]) {
+			case Q8_T_NVFP4 | GPU_SPLIT: rc = mvs_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, qr, dr, m, yr, sc); break;
+			case Q8_T_Q8_0 | GPU_SPLIT: rc = mvs_launch<Q8_T_Q8_0>(g, d_w[i], rows[i], nb, qr, dr, m, yr, sc); break;
 			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
 			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
 			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
