@@ -5,7 +5,8 @@
  * rule step with its gates and norms, activations, fill).
  *
  * Memory is device memory (backend_host() == 0).  Weights are copied to
- * the device once at weight_init.  Every op is queued on the gpu's
+ * the device once at weight_init (Q8_0 and NVFP4 in gpu_split's layout,
+ * for coalesced decode products).  Every op is queued on the gpu's
  * stream; backend_read waits for it.  Row r of every op is computed by
  * the same code whether it runs alone or with others: Q8_0 and NVFP4
  * products run on int8 activations as the CPU backend's do
@@ -517,10 +518,10 @@ upload_split(struct backend *be, const struct backend_weight *w)
 
 /*
  * The weight's bytes go to the device as they are when a GPU product
- * takes the type (Q8_0 and NVFP4 repacked: upload_split); a type without
- * gpu_matvec / gpu_get_rows also gets an
- * F32 copy (for embedding lookups, and for products when no kernel takes
- * the type at all: then the weight becomes F32).
+ * takes the type (Q8_0 and NVFP4 split: upload_split); a type without
+ * gpu_matvec / gpu_get_rows also gets an F32 copy (for embedding lookups,
+ * and for products when no kernel takes the type at all: then the weight
+ * becomes F32).
  */
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)

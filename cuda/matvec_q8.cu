@@ -324,7 +324,7 @@ gpu_split(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, void
 	if (n == 0)
 		return gpu_fail(g, "split: type %d, %lld rows of %lld (Q8_0, NVFP4)", t,
 		    (long long)rows, (long long)ne0);
-	if (((uintptr_t)d_dst & 15) != 0 || ((uintptr_t)d_w & 3) != 0)
+	if (((uintptr_t)d_dst & 15) != 0 || ((uintptr_t)d_w & (t == Q8_T_NVFP4 ? 3 : 1)) != 0)
 		return gpu_fail(g, "split: unaligned matrix");
 	int nbw = (int)(ne0 / (t == Q8_T_NVFP4 ? 64 : 32));
 	int64_t nblk = rows * nbw;
