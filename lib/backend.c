@@ -311,7 +311,8 @@ int
 backend_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
     const int32_t *pos, int n_rot, float theta, int mode)
 {
-	if (mode != BACKEND_ROPE_NORM && mode != BACKEND_ROPE_NEOX)
+	if ((mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NORM &&
+	    (mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NEOX)
 		return util_err(be->err, "rope: unknown mode %d", mode);
 	if (n_rot <= 0 || n_rot % 2 || n_rot > hs || n_head <= 0 ||
 	    (long long)n_head * hs > ldx || m < 0)

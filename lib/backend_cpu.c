@@ -528,7 +528,13 @@ rmsnorm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 	for (int64_t r = r0; r < r1; r++) {
 		const float *x = j->x + r * j->ldx;
 		float *y = j->y + r * j->ldy;
-		float s = 1.0f / sqrtf(j->c->dot(x, x, j->n) / j->n + j->eps);
+		double ss = 0.0;
+		float s;
+
+		/* as ggml's rms_norm: float squares summed in double, the mean rounded to float */
+		for (int i = 0; i < j->n; i++)
+			ss += (double)(x[i] * x[i]);
+		s = 1.0f / sqrtf((float)(ss / j->n) + j->eps);
 
 		for (int i = 0; i < j->n; i++)
 			y[i] = j->w ? x[i] * s * j->w[i] : x[i] * s;

@@ -20,6 +20,8 @@ struct rope_job {
 	const int32_t *pos;
 	const float *inv;		/* [n_rot/2] frequencies */
 	int	ldx, n_head, hs, n_rot, neox;
+	int	ggml;			/* BACKEND_ROPE_GGML: angles by products of ts */
+	float	ts;			/* theta^(-2/n_rot) */
 };
 
 static void
@@ -30,15 +32,20 @@ rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 	for (int64_t i = i0; i < i1; i++) {
 		int64_t r = i / j->n_head, h = i % j->n_head;
-		float *x = j->x + r * j->ldx + h * j->hs;
+		float *x = j->x + r * j->ldx + h * j->hs, th = (float)j->pos[r];
 
-		for (int d = 0; d < half; d++) {
-			float a = (float)j->pos[r] * j->inv[d];
+		for (int d = 0; d < half; d++, th *= j->ts) {
+			float a = j->ggml ? th : (float)j->pos[r] * j->inv[d];
 			float cs = cosf(a), sn = sinf(a);
 			float *p = x + d * step, x0 = p[0], x1 = p[off];
 
-			p[0] = x0 * cs - x1 * sn;
-			p[off] = x0 * sn + x1 * cs;
+			if (j->ggml) {
+				p[0] = fmaf(x0, cs, -(x1 * sn));
+				p[off] = fmaf(x0, sn, x1 * cs);
+			} else {
+				p[0] = x0 * cs - x1 * sn;
+				p[off] = x0 * sn + x1 * cs;
+			}
 		}
 	}
 }
@@ -48,7 +55,8 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
     int m, const int32_t *pos, int n_rot, float theta, int mode)
 {
 	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
-	    mode == BACKEND_ROPE_NEOX };
+	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, (mode & BACKEND_ROPE_GGML) != 0,
+	    powf(theta, -2.0f / (float)n_rot) };
 	float *inv = malloc(n_rot / 2 * sizeof *inv);
 	int rc;
 

@@ -7,6 +7,7 @@
 #include "quant.h"
 #include "quant_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "util.h"
@@ -30,6 +31,34 @@ quant_vec_dot_type(int t)
 	}
 }
 
+/*
+ * One Q8_0 (s == NULL) or Q8_1 block of activations as ggml's x86 CPU
+ * backend quantizes them (quantize_row_q8_0/q8_1, its AVX path): the
+ * inverse scale is 127/amax in one rounding (the _ref form's 1/(amax/127)
+ * can differ in its last bit) and x*id is rounded half to even (_ref:
+ * half away from zero).  Either difference moves a quant by one now and
+ * then, which llama.cpp's logits feel.  qs: the 32 quants; s: their sum
+ * times d, as fp16 (Q8_1).
+ */
+static void
+act_q8(const float *x, uint8_t *d16, int8_t *qs, uint8_t *s16)
+{
+	float amax = 0.0f, d, id;
+	int j, sum = 0;
+
+	for (j = 0; j < 32; j++)
+		amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+	d = amax / 127.0f;
+	id = amax != 0.0f ? 127.0f / amax : 0.0f;
+	qi_wr16(d16, qi_f2h(d));
+	for (j = 0; j < 32; j++) {
+		qs[j] = (int8_t)nearbyintf(x[j] * id);
+		sum += qs[j];
+	}
+	if (s16 != NULL)
+		qi_wr16(s16, qi_f2h(d * (float)sum));
+}
+
 int
 quant_quantize_act(int t, const float *x, void *xq, int64_t n)
 {
@@ -45,8 +74,17 @@ quant_quantize_act(int t, const float *x, void *xq, int64_t n)
 		return 0;
 	}
 	tr = quant_traits(at);
-	for (i = 0; i < n / tr->blck; i++)
-		quant_quantize_block(at, x + i * tr->blck, y + i * tr->size);
+	for (i = 0; i < n / tr->blck; i++) {
+		const float *xb = x + i * tr->blck;
+		uint8_t *b = y + i * tr->size;
+
+		if (at == QUANT_Q8_0)
+			act_q8(xb, b, (int8_t *)(b + 2), NULL);
+		else if (at == QUANT_Q8_1)
+			act_q8(xb, b, (int8_t *)(b + 4), b + 2);
+		else
+			quant_quantize_block(at, xb, b);
+	}
 	return 0;
 }
 
