@@ -72,6 +72,7 @@ void	backend_cpu_update(const struct backend_cpu *, float *r, float k,
 	    const float *dl, float *acc, float q, int64_t n);
 
 float	backend_cpu_silu(float x);
+float	backend_cpu_expf_ggml(float x);
 float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);
 

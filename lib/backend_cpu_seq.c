@@ -89,32 +89,102 @@ backend_cpu_round_f16(struct backend *be, float *x, int ldx, int rows, int n)
 	return 0;
 }
 
+/* The sum of x[0..n) as ggml's F16 products on x86 with AVX-512 form it
+ * (llamafile's tinyBLAS): 16 lanes, lane l taking x[l], x[l+16], ... in
+ * order, then the lanes added pairwise, 16 -> 8 -> 4 -> 2 -> 1.  acc: [16]
+ * lanes already holding the partial sums; returns their total. */
+static float
+lanes16_total(float *acc)
+{
+	for (int w = 8; w >= 1; w /= 2)
+		for (int l = 0; l < w; l++)
+			acc[l] += acc[l + w];
+	return acc[0];
+}
+
+static float
+dot16(const float *a, const float *b, int n)
+{
+	float acc[16] = { 0 };
+
+	for (int i = 0; i < n; i++)
+		acc[i % 16] += a[i] * b[i];
+	return lanes16_total(acc);
+}
+
+/* The same sum as ggml_vec_dot_f16 forms it for one row (AVX-512): four
+ * accumulators of 16 lanes, element i in accumulator (i / 16) % 4, lane
+ * i % 16; then accumulators 0+2, 1+3, and those two added; then the
+ * lanes as in lanes16_total.  acc4: [64] partial sums; returns the total. */
+static float
+lanes64_total(float *acc4)
+{
+	for (int l = 0; l < 16; l++) {
+		acc4[l] += acc4[32 + l];
+		acc4[16 + l] += acc4[48 + l];
+		acc4[l] += acc4[16 + l];
+	}
+	return lanes16_total(acc4);
+}
+
+static float
+dot64(const float *a, const float *b, int n)
+{
+	float acc[64] = { 0 };
+
+	for (int i = 0; i < n; i++)
+		acc[i % 64] += a[i] * b[i];
+	return lanes64_total(acc);
+}
+
 /*
- * The F16 cache as ggml's CPU attention without flash attention computes
- * it: q rounded to half for K q, the scaled softmax normalized in float,
- * its weights rounded to half for V p.  s: [n + hd] scratch.
+ * The F16 cache as llama.cpp's CPU attention without flash attention
+ * computes it (x86, AVX-512 build): q rounded to half; K q; the scaled
+ * softmax with ggml's exp, its sum in double over blocks of 16 summed as
+ * lanes, the weights normalized in float and rounded to half; V p per
+ * output dim.  Products of halves are exact in float, so only the order of
+ * the sums matters: a->batched, as its sgemm for a batch of rows (dot16),
+ * else as ggml_vec_dot_f16 for one row (dot64, over positions padded with
+ * zeros).  A head_dim that is not a multiple of 16 or 64 takes the plain
+ * dot for K q.  s: [n + hd + 64 hd] scratch.
  */
 static void
 attn_head_f16(const struct backend_cpu *c, const struct backend_attn *a,
     const float *q, const float *k, const float *v, int kvd, int n, float *s,
     float *o)
 {
-	int hd = a->head_dim;
-	float *qh = s + n, mx = -INFINITY;
+	int hd = a->head_dim, w = a->batched ? 16 : 64;
+	float *qh = s + n, *acc = s + n + hd, mx = -INFINITY, blk[64];
 	double sum = 0;
 
 	for (int d = 0; d < hd; d++)
 		qh[d] = half(q[d]);
 	for (int t = 0; t < n; t++) {
-		s[t] = c->dot(qh, k + (size_t)t * kvd, hd) * a->scale;
+		const float *kt = k + (size_t)t * kvd;
+
+		s[t] = (hd % w ? c->dot(qh, kt, hd) : a->batched ? dot16(qh, kt, hd) :
+		    dot64(qh, kt, hd)) * a->scale;
 		mx = s[t] > mx ? s[t] : mx;
 	}
-	for (int t = 0; t < n; t++)
-		sum += s[t] = expf(s[t] - mx);
+	for (int t0 = 0; t0 < n; t0 += 16) {
+		for (int l = 0; l < 16; l++)
+			blk[l] = t0 + l < n ? (s[t0 + l] = backend_cpu_expf_ggml(s[t0 + l] - mx)) : 0.0f;
+		sum += lanes16_total(blk);
+	}
 	float inv = (float)(1.0 / sum);
-	memset(o, 0, hd * sizeof *o);
-	for (int t = 0; t < n; t++)
-		backend_cpu_axpy(c, o, half(s[t] * inv), v + (size_t)t * kvd, hd);
+	memset(acc, 0, (size_t)w * hd * sizeof *acc);
+	for (int t = 0; t < n; t++) {
+		float p = half(s[t] * inv), *al = acc + (size_t)(t % w) * hd;
+		const float *vt = v + (size_t)t * kvd;
+
+		for (int d = 0; d < hd; d++)
+			al[d] += p * vt[d];
+	}
+	for (int d = 0; d < hd; d++) {
+		for (int l = 0; l < w; l++)
+			blk[l] = acc[(size_t)l * hd + d];
+		o[d] = w == 16 ? lanes16_total(blk) : lanes64_total(blk);
+	}
 }
 
 struct attn_job {
@@ -138,7 +208,7 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 		const float *k = j->kc + (size_t)(h / grp) * hd;
 		const float *v = j->vc + (size_t)(h / grp) * hd;
 		float *o = j->o + ((size_t)r * a->n_head + h) * hd;
-		float *s = backend_cpu_scratch(j->c, tid, n + hd), mx = -INFINITY;
+		float *s = backend_cpu_scratch(j->c, tid, n + 65 * (size_t)hd), mx = -INFINITY;
 		double sum = 0;
 
 		if (s == NULL)

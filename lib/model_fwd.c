@@ -106,15 +106,20 @@ attn_out(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
-/* Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out. */
+/*
+ * Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out.
+ * batched: the rows are a batch as llama.cpp would run it (see backend_attn.batched).
+ */
 static int
-attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m)
+attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
+    int batched)
 {
 	const struct model_hparams *hp = &md->hp;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
 	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
+	    md->kv_f16 && batched };
 
 	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m))
 		return -1;
@@ -223,7 +228,8 @@ model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
 	for (int il = 0; il < hp->n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		if ((L->rec ? gdn_layer(md, L, st, m, flags) : attn_layer(md, L, st, p0, m)) ||
+		if ((L->rec ? gdn_layer(md, L, st, m, flags) :
+		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY))) ||
 		    ffn(md, L, m))
 			return -1;
 	}
@@ -256,7 +262,7 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	    backend_rmsnorm(be, a->t, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
 	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
 		return fail(md);
-	if (attn_layer(md, L, st, p0, m) || ffn(md, L, m))
+	if (attn_layer(md, L, st, p0, m, 0) || ffn(md, L, m))
 		return -1;
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
 	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, hout);
@@ -275,7 +281,7 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16, 0 };
 
 	if (attn_qkv(md, L, a->y, a->z, n))
 		return -1;
