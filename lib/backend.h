@@ -162,14 +162,15 @@ struct backend_attn {
 	float	scale;		/* usually 1/sqrt(head_dim) */
 	int	kv_f16;		/* llama.cpp's F16 cache: kc, vc hold half-precision
 				 * values (backend_round_f16), q and the softmax
-				 * weights are rounded to half before their products,
-				 * and the CPU sums K q, the softmax and V p in the
-				 * orders of llama.cpp's x86 (AVX-512) build */
-	int	batched;	/* with kv_f16: those of its kernels for two or more
-				 * rows (llamafile's sgemm), not its one-row ones.
-				 * Either way row r is the same in any batch; but a
-				 * row's bits depend on this flag, as llama.cpp's
-				 * prompt rows differ from its decoded ones */
+				 * weights are rounded to half before their products */
+	int	ggml;		/* the sums and exp of llama.cpp's CPU attention (the
+				 * orders of its x86 AVX-512 kernels; the CPU backend
+				 * only): for llama GGUFs, and always with kv_f16 */
+	int	batched;	/* with ggml or kv_f16: the orders of llama.cpp's
+				 * kernels for two or more rows (llamafile's sgemm),
+				 * not its one-row ones.  Row r is the same in any
+				 * batch either way, but its bits depend on this flag,
+				 * as llama.cpp's prompt rows differ from decoded ones */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,

@@ -310,6 +310,35 @@ backend_cpu_axpy(const struct backend_cpu *c, float *y, float a, const float *x,
 	axpy_portable(y, a, x, n);
 }
 
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static void
+axpy_fma_avx2(float *y, float a, const float *x, int64_t n)
+{
+	__m256 av = _mm256_set1_ps(a);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
+		    _mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+#endif
+
+void
+backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float *x,
+    int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		axpy_fma_avx2(y, a, x, n);
+		return;
+	}
+#endif
+	for (int64_t i = 0; i < n; i++)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+
 void
 backend_cpu_decay(const struct backend_cpu *c, float *r, float d, float *acc,
     float k, int64_t n)

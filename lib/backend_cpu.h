@@ -66,6 +66,9 @@ float	*backend_cpu_scratch(struct backend_cpu *, int tid, size_t n);
 /* Vector loops: y += a x; r *= d, acc += r k; r += k dl, acc += r q. */
 void	backend_cpu_axpy(const struct backend_cpu *, float *y, float a,
 	    const float *x, int64_t n);
+/* y = fma(a, x, y) elementwise: one rounding on every path. */
+void	backend_cpu_axpy_fma(const struct backend_cpu *, float *y, float a,
+	    const float *x, int64_t n);
 void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
 	    float k, int64_t n);
 void	backend_cpu_update(const struct backend_cpu *, float *r, float k,

@@ -89,101 +89,84 @@ backend_cpu_round_f16(struct backend *be, float *x, int ldx, int rows, int n)
 	return 0;
 }
 
-/* The sum of x[0..n) as ggml's F16 products on x86 with AVX-512 form it
- * (llamafile's tinyBLAS): 16 lanes, lane l taking x[l], x[l+16], ... in
- * order, then the lanes added pairwise, 16 -> 8 -> 4 -> 2 -> 1.  acc: [16]
- * lanes already holding the partial sums; returns their total. */
+/*
+ * llama.cpp's attention sums (x86, its AVX-512 build).  Lanes: element i
+ * of a sum goes to lane i % w, each lane a chain of fused multiply-adds in
+ * order, then the lanes are added in a fixed tree.  w = 16 is llamafile's
+ * sgemm (a batch of rows): lanes added pairwise 16 -> 8 -> 4 -> 2 -> 1.
+ * w = 64 is ggml_vec_dot_f32/f16 (one row): four accumulators of 16 lanes,
+ * 0+2 and 1+3, then those two, then the 16 lanes as before.
+ */
 static float
-lanes16_total(float *acc)
+lanes_total(float *acc, int w)
 {
-	for (int w = 8; w >= 1; w /= 2)
-		for (int l = 0; l < w; l++)
-			acc[l] += acc[l + w];
+	if (w == 64)
+		for (int l = 0; l < 16; l++) {
+			acc[l] += acc[32 + l];
+			acc[16 + l] += acc[48 + l];
+			acc[l] += acc[16 + l];
+		}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int l = 0; l < h; l++)
+			acc[l] += acc[l + h];
 	return acc[0];
 }
 
 static float
-dot16(const float *a, const float *b, int n)
-{
-	float acc[16] = { 0 };
-
-	for (int i = 0; i < n; i++)
-		acc[i % 16] += a[i] * b[i];
-	return lanes16_total(acc);
-}
-
-/* The same sum as ggml_vec_dot_f16 forms it for one row (AVX-512): four
- * accumulators of 16 lanes, element i in accumulator (i / 16) % 4, lane
- * i % 16; then accumulators 0+2, 1+3, and those two added; then the
- * lanes as in lanes16_total.  acc4: [64] partial sums; returns the total. */
-static float
-lanes64_total(float *acc4)
-{
-	for (int l = 0; l < 16; l++) {
-		acc4[l] += acc4[32 + l];
-		acc4[16 + l] += acc4[48 + l];
-		acc4[l] += acc4[16 + l];
-	}
-	return lanes16_total(acc4);
-}
-
-static float
-dot64(const float *a, const float *b, int n)
+dot_lanes(const float *a, const float *b, int n, int w)
 {
 	float acc[64] = { 0 };
 
 	for (int i = 0; i < n; i++)
-		acc[i % 64] += a[i] * b[i];
-	return lanes64_total(acc);
+		acc[i % w] = fmaf(a[i], b[i], acc[i % w]);
+	return lanes_total(acc, w);
 }
 
 /*
- * The F16 cache as llama.cpp's CPU attention without flash attention
- * computes it (x86, AVX-512 build): q rounded to half; K q; the scaled
- * softmax with ggml's exp, its sum in double over blocks of 16 summed as
- * lanes, the weights normalized in float and rounded to half; V p per
- * output dim.  Products of halves are exact in float, so only the order of
- * the sums matters: a->batched, as its sgemm for a batch of rows (dot16),
- * else as ggml_vec_dot_f16 for one row (dot64, over positions padded with
- * zeros).  A head_dim that is not a multiple of 16 or 64 takes the plain
- * dot for K q.  s: [n + hd + 64 hd] scratch.
+ * Attention as llama.cpp's CPU computes it without flash attention, for
+ * one (row, head): the F16 cache (a->kv_f16: q and the softmax weights
+ * rounded to half, so every product is exact) or the F32 one (a->ggml).
+ * K q in lanes: with F16, 16 for a batch (a->batched) else 64; with F32,
+ * 64 always (q is not contiguous there, so no sgemm).  The scaled softmax
+ * with ggml's exp, its sum in double over blocks of 16 positions summed as
+ * 16 lanes, the weights normalized in float.  V p per output dim in lanes
+ * over positions, 16 for a batch, else 64 (positions past n add zeros, as
+ * llama.cpp's padded cache does).  A head_dim not a multiple of the K q
+ * width takes the plain dot.  s: [n + hd + 64 hd] scratch.
  */
 static void
-attn_head_f16(const struct backend_cpu *c, const struct backend_attn *a,
+attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
     const float *q, const float *k, const float *v, int kvd, int n, float *s,
     float *o)
 {
-	int hd = a->head_dim, w = a->batched ? 16 : 64;
+	int hd = a->head_dim, w = a->batched ? 16 : 64, wk = a->kv_f16 ? w : 64;
 	float *qh = s + n, *acc = s + n + hd, mx = -INFINITY, blk[64];
 	double sum = 0;
 
 	for (int d = 0; d < hd; d++)
-		qh[d] = half(q[d]);
+		qh[d] = a->kv_f16 ? half(q[d]) : q[d];
 	for (int t = 0; t < n; t++) {
 		const float *kt = k + (size_t)t * kvd;
 
-		s[t] = (hd % w ? c->dot(qh, kt, hd) : a->batched ? dot16(qh, kt, hd) :
-		    dot64(qh, kt, hd)) * a->scale;
+		s[t] = (hd % wk ? c->dot(qh, kt, hd) : dot_lanes(qh, kt, hd, wk)) * a->scale;
 		mx = s[t] > mx ? s[t] : mx;
 	}
 	for (int t0 = 0; t0 < n; t0 += 16) {
 		for (int l = 0; l < 16; l++)
 			blk[l] = t0 + l < n ? (s[t0 + l] = backend_cpu_expf_ggml(s[t0 + l] - mx)) : 0.0f;
-		sum += lanes16_total(blk);
+		sum += lanes_total(blk, 16);
 	}
 	float inv = (float)(1.0 / sum);
 	memset(acc, 0, (size_t)w * hd * sizeof *acc);
 	for (int t = 0; t < n; t++) {
-		float p = half(s[t] * inv), *al = acc + (size_t)(t % w) * hd;
-		const float *vt = v + (size_t)t * kvd;
+		float p = a->kv_f16 ? half(s[t] * inv) : s[t] * inv;
 
-		for (int d = 0; d < hd; d++)
-			al[d] += p * vt[d];
+		backend_cpu_axpy_fma(c, acc + (size_t)(t % w) * hd, p, v + (size_t)t * kvd, hd);
 	}
 	for (int d = 0; d < hd; d++) {
 		for (int l = 0; l < w; l++)
 			blk[l] = acc[(size_t)l * hd + d];
-		o[d] = w == 16 ? lanes16_total(blk) : lanes64_total(blk);
+		o[d] = lanes_total(blk, w);
 	}
 }
 
@@ -213,8 +196,8 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 		if (s == NULL)
 			return;
-		if (a->kv_f16) {
-			attn_head_f16(j->c, a, q, k, v, kvd, n, s, o);
+		if (a->kv_f16 || a->ggml) {
+			attn_head_ggml(j->c, a, q, k, v, kvd, n, s, o);
 			continue;
 		}
 		for (int t = 0; t < n; t++) {

@@ -119,7 +119,7 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 	int qs = hp->attn_gated ? 2 * hd : hd;
 	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
 	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
-	    md->kv_f16 && batched };
+	    hp->arch == MODEL_ARCH_LLAMA, batched };
 
 	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m))
 		return -1;
@@ -281,7 +281,8 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16, 0 };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
+	    hp->arch == MODEL_ARCH_LLAMA, 0 };
 
 	if (attn_qkv(md, L, a->y, a->z, n))
 		return -1;

@@ -477,7 +477,7 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 
 TEST(attention_matches_reference_and_decode_equals_prefill)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 5, m = 6, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -519,7 +519,7 @@ TEST(round_f16_keeps_what_a_half_cache_stores)
 
 TEST(attention_with_f16_cache_matches_reference_and_is_batch_invariant)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 1, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 7, m = 5, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
