@@ -90,39 +90,6 @@ backend_cpu_round_f16(struct backend *be, float *x, int ldx, int rows, int n)
 }
 
 /*
- * llama.cpp's attention sums (x86, its AVX-512 build).  Lanes: element i
- * of a sum goes to lane i % w, each lane a chain of fused multiply-adds in
- * order, then the lanes are added in a fixed tree.  w = 16 is llamafile's
- * sgemm (a batch of rows): lanes added pairwise 16 -> 8 -> 4 -> 2 -> 1.
- * w = 64 is ggml_vec_dot_f32/f16 (one row): four accumulators of 16 lanes,
- * 0+2 and 1+3, then those two, then the 16 lanes as before.
- */
-static float
-lanes_total(float *acc, int w)
-{
-	if (w == 64)
-		for (int l = 0; l < 16; l++) {
-			acc[l] += acc[32 + l];
-			acc[16 + l] += acc[48 + l];
-			acc[l] += acc[16 + l];
-		}
-	for (int h = 8; h >= 1; h /= 2)
-		for (int l = 0; l < h; l++)
-			acc[l] += acc[l + h];
-	return acc[0];
-}
-
-static float
-dot_lanes(const float *a, const float *b, int n, int w)
-{
-	float acc[64] = { 0 };
-
-	for (int i = 0; i < n; i++)
-		acc[i % w] = fmaf(a[i], b[i], acc[i % w]);
-	return lanes_total(acc, w);
-}
-
-/*
  * Attention as llama.cpp's CPU computes it without flash attention, for
  * one (row, head): the F16 cache (a->kv_f16: q and the softmax weights
  * rounded to half, so every product is exact) or the F32 one (a->ggml).
@@ -131,8 +98,9 @@ dot_lanes(const float *a, const float *b, int n, int w)
  * with ggml's exp, its sum in double over blocks of 16 positions summed as
  * 16 lanes, the weights normalized in float.  V p per output dim in lanes
  * over positions, 16 for a batch, else 64 (positions past n add zeros, as
- * llama.cpp's padded cache does).  A head_dim not a multiple of the K q
- * width takes the plain dot.  s: [n + hd + 64 hd] scratch.
+ * llama.cpp's padded cache does; a head_dim not a multiple of the K q
+ * width is summed as if padded too, where ggml would add the rest in
+ * double).  s: [n + hd + 64 hd] scratch.
  */
 static void
 attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
@@ -148,13 +116,13 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	for (int t = 0; t < n; t++) {
 		const float *kt = k + (size_t)t * kvd;
 
-		s[t] = (hd % wk ? c->dot(qh, kt, hd) : dot_lanes(qh, kt, hd, wk)) * a->scale;
+		s[t] = backend_cpu_dot_lanes(c, qh, kt, hd, wk) * a->scale;
 		mx = s[t] > mx ? s[t] : mx;
 	}
 	for (int t0 = 0; t0 < n; t0 += 16) {
 		for (int l = 0; l < 16; l++)
 			blk[l] = t0 + l < n ? (s[t0 + l] = backend_cpu_expf_ggml(s[t0 + l] - mx)) : 0.0f;
-		sum += lanes_total(blk, 16);
+		sum += backend_cpu_lanes_total(blk, 16);
 	}
 	float inv = (float)(1.0 / sum);
 	memset(acc, 0, (size_t)w * hd * sizeof *acc);
@@ -166,7 +134,7 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	for (int d = 0; d < hd; d++) {
 		for (int l = 0; l < w; l++)
 			blk[l] = acc[(size_t)l * hd + d];
-		o[d] = lanes_total(blk, w);
+		o[d] = backend_cpu_lanes_total(blk, w);
 	}
 }
 
