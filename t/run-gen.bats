@@ -205,6 +205,28 @@ print("ok")
 PY
 }
 
+# The same against the live peer (t/peer/llamacpp-build.sh: GGML_NATIVE, so its kernels are the
+# host's).  Where it runs ggml's AVX-512 kernels, which memra's llama numerics are, its logits along
+# the golden paths (prompt as a batch, then one token at a time) must be ours bit for bit; on another
+# host (AVX2 only: 8-lane sums, another exp) only the argmaxes must agree, but at a near tie (llama.cpp's
+# top-2 margin below 0.5), which is logged.
+@test "SmolLM2 logits equal the live llama.cpp's bit for bit on its AVX-512 build (else argmaxes, but at near ties)" {
+	f=$(smollm2)
+	need_llama_cpp
+	for kv in f16 f32; do
+		run -0 --separate-stderr python3 "$TOP/tools/llamacpp-compare.py" --check \
+		    --prompts raw-code-add,chat-prose --ways gen "$f" "$DATA/smollm2-llamacpp.json" \
+		    "$TOP/build/t/tools/model-logits" $kv
+		[ "${#lines[@]}" -eq 3 ]
+		if [ "${lines[0]}" = "peer: avx512" ]; then
+			[[ ${lines[1]} == "raw-code-add gen: maxdiff 0 over 33 steps" ]]
+			[[ ${lines[2]} == "chat-prose gen: maxdiff 0 over 30 steps" ]]
+		else
+			printf '# %s cache, %s: %s\n' $kv "${lines[0]:0:12}" "${lines[*]:1}" >&3
+		fi
+	done
+}
+
 @test "--kv-type and MEMRA_KV_TYPE: f32 or f16, anything else is misuse; the flag wins" {
 	f=$(smollm2)
 	run -2 --separate-stderr run-gen --kv-type f8 "$f" "hi"
