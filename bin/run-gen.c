@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "chat.h"
+#include "genopt.h"
 #include "json.h"
 #include "model.h"
 #include "prompt.h"
@@ -22,12 +23,10 @@
 #include "util.h"
 
 struct opts {
-	enum prompt_mode mode;
-	int	n, ctx, threads, ids, jsonl;
+	struct genopt go;	/* what run-spec takes too */
+	int	ids;
 	int	text_tool;	/* 'k' --tokenize, 'd' --detokenize, 'p' --template; 0: generate */
 	int	special;	/* --tokenize --special: control tokens in the text are tokens */
-	const char *device, *kv_type, *file;
-	struct sample_params sp;
 };
 
 struct gen {
@@ -159,7 +158,7 @@ decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int 
 		r->n_gen++;
 		if (out != NULL && (s = tokenizer_stream_push(ts, t, &len)) != NULL && len > 0) {
 			fwrite(s, 1, len, out);
-			if (!g->o->jsonl)
+			if (!g->o->go.jsonl)
 				fflush(out);
 		}
 		if (r->n_gen == n_new || n + r->n_gen >= ctx)
@@ -196,7 +195,7 @@ generate(struct gen *g, const char *text, size_t tlen, const struct sample_param
 		util_err(err, "the prompt has no tokens");
 		goto out;
 	}
-	ctx = g->o->ctx ? g->o->ctx : (int)n + n_new;
+	ctx = g->o->go.ctx ? g->o->go.ctx : (int)n + n_new;
 	if ((int)n >= ctx) {
 		util_err(err, "prompt of %zu tokens: does not fit in a context of %d", n, ctx);
 		goto out;
@@ -250,7 +249,7 @@ one(struct gen *g, const char *text, size_t len)
 {
 	struct result r = { 0 };
 	char err[UTIL_ERRLEN] = "";
-	int rc = generate(g, text, len, &g->o->sp, g->o->n, g->o->ids ? NULL : stdout, &r, err);
+	int rc = generate(g, text, len, &g->o->go.sp, g->o->go.n, g->o->ids ? NULL : stdout, &r, err);
 
 	if (rc == 0) {
 		if (g->o->ids)
@@ -272,8 +271,8 @@ request_params(const struct json *q, const struct opts *o, struct sample_params 
 	double v;
 	int64_t i;
 
-	*sp = o->sp;
-	*n = o->n;
+	*sp = o->go.sp;
+	*n = o->go.n;
 	if (json_get(q, "prompt") == NULL || json_get(q, "prompt")->type != JSON_STRING)
 		return util_err(err, "request has no \"prompt\" string");
 	if (json_get_i64(q, "n", &i) == 0) {
@@ -516,43 +515,21 @@ text_tool(const struct opts *o, const char *path, char *text, size_t len)
 static int
 parse(int argc, char *argv[], struct opts *o)
 {
-	static const struct option lopts[] = {
-		{ "chat", no_argument, NULL, 'C' }, { "raw", no_argument, NULL, 'R' },
-		{ "temp", required_argument, NULL, 'T' }, { "top-k", required_argument, NULL, 'K' },
-		{ "top-p", required_argument, NULL, 'P' }, { "min-p", required_argument, NULL, 'M' },
-		{ "repeat-penalty", required_argument, NULL, 'r' },
-		{ "seed", required_argument, NULL, 's' }, { "ctx", required_argument, NULL, 'c' },
-		{ "device", required_argument, NULL, 'd' },
-		{ "kv-type", required_argument, NULL, 'V' }, { "ids", no_argument, NULL, 'I' },
-		{ "jsonl", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' },
+	static const struct option own[] = {
+		{ "ids", no_argument, NULL, 'I' }, { "help", no_argument, NULL, 'h' },
 		{ "tokenize", no_argument, NULL, 'k' }, { "detokenize", no_argument, NULL, 'D' },
 		{ "template", no_argument, NULL, 'p' }, { "special", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int64_t i;
-	double v;
-	int ch;
+	struct option lopts[GENOPT_MAXOPTS];
+	char err[UTIL_ERRLEN];
+	int ch, r;
 
-	while ((ch = getopt_long(argc, argv, "n:t:f:h", lopts, NULL)) != -1) {
-		int bad = 0;
-
+	if (genopt_longopts(GENOPT_FILTERS | GENOPT_CTX, own, lopts) != 0)
+		return -1;
+	while ((ch = getopt_long(argc, argv, GENOPT_SHORT "h", lopts, NULL)) != -1) {
 		switch (ch) {
-		case 'C': o->mode = PROMPT_CHAT; break;
-		case 'R': o->mode = PROMPT_RAW; break;
 		case 'I': o->ids = 1; break;
-		case 'J': o->jsonl = 1; break;
-		case 'f': o->file = optarg; break;
-		case 'd': o->device = optarg; bad = !backend_valid_device(optarg); break;
-		case 'V': o->kv_type = optarg; bad = model_kv_type(optarg) < 0; break;
-		case 'n': bad = util_parse_i64(optarg, 1, 1000000, &i); o->n = i; break;
-		case 'c': bad = util_parse_i64(optarg, 2, 1 << 24, &i); o->ctx = i; break;
-		case 't': bad = util_parse_i64(optarg, 0, 4096, &i); o->threads = i; break;
-		case 'K': bad = util_parse_i64(optarg, 0, 1 << 30, &i); o->sp.top_k = i; break;
-		case 's': bad = util_parse_i64(optarg, 0, INT64_MAX, &i); o->sp.seed = i; break;
-		case 'T': bad = util_parse_f64(optarg, 0, 1000, &v); o->sp.temp = v; break;
-		case 'P': bad = util_parse_f64(optarg, 1e-9, 1, &v); o->sp.top_p = v; break;
-		case 'M': bad = util_parse_f64(optarg, 0, 1, &v); o->sp.min_p = v; break;
-		case 'r': bad = util_parse_f64(optarg, 1e-6, 1000, &v); o->sp.repeat_penalty = v; break;
 		case 'h': exit(usage(stdout, 0));
 		case 'k': case 'D': case 'p':
 			if (o->text_tool && o->text_tool != ch) {
@@ -562,11 +539,11 @@ parse(int argc, char *argv[], struct opts *o)
 			o->text_tool = ch;
 			break;
 		case 'S': o->special = 1; break;
-		default: return -1;
-		}
-		if (bad) {
-			warnmsg("%s: '%s': out of range or not a number", argv[optind - 1], optarg);
-			return -1;
+		default:
+			if ((r = genopt_set(&o->go, ch, optarg, err)) < 0)
+				warnmsg("%s: %s", argv[optind - 1], err);
+			if (r <= 0)
+				return -1;
 		}
 	}
 	return 0;
@@ -575,43 +552,35 @@ parse(int argc, char *argv[], struct opts *o)
 int
 main(int argc, char *argv[])
 {
-	struct opts o = { .mode = PROMPT_AUTO, .n = 128 };
+	struct opts o = { 0 };
 	struct gen g = { .o = &o };
 	struct model_options mo = { 0 };
 	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	size_t len = 0;
-	int status;
+	int status, graph_stats;
 
 	prog = base_name(argv[0]);
-	sample_defaults(&o.sp);
-	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
-		o.device = backend_default();
-	o.kv_type = getenv("MEMRA_KV_TYPE");
+	genopt_init(&o.go, 128);
 	if (parse(argc, argv, &o) != 0)
 		return usage(stderr, 2);
 	argc -= optind;
 	argv += optind;
-	if (argc < 1 || argc > 2 || (argc == 2 && (o.file != NULL || o.jsonl)) ||
-	    (o.jsonl && o.file != NULL) || (o.text_tool && o.jsonl) ||
-	    (o.special && o.text_tool != 'k'))
+	if ((o.text_tool && o.go.jsonl) || (o.special && o.text_tool != 'k') ||
+	    !genopt_operands(&o.go, argc))
 		return usage(stderr, 2);
-	if (!backend_valid_device(o.device))
-		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
-	if ((mo.kv_f16 = model_kv_type(o.kv_type)) < 0)
-		die(2, "MEMRA_KV_TYPE: '%s': not f32 or f16", o.kv_type);
-	if (!o.jsonl) {
-		if (argc == 2)
-			text = strdup(argv[1]), len = strlen(argv[1]);
-		else if ((text = util_read_file(o.file ? o.file : "-", &len, err)) == NULL)
-			die(1, "%s", err);
-	}
+	if (genopt_check(&o.go, &mo.kv_f16, err) != 0)
+		die(2, "%s", err);
+	if (genopt_text(&o.go, argc == 2 ? argv[1] : NULL, &text, &len, err) != 0)
+		die(1, "%s", err);
 	if (o.text_tool) {
 		status = text_tool(&o, argv[0], text, len);
 		free(text);
 		return finish(status);
 	}
-	if ((g.be = backend_open(o.device, o.threads, err)) == NULL)
+	if ((g.be = backend_open(o.go.device, o.go.threads, err)) == NULL)
 		die(1, "%s", err);
+	if ((graph_stats = backend_graph_env(g.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
+		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	model_options_set(&mo, argv[0], NULL, getenv("MEMRA_MTP_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	if (mo.draft != NULL)
@@ -620,13 +589,15 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	if (model_attach_line(g.m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
-	if ((g.pr = prompt_new(g.m, o.mode, err)) == NULL)
+	if ((g.pr = prompt_new(g.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
 	g.nv = model_hparams(g.m)->n_vocab;
-	status = o.jsonl ? jsonl(&g) : one(&g, text, len);
+	status = o.go.jsonl ? jsonl(&g) : one(&g, text, len);
 	free(text);
 	prompt_free(g.pr);
 	model_close(g.m);
+	if (backend_graph_note(g.be, graph_stats, err, sizeof err) != NULL)
+		warnmsg("cuda graph: %s", err);
 	backend_close(g.be);
 	return finish(status);
 }

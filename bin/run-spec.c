@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "genopt.h"
 #include "json.h"
 #include "model.h"
 #include "prompt.h"
@@ -21,10 +22,9 @@
 #include "util.h"
 
 struct opts {
-	enum prompt_mode mode;
-	int	n, threads, jsonl, k_lo, k_hi;
-	const char *device, *kv_type, *file, *draft;
-	struct sample_params sp;
+	struct genopt go;	/* what run-gen takes too */
+	int	k_lo, k_hi;
+	const char *draft;
 };
 
 struct run {		/* one prompt */
@@ -80,9 +80,9 @@ stop_at(const struct ctx *c, const int32_t *t, int n)
 static int
 plain(struct ctx *c, struct run *r, double *secs, char *err)
 {
-	int n = r->n, ctx = n + c->o->n + 1, g = 0, rc = -1;
+	int n = r->n, ctx = n + c->o->go.n + 1, g = 0, rc = -1;
 	struct state *st = model_state_new(c->m, ctx, 0, err);
-	struct sampler *smp = sample_new(&c->o->sp, c->nv, err);
+	struct sampler *smp = sample_new(&c->o->go.sp, c->nv, err);
 	float *lg = malloc(c->nv * sizeof *lg);
 	int32_t *hist = malloc((size_t)(ctx + 1) * sizeof *hist);
 	double t0;
@@ -92,7 +92,7 @@ plain(struct ctx *c, struct run *r, double *secs, char *err)
 	memcpy(hist, r->ids, n * sizeof *hist);
 	if (model_forward(c->m, st, r->ids, n, MODEL_PREFILL, lg, NULL) != 0)
 		goto fail;
-	for (t0 = util_now(); g < c->o->n;) {
+	for (t0 = util_now(); g < c->o->go.n;) {
 		int32_t t = sample_next(smp, lg, hist, n + g, 0, n + g);
 
 		if (t < 0) {
@@ -102,7 +102,7 @@ plain(struct ctx *c, struct run *r, double *secs, char *err)
 		if (stop_at(c, &t, 1) == 0)
 			break;
 		hist[n + g++] = t;
-		if (g < c->o->n && model_forward(c->m, st, &t, 1, 0, lg, NULL) != 0)
+		if (g < c->o->go.n && model_forward(c->m, st, &t, 1, 0, lg, NULL) != 0)
 			goto fail;
 	}
 	*secs = util_now() - t0;
@@ -131,8 +131,8 @@ speculate(struct ctx *c, struct spec *s, const struct run *r, int32_t *out, doub
 
 	if (spec_prefill(s, r->ids, r->n, &out[0]) != 0)
 		return util_err(err, "%s", spec_errmsg(s));
-	for (t0 = util_now(); g < c->o->n && stop_at(c, out, g) == g; g += k)
-		if ((k = spec_round(s, out + g, c->o->n - g)) < 0)
+	for (t0 = util_now(); g < c->o->go.n && stop_at(c, out, g) == g; g += k)
+		if ((k = spec_round(s, out + g, c->o->go.n - g)) < 0)
 			return util_err(err, "%s", spec_errmsg(s));
 	*secs = util_now() - t0;
 	g = stop_at(c, out, g);
@@ -168,14 +168,14 @@ first_diff(const int32_t *a, int na, const int32_t *b, int nb)
 static int
 sweep_k(struct ctx *c, int K, struct sweep *w, char *err)
 {
-	int32_t *out = malloc((size_t)(c->o->n + SPEC_KMAX + 2) * sizeof *out);
-	int32_t *again = malloc((size_t)(c->o->n + SPEC_KMAX + 2) * sizeof *again);
+	int32_t *out = malloc((size_t)(c->o->go.n + SPEC_KMAX + 2) * sizeof *out);
+	int32_t *again = malloc((size_t)(c->o->go.n + SPEC_KMAX + 2) * sizeof *again);
 	int rc = -1;
 
 	w->fail_run = -1;
 	for (int i = 0; out != NULL && again != NULL && i < c->n_runs; i++) {
 		struct run *r = &c->runs[i];
-		struct spec *s = spec_new(c->m, K, r->n + c->o->n + K + 2, &c->o->sp, 0, err);
+		struct spec *s = spec_new(c->m, K, r->n + c->o->go.n + K + 2, &c->o->go.sp, 0, err);
 		double secs, rsecs;
 		int g, d;
 
@@ -185,7 +185,7 @@ sweep_k(struct ctx *c, int K, struct sweep *w, char *err)
 		}
 		add_stats(&w->st, spec_stats(s));
 		w->secs += secs, w->tokens += g;
-		if (c->o->sp.temp == 0)
+		if (c->o->go.sp.temp == 0)
 			d = first_diff(out, g, r->want, r->n_want);
 		else {
 			int g2 = speculate(c, s, r, again, &rsecs, err);
@@ -222,7 +222,7 @@ report(const struct ctx *c, int K, const struct sweep *w, double plain_tps)
 	for (int j = 0; j < K; j++)
 		printf(" %.2f", s->tried[j] ? (double)s->depth[j] / s->tried[j] : 0.0);
 	if (w->fail_run < 0)
-		printf(c->o->sp.temp == 0 ? " PASS (identical to plain)\n" :
+		printf(c->o->go.sp.temp == 0 ? " PASS (identical to plain)\n" :
 		    " PASS (identical to a seeded rerun)\n");
 	else if (c->n_runs > 1)
 		printf(" FAIL (prompt %d: first divergence at index %d)\n", w->fail_run, w->fail_at);
@@ -313,40 +313,31 @@ parse_k(const char *s, struct opts *o)
 static int
 parse(int argc, char *argv[], struct opts *o)
 {
-	static const struct option lopts[] = {
-		{ "chat", no_argument, NULL, 'C' }, { "raw", no_argument, NULL, 'R' },
-		{ "temp", required_argument, NULL, 'T' }, { "seed", required_argument, NULL, 's' },
-		{ "device", required_argument, NULL, 'd' },
-		{ "kv-type", required_argument, NULL, 'V' }, { "draft", required_argument, NULL, 'D' },
-		{ "jsonl", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' },
+	static const struct option own[] = {
+		{ "draft", required_argument, NULL, 'D' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int64_t i;
-	double v;
-	int ch;
+	struct option lopts[GENOPT_MAXOPTS];
+	char err[UTIL_ERRLEN];
+	int ch, r;
 
-	while ((ch = getopt_long(argc, argv, "K:n:t:f:h", lopts, NULL)) != -1) {
-		int bad = 0;
-
+	if (genopt_longopts(0, own, lopts) != 0)
+		return -1;
+	while ((ch = getopt_long(argc, argv, "K:" GENOPT_SHORT "h", lopts, NULL)) != -1) {
 		switch (ch) {
-		case 'C': o->mode = PROMPT_CHAT; break;
-		case 'R': o->mode = PROMPT_RAW; break;
-		case 'J': o->jsonl = 1; break;
-		case 'f': o->file = optarg; break;
 		case 'D': o->draft = optarg; break;
-		case 'd': o->device = optarg; bad = !backend_valid_device(optarg); break;
-		case 'V': o->kv_type = optarg; bad = model_kv_type(optarg) < 0; break;
-		case 'K': bad = parse_k(optarg, o); break;
-		case 'n': bad = util_parse_i64(optarg, 1, 1000000, &i); o->n = i; break;
-		case 't': bad = util_parse_i64(optarg, 0, 4096, &i); o->threads = i; break;
-		case 's': bad = util_parse_i64(optarg, 0, INT64_MAX, &i); o->sp.seed = i; break;
-		case 'T': bad = util_parse_f64(optarg, 0, 1000, &v); o->sp.temp = v; break;
+		case 'K':
+			if (parse_k(optarg, o) != 0) {
+				warnmsg("%s: '%s': out of range or not a number", argv[optind - 1], optarg);
+				return -1;
+			}
+			break;
 		case 'h': exit(usage(stdout, 0));
-		default: return -1;
-		}
-		if (bad) {
-			warnmsg("%s: '%s': out of range or not a number", argv[optind - 1], optarg);
-			return -1;
+		default:
+			if ((r = genopt_set(&o->go, ch, optarg, err)) < 0)
+				warnmsg("%s: %s", argv[optind - 1], err);
+			if (r <= 0)
+				return -1;
 		}
 	}
 	return 0;
@@ -391,37 +382,29 @@ run_all(struct ctx *c)
 int
 main(int argc, char *argv[])
 {
-	struct opts o = { .mode = PROMPT_AUTO, .n = 64, .k_lo = 1, .k_hi = 8 };
+	struct opts o = { .k_lo = 1, .k_hi = 8 };
 	struct ctx c = { .o = &o };
 	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	struct model_options mo = { 0 };
 	size_t len = 0;
-	int status;
+	int status, graph_stats;
 
 	prog = base_name(argv[0]);
-	sample_defaults(&o.sp);
-	if ((o.device = getenv("MEMRA_DEVICE")) == NULL || o.device[0] == '\0')
-		o.device = backend_default();
-	o.kv_type = getenv("MEMRA_KV_TYPE");
+	genopt_init(&o.go, 64);
 	if (parse(argc, argv, &o) != 0)
 		return usage(stderr, 2);
 	argc -= optind;
 	argv += optind;
-	if (argc < 1 || argc > 2 || (argc == 2 && (o.file != NULL || o.jsonl)) ||
-	    (o.jsonl && o.file != NULL))
+	if (!genopt_operands(&o.go, argc))
 		return usage(stderr, 2);
-	if (!backend_valid_device(o.device))
-		die(2, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", o.device);
-	if ((mo.kv_f16 = model_kv_type(o.kv_type)) < 0)
-		die(2, "MEMRA_KV_TYPE: '%s': not f32 or f16", o.kv_type);
-	if (!o.jsonl) {
-		if (argc == 2)
-			text = strdup(argv[1]), len = strlen(argv[1]);
-		else if ((text = util_read_file(o.file ? o.file : "-", &len, err)) == NULL)
-			die(1, "%s", err);
-	}
-	if ((c.be = backend_open(o.device, o.threads, err)) == NULL)
+	if (genopt_check(&o.go, &mo.kv_f16, err) != 0)
+		die(2, "%s", err);
+	if (genopt_text(&o.go, argc == 2 ? argv[1] : NULL, &text, &len, err) != 0)
 		die(1, "%s", err);
+	if ((c.be = backend_open(o.go.device, o.go.threads, err)) == NULL)
+		die(1, "%s", err);
+	if ((graph_stats = backend_graph_env(c.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
+		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	if (mo.draft != NULL)
@@ -433,11 +416,11 @@ main(int argc, char *argv[])
 	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
 	if (model_hparams(c.m)->n_mtp < 1)
 		die(1, "%s: model has no MTP head to draft with", argv[0]);
-	if ((c.pr = prompt_new(c.m, o.mode, err)) == NULL)
+	if ((c.pr = prompt_new(c.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
 	c.nv = model_hparams(c.m)->n_vocab;
 	c.stop = prompt_stop_ids(c.pr, &c.n_stop);
-	if ((o.jsonl ? read_jsonl(&c, err) : add_run(&c, text, len, err)) != 0)
+	if ((o.go.jsonl ? read_jsonl(&c, err) : add_run(&c, text, len, err)) != 0)
 		die(1, "%s", err);
 	status = run_all(&c);
 	for (int i = 0; i < c.n_runs; i++)
@@ -445,6 +428,8 @@ main(int argc, char *argv[])
 	free(c.runs), free(text);
 	prompt_free(c.pr);
 	model_close(c.m);
+	if (backend_graph_note(c.be, graph_stats, err, sizeof err) != NULL)
+		warnmsg("cuda graph: %s", err);
 	backend_close(c.be);
 	return finish(status);
 }

@@ -73,6 +73,8 @@ struct server {
 	struct job *head, *tail;
 	int	n_admitted;	/* queued + running */
 	long	next_id;
+	int	graph_stats;	/* MEMRA_CUDA_GRAPH=stats */
+	int	graph_said;	/* a recording failure was reported */
 };
 
 struct conn {
@@ -527,6 +529,20 @@ run_job(struct server *s, struct job *j)
 	free(o.text);
 }
 
+/* The CUDA graph line after a request: a recording failure once, and with stats the counts. */
+static void
+graph_note(struct server *s)
+{
+	const struct backend_graph_stats *g = backend_graph_stats(s->be);
+	char buf[UTIL_ERRLEN + 100];
+
+	if (!s->graph_stats && (g->why[0] == '\0' || s->graph_said))
+		return;
+	s->graph_said = g->why[0] != '\0';
+	if (backend_graph_note(s->be, s->graph_stats, buf, sizeof buf) != NULL)
+		fprintf(stderr, "[serve] cuda graph: %s\n", buf);
+}
+
 static void *
 worker(void *arg)
 {
@@ -544,6 +560,7 @@ worker(void *arg)
 			s->tail = NULL;
 		pthread_mutex_unlock(&s->mu);
 		run_job(s, j);
+		graph_note(s);
 		pthread_mutex_lock(&s->mu);
 		j->done = 1;
 		s->n_admitted--;
@@ -1061,6 +1078,8 @@ main(int argc, char *argv[])
 	signal(SIGPIPE, SIG_IGN);
 	if ((s.be = backend_open(s.c.device, s.c.threads, err)) == NULL)
 		die(1, "%s", err);
+	if ((s.graph_stats = backend_graph_env(s.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
+		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
 	if ((models = strdup(s.c.models)) == NULL)
 		die(1, "out of memory");

@@ -12,6 +12,15 @@
  * (gpu_matvec_q8, any m), other types through gpu_matvec for m <=
  * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill), attention in chunks of rows that each see
  * their own positions, the recurrent ops row after row.
+ *
+ * Recorded steps (backend_graph_*) are CUDA graphs made by stream
+ * capture, one per key (CUDA_GRAPHS kept, least recently used dropped),
+ * stale once gpu_generation moves (memory freed, scratch moved).  While
+ * recording, nothing may allocate, free, synchronize or upload from host
+ * memory: buf_get, gpu_scratch and rope_table refuse, the step fails,
+ * and the caller runs it again without graphs.  Whether graphs are on,
+ * why they went off and how many were recorded and replayed live in
+ * be.graph (backend_graph_set, backend_graph_stats).
  */
 #include "gpu_impl.cuh"
 
@@ -30,6 +39,29 @@ struct cuda_buf {		/* a device buffer grown on demand, never shrunk */
 	size_t	n;
 };
 
+struct rope_table {		/* 1 / theta^(2i/n_rot), i < n_rot/2, on the device */
+	float	theta;
+	int	n_rot;
+	float	*d;
+};
+
+/*
+ * A recorded step (backend_graph_*): its key, the graph, and the
+ * gpu_generation it was recorded under (another one: stale).  seen: the
+ * key's first step ran eagerly and sized the buffers; the next records.
+ */
+struct cuda_graph {
+	unsigned char key[BACKEND_GRAPH_KEY];
+	size_t	nkey;
+	int	seen;
+	struct gpu_graph *gr;
+	unsigned gen;
+	unsigned long used;		/* for least-recently-used eviction */
+};
+
+#define CUDA_ROPE_TABLES 8
+#define CUDA_GRAPHS 32
+
 struct backend_cuda {
 	struct backend be;		/* first: (struct backend_cuda *)be */
 	struct backend_ops ops;
@@ -38,6 +70,12 @@ struct backend_cuda {
 	struct cuda_buf t0, t1;		/* packed operands */
 	int32_t	*h_idx;			/* pinned: argmax results */
 	int	h_idx_n;
+	struct rope_table rope[CUDA_ROPE_TABLES];
+	int	n_rope;
+	/* graphs: on, off and counted in be.graph; off for good after a failure */
+	struct cuda_graph graph[CUDA_GRAPHS];
+	struct cuda_graph *rec;		/* the entry being recorded, or NULL */
+	unsigned long clock;
 };
 
 struct cuda_weight {
@@ -64,6 +102,11 @@ buf_get(struct backend *be, struct cuda_buf *b, size_t n)
 {
 	if (n <= b->n)
 		return b->p;
+	if (gpu_capturing(CB(be)->g)) {	/* a recorded step allocates nothing */
+		util_err(be->err, "scratch of %zu bytes while recording a graph (%zu held)", n,
+		    b->n);
+		return NULL;
+	}
 	gpu_free(CB(be)->g, b->p);
 	b->n = 0;
 	if ((b->p = gpu_alloc(CB(be)->g, n)) == NULL) {
@@ -144,6 +187,21 @@ k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half
 
 	p[0] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
 	p[off] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+}
+
+/* Row r of k and v (z = 0, 1) into its cache at row *pos + r; rows past n_ctx are dropped. */
+__global__ void
+k_kv_store(float *kc, float *vc, const float *k, const float *v, int kvd,
+    const int32_t *pos, int n_ctx)
+{
+	int j = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y, p = *pos + r;
+
+	if (j >= kvd || p < 0 || p >= n_ctx)
+		return;
+	if (blockIdx.z == 0)
+		kc[(size_t)p * kvd + j] = k[(size_t)r * kvd + j];
+	else
+		vc[(size_t)p * kvd + j] = v[(size_t)r * kvd + j];
 }
 
 /* One thread per channel; the window of the last d_conv-1 inputs in registers. */
@@ -299,6 +357,12 @@ cu_close(struct backend *be)
 {
 	struct backend_cuda *c = CB(be);
 
+	if (c->rec != NULL)
+		gpu_graph_abort(c->g);
+	for (int i = 0; i < CUDA_GRAPHS; i++)
+		gpu_graph_free(c->graph[i].gr);
+	for (int i = 0; i < c->n_rope; i++)
+		gpu_free(c->g, c->rope[i].d);
 	gpu_free(c->g, c->ids.p);
 	gpu_free(c->g, c->t0.p);
 	gpu_free(c->g, c->t1.p);
@@ -656,9 +720,73 @@ cu_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
 	return launched(be, "rope");
 }
 
+/* The frequencies of (theta, n_rot) on the device, computed as cu_rope
+ * computes them; made once, outside any recording. */
+static const float *
+rope_table(struct backend *be, float theta, int n_rot)
+{
+	struct backend_cuda *c = CB(be);
+	struct rope_table *t;
+	int half = n_rot / 2;
+	float *h;
+
+	for (int i = 0; i < c->n_rope; i++)
+		if (c->rope[i].theta == theta && c->rope[i].n_rot == n_rot)
+			return c->rope[i].d;
+	if (c->n_rope == CUDA_ROPE_TABLES) {
+		util_err(be->err, "rope: more than %d frequency tables", CUDA_ROPE_TABLES);
+		return NULL;
+	}
+	if (gpu_capturing(c->g)) {
+		util_err(be->err, "rope: frequency table made while recording a graph");
+		return NULL;
+	}
+	if ((h = (float *)malloc((size_t)half * 4)) == NULL) {
+		util_err(be->err, "rope: out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < half; i++)
+		h[i] = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
+	t = &c->rope[c->n_rope];
+	t->d = (float *)upload(be, h, (size_t)half * 4);
+	free(h);
+	if (t->d == NULL)
+		return NULL;
+	t->theta = theta, t->n_rot = n_rot;
+	c->n_rope++;
+	return t->d;
+}
+
 static int
-cu_attention(struct backend *be, const struct backend_attn *a, const float *q,
-    int ldq, int qhs, const float *kc, const float *vc, int m, int p0, float *o)
+cu_rope_dpos(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
+    const int32_t *d_pos, int n_rot, float theta, int mode)
+{
+	int half = n_rot / 2;
+	const float *inv = rope_table(be, theta, n_rot);
+
+	if (inv == NULL)
+		return -1;
+	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
+	dim3 grid(n_head, m, nblk(half, nt));
+	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, d_pos, inv, half,
+	    mode == BACKEND_ROPE_NEOX);
+	return launched(be, "rope");
+}
+
+static int
+cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const float *v,
+    int kvd, int m, const int32_t *d_pos, int n_ctx)
+{
+	k_kv_store<<<dim3(nblk(kvd, 256), m, 2), 256, 0, CB(be)->g->stream>>>(kc, vc, k, v,
+	    kvd, d_pos, n_ctx);
+	return launched(be, "kv_store");
+}
+
+/* Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx rows). */
+static int
+attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq, int qhs,
+    const float *kc, const float *vc, int m, int p0, const int32_t *d_pos, int n_ctx,
+    float *o)
 {
 	struct backend_cuda *c = CB(be);
 	int nh = a->n_head, hd = a->head_dim;
@@ -680,13 +808,33 @@ cu_attention(struct backend *be, const struct backend_attn *a, const float *q,
 		qp = t;
 	}
 	for (int r0 = 0; r0 < m; r0 += GPU_MATVEC_MAX_ROWS) {
-		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS;
+		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS, rc;
 		size_t off = (size_t)r0 * nh * hd;
-		if (gpu_attention(c->g, qp + off, kc, vc, o + off, nq, nh, a->n_kv_head, hd,
-		    p0 + r0, a->scale) != 0)
+		if (d_pos != NULL)	/* d_pos[r0] = d_pos[0] + r0 */
+			rc = gpu_attention_dpos(c->g, qp + off, kc, vc, o + off, nq, nh, a->n_kv_head,
+			    hd, d_pos + r0, n_ctx, a->scale);
+		else
+			rc = gpu_attention(c->g, qp + off, kc, vc, o + off, nq, nh, a->n_kv_head, hd,
+			    p0 + r0, a->scale);
+		if (rc != 0)
 			return gfail(be, "attention");
 	}
 	return 0;
+}
+
+static int
+cu_attention(struct backend *be, const struct backend_attn *a, const float *q,
+    int ldq, int qhs, const float *kc, const float *vc, int m, int p0, float *o)
+{
+	return attend(be, a, q, ldq, qhs, kc, vc, m, p0, NULL, 0, o);
+}
+
+static int
+cu_attention_dpos(struct backend *be, const struct backend_attn *a, const float *q,
+    int ldq, int qhs, const float *kc, const float *vc, int m, const int32_t *d_pos,
+    int n_ctx, float *o)
+{
+	return attend(be, a, q, ldq, qhs, kc, vc, m, 0, d_pos, n_ctx, o);
 }
 
 static int
@@ -795,12 +943,138 @@ cu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *ou
 	return 0;
 }
 
+/* --- recorded steps (backend_graph_*) ---------------------------------- */
+
+/* Graphs off for good, keeping the first reason (backend_graph_stats). */
+static void
+graphs_off(struct backend *be, const char *why)
+{
+	if (be->graph.why[0] == '\0')
+		snprintf(be->graph.why, sizeof be->graph.why, "%s", why);
+	be->graph.on = 0;
+}
+
+static struct cuda_graph *
+graph_find(struct backend_cuda *c, const void *key, size_t n)
+{
+	for (int i = 0; i < CUDA_GRAPHS; i++)
+		if (c->graph[i].nkey == n && memcmp(c->graph[i].key, key, n) == 0)
+			return &c->graph[i];
+	return NULL;
+}
+
+/* A free entry, or the least recently used one emptied. */
+static struct cuda_graph *
+graph_slot(struct backend_cuda *c)
+{
+	struct cuda_graph *e = &c->graph[0];
+
+	for (int i = 0; i < CUDA_GRAPHS; i++) {
+		if (c->graph[i].nkey == 0)
+			return &c->graph[i];
+		if (c->graph[i].used < e->used)
+			e = &c->graph[i];
+	}
+	gpu_graph_free(e->gr);
+	memset(e, 0, sizeof *e);
+	return e;
+}
+
+static int
+cu_graph_replay(struct backend *be, const void *key, size_t n)
+{
+	struct backend_cuda *c = CB(be);
+	struct cuda_graph *e;
+
+	if (!be->graph.on || c->rec != NULL || (e = graph_find(c, key, n)) == NULL || e->gr == NULL)
+		return 0;
+	if (e->gen != gpu_generation(c->g)) {	/* memory it names may be gone: record anew */
+		gpu_graph_free(e->gr);
+		e->gr = NULL;
+		e->seen = 0;
+		be->graph.stale++;
+		return 0;
+	}
+	if (gpu_graph_replay(c->g, e->gr) != 0)
+		return gfail(be, "graph");
+	e->used = ++c->clock;
+	be->graph.replayed++;
+	return 1;
+}
+
+static int
+cu_graph_begin(struct backend *be, const void *key, size_t n)
+{
+	struct backend_cuda *c = CB(be);
+	struct cuda_graph *e;
+
+	if (!be->graph.on)
+		return 0;
+	if (c->rec != NULL)
+		return util_err(be->err, "graph: already recording");
+	if ((e = graph_find(c, key, n)) == NULL) {	/* first step under key: runs as is */
+		e = graph_slot(c);
+		memcpy(e->key, key, n);
+		e->nkey = n;
+		e->seen = 1;
+		e->used = ++c->clock;
+		return 0;
+	}
+	e->used = ++c->clock;
+	if (!e->seen) {
+		e->seen = 1;
+		return 0;
+	}
+	gpu_graph_free(e->gr);
+	e->gr = NULL;
+	if (gpu_graph_begin(c->g) != 0) {
+		graphs_off(be, gpu_errmsg(c->g));
+		return 0;
+	}
+	e->gen = gpu_generation(c->g);
+	c->rec = e;
+	return 1;
+}
+
+static int
+cu_graph_end(struct backend *be, int failed)
+{
+	struct backend_cuda *c = CB(be);
+	struct cuda_graph *e = c->rec;
+	struct gpu_graph *gr;
+	char why[UTIL_ERRLEN];
+
+	if (e == NULL)
+		return util_err(be->err, "graph: not recording");
+	c->rec = NULL;
+	if (failed || e->gen != gpu_generation(c->g)) {
+		snprintf(why, sizeof why, "recording a step: %s", failed ? be->err :
+		    "device memory freed while recording");
+		gpu_graph_abort(c->g);
+		graphs_off(be, why);
+		return util_err(be->err, "%s", why);
+	}
+	if ((gr = gpu_graph_end(c->g)) == NULL || gpu_graph_replay(c->g, gr) != 0) {
+		snprintf(why, sizeof why, "%s", gpu_errmsg(c->g));
+		gpu_graph_free(gr);
+		cudaGetLastError();
+		graphs_off(be, why);
+		return util_err(be->err, "graph: %s", why);
+	}
+	e->gr = gr;
+	be->graph.recorded++;
+	return 0;
+}
+
 static const struct backend_ops cuda_ops = {
 	cu_close, cu_alloc, cu_mfree, cu_write, cu_read, cu_copy, cu_fill, cu_sync,
 	cu_weight_init, cu_weight_release, cu_supports,
 	cu_embed, cu_rmsnorm, cu_rmsnorm_gated, cu_matmul, cu_rmsnorm_matmul,
 	cu_matmul_swiglu, cu_swiglu, cu_rope, cu_attention, cu_mul_sigmoid,
 	cu_conv1d_silu, cu_gdn_step, cu_gdn_chunk, cu_l2norm, cu_act, cu_add, cu_argmax,
+	NULL,	/* round_f16: no half-precision KV cache */
+	cu_rope_dpos, cu_kv_store, cu_attention_dpos,
+	cu_graph_replay, cu_graph_begin, cu_graph_end,
 };
 
 extern "C" struct backend *

@@ -124,24 +124,23 @@ gpu_free(struct gpu *g, void *d)
 	if (d != NULL) {
 		cudaStreamSynchronize(g->stream);
 		cudaFree(d);
+		g->gen++;
 	}
 }
 
 void *
 gpu_scratch(struct gpu *g, size_t n)
 {
-	cudaStreamCaptureStatus st;
-
 	if (n <= g->scratch_size)
 		return g->scratch;
-	if (cudaStreamIsCapturing(g->stream, &st) == cudaSuccess &&
-	    st != cudaStreamCaptureStatusNone) {
+	if (gpu_capturing(g)) {
 		gpu_fail(g, "scratch: %zu bytes needed while capturing a graph (%zu held)",
 		    n, g->scratch_size);
 		return NULL;
 	}
 	cudaStreamSynchronize(g->stream);
 	cudaFree(g->scratch);
+	g->gen++;
 	g->scratch = NULL;
 	g->scratch_size = 0;
 	n = (n + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
@@ -247,6 +246,22 @@ gpu_graph_end(struct gpu *g)
 		return NULL;
 	}
 	return gr;
+}
+
+extern "C" void
+gpu_graph_abort(struct gpu *g)
+{
+	cudaGraph_t graph = NULL;
+
+	if (cudaStreamEndCapture(g->stream, &graph) == cudaSuccess && graph != NULL)
+		cudaGraphDestroy(graph);
+	cudaGetLastError();	/* the reason stays in g->err */
+}
+
+extern "C" unsigned
+gpu_generation(const struct gpu *g)
+{
+	return g->gen;
 }
 
 extern "C" int

@@ -69,6 +69,16 @@ int	gpu_graph_begin(struct gpu *g);
 struct gpu_graph *gpu_graph_end(struct gpu *g);
 int	gpu_graph_replay(struct gpu *g, struct gpu_graph *gr);
 void	gpu_graph_free(struct gpu_graph *gr);
+/* Stop recording and drop what was recorded (after a failed call in
+ * between); g's error message stays. */
+void	gpu_graph_abort(struct gpu *g);
+
+/*
+ * A number that changes whenever device memory of g is freed (gpu_free),
+ * the scratch buffer moves or gpu_tune picks other kernels: a graph
+ * recorded under another number may name memory that is gone.
+ */
+unsigned gpu_generation(const struct gpu *g);
 
 /* Timing on g's stream: milliseconds between two marks (gpu_sync first). */
 int	gpu_mark(struct gpu *g, int slot);		/* slot 0..7 */
@@ -206,6 +216,17 @@ int	gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
  */
 int	gpu_attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
 	    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale);
+
+/*
+ * gpu_attention at pos0 = *d_pos (one int32 in device memory, read when
+ * the kernels run: a recorded graph replays at any position).  n_ctx: the
+ * cache's rows (pos0 + nq <= n_ctx); the grid covers all of them and the
+ * blocks past pos0 + nq stop at once.  Bit-identical to gpu_attention at
+ * the same position.
+ */
+int	gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+	    float *d_out, int nq, int nh, int nkv, int hd, const int32_t *d_pos, int n_ctx,
+	    float scale);
 
 /* idx[r] = the index of the largest of x[r][0..n) (the first on ties). */
 int	gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx);

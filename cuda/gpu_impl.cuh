@@ -20,6 +20,8 @@ struct gpu {
 	int	nsm;			/* multiprocessors */
 	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
+	unsigned gen;			/* bumped when device memory is freed or the scratch
+					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];
 	char	name[128];
 	char	err[GPU_ERRLEN];
@@ -57,5 +59,18 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 
 /* Scratch of at least n bytes (grown outside graph capture only). */
 void   *gpu_scratch(struct gpu *g, size_t n);
+
+/* 1 while g's stream is being recorded into a graph. */
+static inline int
+gpu_capturing(struct gpu *g)
+{
+	cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+
+	if (cudaStreamIsCapturing(g->stream, &st) != cudaSuccess) {
+		cudaGetLastError();
+		return 1;	/* unknown: as if recording, nothing unsafe happens */
+	}
+	return st != cudaStreamCaptureStatusNone;
+}
 
 #endif

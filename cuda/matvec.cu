@@ -464,6 +464,8 @@ gpu_tune(struct gpu *g, int chunk, int unroll)
 		return gpu_fail(g, "tune: chunk of %d bytes (256..%d, a multiple of 16)", chunk, MV_CHUNK);
 	if (unroll != 1 && unroll != 2)
 		return gpu_fail(g, "tune: unroll %d (1 or 2)", unroll);
+	if (chunk != g->mv_chunk || unroll != g->mv_unroll)
+		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mv_chunk = chunk;
 	g->mv_unroll = unroll;
 	return 0;

@@ -402,16 +402,29 @@ gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 #define ATT_SPLIT 256
 #define ATT_THREADS 128
 
+/* The splits the nq rows at pos0 use: those that hold position pos0 + nq - 1 or less. */
+__device__ __forceinline__ int
+att_splits(int pos0, int nq, int nsplit)
+{
+	return min((pos0 + nq + ATT_SPLIT - 1) / ATT_SPLIT, nsplit);
+}
+
 /*
  * Block (split s, head h, query t): scores of its positions, their local
  * max m and sum l, and o = sum p V; written to part[t][h][s] = {m, l, o[hd]}.
+ * dpos: NULL, or the device int that holds pos0 (the grid then covers the
+ * whole cache and the splits past the rows' positions stop at once).
  */
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_split(const float *q, const float *K, const float *V, float *part, int nh,
-    int nkv, int hd, int pos0, int nsplit, float scale)
+    int nkv, int hd, int pos0, int nsplit, float scale, const int32_t *dpos)
 {
 	__shared__ float sq[256], sc[ATT_SPLIT], red[33];
 	int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+	if (dpos != NULL)
+		pos0 = *dpos;
+	if (s >= att_splits(pos0, gridDim.z, nsplit))
+		return;			/* not read by k_attn_combine */
 	int kvh = h / (nh / nkv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int p0 = s * ATT_SPLIT, np = pos0 + t + 1;
 	int p1 = min(p0 + ATT_SPLIT, np);
@@ -468,45 +481,66 @@ k_attn_split(const float *q, const float *K, const float *V, float *part, int nh
 	}
 }
 
+/* nsplit: the stride of part; the splits summed are att_splits' (all of
+ * them when dpos is NULL: the host sized the grid to the rows). */
 __global__ void
-k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit)
+k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit,
+    const int32_t *dpos)
 {
 	int h = blockIdx.x, t = blockIdx.y;
+	int ns = dpos != NULL ? att_splits(*dpos, gridDim.y, nsplit) : nsplit;
 	const float *pt = part + ((int64_t)t * nh + h) * nsplit * (hd + 2);
 	float M = -FLT_MAX, L = 0.0f;
 
-	for (int s = 0; s < nsplit; s++)
+	for (int s = 0; s < ns; s++)
 		M = fmaxf(M, pt[s * (hd + 2)]);
-	for (int s = 0; s < nsplit; s++)
+	for (int s = 0; s < ns; s++)
 		L += pt[s * (hd + 2) + 1] * expf(pt[s * (hd + 2)] - M);
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
 		float o = 0.0f;
-		for (int s = 0; s < nsplit; s++)
+		for (int s = 0; s < ns; s++)
 			o += pt[s * (hd + 2) + 2 + i] * expf(pt[s * (hd + 2)] - M);
 		out[((int64_t)t * nh + h) * hd + i] = o / L;
 	}
+}
+
+/* Both forms: pos0 from the host (d_pos NULL, grid sized to the rows) or
+ * from the device (the grid sized to n_ctx). */
+static int
+attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, float *d_out,
+    int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos, int n_ctx, float scale)
+{
+	int nsplit = ((d_pos ? n_ctx : pos0 + nq) + ATT_SPLIT - 1) / ATT_SPLIT;
+	float *part;
+
+	if (nq < 1 || nq > GPU_MATVEC_MAX_ROWS || nh < 1 || nkv < 1 || nh % nkv ||
+	    hd < 1 || hd > 256 || pos0 < 0 || (d_pos && n_ctx < nq))
+		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d n_ctx=%d", nq, nh,
+		    nkv, hd, pos0, n_ctx);
+	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
+	if (part == NULL)
+		return -1;
+	k_attn_split<<<dim3(nsplit, nh, nq), ATT_THREADS, 0, g->stream>>>(d_q, d_k, d_v,
+	    part, nh, nkv, hd, pos0, nsplit, scale, d_pos);
+	GPU_LAUNCHED(g, "attention");
+	k_attn_combine<<<dim3(nh, nq), 128, 0, g->stream>>>(part, d_out, nh, hd, nsplit, d_pos);
+	GPU_LAUNCHED(g, "attention combine");
+	return 0;
 }
 
 extern "C" int
 gpu_attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
     float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale)
 {
-	int nsplit = (pos0 + nq + ATT_SPLIT - 1) / ATT_SPLIT;
-	float *part;
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, NULL, 0, scale);
+}
 
-	if (nq < 1 || nq > GPU_MATVEC_MAX_ROWS || nh < 1 || nkv < 1 || nh % nkv ||
-	    hd < 1 || hd > 256 || pos0 < 0)
-		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d", nq, nh,
-		    nkv, hd, pos0);
-	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
-	if (part == NULL)
-		return -1;
-	k_attn_split<<<dim3(nsplit, nh, nq), ATT_THREADS, 0, g->stream>>>(d_q, d_k, d_v,
-	    part, nh, nkv, hd, pos0, nsplit, scale);
-	GPU_LAUNCHED(g, "attention");
-	k_attn_combine<<<dim3(nh, nq), 128, 0, g->stream>>>(part, d_out, nh, hd, nsplit);
-	GPU_LAUNCHED(g, "attention combine");
-	return 0;
+extern "C" int
+gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+    float *d_out, int nq, int nh, int nkv, int hd, const int32_t *d_pos, int n_ctx,
+    float scale)
+{
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, 0, d_pos, n_ctx, scale);
 }
 
 /* --- argmax ----------------------------------------------------------- */

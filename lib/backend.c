@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,15 @@
  * op table.  Fused ops a backend leaves out are composed here.
  */
 
+/* be (or NULL) with recording on where its backend records steps. */
+static struct backend *
+recording(struct backend *be)
+{
+	if (be != NULL)
+		be->graph.on = be->ops->graph_replay != NULL;
+	return be;
+}
+
 struct backend *
 backend_open(const char *device, int n_threads, char *err)
 {
@@ -25,12 +35,12 @@ backend_open(const char *device, int n_threads, char *err)
 		return NULL;
 	}
 	if (strcmp(device, "cpu") == 0)
-		return backend_cpu_open("", n_threads, err);
+		return recording(backend_cpu_open("", n_threads, err));
 	if (strncmp(device, "cpu:", 4) == 0)
-		return backend_cpu_open(device + 4, n_threads, err);
+		return recording(backend_cpu_open(device + 4, n_threads, err));
 	if (strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0) {
 #ifdef MEMRA_HAVE_CUDA
-		return backend_cuda_open(device[4] ? device + 5 : "", n_threads, err);
+		return recording(backend_cuda_open(device[4] ? device + 5 : "", n_threads, err));
 #else
 		util_err(err, "backend: '%s': built without CUDA", device);
 		return NULL;
@@ -307,9 +317,8 @@ backend_swiglu(struct backend *be, const float *g, const float *u, float *y,
 	return n ? be->ops->swiglu(be, g, u, y, n) : 0;
 }
 
-int
-backend_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
-    const int32_t *pos, int n_rot, float theta, int mode)
+static int
+bad_rope(struct backend *be, int ldx, int n_head, int hs, int m, int n_rot, int mode)
 {
 	if ((mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NORM &&
 	    (mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NEOX)
@@ -318,13 +327,66 @@ backend_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
 	    (long long)n_head * hs > ldx || m < 0)
 		return util_err(be->err, "rope: bad shape (n_rot %d, %d heads, head "
 		    "stride %d, row stride %d)", n_rot, n_head, hs, ldx);
-	return m ? be->ops->rope(be, x, ldx, n_head, hs, m, pos, n_rot, theta, mode) : 0;
+	return 0;
 }
 
 int
-backend_attention(struct backend *be, const struct backend_attn *a,
-    const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
-    int p0, float *o)
+backend_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
+    const int32_t *pos, int n_rot, float theta, int mode)
+{
+	if (bad_rope(be, ldx, n_head, hs, m, n_rot, mode))
+		return -1;
+	return m ? be->ops->rope(be, x, ldx, n_head, hs, m, pos, n_rot, theta, mode) : 0;
+}
+
+/* A backend without the _dpos ops: positions in host memory, read now. */
+static int
+no_dpos(struct backend *be, const char *op)
+{
+	return util_err(be->err, "%s: backend '%s' reads no positions from its memory", op,
+	    be->name);
+}
+
+int
+backend_rope_dpos(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
+    const int32_t *d_pos, int n_rot, float theta, int mode)
+{
+	if (bad_rope(be, ldx, n_head, hs, m, n_rot, mode))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->rope_dpos != NULL)
+		return be->ops->rope_dpos(be, x, ldx, n_head, hs, m, d_pos, n_rot, theta, mode);
+	if (!be->host)
+		return no_dpos(be, "rope");
+	return be->ops->rope(be, x, ldx, n_head, hs, m, d_pos, n_rot, theta, mode);
+}
+
+int
+backend_kv_store(struct backend *be, float *kc, float *vc, const float *k,
+    const float *v, int kvd, int m, const int32_t *d_pos, int n_ctx)
+{
+	if (kvd <= 0 || m < 0 || n_ctx < m)
+		return util_err(be->err, "kv_store: bad shape (%d rows of %d, %d positions)", m,
+		    kvd, n_ctx);
+	if (m == 0)
+		return 0;
+	if (be->ops->kv_store != NULL)
+		return be->ops->kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx);
+	if (!be->host)
+		return no_dpos(be, "kv_store");
+	if (d_pos[0] < 0 || d_pos[0] > n_ctx - m)
+		return util_err(be->err, "kv_store: rows %d..%d of %d", d_pos[0], d_pos[0] + m - 1,
+		    n_ctx);
+	size_t off = (size_t)d_pos[0] * kvd, n = (size_t)m * kvd;
+	if (be->ops->copy(be, kc + off, k, n) || be->ops->copy(be, vc + off, v, n))
+		return -1;
+	return 0;
+}
+
+static int
+bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs, int m,
+    int p0)
 {
 	if (a->n_head <= 0 || a->n_kv_head <= 0 || a->head_dim <= 0 ||
 	    a->n_head % a->n_kv_head != 0)
@@ -336,7 +398,106 @@ backend_attention(struct backend *be, const struct backend_attn *a,
 	if (a->kv_f16 && !backend_kv_f16(be))
 		return util_err(be->err, "attention: backend '%s' has no f16 KV cache",
 		    be->name);
+	return 0;
+}
+
+int
+backend_attention(struct backend *be, const struct backend_attn *a,
+    const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
+    int p0, float *o)
+{
+	if (bad_attention(be, a, ldq, qhs, m, p0))
+		return -1;
 	return m ? be->ops->attention(be, a, q, ldq, qhs, kc, vc, m, p0, o) : 0;
+}
+
+int
+backend_attention_dpos(struct backend *be, const struct backend_attn *a,
+    const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
+    const int32_t *d_pos, int n_ctx, float *o)
+{
+	if (bad_attention(be, a, ldq, qhs, m, 0))
+		return -1;
+	if (n_ctx < m)
+		return util_err(be->err, "attention: %d rows, %d positions", m, n_ctx);
+	if (m == 0)
+		return 0;
+	if (be->ops->attention_dpos != NULL)
+		return be->ops->attention_dpos(be, a, q, ldq, qhs, kc, vc, m, d_pos, n_ctx, o);
+	if (!be->host)
+		return no_dpos(be, "attention");
+	if (d_pos[0] < 0 || d_pos[0] > n_ctx - m)
+		return util_err(be->err, "attention: rows %d..%d of %d", d_pos[0],
+		    d_pos[0] + m - 1, n_ctx);
+	return be->ops->attention(be, a, q, ldq, qhs, kc, vc, m, d_pos[0], o);
+}
+
+int
+backend_graph_replay(struct backend *be, const void *key, size_t n)
+{
+	if (n == 0 || n > BACKEND_GRAPH_KEY)
+		return util_err(be->err, "graph: key of %zu bytes (1..%d)", n, BACKEND_GRAPH_KEY);
+	return be->ops->graph_replay ? be->ops->graph_replay(be, key, n) : 0;
+}
+
+int
+backend_graph_begin(struct backend *be, const void *key, size_t n)
+{
+	if (n == 0 || n > BACKEND_GRAPH_KEY)
+		return util_err(be->err, "graph: key of %zu bytes (1..%d)", n, BACKEND_GRAPH_KEY);
+	return be->ops->graph_begin ? be->ops->graph_begin(be, key, n) : 0;
+}
+
+int
+backend_graph_end(struct backend *be, int failed)
+{
+	if (be->ops->graph_end == NULL)
+		return util_err(be->err, "graph: backend '%s' records none", be->name);
+	return be->ops->graph_end(be, failed);
+}
+
+void
+backend_graph_set(struct backend *be, int on)
+{
+	be->graph.on = on && be->ops->graph_replay != NULL && be->graph.why[0] == '\0';
+}
+
+const struct backend_graph_stats *
+backend_graph_stats(const struct backend *be)
+{
+	return &be->graph;
+}
+
+int
+backend_graph_env(struct backend *be, const char *v, char *err)
+{
+	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "1") == 0)
+		return 0;
+	if (strcmp(v, "0") == 0) {
+		backend_graph_set(be, 0);
+		return 0;
+	}
+	if (strcmp(v, "stats") == 0)
+		return 1;
+	return util_err(err, "'%s': not 0, 1 or stats", v);
+}
+
+const char *
+backend_graph_note(const struct backend *be, int stats, char *buf, size_t n)
+{
+	const struct backend_graph_stats *g = &be->graph;
+
+	if (g->why[0] != '\0' && !stats)
+		snprintf(buf, n, "%s; ran without graphs", g->why);
+	else if (g->why[0] != '\0')
+		snprintf(buf, n, "%s; ran without graphs after %lu recorded, %lu replayed, %lu stale",
+		    g->why, g->recorded, g->replayed, g->stale);
+	else if (stats)
+		snprintf(buf, n, "%lu recorded, %lu replayed, %lu stale%s", g->recorded,
+		    g->replayed, g->stale, g->on ? "" : " (graphs off)");
+	else
+		return NULL;
+	return buf;
 }
 
 int

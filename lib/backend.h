@@ -187,6 +187,89 @@ int	backend_round_f16(struct backend *, float *x, int ldx, int rows, int n);
 /* 1 when the backend implements backend_attn.kv_f16 and backend_round_f16. */
 int	backend_kv_f16(const struct backend *);
 
+/*
+ * The position-dependent ops of a decode step with the positions in
+ * backend memory, read when the op runs rather than when it is queued, so
+ * that a recorded step (backend_graph_*) replays at any position.  d_pos:
+ * int32 [m] in backend memory (backend_alloc'd floats holding int32
+ * bits, filled with backend_write), d_pos[r] = d_pos[0] + r.  Each equals
+ * its host-position form bit for bit.
+ *
+ * backend_rope_dpos: backend_rope at positions d_pos.
+ * backend_kv_store: K, V rows k[m][kvd], v[m][kvd] (contiguous) into the
+ * caches kc, vc ([n_ctx][kvd]) at rows d_pos[0]..d_pos[0]+m-1.
+ * backend_attention_dpos: backend_attention at p0 = d_pos[0] over caches
+ * of n_ctx rows (p0 + m <= n_ctx).
+ */
+int	backend_rope_dpos(struct backend *, float *x, int ldx, int n_head, int hs,
+	    int m, const int32_t *d_pos, int n_rot, float theta, int mode);
+int	backend_kv_store(struct backend *, float *kc, float *vc, const float *k,
+	    const float *v, int kvd, int m, const int32_t *d_pos, int n_ctx);
+int	backend_attention_dpos(struct backend *, const struct backend_attn *a,
+	    const float *q, int ldq, int qhs, const float *kc, const float *vc,
+	    int m, const int32_t *d_pos, int n_ctx, float *o);
+
+/*
+ * Recorded steps (CUDA graphs): ops queued on the same memory step after
+ * step (whatever changes between steps read from backend memory, as the
+ * _dpos ops do) are recorded once and then replayed as one unit:
+ *
+ *	r = backend_graph_replay(be, key, n);		(-1: fail)
+ *	if (r == 0) {
+ *		rec = backend_graph_begin(be, key, n);	(-1: fail)
+ *		rc = <queue the ops>;
+ *		if (rec == 1 && backend_graph_end(be, rc) != 0)
+ *			rc = <queue the ops>;		(nothing ran)
+ *	}
+ *
+ * key: n <= BACKEND_GRAPH_KEY bytes naming the ops and the memory they
+ * use: the same key must mean the same op calls with the same arguments.
+ * backend_graph_replay: 1 when the ops recorded under key were queued
+ * again; 0 when there is no recording to replay (none yet, or a stale
+ * one: backend memory was freed or moved since) and the caller queues the
+ * ops.  backend_graph_begin: 1 when the ops that follow are recorded
+ * (not run) until backend_graph_end; 0 when they simply run: a backend
+ * without graphs, graphs off, or the first step under a key (it sizes
+ * the scratch buffers the recording will use).  backend_graph_end(be,
+ * failed): stops recording; unless failed (an op returned -1), keeps the
+ * recording under key and queues it once: 0.  -1 when failed or when
+ * the recording could not be made: nothing ran, graphs are off on be from
+ * then on (the CUDA backend prints one warning line naming the reason),
+ * and the caller queues the ops again.
+ */
+#define BACKEND_GRAPH_KEY 64
+int	backend_graph_replay(struct backend *, const void *key, size_t n);
+int	backend_graph_begin(struct backend *, const void *key, size_t n);
+int	backend_graph_end(struct backend *, int failed);
+
+/*
+ * Whether steps are recorded, and what came of it.  on: recording is on
+ * (a backend that records starts with it on; backend_graph_set(be, 0)
+ * turns it off, 1 back on unless a failure turned it off for good).
+ * why: the failure that turned it off ("" if none); the caller decides
+ * whether and where to say it.
+ */
+struct backend_graph_stats {
+	int		on;
+	unsigned long	recorded, replayed, stale;
+	char		why[512];
+};
+void	backend_graph_set(struct backend *, int on);
+const struct backend_graph_stats *backend_graph_stats(const struct backend *);
+/*
+ * MEMRA_CUDA_GRAPH's value v applied to be: NULL, "" or "1" leave
+ * recording on, "0" turns it off, "stats" leaves it on and asks for the
+ * counts at the end.  Returns 1 for "stats", 0 otherwise, -1 for any
+ * other value (err says why).
+ */
+int	backend_graph_env(struct backend *, const char *v, char *err);
+/*
+ * The line a tool prints about recorded steps when it ends, into buf
+ * (n bytes): the failure that turned recording off, and with stats the
+ * counts.  Returns buf, or NULL when there is nothing to say.
+ */
+const char *backend_graph_note(const struct backend *, int stats, char *buf, size_t n);
+
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,
 	    int ldg, int rows, int n);

@@ -68,6 +68,19 @@ struct backend_ops {
 	/* optional, last so positional tables leave it NULL: without it the
 	 * backend has no half-precision KV cache (backend_attn.kv_f16) */
 	int	(*round_f16)(struct backend *, float *, int, int, int);
+	/* optional, positions in backend memory: without them a host backend
+	 * reads the position and calls rope / copy / attention */
+	int	(*rope_dpos)(struct backend *, float *, int, int, int, int,
+		    const int32_t *, int, float, int);
+	int	(*kv_store)(struct backend *, float *, float *, const float *,
+		    const float *, int, int, const int32_t *, int);
+	int	(*attention_dpos)(struct backend *, const struct backend_attn *,
+		    const float *, int, int, const float *, const float *, int,
+		    const int32_t *, int, float *);
+	/* optional, recorded steps (backend_graph_*): NULL records nothing */
+	int	(*graph_replay)(struct backend *, const void *, size_t);
+	int	(*graph_begin)(struct backend *, const void *, size_t);
+	int	(*graph_end)(struct backend *, int);
 };
 
 struct backend {
@@ -77,6 +90,7 @@ struct backend {
 	int	host;			/* memory is host memory */
 	char	name[64];
 	char	err[UTIL_ERRLEN];
+	struct backend_graph_stats graph;	/* kept by the recording backend */
 };
 
 /* The CPU backend; opts is what follows "cpu:" ("" or "scalar"). */

@@ -750,8 +750,8 @@ repr_value(struct repr *r, struct cv v, int quote)
 	}
 }
 
-int
-cv_repr_to(struct sbuf *b, struct cv v)
+static int
+repr_run(struct sbuf *b, struct cv v, int quote)
 {
 	struct repr *r = malloc(sizeof *r);
 	int rc;
@@ -760,28 +760,21 @@ cv_repr_to(struct sbuf *b, struct cv v)
 		return -1;
 	r->b = b;
 	r->depth = 0;
-	rc = repr_value(r, v, 1);
+	rc = repr_value(r, v, quote);
 	free(r);
 	return rc;
 }
 
 int
+cv_repr_to(struct sbuf *b, struct cv v)
+{
+	return repr_run(b, v, 1);
+}
+
+int
 cv_str_to(struct sbuf *b, struct cv v)
 {
-	struct repr *r;
-	int rc;
-
-	if (v.t == CV_STR) {
-		sbuf_put(b, v.u.s, v.n);
-		return 0;
-	}
-	if ((r = malloc(sizeof *r)) == NULL)
-		return -1;
-	r->b = b;
-	r->depth = 0;
-	rc = repr_value(r, v, 0);
-	free(r);
-	return rc;
+	return repr_run(b, v, 0);
 }
 
 /* --- json.dumps --- */

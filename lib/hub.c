@@ -95,12 +95,22 @@ hub_spec_parse(struct hub_spec *s, const char *spec, char *err)
 		p = spec + 5, s->dataset = 1;
 	else
 		return util_err(err, "not an hf: or hfds: spec");
-	end = p + strcspn(p, "@:");
+	end = p + strcspn(p, "@:/");
+	if (*end == '/')
+		end += 1 + strcspn(end + 1, "@:/");
 	if (copy_part(s->repo, sizeof s->repo, p, (size_t)(end - p)) != 0)
 		return util_err(err, "repository name too long");
 	if (check_repo(s->repo, err) != 0)
 		return -1;
 	p = end;
+	if (*p == '/') {	/* owner/name/path: the file at path */
+		if (!safe_relpath(p + 1, strlen(p + 1)))
+			return util_err(err, "'%s' is not a path in the repository", p + 1);
+		if (copy_part(s->pattern, sizeof s->pattern, p + 1, strlen(p + 1)) != 0)
+			return util_err(err, "file path too long");
+		s->exact = 1;
+		return 0;
+	}
 	if (*p == '@') {
 		end = p + 1 + strcspn(p + 1, ":");
 		if (copy_part(s->revision, sizeof s->revision, p + 1, (size_t)(end - p - 1)) != 0)
@@ -430,9 +440,27 @@ split_set(const struct hub_listing *l, size_t i, size_t **sel, size_t *nsel, cha
 	}
 	for (k = 0; k < of; k++)
 		if ((*sel)[k] == SIZE_MAX)
-			return util_err(err, "split file '%.*s' lacks part %d of %d", (int)base,
-			    l->e[i].name, k + 1, of);
+			return util_err(err, "split part '%.*s-%05d-of-%05d.gguf' (%d of %d) is missing",
+			    (int)base, l->e[i].name, k + 1, of, k + 1, of);
 	*nsel = (size_t)of;
+	return 0;
+}
+
+/* Entry i alone, or the split set it is a part of; it is what gets printed. */
+static int
+select_one(const struct hub_listing *l, size_t i, size_t **sel, size_t *nsel, long *first,
+    char *err)
+{
+	size_t b;
+	int of;
+
+	*first = 0;
+	if (split_part(l->e[i].name, &of, &b) != 0)
+		return split_set(l, i, sel, nsel, err);
+	if ((*sel = malloc(sizeof **sel)) == NULL)
+		return util_err(err, "out of memory");
+	(*sel)[0] = i;
+	*nsel = 1;
 	return 0;
 }
 
@@ -486,16 +514,20 @@ select_substring(const struct hub_listing *l, const char *sub, size_t **sel, siz
 	}
 	i = m[0];
 	free(m);
-	if (split_part(l->e[i].name, &of, &b) == 0) {
-		if ((*sel = malloc(sizeof **sel)) == NULL)
-			return util_err(err, "out of memory");
-		(*sel)[0] = i;
-		*nsel = 1;
-		*first = 0;
-		return 0;
-	}
-	*first = 0;
-	return split_set(l, i, sel, nsel, err);
+	return select_one(l, i, sel, nsel, first, err);
+}
+
+/* The file at path exactly (all parts when it is one of a split set). */
+static int
+select_path(const struct hub_listing *l, const char *path, size_t **sel, size_t *nsel,
+    long *first, char *err)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (strcmp(l->e[i].name, path) == 0)
+			return select_one(l, i, sel, nsel, first, err);
+	return candidates_err(l, NULL, l->n, err, "no file '%s' (%zu files)", path, l->n);
 }
 
 int
@@ -507,6 +539,8 @@ hub_select(const struct hub_listing *l, const struct hub_spec *s, const struct h
 	*sel = NULL;
 	*nsel = 0;
 	*first = -1;
+	if (s->exact)
+		return select_path(l, s->pattern, sel, nsel, first, err);
 	if (s->pattern[0] != '\0' && !s->dataset)
 		return select_substring(l, s->pattern, sel, nsel, first, err);
 	if ((*sel = calloc(l->n ? l->n : 1, sizeof **sel)) == NULL)

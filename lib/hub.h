@@ -6,7 +6,10 @@
  *   hf:owner/repo[@revision]:substring    the one file whose path contains it
  *                                         (a name equal to it wins over longer ones;
  *                                         a split GGUF -0000K-of-0000N: all parts)
+ *   hf:owner/repo/path                    the file at path (a split GGUF part: all
+ *                                         parts); no revision: use @revision:path
  *   hfds:owner/name[@revision][:glob]     a dataset: the snapshot, or each match
+ *   hfds:owner/name/path                  a dataset's file at path
  *
  * The cache is huggingface_hub's, byte for byte: under HF_HUB_CACHE
  * (default $HF_HOME/hub, default ~/.cache/huggingface/hub)
@@ -38,7 +41,8 @@ struct hub_spec {
 	int	dataset;	/* hfds: */
 	char	repo[256];	/* owner/name */
 	char	revision[256];	/* "" when the spec names none */
-	char	pattern[1024];	/* substring (models) or glob (datasets) */
+	char	pattern[1024];	/* substring (models) or glob (datasets); the path when exact */
+	int	exact;		/* owner/repo/path: pattern is a path in the repo */
 };
 
 /* Parse spec into *s.  Returns 0, or -1 with the reason in err (UTIL_ERRLEN). */

@@ -55,19 +55,31 @@ act_reserve(struct model *md, int m)
 	    (a->b = backend_alloc(be, (size_t)cap * nv)) == NULL ||
 	    (a->f = backend_alloc(be, (size_t)cap * hp->n_ff)) == NULL ||
 	    (a->logits = backend_alloc(be, (size_t)cap * hp->n_vocab)) == NULL ||
+	    (a->dpos = (int32_t *)backend_alloc(be, cap)) == NULL ||
 	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL)
 		return util_err(md->err, "activations for %d rows: out of memory", m);
 	a->cap = cap;
 	return 0;
 }
 
+/* RoPE at a->pos, or at dpos (backend memory) when not NULL. */
+static int
+rope(struct model *md, float *x, int ldx, int n_head, int hs, int m, const int32_t *dpos)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	return dpos ? backend_rope_dpos(md->be, x, ldx, n_head, hs, m, dpos, hp->n_rot,
+	    hp->rope_theta, hp->rope_mode) : backend_rope(md->be, x, ldx, n_head, hs, m,
+	    md->act.pos, hp->n_rot, hp->rope_theta, hp->rope_mode);
+}
+
 /*
  * Attention's input side for m rows: q (a->q, [m][n_head][qs]), K and V ([m][kv_dim], into the cache
- * or into scratch) from norm(x), with the q/k norms, rope at a->pos and, for an f16 cache, K and V
- * rounded to half.
+ * or into scratch) from norm(x), with the q/k norms, rope at a->pos (dpos NULL) or dpos and, for an
+ * f16 cache, K and V rounded to half.
  */
 static int
-attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m)
+attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, const int32_t *dpos)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -81,10 +93,8 @@ attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m)
 	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, m * nh, hd, hp->eps)) ||
 	    (L->k_norm && backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * hp->n_head_kv, hd,
 	    hp->eps)) ||
-	    backend_rope(be, a->q, nh * qs, nh, qs, m, a->pos, hp->n_rot, hp->rope_theta,
-	    hp->rope_mode) ||
-	    backend_rope(be, K, kvd, hp->n_head_kv, hd, m, a->pos, hp->n_rot, hp->rope_theta,
-	    hp->rope_mode) ||
+	    rope(md, a->q, nh * qs, nh, qs, m, dpos) ||
+	    rope(md, K, kvd, hp->n_head_kv, hd, m, dpos) ||
 	    (md->kv_f16 && (backend_round_f16(be, K, kvd, m, kvd) ||
 	    backend_round_f16(be, V, kvd, m, kvd))))
 		return fail(md);
@@ -107,23 +117,35 @@ attn_out(struct model *md, struct model_layer *L, int m)
 }
 
 /*
- * Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out.
- * batched: the rows are a batch as llama.cpp would run it (see backend_attn.batched).
+ * Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out.  With dpos
+ * (p0 in backend memory) the same ops on the same memory at every step: K and V go through
+ * scratch into the cache.  batched: the rows are a batch as llama.cpp would run it (see
+ * backend_attn.batched).
  */
 static int
 attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
-    int batched)
+    int batched, const int32_t *dpos)
 {
 	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
-	int qs = hp->attn_gated ? 2 * hd : hd;
+	int qs = hp->attn_gated ? 2 * hd : hd, n_ctx = state_config(st)->n_ctx;
 	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
 	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
 	    hp->arch == MODEL_ARCH_LLAMA, batched };
 
-	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m))
+	if (dpos != NULL) {
+		if (attn_qkv(md, L, a->y, a->z, m, dpos))
+			return -1;
+		if (backend_kv_store(md->be, kc, vc, a->y, a->z, kvd, m, dpos, n_ctx) ||
+		    backend_attention_dpos(md->be, &at, a->q, nh * qs, qs, kc, vc, m, dpos, n_ctx,
+		    a->o))
+			return fail(md);
+		return attn_out(md, L, m);
+	}
+	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m, NULL))
 		return -1;
-	if (backend_attention(md->be, &at, md->act.q, nh * qs, qs, kc, vc, m, p0, md->act.o))
+	if (backend_attention(md->be, &at, a->q, nh * qs, qs, kc, vc, m, p0, a->o))
 		return fail(md);
 	return attn_out(md, L, m);
 }
@@ -208,12 +230,52 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	return 0;
 }
 
+/* The trunk's layers over m rows at p0 (dpos: p0 in backend memory, or NULL). */
+static int
+layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
+{
+	for (int il = 0; il < md->hp.n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		if ((L->rec ? gdn_layer(md, L, st, m, flags) :
+		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY), dpos)) ||
+		    ffn(md, L, m))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * A step (decode, verify): the layers read p0 from a->dpos, so they queue the same ops on the
+ * same memory at every position, and the backend may replay them as one recording (CUDA graph)
+ * keyed by what they depend on: the model, the state, m and the snapshots.
+ */
+static int
+layers_step(struct model *md, struct state *st, int p0, int m, int flags)
+{
+	uint64_t key[3] = { (uintptr_t)md, (uintptr_t)st,
+	    (uint64_t)m << 1 | ((flags & MODEL_VERIFY) != 0) };
+	int rc, rec;
+
+	if ((rc = backend_graph_replay(md->be, key, sizeof key)) != 0)
+		return rc < 0 ? fail(md) : 0;
+	if ((rec = backend_graph_begin(md->be, key, sizeof key)) < 0)
+		return fail(md);
+	rc = layers(md, st, p0, m, flags, md->act.dpos);
+	if (rec && backend_graph_end(md->be, rc != 0) != 0)	/* nothing ran: again, unrecorded */
+		rc = layers(md, st, p0, m, flags, md->act.dpos);
+	return rc;
+}
+
+/* The most rows of a step (layers_step); more, or MODEL_PREFILL, is a prompt. */
+#define MODEL_STEP_ROWS 16
+
 int
 model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
     int flags, float *logits, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
-	int p0;
+	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL);
 
 	if (m < 1)
 		return util_err(md->err, "forward: %d rows", m);
@@ -223,16 +285,12 @@ model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
 		return util_err(md->err, "forward: %s", state_errmsg(st));
 	for (int i = 0; i < m; i++)
 		md->act.pos[i] = p0 + i;
-	if (backend_embed(md->be, &md->tok_embd, tok, m, md->act.x, hp->n_embd) != 0)
+	if ((step && backend_write(md->be, (float *)md->act.dpos, (const float *)md->act.pos,
+	    (size_t)m)) ||
+	    backend_embed(md->be, &md->tok_embd, tok, m, md->act.x, hp->n_embd) != 0)
 		return fail(md);
-	for (int il = 0; il < hp->n_layer; il++) {
-		struct model_layer *L = &md->layers[il];
-
-		if ((L->rec ? gdn_layer(md, L, st, m, flags) :
-		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY))) ||
-		    ffn(md, L, m))
-			return -1;
-	}
+	if (step ? layers_step(md, st, p0, m, flags) : layers(md, st, p0, m, flags, NULL))
+		return -1;
 	return head(md, md->output_norm, &md->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits, hidden);
 }
 
@@ -262,7 +320,7 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	    backend_rmsnorm(be, a->t, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
 	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
 		return fail(md);
-	if (attn_layer(md, L, st, p0, m, 0) || ffn(md, L, m))
+	if (attn_layer(md, L, st, p0, m, 0, NULL) || ffn(md, L, m))
 		return -1;
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
 	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, hout);
@@ -284,7 +342,7 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
 	    hp->arch == MODEL_ARCH_LLAMA, 0 };
 
-	if (attn_qkv(md, L, a->y, a->z, n))
+	if (attn_qkv(md, L, a->y, a->z, n, NULL))
 		return -1;
 	for (int i = 0; i < n; i++) {
 		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);

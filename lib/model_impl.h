@@ -45,6 +45,7 @@ struct model_act {
 	float	*f;		/* [cap][n_ff] */
 	float	*logits;	/* [cap][n_vocab] */
 	int32_t	*pos;		/* host [cap] */
+	int32_t	*dpos;		/* [cap] the same in backend memory (a step's _dpos ops) */
 };
 
 struct gguf;

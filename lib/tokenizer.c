@@ -16,9 +16,18 @@ enum pass {
 	PASS_DIGITS,		/* \p{N}+ */
 	PASS_PUNCT,		/* [\p{P}\$\+<=>\^~\|]+ */
 	PASS_DIGIT3,		/* [0-9][0-9][0-9] */
-	PASS_NEWLINES		/* [^\n]+|\n+ (gemma4) */
+	PASS_NEWLINES,		/* [^\n]+|\n+ (gemma4) */
+	PASS_PUNCT_BT,		/* [\p{P}\$\+<=>\^~\|`]+ (falcon) */
+	PASS_CRLF,		/* [\r\n] (deepseek) */
+	PASS_SP_LETTERS,	/* \s?\p{L}+ (deepseek-coder) */
+	PASS_SP_PUNCT,		/* \s?\p{P}+ (deepseek-coder) */
+	PASS_CJK,		/* [\x{800}-\x{9FA5}\x{AC00}-\x{D7FF}]+ (deepseek) */
+	PASS_DSL_LETTERS,	/* \s?[A-Za-z and a list of cased letters]+ (deepseek-llm) */
+	PASS_DSL_PUNCT,		/* \s?[ASCII punctuation, fullwidth forms, quotes]+ (deepseek-llm) */
+	PASS_TRAIL_SPACE,	/* \s+$ (deepseek-llm) */
+	PASS_METASPACE		/* a word starts at each U+2581 (HF Metaspace split) */
 };
-#define MAX_PASSES 4
+#define MAX_PASSES 6
 
 struct strmap {			/* token text -> id, open addressing */
 	int32_t	*slot;		/* [cap] id or -1 */
@@ -55,7 +64,12 @@ struct tokenizer {
 	int	nfc;		/* NFC-normalize text fragments first */
 	int	gemma4;		/* SPM-style BPE: spaces as U+2581, a run of
 				   newlines that is a token stays whole */
+	int	metaspace;	/* HF SPM-style BPE: spaces as U+2581; every token's
+				   U+2581 decodes as a space */
+	int	strip_space;	/* decode: drop the text's first space */
 };
+
+static int grow(void **p, size_t *cap, size_t need, size_t size);
 
 /* --- hashing ----------------------------------------------------------- */
 
@@ -208,7 +222,20 @@ pre_passes(struct tokenizer *tok, const char *pre, char *err)
 		{ "llama3", { PASS_LLAMA3 }, 1 },
 		{ "llama-bpe", { PASS_LLAMA3 }, 1 },
 		{ "llama-v3", { PASS_LLAMA3 }, 1 },
+		{ "falcon3", { PASS_LLAMA3 }, 1 },
+		{ "falcon-h1", { PASS_LLAMA3 }, 1 },
+		{ "pixtral", { PASS_LLAMA3 }, 1 },
+		{ "midm-2.0", { PASS_LLAMA3 }, 1 },
+		{ "lfm2", { PASS_LLAMA3 }, 1 },
+		{ "jina-v5-nano", { PASS_LLAMA3 }, 1 },
 		{ "gemma4", { PASS_NEWLINES }, 1 },
+		{ "none", { 0 }, 0 },
+		{ "metaspace", { PASS_METASPACE }, 1 },
+		{ "falcon", { PASS_PUNCT_BT, PASS_GPT2, PASS_DIGIT3 }, 3 },
+		{ "deepseek-coder", { PASS_CRLF, PASS_SP_LETTERS, PASS_SP_PUNCT, PASS_CJK,
+		    PASS_DIGIT }, 5 },
+		{ "deepseek-llm", { PASS_CRLF, PASS_DSL_LETTERS, PASS_DSL_PUNCT, PASS_TRAIL_SPACE,
+		    PASS_CJK, PASS_DIGITS }, 6 },
 	};
 	size_t i;
 
@@ -240,8 +267,9 @@ make_piece(const struct tokenizer *tok, int32_t id, char *out)
 	unsigned x;
 	int b;
 
-	if (tok->type[id] == TOKENIZER_CONTROL || tok->type[id] == TOKENIZER_USER_DEFINED ||
-	    tok->type[id] == TOKENIZER_UNKNOWN) {
+	/* HF decoders (Replace "▁" -> " ") see added tokens too; llama.cpp does not */
+	if (!tok->metaspace && (tok->type[id] == TOKENIZER_CONTROL ||
+	    tok->type[id] == TOKENIZER_USER_DEFINED || tok->type[id] == TOKENIZER_UNKNOWN)) {
 		memcpy(out, s, n);
 		return n;
 	}
@@ -313,8 +341,8 @@ copy_vocab(struct tokenizer *tok, const struct tokenizer_spec *sp, char *err)
 static int
 copy_merges(struct tokenizer *tok, const struct tokenizer_spec *sp, char *err)
 {
-	size_t i;
-	char buf[512];
+	size_t i, cap = 0;
+	char *buf = NULL;
 
 	tok->merge_cap = pow2_at_least(2 * sp->n_merges);
 	tok->merge = malloc(tok->merge_cap * sizeof(struct merge));
@@ -327,19 +355,26 @@ copy_merges(struct tokenizer *tok, const struct tokenizer_spec *sp, char *err)
 		int32_t l, r, id;
 
 		sp1 = n > 1 ? memchr(m + 1, ' ', n - 1) : NULL;
-		if (sp1 == NULL)
+		if (sp1 == NULL) {
+			free(buf);
 			return util_err(err, "merge %zu '%s' is not 'left right'", i, m);
+		}
 		ln = sp1 - m;
 		l = tokenizer_find(tok, m, ln);
 		r = tokenizer_find(tok, sp1 + 1, n - ln - 1);
-		if (l < 0 || r < 0 || n - 1 > sizeof(buf))
+		if (l < 0 || r < 0)
 			continue;	/* cannot apply: a part is no token */
+		if (grow((void **)&buf, &cap, n, 1) < 0) {
+			free(buf);
+			return util_err(err, "tokenizer: out of memory");
+		}
 		memcpy(buf, m, ln);
 		memcpy(buf + ln, sp1 + 1, n - ln - 1);
 		if ((id = tokenizer_find(tok, buf, n - 1)) < 0)
 			continue;
 		merge_put(tok, l, r, (int32_t)i, id);
 	}
+	free(buf);
 	return 0;
 }
 
@@ -432,6 +467,8 @@ tokenizer_new(const struct tokenizer_spec *sp, char *err)
 	tok->casefold = sp->casefold_contractions;
 	tok->nfc = sp->nfc;
 	tok->gemma4 = sp->model == TOKENIZER_BPE && sp->pre != NULL && strcmp(sp->pre, "gemma4") == 0;
+	tok->metaspace = sp->model == TOKENIZER_BPE && !sp->byte_level && sp->metaspace;
+	tok->strip_space = sp->strip_space || (sp->model == TOKENIZER_SPM && sp->add_space_prefix);
 	if (sp->n_vocab == 0 || sp->n_vocab > INT32_MAX) {
 		util_err(err, "vocabulary of %zu tokens", sp->n_vocab);
 		goto fail;
@@ -656,6 +693,85 @@ is_ascii_digit(uint32_t c)
 	return c >= '0' && c <= '9';
 }
 
+/* The letter class of llama.cpp's deepseek-llm pattern \s?[A-Za-zµÀ-Ö...]+
+ * (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM), as code point ranges. */
+static const uint32_t dsl_letters[][2] = {
+	{ 0x0041, 0x005A }, { 0x0061, 0x007A }, { 0x00B5, 0x00B5 }, { 0x00C0, 0x00D6 },
+	{ 0x00D8, 0x00F6 }, { 0x00F8, 0x01BA }, { 0x01BC, 0x01BF }, { 0x01C4, 0x0293 },
+	{ 0x0295, 0x02AF }, { 0x0370, 0x0373 }, { 0x0376, 0x0377 }, { 0x037B, 0x037D },
+	{ 0x037F, 0x037F }, { 0x0386, 0x0386 }, { 0x0388, 0x038A }, { 0x038C, 0x038C },
+	{ 0x038E, 0x03A1 }, { 0x03A3, 0x03F5 }, { 0x03F7, 0x0481 }, { 0x048A, 0x052F },
+	{ 0x0531, 0x0556 }, { 0x10A0, 0x10C5 }, { 0x13A0, 0x13F5 }, { 0x13F8, 0x13FD },
+	{ 0x1C90, 0x1CBA }, { 0x1CBD, 0x1CBF }, { 0x1D00, 0x1D2B }, { 0x1D6B, 0x1D77 },
+	{ 0x1D79, 0x1D9A }, { 0x1E00, 0x1F15 }, { 0x1F18, 0x1F1D }, { 0x1F20, 0x1F45 },
+	{ 0x1F48, 0x1F4D }, { 0x1F50, 0x1F57 }, { 0x1F59, 0x1F59 }, { 0x1F5B, 0x1F5B },
+	{ 0x1F5D, 0x1F5D }, { 0x1F5F, 0x1F7D }, { 0x1F80, 0x1FB4 }, { 0x1FB6, 0x1FBC },
+	{ 0x1FBE, 0x1FBE }, { 0x1FC2, 0x1FC4 }, { 0x1FC6, 0x1FCC }, { 0x1FD0, 0x1FD3 },
+	{ 0x1FD6, 0x1FDB }, { 0x1FE0, 0x1FEC }, { 0x1FF2, 0x1FF4 }, { 0x1FF6, 0x1FFC },
+	{ 0x2102, 0x2102 }, { 0x2107, 0x2107 }, { 0x210A, 0x2113 }, { 0x2115, 0x2115 },
+	{ 0x2119, 0x211D }, { 0x2124, 0x2124 }, { 0x2126, 0x2126 }, { 0x2128, 0x2128 },
+	{ 0x212A, 0x212D }, { 0x212F, 0x2134 }, { 0x2139, 0x2139 }, { 0x213C, 0x213F },
+	{ 0x2145, 0x2149 }, { 0x214E, 0x214E }, { 0x2183, 0x2184 }, { 0x2C00, 0x2C7B },
+	{ 0x2C7E, 0x2CE4 }, { 0x2CEB, 0x2CEE }, { 0x2CF2, 0x2CF3 }, { 0xA640, 0xA66D },
+	{ 0xA680, 0xA69B }, { 0xA722, 0xA76F }, { 0xA771, 0xA787 }, { 0xA78B, 0xA78E },
+	{ 0xAB70, 0xABBF }, { 0xFB00, 0xFB06 }, { 0xFB13, 0xFB17 }, { 0xFF21, 0xFF3A },
+	{ 0xFF41, 0xFF5A }, { 0x10400, 0x1044F }, { 0x104B0, 0x104D3 }, { 0x104D8, 0x104FB },
+	{ 0x10C80, 0x10CB2 }, { 0x10CC0, 0x10CF2 }, { 0x118A0, 0x118DF }, { 0x1E900, 0x1E943 },
+};
+
+/* Character classes of the split patterns, code point i of t. */
+enum cls { CLS_L, CLS_P, CLS_CJK, CLS_DSL_LETTER, CLS_DSL_PUNCT };
+
+static int
+in_class(const struct text *t, size_t i, enum cls c)
+{
+	uint32_t cp = t->cp[i];
+	size_t lo = 0, hi = sizeof(dsl_letters) / sizeof(dsl_letters[0]), mid;
+
+	switch (c) {
+	case CLS_L:
+		return (t->fl[i] & UNICODE_L) != 0;
+	case CLS_P:
+		return (t->fl[i] & UNICODE_P) != 0;
+	case CLS_CJK:	/* llama.cpp's std::wregex sees white space as \v */
+		return ((cp >= 0x800 && cp <= 0x9FA5) || (cp >= 0xAC00 && cp <= 0xD7FF)) &&
+		    !(t->fl[i] & UNICODE_SPACE);
+	case CLS_DSL_PUNCT:	/* !-/ :-~ ！-／ ：-～ ‘-‟ 　-。 (U+3000 is \s) */
+		return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x7E) ||
+		    (cp >= 0xFF01 && cp <= 0xFF0F) || (cp >= 0xFF1A && cp <= 0xFF5E) ||
+		    (cp >= 0x2018 && cp <= 0x201F) || cp == 0x3001 || cp == 0x3002;
+	case CLS_DSL_LETTER:
+		while (lo < hi) {
+			mid = lo + (hi - lo) / 2;
+			if (cp < dsl_letters[mid][0])
+				hi = mid;
+			else if (cp > dsl_letters[mid][1])
+				lo = mid + 1;
+			else
+				return 1;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+static size_t
+class_run(const struct text *t, size_t i, size_t end, enum cls c)
+{
+	while (i < end && in_class(t, i, c))
+		i++;
+	return i;
+}
+
+/* \s?C+ at i */
+static size_t
+match_space_class(const struct text *t, size_t i, size_t end, enum cls c)
+{
+	if ((t->fl[i] & UNICODE_SPACE) && i + 1 < end && in_class(t, i + 1, c))
+		return class_run(t, i + 1, end, c) - i;
+	return class_run(t, i, end, c) - i;
+}
+
 /* Length of the match of pass at i (0: none; the position joins a gap). */
 static size_t
 match_at(const struct tokenizer *tok, int pass, const struct text *t, size_t i, size_t end)
@@ -685,6 +801,30 @@ match_at(const struct tokenizer *tok, int pass, const struct text *t, size_t i, 
 		    is_ascii_digit(t->cp[i + 2]) ? 3 : 0;
 	case PASS_NEWLINES:
 		for (k = i; k < end && (t->cp[k] == '\n') == (t->cp[i] == '\n'); k++)
+			;
+		return k - i;
+	case PASS_PUNCT_BT:
+		for (k = i; k < end && (is_punct_sym(t, k) || t->cp[k] == '`'); k++)
+			;
+		return k - i;
+	case PASS_CRLF:
+		return is_crlf(t->cp[i]);
+	case PASS_SP_LETTERS:
+		return match_space_class(t, i, end, CLS_L);
+	case PASS_SP_PUNCT:
+		return match_space_class(t, i, end, CLS_P);
+	case PASS_CJK:
+		return class_run(t, i, end, CLS_CJK) - i;
+	case PASS_DSL_LETTERS:
+		return match_space_class(t, i, end, CLS_DSL_LETTER);
+	case PASS_DSL_PUNCT:
+		return match_space_class(t, i, end, CLS_DSL_PUNCT);
+	case PASS_TRAIL_SPACE:	/* split_span finds it from the end */
+		return 0;
+	case PASS_METASPACE:
+		if (t->cp[i] != 0x2581)
+			return 0;
+		for (k = i + 1; k < end && t->cp[k] != 0x2581; k++)
 			;
 		return k - i;
 	}
@@ -724,7 +864,7 @@ struct work {
 	size_t	cap_word;
 	uint32_t *ncp;		/* NFC code points */
 	char	*norm;		/* NFC text */
-	char	*esc;		/* gemma4: text with spaces as U+2581 */
+	char	*esc;		/* gemma4, metaspace: text with spaces as U+2581 */
 	size_t	cap_ncp, cap_norm, cap_esc;
 	int	oom;
 };
@@ -823,6 +963,13 @@ split_span(struct work *w, int pass, size_t a, size_t b, int k)
 {
 	size_t i = a, gap = a, m;
 
+	if (pass == PASS_TRAIL_SPACE) {
+		for (i = b; i > a && (w->t.fl[i - 1] & UNICODE_SPACE); i--)
+			;
+		if ((a < i && span_push(w, k, a, i) < 0) || (i < b && span_push(w, k, i, b) < 0))
+			return -1;
+		return 0;
+	}
 	while (i < b) {
 		if ((m = match_at(w->tok, pass, &w->t, i, b)) == 0) {
 			i++;
@@ -1146,9 +1293,13 @@ encode_fragment(struct work *w, const char *s, size_t n, int space_prefix)
 
 	if (tok->nfc && normalize(w, &s, &n) < 0)
 		return -1;
-	if (tok->gemma4) {
-		if (grow((void **)&w->esc, &w->cap_esc, 3 * n + 1, 1) < 0)
+	if (tok->gemma4 || tok->metaspace) {
+		if (grow((void **)&w->esc, &w->cap_esc, 3 * n + 4, 1) < 0)
 			return -1;
+		if (tok->metaspace && space_prefix) {
+			memcpy(w->esc, "\xE2\x96\x81", 3);
+			o = 3;
+		}
 		for (i = 0; i < n; i++) {
 			if (s[i] == ' ') {
 				memcpy(w->esc + o, "\xE2\x96\x81", 3);
@@ -1207,6 +1358,30 @@ is_ws_byte(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/*
+ * Whether the fragment s[a..b) of the text gets a U+2581 in front: SPM and
+ * TOKENIZER_PREFIX_ALWAYS every fragment (llama.cpp; HF Prepend), _UNLESS_SPACE
+ * one that does not start with a space or U+2581 already (HF Metaspace
+ * "always"), _FIRST only the fragment at the start of the text (HF "first").
+ */
+static int
+fragment_prefix(const struct tokenizer *tok, const char *s, size_t a, size_t b)
+{
+	int sp = s[a] == ' ' || (b - a >= 3 && memcmp(s + a, "\xE2\x96\x81", 3) == 0);
+
+	if (tok->model == TOKENIZER_SPM)
+		return tok->add_space_prefix != 0;
+	switch (tok->add_space_prefix) {
+	case TOKENIZER_PREFIX_ALWAYS:
+		return 1;
+	case TOKENIZER_PREFIX_UNLESS_SPACE:
+		return !sp;
+	case TOKENIZER_PREFIX_FIRST:
+		return a == 0 && !sp;
+	}
+	return 0;
+}
+
 static int
 encode_all(struct work *w, const char *s, size_t n, unsigned flags)
 {
@@ -1228,7 +1403,7 @@ encode_all(struct work *w, const char *s, size_t n, unsigned flags)
 		/* llama.cpp: the SPM space prefix goes before every fragment
 		 * (each follows the start of the text or an added token) */
 		if (end > start && encode_fragment(w, s + start, end - start,
-		    tok->add_space_prefix) < 0)
+		    fragment_prefix(tok, s, start, end)) < 0)
 			return -1;
 		emit(w, id);
 		pos += tok->text_len[id];
@@ -1237,7 +1412,8 @@ encode_all(struct work *w, const char *s, size_t n, unsigned flags)
 				pos++;
 		start = pos;
 	}
-	if (n > start && encode_fragment(w, s + start, n - start, tok->add_space_prefix) < 0)
+	if (n > start && encode_fragment(w, s + start, n - start,
+	    fragment_prefix(tok, s, start, n)) < 0)
 		return -1;
 	if ((flags & TOKENIZER_ADD_SPECIAL) && tok->add_eos && tok->eos >= 0)
 		emit(w, tok->eos);
@@ -1287,6 +1463,10 @@ struct tokenizer_stream {
 	size_t	n_pend;
 	char	*buf;
 	size_t	cap;
+	char	*run;		/* metaspace: bytes of a run of <0xXX> tokens */
+	size_t	n_run, cap_run;
+	char	*tmp;		/* metaspace: the run's text, then a piece */
+	size_t	cap_tmp;
 };
 
 struct tokenizer_stream *
@@ -1307,6 +1487,8 @@ tokenizer_stream_free(struct tokenizer_stream *st)
 	if (st == NULL)
 		return;
 	free(st->buf);
+	free(st->run);
+	free(st->tmp);
 	free(st);
 }
 
@@ -1345,11 +1527,11 @@ stream_feed(struct tokenizer_stream *st, const char *p, size_t n, int flush, siz
 	/* an input byte makes at most 3 output bytes (U+FFFD) */
 	if (grow((void **)&st->buf, &st->cap, 4 * m + 8, 1) < 0)
 		return NULL;
-	if (!st->started && n > 0 && st->tok->model == TOKENIZER_SPM &&
-	    st->tok->add_space_prefix && p[0] == ' ') {
+	if (!st->started && n > 0 && st->tok->strip_space && p[0] == ' ') {
 		p++;
 		n--;
 		m--;
+		st->started = 1;	/* one space only, if the next piece starts with one too */
 	}
 	if (n > 0)
 		st->started = 1;
@@ -1364,6 +1546,36 @@ stream_feed(struct tokenizer_stream *st, const char *p, size_t n, int flush, siz
 	return st->buf;
 }
 
+/*
+ * HF's ByteFallback decoder: a run of byte tokens is its bytes when they are
+ * well-formed UTF-8 as a whole, else one U+FFFD per byte token.  The run's
+ * text and then p[0..n) go to the stream together.
+ */
+static const char *
+stream_run_then(struct tokenizer_stream *st, const char *p, size_t n, int flush, size_t *len)
+{
+	size_t i = 0, k, o = 0;
+	uint32_t cp;
+	int ok = 1;
+
+	while (i < st->n_run && ok) {
+		k = unicode_decode(st->run + i, st->n_run - i, &cp);
+		ok = cp != UNICODE_REPLACEMENT || (k == 3 && memcmp(st->run + i, "\xEF\xBF\xBD", 3) == 0);
+		i += k;
+	}
+	if (grow((void **)&st->tmp, &st->cap_tmp, 3 * st->n_run + n + 1, 1) < 0)
+		return NULL;
+	if (ok && st->n_run > 0) {
+		memcpy(st->tmp, st->run, st->n_run);
+		o = st->n_run;
+	} else if (!ok)
+		for (i = 0; i < st->n_run; i++)
+			o += unicode_encode(UNICODE_REPLACEMENT, st->tmp + o);
+	memcpy(st->tmp + o, p, n);
+	st->n_run = 0;
+	return stream_feed(st, st->tmp, o + n, flush, len);
+}
+
 const char *
 tokenizer_stream_push(struct tokenizer_stream *st, int32_t id, size_t *len)
 {
@@ -1373,13 +1585,22 @@ tokenizer_stream_push(struct tokenizer_stream *st, int32_t id, size_t *len)
 		return NULL;
 	if ((st->flags & TOKENIZER_SKIP_SPECIAL) && tok->type[id] == TOKENIZER_CONTROL)
 		return stream_feed(st, "", 0, 0, len);
-	return stream_feed(st, tok->piece[id], tok->piece_len[id], 0, len);
+	if (!tok->metaspace)
+		return stream_feed(st, tok->piece[id], tok->piece_len[id], 0, len);
+	if (tok->type[id] == TOKENIZER_BYTE) {
+		if (grow((void **)&st->run, &st->cap_run, st->n_run + 1, 1) < 0)
+			return NULL;
+		st->run[st->n_run++] = tok->piece[id][0];
+		return stream_feed(st, "", 0, 0, len);
+	}
+	return stream_run_then(st, tok->piece[id], tok->piece_len[id], 0, len);
 }
 
 const char *
 tokenizer_stream_flush(struct tokenizer_stream *st, size_t *len)
 {
-	const char *r = stream_feed(st, "", 0, 1, len);
+	const char *r = st->tok->metaspace ? stream_run_then(st, "", 0, 1, len) :
+	    stream_feed(st, "", 0, 1, len);
 
 	st->started = 0;
 	return r;

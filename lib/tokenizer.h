@@ -4,12 +4,15 @@
  *
  * Two models.  BPE: byte-level (GPT-2 byte mapping) or raw UTF-8 with byte
  * fallback, a pre-tokenizer that splits text into words (qwen2, qwen35,
- * llama3, gpt2, smollm, default), then merges by lowest rank.  SPM: the
+ * llama3, gpt2, smollm, falcon, deepseek-coder, deepseek-llm, default: the
+ * split patterns of llama.cpp's llama-vocab.cpp), then merges by lowest rank.  SPM: the
  * SentencePiece-BPE of llama/gemma vocabularies: U+2581 for spaces, merges
  * by highest score, unknown characters as <0xXX> byte tokens.  Gemma-4
  * (pre "gemma4"): BPE on raw UTF-8 with spaces as U+2581, split into runs of
  * newlines and of other text, a newline run that is a token kept whole.
  * An HF NFC normalizer (spec.nfc) puts each text fragment in form C first.
+ * HF SentencePiece-style BPE (Llama-2, Gemma tokenizer.json: spec.metaspace)
+ * is BPE on raw UTF-8 with spaces as U+2581 and byte fallback <0xXX>.
  *
  * The core takes plain arrays (struct tokenizer_spec); tokenizer_from_json
  * and tokenizer_from_gguf fill one from a checkpoint.  Added tokens
@@ -43,7 +46,8 @@ struct tokenizer_spec {
 	enum tokenizer_model model;
 	const char *pre;		/* pre-tokenizer name as GGUF tokenizer.ggml.pre
 					   ("qwen2", "qwen35", "llama-bpe", "gpt2", "smollm",
-					   "default"...); NULL = "default"; unused by SPM */
+					   "falcon", "deepseek-llm", "default"...);
+					   NULL = "default"; unused by SPM */
 	int	byte_level;		/* BPE: 1 = GPT-2 byte mapping, 0 = raw UTF-8 + <0xXX> */
 	size_t	n_vocab;
 	const char *const *tokens;	/* [n_vocab] token text as the vocabulary stores it */
@@ -55,11 +59,29 @@ struct tokenizer_spec {
 	const char *const *merges;	/* [n_merges] BPE "left right", rank = index */
 	int32_t	bos, eos, unk, pad;	/* -1 when the vocabulary has none */
 	int	add_bos, add_eos;	/* added by TOKENIZER_ADD_SPECIAL */
-	int	add_space_prefix;	/* SPM: a space before the text */
+	int	add_space_prefix;	/* SPM: a space before each text fragment;
+					   metaspace BPE: TOKENIZER_PREFIX_* */
 	int	ignore_merges;		/* BPE: a word that is a token is emitted whole */
 	int	casefold_contractions;	/* HF (?i:'s|...) also matches Unicode case folds */
 	int	nfc;			/* HF normalizer NFC: text between added tokens
 					   is put in normalization form C first */
+	int	metaspace;		/* BPE, not byte_level (HF SentencePiece-style:
+					   Replace(" ", "▁") or Metaspace): spaces become
+					   U+2581 before the merges, and decoding turns
+					   U+2581 into a space in every token, added ones too */
+	int	strip_space;		/* decode: the text's first space is dropped
+					   (HF Strip decoder; SPM with add_space_prefix
+					   always) */
+};
+
+/* Where metaspace BPE puts a U+2581 (add_space_prefix); a fragment is the
+ * text between added tokens. */
+enum {
+	TOKENIZER_PREFIX_ALWAYS = 1,	/* before every fragment (HF Prepend("▁")) */
+	TOKENIZER_PREFIX_UNLESS_SPACE,	/* before one that starts with neither a
+					   space nor U+2581 (HF Metaspace "always") */
+	TOKENIZER_PREFIX_FIRST		/* the same, the text's first fragment only
+					   (HF Metaspace "first") */
 };
 
 /*
@@ -102,7 +124,9 @@ int32_t	*tokenizer_encode(const struct tokenizer *tok, const char *text, size_t 
 /*
  * Decode n ids into a malloc'd NUL-terminated string of *len bytes (caller
  * frees): the pieces concatenated, then ill-formed UTF-8 replaced by U+FFFD
- * as the reference decoders do.  NULL with err for an id out of range.
+ * as the reference decoders do (per maximal subpart; metaspace BPE as HF's
+ * ByteFallback: a run of <0xXX> tokens that is not UTF-8 as a whole becomes
+ * one U+FFFD per token).  NULL with err for an id out of range.
  */
 char	*tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, size_t n,
 	    unsigned flags, size_t *len, char *err);
@@ -126,8 +150,9 @@ int	tokenizer_is_control(const struct tokenizer *tok, int32_t id);
 /*
  * Incremental detokenizer: text for a stream of ids, never splitting a
  * UTF-8 character.  Bytes that may still become a character are held back
- * until the next id completes them; the concatenated output of push calls
- * and the final flush equals tokenizer_decode of all the ids.
+ * until the next id completes them (metaspace BPE: a run of <0xXX> tokens
+ * until the next other token); the concatenated output of push calls and
+ * the final flush equals tokenizer_decode of all the ids.
  */
 struct tokenizer_stream;
 struct tokenizer_stream *tokenizer_stream_new(const struct tokenizer *tok, unsigned flags);

@@ -14,6 +14,7 @@ struct gg {
 	size_t	*lens;
 	int32_t	*types;
 	float	*scores;
+	uint8_t	*attrs;		/* [n_vocab] TOKENIZER_LSTRIP|RSTRIP, or NULL */
 	char	**merges;	/* [n_merges] */
 	char	*pre;
 	char	*err;
@@ -108,6 +109,20 @@ gg_bool(struct gg *x, const char *key, int *b)
 	return 0;
 }
 
+/* llama.cpp's names of LLAMA_VOCAB_PRE_TYPE_LLAMA3 */
+static int
+is_llama3(const char *pre)
+{
+	static const char *const names[] = { "llama3", "llama-v3", "llama-bpe", "falcon3",
+		"falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano" };
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(pre, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
 static int
 gg_model(struct gg *x)
 {
@@ -127,6 +142,10 @@ gg_model(struct gg *x)
 		x->spec.model = TOKENIZER_BPE;
 		x->spec.byte_level = strcmp(x->pre, "gemma4") != 0;
 		x->spec.bos = x->spec.eos = 11;
+		/* the llama3 pre-tokenizers add BOS unless add_bos_token says no,
+		 * and emit a word that is a token whole */
+		if (is_llama3(x->pre))
+			x->spec.add_bos = x->spec.ignore_merges = 1;
 		return 0;
 	}
 	if (mlen == 5 && memcmp(m, "llama", 5) == 0) {
@@ -151,31 +170,117 @@ gg_model(struct gg *x)
 }
 
 /*
- * llama.cpp marks tokens with these texts control tokens whatever their
- * token_type says (its end-of-turn, end-of-generation and fill-in-the-middle
- * detection by text), so they are parsed only with special tokens on.
+ * llama.cpp (llama-cpp-python 0.3.36's llama-vocab.cpp) marks tokens with
+ * these texts control tokens whatever their token_type says (its
+ * end-of-turn, end-of-generation and fill-in-the-middle detection by text),
+ * so they are parsed only with special tokens on.
  */
+#define FW "\xEF\xBD\x9C"	/* U+FF5C, DeepSeek's fullwidth bar */
+#define LB "\xE2\x96\x81"	/* U+2581 */
 static const char *const control_texts[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-	"<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
-	"<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>", "</s>",
-	"<|fim_prefix|>", "<fim-prefix>", "<PRE>", "\xE2\x96\x81<PRE>",
-	"<|fim_suffix|>", "<fim-suffix>", "<SUF>", "\xE2\x96\x81<SUF>",
-	"<|fim_middle|>", "<fim-middle>", "<MID>", "\xE2\x96\x81<MID>",
-	"<|fim_pad|>", "<fim-pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-	"<|file_sep|>", "<|fim_sep|>", "<fim-sep>",
+	"<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<" FW "end" LB "of" LB "sentence" FW ">",
+	"<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"</s>", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
+	"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW "fim" LB "begin" FW ">",
+	"<PRE>", LB "<PRE>", "<|code_prefix|>", "<|prefix|>",
+	"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW "fim" LB "hole" FW ">",
+	"<SUF>", LB "<SUF>", "<|code_suffix|>", "<|suffix|>",
+	"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" FW "fim" LB "end" FW ">",
+	"<MID>", LB "<MID>", "<|code_middle|>", "<|middle|>",
+	"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+	"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+	"<|file_sep|>",
 };
+#undef FW
+#undef LB
+
+/* ... and these (gpt-oss) user-defined, parsed even with special tokens off. */
+static const char *const user_texts[] = {
+	"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>",
+};
+
+static int
+text_in(const struct gg *x, size_t i, const char *const *list, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (x->lens[i] == strlen(list[k]) && memcmp(x->tokens[i], list[k], x->lens[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The id of the token with text s, or -1. */
+static int64_t
+find_text(const struct gg *x, const char *s)
+{
+	size_t i, n = strlen(s);
+
+	for (i = 0; i < x->spec.n_vocab; i++)
+		if (x->lens[i] == n && memcmp(x->tokens[i], s, n) == 0)
+			return (int64_t)i;
+	return -1;
+}
 
 static void
 gg_control_texts(struct gg *x)
 {
-	size_t i, k;
+	int64_t end, s, eos;
+	size_t i;
 
-	for (i = 0; x->types != NULL && i < x->spec.n_vocab; i++)
-		for (k = 0; k < sizeof(control_texts) / sizeof(control_texts[0]); k++)
-			if (x->lens[i] == strlen(control_texts[k]) &&
-			    memcmp(x->tokens[i], control_texts[k], x->lens[i]) == 0)
-				x->types[i] = TOKENIZER_CONTROL;
+	if (x->types == NULL)
+		return;
+	for (i = 0; i < x->spec.n_vocab; i++) {
+		if (text_in(x, i, control_texts, sizeof(control_texts) / sizeof(control_texts[0])))
+			x->types[i] = TOKENIZER_CONTROL;
+		else if (text_in(x, i, user_texts, sizeof(user_texts) / sizeof(user_texts[0])))
+			x->types[i] = TOKENIZER_USER_DEFINED;
+	}
+	/* o200k_harmony, solar-open: <|end|> is user-defined beside <|return|>
+	 * and <|call|>, or beside <|call(s)|> and <|flush|> */
+	if ((end = find_text(x, "<|end|>")) >= 0 &&
+	    (find_text(x, "<|call|>") >= 0 || find_text(x, "<|calls|>") >= 0) &&
+	    (find_text(x, "<|return|>") >= 0 || find_text(x, "<|flush|>") >= 0))
+		x->types[end] = TOKENIZER_USER_DEFINED;
+	/* gemma4, plamo: </s> is a normal token beside <|tool_response> or an
+	 * end-of-sequence <|plamo:eos|> */
+	eos = x->spec.eos;
+	if ((s = find_text(x, "</s>")) >= 0 && (find_text(x, "<|tool_response>") >= 0 ||
+	    (eos >= 0 && (size_t)eos < x->spec.n_vocab && strcmp(x->tokens[eos], "<|plamo:eos|>") == 0)))
+		x->types[s] = TOKENIZER_NORMAL;
+}
+
+/*
+ * llama.cpp strips the white space after every added token of a model whose
+ * general.name holds "phi-3" or "phi3" (any case), except <unk>, <s> and
+ * <|endoftext|>.
+ */
+static int
+gg_phi3(struct gg *x)
+{
+	int64_t k = gguf_find_key(x->g, "general.name");
+	size_t len = 0, i, j;
+	const char *s = k >= 0 ? gguf_get_str(x->g, k, &len) : NULL;
+	char name[256];
+
+	if (s == NULL || x->types == NULL)
+		return 0;
+	for (i = 0; i < len && i + 1 < sizeof(name); i++)
+		name[i] = s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i];
+	name[i] = '\0';
+	if (strstr(name, "phi-3") == NULL && strstr(name, "phi3") == NULL)
+		return 0;
+	if ((x->attrs = calloc(x->spec.n_vocab, 1)) == NULL)
+		return gg_err(x, "general.name", "out of memory");
+	for (j = 0; j < x->spec.n_vocab; j++)
+		if ((x->types[j] == TOKENIZER_CONTROL || x->types[j] == TOKENIZER_USER_DEFINED ||
+		    x->types[j] == TOKENIZER_UNKNOWN || strcmp(x->tokens[j], "</s>") == 0) &&
+		    strcmp(x->tokens[j], "<unk>") != 0 && strcmp(x->tokens[j], "<s>") != 0 &&
+		    strcmp(x->tokens[j], "<|endoftext|>") != 0)
+			x->attrs[j] = TOKENIZER_RSTRIP;
+	x->spec.attrs = x->attrs;
+	return 0;
 }
 
 static int
@@ -205,16 +310,14 @@ gg_build(struct gg *x)
 	    gg_bool(x, "tokenizer.ggml.add_eos_token", &x->spec.add_eos) < 0 ||
 	    gg_bool(x, "tokenizer.ggml.add_space_prefix", &x->spec.add_space_prefix) < 0)
 		return -1;
-	/* llama.cpp: the llama3 pre-tokenizers emit a word that is a token whole */
-	if (x->spec.pre != NULL && (strcmp(x->spec.pre, "llama3") == 0 ||
-	    strcmp(x->spec.pre, "llama-bpe") == 0 || strcmp(x->spec.pre, "llama-v3") == 0))
-		x->spec.ignore_merges = 1;
 	/* llama.cpp: Gemma 4 always adds BOS (add_space_prefix is SPM's only) */
 	if (x->spec.pre != NULL && strcmp(x->spec.pre, "gemma4") == 0) {
 		x->spec.add_bos = 1;
 		x->spec.add_space_prefix = 0;
 	}
 	gg_control_texts(x);
+	if (gg_phi3(x) < 0)
+		return -1;
 	x->spec.tokens = (const char *const *)x->tokens;
 	x->spec.token_lens = x->lens;
 	x->spec.types = x->types;
@@ -244,6 +347,7 @@ tokenizer_from_gguf(struct gguf *g, char *err)
 	free(x.lens);
 	free(x.types);
 	free(x.scores);
+	free(x.attrs);
 	free(x.merges);
 	free(x.pre);
 	return tok;

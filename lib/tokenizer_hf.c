@@ -27,9 +27,13 @@ static const struct {
 	  "qwen35", 0 },
 };
 
+#define LOWER_BLOCK "\xE2\x96\x81"	/* U+2581, SentencePiece's space */
+
 struct hf {
 	const char *path;
 	struct tokenizer_spec spec;
+	int	prepend;	/* normalizer Prepend("▁") */
+	int	byte_fallback;	/* model.byte_fallback */
 	char	**tokens;	/* [n_vocab], owned */
 	int32_t	*types;
 	uint8_t	*attrs;
@@ -63,6 +67,36 @@ is_bytelevel(const struct json *j, int use_regex)
 	return v == use_regex && !a;
 }
 
+/* Metaspace(replacement "▁", prepend_scheme, split): SentencePiece-style BPE. */
+static int
+hf_metaspace(struct hf *h, const struct json *pt)
+{
+	const char *r = json_get_str(pt, "replacement"), *scheme = json_get_str(pt, "prepend_scheme");
+	int split = 1, add = 1;
+
+	if (r == NULL || strcmp(r, LOWER_BLOCK) != 0)
+		return hf_err(h, "pre_tokenizer 'Metaspace' with a replacement other than '\u2581' "
+		    "is not supported");
+	if (h->prepend)
+		return hf_err(h, "pre_tokenizer 'Metaspace' after a Prepend normalizer is not supported");
+	json_get_bool(pt, "split", &split);
+	if (scheme == NULL) {	/* the older form */
+		json_get_bool(pt, "add_prefix_space", &add);
+		scheme = add ? "always" : "never";
+	}
+	if (strcmp(scheme, "always") == 0)
+		h->spec.add_space_prefix = TOKENIZER_PREFIX_UNLESS_SPACE;
+	else if (strcmp(scheme, "first") == 0)
+		h->spec.add_space_prefix = TOKENIZER_PREFIX_FIRST;
+	else if (strcmp(scheme, "never") != 0)
+		return util_err(h->err, "%s: Metaspace prepend_scheme '%s' is not supported", h->path,
+		    scheme);
+	h->spec.metaspace = 1;
+	h->spec.byte_level = 0;
+	h->spec.pre = split ? "metaspace" : "none";
+	return 0;
+}
+
 /* Recognize the pre-tokenizer: sets spec.pre, byte_level, casefold. */
 static int
 hf_pre(struct hf *h, const struct json *pt)
@@ -71,6 +105,20 @@ hf_pre(struct hf *h, const struct json *pt)
 	const char *re, *beh;
 	size_t i;
 
+	if (is_type(pt, "Metaspace"))
+		return hf_metaspace(h, pt);
+	if (h->spec.metaspace || h->prepend) {	/* Llama-2, Gemma: normalizer only */
+		if (pt != NULL && pt->type != JSON_NULL)
+			return util_err(h->err, "%s: pre_tokenizer '%s' after a Replace(' ', '\u2581') "
+			    "normalizer is not supported", h->path,
+			    json_get_str(pt, "type") ? json_get_str(pt, "type") : "?");
+		if (!h->spec.metaspace)
+			return hf_err(h, "normalizer 'Prepend' without Replace(' ', '\u2581') is not "
+			    "supported");
+		h->spec.pre = "none";
+		h->spec.add_space_prefix = h->prepend ? TOKENIZER_PREFIX_ALWAYS : 0;
+		return 0;
+	}
 	h->spec.byte_level = 1;
 	if (is_bytelevel(pt, 1)) {
 		h->spec.pre = "gpt2";
@@ -118,6 +166,7 @@ hf_model_checks(struct hf *h, const struct json *m)
 	if ((s = json_get_str(m, "end_of_word_suffix")) != NULL && *s)
 		return hf_err(h, "end_of_word_suffix is not supported");
 	json_get_bool(m, "ignore_merges", &h->spec.ignore_merges);
+	json_get_bool(m, "byte_fallback", &h->byte_fallback);
 	return 0;
 }
 
@@ -132,6 +181,26 @@ hf_set_token(struct hf *h, int64_t id, const char *s, size_t n, int32_t type)
 	memcpy(h->tokens[id], s, n);
 	h->tokens[id][n] = '\0';
 	h->types[id] = type;
+	return 0;
+}
+
+/*
+ * HF matches an added token with "normalized": true in the normalized text,
+ * its content normalized too; with Replace(" ", "▁") that is the raw text's
+ * match only for a content without spaces or U+2581, and Prepend changes
+ * every content.
+ */
+static int
+hf_added_normalized(struct hf *h, const struct json *t, const struct json *c)
+{
+	int norm = 1;
+
+	json_get_bool(t, "normalized", &norm);
+	if (!norm || !(h->spec.metaspace || h->prepend))
+		return 0;
+	if (h->prepend || memchr(c->str, ' ', c->n) != NULL || strstr(c->str, LOWER_BLOCK) != NULL)
+		return util_err(h->err, "%s: added token '%s' with normalized true is not supported "
+		    "with a Prepend('\u2581') or Replace(' ', '\u2581') normalizer", h->path, c->str);
 	return 0;
 }
 
@@ -175,6 +244,8 @@ hf_vocab(struct hf *h, const struct json *vocab, const struct json *added)
 		json_get_bool(t, "single_word", &sw);
 		if (sw)
 			return hf_err(h, "single_word added tokens are not supported");
+		if (hf_added_normalized(h, t, c) < 0)
+			return -1;
 		if (hf_set_token(h, id, c->str, c->n, sp ? TOKENIZER_CONTROL : TOKENIZER_USER_DEFINED) < 0)
 			return -1;
 		h->attrs[id] = (l ? TOKENIZER_LSTRIP : 0) | (r ? TOKENIZER_RSTRIP : 0);
@@ -265,11 +336,23 @@ hf_post(struct hf *h, const struct json *pp)
 	return 0;
 }
 
-/* The normalizer: none, NFC, or a Sequence of NFC. */
+/* Replace(" ", "▁") of SentencePiece-style tokenizers; 0 for other Replaces. */
+static int
+is_space_replace(const struct json *j, const char *from, const char *to)
+{
+	const struct json *pat = json_get(j, "pattern");
+	const char *f = pat ? json_get_str(pat, "String") : NULL, *c = json_get_str(j, "content");
+
+	return is_type(j, "Replace") && f != NULL && c != NULL && strcmp(f, from) == 0 &&
+	    strcmp(c, to) == 0;
+}
+
+/* The normalizer: none, NFC, Replace(" ", "▁"), Prepend("▁"), or a Sequence of them. */
 static int
 hf_normalizer(struct hf *h, const struct json *nz)
 {
 	const struct json *seq;
+	const char *pre;
 	size_t i;
 
 	if (nz == NULL || nz->type == JSON_NULL)
@@ -278,6 +361,19 @@ hf_normalizer(struct hf *h, const struct json *nz)
 		h->spec.nfc = 1;
 		return 0;
 	}
+	if (is_space_replace(nz, " ", LOWER_BLOCK)) {
+		h->spec.metaspace = 1;
+		return 0;
+	}
+	if (is_type(nz, "Prepend") && (pre = json_get_str(nz, "prepend")) != NULL &&
+	    strcmp(pre, LOWER_BLOCK) == 0) {
+		h->prepend = 1;
+		return 0;
+	}
+	if (is_type(nz, "Replace") || is_type(nz, "Prepend"))
+		return util_err(h->err, "%s: normalizer '%s' other than %s is not supported", h->path,
+		    json_get_str(nz, "type"), is_type(nz, "Replace") ? "Replace(' ', '\u2581')" :
+		    "Prepend('\u2581')");
 	if (!is_type(nz, "Sequence") || (seq = json_get(nz, "normalizers")) == NULL ||
 	    seq->type != JSON_ARRAY)
 		return util_err(h->err, "%s: normalizer '%s' is not supported", h->path,
@@ -285,6 +381,86 @@ hf_normalizer(struct hf *h, const struct json *nz)
 	for (i = 0; i < seq->n; i++)
 		if (hf_normalizer(h, json_at(seq, i)) < 0)
 			return -1;
+	return 0;
+}
+
+/*
+ * SentencePiece-style BPE decodes with Sequence[Replace("▁", " "),
+ * ByteFallback, Fuse] and maybe Strip(" ", 1, 0); byte-level BPE with
+ * ByteLevel (or nothing).
+ */
+static int
+hf_decoder(struct hf *h, const struct json *d)
+{
+	static const char *const want[] = { "Replace", "ByteFallback", "Fuse", "Strip" };
+	const struct json *seq, *e;
+	int64_t start = -1, stop = -1;
+	const char *c;
+	size_t i;
+
+	if (!h->spec.metaspace) {
+		if (d != NULL && d->type != JSON_NULL && !is_type(d, "ByteLevel"))
+			return util_err(h->err, "%s: decoder '%s' is not supported", h->path,
+			    json_get_str(d, "type") ? json_get_str(d, "type") : "?");
+		return 0;
+	}
+	if (!is_type(d, "Sequence") || (seq = json_get(d, "decoders")) == NULL ||
+	    seq->type != JSON_ARRAY || seq->n < 3 || seq->n > 4)
+		return util_err(h->err, "%s: decoder '%s' is not supported (SentencePiece-style BPE: "
+		    "Sequence[Replace, ByteFallback, Fuse, Strip])", h->path,
+		    d && json_get_str(d, "type") ? json_get_str(d, "type") : "null");
+	for (i = 0; i < seq->n; i++) {
+		e = json_at(seq, i);
+		if (!is_type(e, want[i]) || (i == 0 && !is_space_replace(e, LOWER_BLOCK, " ")))
+			return util_err(h->err, "%s: decoder '%s' at %zu of the Sequence is not supported",
+			    h->path, json_get_str(e, "type") ? json_get_str(e, "type") : "?", i);
+	}
+	if (seq->n == 4) {
+		e = json_at(seq, 3);
+		c = json_get_str(e, "content");
+		if (c == NULL || strcmp(c, " ") != 0 || json_get_i64(e, "start", &start) < 0 ||
+		    json_get_i64(e, "stop", &stop) < 0 || start != 1 || stop != 0)
+			return hf_err(h, "decoder 'Strip' other than Strip(' ', 1, 0) is not supported");
+		h->spec.strip_space = 1;
+	}
+	return 0;
+}
+
+/* The byte of a token <0xXX> (two upper-case hex digits), or -1. */
+static int
+byte_token(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const char *hi, *lo;
+
+	if (strlen(s) != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>' || s[3] == '\0' ||
+	    s[4] == '\0' || (hi = strchr(hex, s[3])) == NULL || (lo = strchr(hex, s[4])) == NULL)
+		return -1;
+	return (int)((hi - hex) * 16 + (lo - hex));
+}
+
+/* SentencePiece-style BPE needs every byte token <0x00>..<0xFF> (they decode as bytes). */
+static int
+hf_bytes(struct hf *h)
+{
+	unsigned char seen[256] = { 0 };
+	int b;
+	size_t i;
+
+	if (!h->spec.metaspace)
+		return 0;
+	if (!h->byte_fallback)
+		return hf_err(h, "SentencePiece-style BPE without byte_fallback is not supported");
+	for (i = 0; i < h->spec.n_vocab; i++) {
+		if (h->types[i] != TOKENIZER_NORMAL || (b = byte_token(h->tokens[i])) < 0)
+			continue;
+		h->types[i] = TOKENIZER_BYTE;
+		seen[b] = 1;
+	}
+	for (b = 0; b < 256; b++)
+		if (!seen[b])
+			return util_err(h->err, "%s: byte_fallback without the byte token '<0x%02X>' is "
+			    "not supported", h->path, (unsigned)b);
 	return 0;
 }
 
@@ -302,10 +478,9 @@ hf_build(struct hf *h, const struct json *root, const struct json *cfg)
 	if ((v = json_get(m, "vocab")) == NULL || v->type != JSON_OBJECT)
 		return hf_err(h, "BPE model has no vocab");
 	if (hf_vocab(h, v, json_get(root, "added_tokens")) < 0 || hf_merges(h, json_get(m, "merges")) < 0 ||
-	    hf_pre(h, json_get(root, "pre_tokenizer")) < 0)
+	    hf_pre(h, json_get(root, "pre_tokenizer")) < 0 || hf_bytes(h) < 0 ||
+	    hf_decoder(h, json_get(root, "decoder")) < 0)
 		return -1;
-	if ((v = json_get(root, "decoder")) != NULL && v->type != JSON_NULL && !is_type(v, "ByteLevel"))
-		return hf_err(h, "decoder is not supported");
 	h->spec.bos = config_token(h, cfg, "bos_token");
 	h->spec.eos = config_token(h, cfg, "eos_token");
 	h->spec.pad = config_token(h, cfg, "pad_token");

@@ -143,6 +143,51 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	[ "$(nreq '^/cdn/')" -eq 3 ]
 }
 
+@test "owner/repo/path names one file exactly; a split part there fetches its whole set" {
+	hub_start
+	run -0 hf-fetch hf:o/r/m-Q8_0.gguf hf:o/r/big-00003-of-00003.gguf
+	[[ ${lines[0]} == "$HUB/models--o--r/snapshots/"*/m-Q8_0.gguf ]]
+	[[ ${lines[1]} == */big-00001-of-00003.gguf ]]
+	d=${lines[1]%/*}
+	for k in 1 2 3; do cmp "$d/big-0000$k-of-00003.gguf" "$M/big-0000$k-of-00003.gguf"; done
+	run -1 --separate-stderr hf-fetch hf:o/r/Q8_0
+	[[ $stderr == "hf-fetch: hf:o/r/Q8_0: no file 'Q8_0' (6 files): "* ]]
+}
+
+@test "a split set with a part missing from the repo fails with 1 naming the part, fetching nothing" {
+	rm "$M/big-00002-of-00003.gguf"
+	hub_start
+	for s in hf:o/r/big-00001-of-00003.gguf hf:o/r:big-00003; do
+		run -1 --separate-stderr hf-fetch "$s"
+		[ "$stderr" = "hf-fetch: $s: split part 'big-00002-of-00003.gguf' (2 of 3) is missing" ]
+	done
+	[ "$(nreq '^/cdn/')" -eq 0 ]
+	[ -z "$(find "$HUB" -name 'big-*')" ]
+}
+
+@test "offline, a split set with a part missing from the cache fails with 1 naming the part" {
+	hub_start
+	run -0 hf-fetch hf:o/r:big-00001
+	rm "${output%/*}/big-00002-of-00003.gguf" "$HUB/models--o--r/trees/"*.json
+	HF_HUB_OFFLINE=1 run -1 --separate-stderr hf-fetch hf:o/r/big-00001-of-00003.gguf
+	[ "$stderr" = "hf-fetch: hf:o/r/big-00001-of-00003.gguf: split part 'big-00002-of-00003.gguf' (2 of 3) is missing" ]
+	run -0 hf-fetch hf:o/r/big-00001-of-00003.gguf	# online it fetches the part again
+	cmp "${output%/*}/big-00002-of-00003.gguf" "$M/big-00002-of-00003.gguf"
+}
+
+@test "an interrupted fetch of a split set resumes every part and re-sends only the rest" {
+	for k in 1 2 3; do head -c 200000 /dev/urandom >"$M/big-0000$k-of-00003.gguf"; done
+	hub_start --cut 100000 --cut-times 3
+	run -1 --separate-stderr hf-fetch -j 3 --retries 0 hf:o/r/big-00002-of-00003.gguf
+	[ -n "$(find "$HUB/models--o--r/blobs" -name '*.incomplete')" ]
+	run -0 hf-fetch hf:o/r/big-00002-of-00003.gguf
+	d=${output%/*}
+	for k in 1 2 3; do cmp "$d/big-0000$k-of-00003.gguf" "$M/big-0000$k-of-00003.gguf"; done
+	[ -z "$(find "$HUB/models--o--r/blobs" -name '*.incomplete')" ]
+	[ "$(sent '^/cdn/')" -eq 600000 ]
+	grep -q "	bytes=100000-199999	206	100000	" "$LOG"
+}
+
 @test "hfds: a dataset glob prints each matching file; no glob prints the snapshot" {
 	hub_start
 	run -0 hf-fetch 'hfds:o/d:*.jsonl'
@@ -333,7 +378,8 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	run -2 hf-fetch
 	run -2 --separate-stderr hf-fetch o/r:Q5K
 	[[ $stderr == "hf-fetch: o/r:Q5K: not an hf: or hfds: spec"* ]]
-	run -2 hf-fetch hf:o/r/x:y
+	run -2 hf-fetch hf:o/r/../x
+	run -2 hf-fetch hf:o/r/
 	run -2 hf-fetch 'hf:o/r@../x:y'
 	run -2 hf-fetch hf:o/r:
 	run -2 hf-fetch --retries -1 hf:o/r
@@ -444,6 +490,32 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	run -0 --separate-stderr run-gen hf:o/a "Hello"
 	[ "$output" = "$want" ]
 	[ "$(nreq '\.safetensors$|^/cdn/')" -ge 3 ]
+}
+
+@test "a model spec naming any part of a split GGUF set opens the whole set: the local set's ids and logits" {
+	command -v run-gen >/dev/null || skip "run-gen not built in this tree"
+	[ -x "$TOP/build/t/tools/gguf-split" ] && [ -x "$TOP/build/t/tools/model-logits" ] ||
+		skip "build/t/tools not built (make units)"
+	f=$(smollm2)
+	s=$ROOT/models/o/s/sm
+	mkdir -p "$ROOT/models/o/s"
+	"$TOP/build/t/tools/gguf-split" 3 "$f" "$s"
+	hub_start
+	ids="5 17 250 3 99 42 7 1"
+	"$TOP/build/t/tools/model-logits" -t 2 "$s-00001-of-00003.gguf" "$BATS_TEST_TMPDIR/local" $ids
+	"$TOP/build/t/tools/model-logits" -t 2 hf:o/s/sm-00002-of-00003.gguf "$BATS_TEST_TMPDIR/hub" $ids
+	cmp "$BATS_TEST_TMPDIR/local" "$BATS_TEST_TMPDIR/hub"
+	[ "$(nreq '^/cdn/')" -eq 3 ]
+	d=$(echo "$HUB"/models--o--s/snapshots/*)
+	for k in 1 2 3; do cmp "$d/sm-0000$k-of-00003.gguf" "$s-0000$k-of-00003.gguf"; done
+	run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$s-00003-of-00003.gguf" "The capital of France is"
+	want=$output
+	[ -n "$want" ]
+	for spec in hf:o/s/sm-00003-of-00003.gguf hf:o/s:sm-00001; do
+		run -0 --separate-stderr run-gen --raw --ids -n 8 -t 2 "$spec" "The capital of France is"
+		[ "$output" = "$want" ]
+	done
+	[ "$(nreq)" -eq 7 ]	# the cache answered both: no request past the first fetch
 }
 
 @test "MEMRA_FRSPEC_TRIM takes an hf: spec for the rank list" {

@@ -388,3 +388,13 @@ PY
 	run -2 --separate-stderr run-gen --special "$f" hi
 	run -2 --separate-stderr run-gen --detokenize --special "$f"
 }
+
+@test "MEMRA_CUDA_GRAPH: 0, 1 or stats (the counts at exit: none on the CPU); anything else is misuse" {
+	f=$(smollm2)
+	MEMRA_CUDA_GRAPH=yes run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
+	[ "$stderr" = "run-gen: MEMRA_CUDA_GRAPH: 'yes': not 0, 1 or stats" ]
+	MEMRA_CUDA_GRAPH=stats run -0 --separate-stderr run-gen --device cpu --raw --ids -n 2 -t 2 "$f" "hi"
+	[ "${stderr##*$'\n'}" = "run-gen: cuda graph: 0 recorded, 0 replayed, 0 stale (graphs off)" ]
+	MEMRA_CUDA_GRAPH=0 run -0 --separate-stderr run-gen --device cpu --raw --ids -n 2 -t 2 "$f" "hi"
+	[[ "$stderr" != *"cuda graph"* ]]
+}

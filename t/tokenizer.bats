@@ -16,7 +16,7 @@ setup() {
 @test "model A tokenizer.json: ids and decoded text equal HF tokenizers on the corpus" {
 	need_py tokenizers
 	a=$(model_a)
-	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$a" "$DATA/tok-corpus"
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$a" "$DATA/tok-corpus" --random-ids 300
 	[[ $output == *", 0 failures "* ]]
 }
 
@@ -42,6 +42,73 @@ setup() {
 	python3 "$TOP/tools/gguf-to-tokenizer-json.py" "$g" "$BATS_TEST_TMPDIR/smol.json"
 	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/smol.json" "$DATA/tok-corpus"
 	[[ $output == *"vocab 49152)"* ]]
+}
+
+# SentencePiece-style BPE as Llama-2 / Gemma checkpoints ship tokenizer.json:
+# t/data/spm-bpe (tools/make-spm-bpe-json.py) and the layouts spm_variant.py
+# rewrites it into.  Its 1,024-byte token of x's exercises merges of long pieces.
+@test "SentencePiece-style BPE tokenizer.json (Llama-2 layout: Prepend, Replace, byte fallback, Strip) equals HF tokenizers" {
+	need_py tokenizers
+	# random ids: runs of byte tokens that are no UTF-8 decode as HF's ByteFallback does
+	run -0 python3 "$PEER/tok_hf.py" "$CLI" "$DATA/spm-bpe/tokenizer.json" "$DATA/tok-corpus" --random-ids 300
+	[[ $output == *"and 317 decodings compared, 0 failures "*"vocab 1188)"* ]]
+}
+
+@test "SentencePiece-style BPE in the Gemma layout and with a Metaspace pre-tokenizer (always, first, never; split or not) equals HF tokenizers" {
+	need_py tokenizers
+	for k in gemma always-split always-nosplit first-split first-nosplit never-split; do
+		python3 "$PEER/spm_variant.py" "$DATA/spm-bpe/tokenizer.json" "$BATS_TEST_TMPDIR/$k.json" "$k"
+		run -0 python3 "$PEER/tok_hf.py" "$CLI" "$BATS_TEST_TMPDIR/$k.json" "$DATA/tok-corpus" --random-ids 100
+		[[ $output == *", 0 failures "* ]] || { echo "$k: $output"; false; }
+	done
+}
+
+@test "SentencePiece-style BPE: spaces become U+2581, each fragment gets one in front, decoding strips one space, byte runs decode whole" {
+	j="$DATA/spm-bpe/tokenizer.json"
+	printf ' ' >"$BATS_TEST_TMPDIR/sp.txt"
+	printf '<s> x' >"$BATS_TEST_TMPDIR/s.txt"
+	# 362 is "▁", 548 "▁x"; the fixture has no "▁▁"
+	run -0 "$CLI" -s encode "$j" "$BATS_TEST_TMPDIR/sp.txt" "$BATS_TEST_TMPDIR/s.txt"
+	[ "${lines[0]}" = "362 362" ]
+	[ "${lines[1]}" = "1 362 548" ]
+	run -0 "$CLI" decode "$j" <<<"362 362"
+	[ "$output" = " " ]
+	run -0 "$CLI" stream "$j" <<<"1 362 548"
+	[ "$output" = '["<s>"," "," x",""]' ]
+	# byte tokens (id 3 + byte) wait for the end of their run: E2 82 AC is
+	# "€"; E2 82 alone is no UTF-8, one U+FFFD per token as HF's ByteFallback
+	run -0 "$CLI" stream "$j" <<<"229 133 175 548"
+	[ "$output" = '["","","","€ x",""]' ]
+	run -0 "$CLI" stream "$j" <<<"229 133 548"
+	[ "$output" = '["","","�� x",""]' ]
+}
+
+@test "t/data/spm-bpe/tokenizer.json is what tools/make-spm-bpe-json.py writes (vocabulary, merges, added tokens)" {
+	need_py tokenizers
+	python3 "$TOP/tools/make-spm-bpe-json.py" "$BATS_TEST_TMPDIR/tokenizer.json"
+	# the trained data, not the serialization (another tokenizers version may add fields)
+	run -0 python3 -c 'import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+key = lambda t: (t["model"]["vocab"], t["model"]["merges"], [x["content"] for x in t["added_tokens"]])
+print("same" if key(a) == key(b) else "differ", len(a["model"]["vocab"]))' "$BATS_TEST_TMPDIR/tokenizer.json" "$DATA/spm-bpe/tokenizer.json"
+	[ "$output" = "same 1188" ]
+}
+
+@test "SentencePiece-style BPE: what it cannot do exactly is refused, naming the component" {
+	need_py tokenizers
+	while IFS='|' read -r k msg; do
+		python3 "$PEER/spm_variant.py" "$DATA/spm-bpe/tokenizer.json" "$BATS_TEST_TMPDIR/t.json" "$k"
+		run -1 --separate-stderr "$CLI" encode "$BATS_TEST_TMPDIR/t.json" /dev/null
+		[ "$stderr" = "tok-cli: $BATS_TEST_TMPDIR/t.json: $msg" ] || { echo "$k: $stderr"; false; }
+	done <<-'EOF'
+	metaspace-decoder|decoder 'Metaspace' is not supported (SentencePiece-style BPE: Sequence[Replace, ByteFallback, Fuse, Strip])
+	no-byte-fallback|SentencePiece-style BPE without byte_fallback is not supported
+	missing-byte|byte_fallback without the byte token '<0x7F>' is not supported
+	strip-2|decoder 'Strip' other than Strip(' ', 1, 0) is not supported
+	replace-other|normalizer 'Replace' other than Replace(' ', '▁') is not supported
+	normalized-added|added token '<s>' with normalized true is not supported with a Prepend('▁') or Replace(' ', '▁') normalizer
+	whitespace-pre|pre_tokenizer 'Whitespace' after a Replace(' ', '▁') normalizer is not supported
+	EOF
 }
 
 @test "control tokens are plain text unless special tokens are parsed" {
@@ -164,16 +231,47 @@ ggml_vocab_dir() {
 @test "llama.cpp's tokenizer test vectors: every vocabulary we claim passes, the others are refused by name" {
 	ggml_vocab_dir
 	run -0 python3 "$PEER/tok_vocab.py" "$CLI" "$VOCABS"
-	for v in command-r gemma-4 gpt-2 llama-bpe llama-spm mpt phi-3 qwen2 qwen35 refact starcoder; do
+	for v in command-r deepseek-coder deepseek-llm falcon gemma-4 gpt-2 llama-bpe llama-spm mpt \
+	    phi-3 qwen2 qwen35 refact starcoder; do
 		[[ $output == *"$v: ok, "* ]] || { echo "$output" | grep "^$v:"; false; }
 	done
 	[[ $output == *"gemma-4: ok, 46 texts"* ]]
 	[[ $output == *"bert-bge: refused: tok-cli: "*": tokenizer model 'bert' is not supported"* ]]
 	[[ $output == *"nomic-bert-moe: refused: tok-cli: "*": tokenizer model 't5' is not supported"* ]]
-	for v in deepseek-coder deepseek-llm falcon; do
-		[[ $output == *"$v: refused: tok-cli: "*": pre-tokenizer '$v' is not supported"* ]]
-	done
 	[ "$(grep -c ': ok, \|: refused: \|: loads ' <<<"$output")" = "${#lines[@]}" ]
+}
+
+# The ids of every test-vector vocabulary we load, on the corpus: long runs,
+# every added token (llama.cpp's by-text control tokens, phi-3's rstrip,
+# gemma-4's normal </s>), BOS as llama3 vocabularies add it by default.
+@test "every vocabulary of llama.cpp's test vectors that loads equals llama.cpp's tokenizer on the corpus (ids)" {
+	ggml_vocab_dir
+	need_llama_cpp
+	n=0
+	for f in "$VOCABS"/ggml-vocab-*.gguf; do
+		v=${f##*/ggml-vocab-}
+		v=${v%.gguf}
+		case $v in bert-bge|nomic-bert-moe) continue ;; esac
+		python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); open(sys.argv[2],"wb").write(d+b"\0"*(-len(d)%32))' \
+		    "$f" "$BATS_TEST_TMPDIR/$v.gguf"
+		run -0 python3 "$PEER/tok_llama.py" "$CLI" "$BATS_TEST_TMPDIR/$v.gguf" "$DATA/tok-corpus" --encode-only
+		[[ $output == *", 0 failures "* ]] || { echo "$v: $output"; false; }
+		n=$((n + 1))
+	done
+	[ "$n" = 17 ]
+}
+
+# The test vectors are short; the corpus has long runs, every added token,
+# CJK beside Latin, fullwidth punctuation and white space other than ASCII.
+@test "deepseek-coder, deepseek-llm and falcon vocabularies equal llama.cpp's tokenizer on the corpus (ids and decoded text)" {
+	ggml_vocab_dir
+	need_llama_cpp
+	for v in deepseek-coder deepseek-llm falcon; do
+		python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); open(sys.argv[2],"wb").write(d+b"\0"*(-len(d)%32))' \
+		    "$VOCABS/ggml-vocab-$v.gguf" "$BATS_TEST_TMPDIR/$v.gguf"
+		run -0 python3 "$PEER/tok_llama.py" "$CLI" "$BATS_TEST_TMPDIR/$v.gguf" "$DATA/tok-corpus"
+		[[ $output == *", 0 failures "* ]] || { echo "$v: $output"; false; }
+	done
 }
 
 @test "Gemma-4: spaces are U+2581, newline runs stay whole, BOS is added, byte tokens decode" {

@@ -14,6 +14,12 @@
 # (GPU_RUN_9B_SHORT=1: short context only); GPU_RUN_ATTACH=1 the masked
 # draft head on the GPU, attached the three ways; GPU_RUN_BATCH=1 batched
 # decode (model-batch), the f16 KV refusal and serve on the GPU.
+# CUDA graphs of a step (MEMRA_CUDA_GRAPH; GPU_RUN_GRAPH=0 skips these):
+# with GPU_RUN_BIN=1, run-gen's greedy ids with graphs off equal those with
+# graphs on (and on A the CPU's), on A and its GGUFs, and graphs were
+# replayed (MEMRA_CUDA_GRAPH=stats); run-spec runs with graphs on; with
+# GPU_RUN_9B=1, model-bench decode tok/s graphs off (A) vs on (B), ABBA
+# through tools/abba (GPU_RUN_ABBA_BLOCKS blocks, default 1).
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
@@ -31,7 +37,8 @@ if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/
 	exit 1
 fi
 echo "built in $(( $(date +%s) - t0 ))s"
-kc=- st=- gg=- sp=- rg=-
+kc=- st=- gg=- sp=- rg=- gr=-
+GRAPH=${GPU_RUN_GRAPH:-1}
 G=${TMPDIR:-/tmp}/memra-gguf
 if [ -n "$A" ] && [ "$mode" != bench ]; then
 	mkdir -p "$G"
@@ -58,9 +65,10 @@ if [ "$mode" != bench ]; then
 		# run-spec -K 1-8 on A and its GGUFs
 		t0=$(date +%s)
 		rg=0
-		for d in cuda cpu; do
-			head -8 $A/prompts.jsonl | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
-			    --device $d $A >"$OUT/run-gen-$d.jsonl" 2>"$OUT/run-gen-$d.err" || rg=1
+		for d in cuda cpu; do	# graphs on (the default), counted
+			head -8 $A/prompts.jsonl | MEMRA_CUDA_GRAPH=stats timeout 120 bin/run-gen --raw \
+			    --jsonl --ids -n 64 --device $d $A >"$OUT/run-gen-$d.jsonl" \
+			    2>"$OUT/run-gen-$d.err" || rg=1
 		done
 		cut -f2 t/data/a-greedy.tsv >"$OUT/run-gen-ref.txt"
 		for d in cuda cpu; do
@@ -84,10 +92,58 @@ if [ "$mode" != bench ]; then
 		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do
 			[ -e "$m" ] || continue
 			echo "== run-spec $m" >>"$OUT/run-spec.log"
-			head -8 $A/prompts.jsonl | timeout 100 bin/run-spec --raw --jsonl -K 1-8 -n 64 \
-			    --device cuda "$m" >>"$OUT/run-spec.log" 2>&1 || rg=1
+			head -8 $A/prompts.jsonl | MEMRA_CUDA_GRAPH=stats timeout 100 bin/run-spec --raw \
+			    --jsonl -K 1-8 -n 64 --device cuda "$m" >>"$OUT/run-spec.log" 2>&1 || rg=1
 		done
 		echo "run-gen/run-spec in $(( $(date +%s) - t0 ))s"
+	fi
+	if [ -n "$A" ] && [ "${GPU_RUN_BIN:-0}" = 1 ] && [ "$GRAPH" = 1 ]; then
+		# CUDA graphs: run-gen's ids with MEMRA_CUDA_GRAPH=0 must equal those
+		# with graphs on (stats: recorded / replayed counted at exit), on A (where
+		# both must also equal the CPU's ids above) and on its GGUFs
+		t0=$(date +%s)
+		gr=0
+		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do
+			[ -e "$m" ] || continue
+			b=$(basename "$m" .gguf)
+			for gv in 0 stats; do
+				if [ "$m" = "$A" ] && [ $gv = stats ]; then	# the gate's run above
+					cp "$OUT/run-gen-cuda.jsonl" "$OUT/graph-$b-$gv.jsonl"
+					cp "$OUT/run-gen-cuda.err" "$OUT/graph-$b-$gv.err"
+				else
+					head -8 $A/prompts.jsonl | MEMRA_CUDA_GRAPH=$gv timeout 120 bin/run-gen \
+					    --raw --jsonl --ids -n 64 --device cuda "$m" \
+					    >"$OUT/graph-$b-$gv.jsonl" 2>"$OUT/graph-$b-$gv.err" || gr=1
+				fi
+				sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' "$OUT/graph-$b-$gv.jsonl" \
+				    >"$OUT/graph-$b-$gv.ids"
+			done
+			n=$(grep -c . "$OUT/graph-$b-stats.ids")
+			if [ "$n" = 8 ] && cmp -s "$OUT/graph-$b-0.ids" "$OUT/graph-$b-stats.ids"; then
+				v="graphs on = off (8 prompts)"
+			else
+				v="graphs on != off ($n prompts)"; gr=1
+			fi
+			if [ "$m" = "$A" ]; then
+				if cmp -s "$OUT/graph-$b-stats.ids" "$OUT/run-gen-cpu.ids"; then
+					v="$v = cpu"
+				else
+					v="$v, cuda != cpu"; gr=1
+				fi
+			fi
+			gs=$(grep -h 'cuda graph:' "$OUT/graph-$b-stats.err" | tail -1 | sed 's/^[^:]*: //')
+			case $gs in
+			*" 0 replayed"*|*"graphs off"*|"") gr=1 ;;
+			esac
+			grep -h 'ran without graphs' "$OUT/graph-$b-0.err" "$OUT/graph-$b-stats.err" \
+			    >/dev/null && gr=1
+			echo "$b: $v; ${gs:-no graph stats}"
+		done >"$OUT/graph.log"
+		grep -h 'cuda graph:' "$OUT/run-spec.log" | sed 's/^/run-spec: /' >>"$OUT/graph.log"
+		grep -q 'running without graphs' "$OUT/run-spec.log" && gr=1
+		[ $gr = 0 ] && echo "GRAPH GATE PASS" >>"$OUT/graph.log" ||
+		    echo "GRAPH GATE FAIL" >>"$OUT/graph.log"
+		echo "graph gate in $(( $(date +%s) - t0 ))s"
 	fi
 	if [ -n "$A" ] && [ "${GPU_RUN_ATTACH:-0}" = 1 ] && [ -e "$G/A-q8_0.gguf" ]; then
 		# the masked draft head on the GPU, the three ways (issue 5): ranks from
@@ -176,6 +232,16 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			timeout 150 build/t/tools/model-bench -d cuda $args -B "$BW" "$f" \
 			    >>"$OUT/speed-9b.log" 2>&1 || echo "model-bench $q $args: failed" >>"$OUT/speed-9b.log"
 		done
+		if [ "$GRAPH" = 1 ]; then	# decode with graphs off (A) and on (B), A B B A
+			mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
+			echo "== $q: decode tok/s, A = MEMRA_CUDA_GRAPH=0, B = graphs on" >>"$OUT/graph-abba.txt"
+			timeout 300 python3 tools/abba -a "MEMRA_CUDA_GRAPH=0 $mb" -b "MEMRA_CUDA_GRAPH=stats $mb" \
+			    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
+			    --tsv "$OUT/graph-abba.tsv" --log "$OUT/graph-abba-$q.log" --binary model-bench \
+			    --model qwen35-9b-random --quant $q --scenario decode-b1-cuda-graph --ctx 128 \
+			    --peer MEMRA_CUDA_GRAPH=0 >>"$OUT/graph-abba.txt" 2>&1 ||
+			    echo "abba $q: failed" >>"$OUT/graph-abba.txt"
+		fi
 		rm -f "$f"
 	done
 	echo "9b speed in $(( $(date +%s) - t0 ))s"
@@ -198,6 +264,7 @@ if [ "$mode" != bench ]; then
 	[ -f "$OUT/greedy-gate.log" ] && tail -24 "$OUT/greedy-gate.log"
 	[ -f "$OUT/run-gen.log" ] && { echo "== run-gen (cuda vs cpu vs refs)"; cat "$OUT/run-gen.log"; }
 	[ -f "$OUT/run-spec.log" ] && { echo "== run-spec -K 1-8"; cat "$OUT/run-spec.log"; }
+	[ -f "$OUT/graph.log" ] && { echo "== cuda graphs (run-gen ids on = off; stats)"; cat "$OUT/graph.log"; }
 	[ -f "$OUT/attach.log" ] && { echo "== masked draft head, three attach ways (cuda)"; cat "$OUT/attach.log"; }
 	echo "== speculative self-consistency (reference acceptance: t/data/a-spec-refs.txt)"
 	[ -f "$OUT/spec.log" ] && cat "$OUT/spec.log"
@@ -208,4 +275,6 @@ if [ -f "$OUT/bench.log" ]; then
 	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
 fi
 [ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
-echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg bench=$bc"
+[ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
+    grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }
+echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr bench=$bc"

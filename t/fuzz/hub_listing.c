@@ -12,7 +12,8 @@
 static void
 select_all(const struct hub_listing *l)
 {
-	static const char *specs[] = { "hf:o/r:gguf", "hf:o/r:-00001-of-", "hf:o/r", "hfds:o/d:*.json*" };
+	static const char *specs[] = { "hf:o/r:gguf", "hf:o/r:-00001-of-", "hf:o/r", "hfds:o/d:*.json*",
+	    "hf:o/r/a-00002-of-00003.gguf" };
 	char *inc[] = { "*.gguf", "sub/" };
 	struct hub_opts o;
 	struct hub_spec s;

@@ -1,9 +1,13 @@
 /*
  * libFuzzer target: lib/tokenizer on untrusted bytes.  The first byte picks:
  *   0..127   the rest is text: encode (special tokens parsed or not) with a
- *            small byte-level BPE (NFC normalizer on), an SPM and a Gemma-4
- *            vocabulary, decode the ids back whole and streamed, and check
+ *            small byte-level BPE (NFC normalizer on), an SPM, a Gemma-4 and
+ *            two HF SentencePiece-style BPE vocabularies (Prepend + Replace;
+ *            Metaspace split, prepend "first"), decode the ids back whole and
+ *            streamed, and check
  *            the two decodes agree; NFC of the text is checked idempotent;
+ *            (64..127: the rest is also read as token ids, decoded by each
+ *            vocabulary whole and streamed, special tokens kept or skipped);
  *   128..255 the rest is a tokenizer.json: load it (via a temporary file),
  *            then encode and decode a fixed text with whatever loaded.
  */
@@ -52,9 +56,11 @@ small_bpe(void)
 	return tokenizer_new(&sp, err);
 }
 
-/* Gemma-4: raw UTF-8 BPE, U+2581 for spaces, <0xXX> for the rest. */
+/* Gemma-4 (pre "gemma4"), or HF SentencePiece-style BPE (metaspace, pre
+ * "none" or "metaspace", a prefix mode): raw UTF-8 BPE, U+2581 for spaces,
+ * <0xXX> for the rest. */
 static struct tokenizer *
-small_gemma4(void)
+small_gemma4(const char *pre, int metaspace, int prefix)
 {
 	static char bytes[256][8];
 	const char *tokens[256 + 8], *merges[] = { "a b", "\xE2\x96\x81 a", "\xE2\x96\x81 \xE2\x96\x81" };
@@ -74,7 +80,10 @@ small_gemma4(void)
 	for (i = 256; i < 264; i++)
 		types[i] = i == 256 ? TOKENIZER_CONTROL : TOKENIZER_NORMAL;
 	sp.model = TOKENIZER_BPE;
-	sp.pre = "gemma4";
+	sp.pre = pre;
+	sp.metaspace = metaspace;
+	sp.add_space_prefix = prefix;
+	sp.strip_space = metaspace;
 	sp.n_vocab = 264;
 	sp.tokens = tokens;
 	sp.types = types;
@@ -127,20 +136,18 @@ small_spm(void)
 	return tokenizer_new(&sp, err);
 }
 
+/* Decode ids[0..k) whole and streamed (flags), and check the two agree. */
 static void
-roundtrip(const struct tokenizer *tok, const char *s, size_t n, unsigned flags)
+decode_both(const struct tokenizer *tok, const int32_t *ids, size_t k, unsigned flags)
 {
 	char err[UTIL_ERRLEN];
-	size_t k, len, i, o = 0, piece;
-	int32_t *ids = tokenizer_encode(tok, s, n, flags, &k, err);
+	size_t len = 0, i, o = 0, piece;
 	struct tokenizer_stream *st;
 	char *text, *cat;
 	const char *p;
 
-	if (ids == NULL)
-		return;
-	text = tokenizer_decode(tok, ids, k, 0, &len, err);
-	st = tokenizer_stream_new(tok, 0);
+	text = tokenizer_decode(tok, ids, k, flags, &len, err);
+	st = tokenizer_stream_new(tok, flags);
 	cat = malloc(len + 1);
 	for (i = 0; text && st && cat && i <= k; i++) {
 		p = i < k ? tokenizer_stream_push(st, ids[i], &piece) : tokenizer_stream_flush(st, &piece);
@@ -154,7 +161,32 @@ roundtrip(const struct tokenizer *tok, const char *s, size_t n, unsigned flags)
 	free(cat);
 	tokenizer_stream_free(st);
 	free(text);
+}
+
+static void
+roundtrip(const struct tokenizer *tok, const char *s, size_t n, unsigned flags)
+{
+	char err[UTIL_ERRLEN];
+	size_t k;
+	int32_t *ids = tokenizer_encode(tok, s, n, flags, &k, err);
+
+	if (ids == NULL)
+		return;
+	decode_both(tok, ids, k, 0);
 	free(ids);
+}
+
+/* Arbitrary ids (two bytes each, modulo the vocabulary): byte-token runs
+ * that are no UTF-8, control tokens kept or skipped. */
+static void
+random_ids(const struct tokenizer *tok, const uint8_t *d, size_t n, unsigned flags)
+{
+	int32_t ids[512];
+	size_t k, v = tokenizer_n_vocab(tok);
+
+	for (k = 0; k < n / 2 && k < 512; k++)
+		ids[k] = (int32_t)((d[2 * k] | (unsigned)d[2 * k + 1] << 8) % v);
+	decode_both(tok, ids, k, flags);
 }
 
 static void
@@ -181,7 +213,7 @@ load_json(const uint8_t *data, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct tokenizer *bpe, *spm, *g4;
+	static struct tokenizer *bpe, *spm, *g4, *ms[2];
 
 	if (size == 0)
 		return 0;
@@ -190,11 +222,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	if (bpe == NULL && ((bpe = small_bpe()) == NULL || (spm = small_spm()) == NULL ||
-	    (g4 = small_gemma4()) == NULL))
+	    (g4 = small_gemma4("gemma4", 0, 0)) == NULL ||
+	    (ms[0] = small_gemma4("none", 1, TOKENIZER_PREFIX_ALWAYS)) == NULL ||
+	    (ms[1] = small_gemma4("metaspace", 1, TOKENIZER_PREFIX_FIRST)) == NULL))
 		abort();
 	roundtrip(bpe, (const char *)data + 1, size - 1, data[0] & 1 ? TOKENIZER_PARSE_SPECIAL : 0);
 	roundtrip(spm, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL);
 	roundtrip(g4, (const char *)data + 1, size - 1, TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL);
+	roundtrip(ms[data[0] & 1], (const char *)data + 1, size - 1, TOKENIZER_PARSE_SPECIAL);
+	if (data[0] >= 64) {
+		unsigned skip = data[0] & 2 ? TOKENIZER_SKIP_SPECIAL : 0;
+		random_ids(bpe, data + 1, size - 1, skip);
+		random_ids(spm, data + 1, size - 1, skip);
+		random_ids(g4, data + 1, size - 1, skip);
+		random_ids(ms[0], data + 1, size - 1, skip);
+		random_ids(ms[1], data + 1, size - 1, skip);
+	}
 	nfc_twice((const char *)data + 1, size - 1);
 	return 0;
 }

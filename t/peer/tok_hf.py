@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare lib/tokenizer (through tok-cli) with HF tokenizers on a corpus.
 
-Usage: tok_hf.py TOK_CLI TOKENIZER_JSON CORPUS_DIR [--hf HF_TOKENIZER_JSON]
+Usage: tok_hf.py TOK_CLI TOKENIZER_JSON CORPUS_DIR [--hf HF_TOKENIZER_JSON] [--random-ids N]
 
 TOKENIZER is what tok-cli loads (tokenizer.json, checkpoint dir or .gguf);
 --hf names the reference's tokenizer.json when it differs (a GGUF vocabulary
@@ -10,10 +10,13 @@ bytes and decoded with errors="replace" as the reference needs a str, plus a
 file of every added token, is encoded four ways (special tokens parsed or
 not, BOS/EOS added or not) and decoded back (plain, skipping special tokens,
 and streamed id by id).  Ids must be equal; the first difference is reported
-with its position and the surrounding tokens.  Exit 0 when all agree.
+with its position and the surrounding tokens.  --random-ids N also decodes N
+seeded random id sequences (half of the ids byte tokens <0xXX> when the
+vocabulary has them: runs that are not UTF-8).  Exit 0 when all agree.
 """
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -37,7 +40,11 @@ def first_diff(a, b):
 
 def main():
     args = sys.argv[1:]
-    hf_path = None
+    hf_path, n_random = None, 0
+    if '--random-ids' in args:
+        k = args.index('--random-ids')
+        n_random = int(args[k + 1])
+        del args[k:k + 2]
     if '--hf' in args:
         k = args.index('--hf')
         hf_path = args[k + 1]
@@ -79,10 +86,25 @@ def main():
                 elif special and not add:
                     decode_ids.append((os.path.basename(p), ref))
     hf.encode_special_tokens = False
+    decode_ids += random_ids(hf, n_random)
     failures += check_decode(cli, tok_path, hf, decode_ids, tmp)
     print(f"{ndocs} encodings and {len(decode_ids)} decodings compared, {failures} failures "
           f"({len(files)} files, vocab {hf.get_vocab_size()})")
     sys.exit(1 if failures else 0)
+
+
+def random_ids(hf, n):
+    """n seeded random id sequences, half byte tokens where there are any."""
+    rng = random.Random(7)
+    size = hf.get_vocab_size()
+    vocab = hf.get_vocab()
+    byte_ids = [vocab[f'<0x{b:02X}>'] for b in range(256) if f'<0x{b:02X}>' in vocab]
+    docs = []
+    for k in range(n):
+        ids = [rng.choice(byte_ids) if byte_ids and rng.random() < 0.5 else rng.randrange(size)
+               for _ in range(rng.randrange(1, 40))]
+        docs.append((f'random-ids-{k}', ids))
+    return docs
 
 
 def check_decode(cli, tok_path, hf, docs, tmp):

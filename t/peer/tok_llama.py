@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare lib/tokenizer (through tok-cli) with llama.cpp's tokenizer on a GGUF.
 
-Usage: tok_llama.py TOK_CLI MODEL.gguf CORPUS_DIR
+Usage: tok_llama.py TOK_CLI MODEL.gguf CORPUS_DIR [--encode-only]
 
 The peer is llama-cpp-python (Llama(vocab_only=True)).  Every corpus file is
 read as bytes and its ill-formed UTF-8 replaced by U+FFFD first (the policy
@@ -10,7 +10,10 @@ file of every control and user-defined token; each is encoded with special
 tokens parsed or not and BOS/EOS added or not, and decoded back with special
 tokens rendered (llama_token_to_piece per token, concatenated: llama.cpp's
 streaming path; llama_detokenize would also apply its clean_spaces rules).
-The first differing id is reported.  Exit 0 when all agree.
+The first differing id is reported.  Exit 0 when all agree.  --encode-only
+skips the decoding (for SPM vocabularies with a space prefix lib/tokenizer
+drops the text's first space, as llama_detokenize and HF do, which the
+concatenated pieces keep).
 """
 import json
 import os
@@ -42,7 +45,9 @@ def pieces(llm, ids):
 
 
 def main():
-    cli, gguf, corpus = sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a != '--encode-only']
+    encode_only = len(args) != len(sys.argv) - 1
+    cli, gguf, corpus = args
     llm = Llama(model_path=gguf, vocab_only=True, verbose=False)
     tmp = tempfile.mkdtemp()
     files = []
@@ -78,7 +83,7 @@ def main():
                           f"ref {ref[max(0, i - 3):i + 4]} got {got[max(0, i - 3):i + 4]} "
                           f"(ref {len(ref)}, got {len(got)})")
                     fails += 1
-                elif special and not add:
+                elif special and not add and not encode_only:
                     idf = p + '.ids'
                     with open(idf, 'w') as o:
                         o.write(' '.join(map(str, ref)))

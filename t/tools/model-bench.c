@@ -96,6 +96,9 @@ main(int argc, char *argv[])
 	const char *path = argv[optind];
 	double t0 = now();
 	struct backend *be = backend_open(dev, 0, err);
+	int gs = be ? backend_graph_env(be, getenv("MEMRA_CUDA_GRAPH"), err) : 0;
+	if (gs < 0)
+		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	struct model *md = be ? model_open(path, be, err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
@@ -149,6 +152,8 @@ main(int argc, char *argv[])
 	free(lg), free(ids), free(dt);
 	state_free(st);
 	model_close(md);
+	if (backend_graph_note(be, gs, err, sizeof err) != NULL)
+		warnmsg("cuda graph: %s", err);
 	backend_close(be);
 	return finish(0);
 }

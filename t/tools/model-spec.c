@@ -176,6 +176,8 @@ main(int argc, char *argv[])
 	if (argc - optind != 2)
 		die(2, "usage: model-spec [-d device] [-g refdev] [-K kmax] [-n new] MODEL CASES");
 	struct backend *be = backend_open(dev, 0, err);
+	if (be != NULL && backend_graph_env(be, getenv("MEMRA_CUDA_GRAPH"), err) < 0)
+		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	struct backend *gbe = NULL;
 	struct spec s = { 0 }, g = { 0 };
 	if (be == NULL || (s.md = model_open(argv[optind], be, err)) == NULL)

@@ -762,6 +762,84 @@ TEST(gated_delta_rule_rejects_bad_head_ratios)
 	gdn_free(&c);
 }
 
+/* --- positions in backend memory, recorded steps --- */
+
+/* d_pos as the model keeps it: int32 bits in backend_alloc'd floats */
+static int32_t *
+dpos_new(struct backend *be, int p0, int m)
+{
+	int32_t *d = (int32_t *)backend_alloc(be, (size_t)m), h[16];
+
+	for (int r = 0; r < m; r++)
+		h[r] = p0 + r;
+	if (d != NULL && backend_write(be, (float *)d, (const float *)h, (size_t)m) != 0)
+		return NULL;
+	return d;
+}
+
+TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
+{
+	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0 };
+	int m = 3, p0 = 5, n_ctx = 9, kvd = 48, qhs = 48, ldq = 4 * 48, od = 4 * 24;
+	int32_t pos[3] = { 5, 6, 7 }, *d = dpos_new(be3, p0, m);
+	float *x = rnd((size_t)m * ldq, 1), *y = dup(x, (size_t)m * ldq);
+	float *k = rnd((size_t)m * kvd, 1), *v = rnd((size_t)m * kvd, 1);
+	float *kc = rnd((size_t)n_ctx * kvd, 1), *vc = rnd((size_t)n_ctx * kvd, 1);
+	float *kc0 = dup(kc, (size_t)n_ctx * kvd), *o = malloc((size_t)m * od * 4);
+	float *o1 = malloc((size_t)m * od * 4);
+
+	CHECK(d != NULL);
+	for (int mode = BACKEND_ROPE_NORM; mode <= BACKEND_ROPE_NEOX; mode++) {
+		CHECK(backend_rope(be3, x, ldq, 4, qhs, m, pos, 16, 1e4f, mode) == 0);
+		CHECK(backend_rope_dpos(be3, y, ldq, 4, qhs, m, d, 16, 1e4f, mode) == 0);
+		CHECK(same(x, y, (size_t)m * ldq));
+	}
+	CHECK(backend_kv_store(be3, kc, vc, k, v, kvd, m, d, n_ctx) == 0);
+	CHECK(same(kc, kc0, (size_t)p0 * kvd));		/* rows before p0 untouched */
+	CHECK(same(kc + p0 * kvd, k, (size_t)m * kvd) && same(vc + p0 * kvd, v, (size_t)m * kvd));
+	CHECK(same(kc + (p0 + m) * kvd, kc0 + (p0 + m) * kvd, (size_t)(n_ctx - p0 - m) * kvd));
+	CHECK(backend_attention(be3, &a, x, ldq, qhs, kc, vc, m, p0, o) == 0);
+	CHECK(backend_attention_dpos(be3, &a, x, ldq, qhs, kc, vc, m, d, n_ctx, o1) == 0);
+	CHECK(same(o, o1, (size_t)m * od));
+	/* rows past the cache are refused, not written */
+	CHECK(backend_kv_store(be3, kc, vc, k, v, kvd, m, d, p0 + m - 1) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "kv_store: rows 5..7 of 7");
+	CHECK(backend_attention_dpos(be3, &a, x, ldq, qhs, kc, vc, m, d, p0 + 2, o1) == -1);
+	backend_mfree(be3, (float *)d);
+	free(x), free(y), free(k), free(v), free(kc), free(vc), free(kc0), free(o), free(o1);
+}
+
+TEST(cpu_backend_records_no_graphs)
+{
+	uint64_t key[2] = { 1, 2 };
+
+	CHECK_EQ_INT(backend_graph_replay(be3, key, sizeof key), 0);	/* nothing to replay */
+	CHECK_EQ_INT(backend_graph_begin(be3, key, sizeof key), 0);	/* the ops just run */
+	CHECK_EQ_INT(backend_graph_replay(be3, key, sizeof key), 0);
+	CHECK_EQ_INT(backend_graph_end(be3, 0), -1);
+	CHECK_EQ_INT(backend_graph_begin(be3, key, 0), -1);
+	CHECK_EQ_INT(backend_graph_replay(be3, key, BACKEND_GRAPH_KEY + 1), -1);
+	CHECK_EQ_INT(backend_graph_stats(be3)->on, 0);
+	backend_graph_set(be3, 1);	/* a backend without graphs cannot turn them on */
+	CHECK_EQ_INT(backend_graph_stats(be3)->on, 0);
+}
+
+TEST(memra_cuda_graph_values_are_0_1_or_stats)
+{
+	char err[UTIL_ERRLEN], buf[UTIL_ERRLEN];
+
+	CHECK_EQ_INT(backend_graph_env(be3, NULL, err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "", err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "1", err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "0", err), 0);
+	CHECK_EQ_INT(backend_graph_env(be3, "stats", err), 1);
+	CHECK_EQ_INT(backend_graph_env(be3, "yes", err), -1);
+	CHECK_EQ_STR(err, "'yes': not 0, 1 or stats");
+	CHECK(backend_graph_note(be3, 0, buf, sizeof buf) == NULL);	/* nothing to say */
+	CHECK_EQ_STR(backend_graph_note(be3, 1, buf, sizeof buf),
+	    "0 recorded, 0 replayed, 0 stale (graphs off)");
+}
+
 int
 main(void)
 {
@@ -789,6 +867,9 @@ main(void)
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
+	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
+	RUN(cpu_backend_records_no_graphs);
+	RUN(memra_cuda_graph_values_are_0_1_or_stats);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);

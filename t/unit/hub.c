@@ -34,13 +34,27 @@ TEST(parses_spec_forms)
 	CHECK_EQ_STR(s.pattern, "*.jsonl");
 	s = spec("hf:gpt2");
 	CHECK_EQ_STR(s.repo, "gpt2");
+	CHECK_EQ_INT(s.exact, 0);
+	s = spec("hf:o/r/Q4_K_M/m-00002-of-00003.gguf");	/* a path: exact, as hf:// names files */
+	CHECK_EQ_STR(s.repo, "o/r");
+	CHECK_EQ_STR(s.pattern, "Q4_K_M/m-00002-of-00003.gguf");
+	CHECK_EQ_INT(s.exact, 1);
+	s = spec("hfds:o/d/sub/a@b:c.jsonl");	/* '@' and ':' belong to the path */
+	CHECK_EQ_STR(s.repo, "o/d");
+	CHECK_EQ_STR(s.revision, "");
+	CHECK_EQ_STR(s.pattern, "sub/a@b:c.jsonl");
+	CHECK_EQ_INT(s.exact, 1);
+	s = spec("hf:o/r@v1/x:y");	/* with a revision the path comes after ':' */
+	CHECK_EQ_STR(s.revision, "v1/x");
+	CHECK_EQ_STR(s.pattern, "y");
+	CHECK_EQ_INT(s.exact, 0);
 	CHECK(hub_is_spec("hf:x") && hub_is_spec("hfds:x") && !hub_is_spec("h:x") && !hub_is_spec("./hf:x"));
 }
 
 TEST(rejects_bad_specs)
 {
 	static const char *bad[] = {
-		"o/r", "hf:", "hf:o/", "hf:/r", "hf:o/r/x", "hf:o/r:", "hf:o/r@:x", "hf:o/r@../x",
+		"o/r", "hf:", "hf:o/", "hf:/r", "hf:o/r/", "hf:o/r/../x", "hf:o/r//x", "hf:o/r/a/./b", "hf:o/r:", "hf:o/r@:x", "hf:o/r@../x",
 		"hf:o/r@a//b", "hf:o r/x", "hf:../r", "hf:o/..", "hf:o/r@/abs",
 	};
 	struct hub_spec s;
@@ -186,7 +200,17 @@ TEST(selects_by_substring_split_and_glob)
 	pick("hf:o/r:big", &o, got, sizeof got);
 	CHECK_EQ_STR(got, "s/big-00001-of-00003.gguf s/big-00002-of-00003.gguf s/big-00003-of-00003.gguf");
 	pick("hf:o/r:x-0000", &o, got, sizeof got);
-	CHECK_EQ_STR(got, "error: split file 't/x' lacks part 2 of 2");
+	CHECK_EQ_STR(got, "error: split part 't/x-00002-of-00002.gguf' (2 of 2) is missing");
+	pick("hf:o/r/s/big-00002-of-00003.gguf", &o, got, sizeof got);	/* a path: its whole set */
+	CHECK_EQ_STR(got, "s/big-00001-of-00003.gguf s/big-00002-of-00003.gguf s/big-00003-of-00003.gguf");
+	pick("hf:o/r/t/x-00001-of-00002.gguf", &o, got, sizeof got);
+	CHECK_EQ_STR(got, "error: split part 't/x-00002-of-00002.gguf' (2 of 2) is missing");
+	pick("hf:o/r/r/ranks.gguf", &o, got, sizeof got);
+	CHECK_EQ_STR(got, "r/ranks.gguf");
+	pick("hf:o/r/ranks.gguf", &o, got, sizeof got);	/* a path is matched whole */
+	CHECK(strncmp(got, "error: no file 'ranks.gguf' (9 files): 'config.json'", 52) == 0);
+	pick("hfds:o/r/config.json", &o, got, sizeof got);
+	CHECK_EQ_STR(got, "config.json");
 	pick("hf:o/r:m-Q", &o, got, sizeof got);
 	CHECK_EQ_STR(got, "error: 'm-Q' matches 2 files: 'm-Q5K-mtp.gguf', 'm-Q8_0.gguf'");
 	pick("hf:o/r:0000", &o, got, sizeof got);

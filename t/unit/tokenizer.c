@@ -187,6 +187,41 @@ TEST(spm_highest_score_and_byte_fallback)
 	tokenizer_free(tok);
 }
 
+/* Merges of pieces of any length apply: "a" doubled to 1,024 bytes. */
+TEST(bpe_merges_long_pieces)
+{
+	static char text[12][1025], merge[11][2050], more[1024 + 512 + 2];
+	const char *tokens[12], *merges[11];
+	struct tokenizer_spec sp = { 0 };
+	struct tokenizer *tok;
+	char err[UTIL_ERRLEN];
+	static const int32_t whole[] = { 10 }, rest[] = { 10, 9, 0 };
+	size_t k;
+
+	for (k = 0; k < 11; k++) {
+		memset(text[k], 'a', (size_t)1 << k);
+		tokens[k] = text[k];
+		if (k > 0) {
+			snprintf(merge[k - 1], sizeof(merge[k - 1]), "%s %s", text[k - 1], text[k - 1]);
+			merges[k - 1] = merge[k - 1];
+		}
+	}
+	tokens[11] = "<0x61>";
+	sp.model = TOKENIZER_BPE;
+	sp.pre = "none";
+	sp.n_vocab = 12;
+	sp.tokens = tokens;
+	sp.n_merges = 10;
+	sp.merges = merges;
+	sp.bos = sp.eos = sp.unk = sp.pad = -1;
+	tok = tokenizer_new(&sp, err);
+	CHECK(tok != NULL);
+	CHECK(encode_is(tok, text[10], 0, whole, 1));
+	memset(more, 'a', 1024 + 512 + 1);
+	CHECK(encode_is(tok, more, 0, rest, 3));
+	tokenizer_free(tok);
+}
+
 TEST(utf8_maximal_subparts)
 {
 	uint32_t cp;
@@ -217,6 +252,7 @@ main(void)
 	RUN(decode_rejects_out_of_range_ids);
 	RUN(unknown_pre_tokenizer_is_an_error);
 	RUN(spm_highest_score_and_byte_fallback);
+	RUN(bpe_merges_long_pieces);
 	RUN(utf8_maximal_subparts);
 	return test_summary();
 }
