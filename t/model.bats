@@ -89,6 +89,21 @@ ML=build/t/tools/model-logits
 # transformers does (x * rsqrt(|x|^2 + 1e-6)); that is the whole difference: with the same norm on
 # both the F32 GGUF gives bit-identical logits (measured), so F32 is held to 2e-5 relative and F16
 # (model A's weights are 16-bit already) to the same.
+# llama.cpp's numerics are not the host's SIMD: the CPU backend's portable paths (cpu:scalar) give
+# SmolLM2 the logits of its AVX2 paths bit for bit, either cache, prefill and decode (the quantized
+# products' two paths are the same bits too: t/unit/quant), so the goldens hold on any x86-64.
+@test "SmolLM2: cpu:scalar gives the logits of the AVX2 paths bit for bit (F16 and F32 caches)" {
+	f=$(smollm2)
+	ids="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+	for kv in f16 f32; do
+		for way in -p16 -1; do
+			"$TOP/$ML" -t 2 -k $kv $way "$f" "$BATS_TEST_TMPDIR/a" $ids
+			"$TOP/$ML" -t 2 -d cpu:scalar -k $kv $way "$f" "$BATS_TEST_TMPDIR/s" $ids
+			cmp "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/s"
+		done
+	done
+}
+
 @test "model A: HF safetensors and quant-nvfp4's F32 and F16 GGUF of it give the same logits" {
 	d=$(model_a)
 	need_py numpy
