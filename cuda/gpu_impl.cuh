@@ -73,4 +73,16 @@ gpu_capturing(struct gpu *g)
 	return st != cudaStreamCaptureStatusNone;
 }
 
+/*
+ * 1 / sqrt(mean + eps) from ss, the sum of the row's float squares x*x
+ * added in double, as the CPU backend (and ggml's rms_norm) computes it:
+ * the mean rounded to float once.  A double sum rounded to float is the
+ * same in almost any order, so the scale is the CPU's but in rare ties.
+ */
+__device__ __forceinline__ float
+rms_scale(double ss, int d, float eps)
+{
+	return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)(ss / (double)d), eps)));
+}
+
 #endif

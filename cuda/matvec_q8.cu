@@ -401,11 +401,11 @@ __global__ void __launch_bounds__(1024)
 k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float *dx,
     float *sx)
 {
-	__shared__ float red[33];
+	__shared__ double red[33];
 	const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * d);
 	int d4 = d / 4, nb = d / 32, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
 	float4 v[RQ_VEC];
-	float s = 0.0f;
+	double s = 0.0;
 
 #pragma unroll
 	for (int u = 0; u < RQ_VEC; u++) {
@@ -414,10 +414,10 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 	}
 #pragma unroll
 	for (int u = 0; u < RQ_VEC; u++) {
-		s = __fmaf_rn(v[u].x, v[u].x, s);
-		s = __fmaf_rn(v[u].y, v[u].y, s);
-		s = __fmaf_rn(v[u].z, v[u].z, s);
-		s = __fmaf_rn(v[u].w, v[u].w, s);
+		s += (double)__fmul_rn(v[u].x, v[u].x);
+		s += (double)__fmul_rn(v[u].y, v[u].y);
+		s += (double)__fmul_rn(v[u].z, v[u].z);
+		s += (double)__fmul_rn(v[u].w, v[u].w);
 	}
 	/* block sum as ops.cu's block_sum: butterfly, then warp 0 over the warps */
 	for (int o = 16; o > 0; o >>= 1)
@@ -427,14 +427,14 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 		red[wp] = s;
 	__syncthreads();
 	if (wp == 0) {
-		s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0f;
+		s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0;
 		for (int o = 16; o > 0; o >>= 1)
 			s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
 		if (lane == 0)
 			red[32] = s;
 	}
 	__syncthreads();
-	float sc = 1.0f / sqrtf(red[32] / (float)d + eps);
+	float sc = rms_scale(red[32], d, eps);
 #pragma unroll
 	for (int u = 0; u < RQ_VEC; u++) {
 		int i = threadIdx.x + u * blockDim.x;
