@@ -135,7 +135,7 @@ copy_rows(struct backend *be, float *d, size_t ldd, const float *s, size_t lds,
 __device__ __forceinline__ float
 d_silu(float x)
 {
-	return x / (1.0f + expf(-x));
+	return gpu_silu(x);
 }
 
 __device__ __forceinline__ float

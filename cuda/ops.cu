@@ -11,7 +11,7 @@
 __device__ __forceinline__ float
 silu(float x)
 {
-	return x / (1.0f + expf(-x));
+	return gpu_silu(x);
 }
 
 __device__ __forceinline__ float
