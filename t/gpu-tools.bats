@@ -42,6 +42,17 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[[ ${lines[4]} == "verify	K	1	rows	2	"* ]]
 }
 
+@test "gguf-random's file also loads and evaluates in llama.cpp (llama-bench runs on the same files)" {
+	need_llama_cpp
+	f=$BATS_TEST_TMPDIR/tiny.gguf
+	run -0 --separate-stderr "$T/gguf-random" -p tiny -t Q8_0 "$f"
+	run -0 --separate-stderr python3 -c 'import sys, llama_cpp
+m = llama_cpp.Llama(sys.argv[1], n_ctx=64, verbose=False)
+m.eval([5, 6, 7])
+print(m.n_vocab(), len(m.scores[2]))' "$f"
+	[ "$output" = "1000 1000" ]
+}
+
 @test "gguf-random refuses an unknown shape or type" {
 	run -2 --separate-stderr "$T/gguf-random" -p 70b "$BATS_TEST_TMPDIR/x.gguf"
 	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, tiny)" ]

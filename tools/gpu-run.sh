@@ -37,6 +37,21 @@ if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/
 	exit 1
 fi
 echo "built in $(( $(date +%s) - t0 ))s"
+# GPU_RUN_PEER=1 (with GPU_RUN_9B=1): llama.cpp's llama-bench, built with CUDA
+# from the tarball tools/llamacpp-src.sh makes (GPU_RUN_PEER_SRC, default
+# .gpuwork/llamacpp-src.tar.gz) in the background while the gates run, then
+# A B B A against model-bench on the same 9B-shape files: decode (tg128 vs
+# 64 tokens after a 128-token context) and prefill (pp512 vs a 512-token
+# prompt); GPU_RUN_PEER_WAIT: seconds the 9B stage waits for the build
+# (default 420)
+lc_pid=
+if [ "${GPU_RUN_PEER:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
+	JOBS=${GPU_RUN_PEER_JOBS:-14} sh tools/llamacpp-cuda.sh \
+	    "${GPU_RUN_PEER_SRC:-.gpuwork/llamacpp-src.tar.gz}" "${GPU_RUN_PEER_DIR:-/tmp/llamacpp-cuda}" \
+	    >"$OUT/llamacpp-path.txt" 2>"$OUT/llamacpp-build.err" &
+	lc_pid=$!
+	lc_t0=$(date +%s)
+fi
 kc=- st=- gg=- sp=- rg=- gr=-
 GRAPH=${GPU_RUN_GRAPH:-1}
 G=${TMPDIR:-/tmp}/memra-gguf
@@ -242,9 +257,47 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    --peer MEMRA_CUDA_GRAPH=0 >>"$OUT/graph-abba.txt" 2>&1 ||
 			    echo "abba $q: failed" >>"$OUT/graph-abba.txt"
 		fi
-		rm -f "$f"
+		[ -n "$lc_pid" ] || rm -f "$f"
 	done
 	echo "9b speed in $(( $(date +%s) - t0 ))s"
+fi
+if [ -n "$lc_pid" ]; then
+	t0=$(date +%s)
+	w=${GPU_RUN_PEER_WAIT:-420}
+	while kill -0 $lc_pid 2>/dev/null && [ $(( $(date +%s) - lc_t0 )) -lt "$w" ]; do sleep 5; done
+	if kill -0 $lc_pid 2>/dev/null; then
+		echo "llama.cpp build: not done after ${w}s; skipped (the build goes on in ${GPU_RUN_PEER_DIR:-/tmp/llamacpp-cuda})" \
+		    >"$OUT/peer.txt"
+	elif wait $lc_pid && lb=$(tail -1 "$OUT/llamacpp-path.txt") && [ -x "$lb" ]; then
+		echo "llama.cpp built in $(( $(date +%s) - lc_t0 ))s: $lb" >"$OUT/peer.txt"
+		for sc in decode prefill; do	# both decodes first: they matter most
+		for q in Q8_0 NVFP4; do
+			f=$G/qwen35-9b-random-$q.gguf
+			[ -e "$f" ] || continue
+			if [ $sc = decode ]; then
+				a="$lb -m $f -p 0 -n 128 -r 3 -o md"
+				b="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
+				r='(?:tg128\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
+				set -- decode-b1-vs-llama.cpp 128 llama-bench-tg128 "llama-bench tg128, B = model-bench 64 after 128"
+			else
+				a="$lb -m $f -p 512 -n 0 -r 3 -o md"
+				b="build/t/tools/model-bench -d cuda -c 512 -n 1 -r 1 -k 0 $f"
+				r='(?:pp512\s*\|\s*|prefill\tctx.*?tok_s\s+)([0-9.]+)'
+				set -- prefill-512-vs-llama.cpp 512 llama-bench-pp512 "llama-bench pp512, B = model-bench 512-token prompt"
+			fi
+			echo "== $q: $sc tok/s, A = $4" >>"$OUT/peer.txt"
+			timeout 300 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
+			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/peer-abba.tsv" \
+			    --log "$OUT/peer-abba-$sc-$q.log" --binary model-bench --model qwen35-9b-random \
+			    --quant $q --scenario "$1" --ctx "$2" --peer "$3" \
+			    >>"$OUT/peer.txt" 2>&1 || echo "abba $sc $q: failed" >>"$OUT/peer.txt"
+		done
+		done
+	else
+		{ echo "llama.cpp build failed:"; tail -20 "$OUT/llamacpp-build.err"; } >"$OUT/peer.txt"
+	fi
+	rm -f "$G"/qwen35-9b-random-*.gguf
+	echo "peer in $(( $(date +%s) - t0 ))s"
 fi
 bc=-
 if [ "$mode" != gates ]; then
@@ -277,4 +330,6 @@ fi
 [ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }
+[ -f "$OUT/peer.txt" ] && { echo "== 9b-shape, llama.cpp (A) vs memra (B)";
+    grep -E '^(==|A:|B:|ratio|abba|llama)' "$OUT/peer.txt"; }
 echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr bench=$bc"

@@ -10,7 +10,8 @@
  * token_embd and output (default: Q5_K for NVFP4, else the -t type).
  * Norms, ssm_a, dt bias and conv1d are F32.  Weights are random bits
  * with block scales of a sane size, so activations stay finite for a
- * while; values are not meaningful.
+ * while; values are not meaningful.  The vocabulary is a stand-in that
+ * llama.cpp loads (llama-bench on the same file).
  */
 #include <getopt.h>
 #include <math.h>
@@ -165,6 +166,47 @@ tensors(struct gen *g)
 	return 0;
 }
 
+/*
+ * A byte-level BPE vocabulary llama.cpp loads (gpt2 model, qwen35 split):
+ * the 256 byte tokens of GPT-2's byte mapping, then "<r N>" fillers up to
+ * the vocabulary size, no merges.  Only the ids matter to a benchmark.
+ */
+static int
+vocab(struct gen *g)
+{
+	int n = g->s->vocab, rc = -1;
+	char **tok = calloc(n, sizeof *tok);
+	int32_t *type = malloc(n * sizeof *type), eos = n - 1;
+
+	for (int i = 0, nb = 0; tok != NULL && type != NULL && i < n; i++) {
+		char b[16];
+		type[i] = 1;
+		if (i < 256) {	/* byte i as GPT-2 maps it, in UTF-8 */
+			int printable = (i >= 33 && i <= 126) || (i >= 161 && i <= 172) || i >= 174;
+			unsigned cp = printable ? (unsigned)i : 256u + (unsigned)nb++;
+			if (cp < 0x80)
+				b[0] = (char)cp, b[1] = 0;
+			else
+				b[0] = (char)(0xC0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3F)), b[2] = 0;
+		} else
+			snprintf(b, sizeof b, "<r %d>", i);
+		if ((tok[i] = strdup(b)) == NULL)
+			goto out;
+	}
+	if (tok != NULL && type != NULL)
+		rc = gguf_writer_add_str(g->w, "tokenizer.ggml.model", "gpt2", 4) ||
+		    gguf_writer_add_str(g->w, "tokenizer.ggml.pre", "qwen35", 6) ||
+		    gguf_writer_add_arr_str(g->w, "tokenizer.ggml.tokens", (const char *const *)tok, NULL, n) ||
+		    gguf_writer_add_arr(g->w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, n) ||
+		    gguf_writer_add_arr_str(g->w, "tokenizer.ggml.merges", NULL, NULL, 0) ||
+		    gguf_writer_add_u32(g->w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) ? -1 : 0;
+out:
+	for (int i = 0; tok != NULL && i < n; i++)
+		free(tok[i]);
+	free(tok), free(type);
+	return rc;
+}
+
 static int
 kvs(struct gen *g)
 {
@@ -193,7 +235,7 @@ kvs(struct gen *g)
 	    gguf_writer_add_u32(w, "qwen35.ssm.time_step_rank", s->nv) ||
 	    gguf_writer_add_u32(w, "qwen35.ssm.inner_size", s->nv * s->dk) ||
 	    gguf_writer_add_u32(w, "qwen35.full_attention_interval", 4) ||
-	    gguf_writer_add_u32(w, "qwen35.nextn_predict_layers", 1) ? -1 : 0;
+	    gguf_writer_add_u32(w, "qwen35.nextn_predict_layers", 1) || vocab(g) ? -1 : 0;
 }
 
 int
