@@ -1220,8 +1220,8 @@ be_rope(struct kc *k, struct bpair *p, int m, int nh, int hs, int n_rot, int mod
 	BOTH(p, backend_rope(p->c, o.c[0], ld, nh, hs, m, pos, n_rot, 1e7f, mode),
 	    backend_rope(p->g, o.g[0], ld, nh, hs, m, pos, n_rot, 1e7f, mode));
 	snprintf(shape, sizeof shape, "m=%d %dx%d rot=%d pos=%d", m, nh, hs, n_rot, p0);
-	bop_cmp(k, p, &o, 0, mode == BACKEND_ROPE_NEOX ? "be rope neox" : "be rope norm",
-	    shape, 2e-4);
+	bop_cmp(k, p, &o, 0, mode == BACKEND_ROPE_NEOX ? "be rope neox" :
+	    mode & BACKEND_ROPE_GGML ? "be rope norm ggml" : "be rope norm", shape, 2e-4);
 	bop_free(p, &o);
 	free(pos);
 }
@@ -1233,7 +1233,7 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 	int qhs = 2 * hd, ldq = nh * qhs, kvd = nkv * hd, n = p0 + m;
 	size_t sz[] = { (size_t)m * ldq, (size_t)n * kvd, (size_t)n * kvd, (size_t)m * nh * hd };
 	float lo[] = { -1, -1, -1, 0 }, hi[] = { 1, 1, 1, 0 };
-	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0 };
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0 };
 	struct bop o;
 	char shape[64];
 
@@ -1503,6 +1503,7 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_elementwise(k, &p, 64 * 70);
 	be_rope(k, &p, 3, 4, 128, 32, BACKEND_ROPE_NEOX, 5);
 	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM, 3000);
+	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 3000);	/* llama GGUFs */
 	be_rope(k, &p, 4, 2, 64, 16, BACKEND_ROPE_NEOX, 100000);
 	be_attention(k, &p, 1, 4, 2, 64, 0);
 	be_attention(k, &p, 4, 4, 2, 64, 300);

@@ -137,7 +137,7 @@ copy_rows(struct backend *be, float *d, size_t ldd, const float *s, size_t lds,
 __device__ __forceinline__ float
 d_silu(float x)
 {
-	return x / (1.0f + expf(-x));
+	return gpu_silu(x);
 }
 
 __device__ __forceinline__ float
@@ -173,10 +173,15 @@ k_act(float *x, size_t n, int act)
 	    d_sigmoid(v) : d_softplus(v);
 }
 
-/* One thread per pair d of head (blockIdx.x) of row blockIdx.y; inv: [n_rot/2]. */
+/*
+ * One thread per pair d of head (blockIdx.x) of row blockIdx.y; inv: [n_rot/2].
+ * ts != 0 (BACKEND_ROPE_GGML): the angle pos * ts * ... * ts by d float
+ * products and the rotation with one fused multiply-add each, as the CPU
+ * backend rounds them (cosf and sinf may still differ from its libm's).
+ */
 __global__ void
 k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half,
-    int neox)
+    int neox, float ts)
 {
 	int d = threadIdx.x + blockIdx.z * blockDim.x, r = blockIdx.y;
 
@@ -184,11 +189,29 @@ k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half
 		return;
 	float *p = x + (size_t)r * ldx + (size_t)blockIdx.x * hs + (neox ? d : 2 * d);
 	int off = neox ? half : 1;
-	float a = __fmul_rn((float)pos[r], inv[d]);
+	float a = (float)pos[r];
+
+	if (ts != 0.0f)
+		for (int j = 0; j < d; j++)
+			a = __fmul_rn(a, ts);
+	else
+		a = __fmul_rn(a, inv[d]);
 	float cs = cosf(a), sn = sinf(a), x0 = p[0], x1 = p[off];
 
-	p[0] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
-	p[off] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+	if (ts != 0.0f) {
+		p[0] = __fmaf_rn(x0, cs, -__fmul_rn(x1, sn));
+		p[off] = __fmaf_rn(x0, sn, __fmul_rn(x1, cs));
+	} else {
+		p[0] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+		p[off] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+	}
+}
+
+/* k_rope's ts: theta^(-2/n_rot) as the CPU backend computes it, or 0 without BACKEND_ROPE_GGML. */
+static float
+rope_ts(float theta, int n_rot, int mode)
+{
+	return mode & BACKEND_ROPE_GGML ? powf(theta, -2.0f / (float)n_rot) : 0.0f;
 }
 
 /* Row r of k and v (z = 0, 1) into its cache at row *pos + r; rows past n_ctx are dropped. */
@@ -756,7 +779,8 @@ cu_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
 	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
 	dim3 grid(n_head, m, nblk(half, nt));
 	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, (const int32_t *)d,
-	    (const float *)(d + (size_t)m * 4), half, mode == BACKEND_ROPE_NEOX);
+	    (const float *)(d + (size_t)m * 4), half,
+	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, rope_ts(theta, n_rot, mode));
 	return launched(be, "rope");
 }
 
@@ -809,7 +833,7 @@ cu_rope_dpos(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
 	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
 	dim3 grid(n_head, m, nblk(half, nt));
 	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, d_pos, inv, half,
-	    mode == BACKEND_ROPE_NEOX);
+	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, rope_ts(theta, n_rot, mode));
 	return launched(be, "rope");
 }
 

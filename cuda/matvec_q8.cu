@@ -1,7 +1,8 @@
 /*
  * matvec_q8: the decode product on int8 activations (llama.cpp's MMVQ
  * idea): x is quantized once per call to Q8_0 blocks exactly as lib/quant's
- * quant_quantize_act does (d = amax/127 kept as fp16, q = round(x / d)),
+ * quant_quantize_act does (d = amax/127 kept as fp16, q = x * (127/amax)
+ * rounded half to even, as ggml's x86 quantize_row_q8_0/q8_1),
  * then each block's integer dot runs on dp4a and is scaled as
  * quant_vec_dot scales it, so a product equals the CPU backend's up to
  * the order of the float sums.  Weights: Q8_0 and NVFP4 (against Q8_0
@@ -63,8 +64,8 @@ k_q8x(const float *x, int nb, int64_t total, int8_t *q, float *dx, float *sx)
 	for (int o = 16; o > 0; o >>= 1)
 		a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, o));
 	float d = __fdiv_rn(a, 127.0f);
-	float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-	int qi = (int)(int8_t)roundf(__fmul_rn(v, id)), sum = qi;
+	float id = a != 0.0f ? __fdiv_rn(127.0f, a) : 0.0f;
+	int qi = (int)(int8_t)rintf(__fmul_rn(v, id)), sum = qi;
 	q[w * 32 + lane] = (int8_t)qi;
 	for (int o = 16; o > 0; o >>= 1)
 		sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
@@ -674,11 +675,11 @@ __global__ void __launch_bounds__(1024)
 k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float *dx,
     float *sx)
 {
-	__shared__ float red[33];
+	__shared__ double red[33];
 	const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * d);
 	int d4 = d / 4, nb = d / 32, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
 	float4 v[RQ_VEC];
-	float s = 0.0f;
+	double s = 0.0;
 
 #pragma unroll
 	for (int u = 0; u < RQ_VEC; u++) {
@@ -687,10 +688,10 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 	}
 #pragma unroll
 	for (int u = 0; u < RQ_VEC; u++) {
-		s = __fmaf_rn(v[u].x, v[u].x, s);
-		s = __fmaf_rn(v[u].y, v[u].y, s);
-		s = __fmaf_rn(v[u].z, v[u].z, s);
-		s = __fmaf_rn(v[u].w, v[u].w, s);
+		s += (double)__fmul_rn(v[u].x, v[u].x);
+		s += (double)__fmul_rn(v[u].y, v[u].y);
+		s += (double)__fmul_rn(v[u].z, v[u].z);
+		s += (double)__fmul_rn(v[u].w, v[u].w);
 	}
 	/* block sum as ops.cu's block_sum: butterfly, then warp 0 over the warps */
 	for (int o = 16; o > 0; o >>= 1)
@@ -700,14 +701,14 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 		red[wp] = s;
 	__syncthreads();
 	if (wp == 0) {
-		s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0f;
+		s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0;
 		for (int o = 16; o > 0; o >>= 1)
 			s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
 		if (lane == 0)
 			red[32] = s;
 	}
 	__syncthreads();
-	float sc = 1.0f / sqrtf(red[32] / (float)d + eps);
+	float sc = rms_scale(red[32], d, eps);
 #pragma unroll
 	for (int u = 0; u < RQ_VEC; u++) {
 		int i = threadIdx.x + u * blockDim.x;
@@ -721,11 +722,11 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 		for (int m = 1; m < 8; m <<= 1)
 			a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, m));
 		float dd = __fdiv_rn(a, 127.0f);
-		float id = dd != 0.0f ? __fdiv_rn(1.0f, dd) : 0.0f;
-		int q0 = (int)(int8_t)roundf(__fmul_rn(o.x, id));
-		int q1 = (int)(int8_t)roundf(__fmul_rn(o.y, id));
-		int q2 = (int)(int8_t)roundf(__fmul_rn(o.z, id));
-		int q3 = (int)(int8_t)roundf(__fmul_rn(o.w, id));
+		float id = a != 0.0f ? __fdiv_rn(127.0f, a) : 0.0f;
+		int q0 = (int)(int8_t)rintf(__fmul_rn(o.x, id));
+		int q1 = (int)(int8_t)rintf(__fmul_rn(o.y, id));
+		int q2 = (int)(int8_t)rintf(__fmul_rn(o.z, id));
+		int q3 = (int)(int8_t)rintf(__fmul_rn(o.w, id));
 		int sum = q0 + q1 + q2 + q3;
 		for (int m = 1; m < 8; m <<= 1)
 			sum += __shfl_xor_sync(0xFFFFFFFFu, sum, m);

@@ -11,7 +11,7 @@
 __device__ __forceinline__ float
 silu(float x)
 {
-	return x / (1.0f + expf(-x));
+	return gpu_silu(x);
 }
 
 __device__ __forceinline__ float
@@ -52,15 +52,15 @@ __global__ void
 k_rmsnorm(const float *x, int64_t ldx, const float *z, const float *w, float *y,
     int64_t ldy, int d, float eps)
 {
-	__shared__ float red[33];
+	__shared__ double red[33];
 	const float *xr = x + blockIdx.x * ldx;
 	float *yr = y + blockIdx.x * ldy;
-	float s = 0.0f;
+	double s = 0.0;
 
 	for (int i = threadIdx.x; i < d; i += blockDim.x)
-		s = __fmaf_rn(xr[i], xr[i], s);
+		s += (double)__fmul_rn(xr[i], xr[i]);
 	s = block_sum(s, red);
-	float sc = 1.0f / sqrtf(s / (float)d + eps);
+	float sc = rms_scale(s, d, eps);
 	for (int i = threadIdx.x; i < d; i += blockDim.x) {
 		float v = __fmul_rn(xr[i], sc);
 		if (w != NULL)
@@ -81,12 +81,12 @@ __global__ void __launch_bounds__(1024)
 k_rmsnorm4(const float *x, int64_t ldx, const float *z, const float *w, float *y,
     int64_t ldy, int d, float eps)
 {
-	__shared__ float red[33];
+	__shared__ double red[33];
 	const float4 *xr = (const float4 *)(x + blockIdx.x * ldx);
 	float4 *yr = (float4 *)(y + blockIdx.x * ldy);
 	int d4 = d / 4;
 	float4 v[NORM_VEC];
-	float s = 0.0f;
+	double s = 0.0;
 
 #pragma unroll
 	for (int u = 0; u < NORM_VEC; u++) {
@@ -95,13 +95,13 @@ k_rmsnorm4(const float *x, int64_t ldx, const float *z, const float *w, float *y
 	}
 #pragma unroll
 	for (int u = 0; u < NORM_VEC; u++) {
-		s = __fmaf_rn(v[u].x, v[u].x, s);
-		s = __fmaf_rn(v[u].y, v[u].y, s);
-		s = __fmaf_rn(v[u].z, v[u].z, s);
-		s = __fmaf_rn(v[u].w, v[u].w, s);
+		s += (double)__fmul_rn(v[u].x, v[u].x);
+		s += (double)__fmul_rn(v[u].y, v[u].y);
+		s += (double)__fmul_rn(v[u].z, v[u].z);
+		s += (double)__fmul_rn(v[u].w, v[u].w);
 	}
 	s = block_sum(s, red);
-	float sc = 1.0f / sqrtf(s / (float)d + eps);
+	float sc = rms_scale(s, d, eps);
 #pragma unroll
 	for (int u = 0; u < NORM_VEC; u++) {
 		int i = threadIdx.x + u * blockDim.x;

@@ -320,7 +320,8 @@ backend_swiglu(struct backend *be, const float *g, const float *u, float *y,
 static int
 bad_rope(struct backend *be, int ldx, int n_head, int hs, int m, int n_rot, int mode)
 {
-	if (mode != BACKEND_ROPE_NORM && mode != BACKEND_ROPE_NEOX)
+	if ((mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NORM &&
+	    (mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NEOX)
 		return util_err(be->err, "rope: unknown mode %d", mode);
 	if (n_rot <= 0 || n_rot % 2 || n_rot > hs || n_head <= 0 ||
 	    (long long)n_head * hs > ldx || m < 0)

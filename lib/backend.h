@@ -138,8 +138,15 @@ int	backend_swiglu(struct backend *, const float *g, const float *u, float *y,
  * (2j, 2j+1) (ggml's mode 0: llama GGUFs, whose Q/K rows the converter
  * permuted).  Row r (r < m, at position pos[r], host memory) has n_head
  * heads at x + r*ldx + h*hs.
+ *
+ * Either mode may be or-ed with BACKEND_ROPE_GGML: the angles and the
+ * rotation rounded as ggml's CPU rope rounds them (ts = theta^(-2/n_rot)
+ * in float, pair j's angle pos * ts * ... * ts by j float products, and
+ * x0 cos - x1 sin, x0 sin + x1 cos each with one fused multiply-add on
+ * the x0 product, as llama.cpp's x86 build compiles them).  Without it:
+ * 1 / theta^(2j/n_rot) times pos and plain products (PyTorch's rounding).
  */
-enum backend_rope_mode { BACKEND_ROPE_NORM, BACKEND_ROPE_NEOX };
+enum backend_rope_mode { BACKEND_ROPE_NORM, BACKEND_ROPE_NEOX, BACKEND_ROPE_GGML = 4 };
 int	backend_rope(struct backend *, float *x, int ldx, int n_head, int hs,
 	    int m, const int32_t *pos, int n_rot, float theta, int mode);
 
@@ -156,6 +163,14 @@ struct backend_attn {
 	int	kv_f16;		/* llama.cpp's F16 cache: kc, vc hold half-precision
 				 * values (backend_round_f16), q and the softmax
 				 * weights are rounded to half before their products */
+	int	ggml;		/* the sums and exp of llama.cpp's CPU attention (the
+				 * orders of its x86 AVX-512 kernels; the CPU backend
+				 * only): for llama GGUFs, and always with kv_f16 */
+	int	batched;	/* with ggml or kv_f16: the orders of llama.cpp's
+				 * kernels for two or more rows (llamafile's sgemm),
+				 * not its one-row ones.  Row r is the same in any
+				 * batch either way, but its bits depend on this flag,
+				 * as llama.cpp's prompt rows differ from decoded ones */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,

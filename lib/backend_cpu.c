@@ -310,6 +310,89 @@ backend_cpu_axpy(const struct backend_cpu *c, float *y, float a, const float *x,
 	axpy_portable(y, a, x, n);
 }
 
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static void
+axpy_fma_avx2(float *y, float a, const float *x, int64_t n)
+{
+	__m256 av = _mm256_set1_ps(a);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
+		    _mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+#endif
+
+void
+backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float *x,
+    int64_t n)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		axpy_fma_avx2(y, a, x, n);
+		return;
+	}
+#endif
+	for (int64_t i = 0; i < n; i++)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+
+float
+backend_cpu_lanes_total(float *acc, int w)
+{
+	if (w == 64)
+		for (int l = 0; l < 16; l++) {
+			acc[l] += acc[32 + l];
+			acc[16 + l] += acc[48 + l];
+			acc[l] += acc[16 + l];
+		}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int l = 0; l < h; l++)
+			acc[l] += acc[l + h];
+	return acc[0];
+}
+
+#ifdef CPU_X86
+/* w / 8 AVX2 registers of lanes; the same fused chains as the portable loop. */
+__attribute__((target("avx2,fma"))) static void
+lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w)
+{
+	__m256 r[8];
+	int nr = w / 8;
+	int64_t i = 0;
+
+	for (int k = 0; k < nr; k++)
+		r[k] = _mm256_setzero_ps();
+	for (; i + w <= n; i += w)
+		for (int k = 0; k < nr; k++)
+			r[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k),
+			    _mm256_loadu_ps(b + i + 8 * k), r[k]);
+	for (int k = 0; k < nr; k++)
+		_mm256_storeu_ps(acc + 8 * k, r[k]);
+	for (; i < n; i++)
+		acc[i % w] = fmaf(a[i], b[i], acc[i % w]);
+}
+#endif
+
+float
+backend_cpu_dot_lanes(const struct backend_cpu *c, const float *a, const float *b,
+    int64_t n, int w)
+{
+	float acc[64] = { 0 };
+
+#ifdef CPU_X86
+	if (c->avx2) {
+		lanes_avx2(acc, a, b, n, w);
+		return backend_cpu_lanes_total(acc, w);
+	}
+#endif
+	for (int64_t i = 0; i < n; i++)
+		acc[i % w] = fmaf(a[i], b[i], acc[i % w]);
+	return backend_cpu_lanes_total(acc, w);
+}
+
 void
 backend_cpu_decay(const struct backend_cpu *c, float *r, float d, float *acc,
     float k, int64_t n)
@@ -336,10 +419,33 @@ backend_cpu_update(const struct backend_cpu *c, float *r, float k, const float *
 	update_portable(r, k, dl, acc, q, n);
 }
 
+/* x / (1 + exp(-x)) with ggml's exp, as its SiLU and SwiGLU compute it. */
 float
 backend_cpu_silu(float x)
 {
-	return x / (1.0f + expf(-x));
+	return x / (1.0f + backend_cpu_expf_ggml(0.0f - x));
+}
+
+/*
+ * exp(x) as ggml's vectorized CPU ops compute it (ggml_v_expf, the form its
+ * AVX-512 build uses): x = n ln2 + b with n = round(x / ln2), a degree-5
+ * polynomial in b for 2^(x/ln2 - n), scaled by 2^n; |n| > 192 gives 0 or
+ * Inf.  Within 1.5 ulp of expf, but not equal to it; the softmax of an F16
+ * cache and ggml's SiLU need these bits.
+ */
+float
+backend_cpu_expf_ggml(float x)
+{
+	float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f), n = z - 0x1.8p23f;
+	float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x)), u = b * b;
+	float p = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+	    fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+
+	if (isnan(x))
+		return x;
+	if (fabsf(n) > 192.0f)
+		return n <= 0.0f ? 0.0f : INFINITY;
+	return scalbnf(p, (int)n);
 }
 
 float
@@ -528,7 +634,13 @@ rmsnorm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 	for (int64_t r = r0; r < r1; r++) {
 		const float *x = j->x + r * j->ldx;
 		float *y = j->y + r * j->ldy;
-		float s = 1.0f / sqrtf(j->c->dot(x, x, j->n) / j->n + j->eps);
+		double ss = 0.0;
+		float s;
+
+		/* as ggml's rms_norm: float squares summed in double, the mean rounded to float */
+		for (int i = 0; i < j->n; i++)
+			ss += (double)(x[i] * x[i]);
+		s = 1.0f / sqrtf((float)(ss / j->n) + j->eps);
 
 		for (int i = 0; i < j->n; i++)
 			y[i] = j->w ? x[i] * s * j->w[i] : x[i] * s;

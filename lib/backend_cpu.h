@@ -66,12 +66,29 @@ float	*backend_cpu_scratch(struct backend_cpu *, int tid, size_t n);
 /* Vector loops: y += a x; r *= d, acc += r k; r += k dl, acc += r q. */
 void	backend_cpu_axpy(const struct backend_cpu *, float *y, float a,
 	    const float *x, int64_t n);
+/* y = fma(a, x, y) elementwise: one rounding on every path. */
+void	backend_cpu_axpy_fma(const struct backend_cpu *, float *y, float a,
+	    const float *x, int64_t n);
+/*
+ * llama.cpp's attention sums (its x86 AVX-512 build).  Lanes: element i of
+ * a sum goes to lane i % w, each lane a chain of fused multiply-adds in
+ * order, then the lanes are added in a fixed tree.  w = 16 is llamafile's
+ * sgemm (a batch of rows): lanes added pairwise 16 -> 8 -> 4 -> 2 -> 1.
+ * w = 64 is ggml_vec_dot_f32/f16 (one row): four accumulators of 16 lanes,
+ * 0+2 and 1+3, then those two, then the 16 lanes as before.
+ * lanes_total: acc [w] holds the lanes (overwritten); returns the total.
+ * dot_lanes: sum of a[i] b[i], i < n, so formed; same bits on every path.
+ */
+float	backend_cpu_lanes_total(float *acc, int w);
+float	backend_cpu_dot_lanes(const struct backend_cpu *, const float *a,
+	    const float *b, int64_t n, int w);
 void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
 	    float k, int64_t n);
 void	backend_cpu_update(const struct backend_cpu *, float *r, float k,
 	    const float *dl, float *acc, float q, int64_t n);
 
 float	backend_cpu_silu(float x);
+float	backend_cpu_expf_ggml(float x);
 float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);
 

@@ -20,6 +20,8 @@ struct rope_job {
 	const int32_t *pos;
 	const float *inv;		/* [n_rot/2] frequencies */
 	int	ldx, n_head, hs, n_rot, neox;
+	int	ggml;			/* BACKEND_ROPE_GGML: angles by products of ts */
+	float	ts;			/* theta^(-2/n_rot) */
 };
 
 static void
@@ -30,15 +32,20 @@ rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 	for (int64_t i = i0; i < i1; i++) {
 		int64_t r = i / j->n_head, h = i % j->n_head;
-		float *x = j->x + r * j->ldx + h * j->hs;
+		float *x = j->x + r * j->ldx + h * j->hs, th = (float)j->pos[r];
 
-		for (int d = 0; d < half; d++) {
-			float a = (float)j->pos[r] * j->inv[d];
+		for (int d = 0; d < half; d++, th *= j->ts) {
+			float a = j->ggml ? th : (float)j->pos[r] * j->inv[d];
 			float cs = cosf(a), sn = sinf(a);
 			float *p = x + d * step, x0 = p[0], x1 = p[off];
 
-			p[0] = x0 * cs - x1 * sn;
-			p[off] = x0 * sn + x1 * cs;
+			if (j->ggml) {
+				p[0] = fmaf(x0, cs, -(x1 * sn));
+				p[off] = fmaf(x0, sn, x1 * cs);
+			} else {
+				p[0] = x0 * cs - x1 * sn;
+				p[off] = x0 * sn + x1 * cs;
+			}
 		}
 	}
 }
@@ -48,7 +55,8 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
     int m, const int32_t *pos, int n_rot, float theta, int mode)
 {
 	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
-	    mode == BACKEND_ROPE_NEOX };
+	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, (mode & BACKEND_ROPE_GGML) != 0,
+	    powf(theta, -2.0f / (float)n_rot) };
 	float *inv = malloc(n_rot / 2 * sizeof *inv);
 	int rc;
 
@@ -82,31 +90,52 @@ backend_cpu_round_f16(struct backend *be, float *x, int ldx, int rows, int n)
 }
 
 /*
- * The F16 cache as ggml's CPU attention without flash attention computes
- * it: q rounded to half for K q, the scaled softmax normalized in float,
- * its weights rounded to half for V p.  s: [n + hd] scratch.
+ * Attention as llama.cpp's CPU computes it without flash attention, for
+ * one (row, head): the F16 cache (a->kv_f16: q and the softmax weights
+ * rounded to half, so every product is exact) or the F32 one (a->ggml).
+ * K q in lanes: with F16, 16 for a batch (a->batched) else 64; with F32,
+ * 64 always (q is not contiguous there, so no sgemm).  The scaled softmax
+ * with ggml's exp, its sum in double over blocks of 16 positions summed as
+ * 16 lanes, the weights normalized in float.  V p per output dim in lanes
+ * over positions, 16 for a batch, else 64 (positions past n add zeros, as
+ * llama.cpp's padded cache does; a head_dim not a multiple of the K q
+ * width is summed as if padded too, where ggml would add the rest in
+ * double).  s: [n + hd + 64 hd] scratch.
  */
 static void
-attn_head_f16(const struct backend_cpu *c, const struct backend_attn *a,
+attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
     const float *q, const float *k, const float *v, int kvd, int n, float *s,
     float *o)
 {
-	int hd = a->head_dim;
-	float *qh = s + n, mx = -INFINITY;
+	int hd = a->head_dim, w = a->batched ? 16 : 64, wk = a->kv_f16 ? w : 64;
+	float *qh = s + n, *acc = s + n + hd, mx = -INFINITY, blk[64];
 	double sum = 0;
 
 	for (int d = 0; d < hd; d++)
-		qh[d] = half(q[d]);
+		qh[d] = a->kv_f16 ? half(q[d]) : q[d];
 	for (int t = 0; t < n; t++) {
-		s[t] = c->dot(qh, k + (size_t)t * kvd, hd) * a->scale;
+		const float *kt = k + (size_t)t * kvd;
+
+		s[t] = backend_cpu_dot_lanes(c, qh, kt, hd, wk) * a->scale;
 		mx = s[t] > mx ? s[t] : mx;
 	}
-	for (int t = 0; t < n; t++)
-		sum += s[t] = expf(s[t] - mx);
+	for (int t0 = 0; t0 < n; t0 += 16) {
+		for (int l = 0; l < 16; l++)
+			blk[l] = t0 + l < n ? (s[t0 + l] = backend_cpu_expf_ggml(s[t0 + l] - mx)) : 0.0f;
+		sum += backend_cpu_lanes_total(blk, 16);
+	}
 	float inv = (float)(1.0 / sum);
-	memset(o, 0, hd * sizeof *o);
-	for (int t = 0; t < n; t++)
-		backend_cpu_axpy(c, o, half(s[t] * inv), v + (size_t)t * kvd, hd);
+	memset(acc, 0, (size_t)w * hd * sizeof *acc);
+	for (int t = 0; t < n; t++) {
+		float p = a->kv_f16 ? half(s[t] * inv) : s[t] * inv;
+
+		backend_cpu_axpy_fma(c, acc + (size_t)(t % w) * hd, p, v + (size_t)t * kvd, hd);
+	}
+	for (int d = 0; d < hd; d++) {
+		for (int l = 0; l < w; l++)
+			blk[l] = acc[(size_t)l * hd + d];
+		o[d] = backend_cpu_lanes_total(blk, w);
+	}
 }
 
 struct attn_job {
@@ -130,13 +159,13 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 		const float *k = j->kc + (size_t)(h / grp) * hd;
 		const float *v = j->vc + (size_t)(h / grp) * hd;
 		float *o = j->o + ((size_t)r * a->n_head + h) * hd;
-		float *s = backend_cpu_scratch(j->c, tid, n + hd), mx = -INFINITY;
+		float *s = backend_cpu_scratch(j->c, tid, n + 65 * (size_t)hd), mx = -INFINITY;
 		double sum = 0;
 
 		if (s == NULL)
 			return;
-		if (a->kv_f16) {
-			attn_head_f16(j->c, a, q, k, v, kvd, n, s, o);
+		if (a->kv_f16 || a->ggml) {
+			attn_head_ggml(j->c, a, q, k, v, kvd, n, s, o);
 			continue;
 		}
 		for (int t = 0; t < n; t++) {

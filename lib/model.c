@@ -175,8 +175,8 @@ read_hparams(struct model *md, struct src *s)
 		hp->n_k_heads = src_int(s, "ssm.group_count", 0);
 		hp->n_v_heads = src_int(s, "ssm.time_step_rank", 0);
 		hp->dv = hp->n_v_heads ? src_int(s, "ssm.inner_size", 0) / hp->n_v_heads : 0;
-	} else
-		hp->rope_mode = BACKEND_ROPE_NORM;
+	} else	/* llama GGUFs: llama.cpp's numerics are the reference */
+		hp->rope_mode = BACKEND_ROPE_NORM | BACKEND_ROPE_GGML;
 	if (hp->n_embd <= 0 || hp->n_ff <= 0 || hp->n_layer <= 0 || hp->n_mtp < 0 ||
 	    hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv ||
 	    hp->head_dim <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)

@@ -119,18 +119,20 @@ attn_out(struct model *md, struct model_layer *L, int m)
 /*
  * Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out.  With dpos
  * (p0 in backend memory) the same ops on the same memory at every step: K and V go through
- * scratch into the cache.
+ * scratch into the cache.  batched: the rows are a batch as llama.cpp would run it (see
+ * backend_attn.batched).
  */
 static int
 attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
-    const int32_t *dpos)
+    int batched, const int32_t *dpos)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd, n_ctx = state_config(st)->n_ctx;
 	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
+	    hp->arch == MODEL_ARCH_LLAMA, batched };
 
 	if (dpos != NULL) {
 		if (attn_qkv(md, L, a->y, a->z, m, dpos))
@@ -235,7 +237,8 @@ layers(struct model *md, struct state *st, int p0, int m, int flags, const int32
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		if ((L->rec ? gdn_layer(md, L, st, m, flags) : attn_layer(md, L, st, p0, m, dpos)) ||
+		if ((L->rec ? gdn_layer(md, L, st, m, flags) :
+		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY), dpos)) ||
 		    ffn(md, L, m))
 			return -1;
 	}
@@ -317,7 +320,7 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	    backend_rmsnorm(be, a->t, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
 	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
 		return fail(md);
-	if (attn_layer(md, L, st, p0, m, NULL) || ffn(md, L, m))
+	if (attn_layer(md, L, st, p0, m, 0, NULL) || ffn(md, L, m))
 		return -1;
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
 	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, hout);
@@ -336,7 +339,8 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16 };
+	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
+	    hp->arch == MODEL_ARCH_LLAMA, 0 };
 
 	if (attn_qkv(md, L, a->y, a->z, n, NULL))
 		return -1;

@@ -7,6 +7,7 @@
 #include "quant.h"
 #include "quant_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "util.h"
@@ -30,6 +31,34 @@ quant_vec_dot_type(int t)
 	}
 }
 
+/*
+ * One Q8_0 (s == NULL) or Q8_1 block of activations as ggml's x86 CPU
+ * backend quantizes them (quantize_row_q8_0/q8_1, its AVX path): the
+ * inverse scale is 127/amax in one rounding (the _ref form's 1/(amax/127)
+ * can differ in its last bit) and x*id is rounded half to even (_ref:
+ * half away from zero).  Either difference moves a quant by one now and
+ * then, which llama.cpp's logits feel.  qs: the 32 quants; s: their sum
+ * times d, as fp16 (Q8_1).
+ */
+static void
+act_q8(const float *x, uint8_t *d16, int8_t *qs, uint8_t *s16)
+{
+	float amax = 0.0f, d, id;
+	int j, sum = 0;
+
+	for (j = 0; j < 32; j++)
+		amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+	d = amax / 127.0f;
+	id = amax != 0.0f ? 127.0f / amax : 0.0f;
+	qi_wr16(d16, qi_f2h(d));
+	for (j = 0; j < 32; j++) {
+		qs[j] = (int8_t)nearbyintf(x[j] * id);
+		sum += qs[j];
+	}
+	if (s16 != NULL)
+		qi_wr16(s16, qi_f2h(d * (float)sum));
+}
+
 int
 quant_quantize_act(int t, const float *x, void *xq, int64_t n)
 {
@@ -45,8 +74,17 @@ quant_quantize_act(int t, const float *x, void *xq, int64_t n)
 		return 0;
 	}
 	tr = quant_traits(at);
-	for (i = 0; i < n / tr->blck; i++)
-		quant_quantize_block(at, x + i * tr->blck, y + i * tr->size);
+	for (i = 0; i < n / tr->blck; i++) {
+		const float *xb = x + i * tr->blck;
+		uint8_t *b = y + i * tr->size;
+
+		if (at == QUANT_Q8_0)
+			act_q8(xb, b, (int8_t *)(b + 2), NULL);
+		else if (at == QUANT_Q8_1)
+			act_q8(xb, b, (int8_t *)(b + 4), b + 2);
+		else
+			quant_quantize_block(at, xb, b);
+	}
 	return 0;
 }
 
@@ -67,6 +105,30 @@ dot_f32_c(int64_t n, const float *w, const float *x)
 	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+/*
+ * The sums of the 32-value types in the AVX2 code's order (quant_avx2.c,
+ * itself ggml's x86 vec_dot order), so both paths give the same bits: 8
+ * lanes, lane k a chain of fused multiply-adds of (block scale) times the
+ * integer sum of the block's values 4k..4k+3, lanes added as its hsum.
+ */
+static float
+lanes8_total(const float *a)
+{
+	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+static void
+lanes8_block(float *acc, float s, const int *v, const int8_t *q)
+{
+	for (int k = 0; k < 8; k++) {
+		int isum = 0;
+
+		for (int j = 4 * k; j < 4 * k + 4; j++)
+			isum += v[j] * q[j];
+		acc[k] = fmaf(s, (float)isum, acc[k]);
+	}
+}
+
 /* Against Q8_0 activations: groups of 32 values (16 for NVFP4) with one
  * scale each; a group's integer dot times both scales. */
 static float
@@ -74,9 +136,16 @@ vd_q8_0(int t, int64_t n, const uint8_t *w, const uint8_t *xq)
 {
 	const struct quant_traits *tr = quant_traits(t);
 	int g = t == QUANT_NVFP4 ? 16 : 32, v[64], j, k;
-	float ws[4], sum = 0.0f;
+	float ws[4], sum = 0.0f, acc[8] = { 0 };
 	int64_t i;
 
+	if (tr->blck == 32) {	/* NVFP4 (64) keeps its own order: not a ggml type */
+		for (i = 0; i < n; i += 32, w += tr->size, xq += 34) {
+			quant_block_ints(t, w, v, ws);
+			lanes8_block(acc, ws[0] * qi_h2f(qi_rd16(xq)), v, (const int8_t *)(xq + 2));
+		}
+		return lanes8_total(acc);
+	}
 	for (i = 0; i < n; i += tr->blck, w += tr->size) {
 		quant_block_ints(t, w, v, ws);
 		for (j = 0; j < tr->blck / g; j++) {
@@ -92,23 +161,21 @@ vd_q8_0(int t, int64_t n, const uint8_t *w, const uint8_t *xq)
 	return sum;
 }
 
-/* Q4_1/Q5_1 against Q8_1: d * dy * isum + m * s (s = dy * sum of qs). */
+/* Q4_1/Q5_1 against Q8_1: d * dy * isum in lanes, plus the sum of m * s
+ * (s = dy * sum of qs) in block order. */
 static float
 vd_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *xq)
 {
-	int bsz = quant_traits(t)->size, v[64], j;
-	float sum = 0.0f, ws[4];
+	int bsz = quant_traits(t)->size, v[64];
+	float summ = 0.0f, ws[4], acc[8] = { 0 };
 	int64_t i;
 
 	for (i = 0; i < nb; i++, w += bsz, xq += 36) {
-		int isum = 0;
-
 		quant_block_ints(t, w, v, ws);
-		for (j = 0; j < 32; j++)
-			isum += v[j] * (int8_t)xq[4 + j];
-		sum += (ws[0] * qi_h2f(qi_rd16(xq))) * (float)isum + ws[1] * qi_h2f(qi_rd16(xq + 2));
+		lanes8_block(acc, ws[0] * qi_h2f(qi_rd16(xq)), v, (const int8_t *)(xq + 4));
+		summ += ws[1] * qi_h2f(qi_rd16(xq + 2));
 	}
-	return sum;
+	return lanes8_total(acc) + summ;
 }
 
 /* K-quants and IQ4_XS against Q8_K: integer sums per sub-block. */

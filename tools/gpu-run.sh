@@ -7,6 +7,8 @@
 # to $OUT (or a temporary directory); a short table is printed last.
 #   usage: sh tools/gpu-run.sh [all|bench|gates]  ("bench": skip the checks,
 #   "gates": skip the benchmark)
+# MEMRA_COMMIT names the commit in the TSV rows tools/abba writes (the
+# device copy's .git may be stale).
 # Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
 # (run-gen on A's 8 refs prompts, cuda = cpu = refs, argmax gate MATCH;
 # run-spec -K 1-8 on A and its GGUFs); GPU_RUN_GREEDY=0 skips the older

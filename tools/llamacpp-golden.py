@@ -9,8 +9,8 @@ rendered with the GGUF's ChatML template), llama.cpp's prompt ids (BOS as
 the vocabulary asks, special tokens parsed), up to N greedy ids (stopping
 before EOS or <|im_end|>), and the top-5 logits of the first step with the
 top-2 margin.  The KV cache is F16 by default, llama.cpp's own default
-(it rounds K and V to half precision, which memra does not; f32 is there
-for the investigation), no flash attention.  Settings: n_ctx 512, n_batch 512, 2 threads, logits of every
+(run-gen --kv-type f16 is the same; f32 makes t/data/smollm2-llamacpp-f32.json,
+which run-gen's default cache matches), no flash attention.  Settings: n_ctx 512, n_batch 512, 2 threads, logits of every
 position, whole prompt in one eval, then one token per eval.
 """
 import hashlib

@@ -1,9 +1,10 @@
 /*
  * model-logits: the logits of every position of a token sequence, for the
  * tests that compare them with a reference.
- *   model-logits [-t threads] [-d device] [-k f32|f16] [-1] MODEL OUT ID...
- * Runs the ids through one prefill forward (-1: one token at a time; -k:
- * the KV cache type) and
+ *   model-logits [-t threads] [-d device] [-k f32|f16] [-1 | -p N] MODEL OUT ID...
+ * Runs the ids through one prefill forward (-1: one token at a time; -p N:
+ * the first N in one prefill, then one at a time, as a generation runs;
+ * -k: the KV cache type) and
  * writes [n_ids][n_vocab] float32 (host byte order) to OUT ('-' is stdout).
  * Exit 0, 1 on a failure, 2 on misuse.
  */
@@ -17,23 +18,24 @@
 #include "state.h"
 #include "util.h"
 
+/* pre: rows of the first forward (np: all; 0: none, every row alone) */
 static int
 forward_all(struct model *md, struct state *st, const int32_t *ids, int np,
-    int one, float *lg)
+    int pre, float *lg)
 {
 	size_t nv = (size_t)model_hparams(md)->n_vocab;
 
-	if (!one)
-		return model_forward(md, st, ids, np, MODEL_PREFILL | MODEL_LOGITS_ALL,
-		    lg, NULL);
-	for (int i = 0; i < np; i++)
+	if (pre > 0 && model_forward(md, st, ids, pre, MODEL_PREFILL | MODEL_LOGITS_ALL,
+	    lg, NULL) != 0)
+		return -1;
+	for (int i = pre; i < np; i++)
 		if (model_forward(md, st, ids + i, 1, 0, lg + i * nv, NULL) != 0)
 			return -1;
 	return 0;
 }
 
 static int
-run(const char *path, const char *out, const char *dev, int nt, int one,
+run(const char *path, const char *out, const char *dev, int nt, int pre,
     const struct model_options *mo, const int32_t *ids, int np)
 {
 	char err[UTIL_ERRLEN];
@@ -47,7 +49,7 @@ run(const char *path, const char *out, const char *dev, int nt, int one,
 
 	if (rc != 0)
 		warnmsg("%s", err);
-	else if ((rc = forward_all(md, st, ids, np, one, lg)) != 0)
+	else if ((rc = forward_all(md, st, ids, np, pre < 0 ? np : pre, lg)) != 0)
 		warnmsg("%s: %s", path, model_errmsg(md));
 	else if ((fp = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb")) == NULL)
 		rc = -1, warnmsg("%s: cannot open", out);
@@ -67,12 +69,12 @@ main(int argc, char *argv[])
 {
 	const char *dev = "cpu";
 	struct model_options mo = { 0 };
-	int ch, nt = 0, one = 0, np;
+	int ch, nt = 0, pre = -1, np;	/* pre -1: all ids in one prefill */
 	int64_t v;
 	int32_t *ids;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "t:d:k:1")) != -1) {
+	while ((ch = getopt(argc, argv, "t:d:k:1p:")) != -1) {
 		switch (ch) {
 		case 't':
 			if (util_parse_i64(optarg, 0, 1024, &v) != 0)
@@ -84,15 +86,22 @@ main(int argc, char *argv[])
 			if ((mo.kv_f16 = model_kv_type(optarg)) < 0)
 				die(2, "bad KV cache type '%s'", optarg);
 			break;
-		case '1': one = 1; break;
+		case '1': pre = 0; break;
+		case 'p':
+			if (util_parse_i64(optarg, 1, INT32_MAX, &v) != 0)
+				die(2, "bad prefill length '%s'", optarg);
+			pre = (int)v;
+			break;
 		default: return 2;
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 3)
-		die(2, "usage: model-logits [-t threads] [-d device] [-k f32|f16] [-1] MODEL OUT ID...");
+		die(2, "usage: model-logits [-t threads] [-d device] [-k f32|f16] [-1 | -p N] MODEL OUT ID...");
 	np = argc - 2;
+	if (pre > np)
+		die(2, "prefill length %d exceeds the %d ids", pre, np);
 	if ((ids = malloc(np * sizeof *ids)) == NULL)
 		die(1, "out of memory");
 	for (int i = 0; i < np; i++) {
@@ -100,7 +109,7 @@ main(int argc, char *argv[])
 			die(2, "bad token id '%s'", argv[2 + i]);
 		ids[i] = (int32_t)v;
 	}
-	v = run(argv[0], argv[1], dev, nt, one, &mo, ids, np);
+	v = run(argv[0], argv[1], dev, nt, pre, &mo, ids, np);
 	free(ids);
 	return finish((int)v);
 }

@@ -477,7 +477,7 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 
 TEST(attention_matches_reference_and_decode_equals_prefill)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 5, m = 6, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -519,7 +519,7 @@ TEST(round_f16_keeps_what_a_half_cache_stores)
 
 TEST(attention_with_f16_cache_matches_reference_and_is_batch_invariant)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 1 };
+	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 7, m = 5, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -546,6 +546,47 @@ TEST(attention_with_f16_cache_matches_reference_and_is_batch_invariant)
 			FAILF("row %d of a %d-row prefill differs from decoding it alone", r, m);
 	}
 	free(q), free(kc), free(vc), free(o), free(o1), free(o3), free(ref);
+}
+
+/*
+ * llama.cpp's attention orders (a->ggml: K q and V p summed in 16 or 64
+ * lanes of fused chains, backend_cpu_dot_lanes and backend_cpu_lanes_total)
+ * give the same bits on the AVX2 path as on the portable one, so llama
+ * GGUFs compute alike on any x86-64.  Over 64 positions, head_dims
+ * below, at and past 64 lanes (136: chains of two or three, and a tail),
+ * both caches, both kernels' orders.
+ */
+TEST(ggml_attention_orders_are_the_same_bits_on_every_path)
+{
+	static const int hds[] = { 24, 64, 136 };
+
+	for (int h = 0; h < 3; h++)
+		for (int f16 = 0; f16 < 2; f16++)
+			for (int bat = 0; bat < 2; bat++) {
+				struct backend_attn a = { 4, 2, hds[h], 0, f16, 1, bat };
+				int hd = hds[h], kvd = 2 * hd, ldq = 4 * hd, p0 = 70, m = 5;
+				int n_ctx = p0 + m, od = 4 * hd;
+				float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * kvd, 2);
+				float *vc = rnd((size_t)n_ctx * kvd, 1);
+				float *o = malloc((size_t)m * od * 4), *os = malloc((size_t)m * od * 4);
+				double *ref = malloc((size_t)m * od * sizeof *ref);
+
+				a.scale = 1 / sqrtf((float)hd);
+				if (f16) {
+					CHECK(backend_round_f16(be1, kc, kvd, n_ctx, kvd) == 0);
+					CHECK(backend_round_f16(be1, vc, kvd, n_ctx, kvd) == 0);
+				}
+				ref_attention(&a, q, ldq, hd, kc, vc, m, p0, ref);
+				CHECK(backend_attention(be3, &a, q, ldq, hd, kc, vc, m, p0, o) == 0);
+				CHECK(backend_attention(bes, &a, q, ldq, hd, kc, vc, m, p0, os) == 0);
+				if (maxrel(o, ref, (size_t)m * od) > 1e-5)
+					FAILF("head_dim %d f16 %d batched %d: maxrel %g", hd, f16, bat,
+					    maxrel(o, ref, (size_t)m * od));
+				if (!same(o, os, (size_t)m * od))
+					FAILF("head_dim %d f16 %d batched %d: %s and %s differ", hd, f16,
+					    bat, backend_name(be3), backend_name(bes));
+				free(q), free(kc), free(vc), free(o), free(os), free(ref);
+			}
 }
 
 /* --- conv1d --- */
@@ -738,7 +779,7 @@ dpos_new(struct backend *be, int p0, int m)
 
 TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
 {
-	struct backend_attn a = { 4, 2, 24, 0.2f, 0 };
+	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0 };
 	int m = 3, p0 = 5, n_ctx = 9, kvd = 48, qhs = 48, ldq = 4 * 48, od = 4 * 24;
 	int32_t pos[3] = { 5, 6, 7 }, *d = dpos_new(be3, p0, m);
 	float *x = rnd((size_t)m * ldq, 1), *y = dup(x, (size_t)m * ldq);
@@ -822,6 +863,7 @@ main(void)
 	RUN(attention_matches_reference_and_decode_equals_prefill);
 	RUN(round_f16_keeps_what_a_half_cache_stores);
 	RUN(attention_with_f16_cache_matches_reference_and_is_batch_invariant);
+	RUN(ggml_attention_orders_are_the_same_bits_on_every_path);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);

@@ -511,6 +511,42 @@ TEST(dots_match_dequantized_dots)
 	}
 }
 
+/*
+ * The 32-value types against Q8_0/Q8_1 (the products of llama GGUFs, whose
+ * sums follow ggml's x86 order) give the same bits on the portable and the
+ * AVX2 path, so a model computes alike with and without AVX2.
+ */
+TEST(dots_of_32_value_types_are_the_same_bits_on_both_paths)
+{
+	static uint8_t w[8192 * 2], xq[8192 * 2];
+	static float x[8192];
+	static const int types[] = {
+		QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0, QUANT_IQ4_NL, QUANT_MXFP4, QUANT_Q4_1, QUANT_Q5_1,
+	};
+	static const int64_t ns[] = { 32, 96, 576, 1536, 8192 };
+
+	if (strcmp(quant_dot_impl(), "avx2") != 0) {
+		printf("# no AVX2 here: the portable path only\n");
+		return;
+	}
+	for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+		for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+			for (int seed = 0; seed < 3; seed++) {
+				int t = types[k];
+				int64_t n = ns[i];
+				float a, b;
+
+				make_weights(t, w, n, 11 * seed + i);
+				make_row(x, n, 7 * seed + 500 + i, seed);
+				CHECK_EQ_INT(quant_quantize_act(t, x, xq, n), 0);
+				a = quant_vec_dot_portable(t, n, w, xq);
+				b = quant_vec_dot_avx2(t, n, w, xq);
+				if (memcmp(&a, &b, sizeof a) != 0)
+					FAILF("%s n %lld seed %d: portable %.9g, avx2 %.9g", quant_name(t),
+					    (long long)n, seed, a, b);
+			}
+}
+
 TEST(dot_refuses)
 {
 	uint8_t w[1024] = { 0 };
@@ -614,6 +650,7 @@ main(void)
 	RUN(quantize_is_deterministic_per_block);
 	RUN(quantize_rejects);
 	RUN(dots_match_dequantized_dots);
+	RUN(dots_of_32_value_types_are_the_same_bits_on_both_paths);
 	RUN(dot_refuses);
 	RUN(q8_k_bsums);
 	RUN(dots_from_many_threads);
