@@ -480,6 +480,15 @@ check_i8_split(struct kc *k, struct wset *s, const void *ds)
 	snprintf(name, sizeof name, "batch-invariant %s split", quant_name(s->t));
 	snprintf(shape, sizeof shape, "%lldx%lld m=16|1|7", (long long)s->rows, (long long)s->ne0);
 	same_bits(k, name, shape, ya, yb, ny);
+	/* 4 pieces a lane in flight give the bits of 8 */
+	gchk(k, gpu_tune_split(k->g, 4));
+	gchk(k, gpu_matvec_q8(k->g, t, ds, s->rows, s->ne0, dx, M, db, NULL));
+	gchk(k, gpu_tune_split(k->g, 8));
+	dget(k, yb, db, (size_t)ny * 4);
+	brk(k, yb, ny);
+	snprintf(name, sizeof name, "unroll-invariant %s split", quant_name(s->t));
+	snprintf(shape, sizeof shape, "%lldx%lld m=16 U=8|4", (long long)s->rows, (long long)s->ne0);
+	same_bits(k, name, shape, ya, yb, ny);
 	gchk(k, gpu_get_rows(k->g, t, ds, s->ne0, dids, 5, db));
 	dget(k, yb, db, (size_t)5 * s->ne0 * 4);
 	brk(k, yb, 5 * s->ne0);
@@ -1628,8 +1637,9 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 
 /*
  * The int8-activation product (gpu_matvec_q8, with its quantization of x)
- * of one shape, in place and split, on the same matrices: copies that
- * together pass 1 GiB, each also split.  GB/s counts the weight bytes.
+ * of one shape, in place and split (8 and 4 pieces a lane in flight), on
+ * the same matrices: copies that together pass 1 GiB, each also split.
+ * GB/s counts the weight bytes; x: in place time / split time.
  */
 static void
 bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
@@ -1649,23 +1659,28 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		gchk(k, gpu_split(k->g, t, w[c], rows, ne0, w[nc + c]));
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double sec[2];
-		for (int sp = 0; sp < 2; sp++) {
+		double sec[3];
+		for (int v = 0; v < 3; v++) {	/* in place, split U=8, split U=4 */
 			struct gpu_graph *gr;
+			int sp = v > 0;
+			gchk(k, gpu_tune_split(k->g, v == 2 ? 4 : 8));
 			gchk(k, gpu_graph_begin(k->g));
 			for (int l = 0; l < nl; l++)
 				gchk(k, gpu_matvec_q8(k->g, t | (sp ? GPU_SPLIT : 0), w[sp * nc + l % nc],
 				    rows, ne0, dx, ms[mi], dy, NULL));
 			if ((gr = gpu_graph_end(k->g)) == NULL)
 				die(1, "gpu: %s", gpu_errmsg(k->g));
-			sec[sp] = time_graph(k, gr, 5) / nl;
+			sec[v] = time_graph(k, gr, 5) / nl;
 			gpu_graph_free(gr);
 		}
-		printf("bench i8 %-6s %lldx%-6lld m=%-2d in place %7.2f us %7.1f GB/s %5.1f%%"
-		    " | split %7.2f us %7.1f GB/s %5.1f%% of copy  x%.2f\n", quant_name(t),
-		    (long long)rows, (long long)ne0, ms[mi], sec[0] * 1e6, nb / sec[0] * 1e-9,
-		    100.0 * nb / sec[0] / copy_bw, sec[1] * 1e6, ns / sec[1] * 1e-9,
-		    100.0 * ns / sec[1] / copy_bw, sec[0] / sec[1]);
+		gchk(k, gpu_tune_split(k->g, 8));
+		for (int v = 0; v < 3; v++) {
+			size_t n = v ? ns : nb;
+			printf("bench i8 %-6s %lldx%-6lld m=%-2d %-8s %8.2f us %7.1f GB/s %5.1f%% of copy"
+			    "  x%.2f of in place\n", quant_name(t), (long long)rows, (long long)ne0,
+			    ms[mi], v == 0 ? "in-place" : v == 1 ? "split8" : "split4", sec[v] * 1e6,
+			    n / sec[v] * 1e-9, 100.0 * n / sec[v] / copy_bw, sec[0] / sec[v]);
+		}
 		fflush(stdout);
 	}
 	for (int c = 0; c < 2 * nc; c++)

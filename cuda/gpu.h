@@ -141,6 +141,10 @@ size_t	gpu_split_size(int t, int64_t rows, int64_t ne0);
 int	gpu_split(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    void *d_dst);
 
+/* Benchmark seam for the split products: the 16-byte pieces a lane loads
+ * before it uses the first (4 or 8; default 8).  Never changes a result. */
+int	gpu_tune_split(struct gpu *g, int unroll);
+
 /*
  * nw products of the same x (the projections after one RMSNorm, gate and
  * up): x quantized once, then product i is gpu_matvec_q8(t[i], d_w[i],

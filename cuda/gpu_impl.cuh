@@ -20,6 +20,7 @@ struct gpu {
 	int	nsm;			/* multiprocessors */
 	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
+	int	mvs_unroll;		/* split products: pieces a lane loads at once (4, 8; 0: 8) */
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];

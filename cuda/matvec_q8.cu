@@ -394,7 +394,7 @@ gpu_split_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
  * The decode product over split rows.  One warp per weight row; the row's
  * quants are np 16-byte pieces (Q8_0: half a block; NVFP4: two of a
  * block's four 16-value sub-blocks) and lane l takes pieces l, l + 32,
- * ..., MVS_U of them loaded (with their scales) before the first is used:
+ * ..., U of them loaded (with their scales) before the first is used:
  * each load instruction of the warp reads 512 contiguous bytes.  Q8_0: the
  * two halves of block b sit in lanes 2b', 2b'+1, their integer sums are
  * added by one shuffle and the even lane adds (float)s * (dw * dx) as
@@ -402,8 +402,6 @@ gpu_split_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
  * k_mv8 does.  Only the order of the float sums differs from k_mv8's, and
  * it is the same for every m (batch-invariant).
  */
-#define MVS_U 8
-
 template <int T, int M>
 __device__ __forceinline__ void
 mvs_piece(int4 w, uint32_t sc, int p, bool ok, bool even, int nb, int64_t ne0,
@@ -455,7 +453,7 @@ mvs_piece(int4 w, uint32_t sc, int p, bool ok, bool even, int nb, int64_t ne0,
 	}
 }
 
-template <int T, int M>
+template <int T, int M, int U>
 __global__ void __launch_bounds__(256)
 k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t rs,
     const int8_t *__restrict__ q, const float *__restrict__ dx, int m, float *y,
@@ -473,11 +471,11 @@ k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t r
 		acc[j] = 0.0f;
 	const int4 *wq = (const int4 *)(W + (size_t)r * rs);
 	const uint8_t *ws = W + (size_t)r * rs + qrow;
-	for (int p0 = 0; p0 < np; p0 += 32 * MVS_U) {
-		int4 w[MVS_U];
-		uint32_t sc[MVS_U];
+	for (int p0 = 0; p0 < np; p0 += 32 * U) {
+		int4 w[U];
+		uint32_t sc[U];
 #pragma unroll
-		for (int u = 0; u < MVS_U; u++) {
+		for (int u = 0; u < U; u++) {
 			int p = p0 + lane + 32 * u;
 			if (p < np) {
 				w[u] = __ldg(wq + p);
@@ -489,7 +487,7 @@ k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t r
 			}
 		}
 #pragma unroll
-		for (int u = 0; u < MVS_U; u++) {
+		for (int u = 0; u < U; u++) {
 			if (p0 + 32 * u >= np)	/* the whole warp is past the row */
 				break;
 			int p = p0 + lane + 32 * u;
@@ -500,29 +498,52 @@ k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t r
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
+template <int T, int U>
+static void
+mvs_launch_u(struct gpu *g, const uint8_t *W, int64_t rows, int nb, size_t qrow, size_t rs,
+    const int8_t *q, const float *dx, int m, float *y, const float *scale)
+{
+	unsigned grid = (unsigned)((rows + 7) / 8);
+
+	if (m <= 1)
+		k_mvs<T, 1, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 2)
+		k_mvs<T, 2, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 4)
+		k_mvs<T, 4, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 8)
+		k_mvs<T, 8, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else
+		k_mvs<T, 16, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+}
+
 template <int T>
 static int
 mvs_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
     const float *dx, int m, float *y, const float *scale)
 {
-	unsigned grid = (unsigned)((rows + 7) / 8);
 	const uint8_t *W = (const uint8_t *)w;
 	int64_t ne0 = (int64_t)nb * 32;
 	size_t qrow = split_qrow(T, ne0), rs = split_rs(T, ne0);
 
 	if (((uintptr_t)W & 15) != 0)
 		return gpu_fail(g, "matvec_q8: split matrix not 16-byte aligned");
-	if (m <= 1)
-		k_mvs<T, 1><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
-	else if (m <= 2)
-		k_mvs<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
-	else if (m <= 4)
-		k_mvs<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
-	else if (m <= 8)
-		k_mvs<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	if (g->mvs_unroll == 4)
+		mvs_launch_u<T, 4>(g, W, rows, nb, qrow, rs, q, dx, m, y, scale);
 	else
-		k_mvs<T, 16><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+		mvs_launch_u<T, 8>(g, W, rows, nb, qrow, rs, q, dx, m, y, scale);
 	GPU_LAUNCHED(g, "matvec_q8 split");
+	return 0;
+}
+
+extern "C" int
+gpu_tune_split(struct gpu *g, int unroll)
+{
+	if (unroll != 4 && unroll != 8)
+		return gpu_fail(g, "tune: split unroll %d (4 or 8)", unroll);
+	if (unroll != (g->mvs_unroll == 4 ? 4 : 8))
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->mvs_unroll = unroll;
 	return 0;
 }
 
