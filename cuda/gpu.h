@@ -122,8 +122,9 @@ int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
 
 /*
  * The split layout of a Q8_0 or NVFP4 matrix, for the decode product:
- * per row the quants (Q8_0: 32 int8 a block; NVFP4: the 32 nibble bytes
- * of a 64-value block) contiguous and 16-byte aligned, then the row's
+ * per row the quants (Q8_0: 32 int8 a block; NVFP4: 8 nibble bytes a
+ * 16-value sub-block, interleaved in groups of 1024 values: see
+ * cuda/matvec_q8.cu) contiguous and 16-byte aligned, then the row's
  * scales (fp16 d; the 4 UE4M3 bytes), padded to 16 bytes: the original
  * row's size when ne0 is a multiple of 256.  A split matrix is named by
  * its type or'ed with GPU_SPLIT, and only gpu_matvec_q8*, gpu_get_rows

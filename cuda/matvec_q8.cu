@@ -258,13 +258,17 @@ k_mv8s(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 
 /*
  * The split layout (GPU_SPLIT, gpu_split): row r at r * rs bytes holds the
- * row's quants (Q8_0: the 32 int8 of each block; NVFP4: the 32 nibble
- * bytes of each 64-block, as in the block), qrow bytes, then its scales
- * (Q8_0: the fp16 d of each block; NVFP4: the 4 UE4M3 bytes of each
- * block), ne0 / 16 bytes either way, then zeros to a multiple of 16:
+ * row's quants, qrow bytes, then its scales (Q8_0: the fp16 d of each
+ * block; NVFP4: the 4 UE4M3 bytes of each block, one a 16-value
+ * sub-block), ne0 / 16 bytes either way, then zeros to a multiple of 16:
  * rs = qrow + ne0 / 16 rounded up to 16, the original row's size when
  * ne0 is a multiple of 256.  The quants of a row are contiguous and
  * 16-byte aligned, so a warp reads them as consecutive 16-byte pieces.
+ * Q8_0: the 32 int8 of each block in order.  NVFP4: the 8 nibble bytes of
+ * each sub-block (byte i: value i low, value 8 + i high, as in the
+ * block), in groups of 32 pieces (1024 values; the last group n <= 32):
+ * piece l of a group of n holds its sub-blocks l and n + l, so that the
+ * lanes' 16-byte loads of the int8 x for the two are contiguous too.
  */
 static size_t
 split_qrow(int t, int64_t ne0)
@@ -287,10 +291,38 @@ gpu_split_size(int t, int64_t rows, int64_t ne0)
 	return split_rs(t, ne0) * (size_t)rows;
 }
 
-/* One thread per weight block i of row i / nbw: its quants and scale moved. */
-template <int T>
+/* NVFP4 sub-block sb of a row of np pieces: its piece and half (mvs_piece). */
+__device__ __forceinline__ int
+nv_piece(int sb, int np, int *half)
+{
+	int g = sb / 64, i = sb % 64, n = min(32, np - 32 * g);
+
+	*half = i >= n;
+	return 32 * g + (i >= n ? i - n : i);
+}
+
+/* NVFP4: one thread per sub-block i of row i / nsb: its 8 bytes and scale moved. */
 __global__ void
-k_split(const uint8_t *__restrict__ src, int64_t nblk, int nbw, size_t qrow, size_t rs,
+k_split_nv(const uint8_t *__restrict__ src, int64_t nsub, int nsb, size_t qrow, size_t rs,
+    uint8_t *__restrict__ dst)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= nsub)
+		return;
+	int64_t r = i / nsb;
+	int sb = (int)(i % nsb), half;
+	int piece = nv_piece(sb, (int)(qrow / 16), &half);
+	const uint32_t *b = (const uint32_t *)(src + (i / 4) * 36);	/* 4-byte aligned */
+	uint8_t *row = dst + r * rs;
+	*(uint2 *)(row + (size_t)piece * 16 + half * 8) = make_uint2(b[1 + 2 * (sb % 4)],
+	    b[2 + 2 * (sb % 4)]);
+	row[qrow + sb] = (uint8_t)(b[0] >> (8 * (sb % 4)));
+}
+
+/* Q8_0: one thread per weight block i of row i / nbw: its quants and scale moved. */
+__global__ void
+k_split_q8(const uint8_t *__restrict__ src, int64_t nblk, int nbw, size_t qrow, size_t rs,
     uint8_t *__restrict__ dst)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -300,18 +332,12 @@ k_split(const uint8_t *__restrict__ src, int64_t nblk, int nbw, size_t qrow, siz
 	int64_t r = i / nbw;
 	int k = (int)(i % nbw);
 	uint8_t *row = dst + r * rs;
+	const uint16_t *b = (const uint16_t *)(src + i * 34);	/* 2-byte aligned: d, 32 int8 */
 	uint32_t v[8];
-	if (T == Q8_T_Q8_0) {		/* 2-byte aligned: d, then 32 int8 */
-		const uint16_t *b = (const uint16_t *)(src + i * 34);
-		for (int j = 0; j < 8; j++)
-			v[j] = (uint32_t)b[1 + 2 * j] | (uint32_t)b[2 + 2 * j] << 16;
-		((uint16_t *)(row + qrow))[k] = b[0];
-	} else {			/* 4-byte aligned: 4 scale bytes, then 32 */
-		const uint32_t *b = (const uint32_t *)(src + i * 36);
-		for (int j = 0; j < 8; j++)
-			v[j] = b[1 + j];
-		((uint32_t *)(row + qrow))[k] = b[0];
-	}
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+		v[j] = (uint32_t)b[1 + 2 * j] | (uint32_t)b[2 + 2 * j] << 16;
+	((uint16_t *)(row + qrow))[k] = b[0];
 	int4 *q = (int4 *)(row + (size_t)k * 32);
 	q[0] = make_int4((int)v[0], (int)v[1], (int)v[2], (int)v[3]);
 	q[1] = make_int4((int)v[4], (int)v[5], (int)v[6], (int)v[7]);
@@ -333,11 +359,11 @@ gpu_split(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, void
 	unsigned grid = (unsigned)((nblk + 255) / 256);
 	GPU_CHECK(g, cudaMemsetAsync(d_dst, 0, n, g->stream));	/* the padding */
 	if (t == Q8_T_Q8_0)
-		k_split<Q8_T_Q8_0><<<grid, 256, 0, g->stream>>>((const uint8_t *)d_w, nblk, nbw,
-		    qrow, rs, (uint8_t *)d_dst);
+		k_split_q8<<<grid, 256, 0, g->stream>>>((const uint8_t *)d_w, nblk, nbw, qrow, rs,
+		    (uint8_t *)d_dst);
 	else
-		k_split<Q8_T_NVFP4><<<grid, 256, 0, g->stream>>>((const uint8_t *)d_w, nblk, nbw,
-		    qrow, rs, (uint8_t *)d_dst);
+		k_split_nv<<<(unsigned)((4 * nblk + 255) / 256), 256, 0, g->stream>>>(
+		    (const uint8_t *)d_w, 4 * nblk, 4 * nbw, qrow, rs, (uint8_t *)d_dst);
 	GPU_LAUNCHED(g, "split");
 	return 0;
 }
@@ -363,10 +389,10 @@ k_split_rows(const uint8_t *__restrict__ W, int64_t ne0, size_t qrow, size_t rs,
 		float d = __half2float(__ushort_as_half(((const uint16_t *)(row + qrow))[e / 32]));
 		v = __fmul_rn((float)(int8_t)row[e], d);
 	} else {
-		int64_t b = e / 64;
-		int i = (int)(e % 64), s = i / 16, j = i % 16;
-		unsigned x = row[b * 32 + 8 * s + (j & 7)];
-		float d = ue4m3_half(row[qrow + b * 4 + s]);
+		int sb = (int)(e / 16), j = (int)(e % 16), half;
+		int piece = nv_piece(sb, (int)(qrow / 16), &half);
+		unsigned x = row[(size_t)piece * 16 + half * 8 + (j & 7)];
+		float d = ue4m3_half(row[qrow + sb]);
 		v = __fmul_rn(c_kf8[j < 8 ? x & 0xF : x >> 4], d);
 	}
 	out[(size_t)blockIdx.y * ne0 + e] = v;
@@ -392,19 +418,20 @@ gpu_split_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 
 /*
  * The decode product over split rows.  One warp per weight row; the row's
- * quants are np 16-byte pieces (Q8_0: half a block; NVFP4: two of a
- * block's four 16-value sub-blocks) and lane l takes pieces l, l + 32,
- * ..., U of them loaded (with their scales) before the first is used:
- * each load instruction of the warp reads 512 contiguous bytes.  Q8_0: the
- * two halves of block b sit in lanes 2b', 2b'+1, their integer sums are
- * added by one shuffle and the even lane adds (float)s * (dw * dx) as
+ * quants are np 16-byte pieces (Q8_0: half a block; NVFP4: two 16-value
+ * sub-blocks, sa and sb) and lane l takes pieces l, l + 32, ..., U of
+ * them loaded (with their scales) before the first is used: each load
+ * instruction of the warp reads 512 contiguous bytes of weights, and of x
+ * (int8, 16 bytes a lane: one per piece for Q8_0, two for NVFP4).  Q8_0:
+ * the two halves of a block sit in lanes 2i, 2i + 1, their integer sums
+ * are added by one shuffle and the even lane adds (float)s * (dw * dx) as
  * k_mv8 does; NVFP4: a lane adds each of its two sub-blocks' terms as
  * k_mv8 does.  Only the order of the float sums differs from k_mv8's, and
  * it is the same for every m (batch-invariant).
  */
 template <int T, int M>
 __device__ __forceinline__ void
-mvs_piece(int4 w, uint32_t sc, int p, bool ok, bool even, int nb, int64_t ne0,
+mvs_piece(int4 w, uint32_t sc, int p, int sa, int sb, bool ok, bool even, int nb, int64_t ne0,
     const int8_t *__restrict__ q, const float *__restrict__ dx, int m, float *acc)
 {
 	if (T == Q8_T_Q8_0) {
@@ -429,9 +456,7 @@ mvs_piece(int4 w, uint32_t sc, int p, bool ok, bool even, int nb, int64_t ne0,
 	} else {
 		if (!ok)
 			return;
-		int h = p & 1;
-		float ws0 = ue4m3_half((sc >> (16 * h)) & 0xFF);
-		float ws1 = ue4m3_half((sc >> (16 * h + 8)) & 0xFF);
+		float ws0 = ue4m3_half(sc & 0xFF), ws1 = ue4m3_half(sc >> 8 & 0xFF);
 		int w0 = fp4x4((uint32_t)w.x), w1 = fp4x4((uint32_t)w.y);
 		int w2 = fp4x4((uint32_t)w.x >> 4), w3 = fp4x4((uint32_t)w.y >> 4);
 		int w4 = fp4x4((uint32_t)w.z), w5 = fp4x4((uint32_t)w.w);
@@ -440,15 +465,15 @@ mvs_piece(int4 w, uint32_t sc, int p, bool ok, bool even, int nb, int64_t ne0,
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int4 *xq = (const int4 *)(q + (size_t)j * ne0 + (size_t)p * 32);
-			int4 a = xq[0], c = xq[1];
-			float d = dx[(size_t)j * nb + p];
+			const int8_t *xj = q + (size_t)j * ne0;
+			int4 a = *(const int4 *)(xj + (size_t)sa * 16), c = *(const int4 *)(xj + (size_t)sb * 16);
+			float da = dx[(size_t)j * nb + sa / 2], db = dx[(size_t)j * nb + sb / 2];
 			int t0 = __dp4a(w0, a.x, 0);
 			t0 = __dp4a(w1, a.y, t0), t0 = __dp4a(w2, a.z, t0), t0 = __dp4a(w3, a.w, t0);
 			int t1 = __dp4a(w4, c.x, 0);
 			t1 = __dp4a(w5, c.y, t1), t1 = __dp4a(w6, c.z, t1), t1 = __dp4a(w7, c.w, t1);
-			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t0, __fmul_rn(ws0, d)));
-			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t1, __fmul_rn(ws1, d)));
+			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t0, __fmul_rn(ws0, da)));
+			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t1, __fmul_rn(ws1, db)));
 		}
 	}
 }
@@ -476,11 +501,14 @@ k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t r
 		uint32_t sc[U];
 #pragma unroll
 		for (int u = 0; u < U; u++) {
-			int p = p0 + lane + 32 * u;
+			int base = p0 + 32 * u, p = base + lane, n = min(32, np - base);
 			if (p < np) {
 				w[u] = __ldg(wq + p);
-				sc[u] = T == Q8_T_Q8_0 ? (uint32_t)__ldg((const unsigned short *)ws + (p >> 1)) :
-				    __ldg((const unsigned *)ws + (p >> 1));
+				if (T == Q8_T_Q8_0)
+					sc[u] = __ldg((const unsigned short *)ws + (p >> 1));
+				else	/* the scale bytes of sub-blocks sa, sb (mvs_piece) */
+					sc[u] = (uint32_t)__ldg(ws + 2 * base + lane) |
+					    (uint32_t)__ldg(ws + 2 * base + n + lane) << 8;
 			} else {
 				w[u] = make_int4(0, 0, 0, 0);
 				sc[u] = 0;
@@ -490,9 +518,9 @@ k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t r
 		for (int u = 0; u < U; u++) {
 			if (p0 + 32 * u >= np)	/* the whole warp is past the row */
 				break;
-			int p = p0 + lane + 32 * u;
-			mvs_piece<T, M>(w[u], sc[u], p, p < np, (lane & 1) == 0, nb, ne0, q, dx, m,
-			    acc);
+			int base = p0 + 32 * u, p = base + lane, n = min(32, np - base);
+			mvs_piece<T, M>(w[u], sc[u], p, 2 * base + lane, 2 * base + n + lane, p < np,
+			    (lane & 1) == 0, nb, ne0, q, dx, m, acc);
 		}
 	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
