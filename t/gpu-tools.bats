@@ -55,7 +55,7 @@ print(m.n_vocab(), len(m.scores[2]))' "$f"
 
 @test "gguf-random refuses an unknown shape or type" {
 	run -2 --separate-stderr "$T/gguf-random" -p 70b "$BATS_TEST_TMPDIR/x.gguf"
-	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, tiny)" ]
+	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny)" ]
 	run -2 --separate-stderr "$T/gguf-random" -t Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	[ ! -e "$BATS_TEST_TMPDIR/x.gguf" ]
 }

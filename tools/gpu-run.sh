@@ -13,7 +13,8 @@
 # (run-gen on A's 8 refs prompts, cuda = cpu = refs, argmax gate MATCH;
 # run-spec -K 1-8 on A and its GGUFs); GPU_RUN_GREEDY=0 skips the older
 # model-greedy / model-spec gates; GPU_RUN_9B=1 the 9B-shape speed
-# (GPU_RUN_9B_SHORT=1: short context only); GPU_RUN_ATTACH=1 the masked
+# (GPU_RUN_9B_SHORT=1: short context only); GPU_RUN_27B=1 the 27B shape
+# (NVFP4 + Q5_K, decode and verify); GPU_RUN_ATTACH=1 the masked
 # draft head on the GPU, attached the three ways; GPU_RUN_BATCH=1 batched
 # decode (model-batch), the f16 KV refusal and serve on the GPU.
 # CUDA graphs of a step (MEMRA_CUDA_GRAPH; GPU_RUN_GRAPH=0 skips these):
@@ -263,6 +264,20 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 	done
 	echo "9b speed in $(( $(date +%s) - t0 ))s"
 fi
+# GPU_RUN_27B=1: decode and verify on the Qwen3.8-27B shape, NVFP4 matrices
+# with Q5_K token_embd/output as its serving GGUF (gguf-random -p 27b)
+if [ "${GPU_RUN_27B:-0}" = 1 ]; then
+	BW=${GPU_RUN_BW:-3943.6}
+	mkdir -p "$G"
+	t0=$(date +%s)
+	f=$G/qwen35-27b-random-NVFP4.gguf
+	{ /usr/bin/time -f "gguf-random 27b NVFP4: %e s" build/t/tools/gguf-random -p 27b -t NVFP4 "$f" &&
+	  ls -l "$f" &&
+	  timeout 200 build/t/tools/model-bench -d cuda -c 128 -n 32 -r 3 -k 3 -B "$BW" "$f"; } \
+	    >"$OUT/speed-27b.log" 2>&1 || echo "27b: failed" >>"$OUT/speed-27b.log"
+	[ -n "$lc_pid" ] || rm -f "$f"
+	echo "27b speed in $(( $(date +%s) - t0 ))s"
+fi
 if [ -n "$lc_pid" ]; then
 	t0=$(date +%s)
 	w=${GPU_RUN_PEER_WAIT:-420}
@@ -273,9 +288,12 @@ if [ -n "$lc_pid" ]; then
 	elif wait $lc_pid && lb=$(tail -1 "$OUT/llamacpp-path.txt") && [ -x "$lb" ]; then
 		echo "llama.cpp built in $(( $(date +%s) - lc_t0 ))s: $lb" >"$OUT/peer.txt"
 		for sc in decode prefill; do	# both decodes first: they matter most
-		for q in Q8_0 NVFP4; do
-			f=$G/qwen35-9b-random-$q.gguf
+		for q in Q8_0 NVFP4 27b-NVFP4; do
+			mdl=9b qt=$q
+			[ $q = 27b-NVFP4 ] && mdl=27b qt=NVFP4
+			f=$G/qwen35-$mdl-random-$qt.gguf
 			[ -e "$f" ] || continue
+			[ $q = 27b-NVFP4 ] && [ $sc = prefill ] && continue
 			if [ $sc = decode ]; then
 				a="$lb -m $f -p 0 -n 128 -r 3 -o md"
 				b="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
@@ -290,15 +308,16 @@ if [ -n "$lc_pid" ]; then
 			echo "== $q: $sc tok/s, A = $4" >>"$OUT/peer.txt"
 			timeout 300 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
 			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/peer-abba.tsv" \
-			    --log "$OUT/peer-abba-$sc-$q.log" --binary model-bench --model qwen35-9b-random \
-			    --quant $q --scenario "$1" --ctx "$2" --peer "$3" \
+			    --log "$OUT/peer-abba-$sc-$q.log" --binary model-bench \
+			    --model "qwen35-$mdl-random" \
+			    --quant $qt --scenario "$1" --ctx "$2" --peer "$3" \
 			    >>"$OUT/peer.txt" 2>&1 || echo "abba $sc $q: failed" >>"$OUT/peer.txt"
 		done
 		done
 	else
 		{ echo "llama.cpp build failed:"; tail -20 "$OUT/llamacpp-build.err"; } >"$OUT/peer.txt"
 	fi
-	rm -f "$G"/qwen35-9b-random-*.gguf
+	rm -f "$G"/qwen35-*-random-*.gguf
 	echo "peer in $(( $(date +%s) - t0 ))s"
 fi
 bc=-
@@ -330,6 +349,7 @@ if [ -f "$OUT/bench.log" ]; then
 	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
 fi
 [ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
+[ -f "$OUT/speed-27b.log" ] && { echo "== 27b-shape speed"; grep -vE '^decode\s' "$OUT/speed-27b.log"; }
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }
 [ -f "$OUT/peer.txt" ] && { echo "== 9b-shape, llama.cpp (A) vs memra (B)";

@@ -2,11 +2,14 @@
  * gguf-random: a random-weight qwen35 GGUF with the tensor names, shapes
  * and types of a real model (speed of decode does not depend on the
  * values), for the GPU benchmarks.
- *   gguf-random [-p 9b|tiny] [-t TYPE] [-e TYPE] OUT
+ *   gguf-random [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT
  * -p: the shape: 9b = Qwen3.5-9B (32 layers of 4096, 8 of them full
  * attention, GDN 16 key / 32 value heads of 128, attention 16/4 heads of
- * 256, FFN 12288, vocab 248320, one MTP layer); tiny = a small one for
- * tests.  -t: the matrices' type (Q8_0, NVFP4, ...; default Q8_0).  -e:
+ * 256, FFN 12288, vocab 248320, one MTP layer); 27b = Qwen3.8-27B as
+ * its NVFP4 serving GGUF lays it out with -t NVFP4 (64 layers of 5120, 16
+ * of them full attention, GDN 16 key / 48 value heads of 128, attention
+ * 24/4 heads of 256, FFN 17408, the MTP block at blk.64); tiny = a small
+ * one for tests.  -t: the matrices' type (Q8_0, NVFP4, ...; default Q8_0).  -e:
  * token_embd and output (default: Q5_K for NVFP4, else the -t type).
  * Norms, ssm_a, dt bias and conv1d are F32.  Weights are random bits
  * with block scales of a sane size, so activations stay finite for a
@@ -30,6 +33,7 @@ struct shape {
 
 static const struct shape shapes[] = {
 	{ "9b", 4096, 32, 12288, 16, 4, 256, 64, 16, 32, 128, 248320 },
+	{ "27b", 5120, 64, 17408, 24, 4, 256, 64, 16, 48, 128, 248320 },
 	{ "tiny", 256, 4, 512, 4, 2, 64, 16, 2, 4, 64, 1000 },
 };
 
@@ -254,7 +258,7 @@ main(int argc, char *argv[])
 				if (strcmp(optarg, shapes[i].name) == 0)
 					g.s = &shapes[i];
 			if (g.s == NULL)
-				die(2, "-p '%s': not a shape (9b, tiny)", optarg);
+				die(2, "-p '%s': not a shape (9b, 27b, tiny)", optarg);
 			break;
 		case 't':
 		case 'e': {
@@ -268,7 +272,7 @@ main(int argc, char *argv[])
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: gguf-random [-p 9b|tiny] [-t TYPE] [-e TYPE] OUT");
+		die(2, "usage: gguf-random [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT");
 	if (g.et < 0)
 		g.et = g.mt == QUANT_NVFP4 ? QUANT_Q5_K : g.mt;
 	if ((g.pool = malloc(POOL + 4096 * 256)) == NULL)
