@@ -256,9 +256,330 @@ k_mv8s(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
+/*
+ * The split layout (GPU_SPLIT, gpu_split): row r at r * rs bytes holds the
+ * row's quants, qrow bytes, then its scales (Q8_0: the fp16 d of each
+ * block; NVFP4: the 4 UE4M3 bytes of each block, one a 16-value
+ * sub-block), ne0 / 16 bytes either way, then zeros to a multiple of 16:
+ * rs = qrow + ne0 / 16 rounded up to 16, the original row's size when
+ * ne0 is a multiple of 256.  The quants of a row are contiguous and
+ * 16-byte aligned, so a warp reads them as consecutive 16-byte pieces.
+ * Q8_0: the 32 int8 of each block in order.  NVFP4: the 8 nibble bytes of
+ * each sub-block (byte i: value i low, value 8 + i high, as in the
+ * block), in groups of 32 pieces (1024 values; the last group n <= 32):
+ * piece l of a group of n holds its sub-blocks l and n + l, so that the
+ * lanes' 16-byte loads of the int8 x for the two are contiguous too.
+ */
+static size_t
+split_qrow(int t, int64_t ne0)
+{
+	return (size_t)(t == Q8_T_NVFP4 ? ne0 / 2 : ne0);
+}
+
+static size_t
+split_rs(int t, int64_t ne0)
+{
+	return split_qrow(t, ne0) + ((size_t)ne0 / 16 + 15) / 16 * 16;
+}
+
+extern "C" size_t
+gpu_split_size(int t, int64_t rows, int64_t ne0)
+{
+	if ((t != Q8_T_Q8_0 && t != Q8_T_NVFP4) || rows < 1 || ne0 < 1 ||
+	    ne0 % (t == Q8_T_NVFP4 ? 64 : 32) != 0)
+		return 0;
+	return split_rs(t, ne0) * (size_t)rows;
+}
+
+/* NVFP4 sub-block sb of a row of np pieces: its piece and half (mvs_piece). */
+__device__ __forceinline__ int
+nv_piece(int sb, int np, int *half)
+{
+	int g = sb / 64, i = sb % 64, n = min(32, np - 32 * g);
+
+	*half = i >= n;
+	return 32 * g + (i >= n ? i - n : i);
+}
+
+/* NVFP4: one thread per sub-block i of row i / nsb: its 8 bytes and scale moved. */
+__global__ void
+k_split_nv(const uint8_t *__restrict__ src, int64_t nsub, int nsb, size_t qrow, size_t rs,
+    uint8_t *__restrict__ dst)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= nsub)
+		return;
+	int64_t r = i / nsb;
+	int sb = (int)(i % nsb), half;
+	int piece = nv_piece(sb, (int)(qrow / 16), &half);
+	const uint32_t *b = (const uint32_t *)(src + (i / 4) * 36);	/* 4-byte aligned */
+	uint8_t *row = dst + r * rs;
+	*(uint2 *)(row + (size_t)piece * 16 + half * 8) = make_uint2(b[1 + 2 * (sb % 4)],
+	    b[2 + 2 * (sb % 4)]);
+	row[qrow + sb] = (uint8_t)(b[0] >> (8 * (sb % 4)));
+}
+
+/* Q8_0: one thread per weight block i of row i / nbw: its quants and scale moved. */
+__global__ void
+k_split_q8(const uint8_t *__restrict__ src, int64_t nblk, int nbw, size_t qrow, size_t rs,
+    uint8_t *__restrict__ dst)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= nblk)
+		return;
+	int64_t r = i / nbw;
+	int k = (int)(i % nbw);
+	uint8_t *row = dst + r * rs;
+	const uint16_t *b = (const uint16_t *)(src + i * 34);	/* 2-byte aligned: d, 32 int8 */
+	uint32_t v[8];
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+		v[j] = (uint32_t)b[1 + 2 * j] | (uint32_t)b[2 + 2 * j] << 16;
+	((uint16_t *)(row + qrow))[k] = b[0];
+	int4 *q = (int4 *)(row + (size_t)k * 32);
+	q[0] = make_int4((int)v[0], (int)v[1], (int)v[2], (int)v[3]);
+	q[1] = make_int4((int)v[4], (int)v[5], (int)v[6], (int)v[7]);
+}
+
+extern "C" int
+gpu_split(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, void *d_dst)
+{
+	size_t n = gpu_split_size(t, rows, ne0);
+
+	if (n == 0)
+		return gpu_fail(g, "split: type %d, %lld rows of %lld (Q8_0, NVFP4)", t,
+		    (long long)rows, (long long)ne0);
+	if (((uintptr_t)d_dst & 15) != 0 || ((uintptr_t)d_w & (t == Q8_T_NVFP4 ? 3 : 1)) != 0)
+		return gpu_fail(g, "split: unaligned matrix");
+	int nbw = (int)(ne0 / (t == Q8_T_NVFP4 ? 64 : 32));
+	int64_t nblk = rows * nbw;
+	size_t qrow = split_qrow(t, ne0), rs = split_rs(t, ne0);
+	unsigned grid = (unsigned)((nblk + 255) / 256);
+	GPU_CHECK(g, cudaMemsetAsync(d_dst, 0, n, g->stream));	/* the padding */
+	if (t == Q8_T_Q8_0)
+		k_split_q8<<<grid, 256, 0, g->stream>>>((const uint8_t *)d_w, nblk, nbw, qrow, rs,
+		    (uint8_t *)d_dst);
+	else
+		k_split_nv<<<(unsigned)((4 * nblk + 255) / 256), 256, 0, g->stream>>>(
+		    (const uint8_t *)d_w, 4 * nblk, 4 * nbw, qrow, rs, (uint8_t *)d_dst);
+	GPU_LAUNCHED(g, "split");
+	return 0;
+}
+
+__constant__ float c_kf8[16] = {	/* kvalues_mxfp4 as floats (cuda/matvec.cu's c_kf) */
+	0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
+};
+
+/* out[blockIdx.y][e] = element e of split row ids[blockIdx.y], dequantized
+ * with the operations of cuda/matvec.cu's k_dequant (the same bits). */
+template <int T>
+__global__ void
+k_split_rows(const uint8_t *__restrict__ W, int64_t ne0, size_t qrow, size_t rs,
+    const int32_t *__restrict__ ids, float *out)
+{
+	int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (e >= ne0)
+		return;
+	const uint8_t *row = W + (size_t)ids[blockIdx.y] * rs;
+	float v;
+	if (T == Q8_T_Q8_0) {
+		float d = __half2float(__ushort_as_half(((const uint16_t *)(row + qrow))[e / 32]));
+		v = __fmul_rn((float)(int8_t)row[e], d);
+	} else {
+		int sb = (int)(e / 16), j = (int)(e % 16), half;
+		int piece = nv_piece(sb, (int)(qrow / 16), &half);
+		unsigned x = row[(size_t)piece * 16 + half * 8 + (j & 7)];
+		float d = ue4m3_half(row[qrow + sb]);
+		v = __fmul_rn(c_kf8[j < 8 ? x & 0xF : x >> 4], d);
+	}
+	out[(size_t)blockIdx.y * ne0 + e] = v;
+}
+
+int
+gpu_split_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
+    const int32_t *d_ids, int n, float *d_out)
+{
+	if (gpu_split_size(t, 1, ne0) == 0 || n < 1 || n > 65535)
+		return gpu_fail(g, "get_rows: split type %d, %d rows of %lld", t, n,
+		    (long long)ne0);
+	dim3 grid((unsigned)((ne0 + 255) / 256), (unsigned)n);
+	const uint8_t *W = (const uint8_t *)d_table;
+	size_t qrow = split_qrow(t, ne0), rs = split_rs(t, ne0);
+	if (t == Q8_T_Q8_0)
+		k_split_rows<Q8_T_Q8_0><<<grid, 256, 0, g->stream>>>(W, ne0, qrow, rs, d_ids, d_out);
+	else
+		k_split_rows<Q8_T_NVFP4><<<grid, 256, 0, g->stream>>>(W, ne0, qrow, rs, d_ids, d_out);
+	GPU_LAUNCHED(g, "get_rows split");
+	return 0;
+}
+
+/*
+ * The decode product over split rows.  One warp per weight row; the row's
+ * quants are np 16-byte pieces (Q8_0: half a block; NVFP4: two 16-value
+ * sub-blocks, sa and sb) and lane l takes pieces l, l + 32, ..., U of
+ * them loaded (with their scales) before the first is used: each load
+ * instruction of the warp reads 512 contiguous bytes of weights, and of x
+ * (int8, 16 bytes a lane: one per piece for Q8_0, two for NVFP4).  Q8_0:
+ * the two halves of a block sit in lanes 2i, 2i + 1, their integer sums
+ * are added by one shuffle and the even lane adds (float)s * (dw * dx) as
+ * k_mv8 does; NVFP4: a lane adds each of its two sub-blocks' terms as
+ * k_mv8 does.  Only the order of the float sums differs from k_mv8's, and
+ * it is the same for every m (batch-invariant).
+ */
+template <int T, int M>
+__device__ __forceinline__ void
+mvs_piece(int4 w, uint32_t sc, int p, int sa, int sb, bool ok, bool even, int nb, int64_t ne0,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, int m, float *acc)
+{
+	if (T == Q8_T_Q8_0) {
+		float dw = __half2float(__ushort_as_half((unsigned short)sc));
+		int b = p >> 1;
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			int s = 0;
+			if (ok) {
+				int4 a = *(const int4 *)(q + (size_t)j * ne0 + (size_t)p * 16);
+				s = __dp4a(w.x, a.x, 0);
+				s = __dp4a(w.y, a.y, s), s = __dp4a(w.z, a.z, s);
+				s = __dp4a(w.w, a.w, s);
+			}
+			s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+			if (ok && even)
+				acc[j] = __fadd_rn(acc[j], __fmul_rn((float)s,
+				    __fmul_rn(dw, dx[(size_t)j * nb + b])));
+		}
+	} else {
+		if (!ok)
+			return;
+		float ws0 = ue4m3_half(sc & 0xFF), ws1 = ue4m3_half(sc >> 8 & 0xFF);
+		int w0 = fp4x4((uint32_t)w.x), w1 = fp4x4((uint32_t)w.y);
+		int w2 = fp4x4((uint32_t)w.x >> 4), w3 = fp4x4((uint32_t)w.y >> 4);
+		int w4 = fp4x4((uint32_t)w.z), w5 = fp4x4((uint32_t)w.w);
+		int w6 = fp4x4((uint32_t)w.z >> 4), w7 = fp4x4((uint32_t)w.w >> 4);
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			const int8_t *xj = q + (size_t)j * ne0;
+			int4 a = *(const int4 *)(xj + (size_t)sa * 16), c = *(const int4 *)(xj + (size_t)sb * 16);
+			float da = dx[(size_t)j * nb + sa / 2], db = dx[(size_t)j * nb + sb / 2];
+			int t0 = __dp4a(w0, a.x, 0);
+			t0 = __dp4a(w1, a.y, t0), t0 = __dp4a(w2, a.z, t0), t0 = __dp4a(w3, a.w, t0);
+			int t1 = __dp4a(w4, c.x, 0);
+			t1 = __dp4a(w5, c.y, t1), t1 = __dp4a(w6, c.z, t1), t1 = __dp4a(w7, c.w, t1);
+			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t0, __fmul_rn(ws0, da)));
+			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t1, __fmul_rn(ws1, db)));
+		}
+	}
+}
+
+template <int T, int M, int U>
+__global__ void __launch_bounds__(256)
+k_mvs(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t qrow, size_t rs,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, int m, float *y,
+    const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, np = (int)(qrow / 16);
+	int64_t ne0 = (int64_t)nb * 32;
+	float acc[M];
+
+	if (r >= rows)
+		return;
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	const int4 *wq = (const int4 *)(W + (size_t)r * rs);
+	const uint8_t *ws = W + (size_t)r * rs + qrow;
+	for (int p0 = 0; p0 < np; p0 += 32 * U) {
+		int4 w[U];
+		uint32_t sc[U];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int base = p0 + 32 * u, p = base + lane, n = min(32, np - base);
+			if (p < np) {
+				w[u] = __ldg(wq + p);
+				if (T == Q8_T_Q8_0)
+					sc[u] = __ldg((const unsigned short *)ws + (p >> 1));
+				else	/* the scale bytes of sub-blocks sa, sb (mvs_piece) */
+					sc[u] = (uint32_t)__ldg(ws + 2 * base + lane) |
+					    (uint32_t)__ldg(ws + 2 * base + n + lane) << 8;
+			} else {
+				w[u] = make_int4(0, 0, 0, 0);
+				sc[u] = 0;
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if (p0 + 32 * u >= np)	/* the whole warp is past the row */
+				break;
+			int base = p0 + 32 * u, p = base + lane, n = min(32, np - base);
+			mvs_piece<T, M>(w[u], sc[u], p, 2 * base + lane, 2 * base + n + lane, p < np,
+			    (lane & 1) == 0, nb, ne0, q, dx, m, acc);
+		}
+	}
+	mv8_store<M>(acc, m, rows, r, lane, y, scale);
+}
+
+template <int T, int U>
+static void
+mvs_launch_u(struct gpu *g, const uint8_t *W, int64_t rows, int nb, size_t qrow, size_t rs,
+    const int8_t *q, const float *dx, int m, float *y, const float *scale)
+{
+	unsigned grid = (unsigned)((rows + 7) / 8);
+
+	if (m <= 1)
+		k_mvs<T, 1, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 2)
+		k_mvs<T, 2, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 4)
+		k_mvs<T, 4, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else if (m <= 8)
+		k_mvs<T, 8, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else
+		k_mvs<T, 16, U><<<grid, 256, 0, g->stream>>>(W, rows, nb, qrow, rs, q, dx, m, y, scale);
+}
+
+template <int T>
+static int
+mvs_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
+    const float *dx, int m, float *y, const float *scale)
+{
+	const uint8_t *W = (const uint8_t *)w;
+	int64_t ne0 = (int64_t)nb * 32;
+	size_t qrow = split_qrow(T, ne0), rs = split_rs(T, ne0);
+
+	if (((uintptr_t)W & 15) != 0)
+		return gpu_fail(g, "matvec_q8: split matrix not 16-byte aligned");
+	if (g->mvs_unroll == 4)
+		mvs_launch_u<T, 4>(g, W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	else
+		mvs_launch_u<T, 8>(g, W, rows, nb, qrow, rs, q, dx, m, y, scale);
+	GPU_LAUNCHED(g, "matvec_q8 split");
+	return 0;
+}
+
+extern "C" int
+gpu_tune_split(struct gpu *g, int unroll)
+{
+	if (unroll != 4 && unroll != 8)
+		return gpu_fail(g, "tune: split unroll %d (4 or 8)", unroll);
+	if (unroll != (g->mvs_unroll == 4 ? 4 : 8))
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->mvs_unroll = unroll;
+	return 0;
+}
+
 extern "C" int
 gpu_can_matvec_q8(int t)
 {
+	if (t & GPU_SPLIT)
+		return (t & ~GPU_SPLIT) == Q8_T_Q8_0 || (t & ~GPU_SPLIT) == Q8_T_NVFP4;
 	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1;
 }
 
@@ -333,7 +654,7 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 	for (int i = 0; i < nw; i++) {
 		if (!gpu_can_matvec_q8(t[i]))
 			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t[i]);
-		if (n < 1 || rows[i] < 1 || ne0 % (t[i] == Q8_T_NVFP4 ? 64 : 32) != 0)
+		if (n < 1 || rows[i] < 1 || ne0 % ((t[i] & ~GPU_SPLIT) == Q8_T_NVFP4 ? 64 : 32) != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
 			    (long long)rows[i], (long long)ne0, (long long)n);
 		*q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
@@ -350,7 +671,7 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	int nb = (int)(ne0 / 32);
 
 	for (int i = 0; i < nw; i++) {
-		size_t rb = mv8_rowbytes(t[i], ne0);
+		size_t rb = mv8_rowbytes(t[i] & ~GPU_SPLIT, ne0);
 		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
 			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
 			const int8_t *qr = q + (size_t)r0 * ne0;
@@ -359,6 +680,8 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 			const float *sc = d_scale != NULL ? d_scale[i] : NULL;
 			int rc;
 			switch (t[i]) {
+			case Q8_T_NVFP4 | GPU_SPLIT: rc = mvs_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, qr, dr, m, yr, sc); break;
+			case Q8_T_Q8_0 | GPU_SPLIT: rc = mvs_launch<Q8_T_Q8_0>(g, d_w[i], rows[i], nb, qr, dr, m, yr, sc); break;
 			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
 			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
 			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
