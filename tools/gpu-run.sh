@@ -278,6 +278,12 @@ if [ "${GPU_RUN_27B:-0}" = 1 ]; then
 	[ -n "$lc_pid" ] || rm -f "$f"
 	echo "27b speed in $(( $(date +%s) - t0 ))s"
 fi
+bc=-	# the kernel benchmark, while llama.cpp may still be building
+if [ "$mode" != gates ]; then
+	t0=$(date +%s)
+	timeout 120 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
+	echo "bench in $(( $(date +%s) - t0 ))s"
+fi
 if [ -n "$lc_pid" ]; then
 	t0=$(date +%s)
 	w=${GPU_RUN_PEER_WAIT:-420}
@@ -319,12 +325,6 @@ if [ -n "$lc_pid" ]; then
 	fi
 	rm -f "$G"/qwen35-*-random-*.gguf
 	echo "peer in $(( $(date +%s) - t0 ))s"
-fi
-bc=-
-if [ "$mode" != gates ]; then
-	t0=$(date +%s)
-	timeout 120 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
-	echo "bench in $(( $(date +%s) - t0 ))s"
 fi
 
 if [ "$mode" != bench ]; then
