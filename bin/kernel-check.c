@@ -402,136 +402,6 @@ check_quant(struct kc *k)
 	}
 }
 
-/* --- the int8-activation products: in place and split ----------------- */
-
-/* ref[j][r] = the CPU's int8 product (quant_quantize_act, then
- * quant_vec_dot) of row r with x[j]; mag[j][r] = sum |w x|. */
-static void
-i8_ref(const struct wset *s, const float *x, int m, double *ref, double *mag)
-{
-	size_t rb = quant_row_size(s->t, s->ne0);
-	void *xq = xmalloc(quant_row_size(quant_vec_dot_type(s->t), s->ne0));
-
-	for (int j = 0; j < m; j++) {
-		const float *xj = x + (size_t)j * s->ne0;
-		if (quant_quantize_act(s->t, xj, xq, s->ne0) != 0)
-			die(1, "quant_quantize_act: type %s failed", quant_name(s->t));
-		for (int64_t r = 0; r < s->rows; r++) {
-			double a = 0;
-			for (int64_t e = 0; e < s->ne0; e++)
-				a += fabs((double)s->wf[r * s->ne0 + e] * xj[e]);
-			ref[j * s->rows + r] = quant_vec_dot(s->t, s->ne0, s->w + r * rb, xq);
-			mag[j * s->rows + r] = a + 1e-30;
-		}
-	}
-	free(xq);
-}
-
-/* gpu_matvec_q8 of m rows, in place (s->dw) and split (ds), against i8_ref. */
-static void
-check_i8(struct kc *k, struct wset *s, const void *ds, int m)
-{
-	int64_t ny = (int64_t)m * s->rows;
-	float *x = frand(k, m * s->ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
-	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
-	float *dx = dput(k, x, (size_t)m * s->ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
-	char name[64], shape[64];
-
-	i8_ref(s, x, m, ref, mag);
-	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)s->rows, (long long)s->ne0, m);
-	for (int sp = 0; sp < 2; sp++) {
-		gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));	/* NaN: a row left unwritten fails */
-		gchk(k, gpu_matvec_q8(k->g, s->t | (sp ? GPU_SPLIT : 0), sp ? ds : s->dw, s->rows,
-		    s->ne0, dx, m, dy, NULL));
-		dget(k, y, dy, (size_t)ny * 4);
-		brk(k, y, ny);
-		snprintf(name, sizeof name, "matvec_q8 %s%s", quant_name(s->t), sp ? " split" : "");
-		close_to(k, name, shape, y, ref, mag, ny, 1e-5);
-	}
-	free(x), free(y), free(ref), free(mag);
-	gpu_free(k->g, dx), gpu_free(k->g, dy);
-}
-
-/* The split product: 16 rows == 1-row and 7-row products, bit for bit;
- * gpu_get_rows of the split matrix == the CPU's dequantization. */
-static void
-check_i8_split(struct kc *k, struct wset *s, const void *ds)
-{
-	int M = GPU_MATVEC_MAX_ROWS, t = s->t | GPU_SPLIT;
-	int64_t ny = (int64_t)M * s->rows;
-	float *x = frand(k, M * s->ne0, -1, 1), *ya = xmalloc((size_t)ny * 4), *yb = xmalloc((size_t)ny * 4);
-	float *dx = dput(k, x, (size_t)M * s->ne0 * 4);
-	float *da = dput(k, NULL, (size_t)ny * 4), *db = dput(k, NULL, (size_t)ny * 4);
-	int32_t ids[5] = { 0, (int32_t)(s->rows - 1), (int32_t)(s->rows / 2), 0, 1 % (int32_t)s->rows };
-	int32_t *dids = dput(k, ids, sizeof ids);
-	double *ref = xmalloc((size_t)5 * s->ne0 * 8);
-	char name[64], shape[64];
-
-	gchk(k, gpu_matvec_q8(k->g, t, ds, s->rows, s->ne0, dx, M, da, NULL));
-	for (int j = 0; j < M; j++)
-		if (j < 3 || j >= 10)
-			gchk(k, gpu_matvec_q8(k->g, t, ds, s->rows, s->ne0, dx + j * s->ne0, 1,
-			    db + j * s->rows, NULL));
-	gchk(k, gpu_matvec_q8(k->g, t, ds, s->rows, s->ne0, dx + 3 * s->ne0, 7, db + 3 * s->rows,
-	    NULL));
-	dget(k, ya, da, (size_t)ny * 4);
-	dget(k, yb, db, (size_t)ny * 4);
-	brk(k, yb, ny);
-	snprintf(name, sizeof name, "batch-invariant %s split", quant_name(s->t));
-	snprintf(shape, sizeof shape, "%lldx%lld m=16|1|7", (long long)s->rows, (long long)s->ne0);
-	same_bits(k, name, shape, ya, yb, ny);
-	/* 4 pieces a lane in flight give the bits of 8 */
-	gchk(k, gpu_tune_split(k->g, 4));
-	gchk(k, gpu_matvec_q8(k->g, t, ds, s->rows, s->ne0, dx, M, db, NULL));
-	gchk(k, gpu_tune_split(k->g, 8));
-	dget(k, yb, db, (size_t)ny * 4);
-	brk(k, yb, ny);
-	snprintf(name, sizeof name, "unroll-invariant %s split", quant_name(s->t));
-	snprintf(shape, sizeof shape, "%lldx%lld m=16 U=8|4", (long long)s->rows, (long long)s->ne0);
-	same_bits(k, name, shape, ya, yb, ny);
-	gchk(k, gpu_get_rows(k->g, t, ds, s->ne0, dids, 5, db));
-	dget(k, yb, db, (size_t)5 * s->ne0 * 4);
-	brk(k, yb, 5 * s->ne0);
-	for (int i = 0; i < 5; i++)
-		for (int64_t e = 0; e < s->ne0; e++)
-			ref[i * s->ne0 + e] = s->wf[ids[i] * s->ne0 + e];
-	snprintf(name, sizeof name, "get_rows %s split", quant_name(s->t));
-	snprintf(shape, sizeof shape, "5x%lld of %lld", (long long)s->ne0, (long long)s->rows);
-	close_to(k, name, shape, yb, ref, NULL, 5 * s->ne0, 0);
-	free(x), free(ya), free(yb), free(ref);
-	gpu_free(k->g, dx), gpu_free(k->g, da), gpu_free(k->g, db), gpu_free(k->g, dids);
-}
-
-static void
-check_i8_all(struct kc *k)
-{
-	static const int64_t shapes[][2] = {
-		{ 1000, 4096 }, { 257, 1024 }, { 37, 5120 }, { 45, 320 }, { 9, 12288 },
-	};
-	static const int ts[] = { QUANT_Q8_0, QUANT_NVFP4 };
-
-	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
-		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-			struct wset s;
-			int64_t rows = shapes[si][0], ne0 = shapes[si][1];
-			void *ds;
-			wset_new(k, &s, ts[ti], rows, ne0);
-			ds = dput(k, NULL, gpu_split_size(ts[ti], rows, ne0));
-			gchk(k, gpu_split(k->g, ts[ti], s.dw, rows, ne0, ds));
-			check_i8(k, &s, ds, 1);
-			check_i8(k, &s, ds, 3);
-			if (si == 0) {
-				check_i8(k, &s, ds, 16);
-				check_i8(k, &s, ds, 40);
-				check_i8_split(k, &s, ds);
-			}
-			if (si == 3)
-				check_i8_split(k, &s, ds);
-			wset_free(k, &s);
-			gpu_free(k->g, ds);
-		}
-}
-
 /* --- fp32 ops against double references ---------------------------------- */
 
 static double
@@ -917,7 +787,6 @@ static void
 check_all(struct kc *k)
 {
 	check_quant(k);
-	check_i8_all(k);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
@@ -1505,7 +1374,6 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_matmul(k, &p, QUANT_Q4_K, 500, 512, 40, 4, 1.0f);	/* prefill: cuBLAS */
 	be_matmul(k, &p, QUANT_NVFP4, 500, 512, 20, 0, 2.0f);
 	be_fused(k, &p, QUANT_Q8_0, 3, 512, 700);
-	be_fused(k, &p, QUANT_NVFP4, 3, 512, 700);
 	be_fused(k, &p, QUANT_BF16, 20, 384, 1024);
 	be_norms(k, &p, 7, 4096, 4096);
 	be_norms(k, &p, 48, 64, 128);
@@ -1527,7 +1395,6 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_gdn(k, &p, 3, 16, 32, 128, 128, 1, 0, 0);
 	be_gdn(k, &p, 30, 4, 8, 64, 64, 1, 0, 1);
 	be_embed_argmax(k, &p, QUANT_Q8_0);
-	be_embed_argmax(k, &p, QUANT_NVFP4);
 	be_embed_argmax(k, &p, QUANT_Q6_K);
 	be_embed_argmax(k, &p, QUANT_BF16);
 	/* Q5_1 (quant-nvfp4's pick for rows of 384): int8 products, F32 lookups */
@@ -1635,65 +1502,10 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
-/*
- * The int8-activation product (gpu_matvec_q8, with its quantization of x)
- * of one shape, in place and split (8 and 4 pieces a lane in flight), on
- * the same matrices: copies that together pass 1 GiB, each also split.
- * GB/s counts the weight bytes; x: in place time / split time.
- */
-static void
-bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
-{
-	static const int ms[] = { 1, 4, 8, 16 };
-	size_t nb = quant_row_size(t, ne0) * (size_t)rows, ns = gpu_split_size(t, rows, ne0);
-	int nc = (int)((((size_t)1 << 30) + nb - 1) / nb), nl = nc < 64 ? 64 : nc;
-	void **w = xmalloc((size_t)nc * 2 * sizeof *w);
-	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
-	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
-	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
-
-	for (int c = 0; c < nc; c++) {
-		w[c] = dput(k, NULL, nb);
-		w[nc + c] = dput(k, NULL, ns);
-		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
-		gchk(k, gpu_split(k->g, t, w[c], rows, ne0, w[nc + c]));
-	}
-	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double sec[3];
-		for (int v = 0; v < 3; v++) {	/* in place, split U=8, split U=4 */
-			struct gpu_graph *gr;
-			int sp = v > 0;
-			gchk(k, gpu_tune_split(k->g, v == 2 ? 4 : 8));
-			gchk(k, gpu_graph_begin(k->g));
-			for (int l = 0; l < nl; l++)
-				gchk(k, gpu_matvec_q8(k->g, t | (sp ? GPU_SPLIT : 0), w[sp * nc + l % nc],
-				    rows, ne0, dx, ms[mi], dy, NULL));
-			if ((gr = gpu_graph_end(k->g)) == NULL)
-				die(1, "gpu: %s", gpu_errmsg(k->g));
-			sec[v] = time_graph(k, gr, 5) / nl;
-			gpu_graph_free(gr);
-		}
-		gchk(k, gpu_tune_split(k->g, 8));
-		for (int v = 0; v < 3; v++) {
-			size_t n = v ? ns : nb;
-			printf("bench i8 %-6s %lldx%-6lld m=%-2d %-8s %8.2f us %7.1f GB/s %5.1f%% of copy"
-			    "  x%.2f of in place\n", quant_name(t), (long long)rows, (long long)ne0,
-			    ms[mi], v == 0 ? "in-place" : v == 1 ? "split8" : "split4", sec[v] * 1e6,
-			    n / sec[v] * 1e-9, 100.0 * n / sec[v] / copy_bw, sec[0] / sec[v]);
-		}
-		fflush(stdout);
-	}
-	for (int c = 0; c < 2 * nc; c++)
-		gpu_free(k->g, w[c]);
-	free(w), free(x);
-	gpu_free(k->g, dx), gpu_free(k->g, dy);
-}
-
 static void
 bench(struct kc *k)
 {
 	static const int64_t shapes[][2] = { { 4096, 4096 }, { 12288, 4096 }, { 4096, 12288 } };
-	static const int i8_types[] = { QUANT_Q8_0, QUANT_NVFP4 };
 	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);	/* offsets of the copies + the largest matrix */
 	uint8_t *pool = xmalloc(pn);
 	double bw;
@@ -1711,10 +1523,6 @@ bench(struct kc *k)
 		for (int ti = 0; ti < NTYPES; ti++)
 			if (k->only < 0 || k->only == mv_types[ti])
 				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
-	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-		for (size_t ti = 0; ti < sizeof i8_types / sizeof i8_types[0]; ti++)
-			if (k->only < 0 || k->only == i8_types[ti])
-				bench_i8(k, i8_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
 	gpu_free(k->g, dpool);
 	free(pool);
 }

@@ -5,8 +5,7 @@
  * rule step with its gates and norms, activations, fill).
  *
  * Memory is device memory (backend_host() == 0).  Weights are copied to
- * the device once at weight_init (Q8_0 and NVFP4 in gpu_split's layout,
- * for coalesced decode products).  Every op is queued on the gpu's
+ * the device once at weight_init.  Every op is queued on the gpu's
  * stream; backend_read waits for it.  Row r of every op is computed by
  * the same code whether it runs alone or with others: Q8_0 and NVFP4
  * products run on int8 activations as the CPU backend's do
@@ -80,8 +79,7 @@ struct backend_cuda {
 };
 
 struct cuda_weight {
-	void	*d;			/* [ne1][row_size] bytes, or split (gpu_split) */
-	int	split;			/* d is Q8_0 / NVFP4 in gpu_split's layout */
+	void	*d;			/* [ne1][row_size] bytes */
 	float	*d_f32;			/* [ne1][ne0] dequantized, for lookups; or NULL */
 	float	*d_scale;		/* NULL when scale == 1 */
 };
@@ -514,37 +512,10 @@ upload(struct backend *be, const void *h, size_t n)
 }
 
 /*
- * The device copy of a Q8_0 or NVFP4 weight in gpu_split's layout (the
- * bytes as they are go up, are repacked on the device and freed): every
- * reader of such a weight here (products, fused products, embedding
- * lookups) takes the split layout, so it costs no memory beyond the
- * largest weight for a moment.  NULL on failure.
- */
-static void *
-upload_split(struct backend *be, const struct backend_weight *w)
-{
-	struct gpu *g = CB(be)->g;
-	size_t n = gpu_split_size(w->type, w->ne1, w->ne0);
-	void *o = upload(be, w->data, w->row_size * (size_t)w->ne1), *d = NULL;
-
-	if (o == NULL)
-		return NULL;
-	if ((d = gpu_alloc(g, n)) == NULL || gpu_split(g, w->type, o, w->ne1, w->ne0, d) != 0 ||
-	    gpu_sync(g) != 0) {
-		util_err(be->err, "weight: split of %zu bytes: %s", n, gpu_errmsg(g));
-		gpu_free(g, d);
-		d = NULL;
-	}
-	gpu_free(g, o);
-	return d;
-}
-
-/*
  * The weight's bytes go to the device as they are when a GPU product
- * takes the type (Q8_0 and NVFP4 split: upload_split); a type without
- * gpu_matvec / gpu_get_rows also gets an F32 copy (for embedding lookups,
- * and for products when no kernel takes the type at all: then the weight
- * becomes F32).
+ * takes the type; a type without gpu_matvec / gpu_get_rows also gets an
+ * F32 copy (for embedding lookups, and for products when no kernel takes
+ * the type at all: then the weight becomes F32).
  */
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)
@@ -558,11 +529,7 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 	if (!mv && ((f = dequant_host(be, w)) == NULL ||
 	    (cw->d_f32 = (float *)upload(be, f, (size_t)w->ne0 * w->ne1 * 4)) == NULL))
 		goto fail;
-	cw->split = gpu_split_size(w->type, w->ne1, w->ne0) != 0;
-	if (cw->split && (cw->d = upload_split(be, w)) == NULL)
-		goto fail;
-	if (!cw->split && (mv || q8) &&
-	    (cw->d = upload(be, w->data, w->row_size * (size_t)w->ne1)) == NULL)
+	if ((mv || q8) && (cw->d = upload(be, w->data, w->row_size * (size_t)w->ne1)) == NULL)
 		goto fail;
 	if (w->scale != 1.0f && (cw->d_scale = (float *)upload(be, &w->scale, 4)) == NULL)
 		goto fail;
@@ -599,13 +566,6 @@ cu_weight_release(struct backend *be, struct backend_weight *w)
 
 /* --- ops -------------------------------------------------------------- */
 
-/* The type the gpu_* calls know w's device bytes by (GPU_SPLIT added). */
-static int
-wtype(const struct backend_weight *w)
-{
-	return w->type | (((const struct cuda_weight *)w->priv)->split ? GPU_SPLIT : 0);
-}
-
 static int
 cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
     int m, float *y, int ldy)
@@ -619,7 +579,7 @@ cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
 	if (ldy != w->ne0 && (out = (float *)buf_get(be, &c->t1, (size_t)m * w->ne0 * 4)) == NULL)
 		return -1;
 	const struct cuda_weight *cw = (const struct cuda_weight *)w->priv;
-	if (gpu_get_rows(c->g, cw->d_f32 ? QUANT_F32 : wtype(w), cw->d_f32 ? cw->d_f32 : w->data,
+	if (gpu_get_rows(c->g, cw->d_f32 ? QUANT_F32 : w->type, cw->d_f32 ? cw->d_f32 : w->data,
 	    w->ne0, d_ids, m, out) != 0)
 		return gfail(be, "embed");
 	return out == y ? 0 : copy_rows(be, y, ldy, out, w->ne0, w->ne0, m);
@@ -656,7 +616,7 @@ product(struct backend *be, const struct backend_weight *w, const float *x,
 	int rc;
 
 	if (gpu_can_matvec_q8(w->type))	/* the CPU's numerics: int8 activations */
-		rc = gpu_matvec_q8(g, wtype(w), w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
 	else if (m <= GPU_MATVEC_MAX_ROWS)
 		rc = gpu_matvec(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
 	else
@@ -679,7 +639,7 @@ products(struct backend *be, int nout, const struct backend_weight *const *W,
 
 	for (int i = 0; all && i < nout; i++) {
 		all = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == W[0]->ne0;
-		t[i] = wtype(W[i]), d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
+		t[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	if (!all) {
 		for (int i = 0; i < nout; i++)
@@ -727,7 +687,7 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 
 	for (int i = 0; fuse && i < nout; i++) {	/* norm + quantization in one kernel */
 		fuse = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == n;
-		tp[i] = wtype(W[i]), d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
+		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	if (fuse)
 		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,

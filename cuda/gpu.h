@@ -113,38 +113,11 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
  * quant_quantize_act does and each
  * block's dot scaled as quant_vec_dot scales it: equal to the CPU's int8
  * path up to the order of float sums.  Batch-invariant.  Uses the scratch
- * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those four (and
- * for Q8_0 | GPU_SPLIT, NVFP4 | GPU_SPLIT: d_w in the split layout below).
+ * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those four.
  */
 int	gpu_can_matvec_q8(int t);
 int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
-
-/*
- * The split layout of a Q8_0 or NVFP4 matrix, for the decode product:
- * per row the quants (Q8_0: 32 int8 a block; NVFP4: 8 nibble bytes a
- * 16-value sub-block, interleaved in groups of 1024 values: see
- * cuda/matvec_q8.cu) contiguous and 16-byte aligned, then the row's
- * scales (fp16 d; the 4 UE4M3 bytes), padded to 16 bytes: the original
- * row's size when ne0 is a multiple of 256.  A split matrix is named by
- * its type or'ed with GPU_SPLIT, and only gpu_matvec_q8*, gpu_get_rows
- * and gpu_can_matvec_q8 take that name (gpu_matvec, gpu_matmul and
- * gpu_dequantize do not).  gpu_split_size: the bytes of the split
- * matrix, 0 when t has no split layout or ne0 is not whole blocks.
- * gpu_split writes the split form of the matrix d_w (ggml blocks) into
- * d_dst (gpu_split_size bytes, 16-byte aligned; queued).  The products
- * read the split layout with coalesced 16-byte loads; they give the
- * in-place product's numerics (the same per-block terms) up to the order
- * of the float sums, and are batch-invariant.
- */
-#define GPU_SPLIT 0x100
-size_t	gpu_split_size(int t, int64_t rows, int64_t ne0);
-int	gpu_split(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
-	    void *d_dst);
-
-/* Benchmark seam for the split products: the 16-byte pieces a lane loads
- * before it uses the first (4 or 8; default 8).  Never changes a result. */
-int	gpu_tune_split(struct gpu *g, int unroll);
 
 /*
  * nw products of the same x (the projections after one RMSNorm, gate and
@@ -179,8 +152,7 @@ int	gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 int	gpu_dequantize(struct gpu *g, int t, const void *d_src, float *d_dst, int64_t n);
 
 /* Embedding lookup: out[i][ne0] = dequantize(table row ids[i]) for i < n;
- * d_ids holds n int32 row numbers (< n_rows, not checked on the device).
- * t may be Q8_0 | GPU_SPLIT or NVFP4 | GPU_SPLIT (the same values). */
+ * d_ids holds n int32 row numbers (< n_rows, not checked on the device). */
 int	gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 	    const int32_t *d_ids, int n, float *d_out);
 

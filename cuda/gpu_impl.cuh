@@ -21,7 +21,6 @@ struct gpu {
 	int	nsm;			/* multiprocessors */
 	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
-	int	mvs_unroll;		/* split products: pieces a lane loads at once (4, 8; 0: 8) */
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];
@@ -61,10 +60,6 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 
 /* Scratch of at least n bytes (grown outside graph capture only). */
 void   *gpu_scratch(struct gpu *g, size_t n);
-
-/* gpu_get_rows of a GPU_SPLIT matrix of type t (cuda/matvec_q8.cu). */
-int	gpu_split_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
-	    const int32_t *d_ids, int n, float *d_out);
 
 /* 1 while g's stream is being recorded into a graph. */
 static inline int

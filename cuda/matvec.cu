@@ -565,8 +565,6 @@ gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 {
 	if (n < 1 || n > 65535)
 		return gpu_fail(g, "get_rows: %d rows (1..65535)", n);
-	if (t & GPU_SPLIT)
-		return gpu_split_get_rows(g, t & ~GPU_SPLIT, d_table, ne0, d_ids, n, d_out);
 	DISPATCH(t, dq_type, g, d_table, ne0, d_ids, n, d_out);
 }
 

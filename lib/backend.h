@@ -80,7 +80,7 @@ struct backend_weight {
 	int64_t	ne1;		/* rows: output features */
 	size_t	row_size;	/* bytes per row */
 	float	scale;
-	const void *data;	/* [ne1][row_size] bytes, backend memory (or the backend's repacked form: priv) */
+	const void *data;	/* [ne1][row_size] bytes, backend memory */
 	void	*priv;		/* the backend's own (device copy, repacked layout) */
 };
 int	backend_weight_init(struct backend *, struct backend_weight *w, int type,

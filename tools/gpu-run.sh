@@ -346,9 +346,7 @@ fi
 if [ -f "$OUT/bench.log" ]; then
 	echo "== bench (m=1 and m=4; all in bench.log)"
 	grep -E '^bench (device|copy)' "$OUT/bench.log"
-	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | grep -v '^bench i8 ' | sed 's/^bench //' | head -40
-	echo "== bench: int8-activation products, weights in place vs split"
-	grep -E '^bench i8 ' "$OUT/bench.log" | sed 's/^bench //'
+	grep -E '^bench .* m=(1|4) ' "$OUT/bench.log" | sed 's/^bench //' | head -40
 fi
 [ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
 [ -f "$OUT/speed-27b.log" ] && { echo "== 27b-shape speed"; grep -vE '^decode\s' "$OUT/speed-27b.log"; }
