@@ -402,6 +402,56 @@ check_quant(struct kc *k)
 	}
 }
 
+/*
+ * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu) against the CPU's
+ * int8 numerics (quant_quantize_act, quant_vec_dot), by both of its
+ * kernels; they give the same bits, and a repeated call too.
+ */
+static void
+check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
+{
+	struct wset s;
+	int64_t ny = (int64_t)n * rows;
+	size_t rb = quant_row_size(t, ne0);
+	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[3];
+	uint8_t *xq = xmalloc(quant_row_size(quant_vec_dot_type(t), ne0));
+	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	float *dx = dput(k, x, (size_t)n * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	float *ds = with_scale ? dput(k, &sc, 4) : NULL;
+	dot_ref(s.wf, x, rows, ne0, n, with_scale ? sc : 1.0, ref, mag);
+	for (int j = 0; j < n; j++) {
+		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
+			die(1, "quant_quantize_act: type %s failed", quant_name(t));
+		for (int64_t r = 0; r < rows; r++)
+			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq) *
+			    (with_scale ? sc : 1.0f);
+	}
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, n);
+	for (int i = 0; i < 3; i++) {
+		int kern = i < 2 ? GPU_MMQ_MMA : GPU_MMQ_DP4A;
+		y[i] = xmalloc((size_t)ny * 4);
+		gchk(k, gpu_tune_mmq(k->g, kern));
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, n, dy, ds));
+		dget(k, y[i], dy, (size_t)ny * 4);
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	brk(k, y[0], ny);
+	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
+	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
+	brk(k, y[1], ny);
+	snprintf(name, sizeof name, "mmq %s repeat", quant_name(t));
+	same_bits(k, name, shape, y[0], y[1], ny);
+	brk(k, y[2], ny);
+	snprintf(name, sizeof name, "mmq %s mma=dp4a", quant_name(t));
+	same_bits(k, name, shape, y[1], y[2], ny);
+	free(x), free(xq), free(ref), free(mag), free(y[0]), free(y[1]), free(y[2]);
+	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
+	wset_free(k, &s);
+}
+
 /* --- fp32 ops against double references ---------------------------------- */
 
 static double
@@ -787,6 +837,15 @@ static void
 check_all(struct kc *k)
 {
 	check_quant(k);
+	/* the prefill GEMM: rows and inputs past whole 64x64 tiles, ne0 past 256 */
+	check_mmq(k, QUANT_Q8_0, 300, 512, 17, 0);
+	check_mmq(k, QUANT_Q8_0, 1000, 1024, 64, 0);
+	check_mmq(k, QUANT_Q8_0, 257, 4096, 100, 1);
+	check_mmq(k, QUANT_Q8_0, 45, 320, 33, 0);
+	check_mmq(k, QUANT_NVFP4, 300, 512, 17, 1);
+	check_mmq(k, QUANT_NVFP4, 257, 768, 64, 0);
+	check_mmq(k, QUANT_NVFP4, 1000, 1024, 100, 0);
+	check_mmq(k, QUANT_NVFP4, 45, 320, 33, 0);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
@@ -1401,6 +1460,13 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 3, 8, 1.0f);
 	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 24, 0, 1.0f);
 	be_matmul(k, &p, QUANT_Q8_0, 700, 4096, 33, 0, 1.0f);
+	/* prefill on int8 activations: the GEMM, rows and inputs past whole tiles */
+	be_matmul(k, &p, QUANT_Q8_0, 300, 512, 17, 0, 1.0f);
+	be_matmul(k, &p, QUANT_Q8_0, 1000, 1024, 64, 4, 1.0f);
+	be_matmul(k, &p, QUANT_NVFP4, 257, 768, 100, 8, 0.5f);
+	be_matmul(k, &p, QUANT_NVFP4, 300, 320, 64, 0, 1.0f);
+	be_fused(k, &p, QUANT_Q8_0, 40, 512, 700);
+	be_fused(k, &p, QUANT_NVFP4, 70, 512, 300);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	if (model != NULL)
@@ -1502,6 +1568,47 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/* The prefill GEMM against the 16-row matvec chunks (x quantized in each). */
+static void
+bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
+{
+	static const int ns[] = { 128, 512 };
+	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA, GPU_MMQ_DP4A };
+	static const char *kname[] = { "chunks", "mma", "dp4a" };
+	enum { L = 10 };
+	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
+	void *w = dput(k, NULL, nb);
+	float *x = frand(k, 512 * ne0, -1, 1);
+	float *dx = dput(k, x, (size_t)512 * ne0 * 4), *dy = dput(k, NULL, (size_t)512 * rows * 4);
+
+	gchk(k, gpu_copy(k->g, w, dpool, nb));
+	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+		double t0 = 0;
+		for (int ki = 0; ki < 3; ki++) {
+			struct gpu_graph *gr;
+			gchk(k, gpu_tune_mmq(k->g, kern[ki]));
+			gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));
+			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
+			gchk(k, gpu_graph_begin(k->g));
+			for (int l = 0; l < L; l++)
+				gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));
+			if ((gr = gpu_graph_end(k->g)) == NULL)
+				die(1, "gpu: %s", gpu_errmsg(k->g));
+			double s = time_graph(k, gr, 5) / L;
+			gpu_graph_free(gr);
+			if (ki == 0)
+				t0 = s;
+			printf("bench mmq %-6s %lldx%-6lld m=%-3d %-6s %9.2f us %7.1f TOPS  x%.2f of chunks\n",
+			    quant_name(t), (long long)rows, (long long)ne0, ns[ni], kname[ki], s * 1e6,
+			    2.0 * rows * ne0 * ns[ni] / s * 1e-12, t0 / s);
+			fflush(stdout);
+		}
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	free(x);
+	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy);
+}
+
 static void
 bench(struct kc *k)
 {
@@ -1523,6 +1630,12 @@ bench(struct kc *k)
 		for (int ti = 0; ti < NTYPES; ti++)
 			if (k->only < 0 || k->only == mv_types[ti])
 				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t si = 1; si < sizeof shapes / sizeof shapes[0]; si++) {
+			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
+			if (k->only < 0 || k->only == t)
+				bench_mmq(k, t, shapes[si][0], shapes[si][1], dpool);
+		}
 	gpu_free(k->g, dpool);
 	free(pool);
 }
