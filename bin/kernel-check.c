@@ -1354,33 +1354,41 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	bw_free(p, &b);
 }
 
-/* Greedy ids and last logits of a model on both backends (MODEL given). */
+/*
+ * The last logits of a prefill of np tokens and (ng > 0) ng greedy ids
+ * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
+ * longer prompts (the GEMM of cuda/mmq.cu past 16 rows) repeat it with
+ * the position added.
+ */
 static void
-be_model(struct kc *k, struct bpair *p, const char *path)
+be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 {
-	static const int32_t prompt[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
-	enum { NP = 8, NG = 16 };
+	static const int32_t p8[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
+	enum { NPMAX = 64, NGMAX = 16 };
 	struct backend *be[2] = { p->c, p->g };
-	int32_t out[2][NG];
+	int32_t out[2][NGMAX], prompt[NPMAX];
 	float *lg[2] = { NULL, NULL };
 	double maxd = 0, mag = 0, margin = 1e30;
 	char err[UTIL_ERRLEN], shape[96];
 	int nv = 0, same = 1;
 
+	np = np < NPMAX ? np : NPMAX, ng = ng < NGMAX ? ng : NGMAX;
+	for (int i = 0; i < np; i++)
+		prompt[i] = p8[i % 8] + (i / 8) * 3;
 	for (int b = 0; b < 2; b++) {
 		struct model *md = model_open(path, be[b], err);
 		struct state *st;
 		if (md == NULL)
 			die(1, "%s", err);
-		if ((st = model_state_new(md, NP + NG + 1, 0, err)) == NULL)
+		if ((st = model_state_new(md, np + NGMAX + 1, 0, err)) == NULL)
 			die(1, "%s", err);
 		nv = model_hparams(md)->n_vocab;
 		lg[b] = xmalloc((size_t)nv * 4);
 		float *first = xmalloc((size_t)nv * 4);
-		if (model_forward(md, st, prompt, NP, MODEL_PREFILL, first, NULL) != 0)
+		if (model_forward(md, st, prompt, np, MODEL_PREFILL, first, NULL) != 0)
 			die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		memcpy(lg[b], first, (size_t)nv * 4);
-		for (int i = 0; i < NG; i++) {
+		for (int i = 0; i < ng; i++) {
 			int32_t t = 0;
 			for (int j = 1; j < nv; j++)
 				if (first[j] > first[t])
@@ -1393,7 +1401,7 @@ be_model(struct kc *k, struct bpair *p, const char *path)
 						s = first[j];
 				margin = fmin(margin, first[t] - s);
 			}
-			if (i + 1 < NG && model_forward(md, st, &t, 1, 0, first, NULL) != 0)
+			if (i + 1 < ng && model_forward(md, st, &t, 1, 0, first, NULL) != 0)
 				die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		}
 		free(first);
@@ -1404,13 +1412,15 @@ be_model(struct kc *k, struct bpair *p, const char *path)
 		maxd = fmax(maxd, fabs((double)lg[0][j] - lg[1][j]));
 		mag = fmax(mag, fabs((double)lg[0][j]));
 	}
-	for (int i = 0; i < NG; i++)
+	for (int i = 0; i < ng; i++)
 		same &= out[0][i] == out[1][i];
-	snprintf(shape, sizeof shape, "prefill %d, logits of %d", NP, nv);
+	snprintf(shape, sizeof shape, "prefill %d, logits of %d", np, nv);
 	bbrk(k, lg[1], nv, mag);
 	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv, 1e-2);
-	snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", NG, margin);
-	report(k, "model greedy cpu=cuda", shape, same ? 0 : 1, same && !k->brk);
+	if (ng > 0) {
+		snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", ng, margin);
+		report(k, "model greedy cpu=cuda", shape, same ? 0 : 1, same && !k->brk);
+	}
 	free(lg[0]), free(lg[1]);
 }
 
@@ -1469,8 +1479,10 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_fused(k, &p, QUANT_NVFP4, 70, 512, 300);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
-	if (model != NULL)
-		be_model(k, &p, model);
+	if (model != NULL) {
+		be_model(k, &p, model, 8, 16);
+		be_model(k, &p, model, 40, 0);	/* prefill past 16 rows: the GEMM */
+	}
 	backend_close(p.g);
 	backend_close(p.c);
 }
