@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include "fexp.h"
 #include "gpu.h"
 
 #define GPU_ERRLEN 256
@@ -87,26 +88,15 @@ rms_scale(double ss, int d, float eps)
 }
 
 /*
- * exp as ggml's vectorized CPU ops compute it, rounding for rounding the
- * CPU backend's backend_cpu_expf_ggml (x = n ln2 + b, a degree-5
- * polynomial in b, scaled by 2^n; |n| > 192 gives 0 or Inf), and SiLU
+ * exp as ggml's vectorized CPU ops compute it (lib/fexp.h, the one
+ * definition the CPU backend's backend_cpu_expf_ggml uses too), and SiLU
  * x / (1 + exp(-x)) with it, as the CPU backend's backend_cpu_silu: the
  * same bits on both.
  */
 __device__ __forceinline__ float
 gpu_expf_ggml(float x)
 {
-	float z = __fmaf_rn(x, 0x1.715476p+0f, 0x1.8p23f), n = __fsub_rn(z, 0x1.8p23f);
-	float b = __fmaf_rn(-n, 0x1.7f7d1cp-20f, __fmaf_rn(-n, 0x1.62e4p-1f, x));
-	float u = __fmul_rn(b, b);
-	float p = __fmaf_rn(__fmaf_rn(__fmaf_rn(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-	    __fmaf_rn(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u, __fmaf_rn(0x1.ffffecp-1f, b, 1.0f));
-
-	if (isnan(x))
-		return x;
-	if (fabsf(n) > 192.0f)
-		return n <= 0.0f ? 0.0f : INFINITY;
-	return scalbnf(p, (int)n);
+	return fexp_ggml(x);
 }
 
 __device__ __forceinline__ float
