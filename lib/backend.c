@@ -474,7 +474,8 @@ backend_graph_env(struct backend *be, const char *v, char *err)
 	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "1") == 0)
 		return 0;
 	if (strcmp(v, "0") == 0) {
-		backend_graph_set(be, 0);
+		if (be != NULL)
+			backend_graph_set(be, 0);
 		return 0;
 	}
 	if (strcmp(v, "stats") == 0)

@@ -260,7 +260,7 @@ const struct backend_graph_stats *backend_graph_stats(const struct backend *);
  * MEMRA_CUDA_GRAPH's value v applied to be: NULL, "" or "1" leave
  * recording on, "0" turns it off, "stats" leaves it on and asks for the
  * counts at the end.  Returns 1 for "stats", 0 otherwise, -1 for any
- * other value (err says why).
+ * other value (err says why).  be NULL checks v only.
  */
 int	backend_graph_env(struct backend *, const char *v, char *err);
 /*

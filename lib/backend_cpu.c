@@ -255,8 +255,9 @@ update_portable(float *r, float k, const float *dl, float *acc, float q, int64_t
 }
 
 #ifdef CPU_X86
-__attribute__((target("avx2,fma"))) static void
-axpy_avx2(float *y, float a, const float *x, int64_t n)
+/* y += a x fused, 8 at a time; returns where the tail (n % 8 left) starts. */
+__attribute__((target("avx2,fma"))) static int64_t
+axpy8_avx2(float *y, float a, const float *x, int64_t n)
 {
 	__m256 av = _mm256_set1_ps(a);
 	int64_t i = 0;
@@ -264,7 +265,7 @@ axpy_avx2(float *y, float a, const float *x, int64_t n)
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
 		    _mm256_loadu_ps(y + i)));
-	axpy_portable(y + i, a, x + i, n - i);
+	return i;
 }
 
 __attribute__((target("avx2,fma"))) static void
@@ -298,46 +299,36 @@ update_avx2(float *r, float k, const float *dl, float *acc, float q, int64_t n)
 }
 #endif
 
+/* y += a x: AVX2's fused 8-wide part where it runs, then the tail fused
+ * (fused) or as axpy_portable rounds it. */
+static void
+axpy(const struct backend_cpu *c, float *y, float a, const float *x, int64_t n, int fused)
+{
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		i = axpy8_avx2(y, a, x, n);
+#endif
+	if (!fused)
+		axpy_portable(y + i, a, x + i, n - i);
+	else
+		for (; i < n; i++)
+			y[i] = fmaf(a, x[i], y[i]);
+}
+
 void
 backend_cpu_axpy(const struct backend_cpu *c, float *y, float a, const float *x,
     int64_t n)
 {
-#ifdef CPU_X86
-	if (c->avx2) {
-		axpy_avx2(y, a, x, n);
-		return;
-	}
-#endif
-	axpy_portable(y, a, x, n);
+	axpy(c, y, a, x, n, 0);
 }
-
-#ifdef CPU_X86
-__attribute__((target("avx2,fma"))) static void
-axpy_fma_avx2(float *y, float a, const float *x, int64_t n)
-{
-	__m256 av = _mm256_set1_ps(a);
-	int64_t i = 0;
-
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
-		    _mm256_loadu_ps(y + i)));
-	for (; i < n; i++)
-		y[i] = fmaf(a, x[i], y[i]);
-}
-#endif
 
 void
 backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float *x,
     int64_t n)
 {
-#ifdef CPU_X86
-	if (c->avx2) {
-		axpy_fma_avx2(y, a, x, n);
-		return;
-	}
-#endif
-	for (int64_t i = 0; i < n; i++)
-		y[i] = fmaf(a, x[i], y[i]);
+	axpy(c, y, a, x, n, 1);
 }
 
 float

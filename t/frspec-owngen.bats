@@ -245,3 +245,8 @@ IN
 	[ "$stderr" = "frspec-owngen: topn 8193 is larger than the vocabulary (8192 tokens)" ]
 	[ ! -e "$P/r.gguf" ]
 }
+
+@test "MEMRA_CUDA_GRAPH other than 0, 1 or stats is misuse (exit 2)" {
+	MEMRA_CUDA_GRAPH=on run -2 --separate-stderr frspec-owngen model.gguf ranks.gguf 8 prompts
+	[ "$stderr" = "frspec-owngen: MEMRA_CUDA_GRAPH: 'on': not 0, 1 or stats" ]
+}
