@@ -438,15 +438,16 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 		dget(k, y[i], dy, (size_t)ny * 4);
 	}
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
-	brk(k, y[0], ny);
-	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
-	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
-	brk(k, y[1], ny);
-	snprintf(name, sizeof name, "mmq %s repeat", quant_name(t));
-	same_bits(k, name, shape, y[0], y[1], ny);
+	/* each comparison breaks one side only (the other still clean) */
 	brk(k, y[2], ny);
 	snprintf(name, sizeof name, "mmq %s mma=dp4a", quant_name(t));
 	same_bits(k, name, shape, y[1], y[2], ny);
+	brk(k, y[1], ny);
+	snprintf(name, sizeof name, "mmq %s repeat", quant_name(t));
+	same_bits(k, name, shape, y[0], y[1], ny);
+	brk(k, y[0], ny);
+	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
+	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
 	free(x), free(xq), free(ref), free(mag), free(y[0]), free(y[1]), free(y[2]);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
 	wset_free(k, &s);
