@@ -402,6 +402,57 @@ check_quant(struct kc *k)
 	}
 }
 
+/*
+ * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu) against the CPU's
+ * int8 numerics (quant_quantize_act, quant_vec_dot), by both of its
+ * kernels; they give the same bits, and a repeated call too.
+ */
+static void
+check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
+{
+	struct wset s;
+	int64_t ny = (int64_t)n * rows;
+	size_t rb = quant_row_size(t, ne0);
+	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[3];
+	uint8_t *xq = xmalloc(quant_row_size(quant_vec_dot_type(t), ne0));
+	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	float *dx = dput(k, x, (size_t)n * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	float *ds = with_scale ? dput(k, &sc, 4) : NULL;
+	dot_ref(s.wf, x, rows, ne0, n, with_scale ? sc : 1.0, ref, mag);
+	for (int j = 0; j < n; j++) {
+		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
+			die(1, "quant_quantize_act: type %s failed", quant_name(t));
+		for (int64_t r = 0; r < rows; r++)
+			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq) *
+			    (with_scale ? sc : 1.0f);
+	}
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, n);
+	for (int i = 0; i < 3; i++) {
+		int kern = i < 2 ? GPU_MMQ_MMA : GPU_MMQ_DP4A;
+		y[i] = xmalloc((size_t)ny * 4);
+		gchk(k, gpu_tune_mmq(k->g, kern));
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, n, dy, ds));
+		dget(k, y[i], dy, (size_t)ny * 4);
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	/* each comparison breaks one side only (the other still clean) */
+	brk(k, y[2], ny);
+	snprintf(name, sizeof name, "mmq %s mma=dp4a", quant_name(t));
+	same_bits(k, name, shape, y[1], y[2], ny);
+	brk(k, y[1], ny);
+	snprintf(name, sizeof name, "mmq %s repeat", quant_name(t));
+	same_bits(k, name, shape, y[0], y[1], ny);
+	brk(k, y[0], ny);
+	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
+	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
+	free(x), free(xq), free(ref), free(mag), free(y[0]), free(y[1]), free(y[2]);
+	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
+	wset_free(k, &s);
+}
+
 /* --- fp32 ops against double references ---------------------------------- */
 
 static double
@@ -787,6 +838,15 @@ static void
 check_all(struct kc *k)
 {
 	check_quant(k);
+	/* the prefill GEMM: rows and inputs past whole 64x64 tiles, ne0 past 256 */
+	check_mmq(k, QUANT_Q8_0, 300, 512, 17, 0);
+	check_mmq(k, QUANT_Q8_0, 1000, 1024, 64, 0);
+	check_mmq(k, QUANT_Q8_0, 257, 4096, 100, 1);
+	check_mmq(k, QUANT_Q8_0, 45, 320, 33, 0);
+	check_mmq(k, QUANT_NVFP4, 300, 512, 17, 1);
+	check_mmq(k, QUANT_NVFP4, 257, 768, 64, 0);
+	check_mmq(k, QUANT_NVFP4, 1000, 1024, 100, 0);
+	check_mmq(k, QUANT_NVFP4, 45, 320, 33, 0);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
@@ -1295,33 +1355,41 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	bw_free(p, &b);
 }
 
-/* Greedy ids and last logits of a model on both backends (MODEL given). */
+/*
+ * The last logits of a prefill of np tokens and (ng > 0) ng greedy ids
+ * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
+ * longer prompts (the GEMM of cuda/mmq.cu past 16 rows) repeat it with
+ * the position added.
+ */
 static void
-be_model(struct kc *k, struct bpair *p, const char *path)
+be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 {
-	static const int32_t prompt[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
-	enum { NP = 8, NG = 16 };
+	static const int32_t p8[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
+	enum { NPMAX = 64, NGMAX = 16 };
 	struct backend *be[2] = { p->c, p->g };
-	int32_t out[2][NG];
+	int32_t out[2][NGMAX], prompt[NPMAX];
 	float *lg[2] = { NULL, NULL };
 	double maxd = 0, mag = 0, margin = 1e30;
 	char err[UTIL_ERRLEN], shape[96];
 	int nv = 0, same = 1;
 
+	np = np < NPMAX ? np : NPMAX, ng = ng < NGMAX ? ng : NGMAX;
+	for (int i = 0; i < np; i++)
+		prompt[i] = p8[i % 8] + (i / 8) * 3;
 	for (int b = 0; b < 2; b++) {
 		struct model *md = model_open(path, be[b], err);
 		struct state *st;
 		if (md == NULL)
 			die(1, "%s", err);
-		if ((st = model_state_new(md, NP + NG + 1, 0, err)) == NULL)
+		if ((st = model_state_new(md, np + NGMAX + 1, 0, err)) == NULL)
 			die(1, "%s", err);
 		nv = model_hparams(md)->n_vocab;
 		lg[b] = xmalloc((size_t)nv * 4);
 		float *first = xmalloc((size_t)nv * 4);
-		if (model_forward(md, st, prompt, NP, MODEL_PREFILL, first, NULL) != 0)
+		if (model_forward(md, st, prompt, np, MODEL_PREFILL, first, NULL) != 0)
 			die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		memcpy(lg[b], first, (size_t)nv * 4);
-		for (int i = 0; i < NG; i++) {
+		for (int i = 0; i < ng; i++) {
 			int32_t t = 0;
 			for (int j = 1; j < nv; j++)
 				if (first[j] > first[t])
@@ -1334,7 +1402,7 @@ be_model(struct kc *k, struct bpair *p, const char *path)
 						s = first[j];
 				margin = fmin(margin, first[t] - s);
 			}
-			if (i + 1 < NG && model_forward(md, st, &t, 1, 0, first, NULL) != 0)
+			if (i + 1 < ng && model_forward(md, st, &t, 1, 0, first, NULL) != 0)
 				die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		}
 		free(first);
@@ -1345,13 +1413,15 @@ be_model(struct kc *k, struct bpair *p, const char *path)
 		maxd = fmax(maxd, fabs((double)lg[0][j] - lg[1][j]));
 		mag = fmax(mag, fabs((double)lg[0][j]));
 	}
-	for (int i = 0; i < NG; i++)
+	for (int i = 0; i < ng; i++)
 		same &= out[0][i] == out[1][i];
-	snprintf(shape, sizeof shape, "prefill %d, logits of %d", NP, nv);
+	snprintf(shape, sizeof shape, "prefill %d, logits of %d", np, nv);
 	bbrk(k, lg[1], nv, mag);
 	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv, 1e-2);
-	snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", NG, margin);
-	report(k, "model greedy cpu=cuda", shape, same ? 0 : 1, same && !k->brk);
+	if (ng > 0) {
+		snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", ng, margin);
+		report(k, "model greedy cpu=cuda", shape, same ? 0 : 1, same && !k->brk);
+	}
 	free(lg[0]), free(lg[1]);
 }
 
@@ -1401,10 +1471,19 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 3, 8, 1.0f);
 	be_matmul(k, &p, QUANT_Q5_1, 300, 384, 24, 0, 1.0f);
 	be_matmul(k, &p, QUANT_Q8_0, 700, 4096, 33, 0, 1.0f);
+	/* prefill on int8 activations: the GEMM, rows and inputs past whole tiles */
+	be_matmul(k, &p, QUANT_Q8_0, 300, 512, 17, 0, 1.0f);
+	be_matmul(k, &p, QUANT_Q8_0, 1000, 1024, 64, 4, 1.0f);
+	be_matmul(k, &p, QUANT_NVFP4, 257, 768, 100, 8, 0.5f);
+	be_matmul(k, &p, QUANT_NVFP4, 300, 320, 64, 0, 1.0f);
+	be_fused(k, &p, QUANT_Q8_0, 40, 512, 700);
+	be_fused(k, &p, QUANT_NVFP4, 70, 512, 300);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
-	if (model != NULL)
-		be_model(k, &p, model);
+	if (model != NULL) {
+		be_model(k, &p, model, 8, 16);
+		be_model(k, &p, model, 40, 0);	/* prefill past 16 rows: the GEMM */
+	}
 	backend_close(p.g);
 	backend_close(p.c);
 }
@@ -1502,6 +1581,47 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/* The prefill GEMM against the 16-row matvec chunks (x quantized in each). */
+static void
+bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
+{
+	static const int ns[] = { 128, 512 };
+	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA, GPU_MMQ_DP4A };
+	static const char *kname[] = { "chunks", "mma", "dp4a" };
+	enum { L = 10 };
+	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
+	void *w = dput(k, NULL, nb);
+	float *x = frand(k, 512 * ne0, -1, 1);
+	float *dx = dput(k, x, (size_t)512 * ne0 * 4), *dy = dput(k, NULL, (size_t)512 * rows * 4);
+
+	gchk(k, gpu_copy(k->g, w, dpool, nb));
+	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+		double t0 = 0;
+		for (int ki = 0; ki < 3; ki++) {
+			struct gpu_graph *gr;
+			gchk(k, gpu_tune_mmq(k->g, kern[ki]));
+			gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));
+			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
+			gchk(k, gpu_graph_begin(k->g));
+			for (int l = 0; l < L; l++)
+				gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));
+			if ((gr = gpu_graph_end(k->g)) == NULL)
+				die(1, "gpu: %s", gpu_errmsg(k->g));
+			double s = time_graph(k, gr, 5) / L;
+			gpu_graph_free(gr);
+			if (ki == 0)
+				t0 = s;
+			printf("bench mmq %-6s %lldx%-6lld m=%-3d %-6s %9.2f us %7.1f TOPS  x%.2f of chunks\n",
+			    quant_name(t), (long long)rows, (long long)ne0, ns[ni], kname[ki], s * 1e6,
+			    2.0 * rows * ne0 * ns[ni] / s * 1e-12, t0 / s);
+			fflush(stdout);
+		}
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	free(x);
+	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy);
+}
+
 static void
 bench(struct kc *k)
 {
@@ -1523,6 +1643,12 @@ bench(struct kc *k)
 		for (int ti = 0; ti < NTYPES; ti++)
 			if (k->only < 0 || k->only == mv_types[ti])
 				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t si = 1; si < sizeof shapes / sizeof shapes[0]; si++) {
+			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
+			if (k->only < 0 || k->only == t)
+				bench_mmq(k, t, shapes[si][0], shapes[si][1], dpool);
+		}
 	gpu_free(k->g, dpool);
 	free(pool);
 }

@@ -108,16 +108,39 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 
 /*
  * The product on int8 activations (cuda/matvec_q8.cu): y[n][rows] =
- * W . x[n] for any n (16 rows a launch), W of type Q8_0 or NVFP4 (x as
+ * W . x[n] for any n (16 rows a launch, or the GEMM), W of type Q8_0 or NVFP4 (x as
  * Q8_0 blocks) or Q4_1, Q5_1 (x as Q8_1), x quantized as lib/quant's
  * quant_quantize_act does and each
  * block's dot scaled as quant_vec_dot scales it: equal to the CPU's int8
- * path up to the order of float sums.  Batch-invariant.  Uses the scratch
+ * path up to the order of float sums.  Batch-invariant for n <= 16; n > 16
+ * (prefill) takes gpu_matmul_q8 for Q8_0 and NVFP4.  Uses the scratch
  * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those four.
  */
 int	gpu_can_matvec_q8(int t);
 int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
+
+/*
+ * The prefill GEMM (cuda/mmq.cu) on activations already quantized as
+ * gpu_matvec_q8 quantizes them: q[n][ne0] int8 (16-byte aligned), dx[n][ne0/32]
+ * the block scales; y[n][rows] = W . x, W of type Q8_0 or NVFP4, each
+ * (sub-)block's integer dot scaled as quant_vec_dot scales it (the CPU's
+ * numerics; another order of float sums than the matvec kernel, so not
+ * batch-invariant with it), scaled by *d_scale when not NULL.  Any n;
+ * gpu_matvec_q8 and the two below take it for n > GPU_MATVEC_MAX_ROWS.
+ * Deterministic (no atomics).  gpu_can_matmul_q8: 1 for Q8_0 and NVFP4.
+ */
+int	gpu_can_matmul_q8(int t);
+int	gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    const int8_t *d_q, const float *d_dx, int64_t n, float *d_y, const float *d_scale);
+
+/*
+ * Benchmark and check seam for gpu_matmul_q8: GPU_MMQ_MMA (the default,
+ * tensor cores), GPU_MMQ_DP4A (the same bits by dp4a) or GPU_MMQ_OFF
+ * (n > 16 runs the matvec kernel 16 rows at a time, as before).
+ */
+enum { GPU_MMQ_MMA = 0, GPU_MMQ_DP4A = 1, GPU_MMQ_OFF = 2 };
+int	gpu_tune_mmq(struct gpu *g, int kernel);
 
 /*
  * nw products of the same x (the projections after one RMSNorm, gate and

@@ -351,6 +351,12 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 
 	for (int i = 0; i < nw; i++) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
+		if (n > GPU_MATVEC_MAX_ROWS && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
+			if (gpu_matmul_q8(g, t[i], d_w[i], rows[i], ne0, q, dx, n, d_y[i],
+			    d_scale != NULL ? d_scale[i] : NULL) != 0)
+				return -1;
+			continue;	/* prefill: the GEMM (cuda/mmq.cu) */
+		}
 		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
 			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
 			const int8_t *qr = q + (size_t)r0 * ne0;
