@@ -38,18 +38,6 @@ h2f(unsigned h)
 	return __half2float(__ushort_as_half((unsigned short)h));
 }
 
-__device__ __forceinline__ float
-ue4m3_half(unsigned x)
-{
-	int e = (x >> 3) & 0xF, man = x & 7;
-
-	if (x == 0 || x == 0x7F)
-		return 0.0f;
-	if (e == 0)
-		return (float)man * 0x1p-10f;
-	return (float)(8 + man) * ldexpf(1.0f, e - 11);
-}
-
 __device__ __forceinline__ void
 scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
 {
@@ -121,7 +109,7 @@ unit_w(const uint8_t *b, int u, float w[32])
 #pragma unroll
 		for (int ss = 0; ss < 2; ss++) {
 			int s = 2 * u + ss;
-			float d = ue4m3_half(b[s]);
+			float d = gpu_ue4m3_half(b[s]);
 			unsigned lo = *(const uint32_t *)(b + 4 + 8 * s);
 			unsigned hi = *(const uint32_t *)(b + 8 + 8 * s);
 #pragma unroll
@@ -256,7 +244,7 @@ oct_q(const uint8_t *b, int o, float q[8], float *a, float *c)
 				float f = __uint_as_float(0x4B000000u | mag) - 8388608.0f;
 				q[4 * i + k] = __uint_as_float(__float_as_uint(f) | ((x & 8) << 28));
 			}
-		*a = ue4m3_half(b[s]);
+		*a = gpu_ue4m3_half(b[s]);
 	} else if (T == T_Q4_K || T == T_Q5_K) {
 		int u = o >> 2, ch = u >> 1, hi = u & 1, l0 = 8 * (o & 3), sc, m;
 		const uint32_t *p = (const uint32_t *)(b + (T == T_Q4_K ? 16 : 48) + 32 * ch + l0);

@@ -17,39 +17,6 @@
 
 enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_NVFP4 = 40 };
 
-/* ggml's ue4m3 scale times 0.5 (lib/quant's qi_ue4m3_half): exact.  A
- * normal value (1 + man/8) 2^(e-7) / 2 is built as float bits (exponent
- * e - 8, mantissa man << 20): ldexpf cost more than the block's dp4a. */
-__device__ __forceinline__ float
-ue4m3_half(unsigned x)
-{
-	unsigned e = (x >> 3) & 0xF, man = x & 7;
-
-	if (x == 0 || x == 0x7F)
-		return 0.0f;
-	if (e == 0)
-		return (float)man * 0x1p-10f;
-	return __uint_as_float((e + 119) << 23 | man << 20);
-}
-
-/* kvalues_mxfp4 (e2m1 codes as integers, twice the value) of the low
- * nibbles of v's four bytes, packed as four int8 for dp4a.  Two byte
- * permutes over the table held in registers (magnitudes 0,1,2,3,4,6,8,12
- * and their negations), then bit 3 of each nibble picks the sign: a local
- * array indexed by data went to local memory (64-byte stack frame in the
- * m = 1, 2 instances, 10x slower). */
-__device__ __forceinline__ int
-fp4x4(uint32_t v)
-{
-	uint32_t q = v & 0x07070707u, t = q | q >> 4;
-	uint32_t sel = (t & 0xFFu) | (t >> 8 & 0xFF00u);
-	uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
-	uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
-	uint32_t mask = (v >> 3 & 0x01010101u) * 0xFFu;
-
-	return (int)((pos & ~mask) | (neg & mask));
-}
-
 /* One warp per 32-block of x: q[w][32], dx[w] (the fp16 scale as float),
  * sx[w] (Q8_1's fp16 d * sum q, when sx is not NULL). */
 __global__ void
@@ -149,8 +116,8 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 #pragma unroll
 		for (int s = 0; s < 4; s++) {
 			uint32_t lo = blk[1 + 2 * s], hi = blk[2 + 2 * s];
-			float ws = ue4m3_half((sc >> (8 * s)) & 0xFF);
-			int w0 = fp4x4(lo), w1 = fp4x4(hi), w2 = fp4x4(lo >> 4), w3 = fp4x4(hi >> 4);
+			float ws = gpu_ue4m3_half((sc >> (8 * s)) & 0xFF);
+			int w0 = gpu_fp4x4(lo), w1 = gpu_fp4x4(hi), w2 = gpu_fp4x4(lo >> 4), w3 = gpu_fp4x4(hi >> 4);
 			int xb = 2 * b + s / 2;
 #pragma unroll
 			for (int j = 0; j < M; j++) {

@@ -30,33 +30,6 @@ enum {
 	MQ_THREADS = 128,
 };
 
-/* lib/quant's qi_ue4m3_half: as matvec_q8.cu's ue4m3_half (exact). */
-__device__ __forceinline__ float
-mq_ue4m3_half(unsigned x)
-{
-	unsigned e = (x >> 3) & 0xF, man = x & 7;
-
-	if (x == 0 || x == 0x7F)
-		return 0.0f;
-	if (e == 0)
-		return (float)man * 0x1p-10f;
-	return __uint_as_float((e + 119) << 23 | man << 20);
-}
-
-/* kvalues_mxfp4 of the low nibbles of v's bytes as four int8: as
- * matvec_q8.cu's fp4x4. */
-__device__ __forceinline__ int
-mq_fp4x4(uint32_t v)
-{
-	uint32_t q = v & 0x07070707u, t = q | q >> 4;
-	uint32_t sel = (t & 0xFFu) | (t >> 8 & 0xFF00u);
-	uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
-	uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
-	uint32_t mask = (v >> 3 & 0x01010101u) * 0xFFu;
-
-	return (int)((pos & ~mask) | (neg & mask));
-}
-
 /* (float)c for |c| < 2^22 without the slow conversion unit: exact. */
 __device__ __forceinline__ float
 mq_i2f(int c)
@@ -125,9 +98,9 @@ mq_load_w(struct mq_smem *s, const uint8_t *__restrict__ W, int64_t rows, int nb
 #pragma unroll
 				for (int q = 0; q < 4; q++) {
 					uint32_t lo = __ldg(pw + 1 + 2 * q), hi = __ldg(pw + 2 + 2 * q);
-					dst[q] = make_int4(mq_fp4x4(lo), mq_fp4x4(hi), mq_fp4x4(lo >> 4),
-					    mq_fp4x4(hi >> 4));
-					s->ws[r * 17 + b * 4 + q] = mq_ue4m3_half((sc >> (8 * q)) & 0xFF);
+					dst[q] = make_int4(gpu_fp4x4(lo), gpu_fp4x4(hi), gpu_fp4x4(lo >> 4),
+					    gpu_fp4x4(hi >> 4));
+					s->ws[r * 17 + b * 4 + q] = gpu_ue4m3_half((sc >> (8 * q)) & 0xFF);
 				}
 			} else {
 #pragma unroll
