@@ -719,33 +719,8 @@ cu_swiglu(struct backend *be, const float *g, const float *u, float *y, size_t n
 	return gpu_swiglu(CB(be)->g, g, u, y, n) ? gfail(be, "swiglu") : 0;
 }
 
-static int
-cu_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
-    const int32_t *pos, int n_rot, float theta, int mode)
-{
-	int half = n_rot / 2;
-	size_t hn = (size_t)m * 4 + (size_t)half * 4;
-	char *h = (char *)malloc(hn), *d;
-
-	if (h == NULL)
-		return util_err(be->err, "rope: out of memory");
-	memcpy(h, pos, (size_t)m * 4);
-	for (int i = 0; i < half; i++)	/* as the CPU backend computes them */
-		((float *)(h + (size_t)m * 4))[i] = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
-	d = (char *)put_small(be, h, hn);
-	free(h);
-	if (d == NULL)
-		return -1;
-	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
-	dim3 grid(n_head, m, nblk(half, nt));
-	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, (const int32_t *)d,
-	    (const float *)(d + (size_t)m * 4), half,
-	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, rope_ts(theta, n_rot, mode));
-	return launched(be, "rope");
-}
-
-/* The frequencies of (theta, n_rot) on the device, computed as cu_rope
- * computes them; made once, outside any recording. */
+/* The frequencies 1 / theta^(2i/n_rot) of (theta, n_rot) on the device, as
+ * the CPU backend computes them; made once, outside any recording. */
 static const float *
 rope_table(struct backend *be, float theta, int n_rot)
 {
@@ -769,7 +744,7 @@ rope_table(struct backend *be, float theta, int n_rot)
 		util_err(be->err, "rope: out of memory");
 		return NULL;
 	}
-	for (int i = 0; i < half; i++)
+	for (int i = 0; i < half; i++)	/* as the CPU backend computes them */
 		h[i] = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
 	t = &c->rope[c->n_rope];
 	t->d = (float *)upload(be, h, (size_t)half * 4);
@@ -781,20 +756,38 @@ rope_table(struct backend *be, float theta, int n_rot)
 	return t->d;
 }
 
+/* k_rope over m rows at positions pos (device memory), frequencies inv (rope_table). */
+static int
+rope_launch(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
+    const int32_t *pos, const float *inv, int n_rot, float theta, int mode)
+{
+	int half = n_rot / 2;
+	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
+	dim3 grid(n_head, m, nblk(half, nt));
+
+	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, pos, inv, half,
+	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, rope_ts(theta, n_rot, mode));
+	return launched(be, "rope");
+}
+
+static int
+cu_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
+    const int32_t *pos, int n_rot, float theta, int mode)
+{
+	const float *inv = rope_table(be, theta, n_rot);	/* first: it may upload and sync */
+	const int32_t *d = inv ? (const int32_t *)put_small(be, pos, (size_t)m * 4) : NULL;
+
+	return d == NULL ? -1 : rope_launch(be, x, ldx, n_head, hs, m, d, inv, n_rot, theta, mode);
+}
+
 static int
 cu_rope_dpos(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
     const int32_t *d_pos, int n_rot, float theta, int mode)
 {
-	int half = n_rot / 2;
 	const float *inv = rope_table(be, theta, n_rot);
 
-	if (inv == NULL)
-		return -1;
-	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
-	dim3 grid(n_head, m, nblk(half, nt));
-	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, d_pos, inv, half,
-	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, rope_ts(theta, n_rot, mode));
-	return launched(be, "rope");
+	return inv == NULL ? -1 : rope_launch(be, x, ldx, n_head, hs, m, d_pos, inv, n_rot,
+	    theta, mode);
 }
 
 static int

@@ -16,38 +16,30 @@
  * op table.  Fused ops a backend leaves out are composed here.
  */
 
-/* be (or NULL) with recording on where its backend records steps. */
-static struct backend *
-recording(struct backend *be)
-{
-	if (be != NULL)
-		be->graph.on = be->ops->graph_replay != NULL;
-	return be;
-}
-
 struct backend *
 backend_open(const char *device, int n_threads, char *err)
 {
+	struct backend *be = NULL;
+
 	if (device == NULL || *device == '\0')
 		device = "cpu";
-	if (n_threads < 0) {
+	if (n_threads < 0)
 		util_err(err, "backend: %d threads", n_threads);
-		return NULL;
-	}
-	if (strcmp(device, "cpu") == 0)
-		return recording(backend_cpu_open("", n_threads, err));
-	if (strncmp(device, "cpu:", 4) == 0)
-		return recording(backend_cpu_open(device + 4, n_threads, err));
-	if (strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0) {
+	else if (strcmp(device, "cpu") == 0)
+		be = backend_cpu_open("", n_threads, err);
+	else if (strncmp(device, "cpu:", 4) == 0)
+		be = backend_cpu_open(device + 4, n_threads, err);
+	else if (strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0)
 #ifdef MEMRA_HAVE_CUDA
-		return recording(backend_cuda_open(device[4] ? device + 5 : "", n_threads, err));
+		be = backend_cuda_open(device[4] ? device + 5 : "", n_threads, err);
 #else
 		util_err(err, "backend: '%s': built without CUDA", device);
-		return NULL;
 #endif
-	}
-	util_err(err, "backend: '%s': unknown device (cpu, cuda[:N])", device);
-	return NULL;
+	else
+		util_err(err, "backend: '%s': unknown device (cpu, cuda[:N])", device);
+	if (be != NULL)	/* recording on where the backend records steps */
+		backend_graph_set(be, 1);
+	return be;
 }
 
 const char *
@@ -432,19 +424,27 @@ backend_attention_dpos(struct backend *be, const struct backend_attn *a,
 	return be->ops->attention(be, a, q, ldq, qhs, kc, vc, m, d_pos[0], o);
 }
 
-int
-backend_graph_replay(struct backend *be, const void *key, size_t n)
+static int
+bad_key(struct backend *be, size_t n)
 {
 	if (n == 0 || n > BACKEND_GRAPH_KEY)
 		return util_err(be->err, "graph: key of %zu bytes (1..%d)", n, BACKEND_GRAPH_KEY);
+	return 0;
+}
+
+int
+backend_graph_replay(struct backend *be, const void *key, size_t n)
+{
+	if (bad_key(be, n))
+		return -1;
 	return be->ops->graph_replay ? be->ops->graph_replay(be, key, n) : 0;
 }
 
 int
 backend_graph_begin(struct backend *be, const void *key, size_t n)
 {
-	if (n == 0 || n > BACKEND_GRAPH_KEY)
-		return util_err(be->err, "graph: key of %zu bytes (1..%d)", n, BACKEND_GRAPH_KEY);
+	if (bad_key(be, n))
+		return -1;
 	return be->ops->graph_begin ? be->ops->graph_begin(be, key, n) : 0;
 }
 

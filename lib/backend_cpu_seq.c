@@ -56,7 +56,7 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
 {
 	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
 	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, (mode & BACKEND_ROPE_GGML) != 0,
-	    powf(theta, -2.0f / (float)n_rot) };
+	    mode & BACKEND_ROPE_GGML ? powf(theta, -2.0f / (float)n_rot) : 0.0f };
 	float *inv = malloc(n_rot / 2 * sizeof *inv);
 	int rc;
 

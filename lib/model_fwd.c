@@ -116,6 +116,17 @@ attn_out(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
+/* The attention's shape and numerics: llama follows llama.cpp's orders (backend_attn.ggml). */
+static struct backend_attn
+attn_params(const struct model *md, int batched)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct backend_attn at = { hp->n_head, hp->n_head_kv, hp->head_dim,
+	    1.0f / sqrtf((float)hp->head_dim), md->kv_f16, hp->arch == MODEL_ARCH_LLAMA, batched };
+
+	return at;
+}
+
 /*
  * Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out.  With dpos
  * (p0 in backend memory) the same ops on the same memory at every step: K and V go through
@@ -131,8 +142,7 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd, n_ctx = state_config(st)->n_ctx;
 	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
-	    hp->arch == MODEL_ARCH_LLAMA, batched };
+	struct backend_attn at = attn_params(md, batched);
 
 	if (dpos != NULL) {
 		if (attn_qkv(md, L, a->y, a->z, m, dpos))
@@ -339,8 +349,7 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
-	struct backend_attn at = { nh, hp->n_head_kv, hd, 1.0f / sqrtf((float)hd), md->kv_f16,
-	    hp->arch == MODEL_ARCH_LLAMA, 0 };
+	struct backend_attn at = attn_params(md, 0);
 
 	if (attn_qkv(md, L, a->y, a->z, n, NULL))
 		return -1;
