@@ -1561,6 +1561,45 @@ be_fuse(struct kc *k, struct bpair *p, int t, int m, int nh, int hd, int nout, f
 	backend_mfree(p->g, ux), backend_mfree(p->c, ct);
 }
 
+/*
+ * Products of one normed x in one launch (GDN's four, q/k/v, gate/up):
+ * backend_rmsnorm_matmul of four weights of unlike row counts equals four
+ * calls of one weight bit for bit, on the GPU.
+ */
+static void
+be_set(struct kc *k, struct bpair *p, int t, int m, int n)
+{
+	static const int64_t rows[4] = { 320, 40, 8, 257 };
+	struct bw b[4];
+	const struct backend_weight *W[4];
+	float *x = frand(k, (int64_t)m * n, -2, 2), *nw = frand(k, n, 0.5f, 1.5f);
+	float *gx = bput(p->g, x, (size_t)m * n), *gw = bput(p->g, nw, (size_t)n);
+	float *ys[4], *y1[4];
+	char shape[64], name[64];
+
+	for (int i = 0; i < 4; i++) {
+		bw_new(k, p, &b[i], t, rows[i], n, i == 1 ? 0.5f : 1.0f);
+		W[i] = &b[i].g;
+		ys[i] = bput(p->g, NULL, (size_t)m * rows[i]);
+		y1[i] = bput(p->g, NULL, (size_t)m * rows[i]);
+	}
+	bchk(p->g, backend_rmsnorm_matmul(p->g, gx, m, n, gw, 1e-6f, 4, W, ys));
+	for (int i = 0; i < 4; i++)
+		bchk(p->g, backend_rmsnorm_matmul(p->g, gx, m, n, gw, 1e-6f, 1, &W[i], &y1[i]));
+	for (int i = 0; i < 4; i++) {
+		float *a = bget(p->g, ys[i], (size_t)m * rows[i]), *c = bget(p->g, y1[i],
+		    (size_t)m * rows[i]);
+		snprintf(name, sizeof name, "be matmul set %s", quant_name(t));
+		snprintf(shape, sizeof shape, "m=%d w%d of 4: %lldx%d", m, i, (long long)rows[i], n);
+		bsame(k, name, shape, a, c, (int64_t)m * rows[i]);
+		free(a), free(c);
+		bw_free(p, &b[i]);
+		backend_mfree(p->g, ys[i]), backend_mfree(p->g, y1[i]);
+	}
+	free(x), free(nw);
+	backend_mfree(p->g, gx), backend_mfree(p->g, gw);
+}
+
 static void
 check_backend(struct kc *k, int dev, const char *model)
 {
@@ -1621,6 +1660,10 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_fuse(k, &p, QUANT_Q5_1, 3, 3, 128, 96, 1.0f);
 	be_fuse(k, &p, QUANT_Q8_0, 40, 2, 128, 160, 1.0f);
 	be_fuse(k, &p, QUANT_BF16, 2, 2, 64, 96, 1.0f);
+	be_set(k, &p, QUANT_Q8_0, 1, 512);
+	be_set(k, &p, QUANT_Q8_0, 5, 512);	/* the staged kernel */
+	be_set(k, &p, QUANT_NVFP4, 1, 512);
+	be_set(k, &p, QUANT_Q5_1, 3, 256);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	if (model != NULL) {

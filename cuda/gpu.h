@@ -146,8 +146,9 @@ int	gpu_tune_mmq(struct gpu *g, int kernel);
  * nw products of the same x (the projections after one RMSNorm, gate and
  * up): x quantized once, then product i is gpu_matvec_q8(t[i], d_w[i],
  * rows[i], ...) into d_y[i], scaled by d_scale[i] (d_scale or an entry may
- * be NULL).  Bit-identical to nw gpu_matvec_q8 calls, with nw - 1 fewer
- * launches.
+ * be NULL).  Bit-identical to nw gpu_matvec_q8 calls, in fewer launches:
+ * one quantization, and for n <= 16 up to four weights of one type that
+ * follow each other in one product launch (each row computed as alone).
  */
 int	gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	    const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,

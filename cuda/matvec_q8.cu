@@ -166,15 +166,60 @@ mv8_store(float *acc, int m, int64_t rows, int64_t r, int lane, float *y, const 
 	}
 }
 
+/*
+ * Up to MV8_SET weights of one type and row length in one launch (the
+ * products of one normed x: q, k, v; GDN's four; gate and up): weight i
+ * takes blocks blk[i] .. blk[i+1]-1, 8 rows a block as if launched alone,
+ * so every row is the same bits as in a launch of its own.
+ */
+#define MV8_SET 4
+
+struct mv8_set {
+	const uint8_t *W[MV8_SET];	/* [rows][rowbytes] */
+	float	*y[MV8_SET];		/* [m][rows] */
+	const float *scale[MV8_SET];	/* NULL or one float */
+	int64_t	rows[MV8_SET];
+	unsigned blk[MV8_SET + 1];	/* blk[nw]: the grid */
+	int	nw;
+};
+
+/* The weight of block blockIdx.x and the row of this warp in it (static
+ * indexing only: the set stays in the parameter bank). */
+struct mv8_row {
+	const uint8_t *W;
+	float	*y;
+	const float *scale;
+	int64_t	rows, r;
+};
+
+__device__ __forceinline__ struct mv8_row
+mv8_pick(const struct mv8_set &S)
+{
+	struct mv8_row R = { S.W[0], S.y[0], S.scale[0], S.rows[0], 0 };
+	unsigned b0 = 0;
+
+#pragma unroll
+	for (int k = 1; k < MV8_SET; k++)
+		if (k < S.nw && blockIdx.x >= S.blk[k]) {
+			R.W = S.W[k], R.y = S.y[k], R.scale = S.scale[k], R.rows = S.rows[k];
+			b0 = S.blk[k];
+		}
+	R.r = ((int64_t)(blockIdx.x - b0) * blockDim.x + threadIdx.x) >> 5;
+	return R;
+}
+
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
  * place (any row length and alignment). */
 template <int T, int M>
-__global__ void __launch_bounds__(256)
-k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
-    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
-    int m, float *y, const float *scale)
+__global__ void __launch_bounds__(256, 4)
+k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, int m)
 {
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	const struct mv8_row R = mv8_pick(S);
+	const uint8_t *__restrict__ W = R.W;
+	int64_t r = R.r, rows = R.rows;
+	float *y = R.y;
+	const float *scale = R.scale;
 	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 	float acc[M];
 
@@ -200,14 +245,17 @@ k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 #define MV8_CH 64
 
 template <int T, int M>
-__global__ void __launch_bounds__(256)
-k_mv8s(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
-    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
-    int m, float *y, const float *scale)
+__global__ void __launch_bounds__(256, 4)
+k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, int m)
 {
 	enum { BS = mv8_bs<T>::v, N16 = MV8_CH * BS / 16, U = (N16 + 31) / 32 };
 	__shared__ int4 sm[8][N16];
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	const struct mv8_row R = mv8_pick(S);
+	const uint8_t *__restrict__ W = R.W;
+	int64_t r = R.r, rows = R.rows;
+	float *y = R.y;
+	const float *scale = R.scale;
 	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 	int4 *buf = sm[threadIdx.x >> 5];
 	float acc[M];
@@ -247,39 +295,40 @@ gpu_can_matvec_q8(int t)
 
 template <int T>
 static int
-mv8_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, const int8_t *q,
-    const float *dx, const float *sx, int m, float *y, const float *scale)
+mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
+    const float *dx, const float *sx, int m)
 {
-	unsigned grid = (unsigned)((rows + 7) / 8);
-	const uint8_t *W = (const uint8_t *)w;
-	int nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
+	unsigned grid = S.blk[S.nw];
+	int nbw = T == Q8_T_NVFP4 ? nb / 2 : nb, al = 1;
+
+	for (int i = 0; i < S.nw; i++)
+		al &= ((uintptr_t)S.W[i] & 15) == 0;
 
 	/* Staged rows, where measured faster on the H200 (9B-shape random
 	 * GGUFs): Q8_0 with m = 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place:
 	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
 	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
 	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
-	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && ((uintptr_t)W & 15) == 0 &&
-	    rb % 16 == 0) {
+	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && al && rb % 16 == 0) {
 		if (m <= 2)
-			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 		else if (m <= 4)
-			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 		else
-			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 		GPU_LAUNCHED(g, "matvec_q8");
 		return 0;
 	}
 	if (m <= 1)
-		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else if (m <= 2)
-		k_mv8<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else if (m <= 4)
-		k_mv8<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else if (m <= 8)
-		k_mv8<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else
-		k_mv8<T, 16><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 16><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	GPU_LAUNCHED(g, "matvec_q8");
 	return 0;
 }
@@ -324,7 +373,11 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 	return 0;
 }
 
-/* The nw products of the quantized x (q, dx, sx). */
+/*
+ * The nw products of the quantized x (q, dx, sx): for up to 16 rows,
+ * weights of one type that follow each other share a launch (mv8_set);
+ * for more, each takes the GEMM or launches of 16 rows.
+ */
 static int
 mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
     const int64_t *rows, int64_t ne0, const int8_t *q, const float *dx, const float *sx,
@@ -332,8 +385,11 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 {
 	int nb = (int)(ne0 / 32);
 
-	for (int i = 0; i < nw; i++) {
+	for (int i = 0, j; i < nw; i = j) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
+		for (j = i + 1; n <= GPU_MATVEC_MAX_ROWS && j < nw && j - i < MV8_SET &&
+		    t[j] == t[i]; j++)
+			;
 		if (n > GPU_MATVEC_MAX_ROWS && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
 			if (gpu_matmul_q8(g, t[i], d_w[i], rows[i], ne0, q, dx, n, d_y[i],
 			    d_scale != NULL ? d_scale[i] : NULL) != 0)
@@ -344,14 +400,22 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
 			const int8_t *qr = q + (size_t)r0 * ne0;
 			const float *dr = dx + (size_t)r0 * nb, *sr = sx + (size_t)r0 * nb;
-			float *yr = d_y[i] + (size_t)r0 * rows[i];
-			const float *sc = d_scale != NULL ? d_scale[i] : NULL;
+			struct mv8_set S;
 			int rc;
+			memset(&S, 0, sizeof S);
+			S.nw = j - i;
+			for (int k = 0; k < S.nw; k++) {
+				S.W[k] = (const uint8_t *)d_w[i + k];
+				S.y[k] = d_y[i + k] + (size_t)r0 * rows[i + k];
+				S.scale[k] = d_scale != NULL ? d_scale[i + k] : NULL;
+				S.rows[k] = rows[i + k];
+				S.blk[k + 1] = S.blk[k] + (unsigned)((rows[i + k] + 7) / 8);
+			}
 			switch (t[i]) {
-			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
-			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
-			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
-			default: rc = mv8_launch<Q8_T_Q8_0>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, S, nb, rb, qr, dr, sr, m); break;
+			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, S, nb, rb, qr, dr, sr, m); break;
+			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, S, nb, rb, qr, dr, sr, m); break;
+			default: rc = mv8_launch<Q8_T_Q8_0>(g, S, nb, rb, qr, dr, sr, m); break;
 			}
 			if (rc != 0)
 				return rc;
