@@ -1467,8 +1467,8 @@ fz_mag(struct bpair *p, const struct bw *b, const float *cx, int ld, int m, floa
 }
 
 /*
- * The fused forms (backend_add_rmsnorm_matmul, swiglu_matmul,
- * rmsnorm_gated_matmul, mul_sigmoid_matmul) on m rows of nh heads of hd,
+ * The fused forms (backend_add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
+ * mul_sigmoid_matmul) on m rows of nh heads of hd,
  * products of nout rows of type t (scale s on the first weight): the GPU
  * against the CPU with the tolerances of the ops they fuse (what they
  * write back to their input too), and against the GPU's own plain ops
@@ -1516,15 +1516,26 @@ be_fuse(struct kc *k, struct bpair *p, int t, int m, int nh, int hd, int nout, f
 	    2e-2);
 	free(mag);
 
-	/* g = silu(g) * u; the down product */
-	fz_reset(p, &o, 6, ux);
-	BOTH(p, backend_swiglu_matmul(p->c, o.c[6], o.c[7], m, &wd.c, cy[0]),
-	    backend_swiglu_matmul(p->g, o.g[6], o.g[7], m, &wd.g, gy[0]));
-	bchk(p->g, backend_swiglu(p->g, ux, o.g[7], ux, o.n[6]));
-	bchk(p->g, backend_matmul(p->g, &wd.g, ux, nout, uy[0], n, m));
-	fz_cmp(k, p, "be swiglu_mm g", shape, o.c[6], o.g[6], ux, o.n[6], NULL, 1e-6);
+	/* the FFN: x += t, norm, f = silu(gate) * up (f: o[6], scratch o[7]), down into y */
+	fz_reset(p, &o, 0, ux);
+	BOTH(p, backend_ffn(p->c, o.c[0], o.c[1], m, n, o.c[2], 1e-6f, &wa.c, &wb.c, &wd.c, o.c[6],
+	    o.c[7], cy[0]), backend_ffn(p->g, o.g[0], o.g[1], m, n, o.g[2], 1e-6f, &wa.g, &wb.g,
+	    &wd.g, o.g[6], o.g[7], gy[0]));
+	bchk(p->g, backend_add(p->g, ux, o.g[1], o.n[0]));
+	bchk(p->g, backend_rmsnorm(p->g, ux, n, o.g[2], uy[0], n, m, n, 1e-6f));
+	bchk(p->g, backend_matmul_swiglu(p->g, &wa.g, &wb.g, uy[0], m, uy[1]));
+	bchk(p->g, backend_matmul(p->g, &wd.g, uy[1], nout, uy[0], n, m));
+	bchk(p->c, backend_rmsnorm(p->c, o.c[0], n, o.c[2], ct, n, m, n, 1e-6f));
+	fz_cmp(k, p, "be ffn x", shape, o.c[0], o.g[0], ux, o.n[0], NULL, 1e-6);
+	{
+		float *xn = bget(p->c, ct, (size_t)m * n);
+		double *mn = xmalloc((size_t)m * nout * 8), *my = xmalloc((size_t)m * nout * 8);
+		fused_mags(&wa, &wb, xn, o.h[2], m, n, nout, mn, my);
+		fz_cmp(k, p, "be ffn f", shape, o.c[6], o.g[6], uy[1], (size_t)m * nout, my, 2e-2);
+		free(xn), free(mn), free(my);
+	}
 	mag = fz_mag(p, &wd, o.c[6], nout, m, s);
-	fz_cmp(k, p, "be swiglu_mm", shape, cy[0], gy[0], uy[0], (size_t)m * n, mag, 2e-2);
+	fz_cmp(k, p, "be ffn", shape, cy[0], gy[0], uy[0], (size_t)m * n, mag, 2e-2);
 	free(mag);
 
 	/* the gated norm per head; the out product */

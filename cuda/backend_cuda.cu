@@ -13,7 +13,7 @@
  * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill), attention in chunks of rows that each see
  * their own positions, the recurrent ops row after row.
  *
- * The fused forms (add_rmsnorm_matmul, swiglu_matmul, rmsnorm_gated_matmul,
+ * The fused forms (add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
  * mul_sigmoid_matmul) run the op before a product in the kernel that
  * quantizes the product's input (gpu_rmsnorm_matvec_q8_ex,
  * gpu_matvec_q8_pre) when every weight takes the int8 path, with the
@@ -740,17 +740,40 @@ cu_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n
 	return cu_rmsnorm_matmul(be, x, m, n, nw, eps, nout, W, y);
 }
 
-/* The SwiGLU in the kernel that quantizes the product's input; else the two ops. */
+static int cu_matmul_swiglu(struct backend *, const struct backend_weight *,
+    const struct backend_weight *, const float *, int, float *);
+
+/*
+ * The FFN in four kernels: the add, norm and quantization; gate and up in
+ * one launch; SwiGLU in the kernel that quantizes the down product's
+ * input; the down product.  Else the plain ops.
+ */
 static int
-cu_swiglu_matmul(struct backend *be, float *g, const float *u, int m,
-    const struct backend_weight *w, float *y)
+cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
+    float eps, const struct backend_weight *wg, const struct backend_weight *wu,
+    const struct backend_weight *wd, float *f, float *u, float *y)
 {
-	if (gpu_can_matvec_q8(w->type))
-		return gpu_matvec_q8_pre(CB(be)->g, GPU_PRE_SWIGLU, g, u, 0, 0, w->type, w->data,
-		    w->ne1, w->ne0, m, y, wscale(w)) ? gfail(be, "swiglu_matmul") : 0;
-	if (gpu_swiglu(CB(be)->g, g, u, g, (int64_t)m * w->ne0) != 0)
-		return gfail(be, "swiglu");
-	return product(be, w, g, y, m);
+	struct gpu *g = CB(be)->g;
+	const struct backend_weight *W[2] = { wg, wu };
+	float *Y[2] = { f, u };
+	int tp[2];
+	const void *d[2], *al[] = { x, nw, t };
+	int64_t rows[2];
+	const float *sc[2];
+
+	if (gpu_can_matvec_q8(wd->type) &&
+	    norm_fusable(2, W, n, n, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
+		if (gpu_rmsnorm_matvec_q8_ex(g, x, t, NULL, nw, n, eps, 2, tp, d, rows, n, m, Y, sc) ||
+		    gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
+		    wd->ne0, m, y, wscale(wd)))
+			return gfail(be, "ffn");
+		return 0;
+	}
+	if (t != NULL && gpu_add(g, x, t, x, (int64_t)m * n) != 0)
+		return gfail(be, "add");
+	if (cu_rmsnorm(be, x, n, nw, y, n, m, n, eps) || cu_matmul_swiglu(be, wg, wu, y, m, f))
+		return -1;
+	return product(be, wd, f, y, m);
 }
 
 /* The gated norm per head, quantization in one kernel; else the two ops. */
@@ -1187,7 +1210,7 @@ static const struct backend_ops cuda_ops = {
 	NULL,	/* round_f16: no half-precision KV cache */
 	cu_rope_dpos, cu_kv_store, cu_attention_dpos,
 	cu_graph_replay, cu_graph_begin, cu_graph_end,
-	cu_add_rmsnorm_matmul, cu_swiglu_matmul, cu_rmsnorm_gated_matmul, cu_mul_sigmoid_matmul,
+	cu_add_rmsnorm_matmul, cu_ffn, cu_rmsnorm_gated_matmul, cu_mul_sigmoid_matmul,
 };
 
 extern "C" struct backend *

@@ -337,19 +337,27 @@ backend_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, 
 }
 
 int
-backend_swiglu_matmul(struct backend *be, float *g, const float *u, int m,
-    const struct backend_weight *w, float *y)
+backend_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
+    float eps, const struct backend_weight *wg, const struct backend_weight *wu,
+    const struct backend_weight *wd, float *f, float *u, float *y)
 {
-	if (bad_weight(be, "swiglu_matmul", w) ||
-	    bad_rows(be, "swiglu_matmul", (int)w->ne0, (int)w->ne0, m))
+	const struct backend_weight *W[2] = { wg, wu };
+
+	if (bad_products(be, "ffn", m, n, 2, W) || bad_weight(be, "ffn", wd))
 		return -1;
+	if (wu->ne1 != wg->ne1 || wd->ne0 != wg->ne1 || wd->ne1 != n)
+		return util_err(be->err, "ffn: gate %lld x %d, up %lld x %d, down %lld x %lld",
+		    (long long)wg->ne1, n, (long long)wu->ne1, n, (long long)wd->ne1,
+		    (long long)wd->ne0);
 	if (m == 0)
 		return 0;
-	if (be->ops->swiglu_matmul != NULL)
-		return be->ops->swiglu_matmul(be, g, u, m, w, y);
-	if (be->ops->swiglu(be, g, u, g, (size_t)m * w->ne0) != 0)
+	if (be->ops->ffn != NULL)
+		return be->ops->ffn(be, x, t, m, n, nw, eps, wg, wu, wd, f, u, y);
+	if ((t != NULL && be->ops->add(be, x, t, (size_t)m * n) != 0) ||
+	    be->ops->rmsnorm(be, x, n, nw, y, n, m, n, eps) != 0 ||
+	    backend_matmul_swiglu(be, wg, wu, y, m, f) != 0)
 		return -1;
-	return be->ops->matmul(be, w, g, (int)w->ne0, y, (int)w->ne1, m);
+	return be->ops->matmul(be, wd, f, (int)wd->ne0, y, n, m);
 }
 
 int

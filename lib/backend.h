@@ -138,12 +138,17 @@ int	backend_add_rmsnorm_matmul(struct backend *, float *x, const float *t, int m
 	    const struct backend_weight *const *W, float *const *y);
 
 /*
- * SwiGLU into the product that reads it (the FFN's down projection): g =
- * silu(g) * u over [m][w->ne0] (in place: g holds it after), then
- * y[m][w->ne1] = g . W^T.  Equals backend_swiglu then backend_matmul.
+ * The SwiGLU FFN block, opened by the residual add of the block before
+ * it: x[m][n] += t (t NULL: no add); f[m][n_ff] = silu(xn . Wg^T) * (xn .
+ * Wu^T) with xn = rmsnorm(x) * nw; y[m][n] = f . Wd^T.  u: [m][n_ff]
+ * scratch.  y may be t (read first), must not overlap x, f or u.  Equals
+ * backend_add, backend_rmsnorm into y, backend_matmul_swiglu into f,
+ * backend_matmul into y.
  */
-int	backend_swiglu_matmul(struct backend *, float *g, const float *u, int m,
-	    const struct backend_weight *w, float *y);
+int	backend_ffn(struct backend *, float *x, const float *t, int m, int n,
+	    const float *nw, float eps, const struct backend_weight *wg,
+	    const struct backend_weight *wu, const struct backend_weight *wd, float *f,
+	    float *u, float *y);
 
 /*
  * The Gated DeltaNet output side: x[m][nh*n], a row of nh heads of n, is

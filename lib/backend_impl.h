@@ -7,7 +7,7 @@
  * may assume: pointers non-NULL where the contract needs them, m >= 1,
  * strides >= row widths, types supported.  An op slot left NULL in the
  * table is composed by backend.c from other ops (the fused ones:
- * rmsnorm_matmul, matmul_swiglu, add_rmsnorm_matmul, swiglu_matmul,
+ * rmsnorm_matmul, matmul_swiglu, add_rmsnorm_matmul, ffn,
  * rmsnorm_gated_matmul, mul_sigmoid_matmul), so a backend implements a
  * fusion only where it pays.
  */
@@ -86,8 +86,9 @@ struct backend_ops {
 	int	(*add_rmsnorm_matmul)(struct backend *, float *, const float *, int, int,
 		    const float *, float, int, const struct backend_weight *const *,
 		    float *const *);
-	int	(*swiglu_matmul)(struct backend *, float *, const float *, int,
-		    const struct backend_weight *, float *);
+	int	(*ffn)(struct backend *, float *, const float *, int, int, const float *,
+		    float, const struct backend_weight *, const struct backend_weight *,
+		    const struct backend_weight *, float *, float *, float *);
 	int	(*rmsnorm_gated_matmul)(struct backend *, float *, const float *,
 		    const float *, int, int, int, float, const struct backend_weight *,
 		    float *);

@@ -212,13 +212,9 @@ ffn(struct model *md, struct model_layer *L, int m)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
-	struct backend *be = md->be;
-	const struct backend_weight *W[2] = { &L->ffn_gate, &L->ffn_up };
-	float *Y[2] = { a->f, a->u };
 
-	if (backend_add_rmsnorm_matmul(be, a->x, a->t, m, hp->n_embd, L->post_norm, hp->eps, 2, W,
-	    Y) ||
-	    backend_swiglu_matmul(be, a->f, a->u, m, &L->ffn_down, a->t))
+	if (backend_ffn(md->be, a->x, a->t, m, hp->n_embd, L->post_norm, hp->eps, &L->ffn_gate,
+	    &L->ffn_up, &L->ffn_down, a->f, a->u, a->t))
 		return fail(md);
 	return 0;
 }

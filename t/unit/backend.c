@@ -330,11 +330,24 @@ fused_forms(int type, int m, int nh, int hd, int nff, float scale)
 	/* no residual: the norm and products alone, x untouched */
 	CHECK(backend_add_rmsnorm_matmul(be3, x1, NULL, m, n, nw, 1e-6f, 1, W, Y1) == 0);
 	CHECK(same(x1, x2, (size_t)m * n) && same(a1, a2, (size_t)m * nff));
-	/* swiglu + product */
-	CHECK(backend_swiglu_matmul(be3, g1, u, m, &D, y1) == 0);
-	CHECK(backend_swiglu(be3, g2, u, g2, (size_t)m * nff) == 0);
-	CHECK(backend_matmul(be3, &D, g2, nff, y2, n, m) == 0);
-	CHECK(same(g1, g2, (size_t)m * nff) && same(y1, y2, (size_t)m * n));
+	/* the FFN block: add, norm, gate/up/SwiGLU, down; y may be t */
+	{
+		float *xa = dup(x, (size_t)m * n), *xb = dup(x, (size_t)m * n);
+		float *xc = dup(x, (size_t)m * n), *tc = dup(t, (size_t)m * n);
+		float *f1 = malloc((size_t)m * nff * 4), *f2 = malloc((size_t)m * nff * 4);
+		float *us = malloc((size_t)m * nff * 4);
+
+		CHECK(backend_ffn(be3, xa, t, m, n, nw, 1e-6f, &A, &B, &D, f1, us, y1) == 0);
+		CHECK(backend_add(be3, xb, t, (size_t)m * n) == 0);
+		CHECK(backend_rmsnorm(be3, xb, n, nw, y2, n, m, n, 1e-6f) == 0);
+		CHECK(backend_matmul_swiglu(be3, &A, &B, y2, m, f2) == 0);
+		CHECK(backend_matmul(be3, &D, f2, nff, y2, n, m) == 0);
+		CHECK(same(xa, xb, (size_t)m * n) && same(f1, f2, (size_t)m * nff));
+		CHECK(same(y1, y2, (size_t)m * n));
+		CHECK(backend_ffn(be3, xc, tc, m, n, nw, 1e-6f, &A, &B, &D, f2, us, tc) == 0);
+		CHECK(same(xc, xa, (size_t)m * n) && same(tc, y1, (size_t)m * n));
+		free(xa), free(xb), free(xc), free(tc), free(f1), free(f2), free(us);
+	}
 	/* gated per-head norm + product (W: rows of nff, so the weight is B^T shaped: D) */
 	CHECK(backend_rmsnorm_gated_matmul(be3, g1, u, nw, m, 1, nff, 1e-6f, &D, y1) == 0);
 	CHECK(backend_rmsnorm_gated(be3, g2, u, nw, g2, m, nff, 1e-6f) == 0);
@@ -373,7 +386,8 @@ TEST(fused_forms_equal_the_ops_they_name_bit_for_bit)
 	CHECK(backend_rmsnorm_gated_matmul(be3, x, x, x, 1, 3, 32, 1e-6f, &w, y) == -1);
 	CHECK(strstr(backend_errmsg(be3), "3 heads of 32") != NULL);
 	CHECK(backend_mul_sigmoid_matmul(be3, x, x, 16, 1, 2, 32, &w, y) == -1);
-	CHECK(backend_swiglu_matmul(be3, x, x, -1, &w, y) == -1);
+	CHECK(backend_ffn(be3, x, NULL, 1, 64, x, 1e-6f, &w, &w, &w, y, y, y) == -1);
+	CHECK(strstr(backend_errmsg(be3), "ffn: gate 8 x 64") != NULL);
 	x[0] = 1;
 	CHECK(backend_add_rmsnorm_matmul(be3, x, x + 64, 1, 32, NULL, 1e-6f, 1,
 	    (const struct backend_weight *[]){ &w }, (float *[]){ y }) == -1);
