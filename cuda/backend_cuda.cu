@@ -682,12 +682,22 @@ cu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
 
 #define FUSE_MAX 8	/* products after one fused norm */
 
+/* The weight types whose products the fused forms (gpu_rmsnorm_matvec_q8_ex,
+ * gpu_matvec_q8_pre) quantize x for: Q8_0 and Q8_1 blocks. */
+static int
+fusable_type(int t)
+{
+	return gpu_can_matvec_q8(t) && (t == QUANT_Q8_0 || t == QUANT_NVFP4 || t == QUANT_Q4_1 ||
+	    t == QUANT_Q5_1);
+}
+
 /* The products' arguments (tp, d, rows, sc) when the norm, with rows of
  * nd, can run fused into their quantization: every weight on the int8
- * path with rows of ne0, the norm's operands 16-byte aligned (the kernel
- * loads float4s, as gpu_rmsnorm's does only then).  0 when it cannot. */
+ * path (only fusable_type ones with ex) with rows of ne0, the norm's
+ * operands 16-byte aligned (the kernel loads float4s, as gpu_rmsnorm's
+ * does only then).  0 when it cannot. */
 static int
-norm_fusable(int nout, const struct backend_weight *const *W, int64_t ne0, int nd,
+norm_fusable(int ex, int nout, const struct backend_weight *const *W, int64_t ne0, int nd,
     const void *const *al, int nal, int *tp, const void **d, int64_t *rows, const float **sc)
 {
 	int ok = nout >= 1 && nout <= FUSE_MAX && nd % 32 == 0 && nd <= 16384 && ne0 % nd == 0;
@@ -695,7 +705,8 @@ norm_fusable(int nout, const struct backend_weight *const *W, int64_t ne0, int n
 	for (int i = 0; ok && i < nal; i++)
 		ok = al[i] != NULL && ((uintptr_t)al[i] & 15) == 0;
 	for (int i = 0; ok && i < nout; i++) {
-		ok = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == ne0;
+		ok = (ex ? fusable_type(W[i]->type) : gpu_can_matvec_q8(W[i]->type)) &&
+		    W[i]->ne0 == ne0;
 		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	return ok;
@@ -711,7 +722,7 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(nout, W, n, n, al, 2, tp, d, rows, sc))	/* norm + quantization */
+	if (norm_fusable(0, nout, W, n, n, al, 2, tp, d, rows, sc))	/* norm + quantization */
 		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,
 		    m, y, sc) ? gfail(be, "rmsnorm_matmul") : 0;
 	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
@@ -732,7 +743,7 @@ cu_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(nout, W, n, n, al, 3, tp, d, rows, sc))
+	if (norm_fusable(1, nout, W, n, n, al, 3, tp, d, rows, sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, t, NULL, nw, n, eps, nout, tp, d, rows,
 		    n, m, y, sc) ? gfail(be, "add_rmsnorm_matmul") : 0;
 	if (gpu_add(CB(be)->g, x, t, x, (int64_t)m * n) != 0)
@@ -761,8 +772,8 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 	int64_t rows[2];
 	const float *sc[2];
 
-	if (gpu_can_matvec_q8(wd->type) &&
-	    norm_fusable(2, W, n, n, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
+	if (fusable_type(wd->type) &&
+	    norm_fusable(1, 2, W, n, n, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
 		if (gpu_rmsnorm_matvec_q8_ex(g, x, t, NULL, nw, n, eps, 2, tp, d, rows, n, m, Y, sc) ||
 		    gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
 		    wd->ne0, m, y, wscale(wd)))
@@ -787,7 +798,7 @@ cu_rmsnorm_gated_matmul(struct backend *be, float *x, const float *z, const floa
 	const float *sc;
 	const struct backend_weight *W[1] = { w };
 
-	if (norm_fusable(1, W, (int64_t)nh * n, n, al, 3, &tp, &d, &rows, &sc))
+	if (norm_fusable(1, 1, W, (int64_t)nh * n, n, al, 3, &tp, &d, &rows, &sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, NULL, z, nw, n, eps, 1, &tp, &d, &rows,
 		    (int64_t)nh * n, m, &y, &sc) ? gfail(be, "rmsnorm_gated_matmul") : 0;
 	if (gpu_rmsnorm_gated(CB(be)->g, x, z, nw, x, m * nh, n, eps) != 0)
@@ -802,7 +813,7 @@ static int
 cu_mul_sigmoid_matmul(struct backend *be, float *x, const float *g, int ldg, int m, int nh,
     int hd, const struct backend_weight *w, float *y)
 {
-	if (gpu_can_matvec_q8(w->type) && hd % 32 == 0)
+	if (fusable_type(w->type) && hd % 32 == 0)
 		return gpu_matvec_q8_pre(CB(be)->g, GPU_PRE_SIGMOID, x, g, hd, ldg, w->type, w->data,
 		    w->ne1, w->ne0, m, y, wscale(w)) ? gfail(be, "mul_sigmoid_matmul") : 0;
 	if (cu_mul_sigmoid(be, x, hd, g, ldg, m * nh, hd) != 0)
