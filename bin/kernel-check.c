@@ -1425,6 +1425,192 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 	free(lg[0]), free(lg[1]);
 }
 
+/*
+ * A fused form's output on three runs: the CPU's (cd), the GPU's fused
+ * (gd) and the GPU's plain ops (ud): GPU against CPU within tol (of mag,
+ * or 1 + |ref|), and fused against plain bit for bit (the name + " =plain"),
+ * each with its own broken arm.
+ */
+static void
+fz_cmp(struct kc *k, struct bpair *p, const char *name, const char *shape, const float *cd,
+    const float *gd, const float *ud, size_t n, const double *mag, double tol)
+{
+	float *c = bget(p->c, cd, n), *g = bget(p->g, gd, n), *u = bget(p->g, ud, n);
+	char nm[64];
+
+	becmp(k, name, shape, g, c, mag, (int64_t)n, tol);
+	free(g);
+	g = bget(p->g, gd, n);
+	snprintf(nm, sizeof nm, "%s =plain", name);
+	bsame(k, nm, shape, g, u, (int64_t)n);
+	free(c), free(g), free(u);
+}
+
+/* Inputs i of o back to their host values on both backends (and into u on the GPU). */
+static void
+fz_reset(struct bpair *p, struct bop *o, int i, float *u)
+{
+	bchk(p->c, backend_write(p->c, o->c[i], o->h[i], o->n[i]));
+	bchk(p->g, backend_write(p->g, o->g[i], o->h[i], o->n[i]));
+	bchk(p->g, backend_write(p->g, u, o->h[i], o->n[i]));
+}
+
+/* sum |w x| of a product whose input (m rows of ld) is on the CPU backend at cx. */
+static double *
+fz_mag(struct bpair *p, const struct bw *b, const float *cx, int ld, int m, float scale)
+{
+	float *x = bget(p->c, cx, (size_t)m * ld);
+	double *mag = bmag(b, x, ld, m, scale);
+
+	free(x);
+	return mag;
+}
+
+/*
+ * The fused forms (backend_add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
+ * mul_sigmoid_matmul) on m rows of nh heads of hd,
+ * products of nout rows of type t (scale s on the first weight): the GPU
+ * against the CPU with the tolerances of the ops they fuse (what they
+ * write back to their input too), and against the GPU's own plain ops
+ * bit for bit.
+ */
+static void
+be_fuse(struct kc *k, struct bpair *p, int t, int m, int nh, int hd, int nout, float s)
+{
+	int n = nh * hd;
+	size_t sz[] = { (size_t)m * n, (size_t)m * n, (size_t)n, (size_t)hd, (size_t)m * n,
+	    (size_t)m * nh * 2 * hd, (size_t)m * nout, (size_t)m * nout };
+	float lo[] = { -2, -1, 0.5f, 0.5f, -3, -4, -3, -2 }, hi[] = { 2, 1, 1.5f, 1.5f, 3, 4, 3, 2 };
+	struct bw wa, wb, wd;
+	struct bop o;
+	char shape[64];
+	size_t ny = (size_t)m * (nout > n ? nout : n);
+	float *cy[2], *gy[2], *uy[2], *ux = bput(p->g, NULL, ny), *ct = bput(p->c, NULL, (size_t)m * n);
+	double *mag;
+
+	for (int i = 0; i < 2; i++) {
+		cy[i] = bput(p->c, NULL, ny), gy[i] = bput(p->g, NULL, ny);
+		uy[i] = bput(p->g, NULL, ny);
+	}
+	bw_new(k, p, &wa, t, nout, n, s);
+	bw_new(k, p, &wb, t, nout, n, 1.0f);
+	bw_new(k, p, &wd, t, n, nout, s);
+	bop_new(k, p, &o, 8, sz, lo, hi);
+	snprintf(shape, sizeof shape, "%s m=%d %dx%d out=%d", quant_name(t), m, nh, hd, nout);
+
+	/* x += t; norm; two products */
+	const struct backend_weight *Wc[2] = { &wa.c, &wb.c }, *Wg[2] = { &wa.g, &wb.g };
+	bchk(p->g, backend_write(p->g, ux, o.h[0], o.n[0]));
+	BOTH(p, backend_add_rmsnorm_matmul(p->c, o.c[0], o.c[1], m, n, o.c[2], 1e-6f, 2, Wc, cy),
+	    backend_add_rmsnorm_matmul(p->g, o.g[0], o.g[1], m, n, o.g[2], 1e-6f, 2, Wg, gy));
+	bchk(p->g, backend_add(p->g, ux, o.g[1], o.n[0]));
+	bchk(p->g, backend_rmsnorm_matmul(p->g, ux, m, n, o.g[2], 1e-6f, 2, Wg, uy));
+	bchk(p->c, backend_rmsnorm(p->c, o.c[0], n, o.c[2], ct, n, m, n, 1e-6f));
+	fz_cmp(k, p, "be addnorm x", shape, o.c[0], o.g[0], ux, o.n[0], NULL, 1e-6);
+	mag = fz_mag(p, &wa, ct, n, m, s);
+	fz_cmp(k, p, "be addnorm_mm", shape, cy[0], gy[0], uy[0], (size_t)m * nout, mag,
+	    2e-2);
+	free(mag);
+	mag = fz_mag(p, &wb, ct, n, m, 1.0f);
+	fz_cmp(k, p, "be addnorm_mm 2", shape, cy[1], gy[1], uy[1], (size_t)m * nout, mag,
+	    2e-2);
+	free(mag);
+
+	/* the FFN: x += t, norm, f = silu(gate) * up (f: o[6], scratch o[7]), down into y */
+	fz_reset(p, &o, 0, ux);
+	BOTH(p, backend_ffn(p->c, o.c[0], o.c[1], m, n, o.c[2], 1e-6f, &wa.c, &wb.c, &wd.c, o.c[6],
+	    o.c[7], cy[0]), backend_ffn(p->g, o.g[0], o.g[1], m, n, o.g[2], 1e-6f, &wa.g, &wb.g,
+	    &wd.g, o.g[6], o.g[7], gy[0]));
+	bchk(p->g, backend_add(p->g, ux, o.g[1], o.n[0]));
+	bchk(p->g, backend_rmsnorm(p->g, ux, n, o.g[2], uy[0], n, m, n, 1e-6f));
+	bchk(p->g, backend_matmul_swiglu(p->g, &wa.g, &wb.g, uy[0], m, uy[1]));
+	bchk(p->g, backend_matmul(p->g, &wd.g, uy[1], nout, uy[0], n, m));
+	bchk(p->c, backend_rmsnorm(p->c, o.c[0], n, o.c[2], ct, n, m, n, 1e-6f));
+	fz_cmp(k, p, "be ffn x", shape, o.c[0], o.g[0], ux, o.n[0], NULL, 1e-6);
+	{
+		float *xn = bget(p->c, ct, (size_t)m * n);
+		double *mn = xmalloc((size_t)m * nout * 8), *my = xmalloc((size_t)m * nout * 8);
+		fused_mags(&wa, &wb, xn, o.h[2], m, n, nout, mn, my);
+		fz_cmp(k, p, "be ffn f", shape, o.c[6], o.g[6], uy[1], (size_t)m * nout, my, 2e-2);
+		free(xn), free(mn), free(my);
+	}
+	mag = fz_mag(p, &wd, o.c[6], nout, m, s);
+	fz_cmp(k, p, "be ffn", shape, cy[0], gy[0], uy[0], (size_t)m * n, mag, 2e-2);
+	free(mag);
+
+	/* the gated norm per head; the out product */
+	fz_reset(p, &o, 0, ux);
+	BOTH(p, backend_rmsnorm_gated_matmul(p->c, o.c[0], o.c[4], o.c[3], m, nh, hd, 1e-6f, &wa.c,
+	    cy[0]), backend_rmsnorm_gated_matmul(p->g, o.g[0], o.g[4], o.g[3], m, nh, hd, 1e-6f,
+	    &wa.g, gy[0]));
+	bchk(p->g, backend_rmsnorm_gated(p->g, ux, o.g[4], o.g[3], ux, m * nh, hd, 1e-6f));
+	bchk(p->g, backend_matmul(p->g, &wa.g, ux, n, uy[0], nout, m));
+	fz_cmp(k, p, "be gnorm_mm x", shape, o.c[0], o.g[0], ux, o.n[0], NULL, 1e-5);
+	mag = fz_mag(p, &wa, o.c[0], n, m, s);
+	fz_cmp(k, p, "be gnorm_mm", shape, cy[0], gy[0], uy[0], (size_t)m * nout, mag,
+	    2e-2);
+	free(mag);
+
+	/* x *= sigmoid(gate), the gate the second half of each head's 2 hd; the o product */
+	fz_reset(p, &o, 0, ux);
+	BOTH(p, backend_mul_sigmoid_matmul(p->c, o.c[0], o.c[5] + hd, 2 * hd, m, nh, hd, &wa.c,
+	    cy[0]), backend_mul_sigmoid_matmul(p->g, o.g[0], o.g[5] + hd, 2 * hd, m, nh, hd, &wa.g,
+	    gy[0]));
+	bchk(p->g, backend_mul_sigmoid(p->g, ux, hd, o.g[5] + hd, 2 * hd, m * nh, hd));
+	bchk(p->g, backend_matmul(p->g, &wa.g, ux, n, uy[0], nout, m));
+	fz_cmp(k, p, "be sigmoid_mm x", shape, o.c[0], o.g[0], ux, o.n[0], NULL, 1e-6);
+	mag = fz_mag(p, &wa, o.c[0], n, m, s);
+	fz_cmp(k, p, "be sigmoid_mm", shape, cy[0], gy[0], uy[0], (size_t)m * nout, mag, 2e-2);
+	free(mag);
+
+	bop_free(p, &o);
+	bw_free(p, &wa), bw_free(p, &wb), bw_free(p, &wd);
+	for (int i = 0; i < 2; i++) {
+		backend_mfree(p->c, cy[i]), backend_mfree(p->g, gy[i]);
+		backend_mfree(p->g, uy[i]);
+	}
+	backend_mfree(p->g, ux), backend_mfree(p->c, ct);
+}
+
+/*
+ * Products of one normed x in one launch (GDN's four, q/k/v, gate/up):
+ * backend_rmsnorm_matmul of four weights of unlike row counts equals four
+ * calls of one weight bit for bit, on the GPU.
+ */
+static void
+be_set(struct kc *k, struct bpair *p, int t, int m, int n)
+{
+	static const int64_t rows[4] = { 320, 40, 8, 257 };
+	struct bw b[4];
+	const struct backend_weight *W[4];
+	float *x = frand(k, (int64_t)m * n, -2, 2), *nw = frand(k, n, 0.5f, 1.5f);
+	float *gx = bput(p->g, x, (size_t)m * n), *gw = bput(p->g, nw, (size_t)n);
+	float *ys[4], *y1[4];
+	char shape[64], name[64];
+
+	for (int i = 0; i < 4; i++) {
+		bw_new(k, p, &b[i], t, rows[i], n, i == 1 ? 0.5f : 1.0f);
+		W[i] = &b[i].g;
+		ys[i] = bput(p->g, NULL, (size_t)m * rows[i]);
+		y1[i] = bput(p->g, NULL, (size_t)m * rows[i]);
+	}
+	bchk(p->g, backend_rmsnorm_matmul(p->g, gx, m, n, gw, 1e-6f, 4, W, ys));
+	for (int i = 0; i < 4; i++)
+		bchk(p->g, backend_rmsnorm_matmul(p->g, gx, m, n, gw, 1e-6f, 1, &W[i], &y1[i]));
+	for (int i = 0; i < 4; i++) {
+		float *a = bget(p->g, ys[i], (size_t)m * rows[i]), *c = bget(p->g, y1[i],
+		    (size_t)m * rows[i]);
+		snprintf(name, sizeof name, "be matmul set %s", quant_name(t));
+		snprintf(shape, sizeof shape, "m=%d w%d of 4: %lldx%d", m, i, (long long)rows[i], n);
+		bsame(k, name, shape, a, c, (int64_t)m * rows[i]);
+		free(a), free(c);
+		bw_free(p, &b[i]);
+		backend_mfree(p->g, ys[i]), backend_mfree(p->g, y1[i]);
+	}
+	free(x), free(nw);
+	backend_mfree(p->g, gx), backend_mfree(p->g, gw);
+}
+
 static void
 check_backend(struct kc *k, int dev, const char *model)
 {
@@ -1478,6 +1664,17 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_matmul(k, &p, QUANT_NVFP4, 300, 320, 64, 0, 1.0f);
 	be_fused(k, &p, QUANT_Q8_0, 40, 512, 700);
 	be_fused(k, &p, QUANT_NVFP4, 70, 512, 300);
+	/* the fused forms: decode (fused kernels), verify, prefill (the GEMM), a float type (plain ops) */
+	be_fuse(k, &p, QUANT_Q8_0, 1, 4, 128, 320, 1.0f);
+	be_fuse(k, &p, QUANT_NVFP4, 1, 2, 256, 256, 0.5f);
+	be_fuse(k, &p, QUANT_Q8_0, 4, 8, 64, 192, 1.0f);
+	be_fuse(k, &p, QUANT_Q5_1, 3, 3, 128, 96, 1.0f);
+	be_fuse(k, &p, QUANT_Q8_0, 40, 2, 128, 160, 1.0f);
+	be_fuse(k, &p, QUANT_BF16, 2, 2, 64, 96, 1.0f);
+	be_set(k, &p, QUANT_Q8_0, 1, 512);
+	be_set(k, &p, QUANT_Q8_0, 5, 512);	/* the staged kernel */
+	be_set(k, &p, QUANT_NVFP4, 1, 512);
+	be_set(k, &p, QUANT_Q5_1, 3, 256);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	if (model != NULL) {

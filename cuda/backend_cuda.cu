@@ -13,6 +13,14 @@
  * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill), attention in chunks of rows that each see
  * their own positions, the recurrent ops row after row.
  *
+ * The fused forms (add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
+ * mul_sigmoid_matmul) run the op before a product in the kernel that
+ * quantizes the product's input (gpu_rmsnorm_matvec_q8_ex,
+ * gpu_matvec_q8_pre) when every weight takes the int8 path, with the
+ * arithmetic of the plain ops' kernels (the same bits); otherwise as the
+ * plain ops.  A decode step of the 9B shape launches about 160 kernels
+ * fewer so.
+ *
  * Recorded steps (backend_graph_*) are CUDA graphs made by stream
  * capture, one per key (CUDA_GRAPHS kept, least recently used dropped),
  * stale once gpu_generation moves (memory freed, scratch moved).  While
@@ -672,24 +680,49 @@ cu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
 	return yo == y ? 0 : copy_rows(be, y, ldy, yo, w->ne1, w->ne1, m);
 }
 
+#define FUSE_MAX 8	/* products after one fused norm */
+
+/* The weight types whose products the fused forms (gpu_rmsnorm_matvec_q8_ex,
+ * gpu_matvec_q8_pre) quantize x for: Q8_0 and Q8_1 blocks. */
+static int
+fusable_type(int t)
+{
+	return gpu_can_matvec_q8(t) && (t == QUANT_Q8_0 || t == QUANT_NVFP4 || t == QUANT_Q4_1 ||
+	    t == QUANT_Q5_1);
+}
+
+/* The products' arguments (tp, d, rows, sc) when the norm, with rows of
+ * nd, can run fused into their quantization: every weight on the int8
+ * path (only fusable_type ones with ex) with rows of ne0, the norm's
+ * operands 16-byte aligned (the kernel loads float4s, as gpu_rmsnorm's
+ * does only then).  0 when it cannot. */
+static int
+norm_fusable(int ex, int nout, const struct backend_weight *const *W, int64_t ne0, int nd,
+    const void *const *al, int nal, int *tp, const void **d, int64_t *rows, const float **sc)
+{
+	int ok = nout >= 1 && nout <= FUSE_MAX && nd % 32 == 0 && nd <= 16384 && ne0 % nd == 0;
+
+	for (int i = 0; ok && i < nal; i++)
+		ok = al[i] != NULL && ((uintptr_t)al[i] & 15) == 0;
+	for (int i = 0; ok && i < nout; i++) {
+		ok = (ex ? fusable_type(W[i]->type) : gpu_can_matvec_q8(W[i]->type)) &&
+		    W[i]->ne0 == ne0;
+		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
+	}
+	return ok;
+}
+
 static int
 cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
     const float *nw, float eps, int nout, const struct backend_weight *const *W,
     float *const *y)
 {
-	enum { NMAX = 8 };
-	int tp[NMAX];
-	const void *d[NMAX];
-	int64_t rows[NMAX];
-	const float *sc[NMAX];
-	int fuse = nout <= NMAX && nw != NULL && n % 4 == 0 && n <= 16384 &&
-	    ((uintptr_t)x & 15) == 0 && ((uintptr_t)nw & 15) == 0;
+	int tp[FUSE_MAX];
+	const void *d[FUSE_MAX], *al[] = { x, nw };
+	int64_t rows[FUSE_MAX];
+	const float *sc[FUSE_MAX];
 
-	for (int i = 0; fuse && i < nout; i++) {	/* norm + quantization in one kernel */
-		fuse = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == n;
-		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
-	}
-	if (fuse)
+	if (norm_fusable(0, nout, W, n, n, al, 2, tp, d, rows, sc))	/* norm + quantization */
 		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,
 		    m, y, sc) ? gfail(be, "rmsnorm_matmul") : 0;
 	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
@@ -697,6 +730,95 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	if (t == NULL || cu_rmsnorm(be, x, n, nw, t, n, m, n, eps))
 		return -1;
 	return products(be, nout, W, t, y, m);
+}
+
+/* x += t, norm, quantization in one kernel; else cu_add, then cu_rmsnorm_matmul. */
+static int
+cu_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n,
+    const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	int tp[FUSE_MAX];
+	const void *d[FUSE_MAX], *al[] = { x, t, nw };
+	int64_t rows[FUSE_MAX];
+	const float *sc[FUSE_MAX];
+
+	if (norm_fusable(1, nout, W, n, n, al, 3, tp, d, rows, sc))
+		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, t, NULL, nw, n, eps, nout, tp, d, rows,
+		    n, m, y, sc) ? gfail(be, "add_rmsnorm_matmul") : 0;
+	if (gpu_add(CB(be)->g, x, t, x, (int64_t)m * n) != 0)
+		return gfail(be, "add");
+	return cu_rmsnorm_matmul(be, x, m, n, nw, eps, nout, W, y);
+}
+
+static int cu_matmul_swiglu(struct backend *, const struct backend_weight *,
+    const struct backend_weight *, const float *, int, float *);
+
+/*
+ * The FFN in four kernels: the add, norm and quantization; gate and up in
+ * one launch; SwiGLU in the kernel that quantizes the down product's
+ * input; the down product.  Else the plain ops.
+ */
+static int
+cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
+    float eps, const struct backend_weight *wg, const struct backend_weight *wu,
+    const struct backend_weight *wd, float *f, float *u, float *y)
+{
+	struct gpu *g = CB(be)->g;
+	const struct backend_weight *W[2] = { wg, wu };
+	float *Y[2] = { f, u };
+	int tp[2];
+	const void *d[2], *al[] = { x, nw, t };
+	int64_t rows[2];
+	const float *sc[2];
+
+	if (fusable_type(wd->type) &&
+	    norm_fusable(1, 2, W, n, n, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
+		if (gpu_rmsnorm_matvec_q8_ex(g, x, t, NULL, nw, n, eps, 2, tp, d, rows, n, m, Y, sc) ||
+		    gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
+		    wd->ne0, m, y, wscale(wd)))
+			return gfail(be, "ffn");
+		return 0;
+	}
+	if (t != NULL && gpu_add(g, x, t, x, (int64_t)m * n) != 0)
+		return gfail(be, "add");
+	if (cu_rmsnorm(be, x, n, nw, y, n, m, n, eps) || cu_matmul_swiglu(be, wg, wu, y, m, f))
+		return -1;
+	return product(be, wd, f, y, m);
+}
+
+/* The gated norm per head, quantization in one kernel; else the two ops. */
+static int
+cu_rmsnorm_gated_matmul(struct backend *be, float *x, const float *z, const float *nw,
+    int m, int nh, int n, float eps, const struct backend_weight *w, float *y)
+{
+	int tp;
+	const void *d, *al[] = { x, z, nw };
+	int64_t rows;
+	const float *sc;
+	const struct backend_weight *W[1] = { w };
+
+	if (norm_fusable(1, 1, W, (int64_t)nh * n, n, al, 3, &tp, &d, &rows, &sc))
+		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, NULL, z, nw, n, eps, 1, &tp, &d, &rows,
+		    (int64_t)nh * n, m, &y, &sc) ? gfail(be, "rmsnorm_gated_matmul") : 0;
+	if (gpu_rmsnorm_gated(CB(be)->g, x, z, nw, x, m * nh, n, eps) != 0)
+		return gfail(be, "rmsnorm_gated");
+	return product(be, w, x, y, m);
+}
+
+static int cu_mul_sigmoid(struct backend *, float *, int, const float *, int, int, int);
+
+/* The sigmoid gate in the kernel that quantizes the product's input; else the two ops. */
+static int
+cu_mul_sigmoid_matmul(struct backend *be, float *x, const float *g, int ldg, int m, int nh,
+    int hd, const struct backend_weight *w, float *y)
+{
+	if (fusable_type(w->type) && hd % 32 == 0)
+		return gpu_matvec_q8_pre(CB(be)->g, GPU_PRE_SIGMOID, x, g, hd, ldg, w->type, w->data,
+		    w->ne1, w->ne0, m, y, wscale(w)) ? gfail(be, "mul_sigmoid_matmul") : 0;
+	if (cu_mul_sigmoid(be, x, hd, g, ldg, m * nh, hd) != 0)
+		return -1;
+	return product(be, w, x, y, m);
 }
 
 static int
@@ -1092,6 +1214,7 @@ static const struct backend_ops cuda_ops = {
 	NULL,	/* round_f16: no half-precision KV cache */
 	cu_rope_dpos, cu_kv_store, cu_attention_dpos,
 	cu_graph_replay, cu_graph_begin, cu_graph_end,
+	cu_add_rmsnorm_matmul, cu_ffn, cu_rmsnorm_gated_matmul, cu_mul_sigmoid_matmul,
 };
 
 extern "C" struct backend *

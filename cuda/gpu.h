@@ -146,8 +146,9 @@ int	gpu_tune_mmq(struct gpu *g, int kernel);
  * nw products of the same x (the projections after one RMSNorm, gate and
  * up): x quantized once, then product i is gpu_matvec_q8(t[i], d_w[i],
  * rows[i], ...) into d_y[i], scaled by d_scale[i] (d_scale or an entry may
- * be NULL).  Bit-identical to nw gpu_matvec_q8 calls, with nw - 1 fewer
- * launches.
+ * be NULL).  Bit-identical to nw gpu_matvec_q8 calls, in fewer launches:
+ * one quantization, and for n <= 16 up to four weights of one type that
+ * follow each other in one product launch (each row computed as alone).
  */
 int	gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	    const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
@@ -162,6 +163,31 @@ int	gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *
 int	gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw,
 	    float eps, int nw, const int *t, const void *const *d_w, const int64_t *rows,
 	    int64_t ne0, int64_t n, float *const *d_y, const float *const *d_scale);
+/*
+ * gpu_rmsnorm_matvec_q8_multi with the op before the norm or after it in
+ * the same kernel, each bit-identical to the kernels it replaces: d_t not
+ * NULL: x += t first, the sum written back to x (gpu_add, the residual
+ * add); d_z not NULL: each row of d (a head; d divides ne0) is normed on
+ * its own and multiplied by silu(z) as gpu_rmsnorm_gated does, the result
+ * written to x.  Without d_z, d == ne0.  d a multiple of 32, at most
+ * 16384; d_x, d_t, d_z, d_nw 16-byte aligned; else -1.
+ */
+int	gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t,
+	    const float *d_z, const float *d_nw, int64_t d, float eps, int nw, const int *t,
+	    const void *const *d_w, const int64_t *rows, int64_t ne0, int64_t n,
+	    float *const *d_y, const float *const *d_scale);
+/*
+ * gpu_matvec_q8 of x after an elementwise op that the quantizing kernel
+ * runs first (the result written back to x, bit-identical to the op's own
+ * kernel): GPU_PRE_SWIGLU x = silu(x) * u (u [n][ne0], gpu_swiglu);
+ * GPU_PRE_SIGMOID x *= sigmoid(gate), x [n][ne0] a row of heads of hd (a
+ * multiple of 32 dividing ne0), the gate of head row h (of all n * ne0 /
+ * hd) at u + h * ldu (gpu_sigmoid_mul).  hd, ldu unused for SWIGLU.
+ */
+enum { GPU_PRE_SWIGLU = 1, GPU_PRE_SIGMOID = 2 };
+int	gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd,
+	    int64_t ldu, int t, const void *d_w, int64_t rows, int64_t ne0, int64_t n,
+	    float *d_y, const float *d_scale);
 
 /*
  * Dense product for prefill: y[n][rows] = W[rows][ne0] . x[n][ne0] for any n,

@@ -139,4 +139,14 @@ gpu_silu(float x)
 	return __fdiv_rn(x, __fadd_rn(1.0f, gpu_expf_ggml(__fsub_rn(0.0f, x))));
 }
 
+/* The attention output gate's sigmoid, 1 / (1 + expf(-x)), its add and
+ * division rounded explicitly so that every kernel using it (ops.cu's
+ * k_sigmoid_mul, matvec_q8.cu's fused gate) gets the same bits whatever
+ * the compiler contracts around expf. */
+__device__ __forceinline__ float
+gpu_sigmoid(float x)
+{
+	return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+}
+
 #endif

@@ -9,7 +9,10 @@
  * activations), Q4_1 and Q5_1 (against Q8_1: the same q plus s = d * sum q
  * as fp16).  One warp per weight row, lane l takes
  * blocks l, l+32, ...; every input row is summed by the same code in the
- * same order whatever m is (batch-invariant).
+ * same order whatever m is (batch-invariant).  The quantizing kernel may
+ * run the op that makes x first (the residual add and RMSNorm, the gated
+ * norm, SwiGLU, the sigmoid gate), with the arithmetic of that op's own
+ * kernel, so that one launch replaces two or three.
  */
 #include "gpu_impl.cuh"
 
@@ -17,17 +20,30 @@
 
 enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_NVFP4 = 40 };
 
-/* One warp per 32-block of x: q[w][32], dx[w] (the fp16 scale as float),
- * sx[w] (Q8_1's fp16 d * sum q, when sx is not NULL). */
+/*
+ * One warp per 32-block of x: q[w][32], dx[w] (the fp16 scale as float),
+ * sx[w] (Q8_1's fp16 d * sum q, when sx is not NULL).  P, an op on x
+ * first (its result written back to x): GPU_PRE_SWIGLU x = silu(x) * u,
+ * as ops.cu's k_binary; GPU_PRE_SIGMOID x *= sigmoid(gate), the gate of
+ * element e at u[e / hd * ldu + e % hd] (heads of hd), as k_sigmoid_mul.
+ */
+template <int P>
 __global__ void
-k_q8x(const float *x, int nb, int64_t total, int8_t *q, float *dx, float *sx)
+k_q8x(float *x, const float *u, int hd, int64_t ldu, int nb, int64_t total, int8_t *q,
+    float *dx, float *sx)
 {
 	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 
 	if (w >= total)
 		return;
-	float v = x[w * 32 + lane], a = fabsf(v);
+	int64_t e = w * 32 + lane;
+	float v = x[e];
+	if (P == GPU_PRE_SWIGLU)
+		x[e] = v = __fmul_rn(gpu_silu(v), u[e]);
+	else if (P == GPU_PRE_SIGMOID)
+		x[e] = v = __fmul_rn(v, gpu_sigmoid(u[e / hd * ldu + e % hd]));
+	float a = fabsf(v);
 	for (int o = 16; o > 0; o >>= 1)
 		a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, o));
 	float d = __fdiv_rn(a, 127.0f);
@@ -150,15 +166,60 @@ mv8_store(float *acc, int m, int64_t rows, int64_t r, int lane, float *y, const 
 	}
 }
 
+/*
+ * Up to MV8_SET weights of one type and row length in one launch (the
+ * products of one normed x: q, k, v; GDN's four; gate and up): weight i
+ * takes blocks blk[i] .. blk[i+1]-1, 8 rows a block as if launched alone,
+ * so every row is the same bits as in a launch of its own.
+ */
+#define MV8_SET 4
+
+struct mv8_set {
+	const uint8_t *W[MV8_SET];	/* [rows][rowbytes] */
+	float	*y[MV8_SET];		/* [m][rows] */
+	const float *scale[MV8_SET];	/* NULL or one float */
+	int64_t	rows[MV8_SET];
+	unsigned blk[MV8_SET + 1];	/* blk[nw]: the grid */
+	int	nw;
+};
+
+/* The weight of block blockIdx.x and the row of this warp in it (static
+ * indexing only: the set stays in the parameter bank). */
+struct mv8_row {
+	const uint8_t *W;
+	float	*y;
+	const float *scale;
+	int64_t	rows, r;
+};
+
+__device__ __forceinline__ struct mv8_row
+mv8_pick(const struct mv8_set &S)
+{
+	struct mv8_row R = { S.W[0], S.y[0], S.scale[0], S.rows[0], 0 };
+	unsigned b0 = 0;
+
+#pragma unroll
+	for (int k = 1; k < MV8_SET; k++)
+		if (k < S.nw && blockIdx.x >= S.blk[k]) {
+			R.W = S.W[k], R.y = S.y[k], R.scale = S.scale[k], R.rows = S.rows[k];
+			b0 = S.blk[k];
+		}
+	R.r = ((int64_t)(blockIdx.x - b0) * blockDim.x + threadIdx.x) >> 5;
+	return R;
+}
+
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
  * place (any row length and alignment). */
 template <int T, int M>
-__global__ void __launch_bounds__(256)
-k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
-    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
-    int m, float *y, const float *scale)
+__global__ void __launch_bounds__(256, 4)
+k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, int m)
 {
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	const struct mv8_row R = mv8_pick(S);
+	const uint8_t *__restrict__ W = R.W;
+	int64_t r = R.r, rows = R.rows;
+	float *y = R.y;
+	const float *scale = R.scale;
 	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 	float acc[M];
 
@@ -184,14 +245,17 @@ k_mv8(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 #define MV8_CH 64
 
 template <int T, int M>
-__global__ void __launch_bounds__(256)
-k_mv8s(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
-    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
-    int m, float *y, const float *scale)
+__global__ void __launch_bounds__(256, 4)
+k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, int m)
 {
 	enum { BS = mv8_bs<T>::v, N16 = MV8_CH * BS / 16, U = (N16 + 31) / 32 };
 	__shared__ int4 sm[8][N16];
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	const struct mv8_row R = mv8_pick(S);
+	const uint8_t *__restrict__ W = R.W;
+	int64_t r = R.r, rows = R.rows;
+	float *y = R.y;
+	const float *scale = R.scale;
 	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 	int4 *buf = sm[threadIdx.x >> 5];
 	float acc[M];
@@ -231,39 +295,40 @@ gpu_can_matvec_q8(int t)
 
 template <int T>
 static int
-mv8_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, const int8_t *q,
-    const float *dx, const float *sx, int m, float *y, const float *scale)
+mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
+    const float *dx, const float *sx, int m)
 {
-	unsigned grid = (unsigned)((rows + 7) / 8);
-	const uint8_t *W = (const uint8_t *)w;
-	int nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
+	unsigned grid = S.blk[S.nw];
+	int nbw = T == Q8_T_NVFP4 ? nb / 2 : nb, al = 1;
+
+	for (int i = 0; i < S.nw; i++)
+		al &= ((uintptr_t)S.W[i] & 15) == 0;
 
 	/* Staged rows, where measured faster on the H200 (9B-shape random
 	 * GGUFs): Q8_0 with m = 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place:
 	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
 	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
 	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
-	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && ((uintptr_t)W & 15) == 0 &&
-	    rb % 16 == 0) {
+	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && al && rb % 16 == 0) {
 		if (m <= 2)
-			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 		else if (m <= 4)
-			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 		else
-			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 		GPU_LAUNCHED(g, "matvec_q8");
 		return 0;
 	}
 	if (m <= 1)
-		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else if (m <= 2)
-		k_mv8<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else if (m <= 4)
-		k_mv8<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else if (m <= 8)
-		k_mv8<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	else
-		k_mv8<T, 16><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dx, sx, m, y, scale);
+		k_mv8<T, 16><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
 	GPU_LAUNCHED(g, "matvec_q8");
 	return 0;
 }
@@ -308,7 +373,11 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 	return 0;
 }
 
-/* The nw products of the quantized x (q, dx, sx). */
+/*
+ * The nw products of the quantized x (q, dx, sx): for up to 16 rows,
+ * weights of one type that follow each other share a launch (mv8_set);
+ * for more, each takes the GEMM or launches of 16 rows.
+ */
 static int
 mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
     const int64_t *rows, int64_t ne0, const int8_t *q, const float *dx, const float *sx,
@@ -316,8 +385,11 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 {
 	int nb = (int)(ne0 / 32);
 
-	for (int i = 0; i < nw; i++) {
+	for (int i = 0, j; i < nw; i = j) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
+		for (j = i + 1; n <= GPU_MATVEC_MAX_ROWS && j < nw && j - i < MV8_SET &&
+		    t[j] == t[i]; j++)
+			;
 		if (n > GPU_MATVEC_MAX_ROWS && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
 			if (gpu_matmul_q8(g, t[i], d_w[i], rows[i], ne0, q, dx, n, d_y[i],
 			    d_scale != NULL ? d_scale[i] : NULL) != 0)
@@ -328,14 +400,22 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
 			const int8_t *qr = q + (size_t)r0 * ne0;
 			const float *dr = dx + (size_t)r0 * nb, *sr = sx + (size_t)r0 * nb;
-			float *yr = d_y[i] + (size_t)r0 * rows[i];
-			const float *sc = d_scale != NULL ? d_scale[i] : NULL;
+			struct mv8_set S;
 			int rc;
+			memset(&S, 0, sizeof S);
+			S.nw = j - i;
+			for (int k = 0; k < S.nw; k++) {
+				S.W[k] = (const uint8_t *)d_w[i + k];
+				S.y[k] = d_y[i + k] + (size_t)r0 * rows[i + k];
+				S.scale[k] = d_scale != NULL ? d_scale[i + k] : NULL;
+				S.rows[k] = rows[i + k];
+				S.blk[k + 1] = S.blk[k] + (unsigned)((rows[i + k] + 7) / 8);
+			}
 			switch (t[i]) {
-			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
-			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
-			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
-			default: rc = mv8_launch<Q8_T_Q8_0>(g, d_w[i], rows[i], nb, rb, qr, dr, sr, m, yr, sc); break;
+			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, S, nb, rb, qr, dr, sr, m); break;
+			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, S, nb, rb, qr, dr, sr, m); break;
+			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, S, nb, rb, qr, dr, sr, m); break;
+			default: rc = mv8_launch<Q8_T_Q8_0>(g, S, nb, rb, qr, dr, sr, m); break;
 			}
 			if (rc != 0)
 				return rc;
@@ -356,10 +436,37 @@ gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	if (mv8_types(g, nw, t, rows, ne0, n, &q81) || mv8_scratch(g, n, ne0, &q, &dx, &sx))
 		return -1;
 	int64_t total = n * nb;
-	k_q8x<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, nb, total, q, dx,
-	    q81 ? sx : NULL);
+	k_q8x<0><<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>((float *)d_x, NULL,
+	    1, 0, nb, total, q, dx, q81 ? sx : NULL);
 	GPU_LAUNCHED(g, "matvec_q8 quantize");
 	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
+}
+
+extern "C" int
+gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, int64_t ldu,
+    int t, const void *d_w, int64_t rows, int64_t ne0, int64_t n, float *d_y,
+    const float *d_scale)
+{
+	int nb = (int)(ne0 / 32), q81;
+	int8_t *q;
+	float *dx, *sx;
+
+	if (pre != GPU_PRE_SWIGLU && pre != GPU_PRE_SIGMOID)
+		return gpu_fail(g, "matvec_q8: op %d before the product", pre);
+	if (pre == GPU_PRE_SIGMOID && (hd < 32 || hd % 32 != 0 || ne0 % hd != 0 || ldu < hd))
+		return gpu_fail(g, "matvec_q8: gate heads of %d in rows of %lld", hd, (long long)ne0);
+	if (mv8_types(g, 1, &t, &rows, ne0, n, &q81) || mv8_scratch(g, n, ne0, &q, &dx, &sx))
+		return -1;
+	int64_t total = n * nb;
+	unsigned nblk = (unsigned)((total * 32 + 255) / 256);
+	if (pre == GPU_PRE_SWIGLU)
+		k_q8x<GPU_PRE_SWIGLU><<<nblk, 256, 0, g->stream>>>(d_x, d_u, 1, 0, nb, total, q, dx,
+		    q81 ? sx : NULL);
+	else
+		k_q8x<GPU_PRE_SIGMOID><<<nblk, 256, 0, g->stream>>>(d_x, d_u, hd, ldu, nb, total, q,
+		    dx, q81 ? sx : NULL);
+	GPU_LAUNCHED(g, "matvec_q8 quantize");
+	return mv8_products(g, 1, &t, &d_w, &rows, ne0, q, dx, sx, n, &d_y, &d_scale);
 }
 
 #define RQ_VEC 4	/* float4s a thread holds in k_rmsnorm_q8x */
@@ -369,13 +476,17 @@ gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
  * y = x * (1 / sqrt(mean(x^2) + eps)) * w exactly as cuda/ops.cu's
  * k_rmsnorm4 computes it (same sum order), then each 32-block quantized
  * as k_q8x does (8 lanes, 4 values each).  Bit-identical to the two.
+ * t not NULL: x += t first (as ops.cu's k_binary adds), the sum written
+ * back to x.  z not NULL: y *= silu(z) as k_rmsnorm4's gated form, y
+ * written to x.  Rows are contiguous (a row of d may be a head of a
+ * longer row: the blocks of 32 follow on).
  */
 __global__ void __launch_bounds__(1024)
-k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float *dx,
-    float *sx)
+k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, float eps,
+    int8_t *q, float *dx, float *sx)
 {
 	__shared__ double red[33];
-	const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * d);
+	float4 *xr = (float4 *)(x + (size_t)blockIdx.x * d);
 	int d4 = d / 4, nb = d / 32, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
 	float4 v[RQ_VEC];
 	double s = 0.0;
@@ -384,6 +495,12 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 	for (int u = 0; u < RQ_VEC; u++) {
 		int i = threadIdx.x + u * blockDim.x;
 		v[u] = i < d4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		if (t != NULL && i < d4) {
+			float4 b = ((const float4 *)(t + (size_t)blockIdx.x * d))[i];
+			v[u] = make_float4(__fadd_rn(v[u].x, b.x), __fadd_rn(v[u].y, b.y),
+			    __fadd_rn(v[u].z, b.z), __fadd_rn(v[u].w, b.w));
+			xr[i] = v[u];
+		}
 	}
 #pragma unroll
 	for (int u = 0; u < RQ_VEC; u++) {
@@ -417,6 +534,12 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 		float4 o = make_float4(__fmul_rn(__fmul_rn(v[u].x, sc), c.x),
 		    __fmul_rn(__fmul_rn(v[u].y, sc), c.y), __fmul_rn(__fmul_rn(v[u].z, sc), c.z),
 		    __fmul_rn(__fmul_rn(v[u].w, sc), c.w));
+		if (z != NULL && i < d4) {
+			float4 g = ((const float4 *)(z + (size_t)blockIdx.x * d))[i];
+			o.x = __fmul_rn(o.x, gpu_silu(g.x)), o.y = __fmul_rn(o.y, gpu_silu(g.y));
+			o.z = __fmul_rn(o.z, gpu_silu(g.z)), o.w = __fmul_rn(o.w, gpu_silu(g.w));
+			xr[i] = o;
+		}
 		float a = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
 		for (int m = 1; m < 8; m <<= 1)
 			a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, m));
@@ -444,26 +567,39 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 }
 
 extern "C" int
-gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw, float eps,
-    int nw, const int *t, const void *const *d_w, const int64_t *rows, int64_t ne0,
-    int64_t n, float *const *d_y, const float *const *d_scale)
+gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const float *d_z,
+    const float *d_nw, int64_t d, float eps, int nw, const int *t, const void *const *d_w,
+    const int64_t *rows, int64_t ne0, int64_t n, float *const *d_y,
+    const float *const *d_scale)
 {
-	int d4 = (int)(ne0 / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81;
+	int d4 = (int)(d / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81;
+	int64_t nr = d > 0 ? n * (ne0 / d) : 0;	/* rows of d */
 	int8_t *q;
 	float *dx, *sx;
 
 	if (mv8_types(g, nw, t, rows, ne0, n, &q81))
 		return -1;
-	if (d_nw == NULL || nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
-	    n > INT32_MAX)
-		return gpu_fail(g, "rmsnorm_matvec_q8: rows of %lld (at most %d), or unaligned",
-		    (long long)ne0, 1024 * 4 * RQ_VEC);
+	if (d_nw == NULL || d < 32 || d % 32 != 0 || ne0 % d != 0 || (d_z == NULL && d != ne0) ||
+	    nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
+	    ((uintptr_t)d_t & 15) || ((uintptr_t)d_z & 15) || nr > INT32_MAX)
+		return gpu_fail(g, "rmsnorm_matvec_q8: norm rows of %lld in rows of %lld (at most "
+		    "%d), or unaligned", (long long)d, (long long)ne0, 1024 * 4 * RQ_VEC);
 	if (mv8_scratch(g, n, ne0, &q, &dx, &sx))
 		return -1;
-	k_rmsnorm_q8x<<<(unsigned)n, nt, 0, g->stream>>>(d_x, d_nw, (int)ne0, eps, q, dx,
-	    q81 ? sx : NULL);
+	k_rmsnorm_q8x<<<(unsigned)nr, nt, 0, g->stream>>>(d_x, d_t, d_z, d_nw, (int)d, eps, q,
+	    dx, q81 ? sx : NULL);
 	GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
 	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
+}
+
+extern "C" int
+gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw, float eps,
+    int nw, const int *t, const void *const *d_w, const int64_t *rows, int64_t ne0,
+    int64_t n, float *const *d_y, const float *const *d_scale)
+{
+	/* without t and z the kernel writes nothing to x */
+	return gpu_rmsnorm_matvec_q8_ex(g, (float *)d_x, NULL, NULL, d_nw, ne0, eps, nw, t, d_w,
+	    rows, ne0, n, d_y, d_scale);
 }
 
 extern "C" int

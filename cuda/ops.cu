@@ -17,7 +17,7 @@ silu(float x)
 __device__ __forceinline__ float
 sigmoid(float x)
 {
-	return 1.0f / (1.0f + expf(-x));
+	return gpu_sigmoid(x);
 }
 
 /* Sum of v over the block (blockDim.x a multiple of 32, <= 1024); all threads get it. */

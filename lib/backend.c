@@ -243,6 +243,23 @@ backend_matmul(struct backend *be, const struct backend_weight *w,
 	return m ? be->ops->matmul(be, w, x, ldx, y, ldy, m) : 0;
 }
 
+/* nout weights whose rows are n long, taking m rows of n. */
+static int
+bad_products(struct backend *be, const char *op, int m, int n, int nout,
+    const struct backend_weight *const *W)
+{
+	if (bad_rows(be, op, n, n, m))
+		return -1;
+	for (int i = 0; i < nout; i++) {
+		if (bad_weight(be, op, W[i]))
+			return -1;
+		if (W[i]->ne0 != n)
+			return util_err(be->err, "%s: weight %d has rows of %lld, input of %d",
+			    op, i, (long long)W[i]->ne0, n);
+	}
+	return 0;
+}
+
 int
 backend_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
     const float *nw, float eps, int nout, const struct backend_weight *const *W,
@@ -251,15 +268,8 @@ backend_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	float *t;
 	int rc = 0;
 
-	if (bad_rows(be, "rmsnorm_matmul", n, n, m))
+	if (bad_products(be, "rmsnorm_matmul", m, n, nout, W))
 		return -1;
-	for (int i = 0; i < nout; i++) {
-		if (bad_weight(be, "rmsnorm_matmul", W[i]))
-			return -1;
-		if (W[i]->ne0 != n)
-			return util_err(be->err, "rmsnorm_matmul: weight %d has rows of "
-			    "%lld, input of %d", i, (long long)W[i]->ne0, n);
-	}
 	if (m == 0 || nout == 0)
 		return 0;
 	if (be->ops->rmsnorm_matmul != NULL)
@@ -300,6 +310,85 @@ backend_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
 		rc = be->ops->swiglu(be, y, u, y, (size_t)m * n_ff);
 	backend_mfree(be, u);
 	return rc;
+}
+
+int
+backend_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n,
+    const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	if (bad_products(be, "add_rmsnorm_matmul", m, n, nout, W))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (t != NULL && be->ops->add_rmsnorm_matmul != NULL && nout > 0)
+		return be->ops->add_rmsnorm_matmul(be, x, t, m, n, nw, eps, nout, W, y);
+	if (t != NULL && be->ops->add(be, x, t, (size_t)m * n) != 0)
+		return -1;
+	return backend_rmsnorm_matmul(be, x, m, n, nw, eps, nout, W, y);
+}
+
+int
+backend_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
+    float eps, const struct backend_weight *wg, const struct backend_weight *wu,
+    const struct backend_weight *wd, float *f, float *u, float *y)
+{
+	const struct backend_weight *W[2] = { wg, wu };
+
+	if (bad_products(be, "ffn", m, n, 2, W) || bad_weight(be, "ffn", wd))
+		return -1;
+	if (wu->ne1 != wg->ne1 || wd->ne0 != wg->ne1 || wd->ne1 != n)
+		return util_err(be->err, "ffn: gate %lld x %d, up %lld x %d, down %lld x %lld",
+		    (long long)wg->ne1, n, (long long)wu->ne1, n, (long long)wd->ne1,
+		    (long long)wd->ne0);
+	if (m == 0)
+		return 0;
+	if (be->ops->ffn != NULL)
+		return be->ops->ffn(be, x, t, m, n, nw, eps, wg, wu, wd, f, u, y);
+	if ((t != NULL && be->ops->add(be, x, t, (size_t)m * n) != 0) ||
+	    be->ops->rmsnorm(be, x, n, nw, y, n, m, n, eps) != 0 ||
+	    backend_matmul_swiglu(be, wg, wu, y, m, f) != 0)
+		return -1;
+	return be->ops->matmul(be, wd, f, (int)wd->ne0, y, n, m);
+}
+
+int
+backend_rmsnorm_gated_matmul(struct backend *be, float *x, const float *z,
+    const float *nw, int m, int nh, int n, float eps, const struct backend_weight *w,
+    float *y)
+{
+	if (bad_weight(be, "rmsnorm_gated_matmul", w) ||
+	    bad_rows(be, "rmsnorm_gated_matmul", n, n, m))
+		return -1;
+	if (nh <= 0 || (int64_t)nh * n != w->ne0)
+		return util_err(be->err, "rmsnorm_gated_matmul: %d heads of %d, weight rows "
+		    "of %lld", nh, n, (long long)w->ne0);
+	if (m == 0)
+		return 0;
+	if (be->ops->rmsnorm_gated_matmul != NULL)
+		return be->ops->rmsnorm_gated_matmul(be, x, z, nw, m, nh, n, eps, w, y);
+	if (be->ops->rmsnorm_gated(be, x, z, nw, x, m * nh, n, eps) != 0)
+		return -1;
+	return be->ops->matmul(be, w, x, nh * n, y, (int)w->ne1, m);
+}
+
+int
+backend_mul_sigmoid_matmul(struct backend *be, float *x, const float *g, int ldg,
+    int m, int nh, int hd, const struct backend_weight *w, float *y)
+{
+	if (bad_weight(be, "mul_sigmoid_matmul", w) ||
+	    bad_rows(be, "mul_sigmoid_matmul", ldg, hd, m))
+		return -1;
+	if (nh <= 0 || (int64_t)nh * hd != w->ne0)
+		return util_err(be->err, "mul_sigmoid_matmul: %d heads of %d, weight rows "
+		    "of %lld", nh, hd, (long long)w->ne0);
+	if (m == 0)
+		return 0;
+	if (be->ops->mul_sigmoid_matmul != NULL)
+		return be->ops->mul_sigmoid_matmul(be, x, g, ldg, m, nh, hd, w, y);
+	if (be->ops->mul_sigmoid(be, x, hd, g, ldg, m * nh, hd) != 0)
+		return -1;
+	return be->ops->matmul(be, w, x, nh * hd, y, (int)w->ne1, m);
 }
 
 int

@@ -123,6 +123,51 @@ int	backend_rmsnorm_matmul(struct backend *, const float *x, int m, int n,
 	    const float *nw, float eps, int nout,
 	    const struct backend_weight *const *W, float *const *y);
 
+/*
+ * The fused forms below each equal, bit for bit, the sequence of plain ops
+ * they name (backend.c composes them so for a backend without them, the
+ * CPU backend included); a device backend runs each in fewer kernels.
+ *
+ * backend_add_rmsnorm_matmul: the residual add of one block and the norm
+ * and products that open the next: x[m][n] += t[m][n] (t NULL: no add),
+ * then backend_rmsnorm_matmul of x.  Equals backend_add then
+ * backend_rmsnorm_matmul.
+ */
+int	backend_add_rmsnorm_matmul(struct backend *, float *x, const float *t, int m,
+	    int n, const float *nw, float eps, int nout,
+	    const struct backend_weight *const *W, float *const *y);
+
+/*
+ * The SwiGLU FFN block, opened by the residual add of the block before
+ * it: x[m][n] += t (t NULL: no add); f[m][n_ff] = silu(xn . Wg^T) * (xn .
+ * Wu^T) with xn = rmsnorm(x) * nw; y[m][n] = f . Wd^T.  u: [m][n_ff]
+ * scratch.  y may be t (read first), must not overlap x, f or u.  Equals
+ * backend_add, backend_rmsnorm into y, backend_matmul_swiglu into f,
+ * backend_matmul into y.
+ */
+int	backend_ffn(struct backend *, float *x, const float *t, int m, int n,
+	    const float *nw, float eps, const struct backend_weight *wg,
+	    const struct backend_weight *wu, const struct backend_weight *wd, float *f,
+	    float *u, float *y);
+
+/*
+ * The Gated DeltaNet output side: x[m][nh*n], a row of nh heads of n, is
+ * normed per head in place as backend_rmsnorm_gated(x, z, nw, x, m * nh,
+ * n) does, then y[m][w->ne1] = x . W^T (w->ne0 == nh * n).  Equals the two.
+ */
+int	backend_rmsnorm_gated_matmul(struct backend *, float *x, const float *z,
+	    const float *nw, int m, int nh, int n, float eps,
+	    const struct backend_weight *w, float *y);
+
+/*
+ * The attention output gate into the o product: x[m][nh*hd] (heads of hd)
+ * gets x[r][h*hd + j] *= sigmoid(g[(r*nh + h)*ldg + j]) in place, as
+ * backend_mul_sigmoid(x, hd, g, ldg, m * nh, hd) does, then y[m][w->ne1]
+ * = x . W^T (w->ne0 == nh * hd).  Equals the two.
+ */
+int	backend_mul_sigmoid_matmul(struct backend *, float *x, const float *g, int ldg,
+	    int m, int nh, int hd, const struct backend_weight *w, float *y);
+
 /* y[m][n_ff] = silu(x . Wg^T) * (x . Wu^T): gate, up and SwiGLU in one op. */
 int	backend_matmul_swiglu(struct backend *, const struct backend_weight *wg,
 	    const struct backend_weight *wu, const float *x, int m, float *y);

@@ -7,8 +7,9 @@
  * may assume: pointers non-NULL where the contract needs them, m >= 1,
  * strides >= row widths, types supported.  An op slot left NULL in the
  * table is composed by backend.c from other ops (the fused ones:
- * rmsnorm_matmul, matmul_swiglu), so a backend implements a fusion only
- * where it pays.
+ * rmsnorm_matmul, matmul_swiglu, add_rmsnorm_matmul, ffn,
+ * rmsnorm_gated_matmul, mul_sigmoid_matmul), so a backend implements a
+ * fusion only where it pays.
  */
 #ifndef MEMRA_BACKEND_IMPL_H
 #define MEMRA_BACKEND_IMPL_H
@@ -81,6 +82,18 @@ struct backend_ops {
 	int	(*graph_replay)(struct backend *, const void *, size_t);
 	int	(*graph_begin)(struct backend *, const void *, size_t);
 	int	(*graph_end)(struct backend *, int);
+	/* optional, fused forms: without them backend.c composes the plain ops */
+	int	(*add_rmsnorm_matmul)(struct backend *, float *, const float *, int, int,
+		    const float *, float, int, const struct backend_weight *const *,
+		    float *const *);
+	int	(*ffn)(struct backend *, float *, const float *, int, int, const float *,
+		    float, const struct backend_weight *, const struct backend_weight *,
+		    const struct backend_weight *, float *, float *, float *);
+	int	(*rmsnorm_gated_matmul)(struct backend *, float *, const float *,
+		    const float *, int, int, int, float, const struct backend_weight *,
+		    float *);
+	int	(*mul_sigmoid_matmul)(struct backend *, float *, const float *, int, int,
+		    int, int, const struct backend_weight *, float *);
 };
 
 struct backend {

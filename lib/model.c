@@ -590,7 +590,7 @@ model_act_free(struct model *md)
 {
 	struct model_act *a = &md->act;
 	float *bufs[] = { a->x, a->xn, a->t, a->cat, a->q, a->y, a->z, a->o, a->a, a->b,
-	    a->f, a->logits, (float *)a->dpos };
+	    a->f, a->u, a->logits, (float *)a->dpos };
 
 	for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 		backend_mfree(md->be, bufs[i]);

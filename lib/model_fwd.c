@@ -11,6 +11,11 @@
  * The forward passes, written once against the backend op table.  Every
  * op returns 0 or -1; a chain of them stops at the first failure and the
  * backend's reason becomes the model's.
+ *
+ * A block (attention, GDN, FFN) leaves its output in a->t and the next one
+ * adds it into x as it starts (res: a->t, or NULL before the first block):
+ * the residual add runs fused with the norm that follows it
+ * (backend_add_rmsnorm_matmul); the trunk's last add is on its own.
  */
 
 static int
@@ -54,6 +59,7 @@ act_reserve(struct model *md, int m)
 	    (a->a = backend_alloc(be, (size_t)cap * nv)) == NULL ||
 	    (a->b = backend_alloc(be, (size_t)cap * nv)) == NULL ||
 	    (a->f = backend_alloc(be, (size_t)cap * hp->n_ff)) == NULL ||
+	    (a->u = backend_alloc(be, (size_t)cap * hp->n_ff)) == NULL ||
 	    (a->logits = backend_alloc(be, (size_t)cap * hp->n_vocab)) == NULL ||
 	    (a->dpos = (int32_t *)backend_alloc(be, cap)) == NULL ||
 	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL)
@@ -74,12 +80,13 @@ rope(struct model *md, float *x, int ldx, int n_head, int hs, int m, const int32
 }
 
 /*
- * Attention's input side for m rows: q (a->q, [m][n_head][qs]), K and V ([m][kv_dim], into the cache
- * or into scratch) from norm(x), with the q/k norms, rope at a->pos (dpos NULL) or dpos and, for an
- * f16 cache, K and V rounded to half.
+ * Attention's input side for m rows: x += res (not NULL), then q (a->q, [m][n_head][qs]), K and V
+ * ([m][kv_dim], into the cache or into scratch) from norm(x), with the q/k norms, rope at a->pos
+ * (dpos NULL) or dpos and, for an f16 cache, K and V rounded to half.
  */
 static int
-attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, const int32_t *dpos)
+attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, const int32_t *dpos,
+    const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -89,7 +96,8 @@ attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, con
 	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
 	float *Y[3] = { a->q, K, V };
 
-	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, 3, W, Y) ||
+	if (backend_add_rmsnorm_matmul(be, a->x, res, m, hp->n_embd, L->attn_norm, hp->eps, 3, W,
+	    Y) ||
 	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, m * nh, hd, hp->eps)) ||
 	    (L->k_norm && backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * hp->n_head_kv, hd,
 	    hp->eps)) ||
@@ -101,7 +109,7 @@ attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, con
 	return 0;
 }
 
-/* Attention's output side for m rows: the sigmoid gate (qwen35), the o product; x += out. */
+/* Attention's output side for m rows: the sigmoid gate (qwen35), the o product into a->t. */
 static int
 attn_out(struct model *md, struct model_layer *L, int m)
 {
@@ -109,9 +117,8 @@ attn_out(struct model *md, struct model_layer *L, int m)
 	struct model_act *a = &md->act;
 	int hd = hp->head_dim, nh = hp->n_head, qs = hp->attn_gated ? 2 * hd : hd;
 
-	if ((hp->attn_gated && backend_mul_sigmoid(md->be, a->o, hd, a->q + hd, qs, m * nh, hd)) ||
-	    backend_matmul(md->be, &L->o, a->o, nh * hd, a->t, hp->n_embd, m) ||
-	    backend_add(md->be, a->x, a->t, (size_t)m * hp->n_embd))
+	if (hp->attn_gated ? backend_mul_sigmoid_matmul(md->be, a->o, a->q + hd, qs, m, nh, hd, &L->o,
+	    a->t) : backend_matmul(md->be, &L->o, a->o, nh * hd, a->t, hp->n_embd, m))
 		return fail(md);
 	return 0;
 }
@@ -127,15 +134,23 @@ attn_params(const struct model *md, int batched)
 	return at;
 }
 
+/* The pending residual: x += a->t. */
+static int
+residual(struct model *md, int m)
+{
+	return backend_add(md->be, md->act.x, md->act.t, (size_t)m * md->hp.n_embd) ? fail(md) : 0;
+}
+
 /*
- * Gated (qwen35) or plain (llama) attention of layer L over m rows at p0; x += out.  With dpos
+ * Gated (qwen35) or plain (llama) attention of layer L over m rows at p0 (x += res first; the
+ * output in a->t).  With dpos
  * (p0 in backend memory) the same ops on the same memory at every step: K and V go through
  * scratch into the cache.  batched: the rows are a batch as llama.cpp would run it (see
  * backend_attn.batched).
  */
 static int
 attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
-    int batched, const int32_t *dpos)
+    int batched, const int32_t *dpos, const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -145,7 +160,7 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 	struct backend_attn at = attn_params(md, batched);
 
 	if (dpos != NULL) {
-		if (attn_qkv(md, L, a->y, a->z, m, dpos))
+		if (attn_qkv(md, L, a->y, a->z, m, dpos, res))
 			return -1;
 		if (backend_kv_store(md->be, kc, vc, a->y, a->z, kvd, m, dpos, n_ctx) ||
 		    backend_attention_dpos(md->be, &at, a->q, nh * qs, qs, kc, vc, m, dpos, n_ctx,
@@ -153,31 +168,30 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 			return fail(md);
 		return attn_out(md, L, m);
 	}
-	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m, NULL))
+	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m, NULL, res))
 		return -1;
 	if (backend_attention(md->be, &at, a->q, nh * qs, qs, kc, vc, m, p0, a->o))
 		return fail(md);
 	return attn_out(md, L, m);
 }
 
-/* The Gated DeltaNet layer's output side for m rows: gated norm, out product; x += out. */
+/* The Gated DeltaNet layer's output side for m rows: gated norm, out product into a->t. */
 static int
 gdn_out(struct model *md, struct model_layer *L, int m)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 
-	if (backend_rmsnorm_gated(md->be, a->o, a->z, L->ssm_norm, a->o, m * hp->n_v_heads, hp->dv,
-	    hp->eps) ||
-	    backend_matmul(md->be, &L->out, a->o, hp->n_v_heads * hp->dv, a->t, hp->n_embd, m) ||
-	    backend_add(md->be, a->x, a->t, (size_t)m * hp->n_embd))
+	if (backend_rmsnorm_gated_matmul(md->be, a->o, a->z, L->ssm_norm, m, hp->n_v_heads, hp->dv,
+	    hp->eps, &L->out, a->t))
 		return fail(md);
 	return 0;
 }
 
-/* Gated DeltaNet layer L over m rows; x += out. */
+/* Gated DeltaNet layer L over m rows (x += res first; the output in a->t). */
 static int
-gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int flags)
+gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int flags,
+    const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -190,7 +204,7 @@ gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int 
 	    md->hf_l2 ? 1e-6f : hp->eps };
 	float *S = state_ssm(st, L->cache);
 
-	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y) ||
+	if (backend_add_rmsnorm_matmul(be, a->x, res, m, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y) ||
 	    backend_conv1d_silu(be, a->q, cd, m, cd, L->conv, hp->d_conv,
 	    state_conv(st, L->cache), snap ? state_conv_snap(st, L->cache) : NULL, a->y))
 		return fail(md);
@@ -202,19 +216,15 @@ gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int 
 	return gdn_out(md, L, m);
 }
 
-/* SwiGLU FFN of layer L; x += out. */
+/* SwiGLU FFN of layer L: x += a->t (the block before it), the FFN's output into a->t. */
 static int
 ffn(struct model *md, struct model_layer *L, int m)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
-	struct backend *be = md->be;
 
-	if (backend_rmsnorm(be, a->x, hp->n_embd, L->post_norm, a->xn, hp->n_embd, m,
-	    hp->n_embd, hp->eps) ||
-	    backend_matmul_swiglu(be, &L->ffn_gate, &L->ffn_up, a->xn, m, a->f) ||
-	    backend_matmul(be, &L->ffn_down, a->f, hp->n_ff, a->t, hp->n_embd, m) ||
-	    backend_add(be, a->x, a->t, (size_t)m * hp->n_embd))
+	if (backend_ffn(md->be, a->x, a->t, m, hp->n_embd, L->post_norm, hp->eps, &L->ffn_gate,
+	    &L->ffn_up, &L->ffn_down, a->f, a->u, a->t))
 		return fail(md);
 	return 0;
 }
@@ -240,19 +250,20 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	return 0;
 }
 
-/* The trunk's layers over m rows at p0 (dpos: p0 in backend memory, or NULL). */
+/* The trunk's layers over m rows at p0 (dpos: p0 in backend memory, or NULL); x += out. */
 static int
 layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
 {
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
+		const float *res = il > 0 ? md->act.t : NULL;
 
-		if ((L->rec ? gdn_layer(md, L, st, m, flags) :
-		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY), dpos)) ||
+		if ((L->rec ? gdn_layer(md, L, st, m, flags, res) :
+		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY), dpos, res)) ||
 		    ffn(md, L, m))
 			return -1;
 	}
-	return 0;
+	return md->hp.n_layer > 0 ? residual(md, m) : 0;
 }
 
 /*
@@ -330,7 +341,7 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	    backend_rmsnorm(be, a->t, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
 	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
 		return fail(md);
-	if (attn_layer(md, L, st, p0, m, 0, NULL) || ffn(md, L, m))
+	if (attn_layer(md, L, st, p0, m, 0, NULL, NULL) || ffn(md, L, m) || residual(md, m))
 		return -1;
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
 	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, hout);
@@ -342,7 +353,8 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
  * sequence's cache at its own position, then attention per sequence.
  */
 static int
-attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n)
+attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n,
+    const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -351,7 +363,7 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	int qs = hp->attn_gated ? 2 * hd : hd;
 	struct backend_attn at = attn_params(md, 0);
 
-	if (attn_qkv(md, L, a->y, a->z, n, NULL))
+	if (attn_qkv(md, L, a->y, a->z, n, NULL, res))
 		return -1;
 	for (int i = 0; i < n; i++) {
 		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);
@@ -369,7 +381,8 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 /* model_forward_batch's Gated DeltaNet layer: products batched, the
  * recurrence per sequence with that sequence's state. */
 static int
-gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n)
+gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n,
+    const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -380,7 +393,7 @@ gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int 
 	struct backend_gdn g = { hp->n_k_heads, nv, hp->dk, hp->dv, 1, md->hf_l2,
 	    md->hf_l2 ? 1e-6f : hp->eps };
 
-	if (backend_rmsnorm_matmul(be, a->x, n, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y))
+	if (backend_add_rmsnorm_matmul(be, a->x, res, n, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y))
 		return fail(md);
 	for (int i = 0; i < n; i++) {
 		float *y = a->y + (size_t)i * cd;
@@ -425,10 +438,13 @@ model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int
 		return fail(md);
 	for (int il = 0; il < hp->n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
+		const float *res = il > 0 ? md->act.t : NULL;
 
-		if ((L->rec ? gdn_layer_batch(md, L, st, n) : attn_layer_batch(md, L, st, n)) ||
-		    ffn(md, L, n))
+		if ((L->rec ? gdn_layer_batch(md, L, st, n, res) :
+		    attn_layer_batch(md, L, st, n, res)) || ffn(md, L, n))
 			return -1;
 	}
+	if (hp->n_layer > 0 && residual(md, n))
+		return -1;
 	return head(md, md->output_norm, &md->output, n, n, logits, hidden);
 }

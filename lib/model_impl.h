@@ -42,7 +42,7 @@ struct model_act {
 	float	*y;		/* [cap][conv_dim] */
 	float	*z, *o;		/* [cap][wide] */
 	float	*a, *b;		/* [cap][n_v] */
-	float	*f;		/* [cap][n_ff] */
+	float	*f, *u;		/* [cap][n_ff]: the FFN's gate (then SwiGLU) and up */
 	float	*logits;	/* [cap][n_vocab] */
 	int32_t	*pos;		/* host [cap] */
 	int32_t	*dpos;		/* [cap] the same in backend memory (a step's _dpos ops) */

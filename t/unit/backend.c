@@ -295,6 +295,107 @@ TEST(fused_products_equal_their_parts_bit_for_bit)
 	free(x), free(nw), free(t), free(a), free(b), free(c), free(d);
 }
 
+/*
+ * The four fused forms against the plain ops they name, bit for bit, on
+ * shapes of one head and several, one row and several, and the types the
+ * models use (the int8 path, NVFP4 with a scale, a float type).
+ */
+static void
+fused_forms(int type, int m, int nh, int hd, int nff, float scale)
+{
+	int n = nh * hd;
+	struct wbuf wa = make_weight(type, n, nff), wb = make_weight(type, n, nff);
+	struct wbuf wd = make_weight(type, nff, n);
+	struct backend_weight A, B, D;
+	const struct backend_weight *W[2] = { &A, &B };
+	float *x = rnd((size_t)m * n, 2), *t = rnd((size_t)m * n, 1), *nw = rnd(n, 1);
+	float *hw = rnd(hd, 1), *z = rnd((size_t)m * n, 3), *gt = rnd((size_t)m * nh * 2 * hd, 4);
+	float *x1 = dup(x, (size_t)m * n), *x2 = dup(x, (size_t)m * n);
+	float *g1 = rnd((size_t)m * nff, 3), *u = rnd((size_t)m * nff, 2);
+	float *g2 = dup(g1, (size_t)m * nff);
+	float *a1 = malloc((size_t)m * nff * 4), *b1 = malloc((size_t)m * nff * 4);
+	float *a2 = malloc((size_t)m * nff * 4), *b2 = malloc((size_t)m * nff * 4);
+	float *y1 = malloc((size_t)m * n * 4), *y2 = malloc((size_t)m * n * 4);
+	float *Y1[2] = { a1, b1 }, *Y2[2] = { a2, b2 };
+
+	CHECK(backend_weight_init(be3, &A, type, n, nff, wa.data, scale) == 0);
+	CHECK(backend_weight_init(be3, &B, type, n, nff, wb.data, 1) == 0);
+	CHECK(backend_weight_init(be3, &D, type, nff, n, wd.data, scale) == 0);
+	/* add + norm + products */
+	CHECK(backend_add_rmsnorm_matmul(be3, x1, t, m, n, nw, 1e-6f, 2, W, Y1) == 0);
+	CHECK(backend_add(be3, x2, t, (size_t)m * n) == 0);
+	CHECK(backend_rmsnorm_matmul(be3, x2, m, n, nw, 1e-6f, 2, W, Y2) == 0);
+	CHECK(same(x1, x2, (size_t)m * n));
+	CHECK(same(a1, a2, (size_t)m * nff) && same(b1, b2, (size_t)m * nff));
+	/* no residual: the norm and products alone, x untouched */
+	CHECK(backend_add_rmsnorm_matmul(be3, x1, NULL, m, n, nw, 1e-6f, 1, W, Y1) == 0);
+	CHECK(same(x1, x2, (size_t)m * n) && same(a1, a2, (size_t)m * nff));
+	/* the FFN block: add, norm, gate/up/SwiGLU, down; y may be t */
+	{
+		float *xa = dup(x, (size_t)m * n), *xb = dup(x, (size_t)m * n);
+		float *xc = dup(x, (size_t)m * n), *tc = dup(t, (size_t)m * n);
+		float *f1 = malloc((size_t)m * nff * 4), *f2 = malloc((size_t)m * nff * 4);
+		float *us = malloc((size_t)m * nff * 4);
+
+		CHECK(backend_ffn(be3, xa, t, m, n, nw, 1e-6f, &A, &B, &D, f1, us, y1) == 0);
+		CHECK(backend_add(be3, xb, t, (size_t)m * n) == 0);
+		CHECK(backend_rmsnorm(be3, xb, n, nw, y2, n, m, n, 1e-6f) == 0);
+		CHECK(backend_matmul_swiglu(be3, &A, &B, y2, m, f2) == 0);
+		CHECK(backend_matmul(be3, &D, f2, nff, y2, n, m) == 0);
+		CHECK(same(xa, xb, (size_t)m * n) && same(f1, f2, (size_t)m * nff));
+		CHECK(same(y1, y2, (size_t)m * n));
+		CHECK(backend_ffn(be3, xc, tc, m, n, nw, 1e-6f, &A, &B, &D, f2, us, tc) == 0);
+		CHECK(same(xc, xa, (size_t)m * n) && same(tc, y1, (size_t)m * n));
+		free(xa), free(xb), free(xc), free(tc), free(f1), free(f2), free(us);
+	}
+	/* gated per-head norm + product (W: rows of nff, so the weight is B^T shaped: D) */
+	CHECK(backend_rmsnorm_gated_matmul(be3, g1, u, nw, m, 1, nff, 1e-6f, &D, y1) == 0);
+	CHECK(backend_rmsnorm_gated(be3, g2, u, nw, g2, m, nff, 1e-6f) == 0);
+	CHECK(backend_matmul(be3, &D, g2, nff, y2, n, m) == 0);
+	CHECK(same(g1, g2, (size_t)m * nff) && same(y1, y2, (size_t)m * n));
+	CHECK(backend_rmsnorm_gated_matmul(be3, x1, z, hw, m, nh, hd, 1e-6f, &A, a1) == 0);
+	CHECK(backend_rmsnorm_gated(be3, x2, z, hw, x2, m * nh, hd, 1e-6f) == 0);
+	CHECK(backend_matmul(be3, &A, x2, n, a2, nff, m) == 0);
+	CHECK(same(x1, x2, (size_t)m * n) && same(a1, a2, (size_t)m * nff));
+	/* sigmoid gate (the second half of each head's 2 hd) + product */
+	CHECK(backend_mul_sigmoid_matmul(be3, x1, gt + hd, 2 * hd, m, nh, hd, &A, a1) == 0);
+	CHECK(backend_mul_sigmoid(be3, x2, hd, gt + hd, 2 * hd, m * nh, hd) == 0);
+	CHECK(backend_matmul(be3, &A, x2, n, a2, nff, m) == 0);
+	CHECK(same(x1, x2, (size_t)m * n) && same(a1, a2, (size_t)m * nff));
+	backend_weight_release(be3, &A);
+	backend_weight_release(be3, &B);
+	backend_weight_release(be3, &D);
+	free_weight(&wa), free_weight(&wb), free_weight(&wd);
+	free(x), free(t), free(nw), free(hw), free(z), free(gt), free(x1), free(x2);
+	free(g1), free(g2), free(u), free(a1), free(b1), free(a2), free(b2), free(y1), free(y2);
+}
+
+TEST(fused_forms_equal_the_ops_they_name_bit_for_bit)
+{
+	struct backend_weight w;
+	struct wbuf wb = make_weight(QUANT_Q8_0, 64, 8);
+	float x[128] = { 0 }, y[16];
+
+	fused_forms(QUANT_Q8_0, 1, 4, 64, 96, 1);
+	fused_forms(QUANT_Q8_0, 5, 2, 128, 64, 1);
+	fused_forms(QUANT_NVFP4, 3, 2, 64, 128, 0.5f);
+	fused_forms(QUANT_F16, 2, 3, 32, 40, 1);
+	fused_forms(QUANT_Q4_K, 17, 1, 256, 256, 1);
+	/* shapes that do not fit are refused before anything changes */
+	CHECK(backend_weight_init(be3, &w, QUANT_Q8_0, 64, 8, wb.data, 1) == 0);
+	CHECK(backend_rmsnorm_gated_matmul(be3, x, x, x, 1, 3, 32, 1e-6f, &w, y) == -1);
+	CHECK(strstr(backend_errmsg(be3), "3 heads of 32") != NULL);
+	CHECK(backend_mul_sigmoid_matmul(be3, x, x, 16, 1, 2, 32, &w, y) == -1);
+	CHECK(backend_ffn(be3, x, NULL, 1, 64, x, 1e-6f, &w, &w, &w, y, y, y) == -1);
+	CHECK(strstr(backend_errmsg(be3), "ffn: gate 8 x 64") != NULL);
+	x[0] = 1;
+	CHECK(backend_add_rmsnorm_matmul(be3, x, x + 64, 1, 32, NULL, 1e-6f, 1,
+	    (const struct backend_weight *[]){ &w }, (float *[]){ y }) == -1);
+	CHECK(x[0] == 1);
+	backend_weight_release(be3, &w);
+	free_weight(&wb);
+}
+
 TEST(embed_decodes_rows)
 {
 	struct wbuf wb = make_weight(QUANT_Q8_0, 64, 10);
@@ -855,6 +956,7 @@ main(void)
 	RUN(matmul_matches_reference_for_each_type_and_shape);
 	RUN(matmul_rows_are_batch_and_thread_invariant);
 	RUN(fused_products_equal_their_parts_bit_for_bit);
+	RUN(fused_forms_equal_the_ops_they_name_bit_for_bit);
 	RUN(embed_decodes_rows);
 	RUN(norms_and_elementwise_ops_match_reference);
 	RUN(argmax_takes_the_lowest_index_on_ties);
