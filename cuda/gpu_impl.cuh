@@ -62,6 +62,19 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 /* Scratch of at least n bytes (grown outside graph capture only). */
 void   *gpu_scratch(struct gpu *g, size_t n);
 
+/*
+ * matvec_qk.cu, for matvec_q8.cu: qk_type(t) is 1 for Q4_K, Q5_K, Q6_K;
+ * qk_quantize writes x[n][ne0] (ne0 a multiple of 256) as Q8_K: q[n][ne0]
+ * (16-byte aligned), dk[n][ne0/256], bs[n][ne0/16]; qk_product is the
+ * product of m <= GPU_MATVEC_MAX_ROWS of those rows with a K-quant W.
+ */
+int	qk_type(int t);
+int	qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q,
+	    float *dk, int16_t *bs);
+int	qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    const int8_t *q, const float *dk, const int16_t *bs, int m, float *d_y,
+	    const float *d_scale);
+
 /* 1 while g's stream is being recorded into a graph. */
 static inline int
 gpu_capturing(struct gpu *g)

@@ -9,7 +9,9 @@
  * activations), Q4_1 and Q5_1 (against Q8_1: the same q plus s = d * sum q
  * as fp16).  One warp per weight row, lane l takes
  * blocks l, l+32, ...; every input row is summed by the same code in the
- * same order whatever m is (batch-invariant).
+ * same order whatever m is (batch-invariant).  K-quant weights (Q4_K,
+ * Q5_K, Q6_K) take x as Q8_K blocks and cuda/matvec_qk.cu's kernels: the
+ * host code here quantizes x in every form its weights want.
  */
 #include "gpu_impl.cuh"
 
@@ -226,7 +228,14 @@ k_mv8s(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 extern "C" int
 gpu_can_matvec_q8(int t)
 {
-	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1;
+	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1 ||
+	    qk_type(t);
+}
+
+extern "C" int
+gpu_can_matvec_q8_rows(int t, int64_t n)
+{
+	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || n <= GPU_MATVEC_MAX_ROWS);
 }
 
 template <int T>
@@ -277,47 +286,82 @@ mv8_rowbytes(int t, int64_t ne0)
 	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 : 20);
 }
 
-/* The scratch for n rows of ne0 quantized: q, dx, sx (NULL sx: not needed). */
-static int
-mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int8_t **q, float **dx, float **sx)
-{
-	size_t qn = (size_t)n * ne0, nb = (size_t)(ne0 / 32);
-	size_t need = qn + 2 * (size_t)n * nb * sizeof(float) + 512;
+/* x quantized for the products: Q8_0/Q8_1 (q, dx, sx) and Q8_K (kq, kd, kb,
+ * when a K-quant is among the weights); xn: RMSNorm(x) (the fused call
+ * with a K-quant). */
+struct mv8_x {
+	int8_t	*q, *kq;
+	float	*dx, *sx, *kd, *xn;
+	int16_t	*kb;
+};
 
-	if ((*q = (int8_t *)gpu_scratch(g, need)) == NULL)
+/* The scratch for n rows of ne0 quantized (with the Q8_K form when qk,
+ * room for the normed x when norm), 256-byte aligned pieces. */
+static int
+mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int qk, int norm, struct mv8_x *X)
+{
+	size_t qn = (size_t)n * ne0, nb = (size_t)(ne0 / 32), a = 256;
+	size_t o1 = (qn + a - 1) / a * a, o2 = o1 + (n * nb * 4 + a - 1) / a * a;
+	size_t o3 = o2 + (n * nb * 4 + a - 1) / a * a, o4 = o3, o5 = o3, o6 = o3, end = o3;
+	uint8_t *p;
+
+	if (qk) {
+		o4 = o3 + (qn + a - 1) / a * a;
+		o5 = o4 + ((size_t)n * (ne0 / 256) * 4 + a - 1) / a * a;
+		o6 = end = o5 + (qn / 8 + a - 1) / a * a;
+	}
+	if (norm)
+		end = o6 + qn * 4;
+	if ((p = (uint8_t *)gpu_scratch(g, end + a)) == NULL)
 		return -1;
-	*dx = (float *)(*q + (qn + 255) / 256 * 256);
-	*sx = *dx + ((size_t)n * nb + 63) / 64 * 64;
+	X->q = (int8_t *)p, X->dx = (float *)(p + o1), X->sx = (float *)(p + o2);
+	X->kq = qk ? (int8_t *)(p + o3) : NULL;
+	X->kd = qk ? (float *)(p + o4) : NULL;
+	X->kb = qk ? (int16_t *)(p + o5) : NULL;
+	X->xn = norm ? (float *)(p + o6) : NULL;
 	return 0;
 }
 
-/* Check the nw weights; *q81: one of them takes Q8_1 activations. */
+/* Check the nw weights; *q81: one of them takes Q8_1 activations, *q80:
+ * Q8_0 or Q8_1, *qk: Q8_K. */
 static int
 mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
-    int64_t n, int *q81)
+    int64_t n, int *q81, int *q80, int *qk)
 {
-	*q81 = 0;
+	*q81 = *q80 = *qk = 0;
 	for (int i = 0; i < nw; i++) {
 		if (!gpu_can_matvec_q8(t[i]))
-			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t[i]);
-		if (n < 1 || rows[i] < 1 || ne0 % (t[i] == Q8_T_NVFP4 ? 64 : 32) != 0)
+			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1, Q4_K, "
+			    "Q5_K, Q6_K)", t[i]);
+		int blk = qk_type(t[i]) ? 256 : t[i] == Q8_T_NVFP4 ? 64 : 32;
+		if (!gpu_can_matvec_q8_rows(t[i], n) || rows[i] < 1 || ne0 % blk != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
 			    (long long)rows[i], (long long)ne0, (long long)n);
 		*q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
+		*qk |= qk_type(t[i]);
+		*q80 |= !qk_type(t[i]);
 	}
 	return 0;
 }
 
-/* The nw products of the quantized x (q, dx, sx). */
+/* The nw products of the quantized x. */
 static int
 mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
-    const int64_t *rows, int64_t ne0, const int8_t *q, const float *dx, const float *sx,
-    int64_t n, float *const *d_y, const float *const *d_scale)
+    const int64_t *rows, int64_t ne0, const struct mv8_x *X, int64_t n, float *const *d_y,
+    const float *const *d_scale)
 {
 	int nb = (int)(ne0 / 32);
+	const int8_t *q = X->q;
+	const float *dx = X->dx, *sx = X->sx;
 
 	for (int i = 0; i < nw; i++) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
+		if (qk_type(t[i])) {	/* n <= 16 (mv8_types) */
+			if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq, X->kd, X->kb, (int)n,
+			    d_y[i], d_scale != NULL ? d_scale[i] : NULL) != 0)
+				return -1;
+			continue;
+		}
 		if (n > GPU_MATVEC_MAX_ROWS && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
 			if (gpu_matmul_q8(g, t[i], d_w[i], rows[i], ne0, q, dx, n, d_y[i],
 			    d_scale != NULL ? d_scale[i] : NULL) != 0)
@@ -344,22 +388,33 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	return 0;
 }
 
+/* x quantized in the forms the weights take (q80: Q8_0, with sx for q81; qk: Q8_K). */
+static int
+mv8_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int q80, int q81,
+    int qk, struct mv8_x *X)
+{
+	int64_t total = n * (ne0 / 32);
+
+	if (q80) {
+		k_q8x<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, (int)(ne0 / 32),
+		    total, X->q, X->dx, q81 ? X->sx : NULL);
+		GPU_LAUNCHED(g, "matvec_q8 quantize");
+	}
+	return qk ? qk_quantize(g, d_x, n, ne0, X->kq, X->kd, X->kb) : 0;
+}
+
 extern "C" int
 gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
     const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
     const float *const *d_scale)
 {
-	int nb = (int)(ne0 / 32), q81;
-	int8_t *q;
-	float *dx, *sx;
+	int q81, q80, qk;
+	struct mv8_x X;
 
-	if (mv8_types(g, nw, t, rows, ne0, n, &q81) || mv8_scratch(g, n, ne0, &q, &dx, &sx))
+	if (mv8_types(g, nw, t, rows, ne0, n, &q81, &q80, &qk) ||
+	    mv8_scratch(g, n, ne0, qk, 0, &X) || mv8_quantize(g, d_x, n, ne0, q80, q81, qk, &X))
 		return -1;
-	int64_t total = n * nb;
-	k_q8x<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, nb, total, q, dx,
-	    q81 ? sx : NULL);
-	GPU_LAUNCHED(g, "matvec_q8 quantize");
-	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
+	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);
 }
 
 #define RQ_VEC 4	/* float4s a thread holds in k_rmsnorm_q8x */
@@ -448,22 +503,27 @@ gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw, 
     int nw, const int *t, const void *const *d_w, const int64_t *rows, int64_t ne0,
     int64_t n, float *const *d_y, const float *const *d_scale)
 {
-	int d4 = (int)(ne0 / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81;
-	int8_t *q;
-	float *dx, *sx;
+	int d4 = (int)(ne0 / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81, q80, qk;
+	struct mv8_x X;
 
-	if (mv8_types(g, nw, t, rows, ne0, n, &q81))
+	if (mv8_types(g, nw, t, rows, ne0, n, &q81, &q80, &qk))
 		return -1;
 	if (d_nw == NULL || nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
 	    n > INT32_MAX)
 		return gpu_fail(g, "rmsnorm_matvec_q8: rows of %lld (at most %d), or unaligned",
 		    (long long)ne0, 1024 * 4 * RQ_VEC);
-	if (mv8_scratch(g, n, ne0, &q, &dx, &sx))
+	if (mv8_scratch(g, n, ne0, qk, qk, &X))
 		return -1;
-	k_rmsnorm_q8x<<<(unsigned)n, nt, 0, g->stream>>>(d_x, d_nw, (int)ne0, eps, q, dx,
-	    q81 ? sx : NULL);
-	GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
-	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
+	if (qk) {	/* Q8_K wants the normed x: the norm, then the quantizations */
+		if (gpu_rmsnorm(g, d_x, ne0, d_nw, X.xn, ne0, (int)n, (int)ne0, eps) != 0 ||
+		    mv8_quantize(g, X.xn, n, ne0, q80, q81, qk, &X) != 0)
+			return -1;
+	} else {
+		k_rmsnorm_q8x<<<(unsigned)n, nt, 0, g->stream>>>(d_x, d_nw, (int)ne0, eps, X.q,
+		    X.dx, q81 ? X.sx : NULL);
+		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
+	}
+	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);
 }
 
 extern "C" int
