@@ -9,8 +9,10 @@
  * stream; backend_read waits for it.  Row r of every op is computed by
  * the same code whether it runs alone or with others: Q8_0 and NVFP4
  * products run on int8 activations as the CPU backend's do
- * (gpu_matvec_q8, any m), other types through gpu_matvec for m <=
- * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill), attention in chunks of rows that each see
+ * (gpu_matvec_q8, any m), K-quants (Q4_K, Q5_K, Q6_K) too for m <=
+ * GPU_MATVEC_MAX_ROWS, other types through gpu_matvec for m <=
+ * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill, the
+ * K-quants' too), attention in chunks of rows that each see
  * their own positions, the recurrent ops row after row.
  *
  * Recorded steps (backend_graph_*) are CUDA graphs made by stream
@@ -615,7 +617,7 @@ product(struct backend *be, const struct backend_weight *w, const float *x,
 	struct gpu *g = CB(be)->g;
 	int rc;
 
-	if (gpu_can_matvec_q8(w->type))	/* the CPU's numerics: int8 activations */
+	if (gpu_can_matvec_q8_rows(w->type, m))	/* the CPU's numerics: int8 activations */
 		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
 	else if (m <= GPU_MATVEC_MAX_ROWS)
 		rc = gpu_matvec(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
@@ -638,7 +640,7 @@ products(struct backend *be, int nout, const struct backend_weight *const *W,
 	int all = nout <= NMAX;
 
 	for (int i = 0; all && i < nout; i++) {
-		all = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == W[0]->ne0;
+		all = gpu_can_matvec_q8_rows(W[i]->type, m) && W[i]->ne0 == W[0]->ne0;
 		t[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	if (!all) {
@@ -686,7 +688,7 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	    ((uintptr_t)x & 15) == 0 && ((uintptr_t)nw & 15) == 0;
 
 	for (int i = 0; fuse && i < nout; i++) {	/* norm + quantization in one kernel */
-		fuse = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == n;
+		fuse = gpu_can_matvec_q8_rows(W[i]->type, m) && W[i]->ne0 == n;
 		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	if (fuse)
