@@ -169,8 +169,9 @@ int	gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *
 /*
  * gpu_matvec_q8_multi of RMSNorm(x) (weight d_nw, not NULL): the norm and
  * the quantization of x run as one kernel (with a K-quant among the
- * weights: the norm, then the quantizations), bit-identical to gpu_rmsnorm
- * then gpu_matvec_q8_multi.  ne0 at most 16384; d_x and d_nw 16-byte
+ * weights the kernel also writes the normed x to scratch, and Q8_0/Q8_1
+ * weights beside them get a second quantization kernel), bit-identical to
+ * gpu_rmsnorm then gpu_matvec_q8_multi.  ne0 at most 16384; d_x and d_nw 16-byte
  * aligned, else -1 (the caller takes the two calls).  Batch-invariant.
  */
 int	gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw,

@@ -135,6 +135,52 @@ gpu_fp4x4(uint32_t v)
 }
 
 /*
+ * One 256-value block of x quantized to Q8_K by a warp, as lib/quant's
+ * q_q8_k: max = the first value of largest magnitude (a (magnitude,
+ * index) butterfly, the lower index winning ties; NaN never wins),
+ * iscale = -127 / max, q = min(127, round-half-even(iscale * x)), d =
+ * 1 / iscale, bsums = the sums of 16 quants; an all-zero block gives
+ * zeros.  Lane l reads x[8l..8l+7] (plain loads: x may have been written
+ * by the same block) and writes q[8l..8l+7] (q 8-byte aligned).
+ */
+__device__ __forceinline__ void
+gpu_q8k_block(const float *x, int lane, int8_t *q, float *d, int16_t *bsums)
+{
+	const float *xb = x + lane * 8;
+	float v[8], a = 0.0f, sv = 0.0f;
+	int ix = 1 << 30;
+
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		v[k] = xb[k];
+		if (a < fabsf(v[k]))
+			a = fabsf(v[k]), sv = v[k], ix = lane * 8 + k;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		float a2 = __shfl_xor_sync(0xFFFFFFFFu, a, o);
+		float s2 = __shfl_xor_sync(0xFFFFFFFFu, sv, o);
+		int i2 = __shfl_xor_sync(0xFFFFFFFFu, ix, o);
+		if (a2 > a || (a2 == a && i2 < ix))
+			a = a2, sv = s2, ix = i2;
+	}
+	float is = a != 0.0f ? __fdiv_rn(-127.0f, sv) : 0.0f;
+	int s = 0;
+	uint32_t p[2] = { 0, 0 };
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		int qi = a != 0.0f ? min(127, (int)rintf(__fmul_rn(is, v[k]))) : 0;
+		s += qi;
+		p[k / 4] |= (uint32_t)(qi & 0xFF) << (8 * (k % 4));
+	}
+	*(int2 *)(q + lane * 8) = make_int2((int)p[0], (int)p[1]);
+	s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+	if ((lane & 1) == 0)
+		bsums[lane / 2] = (int16_t)s;
+	if (lane == 0)
+		*d = a != 0.0f ? __fdiv_rn(1.0f, is) : 0.0f;
+}
+
+/*
  * exp as ggml's vectorized CPU ops compute it (lib/fexp.h, the one
  * definition the CPU backend's backend_cpu_expf_ggml uses too), and SiLU
  * x / (1 + exp(-x)) with it, as the CPU backend's backend_cpu_silu: the

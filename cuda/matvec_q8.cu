@@ -424,10 +424,14 @@ gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
  * y = x * (1 / sqrt(mean(x^2) + eps)) * w exactly as cuda/ops.cu's
  * k_rmsnorm4 computes it (same sum order), then each 32-block quantized
  * as k_q8x does (8 lanes, 4 values each).  Bit-identical to the two.
+ * K = 1: the normed row is written to xn instead, and after a barrier each
+ * warp quantizes 256-blocks of it to Q8_K as k_q8kx does (q, dx = the
+ * block's d, kb = its bsums): bit-identical to gpu_rmsnorm then k_q8kx.
  */
+template <int K>
 __global__ void __launch_bounds__(1024)
 k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float *dx,
-    float *sx)
+    float *sx, float *xn, int16_t *kb)
 {
 	__shared__ double red[33];
 	const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * d);
@@ -472,6 +476,11 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 		float4 o = make_float4(__fmul_rn(__fmul_rn(v[u].x, sc), c.x),
 		    __fmul_rn(__fmul_rn(v[u].y, sc), c.y), __fmul_rn(__fmul_rn(v[u].z, sc), c.z),
 		    __fmul_rn(__fmul_rn(v[u].w, sc), c.w));
+		if (K) {
+			if (i < d4)
+				((float4 *)(xn + (size_t)blockIdx.x * d))[i] = o;
+			continue;
+		}
 		float a = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
 		for (int m = 1; m < 8; m <<= 1)
 			a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, m));
@@ -496,6 +505,15 @@ k_rmsnorm_q8x(const float *x, const float *w, int d, float eps, int8_t *q, float
 			}
 		}
 	}
+	if (K) {
+		int nk = d / 256;
+		__syncthreads();	/* the row in xn, written by the whole block */
+		for (int b = wp; b < nk; b += blockDim.x >> 5) {
+			size_t o = (size_t)blockIdx.x * d + (size_t)b * 256;
+			gpu_q8k_block(xn + o, lane, q + o, dx + (size_t)blockIdx.x * nk + b,
+			    kb + o / 16);
+		}
+	}
 }
 
 extern "C" int
@@ -514,13 +532,15 @@ gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw, 
 		    (long long)ne0, 1024 * 4 * RQ_VEC);
 	if (mv8_scratch(g, n, ne0, qk, qk, &X))
 		return -1;
-	if (qk) {	/* Q8_K wants the normed x: the norm, then the quantizations */
-		if (gpu_rmsnorm(g, d_x, ne0, d_nw, X.xn, ne0, (int)n, (int)ne0, eps) != 0 ||
-		    mv8_quantize(g, X.xn, n, ne0, q80, q81, qk, &X) != 0)
+	if (qk) {	/* Q8_K: the norm written out and quantized; Q8_0 of it too if wanted */
+		k_rmsnorm_q8x<1><<<(unsigned)n, nt, 0, g->stream>>>(d_x, d_nw, (int)ne0, eps, X.kq,
+		    X.kd, NULL, X.xn, X.kb);
+		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize q8k");
+		if (q80 && mv8_quantize(g, X.xn, n, ne0, 1, q81, 0, &X) != 0)
 			return -1;
 	} else {
-		k_rmsnorm_q8x<<<(unsigned)n, nt, 0, g->stream>>>(d_x, d_nw, (int)ne0, eps, X.q,
-		    X.dx, q81 ? X.sx : NULL);
+		k_rmsnorm_q8x<0><<<(unsigned)n, nt, 0, g->stream>>>(d_x, d_nw, (int)ne0, eps, X.q,
+		    X.dx, q81 ? X.sx : NULL, NULL, NULL);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
 	}
 	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);

@@ -39,59 +39,15 @@ struct mvk_bs {
 	enum { v = T == QK_T_Q4_K ? 144 : T == QK_T_Q5_K ? 176 : 210 };
 };
 
-/*
- * One warp per 256-block of x: q, dk and the 16 bsums, as q_q8_k.  Lane l
- * holds values 8l..8l+7; the first value of largest magnitude is found
- * by a (magnitude, index) butterfly, lower index winning ties.
- */
+/* One warp per 256-block of x: q, dk and the 16 bsums (gpu_q8k_block). */
 __global__ void
 k_q8kx(const float *x, int64_t total, int8_t *q, float *dk, int16_t *bs)
 {
 	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
 
 	if (w >= total)
 		return;
-	const float *xb = x + w * 256 + lane * 8;
-	float v[8], a = 0.0f, sv = 0.0f;
-	int ix = 1 << 30;
-#pragma unroll
-	for (int k = 0; k < 8; k++) {
-		v[k] = xb[k];
-		if (a < fabsf(v[k]))	/* as absmax: NaN never wins */
-			a = fabsf(v[k]), sv = v[k], ix = lane * 8 + k;
-	}
-	for (int o = 16; o > 0; o >>= 1) {
-		float a2 = __shfl_xor_sync(0xFFFFFFFFu, a, o);
-		float s2 = __shfl_xor_sync(0xFFFFFFFFu, sv, o);
-		int i2 = __shfl_xor_sync(0xFFFFFFFFu, ix, o);
-		if (a2 > a || (a2 == a && i2 < ix))
-			a = a2, sv = s2, ix = i2;
-	}
-	int8_t *qb = q + w * 256 + lane * 8;
-	if (a == 0.0f) {	/* an all-zero block (q_q8_k's memset) */
-		*(int2 *)qb = make_int2(0, 0);
-		if ((lane & 1) == 0)
-			bs[w * 16 + lane / 2] = 0;
-		if (lane == 0)
-			dk[w] = 0.0f;
-		return;
-	}
-	float is = __fdiv_rn(-127.0f, sv);
-	int s = 0;
-	uint32_t p[2] = { 0, 0 };
-#pragma unroll
-	for (int k = 0; k < 8; k++) {
-		int qi = min(127, (int)rintf(__fmul_rn(is, v[k])));
-		s += qi;
-		p[k / 4] |= (uint32_t)(qi & 0xFF) << (8 * (k % 4));
-	}
-	*(int2 *)qb = make_int2((int)p[0], (int)p[1]);
-	s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
-	if ((lane & 1) == 0)
-		bs[w * 16 + lane / 2] = (int16_t)s;
-	if (lane == 0)
-		dk[w] = __fdiv_rn(1.0f, is);
+	gpu_q8k_block(x + w * 256, threadIdx.x & 31, q + w * 256, dk + w, bs + w * 16);
 }
 
 /* The raw words of one super-block a lane needs (loaded before use, so a
