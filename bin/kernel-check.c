@@ -454,13 +454,14 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 }
 
 /*
- * The K-quant decode products on Q8_K activations (cuda/matvec_qk.cu)
- * against the CPU's int8 numerics (quant_quantize_act, quant_vec_dot) for
- * m input rows, and the m-row product against one-row products (rows 0..2
- * and 10..15 alone, 3..9 as a 7-row call) bit for bit when m is 16.
+ * The K-quant decode products on Q8_K activations (cuda/matvec_qk.cu, by
+ * the kernel of `lanes` lanes per super-block) against the CPU's int8
+ * numerics (quant_quantize_act, quant_vec_dot) for m input rows, and the
+ * m-row product against one-row products (rows 0..2 and 10..15 alone,
+ * 3..9 as a 7-row call) bit for bit when m is 16.
  */
 static void
-check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
+check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 {
 	struct wset s;
 	int64_t ny = (int64_t)m * rows;
@@ -472,6 +473,7 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 
 	wset_new(k, &s, t, rows, ne0);
 	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	gchk(k, gpu_tune_qk(k->g, lanes));
 	gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
 	dget(k, y, dy, (size_t)ny * 4);
 	dot_ref(s.wf, x, rows, ne0, m, 1.0, ref, mag);
@@ -481,7 +483,7 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 		for (int64_t r = 0; r < rows; r++)
 			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq);
 	}
-	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, m);
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d L=%d", (long long)rows, (long long)ne0, m, lanes);
 	snprintf(name, sizeof name, "matvec i8 %s", quant_name(t));
 	if (m == GPU_MATVEC_MAX_ROWS) {
 		float *y1 = xmalloc((size_t)ny * 4), *d1 = dput(k, NULL, (size_t)ny * 4);
@@ -494,11 +496,13 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 		brk(k, y1, ny);
 		char bn[64], bsh[64];
 		snprintf(bn, sizeof bn, "batch-invariant i8 %s", quant_name(t));
-		snprintf(bsh, sizeof bsh, "%lldx%lld m=16|1|7", (long long)rows, (long long)ne0);
+		snprintf(bsh, sizeof bsh, "%lldx%lld m=16|1|7 L=%d", (long long)rows, (long long)ne0,
+		    lanes);
 		same_bits(k, bn, bsh, y, y1, ny);
 		free(y1);
 		gpu_free(k->g, d1);
 	}
+	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
 	brk(k, y, ny);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
 	free(x), free(y), free(xq), free(ref), free(mag);
@@ -618,9 +622,13 @@ check_qk_all(struct kc *k)
 
 	check_q8k(k, 3, 2048);
 	check_q8k(k, 1, 256);
-	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
+	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
 		for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
-			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2]);
+			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], GPU_QK_LANES);
+		/* the other kernel (the bench's alternative) on a few shapes */
+		for (size_t si = 1; si < 5; si++)
+			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], 12 - GPU_QK_LANES);
+	}
 	check_qk_multi(k, 1, 1024);
 	check_qk_multi(k, 5, 4096);
 }
@@ -1781,9 +1789,10 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[2];
-		for (int i8 = 0; i8 < 2; i8++) {
+		double s[3];
+		for (int i8 = 0; i8 < 3; i8++) {	/* f32 x, i8 4 lanes, i8 8 lanes */
 			struct gpu_graph *gr;
+			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -1795,12 +1804,14 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 			s[i8] = time_graph(k, gr, 5) / nl;
 			gpu_graph_free(gr);
 		}
-		printf("bench i8 %-6s %lldx%-6lld m=%-2d %8.2f us %7.1f GB/s %5.1f%% of copy  "
-		    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
-		    (long long)ne0, ms[mi], s[1] * 1e6, nb / s[1] * 1e-9, 100.0 * nb / s[1] / copy_bw,
-		    s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[1]);
+		for (int l = 1; l < 3; l++)
+			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%d %8.2f us %7.1f GB/s %5.1f%% of copy  "
+			    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
+			    (long long)ne0, ms[mi], 4 * l, s[l] * 1e6, nb / s[l] * 1e-9,
+			    100.0 * nb / s[l] / copy_bw, s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
 		fflush(stdout);
 	}
+	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
 	for (int c = 0; c < nc; c++)
 		gpu_free(k->g, w[c]);
 	free(w), free(x);

@@ -125,6 +125,15 @@ int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
 
 /*
+ * Benchmark and check seam for the K-quant products of gpu_matvec_q8:
+ * lanes of a warp per super-block, 4 (GPU_QK_LANES, the default) or 8.
+ * Both are batch-invariant; they may differ in the last bits (another
+ * order of the float sums).
+ */
+#define GPU_QK_LANES 4
+int	gpu_tune_qk(struct gpu *g, int lanes);
+
+/*
  * x[n][ne0] (ne0 a multiple of 256) quantized to Q8_K by the kernel
  * gpu_matvec_q8 uses for the K-quants, written to d_out in lib/quant's
  * block layout (n * ne0 / 256 blocks of 292 bytes: d f32, qs[256] int8,

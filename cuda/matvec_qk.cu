@@ -50,13 +50,50 @@ k_q8kx(const float *x, int64_t total, int8_t *q, float *dk, int16_t *bs)
 	gpu_q8k_block(x + w * 256, threadIdx.x & 31, q + w * 256, dk + w, bs + w * 16);
 }
 
-/* The raw words of one super-block a lane needs (loaded before use, so a
- * group's two blocks in flight overlap). */
+/*
+ * The pieces of a super-block lane i of an L-lane group covers (P = 8 / L
+ * of them, p = 0..P-1), as (c, h) for Q4_K/Q5_K (quant bytes 32 c + 16 h
+ * .. + 15: values 16 h .. 16 h + 15 of sub-blocks 2c and 2c + 1) and as
+ * (n, sub) for Q6_K (values 128 n + 32 t + 8 sub .. + 7, t = 0..3).
+ */
+template <int L>
+__device__ __forceinline__ int
+pc_c(int i, int p)
+{
+	return L == 8 ? i >> 1 : i;
+}
+
+template <int L>
+__device__ __forceinline__ int
+pc_h(int i, int p)
+{
+	return L == 8 ? i & 1 : p;
+}
+
+template <int L>
+__device__ __forceinline__ int
+p6_n(int i)
+{
+	return L == 8 ? i >> 2 : i >> 1;
+}
+
+template <int L>
+__device__ __forceinline__ int
+p6_sub(int i, int p)
+{
+	return L == 8 ? i & 3 : 2 * (i & 1) + p;
+}
+
+/* The raw words of one super-block a lane needs (all loaded before use,
+ * so a group's two blocks are in flight together). */
+template <int L>
 struct mvk_w {
+	enum { P = 8 / L };
 	int4	h;		/* Q4_K/Q5_K: d, dmin, scales[12] */
-	int4	qs;		/* Q4_K/Q5_K: quant bytes 16 i .. 16 i + 15 */
-	int4	qh;		/* Q5_K: high bits of positions 16 h .. 16 h + 15 */
-	uint32_t a[2], b[2], c[2], s[2];	/* Q6_K: ql, ql + 32, qh, scales */
+	int4	qs[P];		/* Q4_K/Q5_K: quant bytes of piece p */
+	int4	qh[P];		/* Q5_K: high bits of positions 16 h .. 16 h + 15 */
+	uint32_t a[P][2], b[P][2], c[P][2];	/* Q6_K: ql, ql + 32, qh of piece p */
+	uint32_t s[2];		/* Q6_K: scales 8 n .. 8 n + 7 */
 	unsigned short d;	/* Q6_K: d */
 };
 
@@ -72,32 +109,54 @@ ld8(const uint8_t *p, uint32_t *o)
 	o[1] = sh ? __funnelshift_r(w1, w2, sh) : w1;
 }
 
-template <int T>
+template <int T, int L>
 __device__ __forceinline__ void
-mvk_load(const uint8_t *blk, int i, struct mvk_w *w)
+mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
 {
-	if (T == QK_T_Q6_K) {
-		int n = i >> 2, sub = i & 3;
-		ld8(blk + 64 * n + 8 * sub, w->a);
-		ld8(blk + 64 * n + 32 + 8 * sub, w->b);
-		ld8(blk + 128 + 32 * n + 8 * sub, w->c);
-		ld8(blk + 192 + 8 * n, w->s);
-		w->d = __ldg((const unsigned short *)(blk + 208));
-	} else {
-		w->h = __ldg((const int4 *)blk);
-		w->qs = __ldg((const int4 *)(blk + (T == QK_T_Q5_K ? 48 : 16)) + i);
-		if (T == QK_T_Q5_K)
-			w->qh = __ldg((const int4 *)(blk + 16) + (i & 1));
+#pragma unroll
+	for (int p = 0; p < 8 / L; p++) {
+		if (T == QK_T_Q6_K) {
+			int n = p6_n<L>(i), sub = p6_sub<L>(i, p);
+			ld8(blk + 64 * n + 8 * sub, w->a[p]);
+			ld8(blk + 64 * n + 32 + 8 * sub, w->b[p]);
+			ld8(blk + 128 + 32 * n + 8 * sub, w->c[p]);
+		} else {
+			int c = pc_c<L>(i, p), h = pc_h<L>(i, p);
+			w->qs[p] = __ldg((const int4 *)(blk + (T == QK_T_Q5_K ? 48 : 16) + 32 * c + 16 * h));
+			if (T == QK_T_Q5_K)
+				w->qh[p] = __ldg((const int4 *)(blk + 16 + 16 * h));
+		}
 	}
+	if (T == QK_T_Q6_K) {
+		ld8(blk + 192 + 8 * p6_n<L>(i), w->s);
+		w->d = __ldg((const unsigned short *)(blk + 208));
+	} else
+		w->h = __ldg((const int4 *)blk);
 }
 
-/* Sum over the 8 lanes of a group (exact: integers). */
+/* Sum over the L lanes of a group (exact: integers). */
+template <int L>
 __device__ __forceinline__ int
 grp_sum(int v)
 {
 	v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
 	v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-	return v + __shfl_xor_sync(0xFFFFFFFFu, v, 4);
+	return L == 8 ? v + __shfl_xor_sync(0xFFFFFFFFu, v, 4) : v;
+}
+
+/* Q6_K: the 32 values (as 0..63 - 32) of piece p, t = 0..3 by 2 words. */
+template <int L>
+__device__ __forceinline__ void
+q6_vals(const struct mvk_w<L> *w, int p, int v[4][2])
+{
+#pragma unroll
+	for (int k = 0; k < 2; k++) {
+		uint32_t a = w->a[p][k], bq = w->b[p][k], h = w->c[p][k];
+		v[0][k] = (int)__vsub4((a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4, 0x20202020u);
+		v[1][k] = (int)__vsub4((bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4, 0x20202020u);
+		v[2][k] = (int)__vsub4((a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4, 0x20202020u);
+		v[3][k] = (int)__vsub4((bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4, 0x20202020u);
+	}
 }
 
 /*
@@ -105,48 +164,49 @@ grp_sum(int v)
  * j, for lane i of its group; on = 0 (a block past the row's end) adds
  * nothing but still takes part in the shuffles.
  */
-template <int T, int M>
+template <int T, int M, int L>
 __device__ __forceinline__ void
-mvk_block(const struct mvk_w *w, int on, int64_t b, int i, int64_t ne0,
+mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
     const int8_t *__restrict__ q, const float *__restrict__ dk,
     const int16_t *__restrict__ bs, int m, float *acc)
 {
+	enum { P = 8 / L };
+
 	if (T == QK_T_Q6_K) {
-		int n = i >> 2, sub = i & 3, hs = 8 * (sub >> 1);
-		int v[4][2], sc[4];
-#pragma unroll
-		for (int k = 0; k < 2; k++) {
-			uint32_t a = w->a[k], bq = w->b[k], h = w->c[k];
-			v[0][k] = (int)__vsub4((a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4, 0x20202020u);
-			v[1][k] = (int)__vsub4((bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4, 0x20202020u);
-			v[2][k] = (int)__vsub4((a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4, 0x20202020u);
-			v[3][k] = (int)__vsub4((bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4, 0x20202020u);
-		}
-		/* scales 8n + (sub >> 1) + 2t: bytes (sub >> 1) + 2t of the 8 at 192 + 8n */
+		/* scales 8n + (sub >> 1) + 2t: bytes (sub >> 1) + 2t of the 8 at 192 + 8n
+		 * (sub >> 1 is the same for every piece of a lane) */
+		int hs = 8 * (p6_sub<L>(i, 0) >> 1), sc[4], v[P][4][2];
 		sc[0] = (int)(int8_t)(w->s[0] >> hs);
 		sc[1] = (int)(int8_t)(w->s[0] >> (hs + 16));
 		sc[2] = (int)(int8_t)(w->s[1] >> hs);
 		sc[3] = (int)(int8_t)(w->s[1] >> (hs + 16));
+#pragma unroll
+		for (int p = 0; p < P; p++)
+			q6_vals<L>(w, p, v[p]);
 		float d = __half2float(__ushort_as_half(w->d));
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 128 * n + 8 * sub;
 			int is = 0;
 #pragma unroll
-			for (int t = 0; t < 4; t++) {
-				int2 y = on ? *(const int2 *)(xq + 32 * t) : make_int2(0, 0);
-				is += sc[t] * __dp4a(v[t][1], y.y, __dp4a(v[t][0], y.x, 0));
+			for (int p = 0; p < P; p++) {
+				const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 128 * p6_n<L>(i) +
+				    8 * p6_sub<L>(i, p);
+#pragma unroll
+				for (int t = 0; t < 4; t++) {
+					int2 y = on ? *(const int2 *)(xq + 32 * t) : make_int2(0, 0);
+					is += sc[t] * __dp4a(v[p][t][1], y.y, __dp4a(v[p][t][0], y.x, 0));
+				}
 			}
-			is = grp_sum(is);
+			is = grp_sum<L>(is);
 			if (on) {
 				float dy = dk[(size_t)j * (ne0 / 256) + b];
 				acc[j] = __fadd_rn(acc[j], __fmul_rn(__fmul_rn(d, dy), (float)is));
 			}
 		}
 	} else {
-		int c = i >> 1, h = i & 1;
+		int c = pc_c<L>(i, 0);	/* the same for every piece of a lane */
 		uint32_t u0 = (uint32_t)w->h.y, u1 = (uint32_t)w->h.z, u2 = (uint32_t)w->h.w;
 		/* get_scale_min_k4 of sub-blocks 2c, 2c + 1 (lib/quant_impl.h qi_scale_min_k4_all) */
 		uint32_t vs = c < 2 ? u0 & 0x3F3F3F3Fu : (u2 & 0x0F0F0F0Fu) | (u0 >> 6 & 0x03030303u) << 4;
@@ -154,19 +214,22 @@ mvk_block(const struct mvk_w *w, int on, int64_t b, int i, int64_t ne0,
 		int sh = 16 * (c & 1);
 		int sc0 = (int)(vs >> sh & 0xFF), sc1 = (int)(vs >> (sh + 8) & 0xFF);
 		int m0 = (int)(vm >> sh & 0xFF), m1 = (int)(vm >> (sh + 8) & 0xFF);
-		uint32_t qw[4] = { (uint32_t)w->qs.x, (uint32_t)w->qs.y, (uint32_t)w->qs.z,
-		    (uint32_t)w->qs.w };
-		uint32_t hw[4] = { (uint32_t)w->qh.x, (uint32_t)w->qh.y, (uint32_t)w->qh.z,
-		    (uint32_t)w->qh.w };
-		int lo[4], hi[4];
+		int lo[P][4], hi[P][4];
 #pragma unroll
-		for (int k = 0; k < 4; k++) {
-			uint32_t l = qw[k] & 0x0F0F0F0Fu, u = qw[k] >> 4 & 0x0F0F0F0Fu;
-			if (T == QK_T_Q5_K) {
-				l |= (hw[k] >> (2 * c) & 0x01010101u) << 4;
-				u |= (hw[k] >> (2 * c + 1) & 0x01010101u) << 4;
+		for (int p = 0; p < P; p++) {
+			uint32_t qw[4] = { (uint32_t)w->qs[p].x, (uint32_t)w->qs[p].y,
+			    (uint32_t)w->qs[p].z, (uint32_t)w->qs[p].w };
+			uint32_t hw[4] = { (uint32_t)w->qh[p].x, (uint32_t)w->qh[p].y,
+			    (uint32_t)w->qh[p].z, (uint32_t)w->qh[p].w };
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				uint32_t l = qw[k] & 0x0F0F0F0Fu, u = qw[k] >> 4 & 0x0F0F0F0Fu;
+				if (T == QK_T_Q5_K) {
+					l |= (hw[k] >> (2 * c) & 0x01010101u) << 4;
+					u |= (hw[k] >> (2 * c + 1) & 0x01010101u) << 4;
+				}
+				lo[p][k] = (int)l, hi[p][k] = (int)u;
 			}
-			lo[k] = (int)l, hi[k] = (int)u;
 		}
 		uint32_t dm = (uint32_t)w->h.x;
 		float d = __half2float(__ushort_as_half((unsigned short)(dm & 0xFFFF)));
@@ -175,16 +238,23 @@ mvk_block(const struct mvk_w *w, int on, int64_t b, int i, int64_t ne0,
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 64 * c + 16 * h;
-			const int16_t *bj = bs + (size_t)j * (ne0 / 16) + b * 16 + 4 * c + h;
-			int4 ya = on ? *(const int4 *)xq : make_int4(0, 0, 0, 0);
-			int4 yb = on ? *(const int4 *)(xq + 32) : make_int4(0, 0, 0, 0);
-			int sa = __dp4a(lo[0], ya.x, 0), sb = __dp4a(hi[0], yb.x, 0);
-			sa = __dp4a(lo[1], ya.y, sa), sb = __dp4a(hi[1], yb.y, sb);
-			sa = __dp4a(lo[2], ya.z, sa), sb = __dp4a(hi[2], yb.z, sb);
-			sa = __dp4a(lo[3], ya.w, sa), sb = __dp4a(hi[3], yb.w, sb);
-			int is = grp_sum(sa * sc0 + sb * sc1);
-			int ms = grp_sum(on ? m0 * (int)bj[0] + m1 * (int)bj[2] : 0);
+			int sa = 0, sb = 0, ms = 0;
+			const int16_t *bj = bs + (size_t)j * (ne0 / 16) + b * 16 + 4 * c;
+#pragma unroll
+			for (int p = 0; p < P; p++) {
+				int h = pc_h<L>(i, p);
+				const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 64 * c + 16 * h;
+				int4 ya = on ? *(const int4 *)xq : make_int4(0, 0, 0, 0);
+				int4 yb = on ? *(const int4 *)(xq + 32) : make_int4(0, 0, 0, 0);
+				sa = __dp4a(lo[p][0], ya.x, sa), sb = __dp4a(hi[p][0], yb.x, sb);
+				sa = __dp4a(lo[p][1], ya.y, sa), sb = __dp4a(hi[p][1], yb.y, sb);
+				sa = __dp4a(lo[p][2], ya.z, sa), sb = __dp4a(hi[p][2], yb.z, sb);
+				sa = __dp4a(lo[p][3], ya.w, sa), sb = __dp4a(hi[p][3], yb.w, sb);
+				if (on)
+					ms += m0 * (int)bj[h] + m1 * (int)bj[2 + h];
+			}
+			int is = grp_sum<L>(sa * sc0 + sb * sc1);
+			ms = grp_sum<L>(ms);
 			if (on) {
 				float dy = dk[(size_t)j * (ne0 / 256) + b];
 				acc[j] = __fadd_rn(acc[j], __fsub_rn(__fmul_rn(__fmul_rn(d, dy), (float)is),
@@ -194,17 +264,21 @@ mvk_block(const struct mvk_w *w, int on, int64_t b, int i, int64_t ne0,
 	}
 }
 
-/* One warp per weight row (the file comment); groups step two blocks at a
- * time (both loaded first), adding them in block order. */
-template <int T, int M>
+/*
+ * One warp per weight row (the file comment), NG = 32 / L groups; group g
+ * takes blocks g, g + NG, ..., two at a time (both loaded first), adding
+ * them in block order; the group sums are added by a butterfly over the
+ * groups (L = 8: (g0 + g1) + (g2 + g3)).
+ */
+template <int T, int M, int L>
 __global__ void __launch_bounds__(256)
 k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
     const int8_t *__restrict__ q, const float *__restrict__ dk, const int16_t *__restrict__ bs,
     int m, float *y, const float *scale)
 {
-	enum { BS = mvk_bs<T>::v };
+	enum { BS = mvk_bs<T>::v, NG = 32 / L };
 	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31, g = lane >> 3, i = lane & 7;
+	int lane = threadIdx.x & 31, g = lane / L, i = lane % L;
 	int64_t ne0 = (int64_t)nb * 256;
 	float acc[M];
 
@@ -214,28 +288,28 @@ k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
-	for (int b0 = 0; b0 < nb; b0 += 8) {
-		struct mvk_w w0, w1;
-		int b = b0 + g, on0 = b < nb, on1 = b + 4 < nb;
+	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
+		struct mvk_w<L> w0, w1;
+		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
 		if (on0)
-			mvk_load<T>(wr + (size_t)b * BS, i, &w0);
+			mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
 		else
-			w0 = mvk_w();
+			w0 = mvk_w<L>();
 		if (on1)
-			mvk_load<T>(wr + (size_t)(b + 4) * BS, i, &w1);
+			mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
 		else
-			w1 = mvk_w();
-		mvk_block<T, M>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
-		if (b0 + 4 < nb)	/* warp-uniform */
-			mvk_block<T, M>(&w1, on1, b + 4, i, ne0, q, dk, bs, m, acc);
+			w1 = mvk_w<L>();
+		mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
+		if (b0 + NG < nb)	/* warp-uniform */
+			mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
 	}
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		if (j >= m)
 			break;
 		float v = acc[j];
-		v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 8));
-		v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 16));
+		for (int o = L; o < 32; o <<= 1)
+			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
 		if (lane == 0)
 			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
 	}
@@ -261,7 +335,7 @@ qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q, 
 	return 0;
 }
 
-template <int T>
+template <int T, int L>
 static int
 mvk_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
     const float *dk, const int16_t *bs, int m, float *y, const float *scale)
@@ -271,16 +345,27 @@ mvk_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
 	size_t rb = (size_t)nb * mvk_bs<T>::v;
 
 	if (m <= 1)
-		k_mvk<T, 1><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		k_mvk<T, 1, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else if (m <= 2)
-		k_mvk<T, 2><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		k_mvk<T, 2, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else if (m <= 4)
-		k_mvk<T, 4><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		k_mvk<T, 4, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else if (m <= 8)
-		k_mvk<T, 8><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		k_mvk<T, 8, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else
-		k_mvk<T, 16><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		k_mvk<T, 16, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
 	GPU_LAUNCHED(g, "matvec_q8k");
+	return 0;
+}
+
+extern "C" int
+gpu_tune_qk(struct gpu *g, int lanes)
+{
+	if (lanes != 4 && lanes != 8)
+		return gpu_fail(g, "tune: K-quant lanes per block %d (4 or 8)", lanes);
+	if (lanes != (g->qk_lanes ? g->qk_lanes : GPU_QK_LANES))
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->qk_lanes = lanes;
 	return 0;
 }
 
@@ -296,10 +381,17 @@ qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		    (long long)rows, (long long)ne0, m);
 	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
 		return gpu_fail(g, "matvec_q8k: weights not aligned");
+	int l8 = (g->qk_lanes ? g->qk_lanes : GPU_QK_LANES) == 8;
 	switch (t) {
-	case QK_T_Q4_K: return mvk_launch<QK_T_Q4_K>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
-	case QK_T_Q5_K: return mvk_launch<QK_T_Q5_K>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
-	default: return mvk_launch<QK_T_Q6_K>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+	case QK_T_Q4_K:
+		return l8 ? mvk_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
+		    mvk_launch<QK_T_Q4_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+	case QK_T_Q5_K:
+		return l8 ? mvk_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
+		    mvk_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+	default:
+		return l8 ? mvk_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
+		    mvk_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	}
 }
 
