@@ -17,15 +17,20 @@
  * Layout of the quantized x on the device (the scratch of matvec_q8.cu):
  * q[n][ne0] int8, dk[n][ne0/256] float, bs[n][ne0/16] int16.
  *
- * Kernel: one warp per weight row, four groups of eight lanes; group g
- * takes super-blocks g, g+4, g+8, ... of the row, its eight lanes split a
- * block (Q4_K/Q5_K: lane i reads the 16 quant bytes at 16 i, so a group
- * reads 128 contiguous bytes with one 16-byte load per lane; Q6_K: lane
- * i reads 8 bytes of each of ql (two pieces) and qh, blocks being only
- * 2-byte aligned there).  The eight lanes' integer parts are added by
- * shuffles (exact), every lane of the group then holds the block's float
- * term and adds it to its sum; at the end the four group sums are added
- * as (g0 + g1) + (g2 + g3).
+ * Kernel: one warp per weight row, split into groups of L lanes (L = 4,
+ * the default, or 8: gpu_tune_qk); group g of the 32 / L takes
+ * super-blocks g, g + 32/L, ... of the row, two at a time, both loaded
+ * before either is used.  The L lanes split a block: Q4_K/Q5_K lane i
+ * reads the quant bytes 32i..32i+31 (L = 4: sub-blocks 2i and 2i+1 whole;
+ * L = 8: bytes 16i..16i+15) with 16-byte loads, so a group reads 128
+ * contiguous bytes, plus the 16-byte header (d, dmin, scales) every lane
+ * of the group loads alike; Q6_K lane i reads 8 or 16 values' worth of ql
+ * (two pieces) and qh from 4-byte words (its blocks of 210 bytes are only
+ * 2-byte aligned).  The lanes' integer parts are added by shuffles
+ * (exact); every lane of the group then holds the block's float term and
+ * adds it to its sum; at the end the group sums are added by a butterfly
+ * over the groups (L = 8: (g0 + g1) + (g2 + g3)).  The two kernels give
+ * different last bits; each is batch-invariant.
  */
 #include "gpu_impl.cuh"
 
