@@ -21,10 +21,10 @@
  * the default, or 8: gpu_tune_qk); group g of the 32 / L takes
  * super-blocks g, g + 32/L, ... of the row, two at a time, both loaded
  * before either is used.  The L lanes split a block: Q4_K/Q5_K lane i
- * reads the quant bytes 32i..32i+31 (L = 4: sub-blocks 2i and 2i+1 whole;
- * L = 8: bytes 16i..16i+15) with 16-byte loads, so a group reads 128
- * contiguous bytes, plus the 16-byte header (d, dmin, scales) every lane
- * of the group loads alike; Q6_K lane i reads 8 or 16 values' worth of ql
+ * reads the quant bytes 16i..16i+15 (and 16i+64..16i+79 when L = 4) with
+ * 16-byte loads, so each load of a group reads 16 L contiguous bytes,
+ * plus the 16-byte header (d, dmin, scales) every lane of the group loads
+ * alike; Q6_K lane i reads 8 or 16 values' worth of ql
  * (two pieces) and qh from 4-byte words (its blocks of 210 bytes are only
  * 2-byte aligned).  The lanes' integer parts are added by shuffles
  * (exact); every lane of the group then holds the block's float term and
@@ -58,21 +58,20 @@ k_q8kx(const float *x, int64_t total, int8_t *q, float *dk, int16_t *bs)
 /*
  * The pieces of a super-block lane i of an L-lane group covers (P = 8 / L
  * of them, p = 0..P-1), as (c, h) for Q4_K/Q5_K (quant bytes 32 c + 16 h
- * .. + 15: values 16 h .. 16 h + 15 of sub-blocks 2c and 2c + 1) and as
- * (n, sub) for Q6_K (values 128 n + 32 t + 8 sub .. + 7, t = 0..3).
+ * .. + 15 = 16 i + 64 p: values 16 h .. 16 h + 15 of sub-blocks 2c and
+ * 2c + 1; a group's load p reads 16 L contiguous bytes) and as (n, sub)
+ * for Q6_K (values 128 n + 32 t + 8 sub .. + 7, t = 0..3).
  */
-template <int L>
 __device__ __forceinline__ int
 pc_c(int i, int p)
 {
-	return L == 8 ? i >> 1 : i;
+	return (i >> 1) + 2 * p;
 }
 
-template <int L>
 __device__ __forceinline__ int
-pc_h(int i, int p)
+pc_h(int i)
 {
-	return L == 8 ? i & 1 : p;
+	return i & 1;
 }
 
 template <int L>
@@ -126,7 +125,7 @@ mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
 			ld8(blk + 64 * n + 32 + 8 * sub, w->b[p]);
 			ld8(blk + 128 + 32 * n + 8 * sub, w->c[p]);
 		} else {
-			int c = pc_c<L>(i, p), h = pc_h<L>(i, p);
+			int c = pc_c(i, p), h = pc_h(i);
 			w->qs[p] = __ldg((const int4 *)(blk + (T == QK_T_Q5_K ? 48 : 16) + 32 * c + 16 * h));
 			if (T == QK_T_Q5_K)
 				w->qh[p] = __ldg((const int4 *)(blk + 16 + 16 * h));
@@ -211,17 +210,19 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
 			}
 		}
 	} else {
-		int c = pc_c<L>(i, 0);	/* the same for every piece of a lane */
 		uint32_t u0 = (uint32_t)w->h.y, u1 = (uint32_t)w->h.z, u2 = (uint32_t)w->h.w;
-		/* get_scale_min_k4 of sub-blocks 2c, 2c + 1 (lib/quant_impl.h qi_scale_min_k4_all) */
-		uint32_t vs = c < 2 ? u0 & 0x3F3F3F3Fu : (u2 & 0x0F0F0F0Fu) | (u0 >> 6 & 0x03030303u) << 4;
-		uint32_t vm = c < 2 ? u1 & 0x3F3F3F3Fu : (u2 >> 4 & 0x0F0F0F0Fu) | (u1 >> 6 & 0x03030303u) << 4;
-		int sh = 16 * (c & 1);
-		int sc0 = (int)(vs >> sh & 0xFF), sc1 = (int)(vs >> (sh + 8) & 0xFF);
-		int m0 = (int)(vm >> sh & 0xFF), m1 = (int)(vm >> (sh + 8) & 0xFF);
-		int lo[P][4], hi[P][4];
+		int h = pc_h(i), sc0[P], sc1[P], m0[P], m1[P], lo[P][4], hi[P][4];
 #pragma unroll
 		for (int p = 0; p < P; p++) {
+			/* get_scale_min_k4 of sub-blocks 2c, 2c + 1 (lib/quant_impl.h
+			 * qi_scale_min_k4_all) */
+			int c = pc_c(i, p), sh = 16 * (c & 1);
+			uint32_t vs = c < 2 ? u0 & 0x3F3F3F3Fu :
+			    (u2 & 0x0F0F0F0Fu) | (u0 >> 6 & 0x03030303u) << 4;
+			uint32_t vm = c < 2 ? u1 & 0x3F3F3F3Fu :
+			    (u2 >> 4 & 0x0F0F0F0Fu) | (u1 >> 6 & 0x03030303u) << 4;
+			sc0[p] = (int)(vs >> sh & 0xFF), sc1[p] = (int)(vs >> (sh + 8) & 0xFF);
+			m0[p] = (int)(vm >> sh & 0xFF), m1[p] = (int)(vm >> (sh + 8) & 0xFF);
 			uint32_t qw[4] = { (uint32_t)w->qs[p].x, (uint32_t)w->qs[p].y,
 			    (uint32_t)w->qs[p].z, (uint32_t)w->qs[p].w };
 			uint32_t hw[4] = { (uint32_t)w->qh[p].x, (uint32_t)w->qh[p].y,
@@ -243,22 +244,23 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			int sa = 0, sb = 0, ms = 0;
-			const int16_t *bj = bs + (size_t)j * (ne0 / 16) + b * 16 + 4 * c;
+			int is = 0, ms = 0;
+			const int16_t *bj = bs + (size_t)j * (ne0 / 16) + b * 16 + h;
 #pragma unroll
 			for (int p = 0; p < P; p++) {
-				int h = pc_h<L>(i, p);
+				int c = pc_c(i, p);
 				const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 64 * c + 16 * h;
 				int4 ya = on ? *(const int4 *)xq : make_int4(0, 0, 0, 0);
 				int4 yb = on ? *(const int4 *)(xq + 32) : make_int4(0, 0, 0, 0);
-				sa = __dp4a(lo[p][0], ya.x, sa), sb = __dp4a(hi[p][0], yb.x, sb);
+				int sa = __dp4a(lo[p][0], ya.x, 0), sb = __dp4a(hi[p][0], yb.x, 0);
 				sa = __dp4a(lo[p][1], ya.y, sa), sb = __dp4a(hi[p][1], yb.y, sb);
 				sa = __dp4a(lo[p][2], ya.z, sa), sb = __dp4a(hi[p][2], yb.z, sb);
 				sa = __dp4a(lo[p][3], ya.w, sa), sb = __dp4a(hi[p][3], yb.w, sb);
+				is += sa * sc0[p] + sb * sc1[p];
 				if (on)
-					ms += m0 * (int)bj[h] + m1 * (int)bj[2 + h];
+					ms += m0[p] * (int)bj[4 * c] + m1[p] * (int)bj[4 * c + 2];
 			}
-			int is = grp_sum<L>(sa * sc0 + sb * sc1);
+			is = grp_sum<L>(is);
 			ms = grp_sum<L>(ms);
 			if (on) {
 				float dy = dk[(size_t)j * (ne0 / 256) + b];
