@@ -453,6 +453,186 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	wset_free(k, &s);
 }
 
+/*
+ * The K-quant decode products on Q8_K activations (cuda/matvec_qk.cu, by
+ * the kernel of `lanes` lanes per super-block) against the CPU's int8
+ * numerics (quant_quantize_act, quant_vec_dot) for m input rows, and the
+ * m-row product against one-row products (rows 0..2 and 10..15 alone,
+ * 3..9 as a 7-row call) bit for bit when m is 16.
+ */
+static void
+check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
+{
+	struct wset s;
+	int64_t ny = (int64_t)m * rows;
+	size_t rb = quant_row_size(t, ne0);
+	float *x = frand(k, m * ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
+	uint8_t *xq = xmalloc(quant_row_size(QUANT_Q8_K, ne0));
+	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	gchk(k, gpu_tune_qk(k->g, lanes));
+	gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+	dget(k, y, dy, (size_t)ny * 4);
+	dot_ref(s.wf, x, rows, ne0, m, 1.0, ref, mag);
+	for (int j = 0; j < m; j++) {
+		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
+			die(1, "quant_quantize_act: type %s failed", quant_name(t));
+		for (int64_t r = 0; r < rows; r++)
+			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq);
+	}
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d L=%d", (long long)rows, (long long)ne0, m, lanes);
+	snprintf(name, sizeof name, "matvec i8 %s", quant_name(t));
+	if (m == GPU_MATVEC_MAX_ROWS) {
+		float *y1 = xmalloc((size_t)ny * 4), *d1 = dput(k, NULL, (size_t)ny * 4);
+		for (int j = 0; j < m; j++)
+			if (j < 3 || j >= 10)
+				gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx + j * ne0, 1,
+				    d1 + j * rows, NULL));
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx + 3 * ne0, 7, d1 + 3 * rows, NULL));
+		dget(k, y1, d1, (size_t)ny * 4);
+		brk(k, y1, ny);
+		char bn[64], bsh[64];
+		snprintf(bn, sizeof bn, "batch-invariant i8 %s", quant_name(t));
+		snprintf(bsh, sizeof bsh, "%lldx%lld m=16|1|7 L=%d", (long long)rows, (long long)ne0,
+		    lanes);
+		same_bits(k, bn, bsh, y, y1, ny);
+		free(y1);
+		gpu_free(k->g, d1);
+	}
+	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
+	brk(k, y, ny);
+	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
+	free(x), free(y), free(xq), free(ref), free(mag);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
+/*
+ * x quantized to Q8_K on the device (gpu_quantize_q8k) against
+ * quant_quantize_act's bytes: random blocks, an all-zero block, a block
+ * whose largest magnitude comes twice with both signs (the first wins),
+ * one of large values (x 1000), one of tiny ones (x 1e-30).
+ */
+static void
+check_q8k(struct kc *k, int n, int64_t ne0)
+{
+	int64_t nel = (int64_t)n * ne0, nblk = nel / 256;
+	size_t nb = (size_t)nblk * 292;
+	float *x = frand(k, nel, -1, 1);
+	uint8_t *cpu = xmalloc(nb), *got = xmalloc(nb);
+	char shape[64];
+	int64_t ndiff = 0;
+
+	for (int i = 0; i < 256 && nblk > 4; i++) {
+		x[256 + i] = 0.0f;		/* block 1: zeros */
+		x[512 + i] *= 0.5f;		/* block 2: -0.75 at 5, then 0.75 at 100 */
+		x[768 + i] *= 1000.0f;		/* block 3: large */
+		x[1024 + i] *= 1e-30f;		/* block 4: tiny */
+	}
+	if (nblk > 4)
+		x[512 + 5] = -0.75f, x[512 + 100] = 0.75f;
+	float *dx = dput(k, x, (size_t)nel * 4);
+	uint8_t *dq = dput(k, NULL, nb);
+	gchk(k, gpu_quantize_q8k(k->g, dx, n, ne0, dq));
+	dget(k, got, dq, nb);
+	for (int j = 0; j < n; j++)
+		if (quant_quantize_act(QUANT_Q4_K, x + (size_t)j * ne0, cpu + (size_t)j * (ne0 / 256) * 292,
+		    ne0) != 0)
+			die(1, "quant_quantize_act: Q8_K failed");
+	if (k->brk)
+		got[nb / 2] ^= 1;
+	for (size_t i = 0; i < nb; i++)
+		ndiff += cpu[i] != got[i];
+	snprintf(shape, sizeof shape, "%dx%lld bytes", n, (long long)ne0);
+	report(k, "quantize Q8_K", shape, (double)ndiff, ndiff == 0);
+	free(x), free(cpu), free(got);
+	gpu_free(k->g, dx), gpu_free(k->g, dq);
+}
+
+/*
+ * One x for weights of mixed types (Q4_K, Q8_0, Q6_K, Q5_K: x quantized
+ * as Q8_0 and as Q8_K): gpu_matvec_q8_multi and the fused
+ * gpu_rmsnorm_matvec_q8_multi against gpu_matvec_q8 of each weight alone
+ * (of gpu_rmsnorm's output), bit for bit.
+ */
+static void
+check_qk_multi(struct kc *k, int m, int64_t ne0)
+{
+	enum { NW = 4 };
+	static const int ts[NW] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K, QUANT_Q5_K };
+	static const int64_t rs[NW] = { 300, 129, 77, 256 };
+	struct wset s[NW];
+	int t[NW];
+	const void *dw[NW];
+	int64_t rows[NW], ny = 0, off[NW];
+	float *x = frand(k, m * ne0, -1, 1), *nw = frand(k, ne0, 0.5f, 1.5f);
+	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dnw = dput(k, nw, (size_t)ne0 * 4);
+	float *dn = dput(k, NULL, (size_t)m * ne0 * 4);
+	char shape[64];
+
+	for (int i = 0; i < NW; i++) {
+		wset_new(k, &s[i], ts[i], rs[i], ne0);
+		t[i] = ts[i], dw[i] = s[i].dw, rows[i] = rs[i], off[i] = ny;
+		ny += (int64_t)m * rs[i];
+	}
+	float *da = dput(k, NULL, (size_t)ny * 4), *db = dput(k, NULL, (size_t)ny * 4);
+	float *ya = xmalloc((size_t)ny * 4), *yb = xmalloc((size_t)ny * 4);
+	float *Y[NW];
+	snprintf(shape, sizeof shape, "4 types m=%d ne0=%lld", m, (long long)ne0);
+	for (int f = 0; f < 2; f++) {
+		const float *xin = f ? dn : dx;
+		for (int i = 0; i < NW; i++)
+			Y[i] = da + off[i];
+		if (f) {
+			gchk(k, gpu_rmsnorm(k->g, dx, ne0, dnw, dn, ne0, m, (int)ne0, 1e-6f));
+			gchk(k, gpu_rmsnorm_matvec_q8_multi(k->g, dx, dnw, 1e-6f, NW, t, dw, rows, ne0,
+			    m, Y, NULL));
+		} else
+			gchk(k, gpu_matvec_q8_multi(k->g, NW, t, dw, rows, ne0, dx, m, Y, NULL));
+		for (int i = 0; i < NW; i++)
+			gchk(k, gpu_matvec_q8(k->g, t[i], dw[i], rows[i], ne0, xin, m, db + off[i], NULL));
+		dget(k, ya, da, (size_t)ny * 4);
+		dget(k, yb, db, (size_t)ny * 4);
+		brk(k, ya, ny);
+		same_bits(k, f ? "rmsnorm_matvec_q8 mixed=each" : "matvec_q8_multi mixed=each",
+		    shape, ya, yb, ny);
+	}
+	for (int i = 0; i < NW; i++)
+		wset_free(k, &s[i]);
+	free(x), free(nw), free(ya), free(yb);
+	gpu_free(k->g, dx), gpu_free(k->g, dnw), gpu_free(k->g, dn);
+	gpu_free(k->g, da), gpu_free(k->g, db);
+}
+
+static void
+check_qk_all(struct kc *k)
+{
+	/* nb = 1 (one group of a warp busy), 3 (odd: Q6_K blocks 2-byte
+	 * aligned), 4, 16, 20 (past the 8-block step), rows past whole
+	 * 8-warp CTAs, a wide head scaled down (248320x4096 / 10 x 2) */
+	static const int64_t sh[][3] = {
+		{ 64, 256, 1 }, { 257, 768, 3 }, { 37, 1024, 2 }, { 1000, 4096, 1 },
+		{ 1000, 4096, 16 }, { 45, 5120, 5 }, { 300, 2048, 8 }, { 24832, 2048, 1 },
+		{ 24832, 2048, 4 },
+	};
+	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+
+	check_q8k(k, 3, 2048);
+	check_q8k(k, 1, 256);
+	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+		for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], GPU_QK_LANES);
+		/* the other kernel (the bench's alternative) on a few shapes */
+		for (size_t si = 1; si < 5; si++)
+			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], 12 - GPU_QK_LANES);
+	}
+	check_qk_multi(k, 1, 1024);
+	check_qk_multi(k, 5, 4096);
+}
+
 /* --- fp32 ops against double references ---------------------------------- */
 
 static double
@@ -847,6 +1027,7 @@ check_all(struct kc *k)
 	check_mmq(k, QUANT_NVFP4, 257, 768, 64, 0);
 	check_mmq(k, QUANT_NVFP4, 1000, 1024, 100, 0);
 	check_mmq(k, QUANT_NVFP4, 45, 320, 33, 0);
+	check_qk_all(k);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
@@ -1018,7 +1199,7 @@ be_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m
 		for (int i = 0; i < ldy; i++)
 			m2[(size_t)j * ldy + i] = i < rows ? mag[j * rows + i] : 1.0;
 	/* int8-activation types: the same numerics as the CPU's quant_vec_dot */
-	int q8 = gpu_can_matvec_q8(t);
+	int q8 = gpu_can_matvec_q8_rows(t, m);
 	snprintf(name, sizeof name, "be matmul %s%s%s", quant_name(t), scale != 1 ? "*s" : "",
 	    q8 ? " i8" : "");
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d ld+%d", (long long)rows, (long long)ne0, m, pad);
@@ -1671,10 +1852,16 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_fuse(k, &p, QUANT_Q5_1, 3, 3, 128, 96, 1.0f);
 	be_fuse(k, &p, QUANT_Q8_0, 40, 2, 128, 160, 1.0f);
 	be_fuse(k, &p, QUANT_BF16, 2, 2, 64, 96, 1.0f);
+	be_fuse(k, &p, QUANT_Q4_K, 2, 2, 256, 256, 1.0f);	/* K-quants: the plain ops */
 	be_set(k, &p, QUANT_Q8_0, 1, 512);
 	be_set(k, &p, QUANT_Q8_0, 5, 512);	/* the staged kernel */
 	be_set(k, &p, QUANT_NVFP4, 1, 512);
 	be_set(k, &p, QUANT_Q5_1, 3, 256);
+	be_fused(k, &p, QUANT_Q4_K, 3, 512, 700);	/* K-quants: norm, then Q8_K */
+	be_fused(k, &p, QUANT_Q6_K, 16, 768, 300);
+	be_fused(k, &p, QUANT_Q5_K, 20, 512, 300);	/* prefill: cuBLAS */
+	be_matmul(k, &p, QUANT_Q6_K, 300, 768, 16, 8, 1.0f);
+	be_matmul(k, &p, QUANT_Q5_K, 300, 768, 17, 0, 1.0f);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	if (model != NULL) {
@@ -1778,6 +1965,57 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/*
+ * The K-quant decode products on int8 activations (gpu_matvec_q8: the Q8_K
+ * quantization of x and cuda/matvec_qk.cu's kernel) against the fp32-x
+ * kernel (gpu_matvec: k_matvec) on the same weights, graphs of launches
+ * cycling over copies that pass 1 GiB, as bench_matvec.
+ */
+static void
+bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
+{
+	static const int ms[] = { 1, 4, 8, 16 };
+	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
+	int nc = (int)((((size_t)1 << 30) + nb - 1) / nb), nl = nc < 64 ? 64 : nc;
+	void **w = xmalloc((size_t)nc * sizeof *w);
+	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
+	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
+	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
+
+	for (int c = 0; c < nc; c++) {
+		w[c] = dput(k, NULL, nb);
+		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
+	}
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+		double s[3];
+		for (int i8 = 0; i8 < 3; i8++) {	/* f32 x, i8 4 lanes, i8 8 lanes */
+			struct gpu_graph *gr;
+			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
+			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
+			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
+			gchk(k, gpu_graph_begin(k->g));
+			for (int l = 0; l < nl; l++)
+				gchk(k, i8 ? gpu_matvec_q8(k->g, t, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL) :
+				    gpu_matvec(k->g, t, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL));
+			if ((gr = gpu_graph_end(k->g)) == NULL)
+				die(1, "gpu: %s", gpu_errmsg(k->g));
+			s[i8] = time_graph(k, gr, 5) / nl;
+			gpu_graph_free(gr);
+		}
+		for (int l = 1; l < 3; l++)
+			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%d %8.2f us %7.1f GB/s %5.1f%% of copy  "
+			    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
+			    (long long)ne0, ms[mi], 4 * l, s[l] * 1e6, nb / s[l] * 1e-9,
+			    100.0 * nb / s[l] / copy_bw, s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
+		fflush(stdout);
+	}
+	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
+	for (int c = 0; c < nc; c++)
+		gpu_free(k->g, w[c]);
+	free(w), free(x);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+}
+
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each). */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -1840,6 +2078,10 @@ bench(struct kc *k)
 		for (int ti = 0; ti < NTYPES; ti++)
 			if (k->only < 0 || k->only == mv_types[ti])
 				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
+	for (int ti = QUANT_Q4_K; ti <= QUANT_Q6_K; ti++)
+		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+			if (k->only < 0 || k->only == ti)
+				bench_qk(k, ti, shapes[si][0], shapes[si][1], dpool, bw);
 	for (int ti = 0; ti < 2; ti++)
 		for (size_t si = 1; si < sizeof shapes / sizeof shapes[0]; si++) {
 			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;

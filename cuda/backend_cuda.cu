@@ -9,8 +9,10 @@
  * stream; backend_read waits for it.  Row r of every op is computed by
  * the same code whether it runs alone or with others: Q8_0 and NVFP4
  * products run on int8 activations as the CPU backend's do
- * (gpu_matvec_q8, any m), other types through gpu_matvec for m <=
- * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill), attention in chunks of rows that each see
+ * (gpu_matvec_q8, any m), K-quants (Q4_K, Q5_K, Q6_K) too for m <=
+ * GPU_MATVEC_MAX_ROWS, other types through gpu_matvec for m <=
+ * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill, the
+ * K-quants' too), attention in chunks of rows that each see
  * their own positions, the recurrent ops row after row.
  *
  * The fused forms (add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
@@ -623,7 +625,7 @@ product(struct backend *be, const struct backend_weight *w, const float *x,
 	struct gpu *g = CB(be)->g;
 	int rc;
 
-	if (gpu_can_matvec_q8(w->type))	/* the CPU's numerics: int8 activations */
+	if (gpu_can_matvec_q8_rows(w->type, m))	/* the CPU's numerics: int8 activations */
 		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
 	else if (m <= GPU_MATVEC_MAX_ROWS)
 		rc = gpu_matvec(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
@@ -646,7 +648,7 @@ products(struct backend *be, int nout, const struct backend_weight *const *W,
 	int all = nout <= NMAX;
 
 	for (int i = 0; all && i < nout; i++) {
-		all = gpu_can_matvec_q8(W[i]->type) && W[i]->ne0 == W[0]->ne0;
+		all = gpu_can_matvec_q8_rows(W[i]->type, m) && W[i]->ne0 == W[0]->ne0;
 		t[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	if (!all) {
@@ -698,14 +700,15 @@ fusable_type(int t)
  * does only then).  0 when it cannot. */
 static int
 norm_fusable(int ex, int nout, const struct backend_weight *const *W, int64_t ne0, int nd,
-    const void *const *al, int nal, int *tp, const void **d, int64_t *rows, const float **sc)
+    int64_t m, const void *const *al, int nal, int *tp, const void **d, int64_t *rows,
+    const float **sc)
 {
 	int ok = nout >= 1 && nout <= FUSE_MAX && nd % 32 == 0 && nd <= 16384 && ne0 % nd == 0;
 
 	for (int i = 0; ok && i < nal; i++)
 		ok = al[i] != NULL && ((uintptr_t)al[i] & 15) == 0;
 	for (int i = 0; ok && i < nout; i++) {
-		ok = (ex ? fusable_type(W[i]->type) : gpu_can_matvec_q8(W[i]->type)) &&
+		ok = (ex ? fusable_type(W[i]->type) : gpu_can_matvec_q8_rows(W[i]->type, m)) &&
 		    W[i]->ne0 == ne0;
 		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
@@ -722,7 +725,7 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(0, nout, W, n, n, al, 2, tp, d, rows, sc))	/* norm + quantization */
+	if (norm_fusable(0, nout, W, n, n, m, al, 2, tp, d, rows, sc))	/* norm + quantization */
 		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,
 		    m, y, sc) ? gfail(be, "rmsnorm_matmul") : 0;
 	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
@@ -743,7 +746,7 @@ cu_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(1, nout, W, n, n, al, 3, tp, d, rows, sc))
+	if (norm_fusable(1, nout, W, n, n, m, al, 3, tp, d, rows, sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, t, NULL, nw, n, eps, nout, tp, d, rows,
 		    n, m, y, sc) ? gfail(be, "add_rmsnorm_matmul") : 0;
 	if (gpu_add(CB(be)->g, x, t, x, (int64_t)m * n) != 0)
@@ -773,7 +776,7 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 	const float *sc[2];
 
 	if (fusable_type(wd->type) &&
-	    norm_fusable(1, 2, W, n, n, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
+	    norm_fusable(1, 2, W, n, n, m, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
 		if (gpu_rmsnorm_matvec_q8_ex(g, x, t, NULL, nw, n, eps, 2, tp, d, rows, n, m, Y, sc) ||
 		    gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
 		    wd->ne0, m, y, wscale(wd)))
@@ -798,7 +801,7 @@ cu_rmsnorm_gated_matmul(struct backend *be, float *x, const float *z, const floa
 	const float *sc;
 	const struct backend_weight *W[1] = { w };
 
-	if (norm_fusable(1, 1, W, (int64_t)nh * n, n, al, 3, &tp, &d, &rows, &sc))
+	if (norm_fusable(1, 1, W, (int64_t)nh * n, n, m, al, 3, &tp, &d, &rows, &sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, NULL, z, nw, n, eps, 1, &tp, &d, &rows,
 		    (int64_t)nh * n, m, &y, &sc) ? gfail(be, "rmsnorm_gated_matmul") : 0;
 	if (gpu_rmsnorm_gated(CB(be)->g, x, z, nw, x, m * nh, n, eps) != 0)

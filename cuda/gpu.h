@@ -107,18 +107,40 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int m, float *d_y, const float *d_scale);
 
 /*
- * The product on int8 activations (cuda/matvec_q8.cu): y[n][rows] =
- * W . x[n] for any n (16 rows a launch, or the GEMM), W of type Q8_0 or NVFP4 (x as
- * Q8_0 blocks) or Q4_1, Q5_1 (x as Q8_1), x quantized as lib/quant's
- * quant_quantize_act does and each
- * block's dot scaled as quant_vec_dot scales it: equal to the CPU's int8
- * path up to the order of float sums.  Batch-invariant for n <= 16; n > 16
+ * The product on int8 activations (cuda/matvec_q8.cu, cuda/matvec_qk.cu):
+ * y[n][rows] = W . x[n], W of type Q8_0 or NVFP4 (x as Q8_0 blocks), Q4_1,
+ * Q5_1 (x as Q8_1) or Q4_K, Q5_K, Q6_K (x as Q8_K blocks of 256), x
+ * quantized as lib/quant's quant_quantize_act does and each block's
+ * integer dot scaled as quant_vec_dot scales it: equal to the CPU's int8
+ * path up to the order of float sums.  Any n for the first four (16 rows a
+ * launch, or the GEMM); n <= GPU_MATVEC_MAX_ROWS for the K-quants (their
+ * prefill stays on gpu_matmul).  Batch-invariant for n <= 16; n > 16
  * (prefill) takes gpu_matmul_q8 for Q8_0 and NVFP4.  Uses the scratch
- * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those four.
+ * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those seven;
+ * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows.
  */
 int	gpu_can_matvec_q8(int t);
+int	gpu_can_matvec_q8_rows(int t, int64_t n);
 int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
+
+/*
+ * Benchmark and check seam for the K-quant products of gpu_matvec_q8:
+ * lanes of a warp per super-block, 4 (GPU_QK_LANES, the default) or 8.
+ * Both are batch-invariant; they may differ in the last bits (another
+ * order of the float sums).
+ */
+#define GPU_QK_LANES 4
+int	gpu_tune_qk(struct gpu *g, int lanes);
+
+/*
+ * x[n][ne0] (ne0 a multiple of 256) quantized to Q8_K by the kernel
+ * gpu_matvec_q8 uses for the K-quants, written to d_out in lib/quant's
+ * block layout (n * ne0 / 256 blocks of 292 bytes: d f32, qs[256] int8,
+ * bsums[16] int16): the check that it equals quant_quantize_act's bytes.
+ * Uses the scratch buffer.
+ */
+int	gpu_quantize_q8k(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, void *d_out);
 
 /*
  * The prefill GEMM (cuda/mmq.cu) on activations already quantized as
@@ -156,8 +178,10 @@ int	gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *
 
 /*
  * gpu_matvec_q8_multi of RMSNorm(x) (weight d_nw, not NULL): the norm and
- * the quantization of x run as one kernel, bit-identical to gpu_rmsnorm
- * then gpu_matvec_q8_multi.  ne0 at most 16384; d_x and d_nw 16-byte
+ * the quantization of x run as one kernel (with a K-quant among the
+ * weights the kernel also writes the normed x to scratch, and Q8_0/Q8_1
+ * weights beside them get a second quantization kernel), bit-identical to
+ * gpu_rmsnorm then gpu_matvec_q8_multi.  ne0 at most 16384; d_x and d_nw 16-byte
  * aligned, else -1 (the caller takes the two calls).  Batch-invariant.
  */
 int	gpu_rmsnorm_matvec_q8_multi(struct gpu *g, const float *d_x, const float *d_nw,

@@ -22,6 +22,7 @@ struct gpu {
 	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
+	int	qk_lanes;		/* K-quant products: lanes per super-block (0: GPU_QK_LANES) */
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];
@@ -61,6 +62,19 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 
 /* Scratch of at least n bytes (grown outside graph capture only). */
 void   *gpu_scratch(struct gpu *g, size_t n);
+
+/*
+ * matvec_qk.cu, for matvec_q8.cu: qk_type(t) is 1 for Q4_K, Q5_K, Q6_K;
+ * qk_quantize writes x[n][ne0] (ne0 a multiple of 256) as Q8_K: q[n][ne0]
+ * (16-byte aligned), dk[n][ne0/256], bs[n][ne0/16]; qk_product is the
+ * product of m <= GPU_MATVEC_MAX_ROWS of those rows with a K-quant W.
+ */
+int	qk_type(int t);
+int	qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q,
+	    float *dk, int16_t *bs);
+int	qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    const int8_t *q, const float *dk, const int16_t *bs, int m, float *d_y,
+	    const float *d_scale);
 
 /* 1 while g's stream is being recorded into a graph. */
 static inline int
@@ -119,6 +133,52 @@ gpu_fp4x4(uint32_t v)
 	uint32_t mask = (v >> 3 & 0x01010101u) * 0xFFu;
 
 	return (int)((pos & ~mask) | (neg & mask));
+}
+
+/*
+ * One 256-value block of x quantized to Q8_K by a warp, as lib/quant's
+ * q_q8_k: max = the first value of largest magnitude (a (magnitude,
+ * index) butterfly, the lower index winning ties; NaN never wins),
+ * iscale = -127 / max, q = min(127, round-half-even(iscale * x)), d =
+ * 1 / iscale, bsums = the sums of 16 quants; an all-zero block gives
+ * zeros.  Lane l reads x[8l..8l+7] (plain loads: x may have been written
+ * by the same block) and writes q[8l..8l+7] (q 8-byte aligned).
+ */
+__device__ __forceinline__ void
+gpu_q8k_block(const float *x, int lane, int8_t *q, float *d, int16_t *bsums)
+{
+	const float *xb = x + lane * 8;
+	float v[8], a = 0.0f, sv = 0.0f;
+	int ix = 1 << 30;
+
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		v[k] = xb[k];
+		if (a < fabsf(v[k]))
+			a = fabsf(v[k]), sv = v[k], ix = lane * 8 + k;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		float a2 = __shfl_xor_sync(0xFFFFFFFFu, a, o);
+		float s2 = __shfl_xor_sync(0xFFFFFFFFu, sv, o);
+		int i2 = __shfl_xor_sync(0xFFFFFFFFu, ix, o);
+		if (a2 > a || (a2 == a && i2 < ix))
+			a = a2, sv = s2, ix = i2;
+	}
+	float is = a != 0.0f ? __fdiv_rn(-127.0f, sv) : 0.0f;
+	int s = 0;
+	uint32_t p[2] = { 0, 0 };
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		int qi = a != 0.0f ? min(127, (int)rintf(__fmul_rn(is, v[k]))) : 0;
+		s += qi;
+		p[k / 4] |= (uint32_t)(qi & 0xFF) << (8 * (k % 4));
+	}
+	*(int2 *)(q + lane * 8) = make_int2((int)p[0], (int)p[1]);
+	s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+	if ((lane & 1) == 0)
+		bsums[lane / 2] = (int16_t)s;
+	if (lane == 0)
+		*d = a != 0.0f ? __fdiv_rn(1.0f, is) : 0.0f;
 }
 
 /*

@@ -12,7 +12,9 @@
  * same order whatever m is (batch-invariant).  The quantizing kernel may
  * run the op that makes x first (the residual add and RMSNorm, the gated
  * norm, SwiGLU, the sigmoid gate), with the arithmetic of that op's own
- * kernel, so that one launch replaces two or three.
+ * kernel, so that one launch replaces two or three.  K-quant weights
+ * (Q4_K, Q5_K, Q6_K) take x as Q8_K blocks and cuda/matvec_qk.cu's
+ * kernels: the host code here quantizes x in every form its weights want.
  */
 #include "gpu_impl.cuh"
 
@@ -290,7 +292,14 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 extern "C" int
 gpu_can_matvec_q8(int t)
 {
-	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1;
+	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1 ||
+	    qk_type(t);
+}
+
+extern "C" int
+gpu_can_matvec_q8_rows(int t, int64_t n)
+{
+	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || n <= GPU_MATVEC_MAX_ROWS);
 }
 
 template <int T>
@@ -342,51 +351,87 @@ mv8_rowbytes(int t, int64_t ne0)
 	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 : 20);
 }
 
-/* The scratch for n rows of ne0 quantized: q, dx, sx (NULL sx: not needed). */
-static int
-mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int8_t **q, float **dx, float **sx)
-{
-	size_t qn = (size_t)n * ne0, nb = (size_t)(ne0 / 32);
-	size_t need = qn + 2 * (size_t)n * nb * sizeof(float) + 512;
+/* x quantized for the products: Q8_0/Q8_1 (q, dx, sx) and Q8_K (kq, kd, kb,
+ * when a K-quant is among the weights); xn: RMSNorm(x) (the fused call
+ * with a K-quant). */
+struct mv8_x {
+	int8_t	*q, *kq;
+	float	*dx, *sx, *kd, *xn;
+	int16_t	*kb;
+};
 
-	if ((*q = (int8_t *)gpu_scratch(g, need)) == NULL)
+/* The scratch for n rows of ne0 quantized (with the Q8_K form when qk,
+ * room for the normed x when norm), 256-byte aligned pieces. */
+static int
+mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int qk, int norm, struct mv8_x *X)
+{
+	size_t qn = (size_t)n * ne0, nb = (size_t)(ne0 / 32), a = 256;
+	size_t o1 = (qn + a - 1) / a * a, o2 = o1 + (n * nb * 4 + a - 1) / a * a;
+	size_t o3 = o2 + (n * nb * 4 + a - 1) / a * a, o4 = o3, o5 = o3, o6 = o3, end = o3;
+	uint8_t *p;
+
+	if (qk) {
+		o4 = o3 + (qn + a - 1) / a * a;
+		o5 = o4 + ((size_t)n * (ne0 / 256) * 4 + a - 1) / a * a;
+		o6 = end = o5 + (qn / 8 + a - 1) / a * a;
+	}
+	if (norm)
+		end = o6 + qn * 4;
+	if ((p = (uint8_t *)gpu_scratch(g, end + a)) == NULL)
 		return -1;
-	*dx = (float *)(*q + (qn + 255) / 256 * 256);
-	*sx = *dx + ((size_t)n * nb + 63) / 64 * 64;
+	X->q = (int8_t *)p, X->dx = (float *)(p + o1), X->sx = (float *)(p + o2);
+	X->kq = qk ? (int8_t *)(p + o3) : NULL;
+	X->kd = qk ? (float *)(p + o4) : NULL;
+	X->kb = qk ? (int16_t *)(p + o5) : NULL;
+	X->xn = norm ? (float *)(p + o6) : NULL;
 	return 0;
 }
 
-/* Check the nw weights; *q81: one of them takes Q8_1 activations. */
+/* Check the nw weights; *q81: one of them takes Q8_1 activations, *q80:
+ * Q8_0 or Q8_1, *qk: Q8_K. */
 static int
 mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
-    int64_t n, int *q81)
+    int64_t n, int *q81, int *q80, int *qk)
 {
-	*q81 = 0;
+	*q81 = *q80 = *qk = 0;
 	for (int i = 0; i < nw; i++) {
 		if (!gpu_can_matvec_q8(t[i]))
-			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1)", t[i]);
-		if (n < 1 || rows[i] < 1 || ne0 % (t[i] == Q8_T_NVFP4 ? 64 : 32) != 0)
+			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1, Q4_K, "
+			    "Q5_K, Q6_K)", t[i]);
+		int blk = qk_type(t[i]) ? 256 : t[i] == Q8_T_NVFP4 ? 64 : 32;
+		if (!gpu_can_matvec_q8_rows(t[i], n) || rows[i] < 1 || ne0 % blk != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
 			    (long long)rows[i], (long long)ne0, (long long)n);
 		*q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
+		*qk |= qk_type(t[i]);
+		*q80 |= !qk_type(t[i]);
 	}
 	return 0;
 }
 
 /*
- * The nw products of the quantized x (q, dx, sx): for up to 16 rows,
+ * The nw products of the quantized x: for up to 16 rows,
  * weights of one type that follow each other share a launch (mv8_set);
  * for more, each takes the GEMM or launches of 16 rows.
  */
 static int
 mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
-    const int64_t *rows, int64_t ne0, const int8_t *q, const float *dx, const float *sx,
-    int64_t n, float *const *d_y, const float *const *d_scale)
+    const int64_t *rows, int64_t ne0, const struct mv8_x *X, int64_t n, float *const *d_y,
+    const float *const *d_scale)
 {
 	int nb = (int)(ne0 / 32);
+	const int8_t *q = X->q;
+	const float *dx = X->dx, *sx = X->sx;
 
 	for (int i = 0, j; i < nw; i = j) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
+		if (qk_type(t[i])) {	/* n <= 16 (mv8_types) */
+			j = i + 1;
+			if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq, X->kd, X->kb, (int)n,
+			    d_y[i], d_scale != NULL ? d_scale[i] : NULL) != 0)
+				return -1;
+			continue;
+		}
 		for (j = i + 1; n <= GPU_MATVEC_MAX_ROWS && j < nw && j - i < MV8_SET &&
 		    t[j] == t[i]; j++)
 			;
@@ -424,22 +469,33 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	return 0;
 }
 
+/* x quantized in the forms the weights take (q80: Q8_0, with sx for q81; qk: Q8_K). */
+static int
+mv8_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int q80, int q81,
+    int qk, struct mv8_x *X)
+{
+	int64_t total = n * (ne0 / 32);
+
+	if (q80) {
+		k_q8x<0><<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>((float *)d_x,
+		    NULL, 1, 0, (int)(ne0 / 32), total, X->q, X->dx, q81 ? X->sx : NULL);
+		GPU_LAUNCHED(g, "matvec_q8 quantize");
+	}
+	return qk ? qk_quantize(g, d_x, n, ne0, X->kq, X->kd, X->kb) : 0;
+}
+
 extern "C" int
 gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
     const int64_t *rows, int64_t ne0, const float *d_x, int64_t n, float *const *d_y,
     const float *const *d_scale)
 {
-	int nb = (int)(ne0 / 32), q81;
-	int8_t *q;
-	float *dx, *sx;
+	int q81, q80, qk;
+	struct mv8_x X;
 
-	if (mv8_types(g, nw, t, rows, ne0, n, &q81) || mv8_scratch(g, n, ne0, &q, &dx, &sx))
+	if (mv8_types(g, nw, t, rows, ne0, n, &q81, &q80, &qk) ||
+	    mv8_scratch(g, n, ne0, qk, 0, &X) || mv8_quantize(g, d_x, n, ne0, q80, q81, qk, &X))
 		return -1;
-	int64_t total = n * nb;
-	k_q8x<0><<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>((float *)d_x, NULL,
-	    1, 0, nb, total, q, dx, q81 ? sx : NULL);
-	GPU_LAUNCHED(g, "matvec_q8 quantize");
-	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
+	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);
 }
 
 extern "C" int
@@ -447,16 +503,21 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
     int t, const void *d_w, int64_t rows, int64_t ne0, int64_t n, float *d_y,
     const float *d_scale)
 {
-	int nb = (int)(ne0 / 32), q81;
-	int8_t *q;
-	float *dx, *sx;
+	int nb = (int)(ne0 / 32), q81, q80, qk;
+	struct mv8_x X;
 
 	if (pre != GPU_PRE_SWIGLU && pre != GPU_PRE_SIGMOID)
 		return gpu_fail(g, "matvec_q8: op %d before the product", pre);
 	if (pre == GPU_PRE_SIGMOID && (hd < 32 || hd % 32 != 0 || ne0 % hd != 0 || ldu < hd))
 		return gpu_fail(g, "matvec_q8: gate heads of %d in rows of %lld", hd, (long long)ne0);
-	if (mv8_types(g, 1, &t, &rows, ne0, n, &q81) || mv8_scratch(g, n, ne0, &q, &dx, &sx))
+	if (mv8_types(g, 1, &t, &rows, ne0, n, &q81, &q80, &qk))
 		return -1;
+	if (qk)
+		return gpu_fail(g, "matvec_q8: type %d: no op before a K-quant product", t);
+	if (mv8_scratch(g, n, ne0, 0, 0, &X))
+		return -1;
+	int8_t *q = X.q;
+	float *dx = X.dx, *sx = X.sx;
 	int64_t total = n * nb;
 	unsigned nblk = (unsigned)((total * 32 + 255) / 256);
 	if (pre == GPU_PRE_SWIGLU)
@@ -466,7 +527,7 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 		k_q8x<GPU_PRE_SIGMOID><<<nblk, 256, 0, g->stream>>>(d_x, d_u, hd, ldu, nb, total, q,
 		    dx, q81 ? sx : NULL);
 	GPU_LAUNCHED(g, "matvec_q8 quantize");
-	return mv8_products(g, 1, &t, &d_w, &rows, ne0, q, dx, sx, n, &d_y, &d_scale);
+	return mv8_products(g, 1, &t, &d_w, &rows, ne0, &X, n, &d_y, &d_scale);
 }
 
 #define RQ_VEC 4	/* float4s a thread holds in k_rmsnorm_q8x */
@@ -480,10 +541,14 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
  * back to x.  z not NULL: y *= silu(z) as k_rmsnorm4's gated form, y
  * written to x.  Rows are contiguous (a row of d may be a head of a
  * longer row: the blocks of 32 follow on).
+ * K = 1: the normed row is written to xn instead, and after a barrier each
+ * warp quantizes 256-blocks of it to Q8_K as k_q8kx does (q, dx = the
+ * block's d, kb = its bsums): bit-identical to gpu_rmsnorm then k_q8kx.
  */
+template <int K>
 __global__ void __launch_bounds__(1024)
 k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, float eps,
-    int8_t *q, float *dx, float *sx)
+    int8_t *q, float *dx, float *sx, float *xn, int16_t *kb)
 {
 	__shared__ double red[33];
 	float4 *xr = (float4 *)(x + (size_t)blockIdx.x * d);
@@ -540,6 +605,11 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
 			o.z = __fmul_rn(o.z, gpu_silu(g.z)), o.w = __fmul_rn(o.w, gpu_silu(g.w));
 			xr[i] = o;
 		}
+		if (K) {
+			if (i < d4)
+				((float4 *)(xn + (size_t)blockIdx.x * d))[i] = o;
+			continue;
+		}
 		float a = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
 		for (int m = 1; m < 8; m <<= 1)
 			a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, m));
@@ -564,7 +634,17 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
 			}
 		}
 	}
+	if (K) {
+		int nk = d / 256;
+		__syncthreads();	/* the row in xn, written by the whole block */
+		for (int b = wp; b < nk; b += blockDim.x >> 5) {
+			size_t o = (size_t)blockIdx.x * d + (size_t)b * 256;
+			gpu_q8k_block(xn + o, lane, q + o, dx + (size_t)blockIdx.x * nk + b,
+			    kb + o / 16);
+		}
+	}
 }
+
 
 extern "C" int
 gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const float *d_z,
@@ -572,24 +652,33 @@ gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const floa
     const int64_t *rows, int64_t ne0, int64_t n, float *const *d_y,
     const float *const *d_scale)
 {
-	int d4 = (int)(d / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81;
+	int d4 = (int)(d / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81, q80, qk;
 	int64_t nr = d > 0 ? n * (ne0 / d) : 0;	/* rows of d */
-	int8_t *q;
-	float *dx, *sx;
+	struct mv8_x X;
 
-	if (mv8_types(g, nw, t, rows, ne0, n, &q81))
+	if (mv8_types(g, nw, t, rows, ne0, n, &q81, &q80, &qk))
 		return -1;
+	if (qk && d_z != NULL)
+		return gpu_fail(g, "rmsnorm_matvec_q8: no gated norm before a K-quant product");
 	if (d_nw == NULL || d < 32 || d % 32 != 0 || ne0 % d != 0 || (d_z == NULL && d != ne0) ||
 	    nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
 	    ((uintptr_t)d_t & 15) || ((uintptr_t)d_z & 15) || nr > INT32_MAX)
 		return gpu_fail(g, "rmsnorm_matvec_q8: norm rows of %lld in rows of %lld (at most "
 		    "%d), or unaligned", (long long)d, (long long)ne0, 1024 * 4 * RQ_VEC);
-	if (mv8_scratch(g, n, ne0, &q, &dx, &sx))
+	if (mv8_scratch(g, n, ne0, qk, qk, &X))
 		return -1;
-	k_rmsnorm_q8x<<<(unsigned)nr, nt, 0, g->stream>>>(d_x, d_t, d_z, d_nw, (int)d, eps, q,
-	    dx, q81 ? sx : NULL);
-	GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
-	return mv8_products(g, nw, t, d_w, rows, ne0, q, dx, sx, n, d_y, d_scale);
+	if (qk) {	/* Q8_K: the norm written out and quantized; Q8_0 of it too if wanted */
+		k_rmsnorm_q8x<1><<<(unsigned)nr, nt, 0, g->stream>>>(d_x, d_t, NULL, d_nw, (int)d,
+		    eps, X.kq, X.kd, NULL, X.xn, X.kb);
+		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize q8k");
+		if (q80 && mv8_quantize(g, X.xn, n, ne0, 1, q81, 0, &X) != 0)
+			return -1;
+	} else {
+		k_rmsnorm_q8x<0><<<(unsigned)nr, nt, 0, g->stream>>>(d_x, d_t, d_z, d_nw, (int)d,
+		    eps, X.q, X.dx, q81 ? X.sx : NULL, NULL, NULL);
+		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
+	}
+	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);
 }
 
 extern "C" int

@@ -61,14 +61,18 @@ G=${TMPDIR:-/tmp}/memra-gguf
 if [ -n "$A" ] && [ "$mode" != bench ]; then
 	mkdir -p "$G"
 	{ bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
-	  bin/quant-nvfp4 $A "$G/A-nvfp4.gguf"; } >"$OUT/gguf.log" 2>&1 ||
+	  bin/quant-nvfp4 $A "$G/A-nvfp4.gguf" &&
+	  bin/quant-nvfp4 --type Q4_K --tensor-type 'ffn_down\.weight$=Q6_K' \
+	    --tensor-type 'ssm_out\.weight$=Q5_K' $A "$G/A-q4_k.gguf"; } >"$OUT/gguf.log" 2>&1 ||
 	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
 	ls -l "$G" >>"$OUT/gguf.log"
 fi
 if [ "$mode" != bench ]; then
 	t0=$(date +%s)
 	timeout 240 bin/kernel-check $A >"$OUT/kernel-check.log" 2>&1; kc=$?
-	for m in "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do	# the model checks on GGUFs too
+	# the model checks on GGUFs too (A-q4_k: K-quant products on int8 activations
+	# where A's rows allow them: Q4_K, Q5_K ssm_out, Q6_K ffn_down; Q5_0 elsewhere)
+	for m in "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf" "$G/A-q4_k.gguf"; do
 		[ -e "$m" ] || continue
 		echo "== $m" >>"$OUT/kernel-check.log"
 		timeout 120 bin/kernel-check "$m" >"$OUT/kc-model.tmp" 2>&1 || kc=1
@@ -107,7 +111,7 @@ if [ "$mode" != bench ]; then
 		[ "$(grep -c '"gate": "MATCH"' "$OUT/run-gen-cuda.jsonl")" = 8 ] || rg=1
 		[ $rg = 0 ] && echo "RUN-GEN GATE PASS" >>"$OUT/run-gen.log" ||
 		    echo "RUN-GEN GATE FAIL" >>"$OUT/run-gen.log"
-		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf"; do
+		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf" "$G/A-q4_k.gguf"; do
 			[ -e "$m" ] || continue
 			echo "== run-spec $m" >>"$OUT/run-spec.log"
 			head -8 $A/prompts.jsonl | MEMRA_CUDA_GRAPH=stats timeout 100 bin/run-spec --raw \

@@ -14,4 +14,9 @@ awk -v date="$date" -v commit="$commit" -v logname="$(basename "$log")" '
 	scen = "matvec-m" m (chunk && chunk != 2560 ? "-c" chunk : "")
 	printf "%s\t%s\t%s\tkernel-check\trandom %s\t%s\t%s\t-\t5\t%s\t-\t-\tGB/s\td2d-copy\t%s\t%.3f\t%s\n",
 	    date, commit, gpu, $3, $2, scen, $7, copy, $7 / copy, logname
+}
+/^bench i8 [A-Z0-9_]+ +[0-9]+x[0-9]+ +m=[0-9]+ +L=/ {	# K-quants on int8 activations
+	m = $5; sub(/m=/, "", m); l = $6; sub(/L=/, "", l)
+	printf "%s\t%s\t%s\tkernel-check\trandom %s\t%s\tmatvec-i8-L%s-m%s\t-\t5\t%s\t-\t-\tGB/s\td2d-copy\t%s\t%.3f\t%s\n",
+	    date, commit, gpu, $4, $3, l, m, $9, copy, $9 / copy, logname
 }' "$log"
