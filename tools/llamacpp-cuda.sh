@@ -8,7 +8,8 @@
 #     BUILDDIR  default /tmp/llamacpp-cuda
 # Environment: LLAMACPP_CUDA=OFF builds the CPU-only llama-bench (a check
 # that the tarball is complete, on a machine without a GPU); CUDA_ARCH
-# (default 90); JOBS (default nproc).  The build log is BUILDDIR/build.log
+# (default 90); JOBS (default nproc); LLAMACPP_NATIVE=OFF builds the CPU
+# code for any x86-64 (a build made here to run on the device).  The build log is BUILDDIR/build.log
 # (copied to $OUT when that is set).  Exit 0 built, 1 failed, 2 misused.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +28,7 @@ log=$dir/build.log
 set -- -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_BACKEND_DL=OFF -DGGML_NATIVE=${LLAMACPP_NATIVE:-ON} \
     -DGGML_CUDA_NCCL=OFF
 if [ "$cuda" = ON ]; then
 	set -- "$@" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}"
