@@ -1966,8 +1966,9 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 }
 
 /*
- * The K-quant decode products on int8 activations (gpu_matvec_q8: the Q8_K
- * quantization of x and cuda/matvec_qk.cu's kernel) against the fp32-x
+ * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
+ * matvec_q8.cu's kernels, or for K-quants the Q8_K form and matvec_qk.cu's
+ * kernel at 4 and 8 lanes) against the fp32-x
  * kernel (gpu_matvec: k_matvec) on the same weights, graphs of launches
  * cycling over copies that pass 1 GiB, as bench_matvec.
  */
@@ -1981,6 +1982,7 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
+	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : 2;
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
@@ -1988,7 +1990,7 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[3];
-		for (int i8 = 0; i8 < 3; i8++) {	/* f32 x, i8 4 lanes, i8 8 lanes */
+		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
@@ -2002,10 +2004,10 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 			s[i8] = time_graph(k, gr, 5) / nl;
 			gpu_graph_free(gr);
 		}
-		for (int l = 1; l < 3; l++)
+		for (int l = 1; l < nv; l++)
 			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%d %8.2f us %7.1f GB/s %5.1f%% of copy  "
 			    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
-			    (long long)ne0, ms[mi], 4 * l, s[l] * 1e6, nb / s[l] * 1e-9,
+			    (long long)ne0, ms[mi], qk ? 4 * l : 0, s[l] * 1e6, nb / s[l] * 1e-9,
 			    100.0 * nb / s[l] / copy_bw, s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
 		fflush(stdout);
 	}
@@ -2061,6 +2063,8 @@ static void
 bench(struct kc *k)
 {
 	static const int64_t shapes[][2] = { { 4096, 4096 }, { 12288, 4096 }, { 4096, 12288 } };
+	static const int i8_types[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K,
+	    QUANT_Q5_K, QUANT_Q6_K };
 	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);	/* offsets of the copies + the largest matrix */
 	uint8_t *pool = xmalloc(pn);
 	double bw;
@@ -2078,10 +2082,10 @@ bench(struct kc *k)
 		for (int ti = 0; ti < NTYPES; ti++)
 			if (k->only < 0 || k->only == mv_types[ti])
 				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
-	for (int ti = QUANT_Q4_K; ti <= QUANT_Q6_K; ti++)
+	for (size_t ti = 0; ti < sizeof i8_types / sizeof i8_types[0]; ti++)	/* int8 x */
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-			if (k->only < 0 || k->only == ti)
-				bench_qk(k, ti, shapes[si][0], shapes[si][1], dpool, bw);
+			if (k->only < 0 || k->only == i8_types[ti])
+				bench_qk(k, i8_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
 	for (int ti = 0; ti < 2; ti++)
 		for (size_t si = 1; si < sizeof shapes / sizeof shapes[0]; si++) {
 			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;

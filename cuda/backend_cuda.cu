@@ -86,6 +86,7 @@ struct backend_cuda {
 	struct cuda_graph graph[CUDA_GRAPHS];
 	struct cuda_graph *rec;		/* the entry being recorded, or NULL */
 	unsigned long clock;
+	struct backend_prof_row prof[256];	/* backend_prof_rows: gpu_prof's rows */
 };
 
 struct cuda_weight {
@@ -1208,6 +1209,41 @@ cu_graph_end(struct backend *be, int failed)
 	return 0;
 }
 
+/* backend_prof_*: gpu_prof (20 ms of spin ahead of the ops: they run back to back). */
+static int
+cu_prof_begin(struct backend *be)
+{
+	return gpu_prof_begin(CB(be)->g, 20.0) ? gfail(be, "prof") : 0;
+}
+
+static int
+cu_prof_end(struct backend *be)
+{
+	return gpu_prof_end(CB(be)->g) ? gfail(be, "prof") : 0;
+}
+
+static int
+cu_prof_rows(struct backend *be, const struct backend_prof_row **rows)
+{
+	const struct gpu_prof_row *r;
+	int n = gpu_prof_rows(CB(be)->g, &r), max = (int)(sizeof CB(be)->prof / sizeof CB(be)->prof[0]);
+
+	n = n < max ? n : max;
+	for (int i = 0; i < n; i++) {
+		CB(be)->prof[i].name = r[i].name;
+		CB(be)->prof[i].s = r[i].s;
+		CB(be)->prof[i].n = r[i].n;
+	}
+	*rows = CB(be)->prof;
+	return n;
+}
+
+static void
+cu_prof_reset(struct backend *be)
+{
+	gpu_prof_reset(CB(be)->g);
+}
+
 static const struct backend_ops cuda_ops = {
 	cu_close, cu_alloc, cu_mfree, cu_write, cu_read, cu_copy, cu_fill, cu_sync,
 	cu_weight_init, cu_weight_release, cu_supports,
@@ -1218,6 +1254,7 @@ static const struct backend_ops cuda_ops = {
 	cu_rope_dpos, cu_kv_store, cu_attention_dpos,
 	cu_graph_replay, cu_graph_begin, cu_graph_end,
 	cu_add_rmsnorm_matmul, cu_ffn, cu_rmsnorm_gated_matmul, cu_mul_sigmoid_matmul,
+	cu_prof_begin, cu_prof_end, cu_prof_rows, cu_prof_reset,
 };
 
 extern "C" struct backend *

@@ -68,6 +68,8 @@ gpu_open(int dev, char *err, size_t errlen)
 	return g;
 }
 
+static void gpu_prof_free(struct gpu *);
+
 extern "C" void
 gpu_close(struct gpu *g)
 {
@@ -82,6 +84,7 @@ gpu_close(struct gpu *g)
 	for (int i = 0; i < GPU_MARKS; i++)
 		if (g->mark[i])
 			cudaEventDestroy(g->mark[i]);
+	gpu_prof_free(g);
 	if (g->stream)
 		cudaStreamDestroy(g->stream);
 	free(g);
@@ -296,4 +299,132 @@ gpu_elapsed(struct gpu *g, int from, int to, float *ms)
 		return gpu_fail(g, "elapsed: slot out of 0..%d", GPU_MARKS - 1);
 	GPU_CHECK(g, cudaEventElapsedTime(ms, g->mark[from], g->mark[to]));
 	return 0;
+}
+
+/* --- gpu_prof ---------------------------------------------------------- */
+
+enum { PROF_ROWS = 256 };
+
+struct gpu_prof {
+	int	on, n;				/* marks queued since begin */
+	cudaEvent_t ev[GPU_PROF_MARKS + 1];	/* ev[0]: begin */
+	const char *what[GPU_PROF_MARKS + 1];
+	struct gpu_prof_row row[PROF_ROWS];
+	int	nrow;
+};
+
+__global__ void
+k_spin(long long cycles)
+{
+	long long t0 = clock64();
+
+	while (clock64() - t0 < cycles)
+		;
+}
+
+static void
+gpu_prof_free(struct gpu *g)
+{
+	if (g->prof == NULL)
+		return;
+	for (int i = 0; i <= GPU_PROF_MARKS; i++)
+		if (g->prof->ev[i])
+			cudaEventDestroy(g->prof->ev[i]);
+	free(g->prof);
+	g->prof = NULL;
+}
+
+int
+gpu_prof_mark(struct gpu *g, const char *what)
+{
+	struct gpu_prof *p = g->prof;
+
+	if (!p->on)
+		return 0;
+	if (p->n >= GPU_PROF_MARKS)
+		return gpu_fail(g, "prof: more than %d launches between begin and end",
+		    GPU_PROF_MARKS);
+	p->n++;
+	p->what[p->n] = what;
+	GPU_CHECK(g, cudaEventRecord(p->ev[p->n], g->stream));
+	return 0;
+}
+
+extern "C" int
+gpu_prof_begin(struct gpu *g, double spin_ms)
+{
+	struct gpu_prof *p = g->prof;
+	cudaStreamCaptureStatus cs;
+	int khz = 0;
+
+	GPU_CHECK(g, cudaStreamIsCapturing(g->stream, &cs));
+	if (cs != cudaStreamCaptureStatusNone)
+		return gpu_fail(g, "prof: the stream is being captured into a graph");
+	if (p == NULL) {
+		if ((p = (struct gpu_prof *)calloc(1, sizeof *p)) == NULL)
+			return gpu_fail(g, "prof: out of memory");
+		g->prof = p;
+		for (int i = 0; i <= GPU_PROF_MARKS; i++)
+			GPU_CHECK(g, cudaEventCreate(&p->ev[i]));
+	}
+	if (p->on)
+		return gpu_fail(g, "prof: begin twice");
+	GPU_CHECK(g, cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->dev));
+	if (spin_ms > 0) {
+		k_spin<<<1, 1, 0, g->stream>>>((long long)(spin_ms * khz));
+		GPU_CHECK(g, cudaGetLastError());
+	}
+	GPU_CHECK(g, cudaEventRecord(p->ev[0], g->stream));
+	p->n = 0;
+	p->on = 1;
+	return 0;
+}
+
+static int
+prof_cmp(const void *a, const void *b)
+{
+	double x = ((const struct gpu_prof_row *)a)->s, y = ((const struct gpu_prof_row *)b)->s;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+extern "C" int
+gpu_prof_end(struct gpu *g)
+{
+	struct gpu_prof *p = g->prof;
+
+	if (p == NULL || !p->on)
+		return gpu_fail(g, "prof: end without begin");
+	p->on = 0;
+	GPU_CHECK(g, cudaStreamSynchronize(g->stream));
+	for (int i = 1; i <= p->n; i++) {
+		float ms;
+		int r;
+		GPU_CHECK(g, cudaEventElapsedTime(&ms, p->ev[i - 1], p->ev[i]));
+		for (r = 0; r < p->nrow && strcmp(p->row[r].name, p->what[i]) != 0; r++)
+			;
+		if (r == p->nrow) {
+			if (r == PROF_ROWS)
+				return gpu_fail(g, "prof: more than %d launch names", PROF_ROWS);
+			p->row[p->nrow++].name = p->what[i];
+		}
+		p->row[r].s += ms * 1e-3;
+		p->row[r].n++;
+	}
+	qsort(p->row, p->nrow, sizeof p->row[0], prof_cmp);
+	return 0;
+}
+
+extern "C" int
+gpu_prof_rows(struct gpu *g, const struct gpu_prof_row **rows)
+{
+	*rows = g->prof != NULL ? g->prof->row : NULL;
+	return g->prof != NULL ? g->prof->nrow : 0;
+}
+
+extern "C" void
+gpu_prof_reset(struct gpu *g)
+{
+	if (g->prof != NULL)
+		g->prof->nrow = 0;
 }

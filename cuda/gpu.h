@@ -85,6 +85,28 @@ int	gpu_mark(struct gpu *g, int slot);		/* slot 0..7 */
 int	gpu_elapsed(struct gpu *g, int from, int to, float *ms);
 
 /*
+ * Where the time goes (a benchmark aid, graphs off): between gpu_prof_begin
+ * and gpu_prof_end every kernel launched on g's stream is timed by an event
+ * after it, and its time (from the event before) added to the row of its
+ * name; copies queued between two kernels count to the second.  begin
+ * first queues a kernel that spins for spin_ms, so that the host queues the
+ * work behind it and the device runs it back to back (not waiting on the
+ * host).  end waits for the device; the rows (launch name, seconds,
+ * launches, busiest first) stay until gpu_prof_reset.  At most
+ * GPU_PROF_MARKS launches between a begin and its end.
+ */
+#define GPU_PROF_MARKS	8192
+struct gpu_prof_row {
+	const char *name;
+	double	s;
+	unsigned long n;
+};
+int	gpu_prof_begin(struct gpu *g, double spin_ms);
+int	gpu_prof_end(struct gpu *g);
+int	gpu_prof_rows(struct gpu *g, const struct gpu_prof_row **rows);
+void	gpu_prof_reset(struct gpu *g);
+
+/*
  * Benchmark seam for gpu_matvec: chunk = bytes of a weight row staged per
  * warp and step (256..2560, a multiple of 16; default 2560), unroll = octets
  * a lane overlaps (1 or 2; default 1).  Unrolling never changes a result;

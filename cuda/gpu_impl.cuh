@@ -26,6 +26,7 @@ struct gpu {
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];
+	struct gpu_prof *prof;		/* gpu_prof_*: NULL until the first begin */
 	char	name[128];
 	char	err[GPU_ERRLEN];
 };
@@ -58,7 +59,12 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 	cudaError_t e_ = cudaGetLastError();				\
 	if (e_ != cudaSuccess)						\
 		return gpu_fail((g), "%s: %s", (what), cudaGetErrorString(e_)); \
+	if ((g)->prof != NULL && gpu_prof_mark((g), (what)) != 0)	\
+		return -1;						\
 } while (0)
+
+/* gpu_prof: an event after a launch named what (a string literal), while on. */
+int	gpu_prof_mark(struct gpu *g, const char *what);
 
 /* Scratch of at least n bytes (grown outside graph capture only). */
 void   *gpu_scratch(struct gpu *g, size_t n);

@@ -551,6 +551,38 @@ backend_graph_set(struct backend *be, int on)
 	be->graph.on = on && be->ops->graph_replay != NULL && be->graph.why[0] == '\0';
 }
 
+int
+backend_prof_begin(struct backend *be)
+{
+	if (be->ops->prof_begin == NULL)
+		return util_err(be->err, "%s: cannot time its kernels", be->name);
+	if (be->graph.on)
+		return util_err(be->err, "prof: recorded steps are on (backend_graph_set(be, 0))");
+	return be->ops->prof_begin(be);
+}
+
+int
+backend_prof_end(struct backend *be)
+{
+	if (be->ops->prof_end == NULL)
+		return util_err(be->err, "%s: cannot time its kernels", be->name);
+	return be->ops->prof_end(be);
+}
+
+int
+backend_prof_rows(struct backend *be, const struct backend_prof_row **rows)
+{
+	*rows = NULL;
+	return be->ops->prof_rows != NULL ? be->ops->prof_rows(be, rows) : 0;
+}
+
+void
+backend_prof_reset(struct backend *be)
+{
+	if (be->ops->prof_reset != NULL)
+		be->ops->prof_reset(be);
+}
+
 const struct backend_graph_stats *
 backend_graph_stats(const struct backend *be)
 {

@@ -315,6 +315,24 @@ int	backend_graph_env(struct backend *, const char *v, char *err);
  */
 const char *backend_graph_note(const struct backend *, int stats, char *buf, size_t n);
 
+/*
+ * Where the device's time goes (a benchmark aid, not for serving): with
+ * recording off (backend_graph_set(be, 0)), the ops queued between
+ * backend_prof_begin and backend_prof_end are timed kernel by kernel on the
+ * device and summed per kernel name.  begin: -1 when the backend cannot
+ * (the CPU backend; recording on), with the reason.  rows: the sums since
+ * the backend opened (or the last reset), busiest first; returns how many.
+ */
+struct backend_prof_row {
+	const char	*name;		/* the kernel's name as the backend calls it */
+	double		s;		/* device seconds, summed */
+	unsigned long	n;		/* launches */
+};
+int	backend_prof_begin(struct backend *);
+int	backend_prof_end(struct backend *);
+int	backend_prof_rows(struct backend *, const struct backend_prof_row **rows);
+void	backend_prof_reset(struct backend *);
+
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,
 	    int ldg, int rows, int n);

@@ -94,6 +94,11 @@ struct backend_ops {
 		    float *);
 	int	(*mul_sigmoid_matmul)(struct backend *, float *, const float *, int, int,
 		    int, int, const struct backend_weight *, float *);
+	/* optional, backend_prof_*: NULL cannot profile */
+	int	(*prof_begin)(struct backend *);
+	int	(*prof_end)(struct backend *);
+	int	(*prof_rows)(struct backend *, const struct backend_prof_row **);
+	void	(*prof_reset)(struct backend *);
 };
 
 struct backend {

@@ -23,8 +23,9 @@
 # replayed (MEMRA_CUDA_GRAPH=stats); run-spec runs with graphs on; with
 # GPU_RUN_9B=1, model-bench decode tok/s graphs off (A) vs on (B), ABBA
 # through tools/abba (GPU_RUN_ABBA_BLOCKS blocks, default 1; GPU_RUN_GRAPH_ABBA=0
-# skips it).  GPU_RUN_PROF=1 (with GPU_RUN_9B=1): where a decode step's time
-# goes, per kernel (nsys, graph nodes traced), on the 9B shape's files.
+# skips it).  GPU_RUN_PROF=1 (with GPU_RUN_9B=1): where the device's time
+# goes in a decode step, a K=3 verify and a 512-token prefill, per kernel
+# (model-bench -P), on the 9B shape's files.
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
@@ -256,17 +257,9 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			timeout 150 build/t/tools/model-bench -d cuda $args -B "$BW" "$f" \
 			    >>"$OUT/speed-9b.log" 2>&1 || echo "model-bench $q $args: failed" >>"$OUT/speed-9b.log"
 		done
-		if [ "${GPU_RUN_PROF:-0}" = 1 ]; then	# per-kernel time of 32 decode steps
-			ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-			if [ -n "$ns" ]; then
-				timeout 150 "$ns" profile -o "$G/prof-$q" --force-overwrite true -t cuda \
-				    --cuda-graph-trace=node build/t/tools/model-bench -d cuda -c 128 -n 32 -r 1 -k 0 "$f" \
-				    >"$OUT/prof-$q.log" 2>&1 &&
-				timeout 120 "$ns" stats -r cuda_gpu_kern_sum -f csv -o "$OUT/prof-$q" "$G/prof-$q.nsys-rep" \
-				    >>"$OUT/prof-$q.log" 2>&1 || echo "nsys $q: failed" >>"$OUT/prof-$q.log"
-			else
-				echo "no nsys on this machine" >"$OUT/prof-$q.log"
-			fi
+		if [ "${GPU_RUN_PROF:-0}" = 1 ]; then	# per-kernel device time (backend_prof)
+			timeout 150 build/t/tools/model-bench -P -d cuda -c 512 -n 16 -r 1 -k 0 "$f" \
+			    >"$OUT/prof-$q.log" 2>&1 || echo "model-bench -P $q: failed" >>"$OUT/prof-$q.log"
 		fi
 		if [ "$GRAPH" = 1 ] && [ "${GPU_RUN_GRAPH_ABBA:-1}" = 1 ]; then	# decode with graphs off (A) and on (B), A B B A
 			mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
@@ -368,11 +361,13 @@ if [ -f "$OUT/bench.log" ]; then
 fi
 [ -f "$OUT/speed-9b.log" ] && { echo "== 9b-shape speed"; grep -vE '^decode\s' "$OUT/speed-9b.log"; }
 [ -f "$OUT/speed-27b.log" ] && { echo "== 27b-shape speed"; grep -vE '^decode\s' "$OUT/speed-27b.log"; }
-for c in "$OUT"/prof-*_cuda_gpu_kern_sum.csv; do	# the top kernels: time %, total ns, count, name
-	[ -f "$c" ] && { echo "== $(basename "$c" _cuda_gpu_kern_sum.csv): kernels by time";
-	    python3 -c 'import csv,sys
-r=list(csv.DictReader(open(sys.argv[1])))
-for x in r[:14]: print("%5s%% %12s ns %6s x  %s" % (x["Time (%)"], x["Total Time (ns)"], x["Instances"], x["Name"][:90]))' "$c"; }
+for c in "$OUT"/prof-*.log; do	# the busiest kernels of a decode step, verify, prefill
+	[ -f "$c" ] || continue
+	echo "== $(basename "$c" .log): device time by kernel (us a step)"
+	for w in decode verify-K3 prefill; do
+		grep -P "^prof\t$w\t" "$c" | head -12 | cut -f2- | tr -s '\t' ' '
+		grep -P "^prof\t$w\t\(sum" "$c" | cut -f2- | tr -s '\t' ' '
+	done
 done
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }

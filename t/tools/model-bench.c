@@ -10,7 +10,10 @@
  * rate against -B, the measured device copy bandwidth.  Then the cost of
  * a verify forward of m = 2..kmax+1 rows (logits of every row) relative to
  * one decode step, rolled back after each.  Token ids are fixed, not
- * sampled: a random-weight model's argmax means nothing.
+ * sampled: a random-weight model's argmax means nothing.  -P: then, with
+ * recorded steps off, where the device's time goes in a decode step, a
+ * K=3 verify and the prefill (backend_prof: kernel by kernel, per name,
+ * device microseconds a step), and the sum against the step's wall time.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -39,6 +42,24 @@ cmpd(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* The rows backend_prof summed over steps, per step, then reset. */
+static void
+prof_print(struct backend *be, const char *what, int steps, double wall)
+{
+	const struct backend_prof_row *r;
+	int n = backend_prof_rows(be, &r);
+	double tot = 0;
+
+	for (int i = 0; i < n; i++)
+		tot += r[i].s;
+	for (int i = 0; i < n; i++)
+		printf("prof\t%s\t%-28s\tus\t%9.1f\tlaunches\t%6.1f\tshare\t%5.1f%%\n", what,
+		    r[i].name, r[i].s / steps * 1e6, (double)r[i].n / steps, 100 * r[i].s / tot);
+	printf("prof\t%s\t%-28s\tus\t%9.1f\twall_us\t%9.1f\n", what, "(sum of kernels)",
+	    tot / steps * 1e6, wall / steps * 1e6);
+	backend_prof_reset(be);
 }
 
 static double
@@ -73,13 +94,13 @@ int
 main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
-	int ch, ctx = 128, n = 64, reps = 3, kmax = 8;
+	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:")) != -1) {
+	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:P")) != -1) {
 		switch (ch) {
 		case 'd': dev = optarg; break;
 		case 'c': if (util_parse_i64(optarg, 1, 1 << 20, &v)) die(2, "bad -c"); ctx = (int)v; break;
@@ -87,11 +108,12 @@ main(int argc, char *argv[])
 		case 'r': if (util_parse_i64(optarg, 1, 99, &v)) die(2, "bad -r"); reps = (int)v; break;
 		case 'k': if (util_parse_i64(optarg, 0, 15, &v)) die(2, "bad -k"); kmax = (int)v; break;
 		case 'B': bw = atof(optarg); break;
+		case 'P': prof = 1; break;
 		default: return 2;
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: model-bench [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
+		die(2, "usage: model-bench [-P] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
 		    "[-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
@@ -103,7 +125,7 @@ main(int argc, char *argv[])
 	if (md == NULL)
 		die(1, "%s", err);
 	const struct model_hparams *hp = model_hparams(md);
-	int nv = hp->n_vocab, tot = ctx + reps * n + 4 * (kmax + 1) * kmax + 16;
+	int nv = hp->n_vocab, tot = ctx + (reps + prof) * n + 4 * (kmax + 1) * kmax + 5 * 4 + 16;
 	struct state *st = model_state_new(md, tot, kmax + 1, err);
 	float *lg = malloc((size_t)(kmax + 1) * nv * sizeof *lg);
 	int32_t *ids = malloc((size_t)(ctx > 16 ? ctx : 16) * sizeof *ids);
@@ -148,6 +170,44 @@ main(int argc, char *argv[])
 		}
 		double vm = median(dt, 5);
 		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\n", m - 1, m, vm * 1e3, vm / step);
+	}
+	if (prof) {
+		double wall = 0;
+		backend_graph_set(be, 0);
+		for (int i = 0; i < n; i++) {
+			int32_t t = 1 + (int32_t)(i * 37 % (nv - 1));
+			if (backend_prof_begin(be) != 0)
+				die(1, "prof: %s", backend_errmsg(be));
+			t0 = now();
+			if (model_forward(md, st, &t, 1, 0, lg, NULL) != 0 || backend_prof_end(be) != 0)
+				die(1, "prof decode: %s", model_errmsg(md));
+			wall += now() - t0 - 0.020;	/* less the spin ahead */
+		}
+		prof_print(be, "decode", n, wall);
+		wall = 0;
+		for (int r = 0; r < 5; r++) {
+			for (int i = 0; i < 4; i++)
+				ids[i] = 1 + (int32_t)((r * 11 + i * 5) % (nv - 1));
+			if (backend_prof_begin(be) != 0)
+				die(1, "prof: %s", backend_errmsg(be));
+			t0 = now();
+			if (model_forward(md, st, ids, 4, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, NULL) != 0 ||
+			    backend_prof_end(be) != 0)
+				die(1, "prof verify: %s", model_errmsg(md));
+			wall += now() - t0 - 0.020;
+			if (state_rollback(st, 1) != 0)
+				die(1, "rollback failed");
+		}
+		prof_print(be, "verify-K3", 5, wall);
+		for (int i = 0; i < ctx; i++)
+			ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
+		if (state_reset(st) != 0 || backend_prof_begin(be) != 0)
+			die(1, "prof prefill: %s", backend_errmsg(be));
+		t0 = now();
+		if (model_forward(md, st, ids, ctx, MODEL_PREFILL, lg, NULL) != 0 ||
+		    backend_prof_end(be) != 0)
+			die(1, "prof prefill: %s", model_errmsg(md));
+		prof_print(be, "prefill", 1, now() - t0 - 0.020);
 	}
 	free(lg), free(ids), free(dt);
 	state_free(st);
