@@ -1049,6 +1049,9 @@ check_all(struct kc *k)
 	check_attention(k, 1, 32, 8, 128, 5000);
 	check_attention(k, 4, 16, 4, 256, 700);
 	check_attention(k, 16, 8, 8, 64, 255);
+	check_attention(k, 2, 6, 2, 80, 130);	/* head rows of 80, 96, 192: scalar and float2 loads */
+	check_attention(k, 3, 12, 4, 96, 63);
+	check_attention(k, 1, 4, 1, 192, 2100);
 	check_argmax(k, 3, 248320);
 	check_argmax(k, 5, 1000);
 	check_graph(k);

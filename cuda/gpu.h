@@ -308,6 +308,8 @@ int	gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
  * q[nq][nh][hd], cache K, V [n_ctx][nkv][hd] (positions 0.. filled),
  * query t sees positions 0..pos0+t (causal); head h uses kv head
  * h / (nh / nkv).  out[nq][nh][hd].  hd <= 256, nq <= GPU_MATVEC_MAX_ROWS.
+ * Splits of 64 positions, one block each (scratch: nq * nh * splits *
+ * (hd + 2) floats).
  */
 int	gpu_attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
 	    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale);

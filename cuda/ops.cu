@@ -399,8 +399,9 @@ gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 
 /* --- attention: split-K flash-decoding -------------------------------- */
 
-#define ATT_SPLIT 256
+#define ATT_SPLIT 64		/* positions a block takes */
 #define ATT_THREADS 128
+#define ATT_WARPS (ATT_THREADS / 32)
 
 /* The splits the nq rows at pos0 use: those that hold position pos0 + nq - 1 or less. */
 __device__ __forceinline__ int
@@ -409,17 +410,48 @@ att_splits(int pos0, int nq, int nsplit)
 	return min((pos0 + nq + ATT_SPLIT - 1) / ATT_SPLIT, nsplit);
 }
 
-/*
- * Block (split s, head h, query t): scores of its positions, their local
- * max m and sum l, and o = sum p V; written to part[t][h][s] = {m, l, o[hd]}.
- * dpos: NULL, or the device int that holds pos0 (the grid then covers the
- * whole cache and the splits past the rows' positions stop at once).
- */
-__global__ void __launch_bounds__(ATT_THREADS)
-k_attn_split(const float *q, const float *K, const float *V, float *part, int nh,
-    int nkv, int hd, int pos0, int nsplit, float scale, const int32_t *dpos)
+/* A lane's E elements of a head row (e < n: the row's length), W floats a load. */
+template <int E, int W>
+__device__ __forceinline__ void
+att_load(const float *__restrict__ p, int lane, int n, float *v)
 {
-	__shared__ float sq[256], sc[ATT_SPLIT], red[33];
+	if (W == 4) {
+#pragma unroll
+		for (int i = 0; i < E / 4; i++) {
+			float4 a = ((const float4 *)(p + lane * E))[i];
+			v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
+		}
+	} else if (W == 2) {
+#pragma unroll
+		for (int i = 0; i < E / 2; i++) {
+			float2 a = ((const float2 *)(p + lane * E))[i];
+			v[2 * i] = a.x, v[2 * i + 1] = a.y;
+		}
+	} else {
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			v[e] = lane * E + e < n ? p[lane * E + e] : 0.0f;
+	}
+}
+
+/*
+ * Block (split s, head h, query t): the scores of its ATT_SPLIT positions,
+ * their max m and sum l, and o = sum p V; written to part[t][h][s] =
+ * {m, l, o[hd]}.  Lane l holds elements lE .. lE+E-1 of a head row
+ * (hd <= 32 E); warp w takes positions p0 + w, p0 + w + ATT_WARPS, ...:
+ * a score is the lane's FMA chain then a butterfly, the warps' o sums
+ * added in warp order.  What a position contributes depends only on s
+ * and the position, never on the number of rows (batch-invariant).
+ * dpos: NULL, or the device int that holds pos0 (the grid then covers
+ * the whole cache and the splits past the rows' positions stop at once).
+ */
+template <int E, int W>
+__global__ void __launch_bounds__(ATT_THREADS)
+k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
+    const float *__restrict__ V, float *part, int nh, int nkv, int hd, int pos0, int nsplit,
+    float scale, const int32_t *dpos)
+{
+	__shared__ float sc[ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
 	int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
 	if (dpos != NULL)
 		pos0 = *dpos;
@@ -430,24 +462,37 @@ k_attn_split(const float *q, const float *K, const float *V, float *part, int nh
 	int p1 = min(p0 + ATT_SPLIT, np);
 	float *pt = part + (((int64_t)t * nh + h) * nsplit + s) * (hd + 2);
 	int64_t ld = (int64_t)nkv * hd;
+	const float *Kh = K + (int64_t)kvh * hd, *Vh = V + (int64_t)kvh * hd;
+	float qv[E], acc[E];
 
-	for (int i = threadIdx.x; i < hd; i += blockDim.x)
-		sq[i] = q[((int64_t)t * nh + h) * hd + i];
-	__syncthreads();
 	if (p0 >= p1) {
 		for (int i = threadIdx.x; i < hd + 2; i += blockDim.x)
 			pt[i] = i == 0 ? -FLT_MAX : 0.0f;
 		return;
 	}
-	for (int p = p0 + warp; p < p1; p += ATT_THREADS / 32) {
-		const float *kp = K + p * ld + (int64_t)kvh * hd;
-		float d = 0.0f;
-		for (int i = lane; i < hd; i += 32)
-			d = __fmaf_rn(sq[i], kp[i], d);
+	att_load<E, W>(q + ((int64_t)t * nh + h) * hd, lane, hd, qv);
+	for (int p = p0 + warp; p < p1; p += 2 * ATT_WARPS) {	/* two rows in flight */
+		int p2 = p + ATT_WARPS;
+		float ka[E], kb[E], da = 0.0f, db = 0.0f;
+		att_load<E, W>(Kh + p * ld, lane, hd, ka);
+		if (p2 < p1)
+			att_load<E, W>(Kh + p2 * ld, lane, hd, kb);
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			da = __fmaf_rn(qv[e], ka[e], da);
 		for (int o = 16; o > 0; o >>= 1)
-			d = __fadd_rn(d, __shfl_xor_sync(0xFFFFFFFFu, d, o));
+			da = __fadd_rn(da, __shfl_xor_sync(0xFFFFFFFFu, da, o));
 		if (lane == 0)
-			sc[p - p0] = __fmul_rn(d, scale);
+			sc[p - p0] = __fmul_rn(da, scale);
+		if (p2 < p1) {
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				db = __fmaf_rn(qv[e], kb[e], db);
+			for (int o = 16; o > 0; o >>= 1)
+				db = __fadd_rn(db, __shfl_xor_sync(0xFFFFFFFFu, db, o));
+			if (lane == 0)
+				sc[p2 - p0] = __fmul_rn(db, scale);
+		}
 	}
 	__syncthreads();
 	float m = -FLT_MAX;
@@ -459,7 +504,7 @@ k_attn_split(const float *q, const float *K, const float *V, float *part, int nh
 		red[warp] = m;
 	__syncthreads();
 	m = red[0];
-	for (int w = 1; w < ATT_THREADS / 32; w++)
+	for (int w = 1; w < ATT_WARPS; w++)
 		m = fmaxf(m, red[w]);
 	__syncthreads();
 	float l = 0.0f;
@@ -468,11 +513,34 @@ k_attn_split(const float *q, const float *K, const float *V, float *part, int nh
 		sc[i] = e;
 		l += e;
 	}
-	l = block_sum(l, red);
+	l = block_sum(l, red);		/* its barriers publish sc */
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		acc[e] = 0.0f;
+	for (int p = p0 + warp; p < p1; p += 2 * ATT_WARPS) {
+		int p2 = p + ATT_WARPS;
+		float va[E], vb[E], wa = sc[p - p0];
+		att_load<E, W>(Vh + p * ld, lane, hd, va);
+		if (p2 < p1)
+			att_load<E, W>(Vh + p2 * ld, lane, hd, vb);
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			acc[e] = __fmaf_rn(wa, va[e], acc[e]);
+		if (p2 < p1) {
+			float wb = sc[p2 - p0];
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				acc[e] = __fmaf_rn(wb, vb[e], acc[e]);
+		}
+	}
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		so[warp][lane * E + e] = acc[e];
+	__syncthreads();
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-		float o = 0.0f;
-		for (int p = p0; p < p1; p++)
-			o = __fmaf_rn(sc[p - p0], V[p * ld + (int64_t)kvh * hd + i], o);
+		float o = so[0][i];
+		for (int w = 1; w < ATT_WARPS; w++)
+			o = __fadd_rn(o, so[w][i]);
 		pt[2 + i] = o;
 	}
 	if (threadIdx.x == 0) {
@@ -520,8 +588,28 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
 	if (part == NULL)
 		return -1;
-	k_attn_split<<<dim3(nsplit, nh, nq), ATT_THREADS, 0, g->stream>>>(d_q, d_k, d_v,
-	    part, nh, nkv, hd, pos0, nsplit, scale, d_pos);
+	int E = (hd + 31) / 32, al = (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15);
+	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 && al % 8 == 0 ? 2 : 1;
+	dim3 grid(nsplit, nh, nq);
+#define ATT_K(e, v) k_attn_split<e, v><<<grid, ATT_THREADS, 0, g->stream>>>(d_q, d_k, d_v, part, \
+	    nh, nkv, hd, pos0, nsplit, scale, d_pos)
+	switch (E * 10 + w) {
+	case 84: ATT_K(8, 4); break;
+	case 82: ATT_K(8, 2); break;
+	case 81: ATT_K(8, 1); break;
+	case 71: ATT_K(7, 1); break;
+	case 62: ATT_K(6, 2); break;
+	case 61: ATT_K(6, 1); break;
+	case 51: ATT_K(5, 1); break;
+	case 44: ATT_K(4, 4); break;
+	case 42: ATT_K(4, 2); break;
+	case 41: ATT_K(4, 1); break;
+	case 31: ATT_K(3, 1); break;
+	case 22: ATT_K(2, 2); break;
+	case 21: ATT_K(2, 1); break;
+	default: ATT_K(1, 1); break;
+	}
+#undef ATT_K
 	GPU_LAUNCHED(g, "attention");
 	k_attn_combine<<<dim3(nh, nq), 128, 0, g->stream>>>(part, d_out, nh, hd, nsplit, d_pos);
 	GPU_LAUNCHED(g, "attention combine");
