@@ -449,7 +449,11 @@ launched(struct backend *be, const char *op)
 {
 	cudaError_t e = cudaGetLastError();
 
-	return e != cudaSuccess ? util_err(be->err, "%s: %s", op, cudaGetErrorString(e)) : 0;
+	if (e != cudaSuccess)
+		return util_err(be->err, "%s: %s", op, cudaGetErrorString(e));
+	if (CB(be)->g->prof != NULL && gpu_prof_mark(CB(be)->g, op) != 0)	/* backend_prof */
+		return gfail(be, op);
+	return 0;
 }
 
 static int

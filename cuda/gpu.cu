@@ -160,14 +160,14 @@ extern "C" int
 gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n)
 {
 	GPU_CHECK(g, cudaMemcpyAsync(d_dst, src, n, cudaMemcpyHostToDevice, g->stream));
-	return 0;
+	return g->prof != NULL ? gpu_prof_mark(g, "memcpy to device") : 0;
 }
 
 extern "C" int
 gpu_download(struct gpu *g, void *dst, const void *d_src, size_t n)
 {
 	GPU_CHECK(g, cudaMemcpyAsync(dst, d_src, n, cudaMemcpyDeviceToHost, g->stream));
-	return 0;
+	return g->prof != NULL ? gpu_prof_mark(g, "memcpy to host") : 0;
 }
 
 /* 16 bytes a thread, four loads in flight, grid-stride. */
@@ -199,14 +199,14 @@ gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n)
 		return 0;
 	}
 	GPU_CHECK(g, cudaMemcpyAsync(d_dst, d_src, n, cudaMemcpyDeviceToDevice, g->stream));
-	return 0;
+	return g->prof != NULL ? gpu_prof_mark(g, "memcpy on device") : 0;
 }
 
 extern "C" int
 gpu_memset(struct gpu *g, void *d, int byte, size_t n)
 {
 	GPU_CHECK(g, cudaMemsetAsync(d, byte, n, g->stream));
-	return 0;
+	return g->prof != NULL ? gpu_prof_mark(g, "memset") : 0;
 }
 
 extern "C" int

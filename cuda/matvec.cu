@@ -607,6 +607,8 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		    &zero, d_y + r0, (int)rows);
 		if (s != CUBLAS_STATUS_SUCCESS)
 			return gpu_fail(g, "cublasSgemm: status %d", (int)s);
+		if (g->prof != NULL && gpu_prof_mark(g, "cublas sgemm") != 0)
+			return -1;
 	}
 	if (d_scale != NULL) {
 		int64_t tot = n * rows;

@@ -126,8 +126,9 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	const struct model_hparams *hp = model_hparams(md);
 	int nv = hp->n_vocab, tot = ctx + (reps + prof) * n + 4 * (kmax + 1) * kmax + 5 * 4 + 16;
-	struct state *st = model_state_new(md, tot, prof && kmax < 3 ? 4 : kmax + 1, err);
-	float *lg = malloc((size_t)(kmax + 1) * nv * sizeof *lg);
+	int rows = prof && kmax < 3 ? 4 : kmax + 1;	/* the widest verify (-P: K=3) */
+	struct state *st = model_state_new(md, tot, rows, err);
+	float *lg = malloc((size_t)rows * nv * sizeof *lg);
 	int32_t *ids = malloc((size_t)(ctx > 16 ? ctx : 16) * sizeof *ids);
 	double *dt = malloc((reps > 5 ? reps : 5) * sizeof *dt), step, bytes;
 
