@@ -425,6 +425,8 @@ gpu_prof_rows(struct gpu *g, const struct gpu_prof_row **rows)
 extern "C" void
 gpu_prof_reset(struct gpu *g)
 {
-	if (g->prof != NULL)
+	if (g->prof != NULL) {
+		memset(g->prof->row, 0, sizeof g->prof->row);
 		g->prof->nrow = 0;
+	}
 }
