@@ -1544,6 +1544,19 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
  * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
  * longer prompts (the GEMM of cuda/mmq.cu past 16 rows) repeat it with
  * the position added.
+ *
+ * The tolerances come from the CPU's own noise: the same np tokens run
+ * one at a time on the CPU (the decode path: the delta rule step by step,
+ * one-row attention) against its prefill (chunked delta rule, batched
+ * attention).  Both are right; they differ by float order alone, and on
+ * weights that take int8 activations an order difference that flips one
+ * activation's rounding moves the logits far more than it does in float
+ * (on SmolLM2's Q4_1 the CPU's two attention orders alone move them by
+ * up to 1.2).  So the GPU's logits must be within max(1e-2, 2 x that
+ * noise) of the CPU's prefill, relative to 1 + |logit| (at most 1: the
+ * broken arm adds 4); and its greedy ids may leave the CPU's only at a
+ * step where the CPU's top-2 margin is below max(1e-3, 2 x the noise's
+ * largest logit difference): a near-tie at the model's own precision.
  */
 static void
 be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
@@ -1553,9 +1566,9 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 	struct backend *be[2] = { p->c, p->g };
 	int32_t out[2][NGMAX], prompt[NPMAX];
 	float *lg[2] = { NULL, NULL };
-	double maxd = 0, mag = 0, margin = 1e30;
-	char err[UTIL_ERRLEN], shape[96];
-	int nv = 0, same = 1;
+	double mag = 0, margin[NGMAX], noise = 0, noise_abs = 0;
+	char err[UTIL_ERRLEN], shape[128];
+	int nv = 0, div = -1;
 
 	np = np < NPMAX ? np : NPMAX, ng = ng < NGMAX ? ng : NGMAX;
 	for (int i = 0; i < np; i++)
@@ -1573,6 +1586,22 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 		if (model_forward(md, st, prompt, np, MODEL_PREFILL, first, NULL) != 0)
 			die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		memcpy(lg[b], first, (size_t)nv * 4);
+		if (b == 0) {	/* the CPU's noise: the prompt token by token */
+			struct state *s1 = model_state_new(md, np + 1, 0, err);
+			float *one = xmalloc((size_t)nv * 4);
+			if (s1 == NULL)
+				die(1, "%s", err);
+			for (int i = 0; i < np; i++)
+				if (model_forward(md, s1, &prompt[i], 1, 0, one, NULL) != 0)
+					die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
+			for (int j = 0; j < nv; j++) {
+				double d = fabs((double)one[j] - first[j]);
+				noise_abs = fmax(noise_abs, d);
+				noise = fmax(noise, d / (1.0 + fabs((double)first[j])));
+			}
+			free(one);
+			state_free(s1);
+		}
 		for (int i = 0; i < ng; i++) {
 			int32_t t = 0;
 			for (int j = 1; j < nv; j++)
@@ -1584,7 +1613,7 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 				for (int j = 0; j < nv; j++)
 					if (j != t && first[j] > s)
 						s = first[j];
-				margin = fmin(margin, first[t] - s);
+				margin[i] = first[t] - s;
 			}
 			if (i + 1 < ng && model_forward(md, st, &t, 1, 0, first, NULL) != 0)
 				die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
@@ -1593,18 +1622,26 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 		state_free(st);
 		model_close(md);
 	}
-	for (int j = 0; j < nv; j++) {
-		maxd = fmax(maxd, fabs((double)lg[0][j] - lg[1][j]));
+	for (int j = 0; j < nv; j++)
 		mag = fmax(mag, fabs((double)lg[0][j]));
-	}
-	for (int i = 0; i < ng; i++)
-		same &= out[0][i] == out[1][i];
-	snprintf(shape, sizeof shape, "prefill %d, logits of %d", np, nv);
+	for (int i = ng - 1; i >= 0; i--)
+		if (out[0][i] != out[1][i])
+			div = i;
+	snprintf(shape, sizeof shape, "prefill %d, logits of %d (cpu noise %.2g)", np, nv, noise);
 	bbrk(k, lg[1], nv, mag);
-	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv, 1e-2);
+	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv,
+	    fmax(1e-2, fmin(1.0, 2 * noise)));
 	if (ng > 0) {
-		snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", ng, margin);
-		report(k, "model greedy cpu=cuda", shape, same ? 0 : 1, same && !k->brk);
+		double near = fmax(1e-3, 2 * noise_abs), mm = 1e30;
+		for (int i = 0; i < ng; i++)
+			mm = fmin(mm, margin[i]);
+		if (div < 0)
+			snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", ng, mm);
+		else
+			snprintf(shape, sizeof shape, "greedy %d, left at %d (cpu margin %.3g, near %.3g)",
+			    ng, div, margin[div], near);
+		report(k, "model greedy cpu=cuda", shape, div < 0 ? 0 : 1,
+		    (div < 0 || margin[div] < near) && !k->brk);
 	}
 	free(lg[0]), free(lg[1]);
 }
