@@ -50,8 +50,16 @@ echo "built in $(( $(date +%s) - t0 ))s"
 # 64 tokens after a 128-token context) and prefill (pp512 vs a 512-token
 # prompt); GPU_RUN_PEER_WAIT: seconds the 9B stage waits for the build
 # (default 420)
-lc_pid=
-if [ "${GPU_RUN_PEER:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
+lc_pid= lb_pre=
+if [ "${GPU_RUN_PEER:-0}" = 1 ] && [ -n "${GPU_RUN_PEER_BIN:-}" ]; then
+	# a llama-bench built elsewhere (tools/llamacpp-cuda.sh with LLAMACPP_NATIVE=OFF),
+	# optionally xz-compressed to fit a device call's carry
+	case $GPU_RUN_PEER_BIN in
+	*.xz) xz -dc "$GPU_RUN_PEER_BIN" >/tmp/llama-bench && chmod +x /tmp/llama-bench && lb_pre=/tmp/llama-bench ;;
+	*) lb_pre=$GPU_RUN_PEER_BIN ;;
+	esac
+	"$lb_pre" --help >/dev/null 2>&1 || { echo "llama-bench $lb_pre does not run here"; lb_pre=; }
+elif [ "${GPU_RUN_PEER:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
 	JOBS=${GPU_RUN_PEER_JOBS:-14} sh tools/llamacpp-cuda.sh \
 	    "${GPU_RUN_PEER_SRC:-.gpuwork/llamacpp-src.tar.gz}" "${GPU_RUN_PEER_DIR:-/tmp/llamacpp-cuda}" \
 	    >"$OUT/llamacpp-path.txt" 2>"$OUT/llamacpp-build.err" &
@@ -271,7 +279,7 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    --peer MEMRA_CUDA_GRAPH=0 >>"$OUT/graph-abba.txt" 2>&1 ||
 			    echo "abba $q: failed" >>"$OUT/graph-abba.txt"
 		fi
-		[ -n "$lc_pid" ] || rm -f "$f"
+		[ -n "$lc_pid$lb_pre" ] || rm -f "$f"
 	done
 	echo "9b speed in $(( $(date +%s) - t0 ))s"
 fi
@@ -284,9 +292,10 @@ if [ "${GPU_RUN_27B:-0}" = 1 ]; then
 	f=$G/qwen35-27b-random-NVFP4.gguf
 	{ /usr/bin/time -f "gguf-random 27b NVFP4: %e s" build/t/tools/gguf-random -p 27b -t NVFP4 "$f" &&
 	  ls -l "$f" &&
-	  timeout 200 build/t/tools/model-bench -d cuda -c 128 -n 32 -r 3 -k 3 -B "$BW" "$f"; } \
+	  timeout 200 build/t/tools/model-bench -d cuda -c 128 -n 32 -r 3 -k 8 -B "$BW" "$f" &&
+	  timeout 200 build/t/tools/model-bench -d cuda -c 2048 -n 16 -r 1 -k 0 -B "$BW" "$f"; } \
 	    >"$OUT/speed-27b.log" 2>&1 || echo "27b: failed" >>"$OUT/speed-27b.log"
-	[ -n "$lc_pid" ] || rm -f "$f"
+	[ -n "$lc_pid$lb_pre" ] || rm -f "$f"
 	echo "27b speed in $(( $(date +%s) - t0 ))s"
 fi
 bc=-	# the kernel benchmark, while llama.cpp may still be building
@@ -295,45 +304,62 @@ if [ "$mode" != gates ]; then
 	timeout 120 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
 	echo "bench in $(( $(date +%s) - t0 ))s"
 fi
-if [ -n "$lc_pid" ]; then
+if [ -n "$lc_pid$lb_pre" ]; then
 	t0=$(date +%s)
-	w=${GPU_RUN_PEER_WAIT:-420}
-	while kill -0 $lc_pid 2>/dev/null && [ $(( $(date +%s) - lc_t0 )) -lt "$w" ]; do sleep 5; done
-	if kill -0 $lc_pid 2>/dev/null; then
-		echo "llama.cpp build: not done after ${w}s; skipped (the build goes on in ${GPU_RUN_PEER_DIR:-/tmp/llamacpp-cuda})" \
-		    >"$OUT/peer.txt"
-	elif wait $lc_pid && lb=$(tail -1 "$OUT/llamacpp-path.txt") && [ -x "$lb" ]; then
-		echo "llama.cpp built in $(( $(date +%s) - lc_t0 ))s: $lb" >"$OUT/peer.txt"
-		for sc in decode prefill; do	# both decodes first: they matter most
-		for q in Q8_0 NVFP4 27b-NVFP4; do
-			mdl=9b qt=$q
-			[ $q = 27b-NVFP4 ] && mdl=27b qt=NVFP4
-			f=$G/qwen35-$mdl-random-$qt.gguf
-			[ -e "$f" ] || continue
-			[ $q = 27b-NVFP4 ] && [ $sc = prefill ] && continue
-			if [ $sc = decode ]; then
-				a="$lb -m $f -p 0 -n 128 -r 3 -o md"
-				b="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
-				r='(?:tg128\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
-				set -- decode-b1-vs-llama.cpp 128 llama-bench-tg128 "llama-bench tg128, B = model-bench 64 after 128"
-			else
-				a="$lb -m $f -p 512 -n 0 -r 3 -o md"
-				b="build/t/tools/model-bench -d cuda -c 512 -n 1 -r 1 -k 0 $f"
-				r='(?:pp512\s*\|\s*|prefill\tctx.*?tok_s\s+)([0-9.]+)'
-				set -- prefill-512-vs-llama.cpp 512 llama-bench-pp512 "llama-bench pp512, B = model-bench 512-token prompt"
-			fi
-			echo "== $q: $sc tok/s, A = $4" >>"$OUT/peer.txt"
-			timeout 300 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
-			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/peer-abba.tsv" \
-			    --log "$OUT/peer-abba-$sc-$q.log" --binary model-bench \
-			    --model "qwen35-$mdl-random" \
-			    --quant $qt --scenario "$1" --ctx "$2" --peer "$3" \
-			    >>"$OUT/peer.txt" 2>&1 || echo "abba $sc $q: failed" >>"$OUT/peer.txt"
-		done
-		done
+	lb=$lb_pre
+	if [ -n "$lc_pid" ]; then
+		w=${GPU_RUN_PEER_WAIT:-420}
+		while kill -0 $lc_pid 2>/dev/null && [ $(( $(date +%s) - lc_t0 )) -lt "$w" ]; do sleep 5; done
+		if kill -0 $lc_pid 2>/dev/null; then
+			echo "llama.cpp build: not done after ${w}s; skipped (the build goes on in ${GPU_RUN_PEER_DIR:-/tmp/llamacpp-cuda})" \
+			    >"$OUT/peer.txt"
+		elif wait $lc_pid && lb=$(tail -1 "$OUT/llamacpp-path.txt") && [ -x "$lb" ]; then
+			echo "llama.cpp built in $(( $(date +%s) - lc_t0 ))s: $lb" >"$OUT/peer.txt"
+		else
+			{ echo "llama.cpp build failed:"; tail -20 "$OUT/llamacpp-build.err"; } >"$OUT/peer.txt"
+			lb=
+		fi
 	else
-		{ echo "llama.cpp build failed:"; tail -20 "$OUT/llamacpp-build.err"; } >"$OUT/peer.txt"
+		echo "llama.cpp: $GPU_RUN_PEER_BIN (prebuilt)" >"$OUT/peer.txt"
 	fi
+	# A B B A, llama-bench (A) against model-bench (B) on the same file, one engine
+	# on the GPU at a time: decode (tg128; ours 64 tokens after a 128-token prompt),
+	# decode at 8k context (tg32 at depth 8192; ours 32 after an 8192-token prompt),
+	# prefill (pp512; ours a 512-token prompt).  GPU_RUN_PEER_SCEN picks scenarios.
+	for sc in ${GPU_RUN_PEER_SCEN:-decode decode-8k prefill}; do
+	for q in Q8_0 NVFP4 27b-NVFP4; do
+		[ -n "$lb" ] || break
+		mdl=9b qt=$q
+		[ $q = 27b-NVFP4 ] && mdl=27b qt=NVFP4
+		f=$G/qwen35-$mdl-random-$qt.gguf
+		[ -e "$f" ] || continue
+		case $sc in
+		decode)
+			a="$lb -m $f -p 0 -n 128 -r 3 -o md"
+			b="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
+			r='(?:tg128\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
+			set -- decode-b1-vs-llama.cpp 128 llama-bench-tg128 ;;
+		decode-8k)
+			a="$lb -m $f -p 0 -n 32 -d 8192 -r 2 -o md"
+			b="build/t/tools/model-bench -d cuda -c 8192 -n 32 -r 2 -k 0 $f"
+			r='(?:tg32 @ d8192\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
+			set -- decode-b1-8k-vs-llama.cpp 8192 llama-bench-tg32-d8192 ;;
+		prefill)
+			a="$lb -m $f -p 512 -n 0 -r 3 -o md"
+			b="build/t/tools/model-bench -d cuda -c 512 -n 1 -r 1 -k 0 $f"
+			r='(?:pp512\s*\|\s*|prefill\tctx.*?tok_s\s+)([0-9.]+)'
+			set -- prefill-512-vs-llama.cpp 512 llama-bench-pp512 ;;
+		*) echo "GPU_RUN_PEER_SCEN: $sc: unknown" >>"$OUT/peer.txt"; continue ;;
+		esac
+		echo "== $mdl $qt: $sc tok/s, A = $3, B = model-bench" >>"$OUT/peer.txt"
+		timeout 300 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
+		    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/peer-abba.tsv" \
+		    --log "$OUT/peer-abba-$sc-$mdl-$qt.log" --binary model-bench \
+		    --model "qwen35-$mdl-random" \
+		    --quant $qt --scenario "$1" --ctx "$2" --peer "$3" \
+		    >>"$OUT/peer.txt" 2>&1 || echo "abba $sc $mdl $qt: failed" >>"$OUT/peer.txt"
+	done
+	done
 	rm -f "$G"/qwen35-*-random-*.gguf
 	echo "peer in $(( $(date +%s) - t0 ))s"
 fi
@@ -371,6 +397,6 @@ for c in "$OUT"/prof-*.log; do	# the busiest kernels of a decode step, verify, p
 done
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }
-[ -f "$OUT/peer.txt" ] && { echo "== 9b-shape, llama.cpp (A) vs memra (B)";
+[ -f "$OUT/peer.txt" ] && { echo "== llama.cpp (A) vs memra (B), same files";
     grep -E '^(==|A:|B:|ratio|abba|llama)' "$OUT/peer.txt"; }
 echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr bench=$bc"
