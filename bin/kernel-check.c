@@ -1866,6 +1866,9 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_conv(k, &p, 1, 1024, 4);
 	be_conv(k, &p, 9, 1000, 4);
 	be_conv(k, &p, 3, 300, 3);
+	be_conv(k, &p, 40, 700, 4);	/* rows in chunks, the state after */
+	be_conv(k, &p, 33, 300, 3);
+	be_conv(k, &p, 5, 200, 7);	/* a window k_conv keeps in memory */
 	be_gdn(k, &p, 1, 4, 8, 64, 64, 1, 0, 0);
 	be_gdn(k, &p, 9, 4, 8, 64, 64, 1, 1, 0);
 	be_gdn(k, &p, 4, 2, 6, 128, 128, 0, 0, 0);

@@ -269,6 +269,96 @@ k_conv(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
 		state[(size_t)k * n_ch + c] = win[k];
 }
 
+/*
+ * k_conv with the window in registers (NS = d_conv - 1 taps of history)
+ * and the rows in chunks of CONV_ROWS, one thread per (channel, chunk):
+ * a chunk's window starts from the inputs before it (the state before
+ * row 0), and each output is k_conv's sum in k_conv's order (the same
+ * bits).  The state is written here when one chunk covers the rows
+ * (its thread read the old state first), else by k_conv_state after.
+ */
+#define CONV_ROWS 16
+
+template <int NS>
+__global__ void
+k_conv_r(const float *x, int ldx, int m, int n_ch, const float *w, float *state,
+    float *snap, float *y, int own_state)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, t0 = blockIdx.y * CONV_ROWS;
+	int t1 = min(m, t0 + CONV_ROWS);
+	float win[NS], wc[NS + 1];
+
+	if (c >= n_ch)
+		return;
+#pragma unroll
+	for (int k = 0; k <= NS; k++)
+		wc[k] = w[(size_t)c * (NS + 1) + k];
+#pragma unroll
+	for (int k = 0; k < NS; k++) {	/* the input at time t0 - NS + k */
+		int tau = t0 - NS + k;
+		win[k] = tau >= 0 ? x[(size_t)tau * ldx + c] : state[(size_t)(tau + NS) * n_ch + c];
+	}
+	for (int t = t0; t < t1; t++) {
+		float in = x[(size_t)t * ldx + c], acc = 0.0f;
+#pragma unroll
+		for (int k = 0; k < NS; k++)
+			acc = __fadd_rn(acc, __fmul_rn(win[k], wc[k]));
+		acc = __fadd_rn(acc, __fmul_rn(in, wc[NS]));
+		y[(size_t)t * n_ch + c] = d_silu(acc);
+#pragma unroll
+		for (int k = 0; k + 1 < NS; k++)
+			win[k] = win[k + 1];
+		win[NS - 1] = in;
+		if (snap != NULL)
+#pragma unroll
+			for (int k = 0; k < NS; k++)
+				snap[((size_t)t * NS + k) * n_ch + c] = win[k];
+	}
+	if (own_state)
+#pragma unroll
+		for (int k = 0; k < NS; k++)
+			state[(size_t)k * n_ch + c] = win[k];
+}
+
+/* The state after m rows: the inputs at times m - NS .. m - 1 (old state before 0). */
+template <int NS>
+__global__ void
+k_conv_state(const float *x, int ldx, int m, int n_ch, float *state)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	float v[NS];
+
+	if (c >= n_ch)
+		return;
+#pragma unroll
+	for (int k = 0; k < NS; k++) {
+		int tau = m - NS + k;
+		v[k] = tau >= 0 ? x[(size_t)tau * ldx + c] : state[(size_t)(tau + NS) * n_ch + c];
+	}
+#pragma unroll
+	for (int k = 0; k < NS; k++)
+		state[(size_t)k * n_ch + c] = v[k];
+}
+
+template <int NS>
+static int
+conv_r(struct backend *be, const float *x, int ldx, int m, int n_ch, const float *w,
+    float *state, float *snap, float *y)
+{
+	cudaStream_t s = CB(be)->g->stream;
+	unsigned nc = (unsigned)((m + CONV_ROWS - 1) / CONV_ROWS);
+
+	k_conv_r<NS><<<dim3(nblk(n_ch, 128), nc), 128, 0, s>>>(x, ldx, m, n_ch, w, state, snap,
+	    y, nc == 1);
+	if (launched(be, "conv1d") != 0)
+		return -1;
+	if (nc > 1) {
+		k_conv_state<NS><<<nblk(n_ch, 128), 128, 0, s>>>(x, ldx, m, n_ch, state);
+		return launched(be, "conv1d state");
+	}
+	return 0;
+}
+
 struct gdn_args {
 	const float *qkv, *a, *b, *ssm_a, *dt_bias;
 	float	*S, *snap, *o;
@@ -1005,6 +1095,12 @@ cu_conv1d_silu(struct backend *be, const float *x, int ldx, int m, int n_ch,
 {
 	if (d_conv > 17)
 		return util_err(be->err, "conv1d: kernel size %d > 17", d_conv);
+	switch (d_conv) {	/* the window in registers; other sizes below */
+	case 2: return conv_r<1>(be, x, ldx, m, n_ch, w, state, snap, y);
+	case 3: return conv_r<2>(be, x, ldx, m, n_ch, w, state, snap, y);
+	case 4: return conv_r<3>(be, x, ldx, m, n_ch, w, state, snap, y);
+	case 5: return conv_r<4>(be, x, ldx, m, n_ch, w, state, snap, y);
+	}
 	k_conv<<<nblk(n_ch, 128), 128, 0, CB(be)->g->stream>>>(x, ldx, m, n_ch, w, d_conv,
 	    state, snap, y);
 	return launched(be, "conv1d");
