@@ -340,25 +340,6 @@ k_conv_state(const float *x, int ldx, int m, int n_ch, float *state)
 		state[(size_t)k * n_ch + c] = v[k];
 }
 
-template <int NS>
-static int
-conv_r(struct backend *be, const float *x, int ldx, int m, int n_ch, const float *w,
-    float *state, float *snap, float *y)
-{
-	cudaStream_t s = CB(be)->g->stream;
-	unsigned nc = (unsigned)((m + CONV_ROWS - 1) / CONV_ROWS);
-
-	k_conv_r<NS><<<dim3(nblk(n_ch, 128), nc), 128, 0, s>>>(x, ldx, m, n_ch, w, state, snap,
-	    y, nc == 1);
-	if (launched(be, "conv1d") != 0)
-		return -1;
-	if (nc > 1) {
-		k_conv_state<NS><<<nblk(n_ch, 128), 128, 0, s>>>(x, ldx, m, n_ch, state);
-		return launched(be, "conv1d state");
-	}
-	return 0;
-}
-
 struct gdn_args {
 	const float *qkv, *a, *b, *ssm_a, *dt_bias;
 	float	*S, *snap, *o;
@@ -1085,6 +1066,25 @@ cu_mul_sigmoid(struct backend *be, float *x, int ldx, const float *g, int ldg,
 		float *xr = x + (size_t)r0 * ldx;
 		if (gpu_sigmoid_mul(gp, xr, ldx, g + (size_t)r0 * ldg, ldg, xr, ldx, nr, n))
 			return gfail(be, "mul_sigmoid");
+	}
+	return 0;
+}
+
+template <int NS>
+static int
+conv_r(struct backend *be, const float *x, int ldx, int m, int n_ch, const float *w,
+    float *state, float *snap, float *y)
+{
+	cudaStream_t s = CB(be)->g->stream;
+	unsigned nc = (unsigned)((m + CONV_ROWS - 1) / CONV_ROWS);
+
+	k_conv_r<NS><<<dim3(nblk(n_ch, 128), nc), 128, 0, s>>>(x, ldx, m, n_ch, w, state, snap,
+	    y, nc == 1);
+	if (launched(be, "conv1d") != 0)
+		return -1;
+	if (nc > 1) {
+		k_conv_state<NS><<<nblk(n_ch, 128), 128, 0, s>>>(x, ldx, m, n_ch, state);
+		return launched(be, "conv1d state");
 	}
 	return 0;
 }
