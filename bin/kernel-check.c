@@ -2018,6 +2018,73 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/* Seconds per call in a graph of nl calls (one call outside it first: the scratch sized). */
+#define BENCH_LAUNCHES(k, nl, call, out) do {					\
+	struct gpu_graph *gr_;							\
+	gchk((k), (call));							\
+	gchk((k), gpu_sync((k)->g));						\
+	gchk((k), gpu_graph_begin((k)->g));					\
+	for (int l_ = 0; l_ < (nl); l_++)					\
+		gchk((k), (call));						\
+	if ((gr_ = gpu_graph_end((k)->g)) == NULL)				\
+		die(1, "gpu: %s", gpu_errmsg((k)->g));				\
+	(out) = time_graph((k), gr_, 5) / (nl);					\
+	gpu_graph_free(gr_);							\
+} while (0)
+
+/*
+ * The decode step's small kernels, graphs of 200 launches: the fused norm
+ * + quantize (gpu_rmsnorm_matvec_q8_ex with no weight: k_rmsnorm_q8x
+ * alone) for m rows of 4096 and 5120, x += t first, and the gated norm of
+ * 32 heads of 128, each beside the plain norm (gpu_rmsnorm, k_rmsnorm4);
+ * k_q8x of rows of 12288 with an 8-row Q8_0 product (gpu_matvec_q8: the
+ * product takes about as long; x must stay as it is, which the fused
+ * SwiGLU form would not leave it).
+ */
+static void
+bench_norm(struct kc *k, const uint8_t *dpool)
+{
+	static const int ms[] = { 1, 4, 16 };
+	static const struct { int d, nh, add, gated; const char *what; } sh[] = {
+		{ 4096, 1, 0, 0, "rmsnorm q8" }, { 5120, 1, 0, 0, "rmsnorm q8" },
+		{ 4096, 1, 1, 0, "add+rmsnorm q8" }, { 128, 32, 0, 1, "gated 32x128 q8" },
+	};
+	enum { NL = 200, NFF = 12288 };
+	size_t nmax = (size_t)16 * NFF;
+	float *h = frand(k, (int64_t)nmax, -1, 1), *hw = frand(k, NFF, 0.5f, 1.5f);
+	float *x = dput(k, h, nmax * 4), *t = dput(k, h, nmax * 4), *z = dput(k, h, nmax * 4);
+	float *w = dput(k, hw, NFF * 4), *y = dput(k, NULL, nmax * 4);
+	const void *wq = dpool;
+	int tq = QUANT_Q8_0;
+	int64_t wr = 8;
+	double sf, sp;
+
+	for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+		for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+			int d = sh[si].d, ne0 = d * sh[si].nh, m = ms[mi];
+			BENCH_LAUNCHES(k, NL, gpu_rmsnorm_matvec_q8_ex(k->g, x, sh[si].add ? t : NULL,
+			    sh[si].gated ? z : NULL, w, d, 1e-6f, 0, NULL, NULL, NULL, ne0, m, NULL,
+			    NULL), sf);
+			if (sh[si].gated)
+				BENCH_LAUNCHES(k, NL, gpu_rmsnorm_gated(k->g, x, z, w, y, m * sh[si].nh, d,
+				    1e-6f), sp);
+			else
+				BENCH_LAUNCHES(k, NL, gpu_rmsnorm(k->g, x, ne0, w, y, ne0, m, ne0, 1e-6f), sp);
+			printf("bench norm %-16s %5dx%-4d m=%-2d fused %6.2f us  (plain norm alone %6.2f us)\n",
+			    sh[si].what, sh[si].nh, d, m, sf * 1e6, sp * 1e6);
+			fflush(stdout);
+		}
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+		BENCH_LAUNCHES(k, NL, gpu_matvec_q8(k->g, tq, wq, wr, NFF, x, ms[mi], y, NULL), sf);
+		printf("bench norm %-16s %10d m=%-2d q8x + an 8-row Q8_0 product %6.2f us\n", "quantize",
+		    NFF, ms[mi], sf * 1e6);
+		fflush(stdout);
+	}
+	free(h), free(hw);
+	gpu_free(k->g, x), gpu_free(k->g, t), gpu_free(k->g, z), gpu_free(k->g, w);
+	gpu_free(k->g, y);
+}
+
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each). */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -2078,6 +2145,7 @@ bench(struct kc *k)
 	printf("bench device %s\n", gpu_name(k->g));
 	printf("bench chunk %d unroll %d\n", k->chunk, k->unroll);
 	bw = bench_copy(k, (size_t)1 << 30);
+	bench_norm(k, dpool);
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 		for (int ti = 0; ti < NTYPES; ti++)
 			if (k->only < 0 || k->only == mv_types[ti])
