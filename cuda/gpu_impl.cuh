@@ -138,11 +138,12 @@ template <int V>
 __device__ __forceinline__ double
 norm_sumsq_warp(const float4 *v)
 {
-	double s = 0.0;
+	double s = (double)__fmul_rn(v[0].x, v[0].x);	/* 0 + it: the same bits */
 
 #pragma unroll
 	for (int u = 0; u < V; u++) {
-		s += (double)__fmul_rn(v[u].x, v[u].x);
+		if (u > 0)
+			s += (double)__fmul_rn(v[u].x, v[u].x);
 		s += (double)__fmul_rn(v[u].y, v[u].y);
 		s += (double)__fmul_rn(v[u].z, v[u].z);
 		s += (double)__fmul_rn(v[u].w, v[u].w);
