@@ -579,16 +579,21 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
  * written to x.  Rows are contiguous (a row of d may be a head of a
  * longer row: the blocks of 32 follow on; heads of 128 are blocks of one
  * warp, no barrier at all).
- * K = 1: the normed row is written to xn instead, and after a barrier each
- * warp quantizes 256-blocks of it to Q8_K as k_q8kx does (q, dx = the
- * block's d, kb = its bsums): bit-identical to gpu_rmsnorm then k_q8kx.
+ * K = 1: the normed row is kept in shared memory (d <= RQ_SM, the launch
+ * giving d floats of it) and written to xn (when not NULL; always for
+ * longer rows, which it is read back from), and after a barrier each warp
+ * quantizes 256-blocks of it to Q8_K as k_q8kx does (q, dx = the block's
+ * d, kb = its bsums): bit-identical to gpu_rmsnorm then k_q8kx.
  */
+#define RQ_SM 8192	/* K = 1: rows of at most this many floats held in shared memory */
+
 template <int K, int V>
 __global__ void __launch_bounds__(1024)
 k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, float eps,
     int8_t *q, float *dx, float *sx, float *xn, int16_t *kb)
 {
 	__shared__ double red[32];
+	extern __shared__ float4 rq_sm[];	/* K = 1, d <= RQ_SM: the normed row */
 	size_t r = blockIdx.x;
 	float4 *xr = (float4 *)(x + r * d);
 	int d4 = d / 4, lane = threadIdx.x & 31;
@@ -632,8 +637,10 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
 				xr[i] = o;
 		}
 		if (K) {
-			if (in)
+			if (in && xn != NULL)
 				((float4 *)(xn + r * d))[i] = o;
+			if (in && d <= RQ_SM)
+				rq_sm[i] = o;
 			continue;
 		}
 		/* lanes past d4 hold zeros: whole 8-lane groups (d4 % 8 == 0) */
@@ -641,30 +648,42 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
 	}
 	if (K) {
 		int nk = d / 256;
-		__syncthreads();	/* the row in xn, written by the whole block */
+		__syncthreads();	/* the row written by the whole block */
 		for (int b = threadIdx.x >> 5; b < nk; b += blockDim.x >> 5) {
 			size_t o = r * d + (size_t)b * 256;
-			gpu_q8k_block(xn + o, lane, q + o, dx + r * nk + b, kb + o / 16);
+			if (d <= RQ_SM)	/* shared loads, not generic ones */
+				gpu_q8k_block((const float *)rq_sm + b * 256, lane, q + o,
+				    dx + r * nk + b, kb + o / 16);
+			else
+				gpu_q8k_block(xn + o, lane, q + o, dx + r * nk + b, kb + o / 16);
 		}
 	}
 }
 
-/* k_rmsnorm_q8x<K, V> of nr rows of d (V = norm_vec(d / 4)). */
+/*
+ * k_rmsnorm_q8x<K, V> of nr rows of d (V = norm_vec(d / 4)); K = 1: xn
+ * NULL when the normed row is not wanted (and d <= RQ_SM: kept in shared
+ * memory alone).
+ */
 template <int K>
 static void
 rq8x_launch(struct gpu *g, int64_t nr, float *x, const float *t, const float *z,
-    const float *w, int d, float eps, int8_t *q, float *dx, float *sx, float *xn, int16_t *kb)
+    const float *w, int d, float eps, int8_t *q, float *dx, float *sx, float *xn, int16_t *kb,
+    float *xn_spill)
 {
 	int d4 = d / 4, nt = norm_threads(d4);
+	size_t sm = K && d <= RQ_SM ? (size_t)d * 4 : 0;
 
+	if (K && d > RQ_SM)
+		xn = xn_spill;
 	if (norm_vec(d4) == 1)
-		k_rmsnorm_q8x<K, 1><<<(unsigned)nr, nt, 0, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		k_rmsnorm_q8x<K, 1><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
 		    sx, xn, kb);
 	else if (norm_vec(d4) == 2)
-		k_rmsnorm_q8x<K, 2><<<(unsigned)nr, nt, 0, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		k_rmsnorm_q8x<K, 2><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
 		    sx, xn, kb);
 	else
-		k_rmsnorm_q8x<K, 4><<<(unsigned)nr, nt, 0, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		k_rmsnorm_q8x<K, 4><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
 		    sx, xn, kb);
 }
 
@@ -690,14 +709,14 @@ gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const floa
 	if (mv8_scratch(g, n, ne0, qk, qk, &X))
 		return -1;
 	if (qk) {	/* Q8_K: the norm written out and quantized; Q8_0 of it too if wanted */
-		rq8x_launch<1>(g, nr, d_x, d_t, NULL, d_nw, (int)d, eps, X.kq, X.kd, NULL, X.xn,
-		    X.kb);
+		rq8x_launch<1>(g, nr, d_x, d_t, NULL, d_nw, (int)d, eps, X.kq, X.kd, NULL,
+		    q80 ? X.xn : NULL, X.kb, X.xn);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize q8k");
 		if (q80 && mv8_quantize(g, X.xn, n, ne0, 1, q81, 0, &X) != 0)
 			return -1;
 	} else {
 		rq8x_launch<0>(g, nr, d_x, d_t, d_z, d_nw, (int)d, eps, X.q, X.dx,
-		    q81 ? X.sx : NULL, NULL, NULL);
+		    q81 ? X.sx : NULL, NULL, NULL, NULL);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
 	}
 	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);
