@@ -78,18 +78,27 @@ k_q8x(float *x, const float *u, int hd, int64_t ldu, int64_t total, int8_t *q, f
 		return;
 	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 	if (in) {
+		const float *ue = u + e;
+		if (P == GPU_PRE_SIGMOID) {	/* 32-bit division when it fits: no call */
+			int64_t h = e <= INT32_MAX ? (int64_t)((unsigned)e / (unsigned)hd) : e / hd;
+			ue = u + h * ldu + (e - h * hd);
+		}
 		v = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
+		float4 b = P != 0 ? make_float4(ue[0], ue[1], ue[2], ue[3]) : v;
+		/* a use of all eight here: the compiler would sink each load to its op,
+		 * after the divisions before it (serial load latencies) */
+		asm volatile("" : : "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "f"(b.x), "f"(b.y),
+		    "f"(b.z), "f"(b.w));
 		if (P == GPU_PRE_SWIGLU) {
-			v.x = __fmul_rn(gpu_silu(v.x), u[e]);
-			v.y = __fmul_rn(gpu_silu(v.y), u[e + 1]);
-			v.z = __fmul_rn(gpu_silu(v.z), u[e + 2]);
-			v.w = __fmul_rn(gpu_silu(v.w), u[e + 3]);
-		} else if (P == GPU_PRE_SIGMOID) {
-			const float *gt = u + e / hd * ldu + e % hd;	/* 4 of one head */
-			v.x = __fmul_rn(v.x, gpu_sigmoid(gt[0]));
-			v.y = __fmul_rn(v.y, gpu_sigmoid(gt[1]));
-			v.z = __fmul_rn(v.z, gpu_sigmoid(gt[2]));
-			v.w = __fmul_rn(v.w, gpu_sigmoid(gt[3]));
+			v.x = __fmul_rn(gpu_silu(v.x), b.x);
+			v.y = __fmul_rn(gpu_silu(v.y), b.y);
+			v.z = __fmul_rn(gpu_silu(v.z), b.z);
+			v.w = __fmul_rn(gpu_silu(v.w), b.w);
+		} else if (P == GPU_PRE_SIGMOID) {	/* the 4 gates of one head */
+			v.x = __fmul_rn(v.x, gpu_sigmoid(b.x));
+			v.y = __fmul_rn(v.y, gpu_sigmoid(b.y));
+			v.z = __fmul_rn(v.z, gpu_sigmoid(b.z));
+			v.w = __fmul_rn(v.w, gpu_sigmoid(b.w));
 		}
 		if (P != 0)
 			x[e] = v.x, x[e + 1] = v.y, x[e + 2] = v.z, x[e + 3] = v.w;
