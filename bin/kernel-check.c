@@ -554,45 +554,45 @@ check_q8k(struct kc *k, int n, int64_t ne0)
 
 /*
  * One x for weights of mixed types (Q4_K, Q8_0, Q6_K, Q5_K: x quantized
- * as Q8_0 and as Q8_K): gpu_matvec_q8_multi and the fused
- * gpu_rmsnorm_matvec_q8_multi against gpu_matvec_q8 of each weight alone
- * (of gpu_rmsnorm's output), bit for bit.
+ * as Q8_0 and as Q8_K; the first ntyp of them): gpu_matvec_q8_multi and the
+ * fused gpu_rmsnorm_matvec_q8_multi against gpu_matvec_q8 of each weight
+ * alone (of gpu_rmsnorm's output), bit for bit.  ntyp = 1: Q4_K alone (the
+ * fused kernel writes no normed row out).
  */
 static void
-check_qk_multi(struct kc *k, int m, int64_t ne0)
+check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 {
-	enum { NW = 4 };
-	static const int ts[NW] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K, QUANT_Q5_K };
-	static const int64_t rs[NW] = { 300, 129, 77, 256 };
-	struct wset s[NW];
-	int t[NW];
-	const void *dw[NW];
-	int64_t rows[NW], ny = 0, off[NW];
+	static const int ts[4] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K, QUANT_Q5_K };
+	static const int64_t rs[4] = { 300, 129, 77, 256 };
+	struct wset s[4];
+	int t[4];
+	const void *dw[4];
+	int64_t rows[4], ny = 0, off[4];
 	float *x = frand(k, m * ne0, -1, 1), *nw = frand(k, ne0, 0.5f, 1.5f);
 	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dnw = dput(k, nw, (size_t)ne0 * 4);
 	float *dn = dput(k, NULL, (size_t)m * ne0 * 4);
 	char shape[64];
 
-	for (int i = 0; i < NW; i++) {
+	for (int i = 0; i < ntyp; i++) {
 		wset_new(k, &s[i], ts[i], rs[i], ne0);
 		t[i] = ts[i], dw[i] = s[i].dw, rows[i] = rs[i], off[i] = ny;
 		ny += (int64_t)m * rs[i];
 	}
 	float *da = dput(k, NULL, (size_t)ny * 4), *db = dput(k, NULL, (size_t)ny * 4);
 	float *ya = xmalloc((size_t)ny * 4), *yb = xmalloc((size_t)ny * 4);
-	float *Y[NW];
-	snprintf(shape, sizeof shape, "4 types m=%d ne0=%lld", m, (long long)ne0);
+	float *Y[4];
+	snprintf(shape, sizeof shape, "%d types m=%d ne0=%lld", ntyp, m, (long long)ne0);
 	for (int f = 0; f < 2; f++) {
 		const float *xin = f ? dn : dx;
-		for (int i = 0; i < NW; i++)
+		for (int i = 0; i < ntyp; i++)
 			Y[i] = da + off[i];
 		if (f) {
 			gchk(k, gpu_rmsnorm(k->g, dx, ne0, dnw, dn, ne0, m, (int)ne0, 1e-6f));
-			gchk(k, gpu_rmsnorm_matvec_q8_multi(k->g, dx, dnw, 1e-6f, NW, t, dw, rows, ne0,
-			    m, Y, NULL));
+			gchk(k, gpu_rmsnorm_matvec_q8_multi(k->g, dx, dnw, 1e-6f, ntyp, t, dw, rows,
+			    ne0, m, Y, NULL));
 		} else
-			gchk(k, gpu_matvec_q8_multi(k->g, NW, t, dw, rows, ne0, dx, m, Y, NULL));
-		for (int i = 0; i < NW; i++)
+			gchk(k, gpu_matvec_q8_multi(k->g, ntyp, t, dw, rows, ne0, dx, m, Y, NULL));
+		for (int i = 0; i < ntyp; i++)
 			gchk(k, gpu_matvec_q8(k->g, t[i], dw[i], rows[i], ne0, xin, m, db + off[i], NULL));
 		dget(k, ya, da, (size_t)ny * 4);
 		dget(k, yb, db, (size_t)ny * 4);
@@ -600,7 +600,7 @@ check_qk_multi(struct kc *k, int m, int64_t ne0)
 		same_bits(k, f ? "rmsnorm_matvec_q8 mixed=each" : "matvec_q8_multi mixed=each",
 		    shape, ya, yb, ny);
 	}
-	for (int i = 0; i < NW; i++)
+	for (int i = 0; i < ntyp; i++)
 		wset_free(k, &s[i]);
 	free(x), free(nw), free(ya), free(yb);
 	gpu_free(k->g, dx), gpu_free(k->g, dnw), gpu_free(k->g, dn);
@@ -629,8 +629,14 @@ check_qk_all(struct kc *k)
 		for (size_t si = 1; si < 5; si++)
 			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], 12 - GPU_QK_LANES);
 	}
-	check_qk_multi(k, 1, 1024);
-	check_qk_multi(k, 5, 4096);
+	check_qk_multi(k, 1, 1024, 4);
+	check_qk_multi(k, 5, 4096, 4);
+	/* the norm's geometries: 1024 threads, 2 and 4 float4s a thread, rows past shared memory */
+	check_qk_multi(k, 3, 4096, 1);
+	check_qk_multi(k, 2, 5120, 4);
+	check_qk_multi(k, 2, 5120, 1);
+	check_qk_multi(k, 1, 12288, 4);
+	check_qk_multi(k, 1, 12288, 1);
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
@@ -1032,6 +1038,8 @@ check_all(struct kc *k)
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
 	check_rmsnorm(k, 2 * 32, 128, 128, 2);
+	check_rmsnorm(k, 3, 5120, 5120, 0);	/* 2 and 4 float4s a thread */
+	check_rmsnorm(k, 2, 12288, 12288, 1);
 	check_l2norm(k, 2 * 16, 128);
 	check_rope(k, 3, 16, 256, 512, 64, 4000);
 	check_rope(k, 2, 8, 64, 64, 64, 100000);
@@ -1896,6 +1904,10 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_fuse(k, &p, QUANT_Q8_0, 40, 2, 128, 160, 1.0f);
 	be_fuse(k, &p, QUANT_BF16, 2, 2, 64, 96, 1.0f);
 	be_fuse(k, &p, QUANT_Q4_K, 2, 2, 256, 256, 1.0f);	/* K-quants: the plain ops */
+	/* the decode shapes: rows of 4096 (1024 threads) and 5120 (2 float4s a thread) */
+	be_fuse(k, &p, QUANT_Q8_0, 1, 32, 128, 256, 1.0f);
+	be_fuse(k, &p, QUANT_Q5_1, 2, 32, 128, 128, 1.0f);
+	be_fuse(k, &p, QUANT_Q8_0, 3, 40, 128, 256, 1.0f);
 	be_set(k, &p, QUANT_Q8_0, 1, 512);
 	be_set(k, &p, QUANT_Q8_0, 5, 512);	/* the staged kernel */
 	be_set(k, &p, QUANT_NVFP4, 1, 512);
@@ -2061,6 +2073,75 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/* Seconds per call in a graph of nl calls (one call outside it first: the scratch sized). */
+#define BENCH_LAUNCHES(k, nl, call, out) do {					\
+	struct gpu_graph *gr_;							\
+	gchk((k), (call));							\
+	gchk((k), gpu_sync((k)->g));						\
+	gchk((k), gpu_graph_begin((k)->g));					\
+	for (int l_ = 0; l_ < (nl); l_++)					\
+		gchk((k), (call));						\
+	if ((gr_ = gpu_graph_end((k)->g)) == NULL)				\
+		die(1, "gpu: %s", gpu_errmsg((k)->g));				\
+	(out) = time_graph((k), gr_, 5) / (nl);					\
+	gpu_graph_free(gr_);							\
+} while (0)
+
+/*
+ * The decode step's small kernels, graphs of 200 launches: the fused norm
+ * + quantize (gpu_rmsnorm_matvec_q8_ex with no weight: k_rmsnorm_q8x
+ * alone) for m rows of 4096 and 5120, x += t first, and the gated norm of
+ * 32 heads of 128, each beside the plain norm (gpu_rmsnorm, k_rmsnorm4);
+ * k_q8x of rows of 12288 with an 8-row Q8_0 product (gpu_matvec_q8: the
+ * product takes about as long; x must stay as it is, which the fused
+ * SwiGLU form would not leave it).
+ */
+static void
+bench_norm(struct kc *k, const uint8_t *dpool)
+{
+	static const int ms[] = { 1, 4, 16 };
+	static const struct { int d, nh, add, gated; const char *what; } sh[] = {
+		{ 4096, 1, 0, 0, "rmsnorm q8" }, { 5120, 1, 0, 0, "rmsnorm q8" },
+		{ 4096, 1, 1, 0, "add+rmsnorm q8" }, { 128, 32, 0, 1, "gated 32x128 q8" },
+	};
+	enum { NL = 200, NFF = 12288 };
+	size_t nmax = (size_t)16 * NFF;
+	float *h = frand(k, (int64_t)nmax, -1, 1), *hw = frand(k, NFF, 0.5f, 1.5f);
+	float *x = dput(k, h, nmax * 4), *t = dput(k, h, nmax * 4), *z = dput(k, h, nmax * 4);
+	float *w = dput(k, hw, NFF * 4), *y = dput(k, NULL, nmax * 4);
+	const void *wq = dpool;
+	int tq = QUANT_Q8_0;
+	int64_t wr = 8;
+	double sf, sp;
+
+	for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+		for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+			int d = sh[si].d, nh = sh[si].nh, ne0 = d * nh, m = ms[mi];
+			const float *tt = sh[si].add ? t : NULL, *zz = sh[si].gated ? z : NULL;
+			BENCH_LAUNCHES(k, NL, gpu_rmsnorm_matvec_q8_ex(k->g, x, tt, zz, w, d,
+			    1e-6f, 0, NULL, NULL, NULL, ne0, m, NULL, NULL), sf);
+			if (sh[si].gated)
+				BENCH_LAUNCHES(k, NL, gpu_rmsnorm_gated(k->g, x, z, w, y, m * nh, d,
+				    1e-6f), sp);
+			else
+				BENCH_LAUNCHES(k, NL, gpu_rmsnorm(k->g, x, ne0, w, y, ne0, m, ne0,
+				    1e-6f), sp);
+			printf("bench norm %-16s %5dx%-4d m=%-2d fused %6.2f us  "
+			    "(plain norm alone %6.2f us)\n", sh[si].what, nh, d, m, sf * 1e6,
+			    sp * 1e6);
+			fflush(stdout);
+		}
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+		BENCH_LAUNCHES(k, NL, gpu_matvec_q8(k->g, tq, wq, wr, NFF, x, ms[mi], y, NULL), sf);
+		printf("bench norm %-16s %10d m=%-2d q8x + an 8-row Q8_0 product %6.2f us\n",
+		    "quantize", NFF, ms[mi], sf * 1e6);
+		fflush(stdout);
+	}
+	free(h), free(hw);
+	gpu_free(k->g, x), gpu_free(k->g, t), gpu_free(k->g, z), gpu_free(k->g, w);
+	gpu_free(k->g, y);
+}
+
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each). */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -2121,6 +2202,7 @@ bench(struct kc *k)
 	printf("bench device %s\n", gpu_name(k->g));
 	printf("bench chunk %d unroll %d\n", k->chunk, k->unroll);
 	bw = bench_copy(k, (size_t)1 << 30);
+	bench_norm(k, dpool);
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 		for (int ti = 0; ti < NTYPES; ti++)
 			if (k->only < 0 || k->only == mv_types[ti])

@@ -107,6 +107,71 @@ rms_scale(double ss, int d, float eps)
 	return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)(ss / (double)d), eps)));
 }
 
+/*
+ * The row-per-block norms (ops.cu's k_rmsnorm4, matvec_q8.cu's
+ * k_rmsnorm_q8x) share their geometry and their double sum, so that the
+ * fused kernel's scale is the plain kernel's bit for bit: a row of d4
+ * float4s over norm_threads(d4) threads, thread i holding the norm_vec(d4)
+ * float4s i, i + blockDim.x, ... (one for rows up to 4096 floats: the
+ * per-element work is not serial); its squares summed in that order in
+ * double, a butterfly over the warp (norm_sumsq_warp), then after one
+ * barrier every warp sums the warps' sums in the same butterfly, lane l
+ * taking warp l's (norm_sumsq_block).
+ */
+static inline int
+norm_vec(int d4)
+{
+	return d4 <= 1024 ? 1 : d4 <= 2048 ? 2 : 4;
+}
+
+/* Threads of a row of d4 float4s (a multiple of 32, at most 1024 for d4 <= 4096). */
+static inline int
+norm_threads(int d4)
+{
+	int v = norm_vec(d4);
+
+	return ((d4 + v - 1) / v + 31) / 32 * 32;
+}
+
+/* The sum of the squares of v[0..V-1] over the warp, in every lane. */
+template <int V>
+__device__ __forceinline__ double
+norm_sumsq_warp(const float4 *v)
+{
+	double s = (double)__fmul_rn(v[0].x, v[0].x);	/* 0 + it: the same bits */
+
+#pragma unroll
+	for (int u = 0; u < V; u++) {
+		if (u > 0)
+			s += (double)__fmul_rn(v[u].x, v[u].x);
+		s += (double)__fmul_rn(v[u].y, v[u].y);
+		s += (double)__fmul_rn(v[u].z, v[u].z);
+		s += (double)__fmul_rn(v[u].w, v[u].w);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+	return s;
+}
+
+/* The block's sum of the warps' sums s, in every thread (red: 32 doubles). */
+__device__ __forceinline__ double
+norm_sumsq_block(double s, double *red)
+{
+	int lane = threadIdx.x & 31;
+
+	if (blockDim.x == 32)	/* what the second butterfly gives: s + 0 */
+		return s;
+	if (lane == 0)
+		red[threadIdx.x >> 5] = s;
+	__syncthreads();
+	s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0;
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+	return s;
+}
+
 /* The NVFP4 decode the int8 products share (matvec_q8.cu, mmq.cu).
  * ggml's ue4m3 scale times 0.5 (lib/quant's qi_ue4m3_half): exact.  A
  * normal value (1 + man/8) 2^(e-7) / 2 is built as float bits (exponent

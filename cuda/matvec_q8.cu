@@ -23,42 +23,87 @@
 enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_NVFP4 = 40 };
 
 /*
- * One warp per 32-block of x: q[w][32], dx[w] (the fp16 scale as float),
- * sx[w] (Q8_1's fp16 d * sum q, when sx is not NULL).  P, an op on x
- * first (its result written back to x): GPU_PRE_SWIGLU x = silu(x) * u,
- * as ops.cu's k_binary; GPU_PRE_SIGMOID x *= sigmoid(gate), the gate of
- * element e at u[e / hd * ldu + e % hd] (heads of hd), as k_sigmoid_mul.
+ * The Q8_0 (Q8_1 with sx) quantization of 32-block b of a row, whose
+ * values o[0..3] are held by lanes 8k..8k+7 of a warp (8 lanes a block,
+ * in order): the block's amax, d = amax / 127 and id = 127 /
+ * amax as correctly rounded quotients, q = rint(o * id); lane 8k writes
+ * dx[b] and sx[b] (sx: Q8_1's d * sum q, only when sx is not NULL).  All
+ * 32 lanes call it (lanes of no block with zeros); st: this lane stores.
+ */
+__device__ __forceinline__ void
+q8_block4(float4 o, int lane, bool st, char4 *qo, float *dx, float *sx, size_t b)
+{
+	float a = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
+#pragma unroll
+	for (int m = 1; m < 8; m <<= 1)
+		a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, m));
+	float id = a != 0.0f ? __fdiv_rn(127.0f, a) : 0.0f;
+	int q0 = (int)(int8_t)rintf(__fmul_rn(o.x, id));
+	int q1 = (int)(int8_t)rintf(__fmul_rn(o.y, id));
+	int q2 = (int)(int8_t)rintf(__fmul_rn(o.z, id));
+	int q3 = (int)(int8_t)rintf(__fmul_rn(o.w, id));
+	if (st)
+		*qo = make_char4((signed char)q0, (signed char)q1, (signed char)q2, (signed char)q3);
+	float dd = __fdiv_rn(a, 127.0f);
+	if (sx != NULL) {	/* Q8_1 (uniform over the launch) */
+		int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+		for (int m = 1; m < 8; m <<= 1)
+			sum += __shfl_xor_sync(0xFFFFFFFFu, sum, m);
+		if (st && (lane & 7) == 0)
+			sx[b] = __half2float(__float2half_rn(__fmul_rn((float)sum, dd)));
+	}
+	if (st && (lane & 7) == 0)
+		dx[b] = __half2float(__float2half_rn(dd));
+}
+
+/*
+ * 8 lanes per 32-block of x, 4 values a lane: q[w][32], dx[w] (the fp16
+ * scale as float), sx[w] (Q8_1's fp16 d * sum q, when sx is not NULL), as
+ * q8_block4 quantizes.  P, an op on x first (its result written
+ * back to x): GPU_PRE_SWIGLU x = silu(x) * u, as ops.cu's k_binary;
+ * GPU_PRE_SIGMOID x *= sigmoid(gate), the gate of element e at u[e / hd *
+ * ldu + e % hd] (heads of hd, a multiple of 32), as k_sigmoid_mul.  x and u
+ * are read and written as floats (any alignment), q as char4.
  */
 template <int P>
 __global__ void
-k_q8x(float *x, const float *u, int hd, int64_t ldu, int nb, int64_t total, int8_t *q,
-    float *dx, float *sx)
+k_q8x(float *x, const float *u, int hd, int64_t ldu, int64_t total, int8_t *q, float *dx,
+    float *sx)
 {
-	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
+	int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, e = l * 4;
+	bool in = l < total * 8;
 
-	if (w >= total)
+	if ((l & ~(int64_t)31) >= total * 8)	/* the whole warp past the end */
 		return;
-	int64_t e = w * 32 + lane;
-	float v = x[e];
-	if (P == GPU_PRE_SWIGLU)
-		x[e] = v = __fmul_rn(gpu_silu(v), u[e]);
-	else if (P == GPU_PRE_SIGMOID)
-		x[e] = v = __fmul_rn(v, gpu_sigmoid(u[e / hd * ldu + e % hd]));
-	float a = fabsf(v);
-	for (int o = 16; o > 0; o >>= 1)
-		a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, o));
-	float d = __fdiv_rn(a, 127.0f);
-	float id = a != 0.0f ? __fdiv_rn(127.0f, a) : 0.0f;
-	int qi = (int)(int8_t)rintf(__fmul_rn(v, id)), sum = qi;
-	q[w * 32 + lane] = (int8_t)qi;
-	for (int o = 16; o > 0; o >>= 1)
-		sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
-	if (lane == 0) {
-		dx[w] = __half2float(__float2half_rn(d));
-		if (sx != NULL)
-			sx[w] = __half2float(__float2half_rn(__fmul_rn((float)sum, d)));
+	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	if (in) {
+		const float *ue = u + e;
+		if (P == GPU_PRE_SIGMOID) {	/* 32-bit division when it fits: no call */
+			int64_t h = e <= INT32_MAX ? (int64_t)((unsigned)e / (unsigned)hd) : e / hd;
+			ue = u + h * ldu + (e - h * hd);
+		}
+		v = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
+		float4 b = P != 0 ? make_float4(ue[0], ue[1], ue[2], ue[3]) : v;
+		/* a use of all eight here: the compiler would sink each load to its op,
+		 * after the divisions before it (serial load latencies) */
+		asm volatile("" : : "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "f"(b.x), "f"(b.y),
+		    "f"(b.z), "f"(b.w));
+		if (P == GPU_PRE_SWIGLU) {
+			v.x = __fmul_rn(gpu_silu(v.x), b.x);
+			v.y = __fmul_rn(gpu_silu(v.y), b.y);
+			v.z = __fmul_rn(gpu_silu(v.z), b.z);
+			v.w = __fmul_rn(gpu_silu(v.w), b.w);
+		} else if (P == GPU_PRE_SIGMOID) {	/* the 4 gates of one head */
+			v.x = __fmul_rn(v.x, gpu_sigmoid(b.x));
+			v.y = __fmul_rn(v.y, gpu_sigmoid(b.y));
+			v.z = __fmul_rn(v.z, gpu_sigmoid(b.z));
+			v.w = __fmul_rn(v.w, gpu_sigmoid(b.w));
+		}
+		if (P != 0)
+			x[e] = v.x, x[e + 1] = v.y, x[e + 2] = v.z, x[e + 3] = v.w;
 	}
+	q8_block4(v, threadIdx.x & 31, in, (char4 *)q + l, dx, sx, (size_t)(l >> 3));
 }
 
 /* Bytes of one weight block of type T (NVFP4: 64 values, else 32). */
@@ -477,8 +522,8 @@ mv8_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int q80, i
 	int64_t total = n * (ne0 / 32);
 
 	if (q80) {
-		k_q8x<0><<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>((float *)d_x,
-		    NULL, 1, 0, (int)(ne0 / 32), total, X->q, X->dx, q81 ? X->sx : NULL);
+		k_q8x<0><<<(unsigned)((total * 8 + 255) / 256), 256, 0, g->stream>>>((float *)d_x,
+		    NULL, 1, 0, total, X->q, X->dx, q81 ? X->sx : NULL);
 		GPU_LAUNCHED(g, "matvec_q8 quantize");
 	}
 	return qk ? qk_quantize(g, d_x, n, ne0, X->kq, X->kd, X->kb) : 0;
@@ -519,132 +564,137 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 	int8_t *q = X.q;
 	float *dx = X.dx, *sx = X.sx;
 	int64_t total = n * nb;
-	unsigned nblk = (unsigned)((total * 32 + 255) / 256);
+	unsigned nblk = (unsigned)((total * 8 + 255) / 256);
 	if (pre == GPU_PRE_SWIGLU)
-		k_q8x<GPU_PRE_SWIGLU><<<nblk, 256, 0, g->stream>>>(d_x, d_u, 1, 0, nb, total, q, dx,
+		k_q8x<GPU_PRE_SWIGLU><<<nblk, 256, 0, g->stream>>>(d_x, d_u, 1, 0, total, q, dx,
 		    q81 ? sx : NULL);
 	else
-		k_q8x<GPU_PRE_SIGMOID><<<nblk, 256, 0, g->stream>>>(d_x, d_u, hd, ldu, nb, total, q,
-		    dx, q81 ? sx : NULL);
+		k_q8x<GPU_PRE_SIGMOID><<<nblk, 256, 0, g->stream>>>(d_x, d_u, hd, ldu, total, q, dx,
+		    q81 ? sx : NULL);
 	GPU_LAUNCHED(g, "matvec_q8 quantize");
 	return mv8_products(g, 1, &t, &d_w, &rows, ne0, &X, n, &d_y, &d_scale);
 }
 
-#define RQ_VEC 4	/* float4s a thread holds in k_rmsnorm_q8x */
-
 /*
  * RMSNorm of row blockIdx.x (weight w) and its quantization in one pass:
  * y = x * (1 / sqrt(mean(x^2) + eps)) * w exactly as cuda/ops.cu's
- * k_rmsnorm4 computes it (same sum order), then each 32-block quantized
- * as k_q8x does (8 lanes, 4 values each).  Bit-identical to the two.
+ * k_rmsnorm4 computes it (its geometry and norm_sumsq_*: the same sum
+ * order), then each 32-block quantized as k_q8x does (q8_block4: 8 lanes,
+ * 4 values each).  Bit-identical to the two.  Every load (x, t, w, z) is
+ * issued first and silu(z) computed before the sum's one barrier; a thread
+ * holds V = norm_vec(d / 4) float4s (one up to d = 4096).
  * t not NULL: x += t first (as ops.cu's k_binary adds), the sum written
  * back to x.  z not NULL: y *= silu(z) as k_rmsnorm4's gated form, y
  * written to x.  Rows are contiguous (a row of d may be a head of a
- * longer row: the blocks of 32 follow on).
- * K = 1: the normed row is written to xn instead, and after a barrier each
- * warp quantizes 256-blocks of it to Q8_K as k_q8kx does (q, dx = the
- * block's d, kb = its bsums): bit-identical to gpu_rmsnorm then k_q8kx.
+ * longer row: the blocks of 32 follow on; heads of 128 are blocks of one
+ * warp, no barrier at all).
+ * K = 1: the normed row is kept in shared memory (d <= RQ_SM, the launch
+ * giving d floats of it) and written to xn (when not NULL; always for
+ * longer rows, which it is read back from), and after a barrier each warp
+ * quantizes 256-blocks of it to Q8_K as k_q8kx does (q, dx = the block's
+ * d, kb = its bsums): bit-identical to gpu_rmsnorm then k_q8kx.
  */
-template <int K>
+#define RQ_SM 8192	/* K = 1: rows of at most this many floats held in shared memory */
+
+template <int K, int V>
 __global__ void __launch_bounds__(1024)
 k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, float eps,
     int8_t *q, float *dx, float *sx, float *xn, int16_t *kb)
 {
-	__shared__ double red[33];
-	float4 *xr = (float4 *)(x + (size_t)blockIdx.x * d);
-	int d4 = d / 4, nb = d / 32, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-	float4 v[RQ_VEC];
-	double s = 0.0;
+	__shared__ double red[32];
+	extern __shared__ float4 rq_sm[];	/* K = 1, d <= RQ_SM: the normed row */
+	size_t r = blockIdx.x;
+	float4 *xr = (float4 *)(x + r * d);
+	int d4 = d / 4, lane = threadIdx.x & 31;
+	float4 v[V], c[V], g[V], b[V], zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
 #pragma unroll
-	for (int u = 0; u < RQ_VEC; u++) {
+	for (int u = 0; u < V; u++) {	/* every load first (x is written below) */
 		int i = threadIdx.x + u * blockDim.x;
-		v[u] = i < d4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		v[u] = i < d4 ? xr[i] : zero;
+		c[u] = i < d4 ? ((const float4 *)w)[i] : zero;
+		g[u] = z != NULL && i < d4 ? ((const float4 *)(z + r * d))[i] : zero;
+		b[u] = t != NULL && i < d4 ? ((const float4 *)(t + r * d))[i] : zero;
+	}
+#pragma unroll
+	for (int u = 0; u < V; u++) {
+		int i = threadIdx.x + u * blockDim.x;
 		if (t != NULL && i < d4) {
-			float4 b = ((const float4 *)(t + (size_t)blockIdx.x * d))[i];
-			v[u] = make_float4(__fadd_rn(v[u].x, b.x), __fadd_rn(v[u].y, b.y),
-			    __fadd_rn(v[u].z, b.z), __fadd_rn(v[u].w, b.w));
+			v[u] = make_float4(__fadd_rn(v[u].x, b[u].x), __fadd_rn(v[u].y, b[u].y),
+			    __fadd_rn(v[u].z, b[u].z), __fadd_rn(v[u].w, b[u].w));
 			xr[i] = v[u];
 		}
 	}
+	double s = norm_sumsq_warp<V>(v);
 #pragma unroll
-	for (int u = 0; u < RQ_VEC; u++) {
-		s += (double)__fmul_rn(v[u].x, v[u].x);
-		s += (double)__fmul_rn(v[u].y, v[u].y);
-		s += (double)__fmul_rn(v[u].z, v[u].z);
-		s += (double)__fmul_rn(v[u].w, v[u].w);
-	}
-	/* block sum as ops.cu's block_sum: butterfly, then warp 0 over the warps */
-	for (int o = 16; o > 0; o >>= 1)
-		s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-	__syncthreads();
-	if (lane == 0)
-		red[wp] = s;
-	__syncthreads();
-	if (wp == 0) {
-		s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0;
-		for (int o = 16; o > 0; o >>= 1)
-			s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-		if (lane == 0)
-			red[32] = s;
-	}
-	__syncthreads();
-	float sc = rms_scale(red[32], d, eps);
+	for (int u = 0; u < V; u++)	/* while other warps reach the barrier */
+		if (z != NULL)
+			g[u] = make_float4(gpu_silu(g[u].x), gpu_silu(g[u].y), gpu_silu(g[u].z),
+			    gpu_silu(g[u].w));
+	float sc = rms_scale(norm_sumsq_block(s, red), d, eps);
 #pragma unroll
-	for (int u = 0; u < RQ_VEC; u++) {
+	for (int u = 0; u < V; u++) {
 		int i = threadIdx.x + u * blockDim.x;
-		if (i - lane >= d4)	/* the whole warp is out (lanes past d4 add zeros) */
-			break;
-		float4 c = i < d4 ? ((const float4 *)w)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-		float4 o = make_float4(__fmul_rn(__fmul_rn(v[u].x, sc), c.x),
-		    __fmul_rn(__fmul_rn(v[u].y, sc), c.y), __fmul_rn(__fmul_rn(v[u].z, sc), c.z),
-		    __fmul_rn(__fmul_rn(v[u].w, sc), c.w));
-		if (z != NULL && i < d4) {
-			float4 g = ((const float4 *)(z + (size_t)blockIdx.x * d))[i];
-			o.x = __fmul_rn(o.x, gpu_silu(g.x)), o.y = __fmul_rn(o.y, gpu_silu(g.y));
-			o.z = __fmul_rn(o.z, gpu_silu(g.z)), o.w = __fmul_rn(o.w, gpu_silu(g.w));
-			xr[i] = o;
+		bool in = i < d4;
+		float4 o = make_float4(__fmul_rn(__fmul_rn(v[u].x, sc), c[u].x),
+		    __fmul_rn(__fmul_rn(v[u].y, sc), c[u].y), __fmul_rn(__fmul_rn(v[u].z, sc), c[u].z),
+		    __fmul_rn(__fmul_rn(v[u].w, sc), c[u].w));
+		if (z != NULL) {
+			o.x = __fmul_rn(o.x, g[u].x), o.y = __fmul_rn(o.y, g[u].y);
+			o.z = __fmul_rn(o.z, g[u].z), o.w = __fmul_rn(o.w, g[u].w);
+			if (in)
+				xr[i] = o;
 		}
 		if (K) {
-			if (i < d4)
-				((float4 *)(xn + (size_t)blockIdx.x * d))[i] = o;
+			if (in && xn != NULL)
+				((float4 *)(xn + r * d))[i] = o;
+			if (in && d <= RQ_SM)
+				rq_sm[i] = o;
 			continue;
 		}
-		float a = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
-		for (int m = 1; m < 8; m <<= 1)
-			a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, m));
-		float dd = __fdiv_rn(a, 127.0f);
-		float id = a != 0.0f ? __fdiv_rn(127.0f, a) : 0.0f;
-		int q0 = (int)(int8_t)rintf(__fmul_rn(o.x, id));
-		int q1 = (int)(int8_t)rintf(__fmul_rn(o.y, id));
-		int q2 = (int)(int8_t)rintf(__fmul_rn(o.z, id));
-		int q3 = (int)(int8_t)rintf(__fmul_rn(o.w, id));
-		int sum = q0 + q1 + q2 + q3;
-		for (int m = 1; m < 8; m <<= 1)
-			sum += __shfl_xor_sync(0xFFFFFFFFu, sum, m);
-		if (i < d4) {
-			char4 c4 = make_char4((signed char)q0, (signed char)q1, (signed char)q2,
-			    (signed char)q3);
-			((char4 *)(q + (size_t)blockIdx.x * d))[i] = c4;
-			if ((threadIdx.x & 7) == 0) {
-				size_t bi = (size_t)blockIdx.x * nb + i / 8;
-				dx[bi] = __half2float(__float2half_rn(dd));
-				if (sx != NULL)
-					sx[bi] = __half2float(__float2half_rn(__fmul_rn((float)sum, dd)));
-			}
-		}
+		/* lanes past d4 hold zeros: whole 8-lane groups (d4 % 8 == 0) */
+		q8_block4(o, lane, in, (char4 *)(q + r * d) + i, dx, sx, r * (d / 32) + i / 8);
 	}
 	if (K) {
 		int nk = d / 256;
-		__syncthreads();	/* the row in xn, written by the whole block */
-		for (int b = wp; b < nk; b += blockDim.x >> 5) {
-			size_t o = (size_t)blockIdx.x * d + (size_t)b * 256;
-			gpu_q8k_block(xn + o, lane, q + o, dx + (size_t)blockIdx.x * nk + b,
-			    kb + o / 16);
+		__syncthreads();	/* the row written by the whole block */
+		for (int b = threadIdx.x >> 5; b < nk; b += blockDim.x >> 5) {
+			size_t o = r * d + (size_t)b * 256;
+			if (d <= RQ_SM)	/* shared loads, not generic ones */
+				gpu_q8k_block((const float *)rq_sm + b * 256, lane, q + o,
+				    dx + r * nk + b, kb + o / 16);
+			else
+				gpu_q8k_block(xn + o, lane, q + o, dx + r * nk + b, kb + o / 16);
 		}
 	}
 }
 
+/*
+ * k_rmsnorm_q8x<K, V> of nr rows of d (V = norm_vec(d / 4)); K = 1: xn
+ * NULL when the normed row is not wanted (and d <= RQ_SM: kept in shared
+ * memory alone).
+ */
+template <int K>
+static void
+rq8x_launch(struct gpu *g, int64_t nr, float *x, const float *t, const float *z,
+    const float *w, int d, float eps, int8_t *q, float *dx, float *sx, float *xn, int16_t *kb,
+    float *xn_spill)
+{
+	int d4 = d / 4, nt = norm_threads(d4);
+	size_t sm = K && d <= RQ_SM ? (size_t)d * 4 : 0;
+
+	if (K && d > RQ_SM)
+		xn = xn_spill;
+	if (norm_vec(d4) == 1)
+		k_rmsnorm_q8x<K, 1><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		    sx, xn, kb);
+	else if (norm_vec(d4) == 2)
+		k_rmsnorm_q8x<K, 2><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		    sx, xn, kb);
+	else
+		k_rmsnorm_q8x<K, 4><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		    sx, xn, kb);
+}
 
 extern "C" int
 gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const float *d_z,
@@ -652,7 +702,7 @@ gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const floa
     const int64_t *rows, int64_t ne0, int64_t n, float *const *d_y,
     const float *const *d_scale)
 {
-	int d4 = (int)(d / 4), nt = ((d4 + RQ_VEC - 1) / RQ_VEC + 31) / 32 * 32, q81, q80, qk;
+	int nt = d > 0 && d <= 4 * 4096 ? norm_threads((int)(d / 4)) : 2048, q81, q80, qk;
 	int64_t nr = d > 0 ? n * (ne0 / d) : 0;	/* rows of d */
 	struct mv8_x X;
 
@@ -664,18 +714,18 @@ gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const floa
 	    nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
 	    ((uintptr_t)d_t & 15) || ((uintptr_t)d_z & 15) || nr > INT32_MAX)
 		return gpu_fail(g, "rmsnorm_matvec_q8: norm rows of %lld in rows of %lld (at most "
-		    "%d), or unaligned", (long long)d, (long long)ne0, 1024 * 4 * RQ_VEC);
+		    "%d), or unaligned", (long long)d, (long long)ne0, 4 * 4096);
 	if (mv8_scratch(g, n, ne0, qk, qk, &X))
 		return -1;
 	if (qk) {	/* Q8_K: the norm written out and quantized; Q8_0 of it too if wanted */
-		k_rmsnorm_q8x<1><<<(unsigned)nr, nt, 0, g->stream>>>(d_x, d_t, NULL, d_nw, (int)d,
-		    eps, X.kq, X.kd, NULL, X.xn, X.kb);
+		rq8x_launch<1>(g, nr, d_x, d_t, NULL, d_nw, (int)d, eps, X.kq, X.kd, NULL,
+		    q80 ? X.xn : NULL, X.kb, X.xn);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize q8k");
 		if (q80 && mv8_quantize(g, X.xn, n, ne0, 1, q81, 0, &X) != 0)
 			return -1;
 	} else {
-		k_rmsnorm_q8x<0><<<(unsigned)nr, nt, 0, g->stream>>>(d_x, d_t, d_z, d_nw, (int)d,
-		    eps, X.q, X.dx, q81 ? X.sx : NULL, NULL, NULL);
+		rq8x_launch<0>(g, nr, d_x, d_t, d_z, d_nw, (int)d, eps, X.q, X.dx,
+		    q81 ? X.sx : NULL, NULL, NULL, NULL);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
 	}
 	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);

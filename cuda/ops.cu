@@ -45,7 +45,6 @@ block_sum(F v, F *red)
 }
 
 #define NORM_THREADS 256
-#define NORM_VEC 4		/* float4s a thread holds in k_rmsnorm4 */
 
 /* mode 0: plain; 1: gated by silu(z).  Any d and leading dimension. */
 __global__ void
@@ -74,50 +73,50 @@ k_rmsnorm(const float *x, int64_t ldx, const float *z, const float *w, float *y,
 /*
  * The same for d, the leading dimensions and the pointers multiples of 4
  * floats: the row is loaded once, as float4s held in registers (all loads
- * in flight together), then reduced and written.  Blocks of 32..1024
- * threads, each holding up to NORM_VEC float4s.
+ * in flight together, w's and z's too, silu(z) computed while the sum
+ * waits), then reduced and written.  Blocks of norm_threads(d / 4)
+ * threads, each holding V = norm_vec(d / 4) float4s, summed by
+ * norm_sumsq_warp and norm_sumsq_block as matvec_q8.cu's k_rmsnorm_q8x
+ * sums them.
  */
+template <int V>
 __global__ void __launch_bounds__(1024)
 k_rmsnorm4(const float *x, int64_t ldx, const float *z, const float *w, float *y,
     int64_t ldy, int d, float eps)
 {
-	__shared__ double red[33];
+	__shared__ double red[32];
 	const float4 *xr = (const float4 *)(x + blockIdx.x * ldx);
 	float4 *yr = (float4 *)(y + blockIdx.x * ldy);
 	int d4 = d / 4;
-	float4 v[NORM_VEC];
-	double s = 0.0;
+	float4 v[V], c[V], g[V], zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
 #pragma unroll
-	for (int u = 0; u < NORM_VEC; u++) {
+	for (int u = 0; u < V; u++) {
 		int i = threadIdx.x + u * blockDim.x;
-		v[u] = i < d4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		v[u] = i < d4 ? xr[i] : zero;
+		c[u] = w != NULL && i < d4 ? ((const float4 *)w)[i] : zero;
+		g[u] = z != NULL && i < d4 ? ((const float4 *)(z + blockIdx.x * (int64_t)d))[i] : zero;
 	}
+	double s = norm_sumsq_warp<V>(v);
 #pragma unroll
-	for (int u = 0; u < NORM_VEC; u++) {
-		s += (double)__fmul_rn(v[u].x, v[u].x);
-		s += (double)__fmul_rn(v[u].y, v[u].y);
-		s += (double)__fmul_rn(v[u].z, v[u].z);
-		s += (double)__fmul_rn(v[u].w, v[u].w);
-	}
-	s = block_sum(s, red);
-	float sc = rms_scale(s, d, eps);
+	for (int u = 0; u < V; u++)	/* while other warps reach the barrier */
+		if (z != NULL)
+			g[u] = make_float4(silu(g[u].x), silu(g[u].y), silu(g[u].z), silu(g[u].w));
+	float sc = rms_scale(norm_sumsq_block(s, red), d, eps);
 #pragma unroll
-	for (int u = 0; u < NORM_VEC; u++) {
+	for (int u = 0; u < V; u++) {
 		int i = threadIdx.x + u * blockDim.x;
 		if (i >= d4)
 			break;
 		float4 o = make_float4(__fmul_rn(v[u].x, sc), __fmul_rn(v[u].y, sc),
 		    __fmul_rn(v[u].z, sc), __fmul_rn(v[u].w, sc));
 		if (w != NULL) {
-			float4 c = ((const float4 *)w)[i];
-			o.x = __fmul_rn(o.x, c.x), o.y = __fmul_rn(o.y, c.y);
-			o.z = __fmul_rn(o.z, c.z), o.w = __fmul_rn(o.w, c.w);
+			o.x = __fmul_rn(o.x, c[u].x), o.y = __fmul_rn(o.y, c[u].y);
+			o.z = __fmul_rn(o.z, c[u].z), o.w = __fmul_rn(o.w, c[u].w);
 		}
 		if (z != NULL) {
-			float4 c = ((const float4 *)(z + blockIdx.x * (int64_t)d))[i];
-			o.x = __fmul_rn(o.x, silu(c.x)), o.y = __fmul_rn(o.y, silu(c.y));
-			o.z = __fmul_rn(o.z, silu(c.z)), o.w = __fmul_rn(o.w, silu(c.w));
+			o.x = __fmul_rn(o.x, g[u].x), o.y = __fmul_rn(o.y, g[u].y);
+			o.z = __fmul_rn(o.z, g[u].z), o.w = __fmul_rn(o.w, g[u].w);
 		}
 		yr[i] = o;
 	}
@@ -133,12 +132,17 @@ static void
 rmsnorm_launch(struct gpu *g, const float *x, int64_t ldx, const float *z,
     const float *w, float *y, int64_t ldy, int rows, int d, float eps)
 {
-	int d4 = d / 4, nt = ((d4 + NORM_VEC - 1) / NORM_VEC + 31) / 32 * 32;
+	int d4 = d / 4, nt = norm_threads(d4);
 
 	if (d % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 && al16(x) && al16(y) &&
-	    (w == NULL || al16(w)) && (z == NULL || al16(z)) && nt <= 1024)
-		k_rmsnorm4<<<rows, nt, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
-	else
+	    (w == NULL || al16(w)) && (z == NULL || al16(z)) && nt <= 1024) {
+		if (norm_vec(d4) == 1)
+			k_rmsnorm4<1><<<rows, nt, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
+		else if (norm_vec(d4) == 2)
+			k_rmsnorm4<2><<<rows, nt, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
+		else
+			k_rmsnorm4<4><<<rows, nt, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
+	} else
 		k_rmsnorm<<<rows, NORM_THREADS, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
 }
 
