@@ -1548,15 +1548,51 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 }
 
 /*
+ * The CPU's own float-order noise on this model (be_model): the last
+ * logits of a 40-token prompt prefilled against the same prompt run
+ * token by token; the largest difference relative to 1 + |logit| and
+ * absolute.  40 tokens: past 16 rows, so the prefill takes its own paths
+ * (chunked delta rule, batched attention); the same noise bounds shorter
+ * prompts, whose GPU products differ from the CPU's in float order too.
+ */
+static void
+cpu_noise(struct model *md, double *rel, double *abs_)
+{
+	enum { NN = 40 };
+	int32_t pr[NN];
+	int nv = model_hparams(md)->n_vocab;
+	float *a = xmalloc((size_t)nv * 4), *b = xmalloc((size_t)nv * 4);
+	char err[UTIL_ERRLEN];
+	struct state *s0 = model_state_new(md, NN + 1, 0, err), *s1;
+
+	if (s0 == NULL || (s1 = model_state_new(md, NN + 1, 0, err)) == NULL)
+		die(1, "%s", err);
+	for (int i = 0; i < NN; i++)
+		pr[i] = 1 + (i * 37 + 11) % (nv - 1);
+	if (model_forward(md, s0, pr, NN, MODEL_PREFILL, a, NULL) != 0)
+		die(1, "cpu: %s", model_errmsg(md));
+	for (int i = 0; i < NN; i++)
+		if (model_forward(md, s1, &pr[i], 1, 0, b, NULL) != 0)
+			die(1, "cpu: %s", model_errmsg(md));
+	*rel = *abs_ = 0;
+	for (int j = 0; j < nv; j++) {
+		double d = fabs((double)a[j] - b[j]);
+		*abs_ = fmax(*abs_, d);
+		*rel = fmax(*rel, d / (1.0 + fabs((double)a[j])));
+	}
+	free(a), free(b);
+	state_free(s0), state_free(s1);
+}
+
+/*
  * The last logits of a prefill of np tokens and (ng > 0) ng greedy ids
  * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
  * longer prompts (the GEMM of cuda/mmq.cu past 16 rows) repeat it with
  * the position added.
  *
- * The tolerances come from the CPU's own noise: the same np tokens run
- * one at a time on the CPU (the decode path: the delta rule step by step,
- * one-row attention) against its prefill (chunked delta rule, batched
- * attention).  Both are right; they differ by float order alone, and on
+ * The tolerances come from the CPU's own noise (cpu_noise: a 40-token
+ * prompt one token at a time on the CPU, the decode path, against its
+ * prefill: the chunked delta rule, batched attention).  Both are right; they differ by float order alone, and on
  * weights that take int8 activations an order difference that flips one
  * activation's rounding moves the logits far more than it does in float
  * (on SmolLM2's Q4_1 the CPU's two attention orders alone move them by
@@ -1594,22 +1630,8 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 		if (model_forward(md, st, prompt, np, MODEL_PREFILL, first, NULL) != 0)
 			die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		memcpy(lg[b], first, (size_t)nv * 4);
-		if (b == 0) {	/* the CPU's noise: the prompt token by token */
-			struct state *s1 = model_state_new(md, np + 1, 0, err);
-			float *one = xmalloc((size_t)nv * 4);
-			if (s1 == NULL)
-				die(1, "%s", err);
-			for (int i = 0; i < np; i++)
-				if (model_forward(md, s1, &prompt[i], 1, 0, one, NULL) != 0)
-					die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
-			for (int j = 0; j < nv; j++) {
-				double d = fabs((double)one[j] - first[j]);
-				noise_abs = fmax(noise_abs, d);
-				noise = fmax(noise, d / (1.0 + fabs((double)first[j])));
-			}
-			free(one);
-			state_free(s1);
-		}
+		if (b == 0)	/* the CPU's noise: a 40-token prompt token by token vs prefilled */
+			cpu_noise(md, &noise, &noise_abs);
 		for (int i = 0; i < ng; i++) {
 			int32_t t = 0;
 			for (int j = 1; j < nv; j++)
