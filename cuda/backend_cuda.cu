@@ -365,6 +365,26 @@ bsum(float v, float *red)
 	return v;
 }
 
+/* bsum of two values at once (each the same bits as its own bsum), two barriers. */
+__device__ float2
+bsum2(float v, float w, float (*red)[33])
+{
+	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+	for (int o = 16; o > 0; o >>= 1) {
+		v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+		w += __shfl_xor_sync(0xFFFFFFFFu, w, o);
+	}
+	__syncthreads();
+	if (lane == 0)
+		red[0][wp] = v, red[1][wp] = w;
+	__syncthreads();
+	v = 0.0f, w = 0.0f;
+	for (int i = 0; i < nw; i++)	/* fixed order */
+		v += red[0][i], w += red[1][i];
+	return make_float2(v, w);
+}
+
 /*
  * The gated delta rule, rows in order: block (h, c) is value head h,
  * columns c * GDN_COLS .. of its state S[h][DK][dv].  A column's DK rows are
@@ -384,31 +404,45 @@ __global__ void __launch_bounds__(GDN_COLS * GDN_G)
 k_gdn(struct gdn_args A)
 {
 	enum { R = DK / GDN_G };
-	__shared__ float sq[DK], sk[DK], red[32];
+	__shared__ float sq[2][DK], sk[2][DK], red[2][33];	/* q, k: by the row's parity */
 	int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, grp = lane / GDN_CW;
 	int j = blockIdx.y * GDN_COLS + (tid >> 5) * GDN_CW + lane % GDN_CW, dv = A.dv;
 	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk), i0 = grp * R;
 	size_t hsz = (size_t)DK * dv, kd = (size_t)A.nk * DK;
 	float *Sh = A.S + h * hsz, s[R];
-	bool own = j < dv;
+	bool own = j < dv, mine = tid < DK;	/* DK <= the block: one q, k element a thread */
+	float nx_q = 0.0f, nx_k = 0.0f, nx_v = 0.0f, nx_a = 0.0f, nx_b = 0.0f;
 
 #pragma unroll
 	for (int u = 0; u < R; u++)
 		s[u] = own ? Sh[(size_t)(i0 + u) * dv + j] : 0.0f;
+	if (A.m > 0) {
+		nx_q = mine ? A.qkv[(size_t)kh * DK + tid] : 0.0f;
+		nx_k = mine ? A.qkv[kd + (size_t)kh * DK + tid] : 0.0f;
+		nx_v = own ? A.qkv[2 * kd + (size_t)h * dv + j] : 0.0f;
+		nx_a = A.a[h], nx_b = A.b[h];
+	}
 	for (int r = 0; r < A.m; r++) {
-		const float *row = A.qkv + (size_t)r * A.ld;
+		/* this row's inputs were loaded during the last row; load the next's now */
+		float q = nx_q, k = nx_k, v = nx_v, ra = nx_a, rb = nx_b;
+		if (r + 1 < A.m) {
+			const float *nrow = A.qkv + (size_t)(r + 1) * A.ld;
+			nx_q = mine ? nrow[(size_t)kh * DK + tid] : 0.0f;
+			nx_k = mine ? nrow[kd + (size_t)kh * DK + tid] : 0.0f;
+			nx_v = own ? nrow[2 * kd + (size_t)h * dv + j] : 0.0f;
+			nx_a = A.a[(size_t)(r + 1) * A.nv + h], nx_b = A.b[(size_t)(r + 1) * A.nv + h];
+		}
 		float pq = 0.0f, pk = 0.0f;
+		int pb = r & 1;
 
-		__syncthreads();
-		for (int i = tid; i < DK; i += blockDim.x) {
-			float q = row[(size_t)kh * DK + i], k = row[kd + (size_t)kh * DK + i];
-			sq[i] = q;
-			sk[i] = k;
+		if (mine) {
+			sq[pb][tid] = q;
+			sk[pb][tid] = k;
 			pq = __fmaf_rn(q, q, pq);
 			pk = __fmaf_rn(k, k, pk);
 		}
-		float ssq = bsum(pq, red);
-		float ssk = bsum(pk, red);
+		float2 ss = bsum2(pq, pk, red);	/* its barriers publish sq, sk */
+		float ssq = ss.x, ssk = ss.y;
 		float nq, nk;
 		if (A.hf_l2) {
 			nq = 1.0f / sqrtf(ssq + A.eps);
@@ -418,24 +452,22 @@ k_gdn(struct gdn_args A)
 			nk = 1.0f / fmaxf(sqrtf(ssk), A.eps);
 		}
 		nq = __fmul_rn(nq, 1.0f / sqrtf((float)DK));
-		float beta = d_sigmoid(A.b[(size_t)r * A.nv + h]);
-		float gate = __fmul_rn(A.ssm_a[h], d_softplus(__fadd_rn(A.a[(size_t)r * A.nv + h],
-		    A.dt_bias[h])));
+		float beta = d_sigmoid(rb);
+		float gate = __fmul_rn(A.ssm_a[h], d_softplus(__fadd_rn(ra, A.dt_bias[h])));
 		float decay = expf(gate);
 		float kv = 0.0f, o = 0.0f;
 #pragma unroll
 		for (int u = 0; u < R; u++) {
 			s[u] = __fmul_rn(s[u], decay);
-			kv = __fmaf_rn(s[u], __fmul_rn(sk[i0 + u], nk), kv);
+			kv = __fmaf_rn(s[u], __fmul_rn(sk[pb][i0 + u], nk), kv);
 		}
 		for (int x = GDN_CW; x < 32; x <<= 1)
 			kv = __fadd_rn(kv, __shfl_xor_sync(0xFFFFFFFFu, kv, x));
-		float v = own ? row[2 * kd + (size_t)h * dv + j] : 0.0f;
 		float dl = __fmul_rn(beta, __fsub_rn(v, kv));
 #pragma unroll
 		for (int u = 0; u < R; u++) {
-			s[u] = __fmaf_rn(__fmul_rn(sk[i0 + u], nk), dl, s[u]);
-			o = __fmaf_rn(s[u], __fmul_rn(sq[i0 + u], nq), o);
+			s[u] = __fmaf_rn(__fmul_rn(sk[pb][i0 + u], nk), dl, s[u]);
+			o = __fmaf_rn(s[u], __fmul_rn(sq[pb][i0 + u], nq), o);
 		}
 		for (int x = GDN_CW; x < 32; x <<= 1)
 			o = __fadd_rn(o, __shfl_xor_sync(0xFFFFFFFFu, o, x));
