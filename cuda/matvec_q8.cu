@@ -67,12 +67,90 @@ struct mv8_bs {
 	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : T == Q8_T_Q4_1 ? 20 : 36 };
 };
 
-/* acc[j] += weight block b (bytes at blk) . block(s) b of input row j. */
+/*
+ * The kvalues (e2m1 codes as integers, twice the value) of the 8 codes of
+ * v as int8 for dp4a: byte k holds value k in its low nibble and k + 8 in
+ * its high one; *lo = values 0..3, *hi = values 8..11.  Per 4 nibbles a
+ * byte permute over the magnitudes (0,1,2,3,4,6,8,12) and one over their
+ * negations, then a third picks by the sign bit (selector 0x3210 + 4 *
+ * sign); two more put the values in order.  13 instructions for 8 values
+ * (gpu_fp4x4: about 11 for 4).
+ */
+__device__ __forceinline__ uint32_t
+mv8_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+	uint32_t r;
+
+	/* prmt as is: __byte_perm masks the selector to 3 bits a nibble first
+	 * (one more instruction); the selectors here have bit 3 clear */
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+	return r;
+}
+
+/* The low words of the two tables (the high ones are immediates), held in
+ * registers through the loop: or'ed with m >> 5 (0: m <= 16) so that
+ * the compiler cannot fold them, which it did, copying the constant into
+ * a register before each permute (28 more instructions a block). */
+__device__ __forceinline__ uint2
+mv8_fp4tab(int m)
+{
+	unsigned z = (unsigned)m >> 5;
+
+	return make_uint2(0x03020100u | z, 0xFDFEFF00u | z);
+}
+
+__device__ __forceinline__ void
+mv8_fp4x8(uint32_t v, uint2 tab, int *lo, int *hi)
+{
+	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | 0x32103210u;
+	uint32_t p0 = mv8_prmt(mv8_prmt(tab.x, 0x0C080604u, c),
+	    mv8_prmt(tab.y, 0xF4F8FAFCu, c), s);	/* values 0, 8, 1, 9 */
+	c >>= 16, s >>= 16;
+	uint32_t p1 = mv8_prmt(mv8_prmt(tab.x, 0x0C080604u, c),
+	    mv8_prmt(tab.y, 0xF4F8FAFCu, c), s);	/* values 2, 10, 3, 11 */
+
+	*lo = (int)mv8_prmt(p0, p1, 0x6420);
+	*hi = (int)mv8_prmt(p0, p1, 0x7531);
+}
+
+/*
+ * The 4 ue4m3 scales of an NVFP4 block (bytes of sc) as gpu_ue4m3_half
+ * gives them (ggml's value / 2), without branches: a byte 0x7F becomes 0
+ * and bit 7 is dropped (a SIMD zero-byte test of sc ^ 0x7F7F7F7F), then
+ * byte b is read as the fp16 of bits b << 7 (ue4m3 and fp16 share the
+ * mantissa and subnormal forms: that fp16 is the value * 2^-8, exactly)
+ * and multiplied by 128 in fp16 (exact: at most 240).
+ */
+__device__ __forceinline__ void
+mv8_ue4m3x4(uint32_t sc, float *ws)
+{
+	uint32_t z = ~(((~sc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | sc | 0x7F7F7F7Fu);
+	uint32_t c = sc & 0x7F7F7F7Fu & ~(z - (z >> 7));	/* z: 0x80 where a byte is 0x7F */
+	uint32_t h01 = __byte_perm(c, 0, 0x4140) << 7, h23 = __byte_perm(c, 0, 0x4342) << 7;
+	const __half2 k = __floats2half2_rn(128.0f, 128.0f);
+	float2 f01 = __half22float2(__hmul2(*(const __half2 *)&h01, k));
+	float2 f23 = __half22float2(__hmul2(*(const __half2 *)&h23, k));
+
+	ws[0] = f01.x, ws[1] = f01.y, ws[2] = f23.x, ws[3] = f23.y;
+}
+
+/*
+ * acc[j] += weight block b (bytes at blk) . block(s) b of input row j.
+ * The weight is decoded once for the m rows; a row then costs its x loads
+ * (whole blocks as int4, dx of NVFP4's two blocks as one float2), the
+ * dp4a and per 32 values two or three float operations:
+ * Q8_0 acc = fma(isum, dw * dx, acc) (dw * dx exact: two fp16 values);
+ * Q4_1/Q5_1 acc = fma(mw, sx, fma(isum, dw * dx, acc));
+ * NVFP4 per 32-block of x acc = fma(dx, ws0 * t0 + ws1 * t1, acc) (ws * t
+ * exact: 4 and 15 significant bits; one rounding for the pair).
+ */
 template <int T, int M>
 __device__ __forceinline__ void
 mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
-    const float *__restrict__ dx, const float *__restrict__ sx, int m, float *acc)
+    const float *__restrict__ dx, const float *__restrict__ sx, int m, float *acc, uint2 tab)
 {
+	unsigned xs = (unsigned)nb * 32;	/* bytes of q per input row */
+
 	if (T == Q8_T_Q8_0) {
 		const uint16_t *blk = (const uint16_t *)blk8;
 		float dw = __half2float(__ushort_as_half(blk[0]));
@@ -80,19 +158,20 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 #pragma unroll
 		for (int i = 0; i < 8; i++)
 			wq[i] = (int)((unsigned)blk[1 + 2 * i] | (unsigned)blk[2 + 2 * i] << 16);
+		const int8_t *x0 = q + (size_t)b * 32;
+		const float *d0 = dx + b;
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
+			const int4 *xq = (const int4 *)(x0 + (size_t)j * xs);
 			int4 a = xq[0], c = xq[1];
 			int s = __dp4a(wq[0], a.x, 0);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)s,
-			    __fmul_rn(dw, dx[(size_t)j * nb + b])));
+			acc[j] = __fmaf_rn((float)s, __fmul_rn(dw, d0[(size_t)j * nb]), acc[j]);
 		}
 	} else if (T == Q8_T_Q4_1 || T == Q8_T_Q5_1) {
 		/* d, m (fp16), [qh (4 bytes) for Q5_1], qs[16]: values 0..15 or 0..31 */
@@ -113,40 +192,53 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			wq[i] = (int)lo;
 			wq[4 + i] = (int)hi;
 		}
+		const int8_t *x0 = q + (size_t)b * 32;
+		const float *d0 = dx + b, *s0 = sx + b;
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
+			const int4 *xq = (const int4 *)(x0 + (size_t)j * xs);
 			int4 a = xq[0], c = xq[1];
 			int s = __dp4a(wq[0], a.x, 0);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			size_t xi = (size_t)j * nb + b;
-			acc[j] = __fadd_rn(acc[j], __fadd_rn(__fmul_rn(__fmul_rn(dw, dx[xi]),
-			    (float)s), __fmul_rn(mw, sx[xi])));
+			acc[j] = __fmaf_rn(mw, s0[(size_t)j * nb],
+			    __fmaf_rn((float)s, __fmul_rn(dw, d0[(size_t)j * nb]), acc[j]));
 		}
 	} else {
+		/* 4 ue4m3 scales, then 4 sub-blocks of 8 bytes (16 values) */
 		const uint32_t *blk = (const uint32_t *)blk8;
-		uint32_t sc = blk[0];
+		float ws[4];
+		int w[16];
+		mv8_ue4m3x4(blk[0], ws);
 #pragma unroll
 		for (int s = 0; s < 4; s++) {
-			uint32_t lo = blk[1 + 2 * s], hi = blk[2 + 2 * s];
-			float ws = gpu_ue4m3_half((sc >> (8 * s)) & 0xFF);
-			int w0 = gpu_fp4x4(lo), w1 = gpu_fp4x4(hi), w2 = gpu_fp4x4(lo >> 4), w3 = gpu_fp4x4(hi >> 4);
-			int xb = 2 * b + s / 2;
+			mv8_fp4x8(blk[1 + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
+			mv8_fp4x8(blk[2 + 2 * s], tab, &w[4 * s + 1], &w[4 * s + 3]);
+		}
+		const int8_t *x0 = q + (size_t)b * 64;
+		const float *d0 = dx + 2 * b;	/* nb even: 8-byte aligned */
 #pragma unroll
-			for (int j = 0; j < M; j++) {
-				if (j >= m)
-					break;
-				int4 a = *(const int4 *)(q + ((size_t)j * nb + xb) * 32 + (s & 1) * 16);
-				int t = __dp4a(w0, a.x, 0);
-				t = __dp4a(w1, a.y, t), t = __dp4a(w2, a.z, t), t = __dp4a(w3, a.w, t);
-				acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t,
-				    __fmul_rn(ws, dx[(size_t)j * nb + xb])));
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			const int4 *xq = (const int4 *)(x0 + (size_t)j * xs);
+			float2 d = *(const float2 *)(d0 + (size_t)j * nb);
+			int t[4];
+#pragma unroll
+			for (int s = 0; s < 4; s++) {
+				int4 a = xq[s];
+				t[s] = __dp4a(w[4 * s], a.x, 0);
+				t[s] = __dp4a(w[4 * s + 1], a.y, t[s]);
+				t[s] = __dp4a(w[4 * s + 2], a.z, t[s]);
+				t[s] = __dp4a(w[4 * s + 3], a.w, t[s]);
 			}
+			float s01 = __fmaf_rn(ws[1], (float)t[1], __fmul_rn(ws[0], (float)t[0]));
+			float s23 = __fmaf_rn(ws[3], (float)t[3], __fmul_rn(ws[2], (float)t[2]));
+			acc[j] = __fmaf_rn(d.y, s23, __fmaf_rn(d.x, s01, acc[j]));
 		}
 	}
 }
@@ -227,12 +319,13 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 
 	if (r >= rows)
 		return;
+	const uint2 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint2(0, 0);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
 	for (int b = lane; b < nbw; b += 32)
-		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, m, acc);
+		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, m, acc, tab);
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
@@ -264,6 +357,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 
 	if (r >= rows)
 		return;
+	const uint2 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint2(0, 0);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
@@ -284,7 +378,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 		__syncwarp();
 		for (int h = 0; h < nc; h += 32)
 			mv8_block<T, M>((const uint8_t *)buf + (h + lane) * BS, c0 + h + lane, nb,
-			    q, dx, sx, m, acc);
+			    q, dx, sx, m, acc, tab);
 	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
@@ -318,15 +412,17 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
 	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
 	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
-	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && al && rb % 16 == 0) {
-		if (m <= 2)
-			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-		else if (m <= 4)
-			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-		else
-			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-		GPU_LAUNCHED(g, "matvec_q8");
-		return 0;
+	if constexpr (T == Q8_T_Q8_0) {	/* (no staged instances of the others) */
+		if (m > 1 && m <= 8 && nbw % 32 == 0 && al && rb % 16 == 0) {
+			if (m <= 2)
+				k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
+			else if (m <= 4)
+				k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
+			else
+				k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
+			GPU_LAUNCHED(g, "matvec_q8");
+			return 0;
+		}
 	}
 	if (m <= 1)
 		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
