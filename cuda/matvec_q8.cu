@@ -149,8 +149,6 @@ __device__ __forceinline__ void
 mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dx, const float *__restrict__ sx, int m, float *acc, uint2 tab)
 {
-	unsigned xs = (unsigned)nb * 32;	/* bytes of q per input row */
-
 	if (T == Q8_T_Q8_0) {
 		const uint16_t *blk = (const uint16_t *)blk8;
 		float dw = __half2float(__ushort_as_half(blk[0]));
@@ -158,20 +156,19 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 #pragma unroll
 		for (int i = 0; i < 8; i++)
 			wq[i] = (int)((unsigned)blk[1 + 2 * i] | (unsigned)blk[2 + 2 * i] << 16);
-		const int8_t *x0 = q + (size_t)b * 32;
-		const float *d0 = dx + b;
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int4 *xq = (const int4 *)(x0 + (size_t)j * xs);
+			size_t xi = (size_t)j * nb + b;
+			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
 			int s = __dp4a(wq[0], a.x, 0);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			acc[j] = __fmaf_rn((float)s, __fmul_rn(dw, d0[(size_t)j * nb]), acc[j]);
+			acc[j] = __fmaf_rn((float)s, __fmul_rn(dw, dx[xi]), acc[j]);
 		}
 	} else if (T == Q8_T_Q4_1 || T == Q8_T_Q5_1) {
 		/* d, m (fp16), [qh (4 bytes) for Q5_1], qs[16]: values 0..15 or 0..31 */
@@ -192,21 +189,19 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			wq[i] = (int)lo;
 			wq[4 + i] = (int)hi;
 		}
-		const int8_t *x0 = q + (size_t)b * 32;
-		const float *d0 = dx + b, *s0 = sx + b;
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int4 *xq = (const int4 *)(x0 + (size_t)j * xs);
+			size_t xi = (size_t)j * nb + b;
+			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
 			int s = __dp4a(wq[0], a.x, 0);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			acc[j] = __fmaf_rn(mw, s0[(size_t)j * nb],
-			    __fmaf_rn((float)s, __fmul_rn(dw, d0[(size_t)j * nb]), acc[j]));
+			acc[j] = __fmaf_rn(mw, sx[xi], __fmaf_rn((float)s, __fmul_rn(dw, dx[xi]), acc[j]));
 		}
 	} else {
 		/* 4 ue4m3 scales, then 4 sub-blocks of 8 bytes (16 values) */
@@ -219,14 +214,13 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			mv8_fp4x8(blk[1 + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
 			mv8_fp4x8(blk[2 + 2 * s], tab, &w[4 * s + 1], &w[4 * s + 3]);
 		}
-		const int8_t *x0 = q + (size_t)b * 64;
-		const float *d0 = dx + 2 * b;	/* nb even: 8-byte aligned */
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
 				break;
-			const int4 *xq = (const int4 *)(x0 + (size_t)j * xs);
-			float2 d = *(const float2 *)(d0 + (size_t)j * nb);
+			size_t xi = (size_t)j * nb + 2 * b;
+			const int4 *xq = (const int4 *)(q + xi * 32);
+			float2 d = *(const float2 *)(dx + xi);	/* nb even: 8-byte aligned */
 			int t[4];
 #pragma unroll
 			for (int s = 0; s < 4; s++) {
