@@ -150,12 +150,24 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dx, const float *__restrict__ sx, int m, float *acc, uint2 tab)
 {
 	if (T == Q8_T_Q8_0) {
-		const uint16_t *blk = (const uint16_t *)blk8;
-		float dw = __half2float(__ushort_as_half(blk[0]));
-		int wq[8];
+		/* d (fp16), qs[32]; 2-byte aligned: 8 words from the word that
+		 * holds d (from 2 bytes before the block when it is not 4-byte
+		 * aligned: the same aligned word) joined by funnel shifts (16 bits
+		 * aligned, 32 = the high word not), the last 4 bytes as two
+		 * halves: 10 loads (17 halfword loads before) */
+		unsigned o = (unsigned)((uintptr_t)blk8 & 2), sh = 16 + 8 * o;
+		const uint32_t *p = (const uint32_t *)(blk8 - o);
+		const uint16_t *h = (const uint16_t *)blk8;
+		uint32_t P[8];
 #pragma unroll
 		for (int i = 0; i < 8; i++)
-			wq[i] = (int)((unsigned)blk[1 + 2 * i] | (unsigned)blk[2 + 2 * i] << 16);
+			P[i] = p[i];
+		float dw = __half2float(__ushort_as_half((unsigned short)(P[0] >> (8 * o))));
+		int wq[8];
+#pragma unroll
+		for (int i = 0; i < 7; i++)
+			wq[i] = (int)__funnelshift_rc(P[i], P[i + 1], sh);
+		wq[7] = (int)((unsigned)h[15] | (unsigned)h[16] << 16);
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			if (j >= m)
@@ -327,7 +339,7 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
  * The same sums in the same order for rows of a multiple of 32 weight
  * blocks, 16-byte aligned: the warp copies MV8_CH blocks of its row at a
  * time into shared memory with 16-byte coalesced loads (a lane's block
- * read in place took 9..17 narrow loads, each touching nine lines), then
+ * read in place takes 9 or 10 narrow loads, each touching nine lines), then
  * lane l takes blocks l and l + 32 of the chunk as k_mv8 does.  Where it
  * pays is measured (mv8_launch).
  */

@@ -2,7 +2,8 @@
  * matvec-q8-emu: a CPU model of cuda/matvec_q8.cu's k_mv8 / k_mv8s per-lane
  * arithmetic (not built by make; a review aid for a machine without a
  * GPU).  It replays mv8_block lane by lane for Q8_0, NVFP4, Q4_1 and Q5_1
- * (the same word loads, byte permutes (prmt in its default mode, sign
+ * (the same word loads (Q8_0's 2-byte aligned blocks by aligned words and
+ * funnel shifts), byte permutes (prmt in its default mode, sign
  * replication included), dp4a, fp16 scale tricks and float operation
  * order: fmaf where the kernel has __fmaf_rn, nothing else fused), then
  * the warp's butterfly, and compares each product with quant_vec_dot on
@@ -85,10 +86,15 @@ static void block(int t, const uint8_t *blk, int b, const struct xin *X, int m, 
 	int nb = X->nb;
 
 	if (t == QUANT_Q8_0) {
-		float dw = h2f(rd16(blk));
-		uint32_t wq[8];
+		/* 8 words from the aligned word holding d, funnel shifts, two halves */
+		unsigned o = (unsigned)((uintptr_t)blk & 2), sh = 16 + 8 * o;
+		uint32_t P[8], wq[8];
 		for (int i = 0; i < 8; i++)
-			wq[i] = (uint32_t)rd16(blk + 2 + 4 * i) | (uint32_t)rd16(blk + 4 + 4 * i) << 16;
+			P[i] = rd32(blk - o + 4 * i);
+		float dw = h2f((uint16_t)(P[0] >> (8 * o)));
+		for (int i = 0; i < 7; i++)
+			wq[i] = (uint32_t)(((uint64_t)P[i + 1] << 32 | P[i]) >> sh);
+		wq[7] = (uint32_t)rd16(blk + 30) | (uint32_t)rd16(blk + 32) << 16;
 		for (int j = 0; j < m; j++) {
 			const uint8_t *xq = (const uint8_t *)X->q + ((size_t)j * nb + b) * 32;
 			int s = 0;
