@@ -87,22 +87,29 @@ mv8_prmt(uint32_t a, uint32_t b, uint32_t s)
 	return r;
 }
 
-/* The low words of the two tables (the high ones are immediates), held in
- * registers through the loop: or'ed with m >> 5 (0: m <= 16) so that
- * the compiler cannot fold them, which it did, copying the constant into
- * a register before each permute (28 more instructions a block). */
-__device__ __forceinline__ uint2
+/* 1.5 * 2^23 as float bits: an int t (|t| < 2^22) added to them is the
+ * float 1.5 * 2^23 + t exactly. */
+#define MV8_MAGIC 0x4B400000u
+
+/* The low words of the two tables (the high ones are immediates), the
+ * selector base 0x32103210 and MV8_MAGIC (dp4a's first addend), held in
+ * registers through the loop: or'ed
+ * with m >> 5 (0: m <= 16) so that the compiler cannot fold them (it
+ * copied the constants into a register before each use, 28 more
+ * instructions a block, and split an and-or in two). */
+__device__ __forceinline__ uint4
 mv8_fp4tab(int m)
 {
-	unsigned z = (unsigned)m >> 5;
+	unsigned z = (unsigned)m >> 5, k = 0x32103210u | z;
 
-	return make_uint2(0x03020100u | z, 0xFDFEFF00u | z);
+	asm("mov.b32 %0, %1;" : "=r"(k) : "r"(k));	/* (else or'ed in after the and) */
+	return make_uint4(0x03020100u | z, 0xFDFEFF00u | z, k, MV8_MAGIC | z);
 }
 
 __device__ __forceinline__ void
-mv8_fp4x8(uint32_t v, uint2 tab, int *lo, int *hi)
+mv8_fp4x8(uint32_t v, uint4 tab, int *lo, int *hi)
 {
-	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | 0x32103210u;
+	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | tab.z;
 	uint32_t p0 = mv8_prmt(mv8_prmt(tab.x, 0x0C080604u, c),
 	    mv8_prmt(tab.y, 0xF4F8FAFCu, c), s);	/* values 0, 8, 1, 9 */
 	c >>= 16, s >>= 16;
@@ -135,19 +142,23 @@ mv8_ue4m3x4(uint32_t sc, float *ws)
 }
 
 /*
- * acc[j] += weight block b (bytes at blk) . block(s) b of input row j.
- * The weight is decoded once for the m rows; a row then costs its x loads
+ * acc[j] += weight block b (bytes at blk) . block(s) b of input row j,
+ * j < M (the kernels are instances for every m = M: no test per row; a
+ * row's code is the same in each).  tab: mv8_fp4tab's words (NVFP4).
+ * The weight is decoded once for the M rows; a row then costs its x loads
  * (whole blocks as int4, dx of NVFP4's two blocks as one float2), the
  * dp4a and per 32 values two or three float operations:
  * Q8_0 acc = fma(isum, dw * dx, acc) (dw * dx exact: two fp16 values);
  * Q4_1/Q5_1 acc = fma(mw, sx, fma(isum, dw * dx, acc));
  * NVFP4 per 32-block of x acc = fma(dx, ws0 * t0 + ws1 * t1, acc) (ws * t
- * exact: 4 and 15 significant bits; one rounding for the pair).
+ * exact: 4 and 15 significant bits; one rounding for the pair), ws * t as
+ * fma(ws, 1.5 * 2^23 + t, -1.5 * 2^23 * ws) with dp4a starting at
+ * MV8_MAGIC (no int -> float conversion).
  */
 template <int T, int M>
 __device__ __forceinline__ void
 mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
-    const float *__restrict__ dx, const float *__restrict__ sx, int m, float *acc, uint2 tab)
+    const float *__restrict__ dx, const float *__restrict__ sx, float *acc, uint4 tab)
 {
 	if (T == Q8_T_Q8_0) {
 		/* d (fp16), qs[32]; 2-byte aligned: 8 words from the word that
@@ -170,8 +181,6 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 		wq[7] = (int)((unsigned)h[15] | (unsigned)h[16] << 16);
 #pragma unroll
 		for (int j = 0; j < M; j++) {
-			if (j >= m)
-				break;
 			size_t xi = (size_t)j * nb + b;
 			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
@@ -203,8 +212,6 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 		}
 #pragma unroll
 		for (int j = 0; j < M; j++) {
-			if (j >= m)
-				break;
 			size_t xi = (size_t)j * nb + b;
 			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
@@ -218,9 +225,12 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 	} else {
 		/* 4 ue4m3 scales, then 4 sub-blocks of 8 bytes (16 values) */
 		const uint32_t *blk = (const uint32_t *)blk8;
-		float ws[4];
+		float ws[4], wk[4];
 		int w[16];
 		mv8_ue4m3x4(blk[0], ws);
+#pragma unroll
+		for (int s = 0; s < 4; s++)	/* exact: 4 and 2 significant bits */
+			wk[s] = __fmul_rn(ws[s], -__uint_as_float(MV8_MAGIC));
 #pragma unroll
 		for (int s = 0; s < 4; s++) {
 			mv8_fp4x8(blk[1 + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
@@ -228,23 +238,21 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 		}
 #pragma unroll
 		for (int j = 0; j < M; j++) {
-			if (j >= m)
-				break;
 			size_t xi = (size_t)j * nb + 2 * b;
 			const int4 *xq = (const int4 *)(q + xi * 32);
 			float2 d = *(const float2 *)(dx + xi);	/* nb even: 8-byte aligned */
-			int t[4];
+			float p[4];
 #pragma unroll
-			for (int s = 0; s < 4; s++) {
+			for (int s = 0; s < 4; s++) {	/* p = ws * t, exactly, without a conversion */
 				int4 a = xq[s];
-				t[s] = __dp4a(w[4 * s], a.x, 0);
-				t[s] = __dp4a(w[4 * s + 1], a.y, t[s]);
-				t[s] = __dp4a(w[4 * s + 2], a.z, t[s]);
-				t[s] = __dp4a(w[4 * s + 3], a.w, t[s]);
+				int t = __dp4a(w[4 * s], a.x, (int)tab.w);
+				t = __dp4a(w[4 * s + 1], a.y, t);
+				t = __dp4a(w[4 * s + 2], a.z, t);
+				t = __dp4a(w[4 * s + 3], a.w, t);
+				p[s] = __fmaf_rn(ws[s], __int_as_float(t), wk[s]);
 			}
-			float s01 = __fmaf_rn(ws[1], (float)t[1], __fmul_rn(ws[0], (float)t[0]));
-			float s23 = __fmaf_rn(ws[3], (float)t[3], __fmul_rn(ws[2], (float)t[2]));
-			acc[j] = __fmaf_rn(d.y, s23, __fmaf_rn(d.x, s01, acc[j]));
+			acc[j] = __fmaf_rn(d.x, __fadd_rn(p[0], p[1]), acc[j]);
+			acc[j] = __fmaf_rn(d.y, __fadd_rn(p[2], p[3]), acc[j]);
 		}
 	}
 }
@@ -309,7 +317,7 @@ mv8_pick(const struct mv8_set &S)
 }
 
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
- * place (any row length and alignment). */
+ * place (any row length and alignment); m == M input rows. */
 template <int T, int M>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
@@ -325,13 +333,13 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 
 	if (r >= rows)
 		return;
-	const uint2 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint2(0, 0);
+	const uint4 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint4(0, 0, 0, 0);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
 	for (int b = lane; b < nbw; b += 32)
-		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, m, acc, tab);
+		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
@@ -363,7 +371,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 
 	if (r >= rows)
 		return;
-	const uint2 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint2(0, 0);
+	const uint4 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint4(0, 0, 0, 0);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
@@ -384,7 +392,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 		__syncwarp();
 		for (int h = 0; h < nc; h += 32)
 			mv8_block<T, M>((const uint8_t *)buf + (h + lane) * BS, c0 + h + lane, nb,
-			    q, dx, sx, m, acc, tab);
+			    q, dx, sx, acc, tab);
 	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
@@ -418,28 +426,24 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
 	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
 	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
+#define MV8_M(M_, K_) case M_: K_<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); break
 	if constexpr (T == Q8_T_Q8_0) {	/* (no staged instances of the others) */
 		if (m > 1 && m <= 8 && nbw % 32 == 0 && al && rb % 16 == 0) {
-			if (m <= 2)
-				k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-			else if (m <= 4)
-				k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-			else
-				k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
+			switch (m) {
+			MV8_M(2, k_mv8s); MV8_M(3, k_mv8s); MV8_M(4, k_mv8s); MV8_M(5, k_mv8s);
+			MV8_M(6, k_mv8s); MV8_M(7, k_mv8s); default: MV8_M(8, k_mv8s);
+			}
 			GPU_LAUNCHED(g, "matvec_q8");
 			return 0;
 		}
 	}
-	if (m <= 1)
-		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else if (m <= 2)
-		k_mv8<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else if (m <= 4)
-		k_mv8<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else if (m <= 8)
-		k_mv8<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else
-		k_mv8<T, 16><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
+	switch (m) {
+	MV8_M(1, k_mv8); MV8_M(2, k_mv8); MV8_M(3, k_mv8); MV8_M(4, k_mv8);
+	MV8_M(5, k_mv8); MV8_M(6, k_mv8); MV8_M(7, k_mv8); MV8_M(8, k_mv8);
+	MV8_M(9, k_mv8); MV8_M(10, k_mv8); MV8_M(11, k_mv8); MV8_M(12, k_mv8);
+	MV8_M(13, k_mv8); MV8_M(14, k_mv8); MV8_M(15, k_mv8); default: MV8_M(16, k_mv8);
+	}
+#undef MV8_M
 	GPU_LAUNCHED(g, "matvec_q8");
 	return 0;
 }
