@@ -607,6 +607,40 @@ check_qk_multi(struct kc *k, int m, int64_t ne0)
 	gpu_free(k->g, da), gpu_free(k->g, db);
 }
 
+/*
+ * The int8 products of Q8_0, NVFP4, Q4_1 and Q5_1 (n <= 16) with the
+ * weights read in place and staged through shared memory
+ * (gpu_tune_mv8) against the default choice, bit for bit.
+ */
+static void
+check_mv8_staged(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
+{
+	struct wset s;
+	int64_t ny = (int64_t)m * rows;
+	float *x = frand(k, m * ne0, -1, 1), *y[3];
+	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	for (int i = 0; i < 3; i++) {	/* GPU_MV8_AUTO, _PLACE, _STAGED */
+		y[i] = xmalloc((size_t)ny * 4);
+		gchk(k, gpu_tune_mv8(k->g, i));
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+		dget(k, y[i], dy, (size_t)ny * 4);
+	}
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, m);
+	brk(k, y[1], ny);
+	snprintf(name, sizeof name, "matvec i8 %s place=default", quant_name(t));
+	same_bits(k, name, shape, y[0], y[1], ny);
+	brk(k, y[2], ny);
+	snprintf(name, sizeof name, "matvec i8 %s staged=default", quant_name(t));
+	same_bits(k, name, shape, y[0], y[2], ny);
+	free(x), free(y[0]), free(y[1]), free(y[2]);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
 static void
 check_qk_all(struct kc *k)
 {
@@ -631,6 +665,13 @@ check_qk_all(struct kc *k)
 	}
 	check_qk_multi(k, 1, 1024);
 	check_qk_multi(k, 5, 4096);
+	/* rows of 64 and 128 weight blocks (staged: 32 a lane step); m 1, 3, 16 */
+	static const int t8[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1 };
+	for (size_t ti = 0; ti < sizeof t8 / sizeof t8[0]; ti++) {
+		check_mv8_staged(k, t8[ti], 300, 4096, 1);
+		check_mv8_staged(k, t8[ti], 257, 8192, 3);
+		check_mv8_staged(k, t8[ti], 45, 4096, 16);
+	}
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
@@ -1967,8 +2008,9 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 
 /*
  * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
- * matvec_q8.cu's kernels, or for K-quants the Q8_K form and matvec_qk.cu's
- * kernel at 4 and 8 lanes) against the fp32-x
+ * matvec_q8.cu's kernels, each also with its weights read in place and
+ * staged (L=place, L=staged; L=0 the default choice), or for K-quants the
+ * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x
  * kernel (gpu_matvec: k_matvec) on the same weights, graphs of launches
  * cycling over copies that pass 1 GiB, as bench_matvec.
  */
@@ -1982,17 +2024,19 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
-	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : 2;
+	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : 4;
+	static const char *const how[] = { "0", "place", "staged" };
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[3];
-		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes */
+		double s[4];
+		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
+			gchk(k, gpu_tune_mv8(k->g, qk || i8 == 0 ? GPU_MV8_AUTO : i8 - 1));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -2005,13 +2049,15 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 			gpu_graph_free(gr);
 		}
 		for (int l = 1; l < nv; l++)
-			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%d %8.2f us %7.1f GB/s %5.1f%% of copy  "
+			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%s %8.2f us %7.1f GB/s %5.1f%% of copy  "
 			    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
-			    (long long)ne0, ms[mi], qk ? 4 * l : 0, s[l] * 1e6, nb / s[l] * 1e-9,
+			    (long long)ne0, ms[mi], qk ? (l == 1 ? "4" : "8") : how[l - 1], s[l] * 1e6,
+			    nb / s[l] * 1e-9,
 			    100.0 * nb / s[l] / copy_bw, s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
 		fflush(stdout);
 	}
 	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
 	for (int c = 0; c < nc; c++)
 		gpu_free(k->g, w[c]);
 	free(w), free(x);

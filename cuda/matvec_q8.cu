@@ -346,7 +346,8 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 /*
  * The same sums in the same order for rows of a multiple of 32 weight
  * blocks, 16-byte aligned: the warp copies MV8_CH blocks of its row at a
- * time into shared memory with 16-byte coalesced loads (a lane's block
+ * time into shared memory with 16-byte coalesced copies (cp.async: no
+ * register holds them on the way; a lane's block
  * read in place takes 9 or 10 narrow loads, each touching nine lines), then
  * lane l takes blocks l and l + 32 of the chunk as k_mv8 does.  Where it
  * pays is measured (mv8_launch).
@@ -379,22 +380,38 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 	for (int c0 = 0; c0 < nbw; c0 += MV8_CH) {
 		int nc = min(MV8_CH, nbw - c0), n16 = nc * BS / 16;
 		const int4 *src = wr + (size_t)c0 * BS / 16;
-		int4 t[U];
+		__syncwarp();	/* the last chunk read */
+#if __CUDA_ARCH__ >= 800
+#pragma unroll
+		for (int u = 0; u < U; u++)	/* copies that hold no register */
+			if (lane + 32 * u < n16)
+				asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : :
+				    "r"((unsigned)__cvta_generic_to_shared(buf + lane + 32 * u)),
+				    "l"(src + lane + 32 * u) : "memory");
+		asm volatile("cp.async.wait_all;" : : : "memory");
+#else
 #pragma unroll
 		for (int u = 0; u < U; u++)
 			if (lane + 32 * u < n16)
-				t[u] = __ldg(src + lane + 32 * u);
-		__syncwarp();
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			if (lane + 32 * u < n16)
-				buf[lane + 32 * u] = t[u];
+				buf[lane + 32 * u] = __ldg(src + lane + 32 * u);
+#endif
 		__syncwarp();
 		for (int h = 0; h < nc; h += 32)
 			mv8_block<T, M>((const uint8_t *)buf + (h + lane) * BS, c0 + h + lane, nb,
 			    q, dx, sx, acc, tab);
 	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
+}
+
+extern "C" int
+gpu_tune_mv8(struct gpu *g, int how)
+{
+	if (how < GPU_MV8_AUTO || how > GPU_MV8_STAGED)
+		return gpu_fail(g, "tune: int8 product weights %d (0..2)", how);
+	if (how != g->mv8)
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->mv8 = how;
+	return 0;
 }
 
 extern "C" int
@@ -421,27 +438,24 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	for (int i = 0; i < S.nw; i++)
 		al &= ((uintptr_t)S.W[i] & 15) == 0;
 
-	/* Staged rows, where measured faster on the H200 (9B-shape random
-	 * GGUFs): Q8_0 with m = 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place:
-	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
-	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
-	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
-#define MV8_M(M_, K_) case M_: K_<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); break
-	if constexpr (T == Q8_T_Q8_0) {	/* (no staged instances of the others) */
-		if (m > 1 && m <= 8 && nbw % 32 == 0 && al && rb % 16 == 0) {
-			switch (m) {
-			MV8_M(2, k_mv8s); MV8_M(3, k_mv8s); MV8_M(4, k_mv8s); MV8_M(5, k_mv8s);
-			MV8_M(6, k_mv8s); MV8_M(7, k_mv8s); default: MV8_M(8, k_mv8s);
-			}
-			GPU_LAUNCHED(g, "matvec_q8");
-			return 0;
-		}
-	}
+	/* Staged rows by default where measured faster on the H200 (9B-shape
+	 * random GGUFs, before session 5's cheaper decode): Q8_0 with m =
+	 * 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place: m = 1 (Q8_0 decode
+	 * 180 vs 173 tok/s), m = 9..16 (staged, Q8_0 prefill fell from 1015 to
+	 * 650 tok/s and the K=8 verify from 13.0 to 16.3 ms) and NVFP4 at
+	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
+	int can = nbw % 32 == 0 && al && rb % 16 == 0;
+	int st = g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
+	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can;
+#define MV8_M(M_) case M_: if (st) \
+		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	else \
+		k_mv8<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	break
 	switch (m) {
-	MV8_M(1, k_mv8); MV8_M(2, k_mv8); MV8_M(3, k_mv8); MV8_M(4, k_mv8);
-	MV8_M(5, k_mv8); MV8_M(6, k_mv8); MV8_M(7, k_mv8); MV8_M(8, k_mv8);
-	MV8_M(9, k_mv8); MV8_M(10, k_mv8); MV8_M(11, k_mv8); MV8_M(12, k_mv8);
-	MV8_M(13, k_mv8); MV8_M(14, k_mv8); MV8_M(15, k_mv8); default: MV8_M(16, k_mv8);
+	MV8_M(1); MV8_M(2); MV8_M(3); MV8_M(4); MV8_M(5); MV8_M(6); MV8_M(7); MV8_M(8);
+	MV8_M(9); MV8_M(10); MV8_M(11); MV8_M(12); MV8_M(13); MV8_M(14); MV8_M(15);
+	default: MV8_M(16);
 	}
 #undef MV8_M
 	GPU_LAUNCHED(g, "matvec_q8");

@@ -13,6 +13,8 @@
  * against the e2m1 kvalues for every nibble in every position.  Rows of
  * 1..16 inputs give each row the same bits (the code per row does not
  * depend on m; checked here by replaying rows alone and together).
+ * k_mv8s runs the same mv8_block on a shared-memory copy of the bytes:
+ * the same model.
  * Keep it in step with the kernel.
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu8 \
  *       tools/matvec-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu8
