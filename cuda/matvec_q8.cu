@@ -203,9 +203,10 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 		for (int i = 0; i < 4; i++) {
 			uint32_t v = qs[i], lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
 			if (T == Q8_T_Q5_1) {	/* bit j of qh -> value j, bit j+16 -> value j+16 */
-				uint32_t h0 = qh >> (4 * i), h1 = qh >> (4 * i + 16);
-				lo |= ((h0 & 1) << 4) | ((h0 & 2) << 11) | ((h0 & 4) << 18) | ((h0 & 8) << 25);
-				hi |= ((h1 & 1) << 4) | ((h1 & 2) << 11) | ((h1 & 4) << 18) | ((h1 & 8) << 25);
+				/* 4 bits to bit 4 of each byte: the multiply's partial
+				 * products land on distinct bits (no carries) */
+				lo |= ((qh >> (4 * i) & 0xF) * 0x02040810u) & 0x10101010u;
+				hi |= ((qh >> (4 * i + 16) & 0xF) * 0x02040810u) & 0x10101010u;
 			}
 			wq[i] = (int)lo;
 			wq[4 + i] = (int)hi;

@@ -114,9 +114,10 @@ static void block(int t, const uint8_t *blk, int b, const struct xin *X, int m, 
 		for (int i = 0; i < 4; i++) {
 			uint32_t v = rd32(qs + 4 * i), lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
 			if (t == QUANT_Q5_1) {
-				uint32_t h0 = qh >> (4 * i), h1 = qh >> (4 * i + 16);
-				lo |= ((h0 & 1) << 4) | ((h0 & 2) << 11) | ((h0 & 4) << 18) | ((h0 & 8) << 25);
-				hi |= ((h1 & 1) << 4) | ((h1 & 2) << 11) | ((h1 & 4) << 18) | ((h1 & 8) << 25);
+				/* 4 bits to bit 4 of each byte: the multiply's partial
+				 * products land on distinct bits (no carries) */
+				lo |= ((qh >> (4 * i) & 0xF) * 0x02040810u) & 0x10101010u;
+				hi |= ((qh >> (4 * i + 16) & 0xF) * 0x02040810u) & 0x10101010u;
 			}
 			wq[i] = lo, wq[4 + i] = hi;
 		}
