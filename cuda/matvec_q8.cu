@@ -339,6 +339,7 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
+#pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
 	for (int b = lane; b < nbw; b += 32)
 		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
