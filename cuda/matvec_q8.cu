@@ -88,17 +88,26 @@ mv8_prmt(uint32_t a, uint32_t b, uint32_t s)
 }
 
 /* 1.5 * 2^23 as float bits: an int t (|t| < 2^22) added to them is the
- * float 1.5 * 2^23 + t exactly. */
+ * float 1.5 * 2^23 + t exactly, so t as a float is that minus 1.5 * 2^23
+ * (mv8_i2f): a float add instead of an int -> float conversion, which
+ * runs at a quarter of the rate or less on the H200. */
 #define MV8_MAGIC 0x4B400000u
 
-/* The low words of the two tables (the high ones are immediates), the
+/* The dp4a sum t as a float, t accumulated from MV8_MAGIC (exact). */
+__device__ __forceinline__ float
+mv8_i2f(int t)
+{
+	return __fadd_rn(__int_as_float(t), -12582912.0f);
+}
+
+/* The low words of NVFP4's two tables (the high ones are immediates), its
  * selector base 0x32103210 and MV8_MAGIC (dp4a's first addend), held in
  * registers through the loop: or'ed
  * with m >> 5 (0: m <= 16) so that the compiler cannot fold them (it
  * copied the constants into a register before each use, 28 more
  * instructions a block, and split an and-or in two). */
 __device__ __forceinline__ uint4
-mv8_fp4tab(int m)
+mv8_tab(int m)
 {
 	unsigned z = (unsigned)m >> 5, k = 0x32103210u | z;
 
@@ -144,16 +153,15 @@ mv8_ue4m3x4(uint32_t sc, float *ws)
 /*
  * acc[j] += weight block b (bytes at blk) . block(s) b of input row j,
  * j < M (the kernels are instances for every m = M: no test per row; a
- * row's code is the same in each).  tab: mv8_fp4tab's words (NVFP4).
+ * row's code is the same in each).  tab: mv8_tab's words.
  * The weight is decoded once for the M rows; a row then costs its x loads
  * (whole blocks as int4, dx of NVFP4's two blocks as one float2), the
  * dp4a and per 32 values two or three float operations:
  * Q8_0 acc = fma(isum, dw * dx, acc) (dw * dx exact: two fp16 values);
  * Q4_1/Q5_1 acc = fma(mw, sx, fma(isum, dw * dx, acc));
  * NVFP4 per 32-block of x acc = fma(dx, ws0 * t0 + ws1 * t1, acc) (ws * t
- * exact: 4 and 15 significant bits; one rounding for the pair), ws * t as
- * fma(ws, 1.5 * 2^23 + t, -1.5 * 2^23 * ws) with dp4a starting at
- * MV8_MAGIC (no int -> float conversion).
+ * exact: 4 and 15 significant bits; one rounding for the pair).  The
+ * integer sums start at MV8_MAGIC and become floats by mv8_i2f.
  */
 template <int T, int M>
 __device__ __forceinline__ void
@@ -184,12 +192,12 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			size_t xi = (size_t)j * nb + b;
 			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
-			int s = __dp4a(wq[0], a.x, 0);
+			int s = __dp4a(wq[0], a.x, (int)tab.w);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			acc[j] = __fmaf_rn((float)s, __fmul_rn(dw, dx[xi]), acc[j]);
+			acc[j] = __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]);
 		}
 	} else if (T == Q8_T_Q4_1 || T == Q8_T_Q5_1) {
 		/* d, m (fp16), [qh (4 bytes) for Q5_1], qs[16]: values 0..15 or 0..31 */
@@ -216,22 +224,19 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			size_t xi = (size_t)j * nb + b;
 			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
-			int s = __dp4a(wq[0], a.x, 0);
+			int s = __dp4a(wq[0], a.x, (int)tab.w);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			acc[j] = __fmaf_rn(mw, sx[xi], __fmaf_rn((float)s, __fmul_rn(dw, dx[xi]), acc[j]));
+			acc[j] = __fmaf_rn(mw, sx[xi], __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]));
 		}
 	} else {
 		/* 4 ue4m3 scales, then 4 sub-blocks of 8 bytes (16 values) */
 		const uint32_t *blk = (const uint32_t *)blk8;
-		float ws[4], wk[4];
+		float ws[4];
 		int w[16];
 		mv8_ue4m3x4(blk[0], ws);
-#pragma unroll
-		for (int s = 0; s < 4; s++)	/* exact: 4 and 2 significant bits */
-			wk[s] = __fmul_rn(ws[s], -__uint_as_float(MV8_MAGIC));
 #pragma unroll
 		for (int s = 0; s < 4; s++) {
 			mv8_fp4x8(blk[1 + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
@@ -242,18 +247,18 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			size_t xi = (size_t)j * nb + 2 * b;
 			const int4 *xq = (const int4 *)(q + xi * 32);
 			float2 d = *(const float2 *)(dx + xi);	/* nb even: 8-byte aligned */
-			float p[4];
+			float t[4];
 #pragma unroll
-			for (int s = 0; s < 4; s++) {	/* p = ws * t, exactly, without a conversion */
+			for (int s = 0; s < 4; s++) {
 				int4 a = xq[s];
-				int t = __dp4a(w[4 * s], a.x, (int)tab.w);
-				t = __dp4a(w[4 * s + 1], a.y, t);
-				t = __dp4a(w[4 * s + 2], a.z, t);
-				t = __dp4a(w[4 * s + 3], a.w, t);
-				p[s] = __fmaf_rn(ws[s], __int_as_float(t), wk[s]);
+				int i = __dp4a(w[4 * s], a.x, (int)tab.w);
+				i = __dp4a(w[4 * s + 1], a.y, i);
+				i = __dp4a(w[4 * s + 2], a.z, i);
+				t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
 			}
-			acc[j] = __fmaf_rn(d.x, __fadd_rn(p[0], p[1]), acc[j]);
-			acc[j] = __fmaf_rn(d.y, __fadd_rn(p[2], p[3]), acc[j]);
+			float s01 = __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0]));
+			float s23 = __fmaf_rn(ws[3], t[3], __fmul_rn(ws[2], t[2]));
+			acc[j] = __fmaf_rn(d.y, s23, __fmaf_rn(d.x, s01, acc[j]));
 		}
 	}
 }
@@ -334,7 +339,7 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 
 	if (r >= rows)
 		return;
-	const uint4 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint4(0, 0, 0, 0);
+	const uint4 tab = mv8_tab(m);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
@@ -374,7 +379,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 
 	if (r >= rows)
 		return;
-	const uint4 tab = T == Q8_T_NVFP4 ? mv8_fp4tab(m) : make_uint4(0, 0, 0, 0);
+	const uint4 tab = mv8_tab(m);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
