@@ -67,15 +67,6 @@ struct mv8_bs {
 	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : T == Q8_T_Q4_1 ? 20 : 36 };
 };
 
-/*
- * The kvalues (e2m1 codes as integers, twice the value) of the 8 codes of
- * v as int8 for dp4a: byte k holds value k in its low nibble and k + 8 in
- * its high one; *lo = values 0..3, *hi = values 8..11.  Per 4 nibbles a
- * byte permute over the magnitudes (0,1,2,3,4,6,8,12) and one over their
- * negations, then a third picks by the sign bit (selector 0x3210 + 4 *
- * sign); two more put the values in order.  13 instructions for 8 values
- * (gpu_fp4x4: about 11 for 4).
- */
 __device__ __forceinline__ uint32_t
 mv8_prmt(uint32_t a, uint32_t b, uint32_t s)
 {
@@ -102,10 +93,10 @@ mv8_i2f(int t)
 
 /* The low words of NVFP4's two tables (the high ones are immediates), its
  * selector base 0x32103210 and MV8_MAGIC (dp4a's first addend), held in
- * registers through the loop: or'ed
- * with m >> 5 (0: m <= 16) so that the compiler cannot fold them (it
- * copied the constants into a register before each use, 28 more
- * instructions a block, and split an and-or in two). */
+ * registers through the loop: or'ed with m >> 5 (0: m <= 16) so that the
+ * compiler cannot fold them (it copied the constants into a register
+ * before each use, 28 more instructions a block, and split an and-or in
+ * two). */
 __device__ __forceinline__ uint4
 mv8_tab(int m)
 {
@@ -115,6 +106,15 @@ mv8_tab(int m)
 	return make_uint4(0x03020100u | z, 0xFDFEFF00u | z, k, MV8_MAGIC | z);
 }
 
+/*
+ * The kvalues (e2m1 codes as integers, twice the value) of the 8 codes of
+ * v as int8 for dp4a: byte k holds value k in its low nibble and k + 8 in
+ * its high one; *lo = values 0..3, *hi = values 8..11.  Per 4 nibbles a
+ * byte permute over the magnitudes (0,1,2,3,4,6,8,12) and one over their
+ * negations, then a third picks by the sign bit (selector 0x3210 + 4 *
+ * sign); two more put the values in order.  13 instructions for 8 values
+ * (gpu_fp4x4: about 11 for 4).  tab: mv8_tab's words.
+ */
 __device__ __forceinline__ void
 mv8_fp4x8(uint32_t v, uint4 tab, int *lo, int *hi)
 {
@@ -229,7 +229,8 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			acc[j] = __fmaf_rn(mw, sx[xi], __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]));
+			acc[j] = __fmaf_rn(mw, sx[xi],
+			    __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]));
 		}
 	} else {
 		/* 4 ue4m3 scales, then 4 sub-blocks of 8 bytes (16 values) */
@@ -354,10 +355,10 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
  * The same sums in the same order for rows of a multiple of 32 weight
  * blocks, 16-byte aligned: the warp copies MV8_CH blocks of its row at a
  * time into shared memory with 16-byte coalesced copies (cp.async: no
- * register holds them on the way; a lane's block
- * read in place takes 9 or 10 narrow loads, each touching nine lines), then
- * lane l takes blocks l and l + 32 of the chunk as k_mv8 does.  Where it
- * pays is measured (mv8_launch).
+ * register holds them on the way; a lane's block read in place takes 9 or
+ * 10 narrow loads, each touching nine lines), then lane l takes blocks l
+ * and l + 32 of the chunk as k_mv8 does.  Where it pays is measured
+ * (mv8_launch).
  */
 #define MV8_CH 64
 
