@@ -641,6 +641,49 @@ check_mv8_staged(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 	wset_free(k, &s);
 }
 
+/*
+ * NVFP4 by four lanes a block (GPU_MV8_LANE4): against the CPU's int8
+ * numerics within 1e-5, and 16 rows against one-row calls bit for bit.
+ */
+static void
+check_mv8_lane4(struct kc *k, int64_t rows, int64_t ne0)
+{
+	struct wset s;
+	int m = GPU_MATVEC_MAX_ROWS, t = QUANT_NVFP4;
+	int64_t ny = (int64_t)m * rows;
+	size_t rb = quant_row_size(t, ne0);
+	float *x = frand(k, m * ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
+	float *y1 = xmalloc((size_t)ny * 4);
+	uint8_t *xq = xmalloc(quant_row_size(QUANT_Q8_0, ne0));
+	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	char shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_LANE4));
+	gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+	dget(k, y, dy, (size_t)ny * 4);
+	for (int j = 0; j < m; j++)
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx + j * ne0, 1, dy + j * rows, NULL));
+	dget(k, y1, dy, (size_t)ny * 4);
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+	dot_ref(s.wf, x, rows, ne0, m, 1.0, ref, mag);
+	for (int j = 0; j < m; j++) {
+		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
+			die(1, "quant_quantize_act: type %s failed", quant_name(t));
+		for (int64_t r = 0; r < rows; r++)
+			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq);
+	}
+	snprintf(shape, sizeof shape, "%lldx%lld m=16|1", (long long)rows, (long long)ne0);
+	brk(k, y1, ny);
+	same_bits(k, "batch-invariant i8 NVFP4 lane4", shape, y, y1, ny);
+	brk(k, y, ny);
+	close_to(k, "matvec i8 NVFP4 lane4", shape, y, ref, mag, ny, 1e-5);
+	free(x), free(y), free(y1), free(xq), free(ref), free(mag);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
 static void
 check_qk_all(struct kc *k)
 {
@@ -672,6 +715,9 @@ check_qk_all(struct kc *k)
 		check_mv8_staged(k, t8[ti], 257, 8192, 3);
 		check_mv8_staged(k, t8[ti], 45, 4096, 16);
 	}
+	check_mv8_lane4(k, 300, 4096);
+	check_mv8_lane4(k, 257, 768);	/* 12 blocks: lanes past the row idle */
+	check_mv8_lane4(k, 45, 320);
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
@@ -2009,7 +2055,8 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 /*
  * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
  * matvec_q8.cu's kernels, each also with its weights read in place and
- * staged (L=place, L=staged; L=0 the default choice), or for K-quants the
+ * staged (L=place, L=staged; L=0 the default choice; NVFP4 also by four
+ * lanes a block, L=lane4), or for K-quants the
  * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x
  * kernel (gpu_matvec: k_matvec) on the same weights, graphs of launches
  * cycling over copies that pass 1 GiB, as bench_matvec.
@@ -2024,15 +2071,15 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
-	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : 4;
-	static const char *const how[] = { "0", "place", "staged" };
+	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : t == QUANT_NVFP4 ? 5 : 4;
+	static const char *const how[] = { "0", "place", "staged", "lane4" };
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[4];
+		double s[5];
 		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));

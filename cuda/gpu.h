@@ -160,10 +160,12 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * gpu_matvec_q8 (n <= 16): GPU_MV8_AUTO (the default: weights staged
  * through shared memory where that was measured faster, else read in
  * place), GPU_MV8_PLACE (always in place) or GPU_MV8_STAGED (staged
- * wherever the rows allow it: a multiple of 32 blocks, 16-byte aligned).
- * All give the same bits.
+ * wherever the rows allow it: a multiple of 32 blocks, 16-byte aligned):
+ * these three give the same bits.  GPU_MV8_LANE4: NVFP4 by four lanes a
+ * block (coalesced loads of x; the others as GPU_MV8_AUTO), batch-invariant
+ * too but another order of float sums (it may differ in the last bits).
  */
-enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2 };
+enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE4 = 3 };
 int	gpu_tune_mv8(struct gpu *g, int how);
 
 /*

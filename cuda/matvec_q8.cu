@@ -323,9 +323,50 @@ mv8_pick(const struct mv8_set &S)
 	return R;
 }
 
+/* One ue4m3 scale x (a byte) as gpu_ue4m3_half gives it, as mv8_ue4m3x4
+ * does for four. */
+__device__ __forceinline__ float
+mv8_ue4m3(unsigned x)
+{
+	unsigned c = x == 0x7F ? 0 : x & 0x7F;
+
+	return __fmul_rn(__half2float(__ushort_as_half((unsigned short)(c << 7))), 128.0f);
+}
+
+/*
+ * NVFP4 by four lanes a block (GPU_MV8_LANE4): acc[j] += sub-block s of
+ * weight block at blk . the 16 values of input row j from element 16 * xs
+ * (xs = 4 * block + s), per sub-block acc = fma(dx, ws * t, acc).  The
+ * warp's 32 lanes read 512 contiguous bytes of x a row (one lane a block:
+ * 64-byte pieces 64 bytes apart, four times the L1 wavefronts) and 288 of
+ * weights.
+ */
+template <int M>
+__device__ __forceinline__ void
+mv8_sub(const uint8_t *blk8, int s, int xs, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *acc, uint4 tab)
+{
+	const uint32_t *blk = (const uint32_t *)blk8;
+	float ws = mv8_ue4m3(blk8[s]);
+	int w[4];
+
+	mv8_fp4x8(blk[1 + 2 * s], tab, &w[0], &w[2]);
+	mv8_fp4x8(blk[2 + 2 * s], tab, &w[1], &w[3]);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		size_t xi = (size_t)j * nb + (xs >> 1);
+		int4 a = *(const int4 *)(q + xi * 32 + (xs & 1) * 16);
+		int i = __dp4a(w[0], a.x, (int)tab.w);
+		i = __dp4a(w[1], a.y, i), i = __dp4a(w[2], a.z, i), i = __dp4a(w[3], a.w, i);
+		acc[j] = __fmaf_rn(dx[xi], __fmul_rn(ws, mv8_i2f(i)), acc[j]);
+	}
+}
+
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
- * place (any row length and alignment); m == M input rows. */
-template <int T, int M>
+ * place (any row length and alignment); m == M input rows.  L4: NVFP4 by
+ * four lanes a block, lane l sub-block l & 3 of blocks l / 4, l / 4 + 8,
+ * ... (mv8_sub). */
+template <int T, int M, int L4 = 0>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
     const float *__restrict__ dx, const float *__restrict__ sx, int m)
@@ -345,9 +386,16 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
+	if (L4) {
+		int s = lane & 3;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (int b = lane >> 2; b < nbw; b += 8)
+			mv8_sub<M>(wr + (size_t)b * 36, s, 4 * b + s, nb, q, dx, acc, tab);
+	} else {
 #pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
-	for (int b = lane; b < nbw; b += 32)
-		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
+		for (int b = lane; b < nbw; b += 32)
+			mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
+	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
@@ -414,8 +462,8 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 extern "C" int
 gpu_tune_mv8(struct gpu *g, int how)
 {
-	if (how < GPU_MV8_AUTO || how > GPU_MV8_STAGED)
-		return gpu_fail(g, "tune: int8 product weights %d (0..2)", how);
+	if (how < GPU_MV8_AUTO || how > GPU_MV8_LANE4)
+		return gpu_fail(g, "tune: int8 product kernel %d (0..3)", how);
 	if (how != g->mv8)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mv8 = how;
@@ -452,11 +500,13 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	 * 180 vs 173 tok/s), m = 9..16 (staged, Q8_0 prefill fell from 1015 to
 	 * 650 tok/s and the K=8 verify from 13.0 to 16.3 ms) and NVFP4 at
 	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
-	int can = nbw % 32 == 0 && al && rb % 16 == 0;
+	int can = nbw % 32 == 0 && al && rb % 16 == 0, l4 = T == Q8_T_NVFP4 && g->mv8 == GPU_MV8_LANE4;
 	int st = g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
-	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can;
+	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can && g->mv8 == GPU_MV8_AUTO;
 #define MV8_M(M_) case M_: if (st) \
 		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	else if (l4) \
+		k_mv8<T, M_, 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else \
 		k_mv8<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	break

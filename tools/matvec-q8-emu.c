@@ -16,7 +16,8 @@
  * 1..16 inputs give each row the same bits (the code per row does not
  * depend on m; checked here by replaying rows alone and together).
  * k_mv8s runs the same mv8_block on a shared-memory copy of the bytes:
- * the same model.
+ * the same model.  NVFP4 also by four lanes a block (GPU_MV8_LANE4,
+ * mv8_sub).
  * Keep it in step with the kernel.
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu8 \
  *       tools/matvec-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu8
@@ -162,15 +163,47 @@ static void block(int t, const uint8_t *blk, int b, const struct xin *X, int m, 
 	}
 }
 
-/* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ...; then the
- * butterfly (mv8_store) */
+/* mv8_ue4m3 */
+static float ue4m3(unsigned x)
+{
+	unsigned c = x == 0x7F ? 0 : x & 0x7F;
+	return h2f((uint16_t)(c << 7)) * 128.0f;
+}
+
+/* mv8_sub: NVFP4 sub-block s of the block at blk (four lanes a block) */
+static void sub(const uint8_t *blk, int s, int xs, const struct xin *X, int m, float *acc)
+{
+	int nb = X->nb, w[4];
+	float ws = ue4m3(blk[s]);
+
+	fp4x8(rd32(blk + 4 + 8 * s), &w[0], &w[2]);
+	fp4x8(rd32(blk + 8 + 8 * s), &w[1], &w[3]);
+	for (int j = 0; j < m; j++) {
+		size_t xi = (size_t)j * nb + (xs >> 1);
+		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + (xs & 1) * 16;
+		int i = 0x4B400000;
+		for (int k = 0; k < 4; k++)
+			i = dp4a((uint32_t)w[k], rd32(xq + 4 * k), i);
+		acc[j] = fmaf(X->dx[xi], ws * i2f(i), acc[j]);
+	}
+}
+
+static int lane4;	/* NVFP4 as GPU_MV8_LANE4 */
+
+/* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ... (lane4:
+ * sub-block l & 3 of blocks l / 4, l / 4 + 8, ...); then the butterfly
+ * (mv8_store) */
 static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, int m, float *y)
 {
 	float acc[32][MAXM] = { { 0 } };
 
 	for (int l = 0; l < 32; l++)
-		for (int b = l; b < nbw; b += 32)
-			block(t, w + (size_t)b * bs, b, X, m, acc[l]);
+		if (lane4 && t == QUANT_NVFP4)
+			for (int b = l >> 2; b < nbw; b += 8)
+				sub(w + (size_t)b * bs, l & 3, 4 * b + (l & 3), X, m, acc[l]);
+		else
+			for (int b = l; b < nbw; b += 32)
+				block(t, w + (size_t)b * bs, b, X, m, acc[l]);
 	for (int j = 0; j < m; j++) {
 		float v[32], nv[32];
 		for (int l = 0; l < 32; l++)
@@ -320,16 +353,22 @@ main(void)
 	static const int ms[] = { 1, 2, 3, 4, 8, 16 };
 
 	exhaustive();
-	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 1; ti++) {
+		int t = ti < 4 ? types[ti] : QUANT_NVFP4;	/* then NVFP4 by four lanes */
 		double worst = 0;
 		int count = 0;
+		lane4 = ti == 4;
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
 				for (int raw = 0; raw < 2; raw++)
-					products(types[ti], shapes[si][0], shapes[si][1], ms[mi], raw,
+					products(t, shapes[si][0], shapes[si][1], ms[mi], raw,
 					    &worst, &count);
-		printf("%-5s %5d products, worst |y - quant_vec_dot| = %.3g of sum |w x|\n",
-		    quant_name(types[ti]), count, worst);
+		printf("%-5s%s %5d products, worst |y - quant_vec_dot| = %.3g of sum |w x|\n",
+		    quant_name(t), lane4 ? " lane4" : "", count, worst);
+	}
+	for (unsigned x = 0; x < 256; x++) {	/* mv8_ue4m3, every byte */
+		float a = ue4m3(x), b = quant_ue4m3_to_f32((uint8_t)x) * 0.5f;
+		check(memcmp(&a, &b, 4) == 0, "mv8_ue4m3");
 	}
 	printf("NVFP4 dp4a sums whose magic conversion differs from (float): %d\n", nmagic);
 	nfail += nmagic;
