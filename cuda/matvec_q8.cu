@@ -506,7 +506,7 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 #define MV8_M(M_) case M_: if (st) \
 		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else if (l4) \
-		k_mv8<T, M_, 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+		k_mv8<T, M_, T == Q8_T_NVFP4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else \
 		k_mv8<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	break
