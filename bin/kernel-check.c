@@ -2056,10 +2056,10 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
  * matvec_q8.cu's kernels, each also with its weights read in place and
  * staged (L=place, L=staged; L=0 the default choice; NVFP4 also by four
- * lanes a block, L=lane4), or for K-quants the
- * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x
- * kernel (gpu_matvec: k_matvec) on the same weights, graphs of launches
- * cycling over copies that pass 1 GiB, as bench_matvec.
+ * lanes a block, L=lane4), or for K-quants the Q8_K form and
+ * matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
+ * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
+ * over copies that pass 1 GiB, as bench_matvec.
  */
 static void
 bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)

@@ -502,7 +502,7 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
 	int can = nbw % 32 == 0 && al && rb % 16 == 0, l4 = T == Q8_T_NVFP4 && g->mv8 == GPU_MV8_LANE4;
 	int st = g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
-	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can && g->mv8 == GPU_MV8_AUTO;
+	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can;	/* (AUTO, and LANE4 for Q8_0) */
 #define MV8_M(M_) case M_: if (st) \
 		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else if (l4) \
