@@ -642,11 +642,12 @@ check_mv8_staged(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 }
 
 /*
- * NVFP4 by four lanes a block (GPU_MV8_LANE4): against the CPU's int8
- * numerics within 1e-5, and 16 rows against one-row calls bit for bit.
+ * NVFP4 by four or two lanes a block (GPU_MV8_LANE4, GPU_MV8_LANE2):
+ * against the CPU's int8 numerics within 1e-5, and 16 rows against
+ * one-row calls bit for bit.
  */
 static void
-check_mv8_lane4(struct kc *k, int64_t rows, int64_t ne0)
+check_mv8_lanes(struct kc *k, int how, int64_t rows, int64_t ne0)
 {
 	struct wset s;
 	int m = GPU_MATVEC_MAX_ROWS, t = QUANT_NVFP4;
@@ -657,10 +658,11 @@ check_mv8_lane4(struct kc *k, int64_t rows, int64_t ne0)
 	uint8_t *xq = xmalloc(quant_row_size(QUANT_Q8_0, ne0));
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
 	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
-	char shape[64];
+	const char *ln = how == GPU_MV8_LANE4 ? "lane4" : "lane2";
+	char name[64], shape[64];
 
 	wset_new(k, &s, t, rows, ne0);
-	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_LANE4));
+	gchk(k, gpu_tune_mv8(k->g, how));
 	gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
 	dget(k, y, dy, (size_t)ny * 4);
 	for (int j = 0; j < m; j++)
@@ -676,9 +678,11 @@ check_mv8_lane4(struct kc *k, int64_t rows, int64_t ne0)
 	}
 	snprintf(shape, sizeof shape, "%lldx%lld m=16|1", (long long)rows, (long long)ne0);
 	brk(k, y1, ny);
-	same_bits(k, "batch-invariant i8 NVFP4 lane4", shape, y, y1, ny);
+	snprintf(name, sizeof name, "batch-invariant i8 NVFP4 %s", ln);
+	same_bits(k, name, shape, y, y1, ny);
 	brk(k, y, ny);
-	close_to(k, "matvec i8 NVFP4 lane4", shape, y, ref, mag, ny, 1e-5);
+	snprintf(name, sizeof name, "matvec i8 NVFP4 %s", ln);
+	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
 	free(x), free(y), free(y1), free(xq), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 	wset_free(k, &s);
@@ -715,9 +719,11 @@ check_qk_all(struct kc *k)
 		check_mv8_staged(k, t8[ti], 257, 8192, 3);
 		check_mv8_staged(k, t8[ti], 45, 4096, 16);
 	}
-	check_mv8_lane4(k, 300, 4096);
-	check_mv8_lane4(k, 257, 768);	/* 12 blocks: lanes past the row idle */
-	check_mv8_lane4(k, 45, 320);
+	for (int how = GPU_MV8_LANE4; how <= GPU_MV8_LANE2; how++) {
+		check_mv8_lanes(k, how, 300, 4096);
+		check_mv8_lanes(k, how, 257, 768);	/* 12 blocks: lanes past the row idle */
+		check_mv8_lanes(k, how, 45, 320);
+	}
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
@@ -2056,7 +2062,7 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
  * matvec_q8.cu's kernels, each also with its weights read in place and
  * staged (L=place, L=staged; L=0 the default choice; NVFP4 also by four
- * lanes a block, L=lane4), or for K-quants the Q8_K form and
+ * and two lanes a block, L=lane4, L=lane2), or for K-quants the Q8_K form and
  * matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
  * over copies that pass 1 GiB, as bench_matvec.
@@ -2071,15 +2077,15 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
-	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : t == QUANT_NVFP4 ? 5 : 4;
-	static const char *const how[] = { "0", "place", "staged", "lane4" };
+	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : t == QUANT_NVFP4 ? 6 : 4;
+	static const char *const how[] = { "0", "place", "staged", "lane4", "lane2" };
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[5];
+		double s[6];
 		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));

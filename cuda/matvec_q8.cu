@@ -362,11 +362,49 @@ mv8_sub(const uint8_t *blk8, int s, int xs, int nb, const int8_t *__restrict__ q
 	}
 }
 
+/*
+ * NVFP4 by two lanes a block (GPU_MV8_LANE2): acc[j] += half h (sub-blocks
+ * 2h, 2h + 1) of the weight block at blk . 32-block xb of input row j
+ * (xb = 2 * block + h), acc = fma(dx, ws0 * t0 + ws1 * t1, acc) as
+ * mv8_block's per 32 values.  The warp reads x a row as 32-byte pieces
+ * side by side (one lane a block: 64-byte pieces 64 bytes apart).
+ */
+template <int M>
+__device__ __forceinline__ void
+mv8_half(const uint8_t *blk8, int h, int xb, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *acc, uint4 tab)
+{
+	const uint32_t *blk = (const uint32_t *)blk8;
+	float ws[4];
+	int w[8];
+
+	mv8_ue4m3x4(((const uint16_t *)blk8)[h], ws);	/* ws[0], ws[1]: this half's */
+#pragma unroll
+	for (int s = 0; s < 2; s++) {
+		mv8_fp4x8(blk[1 + 4 * h + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
+		mv8_fp4x8(blk[2 + 4 * h + 2 * s], tab, &w[4 * s + 1], &w[4 * s + 3]);
+	}
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		size_t xi = (size_t)j * nb + xb;
+		const int4 *xq = (const int4 *)(q + xi * 32);
+		float t[2];
+#pragma unroll
+		for (int s = 0; s < 2; s++) {
+			int4 a = xq[s];
+			int i = __dp4a(w[4 * s], a.x, (int)tab.w);
+			i = __dp4a(w[4 * s + 1], a.y, i), i = __dp4a(w[4 * s + 2], a.z, i);
+			t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
+		}
+		acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])), acc[j]);
+	}
+}
+
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
- * place (any row length and alignment); m == M input rows.  L4: NVFP4 by
- * four lanes a block, lane l sub-block l & 3 of blocks l / 4, l / 4 + 8,
- * ... (mv8_sub). */
-template <int T, int M, int L4 = 0>
+ * place (any row length and alignment); m == M input rows.  L = 2, 4:
+ * NVFP4 by L lanes a block, lane l part l % L of blocks l / L, l / L + 32
+ * / L, ... (mv8_half, mv8_sub). */
+template <int T, int M, int L = 1>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
     const float *__restrict__ dx, const float *__restrict__ sx, int m)
@@ -386,11 +424,16 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
-	if (L4) {
+	if (L == 4) {
 		int s = lane & 3;
 #pragma unroll (M <= 2 ? 2 : 1)
 		for (int b = lane >> 2; b < nbw; b += 8)
 			mv8_sub<M>(wr + (size_t)b * 36, s, 4 * b + s, nb, q, dx, acc, tab);
+	} else if (L == 2) {
+		int h = lane & 1;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (int b = lane >> 1; b < nbw; b += 16)
+			mv8_half<M>(wr + (size_t)b * 36, h, 2 * b + h, nb, q, dx, acc, tab);
 	} else {
 #pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
 		for (int b = lane; b < nbw; b += 32)
@@ -462,8 +505,8 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 extern "C" int
 gpu_tune_mv8(struct gpu *g, int how)
 {
-	if (how < GPU_MV8_AUTO || how > GPU_MV8_LANE4)
-		return gpu_fail(g, "tune: int8 product kernel %d (0..3)", how);
+	if (how < GPU_MV8_AUTO || how > GPU_MV8_LANE2)
+		return gpu_fail(g, "tune: int8 product kernel %d (0..4)", how);
 	if (how != g->mv8)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mv8 = how;
@@ -500,13 +543,17 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	 * 180 vs 173 tok/s), m = 9..16 (staged, Q8_0 prefill fell from 1015 to
 	 * 650 tok/s and the K=8 verify from 13.0 to 16.3 ms) and NVFP4 at
 	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
-	int can = nbw % 32 == 0 && al && rb % 16 == 0, l4 = T == Q8_T_NVFP4 && g->mv8 == GPU_MV8_LANE4;
+	int can = nbw % 32 == 0 && al && rb % 16 == 0;
+	int ln = T != Q8_T_NVFP4 ? 1 : g->mv8 == GPU_MV8_LANE4 ? 4 : g->mv8 == GPU_MV8_LANE2 ? 2 : 1;
 	int st = g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
-	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can;	/* (AUTO, and LANE4 for Q8_0) */
+	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can;	/* (AUTO, and LANE* for Q8_0) */
+	enum { NV = T == Q8_T_NVFP4 };	/* (lane forms of NVFP4 only) */
 #define MV8_M(M_) case M_: if (st) \
 		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
-	else if (l4) \
-		k_mv8<T, M_, T == Q8_T_NVFP4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	else if (ln == 4) \
+		k_mv8<T, M_, NV ? 4 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	else if (ln == 2) \
+		k_mv8<T, M_, NV ? 2 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else \
 		k_mv8<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	break

@@ -16,8 +16,8 @@
  * 1..16 inputs give each row the same bits (the code per row does not
  * depend on m; checked here by replaying rows alone and together).
  * k_mv8s runs the same mv8_block on a shared-memory copy of the bytes:
- * the same model.  NVFP4 also by four lanes a block (GPU_MV8_LANE4,
- * mv8_sub).
+ * the same model.  NVFP4 also by four and by two lanes a block
+ * (GPU_MV8_LANE4, mv8_sub; GPU_MV8_LANE2, mv8_half).
  * Keep it in step with the kernel.
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu8 \
  *       tools/matvec-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu8
@@ -188,7 +188,32 @@ static void sub(const uint8_t *blk, int s, int xs, const struct xin *X, int m, f
 	}
 }
 
-static int lane4;	/* NVFP4 as GPU_MV8_LANE4 */
+/* mv8_half: NVFP4 half h (sub-blocks 2h, 2h + 1) of the block at blk (two lanes a block) */
+static void half(const uint8_t *blk, int h, int xb, const struct xin *X, int m, float *acc)
+{
+	int nb = X->nb, w[8];
+	float ws[4];
+
+	ue4m3x4((uint32_t)blk[2 * h] | (uint32_t)blk[2 * h + 1] << 8, ws);
+	for (int s = 0; s < 2; s++) {
+		fp4x8(rd32(blk + 4 + 16 * h + 8 * s), &w[4 * s], &w[4 * s + 2]);
+		fp4x8(rd32(blk + 8 + 16 * h + 8 * s), &w[4 * s + 1], &w[4 * s + 3]);
+	}
+	for (int j = 0; j < m; j++) {
+		size_t xi = (size_t)j * nb + xb;
+		const uint8_t *xq = (const uint8_t *)X->q + xi * 32;
+		float t[2];
+		for (int s = 0; s < 2; s++) {
+			int i = 0x4B400000;
+			for (int k = 0; k < 4; k++)
+				i = dp4a((uint32_t)w[4 * s + k], rd32(xq + 16 * s + 4 * k), i);
+			t[s] = i2f(i);
+		}
+		acc[j] = fmaf(X->dx[xi], fmaf(ws[1], t[1], ws[0] * t[0]), acc[j]);
+	}
+}
+
+static int lanes = 1;	/* NVFP4 by 1, 2 (GPU_MV8_LANE2) or 4 (GPU_MV8_LANE4) lanes a block */
 
 /* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ... (lane4:
  * sub-block l & 3 of blocks l / 4, l / 4 + 8, ...); then the butterfly
@@ -198,9 +223,12 @@ static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, 
 	float acc[32][MAXM] = { { 0 } };
 
 	for (int l = 0; l < 32; l++)
-		if (lane4 && t == QUANT_NVFP4)
+		if (lanes == 4 && t == QUANT_NVFP4)
 			for (int b = l >> 2; b < nbw; b += 8)
 				sub(w + (size_t)b * bs, l & 3, 4 * b + (l & 3), X, m, acc[l]);
+		else if (lanes == 2 && t == QUANT_NVFP4)
+			for (int b = l >> 1; b < nbw; b += 16)
+				half(w + (size_t)b * bs, l & 1, 2 * b + (l & 1), X, m, acc[l]);
 		else
 			for (int b = l; b < nbw; b += 32)
 				block(t, w + (size_t)b * bs, b, X, m, acc[l]);
@@ -353,18 +381,18 @@ main(void)
 	static const int ms[] = { 1, 2, 3, 4, 8, 16 };
 
 	exhaustive();
-	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 1; ti++) {
-		int t = ti < 4 ? types[ti] : QUANT_NVFP4;	/* then NVFP4 by four lanes */
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 2; ti++) {
+		int t = ti < 4 ? types[ti] : QUANT_NVFP4;	/* then NVFP4 by four, two lanes */
 		double worst = 0;
 		int count = 0;
-		lane4 = ti == 4;
+		lanes = ti == 4 ? 4 : ti == 5 ? 2 : 1;
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
 				for (int raw = 0; raw < 2; raw++)
 					products(t, shapes[si][0], shapes[si][1], ms[mi], raw,
 					    &worst, &count);
 		printf("%-5s%s %5d products, worst |y - quant_vec_dot| = %.3g of sum |w x|\n",
-		    quant_name(t), lane4 ? " lane4" : "", count, worst);
+		    quant_name(t), lanes == 4 ? " lane4" : lanes == 2 ? " lane2" : "", count, worst);
 	}
 	for (unsigned x = 0; x < 256; x++) {	/* mv8_ue4m3, every byte */
 		float a = ue4m3(x), b = quant_ue4m3_to_f32((uint8_t)x) * 0.5f;

@@ -9,8 +9,9 @@ build/cuda/matvec_q8.o (a review aid: no GPU needed).
 The hot loop is the largest loop holding dp4a (k_mv8s: the smallest, the
 loop over a staged chunk); a weight block is 16 dp4a per input row for
 NVFP4, 8 for the others, so blocks per trip = dp4a / (per-row count * M)
-(k_mv8/l4, NVFP4 by four lanes a block: a quarter block a trip, so the
-counts are a lane's per sub-block times four, the same issue slots).
+(k_mv8/l2, k_mv8/l4, NVFP4 by two or four lanes a block: a half or a
+quarter block a trip, so the counts are a lane's times two or four, the
+same issue slots).
 Static counts of the loop body: branches not taken count too.
 """
 import re
@@ -27,7 +28,7 @@ def main(path):
         m = re.match(r'_Z(5k_mv8|6k_mv8s)ILi(\d+)ELi(\d+)E(Li(\d)E)?', name)
         if not m or m.group(2) not in TYPES:
             continue
-        l4 = m.group(5) == '1'  # NVFP4 by four lanes a block
+        lanes = m.group(5) if m.group(5) in ('2', '4') else ''  # NVFP4 by 2 or 4 lanes a block
         ins = [(int(a.group(1), 16), a.group(2))
                for a in re.finditer(r'/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;', fn)]
         at = {a: i for i, (a, _) in enumerate(ins)}
@@ -45,8 +46,8 @@ def main(path):
         M = int(m.group(3))
         blocks = sum('IDP' in t for t in body) / ((16 if m.group(2) == '40' else 8) * M)
         loads = sum(('LDG' in t or 'LDS' in t) for t in body)
-        rows.append((TYPES[m.group(2)], m.group(1)[1:] + ('/l4' if l4 else ''), M, n / blocks,
-                     loads / blocks))
+        rows.append((TYPES[m.group(2)], m.group(1)[1:] + ('/l' + lanes if lanes else ''), M,
+                     n / blocks, loads / blocks))
     for t, k, M, n, ld in sorted(rows):
         print('%-5s %-9s M=%-2d %7.1f instructions %5.1f loads a weight block' % (t, k, M, n, ld))
 
