@@ -526,6 +526,11 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
 	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || n <= GPU_MATVEC_MAX_ROWS);
 }
 
+/* NVFP4's lanes a block by default (GPU_MV8_AUTO, _PLACE, _STAGED): 1
+ * (mv8_block, in place or staged), or 2 or 4 (the forms of GPU_MV8_LANE2
+ * and _LANE4, always in place): to be set by the H200's bench i8 lines. */
+#define MV8_NVFP4_LANES 1
+
 template <int T>
 static int
 mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
@@ -544,9 +549,10 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	 * 650 tok/s and the K=8 verify from 13.0 to 16.3 ms) and NVFP4 at
 	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
 	int can = nbw % 32 == 0 && al && rb % 16 == 0;
-	int ln = T != Q8_T_NVFP4 ? 1 : g->mv8 == GPU_MV8_LANE4 ? 4 : g->mv8 == GPU_MV8_LANE2 ? 2 : 1;
-	int st = g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
-	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can;	/* (AUTO, and LANE* for Q8_0) */
+	int ln = T != Q8_T_NVFP4 ? 1 : g->mv8 == GPU_MV8_LANE4 ? 4 : g->mv8 == GPU_MV8_LANE2 ? 2 :
+	    MV8_NVFP4_LANES;
+	int st = ln == 1 && (g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
+	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can);	/* (AUTO, and LANE* for Q8_0) */
 	enum { NV = T == Q8_T_NVFP4 };	/* (lane forms of NVFP4 only) */
 #define MV8_M(M_) case M_: if (st) \
 		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
