@@ -642,15 +642,15 @@ check_mv8_staged(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 }
 
 /*
- * NVFP4 by four or two lanes a block (GPU_MV8_LANE4, GPU_MV8_LANE2):
- * against the CPU's int8 numerics within 1e-5, and 16 rows against
- * one-row calls bit for bit.
+ * NVFP4 by four or two lanes a block, Q8_0 by two (GPU_MV8_LANE4,
+ * GPU_MV8_LANE2): against the CPU's int8 numerics within 1e-5, and 16
+ * rows against one-row calls bit for bit.
  */
 static void
-check_mv8_lanes(struct kc *k, int how, int64_t rows, int64_t ne0)
+check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 {
 	struct wset s;
-	int m = GPU_MATVEC_MAX_ROWS, t = QUANT_NVFP4;
+	int m = GPU_MATVEC_MAX_ROWS;
 	int64_t ny = (int64_t)m * rows;
 	size_t rb = quant_row_size(t, ne0);
 	float *x = frand(k, m * ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
@@ -678,10 +678,10 @@ check_mv8_lanes(struct kc *k, int how, int64_t rows, int64_t ne0)
 	}
 	snprintf(shape, sizeof shape, "%lldx%lld m=16|1", (long long)rows, (long long)ne0);
 	brk(k, y1, ny);
-	snprintf(name, sizeof name, "batch-invariant i8 NVFP4 %s", ln);
+	snprintf(name, sizeof name, "batch-invariant i8 %s %s", quant_name(t), ln);
 	same_bits(k, name, shape, y, y1, ny);
 	brk(k, y, ny);
-	snprintf(name, sizeof name, "matvec i8 NVFP4 %s", ln);
+	snprintf(name, sizeof name, "matvec i8 %s %s", quant_name(t), ln);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
 	free(x), free(y), free(y1), free(xq), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
@@ -720,10 +720,12 @@ check_qk_all(struct kc *k)
 		check_mv8_staged(k, t8[ti], 45, 4096, 16);
 	}
 	for (int how = GPU_MV8_LANE4; how <= GPU_MV8_LANE2; how++) {
-		check_mv8_lanes(k, how, 300, 4096);
-		check_mv8_lanes(k, how, 257, 768);	/* 12 blocks: lanes past the row idle */
-		check_mv8_lanes(k, how, 45, 320);
+		check_mv8_lanes(k, QUANT_NVFP4, how, 300, 4096);
+		check_mv8_lanes(k, QUANT_NVFP4, how, 257, 768);	/* 12 blocks: lanes past the row idle */
+		check_mv8_lanes(k, QUANT_NVFP4, how, 45, 320);
 	}
+	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 300, 4096);
+	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 257, 800);	/* 25 blocks: odd rows 2-byte aligned */
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
@@ -2062,7 +2064,7 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
  * matvec_q8.cu's kernels, each also with its weights read in place and
  * staged (L=place, L=staged; L=0 the default choice; NVFP4 also by four
- * and two lanes a block, L=lane4, L=lane2), or for K-quants the Q8_K form and
+ * and two lanes a block, L=lane4, L=lane2, Q8_0 by two), or for K-quants the Q8_K form and
  * matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
  * over copies that pass 1 GiB, as bench_matvec.
@@ -2077,8 +2079,12 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
-	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : t == QUANT_NVFP4 ? 6 : 4;
+	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K;
 	static const char *const how[] = { "0", "place", "staged", "lane4", "lane2" };
+	static const int mode[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE4,
+	    GPU_MV8_LANE2 }, mq8[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
+	const int *md = t == QUANT_Q8_0 ? mq8 : mode;	/* (LANE4: NVFP4 only; LANE*: not Q4_1/Q5_1) */
+	int nv = qk ? 3 : t == QUANT_NVFP4 ? 6 : t == QUANT_Q8_0 ? 5 : 4;
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
@@ -2089,7 +2095,7 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
-			gchk(k, gpu_tune_mv8(k->g, qk || i8 == 0 ? GPU_MV8_AUTO : i8 - 1));
+			gchk(k, gpu_tune_mv8(k->g, qk || i8 == 0 ? GPU_MV8_AUTO : md[i8 - 1]));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -2104,7 +2110,7 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		for (int l = 1; l < nv; l++)
 			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%s %8.2f us %7.1f GB/s %5.1f%% of copy  "
 			    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
-			    (long long)ne0, ms[mi], qk ? (l == 1 ? "4" : "8") : how[l - 1], s[l] * 1e6,
+			    (long long)ne0, ms[mi], qk ? (l == 1 ? "4" : "8") : how[md[l - 1]], s[l] * 1e6,
 			    nb / s[l] * 1e-9,
 			    100.0 * nb / s[l] / copy_bw, s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
 		fflush(stdout);

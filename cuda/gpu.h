@@ -161,10 +161,10 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * through shared memory where that was measured faster, else read in
  * place), GPU_MV8_PLACE (always in place) or GPU_MV8_STAGED (staged
  * wherever the rows allow it: a multiple of 32 blocks, 16-byte aligned):
- * these three give the same bits.  GPU_MV8_LANE4, GPU_MV8_LANE2: NVFP4 by
- * four or two lanes a block (loads of x closer together; the other types
- * as GPU_MV8_AUTO), batch-invariant too but each another order of float
- * sums (they may differ in the last bits).
+ * these three give the same bits.  GPU_MV8_LANE4: NVFP4 by four lanes a
+ * block, GPU_MV8_LANE2: NVFP4 and Q8_0 by two (loads of x closer
+ * together; the other types as GPU_MV8_AUTO), batch-invariant too but
+ * each another order of float sums (they may differ in the last bits).
  */
 enum {
 	GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE4 = 3,

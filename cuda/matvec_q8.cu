@@ -400,10 +400,45 @@ mv8_half(const uint8_t *blk8, int h, int xb, int nb, const int8_t *__restrict__ 
 	}
 }
 
+/*
+ * Q8_0 by two lanes a block (GPU_MV8_LANE2): acc[j] += half h (16 values)
+ * of the weight block at blk . the same half of block b of input row j,
+ * acc = fma(isum, dw * dx, acc) a half.  The half's 16 bytes (2-byte
+ * aligned) by 4 aligned words from the one holding its first byte and the
+ * halfword of its last two, joined by funnel shifts (0 or 16 bits).
+ */
+template <int M>
+__device__ __forceinline__ void
+mv8_q8half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *acc, uint4 tab)
+{
+	const uint8_t *qs = blk8 + 2 + 16 * h;
+	unsigned o = (unsigned)((uintptr_t)qs & 2);
+	const uint32_t *p = (const uint32_t *)(qs - o);
+	uint32_t P[4], e = ((const uint16_t *)qs)[7];
+	float dw = __half2float(__ushort_as_half(*(const unsigned short *)blk8));
+	int w[4];
+
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		P[i] = p[i];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		w[i] = (int)__funnelshift_r(P[i], i < 3 ? P[i + 1] : e, 8 * o);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		size_t xi = (size_t)j * nb + b;
+		int4 a = *(const int4 *)(q + xi * 32 + 16 * h);
+		int i = __dp4a(w[0], a.x, (int)tab.w);
+		i = __dp4a(w[1], a.y, i), i = __dp4a(w[2], a.z, i), i = __dp4a(w[3], a.w, i);
+		acc[j] = __fmaf_rn(mv8_i2f(i), __fmul_rn(dw, dx[xi]), acc[j]);
+	}
+}
+
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
  * place (any row length and alignment); m == M input rows.  L = 2, 4:
- * NVFP4 by L lanes a block, lane l part l % L of blocks l / L, l / L + 32
- * / L, ... (mv8_half, mv8_sub). */
+ * NVFP4 (L = 2 also Q8_0) by L lanes a block, lane l part l % L of blocks
+ * l / L, l / L + 32 / L, ... (mv8_half, mv8_sub, mv8_q8half). */
 template <int T, int M, int L = 1>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
@@ -429,6 +464,11 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 #pragma unroll (M <= 2 ? 2 : 1)
 		for (int b = lane >> 2; b < nbw; b += 8)
 			mv8_sub<M>(wr + (size_t)b * 36, s, 4 * b + s, nb, q, dx, acc, tab);
+	} else if (L == 2 && T == Q8_T_Q8_0) {
+		int h = lane & 1;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (int b = lane >> 1; b < nbw; b += 16)
+			mv8_q8half<M>(wr + (size_t)b * 34, h, b, nb, q, dx, acc, tab);
 	} else if (L == 2) {
 		int h = lane & 1;
 #pragma unroll (M <= 2 ? 2 : 1)
@@ -530,6 +570,7 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
  * (mv8_block, in place or staged), or 2 or 4 (the forms of GPU_MV8_LANE2
  * and _LANE4, always in place): to be set by the H200's bench i8 lines. */
 #define MV8_NVFP4_LANES 1
+#define MV8_Q8_0_LANES 1	/* Q8_0's: 1 or 2, as NVFP4's */
 
 template <int T>
 static int
@@ -549,17 +590,17 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	 * 650 tok/s and the K=8 verify from 13.0 to 16.3 ms) and NVFP4 at
 	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
 	int can = nbw % 32 == 0 && al && rb % 16 == 0;
-	int ln = T != Q8_T_NVFP4 ? 1 : g->mv8 == GPU_MV8_LANE4 ? 4 : g->mv8 == GPU_MV8_LANE2 ? 2 :
-	    MV8_NVFP4_LANES;
+	int ln = T == Q8_T_NVFP4 ? (g->mv8 == GPU_MV8_LANE4 ? 4 : g->mv8 == GPU_MV8_LANE2 ? 2 :
+	    MV8_NVFP4_LANES) : T == Q8_T_Q8_0 ? (g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) : 1;
 	int st = ln == 1 && (g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
 	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can);	/* (AUTO, and LANE* for Q8_0) */
-	enum { NV = T == Q8_T_NVFP4 };	/* (lane forms of NVFP4 only) */
+	enum { NV = T == Q8_T_NVFP4, Q8 = NV || T == Q8_T_Q8_0 };	/* (the lane forms') */
 #define MV8_M(M_) case M_: if (st) \
 		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else if (ln == 4) \
 		k_mv8<T, M_, NV ? 4 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else if (ln == 2) \
-		k_mv8<T, M_, NV ? 2 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+		k_mv8<T, M_, Q8 ? 2 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	else \
 		k_mv8<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
 	break

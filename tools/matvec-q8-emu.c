@@ -17,7 +17,8 @@
  * depend on m; checked here by replaying rows alone and together).
  * k_mv8s runs the same mv8_block on a shared-memory copy of the bytes:
  * the same model.  NVFP4 also by four and by two lanes a block
- * (GPU_MV8_LANE4, mv8_sub; GPU_MV8_LANE2, mv8_half).
+ * (GPU_MV8_LANE4, mv8_sub; GPU_MV8_LANE2, mv8_half), Q8_0 by two
+ * (mv8_q8half, both alignments).
  * Keep it in step with the kernel.
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu8 \
  *       tools/matvec-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu8
@@ -213,7 +214,30 @@ static void half(const uint8_t *blk, int h, int xb, const struct xin *X, int m, 
 	}
 }
 
-static int lanes = 1;	/* NVFP4 by 1, 2 (GPU_MV8_LANE2) or 4 (GPU_MV8_LANE4) lanes a block */
+/* mv8_q8half: Q8_0 half h of the block at blk (two lanes a block) */
+static void q8half(const uint8_t *blk, int h, int b, const struct xin *X, int m, float *acc)
+{
+	const uint8_t *qs = blk + 2 + 16 * h;
+	unsigned o = (unsigned)((uintptr_t)qs & 2);
+	uint32_t P[4], e = rd16(qs + 14), w[4];
+	float dw = h2f(rd16(blk));
+	int nb = X->nb;
+
+	for (int i = 0; i < 4; i++)
+		P[i] = rd32(qs - o + 4 * i);
+	for (int i = 0; i < 4; i++)
+		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
+	for (int j = 0; j < m; j++) {
+		size_t xi = (size_t)j * nb + b;
+		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + 16 * h;
+		int i = 0x4B400000;
+		for (int k = 0; k < 4; k++)
+			i = dp4a(w[k], rd32(xq + 4 * k), i);
+		acc[j] = fmaf(i2f(i), dw * X->dx[xi], acc[j]);
+	}
+}
+
+static int lanes = 1;	/* NVFP4 by 1, 2 (GPU_MV8_LANE2) or 4 (GPU_MV8_LANE4) lanes a block; Q8_0 1 or 2 */
 
 /* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ... (lane4:
  * sub-block l & 3 of blocks l / 4, l / 4 + 8, ...); then the butterfly
@@ -229,6 +253,9 @@ static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, 
 		else if (lanes == 2 && t == QUANT_NVFP4)
 			for (int b = l >> 1; b < nbw; b += 16)
 				half(w + (size_t)b * bs, l & 1, 2 * b + (l & 1), X, m, acc[l]);
+		else if (lanes == 2 && t == QUANT_Q8_0)
+			for (int b = l >> 1; b < nbw; b += 16)
+				q8half(w + (size_t)b * bs, l & 1, b, X, m, acc[l]);
 		else
 			for (int b = l; b < nbw; b += 32)
 				block(t, w + (size_t)b * bs, b, X, m, acc[l]);
@@ -381,11 +408,12 @@ main(void)
 	static const int ms[] = { 1, 2, 3, 4, 8, 16 };
 
 	exhaustive();
-	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 2; ti++) {
-		int t = ti < 4 ? types[ti] : QUANT_NVFP4;	/* then NVFP4 by four, two lanes */
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 3; ti++) {
+		/* then NVFP4 by four, two lanes, Q8_0 by two */
+		int t = ti < 4 ? types[ti] : ti < 6 ? QUANT_NVFP4 : QUANT_Q8_0;
 		double worst = 0;
 		int count = 0;
-		lanes = ti == 4 ? 4 : ti == 5 ? 2 : 1;
+		lanes = ti == 4 ? 4 : ti >= 5 ? 2 : 1;
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
 				for (int raw = 0; raw < 2; raw++)
