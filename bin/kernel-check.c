@@ -607,6 +607,87 @@ check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 	gpu_free(k->g, da), gpu_free(k->g, db);
 }
 
+/*
+ * The int8 products of Q8_0, NVFP4, Q4_1 and Q5_1 (n <= 16) with the
+ * weights read in place and staged through shared memory
+ * (gpu_tune_mv8) against the default choice, bit for bit.
+ */
+static void
+check_mv8_staged(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
+{
+	struct wset s;
+	int64_t ny = (int64_t)m * rows;
+	float *x = frand(k, m * ne0, -1, 1), *y[3];
+	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	for (int i = 0; i < 3; i++) {	/* GPU_MV8_AUTO, _PLACE, _STAGED */
+		y[i] = xmalloc((size_t)ny * 4);
+		gchk(k, gpu_tune_mv8(k->g, i));
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+		dget(k, y[i], dy, (size_t)ny * 4);
+	}
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, m);
+	brk(k, y[1], ny);
+	snprintf(name, sizeof name, "matvec i8 %s place=default", quant_name(t));
+	same_bits(k, name, shape, y[0], y[1], ny);
+	brk(k, y[2], ny);
+	snprintf(name, sizeof name, "matvec i8 %s staged=default", quant_name(t));
+	same_bits(k, name, shape, y[0], y[2], ny);
+	free(x), free(y[0]), free(y[1]), free(y[2]);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
+/*
+ * NVFP4 by four or two lanes a block, Q8_0 by two (GPU_MV8_LANE4,
+ * GPU_MV8_LANE2): against the CPU's int8 numerics within 1e-5, and 16
+ * rows against one-row calls bit for bit.
+ */
+static void
+check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
+{
+	struct wset s;
+	int m = GPU_MATVEC_MAX_ROWS;
+	int64_t ny = (int64_t)m * rows;
+	size_t rb = quant_row_size(t, ne0);
+	float *x = frand(k, m * ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
+	float *y1 = xmalloc((size_t)ny * 4);
+	uint8_t *xq = xmalloc(quant_row_size(QUANT_Q8_0, ne0));
+	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	const char *ln = how == GPU_MV8_LANE4 ? "lane4" : "lane2";
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	gchk(k, gpu_tune_mv8(k->g, how));
+	gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+	dget(k, y, dy, (size_t)ny * 4);
+	for (int j = 0; j < m; j++)
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx + j * ne0, 1, dy + j * rows, NULL));
+	dget(k, y1, dy, (size_t)ny * 4);
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+	dot_ref(s.wf, x, rows, ne0, m, 1.0, ref, mag);
+	for (int j = 0; j < m; j++) {
+		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
+			die(1, "quant_quantize_act: type %s failed", quant_name(t));
+		for (int64_t r = 0; r < rows; r++)
+			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq);
+	}
+	snprintf(shape, sizeof shape, "%lldx%lld m=16|1", (long long)rows, (long long)ne0);
+	brk(k, y1, ny);
+	snprintf(name, sizeof name, "batch-invariant i8 %s %s", quant_name(t), ln);
+	same_bits(k, name, shape, y, y1, ny);
+	brk(k, y, ny);
+	snprintf(name, sizeof name, "matvec i8 %s %s", quant_name(t), ln);
+	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
+	free(x), free(y), free(y1), free(xq), free(ref), free(mag);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
 static void
 check_qk_all(struct kc *k)
 {
@@ -637,6 +718,20 @@ check_qk_all(struct kc *k)
 	check_qk_multi(k, 2, 5120, 1);
 	check_qk_multi(k, 1, 12288, 4);
 	check_qk_multi(k, 1, 12288, 1);
+	/* rows of 64 and 128 weight blocks (staged: 32 a lane step); m 1, 3, 16 */
+	static const int t8[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1 };
+	for (size_t ti = 0; ti < sizeof t8 / sizeof t8[0]; ti++) {
+		check_mv8_staged(k, t8[ti], 300, 4096, 1);
+		check_mv8_staged(k, t8[ti], 257, 8192, 3);
+		check_mv8_staged(k, t8[ti], 45, 4096, 16);
+	}
+	for (int how = GPU_MV8_LANE4; how <= GPU_MV8_LANE2; how++) {
+		check_mv8_lanes(k, QUANT_NVFP4, how, 300, 4096);
+		check_mv8_lanes(k, QUANT_NVFP4, how, 257, 768);	/* 12 blocks: lanes past the row idle */
+		check_mv8_lanes(k, QUANT_NVFP4, how, 45, 320);
+	}
+	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 300, 4096);
+	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 257, 800);	/* 25 blocks: odd rows 2-byte aligned */
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
@@ -2049,10 +2144,12 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 
 /*
  * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
- * matvec_q8.cu's kernels, or for K-quants the Q8_K form and matvec_qk.cu's
- * kernel at 4 and 8 lanes) against the fp32-x
- * kernel (gpu_matvec: k_matvec) on the same weights, graphs of launches
- * cycling over copies that pass 1 GiB, as bench_matvec.
+ * matvec_q8.cu's kernels, each also with its weights read in place and
+ * staged (L=place, L=staged; L=0 the default choice; NVFP4 also by four
+ * and two lanes a block, L=lane4, L=lane2, Q8_0 by two), or for K-quants the Q8_K form and
+ * matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
+ * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
+ * over copies that pass 1 GiB, as bench_matvec.
  */
 static void
 bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
@@ -2064,17 +2161,23 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
-	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, nv = qk ? 3 : 2;
+	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K;
+	static const char *const how[] = { "0", "place", "staged", "lane4", "lane2" };
+	static const int mode[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE4,
+	    GPU_MV8_LANE2 }, mq8[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
+	const int *md = t == QUANT_Q8_0 ? mq8 : mode;	/* (LANE4: NVFP4 only; LANE*: not Q4_1/Q5_1) */
+	int nv = qk ? 3 : t == QUANT_NVFP4 ? 6 : t == QUANT_Q8_0 ? 5 : 4;
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[3];
-		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes */
+		double s[6];
+		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
+			gchk(k, gpu_tune_mv8(k->g, qk || i8 == 0 ? GPU_MV8_AUTO : md[i8 - 1]));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -2087,13 +2190,15 @@ bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 			gpu_graph_free(gr);
 		}
 		for (int l = 1; l < nv; l++)
-			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%d %8.2f us %7.1f GB/s %5.1f%% of copy  "
+			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%s %8.2f us %7.1f GB/s %5.1f%% of copy  "
 			    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
-			    (long long)ne0, ms[mi], qk ? 4 * l : 0, s[l] * 1e6, nb / s[l] * 1e-9,
+			    (long long)ne0, ms[mi], qk ? (l == 1 ? "4" : "8") : how[md[l - 1]], s[l] * 1e6,
+			    nb / s[l] * 1e-9,
 			    100.0 * nb / s[l] / copy_bw, s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
 		fflush(stdout);
 	}
 	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
 	for (int c = 0; c < nc; c++)
 		gpu_free(k->g, w[c]);
 	free(w), free(x);
