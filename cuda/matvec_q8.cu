@@ -613,9 +613,13 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
 
 /* NVFP4's lanes a block by default (GPU_MV8_AUTO, _PLACE, _STAGED): 1
  * (mv8_block, in place or staged), or 2 or 4 (the forms of GPU_MV8_LANE2
- * and _LANE4, always in place): to be set by the H200's bench i8 lines. */
-#define MV8_NVFP4_LANES 1
-#define MV8_Q8_0_LANES 1	/* Q8_0's: 1 or 2, as NVFP4's */
+ * and _LANE4, always in place).  Two, from the H200's bench i8 lines
+ * (bench/2026-12-01-s5-run9-*): NVFP4 m = 1 13.2 / 12.8 us on 12288x4096 /
+ * 4096x12288 (one lane 14.4 / 13.3, four 13.7 / 14.2), m = 4 22.8 / 20.7
+ * (35.5 / 33.8, 22.0 / 21.0); Q8_0 m = 1 17.4 / 17.6 (17.0 / 17.6), m = 4
+ * 22.9 / 21.2 (28.6 / 26.7).  One layout for every m: batch invariance. */
+#define MV8_NVFP4_LANES 2
+#define MV8_Q8_0_LANES 2	/* Q8_0's: 1 or 2, as NVFP4's */
 
 template <int T>
 static int
