@@ -414,39 +414,66 @@ mq2_wait_x(void)
 	asm volatile("cp.async.wait_group 0;" : : : "memory");
 }
 
+/* ldmatrix .x4: r[m] of lane i is int i % 4 of the 16-byte row i / 4 of
+ * matrix m, the row whose address lane 8 m + i / 4 gives in p. */
+__device__ __forceinline__ void
+mq2_ldsm4(int *r, const int *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+	    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	    : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+
 /*
  * Warp w's 64 x 32 part of one step by mma.sync: weight rows 16 mt + g
  * (+ 8), input rows 32 w + 8 nt + 2 tg (+ 1), g = lane / 4, tg = lane % 4
- * (the PTX fragment layouts of m16n8k32 / m16n8k16 .s8, as mq_mma).
+ * (the PTX fragment layouts of m16n8k32 / m16n8k16 .s8, as mq_mma); NVFP4's
+ * fragments by ldmatrix (lane 8 mi + rr gives row rr of matrix mi).
  */
 template <int T>
 __device__ __forceinline__ void
 mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 {
 	int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3, nw = (threadIdx.x >> 5) * 32;
+	int mi = lane >> 3, rr = lane & 7;
 	enum { NSB = T == MQ_Q8_0 ? 2 : 4, SBI = MQ2_KI / NSB };
 
 #pragma unroll
 	for (int sb = 0; sb < NSB; sb++) {
 		int k = sb * SBI, xb = T == MQ_Q8_0 ? sb : sb / 2;
-		int a[4][4], b[4][2];
+		int a[4][4], b[4][2], f[4];
 		float2 dw[4], dx[4];
+		if (T == MQ_Q8_0) {	/* by ldmatrix: spills at 168 registers */
 #pragma unroll
-		for (int mt = 0; mt < 4; mt++) {
-			const int *ra = s->w + (mt * 16 + g) * MQ2_LD + k + tg;
-			a[mt][0] = ra[0], a[mt][1] = ra[8 * MQ2_LD];
-			if (T == MQ_Q8_0)
+			for (int mt = 0; mt < 4; mt++) {
+				const int *ra = s->w + (mt * 16 + g) * MQ2_LD + k + tg;
+				a[mt][0] = ra[0], a[mt][1] = ra[8 * MQ2_LD];
 				a[mt][2] = ra[4], a[mt][3] = ra[8 * MQ2_LD + 4];
-			dw[mt] = *(const float2 *)&s->ws[sb * MQ2_R + mt * 16 + 2 * g];
+			}
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++) {
+				const int *xr = s->x + (nw + nt * 8 + g) * MQ2_LD + k + tg;
+				b[nt][0] = xr[0], b[nt][1] = xr[4];
+			}
+		} else {
+			/* a[mt], a[mt + 1]: rows g, g + 8 at ints tg */
+#pragma unroll
+			for (int mt = 0; mt < 4; mt += 2) {
+				mq2_ldsm4(f, s->w + ((mt + (mi >> 1)) * 16 + (mi & 1) * 8 + rr) * MQ2_LD + k);
+				a[mt][0] = f[0], a[mt][1] = f[1], a[mt + 1][0] = f[2], a[mt + 1][1] = f[3];
+			}
+			/* b[0..3]: input g at ints tg */
+			mq2_ldsm4(f, s->x + (nw + mi * 8 + rr) * MQ2_LD + k);
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++)
+				b[nt][0] = f[nt];
 		}
 #pragma unroll
-		for (int nt = 0; nt < 4; nt++) {
-			const int *xr = s->x + (nw + nt * 8 + g) * MQ2_LD + k + tg;
-			b[nt][0] = xr[0];
-			if (T == MQ_Q8_0)
-				b[nt][1] = xr[4];
+		for (int mt = 0; mt < 4; mt++)
+			dw[mt] = *(const float2 *)&s->ws[sb * MQ2_R + mt * 16 + 2 * g];
+#pragma unroll
+		for (int nt = 0; nt < 4; nt++)
 			dx[nt] = *(const float2 *)&s->xd[xb * MQ2_N + nw + nt * 8 + 2 * tg];
-		}
 #pragma unroll
 		for (int mt = 0; mt < 4; mt++)
 #pragma unroll

@@ -5,7 +5,7 @@
  * block's first byte), mq2_store_w's decode into the shared tile, the
  * zero-filling copies of mq2_copy_x, both buffers in the pipeline's order
  * (step ks + 1 written while step ks is read; the tiles start as garbage),
- * the fragments each lane of mq2_mma loads, multiplied as the PTX fragment
+ * the fragments each lane of mq2_mma loads (NVFP4's by ldmatrix), multiplied as the PTX fragment
  * layouts of mma m16n8k32 / m16n8k16 .s8 define them, the dp4a twin
  * mq2_dp4a, and the epilogue.  It compares both with a plain model of the
  * CPU's numerics (per (sub-)block: acc = fma((float)dot, dw * dx, acc), in
@@ -116,6 +116,16 @@ static void xtile(int t, struct buf *s, const int8_t *q, const float *dx, int64_
 	}
 }
 
+/* ldmatrix .m8n8.x4 .b16: lane i's r[m] is int i % 4 of the 16 bytes at
+ * the address lane 8 m + i / 4 gives (each 16-byte aligned in the tile) */
+static void ldsm4(int r[32][4], const int *ad[32])
+{
+	for (int lane = 0; lane < 32; lane++) {
+		if ((uintptr_t)ad[lane] % 16) { printf("ldmatrix: unaligned row\n"); exit(1); }
+		for (int m = 0; m < 4; m++) r[lane][m] = ad[8 * m + lane / 4][lane % 4];
+	}
+}
+
 /* mq2_mma (mma = 1) or mq2_dp4a of warp w, all lanes */
 static void warp(int T, int mma, int w, const struct buf *s, float acc[32][4][4][4])
 {
@@ -133,20 +143,35 @@ static void warp(int T, int mma, int w, const struct buf *s, float acc[32][4][4]
 			}
 			continue;
 		}
-		int a[32][4][4], b[32][4][2]; float dw[32][4][2], dxv[32][4][2];
+		int a[32][4][4], b[32][4][2], f[32][4]; float dw[32][4][2], dxv[32][4][2];
+		const int *ad[32];
+		if (q8) {	/* plain loads */
+			for (int lane = 0; lane < 32; lane++) {
+				int g = lane >> 2, tg = lane & 3;
+				for (int mt = 0; mt < 4; mt++) {
+					const int *ra = s->w + (mt * 16 + g) * LD + k + tg;
+					a[lane][mt][0] = ra[0], a[lane][mt][1] = ra[8 * LD], a[lane][mt][2] = ra[4], a[lane][mt][3] = ra[8 * LD + 4];
+				}
+				for (int nt = 0; nt < 4; nt++) {
+					const int *xr = s->x + (nw + nt * 8 + g) * LD + k + tg;
+					b[lane][nt][0] = xr[0], b[lane][nt][1] = xr[4];
+				}
+			}
+		} else {
+			for (int mt = 0; mt < 4; mt += 2) {
+				for (int lane = 0; lane < 32; lane++) { int mi = lane >> 3, rr = lane & 7; ad[lane] = s->w + ((mt + (mi >> 1)) * 16 + (mi & 1) * 8 + rr) * LD + k; }
+				ldsm4(f, ad);
+				for (int lane = 0; lane < 32; lane++) a[lane][mt][0] = f[lane][0], a[lane][mt][1] = f[lane][1], a[lane][mt + 1][0] = f[lane][2], a[lane][mt + 1][1] = f[lane][3];
+			}
+			for (int lane = 0; lane < 32; lane++) { int mi = lane >> 3, rr = lane & 7; ad[lane] = s->x + (nw + mi * 8 + rr) * LD + k; }
+			ldsm4(f, ad);
+			for (int lane = 0; lane < 32; lane++) for (int nt = 0; nt < 4; nt++) b[lane][nt][0] = f[lane][nt], b[lane][nt][1] = 0;
+			for (int lane = 0; lane < 32; lane++) for (int mt = 0; mt < 4; mt++) a[lane][mt][2] = a[lane][mt][3] = 0;
+		}
 		for (int lane = 0; lane < 32; lane++) {
 			int g = lane >> 2, tg = lane & 3;
-			for (int mt = 0; mt < 4; mt++) {
-				const int *ra = s->w + (mt * 16 + g) * LD + k + tg;
-				a[lane][mt][0] = ra[0], a[lane][mt][1] = ra[8 * LD];
-				a[lane][mt][2] = q8 ? ra[4] : 0, a[lane][mt][3] = q8 ? ra[8 * LD + 4] : 0;
-				memcpy(dw[lane][mt], &s->ws[sb * R + mt * 16 + 2 * g], 8);
-			}
-			for (int nt = 0; nt < 4; nt++) {
-				const int *xr = s->x + (nw + nt * 8 + g) * LD + k + tg;
-				b[lane][nt][0] = xr[0], b[lane][nt][1] = q8 ? xr[4] : 0;
-				memcpy(dxv[lane][nt], &s->xd[xb * N + nw + nt * 8 + 2 * tg], 8);
-			}
+			for (int mt = 0; mt < 4; mt++) memcpy(dw[lane][mt], &s->ws[sb * R + mt * 16 + 2 * g], 8);
+			for (int nt = 0; nt < 4; nt++) memcpy(dxv[lane][nt], &s->xd[xb * N + nw + nt * 8 + 2 * tg], 8);
 		}
 		for (int mt = 0; mt < 4; mt++) for (int nt = 0; nt < 4; nt++) {
 			/* the PTX layouts: A[16][K] row, B[K][8] col, D[16][8] */
@@ -184,7 +209,7 @@ static void warp(int T, int mma, int w, const struct buf *s, float acc[32][4][4]
 static void kernel(int T, int mma, const uint8_t *W, int64_t rows, int nb, size_t rb, const int8_t *q, const float *dx, int64_t n, float *y)
 {
 	int nbw = T == QUANT_NVFP4 ? -(nb / 2) : nb, nks = (nb + 1) / 2;
-	static struct buf s[2];
+	static _Alignas(16) struct buf s[2];
 	static float acc[4][32][4][4][4];
 	for (int64_t r0 = 0; r0 < rows; r0 += R)
 		for (int64_t n0 = 0; n0 < n; n0 += N) {
