@@ -255,13 +255,23 @@ k_mmq(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
  * through two shared buffers: while the warps multiply step ks, step ks + 1
  * is on its way (the weight words in registers, decoded into the other
  * buffer after the products; the int8 x and its scales by cp.async), one
- * barrier a step.  The scales lie sub-block-major so that a lane reads
- * its two rows' (g, g + 8) and two inputs' (2 tg, 2 tg + 1) as one float2.
- * The integer dots start from 0x4B400000 (the mma's accumulator input, the
- * dp4a's first sum), so they come out as the float 12582912 + dot and one
- * subtraction converts them exactly (|dot| < 2^22): the same float
- * operations as mq_step, in the same order.
+ * barrier a step.  The integer dots start from 0x4B400000 (the mma's
+ * accumulator input, the dp4a's first sum), so they come out as the float
+ * 12582912 + dot and one subtraction converts them exactly (|dot| < 2^22).
+ * The scale products dw * dx are exact in float (both scales are halves:
+ * Q8_0's d, NVFP4's UE4M3 / 2, x's d rounded to half; 11 x 11 significant
+ * bits, exponents far inside float's), so with MQ2_TF32 the tensor cores
+ * make them, a 16 x 8 tile of them by one mma m16n8k4 .tf32 (dw in column
+ * 0 of A, dx in row 0 of B, zeros elsewhere: one product, exact in tf32),
+ * instead of four multiplications a lane: the same floats as mq_step's
+ * __fmul_rn (a zero's sign aside, which the sums cannot show: acc is never
+ * -0), so the same float operations, in the same order.  The scales lie in
+ * 4 slots, the scale in slot 0 and zeros in 1..3, so that lane (g, tg)
+ * loads its fragment words (A[g][tg], B[tg][g]) as they are.
  */
+#ifndef MQ2_TF32
+#define MQ2_TF32 1
+#endif
 enum {
 	MQ2_R = 64,		/* weight rows of a tile */
 	MQ2_N = 128,		/* input rows of a tile */
@@ -271,26 +281,27 @@ enum {
 	MQ2_BIAS = 0x4B400000,	/* the float 12582912 */
 };
 
-/* One step's tile: ws[sub-block][mq2_pr(row)], xd[32-block][input]. */
+/* One step's tile: ws[sub-block][row][slot], xd[32-block][input][slot]
+ * (slot 0 the scale, 1..3 zeros). */
 struct mq2_buf {
 	int	w[MQ2_R * MQ2_LD];
 	int	x[MQ2_N * MQ2_LD];
-	float	ws[4 * MQ2_R];
-	float	xd[2 * MQ2_N];
+	float	ws[4 * MQ2_R * 4];
+	float	xd[2 * MQ2_N * 4];
 };
 
-/* Row r's place in ws: rows r and r + 8 of a 16-row group side by side. */
-__device__ __forceinline__ int
-mq2_pr(int r)
+/* acc += (float)dot * p for c = 0x4B400000 + dot, p = dw * dx (mq_step's
+ * bits); mq2_step multiplies the scales itself. */
+__device__ __forceinline__ float
+mq2_stepp(float acc, int c, float p)
 {
-	return (r & ~15) | (r & 7) << 1 | (r >> 3 & 1);
+	return __fmaf_rn(__fsub_rn(__int_as_float(c), 12582912.0f), p, acc);
 }
 
-/* acc += (float)dot * (dw * dx) for c = 0x4B400000 + dot (mq_step's bits). */
 __device__ __forceinline__ float
 mq2_step(float acc, int c, float dw, float dx)
 {
-	return __fmaf_rn(__fsub_rn(__int_as_float(c), 12582912.0f), __fmul_rn(dw, dx), acc);
+	return mq2_stepp(acc, c, __fmul_rn(dw, dx));
 }
 
 /* A thread's weight words of one step: Q8_0 one block (9 words from the
@@ -344,7 +355,7 @@ template <int T>
 __device__ __forceinline__ void
 mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
 {
-	int t = threadIdx.x, r = t >> 1, h = t & 1, pr = mq2_pr(r);
+	int t = threadIdx.x, r = t >> 1, h = t & 1;
 
 	if (T == MQ_Q8_0) {
 		int v[8];
@@ -354,7 +365,7 @@ mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
 		int4 *dst = (int4 *)&s->w[r * MQ2_LD + h * 8];
 		dst[0] = make_int4(v[0], v[1], v[2], v[3]);
 		dst[1] = make_int4(v[4], v[5], v[6], v[7]);
-		s->ws[h * MQ2_R + pr] =
+		s->ws[(h * MQ2_R + r) * 4] =
 		    __half2float(__ushort_as_half((unsigned short)(f->u[0] >> f->sh)));
 	} else {
 #pragma unroll
@@ -363,7 +374,7 @@ mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
 			uint32_t lo = f->u[1 + 2 * qq], hi = f->u[2 + 2 * qq];
 			*(int4 *)&s->w[r * MQ2_LD + sb * 4] = make_int4(gpu_fp4x4(lo), gpu_fp4x4(hi),
 			    gpu_fp4x4(lo >> 4), gpu_fp4x4(hi >> 4));
-			s->ws[sb * MQ2_R + pr] = gpu_ue4m3_half((f->u[0] >> (8 * sb)) & 0xFF);
+			s->ws[(sb * MQ2_R + r) * 4] = gpu_ue4m3_half((f->u[0] >> (8 * sb)) & 0xFF);
 		}
 	}
 }
@@ -403,7 +414,7 @@ mq2_copy_x(struct mq2_buf *s, const int8_t *__restrict__ q, const float *__restr
 	for (int b = 0; b < 2; b++) {
 		int ok = n0 + t < n && ks * 2 + b < nb;
 		const float *src = ok ? dx + (size_t)(n0 + t) * nb + ks * 2 + b : dx;
-		mq2_cp4(&s->xd[b * MQ2_N + t], src, ok);
+		mq2_cp4(&s->xd[(b * MQ2_N + t) * 4], src, ok);
 	}
 	asm volatile("cp.async.commit_group;");
 }
@@ -442,8 +453,8 @@ mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 	for (int sb = 0; sb < NSB; sb++) {
 		int k = sb * SBI, xb = T == MQ_Q8_0 ? sb : sb / 2;
 		int a[4][4], b[4][2], f[4];
-		float2 dw[4], dx[4];
-		if (T == MQ_Q8_0) {	/* by ldmatrix: spills at 168 registers */
+		float dw[4][2], dx[4][2];
+		if (T == MQ_Q8_0) {	/* plain loads: by ldmatrix it spills at 168 registers */
 #pragma unroll
 			for (int mt = 0; mt < 4; mt++) {
 				const int *ra = s->w + (mt * 16 + g) * MQ2_LD + k + tg;
@@ -468,12 +479,21 @@ mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 			for (int nt = 0; nt < 4; nt++)
 				b[nt][0] = f[nt];
 		}
+		/* MQ2_TF32: dw[mt] = A[g][tg], A[g + 8][tg]; dx[nt][0] = B[tg][g];
+		 * else dw[mt] the scales of rows g, g + 8, dx[nt] of inputs 2 tg (+ 1) */
 #pragma unroll
-		for (int mt = 0; mt < 4; mt++)
-			dw[mt] = *(const float2 *)&s->ws[sb * MQ2_R + mt * 16 + 2 * g];
+		for (int mt = 0; mt < 4; mt++) {
+			const float *p = s->ws + (sb * MQ2_R + mt * 16 + g) * 4;
+			dw[mt][0] = p[MQ2_TF32 ? tg : 0], dw[mt][1] = p[32 + (MQ2_TF32 ? tg : 0)];
+		}
 #pragma unroll
-		for (int nt = 0; nt < 4; nt++)
-			dx[nt] = *(const float2 *)&s->xd[xb * MQ2_N + nw + nt * 8 + 2 * tg];
+		for (int nt = 0; nt < 4; nt++) {
+			const float *p = s->xd + (xb * MQ2_N + nw + nt * 8) * 4;
+			if (MQ2_TF32)
+				dx[nt][0] = p[g * 4 + tg];
+			else
+				dx[nt][0] = p[8 * tg], dx[nt][1] = p[8 * tg + 4];
+		}
 #pragma unroll
 		for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -490,10 +510,20 @@ mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 					    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
 					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
 					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(b[nt][0]), "r"(MQ2_BIAS));
-				acc[mt][nt][0] = mq2_step(acc[mt][nt][0], c0, dw[mt].x, dx[nt].x);
-				acc[mt][nt][1] = mq2_step(acc[mt][nt][1], c1, dw[mt].x, dx[nt].y);
-				acc[mt][nt][2] = mq2_step(acc[mt][nt][2], c2, dw[mt].y, dx[nt].x);
-				acc[mt][nt][3] = mq2_step(acc[mt][nt][3], c3, dw[mt].y, dx[nt].y);
+				float p0, p1, p2, p3;
+				if (MQ2_TF32)
+					asm("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 "
+					    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+					    : "=f"(p0), "=f"(p1), "=f"(p2), "=f"(p3)
+					    : "r"(__float_as_uint(dw[mt][0])), "r"(__float_as_uint(dw[mt][1])),
+					      "r"(__float_as_uint(dx[nt][0])), "f"(0.0f));
+				else
+					p0 = __fmul_rn(dw[mt][0], dx[nt][0]), p1 = __fmul_rn(dw[mt][0], dx[nt][1]),
+					p2 = __fmul_rn(dw[mt][1], dx[nt][0]), p3 = __fmul_rn(dw[mt][1], dx[nt][1]);
+				acc[mt][nt][0] = mq2_stepp(acc[mt][nt][0], c0, p0);
+				acc[mt][nt][1] = mq2_stepp(acc[mt][nt][1], c1, p1);
+				acc[mt][nt][2] = mq2_stepp(acc[mt][nt][2], c2, p2);
+				acc[mt][nt][3] = mq2_stepp(acc[mt][nt][3], c3, p3);
 			}
 	}
 }
@@ -521,7 +551,7 @@ mq2_dp4a(const struct mq2_buf *s, float (*acc)[4][4])
 					for (int i = 0; i < SBI; i++)
 						c = __dp4a(wr[i], xr[i], c);
 					acc[mt][nt][e] = mq2_step(acc[mt][nt][e], c,
-					    s->ws[sb * MQ2_R + mq2_pr(r)], s->xd[xb * MQ2_N + j]);
+					    s->ws[(sb * MQ2_R + r) * 4], s->xd[(xb * MQ2_N + j) * 4]);
 				}
 	}
 }
@@ -546,6 +576,13 @@ k_mmq2(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				acc[mt][nt][e] = 0.0f;
+	/* the scales' slots 1..3: zeros for good (the loads fill slot 0) */
+	for (int i = threadIdx.x; i < 4 * MQ2_R * 4; i += MQ_THREADS)
+		if (i & 3)
+			s[0].ws[i] = s[1].ws[i] = 0.0f;
+	for (int i = threadIdx.x; i < 2 * MQ2_N * 4; i += MQ_THREADS)
+		if (i & 3)
+			s[0].xd[i] = s[1].xd[i] = 0.0f;
 	mq2_fetch_w<T>(&f, W, rows, nbw, rb, r0, 0);
 	mq2_copy_x(&s[0], q, dx, n, nb, n0, 0);
 	mq2_store_w<T>(&f, &s[0]);

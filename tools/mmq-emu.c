@@ -5,8 +5,10 @@
  * block's first byte), mq2_store_w's decode into the shared tile, the
  * zero-filling copies of mq2_copy_x, both buffers in the pipeline's order
  * (step ks + 1 written while step ks is read; the tiles start as garbage),
- * the fragments each lane of mq2_mma loads (NVFP4's by ldmatrix), multiplied as the PTX fragment
- * layouts of mma m16n8k32 / m16n8k16 .s8 define them, the dp4a twin
+ * the fragments each lane of mq2_mma loads (NVFP4's by ldmatrix),
+ * multiplied as the PTX fragment layouts of mma m16n8k32 / m16n8k16 .s8
+ * define them, the scale products by mma m16n8k4 .tf32 (MQ2_TF32; checked
+ * to be one product of tf32-exact floats per output), the dp4a twin
  * mq2_dp4a, and the epilogue.  It compares both with a plain model of the
  * CPU's numerics (per (sub-)block: acc = fma((float)dot, dw * dx, acc), in
  * block order) bit for bit, and the model with quant_vec_dot within 1e-5
@@ -24,7 +26,7 @@
 
 enum { R = 64, N = 128, KI = 16, LD = 20, BIAS = 0x4B400000 };
 
-struct buf { int w[R * LD]; int x[N * LD]; float ws[4 * R]; float xd[2 * N]; };
+struct buf { int w[R * LD]; int x[N * LD]; float ws[4 * R * 4]; float xd[2 * N * 4]; };
 
 static uint64_t rs = 88172645463325252ULL;
 static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
@@ -36,8 +38,8 @@ static float fp4v(unsigned nib) { static const int kv[16] = { 0, 1, 2, 3, 4, 6, 
 static int fp4x4(uint32_t v) { uint32_t r = 0; for (int k = 0; k < 4; k++) r |= ((uint32_t)(int)fp4v(v >> 8 * k) & 0xFF) << 8 * k; return (int)r; }
 static float ue4m3_half(unsigned x) { return quant_ue4m3_to_f32((uint8_t)x) * 0.5f; }
 static int dp4a(int a, int b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
-static int pr(int r) { return (r & ~15) | (r & 7) << 1 | (r >> 3 & 1); }
-static float step(float acc, int c, float dw, float dx) { float p = dw * dx; return fmaf(i2f(c) - 12582912.0f, p, acc); }
+static float stepp(float acc, int c, float p) { return fmaf(i2f(c) - 12582912.0f, p, acc); }
+static float step(float acc, int c, float dw, float dx) { return stepp(acc, c, dw * dx); }
 
 /* the plain model: y[j][r] by the CPU's per-(sub-)block operations */
 static float model(int t, const uint8_t *w, const int8_t *q, const float *dx, int nb, double *mag)
@@ -85,7 +87,7 @@ static void wtile(int t, struct buf *s, const uint8_t *W, int64_t rows, int nbw,
 			uint32_t lo = u[1 + 2 * qq], hi = u[2 + 2 * qq];
 			int *d = &s->w[r * LD + sb * 4];
 			d[0] = fp4x4(lo), d[1] = fp4x4(hi), d[2] = fp4x4(lo >> 4), d[3] = fp4x4(hi >> 4);
-			s->ws[sb * R + pr(r)] = ue4m3_half((u[0] >> (8 * sb)) & 0xFF);
+			s->ws[(sb * R + r) * 4] = ue4m3_half((u[0] >> (8 * sb)) & 0xFF);
 		}
 		return;
 	}
@@ -98,7 +100,7 @@ static void wtile(int t, struct buf *s, const uint8_t *W, int64_t rows, int nbw,
 	}
 	for (int i = 0; i < 8; i++) s->w[r * LD + h * 8 + i] = (int)fshrc(u[i], u[i + 1], 16 + sh);
 	uint16_t hb = (uint16_t)(u[0] >> sh);
-	s->ws[h * R + pr(r)] = quant_f16_to_f32(hb);
+	s->ws[(h * R + r) * 4] = quant_f16_to_f32(hb);
 }
 
 /* mq2_copy_x of thread t, step ks */
@@ -112,7 +114,7 @@ static void xtile(int t, struct buf *s, const int8_t *q, const float *dx, int64_
 	}
 	for (int b = 0; b < 2; b++) {
 		int ok = n0 + t < n && ks * 2 + b < nb;
-		s->xd[b * N + t] = ok ? dx[(size_t)(n0 + t) * nb + ks * 2 + b] : 0.0f;
+		s->xd[(b * N + t) * 4] = ok ? dx[(size_t)(n0 + t) * nb + ks * 2 + b] : 0.0f;
 	}
 }
 
@@ -138,12 +140,12 @@ static void warp(int T, int mma, int w, const struct buf *s, float acc[32][4][4]
 				for (int mt = 0; mt < 4; mt++) for (int nt = 0; nt < 4; nt++) for (int e = 0; e < 4; e++) {
 					int r = mt * 16 + g + (e >> 1) * 8, j = nw + nt * 8 + 2 * tg + (e & 1), c = BIAS;
 					for (int i = 0; i < SBI; i++) c = dp4a(s->w[r * LD + k + i], s->x[j * LD + k + i], c);
-					acc[lane][mt][nt][e] = step(acc[lane][mt][nt][e], c, s->ws[sb * R + pr(r)], s->xd[xb * N + j]);
+					acc[lane][mt][nt][e] = step(acc[lane][mt][nt][e], c, s->ws[(sb * R + r) * 4], s->xd[(xb * N + j) * 4]);
 				}
 			}
 			continue;
 		}
-		int a[32][4][4], b[32][4][2], f[32][4]; float dw[32][4][2], dxv[32][4][2];
+		int a[32][4][4], b[32][4][2], f[32][4]; float dw[32][4][2], dxv[32][4];
 		const int *ad[32];
 		if (q8) {	/* plain loads */
 			for (int lane = 0; lane < 32; lane++) {
@@ -170,8 +172,11 @@ static void warp(int T, int mma, int w, const struct buf *s, float acc[32][4][4]
 		}
 		for (int lane = 0; lane < 32; lane++) {
 			int g = lane >> 2, tg = lane & 3;
-			for (int mt = 0; mt < 4; mt++) memcpy(dw[lane][mt], &s->ws[sb * R + mt * 16 + 2 * g], 8);
-			for (int nt = 0; nt < 4; nt++) memcpy(dxv[lane][nt], &s->xd[xb * N + nw + nt * 8 + 2 * tg], 8);
+			for (int mt = 0; mt < 4; mt++) {
+				const float *p = s->ws + (sb * R + mt * 16 + g) * 4;
+				dw[lane][mt][0] = p[tg], dw[lane][mt][1] = p[32 + tg];
+			}
+			for (int nt = 0; nt < 4; nt++) dxv[lane][nt] = s->xd[(xb * N + nw + nt * 8) * 4 + g * 4 + tg];
 		}
 		for (int mt = 0; mt < 4; mt++) for (int nt = 0; nt < 4; nt++) {
 			/* the PTX layouts: A[16][K] row, B[K][8] col, D[16][8] */
@@ -193,13 +198,30 @@ static void warp(int T, int mma, int w, const struct buf *s, float acc[32][4][4]
 				D[m][nn] = BIAS;
 				for (int kk = 0; kk < K; kk++) D[m][nn] += A[m][kk] * B[kk][nn];
 			}
+			/* mma m16n8k4 .tf32: FA[16][4] row, FB[4][8] col, P = FA FB + 0 */
+			float FA[16][4], FB[4][8], P[16][8];
+			for (int lane = 0; lane < 32; lane++) {
+				int g = lane >> 2, tg = lane & 3;
+				FA[g][tg] = dw[lane][mt][0], FA[g + 8][tg] = dw[lane][mt][1], FB[tg][g] = dxv[lane][nt];
+			}
+			for (int m = 0; m < 16; m++) for (int nn = 0; nn < 8; nn++) {
+				double v = 0, nz = 0;
+				for (int kk = 0; kk < 4; kk++) {
+					float ta = FA[m][kk], tb = FB[kk][nn];
+					uint32_t ua, ub; memcpy(&ua, &ta, 4); memcpy(&ub, &tb, 4);
+					if ((ua | ub) & 0x1FFF) { printf("tf32: bits past tf32's 10\n"); exit(1); }
+					v += (double)ta * tb, nz += ta != 0 && tb != 0;
+				}
+				if (nz > 1) { printf("tf32: two products in one sum\n"); exit(1); }
+				P[m][nn] = (float)v;
+			}
 			for (int lane = 0; lane < 32; lane++) {
 				int g = lane >> 2, tg = lane & 3;
 				float *ac = acc[lane][mt][nt];
-				ac[0] = step(ac[0], D[g][2 * tg], dw[lane][mt][0], dxv[lane][nt][0]);
-				ac[1] = step(ac[1], D[g][2 * tg + 1], dw[lane][mt][0], dxv[lane][nt][1]);
-				ac[2] = step(ac[2], D[g + 8][2 * tg], dw[lane][mt][1], dxv[lane][nt][0]);
-				ac[3] = step(ac[3], D[g + 8][2 * tg + 1], dw[lane][mt][1], dxv[lane][nt][1]);
+				ac[0] = stepp(ac[0], D[g][2 * tg], P[g][2 * tg]);
+				ac[1] = stepp(ac[1], D[g][2 * tg + 1], P[g][2 * tg + 1]);
+				ac[2] = stepp(ac[2], D[g + 8][2 * tg], P[g + 8][2 * tg]);
+				ac[3] = stepp(ac[3], D[g + 8][2 * tg + 1], P[g + 8][2 * tg + 1]);
 			}
 		}
 	}
@@ -214,6 +236,8 @@ static void kernel(int T, int mma, const uint8_t *W, int64_t rows, int nb, size_
 	for (int64_t r0 = 0; r0 < rows; r0 += R)
 		for (int64_t n0 = 0; n0 < n; n0 += N) {
 			memset(s, 0xA5, sizeof s);	/* garbage: a slot read before written shows */
+			for (int i = 0; i < 4 * R * 4; i++) if (i & 3) s[0].ws[i] = s[1].ws[i] = 0.0f;
+			for (int i = 0; i < 2 * N * 4; i++) if (i & 3) s[0].xd[i] = s[1].xd[i] = 0.0f;
 			memset(acc, 0, sizeof acc);
 			for (int t = 0; t < 128; t++) xtile(t, &s[0], q, dx, n, nb, n0, 0), wtile(t, &s[0], W, rows, nbw, rb, r0, 0);
 			for (int ks = 0; ks < nks; ks++) {
