@@ -404,9 +404,9 @@ check_quant(struct kc *k)
 
 /*
  * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu) against the CPU's
- * int8 numerics (quant_quantize_act, quant_vec_dot), by its three
- * kernels (mma, its dp4a twin, the first mma kernel); they give the same
- * bits, and a repeated call too.
+ * int8 numerics (quant_quantize_act, quant_vec_dot), by its kernels (mma,
+ * its dp4a twin, mma with the scale products by multiplications, the
+ * first mma kernel); they give the same bits, and a repeated call too.
  */
 static void
 check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
@@ -414,7 +414,7 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	struct wset s;
 	int64_t ny = (int64_t)n * rows;
 	size_t rb = quant_row_size(t, ne0);
-	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[4];
+	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[5];
 	uint8_t *xq = xmalloc(quant_row_size(quant_vec_dot_type(t), ne0));
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
 	char name[64], shape[64];
@@ -431,8 +431,10 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 			    (with_scale ? sc : 1.0f);
 	}
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, n);
-	for (int i = 0; i < 4; i++) {
-		int kern = i < 2 ? GPU_MMQ_MMA : i == 2 ? GPU_MMQ_DP4A : GPU_MMQ_MMA1;
+	for (int i = 0; i < 5; i++) {
+		static const int kerns[] = { GPU_MMQ_MMA, GPU_MMQ_MMA, GPU_MMQ_DP4A, GPU_MMQ_MMA1,
+		    GPU_MMQ_MMAF };
+		int kern = kerns[i];
 		y[i] = xmalloc((size_t)ny * 4);
 		gchk(k, gpu_tune_mmq(k->g, kern));
 		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, n, dy, ds));
@@ -440,6 +442,9 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	}
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
 	/* each comparison breaks one side only (the other still clean) */
+	brk(k, y[4], ny);
+	snprintf(name, sizeof name, "mmq %s mma=mmaf", quant_name(t));
+	same_bits(k, name, shape, y[0], y[4], ny);
 	brk(k, y[3], ny);
 	snprintf(name, sizeof name, "mmq %s mma=mma1", quant_name(t));
 	same_bits(k, name, shape, y[0], y[3], ny);
@@ -453,6 +458,7 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
 	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
 	free(x), free(xq), free(ref), free(mag), free(y[0]), free(y[1]), free(y[2]), free(y[3]);
+	free(y[4]);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
 	wset_free(k, &s);
 }
@@ -2173,13 +2179,15 @@ bench_norm(struct kc *k, const uint8_t *dpool)
 }
 
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each)
- * and against its first kernel (mma1). */
+ * and against its first kernel (mma1) and its products by multiplications
+ * (mmaf). */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 {
 	static const int ns[] = { 128, 512, 2048 };
-	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA1, GPU_MMQ_MMA, GPU_MMQ_DP4A };
-	static const char *kname[] = { "chunks", "mma1", "mma", "dp4a" };
+	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA1, GPU_MMQ_MMAF, GPU_MMQ_MMA,
+	    GPU_MMQ_DP4A };
+	static const char *kname[] = { "chunks", "mma1", "mmaf", "mma", "dp4a" };
 	enum { L = 10, NMAX = 2048 };
 	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
 	void *w = dput(k, NULL, nb);
@@ -2189,7 +2197,7 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	gchk(k, gpu_copy(k->g, w, dpool, nb));
 	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
 		double t0 = 0;
-		for (int ki = 0; ki < 4; ki++) {
+		for (int ki = 0; ki < 5; ki++) {
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_mmq(k->g, kern[ki]));
 			gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));

@@ -260,7 +260,7 @@ k_mmq(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
  * 12582912 + dot and one subtraction converts them exactly (|dot| < 2^22).
  * The scale products dw * dx are exact in float (both scales are halves:
  * Q8_0's d, NVFP4's UE4M3 / 2, x's d rounded to half; 11 x 11 significant
- * bits, exponents far inside float's), so with MQ2_TF32 the tensor cores
+ * bits, exponents far inside float's), so (TF32 = 1) the tensor cores
  * make them, a 16 x 8 tile of them by one mma m16n8k4 .tf32 (dw in column
  * 0 of A, dx in row 0 of B, zeros elsewhere: one product, exact in tf32),
  * instead of four multiplications a lane: the same floats as mq_step's
@@ -269,9 +269,6 @@ k_mmq(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
  * 4 slots, the scale in slot 0 and zeros in 1..3, so that lane (g, tg)
  * loads its fragment words (A[g][tg], B[tg][g]) as they are.
  */
-#ifndef MQ2_TF32
-#define MQ2_TF32 1
-#endif
 enum {
 	MQ2_R = 64,		/* weight rows of a tile */
 	MQ2_N = 128,		/* input rows of a tile */
@@ -441,7 +438,7 @@ mq2_ldsm4(int *r, const int *p)
  * (the PTX fragment layouts of m16n8k32 / m16n8k16 .s8, as mq_mma); NVFP4's
  * fragments by ldmatrix (lane 8 mi + rr gives row rr of matrix mi).
  */
-template <int T>
+template <int T, int TF32>
 __device__ __forceinline__ void
 mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 {
@@ -479,17 +476,17 @@ mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 			for (int nt = 0; nt < 4; nt++)
 				b[nt][0] = f[nt];
 		}
-		/* MQ2_TF32: dw[mt] = A[g][tg], A[g + 8][tg]; dx[nt][0] = B[tg][g];
+		/* TF32: dw[mt] = A[g][tg], A[g + 8][tg]; dx[nt][0] = B[tg][g];
 		 * else dw[mt] the scales of rows g, g + 8, dx[nt] of inputs 2 tg (+ 1) */
 #pragma unroll
 		for (int mt = 0; mt < 4; mt++) {
 			const float *p = s->ws + (sb * MQ2_R + mt * 16 + g) * 4;
-			dw[mt][0] = p[MQ2_TF32 ? tg : 0], dw[mt][1] = p[32 + (MQ2_TF32 ? tg : 0)];
+			dw[mt][0] = p[TF32 ? tg : 0], dw[mt][1] = p[32 + (TF32 ? tg : 0)];
 		}
 #pragma unroll
 		for (int nt = 0; nt < 4; nt++) {
 			const float *p = s->xd + (xb * MQ2_N + nw + nt * 8) * 4;
-			if (MQ2_TF32)
+			if (TF32)
 				dx[nt][0] = p[g * 4 + tg];
 			else
 				dx[nt][0] = p[8 * tg], dx[nt][1] = p[8 * tg + 4];
@@ -511,7 +508,7 @@ mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
 					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(b[nt][0]), "r"(MQ2_BIAS));
 				float p0, p1, p2, p3;
-				if (MQ2_TF32)
+				if (TF32)
 					asm("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 "
 					    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
 					    : "=f"(p0), "=f"(p1), "=f"(p2), "=f"(p3)
@@ -556,8 +553,9 @@ mq2_dp4a(const struct mq2_buf *s, float (*acc)[4][4])
 	}
 }
 
-/* Grid: x over tiles of input rows, y over tiles of weight rows. */
-template <int T, int MMA>
+/* Grid: x over tiles of input rows, y over tiles of weight rows.  K: 0
+ * dp4a, 1 mma with the scale products by tf32 mma, 2 by multiplications. */
+template <int T, int K>
 __global__ void __launch_bounds__(MQ_THREADS, 3)
 k_mmq2(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
     const int8_t *__restrict__ q, const float *__restrict__ dx, int64_t n, float *y,
@@ -595,10 +593,10 @@ k_mmq2(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
 			mq2_fetch_w<T>(&f, W, rows, nbw, rb, r0, ks + 1);
 			mq2_copy_x(&s[(ks + 1) & 1], q, dx, n, nb, n0, ks + 1);
 		}
-		if (MMA)
-			mq2_mma<T>(&s[ks & 1], acc);
-		else
+		if (K == 0)
 			mq2_dp4a<T>(&s[ks & 1], acc);
+		else
+			mq2_mma<T, K == 1>(&s[ks & 1], acc);
 		if (more) {
 			mq2_store_w<T>(&f, &s[(ks + 1) & 1]);
 			mq2_wait_x();
@@ -630,8 +628,8 @@ gpu_can_matmul_q8(int t)
 extern "C" int
 gpu_tune_mmq(struct gpu *g, int kernel)
 {
-	if (kernel < GPU_MMQ_MMA || kernel > GPU_MMQ_MMA1)
-		return gpu_fail(g, "tune: mmq kernel %d (0..3)", kernel);
+	if (kernel < GPU_MMQ_MMA || kernel > GPU_MMQ_MMAF)
+		return gpu_fail(g, "tune: mmq kernel %d (0..4)", kernel);
 	if (kernel != g->mmq)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mmq = kernel;
@@ -648,6 +646,8 @@ mq_launch(struct gpu *g, dim3 grid, const uint8_t *W, int64_t rows, int nb, size
 		k_mmq<T><<<grid1, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
 	} else if (g->mmq == GPU_MMQ_DP4A)
 		k_mmq2<T, 0><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+	else if (g->mmq == GPU_MMQ_MMAF)
+		k_mmq2<T, 2><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
 	else
 		k_mmq2<T, 1><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
 }
