@@ -156,6 +156,23 @@ int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
 int	gpu_tune_qk(struct gpu *g, int lanes);
 
 /*
+ * Benchmark and check seam for the Q8_0, NVFP4, Q4_1 and Q5_1 products of
+ * gpu_matvec_q8 (n <= 16): GPU_MV8_AUTO (the default: weights staged
+ * through shared memory where that was measured faster, else read in
+ * place), GPU_MV8_PLACE (always in place) or GPU_MV8_STAGED (staged
+ * wherever the rows allow it: a multiple of 32 blocks, 16-byte aligned):
+ * these three give the same bits.  GPU_MV8_LANE4: NVFP4 by four lanes a
+ * block, GPU_MV8_LANE2: NVFP4 and Q8_0 by two (loads of x closer
+ * together; the other types as GPU_MV8_AUTO), batch-invariant too but
+ * each another order of float sums (they may differ in the last bits).
+ */
+enum {
+	GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE4 = 3,
+	GPU_MV8_LANE2 = 4
+};
+int	gpu_tune_mv8(struct gpu *g, int how);
+
+/*
  * x[n][ne0] (ne0 a multiple of 256) quantized to Q8_K by the kernel
  * gpu_matvec_q8 uses for the K-quants, written to d_out in lib/quant's
  * block layout (n * ne0 / 256 blocks of 292 bytes: d f32, qs[256] int8,

@@ -23,6 +23,7 @@ struct gpu {
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: GPU_QK_LANES) */
+	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];

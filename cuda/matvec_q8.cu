@@ -112,32 +112,137 @@ struct mv8_bs {
 	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : T == Q8_T_Q4_1 ? 20 : 36 };
 };
 
-/* acc[j] += weight block b (bytes at blk) . block(s) b of input row j. */
+__device__ __forceinline__ uint32_t
+mv8_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+	uint32_t r;
+
+	/* prmt as is: __byte_perm masks the selector to 3 bits a nibble first
+	 * (one more instruction); the selectors here have bit 3 clear */
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+	return r;
+}
+
+/* 1.5 * 2^23 as float bits: an int t (|t| < 2^22) added to them is the
+ * float 1.5 * 2^23 + t exactly, so t as a float is that minus 1.5 * 2^23
+ * (mv8_i2f): a float add instead of an int -> float conversion, which
+ * runs at a quarter of the rate or less on the H200. */
+#define MV8_MAGIC 0x4B400000u
+
+/* The dp4a sum t as a float, t accumulated from MV8_MAGIC (exact). */
+__device__ __forceinline__ float
+mv8_i2f(int t)
+{
+	return __fadd_rn(__int_as_float(t), -12582912.0f);
+}
+
+/* The low words of NVFP4's two tables (the high ones are immediates), its
+ * selector base 0x32103210 and MV8_MAGIC (dp4a's first addend), held in
+ * registers through the loop: or'ed with m >> 5 (0: m <= 16) so that the
+ * compiler cannot fold them (it copied the constants into a register
+ * before each use, 28 more instructions a block, and split an and-or in
+ * two). */
+__device__ __forceinline__ uint4
+mv8_tab(int m)
+{
+	unsigned z = (unsigned)m >> 5, k = 0x32103210u | z;
+
+	asm("mov.b32 %0, %1;" : "=r"(k) : "r"(k));	/* (else or'ed in after the and) */
+	return make_uint4(0x03020100u | z, 0xFDFEFF00u | z, k, MV8_MAGIC | z);
+}
+
+/*
+ * The kvalues (e2m1 codes as integers, twice the value) of the 8 codes of
+ * v as int8 for dp4a: byte k holds value k in its low nibble and k + 8 in
+ * its high one; *lo = values 0..3, *hi = values 8..11.  Per 4 nibbles a
+ * byte permute over the magnitudes (0,1,2,3,4,6,8,12) and one over their
+ * negations, then a third picks by the sign bit (selector 0x3210 + 4 *
+ * sign); two more put the values in order.  13 instructions for 8 values
+ * (gpu_fp4x4: about 11 for 4).  tab: mv8_tab's words.
+ */
+__device__ __forceinline__ void
+mv8_fp4x8(uint32_t v, uint4 tab, int *lo, int *hi)
+{
+	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | tab.z;
+	uint32_t p0 = mv8_prmt(mv8_prmt(tab.x, 0x0C080604u, c),
+	    mv8_prmt(tab.y, 0xF4F8FAFCu, c), s);	/* values 0, 8, 1, 9 */
+	c >>= 16, s >>= 16;
+	uint32_t p1 = mv8_prmt(mv8_prmt(tab.x, 0x0C080604u, c),
+	    mv8_prmt(tab.y, 0xF4F8FAFCu, c), s);	/* values 2, 10, 3, 11 */
+
+	*lo = (int)mv8_prmt(p0, p1, 0x6420);
+	*hi = (int)mv8_prmt(p0, p1, 0x7531);
+}
+
+/*
+ * The 4 ue4m3 scales of an NVFP4 block (bytes of sc) as gpu_ue4m3_half
+ * gives them (ggml's value / 2), without branches: a byte 0x7F becomes 0
+ * and bit 7 is dropped (a SIMD zero-byte test of sc ^ 0x7F7F7F7F), then
+ * byte b is read as the fp16 of bits b << 7 (ue4m3 and fp16 share the
+ * mantissa and subnormal forms: that fp16 is the value * 2^-8, exactly)
+ * and multiplied by 128 in fp16 (exact: at most 240).
+ */
+__device__ __forceinline__ void
+mv8_ue4m3x4(uint32_t sc, float *ws)
+{
+	uint32_t z = ~(((~sc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | sc | 0x7F7F7F7Fu);
+	uint32_t c = sc & 0x7F7F7F7Fu & ~(z - (z >> 7));	/* z: 0x80 where a byte is 0x7F */
+	uint32_t h01 = __byte_perm(c, 0, 0x4140) << 7, h23 = __byte_perm(c, 0, 0x4342) << 7;
+	const __half2 k = __floats2half2_rn(128.0f, 128.0f);
+	float2 f01 = __half22float2(__hmul2(*(const __half2 *)&h01, k));
+	float2 f23 = __half22float2(__hmul2(*(const __half2 *)&h23, k));
+
+	ws[0] = f01.x, ws[1] = f01.y, ws[2] = f23.x, ws[3] = f23.y;
+}
+
+/*
+ * acc[j] += weight block b (bytes at blk) . block(s) b of input row j,
+ * j < M (the kernels are instances for every m = M: no test per row; a
+ * row's code is the same in each).  tab: mv8_tab's words.
+ * The weight is decoded once for the M rows; a row then costs its x loads
+ * (whole blocks as int4, dx of NVFP4's two blocks as one float2), the
+ * dp4a and per 32 values two or three float operations:
+ * Q8_0 acc = fma(isum, dw * dx, acc) (dw * dx exact: two fp16 values);
+ * Q4_1/Q5_1 acc = fma(mw, sx, fma(isum, dw * dx, acc));
+ * NVFP4 per 32-block of x acc = fma(dx, ws0 * t0 + ws1 * t1, acc) (ws * t
+ * exact: 4 and 15 significant bits; one rounding for the pair).  The
+ * integer sums start at MV8_MAGIC and become floats by mv8_i2f.
+ */
 template <int T, int M>
 __device__ __forceinline__ void
 mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
-    const float *__restrict__ dx, const float *__restrict__ sx, int m, float *acc)
+    const float *__restrict__ dx, const float *__restrict__ sx, float *acc, uint4 tab)
 {
 	if (T == Q8_T_Q8_0) {
-		const uint16_t *blk = (const uint16_t *)blk8;
-		float dw = __half2float(__ushort_as_half(blk[0]));
-		int wq[8];
+		/* d (fp16), qs[32]; 2-byte aligned: 8 words from the word that
+		 * holds d (from 2 bytes before the block when it is not 4-byte
+		 * aligned: the same aligned word) joined by funnel shifts (16 bits
+		 * aligned, 32 = the high word not), the last 4 bytes as two
+		 * halves: 10 loads (17 halfword loads before) */
+		unsigned o = (unsigned)((uintptr_t)blk8 & 2), sh = 16 + 8 * o;
+		const uint32_t *p = (const uint32_t *)(blk8 - o);
+		const uint16_t *h = (const uint16_t *)blk8;
+		uint32_t P[8];
 #pragma unroll
 		for (int i = 0; i < 8; i++)
-			wq[i] = (int)((unsigned)blk[1 + 2 * i] | (unsigned)blk[2 + 2 * i] << 16);
+			P[i] = p[i];
+		float dw = __half2float(__ushort_as_half((unsigned short)(P[0] >> (8 * o))));
+		int wq[8];
+#pragma unroll
+		for (int i = 0; i < 7; i++)
+			wq[i] = (int)__funnelshift_rc(P[i], P[i + 1], sh);
+		wq[7] = (int)((unsigned)h[15] | (unsigned)h[16] << 16);
 #pragma unroll
 		for (int j = 0; j < M; j++) {
-			if (j >= m)
-				break;
-			const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
+			size_t xi = (size_t)j * nb + b;
+			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
-			int s = __dp4a(wq[0], a.x, 0);
+			int s = __dp4a(wq[0], a.x, (int)tab.w);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			acc[j] = __fadd_rn(acc[j], __fmul_rn((float)s,
-			    __fmul_rn(dw, dx[(size_t)j * nb + b])));
+			acc[j] = __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]);
 		}
 	} else if (T == Q8_T_Q4_1 || T == Q8_T_Q5_1) {
 		/* d, m (fp16), [qh (4 bytes) for Q5_1], qs[16]: values 0..15 or 0..31 */
@@ -151,47 +256,55 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 		for (int i = 0; i < 4; i++) {
 			uint32_t v = qs[i], lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
 			if (T == Q8_T_Q5_1) {	/* bit j of qh -> value j, bit j+16 -> value j+16 */
-				uint32_t h0 = qh >> (4 * i), h1 = qh >> (4 * i + 16);
-				lo |= ((h0 & 1) << 4) | ((h0 & 2) << 11) | ((h0 & 4) << 18) | ((h0 & 8) << 25);
-				hi |= ((h1 & 1) << 4) | ((h1 & 2) << 11) | ((h1 & 4) << 18) | ((h1 & 8) << 25);
+				/* 4 bits to bit 4 of each byte: the multiply's partial
+				 * products land on distinct bits (no carries) */
+				lo |= ((qh >> (4 * i) & 0xF) * 0x02040810u) & 0x10101010u;
+				hi |= ((qh >> (4 * i + 16) & 0xF) * 0x02040810u) & 0x10101010u;
 			}
 			wq[i] = (int)lo;
 			wq[4 + i] = (int)hi;
 		}
 #pragma unroll
 		for (int j = 0; j < M; j++) {
-			if (j >= m)
-				break;
-			const int4 *xq = (const int4 *)(q + ((size_t)j * nb + b) * 32);
+			size_t xi = (size_t)j * nb + b;
+			const int4 *xq = (const int4 *)(q + xi * 32);
 			int4 a = xq[0], c = xq[1];
-			int s = __dp4a(wq[0], a.x, 0);
+			int s = __dp4a(wq[0], a.x, (int)tab.w);
 			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
 			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
 			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
 			s = __dp4a(wq[7], c.w, s);
-			size_t xi = (size_t)j * nb + b;
-			acc[j] = __fadd_rn(acc[j], __fadd_rn(__fmul_rn(__fmul_rn(dw, dx[xi]),
-			    (float)s), __fmul_rn(mw, sx[xi])));
+			acc[j] = __fmaf_rn(mw, sx[xi],
+			    __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]));
 		}
 	} else {
+		/* 4 ue4m3 scales, then 4 sub-blocks of 8 bytes (16 values) */
 		const uint32_t *blk = (const uint32_t *)blk8;
-		uint32_t sc = blk[0];
+		float ws[4];
+		int w[16];
+		mv8_ue4m3x4(blk[0], ws);
 #pragma unroll
 		for (int s = 0; s < 4; s++) {
-			uint32_t lo = blk[1 + 2 * s], hi = blk[2 + 2 * s];
-			float ws = gpu_ue4m3_half((sc >> (8 * s)) & 0xFF);
-			int w0 = gpu_fp4x4(lo), w1 = gpu_fp4x4(hi), w2 = gpu_fp4x4(lo >> 4), w3 = gpu_fp4x4(hi >> 4);
-			int xb = 2 * b + s / 2;
+			mv8_fp4x8(blk[1 + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
+			mv8_fp4x8(blk[2 + 2 * s], tab, &w[4 * s + 1], &w[4 * s + 3]);
+		}
 #pragma unroll
-			for (int j = 0; j < M; j++) {
-				if (j >= m)
-					break;
-				int4 a = *(const int4 *)(q + ((size_t)j * nb + xb) * 32 + (s & 1) * 16);
-				int t = __dp4a(w0, a.x, 0);
-				t = __dp4a(w1, a.y, t), t = __dp4a(w2, a.z, t), t = __dp4a(w3, a.w, t);
-				acc[j] = __fadd_rn(acc[j], __fmul_rn((float)t,
-				    __fmul_rn(ws, dx[(size_t)j * nb + xb])));
+		for (int j = 0; j < M; j++) {
+			size_t xi = (size_t)j * nb + 2 * b;
+			const int4 *xq = (const int4 *)(q + xi * 32);
+			float2 d = *(const float2 *)(dx + xi);	/* nb even: 8-byte aligned */
+			float t[4];
+#pragma unroll
+			for (int s = 0; s < 4; s++) {
+				int4 a = xq[s];
+				int i = __dp4a(w[4 * s], a.x, (int)tab.w);
+				i = __dp4a(w[4 * s + 1], a.y, i);
+				i = __dp4a(w[4 * s + 2], a.z, i);
+				t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
 			}
+			float s01 = __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0]));
+			float s23 = __fmaf_rn(ws[3], t[3], __fmul_rn(ws[2], t[2]));
+			acc[j] = __fmaf_rn(d.y, s23, __fmaf_rn(d.x, s01, acc[j]));
 		}
 	}
 }
@@ -255,9 +368,123 @@ mv8_pick(const struct mv8_set &S)
 	return R;
 }
 
+/* One ue4m3 scale x (a byte) as gpu_ue4m3_half gives it, as mv8_ue4m3x4
+ * does for four. */
+__device__ __forceinline__ float
+mv8_ue4m3(unsigned x)
+{
+	unsigned c = x == 0x7F ? 0 : x & 0x7F;
+
+	return __fmul_rn(__half2float(__ushort_as_half((unsigned short)(c << 7))), 128.0f);
+}
+
+/*
+ * NVFP4 by four lanes a block (GPU_MV8_LANE4): acc[j] += sub-block s of
+ * weight block at blk . the 16 values of input row j from element 16 * xs
+ * (xs = 4 * block + s), per sub-block acc = fma(dx, ws * t, acc).  The
+ * warp's 32 lanes read 512 contiguous bytes of x a row (one lane a block:
+ * 64-byte pieces 64 bytes apart, four times the L1 wavefronts) and 288 of
+ * weights.
+ */
+template <int M>
+__device__ __forceinline__ void
+mv8_sub(const uint8_t *blk8, int s, int xs, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *acc, uint4 tab)
+{
+	const uint32_t *blk = (const uint32_t *)blk8;
+	float ws = mv8_ue4m3(blk8[s]);
+	int w[4];
+
+	mv8_fp4x8(blk[1 + 2 * s], tab, &w[0], &w[2]);
+	mv8_fp4x8(blk[2 + 2 * s], tab, &w[1], &w[3]);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		size_t xi = (size_t)j * nb + (xs >> 1);
+		int4 a = *(const int4 *)(q + xi * 32 + (xs & 1) * 16);
+		int i = __dp4a(w[0], a.x, (int)tab.w);
+		i = __dp4a(w[1], a.y, i), i = __dp4a(w[2], a.z, i), i = __dp4a(w[3], a.w, i);
+		acc[j] = __fmaf_rn(dx[xi], __fmul_rn(ws, mv8_i2f(i)), acc[j]);
+	}
+}
+
+/*
+ * NVFP4 by two lanes a block (GPU_MV8_LANE2): acc[j] += half h (sub-blocks
+ * 2h, 2h + 1) of the weight block at blk . 32-block xb of input row j
+ * (xb = 2 * block + h), acc = fma(dx, ws0 * t0 + ws1 * t1, acc) as
+ * mv8_block's per 32 values.  The warp reads x a row as 32-byte pieces
+ * side by side (one lane a block: 64-byte pieces 64 bytes apart).
+ */
+template <int M>
+__device__ __forceinline__ void
+mv8_half(const uint8_t *blk8, int h, int xb, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *acc, uint4 tab)
+{
+	const uint32_t *blk = (const uint32_t *)blk8;
+	float ws[4];
+	int w[8];
+
+	mv8_ue4m3x4(((const uint16_t *)blk8)[h], ws);	/* ws[0], ws[1]: this half's */
+#pragma unroll
+	for (int s = 0; s < 2; s++) {
+		mv8_fp4x8(blk[1 + 4 * h + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
+		mv8_fp4x8(blk[2 + 4 * h + 2 * s], tab, &w[4 * s + 1], &w[4 * s + 3]);
+	}
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		size_t xi = (size_t)j * nb + xb;
+		const int4 *xq = (const int4 *)(q + xi * 32);
+		float t[2];
+#pragma unroll
+		for (int s = 0; s < 2; s++) {
+			int4 a = xq[s];
+			int i = __dp4a(w[4 * s], a.x, (int)tab.w);
+			i = __dp4a(w[4 * s + 1], a.y, i), i = __dp4a(w[4 * s + 2], a.z, i);
+			t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
+		}
+		acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])), acc[j]);
+	}
+}
+
+/*
+ * Q8_0 by two lanes a block (GPU_MV8_LANE2): acc[j] += half h (16 values)
+ * of the weight block at blk . the same half of block b of input row j,
+ * acc = fma(isum, dw * dx, acc) a half.  The half's 16 bytes (2-byte
+ * aligned) by 4 aligned words from the one holding its first byte and the
+ * halfword of its last two, joined by funnel shifts (0 or 16 bits).
+ */
+template <int M>
+__device__ __forceinline__ void
+mv8_q8half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *acc, uint4 tab)
+{
+	const uint8_t *qs = blk8 + 2 + 16 * h;
+	unsigned o = (unsigned)((uintptr_t)qs & 2);
+	const uint32_t *p = (const uint32_t *)(qs - o);
+	uint32_t P[4], e = ((const uint16_t *)qs)[7];
+	float dw = __half2float(__ushort_as_half(*(const unsigned short *)blk8));
+	int w[4];
+
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		P[i] = p[i];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		w[i] = (int)__funnelshift_r(P[i], i < 3 ? P[i + 1] : e, 8 * o);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		size_t xi = (size_t)j * nb + b;
+		int4 a = *(const int4 *)(q + xi * 32 + 16 * h);
+		int i = __dp4a(w[0], a.x, (int)tab.w);
+		i = __dp4a(w[1], a.y, i), i = __dp4a(w[2], a.z, i), i = __dp4a(w[3], a.w, i);
+		acc[j] = __fmaf_rn(mv8_i2f(i), __fmul_rn(dw, dx[xi]), acc[j]);
+	}
+}
+
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
- * place (any row length and alignment). */
-template <int T, int M>
+ * place (any row length and alignment); m == M input rows.  L = 2, 4:
+ * NVFP4 (L = 2 also Q8_0) by L lanes a block, lane l part l % L of blocks
+ * l / L, l / L + 32 / L, ... (mv8_half, mv8_sub, mv8_q8half). */
+template <int T, int M, int L = 1>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
     const float *__restrict__ dx, const float *__restrict__ sx, int m)
@@ -272,22 +499,42 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 
 	if (r >= rows)
 		return;
+	const uint4 tab = mv8_tab(m);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
-	for (int b = lane; b < nbw; b += 32)
-		mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, m, acc);
+	if (L == 4) {
+		int s = lane & 3;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (int b = lane >> 2; b < nbw; b += 8)
+			mv8_sub<M>(wr + (size_t)b * 36, s, 4 * b + s, nb, q, dx, acc, tab);
+	} else if (L == 2 && T == Q8_T_Q8_0) {
+		int h = lane & 1;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (int b = lane >> 1; b < nbw; b += 16)
+			mv8_q8half<M>(wr + (size_t)b * 34, h, b, nb, q, dx, acc, tab);
+	} else if (L == 2) {
+		int h = lane & 1;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (int b = lane >> 1; b < nbw; b += 16)
+			mv8_half<M>(wr + (size_t)b * 36, h, 2 * b + h, nb, q, dx, acc, tab);
+	} else {
+#pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
+		for (int b = lane; b < nbw; b += 32)
+			mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
+	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
 /*
  * The same sums in the same order for rows of a multiple of 32 weight
  * blocks, 16-byte aligned: the warp copies MV8_CH blocks of its row at a
- * time into shared memory with 16-byte coalesced loads (a lane's block
- * read in place took 9..17 narrow loads, each touching nine lines), then
- * lane l takes blocks l and l + 32 of the chunk as k_mv8 does.  Where it
- * pays is measured (mv8_launch).
+ * time into shared memory with 16-byte coalesced copies (cp.async: no
+ * register holds them on the way; a lane's block read in place takes 9 or
+ * 10 narrow loads, each touching nine lines), then lane l takes blocks l
+ * and l + 32 of the chunk as k_mv8 does.  Where it pays is measured
+ * (mv8_launch).
  */
 #define MV8_CH 64
 
@@ -309,6 +556,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 
 	if (r >= rows)
 		return;
+	const uint4 tab = mv8_tab(m);
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
@@ -316,22 +564,38 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 	for (int c0 = 0; c0 < nbw; c0 += MV8_CH) {
 		int nc = min(MV8_CH, nbw - c0), n16 = nc * BS / 16;
 		const int4 *src = wr + (size_t)c0 * BS / 16;
-		int4 t[U];
+		__syncwarp();	/* the last chunk read */
+#if __CUDA_ARCH__ >= 800
+#pragma unroll
+		for (int u = 0; u < U; u++)	/* copies that hold no register */
+			if (lane + 32 * u < n16)
+				asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : :
+				    "r"((unsigned)__cvta_generic_to_shared(buf + lane + 32 * u)),
+				    "l"(src + lane + 32 * u) : "memory");
+		asm volatile("cp.async.wait_all;" : : : "memory");
+#else
 #pragma unroll
 		for (int u = 0; u < U; u++)
 			if (lane + 32 * u < n16)
-				t[u] = __ldg(src + lane + 32 * u);
-		__syncwarp();
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			if (lane + 32 * u < n16)
-				buf[lane + 32 * u] = t[u];
+				buf[lane + 32 * u] = __ldg(src + lane + 32 * u);
+#endif
 		__syncwarp();
 		for (int h = 0; h < nc; h += 32)
 			mv8_block<T, M>((const uint8_t *)buf + (h + lane) * BS, c0 + h + lane, nb,
-			    q, dx, sx, m, acc);
+			    q, dx, sx, acc, tab);
 	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
+}
+
+extern "C" int
+gpu_tune_mv8(struct gpu *g, int how)
+{
+	if (how < GPU_MV8_AUTO || how > GPU_MV8_LANE2)
+		return gpu_fail(g, "tune: int8 product kernel %d (0..4)", how);
+	if (how != g->mv8)
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->mv8 = how;
+	return 0;
 }
 
 extern "C" int
@@ -347,6 +611,12 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
 	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || n <= GPU_MATVEC_MAX_ROWS);
 }
 
+/* NVFP4's lanes a block by default (GPU_MV8_AUTO, _PLACE, _STAGED): 1
+ * (mv8_block, in place or staged), or 2 or 4 (the forms of GPU_MV8_LANE2
+ * and _LANE4, always in place): to be set by the H200's bench i8 lines. */
+#define MV8_NVFP4_LANES 1
+#define MV8_Q8_0_LANES 1	/* Q8_0's: 1 or 2, as NVFP4's */
+
 template <int T>
 static int
 mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
@@ -358,31 +628,33 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	for (int i = 0; i < S.nw; i++)
 		al &= ((uintptr_t)S.W[i] & 15) == 0;
 
-	/* Staged rows, where measured faster on the H200 (9B-shape random
-	 * GGUFs): Q8_0 with m = 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place:
-	 * m = 1 (Q8_0 decode 180 vs 173 tok/s), m = 9..16 (staged, Q8_0
-	 * prefill fell from 1015 to 650 tok/s and the K=8 verify from 13.0 to
-	 * 16.3 ms) and NVFP4 at every m.  Both kernels give the same bits. */
-	if (T == Q8_T_Q8_0 && m > 1 && m <= 8 && nbw % 32 == 0 && al && rb % 16 == 0) {
-		if (m <= 2)
-			k_mv8s<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-		else if (m <= 4)
-			k_mv8s<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-		else
-			k_mv8s<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-		GPU_LAUNCHED(g, "matvec_q8");
-		return 0;
+	/* Staged rows by default where measured faster on the H200 (9B-shape
+	 * random GGUFs, before session 5's cheaper decode): Q8_0 with m =
+	 * 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place: m = 1 (Q8_0 decode
+	 * 180 vs 173 tok/s), m = 9..16 (staged, Q8_0 prefill fell from 1015 to
+	 * 650 tok/s and the K=8 verify from 13.0 to 16.3 ms) and NVFP4 at
+	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
+	int can = nbw % 32 == 0 && al && rb % 16 == 0;
+	int ln = T == Q8_T_NVFP4 ? (g->mv8 == GPU_MV8_LANE4 ? 4 : g->mv8 == GPU_MV8_LANE2 ? 2 :
+	    MV8_NVFP4_LANES) : T == Q8_T_Q8_0 ? (g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) : 1;
+	int st = ln == 1 && (g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
+	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can);	/* (AUTO, and LANE* for Q8_0) */
+	enum { NV = T == Q8_T_NVFP4, Q8 = NV || T == Q8_T_Q8_0 };	/* (the lane forms') */
+#define MV8_M(M_) case M_: if (st) \
+		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	else if (ln == 4) \
+		k_mv8<T, M_, NV ? 4 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	else if (ln == 2) \
+		k_mv8<T, M_, Q8 ? 2 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	else \
+		k_mv8<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+	break
+	switch (m) {
+	MV8_M(1); MV8_M(2); MV8_M(3); MV8_M(4); MV8_M(5); MV8_M(6); MV8_M(7); MV8_M(8);
+	MV8_M(9); MV8_M(10); MV8_M(11); MV8_M(12); MV8_M(13); MV8_M(14); MV8_M(15);
+	default: MV8_M(16);
 	}
-	if (m <= 1)
-		k_mv8<T, 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else if (m <= 2)
-		k_mv8<T, 2><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else if (m <= 4)
-		k_mv8<T, 4><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else if (m <= 8)
-		k_mv8<T, 8><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
-	else
-		k_mv8<T, 16><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m);
+#undef MV8_M
 	GPU_LAUNCHED(g, "matvec_q8");
 	return 0;
 }

@@ -5,8 +5,8 @@
 # the greedy gate on model A (GPU = CPU = refs, step and prefill), a short
 # decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
 # to $OUT (or a temporary directory); a short table is printed last.
-#   usage: sh tools/gpu-run.sh [all|bench|gates]  ("bench": skip the checks,
-#   "gates": skip the benchmark)
+#   usage: sh tools/gpu-run.sh [all|bench|gates|speed]  ("bench": skip the checks,
+#   "gates": skip the benchmark, "speed": only the GPU_RUN_9B/27B/PEER stages)
 # MEMRA_COMMIT names the commit in the TSV rows tools/abba writes (the
 # device copy's .git may be stale).
 # Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
@@ -69,7 +69,7 @@ fi
 kc=- st=- gg=- sp=- rg=- gr=-
 GRAPH=${GPU_RUN_GRAPH:-1}
 G=${TMPDIR:-/tmp}/memra-gguf
-if [ -n "$A" ] && [ "$mode" != bench ]; then
+if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ]; }; then
 	mkdir -p "$G"
 	{ bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
 	  bin/quant-nvfp4 $A "$G/A-nvfp4.gguf" &&
@@ -78,7 +78,7 @@ if [ -n "$A" ] && [ "$mode" != bench ]; then
 	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
 	ls -l "$G" >>"$OUT/gguf.log"
 fi
-if [ "$mode" != bench ]; then
+if [ "$mode" = all ] || [ "$mode" = gates ]; then
 	t0=$(date +%s)
 	timeout 240 bin/kernel-check $A >"$OUT/kernel-check.log" 2>&1; kc=$?
 	# the model checks on GGUFs too (A-q4_k: K-quant products on int8 activations
@@ -299,7 +299,7 @@ if [ "${GPU_RUN_27B:-0}" = 1 ]; then
 	echo "27b speed in $(( $(date +%s) - t0 ))s"
 fi
 bc=-	# the kernel benchmark, while llama.cpp may still be building
-if [ "$mode" != gates ]; then
+if [ "$mode" = all ] || [ "$mode" = bench ]; then
 	t0=$(date +%s)
 	timeout 120 bin/kernel-check --bench >"$OUT/bench.log" 2>&1; bc=$?
 	echo "bench in $(( $(date +%s) - t0 ))s"
@@ -364,7 +364,7 @@ if [ -n "$lc_pid$lb_pre" ]; then
 	echo "peer in $(( $(date +%s) - t0 ))s"
 fi
 
-if [ "$mode" != bench ]; then
+if [ "$mode" = all ] || [ "$mode" = gates ]; then
 	echo "== kernel-check: every line that is not OK, then the backend lines"
 	grep -v ' OK$' "$OUT/kernel-check.log" | tail -40
 	grep -E '^(be |model |== |ALL|[0-9]+ FAILED)' "$OUT/kernel-check.log" | grep -v ' OK$' | head -20
