@@ -404,8 +404,9 @@ check_quant(struct kc *k)
 
 /*
  * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu) against the CPU's
- * int8 numerics (quant_quantize_act, quant_vec_dot), by both of its
- * kernels; they give the same bits, and a repeated call too.
+ * int8 numerics (quant_quantize_act, quant_vec_dot), by its kernels (mma,
+ * its dp4a twin, mma with the scale products by multiplications, the
+ * first mma kernel); they give the same bits, and a repeated call too.
  */
 static void
 check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
@@ -413,7 +414,7 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	struct wset s;
 	int64_t ny = (int64_t)n * rows;
 	size_t rb = quant_row_size(t, ne0);
-	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[3];
+	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[5];
 	uint8_t *xq = xmalloc(quant_row_size(quant_vec_dot_type(t), ne0));
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
 	char name[64], shape[64];
@@ -430,8 +431,10 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 			    (with_scale ? sc : 1.0f);
 	}
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, n);
-	for (int i = 0; i < 3; i++) {
-		int kern = i < 2 ? GPU_MMQ_MMA : GPU_MMQ_DP4A;
+	for (int i = 0; i < 5; i++) {
+		static const int kerns[] = { GPU_MMQ_MMA, GPU_MMQ_MMA, GPU_MMQ_DP4A, GPU_MMQ_MMA1,
+		    GPU_MMQ_MMAF };
+		int kern = kerns[i];
 		y[i] = xmalloc((size_t)ny * 4);
 		gchk(k, gpu_tune_mmq(k->g, kern));
 		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, n, dy, ds));
@@ -439,6 +442,12 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	}
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
 	/* each comparison breaks one side only (the other still clean) */
+	brk(k, y[4], ny);
+	snprintf(name, sizeof name, "mmq %s mma=mmaf", quant_name(t));
+	same_bits(k, name, shape, y[0], y[4], ny);
+	brk(k, y[3], ny);
+	snprintf(name, sizeof name, "mmq %s mma=mma1", quant_name(t));
+	same_bits(k, name, shape, y[0], y[3], ny);
 	brk(k, y[2], ny);
 	snprintf(name, sizeof name, "mmq %s mma=dp4a", quant_name(t));
 	same_bits(k, name, shape, y[1], y[2], ny);
@@ -448,7 +457,8 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	brk(k, y[0], ny);
 	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
 	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
-	free(x), free(xq), free(ref), free(mag), free(y[0]), free(y[1]), free(y[2]);
+	free(x), free(xq), free(ref), free(mag), free(y[0]), free(y[1]), free(y[2]), free(y[3]);
+	free(y[4]);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
 	wset_free(k, &s);
 }
@@ -1119,7 +1129,8 @@ static void
 check_all(struct kc *k)
 {
 	check_quant(k);
-	/* the prefill GEMM: rows and inputs past whole 64x64 tiles, ne0 past 256 */
+	/* the prefill GEMM: rows and inputs past whole tiles (64 x 128, the
+	 * first kernel's 64 x 64), ne0 past whole steps (64, 256 values) */
 	check_mmq(k, QUANT_Q8_0, 300, 512, 17, 0);
 	check_mmq(k, QUANT_Q8_0, 1000, 1024, 64, 0);
 	check_mmq(k, QUANT_Q8_0, 257, 4096, 100, 1);
@@ -1128,6 +1139,9 @@ check_all(struct kc *k)
 	check_mmq(k, QUANT_NVFP4, 257, 768, 64, 0);
 	check_mmq(k, QUANT_NVFP4, 1000, 1024, 100, 0);
 	check_mmq(k, QUANT_NVFP4, 45, 320, 33, 0);
+	check_mmq(k, QUANT_Q8_0, 130, 4128, 257, 1);	/* odd blocks a row: rows 2 mod 4 bytes */
+	check_mmq(k, QUANT_Q8_0, 70, 352, 130, 0);
+	check_mmq(k, QUANT_NVFP4, 70, 448, 130, 1);
 	check_qk_all(k);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
@@ -2274,23 +2288,26 @@ bench_norm(struct kc *k, const uint8_t *dpool)
 	gpu_free(k->g, y);
 }
 
-/* The prefill GEMM against the 16-row matvec chunks (x quantized in each). */
+/* The prefill GEMM against the 16-row matvec chunks (x quantized in each)
+ * and against its first kernel (mma1) and its products by multiplications
+ * (mmaf). */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 {
-	static const int ns[] = { 128, 512 };
-	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA, GPU_MMQ_DP4A };
-	static const char *kname[] = { "chunks", "mma", "dp4a" };
-	enum { L = 10 };
+	static const int ns[] = { 128, 512, 2048 };
+	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA1, GPU_MMQ_MMAF, GPU_MMQ_MMA,
+	    GPU_MMQ_DP4A };
+	static const char *kname[] = { "chunks", "mma1", "mmaf", "mma", "dp4a" };
+	enum { L = 10, NMAX = 2048 };
 	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
 	void *w = dput(k, NULL, nb);
-	float *x = frand(k, 512 * ne0, -1, 1);
-	float *dx = dput(k, x, (size_t)512 * ne0 * 4), *dy = dput(k, NULL, (size_t)512 * rows * 4);
+	float *x = frand(k, NMAX * ne0, -1, 1);
+	float *dx = dput(k, x, (size_t)NMAX * ne0 * 4), *dy = dput(k, NULL, (size_t)NMAX * rows * 4);
 
 	gchk(k, gpu_copy(k->g, w, dpool, nb));
 	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
 		double t0 = 0;
-		for (int ki = 0; ki < 3; ki++) {
+		for (int ki = 0; ki < 5; ki++) {
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_mmq(k->g, kern[ki]));
 			gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));
@@ -2304,7 +2321,7 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 			gpu_graph_free(gr);
 			if (ki == 0)
 				t0 = s;
-			printf("bench mmq %-6s %lldx%-6lld m=%-3d %-6s %9.2f us %7.1f TOPS  x%.2f of chunks\n",
+			printf("bench mmq %-6s %lldx%-6lld m=%-4d %-6s %9.2f us %7.1f TOPS  x%.2f of chunks\n",
 			    quant_name(t), (long long)rows, (long long)ne0, ns[ni], kname[ki], s * 1e6,
 			    2.0 * rows * ne0 * ns[ni] / s * 1e-12, t0 / s);
 			fflush(stdout);
@@ -2319,6 +2336,7 @@ static void
 bench(struct kc *k)
 {
 	static const int64_t shapes[][2] = { { 4096, 4096 }, { 12288, 4096 }, { 4096, 12288 } };
+	static const int64_t mmq_shapes[][2] = { { 12288, 4096 }, { 4096, 12288 }, { 17408, 5120 } };
 	static const int i8_types[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K,
 	    QUANT_Q5_K, QUANT_Q6_K };
 	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);	/* offsets of the copies + the largest matrix */
@@ -2344,10 +2362,10 @@ bench(struct kc *k)
 			if (k->only < 0 || k->only == i8_types[ti])
 				bench_qk(k, i8_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
 	for (int ti = 0; ti < 2; ti++)
-		for (size_t si = 1; si < sizeof shapes / sizeof shapes[0]; si++) {
+		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {
 			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
 			if (k->only < 0 || k->only == t)
-				bench_mmq(k, t, shapes[si][0], shapes[si][1], dpool);
+				bench_mmq(k, t, mmq_shapes[si][0], mmq_shapes[si][1], dpool);
 		}
 	gpu_free(k->g, dpool);
 	free(pool);

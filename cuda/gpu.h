@@ -197,10 +197,13 @@ int	gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
 
 /*
  * Benchmark and check seam for gpu_matmul_q8: GPU_MMQ_MMA (the default,
- * tensor cores), GPU_MMQ_DP4A (the same bits by dp4a) or GPU_MMQ_OFF
- * (n > 16 runs the matvec kernel 16 rows at a time, as before).
+ * tensor cores), GPU_MMQ_DP4A (the same bits by dp4a), GPU_MMQ_OFF
+ * (n > 16 runs the matvec kernel 16 rows at a time, as before),
+ * GPU_MMQ_MMA1 (the first tensor-core kernel, unpipelined 64 x 64 tiles)
+ * or GPU_MMQ_MMAF (GPU_MMQ_MMA with the scale products by multiplications
+ * instead of tf32 mma): all give the same bits; kept to time against.
  */
-enum { GPU_MMQ_MMA = 0, GPU_MMQ_DP4A = 1, GPU_MMQ_OFF = 2 };
+enum { GPU_MMQ_MMA = 0, GPU_MMQ_DP4A = 1, GPU_MMQ_OFF = 2, GPU_MMQ_MMA1 = 3, GPU_MMQ_MMAF = 4 };
 int	gpu_tune_mmq(struct gpu *g, int kernel);
 
 /*

@@ -1,20 +1,22 @@
 /*
  * mmq: the prefill product on int8 activations (n > 16 input rows) for
- * Q8_0 and NVFP4 weights, as a tiled GEMM.  A thread block computes 64
- * weight rows x 64 input rows: per step it decodes 256 values of its 64
- * weight rows (Q8_0: 8 blocks; NVFP4: 4 blocks, 16 sub-blocks of 16) to
- * int8 in shared memory with their scales, copies the 64 input rows'
- * int8 values and block scales beside them, and each warp multiplies its
- * 32 x 32 part: per (sub-)block an exact integer dot, then acc +=
- * (float)dot * (weight scale * input scale), sub-blocks in order, as
- * lib/quant's quant_vec_dot scales them.  So each weight is read once per
- * 64 input rows (the matvec kernel reads it once per 16).
+ * Q8_0 and NVFP4 weights, as a tiled GEMM.  Each output is the CPU's
+ * sequence of float operations: per (sub-)block an exact integer dot, then
+ * acc += (float)dot * (weight scale * input scale), (sub-)blocks in order,
+ * as lib/quant's quant_vec_dot scales them.
  *
- * Two inner products give the same bits: the tensor cores (mma.sync
- * m16n8k32 s8 for Q8_0 blocks, m16n8k16 for NVFP4 sub-blocks) and dp4a
- * (the plain reference, kept to check the fragment layouts against).  No
- * atomics: a call's result depends only on its operands and on n (not
- * batch-invariant with the matvec kernel: other sum order, same numerics).
+ * The kernel (k_mmq2): a block computes 64 weight rows x 128 input rows
+ * in steps of 64 values through two shared buffers, the next step's
+ * loads (weight words to registers, x by cp.async) in flight while the
+ * tensor cores (mma.sync m16n8k32 s8 for Q8_0 blocks, m16n8k16 for NVFP4
+ * sub-blocks) multiply this one; each warp 64 x 32.  Its dp4a twin gives
+ * the same bits (the plain reference the fragment layouts are checked
+ * against), and so does the first kernel (k_mmq: 64 x 64 tiles, steps of
+ * 256 values, load then multiply), kept to time against.  So each weight
+ * is read once per 128 input rows (the matvec kernel reads it once per
+ * 16).  No atomics: a call's result depends only on its operands and on
+ * n (not batch-invariant with the matvec kernel: other sum order, same
+ * numerics).
  */
 #include "gpu_impl.cuh"
 
@@ -36,6 +38,8 @@ mq_i2f(int c)
 {
 	return __fsub_rn(__int_as_float(c + 0x4B400000), 12582912.0f);
 }
+
+/* --- the first kernel: 64 x 64 tiles, steps of 256 values ------------- */
 
 /* The tile in shared memory: int8 values as ints, rows MQ_LD ints apart;
  * ws: weight scale per row and sub-block (Q8_0: 8, NVFP4: 16 per step,
@@ -199,39 +203,9 @@ mq_mma(const struct mq_smem *s, float (*acc)[4][4])
 	}
 }
 
-/* The same outputs (the same acc slots, the same bits) by dp4a. */
-template <int T>
-__device__ __forceinline__ void
-mq_dp4a(const struct mq_smem *s, float (*acc)[4][4])
-{
-	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
-	int rw = (w & 1) * 32, nw = (w >> 1) * 32;
-	enum { NSB = T == MQ_Q8_0 ? 8 : 16, SBI = MQ_KI / NSB };
-
-	for (int sb = 0; sb < NSB; sb++) {
-		int k = sb * SBI, xb = T == MQ_Q8_0 ? sb : sb / 2;
-#pragma unroll
-		for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-			for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int r = rw + mt * 16 + g + (e >> 1) * 8;
-					int j = nw + nt * 8 + 2 * tg + (e & 1);
-					const int *wr = s->w + r * MQ_LD + k, *xr = s->x + j * MQ_LD + k;
-					int c = 0;
-#pragma unroll
-					for (int i = 0; i < SBI; i++)
-						c = __dp4a(wr[i], xr[i], c);
-					acc[mt][nt][e] = mq_step(acc[mt][nt][e], c,
-					    s->ws[r * 17 + sb], s->xd[j * 9 + xb]);
-				}
-	}
-}
-
 /* Grid: x over tiles of input rows (neighbours share a weight tile in
  * L2), y over tiles of weight rows. */
-template <int T, int MMA>
+template <int T>
 __global__ void __launch_bounds__(MQ_THREADS)
 k_mmq(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
     const int8_t *__restrict__ q, const float *__restrict__ dx, int64_t n, float *y,
@@ -254,10 +228,7 @@ k_mmq(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
 		mq_load_w<T>(&s, W, rows, nbw, rb, r0, ks);
 		mq_load_x(&s, q, dx, n, nb, n0, ks);
 		__syncthreads();
-		if (MMA)
-			mq_mma<T>(&s, acc);
-		else
-			mq_dp4a<T>(&s, acc);
+		mq_mma<T>(&s, acc);
 	}
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
 	float sc = scale != NULL ? *scale : 1.0f;
@@ -275,6 +246,379 @@ k_mmq(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
 			}
 }
 
+/* --- the kernel: 64 x 128 tiles, steps of 64 values, pipelined -------- */
+
+/*
+ * The pipelined kernel (the default): a block computes 64 weight rows x
+ * 128 input rows, each warp 64 x 32 (16 mma per 32 values: half the
+ * shared-memory loads per mma of a 32 x 32 warp), in steps of 64 values
+ * through two shared buffers: while the warps multiply step ks, step ks + 1
+ * is on its way (the weight words in registers, decoded into the other
+ * buffer after the products; the int8 x and its scales by cp.async), one
+ * barrier a step.  The integer dots start from 0x4B400000 (the mma's
+ * accumulator input, the dp4a's first sum), so they come out as the float
+ * 12582912 + dot and one subtraction converts them exactly (|dot| < 2^22).
+ * The scale products dw * dx are exact in float (both scales are halves:
+ * Q8_0's d, NVFP4's UE4M3 / 2, x's d rounded to half; 11 x 11 significant
+ * bits, exponents far inside float's), so (TF32 = 1) the tensor cores
+ * make them, a 16 x 8 tile of them by one mma m16n8k4 .tf32 (dw in column
+ * 0 of A, dx in row 0 of B, zeros elsewhere: one product, exact in tf32),
+ * instead of four multiplications a lane: the same floats as mq_step's
+ * __fmul_rn (a zero's sign aside, which the sums cannot show: acc is never
+ * -0), so the same float operations, in the same order.  The scales lie in
+ * 4 slots, the scale in slot 0 and zeros in 1..3, so that lane (g, tg)
+ * loads its fragment words (A[g][tg], B[tg][g]) as they are.
+ */
+enum {
+	MQ2_R = 64,		/* weight rows of a tile */
+	MQ2_N = 128,		/* input rows of a tile */
+	MQ2_K = 64,		/* values per step */
+	MQ2_KI = MQ2_K / 4,	/* ints per row and step */
+	MQ2_LD = MQ2_KI + 4,	/* row stride in ints (no bank conflicts) */
+	MQ2_BIAS = 0x4B400000,	/* the float 12582912 */
+};
+
+/* One step's tile: ws[sub-block][row][slot], xd[32-block][input][slot]
+ * (slot 0 the scale, 1..3 zeros). */
+struct mq2_buf {
+	int	w[MQ2_R * MQ2_LD];
+	int	x[MQ2_N * MQ2_LD];
+	float	ws[4 * MQ2_R * 4];
+	float	xd[2 * MQ2_N * 4];
+};
+
+/* acc += (float)dot * p for c = 0x4B400000 + dot, p = dw * dx (mq_step's
+ * bits); mq2_step multiplies the scales itself. */
+__device__ __forceinline__ float
+mq2_stepp(float acc, int c, float p)
+{
+	return __fmaf_rn(__fsub_rn(__int_as_float(c), 12582912.0f), p, acc);
+}
+
+__device__ __forceinline__ float
+mq2_step(float acc, int c, float dw, float dx)
+{
+	return mq2_stepp(acc, c, __fmul_rn(dw, dx));
+}
+
+/* A thread's weight words of one step: Q8_0 one block (9 words from the
+ * word holding its first byte, sh = 0 or 16 bits in), NVFP4 half a block
+ * (the scale word and two sub-blocks' 4 words). */
+struct mq2_wreg {
+	uint32_t	u[9];
+	uint32_t	sh;
+};
+
+/* Load thread t's weight words of step ks (zeros past rows and ne0):
+ * Q8_0 row t / 2, block 2 ks + t % 2; NVFP4 row t / 2, block ks, half t % 2. */
+template <int T>
+__device__ __forceinline__ void
+mq2_fetch_w(struct mq2_wreg *f, const uint8_t *__restrict__ W, int64_t rows, int nbw,
+    size_t rb, int64_t r0, int ks)
+{
+	int t = threadIdx.x, r = t >> 1, h = t & 1;
+	enum { NU = T == MQ_Q8_0 ? 9 : 5 };
+
+#pragma unroll
+	for (int i = 0; i < NU; i++)
+		f->u[i] = 0;
+	f->sh = 0;
+	if (T == MQ_Q8_0) {
+		int gb = ks * 2 + h;
+		if (r0 + r < rows && gb < nbw) {
+			const uint8_t *p = W + (size_t)(r0 + r) * rb + (size_t)gb * 34;
+			uint32_t sh = (uint32_t)(uintptr_t)p & 2;
+			const uint32_t *pw = (const uint32_t *)(p - sh);
+#pragma unroll
+			for (int i = 0; i < 9; i++)
+				f->u[i] = __ldg(pw + i);
+			f->sh = sh * 8;
+		}
+	} else if (r0 + r < rows && ks < nbw) {
+		const uint32_t *pw = (const uint32_t *)(W + (size_t)(r0 + r) * rb + (size_t)ks * 36);
+		f->u[0] = __ldg(pw);
+#pragma unroll
+		for (int i = 1; i < 5; i++)
+			f->u[i] = __ldg(pw + 4 * h + i);
+	}
+	/* the loads issued here, before the products (else nvcc sinks them) */
+#pragma unroll
+	for (int i = 0; i < NU; i++)
+		asm volatile("" : : "r"(f->u[i]));
+}
+
+/* Decode the words of mq2_fetch_w into s: int8 values and scales. */
+template <int T>
+__device__ __forceinline__ void
+mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
+{
+	int t = threadIdx.x, r = t >> 1, h = t & 1;
+
+	if (T == MQ_Q8_0) {
+		int v[8];
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			v[i] = (int)__funnelshift_rc(f->u[i], f->u[i + 1], 16 + f->sh);
+		int4 *dst = (int4 *)&s->w[r * MQ2_LD + h * 8];
+		dst[0] = make_int4(v[0], v[1], v[2], v[3]);
+		dst[1] = make_int4(v[4], v[5], v[6], v[7]);
+		s->ws[(h * MQ2_R + r) * 4] =
+		    __half2float(__ushort_as_half((unsigned short)(f->u[0] >> f->sh)));
+	} else {
+#pragma unroll
+		for (int qq = 0; qq < 2; qq++) {
+			int sb = 2 * h + qq;
+			uint32_t lo = f->u[1 + 2 * qq], hi = f->u[2 + 2 * qq];
+			*(int4 *)&s->w[r * MQ2_LD + sb * 4] = make_int4(gpu_fp4x4(lo), gpu_fp4x4(hi),
+			    gpu_fp4x4(lo >> 4), gpu_fp4x4(hi >> 4));
+			s->ws[(sb * MQ2_R + r) * 4] = gpu_ue4m3_half((f->u[0] >> (8 * sb)) & 0xFF);
+		}
+	}
+}
+
+/* cp.async of 16 (4) bytes, zeros when !ok (src then only a valid address). */
+__device__ __forceinline__ void
+mq2_cp16(void *dst, const void *src, int ok)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 16 : 0));
+}
+
+__device__ __forceinline__ void
+mq2_cp4(void *dst, const void *src, int ok)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
+
+/* Start copying step ks of input rows n0.. (int8 q[n][ne0], dx[n][nb])
+ * into s: thread t the 16-byte pieces t % 4 of rows t / 4 + 32 i, and the
+ * two scales of row t.  mq2_wait_x waits for them. */
+__device__ __forceinline__ void
+mq2_copy_x(struct mq2_buf *s, const int8_t *__restrict__ q, const float *__restrict__ dx,
+    int64_t n, int nb, int64_t n0, int ks)
+{
+	int t = threadIdx.x, c = t & 3, xb = ks * 2 + (c >> 1);
+
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		int j = (t >> 2) + 32 * i;
+		int ok = n0 + j < n && xb < nb;
+		const int8_t *src = ok ? q + (size_t)(n0 + j) * nb * 32 + (size_t)ks * 64 + c * 16 : q;
+		mq2_cp16(&s->x[j * MQ2_LD + c * 4], src, ok);
+	}
+#pragma unroll
+	for (int b = 0; b < 2; b++) {
+		int ok = n0 + t < n && ks * 2 + b < nb;
+		const float *src = ok ? dx + (size_t)(n0 + t) * nb + ks * 2 + b : dx;
+		mq2_cp4(&s->xd[(b * MQ2_N + t) * 4], src, ok);
+	}
+	asm volatile("cp.async.commit_group;");
+}
+
+__device__ __forceinline__ void
+mq2_wait_x(void)
+{
+	asm volatile("cp.async.wait_group 0;" : : : "memory");
+}
+
+/* ldmatrix .x4: r[m] of lane i is int i % 4 of the 16-byte row i / 4 of
+ * matrix m, the row whose address lane 8 m + i / 4 gives in p. */
+__device__ __forceinline__ void
+mq2_ldsm4(int *r, const int *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+	    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	    : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+
+/*
+ * Warp w's 64 x 32 part of one step by mma.sync: weight rows 16 mt + g
+ * (+ 8), input rows 32 w + 8 nt + 2 tg (+ 1), g = lane / 4, tg = lane % 4
+ * (the PTX fragment layouts of m16n8k32 / m16n8k16 .s8, as mq_mma); NVFP4's
+ * fragments by ldmatrix (lane 8 mi + rr gives row rr of matrix mi).
+ */
+template <int T, int TF32>
+__device__ __forceinline__ void
+mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
+{
+	int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3, nw = (threadIdx.x >> 5) * 32;
+	int mi = lane >> 3, rr = lane & 7;
+	enum { NSB = T == MQ_Q8_0 ? 2 : 4, SBI = MQ2_KI / NSB };
+
+#pragma unroll
+	for (int sb = 0; sb < NSB; sb++) {
+		int k = sb * SBI, xb = T == MQ_Q8_0 ? sb : sb / 2;
+		int a[4][4], b[4][2], f[4];
+		float dw[4][2], dx[4][2];
+		if (T == MQ_Q8_0) {	/* plain loads: by ldmatrix it spills at 168 registers */
+#pragma unroll
+			for (int mt = 0; mt < 4; mt++) {
+				const int *ra = s->w + (mt * 16 + g) * MQ2_LD + k + tg;
+				a[mt][0] = ra[0], a[mt][1] = ra[8 * MQ2_LD];
+				a[mt][2] = ra[4], a[mt][3] = ra[8 * MQ2_LD + 4];
+			}
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++) {
+				const int *xr = s->x + (nw + nt * 8 + g) * MQ2_LD + k + tg;
+				b[nt][0] = xr[0], b[nt][1] = xr[4];
+			}
+		} else {
+			/* a[mt], a[mt + 1]: rows g, g + 8 at ints tg */
+#pragma unroll
+			for (int mt = 0; mt < 4; mt += 2) {
+				mq2_ldsm4(f, s->w + ((mt + (mi >> 1)) * 16 + (mi & 1) * 8 + rr) * MQ2_LD + k);
+				a[mt][0] = f[0], a[mt][1] = f[1], a[mt + 1][0] = f[2], a[mt + 1][1] = f[3];
+			}
+			/* b[0..3]: input g at ints tg */
+			mq2_ldsm4(f, s->x + (nw + mi * 8 + rr) * MQ2_LD + k);
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++)
+				b[nt][0] = f[nt];
+		}
+		/* TF32: dw[mt] = A[g][tg], A[g + 8][tg]; dx[nt][0] = B[tg][g];
+		 * else dw[mt] the scales of rows g, g + 8, dx[nt] of inputs 2 tg (+ 1) */
+#pragma unroll
+		for (int mt = 0; mt < 4; mt++) {
+			const float *p = s->ws + (sb * MQ2_R + mt * 16 + g) * 4;
+			dw[mt][0] = p[TF32 ? tg : 0], dw[mt][1] = p[32 + (TF32 ? tg : 0)];
+		}
+#pragma unroll
+		for (int nt = 0; nt < 4; nt++) {
+			const float *p = s->xd + (xb * MQ2_N + nw + nt * 8) * 4;
+			if (TF32)
+				dx[nt][0] = p[g * 4 + tg];
+			else
+				dx[nt][0] = p[8 * tg], dx[nt][1] = p[8 * tg + 4];
+		}
+#pragma unroll
+		for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++) {
+				int c0, c1, c2, c3;
+				if (T == MQ_Q8_0)
+					asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+					    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
+					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(a[mt][2]), "r"(a[mt][3]),
+					      "r"(b[nt][0]), "r"(b[nt][1]), "r"(MQ2_BIAS));
+				else
+					asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
+					    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
+					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(b[nt][0]), "r"(MQ2_BIAS));
+				float p0, p1, p2, p3;
+				if (TF32)
+					asm("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 "
+					    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+					    : "=f"(p0), "=f"(p1), "=f"(p2), "=f"(p3)
+					    : "r"(__float_as_uint(dw[mt][0])), "r"(__float_as_uint(dw[mt][1])),
+					      "r"(__float_as_uint(dx[nt][0])), "f"(0.0f));
+				else
+					p0 = __fmul_rn(dw[mt][0], dx[nt][0]), p1 = __fmul_rn(dw[mt][0], dx[nt][1]),
+					p2 = __fmul_rn(dw[mt][1], dx[nt][0]), p3 = __fmul_rn(dw[mt][1], dx[nt][1]);
+				acc[mt][nt][0] = mq2_stepp(acc[mt][nt][0], c0, p0);
+				acc[mt][nt][1] = mq2_stepp(acc[mt][nt][1], c1, p1);
+				acc[mt][nt][2] = mq2_stepp(acc[mt][nt][2], c2, p2);
+				acc[mt][nt][3] = mq2_stepp(acc[mt][nt][3], c3, p3);
+			}
+	}
+}
+
+/* The same outputs (the same acc slots, the same bits) by dp4a. */
+template <int T>
+__device__ __forceinline__ void
+mq2_dp4a(const struct mq2_buf *s, float (*acc)[4][4])
+{
+	int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3, nw = (threadIdx.x >> 5) * 32;
+	enum { NSB = T == MQ_Q8_0 ? 2 : 4, SBI = MQ2_KI / NSB };
+
+	for (int sb = 0; sb < NSB; sb++) {
+		int k = sb * SBI, xb = T == MQ_Q8_0 ? sb : sb / 2;
+#pragma unroll
+		for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int r = mt * 16 + g + (e >> 1) * 8, j = nw + nt * 8 + 2 * tg + (e & 1);
+					const int *wr = s->w + r * MQ2_LD + k, *xr = s->x + j * MQ2_LD + k;
+					int c = MQ2_BIAS;
+#pragma unroll
+					for (int i = 0; i < SBI; i++)
+						c = __dp4a(wr[i], xr[i], c);
+					acc[mt][nt][e] = mq2_step(acc[mt][nt][e], c,
+					    s->ws[(sb * MQ2_R + r) * 4], s->xd[(xb * MQ2_N + j) * 4]);
+				}
+	}
+}
+
+/* Grid: x over tiles of input rows, y over tiles of weight rows.  K: 0
+ * dp4a, 1 mma with the scale products by tf32 mma, 2 by multiplications. */
+template <int T, int K>
+__global__ void __launch_bounds__(MQ_THREADS, 3)
+k_mmq2(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, int64_t n, float *y,
+    const float *scale)
+{
+	__shared__ struct mq2_buf s[2];
+	int64_t n0 = (int64_t)blockIdx.x * MQ2_N, r0 = (int64_t)blockIdx.y * MQ2_R;
+	int nbw = T == MQ_NVFP4 ? nb / 2 : nb, nks = (nb + 1) / 2;
+	struct mq2_wreg f;
+	float acc[4][4][4];
+
+#pragma unroll
+	for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+		for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[mt][nt][e] = 0.0f;
+	/* the scales' slots 1..3: zeros for good (the loads fill slot 0) */
+	for (int i = threadIdx.x; i < 4 * MQ2_R * 4; i += MQ_THREADS)
+		if (i & 3)
+			s[0].ws[i] = s[1].ws[i] = 0.0f;
+	for (int i = threadIdx.x; i < 2 * MQ2_N * 4; i += MQ_THREADS)
+		if (i & 3)
+			s[0].xd[i] = s[1].xd[i] = 0.0f;
+	mq2_fetch_w<T>(&f, W, rows, nbw, rb, r0, 0);
+	mq2_copy_x(&s[0], q, dx, n, nb, n0, 0);
+	mq2_store_w<T>(&f, &s[0]);
+	mq2_wait_x();
+	__syncthreads();
+	for (int ks = 0; ks < nks; ks++) {
+		/* step ks + 1 on its way into the buffer step ks - 1 used */
+		int more = ks + 1 < nks;
+		if (more) {
+			mq2_fetch_w<T>(&f, W, rows, nbw, rb, r0, ks + 1);
+			mq2_copy_x(&s[(ks + 1) & 1], q, dx, n, nb, n0, ks + 1);
+		}
+		if (K == 0)
+			mq2_dp4a<T>(&s[ks & 1], acc);
+		else
+			mq2_mma<T, K == 1>(&s[ks & 1], acc);
+		if (more) {
+			mq2_store_w<T>(&f, &s[(ks + 1) & 1]);
+			mq2_wait_x();
+		}
+		__syncthreads();
+	}
+	int lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3, nw = (threadIdx.x >> 5) * 32;
+	float sc = scale != NULL ? *scale : 1.0f;
+#pragma unroll
+	for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+		for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int64_t r = r0 + mt * 16 + g + (e >> 1) * 8;
+				int64_t j = n0 + nw + nt * 8 + 2 * tg + (e & 1);
+				if (r < rows && j < n)
+					y[j * rows + r] = scale != NULL ? __fmul_rn(acc[mt][nt][e], sc) :
+					    acc[mt][nt][e];
+			}
+}
+
 extern "C" int
 gpu_can_matmul_q8(int t)
 {
@@ -284,8 +628,8 @@ gpu_can_matmul_q8(int t)
 extern "C" int
 gpu_tune_mmq(struct gpu *g, int kernel)
 {
-	if (kernel < GPU_MMQ_MMA || kernel > GPU_MMQ_OFF)
-		return gpu_fail(g, "tune: mmq kernel %d (0..2)", kernel);
+	if (kernel < GPU_MMQ_MMA || kernel > GPU_MMQ_MMAF)
+		return gpu_fail(g, "tune: mmq kernel %d (0..4)", kernel);
 	if (kernel != g->mmq)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mmq = kernel;
@@ -297,10 +641,15 @@ static void
 mq_launch(struct gpu *g, dim3 grid, const uint8_t *W, int64_t rows, int nb, size_t rb,
     const int8_t *q, const float *dx, int64_t n, float *y, const float *scale)
 {
-	if (g->mmq == GPU_MMQ_DP4A)
-		k_mmq<T, 0><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+	if (g->mmq == GPU_MMQ_MMA1) {
+		dim3 grid1((unsigned)((n + MQ_N - 1) / MQ_N), (unsigned)((rows + MQ_R - 1) / MQ_R));
+		k_mmq<T><<<grid1, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+	} else if (g->mmq == GPU_MMQ_DP4A)
+		k_mmq2<T, 0><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+	else if (g->mmq == GPU_MMQ_MMAF)
+		k_mmq2<T, 2><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
 	else
-		k_mmq<T, 1><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+		k_mmq2<T, 1><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
 }
 
 extern "C" int
@@ -317,7 +666,7 @@ gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    ((uintptr_t)d_w & 3) || ((uintptr_t)d_q & 15))
 		return gpu_fail(g, "matmul_q8: %lld rows of %lld, %lld inputs, or unaligned",
 		    (long long)rows, (long long)ne0, (long long)n);
-	dim3 grid((unsigned)((n + MQ_N - 1) / MQ_N), (unsigned)((rows + MQ_R - 1) / MQ_R));
+	dim3 grid((unsigned)((n + MQ2_N - 1) / MQ2_N), (unsigned)((rows + MQ2_R - 1) / MQ2_R));
 	if (t == MQ_NVFP4)
 		mq_launch<MQ_NVFP4>(g, grid, (const uint8_t *)d_w, rows, nb, rb, d_q, d_dx, n,
 		    d_y, d_scale);
