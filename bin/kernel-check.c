@@ -441,24 +441,22 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 		dget(k, y[i], dy, (size_t)ny * 4);
 	}
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
-	/* each comparison breaks one side only (the other still clean) */
-	brk(k, y[4], ny);
-	snprintf(name, sizeof name, "mmq %s mma=mmaf", quant_name(t));
-	same_bits(k, name, shape, y[0], y[4], ny);
-	brk(k, y[3], ny);
-	snprintf(name, sizeof name, "mmq %s mma=mma1", quant_name(t));
-	same_bits(k, name, shape, y[0], y[3], ny);
-	brk(k, y[2], ny);
-	snprintf(name, sizeof name, "mmq %s mma=dp4a", quant_name(t));
-	same_bits(k, name, shape, y[1], y[2], ny);
-	brk(k, y[1], ny);
-	snprintf(name, sizeof name, "mmq %s repeat", quant_name(t));
-	same_bits(k, name, shape, y[0], y[1], ny);
+	/* y[a] = y[b] bit for bit; each comparison breaks its b side only, and a
+	 * side is broken only after its last use as a */
+	static const struct { int a, b; const char *what; } same[] = {
+		{ 0, 4, "mma=mmaf" }, { 0, 3, "mma=mma1" }, { 1, 2, "mma=dp4a" }, { 0, 1, "repeat" },
+	};
+	for (size_t c = 0; c < sizeof same / sizeof same[0]; c++) {
+		brk(k, y[same[c].b], ny);
+		snprintf(name, sizeof name, "mmq %s %s", quant_name(t), same[c].what);
+		same_bits(k, name, shape, y[same[c].a], y[same[c].b], ny);
+	}
 	brk(k, y[0], ny);
 	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
 	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
-	free(x), free(xq), free(ref), free(mag), free(y[0]), free(y[1]), free(y[2]), free(y[3]);
-	free(y[4]);
+	for (int i = 0; i < 5; i++)
+		free(y[i]);
+	free(x), free(xq), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
 	wset_free(k, &s);
 }
@@ -1656,16 +1654,32 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	bw_free(p, &b);
 }
 
+/* be_model's prompt: the fixed 8 ids, repeated with the position added. */
+static void
+model_prompt(int32_t *pr, int n)
+{
+	static const int32_t p8[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
+
+	for (int i = 0; i < n; i++)
+		pr[i] = p8[i % 8] + (i / 8) * 3;
+}
+
+/* The CPU's float-order noise on a model (be_model), once per model. */
+struct noise {
+	int	done;
+	double	rel, abs;	/* largest difference, relative to 1 + |logit|, and absolute */
+};
+
 /*
  * The CPU's own float-order noise on this model (be_model): the last
  * logits of a 40-token prompt prefilled against the same prompt run
- * token by token, for be_model's prompt and one other; the largest
- * difference relative to 1 + |logit| and absolute.  40 tokens: past 16 rows, so the prefill takes its own paths
- * (chunked delta rule, batched attention); the same noise bounds shorter
- * prompts, whose GPU products differ from the CPU's in float order too.
+ * token by token, for be_model's prompt and one other.  40 tokens: past
+ * 16 rows, so the prefill takes its own paths (chunked delta rule, batched
+ * attention); the same noise bounds shorter prompts, whose GPU products
+ * differ from the CPU's in float order too.
  */
 static void
-cpu_noise(struct model *md, const int32_t *p40, double *rel, double *abs_)
+cpu_noise(struct model *md, struct noise *nz)
 {
 	enum { NN = 40 };
 	int32_t pr[NN];
@@ -1673,13 +1687,14 @@ cpu_noise(struct model *md, const int32_t *p40, double *rel, double *abs_)
 	float *a = xmalloc((size_t)nv * 4), *b = xmalloc((size_t)nv * 4);
 	char err[UTIL_ERRLEN];
 
-	*rel = *abs_ = 0;
+	nz->rel = nz->abs = 0;
 	for (int w = 0; w < 2; w++) {	/* be_model's prompt, then another */
 		struct state *s0 = model_state_new(md, NN + 1, 0, err), *s1;
 		if (s0 == NULL || (s1 = model_state_new(md, NN + 1, 0, err)) == NULL)
 			die(1, "%s", err);
-		for (int i = 0; i < NN; i++)
-			pr[i] = w == 0 ? p40[i] : 1 + (i * 37 + 11) % (nv - 1);
+		model_prompt(pr, NN);
+		for (int i = 0; w == 1 && i < NN; i++)
+			pr[i] = 1 + (i * 37 + 11) % (nv - 1);
 		if (model_forward(md, s0, pr, NN, MODEL_PREFILL, a, NULL) != 0)
 			die(1, "cpu: %s", model_errmsg(md));
 		for (int i = 0; i < NN; i++)
@@ -1687,11 +1702,12 @@ cpu_noise(struct model *md, const int32_t *p40, double *rel, double *abs_)
 				die(1, "cpu: %s", model_errmsg(md));
 		for (int j = 0; j < nv; j++) {
 			double d = fabs((double)a[j] - b[j]);
-			*abs_ = fmax(*abs_, d);
-			*rel = fmax(*rel, d / (1.0 + fabs((double)a[j])));
+			nz->abs = fmax(nz->abs, d);
+			nz->rel = fmax(nz->rel, d / (1.0 + fabs((double)a[j])));
 		}
 		state_free(s0), state_free(s1);
 	}
+	nz->done = 1;
 	free(a), free(b);
 }
 
@@ -1716,21 +1732,18 @@ cpu_noise(struct model *md, const int32_t *p40, double *rel, double *abs_)
  * model's own precision.
  */
 static void
-be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
+be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct noise *nz)
 {
-	static const int32_t p8[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
 	enum { NPMAX = 64, NGMAX = 16 };
 	struct backend *be[2] = { p->c, p->g };
 	int32_t out[2][NGMAX], prompt[NPMAX];
 	float *lg[2] = { NULL, NULL };
-	double mag = 0, margin[NGMAX], noise = 0, noise_abs = 0;
+	double mag = 0, margin[NGMAX];
 	char err[UTIL_ERRLEN], shape[128];
 	int nv = 0, div = -1;
 
 	np = np < NPMAX ? np : NPMAX, ng = ng < NGMAX ? ng : NGMAX;
-	for (int i = 0; i < NPMAX; i++)
-		prompt[i] = p8[i % 8] + (i / 8) * 3;
-	const int32_t *p40 = prompt;	/* the noise's prompt: the first 40 of these */
+	model_prompt(prompt, np);
 	for (int b = 0; b < 2; b++) {
 		struct model *md = model_open(path, be[b], err);
 		struct state *st;
@@ -1744,8 +1757,8 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 		if (model_forward(md, st, prompt, np, MODEL_PREFILL, first, NULL) != 0)
 			die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		memcpy(lg[b], first, (size_t)nv * 4);
-		if (b == 0)	/* the CPU's noise: a 40-token prompt token by token vs prefilled */
-			cpu_noise(md, p40, &noise, &noise_abs);
+		if (b == 0 && !nz->done)	/* the CPU's noise, once per model */
+			cpu_noise(md, nz);
 		for (int i = 0; i < ng; i++) {
 			int32_t t = 0;
 			for (int j = 1; j < nv; j++)
@@ -1771,12 +1784,12 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng)
 	for (int i = ng - 1; i >= 0; i--)
 		if (out[0][i] != out[1][i])
 			div = i;
-	snprintf(shape, sizeof shape, "prefill %d, logits of %d (cpu noise %.2g)", np, nv, noise);
+	snprintf(shape, sizeof shape, "prefill %d, logits of %d (cpu noise %.2g)", np, nv, nz->rel);
 	bbrk(k, lg[1], nv, mag);
 	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv,
-	    fmax(1e-2, fmin(1.0, 3 * noise)));
+	    fmax(1e-2, fmin(1.0, 3 * nz->rel)));
 	if (ng > 0) {
-		double near = fmax(1e-3, 3 * noise_abs), mm = 1e30;
+		double near = fmax(1e-3, 3 * nz->abs), mm = 1e30;
 		for (int i = 0; i < ng; i++)
 			mm = fmin(mm, margin[i]);
 		if (div < 0)
@@ -2056,8 +2069,9 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	if (model != NULL) {
-		be_model(k, &p, model, 8, 16);
-		be_model(k, &p, model, 40, 0);	/* prefill past 16 rows: the GEMM */
+		struct noise nz = { 0 };
+		be_model(k, &p, model, 8, 16, &nz);
+		be_model(k, &p, model, 40, 0, &nz);	/* prefill past 16 rows: the GEMM */
 	}
 	backend_close(p.g);
 	backend_close(p.c);
@@ -2166,7 +2180,7 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * over copies that pass 1 GiB, as bench_matvec.
  */
 static void
-bench_qk(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
+bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
 {
 	static const int ms[] = { 1, 4, 8, 16 };
 	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
@@ -2360,7 +2374,7 @@ bench(struct kc *k)
 	for (size_t ti = 0; ti < sizeof i8_types / sizeof i8_types[0]; ti++)	/* int8 x */
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			if (k->only < 0 || k->only == i8_types[ti])
-				bench_qk(k, i8_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
+				bench_i8(k, i8_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
 	for (int ti = 0; ti < 2; ti++)
 		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {
 			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;

@@ -1341,11 +1341,11 @@ cu_graph_end(struct backend *be, int failed)
 	return 0;
 }
 
-/* backend_prof_*: gpu_prof (20 ms of spin ahead of the ops: they run back to back). */
+/* backend_prof_*: gpu_prof, BACKEND_PROF_SPIN_S of spin ahead of the ops. */
 static int
 cu_prof_begin(struct backend *be)
 {
-	return gpu_prof_begin(CB(be)->g, 20.0) ? gfail(be, "prof") : 0;
+	return gpu_prof_begin(CB(be)->g, BACKEND_PROF_SPIN_S * 1e3) ? gfail(be, "prof") : 0;
 }
 
 static int

@@ -307,6 +307,7 @@ enum { PROF_ROWS = 256 };
 
 struct gpu_prof {
 	int	on, n;				/* marks queued since begin */
+	int	khz;				/* the SM clock: k_spin's cycles a ms */
 	cudaEvent_t ev[GPU_PROF_MARKS + 1];	/* ev[0]: begin */
 	const char *what[GPU_PROF_MARKS + 1];
 	struct gpu_prof_row row[PROF_ROWS];
@@ -355,7 +356,6 @@ gpu_prof_begin(struct gpu *g, double spin_ms)
 {
 	struct gpu_prof *p = g->prof;
 	cudaStreamCaptureStatus cs;
-	int khz = 0;
 
 	GPU_CHECK(g, cudaStreamIsCapturing(g->stream, &cs));
 	if (cs != cudaStreamCaptureStatusNone)
@@ -366,12 +366,12 @@ gpu_prof_begin(struct gpu *g, double spin_ms)
 		g->prof = p;
 		for (int i = 0; i <= GPU_PROF_MARKS; i++)
 			GPU_CHECK(g, cudaEventCreate(&p->ev[i]));
+		GPU_CHECK(g, cudaDeviceGetAttribute(&p->khz, cudaDevAttrClockRate, g->dev));
 	}
 	if (p->on)
 		return gpu_fail(g, "prof: begin twice");
-	GPU_CHECK(g, cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->dev));
 	if (spin_ms > 0) {
-		k_spin<<<1, 1, 0, g->stream>>>((long long)(spin_ms * khz));
+		k_spin<<<1, 1, 0, g->stream>>>((long long)(spin_ms * p->khz));
 		GPU_CHECK(g, cudaGetLastError());
 	}
 	GPU_CHECK(g, cudaEventRecord(p->ev[0], g->stream));

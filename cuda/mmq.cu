@@ -136,6 +136,27 @@ mq_load_x(struct mq_smem *s, const int8_t *__restrict__ q, const float *__restri
 	}
 }
 
+/*
+ * One int8 tensor-core product into c[4] (accumulator input c0 in all four):
+ * Q8_0's 32-value blocks by m16n8k32 (a[0..3], b[0..1]), NVFP4's 16-value
+ * sub-blocks by m16n8k16 (a[0..1], b[0]).  Both kernels' fragments.
+ */
+template <int T>
+__device__ __forceinline__ void
+mq_mma_s8(const int *a, const int *b, int c0, int *c)
+{
+	if (T == MQ_Q8_0)
+		asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+		    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+		    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+		    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c0));
+	else
+		asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
+		    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+		    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+		    : "r"(a[0]), "r"(a[1]), "r"(b[0]), "r"(c0));
+}
+
 /* acc += (float)c * (dw * dx), the CPU's per-block step. */
 __device__ __forceinline__ float
 mq_step(float acc, int c, float dw, float dx)
@@ -183,22 +204,12 @@ mq_mma(const struct mq_smem *s, float (*acc)[4][4])
 		for (int mt = 0; mt < 2; mt++)
 #pragma unroll
 			for (int nt = 0; nt < 4; nt++) {
-				int c0, c1, c2, c3;
-				if (T == MQ_Q8_0)
-					asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-					    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
-					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
-					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(a[mt][2]), "r"(a[mt][3]),
-					      "r"(b[nt][0]), "r"(b[nt][1]), "r"(0));
-				else
-					asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
-					    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
-					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
-					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(b[nt][0]), "r"(0));
-				acc[mt][nt][0] = mq_step(acc[mt][nt][0], c0, dwa[mt], dx0[nt]);
-				acc[mt][nt][1] = mq_step(acc[mt][nt][1], c1, dwa[mt], dx1[nt]);
-				acc[mt][nt][2] = mq_step(acc[mt][nt][2], c2, dwb[mt], dx0[nt]);
-				acc[mt][nt][3] = mq_step(acc[mt][nt][3], c3, dwb[mt], dx1[nt]);
+				int c[4];
+				mq_mma_s8<T>(a[mt], b[nt], 0, c);
+				acc[mt][nt][0] = mq_step(acc[mt][nt][0], c[0], dwa[mt], dx0[nt]);
+				acc[mt][nt][1] = mq_step(acc[mt][nt][1], c[1], dwa[mt], dx1[nt]);
+				acc[mt][nt][2] = mq_step(acc[mt][nt][2], c[2], dwb[mt], dx0[nt]);
+				acc[mt][nt][3] = mq_step(acc[mt][nt][3], c[3], dwb[mt], dx1[nt]);
 			}
 	}
 }
@@ -495,18 +506,8 @@ mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 		for (int mt = 0; mt < 4; mt++)
 #pragma unroll
 			for (int nt = 0; nt < 4; nt++) {
-				int c0, c1, c2, c3;
-				if (T == MQ_Q8_0)
-					asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-					    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
-					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
-					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(a[mt][2]), "r"(a[mt][3]),
-					      "r"(b[nt][0]), "r"(b[nt][1]), "r"(MQ2_BIAS));
-				else
-					asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
-					    "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
-					    : "=r"(c0), "=r"(c1), "=r"(c2), "=r"(c3)
-					    : "r"(a[mt][0]), "r"(a[mt][1]), "r"(b[nt][0]), "r"(MQ2_BIAS));
+				int c[4];
+				mq_mma_s8<T>(a[mt], b[nt], MQ2_BIAS, c);
 				float p0, p1, p2, p3;
 				if (TF32)
 					asm("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 "
@@ -517,10 +518,10 @@ mq2_mma(const struct mq2_buf *s, float (*acc)[4][4])
 				else
 					p0 = __fmul_rn(dw[mt][0], dx[nt][0]), p1 = __fmul_rn(dw[mt][0], dx[nt][1]),
 					p2 = __fmul_rn(dw[mt][1], dx[nt][0]), p3 = __fmul_rn(dw[mt][1], dx[nt][1]);
-				acc[mt][nt][0] = mq2_stepp(acc[mt][nt][0], c0, p0);
-				acc[mt][nt][1] = mq2_stepp(acc[mt][nt][1], c1, p1);
-				acc[mt][nt][2] = mq2_stepp(acc[mt][nt][2], c2, p2);
-				acc[mt][nt][3] = mq2_stepp(acc[mt][nt][3], c3, p3);
+				acc[mt][nt][0] = mq2_stepp(acc[mt][nt][0], c[0], p0);
+				acc[mt][nt][1] = mq2_stepp(acc[mt][nt][1], c[1], p1);
+				acc[mt][nt][2] = mq2_stepp(acc[mt][nt][2], c[2], p2);
+				acc[mt][nt][3] = mq2_stepp(acc[mt][nt][3], c[3], p3);
 			}
 	}
 }

@@ -352,17 +352,26 @@ backend_ffn(struct backend *be, float *x, const float *t, int m, int n, const fl
 	return be->ops->matmul(be, wd, f, (int)wd->ne0, y, n, m);
 }
 
+/* A per-head op before a product: m rows (stride ld) of nh heads of n, w's rows nh * n long. */
+static int
+bad_heads(struct backend *be, const char *op, const struct backend_weight *w, int ld, int n,
+    int m, int nh)
+{
+	if (bad_weight(be, op, w) || bad_rows(be, op, ld, n, m))
+		return -1;
+	if (nh <= 0 || (int64_t)nh * n != w->ne0)
+		return util_err(be->err, "%s: %d heads of %d, weight rows of %lld", op, nh, n,
+		    (long long)w->ne0);
+	return 0;
+}
+
 int
 backend_rmsnorm_gated_matmul(struct backend *be, float *x, const float *z,
     const float *nw, int m, int nh, int n, float eps, const struct backend_weight *w,
     float *y)
 {
-	if (bad_weight(be, "rmsnorm_gated_matmul", w) ||
-	    bad_rows(be, "rmsnorm_gated_matmul", n, n, m))
+	if (bad_heads(be, "rmsnorm_gated_matmul", w, n, n, m, nh))
 		return -1;
-	if (nh <= 0 || (int64_t)nh * n != w->ne0)
-		return util_err(be->err, "rmsnorm_gated_matmul: %d heads of %d, weight rows "
-		    "of %lld", nh, n, (long long)w->ne0);
 	if (m == 0)
 		return 0;
 	if (be->ops->rmsnorm_gated_matmul != NULL)
@@ -376,12 +385,8 @@ int
 backend_mul_sigmoid_matmul(struct backend *be, float *x, const float *g, int ldg,
     int m, int nh, int hd, const struct backend_weight *w, float *y)
 {
-	if (bad_weight(be, "mul_sigmoid_matmul", w) ||
-	    bad_rows(be, "mul_sigmoid_matmul", ldg, hd, m))
+	if (bad_heads(be, "mul_sigmoid_matmul", w, ldg, hd, m, nh))
 		return -1;
-	if (nh <= 0 || (int64_t)nh * hd != w->ne0)
-		return util_err(be->err, "mul_sigmoid_matmul: %d heads of %d, weight rows "
-		    "of %lld", nh, hd, (long long)w->ne0);
 	if (m == 0)
 		return 0;
 	if (be->ops->mul_sigmoid_matmul != NULL)

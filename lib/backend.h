@@ -319,7 +319,9 @@ const char *backend_graph_note(const struct backend *, int stats, char *buf, siz
  * Where the device's time goes (a benchmark aid, not for serving): with
  * recording off (backend_graph_set(be, 0)), the ops queued between
  * backend_prof_begin and backend_prof_end are timed kernel by kernel on the
- * device and summed per kernel name.  begin: -1 when the backend cannot
+ * device and summed per kernel name; begin queues BACKEND_PROF_SPIN_S of
+ * device work ahead of them, so they run back to back, not waiting on the
+ * host that queues them.  begin: -1 when the backend cannot
  * (the CPU backend; recording on), with the reason.  rows: the sums since
  * the backend opened (or the last reset), busiest first; returns how many.
  */
@@ -328,6 +330,7 @@ struct backend_prof_row {
 	double		s;		/* device seconds, summed */
 	unsigned long	n;		/* launches */
 };
+#define BACKEND_PROF_SPIN_S 0.020	/* begin's spin ahead of the ops (host timing: subtract it) */
 int	backend_prof_begin(struct backend *);
 int	backend_prof_end(struct backend *);
 int	backend_prof_rows(struct backend *, const struct backend_prof_row **rows);

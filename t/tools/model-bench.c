@@ -44,6 +44,23 @@ cmpd(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* One forward under backend_prof; its host seconds less the spin ahead. */
+static double
+prof_forward(struct backend *be, struct model *md, struct state *st, const int32_t *ids,
+    int m, int flags, float *lg, const char *what)
+{
+	double t0;
+
+	if (backend_prof_begin(be) != 0)
+		die(1, "prof %s: %s", what, backend_errmsg(be));
+	t0 = now();
+	if (model_forward(md, st, ids, m, flags, lg, NULL) != 0)
+		die(1, "prof %s: %s", what, model_errmsg(md));
+	if (backend_prof_end(be) != 0)
+		die(1, "prof %s: %s", what, backend_errmsg(be));
+	return now() - t0 - BACKEND_PROF_SPIN_S;
+}
+
 /* The rows backend_prof summed over steps, per step, then reset. */
 static void
 prof_print(struct backend *be, const char *what, int steps, double wall)
@@ -177,38 +194,25 @@ main(int argc, char *argv[])
 		backend_graph_set(be, 0);
 		for (int i = 0; i < n; i++) {
 			int32_t t = 1 + (int32_t)(i * 37 % (nv - 1));
-			if (backend_prof_begin(be) != 0)
-				die(1, "prof: %s", backend_errmsg(be));
-			t0 = now();
-			if (model_forward(md, st, &t, 1, 0, lg, NULL) != 0 || backend_prof_end(be) != 0)
-				die(1, "prof decode: %s", model_errmsg(md));
-			wall += now() - t0 - 0.020;	/* less the spin ahead */
+			wall += prof_forward(be, md, st, &t, 1, 0, lg, "decode");
 		}
 		prof_print(be, "decode", n, wall);
 		wall = 0;
 		for (int r = 0; r < 5; r++) {
 			for (int i = 0; i < 4; i++)
 				ids[i] = 1 + (int32_t)((r * 11 + i * 5) % (nv - 1));
-			if (backend_prof_begin(be) != 0)
-				die(1, "prof: %s", backend_errmsg(be));
-			t0 = now();
-			if (model_forward(md, st, ids, 4, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, NULL) != 0 ||
-			    backend_prof_end(be) != 0)
-				die(1, "prof verify: %s", model_errmsg(md));
-			wall += now() - t0 - 0.020;
+			wall += prof_forward(be, md, st, ids, 4, MODEL_LOGITS_ALL | MODEL_VERIFY, lg,
+			    "verify");
 			if (state_rollback(st, 1) != 0)
 				die(1, "rollback failed");
 		}
 		prof_print(be, "verify-K3", 5, wall);
 		for (int i = 0; i < ctx; i++)
 			ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
-		if (state_reset(st) != 0 || backend_prof_begin(be) != 0)
-			die(1, "prof prefill: %s", backend_errmsg(be));
-		t0 = now();
-		if (model_forward(md, st, ids, ctx, MODEL_PREFILL, lg, NULL) != 0 ||
-		    backend_prof_end(be) != 0)
-			die(1, "prof prefill: %s", model_errmsg(md));
-		prof_print(be, "prefill", 1, now() - t0 - 0.020);
+		if (state_reset(st) != 0)
+			die(1, "prof prefill: state reset failed");
+		prof_print(be, "prefill", 1, prof_forward(be, md, st, ids, ctx, MODEL_PREFILL, lg,
+		    "prefill"));
 	}
 	free(lg), free(ids), free(dt);
 	state_free(st);
