@@ -403,6 +403,29 @@ check_quant(struct kc *k)
 }
 
 /*
+ * The CPU's int8 numerics for s's weight on m rows of x: ref[j][r] =
+ * quant_vec_dot(w[r], quant_quantize_act(x[j])) * scale, and mag (the
+ * tolerance's scale) as dot_ref makes it.
+ */
+static void
+i8_ref(const struct wset *s, const float *x, int m, double scale, double *ref, double *mag)
+{
+	int t = s->t;
+	size_t rb = quant_row_size(t, s->ne0);
+	uint8_t *xq = xmalloc(quant_row_size(quant_vec_dot_type(t), s->ne0));
+
+	dot_ref(s->wf, x, s->rows, s->ne0, m, scale, ref, mag);
+	for (int j = 0; j < m; j++) {
+		if (quant_quantize_act(t, x + (size_t)j * s->ne0, xq, s->ne0) != 0)
+			die(1, "quant_quantize_act: type %s failed", quant_name(t));
+		for (int64_t r = 0; r < s->rows; r++)
+			ref[j * s->rows + r] = (double)quant_vec_dot(t, s->ne0, s->w + r * rb, xq) *
+			    scale;
+	}
+	free(xq);
+}
+
+/*
  * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu) against the CPU's
  * int8 numerics (quant_quantize_act, quant_vec_dot), by its kernels (mma,
  * its dp4a twin, mma with the scale products by multiplications, the
@@ -413,23 +436,14 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 {
 	struct wset s;
 	int64_t ny = (int64_t)n * rows;
-	size_t rb = quant_row_size(t, ne0);
 	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[5];
-	uint8_t *xq = xmalloc(quant_row_size(quant_vec_dot_type(t), ne0));
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
 	char name[64], shape[64];
 
 	wset_new(k, &s, t, rows, ne0);
 	float *dx = dput(k, x, (size_t)n * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
 	float *ds = with_scale ? dput(k, &sc, 4) : NULL;
-	dot_ref(s.wf, x, rows, ne0, n, with_scale ? sc : 1.0, ref, mag);
-	for (int j = 0; j < n; j++) {
-		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
-			die(1, "quant_quantize_act: type %s failed", quant_name(t));
-		for (int64_t r = 0; r < rows; r++)
-			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq) *
-			    (with_scale ? sc : 1.0f);
-	}
+	i8_ref(&s, x, n, with_scale ? sc : 1.0, ref, mag);
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, n);
 	for (int i = 0; i < 5; i++) {
 		static const int kerns[] = { GPU_MMQ_MMA, GPU_MMQ_MMA, GPU_MMQ_DP4A, GPU_MMQ_MMA1,
@@ -456,7 +470,7 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
 	for (int i = 0; i < 5; i++)
 		free(y[i]);
-	free(x), free(xq), free(ref), free(mag);
+	free(x), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
 	wset_free(k, &s);
 }
@@ -473,9 +487,7 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 {
 	struct wset s;
 	int64_t ny = (int64_t)m * rows;
-	size_t rb = quant_row_size(t, ne0);
 	float *x = frand(k, m * ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
-	uint8_t *xq = xmalloc(quant_row_size(QUANT_Q8_K, ne0));
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
 	char name[64], shape[64];
 
@@ -484,13 +496,7 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 	gchk(k, gpu_tune_qk(k->g, lanes));
 	gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
 	dget(k, y, dy, (size_t)ny * 4);
-	dot_ref(s.wf, x, rows, ne0, m, 1.0, ref, mag);
-	for (int j = 0; j < m; j++) {
-		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
-			die(1, "quant_quantize_act: type %s failed", quant_name(t));
-		for (int64_t r = 0; r < rows; r++)
-			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq);
-	}
+	i8_ref(&s, x, m, 1.0, ref, mag);
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d L=%d", (long long)rows, (long long)ne0, m, lanes);
 	snprintf(name, sizeof name, "matvec i8 %s", quant_name(t));
 	if (m == GPU_MATVEC_MAX_ROWS) {
@@ -513,7 +519,7 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
 	brk(k, y, ny);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
-	free(x), free(y), free(xq), free(ref), free(mag);
+	free(x), free(y), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 	wset_free(k, &s);
 }
@@ -660,10 +666,8 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 	struct wset s;
 	int m = GPU_MATVEC_MAX_ROWS;
 	int64_t ny = (int64_t)m * rows;
-	size_t rb = quant_row_size(t, ne0);
 	float *x = frand(k, m * ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
 	float *y1 = xmalloc((size_t)ny * 4);
-	uint8_t *xq = xmalloc(quant_row_size(QUANT_Q8_0, ne0));
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
 	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
 	const char *ln = how == GPU_MV8_LANE4 ? "lane4" : "lane2";
@@ -677,13 +681,7 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx + j * ne0, 1, dy + j * rows, NULL));
 	dget(k, y1, dy, (size_t)ny * 4);
 	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
-	dot_ref(s.wf, x, rows, ne0, m, 1.0, ref, mag);
-	for (int j = 0; j < m; j++) {
-		if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0)
-			die(1, "quant_quantize_act: type %s failed", quant_name(t));
-		for (int64_t r = 0; r < rows; r++)
-			ref[j * rows + r] = (double)quant_vec_dot(t, ne0, s.w + r * rb, xq);
-	}
+	i8_ref(&s, x, m, 1.0, ref, mag);
 	snprintf(shape, sizeof shape, "%lldx%lld m=16|1", (long long)rows, (long long)ne0);
 	brk(k, y1, ny);
 	snprintf(name, sizeof name, "batch-invariant i8 %s %s", quant_name(t), ln);
@@ -691,7 +689,7 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 	brk(k, y, ny);
 	snprintf(name, sizeof name, "matvec i8 %s %s", quant_name(t), ln);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
-	free(x), free(y), free(y1), free(xq), free(ref), free(mag);
+	free(x), free(y), free(y1), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 	wset_free(k, &s);
 }
