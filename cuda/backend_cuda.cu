@@ -43,6 +43,7 @@ extern "C" {
 #include "backend_impl.h"
 #include "quant.h"
 }
+#include "gdn_chunk.cuh"
 
 struct cuda_buf {		/* a device buffer grown on demand, never shrunk */
 	void	*p;
@@ -1169,12 +1170,80 @@ cu_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
 	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, snap, o);
 }
 
-/* Prefill runs the recurrent form too (exact; a chunked kernel is for later). */
+/*
+ * The chunked form (cuda/gdn_chunk.cuh has the math): block (h, c) is value
+ * head h, state columns c * GDNC_VS .., GDNC_NT threads; the phases run
+ * between barriers, the state in shared memory the whole prompt.
+ */
+template <int DK>
+__global__ void __launch_bounds__(GDNC_NT)
+k_gdn_chunk(struct gdnc_args A)
+{
+	extern __shared__ float4 gdnc_mem[];
+	struct gdnc_sh s;
+	int h = blockIdx.x, j0 = blockIdx.y * GDNC_VS, tid = threadIdx.x;
+	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+	float *Sh = A.S + (size_t)h * DK * A.dv, ys[8];
+
+	gdnc_carve<DK>((float *)gdnc_mem, &s);
+	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
+		s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+	for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
+		int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
+
+		__syncthreads();	/* S loaded; the last chunk's q, k, X read */
+		gdnc_load<DK>(A, s, h, kh, t0, L, tid);
+		__syncthreads();
+		gdnc_norm<DK>(A, s, tid);
+		__syncthreads();
+		gdnc_scale<DK>(s, L, tid);
+		__syncthreads();
+		gdnc_prod<DK>(A, s, h, j0, t0, L, tid, ys);
+		__syncthreads();
+		if (tid < 32)
+			gdnc_solve(s, tid);
+		__syncthreads();
+		gdnc_out<DK>(A, s, h, j0, t0, L, tid, ys);
+	}
+	__syncthreads();
+	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
+		Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
+}
+
+template <int DK>
+static int
+gdn_chunk_run(struct backend *be, const struct gdnc_args *A)
+{
+	size_t shm = gdnc_dim<DK>::FLOATS * sizeof(float);
+	dim3 nb((unsigned)A->nv, (unsigned)(A->dv / GDNC_VS));
+
+	if (cudaFuncSetAttribute(k_gdn_chunk<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    (int)shm) != cudaSuccess)
+		return launched(be, "gdn chunk");
+	k_gdn_chunk<DK><<<nb, GDNC_NT, shm, CB(be)->g->stream>>>(*A);
+	return launched(be, "gdn chunk");
+}
+
+/*
+ * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128
+ * and value heads a multiple of GDNC_VS (the Qwen3.5 shapes); fewer rows
+ * (one partial chunk's work is most of a whole one's) and other shapes take
+ * the recurrent form, exact.
+ */
 static int
 cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
     const float *qkv, int ld, const float *a, const float *b,
     const float *ssm_a, const float *dt_bias, float *S, float *o)
 {
+	struct gdnc_args A = { qkv, a, b, ssm_a, dt_bias, S, o, ld, m, g->n_k_heads,
+	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
+
+	if (m >= GDNC_C && g->dv % GDNC_VS == 0) {
+		if (g->dk == 128)
+			return gdn_chunk_run<128>(be, &A);
+		if (g->dk == 64)
+			return gdn_chunk_run<64>(be, &A);
+	}
 	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, NULL, o);
 }
 

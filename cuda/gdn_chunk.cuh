@@ -1,0 +1,348 @@
+/*
+ * The chunked gated delta rule (prefill), one block per value head h and
+ * GDNC_VS columns j0.. of its state S[h][DK][dv]; the block keeps its
+ * S[DK][GDNC_VS] in shared memory and walks the prompt a chunk of
+ * GDNC_C rows at a time.  Per chunk of L rows (rows L.. of a partial chunk
+ * are zero: q = k = v = beta = 0, gate 0), with q, k l2-normalised (q
+ * scaled by 1/sqrt(DK)), beta = sigmoid(b), gate g = ssm_a softplus(a +
+ * dt_bias), G_t = g_0 + .. + g_t, the state S at the chunk start:
+ *   A[i][c] = beta_i (k_i.k_c) e^(G_i - G_c)  (c < i; 0 elsewhere)
+ *   P[t][c] = (q_t.k_c) e^(G_t - G_c)         (c <= t; 0 elsewhere)
+ *   X[t]    = beta_t (v_t - e^(G_t) k_t S)    (the chunk-start state)
+ *   Vn      = (I + A)^-1 X                    (forward substitution)
+ *   O[t]    = e^(G_t) q_t S + sum_c P[t][c] Vn[c]
+ *   S       = e^(G_(L-1)) S + sum_t e^(G_(L-1) - G_t) k_t^T Vn[t]
+ * which is the CPU's chunked form (lib/backend_cpu_seq.c: Vn = U - W S with
+ * U = T diag(beta) V, W = T diag(beta e^G) K, T = (I + A)^-1) with T applied
+ * to X instead of to V and K: the same S-dependent terms, the same decay
+ * and beta, other roundings.
+ *
+ * The phases below run between barriers; each is a function of the thread
+ * index so that tools/gdn-chunk-emu.cc replays them thread by thread on the
+ * CPU (the same index math; keep the two in step).  Included by
+ * cuda/backend_cuda.cu (the kernel k_gdn_chunk) and the emulator.
+ */
+#ifndef MEMRA_GDN_CHUNK_CUH
+#define MEMRA_GDN_CHUNK_CUH
+
+#ifdef __CUDACC__
+#define GDNC_HD __host__ __device__ __forceinline__
+#define GDNC_UNROLL _Pragma("unroll")
+#else
+#define GDNC_HD static inline
+#define GDNC_UNROLL
+#endif
+
+enum { GDNC_C = 64, GDNC_VS = 32, GDNC_NT = 256 };	/* rows a chunk, columns a block, threads */
+
+struct gdnc_args {
+	const float *qkv, *a, *b, *ssm_a, *dt_bias;
+	float	*S, *o;
+	int	ld, m, nk, nv, dv, v_tiled, hf_l2;
+	float	eps;
+};
+
+/* The block's shared memory (floats): row strides LQ (q, k) and LA (A, P)
+ * are multiples of 4 for float4 loads, 4 banks apart a row. */
+struct gdnc_sh {
+	float	*q, *k;		/* [C][LQ] normalised */
+	float	*S;		/* [DK][VS] the state's columns */
+	float	*A, *P;		/* [C][LA] */
+	float	*X;		/* [C][VS]: X, then Vn */
+	float	*gt, *G, *beta, *nq, *nk, *eG, *eD;	/* [C] */
+};
+
+template <int DK>
+struct gdnc_dim {
+	enum { LQ = DK + 4, LA = GDNC_C + 4, FLOATS = 2 * GDNC_C * LQ + DK * GDNC_VS +
+	    2 * GDNC_C * LA + GDNC_C * GDNC_VS + 7 * GDNC_C };
+};
+
+template <int DK>
+GDNC_HD void
+gdnc_carve(float *p, struct gdnc_sh *s)
+{
+	enum { C = GDNC_C, LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA };
+
+	s->q = p, p += C * LQ;
+	s->k = p, p += C * LQ;
+	s->S = p, p += DK * GDNC_VS;
+	s->A = p, p += C * LA;
+	s->P = p, p += C * LA;
+	s->X = p, p += C * GDNC_VS;
+	s->gt = p, p += C;
+	s->G = p, p += C;
+	s->beta = p, p += C;
+	s->nq = p, p += C;
+	s->nk = p, p += C;
+	s->eG = p, p += C;
+	s->eD = p;
+}
+
+GDNC_HD float
+gdnc_dot4(float4 a, float4 b, float acc)
+{
+	acc = fmaf(a.x, b.x, acc);
+	acc = fmaf(a.y, b.y, acc);
+	acc = fmaf(a.z, b.z, acc);
+	return fmaf(a.w, b.w, acc);
+}
+
+GDNC_HD float
+gdnc_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+GDNC_HD float
+gdnc_softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+/* Phase 1: the chunk's q, k rows (zero past L), beta and gate. */
+template <int DK>
+GDNC_HD void
+gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int t0,
+    int L, int tid)
+{
+	enum { LQ = gdnc_dim<DK>::LQ };
+	size_t kd = (size_t)A.nk * DK;
+
+	for (int i = tid; i < GDNC_C * DK; i += GDNC_NT) {
+		int t = i / DK, d = i % DK;
+		float q = 0.0f, k = 0.0f;
+
+		if (t < L) {
+			const float *row = A.qkv + (size_t)(t0 + t) * A.ld;
+			q = row[(size_t)kh * DK + d];
+			k = row[kd + (size_t)kh * DK + d];
+		}
+		s.q[t * LQ + d] = q;
+		s.k[t * LQ + d] = k;
+	}
+	if (tid < GDNC_C) {
+		int t = tid;
+		float beta = 0.0f, g = 0.0f;
+
+		if (t < L) {
+			size_t r = (size_t)(t0 + t) * A.nv + h;
+			beta = gdnc_sigmoid(A.b[r]);
+			g = A.ssm_a[h] * gdnc_softplus(A.a[r] + A.dt_bias[h]);
+		}
+		s.beta[t] = beta;
+		s.gt[t] = g;
+	}
+}
+
+/* Phase 2: the l2 scales of q (times 1/sqrt(DK)) and k a row; G = cumsum(g). */
+template <int DK>
+GDNC_HD void
+gdnc_norm(const struct gdnc_args &A, const struct gdnc_sh &s, int tid)
+{
+	enum { LQ = gdnc_dim<DK>::LQ };
+
+	if (tid < 2 * GDNC_C) {
+		int t = tid % GDNC_C;
+		const float *x = (tid < GDNC_C ? s.q : s.k) + t * LQ;
+		float ss = 0.0f, sc;
+
+		for (int e = 0; e < DK; e++) {	/* rotated by t: rows 4 banks apart */
+			int d = (e + t) % DK;
+			ss = fmaf(x[d], x[d], ss);
+		}
+		if (A.hf_l2)
+			sc = 1.0f / sqrtf(ss + A.eps);
+		else
+			sc = 1.0f / fmaxf(sqrtf(ss), A.eps);
+		if (tid < GDNC_C)
+			s.nq[t] = sc * (1.0f / sqrtf((float)DK));
+		else
+			s.nk[t] = sc;
+	} else if (tid == 2 * GDNC_C) {
+		float G = 0.0f;
+
+		for (int t = 0; t < GDNC_C; t++)
+			s.G[t] = G = G + s.gt[t];
+	}
+}
+
+/* Phase 3: q, k scaled; e^G and e^(G_(L-1) - G) a row. */
+template <int DK>
+GDNC_HD void
+gdnc_scale(const struct gdnc_sh &s, int L, int tid)
+{
+	enum { LQ = gdnc_dim<DK>::LQ };
+
+	for (int i = tid; i < GDNC_C * DK; i += GDNC_NT) {
+		int t = i / DK, d = i % DK;
+
+		s.q[t * LQ + d] *= s.nq[t];
+		s.k[t * LQ + d] *= s.nk[t];
+	}
+	if (tid < GDNC_C) {
+		s.eG[tid] = expf(s.G[tid]);
+		s.eD[tid] = expf(s.G[L - 1] - s.G[tid]);
+	}
+}
+
+/*
+ * Phase 4: A and P (thread (ty, tx) = (tid / 16, tid % 16): rows ty + 16 r,
+ * columns tx + 16 c, c <= r, the rest 0), X = beta (v - e^G K S) and
+ * ys = e^G Q S (thread (w, j) = (tid / 32, tid % 32): rows w + 8 u, column j;
+ * ys stays in the thread's registers for phase 6).
+ */
+template <int DK>
+GDNC_HD void
+gdnc_prod(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int t0,
+    int L, int tid, float ys[8])
+{
+	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, VS = GDNC_VS };
+	int ty = tid / 16, tx = tid % 16, w = tid / 32, j = tid % 32;
+	float kk[4][4], qk[4][4], xs[8];
+
+	GDNC_UNROLL
+	for (int r = 0; r < 4; r++)
+		GDNC_UNROLL
+		for (int c = 0; c < 4; c++)
+			kk[r][c] = 0.0f, qk[r][c] = 0.0f;
+	for (int d = 0; d < DK; d += 4) {
+		float4 ki[4], qi[4], kc[4];
+
+		GDNC_UNROLL
+		for (int r = 0; r < 4; r++) {
+			ki[r] = *(const float4 *)(s.k + (ty + 16 * r) * LQ + d);
+			qi[r] = *(const float4 *)(s.q + (ty + 16 * r) * LQ + d);
+			kc[r] = *(const float4 *)(s.k + (tx + 16 * r) * LQ + d);
+		}
+		GDNC_UNROLL
+		for (int r = 0; r < 4; r++)
+			GDNC_UNROLL
+			for (int c = 0; c <= r; c++) {
+				kk[r][c] = gdnc_dot4(ki[r], kc[c], kk[r][c]);
+				qk[r][c] = gdnc_dot4(qi[r], kc[c], qk[r][c]);
+			}
+	}
+	GDNC_UNROLL
+	for (int r = 0; r < 4; r++)
+		GDNC_UNROLL
+		for (int c = 0; c < 4; c++) {
+			int i = ty + 16 * r, cc = tx + 16 * c;
+			float e = c <= r && cc <= i ? expf(s.G[i] - s.G[cc]) : 0.0f;
+
+			s.A[i * LA + cc] = c <= r && cc < i ? s.beta[i] * kk[r][c] * e : 0.0f;
+			s.P[i * LA + cc] = c <= r && cc <= i ? qk[r][c] * e : 0.0f;
+		}
+
+	GDNC_UNROLL
+	for (int u = 0; u < 8; u++)
+		xs[u] = 0.0f, ys[u] = 0.0f;
+	for (int d = 0; d < DK; d += 4) {
+		float4 sd = make_float4(s.S[d * VS + j], s.S[(d + 1) * VS + j],
+		    s.S[(d + 2) * VS + j], s.S[(d + 3) * VS + j]);
+
+		GDNC_UNROLL
+		for (int u = 0; u < 8; u++) {
+			int t = w + 8 * u;
+			xs[u] = gdnc_dot4(*(const float4 *)(s.k + t * LQ + d), sd, xs[u]);
+			ys[u] = gdnc_dot4(*(const float4 *)(s.q + t * LQ + d), sd, ys[u]);
+		}
+	}
+	GDNC_UNROLL
+	for (int u = 0; u < 8; u++) {
+		int t = w + 8 * u;
+		float v = 0.0f;
+
+		if (t < L)
+			v = A.qkv[(size_t)(t0 + t) * A.ld + 2 * (size_t)A.nk * DK +
+			    (size_t)h * A.dv + j0 + j];
+		s.X[t * VS + j] = s.beta[t] * (v - s.eG[t] * xs[u]);
+		ys[u] *= s.eG[t];
+	}
+}
+
+/* Phase 5 (threads 0..31, column j = tid): Vn = (I + A)^-1 X in place, by
+ * rows; A[i][l] is 0 for l >= i, so the float4 steps may run past i. */
+GDNC_HD void
+gdnc_solve(const struct gdnc_sh &s, int j)
+{
+	enum { C = GDNC_C, LA = C + 4, VS = GDNC_VS };
+	float vn[C];
+
+	GDNC_UNROLL
+	for (int i = 0; i < C; i++)
+		vn[i] = 0.0f;
+	GDNC_UNROLL
+	for (int i = 0; i < C; i++) {
+		float acc = s.X[i * VS + j];
+
+		GDNC_UNROLL
+		for (int l = 0; l < i; l += 4) {
+			float4 a = *(const float4 *)(s.A + i * LA + l);
+
+			acc = fmaf(-a.x, vn[l], acc);
+			acc = fmaf(-a.y, vn[l + 1], acc);
+			acc = fmaf(-a.z, vn[l + 2], acc);
+			acc = fmaf(-a.w, vn[l + 3], acc);
+		}
+		vn[i] = acc;
+		s.X[i * VS + j] = acc;
+	}
+}
+
+/*
+ * Phase 6: O = ys + P Vn for rows < L (thread (w, j) as in phase 4) and
+ * S = e^(G_(L-1)) S + K^T diag(eD) Vn (thread (w, j): rows w * DK / 8 ..
+ * of column j; each thread reads and writes only its own S).
+ */
+template <int DK>
+GDNC_HD void
+gdnc_out(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int t0,
+    int L, int tid, const float ys[8])
+{
+	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, VS = GDNC_VS, RD = DK / 8 };
+	int w = tid / 32, j = tid % 32, d0 = w * RD;
+	float os[8], sn[RD], eL = s.eG[L - 1];
+
+	GDNC_UNROLL
+	for (int u = 0; u < 8; u++)
+		os[u] = ys[u];
+	for (int c = 0; c < GDNC_C; c += 4) {
+		float4 x = make_float4(s.X[c * VS + j], s.X[(c + 1) * VS + j],
+		    s.X[(c + 2) * VS + j], s.X[(c + 3) * VS + j]);
+
+		GDNC_UNROLL
+		for (int u = 0; u < 8; u++)
+			os[u] = gdnc_dot4(*(const float4 *)(s.P + (w + 8 * u) * LA + c), x, os[u]);
+	}
+	GDNC_UNROLL
+	for (int u = 0; u < 8; u++) {
+		int t = w + 8 * u;
+
+		if (t < L)
+			A.o[(size_t)(t0 + t) * A.nv * A.dv + (size_t)h * A.dv + j0 + j] = os[u];
+	}
+
+	GDNC_UNROLL
+	for (int i = 0; i < RD; i++)
+		sn[i] = s.S[(d0 + i) * VS + j] * eL;
+	for (int t = 0; t < GDNC_C; t++) {
+		float xv = s.X[t * VS + j] * s.eD[t];
+
+		GDNC_UNROLL
+		for (int i = 0; i < RD; i += 4) {
+			float4 kt = *(const float4 *)(s.k + t * LQ + d0 + i);
+
+			sn[i] = fmaf(kt.x, xv, sn[i]);
+			sn[i + 1] = fmaf(kt.y, xv, sn[i + 1]);
+			sn[i + 2] = fmaf(kt.z, xv, sn[i + 2]);
+			sn[i + 3] = fmaf(kt.w, xv, sn[i + 3]);
+		}
+	}
+	GDNC_UNROLL
+	for (int i = 0; i < RD; i++)
+		s.S[(d0 + i) * VS + j] = sn[i];
+}
+
+#endif
+
