@@ -1,0 +1,175 @@
+/*
+ * gdn-chunk-emu: a CPU model of k_gdn_chunk (cuda/backend_cuda.cu) for a
+ * machine without a GPU (not built by make).  It includes the kernel's
+ * phases (cuda/gdn_chunk.cuh) and runs them block by block, thread by
+ * thread between the kernel's barriers, then compares the output and the
+ * final state with the recurrent form in double (lib/backend.h's
+ * definition) at kernel-check's chunk tolerance, |got - ref| <= 1e-3 (1 +
+ * |ref|), on kernel-check's input ranges (and one of slow decay).  Keep it in step with the kernel.
+ *   g++ -O1 -std=c++17 -ffp-contract=off -Icuda -o /tmp/gemu tools/gdn-chunk-emu.cc && /tmp/gemu
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+struct alignas(16) float4 { float x, y, z, w; };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{ x, y, z, w }; }
+#include "gdn_chunk.cuh"
+
+static uint64_t rs = 88172645463325252ULL;
+static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
+static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24); }
+
+/* the kernel, one block (h, by) at a time, every phase over all threads */
+template <int DK>
+static void
+emu(const gdnc_args &A, int by_n)
+{
+	std::vector<float4> mem(gdnc_dim<DK>::FLOATS / 4 + 1);
+	std::vector<float> ys((size_t)GDNC_NT * 8);
+
+	for (int h = 0; h < A.nv; h++)
+		for (int by = 0; by < by_n; by++) {
+			gdnc_sh s;
+			int j0 = by * GDNC_VS, kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+			float *Sh = A.S + (size_t)h * DK * A.dv;
+
+			memset(mem.data(), 0xff, mem.size() * sizeof mem[0]);	/* NaN: unwritten reads show */
+			gdnc_carve<DK>((float *)mem.data(), &s);
+			if (((uintptr_t)s.k | (uintptr_t)s.S | (uintptr_t)s.A | (uintptr_t)s.P |
+			    (uintptr_t)s.X) & 15)
+				fprintf(stderr, "misaligned shared memory\n"), exit(1);
+			for (int tid = 0; tid < GDNC_NT; tid++)
+				for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
+					s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+			for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
+				int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
+
+				for (int tid = 0; tid < GDNC_NT; tid++)
+					gdnc_load<DK>(A, s, h, kh, t0, L, tid);
+				for (int tid = 0; tid < GDNC_NT; tid++)
+					gdnc_norm<DK>(A, s, tid);
+				for (int tid = 0; tid < GDNC_NT; tid++)
+					gdnc_scale<DK>(s, L, tid);
+				for (int tid = 0; tid < GDNC_NT; tid++)
+					gdnc_prod<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]);
+				for (int tid = 0; tid < 32; tid++)
+					gdnc_solve(s, tid);
+				for (int tid = 0; tid < GDNC_NT; tid++)
+					gdnc_out<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]);
+			}
+			for (int i = 0; i < DK * GDNC_VS; i++)
+				Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
+		}
+}
+
+/* the recurrent form in double: S = e^g S; d = beta (v - S^T k); S += k d^T; o = S^T q */
+static void
+ref(const gdnc_args &A, int dk, double *S, double *o)
+{
+	int nk = A.nk, nv = A.nv, dv = A.dv;
+	size_t kd = (size_t)nk * dk;
+	std::vector<double> q(dk), k(dk), kv(dv);
+
+	for (int r = 0; r < A.m; r++)
+		for (int h = 0; h < nv; h++) {
+			const float *row = A.qkv + (size_t)r * A.ld;
+			int kh = A.v_tiled ? h % nk : h / (nv / nk);
+			double sq = 0, sk = 0, nq, nkk, *Sh = S + (size_t)h * dk * dv;
+
+			for (int i = 0; i < dk; i++) {
+				q[i] = row[kh * dk + i], k[i] = row[kd + kh * dk + i];
+				sq += q[i] * q[i], sk += k[i] * k[i];
+			}
+			nq = A.hf_l2 ? 1 / sqrt(sq + A.eps) : 1 / fmax(sqrt(sq), A.eps);
+			nkk = A.hf_l2 ? 1 / sqrt(sk + A.eps) : 1 / fmax(sqrt(sk), A.eps);
+			double a = A.a[(size_t)r * nv + h] + A.dt_bias[h], b = A.b[(size_t)r * nv + h];
+			double beta = 1 / (1 + exp(-b)), g = A.ssm_a[h] * (a > 20 ? a : log1p(exp(a)));
+			for (int i = 0; i < dk; i++)
+				q[i] *= nq / sqrt((double)dk), k[i] *= nkk;
+			for (int c = 0; c < dv; c++)
+				kv[c] = 0;
+			for (int i = 0; i < dk; i++)
+				for (int c = 0; c < dv; c++) {
+					Sh[i * dv + c] *= exp(g);
+					kv[c] += Sh[i * dv + c] * k[i];
+				}
+			for (int c = 0; c < dv; c++) {
+				double d = beta * (row[2 * kd + (size_t)h * dv + c] - kv[c]), oc = 0;
+
+				for (int i = 0; i < dk; i++) {
+					Sh[i * dv + c] += k[i] * d;
+					oc += Sh[i * dv + c] * q[i];
+				}
+				o[(size_t)r * nv * dv + (size_t)h * dv + c] = oc;
+			}
+		}
+}
+
+static int
+cmp(const char *what, const float *got, const double *want, size_t n)
+{
+	double maxd = 0, maxr = 0;
+	int ok = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs(got[i] - want[i]);
+
+		if (!(d <= 1e-3 * (1 + fabs(want[i]))))
+			ok = 0;
+		if (d > maxd || d != d)
+			maxd = d;
+		if (fabs(want[i]) > maxr)
+			maxr = fabs(want[i]);
+	}
+	printf("  %-6s max |d| %.3g (max |ref| %.3g) %s\n", what, maxd, maxr, ok ? "ok" : "FAIL");
+	return ok;
+}
+
+static int
+shape(int m, int nk, int nv, int dk, int dv, int tiled, int hf, float alo = -2, float ahi = -0.1f)
+{
+	int ld = 2 * nk * dk + nv * dv + 8;
+	size_t hs = (size_t)nv * dk * dv, no = (size_t)m * nv * dv;
+	std::vector<float> qkv((size_t)m * ld), a((size_t)m * nv), b((size_t)m * nv), sa(nv),
+	    dt(nv), S(hs), o(no, NAN);
+	std::vector<double> Sd(hs), od(no);
+	gdnc_args A = { qkv.data(), a.data(), b.data(), sa.data(), dt.data(), S.data(), o.data(),
+	    ld, m, nk, nv, dv, tiled, hf, 1e-6f };
+	int ok;
+
+	for (auto &x : qkv) x = unif(-1, 1);
+	for (auto &x : a) x = unif(-3, 3);
+	for (auto &x : b) x = unif(-3, 3);
+	for (auto &x : sa) x = unif(alo, ahi);
+	for (auto &x : dt) x = unif(-1, 1);
+	for (size_t i = 0; i < hs; i++)
+		S[i] = unif(-0.5f, 0.5f), Sd[i] = S[i];
+	ref(A, dk, Sd.data(), od.data());
+	if (dk == 128)
+		emu<128>(A, dv / GDNC_VS);
+	else
+		emu<64>(A, dv / GDNC_VS);
+	printf("m=%d k%dx%d v%dx%d %s%s ssm_a %g..%g\n", m, nk, dk, nv, dv,
+	    tiled ? "tiled" : "grouped", hf ? " hf" : "", alo, ahi);
+	ok = cmp("out", o.data(), od.data(), no);
+	return cmp("state", S.data(), Sd.data(), hs) && ok;
+}
+
+int
+main(void)
+{
+	int ok = 1;
+
+	ok &= shape(64, 2, 4, 128, 64, 1, 0);
+	ok &= shape(100, 2, 4, 64, 64, 0, 1);
+	ok &= shape(130, 2, 6, 64, 96, 0, 0);
+	ok &= shape(512, 1, 2, 128, 64, 1, 1);
+	ok &= shape(512, 2, 4, 64, 32, 0, 0);
+	ok &= shape(300, 2, 4, 128, 64, 1, 0, -0.02f, -0.001f);	/* slow decay: long memory */
+	printf(ok ? "ALL OK\n" : "FAILED\n");
+	return !ok;
+}
