@@ -1217,18 +1217,23 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A)
 	size_t shm = gdnc_dim<DK>::FLOATS * sizeof(float);
 	dim3 nb((unsigned)A->nv, (unsigned)(A->dv / GDNC_VS));
 
-	if (cudaFuncSetAttribute(k_gdn_chunk<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	    (int)shm) != cudaSuccess)
-		return launched(be, "gdn chunk");
+	cudaError_t e = cudaFuncSetAttribute(k_gdn_chunk<DK>,
+	    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return util_err(be->err, "gdn chunk: %zu bytes of shared memory: %s", shm,
+		    cudaGetErrorString(e));
+	}
 	k_gdn_chunk<DK><<<nb, GDNC_NT, shm, CB(be)->g->stream>>>(*A);
 	return launched(be, "gdn chunk");
 }
 
 /*
- * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128
- * and value heads a multiple of GDNC_VS (the Qwen3.5 shapes); fewer rows
- * (one partial chunk's work is most of a whole one's) and other shapes take
- * the recurrent form, exact.
+ * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128,
+ * value heads a multiple of GDNC_VS and rows of q, k 16-byte aligned (the
+ * Qwen3.5 shapes); fewer rows (one partial chunk's work is most of a whole
+ * one's) and other shapes take the recurrent form, exact.
  */
 static int
 cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
@@ -1238,7 +1243,7 @@ cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
 	struct gdnc_args A = { qkv, a, b, ssm_a, dt_bias, S, o, ld, m, g->n_k_heads,
 	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
 
-	if (m >= GDNC_C && g->dv % GDNC_VS == 0) {
+	if (m >= GDNC_C && g->dv % GDNC_VS == 0 && ld % 4 == 0 && (uintptr_t)qkv % 16 == 0) {
 		if (g->dk == 128)
 			return gdn_chunk_run<128>(be, &A);
 		if (g->dk == 64)

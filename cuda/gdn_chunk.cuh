@@ -100,7 +100,8 @@ gdnc_softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
-/* Phase 1: the chunk's q, k rows (zero past L), beta and gate. */
+/* Phase 1: the chunk's q, k rows (zero past L), beta and gate; qkv and ld
+ * are 16-byte aligned (the caller checks). */
 template <int DK>
 GDNC_HD void
 gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int t0,
@@ -109,17 +110,18 @@ gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int
 	enum { LQ = gdnc_dim<DK>::LQ };
 	size_t kd = (size_t)A.nk * DK;
 
-	for (int i = tid; i < GDNC_C * DK; i += GDNC_NT) {
-		int t = i / DK, d = i % DK;
-		float q = 0.0f, k = 0.0f;
+	GDNC_UNROLL	/* every load in flight at once, 16 bytes each */
+	for (int e = 0; e < GDNC_C * DK / 4 / GDNC_NT; e++) {
+		int i = tid + e * GDNC_NT, t = i / (DK / 4), d = i % (DK / 4) * 4;
+		float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f), k = q;
 
 		if (t < L) {
 			const float *row = A.qkv + (size_t)(t0 + t) * A.ld;
-			q = row[(size_t)kh * DK + d];
-			k = row[kd + (size_t)kh * DK + d];
+			q = *(const float4 *)(row + (size_t)kh * DK + d);
+			k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
 		}
-		s.q[t * LQ + d] = q;
-		s.k[t * LQ + d] = k;
+		*(float4 *)(s.q + t * LQ + d) = q;
+		*(float4 *)(s.k + t * LQ + d) = k;
 	}
 	if (tid < GDNC_C) {
 		int t = tid;
@@ -199,7 +201,15 @@ gdnc_prod(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int
 {
 	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, VS = GDNC_VS };
 	int ty = tid / 16, tx = tid % 16, w = tid / 32, j = tid % 32;
-	float kk[4][4], qk[4][4], xs[8];
+	float kk[4][4], qk[4][4], xs[8], v[8];
+
+	GDNC_UNROLL	/* the v column's loads first, used last */
+	for (int u = 0; u < 8; u++) {
+		int t = w + 8 * u;
+
+		v[u] = t < L ? A.qkv[(size_t)(t0 + t) * A.ld + 2 * (size_t)A.nk * DK +
+		    (size_t)h * A.dv + j0 + j] : 0.0f;
+	}
 
 	GDNC_UNROLL
 	for (int r = 0; r < 4; r++)
@@ -251,12 +261,8 @@ gdnc_prod(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int
 	GDNC_UNROLL
 	for (int u = 0; u < 8; u++) {
 		int t = w + 8 * u;
-		float v = 0.0f;
 
-		if (t < L)
-			v = A.qkv[(size_t)(t0 + t) * A.ld + 2 * (size_t)A.nk * DK +
-			    (size_t)h * A.dv + j0 + j];
-		s.X[t * VS + j] = s.beta[t] * (v - s.eG[t] * xs[u]);
+		s.X[t * VS + j] = s.beta[t] * (v[u] - s.eG[t] * xs[u]);
 		ys[u] *= s.eG[t];
 	}
 }
@@ -274,17 +280,18 @@ gdnc_solve(const struct gdnc_sh &s, int j)
 		vn[i] = 0.0f;
 	GDNC_UNROLL
 	for (int i = 0; i < C; i++) {
-		float acc = s.X[i * VS + j];
+		float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f, acc;
 
 		GDNC_UNROLL
-		for (int l = 0; l < i; l += 4) {
+		for (int l = 0; l < i; l += 4) {	/* four chains of i / 4 */
 			float4 a = *(const float4 *)(s.A + i * LA + l);
 
-			acc = fmaf(-a.x, vn[l], acc);
-			acc = fmaf(-a.y, vn[l + 1], acc);
-			acc = fmaf(-a.z, vn[l + 2], acc);
-			acc = fmaf(-a.w, vn[l + 3], acc);
+			p0 = fmaf(a.x, vn[l], p0);
+			p1 = fmaf(a.y, vn[l + 1], p1);
+			p2 = fmaf(a.z, vn[l + 2], p2);
+			p3 = fmaf(a.w, vn[l + 3], p3);
 		}
+		acc = s.X[i * VS + j] - ((p0 + p1) + (p2 + p3));
 		vn[i] = acc;
 		s.X[i * VS + j] = acc;
 	}
