@@ -293,8 +293,10 @@ gdnc_solve(const struct gdnc_sh &s, int j)
 		}
 		acc = s.X[i * VS + j] - ((p0 + p1) + (p2 + p3));
 		vn[i] = acc;
-		s.X[i * VS + j] = acc;
 	}
+	GDNC_UNROLL	/* no stores in the loop: the next row's loads may start early */
+	for (int i = 0; i < C; i++)
+		s.X[i * VS + j] = vn[i];
 }
 
 /*
