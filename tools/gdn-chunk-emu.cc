@@ -2,10 +2,12 @@
  * gdn-chunk-emu: a CPU model of k_gdn_chunk (cuda/backend_cuda.cu) for a
  * machine without a GPU (not built by make).  It includes the kernel's
  * phases (cuda/gdn_chunk.cuh) and runs them block by block, thread by
- * thread between the kernel's barriers, then compares the output and the
- * final state with the recurrent form in double (lib/backend.h's
- * definition) at kernel-check's chunk tolerance, |got - ref| <= 1e-3 (1 +
- * |ref|), on kernel-check's input ranges (and one of slow decay).  Keep it in step with the kernel.
+ * thread between the kernel's barriers (in reverse order, then in order:
+ * other bits would mean a phase reads what another thread writes in it),
+ * then compares the output and the final state with the recurrent form in
+ * double (lib/backend.h's definition) at kernel-check's chunk tolerance,
+ * |got - ref| <= 1e-3 (1 + |ref|), on kernel-check's input ranges and on
+ * slow decay with keys alike.  Keep it in step with the kernel.
  *   g++ -O1 -std=c++17 -ffp-contract=off -Icuda -o /tmp/gemu tools/gdn-chunk-emu.cc && /tmp/gemu
  */
 #include <math.h>
@@ -26,7 +28,7 @@ static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >
 /* the kernel, one block (h, by) at a time, every phase over all threads */
 template <int DK>
 static void
-emu(const gdnc_args &A, int by_n)
+emu(const gdnc_args &A, int by_n, int rev)
 {
 	std::vector<float4> mem(gdnc_dim<DK>::FLOATS / 4 + 1);
 	std::vector<float> ys((size_t)GDNC_NT * 8);
@@ -48,18 +50,14 @@ emu(const gdnc_args &A, int by_n)
 			for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
 				int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
 
-				for (int tid = 0; tid < GDNC_NT; tid++)
-					gdnc_load<DK>(A, s, h, kh, t0, L, tid);
-				for (int tid = 0; tid < GDNC_NT; tid++)
-					gdnc_norm<DK>(A, s, tid);
-				for (int tid = 0; tid < GDNC_NT; tid++)
-					gdnc_scale<DK>(s, L, tid);
-				for (int tid = 0; tid < GDNC_NT; tid++)
-					gdnc_prod<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]);
-				for (int tid = 0; tid < 32; tid++)
-					gdnc_solve(s, tid);
-				for (int tid = 0; tid < GDNC_NT; tid++)
-					gdnc_out<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]);
+#define T(n) (int x = 0; x < (n); x++) { int tid = rev ? (n) - 1 - x : x;
+				for T(GDNC_NT) gdnc_load<DK>(A, s, h, kh, t0, L, tid); }
+				for T(GDNC_NT) gdnc_norm<DK>(A, s, tid); }
+				for T(GDNC_NT) gdnc_scale<DK>(s, L, tid); }
+				for T(GDNC_NT) gdnc_prod<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
+				for T(32) gdnc_solve(s, tid); }
+				for T(GDNC_NT) gdnc_out<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
+#undef T
 			}
 			for (int i = 0; i < DK * GDNC_VS; i++)
 				Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
@@ -130,7 +128,8 @@ cmp(const char *what, const float *got, const double *want, size_t n)
 }
 
 static int
-shape(int m, int nk, int nv, int dk, int dv, int tiled, int hf, float alo = -2, float ahi = -0.1f)
+shape(int m, int nk, int nv, int dk, int dv, int tiled, int hf, float alo = -2, float ahi = -0.1f,
+    float kn = 0)
 {
 	int ld = 2 * nk * dk + nv * dv + 8;
 	size_t hs = (size_t)nv * dk * dv, no = (size_t)m * nv * dv;
@@ -142,21 +141,34 @@ shape(int m, int nk, int nv, int dk, int dv, int tiled, int hf, float alo = -2, 
 	int ok;
 
 	for (auto &x : qkv) x = unif(-1, 1);
+	if (kn > 0)	/* keys alike: row 0's keys plus noise of kn */
+		for (int r = 1; r < m; r++)
+			for (int i = 0; i < nk * dk; i++)
+				qkv[(size_t)r * ld + nk * dk + i] = qkv[nk * dk + i] + kn * unif(-1, 1);
 	for (auto &x : a) x = unif(-3, 3);
 	for (auto &x : b) x = unif(-3, 3);
 	for (auto &x : sa) x = unif(alo, ahi);
 	for (auto &x : dt) x = unif(-1, 1);
 	for (size_t i = 0; i < hs; i++)
 		S[i] = unif(-0.5f, 0.5f), Sd[i] = S[i];
+	std::vector<float> S0 = S, o1, S1;
 	ref(A, dk, Sd.data(), od.data());
-	if (dk == 128)
-		emu<128>(A, dv / GDNC_VS);
-	else
-		emu<64>(A, dv / GDNC_VS);
-	printf("m=%d k%dx%d v%dx%d %s%s ssm_a %g..%g\n", m, nk, dk, nv, dv,
-	    tiled ? "tiled" : "grouped", hf ? " hf" : "", alo, ahi);
+	for (int rev = 1; rev >= 0; rev--) {	/* threads in reverse order, then in order */
+		S = S0;
+		if (dk == 128)
+			emu<128>(A, dv / GDNC_VS, rev);
+		else
+			emu<64>(A, dv / GDNC_VS, rev);
+		if (rev)
+			o1 = o, S1 = S;
+	}
+	printf("m=%d k%dx%d v%dx%d %s%s ssm_a %g..%g key noise %g\n", m, nk, dk, nv, dv,
+	    tiled ? "tiled" : "grouped", hf ? " hf" : "", alo, ahi, kn);
 	ok = cmp("out", o.data(), od.data(), no);
-	return cmp("state", S.data(), Sd.data(), hs) && ok;
+	ok = cmp("state", S.data(), Sd.data(), hs) && ok;
+	if (memcmp(o.data(), o1.data(), no * 4) || memcmp(S.data(), S1.data(), hs * 4))
+		printf("  threads in reverse order: other bits (a race between barriers) FAIL\n"), ok = 0;
+	return ok;
 }
 
 int
@@ -170,6 +182,8 @@ main(void)
 	ok &= shape(512, 1, 2, 128, 64, 1, 1);
 	ok &= shape(512, 2, 4, 64, 32, 0, 0);
 	ok &= shape(300, 2, 4, 128, 64, 1, 0, -0.02f, -0.001f);	/* slow decay: long memory */
+	ok &= shape(200, 2, 4, 128, 64, 1, 0, -0.02f, -0.001f, 0.3f);	/* and keys alike */
+	ok &= shape(200, 2, 4, 64, 64, 0, 1, -0.02f, -0.001f, 0.05f);
 	printf(ok ? "ALL OK\n" : "FAILED\n");
 	return !ok;
 }
