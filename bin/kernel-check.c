@@ -2018,7 +2018,7 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_gdn(k, &p, 4, 2, 6, 128, 128, 0, 0, 0);
 	be_gdn(k, &p, 3, 16, 32, 128, 128, 1, 0, 0);
 	be_gdn(k, &p, 30, 4, 8, 64, 64, 1, 0, 1);	/* < 64 rows: the recurrent form */
-	/* k_gdn_chunk: one chunk, a partial one, 9B and 27B prompts, the state after */
+	/* k_gdn_prep + k_gdn_chunk: one chunk, a partial one, 9B and 27B prompts, the state after */
 	be_gdn(k, &p, 64, 16, 32, 128, 128, 1, 0, 1);
 	be_gdn(k, &p, 64, 4, 8, 64, 64, 0, 1, 1);
 	be_gdn(k, &p, 100, 4, 8, 64, 64, 1, 0, 1);
@@ -2028,6 +2028,7 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_gdn(k, &p, 512, 16, 32, 128, 128, 0, 1, 1);
 	be_gdn(k, &p, 512, 4, 8, 64, 64, 1, 1, 1);
 	be_gdn(k, &p, 200, 16, 48, 128, 128, 1, 0, 1);
+	be_gdn(k, &p, 1100, 2, 4, 64, 64, 1, 0, 1);	/* two pieces of launches */
 	be_gdn(k, &p, 70, 2, 6, 64, 100, 0, 0, 1);	/* dv not a multiple of 32: recurrent */
 	be_embed_argmax(k, &p, QUANT_Q8_0);
 	be_embed_argmax(k, &p, QUANT_Q6_K);

@@ -1,36 +1,41 @@
 /*
- * The chunked gated delta rule (prefill), one block per value head h and
- * GDNC_VS columns j0.. of its state S[h][DK][dv]; the block keeps its
- * S[DK][GDNC_VS] in shared memory and walks the prompt a chunk of
- * GDNC_C rows at a time.  Per chunk of L rows (rows L.. of a partial chunk
- * are zero: q = k = v = beta = 0, gate 0), with q, k l2-normalised (q
- * scaled by 1/sqrt(DK)), beta = sigmoid(b), gate g = ssm_a softplus(a +
- * dt_bias), G_t = g_0 + .. + g_t, the state S at the chunk start:
+ * The chunked gated delta rule (prefill) in two kernels.  Per chunk of
+ * GDNC_C rows, L of them (rows L.. of a partial chunk are zero: q = k = v =
+ * beta = 0, gate 0), with q, k l2-normalised (q scaled by 1/sqrt(DK)), beta
+ * = sigmoid(b), gate g = ssm_a softplus(a + dt_bias), G_t = g_0 + .. + g_t,
+ * the state S at the chunk start:
  *   A[i][c] = beta_i (k_i.k_c) e^(G_i - G_c)  (c < i; 0 elsewhere)
  *   P[t][c] = (q_t.k_c) e^(G_t - G_c)         (c <= t; 0 elsewhere)
- *   X[t]    = beta_t (v_t - e^(G_t) k_t S)    (the chunk-start state)
- *   Vn      = (I + A)^-1 X                    (forward substitution)
+ *   Tb      = (I + A)^-1 diag(beta)           (forward substitution)
+ *   X[t]    = v_t - e^(G_t) k_t S
+ *   Vn      = Tb X
  *   O[t]    = e^(G_t) q_t S + sum_c P[t][c] Vn[c]
  *   S       = e^(G_(L-1)) S + sum_t e^(G_(L-1) - G_t) k_t^T Vn[t]
  * which is the CPU's chunked form (lib/backend_cpu_seq.c: Vn = U - W S with
- * U = T diag(beta) V, W = T diag(beta e^G) K, T = (I + A)^-1) with T applied
- * to X instead of to V and K: the same S-dependent terms, the same decay
- * and beta, other roundings.
+ * U = T diag(beta) V, W = T diag(beta e^G) K, T = (I + A)^-1) with T diag(beta)
+ * applied to X instead of to V and K: the same S-dependent terms, the same
+ * decay and beta, other roundings.
  *
- * Cost a chunk and block (DK = 128, 8 warps, fp32 FMA, no tensor cores):
- * A and P 2 x 64 x 64 x 128 x 10/16 FMA (the 16-row tiles above the
- * diagonal skipped), K S and Q S 2 x 64 x 128 x 32, the solve a chain of 64
- * rows on one warp, P Vn 64 x 64 x 32, the state update 128 x 64 x 32:
- * about 20k cycles, ~10 us, so ~80 us for 512 rows of the 9B shape (32
- * heads x 4 blocks on 132 multiprocessors).  A, P and the solve's matrix
- * are the same in all dv / 32 blocks of a head and do not depend on S: a
- * kernel over all chunks at once could compute them (and T = (I + A)^-1)
- * beforehand, leaving K S, Q S, T X and the update on the state's path.
+ * k_gdn_prep, block (h, n) for value head h and chunk n, all chunks at once:
+ * what does not depend on S (the norms, e^G, e^(G_(L-1) - G), P and Tb) to a
+ * scratch of GDNC_PREP floats a (chunk, head).  k_gdn_chunk, block (h, c)
+ * for head h and the state's columns c * GDNC_VS.., keeps its S[DK][GDNC_VS]
+ * in shared memory and walks the chunks in order: K S and Q S, Tb X, O and
+ * the update.
+ *
+ * Cost (DK = 128, 8 warps a block, fp32 FMA, no tensor cores).  k_gdn_prep
+ * a block: A and P 2 x 64 x 64 x 128 x 10/16 FMA (the 16-row tiles above
+ * the diagonal skipped), the solve 64 columns of chains of 64 rows on two
+ * warps: ~12k cycles, all (chunk, head) blocks at once (256 for 512 rows of
+ * the 9B shape, two a multiprocessor).  k_gdn_chunk a chunk and block: q, k,
+ * P, Tb in (~100 KB from L2), K S and Q S 2 x 64 x 128 x 32, Tb X and P Vn
+ * 64 x 64 x 32 each, the update 128 x 64 x 32: ~14k cycles, ~7 us, in
+ * sequence over the chunks (32 heads x 4 blocks on 132 multiprocessors).
  *
  * The phases below run between barriers; each is a function of the thread
  * index so that tools/gdn-chunk-emu.cc replays them thread by thread on the
  * CPU (the same index math; keep the two in step).  Included by
- * cuda/backend_cuda.cu (the kernel k_gdn_chunk) and the emulator.
+ * cuda/backend_cuda.cu (the kernels) and the emulator.
  */
 #ifndef MEMRA_GDN_CHUNK_CUH
 #define MEMRA_GDN_CHUNK_CUH
@@ -43,30 +48,79 @@
 #define GDNC_UNROLL
 #endif
 
-enum { GDNC_C = 64, GDNC_VS = 32, GDNC_NT = 256 };	/* rows a chunk, columns a block, threads */
+enum {
+	GDNC_C = 64, GDNC_VS = 32, GDNC_NT = 256,	/* rows a chunk, columns a block, threads */
+	GDNC_PREP = 2 * GDNC_C * GDNC_C + 4 * GDNC_C,	/* scratch floats a (chunk, head) */
+};
 
 struct gdnc_args {
 	const float *qkv, *a, *b, *ssm_a, *dt_bias;
 	float	*S, *o;
+	float	*scr;		/* [chunks][nv][GDNC_PREP] */
 	int	ld, m, nk, nv, dv, v_tiled, hf_l2;
 	float	eps;
 };
 
-/* The block's shared memory (floats): row strides LQ (q, k) and LA (A, P)
- * are multiples of 4 for float4 loads, 4 banks apart a row. */
+/* A (chunk, head)'s scratch: P, Tb [C][C], the scales of q and k, e^G,
+ * e^(G_(L-1) - G) [C]. */
+struct gdnc_part {
+	float	*P, *Tb, *nq, *nk, *eG, *eD;
+};
+
+GDNC_HD struct gdnc_part
+gdnc_part_of(const struct gdnc_args &A, int n, int h)
+{
+	struct gdnc_part pt;
+	float *p = A.scr + ((size_t)n * A.nv + h) * GDNC_PREP;
+
+	pt.P = p, p += GDNC_C * GDNC_C;
+	pt.Tb = p, p += GDNC_C * GDNC_C;
+	pt.nq = p, p += GDNC_C;
+	pt.nk = p, p += GDNC_C;
+	pt.eG = p, p += GDNC_C;
+	pt.eD = p;
+	return pt;
+}
+
+/* A block's shared memory (floats): row strides LQ (q, k) and LA (A, P, Tb)
+ * are multiples of 4 for float4 loads, 4 banks apart a row.  k_gdn_prep
+ * uses q, k, A and the [C] rows; k_gdn_chunk q, k, S, P, Tb, X, V, eG, eD. */
 struct gdnc_sh {
 	float	*q, *k;		/* [C][LQ] normalised */
 	float	*S;		/* [DK][VS] the state's columns */
-	float	*A, *P;		/* [C][LA] */
-	float	*X;		/* [C][VS]: X, then Vn */
+	float	*A, *P, *Tb;	/* [C][LA] */
+	float	*X, *V;		/* [C][VS]: X, Vn */
 	float	*gt, *G, *beta, *nq, *nk, *eG, *eD;	/* [C] */
 };
 
 template <int DK>
 struct gdnc_dim {
-	enum { LQ = DK + 4, LA = GDNC_C + 4, FLOATS = 2 * GDNC_C * LQ + DK * GDNC_VS +
-	    2 * GDNC_C * LA + GDNC_C * GDNC_VS + 7 * GDNC_C };
+	enum {
+		LQ = DK + 4, LA = GDNC_C + 4,
+		PREP_FLOATS = 2 * GDNC_C * LQ + GDNC_C * LA + 7 * GDNC_C,
+		FLOATS = 2 * GDNC_C * LQ + DK * GDNC_VS + 2 * GDNC_C * LA +
+		    2 * GDNC_C * GDNC_VS + 2 * GDNC_C,
+	};
 };
+
+template <int DK>
+GDNC_HD void
+gdnc_carve_prep(float *p, struct gdnc_sh *s)
+{
+	enum { C = GDNC_C, LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA };
+
+	s->S = s->P = s->Tb = s->X = s->V = 0;
+	s->q = p, p += C * LQ;
+	s->k = p, p += C * LQ;
+	s->A = p, p += C * LA;
+	s->gt = p, p += C;
+	s->G = p, p += C;
+	s->beta = p, p += C;
+	s->nq = p, p += C;
+	s->nk = p, p += C;
+	s->eG = p, p += C;
+	s->eD = p;
+}
 
 template <int DK>
 GDNC_HD void
@@ -74,17 +128,14 @@ gdnc_carve(float *p, struct gdnc_sh *s)
 {
 	enum { C = GDNC_C, LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA };
 
+	s->A = s->gt = s->G = s->beta = s->nq = s->nk = 0;
 	s->q = p, p += C * LQ;
 	s->k = p, p += C * LQ;
 	s->S = p, p += DK * GDNC_VS;
-	s->A = p, p += C * LA;
 	s->P = p, p += C * LA;
+	s->Tb = p, p += C * LA;
 	s->X = p, p += C * GDNC_VS;
-	s->gt = p, p += C;
-	s->G = p, p += C;
-	s->beta = p, p += C;
-	s->nq = p, p += C;
-	s->nk = p, p += C;
+	s->V = p, p += C * GDNC_VS;
 	s->eG = p, p += C;
 	s->eD = p;
 }
@@ -110,8 +161,8 @@ gdnc_softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
-/* Phase 1: the chunk's q, k rows (zero past L), beta and gate; qkv and ld
- * are 16-byte aligned (the caller checks). */
+/* k_gdn_prep, phase 1: the chunk's q, k rows (zero past L), beta and gate;
+ * qkv and ld are 16-byte aligned (the caller checks). */
 template <int DK>
 GDNC_HD void
 gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int t0,
@@ -147,7 +198,7 @@ gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int
 	}
 }
 
-/* Phase 2: the l2 scales of q (times 1/sqrt(DK)) and k a row; G = cumsum(g). */
+/* k_gdn_prep, phase 2: the l2 scales of q (times 1/sqrt(DK)) and k a row; G = cumsum(g). */
 template <int DK>
 GDNC_HD void
 gdnc_norm(const struct gdnc_args &A, const struct gdnc_sh &s, int tid)
@@ -179,7 +230,7 @@ gdnc_norm(const struct gdnc_args &A, const struct gdnc_sh &s, int tid)
 	}
 }
 
-/* Phase 3: q, k scaled; e^G and e^(G_(L-1) - G) a row. */
+/* k_gdn_prep, phase 3: q, k scaled; e^G and e^(G_(L-1) - G) a row. */
 template <int DK>
 GDNC_HD void
 gdnc_scale(const struct gdnc_sh &s, int L, int tid)
@@ -199,27 +250,17 @@ gdnc_scale(const struct gdnc_sh &s, int L, int tid)
 }
 
 /*
- * Phase 4: A and P (thread (ty, tx) = (tid / 16, tid % 16): rows ty + 16 r,
- * columns tx + 16 c, c <= r, the rest 0), X = beta (v - e^G K S) and
- * ys = e^G Q S (thread (w, j) = (tid / 32, tid % 32): rows w + 8 u, column j;
- * ys stays in the thread's registers for phase 6).
+ * k_gdn_prep, phase 4: A to shared memory and P to the scratch (thread
+ * (ty, tx) = (tid / 16, tid % 16): rows ty + 16 r, columns tx + 16 c, c <= r,
+ * the rest 0); the row scales and decays to the scratch.
  */
 template <int DK>
 GDNC_HD void
-gdnc_prod(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int t0,
-    int L, int tid, float ys[8])
+gdnc_prep_prod(const struct gdnc_sh &s, const struct gdnc_part &pt, int tid)
 {
-	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, VS = GDNC_VS };
-	int ty = tid / 16, tx = tid % 16, w = tid / 32, j = tid % 32;
-	float kk[4][4], qk[4][4], xs[8], v[8];
-
-	GDNC_UNROLL	/* the v column's loads first, used last */
-	for (int u = 0; u < 8; u++) {
-		int t = w + 8 * u;
-
-		v[u] = t < L ? A.qkv[(size_t)(t0 + t) * A.ld + 2 * (size_t)A.nk * DK +
-		    (size_t)h * A.dv + j0 + j] : 0.0f;
-	}
+	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, C = GDNC_C };
+	int ty = tid / 16, tx = tid % 16;
+	float kk[4][4], qk[4][4];
 
 	GDNC_UNROLL
 	for (int r = 0; r < 4; r++)
@@ -251,9 +292,113 @@ gdnc_prod(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int
 			float e = c <= r && cc <= i ? expf(s.G[i] - s.G[cc]) : 0.0f;
 
 			s.A[i * LA + cc] = c <= r && cc < i ? s.beta[i] * kk[r][c] * e : 0.0f;
-			s.P[i * LA + cc] = c <= r && cc <= i ? qk[r][c] * e : 0.0f;
+			pt.P[i * C + cc] = c <= r && cc <= i ? qk[r][c] * e : 0.0f;
 		}
+	if (tid < C) {
+		pt.nq[tid] = s.nq[tid];
+		pt.nk[tid] = s.nk[tid];
+		pt.eG[tid] = s.eG[tid];
+		pt.eD[tid] = s.eD[tid];
+	}
+}
 
+/*
+ * k_gdn_prep, phase 5 (threads 0..63, column c = tid): column c of
+ * (I + A)^-1 by rows (0 above the diagonal), times beta_c, to the scratch;
+ * A[i][l] is 0 for l >= i, so the float4 steps may run past i.
+ */
+GDNC_HD void
+gdnc_prep_solve(const struct gdnc_sh &s, const struct gdnc_part &pt, int c)
+{
+	enum { C = GDNC_C, LA = C + 4 };
+	float vn[C], beta = s.beta[c];
+
+	GDNC_UNROLL
+	for (int i = 0; i < C; i++)
+		vn[i] = 0.0f;
+	GDNC_UNROLL
+	for (int i = 0; i < C; i++) {
+		float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
+
+		GDNC_UNROLL
+		for (int l = 0; l < i; l += 4) {	/* four chains of i / 4 */
+			float4 a = *(const float4 *)(s.A + i * LA + l);
+
+			p0 = fmaf(a.x, vn[l], p0);
+			p1 = fmaf(a.y, vn[l + 1], p1);
+			p2 = fmaf(a.z, vn[l + 2], p2);
+			p3 = fmaf(a.w, vn[l + 3], p3);
+		}
+		vn[i] = (i == c ? 1.0f : 0.0f) - ((p0 + p1) + (p2 + p3));
+	}
+	GDNC_UNROLL	/* no stores in the loop: the next row's loads may start early */
+	for (int i = 0; i < C; i++)
+		pt.Tb[i * C + c] = vn[i] * beta;
+}
+
+/*
+ * k_gdn_chunk, phase 1: the chunk's q, k rows scaled (zero past L), P, Tb,
+ * e^G, e^(G_(L-1) - G) from the scratch.
+ */
+template <int DK>
+GDNC_HD void
+gdnc_mload(const struct gdnc_args &A, const struct gdnc_sh &s, const struct gdnc_part &pt,
+    int kh, int t0, int L, int tid)
+{
+	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, C = GDNC_C };
+	size_t kd = (size_t)A.nk * DK;
+
+	GDNC_UNROLL	/* every load in flight at once, 16 bytes each */
+	for (int e = 0; e < C * DK / 4 / GDNC_NT; e++) {
+		int i = tid + e * GDNC_NT, t = i / (DK / 4), d = i % (DK / 4) * 4;
+		float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f), k = q;
+
+		if (t < L) {
+			const float *row = A.qkv + (size_t)(t0 + t) * A.ld;
+			float sq = pt.nq[t], sk = pt.nk[t];
+
+			q = *(const float4 *)(row + (size_t)kh * DK + d);
+			k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
+			q.x *= sq, q.y *= sq, q.z *= sq, q.w *= sq;
+			k.x *= sk, k.y *= sk, k.z *= sk, k.w *= sk;
+		}
+		*(float4 *)(s.q + t * LQ + d) = q;
+		*(float4 *)(s.k + t * LQ + d) = k;
+	}
+	GDNC_UNROLL
+	for (int e = 0; e < C * C / 4 / GDNC_NT; e++) {
+		int i = tid + e * GDNC_NT, t = i / (C / 4), c = i % (C / 4) * 4;
+
+		*(float4 *)(s.P + t * LA + c) = *(const float4 *)(pt.P + t * C + c);
+		*(float4 *)(s.Tb + t * LA + c) = *(const float4 *)(pt.Tb + t * C + c);
+	}
+	if (tid < C) {
+		s.eG[tid] = pt.eG[tid];
+		s.eD[tid] = pt.eD[tid];
+	}
+}
+
+/*
+ * k_gdn_chunk, phase 2: X = v - e^G K S and ys = e^G Q S (thread (w, j) =
+ * (tid / 32, tid % 32): rows w + 8 u, column j; ys stays in the thread's
+ * registers for phase 4).
+ */
+template <int DK>
+GDNC_HD void
+gdnc_ksqs(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int t0,
+    int L, int tid, float ys[8])
+{
+	enum { LQ = gdnc_dim<DK>::LQ, VS = GDNC_VS };
+	int w = tid / 32, j = tid % 32;
+	float xs[8], v[8];
+
+	GDNC_UNROLL	/* the v column's loads first, used last */
+	for (int u = 0; u < 8; u++) {
+		int t = w + 8 * u;
+
+		v[u] = t < L ? A.qkv[(size_t)(t0 + t) * A.ld + 2 * (size_t)A.nk * DK +
+		    (size_t)h * A.dv + j0 + j] : 0.0f;
+	}
 	GDNC_UNROLL
 	for (int u = 0; u < 8; u++)
 		xs[u] = 0.0f, ys[u] = 0.0f;
@@ -272,45 +417,38 @@ gdnc_prod(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int
 	for (int u = 0; u < 8; u++) {
 		int t = w + 8 * u;
 
-		s.X[t * VS + j] = s.beta[t] * (v[u] - s.eG[t] * xs[u]);
+		s.X[t * VS + j] = v[u] - s.eG[t] * xs[u];
 		ys[u] *= s.eG[t];
 	}
 }
 
-/* Phase 5 (threads 0..31, column j = tid): Vn = (I + A)^-1 X in place, by
- * rows; A[i][l] is 0 for l >= i, so the float4 steps may run past i. */
+/* k_gdn_chunk, phase 3: Vn = Tb X (thread (w, j) as in phase 2; Tb is 0
+ * above the diagonal). */
 GDNC_HD void
-gdnc_solve(const struct gdnc_sh &s, int j)
+gdnc_tx(const struct gdnc_sh &s, int tid)
 {
-	enum { C = GDNC_C, LA = C + 4, VS = GDNC_VS };
-	float vn[C];
+	enum { LA = GDNC_C + 4, VS = GDNC_VS };
+	int w = tid / 32, j = tid % 32;
+	float vn[8];
 
 	GDNC_UNROLL
-	for (int i = 0; i < C; i++)
-		vn[i] = 0.0f;
-	GDNC_UNROLL
-	for (int i = 0; i < C; i++) {
-		float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f, acc;
+	for (int u = 0; u < 8; u++)
+		vn[u] = 0.0f;
+	for (int c = 0; c < GDNC_C; c += 4) {
+		float4 x = make_float4(s.X[c * VS + j], s.X[(c + 1) * VS + j],
+		    s.X[(c + 2) * VS + j], s.X[(c + 3) * VS + j]);
 
 		GDNC_UNROLL
-		for (int l = 0; l < i; l += 4) {	/* four chains of i / 4 */
-			float4 a = *(const float4 *)(s.A + i * LA + l);
-
-			p0 = fmaf(a.x, vn[l], p0);
-			p1 = fmaf(a.y, vn[l + 1], p1);
-			p2 = fmaf(a.z, vn[l + 2], p2);
-			p3 = fmaf(a.w, vn[l + 3], p3);
-		}
-		acc = s.X[i * VS + j] - ((p0 + p1) + (p2 + p3));
-		vn[i] = acc;
+		for (int u = 0; u < 8; u++)
+			vn[u] = gdnc_dot4(*(const float4 *)(s.Tb + (w + 8 * u) * LA + c), x, vn[u]);
 	}
-	GDNC_UNROLL	/* no stores in the loop: the next row's loads may start early */
-	for (int i = 0; i < C; i++)
-		s.X[i * VS + j] = vn[i];
+	GDNC_UNROLL
+	for (int u = 0; u < 8; u++)
+		s.V[(w + 8 * u) * VS + j] = vn[u];
 }
 
 /*
- * Phase 6: O = ys + P Vn for rows < L (thread (w, j) as in phase 4) and
+ * k_gdn_chunk, phase 4: O = ys + P Vn for rows < L (thread (w, j) as in phase 2) and
  * S = e^(G_(L-1)) S + K^T diag(eD) Vn (thread (w, j): rows w * DK / 8 ..
  * of column j; each thread reads and writes only its own S).
  */
@@ -327,8 +465,8 @@ gdnc_out(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int 
 	for (int u = 0; u < 8; u++)
 		os[u] = ys[u];
 	for (int c = 0; c < GDNC_C; c += 4) {
-		float4 x = make_float4(s.X[c * VS + j], s.X[(c + 1) * VS + j],
-		    s.X[(c + 2) * VS + j], s.X[(c + 3) * VS + j]);
+		float4 x = make_float4(s.V[c * VS + j], s.V[(c + 1) * VS + j],
+		    s.V[(c + 2) * VS + j], s.V[(c + 3) * VS + j]);
 
 		GDNC_UNROLL
 		for (int u = 0; u < 8; u++)
@@ -346,7 +484,7 @@ gdnc_out(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int 
 	for (int i = 0; i < RD; i++)
 		sn[i] = s.S[(d0 + i) * VS + j] * eL;
 	for (int t = 0; t < GDNC_C; t++) {
-		float xv = s.X[t * VS + j] * s.eD[t];
+		float xv = s.V[t * VS + j] * s.eD[t];
 
 		GDNC_UNROLL
 		for (int i = 0; i < RD; i += 4) {

@@ -1,9 +1,11 @@
 /*
- * gdn-chunk-emu: a CPU model of k_gdn_chunk (cuda/backend_cuda.cu) for a
- * machine without a GPU (not built by make).  It includes the kernel's
- * phases (cuda/gdn_chunk.cuh) and runs them block by block, thread by
- * thread between the kernel's barriers (in reverse order, then in order:
- * other bits would mean a phase reads what another thread writes in it),
+ * gdn-chunk-emu: a CPU model of k_gdn_prep and k_gdn_chunk
+ * (cuda/backend_cuda.cu) for a machine without a GPU (not built by make).
+ * It includes the kernels' phases (cuda/gdn_chunk.cuh) and runs them block
+ * by block, thread by thread between the kernels' barriers (in reverse
+ * order, then in order: other bits would mean a phase reads what another
+ * thread writes in it), the prompt in pieces as gdn_chunk_run splits it
+ * (here of 192 rows),
  * then compares the output and the final state with the recurrent form in
  * double (lib/backend.h's definition) at kernel-check's chunk tolerance,
  * |got - ref| <= 1e-3 (1 + |ref|), on kernel-check's input ranges and on
@@ -21,48 +23,68 @@ struct alignas(16) float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{ x, y, z, w }; }
 #include "gdn_chunk.cuh"
 
+enum { PIECE = 192 };	/* rows a pair of launches (GDNC_PIECE in the backend) */
+
 static uint64_t rs = 88172645463325252ULL;
 static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
 static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24); }
 
-/* the kernel, one block (h, by) at a time, every phase over all threads */
+/* the kernels, one block at a time, every phase over all threads: k_gdn_prep
+ * over (head, chunk), then k_gdn_chunk over (head, columns) */
+#define T(n) (int x = 0; x < (n); x++) { int tid = rev ? (n) - 1 - x : x;
 template <int DK>
 static void
-emu(const gdnc_args &A, int by_n, int rev)
+emu(const gdnc_args &A, int rev)
 {
 	std::vector<float4> mem(gdnc_dim<DK>::FLOATS / 4 + 1);
+	std::vector<float4> pmem(gdnc_dim<DK>::PREP_FLOATS / 4 + 1);
 	std::vector<float> ys((size_t)GDNC_NT * 8);
+	int nc = (A.m + GDNC_C - 1) / GDNC_C;
 
 	for (int h = 0; h < A.nv; h++)
-		for (int by = 0; by < by_n; by++) {
+		for (int n = 0; n < nc; n++) {
+			gdnc_sh s;
+			int t0 = n * GDNC_C, L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
+			int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+			gdnc_part pt = gdnc_part_of(A, n, h);
+
+			memset(pmem.data(), 0xff, pmem.size() * sizeof pmem[0]);	/* NaN: unwritten reads show */
+			gdnc_carve_prep<DK>((float *)pmem.data(), &s);
+			if (((uintptr_t)s.k | (uintptr_t)s.A) & 15)
+				fprintf(stderr, "misaligned shared memory\n"), exit(1);
+			for T(GDNC_NT) gdnc_load<DK>(A, s, h, kh, t0, L, tid); }
+			for T(GDNC_NT) gdnc_norm<DK>(A, s, tid); }
+			for T(GDNC_NT) gdnc_scale<DK>(s, L, tid); }
+			for T(GDNC_NT) gdnc_prep_prod<DK>(s, pt, tid); }
+			for T(GDNC_C) gdnc_prep_solve(s, pt, tid); }
+		}
+	for (int h = 0; h < A.nv; h++)
+		for (int by = 0; by < A.dv / GDNC_VS; by++) {
 			gdnc_sh s;
 			int j0 = by * GDNC_VS, kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
 			float *Sh = A.S + (size_t)h * DK * A.dv;
 
-			memset(mem.data(), 0xff, mem.size() * sizeof mem[0]);	/* NaN: unwritten reads show */
+			memset(mem.data(), 0xff, mem.size() * sizeof mem[0]);
 			gdnc_carve<DK>((float *)mem.data(), &s);
-			if (((uintptr_t)s.k | (uintptr_t)s.S | (uintptr_t)s.A | (uintptr_t)s.P |
-			    (uintptr_t)s.X) & 15)
+			if (((uintptr_t)s.k | (uintptr_t)s.S | (uintptr_t)s.P | (uintptr_t)s.Tb |
+			    (uintptr_t)s.X | (uintptr_t)s.V) & 15)
 				fprintf(stderr, "misaligned shared memory\n"), exit(1);
-			for (int tid = 0; tid < GDNC_NT; tid++)
-				for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
-					s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+			for (int i = 0; i < DK * GDNC_VS; i++)
+				s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
 			for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
 				int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
+				gdnc_part pt = gdnc_part_of(A, t0 / GDNC_C, h);
 
-#define T(n) (int x = 0; x < (n); x++) { int tid = rev ? (n) - 1 - x : x;
-				for T(GDNC_NT) gdnc_load<DK>(A, s, h, kh, t0, L, tid); }
-				for T(GDNC_NT) gdnc_norm<DK>(A, s, tid); }
-				for T(GDNC_NT) gdnc_scale<DK>(s, L, tid); }
-				for T(GDNC_NT) gdnc_prod<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
-				for T(32) gdnc_solve(s, tid); }
+				for T(GDNC_NT) gdnc_mload<DK>(A, s, pt, kh, t0, L, tid); }
+				for T(GDNC_NT) gdnc_ksqs<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
+				for T(GDNC_NT) gdnc_tx(s, tid); }
 				for T(GDNC_NT) gdnc_out<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
-#undef T
 			}
 			for (int i = 0; i < DK * GDNC_VS; i++)
 				Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
 		}
 }
+#undef T
 
 /* the recurrent form in double: S = e^g S; d = beta (v - S^T k); S += k d^T; o = S^T q */
 static void
@@ -136,8 +158,9 @@ shape(int m, int nk, int nv, int dk, int dv, int tiled, int hf, float alo = -2, 
 	std::vector<float> qkv((size_t)m * ld), a((size_t)m * nv), b((size_t)m * nv), sa(nv),
 	    dt(nv), S(hs), o(no, NAN);
 	std::vector<double> Sd(hs), od(no);
+	std::vector<float> scr((size_t)(m + GDNC_C - 1) / GDNC_C * nv * GDNC_PREP);
 	gdnc_args A = { qkv.data(), a.data(), b.data(), sa.data(), dt.data(), S.data(), o.data(),
-	    ld, m, nk, nv, dv, tiled, hf, 1e-6f };
+	    scr.data(), ld, m, nk, nv, dv, tiled, hf, 1e-6f };
 	int ok;
 
 	for (auto &x : qkv) x = unif(-1, 1);
@@ -155,10 +178,20 @@ shape(int m, int nk, int nv, int dk, int dv, int tiled, int hf, float alo = -2, 
 	ref(A, dk, Sd.data(), od.data());
 	for (int rev = 1; rev >= 0; rev--) {	/* threads in reverse order, then in order */
 		S = S0;
-		if (dk == 128)
-			emu<128>(A, dv / GDNC_VS, rev);
-		else
-			emu<64>(A, dv / GDNC_VS, rev);
+		for (int r0 = 0; r0 < m; r0 += PIECE) {	/* gdn_chunk_run's loop */
+			gdnc_args P = A;
+
+			P.m = m - r0 < PIECE ? m - r0 : PIECE;
+			P.qkv = A.qkv + (size_t)r0 * ld;
+			P.a = A.a + (size_t)r0 * nv;
+			P.b = A.b + (size_t)r0 * nv;
+			P.o = A.o + (size_t)r0 * nv * dv;
+			memset(scr.data(), 0xff, scr.size() * 4);
+			if (dk == 128)
+				emu<128>(P, rev);
+			else
+				emu<64>(P, rev);
+		}
 		if (rev)
 			o1 = o, S1 = S;
 	}
