@@ -171,16 +171,16 @@ gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int
 	enum { LQ = gdnc_dim<DK>::LQ };
 	size_t kd = (size_t)A.nk * DK;
 
-	GDNC_UNROLL	/* every load in flight at once, 16 bytes each */
+	GDNC_UNROLL	/* every load in flight at once, 16 bytes each, no branches */
 	for (int e = 0; e < GDNC_C * DK / 4 / GDNC_NT; e++) {
 		int i = tid + e * GDNC_NT, t = i / (DK / 4), d = i % (DK / 4) * 4;
-		float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f), k = q;
+		const float *row = A.qkv + (size_t)(t0 + (t < L ? t : L - 1)) * A.ld;
+		float4 q = *(const float4 *)(row + (size_t)kh * DK + d);
+		float4 k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
+		float z = t < L ? 1.0f : 0.0f;
 
-		if (t < L) {
-			const float *row = A.qkv + (size_t)(t0 + t) * A.ld;
-			q = *(const float4 *)(row + (size_t)kh * DK + d);
-			k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
-		}
+		q.x *= z, q.y *= z, q.z *= z, q.w *= z;
+		k.x *= z, k.y *= z, k.z *= z, k.w *= z;
 		*(float4 *)(s.q + t * LQ + d) = q;
 		*(float4 *)(s.k + t * LQ + d) = k;
 	}
@@ -348,20 +348,16 @@ gdnc_mload(const struct gdnc_args &A, const struct gdnc_sh &s, const struct gdnc
 	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, C = GDNC_C };
 	size_t kd = (size_t)A.nk * DK;
 
-	GDNC_UNROLL	/* every load in flight at once, 16 bytes each */
+	GDNC_UNROLL	/* every load in flight at once, 16 bytes each, no branches */
 	for (int e = 0; e < C * DK / 4 / GDNC_NT; e++) {
 		int i = tid + e * GDNC_NT, t = i / (DK / 4), d = i % (DK / 4) * 4;
-		float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f), k = q;
+		const float *row = A.qkv + (size_t)(t0 + (t < L ? t : L - 1)) * A.ld;
+		float4 q = *(const float4 *)(row + (size_t)kh * DK + d);
+		float4 k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
+		float sq = t < L ? pt.nq[t] : 0.0f, sk = t < L ? pt.nk[t] : 0.0f;
 
-		if (t < L) {
-			const float *row = A.qkv + (size_t)(t0 + t) * A.ld;
-			float sq = pt.nq[t], sk = pt.nk[t];
-
-			q = *(const float4 *)(row + (size_t)kh * DK + d);
-			k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
-			q.x *= sq, q.y *= sq, q.z *= sq, q.w *= sq;
-			k.x *= sk, k.y *= sk, k.z *= sk, k.w *= sk;
-		}
+		q.x *= sq, q.y *= sq, q.z *= sq, q.w *= sq;
+		k.x *= sk, k.y *= sk, k.z *= sk, k.w *= sk;
 		*(float4 *)(s.q + t * LQ + d) = q;
 		*(float4 *)(s.k + t * LQ + d) = k;
 	}
@@ -396,8 +392,9 @@ gdnc_ksqs(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int
 	for (int u = 0; u < 8; u++) {
 		int t = w + 8 * u;
 
-		v[u] = t < L ? A.qkv[(size_t)(t0 + t) * A.ld + 2 * (size_t)A.nk * DK +
-		    (size_t)h * A.dv + j0 + j] : 0.0f;
+		v[u] = A.qkv[(size_t)(t0 + (t < L ? t : L - 1)) * A.ld + 2 * (size_t)A.nk * DK +
+		    (size_t)h * A.dv + j0 + j];
+		v[u] = t < L ? v[u] : 0.0f;
 	}
 	GDNC_UNROLL
 	for (int u = 0; u < 8; u++)
