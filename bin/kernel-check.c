@@ -2028,7 +2028,19 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_gdn(k, &p, 9, 4, 8, 64, 64, 1, 1, 0);
 	be_gdn(k, &p, 4, 2, 6, 128, 128, 0, 0, 0);
 	be_gdn(k, &p, 3, 16, 32, 128, 128, 1, 0, 0);
-	be_gdn(k, &p, 30, 4, 8, 64, 64, 1, 0, 1);
+	be_gdn(k, &p, 30, 4, 8, 64, 64, 1, 0, 1);	/* < 64 rows: the recurrent form */
+	/* k_gdn_prep + k_gdn_chunk: one chunk, a partial one, 9B and 27B prompts, the state after */
+	be_gdn(k, &p, 64, 16, 32, 128, 128, 1, 0, 1);
+	be_gdn(k, &p, 64, 4, 8, 64, 64, 0, 1, 1);
+	be_gdn(k, &p, 100, 4, 8, 64, 64, 1, 0, 1);
+	be_gdn(k, &p, 100, 2, 6, 128, 128, 0, 1, 1);
+	be_gdn(k, &p, 130, 2, 6, 64, 96, 0, 0, 1);
+	be_gdn(k, &p, 512, 16, 32, 128, 128, 1, 0, 1);
+	be_gdn(k, &p, 512, 16, 32, 128, 128, 0, 1, 1);
+	be_gdn(k, &p, 512, 4, 8, 64, 64, 1, 1, 1);
+	be_gdn(k, &p, 200, 16, 48, 128, 128, 1, 0, 1);
+	be_gdn(k, &p, 1100, 2, 4, 64, 64, 1, 0, 1);	/* two pieces of launches */
+	be_gdn(k, &p, 70, 2, 6, 64, 100, 0, 0, 1);	/* dv not a multiple of 32: recurrent */
 	be_embed_argmax(k, &p, QUANT_Q8_0);
 	be_embed_argmax(k, &p, QUANT_Q6_K);
 	be_embed_argmax(k, &p, QUANT_BF16);
@@ -2383,6 +2395,60 @@ bench(struct kc *k)
 	free(pool);
 }
 
+/*
+ * The gated delta rule of one layer for a 512-token prompt, the 9B and 27B
+ * shapes (16 key heads, 32 or 48 value heads of 128, GGUF order): the
+ * chunked form (backend_gdn_chunk: k_gdn_chunk) beside the recurrent one
+ * (backend_gdn_step: k_gdn), wall time of a synchronised call, median of 5.
+ */
+static void
+bench_gdn(struct kc *k, int dev)
+{
+	static const int nvs[] = { 32, 48 };
+	enum { M = 512, NK = 16, D = 128 };
+	char err[UTIL_ERRLEN], dn[32];
+	struct backend *be;
+
+	snprintf(dn, sizeof dn, "cuda:%d", dev);
+	if ((be = backend_open(dn, 0, err)) == NULL)
+		die(1, "%s", err);
+	for (size_t i = 0; i < sizeof nvs / sizeof nvs[0]; i++) {
+		int nv = nvs[i], ld = 2 * NK * D + nv * D;
+		struct backend_gdn g = { NK, nv, D, D, 1, 0, 1e-6f };
+		size_t n[] = { (size_t)M * ld, (size_t)M * nv, (size_t)M * nv, (size_t)nv,
+		    (size_t)nv, (size_t)nv * D * D, (size_t)M * nv * D };
+		float lo[] = { -1, -3, -3, -2, -1, -0.5f, 0 }, hi[] = { 1, 3, 3, -0.1f, 1, 0.5f, 0 };
+		float *b[7];
+		double t[2][5];
+
+		for (int j = 0; j < 7; j++) {
+			float *h = frand(k, (int64_t)n[j], lo[j], hi[j]);
+			b[j] = bput(be, h, n[j]);
+			free(h);
+		}
+		for (int c = 0; c < 2; c++)
+			for (int r = -1; r < 5; r++) {	/* r = -1: the warm-up */
+				double t0;
+
+				bchk(be, backend_sync(be));
+				t0 = util_now();
+				bchk(be, c ? backend_gdn_step(be, &g, M, b[0], ld, b[1], b[2], b[3],
+				    b[4], b[5], NULL, b[6]) : backend_gdn_chunk(be, &g, M, b[0], ld,
+				    b[1], b[2], b[3], b[4], b[5], b[6]));
+				bchk(be, backend_sync(be));
+				if (r >= 0)
+					t[c][r] = util_now() - t0;
+			}
+		double tc = median(t[0], 5), ts = median(t[1], 5);
+		printf("bench gdn k%dx%d v%dx%d m=%d chunked %8.1f us  row by row %8.1f us  x%.1f\n",
+		    NK, D, nv, D, M, tc * 1e6, ts * 1e6, ts / tc);
+		fflush(stdout);
+		for (int j = 0; j < 7; j++)
+			backend_mfree(be, b[j]);
+	}
+	backend_close(be);
+}
+
 #endif	/* MEMRA_HAVE_CUDA */
 
 /* --- main ------------------------------------------------------------- */
@@ -2411,9 +2477,11 @@ run(const struct opts *o)
 		gpu_close(k.g);
 		return 1;
 	}
-	if (o->bench)
+	if (o->bench) {
 		bench(&k);
-	else {
+		if (k.only < 0)
+			bench_gdn(&k, (int)o->dev);
+	} else {
 		check_all(&k);
 		check_backend(&k, (int)o->dev, o->model);
 	}

@@ -43,6 +43,7 @@ extern "C" {
 #include "backend_impl.h"
 #include "quant.h"
 }
+#include "gdn_chunk.cuh"
 
 struct cuda_buf {		/* a device buffer grown on demand, never shrunk */
 	void	*p;
@@ -78,6 +79,7 @@ struct backend_cuda {
 	struct gpu *g;
 	struct cuda_buf ids;		/* ids, positions, rope frequencies */
 	struct cuda_buf t0, t1;		/* packed operands */
+	struct cuda_buf gdn;		/* k_gdn_prep's scratch */
 	int32_t	*h_idx;			/* pinned: argmax results */
 	int	h_idx_n;
 	struct rope_table rope[CUDA_ROPE_TABLES];
@@ -503,6 +505,7 @@ cu_close(struct backend *be)
 	gpu_free(c->g, c->ids.p);
 	gpu_free(c->g, c->t0.p);
 	gpu_free(c->g, c->t1.p);
+	gpu_free(c->g, c->gdn.p);
 	if (c->h_idx != NULL)
 		cudaFreeHost(c->h_idx);
 	gpu_close(c->g);
@@ -1169,12 +1172,129 @@ cu_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
 	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, snap, o);
 }
 
-/* Prefill runs the recurrent form too (exact; a chunked kernel is for later). */
+/*
+ * The chunked form (cuda/gdn_chunk.cuh has the math): k_gdn_prep, block
+ * (h, n) for value head h and chunk n, what does not depend on the state, to
+ * the scratch; k_gdn_chunk, block (h, c) for head h and the state's columns
+ * c * GDNC_VS .., the chunks in order, the state in shared memory the whole
+ * way.  GDNC_NT threads; the phases run between barriers.
+ */
+template <int DK>
+__global__ void __launch_bounds__(GDNC_NT)
+k_gdn_prep(struct gdnc_args A)
+{
+	extern __shared__ float4 gdnc_mem[];
+	struct gdnc_sh s;
+	int h = blockIdx.x, n = blockIdx.y, tid = threadIdx.x, t0 = n * GDNC_C;
+	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+	int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
+	struct gdnc_part pt = gdnc_part_of(A, n, h);
+
+	gdnc_carve_prep<DK>((float *)gdnc_mem, &s);
+	gdnc_load<DK>(A, s, h, kh, t0, L, tid);
+	__syncthreads();
+	gdnc_norm<DK>(A, s, tid);
+	__syncthreads();
+	gdnc_scale<DK>(s, L, tid);
+	__syncthreads();
+	gdnc_prep_prod<DK>(s, pt, tid);
+	__syncthreads();
+	if (tid < GDNC_C)
+		gdnc_prep_solve(s, pt, tid);
+}
+
+template <int DK>
+__global__ void __launch_bounds__(GDNC_NT, 1)
+k_gdn_chunk(struct gdnc_args A)
+{
+	extern __shared__ float4 gdnc_mem[];
+	struct gdnc_sh s;
+	int h = blockIdx.x, j0 = blockIdx.y * GDNC_VS, tid = threadIdx.x;
+	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+	float *Sh = A.S + (size_t)h * DK * A.dv, ys[8];
+
+	gdnc_carve<DK>((float *)gdnc_mem, &s);
+	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
+		s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+	for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
+		int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
+
+		__syncthreads();	/* S loaded; the last chunk's q, k, P, V read */
+		gdnc_mload<DK>(A, s, gdnc_part_of(A, t0 / GDNC_C, h), kh, t0, L, tid);
+		__syncthreads();
+		gdnc_ksqs<DK>(A, s, h, j0, t0, L, tid, ys);
+		__syncthreads();
+		gdnc_tx(s, tid);
+		__syncthreads();
+		gdnc_out<DK>(A, s, h, j0, t0, L, tid, ys);
+	}
+	__syncthreads();
+	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
+		Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
+}
+
+enum { GDNC_PIECE = 1024 };	/* rows a pair of launches: bounds the scratch */
+
+template <int DK>
+static int
+gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
+{
+	size_t shp = gdnc_dim<DK>::PREP_FLOATS * sizeof(float);
+	size_t shm = gdnc_dim<DK>::FLOATS * sizeof(float);
+	int pm = A0->m < GDNC_PIECE ? A0->m : GDNC_PIECE, nv = A0->nv;
+	cudaStream_t st = CB(be)->g->stream;
+	cudaError_t e;
+	struct gdnc_args A = *A0;
+
+	A.scr = (float *)buf_get(be, &CB(be)->gdn,
+	    (size_t)(pm + GDNC_C - 1) / GDNC_C * nv * GDNC_PREP * sizeof(float));
+	if (A.scr == NULL)
+		return -1;
+	if ((e = cudaFuncSetAttribute(k_gdn_prep<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    (int)shp)) != cudaSuccess || (e = cudaFuncSetAttribute(k_gdn_chunk<DK>,
+	    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return util_err(be->err, "gdn chunk: %zu bytes of shared memory: %s", shm,
+		    cudaGetErrorString(e));
+	}
+	for (int r0 = 0; r0 < A0->m; r0 += GDNC_PIECE) {
+		A.m = A0->m - r0 < GDNC_PIECE ? A0->m - r0 : GDNC_PIECE;
+		A.qkv = A0->qkv + (size_t)r0 * A0->ld;
+		A.a = A0->a + (size_t)r0 * nv;
+		A.b = A0->b + (size_t)r0 * nv;
+		A.o = A0->o + (size_t)r0 * nv * A0->dv;
+		k_gdn_prep<DK><<<dim3((unsigned)nv, (unsigned)((A.m + GDNC_C - 1) / GDNC_C)),
+		    GDNC_NT, shp, st>>>(A);
+		if (launched(be, "gdn prep") != 0)
+			return -1;
+		k_gdn_chunk<DK><<<dim3((unsigned)nv, (unsigned)(A.dv / GDNC_VS)), GDNC_NT, shm,
+		    st>>>(A);
+		if (launched(be, "gdn chunk") != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128,
+ * value heads a multiple of GDNC_VS and rows of q, k 16-byte aligned (the
+ * Qwen3.5 shapes); fewer rows (one partial chunk's work is most of a whole
+ * one's) and other shapes take the recurrent form, exact.
+ */
 static int
 cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
     const float *qkv, int ld, const float *a, const float *b,
     const float *ssm_a, const float *dt_bias, float *S, float *o)
 {
+	struct gdnc_args A = { qkv, a, b, ssm_a, dt_bias, S, o, NULL, ld, m, g->n_k_heads,
+	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
+
+	if (m >= GDNC_C && g->dv % GDNC_VS == 0 && ld % 4 == 0 && (uintptr_t)qkv % 16 == 0) {
+		if (g->dk == 128)
+			return gdn_chunk_run<128>(be, &A);
+		if (g->dk == 64)
+			return gdn_chunk_run<64>(be, &A);
+	}
 	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, NULL, o);
 }
 
