@@ -541,6 +541,7 @@ gen_open(struct gen *g, const char *spec, const struct opts *o, char *err)
 	if ((g->be = backend_open(o->device, (int)o->threads, err)) == NULL)
 		goto done;
 	backend_graph_env(g->be, getenv("MEMRA_CUDA_GRAPH"), err);	/* checked in main */
+	backend_pdl_env(g->be, getenv("MEMRA_CUDA_PDL"), err);		/* checked in main */
 	if ((g->md = model_open(path, g->be, err)) == NULL || open_text(g, path, o->raw, err) != 0)
 		goto done;
 	g->n_vocab = model_hparams(g->md)->n_vocab;
@@ -1161,7 +1162,8 @@ validate(const char *spec, const char *out, const struct opts *o)
 		goto done;
 	}
 	if ((be = backend_open(o->device, (int)o->threads, err)) != NULL &&
-	    backend_graph_env(be, getenv("MEMRA_CUDA_GRAPH"), err) == 0)
+	    backend_graph_env(be, getenv("MEMRA_CUDA_GRAPH"), err) == 0 &&
+	    backend_pdl_env(be, getenv("MEMRA_CUDA_PDL"), err) == 0)
 		rc = validate_run(be, path, txt, o, err);
 done:
 	if (rc != 0)
@@ -1285,6 +1287,8 @@ main(int argc, char *argv[])
 	o.device = getenv("MEMRA_DEVICE") ? getenv("MEMRA_DEVICE") : backend_default();
 	if (backend_graph_env(NULL, getenv("MEMRA_CUDA_GRAPH"), err) < 0)
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
+	if (backend_pdl_env(NULL, getenv("MEMRA_CUDA_PDL"), err) < 0)
+		die(2, "MEMRA_CUDA_PDL: %s", err);
 	while ((ch = getopt_long(argc, argv, "t:d:vh", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			return usage(stdout, 0);

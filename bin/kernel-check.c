@@ -1802,6 +1802,66 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 }
 
 /*
+ * The logits of a prefill of 8 tokens, 3 decode steps (the first run as
+ * is, the second recorded, the third replayed: backend_graph_*) and a K=3
+ * verify (4 rows, every row's logits) on the GPU backend, into lg
+ * (8 * n_vocab floats, allocated here; *nv: n_vocab).  Returns
+ * backend_pdl_set(be, pdl): whether it ran with PDL on.
+ */
+static int
+pdl_run(struct backend *be, const char *path, int pdl, float **lg, int *pnv)
+{
+	int32_t prompt[8], ver[4] = { 11, 12, 13, 14 };
+	char err[UTIL_ERRLEN];
+	struct model *md;
+	struct state *st;
+	int nv, on;
+
+	if ((on = backend_pdl_set(be, pdl)) < 0)
+		die(1, "%s: %s", backend_name(be), backend_errmsg(be));
+	if ((md = model_open(path, be, err)) == NULL ||
+	    (st = model_state_new(md, 8 + 3 + 4 + 1, 4, err)) == NULL)
+		die(1, "%s", err);
+	*pnv = nv = model_hparams(md)->n_vocab;
+	*lg = xmalloc((size_t)8 * nv * 4);
+	model_prompt(prompt, 8);
+	if (model_forward(md, st, prompt, 8, MODEL_PREFILL, *lg, NULL) != 0)
+		die(1, "%s: %s", backend_name(be), model_errmsg(md));
+	for (int i = 0; i < 3; i++) {
+		int32_t t = 1 + 5 * i;
+		if (model_forward(md, st, &t, 1, 0, *lg + (size_t)(1 + i) * nv, NULL) != 0)
+			die(1, "%s: %s", backend_name(be), model_errmsg(md));
+	}
+	if (model_forward(md, st, ver, 4, MODEL_LOGITS_ALL | MODEL_VERIFY, *lg + (size_t)4 * nv,
+	    NULL) != 0)
+		die(1, "%s: %s", backend_name(be), model_errmsg(md));
+	state_free(st);
+	model_close(md);
+	return on;
+}
+
+/*
+ * Programmatic dependent launch changes when kernels start, never what
+ * they compute: the logits of pdl_run with it on and off, bit for bit
+ * (with it unavailable, below sm_90, both runs are plain launches).
+ */
+static void
+be_pdl(struct kc *k, struct bpair *p, const char *path)
+{
+	float *on = NULL, *off = NULL;
+	char shape[128];
+	int nv = 0, pdl = pdl_run(p->g, path, 1, &on, &nv);
+
+	pdl_run(p->g, path, 0, &off, &nv);
+	if (backend_pdl_set(p->g, 1) < 0)	/* back to the default for what follows */
+		die(1, "%s: %s", backend_name(p->g), backend_errmsg(p->g));
+	snprintf(shape, sizeof shape, "prefill 8, 3 decode, K=3 verify; logits of %d%s", nv,
+	    pdl ? "" : " (pdl unavailable)");
+	bsame(k, "model pdl on=off", shape, on, off, (int64_t)8 * nv);
+	free(on), free(off);
+}
+
+/*
  * A fused form's output on three runs: the CPU's (cd), the GPU's fused
  * (gd) and the GPU's plain ops (ud): GPU against CPU within tol (of mag,
  * or 1 + |ref|), and fused against plain bit for bit (the name + " =plain"),
@@ -2082,6 +2142,7 @@ check_backend(struct kc *k, int dev, const char *model)
 		struct noise nz = { 0 };
 		be_model(k, &p, model, 8, 16, &nz);
 		be_model(k, &p, model, 40, 0, &nz);	/* prefill past 16 rows: the GEMM */
+		be_pdl(k, &p, model);
 	}
 	backend_close(p.g);
 	backend_close(p.c);

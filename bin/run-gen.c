@@ -581,6 +581,8 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	if ((graph_stats = backend_graph_env(g.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
+	if (backend_pdl_env(g.be, getenv("MEMRA_CUDA_PDL"), err) < 0)
+		die(2, "MEMRA_CUDA_PDL: %s", err);
 	model_options_set(&mo, argv[0], NULL, getenv("MEMRA_MTP_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	if (mo.draft != NULL)

@@ -1080,6 +1080,8 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	if ((s.graph_stats = backend_graph_env(s.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
+	if (backend_pdl_env(s.be, getenv("MEMRA_CUDA_PDL"), err) < 0)
+		die(2, "MEMRA_CUDA_PDL: %s", err);
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
 	if ((models = strdup(s.c.models)) == NULL)
 		die(1, "out of memory");

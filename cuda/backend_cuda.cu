@@ -168,6 +168,7 @@ k_fill(float *d, float v, size_t n)
 {
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 
+	pdl_enter();
 	if (i < n)
 		d[i] = v;
 }
@@ -177,6 +178,7 @@ k_act(float *x, size_t n, int act)
 {
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 
+	pdl_enter();
 	if (i >= n)
 		return;
 	float v = x[i];
@@ -196,6 +198,7 @@ k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half
 {
 	int d = threadIdx.x + blockIdx.z * blockDim.x, r = blockIdx.y;
 
+	pdl_enter();
 	if (d >= half)
 		return;
 	float *p = x + (size_t)r * ldx + (size_t)blockIdx.x * hs + (neox ? d : 2 * d);
@@ -230,8 +233,10 @@ __global__ void
 k_kv_store(float *kc, float *vc, const float *k, const float *v, int kvd,
     const int32_t *pos, int n_ctx)
 {
-	int j = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y, p = *pos + r;
+	int j = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y, p;
 
+	pdl_enter();
+	p = *pos + r;
 	if (j >= kvd || p < 0 || p >= n_ctx)
 		return;
 	if (blockIdx.z == 0)
@@ -248,6 +253,7 @@ k_conv(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
 	int c = blockIdx.x * blockDim.x + threadIdx.x, ns = dc - 1;
 	float win[16];
 
+	pdl_enter();
 	if (c >= n_ch)
 		return;
 	const float *wc = w + (size_t)c * dc;
@@ -290,6 +296,7 @@ k_conv_r(const float *x, int ldx, int m, int n_ch, const float *w, float *state,
 	int t1 = min(m, t0 + CONV_ROWS);
 	float win[NS], wc[NS + 1];
 
+	pdl_enter();
 	if (c >= n_ch)
 		return;
 #pragma unroll
@@ -330,6 +337,7 @@ k_conv_state(const float *x, int ldx, int m, int n_ch, float *state)
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
 	float v[NS];
 
+	pdl_enter();
 	if (c >= n_ch)
 		return;
 #pragma unroll
@@ -415,6 +423,7 @@ k_gdn(struct gdn_args A)
 	bool own = j < dv, mine = tid < DK;	/* DK <= the block: one q, k element a thread */
 	float nx_q = 0.0f, nx_k = 0.0f, nx_v = 0.0f, nx_a = 0.0f, nx_b = 0.0f;
 
+	pdl_enter();
 #pragma unroll
 	for (int u = 0; u < R; u++)
 		s[u] = own ? Sh[(size_t)(i0 + u) * dv + j] : 0.0f;
@@ -565,7 +574,7 @@ launched(struct backend *be, const char *op)
 static int
 cu_fill(struct backend *be, float *dst, float v, size_t n)
 {
-	k_fill<<<nblk(n, 256), 256, 0, CB(be)->g->stream>>>(dst, v, n);
+	gpu_launch(CB(be)->g, k_fill, nblk(n, 256), 256, 0, dst, v, n);
 	return launched(be, "fill");
 }
 
@@ -1001,7 +1010,7 @@ rope_launch(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
 	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
 	dim3 grid(n_head, m, nblk(half, nt));
 
-	k_rope<<<grid, nt, 0, CB(be)->g->stream>>>(x, ldx, hs, pos, inv, half,
+	gpu_launch(CB(be)->g, k_rope, grid, nt, 0, x, ldx, hs, pos, inv, half,
 	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, rope_ts(theta, n_rot, mode));
 	return launched(be, "rope");
 }
@@ -1030,7 +1039,7 @@ static int
 cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const float *v,
     int kvd, int m, const int32_t *d_pos, int n_ctx)
 {
-	k_kv_store<<<dim3(nblk(kvd, 256), m, 2), 256, 0, CB(be)->g->stream>>>(kc, vc, k, v,
+	gpu_launch(CB(be)->g, k_kv_store, dim3(nblk(kvd, 256), m, 2), 256, 0, kc, vc, k, v,
 	    kvd, d_pos, n_ctx);
 	return launched(be, "kv_store");
 }
@@ -1110,15 +1119,15 @@ static int
 conv_r(struct backend *be, const float *x, int ldx, int m, int n_ch, const float *w,
     float *state, float *snap, float *y)
 {
-	cudaStream_t s = CB(be)->g->stream;
+	struct gpu *g = CB(be)->g;
 	unsigned nc = (unsigned)((m + CONV_ROWS - 1) / CONV_ROWS);
 
-	k_conv_r<NS><<<dim3(nblk(n_ch, 128), nc), 128, 0, s>>>(x, ldx, m, n_ch, w, state, snap,
-	    y, nc == 1);
+	gpu_launch(g, k_conv_r<NS>, dim3(nblk(n_ch, 128), nc), 128, 0, x, ldx, m, n_ch, w, state,
+	    snap, y, nc == 1);
 	if (launched(be, "conv1d") != 0)
 		return -1;
 	if (nc > 1) {
-		k_conv_state<NS><<<nblk(n_ch, 128), 128, 0, s>>>(x, ldx, m, n_ch, state);
+		gpu_launch(g, k_conv_state<NS>, nblk(n_ch, 128), 128, 0, x, ldx, m, n_ch, state);
 		return launched(be, "conv1d state");
 	}
 	return 0;
@@ -1136,7 +1145,7 @@ cu_conv1d_silu(struct backend *be, const float *x, int ldx, int m, int n_ch,
 	case 4: return conv_r<3>(be, x, ldx, m, n_ch, w, state, snap, y);
 	case 5: return conv_r<4>(be, x, ldx, m, n_ch, w, state, snap, y);
 	}
-	k_conv<<<nblk(n_ch, 128), 128, 0, CB(be)->g->stream>>>(x, ldx, m, n_ch, w, d_conv,
+	gpu_launch(CB(be)->g, k_conv, nblk(n_ch, 128), 128, 0, x, ldx, m, n_ch, w, d_conv,
 	    state, snap, y);
 	return launched(be, "conv1d");
 }
@@ -1150,15 +1159,15 @@ gdn_run(struct backend *be, const struct backend_gdn *g, int m, const float *qkv
 	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
 	dim3 nt(GDN_COLS * GDN_G);
 	dim3 nb((unsigned)g->n_v_heads, (unsigned)(g->dv + GDN_COLS - 1) / GDN_COLS);
-	cudaStream_t s = CB(be)->g->stream;
+	struct gpu *gg = CB(be)->g;
 
 	if (g->dv > 256)
 		return util_err(be->err, "gdn: value head size %d > 256", g->dv);
 	switch (g->dk) {
-	case 16: k_gdn<16><<<nb, nt, 0, s>>>(A); break;
-	case 32: k_gdn<32><<<nb, nt, 0, s>>>(A); break;
-	case 64: k_gdn<64><<<nb, nt, 0, s>>>(A); break;
-	case 128: k_gdn<128><<<nb, nt, 0, s>>>(A); break;
+	case 16: gpu_launch(gg, k_gdn<16>, nb, nt, 0, A); break;
+	case 32: gpu_launch(gg, k_gdn<32>, nb, nt, 0, A); break;
+	case 64: gpu_launch(gg, k_gdn<64>, nb, nt, 0, A); break;
+	case 128: gpu_launch(gg, k_gdn<128>, nb, nt, 0, A); break;
 	default: return util_err(be->err, "gdn: key head size %d (16, 32, 64, 128)", g->dk);
 	}
 	return launched(be, "gdn");
@@ -1190,6 +1199,7 @@ k_gdn_prep(struct gdnc_args A)
 	int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
 	struct gdnc_part pt = gdnc_part_of(A, n, h);
 
+	pdl_enter();
 	gdnc_carve_prep<DK>((float *)gdnc_mem, &s);
 	gdnc_load<DK>(A, s, h, kh, t0, L, tid);
 	__syncthreads();
@@ -1213,6 +1223,7 @@ k_gdn_chunk(struct gdnc_args A)
 	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
 	float *Sh = A.S + (size_t)h * DK * A.dv, ys[8];
 
+	pdl_enter();
 	gdnc_carve<DK>((float *)gdnc_mem, &s);
 	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
 		s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
@@ -1242,7 +1253,7 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 	size_t shp = gdnc_dim<DK>::PREP_FLOATS * sizeof(float);
 	size_t shm = gdnc_dim<DK>::FLOATS * sizeof(float);
 	int pm = A0->m < GDNC_PIECE ? A0->m : GDNC_PIECE, nv = A0->nv;
-	cudaStream_t st = CB(be)->g->stream;
+	struct gpu *g = CB(be)->g;
 	cudaError_t e;
 	struct gdnc_args A = *A0;
 
@@ -1263,12 +1274,12 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 		A.a = A0->a + (size_t)r0 * nv;
 		A.b = A0->b + (size_t)r0 * nv;
 		A.o = A0->o + (size_t)r0 * nv * A0->dv;
-		k_gdn_prep<DK><<<dim3((unsigned)nv, (unsigned)((A.m + GDNC_C - 1) / GDNC_C)),
-		    GDNC_NT, shp, st>>>(A);
+		gpu_launch(g, k_gdn_prep<DK>, dim3((unsigned)nv, (unsigned)((A.m + GDNC_C - 1) /
+		    GDNC_C)), GDNC_NT, shp, A);
 		if (launched(be, "gdn prep") != 0)
 			return -1;
-		k_gdn_chunk<DK><<<dim3((unsigned)nv, (unsigned)(A.dv / GDNC_VS)), GDNC_NT, shm,
-		    st>>>(A);
+		gpu_launch(g, k_gdn_chunk<DK>, dim3((unsigned)nv, (unsigned)(A.dv / GDNC_VS)),
+		    GDNC_NT, shm, A);
 		if (launched(be, "gdn chunk") != 0)
 			return -1;
 	}
@@ -1307,7 +1318,7 @@ cu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
 static int
 cu_act(struct backend *be, enum backend_act act, float *x, size_t n)
 {
-	k_act<<<nblk(n, 256), 256, 0, CB(be)->g->stream>>>(x, n, (int)act);
+	gpu_launch(CB(be)->g, k_act, nblk(n, 256), 256, 0, x, n, (int)act);
 	return launched(be, "act");
 }
 
@@ -1496,6 +1507,16 @@ cu_prof_reset(struct backend *be)
 	gpu_prof_reset(CB(be)->g);
 }
 
+/* backend_pdl_set: gpu_pdl, refused while a step is being recorded (the
+ * generation it moves would end the recording as stale). */
+static int
+cu_pdl_set(struct backend *be, int on)
+{
+	if (CB(be)->rec != NULL)
+		return util_err(be->err, "pdl: switched while recording a graph");
+	return gpu_pdl(CB(be)->g, on);
+}
+
 static const struct backend_ops cuda_ops = {
 	cu_close, cu_alloc, cu_mfree, cu_write, cu_read, cu_copy, cu_fill, cu_sync,
 	cu_weight_init, cu_weight_release, cu_supports,
@@ -1507,6 +1528,7 @@ static const struct backend_ops cuda_ops = {
 	cu_graph_replay, cu_graph_begin, cu_graph_end,
 	cu_add_rmsnorm_matmul, cu_ffn, cu_rmsnorm_gated_matmul, cu_mul_sigmoid_matmul,
 	cu_prof_begin, cu_prof_end, cu_prof_rows, cu_prof_reset,
+	cu_pdl_set,
 };
 
 extern "C" struct backend *

@@ -23,6 +23,8 @@ gpu_init(struct gpu *g, int dev)
 	GPU_CHECK(g, cudaSetDevice(dev));
 	GPU_CHECK(g, cudaGetDeviceProperties(&p, dev));
 	g->nsm = p.multiProcessorCount;
+	g->sm = p.major * 10 + p.minor;
+	g->pdl = g->sm >= 90;
 	snprintf(g->name, sizeof g->name, "%s sm_%d%d %d SMs %.1f GiB", p.name,
 	    p.major, p.minor, p.multiProcessorCount,
 	    (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
@@ -177,6 +179,7 @@ k_copy16(uint4 *__restrict__ d, const uint4 *__restrict__ s, size_t n)
 	size_t i = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
 	size_t step = (size_t)gridDim.x * blockDim.x * 4;
 
+	pdl_enter();
 	for (; i < n; i += step) {
 		uint4 v[4];
 #pragma unroll
@@ -194,7 +197,8 @@ extern "C" int
 gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n)
 {
 	if (((uintptr_t)d_dst | (uintptr_t)d_src | n) % 16 == 0 && n >= ((size_t)1 << 20)) {
-		k_copy16<<<g->nsm * 8, 256, 0, g->stream>>>((uint4 *)d_dst, (const uint4 *)d_src, n / 16);
+		gpu_launch(g, k_copy16, g->nsm * 8, 256, 0, (uint4 *)d_dst, (const uint4 *)d_src,
+		    n / 16);
 		GPU_LAUNCHED(g, "copy");
 		return 0;
 	}
@@ -293,6 +297,16 @@ gpu_mark(struct gpu *g, int slot)
 }
 
 extern "C" int
+gpu_pdl(struct gpu *g, int on)
+{
+	on = on && g->sm >= 90;
+	if (on != g->pdl)
+		g->gen++;	/* graphs recorded the other way are stale */
+	g->pdl = on;
+	return on;
+}
+
+extern "C" int
 gpu_elapsed(struct gpu *g, int from, int to, float *ms)
 {
 	if (from < 0 || from >= GPU_MARKS || to < 0 || to >= GPU_MARKS)
@@ -317,8 +331,10 @@ struct gpu_prof {
 __global__ void
 k_spin(long long cycles)
 {
-	long long t0 = clock64();
+	long long t0;
 
+	pdl_enter();
+	t0 = clock64();
 	while (clock64() - t0 < cycles)
 		;
 }
@@ -333,6 +349,12 @@ gpu_prof_free(struct gpu *g)
 			cudaEventDestroy(g->prof->ev[i]);
 	free(g->prof);
 	g->prof = NULL;
+}
+
+int
+gpu_launch_pdl(const struct gpu *g)
+{
+	return g->pdl && (g->prof == NULL || !g->prof->on);
 }
 
 int
@@ -371,7 +393,7 @@ gpu_prof_begin(struct gpu *g, double spin_ms)
 	if (p->on)
 		return gpu_fail(g, "prof: begin twice");
 	if (spin_ms > 0) {
-		k_spin<<<1, 1, 0, g->stream>>>((long long)(spin_ms * p->khz));
+		gpu_launch(g, k_spin, 1, 1, 0, (long long)(spin_ms * p->khz));
 		GPU_CHECK(g, cudaGetLastError());
 	}
 	GPU_CHECK(g, cudaEventRecord(p->ev[0], g->stream));

@@ -80,6 +80,17 @@ void	gpu_graph_abort(struct gpu *g);
  */
 unsigned gpu_generation(const struct gpu *g);
 
+/*
+ * Programmatic dependent launch (sm_90 and later): on, each kernel may be
+ * scheduled while the one before it still runs, and waits inside for that
+ * one's end before it touches what it wrote (hides the gaps between the
+ * small kernels of a decode step; results are the same bits).  On by
+ * default where the device has it; gpu_pdl(g, 0) turns it off, 1 back on
+ * (a no-op below sm_90).  Returns whether it is on now.  Changing it
+ * moves gpu_generation: graphs recorded the other way are stale.
+ */
+int	gpu_pdl(struct gpu *g, int on);
+
 /* Timing on g's stream: milliseconds between two marks (gpu_sync first). */
 int	gpu_mark(struct gpu *g, int slot);		/* slot 0..7 */
 int	gpu_elapsed(struct gpu *g, int from, int to, float *ms);

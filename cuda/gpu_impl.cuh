@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <utility>
 #include "fexp.h"
 #include "gpu.h"
 
@@ -24,6 +25,8 @@ struct gpu {
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: GPU_QK_LANES) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
+	int	sm;			/* compute capability, major * 10 + minor */
+	int	pdl;			/* launches programmatic (gpu_pdl; sm_90 and later) */
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];
@@ -63,6 +66,98 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 	if ((g)->prof != NULL && gpu_prof_mark((g), (what)) != 0)	\
 		return -1;						\
 } while (0)
+
+/* 1 when gpu_launch's launches are programmatic: g->pdl and not profiling
+ * (gpu_prof times kernels that run one after another). */
+int	gpu_launch_pdl(const struct gpu *g);
+
+/*
+ * Kernel k on g's stream: grid, block, dynamic shared memory smem, then
+ * k's arguments (converted to its parameters' types as <<<>>> converts
+ * them).  With g->pdl on (sm_90 and later) and gpu_prof off, the
+ * launch is a programmatic dependent launch: k may start while the kernel
+ * before it in the stream still runs, so k must pdl_wait() in every block
+ * before it reads what an earlier kernel wrote and before it writes
+ * anything (see pdl_wait).  While the stream is being recorded the
+ * dependency becomes a programmatic edge of the graph (CUDA 12.3 and
+ * later).  After a copy, a memset or an event record the launch waits for
+ * it as a plain one does; after a cuBLAS kernel k may start early, and its
+ * pdl_wait returns once that kernel has ended.  A bad
+ * configuration shows at GPU_LAUNCHED, as a <<<>>> launch's does.
+ */
+template <typename... P, typename... A>
+static inline void
+gpu_launch(struct gpu *g, void (*k)(P...), dim3 grid, dim3 block, size_t smem, A &&...args)
+{
+	cudaLaunchAttribute at[1];
+	cudaLaunchConfig_t c = {};
+
+	c.gridDim = grid;
+	c.blockDim = block;
+	c.dynamicSmemBytes = smem;
+	c.stream = g->stream;
+	if (gpu_launch_pdl(g)) {
+		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[0].val.programmaticStreamSerializationAllowed = 1;
+		c.attrs = at;
+		c.numAttrs = 1;
+	}
+	cudaLaunchKernelEx(&c, k, std::forward<A>(args)...);	/* its error: cudaGetLastError */
+}
+
+/*
+ * The device half of gpu_launch's programmatic launches.  pdl_wait: until
+ * the kernel before this one in the stream has finished and its writes
+ * are visible (at once when the launch was plain; nothing below sm_90).
+ * Every block of every kernel calls it on every path, exits included:
+ * before its first read of memory an earlier kernel wrote, and before its
+ * first global write (the kernel before may still read that memory).
+ * Since a kernel cannot finish before its own wait has returned, kernel N
+ * ending means N-1 has ended, and so on back: the wait covers every
+ * earlier kernel.  Only what never changes during a forward (weights) is
+ * read before it.  pdl_trigger: the kernel after this one may be
+ * scheduled (once every block of this one has called it or exited); it
+ * still waits for this one's end in its own pdl_wait.  pdl_enter: both,
+ * the start of most kernels.
+ */
+__device__ __forceinline__ void
+pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
+}
+
+__device__ __forceinline__ void
+pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
+#endif
+}
+
+__device__ __forceinline__ void
+pdl_enter(void)
+{
+	pdl_wait();
+	pdl_trigger();
+}
+
+/*
+ * Before pdl_wait: ask L2 for the n bytes at p (read-only weights), the
+ * 128-byte lines from the one holding p, lane l of the warp taking lines
+ * l, l + 32, ...  A hint: no register holds the data, nothing is ordered.
+ */
+__device__ __forceinline__ void
+pdl_prefetch(const void *p, size_t n, int lane)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)127, e = (uintptr_t)p + n;
+
+	for (a += (uintptr_t)lane * 128; a < e; a += 32 * 128)
+		asm volatile("prefetch.global.L2 [%0];" : : "l"(a));
+#endif
+}
 
 /* gpu_prof: an event after a launch named what (a string literal), while on. */
 int	gpu_prof_mark(struct gpu *g, const char *what);

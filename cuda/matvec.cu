@@ -330,6 +330,9 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
 	float acc[MAXM];
 
+	if (row < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+		pdl_prefetch(W + row * rowbytes, rowbytes, lane);
+	pdl_enter();
 	if (row >= rows)
 		return;
 	const uint8_t *rp = W + row * rowbytes;
@@ -417,10 +420,10 @@ mv_launch(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *
 	bpc = (nblk + nch - 1) / nch;	/* even chunks */
 	dim3 grid((unsigned)((rows + MV_WARPS - 1) / MV_WARPS));
 	if (g->mv_unroll == 2)
-		k_matvec<T, MAXM, 2><<<grid, 32 * MV_WARPS, 0, g->stream>>>((const uint8_t *)w,
+		gpu_launch(g, k_matvec<T, MAXM, 2>, grid, 32 * MV_WARPS, 0, (const uint8_t *)w,
 		    rowbytes, nblk, bpc, rows, ne0, x, m, y, scale);
 	else
-		k_matvec<T, MAXM, 1><<<grid, 32 * MV_WARPS, 0, g->stream>>>((const uint8_t *)w,
+		gpu_launch(g, k_matvec<T, MAXM, 1>, grid, 32 * MV_WARPS, 0, (const uint8_t *)w,
 		    rowbytes, nblk, bpc, rows, ne0, x, m, y, scale);
 	GPU_LAUNCHED(g, "matvec");
 	return 0;
@@ -510,6 +513,7 @@ k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t units,
 	int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	float w[32];
 
+	pdl_enter();
 	if (u >= units)
 		return;
 	if (ids != NULL) {
@@ -533,7 +537,7 @@ dq_type(struct gpu *g, const void *src, int64_t ne0, const int32_t *ids, int n, 
 		return gpu_fail(g, "dequantize: %lld elements are not whole blocks of %d",
 		    (long long)ne0, (int)qt<T>::QK);
 	dim3 grid((unsigned)((units + 255) / 256), ids ? (unsigned)n : 1);
-	k_dequant<T><<<grid, 256, 0, g->stream>>>((const uint8_t *)src,
+	gpu_launch(g, k_dequant<T>, grid, 256, 0, (const uint8_t *)src,
 	    (size_t)(ne0 / qt<T>::QK) * qt<T>::BS, units, ids, dst, ne0);
 	GPU_LAUNCHED(g, "dequantize");
 	return 0;
@@ -563,6 +567,7 @@ k_scale(float *y, int64_t n, const float *s)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
+	pdl_enter();
 	if (i < n)
 		y[i] = __fmul_rn(y[i], *s);
 }
@@ -612,7 +617,7 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	}
 	if (d_scale != NULL) {
 		int64_t tot = n * rows;
-		k_scale<<<(unsigned)((tot + 255) / 256), 256, 0, g->stream>>>(d_y, tot, d_scale);
+		gpu_launch(g, k_scale, (unsigned)((tot + 255) / 256), 256, 0, d_y, tot, d_scale);
 		GPU_LAUNCHED(g, "matmul scale");
 	}
 	return 0;

@@ -74,6 +74,7 @@ k_q8x(float *x, const float *u, int hd, int64_t ldu, int64_t total, int8_t *q, f
 	int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, e = l * 4;
 	bool in = l < total * 8;
 
+	pdl_enter();
 	if ((l & ~(int64_t)31) >= total * 8)	/* the whole warp past the end */
 		return;
 	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -497,6 +498,9 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 	float acc[M];
 
+	if (r < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
+	pdl_enter();
 	if (r >= rows)
 		return;
 	const uint4 tab = mv8_tab(m);
@@ -554,6 +558,9 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 	int4 *buf = sm[threadIdx.x >> 5];
 	float acc[M];
 
+	if (r < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
+	pdl_enter();
 	if (r >= rows)
 		return;
 	const uint4 tab = mv8_tab(m);
@@ -645,13 +652,13 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can);	/* (AUTO, and LANE* for Q8_0) */
 	enum { NV = T == Q8_T_NVFP4, Q8 = NV || T == Q8_T_Q8_0 };	/* (the lane forms') */
 #define MV8_M(M_) case M_: if (st) \
-		k_mv8s<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+		gpu_launch(g, k_mv8s<T, M_>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
 	else if (ln == 4) \
-		k_mv8<T, M_, NV ? 4 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+		gpu_launch(g, k_mv8<T, M_, NV ? 4 : 1>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
 	else if (ln == 2) \
-		k_mv8<T, M_, Q8 ? 2 : 1><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+		gpu_launch(g, k_mv8<T, M_, Q8 ? 2 : 1>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
 	else \
-		k_mv8<T, M_><<<grid, 256, 0, g->stream>>>(S, nb, rb, q, dx, sx, m); \
+		gpu_launch(g, k_mv8<T, M_>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
 	break
 	switch (m) {
 	MV8_M(1); MV8_M(2); MV8_M(3); MV8_M(4); MV8_M(5); MV8_M(6); MV8_M(7); MV8_M(8);
@@ -798,8 +805,8 @@ mv8_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int q80, i
 	int64_t total = n * (ne0 / 32);
 
 	if (q80) {
-		k_q8x<0><<<(unsigned)((total * 8 + 255) / 256), 256, 0, g->stream>>>((float *)d_x,
-		    NULL, 1, 0, total, X->q, X->dx, q81 ? X->sx : NULL);
+		gpu_launch(g, k_q8x<0>, (unsigned)((total * 8 + 255) / 256), 256, 0, (float *)d_x,
+		    (const float *)NULL, 1, 0, total, X->q, X->dx, q81 ? X->sx : NULL);
 		GPU_LAUNCHED(g, "matvec_q8 quantize");
 	}
 	return qk ? qk_quantize(g, d_x, n, ne0, X->kq, X->kd, X->kb) : 0;
@@ -842,10 +849,10 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 	int64_t total = n * nb;
 	unsigned nblk = (unsigned)((total * 8 + 255) / 256);
 	if (pre == GPU_PRE_SWIGLU)
-		k_q8x<GPU_PRE_SWIGLU><<<nblk, 256, 0, g->stream>>>(d_x, d_u, 1, 0, total, q, dx,
+		gpu_launch(g, k_q8x<GPU_PRE_SWIGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, q, dx,
 		    q81 ? sx : NULL);
 	else
-		k_q8x<GPU_PRE_SIGMOID><<<nblk, 256, 0, g->stream>>>(d_x, d_u, hd, ldu, total, q, dx,
+		gpu_launch(g, k_q8x<GPU_PRE_SIGMOID>, nblk, 256, 0, d_x, d_u, hd, ldu, total, q, dx,
 		    q81 ? sx : NULL);
 	GPU_LAUNCHED(g, "matvec_q8 quantize");
 	return mv8_products(g, 1, &t, &d_w, &rows, ne0, &X, n, &d_y, &d_scale);
@@ -885,10 +892,15 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
 	float4 v[V], c[V], g[V], b[V], zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
 #pragma unroll
+	for (int u = 0; u < V; u++) {	/* the norm's weight: before the wait */
+		int i = threadIdx.x + u * blockDim.x;
+		c[u] = i < d4 ? ((const float4 *)w)[i] : zero;
+	}
+	pdl_enter();
+#pragma unroll
 	for (int u = 0; u < V; u++) {	/* every load first (x is written below) */
 		int i = threadIdx.x + u * blockDim.x;
 		v[u] = i < d4 ? xr[i] : zero;
-		c[u] = i < d4 ? ((const float4 *)w)[i] : zero;
 		g[u] = z != NULL && i < d4 ? ((const float4 *)(z + r * d))[i] : zero;
 		b[u] = t != NULL && i < d4 ? ((const float4 *)(t + r * d))[i] : zero;
 	}
@@ -962,13 +974,13 @@ rq8x_launch(struct gpu *g, int64_t nr, float *x, const float *t, const float *z,
 	if (K && d > RQ_SM)
 		xn = xn_spill;
 	if (norm_vec(d4) == 1)
-		k_rmsnorm_q8x<K, 1><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		gpu_launch(g, k_rmsnorm_q8x<K, 1>, (unsigned)nr, nt, sm, x, t, z, w, d, eps, q, dx,
 		    sx, xn, kb);
 	else if (norm_vec(d4) == 2)
-		k_rmsnorm_q8x<K, 2><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		gpu_launch(g, k_rmsnorm_q8x<K, 2>, (unsigned)nr, nt, sm, x, t, z, w, d, eps, q, dx,
 		    sx, xn, kb);
 	else
-		k_rmsnorm_q8x<K, 4><<<(unsigned)nr, nt, sm, g->stream>>>(x, t, z, w, d, eps, q, dx,
+		gpu_launch(g, k_rmsnorm_q8x<K, 4>, (unsigned)nr, nt, sm, x, t, z, w, d, eps, q, dx,
 		    sx, xn, kb);
 }
 

@@ -50,6 +50,7 @@ k_q8kx(const float *x, int64_t total, int8_t *q, float *dk, int16_t *bs)
 {
 	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 
+	pdl_enter();
 	if (w >= total)
 		return;
 	gpu_q8k_block(x + w * 256, threadIdx.x & 31, q + w * 256, dk + w, bs + w * 16);
@@ -289,6 +290,9 @@ k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 	int64_t ne0 = (int64_t)nb * 256;
 	float acc[M];
 
+	if (r < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
+	pdl_enter();
 	if (r >= rows)
 		return;
 #pragma unroll
@@ -337,7 +341,7 @@ qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q, 
 	if (ne0 % 256 != 0 || n < 1)
 		return gpu_fail(g, "quantize_q8k: %lld rows of %lld (a multiple of 256)",
 		    (long long)n, (long long)ne0);
-	k_q8kx<<<(unsigned)((total * 32 + 255) / 256), 256, 0, g->stream>>>(d_x, total, q, dk, bs);
+	gpu_launch(g, k_q8kx, (unsigned)((total * 32 + 255) / 256), 256, 0, d_x, total, q, dk, bs);
 	GPU_LAUNCHED(g, "quantize_q8k");
 	return 0;
 }
@@ -352,15 +356,15 @@ mvk_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
 	size_t rb = (size_t)nb * mvk_bs<T>::v;
 
 	if (m <= 1)
-		k_mvk<T, 1, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 1, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else if (m <= 2)
-		k_mvk<T, 2, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 2, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else if (m <= 4)
-		k_mvk<T, 4, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 4, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else if (m <= 8)
-		k_mvk<T, 8, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 8, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
 	else
-		k_mvk<T, 16, L><<<grid, 256, 0, g->stream>>>(W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 16, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
 	GPU_LAUNCHED(g, "matvec_q8k");
 	return 0;
 }
@@ -409,6 +413,7 @@ k_q8k_pack(const int8_t *q, const float *dk, const int16_t *bs, int64_t nblk, ui
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
+	pdl_enter();
 	if (i >= nblk * 292)
 		return;
 	int64_t b = i / 292;
@@ -439,7 +444,7 @@ gpu_quantize_q8k(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, void *
 	int16_t *bs = (int16_t *)(dk + ((size_t)nblk + 63) / 64 * 64);
 	if (qk_quantize(g, d_x, n, ne0, q, dk, bs) != 0)
 		return -1;
-	k_q8k_pack<<<(unsigned)((nblk * 292 + 255) / 256), 256, 0, g->stream>>>(q, dk, bs, nblk,
+	gpu_launch(g, k_q8k_pack, (unsigned)((nblk * 292 + 255) / 256), 256, 0, q, dk, bs, nblk,
 	    (uint8_t *)d_out);
 	GPU_LAUNCHED(g, "quantize_q8k pack");
 	return 0;

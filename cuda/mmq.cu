@@ -234,6 +234,7 @@ k_mmq(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				acc[mt][nt][e] = 0.0f;
+	pdl_enter();
 	for (int ks = 0; ks < nks; ks++) {
 		__syncthreads();
 		mq_load_w<T>(&s, W, rows, nbw, rb, r0, ks);
@@ -582,7 +583,8 @@ k_mmq2(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
 	for (int i = threadIdx.x; i < 2 * MQ2_N * 4; i += MQ_THREADS)
 		if (i & 3)
 			s[0].xd[i] = s[1].xd[i] = 0.0f;
-	mq2_fetch_w<T>(&f, W, rows, nbw, rb, r0, 0);
+	mq2_fetch_w<T>(&f, W, rows, nbw, rb, r0, 0);	/* weights: before the wait */
+	pdl_enter();
 	mq2_copy_x(&s[0], q, dx, n, nb, n0, 0);
 	mq2_store_w<T>(&f, &s[0]);
 	mq2_wait_x();
@@ -644,13 +646,13 @@ mq_launch(struct gpu *g, dim3 grid, const uint8_t *W, int64_t rows, int nb, size
 {
 	if (g->mmq == GPU_MMQ_MMA1) {
 		dim3 grid1((unsigned)((n + MQ_N - 1) / MQ_N), (unsigned)((rows + MQ_R - 1) / MQ_R));
-		k_mmq<T><<<grid1, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+		gpu_launch(g, k_mmq<T>, grid1, MQ_THREADS, 0, W, rows, nb, rb, q, dx, n, y, scale);
 	} else if (g->mmq == GPU_MMQ_DP4A)
-		k_mmq2<T, 0><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+		gpu_launch(g, k_mmq2<T, 0>, grid, MQ_THREADS, 0, W, rows, nb, rb, q, dx, n, y, scale);
 	else if (g->mmq == GPU_MMQ_MMAF)
-		k_mmq2<T, 2><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+		gpu_launch(g, k_mmq2<T, 2>, grid, MQ_THREADS, 0, W, rows, nb, rb, q, dx, n, y, scale);
 	else
-		k_mmq2<T, 1><<<grid, MQ_THREADS, 0, g->stream>>>(W, rows, nb, rb, q, dx, n, y, scale);
+		gpu_launch(g, k_mmq2<T, 1>, grid, MQ_THREADS, 0, W, rows, nb, rb, q, dx, n, y, scale);
 }
 
 extern "C" int

@@ -54,6 +54,7 @@ k_rmsnorm(const float *x, int64_t ldx, const float *z, const float *w, float *y,
 	__shared__ double red[33];
 	const float *xr = x + blockIdx.x * ldx;
 	float *yr = y + blockIdx.x * ldy;
+	pdl_enter();
 	double s = 0.0;
 
 	for (int i = threadIdx.x; i < d; i += blockDim.x)
@@ -90,6 +91,7 @@ k_rmsnorm4(const float *x, int64_t ldx, const float *z, const float *w, float *y
 	int d4 = d / 4;
 	float4 v[V], c[V], g[V], zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
+	pdl_enter();
 #pragma unroll
 	for (int u = 0; u < V; u++) {
 		int i = threadIdx.x + u * blockDim.x;
@@ -137,13 +139,13 @@ rmsnorm_launch(struct gpu *g, const float *x, int64_t ldx, const float *z,
 	if (d % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 && al16(x) && al16(y) &&
 	    (w == NULL || al16(w)) && (z == NULL || al16(z)) && nt <= 1024) {
 		if (norm_vec(d4) == 1)
-			k_rmsnorm4<1><<<rows, nt, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
+			gpu_launch(g, k_rmsnorm4<1>, rows, nt, 0, x, ldx, z, w, y, ldy, d, eps);
 		else if (norm_vec(d4) == 2)
-			k_rmsnorm4<2><<<rows, nt, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
+			gpu_launch(g, k_rmsnorm4<2>, rows, nt, 0, x, ldx, z, w, y, ldy, d, eps);
 		else
-			k_rmsnorm4<4><<<rows, nt, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
+			gpu_launch(g, k_rmsnorm4<4>, rows, nt, 0, x, ldx, z, w, y, ldy, d, eps);
 	} else
-		k_rmsnorm<<<rows, NORM_THREADS, 0, g->stream>>>(x, ldx, z, w, y, ldy, d, eps);
+		gpu_launch(g, k_rmsnorm, rows, NORM_THREADS, 0, x, ldx, z, w, y, ldy, d, eps);
 }
 
 extern "C" int
@@ -176,6 +178,7 @@ k_l2norm(const float *x, int64_t ldx, float *y, int64_t ldy, int d, float eps)
 	float *yr = y + blockIdx.x * ldy;
 	double s = 0.0;
 
+	pdl_enter();
 	for (int i = threadIdx.x; i < d; i += blockDim.x)
 		s += (double)xr[i] * (double)xr[i];
 	s = block_sum(s, red);
@@ -190,7 +193,7 @@ gpu_l2norm(struct gpu *g, const float *d_x, int64_t ldx, float *d_y, int64_t ldy
 {
 	if (rows < 1 || d < 1)
 		return gpu_fail(g, "l2norm: %d rows of %d", rows, d);
-	k_l2norm<<<rows, 128, 0, g->stream>>>(d_x, ldx, d_y, ldy, d, eps);
+	gpu_launch(g, k_l2norm, rows, 128, 0, d_x, ldx, d_y, ldy, d, eps);
 	GPU_LAUNCHED(g, "l2norm");
 	return 0;
 }
@@ -201,8 +204,10 @@ k_rope_neox(float *x, int heads, int64_t ld, int n_rot, const int32_t *pos, floa
 {
 	int half = n_rot / 2, i = threadIdx.x;
 	float *p = x + ((int64_t)blockIdx.y * heads + blockIdx.x) * ld;
-	float th = (float)pos[blockIdx.y];
+	float th;
 
+	pdl_enter();
+	th = (float)pos[blockIdx.y];
 	if (i >= half)
 		return;
 	for (int k = 0; k < i; k++)
@@ -220,7 +225,7 @@ gpu_rope_neox(struct gpu *g, float *d_x, int n, int heads, int64_t ld, int n_rot
 		return gpu_fail(g, "rope: n=%d heads=%d n_rot=%d ld=%lld", n, heads, n_rot,
 		    (long long)ld);
 	float ts = powf(base, -2.0f / (float)n_rot);
-	k_rope_neox<<<dim3(heads, n), n_rot / 2, 0, g->stream>>>(d_x, heads, ld, n_rot, d_pos, ts);
+	gpu_launch(g, k_rope_neox, dim3(heads, n), n_rot / 2, 0, d_x, heads, ld, n_rot, d_pos, ts);
 	GPU_LAUNCHED(g, "rope");
 	return 0;
 }
@@ -231,6 +236,7 @@ k_binary(const float *a, const float *b, float *o, int64_t n, int op)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
+	pdl_enter();
 	if (i >= n)
 		return;
 	o[i] = op == 0 ? __fmul_rn(silu(a[i]), b[i]) : __fadd_rn(a[i], b[i]);
@@ -241,7 +247,7 @@ binary(struct gpu *g, const float *a, const float *b, float *o, int64_t n, int o
 {
 	if (n < 1)
 		return gpu_fail(g, "%s: %lld elements", op ? "add" : "swiglu", (long long)n);
-	k_binary<<<(unsigned)((n + 255) / 256), 256, 0, g->stream>>>(a, b, o, n, op);
+	gpu_launch(g, k_binary, (unsigned)((n + 255) / 256), 256, 0, a, b, o, n, op);
 	GPU_LAUNCHED(g, op ? "add" : "swiglu");
 	return 0;
 }
@@ -264,6 +270,7 @@ k_sigmoid_mul(const float *x, int64_t ldx, const float *gt, int64_t ldg, float *
 {
 	int r = blockIdx.y;
 
+	pdl_enter();
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < d; i += gridDim.x * blockDim.x)
 		o[r * ldo + i] = __fmul_rn(x[r * ldx + i], sigmoid(gt[r * ldg + i]));
 }
@@ -274,7 +281,7 @@ gpu_sigmoid_mul(struct gpu *g, const float *d_x, int64_t ldx, const float *d_gat
 {
 	if (rows < 1 || d < 1 || rows > 65535)
 		return gpu_fail(g, "sigmoid_mul: %d rows of %d", rows, d);
-	k_sigmoid_mul<<<dim3((d + 255) / 256, rows), 256, 0, g->stream>>>(d_x, ldx, d_gate,
+	gpu_launch(g, k_sigmoid_mul, dim3((d + 255) / 256, rows), 256, 0, d_x, ldx, d_gate,
 	    ldg, d_out, ldo, d);
 	GPU_LAUNCHED(g, "sigmoid_mul");
 	return 0;
@@ -288,6 +295,7 @@ k_conv1d(const float *x, int T, int C, const float *w, float *state, float *out)
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
 	float win[K], wc[K];
 
+	pdl_enter();
 	if (c >= C)
 		return;
 #pragma unroll
@@ -321,13 +329,13 @@ gpu_conv1d_silu(struct gpu *g, const float *d_x, int T, int C, int K,
 	if (T < 1 || C < 1)
 		return gpu_fail(g, "conv1d: %d tokens of %d channels", T, C);
 	switch (K) {
-	case 2: k_conv1d<2><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
-	case 3: k_conv1d<3><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
-	case 4: k_conv1d<4><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
-	case 5: k_conv1d<5><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
-	case 6: k_conv1d<6><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
-	case 7: k_conv1d<7><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
-	case 8: k_conv1d<8><<<nb, 128, 0, g->stream>>>(d_x, T, C, d_w, d_state, d_out); break;
+	case 2: gpu_launch(g, k_conv1d<2>, nb, 128, 0, d_x, T, C, d_w, d_state, d_out); break;
+	case 3: gpu_launch(g, k_conv1d<3>, nb, 128, 0, d_x, T, C, d_w, d_state, d_out); break;
+	case 4: gpu_launch(g, k_conv1d<4>, nb, 128, 0, d_x, T, C, d_w, d_state, d_out); break;
+	case 5: gpu_launch(g, k_conv1d<5>, nb, 128, 0, d_x, T, C, d_w, d_state, d_out); break;
+	case 6: gpu_launch(g, k_conv1d<6>, nb, 128, 0, d_x, T, C, d_w, d_state, d_out); break;
+	case 7: gpu_launch(g, k_conv1d<7>, nb, 128, 0, d_x, T, C, d_w, d_state, d_out); break;
+	case 8: gpu_launch(g, k_conv1d<8>, nb, 128, 0, d_x, T, C, d_w, d_state, d_out); break;
 	default: return gpu_fail(g, "conv1d: kernel size %d (2..8)", K);
 	}
 	GPU_LAUNCHED(g, "conv1d");
@@ -348,6 +356,7 @@ k_gdn(float *S, const float *q, const float *k, const float *v, const float *gl,
 	float *Sh = S + (int64_t)h * SK * sv;
 	float s[SK];
 
+	pdl_enter();
 	if (j < sv) {
 #pragma unroll
 		for (int i = 0; i < SK; i++)
@@ -392,9 +401,9 @@ gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 	if (T < 1 || hk < 1 || hv < 1 || hv % hk || sv < 1 || sv > 256)
 		return gpu_fail(g, "gdn: T=%d hk=%d hv=%d sv=%d", T, hk, hv, sv);
 	if (sk == 128)
-		k_gdn<128><<<hv, nt, 0, g->stream>>>(d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
+		gpu_launch(g, k_gdn<128>, hv, nt, 0, d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
 	else if (sk == 64)
-		k_gdn<64><<<hv, nt, 0, g->stream>>>(d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
+		gpu_launch(g, k_gdn<64>, hv, nt, 0, d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
 	else
 		return gpu_fail(g, "gdn: key head size %d (64 or 128)", sk);
 	GPU_LAUNCHED(g, "gdn");
@@ -457,6 +466,8 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 {
 	__shared__ float sc[ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
 	int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+
+	pdl_enter();
 	if (dpos != NULL)
 		pos0 = *dpos;
 	if (s >= att_splits(pos0, gridDim.z, nsplit))
@@ -559,11 +570,12 @@ __global__ void
 k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit,
     const int32_t *dpos)
 {
-	int h = blockIdx.x, t = blockIdx.y;
-	int ns = dpos != NULL ? att_splits(*dpos, gridDim.y, nsplit) : nsplit;
+	int h = blockIdx.x, t = blockIdx.y, ns;
 	const float *pt = part + ((int64_t)t * nh + h) * nsplit * (hd + 2);
 	float M = -FLT_MAX, L = 0.0f;
 
+	pdl_enter();
+	ns = dpos != NULL ? att_splits(*dpos, gridDim.y, nsplit) : nsplit;
 	for (int s = 0; s < ns; s++)
 		M = fmaxf(M, pt[s * (hd + 2)]);
 	for (int s = 0; s < ns; s++)
@@ -595,7 +607,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	int E = (hd + 31) / 32, al = (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15);
 	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 && al % 8 == 0 ? 2 : 1;
 	dim3 grid(nsplit, nh, nq);
-#define ATT_K(e, v) k_attn_split<e, v><<<grid, ATT_THREADS, 0, g->stream>>>(d_q, d_k, d_v, part, \
+#define ATT_K(e, v) gpu_launch(g, k_attn_split<e, v>, grid, ATT_THREADS, 0, d_q, d_k, d_v, part, \
 	    nh, nkv, hd, pos0, nsplit, scale, d_pos)
 	switch (E * 10 + w) {
 	case 84: ATT_K(8, 4); break;
@@ -615,7 +627,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	}
 #undef ATT_K
 	GPU_LAUNCHED(g, "attention");
-	k_attn_combine<<<dim3(nh, nq), 128, 0, g->stream>>>(part, d_out, nh, hd, nsplit, d_pos);
+	gpu_launch(g, k_attn_combine, dim3(nh, nq), 128, 0, part, d_out, nh, hd, nsplit, d_pos);
 	GPU_LAUNCHED(g, "attention combine");
 	return 0;
 }
@@ -647,6 +659,7 @@ k_argmax(const float *x, int64_t n, int32_t *idx)
 	int64_t vi = n;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
+	pdl_enter();
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
 		float xi = r[i];
 		if (xi == xi && (vi == n || xi > v))	/* NaN never wins */
@@ -674,7 +687,7 @@ gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx)
 {
 	if (rows < 1 || n < 1 || n > INT32_MAX)
 		return gpu_fail(g, "argmax: %d rows of %lld", rows, (long long)n);
-	k_argmax<<<rows, 1024, 0, g->stream>>>(d_x, n, d_idx);
+	gpu_launch(g, k_argmax, rows, 1024, 0, d_x, n, d_idx);
 	GPU_LAUNCHED(g, "argmax");
 	return 0;
 }

@@ -609,6 +609,24 @@ backend_graph_env(struct backend *be, const char *v, char *err)
 	return util_err(err, "'%s': not 0, 1 or stats", v);
 }
 
+int
+backend_pdl_set(struct backend *be, int on)
+{
+	return be->ops->pdl_set != NULL ? be->ops->pdl_set(be, on != 0) : 0;
+}
+
+int
+backend_pdl_env(struct backend *be, const char *v, char *err)
+{
+	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "1") == 0)
+		return 0;
+	if (strcmp(v, "0") != 0)
+		return util_err(err, "'%s': not 0 or 1", v);
+	if (be != NULL && backend_pdl_set(be, 0) < 0)
+		return util_err(err, "%s", backend_errmsg(be));
+	return 0;
+}
+
 const char *
 backend_graph_note(const struct backend *be, int stats, char *buf, size_t n)
 {

@@ -309,6 +309,25 @@ const struct backend_graph_stats *backend_graph_stats(const struct backend *);
  */
 int	backend_graph_env(struct backend *, const char *v, char *err);
 /*
+ * Programmatic dependent launch (the CUDA backend on sm_90 and later):
+ * on, each kernel of a step may be scheduled while the one before it
+ * still runs, waiting inside for that one's end before it touches what
+ * it wrote; it hides the gaps between kernels, and every result stays the
+ * same bits.  On by default where the device has it.  backend_pdl_set(be,
+ * on): 1 when it is on now, 0 when off (always 0 on the CPU and on older
+ * GPUs: a no-op), -1 while a step is being recorded (backend_graph_begin
+ * .. _end), with the reason.  Steps recorded the other way are recorded
+ * anew (never replayed).
+ */
+int	backend_pdl_set(struct backend *, int on);
+/*
+ * MEMRA_CUDA_PDL's value v applied to be: NULL, "" or "1" leave it as it
+ * is (on where the device has it), "0" turns it off.  0, or -1 for any
+ * other value (err says why).  be NULL checks v only.
+ */
+int	backend_pdl_env(struct backend *, const char *v, char *err);
+
+/*
  * The line a tool prints about recorded steps when it ends, into buf
  * (n bytes): the failure that turned recording off, and with stats the
  * counts.  Returns buf, or NULL when there is nothing to say.

@@ -99,6 +99,8 @@ struct backend_ops {
 	int	(*prof_end)(struct backend *);
 	int	(*prof_rows)(struct backend *, const struct backend_prof_row **);
 	void	(*prof_reset)(struct backend *);
+	/* optional, backend_pdl_set: NULL launches plainly */
+	int	(*pdl_set)(struct backend *, int);
 };
 
 struct backend {

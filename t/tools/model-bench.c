@@ -1,7 +1,7 @@
 /*
  * model-bench: decode and prefill speed of a model on a device (a
  * benchmark, not a test).  One TSV-ish line per measurement.
- *   model-bench [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s] MODEL
+ *   model-bench [-PL] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s] MODEL
  * Prefills ctx tokens (one forward; its time is the prefill rate and the
  * time to first token), then times reps runs of n decode steps (one row,
  * last logits read back to the host each step: what a sampler needs) and
@@ -14,6 +14,8 @@
  * recorded steps off, where the device's time goes in a decode step, a
  * K=3 verify and the prefill (backend_prof: kernel by kernel, per name,
  * device microseconds a step), and the sum against the step's wall time.
+ * -L: plain launches, programmatic dependent launch off (backend_pdl_set;
+ * as MEMRA_CUDA_PDL=0), to time against it; the model line says "pdl 0/1".
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -111,13 +113,13 @@ int
 main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
-	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0;
+	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:P")) != -1) {
+	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PL")) != -1) {
 		switch (ch) {
 		case 'd': dev = optarg; break;
 		case 'c': if (util_parse_i64(optarg, 1, 1 << 20, &v)) die(2, "bad -c"); ctx = (int)v; break;
@@ -126,11 +128,12 @@ main(int argc, char *argv[])
 		case 'k': if (util_parse_i64(optarg, 0, 15, &v)) die(2, "bad -k"); kmax = (int)v; break;
 		case 'B': bw = atof(optarg); break;
 		case 'P': prof = 1; break;
+		case 'L': plain = 1; break;
 		default: return 2;
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: model-bench [-P] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
+		die(2, "usage: model-bench [-PL] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
 		    "[-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
@@ -138,6 +141,13 @@ main(int argc, char *argv[])
 	int gs = be ? backend_graph_env(be, getenv("MEMRA_CUDA_GRAPH"), err) : 0;
 	if (gs < 0)
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
+	const char *pe = getenv("MEMRA_CUDA_PDL");
+	if (backend_pdl_env(NULL, pe, err) < 0)
+		die(2, "MEMRA_CUDA_PDL: %s", err);
+	plain |= pe != NULL && strcmp(pe, "0") == 0;
+	int pdl = be ? backend_pdl_set(be, !plain) : 0;	/* -L: A B B A against it */
+	if (pdl < 0)
+		die(1, "%s", backend_errmsg(be));
 	struct model *md = be ? model_open(path, be, err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
@@ -151,7 +161,8 @@ main(int argc, char *argv[])
 
 	if (st == NULL || lg == NULL || ids == NULL || dt == NULL)
 		die(1, "%s", st ? "out of memory" : err);
-	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\n", path, backend_name(be), now() - t0);
+	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d\n", path, backend_name(be),
+	    now() - t0, pdl);
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	t0 = now();
