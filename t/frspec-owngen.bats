@@ -250,3 +250,8 @@ IN
 	MEMRA_CUDA_GRAPH=on run -2 --separate-stderr frspec-owngen model.gguf ranks.gguf 8 prompts
 	[ "$stderr" = "frspec-owngen: MEMRA_CUDA_GRAPH: 'on': not 0, 1 or stats" ]
 }
+
+@test "MEMRA_CUDA_PDL other than 0 or 1 is misuse (exit 2)" {
+	MEMRA_CUDA_PDL=on run -2 --separate-stderr frspec-owngen model.gguf ranks.gguf 8 prompts
+	[ "$stderr" = "frspec-owngen: MEMRA_CUDA_PDL: 'on': not 0 or 1" ]
+}

@@ -398,3 +398,15 @@ PY
 	MEMRA_CUDA_GRAPH=0 run -0 --separate-stderr run-gen --device cpu --raw --ids -n 2 -t 2 "$f" "hi"
 	[[ "$stderr" != *"cuda graph"* ]]
 }
+
+@test "MEMRA_CUDA_PDL: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
+	f=$(smollm2)
+	MEMRA_CUDA_PDL=yes run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
+	[ "$stderr" = "run-gen: MEMRA_CUDA_PDL: 'yes': not 0 or 1" ]
+	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+	want=$output
+	MEMRA_CUDA_PDL=0 run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+	[ "$output" = "$want" ]
+	MEMRA_CUDA_PDL=1 run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+	[ "$output" = "$want" ]
+}

@@ -941,6 +941,23 @@ TEST(memra_cuda_graph_values_are_0_1_or_stats)
 	    "0 recorded, 0 replayed, 0 stale (graphs off)");
 }
 
+TEST(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1)
+{
+	char err[UTIL_ERRLEN];
+
+	CHECK_EQ_INT(backend_pdl_set(be3, 1), 0);	/* the CPU launches nothing: off */
+	CHECK_EQ_INT(backend_pdl_set(be3, 0), 0);
+	CHECK_EQ_INT(backend_pdl_env(be3, NULL, err), 0);
+	CHECK_EQ_INT(backend_pdl_env(be3, "", err), 0);
+	CHECK_EQ_INT(backend_pdl_env(be3, "1", err), 0);
+	CHECK_EQ_INT(backend_pdl_env(be3, "0", err), 0);
+	CHECK_EQ_INT(backend_pdl_env(NULL, "0", err), 0);	/* be NULL: the value checked only */
+	CHECK_EQ_INT(backend_pdl_env(NULL, "on", err), -1);
+	CHECK_EQ_STR(err, "'on': not 0 or 1");
+	CHECK_EQ_INT(backend_pdl_env(be3, "stats", err), -1);
+	CHECK_EQ_STR(err, "'stats': not 0 or 1");
+}
+
 int
 main(void)
 {
