@@ -114,11 +114,12 @@ gpu_launch(struct gpu *g, void (*k)(P...), dim3 grid, dim3 block, size_t smem, A
  * first global write (the kernel before may still read that memory).
  * Since a kernel cannot finish before its own wait has returned, kernel N
  * ending means N-1 has ended, and so on back: the wait covers every
- * earlier kernel.  Only what never changes during a forward (weights) is
- * read before it.  pdl_trigger: the kernel after this one may be
- * scheduled (once every block of this one has called it or exited); it
- * still waits for this one's end in its own pdl_wait.  pdl_enter: both,
- * the start of most kernels.
+ * earlier kernel.  Before it a kernel reads only weights (written by host
+ * copies, which a launch waits for in full, never by a kernel): k_mmq2's
+ * first weight step, loaded to registers.  pdl_trigger: the kernel after
+ * this one may be scheduled (once every block of this one has called it
+ * or exited); it still waits for this one's end in its own pdl_wait.
+ * pdl_enter: both, the start of most kernels.
  */
 __device__ __forceinline__ void
 pdl_wait(void)
@@ -144,9 +145,11 @@ pdl_enter(void)
 }
 
 /*
- * Before pdl_wait: ask L2 for the n bytes at p (read-only weights), the
- * 128-byte lines from the one holding p, lane l of the warp taking lines
- * l, l + 32, ...  A hint: no register holds the data, nothing is ordered.
+ * Before pdl_wait: ask L2 for the n bytes at p (a product's weight rows),
+ * the 128-byte lines from the one holding p, lane l of the warp taking
+ * lines l, l + 32, ...  A hint: no register or L1 holds the data, and L2
+ * is where every write lands, so it is safe even on memory a kernel still
+ * writes (it would only waste the bandwidth).
  */
 __device__ __forceinline__ void
 pdl_prefetch(const void *p, size_t n, int lane)

@@ -891,16 +891,12 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
 	int d4 = d / 4, lane = threadIdx.x & 31;
 	float4 v[V], c[V], g[V], b[V], zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
-#pragma unroll
-	for (int u = 0; u < V; u++) {	/* the norm's weight: before the wait */
-		int i = threadIdx.x + u * blockDim.x;
-		c[u] = i < d4 ? ((const float4 *)w)[i] : zero;
-	}
-	pdl_enter();
+	pdl_enter();	/* before every read: the norm's weight too */
 #pragma unroll
 	for (int u = 0; u < V; u++) {	/* every load first (x is written below) */
 		int i = threadIdx.x + u * blockDim.x;
 		v[u] = i < d4 ? xr[i] : zero;
+		c[u] = i < d4 ? ((const float4 *)w)[i] : zero;
 		g[u] = z != NULL && i < d4 ? ((const float4 *)(z + r * d))[i] : zero;
 		b[u] = t != NULL && i < d4 ? ((const float4 *)(t + r * d))[i] : zero;
 	}

@@ -989,6 +989,7 @@ main(void)
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(cpu_backend_records_no_graphs);
 	RUN(memra_cuda_graph_values_are_0_1_or_stats);
+	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);
