@@ -15,6 +15,25 @@ gpu_count(void)
 	return n;
 }
 
+__global__ void k_copy16(uint4 *__restrict__ d, const uint4 *__restrict__ s, size_t n);
+
+/*
+ * Programmatic launches need the device (sm_90 or later) and kernels
+ * compiled for it: code built from older PTX (a JIT for a newer part) has
+ * no pdl_wait in it and must run plainly.
+ */
+static int
+gpu_can_pdl(const cudaDeviceProp *p)
+{
+	cudaFuncAttributes fa;
+
+	if (p->major < 9 || cudaFuncGetAttributes(&fa, k_copy16) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return fa.ptxVersion >= 90;
+}
+
 static int
 gpu_init(struct gpu *g, int dev)
 {
@@ -23,8 +42,7 @@ gpu_init(struct gpu *g, int dev)
 	GPU_CHECK(g, cudaSetDevice(dev));
 	GPU_CHECK(g, cudaGetDeviceProperties(&p, dev));
 	g->nsm = p.multiProcessorCount;
-	g->sm = p.major * 10 + p.minor;
-	g->pdl = g->sm >= 90;
+	g->pdl = g->can_pdl = gpu_can_pdl(&p);
 	snprintf(g->name, sizeof g->name, "%s sm_%d%d %d SMs %.1f GiB", p.name,
 	    p.major, p.minor, p.multiProcessorCount,
 	    (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
@@ -299,7 +317,7 @@ gpu_mark(struct gpu *g, int slot)
 extern "C" int
 gpu_pdl(struct gpu *g, int on)
 {
-	on = on && g->sm >= 90;
+	on = on && g->can_pdl;
 	if (on != g->pdl)
 		g->gen++;	/* graphs recorded the other way are stale */
 	g->pdl = on;

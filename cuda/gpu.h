@@ -85,9 +85,10 @@ unsigned gpu_generation(const struct gpu *g);
  * scheduled while the one before it still runs, and waits inside for that
  * one's end before it touches what it wrote (hides the gaps between the
  * small kernels of a decode step; results are the same bits).  On by
- * default where the device has it; gpu_pdl(g, 0) turns it off, 1 back on
- * (a no-op below sm_90).  Returns whether it is on now.  Changing it
- * moves gpu_generation: graphs recorded the other way are stale.
+ * default where the device has it and the kernels were built for it
+ * (compute_90 or later); gpu_pdl(g, 0) turns it off, 1 back on (a no-op
+ * elsewhere).  Returns whether it is on now.  Changing it moves
+ * gpu_generation: graphs recorded the other way are stale.
  */
 int	gpu_pdl(struct gpu *g, int on);
 

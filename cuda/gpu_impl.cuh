@@ -25,8 +25,8 @@ struct gpu {
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: GPU_QK_LANES) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
-	int	sm;			/* compute capability, major * 10 + minor */
-	int	pdl;			/* launches programmatic (gpu_pdl; sm_90 and later) */
+	int	can_pdl;		/* sm_90 or later, and the kernels built for it */
+	int	pdl;			/* launches programmatic (gpu_pdl) */
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];
@@ -74,7 +74,7 @@ int	gpu_launch_pdl(const struct gpu *g);
 /*
  * Kernel k on g's stream: grid, block, dynamic shared memory smem, then
  * k's arguments (converted to its parameters' types as <<<>>> converts
- * them).  With g->pdl on (sm_90 and later) and gpu_prof off, the
+ * them).  With g->pdl on (gpu_pdl) and gpu_prof off, the
  * launch is a programmatic dependent launch: k may start while the kernel
  * before it in the stream still runs, so k must pdl_wait() in every block
  * before it reads what an earlier kernel wrote and before it writes

@@ -326,7 +326,6 @@ int	backend_pdl_set(struct backend *, int on);
  * other value (err says why).  be NULL checks v only.
  */
 int	backend_pdl_env(struct backend *, const char *v, char *err);
-
 /*
  * The line a tool prints about recorded steps when it ends, into buf
  * (n bytes): the failure that turned recording off, and with stats the
