@@ -282,7 +282,7 @@ static int
 build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 {
 	const struct sample_params *p = &s->p;
-	int n = 0;
+	int n = 0, n0;
 
 	if (p->temp == 0 && no_penalty(p))
 		return greedy(s, logits);	/* no copy: nothing changes a logit */
@@ -307,6 +307,7 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 		s->cand[i].id = id;
 		s->cand[i].logit = s->logits[id] / p->temp;
 	}
+	n0 = n;
 	softmax(s->cand, n);
 	if (p->top_p < 1) {
 		double cum = 0;
@@ -325,7 +326,8 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 			k++;
 		n = k;
 	}
-	softmax(s->cand, n);
+	if (n != n0)	/* (else the same sums in the same order again) */
+		softmax(s->cand, n);
 	s->n_cand = n;
 	return 0;
 }
