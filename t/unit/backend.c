@@ -958,6 +958,21 @@ TEST(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1)
 	CHECK_EQ_STR(err, "'stats': not 0 or 1");
 }
 
+TEST(host_memory_takes_what_backend_read_writes)
+{
+	float *d = backend_alloc(be3, 1000), *h = backend_host_alloc(be3, 1000), v[1000];
+
+	CHECK(d != NULL && h != NULL);
+	for (int i = 0; i < 1000; i++)
+		v[i] = (float)i * 0.5f - 7;
+	CHECK_EQ_INT(backend_write(be3, d, v, 1000), 0);
+	CHECK_EQ_INT(backend_read(be3, h, d, 1000), 0);
+	CHECK(memcmp(h, v, sizeof v) == 0);
+	backend_host_free(be3, h);
+	backend_host_free(be3, NULL);	/* a no-op */
+	backend_mfree(be3, d);
+}
+
 int
 main(void)
 {
@@ -990,6 +1005,7 @@ main(void)
 	RUN(cpu_backend_records_no_graphs);
 	RUN(memra_cuda_graph_values_are_0_1_or_stats);
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
+	RUN(host_memory_takes_what_backend_read_writes);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);
