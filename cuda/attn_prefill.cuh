@@ -47,7 +47,6 @@
 #define APF_HD __device__ __forceinline__
 #define APF_UNROLL _Pragma("unroll")
 #define APF_UNROLL2 _Pragma("unroll 2")
-#define APF_UNROLL1 _Pragma("unroll 1")
 #define APF_FMA(a, b, c) __fmaf_rn((a), (b), (c))
 #define APF_MUL(a, b) __fmul_rn((a), (b))
 #define APF_ADD(a, b) __fadd_rn((a), (b))
@@ -55,7 +54,6 @@
 #define APF_HD static inline
 #define APF_UNROLL
 #define APF_UNROLL2
-#define APF_UNROLL1
 #define APF_FMA(a, b, c) fmaf((a), (b), (c))
 #define APF_MUL(a, b) ((a) * (b))
 #define APF_ADD(a, b) ((a) + (b))
@@ -192,7 +190,10 @@ apf_scores(const apf_args &A, const apf_sh &s, int i0, int j0, int tid)
 	APF_UNROLL
 	for (int i = 0; i < 4; i++)
 		sc[i][0] = sc[i][1] = 0.0f;
-	APF_UNROLL1
+	/* unrolled twice where the registers allow (256 x 64: 128 a thread, no spill at once) */
+#ifdef __CUDACC__
+#pragma unroll (HDP == 256 && BQ == 64 ? 1 : 2)
+#endif
 	for (int d = 0; d < HDP; d += 4) {
 		float4 a[4], b[2];
 		APF_UNROLL
