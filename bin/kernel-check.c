@@ -1167,7 +1167,7 @@ check_all(struct kc *k)
 	check_attention(k, 2, 6, 2, 80, 130, 0);	/* head rows of 80, 96, 192: scalar and float2 loads */
 	check_attention(k, 3, 12, 4, 96, 63, 0);
 	check_attention(k, 1, 4, 1, 192, 2100, 0);
-	/* prompts: gpu_attention_prefill's tiles of 32 and 64 vectors, hd 64..256, GQA 1..8 */
+	/* prompts: gpu_attention_prefill's blocks of 32 and 64 vectors, hd 32..256, GQA 1..8 */
 	check_attention(k, 17, 16, 4, 256, 0, 1);
 	check_attention(k, 40, 8, 8, 128, 300, 1);
 	check_attention(k, 100, 8, 1, 64, 2047, 1);
@@ -1175,9 +1175,9 @@ check_all(struct kc *k)
 	check_attention(k, 512, 8, 1, 128, 300, 1);
 	check_attention(k, 100, 24, 4, 256, 2047, 1);
 	check_attention(k, 1100, 4, 1, 64, 0, 1);
-	check_attention(k, 300, 64, 8, 128, 0, 1);	/* 64 vectors a block */
+	check_attention(k, 300, 64, 8, 128, 0, 1);	/* 64 vectors a block (hd <= 128) */
 	check_attention(k, 300, 64, 32, 64, 1000, 1);
-	check_attention(k, 280, 64, 64, 256, 40, 1);
+	check_attention(k, 150, 16, 2, 256, 600, 1);
 	check_attention(k, 70, 6, 2, 96, 130, 1);	/* hd < the tile's: columns past hd */
 	check_attention(k, 33, 3, 3, 160, 63, 1);
 	check_attention(k, 20, 2, 2, 32, 5, 1);

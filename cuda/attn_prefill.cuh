@@ -6,12 +6,14 @@
  * nh / nkv query heads share a KV head; head kvh * G + g).  Block (tile,
  * kvh) takes BQ of them, i0 = tile * BQ.., Q in shared memory for the whole
  * block; it walks the positions 0 .. p0 + (last row of the tile) in tiles of
- * APF_BK: K tile in shared memory, S = Q K^T scaled and masked (position >
- * p0 + row: -inf) to pt[k][q], the running max m and the rescale alpha =
- * e^(m_old - m_new) per vector, p = e^(s - m_new) in place, the V tile in
- * the buffer K used, then acc = alpha acc + p V and l = alpha l + sum p.
- * The end: out = acc / l.  Every vector sees position 0 in the first tile,
- * so m is finite from then on (masked scores give p = 0, alpha = 1).
+ * APF_BK: S = Q K^T scaled and masked (position > p0 + row: -inf) to
+ * pt[k][q], the running max m and the rescale alpha = e^(m_old - m_new) per
+ * vector, p = e^(s - m_new) in place, then acc = alpha acc + p V and l =
+ * alpha l + sum p.  The end: out = acc / l.  Every vector sees position 0
+ * in the first tile, so m is finite from then on (masked scores give p = 0,
+ * alpha = 1).  K and V tiles have a buffer each, filled by cp.async while
+ * the block computes: V while the scores of its tile are made, the next K
+ * while P V runs; four barriers a tile.
  *
  * Threads NT = 4 BQ.  Scores: thread (qg = tid / 16, kg = tid % 16) takes
  * vectors 4 qg .. 4 qg + 3 and positions kg, kg + 16 of the tile, an FMA
@@ -73,14 +75,14 @@ template <int HDP, int BQ>
 struct apf_dim {
 	enum {
 		NT = 4 * BQ, NC = HDP / 64, LD = HDP + 4, LDP = BQ + 8,
-		/* q[BQ][LD], kv[APF_BK][LD], pt[APF_BK][LDP], m[2][BQ], alpha[BQ] */
-		FLOATS = BQ * LD + APF_BK * LD + APF_BK * LDP + 3 * BQ,
+		/* q[BQ][LD], k, v [APF_BK][LD], pt[APF_BK][LDP], m[2][BQ], alpha[BQ] */
+		FLOATS = BQ * LD + 2 * APF_BK * LD + APF_BK * LDP + 3 * BQ,
 		LOADS = APF_BK * HDP / 4 / NT,	/* float4s a thread a K or V tile */
 	};
 };
 
 struct apf_sh {
-	float	*q, *kv, *pt, *m, *alpha;
+	float	*q, *k, *v, *pt, *m, *alpha;
 };
 
 /* Per thread between the phases: its P V accumulators and l. */
@@ -97,8 +99,9 @@ apf_carve(float *base, apf_sh *s)
 	typedef apf_dim<HDP, BQ> D;
 
 	s->q = base;
-	s->kv = s->q + BQ * D::LD;
-	s->pt = s->kv + APF_BK * D::LD;
+	s->k = s->q + BQ * D::LD;
+	s->v = s->k + APF_BK * D::LD;
+	s->pt = s->v + APF_BK * D::LD;
 	s->m = s->pt + APF_BK * D::LDP;
 	s->alpha = s->m + 2 * BQ;
 }
@@ -140,11 +143,12 @@ apf_load_q(const apf_args &A, const apf_sh &s, int kvh, int i0, int tid)
 		s.m[tid] = -INFINITY;
 }
 
-/* A thread's float4s of a K or V tile at position j0 to kv (zeros past npos
- * and hd), cp.async on the GPU (apf_wait before the barrier). */
+/* A thread's float4s of a K or V tile at position j0 to dst (s.k or s.v;
+ * zeros past npos and hd), cp.async on the GPU (apf_wait, then a barrier,
+ * before it is read). */
 template <int HDP, int BQ>
 APF_HD void
-apf_copy(const apf_args &A, const float *src, const apf_sh &s, int kvh, int j0, int npos,
+apf_copy(const apf_args &A, const float *src, float *dst, int kvh, int j0, int npos,
     int tid)
 {
 	typedef apf_dim<HDP, BQ> D;
@@ -152,7 +156,7 @@ apf_copy(const apf_args &A, const float *src, const apf_sh &s, int kvh, int j0, 
 	int k0 = tid / (HDP / 4), c = tid % (HDP / 4) * 4;
 	size_t ld = (size_t)A.nkv * A.hd;
 	const float *g0 = src + (size_t)(j0 + k0) * ld + (size_t)kvh * A.hd + c;
-	float *d0 = s.kv + k0 * D::LD + c;
+	float *d0 = dst + k0 * D::LD + c;
 
 	APF_UNROLL
 	for (int u = 0; u < D::LOADS; u++) {
@@ -190,9 +194,9 @@ apf_scores(const apf_args &A, const apf_sh &s, int i0, int j0, int tid)
 	APF_UNROLL
 	for (int i = 0; i < 4; i++)
 		sc[i][0] = sc[i][1] = 0.0f;
-	/* unrolled twice where the registers allow (256 x 64: 128 a thread, no spill at once) */
+	/* unrolled twice (no spill; once more spills at HDP 256) */
 #ifdef __CUDACC__
-#pragma unroll (HDP == 256 && BQ == 64 ? 1 : 2)
+#pragma unroll 2
 #endif
 	for (int d = 0; d < HDP; d += 4) {
 		float4 a[4], b[2];
@@ -201,7 +205,7 @@ apf_scores(const apf_args &A, const apf_sh &s, int i0, int j0, int tid)
 			a[i] = *(const float4 *)(s.q + (4 * qg + i) * D::LD + d);
 		APF_UNROLL
 		for (int j = 0; j < 2; j++)
-			b[j] = *(const float4 *)(s.kv + (kg + 16 * j) * D::LD + d);
+			b[j] = *(const float4 *)(s.k + (kg + 16 * j) * D::LD + d);
 		APF_UNROLL
 		for (int i = 0; i < 4; i++)
 			APF_UNROLL
@@ -294,7 +298,7 @@ apf_pv(const apf_sh &s, int tid, apf_acc<HDP> &r)
 		float pv[4] = { p.x, p.y, p.z, p.w };
 		APF_UNROLL
 		for (int c = 0; c < D::NC; c++) {
-			float4 v = *(const float4 *)(s.kv + k * D::LD + 64 * c + 4 * dg);
+			float4 v = *(const float4 *)(s.v + k * D::LD + 64 * c + 4 * dg);
 			APF_UNROLL
 			for (int i = 0; i < 4; i++) {
 				r.o[i][4 * c] = APF_FMA(pv[i], v.x, r.o[i][4 * c]);

@@ -641,8 +641,9 @@ gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const floa
 /*
  * Block (tile, kvh): the query vectors tile * BQ.. of KV head kvh (tiles
  * numbered from the last: the longest rows start first), every position
- * they see.  Per K/V tile four barriers; the quad of apf_smax / apf_sexp
- * is one warp's.  Its own order of sums: not bit-identical to
+ * they see.  A K/V tile: K waited for; the scores while V comes; the
+ * softmax (the quad of apf_smax / apf_sexp is one warp's); V waited for;
+ * P V while the next K comes.  Its own order of sums: not bit-identical to
  * gpu_attention's rows (within float tolerance).
  */
 template <int HDP, int BQ>
@@ -658,18 +659,20 @@ k_attn_prefill(apf_args A)
 	apf_carve<HDP, BQ>((float *)apf_mem, &s);
 	apf_acc_zero<HDP>(r);
 	apf_load_q<HDP, BQ>(A, s, kvh, i0, tid);
+	apf_copy<HDP, BQ>(A, A.K, s.k, kvh, 0, npos, tid);
 	for (int t = 0, j0 = 0; j0 < npos; t++, j0 += APF_BK) {
-		apf_copy<HDP, BQ>(A, A.K, s, kvh, j0, npos, tid);
 		apf_wait();
 		__syncthreads();
+		apf_copy<HDP, BQ>(A, A.V, s.v, kvh, j0, npos, tid);
 		apf_scores<HDP, BQ>(A, s, i0, j0, tid);
 		__syncthreads();
-		apf_copy<HDP, BQ>(A, A.V, s, kvh, j0, npos, tid);
 		float mn = apf_smax<HDP, BQ>(s, t, tid);
 		__syncwarp();
 		apf_sexp<HDP, BQ>(s, t, tid, mn);
 		apf_wait();
 		__syncthreads();
+		if (j0 + APF_BK < npos)
+			apf_copy<HDP, BQ>(A, A.K, s.k, kvh, j0 + APF_BK, npos, tid);
 		apf_pv<HDP, BQ>(s, tid, r);
 		__syncthreads();
 	}
@@ -705,15 +708,15 @@ gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k, const f
 	    (int64_t)pos0 + nq > INT32_MAX / 2)
 		return gpu_fail(g, "attention prefill: nq=%d nh=%d nkv=%d hd=%d pos0=%d%s", nq, nh,
 		    nkv, hd, pos0, al ? " (not 16-byte aligned)" : "");
-	/* 64 vectors a block while that still fills two blocks a multiprocessor */
-	int big = ((int64_t)nq * (nh / nkv) + 63) / 64 * nkv >= 2 * (int64_t)g->nsm;
+	/* 64 vectors a block while that still fills two blocks a multiprocessor
+	 * (heads of 256: always 32, 103 KB of shared memory, two a multiprocessor) */
+	int big = hd <= 128 && ((int64_t)nq * (nh / nkv) + 63) / 64 * nkv >= 2 * (int64_t)g->nsm;
 	switch ((hd <= 64 ? 64 : hd <= 128 ? 128 : 256) + big) {
 	case 64: return attn_prefill_run<64, 32>(g, A);
 	case 65: return attn_prefill_run<64, 64>(g, A);
 	case 128: return attn_prefill_run<128, 32>(g, A);
 	case 129: return attn_prefill_run<128, 64>(g, A);
-	case 256: return attn_prefill_run<256, 32>(g, A);
-	default: return attn_prefill_run<256, 64>(g, A);
+	default: return attn_prefill_run<256, 32>(g, A);
 	}
 }
 
