@@ -639,9 +639,9 @@ gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const floa
 /* --- attention: prefill (cuda/attn_prefill.cuh has the tiling) -------- */
 
 /*
- * Block (tile, kvh): the query vectors tile * BQ.. of KV head kvh (tiles
- * numbered from the last: the longest rows start first), every position
- * they see.  A K/V tile: K waited for; the scores while V comes; the
+ * Block b = (ntile - 1 - tile) nkv + kvh: the query vectors tile * BQ.. of
+ * KV head kvh, every position they see (the longest tiles of all heads
+ * start first).  A K/V tile: K waited for; the scores while V comes; the
  * softmax (the quad of apf_smax / apf_sexp is one warp's); V waited for;
  * P V while the next K comes.  Its own order of sums: not bit-identical to
  * gpu_attention's rows (within float tolerance).
@@ -653,8 +653,8 @@ k_attn_prefill(apf_args A)
 	extern __shared__ float4 apf_mem[];
 	apf_sh s;
 	apf_acc<HDP> r;
-	int kvh = blockIdx.y, tid = threadIdx.x, i0 = (gridDim.x - 1 - blockIdx.x) * BQ;
-	int npos = apf_npos<BQ>(A, i0);
+	int kvh = blockIdx.x % A.nkv, tid = threadIdx.x;
+	int i0 = (gridDim.x / A.nkv - 1 - blockIdx.x / A.nkv) * BQ, npos = apf_npos<BQ>(A, i0);
 
 	apf_carve<HDP, BQ>((float *)apf_mem, &s);
 	apf_acc_zero<HDP>(r);
@@ -691,7 +691,7 @@ attn_prefill_run(struct gpu *g, const apf_args &A)
 	if (e != cudaSuccess)
 		return gpu_fail(g, "attention prefill: %d bytes of shared memory: %s", sh,
 		    cudaGetErrorString(e));
-	k_attn_prefill<HDP, BQ><<<dim3(nt, A.nkv), 4 * BQ, sh, g->stream>>>(A);
+	k_attn_prefill<HDP, BQ><<<nt * A.nkv, 4 * BQ, sh, g->stream>>>(A);
 	GPU_LAUNCHED(g, "attention prefill");
 	return 0;
 }

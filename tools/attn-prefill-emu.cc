@@ -40,32 +40,31 @@ emu(const apf_args &A, int rev)
 	int nt = (A.m * (A.nh / A.nkv) + BQ - 1) / BQ;
 	size_t tile = (size_t)APF_BK * D::LD * sizeof(float);
 
-	for (int kvh = 0; kvh < A.nkv; kvh++)
-		for (int bx = 0; bx < nt; bx++) {
-			apf_sh s;
-			int i0 = (nt - 1 - bx) * BQ, npos = apf_npos<BQ>(A, i0);
+	for (int b = 0; b < nt * A.nkv; b++) {
+		apf_sh s;
+		int kvh = b % A.nkv, i0 = (nt - 1 - b / A.nkv) * BQ, npos = apf_npos<BQ>(A, i0);
 
-			memset(mem.data(), 0xff, mem.size() * sizeof mem[0]);
-			apf_carve<HDP, BQ>((float *)mem.data(), &s);
-			if (((uintptr_t)s.q | (uintptr_t)s.k | (uintptr_t)s.v | (uintptr_t)s.pt) & 15)
-				fprintf(stderr, "misaligned shared memory\n"), exit(1);
-			/* a cp.async lands between its issue and its wait: the buffer
-			 * is NaN from the issue, the tile there at the wait */
-			for T(D::NT) apf_acc_zero<HDP>(acc[tid]); apf_load_q<HDP, BQ>(A, s, kvh, i0, tid); }
-			int kj = 0;	/* the K tile in flight */
-			for (int t = 0, j0 = 0; j0 < npos; t++, j0 += APF_BK) {
-				for T(D::NT) apf_copy<HDP, BQ>(A, A.K, s.k, kvh, kj, npos, tid); }
-				memset(s.v, 0xff, tile);
-				for T(D::NT) apf_scores<HDP, BQ>(A, s, i0, j0, tid); }
-				for T(D::NT) mn[tid] = apf_smax<HDP, BQ>(s, t, tid); }
-				for T(D::NT) apf_sexp<HDP, BQ>(s, t, tid, mn[tid]); }
-				for T(D::NT) apf_copy<HDP, BQ>(A, A.V, s.v, kvh, j0, npos, tid); }
-				if (j0 + APF_BK < npos)
-					memset(s.k, 0xff, tile), kj = j0 + APF_BK;
-				for T(D::NT) apf_pv<HDP, BQ>(s, tid, acc[tid]); }
-			}
-			for T(D::NT) apf_out<HDP, BQ>(A, kvh, i0, tid, acc[tid]); }
+		memset(mem.data(), 0xff, mem.size() * sizeof mem[0]);
+		apf_carve<HDP, BQ>((float *)mem.data(), &s);
+		if (((uintptr_t)s.q | (uintptr_t)s.k | (uintptr_t)s.v | (uintptr_t)s.pt) & 15)
+			fprintf(stderr, "misaligned shared memory\n"), exit(1);
+		/* a cp.async lands between its issue and its wait: the buffer
+		 * is NaN from the issue, the tile there at the wait */
+		for T(D::NT) apf_acc_zero<HDP>(acc[tid]); apf_load_q<HDP, BQ>(A, s, kvh, i0, tid); }
+		int kj = 0;	/* the K tile in flight */
+		for (int t = 0, j0 = 0; j0 < npos; t++, j0 += APF_BK) {
+			for T(D::NT) apf_copy<HDP, BQ>(A, A.K, s.k, kvh, kj, npos, tid); }
+			memset(s.v, 0xff, tile);
+			for T(D::NT) apf_scores<HDP, BQ>(A, s, i0, j0, tid); }
+			for T(D::NT) mn[tid] = apf_smax<HDP, BQ>(s, t, tid); }
+			for T(D::NT) apf_sexp<HDP, BQ>(s, t, tid, mn[tid]); }
+			for T(D::NT) apf_copy<HDP, BQ>(A, A.V, s.v, kvh, j0, npos, tid); }
+			if (j0 + APF_BK < npos)
+				memset(s.k, 0xff, tile), kj = j0 + APF_BK;
+			for T(D::NT) apf_pv<HDP, BQ>(s, tid, acc[tid]); }
 		}
+		for T(D::NT) apf_out<HDP, BQ>(A, kvh, i0, tid, acc[tid]); }
+	}
 }
 #undef T
 
