@@ -1173,10 +1173,10 @@ check_all(struct kc *k)
 	check_attention(k, 100, 8, 1, 64, 2047, 1);
 	check_attention(k, 512, 16, 4, 256, 0, 1);
 	check_attention(k, 512, 8, 1, 128, 300, 1);
-	check_attention(k, 100, 24, 4, 256, 2047, 1);
+	check_attention(k, 100, 12, 2, 256, 2047, 1);
 	check_attention(k, 1100, 4, 1, 64, 0, 1);
 	check_attention(k, 300, 64, 8, 128, 0, 1);	/* 64 vectors a block (hd <= 128) */
-	check_attention(k, 300, 64, 32, 64, 1000, 1);
+	check_attention(k, 300, 64, 32, 64, 100, 1);
 	check_attention(k, 150, 16, 2, 256, 600, 1);
 	check_attention(k, 70, 6, 2, 96, 130, 1);	/* hd < the tile's: columns past hd */
 	check_attention(k, 33, 3, 3, 160, 63, 1);
