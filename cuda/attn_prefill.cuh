@@ -37,6 +37,15 @@
  * a prefill row agrees with the same row decoded alone within float
  * tolerance, not bit for bit.
  *
+ * Cost (the 9B shape: hd 256, 16 query heads on 4 KV heads, 512 rows at
+ * position 0).  2048 vectors a KV head, 64 blocks of 32 each, 256 blocks of
+ * 128 threads (156 registers, 103 KB: two a multiprocessor, all resident).
+ * A tile a thread: 4 x 2 x 256 FMA of scores for 64 x 6 float4 reads of
+ * shared memory, 32 x 4 x 16 FMA of P V for 32 x 5; the longest block 16
+ * tiles.  2.1 GFLOP a
+ * layer, 32 us at the H200's fp32 FMA peak: an estimate, not a measurement
+ * (kernel-check -b prints one).
+ *
  * The phases below run between barriers; each is a function of the thread
  * index so that tools/attn-prefill-emu.cc replays them thread by thread on
  * the CPU (the same index math; keep the two in step).  Included by
