@@ -977,8 +977,9 @@ check_gdn(struct kc *k, int T, int hk, int hv, int sk, int sv)
 	gpu_free(k->g, dg), gpu_free(k->g, db), gpu_free(k->g, dout);
 }
 
+/* gpu_attention (pf 0) or gpu_attention_prefill (pf 1) against attention in double. */
 static void
-check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0)
+check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
 {
 	int np = pos0 + nq, grp = nh / nkv;
 	int64_t nkvel = (int64_t)np * nkv * hd, nqel = (int64_t)nq * nh * hd;
@@ -989,7 +990,8 @@ check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0)
 	float *dV = dput(k, V, (size_t)nkvel * 4), *dO = dput(k, NULL, (size_t)nqel * 4);
 	char shape[64];
 
-	gchk(k, gpu_attention(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale));
+	gchk(k, (pf ? gpu_attention_prefill : gpu_attention)(k->g, dq, dK, dV, dO, nq, nh, nkv,
+	    hd, pos0, scale));
 	dget(k, o, dO, (size_t)nqel * 4);
 	for (int t = 0; t < nq; t++)
 		for (int h = 0; h < nh; h++) {
@@ -1014,7 +1016,7 @@ check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0)
 		}
 	brk(k, o, nqel);
 	snprintf(shape, sizeof shape, "nq=%d h=%d/%d hd=%d pos0=%d", nq, nh, nkv, hd, pos0);
-	close_to(k, "attention", shape, o, ref, NULL, nqel, 1e-5);
+	close_to(k, pf ? "attention prefill" : "attention", shape, o, ref, NULL, nqel, 1e-5);
 	free(q), free(K), free(V), free(o), free(ref), free(p);
 	gpu_free(k->g, dq), gpu_free(k->g, dK), gpu_free(k->g, dV), gpu_free(k->g, dO);
 }
@@ -1157,14 +1159,28 @@ check_all(struct kc *k)
 	check_gdn(k, 1, 16, 32, 128, 128);
 	check_gdn(k, 4, 16, 16, 128, 128);
 	check_gdn(k, 3, 2, 6, 64, 100);
-	check_attention(k, 1, 16, 4, 256, 0);
-	check_attention(k, 1, 16, 4, 256, 1000);
-	check_attention(k, 1, 32, 8, 128, 5000);
-	check_attention(k, 4, 16, 4, 256, 700);
-	check_attention(k, 16, 8, 8, 64, 255);
-	check_attention(k, 2, 6, 2, 80, 130);	/* head rows of 80, 96, 192: scalar and float2 loads */
-	check_attention(k, 3, 12, 4, 96, 63);
-	check_attention(k, 1, 4, 1, 192, 2100);
+	check_attention(k, 1, 16, 4, 256, 0, 0);
+	check_attention(k, 1, 16, 4, 256, 1000, 0);
+	check_attention(k, 1, 32, 8, 128, 5000, 0);
+	check_attention(k, 4, 16, 4, 256, 700, 0);
+	check_attention(k, 16, 8, 8, 64, 255, 0);
+	check_attention(k, 2, 6, 2, 80, 130, 0);	/* head rows of 80, 96, 192: scalar and float2 loads */
+	check_attention(k, 3, 12, 4, 96, 63, 0);
+	check_attention(k, 1, 4, 1, 192, 2100, 0);
+	/* prompts: gpu_attention_prefill's blocks of 32 and 64 vectors, hd 32..256, GQA 1..8 */
+	check_attention(k, 17, 16, 4, 256, 0, 1);
+	check_attention(k, 40, 8, 8, 128, 300, 1);
+	check_attention(k, 100, 8, 1, 64, 2047, 1);
+	check_attention(k, 512, 16, 4, 256, 0, 1);
+	check_attention(k, 512, 8, 1, 128, 300, 1);
+	check_attention(k, 100, 12, 2, 256, 2047, 1);
+	check_attention(k, 1100, 4, 1, 64, 0, 1);
+	check_attention(k, 300, 64, 8, 128, 0, 1);	/* 64 vectors a block (hd <= 128) */
+	check_attention(k, 300, 64, 32, 64, 100, 1);
+	check_attention(k, 150, 16, 2, 256, 600, 1);
+	check_attention(k, 70, 6, 2, 96, 130, 1);	/* hd < the tile's: columns past hd */
+	check_attention(k, 33, 3, 3, 160, 63, 1);
+	check_attention(k, 20, 2, 2, 32, 5, 1);
 	check_argmax(k, 3, 248320);
 	check_argmax(k, 5, 1000);
 	check_graph(k);
@@ -1477,13 +1493,16 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 	    backend_attention(p->g, &a, o.g[0], ldq, qhs, o.g[1], o.g[2], m, p0, o.g[3]));
 	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d", m, nh, nkv, hd, p0);
 	bop_cmp(k, p, &o, 3, "be attention", shape, 1e-4);
-	if (m > 1) {	/* each row alone, at its own position */
+	if (m > 1) {	/* each row alone, at its own position (decode) */
 		float *all = bget(p->g, o.g[3], o.n[3]), *one;
 		for (int r = 0; r < m; r++)
 			bchk(p->g, backend_attention(p->g, &a, o.g[0] + (size_t)r * ldq, ldq, qhs,
 			    o.g[1], o.g[2], 1, p0 + r, o.g[3] + (size_t)r * nh * hd));
 		one = bget(p->g, o.g[3], o.n[3]);
-		bsame(k, "be attention m=1xm", shape, one, all, (int64_t)o.n[3]);
+		if (m <= GPU_MATVEC_MAX_ROWS)	/* verify: bit for bit */
+			bsame(k, "be attention m=1xm", shape, one, all, (int64_t)o.n[3]);
+		else		/* a prompt (flash attention): its own order */
+			becmp(k, "be attention 1xm", shape, all, one, NULL, (int64_t)o.n[3], 1e-4);
 		free(all), free(one);
 	}
 	bop_free(p, &o);
@@ -2078,6 +2097,13 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_attention(k, &p, 4, 4, 2, 64, 300);
 	be_attention(k, &p, 9, 16, 4, 256, 1000);
 	be_attention(k, &p, 40, 8, 2, 128, 20);
+	/* prompts: gpu_attention_prefill; hd 80 keeps the 16-row pieces */
+	be_attention(k, &p, 17, 16, 4, 256, 0);
+	be_attention(k, &p, 100, 16, 4, 256, 300);
+	be_attention(k, &p, 512, 16, 4, 256, 0);
+	be_attention(k, &p, 40, 8, 1, 64, 2047);
+	be_attention(k, &p, 300, 64, 8, 128, 5);
+	be_attention(k, &p, 40, 6, 2, 80, 100);
 	be_conv(k, &p, 1, 1024, 4);
 	be_conv(k, &p, 9, 1000, 4);
 	be_conv(k, &p, 3, 300, 3);
@@ -2457,6 +2483,45 @@ bench(struct kc *k)
 }
 
 /*
+ * Attention of one layer for a 512-token prompt at position 0, the 9B
+ * shape (16 query heads, 4 KV heads of 256): gpu_attention_prefill beside
+ * the 16-row pieces of gpu_attention decode and verify use (what attend()
+ * ran for prompts before), device time between events, median of 5.
+ */
+static void
+bench_attn(struct kc *k)
+{
+	enum { M = 512, NH = 16, NKV = 4, HD = 256, R = GPU_MATVEC_MAX_ROWS };
+	size_t nq = (size_t)M * NH * HD, nkv = (size_t)M * NKV * HD;
+	float *h = frand(k, (int64_t)nq, -1, 1), *q = dput(k, h, nq * 4), *K = dput(k, h, nkv * 4);
+	float *V = dput(k, h + nkv, nkv * 4), *o = dput(k, NULL, nq * 4), scale = 1.0f / 16;
+	double t[2][5];
+	float ms;
+
+	for (int c = 0; c < 2; c++)
+		for (int r = -1; r < 5; r++) {	/* r = -1: the warm-up */
+			gchk(k, gpu_mark(k->g, 0));
+			if (c == 0)
+				gchk(k, gpu_attention_prefill(k->g, q, K, V, o, M, NH, NKV, HD, 0, scale));
+			else
+				for (int r0 = 0; r0 < M; r0 += R)
+					gchk(k, gpu_attention(k->g, q + (size_t)r0 * NH * HD, K, V,
+					    o + (size_t)r0 * NH * HD, R, NH, NKV, HD, r0, scale));
+			gchk(k, gpu_mark(k->g, 1));
+			gchk(k, gpu_sync(k->g));
+			gchk(k, gpu_elapsed(k->g, 0, 1, &ms));
+			if (r >= 0)
+				t[c][r] = ms * 1e-3;
+		}
+	double tf = median(t[0], 5), tp = median(t[1], 5);
+	printf("bench attention prefill h=%d/%d hd=%d m=%d p0=0 flash %8.1f us  16-row pieces "
+	    "%8.1f us  x%.1f\n", NH, NKV, HD, M, tf * 1e6, tp * 1e6, tp / tf);
+	fflush(stdout);
+	free(h);
+	gpu_free(k->g, q), gpu_free(k->g, K), gpu_free(k->g, V), gpu_free(k->g, o);
+}
+
+/*
  * The gated delta rule of one layer for a 512-token prompt, the 9B and 27B
  * shapes (16 key heads, 32 or 48 value heads of 128, GGUF order): the
  * chunked form (backend_gdn_chunk: k_gdn_chunk) beside the recurrent one
@@ -2540,8 +2605,10 @@ run(const struct opts *o)
 	}
 	if (o->bench) {
 		bench(&k);
-		if (k.only < 0)
+		if (k.only < 0) {
 			bench_gdn(&k, (int)o->dev);
+			bench_attn(&k);
+		}
 	} else {
 		check_all(&k);
 		check_backend(&k, (int)o->dev, o->model);

@@ -1060,7 +1060,8 @@ cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const floa
 	return launched(be, "kv_store");
 }
 
-/* Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx rows). */
+/* Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx rows);
+ * a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by gpu_attention_prefill. */
 static int
 attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq, int qhs,
     const float *kc, const float *vc, int m, int p0, const int32_t *d_pos, int n_ctx,
@@ -1084,6 +1085,15 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 					return -1;
 		}
 		qp = t;
+	}
+	/* a prompt: flash attention (its own order; decode and verify, m <= 16,
+	 * keep the split-K kernel's, whose rows are batch-invariant) */
+	if (d_pos == NULL && m > GPU_MATVEC_MAX_ROWS && hd % 32 == 0 && hd <= 256 &&
+	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
+		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,
+		    a->scale) != 0)
+			return gfail(be, "attention");
+		return 0;
 	}
 	for (int r0 = 0; r0 < m; r0 += GPU_MATVEC_MAX_ROWS) {
 		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS, rc;

@@ -361,6 +361,18 @@ int	gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const 
 	    float *d_out, int nq, int nh, int nkv, int hd, const int32_t *d_pos, int n_ctx,
 	    float scale);
 
+/*
+ * gpu_attention's result for a prompt (nq rows, any number) at pos0, by
+ * flash attention (cuda/attn_prefill.cuh): blocks of 32 or 64 query vectors
+ * of one KV head, K and V tiles in shared memory, no scratch.  hd a
+ * multiple of 32, 32..256; the pointers 16-byte aligned.  Its own order of
+ * sums: a row agrees with gpu_attention's within float tolerance, not bit
+ * for bit (decode and verify stay on gpu_attention).
+ */
+int	gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k,
+	    const float *d_v, float *d_out, int nq, int nh, int nkv, int hd, int pos0,
+	    float scale);
+
 /* idx[r] = the index of the largest of x[r][0..n) (the first on ties). */
 int	gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx);
 

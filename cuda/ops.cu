@@ -5,6 +5,7 @@
  * so a result never depends on timing.
  */
 #include "gpu_impl.cuh"
+#include "attn_prefill.cuh"
 
 #include <float.h>
 
@@ -681,6 +682,90 @@ gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const floa
     float scale)
 {
 	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, 0, d_pos, n_ctx, scale);
+}
+
+/* --- attention: prefill (cuda/attn_prefill.cuh has the tiling) -------- */
+
+/*
+ * Block b = (ntile - 1 - tile) nkv + kvh: the query vectors tile * BQ.. of
+ * KV head kvh, every position they see (the longest tiles of all heads
+ * start first).  A K/V tile: K waited for; the scores while V comes; the
+ * softmax (the quad of apf_smax / apf_sexp is one warp's); V waited for;
+ * P V while the next K comes.  Its own order of sums: not bit-identical to
+ * gpu_attention's rows (within float tolerance).
+ */
+template <int HDP, int BQ>
+__global__ void __launch_bounds__(4 * BQ, BQ == 64 ? 2 : 3)
+k_attn_prefill(apf_args A)
+{
+	extern __shared__ float4 apf_mem[];
+	apf_sh s;
+	apf_acc<HDP> r;
+	int kvh = blockIdx.x % A.nkv, tid = threadIdx.x;
+	int i0 = (gridDim.x / A.nkv - 1 - blockIdx.x / A.nkv) * BQ, npos = apf_npos<BQ>(A, i0);
+
+	apf_carve<HDP, BQ>((float *)apf_mem, &s);
+	apf_acc_zero<HDP>(r);
+	apf_load_q<HDP, BQ>(A, s, kvh, i0, tid);
+	apf_copy<HDP, BQ>(A, A.K, s.k, kvh, 0, npos, tid);
+	for (int t = 0, j0 = 0; j0 < npos; t++, j0 += APF_BK) {
+		apf_wait();
+		__syncthreads();
+		apf_copy<HDP, BQ>(A, A.V, s.v, kvh, j0, npos, tid);
+		apf_scores<HDP, BQ>(A, s, i0, j0, tid);
+		__syncthreads();
+		float mn = apf_smax<HDP, BQ>(s, t, tid);
+		__syncwarp();
+		apf_sexp<HDP, BQ>(s, t, tid, mn);
+		apf_wait();
+		__syncthreads();
+		if (j0 + APF_BK < npos)
+			apf_copy<HDP, BQ>(A, A.K, s.k, kvh, j0 + APF_BK, npos, tid);
+		apf_pv<HDP, BQ>(s, tid, r);
+		__syncthreads();
+	}
+	apf_out<HDP, BQ>(A, kvh, i0, tid, r);
+}
+
+template <int HDP, int BQ>
+static int
+attn_prefill_run(struct gpu *g, const apf_args &A)
+{
+	int sh = (int)(apf_dim<HDP, BQ>::FLOATS * sizeof(float));
+	unsigned nt = (unsigned)(((int64_t)A.m * (A.nh / A.nkv) + BQ - 1) / BQ);
+	cudaError_t e = cudaFuncSetAttribute(k_attn_prefill<HDP, BQ>,
+	    cudaFuncAttributeMaxDynamicSharedMemorySize, sh);
+
+	if (e != cudaSuccess)
+		return gpu_fail(g, "attention prefill: %d bytes of shared memory: %s", sh,
+		    cudaGetErrorString(e));
+	k_attn_prefill<HDP, BQ><<<nt * A.nkv, 4 * BQ, sh, g->stream>>>(A);
+	GPU_LAUNCHED(g, "attention prefill");
+	return 0;
+}
+
+extern "C" int
+gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale)
+{
+	apf_args A = { d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, scale };
+	uintptr_t al = ((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v | (uintptr_t)d_out) & 15;
+
+	if (nq < 1 || nh < 1 || nkv < 1 || nh % nkv || hd < 32 || hd > 256 || hd % 32 ||
+	    pos0 < 0 || al != 0 || (int64_t)nq * nh > INT32_MAX / 256 ||
+	    (int64_t)pos0 + nq > INT32_MAX / 2)
+		return gpu_fail(g, "attention prefill: nq=%d nh=%d nkv=%d hd=%d pos0=%d%s", nq, nh,
+		    nkv, hd, pos0, al ? " (not 16-byte aligned)" : "");
+	/* 64 vectors a block while that still fills two blocks a multiprocessor
+	 * (heads of 256: always 32, 103 KB of shared memory, two a multiprocessor) */
+	int big = hd <= 128 && ((int64_t)nq * (nh / nkv) + 63) / 64 * nkv >= 2 * (int64_t)g->nsm;
+	switch ((hd <= 64 ? 64 : hd <= 128 ? 128 : 256) + big) {
+	case 64: return attn_prefill_run<64, 32>(g, A);
+	case 65: return attn_prefill_run<64, 64>(g, A);
+	case 128: return attn_prefill_run<128, 32>(g, A);
+	case 129: return attn_prefill_run<128, 64>(g, A);
+	default: return attn_prefill_run<256, 32>(g, A);
+	}
 }
 
 /* --- argmax ----------------------------------------------------------- */
