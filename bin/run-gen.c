@@ -35,6 +35,7 @@ struct gen {
 	struct prompt *pr;
 	const struct opts *o;
 	int	nv;
+	float	*lg;		/* [nv] logits, backend_host_alloc'd */
 };
 
 struct result {
@@ -185,10 +186,10 @@ generate(struct gen *g, const char *text, size_t tlen, const struct sample_param
 	int ctx, rc = -1;
 	struct state *st = NULL;
 	struct sampler *smp = NULL;
-	float *lg = malloc(g->nv * sizeof *lg);
+	float *lg = g->lg;
 	double t0;
 
-	if (ids == NULL || lg == NULL)
+	if (ids == NULL)
 		goto out;
 	r->n_prompt = n;
 	if (n == 0) {
@@ -224,7 +225,7 @@ out:
 		util_err(err, "out of memory");
 	state_free(st);
 	sample_free(smp);
-	free(ids), free(hist), free(lg);
+	free(ids), free(hist);
 	return rc;
 }
 
@@ -592,8 +593,11 @@ main(int argc, char *argv[])
 	if ((g.pr = prompt_new(g.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
 	g.nv = model_hparams(g.m)->n_vocab;
+	if ((g.lg = model_host_alloc(g.m, g.nv)) == NULL)
+		die(1, "%s", model_errmsg(g.m));
 	status = o.go.jsonl ? jsonl(&g) : one(&g, text, len);
 	free(text);
+	model_host_free(g.m, g.lg);
 	prompt_free(g.pr);
 	model_close(g.m);
 	if (backend_graph_note(g.be, graph_stats, err, sizeof err) != NULL)

@@ -83,7 +83,7 @@ plain(struct ctx *c, struct run *r, double *secs, char *err)
 	int n = r->n, ctx = n + c->o->go.n + 1, g = 0, rc = -1;
 	struct state *st = model_state_new(c->m, ctx, 0, err);
 	struct sampler *smp = sample_new(&c->o->go.sp, c->nv, err);
-	float *lg = malloc(c->nv * sizeof *lg);
+	float *lg = model_host_alloc(c->m, c->nv);
 	int32_t *hist = malloc((size_t)(ctx + 1) * sizeof *hist);
 	double t0;
 
@@ -114,7 +114,7 @@ fail:
 	util_err(err, "%s", model_errmsg(c->m));
 out:
 	state_free(st), sample_free(smp);
-	free(lg), free(hist);
+	model_host_free(c->m, lg), free(hist);
 	return rc;
 }
 

@@ -311,7 +311,7 @@ generate(struct server *s, struct job *j, struct out *o, char *err)
 	const int32_t *stop = prompt_stop_ids(sv->pr, &n_stop);
 	struct tokenizer_stream *ts = tokenizer_stream_new(prompt_tokenizer(sv->pr), 0);
 	int32_t *hist = malloc((size_t)(ctx + SPEC_KMAX + 1) * sizeof *hist), t, buf[SPEC_KMAX + 1];
-	float *lg = malloc((size_t)sv->nv * sizeof *lg);
+	float *lg = model_host_alloc(sv->m, sv->nv);
 	struct state *st = NULL;
 	struct sampler *smp = NULL;
 	struct spec *sp = NULL;
@@ -370,7 +370,7 @@ out:
 	spec_free(sp);
 	state_free(st);
 	sample_free(smp);
-	free(hist), free(lg);
+	free(hist), model_host_free(sv->m, lg);
 	return rc;
 }
 

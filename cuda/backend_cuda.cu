@@ -524,6 +524,22 @@ cu_mfree(struct backend *be, float *p)
 	gpu_free(CB(be)->g, p);
 }
 
+static float *
+cu_host_alloc(struct backend *be, size_t n)
+{
+	float *p = (float *)gpu_host_alloc(CB(be)->g, n * sizeof(float));
+
+	if (p == NULL)
+		gfail(be, "host alloc");
+	return p;
+}
+
+static void
+cu_host_free(struct backend *be, float *p)
+{
+	gpu_host_free(CB(be)->g, p);
+}
+
 static int
 cu_write(struct backend *be, float *dst, const float *src, size_t n)
 {
@@ -1507,6 +1523,7 @@ static const struct backend_ops cuda_ops = {
 	cu_graph_replay, cu_graph_begin, cu_graph_end,
 	cu_add_rmsnorm_matmul, cu_ffn, cu_rmsnorm_gated_matmul, cu_mul_sigmoid_matmul,
 	cu_prof_begin, cu_prof_end, cu_prof_rows, cu_prof_reset,
+	cu_host_alloc, cu_host_free,
 };
 
 extern "C" struct backend *

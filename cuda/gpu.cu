@@ -131,6 +131,29 @@ gpu_free(struct gpu *g, void *d)
 	}
 }
 
+extern "C" void *
+gpu_host_alloc(struct gpu *g, size_t n)
+{
+	void *p = NULL;
+	cudaError_t e = cudaMallocHost(&p, n);
+
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		gpu_fail(g, "cudaMallocHost %zu bytes: %s", n, cudaGetErrorString(e));
+		return NULL;
+	}
+	return p;
+}
+
+extern "C" void
+gpu_host_free(struct gpu *g, void *p)
+{
+	if (p != NULL) {
+		cudaStreamSynchronize(g->stream);	/* no copy may still target it */
+		cudaFreeHost(p);
+	}
+}
+
 void *
 gpu_scratch(struct gpu *g, size_t n)
 {

@@ -48,6 +48,10 @@ int	gpu_count(void);
  * until gpu_sync(). */
 void   *gpu_alloc(struct gpu *g, size_t n);
 void	gpu_free(struct gpu *g, void *d);
+/* Page-locked host memory (n bytes; the copies to and from it are DMA,
+ * no staging), or NULL; gpu_host_free(g, NULL) is a no-op. */
+void   *gpu_host_alloc(struct gpu *g, size_t n);
+void	gpu_host_free(struct gpu *g, void *p);
 int	gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n);
 int	gpu_download(struct gpu *g, void *dst, const void *d_src, size_t n);
 int	gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n);

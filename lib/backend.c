@@ -110,6 +110,29 @@ backend_mfree(struct backend *be, float *p)
 		be->ops->mfree(be, p);
 }
 
+float *
+backend_host_alloc(struct backend *be, size_t n)
+{
+	float *p;
+
+	if (be->ops->host_alloc)	/* keeps its own reason */
+		return be->ops->host_alloc(be, n ? n : 1);
+	if ((p = malloc((n ? n : 1) * sizeof *p)) == NULL)
+		util_err(be->err, "host alloc: %zu floats: out of memory", n);
+	return p;
+}
+
+void
+backend_host_free(struct backend *be, float *p)
+{
+	if (p == NULL)
+		return;
+	if (be->ops->host_free)
+		be->ops->host_free(be, p);
+	else
+		free(p);
+}
+
 int
 backend_write(struct backend *be, float *dst, const float *src, size_t n)
 {

@@ -64,6 +64,16 @@ int	backend_copy(struct backend *, float *dst, const float *src, size_t n);
 int	backend_fill(struct backend *, float *dst, float v, size_t n);
 /* Wait for queued work (a no-op on the CPU). */
 int	backend_sync(struct backend *);
+/*
+ * n floats of host memory that backend_read fills fastest and
+ * backend_write reads fastest (page-locked on a GPU, so a read of a
+ * verify's logits is one DMA, not a copy through a staging buffer;
+ * plain memory on the CPU), or NULL with the reason kept.  Callers
+ * allocate their per-step logits and hidden rows here.  Freed by
+ * backend_host_free (NULL is a no-op).
+ */
+float	*backend_host_alloc(struct backend *, size_t n);
+void	backend_host_free(struct backend *, float *);
 
 /* --- weights --- */
 

@@ -99,6 +99,9 @@ struct backend_ops {
 	int	(*prof_end)(struct backend *);
 	int	(*prof_rows)(struct backend *, const struct backend_prof_row **);
 	void	(*prof_reset)(struct backend *);
+	/* optional, backend_host_alloc: NULL gives plain host memory */
+	float	*(*host_alloc)(struct backend *, size_t n);
+	void	(*host_free)(struct backend *, float *);
 };
 
 struct backend {

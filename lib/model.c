@@ -648,6 +648,22 @@ model_hparams(const struct model *md)
 	return &md->hp;
 }
 
+float *
+model_host_alloc(struct model *md, size_t n)
+{
+	float *p = backend_host_alloc(md->be, n);
+
+	if (p == NULL)
+		util_err(md->err, "%s", backend_errmsg(md->be));
+	return p;
+}
+
+void
+model_host_free(struct model *md, float *p)
+{
+	backend_host_free(md->be, p);
+}
+
 struct state *
 model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
 {

@@ -81,6 +81,15 @@ const char *model_errmsg(const struct model *);
 const struct model_hparams *model_hparams(const struct model *);
 
 /*
+ * n floats of host memory the model's backend fills fastest
+ * (backend_host_alloc: page-locked on a GPU) for model_forward's and
+ * model_mtp's logits and hidden rows, or NULL with model_errmsg set.
+ * Freed by model_host_free (NULL is a no-op) before model_close.
+ */
+float	*model_host_alloc(struct model *, size_t n);
+void	model_host_free(struct model *, float *);
+
+/*
  * A sequence state shaped for this model: n_ctx positions, rollback over
  * up to n_snap rows of a verify batch.  Free with state_free.
  */

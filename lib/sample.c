@@ -107,6 +107,13 @@ sample_params(const struct sampler *s)
 	return &s->p;
 }
 
+/* 1 when no penalty changes a logit */
+static int
+no_penalty(const struct sample_params *p)
+{
+	return p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
+}
+
 /* s->logits = logits with the penalties of the window of hist applied */
 static void
 penalize(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
@@ -116,8 +123,7 @@ penalize(struct sampler *s, const float *logits, const int32_t *hist, int n_hist
 	    p->penalty_last_n;
 
 	memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
-	if (p->repeat_penalty == 1 && p->presence_penalty == 0 &&
-	    p->frequency_penalty == 0)
+	if (no_penalty(p))
 		return;
 	for (int i = n_hist - n; i < n_hist; i++)
 		if (hist[i] >= 0 && hist[i] < s->n_vocab)
@@ -156,19 +162,48 @@ softmax(struct sample_cand *c, int n)
 		c[i].p /= sum;
 }
 
-/* The greedy pick: the largest finite logit, lowest id on ties; -1 if none. */
+/*
+ * The largest finite value of x[n] and the lowest index that holds it, or
+ * -1 when none is finite.  Two passes: the maximum in 8 independent lanes
+ * (non-finite values read as -inf; the compiler vectorizes it), then the
+ * first index equal to it; the same pick as one scan with ">" (a +0 and a
+ * -0 compare equal either way).
+ */
 static int
-greedy(struct sampler *s)
+argmax_finite(const float *x, int n)
 {
-	int best = -1;
+	float lane[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+	    -INFINITY, -INFINITY, -INFINITY, -INFINITY }, m = -INFINITY;
+	int i = 0;
 
-	for (int i = 0; i < s->n_vocab; i++)
-		if (isfinite(s->logits[i]) && (best < 0 || s->logits[i] > s->logits[best]))
-			best = i;
+	for (; i + 8 <= n; i += 8)
+		for (int l = 0; l < 8; l++) {
+			float v = fabsf(x[i + l]) < INFINITY ? x[i + l] : -INFINITY;
+			lane[l] = v > lane[l] ? v : lane[l];
+		}
+	for (; i < n; i++)
+		if (fabsf(x[i]) < INFINITY && x[i] > m)
+			m = x[i];
+	for (int l = 0; l < 8; l++)
+		m = lane[l] > m ? lane[l] : m;
+	if (m == -INFINITY)
+		return -1;
+	for (i = 0; x[i] != m; i++)
+		;
+	return i;
+}
+
+/* The greedy pick over l (the logits, penalized or not): the largest finite
+ * logit, lowest id on ties; -1 if none. */
+static int
+greedy(struct sampler *s, const float *l)
+{
+	int best = argmax_finite(l, s->n_vocab);
+
 	if (best < 0)
 		return -1;
 	s->cand[0].id = best;
-	s->cand[0].logit = s->logits[best];
+	s->cand[0].logit = l[best];
 	s->cand[0].p = 1;
 	s->n_cand = 1;
 	return 0;
@@ -181,9 +216,11 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 	const struct sample_params *p = &s->p;
 	int n = 0;
 
+	if (p->temp == 0 && no_penalty(p))
+		return greedy(s, logits);	/* no copy: nothing changes a logit */
 	penalize(s, logits, hist, n_hist);
 	if (p->temp == 0)
-		return greedy(s);
+		return greedy(s, s->logits);
 	for (int i = 0; i < s->n_vocab; i++)
 		if (isfinite(s->logits[i])) {
 			s->cand[n].id = i;

@@ -65,11 +65,11 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	else
 		sample_defaults(&s->p);
 	s->hist = malloc((size_t)(n_ctx + K + 2) * sizeof *s->hist);
-	s->vlg = malloc((K + 1) * nv * sizeof(float));
-	s->vh = malloc((K + 1) * ne * sizeof(float));
-	s->mlg = malloc(cap * s->dv * sizeof(float));
+	s->vlg = model_host_alloc(m, (size_t)(K + 1) * nv);	/* what the backend writes */
+	s->vh = model_host_alloc(m, (size_t)(K + 1) * ne);
+	s->mlg = model_host_alloc(m, (size_t)cap * s->dv);
 	s->full = malloc(nv * sizeof(float));
-	s->hout = malloc(cap * ne * sizeof(float));
+	s->hout = model_host_alloc(m, (size_t)cap * ne);
 	s->hl = malloc(ne * sizeof(float));
 	s->q = malloc(K * nv * sizeof(float));
 	s->pp = malloc(nv * sizeof(float));
@@ -94,7 +94,9 @@ spec_free(struct spec *s)
 		return;
 	state_free(s->st);
 	sample_free(s->smp);
-	free(s->hist), free(s->vlg), free(s->vh), free(s->mlg), free(s->hout);
+	model_host_free(s->m, s->vlg), model_host_free(s->m, s->vh);
+	model_host_free(s->m, s->mlg), model_host_free(s->m, s->hout);
+	free(s->hist);
 	free(s->hl), free(s->q), free(s->pp), free(s->full);
 	free(s);
 }
@@ -165,8 +167,8 @@ spec_prefill(struct spec *s, const int32_t *prompt, int n, int32_t *first)
 		util_err(s->err, "prompt of %d tokens: context holds %d", n, s->n_ctx);
 		return -1;
 	}
-	if ((h = malloc((size_t)n * s->ne * sizeof *h)) == NULL) {
-		util_err(s->err, "out of memory");
+	if ((h = malloc((size_t)n * s->ne * sizeof *h)) == NULL) {	/* once a prompt: */
+		util_err(s->err, "out of memory");	/* page-locking it costs more than it saves */
 		return -1;
 	}
 	state_reset(s->st);

@@ -145,7 +145,7 @@ main(int argc, char *argv[])
 	int nv = hp->n_vocab, tot = ctx + (reps + prof) * n + 4 * (kmax + 1) * kmax + 5 * 4 + 16;
 	int rows = prof && kmax < 3 ? 4 : kmax + 1;	/* the widest verify (-P: K=3) */
 	struct state *st = model_state_new(md, tot, rows, err);
-	float *lg = malloc((size_t)rows * nv * sizeof *lg);
+	float *lg = model_host_alloc(md, (size_t)rows * nv);	/* as spec.c and run-gen take theirs */
 	int32_t *ids = malloc((size_t)(ctx > 16 ? ctx : 16) * sizeof *ids);
 	double *dt = malloc((reps > 5 ? reps : 5) * sizeof *dt), step, bytes;
 
@@ -214,7 +214,7 @@ main(int argc, char *argv[])
 		prof_print(be, "prefill", 1, prof_forward(be, md, st, ids, ctx, MODEL_PREFILL, lg,
 		    "prefill"));
 	}
-	free(lg), free(ids), free(dt);
+	model_host_free(md, lg), free(ids), free(dt);
 	state_free(st);
 	model_close(md);
 	if (backend_graph_note(be, gs, err, sizeof err) != NULL)

@@ -941,6 +941,21 @@ TEST(memra_cuda_graph_values_are_0_1_or_stats)
 	    "0 recorded, 0 replayed, 0 stale (graphs off)");
 }
 
+TEST(host_memory_takes_what_backend_read_writes)
+{
+	float *d = backend_alloc(be3, 1000), *h = backend_host_alloc(be3, 1000), v[1000];
+
+	CHECK(d != NULL && h != NULL);
+	for (int i = 0; i < 1000; i++)
+		v[i] = (float)i * 0.5f - 7;
+	CHECK_EQ_INT(backend_write(be3, d, v, 1000), 0);
+	CHECK_EQ_INT(backend_read(be3, h, d, 1000), 0);
+	CHECK(memcmp(h, v, sizeof v) == 0);
+	backend_host_free(be3, h);
+	backend_host_free(be3, NULL);	/* a no-op */
+	backend_mfree(be3, d);
+}
+
 int
 main(void)
 {
@@ -972,6 +987,7 @@ main(void)
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(cpu_backend_records_no_graphs);
 	RUN(memra_cuda_graph_values_are_0_1_or_stats);
+	RUN(host_memory_takes_what_backend_read_writes);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);

@@ -3,6 +3,8 @@
  * frequencies with fixed seeds, reproducibility keyed by (seed, seq,
  * pos), and speculative rejection sampling preserving the target.
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "sample.h"
@@ -58,6 +60,39 @@ TEST(greedy_is_the_argmax_lowest_id_on_ties)
 	l[0] = l[1] = l[2] = NAN;
 	CHECK_EQ_INT(sample_next(s, l, NULL, 0, 0, 0), -1);
 	sample_free(s);
+}
+
+/* the definition, one scan: the largest finite logit, lowest id on ties */
+static int
+scan_argmax(const float *l, int n)
+{
+	int best = -1;
+
+	for (int i = 0; i < n; i++)
+		if (isfinite(l[i]) && (best < 0 || l[i] > l[best]))
+			best = i;
+	return best;
+}
+
+TEST(greedy_equals_the_one_scan_argmax_at_every_length_and_position)
+{
+	struct sample_params p;
+	float l[37];
+	const float odd[] = { NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 3, 3, -2 };
+
+	sample_defaults(&p);
+	for (int n = 1; n <= 37; n++) {	/* lengths around the 8-lane blocks */
+		struct sampler *s = mk(&p, n);
+		for (int seed = 0; seed < 200; seed++) {
+			uint64_t z = (uint64_t)seed * 0x9e3779b97f4a7c15ULL + (uint64_t)n;
+			for (int i = 0; i < n; i++) {	/* few distinct values: many ties */
+				z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+				l[i] = odd[(z >> 33) % 8];
+			}
+			CHECK_EQ_INT(sample_next(s, l, NULL, 0, 0, 0), scan_argmax(l, n));
+		}
+		sample_free(s);
+	}
 }
 
 TEST(draws_follow_the_distribution)
@@ -292,6 +327,7 @@ main(void)
 {
 	RUN(rng_is_a_pure_function_of_its_key);
 	RUN(greedy_is_the_argmax_lowest_id_on_ties);
+	RUN(greedy_equals_the_one_scan_argmax_at_every_length_and_position);
 	RUN(draws_follow_the_distribution);
 	RUN(each_filter_keeps_what_it_should);
 	RUN(penalties_apply_to_the_window_of_history);
