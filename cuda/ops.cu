@@ -439,117 +439,148 @@ att_load(const float *__restrict__ p, int lane, int n, float *v)
 }
 
 /*
- * Block (split s, head h, query t): the scores of its ATT_SPLIT positions,
- * their max m and sum l, and o = sum p V; written to part[t][h][s] =
- * {m, l, o[hd]}.  Lane l holds elements lE .. lE+E-1 of a head row
+ * Block (split s, heads h0 .. h0+GB-1 of one KV head, query t): for each
+ * head the scores of its ATT_SPLIT positions, their max m and sum l, and
+ * o = sum p V; written to part[t][h][s] = {m, l, o[hd]}.  The GB heads
+ * share each K and V row the block loads (grouped-query attention: at a
+ * long context those rows are most of a step's bytes, and a block a head
+ * read them GB times).  Lane l holds elements lE .. lE+E-1 of a head row
  * (hd <= 32 E); warp w takes positions p0 + w, p0 + w + ATT_WARPS, ...:
  * a score is the lane's FMA chain then a butterfly, the warps' o sums
- * added in warp order.  What a position contributes depends only on s
- * and the position, never on the number of rows (batch-invariant).
- * dpos: NULL, or the device int that holds pos0 (the grid then covers
- * the whole cache and the splits past the rows' positions stop at once).
+ * added in warp order.  A head's sums are the same operations in the
+ * same order whatever GB is, and what a position contributes depends
+ * only on s and the position, never on the number of rows
+ * (batch-invariant).  dpos: NULL, or the device int that holds pos0 (the
+ * grid then covers the whole cache and the splits past the rows'
+ * positions stop at once).
  */
-template <int E, int W>
+template <int E, int W, int GB>
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
     const float *__restrict__ V, float *part, int nh, int nkv, int hd, int pos0, int nsplit,
     float scale, const int32_t *dpos)
 {
-	__shared__ float sc[ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
-	int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+	__shared__ float sc[GB][ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
+	int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
 	if (dpos != NULL)
 		pos0 = *dpos;
 	if (s >= att_splits(pos0, gridDim.z, nsplit))
 		return;			/* not read by k_attn_combine */
-	int kvh = h / (nh / nkv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int kvh = h0 / (nh / nkv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int p0 = s * ATT_SPLIT, np = pos0 + t + 1;
 	int p1 = min(p0 + ATT_SPLIT, np);
-	float *pt = part + (((int64_t)t * nh + h) * nsplit + s) * (hd + 2);
-	int64_t ld = (int64_t)nkv * hd;
+	float *pt = part + (((int64_t)t * nh + h0) * nsplit + s) * (hd + 2);
+	int64_t ld = (int64_t)nkv * hd, ph = (int64_t)nsplit * (hd + 2);	/* ph: a head's stride */
 	const float *Kh = K + (int64_t)kvh * hd, *Vh = V + (int64_t)kvh * hd;
-	float qv[E], acc[E];
+	float qv[GB][E], acc[GB][E];
 
 	if (p0 >= p1) {
-		for (int i = threadIdx.x; i < hd + 2; i += blockDim.x)
-			pt[i] = i == 0 ? -FLT_MAX : 0.0f;
+		for (int g = 0; g < GB; g++)
+			for (int i = threadIdx.x; i < hd + 2; i += blockDim.x)
+				pt[g * ph + i] = i == 0 ? -FLT_MAX : 0.0f;
 		return;
 	}
-	att_load<E, W>(q + ((int64_t)t * nh + h) * hd, lane, hd, qv);
+#pragma unroll
+	for (int g = 0; g < GB; g++)
+		att_load<E, W>(q + ((int64_t)t * nh + h0 + g) * hd, lane, hd, qv[g]);
 	for (int p = p0 + warp; p < p1; p += 2 * ATT_WARPS) {	/* two rows in flight */
 		int p2 = p + ATT_WARPS;
-		float ka[E], kb[E], da = 0.0f, db = 0.0f;
+		float ka[E], kb[E];
 		att_load<E, W>(Kh + p * ld, lane, hd, ka);
 		if (p2 < p1)
 			att_load<E, W>(Kh + p2 * ld, lane, hd, kb);
 #pragma unroll
-		for (int e = 0; e < E; e++)
-			da = __fmaf_rn(qv[e], ka[e], da);
-		for (int o = 16; o > 0; o >>= 1)
-			da = __fadd_rn(da, __shfl_xor_sync(0xFFFFFFFFu, da, o));
-		if (lane == 0)
-			sc[p - p0] = __fmul_rn(da, scale);
-		if (p2 < p1) {
+		for (int g = 0; g < GB; g++) {
+			float da = 0.0f;
 #pragma unroll
 			for (int e = 0; e < E; e++)
-				db = __fmaf_rn(qv[e], kb[e], db);
+				da = __fmaf_rn(qv[g][e], ka[e], da);
 			for (int o = 16; o > 0; o >>= 1)
-				db = __fadd_rn(db, __shfl_xor_sync(0xFFFFFFFFu, db, o));
+				da = __fadd_rn(da, __shfl_xor_sync(0xFFFFFFFFu, da, o));
 			if (lane == 0)
-				sc[p2 - p0] = __fmul_rn(db, scale);
+				sc[g][p - p0] = __fmul_rn(da, scale);
+		}
+		if (p2 < p1) {
+#pragma unroll
+			for (int g = 0; g < GB; g++) {
+				float db = 0.0f;
+#pragma unroll
+				for (int e = 0; e < E; e++)
+					db = __fmaf_rn(qv[g][e], kb[e], db);
+				for (int o = 16; o > 0; o >>= 1)
+					db = __fadd_rn(db, __shfl_xor_sync(0xFFFFFFFFu, db, o));
+				if (lane == 0)
+					sc[g][p2 - p0] = __fmul_rn(db, scale);
+			}
 		}
 	}
 	__syncthreads();
-	float m = -FLT_MAX;
-	for (int i = threadIdx.x; i < p1 - p0; i += blockDim.x)
-		m = fmaxf(m, sc[i]);
-	for (int o = 16; o > 0; o >>= 1)
-		m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-	if (lane == 0)
-		red[warp] = m;
-	__syncthreads();
-	m = red[0];
-	for (int w = 1; w < ATT_WARPS; w++)
-		m = fmaxf(m, red[w]);
-	__syncthreads();
-	float l = 0.0f;
-	for (int i = threadIdx.x; i < p1 - p0; i += blockDim.x) {
-		float e = expf(sc[i] - m);
-		sc[i] = e;
-		l += e;
-	}
-	l = block_sum(l, red);		/* its barriers publish sc */
+	float mg[GB], lg[GB];
 #pragma unroll
-	for (int e = 0; e < E; e++)
-		acc[e] = 0.0f;
+	for (int g = 0; g < GB; g++) {
+		float m = -FLT_MAX;
+		for (int i = threadIdx.x; i < p1 - p0; i += blockDim.x)
+			m = fmaxf(m, sc[g][i]);
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+		if (lane == 0)
+			red[warp] = m;
+		__syncthreads();
+		m = red[0];
+		for (int w = 1; w < ATT_WARPS; w++)
+			m = fmaxf(m, red[w]);
+		__syncthreads();
+		float l = 0.0f;
+		for (int i = threadIdx.x; i < p1 - p0; i += blockDim.x) {
+			float e = expf(sc[g][i] - m);
+			sc[g][i] = e;
+			l += e;
+		}
+		mg[g] = m;
+		lg[g] = block_sum(l, red);	/* its barriers publish sc[g] */
+	}
+#pragma unroll
+	for (int g = 0; g < GB; g++)
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			acc[g][e] = 0.0f;
 	for (int p = p0 + warp; p < p1; p += 2 * ATT_WARPS) {
 		int p2 = p + ATT_WARPS;
-		float va[E], vb[E], wa = sc[p - p0];
+		float va[E], vb[E];
 		att_load<E, W>(Vh + p * ld, lane, hd, va);
 		if (p2 < p1)
 			att_load<E, W>(Vh + p2 * ld, lane, hd, vb);
 #pragma unroll
-		for (int e = 0; e < E; e++)
-			acc[e] = __fmaf_rn(wa, va[e], acc[e]);
-		if (p2 < p1) {
-			float wb = sc[p2 - p0];
+		for (int g = 0; g < GB; g++) {
+			float wa = sc[g][p - p0];
 #pragma unroll
 			for (int e = 0; e < E; e++)
-				acc[e] = __fmaf_rn(wb, vb[e], acc[e]);
+				acc[g][e] = __fmaf_rn(wa, va[e], acc[g][e]);
+			if (p2 < p1) {
+				float wb = sc[g][p2 - p0];
+#pragma unroll
+				for (int e = 0; e < E; e++)
+					acc[g][e] = __fmaf_rn(wb, vb[e], acc[g][e]);
+			}
 		}
 	}
 #pragma unroll
-	for (int e = 0; e < E; e++)
-		so[warp][lane * E + e] = acc[e];
-	__syncthreads();
-	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-		float o = so[0][i];
-		for (int w = 1; w < ATT_WARPS; w++)
-			o = __fadd_rn(o, so[w][i]);
-		pt[2 + i] = o;
-	}
-	if (threadIdx.x == 0) {
-		pt[0] = m;
-		pt[1] = l;
+	for (int g = 0; g < GB; g++) {
+		__syncthreads();	/* so: the last head's sums read */
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			so[warp][lane * E + e] = acc[g][e];
+		__syncthreads();
+		for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+			float o = so[0][i];
+			for (int w = 1; w < ATT_WARPS; w++)
+				o = __fadd_rn(o, so[w][i]);
+			pt[g * ph + 2 + i] = o;
+		}
+		if (threadIdx.x == 0) {
+			pt[g * ph] = mg[g];
+			pt[g * ph + 1] = lg[g];
+		}
 	}
 }
 
@@ -594,9 +625,13 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 		return -1;
 	int E = (hd + 31) / 32, al = (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15);
 	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 && al % 8 == 0 ? 2 : 1;
-	dim3 grid(nsplit, nh, nq);
-#define ATT_K(e, v) k_attn_split<e, v><<<grid, ATT_THREADS, 0, g->stream>>>(d_q, d_k, d_v, part, \
-	    nh, nkv, hd, pos0, nsplit, scale, d_pos)
+	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
+	dim3 grid(nsplit, nh / gb, nq);
+#define ATT_G(e, v, b) k_attn_split<e, v, b><<<grid, ATT_THREADS, 0, g->stream>>>(d_q, d_k, \
+	    d_v, part, nh, nkv, hd, pos0, nsplit, scale, d_pos)
+#define ATT_K(e, v) switch (gb) { \
+	case 4: ATT_G(e, v, 4); break; case 3: ATT_G(e, v, 3); break; \
+	case 2: ATT_G(e, v, 2); break; default: ATT_G(e, v, 1); break; }
 	switch (E * 10 + w) {
 	case 84: ATT_K(8, 4); break;
 	case 82: ATT_K(8, 2); break;
@@ -614,6 +649,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	default: ATT_K(1, 1); break;
 	}
 #undef ATT_K
+#undef ATT_G
 	GPU_LAUNCHED(g, "attention");
 	k_attn_combine<<<dim3(nh, nq), 128, 0, g->stream>>>(part, d_out, nh, hd, nsplit, d_pos);
 	GPU_LAUNCHED(g, "attention combine");

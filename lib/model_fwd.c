@@ -243,13 +243,12 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	struct backend *be = md->be;
 	size_t ne = hp->n_embd;
 
+	/* the head's product queued before the first read waits for the GPU */
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
-	    (hidden && backend_read(be, hidden, a->xn, m * ne)))
-		return fail(md);
-	if (logits == NULL)
-		return 0;
-	if (backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits, (int)hw->ne1, rows) ||
-	    backend_read(be, logits, a->logits, (size_t)rows * hw->ne1))
+	    (logits && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
+	    (int)hw->ne1, rows)) ||
+	    (hidden && backend_read(be, hidden, a->xn, m * ne)) ||
+	    (logits && backend_read(be, logits, a->logits, (size_t)rows * hw->ne1)))
 		return fail(md);
 	return 0;
 }

@@ -17,6 +17,7 @@ struct sampler {
 	int	n_vocab;
 	float	*logits;		/* [n_vocab] after penalties */
 	struct sample_cand *cand;	/* [n_vocab] the kept set, most likely first */
+	uint64_t *key, *tmp;		/* [n_vocab] order_key's, and radix scratch */
 	int	n_cand;
 	int32_t	*count;			/* [n_vocab] zero between calls */
 };
@@ -80,6 +81,8 @@ sample_new(const struct sample_params *p, int n_vocab, char *err)
 	if ((s = calloc(1, sizeof *s)) == NULL ||
 	    (s->logits = malloc(n_vocab * sizeof *s->logits)) == NULL ||
 	    (s->cand = malloc(n_vocab * sizeof *s->cand)) == NULL ||
+	    (s->key = malloc(n_vocab * sizeof *s->key)) == NULL ||
+	    (s->tmp = malloc(n_vocab * sizeof *s->tmp)) == NULL ||
 	    (s->count = calloc(n_vocab, sizeof *s->count)) == NULL) {
 		sample_free(s);
 		util_err(err, "sample: out of memory");
@@ -97,6 +100,7 @@ sample_free(struct sampler *s)
 		return;
 	free(s->logits);
 	free(s->cand);
+	free(s->key), free(s->tmp);
 	free(s->count);
 	free(s);
 }
@@ -140,14 +144,78 @@ penalize(struct sampler *s, const float *logits, const int32_t *hist, int n_hist
 	}
 }
 
-static int
-cmp_cand(const void *a, const void *b)
+/*
+ * The candidates' order, most likely first: logit descending, then id
+ * ascending (+0 and -0 alike), as one integer: the smaller key first.  The
+ * float's bits made monotone and inverted above, the id below.
+ */
+static uint64_t
+order_key(float logit, int32_t id)
 {
-	const struct sample_cand *x = a, *y = b;
+	uint32_t u;
 
-	if (x->logit != y->logit)
-		return x->logit > y->logit ? -1 : 1;
-	return (x->id > y->id) - (x->id < y->id);
+	if (logit == 0)
+		logit = 0;		/* -0 sorts as +0 */
+	memcpy(&u, &logit, sizeof u);
+	u = u & 0x80000000u ? ~u : u | 0x80000000u;	/* ascending with the float */
+	return (uint64_t)~u << 32 | (uint32_t)id;
+}
+
+static int
+cmp_key(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* k[0..n) ascending: LSD radix on the high 32 bits (11 + 11 + 10), stable,
+ * so equal logits keep their ids ascending as they came in. */
+static void
+sort_keys(uint64_t *k, uint64_t *t, int n)
+{
+	static const int shift[3] = { 32, 43, 54 }, bits[3] = { 11, 11, 10 };
+
+	for (int ps = 0; ps < 3; ps++) {
+		int cnt[2049] = { 0 }, mask = (1 << bits[ps]) - 1;
+
+		for (int i = 0; i < n; i++)
+			cnt[(k[i] >> shift[ps] & mask) + 1]++;
+		for (int d = 0; d < mask + 1; d++)
+			cnt[d + 1] += cnt[d];
+		for (int i = 0; i < n; i++)
+			t[cnt[k[i] >> shift[ps] & mask]++] = k[i];
+		memcpy(k, t, (size_t)n * sizeof *k);
+	}
+}
+
+/* The kk smallest of the distinct keys k[0..n) in k[0..kk), any order
+ * (quickselect, median of three). */
+static void
+select_keys(uint64_t *k, int n, int kk)
+{
+	int lo = 0, hi = n - 1;
+
+	while (hi > lo) {
+		uint64_t a = k[lo], b = k[lo + (hi - lo) / 2], c = k[hi], pv, x;
+		int i = lo, j = hi;
+
+		pv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+		while (i <= j) {
+			while (k[i] < pv)
+				i++;
+			while (k[j] > pv)
+				j--;
+			if (i <= j)
+				x = k[i], k[i++] = k[j], k[j--] = x;
+		}
+		if (kk - 1 <= j)
+			hi = j;
+		else if (kk - 1 >= i)
+			lo = i;
+		else
+			return;
+	}
 }
 
 /* softmax over the first n candidates (sorted, most likely first) */
@@ -214,7 +282,7 @@ static int
 build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 {
 	const struct sample_params *p = &s->p;
-	int n = 0;
+	int n = 0, n0;
 
 	if (p->temp == 0 && no_penalty(p))
 		return greedy(s, logits);	/* no copy: nothing changes a logit */
@@ -222,15 +290,24 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 	if (p->temp == 0)
 		return greedy(s, s->logits);
 	for (int i = 0; i < s->n_vocab; i++)
-		if (isfinite(s->logits[i])) {
-			s->cand[n].id = i;
-			s->cand[n++].logit = s->logits[i] / p->temp;
-		}
+		if (isfinite(s->logits[i]))
+			s->key[n++] = order_key(s->logits[i] / p->temp, i);
 	if (n == 0)
 		return -1;
-	qsort(s->cand, n, sizeof *s->cand, cmp_cand);
-	if (p->top_k > 0 && p->top_k < n)
+	if (p->top_k > 0 && p->top_k < n) {	/* the top k in order: a full sort's first k */
+		select_keys(s->key, n, p->top_k);
 		n = p->top_k;
+		qsort(s->key, n, sizeof *s->key, cmp_key);
+	} else {
+		sort_keys(s->key, s->tmp, n);	/* the ids came in ascending */
+	}
+	for (int i = 0; i < n; i++) {
+		int32_t id = (int32_t)(uint32_t)s->key[i];
+
+		s->cand[i].id = id;
+		s->cand[i].logit = s->logits[id] / p->temp;
+	}
+	n0 = n;
 	softmax(s->cand, n);
 	if (p->top_p < 1) {
 		double cum = 0;
@@ -249,7 +326,8 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 			k++;
 		n = k;
 	}
-	softmax(s->cand, n);
+	if (n != n0)	/* (else the same sums in the same order again) */
+		softmax(s->cand, n);
 	s->n_cand = n;
 	return 0;
 }

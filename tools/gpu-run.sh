@@ -42,7 +42,7 @@ echo "== build (logs in $OUT)"
 t0=$(date +%s)
 if ! make CUDA=1 CUDA_ARCH=90 -j16 all build/t/tools/model-greedy build/t/tools/model-spec \
     build/t/tools/gguf-random build/t/tools/model-bench build/t/tools/model-batch \
-    >"$OUT/build.log" 2>&1; then
+    build/t/tools/model-logits >"$OUT/build.log" 2>&1; then
 	tail -40 "$OUT/build.log"
 	exit 1
 fi
@@ -209,14 +209,14 @@ if [ "$mode" = all ] || [ "$mode" = gates ]; then
 		  timeout 150 bin/kernel-check "$S" >"$OUT/smol-kernel-check.log" 2>&1
 		  echo "kernel-check rc=$?"
 		  grep -E '^(model|ALL|[0-9]+ FAILED)' "$OUT/smol-kernel-check.log"
-		  G=t/data/smollm2-llamacpp-f32.json
+		  GJ=t/data/smollm2-llamacpp-f32.json
 		  python3 -c 'import json,sys; [print(json.dumps({"prompt": p["text"], "n": 32})) for p in json.load(open(sys.argv[1]))["prompts"]]' \
-		      $G >"$OUT/smol-prompts.jsonl"
+		      $GJ >"$OUT/smol-prompts.jsonl"
 		  for d in cuda cpu; do
 			timeout 120 bin/run-gen --raw --jsonl --ids --device $d "$S" <"$OUT/smol-prompts.jsonl" \
 			    >"$OUT/smol-$d.jsonl" 2>"$OUT/smol-$d.err" || echo "run-gen $d: failed"
 		  done
-		  python3 - $G "$OUT/smol-cuda.jsonl" "$OUT/smol-cpu.jsonl" <<'PY'
+		  python3 - $GJ "$OUT/smol-cuda.jsonl" "$OUT/smol-cpu.jsonl" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))["prompts"]
 cu = [json.loads(l) for l in open(sys.argv[2])]
@@ -227,6 +227,35 @@ for p, a, b in zip(g, cu, cp):
         "same" if b["ids"] == p["greedy_ids"] else "DIFF", a.get("gate", "?")))
 ok = len(cu) == len(g) and all(a.get("gate") == "MATCH" for a in cu)
 print("SMOLLM2 ARGMAX GATE " + ("PASS" if ok else "FAIL"))
+PY
+		  # where the GPU's greedy ids leave the CPU's: both backends' logits along the
+		  # CPU's path (prompt, then its ids one at a time), the first step whose argmax
+		  # differs, and each backend's top-2 margin there (a near-tie or not)
+		  python3 - $GJ "$OUT/smol-cpu.jsonl" build/t/tools/model-logits "$S" <<'PY'
+import json, subprocess, sys
+import numpy as np
+g = json.load(open(sys.argv[1]))["prompts"]
+cp = [json.loads(l) for l in open(sys.argv[2])]
+tool, f = sys.argv[3:5]
+def lg(dev, ids, n0):
+    out = subprocess.run([tool, "-d", dev, "-p", str(n0), f, "-"] + [str(t) for t in ids],
+                         capture_output=True, check=True).stdout
+    return np.frombuffer(out, dtype=np.float32).reshape(len(ids), -1)
+def margin(r):
+    t = np.sort(r)[-2:]
+    return float(t[1] - t[0])
+for p, b in zip(g, cp):
+    ids = p["prompt_ids"] + b["ids"]
+    n0 = len(p["prompt_ids"])
+    c, u = lg("cpu", ids, n0)[n0 - 1:], lg("cuda", ids, n0)[n0 - 1:]
+    d = [i for i in range(len(c)) if int(c[i].argmax()) != int(u[i].argmax())]
+    md = float(np.abs(c - u).max())
+    if not d:
+        print("%s: along the cpu's path the argmaxes agree at all %d steps (max logit diff %.3g)" % (p["name"], len(c), md))
+    else:
+        i = d[0]
+        print("%s: along the cpu's path argmaxes differ first at step %d: cpu top-2 margin %.4g, cuda %.4g (max logit diff %.3g, %d steps differ)" %
+              (p["name"], i, margin(c[i]), margin(u[i]), md, len(d)))
 PY
 		  timeout 60 bin/run-spec --raw -K 3 -n 8 --device cuda "$S" hello 2>&1 | tail -1
 		} >"$OUT/smol.log" 2>&1

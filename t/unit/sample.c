@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sample.h"
 #include "test.h"
@@ -125,6 +126,104 @@ probs_of(struct sample_params *p, const double *in, int n, const double *want)
 	CHECK(sample_probs(s, l, NULL, 0, pr) == 0);
 	for (int i = 0; i < n; i++)
 		CHECK_NEAR(pr[i], want[i], 1e-6);
+	sample_free(s);
+}
+
+/* the definition: candidates fully sorted (logit / temp descending, id
+ * ascending), top-k, softmax in that order, top-p, min-p, softmax again */
+struct rc {
+	int	id;
+	float	l;
+	double	p;
+};
+
+static int
+rc_cmp(const void *a, const void *b)
+{
+	const struct rc *x = a, *y = b;
+
+	if (x->l != y->l)
+		return x->l > y->l ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+static void
+rc_softmax(struct rc *c, int n)
+{
+	double sum = 0;
+
+	for (int i = 0; i < n; i++)
+		sum += c[i].p = exp((double)c[i].l - c[0].l);
+	for (int i = 0; i < n; i++)
+		c[i].p /= sum;
+}
+
+static void
+ref_probs(const struct sample_params *p, const float *l, int nv, float *pr)
+{
+	struct rc c[300];
+	int n = 0;
+
+	for (int i = 0; i < nv; i++)
+		if (isfinite(l[i]))
+			c[n].id = i, c[n++].l = l[i] / p->temp;
+	qsort(c, n, sizeof *c, rc_cmp);
+	if (p->top_k > 0 && p->top_k < n)
+		n = p->top_k;
+	rc_softmax(c, n);
+	if (p->top_p < 1) {
+		double cum = 0;
+		for (int i = 0; i < n; i++)
+			if ((cum += c[i].p) >= p->top_p) {
+				n = i + 1;
+				break;
+			}
+	}
+	if (p->min_p > 0) {
+		int k = 1;
+		while (k < n && c[k].p >= p->min_p * c[0].p)
+			k++;
+		n = k;
+	}
+	rc_softmax(c, n);
+	memset(pr, 0, nv * sizeof *pr);
+	for (int i = 0; i < n; i++)
+		pr[c[i].id] = (float)c[i].p;
+}
+
+TEST(the_kept_set_is_a_full_sorts_bit_for_bit_on_ties_and_signed_zeros)
+{
+	const float odd[] = { -0.0f, 0.0f, 1.5f, 1.5f, -3, 2.25f, NAN, -INFINITY, 7, -7e3f };
+	const int ks[] = { 0, 1, 3, 40, 299 };
+	float l[300], pr[300], want[300];
+
+	for (int t = 0; t < 60; t++) {
+		struct sample_params p;
+		uint64_t z = 0x9e3779b97f4a7c15ULL * (uint64_t)(t + 1);
+		int nv = 20 + 280 * (t % 2);
+
+		sample_defaults(&p);
+		p.temp = t % 3 == 0 ? 1.0f : t % 3 == 1 ? 0.7f : 1.3f;
+		p.top_k = ks[t % 5];
+		p.top_p = t % 4 == 0 ? 1.0f : 0.9f;
+		p.min_p = t % 7 == 0 ? 0.05f : 0;
+		for (int i = 0; i < nv; i++) {	/* few values: ties everywhere */
+			z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+			l[i] = (z >> 60) < 10 ? odd[(z >> 60)] : (float)((int)(z >> 40 & 15) - 8) / 4;
+		}
+		struct sampler *s = mk(&p, nv);
+		CHECK(sample_probs(s, l, NULL, 0, pr) == 0);
+		ref_probs(&p, l, nv, want);
+		CHECK(memcmp(pr, want, nv * sizeof *pr) == 0);
+		sample_free(s);
+	}
+	struct sample_params p;	/* -0 ties +0: the lower id is kept */
+	float z2[2] = { -0.0f, 0.0f }, p2[2];
+	sample_defaults(&p);
+	p.temp = 1, p.top_k = 1;
+	struct sampler *s = mk(&p, 2);
+	CHECK(sample_probs(s, z2, NULL, 0, p2) == 0);
+	CHECK(p2[0] == 1 && p2[1] == 0);
 	sample_free(s);
 }
 
@@ -329,6 +428,7 @@ main(void)
 	RUN(greedy_is_the_argmax_lowest_id_on_ties);
 	RUN(greedy_equals_the_one_scan_argmax_at_every_length_and_position);
 	RUN(draws_follow_the_distribution);
+	RUN(the_kept_set_is_a_full_sorts_bit_for_bit_on_ties_and_signed_zeros);
 	RUN(each_filter_keeps_what_it_should);
 	RUN(penalties_apply_to_the_window_of_history);
 	RUN(runs_reproduce_by_seed_sequence_and_position);
