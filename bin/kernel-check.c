@@ -25,8 +25,119 @@
 static int
 usage(FILE *f, int status)
 {
-	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]\n", prog);
+	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]\n"
+	    "       %s -n model\n", prog, prog);
 	return status;
+}
+
+/* --- the CPU's float-order noise on a model (also without CUDA) --------- */
+
+static void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (p == NULL)
+		die(1, "out of memory (%zu bytes)", n);
+	return p;
+}
+
+/* be_model's prompt: the fixed 8 ids, repeated with the position added. */
+static void
+model_prompt(int32_t *pr, int n)
+{
+	static const int32_t p8[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
+
+	for (int i = 0; i < n; i++)
+		pr[i] = p8[i % 8] + (i / 8) * 3;
+}
+
+/* The CPU's float-order noise on a model (be_model), once per model. */
+struct noise {
+	int	done;
+	double	rel, abs;	/* the larger of order and steps: relative to 1 + |logit|, absolute */
+	double	order_rel, order_abs;	/* llama.cpp's attention order against the plain one */
+	double	steps_rel, steps_abs;	/* the prefill against the prompt token by token */
+};
+
+/* Fold the difference of logits a and b ([n]) into *rel and *abs. */
+static void
+noise_add(const float *a, const float *b, int n, double *rel, double *abs)
+{
+	for (int j = 0; j < n; j++) {
+		double d = fabs((double)a[j] - b[j]);
+		*abs = fmax(*abs, d);
+		*rel = fmax(*rel, d / (1.0 + fabs((double)a[j])));
+	}
+}
+
+/*
+ * The CPU's own float-order noise on the model at path (be_model), on
+ * the CPU backend cpu, for be_model's 40-token prompt and one other: the
+ * last logits of the prefill against the same prompt run token by token
+ * (steps), and against the prefill of the same file opened with the plain
+ * attention order (model_options.plain_attn: order; a llama model sums
+ * attention in llama.cpp's order, qwen35 always in the plain one, so 0
+ * there).  Each is right; they differ by float order alone.  40 tokens:
+ * past 16 rows, so the prefill takes its own paths (chunked delta rule,
+ * batched attention); the same noise bounds shorter prompts, whose GPU
+ * products differ from the CPU's in float order too.
+ */
+static void
+cpu_noise(struct backend *cpu, const char *path, struct noise *nz)
+{
+	enum { NN = 40 };
+	struct model_options plain = { .plain_attn = 1 };
+	struct model *md[2];
+	int32_t pr[NN];
+	char err[UTIL_ERRLEN];
+	int nv;
+
+	for (int o = 0; o < 2; o++)
+		if ((md[o] = model_open_opts(path, cpu, o ? &plain : NULL, err)) == NULL)
+			die(1, "%s", err);
+	nv = model_hparams(md[0])->n_vocab;
+	float *a = xmalloc((size_t)nv * 4), *b = xmalloc((size_t)nv * 4);
+	memset(nz, 0, sizeof *nz);
+	for (int w = 0; w < 2; w++) {	/* be_model's prompt, then another */
+		struct state *st[3];
+		for (int i = 0; i < 3; i++)
+			if ((st[i] = model_state_new(md[i == 2], NN + 1, 0, err)) == NULL)
+				die(1, "%s", err);
+		model_prompt(pr, NN);
+		for (int i = 0; w == 1 && i < NN; i++)
+			pr[i] = 1 + (i * 37 + 11) % (nv - 1);
+		if (model_forward(md[0], st[0], pr, NN, MODEL_PREFILL, a, NULL) != 0)
+			die(1, "cpu: %s", model_errmsg(md[0]));
+		for (int i = 0; i < NN; i++)
+			if (model_forward(md[0], st[1], &pr[i], 1, 0, b, NULL) != 0)
+				die(1, "cpu: %s", model_errmsg(md[0]));
+		noise_add(a, b, nv, &nz->steps_rel, &nz->steps_abs);
+		if (model_forward(md[1], st[2], pr, NN, MODEL_PREFILL, b, NULL) != 0)
+			die(1, "cpu: %s", model_errmsg(md[1]));
+		noise_add(a, b, nv, &nz->order_rel, &nz->order_abs);
+		for (int i = 0; i < 3; i++)
+			state_free(st[i]);
+	}
+	nz->rel = fmax(nz->order_rel, nz->steps_rel);
+	nz->abs = fmax(nz->order_abs, nz->steps_abs);
+	nz->done = 1;
+	model_close(md[0]), model_close(md[1]);
+	free(a), free(b);
+}
+
+/* be_model's tolerance of the logits, relative to 1 + |logit| (capped: the broken arm adds 4). */
+static double
+noise_tol(const struct noise *nz)
+{
+	return fmax(1e-2, fmin(1.0, 3 * nz->rel));
+}
+
+/* be_model's near-tie: a top-2 margin under it lets greedy ids part. */
+static double
+noise_near(const struct noise *nz)
+{
+	return fmax(1e-3, 3 * nz->abs);
 }
 
 #ifdef MEMRA_HAVE_CUDA
@@ -55,16 +166,6 @@ static float
 unif(struct kc *k, float lo, float hi)	/* [lo, hi) */
 {
 	return lo + (hi - lo) * (float)((rnd(k) >> 40) * 0x1p-24);
-}
-
-static void *
-xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (p == NULL)
-		die(1, "out of memory (%zu bytes)", n);
-	return p;
 }
 
 static void
@@ -1671,63 +1772,6 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	bw_free(p, &b);
 }
 
-/* be_model's prompt: the fixed 8 ids, repeated with the position added. */
-static void
-model_prompt(int32_t *pr, int n)
-{
-	static const int32_t p8[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
-
-	for (int i = 0; i < n; i++)
-		pr[i] = p8[i % 8] + (i / 8) * 3;
-}
-
-/* The CPU's float-order noise on a model (be_model), once per model. */
-struct noise {
-	int	done;
-	double	rel, abs;	/* largest difference, relative to 1 + |logit|, and absolute */
-};
-
-/*
- * The CPU's own float-order noise on this model (be_model): the last
- * logits of a 40-token prompt prefilled against the same prompt run
- * token by token, for be_model's prompt and one other.  40 tokens: past
- * 16 rows, so the prefill takes its own paths (chunked delta rule, batched
- * attention); the same noise bounds shorter prompts, whose GPU products
- * differ from the CPU's in float order too.
- */
-static void
-cpu_noise(struct model *md, struct noise *nz)
-{
-	enum { NN = 40 };
-	int32_t pr[NN];
-	int nv = model_hparams(md)->n_vocab;
-	float *a = xmalloc((size_t)nv * 4), *b = xmalloc((size_t)nv * 4);
-	char err[UTIL_ERRLEN];
-
-	nz->rel = nz->abs = 0;
-	for (int w = 0; w < 2; w++) {	/* be_model's prompt, then another */
-		struct state *s0 = model_state_new(md, NN + 1, 0, err), *s1;
-		if (s0 == NULL || (s1 = model_state_new(md, NN + 1, 0, err)) == NULL)
-			die(1, "%s", err);
-		model_prompt(pr, NN);
-		for (int i = 0; w == 1 && i < NN; i++)
-			pr[i] = 1 + (i * 37 + 11) % (nv - 1);
-		if (model_forward(md, s0, pr, NN, MODEL_PREFILL, a, NULL) != 0)
-			die(1, "cpu: %s", model_errmsg(md));
-		for (int i = 0; i < NN; i++)
-			if (model_forward(md, s1, &pr[i], 1, 0, b, NULL) != 0)
-				die(1, "cpu: %s", model_errmsg(md));
-		for (int j = 0; j < nv; j++) {
-			double d = fabs((double)a[j] - b[j]);
-			nz->abs = fmax(nz->abs, d);
-			nz->rel = fmax(nz->rel, d / (1.0 + fabs((double)a[j])));
-		}
-		state_free(s0), state_free(s1);
-	}
-	nz->done = 1;
-	free(a), free(b);
-}
-
 /*
  * The last logits of a prefill of np tokens and (ng > 0) ng greedy ids
  * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
@@ -1735,18 +1779,24 @@ cpu_noise(struct model *md, struct noise *nz)
  * the position added.
  *
  * The tolerances come from the CPU's own noise (cpu_noise: a 40-token
- * prompt one token at a time on the CPU, the decode path, against its
- * prefill: the chunked delta rule, batched attention).  Both are right; they differ by float order alone, and on
- * weights that take int8 activations an order difference that flips one
- * activation's rounding moves the logits far more than it does in float
- * (on SmolLM2's Q4_1 the CPU's two attention orders alone move them by
- * up to 1.2), and the K-quants' prefill product runs in float (cuBLAS)
- * on the GPU, not on int8 activations.  So the GPU's logits must be
- * within max(1e-2, 3 x that noise) of the CPU's prefill, relative to
- * 1 + |logit| (at most 1: the broken arm adds 4); and its greedy ids may
- * leave the CPU's only at a step where the CPU's top-2 margin is below
- * max(1e-3, 3 x the noise's largest logit difference): a near-tie at the
- * model's own precision.
+ * prompt's prefill against the same prompt one token at a time, the
+ * decode path, and against the prefill with the plain attention order;
+ * the larger of the two).  All are right; they differ by float order
+ * alone, and on weights that take int8 activations an order difference
+ * that flips one activation's rounding moves the logits far more than it
+ * does in float (on SmolLM2's Q4_1 the CPU's two attention orders alone
+ * move them by 0.48 here, up to 1.2 on other prompts), and the K-quants'
+ * prefill product runs in float (cuBLAS) on the GPU, not on int8
+ * activations.  On SmolLM2's Q4_1 the CPU's prefill and steps give the
+ * same bits (batch-invariant attention, no delta rule), so the attention
+ * order is its noise (-n: 0.21 relative, 0.48 absolute).  The
+ * GPU's logits must be within noise_tol, max(1e-2, 3 x that noise), of
+ * the CPU's prefill, relative to 1 + |logit| (at most 1: the broken arm
+ * adds 4); and its greedy ids may leave the CPU's only at a step where
+ * the CPU's top-2 margin is below noise_near, max(1e-3, 3 x the noise's
+ * largest logit difference): a near-tie at the model's own precision.
+ * The exact checks of such a model are the GPU's argmax gate and its
+ * greedy ids against llama.cpp's goldens (gpu-run.sh).
  */
 static void
 be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct noise *nz)
@@ -1761,6 +1811,8 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 
 	np = np < NPMAX ? np : NPMAX, ng = ng < NGMAX ? ng : NGMAX;
 	model_prompt(prompt, np);
+	if (!nz->done)	/* the CPU's noise, once per model */
+		cpu_noise(p->c, path, nz);
 	for (int b = 0; b < 2; b++) {
 		struct model *md = model_open(path, be[b], err);
 		struct state *st;
@@ -1774,8 +1826,6 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 		if (model_forward(md, st, prompt, np, MODEL_PREFILL, first, NULL) != 0)
 			die(1, "%s: %s", backend_name(be[b]), model_errmsg(md));
 		memcpy(lg[b], first, (size_t)nv * 4);
-		if (b == 0 && !nz->done)	/* the CPU's noise, once per model */
-			cpu_noise(md, nz);
 		for (int i = 0; i < ng; i++) {
 			int32_t t = 0;
 			for (int j = 1; j < nv; j++)
@@ -1801,12 +1851,12 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 	for (int i = ng - 1; i >= 0; i--)
 		if (out[0][i] != out[1][i])
 			div = i;
-	snprintf(shape, sizeof shape, "prefill %d, logits of %d (cpu noise %.2g)", np, nv, nz->rel);
+	snprintf(shape, sizeof shape, "prefill %d, logits of %d (cpu noise %.2g: order %.2g, "
+	    "steps %.2g)", np, nv, nz->rel, nz->order_rel, nz->steps_rel);
 	bbrk(k, lg[1], nv, mag);
-	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv,
-	    fmax(1e-2, fmin(1.0, 3 * nz->rel)));
+	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv, noise_tol(nz));
 	if (ng > 0) {
-		double near = fmax(1e-3, 3 * nz->abs), mm = 1e30;
+		double near = noise_near(nz), mm = 1e30;
 		for (int i = 0; i < ng; i++)
 			mm = fmin(mm, margin[i]);
 		if (div < 0)
@@ -2274,7 +2324,8 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * and two lanes a block, L=lane4, L=lane2, Q8_0 by two), or for K-quants the Q8_K form and
  * matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
- * over copies that pass 1 GiB, as bench_matvec.
+ * over copies that pass 1 GiB, as bench_matvec.  A type with no fp32-x
+ * kernel (Q5_1) is timed without it.
  */
 static void
 bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, double copy_bw)
@@ -2291,15 +2342,15 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	static const int mode[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE4,
 	    GPU_MV8_LANE2 }, mq8[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
 	const int *md = t == QUANT_Q8_0 ? mq8 : mode;	/* (LANE4: NVFP4 only; LANE*: not Q4_1/Q5_1) */
-	int nv = qk ? 3 : t == QUANT_NVFP4 ? 6 : t == QUANT_Q8_0 ? 5 : 4;
+	int nv = qk ? 3 : t == QUANT_NVFP4 ? 6 : t == QUANT_Q8_0 ? 5 : 4, f32 = gpu_can_matvec(t);
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[6];
-		for (int i8 = 0; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
+		double s[6] = { 0 };
+		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
 			gchk(k, gpu_tune_mv8(k->g, qk || i8 == 0 ? GPU_MV8_AUTO : md[i8 - 1]));
@@ -2314,12 +2365,17 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 			s[i8] = time_graph(k, gr, 5) / nl;
 			gpu_graph_free(gr);
 		}
-		for (int l = 1; l < nv; l++)
-			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%s %8.2f us %7.1f GB/s %5.1f%% of copy  "
-			    "(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", quant_name(t), (long long)rows,
-			    (long long)ne0, ms[mi], qk ? (l == 1 ? "4" : "8") : how[md[l - 1]], s[l] * 1e6,
-			    nb / s[l] * 1e-9,
-			    100.0 * nb / s[l] / copy_bw, s[0] * 1e6, 100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
+		for (int l = 1; l < nv; l++) {
+			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%s %8.2f us %7.1f GB/s %5.1f%% of copy  ",
+			    quant_name(t), (long long)rows, (long long)ne0, ms[mi],
+			    qk ? (l == 1 ? "4" : "8") : how[md[l - 1]], s[l] * 1e6, nb / s[l] * 1e-9,
+			    100.0 * nb / s[l] / copy_bw);
+			if (f32)
+				printf("(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", s[0] * 1e6,
+				    100.0 * nb / s[0] / copy_bw, s[0] / s[l]);
+			else
+				printf("(no f32 x kernel)\n");
+		}
 		fflush(stdout);
 	}
 	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
@@ -2465,14 +2521,22 @@ bench(struct kc *k)
 	bw = bench_copy(k, (size_t)1 << 30);
 	bench_norm(k, dpool);
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-		for (int ti = 0; ti < NTYPES; ti++)
+		for (int ti = 0; ti < NTYPES; ti++)	/* (every one of them gpu_can_matvec) */
 			if (k->only < 0 || k->only == mv_types[ti])
 				bench_matvec(k, mv_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
-	for (size_t ti = 0; ti < sizeof i8_types / sizeof i8_types[0]; ti++)	/* int8 x */
+	for (size_t ti = 0; ti < sizeof i8_types / sizeof i8_types[0]; ti++) {	/* int8 x */
+		int t = i8_types[ti];
+		if (k->only >= 0 && k->only != t)
+			continue;
+		if (!gpu_can_matvec_q8(t)) {
+			printf("bench i8 %s: skipped (no product on int8 activations on the GPU)\n",
+			    quant_name(t));
+			continue;
+		}
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-			if (k->only < 0 || k->only == i8_types[ti])
-				bench_i8(k, i8_types[ti], shapes[si][0], shapes[si][1], dpool, bw);
-	for (int ti = 0; ti < 2; ti++)
+			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
+	}
+	for (int ti = 0; ti < 2; ti++)	/* (both gpu_can_matmul_q8) */
 		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {
 			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
 			if (k->only < 0 || k->only == t)
@@ -2580,10 +2644,36 @@ bench_gdn(struct kc *k, int dev)
 /* --- main ------------------------------------------------------------- */
 
 struct opts {
-	int	bench, selftest, brk, only, chunk, unroll;
+	int	bench, selftest, brk, only, chunk, unroll, noise;
 	int64_t	dev, seed;
 	const char *model;	/* MODEL: a GGUF file or HF directory, or NULL */
 };
+
+/*
+ * -n: the CPU's noise on the model (cpu_noise) and the tolerances be_model
+ * takes from it, on the CPU alone (any build).
+ */
+static int
+noise_only(const char *path)
+{
+	struct backend *cpu;
+	struct noise nz;
+	char err[UTIL_ERRLEN];
+
+	if ((cpu = backend_open("cpu", 0, err)) == NULL) {
+		warnmsg("%s", err);
+		return 1;
+	}
+	cpu_noise(cpu, path, &nz);
+	printf("cpu noise %.3g (order %.3g, steps %.3g) relative to 1 + |logit|\n", nz.rel,
+	    nz.order_rel, nz.steps_rel);
+	printf("cpu noise %.3g (order %.3g, steps %.3g) absolute\n", nz.abs, nz.order_abs,
+	    nz.steps_abs);
+	printf("tolerance %.3g relative (model prefill logits), near-tie %.3g (model greedy)\n",
+	    noise_tol(&nz), noise_near(&nz));
+	backend_close(cpu);
+	return 0;
+}
 
 static int
 run(const struct opts *o)
@@ -2643,17 +2733,19 @@ main(int argc, char *argv[])
 		{ "bench", no_argument, NULL, 'b' }, { "device", required_argument, NULL, 'd' },
 		{ "seed", required_argument, NULL, 's' }, { "self-test", no_argument, NULL, 't' },
 		{ "type", required_argument, NULL, 'T' }, { "chunk", required_argument, NULL, 'C' },
-		{ "unroll", required_argument, NULL, 'U' }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "unroll", required_argument, NULL, 'U' }, { "noise", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .only = -1, .seed = 1 };
 	const char *e;
-	int ch;
+	int ch, nopt = 0;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt_long(argc, argv, "bC:d:s:tT:U:h", lopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "bC:d:ns:tT:U:h", lopts, NULL)) != -1) {
+		nopt++;
 		switch (ch) {
 		case 'b': o.bench = 1; break;
+		case 'n': o.noise = 1; break;
 		case 'C': {
 			int64_t v;
 			if (util_parse_i64(optarg, 256, 2560, &v) != 0 || v % 16) {
@@ -2698,8 +2790,15 @@ main(int argc, char *argv[])
 	if (argc - optind > 1)
 		return usage(stderr, 2);
 	o.model = optind < argc ? argv[optind] : NULL;
+	if (o.noise) {
+		if (o.model == NULL || nopt != 1) {
+			warnmsg("-n: a model and no other option");
+			return usage(stderr, 2);
+		}
+		return finish(noise_only(o.model));
+	}
 #ifdef MEMRA_HAVE_CUDA
-	if (o.only >= 0 && !gpu_can_matvec(o.only)) {
+	if (o.only >= 0 && !gpu_can_matvec(o.only) && !gpu_can_matvec_q8(o.only)) {
 		warnmsg("-T '%s': the GPU does not multiply %s", quant_name(o.only), quant_name(o.only));
 		return usage(stderr, 2);
 	}

@@ -535,6 +535,7 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		goto fail;
 	}
 	md->kv_f16 = o != NULL && o->kv_f16;
+	md->plain_attn = o != NULL && o->plain_attn;
 	if ((md->path = hub_is_spec(path) ? hub_path(path, NULL, err) : strdup(path)) == NULL) {
 		if (!hub_is_spec(path))
 			util_err(err, "%s: out of memory", path);

@@ -60,6 +60,11 @@ struct model_options {
 	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head) */
 	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
 	int	kv_f16;		/* --kv-type f16: K and V kept in half precision */
+	int	plain_attn;	/* 1: a llama model's attention summed in the plain
+				 * order (backend_attn.ggml off), not llama.cpp's:
+				 * another float order, as right (kernel-check's
+				 * noise).  No effect on qwen35 (always plain) nor
+				 * with kv_f16 (llama.cpp's F16 order always) */
 };
 
 /*

@@ -123,13 +123,17 @@ attn_out(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
-/* The attention's shape and numerics: llama follows llama.cpp's orders (backend_attn.ggml). */
+/*
+ * The attention's shape and numerics: llama follows llama.cpp's orders (backend_attn.ggml)
+ * unless opened with plain_attn.
+ */
 static struct backend_attn
 attn_params(const struct model *md, int batched)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct backend_attn at = { hp->n_head, hp->n_head_kv, hp->head_dim,
-	    1.0f / sqrtf((float)hp->head_dim), md->kv_f16, hp->arch == MODEL_ARCH_LLAMA, batched };
+	    1.0f / sqrtf((float)hp->head_dim), md->kv_f16,
+	    hp->arch == MODEL_ARCH_LLAMA && !md->plain_attn, batched };
 
 	return at;
 }

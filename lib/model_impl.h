@@ -60,6 +60,7 @@ struct model {
 	struct backend *be;
 	int	hf_l2;		/* GDN L2 norm as HF computes it */
 	int	kv_f16;		/* K and V rounded to half when stored */
+	int	plain_attn;	/* model_options.plain_attn */
 	struct backend_weight tok_embd;	/* [n_vocab][n_embd] */
 	struct backend_weight output;	/* [n_vocab][n_embd]; a copy of tok_embd when tied */
 	const void *head_host;		/* host bytes of output (tok_embd when tied), at load */

@@ -2,7 +2,8 @@
  * model: the qwen35 fixture (../shared/models/A, or MEMRA_MODEL_A)
  * against its float32 references (refs.json): last-position logits of
  * the prompt, greedy continuations, MTP logits; prefill against
- * token-by-token decode.  Skipped when the fixture is not there.
+ * token-by-token decode.  Skipped when the fixture is not there.  First,
+ * on the tiny fixtures of t/data/tiny: model_options.plain_attn.
  */
 #include <stdlib.h>
 #include <unistd.h>
@@ -242,6 +243,88 @@ TEST(verify_rows_and_thread_counts_give_the_same_bits)
 	free(ids), free(one), free(many), free(three);
 }
 
+/*
+ * The last logits of a 24-token prefill and of the same prompt decoded
+ * one token at a time, of dir opened with plain_attn = plain, into
+ * pre and dec ([n_vocab] each, malloc'd; the caller frees).  n_vocab, or -1.
+ */
+static int
+tiny_logits(const char *dir, int plain, float **pre, float **dec)
+{
+	enum { N = 24 };
+	struct model_options mo = { .plain_attn = plain };
+	char err[UTIL_ERRLEN];
+	struct model *m = model_open_opts(dir, be, &mo, err);
+	struct state *a, *b;
+	int32_t ids[N];
+	int n, rc = 0;
+
+	if (m == NULL) {
+		printf("# %s\n", err);
+		return -1;
+	}
+	n = model_hparams(m)->n_vocab;
+	for (int i = 0; i < N; i++)
+		ids[i] = (i * 37 + 11) % n;
+	*pre = malloc((size_t)n * 4), *dec = malloc((size_t)n * 4);
+	a = model_state_new(m, N, 0, err), b = model_state_new(m, N, 0, err);
+	if (a == NULL || b == NULL || model_forward(m, a, ids, N, MODEL_PREFILL, *pre, NULL) != 0)
+		rc = -1;
+	for (int i = 0; rc == 0 && i < N; i++)
+		rc = model_forward(m, b, &ids[i], 1, 0, *dec, NULL);
+	state_free(a), state_free(b);
+	model_close(m);
+	return rc ? -1 : n;
+}
+
+static double
+maxrel(const float *a, const float *b, int n)
+{
+	double mx = 0;
+
+	for (int i = 0; i < n; i++)
+		mx = fmax(mx, fabs((double)a[i] - b[i]) / (1.0 + fabs((double)a[i])));
+	return mx;
+}
+
+/*
+ * A llama model sums its attention in llama.cpp's order unless opened
+ * with plain_attn: the two differ by float order only (f32 weights: far
+ * below 1e-4 relative, not zero, the same argmax), prefill and decode alike.
+ */
+TEST(plain_attn_moves_a_llama_model_by_float_order_only)
+{
+	float *p0, *d0, *p1, *d1;
+	int n = tiny_logits("t/data/tiny/llama-tiny", 0, &p0, &d0);
+
+	CHECK(n > 0);
+	CHECK(tiny_logits("t/data/tiny/llama-tiny", 1, &p1, &d1) == n);
+	if (test_cur_failed)
+		return;
+	printf("# llama-tiny: plain against llama.cpp's order %.3g (prefill), %.3g (decode)\n",
+	    maxrel(p0, p1, n), maxrel(d0, d1, n));
+	CHECK(maxrel(p0, p1, n) > 0 && maxrel(p0, p1, n) < 1e-5);
+	CHECK(maxrel(d0, d1, n) > 0 && maxrel(d0, d1, n) < 1e-5);
+	CHECK_EQ_INT(argmax(p1, n), argmax(p0, n));
+	CHECK_EQ_INT(argmax(d1, n), argmax(d0, n));
+	free(p0), free(d0), free(p1), free(d1);
+}
+
+/* qwen35's attention is always the plain order: plain_attn changes no bit. */
+TEST(plain_attn_leaves_qwen35_alone)
+{
+	float *p0, *d0, *p1, *d1;
+	int n = tiny_logits("t/data/tiny/q35-r2", 0, &p0, &d0);
+
+	CHECK(n > 0);
+	CHECK(tiny_logits("t/data/tiny/q35-r2", 1, &p1, &d1) == n);
+	if (test_cur_failed)
+		return;
+	CHECK(memcmp(p0, p1, (size_t)n * 4) == 0);
+	CHECK(memcmp(d0, d1, (size_t)n * 4) == 0);
+	free(p0), free(d0), free(p1), free(d1);
+}
+
 int
 main(void)
 {
@@ -250,22 +333,28 @@ main(void)
 	char *text;
 	size_t len;
 
+	if ((be = backend_open("cpu", 0, err)) == NULL) {
+		printf("not ok model: %s\n", err);
+		return 1;
+	}
+	RUN(plain_attn_moves_a_llama_model_by_float_order_only);
+	RUN(plain_attn_leaves_qwen35_alone);
 	if (dir == NULL)
 		dir = "../shared/models/A";
 	snprintf(path, sizeof path, "%s/refs.json", dir);
 	if (access(path, R_OK) != 0) {
 		const char *req = getenv("MEMRA_REQUIRE_PEERS");
 
+		backend_close(be);
 		if (req != NULL && strcmp(req, "1") == 0) {
 			printf("not ok model: fixture model A missing at %s\n", dir);
 			return 1;
 		}
 		printf("ok model # skip: no fixture at %s\n", dir);
-		return 0;
+		return test_summary();
 	}
 	if ((text = util_read_file(path, &len, err)) == NULL ||
 	    (refs = json_parse(text, len, err)) == NULL ||
-	    (be = backend_open("cpu", 0, err)) == NULL ||
 	    (md = model_open(dir, be, err)) == NULL) {
 		printf("not ok model: %s\n", err);
 		return 1;
