@@ -704,6 +704,7 @@ k_attn_prefill(apf_args A)
 	int kvh = blockIdx.x % A.nkv, tid = threadIdx.x;
 	int i0 = (gridDim.x / A.nkv - 1 - blockIdx.x / A.nkv) * BQ, npos = apf_npos<BQ>(A, i0);
 
+	pdl_enter();		/* q, K and V are earlier kernels' */
 	apf_carve<HDP, BQ>((float *)apf_mem, &s);
 	apf_acc_zero<HDP>(r);
 	apf_load_q<HDP, BQ>(A, s, kvh, i0, tid);
@@ -739,7 +740,7 @@ attn_prefill_run(struct gpu *g, const apf_args &A)
 	if (e != cudaSuccess)
 		return gpu_fail(g, "attention prefill: %d bytes of shared memory: %s", sh,
 		    cudaGetErrorString(e));
-	k_attn_prefill<HDP, BQ><<<nt * A.nkv, 4 * BQ, sh, g->stream>>>(A);
+	gpu_launch(g, k_attn_prefill<HDP, BQ>, nt * A.nkv, 4 * BQ, sh, A);
 	GPU_LAUNCHED(g, "attention prefill");
 	return 0;
 }
