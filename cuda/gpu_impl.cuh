@@ -149,12 +149,17 @@ pdl_enter(void)
  * the 128-byte lines from the one holding p, lane l of the warp taking
  * lines l, l + 32, ...  A hint: no register or L1 holds the data, and L2
  * is where every write lands, so it is safe even on memory a kernel still
- * writes (it would only waste the bandwidth).
+ * writes (it would only waste the bandwidth).  MEMRA_PDL_PREFETCH=0 at
+ * build time leaves it out (an A B B A of the two builds, tools/gpu-run.sh).
  */
+#ifndef MEMRA_PDL_PREFETCH
+#define MEMRA_PDL_PREFETCH 1
+#endif
+
 __device__ __forceinline__ void
 pdl_prefetch(const void *p, size_t n, int lane)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && MEMRA_PDL_PREFETCH
 	uintptr_t a = (uintptr_t)p & ~(uintptr_t)127, e = (uintptr_t)p + n;
 
 	for (a += (uintptr_t)lane * 128; a < e; a += 32 * 128)
