@@ -149,11 +149,14 @@ pdl_enter(void)
  * the 128-byte lines from the one holding p, lane l of the warp taking
  * lines l, l + 32, ...  A hint: no register or L1 holds the data, and L2
  * is where every write lands, so it is safe even on memory a kernel still
- * writes (it would only waste the bandwidth).  MEMRA_PDL_PREFETCH=0 at
- * build time leaves it out (an A B B A of the two builds, tools/gpu-run.sh).
+ * writes (it would only waste the bandwidth).  Off unless built with
+ * MEMRA_PDL_PREFETCH=1: on the H200 it cost more than it gave (9B decode
+ * 302.2 against 328.9 tok/s Q8_0, 399.2 against 406.2 NVFP4, A B B A of the
+ * two builds, bench/2026-12-01-s6-run3-*): the products already keep the
+ * memory busy, and the prefetches are requests on top.
  */
 #ifndef MEMRA_PDL_PREFETCH
-#define MEMRA_PDL_PREFETCH 1
+#define MEMRA_PDL_PREFETCH 0
 #endif
 
 __device__ __forceinline__ void
