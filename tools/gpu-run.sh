@@ -5,8 +5,9 @@
 # the greedy gate on model A (GPU = CPU = refs, step and prefill), a short
 # decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
 # to $OUT (or a temporary directory); a short table is printed last.
-#   usage: sh tools/gpu-run.sh [all|bench|gates|speed]  ("bench": skip the checks,
-#   "gates": skip the benchmark, "speed": only the GPU_RUN_9B/27B/PEER stages)
+#   usage: sh tools/gpu-run.sh [all|bench|gates|speed|smol]  ("bench": skip the checks,
+#   "gates": skip the benchmark, "speed": only the GPU_RUN_9B/27B/PEER stages,
+#   "smol": only the GPU_RUN_SMOL stage)
 # MEMRA_COMMIT names the commit in the TSV rows tools/abba writes (the
 # device copy's .git may be stale).
 # Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
@@ -85,7 +86,8 @@ if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ]; }; then
 	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
 	ls -l "$G" >>"$OUT/gguf.log"
 fi
-if [ "$mode" = all ] || [ "$mode" = gates ]; then
+if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ]; then
+    if [ "$mode" != smol ]; then	# smol: the SmolLM2 stage alone (GPU_RUN_SMOL)
 	t0=$(date +%s)
 	timeout 240 bin/kernel-check $A >"$OUT/kernel-check.log" 2>&1; kc=$?
 	# the model checks on GGUFs too (A-q4_k: K-quant products on int8 activations
@@ -99,6 +101,7 @@ if [ "$mode" = all ] || [ "$mode" = gates ]; then
 	done
 	echo "kernel-check in $(( $(date +%s) - t0 ))s"
 	timeout 120 bin/kernel-check --self-test $A >"$OUT/self-test.log" 2>&1; st=$?
+    fi
 	if [ -n "$A" ] && [ "${GPU_RUN_BIN:-0}" = 1 ]; then
 		# the real binaries: run-gen (argmax gate, ids on cuda = cpu = the
 		# reference ids of t/data/a-greedy.tsv) on A's 8 refs prompts, and
