@@ -145,22 +145,30 @@ pdl_enter(void)
 }
 
 /*
- * Before pdl_wait: ask L2 for the n bytes at p (a product's weight rows),
- * the 128-byte lines from the one holding p, lane l of the warp taking
- * lines l, l + 32, ...  A hint: no register or L1 holds the data, and L2
- * is where every write lands, so it is safe even on memory a kernel still
- * writes (it would only waste the bandwidth).  MEMRA_PDL_PREFETCH=0 at
- * build time leaves it out (an A B B A of the two builds, tools/gpu-run.sh).
+ * Before pdl_wait: ask L2 for the first MEMRA_PDL_PREFETCH bytes of the n
+ * at p (a warp's weight row), the 128-byte lines from the one holding p,
+ * lane l of the warp taking lines l, l + 32, ...  A hint: no register or
+ * L1 holds the data, and L2 is where every write lands, so it is safe
+ * even on memory a kernel still writes (it would only waste the
+ * bandwidth).  Not whole rows: the ~4200 warps resident in a product's
+ * first wave asking for rows of 12288 (13 KB) want 55 MB, more than L2,
+ * and lines left before their loads came were read twice (run 2 on the
+ * H200: Q8_0 4096x12288 m=1 17.6 -> 20.6 us, NVFP4 12.8 -> 15.3 us).
+ * 2048 bytes: the first unrolled step of the product loops (k_mv8: 32
+ * blocks of 34 bytes, NVFP4 by two lanes 32 half blocks), 8.6 MB in all.
+ * MEMRA_PDL_PREFETCH=0 at build time leaves it out (an A B B A of the two
+ * builds, tools/gpu-run.sh).
  */
 #ifndef MEMRA_PDL_PREFETCH
-#define MEMRA_PDL_PREFETCH 1
+#define MEMRA_PDL_PREFETCH 2048
 #endif
 
 __device__ __forceinline__ void
 pdl_prefetch(const void *p, size_t n, int lane)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && MEMRA_PDL_PREFETCH
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)127, e = (uintptr_t)p + n;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && MEMRA_PDL_PREFETCH > 0
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)127;
+	uintptr_t e = (uintptr_t)p + (n < (size_t)MEMRA_PDL_PREFETCH ? n : (size_t)MEMRA_PDL_PREFETCH);
 
 	for (a += (uintptr_t)lane * 128; a < e; a += 32 * 128)
 		asm volatile("prefetch.global.L2 [%0];" : : "l"(a));

@@ -327,7 +327,7 @@ print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The cap
 	fi
 fi
 # GPU_RUN_PF_ABBA=1 (with GPU_RUN_9B=1): a second build of model-bench with
-# MEMRA_PDL_PREFETCH=0 (the products do not ask L2 for their weight rows
+# MEMRA_PDL_PREFETCH=0 (the products do not ask L2 for their weight rows' start
 # before their PDL wait), in a copy of the tree, A B B A against the default
 PF=
 if [ "${GPU_RUN_PF_ABBA:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
