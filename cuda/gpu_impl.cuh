@@ -145,15 +145,18 @@ pdl_enter(void)
 }
 
 /*
- * Before pdl_wait: ask L2 for the n bytes at p (a product's weight rows),
- * the 128-byte lines from the one holding p, lane l of the warp taking
- * lines l, l + 32, ...  A hint: no register or L1 holds the data, and L2
- * is where every write lands, so it is safe even on memory a kernel still
- * writes (it would only waste the bandwidth).  Off unless built with
- * MEMRA_PDL_PREFETCH=1: on the H200 it cost more than it gave (9B decode
- * 302.2 against 328.9 tok/s Q8_0, 399.2 against 406.2 NVFP4, A B B A of the
- * two builds, bench/2026-12-01-s6-run3-*): the products already keep the
- * memory busy, and the prefetches are requests on top.
+ * Before pdl_wait: ask L2 for the first MEMRA_PDL_PREFETCH bytes of the n
+ * at p (a warp's weight row), the 128-byte lines from the one holding p,
+ * lane l of the warp taking lines l, l + 32, ...  A hint: no register or
+ * L1 holds the data, and L2 is where every write lands, so it is safe
+ * even on memory a kernel still writes (it would only waste the
+ * bandwidth).  Off by default (0 bytes): on the H200 whole rows cost more
+ * than they gave (9B decode 302.2 against 328.9 tok/s Q8_0, 399.2 against
+ * 406.2 NVFP4, A B B A of the two builds, bench/2026-12-01-s6-run3-*; the
+ * ~4200 warps of a product's first wave asking for rows of 12288 want
+ * 55 MB, more than L2, and the products keep the memory busy anyway).
+ * A build with MEMRA_PDL_PREFETCH=2048 (the first unrolled step of the
+ * product loops, 8.6 MB in all) is tools/gpu-run.sh's GPU_RUN_PF_ABBA.
  */
 #ifndef MEMRA_PDL_PREFETCH
 #define MEMRA_PDL_PREFETCH 0
@@ -162,8 +165,9 @@ pdl_enter(void)
 __device__ __forceinline__ void
 pdl_prefetch(const void *p, size_t n, int lane)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && MEMRA_PDL_PREFETCH
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)127, e = (uintptr_t)p + n;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && MEMRA_PDL_PREFETCH > 0
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)127;
+	uintptr_t e = (uintptr_t)p + (n < (size_t)MEMRA_PDL_PREFETCH ? n : (size_t)MEMRA_PDL_PREFETCH);
 
 	for (a += (uintptr_t)lane * 128; a < e; a += 32 * 128)
 		asm volatile("prefetch.global.L2 [%0];" : : "l"(a));

@@ -330,7 +330,7 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
 	float acc[MAXM];
 
-	if (row < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+	if (row < rows)	/* its weight row's start towards L2 while the kernel before ends */
 		pdl_prefetch(W + row * rowbytes, rowbytes, lane);
 	pdl_enter();
 	if (row >= rows)

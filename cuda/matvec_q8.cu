@@ -498,7 +498,7 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
 	float acc[M];
 
-	if (r < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
 		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
 	pdl_enter();
 	if (r >= rows)
@@ -558,7 +558,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 	int4 *buf = sm[threadIdx.x >> 5];
 	float acc[M];
 
-	if (r < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
 		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
 	pdl_enter();
 	if (r >= rows)

@@ -290,7 +290,7 @@ k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 	int64_t ne0 = (int64_t)nb * 256;
 	float acc[M];
 
-	if (r < rows)	/* the warp's weight row towards L2 while the kernel before ends */
+	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
 		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
 	pdl_enter();
 	if (r >= rows)

@@ -330,9 +330,9 @@ print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The cap
 	fi
 fi
 # GPU_RUN_PF_ABBA=1 (with GPU_RUN_9B=1): a second build of model-bench with
-# MEMRA_PDL_PREFETCH=1 (the products ask L2 for their weight rows before
-# their PDL wait; off by default), in a copy of the tree, A B B A against
-# the default
+# MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} (the products ask L2 for that
+# many bytes of each weight row before their PDL wait; none by default), in a
+# copy of the tree, A B B A against the default
 PF=
 if [ "${GPU_RUN_PF_ABBA:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
 	PF=${TMPDIR:-/tmp}/memra-pf
@@ -340,7 +340,7 @@ if [ "${GPU_RUN_PF_ABBA:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
 	    tar cf - --exclude=./build --exclude=./bin --exclude=./models --exclude='./.gpuwork*' \
 	    --exclude=./lib/libmemra.a . | tar xf - -C "$PF" &&
 	    (cd "$PF" && make CUDA=1 CUDA_ARCH=90 -j16 NVFLAGS="-O3 -std=c++17 -gencode \
-	    arch=compute_90,code=sm_90 -Xcompiler -fPIC -Icuda -Ilib -DMEMRA_PDL_PREFETCH=1" \
+	    arch=compute_90,code=sm_90 -Xcompiler -fPIC -Icuda -Ilib -DMEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048}" \
 	    build/t/tools/model-bench) >"$OUT/build-pf.log" 2>&1 || { echo "prefetch build failed"; PF=; }
 fi
 # GPU_RUN_9B=1: decode / prefill / verify speed on random-weight GGUFs of the
@@ -387,12 +387,12 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 		fi
 		if [ -n "$PF" ]; then	# decode, products with the L2 prefetch (A) and without (B)
 			mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 -B $BW $f"
-			echo "== $q: decode tok/s, A = MEMRA_PDL_PREFETCH=1 build, B = default (none)" >>"$OUT/pf-abba.txt"
+			echo "== $q: decode tok/s, A = MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} build, B = default (none)" >>"$OUT/pf-abba.txt"
 			timeout 300 python3 tools/abba -a "$PF/$mb" -b "$mb" \
 			    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
 			    --tsv "$OUT/pf-abba.tsv" --log "$OUT/pf-abba-$q.log" --binary model-bench \
 			    --model qwen35-9b-random --quant $q --scenario decode-b1-l2-prefetch --ctx 128 \
-			    --peer MEMRA_PDL_PREFETCH=1 >>"$OUT/pf-abba.txt" 2>&1 ||
+			    --peer MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} >>"$OUT/pf-abba.txt" 2>&1 ||
 			    echo "abba $q: failed" >>"$OUT/pf-abba.txt"
 		fi
 		[ -n "$lc_pid$lb_pre" ] || rm -f "$f"
