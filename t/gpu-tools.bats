@@ -37,9 +37,10 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	run -0 --separate-stderr gguf-inspect -k qwen35.block_count "$f"
 	[ "$output" = "5" ]
 	run -0 --separate-stderr "$T/model-bench" -d cpu -c 20 -n 2 -r 1 -k 1 "$f"
-	[[ ${lines[1]} == "prefill	ctx	20	"* ]]
-	[[ ${lines[3]} == "decode-median	ctx	20	n	2	reps	1	"* ]]
-	[[ ${lines[4]} == "verify	K	1	rows	2	"* ]]
+	[[ ${lines[1]} == "prefill-cold	ctx	20	"* ]]
+	[[ ${lines[2]} == "prefill	ctx	20	"* ]]
+	[[ ${lines[4]} == "decode-median	ctx	20	n	2	reps	1	"* ]]
+	[[ ${lines[5]} == "verify	K	1	rows	2	"* ]]
 }
 
 @test "gguf-random's file also loads and evaluates in llama.cpp (llama-bench runs on the same files)" {
