@@ -343,6 +343,17 @@ if [ "${GPU_RUN_PF_ABBA:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
 	    arch=compute_90,code=sm_90 -Xcompiler -fPIC -Icuda -Ilib -DMEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048}" \
 	    build/t/tools/model-bench) >"$OUT/build-pf.log" 2>&1 || { echo "prefetch build failed"; PF=; }
 fi
+# decode_abba NAME QUANT A B SCENARIO PEER TITLE: 9B-shape decode tok/s of
+# commands A and B, A B B A (tools/abba), into $OUT/NAME-abba.{txt,tsv} and
+# $OUT/NAME-abba-QUANT.log
+decode_abba() {
+	echo "== $2: decode tok/s, $7" >>"$OUT/$1-abba.txt"
+	timeout 300 python3 tools/abba -a "$3" -b "$4" \
+	    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
+	    --tsv "$OUT/$1-abba.tsv" --log "$OUT/$1-abba-$2.log" --binary model-bench \
+	    --model qwen35-9b-random --quant "$2" --scenario "$5" --ctx 128 \
+	    --peer "$6" >>"$OUT/$1-abba.txt" 2>&1 || echo "abba $2: failed" >>"$OUT/$1-abba.txt"
+}
 # GPU_RUN_9B=1: decode / prefill / verify speed on random-weight GGUFs of the
 # Qwen3.5-9B shape (t/tools/gguf-random, Q8_0 and NVFP4), written here
 if [ "${GPU_RUN_9B:-0}" = 1 ]; then
@@ -365,35 +376,19 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			timeout 150 build/t/tools/model-bench -P -d cuda -c 512 -n 16 -r 1 -k 0 "$f" \
 			    >"$OUT/prof-$q.log" 2>&1 || echo "model-bench -P $q: failed" >>"$OUT/prof-$q.log"
 		fi
-		if [ "$GRAPH" = 1 ] && [ "${GPU_RUN_GRAPH_ABBA:-1}" = 1 ]; then	# decode with graphs off (A) and on (B), A B B A
-			mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
-			echo "== $q: decode tok/s, A = MEMRA_CUDA_GRAPH=0, B = graphs on" >>"$OUT/graph-abba.txt"
-			timeout 300 python3 tools/abba -a "MEMRA_CUDA_GRAPH=0 $mb" -b "MEMRA_CUDA_GRAPH=stats $mb" \
-			    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
-			    --tsv "$OUT/graph-abba.tsv" --log "$OUT/graph-abba-$q.log" --binary model-bench \
-			    --model qwen35-9b-random --quant $q --scenario decode-b1-cuda-graph --ctx 128 \
-			    --peer MEMRA_CUDA_GRAPH=0 >>"$OUT/graph-abba.txt" 2>&1 ||
-			    echo "abba $q: failed" >>"$OUT/graph-abba.txt"
+		mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 -B $BW"
+		if [ "$GRAPH" = 1 ] && [ "${GPU_RUN_GRAPH_ABBA:-1}" = 1 ]; then	# graphs off (A) and on (B)
+			decode_abba graph "$q" "MEMRA_CUDA_GRAPH=0 $mb $f" "MEMRA_CUDA_GRAPH=stats $mb $f" \
+			    decode-b1-cuda-graph MEMRA_CUDA_GRAPH=0 "A = MEMRA_CUDA_GRAPH=0, B = graphs on"
 		fi
-		if [ "${GPU_RUN_PDL_ABBA:-1}" = 1 ]; then	# decode, plain launches (A) and PDL (B), A B B A
-			mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 -B $BW"
-			echo "== $q: decode tok/s, A = model-bench -L (no PDL), B = PDL on" >>"$OUT/pdl-abba.txt"
-			timeout 300 python3 tools/abba -a "$mb -L $f" -b "$mb $f" \
-			    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
-			    --tsv "$OUT/pdl-abba.tsv" --log "$OUT/pdl-abba-$q.log" --binary model-bench \
-			    --model qwen35-9b-random --quant $q --scenario decode-b1-cuda-pdl --ctx 128 \
-			    --peer MEMRA_CUDA_PDL=0 >>"$OUT/pdl-abba.txt" 2>&1 ||
-			    echo "abba $q: failed" >>"$OUT/pdl-abba.txt"
+		if [ "${GPU_RUN_PDL_ABBA:-1}" = 1 ]; then	# plain launches (A) and PDL (B)
+			decode_abba pdl "$q" "$mb -L $f" "$mb $f" decode-b1-cuda-pdl MEMRA_CUDA_PDL=0 \
+			    "A = model-bench -L (no PDL), B = PDL on"
 		fi
-		if [ -n "$PF" ]; then	# decode, products with the L2 prefetch (A) and without (B)
-			mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 -B $BW $f"
-			echo "== $q: decode tok/s, A = MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} build, B = default (none)" >>"$OUT/pf-abba.txt"
-			timeout 300 python3 tools/abba -a "$PF/$mb" -b "$mb" \
-			    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
-			    --tsv "$OUT/pf-abba.tsv" --log "$OUT/pf-abba-$q.log" --binary model-bench \
-			    --model qwen35-9b-random --quant $q --scenario decode-b1-l2-prefetch --ctx 128 \
-			    --peer MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} >>"$OUT/pf-abba.txt" 2>&1 ||
-			    echo "abba $q: failed" >>"$OUT/pf-abba.txt"
+		if [ -n "$PF" ]; then	# products with the L2 prefetch (A) and without (B)
+			decode_abba pf "$q" "$PF/$mb $f" "$mb $f" decode-b1-l2-prefetch \
+			    "MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048}" \
+			    "A = MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} build, B = default (none)"
 		fi
 		[ -n "$lc_pid$lb_pre" ] || rm -f "$f"
 	done
