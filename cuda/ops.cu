@@ -448,6 +448,25 @@ att_load(const float *__restrict__ p, int lane, int n, float *v)
 	}
 }
 
+/* The GB heads' scaled scores of one K row k (a lane's E elements) into
+ * sc[g * ATT_SPLIT] (lane 0): each the lane's FMA chain, then a butterfly. */
+template <int E, int GB>
+__device__ __forceinline__ void
+att_scores(const float (*qv)[E], const float *k, int lane, float scale, float *sc)
+{
+#pragma unroll
+	for (int g = 0; g < GB; g++) {
+		float d = 0.0f;
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			d = __fmaf_rn(qv[g][e], k[e], d);
+		for (int o = 16; o > 0; o >>= 1)
+			d = __fadd_rn(d, __shfl_xor_sync(0xFFFFFFFFu, d, o));
+		if (lane == 0)
+			sc[g * ATT_SPLIT] = __fmul_rn(d, scale);
+	}
+}
+
 /*
  * Block (split s, heads h0 .. h0+GB-1 of one KV head, query t): for each
  * head the scores of its ATT_SPLIT positions, their max m and sum l, and
@@ -501,30 +520,9 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 		att_load<E, W>(Kh + p * ld, lane, hd, ka);
 		if (p2 < p1)
 			att_load<E, W>(Kh + p2 * ld, lane, hd, kb);
-#pragma unroll
-		for (int g = 0; g < GB; g++) {
-			float da = 0.0f;
-#pragma unroll
-			for (int e = 0; e < E; e++)
-				da = __fmaf_rn(qv[g][e], ka[e], da);
-			for (int o = 16; o > 0; o >>= 1)
-				da = __fadd_rn(da, __shfl_xor_sync(0xFFFFFFFFu, da, o));
-			if (lane == 0)
-				sc[g][p - p0] = __fmul_rn(da, scale);
-		}
-		if (p2 < p1) {
-#pragma unroll
-			for (int g = 0; g < GB; g++) {
-				float db = 0.0f;
-#pragma unroll
-				for (int e = 0; e < E; e++)
-					db = __fmaf_rn(qv[g][e], kb[e], db);
-				for (int o = 16; o > 0; o >>= 1)
-					db = __fadd_rn(db, __shfl_xor_sync(0xFFFFFFFFu, db, o));
-				if (lane == 0)
-					sc[g][p2 - p0] = __fmul_rn(db, scale);
-			}
-		}
+		att_scores<E, GB>(qv, ka, lane, scale, &sc[0][p - p0]);
+		if (p2 < p1)
+			att_scores<E, GB>(qv, kb, lane, scale, &sc[0][p2 - p0]);
 	}
 	__syncthreads();
 	float mg[GB], lg[GB];
