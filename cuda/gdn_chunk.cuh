@@ -419,6 +419,23 @@ gdnc_ksqs(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int
 	}
 }
 
+/*
+ * acc[u] += row w + 8u of M (rows of la floats) . column j of the GDNC_C x
+ * GDNC_VS matrix S, four columns of M at a time (phases 3 and 4).
+ */
+GDNC_HD void
+gdnc_rows8(const float *M, int la, const float *S, int j, int w, float acc[8])
+{
+	for (int c = 0; c < GDNC_C; c += 4) {
+		float4 x = make_float4(S[c * GDNC_VS + j], S[(c + 1) * GDNC_VS + j],
+		    S[(c + 2) * GDNC_VS + j], S[(c + 3) * GDNC_VS + j]);
+
+		GDNC_UNROLL
+		for (int u = 0; u < 8; u++)
+			acc[u] = gdnc_dot4(*(const float4 *)(M + (w + 8 * u) * la + c), x, acc[u]);
+	}
+}
+
 /* k_gdn_chunk, phase 3: Vn = Tb X (thread (w, j) as in phase 2; Tb is 0
  * above the diagonal). */
 GDNC_HD void
@@ -431,14 +448,7 @@ gdnc_tx(const struct gdnc_sh &s, int tid)
 	GDNC_UNROLL
 	for (int u = 0; u < 8; u++)
 		vn[u] = 0.0f;
-	for (int c = 0; c < GDNC_C; c += 4) {
-		float4 x = make_float4(s.X[c * VS + j], s.X[(c + 1) * VS + j],
-		    s.X[(c + 2) * VS + j], s.X[(c + 3) * VS + j]);
-
-		GDNC_UNROLL
-		for (int u = 0; u < 8; u++)
-			vn[u] = gdnc_dot4(*(const float4 *)(s.Tb + (w + 8 * u) * LA + c), x, vn[u]);
-	}
+	gdnc_rows8(s.Tb, LA, s.X, j, w, vn);
 	GDNC_UNROLL
 	for (int u = 0; u < 8; u++)
 		s.V[(w + 8 * u) * VS + j] = vn[u];
@@ -461,14 +471,7 @@ gdnc_out(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int 
 	GDNC_UNROLL
 	for (int u = 0; u < 8; u++)
 		os[u] = ys[u];
-	for (int c = 0; c < GDNC_C; c += 4) {
-		float4 x = make_float4(s.V[c * VS + j], s.V[(c + 1) * VS + j],
-		    s.V[(c + 2) * VS + j], s.V[(c + 3) * VS + j]);
-
-		GDNC_UNROLL
-		for (int u = 0; u < 8; u++)
-			os[u] = gdnc_dot4(*(const float4 *)(s.P + (w + 8 * u) * LA + c), x, os[u]);
-	}
+	gdnc_rows8(s.P, LA, s.V, j, w, os);
 	GDNC_UNROLL
 	for (int u = 0; u < 8; u++) {
 		int t = w + 8 * u;
