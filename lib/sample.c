@@ -118,6 +118,12 @@ no_penalty(const struct sample_params *p)
 	return p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
 }
 
+int
+sample_plain_greedy(const struct sample_params *p)
+{
+	return p->temp == 0 && no_penalty(p);
+}
+
 /* s->logits = logits with the penalties of the window of hist applied */
 static void
 penalize(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
@@ -284,7 +290,7 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 	const struct sample_params *p = &s->p;
 	int n = 0, n0;
 
-	if (p->temp == 0 && no_penalty(p))
+	if (sample_plain_greedy(p))
 		return greedy(s, logits);	/* no copy: nothing changes a logit */
 	penalize(s, logits, hist, n_hist);
 	if (p->temp == 0)

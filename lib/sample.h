@@ -36,6 +36,8 @@ struct sample_params {
 
 /* Greedy, no filters, no penalties, penalty_last_n 64, seed 0, no limit. */
 void	sample_defaults(struct sample_params *);
+/* 1 when p picks the plain argmax: temp 0 and no penalty changes a logit. */
+int	sample_plain_greedy(const struct sample_params *p);
 
 enum sample_stream {	/* independent draws at one (seed, seq, pos) */
 	SAMPLE_STREAM_TOKEN, SAMPLE_STREAM_ACCEPT, SAMPLE_STREAM_RESIDUAL,

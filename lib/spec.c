@@ -207,14 +207,6 @@ draw(const float *q, int nv, double u)
 	return last;
 }
 
-/* 1 when greedy drafting is a plain argmax (no penalty changes a logit) */
-static int
-plain_greedy(const struct sample_params *p)
-{
-	return p->temp == 0 && p->repeat_penalty == 1 && p->presence_penalty == 0 &&
-	    p->frequency_penalty == 0;
-}
-
 /*
  * Draft logits lg as full-vocabulary logits: lg itself, or a masked
  * head's scattered onto the canvas (-inf off the rank list).
@@ -241,7 +233,7 @@ draft(struct spec *s, int32_t *d, int k)
 		if (j > 0 && model_mtp(s->m, s->st, 0, s->mtp_len + j - 1, s->hl, &d[j - 1], 1,
 		    s->mlg, s->hl) != 0)
 			return fail_model(s);
-		if (s->r != NULL && plain_greedy(&s->p)) {
+		if (s->r != NULL && sample_plain_greedy(&s->p)) {
 			if ((d[j] = ranks_argmax(s->r, lg)) < 0)
 				return util_err(s->err, "position %d: no finite draft logit", n + j);
 		} else if (s->p.temp == 0) {

@@ -56,6 +56,13 @@ TEST(greedy_is_the_argmax_lowest_id_on_ties)
 	struct sampler *s;
 
 	sample_defaults(&p);
+	CHECK(sample_plain_greedy(&p));
+	p.repeat_penalty = 1.1f;	/* a penalty or a temperature: no plain argmax */
+	CHECK(!sample_plain_greedy(&p));
+	sample_defaults(&p);
+	p.temp = 0.5f;
+	CHECK(!sample_plain_greedy(&p));
+	sample_defaults(&p);
 	s = mk(&p, 5);
 	CHECK_EQ_INT(sample_next(s, l, NULL, 0, 0, 0), 1);
 	l[0] = l[1] = l[2] = NAN;
