@@ -1134,7 +1134,12 @@ check_argmax(struct kc *k, int rows, int64_t n)
 	for (int r = 0; r < rows; r++) {	/* ties: the first index wins */
 		int64_t a = (int64_t)(rnd(k) % (uint64_t)n), b = (int64_t)(rnd(k) % (uint64_t)n);
 		x[r * n + a] = x[r * n + b] = 11.0f + (float)(r % 3);
+		/* NaN and +inf above them never win (sample_next's greedy pick) */
+		x[r * n + rnd(k) % (uint64_t)n] = NAN;
+		x[r * n + rnd(k) % (uint64_t)n] = INFINITY;
 	}
+	for (int64_t i = 0; i < n; i++)	/* the last row: none finite, -1 */
+		x[(rows - 1) * n + i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
 	float *dx = dput(k, x, (size_t)rows * n * 4);
 	dI = dput(k, NULL, (size_t)rows * 4);
 	gchk(k, gpu_argmax(k->g, dx, rows, n, dI));
@@ -1142,9 +1147,9 @@ check_argmax(struct kc *k, int rows, int64_t n)
 	if (k->brk)
 		idx[rows / 2] ^= 1;
 	for (int r = 0; r < rows; r++) {
-		int64_t best = 0;
-		for (int64_t i = 1; i < n; i++)
-			if (x[r * n + i] > x[r * n + best])
+		int64_t best = -1;
+		for (int64_t i = 0; i < n; i++)
+			if (isfinite(x[r * n + i]) && (best < 0 || x[r * n + i] > x[r * n + best]))
 				best = i;
 		if (idx[r] != best) {
 			ok = 0;

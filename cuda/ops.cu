@@ -782,7 +782,7 @@ k_argmax(const float *x, int64_t n, int32_t *idx)
 	pdl_enter();
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
 		float xi = r[i];
-		if (xi == xi && (vi == n || xi > v))	/* NaN never wins */
+		if (fabsf(xi) < INFINITY && (vi == n || xi > v))	/* NaN, +-inf never win */
 			v = xi, vi = i;
 	}
 	for (int o = 16; o > 0; o >>= 1) {

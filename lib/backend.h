@@ -422,8 +422,12 @@ int	backend_act(struct backend *, enum backend_act act, float *x, size_t n);
 /* y += x, n floats (the residual add). */
 int	backend_add(struct backend *, float *y, const float *x, size_t n);
 
-/* out[r] = the index of the largest of x[r][0..n) (lowest index on ties;
- * out is host memory). */
+/*
+ * out[r] = the index of the largest finite value of x[r][0..n), the
+ * lowest index on ties (-0 ties +0), -1 when none is finite: the greedy
+ * pick of sample_next (lib/sample.h), taken where x is.  out is host
+ * memory.
+ */
 int	backend_argmax(struct backend *, const float *x, int ldx, int m, int n,
 	    int32_t *out);
 

@@ -981,10 +981,10 @@ cpu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *o
 {
 	for (int r = 0; r < m; r++) {
 		const float *v = x + (size_t)r * ldx;
-		int best = 0;
+		int best = -1;
 
-		for (int i = 1; i < n; i++)
-			if (v[i] > v[best])
+		for (int i = 0; i < n; i++)	/* NaN and the infinities never win */
+			if (fabsf(v[i]) < INFINITY && (best < 0 || v[i] > v[best]))
 				best = i;
 		out[r] = best;
 	}

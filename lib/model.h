@@ -113,6 +113,16 @@ int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
 	    int flags, float *logits, float *hidden);
 
 /*
+ * model_forward with each logits row's greedy pick taken where the logits
+ * are (backend_argmax) instead of the row itself: ids[rows] (host) get
+ * the id of the largest finite logit, the lowest id on ties, -1 when none
+ * is finite, as sample_next picks under sample_plain_greedy.  No logit
+ * crosses to the host (on a GPU, 4 bytes a row instead of 4 * n_vocab).
+ */
+int	model_forward_argmax(struct model *, struct state *, const int32_t *tok, int m,
+	    int flags, int32_t *ids, float *hidden);
+
+/*
  * Decode n sequences at once: one new token tok[i] for each, sequence i
  * at its own state st[i] (n distinct states of this model, each at its
  * own position; state_push(1) inside each).  The weight products run on
@@ -138,6 +148,15 @@ int	model_forward_batch(struct model *, struct state **st, const int32_t *tok, i
  */
 int	model_mtp(struct model *, struct state *, int k, int p0, const float *h,
 	    const int32_t *tok, int m, float *logits, float *hout);
+
+/*
+ * model_mtp with each slot's greedy pick over its logits row (as
+ * model_forward_argmax) in ids[m]: a column of model_mtp's logits (a
+ * masked head's rank-order row, the lowest row on ties; ranks_target maps
+ * it back).
+ */
+int	model_mtp_argmax(struct model *, struct state *, int k, int p0, const float *h,
+	    const int32_t *tok, int m, int32_t *ids, float *hout);
 
 struct tokenizer;
 

@@ -233,10 +233,13 @@ ffn(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
-/* xn = norm(x) (w: the head norm); logits (over hw's rows) of the last `rows` rows. */
+/*
+ * xn = norm(x) (w: the head norm); logits (over hw's rows) of the last
+ * `rows` rows to the host, or (ids) only their greedy picks.
+ */
 static int
 head(struct model *md, const float *w, const struct backend_weight *hw, int m, int rows,
-    float *logits, float *hidden)
+    float *logits, int32_t *ids, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -245,8 +248,9 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 
 	/* the head's product queued before the first read waits for the GPU */
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
-	    (logits && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
+	    ((logits || ids) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
 	    (int)hw->ne1, rows)) ||
+	    (ids && backend_argmax(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, ids)) ||
 	    (hidden && backend_read(be, hidden, a->xn, m * ne)) ||
 	    (logits && backend_read(be, logits, a->logits, (size_t)rows * hw->ne1)))
 		return fail(md);
@@ -294,9 +298,9 @@ layers_step(struct model *md, struct state *st, int p0, int m, int flags)
 /* The most rows of a step (layers_step); more, or MODEL_PREFILL, is a prompt. */
 #define MODEL_STEP_ROWS 16
 
-int
-model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
-    int flags, float *logits, float *hidden)
+static int
+forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
+    float *logits, int32_t *ids, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
 	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL);
@@ -315,12 +319,27 @@ model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
 		return fail(md);
 	if (step ? layers_step(md, st, p0, m, flags) : layers(md, st, p0, m, flags, NULL))
 		return -1;
-	return head(md, md->output_norm, &md->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits, hidden);
+	return head(md, md->output_norm, &md->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits,
+	    ids, hidden);
 }
 
 int
-model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
-    const int32_t *tok, int m, float *logits, float *hout)
+model_forward(struct model *md, struct state *st, const int32_t *tok, int m,
+    int flags, float *logits, float *hidden)
+{
+	return forward(md, st, tok, m, flags, logits, NULL, hidden);
+}
+
+int
+model_forward_argmax(struct model *md, struct state *st, const int32_t *tok, int m,
+    int flags, int32_t *ids, float *hidden)
+{
+	return forward(md, st, tok, m, flags, NULL, ids, hidden);
+}
+
+static int
+mtp(struct model *md, struct state *st, int k, int p0, const float *h,
+    const int32_t *tok, int m, float *logits, int32_t *ids, float *hout)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -347,7 +366,21 @@ model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	if (attn_layer(md, L, st, p0, m, 0, NULL, NULL) || ffn(md, L, m) || residual(md, m))
 		return -1;
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
-	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, hout);
+	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, ids, hout);
+}
+
+int
+model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
+    const int32_t *tok, int m, float *logits, float *hout)
+{
+	return mtp(md, st, k, p0, h, tok, m, logits, NULL, hout);
+}
+
+int
+model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float *h,
+    const int32_t *tok, int m, int32_t *ids, float *hout)
+{
+	return mtp(md, st, k, p0, h, tok, m, NULL, ids, hout);
 }
 
 /*
@@ -449,5 +482,5 @@ model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int
 	}
 	if (hp->n_layer > 0 && residual(md, n))
 		return -1;
-	return head(md, md->output_norm, &md->output, n, n, logits, hidden);
+	return head(md, md->output_norm, &md->output, n, n, logits, NULL, hidden);
 }

@@ -22,11 +22,15 @@ struct spec {
 	const struct ranks *r;	/* the masked draft head's d2t, or NULL */
 	int	K, n_ctx, nv, ne, cap;	/* cap: rows of mlg/hout */
 	int	dv;		/* draft logits per row: r->n, or nv */
+	int	pick;		/* greedy: the target's picks taken on the backend */
+	int	dpick;		/* and the drafts' (full-vocabulary MTP head) */
 	int32_t	*hist;		/* [n_ctx + K + 2] prompt and new tokens */
 	int	n_hist;
 	int	mtp_len;	/* MTP KV cache length: verified positions */
 	int	last;		/* row of mlg/hout that drafts the next token */
-	float	*vlg;		/* [K+1][nv] verify logits */
+	float	*vlg;		/* [K+1][nv] verify logits (pick: unused) */
+	int32_t	vid[SPEC_KMAX + 1];	/* pick: the verify rows' greedy ids */
+	int32_t	*mid;		/* [cap] dpick: the MTP slots' greedy ids */
 	float	*vh;		/* [K+1][ne] verify hidden */
 	float	*mlg;		/* [cap][dv] MTP logits */
 	float	*full;		/* [nv] masked draft logits scattered (r != NULL) */
@@ -64,6 +68,8 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 		s->p = *p;
 	else
 		sample_defaults(&s->p);
+	s->pick = sample_plain_greedy(&s->p);
+	s->dpick = s->pick && s->r == NULL;	/* ranks_argmax breaks ties by target id */
 	s->hist = malloc((size_t)(n_ctx + K + 2) * sizeof *s->hist);
 	s->vlg = model_host_alloc(m, (size_t)(K + 1) * nv);	/* what the backend writes */
 	s->vh = model_host_alloc(m, (size_t)(K + 1) * ne);
@@ -73,7 +79,8 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	s->hl = malloc(ne * sizeof(float));
 	s->q = malloc(K * nv * sizeof(float));
 	s->pp = malloc(nv * sizeof(float));
-	if (s->hist == NULL || s->vlg == NULL || s->vh == NULL || s->mlg == NULL ||
+	s->mid = malloc(cap * sizeof *s->mid);
+	if (s->mid == NULL || s->hist == NULL || s->vlg == NULL || s->vh == NULL || s->mlg == NULL ||
 	    s->hout == NULL || s->full == NULL || s->hl == NULL || s->q == NULL || s->pp == NULL) {
 		util_err(err, "out of memory");
 		spec_free(s);
@@ -96,7 +103,7 @@ spec_free(struct spec *s)
 	sample_free(s->smp);
 	model_host_free(s->m, s->vlg), model_host_free(s->m, s->vh);
 	model_host_free(s->m, s->mlg), model_host_free(s->m, s->hout);
-	free(s->hist);
+	free(s->hist), free(s->mid);
 	free(s->hl), free(s->q), free(s->pp), free(s->full);
 	free(s);
 }
@@ -148,8 +155,9 @@ mtp_append(struct spec *s, const float *h, const int32_t *tok, int m)
 	for (int i = 0; i < m; i += s->cap) {
 		int c = m - i < s->cap ? m - i : s->cap;
 
-		if (model_mtp(s->m, s->st, 0, s->mtp_len, h + (size_t)i * s->ne, tok + i, c,
-		    s->mlg, s->hout) != 0)
+		if ((s->dpick ? model_mtp_argmax(s->m, s->st, 0, s->mtp_len, h + (size_t)i * s->ne,
+		    tok + i, c, s->mid, s->hout) : model_mtp(s->m, s->st, 0, s->mtp_len,
+		    h + (size_t)i * s->ne, tok + i, c, s->mlg, s->hout)) != 0)
 			return fail_model(s);
 		s->mtp_len += c;
 		s->last = c - 1;
@@ -175,11 +183,16 @@ spec_prefill(struct spec *s, const int32_t *prompt, int n, int32_t *first)
 	s->mtp_len = 0;
 	memcpy(s->hist, prompt, n * sizeof *prompt);
 	s->n_hist = n;
-	if (model_forward(s->m, s->st, prompt, n, MODEL_PREFILL, lg, h) != 0) {
+	if ((s->pick ? model_forward_argmax(s->m, s->st, prompt, n, MODEL_PREFILL, first, h) :
+	    model_forward(s->m, s->st, prompt, n, MODEL_PREFILL, lg, h)) != 0) {
 		fail_model(s);
 		goto out;
 	}
-	if ((*first = next(s, lg, n, s->seq)) < 0)
+	if (s->pick && *first < 0) {
+		util_err(s->err, "position %d: no finite logit", n);
+		goto out;
+	}
+	if (!s->pick && (*first = next(s, lg, n, s->seq)) < 0)
 		goto out;
 	s->hist[s->n_hist++] = *first;
 	rc = mtp_append(s, h, s->hist + 1, n);
@@ -230,10 +243,20 @@ draft(struct spec *s, int32_t *d, int k)
 	for (int j = 0; j < k; j++) {
 		const float *lg = j == 0 ? s->mlg + (size_t)s->last * s->dv : s->mlg;
 
+		if (s->dpick) {	/* picked on the backend */
+			d[j] = j == 0 ? s->mid[s->last] : -1;
+			if (j > 0 && model_mtp_argmax(s->m, s->st, 0, s->mtp_len + j - 1, s->hl,
+			    &d[j - 1], 1, &d[j], s->hl) != 0)
+				return fail_model(s);
+			if (d[j] < 0)
+				return util_err(s->err, "position %d: no finite draft logit", n + j);
+			s->hist[n + j] = d[j];
+			continue;
+		}
 		if (j > 0 && model_mtp(s->m, s->st, 0, s->mtp_len + j - 1, s->hl, &d[j - 1], 1,
 		    s->mlg, s->hl) != 0)
 			return fail_model(s);
-		if (s->r != NULL && sample_plain_greedy(&s->p)) {
+		if (s->r != NULL && s->pick) {
 			if ((d[j] = ranks_argmax(s->r, lg)) < 0)
 				return util_err(s->err, "position %d: no finite draft logit", n + j);
 		} else if (s->p.temp == 0) {
@@ -266,7 +289,11 @@ judge(struct spec *s, const int32_t *d, int k, int32_t *out)
 		int32_t t;
 		int ok;
 
-		if (s->p.temp == 0) {
+		if (s->pick) {
+			if ((t = s->vid[acc]) < 0)
+				return util_err(s->err, "position %d: no finite logit", n + acc);
+			ok = t == d[acc];
+		} else if (s->p.temp == 0) {
 			if ((t = next(s, lg, n + acc, s->seq)) < 0)
 				return -1;
 			ok = t == d[acc];
@@ -282,7 +309,9 @@ judge(struct spec *s, const int32_t *d, int k, int32_t *out)
 		if (!ok)
 			return acc;
 	}
-	if ((out[k] = next(s, s->vlg + (size_t)k * s->nv, n + k, s->seq)) < 0)
+	if (s->pick && (out[k] = s->vid[k]) < 0)
+		return util_err(s->err, "position %d: no finite logit", n + k);
+	if (!s->pick && (out[k] = next(s, s->vlg + (size_t)k * s->nv, n + k, s->seq)) < 0)
 		return -1;
 	return k;
 }
@@ -302,8 +331,9 @@ spec_round(struct spec *s, int32_t *out, int limit)
 	tk[0] = s->hist[n - 1];
 	if (draft(s, tk + 1, k) != 0)
 		return -1;
-	if (model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, s->vlg,
-	    s->vh) != 0)
+	if ((s->pick ? model_forward_argmax(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY,
+	    s->vid, s->vh) : model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY,
+	    s->vlg, s->vh)) != 0)
 		return fail_model(s);
 	if ((acc = judge(s, tk + 1, k, out)) < 0)
 		return -1;

@@ -26,7 +26,9 @@
 # GPU_RUN_9B=1, model-bench decode tok/s graphs off (A) vs on (B), ABBA
 # through tools/abba (GPU_RUN_ABBA_BLOCKS blocks, default 1; GPU_RUN_GRAPH_ABBA=0
 # skips it); programmatic dependent launch off (model-bench -L, A) vs on
-# (B) the same way (GPU_RUN_PDL_ABBA=0 skips it).  GPU_RUN_PROF=1 (with
+# (B) the same way (GPU_RUN_PDL_ABBA=0 skips it); greedy picks on the
+# host (model-bench -G host, A) vs on the device (-G device, B), decode
+# tok/s and K=3 verify ms (GPU_RUN_PICK_ABBA=0 skips it).  GPU_RUN_PROF=1 (with
 # GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
 # verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
 # shape's files.
@@ -385,6 +387,18 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			decode_abba pdl "$q" "$mb -L $f" "$mb $f" decode-b1-cuda-pdl MEMRA_CUDA_PDL=0 \
 			    "A = model-bench -L (no PDL), B = PDL on"
 		fi
+		if [ "${GPU_RUN_PICK_ABBA:-1}" = 1 ]; then	# greedy picks on the host (A), device (B)
+			decode_abba pick "$q" "$mb -G host $f" "$mb -G device $f" decode-b1-greedy-pick \
+			    "model-bench -G host" "A = logits read back, sample_next picks; B = picked on the device"
+			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
+			echo "== $q: K=3 verify ms (+ picks), A = -G host, B = -G device" >>"$OUT/pick-abba.txt"
+			timeout 300 python3 tools/abba -a "$mk -G host $f" -b "$mk -G device $f" \
+			    -r 'verify\s+K\s+3\s+rows\s+4\s+ms\s+([0-9.]+)' --unit ms \
+			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/pick-abba.tsv" \
+			    --log "$OUT/pick-abba-verify-$q.log" --binary model-bench --model qwen35-9b-random \
+			    --quant "$q" --scenario verify-k3-greedy-pick --ctx 128 --peer "model-bench -G host" \
+			    >>"$OUT/pick-abba.txt" 2>&1 || echo "abba $q: failed" >>"$OUT/pick-abba.txt"
+		fi
 		if [ -n "$PF" ]; then	# products with the L2 prefetch (A) and without (B)
 			decode_abba pf "$q" "$PF/$mb $f" "$mb $f" decode-b1-l2-prefetch \
 			    "MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048}" \
@@ -508,6 +522,8 @@ for c in "$OUT"/prof-*.log; do	# the busiest kernels of a decode step, verify, p
 done
 [ -f "$OUT/pdl-abba.txt" ] && { echo "== 9b-shape decode, plain launches (A) vs PDL (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pdl-abba.txt"; }
+[ -f "$OUT/pick-abba.txt" ] && { echo "== 9b-shape greedy decode and K=3 verify, picks on the host (A) vs device (B)";
+    grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pick-abba.txt"; }
 [ -f "$OUT/pf-abba.txt" ] && { echo "== 9b-shape decode, L2 prefetch (A) vs default, none (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pf-abba.txt"; }
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";

@@ -18,6 +18,11 @@
  * device microseconds a step), and the sum against the step's wall time.
  * -L: plain launches, programmatic dependent launch off (backend_pdl_set;
  * as MEMRA_CUDA_PDL=0), to time against it; the model line says "pdl 0/1".
+ * -G host|device: the decode steps and verifies pick greedily, as a
+ * greedy run does, and feed each step's pick to the next: "host" reads
+ * the logits back and picks with lib/sample (sample_next), "device" picks
+ * where the logits are (model_forward_argmax), so they are timed against
+ * each other; the model line says "pick host/device".
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -28,6 +33,7 @@
 #include "backend.h"
 #include "gguf.h"
 #include "model.h"
+#include "sample.h"
 #include "state.h"
 #include "util.h"
 
@@ -46,6 +52,28 @@ cmpd(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+enum { PICK_NONE, PICK_HOST, PICK_DEVICE };
+
+/*
+ * A forward of m rows (logits of the last, or with MODEL_LOGITS_ALL of
+ * every row) and, with a pick, each row's greedy pick into pk[m]: the
+ * logits read back and picked by smp (host) or picked on the device.
+ */
+static int
+fwd_pick(struct model *md, struct state *st, const int32_t *ids, int m, int flags, float *lg,
+    int pick, struct sampler *smp, int nv, int32_t *pk)
+{
+	int rows = flags & MODEL_LOGITS_ALL ? m : 1;
+
+	if (pick == PICK_DEVICE)
+		return model_forward_argmax(md, st, ids, m, flags, pk, NULL);
+	if (model_forward(md, st, ids, m, flags, lg, NULL) != 0)
+		return -1;
+	for (int i = 0; pick == PICK_HOST && i < rows; i++)
+		pk[i] = sample_next(smp, lg + (size_t)i * nv, NULL, 0, 0, 0);
+	return 0;
 }
 
 /* One forward under backend_prof; its host seconds less the spin ahead. */
@@ -115,13 +143,13 @@ int
 main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
-	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0;
+	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PL")) != -1) {
+	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PLG:")) != -1) {
 		switch (ch) {
 		case 'd': dev = optarg; break;
 		case 'c': if (util_parse_i64(optarg, 1, 1 << 20, &v)) die(2, "bad -c"); ctx = (int)v; break;
@@ -131,11 +159,19 @@ main(int argc, char *argv[])
 		case 'B': bw = atof(optarg); break;
 		case 'P': prof = 1; break;
 		case 'L': plain = 1; break;
+		case 'G':
+			if (strcmp(optarg, "host") == 0)
+				pick = PICK_HOST;
+			else if (strcmp(optarg, "device") == 0)
+				pick = PICK_DEVICE;
+			else
+				die(2, "bad -G: host or device");
+			break;
 		default: return 2;
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: model-bench [-PL] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
+		die(2, "usage: model-bench [-PL] [-G host|device] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
 		    "[-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
@@ -160,11 +196,18 @@ main(int argc, char *argv[])
 	float *lg = model_host_alloc(md, (size_t)rows * nv);	/* as spec.c and run-gen take theirs */
 	int32_t *ids = malloc((size_t)(ctx > 16 ? ctx : 16) * sizeof *ids);
 	double *dt = malloc((reps > 5 ? reps : 5) * sizeof *dt), step, bytes;
+	struct sample_params sp;
+	struct sampler *smp;
+	int32_t pk[16];
 
+	sample_defaults(&sp);	/* greedy */
+	if ((smp = sample_new(&sp, nv, err)) == NULL)
+		die(1, "%s", err);
 	if (st == NULL || lg == NULL || ids == NULL || dt == NULL)
 		die(1, "%s", st ? "out of memory" : err);
-	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d\n", path, backend_name(be),
-	    now() - t0, pdl);
+	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\n", path, backend_name(be),
+	    now() - t0, pdl, pick == PICK_HOST ? "\tpick\thost" : pick == PICK_DEVICE ?
+	    "\tpick\tdevice" : "");
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;
@@ -179,11 +222,14 @@ main(int argc, char *argv[])
 		    pf, ctx / pf);
 	}
 	for (int r = 0; r < reps; r++) {
+		pk[0] = 1 + (int32_t)(r * 31 % (nv - 1));
 		t0 = now();
 		for (int i = 0; i < n; i++) {
-			int32_t t = 1 + (int32_t)((r * n + i) * 31 % (nv - 1));
-			if (model_forward(md, st, &t, 1, 0, lg, NULL) != 0)
+			int32_t t = pick ? pk[0] : 1 + (int32_t)((r * n + i) * 31 % (nv - 1));
+			if (fwd_pick(md, st, &t, 1, 0, lg, pick, smp, nv, pk) != 0)
 				die(1, "decode: %s", model_errmsg(md));
+			if (pick && pk[0] < 0)
+				die(1, "decode: no finite logit");
 		}
 		dt[r] = (now() - t0) / n;
 		printf("decode\tctx\t%d\trep\t%d\tms_per_tok\t%.4f\ttok_s\t%.2f\n", ctx, r,
@@ -199,7 +245,8 @@ main(int argc, char *argv[])
 			for (int i = 0; i < m; i++)
 				ids[i] = 1 + (int32_t)((m * 13 + i * 7 + r) % (nv - 1));
 			t0 = now();
-			if (model_forward(md, st, ids, m, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, NULL) != 0)
+			if (fwd_pick(md, st, ids, m, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, pick, smp, nv,
+			    pk) != 0)
 				die(1, "verify: %s", model_errmsg(md));
 			dt[r] = now() - t0;
 			if (state_rollback(st, 1) != 0)
@@ -234,6 +281,7 @@ main(int argc, char *argv[])
 		    "prefill"));
 	}
 	model_host_free(md, lg), free(ids), free(dt);
+	sample_free(smp);
 	state_free(st);
 	model_close(md);
 	if (backend_graph_note(be, gs, err, sizeof err) != NULL)

@@ -3,11 +3,13 @@
  * exactness contract: batch invariance and thread-count invariance, bit
  * for bit, and the chunked delta rule against the recurrent one.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "backend.h"
 #include "quant.h"
+#include "sample.h"
 #include "test.h"
 #include "util.h"
 
@@ -478,12 +480,36 @@ TEST(norms_and_elementwise_ops_match_reference)
 
 TEST(argmax_takes_the_lowest_index_on_ties)
 {
-	float x[2][5] = { { 1, 3, 3, -1, 2 }, { -5, -4, -4, -4.5f, -9 } };
-	int32_t out[2];
+	float x[3][5] = { { 1, 3, 3, -1, 2 }, { -5, -4, -4, -4.5f, -9 }, { -0.0f, 0, -1, -0.0f, -2 } };
+	int32_t out[3];
 
-	CHECK(backend_argmax(be3, &x[0][0], 5, 2, 5, out) == 0);
+	CHECK(backend_argmax(be3, &x[0][0], 5, 3, 5, out) == 0);
 	CHECK_EQ_INT(out[0], 1);
 	CHECK_EQ_INT(out[1], 1);
+	CHECK_EQ_INT(out[2], 0);	/* -0 ties +0 */
+}
+
+TEST(argmax_picks_as_the_greedy_sampler_does)
+{
+	float x[4][6] = {
+		{ NAN, 2, INFINITY, 5, 5, -INFINITY },	/* +inf and NaN never win */
+		{ -INFINITY, NAN, INFINITY, -INFINITY, NAN, INFINITY },	/* none finite */
+		{ -INFINITY, -INFINITY, -3e38f, NAN, -3e38f, 1e-45f },
+		{ 7, NAN, 7, 7, 6, 7 },
+	};
+	int32_t out[4], want[4] = { 3, -1, 5, 0 };
+	struct sample_params p;
+	struct sampler *s;
+	char err[UTIL_ERRLEN];
+
+	sample_defaults(&p);
+	CHECK((s = sample_new(&p, 6, err)) != NULL);
+	CHECK(backend_argmax(be3, &x[0][0], 6, 4, 6, out) == 0);
+	for (int r = 0; r < 4; r++) {
+		CHECK_EQ_INT(out[r], want[r]);
+		CHECK_EQ_INT(out[r], sample_next(s, x[r], NULL, 0, 0, 0));
+	}
+	sample_free(s);
 }
 
 TEST(rope_rotates_the_first_n_rot_dims_neox_style)
@@ -992,6 +1018,7 @@ main(void)
 	RUN(embed_decodes_rows);
 	RUN(norms_and_elementwise_ops_match_reference);
 	RUN(argmax_takes_the_lowest_index_on_ties);
+	RUN(argmax_picks_as_the_greedy_sampler_does);
 	RUN(rope_rotates_the_first_n_rot_dims_neox_style);
 	RUN(rope_norm_mode_rotates_adjacent_pairs);
 	RUN(attention_matches_reference_and_decode_equals_prefill);

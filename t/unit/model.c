@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "json.h"
 #include "model.h"
+#include "sample.h"
 #include "spec.h"
 #include "state.h"
 #include "test.h"
@@ -146,6 +147,48 @@ TEST(mtp_logits_match_the_reference)
 		state_free(st);
 		free(ids), free(h), free(lg);
 	}
+}
+
+/*
+ * model_forward_argmax and model_mtp_argmax give the ids sample_next's
+ * greedy pick takes from model_forward's and model_mtp's logits: the
+ * prefill's last row, then a verify of 4 rows and their MTP slots.
+ */
+TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
+{
+	const struct json *r = json_at(json_get(refs, "a_last_position_logits"), 0);
+	int n, ne = model_hparams(md)->n_embd;
+	int32_t *ids = ids_of(json_get(r, "input_ids"), &n), got[4], want, ver[4] = { 0 };
+	float *lg = malloc((size_t)4 * nv * sizeof *lg), *h = malloc((size_t)4 * ne * sizeof *h);
+	struct state *sl = model_state_new(md, n + 8, 4, NULL), *si = model_state_new(md, n + 8, 4, NULL);
+	struct sample_params p;
+	struct sampler *smp;
+
+	sample_defaults(&p);
+	CHECK((smp = sample_new(&p, nv, NULL)) != NULL);
+	CHECK(model_forward(md, sl, ids, n, MODEL_PREFILL, lg, NULL) == 0);
+	CHECK(model_forward_argmax(md, si, ids, n, MODEL_PREFILL, got, NULL) == 0);
+	CHECK_EQ_INT(got[0], sample_next(smp, lg, ids, n, 0, n));
+	ver[0] = got[0];
+	for (int i = 1; i < 4; i++)
+		ver[i] = ids[i];
+	CHECK(model_forward(md, sl, ver, 4, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, h) == 0);
+	CHECK(model_forward_argmax(md, si, ver, 4, MODEL_LOGITS_ALL | MODEL_VERIFY, got, NULL) == 0);
+	for (int i = 0; i < 4; i++) {
+		want = sample_next(smp, lg + (size_t)i * nv, ids, n, 0, n);
+		if (got[i] != want)
+			FAILF("verify row %d: picked %d, the sampler %d", i, got[i], want);
+	}
+	CHECK(model_mtp(md, sl, 0, 0, h, ver, 4, lg, NULL) == 0);
+	CHECK(model_mtp_argmax(md, si, 0, 0, h, ver, 4, got, NULL) == 0);
+	for (int i = 0; i < 4; i++) {
+		want = sample_next(smp, lg + (size_t)i * nv, ids, n, 0, n);
+		if (got[i] != want)
+			FAILF("mtp slot %d: picked %d, the sampler %d", i, got[i], want);
+	}
+	sample_free(smp);
+	state_free(sl), state_free(si);
+	free(ids), free(lg), free(h);
 }
 
 /*
@@ -363,6 +406,7 @@ main(void)
 	nv = model_hparams(md)->n_vocab;
 	RUN(prompt_logits_match_the_reference);
 	RUN(mtp_logits_match_the_reference);
+	RUN(argmax_forwards_pick_what_the_greedy_sampler_picks);
 	RUN(verify_rows_and_thread_counts_give_the_same_bits);
 	RUN(greedy_continuations_match_the_reference);
 	RUN(speculative_decoding_equals_greedy_with_the_reference_acceptance);
