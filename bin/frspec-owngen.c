@@ -173,6 +173,7 @@ struct gen {
 	struct chat *tmpl;
 	struct sampler *smp;
 	int	n_vocab, n_ctx;
+	int	pick;		/* greedy: tokens picked on the backend, no logits read */
 };
 
 /* A sequence being generated: one of --batch slots. */
@@ -181,7 +182,8 @@ struct slot {
 	size_t	prompt;		/* its index in the prompt list */
 	int	busy, np, n;	/* prompt ids, generated ids (in hist after them) */
 	int32_t	*hist;		/* [n_ctx] prompt + generated ids */
-	float	*logits;	/* [n_vocab] the next token's */
+	float	*logits;	/* [n_vocab] the next token's (not pick) */
+	int32_t	next;		/* pick: the next token */
 };
 
 /* Finished generations waiting for the earlier prompts: the corpus
@@ -553,6 +555,7 @@ gen_open(struct gen *g, const char *spec, const struct opts *o, char *err)
 	sp.seed = o->seed;
 	if ((g->smp = sample_new(&sp, g->n_vocab, err)) == NULL)
 		goto done;
+	g->pick = sample_plain_greedy(&sp);
 	rc = 0;
 done:
 	free(path);
@@ -623,8 +626,9 @@ slot_start(struct gen *g, struct slot *sl, const char *prompt, size_t i, int nge
 	memcpy(sl->hist, ids + off, np * sizeof *ids);
 	free(ids);
 	sl->prompt = i, sl->busy = 1, sl->np = (int)np, sl->n = 0;
-	if (state_reset(sl->st) != 0 || model_forward(g->md, sl->st, sl->hist, (int)np,
-	    MODEL_PREFILL, sl->logits, NULL) != 0)
+	if (state_reset(sl->st) != 0 || (g->pick ? model_forward_argmax(g->md, sl->st, sl->hist,
+	    (int)np, MODEL_PREFILL, &sl->next, NULL) : model_forward(g->md, sl->st, sl->hist,
+	    (int)np, MODEL_PREFILL, sl->logits, NULL)) != 0)
 		return util_err(err, "%s", model_errmsg(g->md));
 	return 0;
 }
@@ -638,7 +642,7 @@ slot_take(struct gen *g, struct slot *sl, int ngen, char *err)
 	int32_t t;
 	int at = sl->np + sl->n;
 
-	if ((t = sample_next(g->smp, sl->logits, sl->hist, at, 0, at)) < 0)
+	if ((t = g->pick ? sl->next : sample_next(g->smp, sl->logits, sl->hist, at, 0, at)) < 0)
 		return util_err(err, "no finite logit");
 	sl->hist[at] = t;
 	sl->n++;
@@ -789,6 +793,7 @@ struct batch {
 	int32_t	*tok;		/* [nb] */
 	int	*row;		/* [nb] slot of each batch row */
 	float	*logits;	/* [nb][n_vocab] */
+	int32_t	*next;		/* [nb] the rows' picks (g->pick) */
 	struct done_ring r;
 };
 
@@ -802,9 +807,10 @@ batch_new(struct batch *b, struct gen *g, int nb, int ngen, char *err)
 	b->tok = calloc(nb, sizeof *b->tok);
 	b->row = calloc(nb, sizeof *b->row);
 	b->logits = malloc((size_t)nb * g->n_vocab * sizeof *b->logits);
+	b->next = malloc((size_t)nb * sizeof *b->next);
 	b->r.ids = malloc(b->r.w * ngen * sizeof *b->r.ids);
 	b->r.n = malloc(b->r.w * sizeof *b->r.n);
-	if (!b->sl || !b->st || !b->tok || !b->row || !b->logits || !b->r.ids || !b->r.n)
+	if (!b->sl || !b->st || !b->tok || !b->row || !b->logits || !b->next || !b->r.ids || !b->r.n)
 		return util_err(err, "out of memory");
 	for (size_t i = 0; i < b->r.w; i++)
 		b->r.n[i] = -1;
@@ -828,7 +834,7 @@ batch_free(struct batch *b)
 		state_free(b->sl[j].st);
 		free(b->sl[j].hist), free(b->sl[j].logits);
 	}
-	free(b->sl), free(b->st), free(b->tok), free(b->row), free(b->logits);
+	free(b->sl), free(b->st), free(b->tok), free(b->row), free(b->logits), free(b->next);
 	free(b->r.ids), free(b->r.n);
 }
 
@@ -899,11 +905,15 @@ generate_all(struct gen *g, struct corpus *c, const struct plist *p, const struc
 			b.r.n[e] = -1;
 			util_progress(&pr, wr + 1 - start, p->n - start);	/* this run's share */
 		}
-		if (rc == 0 && n > 0 && model_forward_batch(g->md, b.st, b.tok, n, b.logits, NULL))
+		if (rc == 0 && n > 0 && (g->pick ? model_forward_batch_argmax(g->md, b.st, b.tok, n,
+		    b.next, NULL) : model_forward_batch(g->md, b.st, b.tok, n, b.logits, NULL)))
 			rc = util_err(err, "%s", model_errmsg(g->md));
 		for (int r = 0; rc == 0 && r < n; r++)
-			memcpy(b.sl[b.row[r]].logits, b.logits + (size_t)r * g->n_vocab,
-			    (size_t)g->n_vocab * sizeof *b.logits);
+			if (g->pick)
+				b.sl[b.row[r]].next = b.next[r];
+			else
+				memcpy(b.sl[b.row[r]].logits, b.logits + (size_t)r * g->n_vocab,
+				    (size_t)g->n_vocab * sizeof *b.logits);
 	}
 	util_progress_end(&pr);
 	batch_free(&b);

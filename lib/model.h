@@ -136,6 +136,11 @@ int	model_forward_argmax(struct model *, struct state *, const int32_t *tok, int
 int	model_forward_batch(struct model *, struct state **st, const int32_t *tok, int n,
 	    float *logits, float *hidden);
 
+/* model_forward_batch with each sequence's greedy pick in ids[n] (host),
+ * as model_forward_argmax picks, instead of its logits. */
+int	model_forward_batch_argmax(struct model *, struct state **st, const int32_t *tok, int n,
+	    int32_t *ids, float *hidden);
+
 /*
  * MTP layer k (< n_mtp) over m slots at positions p0..p0+m-1 of its own
  * KV cache (the caller keeps that cache's length): slot i combines the

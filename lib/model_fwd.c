@@ -443,9 +443,9 @@ gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int 
 	return gdn_out(md, L, n);
 }
 
-int
-model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
-    float *logits, float *hidden)
+static int
+forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
+    float *logits, int32_t *ids, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
 	int i;
@@ -482,5 +482,19 @@ model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int
 	}
 	if (hp->n_layer > 0 && residual(md, n))
 		return -1;
-	return head(md, md->output_norm, &md->output, n, n, logits, NULL, hidden);
+	return head(md, md->output_norm, &md->output, n, n, logits, ids, hidden);
+}
+
+int
+model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
+    float *logits, float *hidden)
+{
+	return forward_batch(md, st, tok, n, logits, NULL, hidden);
+}
+
+int
+model_forward_batch_argmax(struct model *md, struct state **st, const int32_t *tok, int n,
+    int32_t *ids, float *hidden)
+{
+	return forward_batch(md, st, tok, n, NULL, ids, hidden);
 }

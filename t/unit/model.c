@@ -150,9 +150,10 @@ TEST(mtp_logits_match_the_reference)
 }
 
 /*
- * model_forward_argmax and model_mtp_argmax give the ids sample_next's
- * greedy pick takes from model_forward's and model_mtp's logits: the
- * prefill's last row, then a verify of 4 rows and their MTP slots.
+ * model_forward_argmax, model_mtp_argmax and model_forward_batch_argmax
+ * give the ids sample_next's greedy pick takes from the logits of
+ * model_forward, model_mtp and model_forward_batch: the prefill's last
+ * row, a verify of 4 rows, their MTP slots, a batch of two sequences.
  */
 TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
 {
@@ -186,6 +187,19 @@ TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
 		if (got[i] != want)
 			FAILF("mtp slot %d: picked %d, the sampler %d", i, got[i], want);
 	}
+	/* two sequences in one batch: sl after the verify, si after the prefill */
+	struct state *bl[2] = { sl, model_state_new(md, n + 8, 0, NULL) };
+	struct state *bi[2] = { si, model_state_new(md, n + 8, 0, NULL) };
+	CHECK(model_forward(md, bl[1], ids, n - 1, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK(model_forward(md, bi[1], ids, n - 1, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK(model_forward_batch(md, bl, ver + 1, 2, lg, NULL) == 0);
+	CHECK(model_forward_batch_argmax(md, bi, ver + 1, 2, got, NULL) == 0);
+	for (int i = 0; i < 2; i++) {
+		want = sample_next(smp, lg + (size_t)i * nv, ids, n, 0, n);
+		if (got[i] != want)
+			FAILF("batch row %d: picked %d, the sampler %d", i, got[i], want);
+	}
+	state_free(bl[1]), state_free(bi[1]);
 	sample_free(smp);
 	state_free(sl), state_free(si);
 	free(ids), free(lg), free(h);
