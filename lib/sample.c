@@ -283,37 +283,16 @@ greedy(struct sampler *s, const float *l)
 	return 0;
 }
 
-/* s->cand[0..n_cand): the distribution to draw from, most likely first */
+/*
+ * s->cand[0..n) (n > 0: the candidates, most likely first, logits over
+ * temp) cut to the distribution to draw from: softmax, top-p, min-p.
+ */
 static int
-build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
+keep(struct sampler *s, int n)
 {
 	const struct sample_params *p = &s->p;
-	int n = 0, n0;
+	int n0 = n;
 
-	if (sample_plain_greedy(p))
-		return greedy(s, logits);	/* no copy: nothing changes a logit */
-	penalize(s, logits, hist, n_hist);
-	if (p->temp == 0)
-		return greedy(s, s->logits);
-	for (int i = 0; i < s->n_vocab; i++)
-		if (isfinite(s->logits[i]))
-			s->key[n++] = order_key(s->logits[i] / p->temp, i);
-	if (n == 0)
-		return -1;
-	if (p->top_k > 0 && p->top_k < n) {	/* the top k in order: a full sort's first k */
-		select_keys(s->key, n, p->top_k);
-		n = p->top_k;
-		qsort(s->key, n, sizeof *s->key, cmp_key);
-	} else {
-		sort_keys(s->key, s->tmp, n);	/* the ids came in ascending */
-	}
-	for (int i = 0; i < n; i++) {
-		int32_t id = (int32_t)(uint32_t)s->key[i];
-
-		s->cand[i].id = id;
-		s->cand[i].logit = s->logits[id] / p->temp;
-	}
-	n0 = n;
 	softmax(s->cand, n);
 	if (p->top_p < 1) {
 		double cum = 0;
@@ -338,14 +317,45 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 	return 0;
 }
 
-int32_t
-sample_next(struct sampler *s, const float *logits, const int32_t *hist,
-    int n_hist, uint64_t seq, int64_t pos)
+/* s->cand[0..n_cand): the distribution to draw from, most likely first */
+static int
+build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
+{
+	const struct sample_params *p = &s->p;
+	int n = 0;
+
+	if (sample_plain_greedy(p))
+		return greedy(s, logits);	/* no copy: nothing changes a logit */
+	penalize(s, logits, hist, n_hist);
+	if (p->temp == 0)
+		return greedy(s, s->logits);
+	for (int i = 0; i < s->n_vocab; i++)
+		if (isfinite(s->logits[i]))
+			s->key[n++] = order_key(s->logits[i] / p->temp, i);
+	if (n == 0)
+		return -1;
+	if (p->top_k > 0 && p->top_k < n) {	/* the top k in order: a full sort's first k */
+		select_keys(s->key, n, p->top_k);
+		n = p->top_k;
+		qsort(s->key, n, sizeof *s->key, cmp_key);
+	} else {
+		sort_keys(s->key, s->tmp, n);	/* the ids came in ascending */
+	}
+	for (int i = 0; i < n; i++) {
+		int32_t id = (int32_t)(uint32_t)s->key[i];
+
+		s->cand[i].id = id;
+		s->cand[i].logit = s->logits[id] / p->temp;
+	}
+	return keep(s, n);
+}
+
+/* The draw from s->cand[0..n_cand) at (seq, pos). */
+static int32_t
+draw_cand(struct sampler *s, uint64_t seq, int64_t pos)
 {
 	double u, cum = 0;
 
-	if (build(s, logits, hist, n_hist) != 0)
-		return -1;
 	if (s->n_cand == 1)
 		return s->cand[0].id;
 	u = sample_uniform(s->p.seed, seq, pos, SAMPLE_STREAM_TOKEN);
@@ -353,6 +363,56 @@ sample_next(struct sampler *s, const float *logits, const int32_t *hist,
 		if (u < (cum += s->cand[i].p))
 			return s->cand[i].id;
 	return s->cand[s->n_cand - 1].id;
+}
+
+int32_t
+sample_next(struct sampler *s, const float *logits, const int32_t *hist,
+    int n_hist, uint64_t seq, int64_t pos)
+{
+	return build(s, logits, hist, n_hist) != 0 ? -1 : draw_cand(s, seq, pos);
+}
+
+int
+sample_top(const float *x, int n, int k, float temp, float *val, int32_t *id, uint64_t *key)
+{
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (isfinite(x[i]))
+			key[m++] = order_key(x[i] / temp, i);
+	if (k < m) {
+		select_keys(key, m, k);
+		m = k;
+	}
+	qsort(key, m, sizeof *key, cmp_key);
+	for (int i = 0; i < k; i++) {
+		id[i] = i < m ? (int32_t)(uint32_t)key[i] : -1;
+		val[i] = i < m ? x[id[i]] : NAN;
+	}
+	return m;
+}
+
+int
+sample_top_k(const struct sample_params *p)
+{
+	return p->temp > 0 && no_penalty(p) && p->top_k > 0 && p->top_k <= SAMPLE_TOPK_MAX ?
+	    p->top_k : 0;
+}
+
+int32_t
+sample_next_top(struct sampler *s, const float *val, const int32_t *id, int n, uint64_t seq,
+    int64_t pos)
+{
+	int m = 0;
+
+	while (m < n && id[m] >= 0) {
+		s->cand[m].id = id[m];
+		s->cand[m].logit = val[m] / s->p.temp;
+		m++;
+	}
+	if (m == 0 || keep(s, m) != 0)
+		return -1;
+	return draw_cand(s, seq, pos);
 }
 
 int

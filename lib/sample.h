@@ -86,6 +86,35 @@ int	sample_probs(struct sampler *, const float *logits, const int32_t *hist,
 int32_t	sample_accept(struct sampler *, const float *p, const float *q, int32_t d,
 	    uint64_t seq, int64_t pos, int *accepted);
 
+/* The most candidates a top-k pick takes from elsewhere (backend_topk). */
+#define SAMPLE_TOPK_MAX	1024
+
+/*
+ * The top of a row as the sampler orders it: of the finite x[i] (i < n),
+ * the k with the largest x[i] / temp (IEEE float division; -0 as +0; the
+ * lower i first on ties), most likely first, into val[k] (x[i] itself)
+ * and id[k]; past the row's finite values id -1 and val NaN.  Returns how
+ * many (min(k, finite values)).  key: scratch of n.  temp > 0, k > 0.
+ */
+int	sample_top(const float *x, int n, int k, float temp, float *val, int32_t *id,
+	    uint64_t *key);
+
+/*
+ * k when p draws from the top k alone with nothing else moving a logit
+ * (temp > 0, 0 < top_k = k <= SAMPLE_TOPK_MAX, no penalty), else 0: then
+ * sample_next_top on sample_top's output of the row (or a backend's
+ * equal, backend_topk) picks what sample_next picks from the row.
+ */
+int	sample_top_k(const struct sample_params *p);
+
+/*
+ * sample_next from a row's top candidates val[n], id[n] as sample_top
+ * gives them (n = sample_top_k; the ids -1 past the row's finite
+ * values).  -1 when there is none.
+ */
+int32_t	sample_next_top(struct sampler *, const float *val, const int32_t *id, int n,
+	    uint64_t seq, int64_t pos);
+
 /* 1 when generation ends with tok as the n_generated-th new token:
  * a stop id, the stop hook, or max_tokens reached. */
 int	sample_stop(const struct sampler *, int32_t tok, int n_generated);

@@ -404,6 +404,81 @@ TEST(stops_on_ids_hook_and_limit)
 	sample_free(s);
 }
 
+/*
+ * sample_top then sample_next_top draw what sample_next draws from the
+ * whole row, at every top-k, temperature, top-p and min-p tried, on rows
+ * with ties (also after the division by temp), signed zeros, NaN and
+ * infinities, and rows with fewer finite values than k.
+ */
+TEST(the_top_k_alone_draws_what_the_whole_row_draws)
+{
+	enum { N = 3000 };
+	static const float temps[] = { 0.3f, 0.7f, 1.0f, 1.7f };
+	static const int ks[] = { 1, 2, 40, 1024 };
+	float *x = malloc(N * sizeof *x), val[1024];
+	int32_t id[1024];
+	uint64_t *key = malloc(N * sizeof *key), r = 0x12345;
+	int n_diff = 0, n_draw = 0;
+
+	for (int row = 0; row < 24; row++) {
+		int nf = row % 6 == 5 ? 30 : N;	/* then only 30 finite */
+
+		for (int i = 0; i < N; i++) {
+			r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+			x[i] = (float)((int)(r >> 40) % 64) / 8.0f - 4.0f;	/* many ties */
+			if (i % 97 == 3)
+				x[i] = 1.0f + (float)i * 1e-7f;	/* distinct, tie after / temp */
+			if (i >= nf || i % 211 == 7)
+				x[i] = i % 3 ? NAN : i % 2 ? INFINITY : -INFINITY;
+		}
+		x[17] = -0.0f, x[18] = 0.0f;
+		for (int ti = 0; ti < 4; ti++)
+			for (int ki = 0; ki < 4; ki++) {
+				struct sample_params p;
+				struct sampler *s;
+
+				sample_defaults(&p);
+				p.temp = temps[ti], p.top_k = ks[ki], p.seed = 7 + row;
+				p.top_p = row % 3 == 0 ? 0.9f : 1.0f;
+				p.min_p = row % 4 == 1 ? 0.05f : 0.0f;
+				CHECK_EQ_INT(sample_top_k(&p), ks[ki]);
+				if ((s = mk(&p, N)) == NULL)
+					continue;
+				int m = sample_top(x, N, p.top_k, p.temp, val, id, key), fin = 0;
+				for (int i = 0; i < N; i++)
+					fin += isfinite(x[i]) != 0;
+				CHECK_EQ_INT(m, p.top_k < fin ? p.top_k : fin);
+				for (int64_t pos = 0; pos < 8; pos++) {
+					n_draw++;
+					n_diff += sample_next_top(s, val, id, p.top_k, row, pos) !=
+					    sample_next(s, x, NULL, 0, row, pos);
+				}
+				sample_free(s);
+			}
+	}
+	CHECK_EQ_INT(n_diff, 0);
+	printf("# %d draws, %d differ\n", n_draw, n_diff);
+	free(x), free(key);
+}
+
+TEST(top_k_alone_only_without_penalties_and_in_range)
+{
+	struct sample_params p;
+
+	sample_defaults(&p);
+	CHECK_EQ_INT(sample_top_k(&p), 0);	/* greedy */
+	p.temp = 0.8f;
+	CHECK_EQ_INT(sample_top_k(&p), 0);	/* no top-k: the whole row */
+	p.top_k = 40;
+	CHECK_EQ_INT(sample_top_k(&p), 40);
+	p.top_k = SAMPLE_TOPK_MAX + 1;
+	CHECK_EQ_INT(sample_top_k(&p), 0);
+	p.top_k = 40, p.repeat_penalty = 1.1f;
+	CHECK_EQ_INT(sample_top_k(&p), 0);
+	p.repeat_penalty = 1, p.presence_penalty = 0.5f;
+	CHECK_EQ_INT(sample_top_k(&p), 0);
+}
+
 TEST(out_of_range_parameters_are_refused)
 {
 	struct sample_params p;
@@ -442,6 +517,8 @@ main(void)
 	RUN(rejection_sampling_preserves_the_target_distribution);
 	RUN(greedy_acceptance_is_exact_match);
 	RUN(stops_on_ids_hook_and_limit);
+	RUN(the_top_k_alone_draws_what_the_whole_row_draws);
+	RUN(top_k_alone_only_without_penalties_and_in_range);
 	RUN(out_of_range_parameters_are_refused);
 	return test_summary();
 }
