@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "model.h"
 #include "quant.h"
+#include "sample.h"
 #include "state.h"
 #include "util.h"
 #ifdef MEMRA_HAVE_CUDA
@@ -1162,6 +1163,57 @@ check_argmax(struct kc *k, int rows, int64_t n)
 	gpu_free(k->g, dx), gpu_free(k->g, dI);
 }
 
+/*
+ * gpu_topk against lib/sample.c's sample_top, ids and values bit for bit:
+ * rows of n with ties (two values equal, and values that tie only after
+ * the division by temp), a -0 beside a +0, NaN and infinities above the
+ * rest, and a last row with fewer finite values than k (ids -1, NaN).
+ */
+static void
+check_topk(struct kc *k, int rows, int64_t n, int kk, float temp)
+{
+	float *x = frand(k, rows * n, -10, 10), *val = xmalloc((size_t)rows * kk * 4);
+	float *rv = xmalloc((size_t)kk * 4), *dv;
+	int32_t *id = xmalloc((size_t)rows * kk * 4), *rid = xmalloc((size_t)kk * 4), *dI;
+	uint64_t *key = xmalloc((size_t)n * 8);
+	double bad = 0;
+	char shape[64];
+
+	for (int r = 0; r < rows; r++) {
+		float *xr = x + r * n;
+		for (int i = 0; i < 3 * kk && i < n; i++) {	/* ties among the top */
+			int64_t a = (int64_t)(rnd(k) % (uint64_t)n), b = (int64_t)(rnd(k) % (uint64_t)n);
+			xr[a] = xr[b] = 9.0f + (float)(i % 7) * 0.125f;
+		}
+		xr[rnd(k) % (uint64_t)n] = 9.5f;	/* 9.5 and its successor: one value / 3 */
+		xr[rnd(k) % (uint64_t)n] = nextafterf(9.5f, 20.0f);
+		xr[rnd(k) % (uint64_t)n] = NAN;
+		xr[rnd(k) % (uint64_t)n] = INFINITY;
+		xr[rnd(k) % (uint64_t)n] = -INFINITY;
+		xr[0] = 12.0f, xr[1] = -0.0f, xr[2] = 0.0f;
+	}
+	for (int64_t i = kk / 2; i < n; i++)	/* the last row: kk / 2 finite */
+		x[(rows - 1) * n + i] = i % 2 ? NAN : -INFINITY;
+	float *dx = dput(k, x, (size_t)rows * n * 4);
+	dv = dput(k, NULL, (size_t)rows * kk * 4);
+	dI = dput(k, NULL, (size_t)rows * kk * 4);
+	gchk(k, gpu_topk(k->g, dx, rows, n, n, kk, temp, dv, dI));
+	dget(k, val, dv, (size_t)rows * kk * 4);
+	dget(k, id, dI, (size_t)rows * kk * 4);
+	if (k->brk)
+		id[kk / 2] ^= 1;
+	for (int r = 0; r < rows; r++) {
+		sample_top(x + r * n, (int)n, kk, temp, rv, rid, key);
+		if (memcmp(rid, id + r * kk, (size_t)kk * 4) != 0 ||
+		    memcmp(rv, val + r * kk, (size_t)kk * 4) != 0)
+			bad = 1;
+	}
+	snprintf(shape, sizeof shape, "%dx%lld k=%d temp=%g", rows, (long long)n, kk, temp);
+	report(k, "topk", shape, bad, bad == 0);
+	free(x), free(val), free(rv), free(id), free(rid), free(key);
+	gpu_free(k->g, dx), gpu_free(k->g, dv), gpu_free(k->g, dI);
+}
+
 /* --- graph replay vs eager -------------------------------------------- */
 
 struct step {		/* a miniature decode step: norm, FFN, residual, head, argmax */
@@ -1289,6 +1341,11 @@ check_all(struct kc *k)
 	check_attention(k, 20, 2, 2, 32, 5, 1);
 	check_argmax(k, 3, 248320);
 	check_argmax(k, 5, 1000);
+	check_topk(k, 3, 248320, 40, 0.7f);
+	check_topk(k, 2, 248320, 1, 1.0f);
+	check_topk(k, 2, 151936, 1024, 3.0f);
+	check_topk(k, 4, 1000, 50, 0.3f);
+	check_topk(k, 2, 70, 64, 1.5f);	/* k near n: the last row 32 finite of 64 */
 	check_graph(k);
 }
 
@@ -1772,6 +1829,17 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	if (k->brk)
 		d = 1;
 	report(k, "be argmax", "5x256 ld=288", d, d == 0);
+	{	/* the top 20 of each row at temperature 0.9 */
+		float vc[5 * 20], vg[5 * 20];
+		int32_t tc[5 * 20], tg[5 * 20];
+
+		BOTH(p, backend_topk(p->c, cy, ld, 5, 256, 20, 0.9f, vc, tc),
+		    backend_topk(p->g, gy, ld, 5, 256, 20, 0.9f, vg, tg));
+		d = memcmp(tc, tg, sizeof tc) != 0 || memcmp(vc, vg, sizeof vc) != 0;
+		if (k->brk)
+			d = 1;
+		report(k, "be topk", "5x256 ld=288 k=20", d, d == 0);
+	}
 	free(hc), free(hg);
 	backend_mfree(p->c, cy), backend_mfree(p->g, gy);
 	bw_free(p, &b);
@@ -2460,6 +2528,32 @@ bench_norm(struct kc *k, const uint8_t *dpool)
 	gpu_free(k->g, y);
 }
 
+/* gpu_topk of the sampler's top k over a 248k vocabulary (device time a
+ * row, and a K=3 verify's 4 rows), beside gpu_argmax. */
+static void
+bench_topk(struct kc *k)
+{
+	enum { NL = 50, NV = 248320 };
+	static const int ks[] = { 1, 40, 1024 };
+	float *h = frand(k, 4 * NV, -10, 10), *x = dput(k, h, (size_t)4 * NV * 4);
+	float *v = dput(k, NULL, (size_t)4 * 1024 * 4);
+	int32_t *id = (int32_t *)dput(k, NULL, (size_t)4 * 1024 * 4);
+	double s1, s4;
+
+	for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+		BENCH_LAUNCHES(k, NL, gpu_topk(k->g, x, 1, NV, NV, ks[i], 0.8f, v, id), s1);
+		BENCH_LAUNCHES(k, NL, gpu_topk(k->g, x, 4, NV, NV, ks[i], 0.8f, v, id), s4);
+		printf("bench topk %d k=%-4d 1 row %7.2f us  4 rows %7.2f us\n", NV, ks[i],
+		    s1 * 1e6, s4 * 1e6);
+	}
+	BENCH_LAUNCHES(k, NL, gpu_argmax(k->g, x, 1, NV, id), s1);
+	BENCH_LAUNCHES(k, NL, gpu_argmax(k->g, x, 4, NV, id), s4);
+	printf("bench argmax %d 1 row %7.2f us  4 rows %7.2f us\n", NV, s1 * 1e6, s4 * 1e6);
+	fflush(stdout);
+	free(h);
+	gpu_free(k->g, x), gpu_free(k->g, v), gpu_free(k->g, id);
+}
+
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each)
  * and against its first kernel (mma1) and its products by multiplications
  * (mmaf). */
@@ -2525,6 +2619,7 @@ bench(struct kc *k)
 	printf("bench chunk %d unroll %d\n", k->chunk, k->unroll);
 	bw = bench_copy(k, (size_t)1 << 30);
 	bench_norm(k, dpool);
+	bench_topk(k);
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 		for (int ti = 0; ti < NTYPES; ti++)	/* (every one of them gpu_can_matvec) */
 			if (k->only < 0 || k->only == mv_types[ti])

@@ -142,14 +142,12 @@ decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int 
 	double t0 = util_now();
 	const char *s;
 	size_t len;
-	int rc = 0, pick = sample_plain_greedy(sample_params(smp));
-	int32_t t = -1, nt = -1;	/* pick: the backend's greedy pick after the first */
+	int rc = 0;
+	int32_t t = -1;	/* the first from the prefill's logits, then model_forward_next's */
 
 	while (r->n_gen < n_new) {
-		t = pick && r->n_gen > 0 ? nt : sample_next(smp, lg, hist, n + r->n_gen, 0,
-		    n + r->n_gen);
-		if (t < 0) {
-			rc = util_err(err, "position %d: no finite logit", n + r->n_gen);
+		if (r->n_gen == 0 && (t = sample_next(smp, lg, hist, n, 0, n)) < 0) {
+			rc = util_err(err, "position %d: no finite logit", n);
 			break;
 		}
 		if (r->n_gen == 0)
@@ -165,11 +163,13 @@ decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int 
 		}
 		if (r->n_gen == n_new || n + r->n_gen >= ctx)
 			break;
-		if ((pick ? model_forward_argmax(g->m, st, &t, 1, 0, &nt, NULL) :
-		    model_forward(g->m, st, &t, 1, 0, lg, NULL)) != 0) {
+		int32_t nt;
+		if (model_forward_next(g->m, st, &t, 1, 0, smp, hist, n + r->n_gen, 0, n + r->n_gen,
+		    lg, &nt) != 0) {
 			rc = util_err(err, "%s", model_errmsg(g->m));
 			break;
 		}
+		t = nt;
 	}
 	if (out != NULL && (s = tokenizer_stream_flush(ts, &len)) != NULL && len > 0)
 		fwrite(s, 1, len, out);

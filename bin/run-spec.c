@@ -84,28 +84,20 @@ plain(struct ctx *c, struct run *r, double *secs, char *err)
 	struct state *st = model_state_new(c->m, ctx, 0, err);
 	struct sampler *smp = sample_new(&c->o->go.sp, c->nv, err);
 	float *lg = model_host_alloc(c->m, c->nv);
-	int32_t *hist = malloc((size_t)(ctx + 1) * sizeof *hist), nt = -1;
-	int pick = sample_plain_greedy(&c->o->go.sp);	/* greedy: picked on the backend */
+	int32_t *hist = malloc((size_t)(ctx + 1) * sizeof *hist), t;
 	double t0;
 
 	if (st == NULL || smp == NULL || lg == NULL || hist == NULL)
 		goto out;
 	memcpy(hist, r->ids, n * sizeof *hist);
-	if ((pick ? model_forward_argmax(c->m, st, r->ids, n, MODEL_PREFILL, &nt, NULL) :
-	    model_forward(c->m, st, r->ids, n, MODEL_PREFILL, lg, NULL)) != 0)
+	if (model_forward_next(c->m, st, r->ids, n, MODEL_PREFILL, smp, hist, n, 0, n, lg, &t) != 0)
 		goto fail;
 	for (t0 = util_now(); g < c->o->go.n;) {
-		int32_t t = pick ? nt : sample_next(smp, lg, hist, n + g, 0, n + g);
-
-		if (t < 0) {
-			util_err(err, "position %d: no finite logit", n + g);
-			goto out;
-		}
 		if (stop_at(c, &t, 1) == 0)
 			break;
 		hist[n + g++] = t;
-		if (g < c->o->go.n && (pick ? model_forward_argmax(c->m, st, &t, 1, 0, &nt, NULL) :
-		    model_forward(c->m, st, &t, 1, 0, lg, NULL)) != 0)
+		if (g < c->o->go.n && model_forward_next(c->m, st, &hist[n + g - 1], 1, 0, smp, hist,
+		    n + g, 0, n + g, lg, &t) != 0)
 			goto fail;
 	}
 	*secs = util_now() - t0;

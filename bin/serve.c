@@ -341,29 +341,22 @@ generate(struct server *s, struct job *j, struct out *o, char *err)
 				done = take(o, ts, buf[i], n_stop, stop, ctx - n - o->n_gen - 1);
 		}
 	} else {
-		int pick = sample_plain_greedy(&j->sp);	/* greedy: picked on the backend */
-		int32_t nt = -1;
-
 		if ((st = model_state_new(sv->m, ctx, 0, err)) == NULL ||
 		    (smp = sample_new(&j->sp, sv->nv, err)) == NULL)
 			goto out;
-		if ((pick ? model_forward_argmax(sv->m, st, j->ids, n, MODEL_PREFILL, &nt, NULL) :
-		    model_forward(sv->m, st, j->ids, n, MODEL_PREFILL, lg, NULL)) != 0) {
+		if (model_forward_next(sv->m, st, j->ids, n, MODEL_PREFILL, smp, hist, n, 0, n, lg,
+		    &t) != 0) {
 			util_err(err, "%s", model_errmsg(sv->m));
 			goto out;
 		}
 		for (;;) {
 			int p = n + o->n_gen;
 
-			if ((t = pick ? nt : sample_next(smp, lg, hist, p, 0, p)) < 0) {
-				util_err(err, "position %d: no finite logit", p);
-				goto out;
-			}
 			hist[p] = t;
 			if (take(o, ts, t, n_stop, stop, ctx - p - 1))
 				break;
-			if ((pick ? model_forward_argmax(sv->m, st, &t, 1, 0, &nt, NULL) :
-			    model_forward(sv->m, st, &t, 1, 0, lg, NULL)) != 0) {
+			if (model_forward_next(sv->m, st, &hist[p], 1, 0, smp, hist, p + 1, 0, p + 1, lg,
+			    &t) != 0) {
 				util_err(err, "%s", model_errmsg(sv->m));
 				goto out;
 			}

@@ -80,6 +80,7 @@ struct backend_cuda {
 	struct cuda_buf ids;		/* ids, positions, rope frequencies */
 	struct cuda_buf t0, t1;		/* packed operands */
 	struct cuda_buf gdn;		/* k_gdn_prep's scratch */
+	struct cuda_buf topk;		/* gpu_topk's candidates: values, then ids */
 	int32_t	*h_idx;			/* pinned: argmax results */
 	int	h_idx_n;
 	struct rope_table rope[CUDA_ROPE_TABLES];
@@ -515,6 +516,7 @@ cu_close(struct backend *be)
 	gpu_free(c->g, c->t0.p);
 	gpu_free(c->g, c->t1.p);
 	gpu_free(c->g, c->gdn.p);
+	gpu_free(c->g, c->topk.p);
 	if (c->h_idx != NULL)
 		cudaFreeHost(c->h_idx);
 	gpu_close(c->g);
@@ -1375,6 +1377,25 @@ cu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *ou
 	return 0;
 }
 
+static_assert(GPU_TOPK_MAX == BACKEND_TOPK_MAX, "gpu_topk takes what backend_topk may ask");
+
+static int
+cu_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, float temp,
+    float *val, int32_t *id)
+{
+	struct backend_cuda *c = CB(be);
+	size_t nk = (size_t)m * k;
+	float *d = (float *)buf_get(be, &c->topk, nk * 8);
+
+	if (d == NULL)
+		return -1;
+	if (gpu_topk(c->g, x, m, ldx, n, k, temp, d, (int32_t *)(d + nk)) != 0 ||
+	    gpu_download(c->g, val, d, nk * 4) || gpu_download(c->g, id, d + nk, nk * 4) ||
+	    gpu_sync(c->g))
+		return gfail(be, "topk");
+	return 0;
+}
+
 /* --- recorded steps (backend_graph_*) ---------------------------------- */
 
 /* Graphs off for good, keeping the first reason (backend_graph_stats). */
@@ -1556,6 +1577,7 @@ static const struct backend_ops cuda_ops = {
 	cu_prof_begin, cu_prof_end, cu_prof_rows, cu_prof_reset,
 	cu_host_alloc, cu_host_free,
 	cu_pdl_set,
+	cu_topk,
 };
 
 extern "C" struct backend *

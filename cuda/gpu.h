@@ -373,8 +373,22 @@ int	gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k,
 	    const float *d_v, float *d_out, int nq, int nh, int nkv, int hd, int pos0,
 	    float scale);
 
-/* idx[r] = the index of the largest of x[r][0..n) (the first on ties). */
+/* idx[r] = the index of the largest finite value of x[r][0..n) (the
+ * first on ties, -0 = +0), -1 when none is finite. */
 int	gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx);
+
+/* The most candidates gpu_topk takes a row. */
+#define GPU_TOPK_MAX	1024
+
+/*
+ * Row r of x (rows ldx floats apart, n used): of its finite values, the
+ * k (1..GPU_TOPK_MAX) with the largest x[i] / temp (IEEE division, -0 as
+ * +0; the lower i first on ties), most likely first, into val[r][k]
+ * (x[i] itself) and id[r][k]; past the row's finite values id -1 and
+ * val NaN: lib/sample.c's sample_top, one block a row.
+ */
+int	gpu_topk(struct gpu *g, const float *d_x, int rows, int64_t ldx, int64_t n, int k,
+	    float temp, float *d_val, int32_t *d_id);
 
 #ifdef __cplusplus
 }

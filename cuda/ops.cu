@@ -1,6 +1,6 @@
 /*
  * ops: the fp32 kernels of a forward pass besides the products: norms,
- * RoPE, activations, conv1d, the gated delta rule, attention, argmax.
+ * RoPE, activations, conv1d, the gated delta rule, attention, argmax, top k.
  * Reductions run in a fixed order (strided per thread, then a fixed tree),
  * so a result never depends on timing.
  */
@@ -809,5 +809,139 @@ gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx)
 		return gpu_fail(g, "argmax: %d rows of %lld", rows, (long long)n);
 	gpu_launch(g, k_argmax, rows, 1024, 0, d_x, n, d_idx);
 	GPU_LAUNCHED(g, "argmax");
+	return 0;
+}
+
+/* --- top k (the sampler's candidates) ---------------------------------- */
+
+/*
+ * lib/sample.c's order_key of x / temp at index i: the smaller key the
+ * more likely (the float's bits made monotone and inverted above, the
+ * index below, so keys are distinct).
+ */
+__device__ __forceinline__ uint64_t
+topk_key(float x, float temp, int64_t i)
+{
+	float v = __fdiv_rn(x, temp);
+	uint32_t u;
+
+	if (v == 0.0f)
+		v = 0.0f;		/* -0 sorts as +0 */
+	u = __float_as_uint(v);
+	u = u & 0x80000000u ? ~u : u | 0x80000000u;
+	return (uint64_t)~u << 32 | (uint32_t)i;
+}
+
+/*
+ * One block (TOPK_T threads) a row: a radix select of the k smallest
+ * keys, 8 bits a pass from the top (each pass a histogram of the next
+ * digit of the keys that share the prefix found so far, warp-aggregated
+ * shared atomics), ending when the digit's bin holds exactly the keys
+ * still needed (at the latest at the 64th bit: keys are distinct); then
+ * those keys gathered in shared memory (any order) and sorted (bitonic),
+ * so the output does not depend on the gathering's order.
+ */
+#define TOPK_T 1024
+
+__global__ void __launch_bounds__(TOPK_T)
+k_topk(const float *x, int64_t ldx, int n, int k, float temp, float *val, int32_t *id)
+{
+	__shared__ unsigned hist[256];
+	__shared__ uint64_t sel[GPU_TOPK_MAX], s_prefix;
+	__shared__ int s_bits, s_need, s_stop, s_cnt;
+	const float *r = x + blockIdx.x * ldx;
+	const int tid = threadIdx.x, lane = tid & 31;
+	uint64_t prefix = 0;
+	int bits = 0, need = k, all = 0, cnt, p2;
+
+	pdl_enter();
+	for (int pass = 0; pass < 8; pass++) {
+		for (int i = tid; i < 256; i += TOPK_T)
+			hist[i] = 0;
+		__syncthreads();
+		for (int base = 0; base < n; base += TOPK_T) {	/* every lane of a warp goes round */
+			int i = base + tid, bin = -1;
+			float xi = i < n ? r[i] : NAN;
+
+			if (fabsf(xi) < INFINITY) {
+				uint64_t key = topk_key(xi, temp, i);
+				if (bits == 0 || key >> (64 - bits) == prefix)
+					bin = (int)(key >> (56 - bits) & 255);
+			}
+			unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
+			if (bin >= 0 && lane == __ffs(peers) - 1)
+				atomicAdd(&hist[bin], (unsigned)__popc(peers));
+		}
+		__syncthreads();
+		if (tid == 0) {
+			unsigned cum = 0;
+			int j = 0;
+
+			while (j < 256 && cum + hist[j] < (unsigned)need)
+				cum += hist[j++];
+			if (j == 256) {		/* fewer finite values than k: all of them */
+				s_stop = 2;
+			} else {
+				s_need = need - (int)cum;
+				s_prefix = prefix << 8 | (uint64_t)j;
+				s_bits = bits + 8;
+				s_stop = hist[j] == (unsigned)s_need;
+			}
+		}
+		__syncthreads();
+		if (s_stop == 2) {
+			all = 1;
+			break;
+		}
+		need = s_need, prefix = s_prefix, bits = s_bits;
+		if (s_stop)
+			break;
+	}
+	if (tid == 0)
+		s_cnt = 0;
+	__syncthreads();
+	for (int i = tid; i < n; i += TOPK_T) {	/* the keys <= the prefix found */
+		float xi = r[i];
+		if (fabsf(xi) < INFINITY) {
+			uint64_t key = topk_key(xi, temp, i);
+			if (all || (bits == 64 ? key : key >> (64 - bits)) <= prefix)
+				sel[atomicAdd(&s_cnt, 1)] = key;
+		}
+	}
+	__syncthreads();
+	cnt = s_cnt;
+	for (p2 = 1; p2 < cnt; p2 <<= 1)
+		;
+	for (int i = cnt + tid; i < p2; i += TOPK_T)
+		sel[i] = ~0ULL;
+	for (int size = 2; size <= p2; size <<= 1)	/* bitonic, ascending */
+		for (int stride = size >> 1; stride > 0; stride >>= 1) {
+			__syncthreads();
+			int i = tid, j = tid ^ stride;
+			if (i < p2 && j > i) {
+				uint64_t a = sel[i], b = sel[j];
+				if ((a > b) == ((i & size) == 0))
+					sel[i] = b, sel[j] = a;
+			}
+		}
+	__syncthreads();
+	for (int t = tid; t < k; t += TOPK_T) {
+		int32_t ix = t < cnt ? (int32_t)(uint32_t)sel[t] : -1;
+
+		id[(int64_t)blockIdx.x * k + t] = ix;
+		val[(int64_t)blockIdx.x * k + t] = ix >= 0 ? r[ix] : NAN;
+	}
+}
+
+extern "C" int
+gpu_topk(struct gpu *g, const float *d_x, int rows, int64_t ldx, int64_t n, int k, float temp,
+    float *d_val, int32_t *d_id)
+{
+	if (rows < 1 || n < 1 || n > INT32_MAX || ldx < n || k < 1 || k > GPU_TOPK_MAX ||
+	    !(temp > 0) || !(temp < INFINITY))
+		return gpu_fail(g, "topk: %d rows of %lld, k %d, temp %g", rows, (long long)n, k,
+		    (double)temp);
+	gpu_launch(g, k_topk, rows, TOPK_T, 0, d_x, ldx, (int)n, k, temp, d_val, d_id);
+	GPU_LAUNCHED(g, "topk");
 	return 0;
 }

@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "gpu.h"
 #endif
 #include "quant.h"
+#include "sample.h"
 #include "util.h"
 
 /*
@@ -769,4 +771,39 @@ backend_argmax(struct backend *be, const float *x, int ldx, int m, int n,
 	if (bad_rows(be, "argmax", ldx, n, m))
 		return -1;
 	return m ? be->ops->argmax(be, x, ldx, m, n, out) : 0;
+}
+
+_Static_assert(BACKEND_TOPK_MAX == SAMPLE_TOPK_MAX, "the sampler takes what backends give");
+
+int
+backend_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, float temp,
+    float *val, int32_t *id)
+{
+	float *row = NULL;
+	uint64_t *key;
+	int rc = 0;
+
+	if (bad_rows(be, "topk", ldx, n, m))
+		return -1;
+	if (k < 1 || k > BACKEND_TOPK_MAX || !(temp > 0) || !isfinite(temp))
+		return util_err(be->err, "topk: k %d, temperature %g", k, temp);
+	if (m == 0)
+		return 0;
+	if (be->ops->topk != NULL)
+		return be->ops->topk(be, x, ldx, m, n, k, temp, val, id);
+	if ((key = malloc((size_t)n * sizeof *key)) == NULL ||
+	    (!be->host && (row = malloc((size_t)n * sizeof *row)) == NULL)) {
+		free(key);
+		return util_err(be->err, "topk: out of memory");
+	}
+	for (int r = 0; r < m && rc == 0; r++) {
+		const float *xr = x + (size_t)r * ldx;
+
+		if (!be->host && (rc = backend_read(be, row, xr, (size_t)n)) != 0)
+			break;
+		sample_top(be->host ? xr : row, n, k, temp, val + (size_t)r * k, id + (size_t)r * k,
+		    key);
+	}
+	free(key), free(row);
+	return rc;
 }

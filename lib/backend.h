@@ -431,4 +431,18 @@ int	backend_add(struct backend *, float *y, const float *x, size_t n);
 int	backend_argmax(struct backend *, const float *x, int ldx, int m, int n,
 	    int32_t *out);
 
+/* The most candidates backend_topk takes a row (SAMPLE_TOPK_MAX). */
+#define BACKEND_TOPK_MAX	1024
+
+/*
+ * The sampler's top k of each row, taken where x is: of the finite
+ * x[r][0..n), the k (1..BACKEND_TOPK_MAX) with the largest x / temp
+ * (temp > 0), most likely first, into val[r][k] and id[r][k] (host
+ * memory), exactly as sample_top gives them (lib/sample.h; id -1 past a
+ * row's finite values), so that sample_next_top draws from them what
+ * sample_next draws from the row.
+ */
+int	backend_topk(struct backend *, const float *x, int ldx, int m, int n, int k,
+	    float temp, float *val, int32_t *id);
+
 #endif

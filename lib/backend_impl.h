@@ -104,6 +104,9 @@ struct backend_ops {
 	void	(*host_free)(struct backend *, float *);
 	/* optional, backend_pdl_set: NULL launches plainly */
 	int	(*pdl_set)(struct backend *, int);
+	/* optional, backend_topk: NULL reads the rows back and picks on the host */
+	int	(*topk)(struct backend *, const float *, int, int, int, int, float, float *,
+		    int32_t *);
 };
 
 struct backend {

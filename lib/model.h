@@ -122,6 +122,22 @@ int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
 int	model_forward_argmax(struct model *, struct state *, const int32_t *tok, int m,
 	    int flags, int32_t *ids, float *hidden);
 
+struct sampler;
+
+/*
+ * model_forward, then the next token as sampler s picks it from the last
+ * row (sample_next with hist[n_hist], sequence seq, position pos; the
+ * logits of every other row are not made): a greedy pick is taken on the
+ * backend (model_forward_argmax), a top-k draw from the row's top k the
+ * backend selects (backend_topk, sample_next_top: the same draw), any
+ * other from the row read back into lg (host [n_vocab], as
+ * model_host_alloc gives).  *next gets the token; 0, or -1 with
+ * model_errmsg set (a row without a finite logit too).
+ */
+int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m,
+	    int flags, struct sampler *s, const int32_t *hist, int n_hist, uint64_t seq,
+	    int64_t pos, float *lg, int32_t *next);
+
 /*
  * Decode n sequences at once: one new token tok[i] for each, sequence i
  * at its own state st[i] (n distinct states of this model, each at its

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model_impl.h"
+#include "sample.h"
 #include "util.h"
 
 /*
@@ -233,13 +234,23 @@ ffn(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
+/* What the head hands the host instead of logits: each row's greedy
+ * pick (k 0: id[rows]) or its top k by the sampler's order (val and id
+ * [rows][k]). */
+struct pick {
+	int	k;
+	float	temp;
+	float	*val;
+	int32_t	*id;
+};
+
 /*
  * xn = norm(x) (w: the head norm); logits (over hw's rows) of the last
- * `rows` rows to the host, or (ids) only their greedy picks.
+ * `rows` rows to the host, or (pk) only their picks.
  */
 static int
 head(struct model *md, const float *w, const struct backend_weight *hw, int m, int rows,
-    float *logits, int32_t *ids, float *hidden)
+    float *logits, const struct pick *pk, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -248,9 +259,11 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 
 	/* the head's product queued before the first read waits for the GPU */
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
-	    ((logits || ids) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
+	    ((logits || pk) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
 	    (int)hw->ne1, rows)) ||
-	    (ids && backend_argmax(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, ids)) ||
+	    (pk && (pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
+	    pk->temp, pk->val, pk->id) : backend_argmax(be, a->logits, (int)hw->ne1, rows,
+	    (int)hw->ne1, pk->id))) ||
 	    (hidden && backend_read(be, hidden, a->xn, m * ne)) ||
 	    (logits && backend_read(be, logits, a->logits, (size_t)rows * hw->ne1)))
 		return fail(md);
@@ -300,7 +313,7 @@ layers_step(struct model *md, struct state *st, int p0, int m, int flags)
 
 static int
 forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
-    float *logits, int32_t *ids, float *hidden)
+    float *logits, const struct pick *pk, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
 	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL);
@@ -320,7 +333,7 @@ forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags
 	if (step ? layers_step(md, st, p0, m, flags) : layers(md, st, p0, m, flags, NULL))
 		return -1;
 	return head(md, md->output_norm, &md->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits,
-	    ids, hidden);
+	    pk, hidden);
 }
 
 int
@@ -334,12 +347,48 @@ int
 model_forward_argmax(struct model *md, struct state *st, const int32_t *tok, int m,
     int flags, int32_t *ids, float *hidden)
 {
-	return forward(md, st, tok, m, flags, NULL, ids, hidden);
+	struct pick pk = { 0, 0, NULL, ids };
+
+	return forward(md, st, tok, m, flags, NULL, &pk, hidden);
+}
+
+int
+model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
+    struct sampler *s, const int32_t *hist, int n_hist, uint64_t seq, int64_t pos,
+    float *lg, int32_t *next)
+{
+	const struct sample_params *p = sample_params(s);
+	struct pick pk = { sample_top_k(p), p->temp, md->pick_val, md->pick_id };
+
+	flags &= ~MODEL_LOGITS_ALL;
+	if (sample_plain_greedy(p)) {	/* the argmax where the logits are */
+		pk.k = 0, pk.id = next;
+		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
+			return -1;
+	} else if (pk.k > 0) {		/* the top k where the logits are */
+		if (md->pick_id == NULL) {
+			free(md->pick_val);
+			if ((md->pick_val = malloc(SAMPLE_TOPK_MAX * sizeof *pk.val)) == NULL ||
+			    (md->pick_id = malloc(SAMPLE_TOPK_MAX * sizeof *pk.id)) == NULL)
+				return util_err(md->err, "forward: out of memory");
+			pk.val = md->pick_val, pk.id = md->pick_id;
+		}
+		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
+			return -1;
+		*next = sample_next_top(s, pk.val, pk.id, pk.k, seq, pos);
+	} else {
+		if (forward(md, st, tok, m, flags, lg, NULL, NULL) != 0)
+			return -1;
+		*next = sample_next(s, lg, hist, n_hist, seq, pos);
+	}
+	if (*next < 0)
+		return util_err(md->err, "position %lld: no finite logit", (long long)pos);
+	return 0;
 }
 
 static int
 mtp(struct model *md, struct state *st, int k, int p0, const float *h,
-    const int32_t *tok, int m, float *logits, int32_t *ids, float *hout)
+    const int32_t *tok, int m, float *logits, const struct pick *pk, float *hout)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -366,7 +415,7 @@ mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	if (attn_layer(md, L, st, p0, m, 0, NULL, NULL) || ffn(md, L, m) || residual(md, m))
 		return -1;
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
-	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, ids, hout);
+	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, pk, hout);
 }
 
 int
@@ -380,7 +429,9 @@ int
 model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float *h,
     const int32_t *tok, int m, int32_t *ids, float *hout)
 {
-	return mtp(md, st, k, p0, h, tok, m, NULL, ids, hout);
+	struct pick pk = { 0, 0, NULL, ids };
+
+	return mtp(md, st, k, p0, h, tok, m, NULL, &pk, hout);
 }
 
 /*
@@ -445,7 +496,7 @@ gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int 
 
 static int
 forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
-    float *logits, int32_t *ids, float *hidden)
+    float *logits, const struct pick *pk, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
 	int i;
@@ -482,7 +533,7 @@ forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
 	}
 	if (hp->n_layer > 0 && residual(md, n))
 		return -1;
-	return head(md, md->output_norm, &md->output, n, n, logits, ids, hidden);
+	return head(md, md->output_norm, &md->output, n, n, logits, pk, hidden);
 }
 
 int
@@ -496,5 +547,7 @@ int
 model_forward_batch_argmax(struct model *md, struct state **st, const int32_t *tok, int n,
     int32_t *ids, float *hidden)
 {
-	return forward_batch(md, st, tok, n, NULL, ids, hidden);
+	struct pick pk = { 0, 0, NULL, ids };
+
+	return forward_batch(md, st, tok, n, NULL, &pk, hidden);
 }

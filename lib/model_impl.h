@@ -73,6 +73,8 @@ struct model {
 	float	*output_norm;		/* [n_embd] */
 	struct model_layer *layers;	/* [n_layer + n_mtp] */
 	struct model_act act;
+	float	*pick_val;		/* host [SAMPLE_TOPK_MAX]: model_forward_next's top k */
+	int32_t	*pick_id;		/* host [SAMPLE_TOPK_MAX] */
 	void	**hbuf;			/* host buffers the weights live in */
 	int	n_hbuf;
 	float	**dbuf;			/* backend buffers of the vectors */

@@ -28,7 +28,8 @@
 # skips it); programmatic dependent launch off (model-bench -L, A) vs on
 # (B) the same way (GPU_RUN_PDL_ABBA=0 skips it); greedy picks on the
 # host (model-bench -G host, A) vs on the device (-G device, B), decode
-# tok/s and K=3 verify ms (GPU_RUN_PICK_ABBA=0 skips it).  GPU_RUN_PROF=1 (with
+# tok/s and K=3 verify ms, and top-k 40 draws the same two ways (-T 40)
+# (GPU_RUN_PICK_ABBA=0 skips them).  GPU_RUN_PROF=1 (with
 # GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
 # verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
 # shape's files.
@@ -390,6 +391,9 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 		if [ "${GPU_RUN_PICK_ABBA:-1}" = 1 ]; then	# greedy picks on the host (A), device (B)
 			decode_abba pick "$q" "$mb -G host $f" "$mb -G device $f" decode-b1-greedy-pick \
 			    "model-bench -G host" "A = logits read back, sample_next picks; B = picked on the device"
+			decode_abba pick "$q" "$mb -G host -T 40 $f" "$mb -G device -T 40 $f" \
+			    decode-b1-topk40-pick "model-bench -G host -T 40" \
+			    "top-k 40 at temp 0.8: A = logits read back, sample_next draws; B = the top 40 selected on the device"
 			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
 			echo "== $q: K=3 verify ms (+ picks), A = -G host, B = -G device" >>"$OUT/pick-abba.txt"
 			timeout 300 python3 tools/abba -a "$mk -G host $f" -b "$mk -G device $f" \

@@ -21,8 +21,11 @@
  * -G host|device: the decode steps and verifies pick greedily, as a
  * greedy run does, and feed each step's pick to the next: "host" reads
  * the logits back and picks with lib/sample (sample_next), "device" picks
- * where the logits are (model_forward_argmax), so they are timed against
- * each other; the model line says "pick host/device".
+ * where the logits are (model_forward_next, model_forward_argmax), so they
+ * are timed against each other; the model line says "pick host/device".
+ * -T K (with -G): the decode steps draw from the top K at temperature 0.8 instead
+ * (the verifies stay greedy): "device" selects the top K on the device
+ * (backend_topk) and draws from them on the host.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -66,13 +69,16 @@ fwd_pick(struct model *md, struct state *st, const int32_t *ids, int m, int flag
     int pick, struct sampler *smp, int nv, int32_t *pk)
 {
 	int rows = flags & MODEL_LOGITS_ALL ? m : 1;
+	static int64_t pos;	/* the draws' positions */
 
+	pos++;
 	if (pick == PICK_DEVICE)
-		return model_forward_argmax(md, st, ids, m, flags, pk, NULL);
+		return rows > 1 ? model_forward_argmax(md, st, ids, m, flags, pk, NULL) :
+		    model_forward_next(md, st, ids, m, flags, smp, NULL, 0, 0, pos, lg, pk);
 	if (model_forward(md, st, ids, m, flags, lg, NULL) != 0)
 		return -1;
 	for (int i = 0; pick == PICK_HOST && i < rows; i++)
-		pk[i] = sample_next(smp, lg + (size_t)i * nv, NULL, 0, 0, 0);
+		pk[i] = sample_next(smp, lg + (size_t)i * nv, NULL, 0, 0, pos);
 	return 0;
 }
 
@@ -144,12 +150,13 @@ main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
 	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
+	int topk = 0;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PLG:")) != -1) {
+	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PLG:T:")) != -1) {
 		switch (ch) {
 		case 'd': dev = optarg; break;
 		case 'c': if (util_parse_i64(optarg, 1, 1 << 20, &v)) die(2, "bad -c"); ctx = (int)v; break;
@@ -167,11 +174,16 @@ main(int argc, char *argv[])
 			else
 				die(2, "bad -G: host or device");
 			break;
+		case 'T':
+			if (util_parse_i64(optarg, 1, 1024, &v))
+				die(2, "bad -T: 1..1024");
+			topk = (int)v;
+			break;
 		default: return 2;
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: model-bench [-PL] [-G host|device] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
+		die(2, "usage: model-bench [-PL] [-G host|device] [-T K] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
 		    "[-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
@@ -197,17 +209,20 @@ main(int argc, char *argv[])
 	int32_t *ids = malloc((size_t)(ctx > 16 ? ctx : 16) * sizeof *ids);
 	double *dt = malloc((reps > 5 ? reps : 5) * sizeof *dt), step, bytes;
 	struct sample_params sp;
-	struct sampler *smp;
+	struct sampler *smp, *sdec;	/* greedy (verify), the decode steps' */
 	int32_t pk[16];
 
 	sample_defaults(&sp);	/* greedy */
 	if ((smp = sample_new(&sp, nv, err)) == NULL)
 		die(1, "%s", err);
+	sp.temp = topk ? 0.8f : 0, sp.top_k = topk;
+	if ((sdec = sample_new(&sp, nv, err)) == NULL)
+		die(1, "%s", err);
 	if (st == NULL || lg == NULL || ids == NULL || dt == NULL)
 		die(1, "%s", st ? "out of memory" : err);
-	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\n", path, backend_name(be),
-	    now() - t0, pdl, pick == PICK_HOST ? "\tpick\thost" : pick == PICK_DEVICE ?
-	    "\tpick\tdevice" : "");
+	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\n", path,
+	    backend_name(be), now() - t0, pdl, pick == PICK_HOST ? "\tpick\thost" :
+	    pick == PICK_DEVICE ? "\tpick\tdevice" : "", topk);
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;
@@ -226,7 +241,7 @@ main(int argc, char *argv[])
 		t0 = now();
 		for (int i = 0; i < n; i++) {
 			int32_t t = pick ? pk[0] : 1 + (int32_t)((r * n + i) * 31 % (nv - 1));
-			if (fwd_pick(md, st, &t, 1, 0, lg, pick, smp, nv, pk) != 0)
+			if (fwd_pick(md, st, &t, 1, 0, lg, pick, sdec, nv, pk) != 0)
 				die(1, "decode: %s", model_errmsg(md));
 			if (pick && pk[0] < 0)
 				die(1, "decode: no finite logit");
@@ -281,7 +296,7 @@ main(int argc, char *argv[])
 		    "prefill"));
 	}
 	model_host_free(md, lg), free(ids), free(dt);
-	sample_free(smp);
+	sample_free(smp), sample_free(sdec);
 	state_free(st);
 	model_close(md);
 	if (backend_graph_note(be, gs, err, sizeof err) != NULL)

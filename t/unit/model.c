@@ -206,6 +206,54 @@ TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
 }
 
 /*
+ * model_forward_next picks what sample_next picks from model_forward's
+ * logits, for each way it takes: greedy (the backend's argmax), top-k
+ * (the backend's top k), top-p alone and penalties (the row read back).
+ */
+TEST(forward_next_picks_what_the_sampler_picks_from_the_logits)
+{
+	const struct json *r = json_at(json_get(refs, "a_last_position_logits"), 1);
+	int n;
+	int32_t *ids = ids_of(json_get(r, "input_ids"), &n), *hist = malloc((n + 8) * sizeof *hist);
+	float *lg = malloc(nv * sizeof *lg), *lh = malloc(nv * sizeof *lh);
+	struct { float temp, top_p, rep; int top_k; } ps[] = {
+		{ 0, 1, 1, 0 }, { 0.8f, 1, 1, 40 }, { 1.3f, 0.9f, 1, 5 }, { 0.7f, 0.9f, 1, 0 },
+		{ 0.7f, 1, 1.3f, 40 }, { 0, 1, 1.3f, 0 },
+	};
+
+	for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
+		struct sample_params p;
+		struct sampler *sa = NULL, *sb = NULL;
+		struct state *sl = model_state_new(md, n + 8, 0, NULL);
+		struct state *sn = model_state_new(md, n + 8, 0, NULL);
+		int32_t t = -1, want;
+
+		sample_defaults(&p);
+		p.temp = ps[c].temp, p.top_p = ps[c].top_p, p.repeat_penalty = ps[c].rep;
+		p.top_k = ps[c].top_k, p.seed = 11 + c;
+		CHECK((sa = sample_new(&p, nv, NULL)) != NULL);
+		CHECK((sb = sample_new(&p, nv, NULL)) != NULL);
+		memcpy(hist, ids, n * sizeof *ids);
+		CHECK(model_forward(md, sl, ids, n, MODEL_PREFILL, lg, NULL) == 0);
+		CHECK(model_forward_next(md, sn, ids, n, MODEL_PREFILL, sb, hist, n, 3, n, lh, &t) == 0);
+		for (int i = 0; i < 6; i++) {	/* the prompt, then 5 steps */
+			want = sample_next(sa, lg, hist, n + i, 3, n + i);
+			if (t != want)
+				FAILF("case %zu step %d: picked %d, the sampler %d", c, i, t, want);
+			hist[n + i] = want;
+			if (i == 5)
+				break;
+			CHECK(model_forward(md, sl, &hist[n + i], 1, 0, lg, NULL) == 0);
+			CHECK(model_forward_next(md, sn, &hist[n + i], 1, 0, sb, hist, n + i + 1, 3,
+			    n + i + 1, lh, &t) == 0);
+		}
+		sample_free(sa), sample_free(sb);
+		state_free(sl), state_free(sn);
+	}
+	free(ids), free(hist), free(lg), free(lh);
+}
+
+/*
  * Greedy speculative decoding through lib/spec, as the reference does it:
  * K_eff = min(K, left - 1) chained drafts a round (spec_round's limit).
  */
@@ -421,6 +469,7 @@ main(void)
 	RUN(prompt_logits_match_the_reference);
 	RUN(mtp_logits_match_the_reference);
 	RUN(argmax_forwards_pick_what_the_greedy_sampler_picks);
+	RUN(forward_next_picks_what_the_sampler_picks_from_the_logits);
 	RUN(verify_rows_and_thread_counts_give_the_same_bits);
 	RUN(greedy_continuations_match_the_reference);
 	RUN(speculative_decoding_equals_greedy_with_the_reference_acceptance);
