@@ -135,6 +135,17 @@ if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ]; then
 		[ "$(grep -c '"gate": "MATCH"' "$OUT/run-gen-cuda.jsonl")" = 8 ] || rg=1
 		[ $rg = 0 ] && echo "RUN-GEN GATE PASS" >>"$OUT/run-gen.log" ||
 		    echo "RUN-GEN GATE FAIL" >>"$OUT/run-gen.log"
+		# sampled (top-k 40 at 0.8, the top 40 selected on the GPU): the same
+		# draws as the CPU's wherever the two backends' logits (equal to ~1e-6)
+		# put no draw on a boundary; reported, not a gate
+		for d in cuda cpu; do
+			head -8 $A/prompts.jsonl | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
+			    --temp 0.8 --top-k 40 --seed 7 --device $d $A 2>"$OUT/run-gen-topk-$d.err" |
+			    sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' >"$OUT/run-gen-topk-$d.ids"
+		done
+		echo "sampled top-k 40, temp 0.8, seed 7: cuda = cpu on" \
+		    "$(paste -d '|' "$OUT/run-gen-topk-cuda.ids" "$OUT/run-gen-topk-cpu.ids" |
+		    awk -F'|' '$1 == $2 && $1 != "" { n++ } END { print n + 0 }') of 8 prompts" >>"$OUT/run-gen.log"
 		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf" "$G/A-q4_k.gguf"; do
 			[ -e "$m" ] || continue
 			echo "== run-spec $m" >>"$OUT/run-spec.log"
