@@ -402,7 +402,7 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 		if [ "${GPU_RUN_PICK_ABBA:-1}" = 1 ]; then	# greedy picks on the host (A), device (B)
 			decode_abba pick "$q" "$mb -G host $f" "$mb -G device $f" decode-b1-greedy-pick \
 			    "model-bench -G host" "A = logits read back, sample_next picks; B = picked on the device"
-			decode_abba pick "$q" "$mb -G host -T 40 $f" "$mb -G device -T 40 $f" \
+			decode_abba topk "$q" "$mb -G host -T 40 $f" "$mb -G device -T 40 $f" \
 			    decode-b1-topk40-pick "model-bench -G host -T 40" \
 			    "top-k 40 at temp 0.8: A = logits read back, sample_next draws; B = the top 40 selected on the device"
 			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
@@ -539,6 +539,8 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pdl-abba.txt"; }
 [ -f "$OUT/pick-abba.txt" ] && { echo "== 9b-shape greedy decode and K=3 verify, picks on the host (A) vs device (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pick-abba.txt"; }
+[ -f "$OUT/topk-abba.txt" ] && { echo "== 9b-shape top-k 40 decode, the top 40 selected on the host (A) vs device (B)";
+    grep -E '^(==|A:|B:|ratio|abba)' "$OUT/topk-abba.txt"; }
 [ -f "$OUT/pf-abba.txt" ] && { echo "== 9b-shape decode, L2 prefetch (A) vs default, none (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pf-abba.txt"; }
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
