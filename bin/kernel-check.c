@@ -1195,9 +1195,10 @@ check_topk(struct kc *k, int rows, int64_t n, int kk, float temp)
 	for (int64_t i = kk / 2; i < n; i++)	/* the last row: kk / 2 finite */
 		x[(rows - 1) * n + i] = i % 2 ? NAN : -INFINITY;
 	float *dx = dput(k, x, (size_t)rows * n * 4);
+	void *sc = dput(k, NULL, gpu_topk_scratch(rows, kk));
 	dv = dput(k, NULL, (size_t)rows * kk * 4);
 	dI = dput(k, NULL, (size_t)rows * kk * 4);
-	gchk(k, gpu_topk(k->g, dx, rows, n, n, kk, temp, dv, dI));
+	gchk(k, gpu_topk(k->g, dx, rows, n, n, kk, temp, dv, dI, sc));
 	dget(k, val, dv, (size_t)rows * kk * 4);
 	dget(k, id, dI, (size_t)rows * kk * 4);
 	if (k->brk)
@@ -1211,7 +1212,7 @@ check_topk(struct kc *k, int rows, int64_t n, int kk, float temp)
 	snprintf(shape, sizeof shape, "%dx%lld k=%d temp=%g", rows, (long long)n, kk, temp);
 	report(k, "topk", shape, bad, bad == 0);
 	free(x), free(val), free(rv), free(id), free(rid), free(key);
-	gpu_free(k->g, dx), gpu_free(k->g, dv), gpu_free(k->g, dI);
+	gpu_free(k->g, dx), gpu_free(k->g, dv), gpu_free(k->g, dI), gpu_free(k->g, sc);
 }
 
 /* --- graph replay vs eager -------------------------------------------- */
@@ -2538,11 +2539,12 @@ bench_topk(struct kc *k)
 	float *h = frand(k, 4 * NV, -10, 10), *x = dput(k, h, (size_t)4 * NV * 4);
 	float *v = dput(k, NULL, (size_t)4 * 1024 * 4);
 	int32_t *id = (int32_t *)dput(k, NULL, (size_t)4 * 1024 * 4);
+	void *sc = dput(k, NULL, gpu_topk_scratch(4, 1024));
 	double s1, s4;
 
 	for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
-		BENCH_LAUNCHES(k, NL, gpu_topk(k->g, x, 1, NV, NV, ks[i], 0.8f, v, id), s1);
-		BENCH_LAUNCHES(k, NL, gpu_topk(k->g, x, 4, NV, NV, ks[i], 0.8f, v, id), s4);
+		BENCH_LAUNCHES(k, NL, gpu_topk(k->g, x, 1, NV, NV, ks[i], 0.8f, v, id, sc), s1);
+		BENCH_LAUNCHES(k, NL, gpu_topk(k->g, x, 4, NV, NV, ks[i], 0.8f, v, id, sc), s4);
 		printf("bench topk %d k=%-4d 1 row %7.2f us  4 rows %7.2f us\n", NV, ks[i],
 		    s1 * 1e6, s4 * 1e6);
 	}
@@ -2551,7 +2553,7 @@ bench_topk(struct kc *k)
 	printf("bench argmax %d 1 row %7.2f us  4 rows %7.2f us\n", NV, s1 * 1e6, s4 * 1e6);
 	fflush(stdout);
 	free(h);
-	gpu_free(k->g, x), gpu_free(k->g, v), gpu_free(k->g, id);
+	gpu_free(k->g, x), gpu_free(k->g, v), gpu_free(k->g, id), gpu_free(k->g, sc);
 }
 
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each)

@@ -1385,11 +1385,11 @@ cu_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, float 
 {
 	struct backend_cuda *c = CB(be);
 	size_t nk = (size_t)m * k;
-	float *d = (float *)buf_get(be, &c->topk, nk * 8);
+	float *d = (float *)buf_get(be, &c->topk, nk * 8 + gpu_topk_scratch(m, k));
 
 	if (d == NULL)
 		return -1;
-	if (gpu_topk(c->g, x, m, ldx, n, k, temp, d, (int32_t *)(d + nk)) != 0 ||
+	if (gpu_topk(c->g, x, m, ldx, n, k, temp, d, (int32_t *)(d + nk), d + 2 * nk) != 0 ||
 	    gpu_download(c->g, val, d, nk * 4) || gpu_download(c->g, id, d + nk, nk * 4) ||
 	    gpu_sync(c->g))
 		return gfail(be, "topk");

@@ -385,10 +385,12 @@ int	gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_
  * k (1..GPU_TOPK_MAX) with the largest x[i] / temp (IEEE division, -0 as
  * +0; the lower i first on ties), most likely first, into val[r][k]
  * (x[i] itself) and id[r][k]; past the row's finite values id -1 and
- * val NaN: lib/sample.c's sample_top, one block a row.
+ * val NaN: lib/sample.c's sample_top.  scratch: gpu_topk_scratch(rows,
+ * k) bytes of device memory, 8-byte aligned.
  */
 int	gpu_topk(struct gpu *g, const float *d_x, int rows, int64_t ldx, int64_t n, int k,
-	    float temp, float *d_val, int32_t *d_id);
+	    float temp, float *d_val, int32_t *d_id, void *d_scratch);
+size_t	gpu_topk_scratch(int rows, int k);
 
 #ifdef __cplusplus
 }

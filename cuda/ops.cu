@@ -833,88 +833,153 @@ topk_key(float x, float temp, int64_t i)
 }
 
 /*
- * One block (TOPK_T threads) a row: a radix select of the k smallest
- * keys, 8 bits a pass from the top (each pass a histogram of the next
- * digit of the keys that share the prefix found so far, warp-aggregated
- * shared atomics), ending when the digit's bin holds exactly the keys
- * still needed (at the latest at the 64th bit: keys are distinct); then
- * those keys gathered in shared memory (any order) and sorted (bitonic),
- * so the output does not depend on the gathering's order.
+ * The k smallest keys of a row by a radix select, 8 bits a pass from the
+ * top, spread over TOPK_B blocks a row: each pass is a launch whose blocks
+ * count the next digit of the keys that share the prefix found so far
+ * (warp-aggregated shared atomics, then one global add a bin), and the
+ * last block to finish (a ticket) picks the digit's bin that holds the
+ * k-th key and writes the longer prefix for the next pass, or stops when
+ * that bin holds exactly the keys still needed (at the latest at the 64th
+ * bit: keys are distinct); later passes then return at once.  A gather
+ * launch puts the keys at or under the prefix in the row's candidates
+ * (any order) and a sort launch (one block a row, bitonic) orders them,
+ * so the output does not depend on any order of the gathering.
  */
-#define TOPK_T 1024
+struct topk_row {
+	unsigned hist[256];
+	unsigned ticket, cnt;
+	int	bits, need, stop;	/* stop: 1 the prefix found, 2 all finite values */
+	unsigned long long prefix;
+};
+
+#define TOPK_T	256		/* threads of a pass or gather block */
+#define TOPK_B	64		/* blocks a row */
+#define TOPK_U	4		/* loads in flight a thread */
+
+/* Add each lane's digit bin (-1: none) to h, one atomic per distinct bin. */
+__device__ __forceinline__ void
+topk_count(unsigned *h, int bin)
+{
+	if (__any_sync(0xFFFFFFFFu, bin >= 0)) {
+		unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
+		if (bin >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1)
+			atomicAdd(&h[bin], (unsigned)__popc(peers));
+	}
+}
 
 __global__ void __launch_bounds__(TOPK_T)
-k_topk(const float *x, int64_t ldx, int n, int k, float temp, float *val, int32_t *id)
+k_topk_pass(const float *x, int64_t ldx, int n, int k, float temp, struct topk_row *st)
 {
-	__shared__ unsigned hist[256];
-	__shared__ uint64_t sel[GPU_TOPK_MAX], s_prefix;
-	__shared__ int s_bits, s_need, s_stop, s_cnt;
-	const float *r = x + blockIdx.x * ldx;
-	const int tid = threadIdx.x, lane = tid & 31;
-	uint64_t prefix = 0;
-	int bits = 0, need = k, all = 0, cnt, p2;
+	__shared__ unsigned h[256];
+	__shared__ int last;
+	struct topk_row *S = st + blockIdx.y;
+	const float *r = x + blockIdx.y * ldx;
+	const int tid = threadIdx.x, step = TOPK_B * TOPK_T;
 
 	pdl_enter();
-	for (int pass = 0; pass < 8; pass++) {
-		for (int i = tid; i < 256; i += TOPK_T)
-			hist[i] = 0;
-		__syncthreads();
-		for (int base = 0; base < n; base += TOPK_T) {	/* every lane of a warp goes round */
-			int i = base + tid, bin = -1;
-			float xi = i < n ? r[i] : NAN;
+	if (S->stop)
+		return;
+	const int bits = S->bits;
+	const unsigned long long prefix = S->prefix;
 
-			if (fabsf(xi) < INFINITY) {
-				uint64_t key = topk_key(xi, temp, i);
+	h[tid] = 0;		/* (TOPK_T == 256) */
+	__syncthreads();
+	for (int wb = blockIdx.x * TOPK_T + (tid & ~31); wb < n; wb += step * TOPK_U) {
+		int base = wb + (tid & 31);	/* (the warp goes round together) */
+		float xs[TOPK_U];
+		for (int u = 0; u < TOPK_U; u++)
+			xs[u] = base + u * step < n ? r[base + u * step] : NAN;
+		for (int u = 0; u < TOPK_U; u++) {
+			int bin = -1;
+			if (fabsf(xs[u]) < INFINITY) {
+				uint64_t key = topk_key(xs[u], temp, base + u * step);
 				if (bits == 0 || key >> (64 - bits) == prefix)
 					bin = (int)(key >> (56 - bits) & 255);
 			}
-			unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
-			if (bin >= 0 && lane == __ffs(peers) - 1)
-				atomicAdd(&hist[bin], (unsigned)__popc(peers));
+			topk_count(h, bin);
 		}
-		__syncthreads();
-		if (tid == 0) {
-			unsigned cum = 0;
-			int j = 0;
-
-			while (j < 256 && cum + hist[j] < (unsigned)need)
-				cum += hist[j++];
-			if (j == 256) {		/* fewer finite values than k: all of them */
-				s_stop = 2;
-			} else {
-				s_need = need - (int)cum;
-				s_prefix = prefix << 8 | (uint64_t)j;
-				s_bits = bits + 8;
-				s_stop = hist[j] == (unsigned)s_need;
-			}
-		}
-		__syncthreads();
-		if (s_stop == 2) {
-			all = 1;
-			break;
-		}
-		need = s_need, prefix = s_prefix, bits = s_bits;
-		if (s_stop)
-			break;
 	}
-	if (tid == 0)
-		s_cnt = 0;
 	__syncthreads();
-	for (int i = tid; i < n; i += TOPK_T) {	/* the keys <= the prefix found */
+	if (h[tid])
+		atomicAdd(&S->hist[tid], h[tid]);
+	__threadfence();
+	__syncthreads();
+	if (tid == 0)
+		last = atomicAdd(&S->ticket, 1) == gridDim.x - 1;
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	if (tid == 0) {		/* the last block: the digit's bin of the k-th key */
+		volatile unsigned *vh = S->hist;
+		unsigned cum = 0, need = bits ? (unsigned)S->need : (unsigned)k;
+		int j = 0;
+
+		while (j < 256 && cum + vh[j] < need)
+			cum += vh[j++];
+		if (j == 256) {		/* fewer finite values than k: all of them */
+			S->stop = 2;
+		} else {
+			S->need = (int)(need - cum);
+			S->prefix = prefix << 8 | (unsigned long long)j;
+			S->bits = bits + 8;
+			S->stop = vh[j] == need - cum;
+		}
+		S->ticket = 0;
+	}
+	__syncthreads();
+	S->hist[tid] = 0;	/* for the next pass */
+}
+
+/* The rows' select state zeroed (a kernel: ordered as kernels are). */
+__global__ void
+k_topk_init(struct topk_row *st)
+{
+	pdl_enter();
+	for (int i = threadIdx.x; i < (int)(sizeof *st / 4); i += blockDim.x)
+		((unsigned *)(st + blockIdx.x))[i] = 0;
+}
+
+/* The keys at or under the prefix (or every finite one) into cand[row][k]. */
+__global__ void __launch_bounds__(TOPK_T)
+k_topk_gather(const float *x, int64_t ldx, int n, int k, float temp, struct topk_row *st,
+    uint64_t *cand)
+{
+	struct topk_row *S = st + blockIdx.y;
+	const float *r = x + blockIdx.y * ldx;
+	const int step = TOPK_B * TOPK_T;
+
+	pdl_enter();
+	const int bits = S->bits, all = S->stop == 2;
+	const unsigned long long prefix = S->prefix;
+
+	for (int i = blockIdx.x * TOPK_T + threadIdx.x; i < n; i += step) {
 		float xi = r[i];
 		if (fabsf(xi) < INFINITY) {
 			uint64_t key = topk_key(xi, temp, i);
 			if (all || (bits == 64 ? key : key >> (64 - bits)) <= prefix)
-				sel[atomicAdd(&s_cnt, 1)] = key;
+				cand[(int64_t)blockIdx.y * k + atomicAdd(&S->cnt, 1u)] = key;
 		}
 	}
-	__syncthreads();
-	cnt = s_cnt;
+}
+
+/* Row blockIdx.x's candidates sorted (bitonic, in shared memory) to val, id. */
+__global__ void __launch_bounds__(1024)
+k_topk_sort(const float *x, int64_t ldx, int k, const struct topk_row *st,
+    const uint64_t *cand, float *val, int32_t *id)
+{
+	__shared__ uint64_t sel[GPU_TOPK_MAX];
+	const float *r = x + blockIdx.x * ldx;
+	const int tid = threadIdx.x;
+	int cnt, p2;
+
+	pdl_enter();
+	cnt = (int)st[blockIdx.x].cnt;
 	for (p2 = 1; p2 < cnt; p2 <<= 1)
 		;
-	for (int i = cnt + tid; i < p2; i += TOPK_T)
-		sel[i] = ~0ULL;
-	for (int size = 2; size <= p2; size <<= 1)	/* bitonic, ascending */
+	for (int i = tid; i < p2; i += blockDim.x)
+		sel[i] = i < cnt ? cand[(int64_t)blockIdx.x * k + i] : ~0ULL;
+	for (int size = 2; size <= p2; size <<= 1)	/* ascending */
 		for (int stride = size >> 1; stride > 0; stride >>= 1) {
 			__syncthreads();
 			int i = tid, j = tid ^ stride;
@@ -925,7 +990,7 @@ k_topk(const float *x, int64_t ldx, int n, int k, float temp, float *val, int32_
 			}
 		}
 	__syncthreads();
-	for (int t = tid; t < k; t += TOPK_T) {
+	for (int t = tid; t < k; t += blockDim.x) {
 		int32_t ix = t < cnt ? (int32_t)(uint32_t)sel[t] : -1;
 
 		id[(int64_t)blockIdx.x * k + t] = ix;
@@ -933,15 +998,35 @@ k_topk(const float *x, int64_t ldx, int n, int k, float temp, float *val, int32_
 	}
 }
 
+extern "C" size_t
+gpu_topk_scratch(int rows, int k)
+{
+	return (size_t)rows * (sizeof(struct topk_row) + (size_t)k * 8);
+}
+
 extern "C" int
 gpu_topk(struct gpu *g, const float *d_x, int rows, int64_t ldx, int64_t n, int k, float temp,
-    float *d_val, int32_t *d_id)
+    float *d_val, int32_t *d_id, void *d_scratch)
 {
-	if (rows < 1 || n < 1 || n > INT32_MAX || ldx < n || k < 1 || k > GPU_TOPK_MAX ||
-	    !(temp > 0) || !(temp < INFINITY))
+	struct topk_row *st = (struct topk_row *)d_scratch;
+	uint64_t *cand = (uint64_t *)(st + rows);
+
+	if (rows < 1 || rows > 65535 || n < 1 || n > INT32_MAX - TOPK_B * TOPK_T * TOPK_U ||
+	    ldx < n || k < 1 || k > GPU_TOPK_MAX || !(temp > 0) || !(temp < INFINITY))
 		return gpu_fail(g, "topk: %d rows of %lld, k %d, temp %g", rows, (long long)n, k,
 		    (double)temp);
-	gpu_launch(g, k_topk, rows, TOPK_T, 0, d_x, ldx, (int)n, k, temp, d_val, d_id);
-	GPU_LAUNCHED(g, "topk");
+	gpu_launch(g, k_topk_init, rows, 256, 0, st);
+	GPU_LAUNCHED(g, "topk init");
+	for (int pass = 0; pass < 8; pass++) {
+		gpu_launch(g, k_topk_pass, dim3(TOPK_B, rows), TOPK_T, 0, d_x, ldx, (int)n, k, temp,
+		    st);
+		GPU_LAUNCHED(g, "topk pass");
+	}
+	gpu_launch(g, k_topk_gather, dim3(TOPK_B, rows), TOPK_T, 0, d_x, ldx, (int)n, k, temp, st,
+	    cand);
+	GPU_LAUNCHED(g, "topk gather");
+	gpu_launch(g, k_topk_sort, rows, 1024, 0, d_x, ldx, k, (const struct topk_row *)st,
+	    (const uint64_t *)cand, d_val, d_id);
+	GPU_LAUNCHED(g, "topk sort");
 	return 0;
 }
