@@ -780,10 +780,13 @@ k_argmax(const float *x, int64_t n, int32_t *idx)
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
 	pdl_enter();
-	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-		float xi = r[i];
-		if (fabsf(xi) < INFINITY && (vi == n || xi > v))	/* NaN, +-inf never win */
-			v = xi, vi = i;
+	for (int64_t i0 = threadIdx.x; i0 < n; i0 += 8 * (int64_t)blockDim.x) {
+		float xs[8];	/* eight loads in flight a thread */
+		for (int u = 0; u < 8; u++)
+			xs[u] = i0 + u * blockDim.x < n ? r[i0 + u * blockDim.x] : NAN;
+		for (int u = 0; u < 8; u++)	/* ascending indices: the first max stays */
+			if (fabsf(xs[u]) < INFINITY && (vi == n || xs[u] > v))	/* NaN, +-inf never win */
+				v = xs[u], vi = i0 + u * blockDim.x;
 	}
 	for (int o = 16; o > 0; o >>= 1) {
 		float ov = __shfl_xor_sync(0xFFFFFFFFu, v, o);
