@@ -28,11 +28,11 @@ struct spec {
 	int	n_hist;
 	int	mtp_len;	/* MTP KV cache length: verified positions */
 	int	last;		/* row of mlg/hout that drafts the next token */
-	float	*vlg;		/* [K+1][nv] verify logits (pick: unused) */
+	float	*vlg;		/* [K+1][nv] verify logits (pick: NULL) */
 	int32_t	vid[SPEC_KMAX + 1];	/* pick: the verify rows' greedy ids */
 	int32_t	*mid;		/* [cap] dpick: the MTP slots' greedy ids */
 	float	*vh;		/* [K+1][ne] verify hidden */
-	float	*mlg;		/* [cap][dv] MTP logits */
+	float	*mlg;		/* [cap][dv] MTP logits (dpick: NULL) */
 	float	*full;		/* [nv] masked draft logits scattered (r != NULL) */
 	float	*hout;		/* [cap][ne] MTP output hidden */
 	float	*hl;		/* [ne] the chain's hidden */
@@ -71,16 +71,18 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	s->pick = sample_plain_greedy(&s->p);
 	s->dpick = s->pick && s->r == NULL;	/* ranks_argmax breaks ties by target id */
 	s->hist = malloc((size_t)(n_ctx + K + 2) * sizeof *s->hist);
-	s->vlg = model_host_alloc(m, (size_t)(K + 1) * nv);	/* what the backend writes */
+	/* what the backend writes; picks on the backend read no logits */
+	s->vlg = s->pick ? NULL : model_host_alloc(m, (size_t)(K + 1) * nv);
 	s->vh = model_host_alloc(m, (size_t)(K + 1) * ne);
-	s->mlg = model_host_alloc(m, (size_t)cap * s->dv);
+	s->mlg = s->dpick ? NULL : model_host_alloc(m, (size_t)cap * s->dv);
 	s->full = malloc(nv * sizeof(float));
 	s->hout = model_host_alloc(m, (size_t)cap * ne);
 	s->hl = malloc(ne * sizeof(float));
 	s->q = malloc(K * nv * sizeof(float));
 	s->pp = malloc(nv * sizeof(float));
 	s->mid = malloc(cap * sizeof *s->mid);
-	if (s->mid == NULL || s->hist == NULL || s->vlg == NULL || s->vh == NULL || s->mlg == NULL ||
+	if (s->mid == NULL || s->hist == NULL || (!s->pick && s->vlg == NULL) || s->vh == NULL ||
+	    (!s->dpick && s->mlg == NULL) ||
 	    s->hout == NULL || s->full == NULL || s->hl == NULL || s->q == NULL || s->pp == NULL) {
 		util_err(err, "out of memory");
 		spec_free(s);
@@ -241,7 +243,7 @@ draft(struct spec *s, int32_t *d, int k)
 
 	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
 	for (int j = 0; j < k; j++) {
-		const float *lg = j == 0 ? s->mlg + (size_t)s->last * s->dv : s->mlg;
+		const float *lg;
 
 		if (s->dpick) {	/* picked on the backend */
 			d[j] = j == 0 ? s->mid[s->last] : -1;
@@ -256,6 +258,7 @@ draft(struct spec *s, int32_t *d, int k)
 		if (j > 0 && model_mtp(s->m, s->st, 0, s->mtp_len + j - 1, s->hl, &d[j - 1], 1,
 		    s->mlg, s->hl) != 0)
 			return fail_model(s);
+		lg = j == 0 ? s->mlg + (size_t)s->last * s->dv : s->mlg;
 		if (s->r != NULL && s->pick) {
 			if ((d[j] = ranks_argmax(s->r, lg)) < 0)
 				return util_err(s->err, "position %d: no finite draft logit", n + j);
@@ -285,7 +288,7 @@ judge(struct spec *s, const int32_t *d, int k, int32_t *out)
 	int n = s->n_hist, acc = 0;
 
 	for (; acc < k; acc++) {
-		const float *lg = s->vlg + (size_t)acc * s->nv;
+		const float *lg = s->pick ? NULL : s->vlg + (size_t)acc * s->nv;
 		int32_t t;
 		int ok;
 
