@@ -311,12 +311,16 @@ generate(struct server *s, struct job *j, struct out *o, char *err)
 	const int32_t *stop = prompt_stop_ids(sv->pr, &n_stop);
 	struct tokenizer_stream *ts = tokenizer_stream_new(prompt_tokenizer(sv->pr), 0);
 	int32_t *hist = malloc((size_t)(ctx + SPEC_KMAX + 1) * sizeof *hist), t, buf[SPEC_KMAX + 1];
-	float *lg = model_host_alloc(sv->m, sv->nv);
+	/* a row of logits for the host's draws: none when the backend picks
+	 * (greedy, top-k) or the speculative loop runs */
+	int host_pick = !(sv->k > 0 && j->sp.temp == 0) && !sample_plain_greedy(&j->sp) &&
+	    sample_top_k(&j->sp) == 0;
+	float *lg = host_pick ? model_host_alloc(sv->m, sv->nv) : NULL;
 	struct state *st = NULL;
 	struct sampler *smp = NULL;
 	struct spec *sp = NULL;
 
-	if (ts == NULL || hist == NULL || lg == NULL) {
+	if (ts == NULL || hist == NULL || (host_pick && lg == NULL)) {
 		util_err(err, "out of memory");
 		goto out;
 	}

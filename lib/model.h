@@ -131,8 +131,9 @@ struct sampler;
  * backend (model_forward_argmax), a top-k draw from the row's top k the
  * backend selects (backend_topk, sample_next_top: the same draw), any
  * other from the row read back into lg (host [n_vocab], as
- * model_host_alloc gives).  *next gets the token; 0, or -1 with
- * model_errmsg set (a row without a finite logit too).
+ * model_host_alloc gives; only then used, so NULL will do when
+ * sample_plain_greedy or sample_top_k says so).  *next gets the token;
+ * 0, or -1 with model_errmsg set (a row without a finite logit too).
  */
 int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m,
 	    int flags, struct sampler *s, const int32_t *hist, int n_hist, uint64_t seq,
