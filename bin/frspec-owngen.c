@@ -182,8 +182,7 @@ struct slot {
 	size_t	prompt;		/* its index in the prompt list */
 	int	busy, np, n;	/* prompt ids, generated ids (in hist after them) */
 	int32_t	*hist;		/* [n_ctx] prompt + generated ids */
-	float	*logits;	/* [n_vocab] the next token's (not pick) */
-	int32_t	next;		/* pick: the next token */
+	int32_t	next;		/* the next token, drawn when its logits were made */
 };
 
 /* Finished generations waiting for the earlier prompts: the corpus
@@ -607,9 +606,11 @@ encode_prompt(struct gen *g, const char *prompt, size_t *n, char *err)
 }
 
 /* Start prompt i on slot sl: encode it (keeping its last tokens when it
- * is too long) and prefill; sl->logits then hold the first token's. */
+ * is too long), prefill and draw the first token (lg: a row of logits
+ * for the host's draws). */
 static int
-slot_start(struct gen *g, struct slot *sl, const char *prompt, size_t i, int ngen, char *err)
+slot_start(struct gen *g, struct slot *sl, const char *prompt, size_t i, int ngen, float *lg,
+    char *err)
 {
 	size_t np;
 	int32_t *ids = encode_prompt(g, prompt, &np, err);
@@ -626,26 +627,21 @@ slot_start(struct gen *g, struct slot *sl, const char *prompt, size_t i, int nge
 	memcpy(sl->hist, ids + off, np * sizeof *ids);
 	free(ids);
 	sl->prompt = i, sl->busy = 1, sl->np = (int)np, sl->n = 0;
-	if (state_reset(sl->st) != 0 || (g->pick ? model_forward_argmax(g->md, sl->st, sl->hist,
-	    (int)np, MODEL_PREFILL, &sl->next, NULL) : model_forward(g->md, sl->st, sl->hist,
-	    (int)np, MODEL_PREFILL, sl->logits, NULL)) != 0)
+	if (state_reset(sl->st) != 0 || model_forward_next(g->md, sl->st, sl->hist, (int)np,
+	    MODEL_PREFILL, g->smp, sl->hist, (int)np, 0, np, lg, &sl->next) != 0)
 		return util_err(err, "%s", model_errmsg(g->md));
 	return 0;
 }
 
-/* Take slot sl's next token from its logits: 1 when its generation ends
- * there (at most ngen ids, ending at an end-of-turn token, which is
- * kept), 0 when it goes on, -1 on failure. */
+/* Take slot sl's next token: 1 when its generation ends there (at most
+ * ngen ids, ending at an end-of-turn token, which is kept), 0 when it
+ * goes on. */
 static int
-slot_take(struct gen *g, struct slot *sl, int ngen, char *err)
+slot_take(struct gen *g, struct slot *sl, int ngen)
 {
-	int32_t t;
-	int at = sl->np + sl->n;
+	int32_t t = sl->next;
 
-	if ((t = g->pick ? sl->next : sample_next(g->smp, sl->logits, sl->hist, at, 0, at)) < 0)
-		return util_err(err, "no finite logit");
-	sl->hist[at] = t;
-	sl->n++;
+	sl->hist[sl->np + sl->n++] = t;
 	return tokenizer_is_control(g->tok, t) || t == tokenizer_eos(g->tok) || sl->n == ngen;
 }
 
@@ -792,7 +788,7 @@ struct batch {
 	struct state **st;	/* [nb] the states of one model_forward_batch */
 	int32_t	*tok;		/* [nb] */
 	int	*row;		/* [nb] slot of each batch row */
-	float	*logits;	/* [nb][n_vocab] */
+	float	*logits;	/* [nb][n_vocab] the rows' logits (the host's draws) */
 	int32_t	*next;		/* [nb] the rows' picks (g->pick) */
 	struct done_ring r;
 };
@@ -820,8 +816,7 @@ batch_new(struct batch *b, struct gen *g, int nb, int ngen, char *err)
 		if ((sl->st = model_state_new(g->md, g->n_ctx, 0, err)) == NULL)
 			return -1;
 		sl->hist = malloc((size_t)g->n_ctx * sizeof *sl->hist);
-		sl->logits = malloc((size_t)g->n_vocab * sizeof *sl->logits);
-		if (sl->hist == NULL || sl->logits == NULL)
+		if (sl->hist == NULL)
 			return util_err(err, "out of memory");
 	}
 	return 0;
@@ -832,7 +827,7 @@ batch_free(struct batch *b)
 {
 	for (int j = 0; b->sl != NULL && j < b->nb; j++) {
 		state_free(b->sl[j].st);
-		free(b->sl[j].hist), free(b->sl[j].logits);
+		free(b->sl[j].hist);
 	}
 	free(b->sl), free(b->st), free(b->tok), free(b->row), free(b->logits), free(b->next);
 	free(b->r.ids), free(b->r.n);
@@ -849,7 +844,7 @@ batch_step(struct gen *g, struct batch *b, const struct plist *p, size_t *next, 
     size_t wr, int ngen, char *err)
 {
 	char why[UTIL_ERRLEN];
-	int n = 0, f;
+	int n = 0;
 
 	for (int j = 0; j < b->nb; j++) {
 		struct slot *sl = &b->sl[j];
@@ -857,13 +852,11 @@ batch_step(struct gen *g, struct batch *b, const struct plist *p, size_t *next, 
 		if (!sl->busy) {
 			if (*next >= end || *next >= wr + b->r.w)
 				continue;
-			if (slot_start(g, sl, p->v[*next], *next, ngen, why) != 0)
+			if (slot_start(g, sl, p->v[*next], *next, ngen, b->logits, why) != 0)
 				return util_err(err, "prompt %zu: %s", *next + 1, why);
 			(*next)++;
 		}
-		if ((f = slot_take(g, sl, ngen, why)) < 0)
-			return util_err(err, "prompt %zu: %s", sl->prompt + 1, why);
-		if (f) {
+		if (slot_take(g, sl, ngen)) {
 			size_t e = sl->prompt % b->r.w;
 
 			memcpy(b->r.ids + e * ngen, sl->hist + sl->np, sl->n * sizeof *b->r.ids);
@@ -874,6 +867,33 @@ batch_step(struct gen *g, struct batch *b, const struct plist *p, size_t *next, 
 		b->st[n] = sl->st, b->tok[n] = sl->hist[sl->np + sl->n - 1], b->row[n++] = j;
 	}
 	return n;
+}
+
+/*
+ * One forward of the batch's n rows and each row's next token drawn into
+ * its slot (picked on the backend when greedy).
+ */
+static int
+batch_forward(struct gen *g, struct batch *b, int n, char *err)
+{
+	if (g->pick) {
+		if (model_forward_batch_argmax(g->md, b->st, b->tok, n, b->next, NULL) != 0)
+			return util_err(err, "%s", model_errmsg(g->md));
+		for (int r = 0; r < n; r++)
+			b->sl[b->row[r]].next = b->next[r];
+		return 0;
+	}
+	if (model_forward_batch(g->md, b->st, b->tok, n, b->logits, NULL) != 0)
+		return util_err(err, "%s", model_errmsg(g->md));
+	for (int r = 0; r < n; r++) {
+		struct slot *sl = &b->sl[b->row[r]];
+		int at = sl->np + sl->n;
+
+		if ((sl->next = sample_next(g->smp, b->logits + (size_t)r * g->n_vocab, sl->hist, at,
+		    0, at)) < 0)
+			return util_err(err, "prompt %zu: no finite logit", sl->prompt + 1);
+	}
+	return 0;
 }
 
 /*
@@ -905,15 +925,8 @@ generate_all(struct gen *g, struct corpus *c, const struct plist *p, const struc
 			b.r.n[e] = -1;
 			util_progress(&pr, wr + 1 - start, p->n - start);	/* this run's share */
 		}
-		if (rc == 0 && n > 0 && (g->pick ? model_forward_batch_argmax(g->md, b.st, b.tok, n,
-		    b.next, NULL) : model_forward_batch(g->md, b.st, b.tok, n, b.logits, NULL)))
-			rc = util_err(err, "%s", model_errmsg(g->md));
-		for (int r = 0; rc == 0 && r < n; r++)
-			if (g->pick)
-				b.sl[b.row[r]].next = b.next[r];
-			else
-				memcpy(b.sl[b.row[r]].logits, b.logits + (size_t)r * g->n_vocab,
-				    (size_t)g->n_vocab * sizeof *b.logits);
+		if (rc == 0 && n > 0)
+			rc = batch_forward(g, &b, n, err);
 	}
 	util_progress_end(&pr);
 	batch_free(&b);

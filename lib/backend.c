@@ -67,8 +67,10 @@ backend_valid_device(const char *d)
 void
 backend_close(struct backend *be)
 {
-	if (be != NULL)
+	if (be != NULL) {
+		free(be->topk_buf);
 		be->ops->close(be);
+	}
 }
 
 const char *
@@ -779,8 +781,9 @@ int
 backend_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, float temp,
     float *val, int32_t *id)
 {
-	float *row = NULL;
+	size_t need = (size_t)n * (sizeof(uint64_t) + (be->host ? 0 : sizeof(float)));
 	uint64_t *key;
+	float *row;
 	int rc = 0;
 
 	if (bad_rows(be, "topk", ldx, n, m))
@@ -791,11 +794,13 @@ backend_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, f
 		return 0;
 	if (be->ops->topk != NULL)
 		return be->ops->topk(be, x, ldx, m, n, k, temp, val, id);
-	if ((key = malloc((size_t)n * sizeof *key)) == NULL ||
-	    (!be->host && (row = malloc((size_t)n * sizeof *row)) == NULL)) {
-		free(key);
-		return util_err(be->err, "topk: out of memory");
+	if (need > be->topk_cap) {	/* kept: a draw a token must not allocate */
+		void *p = realloc(be->topk_buf, need);
+		if (p == NULL)
+			return util_err(be->err, "topk: out of memory");
+		be->topk_buf = p, be->topk_cap = need;
 	}
+	key = be->topk_buf, row = (float *)(key + n);
 	for (int r = 0; r < m && rc == 0; r++) {
 		const float *xr = x + (size_t)r * ldx;
 
@@ -804,6 +809,5 @@ backend_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, f
 		sample_top(be->host ? xr : row, n, k, temp, val + (size_t)r * k, id + (size_t)r * k,
 		    key);
 	}
-	free(key), free(row);
 	return rc;
 }

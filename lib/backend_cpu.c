@@ -14,6 +14,7 @@
 
 #include "fexp.h"
 #include "quant.h"
+#include "sample.h"
 #include "util.h"
 
 /*
@@ -979,15 +980,8 @@ cpu_mul_sigmoid(struct backend *be, float *x, int ldx, const float *g, int ldg,
 static int
 cpu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *out)
 {
-	for (int r = 0; r < m; r++) {
-		const float *v = x + (size_t)r * ldx;
-		int best = -1;
-
-		for (int i = 0; i < n; i++)	/* NaN and the infinities never win */
-			if (fabsf(v[i]) < INFINITY && (best < 0 || v[i] > v[best]))
-				best = i;
-		out[r] = best;
-	}
+	for (int r = 0; r < m; r++)
+		out[r] = sample_argmax(x + (size_t)r * ldx, n);
 	return 0;
 }
 

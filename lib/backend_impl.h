@@ -117,6 +117,8 @@ struct backend {
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */
+	void	*topk_buf;		/* backend_topk's host scratch without a topk op */
+	size_t	topk_cap;		/* its bytes */
 };
 
 /* The CPU backend; opts is what follows "cpu:" ("" or "scalar"). */

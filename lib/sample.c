@@ -224,6 +224,31 @@ select_keys(uint64_t *k, int n, int kk)
 	}
 }
 
+/* order_key of x[i] / temp for the finite x[i] (i < n) into key; how many. */
+static int
+finite_keys(const float *x, int n, float temp, uint64_t *key)
+{
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (isfinite(x[i]))
+			key[m++] = order_key(x[i] / temp, i);
+	return m;
+}
+
+/* The min(k, n) smallest of the keys k[0..n) in order in key[0..): a full
+ * sort's first k; how many. */
+static int
+top_keys(uint64_t *key, int n, int k)
+{
+	if (k < n) {
+		select_keys(key, n, k);
+		n = k;
+	}
+	qsort(key, n, sizeof *key, cmp_key);
+	return n;
+}
+
 /* softmax over the first n candidates (sorted, most likely first) */
 static void
 softmax(struct sample_cand *c, int n)
@@ -237,14 +262,13 @@ softmax(struct sample_cand *c, int n)
 }
 
 /*
- * The largest finite value of x[n] and the lowest index that holds it, or
- * -1 when none is finite.  Two passes: the maximum in 8 independent lanes
- * (non-finite values read as -inf; the compiler vectorizes it), then the
- * first index equal to it; the same pick as one scan with ">" (a +0 and a
- * -0 compare equal either way).
+ * Two passes: the maximum in 8 independent lanes (non-finite values read
+ * as -inf; the compiler vectorizes it), then the first index equal to it;
+ * the same pick as one scan with ">" (a +0 and a -0 compare equal either
+ * way).
  */
-static int
-argmax_finite(const float *x, int n)
+int
+sample_argmax(const float *x, int n)
 {
 	float lane[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY,
 	    -INFINITY, -INFINITY, -INFINITY, -INFINITY }, m = -INFINITY;
@@ -272,7 +296,7 @@ argmax_finite(const float *x, int n)
 static int
 greedy(struct sampler *s, const float *l)
 {
-	int best = argmax_finite(l, s->n_vocab);
+	int best = sample_argmax(l, s->n_vocab);
 
 	if (best < 0)
 		return -1;
@@ -329,18 +353,12 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 	penalize(s, logits, hist, n_hist);
 	if (p->temp == 0)
 		return greedy(s, s->logits);
-	for (int i = 0; i < s->n_vocab; i++)
-		if (isfinite(s->logits[i]))
-			s->key[n++] = order_key(s->logits[i] / p->temp, i);
-	if (n == 0)
+	if ((n = finite_keys(s->logits, s->n_vocab, p->temp, s->key)) == 0)
 		return -1;
-	if (p->top_k > 0 && p->top_k < n) {	/* the top k in order: a full sort's first k */
-		select_keys(s->key, n, p->top_k);
-		n = p->top_k;
-		qsort(s->key, n, sizeof *s->key, cmp_key);
-	} else {
+	if (p->top_k > 0 && p->top_k < n)
+		n = top_keys(s->key, n, p->top_k);
+	else
 		sort_keys(s->key, s->tmp, n);	/* the ids came in ascending */
-	}
 	for (int i = 0; i < n; i++) {
 		int32_t id = (int32_t)(uint32_t)s->key[i];
 
@@ -375,16 +393,8 @@ sample_next(struct sampler *s, const float *logits, const int32_t *hist,
 int
 sample_top(const float *x, int n, int k, float temp, float *val, int32_t *id, uint64_t *key)
 {
-	int m = 0;
+	int m = top_keys(key, finite_keys(x, n, temp, key), k);
 
-	for (int i = 0; i < n; i++)
-		if (isfinite(x[i]))
-			key[m++] = order_key(x[i] / temp, i);
-	if (k < m) {
-		select_keys(key, m, k);
-		m = k;
-	}
-	qsort(key, m, sizeof *key, cmp_key);
 	for (int i = 0; i < k; i++) {
 		id[i] = i < m ? (int32_t)(uint32_t)key[i] : -1;
 		val[i] = i < m ? x[id[i]] : NAN;

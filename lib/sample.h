@@ -38,6 +38,11 @@ struct sample_params {
 void	sample_defaults(struct sample_params *);
 /* 1 when p picks the plain argmax: temp 0 and no penalty changes a logit. */
 int	sample_plain_greedy(const struct sample_params *p);
+/*
+ * The greedy pick of x[n]: the index of the largest finite value, the
+ * lowest on ties (-0 ties +0), -1 when none is finite.
+ */
+int	sample_argmax(const float *x, int n);
 
 enum sample_stream {	/* independent draws at one (seed, seq, pos) */
 	SAMPLE_STREAM_TOKEN, SAMPLE_STREAM_ACCEPT, SAMPLE_STREAM_RESIDUAL,

@@ -61,17 +61,16 @@ enum { PICK_NONE, PICK_HOST, PICK_DEVICE };
 
 /*
  * A forward of m rows (logits of the last, or with MODEL_LOGITS_ALL of
- * every row) and, with a pick, each row's greedy pick into pk[m]: the
- * logits read back and picked by smp (host) or picked on the device.
+ * every row) and, with a pick, each row's pick by smp at position pos
+ * into pk[m]: the logits read back and picked on the host, or picked on
+ * the device (several rows: greedy).
  */
 static int
 fwd_pick(struct model *md, struct state *st, const int32_t *ids, int m, int flags, float *lg,
-    int pick, struct sampler *smp, int nv, int32_t *pk)
+    int pick, struct sampler *smp, int nv, int64_t pos, int32_t *pk)
 {
 	int rows = flags & MODEL_LOGITS_ALL ? m : 1;
-	static int64_t pos;	/* the draws' positions */
 
-	pos++;
 	if (pick == PICK_DEVICE)
 		return rows > 1 ? model_forward_argmax(md, st, ids, m, flags, pk, NULL) :
 		    model_forward_next(md, st, ids, m, flags, smp, NULL, 0, 0, pos, lg, pk);
@@ -241,7 +240,7 @@ main(int argc, char *argv[])
 		t0 = now();
 		for (int i = 0; i < n; i++) {
 			int32_t t = pick ? pk[0] : 1 + (int32_t)((r * n + i) * 31 % (nv - 1));
-			if (fwd_pick(md, st, &t, 1, 0, lg, pick, sdec, nv, pk) != 0)
+			if (fwd_pick(md, st, &t, 1, 0, lg, pick, sdec, nv, r * n + i, pk) != 0)
 				die(1, "decode: %s", model_errmsg(md));
 			if (pick && pk[0] < 0)
 				die(1, "decode: no finite logit");
@@ -260,7 +259,7 @@ main(int argc, char *argv[])
 			for (int i = 0; i < m; i++)
 				ids[i] = 1 + (int32_t)((m * 13 + i * 7 + r) % (nv - 1));
 			t0 = now();
-			if (fwd_pick(md, st, ids, m, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, pick, smp, nv,
+			if (fwd_pick(md, st, ids, m, MODEL_LOGITS_ALL | MODEL_VERIFY, lg, pick, smp, nv, 0,
 			    pk) != 0)
 				die(1, "verify: %s", model_errmsg(md));
 			dt[r] = now() - t0;

@@ -382,6 +382,18 @@ tiny_logits(const char *dir, int plain, float **pre, float **dec)
 	return rc ? -1 : n;
 }
 
+/* tiny_logits of dir opened both ways: p[0], d[0] llama.cpp's order, p[1],
+ * d[1] plain_attn; n_vocab, or -1. */
+static int
+tiny_orders(const char *dir, float *p[2], float *d[2])
+{
+	int n = tiny_logits(dir, 0, &p[0], &d[0]);
+
+	if (n <= 0 || tiny_logits(dir, 1, &p[1], &d[1]) != n)
+		return -1;
+	return n;
+}
+
 static double
 maxrel(const float *a, const float *b, int n)
 {
@@ -399,35 +411,33 @@ maxrel(const float *a, const float *b, int n)
  */
 TEST(plain_attn_moves_a_llama_model_by_float_order_only)
 {
-	float *p0, *d0, *p1, *d1;
-	int n = tiny_logits("t/data/tiny/llama-tiny", 0, &p0, &d0);
+	float *p[2] = { 0 }, *d[2] = { 0 };
+	int n = tiny_orders("t/data/tiny/llama-tiny", p, d);
 
 	CHECK(n > 0);
-	CHECK(tiny_logits("t/data/tiny/llama-tiny", 1, &p1, &d1) == n);
 	if (test_cur_failed)
 		return;
 	printf("# llama-tiny: plain against llama.cpp's order %.3g (prefill), %.3g (decode)\n",
-	    maxrel(p0, p1, n), maxrel(d0, d1, n));
-	CHECK(maxrel(p0, p1, n) > 0 && maxrel(p0, p1, n) < 1e-5);
-	CHECK(maxrel(d0, d1, n) > 0 && maxrel(d0, d1, n) < 1e-5);
-	CHECK_EQ_INT(argmax(p1, n), argmax(p0, n));
-	CHECK_EQ_INT(argmax(d1, n), argmax(d0, n));
-	free(p0), free(d0), free(p1), free(d1);
+	    maxrel(p[0], p[1], n), maxrel(d[0], d[1], n));
+	CHECK(maxrel(p[0], p[1], n) > 0 && maxrel(p[0], p[1], n) < 1e-5);
+	CHECK(maxrel(d[0], d[1], n) > 0 && maxrel(d[0], d[1], n) < 1e-5);
+	CHECK_EQ_INT(argmax(p[1], n), argmax(p[0], n));
+	CHECK_EQ_INT(argmax(d[1], n), argmax(d[0], n));
+	free(p[0]), free(d[0]), free(p[1]), free(d[1]);
 }
 
 /* qwen35's attention is always the plain order: plain_attn changes no bit. */
 TEST(plain_attn_leaves_qwen35_alone)
 {
-	float *p0, *d0, *p1, *d1;
-	int n = tiny_logits("t/data/tiny/q35-r2", 0, &p0, &d0);
+	float *p[2] = { 0 }, *d[2] = { 0 };
+	int n = tiny_orders("t/data/tiny/q35-r2", p, d);
 
 	CHECK(n > 0);
-	CHECK(tiny_logits("t/data/tiny/q35-r2", 1, &p1, &d1) == n);
 	if (test_cur_failed)
 		return;
-	CHECK(memcmp(p0, p1, (size_t)n * 4) == 0);
-	CHECK(memcmp(d0, d1, (size_t)n * 4) == 0);
-	free(p0), free(d0), free(p1), free(d1);
+	CHECK(memcmp(p[0], p[1], (size_t)n * 4) == 0);
+	CHECK(memcmp(d[0], d[1], (size_t)n * 4) == 0);
+	free(p[0]), free(d[0]), free(p[1]), free(d[1]);
 }
 
 int
