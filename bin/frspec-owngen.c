@@ -543,6 +543,7 @@ gen_open(struct gen *g, const char *spec, const struct opts *o, char *err)
 		goto done;
 	backend_graph_env(g->be, getenv("MEMRA_CUDA_GRAPH"), err);	/* checked in main */
 	backend_pdl_env(g->be, getenv("MEMRA_CUDA_PDL"), err);		/* checked in main */
+	backend_gemm_env(g->be, getenv("MEMRA_CUDA_GEMM"), err);	/* checked in main */
 	if ((g->md = model_open(path, g->be, err)) == NULL || open_text(g, path, o->raw, err) != 0)
 		goto done;
 	g->n_vocab = model_hparams(g->md)->n_vocab;
@@ -1186,7 +1187,8 @@ validate(const char *spec, const char *out, const struct opts *o)
 	}
 	if ((be = backend_open(o->device, (int)o->threads, err)) != NULL &&
 	    backend_graph_env(be, getenv("MEMRA_CUDA_GRAPH"), err) == 0 &&
-	    backend_pdl_env(be, getenv("MEMRA_CUDA_PDL"), err) == 0)
+	    backend_pdl_env(be, getenv("MEMRA_CUDA_PDL"), err) == 0 &&
+	    backend_gemm_env(be, getenv("MEMRA_CUDA_GEMM"), err) == 0)
 		rc = validate_run(be, path, txt, o, err);
 done:
 	if (rc != 0)
@@ -1312,6 +1314,8 @@ main(int argc, char *argv[])
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	if (backend_pdl_env(NULL, getenv("MEMRA_CUDA_PDL"), err) < 0)
 		die(2, "MEMRA_CUDA_PDL: %s", err);
+	if (backend_gemm_env(NULL, getenv("MEMRA_CUDA_GEMM"), err) < 0)
+		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	while ((ch = getopt_long(argc, argv, "t:d:vh", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			return usage(stdout, 0);

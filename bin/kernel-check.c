@@ -377,7 +377,55 @@ wset_free(struct kc *k, struct wset *s)
 	gpu_free(k->g, s->dw);
 }
 
-/* gpu_matvec (m rows) or gpu_matmul (m > 16) against dot_ref. */
+/* f rounded to bf16 (nearest, ties to even; finite f), as a float. */
+static float
+bf16_round(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	u = (u + 0x7FFFu + (u >> 16 & 1)) & 0xFFFF0000u;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/*
+ * The bf16 GEMM's operands exactly (GPU_MMQ_BF16): ref[j][r] = the sum
+ * of bf16(w) * bf16(x) in double, times scale; x row j as given or, when
+ * t is not 0, as the CPU quantizes it for weights of type t
+ * (quant_quantize_act, then its values q * d).
+ */
+static void
+bf16_ref(const float *wf, int64_t rows, int64_t ne0, int t, const float *x, int m,
+    double scale, double *ref)
+{
+	int tx = t ? quant_vec_dot_type(t) : 0;
+	uint8_t *xq = t ? xmalloc(quant_row_size(tx, ne0)) : NULL;
+	float *xh = xmalloc((size_t)ne0 * 4), *wb = xmalloc((size_t)(rows * ne0) * 4);
+
+	for (int64_t i = 0; i < rows * ne0; i++)
+		wb[i] = bf16_round(wf[i]);
+	for (int j = 0; j < m; j++) {
+		if (t == 0)
+			memcpy(xh, x + (size_t)j * ne0, (size_t)ne0 * 4);
+		else if (quant_quantize_act(t, x + (size_t)j * ne0, xq, ne0) != 0 ||
+		    quant_dequantize_row(tx, xq, xh, ne0) != 0)
+			die(1, "quant_quantize_act: type %s failed", quant_name(t));
+		for (int64_t e = 0; e < ne0; e++)
+			xh[e] = bf16_round(xh[e]);
+		for (int64_t r = 0; r < rows; r++) {
+			double a = 0;
+			for (int64_t e = 0; e < ne0; e++)
+				a += (double)wb[r * ne0 + e] * xh[e];
+			ref[j * rows + r] = a * scale;
+		}
+	}
+	free(xq), free(xh), free(wb);
+}
+
+/* gpu_matvec (m rows) or gpu_matmul (m > 16) against dot_ref; for m > 16
+ * and quantized weights also gpu_matmul on bf16 operands (GPU_MMQ_BF16)
+ * against bf16_ref. */
 static void
 check_product(struct kc *k, struct wset *s, int m, int with_scale)
 {
@@ -400,6 +448,18 @@ check_product(struct kc *k, struct wset *s, int m, int with_scale)
 	    quant_name(s->t), with_scale ? "*s" : "");
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)s->rows, (long long)s->ne0, m);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
+	if (m > GPU_MATVEC_MAX_ROWS && s->t != QUANT_F32 && s->t != QUANT_F16 &&
+	    s->t != QUANT_BF16) {	/* quantized: bf16 operands */
+		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
+		gchk(k, gpu_matmul(k->g, s->t, s->dw, s->rows, s->ne0, dx, m, dy, ds));
+		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+		dget(k, y, dy, (size_t)ny * 4);
+		brk(k, y, ny);
+		bf16_ref(s->wf, s->rows, s->ne0, 0, x, m, with_scale ? sc : 1.0, ref);
+		snprintf(name, sizeof name, "matmul %s%s bf16", quant_name(s->t),
+		    with_scale ? "*s" : "");
+		close_to(k, name, shape, y, ref, mag, ny, 1e-5);
+	}
 	free(x), free(y), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
 }
@@ -532,24 +592,28 @@ i8_ref(const struct wset *s, const float *x, int m, double scale, double *ref, d
  * int8 numerics (quant_quantize_act, quant_vec_dot), by its kernels (mma,
  * its dp4a twin, mma with the scale products by multiplications, the
  * first mma kernel); they give the same bits, and a repeated call too.
+ * The bf16 GEMM (GPU_MMQ_BF16) against the exact product of its rounded
+ * operands (so within about 2^-8 of the magnitude of the CPU's numerics).
  */
 static void
 check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 {
 	struct wset s;
 	int64_t ny = (int64_t)n * rows;
-	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[5];
+	float *x = frand(k, n * ne0, -1, 1), sc = 0.75f, *y[6];
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	double *rbf = xmalloc((size_t)ny * 8);
 	char name[64], shape[64];
 
 	wset_new(k, &s, t, rows, ne0);
 	float *dx = dput(k, x, (size_t)n * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
 	float *ds = with_scale ? dput(k, &sc, 4) : NULL;
 	i8_ref(&s, x, n, with_scale ? sc : 1.0, ref, mag);
+	bf16_ref(s.wf, rows, ne0, t, x, n, with_scale ? sc : 1.0, rbf);
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, n);
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 6; i++) {
 		static const int kerns[] = { GPU_MMQ_MMA, GPU_MMQ_MMA, GPU_MMQ_DP4A, GPU_MMQ_MMA1,
-		    GPU_MMQ_MMAF };
+		    GPU_MMQ_MMAF, GPU_MMQ_BF16 };
 		int kern = kerns[i];
 		y[i] = xmalloc((size_t)ny * 4);
 		gchk(k, gpu_tune_mmq(k->g, kern));
@@ -570,9 +634,12 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	brk(k, y[0], ny);
 	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
 	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
-	for (int i = 0; i < 5; i++)
+	brk(k, y[5], ny);
+	snprintf(name, sizeof name, "mmq %s%s bf16", quant_name(t), with_scale ? "*s" : "");
+	close_to(k, name, shape, y[5], rbf, mag, ny, 1e-5);
+	for (int i = 0; i < 6; i++)
 		free(y[i]);
-	free(x), free(ref), free(mag);
+	free(x), free(ref), free(mag), free(rbf);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds);
 	wset_free(k, &s);
 }
@@ -1471,35 +1538,51 @@ bmag(const struct bw *b, const float *x, int ldx, int m, float scale)
 	return mag;
 }
 
-/* backend_matmul, rows ldx / ldy apart (> row lengths: the strided paths). */
+/*
+ * backend_matmul, rows ldx / ldy apart (> row lengths: the strided paths);
+ * past 16 rows with each prefill kernel (backend_gemm_set): int8, the
+ * CPU's numerics for Q8_0 and NVFP4, and bf16 operands, within 2^-8 of
+ * the magnitude (the rounding of both operands; 5e-3 with the CPU's int8
+ * rounding of x) and 2e-2 (the others: Q8_K input on the CPU).
+ */
 static void
 be_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m,
     int pad, float scale)
 {
 	struct bw b;
 	int ldx = (int)ne0 + pad, ldy = (int)rows + pad;
-	float *x = frand(k, (int64_t)m * ldx, -1, 1), *gy, *cy;
+	float *x = frand(k, (int64_t)m * ldx, -1, 1), *gy = NULL, *cy;
 	float *cx = bput(p->c, x, (size_t)m * ldx), *gx = bput(p->g, x, (size_t)m * ldx);
 	float *cyd = bput(p->c, NULL, (size_t)m * ldy), *gyd = bput(p->g, NULL, (size_t)m * ldy);
 	double *mag, *m2;
 	char name[64], shape[64];
+	int nk = m > GPU_MATVEC_MAX_ROWS && t != QUANT_F32 && t != QUANT_F16 && t != QUANT_BF16 ?
+	    2 : 1;
 
 	bw_new(k, p, &b, t, rows, ne0, scale);
 	bchk(p->c, backend_matmul(p->c, &b.c, cx, ldx, cyd, ldy, m));
-	bchk(p->g, backend_matmul(p->g, &b.g, gx, ldx, gyd, ldy, m));
 	cy = bget(p->c, cyd, (size_t)m * ldy);
-	gy = bget(p->g, gyd, (size_t)m * ldy);
 	mag = bmag(&b, x, ldx, m, scale);
 	m2 = xmalloc((size_t)m * ldy * 8);
 	for (int j = 0; j < m; j++)
 		for (int i = 0; i < ldy; i++)
 			m2[(size_t)j * ldy + i] = i < rows ? mag[j * rows + i] : 1.0;
-	/* int8-activation types: the same numerics as the CPU's quant_vec_dot */
-	int q8 = gpu_can_matvec_q8_rows(t, m);
-	snprintf(name, sizeof name, "be matmul %s%s%s", quant_name(t), scale != 1 ? "*s" : "",
-	    q8 ? " i8" : "");
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d ld+%d", (long long)rows, (long long)ne0, m, pad);
-	becmp(k, name, shape, gy, cy, m2, (int64_t)m * ldy, q8 ? 1e-5 : 2e-2);
+	for (int kind = 0; kind < nk; kind++) {
+		/* int8-activation types: the same numerics as the CPU's quant_vec_dot */
+		int q8 = gpu_can_matvec_q8_rows(t, m), bf = kind == 1;
+		if (nk > 1)
+			bchk(p->g, backend_gemm_set(p->g, kind ? BACKEND_GEMM_BF16 : BACKEND_GEMM_INT8));
+		free(gy);
+		bchk(p->g, backend_matmul(p->g, &b.g, gx, ldx, gyd, ldy, m));
+		gy = bget(p->g, gyd, (size_t)m * ldy);
+		snprintf(name, sizeof name, "be matmul %s%s%s", quant_name(t), scale != 1 ? "*s" : "",
+		    bf ? " bf16" : q8 ? " i8" : "");
+		becmp(k, name, shape, gy, cy, m2, (int64_t)m * ldy, bf ? (q8 ? 5e-3 : 2e-2) :
+		    q8 ? 1e-5 : 2e-2);
+	}
+	if (nk > 1)
+		bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_DEFAULT));
 	/* rows 0..m-1 of the m-row product == each row alone (m <= 16) */
 	if (m > 1 && m <= GPU_MATVEC_MAX_ROWS) {
 		float *one = xmalloc((size_t)m * ldy * 4 + 4);
@@ -1849,7 +1932,8 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 /*
  * The last logits of a prefill of np tokens and (ng > 0) ng greedy ids
  * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
- * longer prompts (the GEMM of cuda/mmq.cu past 16 rows) repeat it with
+ * longer prompts (the GEMM of cuda/mmq.cu past 16 rows, with the kernel
+ * backend_gemm_set picked; gemm: its name for the line) repeat it with
  * the position added.
  *
  * The tolerances come from the CPU's own noise (cpu_noise: a 40-token
@@ -1873,7 +1957,8 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
  * greedy ids against llama.cpp's goldens (gpu-run.sh).
  */
 static void
-be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct noise *nz)
+be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct noise *nz,
+    const char *gemm)
 {
 	enum { NPMAX = 64, NGMAX = 16 };
 	struct backend *be[2] = { p->c, p->g };
@@ -1925,8 +2010,8 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 	for (int i = ng - 1; i >= 0; i--)
 		if (out[0][i] != out[1][i])
 			div = i;
-	snprintf(shape, sizeof shape, "prefill %d, logits of %d (cpu noise %.2g: order %.2g, "
-	    "steps %.2g)", np, nv, nz->rel, nz->order_rel, nz->steps_rel);
+	snprintf(shape, sizeof shape, "prefill %d%s, logits of %d (cpu noise %.2g: order %.2g, "
+	    "steps %.2g)", np, gemm, nv, nz->rel, nz->order_rel, nz->steps_rel);
 	bbrk(k, lg[1], nv, mag);
 	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv, noise_tol(nz));
 	if (ng > 0) {
@@ -1934,10 +2019,11 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 		for (int i = 0; i < ng; i++)
 			mm = fmin(mm, margin[i]);
 		if (div < 0)
-			snprintf(shape, sizeof shape, "greedy %d (cpu min margin %.3g)", ng, mm);
+			snprintf(shape, sizeof shape, "prefill %d%s, greedy %d (cpu min margin %.3g)",
+			    np, gemm, ng, mm);
 		else
-			snprintf(shape, sizeof shape, "greedy %d, left at %d (cpu margin %.3g, near %.3g)",
-			    ng, div, margin[div], near);
+			snprintf(shape, sizeof shape, "prefill %d%s, greedy %d, left at %d (cpu margin "
+			    "%.3g, near %.3g)", np, gemm, ng, div, margin[div], near);
 		report(k, "model greedy cpu=cuda", shape, div < 0 ? 0 : 1,
 		    (div < 0 || margin[div] < near) && !k->brk);
 	}
@@ -2290,8 +2376,12 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	if (model != NULL) {
 		struct noise nz = { 0 };
-		be_model(k, &p, model, 8, 16, &nz);
-		be_model(k, &p, model, 40, 0, &nz);	/* prefill past 16 rows: the GEMM */
+		be_model(k, &p, model, 8, 16, &nz, "");
+		for (int kind = 0; kind < 2; kind++) {	/* prefill past 16 rows: the GEMM */
+			bchk(p.g, backend_gemm_set(p.g, kind ? BACKEND_GEMM_BF16 : BACKEND_GEMM_INT8));
+			be_model(k, &p, model, 40, 16, &nz, kind ? ", gemm bf16" : ", gemm int8");
+		}
+		bchk(p.g, backend_gemm_set(p.g, BACKEND_GEMM_DEFAULT));
 		be_pdl(k, &p, model);
 	}
 	backend_close(p.g);
@@ -2557,15 +2647,15 @@ bench_topk(struct kc *k)
 }
 
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each)
- * and against its first kernel (mma1) and its products by multiplications
- * (mmaf). */
+ * and against its first kernel (mma1), its products by multiplications
+ * (mmaf) and cuBLAS on bf16 operands (bf16). */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 {
 	static const int ns[] = { 128, 512, 2048 };
 	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA1, GPU_MMQ_MMAF, GPU_MMQ_MMA,
-	    GPU_MMQ_DP4A };
-	static const char *kname[] = { "chunks", "mma1", "mmaf", "mma", "dp4a" };
+	    GPU_MMQ_DP4A, GPU_MMQ_BF16 };
+	static const char *kname[] = { "chunks", "mma1", "mmaf", "mma", "dp4a", "bf16" };
 	enum { L = 10, NMAX = 2048 };
 	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
 	void *w = dput(k, NULL, nb);
@@ -2575,7 +2665,7 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	gchk(k, gpu_copy(k->g, w, dpool, nb));
 	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
 		double t0 = 0;
-		for (int ki = 0; ki < 5; ki++) {
+		for (int ki = 0; ki < 6; ki++) {
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_mmq(k->g, kern[ki]));
 			gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));

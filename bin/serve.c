@@ -1084,6 +1084,8 @@ main(int argc, char *argv[])
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	if (backend_pdl_env(s.be, getenv("MEMRA_CUDA_PDL"), err) < 0)
 		die(2, "MEMRA_CUDA_PDL: %s", err);
+	if (backend_gemm_env(s.be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
+		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
 	if ((models = strdup(s.c.models)) == NULL)
 		die(1, "out of memory");

@@ -1564,6 +1564,19 @@ cu_pdl_set(struct backend *be, int on)
 	return gpu_pdl(CB(be)->g, on);
 }
 
+/* backend_gemm_set: the prefill products' kernel (gpu_tune_mmq), refused
+ * while a step is being recorded. */
+static int
+cu_gemm_set(struct backend *be, int kind)
+{
+	if (CB(be)->rec != NULL)
+		return util_err(be->err, "gemm: switched while recording a graph");
+	if (kind != BACKEND_GEMM_INT8 && kind != BACKEND_GEMM_BF16)
+		return util_err(be->err, "gemm: kind %d (int8 or bf16)", kind);
+	return gpu_tune_mmq(CB(be)->g, kind == BACKEND_GEMM_BF16 ? GPU_MMQ_BF16 : GPU_MMQ_MMA) ?
+	    gfail(be, "gemm") : 0;
+}
+
 static const struct backend_ops cuda_ops = {
 	cu_close, cu_alloc, cu_mfree, cu_write, cu_read, cu_copy, cu_fill, cu_sync,
 	cu_weight_init, cu_weight_release, cu_supports,
@@ -1578,6 +1591,7 @@ static const struct backend_ops cuda_ops = {
 	cu_host_alloc, cu_host_free,
 	cu_pdl_set,
 	cu_topk,
+	cu_gemm_set,
 };
 
 extern "C" struct backend *
@@ -1599,6 +1613,13 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 		return NULL;
 	}
 	if ((c->g = gpu_open((int)dev, err, UTIL_ERRLEN)) == NULL) {
+		free(c);
+		return NULL;
+	}
+	if (gpu_tune_mmq(c->g, BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? GPU_MMQ_BF16 :
+	    GPU_MMQ_MMA) != 0) {
+		util_err(err, "backend: %s", gpu_errmsg(c->g));
+		gpu_close(c->g);
 		free(c);
 		return NULL;
 	}

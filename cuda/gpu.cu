@@ -99,6 +99,7 @@ gpu_close(struct gpu *g)
 	if (g->stream)
 		cudaStreamSynchronize(g->stream);
 	cudaFree(g->scratch);
+	cudaFree(g->gemm);
 	if (g->blas)
 		cublasDestroy(g->blas);
 	for (int i = 0; i < GPU_MARKS; i++)
@@ -174,29 +175,44 @@ gpu_host_free(struct gpu *g, void *p)
 	}
 }
 
-void *
-gpu_scratch(struct gpu *g, size_t n)
+/* Grow *p (*size bytes) to at least n bytes, contents lost; what: the
+ * buffer's name in a failure. */
+static void *
+scratch_grow(struct gpu *g, void **p, size_t *size, size_t n, const char *what)
 {
-	if (n <= g->scratch_size)
-		return g->scratch;
+	if (n <= *size)
+		return *p;
 	if (gpu_capturing(g)) {
-		gpu_fail(g, "scratch: %zu bytes needed while capturing a graph (%zu held)",
-		    n, g->scratch_size);
+		gpu_fail(g, "%s: %zu bytes needed while capturing a graph (%zu held)", what, n,
+		    *size);
 		return NULL;
 	}
 	cudaStreamSynchronize(g->stream);
-	cudaFree(g->scratch);
+	cudaFree(*p);
 	g->gen++;
-	g->scratch = NULL;
-	g->scratch_size = 0;
+	*p = NULL;
+	*size = 0;
 	n = (n + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
-	if (cudaMalloc(&g->scratch, n) != cudaSuccess) {
+	if (cudaMalloc(p, n) != cudaSuccess) {
 		cudaGetLastError();
-		gpu_fail(g, "scratch: cudaMalloc %zu bytes failed", n);
+		*p = NULL;
+		gpu_fail(g, "%s: cudaMalloc %zu bytes failed", what, n);
 		return NULL;
 	}
-	g->scratch_size = n;
-	return g->scratch;
+	*size = n;
+	return *p;
+}
+
+void *
+gpu_scratch(struct gpu *g, size_t n)
+{
+	return scratch_grow(g, &g->scratch, &g->scratch_size, n, "scratch");
+}
+
+void *
+gpu_scratch_gemm(struct gpu *g, size_t n)
+{
+	return scratch_grow(g, &g->gemm, &g->gemm_size, n, "gemm scratch");
 }
 
 extern "C" int

@@ -212,14 +212,21 @@ int	gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
 	    const int8_t *d_q, const float *d_dx, int64_t n, float *d_y, const float *d_scale);
 
 /*
- * Benchmark and check seam for gpu_matmul_q8: GPU_MMQ_MMA (the default,
+ * The prefill products' kernel, gpu_matmul_q8's: GPU_MMQ_MMA (the default,
  * tensor cores), GPU_MMQ_DP4A (the same bits by dp4a), GPU_MMQ_OFF
  * (n > 16 runs the matvec kernel 16 rows at a time, as before),
  * GPU_MMQ_MMA1 (the first tensor-core kernel, unpipelined 64 x 64 tiles)
  * or GPU_MMQ_MMAF (GPU_MMQ_MMA with the scale products by multiplications
  * instead of tf32 mma): all give the same bits; kept to time against.
+ * GPU_MMQ_BF16: not the CPU's numerics but cuBLAS on bf16 operands, the
+ * int8 x's values (q times its block's scale) and the weights, each
+ * rounded to bf16, with fp32 sums on tensor cores; it also moves
+ * gpu_matmul of the other quantized types from fp32 to bf16 operands.
  */
-enum { GPU_MMQ_MMA = 0, GPU_MMQ_DP4A = 1, GPU_MMQ_OFF = 2, GPU_MMQ_MMA1 = 3, GPU_MMQ_MMAF = 4 };
+enum {
+	GPU_MMQ_MMA = 0, GPU_MMQ_DP4A = 1, GPU_MMQ_OFF = 2, GPU_MMQ_MMA1 = 3, GPU_MMQ_MMAF = 4,
+	GPU_MMQ_BF16 = 5
+};
 int	gpu_tune_mmq(struct gpu *g, int kernel);
 
 /*
@@ -274,13 +281,19 @@ int	gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int 
 /*
  * Dense product for prefill: y[n][rows] = W[rows][ne0] . x[n][ne0] for any n,
  * W dequantized to fp32 tiles in scratch and multiplied with cuBLAS
- * (fp32 compute).  n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead.
+ * (fp32 compute); under GPU_MMQ_BF16, quantized W (not F32, F16, BF16)
+ * and x rounded to bf16 (nearest, ties to even) and multiplied on tensor
+ * cores (fp32 sums).
+ * n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead.
  */
 int	gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
 
 /* Dequantize n elements of type t (n a multiple of the block) to fp32. */
 int	gpu_dequantize(struct gpu *g, int t, const void *d_src, float *d_dst, int64_t n);
+/* The same values rounded to bf16 (to nearest, ties to even), as uint16_t
+ * bit patterns; d_dst 16-byte aligned. */
+int	gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, uint16_t *d_dst, int64_t n);
 
 /* Embedding lookup: out[i][ne0] = dequantize(table row ids[i]) for i < n;
  * d_ids holds n int32 row numbers (< n_rows, not checked on the device). */

@@ -19,6 +19,8 @@ struct gpu {
 	cublasHandle_t blas;
 	void   *scratch;		/* scratch_size bytes of device memory */
 	size_t	scratch_size;
+	void   *gemm;			/* gemm_size bytes: the bf16 GEMM's operands */
+	size_t	gemm_size;
 	int	nsm;			/* multiprocessors */
 	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
@@ -177,8 +179,21 @@ pdl_prefetch(const void *p, size_t n, int lane)
 /* gpu_prof: an event after a launch named what (a string literal), while on. */
 int	gpu_prof_mark(struct gpu *g, const char *what);
 
-/* Scratch of at least n bytes (grown outside graph capture only). */
+/* Scratch of at least n bytes (grown outside graph capture only): the
+ * quantized x of the products, and apart from it the bf16 GEMM's operands. */
 void   *gpu_scratch(struct gpu *g, size_t n);
+void   *gpu_scratch_gemm(struct gpu *g, size_t n);
+
+/*
+ * mmq.cu, for matvec.cu: the bf16 GEMM.  gpu_bf16_operands: the gemm
+ * scratch for x (n rows of ne0 bf16, returned) and a tile of W (*wb);
+ * gpu_gemm_bf16: y[n][rows] = W . x with W (rows of rb bytes of type t)
+ * dequantized to bf16 a tile at a time into wb, cublasGemmEx with fp32
+ * sums on tensor cores, then y *= *scale when scale is not NULL.
+ */
+uint16_t *gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t **wb);
+int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
+	    const uint16_t *xb, uint16_t *wb, int64_t n, float *y, const float *scale);
 
 /*
  * matvec_qk.cu, for matvec_q8.cu: qk_type(t) is 1 for Q4_K, Q5_K, Q6_K;

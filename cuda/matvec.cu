@@ -6,6 +6,8 @@
  */
 #include "gpu_impl.cuh"
 
+#include <cuda_bf16.h>
+
 #include <cuda_fp16.h>
 
 enum {
@@ -551,6 +553,56 @@ gpu_dequantize(struct gpu *g, int t, const void *d_src, float *d_dst, int64_t n)
 	DISPATCH(t, dq_type, g, d_src, n, NULL, 0, d_dst);
 }
 
+/* k_dequant's values rounded to bf16 (nearest, ties to even), a thread a
+ * 32-element unit. */
+template <int T>
+__global__ void
+k_dequant_bf16(const uint8_t *__restrict__ src, int64_t units, uint16_t *__restrict__ dst)
+{
+	enum { UPB = qt<T>::QK / 32 };
+	int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	float w[32];
+
+	pdl_enter();
+	if (u >= units)
+		return;
+	unit_w<T>(src + (u / UPB) * qt<T>::BS, (int)(u % UPB), w);
+	uint4 *o = (uint4 *)(dst + 32 * u);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		unsigned h[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			__nv_bfloat162 b = __floats2bfloat162_rn(w[8 * i + 2 * k], w[8 * i + 2 * k + 1]);
+			h[k] = *(const unsigned *)&b;
+		}
+		o[i] = make_uint4(h[0], h[1], h[2], h[3]);
+	}
+}
+
+template <int T>
+static int
+dq_bf16_type(struct gpu *g, const void *src, int64_t n, uint16_t *dst)
+{
+	int64_t units = n / 32;
+
+	if (n % qt<T>::QK != 0 || n % 32 != 0)
+		return gpu_fail(g, "dequantize: %lld elements are not whole blocks of %d",
+		    (long long)n, (int)qt<T>::QK);
+	gpu_launch(g, k_dequant_bf16<T>, (unsigned)((units + 255) / 256), 256, 0,
+	    (const uint8_t *)src, units, dst);
+	GPU_LAUNCHED(g, "dequantize bf16");
+	return 0;
+}
+
+extern "C" int
+gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, uint16_t *d_dst, int64_t n)
+{
+	if (n < 1 || (n / 32 + 255) / 256 > INT32_MAX)
+		return gpu_fail(g, "dequantize: %lld elements", (long long)n);
+	DISPATCH(t, dq_bf16_type, g, d_src, n, d_dst);
+}
+
 extern "C" int
 gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
     const int32_t *d_ids, int n, float *d_out)
@@ -570,6 +622,20 @@ k_scale(float *y, int64_t n, const float *s)
 	pdl_enter();
 	if (i < n)
 		y[i] = __fmul_rn(y[i], *s);
+}
+
+/* xb = bf16(x) (nearest, ties to even), a thread 2 values. */
+__global__ void
+k_bf16_of(const float *__restrict__ x, int64_t n2, uint16_t *__restrict__ xb)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < n2) {
+		float2 v = ((const float2 *)x)[i];
+		__nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+		((unsigned *)xb)[i] = *(const unsigned *)&b;
+	}
 }
 
 extern "C" int
@@ -596,6 +662,17 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 			rowbytes = (size_t)(ne0 / tab[i].qk) * tab[i].bs;
 	if (rowbytes == 0)
 		return gpu_fail(g, "matmul: type %d with rows of %lld", t, (long long)ne0);
+	if (g->mmq == GPU_MMQ_BF16 && t != T_F32 && t != T_F16 && t != T_BF16) {
+		/* quantized weights: bf16 operands on tensor cores (the CPU
+		 * rounds x to int8 for these, coarser) */
+		uint16_t *wb, *xb = gpu_bf16_operands(g, n, rows, ne0, &wb);
+		int64_t n2 = n * ne0 / 2;
+		if (xb == NULL)
+			return -1;
+		gpu_launch(g, k_bf16_of, (unsigned)((n2 + 255) / 256), 256, 0, d_x, n2, xb);
+		GPU_LAUNCHED(g, "matmul bf16 x");
+		return gpu_gemm_bf16(g, t, d_w, rowbytes, rows, ne0, xb, wb, n, d_y, d_scale);
+	}
 	tile = ((int64_t)64 << 20) / (ne0 * 4);	/* 256 MiB of fp32 weights */
 	if (tile < 1)
 		tile = 1;

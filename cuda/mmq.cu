@@ -20,6 +20,7 @@
  */
 #include "gpu_impl.cuh"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 enum { MQ_Q8_0 = 8, MQ_NVFP4 = 40 };
@@ -631,8 +632,8 @@ gpu_can_matmul_q8(int t)
 extern "C" int
 gpu_tune_mmq(struct gpu *g, int kernel)
 {
-	if (kernel < GPU_MMQ_MMA || kernel > GPU_MMQ_MMAF)
-		return gpu_fail(g, "tune: mmq kernel %d (0..4)", kernel);
+	if (kernel < GPU_MMQ_MMA || kernel > GPU_MMQ_BF16)
+		return gpu_fail(g, "tune: mmq kernel %d (0..5)", kernel);
 	if (kernel != g->mmq)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mmq = kernel;
@@ -655,6 +656,109 @@ mq_launch(struct gpu *g, dim3 grid, const uint8_t *W, int64_t rows, int nb, size
 		gpu_launch(g, k_mmq2<T, 1>, grid, MQ_THREADS, 0, W, rows, nb, rb, q, dx, n, y, scale);
 }
 
+/* --- GPU_MMQ_BF16: cuBLAS on bf16 operands ---------------------------- */
+
+/* xb = bf16(q * dx) (nearest, ties to even; q * dx is exact in fp32), a
+ * thread 4 values: the CPU's int8 activations rounded once more. */
+__global__ void
+k_q8_bf16(const int8_t *__restrict__ q, const float *__restrict__ dx, int64_t n4,
+    uint16_t *__restrict__ xb)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i >= n4)
+		return;
+	char4 v = ((const char4 *)q)[i];
+	float d = dx[i >> 3];
+	__nv_bfloat162 a = __floats2bfloat162_rn(__fmul_rn((float)v.x, d), __fmul_rn((float)v.y, d));
+	__nv_bfloat162 b = __floats2bfloat162_rn(__fmul_rn((float)v.z, d), __fmul_rn((float)v.w, d));
+	((uint2 *)xb)[i] = make_uint2(*(const unsigned *)&a, *(const unsigned *)&b);
+}
+
+/* y *= *s (the weight's scale). */
+__global__ void
+k_mq_scale(float *y, int64_t n, const float *s)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < n)
+		y[i] = __fmul_rn(y[i], *s);
+}
+
+/* The weight rows a dequantized tile holds: 256 MiB of bf16 at most. */
+static int64_t
+bf_tile(int64_t rows, int64_t ne0)
+{
+	int64_t tile = ((int64_t)128 << 20) / ne0;
+
+	return tile < 1 ? 1 : tile > rows ? rows : tile;
+}
+
+uint16_t *
+gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t **wb)
+{
+	size_t xbytes = ((size_t)n * ne0 * 2 + 255) / 256 * 256;
+	uint8_t *p;
+
+	if (n > INT32_MAX || rows > INT32_MAX || ne0 > INT32_MAX || ne0 % 32 != 0 ||
+	    (p = (uint8_t *)gpu_scratch_gemm(g, xbytes + (size_t)bf_tile(rows, ne0) * ne0 * 2)) ==
+	    NULL) {
+		gpu_fail(g, "gemm: bf16 operands of %lld x %lld and %lld x %lld", (long long)n,
+		    (long long)ne0, (long long)rows, (long long)ne0);
+		return NULL;
+	}
+	*wb = (uint16_t *)(p + xbytes);
+	return (uint16_t *)p;
+}
+
+int
+gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
+    const uint16_t *xb, uint16_t *wb, int64_t n, float *y, const float *scale)
+{
+	const float one = 1.0f, zero = 0.0f;
+	int64_t tile = bf_tile(rows, ne0);
+	int rc = 0;
+
+	cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH);	/* tensor cores (bf16: no TF32 here) */
+	for (int64_t r0 = 0; rc == 0 && r0 < rows; r0 += tile) {
+		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
+		if ((rc = gpu_dequantize_bf16(g, t, (const uint8_t *)W + (size_t)r0 * rb, wb,
+		    nr * ne0)) != 0)
+			break;
+		cublasStatus_t st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n,
+		    (int)ne0, &one, wb, CUDA_R_16BF, (int)ne0, xb, CUDA_R_16BF, (int)ne0, &zero,
+		    y + r0, CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+		if (st != CUBLAS_STATUS_SUCCESS)
+			rc = gpu_fail(g, "cublasGemmEx: status %d", (int)st);
+		else if (g->prof != NULL)
+			rc = gpu_prof_mark(g, "cublas bf16 gemm");
+	}
+	cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH);
+	if (rc == 0 && scale != NULL) {
+		int64_t tot = n * rows;
+		gpu_launch(g, k_mq_scale, (unsigned)((tot + 255) / 256), 256, 0, y, tot, scale);
+		GPU_LAUNCHED(g, "gemm scale");
+	}
+	return rc;
+}
+
+/* y = W . x on bf16 operands, x from q and dx by k_q8_bf16. */
+static int
+mq_bf16(struct gpu *g, int t, const uint8_t *W, size_t rb, int64_t rows, int64_t ne0,
+    const int8_t *q, const float *dx, int64_t n, float *y, const float *scale)
+{
+	uint16_t *wb, *xb = gpu_bf16_operands(g, n, rows, ne0, &wb);
+	int64_t n4 = n * ne0 / 4;
+
+	if (xb == NULL)
+		return -1;
+	gpu_launch(g, k_q8_bf16, (unsigned)((n4 + 255) / 256), 256, 0, q, dx, n4, xb);
+	GPU_LAUNCHED(g, "matmul_q8 bf16 x");
+	return gpu_gemm_bf16(g, t, W, rb, rows, ne0, xb, wb, n, y, scale);
+}
+
 extern "C" int
 gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
     const int8_t *d_q, const float *d_dx, int64_t n, float *d_y, const float *d_scale)
@@ -669,6 +773,8 @@ gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    ((uintptr_t)d_w & 3) || ((uintptr_t)d_q & 15))
 		return gpu_fail(g, "matmul_q8: %lld rows of %lld, %lld inputs, or unaligned",
 		    (long long)rows, (long long)ne0, (long long)n);
+	if (g->mmq == GPU_MMQ_BF16)
+		return mq_bf16(g, t, (const uint8_t *)d_w, rb, rows, ne0, d_q, d_dx, n, d_y, d_scale);
 	dim3 grid((unsigned)((n + MQ2_N - 1) / MQ2_N), (unsigned)((rows + MQ2_R - 1) / MQ2_R));
 	if (t == MQ_NVFP4)
 		mq_launch<MQ_NVFP4>(g, grid, (const uint8_t *)d_w, rows, nb, rb, d_q, d_dx, n,

@@ -654,6 +654,30 @@ backend_pdl_env(struct backend *be, const char *v, char *err)
 	return 0;
 }
 
+int
+backend_gemm_set(struct backend *be, int kind)
+{
+	return be->ops->gemm_set != NULL ? be->ops->gemm_set(be, kind) : 0;
+}
+
+int
+backend_gemm_env(struct backend *be, const char *v, char *err)
+{
+	int kind;
+
+	if (v == NULL || strcmp(v, "") == 0)
+		return 0;
+	if (strcmp(v, "int8") == 0)
+		kind = BACKEND_GEMM_INT8;
+	else if (strcmp(v, "bf16") == 0)
+		kind = BACKEND_GEMM_BF16;
+	else
+		return util_err(err, "'%s': not int8 or bf16", v);
+	if (be != NULL && backend_gemm_set(be, kind) < 0)
+		return util_err(err, "%s", backend_errmsg(be));
+	return 0;
+}
+
 const char *
 backend_graph_note(const struct backend *be, int stats, char *buf, size_t n)
 {

@@ -337,6 +337,29 @@ int	backend_pdl_set(struct backend *, int on);
  */
 int	backend_pdl_env(struct backend *, const char *v, char *err);
 /*
+ * The kernel of a product of more than 16 input rows at once (a prompt's
+ * prefill) on the CUDA backend.  BACKEND_GEMM_INT8: the CPU backend's
+ * numerics for Q8_0 and NVFP4 weights (the input quantized to int8 as the
+ * CPU quantizes it, each block's integer dot scaled and summed in the
+ * CPU's order, on tensor cores), fp32 operands for every other type.
+ * BACKEND_GEMM_BF16: for quantized weights, the same int8 input's values
+ * (or the input, for the other quantized types) and the dequantized
+ * weights, each rounded to bf16, multiplied on tensor cores with fp32
+ * sums (within about 2^-8 of the magnitude of the first; faster); F32,
+ * F16 and BF16 weights keep fp32 operands.  Decode and speculative verify
+ * (16 rows or fewer) are the same bits either way.  backend_gemm_set: 0, or -1 while a step is
+ * being recorded (a no-op on the CPU).
+ */
+enum { BACKEND_GEMM_INT8 = 0, BACKEND_GEMM_BF16 = 1 };
+int	backend_gemm_set(struct backend *, int kind);
+/*
+ * MEMRA_CUDA_GEMM's value v applied to be: NULL or "" leave the default
+ * (BACKEND_GEMM_DEFAULT), "int8" and "bf16" pick that kind.  0, or -1 for
+ * any other value (err says why).  be NULL checks v only.
+ */
+#define BACKEND_GEMM_DEFAULT BACKEND_GEMM_BF16
+int	backend_gemm_env(struct backend *, const char *v, char *err);
+/*
  * The line a tool prints about recorded steps when it ends, into buf
  * (n bytes): the failure that turned recording off, and with stats the
  * counts.  Returns buf, or NULL when there is nothing to say.

@@ -107,6 +107,8 @@ struct backend_ops {
 	/* optional, backend_topk: NULL reads the rows back and picks on the host */
 	int	(*topk)(struct backend *, const float *, int, int, int, int, float, float *,
 		    int32_t *);
+	/* optional, backend_gemm_set: NULL has one kind */
+	int	(*gemm_set)(struct backend *, int);
 };
 
 struct backend {

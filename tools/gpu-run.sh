@@ -29,7 +29,9 @@
 # (B) the same way (GPU_RUN_PDL_ABBA=0 skips it); greedy picks on the
 # host (model-bench -G host, A) vs on the device (-G device, B), decode
 # tok/s and K=3 verify ms, and top-k 40 draws the same two ways (-T 40)
-# (GPU_RUN_PICK_ABBA=0 skips them).  GPU_RUN_PROF=1 (with
+# (GPU_RUN_PICK_ABBA=0 skips them); prefill of 512 and 2048 tokens with
+# the int8 GEMM (MEMRA_CUDA_GEMM=int8, A) vs bf16 (B) (GPU_RUN_GEMM_ABBA=0
+# skips it).  GPU_RUN_PROF=1 (with
 # GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
 # verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
 # shape's files.
@@ -414,6 +416,21 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    --quant "$q" --scenario verify-k3-greedy-pick --ctx 128 --peer "model-bench -G host" \
 			    >>"$OUT/pick-abba.txt" 2>&1 || echo "abba $q: failed" >>"$OUT/pick-abba.txt"
 		fi
+		if [ "${GPU_RUN_GEMM_ABBA:-1}" = 1 ]; then	# prefill products int8 (A), bf16 (B)
+			for c in 512 2048; do
+				echo "== $q: prefill of $c tok/s, A = MEMRA_CUDA_GEMM=int8, B = bf16" \
+				    >>"$OUT/gemm-abba.txt"
+				mp="build/t/tools/model-bench -d cuda -c $c -n 4 -r 1 -k 0 -B $BW"
+				timeout 300 python3 tools/abba -a "MEMRA_CUDA_GEMM=int8 $mp $f" \
+				    -b "MEMRA_CUDA_GEMM=bf16 $mp $f" \
+				    -r "prefill\s+ctx\s+$c\s+s\s+[0-9.]+\s+tok_s\s+([0-9.]+)" --unit tok/s \
+				    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/gemm-abba.tsv" \
+				    --log "$OUT/gemm-abba-$c-$q.log" --binary model-bench \
+				    --model qwen35-9b-random --quant "$q" --scenario "prefill-$c-gemm-bf16" \
+				    --ctx "$c" --peer "MEMRA_CUDA_GEMM=int8" \
+				    >>"$OUT/gemm-abba.txt" 2>&1 || echo "abba $q $c: failed" >>"$OUT/gemm-abba.txt"
+			done
+		fi
 		if [ -n "$PF" ]; then	# products with the L2 prefetch (A) and without (B)
 			decode_abba pf "$q" "$PF/$mb $f" "$mb $f" decode-b1-l2-prefetch \
 			    "MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048}" \
@@ -541,6 +558,8 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pick-abba.txt"; }
 [ -f "$OUT/topk-abba.txt" ] && { echo "== 9b-shape top-k 40 decode, the top 40 selected on the host (A) vs device (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/topk-abba.txt"; }
+[ -f "$OUT/gemm-abba.txt" ] && { echo "== 9b-shape prefill, int8 GEMM (A) vs bf16 (B)";
+    grep -E '^(==|A:|B:|ratio|abba)' "$OUT/gemm-abba.txt"; }
 [ -f "$OUT/pf-abba.txt" ] && { echo "== 9b-shape decode, L2 prefetch (A) vs default, none (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pf-abba.txt"; }
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";

@@ -141,6 +141,8 @@ run(const char *path, const char *dev, int nt, int nb, struct seq *s, int ns)
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	if (be != NULL && backend_pdl_env(be, getenv("MEMRA_CUDA_PDL"), err) < 0)
 		die(2, "MEMRA_CUDA_PDL: %s", err);
+	if (be != NULL && backend_gemm_env(be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
+		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	struct model *md = be ? model_open(path, be, err) : NULL;
 	struct state *st[nb];
 	size_t nv = md ? (size_t)model_hparams(md)->n_vocab : 0;

@@ -26,6 +26,8 @@
  * -T K (with -G): the decode steps draw from the top K at temperature 0.8 instead
  * (the verifies stay greedy): "device" selects the top K on the device
  * (backend_topk) and draws from them on the host.
+ * MEMRA_CUDA_GEMM=int8|bf16 picks the prefill products' kernel
+ * (backend_gemm_env); the model line names it ("gemm").
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -197,6 +199,9 @@ main(int argc, char *argv[])
 	int pdl = be ? backend_pdl_set(be, !plain) : 0;	/* -L: A B B A against it */
 	if (pdl < 0)
 		die(1, "%s", backend_errmsg(be));
+	const char *ge = getenv("MEMRA_CUDA_GEMM");
+	if (backend_gemm_env(be, ge, err) < 0)
+		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	struct model *md = be ? model_open(path, be, err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
@@ -219,9 +224,10 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	if (st == NULL || lg == NULL || ids == NULL || dt == NULL)
 		die(1, "%s", st ? "out of memory" : err);
-	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\n", path,
+	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\tgemm\t%s\n", path,
 	    backend_name(be), now() - t0, pdl, pick == PICK_HOST ? "\tpick\thost" :
-	    pick == PICK_DEVICE ? "\tpick\tdevice" : "", topk);
+	    pick == PICK_DEVICE ? "\tpick\tdevice" : "", topk, ge != NULL && *ge != '\0' ? ge :
+	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8");
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;

@@ -40,6 +40,8 @@ run(const char *path, const char *out, const char *dev, int nt, int pre,
 {
 	char err[UTIL_ERRLEN];
 	struct backend *be = backend_open(dev, nt, err);
+	if (be != NULL && backend_gemm_env(be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
+		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	struct model *md = be ? model_open_opts(path, be, mo, err) : NULL;
 	struct state *st = md ? model_state_new(md, np + 1, 0, err) : NULL;
 	size_t nv = md ? (size_t)model_hparams(md)->n_vocab : 0;

@@ -180,6 +180,8 @@ main(int argc, char *argv[])
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);
 	if (be != NULL && backend_pdl_env(be, getenv("MEMRA_CUDA_PDL"), err) < 0)
 		die(2, "MEMRA_CUDA_PDL: %s", err);
+	if (be != NULL && backend_gemm_env(be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
+		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	struct backend *gbe = NULL;
 	struct spec s = { 0 }, g = { 0 };
 	if (be == NULL || (s.md = model_open(argv[optind], be, err)) == NULL)
