@@ -2652,7 +2652,7 @@ bench_topk(struct kc *k)
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 {
-	static const int ns[] = { 128, 512, 2048 };
+	static const int ns[] = { 32, 128, 512, 2048 };
 	static const int kern[] = { GPU_MMQ_OFF, GPU_MMQ_MMA1, GPU_MMQ_MMAF, GPU_MMQ_MMA,
 	    GPU_MMQ_DP4A, GPU_MMQ_BF16 };
 	static const char *kname[] = { "chunks", "mma1", "mmaf", "mma", "dp4a", "bf16" };

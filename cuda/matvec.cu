@@ -52,9 +52,16 @@ scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
 	}
 }
 
-__constant__ float c_kf[16] = {
-	0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
-};
+/* The kvalue of e2m1 code n (twice its value: 0, 1, 2, 3, 4, 6, 8, 12,
+ * negated when bit 3 is set, +0 for -0) by a byte permute: no table in
+ * memory (a constant table indexed by data serializes a warp's reads). */
+__device__ __forceinline__ float
+kf(unsigned n)
+{
+	int m = (int)(__byte_perm(0x03020100u, 0x0C080604u, n & 7) & 0xFF);
+
+	return (float)(n & 8 ? -m : m);
+}
 
 /* w[0..32) = elements 32u .. 32u+31 of the block at b. */
 template <int T>
@@ -117,8 +124,8 @@ unit_w(const uint8_t *b, int u, float w[32])
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				unsigned x = ((j < 4 ? lo : hi) >> (8 * (j & 3))) & 0xFF;
-				w[16 * ss + j] = __fmul_rn(c_kf[x & 0xF], d);
-				w[16 * ss + j + 8] = __fmul_rn(c_kf[x >> 4], d);
+				w[16 * ss + j] = __fmul_rn(kf(x & 0xF), d);
+				w[16 * ss + j + 8] = __fmul_rn(kf(x >> 4), d);
 			}
 		}
 	} else if (T == T_Q4_K || T == T_Q5_K) {
