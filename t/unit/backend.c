@@ -1049,6 +1049,7 @@ main(void)
 	RUN(cpu_backend_records_no_graphs);
 	RUN(memra_cuda_graph_values_are_0_1_or_stats);
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
+	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_or_bf16);
 	RUN(host_memory_takes_what_backend_read_writes);
 	backend_close(be1);
 	backend_close(be3);
