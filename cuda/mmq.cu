@@ -17,6 +17,13 @@
  * 16).  No atomics: a call's result depends only on its operands and on
  * n (not batch-invariant with the matvec kernel: other sum order, same
  * numerics).
+ *
+ * GPU_MMQ_BF16 (the CUDA backend's default, BACKEND_GEMM_BF16) leaves the
+ * CPU's numerics for cuBLAS: x's int8 values times their scales and the
+ * weights dequantized, each rounded to bf16, cublasGemmEx with fp32 sums on
+ * tensor cores (2-3x the int8 kernel's speed on the 9B shapes, where the
+ * per-block scale products bound it: bench/2026-12-01-s8-cuda-notes.md).
+ * gpu_gemm_bf16 serves gpu_matmul's other quantized types too.
  */
 #include "gpu_impl.cuh"
 
@@ -702,13 +709,14 @@ gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t 
 	size_t xbytes = ((size_t)n * ne0 * 2 + 255) / 256 * 256;
 	uint8_t *p;
 
-	if (n > INT32_MAX || rows > INT32_MAX || ne0 > INT32_MAX || ne0 % 32 != 0 ||
-	    (p = (uint8_t *)gpu_scratch_gemm(g, xbytes + (size_t)bf_tile(rows, ne0) * ne0 * 2)) ==
-	    NULL) {
+	if (n > INT32_MAX || rows > INT32_MAX || ne0 > INT32_MAX || ne0 % 32 != 0) {
 		gpu_fail(g, "gemm: bf16 operands of %lld x %lld and %lld x %lld", (long long)n,
 		    (long long)ne0, (long long)rows, (long long)ne0);
 		return NULL;
 	}
+	if ((p = (uint8_t *)gpu_scratch_gemm(g, xbytes + (size_t)bf_tile(rows, ne0) * ne0 * 2)) ==
+	    NULL)
+		return NULL;	/* (its message) */
 	*wb = (uint16_t *)(p + xbytes);
 	return (uint16_t *)p;
 }
