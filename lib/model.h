@@ -143,8 +143,10 @@ int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m
  * Decode n sequences at once: one new token tok[i] for each, sequence i
  * at its own state st[i] (n distinct states of this model, each at its
  * own position; state_push(1) inside each).  The weight products run on
- * all n rows together, attention and the recurrent ops per sequence, so
- * row i is bit-identical to model_forward(st[i], &tok[i], 1, 0) alone.
+ * up to 16 rows together (more sequences go 16 at a time: a longer product
+ * may take a prompt's kernel, other bits), attention and the recurrent ops
+ * per sequence, so row i is bit-identical to model_forward(st[i], &tok[i],
+ * 1, 0) alone.
  * logits: NULL, or host [n][n_vocab]; hidden: NULL, or host [n][n_embd]
  * (after output_norm).  0, or -1 with model_errmsg set (a full context
  * is found before any state moves; a later failure leaves every

@@ -494,18 +494,15 @@ gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int 
 	return gdn_out(md, L, n);
 }
 
+/* The n states can each take a step: distinct, of this model, room left. */
 static int
-forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
-    float *logits, const struct pick *pk, float *hidden)
+batch_check(struct model *md, struct state **st, int n)
 {
 	const struct model_hparams *hp = &md->hp;
-	int i;
 
 	if (n < 1)
 		return util_err(md->err, "forward: %d sequences", n);
-	if (act_reserve(md, n) != 0)
-		return -1;
-	for (i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++) {
 		for (int j = 0; j < i; j++)
 			if (st[j] == st[i])
 				return util_err(md->err, "forward: sequences %d and %d share a state",
@@ -517,6 +514,19 @@ forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
 			return util_err(md->err, "forward: sequence %d: context of %d is full", i + 1,
 			    state_config(st[i])->n_ctx);
 	}
+	return 0;
+}
+
+/* forward_batch on n <= MODEL_STEP_ROWS sequences batch_check passed. */
+static int
+batch_rows(struct model *md, struct state **st, const int32_t *tok, int n,
+    float *logits, const struct pick *pk, float *hidden)
+{
+	const struct model_hparams *hp = &md->hp;
+	int i;
+
+	if (act_reserve(md, n) != 0)
+		return -1;
 	for (i = 0; i < n; i++)
 		if ((md->act.pos[i] = state_push(st[i], 1, 0)) < 0)
 			return util_err(md->err, "forward: sequence %d: %s", i + 1,
@@ -534,6 +544,32 @@ forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
 	if (hp->n_layer > 0 && residual(md, n))
 		return -1;
 	return head(md, md->output_norm, &md->output, n, n, logits, pk, hidden);
+}
+
+/*
+ * Sequences MODEL_STEP_ROWS at a time: a product of more rows may take
+ * another kernel (the CUDA backend's prefill GEMM), whose rows are not
+ * the one-row products' bits; up to it every backend keeps them.
+ */
+static int
+forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
+    float *logits, const struct pick *pk, float *hidden)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	if (batch_check(md, st, n) != 0)
+		return -1;
+	for (int i = 0; i < n; i += MODEL_STEP_ROWS) {
+		int c = n - i < MODEL_STEP_ROWS ? n - i : MODEL_STEP_ROWS;
+		struct pick p;
+		if (pk != NULL)
+			p = *pk, p.id = pk->id + (size_t)i * (pk->k ? pk->k : 1),
+			    p.val = pk->val ? pk->val + (size_t)i * pk->k : NULL;
+		if (batch_rows(md, st + i, tok + i, c, logits ? logits + (size_t)i * hp->n_vocab : NULL,
+		    pk ? &p : NULL, hidden ? hidden + (size_t)i * hp->n_embd : NULL) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 int

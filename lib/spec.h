@@ -22,7 +22,7 @@
 
 #include "sample.h"
 
-#define SPEC_KMAX 16
+#define SPEC_KMAX 15	/* a verify of K + 1 rows is a step (up to 16 rows), not a prompt */
 
 struct spec_stats {
 	long	rounds;		/* verify batches with at least one draft */

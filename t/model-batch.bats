@@ -20,6 +20,15 @@ setup() {
 	done
 }
 
+@test "more than 16 sequences together run 16 at a time and stay bit-identical" {
+	seqs=
+	for i in $(seq 1 20); do seqs="$seqs $((4 + i % 5)):$((i * 7)),$((i + 3))"; done
+	for m in q35-r2 llama-tiny; do
+		run -0 --separate-stderr "$MB" -t 2 -b 20 "$DATA/tiny/$m" $seqs
+		[ "$output" = "identical: 20 sequences, 120 decode steps, 20 at most together" ]
+	done
+}
+
 @test "model A (HF, and Q4_K, NVFP4 GGUFs of it): batched decode is bit-identical, slots refilled" {
 	d=$(model_a)
 	seqs="6:970,11,1879,374 3:264,1273,13,576,3974,1387,3883 1:42 8:3420,916 4:279,1567,556,11,12"
