@@ -307,6 +307,12 @@ PY
 				echo "== model-batch -b $b $m"
 				timeout 100 build/t/tools/model-batch -d cuda -b $b "$m" $seqs || rg=1
 			done
+			# 20 together: the model runs them 16 at a time (a product of more
+			# rows would take the prefill GEMM, other bits)
+			s20=
+			for i in $(seq 1 20); do s20="$s20 $((4 + i % 5)):$((i * 37)),$((i + 3))"; done
+			echo "== model-batch -b 20 $m"
+			timeout 100 build/t/tools/model-batch -d cuda -b 20 "$m" $s20 || rg=1
 		  done
 		  echo "== run-gen --kv-type f16 --device cuda (must refuse)"
 		  if bin/run-gen --kv-type f16 --device cuda -n 4 $A hello; then rg=1; fi
