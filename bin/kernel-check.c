@@ -377,6 +377,13 @@ wset_free(struct kc *k, struct wset *s)
 	gpu_free(k->g, s->dw);
 }
 
+/* 1 for the weight types the bf16 GEMM leaves on fp32 (not quantized). */
+static int
+float_type(int t)
+{
+	return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16;
+}
+
 /* f rounded to bf16 (nearest, ties to even; finite f), as a float. */
 static float
 bf16_round(float f)
@@ -448,8 +455,7 @@ check_product(struct kc *k, struct wset *s, int m, int with_scale)
 	    quant_name(s->t), with_scale ? "*s" : "");
 	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)s->rows, (long long)s->ne0, m);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
-	if (m > GPU_MATVEC_MAX_ROWS && s->t != QUANT_F32 && s->t != QUANT_F16 &&
-	    s->t != QUANT_BF16) {	/* quantized: bf16 operands */
+	if (m > GPU_MATVEC_MAX_ROWS && !float_type(s->t)) {	/* quantized: bf16 operands */
 		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
 		gchk(k, gpu_matmul(k->g, s->t, s->dw, s->rows, s->ne0, dx, m, dy, ds));
 		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
@@ -1556,8 +1562,7 @@ be_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m
 	float *cyd = bput(p->c, NULL, (size_t)m * ldy), *gyd = bput(p->g, NULL, (size_t)m * ldy);
 	double *mag, *m2;
 	char name[64], shape[64];
-	int nk = m > GPU_MATVEC_MAX_ROWS && t != QUANT_F32 && t != QUANT_F16 && t != QUANT_BF16 ?
-	    2 : 1;
+	int nk = m > GPU_MATVEC_MAX_ROWS && !float_type(t) ? 2 : 1;
 
 	bw_new(k, p, &b, t, rows, ne0, scale);
 	bchk(p->c, backend_matmul(p->c, &b.c, cx, ldx, cyd, ldy, m));

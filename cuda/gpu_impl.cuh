@@ -192,6 +192,8 @@ void   *gpu_scratch_gemm(struct gpu *g, size_t n);
  * sums on tensor cores, then y *= *scale when scale is not NULL.
  */
 uint16_t *gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t **wb);
+/* matvec.cu: y[0..n) *= *s (a weight's scale), queued (the fp32 and bf16 GEMMs'). */
+int	gpu_scale(struct gpu *g, float *y, int64_t n, const float *s);
 int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
 	    const uint16_t *xb, uint16_t *wb, int64_t n, float *y, const float *scale);
 

@@ -631,6 +631,14 @@ k_scale(float *y, int64_t n, const float *s)
 		y[i] = __fmul_rn(y[i], *s);
 }
 
+int
+gpu_scale(struct gpu *g, float *y, int64_t n, const float *s)
+{
+	gpu_launch(g, k_scale, (unsigned)((n + 255) / 256), 256, 0, y, n, s);
+	GPU_LAUNCHED(g, "matmul scale");
+	return 0;
+}
+
 /* xb = bf16(x) (nearest, ties to even), a thread 2 values. */
 __global__ void
 k_bf16_of(const float *__restrict__ x, int64_t n2, uint16_t *__restrict__ xb)
@@ -699,10 +707,5 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		if (g->prof != NULL && gpu_prof_mark(g, "cublas sgemm") != 0)
 			return -1;
 	}
-	if (d_scale != NULL) {
-		int64_t tot = n * rows;
-		gpu_launch(g, k_scale, (unsigned)((tot + 255) / 256), 256, 0, d_y, tot, d_scale);
-		GPU_LAUNCHED(g, "matmul scale");
-	}
-	return 0;
+	return d_scale != NULL ? gpu_scale(g, d_y, n * rows, d_scale) : 0;
 }

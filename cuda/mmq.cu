@@ -683,17 +683,6 @@ k_q8_bf16(const int8_t *__restrict__ q, const float *__restrict__ dx, int64_t n4
 	((uint2 *)xb)[i] = make_uint2(*(const unsigned *)&a, *(const unsigned *)&b);
 }
 
-/* y *= *s (the weight's scale). */
-__global__ void
-k_mq_scale(float *y, int64_t n, const float *s)
-{
-	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-
-	pdl_enter();
-	if (i < n)
-		y[i] = __fmul_rn(y[i], *s);
-}
-
 /* The weight rows a dequantized tile holds: 256 MiB of bf16 at most. */
 static int64_t
 bf_tile(int64_t rows, int64_t ne0)
@@ -744,12 +733,7 @@ gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int6
 			rc = gpu_prof_mark(g, "cublas bf16 gemm");
 	}
 	cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH);
-	if (rc == 0 && scale != NULL) {
-		int64_t tot = n * rows;
-		gpu_launch(g, k_mq_scale, (unsigned)((tot + 255) / 256), 256, 0, y, tot, scale);
-		GPU_LAUNCHED(g, "gemm scale");
-	}
-	return rc;
+	return rc == 0 && scale != NULL ? gpu_scale(g, y, n * rows, scale) : rc;
 }
 
 /* y = W . x on bf16 operands, x from q and dx by k_q8_bf16. */

@@ -117,10 +117,13 @@ int	backend_rmsnorm_gated(struct backend *, const float *x, const float *z,
 	    const float *w, float *y, int rows, int n, float eps);
 
 /*
- * Y[m][ne1] = X[m][ne0] . W^T (times w->scale).  Row r of Y depends only on
- * row r of X: bit-identical for any m and thread count.  y must not
- * overlap x.
+ * Y[m][ne1] = X[m][ne0] . W^T (times w->scale).  For m up to
+ * BACKEND_ROWS_INVARIANT, row r of Y depends only on row r of X:
+ * bit-identical for any such m and thread count (on the CPU for any m;
+ * past it the CUDA backend runs a prompt's GEMM, backend_gemm_set).  y
+ * must not overlap x.
  */
+#define BACKEND_ROWS_INVARIANT 16
 int	backend_matmul(struct backend *, const struct backend_weight *w,
 	    const float *x, int ldx, float *y, int ldy, int m);
 
@@ -337,7 +340,7 @@ int	backend_pdl_set(struct backend *, int on);
  */
 int	backend_pdl_env(struct backend *, const char *v, char *err);
 /*
- * The kernel of a product of more than 16 input rows at once (a prompt's
+ * The kernel of a product of more than BACKEND_ROWS_INVARIANT rows (a prompt's
  * prefill) on the CUDA backend.  BACKEND_GEMM_INT8: the CPU backend's
  * numerics for Q8_0 and NVFP4 weights (the input quantized to int8 as the
  * CPU quantizes it, each block's integer dot scaled and summed in the
@@ -346,9 +349,10 @@ int	backend_pdl_env(struct backend *, const char *v, char *err);
  * (or the input, for the other quantized types) and the dequantized
  * weights, each rounded to bf16, multiplied on tensor cores with fp32
  * sums (within about 2^-8 of the magnitude of the first; faster); F32,
- * F16 and BF16 weights keep fp32 operands.  Decode and speculative verify
- * (16 rows or fewer) are the same bits either way.  backend_gemm_set: 0, or -1 while a step is
- * being recorded (a no-op on the CPU).
+ * F16 and BF16 weights keep fp32 operands.  Products of up to
+ * BACKEND_ROWS_INVARIANT rows (decode, speculative verify) are the same
+ * bits either way.  backend_gemm_set: 0, or -1 while a step is being
+ * recorded (a no-op on the CPU).
  */
 enum { BACKEND_GEMM_INT8 = 0, BACKEND_GEMM_BF16 = 1 };
 int	backend_gemm_set(struct backend *, int kind);

@@ -308,8 +308,9 @@ layers_step(struct model *md, struct state *st, int p0, int m, int flags)
 	return rc;
 }
 
-/* The most rows of a step (layers_step); more, or MODEL_PREFILL, is a prompt. */
-#define MODEL_STEP_ROWS 16
+/* The most rows of a step (layers_step); more, or MODEL_PREFILL, is a prompt.
+ * A step's products keep each row's one-row bits. */
+#define MODEL_STEP_ROWS BACKEND_ROWS_INVARIANT
 
 static int
 forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
@@ -517,7 +518,7 @@ batch_check(struct model *md, struct state **st, int n)
 	return 0;
 }
 
-/* forward_batch on n <= MODEL_STEP_ROWS sequences batch_check passed. */
+/* forward_batch on n <= BACKEND_ROWS_INVARIANT sequences batch_check passed. */
 static int
 batch_rows(struct model *md, struct state **st, const int32_t *tok, int n,
     float *logits, const struct pick *pk, float *hidden)
@@ -547,9 +548,9 @@ batch_rows(struct model *md, struct state **st, const int32_t *tok, int n,
 }
 
 /*
- * Sequences MODEL_STEP_ROWS at a time: a product of more rows may take
- * another kernel (the CUDA backend's prefill GEMM), whose rows are not
- * the one-row products' bits; up to it every backend keeps them.
+ * Sequences BACKEND_ROWS_INVARIANT at a time: a product of more rows may
+ * take another kernel (the CUDA backend's prefill GEMM), whose rows are
+ * not the one-row products' bits; up to it every backend keeps them.
  */
 static int
 forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
@@ -559,8 +560,8 @@ forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
 
 	if (batch_check(md, st, n) != 0)
 		return -1;
-	for (int i = 0; i < n; i += MODEL_STEP_ROWS) {
-		int c = n - i < MODEL_STEP_ROWS ? n - i : MODEL_STEP_ROWS;
+	for (int i = 0; i < n; i += BACKEND_ROWS_INVARIANT) {
+		int c = n - i < BACKEND_ROWS_INVARIANT ? n - i : BACKEND_ROWS_INVARIANT;
 		struct pick p;
 		if (pk != NULL)
 			p = *pk, p.id = pk->id + (size_t)i * (pk->k ? pk->k : 1),

@@ -8,6 +8,9 @@
 #include "state.h"
 #include "util.h"
 
+_Static_assert(SPEC_KMAX + 1 <= BACKEND_ROWS_INVARIANT,
+    "a verify of SPEC_KMAX + 1 rows must keep each row's one-row bits");
+
 enum { MTP_CHUNK = 32 };	/* prompt rows per MTP batch at prefill */
 
 #define DRAFT_SEQ	0x8000000000000000ULL	/* draws of the draft, apart from the target's */

@@ -22,7 +22,9 @@
 
 #include "sample.h"
 
-#define SPEC_KMAX 15	/* a verify of K + 1 rows is a step (up to 16 rows), not a prompt */
+/* A verify of K + 1 rows is a step, not a prompt: K + 1 <= BACKEND_ROWS_INVARIANT
+ * (lib/backend.h; spec.c checks it). */
+#define SPEC_KMAX 15
 
 struct spec_stats {
 	long	rounds;		/* verify batches with at least one draft */
