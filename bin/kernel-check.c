@@ -1288,6 +1288,62 @@ check_topk(struct kc *k, int rows, int64_t n, int kk, float temp)
 	gpu_free(k->g, dx), gpu_free(k->g, dv), gpu_free(k->g, dI), gpu_free(k->g, sc);
 }
 
+/*
+ * gpu_draw against lib/sample.c's sample_next from the same row: the same
+ * id at every position tried (its uniform: sample_uniform of the token
+ * stream), on rows with ties among the top, values that tie only after
+ * the division by temp, a -0 beside a +0, NaN and infinities, under
+ * top-p and min-p and neither; a last row without a finite value.
+ */
+static void
+check_draw(struct kc *k, int64_t n, float temp, float top_p, float min_p, int npos)
+{
+	float *x = frand(k, n, -10, 10), *dx;
+	void *sc = dput(k, NULL, gpu_draw_scratch());
+	int32_t *dI = (int32_t *)dput(k, NULL, 4), got, want;
+	struct sample_params p;
+	struct sampler *s;
+	char shape[96], err[UTIL_ERRLEN];
+	int bad = 0;
+
+	for (int i = 0; i < 40 && i < n; i++) {	/* ties among the top */
+		int64_t a = (int64_t)(rnd(k) % (uint64_t)n), b = (int64_t)(rnd(k) % (uint64_t)n);
+		x[a] = x[b] = 9.0f + (float)(i % 7) * 0.125f;
+	}
+	x[rnd(k) % (uint64_t)n] = 9.5f;		/* 9.5 and its successor: one value / 3 */
+	x[rnd(k) % (uint64_t)n] = nextafterf(9.5f, 20.0f);
+	x[rnd(k) % (uint64_t)n] = NAN;
+	x[rnd(k) % (uint64_t)n] = INFINITY;
+	x[rnd(k) % (uint64_t)n] = -INFINITY;
+	x[0] = 10.5f, x[1] = -0.0f, x[2] = 0.0f;
+	sample_defaults(&p);
+	p.temp = temp, p.top_p = top_p, p.min_p = min_p, p.seed = rnd(k);
+	if ((s = sample_new(&p, (int)n, err)) == NULL)
+		die(1, "draw: %s", err);
+	dx = dput(k, x, (size_t)n * 4);
+	for (int pos = 0; pos <= npos; pos++) {
+		if (pos == npos) {	/* nothing finite */
+			for (int64_t i = 0; i < n; i++)
+				x[i] = i % 2 ? NAN : -INFINITY;
+			gpu_free(k->g, dx);
+			dx = dput(k, x, (size_t)n * 4);
+		}
+		gchk(k, gpu_draw(k->g, dx, n, temp, top_p, min_p,
+		    sample_uniform(p.seed, 5, pos, SAMPLE_STREAM_TOKEN), dI, sc));
+		dget(k, &got, dI, 4);
+		want = sample_next(s, x, NULL, 0, 5, pos);
+		if (k->brk && pos == 0)
+			got ^= 1;
+		bad += got != want;
+	}
+	snprintf(shape, sizeof shape, "%lld temp=%g top-p=%g min-p=%g x%d", (long long)n,
+	    (double)temp, (double)top_p, (double)min_p, npos + 1);
+	report(k, "draw", shape, bad, bad == 0);
+	sample_free(s);
+	free(x);
+	gpu_free(k->g, dx), gpu_free(k->g, sc), gpu_free(k->g, dI);
+}
+
 /* --- graph replay vs eager -------------------------------------------- */
 
 struct step {		/* a miniature decode step: norm, FFN, residual, head, argmax */
@@ -1420,6 +1476,13 @@ check_all(struct kc *k)
 	check_topk(k, 2, 151936, 1024, 3.0f);
 	check_topk(k, 4, 1000, 50, 0.3f);
 	check_topk(k, 2, 70, 64, 1.5f);	/* k near n: the last row 32 finite of 64 */
+	check_draw(k, 248320, 0.8f, 1.0f, 0.0f, 24);
+	check_draw(k, 248320, 1.0f, 0.9f, 0.0f, 24);
+	check_draw(k, 248320, 0.7f, 0.95f, 0.05f, 24);
+	check_draw(k, 151936, 1.5f, 1.0f, 0.1f, 16);
+	check_draw(k, 248320, 0.05f, 1.0f, 0.0f, 8);	/* cold: a few candidates weigh */
+	check_draw(k, 1000, 3.0f, 0.5f, 0.0f, 64);
+	check_draw(k, 70, 1.0f, 0.8f, 0.02f, 64);
 	check_graph(k);
 }
 
@@ -1928,6 +1991,27 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 		if (k->brk)
 			d = 1;
 		report(k, "be topk", "5x256 ld=288 k=20", d, d == 0);
+	}
+	{	/* a draw from the first row at temperature 0.9, top-p 0.95 */
+		struct sample_params sp;
+		struct sampler *sm;
+		char err[UTIL_ERRLEN];
+		int32_t dc, dg;
+
+		sample_defaults(&sp);
+		sp.temp = 0.9f, sp.top_p = 0.95f, sp.seed = 11;
+		if ((sm = sample_new(&sp, 256, err)) == NULL)
+			die(1, "be draw: %s", err);
+		d = 0;
+		for (int pos = 0; pos < 16; pos++) {
+			BOTH(p, backend_draw(p->c, cy, sm, 2, pos, &dc),
+			    backend_draw(p->g, gy, sm, 2, pos, &dg));
+			d += dc != dg;
+		}
+		if (k->brk)
+			d = 1;
+		report(k, "be draw", "256 temp=0.9 top-p=0.95 x16", d, d == 0);
+		sample_free(sm);
 	}
 	free(hc), free(hg);
 	backend_mfree(p->c, cy), backend_mfree(p->g, gy);
@@ -2625,7 +2709,7 @@ bench_norm(struct kc *k, const uint8_t *dpool)
 }
 
 /* gpu_topk of the sampler's top k over a 248k vocabulary (device time a
- * row, and a K=3 verify's 4 rows), beside gpu_argmax. */
+ * row, and a K=3 verify's 4 rows), beside gpu_draw and gpu_argmax. */
 static void
 bench_topk(struct kc *k)
 {
@@ -2634,7 +2718,7 @@ bench_topk(struct kc *k)
 	float *h = frand(k, 4 * NV, -10, 10), *x = dput(k, h, (size_t)4 * NV * 4);
 	float *v = dput(k, NULL, (size_t)4 * 1024 * 4);
 	int32_t *id = (int32_t *)dput(k, NULL, (size_t)4 * 1024 * 4);
-	void *sc = dput(k, NULL, gpu_topk_scratch(4, 1024));
+	void *sc = dput(k, NULL, gpu_topk_scratch(4, 1024)), *dsc = dput(k, NULL, gpu_draw_scratch());
 	double s1, s4;
 
 	for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
@@ -2643,12 +2727,17 @@ bench_topk(struct kc *k)
 		printf("bench topk %d k=%-4d 1 row %7.2f us  4 rows %7.2f us\n", NV, ks[i],
 		    s1 * 1e6, s4 * 1e6);
 	}
+	BENCH_LAUNCHES(k, NL, gpu_draw(k->g, x, NV, 0.8f, 1.0f, 0.0f, 0.37, id, dsc), s1);
+	BENCH_LAUNCHES(k, NL, gpu_draw(k->g, x, NV, 0.8f, 0.9f, 0.05f, 0.37, id, dsc), s4);
+	printf("bench draw %d temp 0.8 %7.2f us  top-p 0.9 min-p 0.05 %7.2f us\n", NV, s1 * 1e6,
+	    s4 * 1e6);
 	BENCH_LAUNCHES(k, NL, gpu_argmax(k->g, x, 1, NV, id), s1);
 	BENCH_LAUNCHES(k, NL, gpu_argmax(k->g, x, 4, NV, id), s4);
 	printf("bench argmax %d 1 row %7.2f us  4 rows %7.2f us\n", NV, s1 * 1e6, s4 * 1e6);
 	fflush(stdout);
 	free(h);
 	gpu_free(k->g, x), gpu_free(k->g, v), gpu_free(k->g, id), gpu_free(k->g, sc);
+	gpu_free(k->g, dsc);
 }
 
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each)

@@ -81,6 +81,7 @@ struct backend_cuda {
 	struct cuda_buf t0, t1;		/* packed operands */
 	struct cuda_buf gdn;		/* k_gdn_prep's scratch */
 	struct cuda_buf topk;		/* gpu_topk's candidates: values, then ids */
+	struct cuda_buf draw;		/* gpu_draw's scratch, then the id */
 	int32_t	*h_idx;			/* pinned: argmax results */
 	int	h_idx_n;
 	struct rope_table rope[CUDA_ROPE_TABLES];
@@ -517,6 +518,7 @@ cu_close(struct backend *be)
 	gpu_free(c->g, c->t1.p);
 	gpu_free(c->g, c->gdn.p);
 	gpu_free(c->g, c->topk.p);
+	gpu_free(c->g, c->draw.p);
 	if (c->h_idx != NULL)
 		cudaFreeHost(c->h_idx);
 	gpu_close(c->g);
@@ -1396,6 +1398,22 @@ cu_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, float 
 	return 0;
 }
 
+static int
+cu_draw(struct backend *be, const float *x, int n, float temp, float top_p, float min_p,
+    double u, int32_t *out)
+{
+	struct backend_cuda *c = CB(be);
+	size_t sc = gpu_draw_scratch();
+	char *d = (char *)buf_get(be, &c->draw, sc + 8);
+
+	if (d == NULL)
+		return -1;
+	if (gpu_draw(c->g, x, n, temp, top_p, min_p, u, (int32_t *)(d + sc), d) != 0 ||
+	    gpu_download(c->g, out, d + sc, 4) || gpu_sync(c->g))
+		return gfail(be, "draw");
+	return 0;
+}
+
 /* --- recorded steps (backend_graph_*) ---------------------------------- */
 
 /* Graphs off for good, keeping the first reason (backend_graph_stats). */
@@ -1591,6 +1609,7 @@ static const struct backend_ops cuda_ops = {
 	cu_host_alloc, cu_host_free,
 	cu_pdl_set,
 	cu_topk,
+	cu_draw,
 	cu_gemm_set,
 };
 

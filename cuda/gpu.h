@@ -405,6 +405,18 @@ int	gpu_topk(struct gpu *g, const float *d_x, int rows, int64_t ldx, int64_t n, 
 	    float temp, float *d_val, int32_t *d_id, void *d_scratch);
 size_t	gpu_topk_scratch(int rows, int k);
 
+/*
+ * *id = the draw lib/sample.c's sample_next makes from the row x[n] with
+ * temp > 0, top_p, min_p, no top-k and no penalties, for the uniform u in
+ * [0, 1) (sample_uniform's, of the token stream): the same id, bit for bit
+ * (the sampler's integer weights, lib/sample.h); -1 when no value is
+ * finite.  id is device memory.  scratch: gpu_draw_scratch() bytes of
+ * device memory, 8-byte aligned.
+ */
+int	gpu_draw(struct gpu *g, const float *d_x, int64_t n, float temp, float top_p,
+	    float min_p, double u, int32_t *d_id, void *d_scratch);
+size_t	gpu_draw_scratch(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
  */
 #include "gpu_impl.cuh"
 #include "attn_prefill.cuh"
+#include "sample.h"	/* SAMPLE_WONE */
 
 #include <float.h>
 
@@ -1031,5 +1032,326 @@ gpu_topk(struct gpu *g, const float *d_x, int rows, int64_t ldx, int64_t n, int 
 	gpu_launch(g, k_topk_sort, rows, 1024, 0, d_x, ldx, k, (const struct topk_row *)st,
 	    (const uint64_t *)cand, d_val, d_id);
 	GPU_LAUNCHED(g, "topk sort");
+	return 0;
+}
+
+/* --- a draw from the whole row (lib/sample.h's integer weights) -------- */
+
+/*
+ * The draw sample_next makes from a row without top-k or penalties, in
+ * integers so that no order of sums matters: the least order key (the
+ * most likely candidate, z_top), the total weight (and the min-p floor's
+ * part of it), then radix selects over the order keys, 8 bits a pass as
+ * gpu_topk's but by weight: each pass sums the weights of the candidates
+ * a digit bin that share the prefix found so far, and the last block (a
+ * ticket) takes the bin where the running weight passes the point, until
+ * one candidate of positive weight is left in it.  With top-p a first
+ * select finds the candidate whose running weight reaches the target (the
+ * end of the kept prefix), a sum the kept weight; the second select the
+ * one that passes fexp_point(u, kept): that candidate is the draw.
+ */
+enum { DRAW_CUT = 1, DRAW_PICK = 2 };
+
+struct draw_row {
+	unsigned cnt[256];		/* a pass: candidates of positive weight a bin */
+	unsigned long long w[256];	/* and their weight */
+	unsigned ticket;
+	int	phase;			/* DRAW_CUT, DRAW_PICK */
+	int	bits, stop;		/* the select: key bits found; 1 found, 2 none */
+	unsigned long long prefix, point;
+	unsigned long long top;		/* the least key; ~0: nothing finite */
+	unsigned long long sum, kept;	/* every weight, the kept ones */
+	int	cut_bits;		/* the top-p prefix: keys whose top cut_bits */
+	unsigned long long cut;		/* bits are <= cut (cut_bits 0: every key) */
+	int	id, done;
+};
+
+struct draw_arg {
+	float	temp, top_p;
+	unsigned long long floor;	/* fexp_min_p */
+	double	u;
+};
+
+/* What a pass reads of the row's state once. */
+struct draw_see {
+	unsigned long long top, cut;
+	float	ztop;
+	int	cut_bits;
+};
+
+__device__ __forceinline__ struct draw_see
+draw_see(const struct draw_row *S)
+{
+	struct draw_see v;
+	uint32_t u = ~(uint32_t)(S->top >> 32);	/* topk_key's float, back */
+
+	v.top = S->top, v.cut = S->cut, v.cut_bits = S->cut_bits;
+	v.ztop = __uint_as_float(u & 0x80000000u ? u & 0x7FFFFFFFu : ~u);
+	return v;
+}
+
+/* x at i: its order key and its weight (0: not a candidate), in the kept
+ * set (pick: the min-p floor and the top-p prefix) or all of them. */
+__device__ __forceinline__ unsigned long long
+draw_weight(float x, int64_t i, const struct draw_arg &a, const struct draw_see &v, int pick,
+    unsigned long long *key)
+{
+	unsigned long long w;
+
+	if (!(fabsf(x) < INFINITY))
+		return 0;
+	*key = topk_key(x, a.temp, i);
+	w = *key == v.top ? SAMPLE_WONE : fexp_weight(__fsub_rn(__fdiv_rn(x, a.temp), v.ztop));
+	if (pick && (w < a.floor || (v.cut_bits && *key >> (64 - v.cut_bits) > v.cut)))
+		return 0;
+	return w;
+}
+
+#define DRAW_T	256		/* threads of a block */
+#define DRAW_B	64		/* blocks */
+
+/* 1 in the block's last thread block to finish (a ticket), after its
+ * global sums are out. */
+__device__ __forceinline__ int
+draw_last(struct draw_row *S)
+{
+	__shared__ int last;
+
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&S->ticket, 1) == gridDim.x - 1;
+	__syncthreads();
+	if (last)
+		__threadfence();
+	return last;
+}
+
+/* A warp's sum of v, on every lane. */
+__device__ __forceinline__ unsigned long long
+draw_warp_sum(unsigned long long v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+	return v;
+}
+
+__global__ void
+k_draw_init(struct draw_row *S, int32_t *id)
+{
+	pdl_enter();
+	for (int i = threadIdx.x; i < (int)(sizeof *S / 4); i += blockDim.x)
+		((unsigned *)S)[i] = 0;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		S->top = ~0ULL, S->id = -1, *id = -1;
+}
+
+/* S->top = the least order key of the finite x. */
+__global__ void __launch_bounds__(DRAW_T)
+k_draw_top(const float *x, int n, float temp, struct draw_row *S)
+{
+	unsigned long long m = ~0ULL;
+
+	pdl_enter();
+	for (int i = blockIdx.x * DRAW_T + threadIdx.x; i < n; i += DRAW_B * DRAW_T)
+		if (fabsf(x[i]) < INFINITY)
+			m = min(m, (unsigned long long)topk_key(x[i], temp, i));
+	for (int o = 16; o > 0; o >>= 1)
+		m = min(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+	if ((threadIdx.x & 31) == 0 && m != ~0ULL)
+		atomicMin(&S->top, m);
+}
+
+/*
+ * The weights summed: pick 0 every candidate's (S->sum) and those at the
+ * min-p floor (S->kept), then the top-p target's select or the draw's;
+ * pick 1 the kept ones after the top-p select (S->kept), then the draw's.
+ */
+__global__ void __launch_bounds__(DRAW_T)
+k_draw_sum(const float *x, int n, struct draw_arg a, struct draw_row *S, int pick)
+{
+	__shared__ unsigned long long ps[DRAW_T / 32], pk[DRAW_T / 32];
+	unsigned long long s = 0, k = 0, key;
+
+	pdl_enter();
+	if (S->done || S->top == ~0ULL)
+		return;		/* (nothing finite: the id stays -1) */
+	const struct draw_see v = draw_see(S);
+	for (int i = blockIdx.x * DRAW_T + threadIdx.x; i < n; i += DRAW_B * DRAW_T) {
+		unsigned long long w = draw_weight(x[i], i, a, v, pick, &key);
+		s += w;
+		k += w >= a.floor ? w : 0;
+	}
+	s = draw_warp_sum(s), k = draw_warp_sum(k);
+	if ((threadIdx.x & 31) == 0)
+		ps[threadIdx.x >> 5] = s, pk[threadIdx.x >> 5] = k;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < DRAW_T / 32; w++)
+			s += ps[w], k += pk[w];
+		if (!pick)
+			atomicAdd(&S->sum, s);
+		atomicAdd(&S->kept, k);
+	}
+	if (!draw_last(S) || threadIdx.x != 0)
+		return;
+	S->ticket = 0, S->bits = 0, S->stop = 0, S->prefix = 0;
+	if (!pick && a.top_p < 1.0f) {	/* the end of the top-p prefix first */
+		S->phase = DRAW_CUT;
+		S->point = fexp_top_p(a.top_p, S->sum) - 1;	/* (>= 1: sum >= 2^44) */
+		S->kept = 0;
+	} else {
+		S->phase = DRAW_PICK;
+		S->point = fexp_point(a.u, S->kept);
+	}
+}
+
+/* Add each lane's weight w to its bin (-1: none) of c and s: one atomic
+ * a distinct bin, its lanes' weights summed in the lowest one. */
+__device__ __forceinline__ void
+draw_count(unsigned *c, unsigned long long *s, int bin, unsigned long long w)
+{
+	if (!__any_sync(0xFFFFFFFFu, bin >= 0))
+		return;
+	unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
+	unsigned long long t = 0;
+
+	for (int l = 0; l < 32; l++) {
+		unsigned long long o = __shfl_sync(0xFFFFFFFFu, w, l);
+		if (peers >> l & 1)
+			t += o;
+	}
+	if (bin >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) {
+		atomicAdd(&c[bin], (unsigned)__popc(peers));
+		atomicAdd(&s[bin], t);
+	}
+}
+
+/* The last block of a pass: the bin whose weight takes the running sum
+ * past the point (c, s: the pass's bins in shared memory). */
+__device__ void
+draw_choose(struct draw_row *S, const unsigned *c, const unsigned long long *s)
+{
+	unsigned long long cum = 0;
+	int j = 0;
+
+	while (j < 256 && cum + s[j] <= S->point)
+		cum += s[j++];
+	if (j == 256) {
+		S->stop = 2;	/* (top-p: the target past the sum; all kept) */
+	} else {
+		S->point -= cum;
+		S->prefix = S->prefix << 8 | (unsigned long long)j;
+		S->bits += 8;
+		S->stop = c[j] == 1 || S->bits == 64;
+	}
+	if (S->stop && S->phase == DRAW_CUT) {
+		S->cut_bits = S->stop == 1 ? S->bits : 0;
+		S->cut = S->prefix;
+	} else if (S->stop && S->bits == 64) {
+		S->id = (int)(uint32_t)S->prefix;
+		S->done = 1;
+	} else if (S->stop == 2) {
+		S->done = 1;	/* (not reached: the point is under the kept sum) */
+	}
+	S->ticket = 0;
+}
+
+__global__ void __launch_bounds__(DRAW_T)
+k_draw_pass(const float *x, int n, struct draw_arg a, struct draw_row *S)
+{
+	__shared__ unsigned c[256];
+	__shared__ unsigned long long s[256];
+	const int tid = threadIdx.x;
+
+	pdl_enter();
+	if (S->done || S->stop || S->top == ~0ULL)
+		return;
+	const struct draw_see v = draw_see(S);
+	const int bits = S->bits, pick = S->phase == DRAW_PICK;
+	const unsigned long long prefix = S->prefix;
+
+	c[tid] = 0, s[tid] = 0;		/* (DRAW_T == 256) */
+	__syncthreads();
+	for (int wb = blockIdx.x * DRAW_T + (tid & ~31); wb < n; wb += DRAW_B * DRAW_T) {
+		int i = wb + (tid & 31), bin = -1;	/* (the warp goes round together) */
+		unsigned long long key = 0, w = i < n ? draw_weight(x[i], i, a, v, pick, &key) : 0;
+		if (w > 0 && (bits == 0 || key >> (64 - bits) == prefix))
+			bin = (int)(key >> (56 - bits) & 255);
+		draw_count(c, s, bin, w);
+	}
+	__syncthreads();
+	if (c[tid]) {
+		atomicAdd(&S->cnt[tid], c[tid]);
+		atomicAdd(&S->w[tid], s[tid]);
+	}
+	if (!draw_last(S))
+		return;
+	c[tid] = ((volatile unsigned *)S->cnt)[tid];
+	s[tid] = ((volatile unsigned long long *)S->w)[tid];
+	S->cnt[tid] = 0, S->w[tid] = 0;		/* for the next pass */
+	__syncthreads();
+	if (tid == 0)
+		draw_choose(S, c, s);
+}
+
+/* The draw to *id: the one candidate of positive kept weight under the
+ * prefix found, unless a pass named it already. */
+__global__ void __launch_bounds__(DRAW_T)
+k_draw_emit(const float *x, int n, struct draw_arg a, struct draw_row *S, int32_t *id)
+{
+	pdl_enter();
+	if (S->done || S->top == ~0ULL) {
+		if (blockIdx.x == 0 && threadIdx.x == 0)
+			*id = S->id;
+		return;
+	}
+	const struct draw_see v = draw_see(S);
+	const int bits = S->bits;
+	const unsigned long long prefix = S->prefix;
+
+	for (int i = blockIdx.x * DRAW_T + threadIdx.x; i < n; i += DRAW_B * DRAW_T) {
+		unsigned long long key, w = draw_weight(x[i], i, a, v, 1, &key);
+		if (w > 0 && key >> (64 - bits) == prefix)
+			*id = i;
+	}
+}
+
+extern "C" size_t
+gpu_draw_scratch(void)
+{
+	return sizeof(struct draw_row);
+}
+
+extern "C" int
+gpu_draw(struct gpu *g, const float *d_x, int64_t n, float temp, float top_p, float min_p,
+    double u, int32_t *d_id, void *d_scratch)
+{
+	struct draw_row *S = (struct draw_row *)d_scratch;
+	struct draw_arg a = { temp, top_p, fexp_min_p(min_p), u };
+
+	if (n < 1 || n > INT32_MAX - DRAW_B * DRAW_T || !(temp > 0) || !(temp < INFINITY) ||
+	    !(top_p > 0 && top_p <= 1) || !(min_p >= 0 && min_p <= 1) || !(u >= 0 && u < 1))
+		return gpu_fail(g, "draw: %lld values, temp %g, top-p %g, min-p %g, u %g",
+		    (long long)n, (double)temp, (double)top_p, (double)min_p, u);
+	gpu_launch(g, k_draw_init, 1, 256, 0, S, d_id);
+	GPU_LAUNCHED(g, "draw init");
+	gpu_launch(g, k_draw_top, DRAW_B, DRAW_T, 0, d_x, (int)n, temp, S);
+	GPU_LAUNCHED(g, "draw top");
+	gpu_launch(g, k_draw_sum, DRAW_B, DRAW_T, 0, d_x, (int)n, a, S, 0);
+	GPU_LAUNCHED(g, "draw sum");
+	for (int cut = top_p < 1 ? 1 : 0; cut >= 0; cut--) {
+		for (int pass = 0; pass < 8; pass++) {
+			gpu_launch(g, k_draw_pass, DRAW_B, DRAW_T, 0, d_x, (int)n, a, S);
+			GPU_LAUNCHED(g, "draw pass");
+		}
+		if (cut) {
+			gpu_launch(g, k_draw_sum, DRAW_B, DRAW_T, 0, d_x, (int)n, a, S, 1);
+			GPU_LAUNCHED(g, "draw sum");
+		}
+	}
+	gpu_launch(g, k_draw_emit, DRAW_B, DRAW_T, 0, d_x, (int)n, a, S, d_id);
+	GPU_LAUNCHED(g, "draw emit");
 	return 0;
 }

@@ -799,6 +799,21 @@ backend_argmax(struct backend *be, const float *x, int ldx, int m, int n,
 	return m ? be->ops->argmax(be, x, ldx, m, n, out) : 0;
 }
 
+/* Host scratch of at least need bytes, kept (a draw a token must not allocate). */
+static void *
+host_scratch(struct backend *be, const char *op, size_t need)
+{
+	if (need > be->topk_cap) {
+		void *p = realloc(be->topk_buf, need);
+		if (p == NULL) {
+			util_err(be->err, "%s: out of memory", op);
+			return NULL;
+		}
+		be->topk_buf = p, be->topk_cap = need;
+	}
+	return be->topk_buf;
+}
+
 _Static_assert(BACKEND_TOPK_MAX == SAMPLE_TOPK_MAX, "the sampler takes what backends give");
 
 int
@@ -818,13 +833,9 @@ backend_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, f
 		return 0;
 	if (be->ops->topk != NULL)
 		return be->ops->topk(be, x, ldx, m, n, k, temp, val, id);
-	if (need > be->topk_cap) {	/* kept: a draw a token must not allocate */
-		void *p = realloc(be->topk_buf, need);
-		if (p == NULL)
-			return util_err(be->err, "topk: out of memory");
-		be->topk_buf = p, be->topk_cap = need;
-	}
-	key = be->topk_buf, row = (float *)(key + n);
+	if ((key = host_scratch(be, "topk", need)) == NULL)
+		return -1;
+	row = (float *)(key + n);
 	for (int r = 0; r < m && rc == 0; r++) {
 		const float *xr = x + (size_t)r * ldx;
 
@@ -834,4 +845,24 @@ backend_topk(struct backend *be, const float *x, int ldx, int m, int n, int k, f
 		    key);
 	}
 	return rc;
+}
+
+int
+backend_draw(struct backend *be, const float *x, struct sampler *s, uint64_t seq, int64_t pos,
+    int32_t *out)
+{
+	const struct sample_params *p = sample_params(s);
+	int n = sample_vocab(s);
+	float *row = (float *)x;
+
+	if (!sample_row_draw(p))
+		return util_err(be->err, "draw: the sampler needs more than the row");
+	if (be->ops->draw != NULL)
+		return be->ops->draw(be, x, n, p->temp, p->top_p, p->min_p,
+		    sample_uniform(p->seed, seq, pos, SAMPLE_STREAM_TOKEN), out);
+	if (!be->host && ((row = host_scratch(be, "draw", (size_t)n * sizeof *row)) == NULL ||
+	    backend_read(be, row, x, (size_t)n) != 0))
+		return -1;
+	*out = sample_next(s, row, NULL, 0, seq, pos);
+	return 0;
 }

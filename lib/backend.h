@@ -472,4 +472,17 @@ int	backend_argmax(struct backend *, const float *x, int ldx, int m, int n,
 int	backend_topk(struct backend *, const float *x, int ldx, int m, int n, int k,
 	    float temp, float *val, int32_t *id);
 
+struct sampler;
+
+/*
+ * The token sampler s draws from the row x (sample_vocab(s) floats) for
+ * sequence seq at position pos, made where x is: sample_next's draw, bit
+ * for bit (the integer weights of lib/sample.h).  s must draw from the
+ * whole row (sample_row_draw).  *out (host) gets the id, -1 when no value
+ * is finite.  A backend without a draw of its own reads the row back and
+ * calls sample_next.
+ */
+int	backend_draw(struct backend *, const float *x, struct sampler *s, uint64_t seq,
+	    int64_t pos, int32_t *out);
+
 #endif

@@ -107,6 +107,10 @@ struct backend_ops {
 	/* optional, backend_topk: NULL reads the rows back and picks on the host */
 	int	(*topk)(struct backend *, const float *, int, int, int, int, float, float *,
 		    int32_t *);
+	/* optional, backend_draw (temp, top_p, min_p, u): NULL reads the row
+	 * back and draws on the host */
+	int	(*draw)(struct backend *, const float *, int, float, float, float, double,
+		    int32_t *);
 	/* optional, backend_gemm_set: NULL has one kind */
 	int	(*gemm_set)(struct backend *, int);
 };
@@ -119,7 +123,7 @@ struct backend {
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */
-	void	*topk_buf;		/* backend_topk's host scratch without a topk op */
+	void	*topk_buf;		/* backend_topk's, backend_draw's host scratch without their op */
 	size_t	topk_cap;		/* its bytes */
 };
 

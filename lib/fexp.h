@@ -1,5 +1,7 @@
 /*
- * fexp: exp(x) as ggml's vectorized CPU ops compute it (ggml_v_expf, the
+ * fexp: float arithmetic the CPU and the CUDA kernels must round alike.
+ *
+ * exp(x) as ggml's vectorized CPU ops compute it (ggml_v_expf, the
  * form its AVX-512 build uses), one definition for the CPU backend and the
  * CUDA kernels so both round alike: x = n ln2 + b with n = round(x / ln2),
  * a degree-5 polynomial in b for 2^(x/ln2 - n), scaled by 2^n; |n| > 192
@@ -12,6 +14,7 @@
 #define FEXP_H
 
 #include <math.h>
+#include <stdint.h>
 
 #ifdef __CUDACC__
 #define FEXP_FN static __host__ __device__ __forceinline__
@@ -32,6 +35,46 @@ fexp_ggml(float x)
 	if (fabsf(n) > 192.0f)
 		return n <= 0.0f ? 0.0f : INFINITY;
 	return scalbnf(p, (int)n);
+}
+
+/*
+ * The sampler's weight of a candidate d = z - z_top (<= 0) under the most
+ * likely one (lib/sample.h): fexp_ggml(d) in units of 2^-44, truncated (the
+ * product by 2^44 is exact, the conversion drops the fraction); 0 from
+ * about d < -30.5 and for a NaN d, 2^44 at d >= 0.
+ */
+FEXP_FN uint64_t
+fexp_weight(float d)
+{
+	float e = fexp_ggml(d) * 0x1p44f;
+
+	return e >= 0x1p44f ? (uint64_t)1 << 44 : e > 0.0f ? (uint64_t)e : 0;
+}
+
+/* The sampler's top-p target over weights summing to sum: the kept prefix
+ * is the shortest whose sum reaches ceil(top_p * sum) (double products). */
+FEXP_FN uint64_t
+fexp_top_p(float top_p, uint64_t sum)
+{
+	return (uint64_t)ceil((double)top_p * (double)sum);
+}
+
+/* The least weight min-p keeps: ceil(min_p * 2^44), the top one's times min_p. */
+FEXP_FN uint64_t
+fexp_min_p(float min_p)
+{
+	return (uint64_t)ceil((double)min_p * 0x1p44);
+}
+
+/* The point a draw u in [0, 1) picks in kept weights summing to sum (> 0):
+ * floor(u * sum), at most sum - 1; the draw is the first candidate whose
+ * running sum passes it. */
+FEXP_FN uint64_t
+fexp_point(double u, uint64_t sum)
+{
+	uint64_t r = (uint64_t)(u * (double)sum);
+
+	return r < sum ? r : sum - 1;
 }
 
 #endif

@@ -237,11 +237,14 @@ ffn(struct model *md, struct model_layer *L, int m)
 /* What the head hands the host instead of logits: each row's greedy
  * pick (k 0: id[rows]) or its top k by the sampler's order (val and id
  * [rows][k]). */
-struct pick {
-	int	k;
+struct pick {		/* what the head gives instead of logits */
+	int	k;		/* > 0: the top k (val, id) */
 	float	temp;
 	float	*val;
-	int32_t	*id;
+	int32_t	*id;		/* [rows]: the greedy picks, or s's draw */
+	struct sampler *s;	/* non-NULL: s's draw at (seq, pos) from the row */
+	uint64_t seq;
+	int64_t	pos;
 };
 
 /*
@@ -261,7 +264,8 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
 	    ((logits || pk) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
 	    (int)hw->ne1, rows)) ||
-	    (pk && (pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
+	    (pk && (pk->s ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
+	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
 	    pk->temp, pk->val, pk->id) : backend_argmax(be, a->logits, (int)hw->ne1, rows,
 	    (int)hw->ne1, pk->id))) ||
 	    (hidden && backend_read(be, hidden, a->xn, m * ne)) ||
@@ -348,7 +352,7 @@ int
 model_forward_argmax(struct model *md, struct state *st, const int32_t *tok, int m,
     int flags, int32_t *ids, float *hidden)
 {
-	struct pick pk = { 0, 0, NULL, ids };
+	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0 };
 
 	return forward(md, st, tok, m, flags, NULL, &pk, hidden);
 }
@@ -359,7 +363,7 @@ model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m
     float *lg, int32_t *next)
 {
 	const struct sample_params *p = sample_params(s);
-	struct pick pk = { sample_top_k(p), p->temp, md->pick_val, md->pick_id };
+	struct pick pk = { sample_top_k(p), p->temp, md->pick_val, md->pick_id, NULL, 0, 0 };
 
 	flags &= ~MODEL_LOGITS_ALL;
 	if (sample_plain_greedy(p)) {	/* the argmax where the logits are */
@@ -377,6 +381,13 @@ model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m
 		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
 			return -1;
 		*next = sample_next_top(s, pk.val, pk.id, pk.k, seq, pos);
+	} else if (sample_row_draw(p)) {	/* the draw where the logits are */
+		if (sample_vocab(s) != md->output.ne1)
+			return util_err(md->err, "forward: a sampler of %d for %lld logits",
+			    sample_vocab(s), (long long)md->output.ne1);
+		pk.s = s, pk.seq = seq, pk.pos = pos, pk.id = next;
+		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
+			return -1;
 	} else {
 		if (forward(md, st, tok, m, flags, lg, NULL, NULL) != 0)
 			return -1;
@@ -430,7 +441,7 @@ int
 model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float *h,
     const int32_t *tok, int m, int32_t *ids, float *hout)
 {
-	struct pick pk = { 0, 0, NULL, ids };
+	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0 };
 
 	return mtp(md, st, k, p0, h, tok, m, NULL, &pk, hout);
 }
@@ -584,7 +595,7 @@ int
 model_forward_batch_argmax(struct model *md, struct state **st, const int32_t *tok, int n,
     int32_t *ids, float *hidden)
 {
-	struct pick pk = { 0, 0, NULL, ids };
+	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0 };
 
 	return forward_batch(md, st, tok, n, NULL, &pk, hidden);
 }

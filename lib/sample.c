@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fexp.h"
 #include "util.h"
 
 struct sample_cand {
 	int32_t	id;
-	float	logit;
-	double	p;
+	float	logit;		/* z: the logit over temp */
+	uint64_t w;		/* its weight (sample.h) */
+	double	p;		/* w over the kept set's sum */
 };
 
 struct sampler {
@@ -19,6 +21,7 @@ struct sampler {
 	struct sample_cand *cand;	/* [n_vocab] the kept set, most likely first */
 	uint64_t *key, *tmp;		/* [n_vocab] order_key's, and radix scratch */
 	int	n_cand;
+	uint64_t sum;			/* the kept set's weight */
 	int32_t	*count;			/* [n_vocab] zero between calls */
 };
 
@@ -109,6 +112,12 @@ const struct sample_params *
 sample_params(const struct sampler *s)
 {
 	return &s->p;
+}
+
+int
+sample_vocab(const struct sampler *s)
+{
+	return s->n_vocab;
 }
 
 /* 1 when no penalty changes a logit */
@@ -249,18 +258,6 @@ top_keys(uint64_t *key, int n, int k)
 	return n;
 }
 
-/* softmax over the first n candidates (sorted, most likely first) */
-static void
-softmax(struct sample_cand *c, int n)
-{
-	double sum = 0;
-
-	for (int i = 0; i < n; i++)
-		sum += c[i].p = exp((double)c[i].logit - c[0].logit);
-	for (int i = 0; i < n; i++)
-		c[i].p /= sum;
-}
-
 /*
  * Two passes: the maximum in 8 independent lanes (non-finite values read
  * as -inf; the compiler vectorizes it), then the first index equal to it;
@@ -302,42 +299,47 @@ greedy(struct sampler *s, const float *l)
 		return -1;
 	s->cand[0].id = best;
 	s->cand[0].logit = l[best];
+	s->cand[0].w = SAMPLE_WONE;
 	s->cand[0].p = 1;
 	s->n_cand = 1;
+	s->sum = SAMPLE_WONE;
 	return 0;
 }
 
 /*
  * s->cand[0..n) (n > 0: the candidates, most likely first, logits over
- * temp) cut to the distribution to draw from: softmax, top-p, min-p.
+ * temp) weighed and cut to the set to draw from (sample.h): the weights,
+ * the top-p prefix, the min-p floor; p = w / the kept sum.
  */
 static int
 keep(struct sampler *s, int n)
 {
 	const struct sample_params *p = &s->p;
-	int n0 = n;
+	struct sample_cand *c = s->cand;
+	uint64_t sum = 0, cum = 0, floor = fexp_min_p(p->min_p);
+	int k = 0;
 
-	softmax(s->cand, n);
+	for (int i = 0; i < n; i++)
+		sum += c[i].w = i ? fexp_weight(c[i].logit - c[0].logit) : SAMPLE_WONE;
 	if (p->top_p < 1) {
-		double cum = 0;
+		uint64_t target = fexp_top_p(p->top_p, sum);
 
 		for (int i = 0; i < n; i++)
-			if ((cum += s->cand[i].p) >= p->top_p) {
+			if ((cum += c[i].w) >= target) {
 				n = i + 1;
 				break;
 			}
 	}
-	if (p->min_p > 0) {
-		double thr = p->min_p * s->cand[0].p;
-		int k = 1;
-
-		while (k < n && s->cand[k].p >= thr)
-			k++;
-		n = k;
-	}
-	if (n != n0)	/* (else the same sums in the same order again) */
-		softmax(s->cand, n);
-	s->n_cand = n;
+	sum = 0;
+	for (int i = 0; i < n; i++)
+		if (c[i].w >= floor) {
+			c[k] = c[i];
+			sum += c[k++].w;
+		}
+	for (int i = 0; i < k; i++)
+		c[i].p = (double)c[i].w / (double)sum;
+	s->n_cand = k;
+	s->sum = sum;
 	return 0;
 }
 
@@ -368,19 +370,20 @@ build(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
 	return keep(s, n);
 }
 
-/* The draw from s->cand[0..n_cand) at (seq, pos). */
+/* The draw from s->cand[0..n_cand) at (seq, pos): the first candidate
+ * whose running weight passes fexp_point of the stream's uniform. */
 static int32_t
 draw_cand(struct sampler *s, uint64_t seq, int64_t pos)
 {
-	double u, cum = 0;
+	uint64_t r, cum = 0;
 
 	if (s->n_cand == 1)
 		return s->cand[0].id;
-	u = sample_uniform(s->p.seed, seq, pos, SAMPLE_STREAM_TOKEN);
+	r = fexp_point(sample_uniform(s->p.seed, seq, pos, SAMPLE_STREAM_TOKEN), s->sum);
 	for (int i = 0; i < s->n_cand; i++)
-		if (u < (cum += s->cand[i].p))
+		if ((cum += s->cand[i].w) > r)
 			return s->cand[i].id;
-	return s->cand[s->n_cand - 1].id;
+	return s->cand[s->n_cand - 1].id;	/* (not reached: r < sum) */
 }
 
 int32_t
@@ -407,6 +410,12 @@ sample_top_k(const struct sample_params *p)
 {
 	return p->temp > 0 && no_penalty(p) && p->top_k > 0 && p->top_k <= SAMPLE_TOPK_MAX ?
 	    p->top_k : 0;
+}
+
+int
+sample_row_draw(const struct sample_params *p)
+{
+	return p->temp > 0 && no_penalty(p) && p->top_k == 0;
 }
 
 int32_t

@@ -6,6 +6,17 @@
  * min-p, and a draw from what is left.  temp 0 is greedy: the argmax
  * after penalties, lowest id on ties.
  *
+ * The distribution is in integers, so that every backend draws the same
+ * token from the same logits whatever order it sums in: the candidates,
+ * ordered by z = logit / temp descending (then id ascending), weigh
+ * w = fexp_weight(z - z_top) (lib/fexp.h: exp in units of 2^-44,
+ * truncated; the most likely SAMPLE_WONE), a softmax's numerators.  Top-p
+ * keeps the shortest prefix whose weight reaches fexp_top_p of the total,
+ * min-p the candidates of that prefix with w >= fexp_min_p (min_p times
+ * the top one's), and the draw is the first kept candidate whose running
+ * weight passes fexp_point(u, kept weight).  A candidate exp(-30.5) under
+ * the top one weighs 0 and is never drawn.
+ *
  * Randomness is counter-based: every draw is a pure function of (seed,
  * sequence id, position, stream), so a sampled run is reproducible
  * whatever else is batched with it and in whatever order rows are
@@ -62,6 +73,8 @@ struct sampler;
 struct sampler *sample_new(const struct sample_params *p, int n_vocab, char *err);
 void	sample_free(struct sampler *);
 const struct sample_params *sample_params(const struct sampler *);
+/* The vocabulary a sampler was made for: the length of a row it reads. */
+int	sample_vocab(const struct sampler *);
 
 /*
  * The next token for the row of logits [n_vocab] (host memory), given the
@@ -90,6 +103,16 @@ int	sample_probs(struct sampler *, const float *logits, const int32_t *hist,
  */
 int32_t	sample_accept(struct sampler *, const float *p, const float *q, int32_t d,
 	    uint64_t seq, int64_t pos, int *accepted);
+
+/* The weight of the most likely candidate (exp(0) in units of 2^-44). */
+#define SAMPLE_WONE	((uint64_t)1 << 44)
+
+/*
+ * 1 when p draws from the whole row with nothing else moving a logit
+ * (temp > 0, no top-k, no penalty): then a backend can make sample_next's
+ * draw where the row is (backend_draw).
+ */
+int	sample_row_draw(const struct sample_params *p);
 
 /* The most candidates a top-k pick takes from elsewhere (backend_topk). */
 #define SAMPLE_TOPK_MAX	1024

@@ -28,8 +28,9 @@
 # skips it); programmatic dependent launch off (model-bench -L, A) vs on
 # (B) the same way (GPU_RUN_PDL_ABBA=0 skips it); greedy picks on the
 # host (model-bench -G host, A) vs on the device (-G device, B), decode
-# tok/s and K=3 verify ms, and top-k 40 draws the same two ways (-T 40)
-# (GPU_RUN_PICK_ABBA=0 skips them); prefill of 512 and 2048 tokens with
+# tok/s and K=3 verify ms, top-k 40 draws the same two ways (-T 40) and
+# draws from the whole row at top-p 0.9 (-W) (GPU_RUN_PICK_ABBA=0 skips
+# them, =row runs the last alone); prefill of 512 and 2048 tokens with
 # the int8 GEMM (MEMRA_CUDA_GEMM=int8, A) vs bf16 (B) (GPU_RUN_GEMM_ABBA=0
 # skips it).  GPU_RUN_PROF=1 (with
 # GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
@@ -140,14 +141,19 @@ if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ]; then
 		# sampled (top-k 40 at 0.8, the top 40 selected on the GPU): the same
 		# draws as the CPU's wherever the two backends' logits (equal to ~1e-6)
 		# put no draw on a boundary; reported, not a gate
-		for d in cuda cpu; do
-			head -8 $A/prompts.jsonl | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
-			    --temp 0.8 --top-k 40 --seed 7 --device $d $A 2>"$OUT/run-gen-topk-$d.err" |
-			    sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' >"$OUT/run-gen-topk-$d.ids"
+		# and the whole row's draw (top-p 0.9, min-p 0.02 at 0.8: gpu_draw)
+		for sm in "topk:--top-k 40" "row:--top-p 0.9 --min-p 0.02"; do
+			for d in cuda cpu; do
+				head -8 $A/prompts.jsonl | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
+				    --temp 0.8 ${sm#*:} --seed 7 --device $d $A \
+				    2>"$OUT/run-gen-${sm%%:*}-$d.err" |
+				    sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' >"$OUT/run-gen-${sm%%:*}-$d.ids"
+			done
+			echo "sampled ${sm#*:}, temp 0.8, seed 7: cuda = cpu on" \
+			    "$(paste -d '|' "$OUT/run-gen-${sm%%:*}-cuda.ids" "$OUT/run-gen-${sm%%:*}-cpu.ids" |
+			    awk -F'|' '$1 == $2 && $1 != "" { n++ } END { print n + 0 }') of 8 prompts" \
+			    >>"$OUT/run-gen.log"
 		done
-		echo "sampled top-k 40, temp 0.8, seed 7: cuda = cpu on" \
-		    "$(paste -d '|' "$OUT/run-gen-topk-cuda.ids" "$OUT/run-gen-topk-cpu.ids" |
-		    awk -F'|' '$1 == $2 && $1 != "" { n++ } END { print n + 0 }') of 8 prompts" >>"$OUT/run-gen.log"
 		for m in $A "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf" "$G/A-q4_k.gguf"; do
 			[ -e "$m" ] || continue
 			echo "== run-spec $m" >>"$OUT/run-spec.log"
@@ -407,12 +413,20 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			decode_abba pdl "$q" "$mb -L $f" "$mb $f" decode-b1-cuda-pdl MEMRA_CUDA_PDL=0 \
 			    "A = model-bench -L (no PDL), B = PDL on"
 		fi
+		if [ "${GPU_RUN_PICK_ABBA:-1}" = row ]; then	# the whole row's draw alone
+			decode_abba rowdraw "$q" "$mb -G host -W $f" "$mb -G device -W $f" \
+			    decode-b1-row-draw-pick "model-bench -G host -W" \
+			    "top-p 0.9 at temp 0.8: A = logits read back, sample_next draws; B = drawn on the device"
+		fi
 		if [ "${GPU_RUN_PICK_ABBA:-1}" = 1 ]; then	# greedy picks on the host (A), device (B)
 			decode_abba pick "$q" "$mb -G host $f" "$mb -G device $f" decode-b1-greedy-pick \
 			    "model-bench -G host" "A = logits read back, sample_next picks; B = picked on the device"
 			decode_abba topk "$q" "$mb -G host -T 40 $f" "$mb -G device -T 40 $f" \
 			    decode-b1-topk40-pick "model-bench -G host -T 40" \
 			    "top-k 40 at temp 0.8: A = logits read back, sample_next draws; B = the top 40 selected on the device"
+			decode_abba rowdraw "$q" "$mb -G host -W $f" "$mb -G device -W $f" \
+			    decode-b1-row-draw-pick "model-bench -G host -W" \
+			    "top-p 0.9 at temp 0.8: A = logits read back, sample_next draws; B = drawn on the device"
 			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
 			echo "== $q: K=3 verify ms (+ picks), A = -G host, B = -G device" >>"$OUT/pick-abba.txt"
 			timeout 300 python3 tools/abba -a "$mk -G host $f" -b "$mk -G device $f" \
@@ -564,6 +578,8 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pick-abba.txt"; }
 [ -f "$OUT/topk-abba.txt" ] && { echo "== 9b-shape top-k 40 decode, the top 40 selected on the host (A) vs device (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/topk-abba.txt"; }
+[ -f "$OUT/rowdraw-abba.txt" ] && { echo "== 9b-shape top-p 0.9 decode, drawn on the host (A) vs device (B)";
+    grep -E '^(==|A:|B:|ratio|abba)' "$OUT/rowdraw-abba.txt"; }
 [ -f "$OUT/gemm-abba.txt" ] && { echo "== 9b-shape prefill, int8 GEMM (A) vs bf16 (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/gemm-abba.txt"; }
 [ -f "$OUT/pf-abba.txt" ] && { echo "== 9b-shape decode, L2 prefetch (A) vs default, none (B)";

@@ -25,7 +25,9 @@
  * are timed against each other; the model line says "pick host/device".
  * -T K (with -G): the decode steps draw from the top K at temperature 0.8 instead
  * (the verifies stay greedy): "device" selects the top K on the device
- * (backend_topk) and draws from them on the host.
+ * (backend_topk) and draws from them on the host.  -W (with -G): they draw
+ * from the whole row at temperature 0.8, top-p 0.9 instead: "device" draws
+ * on the device (backend_draw); the model line says "row_draw 1".
  * MEMRA_CUDA_GEMM=int8|bf16 picks the prefill products' kernel
  * (backend_gemm_env); the model line names it ("gemm").
  */
@@ -151,13 +153,13 @@ main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
 	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
-	int topk = 0;
+	int topk = 0, rowdraw = 0;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PLG:T:")) != -1) {
+	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PLG:T:W")) != -1) {
 		switch (ch) {
 		case 'd': dev = optarg; break;
 		case 'c': if (util_parse_i64(optarg, 1, 1 << 20, &v)) die(2, "bad -c"); ctx = (int)v; break;
@@ -180,11 +182,12 @@ main(int argc, char *argv[])
 				die(2, "bad -T: 1..1024");
 			topk = (int)v;
 			break;
+		case 'W': rowdraw = 1; break;
 		default: return 2;
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: model-bench [-PL] [-G host|device] [-T K] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
+		die(2, "usage: model-bench [-PLW] [-G host|device] [-T K] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
 		    "[-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
@@ -219,14 +222,16 @@ main(int argc, char *argv[])
 	sample_defaults(&sp);	/* greedy */
 	if ((smp = sample_new(&sp, nv, err)) == NULL)
 		die(1, "%s", err);
-	sp.temp = topk ? 0.8f : 0, sp.top_k = topk;
+	sp.temp = topk || rowdraw ? 0.8f : 0, sp.top_k = rowdraw ? 0 : topk;
+	sp.top_p = rowdraw ? 0.9f : 1;
 	if ((sdec = sample_new(&sp, nv, err)) == NULL)
 		die(1, "%s", err);
 	if (st == NULL || lg == NULL || ids == NULL || dt == NULL)
 		die(1, "%s", st ? "out of memory" : err);
-	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\tgemm\t%s\n", path,
-	    backend_name(be), now() - t0, pdl, pick == PICK_HOST ? "\tpick\thost" :
-	    pick == PICK_DEVICE ? "\tpick\tdevice" : "", topk, ge != NULL && *ge != '\0' ? ge :
+	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\trow_draw\t%d\t"
+	    "gemm\t%s\n", path, backend_name(be), now() - t0, pdl, pick == PICK_HOST ?
+	    "\tpick\thost" : pick == PICK_DEVICE ? "\tpick\tdevice" : "", sp.top_k, rowdraw,
+	    ge != NULL && *ge != '\0' ? ge :
 	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8");
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));

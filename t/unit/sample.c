@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fexp.h"
 #include "sample.h"
 #include "test.h"
 #include "util.h"
@@ -136,12 +137,13 @@ probs_of(struct sample_params *p, const double *in, int n, const double *want)
 	sample_free(s);
 }
 
-/* the definition: candidates fully sorted (logit / temp descending, id
- * ascending), top-k, softmax in that order, top-p, min-p, softmax again */
+/* the definition (sample.h): candidates fully sorted (logit / temp
+ * descending, id ascending), top-k, integer weights, the top-p prefix,
+ * the min-p floor, each kept p = w / the kept sum */
 struct rc {
 	int	id;
 	float	l;
-	double	p;
+	uint64_t w;
 };
 
 static int
@@ -154,22 +156,13 @@ rc_cmp(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
-static void
-rc_softmax(struct rc *c, int n)
+/* The kept candidates of the row l[nv] under p into c[] (most likely
+ * first), their weight into *kept; how many. */
+static int
+ref_kept(const struct sample_params *p, const float *l, int nv, struct rc *c, uint64_t *kept)
 {
-	double sum = 0;
-
-	for (int i = 0; i < n; i++)
-		sum += c[i].p = exp((double)c[i].l - c[0].l);
-	for (int i = 0; i < n; i++)
-		c[i].p /= sum;
-}
-
-static void
-ref_probs(const struct sample_params *p, const float *l, int nv, float *pr)
-{
-	struct rc c[300];
-	int n = 0;
+	uint64_t sum = 0;
+	int n = 0, k = 0;
 
 	for (int i = 0; i < nv; i++)
 		if (isfinite(l[i]))
@@ -177,25 +170,78 @@ ref_probs(const struct sample_params *p, const float *l, int nv, float *pr)
 	qsort(c, n, sizeof *c, rc_cmp);
 	if (p->top_k > 0 && p->top_k < n)
 		n = p->top_k;
-	rc_softmax(c, n);
+	for (int i = 0; i < n; i++)
+		sum += c[i].w = i == 0 ? SAMPLE_WONE : fexp_weight(c[i].l - c[0].l);
 	if (p->top_p < 1) {
-		double cum = 0;
+		double want = ceil((double)p->top_p * (double)sum), cum = 0;
 		for (int i = 0; i < n; i++)
-			if ((cum += c[i].p) >= p->top_p) {
+			if ((cum += (double)c[i].w) >= want) {	/* (exact: sums < 2^53 here) */
 				n = i + 1;
 				break;
 			}
 	}
-	if (p->min_p > 0) {
-		int k = 1;
-		while (k < n && c[k].p >= p->min_p * c[0].p)
-			k++;
-		n = k;
-	}
-	rc_softmax(c, n);
+	*kept = 0;
+	for (int i = 0; i < n; i++)
+		if ((double)c[i].w >= ceil((double)p->min_p * 0x1p44)) {
+			c[k] = c[i];
+			*kept += c[k++].w;
+		}
+	return k;
+}
+
+static void
+ref_probs(const struct sample_params *p, const float *l, int nv, float *pr)
+{
+	struct rc c[300];
+	uint64_t kept;
+	int n = ref_kept(p, l, nv, c, &kept);
+
 	memset(pr, 0, nv * sizeof *pr);
 	for (int i = 0; i < n; i++)
-		pr[c[i].id] = (float)c[i].p;
+		pr[c[i].id] = (float)((double)c[i].w / (double)kept);
+}
+
+/* The draw at uniform u: the first kept candidate whose running weight
+ * passes floor(u * kept). */
+static int
+ref_draw(const struct sample_params *p, const float *l, int nv, double u)
+{
+	struct rc c[300];
+	uint64_t kept, cum = 0, point;
+	int n = ref_kept(p, l, nv, c, &kept);
+
+	point = (uint64_t)floor(u * (double)kept);
+	for (int i = 0; i < n; i++)
+		if ((cum += c[i].w) > point)
+			return c[i].id;
+	return c[n - 1].id;
+}
+
+TEST(weights_are_exp_in_units_of_2_to_the_minus_44)
+{
+	double worst = 0;
+
+	CHECK(fexp_weight(0.0f) == SAMPLE_WONE);
+	CHECK(fexp_weight(-0.0f) == SAMPLE_WONE);
+	CHECK(fexp_weight(-INFINITY) == 0);
+	CHECK(fexp_weight(NAN) == 0);
+	CHECK(fexp_weight(-31.0f) == 0);	/* exp(-31) * 2^44 = 0.6: truncated */
+	CHECK(fexp_weight(-30.0f) == 1);	/* exp(-30) * 2^44 = 1.64 */
+	for (float d = -30.0f; d <= 0; d += 0.01f) {
+		double want = exp((double)d) * 0x1p44, got = (double)fexp_weight(d);
+		if ((fabs(got - want) - 1) / want > worst)	/* 1: the truncation */
+			worst = (fabs(got - want) - 1) / want;
+	}
+	CHECK(worst < 3e-7);
+	printf("# largest relative error %.3g\n", worst);
+	CHECK_EQ_INT((int)fexp_point(0.0, 10), 0);
+	CHECK_EQ_INT((int)fexp_point(0.95, 10), 9);
+	CHECK_EQ_INT((int)fexp_point(nextafter(1.0, 0.0), 3), 2);
+	CHECK(fexp_point(nextafter(1.0, 0.0), ((uint64_t)1 << 62) + 1) ==
+	    ((uint64_t)1 << 62) - 512);	/* (double)sum is 2^62 */
+	CHECK_EQ_INT((int)fexp_point(1.0, 10), 9);	/* (the guard: u < 1) */
+	CHECK(fexp_top_p(0.5f, 7) == 4 && fexp_top_p(0.5f, 8) == 4);
+	CHECK(fexp_min_p(0.0f) == 0 && fexp_min_p(1.0f) == SAMPLE_WONE);
 }
 
 TEST(the_kept_set_is_a_full_sorts_bit_for_bit_on_ties_and_signed_zeros)
@@ -203,6 +249,7 @@ TEST(the_kept_set_is_a_full_sorts_bit_for_bit_on_ties_and_signed_zeros)
 	const float odd[] = { -0.0f, 0.0f, 1.5f, 1.5f, -3, 2.25f, NAN, -INFINITY, 7, -7e3f };
 	const int ks[] = { 0, 1, 3, 40, 299 };
 	float l[300], pr[300], want[300];
+	int n_diff = 0;
 
 	for (int t = 0; t < 60; t++) {
 		struct sample_params p;
@@ -222,8 +269,12 @@ TEST(the_kept_set_is_a_full_sorts_bit_for_bit_on_ties_and_signed_zeros)
 		CHECK(sample_probs(s, l, NULL, 0, pr) == 0);
 		ref_probs(&p, l, nv, want);
 		CHECK(memcmp(pr, want, nv * sizeof *pr) == 0);
+		for (int64_t pos = 0; pos < 50; pos++)
+			n_diff += sample_next(s, l, NULL, 0, 3, pos) != ref_draw(&p, l, nv,
+			    sample_uniform(p.seed, 3, pos, SAMPLE_STREAM_TOKEN));
 		sample_free(s);
 	}
+	CHECK_EQ_INT(n_diff, 0);
 	struct sample_params p;	/* -0 ties +0: the lower id is kept */
 	float z2[2] = { -0.0f, 0.0f }, p2[2];
 	sample_defaults(&p);
@@ -461,6 +512,20 @@ TEST(the_top_k_alone_draws_what_the_whole_row_draws)
 	free(x), free(key);
 }
 
+TEST(the_whole_row_draw_only_without_top_k_or_penalties)
+{
+	struct sample_params p;
+
+	sample_defaults(&p);
+	CHECK(!sample_row_draw(&p));	/* greedy */
+	p.temp = 0.8f, p.top_p = 0.9f, p.min_p = 0.05f;
+	CHECK(sample_row_draw(&p));
+	p.top_k = 2000;			/* a top-k, even past backend_topk's */
+	CHECK(!sample_row_draw(&p));
+	p.top_k = 0, p.presence_penalty = 0.5f;
+	CHECK(!sample_row_draw(&p));
+}
+
 TEST(top_k_alone_only_without_penalties_and_in_range)
 {
 	struct sample_params p;
@@ -510,6 +575,7 @@ main(void)
 	RUN(greedy_is_the_argmax_lowest_id_on_ties);
 	RUN(greedy_equals_the_one_scan_argmax_at_every_length_and_position);
 	RUN(draws_follow_the_distribution);
+	RUN(weights_are_exp_in_units_of_2_to_the_minus_44);
 	RUN(the_kept_set_is_a_full_sorts_bit_for_bit_on_ties_and_signed_zeros);
 	RUN(each_filter_keeps_what_it_should);
 	RUN(penalties_apply_to_the_window_of_history);
@@ -518,6 +584,7 @@ main(void)
 	RUN(greedy_acceptance_is_exact_match);
 	RUN(stops_on_ids_hook_and_limit);
 	RUN(the_top_k_alone_draws_what_the_whole_row_draws);
+	RUN(the_whole_row_draw_only_without_top_k_or_penalties);
 	RUN(top_k_alone_only_without_penalties_and_in_range);
 	RUN(out_of_range_parameters_are_refused);
 	return test_summary();
