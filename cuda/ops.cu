@@ -1108,7 +1108,7 @@ draw_weight(float x, int64_t i, const struct draw_arg &a, const struct draw_see 
 }
 
 #define DRAW_T	256		/* threads of a block */
-#define DRAW_B	64		/* blocks */
+#define DRAW_B	256		/* blocks (bench/2026-12-01-s9-cuda-notes.md: 64 -> 256) */
 
 /* 1 in the block's last thread block to finish (a ticket), after its
  * global sums are out. */
@@ -1217,10 +1217,14 @@ draw_count(unsigned *c, unsigned long long *s, int bin, unsigned long long w)
 	unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
 	unsigned long long t = 0;
 
-	for (int l = 0; l < 32; l++) {
-		unsigned long long o = __shfl_sync(0xFFFFFFFFu, w, l);
-		if (peers >> l & 1)
-			t += o;
+	if (peers == 0xFFFFFFFFu) {	/* one bin (the top digits' passes): a butterfly */
+		t = draw_warp_sum(w);
+	} else {
+		for (int l = 0; l < 32; l++) {
+			unsigned long long o = __shfl_sync(0xFFFFFFFFu, w, l);
+			if (peers >> l & 1)
+				t += o;
+		}
 	}
 	if (bin >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) {
 		atomicAdd(&c[bin], (unsigned)__popc(peers));
