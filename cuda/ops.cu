@@ -857,7 +857,7 @@ struct topk_row {
 };
 
 #define TOPK_T	256		/* threads of a pass or gather block */
-#define TOPK_B	64		/* blocks a row */
+#define TOPK_B	256		/* blocks a row (bench/2026-12-01-s9-cuda-notes.md: 64 -> 256) */
 #define TOPK_U	4		/* loads in flight a thread */
 
 /* Add each lane's digit bin (-1: none) to h, one atomic per distinct bin. */
@@ -914,20 +914,21 @@ k_topk_pass(const float *x, int64_t ldx, int n, int k, float temp, struct topk_r
 	if (!last)
 		return;
 	__threadfence();
+	h[tid] = ((volatile unsigned *)S->hist)[tid];	/* one load a bin, side by side */
+	__syncthreads();
 	if (tid == 0) {		/* the last block: the digit's bin of the k-th key */
-		volatile unsigned *vh = S->hist;
 		unsigned cum = 0, need = bits ? (unsigned)S->need : (unsigned)k;
 		int j = 0;
 
-		while (j < 256 && cum + vh[j] < need)
-			cum += vh[j++];
+		while (j < 256 && cum + h[j] < need)
+			cum += h[j++];
 		if (j == 256) {		/* fewer finite values than k: all of them */
 			S->stop = 2;
 		} else {
 			S->need = (int)(need - cum);
 			S->prefix = prefix << 8 | (unsigned long long)j;
 			S->bits = bits + 8;
-			S->stop = vh[j] == need - cum;
+			S->stop = h[j] == need - cum;
 		}
 		S->ticket = 0;
 	}
