@@ -1344,6 +1344,77 @@ check_draw(struct kc *k, int64_t n, float temp, float top_p, float min_p, int np
 	gpu_free(k->g, dx), gpu_free(k->g, sc), gpu_free(k->g, dI);
 }
 
+/*
+ * gpu_penalize against the definition (lib/sample.h: a token of the window
+ * seen c times, l -> (l > 0 ? l / r : l * r) - (presence + frequency * c))
+ * on a row with positive, negative, zero and non-finite logits among the
+ * penalized ones, bit for bit; then the picks after it: the argmax at
+ * temperature 0 and gpu_draw at 0.8 (top-p 0.9) on the penalized row
+ * against sample_next with the history, at every position tried.
+ */
+static void
+check_penalize(struct kc *k, int64_t n, int nhist, int window, float rep, float pres, float freq)
+{
+	float *x = frand(k, n, -8, 8), *want = xmalloc((size_t)n * 4), *got = xmalloc((size_t)n * 4);
+	int32_t *hist = xmalloc((size_t)nhist * 4), *pen = xmalloc((size_t)nhist * 8), id, wid;
+	void *sc = dput(k, NULL, gpu_draw_scratch());
+	int32_t *dI = (int32_t *)dput(k, NULL, 4), *dp;
+	struct sample_params p;
+	struct sampler *s;
+	char shape[96], err[UTIL_ERRLEN];
+	double bad = 0;
+	int np, badpick = 0;
+
+	for (int i = 0; i < nhist; i++)		/* repeats: ids from a small range */
+		hist[i] = (int32_t)(rnd(k) % (uint64_t)(i % 3 ? 40 : n));
+	x[hist[nhist - 1]] = 0.0f, x[hist[nhist - 2]] = -0.0f;
+	x[hist[nhist - 3]] = NAN, x[hist[nhist - 4]] = -INFINITY, x[hist[nhist - 5]] = 9.75f;
+	sample_defaults(&p);
+	p.repeat_penalty = rep, p.presence_penalty = pres, p.frequency_penalty = freq;
+	p.penalty_last_n = window, p.seed = rnd(k);
+	if ((s = sample_new(&p, (int)n, err)) == NULL)
+		die(1, "penalize: %s", err);
+	np = sample_window(s, hist, nhist, pen, pen + nhist);
+	memmove(pen + np, pen + nhist, (size_t)np * 4);
+	memcpy(want, x, (size_t)n * 4);
+	for (int i = 0; i < np; i++) {		/* the definition */
+		float l = want[pen[i]], c = (float)pen[np + i];
+		volatile float pr = freq * c;	/* (no contraction into the add) */
+		want[pen[i]] = (l > 0 ? l / rep : l * rep) - (pres + pr);
+	}
+	float *dx = dput(k, x, (size_t)n * 4);
+	dp = (int32_t *)dput(k, pen, (size_t)np * 8 + 8);
+	gchk(k, gpu_penalize(k->g, dx, dp, dp + np, np, rep, pres, freq));
+	dget(k, got, dx, (size_t)n * 4);
+	if (k->brk)
+		got[pen[0]] += 1.0f;
+	for (int64_t i = 0; i < n; i++)	/* the same bits (any NaN for a NaN) */
+		bad += !(isnan(got[i]) && isnan(want[i])) && memcmp(&got[i], &want[i], 4) != 0;
+	snprintf(shape, sizeof shape, "%lld window %d of %d (%d tokens) r=%g p=%g f=%g",
+	    (long long)n, window, nhist, np, (double)rep, (double)pres, (double)freq);
+	report(k, "penalize", shape, bad, bad == 0);
+	gchk(k, gpu_argmax(k->g, dx, 1, n, dI));	/* temperature 0 with the penalties */
+	dget(k, &id, dI, 4);
+	badpick += id != sample_next(s, x, hist, nhist, 3, 0);
+	sample_free(s);
+	p.temp = 0.8f, p.top_p = 0.9f;
+	if ((s = sample_new(&p, (int)n, err)) == NULL)
+		die(1, "penalize: %s", err);
+	for (int pos = 0; pos < 16; pos++) {
+		gchk(k, gpu_draw(k->g, dx, n, p.temp, p.top_p, p.min_p,
+		    sample_uniform(p.seed, 3, pos, SAMPLE_STREAM_TOKEN), dI, sc));
+		dget(k, &id, dI, 4);
+		wid = sample_next(s, x, hist, nhist, 3, pos);
+		if (k->brk && pos == 0)
+			id ^= 1;
+		badpick += id != wid;
+	}
+	report(k, "penalized picks", shape, badpick, badpick == 0);
+	sample_free(s);
+	free(x), free(want), free(got), free(hist), free(pen);
+	gpu_free(k->g, dx), gpu_free(k->g, dp), gpu_free(k->g, sc), gpu_free(k->g, dI);
+}
+
 /* --- graph replay vs eager -------------------------------------------- */
 
 struct step {		/* a miniature decode step: norm, FFN, residual, head, argmax */
@@ -1483,6 +1554,9 @@ check_all(struct kc *k)
 	check_draw(k, 248320, 0.05f, 1.0f, 0.0f, 8);	/* cold: a few candidates weigh */
 	check_draw(k, 1000, 3.0f, 0.5f, 0.0f, 64);
 	check_draw(k, 70, 1.0f, 0.8f, 0.02f, 64);
+	check_penalize(k, 248320, 200, 64, 1.3f, 0.4f, 0.25f);
+	check_penalize(k, 151936, 500, -1, 0.8f, -0.5f, 0.1f);
+	check_penalize(k, 1000, 30, 30, 1.1f, 0.0f, 0.0f);
 	check_graph(k);
 }
 
@@ -2012,6 +2086,22 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 			d = 1;
 		report(k, "be draw", "256 temp=0.9 top-p=0.95 x16", d, d == 0);
 		sample_free(sm);
+	}
+	{	/* penalties on the second row, then its bits */
+		const int32_t tok[4] = { 3, 200, 17, 0 }, cnt[4] = { 1, 4, 2, 7 };
+		float *rc, *rg;
+
+		BOTH(p, backend_penalize(p->c, cy + ld, 256, tok, cnt, 4, 1.25f, 0.5f, 0.125f),
+		    backend_penalize(p->g, gy + ld, 256, tok, cnt, 4, 1.25f, 0.5f, 0.125f));
+		rc = bget(p->c, cy + ld, 256);
+		rg = bget(p->g, gy + ld, 256);
+		d = 0;
+		for (int i = 0; i < 256; i++)
+			d += !(isnan(rc[i]) && isnan(rg[i])) && memcmp(&rc[i], &rg[i], 4) != 0;
+		if (k->brk)
+			d = 1;
+		report(k, "be penalize", "256, 4 tokens", d, d == 0);
+		free(rc), free(rg);
 	}
 	free(hc), free(hg);
 	backend_mfree(p->c, cy), backend_mfree(p->g, gy);

@@ -82,6 +82,7 @@ struct backend_cuda {
 	struct cuda_buf gdn;		/* k_gdn_prep's scratch */
 	struct cuda_buf topk;		/* gpu_topk's candidates: values, then ids */
 	struct cuda_buf draw;		/* gpu_draw's scratch, then the id */
+	struct cuda_buf pen;		/* gpu_penalize's tokens, then counts */
 	int32_t	*h_idx;			/* pinned: argmax results */
 	int	h_idx_n;
 	struct rope_table rope[CUDA_ROPE_TABLES];
@@ -519,6 +520,7 @@ cu_close(struct backend *be)
 	gpu_free(c->g, c->gdn.p);
 	gpu_free(c->g, c->topk.p);
 	gpu_free(c->g, c->draw.p);
+	gpu_free(c->g, c->pen.p);
 	if (c->h_idx != NULL)
 		cudaFreeHost(c->h_idx);
 	gpu_close(c->g);
@@ -1414,6 +1416,21 @@ cu_draw(struct backend *be, const float *x, int n, float temp, float top_p, floa
 	return 0;
 }
 
+static int
+cu_penalize(struct backend *be, float *x, const int32_t *tok, const int32_t *cnt, int k,
+    float repeat, float presence, float frequency)
+{
+	struct backend_cuda *c = CB(be);
+	int32_t *d = (int32_t *)buf_get(be, &c->pen, (size_t)k * 8);
+
+	if (d == NULL)
+		return -1;
+	if (gpu_upload(c->g, d, tok, (size_t)k * 4) || gpu_upload(c->g, d + k, cnt, (size_t)k * 4) ||
+	    gpu_penalize(c->g, x, d, d + k, k, repeat, presence, frequency) != 0)
+		return gfail(be, "penalize");
+	return 0;
+}
+
 /* --- recorded steps (backend_graph_*) ---------------------------------- */
 
 /* Graphs off for good, keeping the first reason (backend_graph_stats). */
@@ -1610,6 +1627,7 @@ static const struct backend_ops cuda_ops = {
 	cu_pdl_set,
 	cu_topk,
 	cu_draw,
+	cu_penalize,
 	cu_gemm_set,
 };
 

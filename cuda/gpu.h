@@ -417,6 +417,14 @@ int	gpu_draw(struct gpu *g, const float *d_x, int64_t n, float temp, float top_p
 	    float min_p, double u, int32_t *d_id, void *d_scratch);
 size_t	gpu_draw_scratch(void);
 
+/*
+ * x[tok[i]] = fexp_penalty(x[tok[i]], repeat, presence, frequency, cnt[i])
+ * for i < k (lib/fexp.h; the tokens distinct and inside x; tok, cnt
+ * device memory): a draw's penalties as lib/sample.c applies them.
+ */
+int	gpu_penalize(struct gpu *g, float *d_x, const int32_t *d_tok, const int32_t *d_cnt,
+	    int k, float repeat, float presence, float frequency);
+
 #ifdef __cplusplus
 }
 #endif

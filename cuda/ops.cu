@@ -1360,3 +1360,30 @@ gpu_draw(struct gpu *g, const float *d_x, int64_t n, float temp, float top_p, fl
 	GPU_LAUNCHED(g, "draw emit");
 	return 0;
 }
+
+/* --- a draw's penalties on the row (lib/sample.h's sample_window) ------- */
+
+__global__ void
+k_penalize(float *x, const int32_t *tok, const int32_t *cnt, int k, float repeat,
+    float presence, float frequency)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < k)
+		x[tok[i]] = fexp_penalty(x[tok[i]], repeat, presence, frequency, cnt[i]);
+}
+
+extern "C" int
+gpu_penalize(struct gpu *g, float *d_x, const int32_t *d_tok, const int32_t *d_cnt, int k,
+    float repeat, float presence, float frequency)
+{
+	if (k < 0 || !(repeat > 0))
+		return gpu_fail(g, "penalize: %d tokens, repeat %g", k, (double)repeat);
+	if (k == 0)
+		return 0;
+	gpu_launch(g, k_penalize, (k + 255) / 256, 256, 0, d_x, d_tok, d_cnt, k, repeat, presence,
+	    frequency);
+	GPU_LAUNCHED(g, "penalize");
+	return 0;
+}

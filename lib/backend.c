@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#include "fexp.h"
 #ifdef MEMRA_HAVE_CUDA
 #include "gpu.h"
 #endif
@@ -851,11 +852,11 @@ int
 backend_draw(struct backend *be, const float *x, struct sampler *s, uint64_t seq, int64_t pos,
     int32_t *out)
 {
-	const struct sample_params *p = sample_params(s);
+	const struct sample_params *p = sample_params(s), q = sample_unpenalized(p);
 	int n = sample_vocab(s);
 	float *row = (float *)x;
 
-	if (!sample_row_draw(p))
+	if (!sample_row_draw(&q))
 		return util_err(be->err, "draw: the sampler needs more than the row");
 	if (be->ops->draw != NULL)
 		return be->ops->draw(be, x, n, p->temp, p->top_p, p->min_p,
@@ -863,6 +864,33 @@ backend_draw(struct backend *be, const float *x, struct sampler *s, uint64_t seq
 	if (!be->host && ((row = host_scratch(be, "draw", (size_t)n * sizeof *row)) == NULL ||
 	    backend_read(be, row, x, (size_t)n) != 0))
 		return -1;
-	*out = sample_next(s, row, NULL, 0, seq, pos);
+	*out = sample_next(s, row, NULL, 0, seq, pos);	/* (no history: no penalty again) */
 	return 0;
+}
+
+int
+backend_penalize(struct backend *be, float *x, int n, const int32_t *tok, const int32_t *cnt,
+    int k, float repeat, float presence, float frequency)
+{
+	float *row = x;
+
+	if (bad_rows(be, "penalize", n, n, 1))
+		return -1;
+	if (k < 0 || !(repeat > 0) || !isfinite(repeat) || !isfinite(presence) ||
+	    !isfinite(frequency))
+		return util_err(be->err, "penalize: %d tokens, penalties %g %g %g", k, repeat,
+		    presence, frequency);
+	for (int i = 0; i < k; i++)
+		if (tok[i] < 0 || tok[i] >= n)
+			return util_err(be->err, "penalize: token %d of a row of %d", tok[i], n);
+	if (k == 0)
+		return 0;
+	if (be->ops->penalize != NULL)
+		return be->ops->penalize(be, x, tok, cnt, k, repeat, presence, frequency);
+	if (!be->host && ((row = host_scratch(be, "penalize", (size_t)n * sizeof *row)) == NULL ||
+	    backend_read(be, row, x, (size_t)n) != 0))
+		return -1;
+	for (int i = 0; i < k; i++)
+		row[tok[i]] = fexp_penalty(row[tok[i]], repeat, presence, frequency, cnt[i]);
+	return be->host ? 0 : backend_write(be, x, row, (size_t)n);
 }

@@ -477,12 +477,23 @@ struct sampler;
 /*
  * The token sampler s draws from the row x (sample_vocab(s) floats) for
  * sequence seq at position pos, made where x is: sample_next's draw, bit
- * for bit (the integer weights of lib/sample.h).  s must draw from the
- * whole row (sample_row_draw).  *out (host) gets the id, -1 when no value
- * is finite.  A backend without a draw of its own reads the row back and
- * calls sample_next.
+ * for bit (the integer weights of lib/sample.h), from a row whose
+ * penalties, if s has any, are on it already (backend_penalize).  s must
+ * draw from the whole row (sample_row_draw of sample_unpenalized).  *out
+ * (host) gets the id, -1 when no value is finite.  A backend without a
+ * draw of its own reads the row back and calls sample_next.
  */
 int	backend_draw(struct backend *, const float *x, struct sampler *s, uint64_t seq,
 	    int64_t pos, int32_t *out);
+
+/*
+ * A draw's penalties on the row x[n], where it is: x[tok[i]] =
+ * fexp_penalty(x[tok[i]], repeat, presence, frequency, cnt[i]) for i < k
+ * (lib/fexp.h), the tokens distinct and in [0, n) (sample_window gives
+ * them; tok and cnt host memory): the logits sample_next penalizes, bit
+ * for bit.
+ */
+int	backend_penalize(struct backend *, float *x, int n, const int32_t *tok,
+	    const int32_t *cnt, int k, float repeat, float presence, float frequency);
 
 #endif

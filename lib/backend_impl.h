@@ -111,6 +111,10 @@ struct backend_ops {
 	 * back and draws on the host */
 	int	(*draw)(struct backend *, const float *, int, float, float, float, double,
 		    int32_t *);
+	/* optional, backend_penalize: NULL reads the row back, applies them
+	 * and writes it */
+	int	(*penalize)(struct backend *, float *, const int32_t *, const int32_t *, int,
+		    float, float, float);
 	/* optional, backend_gemm_set: NULL has one kind */
 	int	(*gemm_set)(struct backend *, int);
 };

@@ -22,6 +22,14 @@
 #define FEXP_FN static inline
 #endif
 
+/* A product no compiler may fuse into a following add (nvcc contracts
+ * a * b + c by default; C11 mode does not). */
+#ifdef __CUDA_ARCH__
+#define FEXP_MUL(a, b) __fmul_rn(a, b)
+#else
+#define FEXP_MUL(a, b) ((a) * (b))
+#endif
+
 FEXP_FN float
 fexp_ggml(float x)
 {
@@ -49,6 +57,16 @@ fexp_weight(float d)
 	float e = fexp_ggml(d) * 0x1p44f;
 
 	return e >= 0x1p44f ? (uint64_t)1 << 44 : e > 0.0f ? (uint64_t)e : 0;
+}
+
+/* A logit l of a token seen count times in the sampler's penalty window
+ * (lib/sample.h): l / repeat when positive else l * repeat, less
+ * presence + frequency * count. */
+FEXP_FN float
+fexp_penalty(float l, float repeat, float presence, float frequency, int count)
+{
+	l = l > 0.0f ? l / repeat : FEXP_MUL(l, repeat);
+	return l - (presence + FEXP_MUL(frequency, (float)count));
 }
 
 /* The sampler's top-p target over weights summing to sum: the kept prefix

@@ -615,7 +615,7 @@ model_close(struct model *md)
 	if (md == NULL)
 		return;
 	model_act_free(md);
-	free(md->pick_val), free(md->pick_id);
+	free(md->pick_val), free(md->pick_id), free(md->pen);
 	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
 		release_layer(md, &md->layers[il]);
 	backend_weight_release(md->be, &md->draft_head);

@@ -245,6 +245,9 @@ struct pick {		/* what the head gives instead of logits */
 	struct sampler *s;	/* non-NULL: s's draw at (seq, pos) from the row */
 	uint64_t seq;
 	int64_t	pos;
+	const int32_t *pen;	/* [2][npen]: penalties on the row first (sample_window) */
+	int	npen;
+	float	repeat, presence, frequency;
 };
 
 /*
@@ -264,6 +267,8 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
 	    ((logits || pk) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
 	    (int)hw->ne1, rows)) ||
+	    (pk && pk->npen > 0 && backend_penalize(be, a->logits, (int)hw->ne1, pk->pen,
+	    pk->pen + pk->npen, pk->npen, pk->repeat, pk->presence, pk->frequency)) ||
 	    (pk && (pk->s ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
 	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
 	    pk->temp, pk->val, pk->id) : backend_argmax(be, a->logits, (int)hw->ne1, rows,
@@ -352,9 +357,37 @@ int
 model_forward_argmax(struct model *md, struct state *st, const int32_t *tok, int m,
     int flags, int32_t *ids, float *hidden)
 {
-	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0 };
+	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0, NULL, 0, 0, 0, 0 };
 
 	return forward(md, st, tok, m, flags, NULL, &pk, hidden);
+}
+
+/*
+ * pk's penalties: the window of hist[n_hist] as sample_window gives it, to
+ * apply on the backend before the pick (none when p has no penalty).
+ */
+static int
+pick_penalties(struct model *md, struct sampler *s, const int32_t *hist, int n_hist,
+    struct pick *pk)
+{
+	const struct sample_params *p = sample_params(s);
+
+	if (!sample_has_penalty(p))
+		return 0;
+	if (n_hist > md->pen_cap) {
+		int32_t *t = realloc(md->pen, 2 * (size_t)n_hist * sizeof *t);
+		if (t == NULL)
+			return util_err(md->err, "forward: out of memory");
+		md->pen = t, md->pen_cap = n_hist;
+	}
+	pk->npen = sample_window(s, hist, n_hist, md->pen, md->pen + md->pen_cap);
+	if (pk->npen > 0)	/* counts next to the tokens */
+		memmove(md->pen + pk->npen, md->pen + md->pen_cap, pk->npen * sizeof *md->pen);
+	pk->pen = md->pen;
+	pk->repeat = p->repeat_penalty;
+	pk->presence = p->presence_penalty;
+	pk->frequency = p->frequency_penalty;
+	return 0;
 }
 
 int
@@ -363,10 +396,15 @@ model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m
     float *lg, int32_t *next)
 {
 	const struct sample_params *p = sample_params(s);
-	struct pick pk = { sample_top_k(p), p->temp, md->pick_val, md->pick_id, NULL, 0, 0 };
+	const struct sample_params q = sample_unpenalized(p);	/* once the row has them */
+	struct pick pk = { sample_top_k(&q), p->temp, md->pick_val, md->pick_id, NULL, 0, 0,
+	    NULL, 0, 0, 0, 0 };
 
 	flags &= ~MODEL_LOGITS_ALL;
-	if (sample_plain_greedy(p)) {	/* the argmax where the logits are */
+	if ((sample_plain_greedy(&q) || pk.k > 0 || sample_row_draw(&q)) &&
+	    pick_penalties(md, s, hist, n_hist, &pk) != 0)
+		return -1;
+	if (sample_plain_greedy(&q)) {	/* the argmax where the logits are */
 		pk.k = 0, pk.id = next;
 		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
 			return -1;
@@ -381,14 +419,14 @@ model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m
 		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
 			return -1;
 		*next = sample_next_top(s, pk.val, pk.id, pk.k, seq, pos);
-	} else if (sample_row_draw(p)) {	/* the draw where the logits are */
+	} else if (sample_row_draw(&q)) {	/* the draw where the logits are */
 		if (sample_vocab(s) != md->output.ne1)
 			return util_err(md->err, "forward: a sampler of %d for %lld logits",
 			    sample_vocab(s), (long long)md->output.ne1);
 		pk.s = s, pk.seq = seq, pk.pos = pos, pk.id = next;
 		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
 			return -1;
-	} else {
+	} else {			/* a top-k past SAMPLE_TOPK_MAX */
 		if (forward(md, st, tok, m, flags, lg, NULL, NULL) != 0)
 			return -1;
 		*next = sample_next(s, lg, hist, n_hist, seq, pos);
@@ -441,7 +479,7 @@ int
 model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float *h,
     const int32_t *tok, int m, int32_t *ids, float *hout)
 {
-	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0 };
+	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0, NULL, 0, 0, 0, 0 };
 
 	return mtp(md, st, k, p0, h, tok, m, NULL, &pk, hout);
 }
@@ -595,7 +633,7 @@ int
 model_forward_batch_argmax(struct model *md, struct state **st, const int32_t *tok, int n,
     int32_t *ids, float *hidden)
 {
-	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0 };
+	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0, NULL, 0, 0, 0, 0 };
 
 	return forward_batch(md, st, tok, n, NULL, &pk, hidden);
 }

@@ -75,6 +75,8 @@ struct model {
 	struct model_act act;
 	float	*pick_val;		/* host [SAMPLE_TOPK_MAX]: model_forward_next's top k */
 	int32_t	*pick_id;		/* host [SAMPLE_TOPK_MAX] */
+	int32_t	*pen;			/* host [2][pen_cap]: sample_window's tokens, counts */
+	int	pen_cap;
 	void	**hbuf;			/* host buffers the weights live in */
 	int	n_hbuf;
 	float	**dbuf;			/* backend buffers of the vectors */

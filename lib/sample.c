@@ -133,30 +133,42 @@ sample_plain_greedy(const struct sample_params *p)
 	return p->temp == 0 && no_penalty(p);
 }
 
-/* s->logits = logits with the penalties of the window of hist applied */
-static void
-penalize(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
+int
+sample_window(struct sampler *s, const int32_t *hist, int n_hist, int32_t *tok, int32_t *cnt)
 {
 	const struct sample_params *p = &s->p;
-	int n = p->penalty_last_n < 0 || p->penalty_last_n > n_hist ? n_hist :
-	    p->penalty_last_n;
+	int n = p->penalty_last_n < 0 || p->penalty_last_n > n_hist ? n_hist : p->penalty_last_n;
+	int k = 0;
 
-	memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
-	if (no_penalty(p))
-		return;
 	for (int i = n_hist - n; i < n_hist; i++)
 		if (hist[i] >= 0 && hist[i] < s->n_vocab)
 			s->count[hist[i]]++;
 	for (int i = n_hist - n; i < n_hist; i++) {
 		int32_t t = hist[i];
-		float *l = &s->logits[t];
 
 		if (t < 0 || t >= s->n_vocab || s->count[t] == 0)
 			continue;
-		*l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
-		*l -= p->presence_penalty + p->frequency_penalty * s->count[t];
+		tok[k] = t, cnt[k++] = s->count[t];
 		s->count[t] = 0;	/* once per token; all zero again at the end */
 	}
+	return k;
+}
+
+/* s->logits = logits with the penalties of the window of hist applied */
+static void
+penalize(struct sampler *s, const float *logits, const int32_t *hist, int n_hist)
+{
+	const struct sample_params *p = &s->p;
+	int32_t *tok = (int32_t *)s->tmp, *cnt = tok + s->n_vocab;	/* (tmp: 8 bytes a token) */
+	int k;
+
+	memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+	if (no_penalty(p))
+		return;
+	k = sample_window(s, hist, n_hist, tok, cnt);
+	for (int i = 0; i < k; i++)
+		s->logits[tok[i]] = fexp_penalty(s->logits[tok[i]], p->repeat_penalty,
+		    p->presence_penalty, p->frequency_penalty, cnt[i]);
 }
 
 /*
@@ -410,6 +422,21 @@ sample_top_k(const struct sample_params *p)
 {
 	return p->temp > 0 && no_penalty(p) && p->top_k > 0 && p->top_k <= SAMPLE_TOPK_MAX ?
 	    p->top_k : 0;
+}
+
+struct sample_params
+sample_unpenalized(const struct sample_params *p)
+{
+	struct sample_params q = *p;
+
+	q.repeat_penalty = 1, q.presence_penalty = 0, q.frequency_penalty = 0;
+	return q;
+}
+
+int
+sample_has_penalty(const struct sample_params *p)
+{
+	return !no_penalty(p);
 }
 
 int

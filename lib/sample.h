@@ -104,6 +104,24 @@ int	sample_probs(struct sampler *, const float *logits, const int32_t *hist,
 int32_t	sample_accept(struct sampler *, const float *p, const float *q, int32_t d,
 	    uint64_t seq, int64_t pos, int *accepted);
 
+/*
+ * The penalties of a draw for the history hist[n_hist] (prompt and
+ * generated ids): the distinct tokens of its window (the last
+ * penalty_last_n ids, all with -1; ids outside the vocabulary ignored),
+ * each once with its count there, into tok[] and cnt[] (room for the
+ * window's length); how many.  Each such token's logit l becomes
+ * fexp_penalty(l, repeat, presence, frequency, count) (lib/fexp.h: l / r
+ * when positive else l * r, less presence + frequency * count) before
+ * anything else, as sample_next applies them; a backend can apply them
+ * where the logits are (backend_penalize).
+ */
+int	sample_window(struct sampler *, const int32_t *hist, int n_hist, int32_t *tok,
+	    int32_t *cnt);
+/* 1 when a penalty of p changes a logit. */
+int	sample_has_penalty(const struct sample_params *p);
+/* p without its penalties: what picks from a row they were applied to. */
+struct sample_params sample_unpenalized(const struct sample_params *p);
+
 /* The weight of the most likely candidate (exp(0) in units of 2^-44). */
 #define SAMPLE_WONE	((uint64_t)1 << 44)
 

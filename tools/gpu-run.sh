@@ -141,15 +141,18 @@ if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ]; then
 		# sampled (top-k 40 at 0.8, the top 40 selected on the GPU): the same
 		# draws as the CPU's wherever the two backends' logits (equal to ~1e-6)
 		# put no draw on a boundary; reported, not a gate
-		# and the whole row's draw (top-p 0.9, min-p 0.02 at 0.8: gpu_draw)
-		for sm in "topk:--top-k 40" "row:--top-p 0.9 --min-p 0.02"; do
+		# and the whole row's draw (top-p 0.9, min-p 0.02 at 0.8: gpu_draw), and
+		# with a repetition penalty put on the row first (gpu_penalize): a draw,
+		# and greedy
+		for sm in "topk:--temp 0.8 --top-k 40" "row:--temp 0.8 --top-p 0.9 --min-p 0.02" \
+		    "pen:--temp 0.8 --top-p 0.9 --repeat-penalty 1.3" "pengreedy:--repeat-penalty 1.3"; do
 			for d in cuda cpu; do
 				head -8 $A/prompts.jsonl | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
-				    --temp 0.8 ${sm#*:} --seed 7 --device $d $A \
+				    ${sm#*:} --seed 7 --device $d $A \
 				    2>"$OUT/run-gen-${sm%%:*}-$d.err" |
 				    sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' >"$OUT/run-gen-${sm%%:*}-$d.ids"
 			done
-			echo "sampled ${sm#*:}, temp 0.8, seed 7: cuda = cpu on" \
+			echo "sampled ${sm#*:}, seed 7: cuda = cpu on" \
 			    "$(paste -d '|' "$OUT/run-gen-${sm%%:*}-cuda.ids" "$OUT/run-gen-${sm%%:*}-cpu.ids" |
 			    awk -F'|' '$1 == $2 && $1 != "" { n++ } END { print n + 0 }') of 8 prompts" \
 			    >>"$OUT/run-gen.log"

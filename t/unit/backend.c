@@ -512,6 +512,48 @@ TEST(argmax_picks_as_the_greedy_sampler_does)
 	sample_free(s);
 }
 
+/* backend_draw makes sample_next's draw; backend_penalize applies the
+ * listed tokens' penalties and refuses a token outside the row or a
+ * sampler that needs more than the row. */
+TEST(draw_and_penalties_are_the_samplers)
+{
+	float x[6] = { 1.5f, -2, 0.25f, 3, -0.0f, 2.75f }, y[6];
+	const int32_t tok[3] = { 3, 1, 4 }, cnt[3] = { 2, 1, 3 }, bad[1] = { 6 };
+	int32_t hist[6] = { 3, 1, 4, 3, 4, 4 }, got;
+	struct sample_params p;
+	struct sampler *s;
+	char err[UTIL_ERRLEN];
+
+	sample_defaults(&p);
+	p.temp = 0.9f, p.top_p = 0.9f, p.seed = 3;
+	CHECK((s = sample_new(&p, 6, err)) != NULL);
+	for (int pos = 0; pos < 20; pos++) {
+		CHECK(backend_draw(be3, x, s, 2, pos, &got) == 0);
+		CHECK_EQ_INT(got, sample_next(s, x, NULL, 0, 2, pos));
+	}
+	sample_free(s);
+	memcpy(y, x, sizeof x);
+	CHECK(backend_penalize(be3, y, 6, tok, cnt, 3, 1.5f, 0.5f, 0.25f) == 0);
+	CHECK(y[3] == 3 / 1.5f - (0.5f + 0.25f * 2));
+	CHECK(y[1] == -2 * 1.5f - (0.5f + 0.25f));
+	CHECK(y[4] == -0.0f * 1.5f - (0.5f + 0.25f * 3));
+	CHECK(y[0] == x[0] && y[2] == x[2] && y[5] == x[5]);
+	p.repeat_penalty = 1.5f, p.presence_penalty = 0.5f, p.frequency_penalty = 0.25f;
+	CHECK((s = sample_new(&p, 6, err)) != NULL);
+	for (int pos = 0; pos < 20; pos++) {	/* the row penalized, then drawn */
+		CHECK(backend_draw(be3, y, s, 2, pos, &got) == 0);
+		CHECK_EQ_INT(got, sample_next(s, x, hist, 6, 2, pos));
+	}
+	CHECK(backend_penalize(be3, y, 6, bad, cnt, 1, 1.5f, 0, 0) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "penalize: token 6 of a row of 6");
+	sample_free(s);
+	p.top_k = 3;
+	CHECK((s = sample_new(&p, 6, err)) != NULL);
+	CHECK(backend_draw(be3, x, s, 2, 0, &got) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "draw: the sampler needs more than the row");
+	sample_free(s);
+}
+
 TEST(rope_rotates_the_first_n_rot_dims_neox_style)
 {
 	int m = 3, nh = 2, hs = 24, nrot = 8, ldx = nh * hs;
@@ -1036,6 +1078,7 @@ main(void)
 	RUN(norms_and_elementwise_ops_match_reference);
 	RUN(argmax_takes_the_lowest_index_on_ties);
 	RUN(argmax_picks_as_the_greedy_sampler_does);
+	RUN(draw_and_penalties_are_the_samplers);
 	RUN(rope_rotates_the_first_n_rot_dims_neox_style);
 	RUN(rope_norm_mode_rotates_adjacent_pairs);
 	RUN(attention_matches_reference_and_decode_equals_prefill);

@@ -208,7 +208,9 @@ TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
 /*
  * model_forward_next picks what sample_next picks from model_forward's
  * logits, for each way it takes: greedy (the backend's argmax), top-k
- * (the backend's top k), top-p alone and penalties (the row read back).
+ * (the backend's top k), top-p alone (the backend's draw), each with
+ * penalties put on the row by the backend first, and a top-k past
+ * SAMPLE_TOPK_MAX (the row read back).
  */
 TEST(forward_next_picks_what_the_sampler_picks_from_the_logits)
 {
@@ -216,9 +218,11 @@ TEST(forward_next_picks_what_the_sampler_picks_from_the_logits)
 	int n;
 	int32_t *ids = ids_of(json_get(r, "input_ids"), &n), *hist = malloc((n + 8) * sizeof *hist);
 	float *lg = malloc(nv * sizeof *lg), *lh = malloc(nv * sizeof *lh);
-	struct { float temp, top_p, rep; int top_k; } ps[] = {
-		{ 0, 1, 1, 0 }, { 0.8f, 1, 1, 40 }, { 1.3f, 0.9f, 1, 5 }, { 0.7f, 0.9f, 1, 0 },
-		{ 0.7f, 1, 1.3f, 40 }, { 0, 1, 1.3f, 0 },
+	struct { float temp, top_p, rep, pres, freq; int top_k; } ps[] = {
+		{ 0, 1, 1, 0, 0, 0 }, { 0.8f, 1, 1, 0, 0, 40 }, { 1.3f, 0.9f, 1, 0, 0, 5 },
+		{ 0.7f, 0.9f, 1, 0, 0, 0 }, { 0.7f, 1, 1.3f, 0, 0, 40 }, { 0, 1, 1.3f, 0, 0, 0 },
+		{ 0.9f, 0.95f, 1.2f, 0.5f, 0.3f, 0 }, { 0, 1, 1, 0.4f, 0.6f, 0 },
+		{ 1.1f, 1, 1, 0, 0, 2000 }, { 0.8f, 1, 1.4f, 0, 0.2f, 2000 },
 	};
 
 	for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
@@ -230,6 +234,7 @@ TEST(forward_next_picks_what_the_sampler_picks_from_the_logits)
 
 		sample_defaults(&p);
 		p.temp = ps[c].temp, p.top_p = ps[c].top_p, p.repeat_penalty = ps[c].rep;
+		p.presence_penalty = ps[c].pres, p.frequency_penalty = ps[c].freq;
 		p.top_k = ps[c].top_k, p.seed = 11 + c;
 		CHECK((sa = sample_new(&p, nv, NULL)) != NULL);
 		CHECK((sb = sample_new(&p, nv, NULL)) != NULL);

@@ -350,6 +350,56 @@ TEST(penalties_apply_to_the_window_of_history)
 	sample_free(s);
 }
 
+/*
+ * sample_window lists the window's distinct tokens once with their counts
+ * (ids outside the vocabulary ignored), and fexp_penalty on them is the
+ * whole of the penalties: the unpenalized sampler on that row gives the
+ * penalized sampler's distribution and draws, bit for bit.
+ */
+TEST(the_window_and_fexp_penalty_are_the_penalties)
+{
+	enum { NV = 300 };
+	struct sample_params p, q;
+	float l[NV], lp[NV], pa[NV], pb[NV];
+	int32_t hist[40], tok[40], cnt[40];
+	uint64_t r = 99;
+	int k, n_diff = 0;
+
+	for (int i = 0; i < NV; i++) {
+		r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+		l[i] = (float)((int)(r >> 40) % 1000) / 100.0f - 5.0f;
+	}
+	for (int i = 0; i < 40; i++)
+		hist[i] = i % 9 == 4 ? -1 : i % 13 == 6 ? NV + 3 : (int32_t)((i * 7) % 23);
+	l[hist[39]] = 0.0f, l[hist[38]] = -0.0f;
+	sample_defaults(&p);
+	p.temp = 0.9f, p.top_p = 0.95f, p.repeat_penalty = 1.3f;
+	p.presence_penalty = 0.25f, p.frequency_penalty = 0.5f, p.penalty_last_n = 30, p.seed = 5;
+	q = sample_unpenalized(&p);
+	CHECK(sample_has_penalty(&p) && !sample_has_penalty(&q));
+	struct sampler *sa = mk(&p, NV), *sb = mk(&q, NV);
+	k = sample_window(sa, hist, 40, tok, cnt);
+	int seen[NV] = { 0 }, total = 0;
+	for (int i = 10; i < 40; i++)	/* the last 30 */
+		if (hist[i] >= 0 && hist[i] < NV && seen[hist[i]]++ == 0)
+			total++;
+	CHECK_EQ_INT(k, total);
+	for (int i = 0; i < k; i++)
+		CHECK_EQ_INT(cnt[i], seen[tok[i]]);
+	memcpy(lp, l, sizeof l);
+	for (int i = 0; i < k; i++)
+		lp[tok[i]] = fexp_penalty(lp[tok[i]], p.repeat_penalty, p.presence_penalty,
+		    p.frequency_penalty, cnt[i]);
+	CHECK(sample_probs(sa, l, hist, 40, pa) == 0);
+	CHECK(sample_probs(sb, lp, NULL, 0, pb) == 0);
+	CHECK(memcmp(pa, pb, sizeof pa) == 0);
+	for (int64_t pos = 0; pos < 200; pos++)
+		n_diff += sample_next(sa, l, hist, 40, 1, pos) != sample_next(sb, lp, NULL, 0, 1, pos);
+	CHECK_EQ_INT(n_diff, 0);
+	CHECK_EQ_INT(sample_window(sa, hist, 0, tok, cnt), 0);
+	sample_free(sa), sample_free(sb);
+}
+
 TEST(runs_reproduce_by_seed_sequence_and_position)
 {
 	struct sample_params p;
@@ -579,6 +629,7 @@ main(void)
 	RUN(the_kept_set_is_a_full_sorts_bit_for_bit_on_ties_and_signed_zeros);
 	RUN(each_filter_keeps_what_it_should);
 	RUN(penalties_apply_to_the_window_of_history);
+	RUN(the_window_and_fexp_penalty_are_the_penalties);
 	RUN(runs_reproduce_by_seed_sequence_and_position);
 	RUN(rejection_sampling_preserves_the_target_distribution);
 	RUN(greedy_acceptance_is_exact_match);
