@@ -1237,6 +1237,27 @@ check_argmax(struct kc *k, int rows, int64_t n)
 }
 
 /*
+ * A row of n (values in -10..10) where the sampler's kernels meet their
+ * edges: pairs of equal values among the top (nties), 9.5 and its
+ * successor (one value once divided by 3), NaN and both infinities, top
+ * first, and a -0 beside a +0.
+ */
+static void
+edge_row(struct kc *k, float *xr, int64_t n, int nties, float top)
+{
+	for (int i = 0; i < nties && i < n; i++) {
+		int64_t a = (int64_t)(rnd(k) % (uint64_t)n), b = (int64_t)(rnd(k) % (uint64_t)n);
+		xr[a] = xr[b] = 9.0f + (float)(i % 7) * 0.125f;
+	}
+	xr[rnd(k) % (uint64_t)n] = 9.5f;
+	xr[rnd(k) % (uint64_t)n] = nextafterf(9.5f, 20.0f);
+	xr[rnd(k) % (uint64_t)n] = NAN;
+	xr[rnd(k) % (uint64_t)n] = INFINITY;
+	xr[rnd(k) % (uint64_t)n] = -INFINITY;
+	xr[0] = top, xr[1] = -0.0f, xr[2] = 0.0f;
+}
+
+/*
  * gpu_topk against lib/sample.c's sample_top, ids and values bit for bit:
  * rows of n with ties (two values equal, and values that tie only after
  * the division by temp), a -0 beside a +0, NaN and infinities above the
@@ -1252,19 +1273,8 @@ check_topk(struct kc *k, int rows, int64_t n, int kk, float temp)
 	double bad = 0;
 	char shape[64];
 
-	for (int r = 0; r < rows; r++) {
-		float *xr = x + r * n;
-		for (int i = 0; i < 3 * kk && i < n; i++) {	/* ties among the top */
-			int64_t a = (int64_t)(rnd(k) % (uint64_t)n), b = (int64_t)(rnd(k) % (uint64_t)n);
-			xr[a] = xr[b] = 9.0f + (float)(i % 7) * 0.125f;
-		}
-		xr[rnd(k) % (uint64_t)n] = 9.5f;	/* 9.5 and its successor: one value / 3 */
-		xr[rnd(k) % (uint64_t)n] = nextafterf(9.5f, 20.0f);
-		xr[rnd(k) % (uint64_t)n] = NAN;
-		xr[rnd(k) % (uint64_t)n] = INFINITY;
-		xr[rnd(k) % (uint64_t)n] = -INFINITY;
-		xr[0] = 12.0f, xr[1] = -0.0f, xr[2] = 0.0f;
-	}
+	for (int r = 0; r < rows; r++)
+		edge_row(k, x + r * n, n, 3 * kk, 12.0f);
 	for (int64_t i = kk / 2; i < n; i++)	/* the last row: kk / 2 finite */
 		x[(rows - 1) * n + i] = i % 2 ? NAN : -INFINITY;
 	float *dx = dput(k, x, (size_t)rows * n * 4);
@@ -1306,16 +1316,7 @@ check_draw(struct kc *k, int64_t n, float temp, float top_p, float min_p, int np
 	char shape[96], err[UTIL_ERRLEN];
 	int bad = 0;
 
-	for (int i = 0; i < 40 && i < n; i++) {	/* ties among the top */
-		int64_t a = (int64_t)(rnd(k) % (uint64_t)n), b = (int64_t)(rnd(k) % (uint64_t)n);
-		x[a] = x[b] = 9.0f + (float)(i % 7) * 0.125f;
-	}
-	x[rnd(k) % (uint64_t)n] = 9.5f;		/* 9.5 and its successor: one value / 3 */
-	x[rnd(k) % (uint64_t)n] = nextafterf(9.5f, 20.0f);
-	x[rnd(k) % (uint64_t)n] = NAN;
-	x[rnd(k) % (uint64_t)n] = INFINITY;
-	x[rnd(k) % (uint64_t)n] = -INFINITY;
-	x[0] = 10.5f, x[1] = -0.0f, x[2] = 0.0f;
+	edge_row(k, x, n, 40, 10.5f);
 	sample_defaults(&p);
 	p.temp = temp, p.top_p = top_p, p.min_p = min_p, p.seed = rnd(k);
 	if ((s = sample_new(&p, (int)n, err)) == NULL)

@@ -235,9 +235,10 @@ ffn(struct model *md, struct model_layer *L, int m)
 }
 
 /* What the head hands the host instead of logits: each row's greedy
- * pick (k 0: id[rows]) or its top k by the sampler's order (val and id
- * [rows][k]). */
-struct pick {		/* what the head gives instead of logits */
+ * pick (k 0: id[rows]), its top k by the sampler's order (val and id
+ * [rows][k]), or a sampler's draw from the row (s); a draw's penalties
+ * put on the row before any of them (npen). */
+struct pick {
 	int	k;		/* > 0: the top k (val, id) */
 	float	temp;
 	float	*val;

@@ -328,7 +328,7 @@ keep(struct sampler *s, int n)
 {
 	const struct sample_params *p = &s->p;
 	struct sample_cand *c = s->cand;
-	uint64_t sum = 0, cum = 0, floor = fexp_min_p(p->min_p);
+	uint64_t sum = 0, cum = 0, least = fexp_min_p(p->min_p);
 	int k = 0;
 
 	for (int i = 0; i < n; i++)
@@ -344,7 +344,7 @@ keep(struct sampler *s, int n)
 	}
 	sum = 0;
 	for (int i = 0; i < n; i++)
-		if (c[i].w >= floor) {
+		if (c[i].w >= least) {
 			c[k] = c[i];
 			sum += c[k++].w;
 		}
