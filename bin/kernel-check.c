@@ -1375,17 +1375,16 @@ check_penalize(struct kc *k, int64_t n, int nhist, int window, float rep, float 
 	p.penalty_last_n = window, p.seed = rnd(k);
 	if ((s = sample_new(&p, (int)n, err)) == NULL)
 		die(1, "penalize: %s", err);
-	np = sample_window(s, hist, nhist, pen, pen + nhist);
-	memmove(pen + np, pen + nhist, (size_t)np * 4);
+	np = sample_window(s, hist, nhist, pen, pen + nhist);	/* tokens, then counts */
 	memcpy(want, x, (size_t)n * 4);
 	for (int i = 0; i < np; i++) {		/* the definition */
-		float l = want[pen[i]], c = (float)pen[np + i];
+		float l = want[pen[i]], c = (float)pen[nhist + i];
 		volatile float pr = freq * c;	/* (no contraction into the add) */
 		want[pen[i]] = (l > 0 ? l / rep : l * rep) - (pres + pr);
 	}
 	float *dx = dput(k, x, (size_t)n * 4);
-	dp = (int32_t *)dput(k, pen, (size_t)np * 8 + 8);
-	gchk(k, gpu_penalize(k->g, dx, dp, dp + np, np, rep, pres, freq));
+	dp = (int32_t *)dput(k, pen, (size_t)nhist * 8);
+	gchk(k, gpu_penalize(k->g, dx, dp, dp + nhist, np, rep, pres, freq));
 	dget(k, got, dx, (size_t)n * 4);
 	if (k->brk)
 		got[pen[0]] += 1.0f;

@@ -407,7 +407,8 @@ size_t	gpu_topk_scratch(int rows, int k);
 
 /*
  * *id = the draw lib/sample.c's sample_next makes from the row x[n] with
- * temp > 0, top_p, min_p, no top-k and no penalties, for the uniform u in
+ * temp > 0, top_p, min_p and no top-k (a draw's penalties put on x
+ * before, gpu_penalize), for the uniform u in
  * [0, 1) (sample_uniform's, of the token stream): the same id, bit for bit
  * (the sampler's integer weights, lib/sample.h); -1 when no value is
  * finite.  id is device memory.  scratch: gpu_draw_scratch() bytes of

@@ -127,7 +127,7 @@ struct backend {
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */
-	void	*topk_buf;		/* backend_topk's, backend_draw's host scratch without their op */
+	void	*topk_buf;		/* host scratch of topk, draw, penalize without their op */
 	size_t	topk_cap;		/* its bytes */
 };
 

@@ -130,11 +130,11 @@ struct sampler;
  * logits of every other row are not made): a greedy pick is taken on the
  * backend (model_forward_argmax), a top-k draw from the row's top k the
  * backend selects (backend_topk, sample_next_top: the same draw), a draw
- * from the whole row on the backend (backend_draw, sample_row_draw), any
- * other (penalties, a top-k past SAMPLE_TOPK_MAX) from the row read back
- * into lg (host [n_vocab], as model_host_alloc gives; only then used, so
- * NULL will do when sample_plain_greedy, sample_top_k or sample_row_draw
- * says so).  *next gets the token;
+ * from the whole row on the backend (backend_draw), each after the
+ * sampler's penalties are put on the row there (backend_penalize); only a
+ * top-k past SAMPLE_TOPK_MAX reads the row back into lg (host [n_vocab],
+ * as model_host_alloc gives; only then used, so NULL will do below it).
+ * *next gets the token;
  * 0, or -1 with model_errmsg set (a row without a finite logit too).
  */
 int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m,

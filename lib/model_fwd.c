@@ -236,20 +236,33 @@ ffn(struct model *md, struct model_layer *L, int m)
 
 /* What the head hands the host instead of logits: each row's greedy
  * pick (k 0: id[rows]), its top k by the sampler's order (val and id
- * [rows][k]), or a sampler's draw from the row (s); a draw's penalties
- * put on the row before any of them (npen). */
+ * [rows][k]), or s's draw from the row (draw); s's penalties put on the
+ * row before any of them (npen). */
 struct pick {
 	int	k;		/* > 0: the top k (val, id) */
 	float	temp;
 	float	*val;
 	int32_t	*id;		/* [rows]: the greedy picks, or s's draw */
-	struct sampler *s;	/* non-NULL: s's draw at (seq, pos) from the row */
+	struct sampler *s;	/* the sampler whose penalties, draw these are */
+	int	draw;		/* s's draw at (seq, pos) from the row */
 	uint64_t seq;
 	int64_t	pos;
-	const int32_t *pen;	/* [2][npen]: penalties on the row first (sample_window) */
+	const int32_t *pen_tok, *pen_cnt;	/* [npen]: sample_window's */
 	int	npen;
-	float	repeat, presence, frequency;
 };
+
+/* pk's penalties on the row x[n] (none when npen is 0). */
+static int
+pick_penalize(struct backend *be, float *x, int n, const struct pick *pk)
+{
+	const struct sample_params *p;
+
+	if (pk->npen == 0)
+		return 0;
+	p = sample_params(pk->s);
+	return backend_penalize(be, x, n, pk->pen_tok, pk->pen_cnt, pk->npen, p->repeat_penalty,
+	    p->presence_penalty, p->frequency_penalty);
+}
 
 /*
  * xn = norm(x) (w: the head norm); logits (over hw's rows) of the last
@@ -268,9 +281,8 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
 	    ((logits || pk) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
 	    (int)hw->ne1, rows)) ||
-	    (pk && pk->npen > 0 && backend_penalize(be, a->logits, (int)hw->ne1, pk->pen,
-	    pk->pen + pk->npen, pk->npen, pk->repeat, pk->presence, pk->frequency)) ||
-	    (pk && (pk->s ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
+	    (pk && pick_penalize(be, a->logits, (int)hw->ne1, pk)) ||
+	    (pk && (pk->draw ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
 	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
 	    pk->temp, pk->val, pk->id) : backend_argmax(be, a->logits, (int)hw->ne1, rows,
 	    (int)hw->ne1, pk->id))) ||
@@ -358,22 +370,19 @@ int
 model_forward_argmax(struct model *md, struct state *st, const int32_t *tok, int m,
     int flags, int32_t *ids, float *hidden)
 {
-	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0, NULL, 0, 0, 0, 0 };
+	struct pick pk = { .id = ids };
 
 	return forward(md, st, tok, m, flags, NULL, &pk, hidden);
 }
 
 /*
  * pk's penalties: the window of hist[n_hist] as sample_window gives it, to
- * apply on the backend before the pick (none when p has no penalty).
+ * put on the row before the pick (none when pk->s has no penalty).
  */
 static int
-pick_penalties(struct model *md, struct sampler *s, const int32_t *hist, int n_hist,
-    struct pick *pk)
+pick_penalties(struct model *md, const int32_t *hist, int n_hist, struct pick *pk)
 {
-	const struct sample_params *p = sample_params(s);
-
-	if (!sample_has_penalty(p))
+	if (!sample_has_penalty(sample_params(pk->s)))
 		return 0;
 	if (n_hist > md->pen_cap) {
 		int32_t *t = realloc(md->pen, 2 * (size_t)n_hist * sizeof *t);
@@ -381,13 +390,21 @@ pick_penalties(struct model *md, struct sampler *s, const int32_t *hist, int n_h
 			return util_err(md->err, "forward: out of memory");
 		md->pen = t, md->pen_cap = n_hist;
 	}
-	pk->npen = sample_window(s, hist, n_hist, md->pen, md->pen + md->pen_cap);
-	if (pk->npen > 0)	/* counts next to the tokens */
-		memmove(md->pen + pk->npen, md->pen + md->pen_cap, pk->npen * sizeof *md->pen);
-	pk->pen = md->pen;
-	pk->repeat = p->repeat_penalty;
-	pk->presence = p->presence_penalty;
-	pk->frequency = p->frequency_penalty;
+	pk->pen_tok = md->pen, pk->pen_cnt = md->pen + md->pen_cap;
+	pk->npen = sample_window(pk->s, hist, n_hist, md->pen, md->pen + md->pen_cap);
+	return 0;
+}
+
+/* Room for a top-k pick's candidates (kept: a token must not allocate). */
+static int
+pick_room(struct model *md)
+{
+	if (md->pick_id != NULL)
+		return 0;
+	free(md->pick_val);
+	if ((md->pick_val = malloc(SAMPLE_TOPK_MAX * sizeof *md->pick_val)) == NULL ||
+	    (md->pick_id = malloc(SAMPLE_TOPK_MAX * sizeof *md->pick_id)) == NULL)
+		return util_err(md->err, "forward: out of memory");
 	return 0;
 }
 
@@ -398,39 +415,29 @@ model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m
 {
 	const struct sample_params *p = sample_params(s);
 	const struct sample_params q = sample_unpenalized(p);	/* once the row has them */
-	struct pick pk = { sample_top_k(&q), p->temp, md->pick_val, md->pick_id, NULL, 0, 0,
-	    NULL, 0, 0, 0, 0 };
+	enum { GREEDY, TOP_K, DRAW, HOST } how = sample_plain_greedy(&q) ? GREEDY :
+	    sample_top_k(&q) ? TOP_K : sample_row_draw(&q) ? DRAW : HOST;
+	struct pick pk = { .k = sample_top_k(&q), .temp = p->temp, .id = next, .s = s,
+	    .draw = how == DRAW, .seq = seq, .pos = pos };
 
 	flags &= ~MODEL_LOGITS_ALL;
-	if ((sample_plain_greedy(&q) || pk.k > 0 || sample_row_draw(&q)) &&
-	    pick_penalties(md, s, hist, n_hist, &pk) != 0)
-		return -1;
-	if (sample_plain_greedy(&q)) {	/* the argmax where the logits are */
-		pk.k = 0, pk.id = next;
-		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
-			return -1;
-	} else if (pk.k > 0) {		/* the top k where the logits are */
-		if (md->pick_id == NULL) {
-			free(md->pick_val);
-			if ((md->pick_val = malloc(SAMPLE_TOPK_MAX * sizeof *pk.val)) == NULL ||
-			    (md->pick_id = malloc(SAMPLE_TOPK_MAX * sizeof *pk.id)) == NULL)
-				return util_err(md->err, "forward: out of memory");
-			pk.val = md->pick_val, pk.id = md->pick_id;
-		}
-		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
-			return -1;
-		*next = sample_next_top(s, pk.val, pk.id, pk.k, seq, pos);
-	} else if (sample_row_draw(&q)) {	/* the draw where the logits are */
-		if (sample_vocab(s) != md->output.ne1)
-			return util_err(md->err, "forward: a sampler of %d for %lld logits",
-			    sample_vocab(s), (long long)md->output.ne1);
-		pk.s = s, pk.seq = seq, pk.pos = pos, pk.id = next;
-		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
-			return -1;
-	} else {			/* a top-k past SAMPLE_TOPK_MAX */
+	if (how == HOST) {		/* a top-k past SAMPLE_TOPK_MAX: the row read back */
 		if (forward(md, st, tok, m, flags, lg, NULL, NULL) != 0)
 			return -1;
 		*next = sample_next(s, lg, hist, n_hist, seq, pos);
+	} else {			/* the pick where the logits are */
+		if (pick_penalties(md, hist, n_hist, &pk) != 0 ||
+		    (how == TOP_K && pick_room(md) != 0))
+			return -1;
+		if (how == DRAW && sample_vocab(s) != md->output.ne1)
+			return util_err(md->err, "forward: a sampler of %d for %lld logits",
+			    sample_vocab(s), (long long)md->output.ne1);
+		if (how == TOP_K)
+			pk.val = md->pick_val, pk.id = md->pick_id;
+		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
+			return -1;
+		if (how == TOP_K)
+			*next = sample_next_top(s, pk.val, pk.id, pk.k, seq, pos);
 	}
 	if (*next < 0)
 		return util_err(md->err, "position %lld: no finite logit", (long long)pos);
@@ -480,7 +487,7 @@ int
 model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float *h,
     const int32_t *tok, int m, int32_t *ids, float *hout)
 {
-	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0, NULL, 0, 0, 0, 0 };
+	struct pick pk = { .id = ids };
 
 	return mtp(md, st, k, p0, h, tok, m, NULL, &pk, hout);
 }
@@ -634,7 +641,7 @@ int
 model_forward_batch_argmax(struct model *md, struct state **st, const int32_t *tok, int n,
     int32_t *ids, float *hidden)
 {
-	struct pick pk = { 0, 0, NULL, ids, NULL, 0, 0, NULL, 0, 0, 0, 0 };
+	struct pick pk = { .id = ids };
 
 	return forward_batch(md, st, tok, n, NULL, &pk, hidden);
 }

@@ -128,7 +128,8 @@ struct sample_params sample_unpenalized(const struct sample_params *p);
 /*
  * 1 when p draws from the whole row with nothing else moving a logit
  * (temp > 0, no top-k, no penalty): then a backend can make sample_next's
- * draw where the row is (backend_draw).
+ * draw where the row is (backend_draw; of sample_unpenalized once the
+ * penalties are on the row).
  */
 int	sample_row_draw(const struct sample_params *p);
 

@@ -416,20 +416,12 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			decode_abba pdl "$q" "$mb -L $f" "$mb $f" decode-b1-cuda-pdl MEMRA_CUDA_PDL=0 \
 			    "A = model-bench -L (no PDL), B = PDL on"
 		fi
-		if [ "${GPU_RUN_PICK_ABBA:-1}" = row ]; then	# the whole row's draw alone
-			decode_abba rowdraw "$q" "$mb -G host -W $f" "$mb -G device -W $f" \
-			    decode-b1-row-draw-pick "model-bench -G host -W" \
-			    "top-p 0.9 at temp 0.8: A = logits read back, sample_next draws; B = drawn on the device"
-		fi
 		if [ "${GPU_RUN_PICK_ABBA:-1}" = 1 ]; then	# greedy picks on the host (A), device (B)
 			decode_abba pick "$q" "$mb -G host $f" "$mb -G device $f" decode-b1-greedy-pick \
 			    "model-bench -G host" "A = logits read back, sample_next picks; B = picked on the device"
 			decode_abba topk "$q" "$mb -G host -T 40 $f" "$mb -G device -T 40 $f" \
 			    decode-b1-topk40-pick "model-bench -G host -T 40" \
 			    "top-k 40 at temp 0.8: A = logits read back, sample_next draws; B = the top 40 selected on the device"
-			decode_abba rowdraw "$q" "$mb -G host -W $f" "$mb -G device -W $f" \
-			    decode-b1-row-draw-pick "model-bench -G host -W" \
-			    "top-p 0.9 at temp 0.8: A = logits read back, sample_next draws; B = drawn on the device"
 			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
 			echo "== $q: K=3 verify ms (+ picks), A = -G host, B = -G device" >>"$OUT/pick-abba.txt"
 			timeout 300 python3 tools/abba -a "$mk -G host $f" -b "$mk -G device $f" \
@@ -439,6 +431,11 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    --quant "$q" --scenario verify-k3-greedy-pick --ctx 128 --peer "model-bench -G host" \
 			    >>"$OUT/pick-abba.txt" 2>&1 || echo "abba $q: failed" >>"$OUT/pick-abba.txt"
 		fi
+		case "${GPU_RUN_PICK_ABBA:-1}" in 1|row)	# the whole row's draw (=row: it alone)
+			decode_abba rowdraw "$q" "$mb -G host -W $f" "$mb -G device -W $f" \
+			    decode-b1-row-draw-pick "model-bench -G host -W" \
+			    "top-p 0.9 at temp 0.8: A = logits read back, sample_next draws; B = drawn on the device"
+		esac
 		if [ "${GPU_RUN_GEMM_ABBA:-1}" = 1 ]; then	# prefill products int8 (A), bf16 (B)
 			for c in 512 2048; do
 				echo "== $q: prefill of $c tok/s, A = MEMRA_CUDA_GEMM=int8, B = bf16" \
