@@ -358,6 +358,18 @@ struct wset {		/* one random weight matrix, here and on the device */
 	void	*dw;
 };
 
+/* A device copy of weight rows w as the kernels take them (NVFP4 in the
+ * GPU layout). */
+static void *
+wput(struct kc *k, int t, const uint8_t *w, int64_t rows, int64_t ne0)
+{
+	void *d = dput(k, w, quant_row_size(t, ne0) * (size_t)rows);
+
+	if (t == QUANT_NVFP4)
+		gchk(k, gpu_nvfp4_pack(k->g, d, rows, ne0));
+	return d;
+}
+
 static void
 wset_new(struct kc *k, struct wset *s, int t, int64_t rows, int64_t ne0)
 {
@@ -366,7 +378,7 @@ wset_new(struct kc *k, struct wset *s, int t, int64_t rows, int64_t ne0)
 	s->t = t, s->rows = rows, s->ne0 = ne0;
 	s->w = qrand(k, t, rows, ne0, &n);
 	s->wf = qdeq(t, s->w, rows, ne0);
-	s->dw = dput(k, s->w, n);
+	s->dw = wput(k, t, s->w, rows, ne0);
 }
 
 static void
@@ -520,7 +532,7 @@ check_dequant(struct kc *k, struct wset *s)
 	int32_t *dids = dput(k, ids, sizeof ids);
 	char name[64], shape[64];
 
-	gchk(k, gpu_dequantize(k->g, s->t, s->dw, dy, nel));
+	gchk(k, gpu_dequantize(k->g, s->t, s->dw, s->rows, s->ne0, dy));
 	dget(k, y, dy, (size_t)nel * 4);
 	brk(k, y, nel);
 	for (int64_t i = 0; i < nel; i++)
@@ -539,6 +551,48 @@ check_dequant(struct kc *k, struct wset *s)
 	close_to(k, name, shape, y, ref, NULL, n * s->ne0, 0);
 	free(y), free(ref);
 	gpu_free(k->g, dy), gpu_free(k->g, dids);
+}
+
+/*
+ * gpu_nvfp4_pack against the GPU layout as gpu.h defines it, made here
+ * from ggml's bytes (value v of a block: nibble v % 2 of code byte v / 2),
+ * and gpu_nvfp4_unpack back to ggml's bytes: equal bytes (maxdiff: the
+ * bytes that differ).
+ */
+static void
+check_nvfp4_layout(struct kc *k, int64_t rows, int64_t ne0)
+{
+	int64_t nb = ne0 / 64;
+	size_t n, rb = (size_t)nb * 36;
+	uint8_t *w = qrand(k, QUANT_NVFP4, rows, ne0, &n), *ref = xmalloc(n), *got = xmalloc(n);
+	void *d = dput(k, w, n);
+	char shape[64];
+
+	memset(ref, 0, n);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *blk = w + r * rb + b * 36;
+			uint8_t *code = ref + r * rb + b * 32;
+			memcpy(ref + r * rb + nb * 32 + b * 4, blk, 4);
+			for (int v = 0; v < 64; v++) {
+				int q = blk[4 + 8 * (v / 16) + v % 8];
+				code[v / 2] |= (uint8_t)(((v % 16 < 8 ? q : q >> 4) & 0xF) << (4 * (v % 2)));
+			}
+		}
+	snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)ne0);
+	for (int dir = 0; dir < 2; dir++) {
+		size_t bad = 0;
+		gchk(k, dir == 0 ? gpu_nvfp4_pack(k->g, d, rows, ne0) :
+		    gpu_nvfp4_unpack(k->g, d, rows, ne0));
+		dget(k, got, d, n);
+		if (k->brk)
+			got[n / 2] ^= 0x10;
+		for (size_t i = 0; i < n; i++)
+			bad += got[i] != (dir == 0 ? ref : w)[i];
+		report(k, dir == 0 ? "nvfp4 pack" : "nvfp4 unpack", shape, (double)bad, bad == 0);
+	}
+	free(w), free(ref), free(got);
+	gpu_free(k->g, d);
 }
 
 static void
@@ -563,11 +617,13 @@ check_quant(struct kc *k)
 				check_product(k, &s, 3, 1);
 			if (si == 2)
 				check_invariance(k, &s);
-			if (si == 1)
+			if (si == 1 || (t == QUANT_NVFP4 && si == 4))	/* (NVFP4: rows by words) */
 				check_dequant(k, &s);
 			wset_free(k, &s);
 		}
 	}
+	check_nvfp4_layout(k, 3, 4096);
+	check_nvfp4_layout(k, 45, 320);
 }
 
 /*
@@ -831,9 +887,9 @@ check_mv8_staged(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 }
 
 /*
- * NVFP4 by four or two lanes a block, Q8_0 by two (GPU_MV8_LANE4,
- * GPU_MV8_LANE2): against the CPU's int8 numerics within 1e-5, and 16
- * rows against one-row calls bit for bit.
+ * Two lanes a block: Q8_0 by GPU_MV8_LANE2, NVFP4 always (how: GPU_MV8_AUTO;
+ * 16 rows decode by gpu_fp4x8, one by mv8_fp4pn): against the CPU's int8
+ * numerics within 1e-5, and 16 rows against one-row calls bit for bit.
  */
 static void
 check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
@@ -845,7 +901,7 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 	float *y1 = xmalloc((size_t)ny * 4);
 	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
 	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
-	const char *ln = how == GPU_MV8_LANE4 ? "lane4" : "lane2";
+	const char *ln = "lane2";
 	char name[64], shape[64];
 
 	wset_new(k, &s, t, rows, ne0);
@@ -899,18 +955,20 @@ check_qk_all(struct kc *k)
 	check_qk_multi(k, 2, 5120, 1);
 	check_qk_multi(k, 1, 12288, 4);
 	check_qk_multi(k, 1, 12288, 1);
-	/* rows of 64 and 128 weight blocks (staged: 32 a lane step); m 1, 3, 16 */
-	static const int t8[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1 };
+	/* rows of 64 and 128 weight blocks (staged: 32 a lane step); m 1, 3, 16
+	 * (NVFP4 has one form) */
+	static const int t8[] = { QUANT_Q8_0, QUANT_Q4_1, QUANT_Q5_1 };
 	for (size_t ti = 0; ti < sizeof t8 / sizeof t8[0]; ti++) {
 		check_mv8_staged(k, t8[ti], 300, 4096, 1);
 		check_mv8_staged(k, t8[ti], 257, 8192, 3);
 		check_mv8_staged(k, t8[ti], 45, 4096, 16);
 	}
-	for (int how = GPU_MV8_LANE4; how <= GPU_MV8_LANE2; how++) {
-		check_mv8_lanes(k, QUANT_NVFP4, how, 300, 4096);
-		check_mv8_lanes(k, QUANT_NVFP4, how, 257, 768);	/* 12 blocks: lanes past the row idle */
-		check_mv8_lanes(k, QUANT_NVFP4, how, 45, 320);
-	}
+	/* NVFP4: codes by 16-byte loads (rows of 64 and 12 blocks: lanes past
+	 * the row idle) and by words (5 blocks: rows 4-byte aligned) */
+	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 300, 4096);
+	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 257, 768);
+	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 45, 320);
+	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 70, 448);
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 300, 4096);
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 257, 800);	/* 25 blocks: odd rows 2-byte aligned */
 }
@@ -2663,9 +2721,9 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
 /*
  * The decode products on int8 activations (gpu_matvec_q8: x quantized, then
  * matvec_q8.cu's kernels, each also with its weights read in place and
- * staged (L=place, L=staged; L=0 the default choice; NVFP4 also by four
- * and two lanes a block, L=lane4, L=lane2, Q8_0 by two), or for K-quants the Q8_K form and
- * matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
+ * staged (L=place, L=staged; L=0 the default choice; Q8_0 also by two
+ * lanes a block, L=lane2; NVFP4 has one form, L=0), or for K-quants the
+ * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
  * over copies that pass 1 GiB, as bench_matvec.  A type with no fp32-x
  * kernel (Q5_1) is timed without it.
@@ -2681,11 +2739,10 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
 	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K;
-	static const char *const how[] = { "0", "place", "staged", "lane4", "lane2" };
-	static const int mode[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE4,
-	    GPU_MV8_LANE2 }, mq8[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
-	const int *md = t == QUANT_Q8_0 ? mq8 : mode;	/* (LANE4: NVFP4 only; LANE*: not Q4_1/Q5_1) */
-	int nv = qk ? 3 : t == QUANT_NVFP4 ? 6 : t == QUANT_Q8_0 ? 5 : 4, f32 = gpu_can_matvec(t);
+	static const char *const how[] = { "0", "place", "staged", "lane2" };	/* GPU_MV8_* */
+	static const int md[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
+	/* (LANE2: Q8_0 only) */
+	int nv = qk ? 3 : t == QUANT_NVFP4 ? 2 : t == QUANT_Q8_0 ? 5 : 4, f32 = gpu_can_matvec(t);
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);

@@ -665,9 +665,10 @@ upload(struct backend *be, const void *h, size_t n)
 
 /*
  * The weight's bytes go to the device as they are when a GPU product
- * takes the type; a type without gpu_matvec / gpu_get_rows also gets an
- * F32 copy (for embedding lookups, and for products when no kernel takes
- * the type at all: then the weight becomes F32).
+ * takes the type (NVFP4 then into the GPU layout, gpu_nvfp4_pack); a type
+ * without gpu_matvec / gpu_get_rows also gets an F32 copy (for embedding
+ * lookups, and for products when no kernel takes the type at all: then the
+ * weight becomes F32).
  */
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)
@@ -683,6 +684,11 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 		goto fail;
 	if ((mv || q8) && (cw->d = upload(be, w->data, w->row_size * (size_t)w->ne1)) == NULL)
 		goto fail;
+	if ((mv || q8) && w->type == QUANT_NVFP4 &&
+	    gpu_nvfp4_pack(CB(be)->g, cw->d, w->ne1, w->ne0) != 0) {
+		gfail(be, "weight: NVFP4 layout");
+		goto fail;
+	}
 	if (w->scale != 1.0f && (cw->d_scale = (float *)upload(be, &w->scale, 4)) == NULL)
 		goto fail;
 	free(f);

@@ -130,12 +130,29 @@ void	gpu_prof_reset(struct gpu *g);
  */
 int	gpu_tune(struct gpu *g, int chunk, int unroll);
 
+/*
+ * NVFP4 on the device: every function here that takes NVFP4 weights takes
+ * them in the GPU layout, which gpu_nvfp4_pack makes in place from ggml's
+ * (gpu_nvfp4_unpack undoes it).  A row of nb = ne0 / 64 blocks keeps its
+ * 36 nb bytes and its place (row r at r * 36 nb: slices and lookups by row
+ * are unchanged): first the codes, 32 bytes a block (block b's at 32 b, as
+ * 8 words; word i holds values 8i .. 8i+7, value 8i+k in bits 4k .. 4k+3),
+ * then the scales, 4 bytes a block (block b's four ue4m3 at 32 nb + 4 b,
+ * byte s for values 16s .. 16s+15, as in ggml).  The products read a
+ * lane's 32 codes as one 16-byte load where rows are 16-byte aligned (nb a
+ * multiple of 4) and decode them with fewer instructions than ggml's
+ * nibble order allows.  Uses a temporary buffer of up to 64 MiB.
+ */
+int	gpu_nvfp4_pack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0);
+int	gpu_nvfp4_unpack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0);
+
 /* 1 when gpu_matvec() and gpu_dequantize() take quant type t. */
 int	gpu_can_matvec(int t);
 
 /*
  * y[m][rows] = W[rows][ne0] . x[m][ne0] for m = 1..GPU_MATVEC_MAX_ROWS,
- * W of quant type t (ggml block layout, row after row, as in a GGUF file).
+ * W of quant type t (ggml block layout, row after row, as in a GGUF file;
+ * NVFP4 in the GPU layout).
  * ne0 must be a multiple of 256 (of 32 for F32/F16/BF16/Q8_0/Q4_0/Q4_1, 64
  * for NVFP4).  d_scale: NULL, or one device float that multiplies every
  * output (the NVFP4 per-tensor '.scale').  Batch-invariant: row r of the
@@ -177,15 +194,12 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * through shared memory where that was measured faster, else read in
  * place), GPU_MV8_PLACE (always in place) or GPU_MV8_STAGED (staged
  * wherever the rows allow it: a multiple of 32 blocks, 16-byte aligned):
- * these three give the same bits.  GPU_MV8_LANE4: NVFP4 by four lanes a
- * block, GPU_MV8_LANE2: NVFP4 and Q8_0 by two (loads of x closer
- * together; the other types as GPU_MV8_AUTO), batch-invariant too but
- * each another order of float sums (they may differ in the last bits).
+ * these three give the same bits.  GPU_MV8_LANE2: Q8_0 by two lanes a
+ * block (loads of x closer together; the other types as GPU_MV8_AUTO),
+ * batch-invariant too but another order of float sums (it may differ in
+ * the last bits).  NVFP4 always takes two lanes a block (one form).
  */
-enum {
-	GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE4 = 3,
-	GPU_MV8_LANE2 = 4
-};
+enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE2 = 3 };
 int	gpu_tune_mv8(struct gpu *g, int how);
 
 /*
@@ -289,11 +303,14 @@ int	gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int 
 int	gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
 
-/* Dequantize n elements of type t (n a multiple of the block) to fp32. */
-int	gpu_dequantize(struct gpu *g, int t, const void *d_src, float *d_dst, int64_t n);
+/* Dequantize rows rows of ne0 elements of type t (ne0 a multiple of the
+ * block) to fp32, d_dst[rows][ne0]. */
+int	gpu_dequantize(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,
+	    float *d_dst);
 /* The same values rounded to bf16 (to nearest, ties to even), as uint16_t
  * bit patterns; d_dst 16-byte aligned. */
-int	gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, uint16_t *d_dst, int64_t n);
+int	gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,
+	    uint16_t *d_dst);
 
 /* Embedding lookup: out[i][ne0] = dequantize(table row ids[i]) for i < n;
  * d_ids holds n int32 row numbers (< n_rows, not checked on the device). */

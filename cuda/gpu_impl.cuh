@@ -316,22 +316,37 @@ gpu_ue4m3_half(unsigned x)
 	return __uint_as_float((e + 119) << 23 | man << 20);
 }
 
-/* kvalues_mxfp4 (e2m1 codes as integers, twice the value) of the low
- * nibbles of v's four bytes, packed as four int8 for dp4a.  Two byte
- * permutes over the table held in registers (magnitudes 0,1,2,3,4,6,8,12
- * and their negations), then bit 3 of each nibble picks the sign: a local
- * array indexed by data went to local memory (64-byte stack frame in the
- * m = 1, 2 instances, 10x slower). */
-__device__ __forceinline__ int
-gpu_fp4x4(uint32_t v)
+/* prmt.b32 in its default mode, as is: __byte_perm masks each selector
+ * nibble to 3 bits first (one more instruction, and no sign replication:
+ * a nibble with bit 3 set gives the chosen byte's bit 7 in all 8 bits). */
+__device__ __forceinline__ uint32_t
+gpu_prmt(uint32_t a, uint32_t b, uint32_t s)
 {
-	uint32_t q = v & 0x07070707u, t = q | q >> 4;
-	uint32_t sel = (t & 0xFFu) | (t >> 8 & 0xFF00u);
-	uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
-	uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
-	uint32_t mask = (v >> 3 & 0x01010101u) * 0xFFu;
+	uint32_t r;
 
-	return (int)((pos & ~mask) | (neg & mask));
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+	return r;
+}
+
+/*
+ * The kvalues (e2m1 codes as integers, twice the value) of the 8 codes of
+ * a word of NVFP4's GPU layout (nibble k = value k, gpu_nvfp4_pack) as int8
+ * for dp4a: *lo values 0..3, *hi values 4..7.  Per 4 codes a permute over
+ * the magnitudes (0,1,2,3,4,6,8,12) and one over their negations, then a
+ * third picks by the sign (selector 0x3210 + 4 * sign): 11 instructions
+ * for 8 values.  tp, tn: the low words of the two tables (0x03020100,
+ * 0xFDFEFF00), sb the selector base 0x32103210, from registers where the
+ * caller can keep them there (the high words are immediates).  A local
+ * array indexed by data went to local memory (10x slower).
+ */
+__device__ __forceinline__ void
+gpu_fp4x8(uint32_t v, uint32_t tp, uint32_t tn, uint32_t sb, int *lo, int *hi)
+{
+	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | sb;
+
+	*lo = (int)gpu_prmt(gpu_prmt(tp, 0x0C080604u, c), gpu_prmt(tn, 0xF4F8FAFCu, c), s);
+	c >>= 16, s >>= 16;
+	*hi = (int)gpu_prmt(gpu_prmt(tp, 0x0C080604u, c), gpu_prmt(tn, 0xF4F8FAFCu, c), s);
 }
 
 /*

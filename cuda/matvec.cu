@@ -1,8 +1,9 @@
 /*
  * matvec: quantized weight rows on the device.  Decoding of ggml blocks
  * (32-element units, the CPU reference's arithmetic: separate multiplies
- * and adds, no fused multiply-add), the batch-invariant matrix-vector
- * product, dequantization, embedding rows and the cuBLAS prefill product.
+ * and adds, no fused multiply-add; NVFP4 in the GPU layout, made here by
+ * gpu_nvfp4_pack), the batch-invariant matrix-vector product,
+ * dequantization, embedding rows and the cuBLAS prefill product.
  */
 #include "gpu_impl.cuh"
 
@@ -15,18 +16,30 @@ enum {
 	T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30, T_NVFP4 = 40
 };
 
-/* QK elements in BS bytes per block (F32/F16/BF16: 32-element pseudo-blocks). */
+/* QK elements in BS bytes per block (F32/F16/BF16: 32-element pseudo-blocks),
+ * CB of them contiguous (the block, or NVFP4's codes: its scales follow
+ * the row's codes, gpu_nvfp4_pack). */
 template <int T> struct qt;
-template <> struct qt<T_F32>   { enum { QK = 32,  BS = 128 }; };
-template <> struct qt<T_F16>   { enum { QK = 32,  BS = 64 }; };
-template <> struct qt<T_BF16>  { enum { QK = 32,  BS = 64 }; };
-template <> struct qt<T_Q8_0>  { enum { QK = 32,  BS = 34 }; };
-template <> struct qt<T_Q4_0>  { enum { QK = 32,  BS = 18 }; };
-template <> struct qt<T_Q4_1>  { enum { QK = 32,  BS = 20 }; };
-template <> struct qt<T_NVFP4> { enum { QK = 64,  BS = 36 }; };
-template <> struct qt<T_Q4_K>  { enum { QK = 256, BS = 144 }; };
-template <> struct qt<T_Q5_K>  { enum { QK = 256, BS = 176 }; };
-template <> struct qt<T_Q6_K>  { enum { QK = 256, BS = 210 }; };
+template <> struct qt<T_F32>   { enum { QK = 32,  BS = 128, CB = 128 }; };
+template <> struct qt<T_F16>   { enum { QK = 32,  BS = 64,  CB = 64 }; };
+template <> struct qt<T_BF16>  { enum { QK = 32,  BS = 64,  CB = 64 }; };
+template <> struct qt<T_Q8_0>  { enum { QK = 32,  BS = 34,  CB = 34 }; };
+template <> struct qt<T_Q4_0>  { enum { QK = 32,  BS = 18,  CB = 18 }; };
+template <> struct qt<T_Q4_1>  { enum { QK = 32,  BS = 20,  CB = 20 }; };
+template <> struct qt<T_NVFP4> { enum { QK = 64,  BS = 36,  CB = 32 }; };
+template <> struct qt<T_Q4_K>  { enum { QK = 256, BS = 144, CB = 144 }; };
+template <> struct qt<T_Q5_K>  { enum { QK = 256, BS = 176, CB = 176 }; };
+template <> struct qt<T_Q6_K>  { enum { QK = 256, BS = 210, CB = 210 }; };
+
+/* Block b of the row at rp (nblk blocks): its contiguous bytes, and *sc its
+ * scales where they are apart (NVFP4: the 4 ue4m3). */
+template <int T>
+__device__ __forceinline__ const uint8_t *
+blk_at(const uint8_t *rp, int64_t nblk, int64_t b, const uint8_t **sc)
+{
+	*sc = T == T_NVFP4 ? rp + nblk * 32 + b * 4 : NULL;
+	return rp + b * qt<T>::CB;
+}
 
 __device__ __forceinline__ unsigned
 rd16(const uint8_t *p)	/* p is 2-byte aligned in every block layout here */
@@ -63,10 +76,11 @@ kf(unsigned n)
 	return (float)(n & 8 ? -m : m);
 }
 
-/* w[0..32) = elements 32u .. 32u+31 of the block at b. */
+/* w[0..32) = elements 32u .. 32u+31 of the block at b (NVFP4: its codes,
+ * sc its scales). */
 template <int T>
 __device__ __forceinline__ void
-unit_w(const uint8_t *b, int u, float w[32])
+unit_w(const uint8_t *b, const uint8_t *sc, int u, float w[32])
 {
 	if (T == T_F32) {
 		const float4 *p = (const float4 *)b;
@@ -116,17 +130,12 @@ unit_w(const uint8_t *b, int u, float w[32])
 		}
 	} else if (T == T_NVFP4) {
 #pragma unroll
-		for (int ss = 0; ss < 2; ss++) {
-			int s = 2 * u + ss;
-			float d = gpu_ue4m3_half(b[s]);
-			unsigned lo = *(const uint32_t *)(b + 4 + 8 * s);
-			unsigned hi = *(const uint32_t *)(b + 8 + 8 * s);
+		for (int i = 0; i < 4; i++) {	/* code words 4u + i: values 8i .. 8i+7 */
+			float d = gpu_ue4m3_half(sc[2 * u + i / 2]);
+			unsigned v = ((const uint32_t *)b)[4 * u + i];
 #pragma unroll
-			for (int j = 0; j < 8; j++) {
-				unsigned x = ((j < 4 ? lo : hi) >> (8 * (j & 3))) & 0xFF;
-				w[16 * ss + j] = __fmul_rn(kf(x & 0xF), d);
-				w[16 * ss + j + 8] = __fmul_rn(kf(x >> 4), d);
-			}
+			for (int k = 0; k < 8; k++)
+				w[8 * i + k] = __fmul_rn(kf((v >> (4 * k)) & 0xF), d);
 		}
 	} else if (T == T_Q4_K || T == T_Q5_K) {
 		float d = h2f(rd16(b)), dmin = h2f(rd16(b + 2));
@@ -205,7 +214,7 @@ rd32u(const uint8_t *p)	/* a 4-byte word at a 2-byte aligned address */
  */
 template <int T>
 __device__ __forceinline__ void
-oct_q(const uint8_t *b, int o, float q[8], float *a, float *c)
+oct_q(const uint8_t *b, const uint8_t *sc, int o, float q[8], float *a, float *c)
 {
 	*c = 0.0f;
 	if (T == T_F32) {
@@ -240,20 +249,16 @@ oct_q(const uint8_t *b, int o, float q[8], float *a, float *c)
 		if (T == T_Q4_1)
 			*c = h2f(rd16(b + 2));
 	} else if (T == T_NVFP4) {
-		int s = o >> 1, sh = 4 * (o & 1);
-		const uint32_t *p = (const uint32_t *)(b + 4 + 8 * s);
-		unsigned w[2] = { p[0] >> sh, p[1] >> sh };
+		unsigned v = ((const uint32_t *)b)[o];	/* code word o: values 8o .. 8o+7 */
 #pragma unroll
-		for (int i = 0; i < 2; i++)
-#pragma unroll
-			for (int k = 0; k < 4; k++) {
-				unsigned x = (w[i] >> (8 * k)) & 0xF;
-				/* |E2M1| x2 by a nibble table, the sign from bit 3 */
-				unsigned mag = (0xC8643210u >> (4 * (x & 7))) & 0xF;
-				float f = __uint_as_float(0x4B000000u | mag) - 8388608.0f;
-				q[4 * i + k] = __uint_as_float(__float_as_uint(f) | ((x & 8) << 28));
-			}
-		*a = gpu_ue4m3_half(b[s]);
+		for (int k = 0; k < 8; k++) {
+			unsigned x = (v >> (4 * k)) & 0xF;
+			/* |E2M1| x2 by a nibble table, the sign from bit 3 */
+			unsigned mag = (0xC8643210u >> (4 * (x & 7))) & 0xF;
+			float f = __uint_as_float(0x4B000000u | mag) - 8388608.0f;
+			q[k] = __uint_as_float(__float_as_uint(f) | ((x & 8) << 28));
+		}
+		*a = gpu_ue4m3_half(sc[o >> 1]);
 	} else if (T == T_Q4_K || T == T_Q5_K) {
 		int u = o >> 2, ch = u >> 1, hi = u & 1, l0 = 8 * (o & 3), sc, m;
 		const uint32_t *p = (const uint32_t *)(b + (T == T_Q4_K ? 16 : 48) + 32 * ch + l0);
@@ -305,12 +310,13 @@ cp_wait(void)
 	asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 }
 
-/* Stage blocks [b0, b1) of row rp into buf; returns the offset of b0 in buf. */
+/* Stage blocks [b0, b1) of row rp into buf (their contiguous bytes: NVFP4's
+ * codes); returns the offset of b0 in buf. */
 template <int T>
 __device__ __forceinline__ int
 mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
 {
-	const uint8_t *s = rp + (size_t)b0 * qt<T>::BS, *e = rp + (size_t)b1 * qt<T>::BS;
+	const uint8_t *s = rp + (size_t)b0 * qt<T>::CB, *e = rp + (size_t)b1 * qt<T>::CB;
 	const uint8_t *a0 = (const uint8_t *)((uintptr_t)s & ~(uintptr_t)15);
 	int n16 = (int)((e - a0 + 15) >> 4);
 
@@ -372,7 +378,9 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 		for (int o = lane; o < nb * OPB; o += 32) {
 			int blk = o / OPB, oi = o % OPB;
 			float q[8], a, cc;
-			oct_q<T>(base + blk * qt<T>::BS, oi, q, &a, &cc);
+			const uint8_t *sc;
+			blk_at<T>(rp, nblk, b0 + blk, &sc);	/* (NVFP4's scales, read in place) */
+			oct_q<T>(base + blk * qt<T>::CB, sc, oi, q, &a, &cc);
 			int64_t e0 = (int64_t)(b0 + blk) * qt<T>::QK + 8 * oi;
 #pragma unroll
 			for (int j = 0; j < MAXM; j++) {
@@ -422,7 +430,7 @@ mv_launch(struct gpu *g, const void *w, int64_t rows, int64_t ne0, const float *
     int m, float *y, const float *scale)
 {
 	int nblk = (int)(ne0 / qt<T>::QK);
-	int bpc = max(1, g->mv_chunk / (int)qt<T>::BS);
+	int bpc = max(1, g->mv_chunk / (int)qt<T>::CB);
 	int nch = (nblk + bpc - 1) / bpc;
 	size_t rowbytes = (size_t)nblk * qt<T>::BS;
 
@@ -512,68 +520,57 @@ gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 
 /* --- dequantization --------------------------------------------------- */
 
-/* One thread per 32-element unit; blockIdx.y picks a row of ids (or none). */
+/* The 32 values of unit u (of upr a row) of the rows at src (rowbytes
+ * apart) into w: unit u % upr of row u / upr, or of row ids[blockIdx.y]
+ * (then u < upr). */
 template <int T>
-__global__ void
-k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t units,
-    const int32_t *__restrict__ ids, float *__restrict__ dst, int64_t ne0)
+__device__ __forceinline__ void
+dq_unit(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t u,
+    const int32_t *__restrict__ ids, float w[32])
 {
 	enum { UPB = qt<T>::QK / 32 };
+	int64_t r = ids != NULL ? ids[blockIdx.y] : u / upr, ur = ids != NULL ? u : u - r * upr;
+	const uint8_t *sc, *b = blk_at<T>(src + r * rowbytes, upr / UPB, ur / UPB, &sc);
+
+	unit_w<T>(b, sc, (int)(ur % UPB), w);
+}
+
+/* One thread per 32-element unit of units (upr a row); blockIdx.y picks
+ * a row of ids (or none). */
+template <int T>
+__global__ void
+k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t units,
+    const int32_t *__restrict__ ids, float *__restrict__ dst)
+{
 	int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	float w[32];
 
 	pdl_enter();
 	if (u >= units)
 		return;
-	if (ids != NULL) {
-		src += (size_t)ids[blockIdx.y] * rowbytes;
-		dst += (int64_t)blockIdx.y * ne0;
-	}
-	unit_w<T>(src + (u / UPB) * qt<T>::BS, (int)(u % UPB), w);
+	dq_unit<T>(src, rowbytes, upr, u, ids, w);
+	if (ids != NULL)
+		dst += (int64_t)blockIdx.y * upr * 32;
 	float4 *o = (float4 *)(dst + 32 * u);
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		o[i] = make_float4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
 }
 
-template <int T>
-static int
-dq_type(struct gpu *g, const void *src, int64_t ne0, const int32_t *ids, int n, float *dst)
-{
-	int64_t units = ne0 / 32;
-
-	if (ne0 % qt<T>::QK != 0 || ne0 % 32 != 0)
-		return gpu_fail(g, "dequantize: %lld elements are not whole blocks of %d",
-		    (long long)ne0, (int)qt<T>::QK);
-	dim3 grid((unsigned)((units + 255) / 256), ids ? (unsigned)n : 1);
-	gpu_launch(g, k_dequant<T>, grid, 256, 0, (const uint8_t *)src,
-	    (size_t)(ne0 / qt<T>::QK) * qt<T>::BS, units, ids, dst, ne0);
-	GPU_LAUNCHED(g, "dequantize");
-	return 0;
-}
-
-extern "C" int
-gpu_dequantize(struct gpu *g, int t, const void *d_src, float *d_dst, int64_t n)
-{
-	if (n < 1)
-		return gpu_fail(g, "dequantize: %lld elements", (long long)n);
-	DISPATCH(t, dq_type, g, d_src, n, NULL, 0, d_dst);
-}
-
 /* k_dequant's values rounded to bf16 (nearest, ties to even), a thread a
  * 32-element unit. */
 template <int T>
 __global__ void
-k_dequant_bf16(const uint8_t *__restrict__ src, int64_t units, uint16_t *__restrict__ dst)
+k_dequant_bf16(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t units,
+    uint16_t *__restrict__ dst)
 {
-	enum { UPB = qt<T>::QK / 32 };
 	int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	float w[32];
 
 	pdl_enter();
 	if (u >= units)
 		return;
-	unit_w<T>(src + (u / UPB) * qt<T>::BS, (int)(u % UPB), w);
+	dq_unit<T>(src, rowbytes, upr, u, NULL, w);
 	uint4 *o = (uint4 *)(dst + 32 * u);
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
@@ -587,27 +584,46 @@ k_dequant_bf16(const uint8_t *__restrict__ src, int64_t units, uint16_t *__restr
 	}
 }
 
+/* Rows of ne0 elements of type T as dequantized values: rows of the
+ * table (ids: n of them, else n rows from the first), fp32 or bf16. */
 template <int T>
 static int
-dq_bf16_type(struct gpu *g, const void *src, int64_t n, uint16_t *dst)
+dq_type(struct gpu *g, const void *src, int64_t ne0, const int32_t *ids, int64_t n,
+    float *dst, uint16_t *dst16)
 {
-	int64_t units = n / 32;
+	int64_t upr = ne0 / 32, units = ids != NULL ? upr : n * upr;
+	size_t rowbytes = (size_t)(ne0 / qt<T>::QK) * qt<T>::BS;
 
-	if (n % qt<T>::QK != 0 || n % 32 != 0)
-		return gpu_fail(g, "dequantize: %lld elements are not whole blocks of %d",
-		    (long long)n, (int)qt<T>::QK);
-	gpu_launch(g, k_dequant_bf16<T>, (unsigned)((units + 255) / 256), 256, 0,
-	    (const uint8_t *)src, units, dst);
-	GPU_LAUNCHED(g, "dequantize bf16");
+	if (ne0 < 1 || ne0 % qt<T>::QK != 0 || ne0 % 32 != 0)
+		return gpu_fail(g, "dequantize: rows of %lld elements are not whole blocks of %d",
+		    (long long)ne0, (int)qt<T>::QK);
+	if (n < 1 || (units + 255) / 256 > INT32_MAX)
+		return gpu_fail(g, "dequantize: %lld rows of %lld", (long long)n, (long long)ne0);
+	dim3 grid((unsigned)((units + 255) / 256), ids ? (unsigned)n : 1);
+	if (dst16 != NULL) {
+		gpu_launch(g, k_dequant_bf16<T>, grid, 256, 0, (const uint8_t *)src, rowbytes, upr,
+		    units, dst16);
+		GPU_LAUNCHED(g, "dequantize bf16");
+	} else {
+		gpu_launch(g, k_dequant<T>, grid, 256, 0, (const uint8_t *)src, rowbytes, upr, units,
+		    ids, dst);
+		GPU_LAUNCHED(g, "dequantize");
+	}
 	return 0;
 }
 
 extern "C" int
-gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, uint16_t *d_dst, int64_t n)
+gpu_dequantize(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,
+    float *d_dst)
 {
-	if (n < 1 || (n / 32 + 255) / 256 > INT32_MAX)
-		return gpu_fail(g, "dequantize: %lld elements", (long long)n);
-	DISPATCH(t, dq_bf16_type, g, d_src, n, d_dst);
+	DISPATCH(t, dq_type, g, d_src, ne0, NULL, rows, d_dst, NULL);
+}
+
+extern "C" int
+gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,
+    uint16_t *d_dst)
+{
+	DISPATCH(t, dq_type, g, d_src, ne0, NULL, rows, NULL, d_dst);
 }
 
 extern "C" int
@@ -616,7 +632,111 @@ gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 {
 	if (n < 1 || n > 65535)
 		return gpu_fail(g, "get_rows: %d rows (1..65535)", n);
-	DISPATCH(t, dq_type, g, d_table, ne0, d_ids, n, d_out);
+	DISPATCH(t, dq_type, g, d_table, ne0, d_ids, n, d_out, NULL);
+}
+
+/* --- NVFP4's GPU layout ------------------------------------------------ */
+
+/*
+ * Block i of rows of nb blocks between ggml's layout (g) and the GPU's
+ * (p, gpu_nvfp4_pack), one thread a block: value v of the block is ggml's
+ * nibble (v % 16 >= 8) of byte 8 (v / 16) + v % 8 of qs, and nibble v % 8
+ * of code word v / 8.  TO_GPU: g -> p, else p -> g.
+ */
+template <int TO_GPU>
+__global__ void
+k_nvfp4_layout(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst, int64_t nblk,
+    int64_t nb)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i >= nblk)
+		return;
+	int64_t r = i / nb, b = i - r * nb;
+	size_t row = (size_t)r * nb * 36;
+	const uint32_t *gw = (const uint32_t *)(src + row + (TO_GPU ? b * 36 : b * 32));
+	uint32_t in[9], out[9];
+
+#pragma unroll
+	for (int k = 0; k < 8; k++)
+		in[k] = gw[k];
+	in[8] = TO_GPU ? gw[8] : *(const uint32_t *)(src + row + nb * 32 + b * 4);
+#pragma unroll
+	for (int k = 0; k < 9; k++)
+		out[k] = 0;
+#pragma unroll
+	for (int v = 0; v < 64; v++) {
+		int gb = 8 * (v / 16) + v % 8, gsh = 4 * (v % 16 >= 8);	/* ggml: qs byte, nibble */
+		int pw = v / 8, psh = 4 * (v % 8);				/* GPU: word, nibble */
+		if (TO_GPU) {	/* in: scales, qs[0..31] as words 0..8 */
+			uint32_t x = (in[1 + gb / 4] >> (8 * (gb % 4) + gsh)) & 0xF;
+			out[pw] |= x << psh;
+		} else {	/* in: codes words 0..7, scales */
+			uint32_t x = (in[pw] >> psh) & 0xF;
+			out[1 + gb / 4] |= x << (8 * (gb % 4) + gsh);
+		}
+	}
+	uint32_t *ow;
+	if (TO_GPU) {
+		ow = (uint32_t *)(dst + row + b * 32);
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			ow[k] = out[k];
+		*(uint32_t *)(dst + row + nb * 32 + b * 4) = in[0];
+	} else {
+		ow = (uint32_t *)(dst + row + b * 36);
+		ow[0] = in[8];
+#pragma unroll
+		for (int k = 1; k < 9; k++)
+			ow[k] = out[k];
+	}
+}
+
+static int
+nvfp4_layout(struct gpu *g, void *d_w, int64_t rows, int64_t ne0, int to_gpu)
+{
+	enum { TMP = 64 << 20 };
+	int64_t nb = ne0 / 64;
+	size_t rb = (size_t)nb * 36;
+
+	if (rows < 1 || ne0 < 64 || ne0 % 64 != 0 || ((uintptr_t)d_w & 3))
+		return gpu_fail(g, "nvfp4 layout: %lld rows of %lld, or unaligned", (long long)rows,
+		    (long long)ne0);
+	int64_t chunk = (int64_t)(TMP / rb) > 0 ? (int64_t)(TMP / rb) : 1;
+	if (chunk > rows)
+		chunk = rows;
+	uint8_t *tmp = (uint8_t *)gpu_alloc(g, (size_t)chunk * rb);
+	int rc = tmp == NULL ? -1 : 0;
+	for (int64_t r0 = 0; rc == 0 && r0 < rows; r0 += chunk) {
+		int64_t nr = rows - r0 < chunk ? rows - r0 : chunk, n = nr * nb;
+		uint8_t *w = (uint8_t *)d_w + (size_t)r0 * rb;
+		if ((rc = gpu_copy(g, tmp, w, (size_t)nr * rb)) != 0)
+			break;
+		if (to_gpu)
+			gpu_launch(g, k_nvfp4_layout<1>, (unsigned)((n + 255) / 256), 256, 0,
+			    (const uint8_t *)tmp, w, n, nb);
+		else
+			gpu_launch(g, k_nvfp4_layout<0>, (unsigned)((n + 255) / 256), 256, 0,
+			    (const uint8_t *)tmp, w, n, nb);
+		cudaError_t e = cudaGetLastError();
+		if (e != cudaSuccess)
+			rc = gpu_fail(g, "nvfp4 layout: %s", cudaGetErrorString(e));
+	}
+	gpu_free(g, tmp);	/* (waits for the kernels) */
+	return rc;
+}
+
+extern "C" int
+gpu_nvfp4_pack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0)
+{
+	return nvfp4_layout(g, d_w, rows, ne0, 1);
+}
+
+extern "C" int
+gpu_nvfp4_unpack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0)
+{
+	return nvfp4_layout(g, d_w, rows, ne0, 0);
 }
 
 /* --- prefill: dequantized tiles through cuBLAS ------------------------ */
@@ -697,7 +817,7 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		return -1;
 	for (r0 = 0; r0 < rows; r0 += tile) {
 		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
-		if (gpu_dequantize(g, t, (const uint8_t *)d_w + r0 * rowbytes, wt, nr * ne0) != 0)
+		if (gpu_dequantize(g, t, (const uint8_t *)d_w + r0 * rowbytes, nr, ne0, wt) != 0)
 			return -1;
 		cublasStatus_t s = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N,
 		    (int)nr, (int)n, (int)ne0, &one, wt, (int)ne0, d_x, (int)ne0,

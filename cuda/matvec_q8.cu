@@ -107,22 +107,11 @@ k_q8x(float *x, const float *u, int hd, int64_t ldu, int64_t total, int8_t *q, f
 	q8_block4(v, threadIdx.x & 31, in, (char4 *)q + l, dx, sx, (size_t)(l >> 3));
 }
 
-/* Bytes of one weight block of type T (NVFP4: 64 values, else 32). */
+/* Bytes of one 32-value weight block of type T (Q8_0, Q4_1, Q5_1). */
 template <int T>
 struct mv8_bs {
-	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : T == Q8_T_Q4_1 ? 20 : 36 };
+	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : 20 };
 };
-
-__device__ __forceinline__ uint32_t
-mv8_prmt(uint32_t a, uint32_t b, uint32_t s)
-{
-	uint32_t r;
-
-	/* prmt as is: __byte_perm masks the selector to 3 bits a nibble first
-	 * (one more instruction); the selectors here have bit 3 clear */
-	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
-	return r;
-}
 
 /* 1.5 * 2^23 as float bits: an int t (|t| < 2^22) added to them is the
  * float 1.5 * 2^23 + t exactly, so t as a float is that minus 1.5 * 2^23
@@ -153,26 +142,26 @@ mv8_tab(int m)
 }
 
 /*
- * The kvalues (e2m1 codes as integers, twice the value) of the 8 codes of
- * v as int8 for dp4a: byte k holds value k in its low nibble and k + 8 in
- * its high one; *lo = values 0..3, *hi = values 8..11.  Per 4 nibbles a
- * byte permute over the magnitudes (0,1,2,3,4,6,8,12) and one over their
- * negations, then a third picks by the sign bit (selector 0x3210 + 4 *
- * sign); two more put the values in order.  13 instructions for 8 values
- * (gpu_fp4x4: about 11 for 4).  tab: mv8_tab's words.
+ * The 8 codes of a word of NVFP4's GPU layout (nibble k = value k) for
+ * dp4a as two parts whose difference is their kvalues (e2m1 codes as
+ * integers, twice the value): p[0] (values 0..3) and p[1] (4..7) the
+ * positive codes' kvalues, n[0], n[1] the negative codes' magnitudes, 0
+ * elsewhere.  One permute of the magnitude table (0,1,2,3,4,6,8,12) per
+ * part with the codes themselves as the selector: a code's bit 3 (its
+ * sign) makes prmt give the table byte's bit 7, 0, so v gives the positive
+ * codes and v ^ 0x88888888 the negative ones.  7 instructions for 8 values
+ * (gpu_fp4x8, one signed part: 11), for twice the dp4a: the decode of the
+ * one- and two-row products.  tab: mv8_tab's words.
  */
 __device__ __forceinline__ void
-mv8_fp4x8(uint32_t v, uint4 tab, int *lo, int *hi)
+mv8_fp4pn(uint32_t v, uint4 tab, int *p, int *n)
 {
-	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | tab.z;
-	uint32_t p0 = mv8_prmt(mv8_prmt(tab.x, 0x0C080604u, c),
-	    mv8_prmt(tab.y, 0xF4F8FAFCu, c), s);	/* values 0, 8, 1, 9 */
-	c >>= 16, s >>= 16;
-	uint32_t p1 = mv8_prmt(mv8_prmt(tab.x, 0x0C080604u, c),
-	    mv8_prmt(tab.y, 0xF4F8FAFCu, c), s);	/* values 2, 10, 3, 11 */
+	uint32_t u = v ^ 0x88888888u;
 
-	*lo = (int)mv8_prmt(p0, p1, 0x6420);
-	*hi = (int)mv8_prmt(p0, p1, 0x7531);
+	p[0] = (int)gpu_prmt(tab.x, 0x0C080604u, v);
+	p[1] = (int)gpu_prmt(tab.x, 0x0C080604u, v >> 16);
+	n[0] = (int)gpu_prmt(tab.x, 0x0C080604u, u);
+	n[1] = (int)gpu_prmt(tab.x, 0x0C080604u, u >> 16);
 }
 
 /*
@@ -197,16 +186,14 @@ mv8_ue4m3x4(uint32_t sc, float *ws)
 }
 
 /*
- * acc[j] += weight block b (bytes at blk) . block(s) b of input row j,
- * j < M (the kernels are instances for every m = M: no test per row; a
- * row's code is the same in each).  tab: mv8_tab's words.
+ * acc[j] += weight block b (bytes at blk) . block b of input row j, j <
+ * M (the kernels are instances for every m = M: no test per row; a row's
+ * code is the same in each).  tab: mv8_tab's words.  Q8_0, Q4_1, Q5_1
+ * (NVFP4: mv8_nv).
  * The weight is decoded once for the M rows; a row then costs its x loads
- * (whole blocks as int4, dx of NVFP4's two blocks as one float2), the
- * dp4a and per 32 values two or three float operations:
- * Q8_0 acc = fma(isum, dw * dx, acc) (dw * dx exact: two fp16 values);
- * Q4_1/Q5_1 acc = fma(mw, sx, fma(isum, dw * dx, acc));
- * NVFP4 per 32-block of x acc = fma(dx, ws0 * t0 + ws1 * t1, acc) (ws * t
- * exact: 4 and 15 significant bits; one rounding for the pair).  The
+ * (whole blocks as int4), the dp4a and per 32 values two or three float
+ * operations: Q8_0 acc = fma(isum, dw * dx, acc) (dw * dx exact: two fp16
+ * values); Q4_1/Q5_1 acc = fma(mw, sx, fma(isum, dw * dx, acc)).  The
  * integer sums start at MV8_MAGIC and become floats by mv8_i2f.
  */
 template <int T, int M>
@@ -245,7 +232,7 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			s = __dp4a(wq[7], c.w, s);
 			acc[j] = __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]);
 		}
-	} else if (T == Q8_T_Q4_1 || T == Q8_T_Q5_1) {
+	} else {
 		/* d, m (fp16), [qh (4 bytes) for Q5_1], qs[16]: values 0..15 or 0..31 */
 		const uint32_t *blk = (const uint32_t *)blk8;
 		uint32_t dm = blk[0], qh = T == Q8_T_Q5_1 ? blk[1] : 0;
@@ -277,35 +264,6 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 			s = __dp4a(wq[7], c.w, s);
 			acc[j] = __fmaf_rn(mw, sx[xi],
 			    __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]));
-		}
-	} else {
-		/* 4 ue4m3 scales, then 4 sub-blocks of 8 bytes (16 values) */
-		const uint32_t *blk = (const uint32_t *)blk8;
-		float ws[4];
-		int w[16];
-		mv8_ue4m3x4(blk[0], ws);
-#pragma unroll
-		for (int s = 0; s < 4; s++) {
-			mv8_fp4x8(blk[1 + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
-			mv8_fp4x8(blk[2 + 2 * s], tab, &w[4 * s + 1], &w[4 * s + 3]);
-		}
-#pragma unroll
-		for (int j = 0; j < M; j++) {
-			size_t xi = (size_t)j * nb + 2 * b;
-			const int4 *xq = (const int4 *)(q + xi * 32);
-			float2 d = *(const float2 *)(dx + xi);	/* nb even: 8-byte aligned */
-			float t[4];
-#pragma unroll
-			for (int s = 0; s < 4; s++) {
-				int4 a = xq[s];
-				int i = __dp4a(w[4 * s], a.x, (int)tab.w);
-				i = __dp4a(w[4 * s + 1], a.y, i);
-				i = __dp4a(w[4 * s + 2], a.z, i);
-				t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
-			}
-			float s01 = __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0]));
-			float s23 = __fmaf_rn(ws[3], t[3], __fmul_rn(ws[2], t[2]));
-			acc[j] = __fmaf_rn(d.y, s23, __fmaf_rn(d.x, s01, acc[j]));
 		}
 	}
 }
@@ -369,80 +327,80 @@ mv8_pick(const struct mv8_set &S)
 	return R;
 }
 
-/* One ue4m3 scale x (a byte) as gpu_ue4m3_half gives it, as mv8_ue4m3x4
- * does for four. */
-__device__ __forceinline__ float
-mv8_ue4m3(unsigned x)
-{
-	unsigned c = x == 0x7F ? 0 : x & 0x7F;
-
-	return __fmul_rn(__half2float(__ushort_as_half((unsigned short)(c << 7))), 128.0f);
-}
-
 /*
- * NVFP4 by four lanes a block (GPU_MV8_LANE4): acc[j] += sub-block s of
- * weight block at blk . the 16 values of input row j from element 16 * xs
- * (xs = 4 * block + s), per sub-block acc = fma(dx, ws * t, acc).  The
- * warp's 32 lanes read 512 contiguous bytes of x a row (one lane a block:
- * 64-byte pieces 64 bytes apart, four times the L1 wavefronts) and 288 of
- * weights.
+ * NVFP4 (the GPU layout, gpu_nvfp4_pack) by two lanes a block: acc[j] +=
+ * half h (sub-blocks 2h, 2h + 1: 32 codes, 16 bytes at 32 b + 16 h of the
+ * row, one load when A: rows 16-byte aligned; their scales, 2 bytes at 32
+ * nbw + 4 b + 2 h) of block b of the weight row at wr . 32-block xb = 2 b +
+ * h of input row j: acc = fma(dx, ws1 * t1 + ws0 * t0, acc), t the
+ * sub-blocks' integer dots (ws * t exact: 4 and 15 significant bits; one
+ * rounding for the pair).  M <= 2 decodes by mv8_fp4pn (t = the positive
+ * parts' dot - the negative parts'), more rows by gpu_fp4x8 (half the
+ * dp4a): the same integer dots, so the same bits for every m.  A warp
+ * reads 512 contiguous bytes of codes, 64 of scales and 32-byte pieces of
+ * x side by side.
  */
-template <int M>
+template <int M, int A>
 __device__ __forceinline__ void
-mv8_sub(const uint8_t *blk8, int s, int xs, int nb, const int8_t *__restrict__ q,
+mv8_nv(const uint8_t *wr, int nbw, int b, int h, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dx, float *acc, uint4 tab)
 {
-	const uint32_t *blk = (const uint32_t *)blk8;
-	float ws = mv8_ue4m3(blk8[s]);
-	int w[4];
-
-	mv8_fp4x8(blk[1 + 2 * s], tab, &w[0], &w[2]);
-	mv8_fp4x8(blk[2 + 2 * s], tab, &w[1], &w[3]);
-#pragma unroll
-	for (int j = 0; j < M; j++) {
-		size_t xi = (size_t)j * nb + (xs >> 1);
-		int4 a = *(const int4 *)(q + xi * 32 + (xs & 1) * 16);
-		int i = __dp4a(w[0], a.x, (int)tab.w);
-		i = __dp4a(w[1], a.y, i), i = __dp4a(w[2], a.z, i), i = __dp4a(w[3], a.w, i);
-		acc[j] = __fmaf_rn(dx[xi], __fmul_rn(ws, mv8_i2f(i)), acc[j]);
-	}
-}
-
-/*
- * NVFP4 by two lanes a block (GPU_MV8_LANE2): acc[j] += half h (sub-blocks
- * 2h, 2h + 1) of the weight block at blk . 32-block xb of input row j
- * (xb = 2 * block + h), acc = fma(dx, ws0 * t0 + ws1 * t1, acc) as
- * mv8_block's per 32 values.  The warp reads x a row as 32-byte pieces
- * side by side (one lane a block: 64-byte pieces 64 bytes apart).
- */
-template <int M>
-__device__ __forceinline__ void
-mv8_half(const uint8_t *blk8, int h, int xb, int nb, const int8_t *__restrict__ q,
-    const float *__restrict__ dx, float *acc, uint4 tab)
-{
-	const uint32_t *blk = (const uint32_t *)blk8;
+	const uint32_t *cp = (const uint32_t *)(wr + 32 * (size_t)b + 16 * h);
+	uint32_t c[4];
 	float ws[4];
-	int w[8];
+	int xb = 2 * b + h;
 
-	mv8_ue4m3x4(((const uint16_t *)blk8)[h], ws);	/* ws[0], ws[1]: this half's */
+	if (A) {
+		uint4 u = *(const uint4 *)cp;
+		c[0] = u.x, c[1] = u.y, c[2] = u.z, c[3] = u.w;
+	} else {
 #pragma unroll
-	for (int s = 0; s < 2; s++) {
-		mv8_fp4x8(blk[1 + 4 * h + 2 * s], tab, &w[4 * s], &w[4 * s + 2]);
-		mv8_fp4x8(blk[2 + 4 * h + 2 * s], tab, &w[4 * s + 1], &w[4 * s + 3]);
+		for (int i = 0; i < 4; i++)
+			c[i] = cp[i];
 	}
+	mv8_ue4m3x4(((const uint16_t *)(wr + 32 * (size_t)nbw))[2 * b + h], ws);
+	if (M <= 2) {
+		int p[8], n[8];
 #pragma unroll
-	for (int j = 0; j < M; j++) {
-		size_t xi = (size_t)j * nb + xb;
-		const int4 *xq = (const int4 *)(q + xi * 32);
-		float t[2];
+		for (int i = 0; i < 4; i++)
+			mv8_fp4pn(c[i], tab, &p[2 * i], &n[2 * i]);
 #pragma unroll
-		for (int s = 0; s < 2; s++) {
-			int4 a = xq[s];
-			int i = __dp4a(w[4 * s], a.x, (int)tab.w);
-			i = __dp4a(w[4 * s + 1], a.y, i), i = __dp4a(w[4 * s + 2], a.z, i);
-			t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
+		for (int j = 0; j < M; j++) {
+			size_t xi = (size_t)j * nb + xb;
+			const int4 *xq = (const int4 *)(q + xi * 32);
+			float t[2];
+#pragma unroll
+			for (int s = 0; s < 2; s++) {
+				int4 a = xq[s];
+				int ip = __dp4a(p[4 * s], a.x, (int)tab.w), in = __dp4a(n[4 * s], a.x, 0);
+				ip = __dp4a(p[4 * s + 1], a.y, ip), in = __dp4a(n[4 * s + 1], a.y, in);
+				ip = __dp4a(p[4 * s + 2], a.z, ip), in = __dp4a(n[4 * s + 2], a.z, in);
+				ip = __dp4a(p[4 * s + 3], a.w, ip), in = __dp4a(n[4 * s + 3], a.w, in);
+				t[s] = mv8_i2f(ip - in);
+			}
+			acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])),
+			    acc[j]);
 		}
-		acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])), acc[j]);
+	} else {
+		int w[8];
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			gpu_fp4x8(c[i], tab.x, tab.y, tab.z, &w[2 * i], &w[2 * i + 1]);
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			size_t xi = (size_t)j * nb + xb;
+			const int4 *xq = (const int4 *)(q + xi * 32);
+			float t[2];
+#pragma unroll
+			for (int s = 0; s < 2; s++) {
+				int4 a = xq[s];
+				int i = __dp4a(w[4 * s], a.x, (int)tab.w);
+				i = __dp4a(w[4 * s + 1], a.y, i), i = __dp4a(w[4 * s + 2], a.z, i);
+				t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
+			}
+			acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])),
+			    acc[j]);
+		}
 	}
 }
 
@@ -482,10 +440,11 @@ mv8_q8half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__
 }
 
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
- * place (any row length and alignment); m == M input rows.  L = 2, 4:
- * NVFP4 (L = 2 also Q8_0) by L lanes a block, lane l part l % L of blocks
- * l / L, l / L + 32 / L, ... (mv8_half, mv8_sub, mv8_q8half). */
-template <int T, int M, int L = 1>
+ * place (any row length and alignment); m == M input rows.  L = 2: Q8_0
+ * and NVFP4 (always) by two lanes a block, lane l half l % 2 of blocks
+ * l / 2, l / 2 + 16, ... (mv8_q8half, mv8_nv; A: NVFP4 rows 16-byte
+ * aligned). */
+template <int T, int M, int L = 1, int A = 0>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
     const float *__restrict__ dx, const float *__restrict__ sx, int m)
@@ -508,21 +467,16 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
-	if (L == 4) {
-		int s = lane & 3;
+	if constexpr (T == Q8_T_NVFP4) {
+		int h = lane & 1;
 #pragma unroll (M <= 2 ? 2 : 1)
-		for (int b = lane >> 2; b < nbw; b += 8)
-			mv8_sub<M>(wr + (size_t)b * 36, s, 4 * b + s, nb, q, dx, acc, tab);
-	} else if (L == 2 && T == Q8_T_Q8_0) {
+		for (int b = lane >> 1; b < nbw; b += 16)
+			mv8_nv<M, A>(wr, nbw, b, h, nb, q, dx, acc, tab);
+	} else if constexpr (L == 2) {
 		int h = lane & 1;
 #pragma unroll (M <= 2 ? 2 : 1)
 		for (int b = lane >> 1; b < nbw; b += 16)
 			mv8_q8half<M>(wr + (size_t)b * 34, h, b, nb, q, dx, acc, tab);
-	} else if (L == 2) {
-		int h = lane & 1;
-#pragma unroll (M <= 2 ? 2 : 1)
-		for (int b = lane >> 1; b < nbw; b += 16)
-			mv8_half<M>(wr + (size_t)b * 36, h, 2 * b + h, nb, q, dx, acc, tab);
 	} else {
 #pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
 		for (int b = lane; b < nbw; b += 32)
@@ -554,7 +508,7 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 	int64_t r = R.r, rows = R.rows;
 	float *y = R.y;
 	const float *scale = R.scale;
-	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
+	int lane = threadIdx.x & 31, nbw = nb;	/* (not NVFP4) */
 	int4 *buf = sm[threadIdx.x >> 5];
 	float acc[M];
 
@@ -598,7 +552,7 @@ extern "C" int
 gpu_tune_mv8(struct gpu *g, int how)
 {
 	if (how < GPU_MV8_AUTO || how > GPU_MV8_LANE2)
-		return gpu_fail(g, "tune: int8 product kernel %d (0..4)", how);
+		return gpu_fail(g, "tune: int8 product kernel %d (0..3)", how);
 	if (how != g->mv8)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mv8 = how;
@@ -618,15 +572,12 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
 	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || n <= GPU_MATVEC_MAX_ROWS);
 }
 
-/* NVFP4's lanes a block by default (GPU_MV8_AUTO, _PLACE, _STAGED): 1
- * (mv8_block, in place or staged), or 2 or 4 (the forms of GPU_MV8_LANE2
- * and _LANE4, always in place).  Two, from the H200's bench i8 lines
- * (bench/2026-12-01-s5-run9-*): NVFP4 m = 1 13.2 / 12.8 us on 12288x4096 /
- * 4096x12288 (one lane 14.4 / 13.3, four 13.7 / 14.2), m = 4 22.8 / 20.7
- * (35.5 / 33.8, 22.0 / 21.0); Q8_0 m = 1 17.4 / 17.6 (17.0 / 17.6), m = 4
- * 22.9 / 21.2 (28.6 / 26.7).  One layout for every m: batch invariance. */
-#define MV8_NVFP4_LANES 2
-#define MV8_Q8_0_LANES 2	/* Q8_0's: 1 or 2, as NVFP4's */
+/* Q8_0's lanes a block by default: 1 or 2 (GPU_MV8_LANE2's form).  Two,
+ * from the H200's bench i8 lines (bench/2026-12-01-s5-run9-*): m = 1 17.4
+ * / 17.6 us on 12288x4096 / 4096x12288 (one lane 17.0 / 17.6), m = 4 22.9 /
+ * 21.2 (28.6 / 26.7).  One layout for every m: batch invariance.  NVFP4
+ * has one form, two lanes a block on the GPU layout (mv8_nv). */
+#define MV8_Q8_0_LANES 2
 
 template <int T>
 static int
@@ -634,38 +585,49 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
     const float *dx, const float *sx, int m)
 {
 	unsigned grid = S.blk[S.nw];
-	int nbw = T == Q8_T_NVFP4 ? nb / 2 : nb, al = 1;
+	int al = 1;
 
 	for (int i = 0; i < S.nw; i++)
 		al &= ((uintptr_t)S.W[i] & 15) == 0;
-
-	/* Staged rows by default where measured faster on the H200 (9B-shape
-	 * random GGUFs, before session 5's cheaper decode): Q8_0 with m =
-	 * 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place: m = 1 (Q8_0 decode
-	 * 180 vs 173 tok/s), m = 9..16 (staged, Q8_0 prefill fell from 1015 to
-	 * 650 tok/s and the K=8 verify from 13.0 to 16.3 ms) and NVFP4 at
-	 * every m.  gpu_tune_mv8 forces either.  Both give the same bits. */
-	int can = nbw % 32 == 0 && al && rb % 16 == 0;
-	int ln = T == Q8_T_NVFP4 ? (g->mv8 == GPU_MV8_LANE4 ? 4 : g->mv8 == GPU_MV8_LANE2 ? 2 :
-	    MV8_NVFP4_LANES) : T == Q8_T_Q8_0 ? (g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) : 1;
-	int st = ln == 1 && (g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
-	    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can);	/* (AUTO, and LANE* for Q8_0) */
-	enum { NV = T == Q8_T_NVFP4, Q8 = NV || T == Q8_T_Q8_0 };	/* (the lane forms') */
+	if constexpr (T == Q8_T_NVFP4) {
+		int a16 = al && rb % 16 == 0;	/* codes by 16-byte loads */
+#define MV8_M(M_) case M_: if (a16) \
+		gpu_launch(g, k_mv8<T, M_, 2, 1>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
+	else \
+		gpu_launch(g, k_mv8<T, M_, 2, 0>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
+	break
+		switch (m) {
+		MV8_M(1); MV8_M(2); MV8_M(3); MV8_M(4); MV8_M(5); MV8_M(6); MV8_M(7); MV8_M(8);
+		MV8_M(9); MV8_M(10); MV8_M(11); MV8_M(12); MV8_M(13); MV8_M(14); MV8_M(15);
+		default: MV8_M(16);
+		}
+#undef MV8_M
+	} else {
+		/* Staged rows by default where measured faster on the H200 (9B-shape
+		 * random GGUFs, before session 5's cheaper decode): Q8_0 with m =
+		 * 2..8 (K=3 verify 8.17 vs 8.32 ms).  In place: m = 1 (Q8_0 decode
+		 * 180 vs 173 tok/s) and m = 9..16 (staged, Q8_0 prefill fell from
+		 * 1015 to 650 tok/s and the K=8 verify from 13.0 to 16.3 ms).
+		 * gpu_tune_mv8 forces either.  Both give the same bits. */
+		int can = nb % 32 == 0 && al && rb % 16 == 0;
+		int ln = T == Q8_T_Q8_0 ? (g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) : 1;
+		int st = ln == 1 && (g->mv8 == GPU_MV8_STAGED ? can : g->mv8 == GPU_MV8_PLACE ? 0 :
+		    T == Q8_T_Q8_0 && m > 1 && m <= 8 && can);	/* (AUTO, and LANE2 for Q8_0) */
 #define MV8_M(M_) case M_: if (st) \
 		gpu_launch(g, k_mv8s<T, M_>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
-	else if (ln == 4) \
-		gpu_launch(g, k_mv8<T, M_, NV ? 4 : 1>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
 	else if (ln == 2) \
-		gpu_launch(g, k_mv8<T, M_, Q8 ? 2 : 1>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
+		gpu_launch(g, k_mv8<T, M_, T == Q8_T_Q8_0 ? 2 : 1>, grid, 256, 0, S, nb, rb, q, dx, \
+		    sx, m); \
 	else \
 		gpu_launch(g, k_mv8<T, M_>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
 	break
-	switch (m) {
-	MV8_M(1); MV8_M(2); MV8_M(3); MV8_M(4); MV8_M(5); MV8_M(6); MV8_M(7); MV8_M(8);
-	MV8_M(9); MV8_M(10); MV8_M(11); MV8_M(12); MV8_M(13); MV8_M(14); MV8_M(15);
-	default: MV8_M(16);
-	}
+		switch (m) {
+		MV8_M(1); MV8_M(2); MV8_M(3); MV8_M(4); MV8_M(5); MV8_M(6); MV8_M(7); MV8_M(8);
+		MV8_M(9); MV8_M(10); MV8_M(11); MV8_M(12); MV8_M(13); MV8_M(14); MV8_M(15);
+		default: MV8_M(16);
+		}
 #undef MV8_M
+	}
 	GPU_LAUNCHED(g, "matvec_q8");
 	return 0;
 }

@@ -103,15 +103,18 @@ mq_load_w(struct mq_smem *s, const uint8_t *__restrict__ W, int64_t rows, int nb
 		for (int it = threadIdx.x; it < MQ_R * 4; it += MQ_THREADS) {
 			int r = it >> 2, b = it & 3, gb = ks * 4 + b;
 			int4 *dst = (int4 *)&s->w[r * MQ_LD + b * 16];
-			if (r0 + r < rows && gb < nbw) {
-				const uint32_t *pw = (const uint32_t *)(W + (size_t)(r0 + r) * rb +
-				    (size_t)gb * 36);
-				uint32_t sc = __ldg(pw);
+			if (r0 + r < rows && gb < nbw) {	/* the GPU layout (gpu_nvfp4_pack) */
+				const uint8_t *rp = W + (size_t)(r0 + r) * rb;
+				const uint32_t *pw = (const uint32_t *)(rp + (size_t)gb * 32);
+				uint32_t sc = __ldg((const uint32_t *)(rp + (size_t)nbw * 32) + gb);
 #pragma unroll
 				for (int q = 0; q < 4; q++) {
-					uint32_t lo = __ldg(pw + 1 + 2 * q), hi = __ldg(pw + 2 + 2 * q);
-					dst[q] = make_int4(gpu_fp4x4(lo), gpu_fp4x4(hi), gpu_fp4x4(lo >> 4),
-					    gpu_fp4x4(hi >> 4));
+					int4 v;
+					gpu_fp4x8(__ldg(pw + 2 * q), 0x03020100u, 0xFDFEFF00u, 0x32103210u,
+					    &v.x, &v.y);
+					gpu_fp4x8(__ldg(pw + 2 * q + 1), 0x03020100u, 0xFDFEFF00u,
+					    0x32103210u, &v.z, &v.w);
+					dst[q] = v;
 					s->ws[r * 17 + b * 4 + q] = gpu_ue4m3_half((sc >> (8 * q)) & 0xFF);
 				}
 			} else {
@@ -323,7 +326,7 @@ mq2_step(float acc, int c, float dw, float dx)
 
 /* A thread's weight words of one step: Q8_0 one block (9 words from the
  * word holding its first byte, sh = 0 or 16 bits in), NVFP4 half a block
- * (the scale word and two sub-blocks' 4 words). */
+ * (the scale word and two sub-blocks' 4 code words, the GPU layout). */
 struct mq2_wreg {
 	uint32_t	u[9];
 	uint32_t	sh;
@@ -355,11 +358,12 @@ mq2_fetch_w(struct mq2_wreg *f, const uint8_t *__restrict__ W, int64_t rows, int
 			f->sh = sh * 8;
 		}
 	} else if (r0 + r < rows && ks < nbw) {
-		const uint32_t *pw = (const uint32_t *)(W + (size_t)(r0 + r) * rb + (size_t)ks * 36);
-		f->u[0] = __ldg(pw);
+		const uint8_t *rp = W + (size_t)(r0 + r) * rb;
+		const uint32_t *pw = (const uint32_t *)(rp + (size_t)ks * 32) + 4 * h;
+		f->u[0] = __ldg((const uint32_t *)(rp + (size_t)nbw * 32) + ks);
 #pragma unroll
 		for (int i = 1; i < 5; i++)
-			f->u[i] = __ldg(pw + 4 * h + i);
+			f->u[i] = __ldg(pw + i - 1);
 	}
 	/* the loads issued here, before the products (else nvcc sinks them) */
 #pragma unroll
@@ -388,9 +392,10 @@ mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
 #pragma unroll
 		for (int qq = 0; qq < 2; qq++) {
 			int sb = 2 * h + qq;
-			uint32_t lo = f->u[1 + 2 * qq], hi = f->u[2 + 2 * qq];
-			*(int4 *)&s->w[r * MQ2_LD + sb * 4] = make_int4(gpu_fp4x4(lo), gpu_fp4x4(hi),
-			    gpu_fp4x4(lo >> 4), gpu_fp4x4(hi >> 4));
+			int4 v;
+			gpu_fp4x8(f->u[1 + 2 * qq], 0x03020100u, 0xFDFEFF00u, 0x32103210u, &v.x, &v.y);
+			gpu_fp4x8(f->u[2 + 2 * qq], 0x03020100u, 0xFDFEFF00u, 0x32103210u, &v.z, &v.w);
+			*(int4 *)&s->w[r * MQ2_LD + sb * 4] = v;
 			s->ws[(sb * MQ2_R + r) * 4] = gpu_ue4m3_half((f->u[0] >> (8 * sb)) & 0xFF);
 		}
 	}
@@ -721,8 +726,8 @@ gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int6
 	cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH);	/* tensor cores (bf16: no TF32 here) */
 	for (int64_t r0 = 0; rc == 0 && r0 < rows; r0 += tile) {
 		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
-		if ((rc = gpu_dequantize_bf16(g, t, (const uint8_t *)W + (size_t)r0 * rb, wb,
-		    nr * ne0)) != 0)
+		if ((rc = gpu_dequantize_bf16(g, t, (const uint8_t *)W + (size_t)r0 * rb, nr, ne0,
+		    wb)) != 0)
 			break;
 		cublasStatus_t st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n,
 		    (int)ne0, &one, wb, CUDA_R_16BF, (int)ne0, xb, CUDA_R_16BF, (int)ne0, &zero,

@@ -360,6 +360,16 @@ print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The cap
 		done
 	fi
 fi
+# GPU_RUN_BASE=FILE (with GPU_RUN_9B=1): model-bench built from a base tree
+# (FILE: its tar.gz, e.g. git archive of the commit before a change), A B B A
+# against this tree's (B): decode tok/s and K=3 verify ms
+BASE=
+if [ -n "${GPU_RUN_BASE:-}" ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
+	BASE=${TMPDIR:-/tmp}/memra-base
+	rm -rf "$BASE" && mkdir -p "$BASE" && tar xzf "$GPU_RUN_BASE" -C "$BASE" &&
+	    (cd "$BASE" && make CUDA=1 CUDA_ARCH=90 -j16 build/t/tools/model-bench) \
+	    >"$OUT/build-base.log" 2>&1 || { echo "base build failed"; BASE=; }
+fi
 # GPU_RUN_PF_ABBA=1 (with GPU_RUN_9B=1): a second build of model-bench with
 # MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} (the products ask L2 for that
 # many bytes of each weight row before their PDL wait; none by default), in a
@@ -450,6 +460,19 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 				    --ctx "$c" --peer "MEMRA_CUDA_GEMM=int8" \
 				    >>"$OUT/gemm-abba.txt" 2>&1 || echo "abba $q $c: failed" >>"$OUT/gemm-abba.txt"
 			done
+		fi
+		if [ -n "$BASE" ]; then	# the base tree's build (A) and this one (B)
+			decode_abba base "$q" "$BASE/$mb $f" "$mb $f" decode-b1-vs-base \
+			    "base ${GPU_RUN_BASE_NAME:-tree}" "A = base ${GPU_RUN_BASE_NAME:-tree}, B = this tree"
+			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
+			echo "== $q: K=3 verify ms, A = base, B = this tree" >>"$OUT/base-abba.txt"
+			timeout 300 python3 tools/abba -a "$BASE/$mk $f" -b "$mk $f" \
+			    -r 'verify\s+K\s+3\s+rows\s+4\s+ms\s+([0-9.]+)' --unit ms \
+			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/base-abba.tsv" \
+			    --log "$OUT/base-abba-verify-$q.log" --binary model-bench --model qwen35-9b-random \
+			    --quant "$q" --scenario verify-k3-vs-base --ctx 128 \
+			    --peer "base ${GPU_RUN_BASE_NAME:-tree}" \
+			    >>"$OUT/base-abba.txt" 2>&1 || echo "abba $q: failed" >>"$OUT/base-abba.txt"
 		fi
 		if [ -n "$PF" ]; then	# products with the L2 prefetch (A) and without (B)
 			decode_abba pf "$q" "$PF/$mb $f" "$mb $f" decode-b1-l2-prefetch \
@@ -582,6 +605,8 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/rowdraw-abba.txt"; }
 [ -f "$OUT/gemm-abba.txt" ] && { echo "== 9b-shape prefill, int8 GEMM (A) vs bf16 (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/gemm-abba.txt"; }
+[ -f "$OUT/base-abba.txt" ] && { echo "== 9b-shape decode and K=3 verify, base tree (A) vs this tree (B)";
+    grep -E '^(==|A:|B:|ratio|abba)' "$OUT/base-abba.txt"; }
 [ -f "$OUT/pf-abba.txt" ] && { echo "== 9b-shape decode, L2 prefetch (A) vs default, none (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pf-abba.txt"; }
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";

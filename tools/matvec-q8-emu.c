@@ -1,24 +1,32 @@
 /*
  * matvec-q8-emu: a CPU model of cuda/matvec_q8.cu's k_mv8 / k_mv8s per-lane
  * arithmetic (not built by make; a review aid for a machine without a
- * GPU).  It replays mv8_block lane by lane for Q8_0, NVFP4, Q4_1 and Q5_1
- * (the same word loads (Q8_0's 2-byte aligned blocks by aligned words and
+ * GPU).  It replays the lanes' products for Q8_0 (mv8_block, one lane a
+ * block; mv8_q8half, two lanes a block, GPU_MV8_LANE2, both alignments),
+ * Q4_1 and Q5_1 (mv8_block) and NVFP4 (mv8_nv: always two lanes a block,
+ * on the GPU layout that gpu_nvfp4_pack makes from ggml's, modelled here by
+ * nvfp4_pack; lane l: half l & 1 of blocks l / 2, l / 2 + 16, ...; the
+ * codes decoded by mv8_fp4pn for m <= 2, by gpu_fp4x8 for more) with the
+ * same word loads (Q8_0's 2-byte aligned blocks by aligned words and
  * funnel shifts), byte permutes (prmt in its default mode, sign
  * replication included), dp4a (sums started at the float bits of 1.5 *
  * 2^23, then that subtracted: checked equal to the int -> float
- * conversion), fp16 scale tricks and float operation
- * order: fmaf where the kernel has __fmaf_rn, nothing else fused), then
- * the warp's butterfly, and compares each product with quant_vec_dot on
- * x quantized by quant_quantize_act, within kernel-check's tolerance
- * (1e-5 of sum |w x|).  Also exhaustive: mv8_ue4m3x4 against
- * quant_ue4m3_to_f32 / 2 for every byte in every position, mv8_fp4x8
- * against the e2m1 kvalues for every nibble in every position.  Rows of
- * 1..16 inputs give each row the same bits (the code per row does not
- * depend on m; checked here by replaying rows alone and together).
+ * conversion), fp16 scale tricks and float operation order: fmaf where
+ * the kernel has __fmaf_rn, nothing else fused), then the warp's
+ * butterfly, and compares each product with quant_vec_dot on x quantized
+ * by quant_quantize_act (NVFP4: on the ggml-layout row), within
+ * kernel-check's tolerance (1e-5 of sum |w x|).  Also exhaustive:
+ * mv8_ue4m3x4 against quant_ue4m3_to_f32 / 2 for every byte in every
+ * position, mv8_fp4pn (p - n) and gpu_fp4x8 against the e2m1 kvalues for
+ * every code in every nibble of a word.  NVFP4 rows: packing then
+ * unpacking (nvfp4_unpack) gives the row back, each sub-block's float sum
+ * is the plain kvalue dot's, and mv8_nv's bits are those of the replaced
+ * ggml-layout GPU_MV8_LANE2 form (ggml_half, kept for that check only).
+ * Rows of 1..16 inputs give each row the same bits (the code per row does
+ * not depend on m, NVFP4's two decodes give the same integer sums;
+ * checked here by replaying rows alone and together).
  * k_mv8s runs the same mv8_block on a shared-memory copy of the bytes:
- * the same model.  NVFP4 also by four and by two lanes a block
- * (GPU_MV8_LANE4, mv8_sub; GPU_MV8_LANE2, mv8_half), Q8_0 by two
- * (mv8_q8half, both alignments).
+ * the same model.
  * Keep it in step with the kernel.
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu8 \
  *       tools/matvec-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu8
@@ -61,16 +69,31 @@ static uint32_t prmt(uint32_t a, uint32_t b, uint32_t s)
 	return r;
 }
 
-/* mv8_fp4x8 (tab: mv8_fp4tab's words) */
-static void fp4x8(uint32_t v, int *lo, int *hi)
+/* the e2m1 kvalues (twice the value) of the 16 codes */
+static const int kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+
+/* mv8_fp4pn: the codes of v (nibble k = value k) as positive parts p[0]
+ * (values 0..3), p[1] (4..7), the positive codes' kvalues, and negative
+ * parts n[0], n[1], the negative codes' magnitudes: kvalues = p - n,
+ * bytewise */
+static void fp4pn(uint32_t v, uint32_t *p, uint32_t *n)
+{
+	uint32_t tx = 0x03020100u, u = v ^ 0x88888888u;
+
+	p[0] = prmt(tx, 0x0C080604u, v), p[1] = prmt(tx, 0x0C080604u, v >> 16);
+	n[0] = prmt(tx, 0x0C080604u, u), n[1] = prmt(tx, 0x0C080604u, u >> 16);
+}
+
+/* gpu_fp4x8 (tp, tn, sb: mv8_tab's x, y, z): the kvalues of the codes of
+ * v, lo values 0..3, hi 4..7 */
+static void fp4sel(uint32_t v, uint32_t *lo, uint32_t *hi)
 {
 	uint32_t tx = 0x03020100u, ty = 0xFDFEFF00u;
 	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | 0x32103210u;
-	uint32_t p0 = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
+
+	*lo = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
 	c >>= 16, s >>= 16;
-	uint32_t p1 = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
-	*lo = (int)prmt(p0, p1, 0x6420);
-	*hi = (int)prmt(p0, p1, 0x7531);
+	*hi = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
 }
 
 /* mv8_ue4m3x4: the fp16 product by 128 is exact, so float(h) * 128 */
@@ -90,7 +113,7 @@ struct xin {
 	int	nb;
 };
 
-/* mv8_block<T>: acc[j] += block b (bytes blk) . x rows j < m */
+/* mv8_block<T> (Q8_0, Q4_1, Q5_1): acc[j] += block b (bytes blk) . x rows j < m */
 static void block(int t, const uint8_t *blk, int b, const struct xin *X, int m, float *acc)
 {
 	int nb = X->nb;
@@ -112,7 +135,7 @@ static void block(int t, const uint8_t *blk, int b, const struct xin *X, int m, 
 				s = dp4a(wq[i], rd32(xq + 4 * i), s);
 			acc[j] = fmaf(i2f(s), dw * X->dx[(size_t)j * nb + b], acc[j]);
 		}
-	} else if (t == QUANT_Q4_1 || t == QUANT_Q5_1) {
+	} else {	/* Q4_1, Q5_1 */
 		uint32_t dm = rd32(blk), qh = t == QUANT_Q5_1 ? rd32(blk + 4) : 0;
 		const uint8_t *qs = blk + (t == QUANT_Q5_1 ? 8 : 4);
 		float dw = h2f((uint16_t)dm), mw = h2f((uint16_t)(dm >> 16));
@@ -135,79 +158,133 @@ static void block(int t, const uint8_t *blk, int b, const struct xin *X, int m, 
 			size_t xi = (size_t)j * nb + b;
 			acc[j] = fmaf(mw, X->sx[xi], fmaf(i2f(s), dw * X->dx[xi], acc[j]));
 		}
-	} else {	/* NVFP4 */
-		float ws[4];
-		int w[16];
-		ue4m3x4(rd32(blk), ws);
-		for (int s = 0; s < 4; s++) {
-			fp4x8(rd32(blk + 4 + 8 * s), &w[4 * s], &w[4 * s + 2]);
-			fp4x8(rd32(blk + 8 + 8 * s), &w[4 * s + 1], &w[4 * s + 3]);
-		}
-		for (int j = 0; j < m; j++) {
-			const uint8_t *xq = (const uint8_t *)X->q + ((size_t)j * nb + 2 * b) * 32;
-			const float *d = X->dx + (size_t)j * nb + 2 * b;
-			float tt[4];
-			for (int s = 0; s < 4; s++) {
-				int i0 = 0x4B400000, i1 = 0;
-				for (int i = 0; i < 4; i++) {
-					i0 = dp4a((uint32_t)w[4 * s + i], rd32(xq + 16 * s + 4 * i), i0);
-					i1 = dp4a((uint32_t)w[4 * s + i], rd32(xq + 16 * s + 4 * i), i1);
-				}
-				tt[s] = i2f(i0);
-				if (tt[s] != (float)i1)	/* the magic is exact */
-					nmagic++;
+	}
+}
+
+/*
+ * NVFP4's GPU layout (gpu_nvfp4_pack) of a row of nbw blocks in ggml's
+ * (36 bytes: 4 ue4m3 scales, byte s sub-block s (values 16s..16s+15),
+ * then qs[32], qs[8s + j] holding value 16s + j in its low nibble and
+ * 16s + j + 8 in its high one), the same size: bytes [0, 32 nbw) the
+ * codes, block b's at 32 b as 8 little-endian words, word i holding value
+ * 8i + k in bits 4k..4k+3; bytes [32 nbw, 36 nbw) the scales, block b's 4
+ * bytes at 32 nbw + 4 b as in ggml's.  g and o do not overlap.
+ */
+static void nvfp4_pack(const uint8_t *g, uint8_t *o, int nbw)
+{
+	for (int b = 0; b < nbw; b++) {
+		const uint8_t *blk = g + 36 * (size_t)b, *qs = blk + 4;
+		for (int i = 0; i < 8; i++) {
+			uint32_t w = 0;
+			for (int k = 0; k < 8; k++) {
+				int e = 8 * i + k, s = e / 16, j = e % 16;
+				unsigned c = j < 8 ? qs[8 * s + j] & 0xF : qs[8 * s + j - 8] >> 4;
+				w |= (uint32_t)c << 4 * k;
 			}
-			float s01 = fmaf(ws[1], tt[1], ws[0] * tt[0]);
-			float s23 = fmaf(ws[3], tt[3], ws[2] * tt[2]);
-			acc[j] = fmaf(d[1], s23, fmaf(d[0], s01, acc[j]));
+			for (int k = 0; k < 4; k++)
+				o[32 * (size_t)b + 4 * i + k] = (uint8_t)(w >> 8 * k);
+		}
+		memcpy(o + 32 * (size_t)nbw + 4 * (size_t)b, blk, 4);
+	}
+}
+
+/* its inverse: ggml's layout from the GPU layout */
+static void nvfp4_unpack(const uint8_t *o, uint8_t *g, int nbw)
+{
+	for (int b = 0; b < nbw; b++) {
+		uint8_t *blk = g + 36 * (size_t)b, *qs = blk + 4;
+		memcpy(blk, o + 32 * (size_t)nbw + 4 * (size_t)b, 4);
+		memset(qs, 0, 32);
+		for (int e = 0; e < 64; e++) {
+			const uint8_t *wp = o + 32 * (size_t)b + 4 * (e / 8);
+			uint32_t w = wp[0] | (uint32_t)wp[1] << 8 | (uint32_t)wp[2] << 16 |
+			    (uint32_t)wp[3] << 24;
+			unsigned c = w >> 4 * (e % 8) & 0xF;
+			int s = e / 16, j = e % 16;
+			qs[8 * s + j % 8] |= (uint8_t)(c << 4 * (j / 8));
 		}
 	}
 }
 
-/* mv8_ue4m3 */
-static float ue4m3(unsigned x)
+/*
+ * mv8_nv: NVFP4 half h (sub-blocks 2h, 2h + 1: the 4 code words at 32 b +
+ * 16 h, the scale pair at 32 nbw + 4 b + 2 h) of block b of the GPU-layout
+ * row wr . 32-block xb = 2 b + h of input row j: acc = fma(dx, fma(ws1,
+ * t1, ws0 * t0), acc).  m <= 2: mv8_fp4pn, t = (MAGIC + p . x) - n . x;
+ * else gpu_fp4x8, one chain.  Each t is also checked against the plain
+ * kvalue dot (nmagic).
+ */
+static void nv(const uint8_t *wr, int nbw, int b, int h, const struct xin *X, int m, float *acc)
 {
-	unsigned c = x == 0x7F ? 0 : x & 0x7F;
-	return h2f((uint16_t)(c << 7)) * 128.0f;
-}
-
-/* mv8_sub: NVFP4 sub-block s of the block at blk (four lanes a block) */
-static void sub(const uint8_t *blk, int s, int xs, const struct xin *X, int m, float *acc)
-{
-	int nb = X->nb, w[4];
-	float ws = ue4m3(blk[s]);
-
-	fp4x8(rd32(blk + 4 + 8 * s), &w[0], &w[2]);
-	fp4x8(rd32(blk + 8 + 8 * s), &w[1], &w[3]);
-	for (int j = 0; j < m; j++) {
-		size_t xi = (size_t)j * nb + (xs >> 1);
-		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + (xs & 1) * 16;
-		int i = 0x4B400000;
-		for (int k = 0; k < 4; k++)
-			i = dp4a((uint32_t)w[k], rd32(xq + 4 * k), i);
-		acc[j] = fmaf(X->dx[xi], ws * i2f(i), acc[j]);
-	}
-}
-
-/* mv8_half: NVFP4 half h (sub-blocks 2h, 2h + 1) of the block at blk (two lanes a block) */
-static void half(const uint8_t *blk, int h, int xb, const struct xin *X, int m, float *acc)
-{
-	int nb = X->nb, w[8];
+	const uint8_t *cp = wr + 32 * (size_t)b + 16 * h;
+	int nb = X->nb, xb = 2 * b + h;
+	uint32_t c[4], p[8], n[8], w[8];
 	float ws[4];
 
-	ue4m3x4((uint32_t)blk[2 * h] | (uint32_t)blk[2 * h + 1] << 8, ws);
-	for (int s = 0; s < 2; s++) {
-		fp4x8(rd32(blk + 4 + 16 * h + 8 * s), &w[4 * s], &w[4 * s + 2]);
-		fp4x8(rd32(blk + 8 + 16 * h + 8 * s), &w[4 * s + 1], &w[4 * s + 3]);
-	}
+	for (int i = 0; i < 4; i++)	/* c0, c1: sub-block 2h; c2, c3: 2h + 1 */
+		c[i] = rd32(cp + 4 * i);
+	ue4m3x4(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);	/* ws[0], ws[1] */
+	for (int i = 0; i < 4; i++)
+		if (m <= 2)
+			fp4pn(c[i], &p[2 * i], &n[2 * i]);
+		else
+			fp4sel(c[i], &w[2 * i], &w[2 * i + 1]);
 	for (int j = 0; j < m; j++) {
 		size_t xi = (size_t)j * nb + xb;
 		const uint8_t *xq = (const uint8_t *)X->q + xi * 32;
 		float t[2];
 		for (int s = 0; s < 2; s++) {
+			int i = 0x4B400000, in = 0, plain = 0;
+			for (int k = 0; k < 4; k++) {
+				uint32_t a = rd32(xq + 16 * s + 4 * k);
+				if (m <= 2)
+					i = dp4a(p[4 * s + k], a, i), in = dp4a(n[4 * s + k], a, in);
+				else
+					i = dp4a(w[4 * s + k], a, i);
+			}
+			t[s] = i2f(i - in);
+			for (int e = 0; e < 16; e++)
+				plain += kv[c[2 * s + e / 8] >> 4 * (e % 8) & 0xF] * (int8_t)xq[16 * s + e];
+			if (t[s] != (float)plain)
+				nmagic++;
+		}
+		acc[j] = fmaf(X->dx[xi], fmaf(ws[1], t[1], ws[0] * t[0]), acc[j]);
+	}
+}
+
+/*
+ * The form mv8_nv replaced, for its bit check only: GPU_MV8_LANE2's
+ * mv8_half on ggml's layout, half h of the block at blk . 32-block xb,
+ * codes by mv8_fp4x8 (ggml byte k: values k, k + 8; lo = values 0..3, hi
+ * = 8..11 of the 16 codes of two words, w[4s + i]: values 4i..4i+3 of
+ * sub-block 2h + s).
+ */
+static void ggml_fp4x8(uint32_t v, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t p0, p1;
+
+	fp4sel(v, &p0, &p1);	/* bytes: values 0, 8, 1, 9 and 2, 10, 3, 11 */
+	*lo = prmt(p0, p1, 0x6420), *hi = prmt(p0, p1, 0x7531);
+}
+
+static void ggml_half(const uint8_t *blk, int h, int xb, const struct xin *X, int m, float *acc)
+{
+	uint32_t w[8];
+	float ws[4];
+
+	ue4m3x4(rd16(blk + 2 * h), ws);
+	for (int s = 0; s < 2; s++) {
+		ggml_fp4x8(rd32(blk + 4 + 16 * h + 8 * s), &w[4 * s], &w[4 * s + 2]);
+		ggml_fp4x8(rd32(blk + 8 + 16 * h + 8 * s), &w[4 * s + 1], &w[4 * s + 3]);
+	}
+	for (int j = 0; j < m; j++) {
+		size_t xi = (size_t)j * X->nb + xb;
+		const uint8_t *xq = (const uint8_t *)X->q + xi * 32;
+		float t[2];
+		for (int s = 0; s < 2; s++) {
 			int i = 0x4B400000;
 			for (int k = 0; k < 4; k++)
-				i = dp4a((uint32_t)w[4 * s + k], rd32(xq + 16 * s + 4 * k), i);
+				i = dp4a(w[4 * s + k], rd32(xq + 16 * s + 4 * k), i);
 			t[s] = i2f(i);
 		}
 		acc[j] = fmaf(X->dx[xi], fmaf(ws[1], t[1], ws[0] * t[0]), acc[j]);
@@ -237,22 +314,24 @@ static void q8half(const uint8_t *blk, int h, int b, const struct xin *X, int m,
 	}
 }
 
-static int lanes = 1;	/* NVFP4 by 1, 2 (GPU_MV8_LANE2) or 4 (GPU_MV8_LANE4) lanes a block; Q8_0 1 or 2 */
+static int lanes = 1;	/* Q8_0 by 1 or 2 (GPU_MV8_LANE2) lanes a block */
 
-/* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ... (lane4:
- * sub-block l & 3 of blocks l / 4, l / 4 + 8, ...); then the butterfly
- * (mv8_store) */
-static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, int m, float *y)
+/* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ... (two
+ * lanes a block: half l & 1 of blocks l / 2, l / 2 + 16, ...); then the
+ * butterfly (mv8_store).  NVFP4: w in the GPU layout (mv8_nv), or in
+ * ggml's when ggml (ggml_half, the replaced form). */
+static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, int m, float *y,
+    int ggml)
 {
 	float acc[32][MAXM] = { { 0 } };
 
 	for (int l = 0; l < 32; l++)
-		if (lanes == 4 && t == QUANT_NVFP4)
-			for (int b = l >> 2; b < nbw; b += 8)
-				sub(w + (size_t)b * bs, l & 3, 4 * b + (l & 3), X, m, acc[l]);
-		else if (lanes == 2 && t == QUANT_NVFP4)
+		if (t == QUANT_NVFP4)
 			for (int b = l >> 1; b < nbw; b += 16)
-				half(w + (size_t)b * bs, l & 1, 2 * b + (l & 1), X, m, acc[l]);
+				if (ggml)
+					ggml_half(w + (size_t)b * bs, l & 1, 2 * b + (l & 1), X, m, acc[l]);
+				else
+					nv(w, nbw, b, l & 1, X, m, acc[l]);
 		else if (lanes == 2 && t == QUANT_Q8_0)
 			for (int b = l >> 1; b < nbw; b += 16)
 				q8half(w + (size_t)b * bs, l & 1, b, X, m, acc[l]);
@@ -260,13 +339,13 @@ static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, 
 			for (int b = l; b < nbw; b += 32)
 				block(t, w + (size_t)b * bs, b, X, m, acc[l]);
 	for (int j = 0; j < m; j++) {
-		float v[32], nv[32];
+		float v[32], u[32];
 		for (int l = 0; l < 32; l++)
 			v[l] = acc[l][j];
 		for (int o = 16; o > 0; o >>= 1) {
 			for (int l = 0; l < 32; l++)
-				nv[l] = v[l] + v[l ^ o];
-			memcpy(v, nv, sizeof v);
+				u[l] = v[l] + v[l ^ o];
+			memcpy(v, u, sizeof v);
 		}
 		y[j] = v[0];
 	}
@@ -283,11 +362,10 @@ static void check(int cond, const char *what)
 	}
 }
 
-/* every byte in every position of the scale word; every nibble in every
- * position of a code word */
+/* every byte in every position of the scale word; every code in every
+ * nibble of a code word (the other nibbles random), both decodes */
 static void exhaustive(void)
 {
-	static const int kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
 	char what[64];
 	int n = 0;
 
@@ -306,15 +384,17 @@ static void exhaustive(void)
 	for (int pos = 0; pos < 8; pos++)
 		for (unsigned c = 0; c < 16; c++)
 			for (int rep = 0; rep < 16; rep++) {
-				uint32_t v = (uint32_t)(rnd() & 0xFFFFFFFFu);
+				uint32_t v = (uint32_t)(rnd() & 0xFFFFFFFFu), p[2], q[2], w[2];
 				v = (v & ~(0xFu << 4 * pos)) | c << 4 * pos;
-				int lo, hi;
-				fp4x8(v, &lo, &hi);
-				for (int k = 0; k < 4; k++) {
-					int a = (int8_t)(lo >> 8 * k), b = (int8_t)(hi >> 8 * k);
-					snprintf(what, sizeof what, "fp4x8 0x%08x value %d", v, k);
-					check(a == kv[v >> 8 * k & 0xF] && b == kv[v >> (8 * k + 4) & 0xF], what);
-					n++;
+				fp4pn(v, p, q);
+				fp4sel(v, &w[0], &w[1]);
+				for (int k = 0; k < 8; k++) {
+					int want = kv[v >> 4 * k & 0xF], sh = 8 * (k & 3);
+					int pk = (int8_t)(p[k >> 2] >> sh), nk = (int8_t)(q[k >> 2] >> sh);
+					snprintf(what, sizeof what, "mv8_fp4pn 0x%08x value %d", v, k);
+					check(pk - nk == want, what), n++;
+					snprintf(what, sizeof what, "gpu_fp4x8 0x%08x value %d", v, k);
+					check((int8_t)(w[k >> 2] >> sh) == want, what), n++;
 				}
 			}
 	printf("exhaustive: %d scale and code checks\n", n);
@@ -324,13 +404,18 @@ static void exhaustive(void)
  * rows x ne0 weights of type t (quantized random floats, or random bytes
  * when raw), m rows of x: every product within 1e-5 of sum |w x| of
  * quant_vec_dot, and each row alone the same bits as in the m-row call.
+ * NVFP4: the kernel's rows are the GPU layout of w (nvfp4_pack; unpacked
+ * back to w's bytes), and each product has ggml_half's bits on w.
  */
+static int nrows, nggml;	/* NVFP4 rows packed and unpacked, products checked against ggml_half */
+
 static void products(int t, int rows, int ne0, int m, int raw, double *worst, int *count)
 {
 	int nb = ne0 / 32, blk = t == QUANT_NVFP4 ? 64 : 32, nbw = ne0 / blk;
 	size_t rb = quant_row_size(t, ne0), xb = quant_row_size(quant_vec_dot_type(t), ne0);
 	int bs = (int)(rb / nbw);
-	uint8_t *w = malloc(rb * rows), *xq = malloc(xb * m);
+	uint8_t *w = malloc(rb * rows), *xq = malloc(xb * m), *wp = malloc(rb * rows);
+	uint8_t *wu = malloc(rb);
 	float *x = malloc(sizeof(float) * ne0 * m), *wf = malloc(sizeof(float) * ne0);
 	float *xf = malloc(sizeof(float) * ne0 * m);
 	struct xin X = { malloc((size_t)m * ne0), malloc(sizeof(float) * m * nb),
@@ -355,6 +440,16 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 				abort();
 		}
 	}
+	if (t == QUANT_NVFP4)
+		for (int r = 0; r < rows; r++) {
+			nvfp4_pack(w + r * rb, wp + r * rb, nbw);
+			nvfp4_unpack(wp + r * rb, wu, nbw);
+			snprintf(what, sizeof what, "NVFP4 %dx%d%s row %d packed and unpacked",
+			    rows, ne0, raw ? " raw" : "", r);
+			check(memcmp(wu, w + r * rb, rb) == 0, what), nrows++;
+		}
+	else
+		memcpy(wp, w, rb * rows);
 	for (int j = 0; j < m; j++) {
 		float *xr = x + (size_t)j * ne0;
 		for (int i = 0; i < ne0; i++)
@@ -372,12 +467,20 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 		}
 	}
 	for (int r = 0; r < rows; r++) {
-		float y[MAXM], y1[MAXM];
-		warp(t, w + r * rb, bs, nbw, &X, m, y);
+		float y[MAXM], y1[MAXM], yg[MAXM];
+		warp(t, wp + r * rb, bs, nbw, &X, m, y, 0);
+		if (t == QUANT_NVFP4) {
+			warp(t, w + r * rb, bs, nbw, &X, m, yg, 1);
+			for (int j = 0; j < m; j++) {
+				snprintf(what, sizeof what, "NVFP4 %dx%d m=%d%s row %d input %d: "
+				    "%a vs ggml_half %a", rows, ne0, m, raw ? " raw" : "", r, j, y[j], yg[j]);
+				check(memcmp(&y[j], &yg[j], 4) == 0, what), nggml++;
+			}
+		}
 		quant_dequantize_row(t, w + r * rb, wf, ne0);
 		for (int j = 0; j < m; j++) {
 			struct xin X1 = { X.q + (size_t)j * ne0, X.dx + j * nb, X.sx + j * nb, nb };
-			warp(t, w + r * rb, bs, nbw, &X1, 1, y1 + j);
+			warp(t, wp + r * rb, bs, nbw, &X1, 1, y1 + j, 0);
 			double ref = quant_vec_dot(t, ne0, w + r * rb, xq + j * xb), mag = 0;
 			for (int i = 0; i < ne0; i++)
 				mag += fabs((double)wf[i] * xf[(size_t)j * ne0 + i]);
@@ -397,7 +500,7 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 			(*count)++;
 		}
 	}
-	free(w), free(xq), free(x), free(wf), free(xf), free(X.q), free(X.dx), free(X.sx);
+	free(w), free(wp), free(wu), free(xq), free(x), free(wf), free(xf), free(X.q), free(X.dx), free(X.sx);
 }
 
 int
@@ -405,28 +508,25 @@ main(void)
 {
 	static const int types[] = { QUANT_NVFP4, QUANT_Q8_0, QUANT_Q4_1, QUANT_Q5_1 };
 	static const int shapes[][2] = { { 7, 64 }, { 5, 512 }, { 4, 4096 }, { 3, 4160 }, { 2, 12288 } };
-	static const int ms[] = { 1, 2, 3, 4, 8, 16 };
 
 	exhaustive();
-	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 3; ti++) {
-		/* then NVFP4 by four, two lanes, Q8_0 by two */
-		int t = ti < 4 ? types[ti] : ti < 6 ? QUANT_NVFP4 : QUANT_Q8_0;
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 1; ti++) {
+		/* then Q8_0 by two lanes */
+		int t = ti < 4 ? types[ti] : QUANT_Q8_0;
 		double worst = 0;
 		int count = 0;
-		lanes = ti == 4 ? 4 : ti >= 5 ? 2 : 1;
+		lanes = ti == 4 ? 2 : 1;
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-			for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+			for (int m = 1; m <= MAXM; m++)
 				for (int raw = 0; raw < 2; raw++)
-					products(t, shapes[si][0], shapes[si][1], ms[mi], raw,
-					    &worst, &count);
+					products(t, shapes[si][0], shapes[si][1], m, raw, &worst, &count);
 		printf("%-5s%s %5d products, worst |y - quant_vec_dot| = %.3g of sum |w x|\n",
-		    quant_name(t), lanes == 4 ? " lane4" : lanes == 2 ? " lane2" : "", count, worst);
+		    quant_name(t), t == QUANT_NVFP4 ? " (GPU layout, mv8_nv)" : lanes == 2 ?
+		    " lane2" : "", count, worst);
 	}
-	for (unsigned x = 0; x < 256; x++) {	/* mv8_ue4m3, every byte */
-		float a = ue4m3(x), b = quant_ue4m3_to_f32((uint8_t)x) * 0.5f;
-		check(memcmp(&a, &b, 4) == 0, "mv8_ue4m3");
-	}
-	printf("NVFP4 dp4a sums whose magic conversion differs from (float): %d\n", nmagic);
+	printf("NVFP4 rows packed and unpacked: %d; products with ggml_half's bits: %d\n",
+	    nrows, nggml);
+	printf("NVFP4 sub-block sums differing from (float) of the plain kvalue dot: %d\n", nmagic);
 	nfail += nmagic;
 	printf("%s (%d failures)\n", nfail ? "FAILED" : "OK", nfail);
 	return nfail != 0;
