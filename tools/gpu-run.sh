@@ -360,11 +360,12 @@ print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The cap
 		done
 	fi
 fi
-# GPU_RUN_BASE=FILE (with GPU_RUN_9B=1): model-bench built from a base tree
-# (FILE: its tar.gz, e.g. git archive of the commit before a change), A B B A
-# against this tree's (B): decode tok/s and K=3 verify ms
+# GPU_RUN_BASE=FILE (with GPU_RUN_9B=1 or GPU_RUN_27B=1): model-bench built
+# from a base tree (FILE: its tar.gz, e.g. git archive of the commit before
+# a change; GPU_RUN_BASE_NAME names it), A B B A against this tree's (B):
+# decode tok/s and K=3 verify ms on those shapes' files
 BASE=
-if [ -n "${GPU_RUN_BASE:-}" ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
+if [ -n "${GPU_RUN_BASE:-}" ] && { [ "${GPU_RUN_9B:-0}" = 1 ] || [ "${GPU_RUN_27B:-0}" = 1 ]; }; then
 	BASE=${TMPDIR:-/tmp}/memra-base
 	rm -rf "$BASE" && mkdir -p "$BASE" && tar xzf "$GPU_RUN_BASE" -C "$BASE" &&
 	    (cd "$BASE" && make CUDA=1 CUDA_ARCH=90 -j16 build/t/tools/model-bench) \
@@ -384,16 +385,27 @@ if [ "${GPU_RUN_PF_ABBA:-0}" = 1 ] && [ "${GPU_RUN_9B:-0}" = 1 ]; then
 	    arch=compute_90,code=sm_90 -Xcompiler -fPIC -Icuda -Ilib -DMEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048}" \
 	    build/t/tools/model-bench) >"$OUT/build-pf.log" 2>&1 || { echo "prefetch build failed"; PF=; }
 fi
-# decode_abba NAME QUANT A B SCENARIO PEER TITLE: 9B-shape decode tok/s of
-# commands A and B, A B B A (tools/abba), into $OUT/NAME-abba.{txt,tsv} and
-# $OUT/NAME-abba-QUANT.log
+# decode_abba NAME QUANT A B SCENARIO PEER TITLE [MODEL]: decode tok/s of
+# commands A and B (the 9B shape unless MODEL), A B B A (tools/abba), into
+# $OUT/NAME-abba.{txt,tsv} and $OUT/NAME-abba-QUANT.log
 decode_abba() {
 	echo "== $2: decode tok/s, $7" >>"$OUT/$1-abba.txt"
 	timeout 300 python3 tools/abba -a "$3" -b "$4" \
 	    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" \
 	    --tsv "$OUT/$1-abba.tsv" --log "$OUT/$1-abba-$2.log" --binary model-bench \
-	    --model qwen35-9b-random --quant "$2" --scenario "$5" --ctx 128 \
+	    --model "${8:-qwen35-9b-random}" --quant "$2" --scenario "$5" --ctx 128 \
 	    --peer "$6" >>"$OUT/$1-abba.txt" 2>&1 || echo "abba $2: failed" >>"$OUT/$1-abba.txt"
+}
+# verify_abba NAME QUANT A B SCENARIO PEER TITLE [MODEL]: K=3 verify ms the
+# same way (A, B: model-bench -k 3 commands), into $OUT/NAME-abba.txt
+verify_abba() {
+	echo "== $2: K=3 verify ms, $7" >>"$OUT/$1-abba.txt"
+	timeout 300 python3 tools/abba -a "$3" -b "$4" \
+	    -r 'verify\s+K\s+3\s+rows\s+4\s+ms\s+([0-9.]+)' --unit ms \
+	    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/$1-abba.tsv" \
+	    --log "$OUT/$1-abba-verify-$2.log" --binary model-bench --model "${8:-qwen35-9b-random}" \
+	    --quant "$2" --scenario "$5" --ctx 128 --peer "$6" \
+	    >>"$OUT/$1-abba.txt" 2>&1 || echo "abba $2: failed" >>"$OUT/$1-abba.txt"
 }
 # GPU_RUN_9B=1: decode / prefill / verify speed on random-weight GGUFs of the
 # Qwen3.5-9B shape (t/tools/gguf-random, Q8_0 and NVFP4), written here
@@ -465,14 +477,8 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			decode_abba base "$q" "$BASE/$mb $f" "$mb $f" decode-b1-vs-base \
 			    "base ${GPU_RUN_BASE_NAME:-tree}" "A = base ${GPU_RUN_BASE_NAME:-tree}, B = this tree"
 			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
-			echo "== $q: K=3 verify ms, A = base, B = this tree" >>"$OUT/base-abba.txt"
-			timeout 300 python3 tools/abba -a "$BASE/$mk $f" -b "$mk $f" \
-			    -r 'verify\s+K\s+3\s+rows\s+4\s+ms\s+([0-9.]+)' --unit ms \
-			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/base-abba.tsv" \
-			    --log "$OUT/base-abba-verify-$q.log" --binary model-bench --model qwen35-9b-random \
-			    --quant "$q" --scenario verify-k3-vs-base --ctx 128 \
-			    --peer "base ${GPU_RUN_BASE_NAME:-tree}" \
-			    >>"$OUT/base-abba.txt" 2>&1 || echo "abba $q: failed" >>"$OUT/base-abba.txt"
+			verify_abba base "$q" "$BASE/$mk $f" "$mk $f" verify-k3-vs-base \
+			    "base ${GPU_RUN_BASE_NAME:-tree}" "A = base ${GPU_RUN_BASE_NAME:-tree}, B = this tree"
 		fi
 		if [ -n "$PF" ]; then	# products with the L2 prefetch (A) and without (B)
 			decode_abba pf "$q" "$PF/$mb $f" "$mb $f" decode-b1-l2-prefetch \
@@ -495,6 +501,16 @@ if [ "${GPU_RUN_27B:-0}" = 1 ]; then
 	  timeout 200 build/t/tools/model-bench -d cuda -c 128 -n 32 -r 3 -k 8 -B "$BW" "$f" &&
 	  timeout 200 build/t/tools/model-bench -d cuda -c 2048 -n 16 -r 1 -k 0 -B "$BW" "$f"; } \
 	    >"$OUT/speed-27b.log" 2>&1 || echo "27b: failed" >>"$OUT/speed-27b.log"
+	if [ -n "$BASE" ] && [ -f "$f" ]; then	# the base tree's build (A) and this one (B)
+		mb="build/t/tools/model-bench -d cuda -c 128 -n 32 -r 3 -k 0 -B $BW"
+		mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
+		decode_abba base 27b-NVFP4 "$BASE/$mb $f" "$mb $f" decode-b1-vs-base \
+		    "base ${GPU_RUN_BASE_NAME:-tree}" "A = base ${GPU_RUN_BASE_NAME:-tree}, B = this tree" \
+		    qwen35-27b-random
+		verify_abba base 27b-NVFP4 "$BASE/$mk $f" "$mk $f" verify-k3-vs-base \
+		    "base ${GPU_RUN_BASE_NAME:-tree}" "A = base ${GPU_RUN_BASE_NAME:-tree}, B = this tree" \
+		    qwen35-27b-random
+	fi
 	[ -n "$lc_pid$lb_pre" ] || rm -f "$f"
 	echo "27b speed in $(( $(date +%s) - t0 ))s"
 fi
@@ -605,7 +621,7 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/rowdraw-abba.txt"; }
 [ -f "$OUT/gemm-abba.txt" ] && { echo "== 9b-shape prefill, int8 GEMM (A) vs bf16 (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/gemm-abba.txt"; }
-[ -f "$OUT/base-abba.txt" ] && { echo "== 9b-shape decode and K=3 verify, base tree (A) vs this tree (B)";
+[ -f "$OUT/base-abba.txt" ] && { echo "== decode and K=3 verify, base tree (A) vs this tree (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/base-abba.txt"; }
 [ -f "$OUT/pf-abba.txt" ] && { echo "== 9b-shape decode, L2 prefetch (A) vs default, none (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pf-abba.txt"; }
