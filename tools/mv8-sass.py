@@ -8,10 +8,10 @@ build/cuda/matvec_q8.o (a review aid: no GPU needed).
 
 The hot loop is the largest loop holding dp4a (k_mv8s: the smallest, the
 loop over a staged chunk); a weight block is 16 dp4a per input row for
-NVFP4, 8 for the others, so blocks per trip = dp4a / (per-row count * M)
-(k_mv8/l2, k_mv8/l4, NVFP4 by two or four lanes a block: a half or a
-quarter block a trip, so the counts are a lane's times two or four, the
-same issue slots).
+NVFP4 (32 for m <= 2: its positive and negative parts), 8 for the others,
+so blocks per trip = dp4a / (per-row count * M) (k_mv8/l2, two lanes a
+block: half a block a trip, so the counts are a lane's times two, the same
+issue slots).
 Static counts of the loop body: branches not taken count too.
 """
 import re
@@ -44,7 +44,9 @@ def main(path):
         n, j, i = min(loops) if m.group(1) == '6k_mv8s' else max(loops)
         body = [t for _, t in ins[j:i + 1]]
         M = int(m.group(3))
-        blocks = sum('IDP' in t for t in body) / ((16 if m.group(2) == '40' else 8) * M)
+        # dp4a a block and row: NVFP4 16, 32 for m <= 2 (mv8_fp4pn's two parts), others 8
+        per = (32 if M <= 2 else 16) if m.group(2) == '40' else 8
+        blocks = sum('IDP' in t for t in body) / (per * M)
         loads = sum(('LDG' in t or 'LDS' in t) for t in body)
         rows.append((TYPES[m.group(2)], m.group(1)[1:] + ('/l' + lanes if lanes else ''), M,
                      n / blocks, loads / blocks))
