@@ -346,19 +346,28 @@ mv8_nv(const uint8_t *wr, int nbw, int b, int h, int nb, const int8_t *__restric
     const float *__restrict__ dx, float *acc, uint4 tab)
 {
 	const uint32_t *cp = (const uint32_t *)(wr + 32 * (size_t)b + 16 * h);
-	uint32_t c[4];
+	const uint16_t *sp = (const uint16_t *)(wr + 32 * (size_t)nbw) + 2 * b + h;
+	uint32_t c[4], sc;
 	float ws[4];
 	int xb = 2 * b + h;
 
-	if (A) {
+	if (A && M <= 2) {	/* past L1, which then keeps x: kernel-check -b on the H200, the
+				 * 12288x4096 / 4096x12288 / 4096x4096 products, m = 1 3% faster,
+				 * m = 4 5-10% slower (bench/2026-12-02-s10-run7-*) */
+		asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+		    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3]) : "l"(cp));
+		asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=r"(sc) : "l"(sp));
+	} else if (A) {
 		uint4 u = *(const uint4 *)cp;
 		c[0] = u.x, c[1] = u.y, c[2] = u.z, c[3] = u.w;
+		sc = *sp;
 	} else {
 #pragma unroll
 		for (int i = 0; i < 4; i++)
 			c[i] = cp[i];
+		sc = *sp;
 	}
-	mv8_ue4m3x4(((const uint16_t *)(wr + 32 * (size_t)nbw))[2 * b + h], ws);
+	mv8_ue4m3x4(sc, ws);
 	if (M <= 2) {
 		int p[8], n[8];
 #pragma unroll
