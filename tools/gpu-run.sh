@@ -445,13 +445,8 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    decode-b1-topk40-pick "model-bench -G host -T 40" \
 			    "top-k 40 at temp 0.8: A = logits read back, sample_next draws; B = the top 40 selected on the device"
 			mk="build/t/tools/model-bench -d cuda -c 128 -n 16 -r 3 -k 3 -B $BW"
-			echo "== $q: K=3 verify ms (+ picks), A = -G host, B = -G device" >>"$OUT/pick-abba.txt"
-			timeout 300 python3 tools/abba -a "$mk -G host $f" -b "$mk -G device $f" \
-			    -r 'verify\s+K\s+3\s+rows\s+4\s+ms\s+([0-9.]+)' --unit ms \
-			    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/pick-abba.tsv" \
-			    --log "$OUT/pick-abba-verify-$q.log" --binary model-bench --model qwen35-9b-random \
-			    --quant "$q" --scenario verify-k3-greedy-pick --ctx 128 --peer "model-bench -G host" \
-			    >>"$OUT/pick-abba.txt" 2>&1 || echo "abba $q: failed" >>"$OUT/pick-abba.txt"
+			verify_abba pick "$q" "$mk -G host $f" "$mk -G device $f" verify-k3-greedy-pick \
+			    "model-bench -G host" "with picks: A = -G host, B = -G device"
 		fi
 		case "${GPU_RUN_PICK_ABBA:-1}" in 1|row)	# the whole row's draw (=row: it alone)
 			decode_abba rowdraw "$q" "$mb -G host -W $f" "$mb -G device -W $f" \
