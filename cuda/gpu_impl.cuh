@@ -349,6 +349,14 @@ gpu_fp4x8(uint32_t v, uint32_t tp, uint32_t tn, uint32_t sb, int *lo, int *hi)
 	*hi = (int)gpu_prmt(gpu_prmt(tp, 0x0C080604u, c), gpu_prmt(tn, 0xF4F8FAFCu, c), s);
 }
 
+/* gpu_fp4x8 with its table words as immediates (where the compiler keeps
+ * them in registers itself). */
+__device__ __forceinline__ void
+gpu_fp4x8i(uint32_t v, int *lo, int *hi)
+{
+	gpu_fp4x8(v, 0x03020100u, 0xFDFEFF00u, 0x32103210u, lo, hi);
+}
+
 /*
  * One 256-value block of x quantized to Q8_K by a warp, as lib/quant's
  * q_q8_k: max = the first value of largest magnitude (a (magnitude,

@@ -110,10 +110,8 @@ mq_load_w(struct mq_smem *s, const uint8_t *__restrict__ W, int64_t rows, int nb
 #pragma unroll
 				for (int q = 0; q < 4; q++) {
 					int4 v;
-					gpu_fp4x8(__ldg(pw + 2 * q), 0x03020100u, 0xFDFEFF00u, 0x32103210u,
-					    &v.x, &v.y);
-					gpu_fp4x8(__ldg(pw + 2 * q + 1), 0x03020100u, 0xFDFEFF00u,
-					    0x32103210u, &v.z, &v.w);
+					gpu_fp4x8i(__ldg(pw + 2 * q), &v.x, &v.y);
+					gpu_fp4x8i(__ldg(pw + 2 * q + 1), &v.z, &v.w);
 					dst[q] = v;
 					s->ws[r * 17 + b * 4 + q] = gpu_ue4m3_half((sc >> (8 * q)) & 0xFF);
 				}
@@ -393,8 +391,8 @@ mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
 		for (int qq = 0; qq < 2; qq++) {
 			int sb = 2 * h + qq;
 			int4 v;
-			gpu_fp4x8(f->u[1 + 2 * qq], 0x03020100u, 0xFDFEFF00u, 0x32103210u, &v.x, &v.y);
-			gpu_fp4x8(f->u[2 + 2 * qq], 0x03020100u, 0xFDFEFF00u, 0x32103210u, &v.z, &v.w);
+			gpu_fp4x8i(f->u[1 + 2 * qq], &v.x, &v.y);
+			gpu_fp4x8i(f->u[2 + 2 * qq], &v.z, &v.w);
 			*(int4 *)&s->w[r * MQ2_LD + sb * 4] = v;
 			s->ws[(sb * MQ2_R + r) * 4] = gpu_ue4m3_half((f->u[0] >> (8 * sb)) & 0xFF);
 		}
