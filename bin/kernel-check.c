@@ -747,7 +747,16 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 		free(y1);
 		gpu_free(k->g, d1);
 	}
-	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
+	gchk(k, gpu_tune_qk(k->g, 0));
+	if (lanes == gpu_qk_lanes(t)) {	/* the default is this type's form */
+		float *y0 = xmalloc((size_t)ny * 4);
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+		dget(k, y0, dy, (size_t)ny * 4);
+		brk(k, y0, ny);
+		snprintf(name, sizeof name, "matvec i8 %s L=%d=default", quant_name(t), lanes);
+		same_bits(k, name, shape, y, y0, ny);
+		free(y0);
+	}
 	brk(k, y, ny);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
 	free(x), free(y), free(ref), free(mag);
@@ -942,10 +951,11 @@ check_qk_all(struct kc *k)
 	check_q8k(k, 1, 256);
 	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
 		for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
-			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], GPU_QK_LANES);
+			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], gpu_qk_lanes(ts[ti]));
 		/* the other kernel (the bench's alternative) on a few shapes */
 		for (size_t si = 1; si < 5; si++)
-			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2], 12 - GPU_QK_LANES);
+			check_qk(k, ts[ti], sh[si][0], sh[si][1], (int)sh[si][2],
+			    12 - gpu_qk_lanes(ts[ti]));
 	}
 	check_qk_multi(k, 1, 1024, 4);
 	check_qk_multi(k, 5, 4096, 4);
@@ -2778,7 +2788,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		}
 		fflush(stdout);
 	}
-	gchk(k, gpu_tune_qk(k->g, GPU_QK_LANES));
+	gchk(k, gpu_tune_qk(k->g, 0));
 	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
 	for (int c = 0; c < nc; c++)
 		gpu_free(k->g, w[c]);

@@ -25,7 +25,7 @@ struct gpu {
 	int	mv_chunk;		/* gpu_matvec: row bytes per warp step */
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
-	int	qk_lanes;		/* K-quant products: lanes per super-block (0: GPU_QK_LANES) */
+	int	qk_lanes;		/* K-quant products: lanes per super-block (0: gpu_qk_lanes) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
 	int	can_pdl;		/* sm_90 or later, and the kernels built for it */
 	int	pdl;			/* launches programmatic (gpu_pdl) */

@@ -17,8 +17,8 @@
  * Layout of the quantized x on the device (the scratch of matvec_q8.cu):
  * q[n][ne0] int8, dk[n][ne0/256] float, bs[n][ne0/16] int16.
  *
- * Kernel: one warp per weight row, split into groups of L lanes (L = 4,
- * the default, or 8: gpu_tune_qk); group g of the 32 / L takes
+ * Kernel: one warp per weight row, split into groups of L lanes (L = 4 or
+ * 8: gpu_qk_lanes, gpu_tune_qk); group g of the 32 / L takes
  * super-blocks g, g + 32/L, ... of the row, two at a time, both loaded
  * before either is used.  The L lanes split a block: Q4_K/Q5_K lane i
  * reads the quant bytes 16i..16i+15 (and 16i+64..16i+79 when L = 4) with
@@ -149,6 +149,16 @@ grp_sum(int v)
 	return L == 8 ? v + __shfl_xor_sync(0xFFFFFFFFu, v, 4) : v;
 }
 
+/* Four 6-bit values u (bytes 0..63) less 32 each, as int8: u + 96 stays
+ * below 256 (no carry into the next byte) and is 128 + (u - 32); flipping
+ * bit 7 leaves u - 32 in two's complement.  Two instructions (__vsub4:
+ * three). */
+__device__ __forceinline__ int
+q6_sub32(uint32_t u)
+{
+	return (int)((u + 0x60606060u) ^ 0x80808080u);
+}
+
 /* Q6_K: the 32 values (as 0..63 - 32) of piece p, t = 0..3 by 2 words. */
 template <int L>
 __device__ __forceinline__ void
@@ -157,10 +167,10 @@ q6_vals(const struct mvk_w<L> *w, int p, int v[4][2])
 #pragma unroll
 	for (int k = 0; k < 2; k++) {
 		uint32_t a = w->a[p][k], bq = w->b[p][k], h = w->c[p][k];
-		v[0][k] = (int)__vsub4((a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4, 0x20202020u);
-		v[1][k] = (int)__vsub4((bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4, 0x20202020u);
-		v[2][k] = (int)__vsub4((a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4, 0x20202020u);
-		v[3][k] = (int)__vsub4((bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4, 0x20202020u);
+		v[0][k] = q6_sub32((a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4);
+		v[1][k] = q6_sub32((bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4);
+		v[2][k] = q6_sub32((a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4);
+		v[3][k] = q6_sub32((bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4);
 	}
 }
 
@@ -370,11 +380,17 @@ mvk_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
 }
 
 extern "C" int
+gpu_qk_lanes(int t)
+{
+	return t == QK_T_Q6_K ? 8 : 4;
+}
+
+extern "C" int
 gpu_tune_qk(struct gpu *g, int lanes)
 {
-	if (lanes != 4 && lanes != 8)
-		return gpu_fail(g, "tune: K-quant lanes per block %d (4 or 8)", lanes);
-	if (lanes != (g->qk_lanes ? g->qk_lanes : GPU_QK_LANES))
+	if (lanes != 0 && lanes != 4 && lanes != 8)
+		return gpu_fail(g, "tune: K-quant lanes per block %d (0, 4 or 8)", lanes);
+	if (lanes != g->qk_lanes)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->qk_lanes = lanes;
 	return 0;
@@ -392,7 +408,7 @@ qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		    (long long)rows, (long long)ne0, m);
 	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
 		return gpu_fail(g, "matvec_q8k: weights not aligned");
-	int l8 = (g->qk_lanes ? g->qk_lanes : GPU_QK_LANES) == 8;
+	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
 	case QK_T_Q4_K:
 		return l8 ? mvk_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :

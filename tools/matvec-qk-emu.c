@@ -23,6 +23,8 @@ static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >
 
 static int dp4a(uint32_t a, uint32_t b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
 static uint32_t vsub4(uint32_t a, uint32_t b) { uint32_t r = 0; for (int k = 0; k < 4; k++) r |= ((((a >> 8 * k) & 0xFF) - ((b >> 8 * k) & 0xFF)) & 0xFF) << 8 * k; return r; }
+/* the kernel's q6_sub32 (checked against vsub4 for every value in every byte in main) */
+static uint32_t q6_sub32(uint32_t u) { return (u + 0x60606060u) ^ 0x80808080u; }
 static uint32_t fshr(uint32_t lo, uint32_t hi, unsigned sh) { uint64_t v = (uint64_t)hi << 32 | lo; return (uint32_t)(v >> (sh & 31)); }
 static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
@@ -91,10 +93,10 @@ static void mvk(int T, const uint8_t *W, size_t rowoff, int nb, const int8_t *q,
 							uint32_t v[4][2];
 							for (int k = 0; k < 2; k++) {
 								uint32_t a = A[k], bq = B[k], h = C[k];
-								v[0][k] = vsub4((a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4, 0x20202020u);
-								v[1][k] = vsub4((bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4, 0x20202020u);
-								v[2][k] = vsub4((a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4, 0x20202020u);
-								v[3][k] = vsub4((bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4, 0x20202020u);
+								v[0][k] = q6_sub32((a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4);
+								v[1][k] = q6_sub32((bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4);
+								v[2][k] = q6_sub32((a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4);
+								v[3][k] = q6_sub32((bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4);
 							}
 							const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 128 * n + 8 * sub;
 							for (int t = 0; t < 4; t++) { uint32_t y0 = rd32((const uint8_t *)xq + 32 * t), y1 = rd32((const uint8_t *)xq + 32 * t + 4);
@@ -155,6 +157,15 @@ int main(int argc, char **argv)
 	printf("L=%d\n", L);
 	int types[3] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K }; int nbs[] = { 1, 3, 4, 16, 20 };
 	int bad = 0, nq = 0;
+	for (uint32_t u = 0; u < 64; u++)	/* q6_sub32 = vsub4(., 32) for every value in every byte */
+		for (int k = 0; k < 4; k++) {
+			uint32_t w = u << 8 * k | 0x3F201F00u >> (8 * ((k + 1) & 3)) & ~(0xFFu << 8 * k);
+			w &= 0x3F3F3F3Fu;
+			if (q6_sub32(w) != vsub4(w, 0x20202020u)) {
+				printf("q6_sub32 %08x: %08x, vsub4 %08x\n", w, q6_sub32(w), vsub4(w, 0x20202020u));
+				bad++;
+			}
+		}
 	for (int ti = 0; ti < 3; ti++) for (int ni = 0; ni < 5; ni++) {
 		int T = types[ti], nb = nbs[ni], rows = 9, m = 3; int64_t ne0 = nb * 256;
 		size_t rb = quant_row_size(T, ne0);
