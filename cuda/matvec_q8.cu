@@ -368,48 +368,32 @@ mv8_nv(const uint8_t *wr, int nbw, int b, int h, int nb, const int8_t *__restric
 		sc = *sp;
 	}
 	mv8_ue4m3x4(sc, ws);
-	if (M <= 2) {
-		int p[8], n[8];
+	int p[8], n[8];	/* M <= 2: the positive and negative parts; else p the values */
 #pragma unroll
-		for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4; i++)
+		if (M <= 2)
 			mv8_fp4pn(c[i], tab, &p[2 * i], &n[2 * i]);
+		else
+			gpu_fp4x8(c[i], tab.x, tab.y, tab.z, &p[2 * i], &p[2 * i + 1]);
 #pragma unroll
-		for (int j = 0; j < M; j++) {
-			size_t xi = (size_t)j * nb + xb;
-			const int4 *xq = (const int4 *)(q + xi * 32);
-			float t[2];
+	for (int j = 0; j < M; j++) {
+		size_t xi = (size_t)j * nb + xb;
+		const int4 *xq = (const int4 *)(q + xi * 32);
+		float t[2];
 #pragma unroll
-			for (int s = 0; s < 2; s++) {
-				int4 a = xq[s];
-				int ip = __dp4a(p[4 * s], a.x, (int)tab.w), in = __dp4a(n[4 * s], a.x, 0);
-				ip = __dp4a(p[4 * s + 1], a.y, ip), in = __dp4a(n[4 * s + 1], a.y, in);
-				ip = __dp4a(p[4 * s + 2], a.z, ip), in = __dp4a(n[4 * s + 2], a.z, in);
-				ip = __dp4a(p[4 * s + 3], a.w, ip), in = __dp4a(n[4 * s + 3], a.w, in);
-				t[s] = mv8_i2f(ip - in);
+		for (int s = 0; s < 2; s++) {
+			int4 a = xq[s];
+			int i = __dp4a(p[4 * s], a.x, (int)tab.w);
+			i = __dp4a(p[4 * s + 1], a.y, i), i = __dp4a(p[4 * s + 2], a.z, i);
+			i = __dp4a(p[4 * s + 3], a.w, i);
+			if (M <= 2) {
+				int in = __dp4a(n[4 * s], a.x, 0);
+				in = __dp4a(n[4 * s + 1], a.y, in), in = __dp4a(n[4 * s + 2], a.z, in);
+				i -= __dp4a(n[4 * s + 3], a.w, in);
 			}
-			acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])),
-			    acc[j]);
+			t[s] = mv8_i2f(i);
 		}
-	} else {
-		int w[8];
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-			gpu_fp4x8(c[i], tab.x, tab.y, tab.z, &w[2 * i], &w[2 * i + 1]);
-#pragma unroll
-		for (int j = 0; j < M; j++) {
-			size_t xi = (size_t)j * nb + xb;
-			const int4 *xq = (const int4 *)(q + xi * 32);
-			float t[2];
-#pragma unroll
-			for (int s = 0; s < 2; s++) {
-				int4 a = xq[s];
-				int i = __dp4a(w[4 * s], a.x, (int)tab.w);
-				i = __dp4a(w[4 * s + 1], a.y, i), i = __dp4a(w[4 * s + 2], a.z, i);
-				t[s] = mv8_i2f(__dp4a(w[4 * s + 3], a.w, i));
-			}
-			acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])),
-			    acc[j]);
-		}
+		acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])), acc[j]);
 	}
 }
 
