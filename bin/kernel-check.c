@@ -553,27 +553,53 @@ check_dequant(struct kc *k, struct wset *s)
 	gpu_free(k->g, dy), gpu_free(k->g, dids);
 }
 
+/* A ue4m3 scale byte as the GPU layout holds it (cuda/gpu.h: canonical),
+ * and the byte gpu_nvfp4_unpack gives for it. */
+static int
+ue4m3_canonical(int x)
+{
+	return x == 0x7F ? 0 : x & 0x7F;
+}
+
+static int
+ue4m3_uncanonical(int c)
+{
+	return c == 0x7F ? 0xFF : c;
+}
+
 /*
  * gpu_nvfp4_pack against the GPU layout as gpu.h defines it, made here
- * from ggml's bytes (value v of a block: nibble v % 2 of code byte v / 2),
- * and gpu_nvfp4_unpack back to ggml's bytes: equal bytes (maxdiff: the
- * bytes that differ).
+ * from ggml's bytes (value v of a block: nibble v % 2 of code byte v / 2;
+ * scales canonical), gpu_dequantize of the packed rows against the CPU's
+ * dequantization of ggml's (every scale byte 0..255 among the blocks'
+ * scales: ggml's zero 0x7F, bit 7 set, 0xFF, subnormals), and
+ * gpu_nvfp4_unpack back to ggml's bytes, its scales as canonical bytes
+ * of the same values (maxdiff: the bytes that differ).
  */
 static void
 check_nvfp4_layout(struct kc *k, int64_t rows, int64_t ne0)
 {
-	int64_t nb = ne0 / 64;
+	int64_t nb = ne0 / 64, nel = rows * ne0;
 	size_t n, rb = (size_t)nb * 36;
 	uint8_t *w = qrand(k, QUANT_NVFP4, rows, ne0, &n), *ref = xmalloc(n), *got = xmalloc(n);
-	void *d = dput(k, w, n);
+	float *y = xmalloc((size_t)nel * 4), *wf;
+	double *dref = xmalloc((size_t)nel * 8);
 	char shape[64];
 
+	for (int64_t i = 0; i < rows * nb * 4; i++) {	/* every scale byte, as far as there are scales */
+		int64_t b = i / 4;
+		w[(b / nb) * rb + (b % nb) * 36 + i % 4] = (uint8_t)(i % 256);
+	}
+	wf = qdeq(QUANT_NVFP4, w, rows, ne0);
+	void *d = dput(k, w, n);
+	float *dy = dput(k, NULL, (size_t)nel * 4);
 	memset(ref, 0, n);
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *blk = w + r * rb + b * 36;
 			uint8_t *code = ref + r * rb + b * 32;
-			memcpy(ref + r * rb + nb * 32 + b * 4, blk, 4);
+			for (int s = 0; s < 4; s++)
+				ref[r * rb + nb * 32 + b * 4 + s] = (uint8_t)ue4m3_canonical(blk[s]);
 			for (int v = 0; v < 64; v++) {
 				int q = blk[4 + 8 * (v / 16) + v % 8];
 				code[v / 2] |= (uint8_t)(((v % 16 < 8 ? q : q >> 4) & 0xF) << (4 * (v % 2)));
@@ -587,12 +613,26 @@ check_nvfp4_layout(struct kc *k, int64_t rows, int64_t ne0)
 		dget(k, got, d, n);
 		if (k->brk)
 			got[n / 2] ^= 0x10;
+		for (int64_t r = 0; dir == 1 && r < rows; r++)	/* ggml's bytes, canonical scales */
+			for (int64_t b = 0; b < nb; b++)
+				for (int s = 0; s < 4; s++) {
+					uint8_t *x = w + r * rb + b * 36 + s;
+					*x = (uint8_t)ue4m3_uncanonical(ue4m3_canonical(*x));
+				}
 		for (size_t i = 0; i < n; i++)
 			bad += got[i] != (dir == 0 ? ref : w)[i];
 		report(k, dir == 0 ? "nvfp4 pack" : "nvfp4 unpack", shape, (double)bad, bad == 0);
+		if (dir == 0) {	/* the packed rows' values: the CPU's of ggml's */
+			gchk(k, gpu_dequantize(k->g, QUANT_NVFP4, d, rows, ne0, dy));
+			dget(k, y, dy, (size_t)nel * 4);
+			brk(k, y, nel);
+			for (int64_t i = 0; i < nel; i++)
+				dref[i] = wf[i];
+			close_to(k, "nvfp4 scales 0..255", shape, y, dref, NULL, nel, 0);
+		}
 	}
-	free(w), free(ref), free(got);
-	gpu_free(k->g, d);
+	free(w), free(ref), free(got), free(y), free(wf), free(dref);
+	gpu_free(k->g, d), gpu_free(k->g, dy);
 }
 
 static void
@@ -622,7 +662,7 @@ check_quant(struct kc *k)
 			wset_free(k, &s);
 		}
 	}
-	check_nvfp4_layout(k, 3, 4096);
+	check_nvfp4_layout(k, 3, 4096);	/* 192 blocks: every scale byte thrice */
 	check_nvfp4_layout(k, 45, 320);
 }
 

@@ -138,10 +138,13 @@ int	gpu_tune(struct gpu *g, int chunk, int unroll);
  * are unchanged): first the codes, 32 bytes a block (block b's at 32 b, as
  * 8 words; word i holds values 8i .. 8i+7, value 8i+k in bits 4k .. 4k+3),
  * then the scales, 4 bytes a block (block b's four ue4m3 at 32 nb + 4 b,
- * byte s for values 16s .. 16s+15, as in ggml).  The products read a
+ * byte s for values 16s .. 16s+15), canonical: ggml's 0x7F (its zero) is
+ * 0 and bit 7 is dropped, so ggml's 0xFF (240) is 0x7F; unpacking gives
+ * bytes of the same values back (0x7F as 0xFF).  The products read a
  * lane's 32 codes as one 16-byte load where rows are 16-byte aligned (nb a
- * multiple of 4) and decode them with fewer instructions than ggml's
- * nibble order allows.  Uses a temporary buffer of up to 64 MiB.
+ * multiple of 4), decode them with fewer instructions than ggml's nibble
+ * order allows, and a scale with a shift and an fp16 multiply.  Uses a
+ * temporary buffer of up to 64 MiB.
  */
 int	gpu_nvfp4_pack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0);
 int	gpu_nvfp4_unpack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0);

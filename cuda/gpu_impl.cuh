@@ -300,20 +300,24 @@ norm_sumsq_block(double s, double *red)
 	return s;
 }
 
-/* The NVFP4 decode the int8 products share (matvec_q8.cu, mmq.cu).
- * ggml's ue4m3 scale times 0.5 (lib/quant's qi_ue4m3_half): exact.  A
- * normal value (1 + man/8) 2^(e-7) / 2 is built as float bits (exponent
- * e - 8, mantissa man << 20): ldexpf cost more than the block's dp4a. */
-__device__ __forceinline__ float
-gpu_ue4m3_half(unsigned x)
+/*
+ * NVFP4's scales in the GPU layout are canonical ue4m3 bytes
+ * (gpu_nvfp4_pack): ggml's 0x7F (its zero) is 0 and bit 7 is dropped (so
+ * 0xFF, 240 in ggml, is 0x7F).  gpu_ue4m3c of ggml's byte x is that byte;
+ * gpu_ue4m3c_half(c) = ggml's value of x times 0.5 (lib/quant's
+ * qi_ue4m3_half): c << 7 as fp16 bits is ggml's value * 2^-8 exactly
+ * (ue4m3 and fp16 share the mantissa and subnormal forms), times 128.
+ */
+__host__ __device__ __forceinline__ unsigned
+gpu_ue4m3c(unsigned x)
 {
-	unsigned e = (x >> 3) & 0xF, man = x & 7;
+	return x == 0x7F ? 0 : x & 0x7F;
+}
 
-	if (x == 0 || x == 0x7F)
-		return 0.0f;
-	if (e == 0)
-		return (float)man * 0x1p-10f;
-	return __uint_as_float((e + 119) << 23 | man << 20);
+__device__ __forceinline__ float
+gpu_ue4m3c_half(unsigned c)
+{
+	return __fmul_rn(__half2float(__ushort_as_half((unsigned short)(c << 7))), 128.0f);
 }
 
 /* prmt.b32 in its default mode, as is: __byte_perm masks each selector

@@ -131,7 +131,7 @@ unit_w(const uint8_t *b, const uint8_t *sc, int u, float w[32])
 	} else if (T == T_NVFP4) {
 #pragma unroll
 		for (int i = 0; i < 4; i++) {	/* code words 4u + i: values 8i .. 8i+7 */
-			float d = gpu_ue4m3_half(sc[2 * u + i / 2]);
+			float d = gpu_ue4m3c_half(sc[2 * u + i / 2]);
 			unsigned v = ((const uint32_t *)b)[4 * u + i];
 #pragma unroll
 			for (int k = 0; k < 8; k++)
@@ -258,7 +258,7 @@ oct_q(const uint8_t *b, const uint8_t *sc, int o, float q[8], float *a, float *c
 			float f = __uint_as_float(0x4B000000u | mag) - 8388608.0f;
 			q[k] = __uint_as_float(__float_as_uint(f) | ((x & 8) << 28));
 		}
-		*a = gpu_ue4m3_half(sc[o >> 1]);
+		*a = gpu_ue4m3c_half(sc[o >> 1]);
 	} else if (T == T_Q4_K || T == T_Q5_K) {
 		int u = o >> 2, ch = u >> 1, hi = u & 1, l0 = 8 * (o & 3), sc, m;
 		const uint32_t *p = (const uint32_t *)(b + (T == T_Q4_K ? 16 : 48) + 32 * ch + l0);
@@ -641,7 +641,9 @@ gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
  * Block i of rows of nb blocks between ggml's layout (g) and the GPU's
  * (p, gpu_nvfp4_pack), one thread a block: value v of the block is ggml's
  * nibble (v % 16 >= 8) of byte 8 (v / 16) + v % 8 of qs, and nibble v % 8
- * of code word v / 8.  TO_GPU: g -> p, else p -> g.
+ * of code word v / 8; scales canonical (gpu_ue4m3c) in p, back to bytes of
+ * the same values in g (0x7F there the canonical 0x7F, 240).  TO_GPU: g ->
+ * p, else p -> g.
  */
 template <int TO_GPU>
 __global__ void
@@ -683,10 +685,19 @@ k_nvfp4_layout(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst, int64
 #pragma unroll
 		for (int k = 0; k < 8; k++)
 			ow[k] = out[k];
-		*(uint32_t *)(dst + row + nb * 32 + b * 4) = in[0];
+		uint32_t sc = 0;
+#pragma unroll
+		for (int s = 0; s < 4; s++)
+			sc |= gpu_ue4m3c(in[0] >> (8 * s) & 0xFF) << (8 * s);
+		*(uint32_t *)(dst + row + nb * 32 + b * 4) = sc;
 	} else {
 		ow = (uint32_t *)(dst + row + b * 36);
-		ow[0] = in[8];
+		ow[0] = 0;
+#pragma unroll
+		for (int s = 0; s < 4; s++) {
+			uint32_t c = in[8] >> (8 * s) & 0xFF;
+			ow[0] |= (c == 0x7F ? 0xFF : c) << (8 * s);
+		}
 #pragma unroll
 		for (int k = 1; k < 9; k++)
 			ow[k] = out[k];

@@ -165,24 +165,19 @@ mv8_fp4pn(uint32_t v, uint4 tab, int *p, int *n)
 }
 
 /*
- * The 4 ue4m3 scales of an NVFP4 block (bytes of sc) as gpu_ue4m3_half
- * gives them (ggml's value / 2), without branches: a byte 0x7F becomes 0
- * and bit 7 is dropped (a SIMD zero-byte test of sc ^ 0x7F7F7F7F), then
- * byte b is read as the fp16 of bits b << 7 (ue4m3 and fp16 share the
- * mantissa and subnormal forms: that fp16 is the value * 2^-8, exactly)
- * and multiplied by 128 in fp16 (exact: at most 240).
+ * Two canonical ue4m3 scales (the low bytes of sc, gpu_ue4m3c) as
+ * gpu_ue4m3c_half gives them (ggml's value / 2): each byte b read as the
+ * fp16 of bits b << 7 (ggml's value * 2^-8, exactly) and multiplied by 128
+ * in fp16 (exact: at most 240).
  */
 __device__ __forceinline__ void
-mv8_ue4m3x4(uint32_t sc, float *ws)
+mv8_ue4m3c2(uint32_t sc, float *ws)
 {
-	uint32_t z = ~(((~sc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | sc | 0x7F7F7F7Fu);
-	uint32_t c = sc & 0x7F7F7F7Fu & ~(z - (z >> 7));	/* z: 0x80 where a byte is 0x7F */
-	uint32_t h01 = __byte_perm(c, 0, 0x4140) << 7, h23 = __byte_perm(c, 0, 0x4342) << 7;
-	const __half2 k = __floats2half2_rn(128.0f, 128.0f);
-	float2 f01 = __half22float2(__hmul2(*(const __half2 *)&h01, k));
-	float2 f23 = __half22float2(__hmul2(*(const __half2 *)&h23, k));
+	uint32_t h01 = __byte_perm(sc, 0, 0x4140) << 7;
+	float2 f01 = __half22float2(__hmul2(*(const __half2 *)&h01,
+	    __floats2half2_rn(128.0f, 128.0f)));
 
-	ws[0] = f01.x, ws[1] = f01.y, ws[2] = f23.x, ws[3] = f23.y;
+	ws[0] = f01.x, ws[1] = f01.y;
 }
 
 /*
@@ -348,7 +343,7 @@ mv8_nv(const uint8_t *wr, int nbw, int b, int h, int nb, const int8_t *__restric
 	const uint32_t *cp = (const uint32_t *)(wr + 32 * (size_t)b + 16 * h);
 	const uint16_t *sp = (const uint16_t *)(wr + 32 * (size_t)nbw) + 2 * b + h;
 	uint32_t c[4], sc;
-	float ws[4];
+	float ws[2];
 	int xb = 2 * b + h;
 
 	if (A && M <= 2) {	/* past L1, which then keeps x: kernel-check -b on the H200, the
@@ -367,7 +362,7 @@ mv8_nv(const uint8_t *wr, int nbw, int b, int h, int nb, const int8_t *__restric
 			c[i] = cp[i];
 		sc = *sp;
 	}
-	mv8_ue4m3x4(sc, ws);
+	mv8_ue4m3c2(sc, ws);
 	int p[8], n[8];	/* M <= 2: the positive and negative parts; else p the values */
 #pragma unroll
 	for (int i = 0; i < 4; i++)

@@ -113,7 +113,7 @@ mq_load_w(struct mq_smem *s, const uint8_t *__restrict__ W, int64_t rows, int nb
 					gpu_fp4x8i(__ldg(pw + 2 * q), &v.x, &v.y);
 					gpu_fp4x8i(__ldg(pw + 2 * q + 1), &v.z, &v.w);
 					dst[q] = v;
-					s->ws[r * 17 + b * 4 + q] = gpu_ue4m3_half((sc >> (8 * q)) & 0xFF);
+					s->ws[r * 17 + b * 4 + q] = gpu_ue4m3c_half((sc >> (8 * q)) & 0xFF);
 				}
 			} else {
 #pragma unroll
@@ -394,7 +394,7 @@ mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
 			gpu_fp4x8i(f->u[1 + 2 * qq], &v.x, &v.y);
 			gpu_fp4x8i(f->u[2 + 2 * qq], &v.z, &v.w);
 			*(int4 *)&s->w[r * MQ2_LD + sb * 4] = v;
-			s->ws[(sb * MQ2_R + r) * 4] = gpu_ue4m3_half((f->u[0] >> (8 * sb)) & 0xFF);
+			s->ws[(sb * MQ2_R + r) * 4] = gpu_ue4m3c_half((f->u[0] >> (8 * sb)) & 0xFF);
 		}
 	}
 }

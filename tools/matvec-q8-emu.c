@@ -16,10 +16,13 @@
  * butterfly, and compares each product with quant_vec_dot on x quantized
  * by quant_quantize_act (NVFP4: on the ggml-layout row), within
  * kernel-check's tolerance (1e-5 of sum |w x|).  Also exhaustive:
- * mv8_ue4m3x4 against quant_ue4m3_to_f32 / 2 for every byte in every
- * position, mv8_fp4pn (p - n) and gpu_fp4x8 against the e2m1 kvalues for
- * every code in every nibble of a word.  NVFP4 rows: packing then
- * unpacking (nvfp4_unpack) gives the row back, each sub-block's float sum
+ * mv8_ue4m3x4 (ggml's scale bytes, for the old form) against
+ * quant_ue4m3_to_f32 / 2 for every byte in every position, mv8_ue4m3c2 on
+ * the canonical bytes of the GPU layout the same way, mv8_fp4pn (p - n)
+ * and gpu_fp4x8 against the e2m1 kvalues for every code in every nibble
+ * of a word.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
+ * row back (its scales as canonical bytes of the same values), each
+ * sub-block's float sum
  * is the plain kvalue dot's, and mv8_nv's bits are those of the replaced
  * ggml-layout GPU_MV8_LANE2 form (ggml_half, kept for that check only).
  * Rows of 1..16 inputs give each row the same bits (the code per row does
@@ -96,7 +99,19 @@ static void fp4sel(uint32_t v, uint32_t *lo, uint32_t *hi)
 	*hi = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
 }
 
-/* mv8_ue4m3x4: the fp16 product by 128 is exact, so float(h) * 128 */
+/* canonical scale bytes (gpu_ue4m3c) and back (gpu_nvfp4_unpack) */
+static unsigned ue4m3c(unsigned x) { return x == 0x7F ? 0 : x & 0x7F; }
+static unsigned ue4m3u(unsigned c) { return c == 0x7F ? 0xFF : c; }
+
+/* mv8_ue4m3c2: two canonical bytes, the fp16 of b << 7 times 128 (exact) */
+static void ue4m3c2(uint32_t sc, float *ws)
+{
+	uint32_t h01 = prmt(sc, 0, 0x4140) << 7;
+	ws[0] = h2f((uint16_t)h01) * 128.0f, ws[1] = h2f((uint16_t)(h01 >> 16)) * 128.0f;
+}
+
+/* the old mv8_ue4m3x4 (ggml's bytes, for ggml_half): the fp16 product by
+ * 128 is exact, so float(h) * 128 */
 static void ue4m3x4(uint32_t sc, float *ws)
 {
 	uint32_t z = ~(((~sc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | sc | 0x7F7F7F7Fu);
@@ -184,7 +199,8 @@ static void nvfp4_pack(const uint8_t *g, uint8_t *o, int nbw)
 			for (int k = 0; k < 4; k++)
 				o[32 * (size_t)b + 4 * i + k] = (uint8_t)(w >> 8 * k);
 		}
-		memcpy(o + 32 * (size_t)nbw + 4 * (size_t)b, blk, 4);
+		for (int s = 0; s < 4; s++)
+			o[32 * (size_t)nbw + 4 * (size_t)b + s] = (uint8_t)ue4m3c(blk[s]);
 	}
 }
 
@@ -193,7 +209,8 @@ static void nvfp4_unpack(const uint8_t *o, uint8_t *g, int nbw)
 {
 	for (int b = 0; b < nbw; b++) {
 		uint8_t *blk = g + 36 * (size_t)b, *qs = blk + 4;
-		memcpy(blk, o + 32 * (size_t)nbw + 4 * (size_t)b, 4);
+		for (int s = 0; s < 4; s++)
+			blk[s] = (uint8_t)ue4m3u(o[32 * (size_t)nbw + 4 * (size_t)b + s]);
 		memset(qs, 0, 32);
 		for (int e = 0; e < 64; e++) {
 			const uint8_t *wp = o + 32 * (size_t)b + 4 * (e / 8);
@@ -223,7 +240,7 @@ static void nv(const uint8_t *wr, int nbw, int b, int h, const struct xin *X, in
 
 	for (int i = 0; i < 4; i++)	/* c0, c1: sub-block 2h; c2, c3: 2h + 1 */
 		c[i] = rd32(cp + 4 * i);
-	ue4m3x4(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);	/* ws[0], ws[1] */
+	ue4m3c2(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);
 	for (int i = 0; i < 4; i++)
 		if (m <= 2)
 			fp4pn(c[i], &p[2 * i], &n[2 * i]);
@@ -381,6 +398,17 @@ static void exhaustive(void)
 				check(memcmp(&want, &ws[k], 4) == 0, what), n++;
 			}
 		}
+	for (int pos = 0; pos < 2; pos++)	/* canonical bytes, the pair mv8_ue4m3c2 reads */
+		for (unsigned x = 0; x < 256; x++) {
+			uint32_t o = ue4m3c((unsigned)(rnd() & 0xFF)), sc = pos ? o | ue4m3c(x) << 8 :
+			    ue4m3c(x) | o << 8;
+			float ws[2], want = quant_ue4m3_to_f32((uint8_t)x) * 0.5f;
+			ue4m3c2(sc, ws);
+			snprintf(what, sizeof what, "ue4m3c 0x%02x byte %d", x, pos);
+			check(memcmp(&want, &ws[pos], 4) == 0, what), n++;
+			check(ue4m3u(ue4m3c(x)) == x || quant_ue4m3_to_f32((uint8_t)ue4m3u(ue4m3c(x))) ==
+			    quant_ue4m3_to_f32((uint8_t)x), what), n++;
+		}
 	for (int pos = 0; pos < 8; pos++)
 		for (unsigned c = 0; c < 16; c++)
 			for (int rep = 0; rep < 16; rep++) {
@@ -444,6 +472,11 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 		for (int r = 0; r < rows; r++) {
 			nvfp4_pack(w + r * rb, wp + r * rb, nbw);
 			nvfp4_unpack(wp + r * rb, wu, nbw);
+			for (int b = 0; b < nbw; b++)	/* the scales come back canonical */
+				for (int s = 0; s < 4; s++) {
+					uint8_t *x = w + r * rb + 36 * (size_t)b + s;
+					*x = (uint8_t)ue4m3u(ue4m3c(*x));
+				}
 			snprintf(what, sizeof what, "NVFP4 %dx%d%s row %d packed and unpacked",
 			    rows, ne0, raw ? " raw" : "", r);
 			check(memcmp(wu, w + r * rb, rb) == 0, what), nrows++;
