@@ -110,6 +110,16 @@ static void ue4m3c2(uint32_t sc, float *ws)
 	ws[0] = h2f((uint16_t)h01) * 128.0f, ws[1] = h2f((uint16_t)(h01 >> 16)) * 128.0f;
 }
 
+/* mv8_ue4m3c2f (m >= 3): the same pair by fp32, b << 20 as a float times 2^119 */
+static void ue4m3c2f(uint32_t sc, float *ws)
+{
+	uint32_t a = (sc & 0x7Fu) << 20, b = (sc & 0x7F00u) << 12;
+	float fa, fb;
+
+	memcpy(&fa, &a, 4), memcpy(&fb, &b, 4);
+	ws[0] = fa * 0x1p119f, ws[1] = fb * 0x1p119f;
+}
+
 /* the old mv8_ue4m3x4 (ggml's bytes, for ggml_half): the fp16 product by
  * 128 is exact, so float(h) * 128 */
 static void ue4m3x4(uint32_t sc, float *ws)
@@ -240,7 +250,10 @@ static void nv(const uint8_t *wr, int nbw, int b, int h, const struct xin *X, in
 
 	for (int i = 0; i < 4; i++)	/* c0, c1: sub-block 2h; c2, c3: 2h + 1 */
 		c[i] = rd32(cp + 4 * i);
-	ue4m3c2(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);
+	if (m <= 2)
+		ue4m3c2(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);
+	else
+		ue4m3c2f(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);
 	for (int i = 0; i < 4; i++)
 		if (m <= 2)
 			fp4pn(c[i], &p[2 * i], &n[2 * i]);
@@ -405,6 +418,9 @@ static void exhaustive(void)
 			float ws[2], want = quant_ue4m3_to_f32((uint8_t)x) * 0.5f;
 			ue4m3c2(sc, ws);
 			snprintf(what, sizeof what, "ue4m3c 0x%02x byte %d", x, pos);
+			check(memcmp(&want, &ws[pos], 4) == 0, what), n++;
+			ue4m3c2f(sc, ws);
+			snprintf(what, sizeof what, "ue4m3c (fp32) 0x%02x byte %d", x, pos);
 			check(memcmp(&want, &ws[pos], 4) == 0, what), n++;
 			check(ue4m3u(ue4m3c(x)) == x || quant_ue4m3_to_f32((uint8_t)ue4m3u(ue4m3c(x))) ==
 			    quant_ue4m3_to_f32((uint8_t)x), what), n++;
