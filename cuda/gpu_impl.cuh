@@ -158,7 +158,9 @@ pdl_enter(void)
  * ~4200 warps of a product's first wave asking for rows of 12288 want
  * 55 MB, more than L2, and the products keep the memory busy anyway).
  * A build with MEMRA_PDL_PREFETCH=2048 (the first unrolled step of the
- * product loops, 8.6 MB in all) is tools/gpu-run.sh's GPU_RUN_PF_ABBA.
+ * product loops, 8.6 MB in all) is tools/gpu-run.sh's GPU_RUN_PF_ABBA:
+ * 9B decode 332.5 against 330.6 tok/s Q8_0, 449.4 against 465.7 NVFP4
+ * (bench/2026-12-02-s11-run5-*), so still off.
  */
 #ifndef MEMRA_PDL_PREFETCH
 #define MEMRA_PDL_PREFETCH 0
