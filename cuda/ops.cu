@@ -417,6 +417,7 @@ gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 #define ATT_SPLIT 64		/* positions a block takes */
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
+#define ATT_ROWS 8		/* K or V rows a warp has in flight (of its 16) */
 
 /* The splits the nq rows at pos0 use: those that hold position pos0 + nq - 1 or less. */
 __device__ __forceinline__ int
@@ -475,7 +476,9 @@ att_scores(const float (*qv)[E], const float *k, int lane, float scale, float *s
  * share each K and V row the block loads (grouped-query attention: at a
  * long context those rows are most of a step's bytes, and a block a head
  * read them GB times).  Lane l holds elements lE .. lE+E-1 of a head row
- * (hd <= 32 E); warp w takes positions p0 + w, p0 + w + ATT_WARPS, ...:
+ * (hd <= 32 E); warp w takes positions p0 + w, p0 + w + ATT_WARPS, ...,
+ * loading ATT_ROWS of them before it uses any (a block is a chain of
+ * memory latencies: at a short context a layer has a few blocks only):
  * a score is the lane's FMA chain then a butterfly, the warps' o sums
  * added in warp order.  A head's sums are the same operations in the
  * same order whatever GB is, and what a position contributes depends
@@ -515,15 +518,16 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 #pragma unroll
 	for (int g = 0; g < GB; g++)
 		att_load<E, W>(q + ((int64_t)t * nh + h0 + g) * hd, lane, hd, qv[g]);
-	for (int p = p0 + warp; p < p1; p += 2 * ATT_WARPS) {	/* two rows in flight */
-		int p2 = p + ATT_WARPS;
-		float ka[E], kb[E];
-		att_load<E, W>(Kh + p * ld, lane, hd, ka);
-		if (p2 < p1)
-			att_load<E, W>(Kh + p2 * ld, lane, hd, kb);
-		att_scores<E, GB>(qv, ka, lane, scale, &sc[0][p - p0]);
-		if (p2 < p1)
-			att_scores<E, GB>(qv, kb, lane, scale, &sc[0][p2 - p0]);
+	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {	/* ATT_ROWS rows in flight */
+		float kr[ATT_ROWS][E];
+#pragma unroll
+		for (int r = 0; r < ATT_ROWS; r++)
+			if (p + r * ATT_WARPS < p1)
+				att_load<E, W>(Kh + (p + r * ATT_WARPS) * ld, lane, hd, kr[r]);
+#pragma unroll
+		for (int r = 0; r < ATT_ROWS; r++)
+			if (p + r * ATT_WARPS < p1)
+				att_scores<E, GB>(qv, kr[r], lane, scale, &sc[0][p + r * ATT_WARPS - p0]);
 	}
 	__syncthreads();
 	float mg[GB], lg[GB];
@@ -555,25 +559,22 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 #pragma unroll
 		for (int e = 0; e < E; e++)
 			acc[g][e] = 0.0f;
-	for (int p = p0 + warp; p < p1; p += 2 * ATT_WARPS) {
-		int p2 = p + ATT_WARPS;
-		float va[E], vb[E];
-		att_load<E, W>(Vh + p * ld, lane, hd, va);
-		if (p2 < p1)
-			att_load<E, W>(Vh + p2 * ld, lane, hd, vb);
+	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {
+		float vr[ATT_ROWS][E];
 #pragma unroll
-		for (int g = 0; g < GB; g++) {
-			float wa = sc[g][p - p0];
+		for (int r = 0; r < ATT_ROWS; r++)
+			if (p + r * ATT_WARPS < p1)
+				att_load<E, W>(Vh + (p + r * ATT_WARPS) * ld, lane, hd, vr[r]);
 #pragma unroll
-			for (int e = 0; e < E; e++)
-				acc[g][e] = __fmaf_rn(wa, va[e], acc[g][e]);
-			if (p2 < p1) {
-				float wb = sc[g][p2 - p0];
+		for (int g = 0; g < GB; g++)
 #pragma unroll
-				for (int e = 0; e < E; e++)
-					acc[g][e] = __fmaf_rn(wb, vb[e], acc[g][e]);
-			}
-		}
+			for (int r = 0; r < ATT_ROWS; r++)
+				if (p + r * ATT_WARPS < p1) {
+					float w = sc[g][p + r * ATT_WARPS - p0];
+#pragma unroll
+					for (int e = 0; e < E; e++)
+						acc[g][e] = __fmaf_rn(w, vr[r][e], acc[g][e]);
+				}
 	}
 #pragma unroll
 	for (int g = 0; g < GB; g++) {
