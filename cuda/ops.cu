@@ -450,6 +450,19 @@ att_load(const float *__restrict__ p, int lane, int n, float *v)
 	}
 }
 
+/* Rows p, p + ATT_WARPS, ... of a head's K or V (at X, rows ld apart):
+ * the ATT_ROWS of them below p1, all loaded before any is used. */
+template <int E, int W>
+__device__ __forceinline__ void
+att_rows(const float *__restrict__ X, int64_t ld, int p, int p1, int lane, int hd,
+    float (*r)[E])
+{
+#pragma unroll
+	for (int i = 0; i < ATT_ROWS; i++)
+		if (p + i * ATT_WARPS < p1)
+			att_load<E, W>(X + (p + i * ATT_WARPS) * ld, lane, hd, r[i]);
+}
+
 /* The GB heads' scaled scores of one K row k (a lane's E elements) into
  * sc[g * ATT_SPLIT] (lane 0): each the lane's FMA chain, then a butterfly. */
 template <int E, int GB>
@@ -520,10 +533,7 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 		att_load<E, W>(q + ((int64_t)t * nh + h0 + g) * hd, lane, hd, qv[g]);
 	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {	/* ATT_ROWS rows in flight */
 		float kr[ATT_ROWS][E];
-#pragma unroll
-		for (int r = 0; r < ATT_ROWS; r++)
-			if (p + r * ATT_WARPS < p1)
-				att_load<E, W>(Kh + (p + r * ATT_WARPS) * ld, lane, hd, kr[r]);
+		att_rows<E, W>(Kh, ld, p, p1, lane, hd, kr);
 #pragma unroll
 		for (int r = 0; r < ATT_ROWS; r++)
 			if (p + r * ATT_WARPS < p1)
@@ -561,10 +571,7 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 			acc[g][e] = 0.0f;
 	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {
 		float vr[ATT_ROWS][E];
-#pragma unroll
-		for (int r = 0; r < ATT_ROWS; r++)
-			if (p + r * ATT_WARPS < p1)
-				att_load<E, W>(Vh + (p + r * ATT_WARPS) * ld, lane, hd, vr[r]);
+		att_rows<E, W>(Vh, ld, p, p1, lane, hd, vr);
 #pragma unroll
 		for (int g = 0; g < GB; g++)
 #pragma unroll
