@@ -363,13 +363,38 @@ fi
 # GPU_RUN_BASE=FILE (with GPU_RUN_9B=1 or GPU_RUN_27B=1): model-bench built
 # from a base tree (FILE: its tar.gz, e.g. git archive of the commit before
 # a change; GPU_RUN_BASE_NAME names it), A B B A against this tree's (B):
-# decode tok/s and K=3 verify ms on those shapes' files
+# decode tok/s and K=3 verify ms on those shapes' files.  With model A
+# present, also A's logits on the GPU in both trees (model-logits -d cuda,
+# ids 5..300: one token at a time, the decode path, and 64 in one prefill
+# then one at a time), compared by cmp into $OUT/logits-base.txt: "equal"
+# is the proof that a change kept the bits; a change of float order says
+# "differ" (information, not a gate)
 BASE=
-if [ -n "${GPU_RUN_BASE:-}" ] && { [ "${GPU_RUN_9B:-0}" = 1 ] || [ "${GPU_RUN_27B:-0}" = 1 ]; }; then
+if [ -n "${GPU_RUN_BASE:-}" ] && { [ "${GPU_RUN_9B:-0}" = 1 ] || [ "${GPU_RUN_27B:-0}" = 1 ] ||
+    [ -n "$A" ]; }; then
 	BASE=${TMPDIR:-/tmp}/memra-base
 	rm -rf "$BASE" && mkdir -p "$BASE" && tar xzf "$GPU_RUN_BASE" -C "$BASE" &&
-	    (cd "$BASE" && make CUDA=1 CUDA_ARCH=90 -j16 build/t/tools/model-bench) \
-	    >"$OUT/build-base.log" 2>&1 || { echo "base build failed"; BASE=; }
+	    (cd "$BASE" && make CUDA=1 CUDA_ARCH=90 -j16 build/t/tools/model-bench \
+	    build/t/tools/model-logits) >"$OUT/build-base.log" 2>&1 || { echo "base build failed"; BASE=; }
+fi
+if [ -n "$BASE" ] && [ -n "$A" ]; then
+	ids=$(seq 5 300 | tr '\n' ' ')
+	for how in -1 "-p 64"; do
+		rm -f /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin
+		# shellcheck disable=SC2086
+		if timeout 120 "$BASE/build/t/tools/model-logits" -d cuda $how "$A" \
+		    /tmp/memra-logits-base.bin $ids >/dev/null 2>>"$OUT/logits-base.err" &&
+		    timeout 120 build/t/tools/model-logits -d cuda $how "$A" \
+		    /tmp/memra-logits-this.bin $ids >/dev/null 2>>"$OUT/logits-base.err"; then
+			nd=$(cmp -l /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin | wc -l)
+			if [ "$nd" = 0 ]; then r="equal"; else r="differ ($nd bytes)"; fi
+			echo "A logits ($how, 296 ids) base ${GPU_RUN_BASE_NAME:-base} vs this tree: $r" \
+			    >>"$OUT/logits-base.txt"
+		else
+			echo "A logits ($how): model-logits failed" >>"$OUT/logits-base.txt"
+		fi
+	done
+	rm -f /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin
 fi
 # GPU_RUN_PF_ABBA=1 (with GPU_RUN_9B=1): a second build of model-bench with
 # MEMRA_PDL_PREFETCH=${GPU_RUN_PF_BYTES:-2048} (the products ask L2 for that
@@ -616,6 +641,7 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/rowdraw-abba.txt"; }
 [ -f "$OUT/gemm-abba.txt" ] && { echo "== 9b-shape prefill, int8 GEMM (A) vs bf16 (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/gemm-abba.txt"; }
+[ -f "$OUT/logits-base.txt" ] && { echo "== A's logits, base tree vs this tree"; cat "$OUT/logits-base.txt"; }
 [ -f "$OUT/base-abba.txt" ] && { echo "== decode and K=3 verify, base tree (A) vs this tree (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/base-abba.txt"; }
 [ -f "$OUT/pf-abba.txt" ] && { echo "== 9b-shape decode, L2 prefetch (A) vs default, none (B)";
