@@ -554,7 +554,9 @@ check_dequant(struct kc *k, struct wset *s)
 }
 
 /* A ue4m3 scale byte as the GPU layout holds it (cuda/gpu.h: canonical),
- * and the byte gpu_nvfp4_unpack gives for it. */
+ * and the byte gpu_nvfp4_unpack gives for it: the checker's own reading
+ * of gpu.h (the kernels' is cuda/gpu_impl.cuh's gpu_ue4m3c / gpu_ue4m3u),
+ * so that a wrong definition there fails here. */
 static int
 ue4m3_canonical(int x)
 {

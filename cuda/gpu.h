@@ -143,7 +143,7 @@ int	gpu_tune(struct gpu *g, int chunk, int unroll);
  * bytes of the same values back (0x7F as 0xFF).  The products read a
  * lane's 32 codes as one 16-byte load where rows are 16-byte aligned (nb a
  * multiple of 4), decode them with fewer instructions than ggml's nibble
- * order allows, and a scale with a shift and an fp16 multiply.  Uses a
+ * order allows, and a scale by a shift and one multiply.  Uses a
  * temporary buffer of up to 64 MiB.
  */
 int	gpu_nvfp4_pack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0);

@@ -305,7 +305,9 @@ norm_sumsq_block(double s, double *red)
 /*
  * NVFP4's scales in the GPU layout are canonical ue4m3 bytes
  * (gpu_nvfp4_pack): ggml's 0x7F (its zero) is 0 and bit 7 is dropped (so
- * 0xFF, 240 in ggml, is 0x7F).  gpu_ue4m3c of ggml's byte x is that byte;
+ * 0xFF, 240 in ggml, is 0x7F).  gpu_ue4m3c of ggml's byte x is that byte,
+ * gpu_ue4m3u of a canonical byte c a ggml byte of the same value
+ * (gpu_nvfp4_unpack: 0x7F back as 0xFF, the rest as they are);
  * gpu_ue4m3c_half(c) = ggml's value of x times 0.5 (lib/quant's
  * qi_ue4m3_half): c << 7 as fp16 bits is ggml's value * 2^-8 exactly
  * (ue4m3 and fp16 share the mantissa and subnormal forms), times 128.
@@ -314,6 +316,12 @@ __host__ __device__ __forceinline__ unsigned
 gpu_ue4m3c(unsigned x)
 {
 	return x == 0x7F ? 0 : x & 0x7F;
+}
+
+__host__ __device__ __forceinline__ unsigned
+gpu_ue4m3u(unsigned c)
+{
+	return c == 0x7F ? 0xFF : c;
 }
 
 __device__ __forceinline__ float

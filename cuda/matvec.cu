@@ -694,10 +694,8 @@ k_nvfp4_layout(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst, int64
 		ow = (uint32_t *)(dst + row + b * 36);
 		ow[0] = 0;
 #pragma unroll
-		for (int s = 0; s < 4; s++) {
-			uint32_t c = in[8] >> (8 * s) & 0xFF;
-			ow[0] |= (c == 0x7F ? 0xFF : c) << (8 * s);
-		}
+		for (int s = 0; s < 4; s++)
+			ow[0] |= gpu_ue4m3u(in[8] >> (8 * s) & 0xFF) << (8 * s);
 #pragma unroll
 		for (int k = 1; k < 9; k++)
 			ow[k] = out[k];

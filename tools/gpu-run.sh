@@ -360,7 +360,7 @@ print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The cap
 		done
 	fi
 fi
-# GPU_RUN_BASE=FILE (with GPU_RUN_9B=1 or GPU_RUN_27B=1): model-bench built
+# GPU_RUN_BASE=FILE (with GPU_RUN_9B=1, GPU_RUN_27B=1 or model A): model-bench built
 # from a base tree (FILE: its tar.gz, e.g. git archive of the commit before
 # a change; GPU_RUN_BASE_NAME names it), A B B A against this tree's (B):
 # decode tok/s and K=3 verify ms on those shapes' files.  With model A
@@ -378,7 +378,7 @@ if [ -n "${GPU_RUN_BASE:-}" ] && { [ "${GPU_RUN_9B:-0}" = 1 ] || [ "${GPU_RUN_27
 	    build/t/tools/model-logits) >"$OUT/build-base.log" 2>&1 || { echo "base build failed"; BASE=; }
 fi
 if [ -n "$BASE" ] && [ -n "$A" ]; then
-	ids=$(seq 5 300 | tr '\n' ' ')
+	ids=$(seq 5 300 | tr '\n' ' ') nid=$(seq 5 300 | wc -l)
 	for how in -1 "-p 64"; do
 		rm -f /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin
 		# shellcheck disable=SC2086
@@ -388,7 +388,7 @@ if [ -n "$BASE" ] && [ -n "$A" ]; then
 		    /tmp/memra-logits-this.bin $ids >/dev/null 2>>"$OUT/logits-base.err"; then
 			nd=$(cmp -l /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin | wc -l)
 			if [ "$nd" = 0 ]; then r="equal"; else r="differ ($nd bytes)"; fi
-			echo "A logits ($how, 296 ids) base ${GPU_RUN_BASE_NAME:-base} vs this tree: $r" \
+			echo "A logits ($how, $nid ids) base ${GPU_RUN_BASE_NAME:-base} vs this tree: $r" \
 			    >>"$OUT/logits-base.txt"
 		else
 			echo "A logits ($how): model-logits failed" >>"$OUT/logits-base.txt"
