@@ -8,11 +8,12 @@
  * the CPU's two integer terms
  *   isum = sum over sub-blocks s of sc[s] * (w_s . q_s)   (dp4a)
  *   msum = sum over 16-value groups k of m[k / 2] * bsums[k]   (Q4_K, Q5_K)
- * and the block's float term d*dy*isum - dmin*dy*msum in the CPU's
- * operation order (each product rounded once, no fused multiply-add).
- * The block terms are summed per row in a fixed order that does not
- * depend on m: equal to quant_vec_dot up to the order of float sums, and
- * batch-invariant bit for bit (m = 1..GPU_MATVEC_MAX_ROWS).
+ * split over the lanes that share the block, each lane's part taking the
+ * block's float term d*dy*isum - dmin*dy*msum in the CPU's operation
+ * order (each product rounded once, no fused multiply-add).  Those terms
+ * are summed per row in a fixed order that does not depend on m: equal to
+ * quant_vec_dot up to the order of float sums, and batch-invariant bit for
+ * bit (m = 1..GPU_MATVEC_MAX_ROWS).
  *
  * Layout of the quantized x on the device (the scratch of matvec_q8.cu):
  * q[n][ne0] int8, dk[n][ne0/256] float, bs[n][ne0/16] int16.
@@ -26,11 +27,10 @@
  * plus the 16-byte header (d, dmin, scales) every lane of the group loads
  * alike; Q6_K lane i reads 8 or 16 values' worth of ql
  * (two pieces) and qh from 4-byte words (its blocks of 210 bytes are only
- * 2-byte aligned).  The lanes' integer parts are added by shuffles
- * (exact); every lane of the group then holds the block's float term and
- * adds it to its sum; at the end the group sums are added by a butterfly
- * over the groups (L = 8: (g0 + g1) + (g2 + g3)).  The two kernels give
- * different last bits; each is batch-invariant.
+ * 2-byte aligned).  Each lane adds the float term of its own integer
+ * parts to its sum (no shuffle a block); at the end the lanes' sums are
+ * added by a butterfly over the warp.  The two kernels give different
+ * last bits; each is batch-invariant.
  */
 #include "gpu_impl.cuh"
 
@@ -139,16 +139,6 @@ mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
 		w->h = __ldg((const int4 *)blk);
 }
 
-/* Sum over the L lanes of a group (exact: integers). */
-template <int L>
-__device__ __forceinline__ int
-grp_sum(int v)
-{
-	v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
-	v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-	return L == 8 ? v + __shfl_xor_sync(0xFFFFFFFFu, v, 4) : v;
-}
-
 /* Four 6-bit values u (bytes 0..63) less 32 each, as int8: u + 96 stays
  * below 256 (no carry into the next byte) and is 128 + (u - 32); flipping
  * bit 7 leaves u - 32 in two's complement.  Two instructions (__vsub4:
@@ -175,9 +165,8 @@ q6_vals(const struct mvk_w<L> *w, int p, int v[4][2])
 }
 
 /*
- * acc[j] += the float term of super-block b (words w) against input row
- * j, for lane i of its group; on = 0 (a block past the row's end) adds
- * nothing but still takes part in the shuffles.
+ * acc[j] += the float term of lane i's part of super-block b (words w)
+ * against input row j; on = 0 (a block past the row's end) adds nothing.
  */
 template <int T, int M, int L>
 __device__ __forceinline__ void
@@ -214,7 +203,6 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
 					is += sc[t] * __dp4a(v[p][t][1], y.y, __dp4a(v[p][t][0], y.x, 0));
 				}
 			}
-			is = grp_sum<L>(is);
 			if (on) {
 				float dy = dk[(size_t)j * (ne0 / 256) + b];
 				acc[j] = __fadd_rn(acc[j], __fmul_rn(__fmul_rn(d, dy), (float)is));
@@ -271,8 +259,6 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
 				if (on)
 					ms += m0[p] * (int)bj[4 * c] + m1[p] * (int)bj[4 * c + 2];
 			}
-			is = grp_sum<L>(is);
-			ms = grp_sum<L>(ms);
 			if (on) {
 				float dy = dk[(size_t)j * (ne0 / 256) + b];
 				acc[j] = __fadd_rn(acc[j], __fsub_rn(__fmul_rn(__fmul_rn(d, dy), (float)is),
@@ -285,8 +271,8 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
 /*
  * One warp per weight row (the file comment), NG = 32 / L groups; group g
  * takes blocks g, g + NG, ..., two at a time (both loaded first), adding
- * them in block order; the group sums are added by a butterfly over the
- * groups (L = 8: (g0 + g1) + (g2 + g3)).
+ * them in block order; the lanes' sums are added by a butterfly over the
+ * warp (xor 1, 2, 4, 8, 16).
  */
 template <int T, int M, int L>
 __global__ void __launch_bounds__(256)
@@ -329,7 +315,7 @@ k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 		if (j >= m)
 			break;
 		float v = acc[j];
-		for (int o = L; o < 32; o <<= 1)
+		for (int o = 1; o < 32; o <<= 1)
 			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
 		if (lane == 0)
 			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;

@@ -3,7 +3,7 @@
  * review aid for a machine without a GPU).  It replays the kernels lane by
  * lane (the Q8_K quantizer of gpu_q8k_block and k_mvk for 4 or 8 lanes per
  * super-block: the same byte offsets, word loads, bit twiddling, dp4a,
- * group sums and float operation order) on random Q4_K, Q5_K and Q6_K rows
+ * per-lane float terms and their order) on random Q4_K, Q5_K and Q6_K rows
  * of 1, 3, 4, 16 and 20 super-blocks (2-byte aligned Q6_K blocks
  * included) and compares the Q8_K bytes with quant_quantize_act and the
  * products with quant_vec_dot.  Keep it in step with the kernels.
@@ -132,8 +132,7 @@ static void mvk(int T, const uint8_t *W, size_t rowoff, int nb, const int8_t *q,
 				}
 				for (int lane = 0; lane < 32; lane++) {
 					if (!on[lane]) continue;
-					int g0 = lane - lane % L, is = 0, ms = 0;
-					for (int i = 0; i < L; i++) is += isp[g0 + i], ms += msp[g0 + i];
+					int is = isp[lane], ms = msp[lane];	/* the lane's own parts */
 					int b = b0 + lane / L + NG * half;
 					float dy = dk[(size_t)j * nb + b];
 					volatile float t1 = dd[lane] * dy; volatile float t2 = t1 * (float)is;
@@ -142,11 +141,11 @@ static void mvk(int T, const uint8_t *W, size_t rowoff, int nb, const int8_t *q,
 				}
 			}
 		}
-	/* butterfly over groups: xor L, 2L, ... 16 */
+	/* butterfly over the warp: xor 1, 2, ... 16 */
 	for (int j = 0; j < m; j++) {
 		float v[32];
 		for (int l = 0; l < 32; l++) v[l] = acc[l][j];
-		for (int o = L; o < 32; o <<= 1) { float nv[32]; for (int l = 0; l < 32; l++) { volatile float t = v[l] + v[l ^ o]; nv[l] = t; } memcpy(v, nv, sizeof v); }
+		for (int o = 1; o < 32; o <<= 1) { float nv[32]; for (int l = 0; l < 32; l++) { volatile float t = v[l] + v[l ^ o]; nv[l] = t; } memcpy(v, nv, sizeof v); }
 		y[j] = v[0];
 	}
 }
