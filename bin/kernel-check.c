@@ -1976,6 +1976,74 @@ be_rope(struct kc *k, struct bpair *p, int m, int nh, int hs, int n_rot, int mod
 	free(pos);
 }
 
+/*
+ * backend_qk_norm_rope on m rows of nh q heads (stride qhs) and nkv k heads
+ * of hd at p0: at backend positions with the store into caches of m + p0 +
+ * 2 rows (dev), else at host positions (37 apart).  The GPU against the
+ * CPU (the norm's and the rope's tolerances) and against the GPU's own
+ * norms, ropes and store, bit for bit; q, k and both caches.
+ */
+static void
+be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs, int n_rot,
+    int mode, int p0, int dev)
+{
+	int kvd = nkv * hd, n_ctx = p0 + m + 2;
+	size_t sz[] = { (size_t)m * nh * qhs, (size_t)m * kvd, (size_t)m * kvd, (size_t)hd,
+	    (size_t)hd, (size_t)n_ctx * kvd, (size_t)n_ctx * kvd };
+	float lo[] = { -2, -2, -2, 0.5f, 0.5f, -1, -1 }, hi[] = { 2, 2, 2, 1.5f, 1.5f, 1, 1 };
+	int32_t *pos = xmalloc((size_t)m * 4);
+	struct bop o;
+	char shape[96], name[64];
+	static const char *const what[] = { "q", "k", "", "", "", "kc", "vc" };
+
+	for (int i = 0; i < m; i++)
+		pos[i] = dev ? p0 + i : p0 + 37 * i;
+	bop_new(k, p, &o, 7, sz, lo, hi);
+	float *dc = bput(p->c, (const float *)pos, (size_t)m), *dg = bput(p->g, (const float *)pos,
+	    (size_t)m);
+	float *u[7];	/* the GPU's plain ops on copies of the inputs */
+	for (int i = 0; i < 7; i++)
+		u[i] = bput(p->g, o.h[i], o.n[i]);
+	struct backend_qkn ac = { nh, nkv, hd, qhs, o.c[3], o.c[4], 1e-6f, n_rot, mode, 1e6f };
+	struct backend_qkn ag = ac;
+	ag.qn = o.g[3], ag.kn = o.g[4];
+	BOTH(p, backend_qk_norm_rope(p->c, &ac, o.c[0], o.c[1], o.c[2], m, dev ? NULL : pos,
+	    dev ? (const int32_t *)dc : NULL, dev ? o.c[5] : NULL, o.c[6], n_ctx),
+	    backend_qk_norm_rope(p->g, &ag, o.g[0], o.g[1], o.g[2], m, dev ? NULL : pos,
+	    dev ? (const int32_t *)dg : NULL, dev ? o.g[5] : NULL, o.g[6], n_ctx));
+	bchk(p->g, backend_rmsnorm(p->g, u[0], qhs, u[3], u[0], qhs, m * nh, hd, 1e-6f));
+	bchk(p->g, backend_rmsnorm(p->g, u[1], hd, u[4], u[1], hd, m * nkv, hd, 1e-6f));
+	if (dev) {
+		bchk(p->g, backend_rope_dpos(p->g, u[0], nh * qhs, nh, qhs, m, (const int32_t *)dg,
+		    n_rot, 1e6f, mode));
+		bchk(p->g, backend_rope_dpos(p->g, u[1], kvd, nkv, hd, m, (const int32_t *)dg,
+		    n_rot, 1e6f, mode));
+		bchk(p->g, backend_kv_store(p->g, u[5], u[6], u[1], u[2], kvd, m,
+		    (const int32_t *)dg, n_ctx));
+	} else {
+		bchk(p->g, backend_rope(p->g, u[0], nh * qhs, nh, qhs, m, pos, n_rot, 1e6f, mode));
+		bchk(p->g, backend_rope(p->g, u[1], kvd, nkv, hd, m, pos, n_rot, 1e6f, mode));
+	}
+	snprintf(shape, sizeof shape, "m=%d %d+%dx%d/%d rot=%d%s pos=%d%s", m, nh, nkv, hd, qhs,
+	    n_rot, (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX ? " neox" :
+	    mode & BACKEND_ROPE_GGML ? " ggml" : "", p0, dev ? " dev" : "");
+	for (int i = 0; i < 7; i++) {
+		if (what[i][0] == '\0' || (!dev && i >= 5))
+			continue;
+		snprintf(name, sizeof name, "be qk_norm_rope %s", what[i]);
+		bop_cmp(k, p, &o, i, name, shape, 2e-4);
+		float *a = bget(p->g, o.g[i], o.n[i]), *b = bget(p->g, u[i], o.n[i]);
+		snprintf(name, sizeof name, "be qk_norm_rope %s=ops", what[i]);
+		bsame(k, name, shape, a, b, (int64_t)o.n[i]);
+		free(a), free(b);
+	}
+	for (int i = 0; i < 7; i++)
+		backend_mfree(p->g, u[i]);
+	backend_mfree(p->c, dc), backend_mfree(p->g, dg);
+	bop_free(p, &o);
+	free(pos);
+}
+
 /* Attention with the qwen35 q layout (query ; gate per head): m rows at p0. */
 static void
 be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0)
@@ -2592,6 +2660,14 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM, 3000);
 	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 3000);	/* llama GGUFs */
 	be_rope(k, &p, 4, 2, 64, 16, BACKEND_ROPE_NEOX, 100000);
+	/* the 9B/27B heads one row and a verify's four, prompt rows, llama's, hd 80, and
+	 * heads k_qk_rope does not take (hd 66: the ops one by one) */
+	be_qkrope(k, &p, 1, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 300, 1);
+	be_qkrope(k, &p, 4, 24, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 4000, 1);
+	be_qkrope(k, &p, 7, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 3, 0);
+	be_qkrope(k, &p, 3, 8, 2, 128, 128, 128, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 50, 1);
+	be_qkrope(k, &p, 2, 6, 2, 80, 160, 32, BACKEND_ROPE_NEOX, 9, 1);
+	be_qkrope(k, &p, 2, 4, 2, 66, 132, 32, BACKEND_ROPE_NEOX, 9, 1);
 	be_attention(k, &p, 1, 4, 2, 64, 0);
 	be_attention(k, &p, 4, 4, 2, 64, 300);
 	be_attention(k, &p, 9, 16, 4, 256, 1000);

@@ -190,24 +190,15 @@ k_act(float *x, size_t n, int act)
 }
 
 /*
- * One thread per pair d of head (blockIdx.x) of row blockIdx.y; inv: [n_rot/2].
- * ts != 0 (BACKEND_ROPE_GGML): the angle pos * ts * ... * ts by d float
- * products and the rotation with one fused multiply-add each, as the CPU
- * backend rounds them (cosf and sinf may still differ from its libm's).
+ * The rotation of pair d (p[0], p[off]) at position a (a float): ts != 0
+ * (BACKEND_ROPE_GGML): the angle a * ts * ... * ts by d float products and
+ * the rotation with one fused multiply-add each, as the CPU backend rounds
+ * them (cosf and sinf may still differ from its libm's); else the angle a
+ * * inv[d] and plain products.
  */
-__global__ void
-k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half,
-    int neox, float ts)
+__device__ __forceinline__ void
+rope_pair(float *p, int off, float a, int d, const float *inv, float ts)
 {
-	int d = threadIdx.x + blockIdx.z * blockDim.x, r = blockIdx.y;
-
-	pdl_enter();
-	if (d >= half)
-		return;
-	float *p = x + (size_t)r * ldx + (size_t)blockIdx.x * hs + (neox ? d : 2 * d);
-	int off = neox ? half : 1;
-	float a = (float)pos[r];
-
 	if (ts != 0.0f)
 		for (int j = 0; j < d; j++)
 			a = __fmul_rn(a, ts);
@@ -222,6 +213,20 @@ k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half
 		p[0] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
 		p[off] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
 	}
+}
+
+/* One thread per pair d of head (blockIdx.x) of row blockIdx.y; inv: [n_rot/2]. */
+__global__ void
+k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half,
+    int neox, float ts)
+{
+	int d = threadIdx.x + blockIdx.z * blockDim.x, r = blockIdx.y;
+
+	pdl_enter();
+	if (d >= half)
+		return;
+	rope_pair(x + (size_t)r * ldx + (size_t)blockIdx.x * hs + (neox ? d : 2 * d),
+	    neox ? half : 1, (float)pos[r], d, inv, ts);
 }
 
 /* k_rope's ts: theta^(-2/n_rot) as the CPU backend computes it, or 0 without BACKEND_ROPE_GGML. */
@@ -246,6 +251,68 @@ k_kv_store(float *kc, float *vc, const float *k, const float *v, int kvd,
 		kc[(size_t)p * kvd + j] = k[(size_t)r * kvd + j];
 	else
 		vc[(size_t)p * kvd + j] = v[(size_t)r * kvd + j];
+}
+
+/*
+ * backend_qk_norm_rope in one kernel: block (h, r) is q's head h of row r
+ * (h < nh), k's head h - nh, or (kc) v's head h - nh - nkv.  A q or k
+ * head is normed as ops.cu's k_rmsnorm4<1> norms it (norm_threads(hd / 4)
+ * threads, thread i float4 i: the same sums, the same bits), kept in
+ * shared memory, its pairs rotated by rope_pair at pos[r] as k_rope
+ * rotates them, and written back; k's head also into kc at row pos[0] + r
+ * and v's into vc, as k_kv_store stores them (rows past n_ctx dropped).
+ */
+struct qkr_args {
+	float	*q, *k, *kc, *vc;
+	const float *v, *qn, *kn, *inv;
+	const int32_t *pos;
+	int	nh, nkv, hd, qhs, half, neox, n_ctx;
+	float	eps, ts;
+};
+
+__global__ void __launch_bounds__(1024)
+k_qk_rope(struct qkr_args A)
+{
+	extern __shared__ float4 qkr_sm[];	/* the normed head, hd floats */
+	__shared__ double red[32];
+	int h = blockIdx.x, r = blockIdx.y, i = threadIdx.x, d4 = A.hd / 4;
+	size_t kvd = (size_t)A.nkv * A.hd;
+	bool in = i < d4;
+	float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+	pdl_enter();
+	if (h >= A.nh + A.nkv) {	/* v's head into the cache */
+		int p = A.pos[0] + r;
+		size_t o = (size_t)(h - A.nh - A.nkv) * d4 + i;
+		if (in && p >= 0 && p < A.n_ctx)
+			((float4 *)(A.vc + (size_t)p * kvd))[o] = ((const float4 *)(A.v + r * kvd))[o];
+		return;
+	}
+	bool isq = h < A.nh;
+	float4 *x = (float4 *)(isq ? A.q + ((size_t)r * A.nh + h) * A.qhs :
+	    A.k + r * kvd + (size_t)(h - A.nh) * A.hd);
+	const float4 *w = (const float4 *)(isq ? A.qn : A.kn);
+	float4 v = in ? x[i] : zero, c = in ? w[i] : zero;
+	double s = norm_sumsq_warp<1>(&v);
+	float sc = rms_scale(norm_sumsq_block(s, red), A.hd, A.eps);
+	if (in)
+		qkr_sm[i] = make_float4(__fmul_rn(__fmul_rn(v.x, sc), c.x),
+		    __fmul_rn(__fmul_rn(v.y, sc), c.y), __fmul_rn(__fmul_rn(v.z, sc), c.z),
+		    __fmul_rn(__fmul_rn(v.w, sc), c.w));
+	__syncthreads();
+	float *f = (float *)qkr_sm;
+	for (int d = i; d < A.half; d += blockDim.x)
+		rope_pair(f + (A.neox ? d : 2 * d), A.neox ? A.half : 1, (float)A.pos[r], d, A.inv,
+		    A.ts);
+	__syncthreads();
+	if (!in)
+		return;
+	x[i] = qkr_sm[i];
+	if (!isq && A.kc != NULL) {
+		int p = A.pos[0] + r;
+		if (p >= 0 && p < A.n_ctx)
+			((float4 *)(A.kc + (size_t)p * kvd + (size_t)(h - A.nh) * A.hd))[i] = qkr_sm[i];
+	}
 }
 
 /* One thread per channel; the window of the last d_conv-1 inputs in registers. */
@@ -1072,6 +1139,46 @@ cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const floa
 	return launched(be, "kv_store");
 }
 
+/*
+ * k_qk_rope when the heads fit it (every operand 16-byte aligned, hd and
+ * qhs multiples of 4, hd <= 4096: the conditions under which cu_rmsnorm
+ * takes k_rmsnorm4<1>); else the norms, ropes and store one by one.
+ */
+static int
+cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float *k,
+    const float *v, int m, const int32_t *pos, const int32_t *d_pos, float *kc, float *vc,
+    int n_ctx)
+{
+	int hd = a->head_dim, nh = a->n_head, nkv = a->n_kv_head, kvd = nkv * hd;
+	const void *al[] = { q, k, a->qn, a->kn, kc != NULL ? v : q, kc != NULL ? kc : q,
+	    kc != NULL ? vc : q };
+	int ok = hd % 4 == 0 && a->qhs % 4 == 0 && hd <= 4096 && norm_vec(hd / 4) == 1;
+
+	for (size_t i = 0; ok && i < sizeof al / sizeof al[0]; i++)
+		ok = ((uintptr_t)al[i] & 15) == 0;
+	const float *inv = rope_table(be, a->theta, a->n_rot);	/* first: it may upload and sync */
+	if (inv == NULL)
+		return -1;
+	if (pos != NULL && (d_pos = (const int32_t *)put_small(be, pos, (size_t)m * 4)) == NULL)
+		return -1;
+	if (!ok) {
+		if (cu_rmsnorm(be, q, a->qhs, a->qn, q, a->qhs, m * nh, hd, a->eps) ||
+		    cu_rmsnorm(be, k, hd, a->kn, k, hd, m * nkv, hd, a->eps) ||
+		    rope_launch(be, q, nh * a->qhs, nh, a->qhs, m, d_pos, inv, a->n_rot, a->theta,
+		    a->mode) || rope_launch(be, k, kvd, nkv, hd, m, d_pos, inv, a->n_rot, a->theta,
+		    a->mode))
+			return -1;
+		return kc != NULL ? cu_kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx) : 0;
+	}
+	struct qkr_args A = { q, k, kc, vc, v, a->qn, a->kn, inv, d_pos, nh, nkv, hd, a->qhs,
+	    a->n_rot / 2, (a->mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, n_ctx, a->eps,
+	    rope_ts(a->theta, a->n_rot, a->mode) };
+	dim3 grid((unsigned)(nh + nkv + (kc != NULL ? nkv : 0)), (unsigned)m);
+
+	gpu_launch(CB(be)->g, k_qk_rope, grid, norm_threads(hd / 4), (size_t)hd * 4, A);
+	return launched(be, "qk_norm_rope");
+}
+
 /* Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx rows);
  * a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by gpu_attention_prefill. */
 static int
@@ -1635,6 +1742,7 @@ static const struct backend_ops cuda_ops = {
 	cu_draw,
 	cu_penalize,
 	cu_gemm_set,
+	cu_qk_norm_rope,
 };
 
 extern "C" struct backend *

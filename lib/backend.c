@@ -546,6 +546,43 @@ backend_attention_dpos(struct backend *be, const struct backend_attn *a,
 	return be->ops->attention(be, a, q, ldq, qhs, kc, vc, m, d_pos[0], o);
 }
 
+int
+backend_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float *k,
+    const float *v, int m, const int32_t *pos, const int32_t *d_pos, float *kc, float *vc,
+    int n_ctx)
+{
+	int hd = a->head_dim, nh = a->n_head, nkv = a->n_kv_head, kvd = nkv * hd;
+
+	if (nh <= 0 || nkv <= 0 || hd <= 0 || a->qhs < hd || m < 0 || a->qn == NULL ||
+	    a->kn == NULL)
+		return util_err(be->err, "qk_norm_rope: %d heads of %d (stride %d) and %d kv "
+		    "heads, %d rows, or a norm missing", nh, hd, a->qhs, nkv, m);
+	if ((pos == NULL) == (d_pos == NULL) || (kc != NULL && (d_pos == NULL || vc == NULL ||
+	    v == NULL || n_ctx < m)))
+		return util_err(be->err, "qk_norm_rope: positions in host or backend memory, "
+		    "a store only at backend positions (%d rows, %d positions)", m, n_ctx);
+	if (bad_rope(be, nh * a->qhs, nh, a->qhs, m, a->n_rot, a->mode) ||
+	    bad_rope(be, kvd, nkv, hd, m, a->n_rot, a->mode))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->qk_norm_rope != NULL)
+		return be->ops->qk_norm_rope(be, a, q, k, v, m, pos, d_pos, kc, vc, n_ctx);
+	if (backend_rmsnorm(be, q, a->qhs, a->qn, q, a->qhs, m * nh, hd, a->eps) ||
+	    backend_rmsnorm(be, k, hd, a->kn, k, hd, m * nkv, hd, a->eps))
+		return -1;
+	if (pos != NULL) {
+		if (backend_rope(be, q, nh * a->qhs, nh, a->qhs, m, pos, a->n_rot, a->theta,
+		    a->mode) || backend_rope(be, k, kvd, nkv, hd, m, pos, a->n_rot, a->theta,
+		    a->mode))
+			return -1;
+	} else if (backend_rope_dpos(be, q, nh * a->qhs, nh, a->qhs, m, d_pos, a->n_rot,
+	    a->theta, a->mode) || backend_rope_dpos(be, k, kvd, nkv, hd, m, d_pos, a->n_rot,
+	    a->theta, a->mode))
+		return -1;
+	return kc != NULL ? backend_kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx) : 0;
+}
+
 static int
 bad_key(struct backend *be, size_t n)
 {

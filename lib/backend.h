@@ -268,6 +268,29 @@ int	backend_attention_dpos(struct backend *, const struct backend_attn *a,
 	    int m, const int32_t *d_pos, int n_ctx, float *o);
 
 /*
+ * Attention's query and key heads after their products, as one op: q's
+ * n_head heads (head h of row r at q + (r*n_head + h)*qhs) normed in
+ * place as backend_rmsnorm(q, qhs, qn, q, qhs, m*n_head, head_dim) norms
+ * them, k's ([m][kvd], kvd = n_kv_head*head_dim) as backend_rmsnorm(k,
+ * head_dim, kn, k, head_dim, m*n_kv_head, head_dim); then both roped as
+ * backend_rope does at pos (host memory) or, pos NULL, as
+ * backend_rope_dpos does at d_pos; then, kc not NULL (with d_pos), k's
+ * rows and v's ([m][kvd]) stored into the caches as backend_kv_store
+ * stores them (n_ctx rows).  Equals those ops in that order, bit for bit.
+ */
+struct backend_qkn {
+	int	n_head, n_kv_head, head_dim;
+	int	qhs;		/* q's head stride (>= head_dim) */
+	const float *qn, *kn;	/* the norms' weights, [head_dim] each */
+	float	eps;
+	int	n_rot, mode;	/* backend_rope's */
+	float	theta;
+};
+int	backend_qk_norm_rope(struct backend *, const struct backend_qkn *a, float *q,
+	    float *k, const float *v, int m, const int32_t *pos, const int32_t *d_pos,
+	    float *kc, float *vc, int n_ctx);
+
+/*
  * Recorded steps (CUDA graphs): ops queued on the same memory step after
  * step (whatever changes between steps read from backend memory, as the
  * _dpos ops do) are recorded once and then replayed as one unit:

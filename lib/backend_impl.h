@@ -117,6 +117,9 @@ struct backend_ops {
 		    float, float, float);
 	/* optional, backend_gemm_set: NULL has one kind */
 	int	(*gemm_set)(struct backend *, int);
+	/* optional, backend_qk_norm_rope: NULL runs the norms, ropes and store */
+	int	(*qk_norm_rope)(struct backend *, const struct backend_qkn *, float *, float *,
+		    const float *, int, const int32_t *, const int32_t *, float *, float *, int);
 };
 
 struct backend {

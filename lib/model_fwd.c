@@ -83,11 +83,13 @@ rope(struct model *md, float *x, int ldx, int n_head, int hs, int m, const int32
 /*
  * Attention's input side for m rows: x += res (not NULL), then q (a->q, [m][n_head][qs]), K and V
  * ([m][kv_dim], into the cache or into scratch) from norm(x), with the q/k norms, rope at a->pos
- * (dpos NULL) or dpos and, for an f16 cache, K and V rounded to half.
+ * (dpos NULL) or dpos and, for an f16 cache, K and V rounded to half; with dpos, K and V then
+ * go into the caches kc, vc (n_ctx rows) at dpos.  The norms, ropes and store are one op
+ * (backend_qk_norm_rope) when the layer has both norms and the cache is f32.
  */
 static int
 attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, const int32_t *dpos,
-    const float *res)
+    const float *res, float *kc, float *vc, int n_ctx)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -98,14 +100,23 @@ attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, con
 	float *Y[3] = { a->q, K, V };
 
 	if (backend_add_rmsnorm_matmul(be, a->x, res, m, hp->n_embd, L->attn_norm, hp->eps, 3, W,
-	    Y) ||
-	    (L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, m * nh, hd, hp->eps)) ||
+	    Y))
+		return fail(md);
+	if (L->q_norm && L->k_norm && !md->kv_f16) {
+		struct backend_qkn qk = { nh, hp->n_head_kv, hd, qs, L->q_norm, L->k_norm, hp->eps,
+		    hp->n_rot, hp->rope_mode, hp->rope_theta };
+
+		return backend_qk_norm_rope(be, &qk, a->q, K, V, m, dpos ? NULL : a->pos, dpos,
+		    dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;
+	}
+	if ((L->q_norm && backend_rmsnorm(be, a->q, qs, L->q_norm, a->q, qs, m * nh, hd, hp->eps)) ||
 	    (L->k_norm && backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * hp->n_head_kv, hd,
 	    hp->eps)) ||
 	    rope(md, a->q, nh * qs, nh, qs, m, dpos) ||
 	    rope(md, K, kvd, hp->n_head_kv, hd, m, dpos) ||
 	    (md->kv_f16 && (backend_round_f16(be, K, kvd, m, kvd) ||
-	    backend_round_f16(be, V, kvd, m, kvd))))
+	    backend_round_f16(be, V, kvd, m, kvd))) ||
+	    (dpos && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx)))
 		return fail(md);
 	return 0;
 }
@@ -165,15 +176,15 @@ attn_layer(struct model *md, struct model_layer *L, struct state *st, int p0, in
 	struct backend_attn at = attn_params(md, batched);
 
 	if (dpos != NULL) {
-		if (attn_qkv(md, L, a->y, a->z, m, dpos, res))
+		if (attn_qkv(md, L, a->y, a->z, m, dpos, res, kc, vc, n_ctx))
 			return -1;
-		if (backend_kv_store(md->be, kc, vc, a->y, a->z, kvd, m, dpos, n_ctx) ||
-		    backend_attention_dpos(md->be, &at, a->q, nh * qs, qs, kc, vc, m, dpos, n_ctx,
+		if (backend_attention_dpos(md->be, &at, a->q, nh * qs, qs, kc, vc, m, dpos, n_ctx,
 		    a->o))
 			return fail(md);
 		return attn_out(md, L, m);
 	}
-	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m, NULL, res))
+	if (attn_qkv(md, L, kc + (size_t)p0 * kvd, vc + (size_t)p0 * kvd, m, NULL, res, NULL, NULL,
+	    0))
 		return -1;
 	if (backend_attention(md->be, &at, a->q, nh * qs, qs, kc, vc, m, p0, a->o))
 		return fail(md);
@@ -508,7 +519,7 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	int qs = hp->attn_gated ? 2 * hd : hd;
 	struct backend_attn at = attn_params(md, 0);
 
-	if (attn_qkv(md, L, a->y, a->z, n, NULL, res))
+	if (attn_qkv(md, L, a->y, a->z, n, NULL, res, NULL, NULL, 0))
 		return -1;
 	for (int i = 0; i < n; i++) {
 		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);
