@@ -1015,8 +1015,9 @@ check_qk_all(struct kc *k)
 		check_mv8_staged(k, t8[ti], 257, 8192, 3);
 		check_mv8_staged(k, t8[ti], 45, 4096, 16);
 	}
-	/* NVFP4: codes by 16-byte loads (rows of 64 and 12 blocks: lanes past
-	 * the row idle) and by words (5 blocks: rows 4-byte aligned) */
+	/* NVFP4: codes by 8-byte loads (rows of 64 blocks, four whole chunks of
+	 * 64 sub-blocks; 12: a part chunk, lanes past the row idle) and by
+	 * words (5 and 7 blocks: rows 4-byte aligned, part chunks) */
 	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 300, 4096);
 	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 257, 768);
 	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 45, 320);

@@ -141,9 +141,11 @@ int	gpu_tune(struct gpu *g, int chunk, int unroll);
  * byte s for values 16s .. 16s+15), canonical: ggml's 0x7F (its zero) is
  * 0 and bit 7 is dropped, so ggml's 0xFF (240) is 0x7F; unpacking gives
  * bytes of the same values back (0x7F as 0xFF).  The products read a
- * lane's 32 codes as one 16-byte load where rows are 16-byte aligned (nb a
- * multiple of 4), decode them with fewer instructions than ggml's nibble
- * order allows, and a scale by a shift and one multiply.  Uses a
+ * 16-value sub-block's codes as one 8-byte load where rows are 8-byte
+ * aligned (nb even), a warp's lanes sub-blocks side by side (so their x
+ * loads read contiguous bytes too), decode them with fewer instructions
+ * than ggml's nibble order allows, and a scale by a shift and one
+ * multiply.  Uses a
  * temporary buffer of up to 64 MiB.
  */
 int	gpu_nvfp4_pack(struct gpu *g, void *d_w, int64_t rows, int64_t ne0);
@@ -204,7 +206,8 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * these three give the same bits.  GPU_MV8_LANE2: Q8_0 by two lanes a
  * block (loads of x closer together; the other types as GPU_MV8_AUTO),
  * batch-invariant too but another order of float sums (it may differ in
- * the last bits).  NVFP4 always takes two lanes a block (one form).
+ * the last bits).  NVFP4 has one form (16-value sub-blocks, lane l taking
+ * sub-blocks l and l + 32 of each 64).
  */
 enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE2 = 3 };
 int	gpu_tune_mv8(struct gpu *g, int how);

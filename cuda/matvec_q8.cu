@@ -335,45 +335,44 @@ mv8_pick(const struct mv8_set &S)
 }
 
 /*
- * NVFP4 (the GPU layout, gpu_nvfp4_pack) by two lanes a block: acc[j] +=
- * half h (sub-blocks 2h, 2h + 1: 32 codes, 16 bytes at 32 b + 16 h of the
- * row, one load when A: rows 16-byte aligned; their scales, 2 bytes at 32
- * nbw + 4 b + 2 h) of block b of the weight row at wr . 32-block xb = 2 b +
- * h of input row j: acc = fma(dx, ws1 * t1 + ws0 * t0, acc), t the
- * sub-blocks' integer dots (ws * t exact: 4 and 15 significant bits; one
- * rounding for the pair).  M <= 2 decodes by mv8_fp4pn (t = the positive
- * parts' dot - the negative parts'), more rows by gpu_fp4x8 (half the
- * dp4a): the same integer dots, so the same bits for every m.  A warp
- * reads 512 contiguous bytes of codes, 64 of scales and 32-byte pieces of
- * x side by side.
+ * NVFP4 (the GPU layout, gpu_nvfp4_pack: a row's codes in value order, 8
+ * bytes a 16-value sub-block, then the sub-blocks' scales, a byte each):
+ * acc[j] += sub-block s of the weight row at wr . the same 16 values of
+ * input row j, then (two) sub-block s + 32 likewise: acc = fma(dx, ws * t,
+ * acc) a sub-block, t its integer dot, ws its scale (ws * t exact: 4 and
+ * 15 significant bits), dx the scale of the 32-block of x it lies in.
+ * The lanes of a warp take sub-blocks s = c + lane and c + 32 + lane of
+ * a 1024-value chunk c: each of their loads of x (16 bytes a lane) reads
+ * 512 contiguous bytes, 4 L1 wavefronts (a lane taking 32 contiguous
+ * values made it 8), and of codes 256.  M <= 2 decodes by mv8_fp4pn (t =
+ * the positive parts' dot - the negative parts'), more rows by gpu_fp4x8
+ * (half the dp4a): the same integer dots, so the same bits for every m.
+ * A: rows 8-byte aligned (a sub-block's codes in one load).
  */
 template <int M, int A>
 __device__ __forceinline__ void
-mv8_nv(const uint8_t *wr, int nbw, int b, int h, int nb, const int8_t *__restrict__ q,
+mv8_nv(const uint8_t *wr, int nsub, int s, bool two, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dx, float *acc, uint4 tab)
 {
-	const uint32_t *cp = (const uint32_t *)(wr + 32 * (size_t)b + 16 * h);
-	const uint16_t *sp = (const uint16_t *)(wr + 32 * (size_t)nbw) + 2 * b + h;
-	uint32_t c[4], sc;
+	const uint8_t *cp = wr + 8 * (size_t)s, *sp = wr + 8 * (size_t)nsub + s;
+	uint32_t c[4] = { 0, 0, 0, 0 }, sc;
 	float ws[2];
-	int xb = 2 * b + h;
 
-	if (A && M <= 2) {	/* past L1, which then keeps x: kernel-check -b on the H200, the
-				 * 12288x4096 / 4096x12288 / 4096x4096 products, m = 1 3% faster,
-				 * m = 4 5-10% slower (bench/2026-12-02-s10-run7-*) */
-		asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-		    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3]) : "l"(cp));
-		asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=r"(sc) : "l"(sp));
-	} else if (A) {
-		uint4 u = *(const uint4 *)cp;
-		c[0] = u.x, c[1] = u.y, c[2] = u.z, c[3] = u.w;
-		sc = *sp;
-	} else {
 #pragma unroll
-		for (int i = 0; i < 4; i++)
-			c[i] = cp[i];
-		sc = *sp;
+	for (int k = 0; k < 2; k++) {	/* sub-blocks s and s + 32: codes 256 bytes apart */
+		const uint32_t *w = (const uint32_t *)(cp + 256 * k);
+		if (k == 1 && !two)
+			break;
+		if (A && M <= 2)	/* past L1, which then keeps x (bench/2026-12-02-s10-run7-*) */
+			asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+			    : "=r"(c[2 * k]), "=r"(c[2 * k + 1]) : "l"(w));
+		else if (A) {
+			uint2 u = *(const uint2 *)w;
+			c[2 * k] = u.x, c[2 * k + 1] = u.y;
+		} else
+			c[2 * k] = w[0], c[2 * k + 1] = w[1];
 	}
+	sc = (uint32_t)sp[0] | (two ? (uint32_t)sp[32] << 8 : 0u);
 	if (M <= 2)
 		mv8_ue4m3c2(sc, ws);
 	else	/* the same values by fp32 (the fp16 multiply measured slower here) */
@@ -387,23 +386,24 @@ mv8_nv(const uint8_t *wr, int nbw, int b, int h, int nb, const int8_t *__restric
 			gpu_fp4x8(c[i], tab.x, tab.y, tab.z, &p[2 * i], &p[2 * i + 1]);
 #pragma unroll
 	for (int j = 0; j < M; j++) {
-		size_t xi = (size_t)j * nb + xb;
-		const int4 *xq = (const int4 *)(q + xi * 32);
-		float t[2];
+		const int8_t *xr = q + (size_t)j * nb * 32;
 #pragma unroll
-		for (int s = 0; s < 2; s++) {
-			int4 a = xq[s];
-			int i = __dp4a(p[4 * s], a.x, (int)tab.w);
-			i = __dp4a(p[4 * s + 1], a.y, i), i = __dp4a(p[4 * s + 2], a.z, i);
-			i = __dp4a(p[4 * s + 3], a.w, i);
+		for (int k = 0; k < 2; k++) {
+			if (k == 1 && !two)
+				break;
+			int e = s + 32 * k;	/* the sub-block: values 16 e .. */
+			int4 a = *(const int4 *)(xr + 16 * (size_t)e);
+			int i = __dp4a(p[4 * k], a.x, (int)tab.w);
+			i = __dp4a(p[4 * k + 1], a.y, i), i = __dp4a(p[4 * k + 2], a.z, i);
+			i = __dp4a(p[4 * k + 3], a.w, i);
 			if (M <= 2) {
-				int in = __dp4a(n[4 * s], a.x, 0);
-				in = __dp4a(n[4 * s + 1], a.y, in), in = __dp4a(n[4 * s + 2], a.z, in);
-				i -= __dp4a(n[4 * s + 3], a.w, in);
+				int in = __dp4a(n[4 * k], a.x, 0);
+				in = __dp4a(n[4 * k + 1], a.y, in), in = __dp4a(n[4 * k + 2], a.z, in);
+				i -= __dp4a(n[4 * k + 3], a.w, in);
 			}
-			t[s] = mv8_i2f(i);
+			acc[j] = __fmaf_rn(dx[(size_t)j * nb + e / 2], __fmul_rn(ws[k], mv8_i2f(i)),
+			    acc[j]);
 		}
-		acc[j] = __fmaf_rn(dx[xi], __fmaf_rn(ws[1], t[1], __fmul_rn(ws[0], t[0])), acc[j]);
 	}
 }
 
@@ -444,9 +444,9 @@ mv8_q8half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__
 
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
  * place (any row length and alignment); m == M input rows.  L = 2: Q8_0
- * and NVFP4 (always) by two lanes a block, lane l half l % 2 of blocks
- * l / 2, l / 2 + 16, ... (mv8_q8half, mv8_nv; A: NVFP4 rows 16-byte
- * aligned). */
+ * by two lanes a block, lane l half l % 2 of blocks l / 2, l / 2 + 16,
+ * ... (mv8_q8half); NVFP4 (always L = 2) by 16-value sub-blocks, lane l
+ * sub-blocks l and l + 32 of each 64 (mv8_nv; A: rows 8-byte aligned). */
 template <int T, int M, int L = 1, int A = 0>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
@@ -457,7 +457,7 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	int64_t r = R.r, rows = R.rows;
 	float *y = R.y;
 	const float *scale = R.scale;
-	int lane = threadIdx.x & 31, nbw = T == Q8_T_NVFP4 ? nb / 2 : nb;
+	int lane = threadIdx.x & 31, nbw = nb;	/* (L = 2: Q8_0) */
 	float acc[M];
 
 	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
@@ -470,11 +470,13 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
-	if constexpr (T == Q8_T_NVFP4) {
-		int h = lane & 1;
+	if constexpr (T == Q8_T_NVFP4) {	/* chunks of 64 sub-blocks, then the last part */
+		int nsub = 2 * nb, full = nsub & ~63, s = lane;
 #pragma unroll (M <= 2 ? 2 : 1)
-		for (int b = lane >> 1; b < nbw; b += 16)
-			mv8_nv<M, A>(wr, nbw, b, h, nb, q, dx, acc, tab);
+		for (; s < full; s += 64)
+			mv8_nv<M, A>(wr, nsub, s, true, nb, q, dx, acc, tab);
+		if (s < nsub)
+			mv8_nv<M, A>(wr, nsub, s, s + 32 < nsub, nb, q, dx, acc, tab);
 	} else if constexpr (L == 2) {
 		int h = lane & 1;
 #pragma unroll (M <= 2 ? 2 : 1)
@@ -579,7 +581,7 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
  * from the H200's bench i8 lines (bench/2026-12-01-s5-run9-*): m = 1 17.4
  * / 17.6 us on 12288x4096 / 4096x12288 (one lane 17.0 / 17.6), m = 4 22.9 /
  * 21.2 (28.6 / 26.7).  One layout for every m: batch invariance.  NVFP4
- * has one form, two lanes a block on the GPU layout (mv8_nv). */
+ * has one form, by sub-blocks on the GPU layout (mv8_nv). */
 #define MV8_Q8_0_LANES 2
 
 template <int T>
@@ -593,8 +595,8 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	for (int i = 0; i < S.nw; i++)
 		al &= ((uintptr_t)S.W[i] & 15) == 0;
 	if constexpr (T == Q8_T_NVFP4) {
-		int a16 = al && rb % 16 == 0;	/* codes by 16-byte loads */
-#define MV8_M(M_) case M_: if (a16) \
+		int a8 = al && rb % 8 == 0;	/* a sub-block's codes by one 8-byte load */
+#define MV8_M(M_) case M_: if (a8) \
 		gpu_launch(g, k_mv8<T, M_, 2, 1>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \
 	else \
 		gpu_launch(g, k_mv8<T, M_, 2, 0>, grid, 256, 0, S, nb, rb, q, dx, sx, m); \

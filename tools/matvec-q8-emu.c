@@ -3,10 +3,11 @@
  * arithmetic (not built by make; a review aid for a machine without a
  * GPU).  It replays the lanes' products for Q8_0 (mv8_block, one lane a
  * block; mv8_q8half, two lanes a block, GPU_MV8_LANE2, both alignments),
- * Q4_1 and Q5_1 (mv8_block) and NVFP4 (mv8_nv: always two lanes a block,
- * on the GPU layout that gpu_nvfp4_pack makes from ggml's, modelled here by
- * nvfp4_pack; lane l: half l & 1 of blocks l / 2, l / 2 + 16, ...; the
- * codes decoded by mv8_fp4pn for m <= 2, by gpu_fp4x8 for more) with the
+ * Q4_1 and Q5_1 (mv8_block) and NVFP4 (mv8_nv: by 16-value sub-blocks on
+ * the GPU layout that gpu_nvfp4_pack makes from ggml's, modelled here by
+ * nvfp4_pack; lane l: sub-blocks l and l + 32 of each chunk of 64, then of
+ * the last part those below its end; the codes decoded by mv8_fp4pn for
+ * m <= 2, by gpu_fp4x8 for more) with the
  * same word loads (Q8_0's 2-byte aligned blocks by aligned words and
  * funnel shifts), byte permutes (prmt in its default mode, sign
  * replication included), dp4a (sums started at the float bits of 1.5 *
@@ -16,15 +17,12 @@
  * butterfly, and compares each product with quant_vec_dot on x quantized
  * by quant_quantize_act (NVFP4: on the ggml-layout row), within
  * kernel-check's tolerance (1e-5 of sum |w x|).  Also exhaustive:
- * mv8_ue4m3x4 (ggml's scale bytes, for the old form) against
- * quant_ue4m3_to_f32 / 2 for every byte in every position, mv8_ue4m3c2 on
- * the canonical bytes of the GPU layout the same way, mv8_fp4pn (p - n)
+ * mv8_ue4m3c2 and mv8_ue4m3c2f on the canonical bytes of the GPU layout
+ * against quant_ue4m3_to_f32 / 2 for every byte in both positions, mv8_fp4pn (p - n)
  * and gpu_fp4x8 against the e2m1 kvalues for every code in every nibble
  * of a word.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
- * row back (its scales as canonical bytes of the same values), each
- * sub-block's float sum
- * is the plain kvalue dot's, and mv8_nv's bits are those of the replaced
- * ggml-layout GPU_MV8_LANE2 form (ggml_half, kept for that check only).
+ * row back (its scales as canonical bytes of the same values), and each
+ * sub-block's float sum is the plain kvalue dot's.
  * Rows of 1..16 inputs give each row the same bits (the code per row does
  * not depend on m, NVFP4's two decodes give the same integer sums;
  * checked here by replaying rows alone and together).
@@ -118,17 +116,6 @@ static void ue4m3c2f(uint32_t sc, float *ws)
 
 	memcpy(&fa, &a, 4), memcpy(&fb, &b, 4);
 	ws[0] = fa * 0x1p119f, ws[1] = fb * 0x1p119f;
-}
-
-/* the old mv8_ue4m3x4 (ggml's bytes, for ggml_half): the fp16 product by
- * 128 is exact, so float(h) * 128 */
-static void ue4m3x4(uint32_t sc, float *ws)
-{
-	uint32_t z = ~(((~sc & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | sc | 0x7F7F7F7Fu);
-	uint32_t c = sc & 0x7F7F7F7Fu & ~(z - (z >> 7));
-	uint32_t h01 = prmt(c, 0, 0x4140) << 7, h23 = prmt(c, 0, 0x4342) << 7;
-	ws[0] = h2f((uint16_t)h01) * 128.0f, ws[1] = h2f((uint16_t)(h01 >> 16)) * 128.0f;
-	ws[2] = h2f((uint16_t)h23) * 128.0f, ws[3] = h2f((uint16_t)(h23 >> 16)) * 128.0f;
 }
 
 /* x of m rows as the kernels see it: q[j][e], dx[j][block], sx[j][block] */
@@ -234,91 +221,51 @@ static void nvfp4_unpack(const uint8_t *o, uint8_t *g, int nbw)
 }
 
 /*
- * mv8_nv: NVFP4 half h (sub-blocks 2h, 2h + 1: the 4 code words at 32 b +
- * 16 h, the scale pair at 32 nbw + 4 b + 2 h) of block b of the GPU-layout
- * row wr . 32-block xb = 2 b + h of input row j: acc = fma(dx, fma(ws1,
- * t1, ws0 * t0), acc).  m <= 2: mv8_fp4pn, t = (MAGIC + p . x) - n . x;
- * else gpu_fp4x8, one chain.  Each t is also checked against the plain
- * kvalue dot (nmagic).
+ * mv8_nv: NVFP4 sub-block s of the GPU-layout row wr (its 2 code words at
+ * 8 s, its scale byte at 8 nsub + s), then (two) sub-block s + 32 . the
+ * same 16 values of input row j: acc = fma(dx, ws * t, acc) each, dx that
+ * of the 32-block of x it lies in.  m <= 2: mv8_fp4pn, t = (MAGIC + p . x)
+ * - n . x; else gpu_fp4x8, one chain.  Each t is also checked against the
+ * plain kvalue dot (nmagic).
  */
-static void nv(const uint8_t *wr, int nbw, int b, int h, const struct xin *X, int m, float *acc)
+static void nv(const uint8_t *wr, int nsub, int s, int two, const struct xin *X, int m,
+    float *acc)
 {
-	const uint8_t *cp = wr + 32 * (size_t)b + 16 * h;
-	int nb = X->nb, xb = 2 * b + h;
-	uint32_t c[4], p[8], n[8], w[8];
-	float ws[4];
+	int nb = X->nb;
+	uint32_t c[4] = { 0, 0, 0, 0 }, p[8], n[8], w[8], sc;
+	float ws[2];
 
-	for (int i = 0; i < 4; i++)	/* c0, c1: sub-block 2h; c2, c3: 2h + 1 */
-		c[i] = rd32(cp + 4 * i);
+	for (int k = 0; k < 1 + two; k++)	/* sub-blocks s and s + 32 */
+		for (int i = 0; i < 2; i++)
+			c[2 * k + i] = rd32(wr + 8 * (size_t)(s + 32 * k) + 4 * i);
+	sc = wr[8 * (size_t)nsub + s] | (two ? (uint32_t)wr[8 * (size_t)nsub + s + 32] << 8 : 0);
 	if (m <= 2)
-		ue4m3c2(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);
+		ue4m3c2(sc, ws);
 	else
-		ue4m3c2f(rd16(wr + 32 * (size_t)nbw + 4 * (size_t)b + 2 * h), ws);
+		ue4m3c2f(sc, ws);
 	for (int i = 0; i < 4; i++)
 		if (m <= 2)
 			fp4pn(c[i], &p[2 * i], &n[2 * i]);
 		else
 			fp4sel(c[i], &w[2 * i], &w[2 * i + 1]);
-	for (int j = 0; j < m; j++) {
-		size_t xi = (size_t)j * nb + xb;
-		const uint8_t *xq = (const uint8_t *)X->q + xi * 32;
-		float t[2];
-		for (int s = 0; s < 2; s++) {
-			int i = 0x4B400000, in = 0, plain = 0;
-			for (int k = 0; k < 4; k++) {
-				uint32_t a = rd32(xq + 16 * s + 4 * k);
+	for (int j = 0; j < m; j++)
+		for (int k = 0; k < 1 + two; k++) {
+			int e = s + 32 * k, i = 0x4B400000, in = 0, plain = 0;
+			const uint8_t *xq = (const uint8_t *)X->q + (size_t)j * nb * 32 + 16 * (size_t)e;
+			for (int u = 0; u < 4; u++) {
+				uint32_t a = rd32(xq + 4 * u);
 				if (m <= 2)
-					i = dp4a(p[4 * s + k], a, i), in = dp4a(n[4 * s + k], a, in);
+					i = dp4a(p[4 * k + u], a, i), in = dp4a(n[4 * k + u], a, in);
 				else
-					i = dp4a(w[4 * s + k], a, i);
+					i = dp4a(w[4 * k + u], a, i);
 			}
-			t[s] = i2f(i - in);
-			for (int e = 0; e < 16; e++)
-				plain += kv[c[2 * s + e / 8] >> 4 * (e % 8) & 0xF] * (int8_t)xq[16 * s + e];
-			if (t[s] != (float)plain)
+			float t = i2f(i - in);
+			for (int v = 0; v < 16; v++)
+				plain += kv[c[2 * k + v / 8] >> 4 * (v % 8) & 0xF] * (int8_t)xq[v];
+			if (t != (float)plain)
 				nmagic++;
+			acc[j] = fmaf(X->dx[(size_t)j * nb + e / 2], ws[k] * t, acc[j]);
 		}
-		acc[j] = fmaf(X->dx[xi], fmaf(ws[1], t[1], ws[0] * t[0]), acc[j]);
-	}
-}
-
-/*
- * The form mv8_nv replaced, for its bit check only: GPU_MV8_LANE2's
- * mv8_half on ggml's layout, half h of the block at blk . 32-block xb,
- * codes by mv8_fp4x8 (ggml byte k: values k, k + 8; lo = values 0..3, hi
- * = 8..11 of the 16 codes of two words, w[4s + i]: values 4i..4i+3 of
- * sub-block 2h + s).
- */
-static void ggml_fp4x8(uint32_t v, uint32_t *lo, uint32_t *hi)
-{
-	uint32_t p0, p1;
-
-	fp4sel(v, &p0, &p1);	/* bytes: values 0, 8, 1, 9 and 2, 10, 3, 11 */
-	*lo = prmt(p0, p1, 0x6420), *hi = prmt(p0, p1, 0x7531);
-}
-
-static void ggml_half(const uint8_t *blk, int h, int xb, const struct xin *X, int m, float *acc)
-{
-	uint32_t w[8];
-	float ws[4];
-
-	ue4m3x4(rd16(blk + 2 * h), ws);
-	for (int s = 0; s < 2; s++) {
-		ggml_fp4x8(rd32(blk + 4 + 16 * h + 8 * s), &w[4 * s], &w[4 * s + 2]);
-		ggml_fp4x8(rd32(blk + 8 + 16 * h + 8 * s), &w[4 * s + 1], &w[4 * s + 3]);
-	}
-	for (int j = 0; j < m; j++) {
-		size_t xi = (size_t)j * X->nb + xb;
-		const uint8_t *xq = (const uint8_t *)X->q + xi * 32;
-		float t[2];
-		for (int s = 0; s < 2; s++) {
-			int i = 0x4B400000;
-			for (int k = 0; k < 4; k++)
-				i = dp4a(w[4 * s + k], rd32(xq + 16 * s + 4 * k), i);
-			t[s] = i2f(i);
-		}
-		acc[j] = fmaf(X->dx[xi], fmaf(ws[1], t[1], ws[0] * t[0]), acc[j]);
-	}
 }
 
 /* mv8_q8half: Q8_0 half h of the block at blk (two lanes a block) */
@@ -348,21 +295,20 @@ static int lanes = 1;	/* Q8_0 by 1 or 2 (GPU_MV8_LANE2) lanes a block */
 
 /* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ... (two
  * lanes a block: half l & 1 of blocks l / 2, l / 2 + 16, ...); then the
- * butterfly (mv8_store).  NVFP4: w in the GPU layout (mv8_nv), or in
- * ggml's when ggml (ggml_half, the replaced form). */
-static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, int m, float *y,
-    int ggml)
+ * butterfly (mv8_store).  NVFP4: w in the GPU layout (mv8_nv: sub-blocks
+ * l, l + 32 of each 64, then of the last part those below its end). */
+static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, int m, float *y)
 {
 	float acc[32][MAXM] = { { 0 } };
 
 	for (int l = 0; l < 32; l++)
-		if (t == QUANT_NVFP4)
-			for (int b = l >> 1; b < nbw; b += 16)
-				if (ggml)
-					ggml_half(w + (size_t)b * bs, l & 1, 2 * b + (l & 1), X, m, acc[l]);
-				else
-					nv(w, nbw, b, l & 1, X, m, acc[l]);
-		else if (lanes == 2 && t == QUANT_Q8_0)
+		if (t == QUANT_NVFP4) {
+			int nsub = 2 * X->nb, full = nsub & ~63, s = l;
+			for (; s < full; s += 64)
+				nv(w, nsub, s, 1, X, m, acc[l]);
+			if (s < nsub)
+				nv(w, nsub, s, s + 32 < nsub, X, m, acc[l]);
+		} else if (lanes == 2 && t == QUANT_Q8_0)
 			for (int b = l >> 1; b < nbw; b += 16)
 				q8half(w + (size_t)b * bs, l & 1, b, X, m, acc[l]);
 		else
@@ -399,18 +345,6 @@ static void exhaustive(void)
 	char what[64];
 	int n = 0;
 
-	for (int pos = 0; pos < 4; pos++)
-		for (unsigned x = 0; x < 256; x++) {
-			uint32_t sc = (uint32_t)(rnd() & 0xFFFFFFFFu);
-			sc = (sc & ~(0xFFu << 8 * pos)) | x << 8 * pos;
-			float ws[4];
-			ue4m3x4(sc, ws);
-			for (int k = 0; k < 4; k++) {
-				float want = quant_ue4m3_to_f32((uint8_t)(sc >> 8 * k)) * 0.5f;
-				snprintf(what, sizeof what, "ue4m3 0x%08x byte %d", sc, k);
-				check(memcmp(&want, &ws[k], 4) == 0, what), n++;
-			}
-		}
 	for (int pos = 0; pos < 2; pos++)	/* canonical bytes, the pair mv8_ue4m3c2 reads */
 		for (unsigned x = 0; x < 256; x++) {
 			uint32_t o = ue4m3c((unsigned)(rnd() & 0xFF)), sc = pos ? o | ue4m3c(x) << 8 :
@@ -449,9 +383,9 @@ static void exhaustive(void)
  * when raw), m rows of x: every product within 1e-5 of sum |w x| of
  * quant_vec_dot, and each row alone the same bits as in the m-row call.
  * NVFP4: the kernel's rows are the GPU layout of w (nvfp4_pack; unpacked
- * back to w's bytes), and each product has ggml_half's bits on w.
+ * back to w's bytes).
  */
-static int nrows, nggml;	/* NVFP4 rows packed and unpacked, products checked against ggml_half */
+static int nrows;	/* NVFP4 rows packed and unpacked */
 
 static void products(int t, int rows, int ne0, int m, int raw, double *worst, int *count)
 {
@@ -516,20 +450,12 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 		}
 	}
 	for (int r = 0; r < rows; r++) {
-		float y[MAXM], y1[MAXM], yg[MAXM];
-		warp(t, wp + r * rb, bs, nbw, &X, m, y, 0);
-		if (t == QUANT_NVFP4) {
-			warp(t, w + r * rb, bs, nbw, &X, m, yg, 1);
-			for (int j = 0; j < m; j++) {
-				snprintf(what, sizeof what, "NVFP4 %dx%d m=%d%s row %d input %d: "
-				    "%a vs ggml_half %a", rows, ne0, m, raw ? " raw" : "", r, j, y[j], yg[j]);
-				check(memcmp(&y[j], &yg[j], 4) == 0, what), nggml++;
-			}
-		}
+		float y[MAXM], y1[MAXM];
+		warp(t, wp + r * rb, bs, nbw, &X, m, y);
 		quant_dequantize_row(t, w + r * rb, wf, ne0);
 		for (int j = 0; j < m; j++) {
 			struct xin X1 = { X.q + (size_t)j * ne0, X.dx + j * nb, X.sx + j * nb, nb };
-			warp(t, wp + r * rb, bs, nbw, &X1, 1, y1 + j, 0);
+			warp(t, wp + r * rb, bs, nbw, &X1, 1, y1 + j);
 			double ref = quant_vec_dot(t, ne0, w + r * rb, xq + j * xb), mag = 0;
 			for (int i = 0; i < ne0; i++)
 				mag += fabs((double)wf[i] * xf[(size_t)j * ne0 + i]);
@@ -573,8 +499,7 @@ main(void)
 		    quant_name(t), t == QUANT_NVFP4 ? " (GPU layout, mv8_nv)" : lanes == 2 ?
 		    " lane2" : "", count, worst);
 	}
-	printf("NVFP4 rows packed and unpacked: %d; products with ggml_half's bits: %d\n",
-	    nrows, nggml);
+	printf("NVFP4 rows packed and unpacked: %d\n", nrows);
 	printf("NVFP4 sub-block sums differing from (float) of the plain kvalue dot: %d\n", nmagic);
 	nfail += nmagic;
 	printf("%s (%d failures)\n", nfail ? "FAILED" : "OK", nfail);
