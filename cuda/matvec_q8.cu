@@ -341,13 +341,14 @@ mv8_pick(const struct mv8_set &S)
  * input row j, then (two) sub-block s + 32 likewise: acc = fma(dx, ws * t,
  * acc) a sub-block, t its integer dot, ws its scale (ws * t exact: 4 and
  * 15 significant bits), dx the scale of the 32-block of x it lies in.
- * The lanes of a warp take sub-blocks s = c + lane and c + 32 + lane of
- * a 1024-value chunk c: each of their loads of x (16 bytes a lane) reads
- * 512 contiguous bytes, 4 L1 wavefronts (a lane taking 32 contiguous
- * values made it 8), and of codes 256.  M <= 2 decodes by mv8_fp4pn (t =
- * the positive parts' dot - the negative parts'), more rows by gpu_fp4x8
- * (half the dp4a): the same integer dots, so the same bits for every m.
- * A: rows 8-byte aligned (a sub-block's codes in one load).
+ * The lanes of a warp take sub-blocks c + lane and c + 32 + lane of each
+ * chunk of 64 (1024 values, from sub-block c): each of their loads of x
+ * (16 bytes a lane) reads 512 contiguous bytes, 4 L1 wavefronts (a lane
+ * taking 32 contiguous values made it 8), and of codes 256.  M <= 2
+ * decodes by mv8_fp4pn (t = the positive parts' dot - the negative
+ * parts'), more rows by gpu_fp4x8 (half the dp4a): the same integer dots,
+ * so the same bits for every m.  A: rows 8-byte aligned (a sub-block's
+ * codes in one load).
  */
 template <int M, int A>
 __device__ __forceinline__ void
@@ -363,7 +364,8 @@ mv8_nv(const uint8_t *wr, int nsub, int s, bool two, int nb, const int8_t *__res
 		const uint32_t *w = (const uint32_t *)(cp + 256 * k);
 		if (k == 1 && !two)
 			break;
-		if (A && M <= 2)	/* past L1, which then keeps x (bench/2026-12-02-s10-run7-*) */
+		if (A && M <= 2)	/* past L1, which then keeps x (measured with a lane's
+					 * 32 codes a load: bench/2026-12-02-s10-run7-*) */
 			asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
 			    : "=r"(c[2 * k]), "=r"(c[2 * k + 1]) : "l"(w));
 		else if (A) {
