@@ -83,7 +83,8 @@ fi
 kc=- st=- gg=- sp=- rg=- gr=-
 GRAPH=${GPU_RUN_GRAPH:-1}
 G=${TMPDIR:-/tmp}/memra-gguf
-if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ]; }; then
+# A's GGUFs: for the gates, and for the base tree's logits (GPU_RUN_BASE, any mode)
+if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ] || [ -n "${GPU_RUN_BASE:-}" ]; }; then
 	mkdir -p "$G"
 	{ bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
 	  bin/quant-nvfp4 $A "$G/A-nvfp4.gguf" &&
@@ -364,11 +365,12 @@ fi
 # from a base tree (FILE: its tar.gz, e.g. git archive of the commit before
 # a change; GPU_RUN_BASE_NAME names it), A B B A against this tree's (B):
 # decode tok/s and K=3 verify ms on those shapes' files.  With model A
-# present, also A's logits on the GPU in both trees (model-logits -d cuda,
-# ids 5..300: one token at a time, the decode path, and 64 in one prefill
-# then one at a time), compared by cmp into $OUT/logits-base.txt: "equal"
-# is the proof that a change kept the bits; a change of float order says
-# "differ" (information, not a gate)
+# present, also the logits on the GPU in both trees of A and of its Q8_0,
+# NVFP4 and Q4_K GGUFs (model-logits -d cuda, ids 5..300: one token at a
+# time, the decode path, and 64 in one prefill then one at a time),
+# compared by cmp into $OUT/logits-base.txt: "equal" is the proof that a
+# change kept the bits; a change of float order says "differ"
+# (information, not a gate)
 BASE=
 if [ -n "${GPU_RUN_BASE:-}" ] && { [ "${GPU_RUN_9B:-0}" = 1 ] || [ "${GPU_RUN_27B:-0}" = 1 ] ||
     [ -n "$A" ]; }; then
@@ -379,20 +381,24 @@ if [ -n "${GPU_RUN_BASE:-}" ] && { [ "${GPU_RUN_9B:-0}" = 1 ] || [ "${GPU_RUN_27
 fi
 if [ -n "$BASE" ] && [ -n "$A" ]; then
 	ids=$(seq 5 300 | tr '\n' ' ') nid=$(seq 5 300 | wc -l)
-	for how in -1 "-p 64"; do
-		rm -f /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin
-		# shellcheck disable=SC2086
-		if timeout 120 "$BASE/build/t/tools/model-logits" -d cuda $how "$A" \
-		    /tmp/memra-logits-base.bin $ids >/dev/null 2>>"$OUT/logits-base.err" &&
-		    timeout 120 build/t/tools/model-logits -d cuda $how "$A" \
-		    /tmp/memra-logits-this.bin $ids >/dev/null 2>>"$OUT/logits-base.err"; then
-			nd=$(cmp -l /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin | wc -l)
-			if [ "$nd" = 0 ]; then r="equal"; else r="differ ($nd bytes)"; fi
-			echo "A logits ($how, $nid ids) base ${GPU_RUN_BASE_NAME:-base} vs this tree: $r" \
-			    >>"$OUT/logits-base.txt"
-		else
-			echo "A logits ($how): model-logits failed" >>"$OUT/logits-base.txt"
-		fi
+	for m in "$A" "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf" "$G/A-q4_k.gguf"; do
+		[ -e "$m" ] || continue
+		b=$(basename "$m" .gguf)
+		for how in -1 "-p 64"; do
+			rm -f /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin
+			# shellcheck disable=SC2086
+			if timeout 120 "$BASE/build/t/tools/model-logits" -d cuda $how "$m" \
+			    /tmp/memra-logits-base.bin $ids >/dev/null 2>>"$OUT/logits-base.err" &&
+			    timeout 120 build/t/tools/model-logits -d cuda $how "$m" \
+			    /tmp/memra-logits-this.bin $ids >/dev/null 2>>"$OUT/logits-base.err"; then
+				nd=$(cmp -l /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin | wc -l)
+				if [ "$nd" = 0 ]; then r="equal"; else r="differ ($nd bytes)"; fi
+				echo "$b logits ($how, $nid ids) base ${GPU_RUN_BASE_NAME:-base} vs this" \
+				    "tree: $r" >>"$OUT/logits-base.txt"
+			else
+				echo "$b logits ($how): model-logits failed" >>"$OUT/logits-base.txt"
+			fi
+		done
 	done
 	rm -f /tmp/memra-logits-base.bin /tmp/memra-logits-this.bin
 fi
