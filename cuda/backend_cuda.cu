@@ -1140,9 +1140,10 @@ cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const floa
 }
 
 /*
- * k_qk_rope when the heads fit it (every operand 16-byte aligned, hd and
- * qhs multiples of 4, hd <= 4096: the conditions under which cu_rmsnorm
- * takes k_rmsnorm4<1>); else the norms, ropes and store one by one.
+ * k_qk_rope when the heads fit it (every operand it reads or writes
+ * 16-byte aligned, hd and qhs multiples of 4, one float4 a thread: the
+ * conditions under which cu_rmsnorm takes k_rmsnorm4<1>); else the norms,
+ * ropes and store one by one.
  */
 static int
 cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float *k,
@@ -1150,9 +1151,9 @@ cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float
     int n_ctx)
 {
 	int hd = a->head_dim, nh = a->n_head, nkv = a->n_kv_head, kvd = nkv * hd;
-	const void *al[] = { q, k, a->qn, a->kn, kc != NULL ? v : q, kc != NULL ? kc : q,
-	    kc != NULL ? vc : q };
-	int ok = hd % 4 == 0 && a->qhs % 4 == 0 && hd <= 4096 && norm_vec(hd / 4) == 1;
+	/* (NULL counts as aligned; v is read only with the store) */
+	const void *al[] = { q, k, a->qn, a->kn, kc, vc, kc != NULL ? v : NULL };
+	int ok = hd % 4 == 0 && a->qhs % 4 == 0 && norm_vec(hd / 4) == 1;
 
 	for (size_t i = 0; ok && i < sizeof al / sizeof al[0]; i++)
 		ok = ((uintptr_t)al[i] & 15) == 0;

@@ -459,7 +459,7 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	int64_t r = R.r, rows = R.rows;
 	float *y = R.y;
 	const float *scale = R.scale;
-	int lane = threadIdx.x & 31, nbw = nb;	/* (L = 2: Q8_0) */
+	int lane = threadIdx.x & 31;
 	float acc[M];
 
 	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
@@ -482,11 +482,11 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	} else if constexpr (L == 2) {
 		int h = lane & 1;
 #pragma unroll (M <= 2 ? 2 : 1)
-		for (int b = lane >> 1; b < nbw; b += 16)
+		for (int b = lane >> 1; b < nb; b += 16)
 			mv8_q8half<M>(wr + (size_t)b * 34, h, b, nb, q, dx, acc, tab);
 	} else {
 #pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
-		for (int b = lane; b < nbw; b += 32)
+		for (int b = lane; b < nb; b += 32)
 			mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
 	}
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
