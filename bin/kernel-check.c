@@ -1834,8 +1834,23 @@ be_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m
 		becmp(k, name, shape, gy, cy, m2, (int64_t)m * ldy, bf ? (q8 ? 5e-3 : 2e-2) :
 		    q8 ? 1e-5 : 2e-2);
 	}
-	if (nk > 1)
-		bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_DEFAULT));
+	if (nk > 1) {	/* bf16 through the weight's bf16 copy: made, then read; bf16's bits */
+		float *y1, *y2;
+		bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_BF16_MIRROR));
+		bchk(p->g, backend_matmul(p->g, &b.g, gx, ldx, gyd, ldy, m));
+		y1 = bget(p->g, gyd, (size_t)m * ldy);
+		bchk(p->g, backend_fill(p->g, gyd, -1.0f, (size_t)m * ldy));
+		bchk(p->g, backend_matmul(p->g, &b.g, gx, ldx, gyd, ldy, m));
+		y2 = bget(p->g, gyd, (size_t)m * ldy);
+		snprintf(name, sizeof name, "be matmul %s%s bf16 copy", quant_name(t),
+		    scale != 1 ? "*s" : "");
+		bsame(k, name, shape, y1, gy, (int64_t)m * ldy);
+		snprintf(name, sizeof name, "be matmul %s%s bf16 copy again", quant_name(t),
+		    scale != 1 ? "*s" : "");
+		bsame(k, name, shape, y2, gy, (int64_t)m * ldy);
+		free(y1), free(y2);
+		bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_DEFAULT));	/* (frees the copies) */
+	}
 	/* rows 0..m-1 of the m-row product == each row alone (m <= 16) */
 	if (m > 1 && m <= GPU_MATVEC_MAX_ROWS) {
 		float *one = xmalloc((size_t)m * ldy * 4 + 4);

@@ -1713,17 +1713,21 @@ cu_pdl_set(struct backend *be, int on)
 	return gpu_pdl(CB(be)->g, on);
 }
 
-/* backend_gemm_set: the prefill products' kernel (gpu_tune_mmq), refused
- * while a step is being recorded. */
+/* backend_gemm_set: the prefill products' kernel (gpu_tune_mmq) and the
+ * weights' bf16 copies (gpu_tune_mirror), refused while a step is being
+ * recorded. */
 static int
 cu_gemm_set(struct backend *be, int kind)
 {
+	struct gpu *g = CB(be)->g;
+
 	if (CB(be)->rec != NULL)
 		return util_err(be->err, "gemm: switched while recording a graph");
-	if (kind != BACKEND_GEMM_INT8 && kind != BACKEND_GEMM_BF16)
-		return util_err(be->err, "gemm: kind %d (int8 or bf16)", kind);
-	return gpu_tune_mmq(CB(be)->g, kind == BACKEND_GEMM_BF16 ? GPU_MMQ_BF16 : GPU_MMQ_MMA) ?
-	    gfail(be, "gemm") : 0;
+	if (kind != BACKEND_GEMM_INT8 && kind != BACKEND_GEMM_BF16 &&
+	    kind != BACKEND_GEMM_BF16_MIRROR)
+		return util_err(be->err, "gemm: kind %d (int8, bf16 or bf16-mirror)", kind);
+	return gpu_tune_mmq(g, kind == BACKEND_GEMM_INT8 ? GPU_MMQ_MMA : GPU_MMQ_BF16) ||
+	    gpu_tune_mirror(g, kind == BACKEND_GEMM_BF16_MIRROR) ? gfail(be, "gemm") : 0;
 }
 
 static const struct backend_ops cuda_ops = {

@@ -100,6 +100,7 @@ gpu_close(struct gpu *g)
 		cudaStreamSynchronize(g->stream);
 	cudaFree(g->scratch);
 	cudaFree(g->gemm);
+	gpu_mirror_drop(g, NULL);
 	if (g->blas)
 		cublasDestroy(g->blas);
 	for (int i = 0; i < GPU_MARKS; i++)
@@ -147,6 +148,7 @@ gpu_free(struct gpu *g, void *d)
 {
 	if (d != NULL) {
 		cudaStreamSynchronize(g->stream);
+		gpu_mirror_drop(g, d);	/* a weight's bf16 copy goes with it */
 		cudaFree(d);
 		g->gen++;
 	}

@@ -252,6 +252,18 @@ enum {
 	GPU_MMQ_BF16 = 5
 };
 int	gpu_tune_mmq(struct gpu *g, int kernel);
+/*
+ * GPU_MMQ_BF16 (and gpu_matmul's bf16 path) with on = 1: each quantized
+ * weight the bf16 GEMM multiplies is dequantized to bf16 once, by the
+ * first call, into a copy of its own (2 bytes a weight) that later calls
+ * read instead of dequantizing a tile at a time: the same bits.  The copy
+ * lives until gpu_free of the weight or on = 0 (which frees them all); a
+ * weight must not be written while it has one.  Without room for a copy
+ * a call dequantizes as before.  gpu_mirrors: the copies and (bytes) their
+ * device memory.
+ */
+int	gpu_tune_mirror(struct gpu *g, int on);
+int	gpu_mirrors(const struct gpu *g, size_t *bytes);
 
 /*
  * nw products of the same x (the projections after one RMSNorm, gate and

@@ -27,6 +27,9 @@ struct gpu {
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: gpu_qk_lanes) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
+	int	mirror;			/* bf16 GEMM: persistent bf16 weights (gpu_tune_mirror) */
+	struct gpu_mirror *mir;		/* [nmir] of them (cap: cmir) */
+	int	nmir, cmir;
 	int	can_pdl;		/* sm_90 or later, and the kernels built for it */
 	int	pdl;			/* launches programmatic (gpu_pdl) */
 	unsigned gen;			/* bumped when device memory is freed or the scratch
@@ -190,14 +193,18 @@ void   *gpu_scratch_gemm(struct gpu *g, size_t n);
  * mmq.cu, for matvec.cu: the bf16 GEMM.  gpu_bf16_operands: the gemm
  * scratch for x (n rows of ne0 bf16, returned) and a tile of W (*wb);
  * gpu_gemm_bf16: y[n][rows] = W . x with W (rows of rb bytes of type t)
- * dequantized to bf16 a tile at a time into wb, cublasGemmEx with fp32
- * sums on tensor cores, then y *= *scale when scale is not NULL.
+ * dequantized to bf16 a tile at a time into wb (with g->mirror: read from
+ * W's persistent bf16 copy, made by the first call), cublasGemmEx with
+ * fp32 sums on tensor cores, then y *= *scale when scale is not NULL.
+ * gpu_mirror_drop: frees the copy of the weight at w (gpu_free calls it;
+ * all of them when w is NULL).
  */
 uint16_t *gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t **wb);
 /* matvec.cu: y[0..n) *= *s (a weight's scale), queued (the fp32 and bf16 GEMMs'). */
 int	gpu_scale(struct gpu *g, float *y, int64_t n, const float *s);
 int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
 	    const uint16_t *xb, uint16_t *wb, int64_t n, float *y, const float *scale);
+void	gpu_mirror_drop(struct gpu *g, const void *w);
 
 /*
  * matvec_qk.cu, for matvec_q8.cu: qk_type(t) is 1 for Q4_K, Q5_K, Q6_K;

@@ -713,22 +713,119 @@ gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t 
 	return (uint16_t *)p;
 }
 
+/*
+ * Persistent bf16 copies of quantized weights (gpu_tune_mirror): a weight
+ * the bf16 GEMM multiplies is dequantized once, in the tiles a call
+ * dequantizes into its scratch (the same kernel: the same values), and
+ * the copy serves every later call; it lives until the weight is freed
+ * (gpu_free) or mirrors are turned off.  The weight must not change
+ * meanwhile (the backend's weights do not).
+ */
+struct gpu_mirror {
+	const void *w;		/* the weight */
+	uint16_t *bf;		/* rows x ne0 bf16 */
+	int64_t	rows, ne0;
+	int	t;
+};
+
+void
+gpu_mirror_drop(struct gpu *g, const void *w)
+{
+	for (int i = 0; i < g->nmir; i++)
+		if (w == NULL || g->mir[i].w == w) {
+			cudaFree(g->mir[i].bf);
+			g->mir[i--] = g->mir[--g->nmir];
+		}
+	if (w == NULL) {
+		free(g->mir);
+		g->mir = NULL, g->cmir = 0;
+	}
+}
+
+extern "C" int
+gpu_tune_mirror(struct gpu *g, int on)
+{
+	if (on != 0 && on != 1)
+		return gpu_fail(g, "tune: bf16 weight copies %d (0, 1)", on);
+	if (!on && g->nmir > 0) {
+		cudaStreamSynchronize(g->stream);	/* (a GEMM may still read one) */
+		gpu_mirror_drop(g, NULL);
+	}
+	g->mirror = on;
+	return 0;
+}
+
+extern "C" int
+gpu_mirrors(const struct gpu *g, size_t *bytes)
+{
+	size_t b = 0;
+
+	for (int i = 0; i < g->nmir; i++)
+		b += (size_t)g->mir[i].rows * g->mir[i].ne0 * 2;
+	if (bytes != NULL)
+		*bytes = b;
+	return g->nmir;
+}
+
+/* W's copy, made now when it has none; NULL (the caller dequantizes a
+ * tile at a time as without copies) when the device has no room for it. */
+static const uint16_t *
+mirror_of(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
+    int64_t tile)
+{
+	struct gpu_mirror *m;
+	uint16_t *bf = NULL;
+
+	for (int i = 0; i < g->nmir; i++)
+		if (g->mir[i].w == W && g->mir[i].t == t && g->mir[i].rows == rows &&
+		    g->mir[i].ne0 == ne0)
+			return g->mir[i].bf;
+	if (gpu_capturing(g))
+		return NULL;	/* (no allocation while a graph is recorded) */
+	gpu_mirror_drop(g, W);	/* (another shape at the same address) */
+	if (g->nmir == g->cmir) {
+		int c = g->cmir ? 2 * g->cmir : 64;
+		if ((m = (struct gpu_mirror *)realloc(g->mir, (size_t)c * sizeof *m)) == NULL)
+			return NULL;
+		g->mir = m, g->cmir = c;
+	}
+	if (cudaMalloc(&bf, (size_t)rows * ne0 * 2) != cudaSuccess) {
+		cudaGetLastError();	/* no room: this call goes without */
+		return NULL;
+	}
+	for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
+		if (gpu_dequantize_bf16(g, t, (const uint8_t *)W + (size_t)r0 * rb, nr, ne0,
+		    bf + (size_t)r0 * ne0) != 0) {
+			cudaStreamSynchronize(g->stream);
+			cudaFree(bf);
+			return NULL;
+		}
+	}
+	m = &g->mir[g->nmir++];
+	m->w = W, m->bf = bf, m->rows = rows, m->ne0 = ne0, m->t = t;
+	return bf;
+}
+
 int
 gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
     const uint16_t *xb, uint16_t *wb, int64_t n, float *y, const float *scale)
 {
 	const float one = 1.0f, zero = 0.0f;
 	int64_t tile = bf_tile(rows, ne0);
+	const uint16_t *mb = g->mirror ? mirror_of(g, t, W, rb, rows, ne0, tile) : NULL;
 	int rc = 0;
 
 	cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH);	/* tensor cores (bf16: no TF32 here) */
 	for (int64_t r0 = 0; rc == 0 && r0 < rows; r0 += tile) {
 		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
-		if ((rc = gpu_dequantize_bf16(g, t, (const uint8_t *)W + (size_t)r0 * rb, nr, ne0,
-		    wb)) != 0)
+		/* the tile's bf16 rows: the copy's, or dequantized now */
+		const uint16_t *a = mb != NULL ? mb + (size_t)r0 * ne0 : wb;
+		if (mb == NULL && (rc = gpu_dequantize_bf16(g, t, (const uint8_t *)W +
+		    (size_t)r0 * rb, nr, ne0, wb)) != 0)
 			break;
 		cublasStatus_t st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n,
-		    (int)ne0, &one, wb, CUDA_R_16BF, (int)ne0, xb, CUDA_R_16BF, (int)ne0, &zero,
+		    (int)ne0, &one, a, CUDA_R_16BF, (int)ne0, xb, CUDA_R_16BF, (int)ne0, &zero,
 		    y + r0, CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 		if (st != CUBLAS_STATUS_SUCCESS)
 			rc = gpu_fail(g, "cublasGemmEx: status %d", (int)st);

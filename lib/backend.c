@@ -709,8 +709,10 @@ backend_gemm_env(struct backend *be, const char *v, char *err)
 		kind = BACKEND_GEMM_INT8;
 	else if (strcmp(v, "bf16") == 0)
 		kind = BACKEND_GEMM_BF16;
+	else if (strcmp(v, "bf16-mirror") == 0)
+		kind = BACKEND_GEMM_BF16_MIRROR;
 	else
-		return util_err(err, "'%s': not int8 or bf16", v);
+		return util_err(err, "'%s': not int8, bf16 or bf16-mirror", v);
 	if (be != NULL && backend_gemm_set(be, kind) < 0)
 		return util_err(err, "%s", backend_errmsg(be));
 	return 0;

@@ -374,15 +374,20 @@ int	backend_pdl_env(struct backend *, const char *v, char *err);
  * sums (within about 2^-8 of the magnitude of the first; faster); F32,
  * F16 and BF16 weights keep fp32 operands.  Products of up to
  * BACKEND_ROWS_INVARIANT rows (decode, speculative verify) are the same
- * bits either way.  backend_gemm_set: 0, or -1 while a step is being
- * recorded (a no-op on the CPU).
+ * bits either way.  BACKEND_GEMM_BF16_MIRROR: BACKEND_GEMM_BF16's bits,
+ * with each quantized weight dequantized to bf16 once, by the first prompt
+ * that multiplies it, into a copy kept for later prompts (2 bytes a
+ * weight of device memory; a weight the device has no room for is
+ * dequantized each time, as BACKEND_GEMM_BF16 does).  backend_gemm_set: 0,
+ * or -1 while a step is being recorded (a no-op on the CPU).
  */
-enum { BACKEND_GEMM_INT8 = 0, BACKEND_GEMM_BF16 = 1 };
+enum { BACKEND_GEMM_INT8 = 0, BACKEND_GEMM_BF16 = 1, BACKEND_GEMM_BF16_MIRROR = 2 };
 int	backend_gemm_set(struct backend *, int kind);
 /*
  * MEMRA_CUDA_GEMM's value v applied to be: NULL or "" leave the default
- * (BACKEND_GEMM_DEFAULT), "int8" and "bf16" pick that kind.  0, or -1 for
- * any other value (err says why).  be NULL checks v only.
+ * (BACKEND_GEMM_DEFAULT), "int8", "bf16" and "bf16-mirror" pick that
+ * kind.  0, or -1 for any other value (err says why).  be NULL checks v
+ * only.
  */
 #define BACKEND_GEMM_DEFAULT BACKEND_GEMM_BF16
 int	backend_gemm_env(struct backend *, const char *v, char *err);

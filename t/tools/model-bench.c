@@ -28,7 +28,7 @@
  * (backend_topk) and draws from them on the host.  -W (with -G): they draw
  * from the whole row at temperature 0.8, top-p 0.9 instead: "device" draws
  * on the device (backend_draw); the model line says "row_draw 1".
- * MEMRA_CUDA_GEMM=int8|bf16 picks the prefill products' kernel
+ * MEMRA_CUDA_GEMM=int8|bf16|bf16-mirror picks the prefill products' kernel
  * (backend_gemm_env); the model line names it ("gemm").
  */
 #include <getopt.h>

@@ -1087,21 +1087,24 @@ TEST(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1)
 	CHECK_EQ_STR(err, "'stats': not 0 or 1");
 }
 
-TEST(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_or_bf16)
+TEST(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror)
 {
 	char err[UTIL_ERRLEN];
 
 	CHECK_EQ_INT(backend_gemm_set(be3, BACKEND_GEMM_BF16), 0);	/* one kind: its own */
+	CHECK_EQ_INT(backend_gemm_set(be3, BACKEND_GEMM_BF16_MIRROR), 0);
 	CHECK_EQ_INT(backend_gemm_set(be3, BACKEND_GEMM_INT8), 0);
 	CHECK_EQ_INT(backend_gemm_env(be3, NULL, err), 0);
 	CHECK_EQ_INT(backend_gemm_env(be3, "", err), 0);
 	CHECK_EQ_INT(backend_gemm_env(be3, "int8", err), 0);
 	CHECK_EQ_INT(backend_gemm_env(be3, "bf16", err), 0);
+	CHECK_EQ_INT(backend_gemm_env(be3, "bf16-mirror", err), 0);
 	CHECK_EQ_INT(backend_gemm_env(NULL, "bf16", err), 0);	/* be NULL: the value checked only */
 	CHECK_EQ_INT(backend_gemm_env(NULL, "fp16", err), -1);
-	CHECK_EQ_STR(err, "'fp16': not int8 or bf16");
+	CHECK_EQ_STR(err, "'fp16': not int8, bf16 or bf16-mirror");
 	CHECK_EQ_INT(backend_gemm_env(be3, "BF16", err), -1);
-	CHECK_EQ_STR(err, "'BF16': not int8 or bf16");
+	CHECK_EQ_STR(err, "'BF16': not int8, bf16 or bf16-mirror");
+	CHECK_EQ_INT(backend_gemm_env(NULL, "bf16-mirror ", err), -1);
 }
 
 TEST(host_memory_takes_what_backend_read_writes)
@@ -1154,7 +1157,7 @@ main(void)
 	RUN(cpu_backend_records_no_graphs);
 	RUN(memra_cuda_graph_values_are_0_1_or_stats);
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
-	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_or_bf16);
+	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror);
 	RUN(host_memory_takes_what_backend_read_writes);
 	backend_close(be1);
 	backend_close(be3);
