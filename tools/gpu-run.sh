@@ -32,7 +32,9 @@
 # draws from the whole row at top-p 0.9 (-W) (GPU_RUN_PICK_ABBA=0 skips
 # them, =row runs the last alone); prefill of 512 and 2048 tokens with
 # the int8 GEMM (MEMRA_CUDA_GEMM=int8, A) vs bf16 (B) (GPU_RUN_GEMM_ABBA=0
-# skips it).  GPU_RUN_PROF=1 (with
+# skips it; =mirror: bf16, A, vs bf16-mirror, B: model-bench's timed
+# prefill is its second, which reads the copies the first made).
+# GPU_RUN_PROF=1 (with
 # GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
 # verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
 # shape's files.
@@ -484,21 +486,24 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    decode-b1-row-draw-pick "model-bench -G host -W" \
 			    "top-p 0.9 at temp 0.8: A = logits read back, sample_next draws; B = drawn on the device"
 		esac
-		if [ "${GPU_RUN_GEMM_ABBA:-1}" = 1 ]; then	# prefill products int8 (A), bf16 (B)
+		case "${GPU_RUN_GEMM_ABBA:-1}" in	# prefill products int8 (A) vs bf16 (B), or
+		1|mirror)				# (mirror) bf16 (A) vs bf16-mirror (B)
+			ga=int8 gb=bf16
+			[ "${GPU_RUN_GEMM_ABBA:-1}" = mirror ] && ga=bf16 gb=bf16-mirror
 			for c in 512 2048; do
-				echo "== $q: prefill of $c tok/s, A = MEMRA_CUDA_GEMM=int8, B = bf16" \
+				echo "== $q: prefill of $c tok/s, A = MEMRA_CUDA_GEMM=$ga, B = $gb" \
 				    >>"$OUT/gemm-abba.txt"
 				mp="build/t/tools/model-bench -d cuda -c $c -n 4 -r 1 -k 0 -B $BW"
-				timeout 300 python3 tools/abba -a "MEMRA_CUDA_GEMM=int8 $mp $f" \
-				    -b "MEMRA_CUDA_GEMM=bf16 $mp $f" \
+				timeout 300 python3 tools/abba -a "MEMRA_CUDA_GEMM=$ga $mp $f" \
+				    -b "MEMRA_CUDA_GEMM=$gb $mp $f" \
 				    -r "prefill\s+ctx\s+$c\s+s\s+[0-9.]+\s+tok_s\s+([0-9.]+)" --unit tok/s \
 				    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/gemm-abba.tsv" \
 				    --log "$OUT/gemm-abba-$c-$q.log" --binary model-bench \
-				    --model qwen35-9b-random --quant "$q" --scenario "prefill-$c-gemm-bf16" \
-				    --ctx "$c" --peer "MEMRA_CUDA_GEMM=int8" \
+				    --model qwen35-9b-random --quant "$q" --scenario "prefill-$c-gemm-$gb" \
+				    --ctx "$c" --peer "MEMRA_CUDA_GEMM=$ga" \
 				    >>"$OUT/gemm-abba.txt" 2>&1 || echo "abba $q $c: failed" >>"$OUT/gemm-abba.txt"
 			done
-		fi
+		esac
 		if [ -n "$BASE" ]; then	# the base tree's build (A) and this one (B)
 			decode_abba base "$q" "$BASE/$mb $f" "$mb $f" decode-b1-vs-base \
 			    "base ${GPU_RUN_BASE_NAME:-tree}" "A = base ${GPU_RUN_BASE_NAME:-tree}, B = this tree"
