@@ -1845,6 +1845,9 @@ be_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m
 		snprintf(name, sizeof name, "be matmul %s%s bf16 copy", quant_name(t),
 		    scale != 1 ? "*s" : "");
 		bsame(k, name, shape, y1, gy, (int64_t)m * ldy);
+		for (int j = 0; j < m; j++)	/* the fill stays between rows: nothing writes there */
+			for (int i = (int)rows; i < ldy; i++)
+				gy[(size_t)j * ldy + i] = -1.0f;
 		snprintf(name, sizeof name, "be matmul %s%s bf16 copy again", quant_name(t),
 		    scale != 1 ? "*s" : "");
 		bsame(k, name, shape, y2, gy, (int64_t)m * ldy);
