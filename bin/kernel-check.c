@@ -697,7 +697,8 @@ i8_ref(const struct wset *s, const float *x, int m, double scale, double *ref, d
  * its dp4a twin, mma with the scale products by multiplications, the
  * first mma kernel); they give the same bits, and a repeated call too.
  * The bf16 GEMM (GPU_MMQ_BF16) against the exact product of its rounded
- * operands (so within about 2^-8 of the magnitude of the CPU's numerics).
+ * operands (so within about 2^-8 of the magnitude of the CPU's numerics),
+ * and through the weight's bf16 copy (gpu_tune_mirror) its bits again.
  */
 static void
 check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
@@ -738,6 +739,28 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 	brk(k, y[0], ny);
 	snprintf(name, sizeof name, "mmq %s%s", quant_name(t), with_scale ? "*s" : "");
 	close_to(k, name, shape, y[0], ref, mag, ny, 1e-5);
+	/* the weight's bf16 copy (gpu_tune_mirror): made by the first call, read by
+	 * the second, bf16's bits both times, and there (gpu_mirrors) after each */
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
+	gchk(k, gpu_tune_mirror(k->g, 1));
+	for (int pass = 0; pass < 2; pass++) {
+		float *ym = xmalloc((size_t)ny * 4);
+		size_t bytes = 0;
+		gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));	/* NaN where nothing writes */
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, n, dy, ds));
+		dget(k, ym, dy, (size_t)ny * 4);
+		int made = gpu_mirrors(k->g, &bytes) == 1 && bytes == (size_t)(rows * ne0) * 2;
+		brk(k, ym, ny);
+		snprintf(name, sizeof name, "mmq %s%s bf16 copy%s", quant_name(t),
+		    with_scale ? "*s" : "", pass ? " again" : "");
+		if (made)
+			same_bits(k, name, shape, ym, y[5], ny);
+		else
+			report(k, name, "(no copy made)", 0, 0);
+		free(ym);
+	}
+	gchk(k, gpu_tune_mirror(k->g, 0));
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
 	brk(k, y[5], ny);
 	snprintf(name, sizeof name, "mmq %s%s bf16", quant_name(t), with_scale ? "*s" : "");
 	close_to(k, name, shape, y[5], rbf, mag, ny, 1e-5);

@@ -715,9 +715,9 @@ gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t 
 
 /*
  * Persistent bf16 copies of quantized weights (gpu_tune_mirror): a weight
- * the bf16 GEMM multiplies is dequantized once, in the tiles a call
- * dequantizes into its scratch (the same kernel: the same values), and
- * the copy serves every later call; it lives until the weight is freed
+ * the bf16 GEMM multiplies is dequantized once, by the kernel a call
+ * dequantizes its tiles with (the same values), and the copy serves
+ * every later call; it lives until the weight is freed
  * (gpu_free) or mirrors are turned off.  The weight must not change
  * meanwhile (the backend's weights do not).
  */
@@ -767,11 +767,12 @@ gpu_mirrors(const struct gpu *g, size_t *bytes)
 	return g->nmir;
 }
 
-/* W's copy, made now when it has none; NULL (the caller dequantizes a
- * tile at a time as without copies) when the device has no room for it. */
+/* W's copy, made now when it has none (one dequantize over every row: a
+ * value does not depend on the launch it is in); NULL (the caller
+ * dequantizes a tile at a time as without copies) when the device has no
+ * room for it. */
 static const uint16_t *
-mirror_of(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
-    int64_t tile)
+mirror_of(struct gpu *g, int t, const void *W, int64_t rows, int64_t ne0)
 {
 	struct gpu_mirror *m;
 	uint16_t *bf = NULL;
@@ -793,14 +794,10 @@ mirror_of(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t 
 		cudaGetLastError();	/* no room: this call goes without */
 		return NULL;
 	}
-	for (int64_t r0 = 0; r0 < rows; r0 += tile) {
-		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
-		if (gpu_dequantize_bf16(g, t, (const uint8_t *)W + (size_t)r0 * rb, nr, ne0,
-		    bf + (size_t)r0 * ne0) != 0) {
-			cudaStreamSynchronize(g->stream);
-			cudaFree(bf);
-			return NULL;
-		}
+	if (gpu_dequantize_bf16(g, t, W, rows, ne0, bf) != 0) {
+		cudaStreamSynchronize(g->stream);
+		cudaFree(bf);
+		return NULL;
 	}
 	m = &g->mir[g->nmir++];
 	m->w = W, m->bf = bf, m->rows = rows, m->ne0 = ne0, m->t = t;
@@ -813,7 +810,7 @@ gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int6
 {
 	const float one = 1.0f, zero = 0.0f;
 	int64_t tile = bf_tile(rows, ne0);
-	const uint16_t *mb = g->mirror ? mirror_of(g, t, W, rb, rows, ne0, tile) : NULL;
+	const uint16_t *mb = g->mirror ? mirror_of(g, t, W, rows, ne0) : NULL;
 	int rc = 0;
 
 	cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH);	/* tensor cores (bf16: no TF32 here) */

@@ -650,7 +650,7 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/topk-abba.txt"; }
 [ -f "$OUT/rowdraw-abba.txt" ] && { echo "== 9b-shape top-p 0.9 decode, drawn on the host (A) vs device (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/rowdraw-abba.txt"; }
-[ -f "$OUT/gemm-abba.txt" ] && { echo "== 9b-shape prefill, int8 GEMM (A) vs bf16 (B)";
+[ -f "$OUT/gemm-abba.txt" ] && { echo "== 9b-shape prefill, MEMRA_CUDA_GEMM A vs B";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/gemm-abba.txt"; }
 [ -f "$OUT/logits-base.txt" ] && { echo "== A's logits, base tree vs this tree"; cat "$OUT/logits-base.txt"; }
 [ -f "$OUT/base-abba.txt" ] && { echo "== decode and K=3 verify, base tree (A) vs this tree (B)";
