@@ -2909,9 +2909,12 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
 	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K;
-	static const char *const how[] = { "0", "place", "staged", "lane2" };	/* GPU_MV8_* */
-	static const int md[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
-	/* (LANE2: Q8_0 only) */
+	static const char *const how[] = { "0", "place", "staged", "lane2", "loads" };	/* GPU_MV8_* */
+	static const int mq[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
+	static const int mn[] = { GPU_MV8_AUTO, GPU_MV8_LOADS };
+	/* (LANE2: Q8_0 only; NVFP4's kernel with its loads alone, an xor fold for
+	 * the arithmetic: m = 1 and 4, the bound of the kernel's memory side) */
+	const int *md = t == QUANT_NVFP4 ? mn : mq;
 	int nv = qk ? 3 : t == QUANT_NVFP4 ? 2 : t == QUANT_Q8_0 ? 5 : 4, f32 = gpu_can_matvec(t);
 
 	for (int c = 0; c < nc; c++) {
@@ -2920,6 +2923,8 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[6] = { 0 };
+		if (t == QUANT_NVFP4)
+			nv = ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;
 		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
