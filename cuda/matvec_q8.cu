@@ -375,35 +375,22 @@ mv8_nv(const uint8_t *wr, int nsub, int s, bool two, int nb, const int8_t *__res
 			c[2 * k] = w[0], c[2 * k + 1] = w[1];
 	}
 	sc = (uint32_t)sp[0] | (two ? (uint32_t)sp[32] << 8 : 0u);
-	if constexpr (LO) {	/* the same loads, an xor fold for the arithmetic (a bound) */
-		uint32_t f = c[0] ^ c[1] ^ c[2] ^ c[3] ^ sc;
-#pragma unroll
-		for (int j = 0; j < M; j++) {
-			const int8_t *xr = q + (size_t)j * nb * 32;
-#pragma unroll
-			for (int k = 0; k < 2; k++) {
-				if (k == 1 && !two)
-					break;
-				int e = s + 32 * k;
-				int4 a = *(const int4 *)(xr + 16 * (size_t)e);
-				uint32_t h = f ^ (uint32_t)a.x ^ (uint32_t)a.y ^ (uint32_t)a.z ^ (uint32_t)a.w ^
-				    __float_as_uint(dx[(size_t)j * nb + e / 2]);
-				acc[j] = __uint_as_float(__float_as_uint(acc[j]) ^ (h & 0x807FFFFFu));
-			}
-		}
-		return;
-	}
-	if (M <= 2)
-		mv8_ue4m3c2(sc, ws);
-	else	/* the same values by fp32 (the fp16 multiply measured slower here) */
-		mv8_ue4m3c2f(sc, ws);
+	uint32_t f = 0;	/* LO: the loads' xor fold, in place of the arithmetic (a bound) */
 	int p[8], n[8];	/* M <= 2: the positive and negative parts; else p the values */
-#pragma unroll
-	for (int i = 0; i < 4; i++)
+	if constexpr (LO)
+		f = c[0] ^ c[1] ^ c[2] ^ c[3] ^ sc;
+	else {
 		if (M <= 2)
-			mv8_fp4pn(c[i], tab, &p[2 * i], &n[2 * i]);
-		else
-			gpu_fp4x8(c[i], tab.x, tab.y, tab.z, &p[2 * i], &p[2 * i + 1]);
+			mv8_ue4m3c2(sc, ws);
+		else	/* the same values by fp32 (the fp16 multiply measured slower here) */
+			mv8_ue4m3c2f(sc, ws);
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			if (M <= 2)
+				mv8_fp4pn(c[i], tab, &p[2 * i], &n[2 * i]);
+			else
+				gpu_fp4x8(c[i], tab.x, tab.y, tab.z, &p[2 * i], &p[2 * i + 1]);
+	}
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		const int8_t *xr = q + (size_t)j * nb * 32;
@@ -413,6 +400,12 @@ mv8_nv(const uint8_t *wr, int nsub, int s, bool two, int nb, const int8_t *__res
 				break;
 			int e = s + 32 * k;	/* the sub-block: values 16 e .. */
 			int4 a = *(const int4 *)(xr + 16 * (size_t)e);
+			if constexpr (LO) {
+				uint32_t h = f ^ (uint32_t)a.x ^ (uint32_t)a.y ^ (uint32_t)a.z ^
+				    (uint32_t)a.w ^ __float_as_uint(dx[(size_t)j * nb + e / 2]);
+				acc[j] = __uint_as_float(__float_as_uint(acc[j]) ^ (h & 0x807FFFFFu));
+				continue;
+			}
 			int i = __dp4a(p[4 * k], a.x, (int)tab.w);
 			i = __dp4a(p[4 * k + 1], a.y, i), i = __dp4a(p[4 * k + 2], a.z, i);
 			i = __dp4a(p[4 * k + 3], a.w, i);
