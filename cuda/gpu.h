@@ -209,8 +209,9 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * the last bits).  NVFP4 has one form (16-value sub-blocks, lane l taking
  * sub-blocks l and l + 32 of each 64).  GPU_MV8_LOADS, for the bench's
  * bound alone: NVFP4's kernel at m = 1 or 4 with its loads as they are and
- * an xor fold in place of the arithmetic (the sums are garbage; other m
- * and types fail or run as GPU_MV8_AUTO).
+ * an xor fold in place of the arithmetic (the sums are garbage; NVFP4 at
+ * another m fails; rows not 8-byte aligned and the other types run as
+ * GPU_MV8_AUTO).
  */
 enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE2 = 3,
 	GPU_MV8_LOADS = 4 };
