@@ -2915,7 +2915,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	/* (LANE2: Q8_0 only; NVFP4's kernel with its loads alone, an xor fold for
 	 * the arithmetic: m = 1 and 4, the bound of the kernel's memory side) */
 	const int *md = t == QUANT_NVFP4 ? mn : mq;
-	int nv = qk ? 3 : t == QUANT_NVFP4 ? 2 : t == QUANT_Q8_0 ? 5 : 4, f32 = gpu_can_matvec(t);
+	int f32 = gpu_can_matvec(t);
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
@@ -2923,8 +2923,8 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[6] = { 0 };
-		if (t == QUANT_NVFP4)
-			nv = ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;
+		int nv = qk ? 3 : t == QUANT_Q8_0 ? 5 : t != QUANT_NVFP4 ? 4 :
+		    ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;	/* (f32 x and how[] in use) */
 		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));

@@ -735,6 +735,7 @@ gpu_mirror_drop(struct gpu *g, const void *w)
 		if (w == NULL || g->mir[i].w == w) {
 			cudaFree(g->mir[i].bf);
 			g->mir[i--] = g->mir[--g->nmir];
+			g->gen++;	/* device memory freed: graphs reading it are stale */
 		}
 	if (w == NULL) {
 		free(g->mir);
@@ -751,6 +752,8 @@ gpu_tune_mirror(struct gpu *g, int on)
 		cudaStreamSynchronize(g->stream);	/* (a GEMM may still read one) */
 		gpu_mirror_drop(g, NULL);
 	}
+	if (on != g->mirror)
+		g->gen++;	/* other reads of the weights: recorded graphs are stale */
 	g->mirror = on;
 	return 0;
 }
