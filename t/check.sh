@@ -3,7 +3,7 @@
 #   unit tests (normal and ASan+UBSan builds), fuzz-corpus replays under the
 #   sanitizers, bats for every binary (CPU only: gpu-tagged tests are skipped),
 #   mandoc -Tlint on every man page, and a bounded libFuzzer run when clang is here.
-# MEMRA_REQUIRE_PEERS=1 (set by .ci/run) turns a missing peer package into a failure.
+# MEMRA_REQUIRE_PEERS=1 (set by t/all.sh) turns a missing peer package into a failure.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
 pass=0 fail=0 failed=""

@@ -22,7 +22,7 @@ need_py() {
 
 # need_llama_cpp: the llama.cpp peer (llama-cpp-python's ctypes bindings).
 # The libraries t/peer/llamacpp-build.sh built from the sdist in
-# build/peer-cache (.ci/run builds them) come first; else a pip-installed
+# build/peer-cache (t/all.sh builds them) come first; else a pip-installed
 # llama_cpp.  Skips when neither imports, fails under MEMRA_REQUIRE_PEERS=1.
 need_llama_cpp() {
 	local d

@@ -1,7 +1,7 @@
 bats_require_minimum_version 1.5.0
 # lib/quant against its peers, byte for byte, through build/t/tools/quant-cli:
 # gguf-py's quants module, and ggml's own reference C (built from the
-# llama-cpp-python sdist that .ci/run downloads into build/peer-cache).
+# llama-cpp-python sdist that t/all.sh downloads into build/peer-cache).
 setup() {
 	load helper
 	CLI=$TOP/build/t/tools/quant-cli
@@ -15,7 +15,7 @@ ggml_peer() {
 	PEER=$(sh "$TOP/t/peer/ggml-ref.sh" "$TOP/build/peer") || st=$?
 	if [ "$st" -eq 3 ]; then
 		[ "${MEMRA_REQUIRE_PEERS:-0}" = 1 ] && { echo "llama-cpp-python sdist missing" >&2; return 1; }
-		skip "llama-cpp-python sdist not in build/peer-cache (.ci/run downloads it)"
+		skip "llama-cpp-python sdist not in build/peer-cache (t/all.sh downloads it)"
 	fi
 	[ "$st" -eq 0 ]
 }

@@ -192,7 +192,7 @@ print("same" if key(a) == key(b) else "differ", len(a["model"]["vocab"]))' "$BAT
 }
 
 # llama.cpp's own tokenizer: need_llama_cpp (t/helper.bash) finds the peer that
-# t/peer/llamacpp-build.sh builds from the sdist (.ci/run does).
+# t/peer/llamacpp-build.sh builds from the sdist (t/all.sh does).
 @test "SmolLM2 GGUF equals llama.cpp's tokenizer" {
 	need_llama_cpp
 	g=$(smollm2)
@@ -211,7 +211,7 @@ print("same" if key(a) == key(b) else "differ", len(a["model"]["vocab"]))' "$BAT
 }
 
 # llama.cpp's tokenizer test vectors: models/ggml-vocab-* of the vendored
-# llama.cpp in the llama-cpp-python sdist (.ci/run downloads it), extracted to
+# llama.cpp in the llama-cpp-python sdist (t/all.sh downloads it), extracted to
 # build/.  Their .out files are HF tokenizers' ids of each .inp text.
 ggml_vocab_dir() {
 	local cache=${MEMRA_PEER_CACHE:-$TOP/build/peer-cache} sdist base

@@ -1,6 +1,6 @@
 #!/bin/sh
 # llamacpp-src.sh: cut llama.cpp's source out of the llama-cpp-python sdist
-# (build/peer-cache, where .ci/run downloads it) into a tarball small enough
+# (build/peer-cache, where t/all.sh downloads it) into a tarball small enough
 # to carry to the device: .gpuwork/llamacpp-src.tar.gz (.gpuwork/ is ignored
 # by git; name it in the device call's carry).  It holds what the libraries
 # and llama-bench build from (CMakeLists.txt, cmake/, include/, src/,

@@ -2,7 +2,7 @@
 # ggml-ref.sh OUT: build OUT/ggml-peer, ggml's reference (de)quantizers from
 # the ggml-quants.c that the llama-cpp-python sdist vendors, driven by
 # t/peer/ggml-peer.c.  The sdist is looked for in $MEMRA_PEER_CACHE (default
-# build/peer-cache, where .ci/run downloads it).  Exit 0 built (prints the
+# build/peer-cache, where t/all.sh downloads it).  Exit 0 built (prints the
 # binary's path), 3 no sdist, 1 build failed.
 #
 # Built with -ffp-contract=off (as our -std=c11 build is) and -DNDEBUG (as a

@@ -4,7 +4,7 @@
 # the sdist's pure-Python ctypes bindings, so that `import llama_cpp` works
 # without `pip install llama-cpp-python` (which builds all of llama.cpp's
 # tools too).  The sdist is looked for in $MEMRA_PEER_CACHE (default
-# build/peer-cache, where .ci/run downloads it); the result goes to
+# build/peer-cache, where t/all.sh downloads it); the result goes to
 # $MEMRA_PEER_CACHE/llamacpp-VERSION/ and a second run is instant.
 #
 # On success prints the environment to use, one export a line:
