@@ -188,7 +188,7 @@ int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
  * Benchmark and check seam for the K-quant products of gpu_matvec_q8:
  * lanes of a warp per super-block, 4 or 8, or 0 (the default) for each
  * type's own, gpu_qk_lanes(t): 8 for Q6_K, 4 for Q4_K and Q5_K, the faster
- * on the H200 (bench/2026-12-01-s9-run4-*: Q6_K by 8 lanes 1.25-1.3x at
+ * on the H200 (bench/2026-12-01/2026-12-01-s9-run4-*: Q6_K by 8 lanes 1.25-1.3x at
  * m = 1 and 1.3-2.2x at m = 4 on 4096x4096, 12288x4096 and 4096x12288;
  * Q4_K and Q5_K mixed, 4 lanes mostly ahead at m = 1).  Each is
  * batch-invariant; the two may differ in the last bits (another order of

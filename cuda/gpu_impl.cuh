@@ -157,13 +157,13 @@ pdl_enter(void)
  * even on memory a kernel still writes (it would only waste the
  * bandwidth).  Off by default (0 bytes): on the H200 whole rows cost more
  * than they gave (9B decode 302.2 against 328.9 tok/s Q8_0, 399.2 against
- * 406.2 NVFP4, A B B A of the two builds, bench/2026-12-01-s6-run3-*; the
+ * 406.2 NVFP4, A B B A of the two builds, bench/2026-12-01/2026-12-01-s6-run3-*; the
  * ~4200 warps of a product's first wave asking for rows of 12288 want
  * 55 MB, more than L2, and the products keep the memory busy anyway).
  * A build with MEMRA_PDL_PREFETCH=2048 (the first unrolled step of the
  * product loops, 8.6 MB in all) is tools/gpu-run.sh's GPU_RUN_PF_ABBA:
  * 9B decode 332.5 against 330.6 tok/s Q8_0, 449.4 against 465.7 NVFP4
- * (bench/2026-12-02-s11-run5-*), so still off.
+ * (bench/2026-12-02/2026-12-02-s11-run5-*), so still off.
  */
 #ifndef MEMRA_PDL_PREFETCH
 #define MEMRA_PDL_PREFETCH 0

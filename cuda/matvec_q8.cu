@@ -365,7 +365,7 @@ mv8_nv(const uint8_t *wr, int nsub, int s, bool two, int nb, const int8_t *__res
 		if (k == 1 && !two)
 			break;
 		if (A && M <= 2)	/* past L1, which then keeps x (measured with a lane's
-					 * 32 codes a load: bench/2026-12-02-s10-run7-*) */
+					 * 32 codes a load: bench/2026-12-02/2026-12-02-s10-run7-*) */
 			asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
 			    : "=r"(c[2 * k]), "=r"(c[2 * k + 1]) : "l"(w));
 		else if (A) {
@@ -591,7 +591,7 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
 }
 
 /* Q8_0's lanes a block by default: 1 or 2 (GPU_MV8_LANE2's form).  Two,
- * from the H200's bench i8 lines (bench/2026-12-01-s5-run9-*): m = 1 17.4
+ * from the H200's bench i8 lines (bench/2026-12-01/2026-12-01-s5-run9-*): m = 1 17.4
  * / 17.6 us on 12288x4096 / 4096x12288 (one lane 17.0 / 17.6), m = 4 22.9 /
  * 21.2 (28.6 / 26.7).  One layout for every m: batch invariance.  NVFP4
  * has one form, by sub-blocks on the GPU layout (mv8_nv). */

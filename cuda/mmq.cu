@@ -22,7 +22,7 @@
  * CPU's numerics for cuBLAS: x's int8 values times their scales and the
  * weights dequantized, each rounded to bf16, cublasGemmEx with fp32 sums on
  * tensor cores (2-3x the int8 kernel's speed on the 9B shapes, where the
- * per-block scale products bound it: bench/2026-12-01-s8-cuda-notes.md).
+ * per-block scale products bound it: bench/2026-12-01/2026-12-01-s8-cuda-notes.md).
  * gpu_gemm_bf16 serves gpu_matmul's other quantized types too.
  */
 #include "gpu_impl.cuh"

@@ -865,7 +865,7 @@ struct topk_row {
 };
 
 #define TOPK_T	256		/* threads of a pass or gather block */
-#define TOPK_B	256		/* blocks a row (bench/2026-12-01-s9-cuda-notes.md: 64 -> 256) */
+#define TOPK_B	256		/* blocks a row (bench/2026-12-01/2026-12-01-s9-cuda-notes.md: 64 -> 256) */
 #define TOPK_U	4		/* loads in flight a thread */
 
 /* Add each lane's digit bin (-1: none) to h, one atomic per distinct bin. */
@@ -1117,7 +1117,7 @@ draw_weight(float x, int64_t i, const struct draw_arg &a, const struct draw_see 
 }
 
 #define DRAW_T	256		/* threads of a block */
-#define DRAW_B	256		/* blocks (bench/2026-12-01-s9-cuda-notes.md: 64 -> 256) */
+#define DRAW_B	256		/* blocks (bench/2026-12-01/2026-12-01-s9-cuda-notes.md: 64 -> 256) */
 
 /* 1 in the block's last thread block to finish (a ticket), after its
  * global sums are out. */

@@ -169,7 +169,7 @@ PY
 }
 
 # A llama GGUF runs with llama.cpp's CPU numerics (its x86 AVX-512 build, where the goldens were
-# made; the ops are in bench/2026-12-01-llamacpp-numerics.md): Q8_0/Q8_1 activations as its
+# made; the ops are in bench/2026-12-01/2026-12-01-llamacpp-numerics.md): Q8_0/Q8_1 activations as its
 # quantize_row, RMSNorm summed in double, its RoPE angles, its exp in SiLU and softmax, and the
 # attention sums in the orders of its kernels, sgemm's for a prompt batch and vec_dot's for one
 # row.  Measured with tools/llamacpp-compare.py: along llama.cpp's path of all 8 prompts, as one

@@ -4,7 +4,8 @@
 # backend op by op, and on model A when models/A is present), its self-test,
 # the greedy gate on model A (GPU = CPU = refs, step and prefill), a short
 # decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
-# to $OUT (or a temporary directory); a short table is printed last.
+# to $OUT (or a temporary directory); a short table is printed last.  Logs kept
+# as receipts are copied into bench/YYYY-MM-DD/ (bench/README.md).
 #   usage: sh tools/gpu-run.sh [all|bench|gates|speed|smol]  ("bench": skip the checks,
 #   "gates": skip the benchmark, "speed": only the GPU_RUN_9B/27B/PEER stages,
 #   "smol": only the GPU_RUN_SMOL stage)

@@ -1,5 +1,7 @@
 #!/bin/sh
 # matvec-tsv.sh: turn a `kernel-check --bench` log into bench/ TSV rows
+# (for bench/DATE/DATE-topic.tsv, with the log copied beside it: the log
+# column holds its base name)
 # (DESIGN.md columns; median = GB/s of weights read, peer = the measured
 # device-to-device copy, ratio = median / copy).
 #   usage: sh tools/matvec-tsv.sh LOG DATE COMMIT [header]

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """speed-tsv.py: TSV receipt rows (DESIGN.md's columns) from model-bench logs.
 
-    python3 tools/speed-tsv.py DATE COMMIT LOG [LABEL [COPY_GBS]] >> bench/DATE-topic.tsv
+    python3 tools/speed-tsv.py DATE COMMIT LOG [LABEL [COPY_GBS]] >> bench/DATE/DATE-topic.tsv
 
 LOG is a speed-9b log of tools/gpu-run.sh (GPU_RUN_9B=1): '== TYPE' headers,
-then model-bench lines.  LABEL goes into the scenario column (e.g. "f32x").
+then model-bench lines.  Its base name goes into the log column: copy it into
+bench/DATE/ beside the TSV.  LABEL goes into the scenario column (e.g. "f32x").
 COPY_GBS: the device copy bandwidth model-bench was given (-B; default
 3943.6, kernel-check --bench on the H200 of these runs).
 """
