@@ -62,13 +62,17 @@ install_debs() {
 		die "missing Debian packages: $pkgs (not root: run 'sudo $how')"
 	fi
 	command -v apt-get >/dev/null 2>&1 || die "missing: $pkgs (no apt-get here: install their equivalents)"
-	echo "$prog: installing $pkgs" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	$sudo apt-get update -qq >/dev/null 2>&1 &&
-	    $sudo apt-get install -y -qq --no-install-recommends $pkgs >/dev/null 2>&1 ||
-		die "apt-get install $pkgs: failed (no network? run it by hand to see why)"
-	pkgs=$(missing_debs | sort -u | tr '\n' ' ' | sed 's/ $//')
-	[ -z "$pkgs" ] || die "still missing after apt-get: $pkgs"
+	$sudo apt-get update -qq >/dev/null 2>&1 || die "apt-get update: failed (no network?)"
+	# twice: clang's fuzzer runtime and python3-venv are checked once clang and python3 exist
+	for round in 1 2; do
+		echo "$prog: installing $pkgs" >&2
+		$sudo apt-get install -y -qq --no-install-recommends $pkgs >/dev/null 2>&1 ||
+			die "apt-get install $pkgs: failed (run it by hand to see why)"
+		pkgs=$(missing_debs | sort -u | tr '\n' ' ' | sed 's/ $//')
+		[ -z "$pkgs" ] && return 0
+	done
+	die "still missing after apt-get: $pkgs"
 }
 
 # The peers in build/venv; reinstalled only when the requirements change.
