@@ -507,7 +507,8 @@ text_tool(const struct opts *o, const char *path, char *text, size_t len)
 		rc = o->text_tool == 'k' ? tokenize(tok, o, text, len, err) :
 		    o->text_tool == 'D' ? detokenize(tok, text, err) :
 		    render_template(md, tok, text, len, err);
-	}
+	} else if (err[0] == '\0')
+		util_err(err, "%s: no tokenizer", model_path(md));
 	if (rc != 0)
 		warnmsg("%s", err[0] ? err : "out of memory");
 	tokenizer_free(tok);

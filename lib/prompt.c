@@ -16,7 +16,8 @@ static const char *const end_tokens[] = {
 };
 
 struct prompt {
-	struct tokenizer *tok;
+	struct model *m;
+	struct tokenizer *tok;	/* NULL: the model has none, ids only */
 	struct chat *chat;	/* NULL: raw */
 	int32_t	stop[16];
 	int	n_stop;
@@ -41,6 +42,8 @@ find_stops(struct prompt *p, struct model *m)
 
 	for (int i = 0; i < n; i++)
 		add_stop(p, ids[i]);
+	if (p->tok == NULL)
+		return 0;
 	add_stop(p, tokenizer_eos(p->tok));
 	for (size_t i = 0; i < sizeof end_tokens / sizeof end_tokens[0]; i++) {
 		int32_t id = tokenizer_find(p->tok, end_tokens[i], strlen(end_tokens[i]));
@@ -61,9 +64,14 @@ prompt_new(struct model *m, enum prompt_mode mode, char *err)
 		util_err(err, "out of memory");
 		return NULL;
 	}
-	if ((p->tok = model_tokenizer(m, err)) == NULL)
+	p->m = m;
+	if ((p->tok = model_tokenizer(m, err)) == NULL && err[0] != '\0')
 		goto fail;
-	if (mode != PROMPT_RAW) {
+	if (p->tok == NULL && mode == PROMPT_CHAT) {
+		util_err(err, "no tokenizer, so no chat template to apply");
+		goto fail;
+	}
+	if (p->tok != NULL && mode != PROMPT_RAW) {
 		tmpl = model_chat_template(m, err);
 		if (tmpl == NULL && err[0] != '\0')
 			goto fail;
@@ -149,6 +157,10 @@ prompt_encode(const struct prompt *p, const char *text, size_t len, size_t *n, c
 	char *r;
 	int32_t *ids;
 
+	if (p->tok == NULL) {
+		util_err(err, "%s: no tokenizer: give the prompt as token ids", model_path(p->m));
+		return NULL;
+	}
 	if (p->chat == NULL)
 		return tokenizer_encode(p->tok, text, len,
 		    TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL, n, err);

@@ -18,21 +18,25 @@ struct prompt;
 /*
  * The prompt maker for model m.  PROMPT_AUTO is chat when the model has a
  * template, raw otherwise; PROMPT_CHAT without a template is an error.
- * NULL with the reason in err (UTIL_ERRLEN); prompt_free frees (NULL is a
- * no-op); m must outlive it.
+ * A model without a tokenizer (see model_tokenizer) gets a prompt maker
+ * for token ids only: no template, prompt_tokenizer NULL, text refused by
+ * prompt_encode, and PROMPT_CHAT an error.  NULL with the reason in err
+ * (UTIL_ERRLEN); prompt_free frees (NULL is a no-op); m must outlive it.
  */
 struct prompt *prompt_new(struct model *m, enum prompt_mode mode, char *err);
 void	prompt_free(struct prompt *);
 
 /* 1 when the template is applied. */
 int	prompt_is_chat(const struct prompt *);
+/* The model's tokenizer, owned by the prompt; NULL when it has none. */
 const struct tokenizer *prompt_tokenizer(const struct prompt *);
 
 /*
  * The ids of len bytes of text: a chat prompt is rendered and its special
  * tokens parsed; a raw one gets BOS/EOS as the vocabulary asks and its
  * special tokens parsed too.  malloc'd [*n] (caller frees), or NULL with
- * the reason in err.
+ * the reason in err ("MODEL: no tokenizer: give the prompt as token ids"
+ * when the model has none).
  */
 int32_t	*prompt_encode(const struct prompt *, const char *text, size_t len, size_t *n,
 	    char *err);

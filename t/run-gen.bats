@@ -272,6 +272,21 @@ PY
 	grep -q '^prompt tokens=' "$BATS_TEST_TMPDIR/both"
 }
 
+# --- token-id prompts, models without a tokenizer ---
+
+@test "a model without a tokenizer refuses a text prompt and the text tools with 1, saying so" {
+	m=$DATA/tiny/q35-r2	# an HF checkpoint without tokenizer.json
+	run -1 --separate-stderr run-gen --raw -n 2 -t 2 "$m" "hi"
+	[[ $stderr == "run-gen: $m: no tokenizer: give "*"token ids"* ]]
+	[ -z "$output" ]
+	run -1 --separate-stderr run-gen --chat -n 2 -t 2 "$m" "hi"
+	[ "$stderr" = "run-gen: $m: no tokenizer, so no chat template to apply" ]
+	run -1 --separate-stderr run-gen --tokenize "$m" "hi"
+	[ "$stderr" = "run-gen: $m: no tokenizer" ]
+	run -1 --separate-stderr run-gen --detokenize "$m" <<<'1 2'
+	[ "$stderr" = "run-gen: $m: no tokenizer" ]
+}
+
 # --- the text tools: tokenizer and chat template, no weights ---
 
 # a text with prose, code, CJK, emoji, digits, CRLF and a special token
