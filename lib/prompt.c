@@ -193,3 +193,51 @@ prompt_encode_chat(const struct prompt *p, const struct json *ctx, char **text, 
 		free(r);
 	return ids;
 }
+
+/* A JSON value for a message: a number's literal, else its type */
+static const char *
+what(const struct json *j)
+{
+	static const char *const names[] = { "null", "false", "true", "number", "a string",
+	    "an array", "an object" };
+
+	return j->type == JSON_NUMBER ? j->str : names[j->type];
+}
+
+int32_t *
+prompt_ids_json(const struct json *arr, int32_t n_vocab, size_t *n, char *err)
+{
+	int32_t *ids;
+
+	if (arr == NULL || arr->type != JSON_ARRAY) {
+		util_err(err, "\"prompt\": not an array of token ids");
+		return NULL;
+	}
+	if (arr->n == 0) {
+		util_err(err, "\"prompt\": an empty array of token ids");
+		return NULL;
+	}
+	if ((ids = malloc(arr->n * sizeof *ids)) == NULL) {
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < arr->n; i++) {
+		const struct json *v = &arr->items[i];
+
+		if (v->type != JSON_NUMBER || !v->is_int) {
+			util_err(err, "\"prompt\"[%zu]: %.40s is not an integer token id", i,
+			    what(v));
+			free(ids);
+			return NULL;
+		}
+		if (v->i < 0 || v->i >= n_vocab) {
+			util_err(err, "\"prompt\"[%zu]: id %lld is outside the vocabulary "
+			    "(%d tokens)", i, (long long)v->i, (int)n_vocab);
+			free(ids);
+			return NULL;
+		}
+		ids[i] = (int32_t)v->i;
+	}
+	*n = arr->n;
+	return ids;
+}

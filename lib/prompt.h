@@ -52,6 +52,19 @@ struct json;
 int32_t	*prompt_encode_chat(const struct prompt *, const struct json *ctx, char **text,
 	    size_t *n, char *err);
 
+/*
+ * The prompt of a request given as token ids (OpenAI's and --jsonl's
+ * "prompt": [ids]): arr must be a non-empty JSON array of integers, each
+ * in 0..n_vocab-1, used as they are (no template, no BOS).  malloc'd [*n]
+ * (caller frees), or NULL with one of these in err (UTIL_ERRLEN):
+ *   "prompt": not an array of token ids
+ *   "prompt": an empty array of token ids
+ *   "prompt"[I]: X is not an integer token id  (X: the number, or the type)
+ *   "prompt"[I]: id V is outside the vocabulary (N tokens)
+ * Needs no model or prompt maker: a server calls it on the request it parsed.
+ */
+int32_t	*prompt_ids_json(const struct json *arr, int32_t n_vocab, size_t *n, char *err);
+
 /* The tokens that end generation: EOS and the end-of-turn tokens the
  * vocabulary has; [*n], owned by the prompt. */
 const int32_t *prompt_stop_ids(const struct prompt *, int *n);
