@@ -38,27 +38,34 @@ struct gen {
 	float	*lg;		/* [nv] logits, backend_host_alloc'd */
 };
 
+struct req {		/* one request's settings: the command line's, then its JSON's */
+	struct sample_params sp;
+	int	n;		/* new tokens at most */
+	int	ignore_eos;	/* stop tokens do not end it */
+};
+
 struct result {
 	int32_t	*ids;		/* [n_gen] */
 	int	n_gen, n_prompt;
 	double	prefill_s, decode_s, ttft_s;
 	const char *gate;
-	char	*text;		/* --jsonl: the text */
+	char	*text;		/* --jsonl: the text (NULL: no tokenizer) */
 	size_t	text_len;
 };
 
 static int
 usage(FILE *fp, int status)
 {
-	fprintf(fp, "usage: %s [--chat | --raw] [--ids] [--jsonl] [-n N] [--temp T] [--top-k K]\n"
-	    "       [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
-	    "       [--device cpu|cuda[:N]] [--kv-type f32|f16] [-f FILE] model [prompt]\n"
+	fprintf(fp, "usage: %s [--chat | --raw] [--ids] [--jsonl] [-n N] [--ignore-eos] [--temp T]\n"
+	    "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N]\n"
+	    "       [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16] [-f FILE] model [prompt]\n"
 	    "       %s --tokenize [--special] | --detokenize | --template [-f FILE] model [input]\n",
 	    prog, prog);
 	if (fp == stdout)
 		fputs("  --chat               apply the model's chat template (default when it has one)\n"
 		    "  --raw                send the text as is\n"
 		    "  -n N                 new tokens at most (128)\n"
+		    "  --ignore-eos         stop tokens do not end generation (N tokens)\n"
 		    "  --temp T             sampling temperature; 0 is greedy (the default)\n"
 		    "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
 		    "  --ctx N              context positions (default: prompt + N)\n"
@@ -66,7 +73,8 @@ usage(FILE *fp, int status)
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
 		    "  --ids                print the generated token ids instead of text\n"
-		    "  --jsonl              JSON requests on stdin, one JSON result per line\n"
+		    "  --jsonl              JSON requests on stdin, one JSON result per line;\n"
+		    "                       {\"prompt\": \"text\"} or {\"prompt\": [token ids]}\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  --tokenize           print the input text's token ids, one a line\n"
 		    "  --special            --tokenize: special tokens in the text are tokens\n"
@@ -131,20 +139,26 @@ is_stop(const int32_t *stop, int n_stop, int32_t t)
 	return 0;
 }
 
-/* Sample and feed tokens after the prefill's logits lg; text to out. */
+/* Sample and feed tokens after the prefill's logits lg; text to out (none
+ * when the model has no tokenizer). */
 static int
-decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int n, int n_new,
-    float *lg, FILE *out, struct result *r, char *err)
+decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int n,
+    const struct req *q, float *lg, FILE *out, struct result *r, char *err)
 {
-	int n_stop, ctx = state_config(st)->n_ctx;
+	int n_stop, ctx = state_config(st)->n_ctx, n_new = q->n;
 	const int32_t *stop = prompt_stop_ids(g->pr, &n_stop);
-	struct tokenizer_stream *ts = tokenizer_stream_new(prompt_tokenizer(g->pr), 0);
+	const struct tokenizer *tok = prompt_tokenizer(g->pr);
+	struct tokenizer_stream *ts = tok != NULL ? tokenizer_stream_new(tok, 0) : NULL;
 	double t0 = util_now();
 	const char *s;
 	size_t len;
 	int rc = 0;
 	int32_t t = -1;	/* the first from the prefill's logits, then model_forward_next's */
 
+	if (tok != NULL && ts == NULL)
+		return util_err(err, "out of memory");
+	if (ts == NULL)
+		out = NULL;
 	while (r->n_gen < n_new) {
 		if (r->n_gen == 0 && (t = sample_next(smp, lg, hist, n, 0, n)) < 0) {
 			rc = util_err(err, "position %d: no finite logit", n);
@@ -152,7 +166,7 @@ decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int 
 		}
 		if (r->n_gen == 0)
 			r->ttft_s = r->prefill_s + util_now() - t0;
-		if (is_stop(stop, n_stop, t))
+		if (!q->ignore_eos && is_stop(stop, n_stop, t))
 			break;
 		hist[n + r->n_gen] = r->ids[r->n_gen] = t;
 		r->n_gen++;
@@ -178,21 +192,18 @@ decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int 
 	return rc;
 }
 
-/* One request: prompt text to r (text streamed to out when not NULL). */
+/* One request: the prompt's n ids to r (text streamed to out when not NULL). */
 static int
-generate(struct gen *g, const char *text, size_t tlen, const struct sample_params *sp,
-    int n_new, FILE *out, struct result *r, char *err)
+generate(struct gen *g, const int32_t *ids, size_t n, const struct req *q, FILE *out,
+    struct result *r, char *err)
 {
-	size_t n;
-	int32_t *ids = prompt_encode(g->pr, text, tlen, &n, err), *hist = NULL;
-	int ctx, rc = -1;
+	int32_t *hist = NULL;
+	int ctx, rc = -1, n_new = q->n;
 	struct state *st = NULL;
 	struct sampler *smp = NULL;
 	float *lg = g->lg;
 	double t0;
 
-	if (ids == NULL)
-		goto out;
 	r->n_prompt = n;
 	if (n == 0) {
 		util_err(err, "the prompt has no tokens");
@@ -204,7 +215,7 @@ generate(struct gen *g, const char *text, size_t tlen, const struct sample_param
 		goto out;
 	}
 	if ((st = model_state_new(g->m, ctx, 0, err)) == NULL ||
-	    (smp = sample_new(sp, g->nv, err)) == NULL ||
+	    (smp = sample_new(&q->sp, g->nv, err)) == NULL ||
 	    (hist = malloc((size_t)(ctx + 1) * sizeof *hist)) == NULL ||
 	    (r->ids = malloc((size_t)(n_new + 1) * sizeof *r->ids)) == NULL)
 		goto out;
@@ -221,13 +232,13 @@ generate(struct gen *g, const char *text, size_t tlen, const struct sample_param
 		util_err(err, "argmax gate: MISMATCH");
 		goto out;
 	}
-	rc = decode(g, st, smp, hist, n, n_new, lg, out, r, err);
+	rc = decode(g, st, smp, hist, n, q, lg, out, r, err);
 out:
 	if (rc != 0 && err[0] == '\0')
 		util_err(err, "out of memory");
 	state_free(st);
 	sample_free(smp);
-	free(ids), free(hist);
+	free(hist);
 	return rc;
 }
 
@@ -250,9 +261,12 @@ print_ids(FILE *fp, const struct result *r, const char *sep)
 static int
 one(struct gen *g, const char *text, size_t len)
 {
+	struct req q = { g->o->go.sp, g->o->go.n, g->o->go.ignore_eos };
 	struct result r = { 0 };
 	char err[UTIL_ERRLEN] = "";
-	int rc = generate(g, text, len, &g->o->go.sp, g->o->go.n, g->o->ids ? NULL : stdout, &r, err);
+	size_t n;
+	int32_t *ids = prompt_encode(g->pr, text, len, &n, err);
+	int rc = ids == NULL ? -1 : generate(g, ids, n, &q, g->o->ids ? NULL : stdout, &r, err);
 
 	if (rc == 0) {
 		if (g->o->ids)
@@ -262,52 +276,105 @@ one(struct gen *g, const char *text, size_t len)
 		stats(&r);
 	} else
 		warnmsg("%s", err);
-	free(r.ids);
+	free(r.ids), free(ids);
 	return rc == 0 ? 0 : 1;
 }
 
-/* A request's sampling fields over the command line's. */
-static int
-request_params(const struct json *q, const struct opts *o, struct sample_params *sp, int *n,
-    char *err)
+/* A request's prompt: a string the prompt maker encodes, or token ids as
+ * they are; malloc'd [*n], or NULL with err. */
+static int32_t *
+request_prompt(const struct gen *g, const struct json *q, size_t *n, char *err)
 {
+	const struct json *p = json_get(q, "prompt");
+
+	if (p != NULL && p->type == JSON_ARRAY)
+		return prompt_ids_json(p, g->nv, n, err);
+	if (p == NULL || p->type != JSON_STRING) {
+		util_err(err, "request has no \"prompt\" string or array of token ids");
+		return NULL;
+	}
+	return prompt_encode(g->pr, p->str, p->n, n, err);
+}
+
+/* A request's fields over the command line's. */
+static int
+request_params(const struct json *j, const struct opts *o, struct req *q, char *err)
+{
+	struct sample_params *sp = &q->sp;
 	double v;
 	int64_t i;
 
 	*sp = o->go.sp;
-	*n = o->go.n;
-	if (json_get(q, "prompt") == NULL || json_get(q, "prompt")->type != JSON_STRING)
-		return util_err(err, "request has no \"prompt\" string");
-	if (json_get_i64(q, "n", &i) == 0) {
+	q->n = o->go.n;
+	q->ignore_eos = o->go.ignore_eos;
+	if (j->type != JSON_OBJECT)
+		return util_err(err, "request is not a JSON object");
+	if (json_get_i64(j, "n", &i) == 0) {
 		if (i < 1 || i > 1000000)
 			return util_err(err, "\"n\" %lld: out of range 1..1000000", (long long)i);
-		*n = i;
+		q->n = i;
 	}
-	if (json_get_num(q, "temp", &v) == 0 || json_get_num(q, "temperature", &v) == 0)
+	if (json_get(j, "ignore_eos") != NULL &&
+	    json_get_bool(j, "ignore_eos", &q->ignore_eos) != 0)
+		return util_err(err, "\"ignore_eos\": not true or false");
+	if (json_get_num(j, "temp", &v) == 0 || json_get_num(j, "temperature", &v) == 0)
 		sp->temp = v;
-	if (json_get_i64(q, "top_k", &i) == 0)
+	if (json_get_i64(j, "top_k", &i) == 0)
 		sp->top_k = i;
-	if (json_get_num(q, "top_p", &v) == 0)
+	if (json_get_num(j, "top_p", &v) == 0)
 		sp->top_p = v;
-	if (json_get_num(q, "min_p", &v) == 0)
+	if (json_get_num(j, "min_p", &v) == 0)
 		sp->min_p = v;
-	if (json_get_num(q, "repeat_penalty", &v) == 0)
+	if (json_get_num(j, "repeat_penalty", &v) == 0)
 		sp->repeat_penalty = v;
-	if (json_get_i64(q, "seed", &i) == 0)
+	if (json_get_i64(j, "seed", &i) == 0)
 		sp->seed = i;
 	return 0;
 }
 
+/* The result line: "text" only where the model has a tokenizer */
 static void
 put_result(FILE *fp, const struct result *r)
 {
-	fputs("{\"text\": ", fp);
-	json_put_str(fp, r->text ? r->text : "", r->text_len, 0);
-	fputs(", \"ids\": [", fp);
+	fputc('{', fp);
+	if (r->text != NULL) {
+		fputs("\"text\": ", fp);
+		json_put_str(fp, r->text, r->text_len, 0);
+		fputs(", ", fp);
+	}
+	fputs("\"ids\": [", fp);
 	print_ids(fp, r, ", ");
 	fprintf(fp, "], \"prompt_tokens\": %d, \"gate\": \"%s\", \"prefill_s\": %.6f, "
 	    "\"decode_s\": %.6f, \"ttft_s\": %.6f}\n", r->n_prompt, r->gate, r->prefill_s,
 	    r->decode_s, r->ttft_s);
+}
+
+/* One request line of len bytes to r; 0, or -1 with err. */
+static int
+request(struct gen *g, const char *line, size_t len, struct result *r, char *err)
+{
+	struct json *j = json_parse(line, len, err);
+	int32_t *ids = NULL;
+	FILE *mem = NULL;
+	struct req q;
+	size_t n;
+	int rc = -1;
+
+	if (j == NULL || request_params(j, g->o, &q, err) != 0 ||
+	    (ids = request_prompt(g, j, &n, err)) == NULL)
+		goto out;
+	if (prompt_tokenizer(g->pr) != NULL &&
+	    (mem = open_memstream(&r->text, &r->text_len)) == NULL) {
+		util_err(err, "out of memory");
+		goto out;
+	}
+	rc = generate(g, ids, n, &q, mem, r, err);
+	if (mem != NULL && fclose(mem) != 0 && rc == 0)
+		rc = util_err(err, "out of memory");
+out:
+	json_free(j);
+	free(ids);
+	return rc;
 }
 
 /* One JSON result per request line; a bad request fails its line only. */
@@ -321,24 +388,12 @@ jsonl(struct gen *g)
 
 	while ((len = getline(&line, &cap, stdin)) > 0) {
 		struct result r = { 0 };
-		struct sample_params sp;
-		struct json *q;
-		FILE *mem;
-		int n, rc = -1;
 
 		lineno++;
 		if (strspn(line, " \t\r\n") == (size_t)len)
 			continue;
 		err[0] = '\0';
-		if ((q = json_parse(line, len, err)) != NULL &&
-		    request_params(q, g->o, &sp, &n, err) == 0 &&
-		    (mem = open_memstream(&r.text, &r.text_len)) != NULL) {
-			const struct json *p = json_get(q, "prompt");
-
-			rc = generate(g, p->str, p->n, &sp, n, mem, &r, err);
-			fclose(mem);
-		}
-		if (rc == 0) {
+		if (request(g, line, len, &r, err) == 0) {
 			put_result(stdout, &r);
 			fflush(stdout);
 			stats(&r);
@@ -346,7 +401,6 @@ jsonl(struct gen *g)
 			warnmsg("stdin: line %d: %s", lineno, err[0] ? err : "out of memory");
 			status = 1;
 		}
-		json_free(q);
 		free(r.ids), free(r.text);
 	}
 	free(line);
@@ -507,7 +561,8 @@ text_tool(const struct opts *o, const char *path, char *text, size_t len)
 		rc = o->text_tool == 'k' ? tokenize(tok, o, text, len, err) :
 		    o->text_tool == 'D' ? detokenize(tok, text, err) :
 		    render_template(md, tok, text, len, err);
-	}
+	} else if (err[0] == '\0')
+		util_err(err, "%s: no tokenizer", model_path(md));
 	if (rc != 0)
 		warnmsg("%s", err[0] ? err : "out of memory");
 	tokenizer_free(tok);
@@ -598,6 +653,9 @@ main(int argc, char *argv[])
 		fprintf(stderr, "%s\n", line);
 	if ((g.pr = prompt_new(g.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
+	if (prompt_tokenizer(g.pr) == NULL && !o.go.jsonl)
+		die(1, "%s: no tokenizer: give prompts as token ids (--jsonl {\"prompt\": [ids]})",
+		    argv[0]);
 	g.nv = model_hparams(g.m)->n_vocab;
 	if ((g.lg = model_host_alloc(g.m, g.nv)) == NULL)
 		die(1, "%s", model_errmsg(g.m));

@@ -30,6 +30,7 @@ struct opts {
 struct run {		/* one prompt */
 	int32_t	*ids;	/* [n] prompt */
 	int	n;
+	int	ignore_eos;	/* stop tokens do not end it */
 	int32_t	*want;	/* [n_want] the oracle's tokens */
 	int	n_want;
 };
@@ -48,15 +49,17 @@ struct ctx {
 static int
 usage(FILE *fp, int status)
 {
-	fprintf(fp, "usage: %s [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--temp T]\n"
-	    "       [--seed S] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
+	fprintf(fp, "usage: %s [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--ignore-eos]\n"
+	    "       [--temp T] [--seed S] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
 	    "       [--draft FILE] [-f FILE] model[+draft] [prompt]\n", prog);
 	if (fp == stdout)
 		fputs("  -K K, -K LO-HI       draft depths to try (1-8)\n"
 		    "  -n N                 new tokens per prompt (64)\n"
+		    "  --ignore-eos         stop tokens do not end generation (N tokens)\n"
 		    "  --temp T, --seed S   rejection sampling at temperature T (0: greedy)\n"
 		    "  --chat, --raw        apply the chat template (default when there is one) or not\n"
-		    "  --jsonl              prompts as JSON lines {\"prompt\": ...} on stdin\n"
+		    "  --jsonl              prompts as JSON lines on stdin: {\"prompt\": \"text\"}\n"
+		    "                       or {\"prompt\": [token ids]}\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
@@ -66,10 +69,11 @@ usage(FILE *fp, int status)
 	return status;
 }
 
+/* The index of the first stop token of t[0..n) for run r; n when none. */
 static int
-stop_at(const struct ctx *c, const int32_t *t, int n)
+stop_at(const struct ctx *c, const struct run *r, const int32_t *t, int n)
 {
-	for (int i = 0; i < n; i++)
+	for (int i = 0; !r->ignore_eos && i < n; i++)
 		for (int j = 0; j < c->n_stop; j++)
 			if (t[i] == c->stop[j])
 				return i;
@@ -93,7 +97,7 @@ plain(struct ctx *c, struct run *r, double *secs, char *err)
 	if (model_forward_next(c->m, st, r->ids, n, MODEL_PREFILL, smp, hist, n, 0, n, lg, &t) != 0)
 		goto fail;
 	for (t0 = util_now(); g < c->o->go.n;) {
-		if (stop_at(c, &t, 1) == 0)
+		if (stop_at(c, r, &t, 1) == 0)
 			break;
 		hist[n + g++] = t;
 		if (g < c->o->go.n && model_forward_next(c->m, st, &hist[n + g - 1], 1, 0, smp, hist,
@@ -126,11 +130,11 @@ speculate(struct ctx *c, struct spec *s, const struct run *r, int32_t *out, doub
 
 	if (spec_prefill(s, r->ids, r->n, &out[0]) != 0)
 		return util_err(err, "%s", spec_errmsg(s));
-	for (t0 = util_now(); g < c->o->go.n && stop_at(c, out, g) == g; g += k)
+	for (t0 = util_now(); g < c->o->go.n && stop_at(c, r, out, g) == g; g += k)
 		if ((k = spec_round(s, out + g, c->o->go.n - g)) < 0)
 			return util_err(err, "%s", spec_errmsg(s));
 	*secs = util_now() - t0;
-	g = stop_at(c, out, g);
+	g = stop_at(c, r, out, g);
 	return g;
 }
 
@@ -226,24 +230,49 @@ report(const struct ctx *c, int K, const struct sweep *w, double plain_tps)
 	fflush(stdout);
 }
 
+/* A run of the prompt's n ids (c takes them), or -1 with err. */
 static int
-add_run(struct ctx *c, const char *text, size_t len, char *err)
+add_run(struct ctx *c, int32_t *ids, size_t n, int ignore_eos, char *err)
 {
 	struct run *r;
-	size_t n;
 
-	if ((r = realloc(c->runs, (c->n_runs + 1) * sizeof *r)) == NULL)
+	if ((r = realloc(c->runs, (c->n_runs + 1) * sizeof *r)) == NULL) {
+		free(ids);
 		return util_err(err, "out of memory");
+	}
 	c->runs = r;
-	r += c->n_runs;
+	r += c->n_runs++;
 	memset(r, 0, sizeof *r);
-	if ((r->ids = prompt_encode(c->pr, text, len, &n, err)) == NULL)
-		return -1;
-	c->n_runs++;
+	r->ids = ids;
 	r->n = n;
+	r->ignore_eos = ignore_eos;
 	if (n == 0)
 		return util_err(err, "prompt %d has no tokens", c->n_runs - 1);
 	return 0;
+}
+
+/* The run of one request line: its "prompt" (text or token ids) and "ignore_eos". */
+static int
+add_request(struct ctx *c, const char *line, size_t len, char *err)
+{
+	struct json *q = json_parse(line, len, err);
+	const struct json *p = json_get(q, "prompt");
+	int ignore_eos = c->o->go.ignore_eos;
+	int32_t *ids = NULL;
+	size_t n = 0;
+
+	if (q == NULL)
+		return -1;
+	if (json_get(q, "ignore_eos") != NULL && json_get_bool(q, "ignore_eos", &ignore_eos) != 0)
+		util_err(err, "\"ignore_eos\": not true or false");
+	else if (p != NULL && p->type == JSON_ARRAY)
+		ids = prompt_ids_json(p, c->nv, &n, err);
+	else if (p == NULL || p->type != JSON_STRING)
+		util_err(err, "request has no \"prompt\" string or array of token ids");
+	else
+		ids = prompt_encode(c->pr, p->str, p->n, &n, err);
+	json_free(q);
+	return ids != NULL ? add_run(c, ids, n, ignore_eos, err) : -1;
 }
 
 static int
@@ -255,26 +284,15 @@ read_jsonl(struct ctx *c, char *err)
 	int lineno = 0, rc = 0;
 
 	while (rc == 0 && (len = getline(&line, &cap, stdin)) > 0) {
-		struct json *q;
-		const struct json *p;
-
 		lineno++;
 		if (strspn(line, " \t\r\n") == (size_t)len)
 			continue;
-		if ((q = json_parse(line, len, err)) == NULL ||
-		    (p = json_get(q, "prompt")) == NULL || p->type != JSON_STRING) {
-			if (q != NULL)
-				util_err(err, "request has no \"prompt\" string");
-			rc = -1;
-		} else
-			rc = add_run(c, p->str, p->n, err);
-		if (rc != 0) {
+		if ((rc = add_request(c, line, len, err)) != 0) {
 			char why[UTIL_ERRLEN];
 
 			snprintf(why, sizeof why, "%s", err);
 			util_err(err, "stdin: line %d: %s", lineno, why);
 		}
-		json_free(q);
 	}
 	free(line);
 	if (rc == 0 && c->n_runs == 0)
@@ -381,7 +399,8 @@ main(int argc, char *argv[])
 	struct ctx c = { .o = &o };
 	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	struct model_options mo = { 0 };
-	size_t len = 0;
+	size_t len = 0, n = 0;
+	int32_t *ids;
 	int status, graph_stats;
 
 	prog = base_name(argv[0]);
@@ -417,9 +436,18 @@ main(int argc, char *argv[])
 		die(1, "%s: model has no MTP head to draft with", argv[0]);
 	if ((c.pr = prompt_new(c.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
+	if (prompt_tokenizer(c.pr) == NULL && !o.go.jsonl)
+		die(1, "%s: no tokenizer: give prompts as token ids (--jsonl {\"prompt\": [ids]})",
+		    argv[0]);
 	c.nv = model_hparams(c.m)->n_vocab;
 	c.stop = prompt_stop_ids(c.pr, &c.n_stop);
-	if ((o.go.jsonl ? read_jsonl(&c, err) : add_run(&c, text, len, err)) != 0)
+	if (o.go.jsonl)
+		status = read_jsonl(&c, err);
+	else if ((ids = prompt_encode(c.pr, text, len, &n, err)) != NULL)
+		status = add_run(&c, ids, n, o.go.ignore_eos, err);
+	else
+		status = -1;
+	if (status != 0)
 		die(1, "%s", err);
 	status = run_all(&c);
 	for (int i = 0; i < c.n_runs; i++)

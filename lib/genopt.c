@@ -12,7 +12,7 @@
 /* vals of the long-only options: above any character a tool's own uses */
 enum {
 	GO_CHAT = 256, GO_RAW, GO_TEMP, GO_TOP_K, GO_TOP_P, GO_MIN_P, GO_REPEAT, GO_SEED, GO_CTX,
-	GO_DEVICE, GO_KV_TYPE, GO_JSONL,
+	GO_DEVICE, GO_KV_TYPE, GO_JSONL, GO_IGNORE_EOS,
 };
 
 /* in the order --help lists them; set 0 is the core */
@@ -32,6 +32,7 @@ static const struct {
 	{ { "device", required_argument, NULL, GO_DEVICE }, 0 },
 	{ { "kv-type", required_argument, NULL, GO_KV_TYPE }, 0 },
 	{ { "jsonl", no_argument, NULL, GO_JSONL }, 0 },
+	{ { "ignore-eos", no_argument, NULL, GO_IGNORE_EOS }, 0 },
 };
 
 void
@@ -95,6 +96,7 @@ genopt_set(struct genopt *g, int ch, const char *arg, char *err)
 	case GO_CHAT: g->mode = PROMPT_CHAT; return 1;
 	case GO_RAW: g->mode = PROMPT_RAW; return 1;
 	case GO_JSONL: g->jsonl = 1; return 1;
+	case GO_IGNORE_EOS: g->ignore_eos = 1; return 1;
 	case 'f': g->file = arg; return 1;
 	case GO_DEVICE:
 		g->device = arg;

@@ -18,7 +18,7 @@
 #include "sample.h"
 
 /* Option sets beyond the core (--chat --raw -n --temp --seed -t --device
- * --kv-type --jsonl -f), or'ed into genopt_longopts's sets. */
+ * --kv-type --jsonl --ignore-eos -f), or'ed into genopt_longopts's sets. */
 #define GENOPT_FILTERS	0x1	/* --top-k --top-p --min-p --repeat-penalty */
 #define GENOPT_CTX	0x2	/* --ctx */
 
@@ -34,6 +34,7 @@ struct genopt {
 	int	ctx;		/* --ctx: positions, 2..2^24; 0 when not given */
 	int	threads;	/* -t: 0..4096; 0 is every core */
 	int	jsonl;		/* --jsonl: JSON requests on stdin */
+	int	ignore_eos;	/* --ignore-eos: stop tokens do not end generation: n tokens */
 	const char *device;	/* --device, else MEMRA_DEVICE, else backend_default() */
 	const char *kv_type;	/* --kv-type, else MEMRA_KV_TYPE; NULL is f32 */
 	const char *file;	/* -f: the prompt's file, '-' stdin */

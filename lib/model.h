@@ -246,8 +246,12 @@ const char *model_path(const struct model *);
 
 /*
  * The model's tokenizer: a GGUF's tokenizer.ggml.* metadata, or the
- * tokenizer.json beside an HF checkpoint.  NULL with the reason in err;
- * free with tokenizer_free.
+ * tokenizer.json beside an HF checkpoint.  NULL with the reason in err,
+ * or NULL with err empty when the source has none at all (a GGUF without
+ * tokenizer.ggml.model and tokenizer.ggml.tokens, such as a random-weight
+ * benchmark file; an HF checkpoint without tokenizer.json and
+ * tokenizer.model): the model then takes prompts as token ids only.
+ * Free with tokenizer_free.
  */
 struct tokenizer *model_tokenizer(struct model *, char *err);
 

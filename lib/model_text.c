@@ -82,11 +82,33 @@ beside(const struct model *md, const char *name, char *buf, size_t len)
 		snprintf(buf, len, "%.*s/%s", (int)(slash - md->path), md->path, name);
 }
 
+/* 1 when the source has no tokenizer at all: a GGUF without
+ * tokenizer.ggml.model and tokenizer.ggml.tokens, an HF checkpoint
+ * without tokenizer.json and tokenizer.model */
+static int
+no_tokenizer(const struct model *md)
+{
+	char path[4096];
+	struct stat sb;
+
+	if (md->gg != NULL)
+		return gguf_find_key(md->gg, "tokenizer.ggml.model") < 0 &&
+		    gguf_find_key(md->gg, "tokenizer.ggml.tokens") < 0;
+	beside(md, "tokenizer.json", path, sizeof path);
+	if (stat(path, &sb) == 0 || errno != ENOENT)
+		return 0;
+	beside(md, "tokenizer.model", path, sizeof path);
+	return stat(path, &sb) != 0 && errno == ENOENT;
+}
+
 struct tokenizer *
 model_tokenizer(struct model *md, char *err)
 {
 	char path[4096];
 
+	err[0] = '\0';
+	if (no_tokenizer(md))
+		return NULL;
 	if (md->gg != NULL)
 		return tokenizer_from_gguf(md->gg, err);
 	beside(md, "tokenizer.json", path, sizeof path);

@@ -16,7 +16,8 @@ static const char *const end_tokens[] = {
 };
 
 struct prompt {
-	struct tokenizer *tok;
+	struct model *m;
+	struct tokenizer *tok;	/* NULL: the model has none, ids only */
 	struct chat *chat;	/* NULL: raw */
 	int32_t	stop[16];
 	int	n_stop;
@@ -41,6 +42,8 @@ find_stops(struct prompt *p, struct model *m)
 
 	for (int i = 0; i < n; i++)
 		add_stop(p, ids[i]);
+	if (p->tok == NULL)
+		return 0;
 	add_stop(p, tokenizer_eos(p->tok));
 	for (size_t i = 0; i < sizeof end_tokens / sizeof end_tokens[0]; i++) {
 		int32_t id = tokenizer_find(p->tok, end_tokens[i], strlen(end_tokens[i]));
@@ -61,9 +64,14 @@ prompt_new(struct model *m, enum prompt_mode mode, char *err)
 		util_err(err, "out of memory");
 		return NULL;
 	}
-	if ((p->tok = model_tokenizer(m, err)) == NULL)
+	p->m = m;
+	if ((p->tok = model_tokenizer(m, err)) == NULL && err[0] != '\0')
 		goto fail;
-	if (mode != PROMPT_RAW) {
+	if (p->tok == NULL && mode == PROMPT_CHAT) {
+		util_err(err, "no tokenizer, so no chat template to apply");
+		goto fail;
+	}
+	if (p->tok != NULL && mode != PROMPT_RAW) {
 		tmpl = model_chat_template(m, err);
 		if (tmpl == NULL && err[0] != '\0')
 			goto fail;
@@ -149,6 +157,10 @@ prompt_encode(const struct prompt *p, const char *text, size_t len, size_t *n, c
 	char *r;
 	int32_t *ids;
 
+	if (p->tok == NULL) {
+		util_err(err, "%s: no tokenizer: give the prompt as token ids", model_path(p->m));
+		return NULL;
+	}
 	if (p->chat == NULL)
 		return tokenizer_encode(p->tok, text, len,
 		    TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL, n, err);
@@ -179,5 +191,53 @@ prompt_encode_chat(const struct prompt *p, const struct json *ctx, char **text, 
 		*text = r;
 	else
 		free(r);
+	return ids;
+}
+
+/* A JSON value for a message: a number's literal, else its type */
+static const char *
+what(const struct json *j)
+{
+	static const char *const names[] = { "null", "false", "true", "number", "a string",
+	    "an array", "an object" };
+
+	return j->type == JSON_NUMBER ? j->str : names[j->type];
+}
+
+int32_t *
+prompt_ids_json(const struct json *arr, int32_t n_vocab, size_t *n, char *err)
+{
+	int32_t *ids;
+
+	if (arr == NULL || arr->type != JSON_ARRAY) {
+		util_err(err, "\"prompt\": not an array of token ids");
+		return NULL;
+	}
+	if (arr->n == 0) {
+		util_err(err, "\"prompt\": an empty array of token ids");
+		return NULL;
+	}
+	if ((ids = malloc(arr->n * sizeof *ids)) == NULL) {
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < arr->n; i++) {
+		const struct json *v = &arr->items[i];
+
+		if (v->type != JSON_NUMBER || !v->is_int) {
+			util_err(err, "\"prompt\"[%zu]: %.40s is not an integer token id", i,
+			    what(v));
+			free(ids);
+			return NULL;
+		}
+		if (v->i < 0 || v->i >= n_vocab) {
+			util_err(err, "\"prompt\"[%zu]: id %lld is outside the vocabulary "
+			    "(%d tokens)", i, (long long)v->i, (int)n_vocab);
+			free(ids);
+			return NULL;
+		}
+		ids[i] = (int32_t)v->i;
+	}
+	*n = arr->n;
 	return ids;
 }

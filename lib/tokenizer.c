@@ -1427,6 +1427,10 @@ tokenizer_encode(const struct tokenizer *tok, const char *s, size_t n, unsigned 
 	struct work w;
 	int rc;
 
+	if (tok == NULL) {
+		util_err(err, "no tokenizer");
+		return NULL;
+	}
 	memset(&w, 0, sizeof(w));
 	w.tok = tok;
 	rc = encode_all(&w, s, n, flags);

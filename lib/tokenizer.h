@@ -116,7 +116,8 @@ enum {
 
 /*
  * Encode len bytes of text.  Returns a malloc'd array of *n ids (caller
- * frees; non-NULL even when *n is 0), or NULL with err when out of memory.
+ * frees; non-NULL even when *n is 0), or NULL with err when out of memory
+ * or when tok is NULL ("no tokenizer": a model without one).
  */
 int32_t	*tokenizer_encode(const struct tokenizer *tok, const char *text, size_t len,
 	    unsigned flags, size_t *n, char *err);

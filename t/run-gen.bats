@@ -256,6 +256,30 @@ PY
 	[ "$output" = "${ids[0]}" ]
 }
 
+@test "--ignore-eos and \"ignore_eos\": true generate exactly -n tokens past a stop token" {
+	d=$(model_a)
+	need_py json
+	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$d" "Once upon a time"
+	want=$output
+	read -r -a ids <<<"$output"
+	mkdir "$BATS_TEST_TMPDIR/m"
+	for f in "$d"/*; do ln -s "$f" "$BATS_TEST_TMPDIR/m/"; done
+	printf '{"eos_token_id": %s}\n' "${ids[1]}" >"$BATS_TEST_TMPDIR/m/generation_config.json"
+	run -0 --separate-stderr run-gen --raw --ids -n 6 -t 2 "$BATS_TEST_TMPDIR/m" "Once upon a time"
+	[ "$output" = "${ids[0]}" ]
+	run -0 --separate-stderr run-gen --raw --ids --ignore-eos -n 6 -t 2 "$BATS_TEST_TMPDIR/m" "Once upon a time"
+	[ "$output" = "$want" ]
+	[[ $stderr == *" (6 tokens), "* ]]
+	p=$(a_ids "Once upon a time")
+	printf '%s\n' "{\"prompt\": [$p], \"n\": 6}" "{\"prompt\": [$p], \"n\": 6, \"ignore_eos\": true}" >"$BATS_TEST_TMPDIR/in"
+	run -0 --separate-stderr run-gen --jsonl -t 2 "$BATS_TEST_TMPDIR/m" <"$BATS_TEST_TMPDIR/in"
+	run -0 python3 -c 'import json,sys; a, b = map(json.loads, sys.argv[1:3]); print(len(a["ids"]), " ".join(map(str, b["ids"])))' "${lines[0]}" "${lines[1]}"
+	[ "$output" = "1 $want" ]
+	echo "{\"prompt\": [$p], \"n\": 6, \"ignore_eos\": false}" >"$BATS_TEST_TMPDIR/in"
+	run -0 --separate-stderr run-gen --ignore-eos --jsonl -t 2 "$BATS_TEST_TMPDIR/m" <"$BATS_TEST_TMPDIR/in"	# the request wins
+	[[ $output == *'"ids": ['"${ids[0]}"'], '* ]]
+}
+
 @test "generation stops on a GGUF's tokenizer.ggml.eot_token_id" {
 	f=$(smollm2)
 	need_py gguf
@@ -270,6 +294,97 @@ PY
 	d=$(model_a)
 	run-gen -n 4 -t 2 "$d" "hi" >"$BATS_TEST_TMPDIR/both" 2>&1
 	grep -q '^prompt tokens=' "$BATS_TEST_TMPDIR/both"
+}
+
+# --- token-id prompts, models without a tokenizer ---
+
+# ids TEXT: model A's ids of TEXT as --tokenize --special prints them, comma-separated
+a_ids() { run-gen --tokenize --special "$(model_a)" "$1" | paste -sd, -; }
+
+@test "--jsonl {\"prompt\": [ids]}: the ids --tokenize gives make the tokens and text of the --raw text prompt" {
+	d=$(model_a)
+	need_py json
+	ids=$(a_ids "The sky is")
+	[ "$ids" = "2196,2887,88,331" ]
+	printf '%s\n' '{"prompt": "The sky is", "n": 8}' "{\"prompt\": [$ids], \"n\": 8}" |
+	    run-gen --raw --jsonl -t 2 "$d" >"$BATS_TEST_TMPDIR/raw" 2>/dev/null
+	# without --raw the text is templated, the ids never are (and get no BOS)
+	printf '%s\n' '{"prompt": "The sky is", "n": 8}' "{\"prompt\": [$ids], \"n\": 8}" |
+	    run-gen --jsonl -t 2 "$d" >"$BATS_TEST_TMPDIR/chat" 2>/dev/null
+	run -0 python3 - "$BATS_TEST_TMPDIR/raw" "$BATS_TEST_TMPDIR/chat" <<'PY'
+import json, sys
+t, i = [json.loads(l) for l in open(sys.argv[1])]
+assert list(t) == list(i) and list(t)[:2] == ["text", "ids"], (list(t), list(i))
+assert len(t["ids"]) == 8 and t["ids"] == i["ids"] and t["text"] == i["text"], (t, i)
+assert t["prompt_tokens"] == i["prompt_tokens"] == 4 and i["gate"] == "MATCH"
+c, ci = [json.loads(l) for l in open(sys.argv[2])]
+assert c["prompt_tokens"] > 4 and ci["prompt_tokens"] == 4 and ci["ids"] == i["ids"], (c, ci)
+print("ok")
+PY
+}
+
+@test "id prompts go in as they are: tiny q35-r2's first greedy token is transformers' argmax on its 3 sequences" {
+	need_py json
+	python3 -c 'import json,sys; [print(json.dumps({"prompt": s["input_ids"], "n": 1})) for s in json.load(open(sys.argv[1]))["sequences"]]' \
+	    "$DATA/tiny/q35-r2/refs.json" | run-gen --jsonl -t 2 "$DATA/tiny/q35-r2" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+	run -0 python3 - "$DATA/tiny/q35-r2/refs.json" "$BATS_TEST_TMPDIR/out" <<'PY'
+import json, sys
+seqs = json.load(open(sys.argv[1]))["sequences"]
+got = [json.loads(l) for l in open(sys.argv[2])]
+assert len(got) == len(seqs) == 3
+for s, g in zip(seqs, got):
+    lg = s["logits"][-1]
+    assert g["ids"] == [max(range(len(lg)), key=lg.__getitem__)], g
+    assert g["prompt_tokens"] == len(s["input_ids"]) and "text" not in g, g
+print("ok")
+PY
+}
+
+@test "bad id prompts fail their own line with 1, each with a one-line reason" {
+	d=$(model_a)
+	printf '%s\n' '{"prompt": [1, 8192]}' '{"prompt": [-1]}' '{"prompt": [1, 2.5]}' '{"prompt": ["7"]}' \
+	    '{"prompt": []}' '{"prompt": [[3]]}' '{"prompt": {"ids": [3]}}' '{"prompt": [3], "n": 2}' \
+	    '{"prompt": [3], "ignore_eos": "yes"}' >"$BATS_TEST_TMPDIR/in"
+	run -1 --separate-stderr run-gen --jsonl -t 2 "$d" <"$BATS_TEST_TMPDIR/in"
+	[ "${#lines[@]}" = 1 ]
+	[[ ${lines[0]} == '{"text": '*', "prompt_tokens": 1, "gate": "MATCH", '* ]]
+	e=$(grep '^run-gen: ' <<<"$stderr")
+	[ "$e" = 'run-gen: stdin: line 1: "prompt"[1]: id 8192 is outside the vocabulary (8192 tokens)
+run-gen: stdin: line 2: "prompt"[0]: id -1 is outside the vocabulary (8192 tokens)
+run-gen: stdin: line 3: "prompt"[1]: 2.5 is not an integer token id
+run-gen: stdin: line 4: "prompt"[0]: a string is not an integer token id
+run-gen: stdin: line 5: "prompt": an empty array of token ids
+run-gen: stdin: line 6: "prompt"[0]: an array is not an integer token id
+run-gen: stdin: line 7: request has no "prompt" string or array of token ids
+run-gen: stdin: line 9: "ignore_eos": not true or false' ]
+}
+
+@test "a model without a tokenizer (HF dir, gguf-random -V) runs id prompts: ids, no \"text\"" {
+	need_py json
+	G=$TOP/build/t/tools/gguf-random
+	[ -x "$G" ] || skip "build/t/tools/gguf-random not built (make units)"
+	"$G" -V -p tiny "$BATS_TEST_TMPDIR/r.gguf"
+	! gguf-inspect "$BATS_TEST_TMPDIR/r.gguf" | grep -q tokenizer
+	for m in "$DATA/tiny/q35-r2" "$BATS_TEST_TMPDIR/r.gguf"; do
+		printf '%s\n' '{"prompt": [5, 17, 250], "n": 6, "ignore_eos": true}' '{"prompt": "hi"}' >"$BATS_TEST_TMPDIR/in"
+		run -1 --separate-stderr run-gen --jsonl -t 2 "$m" <"$BATS_TEST_TMPDIR/in"
+		[ "${#lines[@]}" = 1 ]
+		run -0 python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert list(r)[0] == "ids" and len(r["ids"]) == 6 and r["prompt_tokens"] == 3 and r["gate"] == "MATCH", r' "${lines[0]}"
+		[[ $stderr == *"run-gen: stdin: line 2: $m: no tokenizer: give the prompt as token ids"* ]]
+	done
+}
+
+@test "a model without a tokenizer refuses a text prompt and the text tools with 1, saying so" {
+	m=$DATA/tiny/q35-r2	# an HF checkpoint without tokenizer.json
+	run -1 --separate-stderr run-gen --raw -n 2 -t 2 "$m" "hi"
+	[ "$stderr" = "run-gen: $m: no tokenizer: give prompts as token ids (--jsonl {\"prompt\": [ids]})" ]
+	[ -z "$output" ]
+	run -1 --separate-stderr run-gen --chat -n 2 -t 2 "$m" "hi"
+	[ "$stderr" = "run-gen: $m: no tokenizer, so no chat template to apply" ]
+	run -1 --separate-stderr run-gen --tokenize "$m" "hi"
+	[ "$stderr" = "run-gen: $m: no tokenizer" ]
+	run -1 --separate-stderr run-gen --detokenize "$m" <<<'1 2'
+	[ "$stderr" = "run-gen: $m: no tokenizer" ]
 }
 
 # --- the text tools: tokenizer and chat template, no weights ---

@@ -132,6 +132,82 @@ open(sys.argv[4], "wb").write(b)' "$DRAFT" "$1" "${2:-0}" "$3"
 	[ -z "$output" ]
 }
 
+# --- token-id prompts, models without a tokenizer, --ignore-eos ---
+
+# a_dir DIR: model A's files linked into DIR, the tokenizer's left out when $2 is "notok"
+a_dir() {
+	mkdir "$1"
+	for f in "$(model_a)"/*; do
+		[ "${2:-}" = notok ] && [[ ${f##*/} == tokenizer* ]] && continue
+		ln -s "$f" "$1/"
+	done
+}
+
+# the report without its speeds
+no_speed() { sed -E 's/[0-9.]+ tok\/s( [0-9.]+x)?/S/'; }
+
+@test "--jsonl {\"prompt\": [ids]}: the ids --tokenize gives run as the --raw text does, on A and on A without its tokenizer" {
+	d=$(model_a)
+	run -0 --separate-stderr run-spec --raw -K 1-3 -n 24 -t 2 "$d" "def fibonacci(n):"
+	want=$(no_speed <<<"$output")
+	[[ $want == *"SELF-CONSISTENCY PASS" ]]
+	ids=$(run-gen --tokenize --special "$d" "def fibonacci(n):" | paste -sd, -)
+	echo "{\"prompt\": [$ids]}" >"$BATS_TEST_TMPDIR/in"
+	run -0 --separate-stderr run-spec --jsonl -K 1-3 -n 24 -t 2 "$d" <"$BATS_TEST_TMPDIR/in"
+	[ "$(no_speed <<<"$output")" = "$want" ]
+	a_dir "$BATS_TEST_TMPDIR/m" notok
+	run -0 --separate-stderr run-spec --jsonl -K 1-3 -n 24 -t 2 "$BATS_TEST_TMPDIR/m" <"$BATS_TEST_TMPDIR/in"
+	[ "$(no_speed <<<"$output")" = "$want" ]
+}
+
+@test "a model without a tokenizer refuses a text prompt with 1, as an operand or a request" {
+	a_dir "$BATS_TEST_TMPDIR/m" notok
+	run -1 --separate-stderr run-spec -K 1 -n 4 -t 2 "$BATS_TEST_TMPDIR/m" "hi"
+	[ "$stderr" = "run-spec: $BATS_TEST_TMPDIR/m: no tokenizer: give prompts as token ids (--jsonl {\"prompt\": [ids]})" ]
+	printf '%s\n' '{"prompt": [1, 2]}' '{"prompt": "hi"}' >"$BATS_TEST_TMPDIR/in"
+	run -1 --separate-stderr run-spec --jsonl -K 1 -n 4 -t 2 "$BATS_TEST_TMPDIR/m" <"$BATS_TEST_TMPDIR/in"
+	[ "$stderr" = "run-spec: stdin: line 2: $BATS_TEST_TMPDIR/m: no tokenizer: give the prompt as token ids" ]
+	[ -z "$output" ]
+}
+
+@test "bad id prompts fail with 1 and a one-line reason naming the line" {
+	d=$(model_a)
+	for bad in '[1, 8192]:"prompt"[1]: id 8192 is outside the vocabulary (8192 tokens)' \
+	    '[-3]:"prompt"[0]: id -3 is outside the vocabulary (8192 tokens)' \
+	    '[2, 0.5]:"prompt"[1]: 0.5 is not an integer token id' \
+	    '[true]:"prompt"[0]: true is not an integer token id' \
+	    '[]:"prompt": an empty array of token ids'; do
+		printf '%s\n' '{"prompt": [1, 2]}' '' "{\"prompt\": ${bad%%:*}}" >"$BATS_TEST_TMPDIR/in"
+		run -1 --separate-stderr run-spec --jsonl -K 1 -n 4 -t 2 "$d" <"$BATS_TEST_TMPDIR/in"
+		[ "$stderr" = "run-spec: stdin: line 3: ${bad#*:}" ]
+		[ -z "$output" ]
+	done
+	echo '{"prompt": [1], "ignore_eos": 0}' >"$BATS_TEST_TMPDIR/in"
+	run -1 --separate-stderr run-spec --jsonl -K 1 -n 4 -t 2 "$d" <"$BATS_TEST_TMPDIR/in"
+	[ "$stderr" = 'run-spec: stdin: line 1: "ignore_eos": not true or false' ]
+}
+
+@test "--ignore-eos and \"ignore_eos\": true: exactly -n tokens past a stop token, still identical to plain" {
+	d=$(model_a)
+	run -0 --separate-stderr run-gen --raw --ids -n 24 -t 2 "$d" "def fibonacci(n):"
+	read -r -a g <<<"$output"
+	a_dir "$BATS_TEST_TMPDIR/m"
+	printf '{"eos_token_id": %s}\n' "${g[3]}" >"$BATS_TEST_TMPDIR/m/generation_config.json"
+	stop=0
+	while [ "${g[$stop]}" != "${g[3]}" ]; do stop=$((stop + 1)); done
+	run -0 --separate-stderr run-spec --raw -K 1-2 -n 24 -t 2 "$BATS_TEST_TMPDIR/m" "def fibonacci(n):"
+	[[ ${lines[0]} == "plain "*" ($stop tokens, 1 prompt)" ]]
+	run -0 --separate-stderr run-spec --raw --ignore-eos -K 1-2 -n 24 -t 2 "$BATS_TEST_TMPDIR/m" "def fibonacci(n):"
+	[[ ${lines[0]} == "plain "*" (24 tokens, 1 prompt)" ]]
+	[[ ${lines[1]} == "K=1 "*"PASS (identical to plain)" ]]
+	[[ ${lines[2]} == "K=2 "*"PASS (identical to plain)" ]]
+	ids=$(run-gen --tokenize --special "$d" "def fibonacci(n):" | paste -sd, -)
+	printf '%s\n' "{\"prompt\": [$ids], \"ignore_eos\": true}" "{\"prompt\": [$ids]}" >"$BATS_TEST_TMPDIR/in"
+	run -0 --separate-stderr run-spec --jsonl -K 1-2 -n 24 -t 2 "$BATS_TEST_TMPDIR/m" <"$BATS_TEST_TMPDIR/in"
+	[[ ${lines[0]} == "plain "*" ($((24 + stop)) tokens, 2 prompts)" ]]
+	[ "${lines[3]}" = "SELF-CONSISTENCY PASS" ]
+}
+
 @test "a model without an MTP head fails with 1" {
 	f=$(smollm2)
 	run -1 --separate-stderr run-spec -K 1 -n 4 "$f" hi
@@ -148,5 +224,5 @@ open(sys.argv[4], "wb").write(b)' "$DRAFT" "$1" "${2:-0}" "$3"
 
 @test "--help prints the usage that matches the man page SYNOPSIS" {
 	run -0 run-spec --help
-	[[ ${lines[0]} == "usage: run-spec [--chat | --raw] [--jsonl] [-K K | -K LO-HI]"* ]]
+	[[ ${lines[0]} == "usage: run-spec [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--ignore-eos]" ]]
 }

@@ -2,7 +2,7 @@
  * gguf-random: a random-weight qwen35 GGUF with the tensor names, shapes
  * and types of a real model (speed of decode does not depend on the
  * values), for the GPU benchmarks.
- *   gguf-random [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT
+ *   gguf-random [-V] [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT
  * -p: the shape: 9b = Qwen3.5-9B (32 layers of 4096, 8 of them full
  * attention, GDN 16 key / 32 value heads of 128, attention 16/4 heads of
  * 256, FFN 12288, vocab 248320, one MTP layer); 27b = Qwen3.8-27B as
@@ -14,7 +14,9 @@
  * Norms, ssm_a, dt bias and conv1d are F32.  Weights are random bits
  * with block scales of a sane size, so activations stay finite for a
  * while; values are not meaningful.  The vocabulary is a stand-in that
- * llama.cpp loads (llama-bench on the same file).
+ * llama.cpp loads (llama-bench on the same file); -V leaves it out (no
+ * tokenizer.ggml.* metadata: a model for token-id prompts only, as
+ * run-gen --jsonl {"prompt": [ids]} gives them).
  */
 #include <getopt.h>
 #include <math.h>
@@ -43,6 +45,7 @@ struct gen {
 	int	mt, et;		/* matrix type, embedding/output type */
 	uint64_t rng;
 	int	pass;		/* 0: tensor infos, 1: data */
+	int	no_vocab;	/* -V */
 	uint8_t	*pool;		/* random bytes */
 	char	err[UTIL_ERRLEN];
 };
@@ -239,7 +242,8 @@ kvs(struct gen *g)
 	    gguf_writer_add_u32(w, "qwen35.ssm.time_step_rank", s->nv) ||
 	    gguf_writer_add_u32(w, "qwen35.ssm.inner_size", s->nv * s->dk) ||
 	    gguf_writer_add_u32(w, "qwen35.full_attention_interval", 4) ||
-	    gguf_writer_add_u32(w, "qwen35.nextn_predict_layers", 1) || vocab(g) ? -1 : 0;
+	    gguf_writer_add_u32(w, "qwen35.nextn_predict_layers", 1) ||
+	    (!g->no_vocab && vocab(g)) ? -1 : 0;
 }
 
 int
@@ -250,8 +254,9 @@ main(int argc, char *argv[])
 	int ch;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "p:t:e:")) != -1) {
+	while ((ch = getopt(argc, argv, "Vp:t:e:")) != -1) {
 		switch (ch) {
+		case 'V': g.no_vocab = 1; break;
 		case 'p':
 			g.s = NULL;
 			for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -272,7 +277,7 @@ main(int argc, char *argv[])
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: gguf-random [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT");
+		die(2, "usage: gguf-random [-V] [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT");
 	if (g.et < 0)
 		g.et = g.mt == QUANT_NVFP4 ? QUANT_Q5_K : g.mt;
 	if ((g.pool = malloc(POOL + 4096 * 256)) == NULL)

@@ -37,7 +37,8 @@ set(struct genopt *g, const char *name, const char *arg, char *err)
 
 TEST(the_table_holds_the_core_the_sets_asked_for_and_the_tools_own)
 {
-	static const char *core[] = { "chat", "raw", "temp", "seed", "device", "kv-type", "jsonl" };
+	static const char *core[] = { "chat", "raw", "temp", "seed", "device", "kv-type", "jsonl",
+	    "ignore-eos" };
 	static const char *filters[] = { "top-k", "top-p", "min-p", "repeat-penalty" };
 	struct option big[60], t[GENOPT_MAXOPTS];
 
@@ -70,7 +71,7 @@ TEST(defaults_come_from_the_caller_sample_defaults_and_the_environment)
 	CHECK_EQ_STR(g.kv_type, "f16");
 	CHECK_NEAR(g.sp.temp, 0, 0);
 	CHECK_NEAR(g.sp.top_p, 1, 0);
-	CHECK(g.ctx == 0 && g.threads == 0 && !g.jsonl && g.file == NULL);
+	CHECK(g.ctx == 0 && g.threads == 0 && !g.jsonl && !g.ignore_eos && g.file == NULL);
 	unsetenv("MEMRA_DEVICE");
 	unsetenv("MEMRA_KV_TYPE");
 	genopt_init(&g, 128);
@@ -127,6 +128,8 @@ TEST(words_and_flags_are_set_and_other_options_left_to_the_tool)
 	CHECK_EQ_INT(g.mode, PROMPT_CHAT);
 	CHECK_EQ_INT(set(&g, "jsonl", NULL, err), 1);
 	CHECK_EQ_INT(g.jsonl, 1);
+	CHECK_EQ_INT(set(&g, "ignore-eos", NULL, err), 1);
+	CHECK_EQ_INT(g.ignore_eos, 1);
 	CHECK_EQ_INT(set(&g, "f", "p.txt", err), 1);
 	CHECK_EQ_STR(g.file, "p.txt");
 	CHECK_EQ_INT(genopt_set(&g, 'I', NULL, err), 0);
