@@ -142,17 +142,38 @@ int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m
 	    int64_t pos, float *lg, int32_t *next);
 
 /*
- * Decode n sequences at once: one new token tok[i] for each, sequence i
- * at its own state st[i] (n distinct states of this model, each at its
- * own position; state_push(1) inside each).  The weight products run on
- * up to 16 rows together (more sequences go 16 at a time: a longer product
- * may take a prompt's kernel, other bits), attention and the recurrent ops
- * per sequence, so row i is bit-identical to model_forward(st[i], &tok[i],
- * 1, 0) alone.
- * logits: NULL, or host [n][n_vocab]; hidden: NULL, or host [n][n_embd]
- * (after output_norm).  0, or -1 with model_errmsg set (a full context
- * is found before any state moves; a later failure leaves every
- * sequence to be reset).
+ * One step over n sequences at once: sequence i runs rows[i] (1 ..
+ * BACKEND_ROWS_INVARIANT) consecutive tokens at its own state st[i]'s
+ * next positions (state_push(rows[i]) inside), as model_forward(st[i],
+ * its tokens, rows[i], flags | MODEL_LOGITS_ALL) runs them: a scheduler's
+ * decode rows (one a sequence) and speculative verify rows (the last
+ * token and the drafts) together.  tok: the sum of rows[] tokens,
+ * sequence after sequence.  flags: 0 or MODEL_VERIFY (every push keeps
+ * its snapshots, so that state_rollback may follow for each sequence;
+ * then rows[i] <= st[i]'s n_snap); MODEL_LOGITS_ALL is implied, and
+ * MODEL_PREFILL is an error (a prompt runs alone, through model_forward).
+ * The weight products run on whole sequences packed in order into groups
+ * of up to BACKEND_ROWS_INVARIANT rows (a longer product may take a
+ * prompt's kernel, other bits), attention and the recurrent ops per
+ * sequence, so each of sequence i's rows is bit-identical to the same row
+ * of model_forward(st[i], ...) alone, and its pick to model_forward_argmax's.
+ * Outputs, each NULL or host memory with a row per token, in tok's order:
+ * logits [rows][n_vocab], or (not both) ids [rows], each row's greedy pick
+ * as model_forward_argmax picks it; hidden [rows][n_embd], after
+ * output_norm (the MTP head's input).  0, or -1 with model_errmsg set:
+ * states shared, of another model, a sequence of more rows than a step,
+ * without room for its rows in the context (or the snapshots) are found
+ * before any state moves; a later failure leaves every sequence to be
+ * reset.
+ */
+int	model_forward_seqs(struct model *, struct state **st, const int *rows, int n,
+	    const int32_t *tok, int flags, float *logits, int32_t *ids, float *hidden);
+
+/*
+ * model_forward_seqs with one row a sequence and no flags: decode n
+ * sequences, one new token tok[i] each; row i is bit-identical to
+ * model_forward(st[i], &tok[i], 1, 0) alone.  logits: NULL, or host
+ * [n][n_vocab]; hidden: NULL, or host [n][n_embd].
  */
 int	model_forward_batch(struct model *, struct state **st, const int32_t *tok, int n,
 	    float *logits, float *hidden);

@@ -504,12 +504,31 @@ model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float 
 }
 
 /*
- * model_forward_batch's attention of layer L: the products over all n
- * rows at once, K and V through scratch (a->y, a->z) into each
- * sequence's cache at its own position, then attention per sequence.
+ * A group of model_forward_seqs: n sequences whose rows lie together
+ * (sequence i's rows[i] rows after those of 0..i-1; rows NULL: one each),
+ * m rows in all (<= BACKEND_ROWS_INVARIANT), a->pos holding each row's
+ * position.  verify: every push keeps snapshots (MODEL_VERIFY).
+ */
+struct seqs {
+	struct state **st;
+	const int *rows;
+	int	n, m, verify;
+};
+
+static int
+seq_rows(const struct seqs *g, int i)
+{
+	return g->rows != NULL ? g->rows[i] : 1;
+}
+
+/*
+ * model_forward_seqs's attention of layer L: the products over all the
+ * group's rows at once, K and V through scratch (a->y, a->z) into each
+ * sequence's cache at its own positions, then attention per sequence as
+ * its own forward runs it (batched: two or more rows, not a verify).
  */
 static int
-attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n,
+attn_layer_seqs(struct model *md, struct model_layer *L, const struct seqs *g,
     const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
@@ -517,27 +536,28 @@ attn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
-	struct backend_attn at = attn_params(md, 0);
 
-	if (attn_qkv(md, L, a->y, a->z, n, NULL, res, NULL, NULL, 0))
+	if (attn_qkv(md, L, a->y, a->z, g->m, NULL, res, NULL, NULL, 0))
 		return -1;
-	for (int i = 0; i < n; i++) {
-		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);
-		int p = a->pos[i];
+	for (int i = 0, r = 0; i < g->n; r += seq_rows(g, i++)) {
+		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
+		int k = seq_rows(g, i), p = a->pos[r];
+		struct backend_attn at = attn_params(md, k >= 2 && !g->verify);
 
-		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)i * kvd, kvd) ||
-		    backend_copy(be, vc + (size_t)p * kvd, a->z + (size_t)i * kvd, kvd) ||
-		    backend_attention(be, &at, a->q + (size_t)i * nh * qs, nh * qs, qs, kc, vc, 1, p,
-		    a->o + (size_t)i * nh * hd))
+		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd, (size_t)k * kvd) ||
+		    backend_copy(be, vc + (size_t)p * kvd, a->z + (size_t)r * kvd, (size_t)k * kvd) ||
+		    backend_attention(be, &at, a->q + (size_t)r * nh * qs, nh * qs, qs, kc, vc, k, p,
+		    a->o + (size_t)r * nh * hd))
 			return fail(md);
 	}
-	return attn_out(md, L, n);
+	return attn_out(md, L, g->m);
 }
 
-/* model_forward_batch's Gated DeltaNet layer: products batched, the
- * recurrence per sequence with that sequence's state. */
+/* model_forward_seqs's Gated DeltaNet layer: products over the group,
+ * the conv and the recurrence per sequence with its state (and, to
+ * verify, its snapshots). */
 static int
-gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int n,
+gdn_layer_seqs(struct model *md, struct model_layer *L, const struct seqs *g,
     const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
@@ -546,106 +566,155 @@ gdn_layer_batch(struct model *md, struct model_layer *L, struct state **st, int 
 	int cd = model_conv_dim(hp), nv = hp->n_v_heads, vd = nv * hp->dv;
 	const struct backend_weight *W[4] = { &L->qkv, &L->gate, &L->beta, &L->alpha };
 	float *Y[4] = { a->q, a->z, a->b, a->a };
-	struct backend_gdn g = { hp->n_k_heads, nv, hp->dk, hp->dv, 1, md->hf_l2,
+	struct backend_gdn gd = { hp->n_k_heads, nv, hp->dk, hp->dv, 1, md->hf_l2,
 	    md->hf_l2 ? 1e-6f : hp->eps };
 
-	if (backend_add_rmsnorm_matmul(be, a->x, res, n, hp->n_embd, L->attn_norm, hp->eps, 4, W, Y))
+	if (backend_add_rmsnorm_matmul(be, a->x, res, g->m, hp->n_embd, L->attn_norm, hp->eps, 4, W,
+	    Y))
 		return fail(md);
-	for (int i = 0; i < n; i++) {
-		float *y = a->y + (size_t)i * cd;
+	for (int i = 0, r = 0; i < g->n; r += seq_rows(g, i++)) {
+		struct state *st = g->st[i];
+		float *y = a->y + (size_t)r * cd;
+		int k = seq_rows(g, i);
 
-		if (backend_conv1d_silu(be, a->q + (size_t)i * cd, cd, 1, cd, L->conv, hp->d_conv,
-		    state_conv(st[i], L->cache), NULL, y) ||
-		    backend_gdn_step(be, &g, 1, y, cd, a->a + (size_t)i * nv, a->b + (size_t)i * nv,
-		    L->ssm_a, L->dt_bias, state_ssm(st[i], L->cache), NULL, a->o + (size_t)i * vd))
+		if (backend_conv1d_silu(be, a->q + (size_t)r * cd, cd, k, cd, L->conv, hp->d_conv,
+		    state_conv(st, L->cache), g->verify ? state_conv_snap(st, L->cache) : NULL, y) ||
+		    backend_gdn_step(be, &gd, k, y, cd, a->a + (size_t)r * nv, a->b + (size_t)r * nv,
+		    L->ssm_a, L->dt_bias, state_ssm(st, L->cache),
+		    g->verify ? state_ssm_snap(st, L->cache) : NULL, a->o + (size_t)r * vd))
 			return fail(md);
 	}
-	return gdn_out(md, L, n);
+	return gdn_out(md, L, g->m);
 }
 
-/* The n states can each take a step: distinct, of this model, room left. */
+/*
+ * The n states can each take their rows (rows NULL: one each): distinct,
+ * of this model, at most a step's rows, room left in the context and, to
+ * verify, in the snapshots.  Checked before any state moves.
+ */
 static int
-batch_check(struct model *md, struct state **st, int n)
+seqs_check(struct model *md, struct state **st, const int *rows, int n, int flags)
 {
 	const struct model_hparams *hp = &md->hp;
 
 	if (n < 1)
 		return util_err(md->err, "forward: %d sequences", n);
+	if (flags & ~(MODEL_LOGITS_ALL | MODEL_VERIFY))
+		return util_err(md->err, "forward: sequences: flags %#x (a prompt runs alone)", flags);
 	for (int i = 0; i < n; i++) {
+		const struct state_config *c = state_config(st[i]);
+		int k = rows != NULL ? rows[i] : 1;
+
 		for (int j = 0; j < i; j++)
 			if (st[j] == st[i])
 				return util_err(md->err, "forward: sequences %d and %d share a state",
 				    j + 1, i + 1);
-		if (state_config(st[i])->n_kv != hp->n_full + hp->n_mtp ||
-		    state_config(st[i])->n_rec != hp->n_rec)
+		if (c->n_kv != hp->n_full + hp->n_mtp || c->n_rec != hp->n_rec)
 			return util_err(md->err, "forward: sequence %d: state of another model", i + 1);
-		if (state_pos(st[i]) >= state_config(st[i])->n_ctx)	/* checked before any push */
+		if (k < 1 || k > BACKEND_ROWS_INVARIANT)
+			return util_err(md->err, "forward: sequence %d: %d rows (a step has 1..%d; "
+			    "a prompt runs alone)", i + 1, k, BACKEND_ROWS_INVARIANT);
+		if (k > c->n_ctx - state_pos(st[i]))
 			return util_err(md->err, "forward: sequence %d: context of %d is full", i + 1,
-			    state_config(st[i])->n_ctx);
+			    c->n_ctx);
+		if ((flags & MODEL_VERIFY) && k > c->n_snap)
+			return util_err(md->err, "forward: sequence %d: %d rows to verify, "
+			    "snapshots for %d", i + 1, k, c->n_snap);
 	}
 	return 0;
 }
 
-/* forward_batch on n <= BACKEND_ROWS_INVARIANT sequences batch_check passed. */
+/* Push each state of group g (seqs_check passed), writing its rows' positions to a->pos. */
 static int
-batch_rows(struct model *md, struct state **st, const int32_t *tok, int n,
-    float *logits, const struct pick *pk, float *hidden)
+seqs_push(struct model *md, const struct seqs *g)
+{
+	for (int i = 0, r = 0; i < g->n; i++) {
+		int k = seq_rows(g, i), p0 = state_push(g->st[i], k, g->verify);
+
+		if (p0 < 0)
+			return util_err(md->err, "forward: sequence %d: %s", i + 1,
+			    state_errmsg(g->st[i]));
+		for (int j = 0; j < k; j++)
+			md->act.pos[r++] = p0 + j;
+	}
+	return 0;
+}
+
+/* The forward of one group g of tokens tok[g->m]; outputs as forward_seqs's, from row 0. */
+static int
+seqs_group(struct model *md, const struct seqs *g, const int32_t *tok, float *logits,
+    const struct pick *pk, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
-	int i;
 
-	if (act_reserve(md, n) != 0)
+	if (act_reserve(md, g->m) != 0 || seqs_push(md, g) != 0)
 		return -1;
-	for (i = 0; i < n; i++)
-		if ((md->act.pos[i] = state_push(st[i], 1, 0)) < 0)
-			return util_err(md->err, "forward: sequence %d: %s", i + 1,
-			    state_errmsg(st[i]));
-	if (backend_embed(md->be, &md->tok_embd, tok, n, md->act.x, hp->n_embd) != 0)
+	if (backend_embed(md->be, &md->tok_embd, tok, g->m, md->act.x, hp->n_embd) != 0)
 		return fail(md);
 	for (int il = 0; il < hp->n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 		const float *res = il > 0 ? md->act.t : NULL;
 
-		if ((L->rec ? gdn_layer_batch(md, L, st, n, res) :
-		    attn_layer_batch(md, L, st, n, res)) || ffn(md, L, n))
+		if ((L->rec ? gdn_layer_seqs(md, L, g, res) : attn_layer_seqs(md, L, g, res)) ||
+		    ffn(md, L, g->m))
 			return -1;
 	}
-	if (hp->n_layer > 0 && residual(md, n))
+	if (hp->n_layer > 0 && residual(md, g->m))
 		return -1;
-	return head(md, md->output_norm, &md->output, n, n, logits, pk, hidden);
+	return head(md, md->output_norm, &md->output, g->m, g->m, logits, pk, hidden);
 }
 
 /*
- * Sequences BACKEND_ROWS_INVARIANT at a time: a product of more rows may
- * take another kernel (the CUDA backend's prefill GEMM), whose rows are
- * not the one-row products' bits; up to it every backend keeps them.
+ * model_forward_seqs (rows NULL: one row each), whole sequences packed
+ * greedily into groups of up to BACKEND_ROWS_INVARIANT rows: a product of
+ * more rows may take another kernel (the CUDA backend's prefill GEMM),
+ * whose rows are not the one-row products' bits; up to it every backend
+ * keeps them.
  */
 static int
-forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
-    float *logits, const struct pick *pk, float *hidden)
+forward_seqs(struct model *md, struct state **st, const int *rows, int n, const int32_t *tok,
+    int flags, float *logits, const struct pick *pk, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
+	struct seqs g = { .rows = NULL, .verify = (flags & MODEL_VERIFY) != 0 };
 
-	if (batch_check(md, st, n) != 0)
+	if (seqs_check(md, st, rows, n, flags) != 0)
 		return -1;
-	for (int i = 0; i < n; i += BACKEND_ROWS_INVARIANT) {
-		int c = n - i < BACKEND_ROWS_INVARIANT ? n - i : BACKEND_ROWS_INVARIANT;
+	for (int i = 0, r = 0; i < n; i += g.n, r += g.m) {
 		struct pick p;
+
+		g.st = st + i, g.rows = rows != NULL ? rows + i : NULL;
+		for (g.n = 0, g.m = 0; i + g.n < n && g.m + seq_rows(&g, g.n) <= BACKEND_ROWS_INVARIANT;
+		    g.n++)
+			g.m += seq_rows(&g, g.n);
 		if (pk != NULL)
-			p = *pk, p.id = pk->id + (size_t)i * (pk->k ? pk->k : 1),
-			    p.val = pk->val ? pk->val + (size_t)i * pk->k : NULL;
-		if (batch_rows(md, st + i, tok + i, c, logits ? logits + (size_t)i * hp->n_vocab : NULL,
-		    pk ? &p : NULL, hidden ? hidden + (size_t)i * hp->n_embd : NULL) != 0)
+			p = *pk, p.id = pk->id + (size_t)r * (pk->k ? pk->k : 1),
+			    p.val = pk->val ? pk->val + (size_t)r * pk->k : NULL;
+		if (seqs_group(md, &g, tok + r, logits ? logits + (size_t)r * hp->n_vocab : NULL,
+		    pk ? &p : NULL, hidden ? hidden + (size_t)r * hp->n_embd : NULL) != 0)
 			return -1;
 	}
 	return 0;
 }
 
 int
+model_forward_seqs(struct model *md, struct state **st, const int *rows, int n,
+    const int32_t *tok, int flags, float *logits, int32_t *ids, float *hidden)
+{
+	struct pick pk = { .id = ids };
+
+	if (rows == NULL)
+		return util_err(md->err, "forward: sequences without their rows");
+	if (logits != NULL && ids != NULL)
+		return util_err(md->err, "forward: sequences: logits or ids, not both");
+	return forward_seqs(md, st, rows, n, tok, flags, logits, ids ? &pk : NULL, hidden);
+}
+
+int
 model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
     float *logits, float *hidden)
 {
-	return forward_batch(md, st, tok, n, logits, NULL, hidden);
+	return forward_seqs(md, st, NULL, n, tok, 0, logits, NULL, hidden);
 }
 
 int
@@ -654,5 +723,5 @@ model_forward_batch_argmax(struct model *md, struct state **st, const int32_t *t
 {
 	struct pick pk = { .id = ids };
 
-	return forward_batch(md, st, tok, n, NULL, &pk, hidden);
+	return forward_seqs(md, st, NULL, n, tok, 0, NULL, &pk, hidden);
 }

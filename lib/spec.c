@@ -33,6 +33,8 @@ struct spec {
 	int	last;		/* row of mlg/hout that drafts the next token */
 	float	*vlg;		/* [K+1][nv] verify logits (pick: NULL) */
 	int32_t	vid[SPEC_KMAX + 1];	/* pick: the verify rows' greedy ids */
+	int32_t	tk[SPEC_KMAX + 1];	/* the verify rows: the last token, the drafts */
+	int	pending;	/* drafts in tk that wait for their verify; -1: none */
 	int32_t	*mid;		/* [cap] dpick: the MTP slots' greedy ids */
 	float	*vh;		/* [K+1][ne] verify hidden */
 	float	*mlg;		/* [cap][dv] MTP logits (dpick: NULL) */
@@ -65,6 +67,7 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 		return NULL;
 	}
 	s->m = m, s->K = K, s->n_ctx = n_ctx, s->nv = nv, s->ne = ne, s->cap = cap, s->seq = seq;
+	s->pending = -1;
 	s->r = model_draft_ranks(m, NULL, NULL);
 	s->dv = model_draft_vocab(m);
 	if (p != NULL)
@@ -186,6 +189,7 @@ spec_prefill(struct spec *s, const int32_t *prompt, int n, int32_t *first)
 	}
 	state_reset(s->st);
 	s->mtp_len = 0;
+	s->pending = -1;
 	memcpy(s->hist, prompt, n * sizeof *prompt);
 	s->n_hist = n;
 	if ((s->pick ? model_forward_argmax(s->m, s->st, prompt, n, MODEL_PREFILL, first, h) :
@@ -282,11 +286,12 @@ draft(struct spec *s, int32_t *d, int k)
 }
 
 /*
- * Judge the drafts against the verify rows: out gets the accepted prefix
- * and the token after it; returns how many drafts were accepted, or -1.
+ * Judge the drafts d[k] against the verify rows (pick: their greedy picks
+ * vid[k+1], else s->vlg): out gets the accepted prefix and the token after
+ * it; returns how many drafts were accepted, or -1.
  */
 static int
-judge(struct spec *s, const int32_t *d, int k, int32_t *out)
+judge(struct spec *s, const int32_t *d, int k, const int32_t *vid, int32_t *out)
 {
 	int n = s->n_hist, acc = 0;
 
@@ -296,7 +301,7 @@ judge(struct spec *s, const int32_t *d, int k, int32_t *out)
 		int ok;
 
 		if (s->pick) {
-			if ((t = s->vid[acc]) < 0)
+			if ((t = vid[acc]) < 0)
 				return util_err(s->err, "position %d: no finite logit", n + acc);
 			ok = t == d[acc];
 		} else if (s->p.temp == 0) {
@@ -315,18 +320,22 @@ judge(struct spec *s, const int32_t *d, int k, int32_t *out)
 		if (!ok)
 			return acc;
 	}
-	if (s->pick && (out[k] = s->vid[k]) < 0)
+	if (s->pick && (out[k] = vid[k]) < 0)
 		return util_err(s->err, "position %d: no finite logit", n + k);
 	if (!s->pick && (out[k] = next(s, s->vlg + (size_t)k * s->nv, n + k, s->seq)) < 0)
 		return -1;
 	return k;
 }
 
-int
-spec_round(struct spec *s, int32_t *out, int limit)
+/*
+ * A round's first half: the verify rows into tk (the last emitted token,
+ * then up to min(K, limit-1) drafts that fit in the context); returns how
+ * many drafts, or -1.
+ */
+static int
+round_draft(struct spec *s, int limit, int32_t *tk)
 {
-	int32_t tk[SPEC_KMAX + 1];
-	int n = s->n_hist, k = s->K, acc;
+	int n = s->n_hist, k = s->K;
 
 	if (limit < 1 || n < 1 || n + 1 > s->n_ctx)
 		return util_err(s->err, "position %d: context of %d is full", n, s->n_ctx);
@@ -335,13 +344,22 @@ spec_round(struct spec *s, int32_t *out, int limit)
 	if (k > s->n_ctx - n - 1)
 		k = s->n_ctx - n - 1;
 	tk[0] = s->hist[n - 1];
-	if (draft(s, tk + 1, k) != 0)
-		return -1;
-	if ((s->pick ? model_forward_argmax(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY,
-	    s->vid, s->vh) : model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY,
-	    s->vlg, s->vh)) != 0)
-		return fail_model(s);
-	if ((acc = judge(s, tk + 1, k, out)) < 0)
+	return draft(s, tk + 1, k) != 0 ? -1 : k;
+}
+
+/*
+ * A round's second half, after the verify of tk[k+1] (pick: greedy picks
+ * vid[k+1], else logits s->vlg; hidden vh[k+1][ne]): the accepted tokens
+ * into out, the state rolled back to them, the stats and the MTP cache
+ * brought up to them; returns how many tokens, or -1.
+ */
+static int
+round_accept(struct spec *s, const int32_t *tk, int k, const int32_t *vid, const float *vh,
+    int32_t *out)
+{
+	int n = s->n_hist, acc;
+
+	if ((acc = judge(s, tk + 1, k, vid, out)) < 0)
 		return -1;
 	if (state_rollback(s->st, acc + 1) != 0)
 		return util_err(s->err, "rollback to %d rows failed", acc + 1);
@@ -354,7 +372,75 @@ spec_round(struct spec *s, int32_t *out, int limit)
 		s->stats.tried[j]++;
 		s->stats.depth[j] += j < acc;
 	}
-	if (mtp_append(s, s->vh, out, acc + 1) != 0)
+	if (mtp_append(s, vh, out, acc + 1) != 0)
 		return -1;
 	return acc + 1;
+}
+
+/* The phases are for the plain greedy picks a caller's forward gives. */
+static int
+greedy_only(struct spec *s, const char *what)
+{
+	if (s->pick)
+		return 0;
+	return util_err(s->err, "%s: greedy decoding only (temp %g%s)", what, s->p.temp,
+	    s->p.temp == 0 ? " with penalties" : "");
+}
+
+int
+spec_draft(struct spec *s, int limit, int32_t *rows)
+{
+	int k;
+
+	if (greedy_only(s, "spec_draft") != 0)
+		return -1;
+	if (s->pending >= 0)
+		return util_err(s->err, "spec_draft: the last draft waits for spec_accept");
+	if ((k = round_draft(s, limit, s->tk)) < 0)
+		return -1;
+	s->pending = k;
+	memcpy(rows, s->tk, (k + 1) * sizeof *rows);
+	return k + 1;
+}
+
+struct state *
+spec_state(struct spec *s)
+{
+	return s->st;
+}
+
+int
+spec_accept(struct spec *s, const int32_t *ids, const float *hidden, int32_t *out)
+{
+	int k = s->pending;
+
+	if (greedy_only(s, "spec_accept") != 0)
+		return -1;
+	if (k < 0)
+		return util_err(s->err, "spec_accept: no draft (spec_draft first)");
+	s->pending = -1;
+	return round_accept(s, s->tk, k, ids, hidden, out);
+}
+
+int
+spec_round(struct spec *s, int32_t *out, int limit)
+{
+	int32_t tk[SPEC_KMAX + 1];
+	int m, k;
+
+	if (s->pick) {			/* greedy: the phases, with the verify here */
+		if ((m = spec_draft(s, limit, tk)) < 0)
+			return -1;
+		if (model_forward_argmax(s->m, s->st, tk, m, MODEL_LOGITS_ALL | MODEL_VERIFY,
+		    s->vid, s->vh) != 0) {
+			s->pending = -1;
+			return fail_model(s);
+		}
+		return spec_accept(s, s->vid, s->vh, out);
+	}
+	if ((k = round_draft(s, limit, tk)) < 0)
+		return -1;
+	if (model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, s->vlg, s->vh) != 0)
+		return fail_model(s);
+	return round_accept(s, tk, k, NULL, s->vh, out);
 }

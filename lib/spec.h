@@ -36,6 +36,7 @@ struct spec_stats {
 
 struct model;
 struct spec;
+struct state;
 
 /*
  * A speculative decoder for model m (which must have an MTP head) drafting
@@ -61,6 +62,38 @@ int	spec_prefill(struct spec *, const int32_t *prompt, int n, int32_t *first);
  * how many, or -1 with spec_errmsg set (the sequence must then restart).
  */
 int	spec_round(struct spec *, int32_t *out, int limit);
+
+/*
+ * A greedy round in phases, for a caller that verifies many sequences in
+ * one forward (a scheduler's step: model_forward_seqs).  Plain greedy
+ * only (temp 0, no penalties: sample_plain_greedy), where a draft is
+ * accepted when it equals the target's greedy pick: for any other
+ * sampler each returns -1 with spec_errmsg set (spec_round draws).
+ *
+ * spec_draft, after spec_prefill or a previous round: the verify rows
+ * into rows[] (room for K+1): the last emitted token, then up to
+ * min(K, limit-1) drafts (limit >= 1, as spec_round's); returns their
+ * count m (1..K+1), or -1 (also when a draft already waits for its
+ * spec_accept).
+ * In between, the caller runs those m rows on spec_state(s), the trunk
+ * state they go to, with MODEL_VERIFY, taking each row's greedy pick and
+ * its hidden row: model_forward_seqs(md, st, rows, n, tok, MODEL_VERIFY,
+ * NULL, ids, hidden) with st[i] = spec_state(s) and rows[i] = m among the
+ * other sequences (or model_forward_argmax(md, spec_state(s), rows, m,
+ * MODEL_LOGITS_ALL | MODEL_VERIFY, ids, hidden) alone), and nothing else
+ * on that state.
+ * spec_accept then takes this sequence's ids[m] and hidden[m][n_embd]
+ * (host): keeps the longest prefix of drafts that equal the picks and the
+ * pick after it (the bonus), rolls the state back to them, brings the MTP
+ * cache and the stats up to them, writes the new tokens to out (room for
+ * m) and returns how many (1..m), or -1 (no draft waiting, no finite
+ * logit).  The tokens are spec_round's, which is spec_draft, the verify
+ * alone, spec_accept.  After a -1 from either, or a failed verify, the
+ * sequence must restart with spec_prefill.
+ */
+int	spec_draft(struct spec *, int limit, int32_t *rows);
+struct state *spec_state(struct spec *);
+int	spec_accept(struct spec *, const int32_t *ids, const float *hidden, int32_t *out);
 
 /* Counters since spec_new (or spec_stats_reset). */
 const struct spec_stats *spec_stats(const struct spec *);
