@@ -1,8 +1,9 @@
 /*
  * serve: an OpenAI-compatible HTTP server over the library.  One process:
- * connection threads parse requests and tokenize prompts; one worker
- * thread owns the models and runs admitted requests one at a time
- * (MEMRA_MAX_SESSIONS bounds running + queued; beyond it 503).
+ * connection threads parse requests, tokenize prompts and shape the
+ * replies; one worker thread owns the models and runs lib/schedule's step
+ * loop (continuous batching: MEMRA_MAX_SESSIONS sessions at once, a
+ * bounded FIFO queue behind them, then 503 with Retry-After).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +27,7 @@
 #include "model.h"
 #include "prompt.h"
 #include "sample.h"
+#include "schedule.h"
 #include "spec.h"
 #include "state.h"
 #include "tokenizer.h"
@@ -39,7 +41,8 @@ extern char **environ;
 struct cfg {
 	const char *models, *host, *port, *api_key, *device, *compat;
 	const char *draft, *trim, *full_prec;
-	int	ctx, max_sessions, spec_k, threads;
+	int	ctx, max_sessions, spec_k, threads, serve_spec;
+	int	queue, chunk, step_prefill;
 	long	prefix_mb;
 };
 
@@ -48,6 +51,7 @@ struct served {
 	struct model *m;
 	struct prompt *pr;
 	int	nv, k;		/* k: speculative draft length, 0 plain */
+	int	lane;		/* in the scheduler */
 };
 
 struct job {
@@ -58,9 +62,9 @@ struct job {
 	struct sample_params sp;
 	char	*stops[MAX_STOPS];
 	int	n_stops;
+	int	ignore_eos;
 	long	id;
-	int	done;
-	struct job *next;
+	struct sched_seq *seq;
 };
 
 struct server {
@@ -68,10 +72,8 @@ struct server {
 	struct backend *be;
 	struct served mod[MAX_MODELS];
 	int	n_mod;
+	struct sched *sc;
 	pthread_mutex_t mu;
-	pthread_cond_t cv, done_cv;
-	struct job *head, *tail;
-	int	n_admitted;	/* queued + running */
 	long	next_id;
 	int	graph_stats;	/* MEMRA_CUDA_GRAPH=stats */
 	int	graph_said;	/* a recording failure was reported */
@@ -124,15 +126,23 @@ write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+/* A response with extra header lines xh ("" or lines ending in CRLF). */
+static int
+respond_x(int fd, int status, const char *ctype, const char *xh, const char *body, size_t n,
+    int keep)
+{
+	char h[512];
+	int hl = snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n%s"
+	    "Content-Length: %zu\r\nConnection: %s\r\n\r\n", status, http_reason(status), ctype,
+	    xh, n, keep ? "keep-alive" : "close");
+
+	return write_all(fd, h, hl) != 0 || write_all(fd, body, n) != 0 ? -1 : 0;
+}
+
 static int
 respond(int fd, int status, const char *ctype, const char *body, size_t n, int keep)
 {
-	char h[512];
-	int hl = snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-	    "Content-Length: %zu\r\nConnection: %s\r\n\r\n", status, http_reason(status), ctype,
-	    n, keep ? "keep-alive" : "close");
-
-	return write_all(fd, h, hl) != 0 || write_all(fd, body, n) != 0 ? -1 : 0;
+	return respond_x(fd, status, ctype, "", body, n, keep);
 }
 
 static int
@@ -151,7 +161,9 @@ respond_error(int fd, int status, const char *msg, int keep)
 	json_put_str(fp, msg, strlen(msg), 0);
 	fprintf(fp, ", \"type\": \"%s\", \"code\": %d}}\n", type, status);
 	fclose(fp);
-	rc = respond(fd, status, "application/json", b, n, keep);
+	/* busy: a client may retry after a second (the openai SDK reads it) */
+	rc = respond_x(fd, status, "application/json", status == 503 ? "Retry-After: 1\r\n" : "",
+	    b, n, keep);
 	free(b);
 	return rc;
 }
@@ -213,6 +225,19 @@ chunk(struct out *o, const char *key, const char *s, size_t n, const char *finis
 	free(b);
 }
 
+/* One streamed chunk of a model without a tokenizer: the token's id. */
+static void
+chunk_id(struct out *o, int32_t t)
+{
+	char b[160];
+	int n = snprintf(b, sizeof b, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, "
+	    "\"choices\": [{\"index\": 0, \"text\": \"\", \"token_ids\": [%d], "
+	    "\"finish_reason\": null}]}", o->j->chat ? "chatcmpl" : "cmpl", o->j->id,
+	    o->j->chat ? "chat.completion.chunk" : "text_completion", (long)time(NULL), t);
+
+	sse(o, b, n);
+}
+
 static size_t
 utf8_back(const char *s, size_t n)
 {
@@ -255,21 +280,25 @@ stream_more(struct out *o, int final)
 	}
 }
 
-/* Take token t; 1 when generation ends (o->finish set). */
+/* Take token t; 1 when the reply ends here (a stop string, or the client
+ * is gone: o->finish set). */
 static int
-take(struct out *o, struct tokenizer_stream *ts, int32_t t, int n_stop, const int32_t *stop,
-    int room)
+take(struct out *o, struct tokenizer_stream *ts, int32_t t)
 {
 	struct job *j = o->j;
 	const char *s;
-	size_t n;
+	size_t n = 0;
 	char c;
 
-	for (int i = 0; i < n_stop; i++)
-		if (stop[i] == t)
-			return o->finish = "stop", 1;
 	o->n_gen++;
-	if ((s = tokenizer_stream_push(ts, t, &n)) != NULL && n > 0) {
+	if (ts == NULL) {	/* no tokenizer: the ids are the reply */
+		char id[16];
+
+		n = snprintf(id, sizeof id, "%s%d", o->len ? ", " : "", t);
+		s = id;
+	} else if ((s = tokenizer_stream_push(ts, t, &n)) == NULL)
+		n = 0;
+	if (n > 0) {
 		if (o->len + n + 1 > o->cap) {
 			size_t nc = (o->len + n + 1) * 2;
 			char *nt = realloc(o->text, nc);
@@ -281,7 +310,7 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t, int n_stop, const in
 		memcpy(o->text + o->len, s, n);
 		o->len += n;
 		o->text[o->len] = '\0';
-		for (int i = 0; i < j->n_stops; i++) {
+		for (int i = 0; i < j->n_stops && ts != NULL; i++) {
 			char *hit = strstr(o->text, j->stops[i]);
 
 			if (hit != NULL) {
@@ -291,89 +320,43 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t, int n_stop, const in
 			}
 		}
 	}
-	if (j->stream)
+	if (j->stream && ts != NULL)
 		stream_more(o, 0);
+	else if (j->stream)
+		chunk_id(o, t);
 	else if (recv(j->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
 		o->dead = 1;
 	if (o->dead)
 		return o->finish = "stop", 1;
-	if (o->n_gen >= j->max_tokens || room <= 0)
-		return o->finish = "length", 1;
 	return 0;
 }
 
-/* The tokens of job j into o; 0, or -1 with err. */
+/* The reply of job j from the scheduler's tokens into o; 0, or -1 with err. */
 static int
 generate(struct server *s, struct job *j, struct out *o, char *err)
 {
-	struct served *sv = j->sv;
-	int n_stop, n = j->n_ids, ctx = s->c.ctx, rc = -1;
-	const int32_t *stop = prompt_stop_ids(sv->pr, &n_stop);
-	struct tokenizer_stream *ts = tokenizer_stream_new(prompt_tokenizer(sv->pr), 0);
-	int32_t *hist = malloc((size_t)(ctx + SPEC_KMAX + 1) * sizeof *hist), t, buf[SPEC_KMAX + 1];
-	/* a row of logits for the host's draws: none when the backend picks
-	 * (greedy, top-k) or the speculative loop runs */
-	int host_pick = !(sv->k > 0 && j->sp.temp == 0) && !sample_plain_greedy(&j->sp) &&
-	    sample_top_k(&j->sp) == 0;
-	float *lg = host_pick ? model_host_alloc(sv->m, sv->nv) : NULL;
-	struct state *st = NULL;
-	struct sampler *smp = NULL;
-	struct spec *sp = NULL;
+	const struct tokenizer *tok = prompt_tokenizer(j->sv->pr);
+	struct tokenizer_stream *ts = tok ? tokenizer_stream_new(tok, 0) : NULL;
+	int32_t buf[64];
+	int fin = SCHED_RUNNING, n;
 
-	if (ts == NULL || hist == NULL || (host_pick && lg == NULL)) {
-		util_err(err, "out of memory");
-		goto out;
-	}
-	memcpy(hist, j->ids, n * sizeof *hist);
-	if (sv->k > 0 && j->sp.temp == 0) {
-		if ((sp = spec_new(sv->m, sv->k, ctx, &j->sp, 0, err)) == NULL)
-			goto out;
-		if (spec_prefill(sp, j->ids, n, &t) != 0) {
-			util_err(err, "%s", spec_errmsg(sp));
-			goto out;
-		}
-		for (int done = take(o, ts, t, n_stop, stop, ctx - n - 1); !done;) {
-			int limit = j->max_tokens - o->n_gen, got;
-
-			if (limit > ctx - n - o->n_gen - 1)
-				limit = ctx - n - o->n_gen - 1;
-			if ((got = spec_round(sp, buf, limit)) < 0) {
-				util_err(err, "%s", spec_errmsg(sp));
-				goto out;
+	if (tok != NULL && ts == NULL)
+		return util_err(err, "out of memory");
+	for (;;) {
+		n = sched_read(s->sc, j->seq, buf, 64, &fin);
+		for (int i = 0; i < n; i++)
+			if (take(o, ts, buf[i])) {
+				tokenizer_stream_free(ts);
+				return 0;
 			}
-			for (int i = 0; i < got && !done; i++)
-				done = take(o, ts, buf[i], n_stop, stop, ctx - n - o->n_gen - 1);
-		}
-	} else {
-		if ((st = model_state_new(sv->m, ctx, 0, err)) == NULL ||
-		    (smp = sample_new(&j->sp, sv->nv, err)) == NULL)
-			goto out;
-		if (model_forward_next(sv->m, st, j->ids, n, MODEL_PREFILL, smp, hist, n, 0, n, lg,
-		    &t) != 0) {
-			util_err(err, "%s", model_errmsg(sv->m));
-			goto out;
-		}
-		for (;;) {
-			int p = n + o->n_gen;
-
-			hist[p] = t;
-			if (take(o, ts, t, n_stop, stop, ctx - p - 1))
-				break;
-			if (model_forward_next(sv->m, st, &hist[p], 1, 0, smp, hist, p + 1, 0, p + 1, lg,
-			    &t) != 0) {
-				util_err(err, "%s", model_errmsg(sv->m));
-				goto out;
-			}
-		}
+		if (fin != SCHED_RUNNING)
+			break;
 	}
-	rc = 0;
-out:
 	tokenizer_stream_free(ts);
-	spec_free(sp);
-	state_free(st);
-	sample_free(smp);
-	free(hist), model_host_free(sv->m, lg);
-	return rc;
+	if (fin == SCHED_ERROR)
+		return util_err(err, "%s", sched_seq_errmsg(j->seq));
+	o->finish = fin == SCHED_LENGTH ? "length" : "stop";
+	return 0;
 }
 
 static void
@@ -400,7 +383,9 @@ reply_whole(struct job *j, struct out *o)
 	    (long)time(NULL));
 	json_put_str(fp, j->sv->name, strlen(j->sv->name), 0);
 	fputs(", \"choices\": [{\"index\": 0, ", fp);
-	if (!j->chat) {
+	if (!j->chat && prompt_tokenizer(j->sv->pr) == NULL)	/* the ids are the reply */
+		fprintf(fp, "\"text\": \"\", \"token_ids\": [%s]", o->text ? o->text : "");
+	else if (!j->chat) {
 		fputs("\"text\": ", fp);
 		json_put_str(fp, o->text ? o->text : "", o->len, 0);
 	} else if (chat_parse_reply(o->text ? o->text : "", o->len, j->think, &r, err) != 0) {
@@ -504,12 +489,13 @@ reply_stream_end(struct job *j, struct out *o)
 	}
 }
 
+/* Job j's reply, on its connection's thread, from the scheduler's tokens. */
 static void
 run_job(struct server *s, struct job *j)
 {
 	struct out o = { .j = j, .in_think = j->think };
 	char err[UTIL_ERRLEN] = "";
-	double t0 = util_now();
+	double t0 = util_now(), wait, first;
 
 	if (j->stream) {
 		static const char h[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -526,12 +512,15 @@ run_job(struct server *s, struct job *j)
 		reply_stream_end(j, &o);
 	else if (!o.dead)
 		reply_whole(j, &o);
-	fprintf(stderr, "[worker] request %ld: %s prompt=%zu completion=%d %.2f s%s\n", j->id,
-	    j->sv->name, j->n_ids, o.n_gen, util_now() - t0, o.dead ? " (client gone)" : "");
+	sched_seq_times(s->sc, j->seq, &wait, &first);
+	fprintf(stderr, "[serve] request %ld: %s prompt=%zu completion=%d queued %.2f s, first "
+	    "token %.2f s, %.2f s%s\n", j->id, j->sv->name, j->n_ids, o.n_gen, wait, first,
+	    util_now() - t0, o.dead ? " (client gone)" : "");
 	free(o.text);
 }
 
-/* The CUDA graph line after a request: a recording failure once, and with stats the counts. */
+/* The CUDA graph line when the server goes idle: a recording failure once,
+ * and with stats the counts. */
 static void
 graph_note(struct server *s)
 {
@@ -545,54 +534,32 @@ graph_note(struct server *s)
 		fprintf(stderr, "[serve] cuda graph: %s\n", buf);
 }
 
+/* The worker: the scheduler's steps while there is work. */
 static void *
 worker(void *arg)
 {
 	struct server *s = arg;
 
-	for (;;) {
-		struct job *j;
-
-		pthread_mutex_lock(&s->mu);
-		while (s->head == NULL)
-			pthread_cond_wait(&s->cv, &s->mu);
-		j = s->head;
-		s->head = j->next;
-		if (s->head == NULL)
-			s->tail = NULL;
-		pthread_mutex_unlock(&s->mu);
-		run_job(s, j);
-		graph_note(s);
-		pthread_mutex_lock(&s->mu);
-		j->done = 1;
-		s->n_admitted--;
-		pthread_cond_broadcast(&s->done_cv);
-		pthread_mutex_unlock(&s->mu);
-	}
+	while (sched_wait(s->sc) == 0)
+		if (sched_step(s->sc) == 0)
+			graph_note(s);
 	return NULL;
 }
 
-/* Queue j and wait for the worker; -1 when the server is full. */
+/* Queue j with the scheduler: 0, or -1 with err (*full when busy). */
 static int
-submit(struct server *s, struct job *j)
+submit(struct server *s, struct job *j, int *full, char *err)
 {
+	int n_stop;
+	const int32_t *stop = prompt_stop_ids(j->sv->pr, &n_stop);
+	struct sched_req q = { .lane = j->sv->lane, .ids = j->ids, .n_ids = (int)j->n_ids,
+	    .sp = j->sp, .max_tokens = j->max_tokens, .ignore_eos = j->ignore_eos,
+	    .stop = stop, .n_stop = n_stop };
+
 	pthread_mutex_lock(&s->mu);
-	if (s->n_admitted >= s->c.max_sessions) {
-		pthread_mutex_unlock(&s->mu);
-		return -1;
-	}
-	s->n_admitted++;
 	j->id = ++s->next_id;
-	if (s->tail != NULL)
-		s->tail->next = j;
-	else
-		s->head = j;
-	s->tail = j;
-	pthread_cond_signal(&s->cv);
-	while (!j->done)
-		pthread_cond_wait(&s->done_cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
-	return 0;
+	return (j->seq = sched_submit(s->sc, &q, full, err)) != NULL ? 0 : -1;
 }
 
 /* --- requests (connection threads) --- */
@@ -648,6 +615,9 @@ request_params(const struct json *q, struct job *j, int ctx, int nv, char *err)
 		j->sp.repeat_penalty = d;
 	if (json_get_i64(q, "seed", &i) == 0)
 		j->sp.seed = i;
+	if (json_get_bool(q, "ignore_eos", &j->ignore_eos) != 0 &&
+	    (v = json_get(q, "ignore_eos")) != NULL && v->type != JSON_NULL)
+		return util_err(err, "'ignore_eos': not a boolean");
 	if (json_get_bool(q, "stream", &j->stream) != 0 && (v = json_get(q, "stream")) != NULL &&
 	    v->type != JSON_NULL)
 		return util_err(err, "'stream': not a boolean");
@@ -746,11 +716,16 @@ request_prompt(const struct json *q, struct job *j, char *err)
 	} else {
 		const struct json *p = json_get(q, "prompt");
 
-		if (p == NULL || p->type != JSON_STRING) {
-			return util_err(err, "'prompt': a string is required");
-		}
-		j->ids = tokenizer_encode(prompt_tokenizer(j->sv->pr), p->str, p->n,
-		    TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL, &j->n_ids, err);
+		if (p != NULL && p->type == JSON_ARRAY)	/* token ids, used as they are */
+			j->ids = prompt_ids_json(p, j->sv->nv, &j->n_ids, err);
+		else if (p == NULL || p->type != JSON_STRING)
+			return util_err(err, "'prompt': a string or an array of token ids is required");
+		else if (prompt_tokenizer(j->sv->pr) == NULL)
+			return util_err(err, "model '%s' has no tokenizer: give the prompt as token ids",
+			    j->sv->name);
+		else
+			j->ids = tokenizer_encode(prompt_tokenizer(j->sv->pr), p->str, p->n,
+			    TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL, &j->n_ids, err);
 		if (j->ids == NULL)
 			return -1;
 	}
@@ -774,7 +749,7 @@ completion(struct server *s, int fd, const struct http_req *req, int chat)
 	struct job j = { .fd = fd, .chat = chat };
 	char err[UTIL_ERRLEN] = "";
 	struct json *q = json_parse(req->body, req->body_len, err);
-	int status = 400, keep = 1;
+	int status = 400, keep = 1, full = 0;
 
 	if (q == NULL) {
 		respond_error(fd, 400, err, 1);
@@ -790,11 +765,13 @@ completion(struct server *s, int fd, const struct http_req *req, int chat)
 		if ((int)j.n_ids >= s->c.ctx)
 			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
 			    j.n_ids, s->c.ctx);
-		else if (submit(s, &j) != 0)
-			status = 503, util_err(err, "server busy: %d requests already admitted",
-			    s->c.max_sessions);
-		else
+		else if (submit(s, &j, &full, err) != 0)
+			status = full ? 503 : 400;
+		else {
+			run_job(s, &j);
+			sched_release(s->sc, j.seq);
 			status = 0, keep = !j.stream;
+		}
 	}
 	if (status != 0)
 		respond_error(fd, status, err, 1);
@@ -894,7 +871,7 @@ connection(void *arg)
 
 static const char *const refused[] = {
 	"MEMRA_DSPARK_", "MEMRA_GEMMA_", "MEMRA_PP_", "MEMRA_VISION_DIR", "MEMRA_REUSE_POOL",
-	"MEMRA_DFLASH_PREC", "MEMRA_DRAFT", "MEMRA_SERVE_SPEC", "MEMRA_QUANTIZE",
+	"MEMRA_DFLASH_PREC", "MEMRA_DRAFT", "MEMRA_QUANTIZE",
 };
 
 /* A MEMRA_* variable the cookbook uses for a feature serve lacks: refuse. */
@@ -944,6 +921,9 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "prefix-cache-mb", required_argument, NULL, 'P' },
 		{ "compat", required_argument, NULL, 'C' }, { "api-key", required_argument, NULL, 'A' },
 		{ "device", required_argument, NULL, 'd' }, { "help", no_argument, NULL, 'h' },
+		{ "serve-spec", required_argument, NULL, 'X' }, { "queue", required_argument, NULL, 'Q' },
+		{ "prefill-chunk", required_argument, NULL, 'U' },
+		{ "step-prefill", required_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *v[128] = { 0 };
@@ -956,6 +936,8 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['D'] = getenv("MEMRA_MTP_DRAFT"), v['R'] = getenv("MEMRA_FRSPEC_TRIM");
 	v['F'] = env("MEMRA_FULL_PREC"), v['P'] = env("MEMRA_PREFIX_CACHE_MB");
 	v['C'] = env("MEMRA_COMPAT"), v['A'] = env("MEMRA_API_KEY"), v['d'] = env("MEMRA_DEVICE");
+	v['X'] = env("MEMRA_SERVE_SPEC"), v['Q'] = env("MEMRA_QUEUE");
+	v['U'] = env("MEMRA_PREFILL_CHUNK"), v['B'] = env("MEMRA_STEP_PREFILL");
 	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			exit(usage(stdout, 0));
@@ -973,6 +955,13 @@ parse(int argc, char *argv[], struct cfg *c)
 	l = 4096, int_setting("MEMRA_CTX (--ctx)", v['c'], 16, 1 << 24, &l), c->ctx = l;
 	l = 4, int_setting("MEMRA_MAX_SESSIONS (--max-sessions)", v['S'], 1, 4096, &l);
 	c->max_sessions = l;
+	l = 4L * c->max_sessions, int_setting("MEMRA_QUEUE (--queue)", v['Q'], 0, 1 << 20, &l);
+	c->queue = l;
+	l = 512, int_setting("MEMRA_PREFILL_CHUNK (--prefill-chunk)", v['U'],
+	    BACKEND_ROWS_INVARIANT + 1, 1 << 20, &l), c->chunk = l;
+	l = 4L * c->chunk, int_setting("MEMRA_STEP_PREFILL (--step-prefill)", v['B'], c->chunk,
+	    1 << 24, &l), c->step_prefill = l;
+	l = 1, int_setting("MEMRA_SERVE_SPEC (--serve-spec)", v['X'], 0, 1, &l), c->serve_spec = l;
 	l = -1, int_setting("MEMRA_SPEC_K (--spec-k)", v['k'], 0, SPEC_KMAX, &l), c->spec_k = l;
 	l = 0, int_setting("MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb)", v['P'], 0, 1L << 40, &l);
 	c->prefix_mb = l;
@@ -991,6 +980,34 @@ parse(int argc, char *argv[], struct cfg *c)
 	if (!backend_valid_device(c->device))
 		die(2, "MEMRA_DEVICE (--device): '%s': not cpu or cuda[:N]", c->device);
 	return 0;
+}
+
+/* Model sv's sessions in the scheduler, and the boot lines that say what they cost. */
+static void
+sessions(struct server *s, struct served *sv)
+{
+	struct sched_fit f;
+	char err[UTIL_ERRLEN];
+	double mib = 1 << 20;
+	int n = s->c.max_sessions;
+
+	if (sched_fit(s->sc, sv->m, sv->k, &f, err) != 0 ||
+	    (sv->lane = sched_add_model(s->sc, sv->m, sv->k, err)) < 0)
+		die(1, "%s: MEMRA_MAX_SESSIONS x MEMRA_CTX: %s", sv->name, err);
+	fprintf(stderr, "[sched] %s: %d sessions x ctx %d: %.1f MiB each, %.1f MiB in all "
+	    "(%.0f MiB free before; room for %d)\n", sv->name, n, s->c.ctx, f.session / mib,
+	    f.session * n / mib, f.avail / mib, f.fit);
+	if (sv->k > 0) {
+		fprintf(stderr, "[sched] %s: speculative K by load (verify rows within the decode "
+		    "rows' groups of %d):", sv->name, BACKEND_ROWS_INVARIANT);
+		for (int c = 1, last = -1; c <= n; c++) {
+			int k = sched_policy_k(sv->k, c);
+
+			if (k != last)
+				fprintf(stderr, " %d+ sessions K=%d", c, k), last = k;
+		}
+		fputc('\n', stderr);
+	}
 }
 
 static void
@@ -1025,9 +1042,14 @@ load(struct server *s, char *spec)
 	sv->k = s->c.spec_k >= 0 ? s->c.spec_k : nmtp > 0 ? 3 : 0;
 	if (sv->k > 0 && nmtp == 0)
 		die(2, "MEMRA_SPEC_K %d: model '%s' has no MTP head to draft with", sv->k, sv->name);
+	if (!s->c.serve_spec)
+		sv->k = 0;
 	fprintf(stderr, "[model] %s: ctx=%d K=%d (%s)%s\n", sv->name, s->c.ctx, sv->k,
-	    sv->k ? "MTP speculative decode for greedy requests" : "plain decode",
+	    sv->k ? "MTP speculative decode for greedy requests" : s->c.serve_spec ?
+	    "plain decode" : "plain decode: MEMRA_SERVE_SPEC=0",
+	    prompt_tokenizer(sv->pr) == NULL ? ", no tokenizer: token-id prompts only" :
 	    prompt_is_chat(sv->pr) ? "" : ", no chat template");
+	sessions(s, sv);
 	s->n_mod++;
 }
 
@@ -1066,8 +1088,8 @@ announce(int fd, const struct cfg *c)
 int
 main(int argc, char *argv[])
 {
-	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-	    .done_cv = PTHREAD_COND_INITIALIZER };
+	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct sched_config sc;
 	char err[UTIL_ERRLEN], *models, *save = NULL;
 	struct timeval idle = { .tv_sec = 300 };	/* a silent client is dropped */
 	pthread_t w;
@@ -1087,6 +1109,15 @@ main(int argc, char *argv[])
 	if (backend_gemm_env(s.be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
+	sched_config_defaults(&sc, s.c.ctx, s.c.max_sessions);
+	sc.max_queue = s.c.queue, sc.chunk = s.c.chunk, sc.step_prefill = s.c.step_prefill;
+	if (backend_host(s.be))
+		sc.reserve = (size_t)512 << 20;
+	if ((s.sc = sched_new(s.be, &sc, err)) == NULL)
+		die(2, "%s", err);
+	fprintf(stderr, "[sched] continuous batching: %d sessions, queue %d (then 503), prompt "
+	    "chunks of %d, %d prompt tokens a step\n", sc.max_sessions, sc.max_queue, sc.chunk,
+	    sc.step_prefill);
 	if ((models = strdup(s.c.models)) == NULL)
 		die(1, "out of memory");
 	for (char *m = strtok_r(models, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save))

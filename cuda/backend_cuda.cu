@@ -616,6 +616,12 @@ cu_host_alloc(struct backend *be, size_t n)
 	return p;
 }
 
+static int
+cu_mem_info(struct backend *be, size_t *free_b, size_t *total)
+{
+	return gpu_mem_info(CB(be)->g, free_b, total) ? gfail(be, "memory info") : 0;
+}
+
 static void
 cu_host_free(struct backend *be, float *p)
 {
@@ -1748,6 +1754,7 @@ static const struct backend_ops cuda_ops = {
 	cu_penalize,
 	cu_gemm_set,
 	cu_qk_norm_rope,
+	cu_mem_info,
 };
 
 extern "C" struct backend *

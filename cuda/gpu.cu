@@ -154,6 +154,18 @@ gpu_free(struct gpu *g, void *d)
 	}
 }
 
+extern "C" int
+gpu_mem_info(struct gpu *g, size_t *free_b, size_t *total)
+{
+	cudaError_t e = cudaMemGetInfo(free_b, total);
+
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return gpu_fail(g, "cudaMemGetInfo: %s", cudaGetErrorString(e)), -1;
+	}
+	return 0;
+}
+
 extern "C" void *
 gpu_host_alloc(struct gpu *g, size_t n)
 {

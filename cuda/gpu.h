@@ -52,6 +52,8 @@ void	gpu_free(struct gpu *g, void *d);
  * no staging), or NULL; gpu_host_free(g, NULL) is a no-op. */
 void   *gpu_host_alloc(struct gpu *g, size_t n);
 void	gpu_host_free(struct gpu *g, void *p);
+/* The device's free and total memory in bytes (cudaMemGetInfo); 0 or -1. */
+int	gpu_mem_info(struct gpu *g, size_t *free_b, size_t *total);
 int	gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n);
 int	gpu_download(struct gpu *g, void *dst, const void *d_src, size_t n);
 int	gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n);

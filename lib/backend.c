@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,37 @@ const char *
 backend_errmsg(const struct backend *be)
 {
 	return be->err;
+}
+
+/* MemAvailable and MemTotal of /proc/meminfo, in bytes. */
+static int
+host_mem_info(struct backend *be, size_t *free_b, size_t *total)
+{
+	FILE *fp = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb;
+
+	*free_b = *total = 0;
+	if (fp == NULL)
+		return util_err(be->err, "/proc/meminfo: %s", strerror(errno));
+	while (fgets(line, sizeof line, fp) != NULL) {
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			*free_b = (size_t)kb << 10;
+		else if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+			*total = (size_t)kb << 10;
+	}
+	fclose(fp);
+	if (*free_b == 0 || *total == 0)
+		return util_err(be->err, "/proc/meminfo: no MemAvailable or MemTotal");
+	return 0;
+}
+
+int
+backend_mem_info(struct backend *be, size_t *free_b, size_t *total)
+{
+	if (be->ops->mem_info != NULL)
+		return be->ops->mem_info(be, free_b, total);
+	return host_mem_info(be, free_b, total);
 }
 
 const char *

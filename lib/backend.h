@@ -75,6 +75,13 @@ int	backend_sync(struct backend *);
 float	*backend_host_alloc(struct backend *, size_t n);
 void	backend_host_free(struct backend *, float *);
 
+/*
+ * The backend's memory in bytes: *free_b what an allocation may still get
+ * (a GPU's free device memory; the CPU's: /proc/meminfo MemAvailable),
+ * *total all of it.  0, or -1 with the reason kept.
+ */
+int	backend_mem_info(struct backend *, size_t *free_b, size_t *total);
+
 /* --- weights --- */
 
 /*

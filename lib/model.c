@@ -665,8 +665,8 @@ model_host_free(struct model *md, float *p)
 	backend_host_free(md->be, p);
 }
 
-struct state *
-model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
+static struct state_config
+state_shape(const struct model *md, int n_ctx, int n_snap)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct state_config c = {
@@ -675,6 +675,22 @@ model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
 		.conv_dim = hp->n_rec ? model_conv_dim(hp) : 0, .d_conv = hp->d_conv,
 		.n_v_heads = hp->n_v_heads, .dk = hp->dk, .dv = hp->dv, .n_snap = n_snap,
 	};
+
+	return c;
+}
+
+size_t
+model_state_bytes(const struct model *md, int n_ctx, int n_snap)
+{
+	struct state_config c = state_shape(md, n_ctx, n_snap);
+
+	return state_bytes(&c);
+}
+
+struct state *
+model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
+{
+	struct state_config c = state_shape(md, n_ctx, n_snap);
 
 	return state_new(md->be, &c, err);
 }

@@ -89,6 +89,9 @@ const struct model_hparams *model_hparams(const struct model *);
 float	*model_host_alloc(struct model *, size_t n);
 void	model_host_free(struct model *, float *);
 
+/* The bytes of backend memory model_state_new(n_ctx, n_snap) takes. */
+size_t	model_state_bytes(const struct model *, int n_ctx, int n_snap);
+
 /*
  * A sequence state shaped for this model: n_ctx positions, rollback over
  * up to n_snap rows of a verify batch.  Free with state_free.

@@ -174,40 +174,49 @@ mtp_append(struct spec *s, const float *h, const int32_t *tok, int m)
 }
 
 int
-spec_prefill(struct spec *s, const int32_t *prompt, int n, int32_t *first)
+spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to,
+    int32_t *first)
 {
 	float *h, *lg = s->vlg;
-	int rc = -1;
+	int m = to - from, last = to == n, rc = -1;
 
-	if (n < 1 || n + 1 > s->n_ctx) {
-		util_err(s->err, "prompt of %d tokens: context holds %d", n, s->n_ctx);
-		return -1;
+	if (n < 1 || n + 1 > s->n_ctx || from < 0 || to <= from || to > n ||
+	    (from > 0 && (s->n_hist != n || state_pos(s->st) != from)))
+		return util_err(s->err, "prompt rows %d..%d of %d: not the next part of a prompt "
+		    "the context of %d holds", from, to, n, s->n_ctx);
+	if ((h = malloc((size_t)m * s->ne * sizeof *h)) == NULL)	/* once a part: page-locking */
+		return util_err(s->err, "out of memory");	/* it costs more than it saves */
+	if (from == 0) {
+		state_reset(s->st);
+		s->mtp_len = 0;
+		s->pending = -1;
+		memcpy(s->hist, prompt, n * sizeof *prompt);
+		s->n_hist = n;
 	}
-	if ((h = malloc((size_t)n * s->ne * sizeof *h)) == NULL) {	/* once a prompt: */
-		util_err(s->err, "out of memory");	/* page-locking it costs more than it saves */
-		return -1;
-	}
-	state_reset(s->st);
-	s->mtp_len = 0;
-	s->pending = -1;
-	memcpy(s->hist, prompt, n * sizeof *prompt);
-	s->n_hist = n;
-	if ((s->pick ? model_forward_argmax(s->m, s->st, prompt, n, MODEL_PREFILL, first, h) :
-	    model_forward(s->m, s->st, prompt, n, MODEL_PREFILL, lg, h)) != 0) {
+	if ((!last ? model_forward(s->m, s->st, prompt + from, m, MODEL_PREFILL, NULL, h) :
+	    s->pick ? model_forward_argmax(s->m, s->st, prompt + from, m, MODEL_PREFILL, first, h) :
+	    model_forward(s->m, s->st, prompt + from, m, MODEL_PREFILL, lg, h)) != 0) {
 		fail_model(s);
 		goto out;
 	}
-	if (s->pick && *first < 0) {
+	if (last && s->pick && *first < 0) {
 		util_err(s->err, "position %d: no finite logit", n);
 		goto out;
 	}
-	if (!s->pick && (*first = next(s, lg, n, s->seq)) < 0)
+	if (last && !s->pick && (*first = next(s, lg, n, s->seq)) < 0)
 		goto out;
-	s->hist[s->n_hist++] = *first;
-	rc = mtp_append(s, h, s->hist + 1, n);
+	if (last)
+		s->hist[s->n_hist++] = *first;
+	rc = mtp_append(s, h, s->hist + from + 1, m);
 out:
 	free(h);
 	return rc;
+}
+
+int
+spec_prefill(struct spec *s, const int32_t *prompt, int n, int32_t *first)
+{
+	return spec_prefill_part(s, prompt, n, 0, n, first);
 }
 
 /* Draw a token from the distribution q[nv] with the uniform u. */

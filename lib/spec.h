@@ -57,6 +57,17 @@ const char *spec_errmsg(const struct spec *);
 int	spec_prefill(struct spec *, const int32_t *prompt, int n, int32_t *first);
 
 /*
+ * spec_prefill in parts: rows [from, to) of the n-token prompt, from 0
+ * (which resets the sequence) and each part starting where the last one
+ * ended; the part that reaches n samples *first (untouched before).  The
+ * trunk's state after the parts is the one model_forward gives on the same
+ * parts (MODEL_PREFILL each): how a prompt is cut is the caller's, and the
+ * same cut gives the same bits.  0, or -1 with spec_errmsg set.
+ */
+int	spec_prefill_part(struct spec *, const int32_t *prompt, int n, int from, int to,
+	    int32_t *first);
+
+/*
  * One round after spec_prefill (or a previous round): writes 1..limit new
  * tokens to out (limit >= 1; it bounds the drafts to limit-1) and returns
  * how many, or -1 with spec_errmsg set (the sequence must then restart).

@@ -65,6 +65,15 @@ free_set(struct backend *be, float **set, int n)
 	free(set);
 }
 
+size_t
+state_bytes(const struct state_config *c)
+{
+	size_t kv = (size_t)c->n_ctx * c->kv_dim;
+
+	return sizeof(float) * (2 * kv * c->n_kv +
+	    (conv_size(c) + ssm_size(c)) * (size_t)c->n_rec * (1 + (size_t)c->n_snap));
+}
+
 struct state *
 state_new(struct backend *be, const struct state_config *c, char *err)
 {

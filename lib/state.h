@@ -43,6 +43,9 @@ void	state_free(struct state *);
 const char *state_errmsg(const struct state *);
 const struct state_config *state_config(const struct state *);
 
+/* The bytes of backend memory state_new(c) takes. */
+size_t	state_bytes(const struct state_config *c);
+
 /* Tokens consumed so far: the position of the next row. */
 int	state_pos(const struct state *);
 

@@ -7,6 +7,8 @@ Prints one result per line; an API error prints "error STATUS MESSAGE".
 import concurrent.futures
 import json
 import sys
+import threading
+import time
 
 import openai
 
@@ -56,6 +58,48 @@ def main():
             with concurrent.futures.ThreadPoolExecutor(n) as ex:
                 for r in ex.map(one, range(n)):
                     print(json.dumps(r))
+        elif cmd in ("staggered", "solo"):  # FILE: JSONL requests, at once after their delays or one by one
+            reqs = [json.loads(l) for l in open(args[0])]
+            out = [None] * len(reqs)
+
+            def run(i):
+                q = dict(reqs[i])
+                delay, drop = q.pop("delay", 0), q.pop("drop_after", None)
+                if cmd == "staggered":
+                    time.sleep(delay)
+                try:
+                    if drop is not None:  # read a few chunks of a stream, then hang up
+                        q["stream"] = True
+                        s = c.completions.create(**q)
+                        for k, _ in enumerate(s):
+                            if k + 1 >= drop:
+                                break
+                        s.response.close()
+                        out[i] = {"dropped": True}
+                    elif q.get("stream"):
+                        text, fin = "", None
+                        for ch in c.completions.create(**q):
+                            if ch.choices:
+                                text += ch.choices[0].text or ""
+                                fin = ch.choices[0].finish_reason or fin
+                        out[i] = {"text": text, "finish": fin}
+                    else:
+                        r = c.completions.create(**q)
+                        out[i] = {"text": r.choices[0].text, "finish": r.choices[0].finish_reason,
+                                  "tokens": r.usage.completion_tokens}
+                except openai.APIStatusError as e:
+                    out[i] = {"error": e.status_code}
+            if cmd == "solo":
+                for i in range(len(reqs)):
+                    run(i)
+            else:
+                ts = [threading.Thread(target=run, args=(i,)) for i in range(len(reqs))]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+            for o in out:
+                print(json.dumps(o, sort_keys=True))
         else:
             sys.exit("serve-client: unknown command " + cmd)
     except openai.APIStatusError as e:

@@ -162,7 +162,7 @@ http() {
 	[ "${#lines[@]}" = 4 ]
 	for l in "${lines[@]}"; do [ "$l" = "$one" ]; done
 	kill "$SPID"; wait "$SPID" 2>/dev/null || true
-	start_serve MEMRA_MODELS="s=$(smollm2)" MEMRA_MAX_SESSIONS=1
+	start_serve MEMRA_MODELS="s=$(smollm2)" MEMRA_MAX_SESSIONS=1 MEMRA_QUEUE=0
 	run -0 $SC "$URL" parallel 3 s "Write a long story about a cat." 200
 	[[ $output == *'"error 503"'* ]]
 	[[ $output == *'"'[A-Za-z]* ]]
@@ -244,9 +244,107 @@ PY
 	start_serve MEMRA_MODELS="s=$S"
 	curl -sN "$URL/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000, "stream": true}' |
 	    head -c 200 >/dev/null || true
-	for _ in $(seq 300); do grep -q '^\[worker\] request 1:' "$LOG" && break; sleep 0.1; done
-	run -0 grep '^\[worker\] request 1:' "$LOG"
+	for _ in $(seq 300); do grep -q '^\[serve\] request 1:' "$LOG" && break; sleep 0.1; done
+	run -0 grep '^\[serve\] request 1:' "$LOG"
 	[[ $output == *" (client gone)" ]]
 	n=$(sed -n 's/.*completion=\([0-9]*\).*/\1/p' <<<"$output")
 	[ "$n" -lt 2000 ]
+}
+
+# requests A: N completions of model A's held-out prompts (greedy, and every
+# third seeded-sampled), arriving DT seconds apart; EXTRA a JSON object merged
+# into the one at index DROP (e.g. a stream that hangs up)
+requests_a() {
+	local n=$1 dt=$2 drop=${3:--1} extra=${4:-'{}'}
+	python3 - "$(model_a)/prompts.jsonl" "$n" "$dt" "$drop" "$extra" <<'PY'
+import json, sys
+src, n, dt, drop, extra = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+ps = [json.loads(l)["prompt"] for l in open(src)]
+for i in range(n):
+    q = {"model": "a", "prompt": ps[i][: 200 + 97 * i], "max_tokens": 12 + (7 * i) % 20,
+         "temperature": 0, "delay": round(dt * i, 2)}
+    if i % 3 == 2:
+        q.update(temperature=0.8, top_p=0.95, seed=100 + i)
+    if i % 4 == 1:
+        q["stream"] = True
+    if i == drop:
+        q.update(extra)
+    print(json.dumps(q))
+PY
+}
+
+@test "16 requests arriving while others run each get their solo reply, speculation on and off" {
+	need_py openai
+	A=$(model_a)
+	requests_a 16 0.15 >"$P/q.jsonl"
+	start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=1 MEMRA_SPEC_K=0
+	run -0 $SC "$URL" solo "$P/q.jsonl"
+	echo "$output" >"$P/solo"
+	[ "$(grep -c '"text"' "$P/solo")" -eq 16 ]
+	kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	for k in 3 0; do
+		start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=16 MEMRA_SPEC_K=$k MEMRA_PREFILL_CHUNK=64
+		run -0 $SC "$URL" staggered "$P/q.jsonl"
+		diff "$P/solo" - <<<"$output"
+		grep -q "^\[model\] a: ctx=4096 K=$k " "$LOG"
+		kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	done
+}
+
+@test "a client that hangs up mid-stream leaves the other replies intact" {
+	need_py openai
+	A=$(model_a)
+	requests_a 6 0.1 >"$P/q.jsonl"
+	requests_a 6 0.1 2 '{"stream": true, "max_tokens": 400, "drop_after": 3}' >"$P/qd.jsonl"
+	start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=1
+	$SC "$URL" solo "$P/q.jsonl" >"$P/solo"
+	kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=6
+	run -0 $SC "$URL" staggered "$P/qd.jsonl"
+	[ "${lines[2]}" = '{"dropped": true}' ]
+	diff <(sed 3d "$P/solo") <(sed 3d <<<"$output")
+	for _ in $(seq 100); do grep -q '(client gone)' "$LOG" && break; sleep 0.1; done
+	grep -q 'request 3: .*(client gone)$' "$LOG"
+}
+
+@test "past the sessions and the queue: 503 with Retry-After; the queue holds what it can" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=1 MEMRA_QUEUE=1 MEMRA_SPEC_K=0
+	grep -q '^\[sched\] continuous batching: 1 sessions, queue 1 (then 503)' "$LOG"
+	long='{"prompt": "def f(x):", "max_tokens": 3000, "ignore_eos": true, "stream": true}'
+	curl -sN "$URL/v1/completions" -d "$long" >"$P/s1" & c1=$!
+	for _ in $(seq 100); do grep -q 'data:' "$P/s1" && break; sleep 0.1; done
+	curl -sN "$URL/v1/completions" -d "$long" >"$P/s2" & c2=$!	# queued
+	sleep 0.5
+	run -0 curl -s -i "$URL/v1/completions" -d '{"prompt": "x", "max_tokens": 2}'
+	[[ ${lines[0]} == "HTTP/1.1 503 "* ]]
+	[[ $output == *$'\r\nRetry-After: 1\r\n'* ]]
+	[[ $output == *'"server busy: 1 sessions running and 1 waiting"'* ]]
+	kill $c1 $c2 2>/dev/null; wait $c1 $c2 2>/dev/null || true
+}
+
+@test "a session budget that cannot fit is a boot error naming what fits" {
+	A=$(model_a)
+	run -1 env MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=4096 MEMRA_CTX=16777216 serve --device cpu -t 1
+	[[ ${lines[-1]} == "serve: a: MEMRA_MAX_SESSIONS x MEMRA_CTX: 4096 sessions of ctx 16777216 need "*" MiB each, "*"at most "* ]]
+	start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=3 MEMRA_CTX=2048
+	grep -q '^\[sched\] a: 3 sessions x ctx 2048: [0-9.]* MiB each, [0-9.]* MiB in all ([0-9]* MiB free before; room for [0-9]*)$' "$LOG"
+	grep -q '^\[sched\] a: speculative K by load (verify rows within the decode rows. groups of 16): 1+ sessions K=3$' "$LOG"
+}
+
+@test "completions take token ids; ignore_eos runs to max_tokens" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A"
+	ids=$(run-gen --tokenize "$A" 'def fib(n):' | paste -sd, -)
+	run -0 http POST /v1/completions '{"prompt": "def fib(n):", "max_tokens": 10, "temperature": 0}'
+	text=$(jq -r '.choices[0].text' "$P/body")
+	run -0 http POST /v1/completions "{\"prompt\": [$ids], \"max_tokens\": 10, \"temperature\": 0}"
+	[ "$(jq -r '.choices[0].text' "$P/body")" = "$text" ]
+	[ "$(jq -r '.usage.prompt_tokens' "$P/body")" = 5 ]
+	run -0 http POST /v1/completions '{"prompt": [1, 2, 3], "max_tokens": 40, "ignore_eos": true}'
+	[ "$(jq -r '.usage.completion_tokens' "$P/body")" = 40 ]
+	run -0 http POST /v1/completions '{"prompt": [1, 99999999], "max_tokens": 4}'
+	[[ $output == '400 '*'outside the vocabulary'* ]]
+	run -0 http POST /v1/completions '{"prompt": "x", "ignore_eos": 3}'
+	[[ $output == '400 '*"'ignore_eos': not a boolean"* ]]
 }

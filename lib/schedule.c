@@ -1,0 +1,694 @@
+#include "schedule.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+#include "spec.h"
+#include "state.h"
+#include "util.h"
+
+#define MAX_LANES 8
+
+/* A session slot of a lane: a speculative decoder (whose state plain
+ * sessions use too) or, on a plain lane, a state. */
+struct slot {
+	struct spec *spec;
+	struct state *st;
+	int	used;
+};
+
+struct lane {
+	struct model *m;
+	int	K, nv, ne;
+	struct slot *slots;	/* [max_sessions] */
+	float	*lg;		/* [BACKEND_ROWS_INVARIANT * (SPEC_KMAX + 1)][nv] host logits */
+	float	*hid;		/* [same][ne] host hidden rows */
+	int32_t	*ids;		/* [same] */
+};
+
+struct sched_seq {
+	struct sched_seq *next;	/* in the queue */
+	uint64_t id;
+	int	lane, slot;	/* slot -1 while queued */
+	int32_t	*hist;		/* [n_ctx + SPEC_KMAX + 1]: prompt, then new tokens */
+	int	n_prompt, n_hist, done_prompt;
+	int	max_tokens, n_gen, ignore_eos, spec;	/* spec: decoded speculatively */
+	int32_t	*stop;
+	int	n_stop;
+	struct sample_params sp;
+	struct sampler *smp;
+	struct state *st;
+	int32_t	*out;		/* tokens not yet read */
+	int	n_out, cap_out;
+	int	finish, released, active;	/* active: admitted, slot held */
+	double	t_submit, t_admit, t_first;
+	char	err[UTIL_ERRLEN];
+};
+
+struct sched {
+	struct backend *be;
+	struct sched_config c;
+	struct lane lanes[MAX_LANES];
+	int	n_lanes;
+	pthread_mutex_t mu;
+	pthread_cond_t work, out;	/* work: for the worker; out: for readers */
+	struct sched_seq *qhead, *qtail;	/* waiting, FIFO */
+	struct sched_seq **run;	/* [max_sessions] running, in admission order */
+	struct sched_seq **act, **grp;	/* [max_sessions] the worker's: a step's sessions */
+	struct state **st;	/* [max_sessions] a forward's states */
+	int	*rows;		/* [max_sessions] and rows */
+	int	n_run, n_queued, shut;
+	uint64_t next_id;
+	struct sched_stats stats;
+	char	err[UTIL_ERRLEN];
+};
+
+void
+sched_config_defaults(struct sched_config *c, int n_ctx, int max_sessions)
+{
+	memset(c, 0, sizeof *c);
+	c->n_ctx = n_ctx, c->max_sessions = max_sessions;
+	c->max_queue = 4 * max_sessions;
+	c->chunk = 512, c->step_prefill = 2048;
+	c->reserve = (size_t)1 << 30;
+}
+
+struct sched *
+sched_new(struct backend *be, const struct sched_config *c, char *err)
+{
+	struct sched *s;
+
+	if (c->n_ctx < 2 || c->max_sessions < 1 || c->max_queue < 0 ||
+	    c->chunk <= BACKEND_ROWS_INVARIANT || c->step_prefill < c->chunk) {
+		util_err(err, "sched: bad config (ctx %d, %d sessions, queue %d, chunk %d, "
+		    "step prefill %d)", c->n_ctx, c->max_sessions, c->max_queue, c->chunk,
+		    c->step_prefill);
+		return NULL;
+	}
+	if ((s = calloc(1, sizeof *s)) == NULL ||
+	    (s->run = calloc(c->max_sessions, sizeof *s->run)) == NULL ||
+	    (s->act = calloc(c->max_sessions, sizeof *s->act)) == NULL ||
+	    (s->grp = calloc(c->max_sessions, sizeof *s->grp)) == NULL ||
+	    (s->st = calloc(c->max_sessions, sizeof *s->st)) == NULL ||
+	    (s->rows = calloc(c->max_sessions, sizeof *s->rows)) == NULL) {
+		if (s != NULL)
+			free(s->run), free(s->act), free(s->grp), free(s->st), free(s->rows);
+		free(s);
+		util_err(err, "out of memory");
+		return NULL;
+	}
+	s->be = be, s->c = *c;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->work, NULL);
+	pthread_cond_init(&s->out, NULL);
+	return s;
+}
+
+static void
+seq_free(struct sched_seq *q)
+{
+	if (q == NULL)
+		return;
+	sample_free(q->smp);
+	free(q->hist), free(q->stop), free(q->out);
+	free(q);
+}
+
+static void
+lane_free(struct lane *l, int n)
+{
+	for (int i = 0; l->slots != NULL && i < n; i++) {
+		spec_free(l->slots[i].spec);
+		if (l->slots[i].spec == NULL)
+			state_free(l->slots[i].st);
+	}
+	free(l->slots);
+	model_host_free(l->m, l->lg), model_host_free(l->m, l->hid);
+	free(l->ids);
+}
+
+void
+sched_free(struct sched *s)
+{
+	if (s == NULL)
+		return;
+	for (int i = 0; i < s->n_run; i++)
+		seq_free(s->run[i]);
+	for (struct sched_seq *q = s->qhead, *n; q != NULL; q = n)
+		n = q->next, seq_free(q);
+	for (int i = 0; i < s->n_lanes; i++)
+		lane_free(&s->lanes[i], s->c.max_sessions);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->work);
+	pthread_cond_destroy(&s->out);
+	free(s->run), free(s->act), free(s->grp), free(s->st), free(s->rows);
+	free(s);
+}
+
+int
+sched_policy_k(int K, int sessions)
+{
+	int groups = (sessions + BACKEND_ROWS_INVARIANT - 1) / BACKEND_ROWS_INVARIANT;
+
+	for (int k = K; k >= 1; k--) {
+		int per = BACKEND_ROWS_INVARIANT / (k + 1);
+
+		if (per > 0 && (sessions + per - 1) / per <= groups)
+			return k;
+	}
+	return 0;
+}
+
+int
+sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *err)
+{
+	size_t free_b = 0, total = 0, lo;
+	int want = s->c.max_sessions;
+
+	memset(f, 0, sizeof *f);
+	if (backend_mem_info(s->be, &free_b, &total) != 0)
+		return util_err(err, "%s", backend_errmsg(s->be));
+	f->session = model_state_bytes(m, s->c.n_ctx, K + 1);
+	f->avail = free_b > s->c.reserve ? free_b - s->c.reserve : 0;
+	f->fit = f->session ? (int)(f->avail / f->session < 1 << 30 ? f->avail / f->session :
+	    1 << 30) : 1 << 30;
+	for (int ctx = s->c.n_ctx / 256 * 256; ctx >= 256 && f->max_ctx == 0; ctx -= 256) {
+		lo = model_state_bytes(m, ctx, K + 1);
+		if (lo * want <= f->avail)
+			f->max_ctx = ctx;
+	}
+	return 0;
+}
+
+/* The lane's host buffers for a step's rows: every session's verify rows
+ * (ids, hidden), and a logits row for each sampled session. */
+static int
+lane_buffers(struct sched *s, struct lane *l, char *err)
+{
+	size_t rows = (size_t)s->c.max_sessions * (l->K + 1);
+
+	l->lg = model_host_alloc(l->m, (size_t)s->c.max_sessions * l->nv);
+	l->hid = model_host_alloc(l->m, rows * l->ne);
+	l->ids = malloc(rows * sizeof *l->ids);
+	if (l->lg == NULL || l->hid == NULL || l->ids == NULL)
+		return util_err(err, "%s", l->ids ? model_errmsg(l->m) : "out of memory");
+	return 0;
+}
+
+static int
+lane_slots(struct sched *s, struct lane *l, char *err)
+{
+	int n = s->c.max_sessions;
+
+	free(l->slots);
+	if ((l->slots = calloc(n, sizeof *l->slots)) == NULL)
+		return util_err(err, "out of memory");
+	for (int i = 0; i < n; i++) {
+		struct slot *sl = &l->slots[i];
+
+		if (l->K > 0) {
+			if ((sl->spec = spec_new(l->m, l->K, s->c.n_ctx, NULL, 0, err)) == NULL)
+				return -1;
+			sl->st = spec_state(sl->spec);
+		} else if ((sl->st = model_state_new(l->m, s->c.n_ctx, 1, err)) == NULL)
+			return -1;
+	}
+	return 0;
+}
+
+int
+sched_add_model(struct sched *s, struct model *m, int K, char *err)
+{
+	struct lane *l = &s->lanes[s->n_lanes];
+	struct sched_fit f;
+	size_t mib = 1 << 20;
+
+	if (s->n_lanes == MAX_LANES)
+		return util_err(err, "sched: more than %d models", MAX_LANES);
+	if (K < 0 || K > SPEC_KMAX || (K > 0 && model_hparams(m)->n_mtp < 1))
+		return util_err(err, "sched: K %d: %s", K, K > 0 ? "the model has no MTP head" :
+		    "out of range");
+	if (sched_fit(s, m, K, &f, err) != 0)
+		return -1;
+	if (f.fit < s->c.max_sessions) {
+		if (f.max_ctx > 0)
+			return util_err(err, "%d sessions of ctx %d need %zu MiB each, %zu MiB in all; "
+			    "%zu MiB are free: at most %d sessions of ctx %d, or %d of ctx %d",
+			    s->c.max_sessions, s->c.n_ctx, f.session / mib,
+			    f.session * s->c.max_sessions / mib, f.avail / mib, f.fit, s->c.n_ctx,
+			    s->c.max_sessions, f.max_ctx);
+		return util_err(err, "%d sessions of ctx %d need %zu MiB each, %zu MiB in all; "
+		    "%zu MiB are free: at most %d sessions of ctx %d", s->c.max_sessions, s->c.n_ctx,
+		    f.session / mib, f.session * s->c.max_sessions / mib, f.avail / mib, f.fit,
+		    s->c.n_ctx);
+	}
+	memset(l, 0, sizeof *l);
+	l->m = m, l->K = K;
+	l->nv = model_hparams(m)->n_vocab, l->ne = model_hparams(m)->n_embd;
+	if (lane_buffers(s, l, err) != 0 || lane_slots(s, l, err) != 0) {
+		lane_free(l, s->c.max_sessions);
+		return -1;
+	}
+	return s->n_lanes++;
+}
+
+/* --- requests --- */
+
+static int
+seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *err)
+{
+	const struct lane *l = &s->lanes[r->lane];
+
+	q->lane = r->lane, q->slot = -1;
+	q->n_prompt = q->n_hist = r->n_ids;
+	q->max_tokens = r->max_tokens, q->ignore_eos = r->ignore_eos;
+	q->sp = r->sp;
+	q->spec = l->K > 0 && sample_plain_greedy(&r->sp);
+	q->hist = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *q->hist);
+	q->stop = malloc((r->n_stop + 1) * sizeof *q->stop);
+	q->cap_out = 64;
+	q->out = malloc(q->cap_out * sizeof *q->out);
+	if (q->hist == NULL || q->stop == NULL || q->out == NULL)
+		return util_err(err, "out of memory");
+	memcpy(q->hist, r->ids, r->n_ids * sizeof *q->hist);
+	memcpy(q->stop, r->stop, r->n_stop * sizeof *q->stop);
+	q->n_stop = r->n_stop;
+	if ((q->smp = sample_new(&r->sp, l->nv, err)) == NULL)
+		return -1;
+	q->t_submit = util_now(), q->t_admit = q->t_first = -1;
+	return 0;
+}
+
+struct sched_seq *
+sched_submit(struct sched *s, const struct sched_req *r, int *full, char *err)
+{
+	struct sched_seq *q;
+
+	*full = 0;
+	if (r->lane < 0 || r->lane >= s->n_lanes) {
+		util_err(err, "sched: no model %d", r->lane);
+		return NULL;
+	}
+	if (r->n_ids < 1 || r->n_ids >= s->c.n_ctx || r->max_tokens < 1) {
+		util_err(err, "prompt of %d tokens: does not fit in the context of %d", r->n_ids,
+		    s->c.n_ctx);
+		return NULL;
+	}
+	if ((q = calloc(1, sizeof *q)) == NULL || seq_init(s, q, r, err) != 0) {
+		if (q == NULL)
+			util_err(err, "out of memory");
+		seq_free(q);
+		return NULL;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (s->n_run + s->n_queued >= s->c.max_sessions + s->c.max_queue || s->shut) {
+		s->stats.refused++;
+		pthread_mutex_unlock(&s->mu);
+		*full = 1;
+		util_err(err, "server busy: %d sessions running and %d waiting", s->n_run,
+		    s->n_queued);
+		seq_free(q);
+		return NULL;
+	}
+	q->id = ++s->next_id;
+	if (s->qtail != NULL)
+		s->qtail->next = q;
+	else
+		s->qhead = q;
+	s->qtail = q;
+	s->n_queued++;
+	pthread_cond_signal(&s->work);
+	pthread_mutex_unlock(&s->mu);
+	return q;
+}
+
+int
+sched_read(struct sched *s, struct sched_seq *q, int32_t *out, int max, int *finish)
+{
+	int n;
+
+	pthread_mutex_lock(&s->mu);
+	while (q->n_out == 0 && q->finish == SCHED_RUNNING)
+		pthread_cond_wait(&s->out, &s->mu);
+	n = q->n_out < max ? q->n_out : max;
+	memcpy(out, q->out, n * sizeof *out);
+	memmove(q->out, q->out + n, (q->n_out - n) * sizeof *q->out);
+	q->n_out -= n;
+	*finish = q->n_out > 0 ? SCHED_RUNNING : q->finish;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+const char *
+sched_seq_errmsg(const struct sched_seq *q)
+{
+	return q->err;
+}
+
+void
+sched_seq_times(const struct sched *s, const struct sched_seq *q, double *wait, double *first)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&s->mu);
+	*wait = q->t_admit < 0 ? -1 : q->t_admit - q->t_submit;
+	*first = q->t_first < 0 ? -1 : q->t_first - q->t_submit;
+	pthread_mutex_unlock((pthread_mutex_t *)&s->mu);
+}
+
+/* Unlink queued q; 1 when it was queued. */
+static int
+unqueue(struct sched *s, struct sched_seq *q)
+{
+	for (struct sched_seq **p = &s->qhead, *prev = NULL; *p != NULL; prev = *p, p = &(*p)->next)
+		if (*p == q) {
+			*p = q->next;
+			if (s->qtail == q)
+				s->qtail = prev;
+			s->n_queued--;
+			return 1;
+		}
+	return 0;
+}
+
+void
+sched_release(struct sched *s, struct sched_seq *q)
+{
+	int mine;
+
+	if (q == NULL)
+		return;
+	pthread_mutex_lock(&s->mu);
+	q->released = 1;
+	mine = unqueue(s, q) || !q->active;	/* the worker no longer holds it */
+	if (!mine)
+		pthread_cond_signal(&s->work);
+	pthread_mutex_unlock(&s->mu);
+	if (mine)
+		seq_free(q);
+}
+
+void
+sched_stats(struct sched *s, struct sched_stats *st)
+{
+	pthread_mutex_lock(&s->mu);
+	*st = s->stats;
+	st->running = s->n_run, st->queued = s->n_queued;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void
+sched_shutdown(struct sched *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->shut = 1;
+	pthread_cond_broadcast(&s->work);
+	pthread_mutex_unlock(&s->mu);
+}
+
+int
+sched_wait(struct sched *s)
+{
+	pthread_mutex_lock(&s->mu);
+	while (!s->shut && s->n_run == 0 && s->n_queued == 0)
+		pthread_cond_wait(&s->work, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	return s->shut ? -1 : 0;
+}
+
+/* --- the step (worker) --- */
+
+/* End q with finish f (under the lock). */
+static void
+end_locked(struct sched *s, struct sched_seq *q, int f)
+{
+	if (q->finish == SCHED_RUNNING)
+		q->finish = f;
+	pthread_cond_broadcast(&s->out);
+}
+
+static void
+fail_seq(struct sched *s, struct sched_seq *q, const char *why)
+{
+	pthread_mutex_lock(&s->mu);
+	snprintf(q->err, sizeof q->err, "%s", why);
+	end_locked(s, q, SCHED_ERROR);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Hand q's new tokens t[n] to its reader: a stop id ends it unemitted,
+ * max_tokens or a full context after the token that reaches them. */
+static void
+emit(struct sched *s, struct sched_seq *q, const int32_t *t, int n)
+{
+	pthread_mutex_lock(&s->mu);
+	if (q->t_first < 0)
+		q->t_first = util_now();
+	for (int i = 0; i < n && q->finish == SCHED_RUNNING; i++) {
+		int stop = 0;
+
+		for (int j = 0; j < q->n_stop && !q->ignore_eos; j++)
+			stop |= q->stop[j] == t[i];
+		if (stop) {
+			end_locked(s, q, SCHED_STOP);
+			break;
+		}
+		if (q->n_out == q->cap_out) {
+			int32_t *o = realloc(q->out, 2 * q->cap_out * sizeof *o);
+
+			if (o == NULL) {
+				snprintf(q->err, sizeof q->err, "out of memory");
+				end_locked(s, q, SCHED_ERROR);
+				break;
+			}
+			q->out = o, q->cap_out *= 2;
+		}
+		q->out[q->n_out++] = t[i];
+		q->hist[q->n_hist++] = t[i];
+		s->stats.tokens++;
+		if (++q->n_gen >= q->max_tokens || q->n_hist >= s->c.n_ctx)
+			end_locked(s, q, SCHED_LENGTH);
+	}
+	pthread_cond_broadcast(&s->out);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Under the lock: drop ended or released sessions, free their slots. */
+static void
+reap(struct sched *s)
+{
+	int k = 0;
+
+	for (int i = 0; i < s->n_run; i++) {
+		struct sched_seq *q = s->run[i];
+
+		if (q->finish == SCHED_RUNNING && !q->released) {
+			s->run[k++] = q;
+			continue;
+		}
+		s->lanes[q->lane].slots[q->slot].used = 0;
+		q->active = 0;
+		if (q->released)
+			seq_free(q);
+	}
+	s->n_run = k;
+}
+
+/* Under the lock: queued requests into free slots, first come first served. */
+static void
+admit(struct sched *s)
+{
+	while (s->qhead != NULL && s->n_run < s->c.max_sessions) {
+		struct sched_seq *q = s->qhead;
+		struct lane *l = &s->lanes[q->lane];
+		int i = 0;
+
+		while (i < s->c.max_sessions && l->slots[i].used)
+			i++;
+		if (i == s->c.max_sessions)
+			break;
+		unqueue(s, q);
+		l->slots[i].used = 1;
+		q->slot = i, q->active = 1, q->t_admit = util_now();
+		q->st = l->slots[i].st;
+		s->run[s->n_run++] = q;
+	}
+}
+
+/* One prompt chunk of q: rows [done, to); the last chunk picks the first token. */
+static int
+prefill_chunk(struct sched *s, struct sched_seq *q, int to)
+{
+	struct lane *l = &s->lanes[q->lane];
+	struct spec *sp = l->slots[q->slot].spec;
+	int from = q->done_prompt, n = q->n_prompt, rc;
+	int32_t first = -1;
+
+	if (q->spec)
+		rc = spec_prefill_part(sp, q->hist, n, from, to, &first);
+	else {
+		if (from == 0)
+			state_reset(q->st);
+		rc = to < n ? model_forward(l->m, q->st, q->hist + from, to - from, MODEL_PREFILL,
+		    NULL, NULL) : model_forward_next(l->m, q->st, q->hist + from, to - from,
+		    MODEL_PREFILL, q->smp, q->hist, n, 0, n, l->lg, &first);
+	}
+	if (rc != 0) {
+		fail_seq(s, q, q->spec ? spec_errmsg(sp) : model_errmsg(l->m));
+		return -1;
+	}
+	q->done_prompt = to;
+	s->stats.prefill_tokens += to - from;
+	if (to == n)
+		emit(s, q, &first, 1);
+	return 0;
+}
+
+/* Prompt chunks of the running sessions, in admission order, up to the
+ * step's budget (at least one chunk a step). */
+static void
+prefill(struct sched *s, struct sched_seq **act, int n)
+{
+	int budget = s->c.step_prefill, ran = 0;
+
+	for (int i = 0; i < n && budget > 0; i++) {
+		struct sched_seq *q = act[i];
+
+		while (q->finish == SCHED_RUNNING && q->done_prompt < q->n_prompt) {
+			int to = (q->done_prompt / s->c.chunk + 1) * s->c.chunk;
+
+			if (to > q->n_prompt)
+				to = q->n_prompt;
+			if (ran && to - q->done_prompt > budget)
+				return;
+			budget -= to - q->done_prompt, ran = 1;
+			if (prefill_chunk(s, q, to) != 0 || budget <= 0)
+				break;
+		}
+	}
+}
+
+/*
+ * The greedy sessions g[n] of lane l in one forward: a decode row each,
+ * or a speculative session's verify rows (at most k drafts); the picks
+ * taken on the backend.
+ */
+static void
+decode_greedy(struct sched *s, struct lane *l, struct sched_seq **g, int n, int k)
+{
+	int32_t out[SPEC_KMAX + 1];
+	int off = 0, m = 0, verify = 0;
+
+	for (int i = 0; i < n; i++) {	/* the rows; a session whose draft fails drops out */
+		struct sched_seq *q = g[i];
+		struct spec *sp = l->slots[q->slot].spec;
+		int left = q->max_tokens - q->n_gen, r = 1;
+
+		if (q->spec && (r = spec_draft(sp, left < k + 1 ? left : k + 1, l->ids + off)) < 0) {
+			fail_seq(s, q, spec_errmsg(sp));
+			continue;
+		}
+		if (!q->spec)
+			l->ids[off] = q->hist[q->n_hist - 1];
+		verify |= q->spec;
+		g[m] = q, s->st[m] = q->st, s->rows[m++] = r, off += r;
+	}
+	if (m == 0)
+		return;
+	if (model_forward_seqs(l->m, s->st, s->rows, m, l->ids, verify ? MODEL_VERIFY : 0, NULL,
+	    l->ids, verify ? l->hid : NULL) != 0) {
+		for (int i = 0; i < m; i++)
+			fail_seq(s, g[i], model_errmsg(l->m));
+		return;
+	}
+	off = 0;
+	for (int i = 0; i < m; off += s->rows[i++]) {
+		struct sched_seq *q = g[i];
+		struct spec *sp = l->slots[q->slot].spec;
+		int got = 1;
+
+		if (q->spec)
+			got = spec_accept(sp, l->ids + off, l->hid + (size_t)off * l->ne, out);
+		else
+			out[0] = l->ids[off];
+		if (got < 0 || out[0] < 0)
+			fail_seq(s, q, got < 0 ? spec_errmsg(sp) : "no finite logit");
+		else
+			emit(s, q, out, got);
+	}
+}
+
+/* The sampled sessions g[n] of lane l in one forward: their logits rows
+ * to the host, each drawn by its sampler at its position. */
+static void
+decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
+{
+	for (int i = 0; i < n; i++)
+		s->st[i] = g[i]->st, s->rows[i] = 1, l->ids[i] = g[i]->hist[g[i]->n_hist - 1];
+	if (model_forward_seqs(l->m, s->st, s->rows, n, l->ids, 0, l->lg, NULL, NULL) != 0) {
+		for (int i = 0; i < n; i++)
+			fail_seq(s, g[i], model_errmsg(l->m));
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		struct sched_seq *q = g[i];
+		int32_t t = sample_next(q->smp, l->lg + (size_t)i * l->nv, q->hist, q->n_hist, 0,
+		    q->n_hist);
+
+		if (t < 0)
+			fail_seq(s, q, "no finite logit");
+		else
+			emit(s, q, &t, 1);
+	}
+}
+
+/* Lane li's decode step over the sessions of act[n] that are generating. */
+static void
+decode(struct sched *s, int li, struct sched_seq **act, int n)
+{
+	struct lane *l = &s->lanes[li];
+	int ng = 0, ns = 0, k;
+
+	for (int i = 0; i < n; i++) {
+		struct sched_seq *q = act[i];
+
+		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
+		    sample_plain_greedy(&q->sp))
+			s->grp[ng++] = q;
+	}
+	k = sched_policy_k(l->K, ng);
+	if (ng > 0)
+		decode_greedy(s, l, s->grp, ng, k);
+	for (int i = 0; i < n; i++) {
+		struct sched_seq *q = act[i];
+
+		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
+		    !sample_plain_greedy(&q->sp))
+			s->grp[ns++] = q;
+	}
+	if (ns > 0)
+		decode_sampled(s, l, s->grp, ns);
+}
+
+int
+sched_step(struct sched *s)
+{
+	int n, left;
+
+	pthread_mutex_lock(&s->mu);
+	reap(s);
+	admit(s);
+	n = s->n_run;
+	memcpy(s->act, s->run, n * sizeof *s->act);
+	s->stats.steps++;
+	pthread_mutex_unlock(&s->mu);
+	prefill(s, s->act, n);
+	for (int i = 0; i < s->n_lanes; i++)
+		decode(s, i, s->act, n);
+	pthread_mutex_lock(&s->mu);
+	reap(s);
+	left = s->n_run + s->n_queued;
+	pthread_mutex_unlock(&s->mu);
+	return left;
+}

@@ -1,0 +1,161 @@
+/*
+ * sched (the file is schedule.h: <sched.h> is the system's): the serving
+ * step loop.  One worker thread owns the models and calls sched_step; any number of request threads call sched_submit,
+ * sched_read and sched_release.  A step is one batched forward per model
+ * over every running session's rows (a decode row each, or a speculative
+ * session's verify rows) plus a bounded number of prompt chunks of newly
+ * admitted sessions, each chunk its own forward.
+ *
+ * Exactness: a session's tokens never depend on what else runs.  The
+ * decode and verify products keep each row's one-row bits (groups of at
+ * most BACKEND_ROWS_INVARIANT rows, lib/model.h model_forward_seqs); a
+ * prompt is cut into chunks at the absolute positions chunk, 2 chunk, ...
+ * whatever the load, and each chunk runs alone; draws are keyed by the
+ * request's seed and the position (sequence 0), as serve drew them when
+ * it ran one request at a time; a greedy session decoded speculatively
+ * gives the plain greedy tokens.  So a reply is the same alone or beside
+ * any number of others, joining at any step.
+ *
+ * Memory: every session slot's state (KV caches for n_ctx positions,
+ * recurrent state, verify snapshots) is allocated when a model is added,
+ * after checking that it fits in the backend's free memory: a busy server
+ * never runs out of memory in the middle of traffic.
+ */
+#ifndef MEMRA_SCHED_H
+#define MEMRA_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sample.h"
+
+struct sched_config {
+	int	n_ctx;		/* positions a session holds (MEMRA_CTX) */
+	int	max_sessions;	/* sessions running at once, over all models */
+	int	max_queue;	/* requests waiting for a session; more are refused */
+	int	chunk;		/* prompt tokens a prefill chunk (> BACKEND_ROWS_INVARIANT) */
+	int	step_prefill;	/* prompt tokens prefilled a step, over all sessions (>= chunk) */
+	size_t	reserve;	/* bytes of backend memory left free for activations */
+};
+
+/* Defaults: chunk 512, step_prefill 2048, max_queue 4 x max_sessions,
+ * reserve 1 GiB on a GPU, 512 MiB on the CPU. */
+void	sched_config_defaults(struct sched_config *, int n_ctx, int max_sessions);
+
+struct sched;
+struct model;
+struct backend;
+
+/*
+ * A scheduler over backend be.  NULL with the reason in err (UTIL_ERRLEN)
+ * for a bad config.  sched_free frees it and every session (NULL is a
+ * no-op); no other thread may use it then.
+ */
+struct sched *sched_new(struct backend *be, const struct sched_config *, char *err);
+void	sched_free(struct sched *);
+
+/*
+ * What serving model m costs: the bytes of one session's state (n_ctx
+ * positions, snapshots for a verify of K + 1 rows) and how many such
+ * sessions fit in the backend's free memory less the reserve.
+ */
+struct sched_fit {
+	size_t	session;	/* bytes a session's state takes */
+	size_t	avail;		/* backend memory free now, less the reserve */
+	int	fit;		/* sessions of n_ctx that fit in avail */
+	int	max_ctx;	/* the longest n_ctx (a multiple of 256) at which
+				 * max_sessions sessions fit; 0 when none */
+};
+int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char *err);
+
+/*
+ * Serve model m (which must outlive the scheduler) as lane number
+ * returned, greedy requests decoded speculatively with up to K drafts a
+ * round (0: plain; K needs an MTP head).  Allocates max_sessions session
+ * states; a max_sessions x n_ctx that does not fit is an error naming
+ * what fits (sched_fit).  -1 with the reason in err.
+ */
+int	sched_add_model(struct sched *, struct model *m, int K, char *err);
+
+/* A request: lane from sched_add_model, the prompt's ids (copied). */
+struct sched_req {
+	int	lane;
+	const int32_t *ids;
+	int	n_ids;
+	struct sample_params sp;
+	int	max_tokens;	/* new tokens at most (>= 1) */
+	int	ignore_eos;	/* 1: the stop ids do not end it */
+	const int32_t *stop;	/* ids that end generation (not emitted) */
+	int	n_stop;
+};
+
+enum sched_finish {
+	SCHED_RUNNING,
+	SCHED_STOP,		/* a stop id, or cancelled */
+	SCHED_LENGTH,		/* max_tokens, or the context is full */
+	SCHED_ERROR,		/* sched_seq_errmsg says why */
+};
+
+struct sched_seq;
+
+/*
+ * Queue request q (thread-safe).  NULL with err when it cannot run here
+ * (a prompt that does not fit in n_ctx, a bad lane) and *full = 0, or
+ * when the running sessions and the queue are full: *full = 1 (the
+ * caller answers busy).  The handle is the caller's until sched_release.
+ */
+struct sched_seq *sched_submit(struct sched *, const struct sched_req *q, int *full,
+	    char *err);
+
+/*
+ * The session's next tokens (thread-safe): waits until at least one is
+ * there or the session has ended; copies up to max into out and returns
+ * how many; *finish gets the session's end (SCHED_RUNNING while more may
+ * come).  0 with *finish != SCHED_RUNNING: all tokens were read.
+ */
+int	sched_read(struct sched *, struct sched_seq *, int32_t *out, int max, int *finish);
+
+/* The reason of a SCHED_ERROR end. */
+const char *sched_seq_errmsg(const struct sched_seq *);
+
+/* Seconds from submit to admission and to the first token (-1: not yet). */
+void	sched_seq_times(const struct sched *, const struct sched_seq *, double *wait,
+	    double *first);
+
+/*
+ * The caller is done with the session (thread-safe): a session still
+ * running stops at the next step and frees its slot; the handle is
+ * invalid after this.
+ */
+void	sched_release(struct sched *, struct sched_seq *);
+
+/*
+ * The worker's step: admits queued requests into free slots, then runs
+ * one step of every running session.  Returns how many sessions are
+ * running or queued after it (0: idle), or -1 on a failure of the whole
+ * step (each session it touched ends with SCHED_ERROR; the scheduler
+ * goes on).  sched_wait blocks until there is work or sched_shutdown.
+ */
+int	sched_step(struct sched *);
+int	sched_wait(struct sched *);
+
+/* Wake sched_wait for good (it returns -1 from then on). */
+void	sched_shutdown(struct sched *);
+
+struct sched_stats {
+	int	running, queued;
+	long	steps, tokens, prefill_tokens, refused;
+	long	spec_rounds, drafted, accepted;
+};
+void	sched_stats(struct sched *, struct sched_stats *);
+
+/*
+ * The speculative K a step gives each greedy session of a lane where
+ * `sessions` run on it: the largest k <= K whose verify rows fit in the
+ * row groups the lane's decode rows take anyway (groups of
+ * BACKEND_ROWS_INVARIANT), so speculation never adds a pass over the
+ * weights; 0 when even k = 1 would.
+ */
+int	sched_policy_k(int K, int sessions);
+
+#endif

@@ -1,0 +1,339 @@
+/*
+ * schedule: the serving step loop on the qwen35 fixture (../shared/models/A,
+ * or MEMRA_MODEL_A) on the CPU.  A reply never depends on what else runs:
+ * 30 requests with staggered arrivals, greedy and seeded-sampled, long
+ * prompts cut into chunks over many steps, each give exactly the tokens of
+ * their run alone; speculative decoding on or off, the same greedy tokens.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "model.h"
+#include "schedule.h"
+#include "spec.h"
+#include "test.h"
+#include "util.h"
+
+#define NREQ 30
+#define MAXGEN 24
+
+static struct backend *be;
+static struct model *ma;
+
+struct req {
+	int32_t	ids[700];
+	int	n, max_tokens, sampled, ignore_eos;
+	int32_t	solo[MAXGEN], got[MAXGEN];
+	int	n_solo, n_got, fin_solo, fin_got;
+};
+
+static struct req reqs[NREQ];
+
+/* Request i: a prompt of 3..650 ids (some past several chunks), greedy or
+ * seeded-sampled, 4..MAXGEN new tokens. */
+static void
+make_reqs(void)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	int nv = model_hparams(ma)->n_vocab;
+
+	for (int i = 0; i < NREQ; i++) {
+		struct req *r = &reqs[i];
+
+		r->n = i % 7 == 0 ? 300 + 50 * (i % 4) : 3 + (i * 37) % 120;
+		for (int k = 0; k < r->n; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			r->ids[k] = (int32_t)(x % (uint64_t)nv);
+		}
+		r->max_tokens = 4 + (i * 5) % (MAXGEN - 4);
+		r->sampled = i % 3 == 1;
+		r->ignore_eos = i % 2;
+	}
+}
+
+static struct sched_req
+req_of(struct req *r, int lane)
+{
+	static const int32_t stop[] = { 0 };	/* an id that ends a reply, unless ignored */
+	struct sched_req q = { .lane = lane, .ids = r->ids, .n_ids = r->n,
+	    .max_tokens = r->max_tokens, .ignore_eos = r->ignore_eos, .stop = stop, .n_stop = 1 };
+
+	sample_defaults(&q.sp);
+	if (r->sampled)
+		q.sp.temp = 0.9f, q.sp.top_k = 40, q.sp.seed = 1234 + r->n;
+	return q;
+}
+
+static struct sched *
+new_sched(int sessions, int K, int *lane)
+{
+	struct sched_config c;
+	struct sched *s;
+	char err[UTIL_ERRLEN];
+
+	sched_config_defaults(&c, 1024, sessions);
+	c.chunk = 64, c.step_prefill = 128, c.max_queue = NREQ;
+	c.reserve = 0;
+	if ((s = sched_new(be, &c, err)) == NULL || (*lane = sched_add_model(s, ma, K, err)) < 0) {
+		printf("# %s\n", err);
+		sched_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static void *
+worker(void *arg)
+{
+	struct sched *s = arg;
+
+	while (sched_wait(s) == 0)
+		sched_step(s);
+	return NULL;
+}
+
+/* Every token of q into out; its count. */
+static int
+read_all(struct sched *s, struct sched_seq *q, int32_t *out, int *fin)
+{
+	int n = 0, got;
+
+	do
+		got = sched_read(s, q, out + n, MAXGEN - n, fin), n += got;
+	while (*fin == SCHED_RUNNING && n < MAXGEN);
+	return n;
+}
+
+/* Each request alone on a scheduler of one session. */
+static void
+run_solo(int K)
+{
+	int lane, full;
+	char err[UTIL_ERRLEN];
+	struct sched *s = new_sched(1, K, &lane);
+	pthread_t w;
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	pthread_create(&w, NULL, worker, s);
+	for (int i = 0; i < NREQ; i++) {
+		struct req *r = &reqs[i];
+		struct sched_req q = req_of(r, lane);
+		struct sched_seq *h = sched_submit(s, &q, &full, err);
+
+		CHECK(h != NULL);
+		if (h == NULL)
+			continue;
+		r->n_solo = read_all(s, h, r->solo, &r->fin_solo);
+		sched_release(s, h);
+	}
+	sched_shutdown(s);
+	pthread_join(w, NULL);
+	sched_free(s);
+}
+
+/* All requests on one scheduler of 8 sessions: a new one arrives after
+ * every step or two, while the earlier ones prefill and decode. */
+static void
+run_together(int K)
+{
+	int lane, full;
+	char err[UTIL_ERRLEN];
+	struct sched *s = new_sched(8, K, &lane);
+	struct sched_seq *h[NREQ];
+	pthread_t w;
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	pthread_create(&w, NULL, worker, s);
+	for (int i = 0; i < NREQ; i++) {
+		struct sched_req q = req_of(&reqs[i], lane);
+
+		h[i] = sched_submit(s, &q, &full, err);
+		CHECK(h[i] != NULL);
+		if (i % 3 == 2 && h[i - 2] != NULL) {	/* wait for a token of an earlier one */
+			int fin;
+
+			reqs[i - 2].n_got = sched_read(s, h[i - 2], reqs[i - 2].got, 1, &fin);
+		}
+	}
+	for (int i = 0; i < NREQ; i++) {
+		struct req *r = &reqs[i];
+
+		if (h[i] == NULL)
+			continue;
+		r->n_got += read_all(s, h[i], r->got + r->n_got, &r->fin_got);
+		sched_release(s, h[i]);
+	}
+	sched_shutdown(s);
+	pthread_join(w, NULL);
+	sched_free(s);
+}
+
+static void
+check_same(const char *what)
+{
+	for (int i = 0; i < NREQ; i++) {
+		struct req *r = &reqs[i];
+
+		if (r->n_got != r->n_solo || memcmp(r->got, r->solo, r->n_solo * sizeof *r->got) != 0 ||
+		    r->fin_got != r->fin_solo)
+			FAILF("%s: request %d (%d prompt ids, %s): %d tokens (end %d), alone %d "
+			    "(end %d), first difference at %d", what, i, r->n, r->sampled ? "sampled" :
+			    "greedy", r->n_got, r->fin_got, r->n_solo, r->fin_solo,
+			    (int)(r->n_got < r->n_solo ? r->n_got : r->n_solo));
+		r->n_got = 0;
+	}
+}
+
+TEST(thirty_staggered_requests_each_give_their_solo_tokens)
+{
+	run_solo(0);
+	for (int i = 0; i < NREQ; i++)
+		CHECK(reqs[i].n_solo >= 1);
+	run_together(0);
+	check_same("plain, 8 sessions");
+}
+
+TEST(speculative_decoding_in_the_batch_gives_the_plain_tokens)
+{
+	run_together(3);
+	check_same("K=3, 8 sessions");
+	run_together(1);
+	check_same("K=1, 8 sessions");
+}
+
+TEST(a_released_session_leaves_the_others_intact)
+{
+	int lane, full, fin;
+	char err[UTIL_ERRLEN];
+	struct sched *s = new_sched(4, 0, &lane);
+	struct sched_seq *h[6];
+	pthread_t w;
+
+	if (s == NULL)
+		return;
+	pthread_create(&w, NULL, worker, s);
+	for (int i = 0; i < 6; i++) {
+		struct sched_req q = req_of(&reqs[i], lane);
+
+		h[i] = sched_submit(s, &q, &full, err);
+	}
+	reqs[3].n_got = sched_read(s, h[3], reqs[3].got, 1, &fin);
+	sched_release(s, h[3]);	/* gone after one token */
+	sched_release(s, h[5]);	/* gone while queued */
+	for (int i = 0; i < 5; i++) {
+		if (i == 3)
+			continue;
+		reqs[i].n_got = read_all(s, h[i], reqs[i].got, &reqs[i].fin_got);
+		sched_release(s, h[i]);
+		CHECK_EQ_INT(reqs[i].n_got, reqs[i].n_solo);
+		CHECK(memcmp(reqs[i].got, reqs[i].solo, reqs[i].n_solo * 4) == 0);
+		reqs[i].n_got = 0;
+	}
+	sched_shutdown(s);
+	pthread_join(w, NULL);
+	sched_free(s);
+}
+
+TEST(past_the_sessions_and_the_queue_a_request_is_refused_as_busy)
+{
+	struct sched_config c;
+	struct sched *s;
+	struct sched_seq *h[4];
+	char err[UTIL_ERRLEN];
+	int lane, full = 0;
+
+	sched_config_defaults(&c, 256, 2);
+	c.max_queue = 1, c.chunk = 32, c.step_prefill = 32, c.reserve = 0;
+	s = sched_new(be, &c, err);
+	CHECK(s != NULL);
+	if (s == NULL || (lane = sched_add_model(s, ma, 0, err)) < 0)
+		return;
+	for (int i = 0; i < 3; i++) {	/* no worker: they stay admitted or queued */
+		struct sched_req q = req_of(&reqs[i + 1], lane);
+
+		h[i] = sched_submit(s, &q, &full, err);
+		CHECK(h[i] != NULL && !full);
+	}
+	{
+		struct sched_req q = req_of(&reqs[4], lane);
+
+		h[3] = sched_submit(s, &q, &full, err);
+		CHECK(h[3] == NULL && full == 1);
+		CHECK(strstr(err, "busy") != NULL);
+		q.n_ids = 256;	/* does not fit: not busy, wrong */
+		CHECK(sched_submit(s, &q, &full, err) == NULL && full == 0);
+	}
+	for (int i = 0; i < 3; i++)
+		sched_release(s, h[i]);
+	sched_free(s);
+}
+
+TEST(a_session_budget_that_cannot_fit_is_refused_naming_what_fits)
+{
+	struct sched_config c;
+	struct sched *s;
+	struct sched_fit f;
+	char err[UTIL_ERRLEN];
+	size_t fr, tot;
+
+	CHECK(backend_mem_info(be, &fr, &tot) == 0);
+	sched_config_defaults(&c, 1 << 20, 4096);
+	s = sched_new(be, &c, err);
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	CHECK(sched_fit(s, ma, 0, &f, err) == 0);
+	CHECK(f.session == model_state_bytes(ma, 1 << 20, 1));
+	CHECK(f.fit < 4096);
+	CHECK(sched_add_model(s, ma, 0, err) < 0);
+	CHECK(strstr(err, "4096 sessions of ctx 1048576") != NULL);
+	CHECK(strstr(err, "at most") != NULL);
+	sched_free(s);
+}
+
+TEST(the_speculative_k_stays_within_the_decode_rows_groups)
+{
+	CHECK_EQ_INT(sched_policy_k(3, 1), 3);
+	CHECK_EQ_INT(sched_policy_k(3, 4), 3);	/* 4 x 4 rows: one group */
+	CHECK_EQ_INT(sched_policy_k(3, 5), 2);	/* 5 x 3 rows */
+	CHECK_EQ_INT(sched_policy_k(3, 8), 1);	/* 8 x 2 rows */
+	CHECK_EQ_INT(sched_policy_k(3, 9), 0);	/* 9 x 2 rows: two groups, 9 x 1 fits one */
+	CHECK_EQ_INT(sched_policy_k(3, 17), 0);
+	CHECK_EQ_INT(sched_policy_k(0, 1), 0);
+	CHECK_EQ_INT(sched_policy_k(15, 1), 15);
+}
+
+int
+main(void)
+{
+	char err[UTIL_ERRLEN];
+	const char *dir = getenv("MEMRA_MODEL_A");
+
+	if (dir == NULL || *dir == '\0')
+		dir = "../shared/models/A";
+	if ((be = backend_open("cpu", 0, err)) == NULL) {
+		printf("not ok backend: %s\n", err);
+		return 1;
+	}
+	RUN(the_speculative_k_stays_within_the_decode_rows_groups);
+	if (access(dir, R_OK) != 0 || (ma = model_open(dir, be, err)) == NULL) {
+		printf("ok # skip: fixture model A not found (%s)\n", dir);
+		backend_close(be);
+		return test_summary();
+	}
+	make_reqs();
+	RUN(thirty_staggered_requests_each_give_their_solo_tokens);
+	RUN(speculative_decoding_in_the_batch_gives_the_plain_tokens);
+	RUN(a_released_session_leaves_the_others_intact);
+	RUN(past_the_sessions_and_the_queue_a_request_is_refused_as_busy);
+	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
+	model_close(ma);
+	backend_close(be);
+	return test_summary();
+}
