@@ -90,12 +90,17 @@ usage(FILE *fp, int status)
 	fprintf(fp, "usage: %s [--models spec] [--host H] [--port P] [--ctx N] [--max-sessions N]\n"
 	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
 	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
-	    "       [--device cpu | cuda[:N]]\n", prog);
+	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
+	    "       [--step-prefill N] [--serve-spec 0 | 1]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
 		    "  --ctx N              context positions per request (MEMRA_CTX, 4096)\n"
-		    "  --max-sessions N     requests running or queued at once (MEMRA_MAX_SESSIONS, 4)\n"
+		    "  --max-sessions N     sessions running at once (MEMRA_MAX_SESSIONS, 4)\n"
+		    "  --queue N            requests waiting beyond them, then 503 (MEMRA_QUEUE, 4 x sessions)\n"
+		    "  --prefill-chunk N    prompt tokens a prefill chunk (MEMRA_PREFILL_CHUNK, 512)\n"
+		    "  --step-prefill N     prompt tokens a step prefills (MEMRA_STEP_PREFILL, 4 x chunk)\n"
+		    "  --serve-spec 0|1     0: no speculative decoding (MEMRA_SERVE_SPEC, 1)\n"
 		    "  --spec-k K           MTP draft tokens per round, 0 plain (MEMRA_SPEC_K, 3)\n"
 		    "  --draft FILE         external MTP draft GGUF (MEMRA_MTP_DRAFT)\n"
 		    "  --frspec-trim FILE   self-trim the draft head (MEMRA_FRSPEC_TRIM)\n"

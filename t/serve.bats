@@ -120,7 +120,7 @@ http() {
 	run -0 http GET /nope
 	[[ $output == '404 {"error": {"message": "no such endpoint"'* ]]
 	run -0 http POST /v1/completions '{"model": "s", "prompt": 3}'
-	[[ $output == "400 {\"error\": {\"message\": \"'prompt': a string is required\""* ]]
+	[[ $output == "400 {\"error\": {\"message\": \"'prompt': a string or an array of token ids is required\""* ]]
 	run -0 http POST /v1/completions '{}' -H 'Transfer-Encoding: chunked'
 	[[ $output == '411 {"error": {"message": "chunked request bodies are not supported'* ]]
 	run -0 http POST /v1/completions '{"prompt": "hi", "top_k": -3}'
