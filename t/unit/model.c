@@ -448,7 +448,7 @@ TEST(plain_attn_leaves_qwen35_alone)
 int
 main(void)
 {
-	const char *dir = getenv("MEMRA_MODEL_A");
+	const char *dir;
 	char err[UTIL_ERRLEN], path[1024];
 	char *text;
 	size_t len;
@@ -459,20 +459,11 @@ main(void)
 	}
 	RUN(plain_attn_moves_a_llama_model_by_float_order_only);
 	RUN(plain_attn_leaves_qwen35_alone);
-	if (dir == NULL)
-		dir = "../shared/models/A";
-	snprintf(path, sizeof path, "%s/refs.json", dir);
-	if (access(path, R_OK) != 0) {
-		const char *req = getenv("MEMRA_REQUIRE_PEERS");
-
+	if ((dir = test_model_a("model")) == NULL) {
 		backend_close(be);
-		if (req != NULL && strcmp(req, "1") == 0) {
-			printf("not ok model: fixture model A missing at %s\n", dir);
-			return 1;
-		}
-		printf("ok model # skip: no fixture at %s\n", dir);
 		return test_summary();
 	}
+	snprintf(path, sizeof path, "%s/refs.json", dir);
 	if ((text = util_read_file(path, &len, err)) == NULL ||
 	    (refs = json_parse(text, len, err)) == NULL ||
 	    (md = model_open(dir, be, err)) == NULL) {

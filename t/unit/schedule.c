@@ -94,6 +94,26 @@ worker(void *arg)
 	return NULL;
 }
 
+/* A scheduler of `sessions` with its worker thread running, or NULL. */
+static struct sched *
+start(int sessions, int K, int *lane, pthread_t *w)
+{
+	struct sched *s = new_sched(sessions, K, lane);
+
+	CHECK(s != NULL);
+	if (s != NULL)
+		pthread_create(w, NULL, worker, s);
+	return s;
+}
+
+static void
+stop(struct sched *s, pthread_t w)
+{
+	sched_shutdown(s);
+	pthread_join(w, NULL);
+	sched_free(s);
+}
+
 /* Every token of q into out; its count. */
 static int
 read_all(struct sched *s, struct sched_seq *q, int32_t *out, int *fin)
@@ -112,13 +132,11 @@ run_solo(int K)
 {
 	int lane, full;
 	char err[UTIL_ERRLEN];
-	struct sched *s = new_sched(1, K, &lane);
 	pthread_t w;
+	struct sched *s = start(1, K, &lane, &w);
 
-	CHECK(s != NULL);
 	if (s == NULL)
 		return;
-	pthread_create(&w, NULL, worker, s);
 	for (int i = 0; i < NREQ; i++) {
 		struct req *r = &reqs[i];
 		struct sched_req q = req_of(r, lane);
@@ -130,9 +148,7 @@ run_solo(int K)
 		r->n_solo = read_all(s, h, r->solo, &r->fin_solo);
 		sched_release(s, h);
 	}
-	sched_shutdown(s);
-	pthread_join(w, NULL);
-	sched_free(s);
+	stop(s, w);
 }
 
 /* All requests on one scheduler of 8 sessions: a new one arrives after
@@ -142,14 +158,12 @@ run_together(int K)
 {
 	int lane, full;
 	char err[UTIL_ERRLEN];
-	struct sched *s = new_sched(8, K, &lane);
 	struct sched_seq *h[NREQ];
 	pthread_t w;
+	struct sched *s = start(8, K, &lane, &w);
 
-	CHECK(s != NULL);
 	if (s == NULL)
 		return;
-	pthread_create(&w, NULL, worker, s);
 	for (int i = 0; i < NREQ; i++) {
 		struct sched_req q = req_of(&reqs[i], lane);
 
@@ -169,9 +183,7 @@ run_together(int K)
 		r->n_got += read_all(s, h[i], r->got + r->n_got, &r->fin_got);
 		sched_release(s, h[i]);
 	}
-	sched_shutdown(s);
-	pthread_join(w, NULL);
-	sched_free(s);
+	stop(s, w);
 }
 
 static void
@@ -211,13 +223,12 @@ TEST(a_released_session_leaves_the_others_intact)
 {
 	int lane, full, fin;
 	char err[UTIL_ERRLEN];
-	struct sched *s = new_sched(4, 0, &lane);
 	struct sched_seq *h[6];
 	pthread_t w;
+	struct sched *s = start(4, 0, &lane, &w);
 
 	if (s == NULL)
 		return;
-	pthread_create(&w, NULL, worker, s);
 	for (int i = 0; i < 6; i++) {
 		struct sched_req q = req_of(&reqs[i], lane);
 
@@ -235,9 +246,7 @@ TEST(a_released_session_leaves_the_others_intact)
 		CHECK(memcmp(reqs[i].got, reqs[i].solo, reqs[i].n_solo * 4) == 0);
 		reqs[i].n_got = 0;
 	}
-	sched_shutdown(s);
-	pthread_join(w, NULL);
-	sched_free(s);
+	stop(s, w);
 }
 
 TEST(past_the_sessions_and_the_queue_a_request_is_refused_as_busy)
@@ -313,19 +322,20 @@ int
 main(void)
 {
 	char err[UTIL_ERRLEN];
-	const char *dir = getenv("MEMRA_MODEL_A");
+	const char *dir;
 
-	if (dir == NULL || *dir == '\0')
-		dir = "../shared/models/A";
 	if ((be = backend_open("cpu", 0, err)) == NULL) {
 		printf("not ok backend: %s\n", err);
 		return 1;
 	}
 	RUN(the_speculative_k_stays_within_the_decode_rows_groups);
-	if (access(dir, R_OK) != 0 || (ma = model_open(dir, be, err)) == NULL) {
-		printf("ok # skip: fixture model A not found (%s)\n", dir);
+	if ((dir = test_model_a("schedule")) == NULL) {
 		backend_close(be);
 		return test_summary();
+	}
+	if ((ma = model_open(dir, be, err)) == NULL) {
+		printf("not ok schedule: %s\n", err);
+		return 1;
 	}
 	make_reqs();
 	RUN(thirty_staggered_requests_each_give_their_solo_tokens);

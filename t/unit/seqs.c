@@ -498,7 +498,7 @@ TEST(the_phases_refuse_sampling_and_run_in_order)
 int
 main(void)
 {
-	const char *dir = getenv("MEMRA_MODEL_A");
+	const char *dir;
 	char err[UTIL_ERRLEN], path[1024];
 	char *text;
 	size_t len;
@@ -509,20 +509,11 @@ main(void)
 	}
 	RUN(sequences_in_one_forward_equal_their_own_forwards_on_the_tiny_models);
 	RUN(what_a_step_cannot_be_is_refused_before_any_state_moves);
-	if (dir == NULL)
-		dir = "../shared/models/A";
-	snprintf(path, sizeof path, "%s/refs.json", dir);
-	if (access(path, R_OK) != 0) {
-		const char *req = getenv("MEMRA_REQUIRE_PEERS");
-
+	if ((dir = test_model_a("seqs")) == NULL) {
 		backend_close(be);
-		if (req != NULL && strcmp(req, "1") == 0) {
-			printf("not ok seqs: fixture model A missing at %s\n", dir);
-			return 1;
-		}
-		printf("ok seqs # skip: no fixture at %s\n", dir);
 		return test_summary();
 	}
+	snprintf(path, sizeof path, "%s/refs.json", dir);
 	if ((text = util_read_file(path, &len, err)) == NULL ||
 	    (refs = json_parse(text, len, err)) == NULL ||
 	    (md_a = model_open(dir, be, err)) == NULL) {

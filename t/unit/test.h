@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int test_pass, test_fail, test_cur_failed;
@@ -34,6 +35,34 @@ static const char *test_cur;
 		FAILF("%s == \"%s\", want \"%s\"", #a, _a ? _a : "(null)", _b ? _b : "(null)"); } while (0)
 #define CHECK_NEAR(a, b, tol) do { double _a = (a), _b = (b); \
 	if (!(fabs(_a - _b) <= (tol))) FAILF("%s == %.9g, want %.9g (tol %g)", #a, _a, _b, (double)(tol)); } while (0)
+
+/*
+ * The fixture model A's directory (MEMRA_MODEL_A, else ../shared/models/A,
+ * holding refs.json), or NULL when it is absent: then a line says so for
+ * test program `name`, a skip, or under MEMRA_REQUIRE_PEERS=1 (CI) a
+ * failure counted in the summary.
+ */
+static inline const char *
+test_model_a(const char *name)
+{
+	char path[1024];
+	const char *dir = getenv("MEMRA_MODEL_A"), *req = getenv("MEMRA_REQUIRE_PEERS");
+	FILE *fp;
+
+	if (dir == NULL || *dir == '\0')
+		dir = "../shared/models/A";
+	snprintf(path, sizeof path, "%s/refs.json", dir);
+	if ((fp = fopen(path, "r")) != NULL) {
+		fclose(fp);
+		return dir;
+	}
+	if (req != NULL && strcmp(req, "1") == 0) {
+		printf("not ok %s: fixture model A missing at %s\n", name, dir);
+		test_fail++;
+	} else
+		printf("ok %s # skip: no fixture at %s\n", name, dir);
+	return NULL;
+}
 
 static int
 test_summary(void)
