@@ -996,8 +996,7 @@ sessions(struct server *s, struct served *sv)
 	double mib = 1 << 20;
 	int n = s->c.max_sessions;
 
-	if (sched_fit(s->sc, sv->m, sv->k, &f, err) != 0 ||
-	    (sv->lane = sched_add_model(s->sc, sv->m, sv->k, err)) < 0)
+	if ((sv->lane = sched_add_model(s->sc, sv->m, sv->k, &f, err)) < 0)
 		die(1, "%s: MEMRA_MAX_SESSIONS x MEMRA_CTX: %s", sv->name, err);
 	fprintf(stderr, "[sched] %s: %d sessions x ctx %d: %.1f MiB each, %.1f MiB in all "
 	    "(%.0f MiB free before; room for %d)\n", sv->name, n, s->c.ctx, f.session / mib,
@@ -1114,10 +1113,8 @@ main(int argc, char *argv[])
 	if (backend_gemm_env(s.be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
-	sched_config_defaults(&sc, s.c.ctx, s.c.max_sessions);
+	sched_config_defaults(&sc, s.be, s.c.ctx, s.c.max_sessions);
 	sc.max_queue = s.c.queue, sc.chunk = s.c.chunk, sc.step_prefill = s.c.step_prefill;
-	if (backend_host(s.be))
-		sc.reserve = (size_t)512 << 20;
 	if ((s.sc = sched_new(s.be, &sc, err)) == NULL)
 		die(2, "%s", err);
 	fprintf(stderr, "[sched] continuous batching: %d sessions, queue %d (then 503), prompt "

@@ -67,13 +67,14 @@ struct sched {
 };
 
 void
-sched_config_defaults(struct sched_config *c, int n_ctx, int max_sessions)
+sched_config_defaults(struct sched_config *c, const struct backend *be, int n_ctx,
+    int max_sessions)
 {
 	memset(c, 0, sizeof *c);
 	c->n_ctx = n_ctx, c->max_sessions = max_sessions;
 	c->max_queue = 4 * max_sessions;
 	c->chunk = 512, c->step_prefill = 2048;
-	c->reserve = (size_t)1 << 30;
+	c->reserve = (size_t)(backend_host(be) ? 512 : 1024) << 20;
 }
 
 struct sched *
@@ -165,21 +166,19 @@ sched_policy_k(int K, int sessions)
 int
 sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *err)
 {
-	size_t free_b = 0, total = 0, lo;
-	int want = s->c.max_sessions;
+	/* a session's bytes are fixed + per_pos x n_ctx (state_bytes) */
+	size_t free_b = 0, total = 0, fixed = model_state_bytes(m, 0, K + 1);
+	size_t per_pos = model_state_bytes(m, 1, K + 1) - fixed, each, ctx;
 
 	memset(f, 0, sizeof *f);
 	if (backend_mem_info(s->be, &free_b, &total) != 0)
 		return util_err(err, "%s", backend_errmsg(s->be));
-	f->session = model_state_bytes(m, s->c.n_ctx, K + 1);
+	f->session = fixed + per_pos * s->c.n_ctx;
 	f->avail = free_b > s->c.reserve ? free_b - s->c.reserve : 0;
-	f->fit = f->session ? (int)(f->avail / f->session < 1 << 30 ? f->avail / f->session :
-	    1 << 30) : 1 << 30;
-	for (int ctx = s->c.n_ctx / 256 * 256; ctx >= 256 && f->max_ctx == 0; ctx -= 256) {
-		lo = model_state_bytes(m, ctx, K + 1);
-		if (lo * want <= f->avail)
-			f->max_ctx = ctx;
-	}
+	f->fit = f->avail / f->session > 1 << 30 ? 1 << 30 : (int)(f->avail / f->session);
+	each = f->avail / s->c.max_sessions;
+	ctx = each > fixed && per_pos > 0 ? (each - fixed) / per_pos / 256 * 256 : 0;
+	f->max_ctx = ctx > (size_t)s->c.n_ctx ? s->c.n_ctx / 256 * 256 : (int)ctx;
 	return 0;
 }
 
@@ -220,10 +219,10 @@ lane_slots(struct sched *s, struct lane *l, char *err)
 }
 
 int
-sched_add_model(struct sched *s, struct model *m, int K, char *err)
+sched_add_model(struct sched *s, struct model *m, int K, struct sched_fit *fp, char *err)
 {
 	struct lane *l = &s->lanes[s->n_lanes];
-	struct sched_fit f;
+	struct sched_fit own, *f = fp != NULL ? fp : &own;
 	size_t mib = 1 << 20;
 
 	if (s->n_lanes == MAX_LANES)
@@ -231,18 +230,18 @@ sched_add_model(struct sched *s, struct model *m, int K, char *err)
 	if (K < 0 || K > SPEC_KMAX || (K > 0 && model_hparams(m)->n_mtp < 1))
 		return util_err(err, "sched: K %d: %s", K, K > 0 ? "the model has no MTP head" :
 		    "out of range");
-	if (sched_fit(s, m, K, &f, err) != 0)
+	if (sched_fit(s, m, K, f, err) != 0)
 		return -1;
-	if (f.fit < s->c.max_sessions) {
-		if (f.max_ctx > 0)
+	if (f->fit < s->c.max_sessions) {
+		if (f->max_ctx > 0)
 			return util_err(err, "%d sessions of ctx %d need %zu MiB each, %zu MiB in all; "
 			    "%zu MiB are free: at most %d sessions of ctx %d, or %d of ctx %d",
-			    s->c.max_sessions, s->c.n_ctx, f.session / mib,
-			    f.session * s->c.max_sessions / mib, f.avail / mib, f.fit, s->c.n_ctx,
-			    s->c.max_sessions, f.max_ctx);
+			    s->c.max_sessions, s->c.n_ctx, f->session / mib,
+			    f->session * s->c.max_sessions / mib, f->avail / mib, f->fit, s->c.n_ctx,
+			    s->c.max_sessions, f->max_ctx);
 		return util_err(err, "%d sessions of ctx %d need %zu MiB each, %zu MiB in all; "
 		    "%zu MiB are free: at most %d sessions of ctx %d", s->c.max_sessions, s->c.n_ctx,
-		    f.session / mib, f.session * s->c.max_sessions / mib, f.avail / mib, f.fit,
+		    f->session / mib, f->session * s->c.max_sessions / mib, f->avail / mib, f->fit,
 		    s->c.n_ctx);
 	}
 	memset(l, 0, sizeof *l);
@@ -349,12 +348,12 @@ sched_seq_errmsg(const struct sched_seq *q)
 }
 
 void
-sched_seq_times(const struct sched *s, const struct sched_seq *q, double *wait, double *first)
+sched_seq_times(struct sched *s, const struct sched_seq *q, double *wait, double *first)
 {
-	pthread_mutex_lock((pthread_mutex_t *)&s->mu);
+	pthread_mutex_lock(&s->mu);
 	*wait = q->t_admit < 0 ? -1 : q->t_admit - q->t_submit;
 	*first = q->t_first < 0 ? -1 : q->t_first - q->t_submit;
-	pthread_mutex_unlock((pthread_mutex_t *)&s->mu);
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* Unlink queued q; 1 when it was queued. */
@@ -643,32 +642,33 @@ decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 	}
 }
 
+/* The sessions of act[n] on lane li that are generating, greedy or not, into s->grp; how many. */
+static int
+generating(struct sched *s, int li, struct sched_seq **act, int n, int greedy)
+{
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct sched_seq *q = act[i];
+
+		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
+		    sample_plain_greedy(&q->sp) == greedy)
+			s->grp[k++] = q;
+	}
+	return k;
+}
+
 /* Lane li's decode step over the sessions of act[n] that are generating. */
 static void
 decode(struct sched *s, int li, struct sched_seq **act, int n)
 {
 	struct lane *l = &s->lanes[li];
-	int ng = 0, ns = 0, k;
+	int k;
 
-	for (int i = 0; i < n; i++) {
-		struct sched_seq *q = act[i];
-
-		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
-		    sample_plain_greedy(&q->sp))
-			s->grp[ng++] = q;
-	}
-	k = sched_policy_k(l->K, ng);
-	if (ng > 0)
-		decode_greedy(s, l, s->grp, ng, k);
-	for (int i = 0; i < n; i++) {
-		struct sched_seq *q = act[i];
-
-		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
-		    !sample_plain_greedy(&q->sp))
-			s->grp[ns++] = q;
-	}
-	if (ns > 0)
-		decode_sampled(s, l, s->grp, ns);
+	if ((k = generating(s, li, act, n, 1)) > 0)
+		decode_greedy(s, l, s->grp, k, sched_policy_k(l->K, k));
+	if ((k = generating(s, li, act, n, 0)) > 0)
+		decode_sampled(s, l, s->grp, k);
 }
 
 int

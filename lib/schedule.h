@@ -38,13 +38,15 @@ struct sched_config {
 	size_t	reserve;	/* bytes of backend memory left free for activations */
 };
 
-/* Defaults: chunk 512, step_prefill 2048, max_queue 4 x max_sessions,
- * reserve 1 GiB on a GPU, 512 MiB on the CPU. */
-void	sched_config_defaults(struct sched_config *, int n_ctx, int max_sessions);
+struct backend;
+
+/* Defaults for backend be: chunk 512, step_prefill 2048, max_queue 4 x
+ * max_sessions, reserve 1 GiB on a GPU, 512 MiB on the CPU. */
+void	sched_config_defaults(struct sched_config *, const struct backend *be, int n_ctx,
+	    int max_sessions);
 
 struct sched;
 struct model;
-struct backend;
 
 /*
  * A scheduler over backend be.  NULL with the reason in err (UTIL_ERRLEN)
@@ -73,9 +75,11 @@ int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char 
  * returned, greedy requests decoded speculatively with up to K drafts a
  * round (0: plain; K needs an MTP head).  Allocates max_sessions session
  * states; a max_sessions x n_ctx that does not fit is an error naming
- * what fits (sched_fit).  -1 with the reason in err.
+ * what fits.  f (may be NULL) gets sched_fit's account from before the
+ * allocation.  -1 with the reason in err.
  */
-int	sched_add_model(struct sched *, struct model *m, int K, char *err);
+int	sched_add_model(struct sched *, struct model *m, int K, struct sched_fit *f,
+	    char *err);
 
 /* A request: lane from sched_add_model, the prompt's ids (copied). */
 struct sched_req {
@@ -119,7 +123,7 @@ int	sched_read(struct sched *, struct sched_seq *, int32_t *out, int max, int *f
 const char *sched_seq_errmsg(const struct sched_seq *);
 
 /* Seconds from submit to admission and to the first token (-1: not yet). */
-void	sched_seq_times(const struct sched *, const struct sched_seq *, double *wait,
+void	sched_seq_times(struct sched *, const struct sched_seq *, double *wait,
 	    double *first);
 
 /*

@@ -73,10 +73,10 @@ new_sched(int sessions, int K, int *lane)
 	struct sched *s;
 	char err[UTIL_ERRLEN];
 
-	sched_config_defaults(&c, 1024, sessions);
+	sched_config_defaults(&c, be, 1024, sessions);
 	c.chunk = 64, c.step_prefill = 128, c.max_queue = NREQ;
 	c.reserve = 0;
-	if ((s = sched_new(be, &c, err)) == NULL || (*lane = sched_add_model(s, ma, K, err)) < 0) {
+	if ((s = sched_new(be, &c, err)) == NULL || (*lane = sched_add_model(s, ma, K, NULL, err)) < 0) {
 		printf("# %s\n", err);
 		sched_free(s);
 		return NULL;
@@ -257,11 +257,11 @@ TEST(past_the_sessions_and_the_queue_a_request_is_refused_as_busy)
 	char err[UTIL_ERRLEN];
 	int lane, full = 0;
 
-	sched_config_defaults(&c, 256, 2);
+	sched_config_defaults(&c, be, 256, 2);
 	c.max_queue = 1, c.chunk = 32, c.step_prefill = 32, c.reserve = 0;
 	s = sched_new(be, &c, err);
 	CHECK(s != NULL);
-	if (s == NULL || (lane = sched_add_model(s, ma, 0, err)) < 0)
+	if (s == NULL || (lane = sched_add_model(s, ma, 0, NULL, err)) < 0)
 		return;
 	for (int i = 0; i < 3; i++) {	/* no worker: they stay admitted or queued */
 		struct sched_req q = req_of(&reqs[i + 1], lane);
@@ -292,7 +292,7 @@ TEST(a_session_budget_that_cannot_fit_is_refused_naming_what_fits)
 	size_t fr, tot;
 
 	CHECK(backend_mem_info(be, &fr, &tot) == 0);
-	sched_config_defaults(&c, 1 << 20, 4096);
+	sched_config_defaults(&c, be, 1 << 20, 4096);
 	s = sched_new(be, &c, err);
 	CHECK(s != NULL);
 	if (s == NULL)
@@ -300,7 +300,11 @@ TEST(a_session_budget_that_cannot_fit_is_refused_naming_what_fits)
 	CHECK(sched_fit(s, ma, 0, &f, err) == 0);
 	CHECK(f.session == model_state_bytes(ma, 1 << 20, 1));
 	CHECK(f.fit < 4096);
-	CHECK(sched_add_model(s, ma, 0, err) < 0);
+	/* max_ctx: the longest multiple of 256 at which 4096 sessions fit */
+	CHECK(f.max_ctx % 256 == 0);
+	CHECK(model_state_bytes(ma, f.max_ctx, 1) * 4096 <= f.avail || f.max_ctx == 0);
+	CHECK(model_state_bytes(ma, f.max_ctx + 256, 1) * 4096 > f.avail);
+	CHECK(sched_add_model(s, ma, 0, NULL, err) < 0);
 	CHECK(strstr(err, "4096 sessions of ctx 1048576") != NULL);
 	CHECK(strstr(err, "at most") != NULL);
 	sched_free(s);
