@@ -538,7 +538,9 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to)
 		return -1;
 	}
 	q->done_prompt = to;
+	pthread_mutex_lock(&s->mu);
 	s->stats.prefill_tokens += to - from;
+	pthread_mutex_unlock(&s->mu);
 	if (to == n)
 		emit(s, q, &first, 1);
 	return 0;
@@ -578,6 +580,7 @@ decode_greedy(struct sched *s, struct lane *l, struct sched_seq **g, int n, int 
 {
 	int32_t out[SPEC_KMAX + 1];
 	int off = 0, m = 0, verify = 0;
+	long rounds = 0, drafted = 0, accepted = 0;
 
 	for (int i = 0; i < n; i++) {	/* the rows; a session whose draft fails drops out */
 		struct sched_seq *q = g[i];
@@ -611,11 +614,17 @@ decode_greedy(struct sched *s, struct lane *l, struct sched_seq **g, int n, int 
 			got = spec_accept(sp, l->ids + off, l->hid + (size_t)off * l->ne, out);
 		else
 			out[0] = l->ids[off];
-		if (got < 0 || out[0] < 0)
+		if (got < 0 || out[0] < 0) {
 			fail_seq(s, q, got < 0 ? spec_errmsg(sp) : "no finite logit");
-		else
-			emit(s, q, out, got);
+			continue;
+		}
+		if (q->spec && s->rows[i] > 1)
+			rounds++, drafted += s->rows[i] - 1, accepted += got - 1;
+		emit(s, q, out, got);
 	}
+	pthread_mutex_lock(&s->mu);
+	s->stats.spec_rounds += rounds, s->stats.drafted += drafted, s->stats.accepted += accepted;
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* The sampled sessions g[n] of lane l in one forward: their logits rows

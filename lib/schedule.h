@@ -148,8 +148,8 @@ void	sched_shutdown(struct sched *);
 
 struct sched_stats {
 	int	running, queued;
-	long	steps, tokens, prefill_tokens, refused;
-	long	spec_rounds, drafted, accepted;
+	long	steps, tokens, prefill_tokens, refused;	/* refused: busy */
+	long	spec_rounds, drafted, accepted;	/* verify rounds with drafts, their drafts */
 };
 void	sched_stats(struct sched *, struct sched_stats *);
 

@@ -153,9 +153,10 @@ run_solo(int K)
 
 /* All requests on one scheduler of 8 sessions: a new one arrives after
  * every step or two, while the earlier ones prefill and decode. */
-static void
+static struct sched_stats
 run_together(int K)
 {
+	struct sched_stats st = { 0 };
 	int lane, full;
 	char err[UTIL_ERRLEN];
 	struct sched_seq *h[NREQ];
@@ -163,7 +164,7 @@ run_together(int K)
 	struct sched *s = start(8, K, &lane, &w);
 
 	if (s == NULL)
-		return;
+		return st;
 	for (int i = 0; i < NREQ; i++) {
 		struct sched_req q = req_of(&reqs[i], lane);
 
@@ -183,7 +184,9 @@ run_together(int K)
 		r->n_got += read_all(s, h[i], r->got + r->n_got, &r->fin_got);
 		sched_release(s, h[i]);
 	}
+	sched_stats(s, &st);
 	stop(s, w);
+	return st;
 }
 
 static void
@@ -207,16 +210,28 @@ TEST(thirty_staggered_requests_each_give_their_solo_tokens)
 	run_solo(0);
 	for (int i = 0; i < NREQ; i++)
 		CHECK(reqs[i].n_solo >= 1);
-	run_together(0);
+	struct sched_stats st;
+
+	st = run_together(0);
 	check_same("plain, 8 sessions");
+	CHECK_EQ_INT(st.spec_rounds, 0);
+	CHECK(st.prefill_tokens > 0 && st.tokens > 0);
 }
 
 TEST(speculative_decoding_in_the_batch_gives_the_plain_tokens)
 {
-	run_together(3);
+	struct sched_stats st;
+
+	/* the greedy sessions drafted and A's trained head had drafts accepted:
+	 * the verify rows really went through the shared forward */
+	st = run_together(3);
 	check_same("K=3, 8 sessions");
-	run_together(1);
+	CHECK(st.spec_rounds > 0 && st.accepted > 0 && st.accepted < st.drafted);
+	st = run_together(1);
 	check_same("K=1, 8 sessions");
+	CHECK(st.spec_rounds > 0 && st.accepted > 0);
+	printf("# K=1: %ld rounds, %ld of %ld drafts accepted\n", st.spec_rounds, st.accepted,
+	    st.drafted);
 }
 
 TEST(a_released_session_leaves_the_others_intact)
@@ -277,6 +292,13 @@ TEST(past_the_sessions_and_the_queue_a_request_is_refused_as_busy)
 		CHECK(strstr(err, "busy") != NULL);
 		q.n_ids = 256;	/* does not fit: not busy, wrong */
 		CHECK(sched_submit(s, &q, &full, err) == NULL && full == 0);
+	}
+	{
+		struct sched_stats st;
+
+		sched_stats(s, &st);
+		CHECK_EQ_INT(st.refused, 1);
+		CHECK_EQ_INT(st.running + st.queued, 3);
 	}
 	for (int i = 0; i < 3; i++)
 		sched_release(s, h[i]);
