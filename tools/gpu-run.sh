@@ -18,7 +18,9 @@
 # (GPU_RUN_9B_SHORT=1: short context only); GPU_RUN_27B=1 the 27B shape
 # (NVFP4 + Q5_K, decode and verify); GPU_RUN_ATTACH=1 the masked
 # draft head on the GPU, attached the three ways; GPU_RUN_BATCH=1 batched
-# decode (model-batch), the f16 KV refusal and serve on the GPU.
+# decode (model-batch), the f16 KV refusal, serve on the GPU and the
+# scheduler's identity at 32 requests at once on A and A-NVFP4
+# (tools/serve-identity.py).
 # CUDA graphs of a step (MEMRA_CUDA_GRAPH; GPU_RUN_GRAPH=0 skips these):
 # with GPU_RUN_BIN=1, run-gen's greedy ids with graphs off equal those with
 # graphs on (and on A the CPU's), on A and its GGUFs, and graphs were
@@ -342,6 +344,20 @@ print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The cap
 		  kill $sp_pid 2>/dev/null; wait $sp_pid 2>/dev/null
 		  printf 'run-gen: %s\nserve:   %s\n' "$want" "$got"
 		  if [ -n "$got" ] && [ "$got" = "$want" ]; then echo "SERVE = RUN-GEN"; else echo "SERVE DIFFERS"; rg=1; fi
+		  # the scheduler: 32 requests at once, each byte-identical to its solo reply
+		  for m in $A "$G/A-nvfp4.gguf"; do
+			[ -e "$m" ] || continue
+			echo "== serve-identity -c 32 $m"
+			MEMRA_MODELS="a=$m" MEMRA_DEVICE=cuda MEMRA_MAX_SESSIONS=32 MEMRA_CTX=2048 \
+			    bin/serve --port 18766 & sp_pid=$!
+			for i in $(seq 120); do
+				python3 -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:18766/health", timeout=2)' \
+				    2>/dev/null && break
+				sleep 1
+			done
+			timeout 400 python3 tools/serve-identity.py http://127.0.0.1:18766 -c 32 --vocab 4000 || rg=1
+			kill $sp_pid 2>/dev/null; wait $sp_pid 2>/dev/null
+		  done
 		} >"$OUT/batch-serve.log" 2>&1
 		echo "batch/serve in $(( $(date +%s) - t0 ))s"
 	fi

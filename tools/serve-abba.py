@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""serve-abba: two servers under the same load, interleaved A B B A, with receipts.
+
+usage: serve-abba.py -a 'CMD A' -b 'CMD B' --port-a P --port-b Q [--blocks N]
+                     [--bench 'ARGS for serve-bench.py'] [--tsv F --log F]
+                     [--model M --quant Q --peer NAME --binary NAME]
+
+Each run starts one server (its command, in the background, until /health
+answers 200), runs tools/serve-bench.py against it at every concurrency, then
+stops it; the order is A B B A, --blocks times.  Prints, per concurrency and
+figure, A's median/min/max, B's median and A/B.  With --tsv, one row a
+(concurrency, figure) in DESIGN.md's columns (A is the binary, B the peer):
+scenario serve-cN (aggregate tok/s), serve-cN-stream (per-stream tok/s),
+serve-cN-ttft-p99 and serve-cN-itl-p99 (ms); every server's stderr and every
+bench line go to --log.
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+FIGS = (("agg_tok_s", "", "tok/s"), ("stream_tok_s", "-stream", "tok/s"),
+        ("ttft_p99_ms", "-ttft-p99", "ms"), ("itl_p99_ms", "-itl-p99", "ms"))
+COLS = ("date commit gpu binary model quant scenario ctx n median min max unit "
+        "peer peer_median ratio log command").split()
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def up(port, proc, log, limit=600):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if proc.poll() is not None:
+            raise SystemExit("serve-abba: server exited %d (see %s)" % (proc.returncode, log))
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.3)
+    raise SystemExit("serve-abba: server on port %d not up in %d s" % (port, limit))
+
+
+def one_run(cmd, port, bench, logf):
+    logf.write("== %s\n" % cmd)
+    logf.flush()
+    p = subprocess.Popen(cmd, shell=True, stdout=logf, stderr=logf, start_new_session=True)
+    try:
+        up(port, p, logf.name)
+        out = subprocess.run([sys.executable, os.path.join(HERE, "serve-bench.py"),
+                              "http://127.0.0.1:%d" % port, "--json"] + bench.split(),
+                             stdout=subprocess.PIPE, check=True).stdout.decode()
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait()
+    logf.write(out)
+    logf.flush()
+    return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+
+def sh(cmd):
+    return subprocess.run(cmd, shell=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL).stdout.decode().strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-a", required=True)
+    ap.add_argument("-b", required=True)
+    ap.add_argument("--port-a", type=int, required=True)
+    ap.add_argument("--port-b", type=int, required=True)
+    ap.add_argument("--blocks", type=int, default=1)
+    ap.add_argument("--bench", default="")
+    ap.add_argument("--tsv")
+    ap.add_argument("--log", default="/dev/null")
+    ap.add_argument("--binary", default="serve")
+    ap.add_argument("--model", default="?")
+    ap.add_argument("--quant", default="?")
+    ap.add_argument("--peer", default="llama-server")
+    a = ap.parse_args()
+    runs = {"a": [], "b": []}
+    for d in (a.tsv, a.log):
+        if d and os.path.dirname(d):
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+    with open(a.log, "a") as logf:
+        for _ in range(a.blocks):
+            for arm in "abba":
+                cmd, port = (a.a, a.port_a) if arm == "a" else (a.b, a.port_b)
+                runs[arm].append(one_run(cmd, port, a.bench, logf))
+    gpu = sh("nvidia-smi --query-gpu=name --format=csv,noheader | head -1").replace(" ", "_") or \
+        "cpu:" + sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip().replace(" ", "_")
+    rows = []
+    for k, row in enumerate(runs["a"][0]):
+        c = row["c"]
+        for key, suf, unit in FIGS:
+            va = [r[k][key] for r in runs["a"] if r[k][key] is not None]
+            vb = [r[k][key] for r in runs["b"] if r[k][key] is not None]
+            if not va or not vb:
+                continue
+            ma, mb = statistics.median(va), statistics.median(vb)
+            print("c=%d %-13s A %.2f (%.2f..%.2f)  B %.2f  A/B %.3f" %
+                  (c, key, ma, min(va), max(va), mb, ma / mb if mb else float("nan")))
+            rows.append([datetime.date.today().isoformat(), sh("git rev-parse --short HEAD"), gpu,
+                         a.binary, a.model, a.quant, "serve-c%d%s" % (c, suf), "", str(len(va)),
+                         "%.2f" % ma, "%.2f" % min(va), "%.2f" % max(va), unit, a.peer,
+                         "%.2f" % mb, "%.3f" % (ma / mb if mb else float("nan")),
+                         os.path.basename(a.log), "serve-bench.py " + a.bench])
+    if a.tsv:
+        new = not os.path.exists(a.tsv)
+        with open(a.tsv, "a") as f:
+            if new:
+                f.write("\t".join(COLS) + "\n")
+            for r in rows:
+                f.write("\t".join(r) + "\n")
+
+
+main()
