@@ -3,7 +3,7 @@
 
 usage: serve-abba.py -a 'CMD A' -b 'CMD B' --port-a P --port-b Q [--blocks N]
                      [--bench 'ARGS for serve-bench.py'] [--tsv F --log F]
-                     [--model M --quant Q --peer NAME --binary NAME]
+                     [--model M --quant Q --peer NAME --binary NAME --ctx N]
 
 Each run starts one server (its command, in the background, until /health
 answers 200), runs tools/serve-bench.py against it at every concurrency, then
@@ -83,6 +83,7 @@ def main():
     ap.add_argument("--model", default="?")
     ap.add_argument("--quant", default="?")
     ap.add_argument("--peer", default="llama-server")
+    ap.add_argument("--ctx", default="-", help="the context each session has, for the rows")
     a = ap.parse_args()
     runs = {"a": [], "b": []}
     for d in (a.tsv, a.log):
@@ -107,7 +108,7 @@ def main():
             print("c=%d %-13s A %.2f (%.2f..%.2f)  B %.2f  A/B %.3f" %
                   (c, key, ma, min(va), max(va), mb, ma / mb if mb else float("nan")))
             rows.append([datetime.date.today().isoformat(), sh("git rev-parse --short HEAD"), gpu,
-                         a.binary, a.model, a.quant, "serve-c%d%s" % (c, suf), "", str(len(va)),
+                         a.binary, a.model, a.quant, "serve-c%d%s" % (c, suf), a.ctx, str(len(va)),
                          "%.2f" % ma, "%.2f" % min(va), "%.2f" % max(va), unit, a.peer,
                          "%.2f" % mb, "%.3f" % (ma / mb if mb else float("nan")),
                          os.path.basename(a.log), "serve-bench.py " + a.bench])
