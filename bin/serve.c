@@ -285,6 +285,15 @@ stream_more(struct out *o, int final)
 	}
 }
 
+/* 1 when the client closed its end of fd (what it sent before stays readable). */
+static int
+client_gone(int fd)
+{
+	char c;
+
+	return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 /* Take token t; 1 when the reply ends here (a stop string, or the client
  * is gone: o->finish set). */
 static int
@@ -293,7 +302,6 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t)
 	struct job *j = o->j;
 	const char *s;
 	size_t n = 0;
-	char c;
 
 	o->n_gen++;
 	if (ts == NULL) {	/* no tokenizer: the ids are the reply */
@@ -329,7 +337,7 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t)
 		stream_more(o, 0);
 	else if (j->stream)
 		chunk_id(o, t);
-	else if (recv(j->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+	else if (client_gone(j->fd))
 		o->dead = 1;
 	if (o->dead)
 		return o->finish = "stop", 1;
@@ -348,7 +356,12 @@ generate(struct server *s, struct job *j, struct out *o, char *err)
 	if (tok != NULL && ts == NULL)
 		return util_err(err, "out of memory");
 	for (;;) {
-		n = sched_read(s->sc, j->seq, buf, 64, &fin);
+		/* no token for half a second (queued, or a long prompt priming): is the client there? */
+		n = sched_read(s->sc, j->seq, buf, 64, &fin, 0.5);
+		if (n == 0 && fin == SCHED_RUNNING && client_gone(j->fd)) {
+			o->dead = 1, o->finish = "stop";
+			break;
+		}
 		for (int i = 0; i < n; i++)
 			if (take(o, ts, buf[i])) {
 				tokenizer_stream_free(ts);

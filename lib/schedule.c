@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "model.h"
@@ -325,13 +326,25 @@ sched_submit(struct sched *s, const struct sched_req *r, int *full, char *err)
 }
 
 int
-sched_read(struct sched *s, struct sched_seq *q, int32_t *out, int max, int *finish)
+sched_read(struct sched *s, struct sched_seq *q, int32_t *out, int max, int *finish,
+    double wait_s)
 {
+	struct timespec until;
 	int n;
 
+	clock_gettime(CLOCK_REALTIME, &until);	/* pthread_cond_timedwait's clock */
+	if (wait_s >= 0) {
+		until.tv_sec += (time_t)wait_s;
+		until.tv_nsec += (long)((wait_s - (time_t)wait_s) * 1e9);
+		if (until.tv_nsec >= 1000000000L)
+			until.tv_sec++, until.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&s->mu);
 	while (q->n_out == 0 && q->finish == SCHED_RUNNING)
-		pthread_cond_wait(&s->out, &s->mu);
+		if (wait_s < 0)
+			pthread_cond_wait(&s->out, &s->mu);
+		else if (pthread_cond_timedwait(&s->out, &s->mu, &until) != 0)
+			break;	/* ETIMEDOUT */
 	n = q->n_out < max ? q->n_out : max;
 	memcpy(out, q->out, n * sizeof *out);
 	memmove(q->out, q->out + n, (q->n_out - n) * sizeof *q->out);

@@ -113,11 +113,15 @@ struct sched_seq *sched_submit(struct sched *, const struct sched_req *q, int *f
 
 /*
  * The session's next tokens (thread-safe): waits until at least one is
- * there or the session has ended; copies up to max into out and returns
- * how many; *finish gets the session's end (SCHED_RUNNING while more may
- * come).  0 with *finish != SCHED_RUNNING: all tokens were read.
+ * there or the session has ended, or wait_s seconds have passed (wait_s <
+ * 0: no limit); copies up to max into out and returns how many; *finish
+ * gets the session's end (SCHED_RUNNING while more may come).  0 with
+ * *finish != SCHED_RUNNING: all tokens were read; 0 with SCHED_RUNNING:
+ * the wait ran out (a reader's chance to see whether its client is still
+ * there, e.g. while the request waits in the queue).
  */
-int	sched_read(struct sched *, struct sched_seq *, int32_t *out, int max, int *finish);
+int	sched_read(struct sched *, struct sched_seq *, int32_t *out, int max, int *finish,
+	    double wait_s);
 
 /* The reason of a SCHED_ERROR end. */
 const char *sched_seq_errmsg(const struct sched_seq *);

@@ -348,3 +348,17 @@ PY
 	run -0 http POST /v1/completions '{"prompt": "x", "ignore_eos": 3}'
 	[[ $output == '400 '*"'ignore_eos': not a boolean"* ]]
 }
+
+@test "a client that hangs up while queued gives its place back" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=1 MEMRA_QUEUE=1 MEMRA_SPEC_K=0
+	long='{"prompt": "def f(x):", "max_tokens": 3000, "ignore_eos": true, "stream": true}'
+	curl -sN "$URL/v1/completions" -d "$long" >"$P/s1" & c1=$!
+	for _ in $(seq 100); do grep -q 'data:' "$P/s1" && break; sleep 0.1; done
+	curl -sN --max-time 1 "$URL/v1/completions" -d "$long" >/dev/null || true	# queued, then gone
+	for _ in $(seq 50); do grep -q '^\[serve\] request 2: .*(client gone)$' "$LOG" && break; sleep 0.1; done
+	run -0 grep '^\[serve\] request 2: .* completion=0 queued -1.00 s.*(client gone)$' "$LOG"
+	run -28 curl -s -i --max-time 2 "$URL/v1/completions" -d "$long"	# queued in the freed place: a stream that has begun
+	[[ ${lines[0]} == "HTTP/1.1 200 "* ]]
+	kill $c1 2>/dev/null; wait $c1 2>/dev/null || true
+}

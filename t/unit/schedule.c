@@ -121,7 +121,7 @@ read_all(struct sched *s, struct sched_seq *q, int32_t *out, int *fin)
 	int n = 0, got;
 
 	do
-		got = sched_read(s, q, out + n, MAXGEN - n, fin), n += got;
+		got = sched_read(s, q, out + n, MAXGEN - n, fin, -1), n += got;
 	while (*fin == SCHED_RUNNING && n < MAXGEN);
 	return n;
 }
@@ -173,7 +173,7 @@ run_together(int K)
 		if (i % 3 == 2 && h[i - 2] != NULL) {	/* wait for a token of an earlier one */
 			int fin;
 
-			reqs[i - 2].n_got = sched_read(s, h[i - 2], reqs[i - 2].got, 1, &fin);
+			reqs[i - 2].n_got = sched_read(s, h[i - 2], reqs[i - 2].got, 1, &fin, -1);
 		}
 	}
 	for (int i = 0; i < NREQ; i++) {
@@ -249,7 +249,7 @@ TEST(a_released_session_leaves_the_others_intact)
 
 		h[i] = sched_submit(s, &q, &full, err);
 	}
-	reqs[3].n_got = sched_read(s, h[3], reqs[3].got, 1, &fin);
+	reqs[3].n_got = sched_read(s, h[3], reqs[3].got, 1, &fin, -1);
 	sched_release(s, h[3]);	/* gone after one token */
 	sched_release(s, h[5]);	/* gone while queued */
 	for (int i = 0; i < 5; i++) {
