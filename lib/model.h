@@ -160,6 +160,8 @@ int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m
  * prompt's kernel, other bits), attention and the recurrent ops per
  * sequence, so each of sequence i's rows is bit-identical to the same row
  * of model_forward(st[i], ...) alone, and its pick to model_forward_argmax's.
+ * One sequence (n = 1) runs as that model_forward itself: a step the
+ * backend may replay from a recording (CUDA graphs).
  * Outputs, each NULL or host memory with a row per token, in tok's order:
  * logits [rows][n_vocab], or (not both) ids [rows], each row's greedy pick
  * as model_forward_argmax picks it; hidden [rows][n_embd], after

@@ -680,6 +680,11 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
 
 	if (seqs_check(md, st, rows, n, flags) != 0)
 		return -1;
+	/* one sequence is a step of its own: the same ops, through the recorded
+	 * step (CUDA graphs) that a lone decode or verify replays */
+	if (n == 1)
+		return forward(md, st[0], tok, seq_rows(&(struct seqs){ .rows = rows }, 0),
+		    flags | MODEL_LOGITS_ALL, logits, pk, hidden);
 	for (int i = 0, r = 0; i < n; i += g.n, r += g.m) {
 		struct pick p;
 
