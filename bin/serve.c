@@ -25,6 +25,7 @@
 #include "http.h"
 #include "json.h"
 #include "model.h"
+#include "openai.h"
 #include "prompt.h"
 #include "sample.h"
 #include "schedule.h"
@@ -177,8 +178,10 @@ respond_error(int fd, int status, const char *msg, int keep)
 
 struct out {
 	struct job *j;
+	struct openai_resp r;	/* what every chunk and the reply carry */
 	char	*text;		/* generated text so far */
 	size_t	len, cap, sent;	/* sent: bytes already streamed */
+	int32_t	*ids;		/* a model without a tokenizer: the ids generated */
 	int	n_gen, in_think, in_tool, dead;
 	const char *finish;
 };
@@ -192,55 +195,25 @@ sse(struct out *o, const char *json, size_t n)
 	return o->dead ? -1 : 0;
 }
 
+/* Send the JSON b[n] as one server-sent event and free it (NULL: out of memory). */
+static void
+sse_json(struct out *o, char *b, size_t n)
+{
+	if (b == NULL)
+		o->dead = 1;
+	else
+		sse(o, b, n);
+	free(b);
+}
+
 /* One streamed chunk: a delta of text under key (content, reasoning_content). */
 static void
 chunk(struct out *o, const char *key, const char *s, size_t n, const char *finish)
 {
-	char *b = NULL;
-	size_t bl = 0;
-	FILE *fp = open_memstream(&b, &bl);
-	struct job *j = o->j;
+	size_t bl;
+	char *b = openai_chunk(&o->r, key, s, n, finish, &bl);
 
-	if (fp == NULL) {
-		o->dead = 1;
-		return;
-	}
-	fprintf(fp, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, \"model\": ",
-	    j->chat ? "chatcmpl" : "cmpl", j->id, j->chat ? "chat.completion.chunk" :
-	    "text_completion", (long)time(NULL));
-	json_put_str(fp, j->sv->name, strlen(j->sv->name), 0);
-	fputs(", \"choices\": [{\"index\": 0, ", fp);
-	if (j->chat) {
-		fputs("\"delta\": {", fp);
-		if (key != NULL) {
-			fprintf(fp, "\"%s\": ", key);
-			json_put_str(fp, s, n, 0);
-		}
-		fputs("}", fp);
-	} else {
-		fputs("\"text\": ", fp);
-		json_put_str(fp, s ? s : "", s ? n : 0, 0);
-	}
-	if (finish != NULL)
-		fprintf(fp, ", \"finish_reason\": \"%s\"}]}", finish);
-	else
-		fputs(", \"finish_reason\": null}]}", fp);
-	fclose(fp);
-	sse(o, b, bl);
-	free(b);
-}
-
-/* One streamed chunk of a model without a tokenizer: the token's id. */
-static void
-chunk_id(struct out *o, int32_t t)
-{
-	char b[160];
-	int n = snprintf(b, sizeof b, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, "
-	    "\"choices\": [{\"index\": 0, \"text\": \"\", \"token_ids\": [%d], "
-	    "\"finish_reason\": null}]}", o->j->chat ? "chatcmpl" : "cmpl", o->j->id,
-	    o->j->chat ? "chat.completion.chunk" : "text_completion", (long)time(NULL), t);
-
-	sse(o, b, n);
+	sse_json(o, b, bl);
 }
 
 static size_t
@@ -303,13 +276,21 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t)
 	const char *s;
 	size_t n = 0;
 
-	o->n_gen++;
-	if (ts == NULL) {	/* no tokenizer: the ids are the reply */
-		char id[16];
+	if (ts == NULL) {	/* no tokenizer: the ids are the reply (o->ids has max_tokens) */
+		if (o->n_gen == j->max_tokens)
+			return o->finish = "length", 1;
+		o->ids[o->n_gen++] = t;
+		if (j->stream) {
+			size_t bl;
+			char *b = openai_chunk_ids(&o->r, &t, 1, &bl);
 
-		n = snprintf(id, sizeof id, "%s%d", o->len ? ", " : "", t);
-		s = id;
-	} else if ((s = tokenizer_stream_push(ts, t, &n)) == NULL)
+			sse_json(o, b, bl);
+		} else if (client_gone(j->fd))
+			o->dead = 1;
+		return o->dead ? (o->finish = "stop", 1) : 0;
+	}
+	o->n_gen++;
+	if ((s = tokenizer_stream_push(ts, t, &n)) == NULL)
 		n = 0;
 	if (n > 0) {
 		if (o->len + n + 1 > o->cap) {
@@ -323,7 +304,7 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t)
 		memcpy(o->text + o->len, s, n);
 		o->len += n;
 		o->text[o->len] = '\0';
-		for (int i = 0; i < j->n_stops && ts != NULL; i++) {
+		for (int i = 0; i < j->n_stops; i++) {
 			char *hit = strstr(o->text, j->stops[i]);
 
 			if (hit != NULL) {
@@ -333,10 +314,8 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t)
 			}
 		}
 	}
-	if (j->stream && ts != NULL)
+	if (j->stream)
 		stream_more(o, 0);
-	else if (j->stream)
-		chunk_id(o, t);
 	else if (client_gone(j->fd))
 		o->dead = 1;
 	if (o->dead)
@@ -377,72 +356,18 @@ generate(struct server *s, struct job *j, struct out *o, char *err)
 	return 0;
 }
 
-static void
-put_usage(FILE *fp, const struct job *j, const struct out *o)
-{
-	fprintf(fp, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %d, "
-	    "\"total_tokens\": %zu}", j->n_ids, o->n_gen, j->n_ids + o->n_gen);
-}
-
 /* The whole (non-streamed) response. */
 static void
 reply_whole(struct job *j, struct out *o)
 {
-	char *b = NULL, err[UTIL_ERRLEN];
-	size_t bl = 0;
-	FILE *fp = open_memstream(&b, &bl);
-	struct chat_reply r = { 0 };
-	const char *finish = o->finish;
+	size_t bl;
+	char *b = openai_reply(&o->r, o->text, o->len, j->think, o->ids, o->ids ? o->n_gen : 0,
+	    o->n_gen, o->finish, &bl);
 
-	if (fp == NULL)
-		return;
-	fprintf(fp, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, \"model\": ",
-	    j->chat ? "chatcmpl" : "cmpl", j->id, j->chat ? "chat.completion" : "text_completion",
-	    (long)time(NULL));
-	json_put_str(fp, j->sv->name, strlen(j->sv->name), 0);
-	fputs(", \"choices\": [{\"index\": 0, ", fp);
-	if (!j->chat && prompt_tokenizer(j->sv->pr) == NULL)	/* the ids are the reply */
-		fprintf(fp, "\"text\": \"\", \"token_ids\": [%s]", o->text ? o->text : "");
-	else if (!j->chat) {
-		fputs("\"text\": ", fp);
-		json_put_str(fp, o->text ? o->text : "", o->len, 0);
-	} else if (chat_parse_reply(o->text ? o->text : "", o->len, j->think, &r, err) != 0) {
-		fputs("\"message\": {\"role\": \"assistant\", \"content\": ", fp);
-		json_put_str(fp, o->text ? o->text : "", o->len, 0);
-		fputs("}", fp);
-	} else {
-		fputs("\"message\": {\"role\": \"assistant\", \"content\": ", fp);
-		if (r.ncalls > 0 && r.content[0] == '\0')
-			fputs("null", fp);
-		else if (r.ncalls == 0 && r.reasoning == NULL)	/* the text as generated */
-			json_put_str(fp, o->text ? o->text : "", o->len, 0);
-		else
-			json_put_str(fp, r.content, strlen(r.content), 0);
-		if (r.reasoning != NULL) {
-			fputs(", \"reasoning_content\": ", fp);
-			json_put_str(fp, r.reasoning, strlen(r.reasoning), 0);
-		}
-		if (r.ncalls > 0) {
-			fputs(", \"tool_calls\": [", fp);
-			for (size_t i = 0; i < r.ncalls; i++) {
-				fprintf(fp, "%s{\"id\": \"call_%ld_%zu\", \"type\": \"function\", "
-				    "\"function\": {\"name\": ", i ? ", " : "", j->id, i);
-				json_put_str(fp, r.calls[i].name, strlen(r.calls[i].name), 0);
-				fputs(", \"arguments\": ", fp);
-				json_put_str(fp, r.calls[i].arguments, strlen(r.calls[i].arguments), 0);
-				fputs("}}", fp);
-			}
-			fputs("]", fp);
-			finish = "tool_calls";
-		}
-		fputs("}", fp);
-	}
-	fprintf(fp, ", \"finish_reason\": \"%s\"}], ", finish);
-	put_usage(fp, j, o);
-	fputs("}\n", fp);
-	fclose(fp);
-	respond(j->fd, 200, "application/json", b, bl, 1);
-	chat_reply_free(&r);
+	if (b != NULL)
+		respond(j->fd, 200, "application/json", b, bl, 1);
+	else
+		respond_error(j->fd, 500, "out of memory", 1);
 	free(b);
 }
 
@@ -451,6 +376,7 @@ static void
 reply_stream_end(struct job *j, struct out *o)
 {
 	const char *finish = o->finish;
+	size_t bl;
 
 	stream_more(o, 1);
 	if (j->chat && o->in_tool) {
@@ -458,51 +384,18 @@ reply_stream_end(struct job *j, struct out *o)
 		char err[UTIL_ERRLEN];
 
 		if (chat_parse_reply(o->text, o->len, j->think, &r, err) == 0 && r.ncalls > 0) {
-			char *b = NULL;
-			size_t bl = 0;
-			FILE *fp = open_memstream(&b, &bl);
+			char *b = openai_chunk_tools(&o->r, &r, &bl);
 
-			if (fp != NULL) {
-				fprintf(fp, "{\"id\": \"chatcmpl-%ld\", \"object\": "
-				    "\"chat.completion.chunk\", \"created\": %ld, \"model\": ", j->id,
-				    (long)time(NULL));
-				json_put_str(fp, j->sv->name, strlen(j->sv->name), 0);
-				fputs(", \"choices\": [{\"index\": 0, \"delta\": {\"tool_calls\": [", fp);
-				for (size_t i = 0; i < r.ncalls; i++) {
-					fprintf(fp, "%s{\"index\": %zu, \"id\": \"call_%ld_%zu\", \"type\": "
-					    "\"function\", \"function\": {\"name\": ", i ? ", " : "", i,
-					    j->id, i);
-					json_put_str(fp, r.calls[i].name, strlen(r.calls[i].name), 0);
-					fputs(", \"arguments\": ", fp);
-					json_put_str(fp, r.calls[i].arguments,
-					    strlen(r.calls[i].arguments), 0);
-					fputs("}}", fp);
-				}
-				fputs("]}, \"finish_reason\": null}]}", fp);
-				fclose(fp);
-				sse(o, b, bl);
-				free(b);
-				finish = "tool_calls";
-			}
+			sse_json(o, b, bl);
+			finish = "tool_calls";
 		}
 		chat_reply_free(&r);
 	}
 	chunk(o, NULL, NULL, 0, finish);
 	if (!o->dead) {
-		char *b = NULL;
-		size_t bl = 0;
-		FILE *fp = open_memstream(&b, &bl);
+		char *b = openai_chunk_usage(&o->r, o->n_gen, &bl);
 
-		if (fp != NULL) {
-			fprintf(fp, "{\"id\": \"%s-%ld\", \"object\": \"%s\", \"created\": %ld, "
-			    "\"choices\": [], ", j->chat ? "chatcmpl" : "cmpl", j->id,
-			    j->chat ? "chat.completion.chunk" : "text_completion", (long)time(NULL));
-			put_usage(fp, j, o);
-			fputs("}", fp);
-			fclose(fp);
-			sse(o, b, bl);
-			free(b);
-		}
+		sse_json(o, b, bl);
 		sse(o, "[DONE]", 6);
 	}
 }
@@ -511,9 +404,16 @@ reply_stream_end(struct job *j, struct out *o)
 static void
 run_job(struct server *s, struct job *j)
 {
-	struct out o = { .j = j, .in_think = j->think };
+	struct out o = { .j = j, .in_think = j->think, .r = { j->id, j->chat, j->sv->name,
+	    (long)time(NULL), j->n_ids } };
 	char err[UTIL_ERRLEN] = "";
 	double t0 = util_now(), wait, first;
+
+	if (prompt_tokenizer(j->sv->pr) == NULL &&
+	    (o.ids = malloc((size_t)j->max_tokens * sizeof *o.ids)) == NULL) {
+		respond_error(j->fd, 500, "out of memory", 1);
+		return;
+	}
 
 	if (j->stream) {
 		static const char h[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -534,7 +434,7 @@ run_job(struct server *s, struct job *j)
 	fprintf(stderr, "[serve] request %ld: %s prompt=%zu completion=%d queued %.2f s, first "
 	    "token %.2f s, %.2f s%s\n", j->id, j->sv->name, j->n_ids, o.n_gen, wait, first,
 	    util_now() - t0, o.dead ? " (client gone)" : "");
-	free(o.text);
+	free(o.text), free(o.ids);
 }
 
 /* The CUDA graph line when the server goes idle: a recording failure once,

@@ -362,3 +362,18 @@ PY
 	[[ ${lines[0]} == "HTTP/1.1 200 "* ]]
 	kill $c1 2>/dev/null; wait $c1 2>/dev/null || true
 }
+
+@test "a model without a tokenizer serves token-id prompts and answers with token ids" {
+	m=$DATA/tiny/q35-r2	# an HF checkpoint without tokenizer.json
+	start_serve MEMRA_MODELS="r=$m"
+	grep -q '^\[model\] r: ctx=4096 K=0 (plain decode), no tokenizer: token-id prompts only$' "$LOG"
+	run -0 http POST /v1/completions '{"prompt": [5, 17, 250], "max_tokens": 6, "ignore_eos": true}'
+	[ "$(jq -c '.choices[0].token_ids | length' "$P/body")" = 6 ]
+	[ "$(jq -r '.choices[0].text' "$P/body")" = "" ]
+	ids=$(jq -c '.choices[0].token_ids' "$P/body")
+	curl -sN "$URL/v1/completions" -d '{"prompt": [5, 17, 250], "max_tokens": 6, "ignore_eos": true, "stream": true}' >"$P/s"
+	[ "$(grep '"token_ids"' "$P/s" | sed 's/^data: //' | jq -s -c '[.[].choices[0].token_ids[0]]')" = "$ids" ]
+	grep -q '^data: \[DONE\]$' "$P/s"
+	run -0 http POST /v1/completions '{"prompt": "hi", "max_tokens": 2}'
+	[[ $output == "400 "*"model 'r' has no tokenizer: give the prompt as token ids"* ]]
+}
