@@ -21,6 +21,18 @@ head(FILE *fp, const struct openai_resp *r, int chunk, int model)
 	}
 }
 
+/* A memstream into *b (*len) that begins the response object: NULL when out of memory. */
+static FILE *
+begin(char **b, size_t *len, const struct openai_resp *r, int chunk, int model)
+{
+	FILE *fp;
+
+	*b = NULL;
+	if ((fp = open_memstream(b, len)) != NULL)
+		head(fp, r, chunk, model);
+	return fp;
+}
+
 /* The memstream's text, or NULL when it failed. */
 static char *
 done(FILE *fp, char **b)
@@ -45,12 +57,11 @@ char *
 openai_chunk(const struct openai_resp *r, const char *key, const char *s, size_t n,
     const char *finish, size_t *len)
 {
-	char *b = NULL;
-	FILE *fp = open_memstream(&b, len);
+	char *b;
+	FILE *fp = begin(&b, len, r, 1, 1);
 
 	if (fp == NULL)
 		return NULL;
-	head(fp, r, 1, 1);
 	fputs(", \"choices\": [{\"index\": 0, ", fp);
 	if (r->chat) {
 		fputs("\"delta\": {", fp);
@@ -80,12 +91,11 @@ put_ids(FILE *fp, const int32_t *ids, int n)
 char *
 openai_chunk_ids(const struct openai_resp *r, const int32_t *ids, int n, size_t *len)
 {
-	char *b = NULL;
-	FILE *fp = open_memstream(&b, len);
+	char *b;
+	FILE *fp = begin(&b, len, r, 1, 1);
 
 	if (fp == NULL)
 		return NULL;
-	head(fp, r, 1, 1);
 	fputs(", \"choices\": [{\"index\": 0, ", fp);
 	put_ids(fp, ids, n);
 	put_finish(fp, NULL);
@@ -115,12 +125,11 @@ put_calls(FILE *fp, const struct openai_resp *r, const struct chat_reply *c, int
 char *
 openai_chunk_tools(const struct openai_resp *r, const struct chat_reply *c, size_t *len)
 {
-	char *b = NULL;
-	FILE *fp = open_memstream(&b, len);
+	char *b;
+	FILE *fp = begin(&b, len, r, 1, 1);
 
 	if (fp == NULL)
 		return NULL;
-	head(fp, r, 1, 1);
 	fputs(", \"choices\": [{\"index\": 0, \"delta\": {", fp);
 	put_calls(fp, r, c, 1);
 	fputs("}", fp);
@@ -140,12 +149,11 @@ put_usage(FILE *fp, const struct openai_resp *r, int completion_tokens)
 char *
 openai_chunk_usage(const struct openai_resp *r, int completion_tokens, size_t *len)
 {
-	char *b = NULL;
-	FILE *fp = open_memstream(&b, len);
+	char *b;
+	FILE *fp = begin(&b, len, r, 1, 0);
 
 	if (fp == NULL)
 		return NULL;
-	head(fp, r, 1, 0);
 	fputs(", \"choices\": [], ", fp);
 	put_usage(fp, r, completion_tokens);
 	fputs("}", fp);
@@ -190,14 +198,13 @@ char *
 openai_reply(const struct openai_resp *r, const char *text, size_t n, int think,
     const int32_t *ids, int n_ids, int completion_tokens, const char *finish, size_t *len)
 {
-	char *b = NULL;
-	FILE *fp = open_memstream(&b, len);
+	char *b;
+	FILE *fp = begin(&b, len, r, 0, 1);
 
 	if (fp == NULL)
 		return NULL;
 	if (text == NULL)
 		text = "", n = 0;
-	head(fp, r, 0, 1);
 	fputs(", \"choices\": [{\"index\": 0, ", fp);
 	if (ids != NULL)
 		put_ids(fp, ids, n_ids);

@@ -7,7 +7,8 @@ usage: serve-bench.py URL [-c 1,2,4,8] [-p PROMPT_LEN] [-g GEN_LEN] [-n REQUESTS
 For each concurrency c, c clients each send streamed /v1/completions requests
 back to back (a closed loop of c streams) until -n requests (default 2 c, at
 least 4) are done.  Every request has a prompt of PROMPT_LEN random token ids
-(< --vocab, the same prompts for every server and every c) and asks for exactly
+(< --vocab; each request its own, so no prompt cache serves one; the same for
+every server) and asks for exactly
 GEN_LEN new tokens (ignore_eos, temperature 0), so memra's serve and llama.cpp's
 llama-server see the same work.  Standard library only (runs on the device).
 
@@ -63,7 +64,15 @@ def one(url, body):
     return usage or len(times), times[0] - t0, gaps, times[-1] - times[0]
 
 
-def run(a, c, prompts):
+def prompt(a, c, i):
+    """Request i's prompt at concurrency c: its own ids, never a prefix another request had
+    (a server's prompt cache must not serve one; the same for every server)."""
+    rng = random.Random((a.seed * 1000003 + c) * 1000003 + i)
+    # ids from 100 up: clear of the special tokens low in most vocabularies
+    return [rng.randrange(100, a.vocab) for _ in range(a.p)]
+
+
+def run(a, c):
     n = a.n or max(4, 2 * c)
     todo = list(range(n))
     lock = threading.Lock()
@@ -75,7 +84,7 @@ def run(a, c, prompts):
                 if not todo:
                     return
                 i = todo.pop(0)
-            body = {"prompt": prompts[i % len(prompts)], "max_tokens": a.g, "temperature": 0,
+            body = {"prompt": prompt(a, c, i), "max_tokens": a.g, "temperature": 0,
                     "ignore_eos": True, "stream": True,
                     "stream_options": {"include_usage": True}}
             if a.model:
@@ -120,11 +129,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    rng = random.Random(a.seed)
-    # ids from 100 up: clear of the special tokens low in most vocabularies
-    prompts = [[rng.randrange(100, a.vocab) for _ in range(a.p)] for _ in range(64)]
     for c in [int(x) for x in a.c.split(",")]:
-        r = run(a, c, prompts)
+        r = run(a, c)
         if a.json:
             print(json.dumps(r), flush=True)
         else:
