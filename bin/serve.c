@@ -900,6 +900,29 @@ parse(int argc, char *argv[], struct cfg *c)
 	return 0;
 }
 
+/* The measured costs of sv's steps and the K each load gets from them. */
+static void
+spec_policy_lines(struct server *s, struct served *sv)
+{
+	struct sched_spec_cost c;
+	static const int m[] = { 1, 2, 4, 8, 16 };
+
+	sched_spec_costs(s->sc, sv->lane, &c);
+	fprintf(stderr, "[sched] %s: a step of m rows (ms):", sv->name);
+	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+		fprintf(stderr, " %d: %.3g", m[i], 1e3 * c.rows[m[i]]);
+	fprintf(stderr, "; a draft %.3g ms\n", 1e3 * c.draft);
+	fprintf(stderr, "[sched] %s: speculative K by load, up to %d (acceptance 0.5 until "
+	    "measured):", sv->name, sv->k);
+	for (int n = 1, last = -1; n <= s->c.max_sessions; n++) {
+		int k = sched_spec_k(&c, sv->k, n);
+
+		if (k != last)
+			fprintf(stderr, " %d+ sessions K=%d", n, k), last = k;
+	}
+	fputc('\n', stderr);
+}
+
 /* Model sv's sessions in the scheduler, and the boot lines that say what they cost. */
 static void
 sessions(struct server *s, struct served *sv)
@@ -909,22 +932,16 @@ sessions(struct server *s, struct served *sv)
 	double mib = 1 << 20;
 	int n = s->c.max_sessions;
 
-	if ((sv->lane = sched_add_model(s->sc, sv->m, sv->k, &f, err)) < 0)
+	if ((sv->lane = sched_add_model(s->sc, sv->m, sv->k, s->c.spec_k >= 0, &f, err)) < 0)
 		die(1, "%s: MEMRA_MAX_SESSIONS x MEMRA_CTX: %s", sv->name, err);
 	fprintf(stderr, "[sched] %s: %d sessions x ctx %d: %.1f MiB each, %.1f MiB in all "
 	    "(%.0f MiB free before; room for %d)\n", sv->name, n, s->c.ctx, f.session / mib,
 	    f.session * n / mib, f.avail / mib, f.fit);
-	if (sv->k > 0) {
-		fprintf(stderr, "[sched] %s: speculative K by load (verify rows within the decode "
-		    "rows' groups of %d):", sv->name, BACKEND_ROWS_INVARIANT);
-		for (int c = 1, last = -1; c <= n; c++) {
-			int k = sched_policy_k(sv->k, c);
-
-			if (k != last)
-				fprintf(stderr, " %d+ sessions K=%d", c, k), last = k;
-		}
-		fputc('\n', stderr);
-	}
+	if (sv->k > 0 && s->c.spec_k >= 0)
+		fprintf(stderr, "[sched] %s: speculative K pinned at %d (MEMRA_SPEC_K)\n", sv->name,
+		    sv->k);
+	else if (sv->k > 0)
+		spec_policy_lines(s, sv);
 }
 
 static void

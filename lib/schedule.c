@@ -12,6 +12,7 @@
 #include "util.h"
 
 #define MAX_LANES 8
+#define SCHED_EXPLORE 256	/* tries of a draft depth before exploring stops */
 
 /* A session slot of a lane: a speculative decoder (whose state plain
  * sessions use too) or, on a plain lane, a state. */
@@ -23,7 +24,9 @@ struct slot {
 
 struct lane {
 	struct model *m;
-	int	K, nv, ne;
+	int	K, pin, nv, ne;
+	struct sched_spec_cost cost;	/* rows, draft: measured at boot */
+	long	tried[SPEC_KMAX], hit[SPEC_KMAX];	/* drafts reached, accepted, by depth */
 	struct slot *slots;	/* [max_sessions] */
 	float	*lg;		/* [BACKEND_ROWS_INVARIANT * (SPEC_KMAX + 1)][nv] host logits */
 	float	*hid;		/* [same][ne] host hidden rows */
@@ -150,17 +153,92 @@ sched_free(struct sched *s)
 	free(s);
 }
 
-int
-sched_policy_k(int K, int sessions)
+/* Seconds of a step of `sessions` sessions of r rows each, in groups. */
+static double
+step_time(const struct sched_spec_cost *c, int r, int sessions)
 {
-	int groups = (sessions + BACKEND_ROWS_INVARIANT - 1) / BACKEND_ROWS_INVARIANT;
+	int per = BACKEND_ROWS_INVARIANT / r, full = sessions / per, rest = sessions % per;
 
-	for (int k = K; k >= 1; k--) {
-		int per = BACKEND_ROWS_INVARIANT / (k + 1);
+	return full * c->rows[per * r] + (rest ? c->rows[rest * r] : 0);
+}
 
-		if (per > 0 && (sessions + per - 1) / per <= groups)
-			return k;
+int
+sched_spec_k(const struct sched_spec_cost *c, int K, int sessions)
+{
+	double best = 0, reach = 1, tokens = 1;
+	int k_best = 0;
+
+	if (sessions < 1)
+		return 0;
+	for (int k = 0; k <= K && k + 1 <= BACKEND_ROWS_INVARIANT; k++) {
+		double rate;
+
+		if (k > 0)
+			reach *= c->accept[k - 1], tokens += reach;
+		rate = sessions * tokens / (step_time(c, k + 1, sessions) + sessions * k * c->draft);
+		if (rate > best)
+			best = rate, k_best = k;
 	}
+	return k_best;
+}
+
+void
+sched_spec_costs(struct sched *s, int lane, struct sched_spec_cost *c)
+{
+	const struct lane *l = &s->lanes[lane];
+
+	pthread_mutex_lock(&s->mu);
+	*c = l->cost;
+	for (int j = 0; j < SPEC_KMAX; j++)
+		c->accept[j] = (l->hit[j] + 1.0) / (l->tried[j] + 2.0);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Seconds of the fastest of three runs of fn; -1 when it fails. */
+#define BEST_OF_3(t, call) do { \
+	(t) = -1; \
+	for (int rep_ = 0; rep_ < 3; rep_++) { \
+		double t0_ = util_now(); \
+		if ((call) != 0) { (t) = -1; break; } \
+		if ((t) < 0 || util_now() - t0_ < (t)) (t) = util_now() - t0_; \
+	} \
+} while (0)
+
+/*
+ * What a lane's steps cost, measured on its first slot's state: a forward
+ * of m rows (a verify's shape) for m = 1..16 and a draft (one MTP row),
+ * after a warm-up (buffers, recorded steps).  The state is left empty.
+ */
+static int
+lane_measure(struct lane *l, char *err)
+{
+	struct state *st = l->slots[0].st;
+	int32_t tok[BACKEND_ROWS_INVARIANT];
+	int n = state_config(st)->n_ctx < BACKEND_ROWS_INVARIANT ? state_config(st)->n_ctx :
+	    BACKEND_ROWS_INVARIANT;
+
+	for (int i = 0; i < BACKEND_ROWS_INVARIANT; i++)
+		tok[i] = (int32_t)((i * 7919 + 13) % l->nv);
+	for (int pass = 0; pass < 2; pass++)	/* the first warms up */
+		for (int m = 1; m <= n; m++)
+			BEST_OF_3(l->cost.rows[m], (state_reset(st), model_forward_seqs(l->m, &st, &m, 1,
+			    tok, 0, NULL, l->ids, NULL)));
+	for (int m = n + 1; m <= BACKEND_ROWS_INVARIANT; m++)
+		l->cost.rows[m] = l->cost.rows[n] * m / n;
+	/* a step of more rows costs no less: noise only adds, so a larger m's
+	 * time bounds a smaller one's */
+	for (int m = BACKEND_ROWS_INVARIANT - 1; m >= 1; m--)
+		if (l->cost.rows[m + 1] >= 0 && l->cost.rows[m + 1] < l->cost.rows[m])
+			l->cost.rows[m] = l->cost.rows[m + 1];
+	memset(l->hid, 0, (size_t)l->ne * sizeof *l->hid);
+	BEST_OF_3(l->cost.draft, (state_reset(st), model_mtp_argmax(l->m, st, 0, 0, l->hid, tok, 1,
+	    l->ids, l->hid)));
+	state_reset(st);
+	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+		if (l->cost.rows[m] < 0)
+			return util_err(err, "measuring a step of %d rows: %s", m, model_errmsg(l->m));
+	if (l->cost.draft < 0)
+		return util_err(err, "measuring a draft: %s", model_errmsg(l->m));
 	return 0;
 }
 
@@ -189,6 +267,9 @@ static int
 lane_buffers(struct sched *s, struct lane *l, char *err)
 {
 	size_t rows = (size_t)s->c.max_sessions * (l->K + 1);
+
+	if (rows < BACKEND_ROWS_INVARIANT)	/* lane_measure's steps */
+		rows = BACKEND_ROWS_INVARIANT;
 
 	l->lg = model_host_alloc(l->m, (size_t)s->c.max_sessions * l->nv);
 	l->hid = model_host_alloc(l->m, rows * l->ne);
@@ -220,7 +301,8 @@ lane_slots(struct sched *s, struct lane *l, char *err)
 }
 
 int
-sched_add_model(struct sched *s, struct model *m, int K, struct sched_fit *fp, char *err)
+sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_fit *fp,
+    char *err)
 {
 	struct lane *l = &s->lanes[s->n_lanes];
 	struct sched_fit own, *f = fp != NULL ? fp : &own;
@@ -246,9 +328,10 @@ sched_add_model(struct sched *s, struct model *m, int K, struct sched_fit *fp, c
 		    s->c.n_ctx);
 	}
 	memset(l, 0, sizeof *l);
-	l->m = m, l->K = K;
+	l->m = m, l->K = K, l->pin = pin;
 	l->nv = model_hparams(m)->n_vocab, l->ne = model_hparams(m)->n_embd;
-	if (lane_buffers(s, l, err) != 0 || lane_slots(s, l, err) != 0) {
+	if (lane_buffers(s, l, err) != 0 || lane_slots(s, l, err) != 0 ||
+	    (K > 0 && !pin && lane_measure(l, err) != 0)) {
 		lane_free(l, s->c.max_sessions);
 		return -1;
 	}
@@ -584,16 +667,28 @@ prefill(struct sched *s, struct sched_seq **act, int n)
 }
 
 /*
- * The greedy sessions g[n] of lane l in one forward: a decode row each,
- * or a speculative session's verify rows (at most k drafts); the picks
- * taken on the backend.
+ * The greedy sessions g[n] of lane li in one forward: a decode row each,
+ * or a speculative session's verify rows (the lane's K drafts, pinned, or
+ * as many as sched_spec_k finds pay at this load); the picks taken on the
+ * backend.
  */
 static void
-decode_greedy(struct sched *s, struct lane *l, struct sched_seq **g, int n, int k)
+decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 {
+	struct lane *l = &s->lanes[li];
+	struct sched_spec_cost c;
 	int32_t out[SPEC_KMAX + 1];
-	int off = 0, m = 0, verify = 0;
-	long rounds = 0, drafted = 0, accepted = 0;
+	int off = 0, m = 0, verify = 0, k = l->K;
+	long rounds = 0, drafted = 0, accepted = 0, tried[SPEC_KMAX] = { 0 }, hit[SPEC_KMAX] = { 0 };
+
+	if (k > 0 && !l->pin) {
+		sched_spec_costs(s, li, &c);
+		k = sched_spec_k(&c, l->K, n);
+		/* one step in 16 tries one draft more while its depth has few counts,
+		 * so a choice of fewer drafts does not keep its acceptance a guess */
+		if (k < l->K && s->stats.steps % 16 == 0 && l->tried[k] < SCHED_EXPLORE)
+			k++;
+	}
 
 	for (int i = 0; i < n; i++) {	/* the rows; a session whose draft fails drops out */
 		struct sched_seq *q = g[i];
@@ -631,12 +726,17 @@ decode_greedy(struct sched *s, struct lane *l, struct sched_seq **g, int n, int 
 			fail_seq(s, q, got < 0 ? spec_errmsg(sp) : "no finite logit");
 			continue;
 		}
-		if (q->spec && s->rows[i] > 1)
+		if (q->spec && s->rows[i] > 1) {
 			rounds++, drafted += s->rows[i] - 1, accepted += got - 1;
+			for (int j = 0; j < s->rows[i] - 1 && j < got; j++)	/* reached j */
+				tried[j]++, hit[j] += j < got - 1;
+		}
 		emit(s, q, out, got);
 	}
 	pthread_mutex_lock(&s->mu);
 	s->stats.spec_rounds += rounds, s->stats.drafted += drafted, s->stats.accepted += accepted;
+	for (int j = 0; j < SPEC_KMAX; j++)
+		l->tried[j] += tried[j], l->hit[j] += hit[j];
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -688,7 +788,7 @@ decode(struct sched *s, int li, struct sched_seq **act, int n)
 	int k;
 
 	if ((k = generating(s, li, act, n, 1)) > 0)
-		decode_greedy(s, l, s->grp, k, sched_policy_k(l->K, k));
+		decode_greedy(s, li, s->grp, k);
 	if ((k = generating(s, li, act, n, 0)) > 0)
 		decode_sampled(s, l, s->grp, k);
 }

@@ -27,7 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "sample.h"
+#include "spec.h"
 
 struct sched_config {
 	int	n_ctx;		/* positions a session holds (MEMRA_CTX) */
@@ -73,12 +75,13 @@ int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char 
 /*
  * Serve model m (which must outlive the scheduler) as lane number
  * returned, greedy requests decoded speculatively with up to K drafts a
- * round (0: plain; K needs an MTP head).  Allocates max_sessions session
- * states; a max_sessions x n_ctx that does not fit is an error naming
+ * round (0: plain; K needs an MTP head): pin 1, always K; pin 0, each
+ * step's k as sched_spec_k chooses it from what the lane measured at boot
+ * (sched_spec_costs).  Allocates max_sessions session states; a max_sessions x n_ctx that does not fit is an error naming
  * what fits.  f (may be NULL) gets sched_fit's account from before the
  * allocation.  -1 with the reason in err.
  */
-int	sched_add_model(struct sched *, struct model *m, int K, struct sched_fit *f,
+int	sched_add_model(struct sched *, struct model *m, int K, int pin, struct sched_fit *f,
 	    char *err);
 
 /* A request: lane from sched_add_model, the prompt's ids (copied). */
@@ -158,12 +161,29 @@ struct sched_stats {
 void	sched_stats(struct sched *, struct sched_stats *);
 
 /*
- * The speculative K a step gives each greedy session of a lane where
- * `sessions` run on it: the largest k <= K whose verify rows fit in the
- * row groups the lane's decode rows take anyway (groups of
- * BACKEND_ROWS_INVARIANT), so speculation never adds a pass over the
- * weights; 0 when even k = 1 would.
+ * What speculation costs and yields on a lane, measured: the seconds a
+ * forward of m rows of one sequence takes (m = 1..BACKEND_ROWS_INVARIANT,
+ * by sched_add_model at boot), the seconds one draft token takes (one MTP
+ * row), and the chance that draft j is accepted when the drafts before it
+ * were (the lane's own counts so far, (hits + 1) / (tries + 2): 0.5 before
+ * any).
  */
-int	sched_policy_k(int K, int sessions);
+struct sched_spec_cost {
+	double	rows[BACKEND_ROWS_INVARIANT + 1];	/* [0] unused */
+	double	draft;
+	double	accept[SPEC_KMAX];
+};
+
+/*
+ * The k <= K drafts a step gives each of `sessions` greedy sessions: the
+ * one with the most expected tokens a second, sessions x (1 + a1 + a1 a2 +
+ * ...) over the step's time, which is the forwards of its row groups (the
+ * sessions' k + 1 rows each, packed whole into groups of at most
+ * BACKEND_ROWS_INVARIANT) plus sessions x k drafts.  0 when no k > 0 pays.
+ */
+int	sched_spec_k(const struct sched_spec_cost *c, int K, int sessions);
+
+/* Lane `lane`'s costs now (its measured rows and draft, its acceptance so far). */
+void	sched_spec_costs(struct sched *, int lane, struct sched_spec_cost *c);
 
 #endif

@@ -76,7 +76,7 @@ new_sched(int sessions, int K, int *lane)
 	sched_config_defaults(&c, be, 1024, sessions);
 	c.chunk = 64, c.step_prefill = 128, c.max_queue = NREQ;
 	c.reserve = 0;
-	if ((s = sched_new(be, &c, err)) == NULL || (*lane = sched_add_model(s, ma, K, NULL, err)) < 0) {
+	if ((s = sched_new(be, &c, err)) == NULL || (*lane = sched_add_model(s, ma, K < 0 ? -K : K, K > 0, NULL, err)) < 0) {
 		printf("# %s\n", err);
 		sched_free(s);
 		return NULL;
@@ -232,6 +232,12 @@ TEST(speculative_decoding_in_the_batch_gives_the_plain_tokens)
 	CHECK(st.spec_rounds > 0 && st.accepted > 0);
 	printf("# K=1: %ld rounds, %ld of %ld drafts accepted\n", st.spec_rounds, st.accepted,
 	    st.drafted);
+	/* up to 3 drafts, as many as the lane's measured costs find pay */
+	st = run_together(-3);
+	check_same("K by load, 8 sessions");
+	printf("# K<=3 by load: %ld rounds, %ld of %ld drafts accepted\n", st.spec_rounds,
+	    st.accepted, st.drafted);
+	CHECK(st.spec_rounds > 0);	/* a depth not yet measured is tried now and then */
 }
 
 TEST(a_released_session_leaves_the_others_intact)
@@ -276,7 +282,7 @@ TEST(past_the_sessions_and_the_queue_a_request_is_refused_as_busy)
 	c.max_queue = 1, c.chunk = 32, c.step_prefill = 32, c.reserve = 0;
 	s = sched_new(be, &c, err);
 	CHECK(s != NULL);
-	if (s == NULL || (lane = sched_add_model(s, ma, 0, NULL, err)) < 0)
+	if (s == NULL || (lane = sched_add_model(s, ma, 0, 1, NULL, err)) < 0)
 		return;
 	for (int i = 0; i < 3; i++) {	/* no worker: they stay admitted or queued */
 		struct sched_req q = req_of(&reqs[i + 1], lane);
@@ -326,22 +332,60 @@ TEST(a_session_budget_that_cannot_fit_is_refused_naming_what_fits)
 	CHECK(f.max_ctx % 256 == 0);
 	CHECK(model_state_bytes(ma, f.max_ctx, 1) * 4096 <= f.avail || f.max_ctx == 0);
 	CHECK(model_state_bytes(ma, f.max_ctx + 256, 1) * 4096 > f.avail);
-	CHECK(sched_add_model(s, ma, 0, NULL, err) < 0);
+	CHECK(sched_add_model(s, ma, 0, 1, NULL, err) < 0);
 	CHECK(strstr(err, "4096 sessions of ctx 1048576") != NULL);
 	CHECK(strstr(err, "at most") != NULL);
 	sched_free(s);
 }
 
-TEST(the_speculative_k_stays_within_the_decode_rows_groups)
+/* Costs where each row past the first adds `extra` of a one-row step. */
+static struct sched_spec_cost
+costs(double extra, double draft, double accept)
 {
-	CHECK_EQ_INT(sched_policy_k(3, 1), 3);
-	CHECK_EQ_INT(sched_policy_k(3, 4), 3);	/* 4 x 4 rows: one group */
-	CHECK_EQ_INT(sched_policy_k(3, 5), 2);	/* 5 x 3 rows */
-	CHECK_EQ_INT(sched_policy_k(3, 8), 1);	/* 8 x 2 rows */
-	CHECK_EQ_INT(sched_policy_k(3, 9), 0);	/* 9 x 2 rows: two groups, 9 x 1 fits one */
-	CHECK_EQ_INT(sched_policy_k(3, 17), 0);
-	CHECK_EQ_INT(sched_policy_k(0, 1), 0);
-	CHECK_EQ_INT(sched_policy_k(15, 1), 15);
+	struct sched_spec_cost c = { .draft = draft };
+
+	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+		c.rows[m] = 1 + extra * (m - 1);
+	for (int j = 0; j < SPEC_KMAX; j++)
+		c.accept[j] = accept;
+	return c;
+}
+
+TEST(speculation_runs_where_the_measured_costs_say_it_pays)
+{
+	struct sched_spec_cost free_rows = costs(0, 0, 0.5), linear = costs(1, 0, 0.9);
+	struct sched_spec_cost gpu = costs(0.13, 0.02, 0.7);	/* ~1.4x a step for 4 rows */
+
+	CHECK_EQ_INT(sched_spec_k(&free_rows, 3, 1), 3);	/* rows cost nothing: all drafts */
+	CHECK_EQ_INT(sched_spec_k(&free_rows, 3, 4), 3);	/* 4 x 4 rows: still one group */
+	CHECK_EQ_INT(sched_spec_k(&free_rows, 3, 8), 1);	/* 8 x 2 rows fill the group */
+	CHECK_EQ_INT(sched_spec_k(&free_rows, 3, 16), 0);	/* another group would be a pass */
+	CHECK_EQ_INT(sched_spec_k(&linear, 3, 1), 0);	/* a row a pass: never pays */
+	CHECK_EQ_INT(sched_spec_k(&gpu, 3, 1), 3);
+	CHECK(sched_spec_k(&gpu, 3, 16) == 0);
+	CHECK_EQ_INT(sched_spec_k(&gpu, 0, 1), 0);	/* K = 0: plain */
+	gpu.accept[0] = 0.05;	/* a head that rarely hits */
+	CHECK_EQ_INT(sched_spec_k(&gpu, 3, 1), 0);
+	gpu.draft = 10;	/* drafts that cost more than steps */
+	gpu.accept[0] = 0.9;
+	CHECK_EQ_INT(sched_spec_k(&gpu, 3, 1), 0);
+}
+
+TEST(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance)
+{
+	struct sched_spec_cost c;
+	int lane;
+	pthread_t w;
+	struct sched *s = start(2, -3, &lane, &w);
+
+	if (s == NULL)
+		return;
+	sched_spec_costs(s, lane, &c);
+	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+		CHECK(c.rows[m] > 0 && (m == 1 || c.rows[m] >= c.rows[m - 1]));
+	CHECK(c.draft > 0);
+	CHECK_NEAR(c.accept[0], 0.5, 0);	/* nothing counted yet */
+	stop(s, w);
 }
 
 int
@@ -354,7 +398,7 @@ main(void)
 		printf("not ok backend: %s\n", err);
 		return 1;
 	}
-	RUN(the_speculative_k_stays_within_the_decode_rows_groups);
+	RUN(speculation_runs_where_the_measured_costs_say_it_pays);
 	if ((dir = test_model_a("schedule")) == NULL) {
 		backend_close(be);
 		return test_summary();
@@ -369,6 +413,7 @@ main(void)
 	RUN(a_released_session_leaves_the_others_intact);
 	RUN(past_the_sessions_and_the_queue_a_request_is_refused_as_busy);
 	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
+	RUN(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance);
 	model_close(ma);
 	backend_close(be);
 	return test_summary();
