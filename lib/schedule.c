@@ -27,6 +27,7 @@ struct lane {
 	int	K, pin, nv, ne;
 	struct sched_spec_cost cost;	/* rows, draft: measured at boot */
 	long	tried[SPEC_KMAX], hit[SPEC_KMAX];	/* drafts reached, accepted, by depth */
+	long	admitted;	/* greedy sessions admitted unpinned: every 16th explores */
 	struct slot *slots;	/* [max_sessions] */
 	float	*lg;		/* [BACKEND_ROWS_INVARIANT * (SPEC_KMAX + 1)][nv] host logits */
 	float	*hid;		/* [same][ne] host hidden rows */
@@ -175,23 +176,50 @@ sched_spec_k(const struct sched_spec_cost *c, int K, int sessions)
 
 		if (k > 0)
 			reach *= c->accept[k - 1], tokens += reach;
-		rate = sessions * tokens / (step_time(c, k + 1, sessions) + sessions * k * c->draft);
+		/* k drafts and, k > 0, the MTP cache's append of the kept rows */
+		rate = sessions * tokens / (step_time(c, k + 1, sessions) +
+		    sessions * (k > 0 ? k + 1 : 0) * c->draft);
 		if (rate > best)
 			best = rate, k_best = k;
 	}
 	return k_best;
 }
 
-void
-sched_spec_costs(struct sched *s, int lane, struct sched_spec_cost *c)
+/* Lane l's costs (under the lock). */
+static void
+costs_locked(const struct lane *l, struct sched_spec_cost *c)
 {
-	const struct lane *l = &s->lanes[lane];
-
-	pthread_mutex_lock(&s->mu);
 	*c = l->cost;
 	for (int j = 0; j < SPEC_KMAX; j++)
 		c->accept[j] = (l->hit[j] + 1.0) / (l->tried[j] + 2.0);
+}
+
+void
+sched_spec_costs(struct sched *s, int lane, struct sched_spec_cost *c)
+{
+	pthread_mutex_lock(&s->mu);
+	costs_locked(&s->lanes[lane], c);
 	pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * Under the lock: whether greedy session q, admitted now beside the
+ * running ones, decodes speculatively: always on a pinned lane; else when
+ * drafting pays at that load, and one admission in 16 while the first
+ * draft's acceptance has few counts (a speculative session keeps the MTP
+ * head's cache, which costs a draft's time a step even when it drafts
+ * nothing, so a session that would not draft is admitted plain).
+ */
+static int
+admit_spec(struct sched *s, struct lane *l)
+{
+	struct sched_spec_cost c;
+
+	if (l->pin)
+		return 1;
+	costs_locked(l, &c);
+	return sched_spec_k(&c, l->K, s->n_run + 1) > 0 ||
+	    (l->admitted++ % 16 == 0 && l->tried[0] < SCHED_EXPLORE);
 }
 
 /* Seconds of the fastest of three runs of fn; -1 when it fails. */
@@ -604,6 +632,7 @@ admit(struct sched *s)
 		if (i == s->c.max_sessions)
 			break;
 		unqueue(s, q);
+		q->spec = q->spec && admit_spec(s, l);
 		l->slots[i].used = 1;
 		q->slot = i, q->active = 1, q->t_admit = util_now();
 		q->st = l->slots[i].st;
@@ -683,11 +712,9 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 
 	if (k > 0 && !l->pin) {
 		sched_spec_costs(s, li, &c);
-		k = sched_spec_k(&c, l->K, n);
-		/* one step in 16 tries one draft more while its depth has few counts,
-		 * so a choice of fewer drafts does not keep its acceptance a guess */
-		if (k < l->K && s->stats.steps % 16 == 0 && l->tried[k] < SCHED_EXPLORE)
-			k++;
+		/* a speculative session keeps the MTP cache anyway: it drafts at least one */
+		if ((k = sched_spec_k(&c, l->K, n)) == 0)
+			k = 1;
 	}
 
 	for (int i = 0; i < n; i++) {	/* the rows; a session whose draft fails drops out */

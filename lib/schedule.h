@@ -75,8 +75,12 @@ int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char 
 /*
  * Serve model m (which must outlive the scheduler) as lane number
  * returned, greedy requests decoded speculatively with up to K drafts a
- * round (0: plain; K needs an MTP head): pin 1, always K; pin 0, each
- * step's k as sched_spec_k chooses it from what the lane measured at boot
+ * round (0: plain; K needs an MTP head): pin 1, every greedy session
+ * drafts K; pin 0, a greedy session is admitted speculative when
+ * sched_spec_k finds drafting pays at the load it joins (and one
+ * admission in 16 while the lane's acceptance has few counts), plain
+ * otherwise (no MTP work at all), and each step gives the speculative ones
+ * sched_spec_k's k, at least 1, from what the lane measured at boot
  * (sched_spec_costs).  Allocates max_sessions session states; a max_sessions x n_ctx that does not fit is an error naming
  * what fits.  f (may be NULL) gets sched_fit's account from before the
  * allocation.  -1 with the reason in err.
@@ -179,7 +183,8 @@ struct sched_spec_cost {
  * one with the most expected tokens a second, sessions x (1 + a1 + a1 a2 +
  * ...) over the step's time, which is the forwards of its row groups (the
  * sessions' k + 1 rows each, packed whole into groups of at most
- * BACKEND_ROWS_INVARIANT) plus sessions x k drafts.  0 when no k > 0 pays.
+ * BACKEND_ROWS_INVARIANT) plus, for k > 0, sessions x (k + 1) drafts' time
+ * (k drafts and the MTP cache's append).  0 when no k > 0 pays.
  */
 int	sched_spec_k(const struct sched_spec_cost *c, int K, int sessions);
 
