@@ -15,16 +15,20 @@ pre_fc_norm_hidden, norm, layers.0.* with an MoE FFN).  transformers 5.17
 never runs them (it drops ^mtp.* on load), so they have no reference logits:
 speculative decoding must give the plain-decode tokens whatever they hold.
 
-With LLAMACPP (the llama.cpp source tree: convert_hf_to_gguf.py beside
-conversion/ and gguf-py/), each model is also converted by llama.cpp's own
-converter to OUT/<name>/llamacpp-f32.gguf, its vocabulary step skipped (the
-tiny models have no tokenizer): the tensor names, shapes and metadata are
-llama.cpp's.
+Each directory also gets t/data/st/llama's tokenizer.json and
+tokenizer_config.json (a 284-token byte-level BPE), so that quant-nvfp4,
+run-gen and run-spec take them as they take any checkpoint.
 
-usage: make-moe-models.py OUTDIR [LLAMACPP]
+With LLAMACPP (the llama.cpp source tree: convert_hf_to_gguf.py beside
+conversion/ and gguf-py/), the configs marked "gguf" are also converted by
+llama.cpp's own converter to OUT/<name>/llamacpp-f32.gguf, its vocabulary
+step skipped: the tensor names, shapes and metadata are llama.cpp's.
+
+usage: make-moe-models.py OUTDIR [LLAMACPP]   (run from the top of the tree)
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -46,7 +50,7 @@ BASE = dict(
 CONFIGS = {
     # 8 experts, top 2, attention every 4th layer, an MTP block
     "moe-e8k2-mtp": dict(BASE, num_hidden_layers=4, num_experts=8, num_experts_per_tok=2,
-                         full_attention_interval=4, mtp=1),
+                         full_attention_interval=4, mtp=1, gguf=1),
     # 4 experts, top 1 (the renormalised weight is 1), attention every 2nd layer, tied head
     "moe-e4k1-tied": dict(BASE, num_hidden_layers=4, num_experts=4, num_experts_per_tok=1,
                           full_attention_interval=2, tie_word_embeddings=True,
@@ -92,6 +96,7 @@ def build(name, cfg):
     cfg = dict(cfg)
     mt = cfg.pop("model_type")
     mtp = cfg.pop("mtp", 0)
+    cfg.pop("gguf", 0)
     cfg["layer_types"] = layer_types(cfg)
     if mtp:
         cfg["mtp_num_hidden_layers"] = mtp
@@ -206,7 +211,9 @@ def main():
                        "greedy": greedy}, f)
         print(name, sum(p.numel() for p in model.parameters()), "params,",
               sum(".experts." in n for n in names), "expert tensors ->", d)
-        if lcpp:
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(os.path.join("t/data/st/llama", f), os.path.join(d, f))
+        if lcpp and cfg.get("gguf"):
             print("  llama.cpp:", llamacpp_convert(lcpp, d, mtp))
 
 
