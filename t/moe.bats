@@ -121,3 +121,23 @@ setup() {
 	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
 	[ "$stderr" = "run-gen: $d: tensor 'model.layers.0.mlp.experts.0.down_proj.weight': not [64, 16] as config.json implies" ]
 }
+
+@test "frspec-owngen, trim-head and the attach paths (+draft, --draft, MEMRA_MTP_DRAFT, MEMRA_FRSPEC_TRIM) on an MoE trunk" {
+	T=$BATS_TEST_TMPDIR
+	quant-nvfp4 -t 2 --type F32 "$M/moe-e8k2-mtp" "$T/trunk.gguf" 2>/dev/null
+	printf 'hello world\nthe cat sat\n' >"$T/p.txt"
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 16 "$T/trunk.gguf" "$T/r.gguf" 64 "$T/p.txt"
+	[ "$(wc -l <"$T/r.gguf.txt")" = 64 ]
+	trim-head "$T/trunk.gguf" "$T/r.gguf.txt" "$T/d.gguf"
+	spec="run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos --temp 0.8 --seed 3"
+	run -0 --separate-stderr $spec "$T/trunk.gguf+$T/d.gguf" "hello world"
+	[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
+	[[ $stderr == *"[mtp-draft] external draft head: blk.4, head_vocab=64 (trimmed, d2t map)"* ]]
+	run -0 --separate-stderr $spec --draft "$T/d.gguf" "$T/trunk.gguf" "hello world"
+	[[ $stderr == *"[mtp-draft] external draft head: blk.4"* ]]
+	MEMRA_MTP_DRAFT=$T/d.gguf run -0 --separate-stderr $spec "$T/trunk.gguf" "hello world"
+	[[ $stderr == *"[mtp-draft] external draft head: blk.4"* ]]
+	MEMRA_FRSPEC_TRIM=$T/r.gguf.txt run -0 --separate-stderr $spec "$T/trunk.gguf" "hello world"
+	[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
+	[[ $stderr == *"[frspec-trim] self-trimmed head: 64 rows of main output.weight (F32)"* ]]
+}
