@@ -21,6 +21,7 @@ struct openai_resp {
 	const char *model;	/* the served model's name */
 	long	created;	/* Unix seconds, the same in every chunk */
 	size_t	prompt_tokens;
+	size_t	cached_tokens;	/* of them, not computed again (prompt_tokens_details) */
 };
 
 /*
