@@ -282,8 +282,9 @@ static void
 put_usage(FILE *fp, const struct openai_resp *r, int completion_tokens)
 {
 	fprintf(fp, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %d, "
-	    "\"total_tokens\": %zu}", r->prompt_tokens, completion_tokens,
-	    r->prompt_tokens + completion_tokens);
+	    "\"total_tokens\": %zu, \"prompt_tokens_details\": {\"cached_tokens\": %zu}}",
+	    r->prompt_tokens, completion_tokens, r->prompt_tokens + completion_tokens,
+	    r->cached_tokens);
 }
 
 char *

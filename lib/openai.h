@@ -66,6 +66,7 @@ struct openai_resp {
 	const char *model;	/* the served model's name */
 	long	created;	/* Unix seconds, the same in every chunk */
 	size_t	prompt_tokens;
+	size_t	cached_tokens;	/* of them, not computed again (prompt_tokens_details) */
 	int	index;		/* the choice a chunk is of (n > 1); its calls are
 				 * "call_ID_INDEX_N" past choice 0 */
 	const struct tokenizer *tok;	/* the logprobs' token texts (NULL: "") */
