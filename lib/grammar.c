@@ -49,6 +49,7 @@ struct grammar_state {
 	size_t	n_lv;
 	uint32_t *bits;		/* [g->words] */
 	uint32_t *out;		/* grammar_mask_logits: [n_out] */
+	int8_t	*delta;		/* closing masks: [n_vocab] */
 	size_t	n_out;
 };
 
@@ -678,6 +679,7 @@ grammar_state_free(struct grammar_state *s)
 	free(s->lv);
 	free(s->bits);
 	free(s->out);
+	free(s->delta);
 	free(s);
 }
 
@@ -780,9 +782,14 @@ struct dfs {
 	struct grammar_state *s;
 	uint32_t *bits;		/* [g->words] */
 	int	count;
-	int	closing;	/* 1: a token only when its distance <= thr */
+	int	closing;	/* 1: a token only when its distance <= thr;
+				   2: each token's change of distance to delta[] */
 	uint32_t thr, best;	/* best: the least distance seen */
+	int8_t	*delta;		/* [n_vocab] */
+	uint32_t d0;		/* the distance before */
 };
+
+#define DELTA_NO	127	/* deltas: not allowed */
 
 static void
 set_tokens(struct dfs *c, uint32_t first, uint32_t n)
@@ -792,6 +799,17 @@ set_tokens(struct dfs *c, uint32_t first, uint32_t n)
 	for (uint32_t i = 0; i < n; i++)
 		c->bits[ids[i] >> 5] |= 1u << (ids[i] & 31);
 	c->count += n;
+}
+
+static void
+set_deltas(struct dfs *c, uint32_t first, uint32_t n, uint32_t d)
+{
+	const int32_t *ids = c->s->g->v->ids + first;
+	int64_t v = (int64_t)d - c->d0;
+
+	v = v < -128 ? -128 : v > DELTA_NO - 1 ? DELTA_NO - 1 : v;
+	for (uint32_t i = 0; i < n; i++)
+		c->delta[ids[i]] = v;
 }
 
 /* The tokens below trie node k, the state at node k being level lv's. */
@@ -809,6 +827,8 @@ dfs(struct dfs *c, uint32_t k, size_t lv)
 			continue;
 		if (n->n_tok > 0 && !c->closing)
 			set_tokens(c, n->tok, n->n_tok);
+		else if (n->n_tok > 0 && c->closing == 2)
+			set_deltas(c, n->tok, n->n_tok, sset_dist(c->s->g, out));
 		else if (n->n_tok > 0) {
 			uint32_t d = sset_dist(c->s->g, out);
 			if (d <= c->thr)
@@ -839,6 +859,8 @@ mask_walk(struct dfs *c)
 			    !(c->bits[v->stop[i] >> 5] >> (v->stop[i] & 31) & 1)) {
 				c->bits[v->stop[i] >> 5] |= 1u << (v->stop[i] & 31);
 				c->count++;
+				if (c->delta != NULL)
+					c->delta[v->stop[i]] = 0;	/* the end: distance 0 */
 			}
 		c->best = 0;
 	}
@@ -855,13 +877,14 @@ hash_key(const uint8_t *p, size_t n)
 	return h ? h : 1;
 }
 
-/* The state's key: its stacks' lengths and frames. */
+/* The state's key: tag, then its stacks' lengths and frames. */
 static size_t
-state_key(const struct sset *s, uint8_t *buf)
+state_key(const struct sset *s, int tag, uint8_t *buf)
 {
-	size_t n = 0;
+	size_t n = 1;
 
-	memcpy(buf, &s->n, sizeof s->n);
+	buf[0] = tag;
+	memcpy(buf + n, &s->n, sizeof s->n);
 	n += sizeof s->n;
 	memcpy(buf + n, s->len, s->n * sizeof *s->len);
 	n += s->n * sizeof *s->len;
@@ -869,15 +892,17 @@ state_key(const struct sset *s, uint8_t *buf)
 	return n + s->nf * sizeof *s->f;
 }
 
+#define KEY_MAX	(1 + sizeof(uint16_t) * (1 + MAXS) + sizeof(struct frame) * MAXF)
+
 static void
 cache_clear(struct grammar *g)
 {
 	for (size_t i = 0; i < g->cache_slots; i++) {
 		free(g->cache[i].key);
-		free(g->cache[i].bits);
+		free(g->cache[i].val);
 		g->cache[i] = (struct gcache_entry){ 0 };
 	}
-	g->cache_used = 0;
+	g->cache_used = g->cache_size = 0;
 }
 
 /* The slot of key (hash h): its entry, or the empty slot it would take. */
@@ -893,64 +918,116 @@ cache_slot(struct grammar *g, uint64_t h, const uint8_t *key, size_t n)
 	}
 }
 
-/* The cached mask of the current state into s->bits: count, or -1 (out of
- * memory).  The walk runs outside the lock. */
+/* The cached value of key into val[vlen]: its count, or -1 when absent. */
 static int
-mask_cached(struct grammar_state *s)
+cache_get(const struct grammar *cg, const uint8_t *key, size_t n, void *val, size_t vlen)
 {
-	struct grammar *g = (struct grammar *)s->g;	/* the cache is its mutable part */
-	uint8_t key[sizeof(uint16_t) * (1 + MAXS) + sizeof(struct frame) * MAXF];
-	size_t n = state_key(&s->cur, key);
+	struct grammar *g = (struct grammar *)cg;	/* the cache is its mutable part */
+	struct gcache_entry *e;
+	int count = -1;
+
+	pthread_mutex_lock(&g->mu);
+	e = g->cache_max ? cache_slot(g, hash_key(key, n), key, n) : NULL;
+	if (e != NULL && e->hash != 0 && e->vlen == vlen) {
+		memcpy(val, e->val, vlen);
+		count = e->count;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return count;
+}
+
+/* Keep val[vlen] for key (when memory allows: a cache only). */
+static void
+cache_put(const struct grammar *cg, const uint8_t *key, size_t n, const void *val,
+    size_t vlen, int count)
+{
+	struct grammar *g = (struct grammar *)cg;
 	uint64_t h = hash_key(key, n);
-	struct dfs c = { s, s->bits, 0, 0, 0, 0 };
 	struct gcache_entry *e;
 
 	pthread_mutex_lock(&g->mu);
-	e = g->cache_max ? cache_slot(g, h, key, n) : NULL;
-	if (e != NULL && e->hash != 0) {
-		memcpy(s->bits, e->bits, g->words * sizeof *s->bits);
-		c.count = e->count;
-		pthread_mutex_unlock(&g->mu);
-		return c.count;
-	}
-	pthread_mutex_unlock(&g->mu);
-	if (mask_walk(&c) != 0)
-		return -1;
-	pthread_mutex_lock(&g->mu);
-	if (g->cache_used >= g->cache_max)
+	if (g->cache_used >= g->cache_max || g->cache_size + vlen + n > g->cache_bytes)
 		cache_clear(g);
 	e = g->cache_max ? cache_slot(g, h, key, n) : NULL;
-	if (e != NULL && e->hash == 0 && (e->key = malloc(n)) != NULL &&
-	    (e->bits = malloc(g->words * sizeof *e->bits)) != NULL) {
+	if (e != NULL && e->hash == 0 && vlen + n <= g->cache_bytes &&
+	    (e->key = malloc(n)) != NULL && (e->val = malloc(vlen)) != NULL) {
 		memcpy(e->key, key, n);
-		memcpy(e->bits, s->bits, g->words * sizeof *e->bits);
-		e->keylen = n;
-		e->count = c.count;
-		e->hash = h;
+		memcpy(e->val, val, vlen);
+		*e = (struct gcache_entry){ h, e->key, n, count, e->val, vlen };
 		g->cache_used++;
+		g->cache_size += vlen + n;
 	} else if (e != NULL && e->hash == 0) {
 		free(e->key);
 		e->key = NULL;
 	}
 	pthread_mutex_unlock(&g->mu);
+}
+
+/* The mask of the current state into s->bits: count, or -1 (out of memory). */
+static int
+mask_cached(struct grammar_state *s)
+{
+	uint8_t key[KEY_MAX];
+	size_t n = state_key(&s->cur, 0, key), vlen = s->g->words * sizeof *s->bits;
+	struct dfs c = { s, s->bits, 0, 0, 0, 0, NULL, 0 };
+
+	if ((c.count = cache_get(s->g, key, n, s->bits, vlen)) >= 0)
+		return c.count;
+	if (mask_walk(&c) != 0)
+		return -1;
+	cache_put(s->g, key, n, s->bits, vlen, c.count);
 	return c.count;
 }
 
-/* The closing mask: tokens that leave the end within left - 1 tokens
- * (a byte each), else those that bring it nearest. */
+/* Each token's change of distance from the current state, into
+ * s->delta[n_vocab] (DELTA_NO: not allowed). */
+static int
+deltas(struct grammar_state *s)
+{
+	uint8_t key[KEY_MAX];
+	size_t n = state_key(&s->cur, 1, key), nv = s->g->v->n_vocab;
+	struct dfs c = { s, s->bits, 0, 2, 0, 0, s->delta, sset_dist(s->g, &s->cur) };
+
+	if (s->delta == NULL && (s->delta = c.delta = malloc(nv)) == NULL)
+		return -1;
+	if (cache_get(s->g, key, n, s->delta, nv) >= 0)
+		return 0;
+	memset(s->delta, DELTA_NO, nv);
+	if (mask_walk(&c) != 0)
+		return -1;
+	cache_put(s->g, key, n, s->delta, nv, 0);
+	return 0;
+}
+
+/* The closing mask: tokens after which the document can end within
+ * left - 1 tokens (a byte each), else those that bring its end nearest. */
 static int
 mask_closing(struct grammar_state *s, int left)
 {
-	struct dfs c = { s, s->bits, 0, 1, left > 0 ? left - 1 : 0, 0 };
+	int64_t slack = (int64_t)left - 1 - sset_dist(s->g, &s->cur);
+	size_t nv = s->g->v->n_vocab;
+	int best = DELTA_NO, count = 0;
 
-	if (mask_walk(&c) != 0)
-		return -1;
-	if (c.count == 0 && c.best < G_INF) {
-		c.thr = c.best;
+	if (slack >= DELTA_NO - 1) {	/* far: the walk itself, by distance */
+		struct dfs c = { s, s->bits, 0, 1, left > 0 ? left - 1 : 0, 0, NULL, 0 };
 		if (mask_walk(&c) != 0)
 			return -1;
+		return c.count;
 	}
-	return c.count;
+	if (deltas(s) != 0)
+		return -1;
+	memset(s->bits, 0, s->g->words * sizeof *s->bits);
+	for (size_t t = 0; t < nv; t++)
+		if (s->delta[t] < best)
+			best = s->delta[t];
+	if (best > slack)
+		slack = best;
+	for (size_t t = 0; t < nv && best < DELTA_NO; t++)
+		if (s->delta[t] <= slack) {
+			s->bits[t >> 5] |= 1u << (t & 31);
+			count++;
+		}
+	return count;
 }
 
 int
@@ -997,11 +1074,17 @@ grammar_mask_logits(struct grammar_state *s, float *logits, int n, int left)
 		return -1;
 	for (size_t i = 0; i < words; i++) {
 		uint32_t m = s->out[i];
+		float *l = logits + i * 32;
 		if (m == 0xffffffffu)
 			continue;
+		if (m == 0 && (i + 1) * 32 <= (size_t)n) {
+			for (int k = 0; k < 32; k++)
+				l[k] = -INFINITY;
+			continue;
+		}
 		for (size_t k = 0; k < 32 && i * 32 + k < (size_t)n; k++)
 			if (!(m >> k & 1))
-				logits[i * 32 + k] = -INFINITY;
+				l[k] = -INFINITY;
 	}
 	return count;
 }
@@ -1165,6 +1248,7 @@ grammar_compile(const struct json *schema, const struct grammar_vocab *v,
 	g->v = v;
 	g->ws_max = o->ws_max < 0 ? 0 : o->ws_max > 255 ? 255 : o->ws_max;
 	g->words = (v->n_vocab + 31) / 32;
+	g->cache_bytes = o->cache_bytes;
 	g->cache_max = o->cache_bytes / (g->words * 4 + 256);
 	for (g->cache_slots = 1; g->cache_slots <= 2 * g->cache_max; g->cache_slots *= 2)
 		;

@@ -77,11 +77,12 @@ struct grammar_vocab {
 };
 
 struct gcache_entry {
-	uint64_t hash;
-	uint8_t	*key;
+	uint64_t hash;		/* 0: an empty slot */
+	uint8_t	*key;		/* a tag byte (mask or deltas), then the state */
 	uint32_t keylen;
 	int	count;
-	uint32_t *bits;
+	void	*val;		/* a mask's bits, or a closing walk's deltas */
+	size_t	vlen;
 };
 
 struct grammar {
@@ -102,7 +103,8 @@ struct grammar {
 	/* the mask cache: open addressing, cleared when full */
 	pthread_mutex_t mu;
 	struct gcache_entry *cache;
-	size_t	cache_slots, cache_used, cache_max;
+	size_t	cache_slots, cache_used, cache_max;	/* entries: slots/2 at most */
+	size_t	cache_bytes, cache_size;	/* the bound, and what entries hold */
 };
 
 /* grammar_schema.c: nodes of schema (NULL: any object) into g; g->root.
