@@ -1245,7 +1245,7 @@ grammar_compile(const struct json *schema, const struct grammar_vocab *v,
 		return NULL;
 	}
 	pthread_mutex_init(&g->mu, NULL);
-	g->v = v;
+	g->v = v, g->refs = 1;
 	g->ws_max = o->ws_max < 0 ? 0 : o->ws_max > 255 ? 255 : o->ws_max;
 	g->words = (v->n_vocab + 31) / 32;
 	g->cache_bytes = o->cache_bytes;
@@ -1264,10 +1264,17 @@ grammar_compile(const struct json *schema, const struct grammar_vocab *v,
 	return g;
 }
 
+struct grammar *
+grammar_retain(struct grammar *g)
+{
+	__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+	return g;
+}
+
 void
 grammar_free(struct grammar *g)
 {
-	if (g == NULL)
+	if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	if (g->cache != NULL)
 		cache_clear(g);

@@ -101,7 +101,29 @@ void	grammar_defaults(struct grammar_options *o);
  */
 struct grammar *grammar_compile(const struct json *schema, const struct grammar_vocab *v,
 	    const struct grammar_options *o, char *err);
+/*
+ * A grammar is counted: grammar_compile's caller holds one reference,
+ * grammar_retain adds one (thread-safe; returns g), and grammar_free
+ * drops one and frees the grammar with the last.  So a grammar shared by
+ * a cache and the requests running under it lives until all are done.
+ */
+struct grammar *grammar_retain(struct grammar *g);
 void	grammar_free(struct grammar *g);
+
+/*
+ * A cache of compiled grammars over one vocabulary, keyed by the schema's
+ * compact JSON text (NULL: any object), at most max of them, the least
+ * recently used dropped (its reference; requests holding it keep it).
+ * grammar_cache_get returns a grammar for schema with a reference for the
+ * caller (grammar_free it), compiled or from the cache (thread-safe), or
+ * NULL with err as grammar_compile says.  A cache owns neither v (which
+ * must outlive it) nor the grammars it handed out.
+ */
+struct grammar_cache;
+struct grammar_cache *grammar_cache_new(const struct grammar_vocab *v, int max);
+void	grammar_cache_free(struct grammar_cache *c);
+struct grammar *grammar_cache_get(struct grammar_cache *c, const struct json *schema,
+	    char *err);
 
 /* A state at the start of a document; NULL when out of memory. */
 struct grammar_state *grammar_state_new(const struct grammar *g);

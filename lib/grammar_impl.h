@@ -87,6 +87,7 @@ struct gcache_entry {
 
 struct grammar {
 	const struct grammar_vocab *v;
+	int	refs;		/* grammar_retain's, atomic; the last grammar_free frees */
 	struct gnode *nodes;
 	size_t	n_nodes, cap_nodes;
 	struct gprop *props;

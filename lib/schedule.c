@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "grammar.h"
 #include "model.h"
 #include "prefix.h"
 #include "spec.h"
@@ -60,6 +61,8 @@ struct sched_seq {
 	struct sched_logprob *lp;	/* [cap_out] their logprobs, with logprobs */
 	int	n_out, cap_out;
 	int	logprobs, top;	/* each token's logprob, and `top` alternatives */
+	struct grammar *g;	/* a reference, or NULL */
+	struct grammar_state *gs;	/* where the reply is in g */
 	uint64_t group;		/* choice i > 0 of sched_submit_n: choice 0's id */
 	int	n_kids;		/* choice 0: the choices after it */
 	int	wait_prompt;	/* choice i > 0: until choice 0's prompt is copied in */
@@ -140,6 +143,7 @@ seq_free(struct sched_seq *q)
 	if (q == NULL)
 		return;
 	sample_free(q->smp);
+	grammar_state_free(q->gs), grammar_free(q->g);
 	free(q->hist), free(q->stop), free(q->out), free(q->lp);
 	free(q);
 }
@@ -441,7 +445,10 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->n_prompt = q->n_hist = r->n_ids;
 	q->max_tokens = r->max_tokens, q->ignore_eos = r->ignore_eos;
 	q->sp = r->sp;
-	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && !r->logprobs;
+	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && !r->logprobs && r->grammar == NULL;
+	if (r->grammar != NULL && ((q->g = grammar_retain(r->grammar)),
+	    (q->gs = grammar_state_new(q->g)) == NULL))
+		return util_err(err, "out of memory");
 	q->logprobs = r->logprobs != 0;
 	q->top = r->top_logprobs < 0 ? 0 : r->top_logprobs > SCHED_TOP_MAX ? SCHED_TOP_MAX :
 	    r->top_logprobs;
@@ -511,6 +518,8 @@ sched_submit_n(struct sched *s, const struct sched_req *r, int n, struct sched_s
 	if (r->n_ids < 1 || r->n_ids >= s->c.n_ctx || r->max_tokens < 1)
 		return util_err(err, "prompt of %d tokens: does not fit in the context of %d",
 		    r->n_ids, s->c.n_ctx);
+	if (r->grammar != NULL && r->ignore_eos)
+		return util_err(err, "a grammar ends the reply with a stop id: not with ignore_eos");
 	if (n < 1 || n > s->c.max_sessions)
 		return util_err(err, "n %d: out of range 1..%d (the sessions that run at once)", n,
 		    s->c.max_sessions);
@@ -1059,18 +1068,56 @@ logprobs_of(struct sched_seq *q, const float *lg, int32_t t, struct sched_logpro
 	lp->n_top = k < 0 ? 0 : k;
 }
 
+/* 1 when q's picks are taken on the host: it wants logprobs, or a grammar masks its rows. */
+static int
+host_picks(const struct sched_seq *q)
+{
+	return q->logprobs || q->gs != NULL;
+}
+
+/*
+ * q's next token from its logits row lg on the host (masked by its grammar
+ * first, in place), with its logprobs when it wants them, handed to its
+ * reader; a failure ends q alone.
+ */
+static void
+pick_host(struct sched *s, struct sched_seq *q, float *lg)
+{
+	const struct lane *l = &s->lanes[q->lane];
+	struct sched_logprob lp;
+	int32_t t;
+
+	if (q->gs != NULL) {
+		int left = q->max_tokens - q->n_gen, room = s->c.n_ctx - q->n_hist;
+
+		if (grammar_mask_logits(q->gs, lg, l->nv, left < room ? left : room) <= 0) {
+			fail_seq(s, q, "grammar: no token may come next");
+			return;
+		}
+	}
+	if ((t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist)) < 0) {
+		fail_seq(s, q, "no finite logit");
+		return;
+	}
+	if (q->gs != NULL && grammar_accept(q->gs, t) != 0) {
+		fail_seq(s, q, "grammar: the token drawn is not allowed");
+		return;
+	}
+	if (q->logprobs)
+		logprobs_of(q, lg, t, &lp);
+	emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
+}
+
 /*
  * Choice 0 q's prompt is done and its last row's logits are in lg: each
  * choice of q in act[n] (q itself, and the later ones, which get a copy of
  * q's state) draws its first token from them, as model_forward_next would.
  */
 static void
-prime(struct sched *s, struct sched_seq *q, const float *lg, struct sched_seq **act, int n)
+prime(struct sched *s, struct sched_seq *q, float *lg, struct sched_seq **act, int n)
 {
 	for (int i = -1; i < n; i++) {
 		struct sched_seq *c = i < 0 ? q : act[i];
-		struct sched_logprob lp;
-		int32_t t;
 
 		if (i >= 0 && (!c->wait_prompt || c->group != q->id))
 			continue;
@@ -1081,13 +1128,7 @@ prime(struct sched *s, struct sched_seq *q, const float *lg, struct sched_seq **
 		pthread_mutex_lock(&s->mu);
 		c->wait_prompt = 0;
 		pthread_mutex_unlock(&s->mu);
-		if ((t = sample_next(c->smp, lg, c->hist, c->n_hist, 0, c->n_hist)) < 0) {
-			fail_seq(s, c, "no finite logit");
-			continue;
-		}
-		if (c->logprobs)
-			logprobs_of(c, lg, t, &lp);
-		emit(s, c, &t, c->logprobs ? &lp : NULL, 1);
+		pick_host(s, c, lg);	/* (the choices' grammars mask the row alike) */
 	}
 }
 
@@ -1101,7 +1142,7 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 {
 	struct lane *l = &s->lanes[q->lane];
 	struct spec *sp = l->slots[q->slot].spec;
-	int from = q->done_prompt, n = q->n_prompt, rc, host = q->logprobs || q->n_kids > 0;
+	int from = q->done_prompt, n = q->n_prompt, rc, host = host_picks(q) || q->n_kids > 0;
 	int32_t first = -1;
 
 	if (q->spec)
@@ -1241,20 +1282,8 @@ decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
 	}
-	for (int i = 0; i < n; i++) {
-		struct sched_seq *q = g[i];
-		const float *lg = l->lg + (size_t)i * l->nv;
-		int32_t t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist);
-		struct sched_logprob lp;
-
-		if (t < 0) {
-			fail_seq(s, q, "no finite logit");
-			continue;
-		}
-		if (q->logprobs)
-			logprobs_of(q, lg, t, &lp);
-		emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
-	}
+	for (int i = 0; i < n; i++)
+		pick_host(s, g[i], l->lg + (size_t)i * l->nv);
 }
 
 /* The sessions of act[n] on lane li that are generating, greedy (their
@@ -1269,7 +1298,7 @@ generating(struct sched *s, int li, struct sched_seq **act, int n, int greedy)
 		struct sched_seq *q = act[i];
 
 		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
-		    (sample_plain_greedy(&q->sp) && !q->logprobs) == greedy)
+		    (sample_plain_greedy(&q->sp) && !host_picks(q)) == greedy)
 			s->grp[k++] = q;
 	}
 	return k;

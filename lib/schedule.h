@@ -138,7 +138,18 @@ int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char 
 int	sched_add_model(struct sched *, struct model *m, int K, int pin, struct sched_fit *f,
 	    char *err);
 
-/* A request: lane from sched_add_model, the prompt's ids (copied). */
+struct grammar;
+
+/*
+ * A request: lane from sched_add_model, the prompt's ids (copied).  With a
+ * grammar, each token is drawn from the logits with the tokens the grammar
+ * does not allow at that point masked out (grammar_mask_logits, closing
+ * the document within what max_tokens and the context leave), on the host,
+ * and the session is decoded plain (never speculatively), so a greedy
+ * reply is the argmax of the masked rows; logprobs then come from the
+ * masked distribution.  A grammar with ignore_eos is refused (the grammar
+ * ends the reply with a stop id).
+ */
 struct sched_req {
 	int	lane;
 	const int32_t *ids;
@@ -150,6 +161,8 @@ struct sched_req {
 	int	n_stop;
 	int	logprobs;	/* 1: each token's logprob comes with it (sched_read_lp) */
 	int	top_logprobs;	/* and its 0..SCHED_TOP_MAX likeliest alternatives */
+	struct grammar *grammar;	/* NULL, or what the reply must be (lib/grammar.h):
+					 * each choice holds a reference of its own */
 };
 
 /* The most alternatives a token's logprobs list. */

@@ -481,6 +481,49 @@ TEST(closing_policy_ends_the_document_within_max_tokens)
 	grammar_free(p);
 }
 
+/* A parsed schema (the caller frees), NULL on a bad text. */
+static struct json *
+J(const char *text)
+{
+	char err[UTIL_ERRLEN];
+
+	return json_parse(text, strlen(text), err);
+}
+
+TEST(the_cache_hands_out_one_grammar_a_schema_and_a_dropped_one_lives_on)
+{
+	char err[UTIL_ERRLEN];
+	struct grammar_cache *c = grammar_cache_new(voc, 2);
+	struct json *a = J("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": "
+	    "\"integer\"}}, \"required\": [\"a\"]}");
+	struct json *a2 = J("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+	    "\"integer\"}},\"required\":[\"a\"]}");
+	struct json *b = J("{\"type\": \"array\", \"items\": {\"type\": \"boolean\"}}");
+	struct json *bad = J("{\"type\": \"string\", \"pattern\": \"x\"}");
+	struct grammar *g1, *g2, *g3, *g4, *g5;
+	struct grammar_state *st;
+
+	CHECK(c != NULL && a != NULL && a2 != NULL && b != NULL && bad != NULL);
+	g1 = grammar_cache_get(c, a, err);
+	g2 = grammar_cache_get(c, a2, err);	/* the same schema spaced otherwise */
+	CHECK(g1 != NULL && g1 == g2);
+	g3 = grammar_cache_get(c, b, err);
+	g4 = grammar_cache_get(c, NULL, err);	/* any object: a drops out (least used) */
+	CHECK(g3 != NULL && g4 != NULL && g3 != g1 && g4 != g3);
+	CHECK(grammar_cache_get(c, bad, err) == NULL);
+	CHECK(strstr(err, "'pattern' is not supported") != NULL);
+	grammar_free(g2);
+	grammar_cache_free(c);	/* g1, g3, g4 still held here */
+	st = grammar_state_new(g1);
+	CHECK(st != NULL && grammar_feed(st, "{\"a\": 12}", 9) == 0 && grammar_done(st));
+	grammar_state_free(st);
+	g5 = grammar_retain(g3);
+	grammar_free(g3);
+	CHECK(verdict(g5, "[true, false]", 13) == 1);
+	grammar_free(g5), grammar_free(g1), grammar_free(g4);
+	json_free(a), json_free(a2), json_free(b), json_free(bad);
+}
+
 int
 main(void)
 {
@@ -502,6 +545,7 @@ main(void)
 	RUN(masks_equal_token_by_token_walks);
 	RUN(masks_of_multibyte_and_partial_utf8_tokens);
 	RUN(closing_policy_ends_the_document_within_max_tokens);
+	RUN(the_cache_hands_out_one_grammar_a_schema_and_a_dropped_one_lives_on);
 	grammar_vocab_free(voc);
 	tokenizer_free(tk);
 	return test_summary();
