@@ -661,7 +661,9 @@ bind_gemma4_moe(struct model *md, struct src *s, int il, struct model_layer *L)
 	if (src_tensor(s, NAME(b, il, "ffn_gate_exps.weight"), &(struct src_tensor){ 0 }) == 0)
 		return util_err(md->err, "tensor '%s': gemma4 experts apart from their "
 		    "ffn_gate_up_exps are not supported", b);
-	return load_matrix(md, s, NAME(b, il, "ffn_gate_inp.weight"), 0, ne, E, &L->router) ||
+	/* ffn_gate_inp.scale and ffn_down_exps.scale are the router's vectors, not NVFP4 scales */
+	return load_matrix_ex(md, s, NAME(b, il, "ffn_gate_inp.weight"), 0, ne, E, &L->router, NULL,
+	    0) ||
 	    load_vector(md, s, NAME(b, il, "ffn_gate_inp.scale"), 0, ne, &L->router_scale) ||
 	    load_matrix(md, s, NAME(b, il, "ffn_gate_up_exps.weight"), 0, ne, (int64_t)2 * fe * E,
 	    &L->exp_gate_up) ||
