@@ -133,6 +133,16 @@ struct backend_ops {
 		    int, const int32_t *, const float *, int, float *, int);
 	int	(*add_gated)(struct backend *, float *, int, const float *, int, const float *,
 		    int, int, int);
+	/* optional, Gemma-4's ops (backend_gemma): NULL cannot run one; a
+	 * backend with them honours backend_attn.window */
+	int	(*geglu)(struct backend *, const float *, int, const float *, int, float *,
+		    int, int, int);
+	int	(*softcap)(struct backend *, float *, size_t, float);
+	int	(*scale)(struct backend *, float *, size_t, float);
+	int	(*moe_geglu)(struct backend *, const struct backend_weight *, int,
+		    const float *, int, int, const int32_t *, int, float *);
+	int	(*moe_scale)(struct backend *, float *, const int32_t *, int, int,
+		    const float *);
 };
 
 struct backend {

@@ -2,8 +2,10 @@
  * model: an architecture's hyper-parameters, its weights bound to a
  * backend, and its forward pass written once against the backend op
  * table (lib/backend.h).  Architectures: llama, qwen35 (Gated DeltaNet
- * + gated full attention + the MTP block) and qwen35moe (qwen35 with every
- * FFN, the MTP block's too, a mixture of experts: lib/model_moe.c).
+ * + gated full attention + the MTP block), qwen35moe (qwen35 with every
+ * FFN, the MTP block's too, a mixture of experts: lib/model_moe.c) and
+ * gemma4 (sliding-window and global attention layers, per-layer inputs,
+ * shared K/V, an MoE block beside the MLP: lib/model_gemma4.c).
  *
  * Weights are named and laid out as in GGUF (llama.cpp's converter
  * semantics: RMSNorm weights multiplicative with the HF "+1" folded in,
@@ -19,7 +21,7 @@
 #include "backend.h"
 #include "state.h"
 
-enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE };
+enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_GEMMA4 };
 
 struct model_hparams {
 	int	arch;		/* enum model_arch */
@@ -42,6 +44,15 @@ struct model_hparams {
 	int	n_expert, n_expert_used;	/* experts, and those routed a row */
 	int	n_ff_exp;	/* an expert's width */
 	int	n_ff_shexp;	/* the shared expert's width (0: none) */
+	/* gemma4 (lib/model_gemma4.c): head_dim, n_head_kv, n_rot and rope_theta
+	 * are the global layers' (n_rot of BACKEND_ROPE_PROP), n_ff the widest
+	 * MLP; each layer's own shape is in the model's layers */
+	int	n_swa;		/* sliding window: the query at i sees keys i-n_swa < j <= i */
+	int	head_dim_swa, n_head_kv_swa, n_rot_swa;	/* the sliding layers' */
+	float	rope_theta_swa;
+	int	n_kv_shared;	/* the last n_kv_shared layers read earlier layers' K/V */
+	int	n_pl;		/* per-layer input (PLE) width, 0: none */
+	float	softcap;	/* final logit soft-cap, 0: none */
 };
 
 struct model;

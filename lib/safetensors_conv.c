@@ -562,8 +562,8 @@ is_used_scale(const struct safetensors *st, const struct safetensors_tensor *t)
 }
 
 /* A new planned tensor named name, zeroed. */
-static struct safetensors_out *
-new_out(struct safetensors *st, const char *name)
+struct safetensors_out *
+st_new_out(struct safetensors *st, const char *name)
 {
 	struct safetensors_out *o;
 
@@ -596,7 +596,7 @@ static struct safetensors_out *
 stack_out(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
     const char *name, int64_t ne0, int64_t rows)
 {
-	struct safetensors_out *o = new_out(st, name);
+	struct safetensors_out *o = st_new_out(st, name);
 
 	if (o == NULL) {
 		util_err(st->err, "out of memory");
@@ -740,6 +740,13 @@ cmp_out(const void *a, const void *b)
 	if (gx != gy)
 		return gx < gy ? -1 : 1;
 	return strcmp(x->name, y->name);
+}
+
+void
+st_sort_out(struct safetensors *st)
+{
+	if (st->nout > 0)
+		qsort(st->out, st->nout, sizeof *st->out, cmp_out);
 }
 
 static int
@@ -960,20 +967,27 @@ int
 safetensors_plan(struct safetensors *st, int nomtp)
 {
 	struct hp *h = calloc(1, sizeof *h);
+	const char *mt;
 	size_t i;
 	int rc = -1;
 
 	st_plan_free(st);
 	if (h == NULL)
 		return util_err(st->err, "out of memory");
+	if (st->config != NULL && (mt = json_get_str(st->config, "model_type")) != NULL &&
+	    (strcmp(mt, "gemma4_text") == 0 || strcmp(mt, "gemma4") == 0)) {
+		free(h);
+		if ((rc = st_plan_gemma4(st)) != 0)
+			st_plan_free(st);
+		return rc;
+	}
 	if (load_hparams(st, h, nomtp) != 0)
 		goto out;
 	snprintf(st->arch, sizeof st->arch, "%s", arch_name(h->arch));
 	for (i = 0; i < st->nbyname; i++)
 		if (map_tensor(st, h, &st->t[st->byname[i].i]) != 0)
 			goto out;
-	if (st->nout > 0)
-		qsort(st->out, st->nout, sizeof *st->out, cmp_out);
+	st_sort_out(st);
 	if (check_complete(st, h) != 0 || kv_common(st, h) != 0)
 		goto out;
 	rc = h->arch == ARCH_LLAMA ? kv_llama(st, h) : kv_qwen35(st, h);
@@ -1132,6 +1146,9 @@ static const uint8_t *
 row_bytes(const struct safetensors_out *o, int64_t r)
 {
 	size_t rb = (size_t)o->ne[0] * safetensors_dtype_size(o->src_dtype);
+
+	if (o->synth != NULL)
+		return (const uint8_t *)(o->synth + r * o->ne[0]);
 
 	if (o->srcs != NULL)
 		return (const uint8_t *)o->srcs[r / o->src_rows]->data + (size_t)(r % o->src_rows) * rb;

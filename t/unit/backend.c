@@ -646,7 +646,7 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 
 TEST(attention_matches_reference_and_decode_equals_prefill)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 5, m = 6, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -688,7 +688,7 @@ TEST(round_f16_keeps_what_a_half_cache_stores)
 
 TEST(attention_with_f16_cache_matches_reference_and_is_batch_invariant)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 7, m = 5, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -732,7 +732,7 @@ TEST(ggml_attention_orders_are_the_same_bits_on_every_path)
 	for (int h = 0; h < 3; h++)
 		for (int f16 = 0; f16 < 2; f16++)
 			for (int bat = 0; bat < 2; bat++) {
-				struct backend_attn a = { 4, 2, hds[h], 0, f16, 1, bat };
+				struct backend_attn a = { 4, 2, hds[h], 0, f16, 1, bat, 0 };
 				int hd = hds[h], kvd = 2 * hd, ldq = 4 * hd, p0 = 70, m = 5;
 				int n_ctx = p0 + m, od = 4 * hd;
 				float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * kvd, 2);
@@ -948,7 +948,7 @@ dpos_new(struct backend *be, int p0, int m)
 
 TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
 {
-	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0, 0 };
 	int m = 3, p0 = 5, n_ctx = 9, kvd = 48, qhs = 48, ldq = 4 * 48, od = 4 * 24;
 	int32_t pos[3] = { 5, 6, 7 }, *d = dpos_new(be3, p0, m);
 	float *x = rnd((size_t)m * ldq, 1), *y = dup(x, (size_t)m * ldq);
@@ -1165,6 +1165,85 @@ TEST(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties)
 	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 0, ids, w) == -1);
 }
 
+/* gemma4's ops: GELU (tanh) gates, soft-cap, scale, per-expert scale, against doubles. */
+TEST(gemma_elementwise_ops_match_reference)
+{
+	float g[2][5], u[2][5], y[2][4], x[6] = { -40, -3, 0, 0.5f, 3, 40 };
+	float w[4] = { 1, 2, 3, 4 }, s[3] = { 0.5f, 2, 4 };
+	int32_t ids[4] = { 2, 0, 1, 2 };
+
+	CHECK(backend_gemma(be1) == 1);
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 5; i++)
+			g[r][i] = frand() * 4, u[r][i] = frand();
+	CHECK(backend_geglu(be1, &g[0][0], 5, &u[0][0], 5, &y[0][0], 4, 2, 4) == 0);
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 4; i++) {
+			double v = g[r][i];
+			double ge = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+
+			CHECK_NEAR(y[r][i], ge * u[r][i], 1e-6);
+		}
+	CHECK(backend_softcap(be1, x, 6, 30) == 0);
+	CHECK_NEAR(x[0], 30 * tanh(-40.0 / 30), 1e-5);
+	CHECK(x[2] == 0);
+	CHECK_NEAR(x[4], 30 * tanh(3.0 / 30), 1e-6);
+	CHECK(backend_softcap(be1, x, 6, 0) == -1);
+	CHECK(backend_scale(be1, w, 4, 0.5f) == 0 && w[3] == 2.0f);
+	CHECK(backend_moe_scale(be1, w, ids, 2, 2, s, 3) == 0);
+	CHECK(w[0] == 2.0f && w[1] == 0.5f && w[2] == 3.0f && w[3] == 8.0f);
+}
+
+/* A sliding window is attention over the last window keys only; decode equals prefill. */
+TEST(windowed_attention_sees_the_last_window_keys)
+{
+	struct backend_attn a = { 4, 2, 16, 1.0f, 0, 0, 0, 3 }, full = a;
+	int m = 7, kvd = 32, ldq = 64;
+	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)m * kvd, 1);
+	float *vc = rnd((size_t)m * kvd, 1), o[7][64], o1[64], ref[64];
+
+	full.window = 0;
+	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == 0);
+	for (int r = 0; r < m; r++) {
+		int lo = r + 1 > 3 ? r + 1 - 3 : 0;
+
+		/* the window's keys alone, as a cache that starts at lo */
+		CHECK(backend_attention(be1, &full, q + (size_t)r * ldq, ldq, 16,
+		    kc + (size_t)lo * kvd, vc + (size_t)lo * kvd, 1, r - lo, ref) == 0);
+		CHECK(backend_attention(be1, &a, q + (size_t)r * ldq, ldq, 16, kc, vc, 1, r, o1) == 0);
+		for (int i = 0; i < 64; i++) {
+			CHECK(o[r][i] == ref[i]);
+			CHECK(o1[i] == o[r][i]);
+		}
+	}
+	a.ggml = 1;
+	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == -1);
+	free(q), free(kc), free(vc);
+}
+
+/* Proportional RoPE: pairs (j, j + hs/2) at theta^(-2j/hs) for j < n_rot/2, the rest untouched. */
+TEST(proportional_rope_turns_the_first_pairs_over_the_whole_head)
+{
+	float x[2][32], x0[2][32];
+	int32_t pos[2] = { 3, 11 };
+
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 32; i++)
+			x0[r][i] = x[r][i] = frand();
+	CHECK(backend_rope(be1, &x[0][0], 32, 1, 32, 2, pos, 8,
+	    1e6f, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP) == 0);
+	for (int r = 0; r < 2; r++)
+		for (int j = 0; j < 16; j++) {
+			double th = j < 4 ? pos[r] * pow(1e6, -2.0 * j / 32) : 0;
+			double a = x0[r][j], b = x0[r][j + 16];
+
+			CHECK_NEAR(x[r][j], a * cos(th) - b * sin(th), 1e-5);
+			CHECK_NEAR(x[r][j + 16], a * sin(th) + b * cos(th), 1e-5);
+			if (j >= 4)
+				CHECK(x[r][j] == x0[r][j] && x[r][j + 16] == x0[r][j + 16]);
+		}
+}
+
 /* Expert e of a stack as a weight of its own (what each slot's product uses). */
 static struct backend_weight
 expert_of(const struct backend_weight *w, int n_exp, int e)
@@ -1290,6 +1369,9 @@ main(void)
 	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
 	RUN(moe_products_are_each_experts_one_row_products_bit_for_bit);
 	RUN(add_gated_adds_the_sigmoid_gated_rows);
+	RUN(gemma_elementwise_ops_match_reference);
+	RUN(windowed_attention_sees_the_last_window_keys);
+	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);
