@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "chat.h"
+#include "grammar.h"
 #include "http.h"
 #include "json.h"
 #include "model.h"
@@ -53,6 +54,8 @@ struct served {
 	struct prompt *pr;
 	int	nv, k;		/* k: speculative draft length, 0 plain */
 	int	lane;		/* in the scheduler */
+	struct grammar_vocab *gv;	/* response_format's: made at its first use */
+	struct grammar_cache *gc;
 };
 
 struct job {
@@ -62,6 +65,7 @@ struct job {
 	int32_t	*ids;		/* the prompt, and the forced text's tokens */
 	size_t	n_ids;
 	char	*forced;	/* what tool_choice makes the reply begin with, or NULL */
+	struct grammar *grammar;	/* response_format's (a reference), or NULL */
 	long	id;
 	struct sched_seq **seq;	/* [q.n] */
 	double	wait, first;	/* choice 0's seconds to admission and first token */
@@ -635,7 +639,7 @@ submit(struct server *s, struct job *j, int *full, char *err)
 	struct sched_req q = { .lane = j->sv->lane, .ids = j->ids, .n_ids = (int)j->n_ids,
 	    .sp = j->q.sp, .max_tokens = j->max_tokens, .ignore_eos = j->q.ignore_eos,
 	    .stop = stop, .n_stop = n_stop, .logprobs = j->q.logprobs,
-	    .top_logprobs = j->q.top_logprobs };
+	    .top_logprobs = j->q.top_logprobs, .grammar = j->grammar };
 
 	pthread_mutex_lock(&s->mu);
 	j->id = ++s->next_id;
@@ -798,7 +802,11 @@ chat_prompt(const struct json *q, struct job *j, char *err)
 	while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == ' '))
 		tl--;
 	j->think = tl >= 7 && memcmp(text + tl - 7, "<think>", 7) == 0;
-	rc = forced_call(j, text, err) != 0 || force_tokens(j, err) != 0 ? -1 : 0;
+	if (j->q.format != OPENAI_FORMAT_TEXT && j->think &&	/* the document is the content */
+	    (j->forced = strdup("</think>\n\n")) == NULL)
+		return free(text), util_err(err, "out of memory");
+	rc = (j->forced == NULL && forced_call(j, text, err) != 0) || force_tokens(j, err) != 0 ?
+	    -1 : 0;
 	free(text);
 	return rc;
 }
@@ -835,7 +843,47 @@ static void
 job_free(struct job *j)
 {
 	openai_request_free(&j->q);
+	grammar_free(j->grammar);
 	free(j->ids), free(j->forced), free(j->seq);
+}
+
+/*
+ * The grammar of j's response_format (json_object: any object;
+ * json_schema: its schema) into j->grammar, compiled over the model's
+ * vocabulary or from its cache; 0, or -1 with err naming the field.
+ */
+static int
+format_grammar(struct server *s, struct job *j, char *err)
+{
+	struct served *sv = j->sv;
+	const struct tokenizer *tok = prompt_tokenizer(sv->pr);
+	const int32_t *stop;
+	char why[UTIL_ERRLEN];
+	int n_stop;
+
+	if (j->q.format == OPENAI_FORMAT_TEXT)
+		return 0;
+	if (tok == NULL)
+		return util_err(err, "'response_format': model '%s' has no tokenizer", sv->name);
+	if (j->q.ignore_eos)
+		return util_err(err, "'ignore_eos': not with 'response_format' (the document ends "
+		    "the reply)");
+	if (j->q.tool_choice == OPENAI_TOOLS_REQUIRED || j->q.tool_choice == OPENAI_TOOLS_NAMED)
+		return util_err(err, "'response_format': not with a 'tool_choice' that forces a call");
+	stop = prompt_stop_ids(sv->pr, &n_stop);
+	pthread_mutex_lock(&s->mu);
+	if (sv->gc == NULL && (sv->gv = grammar_vocab_new(tok, stop, n_stop, why)) != NULL &&
+	    (sv->gc = grammar_cache_new(sv->gv, 64)) == NULL) {
+		grammar_vocab_free(sv->gv), sv->gv = NULL;
+		util_err(why, "out of memory");
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (sv->gc == NULL)
+		return util_err(err, "'response_format': %s", why);
+	if ((j->grammar = grammar_cache_get(sv->gc, j->q.schema, why)) == NULL)
+		return util_err(err, "'response_format%s': %s", j->q.format ==
+		    OPENAI_FORMAT_JSON_SCHEMA ? ".json_schema.schema" : "", why);
+	return 0;
 }
 
 /* Queue j with the scheduler and answer it: 0, or -1 with err (*full when busy). */
@@ -883,7 +931,7 @@ completion(struct server *s, int fd, const struct http_req *req, int chat)
 		status = 404, util_err(err, "model '%s': not served here",
 		    json_get_str(q, "model") ? json_get_str(q, "model") : "(none)");
 	else if (request_params(q, &j, s->c.max_sessions, err) == 0 &&
-	    request_prompt(q, &j, err) == 0) {
+	    format_grammar(s, &j, err) == 0 && request_prompt(q, &j, err) == 0) {
 		if ((int)j.n_ids >= s->c.ctx)
 			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
 			    j.n_ids, s->c.ctx);
@@ -1144,7 +1192,7 @@ cache_line(struct server *s, struct served *sv, const struct sched_fit *f)
 	fprintf(stderr, "[sched] %s: prefix cache: %.0f MiB%s, %d blocks of %d tokens, %.2f MiB "
 	    "each (KV rows and recurrent state at each prefill chunk's end)\n", sv->name,
 	    f->prefix / mib, s->c.prefix_mb < 0 ? " (a quarter of the memory the sessions leave, "
-	    "at most 8 GiB: MEMRA_PREFIX_CACHE_MB sets it)" : "", ps.max_blocks, ps.block,
+	    "at most 8 GiB on a GPU, 1 GiB on the CPU: MEMRA_PREFIX_CACHE_MB sets it)" : "", ps.max_blocks, ps.block,
 	    ps.block_bytes / mib);
 }
 

@@ -1,5 +1,6 @@
 #include "schedule.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,8 +381,10 @@ lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 		    (sl->rsnap = backend_alloc(s->be, state_rec_floats(&c))) == NULL))
 			return util_err(err, "reuse pool: out of memory");
 	}
-	if (pc.budget == SCHED_PREFIX_AUTO) {
-		pc.budget = left / 4 < (size_t)8 << 30 ? left / 4 : (size_t)8 << 30;
+	if (pc.budget == SCHED_PREFIX_AUTO) {	/* host memory is everyone's: 1 GiB at most */
+		size_t cap = (size_t)(backend_host(s->be) ? 1 : 8) << 30;
+
+		pc.budget = left / 4 < cap ? left / 4 : cap;
 		if (pc.budget < prefix_block_bytes(&c, pc.block))
 			pc.budget = 0;	/* too little memory for a block: none */
 	} else if (pc.budget > left)
@@ -1075,6 +1078,20 @@ host_picks(const struct sched_seq *q)
 	return q->logprobs || q->gs != NULL;
 }
 
+/* Every logit of lg[nv] but q's stop ids' to -inf (those keep theirs). */
+static void
+only_stops(const struct sched_seq *q, float *lg, int nv)
+{
+	for (int t = 0; t < nv; t++) {
+		int stop = 0;
+
+		for (int j = 0; j < q->n_stop; j++)
+			stop |= q->stop[j] == t;
+		if (!stop)
+			lg[t] = -INFINITY;
+	}
+}
+
 /*
  * q's next token from its logits row lg on the host (masked by its grammar
  * first, in place), with its logprobs when it wants them, handed to its
@@ -1090,10 +1107,14 @@ pick_host(struct sched *s, struct sched_seq *q, float *lg)
 	if (q->gs != NULL) {
 		int left = q->max_tokens - q->n_gen, room = s->c.n_ctx - q->n_hist;
 
-		if (grammar_mask_logits(q->gs, lg, l->nv, left < room ? left : room) <= 0) {
+		/* the document closes one token early: the stop id ends it within max_tokens */
+		left = left < room ? left : room;
+		if (grammar_mask_logits(q->gs, lg, l->nv, left > 1 ? left - 1 : 1) <= 0) {
 			fail_seq(s, q, "grammar: no token may come next");
 			return;
 		}
+		if (grammar_done(q->gs) && q->n_stop > 0)	/* a whole document: it ends here */
+			only_stops(q, lg, l->nv);
 	}
 	if ((t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist)) < 0) {
 		fail_seq(s, q, "no finite logit");

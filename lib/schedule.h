@@ -42,7 +42,7 @@ struct sched_config {
 	size_t	reserve;	/* bytes of backend memory left free for activations */
 	size_t	prefix_bytes;	/* each model's prefix cache (MEMRA_PREFIX_CACHE_MB): 0 none,
 				 * SCHED_PREFIX_AUTO a quarter of the memory the sessions
-				 * leave, at most 8 GiB */
+				 * leave, at most 8 GiB on a GPU, 1 GiB on the CPU */
 	int	reuse;		/* 1: the reuse pool (MEMRA_REUSE_POOL) */
 	/* the worker's events for the log (may be NULL); called outside the lock */
 	void	(*note)(void *arg, const struct sched_note *);

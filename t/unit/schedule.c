@@ -621,8 +621,11 @@ masked_greedy(struct grammar *g, const int32_t *ids, int n, int32_t stop, int32_
 	while (k >= 0 && k < GMAX) {
 		int best = -1;
 
-		if (grammar_mask_logits(gs, lg, nv, GMAX - k) <= 0)
+		if (grammar_mask_logits(gs, lg, nv, GMAX - k > 1 ? GMAX - k - 1 : 1) <= 0)
 			break;
+		if (grammar_done(gs))	/* a whole document ends there */
+			for (int i = 0; i < nv; i++)
+				lg[i] = i == stop ? lg[i] : -INFINITY;
 		for (int i = 0; i < nv; i++)
 			if (isfinite(lg[i]) && (best < 0 || lg[i] > lg[best]))
 				best = i;
