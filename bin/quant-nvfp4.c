@@ -561,6 +561,15 @@ put_hf_kv(struct gguf_writer *w, const struct safetensors_kv *kv)
 	switch (kv->arr_type) {
 	case SAFETENSORS_KV_I32: return gguf_writer_add_arr(w, kv->key, GGUF_TYPE_INT32, kv->i32, kv->n);
 	case SAFETENSORS_KV_F32: return gguf_writer_add_arr(w, kv->key, GGUF_TYPE_FLOAT32, kv->f32, kv->n);
+	case SAFETENSORS_KV_BOOL: {	/* held as int32 0/1 */
+		uint8_t b[1024];
+
+		if (kv->n > sizeof b)
+			return -1;
+		for (uint64_t j = 0; j < kv->n; j++)
+			b[j] = kv->i32[j] != 0;
+		return gguf_writer_add_arr(w, kv->key, GGUF_TYPE_BOOL, b, kv->n);
+	}
 	}
 	return gguf_writer_add_arr_str(w, kv->key, kv->strs, kv->strlens, kv->n);
 }

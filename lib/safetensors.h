@@ -12,7 +12,8 @@
  * converter never holds more than one tensor; plus the GGUF metadata
  * the architecture needs (safetensors_kv).  Supported architectures:
  * llama, and qwen35 (text-only qwen3_5_text and released qwen3_5 with
- * text_config) including its MTP block.
+ * text_config) including its MTP block, qwen35moe, and step35
+ * (step3p7's text model, step3p5; its NextN layers not yet).
  */
 #ifndef MEMRA_SAFETENSORS_H
 #define MEMRA_SAFETENSORS_H
@@ -164,7 +165,8 @@ enum safetensors_kvtype {
 };
 
 /* One GGUF metadata pair of the plan.  Scalars in v; strings in s/slen;
- * arrays: arr_type (U32/I32/F32/STR) and n elements in i32/f32/strs. */
+ * arrays: arr_type (U32/I32/F32/STR, or BOOL held as int32 0/1 in i32)
+ * and n elements in i32/f32/strs. */
 struct safetensors_kv {
 	const char *key;
 	int	type;
