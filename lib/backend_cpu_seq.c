@@ -155,15 +155,17 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 	for (int64_t i = i0; i < i1; i++) {
 		int r = i / a->n_head, h = i % a->n_head, n = j->p0 + r + 1;
+		int t0 = a->window > 0 && n > a->window ? n - a->window : 0;	/* the first seen */
 		const float *q = j->q + (size_t)r * j->ldq + (size_t)h * j->qhs;
-		const float *k = j->kc + (size_t)(h / grp) * hd;
-		const float *v = j->vc + (size_t)(h / grp) * hd;
+		const float *k = j->kc + (size_t)t0 * kvd + (size_t)(h / grp) * hd;
+		const float *v = j->vc + (size_t)t0 * kvd + (size_t)(h / grp) * hd;
 		float *o = j->o + ((size_t)r * a->n_head + h) * hd;
 		float *s = backend_cpu_scratch(j->c, tid, n + 65 * (size_t)hd), mx = -INFINITY;
 		double sum = 0;
 
 		if (s == NULL)
 			return;
+		n -= t0;
 		if (a->kv_f16 || a->ggml) {
 			attn_head_ggml(j->c, a, q, k, v, kvd, n, s, o);
 			continue;

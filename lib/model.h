@@ -2,8 +2,11 @@
  * model: an architecture's hyper-parameters, its weights bound to a
  * backend, and its forward pass written once against the backend op
  * table (lib/backend.h).  Architectures: llama, qwen35 (Gated DeltaNet
- * + gated full attention + the MTP block) and qwen35moe (qwen35 with every
- * FFN, the MTP block's too, a mixture of experts: lib/model_moe.c).
+ * + gated full attention + the MTP block), qwen35moe (qwen35 with every
+ * FFN, the MTP block's too, a mixture of experts: lib/model_moe.c) and
+ * step35 (Step-3.5/3.7 Flash: sliding and full attention with per-layer
+ * heads and RoPE, head-wise gates, dense then sigmoid-routed MoE layers:
+ * lib/model_step35.c; its NextN layers not yet).
  *
  * Weights are named and laid out as in GGUF (llama.cpp's converter
  * semantics: RMSNorm weights multiplicative with the HF "+1" folded in,
@@ -19,7 +22,7 @@
 #include "backend.h"
 #include "state.h"
 
-enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE };
+enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_STEP35 };
 
 struct model_hparams {
 	int	arch;		/* enum model_arch */
@@ -42,6 +45,11 @@ struct model_hparams {
 	int	n_expert, n_expert_used;	/* experts, and those routed a row */
 	int	n_ff_exp;	/* an expert's width */
 	int	n_ff_shexp;	/* the shared expert's width (0: none) */
+	/* step35: n_head is the most query heads of a layer (each layer's in
+	 * struct model_layer); the router's */
+	float	attn_scale;	/* the attention's scale (0: 1 / sqrt(head_dim)) */
+	float	exp_scale;	/* the routed experts' scaling factor */
+	int	exp_norm;	/* the chosen weights renormalised to sum to 1 */
 };
 
 struct model;

@@ -147,7 +147,7 @@ attn_params(const struct model *md, int batched)
 	const struct model_hparams *hp = &md->hp;
 	struct backend_attn at = { hp->n_head, hp->n_head_kv, hp->head_dim,
 	    1.0f / sqrtf((float)hp->head_dim), md->kv_f16,
-	    hp->arch == MODEL_ARCH_LLAMA && !md->plain_attn, batched };
+	    hp->arch == MODEL_ARCH_LLAMA && !md->plain_attn, batched, 0 };
 
 	return at;
 }
@@ -314,6 +314,8 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 static int
 layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
 {
+	if (md->hp.arch == MODEL_ARCH_STEP35)	/* lib/model_step35.c, at a->pos */
+		return model_step35_layers(md, &st, &m, 1, m, flags) ? -1 : residual(md, m);
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 		const float *res = il > 0 ? md->act.t : NULL;
@@ -658,7 +660,10 @@ seqs_group(struct model *md, const struct seqs *g, const int32_t *tok, float *lo
 		return -1;
 	if (backend_embed(md->be, &md->tok_embd, tok, g->m, md->act.x, hp->n_embd) != 0)
 		return fail(md);
-	for (int il = 0; il < hp->n_layer; il++) {
+	if (hp->arch == MODEL_ARCH_STEP35 &&
+	    model_step35_layers(md, g->st, g->rows, g->n, g->m, g->verify ? MODEL_VERIFY : 0))
+		return -1;
+	for (int il = 0; hp->arch != MODEL_ARCH_STEP35 && il < hp->n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 		const float *res = il > 0 ? md->act.t : NULL;
 

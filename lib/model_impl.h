@@ -38,6 +38,13 @@ struct model_layer {
 	/* MTP block */
 	struct backend_weight eh_proj;	/* [n_embd][2 n_embd] */
 	float	*enorm, *hnorm, *head_norm;	/* [n_embd]; head_norm may be NULL */
+	/* step35 (lib/model_step35.c): this layer's attention and FFN */
+	int	n_head, n_rot, window;	/* query heads, rotated dims, SWA window (0: full) */
+	float	theta;			/* RoPE base */
+	int	sparse;			/* 1: the MoE FFN, 0: the dense one */
+	float	lim_exp, lim_sh;	/* SwiGLU limits, routed and shared/dense (0: none) */
+	struct backend_weight g;	/* [n_head][n_embd] attn_gate: the head-wise gate */
+	float	*exp_bias;		/* [n_expert] exp_probs_b: the selection bias */
 };
 
 /* Activations in backend memory for up to cap rows. */
@@ -122,5 +129,15 @@ void	model_act_free(struct model *);
 int	model_moe_ffn(struct model *md, struct model_layer *L, int m);
 /* The activations the MoE FFN needs for cap rows, or -1 (out of memory). */
 int	model_moe_act(struct model *md, int cap);
+
+/*
+ * step35's trunk layers (lib/model_step35.c) over m rows of n sequences:
+ * sequence i's rows[i] rows (rows NULL: one each) after those of 0..i-1,
+ * at its state st[i], a->pos holding each row's position and x the
+ * embeddings.  Leaves the last FFN's output in a->t (x += a->t pending),
+ * as the other architectures' layers do.  0, or -1 with md->err set.
+ */
+int	model_step35_layers(struct model *md, struct state **st, const int *rows, int n, int m,
+	    int flags);
 
 #endif
