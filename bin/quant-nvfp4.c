@@ -561,15 +561,7 @@ put_hf_kv(struct gguf_writer *w, const struct safetensors_kv *kv)
 	switch (kv->arr_type) {
 	case SAFETENSORS_KV_I32: return gguf_writer_add_arr(w, kv->key, GGUF_TYPE_INT32, kv->i32, kv->n);
 	case SAFETENSORS_KV_F32: return gguf_writer_add_arr(w, kv->key, GGUF_TYPE_FLOAT32, kv->f32, kv->n);
-	case SAFETENSORS_KV_BOOL: {	/* held as int32 0/1 */
-		uint8_t b[1024];
-
-		if (kv->n > sizeof b)
-			return -1;
-		for (uint64_t j = 0; j < kv->n; j++)
-			b[j] = kv->i32[j] != 0;
-		return gguf_writer_add_arr(w, kv->key, GGUF_TYPE_BOOL, b, kv->n);
-	}
+	case SAFETENSORS_KV_BOOL: return gguf_writer_add_arr(w, kv->key, GGUF_TYPE_BOOL, kv->u8, kv->n);
 	}
 	return gguf_writer_add_arr_str(w, kv->key, kv->strs, kv->strlens, kv->n);
 }
@@ -634,8 +626,9 @@ static void
 release_source(const struct tensor *t)
 {
 	long pg = sysconf(_SC_PAGESIZE);
-	const uint8_t *p = t->hf ? t->hf->src->data : t->data;
-	uint64_t n = t->hf ? t->hf->src->nbytes : (uint64_t)quant_row_size(t->src_type, t->ne[0]) * t->n_rows;
+	const uint8_t *p = t->hf ? (t->hf->src ? t->hf->src->data : NULL) : t->data;
+	uint64_t n = t->hf ? (t->hf->src ? t->hf->src->nbytes : 0) :
+	    (uint64_t)quant_row_size(t->src_type, t->ne[0]) * t->n_rows;
 	uintptr_t a = ((uintptr_t)p + pg - 1) & ~(uintptr_t)(pg - 1), b = ((uintptr_t)p + n) & ~(uintptr_t)(pg - 1);
 
 	if (p != NULL && pg > 0 && b > a)

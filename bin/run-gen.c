@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "chat.h"
 #include "genopt.h"
+#include "grammar.h"
 #include "json.h"
 #include "model.h"
 #include "prompt.h"
@@ -27,6 +28,8 @@ struct opts {
 	int	ids;
 	int	text_tool;	/* 'k' --tokenize, 'd' --detokenize, 'p' --template; 0: generate */
 	int	special;	/* --tokenize --special: control tokens in the text are tokens */
+	int	json;		/* --json: the reply is a JSON object */
+	const char *schema;	/* --json-schema FILE: ... valid under this schema */
 };
 
 struct gen {
@@ -36,6 +39,8 @@ struct gen {
 	const struct opts *o;
 	int	nv;
 	float	*lg;		/* [nv] logits, backend_host_alloc'd */
+	struct grammar_vocab *gv;	/* --json, --json-schema: the vocabulary's trie */
+	struct grammar *gr;	/* and the grammar replies keep to; NULL without */
 };
 
 struct req {		/* one request's settings: the command line's, then its JSON's */
@@ -49,6 +54,7 @@ struct result {
 	int	n_gen, n_prompt;
 	double	prefill_s, decode_s, ttft_s;
 	const char *gate;
+	int	complete;	/* with a grammar: the document ended whole; -1 without */
 	char	*text;		/* --jsonl: the text (NULL: no tokenizer) */
 	size_t	text_len;
 };
@@ -58,7 +64,8 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [--chat | --raw] [--ids] [--jsonl] [-n N] [--ignore-eos] [--temp T]\n"
 	    "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N]\n"
-	    "       [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16] [-f FILE] model [prompt]\n"
+	    "       [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16] [--json | --json-schema FILE]\n"
+	    "       [-f FILE] model [prompt]\n"
 	    "       %s --tokenize [--special] | --detokenize | --template [-f FILE] model [input]\n",
 	    prog, prog);
 	if (fp == stdout)
@@ -72,6 +79,9 @@ usage(FILE *fp, int status)
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
+		    "  --json               the reply is a JSON object (constrained decoding)\n"
+		    "  --json-schema FILE   the reply is a JSON document valid under the JSON Schema\n"
+		    "                       in FILE (OpenAI strict mode's subset; others refused)\n"
 		    "  --ids                print the generated token ids instead of text\n"
 		    "  --jsonl              JSON requests on stdin, one JSON result per line;\n"
 		    "                       {\"prompt\": \"text\"} or {\"prompt\": [token ids]}\n"
@@ -192,6 +202,77 @@ decode(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int 
 	return rc;
 }
 
+/* One token of a masked decode: the mask on lg, then the sampler's pick
+ * (-1 with err when the grammar allows none). */
+static int32_t
+pick_masked(struct gen *g, struct grammar_state *gs, struct sampler *smp, const int32_t *hist,
+    int at, int left, float *lg, char *err)
+{
+	int32_t t;
+
+	if (grammar_mask_logits(gs, lg, g->nv, left) < 0) {
+		util_err(err, "out of memory");
+		return -1;
+	}
+	if ((t = sample_next(smp, lg, hist, at, 0, at)) < 0)
+		util_err(err, "position %d: no token the grammar allows", at);
+	else if (!grammar_finished(gs) && grammar_accept(gs, t) != 0)
+		t = util_err(err, "position %d: token %d outside the grammar", at, t);
+	return t;
+}
+
+/* decode with the grammar's mask on each row of logits (on the host,
+ * before sampling: greedy is the argmax of the masked row); near the end
+ * of the budget the mask closes the document (grammar_mask's left). */
+static int
+decode_masked(struct gen *g, struct state *st, struct sampler *smp, int32_t *hist, int n,
+    const struct req *q, float *lg, FILE *out, struct result *r, char *err)
+{
+	int n_stop, ctx = state_config(st)->n_ctx, rc = -1;
+	const int32_t *stop = prompt_stop_ids(g->pr, &n_stop);
+	struct tokenizer_stream *ts = tokenizer_stream_new(prompt_tokenizer(g->pr), 0);
+	struct grammar_state *gs = grammar_state_new(g->gr);
+	double t0 = util_now();
+	const char *s;
+	size_t len;
+	int32_t t;
+
+	if (ts == NULL || gs == NULL) {
+		util_err(err, "out of memory");
+		goto out;
+	}
+	for (;;) {
+		int at = n + r->n_gen, left = q->n - r->n_gen < ctx - at ? q->n - r->n_gen : ctx - at;
+		if (r->n_gen > 0 && model_forward(g->m, st, &t, 1, 0, lg, NULL) != 0) {
+			util_err(err, "%s", model_errmsg(g->m));
+			goto out;
+		}
+		if ((t = pick_masked(g, gs, smp, hist, at, left, lg, err)) < 0)
+			goto out;
+		if (r->n_gen == 0)
+			r->ttft_s = r->prefill_s + util_now() - t0;
+		if (is_stop(stop, n_stop, t))
+			break;
+		hist[at] = r->ids[r->n_gen++] = t;
+		if (out != NULL && (s = tokenizer_stream_push(ts, t, &len)) != NULL && len > 0) {
+			fwrite(s, 1, len, out);
+			if (!g->o->go.jsonl)
+				fflush(out);
+		}
+		if (r->n_gen == q->n || at + 1 >= ctx)
+			break;
+	}
+	rc = 0;
+out:
+	if (out != NULL && ts != NULL && (s = tokenizer_stream_flush(ts, &len)) != NULL && len > 0)
+		fwrite(s, 1, len, out);
+	r->complete = gs != NULL && (grammar_finished(gs) || grammar_done(gs));
+	tokenizer_stream_free(ts);
+	grammar_state_free(gs);
+	r->decode_s = util_now() - t0;
+	return rc;
+}
+
 /* One request: the prompt's n ids to r (text streamed to out when not NULL). */
 static int
 generate(struct gen *g, const int32_t *ids, size_t n, const struct req *q, FILE *out,
@@ -232,7 +313,8 @@ generate(struct gen *g, const int32_t *ids, size_t n, const struct req *q, FILE 
 		util_err(err, "argmax gate: MISMATCH");
 		goto out;
 	}
-	rc = decode(g, st, smp, hist, n, q, lg, out, r, err);
+	rc = g->gr != NULL ? decode_masked(g, st, smp, hist, n, q, lg, out, r, err) :
+	    decode(g, st, smp, hist, n, q, lg, out, r, err);
 out:
 	if (rc != 0 && err[0] == '\0')
 		util_err(err, "out of memory");
@@ -274,6 +356,9 @@ one(struct gen *g, const char *text, size_t len)
 		putchar('\n');
 		fflush(stdout);		/* the text's line ends before the stats line */
 		stats(&r);
+		if (g->gr != NULL && !r.complete)
+			warnmsg("the reply stopped at %d tokens: the JSON document is not complete",
+			    r.n_gen);
 	} else
 		warnmsg("%s", err);
 	free(r.ids), free(ids);
@@ -344,7 +429,11 @@ put_result(FILE *fp, const struct result *r)
 	}
 	fputs("\"ids\": [", fp);
 	print_ids(fp, r, ", ");
-	fprintf(fp, "], \"prompt_tokens\": %d, \"gate\": \"%s\", \"prefill_s\": %.6f, "
+	if (r->complete >= 0)
+		fprintf(fp, "], \"complete\": %s", r->complete ? "true" : "false");
+	else
+		fputc(']', fp);
+	fprintf(fp, ", \"prompt_tokens\": %d, \"gate\": \"%s\", \"prefill_s\": %.6f, "
 	    "\"decode_s\": %.6f, \"ttft_s\": %.6f}\n", r->n_prompt, r->gate, r->prefill_s,
 	    r->decode_s, r->ttft_s);
 }
@@ -387,7 +476,7 @@ jsonl(struct gen *g)
 	int status = 0, lineno = 0;
 
 	while ((len = getline(&line, &cap, stdin)) > 0) {
-		struct result r = { 0 };
+		struct result r = { .complete = g->gr != NULL ? 0 : -1 };
 
 		lineno++;
 		if (strspn(line, " \t\r\n") == (size_t)len)
@@ -570,6 +659,39 @@ text_tool(const struct opts *o, const char *path, char *text, size_t len)
 	return rc == 0 ? 0 : 1;
 }
 
+/* --json, --json-schema FILE: the grammar every reply keeps to. */
+static int
+grammar_setup(struct gen *g, const char *model, char *err)
+{
+	const struct tokenizer *tok = prompt_tokenizer(g->pr);
+	struct json *schema = NULL;
+	char *text = NULL, e2[UTIL_ERRLEN];
+	const int32_t *stop;
+	size_t len;
+	int n_stop;
+
+	if (tok == NULL)
+		return util_err(err, "%s: no tokenizer: --json needs one", model);
+	stop = prompt_stop_ids(g->pr, &n_stop);
+	if (g->o->schema != NULL) {
+		if ((text = util_read_file(g->o->schema, &len, e2)) == NULL)
+			return util_err(err, "%s", e2);
+		if ((schema = json_parse(text, len, e2)) == NULL) {
+			free(text);
+			return util_err(err, "%s: %s", g->o->schema, e2);
+		}
+	}
+	if ((g->gv = grammar_vocab_new(tok, stop, n_stop, e2)) != NULL)
+		g->gr = grammar_compile(schema, g->gv, NULL, e2);
+	json_free(schema);
+	free(text);
+	if (g->gr == NULL)
+		return util_err(err, "%s: %s", g->o->schema ? g->o->schema : "--json", e2);
+	fprintf(stderr, "[grammar] %s: replies keep to it (%zu tokens, stop ids %d)\n",
+	    g->o->schema ? g->o->schema : "any JSON object", grammar_vocab_size(g->gv), n_stop);
+	return 0;
+}
+
 static int
 parse(int argc, char *argv[], struct opts *o)
 {
@@ -577,6 +699,7 @@ parse(int argc, char *argv[], struct opts *o)
 		{ "ids", no_argument, NULL, 'I' }, { "help", no_argument, NULL, 'h' },
 		{ "tokenize", no_argument, NULL, 'k' }, { "detokenize", no_argument, NULL, 'D' },
 		{ "template", no_argument, NULL, 'p' }, { "special", no_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'J' }, { "json-schema", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option lopts[GENOPT_MAXOPTS];
@@ -597,6 +720,8 @@ parse(int argc, char *argv[], struct opts *o)
 			o->text_tool = ch;
 			break;
 		case 'S': o->special = 1; break;
+		case 'J': o->json = 1; break;
+		case 'G': o->schema = optarg; break;
 		default:
 			if ((r = genopt_set(&o->go, ch, optarg, err)) < 0)
 				warnmsg("%s: %s", argv[optind - 1], err);
@@ -626,6 +751,10 @@ main(int argc, char *argv[])
 	if ((o.text_tool && o.go.jsonl) || (o.special && o.text_tool != 'k') ||
 	    !genopt_operands(&o.go, argc))
 		return usage(stderr, 2);
+	if ((o.json || o.schema) && (o.text_tool || o.go.ignore_eos || (o.json && o.schema))) {
+		warnmsg("--json and --json-schema exclude each other, --ignore-eos and the text tools");
+		return usage(stderr, 2);
+	}
 	if (genopt_check(&o.go, &mo.kv_f16, err) != 0)
 		die(2, "%s", err);
 	if (genopt_text(&o.go, argc == 2 ? argv[1] : NULL, &text, &len, err) != 0)
@@ -657,10 +786,14 @@ main(int argc, char *argv[])
 		die(1, "%s: no tokenizer: give prompts as token ids (--jsonl {\"prompt\": [ids]})",
 		    argv[0]);
 	g.nv = model_hparams(g.m)->n_vocab;
+	if ((o.json || o.schema) && grammar_setup(&g, argv[0], err) != 0)
+		die(1, "%s", err);
 	if ((g.lg = model_host_alloc(g.m, g.nv)) == NULL)
 		die(1, "%s", model_errmsg(g.m));
 	status = o.go.jsonl ? jsonl(&g) : one(&g, text, len);
 	free(text);
+	grammar_free(g.gr);
+	grammar_vocab_free(g.gv);
 	model_host_free(g.m, g.lg);
 	prompt_free(g.pr);
 	model_close(g.m);

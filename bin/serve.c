@@ -28,6 +28,7 @@
 #include "openai.h"
 #include "prompt.h"
 #include "sample.h"
+#include "prefix.h"
 #include "schedule.h"
 #include "spec.h"
 #include "state.h"
@@ -42,8 +43,8 @@ struct cfg {
 	const char *models, *host, *port, *api_key, *device, *compat;
 	const char *draft, *trim, *full_prec;
 	int	ctx, max_sessions, spec_k, threads, serve_spec;
-	int	queue, chunk, step_prefill;
-	long	prefix_mb;
+	int	queue, chunk, step_prefill, reuse;
+	long	prefix_mb;	/* -1: sized from free memory */
 };
 
 struct served {
@@ -90,7 +91,7 @@ usage(FILE *fp, int status)
 	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
 	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
 	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
-	    "       [--step-prefill N] [--serve-spec 0 | 1]\n", prog);
+	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
@@ -104,7 +105,9 @@ usage(FILE *fp, int status)
 		    "  --draft FILE         external MTP draft GGUF (MEMRA_MTP_DRAFT)\n"
 		    "  --frspec-trim FILE   self-trim the draft head (MEMRA_FRSPEC_TRIM)\n"
 		    "  --full-prec 0|1      1: the full head drafts (MEMRA_FULL_PREC)\n"
-		    "  --prefix-cache-mb N  only 0 (MEMRA_PREFIX_CACHE_MB)\n"
+		    "  --prefix-cache-mb N  each model's prefix cache, 0 off (MEMRA_PREFIX_CACHE_MB,\n"
+		    "                       from free memory)\n"
+		    "  --reuse-pool 0|1     0: no parked conversations (MEMRA_REUSE_POOL, 1)\n"
 		    "  --compat openai      the API dialect (MEMRA_COMPAT)\n"
 		    "  --api-key KEY        require Authorization: Bearer KEY (MEMRA_API_KEY)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
@@ -451,14 +454,17 @@ close_forced(struct out *o)
 		o->dead = 1;
 }
 
-/* Choice i of o ends: its session goes (choice 0's times kept in j first). */
+/* Choice i of o ends: its session goes (choice 0's times and cached prompt
+ * tokens, which the usage tells, kept first). */
 static void
 out_end(struct server *s, struct job *j, struct out *o, int i)
 {
 	if (o[i].seq == NULL)
 		return;
-	if (i == 0)
+	if (i == 0) {
 		sched_seq_times(s->sc, o[i].seq, &j->wait, &j->first);
+		o[0].r.cached_tokens = (size_t)sched_seq_cached(s->sc, o[i].seq);
+	}
 	sched_release(s->sc, o[i].seq);
 	o[i].seq = NULL;
 }
@@ -531,8 +537,9 @@ out_init(struct job *j, struct out *o, int i)
 {
 	const struct tokenizer *tok = prompt_tokenizer(j->sv->pr);
 
-	*o = (struct out){ .j = j, .seq = j->seq[i], .in_think = j->think, .r = { j->id, j->chat,
-	    j->sv->name, (long)time(NULL), j->n_ids, i, tok } };
+	*o = (struct out){ .j = j, .seq = j->seq[i], .in_think = j->think, .r = { .id = j->id,
+	    .chat = j->chat, .model = j->sv->name, .created = (long)time(NULL),
+	    .prompt_tokens = j->n_ids, .index = i, .tok = tok } };
 	if (tok == NULL)
 		return (o->ids = malloc((size_t)j->max_tokens * sizeof *o->ids)) != NULL ? 0 : -1;
 	if ((o->ts = tokenizer_stream_new(tok, 0)) == NULL)
@@ -987,7 +994,7 @@ connection(void *arg)
 /* --- boot --- */
 
 static const char *const refused[] = {
-	"MEMRA_DSPARK_", "MEMRA_GEMMA_", "MEMRA_PP_", "MEMRA_VISION_DIR", "MEMRA_REUSE_POOL",
+	"MEMRA_DSPARK_", "MEMRA_GEMMA_", "MEMRA_PP_", "MEMRA_VISION_DIR",
 	"MEMRA_DFLASH_PREC", "MEMRA_DRAFT", "MEMRA_QUANTIZE",
 };
 
@@ -1041,6 +1048,7 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "serve-spec", required_argument, NULL, 'X' }, { "queue", required_argument, NULL, 'Q' },
 		{ "prefill-chunk", required_argument, NULL, 'U' },
 		{ "step-prefill", required_argument, NULL, 'B' },
+		{ "reuse-pool", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *v[128] = { 0 };
@@ -1055,6 +1063,7 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['C'] = env("MEMRA_COMPAT"), v['A'] = env("MEMRA_API_KEY"), v['d'] = env("MEMRA_DEVICE");
 	v['X'] = env("MEMRA_SERVE_SPEC"), v['Q'] = env("MEMRA_QUEUE");
 	v['U'] = env("MEMRA_PREFILL_CHUNK"), v['B'] = env("MEMRA_STEP_PREFILL");
+	v['r'] = env("MEMRA_REUSE_POOL");
 	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			exit(usage(stdout, 0));
@@ -1080,17 +1089,15 @@ parse(int argc, char *argv[], struct cfg *c)
 	    1 << 24, &l), c->step_prefill = l;
 	l = 1, int_setting("MEMRA_SERVE_SPEC (--serve-spec)", v['X'], 0, 1, &l), c->serve_spec = l;
 	l = -1, int_setting("MEMRA_SPEC_K (--spec-k)", v['k'], 0, SPEC_KMAX, &l), c->spec_k = l;
-	l = 0, int_setting("MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb)", v['P'], 0, 1L << 40, &l);
+	l = -1, int_setting("MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb)", v['P'], 0, 1L << 30, &l);
 	c->prefix_mb = l;
+	l = 1, int_setting("MEMRA_REUSE_POOL (--reuse-pool)", v['r'], 0, 1, &l), c->reuse = l;
 	l = 8080, int_setting("MEMRA_PORT (--port)", c->port, 0, 65535, &l);
 	l = 0, int_setting("-t", v['t'], 0, 4096, &l), c->threads = l;
 	if (c->models == NULL)
 		die(2, "no model: set MEMRA_MODELS or --models (name=spec[+draft],...)");
 	if (c->compat != NULL && strcmp(c->compat, "openai") != 0)
 		die(2, "MEMRA_COMPAT: '%s': only 'openai' is supported", c->compat);
-	if (c->prefix_mb != 0)
-		die(2, "MEMRA_PREFIX_CACHE_MB: %ld: the prefix cache is not supported yet (use 0)",
-		    c->prefix_mb);
 	if (c->full_prec != NULL && strcmp(c->full_prec, "0") != 0 &&
 	    strcmp(c->full_prec, "1") != 0)
 		die(2, "MEMRA_FULL_PREC: '%s': not 0 or 1", c->full_prec);
@@ -1122,6 +1129,43 @@ spec_policy_lines(struct server *s, struct served *sv)
 	fputc('\n', stderr);
 }
 
+/* The boot line of model sv's prefix cache. */
+static void
+cache_line(struct server *s, struct served *sv, const struct sched_fit *f)
+{
+	struct prefix_stats ps;
+	double mib = 1 << 20;
+
+	if (sched_prefix_stats(s->sc, sv->lane, &ps) != 0) {
+		fprintf(stderr, "[sched] %s: prefix cache: off (%s)\n", sv->name, s->c.prefix_mb == 0 ?
+		    "MEMRA_PREFIX_CACHE_MB=0" : "no memory for a block");
+		return;
+	}
+	fprintf(stderr, "[sched] %s: prefix cache: %.0f MiB%s, %d blocks of %d tokens, %.2f MiB "
+	    "each (KV rows and recurrent state at each prefill chunk's end)\n", sv->name,
+	    f->prefix / mib, s->c.prefix_mb < 0 ? " (a quarter of the memory the sessions leave, "
+	    "at most 8 GiB: MEMRA_PREFIX_CACHE_MB sets it)" : "", ps.max_blocks, ps.block,
+	    ps.block_bytes / mib);
+}
+
+/* The scheduler's events: a conversation resumed from the pool, or one
+ * that extends a parked conversation served cold and why. */
+static void
+note(void *arg, const struct sched_note *n)
+{
+	struct server *s = arg;
+	const char *name = "?";
+
+	for (int i = 0; i < s->n_mod; i++)
+		if (s->mod[i].lane == n->lane)
+			name = s->mod[i].name;
+	if (n->kind == SCHED_NOTE_REUSE)
+		fprintf(stderr, "[worker] %s: reuse: %d committed tokens resumed (of %d parked; "
+		    "prefilled again from that chunk boundary on)\n", name, n->tokens, n->parked);
+	else
+		fprintf(stderr, "[worker] %s: reuse: served cold: %s\n", name, n->why);
+}
+
 /* Model sv's sessions in the scheduler, and the boot lines that say what they cost. */
 static void
 sessions(struct server *s, struct served *sv)
@@ -1136,6 +1180,7 @@ sessions(struct server *s, struct served *sv)
 	fprintf(stderr, "[sched] %s: %d sessions x ctx %d: %.1f MiB each, %.1f MiB in all "
 	    "(%.0f MiB free before; room for %d)\n", sv->name, n, s->c.ctx, f.session / mib,
 	    f.session * n / mib, f.avail / mib, f.fit);
+	cache_line(s, sv, &f);
 	if (sv->k > 0 && s->c.spec_k >= 0)
 		fprintf(stderr, "[sched] %s: speculative K pinned at %d (MEMRA_SPEC_K)\n", sv->name,
 		    sv->k);
@@ -1244,11 +1289,16 @@ main(int argc, char *argv[])
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
 	sched_config_defaults(&sc, s.be, s.c.ctx, s.c.max_sessions);
 	sc.max_queue = s.c.queue, sc.chunk = s.c.chunk, sc.step_prefill = s.c.step_prefill;
+	sc.prefix_bytes = s.c.prefix_mb < 0 ? SCHED_PREFIX_AUTO : (size_t)s.c.prefix_mb << 20;
+	sc.reuse = s.c.reuse, sc.note = note, sc.note_arg = &s;
 	if ((s.sc = sched_new(s.be, &sc, err)) == NULL)
 		die(2, "%s", err);
 	fprintf(stderr, "[sched] continuous batching: %d sessions, queue %d (then 503), prompt "
 	    "chunks of %d, %d prompt tokens a step\n", sc.max_sessions, sc.max_queue, sc.chunk,
 	    sc.step_prefill);
+	fprintf(stderr, "[sched] reuse pool: %s\n", sc.reuse ? "on: a finished conversation stays "
+	    "parked in its slot until the slot is needed (MEMRA_REUSE_POOL=0 turns it off)" :
+	    "off (MEMRA_REUSE_POOL=0)");
 	if ((models = strdup(s.c.models)) == NULL)
 		die(1, "out of memory");
 	for (char *m = strtok_r(models, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save))

@@ -466,8 +466,10 @@ backend_swiglu(struct backend *be, const float *g, const float *u, float *y,
 static int
 bad_rope(struct backend *be, int ldx, int n_head, int hs, int m, int n_rot, int mode)
 {
-	if ((mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NORM &&
-	    (mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NEOX)
+	if (((mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NORM &&
+	    (mode & ~BACKEND_ROPE_GGML) != BACKEND_ROPE_NEOX &&
+	    mode != (BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP)) ||
+	    ((mode & BACKEND_ROPE_PROP) && (!backend_gemma(be) || hs % 2)))
 		return util_err(be->err, "rope: unknown mode %d", mode);
 	if (n_rot <= 0 || n_rot % 2 || n_rot > hs || n_head <= 0 ||
 	    (long long)n_head * hs > ldx || m < 0)
@@ -544,9 +546,10 @@ bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs
 	if (a->kv_f16 && !backend_kv_f16(be))
 		return util_err(be->err, "attention: backend '%s' has no f16 KV cache",
 		    be->name);
-	if (a->window < 0 || (a->window > 0 && !backend_step35(be)))
-		return util_err(be->err, "attention: window %d on backend '%s'", a->window,
-		    be->name);
+	if (a->window < 0 || (a->window > 0 && (!backend_window(be) || a->kv_f16 || a->ggml)))
+		return util_err(be->err, "attention: a sliding window of %d: not on backend "
+		    "'%s'%s", a->window, be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "
+		    "orders" : "");
 	return 0;
 }
 
@@ -958,6 +961,75 @@ backend_add_gated(struct backend *be, float *y, int ldy, const float *x, int ldx
 }
 
 int
+backend_gemma(const struct backend *be)
+{
+	return be->ops->geglu != NULL && be->ops->softcap != NULL && be->ops->scale != NULL &&
+	    be->ops->moe_geglu != NULL && be->ops->moe_scale != NULL;
+}
+
+static int
+no_gemma(struct backend *be, const char *op)
+{
+	if (backend_gemma(be))
+		return 0;
+	return util_err(be->err, "%s: backend '%s' has no Gemma-4 ops", op, backend_name(be));
+}
+
+int
+backend_geglu(struct backend *be, const float *g, int ldg, const float *u, int ldu,
+    float *y, int ldy, int rows, int n)
+{
+	if (no_gemma(be, "geglu") || bad_rows(be, "geglu", ldg, n, rows) ||
+	    bad_rows(be, "geglu", ldu, n, rows) || bad_rows(be, "geglu", ldy, n, rows))
+		return -1;
+	return rows && n ? be->ops->geglu(be, g, ldg, u, ldu, y, ldy, rows, n) : 0;
+}
+
+int
+backend_softcap(struct backend *be, float *x, size_t n, float cap)
+{
+	if (no_gemma(be, "softcap"))
+		return -1;
+	if (!(cap > 0))
+		return util_err(be->err, "softcap: cap %g", cap);
+	return n ? be->ops->softcap(be, x, n, cap) : 0;
+}
+
+int
+backend_scale(struct backend *be, float *x, size_t n, float s)
+{
+	if (no_gemma(be, "scale"))
+		return -1;
+	return n ? be->ops->scale(be, x, n, s) : 0;
+}
+
+int
+backend_moe_geglu(struct backend *be, const struct backend_weight *wgu, int n_exp,
+    const float *x, int ldx, int m, const int32_t *ids, int k, float *f)
+{
+	if (no_gemma(be, "moe_geglu") || bad_stack(be, "moe_geglu", wgu, n_exp, 0) ||
+	    bad_rows(be, "moe_geglu", ldx, (int)wgu->ne0, m))
+		return -1;
+	if (wgu->ne1 / n_exp % 2 != 0)
+		return util_err(be->err, "moe_geglu: %lld rows an expert, not gate and up",
+		    (long long)(wgu->ne1 / n_exp));
+	if (k < 1 || k > n_exp)
+		return util_err(be->err, "moe_geglu: %d of %d experts", k, n_exp);
+	return m ? be->ops->moe_geglu(be, wgu, n_exp, x, ldx, m, ids, k, f) : 0;
+}
+
+int
+backend_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k,
+    const float *s, int n_exp)
+{
+	if (no_gemma(be, "moe_scale"))
+		return -1;
+	if (k < 1 || k > n_exp)
+		return util_err(be->err, "moe_scale: %d of %d experts", k, n_exp);
+	return m ? be->ops->moe_scale(be, w, ids, m, k, s) : 0;
+}
+
+int
 backend_step35(const struct backend *be)
 {
 	return backend_moe(be) && be->ops->moe_route_sigmoid != NULL &&
@@ -1002,6 +1074,12 @@ backend_head_gate(struct backend *be, float *x, int ldx, const float *g, int ldg
 	    bad_rows(be, "head_gate", ldg, nh, m))
 		return -1;
 	return m ? be->ops->head_gate(be, x, ldx, g, ldg, m, nh, hd) : 0;
+}
+
+int
+backend_window(const struct backend *be)
+{
+	return backend_gemma(be) || backend_step35(be);
 }
 
 int

@@ -210,8 +210,15 @@ int	backend_swiglu(struct backend *, const float *g, const float *u, float *y,
  * x0 cos - x1 sin, x0 sin + x1 cos each with one fused multiply-add on
  * the x0 product, as llama.cpp's x86 build compiles them).  Without it:
  * 1 / theta^(2j/n_rot) times pos and plain products (PyTorch's rounding).
+ *
+ * BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP (gemma4's "proportional" RoPE of
+ * its global layers; a backend_gemma backend): the pairs span the whole
+ * head of hs dims, pair j = (j, j + hs/2) at angle pos * theta^(-2j/hs),
+ * and only pairs j < n_rot/2 turn (the others' angle is 0: unchanged).
  */
-enum backend_rope_mode { BACKEND_ROPE_NORM, BACKEND_ROPE_NEOX, BACKEND_ROPE_GGML = 4 };
+enum backend_rope_mode {
+	BACKEND_ROPE_NORM, BACKEND_ROPE_NEOX, BACKEND_ROPE_GGML = 4, BACKEND_ROPE_PROP = 8
+};
 int	backend_rope(struct backend *, float *x, int ldx, int n_head, int hs,
 	    int m, const int32_t *pos, int n_rot, float theta, int mode);
 
@@ -236,9 +243,10 @@ struct backend_attn {
 				 * not its one-row ones.  Row r is the same in any
 				 * batch either way, but its bits depend on this flag,
 				 * as llama.cpp's prompt rows differ from decoded ones */
-	int	window;		/* > 0: sliding-window attention, the row at position
-				 * p reads positions p - window + 1 .. p only (the CPU
-				 * backend; a backend without backend_step35 refuses) */
+	int	window;		/* > 0: a sliding window (gemma4, step35): the query
+				 * at position i sees keys j with i - window < j <= i
+				 * only; 0: every earlier key.  Needs backend_window,
+				 * and neither ggml nor kv_f16 */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,
@@ -475,6 +483,40 @@ int	backend_add_gated(struct backend *, float *y, int ldy, const float *x, int l
 	    const float *g, int ldg, int m, int n);
 
 /*
+ * Gemma-4's ops (transformers' Gemma4TextModel numerics, float32):
+ *
+ * backend_geglu: y[r][i] = gelu_tanh(g[r][i]) * u[r][i], r < rows, i < n,
+ * with gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * (PyTorch's gelu(approximate="tanh") order).  y may be g or u.
+ *
+ * backend_softcap: x = cap * tanh(x / cap), n floats in place (the final
+ * logit soft-capping: the quotient, tanh and product each rounded).
+ *
+ * backend_scale: x *= s, n floats in place.
+ *
+ * backend_moe_geglu: backend_moe_swiglu with GELU (tanh) and a fused
+ * stack: expert e's matrix of wgu (n_exp experts of 2 n_ff rows each) is
+ * its gate rows [0, n_ff) then its up rows [n_ff, 2 n_ff) (HF's
+ * gate_up_proj, GGUF's ffn_gate_up_exps); f[r*k + j][0..n_ff) =
+ * gelu_tanh(x[r] . G_e^T) * (x[r] . U_e^T), e = ids[r][j].
+ *
+ * backend_moe_scale: w[r][j] *= s[ids[r][j]] for r < m, j < k (the
+ * router's per-expert scale on the renormalised weights; s: [n_exp]
+ * backend memory).
+ *
+ * backend_gemma: 1 when the backend implements these.
+ */
+int	backend_gemma(const struct backend *);
+int	backend_geglu(struct backend *, const float *g, int ldg, const float *u, int ldu,
+	    float *y, int ldy, int rows, int n);
+int	backend_softcap(struct backend *, float *x, size_t n, float cap);
+int	backend_scale(struct backend *, float *x, size_t n, float s);
+int	backend_moe_geglu(struct backend *, const struct backend_weight *wgu, int n_exp,
+	    const float *x, int ldx, int m, const int32_t *ids, int k, float *f);
+int	backend_moe_scale(struct backend *, float *w, const int32_t *ids, int m, int k,
+	    const float *s, int n_exp);
+
+/*
  * step35's variants (Step-3.5/3.7 Flash; transformers' Step3p7 classes).
  *
  * backend_moe_route_sigmoid: the sigmoid router.  For row r < m, p =
@@ -495,8 +537,7 @@ int	backend_add_gated(struct backend *, float *y, int ldy, const float *x, int l
  * backend_head_gate: the head-wise attention gate: x[r][h*hd + j] *=
  * sigmoid(g[r*ldg + h]) for r < m, h < nh, j < hd (x's row stride ldx).
  *
- * backend_step35: 1 when the backend implements these, sliding-window
- * attention (backend_attn.window) and the MoE ops.
+ * backend_step35: 1 when the backend implements these and the MoE ops.
  */
 int	backend_step35(const struct backend *);
 int	backend_moe_route_sigmoid(struct backend *, const float *x, int ldx, int m, int n,
@@ -508,6 +549,10 @@ int	backend_swiglu_limit(struct backend *, const float *g, const float *u, float
 	    size_t n, float limit);
 int	backend_head_gate(struct backend *, float *x, int ldx, const float *g, int ldg, int m,
 	    int nh, int hd);
+
+/* 1 when the backend's attention honours backend_attn.window: one with
+ * Gemma-4's or step35's ops. */
+int	backend_window(const struct backend *);
 
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,

@@ -116,6 +116,17 @@ int	backend_cpu_moe_down(struct backend *, const struct backend_weight *, int,
 	    const float *, int, const int32_t *, const float *, int, float *, int);
 int	backend_cpu_add_gated(struct backend *, float *, int, const float *, int,
 	    const float *, int, int, int);
+int	backend_cpu_moe_geglu(struct backend *, const struct backend_weight *, int,
+	    const float *, int, int, const int32_t *, int, float *);
+
+/* Gemma-4's ops (backend_cpu_gemma.c). */
+float	backend_cpu_gelu_tanh(float x);
+int	backend_cpu_geglu(struct backend *, const float *, int, const float *, int, float *,
+	    int, int, int);
+int	backend_cpu_softcap(struct backend *, float *, size_t, float);
+int	backend_cpu_scale(struct backend *, float *, size_t, float);
+int	backend_cpu_moe_scale(struct backend *, float *, const int32_t *, int, int,
+	    const float *);
 
 int	backend_cpu_rope(struct backend *, float *, int, int, int, int,
 	    const int32_t *, int, float, int);

@@ -202,6 +202,26 @@ backend_cpu_moe_swiglu(struct backend *be, const struct backend_weight *wg,
 }
 
 int
+backend_cpu_moe_geglu(struct backend *be, const struct backend_weight *wgu, int n_exp,
+    const float *x, int ldx, int m, const int32_t *ids, int k, float *f)
+{
+	struct moe_run r = { .w = wgu, .n_exp = n_exp, .mk = m * k, .per = k, .ldx = ldx,
+	    .x = x, .ids = ids };
+	int64_t nf = wgu->ne1 / n_exp / 2;
+
+	r.nout = 2 * nf;
+	if (moe_prepare(be, "moe_geglu", &r) != 0 || moe_products(be, "moe_geglu", &r) != 0)
+		return -1;
+	for (int s = 0; s < r.mk; s++) {
+		const float *y = r.Y + (size_t)r.pos[s] * r.nout;
+
+		for (int64_t i = 0; i < nf; i++)
+			f[(size_t)s * nf + i] = backend_cpu_gelu_tanh(y[i]) * y[nf + i];
+	}
+	return 0;
+}
+
+int
 backend_cpu_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp,
     const float *f, int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
 {

@@ -20,6 +20,7 @@ struct rope_job {
 	const int32_t *pos;
 	const float *inv;		/* [n_rot/2] frequencies */
 	int	ldx, n_head, hs, n_rot, neox;
+	int	span;			/* the pair offset: n_rot/2, or hs/2 (BACKEND_ROPE_PROP) */
 	int	ggml;			/* BACKEND_ROPE_GGML: angles by products of ts */
 	float	ts;			/* theta^(-2/n_rot) */
 };
@@ -28,7 +29,7 @@ static void
 rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 {
 	struct rope_job *j = ctx;
-	int half = j->n_rot / 2, step = j->neox ? 1 : 2, off = j->neox ? half : 1;
+	int half = j->n_rot / 2, step = j->neox ? 1 : 2, off = j->neox ? j->span : 1;
 
 	for (int64_t i = i0; i < i1; i++) {
 		int64_t r = i / j->n_head, h = i % j->n_head;
@@ -54,8 +55,10 @@ int
 backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
     int m, const int32_t *pos, int n_rot, float theta, int mode)
 {
+	int prop = (mode & BACKEND_ROPE_PROP) != 0, dim = prop ? hs : n_rot;
 	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
-	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, (mode & BACKEND_ROPE_GGML) != 0,
+	    prop || (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, dim / 2,
+	    (mode & BACKEND_ROPE_GGML) != 0,
 	    mode & BACKEND_ROPE_GGML ? powf(theta, -2.0f / (float)n_rot) : 0.0f };
 	float *inv = malloc(n_rot / 2 * sizeof *inv);
 	int rc;
@@ -63,7 +66,7 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
 	if (inv == NULL)
 		return util_err(be->err, "rope: out of memory");
 	for (int d = 0; d < n_rot / 2; d++)
-		inv[d] = 1.0f / powf(theta, (float)(2 * d) / (float)n_rot);
+		inv[d] = 1.0f / powf(theta, (float)(2 * d) / (float)dim);
 	j.inv = inv;
 	rc = backend_cpu_run((struct backend_cpu *)be, (int64_t)m * n_head, 16,
 	    rope_heads, &j);
@@ -155,17 +158,20 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 	for (int64_t i = i0; i < i1; i++) {
 		int r = i / a->n_head, h = i % a->n_head, n = j->p0 + r + 1;
-		int t0 = a->window > 0 && n > a->window ? n - a->window : 0;	/* the first seen */
 		const float *q = j->q + (size_t)r * j->ldq + (size_t)h * j->qhs;
-		const float *k = j->kc + (size_t)t0 * kvd + (size_t)(h / grp) * hd;
-		const float *v = j->vc + (size_t)t0 * kvd + (size_t)(h / grp) * hd;
+		const float *k = j->kc + (size_t)(h / grp) * hd;
+		const float *v = j->vc + (size_t)(h / grp) * hd;
 		float *o = j->o + ((size_t)r * a->n_head + h) * hd;
 		float *s = backend_cpu_scratch(j->c, tid, n + 65 * (size_t)hd), mx = -INFINITY;
 		double sum = 0;
 
 		if (s == NULL)
 			return;
-		n -= t0;
+		if (a->window > 0 && n > a->window) {	/* keys n - window .. n - 1 */
+			k += (size_t)(n - a->window) * kvd;
+			v += (size_t)(n - a->window) * kvd;
+			n = a->window;
+		}
 		if (a->kv_f16 || a->ggml) {
 			attn_head_ggml(j->c, a, q, k, v, kvd, n, s, o);
 			continue;

@@ -113,7 +113,8 @@ src_elem(struct src *s, const char *key, int j, double def, double *out)
 		return 1;
 	if (kv->type == SAFETENSORS_KV_ARR)
 		return (uint64_t)j >= kv->n ? 1 : (*out = kv->arr_type == SAFETENSORS_KV_F32 ?
-		    kv->f32[j] : kv->i32[j], 0);
+		    kv->f32[j] : kv->arr_type == SAFETENSORS_KV_BOOL ? kv->u8[j] != 0 :
+		    kv->i32[j], 0);
 	*out = kv->type == SAFETENSORS_KV_F32 ? kv->v.f32 : kv->type == SAFETENSORS_KV_I32 ?
 	    kv->v.i32 : kv->type == SAFETENSORS_KV_BOOL ? kv->v.b : (double)kv->v.u32;
 	return 0;
@@ -220,6 +221,7 @@ read_step35(struct model *md, struct src *s)
 	src_elem(s, "rope.dimension_count_swa", 0, rot, &rot_swa);
 	src_elem(s, "rope.freq_base_swa", 0, hp->rope_theta, &theta_swa);
 	src_elem(s, "attention.sliding_window", 0, 0, &win);
+	hp->n_swa = (int)win;
 	src_elem(s, "expert_weights_scale", 0, 1, &v);
 	hp->exp_scale = (float)v;
 	src_elem(s, "expert_weights_norm", 0, 1, &v);
@@ -237,7 +239,7 @@ read_step35(struct model *md, struct src *s)
 		src_elem(s, "swiglu_clamp_exp", il, 0, &le);
 		src_elem(s, "swiglu_clamp_shexp", il, 0, &ls);
 		L->n_head = (int)h;
-		L->window = swa != 0 ? (int)win : 0;
+		L->swa = swa != 0;
 		L->n_rot = swa != 0 ? (int)rot_swa : (int)rot / 2;
 		L->theta = swa != 0 ? (float)theta_swa : hp->rope_theta;
 		L->lim_exp = (float)le, L->lim_sh = (float)ls;
@@ -247,7 +249,8 @@ read_step35(struct model *md, struct src *s)
 		    L->n_rot < 2 || L->n_rot > hp->head_dim || L->n_rot % 2 ||
 		    (swa != 0 && win < 1) || le < 0 || ls < 0)
 			return util_err(md->err, "layer %d: bad attention (%d heads over %d, %d rope "
-			    "dims, window %d)", il, L->n_head, (int)hk, L->n_rot, L->window);
+			    "dims, window %d)", il, L->n_head, (int)hk, L->n_rot,
+			    L->swa ? hp->n_swa : 0);
 		hp->n_head = L->n_head > hp->n_head ? L->n_head : hp->n_head;
 	}
 	hp->n_head_kv = kvh;
@@ -288,6 +291,89 @@ check_recurrent(struct model *md, struct src *s)
 	return 0;
 }
 
+/* src_elem as an int: element i, the scalar whatever i, or def when absent. */
+static int
+src_int_at(struct src *s, const char *key, int i, int def)
+{
+	double v;
+
+	src_elem(s, key, i, def, &v);
+	return (int)v;
+}
+
+/* The rotated dims of gemma4's global layers: 2 x the leading 1.0 factors of rope_freqs. */
+static int
+rope_freqs_rot(struct model *md, struct src *s, int hd)
+{
+	struct src_tensor t;
+	int64_t n, j;
+	float *v;
+	int rc;
+
+	if (src_tensor(s, "rope_freqs.weight", &t) != 0)
+		return hd;
+	n = t.ne0 * t.n_rows;
+	if (n != hd / 2 || (v = malloc(n * sizeof *v)) == NULL)
+		return util_err(md->err, "tensor 'rope_freqs.weight': %lld values, want %d",
+		    (long long)n, hd / 2);
+	rc = t.data != NULL ? quant_dequantize_row(t.type, t.data, v, n) :
+	    safetensors_read_rows(t.out, 0, t.n_rows, v, md->err);
+	for (j = 0; rc == 0 && j < n && v[j] == 1.0f; j++)
+		;
+	free(v);
+	return rc != 0 ? util_err(md->err, "tensor 'rope_freqs.weight' unreadable") : 2 * (int)j;
+}
+
+/*
+ * gemma4's hyper-parameters (llama.cpp's keys: conversion/gemma.py,
+ * src/models/gemma4.cpp): the global layers' head size, K/V heads and
+ * rope; the sliding ones' as *_swa; per-layer values from arrays.
+ */
+static int
+read_gemma4(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+	int ff = 0, kvf = 0, kvs = 0, nfull = 0;
+
+	hp->rope_mode = BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP;
+	hp->qk_norm = 1;
+	hp->n_swa = src_int(s, "attention.sliding_window", 0);
+	hp->head_dim_swa = src_int(s, "attention.key_length_swa", hp->head_dim);
+	hp->n_rot_swa = src_int(s, "rope.dimension_count_swa", hp->head_dim_swa);
+	hp->rope_theta_swa = src_float(s, "rope.freq_base_swa", 10000);
+	hp->n_kv_shared = src_int(s, "attention.shared_kv_layers", 0);
+	hp->n_pl = src_int(s, "embedding_length_per_layer_input", 0);
+	hp->softcap = src_float(s, "final_logit_softcapping", 0);
+	hp->n_expert = src_int(s, "expert_count", 0);
+	hp->n_expert_used = src_int(s, "expert_used_count", 0);
+	hp->n_ff_exp = src_int(s, "expert_feed_forward_length", 0);
+	for (int il = 0; il < hp->n_layer; il++) {
+		int swa = src_int_at(s, "attention.sliding_window_pattern", il, 0);
+		int kv = src_int_at(s, "attention.head_count_kv", il, hp->n_head);
+		int f = src_int_at(s, "feed_forward_length", il, 0);
+
+		ff = f > ff ? f : ff;
+		*(swa ? &kvs : &kvf) = kv;
+		nfull += !swa;
+	}
+	hp->n_ff = ff;
+	hp->n_head_kv = kvf ? kvf : hp->n_head;
+	hp->n_head_kv_swa = kvs ? kvs : hp->n_head;
+	if ((hp->n_rot = rope_freqs_rot(md, s, hp->head_dim)) < 0)
+		return -1;
+	if (hp->n_embd <= 0 || hp->n_ff <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 ||
+	    hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim_swa <= 0 ||
+	    hp->n_rot_swa <= 0 || hp->n_rot_swa > hp->head_dim_swa || hp->n_rot_swa % 2 ||
+	    hp->n_rot > hp->head_dim || hp->n_swa < 0 || hp->n_kv_shared < 0 ||
+	    hp->n_kv_shared >= hp->n_layer || hp->n_pl < 0 || hp->softcap < 0 || nfull == 0 ||
+	    (hp->n_expert > 0 && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert ||
+	    hp->n_ff_exp <= 0)))
+		return util_err(md->err, "bad gemma4 hyper-parameters (%d layers, %d embd, %d heads, "
+		    "head dims %d and %d, %d shared)", hp->n_layer, hp->n_embd, hp->n_head,
+		    hp->head_dim, hp->head_dim_swa, hp->n_kv_shared);
+	return 0;
+}
+
 static int
 read_hparams(struct model *md, struct src *s)
 {
@@ -303,6 +389,8 @@ read_hparams(struct model *md, struct src *s)
 		hp->arch = MODEL_ARCH_QWEN35MOE;
 	else if (strcmp(s->arch, "llama") == 0)
 		hp->arch = MODEL_ARCH_LLAMA;
+	else if (strcmp(s->arch, "gemma4") == 0)
+		hp->arch = MODEL_ARCH_GEMMA4;
 	else if (strcmp(s->arch, "step35") == 0)
 		hp->arch = MODEL_ARCH_STEP35;
 	else
@@ -325,6 +413,8 @@ read_hparams(struct model *md, struct src *s)
 	hp->rope_theta = src_float(s, "rope.freq_base", 10000);
 	hp->eps = src_float(s, "attention.layer_norm_rms_epsilon", 1e-6f);
 	hp->tied = src_tensor(s, "output.weight", &out) != 0;
+	if (hp->arch == MODEL_ARCH_GEMMA4)
+		return read_gemma4(md, s);
 	if (hp->arch == MODEL_ARCH_STEP35) {
 		hp->rope_mode = BACKEND_ROPE_NEOX;
 	} else if (hp->arch != MODEL_ARCH_LLAMA) {
@@ -393,8 +483,8 @@ src_scale(struct src *s, const char *name)
  * bytes (mapped or read).  Absent and optional: 0, w left empty.
  */
 static int
-load_matrix_host(struct model *md, struct src *s, const char *name, int optional,
-    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host)
+load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
+    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host, int scaled)
 {
 	struct src_tensor t;
 	int type;
@@ -408,7 +498,8 @@ load_matrix_host(struct model *md, struct src *s, const char *name, int optional
 	if (host != NULL)
 		*host = t.data;
 	if (t.data != NULL) {	/* mapped: the backend reads or uploads it as it is */
-		if (backend_weight_init(md->be, w, t.type, ne0, ne1, t.data, src_scale(s, name)))
+		if (backend_weight_init(md->be, w, t.type, ne0, ne1, t.data,
+		    scaled ? src_scale(s, name) : 1.0f))
 			return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
 		return 0;
 	}
@@ -423,6 +514,13 @@ load_matrix_host(struct model *md, struct src *s, const char *name, int optional
 	if (backend_weight_init(md->be, w, type, ne0, ne1, buf, 1.0f) != 0)
 		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
 	return 0;
+}
+
+static int
+load_matrix_host(struct model *md, struct src *s, const char *name, int optional,
+    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host)
+{
+	return load_matrix_ex(md, s, name, optional, ne0, ne1, w, host, 1);
 }
 
 static int
@@ -636,6 +734,162 @@ bind_layer(struct model *md, struct src *s, int il)
 	    &L->head_norm) ? -1 : 0;
 }
 
+/* A one-value tensor by name into *v on the host; absent and optional: *v = def. */
+static int
+load_scalar(struct model *md, struct src *s, const char *name, int optional, float def,
+    float *v)
+{
+	float *d;
+
+	*v = def;
+	if (load_vector(md, s, name, optional, 1, &d) != 0)
+		return -1;
+	if (d != NULL && backend_read(md->be, v, d, 1) != 0)
+		return util_err(md->err, "%s", backend_errmsg(md->be));
+	return 0;
+}
+
+/* gemma4's attention: q always, K and V on a layer that makes its own (V absent: K = V). */
+static int
+bind_gemma4_attn(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	int qd = hp->n_head * L->hd, kvd = L->nkv * L->hd;
+	char b[96];
+
+	if (load_matrix(md, s, NAME(b, il, "attn_q.weight"), 0, hp->n_embd, qd, &L->q) ||
+	    load_matrix(md, s, NAME(b, il, "attn_output.weight"), 0, qd, hp->n_embd, &L->o) ||
+	    load_vector(md, s, NAME(b, il, "attn_q_norm.weight"), 0, L->hd, &L->q_norm) ||
+	    load_vector(md, s, NAME(b, il, "post_attention_norm.weight"), 0, hp->n_embd,
+	    &L->post_norm))
+		return -1;
+	if (!L->kv_own)
+		return 0;
+	return load_matrix(md, s, NAME(b, il, "attn_k.weight"), 0, hp->n_embd, kvd, &L->k) ||
+	    load_matrix(md, s, NAME(b, il, "attn_v.weight"), 1, hp->n_embd, kvd, &L->v) ||
+	    load_vector(md, s, NAME(b, il, "attn_k_norm.weight"), 0, L->hd, &L->k_norm) ? -1 : 0;
+}
+
+/* gemma4's MoE block beside the MLP: router, fused gate+up experts, down experts, norms. */
+static int
+bind_gemma4_moe(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	int ne = hp->n_embd, fe = hp->n_ff_exp, E = hp->n_expert;
+	char b[96];
+
+	if (src_tensor(s, NAME(b, il, "ffn_gate_exps.weight"), &(struct src_tensor){ 0 }) == 0)
+		return util_err(md->err, "tensor '%s': gemma4 experts apart from their "
+		    "ffn_gate_up_exps are not supported", b);
+	/* ffn_gate_inp.scale and ffn_down_exps.scale are the router's vectors, not NVFP4 scales */
+	return load_matrix_ex(md, s, NAME(b, il, "ffn_gate_inp.weight"), 0, ne, E, &L->router, NULL,
+	    0) ||
+	    load_vector(md, s, NAME(b, il, "ffn_gate_inp.scale"), 0, ne, &L->router_scale) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_gate_up_exps.weight"), 0, ne, (int64_t)2 * fe * E,
+	    &L->exp_gate_up) ||
+	    load_matrix_ex(md, s, NAME(b, il, "ffn_down_exps.weight"), 0, fe, (int64_t)ne * E,
+	    &L->exp_down, NULL, 0) ||
+	    load_vector(md, s, NAME(b, il, "ffn_down_exps.scale"), 1, E, &L->exp_scale) ||
+	    load_vector(md, s, NAME(b, il, "pre_ffw_norm_2.weight"), 0, ne, &L->ffn_pre_norm_2) ||
+	    load_vector(md, s, NAME(b, il, "post_ffw_norm_1.weight"), 0, ne, &L->ffn_post_norm_1) ||
+	    load_vector(md, s, NAME(b, il, "post_ffw_norm_2.weight"), 0, ne, &L->ffn_post_norm_2) ?
+	    -1 : 0;
+}
+
+/* A gemma4 layer (llama.cpp's tensor names, src/models/gemma4.cpp). */
+static int
+bind_gemma4_layer(struct model *md, struct src *s, int il)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_layer *L = &md->layers[il];
+	int ne = hp->n_embd;
+	char b[96];
+
+	if (load_vector(md, s, NAME(b, il, "attn_norm.weight"), 0, ne, &L->attn_norm) ||
+	    bind_gemma4_attn(md, s, il, L) ||
+	    load_vector(md, s, NAME(b, il, "ffn_norm.weight"), 0, ne, &L->ffn_norm) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_gate.weight"), 0, ne, L->n_ff, &L->ffn_gate) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_up.weight"), 0, ne, L->n_ff, &L->ffn_up) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_down.weight"), 0, L->n_ff, ne, &L->ffn_down) ||
+	    load_vector(md, s, NAME(b, il, "post_ffw_norm.weight"), 0, ne, &L->ffn_post_norm) ||
+	    load_scalar(md, s, NAME(b, il, "layer_output_scale.weight"), 1, 1.0f, &L->out_scale) ||
+	    (hp->n_expert > 0 && bind_gemma4_moe(md, s, il, L)))
+		return -1;
+	if (hp->n_pl == 0)
+		return 0;
+	return load_matrix(md, s, NAME(b, il, "inp_gate.weight"), 0, ne, hp->n_pl, &L->pl_gate) ||
+	    load_matrix(md, s, NAME(b, il, "proj.weight"), 0, hp->n_pl, ne, &L->pl_proj) ||
+	    load_vector(md, s, NAME(b, il, "post_norm.weight"), 0, ne, &L->pl_norm) ? -1 : 0;
+}
+
+/*
+ * gemma4's layer shapes and caches: a layer before the shared ones makes
+ * its own K/V (a cache of its own); a shared one (the last n_kv_shared)
+ * reads the cache of the last earlier layer of its kind (sliding or
+ * global), as transformers' store_full_length_kv picks it.
+ */
+static int
+plan_gemma4(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+	int first = hp->n_layer - hp->n_kv_shared;
+
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		L->swa = src_int_at(s, "attention.sliding_window_pattern", il, 0);
+		L->hd = L->swa ? hp->head_dim_swa : hp->head_dim;
+		L->nkv = src_int_at(s, "attention.head_count_kv", il, hp->n_head);
+		L->n_ff = src_int_at(s, "feed_forward_length", il, hp->n_ff);
+		L->kv_own = il < first;
+		if (L->nkv < 1 || hp->n_head % L->nkv != 0 || L->n_ff < 1)
+			return util_err(md->err, "layer %d: %d K/V heads of %d, MLP width %d", il,
+			    L->nkv, hp->n_head, L->n_ff);
+		if (L->kv_own) {
+			L->cache = hp->n_full++;
+			continue;
+		}
+		L->cache = -1;
+		for (int j = first - 1; j >= 0 && L->cache < 0; j--)
+			if (md->layers[j].swa == L->swa && md->layers[j].hd == L->hd &&
+			    md->layers[j].nkv == L->nkv)
+				L->cache = md->layers[j].cache;
+		if (L->cache < 0)
+			return util_err(md->err, "layer %d shares K/V, but no earlier %s layer "
+			    "of its shape makes them", il, L->swa ? "sliding" : "global");
+	}
+	return 0;
+}
+
+/* gemma4's weights: the token table, the per-layer inputs, the layers. */
+static int
+bind_gemma4(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+	int64_t lp = (int64_t)hp->n_layer * hp->n_pl;
+
+	md->ops = &model_arch_gemma4;
+	if (plan_gemma4(md, s) != 0 ||
+	    load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
+	    &md->tok_embd, &md->head_host) ||
+	    (!hp->tied && load_matrix_host(md, s, "output.weight", 0, hp->n_embd, hp->n_vocab,
+	    &md->output, &md->head_host)) ||
+	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm))
+		return -1;
+	if (hp->tied)
+		md->output = md->tok_embd;
+	if (hp->n_pl > 0 && (load_matrix(md, s, "per_layer_token_embd.weight", 0, lp,
+	    hp->n_vocab, &md->pl_embd) ||
+	    load_matrix(md, s, "per_layer_model_proj.weight", 0, hp->n_embd, lp,
+	    &md->pl_model_proj) ||
+	    load_vector(md, s, "per_layer_proj_norm.weight", 0, hp->n_pl, &md->pl_proj_norm)))
+		return -1;
+	for (int il = 0; il < hp->n_layer; il++)
+		if (bind_gemma4_layer(md, s, il) != 0)
+			return -1;
+	return 0;
+}
+
 /* Layer kinds and their cache / state indices. */
 static void
 plan_layers(struct model *md)
@@ -664,6 +918,14 @@ bind(struct model *md, struct src *s, struct src *ds)
 
 	if (read_hparams(md, s) != 0)
 		return -1;
+	if (hp->arch == MODEL_ARCH_GEMMA4) {
+		if (ds != NULL)
+			return util_err(md->err, "gemma4: an MTP draft GGUF does not fit a gemma4 trunk");
+		if ((md->layers = calloc(hp->n_layer, sizeof *md->layers)) == NULL)
+			return util_err(md->err, "out of memory");
+		return bind_gemma4(md, s);
+	}
+	md->ops = hp->arch == MODEL_ARCH_STEP35 ? &model_arch_step35 : &model_arch_qwen35;
 	if (ds != NULL)
 		hp->n_mtp = 1;
 	if ((md->layers = calloc(hp->n_layer + hp->n_mtp, sizeof *md->layers)) == NULL)
@@ -821,6 +1083,11 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		    "mixture-of-experts ops yet (use --device cpu)", path, backend_name(be));
 		goto fail;
 	}
+	if (s.arch != NULL && strcmp(s.arch, "gemma4") == 0 && !backend_gemma(be)) {
+		util_err(err, "%s: architecture 'gemma4': backend '%s' has no Gemma-4 ops yet "
+		    "(use --device cpu)", path, backend_name(be));
+		goto fail;
+	}
 	if (s.arch != NULL && strcmp(s.arch, "step35") == 0 && !backend_step35(be)) {
 		util_err(err, "%s: architecture 'step35': backend '%s' has no step35 ops yet "
 		    "(sliding-window attention, sigmoid routing, SwiGLU limits; use --device cpu)",
@@ -871,7 +1138,7 @@ model_act_free(struct model *md)
 	struct model_act *a = &md->act;
 	float *bufs[] = { a->x, a->xn, a->t, a->cat, a->q, a->y, a->z, a->o, a->a, a->b,
 	    a->f, a->u, a->logits, (float *)a->dpos, a->rl, a->rw, (float *)a->rid, a->ef,
-	    a->sh, a->sg };
+	    a->sh, a->sg, a->g1, a->ple, a->plp, a->pg };
 
 	for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 		backend_mfree(md->be, bufs[i]);
@@ -885,7 +1152,7 @@ release_layer(struct model *md, struct model_layer *L)
 	struct backend_weight *ws[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate,
 	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj,
 	    &L->router, &L->exp_gate, &L->exp_up, &L->exp_down, &L->sh_gate, &L->sh_up,
-	    &L->sh_down, &L->sh_inp, &L->g };
+	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g };
 
 	for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
 		backend_weight_release(md->be, ws[i]);
@@ -906,6 +1173,8 @@ model_close(struct model *md)
 	if (!md->hp.tied)
 		backend_weight_release(md->be, &md->output);
 	backend_weight_release(md->be, &md->tok_embd);
+	backend_weight_release(md->be, &md->pl_embd);
+	backend_weight_release(md->be, &md->pl_model_proj);
 	for (int i = 0; i < md->n_dbuf; i++)
 		backend_mfree(md->be, md->dbuf[i]);
 	for (int i = 0; i < md->n_hbuf; i++)
@@ -947,13 +1216,27 @@ model_host_free(struct model *md, float *p)
 	backend_host_free(md->be, p);
 }
 
+/* The widest K/V row of any cache (gemma4's layers differ: each cache is
+ * [n_ctx][its own kv_dim] at the start of a buffer this wide). */
+static int
+model_kv_dim(const struct model *md)
+{
+	const struct model_hparams *hp = &md->hp;
+	int w = hp->n_head_kv * hp->head_dim;
+
+	for (int il = 0; hp->arch == MODEL_ARCH_GEMMA4 && il < hp->n_layer; il++)
+		if (md->layers[il].nkv * md->layers[il].hd > w)
+			w = md->layers[il].nkv * md->layers[il].hd;
+	return w;
+}
+
 static struct state_config
 state_shape(const struct model *md, int n_ctx, int n_snap)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct state_config c = {
 		.n_ctx = n_ctx, .n_kv = hp->n_full + hp->n_mtp,
-		.kv_dim = hp->n_head_kv * hp->head_dim, .n_rec = hp->n_rec,
+		.kv_dim = model_kv_dim(md), .n_rec = hp->n_rec,
 		.conv_dim = hp->n_rec ? model_conv_dim(hp) : 0, .d_conv = hp->d_conv,
 		.n_v_heads = hp->n_v_heads, .dk = hp->dk, .dv = hp->dv, .n_snap = n_snap,
 	};

@@ -38,8 +38,8 @@ wide(const struct model_hparams *hp)
 }
 
 /* Activations for m rows (grown, never shrunk). */
-static int
-act_reserve(struct model *md, int m)
+int
+model_act_reserve(struct model *md, int m)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -65,7 +65,8 @@ act_reserve(struct model *md, int m)
 	    (a->logits = backend_alloc(be, (size_t)cap * hp->n_vocab)) == NULL ||
 	    (a->dpos = (int32_t *)backend_alloc(be, cap)) == NULL ||
 	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL ||
-	    (hp->n_expert > 0 && model_moe_act(md, cap) != 0))
+	    (hp->n_expert > 0 && hp->arch != MODEL_ARCH_GEMMA4 && model_moe_act(md, cap) != 0) ||
+	    (md->ops->act != NULL && md->ops->act(md, cap) != 0))
 		return util_err(md->err, "activations for %d rows: out of memory", m);
 	a->cap = cap;
 	return 0;
@@ -299,6 +300,7 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
 	    ((logits || pk) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
 	    (int)hw->ne1, rows)) ||
+	    ((logits || pk) && md->ops->logits != NULL && md->ops->logits(md, rows) != 0) ||
 	    (pk && pick_penalize(be, a->logits, (int)hw->ne1, pk)) ||
 	    (pk && (pk->draw ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
 	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
@@ -312,10 +314,8 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 
 /* The trunk's layers over m rows at p0 (dpos: p0 in backend memory, or NULL); x += out. */
 static int
-layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
+trunk(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
 {
-	if (md->hp.arch == MODEL_ARCH_STEP35)	/* lib/model_step35.c, at a->pos */
-		return model_step35_layers(md, &st, &m, 1, m, flags) ? -1 : residual(md, m);
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 		const float *res = il > 0 ? md->act.t : NULL;
@@ -344,9 +344,9 @@ layers_step(struct model *md, struct state *st, int p0, int m, int flags)
 		return rc < 0 ? fail(md) : 0;
 	if ((rec = backend_graph_begin(md->be, key, sizeof key)) < 0)
 		return fail(md);
-	rc = layers(md, st, p0, m, flags, md->act.dpos);
+	rc = md->ops->layers(md, st, p0, m, flags, md->act.dpos);
 	if (rec && backend_graph_end(md->be, rc != 0) != 0)	/* nothing ran: again, unrecorded */
-		rc = layers(md, st, p0, m, flags, md->act.dpos);
+		rc = md->ops->layers(md, st, p0, m, flags, md->act.dpos);
 	return rc;
 }
 
@@ -354,26 +354,36 @@ layers_step(struct model *md, struct state *st, int p0, int m, int flags)
  * A step's products keep each row's one-row bits. */
 #define MODEL_STEP_ROWS BACKEND_ROWS_INVARIANT
 
+/* a->x = the embeddings of tok[m]: the token table's rows, or the architecture's own. */
+static int
+embed(struct model *md, const int32_t *tok, int m)
+{
+	if (md->ops->embed != NULL)
+		return md->ops->embed(md, tok, m);
+	if (backend_embed(md->be, &md->tok_embd, tok, m, md->act.x, md->hp.n_embd) != 0)
+		return fail(md);
+	return 0;
+}
+
 static int
 forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
     float *logits, const struct pick *pk, float *hidden)
 {
-	const struct model_hparams *hp = &md->hp;
 	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL);
 
 	if (m < 1)
 		return util_err(md->err, "forward: %d rows", m);
-	if (act_reserve(md, m) != 0)
+	if (model_act_reserve(md, m) != 0)
 		return -1;
 	if ((p0 = state_push(st, m, flags & MODEL_VERIFY)) < 0)
 		return util_err(md->err, "forward: %s", state_errmsg(st));
 	for (int i = 0; i < m; i++)
 		md->act.pos[i] = p0 + i;
-	if ((step && backend_write(md->be, (float *)md->act.dpos, (const float *)md->act.pos,
-	    (size_t)m)) ||
-	    backend_embed(md->be, &md->tok_embd, tok, m, md->act.x, hp->n_embd) != 0)
+	if (step && backend_write(md->be, (float *)md->act.dpos, (const float *)md->act.pos,
+	    (size_t)m))
 		return fail(md);
-	if (step ? layers_step(md, st, p0, m, flags) : layers(md, st, p0, m, flags, NULL))
+	if (embed(md, tok, m) != 0 ||
+	    (step ? layers_step(md, st, p0, m, flags) : md->ops->layers(md, st, p0, m, flags, NULL)))
 		return -1;
 	return head(md, md->output_norm, &md->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits,
 	    pk, hidden);
@@ -478,7 +488,7 @@ mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 		return util_err(md->err, "mtp: layer %d of %d", k, hp->n_mtp);
 	if (m < 1 || p0 < 0 || p0 + m > state_config(st)->n_ctx)
 		return util_err(md->err, "mtp: %d slots at %d do not fit", m, p0);
-	if (act_reserve(md, m) != 0)
+	if (model_act_reserve(md, m) != 0)
 		return -1;
 	L = &md->layers[hp->n_layer + k];
 	for (int i = 0; i < m; i++)
@@ -512,20 +522,8 @@ model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float 
 	return mtp(md, st, k, p0, h, tok, m, NULL, &pk, hout);
 }
 
-/*
- * A group of model_forward_seqs: n sequences whose rows lie together
- * (sequence i's rows[i] rows after those of 0..i-1; rows NULL: one each),
- * m rows in all (<= BACKEND_ROWS_INVARIANT), a->pos holding each row's
- * position.  verify: every push keeps snapshots (MODEL_VERIFY).
- */
-struct seqs {
-	struct state **st;
-	const int *rows;
-	int	n, m, verify;
-};
-
-static int
-seq_rows(const struct seqs *g, int i)
+int
+model_seq_rows(const struct model_seqs *g, int i)
 {
 	return g->rows != NULL ? g->rows[i] : 1;
 }
@@ -537,7 +535,7 @@ seq_rows(const struct seqs *g, int i)
  * its own forward runs it (batched: two or more rows, not a verify).
  */
 static int
-attn_layer_seqs(struct model *md, struct model_layer *L, const struct seqs *g,
+attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g,
     const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
@@ -548,9 +546,9 @@ attn_layer_seqs(struct model *md, struct model_layer *L, const struct seqs *g,
 
 	if (attn_qkv(md, L, a->y, a->z, g->m, NULL, res, NULL, NULL, 0))
 		return -1;
-	for (int i = 0, r = 0; i < g->n; r += seq_rows(g, i++)) {
+	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
 		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
-		int k = seq_rows(g, i), p = a->pos[r];
+		int k = model_seq_rows(g, i), p = a->pos[r];
 		struct backend_attn at = attn_params(md, k >= 2 && !g->verify);
 
 		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd, (size_t)k * kvd) ||
@@ -566,7 +564,7 @@ attn_layer_seqs(struct model *md, struct model_layer *L, const struct seqs *g,
  * the conv and the recurrence per sequence with its state (and, to
  * verify, its snapshots). */
 static int
-gdn_layer_seqs(struct model *md, struct model_layer *L, const struct seqs *g,
+gdn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g,
     const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
@@ -581,10 +579,10 @@ gdn_layer_seqs(struct model *md, struct model_layer *L, const struct seqs *g,
 	if (backend_add_rmsnorm_matmul(be, a->x, res, g->m, hp->n_embd, L->attn_norm, hp->eps, 4, W,
 	    Y))
 		return fail(md);
-	for (int i = 0, r = 0; i < g->n; r += seq_rows(g, i++)) {
+	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
 		struct state *st = g->st[i];
 		float *y = a->y + (size_t)r * cd;
-		int k = seq_rows(g, i);
+		int k = model_seq_rows(g, i);
 
 		if (backend_conv1d_silu(be, a->q + (size_t)r * cd, cd, k, cd, L->conv, hp->d_conv,
 		    state_conv(st, L->cache), g->verify ? state_conv_snap(st, L->cache) : NULL, y) ||
@@ -633,12 +631,33 @@ seqs_check(struct model *md, struct state **st, const int *rows, int n, int flag
 	return 0;
 }
 
+/* The trunk over group g's rows (llama, qwen35, qwen35moe); x += out. */
+static int
+trunk_seqs(struct model *md, const struct model_seqs *g)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+		const float *res = il > 0 ? md->act.t : NULL;
+
+		if ((L->rec ? gdn_layer_seqs(md, L, g, res) : attn_layer_seqs(md, L, g, res)) ||
+		    ffn(md, L, g->m))
+			return -1;
+	}
+	return hp->n_layer > 0 ? residual(md, g->m) : 0;
+}
+
+const struct model_arch_ops model_arch_qwen35 = {
+	.layers = trunk, .layers_seqs = trunk_seqs,
+};
+
 /* Push each state of group g (seqs_check passed), writing its rows' positions to a->pos. */
 static int
-seqs_push(struct model *md, const struct seqs *g)
+seqs_push(struct model *md, const struct model_seqs *g)
 {
 	for (int i = 0, r = 0; i < g->n; i++) {
-		int k = seq_rows(g, i), p0 = state_push(g->st[i], k, g->verify);
+		int k = model_seq_rows(g, i), p0 = state_push(g->st[i], k, g->verify);
 
 		if (p0 < 0)
 			return util_err(md->err, "forward: sequence %d: %s", i + 1,
@@ -651,27 +670,11 @@ seqs_push(struct model *md, const struct seqs *g)
 
 /* The forward of one group g of tokens tok[g->m]; outputs as forward_seqs's, from row 0. */
 static int
-seqs_group(struct model *md, const struct seqs *g, const int32_t *tok, float *logits,
+seqs_group(struct model *md, const struct model_seqs *g, const int32_t *tok, float *logits,
     const struct pick *pk, float *hidden)
 {
-	const struct model_hparams *hp = &md->hp;
-
-	if (act_reserve(md, g->m) != 0 || seqs_push(md, g) != 0)
-		return -1;
-	if (backend_embed(md->be, &md->tok_embd, tok, g->m, md->act.x, hp->n_embd) != 0)
-		return fail(md);
-	if (hp->arch == MODEL_ARCH_STEP35 &&
-	    model_step35_layers(md, g->st, g->rows, g->n, g->m, g->verify ? MODEL_VERIFY : 0))
-		return -1;
-	for (int il = 0; hp->arch != MODEL_ARCH_STEP35 && il < hp->n_layer; il++) {
-		struct model_layer *L = &md->layers[il];
-		const float *res = il > 0 ? md->act.t : NULL;
-
-		if ((L->rec ? gdn_layer_seqs(md, L, g, res) : attn_layer_seqs(md, L, g, res)) ||
-		    ffn(md, L, g->m))
-			return -1;
-	}
-	if (hp->n_layer > 0 && residual(md, g->m))
+	if (model_act_reserve(md, g->m) != 0 || seqs_push(md, g) != 0 || embed(md, tok, g->m) != 0 ||
+	    md->ops->layers_seqs(md, g) != 0)
 		return -1;
 	return head(md, md->output_norm, &md->output, g->m, g->m, logits, pk, hidden);
 }
@@ -688,22 +691,22 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
     int flags, float *logits, const struct pick *pk, float *hidden)
 {
 	const struct model_hparams *hp = &md->hp;
-	struct seqs g = { .rows = NULL, .verify = (flags & MODEL_VERIFY) != 0 };
+	struct model_seqs g = { .rows = NULL, .verify = (flags & MODEL_VERIFY) != 0 };
 
 	if (seqs_check(md, st, rows, n, flags) != 0)
 		return -1;
 	/* one sequence is a step of its own: the same ops, through the recorded
 	 * step (CUDA graphs) that a lone decode or verify replays */
 	if (n == 1)
-		return forward(md, st[0], tok, seq_rows(&(struct seqs){ .rows = rows }, 0),
+		return forward(md, st[0], tok, model_seq_rows(&(struct model_seqs){ .rows = rows }, 0),
 		    flags | MODEL_LOGITS_ALL, logits, pk, hidden);
 	for (int i = 0, r = 0; i < n; i += g.n, r += g.m) {
 		struct pick p;
 
 		g.st = st + i, g.rows = rows != NULL ? rows + i : NULL;
-		for (g.n = 0, g.m = 0; i + g.n < n && g.m + seq_rows(&g, g.n) <= BACKEND_ROWS_INVARIANT;
+		for (g.n = 0, g.m = 0; i + g.n < n && g.m + model_seq_rows(&g, g.n) <= BACKEND_ROWS_INVARIANT;
 		    g.n++)
-			g.m += seq_rows(&g, g.n);
+			g.m += model_seq_rows(&g, g.n);
 		if (pk != NULL)
 			p = *pk, p.id = pk->id + (size_t)r * (pk->k ? pk->k : 1),
 			    p.val = pk->val ? pk->val + (size_t)r * pk->k : NULL;

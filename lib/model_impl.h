@@ -35,11 +35,25 @@ struct model_layer {
 	struct backend_weight sh_gate, sh_up;	/* [n_ff_shexp][n_embd]; data NULL: none */
 	struct backend_weight sh_down;		/* [n_embd][n_ff_shexp] */
 	struct backend_weight sh_inp;		/* [1][n_embd] ffn_gate_inp_shexp */
+	/* gemma4 (lib/model_gemma4.c) */
+	int	swa;		/* 1: a sliding-window layer (step35's too) */
+	int	hd, nkv;	/* its head size and K/V heads */
+	int	n_ff;		/* its MLP's width */
+	int	kv_own;		/* 1: makes its K/V (into cache); 0: reads cache (shared) */
+	float	*ffn_norm, *ffn_post_norm;	/* [n_embd] pre/post-feedforward norms */
+	float	*ffn_post_norm_1, *ffn_pre_norm_2, *ffn_post_norm_2;	/* [n_embd] MoE */
+	float	*router_scale;	/* [n_embd] ffn_gate_inp.scale */
+	float	*exp_scale;	/* [n_expert] ffn_down_exps.scale (per_expert_scale) */
+	struct backend_weight exp_gate_up;	/* [n_expert * 2 n_ff_exp][n_embd] */
+	struct backend_weight pl_gate;	/* [n_pl][n_embd] inp_gate */
+	struct backend_weight pl_proj;	/* [n_embd][n_pl] proj */
+	float	*pl_norm;	/* [n_embd] post_norm */
+	float	out_scale;	/* layer_output_scale (layer_scalar), 1 when absent */
 	/* MTP block */
 	struct backend_weight eh_proj;	/* [n_embd][2 n_embd] */
 	float	*enorm, *hnorm, *head_norm;	/* [n_embd]; head_norm may be NULL */
 	/* step35 (lib/model_step35.c): this layer's attention and FFN */
-	int	n_head, n_rot, window;	/* query heads, rotated dims, SWA window (0: full) */
+	int	n_head, n_rot;		/* its query heads and rotated dims */
 	float	theta;			/* RoPE base */
 	int	sparse;			/* 1: the MoE FFN, 0: the dense one */
 	float	lim_exp, lim_sh;	/* SwiGLU limits, routed and shared/dense (0: none) */
@@ -65,14 +79,62 @@ struct model_act {
 	float	*ef;		/* [cap * n_expert_used][n_ff_exp] the experts' SwiGLU */
 	float	*sh;		/* [cap][n_embd] the shared expert's output */
 	float	*sg;		/* [cap] its gate's logit */
+	float	*g1;		/* [cap][n_embd] gemma4: the MLP's output beside the experts */
+	float	*ple, *plp;	/* [cap][n_layer * n_pl] gemma4's per-layer inputs */
+	float	*pg;		/* [cap][n_pl] */
 	int32_t	*pos;		/* host [cap] */
 	int32_t	*dpos;		/* [cap] the same in backend memory (a step's _dpos ops) */
 };
+
+/*
+ * A group of model_forward_seqs: n sequences whose rows lie together
+ * (sequence i's rows[i] rows after those of 0..i-1; rows NULL: one each),
+ * m rows in all (<= BACKEND_ROWS_INVARIANT), a->pos holding each row's
+ * position.  verify: every push keeps snapshots (MODEL_VERIFY).
+ */
+struct model_seqs {
+	struct state **st;
+	const int *rows;
+	int	n, m, verify;
+};
+/* Sequence i's rows in group g. */
+int	model_seq_rows(const struct model_seqs *g, int i);
+
+/*
+ * An architecture's forward, behind one table: lib/model_fwd.c runs the
+ * frame every architecture shares (positions and pushes, the token
+ * lookup, the head, the picks, the packing of sequences into groups, the
+ * recorded steps) and calls these for the rest.  Each hook returns 0, or
+ * -1 with md->err set.
+ */
+struct model_arch_ops {
+	/* Activations of the architecture's own for cap rows (NULL: none). */
+	int	(*act)(struct model *, int cap);
+	/* a->x = the embeddings of tok[m] (NULL: the rows of tok_embd). */
+	int	(*embed)(struct model *, const int32_t *tok, int m);
+	/* The trunk over m rows of one sequence at p0 (a->pos), x ending as its output (before
+	 * output_norm); dpos: p0 in backend memory (a recorded step), else NULL. */
+	int	(*layers)(struct model *, struct state *, int p0, int m, int flags,
+		    const int32_t *dpos);
+	/* The trunk over a group of sequences (model_forward_seqs), each row as layers runs it. */
+	int	(*layers_seqs)(struct model *, const struct model_seqs *);
+	/* The head's logits a->logits [rows][n_vocab] finished in place (NULL: as they are). */
+	int	(*logits)(struct model *, int rows);
+};
+/* llama, qwen35, qwen35moe (lib/model_fwd.c), gemma4 (lib/model_gemma4.c) and step35
+ * (lib/model_step35.c). */
+extern const struct model_arch_ops model_arch_qwen35;
+extern const struct model_arch_ops model_arch_gemma4;
+extern const struct model_arch_ops model_arch_step35;
+
+/* The activations for m rows, grown (never shrunk), or -1 with md->err. */
+int	model_act_reserve(struct model *md, int m);
 
 struct gguf;
 struct ranks;
 
 struct model {
+	const struct model_arch_ops *ops;	/* the architecture's forward */
 	struct model_hparams hp;
 	char	*path;			/* the local source (a hub spec resolved) */
 	struct gguf *gg;		/* a GGUF source stays open: weights are mapped */
@@ -92,6 +154,10 @@ struct model {
 	int	draft_ext;		/* 1: from an external draft GGUF */
 	struct gguf *dg;		/* the external draft, mapped */
 	float	*output_norm;		/* [n_embd] */
+	/* gemma4's per-layer inputs (PLE; data NULL: none) */
+	struct backend_weight pl_embd;	/* [n_vocab][n_layer * n_pl] per_layer_token_embd */
+	struct backend_weight pl_model_proj;	/* [n_layer * n_pl][n_embd] */
+	float	*pl_proj_norm;		/* [n_pl] */
 	struct model_layer *layers;	/* [n_layer + n_mtp] */
 	struct model_act act;
 	float	*pick_val;		/* host [SAMPLE_TOPK_MAX]: model_forward_next's top k */
@@ -129,15 +195,5 @@ void	model_act_free(struct model *);
 int	model_moe_ffn(struct model *md, struct model_layer *L, int m);
 /* The activations the MoE FFN needs for cap rows, or -1 (out of memory). */
 int	model_moe_act(struct model *md, int cap);
-
-/*
- * step35's trunk layers (lib/model_step35.c) over m rows of n sequences:
- * sequence i's rows[i] rows (rows NULL: one each) after those of 0..i-1,
- * at its state st[i], a->pos holding each row's position and x the
- * embeddings.  Leaves the last FFN's output in a->t (x += a->t pending),
- * as the other architectures' layers do.  0, or -1 with md->err set.
- */
-int	model_step35_layers(struct model *md, struct state **st, const int *rows, int n, int m,
-	    int flags);
 
 #endif

@@ -7,7 +7,8 @@
 
 /*
  * step35: Step-3.5/3.7 Flash's trunk (transformers 5.17's Step3p7TextModel,
- * llama.cpp's step35 graph), written against the backend op table:
+ * llama.cpp's step35 graph), behind the model's op table (lib/model_impl.h)
+ * and written against the backend's:
  *
  *	xn = rmsnorm(x) * attn_norm
  *	q, k = rmsnorm per head (q_norm, k_norm), then RoPE (NeoX pairs) on the
@@ -30,12 +31,6 @@ static int
 fail(struct model *md)
 {
 	return util_err(md->err, "%s", backend_errmsg(md->be));
-}
-
-static int
-rows_of(const int *rows, int i)
-{
-	return rows != NULL ? rows[i] : 1;
 }
 
 /* q, K (a->y), V (a->z) and the gate's logits (a->cat) of m rows; q and K normed and roped. */
@@ -68,23 +63,22 @@ qkv(struct model *md, struct model_layer *L, int m, const float *res)
 	return 0;
 }
 
-/* Layer L's attention over n sequences' m rows (x += res first); its output in a->t. */
+/* Layer L's attention over group g's rows (x += res first); its output in a->t. */
 static int
-attention(struct model *md, struct model_layer *L, struct state **st, const int *rows, int n,
-    int m, const float *res)
+attention(struct model *md, struct model_layer *L, const struct model_seqs *g, const float *res)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
-	int hd = hp->head_dim, nh = L->n_head, kvd = hp->n_head_kv * hd, qd = nh * hd;
+	int hd = hp->head_dim, nh = L->n_head, kvd = hp->n_head_kv * hd, qd = nh * hd, m = g->m;
 	struct backend_attn at = { nh, hp->n_head_kv, hd, hp->attn_scale > 0 ? hp->attn_scale :
-	    1.0f / sqrtf((float)hd), 0, 0, 0, L->window };
+	    1.0f / sqrtf((float)hd), 0, 0, 0, L->swa ? hp->n_swa : 0 };
 
 	if (qkv(md, L, m, res) != 0)
 		return -1;
-	for (int i = 0, r = 0; i < n; r += rows_of(rows, i++)) {
-		float *kc = state_k(st[i], L->cache), *vc = state_v(st[i], L->cache);
-		int k = rows_of(rows, i), p = a->pos[r];
+	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
+		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
+		int k = model_seq_rows(g, i), p = a->pos[r];
 
 		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd, (size_t)k * kvd) ||
 		    backend_copy(be, vc + (size_t)p * kvd, a->z + (size_t)r * kvd, (size_t)k * kvd) ||
@@ -143,19 +137,37 @@ ffn(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
-int
-model_step35_layers(struct model *md, struct state **st, const int *rows, int n, int m,
-    int flags)
+/*
+ * The trunk over group g's rows, a->pos holding each row's position and x
+ * the embeddings; x ends as its output.  Attention keeps no snapshots: a
+ * verify's rollback is the cache's length.
+ */
+static int
+step35_layers_seqs(struct model *md, const struct model_seqs *g)
 {
-	(void)flags;	/* attention keeps no snapshots: a verify's rollback is the length */
 	if (md->kv_f16)
 		return util_err(md->err, "step35: an f16 KV cache is not supported yet");
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		if (attention(md, L, st, rows, n, m, il > 0 ? md->act.t : NULL) != 0 ||
-		    ffn(md, L, m) != 0)
+		if (attention(md, L, g, il > 0 ? md->act.t : NULL) != 0 || ffn(md, L, g->m) != 0)
 			return -1;
 	}
+	if (md->hp.n_layer > 0 && backend_add(md->be, md->act.x, md->act.t,
+	    (size_t)g->m * md->hp.n_embd))
+		return fail(md);
 	return 0;
 }
+
+/* The trunk over m rows of one sequence at p0 (a->pos); dpos unused (no recorded steps). */
+static int
+step35_layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
+{
+	struct model_seqs g = { &st, &m, 1, m, (flags & MODEL_VERIFY) != 0 };
+
+	return step35_layers_seqs(md, &g);
+}
+
+const struct model_arch_ops model_arch_step35 = {
+	.layers = step35_layers, .layers_seqs = step35_layers_seqs,
+};

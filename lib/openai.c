@@ -282,8 +282,9 @@ static void
 put_usage(FILE *fp, const struct openai_resp *r, int completion_tokens)
 {
 	fprintf(fp, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %d, "
-	    "\"total_tokens\": %zu}", r->prompt_tokens, completion_tokens,
-	    r->prompt_tokens + completion_tokens);
+	    "\"total_tokens\": %zu, \"prompt_tokens_details\": {\"cached_tokens\": %zu}}",
+	    r->prompt_tokens, completion_tokens, r->prompt_tokens + completion_tokens,
+	    r->cached_tokens);
 }
 
 char *
@@ -593,6 +594,59 @@ req_tools(const struct json *q, struct openai_req *r, char *err)
 	return 0;
 }
 
+/* 1 when s[n] is a json_schema name as OpenAI takes it: a-z, A-Z, 0-9, _ and -, 64 at most. */
+static int
+schema_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* response_format: {"type": "text" | "json_object"}, or {"type": "json_schema",
+ * "json_schema": {"name": NAME, "schema": {...}, "strict": bool, "description": ...}}. */
+static int
+req_format(const struct json *q, struct openai_req *r, char *err)
+{
+	const struct json *f = field(q, "response_format"), *js, *name, *sc;
+	const char *type = f != NULL && f->type == JSON_OBJECT ? json_get_str(f, "type") : NULL;
+	int strict = 0;
+
+	if (f == NULL)
+		return 0;
+	if (type == NULL)
+		return util_err(err, "'response_format': not {\"type\": \"text\" | \"json_object\" | "
+		    "\"json_schema\"}");
+	if (strcmp(type, "text") == 0)
+		return 0;
+	if (strcmp(type, "json_object") == 0) {
+		r->format = OPENAI_FORMAT_JSON_OBJECT;
+		return 0;
+	}
+	if (strcmp(type, "json_schema") != 0)
+		return util_err(err, "'response_format.type': '%s': not text, json_object or "
+		    "json_schema", type);
+	if ((js = json_get(f, "json_schema")) == NULL || js->type != JSON_OBJECT)
+		return util_err(err, "'response_format.json_schema': not an object");
+	name = json_get(js, "name");
+	if (name == NULL || name->type != JSON_STRING || !schema_name_ok(name->str, name->n))
+		return util_err(err, "'response_format.json_schema.name': not a name of 1 to 64 "
+		    "letters, digits, '_' or '-'");
+	if (get_bool(js, "strict", &strict, err) != 0)
+		return util_err(err, "'response_format.json_schema.strict': not a boolean");
+	sc = json_get(js, "schema");
+	if (sc != NULL && sc->type != JSON_OBJECT && sc->type != JSON_TRUE &&
+	    sc->type != JSON_FALSE)
+		return util_err(err, "'response_format.json_schema.schema': not a JSON Schema "
+		    "(an object)");
+	r->format = OPENAI_FORMAT_JSON_SCHEMA, r->schema = sc;
+	return 0;
+}
+
 int
 openai_request(const struct json *q, int chat, struct openai_req *r, char *err)
 {
@@ -603,7 +657,7 @@ openai_request(const struct json *q, int chat, struct openai_req *r, char *err)
 	r->sp.penalty_last_n = -1;
 	if (req_sampling(q, r, err) != 0 || req_counts(q, r, err) != 0 ||
 	    req_stop(q, r, err) != 0 || req_flags(q, r, err) != 0 ||
-	    (chat && req_tools(q, r, err) != 0))
+	    req_format(q, r, err) != 0 || (chat && req_tools(q, r, err) != 0))
 		return -1;
 	return 0;
 }

@@ -29,6 +29,12 @@ enum openai_tools {
 	OPENAI_TOOLS_NAMED,	/* {"type": "function", "function": {"name": ...}}: that one */
 };
 
+enum openai_format {
+	OPENAI_FORMAT_TEXT,		/* no response_format, or "text" */
+	OPENAI_FORMAT_JSON_OBJECT,	/* "json_object": any JSON object */
+	OPENAI_FORMAT_JSON_SCHEMA,	/* "json_schema": a document valid under schema */
+};
+
 /* A request's generation fields, checked. */
 struct openai_req {
 	int	chat;
@@ -45,6 +51,10 @@ struct openai_req {
 	enum openai_tools tool_choice;
 	char	*tool_name;	/* OPENAI_TOOLS_NAMED: the function (malloc'd) */
 	int	parallel_tool_calls;	/* 1 unless false */
+	enum openai_format format;	/* response_format */
+	const struct json *schema;	/* OPENAI_FORMAT_JSON_SCHEMA: json_schema.schema, a
+					 * node of the request's tree (NULL: none given,
+					 * any object) */
 };
 
 /*
@@ -66,6 +76,7 @@ struct openai_resp {
 	const char *model;	/* the served model's name */
 	long	created;	/* Unix seconds, the same in every chunk */
 	size_t	prompt_tokens;
+	size_t	cached_tokens;	/* of them, not computed again (prompt_tokens_details) */
 	int	index;		/* the choice a chunk is of (n > 1); its calls are
 				 * "call_ID_INDEX_N" past choice 0 */
 	const struct tokenizer *tok;	/* the logprobs' token texts (NULL: "") */

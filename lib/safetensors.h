@@ -111,6 +111,8 @@ struct safetensors_out {
 	 * row r is row r % src_rows of srcs[r / src_rows] */
 	const struct safetensors_tensor **srcs;
 	int64_t	src_rows;
+	const float *synth;	/* [n_rows][ne[0]] F32 values of the plan's own, src NULL
+				   (gemma4's rope_freqs.weight) */
 	/* private to safetensors.c: how rows and values are transformed */
 	int	xform;		/* elementwise op */
 	int	perm;		/* row / column permutation kind */
@@ -165,8 +167,7 @@ enum safetensors_kvtype {
 };
 
 /* One GGUF metadata pair of the plan.  Scalars in v; strings in s/slen;
- * arrays: arr_type (U32/I32/F32/STR, or BOOL held as int32 0/1 in i32)
- * and n elements in i32/f32/strs. */
+ * arrays: arr_type (I32/F32/BOOL/STR) and n elements in i32/f32/u8/strs. */
 struct safetensors_kv {
 	const char *key;
 	int	type;
@@ -177,6 +178,7 @@ struct safetensors_kv {
 	uint64_t n;
 	const int32_t *i32;	/* [n] */
 	const float *f32;	/* [n] */
+	const uint8_t *u8;	/* [n] BOOL arrays, 0 or 1 */
 	const char *const *strs;	/* [n], each NUL-terminated */
 	const size_t *strlens;	/* [n] */
 };

@@ -584,8 +584,8 @@ is_used_scale(const struct safetensors *st, const struct safetensors_tensor *t)
 }
 
 /* A new planned tensor named name, zeroed. */
-static struct safetensors_out *
-new_out(struct safetensors *st, const char *name)
+struct safetensors_out *
+st_new_out(struct safetensors *st, const char *name)
 {
 	struct safetensors_out *o;
 
@@ -618,7 +618,7 @@ static struct safetensors_out *
 stack_out(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
     const char *name, int64_t ne0, int64_t rows)
 {
-	struct safetensors_out *o = new_out(st, name);
+	struct safetensors_out *o = st_new_out(st, name);
 
 	if (o == NULL) {
 		util_err(st->err, "out of memory");
@@ -764,6 +764,13 @@ cmp_out(const void *a, const void *b)
 	if (gx != gy)
 		return gx < gy ? -1 : 1;
 	return strcmp(x->name, y->name);
+}
+
+void
+st_sort_out(struct safetensors *st)
+{
+	if (st->nout > 0)
+		qsort(st->out, st->nout, sizeof *st->out, cmp_out);
 }
 
 static int
@@ -984,20 +991,27 @@ int
 safetensors_plan(struct safetensors *st, int nomtp)
 {
 	struct hp *h = calloc(1, sizeof *h);
+	const char *mt;
 	size_t i;
 	int rc = -1;
 
 	st_plan_free(st);
 	if (h == NULL)
 		return util_err(st->err, "out of memory");
+	if (st->config != NULL && (mt = json_get_str(st->config, "model_type")) != NULL &&
+	    (strcmp(mt, "gemma4_text") == 0 || strcmp(mt, "gemma4") == 0)) {
+		free(h);
+		if ((rc = st_plan_gemma4(st)) != 0)
+			st_plan_free(st);
+		return rc;
+	}
 	if (load_hparams(st, h, nomtp) != 0)
 		goto out;
 	snprintf(st->arch, sizeof st->arch, "%s", arch_name(h->arch));
 	for (i = 0; i < st->nbyname; i++)
 		if (map_tensor(st, h, &st->t[st->byname[i].i]) != 0)
 			goto out;
-	if (st->nout > 0)
-		qsort(st->out, st->nout, sizeof *st->out, cmp_out);
+	st_sort_out(st);
 	if (h->arch == ARCH_STEP35) {
 		rc = st_step35_complete(st, h) != 0 || kv_common(st, h) != 0 ||
 		    st_step35_kv(st, h) != 0 ? -1 : 0;
@@ -1161,6 +1175,9 @@ static const uint8_t *
 row_bytes(const struct safetensors_out *o, int64_t r)
 {
 	size_t rb = (size_t)o->ne[0] * safetensors_dtype_size(o->src_dtype);
+
+	if (o->synth != NULL)
+		return (const uint8_t *)(o->synth + r * o->ne[0]);
 
 	if (o->srcs != NULL)
 		return (const uint8_t *)o->srcs[r / o->src_rows]->data + (size_t)(r % o->src_rows) * rb;
@@ -1551,7 +1568,7 @@ s_kv_arr(struct safetensors *st, const char *key, int type, int64_t n, const voi
 {
 	struct safetensors_kv *kv;
 	char k[128];
-	size_t es = 4;
+	size_t es = type == SAFETENSORS_KV_BOOL ? 1 : 4;
 	void *p;
 
 	snprintf(k, sizeof k, "%s.%s", st->arch, key);
@@ -1563,6 +1580,8 @@ s_kv_arr(struct safetensors *st, const char *key, int type, int64_t n, const voi
 	kv->n = (uint64_t)n;
 	if (type == SAFETENSORS_KV_F32)
 		kv->f32 = p;
+	else if (type == SAFETENSORS_KV_BOOL)
+		kv->u8 = p;
 	else
 		kv->i32 = p;
 	return 0;
@@ -1573,19 +1592,18 @@ st_step35_kv(struct safetensors *st, const struct hp *h)
 {
 	int32_t *heads = st_keep(st, malloc(h->n_layer * sizeof *heads));
 	int32_t *kvh = st_keep(st, malloc(h->n_layer * sizeof *kvh));
-	int32_t *pat = st_keep(st, malloc(h->n_layer * sizeof *pat));
 	int64_t lead = 0;
 
-	if (heads == NULL || kvh == NULL || pat == NULL)
+	if (heads == NULL || kvh == NULL)
 		return util_err(st->err, "out of memory");
 	for (int64_t i = 0; i < h->n_layer; i++)
-		heads[i] = h->heads[i], kvh[i] = (int32_t)h->n_head_kv, pat[i] = h->swa[i];
+		heads[i] = h->heads[i], kvh[i] = (int32_t)h->n_head_kv;
 	while (lead < h->n_layer && !h->sparse[lead])
 		lead++;
 	if (s_kv_arr(st, "attention.head_count", SAFETENSORS_KV_I32, h->n_layer, heads) != 0 ||
 	    s_kv_arr(st, "attention.head_count_kv", SAFETENSORS_KV_I32, h->n_layer, kvh) != 0 ||
 	    s_kv_arr(st, "attention.sliding_window_pattern", SAFETENSORS_KV_BOOL, h->n_layer,
-	    pat) != 0 ||
+	    h->swa) != 0 ||
 	    kv_u32(st, "attention.sliding_window", h->window) != 0 ||
 	    /* llama.cpp: full layers rotate dimension_count / 2, sliding ones _swa */
 	    kv_u32(st, "rope.dimension_count", 2 * (int64_t)(h->head_dim * h->prf)) != 0 ||

@@ -52,5 +52,11 @@ void	*st_keep(struct safetensors *, void *p);
 void	st_plan_free(struct safetensors *);
 int	st_kv_str(struct safetensors *, const char *key, const char *s, size_t n);
 struct safetensors_kv *st_kv_add(struct safetensors *, const char *key, int type);
+/* A new planned tensor named name (zeroed), or NULL: out of memory. */
+struct safetensors_out *st_new_out(struct safetensors *, const char *name);
+/* Sort the planned tensors as a converter writes them (token_embd, blk.0 .., output). */
+void	st_sort_out(struct safetensors *);
+/* The plan of a gemma4 / gemma4_text checkpoint (lib/safetensors_gemma4.c). */
+int	st_plan_gemma4(struct safetensors *);
 
 #endif

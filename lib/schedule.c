@@ -6,7 +6,9 @@
 #include <time.h>
 
 #include "backend.h"
+#include "grammar.h"
 #include "model.h"
+#include "prefix.h"
 #include "spec.h"
 #include "state.h"
 #include "util.h"
@@ -20,6 +22,13 @@ struct slot {
 	struct spec *spec;
 	struct state *st;
 	int	used;
+	/* the reuse pool: the recurrent state at the last chunk boundary sbound
+	 * the prefill passed; parked: a finished conversation's tokens ptok[n_ptok]
+	 * resumable at pbound (pmtp: with the MTP cache's rows) */
+	float	*rsnap;		/* [state_rec_floats] backend memory */
+	int32_t	*ptok;		/* [n_ctx + SPEC_KMAX + 1] */
+	int	n_ptok, pbound, sbound, parked, pmtp;
+	uint64_t pstamp;
 };
 
 struct lane {
@@ -29,6 +38,8 @@ struct lane {
 	long	tried[SPEC_KMAX], hit[SPEC_KMAX];	/* drafts reached, accepted, by depth */
 	long	admitted;	/* greedy sessions admitted unpinned: every 16th explores */
 	struct slot *slots;	/* [max_sessions] */
+	struct prefix *pc;	/* the prefix cache (worker only), or NULL */
+	struct prefix_stats pst;	/* pc's stats as of the last step (under the lock) */
 	float	*lg;		/* [BACKEND_ROWS_INVARIANT * (SPEC_KMAX + 1)][nv] host logits */
 	float	*hid;		/* [same][ne] host hidden rows */
 	int32_t	*ids;		/* [same] */
@@ -50,11 +61,19 @@ struct sched_seq {
 	struct sched_logprob *lp;	/* [cap_out] their logprobs, with logprobs */
 	int	n_out, cap_out;
 	int	logprobs, top;	/* each token's logprob, and `top` alternatives */
+	struct grammar *g;	/* a reference, or NULL */
+	struct grammar_state *gs;	/* where the reply is in g */
 	uint64_t group;		/* choice i > 0 of sched_submit_n: choice 0's id */
 	int	n_kids;		/* choice 0: the choices after it */
 	int	wait_prompt;	/* choice i > 0: until choice 0's prompt is copied in */
 	int	finish, released, active;	/* active: admitted, slot held */
 	double	t_submit, t_admit, t_first;
+	/* resuming: at resume_at from the pool (resume 1) or the prefix cache
+	 * chain ending at block rblk (resume 2); pblk: the cache block of the
+	 * last boundary passed (pinned); cached: prompt tokens not computed */
+	int	resume, resume_at, rblk, pblk, cached;
+	struct sched_note note;	/* for the worker to tell; kind -1: none */
+	char	why[128];	/* note.why's text */
 	char	err[UTIL_ERRLEN];
 };
 
@@ -71,7 +90,7 @@ struct sched {
 	struct state **st;	/* [max_sessions] a forward's states */
 	int	*rows;		/* [max_sessions] and rows */
 	int	n_run, n_queued, shut;
-	uint64_t next_id;
+	uint64_t next_id, parks;
 	struct sched_stats stats;
 	char	err[UTIL_ERRLEN];
 };
@@ -124,18 +143,23 @@ seq_free(struct sched_seq *q)
 	if (q == NULL)
 		return;
 	sample_free(q->smp);
+	grammar_state_free(q->gs), grammar_free(q->g);
 	free(q->hist), free(q->stop), free(q->out), free(q->lp);
 	free(q);
 }
 
 static void
-lane_free(struct lane *l, int n)
+lane_free(struct backend *be, struct lane *l, int n)
 {
 	for (int i = 0; l->slots != NULL && i < n; i++) {
 		spec_free(l->slots[i].spec);
 		if (l->slots[i].spec == NULL)
 			state_free(l->slots[i].st);
+		if (l->slots[i].rsnap != NULL)
+			backend_mfree(be, l->slots[i].rsnap);
+		free(l->slots[i].ptok);
 	}
+	prefix_free(l->pc);
 	free(l->slots);
 	model_host_free(l->m, l->lg), model_host_free(l->m, l->hid);
 	free(l->ids);
@@ -151,7 +175,7 @@ sched_free(struct sched *s)
 	for (struct sched_seq *q = s->qhead, *n; q != NULL; q = n)
 		n = q->next, seq_free(q);
 	for (int i = 0; i < s->n_lanes; i++)
-		lane_free(&s->lanes[i], s->c.max_sessions);
+		lane_free(s->be, &s->lanes[i], s->c.max_sessions);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->work);
 	pthread_cond_destroy(&s->out);
@@ -282,6 +306,8 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 	size_t free_b = 0, total = 0, fixed = model_state_bytes(m, 0, K + 1);
 	size_t per_pos = model_state_bytes(m, 1, K + 1) - fixed, each, ctx;
 
+	if (s->c.reuse)		/* the pool's saved recurrent state: a state of no positions */
+		fixed += model_state_bytes(m, 0, 0);
 	memset(f, 0, sizeof *f);
 	if (backend_mem_info(s->be, &free_b, &total) != 0)
 		return util_err(err, "%s", backend_errmsg(s->be));
@@ -333,6 +359,43 @@ lane_slots(struct sched *s, struct lane *l, char *err)
 	return 0;
 }
 
+/*
+ * The lane's reuse pool buffers (a saved recurrent state and the parked
+ * tokens a slot) and its prefix cache, in what the sessions leave of f's
+ * memory: an explicit size past it is an error naming what is left.
+ */
+static int
+lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
+{
+	struct state_config c = *state_config(l->slots[0].st);
+	struct prefix_config pc = { s->c.chunk, s->c.prefix_bytes, 0 };
+	size_t used = f->session * s->c.max_sessions, left = f->avail > used ? f->avail - used : 0;
+	size_t mib = 1 << 20;
+
+	for (int i = 0; s->c.reuse && i < s->c.max_sessions; i++) {
+		struct slot *sl = &l->slots[i];
+
+		sl->ptok = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *sl->ptok);
+		if (sl->ptok == NULL || (state_rec_floats(&c) > 0 &&
+		    (sl->rsnap = backend_alloc(s->be, state_rec_floats(&c))) == NULL))
+			return util_err(err, "reuse pool: out of memory");
+	}
+	if (pc.budget == SCHED_PREFIX_AUTO) {
+		pc.budget = left / 4 < (size_t)8 << 30 ? left / 4 : (size_t)8 << 30;
+		if (pc.budget < prefix_block_bytes(&c, pc.block))
+			pc.budget = 0;	/* too little memory for a block: none */
+	} else if (pc.budget > left)
+		return util_err(err, "a prefix cache of %zu MiB does not fit: the sessions leave "
+		    "%zu MiB", pc.budget / mib, left / mib);
+	if (pc.budget == 0)
+		return 0;
+	if ((l->pc = prefix_new(s->be, &c, &pc, err)) == NULL)
+		return -1;
+	prefix_stats(l->pc, &l->pst);
+	f->prefix = l->pst.arena;
+	return 0;
+}
+
 int
 sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_fit *fp,
     char *err)
@@ -364,8 +427,8 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 	l->m = m, l->K = K, l->pin = pin;
 	l->nv = model_hparams(m)->n_vocab, l->ne = model_hparams(m)->n_embd;
 	if (lane_buffers(s, l, err) != 0 || lane_slots(s, l, err) != 0 ||
-	    (K > 0 && !pin && lane_measure(l, err) != 0)) {
-		lane_free(l, s->c.max_sessions);
+	    (K > 0 && !pin && lane_measure(l, err) != 0) || lane_reuse(s, l, f, err) != 0) {
+		lane_free(s->be, l, s->c.max_sessions);
 		return -1;
 	}
 	return s->n_lanes++;
@@ -382,7 +445,10 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->n_prompt = q->n_hist = r->n_ids;
 	q->max_tokens = r->max_tokens, q->ignore_eos = r->ignore_eos;
 	q->sp = r->sp;
-	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && !r->logprobs;
+	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && !r->logprobs && r->grammar == NULL;
+	if (r->grammar != NULL && ((q->g = grammar_retain(r->grammar)),
+	    (q->gs = grammar_state_new(q->g)) == NULL))
+		return util_err(err, "out of memory");
 	q->logprobs = r->logprobs != 0;
 	q->top = r->top_logprobs < 0 ? 0 : r->top_logprobs > SCHED_TOP_MAX ? SCHED_TOP_MAX :
 	    r->top_logprobs;
@@ -400,6 +466,7 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	if ((q->smp = sample_new(&r->sp, l->nv, err)) == NULL)
 		return -1;
 	q->t_submit = util_now(), q->t_admit = q->t_first = -1;
+	q->rblk = q->pblk = -1, q->note.kind = -1;
 	return 0;
 }
 
@@ -451,6 +518,8 @@ sched_submit_n(struct sched *s, const struct sched_req *r, int n, struct sched_s
 	if (r->n_ids < 1 || r->n_ids >= s->c.n_ctx || r->max_tokens < 1)
 		return util_err(err, "prompt of %d tokens: does not fit in the context of %d",
 		    r->n_ids, s->c.n_ctx);
+	if (r->grammar != NULL && r->ignore_eos)
+		return util_err(err, "a grammar ends the reply with a stop id: not with ignore_eos");
 	if (n < 1 || n > s->c.max_sessions)
 		return util_err(err, "n %d: out of range 1..%d (the sessions that run at once)", n,
 		    s->c.max_sessions);
@@ -578,6 +647,9 @@ sched_stats(struct sched *s, struct sched_stats *st)
 	pthread_mutex_lock(&s->mu);
 	*st = s->stats;
 	st->running = s->n_run, st->queued = s->n_queued;
+	for (int i = 0; i < s->n_lanes; i++)
+		for (int j = 0; j < s->c.max_sessions; j++)
+			st->parked += s->lanes[i].slots[j].parked;
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -687,6 +759,214 @@ running_id(const struct sched *s, uint64_t id)
 	return 0;
 }
 
+/* --- reuse: the prefix cache and the pool (schedule.h says what is exact) --- */
+
+/*
+ * Under the lock: the parked slot of lane l that q resumes from, the one
+ * of the longest boundary (in *at), or -1; q->why says why a parked
+ * conversation that q's prompt extends cannot be resumed.
+ */
+static int
+pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
+{
+	int best = -1;
+
+	*at = 0;
+	for (int i = 0; i < s->c.max_sessions; i++) {
+		const struct slot *sl = &l->slots[i];
+		int b = sl->pbound;
+
+		if (sl->used || !sl->parked)
+			continue;
+		if (b < q->n_prompt && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
+			best = i, *at = b;
+		else if (sl->n_ptok <= q->n_prompt &&
+		    memcmp(sl->ptok, q->hist, sl->n_ptok * sizeof *q->hist) == 0) {
+			q->note.parked = sl->n_ptok;
+			snprintf(q->why, sizeof q->why, "the prompt of %d tokens does not go past the "
+			    "parked state's chunk boundary at %d", q->n_prompt, b);
+		}
+	}
+	return best;
+}
+
+/* Under the lock: a free slot of lane l, one not parked first, else the
+ * least recently parked (its parked state is dropped). */
+static int
+free_slot(struct sched *s, struct lane *l)
+{
+	int lru = -1;
+
+	for (int i = 0; i < s->c.max_sessions; i++) {
+		const struct slot *sl = &l->slots[i];
+
+		if (sl->used)
+			continue;
+		if (!sl->parked)
+			return i;
+		if (lru < 0 || sl->pstamp < l->slots[lru].pstamp)
+			lru = i;
+	}
+	return lru;
+}
+
+/*
+ * Under the lock, as q is admitted on lane l (a slot is free): the slot
+ * it takes and where it resumes, from the pool or the prefix cache,
+ * whichever reaches further; a speculative q whose source has no MTP
+ * cache rows decodes plain.
+ */
+static int
+slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
+{
+	int at = 0, blk = -1, bc = 0, i = -1, mtp;
+
+	q->why[0] = '\0', q->note.parked = 0;
+	if (s->c.reuse)
+		i = pool_match(s, l, q, &at);
+	if (l->pc != NULL)
+		bc = prefix_lookup(l->pc, q->hist, q->n_prompt, 0, &blk);
+	if (i >= 0 && at >= bc) {
+		q->resume = 1, q->resume_at = at, q->note.parked = l->slots[i].n_ptok;
+		q->spec = q->spec && l->slots[i].pmtp;
+	} else {
+		i = free_slot(s, l);
+		if (bc > 0) {
+			q->resume = 2, q->resume_at = bc, q->rblk = blk;
+			prefix_pin(l->pc, blk);
+			mtp = q->spec ? prefix_lookup(l->pc, q->hist, q->n_prompt, 1, &blk) : 0;
+			q->spec = q->spec && mtp == bc;
+		} else if (q->why[0] != '\0')
+			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why };
+	}
+	l->slots[i].parked = 0, l->slots[i].sbound = 0;
+	return i;
+}
+
+/* Tell a note of q's lane. */
+static void
+tell(struct sched *s, struct sched_seq *q)
+{
+	if (s->c.note != NULL && q->note.kind >= 0)
+		s->c.note(s->c.note_arg, &q->note);
+	q->note.kind = -1;
+}
+
+/* Restore q's state at resume_at from the pool's slot or the prefix cache
+ * chain (nonzero on a failure: q then prefills cold). */
+static int
+restore(struct sched *s, struct sched_seq *q)
+{
+	struct lane *l = &s->lanes[q->lane];
+	struct slot *sl = &l->slots[q->slot];
+	int at = q->resume_at, blk;
+
+	if (q->resume == 1 ? state_rec_load(q->st, sl->rsnap) || state_seek(q->st, at) :
+	    prefix_restore(l->pc, q->rblk, q->st) || (s->c.reuse && state_rec_save(q->st, sl->rsnap)))
+		return -1;
+	if (q->spec && spec_resume(sl->spec, q->hist, q->n_prompt, at) != 0)
+		return -1;
+	if (q->resume == 2)
+		q->pblk = q->rblk, q->rblk = -1;	/* its pin goes with it */
+	else if (l->pc != NULL && prefix_lookup(l->pc, q->hist, at + 1, 0, &blk) == at)
+		q->pblk = blk, prefix_pin(l->pc, blk);	/* the chain to extend */
+	return 0;
+}
+
+/* Worker: q's first prefill, at the resume point planned at admission; notes told. */
+static void
+resume(struct sched *s, struct sched_seq *q)
+{
+	struct lane *l = &s->lanes[q->lane];
+	int at = q->resume_at, pool = q->resume == 1;
+
+	if (q->resume != 0 && restore(s, q) != 0) {
+		if (l->pc != NULL)
+			prefix_unpin(l->pc, q->rblk), prefix_unpin(l->pc, q->pblk);
+		q->rblk = q->pblk = -1, q->resume = 0;	/* cold, from row 0 */
+		q->spec = 0;	/* a speculative decoder's prompt was not started */
+		snprintf(q->why, sizeof q->why, "resuming failed");
+		q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, 0, q->why };
+	}
+	if (q->resume != 0) {
+		q->done_prompt = at;
+		l->slots[q->slot].sbound = at;
+		pthread_mutex_lock(&s->mu);
+		q->cached = at;
+		s->stats.cached_tokens += at, s->stats.reused += pool;
+		pthread_mutex_unlock(&s->mu);
+		if (pool)
+			q->note = (struct sched_note){ SCHED_NOTE_REUSE, q->lane, at, q->note.parked, NULL };
+		q->resume = 0;
+	}
+	tell(s, q);
+}
+
+/*
+ * Worker: q's prefill reached position `to`; at a chunk boundary its
+ * block goes to the prefix cache and, the prompt's last boundary, its
+ * recurrent state to the slot's pool snapshot.
+ */
+static void
+boundary(struct sched *s, struct sched_seq *q, int to)
+{
+	struct lane *l = &s->lanes[q->lane];
+	struct slot *sl = &l->slots[q->slot];
+	int id;
+
+	if (to % s->c.chunk != 0)
+		return;
+	if (s->c.reuse && to + s->c.chunk > q->n_prompt)
+		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 ? to : 0;
+	if (l->pc == NULL || (to > s->c.chunk && q->pblk < 0))
+		return;
+	if ((id = prefix_insert(l->pc, q->pblk, q->hist, to, q->st, q->spec)) >= 0)
+		prefix_pin(l->pc, id);
+	prefix_unpin(l->pc, q->pblk);
+	q->pblk = id;
+}
+
+/* Under the lock (the worker's): q leaves its slot; with the pool, a
+ * conversation that passed a chunk boundary stays there, parked. */
+static void
+park(struct sched *s, struct sched_seq *q)
+{
+	struct lane *l = &s->lanes[q->lane];
+	struct slot *sl = &l->slots[q->slot];
+
+	if (l->pc != NULL)
+		prefix_unpin(l->pc, q->pblk), prefix_unpin(l->pc, q->rblk);
+	q->pblk = q->rblk = -1;
+	if (!s->c.reuse || q->finish == SCHED_ERROR || q->resume != 0 || sl->sbound == 0)
+		return;
+	memcpy(sl->ptok, q->hist, q->n_hist * sizeof *q->hist);
+	sl->n_ptok = q->n_hist, sl->pbound = sl->sbound, sl->pmtp = q->spec;
+	sl->parked = 1, sl->pstamp = ++s->parks;
+}
+
+int
+sched_seq_cached(struct sched *s, const struct sched_seq *q)
+{
+	int n;
+
+	pthread_mutex_lock(&s->mu);
+	n = q->cached;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int
+sched_prefix_stats(struct sched *s, int lane, struct prefix_stats *ps)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&s->mu);
+	if (lane >= 0 && lane < s->n_lanes && s->lanes[lane].pc != NULL)
+		*ps = s->lanes[lane].pst, rc = 0;
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
 /* Under the lock: drop ended or released sessions, free their slots. */
 static void
 reap(struct sched *s)
@@ -701,6 +981,7 @@ reap(struct sched *s)
 			continue;
 		}
 		s->lanes[q->lane].slots[q->slot].used = 0;
+		park(s, q);
 		q->active = 0;
 		if (q->released)
 			seq_free(q);
@@ -714,27 +995,39 @@ reap(struct sched *s)
 		}
 }
 
-/* Under the lock: queued q into lane l's free slot i. */
+/*
+ * Under the lock: queued q into a free slot of lane l: a lone request
+ * where the reuse pool or the prefix cache lets it resume (slot_for), the
+ * choices of an n > 1 request into free slots (choice 0 prefills cold; the
+ * others take a copy of its state).
+ */
 static void
-admit_one(struct sched *s, struct sched_seq *q, struct lane *l, int i)
+admit_one(struct sched *s, struct sched_seq *q, struct lane *l)
 {
+	int i;
+
 	unqueue(s, q);
 	q->spec = q->spec && admit_spec(s, l);
+	if (q->n_kids == 0 && !q->wait_prompt && (s->c.reuse || l->pc != NULL))
+		i = slot_for(s, l, q);
+	else {
+		i = free_slot(s, l);
+		l->slots[i].parked = 0, l->slots[i].sbound = 0;
+	}
 	l->slots[i].used = 1;
 	q->slot = i, q->active = 1, q->t_admit = util_now();
 	q->st = l->slots[i].st;
 	s->run[s->n_run++] = q;
 }
 
-/* Under the lock: lane l's free slots, at most want, into slot[]; how many. */
+/* Under the lock: how many of lane l's slots are free. */
 static int
-free_slots(struct sched *s, struct lane *l, int want, int *slot)
+free_count(const struct sched *s, const struct lane *l)
 {
 	int n = 0;
 
-	for (int i = 0; i < s->c.max_sessions && n < want; i++)
-		if (!l->slots[i].used)
-			slot[n++] = i;
+	for (int i = 0; i < s->c.max_sessions; i++)
+		n += !l->slots[i].used;
 	return n;
 }
 
@@ -749,7 +1042,7 @@ admit(struct sched *s)
 	while (s->qhead != NULL) {
 		struct sched_seq *q = s->qhead;
 		struct lane *l = &s->lanes[q->lane];
-		int want = 1 + q->n_kids, *slot = s->rows, k = 0;	/* (rows: the worker's scratch) */
+		int want = 1 + q->n_kids;
 
 		if (q->wait_prompt) {
 			unqueue(s, q);
@@ -757,11 +1050,11 @@ admit(struct sched *s)
 			end_locked(s, q, SCHED_ERROR);
 			continue;
 		}
-		if (s->n_run + want > s->c.max_sessions || free_slots(s, l, want, slot) < want)
+		if (s->n_run + want > s->c.max_sessions || free_count(s, l) < want)
 			break;
-		admit_one(s, q, l, slot[k++]);
+		admit_one(s, q, l);
 		while (s->qhead != NULL && s->qhead->wait_prompt && s->qhead->group == q->id)
-			admit_one(s, s->qhead, l, slot[k++]);
+			admit_one(s, s->qhead, l);
 	}
 }
 
@@ -775,18 +1068,56 @@ logprobs_of(struct sched_seq *q, const float *lg, int32_t t, struct sched_logpro
 	lp->n_top = k < 0 ? 0 : k;
 }
 
+/* 1 when q's picks are taken on the host: it wants logprobs, or a grammar masks its rows. */
+static int
+host_picks(const struct sched_seq *q)
+{
+	return q->logprobs || q->gs != NULL;
+}
+
+/*
+ * q's next token from its logits row lg on the host (masked by its grammar
+ * first, in place), with its logprobs when it wants them, handed to its
+ * reader; a failure ends q alone.
+ */
+static void
+pick_host(struct sched *s, struct sched_seq *q, float *lg)
+{
+	const struct lane *l = &s->lanes[q->lane];
+	struct sched_logprob lp;
+	int32_t t;
+
+	if (q->gs != NULL) {
+		int left = q->max_tokens - q->n_gen, room = s->c.n_ctx - q->n_hist;
+
+		if (grammar_mask_logits(q->gs, lg, l->nv, left < room ? left : room) <= 0) {
+			fail_seq(s, q, "grammar: no token may come next");
+			return;
+		}
+	}
+	if ((t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist)) < 0) {
+		fail_seq(s, q, "no finite logit");
+		return;
+	}
+	if (q->gs != NULL && grammar_accept(q->gs, t) != 0) {
+		fail_seq(s, q, "grammar: the token drawn is not allowed");
+		return;
+	}
+	if (q->logprobs)
+		logprobs_of(q, lg, t, &lp);
+	emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
+}
+
 /*
  * Choice 0 q's prompt is done and its last row's logits are in lg: each
  * choice of q in act[n] (q itself, and the later ones, which get a copy of
  * q's state) draws its first token from them, as model_forward_next would.
  */
 static void
-prime(struct sched *s, struct sched_seq *q, const float *lg, struct sched_seq **act, int n)
+prime(struct sched *s, struct sched_seq *q, float *lg, struct sched_seq **act, int n)
 {
 	for (int i = -1; i < n; i++) {
 		struct sched_seq *c = i < 0 ? q : act[i];
-		struct sched_logprob lp;
-		int32_t t;
 
 		if (i >= 0 && (!c->wait_prompt || c->group != q->id))
 			continue;
@@ -797,13 +1128,7 @@ prime(struct sched *s, struct sched_seq *q, const float *lg, struct sched_seq **
 		pthread_mutex_lock(&s->mu);
 		c->wait_prompt = 0;
 		pthread_mutex_unlock(&s->mu);
-		if ((t = sample_next(c->smp, lg, c->hist, c->n_hist, 0, c->n_hist)) < 0) {
-			fail_seq(s, c, "no finite logit");
-			continue;
-		}
-		if (c->logprobs)
-			logprobs_of(c, lg, t, &lp);
-		emit(s, c, &t, c->logprobs ? &lp : NULL, 1);
+		pick_host(s, c, lg);	/* (the choices' grammars mask the row alike) */
 	}
 }
 
@@ -817,7 +1142,7 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 {
 	struct lane *l = &s->lanes[q->lane];
 	struct spec *sp = l->slots[q->slot].spec;
-	int from = q->done_prompt, n = q->n_prompt, rc, host = q->logprobs || q->n_kids > 0;
+	int from = q->done_prompt, n = q->n_prompt, rc, host = host_picks(q) || q->n_kids > 0;
 	int32_t first = -1;
 
 	if (q->spec)
@@ -835,6 +1160,7 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 		return -1;
 	}
 	q->done_prompt = to;
+	boundary(s, q, to);
 	pthread_mutex_lock(&s->mu);
 	s->stats.prefill_tokens += to - from;
 	pthread_mutex_unlock(&s->mu);
@@ -855,6 +1181,8 @@ prefill(struct sched *s, struct sched_seq **act, int n)
 	for (int i = 0; i < n && budget > 0; i++) {
 		struct sched_seq *q = act[i];
 
+		if (q->resume != 0 || q->note.kind >= 0)
+			resume(s, q);
 		while (q->finish == SCHED_RUNNING && q->done_prompt < q->n_prompt) {
 			int to = (q->done_prompt / s->c.chunk + 1) * s->c.chunk;
 
@@ -954,20 +1282,8 @@ decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
 	}
-	for (int i = 0; i < n; i++) {
-		struct sched_seq *q = g[i];
-		const float *lg = l->lg + (size_t)i * l->nv;
-		int32_t t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist);
-		struct sched_logprob lp;
-
-		if (t < 0) {
-			fail_seq(s, q, "no finite logit");
-			continue;
-		}
-		if (q->logprobs)
-			logprobs_of(q, lg, t, &lp);
-		emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
-	}
+	for (int i = 0; i < n; i++)
+		pick_host(s, g[i], l->lg + (size_t)i * l->nv);
 }
 
 /* The sessions of act[n] on lane li that are generating, greedy (their
@@ -982,7 +1298,7 @@ generating(struct sched *s, int li, struct sched_seq **act, int n, int greedy)
 		struct sched_seq *q = act[i];
 
 		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
-		    (sample_plain_greedy(&q->sp) && !q->logprobs) == greedy)
+		    (sample_plain_greedy(&q->sp) && !host_picks(q)) == greedy)
 			s->grp[k++] = q;
 	}
 	return k;
@@ -1018,6 +1334,9 @@ sched_step(struct sched *s)
 		decode(s, i, s->act, n);
 	pthread_mutex_lock(&s->mu);
 	reap(s);
+	for (int i = 0; i < s->n_lanes; i++)
+		if (s->lanes[i].pc != NULL)
+			prefix_stats(s->lanes[i].pc, &s->lanes[i].pst);
 	left = s->n_run + s->n_queued;
 	pthread_mutex_unlock(&s->mu);
 	return left;

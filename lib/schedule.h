@@ -31,6 +31,8 @@
 #include "sample.h"
 #include "spec.h"
 
+struct sched_note;
+
 struct sched_config {
 	int	n_ctx;		/* positions a session holds (MEMRA_CTX) */
 	int	max_sessions;	/* sessions running at once, over all models */
@@ -38,6 +40,51 @@ struct sched_config {
 	int	chunk;		/* prompt tokens a prefill chunk (> BACKEND_ROWS_INVARIANT) */
 	int	step_prefill;	/* prompt tokens prefilled a step, over all sessions (>= chunk) */
 	size_t	reserve;	/* bytes of backend memory left free for activations */
+	size_t	prefix_bytes;	/* each model's prefix cache (MEMRA_PREFIX_CACHE_MB): 0 none,
+				 * SCHED_PREFIX_AUTO a quarter of the memory the sessions
+				 * leave, at most 8 GiB */
+	int	reuse;		/* 1: the reuse pool (MEMRA_REUSE_POOL) */
+	/* the worker's events for the log (may be NULL); called outside the lock */
+	void	(*note)(void *arg, const struct sched_note *);
+	void	*note_arg;
+};
+
+#define SCHED_PREFIX_AUTO ((size_t)-1)
+
+/*
+ * Reuse without recomputing, exactly.  A cold prompt is prefilled in
+ * chunks that end at the absolute multiples of chunk, so the state at such
+ * a boundary is the same for every prompt with the same tokens before it:
+ * only there can a sequence resume and compute, from the boundary on, the
+ * bits a cold run computes (t/tools/prefix-exact measures it: a state
+ * reached by other cuts or by decode rows differs in the last bits).  So:
+ *
+ * The prefix cache (lib/prefix, blocks of chunk tokens) keeps each prefill
+ * chunk's KV rows and the recurrent state at its end; a request resumes at
+ * the longest cached chain of its prompt that leaves a token to prefill.
+ *
+ * The reuse pool keeps a finished session's state in its slot (its KV
+ * rows stay where they are, and the recurrent state at the last chunk
+ * boundary of its prompt was saved when the prefill passed it); a request
+ * whose prompt begins with the tokens before that boundary and goes past
+ * it resumes there.  A parked slot is taken back (least recently parked
+ * first) as soon as a request needs a slot and no free one is left.
+ * What a turn generated is prefilled again from the boundary on: decode
+ * rows are other bits than a cold prefill of the same tokens.
+ *
+ * A speculative session resumes with the MTP cache rows of a speculative
+ * session's prefill; from a state without them it decodes plain (the same
+ * greedy tokens).  sched_seq_cached tells the prompt tokens a session did
+ * not recompute.
+ */
+enum { SCHED_NOTE_REUSE, SCHED_NOTE_COLD };
+struct sched_note {
+	int	kind;		/* SCHED_NOTE_* */
+	int	lane;
+	int	tokens;		/* REUSE: prompt tokens resumed from the parked state */
+	int	parked;		/* the parked conversation's committed tokens */
+	const char *why;	/* COLD: why a request that extends a parked
+				 * conversation was not resumed from it */
 };
 
 struct backend;
@@ -69,6 +116,7 @@ struct sched_fit {
 	int	fit;		/* sessions of n_ctx that fit in avail */
 	int	max_ctx;	/* the longest n_ctx (a multiple of 256) at which
 				 * max_sessions sessions fit; 0 when none */
+	size_t	prefix;		/* sched_add_model: the bytes of the lane's prefix cache */
 };
 int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char *err);
 
@@ -81,14 +129,27 @@ int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char 
  * admission in 16 while the lane's acceptance has few counts), plain
  * otherwise (no MTP work at all), and each step gives the speculative ones
  * sched_spec_k's k, at least 1, from what the lane measured at boot
- * (sched_spec_costs).  Allocates max_sessions session states; a max_sessions x n_ctx that does not fit is an error naming
- * what fits.  f (may be NULL) gets sched_fit's account from before the
+ * (sched_spec_costs).  Allocates max_sessions session states (with the
+ * reuse pool, each with room for a saved recurrent state) and the prefix
+ * cache; a max_sessions x n_ctx that does not fit is an error naming
+ * what fits, and so is a prefix cache past what the sessions leave.  f (may be NULL) gets sched_fit's account from before the
  * allocation.  -1 with the reason in err.
  */
 int	sched_add_model(struct sched *, struct model *m, int K, int pin, struct sched_fit *f,
 	    char *err);
 
-/* A request: lane from sched_add_model, the prompt's ids (copied). */
+struct grammar;
+
+/*
+ * A request: lane from sched_add_model, the prompt's ids (copied).  With a
+ * grammar, each token is drawn from the logits with the tokens the grammar
+ * does not allow at that point masked out (grammar_mask_logits, closing
+ * the document within what max_tokens and the context leave), on the host,
+ * and the session is decoded plain (never speculatively), so a greedy
+ * reply is the argmax of the masked rows; logprobs then come from the
+ * masked distribution.  A grammar with ignore_eos is refused (the grammar
+ * ends the reply with a stop id).
+ */
 struct sched_req {
 	int	lane;
 	const int32_t *ids;
@@ -100,6 +161,8 @@ struct sched_req {
 	int	n_stop;
 	int	logprobs;	/* 1: each token's logprob comes with it (sched_read_lp) */
 	int	top_logprobs;	/* and its 0..SCHED_TOP_MAX likeliest alternatives */
+	struct grammar *grammar;	/* NULL, or what the reply must be (lib/grammar.h):
+					 * each choice holds a reference of its own */
 };
 
 /* The most alternatives a token's logprobs list. */
@@ -198,8 +261,19 @@ struct sched_stats {
 	int	running, queued;
 	long	steps, tokens, prefill_tokens, refused;	/* refused: busy */
 	long	spec_rounds, drafted, accepted;	/* verify rounds with drafts, their drafts */
+	long	reused, cached_tokens;	/* resumed from the pool; prompt tokens not recomputed */
+	int	parked;			/* slots holding a parked conversation */
 };
 void	sched_stats(struct sched *, struct sched_stats *);
+
+/* The prompt tokens session q did not compute (resumed from the pool or
+ * the prefix cache); set when it is admitted. */
+int	sched_seq_cached(struct sched *, const struct sched_seq *q);
+
+struct prefix_stats;
+
+/* Lane `lane`'s prefix cache as of the last step; -1 when it has none. */
+int	sched_prefix_stats(struct sched *, int lane, struct prefix_stats *ps);
 
 /*
  * What speculation costs and yields on a lane, measured: the seconds a

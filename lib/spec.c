@@ -214,6 +214,19 @@ out:
 }
 
 int
+spec_resume(struct spec *s, const int32_t *prompt, int n, int from)
+{
+	if (n < 1 || n + 1 > s->n_ctx || from < 1 || from >= n || state_pos(s->st) != from)
+		return util_err(s->err, "resume at row %d of a prompt of %d: the state is at %d",
+		    from, n, state_pos(s->st));
+	memcpy(s->hist, prompt, n * sizeof *prompt);
+	s->n_hist = n;
+	s->mtp_len = from;
+	s->pending = -1;
+	return 0;
+}
+
+int
 spec_prefill(struct spec *s, const int32_t *prompt, int n, int32_t *first)
 {
 	return spec_prefill_part(s, prompt, n, 0, n, first);

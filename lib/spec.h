@@ -68,6 +68,16 @@ int	spec_prefill_part(struct spec *, const int32_t *prompt, int n, int from, int
 	    int32_t *first);
 
 /*
+ * Start a sequence of the n-token prompt at row from (1 <= from < n)
+ * instead of 0: the caller has restored the trunk's state to position
+ * from (state_seek on spec_state) and, for the drafts, the MTP cache's
+ * rows below from (they only change how many drafts are accepted, never
+ * a token).  spec_prefill_part(from, ...) follows.  0, or -1 with
+ * spec_errmsg set.
+ */
+int	spec_resume(struct spec *, const int32_t *prompt, int n, int from);
+
+/*
  * One round after spec_prefill (or a previous round): writes 1..limit new
  * tokens to out (limit >= 1; it bounds the drafts to limit-1) and returns
  * how many, or -1 with spec_errmsg set (the sequence must then restart).

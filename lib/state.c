@@ -197,6 +197,51 @@ state_truncate(struct state *s, int pos)
 }
 
 int
+state_seek(struct state *s, int pos)
+{
+	if (pos < 0 || pos > s->c.n_ctx)
+		return util_err(s->err, "state: seek to %d in a context of %d", pos, s->c.n_ctx);
+	s->pos = pos;
+	s->batch_m = 0;
+	return 0;
+}
+
+size_t
+state_rec_floats(const struct state_config *c)
+{
+	return c->n_rec > 0 ? (conv_size(c) + ssm_size(c)) * c->n_rec : 0;
+}
+
+/* Copy the live recurrent state to (save) or from (load) arr. */
+static int
+rec_move(struct state *s, float *arr, int save)
+{
+	size_t cs = conv_size(&s->c), ss = ssm_size(&s->c);
+
+	for (int l = 0; l < s->c.n_rec; l++) {
+		float *p = arr + (cs + ss) * l;
+
+		if ((save ? backend_copy(s->be, p, s->conv[l], cs) || backend_copy(s->be, p + cs,
+		    s->ssm[l], ss) : backend_copy(s->be, s->conv[l], p, cs) ||
+		    backend_copy(s->be, s->ssm[l], p + cs, ss)) != 0)
+			return util_err(s->err, "state: %s", backend_errmsg(s->be));
+	}
+	return 0;
+}
+
+int
+state_rec_save(struct state *s, float *dst)
+{
+	return rec_move(s, dst, 1);
+}
+
+int
+state_rec_load(struct state *s, const float *src)
+{
+	return rec_move(s, (float *)src, 0);
+}
+
+int
 state_copy(struct state *dst, const struct state *src)
 {
 	const struct state_config *c = &src->c;

@@ -76,6 +76,24 @@ int	state_rollback(struct state *, int keep);
  */
 int	state_truncate(struct state *, int pos);
 
+/*
+ * Resume at position pos <= n_ctx: the caller has written the KV rows
+ * below pos and the recurrent state that follows row pos-1 (state_k,
+ * state_conv, ... or state_rec_load), as a prefix cache restores a
+ * sequence.  -1 when pos is out of range.
+ */
+int	state_seek(struct state *, int pos);
+
+/*
+ * The recurrent state (every GDN layer's conv and delta-rule state) as
+ * one array of backend memory of state_rec_floats(c) floats: save copies
+ * the live state into dst, load copies src into the live state.  0, or -1
+ * with state_errmsg set.  A state without recurrent layers has 0 floats.
+ */
+size_t	state_rec_floats(const struct state_config *c);
+int	state_rec_save(struct state *, float *dst);
+int	state_rec_load(struct state *, const float *src);
+
 /* Make dst a copy of src (same config): fork a sequence. */
 int	state_copy(struct state *dst, const struct state *src);
 

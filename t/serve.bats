@@ -58,14 +58,10 @@ http() {
 
 @test "cookbook variables serve does not implement are refused at boot, by name" {
 	for v in MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=x MEMRA_GEMMA_VISION=1 MEMRA_PP_STAGES=2 \
-	    MEMRA_VISION_DIR=d MEMRA_REUSE_POOL=1 MEMRA_DFLASH_PREC=q4 MEMRA_DRAFT=x; do
+	    MEMRA_VISION_DIR=d MEMRA_DFLASH_PREC=q4 MEMRA_DRAFT=x; do
 		run -2 --separate-stderr env "$v" MEMRA_MODELS=x=y serve
 		[ "$stderr" = "serve: ${v%%=*}: not supported by this server (refusing to run a different configuration)" ]
 	done
-	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFIX_CACHE_MB=16384 serve
-	[ "$stderr" = "serve: MEMRA_PREFIX_CACHE_MB: 16384: the prefix cache is not supported yet (use 0)" ]
-	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFIX_CACHE_MB=0 serve --prefix-cache-mb 1
-	[[ $stderr == *"MEMRA_PREFIX_CACHE_MB: 1: the prefix cache is not supported yet"* ]]
 	run -1 --separate-stderr env MEMRA_MODELS=x=/nonexistent serve
 	[[ $stderr == *"serve: /nonexistent: No such file or directory" ]]
 }

@@ -1165,6 +1165,92 @@ TEST(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties)
 	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 0, ids, w) == -1);
 }
 
+/* gemma4's ops: GELU (tanh) gates, soft-cap, scale, per-expert scale, against doubles. */
+TEST(gemma_elementwise_ops_match_reference)
+{
+	float g[2][5], u[2][5], y[2][4], x[6] = { -40, -3, 0, 0.5f, 3, 40 };
+	float w[4] = { 1, 2, 3, 4 }, s[3] = { 0.5f, 2, 4 };
+	int32_t ids[4] = { 2, 0, 1, 2 };
+
+	CHECK(backend_gemma(be1) == 1);
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 5; i++)
+			g[r][i] = frand() * 4, u[r][i] = frand();
+	CHECK(backend_geglu(be1, &g[0][0], 5, &u[0][0], 5, &y[0][0], 4, 2, 4) == 0);
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 4; i++) {
+			double v = g[r][i];
+			double ge = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+
+			CHECK_NEAR(y[r][i], ge * u[r][i], 1e-6);
+		}
+	CHECK(backend_softcap(be1, x, 6, 30) == 0);
+	CHECK_NEAR(x[0], 30 * tanh(-40.0 / 30), 1e-5);
+	CHECK(x[2] == 0);
+	CHECK_NEAR(x[4], 30 * tanh(3.0 / 30), 1e-6);
+	CHECK(backend_softcap(be1, x, 6, 0) == -1);
+	CHECK(backend_scale(be1, w, 4, 0.5f) == 0 && w[3] == 2.0f);
+	CHECK(backend_moe_scale(be1, w, ids, 2, 2, s, 3) == 0);
+	CHECK(w[0] == 2.0f && w[1] == 0.5f && w[2] == 3.0f && w[3] == 8.0f);
+}
+
+/*
+ * A sliding window (gemma4, step35) is attention over the last window keys
+ * only, key j kept for the query at i when j > i - window: the same bits as
+ * a cache that starts at the window, on one thread or three; decode equals
+ * prefill.
+ */
+TEST(windowed_attention_sees_the_last_window_keys)
+{
+	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 3 }, full = a;
+	int m = 7, kvd = 32, ldq = 64;
+	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)m * kvd, 1);
+	float *vc = rnd((size_t)m * kvd, 1), o[7][64], o1[64], ref[64];
+
+	full.window = 0;
+	CHECK(backend_attention(be3, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == 0);
+	for (int r = 0; r < m; r++) {
+		int lo = r + 1 > 3 ? r + 1 - 3 : 0;
+
+		/* the window's keys alone, as a cache that starts at lo */
+		CHECK(backend_attention(be1, &full, q + (size_t)r * ldq, ldq, 16,
+		    kc + (size_t)lo * kvd, vc + (size_t)lo * kvd, 1, r - lo, ref) == 0);
+		CHECK(backend_attention(be1, &a, q + (size_t)r * ldq, ldq, 16, kc, vc, 1, r, o1) == 0);
+		for (int i = 0; i < 64; i++) {
+			CHECK(o[r][i] == ref[i]);
+			CHECK(o1[i] == o[r][i]);
+		}
+	}
+	a.ggml = 1;
+	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == -1);
+	a.ggml = 0, a.window = -1;
+	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == -1);
+	free(q), free(kc), free(vc);
+}
+
+/* Proportional RoPE: pairs (j, j + hs/2) at theta^(-2j/hs) for j < n_rot/2, the rest untouched. */
+TEST(proportional_rope_turns_the_first_pairs_over_the_whole_head)
+{
+	float x[2][32], x0[2][32];
+	int32_t pos[2] = { 3, 11 };
+
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 32; i++)
+			x0[r][i] = x[r][i] = frand();
+	CHECK(backend_rope(be1, &x[0][0], 32, 1, 32, 2, pos, 8,
+	    1e6f, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP) == 0);
+	for (int r = 0; r < 2; r++)
+		for (int j = 0; j < 16; j++) {
+			double th = j < 4 ? pos[r] * pow(1e6, -2.0 * j / 32) : 0;
+			double a = x0[r][j], b = x0[r][j + 16];
+
+			CHECK_NEAR(x[r][j], a * cos(th) - b * sin(th), 1e-5);
+			CHECK_NEAR(x[r][j + 16], a * sin(th) + b * cos(th), 1e-5);
+			if (j >= 4)
+				CHECK(x[r][j] == x0[r][j] && x[r][j + 16] == x0[r][j + 16]);
+		}
+}
+
 /* Expert e of a stack as a weight of its own (what each slot's product uses). */
 static struct backend_weight
 expert_of(const struct backend_weight *w, int n_exp, int e)
@@ -1364,30 +1450,6 @@ TEST(head_gate_scales_each_head_by_its_sigmoid)
 			CHECK_NEAR(x[r][i], x0[r][i] * dsigmoid(g[r][i / HD]), 1e-6);
 }
 
-TEST(windowed_attention_equals_attention_over_the_window_alone)
-{
-	enum { NH = 4, NKV = 2, HD = 8, T = 12, W = 5 };
-	int kvd = NKV * HD;
-	float *q = rnd((size_t)T * NH * HD, 1), *kc = rnd((size_t)T * kvd, 1);
-	float *vc = rnd((size_t)T * kvd, 1), o[T][NH * HD], o1[NH * HD];
-	struct backend_attn a = { NH, NKV, HD, 0.3f, 0, 0, 0, W }, full = a;
-	int ok = 1;
-
-	full.window = 0;
-	CHECK(backend_attention(be3, &a, q, NH * HD, HD, kc, vc, T, 0, &o[0][0]) == 0);
-	for (int p = 0; p < T; p++) {	/* the same row over the cache from its window's start */
-		int t0 = p + 1 > W ? p + 1 - W : 0;
-
-		CHECK(backend_attention(be1, &full, q + (size_t)p * NH * HD, NH * HD, HD,
-		    kc + (size_t)t0 * kvd, vc + (size_t)t0 * kvd, 1, p - t0, o1) == 0);
-		ok &= same(o1, o[p], NH * HD);
-	}
-	CHECK(ok);
-	a.window = -1;
-	CHECK(backend_attention(be1, &a, q, NH * HD, HD, kc, vc, 1, 0, o1) == -1);
-	free(q), free(kc), free(vc);
-}
-
 int
 main(void)
 {
@@ -1428,11 +1490,13 @@ main(void)
 	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
 	RUN(moe_products_are_each_experts_one_row_products_bit_for_bit);
 	RUN(add_gated_adds_the_sigmoid_gated_rows);
+	RUN(gemma_elementwise_ops_match_reference);
+	RUN(windowed_attention_sees_the_last_window_keys);
+	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
 	RUN(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased);
 	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);
 	RUN(moe_swiglu_limit_is_each_experts_clamped_one_row_products_bit_for_bit);
 	RUN(head_gate_scales_each_head_by_its_sigmoid);
-	RUN(windowed_attention_equals_attention_over_the_window_alone);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);

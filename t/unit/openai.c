@@ -14,8 +14,8 @@
 #include "test.h"
 #include "util.h"
 
-static const struct openai_resp chat = { 7, 1, "m\"x", 1700000000, 12, 0, NULL };
-static const struct openai_resp cmpl = { 8, 0, "m", 1700000001, 3, 0, NULL };
+static const struct openai_resp chat = { 7, 1, "m\"x", 1700000000, 12, 8, 0, NULL };
+static const struct openai_resp cmpl = { 8, 0, "m", 1700000001, 3, 0, 0, NULL };
 
 /* Parse b[n] (freeing b); NULL (a failed check) when it is not one JSON object. */
 static struct json *
@@ -99,6 +99,9 @@ TEST(the_usage_chunk_has_no_choices_and_the_counts)
 	CHECK(j != NULL && json_get(j, "choices")->n == 0);
 	CHECK(u != NULL && json_get(u, "prompt_tokens")->num == 12 &&
 	    json_get(u, "completion_tokens")->num == 5 && json_get(u, "total_tokens")->num == 17);
+	u = u != NULL ? json_get(u, "prompt_tokens_details") : NULL;
+	CHECK(u != NULL && json_get(u, "cached_tokens") != NULL &&
+	    json_get(u, "cached_tokens")->num == 8);
 	json_free(j);
 }
 

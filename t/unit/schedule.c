@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "grammar.h"
 #include "model.h"
 #include "schedule.h"
 #include "spec.h"
 #include "state.h"
 #include "test.h"
+#include "tokenizer.h"
 #include "util.h"
 
 #define NREQ 30
@@ -598,6 +600,127 @@ TEST(the_choices_of_a_cancelled_first_choice_end)
 	stop(s, w);
 }
 
+
+#define GMAX 48		/* a grammar reply's tokens at most */
+
+/* The greedy reply to prompt ids[n] under grammar g, by hand: each row's
+ * logits masked by the grammar, their argmax (the lowest id on ties). */
+static int
+masked_greedy(struct grammar *g, const int32_t *ids, int n, int32_t stop, int32_t *out)
+{
+	char err[UTIL_ERRLEN];
+	int nv = model_hparams(ma)->n_vocab, k = 0;
+	float *lg = malloc((size_t)nv * sizeof *lg);
+	struct state *st = model_state_new(ma, 1024, 1, err);
+	struct grammar_state *gs = grammar_state_new(g);
+	int32_t t = -1;
+
+	if (lg == NULL || st == NULL || gs == NULL ||
+	    model_forward(ma, st, ids, n, MODEL_PREFILL, lg, NULL) != 0)
+		k = -1;
+	while (k >= 0 && k < GMAX) {
+		int best = -1;
+
+		if (grammar_mask_logits(gs, lg, nv, GMAX - k) <= 0)
+			break;
+		for (int i = 0; i < nv; i++)
+			if (isfinite(lg[i]) && (best < 0 || lg[i] > lg[best]))
+				best = i;
+		if (best < 0 || grammar_accept(gs, best) != 0)
+			break;
+		if ((t = best) == stop)
+			break;
+		out[k++] = t;
+		if (model_forward(ma, st, &t, 1, 0, lg, NULL) != 0)
+			k = -1;
+	}
+	free(lg), state_free(st), grammar_state_free(gs);
+	return k;
+}
+
+/* 1 when ids[n] walk g's automaton to a whole document. */
+static int
+whole_document(struct grammar *g, const int32_t *ids, int n)
+{
+	struct grammar_state *gs = grammar_state_new(g);
+	int ok = gs != NULL;
+
+	for (int i = 0; ok && i < n; i++)
+		ok = grammar_accept(gs, ids[i]) == 0;
+	ok = ok && grammar_done(gs);
+	grammar_state_free(gs);
+	return ok;
+}
+
+/*
+ * Under a grammar every reply is a whole document: greedy ones (on a lane
+ * that drafts: they decode plain) are the argmax of the masked rows,
+ * sampled ones walk the automaton, and each is the same alone as beside
+ * the others.
+ */
+TEST(a_grammar_s_replies_are_whole_documents_and_greedy_is_the_masked_argmax)
+{
+	char err[UTIL_ERRLEN] = "";
+	struct tokenizer *tok = model_tokenizer(ma, err);
+	int32_t eos = tok != NULL ? tokenizer_eos(tok) : -1;
+	struct grammar_vocab *v = tok != NULL ? grammar_vocab_new(tok, &eos, 1, err) : NULL;
+	struct grammar *g = v != NULL ? grammar_compile(NULL, v, NULL, err) : NULL;
+	int32_t got[2][6][GMAX], ref[GMAX];
+	int n[2][6], fin[6], lane, full;
+
+	CHECK(g != NULL);
+	if (g == NULL) {
+		printf("# %s\n", err);
+		goto out;
+	}
+	for (int pass = 0; pass < 2; pass++) {	/* 0: one at a time; 1: together */
+		pthread_t w;
+		struct sched *s = start(pass ? 6 : 1, -3, &lane, &w);
+		struct sched_seq *q[6];
+
+		if (s == NULL)
+			goto out;
+		for (int i = 0; i < 6; i++) {
+			struct sched_req r = req_of(&reqs[i + 1], lane);
+
+			r.stop = &eos, r.ignore_eos = 0, r.max_tokens = GMAX, r.grammar = g;
+			r.sp.temp = i % 2 ? 1.0f : 0, r.sp.top_k = 0, r.sp.seed = 77 + i;
+			q[i] = sched_submit(s, &r, &full, err);
+			CHECK(q[i] != NULL);
+			if (q[i] != NULL && !pass) {
+				n[pass][i] = 0;
+				do
+					n[pass][i] += sched_read(s, q[i], got[pass][i] + n[pass][i],
+					    GMAX - n[pass][i], &fin[i], -1);
+				while (fin[i] == SCHED_RUNNING);
+				sched_release(s, q[i]);
+			}
+		}
+		for (int i = 0; pass && i < 6; i++) {
+			n[pass][i] = 0;
+			do
+				n[pass][i] += sched_read(s, q[i], got[pass][i] + n[pass][i],
+				    GMAX - n[pass][i], &fin[i], -1);
+			while (fin[i] == SCHED_RUNNING);
+			sched_release(s, q[i]);
+		}
+		stop(s, w);
+	}
+	for (int i = 0; i < 6; i++) {
+		CHECK(whole_document(g, got[1][i], n[1][i]));
+		CHECK_EQ_INT(n[1][i], n[0][i]);
+		CHECK(memcmp(got[1][i], got[0][i], n[0][i] * sizeof got[0][i][0]) == 0);
+		if (i % 2 == 0) {
+			int k = masked_greedy(g, reqs[i + 1].ids, reqs[i + 1].n, eos, ref);
+
+			CHECK_EQ_INT(n[1][i], k);
+			CHECK(k > 0 && memcmp(got[1][i], ref, k * sizeof ref[0]) == 0);
+		}
+	}
+out:
+	grammar_free(g), grammar_vocab_free(v), tokenizer_free(tok);
+}
+
 int
 main(void)
 {
@@ -624,6 +747,7 @@ main(void)
 	RUN(logprobs_come_with_the_tokens_a_session_gets_without_them);
 	RUN(n_choices_each_give_the_reply_of_their_seed_alone);
 	RUN(the_choices_of_a_cancelled_first_choice_end);
+	RUN(a_grammar_s_replies_are_whole_documents_and_greedy_is_the_masked_argmax);
 	RUN(past_the_sessions_and_the_queue_a_request_is_refused_as_busy);
 	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
 	RUN(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance);

@@ -1,0 +1,290 @@
+#include "model.h"
+
+#include <math.h>
+
+#include "model_impl.h"
+#include "util.h"
+
+/*
+ * gemma4's forward (transformers 5.17's Gemma4TextModel, float32), behind
+ * the model's op table (lib/model_impl.h).  Per layer:
+ *
+ *	h = x + post_attn_norm(attn(attn_norm(x)))
+ *	y = post_ffn_norm(mlp(ffn_norm(h)))
+ *	    with an MoE block: post_ffn_norm(post_ffn_norm_1(mlp(ffn_norm(h)))
+ *	      + post_ffn_norm_2(experts(pre_ffn_norm_2(h), router(h))))
+ *	x = h + y;  with PLE: x += pl_norm(proj(gelu(gate(x)) * pl_i))
+ *	x *= layer_scalar
+ *
+ * Attention: q, k normed per head (with weights), v normed without one,
+ * RoPE after the norms (sliding layers: rotate-half over the head; global
+ * layers: "proportional", BACKEND_ROPE_PROP), scale 1, GQA; a sliding
+ * layer sees its last n_swa keys.  A layer without k_proj's V (attn_v
+ * absent: attention_k_eq_v) takes V from K's product before K's norm and
+ * RoPE.  A KV-shared layer reads its source layer's cache and writes none.
+ *
+ * The state: every layer that makes K/V keeps a full cache of n_ctx rows
+ * (the sliding ones too: the window is a mask over it, not a ring), so
+ * that shared layers, rollback and batched sequences need nothing more.
+ * Each cache is [n_ctx][nkv * hd] of its layer at the start of a buffer
+ * of the widest layer's size.
+ */
+
+static int
+fail(struct model *md)
+{
+	return util_err(md->err, "%s", backend_errmsg(md->be));
+}
+
+static int
+g4_act(struct model *md, int cap)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	size_t lp = (size_t)hp->n_layer * hp->n_pl;
+
+	if ((a->g1 = backend_alloc(be, (size_t)cap * hp->n_embd)) == NULL ||
+	    (hp->n_expert > 0 && model_moe_act(md, cap) != 0))
+		return -1;
+	if (hp->n_pl == 0)
+		return 0;
+	if ((a->ple = backend_alloc(be, cap * lp)) == NULL ||
+	    (a->plp = backend_alloc(be, cap * lp)) == NULL ||
+	    (a->pg = backend_alloc(be, (size_t)cap * hp->n_pl)) == NULL)
+		return -1;
+	return 0;
+}
+
+/*
+ * x = embed(tok) * sqrt(n_embd); with PLE, a->plp = the per-layer inputs:
+ * (norm(proj(x) / sqrt(n_embd)) + pl_embd(tok) * sqrt(n_pl)) / sqrt(2).
+ */
+static int
+g4_embed(struct model *md, const int32_t *tok, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int ne = hp->n_embd, P = hp->n_pl, lp = hp->n_layer * P;
+
+	if (backend_embed(be, &md->tok_embd, tok, m, a->x, ne) ||
+	    backend_scale(be, a->x, (size_t)m * ne, (float)sqrt((double)ne)))
+		return fail(md);
+	if (P == 0)
+		return 0;
+	if (backend_embed(be, &md->pl_embd, tok, m, a->ple, lp) ||
+	    backend_scale(be, a->ple, (size_t)m * lp, (float)sqrt((double)P)) ||
+	    backend_matmul(be, &md->pl_model_proj, a->x, ne, a->plp, lp, m) ||
+	    backend_scale(be, a->plp, (size_t)m * lp, (float)(1.0 / sqrt((double)ne))) ||
+	    backend_rmsnorm(be, a->plp, P, md->pl_proj_norm, a->plp, P, m * hp->n_layer, P,
+	    hp->eps) ||
+	    backend_add(be, a->plp, a->ple, (size_t)m * lp) ||
+	    backend_scale(be, a->plp, (size_t)m * lp, (float)(1.0 / sqrt(2.0))))
+		return fail(md);
+	return 0;
+}
+
+/*
+ * q (a->q [m][n_head * hd]) from xn, and with K, V (not NULL: [m][kvd]
+ * rows, into a cache or scratch) this layer's K and V: normed, q and K
+ * roped at a->pos.
+ */
+static int
+g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
+	int rot = L->swa ? hp->n_rot_swa : hp->n_rot;
+	int mode = L->swa ? BACKEND_ROPE_NEOX : hp->rope_mode;
+	float th = L->swa ? hp->rope_theta_swa : hp->rope_theta;
+
+	if (backend_matmul(be, &L->q, a->xn, hp->n_embd, a->q, nh * hd, m) ||
+	    backend_rmsnorm(be, a->q, hd, L->q_norm, a->q, hd, m * nh, hd, hp->eps) ||
+	    (rot > 0 && backend_rope(be, a->q, nh * hd, nh, hd, m, a->pos, rot, th, mode)))
+		return fail(md);
+	if (K == NULL)
+		return 0;
+	if (backend_matmul(be, &L->k, a->xn, hp->n_embd, K, kvd, m) ||
+	    (L->v.data != NULL ? backend_matmul(be, &L->v, a->xn, hp->n_embd, V, kvd, m) :
+	    backend_copy(be, V, K, (size_t)m * kvd)) ||
+	    backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * L->nkv, hd, hp->eps) ||
+	    backend_rmsnorm(be, V, hd, NULL, V, hd, m * L->nkv, hd, hp->eps) ||
+	    (rot > 0 && backend_rope(be, K, kvd, L->nkv, hd, m, a->pos, rot, th, mode)))
+		return fail(md);
+	return 0;
+}
+
+static struct backend_attn
+g4_attn_params(const struct model *md, const struct model_layer *L)
+{
+	struct backend_attn at = { md->hp.n_head, L->nkv, L->hd, 1.0f, 0, 0, 0,
+	    L->swa ? md->hp.n_swa : 0 };
+
+	return at;
+}
+
+/* The attention's output side: o product, post-attention norm, into a->t. */
+static int
+g4_attn_out(struct model *md, struct model_layer *L, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	int ne = hp->n_embd;
+
+	if (backend_matmul(md->be, &L->o, a->o, hp->n_head * L->hd, a->t, ne, m) ||
+	    backend_rmsnorm(md->be, a->t, ne, L->post_norm, a->t, ne, m, ne, hp->eps))
+		return fail(md);
+	return 0;
+}
+
+/* Attention of layer L over m rows of one sequence at p0 into a->t. */
+static int
+g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	int kvd = L->nkv * L->hd;
+	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
+	struct backend_attn at = g4_attn_params(md, L);
+
+	if (backend_rmsnorm(md->be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, m,
+	    hp->n_embd, hp->eps) ||
+	    g4_qkv(md, L, m, L->kv_own ? kc + (size_t)p0 * kvd : NULL,
+	    L->kv_own ? vc + (size_t)p0 * kvd : NULL) ||
+	    backend_attention(md->be, &at, a->q, hp->n_head * L->hd, L->hd, kc, vc, m, p0, a->o))
+		return fail(md);
+	return g4_attn_out(md, L, m);
+}
+
+/* The MoE block beside the MLP: a->sh = post_ffn_norm_2(experts(h)), h = x. */
+static int
+g4_moe(struct model *md, struct model_layer *L, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int ne = hp->n_embd, n = hp->n_expert, k = hp->n_expert_used;
+
+	if (backend_rmsnorm(be, a->x, ne, L->router_scale, a->xn, ne, m, ne, hp->eps) ||
+	    backend_scale(be, a->xn, (size_t)m * ne, (float)(1.0 / sqrt((double)ne))) ||
+	    backend_matmul(be, &L->router, a->xn, ne, a->rl, n, m) ||
+	    backend_moe_route(be, a->rl, n, m, n, k, a->rid, a->rw) ||
+	    (L->exp_scale != NULL && backend_moe_scale(be, a->rw, a->rid, m, k, L->exp_scale, n)) ||
+	    backend_rmsnorm(be, a->x, ne, L->ffn_pre_norm_2, a->xn, ne, m, ne, hp->eps) ||
+	    backend_moe_geglu(be, &L->exp_gate_up, n, a->xn, ne, m, a->rid, k, a->ef) ||
+	    backend_moe_down(be, &L->exp_down, n, a->ef, m, a->rid, a->rw, k, a->sh, ne) ||
+	    backend_rmsnorm(be, a->sh, ne, L->ffn_post_norm_2, a->sh, ne, m, ne, hp->eps))
+		return fail(md);
+	return 0;
+}
+
+/* The FFN side of layer L (x += a->t first), its output added into x; PLE and the layer scalar. */
+static int
+g4_ffn(struct model *md, struct model_layer *L, int il, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int ne = hp->n_embd, P = hp->n_pl, moe = hp->n_expert > 0;
+	float *y = moe ? a->g1 : a->t;
+
+	if (backend_add(be, a->x, a->t, (size_t)m * ne) ||
+	    backend_rmsnorm(be, a->x, ne, L->ffn_norm, a->xn, ne, m, ne, hp->eps) ||
+	    backend_matmul(be, &L->ffn_gate, a->xn, ne, a->f, L->n_ff, m) ||
+	    backend_matmul(be, &L->ffn_up, a->xn, ne, a->u, L->n_ff, m) ||
+	    backend_geglu(be, a->f, L->n_ff, a->u, L->n_ff, a->f, L->n_ff, m, L->n_ff) ||
+	    backend_matmul(be, &L->ffn_down, a->f, L->n_ff, y, ne, m))
+		return fail(md);
+	if (moe && (backend_rmsnorm(be, a->g1, ne, L->ffn_post_norm_1, a->g1, ne, m, ne, hp->eps) ||
+	    g4_moe(md, L, m) != 0 || backend_add(be, a->g1, a->sh, (size_t)m * ne)))
+		return fail(md);
+	if (backend_rmsnorm(be, y, ne, L->ffn_post_norm, a->t, ne, m, ne, hp->eps) ||
+	    backend_add(be, a->x, a->t, (size_t)m * ne))
+		return fail(md);
+	if (P > 0 && (backend_matmul(be, &L->pl_gate, a->x, ne, a->pg, P, m) ||
+	    backend_geglu(be, a->pg, P, a->plp + (size_t)il * P, hp->n_layer * P, a->pg, P, m, P) ||
+	    backend_matmul(be, &L->pl_proj, a->pg, P, a->t, ne, m) ||
+	    backend_rmsnorm(be, a->t, ne, L->pl_norm, a->t, ne, m, ne, hp->eps) ||
+	    backend_add(be, a->x, a->t, (size_t)m * ne)))
+		return fail(md);
+	if (L->out_scale != 1.0f && backend_scale(be, a->x, (size_t)m * ne, L->out_scale))
+		return fail(md);
+	return 0;
+}
+
+/* The trunk over m rows of one sequence at p0 (a->pos); dpos unused (no recorded steps). */
+static int
+g4_layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
+{
+	for (int il = 0; il < md->hp.n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		if (g4_attn(md, L, st, p0, m) != 0 || g4_ffn(md, L, il, m) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The attention of layer L over a group of sequences: the products over
+ * every row at once, K and V through scratch (a->y, a->z) into each
+ * sequence's cache at its positions, attention per sequence.
+ */
+static int
+g4_attn_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
+	struct backend_attn at = g4_attn_params(md, L);
+
+	if (backend_rmsnorm(be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, g->m,
+	    hp->n_embd, hp->eps) ||
+	    g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL))
+		return fail(md);
+	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
+		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
+		int k = model_seq_rows(g, i), p = a->pos[r];
+
+		if ((L->kv_own && (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd,
+		    (size_t)k * kvd) || backend_copy(be, vc + (size_t)p * kvd,
+		    a->z + (size_t)r * kvd, (size_t)k * kvd))) ||
+		    backend_attention(be, &at, a->q + (size_t)r * nh * hd, nh * hd, hd, kc, vc, k, p,
+		    a->o + (size_t)r * nh * hd))
+			return fail(md);
+	}
+	return g4_attn_out(md, L, g->m);
+}
+
+static int
+g4_layers_seqs(struct model *md, const struct model_seqs *g)
+{
+	for (int il = 0; il < md->hp.n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		if (g4_attn_seqs(md, L, g) != 0 || g4_ffn(md, L, il, g->m) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The final logit soft-cap. */
+static int
+g4_logits(struct model *md, int rows)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	if (hp->softcap > 0 && backend_softcap(md->be, md->act.logits,
+	    (size_t)rows * md->output.ne1, hp->softcap))
+		return fail(md);
+	return 0;
+}
+
+const struct model_arch_ops model_arch_gemma4 = {
+	.act = g4_act, .embed = g4_embed, .layers = g4_layers, .layers_seqs = g4_layers_seqs,
+	.logits = g4_logits,
+};

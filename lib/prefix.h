@@ -1,0 +1,101 @@
+/*
+ * prefix: a token-level prefix cache for one model's sequences, within a
+ * byte budget of backend memory.
+ *
+ * A block holds `block` tokens at positions [d block, (d+1) block) and
+ * what a sequence needs to resume after them: every KV cache's rows of
+ * the block (the MTP head's too, valid when a speculative sequence stored
+ * it) and the recurrent state (conv and delta-rule, lib/state) after its
+ * last row.  Blocks form chains from position 0: a block is keyed by the
+ * hash of its parent's key and its tokens, and found only when its
+ * parent, its depth and every one of its tokens match, so a hash
+ * collision costs a comparison, never a wrong state.
+ *
+ * Exactness is the caller's: a block must be stored from a state reached
+ * the way a cold run reaches it (the scheduler stores a block at the end
+ * of a prefill chunk, chunks being cut at the absolute multiples of
+ * block), so that a sequence restored from it computes what a cold run
+ * computes from there.
+ *
+ * Memory: one arena of budget / prefix_block_bytes blocks is allocated by
+ * prefix_new; the cache never holds more.  When it is full, storing a
+ * block evicts the least recently used block that no other block extends
+ * and that no one pinned (a chain is evicted from its end).
+ *
+ * Not thread-safe: one thread (the scheduler's worker) uses a cache.
+ */
+#ifndef MEMRA_PREFIX_H
+#define MEMRA_PREFIX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "state.h"
+
+struct prefix_config {
+	int	block;		/* tokens a block (>= 1) */
+	size_t	budget;		/* bytes of backend memory at most */
+	uint64_t hash_mask;	/* 0: 64-bit keys; else keys & mask (tests force collisions) */
+};
+
+struct prefix;
+
+/* The bytes one block of a state shaped c takes. */
+size_t	prefix_block_bytes(const struct state_config *c, int block);
+
+/*
+ * A cache for states shaped c (its n_ctx and n_snap do not matter) in
+ * be's memory.  NULL with the reason in err (UTIL_ERRLEN) when the budget
+ * holds no block or there is no memory.  prefix_free frees (NULL is a
+ * no-op); be must outlive it.
+ */
+struct prefix *prefix_new(struct backend *be, const struct state_config *c,
+	    const struct prefix_config *pc, char *err);
+void	prefix_free(struct prefix *);
+const char *prefix_errmsg(const struct prefix *);
+
+/*
+ * The longest cached chain that is a prefix of ids[n] and leaves at least
+ * one token after it (at most (n - 1) / block blocks); need_mtp: only
+ * blocks that hold the MTP cache's rows.  Returns its tokens (a multiple
+ * of block, 0 when none) and its last block's id in *last (-1 when none);
+ * the chain becomes the most recently used.
+ */
+int	prefix_lookup(struct prefix *, const int32_t *ids, int n, int need_mtp, int *last);
+
+/*
+ * Restore chain `last` (a prefix_lookup result) into st: the KV rows of
+ * its blocks, the recurrent state after its last row, and the position
+ * (state_seek).  0, or -1 with prefix_errmsg set (st must then be reset).
+ */
+int	prefix_restore(struct prefix *, int last, struct state *st);
+
+/*
+ * Store the block that ends at position end (a multiple of block) of st,
+ * which holds the tokens ids[0..end) and is at position end: its tokens
+ * ids[end - block..end), st's KV rows of them and its recurrent state.
+ * parent: the id of the block before it (-1 when end == block); mtp: 1
+ * when st's MTP cache rows below end are valid.  A block that is there
+ * already is kept (with mtp, its MTP rows are filled in).  Returns the
+ * block's id, or -1 with prefix_errmsg set: every block is in use by a
+ * chain or pinned (nothing was stored), or a copy failed.
+ */
+int	prefix_insert(struct prefix *, int parent, const int32_t *ids, int end,
+	    struct state *st, int mtp);
+
+/* Keep block id (and so its chain) from eviction until unpinned; -1 is a no-op. */
+void	prefix_pin(struct prefix *, int id);
+void	prefix_unpin(struct prefix *, int id);
+
+struct prefix_stats {
+	size_t	budget;		/* bytes allowed */
+	size_t	arena;		/* bytes allocated: max_blocks blocks, <= budget */
+	size_t	bytes;		/* bytes of the blocks in use */
+	size_t	block_bytes;
+	int	blocks, max_blocks, block;
+	long	lookups, hits, hit_tokens, inserts, evictions;
+};
+void	prefix_stats(const struct prefix *, struct prefix_stats *);
+
+#endif

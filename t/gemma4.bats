@@ -1,0 +1,118 @@
+bats_require_minimum_version 1.5.0
+# gemma4 (Gemma-4's text model) on the CPU backend against transformers 5.17: the tiny
+# random models of t/data/gemma4 (tools/make-gemma4-models.py), their reference logits and
+# greedy ids in refs.json, and llama.cpp's converter's GGUF of each.
+#   g4-dense       sliding + global layers of different head sizes, soft-capped logits
+#   g4-ple-shared  per-layer inputs, the last two layers reading earlier K/V, double-wide MLPs
+#   g4-moe-keqv    K = V global layers with one K/V head, the MoE block beside each MLP,
+#                  Gemma4ForConditionalGeneration's names (model.language_model.*)
+setup() {
+	load helper
+	ML=$TOP/build/t/tools/model-logits
+	MG=$TOP/build/t/tools/model-greedy
+	MB=$TOP/build/t/tools/model-batch
+	[ -x "$ML" ] && [ -x "$MG" ] && [ -x "$MB" ] || skip "build/t/tools not built (make units)"
+	M=$DATA/gemma4
+	MODELS="g4-dense g4-ple-shared g4-moe-keqv"
+	IDS="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+}
+
+# The model's metadata and tensor table (name, type, shape), sorted; no tokenizer (the
+# converter's run skipped it).
+layout() {
+	gguf-inspect "$1" | grep -E '^  (gemma4\.|general\.architecture|rope_freqs|token_embd|output|per_layer|blk\.)' |
+	    awk '{print $1, $2, $3}' | sort
+}
+
+greedy_want() {
+	python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$1"
+}
+
+@test "HF checkpoints: logits of every position equal transformers' to 1e-4 relative" {
+	need_py numpy
+	for m in $MODELS; do
+		run -0 --separate-stderr python3 "$TOP/t/peer/logits_vs_refs.py" "$ML" "$M/$m" "$M/$m/refs.json" 1e-4
+		[ "${#lines[@]}" = 3 ]
+	done
+}
+
+@test "llama.cpp's converter's F32 GGUF: logits equal transformers' to 1e-4 relative" {
+	need_py numpy
+	for m in $MODELS; do
+		run -0 --separate-stderr python3 "$TOP/t/peer/logits_vs_refs.py" "$ML" "$M/$m/llamacpp-f32.gguf" "$M/$m/refs.json" 1e-4
+	done
+}
+
+@test "quant-nvfp4's F32 GGUF of the HF checkpoint: llama.cpp's metadata and tensors, its logits bit for bit" {
+	for m in $MODELS; do
+		quant-nvfp4 -t 2 --type F32 "$M/$m" "$BATS_TEST_TMPDIR/a.gguf" 2>/dev/null
+		"$ML" -t 2 "$BATS_TEST_TMPDIR/a.gguf" "$BATS_TEST_TMPDIR/ours" $IDS
+		"$ML" -t 2 "$M/$m/llamacpp-f32.gguf" "$BATS_TEST_TMPDIR/theirs" $IDS
+		cmp "$BATS_TEST_TMPDIR/ours" "$BATS_TEST_TMPDIR/theirs"
+		layout "$BATS_TEST_TMPDIR/a.gguf" >"$BATS_TEST_TMPDIR/ours.txt"
+		layout "$M/$m/llamacpp-f32.gguf" >"$BATS_TEST_TMPDIR/theirs.txt"
+		diff "$BATS_TEST_TMPDIR/ours.txt" "$BATS_TEST_TMPDIR/theirs.txt"
+	done
+}
+
+@test "gguf-inspect shows gemma4's per-layer metadata and rope_freqs" {
+	run -0 gguf-inspect "$M/g4-moe-keqv/llamacpp-f32.gguf"
+	[[ $output == *"gemma4.attention.head_count_kv           array[int32]  [2, 1, 2, 1]"* ]]
+	[[ $output == *"gemma4.attention.sliding_window_pattern  array[bool]   [true, false, true, false]"* ]]
+	[[ $output == *"blk.0.ffn_gate_up_exps.weight"*"F32      32x32x6 "* ]]
+	[[ $output == *"rope_freqs.weight"*"F32      16 "* ]]
+}
+
+@test "greedy ids equal transformers' (refs.json greedy), HF and GGUF, prefill and token by token" {
+	need_py json
+	for m in $MODELS; do
+		want=$(greedy_want "$M/$m/refs.json")
+		for f in "$M/$m" "$M/$m/llamacpp-f32.gguf"; do
+			run -0 --separate-stderr "$MG" -t 2 -p "$f" 16 5 17 250 3 99 42 7 1
+			[ "$output" = "$want" ]
+			run -0 --separate-stderr "$MG" -t 2 "$f" 16 5 17 250 3 99 42 7 1
+			[ "$output" = "$want" ]
+		done
+	done
+}
+
+@test "token-by-token logits agree with the prefill's to 1e-5 relative (past the sliding window)" {
+	need_py numpy
+	for m in $MODELS; do
+		"$ML" -t 2 "$M/$m" "$BATS_TEST_TMPDIR/p" $IDS
+		"$ML" -t 2 -1 "$M/$m" "$BATS_TEST_TMPDIR/d" $IDS
+		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+	done
+}
+
+@test "batched decode is bit-identical to one sequence at a time" {
+	seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
+	for m in $MODELS; do
+		for b in 1 3 8; do
+			run -0 --separate-stderr "$MB" -t 2 -b "$b" "$M/$m" $seqs
+			[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
+		done
+	done
+}
+
+@test "run-gen: prefill and decode agree (MATCH) on text prompts, HF and NVFP4 GGUF" {
+	quant-nvfp4 -t 2 "$M/g4-ple-shared" "$BATS_TEST_TMPDIR/n.gguf" 2>/dev/null
+	for f in "$M/g4-dense" "$M/g4-moe-keqv" "$BATS_TEST_TMPDIR/n.gguf"; do
+		run -0 --separate-stderr run-gen --raw -n 12 -t 2 "$f" "hello world, the cat sat"
+		[[ $stderr == *"MATCH"* ]]
+	done
+}
+
+@test "a config.json that disagrees with the weights is an error naming the tensor" {
+	need_py json
+	d=$BATS_TEST_TMPDIR/m
+	mkdir "$d"
+	cp "$M/g4-moe-keqv/"* "$d/"
+	python3 - "$d/config.json" <<-'PY'
+	import json, sys
+	c = json.load(open(sys.argv[1])); c["text_config"]["moe_intermediate_size"] = 8
+	json.dump(c, open(sys.argv[1], "w"))
+	PY
+	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
+	[ "$stderr" = "run-gen: $d: tensor 'model.language_model.layers.0.experts.down_proj': not the shape config.json implies for 'blk.0.ffn_down_exps.weight'" ]
+}

@@ -1,0 +1,95 @@
+bats_require_minimum_version 1.5.0
+
+# serve's prefix cache (MEMRA_PREFIX_CACHE_MB) and reuse pool (MEMRA_REUSE_POOL)
+# over HTTP with the openai client: every reply the one both off give.
+
+setup() {
+	load helper
+	P=$BATS_TEST_TMPDIR
+	SPID=
+}
+
+teardown() {
+	[ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+	return 0
+}
+
+# start_serve [VAR=VALUE...]: serve on a free loopback port; sets URL, SPID, LOG
+start_serve() {
+	LOG=$P/serve.log
+	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" serve --device cpu -t 2 2>"$LOG" &
+	SPID=$!
+	for _ in $(seq 600); do
+		grep -q 'listening on' "$LOG" && break
+		kill -0 "$SPID" 2>/dev/null || { cat "$LOG" >&2; return 1; }
+		sleep 0.1
+	done
+	URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG")
+	[ -n "$URL" ]
+}
+
+stop_serve() {
+	kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	SPID=
+}
+
+# conversation NAME [VAR=VALUE...]: 8 turns on model A (prompt chunks of 32
+# tokens, so that short turns pass chunk boundaries) into $P/NAME.jsonl
+conversation() {
+	local name=$1
+	shift
+	start_serve MEMRA_MODELS="a=$A" MEMRA_PREFILL_CHUNK=32 "$@"
+	python3 "$TOP/t/serve-conv.py" "$URL" a 8 12 >"$P/$name.jsonl"
+	stop_serve
+	cp "$LOG" "$P/$name.log"
+	[ "$(wc -l <"$P/$name.jsonl")" = 8 ]
+	jq -r .content "$P/$name.jsonl" >"$P/$name.txt"
+}
+
+# cached NAME: the turns' cached_tokens, one line
+cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
+
+@test "bad values of the knobs are usage errors" {
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFIX_CACHE_MB=lots serve
+	[ "$stderr" = "serve: MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb): 'lots': out of range 0..1073741824 or not a number" ]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_REUSE_POOL=2 serve
+	[ "$stderr" = "serve: MEMRA_REUSE_POOL (--reuse-pool): '2': out of range 0..1 or not a number" ]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y serve --reuse-pool yes
+	[[ $stderr == "serve: MEMRA_REUSE_POOL (--reuse-pool): 'yes': out of range"* ]]
+}
+
+@test "model A: 8 turns from the pool and the cache are the replies of both off; the reuse line; cached_tokens" {
+	need_py openai
+	A=$(model_a)
+	conversation off MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0 MEMRA_SPEC_K=0
+	grep -q '^\[sched\] a: prefix cache: off (MEMRA_PREFIX_CACHE_MB=0)$' "$P/off.log"
+	grep -q '^\[sched\] reuse pool: off (MEMRA_REUSE_POOL=0)$' "$P/off.log"
+	[ "$(cached off)" = "0 0 0 0 0 0 0 0 " ]
+	! grep -q 'reuse:' "$P/off.log"
+	conversation on
+	grep -Eq '^\[sched\] a: prefix cache: [0-9]+ MiB \(a quarter of the memory the sessions leave' "$P/on.log"
+	grep -q '^\[sched\] reuse pool: on' "$P/on.log"
+	cmp "$P/off.txt" "$P/on.txt"
+	grep -Eq '^\[worker\] a: reuse: [1-9][0-9]* committed tokens resumed' "$P/on.log"
+	jq -e 'select(.cached_tokens > 0)' "$P/on.jsonl" >/dev/null
+	[ "$(jq -r .cached_tokens "$P/on.jsonl" | tail -1)" -gt 0 ]
+	jq -e 'select(.cached_tokens % 32 != 0 or .cached_tokens >= .prompt_tokens)' "$P/on.jsonl" && false
+	true
+}
+
+@test "model A: each knob turns its part off, the other still reuses exactly" {
+	need_py openai
+	A=$(model_a)
+	conversation off MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	conversation pool MEMRA_PREFIX_CACHE_MB=0
+	grep -q '^\[sched\] a: prefix cache: off (MEMRA_PREFIX_CACHE_MB=0)$' "$P/pool.log"
+	cmp "$P/off.txt" "$P/pool.txt"
+	grep -Eq '^\[worker\] a: reuse: [1-9][0-9]* committed tokens resumed' "$P/pool.log"
+	[ "$(jq -r .cached_tokens "$P/pool.jsonl" | tail -1)" -gt 0 ]
+	conversation cache MEMRA_REUSE_POOL=0 MEMRA_PREFIX_CACHE_MB=64
+	grep -Eq '^\[sched\] a: prefix cache: 64 MiB, [0-9]+ blocks of 32 tokens' "$P/cache.log"
+	grep -q '^\[sched\] reuse pool: off (MEMRA_REUSE_POOL=0)$' "$P/cache.log"
+	cmp "$P/off.txt" "$P/cache.txt"
+	! grep -q 'reuse:' "$P/cache.log"
+	[ "$(jq -r .cached_tokens "$P/cache.jsonl" | tail -1)" -gt 0 ]
+}

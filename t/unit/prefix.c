@@ -1,0 +1,233 @@
+/*
+ * prefix: the prefix cache's bookkeeping on small made-up states (CPU
+ * backend): chains found only where every token and the parent match
+ * (with every key forced to collide too), the longest chain that leaves a
+ * token, restore of rows, recurrent state and position, LRU eviction from
+ * a chain's end, pins, and a budget that is never exceeded.
+ */
+#include "backend.h"
+#include "prefix.h"
+#include "state.h"
+#include "test.h"
+#include "util.h"
+
+#define BLK 4
+
+static struct backend *be;
+static const struct state_config shape = {
+	.n_ctx = 64, .n_kv = 2, .kv_dim = 3, .n_rec = 2, .conv_dim = 5, .d_conv = 3,
+	.n_v_heads = 2, .dk = 2, .dv = 3, .n_snap = 0,
+};
+
+/* A state at position n whose KV rows and recurrent state are functions of ids[0..n). */
+static struct state *
+state_of(const int32_t *ids, int n)
+{
+	char err[UTIL_ERRLEN];
+	struct state *st = state_new(be, &shape, err);
+	size_t rec = state_rec_floats(&shape);
+	float *r = malloc(rec * sizeof *r);
+	float h = 0;
+
+	for (int p = 0; p < n; p++) {
+		h = h * 0.5f + (float)ids[p];
+		for (int i = 0; i < shape.n_kv; i++)
+			for (int j = 0; j < shape.kv_dim; j++)
+				state_k(st, i)[p * shape.kv_dim + j] = h + i + 0.1f * j,
+				state_v(st, i)[p * shape.kv_dim + j] = -h - i;
+	}
+	for (size_t j = 0; j < rec; j++)
+		r[j] = h + (float)j;
+	state_rec_load(st, r);
+	state_seek(st, n);
+	free(r);
+	return st;
+}
+
+/* 1 when a and b agree on KV rows [0, n), the recurrent state and the position. */
+static int
+same(struct state *a, struct state *b, int n)
+{
+	size_t rec = state_rec_floats(&shape);
+	float *ra = malloc(rec * sizeof *ra), *rb = malloc(rec * sizeof *rb);
+	int ok = state_pos(a) == state_pos(b);
+
+	state_rec_save(a, ra), state_rec_save(b, rb);
+	ok = ok && memcmp(ra, rb, rec * sizeof *ra) == 0;
+	for (int i = 0; i < shape.n_kv; i++)
+		ok = ok && memcmp(state_k(a, i), state_k(b, i), n * shape.kv_dim * sizeof(float)) == 0 &&
+		    memcmp(state_v(a, i), state_v(b, i), n * shape.kv_dim * sizeof(float)) == 0;
+	free(ra), free(rb);
+	return ok;
+}
+
+static struct prefix *
+cache(int blocks, uint64_t mask)
+{
+	char err[UTIL_ERRLEN];
+	struct prefix_config pc = { BLK, blocks * prefix_block_bytes(&shape, BLK), mask };
+	struct prefix *p = prefix_new(be, &shape, &pc, err);
+
+	if (p == NULL)
+		printf("# %s\n", err);
+	return p;
+}
+
+/* Store every block of ids[0..n) (n a multiple of BLK) from its state; the last id. */
+static int
+store(struct prefix *p, const int32_t *ids, int n, int mtp)
+{
+	int last = -1;
+
+	for (int end = BLK; end <= n; end += BLK) {
+		struct state *st = state_of(ids, end);
+
+		last = prefix_insert(p, last, ids, end, st, mtp);
+		state_free(st);
+		if (last < 0)
+			return -1;
+	}
+	return last;
+}
+
+static void
+check_chains(uint64_t mask)
+{
+	int32_t a[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
+	int32_t b[13] = { 1, 2, 3, 4, 5, 6, 7, 9, 9, 10, 11, 12, 13 };	/* differs in block 1 */
+	int32_t c[13] = { 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };	/* differs in block 0 */
+	struct prefix *p = cache(16, mask);
+	struct state *st = state_new(be, &shape, (char[UTIL_ERRLEN]){ 0 }), *ref;
+	int last;
+
+	CHECK(p != NULL && store(p, a, 12, 0) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, 13, 0, &last), 12);	/* a token left */
+	CHECK_EQ_INT(prefix_lookup(p, a, 12, 0, &last), 8);	/* 12 would leave none */
+	CHECK_EQ_INT(prefix_lookup(p, a, 4, 0, &last), 0);
+	CHECK_EQ_INT(last, -1);
+	CHECK_EQ_INT(prefix_lookup(p, b, 13, 0, &last), 4);
+	CHECK_EQ_INT(prefix_lookup(p, c, 13, 0, &last), 0);	/* a later block never matches alone */
+	CHECK_EQ_INT(prefix_lookup(p, a, 13, 1, &last), 0);	/* no MTP rows */
+	/* b's second block beside a's: both found, each by its own tokens */
+	CHECK(store(p, b, 12, 1) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, b, 13, 0, &last), 12);
+	CHECK_EQ_INT(prefix_lookup(p, b, 13, 1, &last), 12);	/* b stored its MTP rows */
+	CHECK_EQ_INT(prefix_lookup(p, a, 13, 1, &last), 4);	/* a's first block is b's */
+	CHECK_EQ_INT(prefix_lookup(p, a, 13, 0, &last), 12);
+	CHECK(prefix_restore(p, last, st) == 0);
+	ref = state_of(a, 12);
+	CHECK(same(st, ref, 12));
+	state_free(ref);
+	prefix_free(p);
+	state_free(st);
+}
+
+TEST(a_chain_is_found_by_every_token_and_restores_its_state)
+{
+	check_chains(0);
+}
+
+TEST(keys_forced_to_collide_never_give_a_wrong_chain)
+{
+	check_chains(0);	/* 64-bit keys */
+	check_chains(1);	/* two keys in all */
+	check_chains(~0ULL << 63);	/* one bit */
+}
+
+TEST(a_full_cache_evicts_the_least_recently_used_chain_end)
+{
+	int32_t a[9] = { 1, 1, 1, 1, 2, 2, 2, 2, 0 }, b[9] = { 3, 3, 3, 3, 4, 4, 4, 4, 0 };
+	int32_t c[9] = { 5, 5, 5, 5, 6, 6, 6, 6, 0 };
+	struct prefix *p = cache(4, 0);
+	struct prefix_stats s;
+	int last;
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	CHECK(store(p, a, 8, 0) >= 0 && store(p, b, 8, 0) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 8);	/* a is now the newer */
+	CHECK(store(p, c, 8, 0) >= 0);	/* evicts b's end, then b's start */
+	prefix_stats(p, &s);
+	CHECK_EQ_INT(s.blocks, 4);
+	CHECK_EQ_INT(s.evictions, 2);
+	CHECK_EQ_INT(prefix_lookup(p, b, 9, 0, &last), 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 8);
+	CHECK_EQ_INT(prefix_lookup(p, c, 9, 0, &last), 8);
+	/* pinned chains stay; when nothing can go, nothing is stored */
+	prefix_pin(p, last);
+	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 8);
+	prefix_pin(p, last);
+	CHECK_EQ_INT(store(p, b, 4, 0), -1);
+	CHECK(strstr(prefix_errmsg(p), "full") != NULL);
+	prefix_unpin(p, last);
+	CHECK(store(p, b, 4, 0) >= 0);	/* a's end goes, c's stays pinned */
+	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 4);
+	CHECK_EQ_INT(prefix_lookup(p, c, 9, 0, &last), 8);
+	prefix_free(p);
+}
+
+TEST(the_budget_is_never_exceeded)
+{
+	struct prefix_stats s;
+	struct prefix *p = cache(5, 0);
+	uint64_t x = 88172645463325252ULL;
+	char err[UTIL_ERRLEN];
+	struct prefix_config tiny = { BLK, prefix_block_bytes(&shape, BLK) - 1, 0 };
+
+	CHECK(prefix_new(be, &shape, &tiny, err) == NULL && strstr(err, "holds no block"));
+	CHECK(p != NULL);
+	for (int i = 0; p != NULL && i < 200; i++) {
+		int32_t ids[17];
+		int n = BLK * (1 + i % 4), last;
+
+		for (int k = 0; k < n + 1; k++)
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17, ids[k] = (int32_t)(x % 3);
+		if (prefix_lookup(p, ids, n + 1, 0, &last) < n)
+			store(p, ids, n, i % 2);
+		prefix_stats(p, &s);
+		if (s.bytes > s.budget || s.arena > s.budget || s.blocks > s.max_blocks) {
+			FAILF("after %d requests: %zu bytes in %d blocks, %zu allocated, budget %zu",
+			    i + 1, s.bytes, s.blocks, s.arena, s.budget);
+			break;
+		}
+	}
+	prefix_stats(p, &s);
+	CHECK_EQ_INT(s.max_blocks, 5);
+	CHECK(s.evictions > 0 && s.hits > 0);
+	prefix_free(p);
+}
+
+TEST(a_block_is_stored_only_where_its_chain_ends)
+{
+	int32_t a[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	struct prefix *p = cache(4, 0);
+	struct state *st = state_of(a, 8);
+
+	CHECK(prefix_insert(p, -1, a, 8, st, 0) == -1);	/* block 1 needs its parent */
+	CHECK(prefix_insert(p, -1, a, 6, st, 0) == -1);	/* not a block end */
+	state_free(st);
+	st = state_of(a, 4);
+	CHECK(prefix_insert(p, -1, a, 4, st, 0) >= 0);
+	CHECK(prefix_insert(p, -1, a, 8, st, 0) == -1);	/* the state is at 4 */
+	state_free(st);
+	prefix_free(p);
+}
+
+int
+main(void)
+{
+	char err[UTIL_ERRLEN];
+
+	if ((be = backend_open("cpu", 1, err)) == NULL) {
+		printf("not ok backend: %s\n", err);
+		return 1;
+	}
+	RUN(a_chain_is_found_by_every_token_and_restores_its_state);
+	RUN(keys_forced_to_collide_never_give_a_wrong_chain);
+	RUN(a_full_cache_evicts_the_least_recently_used_chain_end);
+	RUN(the_budget_is_never_exceeded);
+	RUN(a_block_is_stored_only_where_its_chain_ends);
+	backend_close(be);
+	return test_summary();
+}
