@@ -546,7 +546,7 @@ bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs
 	if (a->kv_f16 && !backend_kv_f16(be))
 		return util_err(be->err, "attention: backend '%s' has no f16 KV cache",
 		    be->name);
-	if (a->window < 0 || (a->window > 0 && (!backend_gemma(be) || a->kv_f16 || a->ggml)))
+	if (a->window < 0 || (a->window > 0 && (!backend_window(be) || a->kv_f16 || a->ggml)))
 		return util_err(be->err, "attention: a sliding window of %d: not on backend "
 		    "'%s'%s", a->window, be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "
 		    "orders" : "");
@@ -916,6 +916,16 @@ backend_moe_swiglu(struct backend *be, const struct backend_weight *wg,
     const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
     const int32_t *ids, int k, float *f)
 {
+	return backend_moe_swiglu_limit(be, wg, wu, n_exp, x, ldx, m, ids, k, 0.0f, f);
+}
+
+int
+backend_moe_swiglu_limit(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
+    const int32_t *ids, int k, float limit, float *f)
+{
+	if (!(limit >= 0))
+		return util_err(be->err, "moe_swiglu: limit %g", limit);
 	if (no_moe(be, "moe_swiglu") || bad_stack(be, "moe_swiglu", wg, n_exp, 0) ||
 	    bad_stack(be, "moe_swiglu", wu, n_exp, wg->ne0) ||
 	    bad_rows(be, "moe_swiglu", ldx, wg->ne0, m))
@@ -923,7 +933,7 @@ backend_moe_swiglu(struct backend *be, const struct backend_weight *wg,
 	if (wu->ne1 != wg->ne1 || k < 1 || k > n_exp)
 		return util_err(be->err, "moe_swiglu: gate %lld rows, up %lld, %d of %d experts",
 		    (long long)wg->ne1, (long long)wu->ne1, k, n_exp);
-	return m ? be->ops->moe_swiglu(be, wg, wu, n_exp, x, ldx, m, ids, k, f) : 0;
+	return m ? be->ops->moe_swiglu(be, wg, wu, n_exp, x, ldx, m, ids, k, limit, f) : 0;
 }
 
 int
@@ -1017,6 +1027,59 @@ backend_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k
 	if (k < 1 || k > n_exp)
 		return util_err(be->err, "moe_scale: %d of %d experts", k, n_exp);
 	return m ? be->ops->moe_scale(be, w, ids, m, k, s) : 0;
+}
+
+int
+backend_step35(const struct backend *be)
+{
+	return backend_moe(be) && be->ops->moe_route_sigmoid != NULL &&
+	    be->ops->swiglu_limit != NULL && be->ops->head_gate != NULL;
+}
+
+static int
+no_step35(struct backend *be, const char *op)
+{
+	if (backend_step35(be))
+		return 0;
+	return util_err(be->err, "%s: backend '%s' has no step35 ops", op, backend_name(be));
+}
+
+int
+backend_moe_route_sigmoid(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    const float *bias, int norm, float scale, int32_t *ids, float *w)
+{
+	if (no_step35(be, "moe_route_sigmoid") || bad_rows(be, "moe_route_sigmoid", ldx, n, m))
+		return -1;
+	if (k < 1 || k > n)
+		return util_err(be->err, "moe_route_sigmoid: top %d of %d experts", k, n);
+	return m ? be->ops->moe_route_sigmoid(be, x, ldx, m, n, k, bias, norm, scale, ids, w) : 0;
+}
+
+int
+backend_swiglu_limit(struct backend *be, const float *g, const float *u, float *y, size_t n,
+    float limit)
+{
+	if (no_step35(be, "swiglu_limit"))
+		return -1;
+	if (!(limit >= 0))
+		return util_err(be->err, "swiglu_limit: limit %g", limit);
+	return n ? be->ops->swiglu_limit(be, g, u, y, n, limit) : 0;
+}
+
+int
+backend_head_gate(struct backend *be, float *x, int ldx, const float *g, int ldg, int m, int nh,
+    int hd)
+{
+	if (no_step35(be, "head_gate") || bad_rows(be, "head_gate", ldx, nh * hd, m) ||
+	    bad_rows(be, "head_gate", ldg, nh, m))
+		return -1;
+	return m ? be->ops->head_gate(be, x, ldx, g, ldg, m, nh, hd) : 0;
+}
+
+int
+backend_window(const struct backend *be)
+{
+	return backend_gemma(be) || backend_step35(be);
 }
 
 int

@@ -243,9 +243,9 @@ struct backend_attn {
 				 * not its one-row ones.  Row r is the same in any
 				 * batch either way, but its bits depend on this flag,
 				 * as llama.cpp's prompt rows differ from decoded ones */
-	int	window;		/* > 0: a sliding window (gemma4): the query at
-				 * position i sees keys j with i - window < j <= i
-				 * only; 0: every earlier key.  Needs backend_gemma,
+	int	window;		/* > 0: a sliding window (gemma4, step35): the query
+				 * at position i sees keys j with i - window < j <= i
+				 * only; 0: every earlier key.  Needs backend_window,
 				 * and neither ggml nor kv_f16 */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
@@ -504,8 +504,7 @@ int	backend_add_gated(struct backend *, float *y, int ldy, const float *x, int l
  * router's per-expert scale on the renormalised weights; s: [n_exp]
  * backend memory).
  *
- * backend_gemma: 1 when the backend implements these and windowed
- * attention (backend_attn.window).
+ * backend_gemma: 1 when the backend implements these.
  */
 int	backend_gemma(const struct backend *);
 int	backend_geglu(struct backend *, const float *g, int ldg, const float *u, int ldu,
@@ -516,6 +515,44 @@ int	backend_moe_geglu(struct backend *, const struct backend_weight *wgu, int n_
 	    const float *x, int ldx, int m, const int32_t *ids, int k, float *f);
 int	backend_moe_scale(struct backend *, float *w, const int32_t *ids, int m, int k,
 	    const float *s, int n_exp);
+
+/*
+ * step35's variants (Step-3.5/3.7 Flash; transformers' Step3p7 classes).
+ *
+ * backend_moe_route_sigmoid: the sigmoid router.  For row r < m, p =
+ * sigmoid(x[r][0..n)) in float32; the k experts with the largest p + bias
+ * (bias: [n] backend memory, NULL for none: the correction bias picks,
+ * it never weighs), largest first, ties to the lower id, into ids[r][k];
+ * their weights p_j (without the bias) into w[r][k], with norm divided by
+ * their sum (p_0 + ... + p_{k-1}, in that order), then each times scale
+ * (the routed scaling factor).
+ *
+ * backend_moe_swiglu_limit: backend_moe_swiglu with SwiGLU limit L > 0:
+ * f = min(silu(x . Wg_e^T), L) * clamp(x . Wu_e^T, -L, L); L 0 is
+ * backend_moe_swiglu, bit for bit.
+ *
+ * backend_swiglu_limit: y[i] = min(silu(g[i]), L) * clamp(u[i], -L, L),
+ * i < n (L 0: backend_swiglu); y may be g or u.
+ *
+ * backend_head_gate: the head-wise attention gate: x[r][h*hd + j] *=
+ * sigmoid(g[r*ldg + h]) for r < m, h < nh, j < hd (x's row stride ldx).
+ *
+ * backend_step35: 1 when the backend implements these and the MoE ops.
+ */
+int	backend_step35(const struct backend *);
+int	backend_moe_route_sigmoid(struct backend *, const float *x, int ldx, int m, int n,
+	    int k, const float *bias, int norm, float scale, int32_t *ids, float *w);
+int	backend_moe_swiglu_limit(struct backend *, const struct backend_weight *wg,
+	    const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
+	    const int32_t *ids, int k, float limit, float *f);
+int	backend_swiglu_limit(struct backend *, const float *g, const float *u, float *y,
+	    size_t n, float limit);
+int	backend_head_gate(struct backend *, float *x, int ldx, const float *g, int ldg, int m,
+	    int nh, int hd);
+
+/* 1 when the backend's attention honours backend_attn.window: one with
+ * Gemma-4's or step35's ops. */
+int	backend_window(const struct backend *);
 
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,

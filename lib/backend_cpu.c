@@ -1056,6 +1056,8 @@ static const struct backend_ops cpu_ops = {
 	.moe_down = backend_cpu_moe_down, .add_gated = backend_cpu_add_gated,
 	.geglu = backend_cpu_geglu, .softcap = backend_cpu_softcap, .scale = backend_cpu_scale,
 	.moe_geglu = backend_cpu_moe_geglu, .moe_scale = backend_cpu_moe_scale,
+	.moe_route_sigmoid = backend_cpu_moe_route_sigmoid,
+	.swiglu_limit = backend_cpu_swiglu_limit, .head_gate = backend_cpu_head_gate,
 };
 
 static int

@@ -104,7 +104,14 @@ int	backend_cpu_moe_route(struct backend *, const float *, int, int, int, int, i
 	    float *);
 int	backend_cpu_moe_swiglu(struct backend *, const struct backend_weight *,
 	    const struct backend_weight *, int, const float *, int, int, const int32_t *, int,
-	    float *);
+	    float, float *);
+/* step35's (backend_cpu_moe.c) */
+int	backend_cpu_moe_route_sigmoid(struct backend *, const float *, int, int, int, int,
+	    const float *, int, float, int32_t *, float *);
+int	backend_cpu_swiglu_limit(struct backend *, const float *, const float *, float *, size_t,
+	    float);
+void	backend_cpu_swiglu_limit_rows(const float *, const float *, float *, size_t, float);
+int	backend_cpu_head_gate(struct backend *, float *, int, const float *, int, int, int, int);
 int	backend_cpu_moe_down(struct backend *, const struct backend_weight *, int,
 	    const float *, int, const int32_t *, const float *, int, float *, int);
 int	backend_cpu_add_gated(struct backend *, float *, int, const float *, int,

@@ -120,6 +120,8 @@ expert(const struct backend_weight *w, int n_exp, int e)
  */
 struct moe_run {
 	const struct backend_weight *w, *wu;
+	float	limit;		/* > 0: the SwiGLU limit (gate and up apart, in U) */
+	float	*U;
 	int	n_exp, mk, per, ldx;
 	const float *x;
 	const int32_t *ids;
@@ -133,7 +135,8 @@ moe_prepare(struct backend *be, const char *op, struct moe_run *r)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
 	size_t ni = (size_t)r->n_exp + 1 + 2 * (size_t)r->mk, ne0 = r->w->ne0;
-	float *p = scratch(c, ni + (size_t)r->mk * (ne0 + r->nout) + 16);
+	size_t nu = r->limit > 0 ? (size_t)r->mk * r->nout : 0;
+	float *p = scratch(c, ni + (size_t)r->mk * (ne0 + r->nout) + nu + 16);
 
 	if (p == NULL)
 		return util_err(be->err, "%s: out of memory", op);
@@ -142,6 +145,7 @@ moe_prepare(struct backend *be, const char *op, struct moe_run *r)
 	r->pos = r->order + r->mk;
 	r->X = p + ((ni + 15) & ~(size_t)15);
 	r->Y = r->X + (size_t)r->mk * ne0;
+	r->U = r->Y + (size_t)r->mk * r->nout;
 	if (group(r->ids, r->mk, r->n_exp, r->start, r->order, r->pos) != 0)
 		return util_err(be->err, "%s: an expert id outside [0, %d)", op, r->n_exp);
 	return 0;
@@ -164,6 +168,15 @@ moe_products(struct backend *be, const char *op, struct moe_run *r)
 			continue;
 		if (r->wu != NULL)
 			u = expert(r->wu, r->n_exp, e);
+		if (r->wu != NULL && r->limit > 0) {
+			float *U = r->U + (size_t)r->start[e] * r->nout;
+
+			if (backend_cpu_matmul(be, &w, X, (int)ne0, Y, (int)r->nout, n) ||
+			    backend_cpu_matmul(be, &u, X, (int)ne0, U, (int)r->nout, n))
+				return util_err(be->err, "%s: out of memory", op);
+			backend_cpu_swiglu_limit_rows(Y, U, Y, (size_t)n * r->nout, r->limit);
+			continue;
+		}
 		if (r->wu != NULL ? backend_cpu_matmul_swiglu(be, &w, &u, X, n, Y) :
 		    backend_cpu_matmul(be, &w, X, (int)ne0, Y, (int)r->nout, n))
 			return util_err(be->err, "%s: out of memory", op);
@@ -174,10 +187,10 @@ moe_products(struct backend *be, const char *op, struct moe_run *r)
 int
 backend_cpu_moe_swiglu(struct backend *be, const struct backend_weight *wg,
     const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
-    const int32_t *ids, int k, float *f)
+    const int32_t *ids, int k, float limit, float *f)
 {
-	struct moe_run r = { .w = wg, .wu = wu, .n_exp = n_exp, .mk = m * k, .per = k,
-	    .ldx = ldx, .x = x, .ids = ids };
+	struct moe_run r = { .w = wg, .wu = wu, .limit = limit, .n_exp = n_exp, .mk = m * k,
+	    .per = k, .ldx = ldx, .x = x, .ids = ids };
 
 	r.nout = wg->ne1 / n_exp;
 	if (moe_prepare(be, "moe_swiglu", &r) != 0 || moe_products(be, "moe_swiglu", &r) != 0)
@@ -249,5 +262,90 @@ backend_cpu_add_gated(struct backend *be, float *y, int ldy, const float *x, int
 			y[(size_t)r * ldy + i] += t;
 		}
 	}
+	return 0;
+}
+
+/* y[i] = min(silu(g[i]), L) * clamp(u[i], -L, L): transformers' Step3p7MLP and experts. */
+void
+backend_cpu_swiglu_limit_rows(const float *g, const float *u, float *y, size_t n, float limit)
+{
+	for (size_t i = 0; i < n; i++) {
+		float a = backend_cpu_silu(g[i]), b = u[i];
+
+		a = a > limit ? limit : a;
+		b = b > limit ? limit : b < -limit ? -limit : b;
+		y[i] = a * b;
+	}
+}
+
+/*
+ * The sigmoid router: p = sigmoid(x) in float32, the top k of p + bias
+ * picked (the largest left each time, the lowest id on ties), their p
+ * renormalised (norm) and scaled.
+ */
+int
+backend_cpu_moe_route_sigmoid(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    const float *bias, int norm, float scale, int32_t *ids, float *w)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	float *p = scratch(c, 2 * (size_t)n), *s = p + n;
+
+	if (p == NULL)
+		return util_err(be->err, "moe_route_sigmoid: out of memory");
+	for (int r = 0; r < m; r++) {
+		int32_t *id = ids + (size_t)r * k;
+		float *wr = w + (size_t)r * k, sum = 0;
+		unsigned char taken[4096];
+
+		if (n > (int)sizeof taken)
+			return util_err(be->err, "moe_route_sigmoid: %d experts", n);
+		for (int e = 0; e < n; e++) {
+			p[e] = backend_cpu_sigmoid(x[(size_t)r * ldx + e]);
+			s[e] = bias != NULL ? p[e] + bias[e] : p[e];
+			taken[e] = 0;
+		}
+		for (int j = 0; j < k; j++) {
+			int b = -1;
+
+			for (int e = 0; e < n; e++)
+				if (!taken[e] && (b < 0 || s[e] > s[b]))
+					b = e;
+			taken[b] = 1;
+			id[j] = b;
+			sum += wr[j] = p[b];
+		}
+		for (int j = 0; j < k; j++)
+			wr[j] = (norm ? wr[j] / sum : wr[j]) * scale;
+	}
+	return 0;
+}
+
+/* x[r][h*hd + j] *= sigmoid(g[r*ldg + h]): the head-wise attention gate. */
+int
+backend_cpu_head_gate(struct backend *be, float *x, int ldx, const float *g, int ldg, int m,
+    int nh, int hd)
+{
+	(void)be;
+	for (int r = 0; r < m; r++)
+		for (int h = 0; h < nh; h++) {
+			float s = backend_cpu_sigmoid(g[(size_t)r * ldg + h]);
+			float *xh = x + (size_t)r * ldx + (size_t)h * hd;
+
+			for (int j = 0; j < hd; j++)
+				xh[j] *= s;
+		}
+	return 0;
+}
+
+int
+backend_cpu_swiglu_limit(struct backend *be, const float *g, const float *u, float *y, size_t n,
+    float limit)
+{
+	(void)be;
+	if (limit > 0)
+		backend_cpu_swiglu_limit_rows(g, u, y, n, limit);
+	else
+		for (size_t i = 0; i < n; i++)
+			y[i] = backend_cpu_silu(g[i]) * u[i];
 	return 0;
 }

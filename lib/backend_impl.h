@@ -128,13 +128,13 @@ struct backend_ops {
 		    float *);
 	int	(*moe_swiglu)(struct backend *, const struct backend_weight *,
 		    const struct backend_weight *, int, const float *, int, int,
-		    const int32_t *, int, float *);
+		    const int32_t *, int, float, float *);
 	int	(*moe_down)(struct backend *, const struct backend_weight *, int, const float *,
 		    int, const int32_t *, const float *, int, float *, int);
 	int	(*add_gated)(struct backend *, float *, int, const float *, int, const float *,
 		    int, int, int);
 	/* optional, Gemma-4's ops (backend_gemma): NULL cannot run one; a
-	 * backend with them honours backend_attn.window */
+	 * backend with them (or step35's) honours backend_attn.window */
 	int	(*geglu)(struct backend *, const float *, int, const float *, int, float *,
 		    int, int, int);
 	int	(*softcap)(struct backend *, float *, size_t, float);
@@ -143,6 +143,14 @@ struct backend_ops {
 		    const float *, int, int, const int32_t *, int, float *);
 	int	(*moe_scale)(struct backend *, float *, const int32_t *, int, int,
 		    const float *);
+	/* optional, step35's ops (backend_moe_route_sigmoid, backend_swiglu_limit,
+	 * backend_head_gate): NULL cannot run them (backend_step35 is 0); a
+	 * backend with them honours backend_attn.window */
+	int	(*moe_route_sigmoid)(struct backend *, const float *, int, int, int, int,
+		    const float *, int, float, int32_t *, float *);
+	int	(*swiglu_limit)(struct backend *, const float *, const float *, float *, size_t,
+		    float);
+	int	(*head_gate)(struct backend *, float *, int, const float *, int, int, int, int);
 };
 
 struct backend {

@@ -78,6 +78,48 @@ src_float(struct src *s, const char *key, float def)
 	return kv != NULL && kv->type == SAFETENSORS_KV_F32 ? kv->v.f32 : def;
 }
 
+/*
+ * "<arch>.<key>" element j as a number (llama.cpp's get_key_or_arr: a
+ * scalar is every layer's), into *out: 0, or 1 (def stored) when absent.
+ */
+static int
+src_elem(struct src *s, const char *key, int j, double def, double *out)
+{
+	char k[128];
+	const struct safetensors_kv *kv;
+	int64_t i;
+
+	*out = def;
+	snprintf(k, sizeof k, "%s.%s", s->arch, key);
+	if (s->gg != NULL) {
+		union { uint8_t b; int32_t i32; uint32_t u32; float f; } v;
+		int t = gguf_arr_type(s->gg, (i = gguf_find_key(s->gg, k)));
+		float f;
+		int64_t n;
+
+		if (i < 0)
+			return 1;
+		if (t < 0)
+			return gguf_get_f32(s->gg, i, &f) == 0 ? (*out = f, 0) :
+			    gguf_get_int(s->gg, i, &n) == 0 ? (*out = (double)n, 0) :
+			    gguf_get_bool(s->gg, i, &v.i32) == 0 ? (*out = v.i32, 0) : 1;
+		if ((uint64_t)j >= gguf_arr_n(s->gg, i) || gguf_arr_get(s->gg, i, j, &v) != 0)
+			return 1;
+		*out = t == GGUF_TYPE_FLOAT32 ? v.f : t == GGUF_TYPE_BOOL ? v.b :
+		    t == GGUF_TYPE_INT32 ? v.i32 : t == GGUF_TYPE_UINT32 ? (double)v.u32 : def;
+		return 0;
+	}
+	if ((kv = st_kv(s, k)) == NULL)
+		return 1;
+	if (kv->type == SAFETENSORS_KV_ARR)
+		return (uint64_t)j >= kv->n ? 1 : (*out = kv->arr_type == SAFETENSORS_KV_F32 ?
+		    kv->f32[j] : kv->arr_type == SAFETENSORS_KV_BOOL ? kv->u8[j] != 0 :
+		    kv->i32[j], 0);
+	*out = kv->type == SAFETENSORS_KV_F32 ? kv->v.f32 : kv->type == SAFETENSORS_KV_I32 ?
+	    kv->v.i32 : kv->type == SAFETENSORS_KV_BOOL ? kv->v.b : (double)kv->v.u32;
+	return 0;
+}
+
 /* 0 and *t filled, or -1 when the source has no such tensor */
 static int
 src_tensor(struct src *s, const char *name, struct src_tensor *t)
@@ -158,6 +200,67 @@ read_moe(struct model *md, struct src *s)
 }
 
 /*
+ * step35's per-layer attention, RoPE and FFN limits (llama.cpp's keys and
+ * semantics: full layers rotate rope.dimension_count / 2 dims at
+ * rope.freq_base, sliding ones rope.dimension_count_swa (else
+ * dimension_count) at rope.freq_base_swa; routed experts' weights
+ * renormalised unless expert_weights_norm says false).  The NextN layers
+ * are left out (hp->n_mtp 0).
+ */
+static int
+read_step35(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+	double v, rot, rot_swa, theta_swa, win;
+	int kvh = 0;
+
+	hp->rope_mode = BACKEND_ROPE_NEOX;
+	hp->qk_norm = 1;
+	hp->n_mtp = 0;		/* the trunk only */
+	src_elem(s, "rope.dimension_count", 0, hp->head_dim, &rot);
+	src_elem(s, "rope.dimension_count_swa", 0, rot, &rot_swa);
+	src_elem(s, "rope.freq_base_swa", 0, hp->rope_theta, &theta_swa);
+	src_elem(s, "attention.sliding_window", 0, 0, &win);
+	hp->n_swa = (int)win;
+	src_elem(s, "expert_weights_scale", 0, 1, &v);
+	hp->exp_scale = (float)v;
+	src_elem(s, "expert_weights_norm", 0, 1, &v);
+	hp->exp_norm = v != 0;
+	if (src_elem(s, "attention.scale", 0, 0, &v) == 0)
+		hp->attn_scale = (float)v;
+	hp->n_head = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+		double h, hk, swa, le, ls;
+
+		src_elem(s, "attention.head_count", il, 0, &h);
+		src_elem(s, "attention.head_count_kv", il, h, &hk);
+		src_elem(s, "attention.sliding_window_pattern", il, 0, &swa);
+		src_elem(s, "swiglu_clamp_exp", il, 0, &le);
+		src_elem(s, "swiglu_clamp_shexp", il, 0, &ls);
+		L->n_head = (int)h;
+		L->swa = swa != 0;
+		L->n_rot = swa != 0 ? (int)rot_swa : (int)rot / 2;
+		L->theta = swa != 0 ? (float)theta_swa : hp->rope_theta;
+		L->lim_exp = (float)le, L->lim_sh = (float)ls;
+		if (il == 0)
+			kvh = (int)hk;
+		if (L->n_head < 1 || (int)hk != kvh || kvh < 1 || L->n_head % kvh ||
+		    L->n_rot < 2 || L->n_rot > hp->head_dim || L->n_rot % 2 ||
+		    (swa != 0 && win < 1) || le < 0 || ls < 0)
+			return util_err(md->err, "layer %d: bad attention (%d heads over %d, %d rope "
+			    "dims, window %d)", il, L->n_head, (int)hk, L->n_rot,
+			    L->swa ? hp->n_swa : 0);
+		hp->n_head = L->n_head > hp->n_head ? L->n_head : hp->n_head;
+	}
+	hp->n_head_kv = kvh;
+	hp->n_rot = hp->head_dim;	/* each layer's own in L->n_rot */
+	if (hp->n_head > 2 * hp->n_embd)	/* the gate's logits live in a->cat */
+		return util_err(md->err, "%d heads: more than 2 x %d", hp->n_head, hp->n_embd);
+	return read_moe(md, s);
+}
+
+/*
  * A GGUF's per-layer "<arch>.attention.recurrent_layers" (llama.cpp's
  * converter writes it from layer_types) must say what the interval
  * says: the forward knows the interval's pattern only.
@@ -188,41 +291,14 @@ check_recurrent(struct model *md, struct src *s)
 	return 0;
 }
 
-/*
- * "<arch>.<key>" element i of an integer or bool array (llama.cpp's
- * per-layer values), or the scalar whatever i, or def when absent.
- */
+/* src_elem as an int: element i, the scalar whatever i, or def when absent. */
 static int
 src_int_at(struct src *s, const char *key, int i, int def)
 {
-	char k[128];
-	const struct safetensors_kv *kv;
-	int64_t x;
+	double v;
 
-	snprintf(k, sizeof k, "%s.%s", s->arch, key);
-	if (s->gg != NULL) {
-		int64_t j = gguf_find_key(s->gg, k);
-		int t = gguf_arr_type(s->gg, j);
-		union { int8_t b; int32_t i32; uint32_t u32; } v;
-
-		if (j < 0)
-			return def;
-		if (t < 0)
-			return gguf_get_int(s->gg, j, &x) == 0 ? (int)x : def;
-		if ((uint64_t)i >= gguf_arr_n(s->gg, j) || gguf_arr_get(s->gg, j, i, &v) != 0)
-			return def;
-		return t == GGUF_TYPE_BOOL ? v.b != 0 : t == GGUF_TYPE_INT32 ? v.i32 :
-		    t == GGUF_TYPE_UINT32 ? (int)v.u32 : def;
-	}
-	if ((kv = st_kv(s, k)) == NULL)
-		return def;
-	if (kv->type != SAFETENSORS_KV_ARR)
-		return kv->type == SAFETENSORS_KV_I32 ? kv->v.i32 : kv->type == SAFETENSORS_KV_BOOL ?
-		    kv->v.b : (int)kv->v.u32;
-	if ((uint64_t)i >= kv->n)
-		return def;
-	return kv->arr_type == SAFETENSORS_KV_BOOL ? kv->u8[i] != 0 :
-	    kv->arr_type == SAFETENSORS_KV_I32 ? kv->i32[i] : def;
+	src_elem(s, key, i, def, &v);
+	return (int)v;
 }
 
 /* The rotated dims of gemma4's global layers: 2 x the leading 1.0 factors of rope_freqs. */
@@ -315,6 +391,8 @@ read_hparams(struct model *md, struct src *s)
 		hp->arch = MODEL_ARCH_LLAMA;
 	else if (strcmp(s->arch, "gemma4") == 0)
 		hp->arch = MODEL_ARCH_GEMMA4;
+	else if (strcmp(s->arch, "step35") == 0)
+		hp->arch = MODEL_ARCH_STEP35;
 	else
 		return util_err(md->err, "architecture '%s' not supported", s->arch);
 	if (src_tensor(s, "token_embd.weight", &emb) != 0)
@@ -327,6 +405,8 @@ read_hparams(struct model *md, struct src *s)
 	hp->n_layer = total - hp->n_mtp;
 	hp->n_head = src_int(s, "attention.head_count", 0);
 	hp->n_head_kv = src_int(s, "attention.head_count_kv", hp->n_head);
+	if (hp->arch == MODEL_ARCH_STEP35)	/* per-layer arrays: read_step35 */
+		hp->n_head = hp->n_head_kv = 1;
 	hp->head_dim = src_int(s, "attention.key_length",
 	    hp->n_head ? hp->n_embd / hp->n_head : 0);
 	hp->n_rot = src_int(s, "rope.dimension_count", hp->head_dim);
@@ -335,7 +415,9 @@ read_hparams(struct model *md, struct src *s)
 	hp->tied = src_tensor(s, "output.weight", &out) != 0;
 	if (hp->arch == MODEL_ARCH_GEMMA4)
 		return read_gemma4(md, s);
-	if (hp->arch != MODEL_ARCH_LLAMA) {
+	if (hp->arch == MODEL_ARCH_STEP35) {
+		hp->rope_mode = BACKEND_ROPE_NEOX;
+	} else if (hp->arch != MODEL_ARCH_LLAMA) {
 		hp->rope_mode = BACKEND_ROPE_NEOX;
 		hp->attn_gated = hp->qk_norm = 1;
 		hp->full_interval = src_int(s, "full_attention_interval", 4);
@@ -355,7 +437,8 @@ read_hparams(struct model *md, struct src *s)
 		return util_err(md->err, "bad hyper-parameters (%d layers, %d embd, %d heads "
 		    "over %d, head dim %d, rope dims %d)", hp->n_layer, hp->n_embd, hp->n_head,
 		    hp->n_head_kv, hp->head_dim, hp->n_rot);
-	if (hp->arch != MODEL_ARCH_LLAMA && (hp->full_interval <= 0 || hp->d_conv < 2 ||
+	if (hp->arch != MODEL_ARCH_LLAMA && hp->arch != MODEL_ARCH_STEP35 &&
+	    (hp->full_interval <= 0 || hp->d_conv < 2 ||
 	    hp->dk <= 0 || hp->dv <= 0 || hp->n_k_heads <= 0 || hp->n_v_heads <= 0 ||
 	    hp->n_v_heads % hp->n_k_heads))
 		return util_err(md->err, "bad recurrent hyper-parameters");
@@ -590,6 +673,41 @@ bind_moe(struct model *md, struct src *s, int il, struct model_layer *L)
 	    -1 : 0;
 }
 
+/* A step35 layer: its attention with the head-wise gate, a dense or MoE FFN. */
+static int
+bind_step35(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	int ne = hp->n_embd, qd = L->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+	int fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
+	struct src_tensor t;
+	char b[96];
+
+	L->sparse = src_tensor(s, NAME(b, il, "ffn_gate_inp.weight"), &t) == 0;
+	if (load_vector(md, s, NAME(b, il, "attn_norm.weight"), 0, ne, &L->attn_norm) ||
+	    load_vector(md, s, NAME(b, il, "ffn_norm.weight"), 0, ne, &L->post_norm) ||
+	    load_matrix(md, s, NAME(b, il, "attn_q.weight"), 0, ne, qd, &L->q) ||
+	    load_matrix(md, s, NAME(b, il, "attn_k.weight"), 0, ne, kvd, &L->k) ||
+	    load_matrix(md, s, NAME(b, il, "attn_v.weight"), 0, ne, kvd, &L->v) ||
+	    load_matrix(md, s, NAME(b, il, "attn_output.weight"), 0, qd, ne, &L->o) ||
+	    load_matrix(md, s, NAME(b, il, "attn_gate.weight"), 1, ne, L->n_head, &L->g) ||
+	    load_vector(md, s, NAME(b, il, "attn_q_norm.weight"), 1, hp->head_dim, &L->q_norm) ||
+	    load_vector(md, s, NAME(b, il, "attn_k_norm.weight"), 1, hp->head_dim, &L->k_norm))
+		return -1;
+	if (!L->sparse)
+		return bind_ffn(md, s, il, L);
+	return load_matrix(md, s, NAME(b, il, "ffn_gate_inp.weight"), 0, ne, hp->n_expert,
+	    &L->router) ||
+	    load_vector(md, s, NAME(b, il, "exp_probs_b.bias"), 1, hp->n_expert, &L->exp_bias) ||
+	    load_experts(md, s, NAME(b, il, "ffn_gate_exps.weight"), ne, fe, &L->exp_gate) ||
+	    load_experts(md, s, NAME(b, il, "ffn_up_exps.weight"), ne, fe, &L->exp_up) ||
+	    load_experts(md, s, NAME(b, il, "ffn_down_exps.weight"), fe, ne, &L->exp_down) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_gate_shexp.weight"), 0, ne, fs, &L->sh_gate) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_up_shexp.weight"), 0, ne, fs, &L->sh_up) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_down_shexp.weight"), 0, fs, ne, &L->sh_down) ?
+	    -1 : 0;
+}
+
 static int
 bind_layer(struct model *md, struct src *s, int il)
 {
@@ -598,6 +716,8 @@ bind_layer(struct model *md, struct src *s, int il)
 	int mtp = il >= hp->n_layer;
 	char b[96];
 
+	if (hp->arch == MODEL_ARCH_STEP35)
+		return bind_step35(md, s, il, L);
 	if (load_vector(md, s, NAME(b, il, "attn_norm.weight"), 0, hp->n_embd, &L->attn_norm) ||
 	    load_vector(md, s, NAME(b, il, hp->arch == MODEL_ARCH_LLAMA ? "ffn_norm.weight" :
 	    "post_attention_norm.weight"), 0, hp->n_embd, &L->post_norm) ||
@@ -779,7 +899,8 @@ plan_layers(struct model *md)
 	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		L->rec = hp->arch != MODEL_ARCH_LLAMA && il < hp->n_layer &&
+		L->rec = hp->arch != MODEL_ARCH_LLAMA && hp->arch != MODEL_ARCH_STEP35 &&
+		    il < hp->n_layer &&
 		    (il + 1) % hp->full_interval != 0;
 		L->cache = L->rec ? hp->n_rec++ : hp->n_full++;
 	}
@@ -804,11 +925,13 @@ bind(struct model *md, struct src *s, struct src *ds)
 			return util_err(md->err, "out of memory");
 		return bind_gemma4(md, s);
 	}
-	md->ops = &model_arch_qwen35;
+	md->ops = hp->arch == MODEL_ARCH_STEP35 ? &model_arch_step35 : &model_arch_qwen35;
 	if (ds != NULL)
 		hp->n_mtp = 1;
 	if ((md->layers = calloc(hp->n_layer + hp->n_mtp, sizeof *md->layers)) == NULL)
 		return util_err(md->err, "out of memory");
+	if (hp->arch == MODEL_ARCH_STEP35 && (ds != NULL || read_step35(md, s) != 0))
+		return ds != NULL ? util_err(md->err, "step35: drafts not supported yet") : -1;
 	plan_layers(md);
 	if (load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
 	    &md->tok_embd, &md->head_host) ||
@@ -965,6 +1088,12 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		    "(use --device cpu)", path, backend_name(be));
 		goto fail;
 	}
+	if (s.arch != NULL && strcmp(s.arch, "step35") == 0 && !backend_step35(be)) {
+		util_err(err, "%s: architecture 'step35': backend '%s' has no step35 ops yet "
+		    "(sliding-window attention, sigmoid routing, SwiGLU limits; use --device cpu)",
+		    path, backend_name(be));
+		goto fail;
+	}
 	if (draft != NULL && open_draft(md, &s, draft, &ds, err) != 0)
 		goto fail;
 	if (bind(md, &s, draft != NULL ? &ds : NULL) != 0 ||
@@ -1023,7 +1152,7 @@ release_layer(struct model *md, struct model_layer *L)
 	struct backend_weight *ws[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate,
 	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj,
 	    &L->router, &L->exp_gate, &L->exp_up, &L->exp_down, &L->sh_gate, &L->sh_up,
-	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj };
+	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g };
 
 	for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
 		backend_weight_release(md->be, ws[i]);

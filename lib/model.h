@@ -3,9 +3,12 @@
  * backend, and its forward pass written once against the backend op
  * table (lib/backend.h).  Architectures: llama, qwen35 (Gated DeltaNet
  * + gated full attention + the MTP block), qwen35moe (qwen35 with every
- * FFN, the MTP block's too, a mixture of experts: lib/model_moe.c) and
+ * FFN, the MTP block's too, a mixture of experts: lib/model_moe.c),
  * gemma4 (sliding-window and global attention layers, per-layer inputs,
- * shared K/V, an MoE block beside the MLP: lib/model_gemma4.c).
+ * shared K/V, an MoE block beside the MLP: lib/model_gemma4.c) and step35
+ * (Step-3.5/3.7 Flash: sliding and full attention with per-layer heads and
+ * RoPE, head-wise gates, dense then sigmoid-routed MoE layers:
+ * lib/model_step35.c; its NextN layers not yet).
  *
  * Weights are named and laid out as in GGUF (llama.cpp's converter
  * semantics: RMSNorm weights multiplicative with the HF "+1" folded in,
@@ -21,7 +24,10 @@
 #include "backend.h"
 #include "state.h"
 
-enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_GEMMA4 };
+enum model_arch {
+	MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_GEMMA4,
+	MODEL_ARCH_STEP35
+};
 
 struct model_hparams {
 	int	arch;		/* enum model_arch */
@@ -47,12 +53,18 @@ struct model_hparams {
 	/* gemma4 (lib/model_gemma4.c): head_dim, n_head_kv, n_rot and rope_theta
 	 * are the global layers' (n_rot of BACKEND_ROPE_PROP), n_ff the widest
 	 * MLP; each layer's own shape is in the model's layers */
-	int	n_swa;		/* sliding window: the query at i sees keys i-n_swa < j <= i */
+	int	n_swa;		/* sliding window (gemma4, step35): the query at i
+				 * sees keys i-n_swa < j <= i */
 	int	head_dim_swa, n_head_kv_swa, n_rot_swa;	/* the sliding layers' */
 	float	rope_theta_swa;
 	int	n_kv_shared;	/* the last n_kv_shared layers read earlier layers' K/V */
 	int	n_pl;		/* per-layer input (PLE) width, 0: none */
 	float	softcap;	/* final logit soft-cap, 0: none */
+	/* step35: n_head is the most query heads of a layer (each layer's in
+	 * struct model_layer); the router's */
+	float	attn_scale;	/* the attention's scale (0: 1 / sqrt(head_dim)) */
+	float	exp_scale;	/* the routed experts' scaling factor */
+	int	exp_norm;	/* the chosen weights renormalised to sum to 1 */
 };
 
 struct model;

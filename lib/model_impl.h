@@ -36,7 +36,7 @@ struct model_layer {
 	struct backend_weight sh_down;		/* [n_embd][n_ff_shexp] */
 	struct backend_weight sh_inp;		/* [1][n_embd] ffn_gate_inp_shexp */
 	/* gemma4 (lib/model_gemma4.c) */
-	int	swa;		/* 1: a sliding-window layer */
+	int	swa;		/* 1: a sliding-window layer (step35's too) */
 	int	hd, nkv;	/* its head size and K/V heads */
 	int	n_ff;		/* its MLP's width */
 	int	kv_own;		/* 1: makes its K/V (into cache); 0: reads cache (shared) */
@@ -52,6 +52,13 @@ struct model_layer {
 	/* MTP block */
 	struct backend_weight eh_proj;	/* [n_embd][2 n_embd] */
 	float	*enorm, *hnorm, *head_norm;	/* [n_embd]; head_norm may be NULL */
+	/* step35 (lib/model_step35.c): this layer's attention and FFN */
+	int	n_head, n_rot;		/* its query heads and rotated dims */
+	float	theta;			/* RoPE base */
+	int	sparse;			/* 1: the MoE FFN, 0: the dense one */
+	float	lim_exp, lim_sh;	/* SwiGLU limits, routed and shared/dense (0: none) */
+	struct backend_weight g;	/* [n_head][n_embd] attn_gate: the head-wise gate */
+	float	*exp_bias;		/* [n_expert] exp_probs_b: the selection bias */
 };
 
 /* Activations in backend memory for up to cap rows. */
@@ -114,9 +121,11 @@ struct model_arch_ops {
 	/* The head's logits a->logits [rows][n_vocab] finished in place (NULL: as they are). */
 	int	(*logits)(struct model *, int rows);
 };
-/* llama, qwen35, qwen35moe (lib/model_fwd.c) and gemma4 (lib/model_gemma4.c). */
+/* llama, qwen35, qwen35moe (lib/model_fwd.c), gemma4 (lib/model_gemma4.c) and step35
+ * (lib/model_step35.c). */
 extern const struct model_arch_ops model_arch_qwen35;
 extern const struct model_arch_ops model_arch_gemma4;
+extern const struct model_arch_ops model_arch_step35;
 
 /* The activations for m rows, grown (never shrunk), or -1 with md->err. */
 int	model_act_reserve(struct model *md, int m);

@@ -12,7 +12,8 @@
  * converter never holds more than one tensor; plus the GGUF metadata
  * the architecture needs (safetensors_kv).  Supported architectures:
  * llama, and qwen35 (text-only qwen3_5_text and released qwen3_5 with
- * text_config) including its MTP block.
+ * text_config) including its MTP block, qwen35moe, and step35
+ * (step3p7's text model, step3p5; its NextN layers not yet).
  */
 #ifndef MEMRA_SAFETENSORS_H
 #define MEMRA_SAFETENSORS_H

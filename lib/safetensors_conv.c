@@ -15,7 +15,7 @@
 #include "safetensors_impl.h"
 #include "util.h"
 
-enum { ARCH_LLAMA = 1, ARCH_QWEN35 = 2, ARCH_QWEN35MOE = 4 };
+enum { ARCH_LLAMA = 1, ARCH_QWEN35 = 2, ARCH_QWEN35MOE = 4, ARCH_STEP35 = 8 };
 #define ARCH_Q35 (ARCH_QWEN35 | ARCH_QWEN35MOE)	/* the hybrid's shared tensors */
 
 /* elementwise transforms */
@@ -33,7 +33,7 @@ enum {
 /* symbolic dimensions for the shape check */
 enum {
 	D_NONE, D_EMBD, D_EMBD2, D_FF, D_VOCAB, D_HQ, D_QO, D_KVO, D_HD,
-	D_CONV, D_VDIM, D_NV, D_HV, D_KC, D_NEXP, D_FFSH, D_ONE
+	D_CONV, D_VDIM, D_NV, D_HV, D_KC, D_NEXP, D_FFSH, D_ONE, D_NHEAD
 };
 
 /* which V-head permutation a tensor takes (qwen35, n_k_heads != n_v_heads) */
@@ -123,12 +123,27 @@ struct hp {
 	int32_t	sections[4];
 	int	has_head_dim;
 	int	kinds[1024];	/* K_FULL / K_LINEAR per trunk layer */
+	/* step35 (step3p7's text model): per trunk layer */
+	int	heads[1024];		/* query heads */
+	unsigned char swa[1024];	/* 1: sliding-window attention */
+	unsigned char sparse[1024];	/* 1: a mixture of experts, 0: a dense MLP */
+	float	lim_exp[1024], lim_sh[1024];	/* SwiGLU limits (0: none) */
+	int64_t	n_head_swa, window, n_ff_exp, n_nextn;
+	double	theta_swa, prf_swa, scale, qpas;
 };
+
+/* step35 (lib/safetensors_conv.c, the end): hparams, tensors, completeness, metadata */
+static int st_step35_hparams(struct safetensors *, struct hp *);
+static int st_step35_map(struct safetensors *, const struct hp *, const struct safetensors_tensor *,
+	    const char *);
+static int st_step35_complete(struct safetensors *, const struct hp *);
+static int st_step35_kv(struct safetensors *, const struct hp *);
 
 static const char *
 arch_name(int arch)
 {
-	return arch == ARCH_LLAMA ? "llama" : arch == ARCH_QWEN35 ? "qwen35" : "qwen35moe";
+	return arch == ARCH_LLAMA ? "llama" : arch == ARCH_QWEN35 ? "qwen35" :
+	    arch == ARCH_STEP35 ? "step35" : "qwen35moe";
 }
 
 static int64_t
@@ -151,6 +166,7 @@ dim(const struct hp *h, int d)
 	case D_NEXP: return h->n_exp;
 	case D_FFSH: return h->n_ff_shexp;
 	case D_ONE: return 1;
+	case D_NHEAD: return h->n_head;
 	}
 	return 1;
 }
@@ -349,9 +365,14 @@ load_hparams(struct safetensors *st, struct hp *h, int nomtp)
 		h->arch = ARCH_QWEN35;
 	else if (strcmp(mt, "qwen3_5_moe_text") == 0 || strcmp(mt, "qwen3_5_moe") == 0)
 		h->arch = ARCH_QWEN35MOE;
+	else if (strcmp(mt, "step3p7") == 0 || strcmp(mt, "step3p5") == 0)
+		h->arch = ARCH_STEP35;
 	else
 		return util_err(st->err, "config.json: model_type '%s' is not supported "
-		    "(llama, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text)", mt);
+		    "(llama, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, step3p7, "
+		    "step3p5)", mt);
+	if (h->arch == ARCH_STEP35)
+		return st_step35_hparams(st, h);
 	if (load_common(st, h) != 0)
 		return -1;
 	if ((h->arch & ARCH_Q35) && load_qwen35(st, h) != 0)
@@ -508,7 +529,8 @@ static int
 normalize(const char *hf, char *buf, size_t n)
 {
 	static const char *const skip[] = { "model.visual.", "visual.", "model.vision_tower.",
-		"vision_tower.", "model.multi_modal_projector.", "mtp.visual." };
+		"vision_tower.", "model.multi_modal_projector.", "mtp.visual.", "vision_model.",
+		"model.vision_model.", "vit_large_projector.", "model.vit_large_projector." };
 	size_t i;
 
 	for (i = 0; i < sizeof skip / sizeof skip[0]; i++)
@@ -695,6 +717,8 @@ map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_
 		return 0;
 	if (strncmp(norm, "mtp.", 4) == 0 && h->n_mtp == 0)
 		return 0;
+	if (h->arch == ARCH_STEP35)
+		return st_step35_map(st, h, t, norm);
 	if ((k = layer_of(norm, h, &blk, &rest, &mtp)) < 0)
 		return util_err(st->err, "tensor '%s': layer number out of range", t->name);
 	if (k == 1 && h->arch == ARCH_QWEN35MOE && strncmp(rest, "mlp.experts.", 12) == 0)
@@ -910,8 +934,8 @@ kv_common(struct safetensors *st, const struct hp *h)
 	    kv_u32(st, "context_length", h->n_ctx) != 0 ||
 	    kv_u32(st, "embedding_length", h->n_embd) != 0 ||
 	    (h->arch != ARCH_QWEN35MOE && kv_u32(st, "feed_forward_length", h->n_ff) != 0) ||
-	    kv_u32(st, "attention.head_count", h->n_head) != 0 ||
-	    kv_u32(st, "attention.head_count_kv", h->n_head_kv) != 0 ||
+	    (h->arch != ARCH_STEP35 && (kv_u32(st, "attention.head_count", h->n_head) != 0 ||
+	    kv_u32(st, "attention.head_count_kv", h->n_head_kv) != 0)) ||
 	    kv_f32(st, "rope.freq_base", h->theta) != 0 ||
 	    kv_f32(st, "attention.layer_norm_rms_epsilon", h->eps) != 0)
 		return -1;
@@ -988,6 +1012,11 @@ safetensors_plan(struct safetensors *st, int nomtp)
 		if (map_tensor(st, h, &st->t[st->byname[i].i]) != 0)
 			goto out;
 	st_sort_out(st);
+	if (h->arch == ARCH_STEP35) {
+		rc = st_step35_complete(st, h) != 0 || kv_common(st, h) != 0 ||
+		    st_step35_kv(st, h) != 0 ? -1 : 0;
+		goto out;
+	}
 	if (check_complete(st, h) != 0 || kv_common(st, h) != 0)
 		goto out;
 	rc = h->arch == ARCH_LLAMA ? kv_llama(st, h) : kv_qwen35(st, h);
@@ -1231,5 +1260,373 @@ safetensors_read_raw(const struct safetensors_out *o, int64_t row0, int64_t nrow
 		for (j = 0; j < n0; j++)
 			memcpy(d + j * es, s + vsrc(j, 0, o->pb, o->pc, o->pd) * es, es);
 	}
+	return 0;
+}
+
+/* ---- step35: step3p7's text model (Step-3.5/3.7 Flash) ----
+ *
+ * transformers 5.17's Step3p7TextConfig and the hub layout save_pretrained
+ * writes; GGUF names and metadata as llama.cpp's converter (conversion/
+ * step3.py, Step35Model) writes them: every norm "+1", router_bias as
+ * exp_probs_b.bias, the stacked experts [E][I][H] as {H, I, E}.  The
+ * NextN layers (model.layers.N.. past num_hidden_layers) are not
+ * converted yet.
+ */
+
+enum { S_ALL, S_DENSE, S_SPARSE };	/* which layers a tensor belongs to */
+
+struct srule {
+	const char *hf, *gguf;
+	int	which;		/* S_* */
+	int	ne0, ne1;	/* D_*, plus the per-layer D_HQL / D_HL below */
+	int	plus1;
+};
+enum { D_HQL = 100, D_HL, D_FFE };
+
+static const struct srule step35_rules[] = {
+	{ "input_layernorm.weight", "attn_norm.weight", S_ALL, D_EMBD, D_NONE, 1 },
+	{ "post_attention_layernorm.weight", "ffn_norm.weight", S_ALL, D_EMBD, D_NONE, 1 },
+	{ "self_attn.q_proj.weight", "attn_q.weight", S_ALL, D_EMBD, D_HQL, 0 },
+	{ "self_attn.k_proj.weight", "attn_k.weight", S_ALL, D_EMBD, D_KVO, 0 },
+	{ "self_attn.v_proj.weight", "attn_v.weight", S_ALL, D_EMBD, D_KVO, 0 },
+	{ "self_attn.o_proj.weight", "attn_output.weight", S_ALL, D_HQL, D_EMBD, 0 },
+	{ "self_attn.q_norm.weight", "attn_q_norm.weight", S_ALL, D_HD, D_NONE, 1 },
+	{ "self_attn.k_norm.weight", "attn_k_norm.weight", S_ALL, D_HD, D_NONE, 1 },
+	{ "self_attn.g_proj.weight", "attn_gate.weight", S_ALL, D_EMBD, D_HL, 0 },
+	{ "mlp.gate_proj.weight", "ffn_gate.weight", S_DENSE, D_EMBD, D_FF, 0 },
+	{ "mlp.up_proj.weight", "ffn_up.weight", S_DENSE, D_EMBD, D_FF, 0 },
+	{ "mlp.down_proj.weight", "ffn_down.weight", S_DENSE, D_FF, D_EMBD, 0 },
+	{ "moe.gate.weight", "ffn_gate_inp.weight", S_SPARSE, D_EMBD, D_NEXP, 0 },
+	{ "moe.router_bias", "exp_probs_b.bias", S_SPARSE, D_NEXP, D_NONE, 0 },
+	{ "share_expert.gate_proj.weight", "ffn_gate_shexp.weight", S_SPARSE, D_EMBD, D_FFSH, 0 },
+	{ "share_expert.up_proj.weight", "ffn_up_shexp.weight", S_SPARSE, D_EMBD, D_FFSH, 0 },
+	{ "share_expert.down_proj.weight", "ffn_down_shexp.weight", S_SPARSE, D_FFSH, D_EMBD, 0 },
+	/* the stacked experts [E][rows][ne0] */
+	{ "moe.gate_proj.weight", "ffn_gate_exps.weight", S_SPARSE, D_EMBD, D_FFE, 0 },
+	{ "moe.up_proj.weight", "ffn_up_exps.weight", S_SPARSE, D_EMBD, D_FFE, 0 },
+	{ "moe.down_proj.weight", "ffn_down_exps.weight", S_SPARSE, D_FFE, D_EMBD, 0 },
+};
+#define STEP35_NEXPS 3	/* the last rules: 3-D expert stacks */
+
+static int64_t
+sdim(const struct hp *h, int64_t il, int d)
+{
+	switch (d) {
+	case D_HQL: return h->heads[il] * h->head_dim;
+	case D_HL: return h->heads[il];
+	case D_FFE: return h->n_ff_exp;
+	}
+	return dim(h, d);
+}
+
+/* A per-layer array of numbers (null entries 0) into v[n_layer]; absent: all def. */
+static int
+s_list(struct safetensors *st, const char *key, int64_t n, float def, float *v)
+{
+	const struct json *a = safetensors_hparam(st, key);
+
+	for (int64_t i = 0; i < n; i++)
+		v[i] = def;
+	if (a == NULL || a->type == JSON_NULL)
+		return 0;
+	if (a->type != JSON_ARRAY || (int64_t)a->n < n)
+		return util_err(st->err, "config.json: '%s' is not an array of %lld", key,
+		    (long long)n);
+	for (int64_t i = 0; i < n; i++) {
+		const struct json *e = &a->items[i];
+
+		if (e->type != JSON_NULL && e->type != JSON_NUMBER)
+			return util_err(st->err, "config.json: '%s'[%lld] is not a number", key,
+			    (long long)i);
+		v[i] = e->type == JSON_NUMBER ? (float)e->num : 0.0f;
+	}
+	return 0;
+}
+
+/* rope_parameters[type].key, else the legacy per-layer list's entry for layer il, else def. */
+static double
+s_rope(struct safetensors *st, const char *type, const char *key, const char *legacy, int64_t il,
+    double def)
+{
+	const struct json *rp = safetensors_hparam(st, "rope_parameters"), *o, *v;
+
+	o = rp != NULL && rp->type == JSON_OBJECT ? json_get(rp, type) : NULL;
+	v = o != NULL && o->type == JSON_OBJECT ? json_get(o, key) : NULL;
+	if (v != NULL && v->type == JSON_NUMBER)
+		return v->num;
+	if (il < 0)
+		return def;
+	v = safetensors_hparam(st, legacy);
+	if (v != NULL && v->type == JSON_NUMBER)
+		return v->num;
+	if (v != NULL && v->type == JSON_ARRAY && (int64_t)v->n > il &&
+	    v->items[il].type == JSON_NUMBER)
+		return v->items[il].num;
+	return def;
+}
+
+/* layer_types and the MLP kinds (mlp_layer_types, or legacy moe_layers_enum). */
+static int
+s_kinds(struct safetensors *st, struct hp *h)
+{
+	const struct json *lt = safetensors_hparam(st, "layer_types");
+	const struct json *mt = safetensors_hparam(st, "mlp_layer_types");
+	const struct json *en = safetensors_hparam(st, "moe_layers_enum");
+
+	for (int64_t i = 0; i < h->n_layer; i++) {
+		const char *s = lt != NULL && lt->type == JSON_ARRAY && (int64_t)lt->n > i &&
+		    lt->items[i].type == JSON_STRING ? lt->items[i].str : "full_attention";
+		const char *m = mt != NULL && mt->type == JSON_ARRAY && (int64_t)mt->n > i &&
+		    mt->items[i].type == JSON_STRING ? mt->items[i].str : NULL;
+
+		if (strcmp(s, "sliding_attention") != 0 && strcmp(s, "full_attention") != 0)
+			return util_err(st->err, "config.json: layer_types[%lld] '%s' is not "
+			    "supported", (long long)i, s);
+		h->swa[i] = s[0] == 's';
+		h->heads[i] = (int)(h->swa[i] ? h->n_head_swa : h->n_head);
+		if (m != NULL)
+			h->sparse[i] = strcmp(m, "sparse") == 0;
+		else if (en != NULL && en->type == JSON_STRING) {
+			char pat[32];
+
+			snprintf(pat, sizeof pat, ",%lld,", (long long)i);
+			h->sparse[i] = 0;
+			for (const char *p = en->str; *p; p++)	/* "3,4,5": a match at a boundary */
+				if ((p == en->str || p[-1] == ',') &&
+				    strncmp(p, pat + 1, strlen(pat + 1) - 1) == 0 &&
+				    (p[strlen(pat + 1) - 1] == ',' || p[strlen(pat + 1) - 1] == '\0'))
+					h->sparse[i] = 1;
+		} else
+			h->sparse[i] = i >= 3;
+	}
+	return 0;
+}
+
+/* The first layer of each kind gives its RoPE (as transformers reads them). */
+static int
+s_rope_all(struct safetensors *st, struct hp *h)
+{
+	int64_t f = -1, w = -1;
+
+	for (int64_t i = 0; i < h->n_layer; i++)
+		if (h->swa[i] ? w < 0 : f < 0)
+			*(h->swa[i] ? &w : &f) = i;
+	h->theta = s_rope(st, "full_attention", "rope_theta", "rope_theta", f, 10000.0);
+	h->prf = s_rope(st, "full_attention", "partial_rotary_factor", "partial_rotary_factors", f,
+	    1.0);
+	h->theta_swa = s_rope(st, "sliding_attention", "rope_theta", "rope_theta", w, h->theta);
+	h->prf_swa = s_rope(st, "sliding_attention", "partial_rotary_factor",
+	    "partial_rotary_factors", w, 1.0);
+	if (f < 0)	/* no full layer: llama.cpp's keys still need its entry */
+		h->theta = h->theta_swa, h->prf = h->prf_swa / 2;
+	if ((int64_t)(h->head_dim * h->prf) % 2 || (int64_t)(h->head_dim * h->prf_swa) % 2 ||
+	    h->prf <= 0 || h->prf > 1 || h->prf_swa <= 0 || h->prf_swa > 1)
+		return util_err(st->err, "config.json: partial rotary factors %g, %g of head_dim "
+		    "%lld", h->prf, h->prf_swa, (long long)h->head_dim);
+	return 0;
+}
+
+static int
+s_int2(struct safetensors *st, const char *a, const char *b, int64_t def, int64_t *out)
+{
+	int rc = hp_int(st, a, def, out);
+
+	return rc == 1 ? hp_int(st, b, def, out) : rc;
+}
+
+static int
+st_step35_hparams(struct safetensors *st, struct hp *h)
+{
+	const struct json *ao = safetensors_hparam(st, "attention_other_setting");
+
+	if (hp_need(st, "num_hidden_layers", 1, &h->n_layer) != 0 ||
+	    hp_need(st, "hidden_size", 1, &h->n_embd) != 0 ||
+	    hp_need(st, "intermediate_size", 1, &h->n_ff) != 0 ||
+	    hp_need(st, "num_attention_heads", 1, &h->n_head) != 0 ||
+	    hp_need(st, "vocab_size", 1, &h->n_vocab) != 0 ||
+	    s_int2(st, "num_key_value_heads", "num_attention_groups", h->n_head, &h->n_head_kv) < 0 ||
+	    hp_int(st, "max_position_embeddings", 0, &h->n_ctx) < 0 ||
+	    hp_int(st, "num_sliding_attention_heads", h->n_head, &h->n_head_swa) < 0 ||
+	    hp_int(st, "sliding_window", 0, &h->window) < 0 ||
+	    s_int2(st, "n_routed_experts", "moe_num_experts", 0, &h->n_exp) < 0 ||
+	    s_int2(st, "num_experts_per_tok", "moe_top_k", 0, &h->n_exp_used) < 0 ||
+	    hp_int(st, "moe_intermediate_size", 0, &h->n_ff_exp) < 0 ||
+	    s_int2(st, "share_expert_dim", "share_expert_dims", 0, &h->n_ff_shexp) < 0 ||
+	    s_int2(st, "num_nextn_predict_layers", "num_mtp_layers", 0, &h->n_nextn) < 0)
+		return -1;
+	if (ao != NULL && ao->type == JSON_OBJECT && safetensors_hparam(st,
+	    "num_sliding_attention_heads") == NULL && json_get(ao, "num_attention_heads") != NULL &&
+	    json_get(ao, "num_attention_heads")->is_int)
+		h->n_head_swa = json_get(ao, "num_attention_heads")->i;
+	h->has_head_dim = 1;
+	if (hp_int(st, "head_dim", h->n_embd / h->n_head, &h->head_dim) < 0 ||
+	    hp_num(st, "rms_norm_eps", 1e-5, &h->eps) != 0 ||
+	    hp_num(st, "moe_router_scaling_factor", 1.0, &h->scale) != 0 ||
+	    hp_num(st, "query_pre_attn_scalar", (double)h->head_dim, &h->qpas) != 0)
+		return -1;
+	if (h->n_layer > 1000 || h->head_dim < 2 || h->n_head_kv < 1 || h->n_head % h->n_head_kv ||
+	    h->n_head_swa < 1 || h->n_head_swa % h->n_head_kv || h->qpas <= 0)
+		return util_err(st->err, "config.json: bad step3p7 attention shape");
+	if (s_kinds(st, h) != 0 || s_rope_all(st, h) != 0 ||
+	    s_list(st, "swiglu_limits", h->n_layer, 0, h->lim_exp) != 0 ||
+	    s_list(st, "swiglu_limits_shared", h->n_layer, 0, h->lim_sh) != 0)
+		return -1;
+	for (int64_t i = 0; i < h->n_layer; i++)
+		if (h->sparse[i] && (h->n_exp < 1 || h->n_exp_used < 1 || h->n_exp_used > h->n_exp ||
+		    h->n_ff_exp < 1 || h->n_ff_shexp < 1))
+			return util_err(st->err, "config.json: bad experts (%lld, %lld a token, "
+			    "widths %lld, shared %lld)", (long long)h->n_exp,
+			    (long long)h->n_exp_used, (long long)h->n_ff_exp, (long long)h->n_ff_shexp);
+	return 0;
+}
+
+/* The stacked experts [E][rows][ne0] as {ne0, rows, E}. */
+static int
+s_stack(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    int64_t il, const struct srule *r, const char *name)
+{
+	int64_t ne0 = sdim(h, il, r->ne0), rows = sdim(h, il, r->ne1);
+
+	if (t->n_dims != 3 || t->shape[0] != h->n_exp || t->shape[1] != rows || t->shape[2] != ne0)
+		return util_err(st->err, "tensor '%s': not [%lld, %lld, %lld] as config.json implies",
+		    t->name, (long long)h->n_exp, (long long)rows, (long long)ne0);
+	return stack_out(st, h, t, name, ne0, rows) != NULL ? 0 : -1;
+}
+
+static int
+st_step35_map(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    const char *norm)
+{
+	size_t nr = sizeof step35_rules / sizeof step35_rules[0];
+	const char *rest;
+	char gname[96], *end;
+	long long il;
+
+	for (size_t i = 0; i < sizeof global_rules / sizeof global_rules[0]; i++)
+		if ((global_rules[i].arch & ARCH_QWEN35) && strncmp(norm, "mtp.", 4) != 0 &&
+		    strcmp(global_rules[i].hf, norm) == 0)
+			return add_out(st, h, t, &global_rules[i], global_rules[i].gguf);
+	if (strncmp(norm, "model.layers.", 13) != 0)
+		return util_err(st->err, "tensor '%s' has no GGUF name for step35", t->name);
+	il = strtoll(norm + 13, &end, 10);
+	if (end == norm + 13 || *end != '.' || il < 0 || il >= h->n_layer + h->n_nextn)
+		return util_err(st->err, "tensor '%s': layer number out of range", t->name);
+	if (il >= h->n_layer)	/* a NextN layer: not converted yet */
+		return 0;
+	rest = end + 1;
+	for (size_t i = 0; i < nr; i++) {
+		const struct srule *r = &step35_rules[i];
+		struct rule q = { r->hf, r->gguf, ARCH_STEP35, K_ANY, D_EMBD, D_NONE,
+		    r->plus1 ? X_PLUS1 : X_NONE, V_NONE, 0, 0 };
+
+		if (strcmp(rest, r->hf) != 0)
+			continue;
+		if (r->which != S_ALL && (r->which == S_SPARSE) != h->sparse[il])
+			return util_err(st->err, "tensor '%s' in a %s layer", t->name,
+			    h->sparse[il] ? "sparse" : "dense");
+		snprintf(gname, sizeof gname, "blk.%lld.%s", il, r->gguf);
+		if (i >= nr - STEP35_NEXPS)
+			return s_stack(st, h, t, il, r, gname);
+		/* add_out checks the shape against dim(): the per-layer dims resolved here */
+		struct hp *hl = (struct hp *)h;
+		int64_t keep = hl->n_head;
+
+		hl->n_head = h->heads[il];
+		q.ne0 = r->ne0 == D_HQL ? D_HQ : r->ne0 == D_FFE ? D_FF : r->ne0;
+		q.ne1 = r->ne1 == D_HQL ? D_HQ : r->ne1 == D_HL ? D_NHEAD : r->ne1;
+		int rc = add_out(st, h, t, &q, gname);
+
+		hl->n_head = keep;
+		return rc;
+	}
+	return util_err(st->err, "tensor '%s' has no GGUF name for step35", t->name);
+}
+
+static int
+st_step35_complete(struct safetensors *st, const struct hp *h)
+{
+	char name[128];
+
+	if (need(st, "token_embd.weight") != 0 || need(st, "output_norm.weight") != 0 ||
+	    need(st, "output.weight") != 0)
+		return -1;
+	for (int64_t b = 0; b < h->n_layer; b++)
+		for (size_t i = 0; i < sizeof step35_rules / sizeof step35_rules[0]; i++) {
+			const struct srule *r = &step35_rules[i];
+
+			if (r->which != S_ALL && (r->which == S_SPARSE) != h->sparse[b])
+				continue;
+			snprintf(name, sizeof name, "blk.%lld.%s", (long long)b, r->gguf);
+			if (need(st, name) != 0)
+				return -1;
+		}
+	return 0;
+}
+
+static int
+s_kv_arr(struct safetensors *st, const char *key, int type, int64_t n, const void *v)
+{
+	struct safetensors_kv *kv;
+	char k[128];
+	size_t es = type == SAFETENSORS_KV_BOOL ? 1 : 4;
+	void *p;
+
+	snprintf(k, sizeof k, "%s.%s", st->arch, key);
+	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_ARR)) == NULL ||
+	    (p = st_keep(st, malloc((size_t)n * es))) == NULL)
+		return util_err(st->err, "out of memory");
+	memcpy(p, v, (size_t)n * es);
+	kv->arr_type = type;
+	kv->n = (uint64_t)n;
+	if (type == SAFETENSORS_KV_F32)
+		kv->f32 = p;
+	else if (type == SAFETENSORS_KV_BOOL)
+		kv->u8 = p;
+	else
+		kv->i32 = p;
+	return 0;
+}
+
+static int
+st_step35_kv(struct safetensors *st, const struct hp *h)
+{
+	int32_t *heads = st_keep(st, malloc(h->n_layer * sizeof *heads));
+	int32_t *kvh = st_keep(st, malloc(h->n_layer * sizeof *kvh));
+	int64_t lead = 0;
+
+	if (heads == NULL || kvh == NULL)
+		return util_err(st->err, "out of memory");
+	for (int64_t i = 0; i < h->n_layer; i++)
+		heads[i] = h->heads[i], kvh[i] = (int32_t)h->n_head_kv;
+	while (lead < h->n_layer && !h->sparse[lead])
+		lead++;
+	if (s_kv_arr(st, "attention.head_count", SAFETENSORS_KV_I32, h->n_layer, heads) != 0 ||
+	    s_kv_arr(st, "attention.head_count_kv", SAFETENSORS_KV_I32, h->n_layer, kvh) != 0 ||
+	    s_kv_arr(st, "attention.sliding_window_pattern", SAFETENSORS_KV_BOOL, h->n_layer,
+	    h->swa) != 0 ||
+	    kv_u32(st, "attention.sliding_window", h->window) != 0 ||
+	    /* llama.cpp: full layers rotate dimension_count / 2, sliding ones _swa */
+	    kv_u32(st, "rope.dimension_count", 2 * (int64_t)(h->head_dim * h->prf)) != 0 ||
+	    kv_u32(st, "rope.dimension_count_swa", (int64_t)(h->head_dim * h->prf_swa)) != 0 ||
+	    kv_f32(st, "rope.freq_base_swa", h->theta_swa) != 0 ||
+	    kv_u32(st, "expert_count", h->n_exp) != 0 ||
+	    kv_u32(st, "expert_used_count", h->n_exp_used) != 0 ||
+	    kv_u32(st, "expert_feed_forward_length", h->n_ff_exp) != 0 ||
+	    kv_u32(st, "expert_shared_feed_forward_length", h->n_ff_shexp) != 0 ||
+	    kv_f32(st, "expert_weights_scale", h->scale) != 0 ||
+	    kv_u32(st, "leading_dense_block_count", lead) != 0 ||
+	    s_kv_arr(st, "swiglu_clamp_exp", SAFETENSORS_KV_F32, h->n_layer, h->lim_exp) != 0 ||
+	    s_kv_arr(st, "swiglu_clamp_shexp", SAFETENSORS_KV_F32, h->n_layer, h->lim_sh) != 0)
+		return -1;
+	struct safetensors_kv *kv;
+	char k[128];
+
+	snprintf(k, sizeof k, "%s.expert_weights_norm", st->arch);
+	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_BOOL)) == NULL)
+		return util_err(st->err, "out of memory");
+	kv->v.b = 1;	/* transformers always renormalises the chosen weights */
+	if (h->qpas != (double)h->head_dim &&
+	    kv_f32(st, "attention.scale", 1.0 / sqrt(h->qpas)) != 0)
+		return -1;
 	return 0;
 }

@@ -1194,16 +1194,21 @@ TEST(gemma_elementwise_ops_match_reference)
 	CHECK(w[0] == 2.0f && w[1] == 0.5f && w[2] == 3.0f && w[3] == 8.0f);
 }
 
-/* A sliding window is attention over the last window keys only; decode equals prefill. */
+/*
+ * A sliding window (gemma4, step35) is attention over the last window keys
+ * only, key j kept for the query at i when j > i - window: the same bits as
+ * a cache that starts at the window, on one thread or three; decode equals
+ * prefill.
+ */
 TEST(windowed_attention_sees_the_last_window_keys)
 {
-	struct backend_attn a = { 4, 2, 16, 1.0f, 0, 0, 0, 3 }, full = a;
+	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 3 }, full = a;
 	int m = 7, kvd = 32, ldq = 64;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)m * kvd, 1);
 	float *vc = rnd((size_t)m * kvd, 1), o[7][64], o1[64], ref[64];
 
 	full.window = 0;
-	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == 0);
+	CHECK(backend_attention(be3, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == 0);
 	for (int r = 0; r < m; r++) {
 		int lo = r + 1 > 3 ? r + 1 - 3 : 0;
 
@@ -1217,6 +1222,8 @@ TEST(windowed_attention_sees_the_last_window_keys)
 		}
 	}
 	a.ggml = 1;
+	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == -1);
+	a.ggml = 0, a.window = -1;
 	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == -1);
 	free(q), free(kc), free(vc);
 }
@@ -1329,6 +1336,120 @@ TEST(add_gated_adds_the_sigmoid_gated_rows)
 	CHECK(backend_moe(be1) == 1);
 }
 
+/* --- step35's ops --- */
+
+TEST(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased)
+{
+	/* expert 4 has the lowest logit but a bias that lifts it into the top 2;
+	 * its weight is its own sigmoid, not the biased score */
+	float x[2][6] = { { 2.0f, 1.0f, 0.5f, 0.0f, -3.0f, 1.0f }, { 0, 0, 0, 0, 0, 0 } };
+	float bias[6] = { 0, 0, 0, 0, 5.0f, 0 };
+	int32_t ids[2 * 3];
+	float w[2 * 3];
+	double p0 = dsigmoid(2.0), p4 = dsigmoid(-3.0), p1 = dsigmoid(1.0);
+
+	CHECK(backend_moe_route_sigmoid(be1, &x[0][0], 6, 1, 6, 2, bias, 1, 1.0f, ids, w) == 0);
+	CHECK_EQ_INT(ids[0], 4);	/* 5 + sigmoid(-3) is the largest score */
+	CHECK_EQ_INT(ids[1], 0);
+	CHECK_NEAR(w[0], p4 / (p4 + p0), 1e-6);
+	CHECK_NEAR(w[1], p0 / (p4 + p0), 1e-6);
+	/* no bias, top 3, ties (experts 1 and 5) to the lower id; scaled, not renormalised */
+	CHECK(backend_moe_route_sigmoid(be3, &x[0][0], 6, 1, 6, 3, NULL, 0, 2.5f, ids, w) == 0);
+	CHECK_EQ_INT(ids[0], 0);
+	CHECK_EQ_INT(ids[1], 1);
+	CHECK_EQ_INT(ids[2], 5);
+	CHECK_NEAR(w[0], 2.5 * p0, 1e-6);
+	CHECK_NEAR(w[2], 2.5 * p1, 1e-6);
+	/* renormalised and scaled: the weights sum to the scale; all equal: ids 0, 1, 2 */
+	CHECK(backend_moe_route_sigmoid(be1, &x[1][0], 6, 1, 6, 3, NULL, 1, 3.0f, ids + 3, w + 3)
+	    == 0);
+	CHECK_EQ_INT(ids[3], 0);
+	CHECK_EQ_INT(ids[5], 2);
+	CHECK_NEAR(w[3] + w[4] + w[5], 3.0, 1e-6);
+	CHECK(backend_moe_route_sigmoid(be1, &x[0][0], 6, 1, 6, 7, NULL, 1, 1, ids, w) == -1);
+	CHECK(backend_step35(be1) == 1);
+}
+
+TEST(swiglu_limit_clamps_the_gate_above_and_up_both_ways)
+{
+	float g[6] = { 3.0f, -2.0f, 0.1f, 5.0f, 0.0f, -0.5f }, u[6] = { 2.0f, -4.0f, 0.2f, -0.1f,
+	    1.0f, 9.0f }, y[6], y0[6];
+
+	CHECK(backend_swiglu_limit(be1, g, u, y, 6, 0.5f) == 0);
+	for (int i = 0; i < 6; i++) {
+		double a = g[i] * dsigmoid(g[i]), b = u[i];
+
+		a = a > 0.5 ? 0.5 : a;
+		b = b > 0.5 ? 0.5 : b < -0.5 ? -0.5 : b;
+		CHECK_NEAR(y[i], a * b, 1e-6);
+	}
+	CHECK(backend_swiglu_limit(be1, g, u, y, 6, 0) == 0);	/* 0: the plain SwiGLU */
+	CHECK(backend_swiglu(be1, g, u, y0, 6) == 0);
+	CHECK(same(y, y0, 6));
+	CHECK(backend_swiglu_limit(be1, g, u, y, 6, -1) == -1);
+}
+
+static void
+moe_limit_case(struct backend *be, int type)
+{
+	enum { E = 4, M = 5, K = 2, H = 64, I = 32 };
+	struct wbuf g = make_weight(type, H, E * I), u = make_weight(type, H, E * I);
+	struct backend_weight wg, wu;
+	int32_t ids[M * K] = { 0, 3, 3, 1, 2, 0, 1, 1, 3, 2 };
+	float *x = rnd((size_t)M * H, 4);
+	float f[M * K][I], f0[M * K][I], gi[I], ui[I], one[I];
+	int ok = 1;
+
+	CHECK(backend_weight_init(be, &wg, type, H, E * I, g.data, 1) == 0);
+	CHECK(backend_weight_init(be, &wu, type, H, E * I, u.data, 1) == 0);
+	CHECK(backend_moe_swiglu_limit(be, &wg, &wu, E, x, H, M, ids, K, 0, &f[0][0]) == 0);
+	CHECK(backend_moe_swiglu(be, &wg, &wu, E, x, H, M, ids, K, &f0[0][0]) == 0);
+	CHECK(same(&f[0][0], &f0[0][0], (size_t)M * K * I));	/* limit 0: the plain op */
+	CHECK(backend_moe_swiglu_limit(be, &wg, &wu, E, x, H, M, ids, K, 0.25f, &f[0][0]) == 0);
+	for (int s = 0; s < M * K; s++) {
+		struct backend_weight eg = expert_of(&wg, E, ids[s]), eu = expert_of(&wu, E, ids[s]);
+
+		CHECK(backend_matmul(be, &eg, x + (size_t)(s / K) * H, H, gi, I, 1) == 0);
+		CHECK(backend_matmul(be, &eu, x + (size_t)(s / K) * H, H, ui, I, 1) == 0);
+		CHECK(backend_swiglu_limit(be, gi, ui, one, I, 0.25f) == 0);
+		ok &= same(one, f[s], I);
+		for (int i = 0; i < I; i++)
+			ok &= fabsf(f[s][i]) <= 0.2785f * 0.25f;	/* silu >= -0.2785 */
+	}
+	CHECK(ok);
+	backend_weight_release(be, &wg), backend_weight_release(be, &wu);
+	free_weight(&g), free_weight(&u);
+	free(x);
+}
+
+TEST(moe_swiglu_limit_is_each_experts_clamped_one_row_products_bit_for_bit)
+{
+	static const int types[] = { QUANT_F32, QUANT_Q8_0 };
+
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		moe_limit_case(be1, types[t]);
+		moe_limit_case(be3, types[t]);
+		moe_limit_case(bes, types[t]);
+	}
+}
+
+TEST(head_gate_scales_each_head_by_its_sigmoid)
+{
+	enum { M = 3, NH = 4, HD = 5 };
+	float x[M][NH * HD], x0[M][NH * HD], g[M][NH + 1];
+
+	for (int r = 0; r < M; r++) {
+		for (int h = 0; h <= NH; h++)
+			g[r][h] = frand() * 3;
+		for (int i = 0; i < NH * HD; i++)
+			x[r][i] = x0[r][i] = frand();
+	}
+	CHECK(backend_head_gate(be3, &x[0][0], NH * HD, &g[0][0], NH + 1, M, NH, HD) == 0);
+	for (int r = 0; r < M; r++)
+		for (int i = 0; i < NH * HD; i++)
+			CHECK_NEAR(x[r][i], x0[r][i] * dsigmoid(g[r][i / HD]), 1e-6);
+}
+
 int
 main(void)
 {
@@ -1372,6 +1493,10 @@ main(void)
 	RUN(gemma_elementwise_ops_match_reference);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
+	RUN(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased);
+	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);
+	RUN(moe_swiglu_limit_is_each_experts_clamped_one_row_products_bit_for_bit);
+	RUN(head_gate_scales_each_head_by_its_sigmoid);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);

@@ -1,0 +1,173 @@
+#include "model.h"
+
+#include <math.h>
+
+#include "model_impl.h"
+#include "util.h"
+
+/*
+ * step35: Step-3.5/3.7 Flash's trunk (transformers 5.17's Step3p7TextModel,
+ * llama.cpp's step35 graph), behind the model's op table (lib/model_impl.h)
+ * and written against the backend's:
+ *
+ *	xn = rmsnorm(x) * attn_norm
+ *	q, k = rmsnorm per head (q_norm, k_norm), then RoPE (NeoX pairs) on the
+ *	    layer's first n_rot dims at its theta (full and sliding layers differ)
+ *	o = attention over the layer's window (0: all), n_head query heads of
+ *	    the layer's own count, scale attn_scale (1 / sqrt(head_dim))
+ *	o_h *= sigmoid(attn_gate . xn)_h (head-wise), x += attn_output . o
+ *	xn = rmsnorm(x) * ffn_norm, then a dense SwiGLU, or
+ *	    p = sigmoid(router . xn) (fp32); top k of p + exp_probs_b; weights
+ *	    p / sum * expert_weights_scale; routed experts + the shared one
+ *	each SwiGLU min(silu(g), L) * clamp(u, -L, L) with its layer's limit
+ *	(swiglu_clamp_exp for the routed experts, _shexp for the shared one
+ *	and the dense MLP; 0: none), x += the FFN
+ *
+ * The norms carry the HF "+1" folded in (GGUF's convention).  The gate's
+ * logits live in a->cat (free outside the MTP path; n_head <= 2 n_embd).
+ */
+
+static int
+fail(struct model *md)
+{
+	return util_err(md->err, "%s", backend_errmsg(md->be));
+}
+
+/* q, K (a->y), V (a->z) and the gate's logits (a->cat) of m rows; q and K normed and roped. */
+static int
+qkv(struct model *md, struct model_layer *L, int m, const float *res)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int hd = hp->head_dim, nh = L->n_head, nkv = hp->n_head_kv;
+	const struct backend_weight *W[4] = { &L->q, &L->k, &L->v, &L->g };
+	float *Y[4] = { a->q, a->y, a->z, a->cat };
+	struct backend_qkn qk = { nh, nkv, hd, hd, L->q_norm, L->k_norm, hp->eps, L->n_rot,
+	    hp->rope_mode, L->theta };
+
+	if (backend_add_rmsnorm_matmul(be, a->x, res, m, hp->n_embd, L->attn_norm, hp->eps,
+	    L->g.data != NULL ? 4 : 3, W, Y))
+		return fail(md);
+	if (L->q_norm != NULL && L->k_norm != NULL)
+		return backend_qk_norm_rope(be, &qk, a->q, a->y, a->z, m, a->pos, NULL, NULL, NULL,
+		    0) ? fail(md) : 0;
+	if ((L->q_norm && backend_rmsnorm(be, a->q, hd, L->q_norm, a->q, hd, m * nh, hd,
+	    hp->eps)) ||
+	    (L->k_norm && backend_rmsnorm(be, a->y, hd, L->k_norm, a->y, hd, m * nkv, hd,
+	    hp->eps)) ||
+	    backend_rope(be, a->q, nh * hd, nh, hd, m, a->pos, L->n_rot, L->theta, hp->rope_mode) ||
+	    backend_rope(be, a->y, nkv * hd, nkv, hd, m, a->pos, L->n_rot, L->theta,
+	    hp->rope_mode))
+		return fail(md);
+	return 0;
+}
+
+/* Layer L's attention over group g's rows (x += res first); its output in a->t. */
+static int
+attention(struct model *md, struct model_layer *L, const struct model_seqs *g, const float *res)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int hd = hp->head_dim, nh = L->n_head, kvd = hp->n_head_kv * hd, qd = nh * hd, m = g->m;
+	struct backend_attn at = { nh, hp->n_head_kv, hd, hp->attn_scale > 0 ? hp->attn_scale :
+	    1.0f / sqrtf((float)hd), 0, 0, 0, L->swa ? hp->n_swa : 0 };
+
+	if (qkv(md, L, m, res) != 0)
+		return -1;
+	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
+		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
+		int k = model_seq_rows(g, i), p = a->pos[r];
+
+		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd, (size_t)k * kvd) ||
+		    backend_copy(be, vc + (size_t)p * kvd, a->z + (size_t)r * kvd, (size_t)k * kvd) ||
+		    backend_attention(be, &at, a->q + (size_t)r * qd, qd, hd, kc, vc, k, p,
+		    a->o + (size_t)r * qd))
+			return fail(md);
+	}
+	if ((L->g.data != NULL && backend_head_gate(be, a->o, qd, a->cat, nh, m, nh, hd)) ||
+	    backend_matmul(be, &L->o, a->o, qd, a->t, hp->n_embd, m))
+		return fail(md);
+	return 0;
+}
+
+/* A SwiGLU of xn (m rows, width nf) with limit lim into y [m][n_embd]. */
+static int
+swiglu(struct model *md, const struct backend_weight *wg, const struct backend_weight *wu,
+    const struct backend_weight *wd, int nf, float lim, int m, float *y)
+{
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+
+	if (backend_matmul(be, wg, a->xn, md->hp.n_embd, a->f, nf, m) ||
+	    backend_matmul(be, wu, a->xn, md->hp.n_embd, a->u, nf, m) ||
+	    backend_swiglu_limit(be, a->f, a->u, a->f, (size_t)m * nf, lim) ||
+	    backend_matmul(be, wd, a->f, nf, y, md->hp.n_embd, m))
+		return fail(md);
+	return 0;
+}
+
+/* Layer L's FFN (x += a->t first): dense, or routed experts plus the shared one; into a->t. */
+static int
+ffn(struct model *md, struct model_layer *L, int m)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int ne = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used;
+
+	if (backend_add(be, a->x, a->t, (size_t)m * ne) ||
+	    backend_rmsnorm(be, a->x, ne, L->post_norm, a->xn, ne, m, ne, hp->eps))
+		return fail(md);
+	if (!L->sparse)
+		return swiglu(md, &L->ffn_gate, &L->ffn_up, &L->ffn_down, hp->n_ff, L->lim_sh, m,
+		    a->t);
+	if (swiglu(md, &L->sh_gate, &L->sh_up, &L->sh_down, hp->n_ff_shexp, L->lim_sh, m,
+	    a->sh) != 0)
+		return -1;
+	if (backend_matmul(be, &L->router, a->xn, ne, a->rl, E, m) ||
+	    backend_moe_route_sigmoid(be, a->rl, E, m, E, k, L->exp_bias, hp->exp_norm,
+	    hp->exp_scale, a->rid, a->rw) ||
+	    backend_moe_swiglu_limit(be, &L->exp_gate, &L->exp_up, E, a->xn, ne, m, a->rid, k,
+	    L->lim_exp, a->ef) ||
+	    backend_moe_down(be, &L->exp_down, E, a->ef, m, a->rid, a->rw, k, a->t, ne) ||
+	    backend_add(be, a->t, a->sh, (size_t)m * ne))
+		return fail(md);
+	return 0;
+}
+
+/*
+ * The trunk over group g's rows, a->pos holding each row's position and x
+ * the embeddings; x ends as its output.  Attention keeps no snapshots: a
+ * verify's rollback is the cache's length.
+ */
+static int
+step35_layers_seqs(struct model *md, const struct model_seqs *g)
+{
+	if (md->kv_f16)
+		return util_err(md->err, "step35: an f16 KV cache is not supported yet");
+	for (int il = 0; il < md->hp.n_layer; il++) {
+		struct model_layer *L = &md->layers[il];
+
+		if (attention(md, L, g, il > 0 ? md->act.t : NULL) != 0 || ffn(md, L, g->m) != 0)
+			return -1;
+	}
+	if (md->hp.n_layer > 0 && backend_add(md->be, md->act.x, md->act.t,
+	    (size_t)g->m * md->hp.n_embd))
+		return fail(md);
+	return 0;
+}
+
+/* The trunk over m rows of one sequence at p0 (a->pos); dpos unused (no recorded steps). */
+static int
+step35_layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
+{
+	struct model_seqs g = { &st, &m, 1, m, (flags & MODEL_VERIFY) != 0 };
+
+	return step35_layers_seqs(md, &g);
+}
+
+const struct model_arch_ops model_arch_step35 = {
+	.layers = step35_layers, .layers_seqs = step35_layers_seqs,
+};

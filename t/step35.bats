@@ -1,0 +1,111 @@
+bats_require_minimum_version 1.5.0
+# step35 (Step-3.5/3.7 Flash's text model) on the CPU backend against
+# transformers 5.17's Step3p7ForConditionalGeneration: the tiny random models
+# of t/data/step35 (tools/make-step35-models.py), their reference logits and
+# greedy ids in refs.json.  step-a: full and sliding layers of 4 and 6 query
+# heads, partial RoPE 0.5 / 1.0 at two thetas, a dense layer then MoE layers
+# (8 experts, top 3, correction bias, scaling 2.5, shared expert), SwiGLU
+# limits that bite; step-b: two dense layers, top 1 of 4, window 3, a query
+# scale other than head_dim.
+setup() {
+	load helper
+	ML=$TOP/build/t/tools/model-logits
+	MG=$TOP/build/t/tools/model-greedy
+	MB=$TOP/build/t/tools/model-batch
+	[ -x "$ML" ] && [ -x "$MG" ] && [ -x "$MB" ] || skip "build/t/tools not built (make units)"
+	M=$DATA/step35
+	MODELS="step-a step-b"
+	IDS="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+}
+
+greedy_want() {
+	python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$1/refs.json"
+}
+
+@test "HF checkpoints: logits of every position equal transformers' to 1e-4 relative" {
+	need_py numpy
+	for m in $MODELS; do
+		run -0 --separate-stderr python3 "$TOP/t/peer/logits_vs_refs.py" "$ML" "$M/$m" "$M/$m/refs.json" 1e-4
+		[ "${#lines[@]}" = 3 ]
+	done
+}
+
+@test "quant-nvfp4's F32 GGUF: llama.cpp's step35 names and metadata, the HF path's logits bit for bit" {
+	for m in $MODELS; do
+		quant-nvfp4 -t 2 --type F32 "$M/$m" "$BATS_TEST_TMPDIR/$m.gguf" 2>/dev/null
+		"$ML" -t 2 "$BATS_TEST_TMPDIR/$m.gguf" "$BATS_TEST_TMPDIR/g" $IDS
+		"$ML" -t 2 "$M/$m" "$BATS_TEST_TMPDIR/h" $IDS
+		cmp "$BATS_TEST_TMPDIR/g" "$BATS_TEST_TMPDIR/h"
+	done
+	run -0 gguf-inspect "$BATS_TEST_TMPDIR/step-a.gguf"
+	[[ $output == *'general.architecture                      string          "step35"'* ]]
+	[[ $output == *"step35.attention.head_count               array[int32]    [4, 6, 6, 4]"* ]]
+	[[ $output == *"step35.attention.sliding_window_pattern   array[bool]     [false, true, true, false]"* ]]
+	[[ $output == *"step35.rope.freq_base_swa                 float32         10000"* ]]
+	[[ $output == *"step35.expert_weights_scale               float32         2.5"* ]]
+	[[ $output == *"step35.swiglu_clamp_exp                   array[float32]  [0, 0, 0.35, 0.3]"* ]]
+	[[ $output == *"blk.1.exp_probs_b.bias       F32      8 "* ]]
+	[[ $output == *"blk.1.ffn_gate_exps.weight   F32      32x16x8 "* ]]
+	[[ $output == *"blk.1.attn_gate.weight       F32      32x6 "* ]]
+	[[ $output == *"blk.0.ffn_gate.weight        F32      32x40 "* ]]
+}
+
+@test "greedy ids equal transformers' (refs.json greedy), HF and GGUF, prefill and token by token" {
+	need_py json
+	for m in $MODELS; do
+		want=$(greedy_want "$M/$m")
+		run -0 --separate-stderr "$MG" -t 2 -p "$M/$m" 16 5 17 250 3 99 42 7 1
+		[ "$output" = "$want" ]
+		run -0 --separate-stderr "$MG" -t 2 "$M/$m" 16 5 17 250 3 99 42 7 1
+		[ "$output" = "$want" ]
+		quant-nvfp4 -t 2 --type F32 "$M/$m" "$BATS_TEST_TMPDIR/$m.gguf" 2>/dev/null
+		run -0 --separate-stderr "$MG" -t 2 "$BATS_TEST_TMPDIR/$m.gguf" 16 5 17 250 3 99 42 7 1
+		[ "$output" = "$want" ]
+	done
+}
+
+@test "token-by-token logits agree with the prefill's to 1e-5 relative (past the window)" {
+	need_py numpy
+	for m in $MODELS; do
+		"$ML" -t 2 "$M/$m" "$BATS_TEST_TMPDIR/p" $IDS
+		"$ML" -t 2 -1 "$M/$m" "$BATS_TEST_TMPDIR/d" $IDS
+		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+	done
+}
+
+@test "batched decode is bit-identical to one sequence at a time" {
+	seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
+	for m in $MODELS; do
+		for b in 1 3 8; do
+			run -0 --separate-stderr "$MB" -t 2 -b "$b" "$M/$m" $seqs
+			[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
+		done
+	done
+}
+
+@test "run-gen takes a step35 checkpoint: the argmax gate MATCHes (AVX2 and portable paths)" {
+	run -0 --separate-stderr run-gen --raw -n 16 -t 2 "$M/step-a" "hello world"
+	[[ $stderr == *"MATCH"* ]]
+	run -0 --separate-stderr run-gen --raw -n 16 -t 2 --device cpu:scalar "$M/step-b" "hello world"
+	[[ $stderr == *"MATCH"* ]]
+}
+
+@test "a config.json that disagrees with the weights is an error naming the tensor" {
+	need_py json
+	d=$BATS_TEST_TMPDIR/m
+	mkdir "$d"
+	cp "$M/step-b/"* "$d/"
+	python3 - "$d/config.json" <<-'PY'
+	import json, sys
+	c = json.load(open(sys.argv[1])); c["text_config"]["n_routed_experts"] = 5
+	json.dump(c, open(sys.argv[1], "w"))
+	PY
+	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
+	[ "$stderr" = "run-gen: $d: tensor 'model.layers.2.moe.down_proj.weight': not [5, 32, 16] as config.json implies" ]
+}
+
+# bats test_tags=gpu
+@test "the CUDA backend refuses step35 with a clear error until it has the kernels" {
+	run -1 --separate-stderr run-gen --raw -n 1 --device cuda "$M/step-a" hi
+	[[ $stderr == *"architecture 'step35': backend 'cuda"*"has no step35 ops yet"* ]]
+}
