@@ -161,6 +161,8 @@ struct sched_stats {
 	int	running, queued;
 	long	steps, tokens, prefill_tokens, refused;	/* refused: busy */
 	long	spec_rounds, drafted, accepted;	/* verify rounds with drafts, their drafts */
+	long	rounds_k[SPEC_KMAX + 1], accepted_k[SPEC_KMAX + 1];	/* the same by the
+					 * round's drafts k (1..SPEC_KMAX) */
 };
 void	sched_stats(struct sched *, struct sched_stats *);
 
