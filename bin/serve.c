@@ -126,7 +126,8 @@ usage(FILE *fp, int status)
 	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
 	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
 	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
-	    "       [--step-prefill N] [--serve-spec 0 | 1]\n", prog);
+	    "       [--step-prefill N] [--serve-spec 0 | 1]\n"
+	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
@@ -143,6 +144,10 @@ usage(FILE *fp, int status)
 		    "  --prefix-cache-mb N  only 0 (MEMRA_PREFIX_CACHE_MB)\n"
 		    "  --compat openai      the API dialect (MEMRA_COMPAT)\n"
 		    "  --api-key KEY        require Authorization: Bearer KEY (MEMRA_API_KEY)\n"
+		    "  --api-keys-file FILE accepted keys' sha256 digests, one a line (MEMRA_API_KEYS_FILE)\n"
+		    "  --rate-rpm N         requests a minute a key, 0 no limit (MEMRA_RATE_RPM, 0)\n"
+		    "  --rate-tpm N         prompt + completion tokens a minute a key (MEMRA_RATE_TPM, 0)\n"
+		    "  --drain-s N          SIGTERM/SIGINT: seconds to finish what runs (MEMRA_DRAIN_S, 30)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (MEMRA_DEVICE)\n"
 		    "  -h, --help           this text\n", fp);
