@@ -744,7 +744,7 @@ completion(struct server *s, int fd, const struct http_req *req, int chat, struc
 	}
 	if (status != 0)
 		respond_error(fd, status, err, 1), a->status = status;
-	acct_job(a, j.sv ? j.sv->name : NULL, j.n_ids);
+	acct_job(a, j.sv ? j.sv->name : NULL, status == 0 ? j.n_ids : 0);	/* ran: counted */
 	json_free(q);
 	job_free(&j);
 	return keep;
@@ -772,7 +772,8 @@ static const struct opsm_fam {
 	    "endpoint and status", NULL, 0 },
 	{ F(limited), C, "memra_rate_limited_total", "limit", "Requests refused with 429, by the "
 	    "limit that held them (requests, tokens)", NULL, 0 },
-	{ F(prompt), C, "memra_prompt_tokens_total", "model", "Prompt tokens of generation requests", NULL, 0 },
+	{ F(prompt), C, "memra_prompt_tokens_total", "model",
+	    "Prompt tokens of generation requests", NULL, 0 },
 	{ F(completion), C, "memra_completion_tokens_total", "model", "Tokens generated", NULL, 0 },
 	{ F(cached), C, "memra_cached_tokens_total", "model", "Prompt tokens served from the prefix "
 	    "cache", NULL, 0 },
@@ -785,7 +786,8 @@ static const struct opsm_fam {
 	{ F(queue), G, "memra_queue_depth", "", "Requests waiting for a session", NULL, 0 },
 	{ F(running), G, "memra_running_sessions", "", "Sessions generating", NULL, 0 },
 	{ F(inflight), G, "memra_requests_in_flight", "", "Requests being answered", NULL, 0 },
-	{ F(draining), G, "memra_draining", "", "1 while the server drains after SIGTERM or SIGINT", NULL, 0 },
+	{ F(draining), G, "memra_draining", "",
+	    "1 while the server drains after SIGTERM or SIGINT", NULL, 0 },
 	{ F(steps), C, "memra_sched_steps_total", "", "Scheduler steps", NULL, 0 },
 	{ F(gen), C, "memra_sched_tokens_total", "", "Tokens the scheduler emitted", NULL, 0 },
 	{ F(prefill), C, "memra_sched_prefill_tokens_total", "", "Prompt tokens prefilled", NULL, 0 },
@@ -793,11 +795,13 @@ static const struct opsm_fam {
 	{ F(rounds), C, "memra_spec_rounds_total", "k", "Speculative verify rounds, by the drafts "
 	    "k of the round", NULL, 0 },
 	{ F(drafted), C, "memra_spec_drafted_tokens_total", "k", "Draft tokens verified, by k", NULL, 0 },
-	{ F(accepted), C, "memra_spec_accepted_tokens_total", "k", "Draft tokens accepted, by k", NULL, 0 },
+	{ F(accepted), C, "memra_spec_accepted_tokens_total", "k",
+	    "Draft tokens accepted, by k", NULL, 0 },
 	{ F(mem_used), G, "memra_device_memory_used_bytes", "", "Device memory in use (total less "
 	    "free; the host's on the CPU), sampled at boot and when the server goes idle", NULL, 0 },
 	{ F(mem_total), G, "memra_device_memory_total_bytes", "", "Device memory in all", NULL, 0 },
-	{ F(cpu), C, "process_cpu_seconds_total", "", "User and system CPU time spent in seconds", NULL, 0 },
+	{ F(cpu), C, "process_cpu_seconds_total", "",
+	    "User and system CPU time spent in seconds", NULL, 0 },
 	{ F(rss), G, "process_resident_memory_bytes", "", "Resident memory size in bytes", NULL, 0 },
 	{ F(vsize), G, "process_virtual_memory_bytes", "", "Virtual memory size in bytes", NULL, 0 },
 	{ F(fds), G, "process_open_fds", "", "Number of open file descriptors", NULL, 0 },

@@ -147,7 +147,8 @@ metrics_family(struct metrics *m, enum metrics_type t, const char *name, const c
 	f = &m->f[m->n];
 	memset(f, 0, sizeof *f);
 	f->type = t, f->nb = nb;
-	memcpy(f->bounds, bounds, (size_t)nb * sizeof *bounds);
+	if (nb > 0)
+		memcpy(f->bounds, bounds, (size_t)nb * sizeof *bounds);
 	if ((f->name = strdup(name)) == NULL || (f->help = strdup(help)) == NULL ||
 	    label_names(f, labels) != 0 || (f->nl == 0 && find(f, NULL, 1) == NULL)) {
 		family_clear(f);
@@ -413,7 +414,8 @@ metrics_proc_read(struct metrics_proc *p)
 	n = fread(buf, 1, sizeof buf - 1, fp);
 	fclose(fp);
 	buf[n] = '\0';
-	/* after "pid (comm) ": state is field 3; utime 14, stime 15, threads 20, start 22, vsize 23, rss 24 */
+	/* after "pid (comm) ": state is field 3; utime 14, stime 15, threads 20,
+	 * start 22, vsize 23, rss 24 */
 	if ((s = strrchr(buf, ')')) == NULL || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u "
 	    "%*u %*u %llu %llu %*d %*d %*d %*d %llu %*d %llu %llu %lld", &ut, &st, &threads, &start,
 	    &vsize, &rss) != 6)
