@@ -45,6 +45,13 @@ wait_log() {
 	grep "$1" "$LOG"
 }
 
+# logged N: until N requests have their access-log line (a request's tokens
+# are charged and counted just before it)
+logged() {
+	for _ in $(seq 100); do [ "$(grep -c '^\[serve\] request ' "$LOG")" -ge "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
 Q='{"prompt": "def fib(n):", "max_tokens": 8, "temperature": 0, "ignore_eos": true}'
 
 @test "ops settings: --help lists them; bad values and a malformed keys file refuse to boot" {
@@ -92,7 +99,7 @@ Q='{"prompt": "def fib(n):", "max_tokens": 8, "temperature": 0, "ignore_eos": tr
 	[[ $output == '401 '* ]]
 	run -0 http GET /health
 	[[ $output == '200 '* ]]
-	wait_log 'request 7: '
+	logged 8
 	grep -q '^\[serve\] request 4: a POST /v1/completions 200 key=ops prompt=5 completion=4 ' "$LOG"
 	grep -q '^\[serve\] request 2: - GET /v1/models 200 key=sha256:5e312785 ' "$LOG"
 	grep -q '^\[serve\] request 3: - GET /v1/models 200 key=MEMRA_API_KEY ' "$LOG"
@@ -121,6 +128,7 @@ Q='{"prompt": "def fib(n):", "max_tokens": 8, "temperature": 0, "ignore_eos": tr
 	# tokens: 5 prompt + 8 completion = 13 charged of 10: 3 in debt, 4 tokens to go at 10 a minute
 	run -0 http POST /v1/completions "$Q" -H 'Authorization: Bearer sk-two'
 	[[ $output == '200 '* ]]
+	logged 5
 	run -0 curl -s -i "$URL/v1/completions" -d "$Q" -H 'Authorization: Bearer sk-two'
 	[[ ${lines[0]} == "HTTP/1.1 429 "* ]]
 	retry=$(sed -n 's/^Retry-After: \([0-9]*\)\r$/\1/p' <<<"$output")
@@ -143,7 +151,7 @@ Q='{"prompt": "def fib(n):", "max_tokens": 8, "temperature": 0, "ignore_eos": tr
 	grep -q '^data: \[DONE\]$' "$P/s"
 	run -0 http GET /nope
 	run -0 http POST /v1/completions '{bad'
-	wait_log 'request 4: '
+	logged 4
 	curl -s -D "$P/h" "$URL/metrics" >"$P/m"
 	grep -q '^Content-Type: text/plain; version=0.0.4; charset=utf-8' "$P/h"
 	python3 - "$P/m" <<'PY'
@@ -241,7 +249,7 @@ PY
 	run -0 http POST /v1/completions '{"prompt": "zebra-secret-words", "max_tokens": 3, "temperature": 0}'
 	run -0 http GET /v1/models
 	run -0 curl -s "$URL/v1/completions" -H 'Transfer-Encoding: chunked' -d '{}'
-	wait_log 'request 3: '
+	logged 3
 	run -0 grep '^\[serve\] request ' "$LOG"
 	[ "${#lines[@]}" = 3 ]
 	[[ ${lines[0]} =~ ^\[serve\]\ request\ 1:\ a\ POST\ /v1/completions\ 200\ key=-\ prompt=[0-9]+\ completion=3\ queued\ [0-9.]+\ s,\ first\ token\ [0-9.]+\ s,\ [0-9.]+\ s$ ]]
