@@ -239,7 +239,7 @@ is_float(int type)
 	return type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16;
 }
 
-/* The seed artifact's recipe: F32 for 1-D, norms and the conv; Q5_K for embeddings and head; bulk for the rest. */
+/* The seed artifact's recipe: F32 for 1-D, norms, the conv and routers; Q5_K for embeddings and head; bulk for the rest. */
 static int
 default_type(const struct tensor *t, int bulk, const char **why)
 {
@@ -251,6 +251,10 @@ default_type(const struct tensor *t, int bulk, const char **why)
 	}
 	if (ends_with(n, "norm.weight") || strstr(n, "ssm_conv1d") != NULL) {
 		*why = ends_with(n, "norm.weight") ? "norm" : "conv";
+		return QUANT_F32;
+	}
+	if (strstr(n, ".ffn_gate_inp") != NULL) {	/* as llama.cpp's converter keeps them */
+		*why = "router";
 		return QUANT_F32;
 	}
 	if (strcmp(n, "token_embd.weight") == 0 || strcmp(n, "output.weight") == 0 ||

@@ -40,7 +40,6 @@
 #include "util.h"
 
 #define MAX_MODELS 8
-#define MAX_STOPS 4
 
 extern char **environ;
 
@@ -87,15 +86,14 @@ struct served {
 
 struct job {
 	struct served *sv;
-	int	fd, stream, chat, think, max_tokens;
-	int32_t	*ids;
+	int	fd, chat, think, max_tokens;	/* max_tokens: q's, within the context */
+	struct openai_req q;
+	int32_t	*ids;		/* the prompt, and the forced text's tokens */
 	size_t	n_ids;
-	struct sample_params sp;
-	char	*stops[MAX_STOPS];
-	int	n_stops;
-	int	ignore_eos;
+	char	*forced;	/* what tool_choice makes the reply begin with, or NULL */
 	long	id;
-	struct sched_seq *seq;
+	struct sched_seq **seq;	/* [q.n] */
+	double	wait, first;	/* choice 0's seconds to admission and first token */
 	struct acct *acct;	/* what the access log and metrics get */
 };
 
@@ -229,13 +227,20 @@ acct_generated(struct acct *a, int n_gen, double wait, double t_first, int gone)
 
 /* --- generation (the worker) --- */
 
+/* One choice of a reply, as it is generated. */
 struct out {
 	struct job *j;
-	struct openai_resp r;	/* what every chunk and the reply carry */
-	char	*text;		/* generated text so far */
+	struct sched_seq *seq;	/* NULL once released */
+	struct openai_resp r;	/* what every chunk and the reply carry (r.index: the choice) */
+	struct tokenizer_stream *ts;
+	char	*text;		/* generated text so far (beginning with j->forced) */
 	size_t	len, cap, sent;	/* sent: bytes already streamed */
 	int32_t	*ids;		/* a model without a tokenizer: the ids generated */
-	int	n_gen, in_think, in_tool, dead;
+	int	n_gen, in_think, in_tool, dead, ended, failed;
+	int32_t	*lp_ids;	/* with logprobs: the tokens generated, [n_lp] */
+	struct sched_logprob *lp;
+	int	n_lp, cap_lp, lp_sent;	/* lp_sent: streamed */
+	size_t	lp_off;		/* bytes of the streamed tokens' text */
 	const char *finish;
 };
 
@@ -259,14 +264,20 @@ sse_json(struct out *o, char *b, size_t n)
 	free(b);
 }
 
-/* One streamed chunk: a delta of text under key (content, reasoning_content). */
+/* One streamed chunk: a delta of text under key (content, reasoning_content),
+ * with the logprobs of the tokens not yet streamed. */
 static void
 chunk(struct out *o, const char *key, const char *s, size_t n, const char *finish)
 {
-	size_t bl;
-	char *b = openai_chunk(&o->r, key, s, n, finish, &bl);
+	struct openai_lp lp = { o->lp_ids + o->lp_sent, o->lp + o->lp_sent, o->n_lp - o->lp_sent,
+	    o->lp_off };
+	size_t bl, pl;
+	char *b = openai_chunk(&o->r, key, s, n, o->j->q.logprobs ? &lp : NULL, finish, &bl);
 
 	sse_json(o, b, bl);
+	for (; o->lp_sent < o->n_lp; o->lp_sent++)
+		if (o->r.tok != NULL && tokenizer_piece(o->r.tok, o->lp_ids[o->lp_sent], &pl) != NULL)
+			o->lp_off += pl;
 }
 
 static size_t
@@ -283,21 +294,21 @@ static void
 stream_more(struct out *o, int final)
 {
 	size_t hold = final ? 0 : 11;
+	int chat = o->j->chat;
 
-	for (int i = 0; i < o->j->n_stops; i++)
-		if (!final && strlen(o->j->stops[i]) > hold)
-			hold = strlen(o->j->stops[i]);
-	if (o->j->chat && o->sent == 0 && o->len >= 7 && memcmp(o->text, "<think>", 7) == 0)
+	for (int i = 0; i < o->j->q.n_stop; i++)
+		if (!final && strlen(o->j->q.stop[i]) > hold)
+			hold = strlen(o->j->q.stop[i]);
+	if (chat && o->sent == 0 && o->len >= 7 && memcmp(o->text, "<think>", 7) == 0)
 		o->sent = 7, o->in_think = 1;	/* a reply that opens its own think block */
 	while (!o->dead && !o->in_tool && o->sent < o->len) {
 		const char *t = o->text + o->sent, *mark = o->in_think ? "</think>" : "<tool_call>";
-		char *hit = o->j->chat ? memmem(t, o->len - o->sent, mark, strlen(mark)) : NULL;
+		char *hit = chat ? memmem(t, o->len - o->sent, mark, strlen(mark)) : NULL;
 		size_t n = hit ? (size_t)(hit - t) : o->len - o->sent > hold ?
 		    utf8_back(t, o->len - o->sent - hold) : 0;
 
 		if (n > 0)
-			chunk(o, !o->j->chat ? NULL : o->in_think ? "reasoning_content" : "content",
-			    t, n, NULL);
+			chunk(o, !chat ? NULL : o->in_think ? "reasoning_content" : "content", t, n, NULL);
 		o->sent += n;
 		if (hit == NULL)
 			break;
@@ -320,45 +331,80 @@ client_gone(int fd)
 	return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* Take token t; 1 when the reply ends here (a stop string, or the client
- * is gone: o->finish set). */
+/* Append s[n] to o->text: 0, or -1 when out of memory. */
 static int
-take(struct out *o, struct tokenizer_stream *ts, int32_t t)
+text_add(struct out *o, const char *s, size_t n)
+{
+	if (o->len + n + 1 > o->cap) {
+		size_t nc = (o->len + n + 1) * 2;
+		char *nt = realloc(o->text, nc);
+
+		if (nt == NULL)
+			return -1;
+		o->text = nt, o->cap = nc;
+	}
+	memcpy(o->text + o->len, s, n);
+	o->len += n;
+	o->text[o->len] = '\0';
+	return 0;
+}
+
+/* Keep token t's logprobs lp: 0, or -1 when out of memory. */
+static int
+lp_add(struct out *o, int32_t t, const struct sched_logprob *lp)
+{
+	if (o->n_lp == o->cap_lp) {
+		int nc = o->cap_lp ? 2 * o->cap_lp : 64;
+		int32_t *ni = realloc(o->lp_ids, nc * sizeof *ni);
+		struct sched_logprob *nl = ni ? realloc(o->lp, nc * sizeof *nl) : NULL;
+
+		if (ni != NULL)
+			o->lp_ids = ni;
+		if (nl == NULL)
+			return -1;
+		o->lp = nl, o->cap_lp = nc;
+	}
+	o->lp_ids[o->n_lp] = t, o->lp[o->n_lp++] = *lp;
+	return 0;
+}
+
+/* A model without a tokenizer: the ids are the reply (o->ids has max_tokens);
+ * 1 when it is full. */
+static int
+take_id(struct out *o, int32_t t)
+{
+	if (o->n_gen == o->j->max_tokens)
+		return 1;
+	o->ids[o->n_gen++] = t;
+	if (o->j->q.stream) {
+		size_t bl;
+		char *b = openai_chunk_ids(&o->r, &t, 1, &bl);
+
+		sse_json(o, b, bl);
+	}
+	return 0;
+}
+
+/* Take token t (lp: its logprobs, or NULL); 1 when the reply ends here (a
+ * stop string, or the client is gone: o->finish set). */
+static int
+take(struct out *o, int32_t t, const struct sched_logprob *lp)
 {
 	struct job *j = o->j;
 	const char *s;
-	size_t n = 0;
+	size_t n = 0, from = o->len;
 
-	if (ts == NULL) {	/* no tokenizer: the ids are the reply (o->ids has max_tokens) */
-		if (o->n_gen == j->max_tokens)
+	if (lp != NULL && lp_add(o, t, lp) != 0)
+		return o->finish = "length", 1;
+	if (o->ts == NULL) {
+		if (take_id(o, t))
 			return o->finish = "length", 1;
-		o->ids[o->n_gen++] = t;
-		if (j->stream) {
-			size_t bl;
-			char *b = openai_chunk_ids(&o->r, &t, 1, &bl);
-
-			sse_json(o, b, bl);
-		} else if (client_gone(j->fd))
-			o->dead = 1;
-		return o->dead ? (o->finish = "stop", 1) : 0;
-	}
-	o->n_gen++;
-	if ((s = tokenizer_stream_push(ts, t, &n)) == NULL)
-		n = 0;
-	if (n > 0) {
-		if (o->len + n + 1 > o->cap) {
-			size_t nc = (o->len + n + 1) * 2;
-			char *nt = realloc(o->text, nc);
-
-			if (nt == NULL)
-				return o->finish = "length", 1;
-			o->text = nt, o->cap = nc;
-		}
-		memcpy(o->text + o->len, s, n);
-		o->len += n;
-		o->text[o->len] = '\0';
-		for (int i = 0; i < j->n_stops; i++) {
-			char *hit = strstr(o->text, j->stops[i]);
+	} else if (o->n_gen++, (s = tokenizer_stream_push(o->ts, t, &n)) != NULL && n > 0) {
+		if (text_add(o, s, n) != 0)
+			return o->finish = "length", 1;
+		for (int i = 0; i < j->q.n_stop; i++) {
+			size_t k = strlen(j->q.stop[i]), at = from > k ? from - k : 0;
+			char *hit = strstr(o->text + at, j->q.stop[i]);
 
 			if (hit != NULL) {
 				o->len = hit - o->text;
@@ -367,125 +413,234 @@ take(struct out *o, struct tokenizer_stream *ts, int32_t t)
 			}
 		}
 	}
-	if (j->stream)
+	if (j->q.stream && o->ts != NULL)
 		stream_more(o, 0);
-	else if (client_gone(j->fd))
+	else if (!j->q.stream && client_gone(j->fd))
 		o->dead = 1;
 	if (o->dead)
 		return o->finish = "stop", 1;
 	return 0;
 }
 
-/* The reply of job j from the scheduler's tokens into o; 0, or -1 with err. */
+/*
+ * Choice o's tokens that are there, waiting up to wait_s for one; 1 when
+ * the choice has ended (o->finish; o->failed with err for a failed one).
+ */
 static int
-generate(struct server *s, struct job *j, struct out *o, char *err)
+pump(struct server *s, struct out *o, double wait_s, char *err)
 {
-	const struct tokenizer *tok = prompt_tokenizer(j->sv->pr);
-	struct tokenizer_stream *ts = tok ? tokenizer_stream_new(tok, 0) : NULL;
 	int32_t buf[64];
-	int fin = SCHED_RUNNING, n;
+	struct sched_logprob lpb[64];
+	int fin = SCHED_RUNNING, lp = o->j->q.logprobs;
+	int n = sched_read_lp(s->sc, o->seq, buf, lp ? lpb : NULL, 64, &fin, wait_s);
 
-	if (tok != NULL && ts == NULL)
-		return util_err(err, "out of memory");
-	for (;;) {
-		/* no token for half a second (queued, or a long prompt priming): is the client there? */
-		n = sched_read(s->sc, j->seq, buf, 64, &fin, 0.5);
-		if (n == 0 && fin == SCHED_RUNNING && client_gone(j->fd)) {
-			o->dead = 1, o->finish = "stop";
-			break;
-		}
-		for (int i = 0; i < n; i++)
-			if (take(o, ts, buf[i])) {
-				tokenizer_stream_free(ts);
-				return 0;
-			}
-		if (fin != SCHED_RUNNING)
-			break;
+	/* no token for a while (queued, or a long prompt priming): is the client there? */
+	if (n == 0 && fin == SCHED_RUNNING && client_gone(o->j->fd)) {
+		o->dead = 1, o->finish = "stop";
+		return 1;
 	}
-	tokenizer_stream_free(ts);
-	if (fin == SCHED_ERROR)
-		return util_err(err, "%s", sched_seq_errmsg(j->seq));
+	for (int i = 0; i < n; i++)
+		if (take(o, buf[i], lp ? &lpb[i] : NULL))
+			return 1;
+	if (fin == SCHED_RUNNING)
+		return 0;
+	if (fin == SCHED_ERROR) {
+		o->failed = 1;
+		util_err(err, "%s", sched_seq_errmsg(o->seq));
+	}
 	o->finish = fin == SCHED_LENGTH ? "length" : "stop";
-	return 0;
+	return 1;
 }
 
-/* The whole (non-streamed) response. */
+/* The calls of choice o's text, to stream (none: r->ncalls 0). */
 static void
-reply_whole(struct job *j, struct out *o)
+stream_calls(struct out *o, struct chat_reply *r)
 {
-	size_t bl;
-	char *b = openai_reply(&o->r, o->text, o->len, j->think, o->ids, o->ids ? o->n_gen : 0,
-	    o->n_gen, o->finish, &bl);
+	size_t bl, max = o->j->q.parallel_tool_calls ? r->ncalls : 1;
 
-	if (b != NULL)
-		respond(j->fd, 200, "application/json", b, bl, 1);
-	else
-		respond_error(j->fd, 500, "out of memory", 1);
-	free(b);
+	for (size_t i = 0; i < r->ncalls && i < max; i++)
+		for (int head = 1; head >= 0; head--) {
+			char *b = openai_chunk_call(&o->r, &r->calls[i], i, head, &bl);
+
+			sse_json(o, b, bl);
+		}
 }
 
-/* The end of a stream: tool calls, the finish chunk, usage, [DONE]. */
+/* The end of choice o's stream: tool calls, the finish chunk. */
 static void
-reply_stream_end(struct job *j, struct out *o)
+stream_end(struct out *o)
 {
 	const char *finish = o->finish;
-	size_t bl;
 
-	stream_more(o, 1);
-	if (j->chat && o->in_tool) {
+	if (o->ts != NULL)
+		stream_more(o, 1);
+	if (o->j->chat && o->in_tool) {
 		struct chat_reply r = { 0 };
 		char err[UTIL_ERRLEN];
 
-		if (chat_parse_reply(o->text, o->len, j->think, &r, err) == 0 && r.ncalls > 0) {
-			char *b = openai_chunk_tools(&o->r, &r, &bl);
-
-			sse_json(o, b, bl);
+		if (chat_parse_reply(o->text, o->len, o->j->think, &r, err) == 0 && r.ncalls > 0) {
+			stream_calls(o, &r);
 			finish = "tool_calls";
 		}
 		chat_reply_free(&r);
 	}
 	chunk(o, NULL, NULL, 0, finish);
-	if (!o->dead) {
-		char *b = openai_chunk_usage(&o->r, o->n_gen, &bl);
+}
 
-		sse_json(o, b, bl);
-		sse(o, "[DONE]", 6);
+/*
+ * A reply that tool_choice began with a tool call and that ended inside it
+ * (max_tokens, a stop): the call is closed, so that it parses as one (its
+ * arguments as far as they came).
+ */
+static void
+close_forced(struct out *o)
+{
+	const char *open = NULL;
+
+	for (const char *p = o->text; p != NULL && (p = strstr(p, "<tool_call>")) != NULL; p++)
+		open = p;
+	if (o->j->forced != NULL && open != NULL && strstr(open, "</tool_call>") == NULL &&
+	    text_add(o, "\n</tool_call>", 13) != 0)
+		o->dead = 1;
+}
+
+/* Choice i of o ends: its session goes (choice 0's times kept in j first). */
+static void
+out_end(struct server *s, struct job *j, struct out *o, int i)
+{
+	if (o[i].seq == NULL)
+		return;
+	if (i == 0)
+		sched_seq_times(s->sc, o[i].seq, &j->wait, &j->first);
+	sched_release(s->sc, o[i].seq);
+	o[i].seq = NULL;
+}
+
+/*
+ * The choices o[n] from the scheduler's tokens, each streamed as it
+ * comes and ended as it ends (released then); 0, or -1 with err when one
+ * failed.
+ */
+static int
+generate(struct server *s, struct job *j, struct out *o, int n, char *err)
+{
+	int left = n, rc = 0;
+
+	while (left > 0) {
+		int waited = 0, dead = 0;
+
+		for (int i = 0; i < n; i++) {
+			if (o[i].ended)
+				continue;
+			/* one choice: wait for it; several: a short wait on the first */
+			if (pump(s, &o[i], n == 1 ? 0.5 : waited++ ? 0 : 0.05, err)) {
+				o[i].ended = 1, left--;
+				out_end(s, j, o, i);
+				if (o[i].text != NULL)
+					close_forced(&o[i]);
+				rc |= o[i].failed ? -1 : 0;
+				if (j->q.stream && !o[i].failed)
+					stream_end(&o[i]);
+			}
+			dead |= o[i].dead;
+		}
+		if (dead) {	/* the client is gone: every choice with it */
+			for (int i = 0; i < n; i++)
+				o[i].dead = 1;
+			break;
+		}
 	}
+	for (int i = 0; i < n; i++)
+		out_end(s, j, o, i);
+	return rc;
+}
+
+/* The whole (non-streamed) response. */
+static void
+reply_whole(struct job *j, struct out *o, int n, int completion_tokens)
+{
+	struct openai_choice *c = calloc(n, sizeof *c);
+	size_t bl;
+	char *b = NULL;
+
+	for (int i = 0; c != NULL && i < n; i++) {
+		c[i] = (struct openai_choice){ .text = o[i].text, .len = o[i].len, .ids = o[i].ids,
+		    .n_ids = o[i].ids ? o[i].n_gen : 0, .finish = o[i].finish,
+		    .want_lp = j->q.logprobs, .lp = { o[i].lp_ids, o[i].lp, o[i].n_lp, 0 },
+		    .max_calls = j->q.parallel_tool_calls ? 0 : 1 };
+	}
+	if (c != NULL)
+		b = openai_reply(&o[0].r, c, n, j->think, completion_tokens, &bl);
+	if (b != NULL)
+		respond(j->fd, 200, "application/json", b, bl, 1);
+	else
+		respond_error(j->fd, 500, "out of memory", 1);
+	free(b), free(c);
+}
+
+/* Choice i of job j's state before its first token: 0, or -1 (out of memory). */
+static int
+out_init(struct job *j, struct out *o, int i)
+{
+	const struct tokenizer *tok = prompt_tokenizer(j->sv->pr);
+
+	*o = (struct out){ .j = j, .seq = j->seq[i], .in_think = j->think, .r = { j->id, j->chat,
+	    j->sv->name, (long)time(NULL), j->n_ids, i, tok } };
+	if (tok == NULL)
+		return (o->ids = malloc((size_t)j->max_tokens * sizeof *o->ids)) != NULL ? 0 : -1;
+	if ((o->ts = tokenizer_stream_new(tok, 0)) == NULL)
+		return -1;
+	return j->forced != NULL ? text_add(o, j->forced, strlen(j->forced)) : 0;
+}
+
+static void
+out_free(struct out *o)
+{
+	tokenizer_stream_free(o->ts);
+	free(o->text), free(o->ids), free(o->lp_ids), free(o->lp);
+}
+
+/* The end of a stream: usage (stream_options.include_usage), [DONE]. */
+static void
+stream_close(struct job *j, struct out *o, int completion_tokens)
+{
+	size_t bl;
+	char *b;
+
+	if (o->dead)
+		return;
+	if (j->q.include_usage) {
+		b = openai_chunk_usage(&o->r, completion_tokens, &bl);
+		sse_json(o, b, bl);
+	}
+	sse(o, "[DONE]", 6);
 }
 
 /* Job j's reply, on its connection's thread, from the scheduler's tokens. */
 static void
-run_job(struct server *s, struct job *j)
+run_job(struct server *s, struct job *j, struct out *o)
 {
-	struct out o = { .j = j, .in_think = j->think, .r = { j->id, j->chat, j->sv->name,
-	    (long)time(NULL), j->n_ids } };
+	static const char h[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+	    "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
 	char err[UTIL_ERRLEN] = "";
-	double t0 = util_now(), wait, first;
+	double t0 = util_now();
+	int n = j->q.n, gen = 0, dead = 0, rc;
 
-	if (prompt_tokenizer(j->sv->pr) == NULL &&
-	    (o.ids = malloc((size_t)j->max_tokens * sizeof *o.ids)) == NULL) {
-		respond_error(j->fd, 500, "out of memory", 1);
-		return;
-	}
-
-	if (j->stream) {
-		static const char h[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-		    "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
-
-		if (write_all(j->fd, h, sizeof h - 1) != 0)
-			return;
-	}
-	if (generate(s, j, &o, err) != 0) {
+	if (j->q.stream && write_all(j->fd, h, sizeof h - 1) != 0)
+		for (int i = 0; i < n; i++)
+			o[i].dead = 1;
+	rc = generate(s, j, o, n, err);
+	for (int i = 0; i < n; i++)
+		gen += o[i].n_gen, dead |= o[i].dead;
+	if (rc != 0) {
 		warnmsg("request %ld: %s", j->id, err);
-		if (!j->stream)
+		if (!j->q.stream)
 			respond_error(j->fd, 500, err, 1), j->acct->status = 500;
-	} else if (j->stream)
-		reply_stream_end(j, &o);
-	else if (!o.dead)
-		reply_whole(j, &o);
-	sched_seq_times(s->sc, j->seq, &wait, &first);
-	acct_generated(j->acct, o.n_gen, wait, first >= 0 ? t0 + first : -1, o.dead);
-	free(o.text), free(o.ids);
+	} else if (j->q.stream)
+		stream_close(j, &o[0], gen);
+	else if (!dead)
+		reply_whole(j, o, n, gen);
+	acct_generated(j->acct, gen, j->wait, j->first >= 0 ? t0 + j->first : -1, dead);
 }
 
 /* The CUDA graph line when the server goes idle: a recording failure once,
@@ -524,11 +679,12 @@ submit(struct server *s, struct job *j, int *full, char *err)
 	int n_stop;
 	const int32_t *stop = prompt_stop_ids(j->sv->pr, &n_stop);
 	struct sched_req q = { .lane = j->sv->lane, .ids = j->ids, .n_ids = (int)j->n_ids,
-	    .sp = j->sp, .max_tokens = j->max_tokens, .ignore_eos = j->ignore_eos,
-	    .stop = stop, .n_stop = n_stop };
+	    .sp = j->q.sp, .max_tokens = j->max_tokens, .ignore_eos = j->q.ignore_eos,
+	    .stop = stop, .n_stop = n_stop, .logprobs = j->q.logprobs,
+	    .top_logprobs = j->q.top_logprobs };
 
 	j->id = j->acct->id;
-	return (j->seq = sched_submit(s->sc, &q, full, err)) != NULL ? 0 : -1;
+	return sched_submit_n(s->sc, &q, j->q.n, j->seq, full, err);
 }
 
 /* --- requests (connection threads) --- */
@@ -544,65 +700,19 @@ find_model(struct server *s, const char *name)
 	return NULL;
 }
 
-/* The sampling fields of request q into j; -1 with err on a bad one. */
+/* The generation fields of request q into j (the context's room for
+ * max_tokens); -1 with err on a bad one. */
 static int
-request_params(const struct json *q, struct job *j, int ctx, int nv, char *err)
+request_params(const struct json *q, struct job *j, int max_n, char *err)
 {
 	struct sampler *smp;
-	const struct json *v;
-	double d;
-	int64_t i;
 
-	sample_defaults(&j->sp);
-	j->sp.temp = 1;
-	j->sp.penalty_last_n = -1;
-	j->max_tokens = ctx;
-	if (json_get_i64(q, "n", &i) == 0 && i != 1)
-		return util_err(err, "'n': only n=1 is supported");
-	if (json_get_i64(q, "max_tokens", &i) == 0 ||
-	    json_get_i64(q, "max_completion_tokens", &i) == 0) {
-		if (i < 1)
-			return util_err(err, "'max_tokens': must be at least 1");
-		j->max_tokens = i < ctx ? i : ctx;
-	}
-	if (json_get_num(q, "temperature", &d) == 0)
-		j->sp.temp = d;
-	if (json_get_num(q, "top_p", &d) == 0)
-		j->sp.top_p = d;
-	if (json_get_i64(q, "top_k", &i) == 0) {
-		if (i < 0 || i > 1 << 30)
-			return util_err(err, "'top_k': %lld: out of range 0..%d", (long long)i, 1 << 30);
-		j->sp.top_k = i;
-	}
-	if (json_get_num(q, "min_p", &d) == 0)
-		j->sp.min_p = d;
-	if (json_get_num(q, "presence_penalty", &d) == 0)
-		j->sp.presence_penalty = d;
-	if (json_get_num(q, "frequency_penalty", &d) == 0)
-		j->sp.frequency_penalty = d;
-	if (json_get_num(q, "repetition_penalty", &d) == 0)
-		j->sp.repeat_penalty = d;
-	if (json_get_i64(q, "seed", &i) == 0)
-		j->sp.seed = i;
-	if (json_get_bool(q, "ignore_eos", &j->ignore_eos) != 0 &&
-	    (v = json_get(q, "ignore_eos")) != NULL && v->type != JSON_NULL)
-		return util_err(err, "'ignore_eos': not a boolean");
-	if (json_get_bool(q, "stream", &j->stream) != 0 && (v = json_get(q, "stream")) != NULL &&
-	    v->type != JSON_NULL)
-		return util_err(err, "'stream': not a boolean");
-	if ((v = json_get(q, "stop")) != NULL && v->type != JSON_NULL) {
-		if (v->type == JSON_STRING)
-			v = json_get(q, "stop"), j->stops[j->n_stops++] = strndup(v->str, v->n);
-		else if (v->type == JSON_ARRAY && v->n <= MAX_STOPS) {
-			for (size_t k = 0; k < v->n; k++) {
-				if (v->items[k].type != JSON_STRING || v->items[k].n == 0)
-					return util_err(err, "'stop': not a list of strings");
-				j->stops[j->n_stops++] = strndup(v->items[k].str, v->items[k].n);
-			}
-		} else
-			return util_err(err, "'stop': a string or up to %d strings", MAX_STOPS);
-	}
-	if ((smp = sample_new(&j->sp, nv, err)) == NULL)	/* out-of-range values are 400 */
+	if (openai_request(q, j->chat, &j->q, err) != 0)
+		return -1;
+	if (j->q.n > max_n)
+		return util_err(err, "'n': %d: more than the %d sessions this server runs at once",
+		    j->q.n, max_n);
+	if ((smp = sample_new(&j->q.sp, j->sv->nv, err)) == NULL)	/* out-of-range values are 400 */
 		return -1;
 	sample_free(smp);
 	return 0;
@@ -610,11 +720,10 @@ request_params(const struct json *q, struct job *j, int ctx, int nv, char *err)
 
 /* The chat template's context of request q, parsed. */
 static struct json *
-chat_context(const struct json *q, char *err)
+chat_context(const struct json *q, const struct job *j, char *err)
 {
 	const struct json *m = json_get(q, "messages"), *t = json_get(q, "tools"),
 	    *kw = json_get(q, "chat_template_kwargs");
-	const char *choice = json_get_str(q, "tool_choice");
 	char *b = NULL;
 	size_t bl = 0;
 	FILE *fp;
@@ -624,15 +733,8 @@ chat_context(const struct json *q, char *err)
 		util_err(err, "'messages': a non-empty array is required");
 		return NULL;
 	}
-	if (choice != NULL && strcmp(choice, "auto") != 0 && strcmp(choice, "none") != 0) {
-		util_err(err, "'tool_choice': '%s': only auto and none are supported", choice);
-		return NULL;
-	}
-	if ((json_get(q, "tool_choice") != NULL && choice == NULL &&
-	    json_get(q, "tool_choice")->type != JSON_NULL) ||
-	    (t != NULL && t->type != JSON_ARRAY && t->type != JSON_NULL) ||
-	    (kw != NULL && kw->type != JSON_OBJECT && kw->type != JSON_NULL)) {
-		util_err(err, "'tools', 'tool_choice' or 'chat_template_kwargs': wrong type");
+	if (kw != NULL && kw->type != JSON_OBJECT && kw->type != JSON_NULL) {
+		util_err(err, "'chat_template_kwargs': not an object");
 		return NULL;
 	}
 	if ((fp = open_memstream(&b, &bl)) == NULL) {
@@ -646,8 +748,7 @@ chat_context(const struct json *q, char *err)
 		json_dump(fp, &kw->items[i], 0);
 		fputs(", ", fp);
 	}
-	if (t != NULL && t->type == JSON_ARRAY && t->n > 0 &&
-	    (choice == NULL || strcmp(choice, "none") != 0)) {
+	if (j->q.n_tools > 0) {	/* (none with tool_choice "none") */
 		fputs("\"tools\": ", fp);
 		json_dump(fp, t, 0);
 		fputs(", ", fp);
@@ -661,27 +762,98 @@ chat_context(const struct json *q, char *err)
 	return ctx;
 }
 
+/*
+ * tool_choice "required" or a named function: the text the reply is made
+ * to begin with, after the prompt (text, as rendered): a tool call's
+ * opening, in the template's form (<function=NAME> where the template
+ * shows that form, else the JSON object's), closing an open think block
+ * first.  NULL for "auto" and "none"; j->forced.
+ */
+static int
+forced_call(struct job *j, const char *text, char *err)
+{
+	const char *name = j->q.tool_name, *think = j->think ? "</think>\n\n" : "";
+	int xml = strstr(text, "<function=") != NULL;
+	char *f = NULL;
+	int rc = 0;
+
+	if (j->q.tool_choice == OPENAI_TOOLS_REQUIRED)
+		rc = asprintf(&f, "%s<tool_call>\n", think);
+	else if (j->q.tool_choice == OPENAI_TOOLS_NAMED && xml)
+		rc = asprintf(&f, "%s<tool_call>\n<function=%s>\n", think, name);
+	else if (j->q.tool_choice == OPENAI_TOOLS_NAMED) {
+		char *b = NULL;
+		size_t bl;
+		FILE *fp = open_memstream(&b, &bl);
+
+		if (fp != NULL) {
+			json_put_str(fp, name, strlen(name), 0);
+			fclose(fp);
+			rc = asprintf(&f, "%s<tool_call>\n{\"name\": %s, \"arguments\": ", think, b);
+		}
+		free(b);
+		rc = fp == NULL ? -1 : rc;
+	}
+	if (rc < 0)
+		return util_err(err, "out of memory");
+	j->forced = f;
+	return 0;
+}
+
+/* The forced text's tokens after the prompt's: 0, or -1 with err. */
+static int
+force_tokens(struct job *j, char *err)
+{
+	const struct tokenizer *tok = prompt_tokenizer(j->sv->pr);
+	size_t n;
+	int32_t *f, *all;
+
+	if (j->forced == NULL)
+		return 0;
+	if ((f = tokenizer_encode(tok, j->forced, strlen(j->forced), TOKENIZER_PARSE_SPECIAL, &n,
+	    err)) == NULL)
+		return -1;
+	if ((all = realloc(j->ids, (j->n_ids + n) * sizeof *all)) == NULL) {
+		free(f);
+		return util_err(err, "out of memory");
+	}
+	memcpy(all + j->n_ids, f, n * sizeof *f);
+	j->ids = all, j->n_ids += n;
+	free(f);
+	return 0;
+}
+
+/* The chat prompt of q into j; -1 with err. */
+static int
+chat_prompt(const struct json *q, struct job *j, char *err)
+{
+	struct json *ctx = chat_context(q, j, err);
+	char *text = NULL;
+	size_t tl;
+	int rc;
+
+	if (ctx == NULL)
+		return -1;
+	j->ids = prompt_encode_chat(j->sv->pr, ctx, &text, &j->n_ids, err);
+	json_free(ctx);
+	if (j->ids == NULL)
+		return -1;
+	tl = strlen(text);
+	while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == ' '))
+		tl--;
+	j->think = tl >= 7 && memcmp(text + tl - 7, "<think>", 7) == 0;
+	rc = forced_call(j, text, err) != 0 || force_tokens(j, err) != 0 ? -1 : 0;
+	free(text);
+	return rc;
+}
+
 /* Tokenize the prompt of q into j; -1 with err. */
 static int
 request_prompt(const struct json *q, struct job *j, char *err)
 {
-	char *text = NULL;
-	size_t tl;
-
 	if (j->chat) {
-		struct json *ctx = chat_context(q, err);
-
-		if (ctx == NULL)
+		if (chat_prompt(q, j, err) != 0)
 			return -1;
-		j->ids = prompt_encode_chat(j->sv->pr, ctx, &text, &j->n_ids, err);
-		json_free(ctx);
-		if (j->ids == NULL)
-			return -1;
-		tl = strlen(text);
-		while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == ' '))
-			tl--;
-		j->think = tl >= 7 && memcmp(text + tl - 7, "<think>", 7) == 0;
-		free(text);
 	} else {
 		const struct json *p = json_get(q, "prompt");
 
@@ -706,9 +878,34 @@ request_prompt(const struct json *q, struct job *j, char *err)
 static void
 job_free(struct job *j)
 {
-	for (int i = 0; i < j->n_stops; i++)
-		free(j->stops[i]);
-	free(j->ids);
+	openai_request_free(&j->q);
+	free(j->ids), free(j->forced), free(j->seq);
+}
+
+/* Queue j with the scheduler and answer it: 0, or -1 with err (*full when busy). */
+static int
+serve_job(struct server *s, struct job *j, int *full, char *err)
+{
+	struct out *o = calloc(j->q.n, sizeof *o);
+	int rc = -1, i = 0;
+
+	if (o == NULL || (j->seq = calloc(j->q.n, sizeof *j->seq)) == NULL)
+		util_err(err, "out of memory");
+	else if (submit(s, j, full, err) == 0) {
+		for (i = 0; i < j->q.n && out_init(j, &o[i], i) == 0; i++)
+			;
+		if (i < j->q.n) {
+			util_err(err, "out of memory");
+			for (int k = 0; k < j->q.n; k++)
+				sched_release(s->sc, j->seq[k]);
+			*full = 2;	/* (500) */
+		} else
+			run_job(s, j, o), rc = 0;
+	}
+	for (int k = 0; o != NULL && k < j->q.n; k++)
+		out_free(&o[k]);
+	free(o);
+	return rc;
 }
 
 /* A generation request; returns 1 when the connection stays open. */
@@ -729,17 +926,19 @@ completion(struct server *s, int fd, const struct http_req *req, int chat, struc
 	else if ((j.sv = find_model(s, json_get_str(q, "model"))) == NULL)
 		status = 404, util_err(err, "model '%s': not served here",
 		    json_get_str(q, "model") ? json_get_str(q, "model") : "(none)");
-	else if (request_params(q, &j, s->c.ctx, j.sv->nv, err) == 0 &&
+	else if (request_params(q, &j, s->c.max_sessions, err) == 0 &&
 	    request_prompt(q, &j, err) == 0) {
 		if ((int)j.n_ids >= s->c.ctx)
 			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
 			    j.n_ids, s->c.ctx);
-		else if (submit(s, &j, &full, err) != 0)
-			status = full ? 503 : 400;
 		else {
-			run_job(s, &j);
-			sched_release(s->sc, j.seq);
-			status = 0, keep = !j.stream;
+			j.max_tokens = s->c.ctx - (int)j.n_ids;	/* past the context: clamped, "length" */
+			if (j.q.max_tokens > 0 && j.q.max_tokens < j.max_tokens)
+				j.max_tokens = j.q.max_tokens;
+			if (serve_job(s, &j, &full, err) != 0)
+				status = full == 1 ? 503 : full == 2 ? 500 : 400;
+			else
+				status = 0, keep = !j.q.stream;
 		}
 	}
 	if (status != 0)

@@ -863,6 +863,88 @@ backend_add(struct backend *be, float *y, const float *x, size_t n)
 }
 
 int
+backend_moe(const struct backend *be)
+{
+	return be->ops->moe_route != NULL && be->ops->moe_swiglu != NULL &&
+	    be->ops->moe_down != NULL && be->ops->add_gated != NULL;
+}
+
+static int
+no_moe(struct backend *be, const char *op)
+{
+	if (backend_moe(be))
+		return 0;
+	return util_err(be->err, "%s: backend '%s' has no mixture-of-experts ops", op,
+	    backend_name(be));
+}
+
+/* A stack of n_exp experts in w, of rows n long (n 0: any). */
+static int
+bad_stack(struct backend *be, const char *op, const struct backend_weight *w, int n_exp,
+    int64_t n)
+{
+	if (bad_weight(be, op, w))
+		return -1;
+	if (n_exp < 1 || w->ne1 % n_exp != 0)
+		return util_err(be->err, "%s: %lld rows are not %d experts", op,
+		    (long long)w->ne1, n_exp);
+	if (n > 0 && w->ne0 != n)
+		return util_err(be->err, "%s: expert rows of %lld, input of %lld", op,
+		    (long long)w->ne0, (long long)n);
+	return 0;
+}
+
+int
+backend_moe_route(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    int32_t *ids, float *w)
+{
+	if (no_moe(be, "moe_route") || bad_rows(be, "moe_route", ldx, n, m))
+		return -1;
+	if (k < 1 || k > n)
+		return util_err(be->err, "moe_route: top %d of %d experts", k, n);
+	return m ? be->ops->moe_route(be, x, ldx, m, n, k, ids, w) : 0;
+}
+
+int
+backend_moe_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
+    const int32_t *ids, int k, float *f)
+{
+	if (no_moe(be, "moe_swiglu") || bad_stack(be, "moe_swiglu", wg, n_exp, 0) ||
+	    bad_stack(be, "moe_swiglu", wu, n_exp, wg->ne0) ||
+	    bad_rows(be, "moe_swiglu", ldx, wg->ne0, m))
+		return -1;
+	if (wu->ne1 != wg->ne1 || k < 1 || k > n_exp)
+		return util_err(be->err, "moe_swiglu: gate %lld rows, up %lld, %d of %d experts",
+		    (long long)wg->ne1, (long long)wu->ne1, k, n_exp);
+	return m ? be->ops->moe_swiglu(be, wg, wu, n_exp, x, ldx, m, ids, k, f) : 0;
+}
+
+int
+backend_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp,
+    const float *f, int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
+{
+	if (no_moe(be, "moe_down") || bad_stack(be, "moe_down", wd, n_exp, 0) ||
+	    bad_rows(be, "moe_down", ldy, (int)(wd->ne1 / n_exp), m))
+		return -1;
+	if (k < 1 || k > n_exp)
+		return util_err(be->err, "moe_down: %d of %d experts", k, n_exp);
+	return m ? be->ops->moe_down(be, wd, n_exp, f, m, ids, w, k, y, ldy) : 0;
+}
+
+int
+backend_add_gated(struct backend *be, float *y, int ldy, const float *x, int ldx,
+    const float *g, int ldg, int m, int n)
+{
+	if (no_moe(be, "add_gated") || bad_rows(be, "add_gated", ldy, n, m) ||
+	    bad_rows(be, "add_gated", ldx, n, m))
+		return -1;
+	if (ldg < 1)
+		return util_err(be->err, "add_gated: gate stride %d", ldg);
+	return m ? be->ops->add_gated(be, y, ldy, x, ldx, g, ldg, m, n) : 0;
+}
+
+int
 backend_argmax(struct backend *be, const float *x, int ldx, int m, int n,
     int32_t *out)
 {

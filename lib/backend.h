@@ -426,6 +426,51 @@ int	backend_prof_end(struct backend *);
 int	backend_prof_rows(struct backend *, const struct backend_prof_row **rows);
 void	backend_prof_reset(struct backend *);
 
+/*
+ * A mixture of experts.  A stack of n_exp experts is one backend_weight of
+ * n_exp * rows rows (GGUF's 3-D ffn_{gate,up,down}_exps {ne0, rows,
+ * n_exp}, contiguous): expert e's matrix is rows e*rows .. e*rows+rows-1,
+ * rows = w->ne1 / n_exp.  ids: int32 [m][k] in backend memory
+ * (backend_alloc'd floats holding int32 bits), so that a routed step
+ * stays where its data is (on a GPU, graph-capturable).  A row's results
+ * depend on that row alone (batch-invariant): each slot's products are
+ * the bits of backend_matmul (backend_matmul_swiglu) of that one row with
+ * the expert's matrix.
+ *
+ * backend_moe_route: the router.  For row r < m of the router's logits
+ * x[r][0..n) (stride ldx, n experts), p = softmax(x[r]) in float32; the k
+ * (1 <= k <= n) largest p, largest first (ties: the lower expert id
+ * first; torch.topk's order among equal values is unspecified), their
+ * expert ids into ids[r][k] and their weights renormalised to sum to 1
+ * (p_j / (p_0 + ... + p_{k-1}), summed in that order) into w[r][k]
+ * (backend memory).
+ *
+ * backend_moe_swiglu: the experts' gate and up products: for row r < m,
+ * slot j < k, e = ids[r][j]: f[r*k + j][0..n_ff) = silu(x[r] . Wg_e^T) *
+ * (x[r] . Wu_e^T), n_ff = wg->ne1 / n_exp.  f must not overlap x.
+ *
+ * backend_moe_down: the experts' down products, weighted and summed:
+ * y[r][i] = sum over j < k, in order, of w[r][j] * (f[r*k + j] . Wd_e^T)[i]
+ * with e = ids[r][j] (each product and each sum rounded to float), i <
+ * wd->ne1 / n_exp.  y [m][ldy] must not overlap f.
+ *
+ * backend_add_gated: the shared expert's gate: y[r][i] += sigmoid(g[r *
+ * ldg]) * x[r][i] (the product rounded, then the sum), r < m, i < n.
+ *
+ * backend_moe: 1 when the backend implements the four.
+ */
+int	backend_moe(const struct backend *);
+int	backend_moe_route(struct backend *, const float *x, int ldx, int m, int n, int k,
+	    int32_t *ids, float *w);
+int	backend_moe_swiglu(struct backend *, const struct backend_weight *wg,
+	    const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
+	    const int32_t *ids, int k, float *f);
+int	backend_moe_down(struct backend *, const struct backend_weight *wd, int n_exp,
+	    const float *f, int m, const int32_t *ids, const float *w, int k, float *y,
+	    int ldy);
+int	backend_add_gated(struct backend *, float *y, int ldy, const float *x, int ldx,
+	    const float *g, int ldg, int m, int n);
+
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,
 	    int ldg, int rows, int n);

@@ -868,6 +868,20 @@ cpu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
 	return rc;
 }
 
+int
+backend_cpu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
+    int ldx, float *y, int ldy, int m)
+{
+	return cpu_matmul(be, w, x, ldx, y, ldy, m);
+}
+
+int
+backend_cpu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, const float *x, int m, float *y)
+{
+	return cpu_matmul_swiglu(be, wg, wu, x, m, y);
+}
+
 static int
 cpu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
     const float *nw, float eps, int nout, const struct backend_weight *const *W,
@@ -1018,6 +1032,7 @@ cpu_close(struct backend *be)
 	pthread_cond_destroy(&c->done);
 	free(c->tmp.p);
 	free(c->xq.p);
+	free(c->moe.p);
 	free(c->scr);
 	free(c->wk);
 	free(c->th);
@@ -1037,6 +1052,8 @@ static const struct backend_ops cpu_ops = {
 	.gdn_step = backend_cpu_gdn_step, .gdn_chunk = backend_cpu_gdn_chunk,
 	.l2norm = cpu_l2norm, .act = cpu_act, .add = cpu_add, .argmax = cpu_argmax,
 	.round_f16 = backend_cpu_round_f16,
+	.moe_route = backend_cpu_moe_route, .moe_swiglu = backend_cpu_moe_swiglu,
+	.moe_down = backend_cpu_moe_down, .add_gated = backend_cpu_add_gated,
 };
 
 static int

@@ -53,6 +53,7 @@ struct backend_cpu {
 	struct backend_cpu_scratch *scr;	/* [nt], one per thread */
 	struct backend_cpu_scratch tmp;	/* the caller's, between ops */
 	struct backend_cpu_scratch xq;	/* the caller's: quantized activations */
+	struct backend_cpu_scratch moe;	/* the caller's: the MoE ops' gathered rows */
 };
 
 /* Run fn over [0, n) in chunks of `chunk` items on every thread; returns
@@ -91,6 +92,23 @@ float	backend_cpu_silu(float x);
 float	backend_cpu_expf_ggml(float x);
 float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);
+
+/* The dense products (the MoE ops run them on each expert's rows). */
+int	backend_cpu_matmul(struct backend *, const struct backend_weight *, const float *,
+	    int, float *, int, int);
+int	backend_cpu_matmul_swiglu(struct backend *, const struct backend_weight *,
+	    const struct backend_weight *, const float *, int, float *);
+
+/* The mixture of experts (backend_cpu_moe.c). */
+int	backend_cpu_moe_route(struct backend *, const float *, int, int, int, int, int32_t *,
+	    float *);
+int	backend_cpu_moe_swiglu(struct backend *, const struct backend_weight *,
+	    const struct backend_weight *, int, const float *, int, int, const int32_t *, int,
+	    float *);
+int	backend_cpu_moe_down(struct backend *, const struct backend_weight *, int,
+	    const float *, int, const int32_t *, const float *, int, float *, int);
+int	backend_cpu_add_gated(struct backend *, float *, int, const float *, int,
+	    const float *, int, int, int);
 
 int	backend_cpu_rope(struct backend *, float *, int, int, int, int,
 	    const int32_t *, int, float, int);

@@ -122,6 +122,17 @@ struct backend_ops {
 		    const float *, int, const int32_t *, const int32_t *, float *, float *, int);
 	/* optional, backend_mem_info: NULL is host memory (the machine's) */
 	int	(*mem_info)(struct backend *, size_t *, size_t *);
+	/* optional, the mixture of experts (backend_moe_*, backend_add_gated):
+	 * NULL cannot run one (backend_moe is 0) */
+	int	(*moe_route)(struct backend *, const float *, int, int, int, int, int32_t *,
+		    float *);
+	int	(*moe_swiglu)(struct backend *, const struct backend_weight *,
+		    const struct backend_weight *, int, const float *, int, int,
+		    const int32_t *, int, float *);
+	int	(*moe_down)(struct backend *, const struct backend_weight *, int, const float *,
+		    int, const int32_t *, const float *, int, float *, int);
+	int	(*add_gated)(struct backend *, float *, int, const float *, int, const float *,
+		    int, int, int);
 };
 
 struct backend {

@@ -135,6 +135,59 @@ model_conv_dim(const struct model_hparams *hp)
 	return 2 * hp->n_k_heads * hp->dk + hp->n_v_heads * hp->dv;
 }
 
+/*
+ * qwen35moe's experts (llama.cpp's keys and defaults: an expert's width
+ * n_ff / n_expert_used, the shared one's n_ff, when their keys are absent).
+ */
+static int
+read_moe(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+
+	hp->n_expert = src_int(s, "expert_count", 0);
+	hp->n_expert_used = src_int(s, "expert_used_count", 0);
+	if (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
+		return util_err(md->err, "bad experts (%d, %d used a token)", hp->n_expert,
+		    hp->n_expert_used);
+	hp->n_ff_exp = src_int(s, "expert_feed_forward_length", hp->n_ff / hp->n_expert_used);
+	hp->n_ff_shexp = src_int(s, "expert_shared_feed_forward_length", hp->n_ff);
+	if (hp->n_ff_exp <= 0 || hp->n_ff_shexp < 0)
+		return util_err(md->err, "bad expert widths (%d, shared %d)", hp->n_ff_exp,
+		    hp->n_ff_shexp);
+	return 0;
+}
+
+/*
+ * A GGUF's per-layer "<arch>.attention.recurrent_layers" (llama.cpp's
+ * converter writes it from layer_types) must say what the interval
+ * says: the forward knows the interval's pattern only.
+ */
+static int
+check_recurrent(struct model *md, struct src *s)
+{
+	const struct model_hparams *hp = &md->hp;
+	char k[128];
+	int64_t i;
+
+	if (s->gg == NULL || hp->arch == MODEL_ARCH_LLAMA)
+		return 0;
+	snprintf(k, sizeof k, "%s.attention.recurrent_layers", s->arch);
+	if ((i = gguf_find_key(s->gg, k)) < 0)
+		return 0;
+	if (gguf_arr_n(s->gg, i) < (uint64_t)hp->n_layer)
+		return util_err(md->err, "'%s' has %llu values for %d layers", k,
+		    (unsigned long long)gguf_arr_n(s->gg, i), hp->n_layer);
+	for (int il = 0; il < hp->n_layer; il++) {
+		uint8_t v = 0;
+
+		if (gguf_arr_get(s->gg, i, il, &v) != 0 ||
+		    (v != 0) != ((il + 1) % hp->full_interval != 0))
+			return util_err(md->err, "'%s' disagrees with full_attention_interval %d "
+			    "at layer %d", k, hp->full_interval, il);
+	}
+	return 0;
+}
+
 static int
 read_hparams(struct model *md, struct src *s)
 {
@@ -146,6 +199,8 @@ read_hparams(struct model *md, struct src *s)
 		return util_err(md->err, "no architecture named");
 	if (strcmp(s->arch, "qwen35") == 0)
 		hp->arch = MODEL_ARCH_QWEN35;
+	else if (strcmp(s->arch, "qwen35moe") == 0)
+		hp->arch = MODEL_ARCH_QWEN35MOE;
 	else if (strcmp(s->arch, "llama") == 0)
 		hp->arch = MODEL_ARCH_LLAMA;
 	else
@@ -166,7 +221,7 @@ read_hparams(struct model *md, struct src *s)
 	hp->rope_theta = src_float(s, "rope.freq_base", 10000);
 	hp->eps = src_float(s, "attention.layer_norm_rms_epsilon", 1e-6f);
 	hp->tied = src_tensor(s, "output.weight", &out) != 0;
-	if (hp->arch == MODEL_ARCH_QWEN35) {
+	if (hp->arch != MODEL_ARCH_LLAMA) {
 		hp->rope_mode = BACKEND_ROPE_NEOX;
 		hp->attn_gated = hp->qk_norm = 1;
 		hp->full_interval = src_int(s, "full_attention_interval", 4);
@@ -177,17 +232,20 @@ read_hparams(struct model *md, struct src *s)
 		hp->dv = hp->n_v_heads ? src_int(s, "ssm.inner_size", 0) / hp->n_v_heads : 0;
 	} else	/* llama GGUFs: llama.cpp's numerics are the reference */
 		hp->rope_mode = BACKEND_ROPE_NORM | BACKEND_ROPE_GGML;
-	if (hp->n_embd <= 0 || hp->n_ff <= 0 || hp->n_layer <= 0 || hp->n_mtp < 0 ||
+	if (hp->arch == MODEL_ARCH_QWEN35MOE && read_moe(md, s) != 0)
+		return -1;
+	if (hp->n_embd <= 0 || (hp->n_ff <= 0 && hp->n_expert == 0) || hp->n_layer <= 0 ||
+	    hp->n_mtp < 0 ||
 	    hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv ||
 	    hp->head_dim <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
 		return util_err(md->err, "bad hyper-parameters (%d layers, %d embd, %d heads "
 		    "over %d, head dim %d, rope dims %d)", hp->n_layer, hp->n_embd, hp->n_head,
 		    hp->n_head_kv, hp->head_dim, hp->n_rot);
-	if (hp->arch == MODEL_ARCH_QWEN35 && (hp->full_interval <= 0 || hp->d_conv < 2 ||
+	if (hp->arch != MODEL_ARCH_LLAMA && (hp->full_interval <= 0 || hp->d_conv < 2 ||
 	    hp->dk <= 0 || hp->dv <= 0 || hp->n_k_heads <= 0 || hp->n_v_heads <= 0 ||
 	    hp->n_v_heads % hp->n_k_heads))
 		return util_err(md->err, "bad recurrent hyper-parameters");
-	return 0;
+	return check_recurrent(md, s);
 }
 
 static void *
@@ -216,7 +274,8 @@ src_scale(struct src *s, const char *name)
 	if (n < 7 || strcmp(name + n - 7, ".weight") != 0)
 		return 1;
 	snprintf(sc, sizeof sc, "%.*s.scale", (int)(n - 7), name);
-	if (src_tensor(s, sc, &t) != 0 || t.ne0 * t.n_rows != 1 || t.data == NULL ||
+	/* a stack of experts may have one a expert, all equal (load_experts) */
+	if (src_tensor(s, sc, &t) != 0 || t.ne0 * t.n_rows < 1 || t.data == NULL ||
 	    quant_dequantize_row(t.type, t.data, &v, 1) != 0)
 		return 1;
 	return v;
@@ -344,6 +403,72 @@ bind_gdn(struct model *md, struct src *s, int il, struct model_layer *L)
 }
 
 static int
+bind_ffn(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	char b[96];
+
+	return load_matrix(md, s, NAME(b, il, "ffn_gate.weight"), 0, hp->n_embd, hp->n_ff,
+	    &L->ffn_gate) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_up.weight"), 0, hp->n_embd, hp->n_ff, &L->ffn_up) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_down.weight"), 0, hp->n_ff, hp->n_embd,
+	    &L->ffn_down) ? -1 : 0;
+}
+
+/*
+ * A stack of experts by name (ne0 x rows x n_expert).  Its NVFP4
+ * `.scale` sidecar may hold one value a expert (llama.cpp's converter):
+ * the backend weight has one scale, so they must all be equal.
+ */
+static int
+load_experts(struct model *md, struct src *s, const char *name, int64_t ne0, int64_t rows,
+    struct backend_weight *w)
+{
+	struct src_tensor t;
+	char sc[96];
+	size_t n = strlen(name);
+
+	snprintf(sc, sizeof sc, "%.*s.scale", (int)(n - 7), name);
+	if (src_tensor(s, sc, &t) == 0 && t.ne0 * t.n_rows > 1) {
+		float v[2];
+
+		for (int64_t e = 1; e < t.ne0 * t.n_rows; e++)
+			if (t.data == NULL || quant_dequantize_row(t.type, t.data, v, 1) != 0 ||
+			    quant_dequantize_row(t.type, (const char *)t.data +
+			    e * quant_row_size(t.type, 1), v + 1, 1) != 0 || v[0] != v[1])
+				return util_err(md->err, "tensor '%s': one scale an expert "
+				    "(unequal) is not supported", sc);
+	}
+	return load_matrix(md, s, name, 0, ne0, rows * md->hp.n_expert, w);
+}
+
+/* qwen35moe's FFN: the router, the stacked experts, the shared expert and its gate. */
+static int
+bind_moe(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	int ne = hp->n_embd, fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
+	char b[96];
+
+	if (src_tensor(s, NAME(b, il, "ffn_gate_up_exps.weight"), &(struct src_tensor){ 0 }) == 0)
+		return util_err(md->err, "tensor '%s': fused gate and up experts are not supported",
+		    b);
+	if (load_matrix(md, s, NAME(b, il, "ffn_gate_inp.weight"), 0, ne, hp->n_expert,
+	    &L->router) ||
+	    load_experts(md, s, NAME(b, il, "ffn_gate_exps.weight"), ne, fe, &L->exp_gate) ||
+	    load_experts(md, s, NAME(b, il, "ffn_up_exps.weight"), ne, fe, &L->exp_up) ||
+	    load_experts(md, s, NAME(b, il, "ffn_down_exps.weight"), fe, ne, &L->exp_down) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_up_shexp.weight"), 1, ne, fs, &L->sh_up))
+		return -1;
+	if (L->sh_up.data == NULL)	/* no shared expert */
+		return 0;
+	return load_matrix(md, s, NAME(b, il, "ffn_gate_shexp.weight"), 0, ne, fs, &L->sh_gate) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_down_shexp.weight"), 0, fs, ne, &L->sh_down) ||
+	    load_matrix(md, s, NAME(b, il, "ffn_gate_inp_shexp.weight"), 0, ne, 1, &L->sh_inp) ?
+	    -1 : 0;
+}
+
+static int
 bind_layer(struct model *md, struct src *s, int il)
 {
 	const struct model_hparams *hp = &md->hp;
@@ -355,11 +480,7 @@ bind_layer(struct model *md, struct src *s, int il)
 	    load_vector(md, s, NAME(b, il, hp->arch == MODEL_ARCH_LLAMA ? "ffn_norm.weight" :
 	    "post_attention_norm.weight"), 0, hp->n_embd, &L->post_norm) ||
 	    (L->rec ? bind_gdn(md, s, il, L) : bind_attention(md, s, il, L)) ||
-	    load_matrix(md, s, NAME(b, il, "ffn_gate.weight"), 0, hp->n_embd, hp->n_ff,
-	    &L->ffn_gate) ||
-	    load_matrix(md, s, NAME(b, il, "ffn_up.weight"), 0, hp->n_embd, hp->n_ff, &L->ffn_up) ||
-	    load_matrix(md, s, NAME(b, il, "ffn_down.weight"), 0, hp->n_ff, hp->n_embd,
-	    &L->ffn_down))
+	    (hp->n_expert > 0 ? bind_moe(md, s, il, L) : bind_ffn(md, s, il, L)))
 		return -1;
 	if (!mtp)
 		return 0;
@@ -380,7 +501,7 @@ plan_layers(struct model *md)
 	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		L->rec = hp->arch == MODEL_ARCH_QWEN35 && il < hp->n_layer &&
+		L->rec = hp->arch != MODEL_ARCH_LLAMA && il < hp->n_layer &&
 		    (il + 1) % hp->full_interval != 0;
 		L->cache = L->rec ? hp->n_rec++ : hp->n_full++;
 	}
@@ -548,6 +669,11 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		goto fail;
 	if (open_source(md, path, &s, err) != 0)
 		goto fail;
+	if (s.arch != NULL && strcmp(s.arch, "qwen35moe") == 0 && !backend_moe(be)) {
+		util_err(err, "%s: architecture 'qwen35moe': backend '%s' has no "
+		    "mixture-of-experts ops yet (use --device cpu)", path, backend_name(be));
+		goto fail;
+	}
 	if (draft != NULL && open_draft(md, &s, draft, &ds, err) != 0)
 		goto fail;
 	if (bind(md, &s, draft != NULL ? &ds : NULL) != 0 ||
@@ -591,7 +717,8 @@ model_act_free(struct model *md)
 {
 	struct model_act *a = &md->act;
 	float *bufs[] = { a->x, a->xn, a->t, a->cat, a->q, a->y, a->z, a->o, a->a, a->b,
-	    a->f, a->u, a->logits, (float *)a->dpos };
+	    a->f, a->u, a->logits, (float *)a->dpos, a->rl, a->rw, (float *)a->rid, a->ef,
+	    a->sh, a->sg };
 
 	for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 		backend_mfree(md->be, bufs[i]);
@@ -603,7 +730,9 @@ static void
 release_layer(struct model *md, struct model_layer *L)
 {
 	struct backend_weight *ws[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate,
-	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj };
+	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj,
+	    &L->router, &L->exp_gate, &L->exp_up, &L->exp_down, &L->sh_gate, &L->sh_up,
+	    &L->sh_down, &L->sh_inp };
 
 	for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
 		backend_weight_release(md->be, ws[i]);

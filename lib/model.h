@@ -1,8 +1,9 @@
 /*
  * model: an architecture's hyper-parameters, its weights bound to a
  * backend, and its forward pass written once against the backend op
- * table (lib/backend.h).  Architectures: llama and qwen35 (Gated DeltaNet
- * + gated full attention + the MTP block).
+ * table (lib/backend.h).  Architectures: llama, qwen35 (Gated DeltaNet
+ * + gated full attention + the MTP block) and qwen35moe (qwen35 with every
+ * FFN, the MTP block's too, a mixture of experts: lib/model_moe.c).
  *
  * Weights are named and laid out as in GGUF (llama.cpp's converter
  * semantics: RMSNorm weights multiplicative with the HF "+1" folded in,
@@ -18,7 +19,7 @@
 #include "backend.h"
 #include "state.h"
 
-enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35 };
+enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE };
 
 struct model_hparams {
 	int	arch;		/* enum model_arch */
@@ -37,6 +38,10 @@ struct model_hparams {
 	int	n_full;		/* full-attention trunk layers */
 	int	n_rec;		/* recurrent (GDN) layers */
 	int	tied;		/* no output.weight: the head is token_embd */
+	/* qwen35moe: every layer's FFN a mixture of experts (n_expert 0: dense) */
+	int	n_expert, n_expert_used;	/* experts, and those routed a row */
+	int	n_ff_exp;	/* an expert's width */
+	int	n_ff_shexp;	/* the shared expert's width (0: none) */
 };
 
 struct model;

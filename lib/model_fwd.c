@@ -45,6 +45,7 @@ act_reserve(struct model *md, int m)
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int cap = m > 16 ? m : 16, w = wide(hp), nv = hp->n_v_heads ? hp->n_v_heads : 1;
+	int ff = hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp;
 
 	if (m <= a->cap)
 		return 0;
@@ -59,11 +60,12 @@ act_reserve(struct model *md, int m)
 	    (a->o = backend_alloc(be, (size_t)cap * w)) == NULL ||
 	    (a->a = backend_alloc(be, (size_t)cap * nv)) == NULL ||
 	    (a->b = backend_alloc(be, (size_t)cap * nv)) == NULL ||
-	    (a->f = backend_alloc(be, (size_t)cap * hp->n_ff)) == NULL ||
-	    (a->u = backend_alloc(be, (size_t)cap * hp->n_ff)) == NULL ||
+	    (a->f = backend_alloc(be, (size_t)cap * (ff > 0 ? ff : 1))) == NULL ||
+	    (a->u = backend_alloc(be, (size_t)cap * (ff > 0 ? ff : 1))) == NULL ||
 	    (a->logits = backend_alloc(be, (size_t)cap * hp->n_vocab)) == NULL ||
 	    (a->dpos = (int32_t *)backend_alloc(be, cap)) == NULL ||
-	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL)
+	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL ||
+	    (hp->n_expert > 0 && model_moe_act(md, cap) != 0))
 		return util_err(md->err, "activations for %d rows: out of memory", m);
 	a->cap = cap;
 	return 0;
@@ -232,13 +234,18 @@ gdn_layer(struct model *md, struct model_layer *L, struct state *st, int m, int 
 	return gdn_out(md, L, m);
 }
 
-/* SwiGLU FFN of layer L: x += a->t (the block before it), the FFN's output into a->t. */
+/*
+ * The FFN of layer L: x += a->t (the block before it), the FFN's output into a->t.  A dense
+ * SwiGLU here, a mixture of experts in lib/model_moe.c.
+ */
 static int
 ffn(struct model *md, struct model_layer *L, int m)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 
+	if (hp->n_expert > 0)
+		return model_moe_ffn(md, L, m);
 	if (backend_ffn(md->be, a->x, a->t, m, hp->n_embd, L->post_norm, hp->eps, &L->ffn_gate,
 	    &L->ffn_up, &L->ffn_down, a->f, a->u, a->t))
 		return fail(md);

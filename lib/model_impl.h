@@ -25,9 +25,16 @@ struct model_layer {
 	float	*conv;			/* [conv_dim][d_conv] */
 	float	*ssm_a, *dt_bias;	/* [n_v] */
 	float	*ssm_norm;		/* [dv] */
-	/* FFN */
+	/* FFN, dense */
 	struct backend_weight ffn_gate, ffn_up;	/* [n_ff][n_embd] */
 	struct backend_weight ffn_down;		/* [n_embd][n_ff] */
+	/* FFN, a mixture of experts (hp.n_expert > 0; lib/model_moe.c) */
+	struct backend_weight router;		/* [n_expert][n_embd] ffn_gate_inp */
+	struct backend_weight exp_gate, exp_up;	/* [n_expert * n_ff_exp][n_embd] */
+	struct backend_weight exp_down;		/* [n_expert * n_embd][n_ff_exp] */
+	struct backend_weight sh_gate, sh_up;	/* [n_ff_shexp][n_embd]; data NULL: none */
+	struct backend_weight sh_down;		/* [n_embd][n_ff_shexp] */
+	struct backend_weight sh_inp;		/* [1][n_embd] ffn_gate_inp_shexp */
 	/* MTP block */
 	struct backend_weight eh_proj;	/* [n_embd][2 n_embd] */
 	float	*enorm, *hnorm, *head_norm;	/* [n_embd]; head_norm may be NULL */
@@ -44,6 +51,13 @@ struct model_act {
 	float	*a, *b;		/* [cap][n_v] */
 	float	*f, *u;		/* [cap][n_ff]: the FFN's gate (then SwiGLU) and up */
 	float	*logits;	/* [cap][n_vocab] */
+	/* the mixture of experts (n_expert > 0) */
+	float	*rl;		/* [cap][n_expert] router logits */
+	float	*rw;		/* [cap][n_expert_used] routing weights */
+	int32_t	*rid;		/* [cap][n_expert_used] expert ids, backend memory */
+	float	*ef;		/* [cap * n_expert_used][n_ff_exp] the experts' SwiGLU */
+	float	*sh;		/* [cap][n_embd] the shared expert's output */
+	float	*sg;		/* [cap] its gate's logit */
 	int32_t	*pos;		/* host [cap] */
 	int32_t	*dpos;		/* [cap] the same in backend memory (a step's _dpos ops) */
 };
@@ -98,5 +112,15 @@ void	model_gguf_close(struct model *md);
 int	model_conv_dim(const struct model_hparams *);
 /* Free the activations (model_fwd.c grows them on demand). */
 void	model_act_free(struct model *);
+
+/*
+ * The mixture-of-experts FFN of layer L over m rows (lib/model_moe.c):
+ * x += a->t (the block before it), then xn = rmsnorm(x) * post_norm, the
+ * router, the routed experts' SwiGLU summed with their weights and the
+ * sigmoid-gated shared expert, into a->t.  0, or -1 with md->err set.
+ */
+int	model_moe_ffn(struct model *md, struct model_layer *L, int m);
+/* The activations the MoE FFN needs for cap rows, or -1 (out of memory). */
+int	model_moe_act(struct model *md, int cap);
 
 #endif

@@ -14,6 +14,51 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sample.h"
+
+struct json;
+
+#define OPENAI_MAX_STOPS 4	/* stop strings a request gives */
+#define OPENAI_N_MAX	128	/* choices a request asks for (serve: at most its sessions) */
+#define OPENAI_TOP_MAX	20	/* top_logprobs, and completions' logprobs */
+
+enum openai_tools {
+	OPENAI_TOOLS_AUTO,	/* "auto" (or no tool_choice): the model decides */
+	OPENAI_TOOLS_NONE,	/* "none": the tools are not shown to the model */
+	OPENAI_TOOLS_REQUIRED,	/* "required": the reply is a tool call */
+	OPENAI_TOOLS_NAMED,	/* {"type": "function", "function": {"name": ...}}: that one */
+};
+
+/* A request's generation fields, checked. */
+struct openai_req {
+	int	chat;
+	int	stream, include_usage;	/* include_usage: stream_options's */
+	int	n;		/* choices, 1..OPENAI_N_MAX */
+	int	max_tokens;	/* max_completion_tokens or max_tokens; 0: not given */
+	int	logprobs;	/* chat: logprobs true; completions: logprobs given */
+	int	top_logprobs;	/* chat: top_logprobs; completions: logprobs' value */
+	int	ignore_eos;
+	struct sample_params sp;	/* temperature 1, penalties over the whole history */
+	char	*stop[OPENAI_MAX_STOPS];	/* malloc'd, non-empty */
+	int	n_stop;
+	int	n_tools;	/* tools given (0 with tool_choice "none") */
+	enum openai_tools tool_choice;
+	char	*tool_name;	/* OPENAI_TOOLS_NAMED: the function (malloc'd) */
+	int	parallel_tool_calls;	/* 1 unless false */
+};
+
+/*
+ * The generation fields of request q (a JSON object) for chat or
+ * completions into r: every field OpenAI documents for the endpoint that
+ * serve takes is checked for its type and range (a field it does not
+ * know is ignored, as OpenAI's API does).  0, or -1 with the reason in
+ * err (UTIL_ERRLEN) naming the field: "'temperature': not a number",
+ * "'n': 0: out of range 1..128".  openai_request_free frees r's strings
+ * (after a failure too).
+ */
+int	openai_request(const struct json *q, int chat, struct openai_req *r, char *err);
+void	openai_request_free(struct openai_req *r);
+
 /* What every part of one response carries. */
 struct openai_resp {
 	long	id;		/* "chatcmpl-ID" / "cmpl-ID", and the tool calls' "call_ID_N" */
@@ -21,38 +66,78 @@ struct openai_resp {
 	const char *model;	/* the served model's name */
 	long	created;	/* Unix seconds, the same in every chunk */
 	size_t	prompt_tokens;
+	int	index;		/* the choice a chunk is of (n > 1); its calls are
+				 * "call_ID_INDEX_N" past choice 0 */
+	const struct tokenizer *tok;	/* the logprobs' token texts (NULL: "") */
+};
+
+struct sched_logprob;
+struct tokenizer;
+
+/*
+ * Tokens with their logprobs (lib/schedule.h): ids[n] and lp[n], the
+ * text before them offset bytes long (completions' text_offset).  As
+ * OpenAI shapes them: chat {"content": [{"token", "logprob", "bytes",
+ * "top_logprobs": [...]}], "refusal": null}; completions {"tokens",
+ * "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}.
+ * A token's text is its bytes, as JSON escapes them where they are not
+ * UTF-8 by themselves; a logprob of -inf is written -9999.0.
+ */
+struct openai_lp {
+	const int32_t *ids;
+	const struct sched_logprob *lp;
+	int	n;
+	size_t	offset;
 };
 
 /*
  * A streamed chunk: text s[n] as the delta under key (chat:
  * "content" or "reasoning_content"; key NULL: an empty delta), or as
- * "text" (completions); finish NULL while the stream goes on.
+ * "text" (completions), with the logprobs of lp (NULL: none); finish NULL
+ * while the stream goes on.
  */
 char	*openai_chunk(const struct openai_resp *, const char *key, const char *s, size_t n,
-	    const char *finish, size_t *len);
+	    const struct openai_lp *lp, const char *finish, size_t *len);
 
 /* A streamed chunk of a model without a tokenizer: "text": "" and the ids. */
 char	*openai_chunk_ids(const struct openai_resp *, const int32_t *ids, int n, size_t *len);
 
-struct chat_reply;
+struct chat_call;
 
-/* The streamed chunk of the reply's tool calls (r->ncalls > 0), indexed. */
-char	*openai_chunk_tools(const struct openai_resp *, const struct chat_reply *r, size_t *len);
+/*
+ * A streamed chunk of tool call i (0, 1, ...) of a reply, as OpenAI
+ * streams one: first (head 1) {"index": i, "id", "type": "function",
+ * "function": {"name", "arguments": ""}}, then (head 0) {"index": i,
+ * "function": {"arguments": FRAGMENT}} with c's arguments text.
+ */
+char	*openai_chunk_call(const struct openai_resp *, const struct chat_call *c, size_t i,
+	    int head, size_t *len);
 
 /* The last chunk before [DONE]: no choices, the usage counts. */
 char	*openai_chunk_usage(const struct openai_resp *, int completion_tokens, size_t *len);
 
+/* One choice of a whole reply. */
+struct openai_choice {
+	const char *text;	/* the text generated (NULL: "") */
+	size_t	len;
+	const int32_t *ids;	/* a model without a tokenizer: the ids generated */
+	int	n_ids;
+	const char *finish;	/* "stop" or "length" (tool calls make it "tool_calls") */
+	int	want_lp;	/* logprobs were asked for: lp, else "logprobs": null */
+	struct openai_lp lp;
+	int	max_calls;	/* the tool calls kept, 0: all (parallel_tool_calls false: 1) */
+};
+
 /*
- * The whole reply.  Completions: "text" text[n], or with ids (a model
- * without a tokenizer) "text": "" and "token_ids".  Chat: the text parsed
- * as lib/chat does (think: the prompt ended in an open <think>): its
- * reasoning as "reasoning_content", its tool calls as "tool_calls" with
- * finish "tool_calls" (content null when there is nothing else), the text
- * as generated when it has neither, or as it is when it does not parse.
- * finish: "stop" or "length" (tool calls make it "tool_calls").
+ * The whole reply, choices c[n] (index 0..n-1).  Completions: "text", or
+ * with ids (a model without a tokenizer) "text": "" and "token_ids".
+ * Chat: the text parsed as lib/chat does (think: the prompt ended in an
+ * open <think>): its reasoning as "reasoning_content", its tool calls as
+ * "tool_calls" with finish "tool_calls" (content null when there is
+ * nothing else), the text as generated when it has neither, or as it is
+ * when it does not parse.  usage counts completion_tokens over them all.
  */
-char	*openai_reply(const struct openai_resp *, const char *text, size_t n, int think,
-	    const int32_t *ids, int n_ids, int completion_tokens, const char *finish,
-	    size_t *len);
+char	*openai_reply(const struct openai_resp *, const struct openai_choice *c, int n, int think,
+	    int completion_tokens, size_t *len);
 
 #endif

@@ -105,7 +105,11 @@ struct safetensors_out {
 	int	src_dtype;	/* enum safetensors_dtype of the source */
 	int	verbatim;	/* 1: the values are the source's unchanged (rows may be
 				   reordered): safetensors_read_raw may copy them */
-	const struct safetensors_tensor *src;
+	const struct safetensors_tensor *src;	/* the (first) source */
+	/* a stack of sources (qwen35moe's per-expert tensors), NULL for one:
+	 * row r is row r % src_rows of srcs[r / src_rows] */
+	const struct safetensors_tensor **srcs;
+	int64_t	src_rows;
 	/* private to safetensors.c: how rows and values are transformed */
 	int	xform;		/* elementwise op */
 	int	perm;		/* row / column permutation kind */
@@ -117,7 +121,9 @@ struct safetensors_out {
 
 /*
  * Build the conversion plan from config.json's model_type (llama,
- * qwen3_5_text, qwen3_5): the GGUF tensor list and metadata.  FP8
+ * qwen3_5_text, qwen3_5, qwen3_5_moe_text, qwen3_5_moe): the GGUF tensor
+ * list and metadata (qwen35moe's per-expert tensors stacked into
+ * ffn_{gate,up,down}_exps, as llama.cpp's converter writes them).  FP8
  * weights with block scales (<name>_scale_inv, quantization_config
  * weight_block_size, default 128x128) read as their scaled values.  The HF
  * names must all be known (vision towers are skipped); an unknown name,
@@ -127,7 +133,7 @@ struct safetensors_out {
  */
 int	safetensors_plan(struct safetensors *, int nomtp);
 
-/* The GGUF architecture name of the plan ("llama", "qwen35"). */
+/* The GGUF architecture name of the plan ("llama", "qwen35", "qwen35moe"). */
 const char *safetensors_arch(const struct safetensors *);
 
 /* The planned tensors, in GGUF order (token_embd, blk.0.., output_norm, output). */

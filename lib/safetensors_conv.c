@@ -15,7 +15,8 @@
 #include "safetensors_impl.h"
 #include "util.h"
 
-enum { ARCH_LLAMA = 1, ARCH_QWEN35 = 2 };
+enum { ARCH_LLAMA = 1, ARCH_QWEN35 = 2, ARCH_QWEN35MOE = 4 };
+#define ARCH_Q35 (ARCH_QWEN35 | ARCH_QWEN35MOE)	/* the hybrid's shared tensors */
 
 /* elementwise transforms */
 enum { X_NONE, X_PLUS1, X_NEGEXP };
@@ -26,12 +27,13 @@ enum {
 	P_ROPE,		/* llama q/k rows: per head, (2, hd/2) -> (hd/2, 2); p0 = heads */
 	P_VROWS,	/* V heads grouped -> tiled in rows [p0, p0 + p3*p1): p1 rows per head, p2 k heads, p3 v heads */
 	P_VCOLS,	/* the same over the columns of each row (p0 = 0) */
+	P_GATEUP,	/* fused experts [E][2 p0][ne0]: half p1 (0 gate, 1 up) of each */
 };
 
 /* symbolic dimensions for the shape check */
 enum {
 	D_NONE, D_EMBD, D_EMBD2, D_FF, D_VOCAB, D_HQ, D_QO, D_KVO, D_HD,
-	D_CONV, D_VDIM, D_NV, D_HV, D_KC
+	D_CONV, D_VDIM, D_NV, D_HV, D_KC, D_NEXP, D_FFSH, D_ONE
 };
 
 /* which V-head permutation a tensor takes (qwen35, n_k_heads != n_v_heads) */
@@ -53,53 +55,81 @@ struct rule {
 
 static const struct rule layer_rules[] = {
 	{ "input_layernorm.weight", "attn_norm.weight", ARCH_LLAMA, K_ANY, D_EMBD, D_NONE, X_NONE, V_NONE, 0, 0 },
-	{ "input_layernorm.weight", "attn_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "input_layernorm.weight", "attn_norm.weight", ARCH_Q35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
 	{ "post_attention_layernorm.weight", "ffn_norm.weight", ARCH_LLAMA, K_ANY, D_EMBD, D_NONE, X_NONE, V_NONE, 0, 0 },
-	{ "post_attention_layernorm.weight", "post_attention_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "post_attention_layernorm.weight", "post_attention_norm.weight", ARCH_Q35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
 	{ "self_attn.q_proj.weight", "attn_q.weight", ARCH_LLAMA, K_FULL, D_EMBD, D_HQ, X_NONE, V_NONE, 1, 0 },
-	{ "self_attn.q_proj.weight", "attn_q.weight", ARCH_QWEN35, K_FULL, D_EMBD, D_QO, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.q_proj.weight", "attn_q.weight", ARCH_Q35, K_FULL, D_EMBD, D_QO, X_NONE, V_NONE, 0, 0 },
 	{ "self_attn.k_proj.weight", "attn_k.weight", ARCH_LLAMA, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 2, 0 },
-	{ "self_attn.k_proj.weight", "attn_k.weight", ARCH_QWEN35, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 0, 0 },
-	{ "self_attn.v_proj.weight", "attn_v.weight", ARCH_LLAMA | ARCH_QWEN35, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 0, 0 },
-	{ "self_attn.o_proj.weight", "attn_output.weight", ARCH_LLAMA | ARCH_QWEN35, K_FULL, D_HQ, D_EMBD, X_NONE, V_NONE, 0, 0 },
-	{ "self_attn.q_norm.weight", "attn_q_norm.weight", ARCH_QWEN35, K_FULL, D_HD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
-	{ "self_attn.k_norm.weight", "attn_k_norm.weight", ARCH_QWEN35, K_FULL, D_HD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
-	{ "linear_attn.in_proj_qkv.weight", "attn_qkv.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_CONV, X_NONE, V_QKV, 0, 0 },
-	{ "linear_attn.in_proj_z.weight", "attn_gate.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_VDIM, X_NONE, V_GATE, 0, 0 },
-	{ "linear_attn.in_proj_b.weight", "ssm_beta.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_NV, X_NONE, V_HEADS, 0, 0 },
-	{ "linear_attn.in_proj_a.weight", "ssm_alpha.weight", ARCH_QWEN35, K_LINEAR, D_EMBD, D_NV, X_NONE, V_HEADS, 0, 0 },
-	{ "linear_attn.out_proj.weight", "ssm_out.weight", ARCH_QWEN35, K_LINEAR, D_VDIM, D_EMBD, X_NONE, V_COLS, 0, 0 },
-	{ "linear_attn.norm.weight", "ssm_norm.weight", ARCH_QWEN35, K_LINEAR, D_HV, D_NONE, X_NONE, V_NONE, 0, 0 },
-	{ "linear_attn.A_log", "ssm_a", ARCH_QWEN35, K_LINEAR, D_NV, D_NONE, X_NEGEXP, V_VEC, 0, 0 },
-	{ "linear_attn.dt_bias", "ssm_dt.bias", ARCH_QWEN35, K_LINEAR, D_NV, D_NONE, X_NONE, V_VEC, 0, 0 },
-	{ "linear_attn.conv1d.weight", "ssm_conv1d.weight", ARCH_QWEN35, K_LINEAR, D_KC, D_CONV, X_NONE, V_CONV, 0, 1 },
+	{ "self_attn.k_proj.weight", "attn_k.weight", ARCH_Q35, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.v_proj.weight", "attn_v.weight", ARCH_LLAMA | ARCH_Q35, K_FULL, D_EMBD, D_KVO, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.o_proj.weight", "attn_output.weight", ARCH_LLAMA | ARCH_Q35, K_FULL, D_HQ, D_EMBD, X_NONE, V_NONE, 0, 0 },
+	{ "self_attn.q_norm.weight", "attn_q_norm.weight", ARCH_Q35, K_FULL, D_HD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "self_attn.k_norm.weight", "attn_k_norm.weight", ARCH_Q35, K_FULL, D_HD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "linear_attn.in_proj_qkv.weight", "attn_qkv.weight", ARCH_Q35, K_LINEAR, D_EMBD, D_CONV, X_NONE, V_QKV, 0, 0 },
+	{ "linear_attn.in_proj_z.weight", "attn_gate.weight", ARCH_Q35, K_LINEAR, D_EMBD, D_VDIM, X_NONE, V_GATE, 0, 0 },
+	{ "linear_attn.in_proj_b.weight", "ssm_beta.weight", ARCH_Q35, K_LINEAR, D_EMBD, D_NV, X_NONE, V_HEADS, 0, 0 },
+	{ "linear_attn.in_proj_a.weight", "ssm_alpha.weight", ARCH_Q35, K_LINEAR, D_EMBD, D_NV, X_NONE, V_HEADS, 0, 0 },
+	{ "linear_attn.out_proj.weight", "ssm_out.weight", ARCH_Q35, K_LINEAR, D_VDIM, D_EMBD, X_NONE, V_COLS, 0, 0 },
+	{ "linear_attn.norm.weight", "ssm_norm.weight", ARCH_Q35, K_LINEAR, D_HV, D_NONE, X_NONE, V_NONE, 0, 0 },
+	{ "linear_attn.A_log", "ssm_a", ARCH_Q35, K_LINEAR, D_NV, D_NONE, X_NEGEXP, V_VEC, 0, 0 },
+	{ "linear_attn.dt_bias", "ssm_dt.bias", ARCH_Q35, K_LINEAR, D_NV, D_NONE, X_NONE, V_VEC, 0, 0 },
+	{ "linear_attn.conv1d.weight", "ssm_conv1d.weight", ARCH_Q35, K_LINEAR, D_KC, D_CONV, X_NONE, V_CONV, 0, 1 },
 	{ "mlp.gate_proj.weight", "ffn_gate.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_FF, X_NONE, V_NONE, 0, 0 },
 	{ "mlp.up_proj.weight", "ffn_up.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_FF, X_NONE, V_NONE, 0, 0 },
 	{ "mlp.down_proj.weight", "ffn_down.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_FF, D_EMBD, X_NONE, V_NONE, 0, 0 },
+	{ "mlp.gate.weight", "ffn_gate_inp.weight", ARCH_QWEN35MOE, K_ANY, D_EMBD, D_NEXP, X_NONE, V_NONE, 0, 0 },
+	{ "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", ARCH_QWEN35MOE, K_ANY, D_EMBD, D_FFSH, X_NONE, V_NONE, 0, 0 },
+	{ "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", ARCH_QWEN35MOE, K_ANY, D_EMBD, D_FFSH, X_NONE, V_NONE, 0, 0 },
+	{ "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", ARCH_QWEN35MOE, K_ANY, D_FFSH, D_EMBD, X_NONE, V_NONE, 0, 0 },
+	{ "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", ARCH_QWEN35MOE, K_ANY, D_EMBD, D_ONE, X_NONE, V_NONE, 0, 0 },
+};
+
+/*
+ * qwen35moe's routed experts: HF's per-expert tensors (the hub layout,
+ * what save_pretrained writes) "mlp.experts.E.<hf>" stacked into one 3-D
+ * GGUF tensor, or the fused module tensors (gate_up_proj [E][2 I][H],
+ * down_proj [E][H][I]) split and renamed, as llama.cpp's converter does.
+ */
+struct exp_rule {
+	const char *hf, *gguf;
+	int	ne0, rows;	/* D_* of each expert's matrix */
+};
+static const struct exp_rule exp_rules[] = {
+	{ "gate_proj.weight", "ffn_gate_exps.weight", D_EMBD, D_FF },
+	{ "up_proj.weight", "ffn_up_exps.weight", D_EMBD, D_FF },
+	{ "down_proj.weight", "ffn_down_exps.weight", D_FF, D_EMBD },
 };
 
 /* tensors outside the layers: full HF name -> GGUF name (blk.%d for the MTP block) */
 static const struct rule global_rules[] = {
-	{ "model.embed_tokens.weight", "token_embd.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
+	{ "model.embed_tokens.weight", "token_embd.weight", ARCH_LLAMA | ARCH_Q35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
 	{ "model.norm.weight", "output_norm.weight", ARCH_LLAMA, K_ANY, D_EMBD, D_NONE, X_NONE, V_NONE, 0, 0 },
-	{ "model.norm.weight", "output_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
-	{ "lm_head.weight", "output.weight", ARCH_LLAMA | ARCH_QWEN35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
-	{ "mtp.fc.weight", "blk.%d.nextn.eh_proj.weight", ARCH_QWEN35, K_ANY, D_EMBD2, D_EMBD, X_NONE, V_NONE, 0, 0 },
-	{ "mtp.pre_fc_norm_embedding.weight", "blk.%d.nextn.enorm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
-	{ "mtp.pre_fc_norm_hidden.weight", "blk.%d.nextn.hnorm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
-	{ "mtp.norm.weight", "blk.%d.nextn.shared_head_norm.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
-	{ "mtp.embed_tokens.weight", "blk.%d.nextn.embed_tokens.weight", ARCH_QWEN35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
+	{ "model.norm.weight", "output_norm.weight", ARCH_Q35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "lm_head.weight", "output.weight", ARCH_LLAMA | ARCH_Q35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
+	{ "mtp.fc.weight", "blk.%d.nextn.eh_proj.weight", ARCH_Q35, K_ANY, D_EMBD2, D_EMBD, X_NONE, V_NONE, 0, 0 },
+	{ "mtp.pre_fc_norm_embedding.weight", "blk.%d.nextn.enorm.weight", ARCH_Q35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "mtp.pre_fc_norm_hidden.weight", "blk.%d.nextn.hnorm.weight", ARCH_Q35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "mtp.norm.weight", "blk.%d.nextn.shared_head_norm.weight", ARCH_Q35, K_ANY, D_EMBD, D_NONE, X_PLUS1, V_NONE, 0, 0 },
+	{ "mtp.embed_tokens.weight", "blk.%d.nextn.embed_tokens.weight", ARCH_Q35, K_ANY, D_EMBD, D_VOCAB, X_NONE, V_NONE, 0, 0 },
 };
 
 struct hp {
 	int	arch;
 	int64_t	n_layer, n_mtp, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
+	int64_t	n_exp, n_exp_used, n_ff_shexp;	/* qwen35moe; n_ff is an expert's width */
 	double	eps, theta, prf;
 	int64_t	lk_heads, lv_heads, lk_dim, lv_dim, conv_k, interval;
 	int32_t	sections[4];
 	int	has_head_dim;
 	int	kinds[1024];	/* K_FULL / K_LINEAR per trunk layer */
 };
+
+static const char *
+arch_name(int arch)
+{
+	return arch == ARCH_LLAMA ? "llama" : arch == ARCH_QWEN35 ? "qwen35" : "qwen35moe";
+}
 
 static int64_t
 dim(const struct hp *h, int d)
@@ -118,6 +148,9 @@ dim(const struct hp *h, int d)
 	case D_NV: return h->lv_heads;
 	case D_HV: return h->lv_dim;
 	case D_KC: return h->conv_k;
+	case D_NEXP: return h->n_exp;
+	case D_FFSH: return h->n_ff_shexp;
+	case D_ONE: return 1;
 	}
 	return 1;
 }
@@ -186,7 +219,8 @@ load_common(struct safetensors *st, struct hp *h)
 {
 	if (hp_need(st, "num_hidden_layers", 1, &h->n_layer) != 0 ||
 	    hp_need(st, "hidden_size", 1, &h->n_embd) != 0 ||
-	    hp_need(st, "intermediate_size", 1, &h->n_ff) != 0 ||
+	    hp_need(st, h->arch == ARCH_QWEN35MOE ? "moe_intermediate_size" : "intermediate_size",
+	    1, &h->n_ff) != 0 ||
 	    hp_need(st, "num_attention_heads", 1, &h->n_head) != 0 ||
 	    hp_need(st, "vocab_size", 1, &h->n_vocab) != 0 ||
 	    hp_int(st, "num_key_value_heads", h->n_head, &h->n_head_kv) < 0 ||
@@ -285,6 +319,20 @@ load_qwen35(struct safetensors *st, struct hp *h)
 	return load_layer_kinds(st, h);
 }
 
+/* qwen3_5_moe: every FFN routed (transformers 5.17 has no dense layers in it) */
+static int
+load_moe(struct safetensors *st, struct hp *h)
+{
+	if (hp_need(st, "num_experts", 1, &h->n_exp) != 0 ||
+	    hp_need(st, "num_experts_per_tok", 1, &h->n_exp_used) != 0 ||
+	    hp_need(st, "shared_expert_intermediate_size", 1, &h->n_ff_shexp) != 0)
+		return -1;
+	if (h->n_exp_used > h->n_exp)
+		return util_err(st->err, "config.json: %lld experts a token of %lld",
+		    (long long)h->n_exp_used, (long long)h->n_exp);
+	return 0;
+}
+
 static int
 load_hparams(struct safetensors *st, struct hp *h, int nomtp)
 {
@@ -299,12 +347,16 @@ load_hparams(struct safetensors *st, struct hp *h, int nomtp)
 		h->arch = ARCH_LLAMA;
 	else if (strcmp(mt, "qwen3_5_text") == 0 || strcmp(mt, "qwen3_5") == 0)
 		h->arch = ARCH_QWEN35;
+	else if (strcmp(mt, "qwen3_5_moe_text") == 0 || strcmp(mt, "qwen3_5_moe") == 0)
+		h->arch = ARCH_QWEN35MOE;
 	else
 		return util_err(st->err, "config.json: model_type '%s' is not supported "
-		    "(llama, qwen3_5, qwen3_5_text)", mt);
+		    "(llama, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text)", mt);
 	if (load_common(st, h) != 0)
 		return -1;
-	if (h->arch == ARCH_QWEN35 && load_qwen35(st, h) != 0)
+	if ((h->arch & ARCH_Q35) && load_qwen35(st, h) != 0)
+		return -1;
+	if (h->arch == ARCH_QWEN35MOE && load_moe(st, h) != 0)
 		return -1;
 	if (h->arch == ARCH_LLAMA) {
 		h->interval = 1;
@@ -509,6 +561,125 @@ is_used_scale(const struct safetensors *st, const struct safetensors_tensor *t)
 	return wt != NULL && (wt->dtype == SAFETENSORS_F8_E4M3 || wt->dtype == SAFETENSORS_F8_E5M2);
 }
 
+/* A new planned tensor named name, zeroed. */
+static struct safetensors_out *
+new_out(struct safetensors *st, const char *name)
+{
+	struct safetensors_out *o;
+
+	if (st->nout == st->capout) {
+		size_t cap = st->capout ? 2 * st->capout : 64;
+		void *p = realloc(st->out, cap * sizeof *st->out);
+
+		if (p == NULL)
+			return NULL;
+		st->out = p;
+		st->capout = cap;
+	}
+	o = &st->out[st->nout++];
+	memset(o, 0, sizeof *o);
+	snprintf(o->name, sizeof o->name, "%s", name);
+	return o;
+}
+
+static struct safetensors_out *
+find_out(struct safetensors *st, const char *name)
+{
+	for (size_t i = 0; i < st->nout; i++)
+		if (strcmp(st->out[i].name, name) == 0)
+			return &st->out[i];
+	return NULL;
+}
+
+/* A 3-D GGUF tensor {ne0, rows, n_exp} of source t (dtype and values as they are). */
+static struct safetensors_out *
+stack_out(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    const char *name, int64_t ne0, int64_t rows)
+{
+	struct safetensors_out *o = new_out(st, name);
+
+	if (o == NULL) {
+		util_err(st->err, "out of memory");
+		return NULL;
+	}
+	o->n_dims = 3;
+	o->ne[0] = ne0, o->ne[1] = rows, o->ne[2] = h->n_exp, o->ne[3] = 1;
+	o->n_rows = rows * h->n_exp;
+	o->src = t;
+	o->src_dtype = t->dtype;
+	o->verbatim = 1;
+	if (t->dtype == SAFETENSORS_F8_E4M3 || t->dtype == SAFETENSORS_F8_E5M2) {
+		util_err(st->err, "tensor '%s': FP8 experts are not supported", t->name);
+		return NULL;
+	}
+	return o;
+}
+
+/* The fused experts gate_up_proj [E][2 I][H] (into gate and up) or down_proj [E][H][I]. */
+static int
+map_fused(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    int64_t blk, int down)
+{
+	int64_t E = h->n_exp, I = h->n_ff, H = h->n_embd;
+	char name[64];
+
+	if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != (down ? H : 2 * I) ||
+	    t->shape[2] != (down ? I : H))
+		return util_err(st->err, "tensor '%s': not [%lld, %lld, %lld] as config.json implies",
+		    t->name, (long long)E, (long long)(down ? H : 2 * I), (long long)(down ? I : H));
+	for (int half = 0; half < (down ? 1 : 2); half++) {
+		struct safetensors_out *o;
+
+		snprintf(name, sizeof name, "blk.%lld.%s", (long long)blk, exp_rules[down ? 2 : half].gguf);
+		if (find_out(st, name) != NULL)
+			return util_err(st->err, "tensor '%s': '%s' planned twice", t->name, name);
+		if ((o = stack_out(st, h, t, name, down ? I : H, down ? H : I)) == NULL)
+			return -1;
+		if (!down)
+			o->perm = P_GATEUP, o->pa = I, o->pb = half;
+	}
+	return 0;
+}
+
+/* "mlp.experts.<rest>" of layer blk: one expert's matrix into its stack, or a fused tensor. */
+static int
+map_expert(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    int64_t blk, const char *rest)
+{
+	const struct exp_rule *r = NULL;
+	struct safetensors_out *o;
+	char name[64], *end;
+	long long e;
+
+	if (strcmp(rest, "gate_up_proj") == 0 || strcmp(rest, "down_proj") == 0)
+		return map_fused(st, h, t, blk, rest[0] == 'd');
+	e = strtoll(rest, &end, 10);
+	if (end == rest || *end != '.' || e < 0 || e >= h->n_exp)
+		return util_err(st->err, "tensor '%s': expert number out of range", t->name);
+	for (size_t i = 0; i < sizeof exp_rules / sizeof exp_rules[0]; i++)
+		if (strcmp(end + 1, exp_rules[i].hf) == 0)
+			r = &exp_rules[i];
+	if (r == NULL)
+		return util_err(st->err, "tensor '%s' has no GGUF name for qwen35moe", t->name);
+	if (t->n_dims != 2 || t->shape[0] != dim(h, r->rows) || t->shape[1] != dim(h, r->ne0))
+		return util_err(st->err, "tensor '%s': not [%lld, %lld] as config.json implies",
+		    t->name, (long long)dim(h, r->rows), (long long)dim(h, r->ne0));
+	snprintf(name, sizeof name, "blk.%lld.%s", (long long)blk, r->gguf);
+	if ((o = find_out(st, name)) == NULL) {
+		if ((o = stack_out(st, h, t, name, dim(h, r->ne0), dim(h, r->rows))) == NULL)
+			return -1;
+		o->src_rows = dim(h, r->rows);
+		if ((o->srcs = st_keep(st, calloc(h->n_exp, sizeof *o->srcs))) == NULL)
+			return util_err(st->err, "out of memory");
+	}
+	if (o->srcs == NULL || o->srcs[e] != NULL)
+		return util_err(st->err, "tensor '%s': expert %lld given twice", t->name, e);
+	if (t->dtype != o->src_dtype)
+		return util_err(st->err, "tensor '%s': experts of different dtypes", t->name);
+	o->srcs[e] = t;
+	return 0;
+}
+
 static int
 map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t)
 {
@@ -526,6 +697,8 @@ map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_
 		return 0;
 	if ((k = layer_of(norm, h, &blk, &rest, &mtp)) < 0)
 		return util_err(st->err, "tensor '%s': layer number out of range", t->name);
+	if (k == 1 && h->arch == ARCH_QWEN35MOE && strncmp(rest, "mlp.experts.", 12) == 0)
+		return map_expert(st, h, t, blk, rest + 12);
 	if (k == 1) {
 		int kind = mtp ? K_FULL : h->kinds[blk];
 
@@ -541,7 +714,7 @@ map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_
 	}
 	if (r == NULL)
 		return util_err(st->err, "tensor '%s' has no GGUF name for %s", t->name,
-		    h->arch == ARCH_LLAMA ? "llama" : "qwen35");
+		    arch_name(h->arch));
 	return add_out(st, h, t, r, gname);
 }
 
@@ -588,6 +761,19 @@ need(struct safetensors *st, const char *name)
 	return util_err(st->err, "no tensor for '%s' in the checkpoint", name);
 }
 
+/* A stack of per-expert sources has every expert. */
+static int
+full_stack(struct safetensors *st, const char *name, const struct hp *h)
+{
+	const struct safetensors_out *o = find_out(st, name);
+
+	for (int64_t e = 0; o->srcs != NULL && e < h->n_exp; e++)
+		if (o->srcs[e] == NULL)
+			return util_err(st->err, "'%s': no tensor for expert %lld in the checkpoint",
+			    name, (long long)e);
+	return 0;
+}
+
 /* Every tensor the architecture's loader requires is planned. */
 static int
 check_complete(struct safetensors *st, const struct hp *h)
@@ -608,6 +794,12 @@ check_complete(struct safetensors *st, const struct hp *h)
 				continue;
 			snprintf(name, sizeof name, "blk.%lld.%s", (long long)b, r->gguf);
 			if (need(st, name) != 0)
+				return -1;
+		}
+		for (i = 0; h->arch == ARCH_QWEN35MOE && i < sizeof exp_rules / sizeof exp_rules[0];
+		    i++) {
+			snprintf(name, sizeof name, "blk.%lld.%s", (long long)b, exp_rules[i].gguf);
+			if (need(st, name) != 0 || full_stack(st, name, h) != 0)
 				return -1;
 		}
 		if (b < h->n_layer)
@@ -710,7 +902,7 @@ kv_common(struct safetensors *st, const struct hp *h)
 	if (kv_u32(st, "block_count", h->n_layer + h->n_mtp) != 0 ||
 	    kv_u32(st, "context_length", h->n_ctx) != 0 ||
 	    kv_u32(st, "embedding_length", h->n_embd) != 0 ||
-	    kv_u32(st, "feed_forward_length", h->n_ff) != 0 ||
+	    (h->arch != ARCH_QWEN35MOE && kv_u32(st, "feed_forward_length", h->n_ff) != 0) ||
 	    kv_u32(st, "attention.head_count", h->n_head) != 0 ||
 	    kv_u32(st, "attention.head_count_kv", h->n_head_kv) != 0 ||
 	    kv_f32(st, "rope.freq_base", h->theta) != 0 ||
@@ -737,7 +929,10 @@ kv_qwen35(struct safetensors *st, const struct hp *h)
 
 	if (kv_u32(st, "rope.dimension_count", (int64_t)(h->head_dim * h->prf)) != 0)
 		return -1;
-	if ((kv = st_kv_add(st, "qwen35.rope.dimension_sections", SAFETENSORS_KV_ARR)) == NULL ||
+	char key[64];
+
+	snprintf(key, sizeof key, "%s.rope.dimension_sections", st->arch);
+	if ((kv = st_kv_add(st, key, SAFETENSORS_KV_ARR)) == NULL ||
 	    (sec = st_keep(st, malloc(sizeof h->sections))) == NULL)
 		return util_err(st->err, "out of memory");
 	memcpy(sec, h->sections, sizeof h->sections);
@@ -752,6 +947,11 @@ kv_qwen35(struct safetensors *st, const struct hp *h)
 	    kv_u32(st, "full_attention_interval", h->interval) != 0)
 		return -1;
 	if (h->n_mtp > 0 && kv_u32(st, "nextn_predict_layers", h->n_mtp) != 0)
+		return -1;
+	if (h->arch == ARCH_QWEN35MOE && (kv_u32(st, "expert_count", h->n_exp) != 0 ||
+	    kv_u32(st, "expert_used_count", h->n_exp_used) != 0 ||
+	    kv_u32(st, "expert_feed_forward_length", h->n_ff) != 0 ||
+	    kv_u32(st, "expert_shared_feed_forward_length", h->n_ff_shexp) != 0))
 		return -1;
 	return 0;
 }
@@ -768,7 +968,7 @@ safetensors_plan(struct safetensors *st, int nomtp)
 		return util_err(st->err, "out of memory");
 	if (load_hparams(st, h, nomtp) != 0)
 		goto out;
-	snprintf(st->arch, sizeof st->arch, "%s", h->arch == ARCH_LLAMA ? "llama" : "qwen35");
+	snprintf(st->arch, sizeof st->arch, "%s", arch_name(h->arch));
 	for (i = 0; i < st->nbyname; i++)
 		if (map_tensor(st, h, &st->t[st->byname[i].i]) != 0)
 			goto out;
@@ -833,6 +1033,8 @@ vsrc(int64_t x, int64_t off, int64_t hs, int64_t nk, int64_t nv)
 static int64_t
 src_row(const struct safetensors_out *o, int64_t r)
 {
+	if (o->perm == P_GATEUP)	/* expert r / pa's half pb, row r % pa */
+		return (r / o->pa) * 2 * o->pa + o->pb * o->pa + r % o->pa;
 	if (o->perm == P_ROPE) {
 		int64_t hd = o->ne[1] / o->pa, h = r / hd, w = r % hd;
 
@@ -925,6 +1127,17 @@ convert_row(const uint8_t *s, int dt, float *d, int64_t n)
 	}
 }
 
+/* The source bytes of planned row r (before any column permutation). */
+static const uint8_t *
+row_bytes(const struct safetensors_out *o, int64_t r)
+{
+	size_t rb = (size_t)o->ne[0] * safetensors_dtype_size(o->src_dtype);
+
+	if (o->srcs != NULL)
+		return (const uint8_t *)o->srcs[r / o->src_rows]->data + (size_t)(r % o->src_rows) * rb;
+	return (const uint8_t *)o->src->data + (size_t)src_row(o, r) * rb;
+}
+
 static int
 check_range(const struct safetensors_out *o, int64_t row0, int64_t nrows, char *err)
 {
@@ -955,12 +1168,11 @@ safetensors_read_rows(const struct safetensors_out *o, int64_t row0, int64_t nro
     float *dst, char *err)
 {
 	int64_t r, j, n0 = o->ne[0];
-	int es = safetensors_dtype_size(o->src_dtype);
 
 	if (check_range(o, row0, nrows, err) != 0)
 		return -1;
 	for (r = 0; r < nrows; r++) {
-		const uint8_t *s = (const uint8_t *)o->src->data + src_row(o, row0 + r) * n0 * es;
+		const uint8_t *s = row_bytes(o, row0 + r);
 		float *d = dst + r * n0;
 
 		if (o->perm == P_VCOLS)
@@ -992,7 +1204,7 @@ safetensors_read_raw(const struct safetensors_out *o, int64_t row0, int64_t nrow
 	if (check_range(o, row0, nrows, err) != 0)
 		return -1;
 	for (r = 0; r < nrows; r++) {
-		const uint8_t *s = (const uint8_t *)o->src->data + src_row(o, row0 + r) * n0 * es;
+		const uint8_t *s = row_bytes(o, row0 + r);
 		uint8_t *d = (uint8_t *)dst + r * n0 * es;
 
 		if (o->perm != P_VCOLS) {

@@ -473,6 +473,36 @@ sample_probs(struct sampler *s, const float *logits, const int32_t *hist,
 	return 0;
 }
 
+int
+sample_logprobs(struct sampler *s, const float *logits, const int32_t *hist, int n_hist,
+    int32_t tok, int k, float *lp, int32_t *top_id, float *top_lp)
+{
+	float t = s->p.temp > 0 ? s->p.temp : 1;
+	double mx = -INFINITY, sum = 0, lse;
+	int m;
+
+	penalize(s, logits, hist, n_hist);
+	for (int i = 0; i < s->n_vocab; i++)
+		if (isfinite(s->logits[i]) && s->logits[i] / t > mx)
+			mx = s->logits[i] / t;
+	if (mx == -INFINITY)
+		return -1;
+	for (int i = 0; i < s->n_vocab; i++)
+		if (isfinite(s->logits[i]))
+			sum += exp(s->logits[i] / t - mx);
+	lse = mx + log(sum);
+	*lp = tok >= 0 && tok < s->n_vocab && isfinite(s->logits[tok]) ?
+	    (float)(s->logits[tok] / t - lse) : -INFINITY;
+	if (k <= 0)
+		return 0;
+	m = top_keys(s->key, finite_keys(s->logits, s->n_vocab, t, s->key), k);
+	for (int i = 0; i < m; i++) {
+		top_id[i] = (int32_t)(uint32_t)s->key[i];
+		top_lp[i] = (float)(s->logits[top_id[i]] / t - lse);
+	}
+	return m;
+}
+
 /* a draw from max(0, p - q) (q NULL: from p) in id order, with u in [0, 1) */
 static int32_t
 draw_residual(int n, const float *p, const float *q, double u)

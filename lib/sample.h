@@ -94,6 +94,18 @@ int	sample_probs(struct sampler *, const float *logits, const int32_t *hist,
 	    int n_hist, float *probs);
 
 /*
+ * The log-probabilities a draw of sampler s sees, before its truncation:
+ * log_softmax(l / t) of the row logits[n_vocab] with the penalties of
+ * hist[n_hist] applied (l), t the temperature (1 when greedy).  *lp gets
+ * token tok's (-inf when its logit is not finite), top_id[k] and
+ * top_lp[k] the k likeliest tokens' (as the sampler orders them: most
+ * likely first, the lower id on ties).  Returns how many of those there
+ * are (min(k, finite logits)), or -1 when no logit is finite.
+ */
+int	sample_logprobs(struct sampler *, const float *logits, const int32_t *hist, int n_hist,
+	    int32_t tok, int k, float *lp, int32_t *top_id, float *top_lp);
+
+/*
  * Speculative rejection sampling at (seq, pos): the draft proposed token
  * d from its distribution q[n_vocab]; p[n_vocab] is the target's (both as
  * sample_probs gives them).  Accepts d with probability min(1, p[d]/q[d]),

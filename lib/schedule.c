@@ -47,7 +47,12 @@ struct sched_seq {
 	struct sampler *smp;
 	struct state *st;
 	int32_t	*out;		/* tokens not yet read */
+	struct sched_logprob *lp;	/* [cap_out] their logprobs, with logprobs */
 	int	n_out, cap_out;
+	int	logprobs, top;	/* each token's logprob, and `top` alternatives */
+	uint64_t group;		/* choice i > 0 of sched_submit_n: choice 0's id */
+	int	n_kids;		/* choice 0: the choices after it */
+	int	wait_prompt;	/* choice i > 0: until choice 0's prompt is copied in */
 	int	finish, released, active;	/* active: admitted, slot held */
 	double	t_submit, t_admit, t_first;
 	char	err[UTIL_ERRLEN];
@@ -119,7 +124,7 @@ seq_free(struct sched_seq *q)
 	if (q == NULL)
 		return;
 	sample_free(q->smp);
-	free(q->hist), free(q->stop), free(q->out);
+	free(q->hist), free(q->stop), free(q->out), free(q->lp);
 	free(q);
 }
 
@@ -377,12 +382,17 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->n_prompt = q->n_hist = r->n_ids;
 	q->max_tokens = r->max_tokens, q->ignore_eos = r->ignore_eos;
 	q->sp = r->sp;
-	q->spec = l->K > 0 && sample_plain_greedy(&r->sp);
+	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && !r->logprobs;
+	q->logprobs = r->logprobs != 0;
+	q->top = r->top_logprobs < 0 ? 0 : r->top_logprobs > SCHED_TOP_MAX ? SCHED_TOP_MAX :
+	    r->top_logprobs;
 	q->hist = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *q->hist);
 	q->stop = malloc((r->n_stop + 1) * sizeof *q->stop);
 	q->cap_out = 64;
 	q->out = malloc(q->cap_out * sizeof *q->out);
-	if (q->hist == NULL || q->stop == NULL || q->out == NULL)
+	if (q->logprobs)
+		q->lp = malloc(q->cap_out * sizeof *q->lp);
+	if (q->hist == NULL || q->stop == NULL || q->out == NULL || (q->logprobs && q->lp == NULL))
 		return util_err(err, "out of memory");
 	memcpy(q->hist, r->ids, r->n_ids * sizeof *q->hist);
 	memcpy(q->stop, r->stop, r->n_stop * sizeof *q->stop);
@@ -393,37 +403,10 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	return 0;
 }
 
-struct sched_seq *
-sched_submit(struct sched *s, const struct sched_req *r, int *full, char *err)
+/* Append q to the queue (under the lock). */
+static void
+enqueue(struct sched *s, struct sched_seq *q)
 {
-	struct sched_seq *q;
-
-	*full = 0;
-	if (r->lane < 0 || r->lane >= s->n_lanes) {
-		util_err(err, "sched: no model %d", r->lane);
-		return NULL;
-	}
-	if (r->n_ids < 1 || r->n_ids >= s->c.n_ctx || r->max_tokens < 1) {
-		util_err(err, "prompt of %d tokens: does not fit in the context of %d", r->n_ids,
-		    s->c.n_ctx);
-		return NULL;
-	}
-	if ((q = calloc(1, sizeof *q)) == NULL || seq_init(s, q, r, err) != 0) {
-		if (q == NULL)
-			util_err(err, "out of memory");
-		seq_free(q);
-		return NULL;
-	}
-	pthread_mutex_lock(&s->mu);
-	if (s->n_run + s->n_queued >= s->c.max_sessions + s->c.max_queue || s->shut) {
-		s->stats.refused++;
-		pthread_mutex_unlock(&s->mu);
-		*full = 1;
-		util_err(err, "server busy: %d sessions running and %d waiting", s->n_run,
-		    s->n_queued);
-		seq_free(q);
-		return NULL;
-	}
 	q->id = ++s->next_id;
 	if (s->qtail != NULL)
 		s->qtail->next = q;
@@ -431,14 +414,79 @@ sched_submit(struct sched *s, const struct sched_req *r, int *full, char *err)
 		s->qhead = q;
 	s->qtail = q;
 	s->n_queued++;
-	pthread_cond_signal(&s->work);
-	pthread_mutex_unlock(&s->mu);
-	return q;
+}
+
+/* Request r's n choices into seqs[n] (choice i seeded seed + i): 0, or -1 with err. */
+static int
+seqs_new(struct sched *s, const struct sched_req *r, int n, struct sched_seq **seqs, char *err)
+{
+	struct sched_req ri = *r;
+
+	for (int i = 0; i < n; i++) {
+		ri.sp.seed = r->sp.seed + (uint64_t)i;
+		if ((seqs[i] = calloc(1, sizeof *seqs[i])) == NULL || seq_init(s, seqs[i], &ri,
+		    err) != 0) {
+			if (seqs[i] == NULL)
+				util_err(err, "out of memory");
+			for (int k = 0; k <= i; k++)
+				seq_free(seqs[k]), seqs[k] = NULL;
+			return -1;
+		}
+		if (n > 1)	/* choice 0 hands its prompt's state to the others */
+			seqs[i]->spec = 0;
+		if (i > 0)
+			seqs[i]->wait_prompt = 1, seqs[i]->done_prompt = r->n_ids;
+	}
+	seqs[0]->n_kids = n - 1;
+	return 0;
 }
 
 int
-sched_read(struct sched *s, struct sched_seq *q, int32_t *out, int max, int *finish,
-    double wait_s)
+sched_submit_n(struct sched *s, const struct sched_req *r, int n, struct sched_seq **seqs,
+    int *full, char *err)
+{
+	*full = 0;
+	if (r->lane < 0 || r->lane >= s->n_lanes)
+		return util_err(err, "sched: no model %d", r->lane);
+	if (r->n_ids < 1 || r->n_ids >= s->c.n_ctx || r->max_tokens < 1)
+		return util_err(err, "prompt of %d tokens: does not fit in the context of %d",
+		    r->n_ids, s->c.n_ctx);
+	if (n < 1 || n > s->c.max_sessions)
+		return util_err(err, "n %d: out of range 1..%d (the sessions that run at once)", n,
+		    s->c.max_sessions);
+	if (seqs_new(s, r, n, seqs, err) != 0)
+		return -1;
+	pthread_mutex_lock(&s->mu);
+	if (s->n_run + s->n_queued + n > s->c.max_sessions + s->c.max_queue || s->shut) {
+		s->stats.refused++;
+		pthread_mutex_unlock(&s->mu);
+		*full = 1;
+		util_err(err, "server busy: %d sessions running and %d waiting", s->n_run,
+		    s->n_queued);
+		for (int i = 0; i < n; i++)
+			seq_free(seqs[i]), seqs[i] = NULL;
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		enqueue(s, seqs[i]);
+	for (int i = 1; i < n; i++)
+		seqs[i]->group = seqs[0]->id;
+	pthread_cond_signal(&s->work);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+struct sched_seq *
+sched_submit(struct sched *s, const struct sched_req *r, int *full, char *err)
+{
+	struct sched_seq *q;
+
+	return sched_submit_n(s, r, 1, &q, full, err) == 0 ? q : NULL;
+}
+
+int
+sched_read_lp(struct sched *s, struct sched_seq *q, int32_t *out, struct sched_logprob *lp,
+    int max, int *finish, double wait_s)
 {
 	struct timespec until;
 	int n;
@@ -459,10 +507,22 @@ sched_read(struct sched *s, struct sched_seq *q, int32_t *out, int max, int *fin
 	n = q->n_out < max ? q->n_out : max;
 	memcpy(out, q->out, n * sizeof *out);
 	memmove(q->out, q->out + n, (q->n_out - n) * sizeof *q->out);
+	if (q->lp != NULL) {
+		if (lp != NULL)
+			memcpy(lp, q->lp, n * sizeof *lp);
+		memmove(q->lp, q->lp + n, (q->n_out - n) * sizeof *q->lp);
+	}
 	q->n_out -= n;
 	*finish = q->n_out > 0 ? SCHED_RUNNING : q->finish;
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+int
+sched_read(struct sched *s, struct sched_seq *q, int32_t *out, int max, int *finish,
+    double wait_s)
+{
+	return sched_read_lp(s, q, out, NULL, max, finish, wait_s);
 }
 
 const char *
@@ -560,10 +620,33 @@ fail_seq(struct sched *s, struct sched_seq *q, const char *why)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* Hand q's new tokens t[n] to its reader: a stop id ends it unemitted,
- * max_tokens or a full context after the token that reaches them. */
+/* Room for one more token in q's output (under the lock): 0, or -1. */
+static int
+out_room(struct sched_seq *q)
+{
+	int32_t *o;
+	struct sched_logprob *lp;
+
+	if (q->n_out < q->cap_out)
+		return 0;
+	if ((o = realloc(q->out, 2 * q->cap_out * sizeof *o)) == NULL)
+		return -1;
+	q->out = o;
+	if (q->lp != NULL) {
+		if ((lp = realloc(q->lp, 2 * q->cap_out * sizeof *lp)) == NULL)
+			return -1;
+		q->lp = lp;
+	}
+	q->cap_out *= 2;
+	return 0;
+}
+
+/* Hand q's new tokens t[n] (and their logprobs lp[n], NULL when none) to its
+ * reader: a stop id ends it unemitted, max_tokens or a full context after
+ * the token that reaches them. */
 static void
-emit(struct sched *s, struct sched_seq *q, const int32_t *t, int n)
+emit(struct sched *s, struct sched_seq *q, const int32_t *t, const struct sched_logprob *lp,
+    int n)
 {
 	pthread_mutex_lock(&s->mu);
 	if (q->t_first < 0)
@@ -577,16 +660,13 @@ emit(struct sched *s, struct sched_seq *q, const int32_t *t, int n)
 			end_locked(s, q, SCHED_STOP);
 			break;
 		}
-		if (q->n_out == q->cap_out) {
-			int32_t *o = realloc(q->out, 2 * q->cap_out * sizeof *o);
-
-			if (o == NULL) {
-				snprintf(q->err, sizeof q->err, "out of memory");
-				end_locked(s, q, SCHED_ERROR);
-				break;
-			}
-			q->out = o, q->cap_out *= 2;
+		if (out_room(q) != 0) {
+			snprintf(q->err, sizeof q->err, "out of memory");
+			end_locked(s, q, SCHED_ERROR);
+			break;
 		}
+		if (q->lp != NULL && lp != NULL)
+			q->lp[q->n_out] = lp[i];
 		q->out[q->n_out++] = t[i];
 		q->hist[q->n_hist++] = t[i];
 		s->stats.tokens++;
@@ -595,6 +675,16 @@ emit(struct sched *s, struct sched_seq *q, const int32_t *t, int n)
 	}
 	pthread_cond_broadcast(&s->out);
 	pthread_mutex_unlock(&s->mu);
+}
+
+/* Under the lock: 1 when the session of that id runs. */
+static int
+running_id(const struct sched *s, uint64_t id)
+{
+	for (int i = 0; i < s->n_run; i++)
+		if (s->run[i]->id == id)
+			return 1;
+	return 0;
 }
 
 /* Under the lock: drop ended or released sessions, free their slots. */
@@ -616,37 +706,118 @@ reap(struct sched *s)
 			seq_free(q);
 	}
 	s->n_run = k;
+	for (int i = 0; i < s->n_run; i++)	/* choices whose choice 0 is gone unprimed */
+		if (s->run[i]->wait_prompt && !running_id(s, s->run[i]->group)) {
+			snprintf(s->run[i]->err, sizeof s->run[i]->err,
+			    "the prompt shared with choice 0 did not finish");
+			end_locked(s, s->run[i], SCHED_ERROR);
+		}
 }
 
-/* Under the lock: queued requests into free slots, first come first served. */
+/* Under the lock: queued q into lane l's free slot i. */
+static void
+admit_one(struct sched *s, struct sched_seq *q, struct lane *l, int i)
+{
+	unqueue(s, q);
+	q->spec = q->spec && admit_spec(s, l);
+	l->slots[i].used = 1;
+	q->slot = i, q->active = 1, q->t_admit = util_now();
+	q->st = l->slots[i].st;
+	s->run[s->n_run++] = q;
+}
+
+/* Under the lock: lane l's free slots, at most want, into slot[]; how many. */
+static int
+free_slots(struct sched *s, struct lane *l, int want, int *slot)
+{
+	int n = 0;
+
+	for (int i = 0; i < s->c.max_sessions && n < want; i++)
+		if (!l->slots[i].used)
+			slot[n++] = i;
+	return n;
+}
+
+/*
+ * Under the lock: queued requests into free slots, first come first
+ * served; the choices of one request together (a later choice at the head
+ * lost its first one: it ends).
+ */
 static void
 admit(struct sched *s)
 {
-	while (s->qhead != NULL && s->n_run < s->c.max_sessions) {
+	while (s->qhead != NULL) {
 		struct sched_seq *q = s->qhead;
 		struct lane *l = &s->lanes[q->lane];
-		int i = 0;
+		int want = 1 + q->n_kids, *slot = s->rows, k = 0;	/* (rows: the worker's scratch) */
 
-		while (i < s->c.max_sessions && l->slots[i].used)
-			i++;
-		if (i == s->c.max_sessions)
+		if (q->wait_prompt) {
+			unqueue(s, q);
+			snprintf(q->err, sizeof q->err, "the prompt shared with choice 0 was cancelled");
+			end_locked(s, q, SCHED_ERROR);
+			continue;
+		}
+		if (s->n_run + want > s->c.max_sessions || free_slots(s, l, want, slot) < want)
 			break;
-		unqueue(s, q);
-		q->spec = q->spec && admit_spec(s, l);
-		l->slots[i].used = 1;
-		q->slot = i, q->active = 1, q->t_admit = util_now();
-		q->st = l->slots[i].st;
-		s->run[s->n_run++] = q;
+		admit_one(s, q, l, slot[k++]);
+		while (s->qhead != NULL && s->qhead->wait_prompt && s->qhead->group == q->id)
+			admit_one(s, s->qhead, l, slot[k++]);
 	}
 }
 
-/* One prompt chunk of q: rows [done, to); the last chunk picks the first token. */
+/* The logprobs of token t drawn by q's sampler from the row lg at q's end into lp. */
+static void
+logprobs_of(struct sched_seq *q, const float *lg, int32_t t, struct sched_logprob *lp)
+{
+	int k = sample_logprobs(q->smp, lg, q->hist, q->n_hist, t, q->top, &lp->logprob,
+	    lp->top_id, lp->top_lp);
+
+	lp->n_top = k < 0 ? 0 : k;
+}
+
+/*
+ * Choice 0 q's prompt is done and its last row's logits are in lg: each
+ * choice of q in act[n] (q itself, and the later ones, which get a copy of
+ * q's state) draws its first token from them, as model_forward_next would.
+ */
+static void
+prime(struct sched *s, struct sched_seq *q, const float *lg, struct sched_seq **act, int n)
+{
+	for (int i = -1; i < n; i++) {
+		struct sched_seq *c = i < 0 ? q : act[i];
+		struct sched_logprob lp;
+		int32_t t;
+
+		if (i >= 0 && (!c->wait_prompt || c->group != q->id))
+			continue;
+		if (c != q && state_copy(c->st, q->st) != 0) {
+			fail_seq(s, c, state_errmsg(c->st));
+			continue;
+		}
+		pthread_mutex_lock(&s->mu);
+		c->wait_prompt = 0;
+		pthread_mutex_unlock(&s->mu);
+		if ((t = sample_next(c->smp, lg, c->hist, c->n_hist, 0, c->n_hist)) < 0) {
+			fail_seq(s, c, "no finite logit");
+			continue;
+		}
+		if (c->logprobs)
+			logprobs_of(c, lg, t, &lp);
+		emit(s, c, &t, c->logprobs ? &lp : NULL, 1);
+	}
+}
+
+/*
+ * One prompt chunk of q: rows [done, to); the last chunk picks the first
+ * token, on the backend, or from the row on the host for a session that
+ * wants logprobs or shares its prompt with later choices in act[n_act].
+ */
 static int
-prefill_chunk(struct sched *s, struct sched_seq *q, int to)
+prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **act, int n_act)
 {
 	struct lane *l = &s->lanes[q->lane];
 	struct spec *sp = l->slots[q->slot].spec;
-	int from = q->done_prompt, n = q->n_prompt, rc;
+	int from = q->done_prompt, n = q->n_prompt, rc, host = q->logprobs || q->n_kids > 0;
 	int32_t first = -1;
 
 	if (q->spec)
@@ -655,8 +826,9 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to)
 		if (from == 0)
 			state_reset(q->st);
 		rc = to < n ? model_forward(l->m, q->st, q->hist + from, to - from, MODEL_PREFILL,
-		    NULL, NULL) : model_forward_next(l->m, q->st, q->hist + from, to - from,
-		    MODEL_PREFILL, q->smp, q->hist, n, 0, n, l->lg, &first);
+		    NULL, NULL) : host ? model_forward(l->m, q->st, q->hist + from, to - from,
+		    MODEL_PREFILL, l->lg, NULL) : model_forward_next(l->m, q->st, q->hist + from,
+		    to - from, MODEL_PREFILL, q->smp, q->hist, n, 0, n, l->lg, &first);
 	}
 	if (rc != 0) {
 		fail_seq(s, q, q->spec ? spec_errmsg(sp) : model_errmsg(l->m));
@@ -666,8 +838,10 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to)
 	pthread_mutex_lock(&s->mu);
 	s->stats.prefill_tokens += to - from;
 	pthread_mutex_unlock(&s->mu);
-	if (to == n)
-		emit(s, q, &first, 1);
+	if (to == n && host)
+		prime(s, q, l->lg, act, n_act);
+	else if (to == n)
+		emit(s, q, &first, NULL, 1);
 	return 0;
 }
 
@@ -689,7 +863,7 @@ prefill(struct sched *s, struct sched_seq **act, int n)
 			if (ran && to - q->done_prompt > budget)
 				return;
 			budget -= to - q->done_prompt, ran = 1;
-			if (prefill_chunk(s, q, to) != 0 || budget <= 0)
+			if (prefill_chunk(s, q, to, act, n) != 0 || budget <= 0)
 				break;
 		}
 	}
@@ -760,7 +934,7 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 			for (int j = 0; j < s->rows[i] - 1 && j < got; j++)	/* reached j */
 				tried[j]++, hit[j] += j < got - 1;
 		}
-		emit(s, q, out, got);
+		emit(s, q, out, NULL, got);
 	}
 	pthread_mutex_lock(&s->mu);
 	s->stats.spec_rounds += rounds, s->stats.drafted += drafted, s->stats.accepted += accepted;
@@ -771,8 +945,9 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* The sampled sessions g[n] of lane l in one forward: their logits rows
- * to the host, each drawn by its sampler at its position. */
+/* The sampled sessions g[n] of lane l in one forward (and the greedy ones
+ * that want logprobs): their logits rows to the host, each drawn by its
+ * sampler at its position. */
 static void
 decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 {
@@ -785,17 +960,23 @@ decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 	}
 	for (int i = 0; i < n; i++) {
 		struct sched_seq *q = g[i];
-		int32_t t = sample_next(q->smp, l->lg + (size_t)i * l->nv, q->hist, q->n_hist, 0,
-		    q->n_hist);
+		const float *lg = l->lg + (size_t)i * l->nv;
+		int32_t t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist);
+		struct sched_logprob lp;
 
-		if (t < 0)
+		if (t < 0) {
 			fail_seq(s, q, "no finite logit");
-		else
-			emit(s, q, &t, 1);
+			continue;
+		}
+		if (q->logprobs)
+			logprobs_of(q, lg, t, &lp);
+		emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
 	}
 }
 
-/* The sessions of act[n] on lane li that are generating, greedy or not, into s->grp; how many. */
+/* The sessions of act[n] on lane li that are generating, greedy (their
+ * picks taken on the backend) or not (their rows to the host: sampled, or
+ * wanting logprobs), into s->grp; how many. */
 static int
 generating(struct sched *s, int li, struct sched_seq **act, int n, int greedy)
 {
@@ -805,7 +986,7 @@ generating(struct sched *s, int li, struct sched_seq **act, int n, int greedy)
 		struct sched_seq *q = act[i];
 
 		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
-		    sample_plain_greedy(&q->sp) == greedy)
+		    (sample_plain_greedy(&q->sp) && !q->logprobs) == greedy)
 			s->grp[k++] = q;
 	}
 	return k;

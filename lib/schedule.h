@@ -98,6 +98,26 @@ struct sched_req {
 	int	ignore_eos;	/* 1: the stop ids do not end it */
 	const int32_t *stop;	/* ids that end generation (not emitted) */
 	int	n_stop;
+	int	logprobs;	/* 1: each token's logprob comes with it (sched_read_lp) */
+	int	top_logprobs;	/* and its 0..SCHED_TOP_MAX likeliest alternatives */
+};
+
+/* The most alternatives a token's logprobs list. */
+#define SCHED_TOP_MAX 20
+
+/*
+ * A token's logprobs, from the distribution it was drawn from before
+ * top-k, top-p and min-p cut it (sample_logprobs: the penalized logits
+ * over the temperature, or over 1 when greedy): the token's, and the
+ * n_top likeliest tokens' (most likely first, the lower id on ties).
+ * A session that asks for them is decoded plain (never speculatively:
+ * its rows' logits come to the host), which gives the same tokens.
+ */
+struct sched_logprob {
+	float	logprob;	/* -inf when its logit was not finite */
+	int	n_top;
+	int32_t	top_id[SCHED_TOP_MAX];
+	float	top_lp[SCHED_TOP_MAX];
 };
 
 enum sched_finish {
@@ -119,6 +139,18 @@ struct sched_seq *sched_submit(struct sched *, const struct sched_req *q, int *f
 	    char *err);
 
 /*
+ * n choices of request q sharing one prompt (thread-safe): the prompt is
+ * prefilled once, by choice 0, and its state copied into the others'
+ * slots, then each draws its own tokens with seed q->sp.seed + i, as the
+ * request with that seed and n = 1 draws them (none is decoded
+ * speculatively).  The n sessions are admitted together.  Handles into
+ * seqs[n], each the caller's until sched_release.  0, or -1 as
+ * sched_submit (n outside 1..max_sessions: err, *full = 0).
+ */
+int	sched_submit_n(struct sched *, const struct sched_req *q, int n, struct sched_seq **seqs,
+	    int *full, char *err);
+
+/*
  * The session's next tokens (thread-safe): waits until at least one is
  * there or the session has ended, or wait_s seconds have passed (wait_s <
  * 0: no limit); copies up to max into out and returns how many; *finish
@@ -129,6 +161,11 @@ struct sched_seq *sched_submit(struct sched *, const struct sched_req *q, int *f
  */
 int	sched_read(struct sched *, struct sched_seq *, int32_t *out, int max, int *finish,
 	    double wait_s);
+
+/* sched_read with each token's logprobs into lp[max] too (NULL: none; a
+ * session submitted without logprobs leaves them unspecified). */
+int	sched_read_lp(struct sched *, struct sched_seq *, int32_t *out, struct sched_logprob *lp,
+	    int max, int *finish, double wait_s);
 
 /* The reason of a SCHED_ERROR end. */
 const char *sched_seq_errmsg(const struct sched_seq *);

@@ -3,6 +3,7 @@
 
 usage: serve-client.py BASE_URL COMMAND [ARGS...]
 Prints one result per line; an API error prints "error STATUS MESSAGE".
+create / stream print the response (each chunk) as the SDK parsed it, as JSON.
 """
 import concurrent.futures
 import json
@@ -100,6 +101,14 @@ def main():
                     t.join()
             for o in out:
                 print(json.dumps(o, sort_keys=True))
+        elif cmd in ("create", "stream"):  # chat|completions JSON: the response (each chunk) as the SDK parsed it
+            api = c.chat.completions if args[0] == "chat" else c.completions
+            q = json.loads(args[1])
+            if cmd == "create":
+                print(api.create(**q).model_dump_json())
+            else:
+                for ch in api.create(stream=True, **q):
+                    print(ch.model_dump_json())
         else:
             sys.exit("serve-client: unknown command " + cmd)
     except openai.APIStatusError as e:

@@ -195,7 +195,7 @@ PY
 @test "drain: SIGTERM lets a running stream finish, new requests get 503, then exit 0" {
 	A=$(model_a)
 	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=0
-	curl -sN "$URL/v1/completions" -d '{"prompt": "def f(x):", "max_tokens": 600, "ignore_eos": true, "stream": true}' >"$P/s" &
+	curl -sN "$URL/v1/completions" -d '{"prompt": "def f(x):", "max_tokens": 600, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}}' >"$P/s" &
 	c=$!
 	for _ in $(seq 100); do grep -q 'data:' "$P/s" && break; sleep 0.1; done
 	kill -TERM "$SPID"

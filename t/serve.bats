@@ -111,8 +111,8 @@ http() {
 	[ "$output" = "error 404 model 'nosuch': not served here" ]
 	run -0 $SC "$URL" chat s "$(printf 'word %.0s' $(seq 100))" 3
 	[[ $output == "error 400 prompt of "*" tokens: does not fit in the context of 64" ]]
-	run -0 $SC "$URL" chat s hi 3 '{"n": 2}'
-	[ "$output" = "error 400 'n': only n=1 is supported" ]
+	run -0 $SC "$URL" chat s hi 3 '{"n": 5}'
+	[ "$output" = "error 400 'n': 5: more than the 4 sessions this server runs at once" ]
 	run -0 http GET /v1/chat/completions
 	[[ $output == '405 {"error": {"message": "method not allowed: use POST"'* ]]
 	run -0 http POST /v1/models '{}'
@@ -126,7 +126,7 @@ http() {
 	run -0 http POST /v1/completions '{"prompt": "hi", "top_k": -3}'
 	[[ $output == "400 {\"error\": {\"message\": \"'top_k': -3: out of range 0..1073741824\""* ]]
 	run -0 http POST /v1/completions '{"prompt": "hi", "temperature": -1}'
-	[[ $output == '400 {"error": {"message": "sample: temperature -1 (want >= 0)"'* ]]
+	[[ $output == "400 {\"error\": {\"message\": \"'temperature': -1: out of range 0..2\""* ]]
 	run -0 http GET /health
 	[ "$output" = '200 {"status": "ok"}' ]
 }
@@ -213,8 +213,6 @@ PY
 	[ "$(jq .prompt_tokens <<<"$output")" -gt "$plain" ]
 	run -0 $SC "$URL" chat a "def f(x):" 8 "{$tools, \"tool_choice\": \"none\"}"
 	[ "$(jq .prompt_tokens <<<"$output")" = "$plain" ]
-	run -0 $SC "$URL" chat a "def f(x):" 8 "{$tools, \"tool_choice\": \"required\"}"
-	[ "$output" = "error 400 'tool_choice': 'required': only auto and none are supported" ]
 	run -0 $SC "$URL" chat a "def f(x):" 8 '{"extra_body": {"chat_template_kwargs": {"enable_thinking": true}}}'
 	[ "$(jq .prompt_tokens <<<"$output")" -gt "$plain" ]
 	[ "$(jq -r .reasoning <<<"$output")" != null ]
@@ -380,4 +378,180 @@ PY
 	grep -q '^data: \[DONE\]$' "$P/s"
 	run -0 http POST /v1/completions '{"prompt": "hi", "max_tokens": 2}'
 	[[ $output == "400 "*"model 'r' has no tokenizer: give the prompt as token ids"* ]]
+}
+
+@test "validation: a field of the wrong type or out of range is a 400 naming it; unknown fields are ignored" {
+	start_serve MEMRA_MODELS="s=$(smollm2)"
+	m='"messages": [{"role": "user", "content": "hi"}]'
+	run -0 http POST /v1/chat/completions "{$m, \"temperature\": \"hot\"}"
+	[[ $output == "400 {\"error\": {\"message\": \"'temperature': not a number\""* ]]
+	for f in '"max_tokens": 0' '"max_completion_tokens": "9"' '"n": 0' '"n": 1.5' '"seed": "x"' \
+	    '"top_p": 2' '"presence_penalty": 9' '"frequency_penalty": null, "stop": ""' '"stream": 1' \
+	    '"logprobs": "yes"' '"top_logprobs": 2' '"stream_options": {}' '"tool_choice": "required"' \
+	    '"tools": {}' '"parallel_tool_calls": "no"' '"logit_bias": {"1": 5}'; do
+		k=${f##*, }; k=${k#\"}; k=${k%%\"*}
+		run -0 http POST /v1/chat/completions "{$m, $f}"
+		[[ $output == "400 {\"error\": {\"message\": \"'$k'"* ]] || { echo "$f: $output"; false; }
+	done
+	run -0 http POST /v1/completions '{"prompt": "hi", "logprobs": true}'
+	[[ $output == "400 {\"error\": {\"message\": \"'logprobs': not an integer\""* ]]
+	run -0 http POST /v1/completions '{"prompt": "hi", "echo": true}'
+	[[ $output == "400 {\"error\": {\"message\": \"'echo': not supported\""* ]]
+	run -0 http POST /v1/chat/completions "{$m, \"max_tokens\": 2, \"frobnicate\": {\"x\": [1]}, \"user\": \"u\", \"metadata\": {}}"
+	[[ $output == "200 "* ]]
+}
+
+@test "finish_reason is length at max_tokens and at the context's end; max_tokens past it is clamped" {
+	need_py openai
+	start_serve MEMRA_MODELS="s=$(smollm2)" MEMRA_CTX=64
+	for q in '{"prompt": "Once upon a time", "ignore_eos": true}' \
+	    '{"prompt": "Once upon a time", "ignore_eos": true, "max_tokens": 100000}' \
+	    '{"messages": [{"role": "user", "content": "Tell me a story."}], "ignore_eos": true}'; do
+		ep=/v1/completions; [[ $q == *messages* ]] && ep=/v1/chat/completions
+		run -0 http POST $ep "$q"
+		p=$(jq .usage.prompt_tokens "$P/body")
+		[ "$(jq .usage.completion_tokens "$P/body")" = $((64 - p)) ]
+		[ "$(jq -r '.choices[0].finish_reason' "$P/body")" = length ]
+		curl -sN "$URL$ep" -d "${q%\}}, \"stream\": true}" >"$P/s"
+		[ "$(grep -o '"finish_reason": "[a-z]*"' "$P/s")" = '"finish_reason": "length"' ]
+	done
+	run -0 http POST /v1/completions '{"prompt": "Once upon a time", "ignore_eos": true, "max_tokens": 5}'
+	[ "$(jq -r '.choices[0].finish_reason' "$P/body")" = length ]
+	[ "$(jq .usage.completion_tokens "$P/body")" = 5 ]
+	kill "$SPID"; wait "$SPID" 2>/dev/null || true
+	# greedy and speculative: the verify rows stop at the context's end too
+	start_serve MEMRA_MODELS="a=$(model_a)" MEMRA_CTX=64 MEMRA_SPEC_K=3
+	run -0 http POST /v1/completions '{"prompt": "def fib(n):", "ignore_eos": true, "temperature": 0}'
+	p=$(jq .usage.prompt_tokens "$P/body")
+	[ "$(jq .usage.completion_tokens "$P/body")" = $((64 - p)) ]
+	[ "$(jq -r '.choices[0].finish_reason' "$P/body")" = length ]
+}
+
+@test "logprobs: chat and completions, streamed and not, in OpenAI's shapes; the tokens unchanged" {
+	need_py openai
+	start_serve MEMRA_MODELS="s=$(smollm2)"
+	q='{"model": "s", "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 12, "temperature": 0, "logprobs": true, "top_logprobs": 3}'
+	$SC "$URL" create chat "$q" >"$P/c"
+	# a token an entry, three alternatives each, the greedy token the likeliest; the tokens are the content
+	[ "$(jq '.choices[0].logprobs.content | length' "$P/c")" = "$(jq .usage.completion_tokens "$P/c")" ]
+	[ "$(jq -c '[.choices[0].logprobs.content[] | .top_logprobs | length] | unique' "$P/c")" = '[3]' ]
+	[ "$(jq '[.choices[0].logprobs.content[] | .token == .top_logprobs[0].token and .logprob == .top_logprobs[0].logprob and .logprob <= 0 and (.bytes | length) > 0] | all' "$P/c")" = true ]
+	[ "$(jq '[.choices[0].logprobs.content[] | [.top_logprobs[].logprob | exp] | add <= 1.0001] | all' "$P/c")" = true ]
+	[ "$(jq -r '[.choices[0].logprobs.content[].token] | join("")' "$P/c")" = "$(jq -r .choices[0].message.content "$P/c")" ]
+	[ "$($SC "$URL" create chat "$(jq -c 'del(.logprobs, .top_logprobs)' <<<"$q")" | jq -r .choices[0].message.content)" = "$(jq -r .choices[0].message.content "$P/c")" ]
+	# streamed: the same entries, over the chunks
+	run -0 $SC "$URL" stream chat "$q"
+	[ "$(jq -c -s '[.[].choices[] | .logprobs.content // [] | .[]]' <<<"$output")" = "$(jq -c '.choices[0].logprobs.content' "$P/c")" ]
+	# not asked for: null
+	[ "$($SC "$URL" create chat "$(jq -c '.logprobs = false | del(.top_logprobs)' <<<"$q")" | jq -c .choices[0].logprobs)" = null ]
+	# completions: logprobs N, the tokens the text, their offsets into it
+	k='{"model": "s", "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, "logprobs": 2, "extra_body": {"ignore_eos": true}}'
+	$SC "$URL" create completions "$k" >"$P/k"
+	[ "$(jq -r '.choices[0].logprobs.tokens | join("")' "$P/k")" = "$(jq -r .choices[0].text "$P/k")" ]
+	[ "$(jq '.choices[0].logprobs.token_logprobs | length' "$P/k")" = 8 ]
+	[ "$(jq -c '[.choices[0].logprobs.top_logprobs[] | length] | unique' "$P/k")" = '[2]' ]
+	[ "$(jq -c '.choices[0].logprobs | [.text_offset, ([0] + ([.tokens[] | length] | [foreach .[] as $n (0; . + $n)]) | .[:-1])] | .[0] == .[1]' "$P/k")" = true ]
+	run -0 $SC "$URL" stream completions "$k"
+	[ "$(jq -c -s '[.[].choices[] | .logprobs.token_logprobs // [] | .[]]' <<<"$output")" = "$(jq -c .choices[0].logprobs.token_logprobs "$P/k")" ]
+	[ "$(jq -c -s '[.[].choices[] | .logprobs.text_offset // [] | .[]]' <<<"$output")" = "$(jq -c .choices[0].logprobs.text_offset "$P/k")" ]
+	# sampled: the draw unchanged by asking for logprobs
+	k='{"model": "s", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.9, "seed": 5}'
+	[ "$($SC "$URL" create completions "$k" | jq -r .choices[0].text)" = "$($SC "$URL" create completions "$(jq -c '.logprobs = 5' <<<"$k")" | jq -r .choices[0].text)" ]
+}
+
+@test "logprobs of greedy requests on a speculative lane: the tokens of speculative decoding" {
+	need_py openai
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=3
+	for i in 1 2; do
+		p=$(sed -n "${i}p" "$A/prompts.jsonl" | jq -r .prompt)
+		k=$(jq -cn --arg p "$p" '{"model": "a", "prompt": $p, "max_tokens": 24, "temperature": 0}')
+		$SC "$URL" create completions "$k" | jq -r .choices[0].text >>"$P/spec"
+		$SC "$URL" create completions "$(jq -c '.logprobs = 1' <<<"$k")" >"$P/lp"
+		jq -r .choices[0].text "$P/lp" >>"$P/lpt"
+		[ "$(jq '.choices[0].logprobs | [.token_logprobs, [.top_logprobs[] | to_entries[0].value]] | .[0] == .[1]' "$P/lp")" = true ]
+	done
+	cmp "$P/spec" "$P/lpt"
+}
+
+@test "n choices: choice i is the request alone with seed + i; usage counts them all; chunks carry their index" {
+	need_py openai
+	start_serve MEMRA_MODELS="s=$(smollm2)"
+	q='{"model": "s", "prompt": "Once upon a time", "max_tokens": 10, "temperature": 0.9, "seed": 11, "n": 3}'
+	$SC "$URL" create completions "$q" >"$P/n"
+	[ "$(jq -c '[.choices[].index]' "$P/n")" = '[0,1,2]' ]
+	tot=0
+	for i in 0 1 2; do
+		$SC "$URL" create completions "$(jq -c ".n = 1 | .seed = $((11 + i))" <<<"$q")" >"$P/one"
+		[ "$(jq -r .choices[0].text "$P/one")" = "$(jq -r ".choices[$i].text" "$P/n")" ]
+		[ "$(jq -r .choices[0].finish_reason "$P/one")" = "$(jq -r ".choices[$i].finish_reason" "$P/n")" ]
+		tot=$((tot + $(jq .usage.completion_tokens "$P/one")))
+	done
+	[ "$(jq .usage.completion_tokens "$P/n")" = "$tot" ]
+	[ "$(jq '[.choices[].text] | unique | length' "$P/n")" -gt 1 ]
+	run -0 $SC "$URL" stream completions "$(jq -c '.stream_options = {"include_usage": true}' <<<"$q")"
+	for i in 0 1 2; do
+		[ "$(jq -r -s "[.[].choices[] | select(.index == $i) | .text] | join(\"\")" <<<"$output")" = "$(jq -r ".choices[$i].text" "$P/n")" ]
+		[ "$(jq -r -s "[.[].choices[] | select(.index == $i) | .finish_reason // empty] | join(\",\")" <<<"$output")" = "$(jq -r ".choices[$i].finish_reason" "$P/n")" ]
+	done
+	[ "$(jq -s '[.[] | select(.usage != null)] | length' <<<"$output")" = 1 ]
+	[ "$(jq -s '.[-1].usage.completion_tokens' <<<"$output")" = "$tot" ]
+	# without include_usage, no usage chunk
+	run -0 $SC "$URL" stream completions "$q"
+	[ "$(jq -s '[.[] | select(.usage != null)] | length' <<<"$output")" = 0 ]
+	# chat, greedy: every choice the greedy reply, with its own logprobs
+	c='{"model": "s", "messages": [{"role": "user", "content": "What is 2+2?"}], "max_tokens": 8, "temperature": 0}'
+	one=$($SC "$URL" create chat "$c" | jq -r .choices[0].message.content)
+	$SC "$URL" create chat "$(jq -c '.n = 2 | .logprobs = true' <<<"$c")" >"$P/c2"
+	[ "$(jq -r .choices[1].message.content "$P/c2")" = "$one" ]
+	[ "$(jq -r .choices[0].message.content "$P/c2")" = "$one" ]
+	[ "$(jq '.choices[1].logprobs.content | length' "$P/c2")" -ge 1 ]
+	[ "$(jq -c '.choices[0].logprobs' "$P/c2")" = "$(jq -c '.choices[1].logprobs' "$P/c2")" ]
+}
+
+# a copy of model A whose template shows the tools and the XML call form
+model_a_tools() {
+	A=$(model_a)
+	mkdir "$P/a"
+	ln -s "$A"/* "$P/a/"
+	rm "$P/a/tokenizer_config.json"
+	python3 - "$A/tokenizer_config.json" "$P/a/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if tools %}<tools>{{ tools | tojson }}</tools>\nCall one as <tool_call>\n<function=NAME>\n"
+    "<parameter=P>\nV\n</parameter>\n</function>\n</tool_call>\n{% endif %}<|im_start|>assistant\n")
+json.dump(c, open(sys.argv[2], "w"))
+PY
+}
+
+@test "tools: a named tool_choice is a call of that tool, streamed as OpenAI streams calls; required and none" {
+	need_py openai
+	model_a_tools
+	start_serve MEMRA_MODELS="a=$P/a"
+	t='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}, {"type": "function", "function": {"name": "f2", "parameters": {"type": "object"}}}]'
+	m='"messages": [{"role": "user", "content": "def f(x):"}], "max_tokens": 6, "temperature": 0'
+	q="{\"model\": \"a\", $m, $t, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}}"
+	$SC "$URL" create chat "$q" >"$P/w"
+	[ "$(jq -r .choices[0].finish_reason "$P/w")" = tool_calls ]
+	[ "$(jq -r .choices[0].message.content "$P/w")" = null ]
+	[ "$(jq -c '[.choices[0].message.tool_calls[] | .function.name]' "$P/w")" = '["get_weather"]' ]
+	[ "$(jq -r .choices[0].message.tool_calls[0].id "$P/w")" = call_1_0 ]
+	jq -r .choices[0].message.tool_calls[0].function.arguments "$P/w" | jq -e 'type == "object"'
+	# streamed: the call's id, type and name first, its arguments after, index 0
+	run -0 $SC "$URL" stream chat "$q"
+	d=$(jq -c -s '[.[].choices[0].delta.tool_calls // empty | .[]]' <<<"$output")
+	[ "$(jq -c '.[0] | [.index, .id, .type, .function.name, .function.arguments]' <<<"$d")" = '[0,"call_2_0","function","get_weather",""]' ]
+	[ "$(jq -c '.[1:] | [.[] | .index, .id, .function.name] | unique' <<<"$d")" = '[null,0]' ]
+	[ "$(jq -r '[.[].function.arguments] | join("")' <<<"$d")" = "$(jq -r .choices[0].message.tool_calls[0].function.arguments "$P/w")" ]
+	[ "$(jq -r -s '[.[].choices[0].finish_reason // empty] | join(",")' <<<"$output")" = tool_calls ]
+	[ "$(jq -r -s '[.[].choices[0].delta.content // empty] | join("")' <<<"$output")" = "" ]
+	# required: the reply is made to begin with a call (more prompt tokens than auto's); none: no tools shown
+	auto=$($SC "$URL" create chat "{\"model\": \"a\", $m, $t}" | jq .usage.prompt_tokens)
+	$SC "$URL" create chat "{\"model\": \"a\", $m, $t, \"tool_choice\": \"required\"}" >"$P/r"
+	[ "$(jq .usage.prompt_tokens "$P/r")" -gt "$auto" ]
+	[ "$(jq -r '.choices[0].message.tool_calls != null or (.choices[0].message.content | startswith("<tool_call>"))' "$P/r")" = true ]
+	[ "$($SC "$URL" create chat "{\"model\": \"a\", $m, $t, \"tool_choice\": \"none\"}" | jq .usage.prompt_tokens)" -lt "$auto" ]
+	run -0 $SC "$URL" create chat "{\"model\": \"a\", $m, $t, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"nope\"}}}"
+	[[ $output == "error 400 'tool_choice': not auto, none, required or "* ]]
 }

@@ -30,7 +30,8 @@ main(int argc, char *argv[])
 	    (g = gguf_open(argv[2], err)) == NULL)
 		die(1, "%s", err);
 	hp = model_hparams(md);
-	r = ranks_from_draft(g, hp->arch == MODEL_ARCH_QWEN35 ? "qwen35" : "llama", hp->n_embd,
+	r = ranks_from_draft(g, hp->arch == MODEL_ARCH_QWEN35 ? "qwen35" :
+	    hp->arch == MODEL_ARCH_QWEN35MOE ? "qwen35moe" : "llama", hp->n_embd,
 	    hp->n_vocab, hp->n_layer, err);
 	if (r != NULL)
 		printf("draft fits: blk.%d, head_vocab=%lld\n", hp->n_layer, (long long)r->n);

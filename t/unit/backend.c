@@ -1122,6 +1122,134 @@ TEST(host_memory_takes_what_backend_read_writes)
 	backend_mfree(be3, d);
 }
 
+/* --- the mixture of experts --- */
+
+TEST(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties)
+{
+	/* ties: experts 1, 2, 3 and 5 share the top value; the lowest ids win
+	 * (torch.topk's CPU order among equal values is another: 3, 5) */
+	float x[3][8] = { { 0.1f, 0.3f, 0.3f, 0.3f, 0.0f, 0.3f, -1, -2 },
+			  { 0, 0, 0, 0, 0, 0, 0, 0 } };
+	int32_t ids[3 * 3];
+	float w[3 * 3];
+	double p[8], sum = 0, top = 0;
+
+	for (int i = 0; i < 8; i++)
+		x[2][i] = frand() * 4;
+	CHECK(backend_moe_route(be1, &x[0][0], 8, 3, 8, 3, ids, w) == 0);
+	CHECK_EQ_INT(ids[0], 1);
+	CHECK_EQ_INT(ids[1], 2);
+	CHECK_EQ_INT(ids[2], 3);
+	CHECK_NEAR(w[0], 1.0 / 3, 1e-7);
+	CHECK_NEAR(w[2], 1.0 / 3, 1e-7);
+	CHECK_EQ_INT(ids[3], 0);	/* all equal: 0, 1, 2 */
+	CHECK_EQ_INT(ids[4], 1);
+	CHECK_EQ_INT(ids[5], 2);
+	/* a random row against a double softmax, its top 3, renormalised */
+	for (int i = 0; i < 8; i++)
+		sum += p[i] = exp(x[2][i]);
+	for (int j = 0; j < 3; j++) {
+		int e = ids[6 + j];
+
+		for (int i = 0; i < 8; i++)	/* nothing left out is larger */
+			CHECK(p[i] <= p[e] || i == ids[6] || i == ids[7] || i == ids[8]);
+		top += p[e];
+	}
+	for (int j = 0; j < 3; j++)
+		CHECK_NEAR(w[6 + j], p[ids[6 + j]] / top, 1e-6);
+	CHECK(w[6] >= w[7] && w[7] >= w[8]);
+	/* top 1: the weight is 1 */
+	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 1, ids, w) == 0);
+	CHECK(w[0] == 1.0f);
+	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 9, ids, w) == -1);
+	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 0, ids, w) == -1);
+}
+
+/* Expert e of a stack as a weight of its own (what each slot's product uses). */
+static struct backend_weight
+expert_of(const struct backend_weight *w, int n_exp, int e)
+{
+	struct backend_weight v = *w;
+
+	v.ne1 = w->ne1 / n_exp;
+	v.data = (const char *)w->data + (size_t)e * v.ne1 * w->row_size;
+	return v;
+}
+
+static void
+moe_products_case(struct backend *be, int type)
+{
+	enum { E = 5, M = 7, K = 2, H = 64, I = 64 };
+	struct wbuf g = make_weight(type, H, E * I), u = make_weight(type, H, E * I),
+	    d = make_weight(type, I, E * H);
+	struct backend_weight wg, wu, wd;
+	int32_t ids[M * K] = { 0, 4, 4, 0, 2, 3, 3, 2, 1, 1, 4, 3, 0, 2 };
+	float *x = rnd((size_t)M * H, 1), *w = rnd(M * K, 1);
+	float f[M * K][I], y[M][H], one[I], dn[K][H];
+	int ok = 1;
+
+	CHECK(backend_weight_init(be, &wg, type, H, E * I, g.data, 1) == 0);
+	CHECK(backend_weight_init(be, &wu, type, H, E * I, u.data, 1) == 0);
+	CHECK(backend_weight_init(be, &wd, type, I, E * H, d.data, 1) == 0);
+	for (int s = 0; s < M * K; s++)
+		w[s] = fabsf(w[s]);
+	CHECK(backend_moe_swiglu(be, &wg, &wu, E, x, H, M, ids, K, &f[0][0]) == 0);
+	for (int s = 0; s < M * K; s++) {
+		struct backend_weight eg = expert_of(&wg, E, ids[s]), eu = expert_of(&wu, E, ids[s]);
+
+		CHECK(backend_matmul_swiglu(be, &eg, &eu, x + (size_t)(s / K) * H, 1, one) == 0);
+		ok &= same(one, f[s], I);
+	}
+	CHECK(ok);
+	CHECK(backend_moe_down(be, &wd, E, &f[0][0], M, ids, w, K, &y[0][0], H) == 0);
+	for (int r = 0; r < M; r++) {
+		for (int j = 0; j < K; j++) {
+			struct backend_weight ed = expert_of(&wd, E, ids[r * K + j]);
+
+			CHECK(backend_matmul(be, &ed, f[r * K + j], I, dn[j], H, 1) == 0);
+		}
+		for (int i = 0; i < H; i++) {
+			float v0 = w[r * K] * dn[0][i], v1 = w[r * K + 1] * dn[1][i];
+
+			ok &= y[r][i] == v0 + v1;
+		}
+	}
+	CHECK(ok);
+	ids[3] = E;	/* an id out of range is an error, not a read past the stack */
+	CHECK(backend_moe_down(be, &wd, E, &f[0][0], M, ids, w, K, &y[0][0], H) == -1);
+	backend_weight_release(be, &wg), backend_weight_release(be, &wu);
+	backend_weight_release(be, &wd);
+	free_weight(&g), free_weight(&u), free_weight(&d);
+	free(x), free(w);
+}
+
+TEST(moe_products_are_each_experts_one_row_products_bit_for_bit)
+{
+	static const int types[] = { QUANT_F32, QUANT_F16, QUANT_Q8_0, QUANT_NVFP4 };
+
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		moe_products_case(be1, types[t]);
+		moe_products_case(be3, types[t]);
+		moe_products_case(bes, types[t]);
+	}
+}
+
+TEST(add_gated_adds_the_sigmoid_gated_rows)
+{
+	float y[3][5], y0[3][5], x[3][5], g[3][2];
+
+	for (int r = 0; r < 3; r++) {
+		g[r][0] = frand() * 3, g[r][1] = 99;
+		for (int i = 0; i < 5; i++)
+			y[r][i] = y0[r][i] = frand(), x[r][i] = frand();
+	}
+	CHECK(backend_add_gated(be3, &y[0][0], 5, &x[0][0], 5, &g[0][0], 2, 3, 5) == 0);
+	for (int r = 0; r < 3; r++)
+		for (int i = 0; i < 5; i++)
+			CHECK_NEAR(y[r][i], y0[r][i] + dsigmoid(g[r][0]) * x[r][i], 1e-6);
+	CHECK(backend_moe(be1) == 1);
+}
+
 int
 main(void)
 {
@@ -1159,6 +1287,9 @@ main(void)
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
 	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror);
 	RUN(host_memory_takes_what_backend_read_writes);
+	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
+	RUN(moe_products_are_each_experts_one_row_products_bit_for_bit);
+	RUN(add_gated_adds_the_sigmoid_gated_rows);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);

@@ -351,6 +351,47 @@ TEST(penalties_apply_to_the_window_of_history)
 }
 
 /*
+ * Logprobs are log_softmax of the penalized row over the temperature (1
+ * when greedy), whatever top-k or top-p keep; the top list is the
+ * sampler's order (lower id on ties); a token of no finite logit is -inf.
+ */
+TEST(logprobs_are_the_penalized_log_softmax_over_the_temperature)
+{
+	struct sample_params p;
+	float l[5] = { 2, -1, 1.5f, 2, -INFINITY }, lp, tlp[5];
+	int32_t hist[1] = { 3 }, tid[5];
+	double z = exp(2) + exp(-1) + exp(1.5) + exp(2);
+	struct sampler *s;
+
+	sample_defaults(&p);	/* greedy: the raw log-softmax */
+	s = mk(&p, 5);
+	CHECK_EQ_INT(sample_logprobs(s, l, hist, 1, 2, 3, &lp, tid, tlp), 3);
+	CHECK_NEAR(lp, 1.5 - log(z), 1e-6);
+	CHECK_EQ_INT(tid[0], 0);
+	CHECK_EQ_INT(tid[1], 3);
+	CHECK_EQ_INT(tid[2], 2);
+	CHECK_NEAR(tlp[0], 2 - log(z), 1e-6);
+	CHECK_NEAR(tlp[1], tlp[0], 0);
+	CHECK_EQ_INT(sample_logprobs(s, l, hist, 1, 4, 9, &lp, tid, tlp), 4);	/* 4 finite */
+	CHECK(isinf(lp) && lp < 0);
+	CHECK_EQ_INT(tid[3], 1);
+	sample_free(s);
+	p.temp = 0.5f, p.top_k = 1, p.presence_penalty = 1;	/* 3 seen: 2 - 1 */
+	s = mk(&p, 5);
+	z = exp(4) + exp(-2) + exp(3) + exp(2);
+	CHECK_EQ_INT(sample_logprobs(s, l, hist, 1, 3, 2, &lp, tid, tlp), 2);
+	CHECK_NEAR(lp, 2 - log(z), 1e-5);
+	CHECK_EQ_INT(tid[0], 0);
+	CHECK_EQ_INT(tid[1], 2);
+	CHECK_NEAR(tlp[1], 3 - log(z), 1e-5);
+	CHECK_EQ_INT(sample_logprobs(s, l, hist, 1, 0, 0, &lp, tid, tlp), 0);
+	for (int i = 0; i < 5; i++)
+		l[i] = -INFINITY;
+	CHECK_EQ_INT(sample_logprobs(s, l, hist, 1, 0, 2, &lp, tid, tlp), -1);
+	sample_free(s);
+}
+
+/*
  * sample_window lists the window's distinct tokens once with their counts
  * (ids outside the vocabulary ignored), and fexp_penalty on them is the
  * whole of the penalties: the unpenalized sampler on that row gives the
@@ -638,5 +679,6 @@ main(void)
 	RUN(the_whole_row_draw_only_without_top_k_or_penalties);
 	RUN(top_k_alone_only_without_penalties_and_in_range);
 	RUN(out_of_range_parameters_are_refused);
+	RUN(logprobs_are_the_penalized_log_softmax_over_the_temperature);
 	return test_summary();
 }

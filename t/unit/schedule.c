@@ -13,6 +13,7 @@
 #include "model.h"
 #include "schedule.h"
 #include "spec.h"
+#include "state.h"
 #include "test.h"
 #include "util.h"
 
@@ -408,6 +409,215 @@ TEST(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance)
 	stop(s, w);
 }
 
+/* Every token of q and its logprobs into out, lp; its count. */
+static int
+read_all_lp(struct sched *s, struct sched_seq *q, int32_t *out, struct sched_logprob *lp,
+    int *fin)
+{
+	int n = 0, got;
+
+	do
+		got = sched_read_lp(s, q, out + n, lp + n, MAXGEN - n, fin, -1), n += got;
+	while (*fin == SCHED_RUNNING && n < MAXGEN);
+	return n;
+}
+
+/* The logprob of token t in the row lg[nv]: log_softmax, in double. */
+static double
+ref_logprob(const float *lg, int nv, int32_t t)
+{
+	double mx = -INFINITY, sum = 0;
+
+	for (int i = 0; i < nv; i++)
+		mx = lg[i] > mx ? lg[i] : mx;
+	for (int i = 0; i < nv; i++)
+		sum += exp(lg[i] - mx);
+	return lg[t] - mx - log(sum);
+}
+
+/* Request r's greedy tokens got[n] re-run one by one on a state of its own:
+ * each got[j]'s logprob against lp[j]'s. */
+static void
+check_greedy_logprobs(const struct req *r, const int32_t *got, const struct sched_logprob *lp,
+    int n)
+{
+	char err[UTIL_ERRLEN];
+	int nv = model_hparams(ma)->n_vocab;
+	struct state *st = model_state_new(ma, 1024, 1, err);
+	float *lg = malloc((size_t)nv * sizeof *lg);
+
+	CHECK(st != NULL && lg != NULL);
+	if (st != NULL && lg != NULL && model_forward(ma, st, r->ids, r->n, MODEL_PREFILL, lg,
+	    NULL) == 0)
+		for (int j = 0; j < n; j++) {
+			CHECK_NEAR(lp[j].logprob, ref_logprob(lg, nv, got[j]), 1e-3);
+			if (j + 1 < n && model_forward(ma, st, &got[j], 1, 0, lg, NULL) != 0)
+				FAILF("forward: %s", model_errmsg(ma));
+		}
+	state_free(st);
+	free(lg);
+}
+
+/* lp[n] of tokens t[n] hold together: k alternatives, most likely first,
+ * the token among them when greedy, every logprob <= 0. */
+static void
+check_logprob_shape(const int32_t *t, const struct sched_logprob *lp, int n, int k, int greedy)
+{
+	for (int j = 0; j < n; j++) {
+		CHECK_EQ_INT(lp[j].n_top, k);
+		CHECK(lp[j].logprob <= 0 && lp[j].logprob <= lp[j].top_lp[0]);
+		for (int i = 1; i < lp[j].n_top; i++)
+			CHECK(lp[j].top_lp[i] <= lp[j].top_lp[i - 1]);
+		if (greedy) {
+			CHECK_EQ_INT(lp[j].top_id[0], t[j]);
+			CHECK(lp[j].logprob == lp[j].top_lp[0]);
+		}
+	}
+}
+
+/*
+ * A session that asks for logprobs gets the tokens it gets without them
+ * (greedy ones on a speculative lane too), and each token's logprob is
+ * the log-softmax of the row it was drawn from, as a plain forward gives it.
+ */
+TEST(logprobs_come_with_the_tokens_a_session_gets_without_them)
+{
+	int lane, full, fin, n[6] = { 0 };
+	char err[UTIL_ERRLEN];
+	struct sched_seq *h[6];
+	struct sched_logprob lp[6][MAXGEN];
+	int32_t got[6][MAXGEN];
+	pthread_t w;
+	struct sched *s = start(4, 3, &lane, &w);
+
+	if (s == NULL)
+		return;
+	for (int i = 0; i < 6; i++) {
+		struct sched_req q = req_of(&reqs[i], lane);
+
+		q.logprobs = 1, q.top_logprobs = 1 + i;
+		h[i] = sched_submit(s, &q, &full, err);
+		CHECK(h[i] != NULL);
+	}
+	for (int i = 0; i < 6; i++) {
+		struct req *r = &reqs[i];
+
+		if (h[i] == NULL)
+			continue;
+		n[i] = read_all_lp(s, h[i], got[i], lp[i], &fin);
+		sched_release(s, h[i]);
+		CHECK_EQ_INT(n[i], r->n_solo);
+		CHECK(memcmp(got[i], r->solo, r->n_solo * sizeof *r->solo) == 0);
+		check_logprob_shape(got[i], lp[i], n[i], 1 + i, !r->sampled);
+	}
+	stop(s, w);	/* (the backend is the worker's until then) */
+	for (int i = 0; i < 6; i++)
+		if (!reqs[i].sampled && reqs[i].n < 200)
+			check_greedy_logprobs(&reqs[i], got[i], lp[i], n[i]);
+}
+
+/* Request r submitted with n choices (seed + i each) into got[n][MAXGEN]; the counts. */
+static void
+run_choices(struct sched *s, int lane, struct req *r, int n, int32_t got[][MAXGEN], int *cnt)
+{
+	struct sched_req q = req_of(r, lane);
+	struct sched_seq *h[4];
+	char err[UTIL_ERRLEN];
+	int full, fin;
+
+	if (sched_submit_n(s, &q, n, h, &full, err) != 0) {
+		FAILF("sched_submit_n: %s", err);
+		return;
+	}
+	for (int i = n - 1; i >= 0; i--) {	/* the last first: the others wait in their buffers */
+		cnt[i] = read_all(s, h[i], got[i], &fin);
+		sched_release(s, h[i]);
+	}
+}
+
+/*
+ * n choices share one prefill; choice i gives exactly the tokens of the
+ * same request alone with seed + i, sampled or greedy (whose choices are
+ * all the greedy reply), on a speculative lane too.
+ */
+TEST(n_choices_each_give_the_reply_of_their_seed_alone)
+{
+	int lane, full, cnt[4], alone[MAXGEN], n_alone = 0, fin;
+	int32_t got[4][MAXGEN], one[MAXGEN];
+	char err[UTIL_ERRLEN];
+	struct sched_stats st;
+	pthread_t w;
+	struct sched *s = start(4, 3, &lane, &w);
+	struct req *r = &reqs[4];	/* sampled, 4 + 20 tokens at most */
+
+	if (s == NULL)
+		return;
+	CHECK(r->sampled);
+	run_choices(s, lane, r, 3, got, cnt);
+	for (int i = 0; i < 3; i++) {
+		struct sched_req q = req_of(r, lane);
+		struct sched_seq *h;
+
+		q.sp.seed += i;
+		CHECK((h = sched_submit(s, &q, &full, err)) != NULL);
+		n_alone = h ? read_all(s, h, one, &fin) : 0;
+		sched_release(s, h);
+		CHECK_EQ_INT(cnt[i], n_alone);
+		CHECK(memcmp(got[i], one, n_alone * sizeof *one) == 0);
+		alone[i] = one[0];
+	}
+	CHECK(alone[0] != alone[1] || alone[1] != alone[2] || memcmp(got[0], got[1], 4) != 0 ||
+	    memcmp(got[1], got[2], 4) != 0);	/* the seeds drew different replies */
+	sched_stats(s, &st);
+	r = &reqs[0];	/* greedy */
+	run_choices(s, lane, r, 2, got, cnt);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ_INT(cnt[i], r->n_solo);
+		CHECK(memcmp(got[i], r->solo, r->n_solo * sizeof *r->solo) == 0);
+	}
+	{
+		struct sched_req q = req_of(r, lane);
+		struct sched_seq *h[5];
+
+		CHECK(sched_submit_n(s, &q, 5, h, &full, err) == -1 && full == 0);
+		CHECK_EQ_STR(err, "n 5: out of range 1..4 (the sessions that run at once)");
+	}
+	stop(s, w);
+}
+
+/* A request's first choice released while the choices wait in the queue:
+ * the others end (an error), nothing hangs, and the queue moves on. */
+TEST(the_choices_of_a_cancelled_first_choice_end)
+{
+	int lane, full, fin, n;
+	int32_t t[MAXGEN];
+	char err[UTIL_ERRLEN];
+	struct sched_seq *busy, *h[2], *after;
+	pthread_t w;
+	struct sched *s = start(2, 0, &lane, &w);
+	struct sched_req q;
+
+	if (s == NULL)
+		return;
+	q = req_of(&reqs[1], lane);
+	q.max_tokens = 900, q.ignore_eos = 1;
+	busy = sched_submit(s, &q, &full, err);	/* holds one of the two sessions for a while */
+	q.max_tokens = MAXGEN;
+	CHECK(busy != NULL && sched_read(s, busy, t, 1, &fin, -1) == 1);
+	CHECK(sched_submit_n(s, &q, 2, h, &full, err) == 0);
+	after = sched_submit(s, &q, &full, err);
+	sched_release(s, h[0]);
+	n = read_all(s, h[1], t, &fin);
+	CHECK_EQ_INT(n, 0);
+	CHECK_EQ_INT(fin, SCHED_ERROR);
+	CHECK_EQ_STR(sched_seq_errmsg(h[1]), "the prompt shared with choice 0 was cancelled");
+	sched_release(s, h[1]);
+	CHECK(after != NULL && read_all(s, after, t, &fin) == MAXGEN && fin == SCHED_LENGTH);
+	sched_release(s, after);
+	sched_release(s, busy);
+	stop(s, w);
+}
+
 int
 main(void)
 {
@@ -431,6 +641,9 @@ main(void)
 	RUN(thirty_staggered_requests_each_give_their_solo_tokens);
 	RUN(speculative_decoding_in_the_batch_gives_the_plain_tokens);
 	RUN(a_released_session_leaves_the_others_intact);
+	RUN(logprobs_come_with_the_tokens_a_session_gets_without_them);
+	RUN(n_choices_each_give_the_reply_of_their_seed_alone);
+	RUN(the_choices_of_a_cancelled_first_choice_end);
 	RUN(past_the_sessions_and_the_queue_a_request_is_refused_as_busy);
 	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
 	RUN(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance);

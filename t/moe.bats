@@ -1,0 +1,143 @@
+bats_require_minimum_version 1.5.0
+# qwen35moe (the Qwen3.5 hybrid with every FFN a mixture of experts) on the
+# CPU backend against transformers 5.17: the tiny random models of
+# t/data/moe (tools/make-moe-models.py), their reference logits and greedy
+# ids in refs.json, and llama.cpp's converter's GGUF of one of them.
+setup() {
+	load helper
+	ML=$TOP/build/t/tools/model-logits
+	MG=$TOP/build/t/tools/model-greedy
+	MB=$TOP/build/t/tools/model-batch
+	[ -x "$ML" ] && [ -x "$MG" ] && [ -x "$MB" ] || skip "build/t/tools not built (make units)"
+	M=$DATA/moe
+	MODELS="moe-e8k2-mtp moe-e4k1-tied moe-e6k2-r4"
+	IDS="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+}
+
+@test "HF checkpoints (per-expert tensors): logits of every position equal transformers' to 1e-4 relative" {
+	need_py numpy
+	for m in $MODELS; do
+		run -0 --separate-stderr python3 "$TOP/t/peer/logits_vs_refs.py" "$ML" "$M/$m" "$M/$m/refs.json" 1e-4
+		[ "${#lines[@]}" = 3 ]
+	done
+}
+
+# llama.cpp's GGUF normalizes the GDN q and k its own way (x / max(|x|, eps), transformers
+# x * rsqrt(|x|^2 + 1e-6)): on these random models that is 1.5e-4 relative at most (with
+# transformers' rule the same file gives the HF path's 4e-6), so 2e-4 here.
+@test "llama.cpp's converter's F32 GGUF: logits equal transformers' to 2e-4 relative" {
+	need_py numpy
+	run -0 --separate-stderr python3 "$TOP/t/peer/logits_vs_refs.py" "$ML" "$M/moe-e8k2-mtp/llamacpp-f32.gguf" "$M/moe-e8k2-mtp/refs.json" 2e-4
+}
+
+@test "quant-nvfp4's F32 GGUF gives llama.cpp's converter's GGUF's logits bit for bit" {
+	quant-nvfp4 -t 2 --type F32 "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/a.gguf" 2>/dev/null
+	"$ML" -t 2 "$BATS_TEST_TMPDIR/a.gguf" "$BATS_TEST_TMPDIR/ours" $IDS
+	"$ML" -t 2 "$M/moe-e8k2-mtp/llamacpp-f32.gguf" "$BATS_TEST_TMPDIR/theirs" $IDS
+	cmp "$BATS_TEST_TMPDIR/ours" "$BATS_TEST_TMPDIR/theirs"
+}
+
+@test "greedy ids equal transformers' (refs.json greedy), HF and GGUF, prefill and token by token" {
+	need_py json
+	for m in $MODELS; do
+		want=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$M/$m/refs.json")
+		run -0 --separate-stderr "$MG" -t 2 -p "$M/$m" 16 5 17 250 3 99 42 7 1
+		[ "$output" = "$want" ]
+		run -0 --separate-stderr "$MG" -t 2 "$M/$m" 16 5 17 250 3 99 42 7 1
+		[ "$output" = "$want" ]
+	done
+	run -0 --separate-stderr "$MG" -t 2 "$M/moe-e8k2-mtp/llamacpp-f32.gguf" 16 5 17 250 3 99 42 7 1
+	[ "$output" = "$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$M/moe-e8k2-mtp/refs.json")" ]
+}
+
+@test "token-by-token logits agree with the prefill's to 1e-5 relative" {
+	need_py numpy
+	for m in $MODELS; do
+		"$ML" -t 2 "$M/$m" "$BATS_TEST_TMPDIR/p" $IDS
+		"$ML" -t 2 -1 "$M/$m" "$BATS_TEST_TMPDIR/d" $IDS
+		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+	done
+}
+
+@test "batched decode is bit-identical to one sequence at a time (rows routed to different experts)" {
+	seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
+	for m in $MODELS; do
+		for b in 1 3 8; do
+			run -0 --separate-stderr "$MB" -t 2 -b "$b" "$M/$m" $seqs
+			[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
+		done
+	done
+}
+
+# The MTP block (an MoE FFN too) is random: transformers never runs mtp.*, so nothing could
+# train it, and greedy drafts are never accepted (run-spec then says so and exits 1); every K
+# must still be identical to plain decode, and rejection sampling accepts some.
+@test "run-spec K=1..8 on the MTP block of an MoE trunk: identical to plain decode (HF and GGUF)" {
+	quant-nvfp4 -t 2 --type F32 "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/a.gguf" 2>/dev/null
+	for m in "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/a.gguf"; do
+		run -1 --separate-stderr run-spec --raw -K 1-8 -n 24 -t 2 --ignore-eos "$m" "hello world"
+		[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 8 ]
+		! grep -q 'FAIL (' <<<"$output"
+		[ "$(grep -vc 'acceptance 0 with a trained head' <<<"$stderr")" = 0 ]
+		run -0 --separate-stderr run-spec --raw -K 1-8 -n 24 -t 2 --ignore-eos --temp 0.8 --seed 3 "$m" "hello world"
+		[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
+	done
+}
+
+@test "quant-nvfp4 makes the experts NVFP4 and keeps the routers F32 by default; the file runs" {
+	quant-nvfp4 -t 2 "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/n.gguf" 2>/dev/null
+	run -0 gguf-inspect "$BATS_TEST_TMPDIR/n.gguf"
+	[[ $output == *"blk.0.ffn_gate_exps.weight           NVFP4    64x16x8 "* ]]
+	[[ $output == *"blk.4.ffn_down_exps.weight           F16      16x64x8 "* ]]	# 16 columns: no NVFP4 nor Q8_0 block fits
+	[[ $output == *"blk.0.ffn_gate_inp.weight            F32      64x8 "* ]]
+	[[ $output == *"blk.0.ffn_gate_inp_shexp.weight      F32      64x1 "* ]]
+	[[ $output == *"qwen35moe.expert_count                       uint32         8"* ]]
+	[[ $output == *"qwen35moe.expert_used_count                  uint32         2"* ]]
+	[[ $output == *"qwen35moe.expert_feed_forward_length         uint32         16"* ]]
+	[[ $output == *"qwen35moe.expert_shared_feed_forward_length  uint32         24"* ]]
+	run -0 --separate-stderr run-gen --raw -n 16 -t 2 "$BATS_TEST_TMPDIR/n.gguf" "hello world"
+	[[ $stderr == *"MATCH"* ]]
+	run -1 --separate-stderr run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos "$BATS_TEST_TMPDIR/n.gguf" "hello world"
+	[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 3 ]
+}
+
+@test "a config.json that disagrees with the experts on disk is an error naming the tensor" {
+	need_py json
+	d=$BATS_TEST_TMPDIR/m
+	mkdir "$d"
+	cp "$M/moe-e4k1-tied/"* "$d/"
+	python3 - "$d/config.json" <<-'PY'
+	import json, sys
+	c = json.load(open(sys.argv[1])); c["num_experts"] = 5
+	json.dump(c, open(sys.argv[1], "w"))
+	PY
+	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
+	[ "$stderr" = "run-gen: $d: tensor 'model.layers.0.mlp.gate.weight': GGUF shape {64, 4, 1, 1}, config.json implies {64, 5}" ]
+	python3 - "$d/config.json" <<-'PY'
+	import json, sys
+	c = json.load(open(sys.argv[1])); c["num_experts"] = 4; c["moe_intermediate_size"] = 16
+	json.dump(c, open(sys.argv[1], "w"))
+	PY
+	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
+	[ "$stderr" = "run-gen: $d: tensor 'model.layers.0.mlp.experts.0.down_proj.weight': not [64, 16] as config.json implies" ]
+}
+
+@test "frspec-owngen, trim-head and the attach paths (+draft, --draft, MEMRA_MTP_DRAFT, MEMRA_FRSPEC_TRIM) on an MoE trunk" {
+	T=$BATS_TEST_TMPDIR
+	quant-nvfp4 -t 2 --type F32 "$M/moe-e8k2-mtp" "$T/trunk.gguf" 2>/dev/null
+	printf 'hello world\nthe cat sat\n' >"$T/p.txt"
+	run -0 --separate-stderr frspec-owngen -t 2 --ngen 16 "$T/trunk.gguf" "$T/r.gguf" 64 "$T/p.txt"
+	[ "$(wc -l <"$T/r.gguf.txt")" = 64 ]
+	trim-head "$T/trunk.gguf" "$T/r.gguf.txt" "$T/d.gguf"
+	spec="run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos --temp 0.8 --seed 3"
+	run -0 --separate-stderr $spec "$T/trunk.gguf+$T/d.gguf" "hello world"
+	[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
+	[[ $stderr == *"[mtp-draft] external draft head: blk.4, head_vocab=64 (trimmed, d2t map)"* ]]
+	run -0 --separate-stderr $spec --draft "$T/d.gguf" "$T/trunk.gguf" "hello world"
+	[[ $stderr == *"[mtp-draft] external draft head: blk.4"* ]]
+	MEMRA_MTP_DRAFT=$T/d.gguf run -0 --separate-stderr $spec "$T/trunk.gguf" "hello world"
+	[[ $stderr == *"[mtp-draft] external draft head: blk.4"* ]]
+	MEMRA_FRSPEC_TRIM=$T/r.gguf.txt run -0 --separate-stderr $spec "$T/trunk.gguf" "hello world"
+	[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
+	[[ $stderr == *"[frspec-trim] self-trimmed head: 64 rows of main output.weight (F32)"* ]]
+}
