@@ -8,10 +8,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "backend.h"
 #include "chat.h"
 #include "grammar.h"
 #include "http.h"
 #include "json.h"
+#include "metrics.h"
 #include "model.h"
 #include "openai.h"
 #include "prompt.h"
@@ -43,9 +48,35 @@ extern char **environ;
 struct cfg {
 	const char *models, *host, *port, *api_key, *device, *compat;
 	const char *draft, *trim, *full_prec;
+	const char *keys_file;	/* MEMRA_API_KEYS_FILE */
 	int	ctx, max_sessions, spec_k, threads, serve_spec;
 	int	queue, chunk, step_prefill, reuse;
 	long	prefix_mb;	/* -1: sized from free memory */
+	struct auth_limits lim;	/* MEMRA_RATE_RPM, MEMRA_RATE_TPM: each key's defaults */
+	int	drain_s;	/* MEMRA_DRAIN_S */
+};
+
+/* One request as the access log and the metrics see it. */
+struct acct {
+	long	id;
+	const char *method, *endpoint;	/* endpoint: a served path, "other" or "-" */
+	const char *model;	/* NULL: none */
+	int	status, key, gone;
+	size_t	n_prompt, n_cached;	/* n_cached: of them, not computed again */
+	int	n_gen;
+	double	t0, t_first, wait;	/* util_now() at arrival and first token (-1:
+					 * none); seconds queued (-1: never admitted) */
+};
+
+/* The handles of serve's metric families (struct opsm_fam lists them). */
+struct opsm {
+	struct metrics *m;
+	int	req, prompt, completion, cached, ttft, itl, dur, queue, running, inflight;
+	int	draining, rounds, drafted, accepted, steps, gen, prefill, busy, limited;
+	int	mem_used, mem_total, cpu, rss, vsize, fds, max_fds, start;
+	int	pc_bytes, pc_budget, pc_lookups, pc_hits, pc_hit_tokens, pc_evict, reused, parked;
+	pthread_mutex_t scrape;	/* one scrape at a time syncs the counters */
+	_Atomic size_t mem_free, mem_all;	/* the device's, sampled by the worker */
 };
 
 struct served {
@@ -69,6 +100,7 @@ struct job {
 	long	id;
 	struct sched_seq **seq;	/* [q.n] */
 	double	wait, first;	/* choice 0's seconds to admission and first token */
+	struct acct *acct;	/* what the access log and metrics get */
 };
 
 struct server {
@@ -81,6 +113,9 @@ struct server {
 	long	next_id;
 	int	graph_stats;	/* MEMRA_CUDA_GRAPH=stats */
 	int	graph_said;	/* a recording failure was reported */
+	struct auth *auth;
+	struct opsm om;
+	atomic_int inflight, draining;	/* requests being answered; 1 after SIGTERM/SIGINT */
 };
 
 struct conn {
@@ -95,7 +130,8 @@ usage(FILE *fp, int status)
 	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
 	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
 	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
-	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n", prog);
+	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n"
+	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
@@ -114,6 +150,10 @@ usage(FILE *fp, int status)
 		    "  --reuse-pool 0|1     0: no parked conversations (MEMRA_REUSE_POOL, 1)\n"
 		    "  --compat openai      the API dialect (MEMRA_COMPAT)\n"
 		    "  --api-key KEY        require Authorization: Bearer KEY (MEMRA_API_KEY)\n"
+		    "  --api-keys-file FILE accepted keys' sha256 digests, one a line (MEMRA_API_KEYS_FILE)\n"
+		    "  --rate-rpm N         requests a minute a key, 0 no limit (MEMRA_RATE_RPM, 0)\n"
+		    "  --rate-tpm N         prompt + completion tokens a minute a key (MEMRA_RATE_TPM, 0)\n"
+		    "  --drain-s N          SIGTERM/SIGINT: seconds to finish what runs (MEMRA_DRAIN_S, 30)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (MEMRA_DEVICE)\n"
 		    "  -h, --help           this text\n", fp);
@@ -177,6 +217,20 @@ respond_error(int fd, int status, const char *msg, int keep)
 	    b, n, keep);
 	free(b);
 	return rc;
+}
+
+/* What a generation request's job was: its model and prompt tokens. */
+static void
+acct_job(struct acct *a, const char *model, size_t n_prompt)
+{
+	a->model = model, a->n_prompt = n_prompt;
+}
+
+/* What its reply was: tokens, seconds queued, when the first came, the client left. */
+static void
+acct_generated(struct acct *a, int n_gen, double wait, double t_first, int gone)
+{
+	a->n_gen = n_gen, a->wait = wait, a->t_first = t_first, a->gone = gone;
 }
 
 /* --- generation (the worker) --- */
@@ -593,14 +647,13 @@ run_job(struct server *s, struct job *j, struct out *o)
 	if (rc != 0) {
 		warnmsg("request %ld: %s", j->id, err);
 		if (!j->q.stream)
-			respond_error(j->fd, 500, err, 1);
+			respond_error(j->fd, 500, err, 1), j->acct->status = 500;
 	} else if (j->q.stream)
 		stream_close(j, &o[0], gen);
 	else if (!dead)
 		reply_whole(j, o, n, gen);
-	fprintf(stderr, "[serve] request %ld: %s prompt=%zu completion=%d queued %.2f s, first "
-	    "token %.2f s, %.2f s%s\n", j->id, j->sv->name, j->n_ids, gen, j->wait, j->first,
-	    util_now() - t0, dead ? " (client gone)" : "");
+	acct_generated(j->acct, gen, j->wait, j->first >= 0 ? t0 + j->first : -1, dead);
+	j->acct->n_cached = o[0].r.cached_tokens;
 }
 
 /* The CUDA graph line when the server goes idle: a recording failure once,
@@ -618,6 +671,8 @@ graph_note(struct server *s)
 		fprintf(stderr, "[serve] cuda graph: %s\n", buf);
 }
 
+static void ops_mem_sample(struct server *);
+
 /* The worker: the scheduler's steps while there is work. */
 static void *
 worker(void *arg)
@@ -626,7 +681,7 @@ worker(void *arg)
 
 	while (sched_wait(s->sc) == 0)
 		if (sched_step(s->sc) == 0)
-			graph_note(s);
+			graph_note(s), ops_mem_sample(s);
 	return NULL;
 }
 
@@ -641,9 +696,7 @@ submit(struct server *s, struct job *j, int *full, char *err)
 	    .stop = stop, .n_stop = n_stop, .logprobs = j->q.logprobs,
 	    .top_logprobs = j->q.top_logprobs, .grammar = j->grammar };
 
-	pthread_mutex_lock(&s->mu);
-	j->id = ++s->next_id;
-	pthread_mutex_unlock(&s->mu);
+	j->id = j->acct->id;
 	return sched_submit_n(s->sc, &q, j->q.n, j->seq, full, err);
 }
 
@@ -914,15 +967,15 @@ serve_job(struct server *s, struct job *j, int *full, char *err)
 
 /* A generation request; returns 1 when the connection stays open. */
 static int
-completion(struct server *s, int fd, const struct http_req *req, int chat)
+completion(struct server *s, int fd, const struct http_req *req, int chat, struct acct *a)
 {
-	struct job j = { .fd = fd, .chat = chat };
+	struct job j = { .fd = fd, .chat = chat, .acct = a };
 	char err[UTIL_ERRLEN] = "";
 	struct json *q = json_parse(req->body, req->body_len, err);
 	int status = 400, keep = 1, full = 0;
 
 	if (q == NULL) {
-		respond_error(fd, 400, err, 1);
+		respond_error(fd, 400, err, 1), a->status = 400;
 		return 1;
 	}
 	if (q->type != JSON_OBJECT)
@@ -946,20 +999,326 @@ completion(struct server *s, int fd, const struct http_req *req, int chat)
 		}
 	}
 	if (status != 0)
-		respond_error(fd, status, err, 1);
+		respond_error(fd, status, err, 1), a->status = status;
+	acct_job(a, j.sv ? j.sv->name : NULL, status == 0 ? j.n_ids : 0);	/* ran: counted */
 	json_free(q);
 	job_free(&j);
 	return keep;
 }
 
-static int
-authorized(const struct server *s, const struct http_req *req)
-{
-	const char *a = http_header(req, "Authorization");
+/* --- operations: keys, limits, metrics, drain, the access log --- */
 
-	if (s->c.api_key == NULL)
-		return 1;
-	return a != NULL && strncmp(a, "Bearer ", 7) == 0 && strcmp(a + 7, s->c.api_key) == 0;
+static const double ttft_b[] = { 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
+static const double itl_b[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+    2.5 };
+static const double dur_b[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600 };
+
+static const struct opsm_fam {
+	size_t	off;		/* of the handle in struct opsm */
+	enum metrics_type t;
+	const char *name, *labels, *help;
+	const double *b;
+	int	nb;
+} opsm_fams[] = {
+#define C METRICS_COUNTER
+#define G METRICS_GAUGE
+#define H METRICS_HISTOGRAM
+#define F(f) offsetof(struct opsm, f)
+	{ F(req), C, "memra_requests_total", "endpoint,status", "HTTP requests answered, by "
+	    "endpoint and status", NULL, 0 },
+	{ F(limited), C, "memra_rate_limited_total", "limit", "Requests refused with 429, by the "
+	    "limit that held them (requests, tokens)", NULL, 0 },
+	{ F(prompt), C, "memra_prompt_tokens_total", "model",
+	    "Prompt tokens of generation requests", NULL, 0 },
+	{ F(completion), C, "memra_completion_tokens_total", "model", "Tokens generated", NULL, 0 },
+	{ F(cached), C, "memra_cached_tokens_total", "model", "Prompt tokens served from the prefix "
+	    "cache", NULL, 0 },
+	{ F(ttft), H, "memra_time_to_first_token_seconds", "model", "Seconds from a request's "
+	    "arrival to its first token", ttft_b, sizeof ttft_b / sizeof *ttft_b },
+	{ F(itl), H, "memra_inter_token_latency_seconds", "model", "A request's mean seconds "
+	    "between tokens after the first", itl_b, sizeof itl_b / sizeof *itl_b },
+	{ F(dur), H, "memra_request_duration_seconds", "model", "Seconds from a generation "
+	    "request's arrival to its last byte", dur_b, sizeof dur_b / sizeof *dur_b },
+	{ F(queue), G, "memra_queue_depth", "", "Requests waiting for a session", NULL, 0 },
+	{ F(running), G, "memra_running_sessions", "", "Sessions generating", NULL, 0 },
+	{ F(inflight), G, "memra_requests_in_flight", "", "Requests being answered", NULL, 0 },
+	{ F(draining), G, "memra_draining", "",
+	    "1 while the server drains after SIGTERM or SIGINT", NULL, 0 },
+	{ F(steps), C, "memra_sched_steps_total", "", "Scheduler steps", NULL, 0 },
+	{ F(gen), C, "memra_sched_tokens_total", "", "Tokens the scheduler emitted", NULL, 0 },
+	{ F(prefill), C, "memra_sched_prefill_tokens_total", "", "Prompt tokens prefilled", NULL, 0 },
+	{ F(busy), C, "memra_sched_refused_total", "", "Requests refused as busy (503)", NULL, 0 },
+	{ F(rounds), C, "memra_spec_rounds_total", "k", "Speculative verify rounds, by the drafts "
+	    "k of the round", NULL, 0 },
+	{ F(drafted), C, "memra_spec_drafted_tokens_total", "k", "Draft tokens verified, by k", NULL, 0 },
+	{ F(accepted), C, "memra_spec_accepted_tokens_total", "k",
+	    "Draft tokens accepted, by k", NULL, 0 },
+	{ F(pc_bytes), G, "memra_prefix_cache_bytes", "model", "Bytes of the prefix cache's blocks "
+	    "in use", NULL, 0 },
+	{ F(pc_budget), G, "memra_prefix_cache_budget_bytes", "model", "The prefix cache's "
+	    "allocation (MEMRA_PREFIX_CACHE_MB)", NULL, 0 },
+	{ F(pc_lookups), C, "memra_prefix_cache_lookups_total", "model", "Prefix cache lookups",
+	    NULL, 0 },
+	{ F(pc_hits), C, "memra_prefix_cache_hits_total", "model", "Prefix cache lookups that "
+	    "found a cached prefix", NULL, 0 },
+	{ F(pc_hit_tokens), C, "memra_prefix_cache_hit_tokens_total", "model", "Prompt tokens the "
+	    "prefix cache's hits covered", NULL, 0 },
+	{ F(pc_evict), C, "memra_prefix_cache_evictions_total", "model", "Prefix cache blocks "
+	    "evicted", NULL, 0 },
+	{ F(reused), C, "memra_reuse_pool_resumed_total", "", "Requests resumed from a parked "
+	    "conversation (MEMRA_REUSE_POOL)", NULL, 0 },
+	{ F(parked), G, "memra_reuse_pool_parked", "", "Session slots holding a parked "
+	    "conversation", NULL, 0 },
+	{ F(mem_used), G, "memra_device_memory_used_bytes", "", "Device memory in use (total less "
+	    "free; the host's on the CPU), sampled at boot and when the server goes idle", NULL, 0 },
+	{ F(mem_total), G, "memra_device_memory_total_bytes", "", "Device memory in all", NULL, 0 },
+	{ F(cpu), C, "process_cpu_seconds_total", "",
+	    "User and system CPU time spent in seconds", NULL, 0 },
+	{ F(rss), G, "process_resident_memory_bytes", "", "Resident memory size in bytes", NULL, 0 },
+	{ F(vsize), G, "process_virtual_memory_bytes", "", "Virtual memory size in bytes", NULL, 0 },
+	{ F(fds), G, "process_open_fds", "", "Number of open file descriptors", NULL, 0 },
+	{ F(max_fds), G, "process_max_fds", "", "Maximum number of open file descriptors", NULL, 0 },
+	{ F(start), G, "process_start_time_seconds", "", "Start time of the process since unix "
+	    "epoch in seconds", NULL, 0 },
+#undef C
+#undef G
+#undef H
+#undef F
+};
+
+/* The metric families, and a zero series for each model's token counts. */
+static void
+ops_metrics(struct server *s)
+{
+	struct opsm *o = &s->om;
+
+	if ((o->m = metrics_new()) == NULL)
+		die(1, "out of memory");
+	pthread_mutex_init(&o->scrape, NULL);
+	for (size_t i = 0; i < sizeof opsm_fams / sizeof *opsm_fams; i++) {
+		const struct opsm_fam *f = &opsm_fams[i];
+		int h = metrics_family(o->m, f->t, f->name, f->help, f->labels, f->b, f->nb);
+
+		if (h < 0)
+			die(1, "metrics: '%s': cannot register", f->name);
+		*(int *)((char *)o + f->off) = h;
+	}
+	for (int i = 0; i < s->n_mod; i++) {
+		const char *v[] = { s->mod[i].name };
+
+		metrics_add(o->m, o->prompt, v, 0), metrics_add(o->m, o->completion, v, 0);
+		metrics_add(o->m, o->cached, v, 0);
+	}
+}
+
+/* The device's memory now (the worker's thread: the backend's device is its). */
+static void
+ops_mem_sample(struct server *s)
+{
+	size_t fr, all;
+
+	if (backend_mem_info(s->be, &fr, &all) == 0) {
+		s->om.mem_free = fr;
+		s->om.mem_all = all;
+	}
+}
+
+/* Counter f (labels v) up to x, a total kept elsewhere. */
+static void
+sync_ctr(struct metrics *m, int f, const char *const *v, double x)
+{
+	double d = x - metrics_get(m, f, v);
+
+	if (d > 0)
+		metrics_add(m, f, v, d);
+}
+
+/* The numbers kept elsewhere (scheduler, device, /proc) into the metrics. */
+static void
+ops_scrape(struct server *s)
+{
+	struct opsm *o = &s->om;
+	struct sched_stats st;
+	struct metrics_proc p;
+	size_t fr = o->mem_free, all = o->mem_all;
+
+	sched_stats(s->sc, &st);
+	metrics_set(o->m, o->queue, NULL, st.queued);
+	metrics_set(o->m, o->running, NULL, st.running);
+	metrics_set(o->m, o->inflight, NULL, s->inflight);
+	metrics_set(o->m, o->draining, NULL, s->draining);
+	sync_ctr(o->m, o->steps, NULL, st.steps), sync_ctr(o->m, o->gen, NULL, st.tokens);
+	sync_ctr(o->m, o->prefill, NULL, st.prefill_tokens);
+	sync_ctr(o->m, o->busy, NULL, st.refused);
+	for (int k = 1; k <= SPEC_KMAX; k++) {
+		char kb[8];
+		const char *v[] = { kb };
+
+		if (st.rounds_k[k] == 0)
+			continue;
+		snprintf(kb, sizeof kb, "%d", k);
+		sync_ctr(o->m, o->rounds, v, st.rounds_k[k]);
+		sync_ctr(o->m, o->drafted, v, (double)k * st.rounds_k[k]);
+		sync_ctr(o->m, o->accepted, v, st.accepted_k[k]);
+	}
+	sync_ctr(o->m, o->reused, NULL, st.reused);
+	metrics_set(o->m, o->parked, NULL, st.parked);
+	for (int i = 0; i < s->n_mod; i++) {
+		struct prefix_stats ps;
+		const char *v[] = { s->mod[i].name };
+
+		if (sched_prefix_stats(s->sc, s->mod[i].lane, &ps) != 0)
+			continue;
+		metrics_set(o->m, o->pc_bytes, v, (double)ps.bytes);
+		metrics_set(o->m, o->pc_budget, v, (double)ps.arena);
+		sync_ctr(o->m, o->pc_lookups, v, ps.lookups), sync_ctr(o->m, o->pc_hits, v, ps.hits);
+		sync_ctr(o->m, o->pc_hit_tokens, v, ps.hit_tokens);
+		sync_ctr(o->m, o->pc_evict, v, ps.evictions);
+	}
+	metrics_set(o->m, o->mem_used, NULL, (double)(all - fr));
+	metrics_set(o->m, o->mem_total, NULL, (double)all);
+	if (metrics_proc_read(&p) == 0) {
+		sync_ctr(o->m, o->cpu, NULL, p.cpu_seconds);
+		metrics_set(o->m, o->rss, NULL, p.rss_bytes);
+		metrics_set(o->m, o->vsize, NULL, p.vsize_bytes);
+		metrics_set(o->m, o->fds, NULL, p.open_fds);
+		metrics_set(o->m, o->max_fds, NULL, p.max_fds);
+		metrics_set(o->m, o->start, NULL, p.start_time);
+	}
+}
+
+static void
+metrics_page(struct server *s, int fd)
+{
+	size_t n;
+	char *b;
+
+	pthread_mutex_lock(&s->om.scrape);
+	ops_scrape(s);
+	b = metrics_render(s->om.m, &n);
+	pthread_mutex_unlock(&s->om.scrape);
+	if (b == NULL)
+		respond_error(fd, 500, "out of memory", 1);
+	else
+		respond(fd, 200, "text/plain; version=0.0.4; charset=utf-8", b, n, 1);
+	free(b);
+}
+
+/* An error in OpenAI's shape with its type and code, and extra headers xh. */
+static void
+respond_oai(int fd, int status, const char *msg, const char *type, const char *code,
+    const char *xh)
+{
+	char *b = NULL;
+	size_t n = 0;
+	FILE *fp = open_memstream(&b, &n);
+
+	if (fp == NULL)
+		return;
+	fputs("{\"error\": {\"message\": ", fp);
+	json_put_str(fp, msg, strlen(msg), 0);
+	fprintf(fp, ", \"type\": \"%s\", \"param\": null, \"code\": \"%s\"}}\n", type, code);
+	fclose(fp);
+	respond_x(fd, status, "application/json", xh, b, n, 1);
+	free(b);
+}
+
+/* The API key of req: 0 with a->key set, or -1 after a 401. */
+static int
+ops_key(struct server *s, int fd, const struct http_req *req, struct acct *a)
+{
+	const char *h = http_header(req, "Authorization");
+
+	a->key = AUTH_ANON;
+	if (auth_count(s->auth) == 0)
+		return 0;
+	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
+		a->key = auth_find(s->auth, h + 7, strlen(h + 7));
+	else
+		a->key = -1;
+	if (a->key >= 0)
+		return 0;
+	a->status = 401;
+	respond_oai(fd, 401, "invalid or missing API key", "invalid_request_error",
+	    "invalid_api_key", "");
+	return -1;
+}
+
+/* The key's limits for a generation request: 0, or -1 after a 429. */
+static int
+ops_limit(struct server *s, int fd, struct acct *a)
+{
+	struct auth_limits l = auth_limits(s->auth, a->key);
+	double retry;
+	enum auth_limit r = auth_admit(s->auth, a->key, util_now(), &retry);
+	const char *what = r == AUTH_REQUESTS ? "requests" : "tokens";
+	char msg[160], xh[64];
+	long secs = (long)ceil(retry);
+
+	if (r == AUTH_OK)
+		return 0;
+	secs = secs < 1 ? 1 : secs;
+	snprintf(msg, sizeof msg, "rate limit reached for %s per minute (limit %ld): try again in "
+	    "%ld s", what, r == AUTH_REQUESTS ? l.rpm : l.tpm, secs);
+	snprintf(xh, sizeof xh, "Retry-After: %ld\r\n", secs);
+	metrics_add(s->om.m, s->om.limited, (const char *[]){ what }, 1);
+	a->status = 429;
+	respond_oai(fd, 429, msg, what, "rate_limit_exceeded", xh);
+	return -1;
+}
+
+/* A request begins: its id, counted in flight. */
+static void
+ops_begin(struct server *s, struct acct *a, const char *method)
+{
+	*a = (struct acct){ .t0 = util_now(), .t_first = -1, .wait = -1, .key = AUTH_ANON,
+	    .status = 200, .method = method, .endpoint = "-" };
+	pthread_mutex_lock(&s->mu);
+	a->id = ++s->next_id;
+	pthread_mutex_unlock(&s->mu);
+	s->inflight++;
+}
+
+/* A request ends: its tokens charged to its key, its metrics, its log line. */
+static void
+ops_end(struct server *s, struct acct *a)
+{
+	struct opsm *o = &s->om;
+	double now = util_now(), ttft = a->t_first >= 0 ? a->t_first - a->t0 : -1;
+	char st[8];
+	const char *v[] = { a->model }, *ev[] = { a->endpoint, st };
+
+	snprintf(st, sizeof st, "%d", a->status);
+	metrics_add(o->m, o->req, ev, 1);
+	if (a->model != NULL && a->n_prompt > 0) {
+		if (a->key >= 0)
+			auth_charge(s->auth, a->key, (long)a->n_prompt + a->n_gen, now);
+		metrics_add(o->m, o->prompt, v, a->n_prompt);
+		metrics_add(o->m, o->cached, v, a->n_cached);
+		metrics_add(o->m, o->completion, v, a->n_gen);
+		if (ttft >= 0)
+			metrics_observe(o->m, o->ttft, v, ttft);
+		if (a->n_gen > 1 && ttft >= 0)
+			metrics_observe(o->m, o->itl, v, (now - a->t_first) / (a->n_gen - 1));
+		if (a->status == 200)
+			metrics_observe(o->m, o->dur, v, now - a->t0);
+	}
+	fprintf(stderr, "[serve] request %ld: %s %s %s %d key=%s prompt=%zu completion=%d queued "
+	    "%.2f s, first token %.2f s, %.2f s%s\n", a->id, a->model ? a->model : "-", a->method,
+	    a->endpoint, a->status, a->key >= 0 ? auth_label(s->auth, a->key) : "-", a->n_prompt,
+	    a->n_gen, a->wait, ttft, now - a->t0, a->gone ? " (client gone)" : "");
+	s->inflight--;
+}
+
+/* A request the HTTP parser refused (status), logged and counted like the others. */
+static void
+ops_refused(struct server *s, int status)
+{
+	struct acct a;
+
+	ops_begin(s, &a, "-");
+	a.status = status;
+	ops_end(s, &a);
 }
 
 static void
@@ -983,34 +1342,56 @@ models_list(struct server *s, int fd)
 	free(b);
 }
 
+static const char *const endpoints[] = {
+	"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions",
+};
+
+/* Answer req on its way in: 1 when the connection stays open. */
+static int
+dispatch(struct server *s, int fd, const struct http_req *req, struct acct *a)
+{
+	const char *path = a->endpoint;
+	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	int gen = strcmp(path, "/v1/chat/completions") == 0 || strcmp(path, "/v1/completions") == 0;
+
+	if (s->draining) {	/* the connection closes: a client retries elsewhere */
+		a->status = 503;
+		respond_error(fd, 503, "server shutting down", 0);
+		return 0;
+	}
+	if (strcmp(path, "other") == 0 || (gen ? !post : !get)) {
+		a->status = strcmp(path, "other") == 0 ? 404 : 405;
+		respond_error(fd, a->status, a->status == 404 ? "no such endpoint" : gen ?
+		    "method not allowed: use POST" : "method not allowed: use GET", 1);
+		return 1;
+	}
+	if (strcmp(path, "/health") == 0)
+		return respond(fd, 200, "application/json", "{\"status\": \"ok\"}\n", 17, 1), 1;
+	if (strcmp(path, "/metrics") == 0)
+		return metrics_page(s, fd), 1;
+	if (ops_key(s, fd, req, a) != 0 || (gen && ops_limit(s, fd, a) != 0))
+		return 1;
+	if (!gen)
+		return models_list(s, fd), 1;
+	return completion(s, fd, req, strcmp(path, "/v1/chat/completions") == 0, a);
+}
+
 /* One request; 1 when the connection stays open. */
 static int
 route(struct server *s, int fd, const struct http_req *req)
 {
-	char path[sizeof req->target];
-	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	struct acct a;
+	size_t pl = strcspn(req->target, "?");
+	int keep;
 
-	snprintf(path, sizeof path, "%s", req->target);
-	path[strcspn(path, "?")] = '\0';
-	if (strcmp(path, "/health") == 0) {
-		if (!get)
-			return respond_error(fd, 405, "method not allowed: use GET", 1), 1;
-		return respond(fd, 200, "application/json", "{\"status\": \"ok\"}\n", 17, 1), 1;
-	}
-	if (strcmp(path, "/v1/models") != 0 && strcmp(path, "/v1/chat/completions") != 0 &&
-	    strcmp(path, "/v1/completions") != 0)
-		return respond_error(fd, 404, "no such endpoint", 1), 1;
-	if (!authorized(s, req))
-		return respond_error(fd, 401, "invalid or missing API key", 1), 1;
-	if (strcmp(path, "/v1/models") == 0) {
-		if (!get)
-			return respond_error(fd, 405, "method not allowed: use GET", 1), 1;
-		models_list(s, fd);
-		return 1;
-	}
-	if (!post)
-		return respond_error(fd, 405, "method not allowed: use POST", 1), 1;
-	return completion(s, fd, req, strcmp(path, "/v1/chat/completions") == 0);
+	ops_begin(s, &a, req->method);
+	a.endpoint = "other";
+	for (size_t i = 0; i < sizeof endpoints / sizeof *endpoints; i++)
+		if (strlen(endpoints[i]) == pl && strncmp(req->target, endpoints[i], pl) == 0)
+			a.endpoint = endpoints[i];
+	keep = dispatch(s, fd, req, &a);
+	ops_end(s, &a);
+	return keep;
 }
 
 static void *
@@ -1026,7 +1407,7 @@ connection(void *arg)
 	for (long n; req != NULL;) {
 		if ((n = http_read(c->fd, &buf, &cap, &have, &lim, req, &status, err)) <= 0) {
 			if (n < 0 && status != 0)
-				respond_error(c->fd, status, err, 0);
+				respond_error(c->fd, status, err, 0), ops_refused(c->s, status);
 			break;
 		}
 		if (!route(c->s, c->fd, req) || !req->keep_alive)
@@ -1080,6 +1461,18 @@ int_setting(const char *name, const char *v, long lo, long hi, long *out)
 		*out = i;
 }
 
+/* The operator's settings: keys, limits, drain. */
+static void
+parse_ops(const char *const *v, struct cfg *c)
+{
+	long l;
+
+	c->keys_file = v['K'];
+	l = 0, int_setting("MEMRA_RATE_RPM (--rate-rpm)", v['r'], 0, 1L << 30, &l), c->lim.rpm = l;
+	l = 0, int_setting("MEMRA_RATE_TPM (--rate-tpm)", v['T'], 0, 1L << 40, &l), c->lim.tpm = l;
+	l = 30, int_setting("MEMRA_DRAIN_S (--drain-s)", v['G'], 0, 86400, &l), c->drain_s = l;
+}
+
 static int
 parse(int argc, char *argv[], struct cfg *c)
 {
@@ -1096,7 +1489,11 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "serve-spec", required_argument, NULL, 'X' }, { "queue", required_argument, NULL, 'Q' },
 		{ "prefill-chunk", required_argument, NULL, 'U' },
 		{ "step-prefill", required_argument, NULL, 'B' },
-		{ "reuse-pool", required_argument, NULL, 'r' },
+		{ "reuse-pool", required_argument, NULL, 'o' },
+		{ "api-keys-file", required_argument, NULL, 'K' },
+		{ "rate-rpm", required_argument, NULL, 'r' },
+		{ "rate-tpm", required_argument, NULL, 'T' },
+		{ "drain-s", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *v[128] = { 0 };
@@ -1111,7 +1508,9 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['C'] = env("MEMRA_COMPAT"), v['A'] = env("MEMRA_API_KEY"), v['d'] = env("MEMRA_DEVICE");
 	v['X'] = env("MEMRA_SERVE_SPEC"), v['Q'] = env("MEMRA_QUEUE");
 	v['U'] = env("MEMRA_PREFILL_CHUNK"), v['B'] = env("MEMRA_STEP_PREFILL");
-	v['r'] = env("MEMRA_REUSE_POOL");
+	v['o'] = env("MEMRA_REUSE_POOL");
+	v['K'] = env("MEMRA_API_KEYS_FILE"), v['r'] = env("MEMRA_RATE_RPM");
+	v['T'] = env("MEMRA_RATE_TPM"), v['G'] = env("MEMRA_DRAIN_S");
 	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			exit(usage(stdout, 0));
@@ -1139,9 +1538,10 @@ parse(int argc, char *argv[], struct cfg *c)
 	l = -1, int_setting("MEMRA_SPEC_K (--spec-k)", v['k'], 0, SPEC_KMAX, &l), c->spec_k = l;
 	l = -1, int_setting("MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb)", v['P'], 0, 1L << 30, &l);
 	c->prefix_mb = l;
-	l = 1, int_setting("MEMRA_REUSE_POOL (--reuse-pool)", v['r'], 0, 1, &l), c->reuse = l;
+	l = 1, int_setting("MEMRA_REUSE_POOL (--reuse-pool)", v['o'], 0, 1, &l), c->reuse = l;
 	l = 8080, int_setting("MEMRA_PORT (--port)", c->port, 0, 65535, &l);
 	l = 0, int_setting("-t", v['t'], 0, 4096, &l), c->threads = l;
+	parse_ops(v, c);
 	if (c->models == NULL)
 		die(2, "no model: set MEMRA_MODELS or --models (name=spec[+draft],...)");
 	if (c->compat != NULL && strcmp(c->compat, "openai") != 0)
@@ -1279,6 +1679,79 @@ load(struct server *s, char *spec)
 	s->n_mod++;
 }
 
+/* The API keys: the keys file's digests and MEMRA_API_KEY's (the
+ * plaintext is wiped from the environment or the command line). */
+static void
+ops_keys(struct server *s)
+{
+	struct cfg *c = &s->c;
+	char err[UTIL_ERRLEN], *text;
+	size_t n;
+	int from_file = 0;
+
+	if ((s->auth = auth_new(&c->lim)) == NULL)
+		die(1, "out of memory");
+	if (c->keys_file != NULL) {
+		if ((text = util_read_file(c->keys_file, &n, err)) == NULL)
+			die(1, "MEMRA_API_KEYS_FILE: %s", err);
+		if (auth_load(s->auth, text, n, c->keys_file, err) != 0)
+			die(2, "MEMRA_API_KEYS_FILE: %s", err);
+		free(text);
+		if ((from_file = auth_count(s->auth)) == 0)
+			die(2, "MEMRA_API_KEYS_FILE: %s: no key in it", c->keys_file);
+	}
+	if (c->api_key != NULL) {
+		if (auth_add_key(s->auth, c->api_key, strlen(c->api_key), "MEMRA_API_KEY", err) != 0)
+			die(2, "MEMRA_API_KEY (--api-key): %s", err);
+		explicit_bzero((char *)c->api_key, strlen(c->api_key));
+		unsetenv("MEMRA_API_KEY");
+	}
+	if (auth_count(s->auth) > 0 || c->lim.rpm > 0 || c->lim.tpm > 0)
+		fprintf(stderr, "[serve] API keys: %d (%d from %s, %d from MEMRA_API_KEY); a key's "
+		    "limits by default: %ld requests, %ld tokens a minute (0: none)\n",
+		    auth_count(s->auth), from_file, c->keys_file ? c->keys_file : "no file",
+		    auth_count(s->auth) - from_file, c->lim.rpm, c->lim.tpm);
+}
+
+/*
+ * SIGTERM and SIGINT (blocked in every other thread): the first drains
+ * (new requests get 503; the process exits 0 once no request is in
+ * flight, 1 when MEMRA_DRAIN_S runs out first), a second exits at once.
+ */
+static void *
+drainer(void *arg)
+{
+	struct server *s = arg;
+	struct timespec tick = { 0, 50 * 1000 * 1000 };
+	sigset_t set;
+	int sig = 0;
+	double end;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM), sigaddset(&set, SIGINT);
+	while (sigwait(&set, &sig) != 0)
+		;
+	s->draining = 1;
+	end = util_now() + s->c.drain_s;
+	fprintf(stderr, "[serve] %s: draining: %d requests in flight, up to %d s (MEMRA_DRAIN_S)\n",
+	    sig == SIGTERM ? "SIGTERM" : "SIGINT", (int)s->inflight, s->c.drain_s);
+	for (;;) {
+		if (s->inflight == 0) {
+			fprintf(stderr, "[serve] drained: exiting\n");
+			exit(0);
+		}
+		if (util_now() >= end) {
+			warnmsg("drain: %d requests still in flight after %d s: exiting",
+			    (int)s->inflight, s->c.drain_s);
+			exit(1);
+		}
+		if ((sig = sigtimedwait(&set, NULL, &tick)) > 0) {
+			warnmsg("%s again: exiting at once", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			_exit(1);
+		}
+	}
+}
+
 static int
 listen_on(const struct cfg *c)
 {
@@ -1298,7 +1771,7 @@ listen_on(const struct cfg *c)
 }
 
 static void
-announce(int fd, const struct cfg *c)
+announce(int fd, const struct cfg *c, int n_keys)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
@@ -1308,7 +1781,7 @@ announce(int fd, const struct cfg *c)
 		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
 		    NI_NUMERICHOST | NI_NUMERICSERV);
 	fprintf(stderr, "[serve] listening on http://%s:%s (max sessions %d, compat openai%s)\n",
-	    host, port, c->max_sessions, c->api_key ? ", API key required" : "");
+	    host, port, c->max_sessions, n_keys > 0 ? ", API key required" : "");
 }
 
 int
@@ -1318,7 +1791,8 @@ main(int argc, char *argv[])
 	struct sched_config sc;
 	char err[UTIL_ERRLEN], *models, *save = NULL;
 	struct timeval idle = { .tv_sec = 300 };	/* a silent client is dropped */
-	pthread_t w;
+	pthread_t w, d;
+	sigset_t sigs;
 	int lfd;
 
 	prog = base_name(argv[0]);
@@ -1326,6 +1800,12 @@ main(int argc, char *argv[])
 	if (parse(argc, argv, &s.c) != 0)
 		return usage(stderr, 2);
 	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM), sigaddset(&sigs, SIGINT);
+	if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 ||
+	    pthread_create(&d, NULL, drainer, &s) != 0)
+		die(1, "signal thread: %s", strerror(errno));
+	ops_keys(&s);
 	if ((s.be = backend_open(s.c.device, s.c.threads, err)) == NULL)
 		die(1, "%s", err);
 	if ((s.graph_stats = backend_graph_env(s.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
@@ -1353,10 +1833,12 @@ main(int argc, char *argv[])
 		load(&s, m);
 	if (s.n_mod == 0)
 		die(2, "MEMRA_MODELS: no model named");
+	ops_metrics(&s);
+	ops_mem_sample(&s);
 	lfd = listen_on(&s.c);
 	if (pthread_create(&w, NULL, worker, &s) != 0)
 		die(1, "worker thread: %s", strerror(errno));
-	announce(lfd, &s.c);
+	announce(lfd, &s.c, auth_count(s.auth));
 	for (;;) {
 		struct conn *c = malloc(sizeof *c);
 		pthread_t t;

@@ -1232,6 +1232,7 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 	int32_t out[SPEC_KMAX + 1];
 	int off = 0, m = 0, verify = 0, k = l->K;
 	long rounds = 0, drafted = 0, accepted = 0, tried[SPEC_KMAX] = { 0 }, hit[SPEC_KMAX] = { 0 };
+	long rk[SPEC_KMAX + 1] = { 0 }, ak[SPEC_KMAX + 1] = { 0 };
 
 	if (k > 0 && !l->pin) {
 		sched_spec_costs(s, li, &c);
@@ -1278,6 +1279,7 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 		}
 		if (q->spec && s->rows[i] > 1) {
 			rounds++, drafted += s->rows[i] - 1, accepted += got - 1;
+			rk[s->rows[i] - 1]++, ak[s->rows[i] - 1] += got - 1;
 			for (int j = 0; j < s->rows[i] - 1 && j < got; j++)	/* reached j */
 				tried[j]++, hit[j] += j < got - 1;
 		}
@@ -1287,6 +1289,8 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 	s->stats.spec_rounds += rounds, s->stats.drafted += drafted, s->stats.accepted += accepted;
 	for (int j = 0; j < SPEC_KMAX; j++)
 		l->tried[j] += tried[j], l->hit[j] += hit[j];
+	for (int j = 1; j <= SPEC_KMAX; j++)
+		s->stats.rounds_k[j] += rk[j], s->stats.accepted_k[j] += ak[j];
 	pthread_mutex_unlock(&s->mu);
 }
 

@@ -263,6 +263,8 @@ struct sched_stats {
 	long	spec_rounds, drafted, accepted;	/* verify rounds with drafts, their drafts */
 	long	reused, cached_tokens;	/* resumed from the pool; prompt tokens not recomputed */
 	int	parked;			/* slots holding a parked conversation */
+	long	rounds_k[SPEC_KMAX + 1], accepted_k[SPEC_KMAX + 1];	/* the same by the
+					 * round's drafts k (1..SPEC_KMAX) */
 };
 void	sched_stats(struct sched *, struct sched_stats *);
 

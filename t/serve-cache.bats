@@ -40,6 +40,7 @@ conversation() {
 	shift
 	start_serve MEMRA_MODELS="a=$A" MEMRA_PREFILL_CHUNK=32 "$@"
 	python3 "$TOP/t/serve-conv.py" "$URL" a 8 12 >"$P/$name.jsonl"
+	curl -s "$URL/metrics" >"$P/$name.metrics"
 	stop_serve
 	cp "$LOG" "$P/$name.log"
 	[ "$(wc -l <"$P/$name.jsonl")" = 8 ]
@@ -73,6 +74,13 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	grep -Eq '^\[worker\] a: reuse: [1-9][0-9]* committed tokens resumed' "$P/on.log"
 	jq -e 'select(.cached_tokens > 0)' "$P/on.jsonl" >/dev/null
 	[ "$(jq -r .cached_tokens "$P/on.jsonl" | tail -1)" -gt 0 ]
+	# /metrics: the cached tokens the replies told, the pool's resumes, the cache's size
+	sum=$(jq -s 'map(.cached_tokens) | add' "$P/on.jsonl")
+	grep -qx "memra_cached_tokens_total{model=\"a\"} $sum" "$P/on.metrics"
+	grep -qx 'memra_cached_tokens_total{model="a"} 0' "$P/off.metrics"
+	grep -Eqx 'memra_reuse_pool_resumed_total [1-9][0-9]*' "$P/on.metrics"
+	grep -Eqx 'memra_prefix_cache_budget_bytes\{model="a"\} [1-9][0-9.e+]*' "$P/on.metrics"
+	! grep -q '^memra_prefix_cache_budget_bytes' "$P/off.metrics"
 	jq -e 'select(.cached_tokens % 32 != 0 or .cached_tokens >= .prompt_tokens)' "$P/on.jsonl" && false
 	true
 }

@@ -73,10 +73,13 @@ assert isinstance(json.loads(c["text"]), dict), c
 assert r["usage"]["completion_tokens"] <= 12, r
 print(c["text"])' "${output#200 }")
 	pids=
-	for i in 1 2 3 4; do post /v1/completions "$b" >"$P/r$i" & pids="$pids $!"; done
+	for i in 1 2 3 4; do
+		curl -s -o "$P/r$i" -H 'Content-Type: application/json' --data-binary "$b" \
+		    "$URL/v1/completions" & pids="$pids $!"
+	done
 	wait $pids
 	for i in 1 2 3 4; do
-		got=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read()[4:])["choices"][0]["text"])' "$P/r$i")
+		got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$P/r$i")
 		[ "$got" = "$one" ]
 	done
 }

@@ -221,6 +221,22 @@ TEST(thirty_staggered_requests_each_give_their_solo_tokens)
 	CHECK(st.prefill_tokens > 0 && st.tokens > 0);
 }
 
+/* The by-K counts add up to the totals, and no round drafted more than K. */
+static void
+check_by_k(const struct sched_stats *st, int K)
+{
+	long r = 0, d = 0, a = 0;
+
+	for (int k = 1; k <= SPEC_KMAX; k++) {
+		r += st->rounds_k[k], d += k * st->rounds_k[k], a += st->accepted_k[k];
+		if (k > K)
+			CHECK_EQ_INT(st->rounds_k[k], 0);
+	}
+	CHECK_EQ_INT(r, st->spec_rounds);
+	CHECK_EQ_INT(d, st->drafted);
+	CHECK_EQ_INT(a, st->accepted);
+}
+
 TEST(speculative_decoding_in_the_batch_gives_the_plain_tokens)
 {
 	struct sched_stats st;
@@ -230,9 +246,12 @@ TEST(speculative_decoding_in_the_batch_gives_the_plain_tokens)
 	st = run_together(3);
 	check_same("K=3, 8 sessions");
 	CHECK(st.spec_rounds > 0 && st.accepted > 0 && st.accepted < st.drafted);
+	check_by_k(&st, 3);
 	st = run_together(1);
 	check_same("K=1, 8 sessions");
 	CHECK(st.spec_rounds > 0 && st.accepted > 0);
+	check_by_k(&st, 1);
+	CHECK_EQ_INT(st.rounds_k[1], st.spec_rounds);
 	printf("# K=1: %ld rounds, %ld of %ld drafts accepted\n", st.spec_rounds, st.accepted,
 	    st.drafted);
 	/* up to 3 drafts, as many as the lane's measured costs find pay */
@@ -241,6 +260,7 @@ TEST(speculative_decoding_in_the_batch_gives_the_plain_tokens)
 	printf("# K<=3 by load: %ld rounds, %ld of %ld drafts accepted\n", st.spec_rounds,
 	    st.accepted, st.drafted);
 	CHECK(st.spec_rounds > 0);	/* a depth not yet measured is tried now and then */
+	check_by_k(&st, 3);
 }
 
 TEST(a_released_session_leaves_the_others_intact)
