@@ -1736,6 +1736,18 @@ cu_gemm_set(struct backend *be, int kind)
 	    gpu_tune_mirror(g, kind == BACKEND_GEMM_BF16_MIRROR) ? gfail(be, "gemm") : 0;
 }
 
+static int
+cu_use(struct backend *be)
+{
+	return gpu_use(CB(be)->g) ? gfail(be, "use") : 0;
+}
+
+extern "C" struct gpu *
+backend_cuda_gpu(struct backend *be)
+{
+	return be->ops->close == cu_close ? CB(be)->g : NULL;
+}
+
 static const struct backend_ops cuda_ops = {
 	cu_close, cu_alloc, cu_mfree, cu_write, cu_read, cu_copy, cu_fill, cu_sync,
 	cu_weight_init, cu_weight_release, cu_supports,
@@ -1787,6 +1799,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 		return NULL;
 	}
 	c->ops = cuda_ops;
+	c->ops.use = cu_use;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

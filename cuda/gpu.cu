@@ -155,6 +155,13 @@ gpu_free(struct gpu *g, void *d)
 }
 
 extern "C" int
+gpu_use(struct gpu *g)
+{
+	GPU_CHECK(g, cudaSetDevice(g->dev));
+	return 0;
+}
+
+extern "C" int
 gpu_mem_info(struct gpu *g, size_t *free_b, size_t *total)
 {
 	cudaError_t e = cudaMemGetInfo(free_b, total);

@@ -54,6 +54,9 @@ void   *gpu_host_alloc(struct gpu *g, size_t n);
 void	gpu_host_free(struct gpu *g, void *p);
 /* The device's free and total memory in bytes (cudaMemGetInfo); 0 or -1. */
 int	gpu_mem_info(struct gpu *g, size_t *free_b, size_t *total);
+/* Make g's device the calling thread's current one (cudaSetDevice): a
+ * thread that drives several devices calls it before each one's work. */
+int	gpu_use(struct gpu *g);
 int	gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n);
 int	gpu_download(struct gpu *g, void *dst, const void *d_src, size_t n);
 int	gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n);
@@ -471,6 +474,22 @@ size_t	gpu_draw_scratch(void);
  */
 int	gpu_penalize(struct gpu *g, float *d_x, const int32_t *d_tok, const int32_t *d_cnt,
 	    int k, float repeat, float presence, float frequency);
+
+/*
+ * NCCL between n devices driven by one thread (cuda/nccl.cu; lib/pipeline's
+ * link): rank s is g[s], its stream the one its sends and receives queue
+ * on.  gpu_nccl_open makes the communicators (ncclCommInitAll); NULL with
+ * the reason in err, also "built without NCCL" when the build found no
+ * nccl.h.  A group (gpu_nccl_group(nc, 1) ... gpu_nccl_group(nc, 0)) holds
+ * the sends and receives of one exchange.  Counts are floats.
+ */
+struct gpu_nccl;
+struct gpu_nccl *gpu_nccl_open(struct gpu **g, int n, char *err, size_t errlen);
+void	gpu_nccl_close(struct gpu_nccl *);
+const char *gpu_nccl_errmsg(const struct gpu_nccl *);
+int	gpu_nccl_group(struct gpu_nccl *, int begin);
+int	gpu_nccl_send(struct gpu_nccl *, int rank, const float *d_src, size_t n, int peer);
+int	gpu_nccl_recv(struct gpu_nccl *, int rank, float *d_dst, size_t n, int peer);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,12 @@ backend_open(const char *device, int n_threads, char *err)
 	return be;
 }
 
+int
+backend_use(struct backend *be)
+{
+	return be->ops->use != NULL ? be->ops->use(be) : 0;
+}
+
 const char *
 backend_default(void)
 {

@@ -65,6 +65,12 @@ int	backend_fill(struct backend *, float *dst, float v, size_t n);
 /* Wait for queued work (a no-op on the CPU). */
 int	backend_sync(struct backend *);
 /*
+ * Make be the calling thread's current device (cudaSetDevice; a no-op on
+ * the CPU): one thread that drives backends on several devices (pipeline
+ * stages) calls it before each one's work.  0, or -1 with the reason.
+ */
+int	backend_use(struct backend *);
+/*
  * n floats of host memory that backend_read fills fastest and
  * backend_write reads fastest (page-locked on a GPU, so a read of a
  * verify's logits is one DMA, not a copy through a staging buffer;

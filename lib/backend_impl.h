@@ -151,6 +151,8 @@ struct backend_ops {
 	int	(*swiglu_limit)(struct backend *, const float *, const float *, float *, size_t,
 		    float);
 	int	(*head_gate)(struct backend *, float *, int, const float *, int, int, int, int);
+	/* optional, backend_use: NULL has nothing to make current */
+	int	(*use)(struct backend *);
 };
 
 struct backend {
@@ -170,5 +172,8 @@ struct backend *backend_cpu_open(const char *opts, int n_threads, char *err);
 /* The CUDA backend (cuda/backend_cuda.cu, MEMRA_HAVE_CUDA builds); opts is
  * what follows "cuda:" ("" for device 0). */
 struct backend *backend_cuda_open(const char *opts, int n_threads, char *err);
+struct gpu;
+/* The GPU of a CUDA backend (lib/pipeline's NCCL link), NULL for another backend. */
+struct gpu *backend_cuda_gpu(struct backend *);
 
 #endif

@@ -495,6 +495,11 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 	if (t.ne0 != ne0 || t.n_rows != ne1)
 		return util_err(md->err, "tensor '%s' is %lld x %lld, want %lld x %lld", name,
 		    (long long)t.n_rows, (long long)t.ne0, (long long)ne1, (long long)ne0);
+	if (md->dry_run) {
+		*md->meter += quant_row_size(t.type >= 0 ? t.type : QUANT_F32, ne0) * ne1;
+		return 0;
+	}
+	md->wbytes += quant_row_size(t.type >= 0 ? t.type : QUANT_F32, ne0) * ne1;
 	if (host != NULL)
 		*host = t.data;
 	if (t.data != NULL) {	/* mapped: the backend reads or uploads it as it is */
@@ -545,6 +550,11 @@ load_vector(struct model *md, struct src *s, const char *name, int optional,
 	if (t.ne0 * t.n_rows != n)
 		return util_err(md->err, "tensor '%s' has %lld values, want %lld", name,
 		    (long long)(t.ne0 * t.n_rows), (long long)n);
+	if (md->dry_run) {
+		*md->meter += n * sizeof(float);
+		return 0;
+	}
+	md->wbytes += n * sizeof(float);
 	if ((h = malloc(n * sizeof *h)) == NULL ||
 	    (nb = realloc(md->dbuf, (md->n_dbuf + 1) * sizeof *nb)) == NULL) {
 		free(h);
@@ -903,8 +913,70 @@ plan_layers(struct model *md)
 		    il < hp->n_layer &&
 		    (il + 1) % hp->full_interval != 0;
 		L->cache = L->rec ? hp->n_rec++ : hp->n_full++;
+		/* a stage's state holds its own layers' caches, in the same order */
+		if (md->part)
+			L->cache = !model_owns(md, il) ? -1 : L->rec ? md->n_rec_own++ :
+			    md->n_kv_own++;
 	}
 	hp->n_full -= hp->n_mtp;	/* MTP caches come after the trunk's */
+}
+
+int
+model_owns(const struct model *md, int il)
+{
+	return il < md->hp.n_layer ? il >= md->l0 && il < md->l1 : md->last;
+}
+
+/* The stage's range settled now that n_layer is known (l1 -1: to the end). */
+static int
+plan_range(struct model *md)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	if (!md->part) {
+		md->l0 = 0, md->l1 = hp->n_layer, md->first = md->last = 1;
+		return 0;
+	}
+	if (md->l1 < 0)
+		md->l1 = hp->n_layer;
+	if (md->l0 < 0 || md->l0 >= md->l1 || md->l1 > hp->n_layer)
+		return util_err(md->err, "pipeline: a stage of layers %d-%d of %d", md->l0,
+		    md->l1 - 1, hp->n_layer);
+	if (hp->arch == MODEL_ARCH_GEMMA4)
+		return util_err(md->err, "pipeline: architecture 'gemma4' does not split yet "
+		    "(its per-layer inputs are made for every layer at the embedding)");
+	return 0;
+}
+
+/* A dry bind's bucket: layer il's, or (il < 0) the embedding's (-1) or the head's (-2). */
+static void
+meter(struct model *md, int il)
+{
+	const struct model_hparams *hp = &md->hp;
+
+	if (md->dry_run)
+		md->meter = &md->dry[il >= 0 ? il : hp->n_layer + hp->n_mtp - 1 - il];
+}
+
+/* The embedding, the output head and its norm, as far as this stage has them. */
+static int
+bind_ends(struct model *md, struct src *s)
+{
+	const struct model_hparams *hp = &md->hp;
+	int embd = md->first || (md->last && (hp->tied || hp->n_mtp > 0));
+
+	meter(md, -1);
+	if (embd && load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
+	    &md->tok_embd, &md->head_host))
+		return -1;
+	meter(md, -2);
+	if (md->last && ((!hp->tied && load_matrix_host(md, s, "output.weight", 0, hp->n_embd,
+	    hp->n_vocab, &md->output, &md->head_host)) ||
+	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm)))
+		return -1;
+	if (hp->tied)
+		md->output = md->tok_embd;	/* shared, released once */
+	return 0;
 }
 
 /*
@@ -916,7 +988,7 @@ bind(struct model *md, struct src *s, struct src *ds)
 {
 	struct model_hparams *hp = &md->hp;
 
-	if (read_hparams(md, s) != 0)
+	if (read_hparams(md, s) != 0 || plan_range(md) != 0)
 		return -1;
 	if (hp->arch == MODEL_ARCH_GEMMA4) {
 		if (ds != NULL)
@@ -928,22 +1000,21 @@ bind(struct model *md, struct src *s, struct src *ds)
 	md->ops = hp->arch == MODEL_ARCH_STEP35 ? &model_arch_step35 : &model_arch_qwen35;
 	if (ds != NULL)
 		hp->n_mtp = 1;
-	if ((md->layers = calloc(hp->n_layer + hp->n_mtp, sizeof *md->layers)) == NULL)
+	if ((md->layers = calloc(hp->n_layer + hp->n_mtp, sizeof *md->layers)) == NULL ||
+	    (md->dry_run && (md->dry = calloc(hp->n_layer + hp->n_mtp + 2,
+	    sizeof *md->dry)) == NULL))
 		return util_err(md->err, "out of memory");
 	if (hp->arch == MODEL_ARCH_STEP35 && (ds != NULL || read_step35(md, s) != 0))
 		return ds != NULL ? util_err(md->err, "step35: drafts not supported yet") : -1;
 	plan_layers(md);
-	if (load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
-	    &md->tok_embd, &md->head_host) ||
-	    (!hp->tied && load_matrix_host(md, s, "output.weight", 0, hp->n_embd, hp->n_vocab,
-	    &md->output, &md->head_host)) ||
-	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm))
+	if (bind_ends(md, s) != 0)
 		return -1;
-	if (hp->tied)
-		md->output = md->tok_embd;	/* shared, released once */
-	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++)
-		if (bind_layer(md, ds != NULL && il >= hp->n_layer ? ds : s, il) != 0)
+	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++) {
+		meter(md, il);
+		if (model_owns(md, il) &&
+		    bind_layer(md, ds != NULL && il >= hp->n_layer ? ds : s, il) != 0)
 			return -1;
+	}
 	return 0;
 }
 
@@ -1043,9 +1114,17 @@ model_open(const char *path, struct backend *be, char *err)
 	return model_open_opts(path, be, NULL, err);
 }
 
-struct model *
-model_open_opts(const char *path, struct backend *be, const struct model_options *o,
-    char *err)
+/* What of a model open_one binds: a stage's layers, or a dry run's bytes. */
+struct part {
+	int	part;		/* 1: a stage (model.part) */
+	int	l0, l1;		/* l1 -1: to the last layer */
+	int	first, last;
+	int	dry_run;
+};
+
+static struct model *
+open_one(const char *path, struct backend *be, const struct model_options *o,
+    const struct part *pt, char *err)
 {
 	struct model *md = calloc(1, sizeof *md);
 	struct src s = { 0 }, ds = { 0 };
@@ -1059,6 +1138,11 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		return NULL;
 	}
 	md->be = be;
+	if (pt != NULL) {
+		md->part = pt->part, md->l0 = pt->l0, md->l1 = pt->l1;
+		md->first = pt->first, md->last = pt->last, md->dry_run = pt->dry_run;
+		trim = md->dry_run ? NULL : trim;
+	}
 	if (o != NULL && o->kv_f16 && !backend_kv_f16(be)) {
 		util_err(err, "%s: kv type 'f16': backend '%s' has no f16 KV cache", path,
 		    backend_name(be));
@@ -1102,6 +1186,8 @@ model_open_opts(const char *path, struct backend *be, const struct model_options
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;
 	}
+	if (!md->part)	/* the state holds every cache */
+		md->n_kv_own = md->hp.n_full + md->hp.n_mtp, md->n_rec_own = md->hp.n_rec;
 	safetensors_close(s.st);	/* its weights were read into memory of ours */
 	free(dpath);
 	free(tpath);
@@ -1114,9 +1200,178 @@ fail:
 	return NULL;
 }
 
+/*
+ * The split by bytes: a dry bind of the whole model counts each layer's
+ * weights, the embedding's and the head's, and pipeline_split cuts.
+ */
+static int
+split_by_bytes(const char *path, struct backend *be, const struct model_options *o, int k,
+    int *first, char *err)
+{
+	struct part pt = { 1, 0, -1, 1, 1, 1 };
+	struct model *dm = open_one(path, be, o, &pt, err);
+	const struct model_hparams *hp;
+	char why[UTIL_ERRLEN];
+	uint64_t h0, h1;
+	int rc;
+
+	if (dm == NULL)
+		return -1;
+	hp = &dm->hp;
+	h0 = dm->dry[hp->n_layer + hp->n_mtp];
+	h1 = dm->dry[hp->n_layer + hp->n_mtp + 1] + (hp->tied || hp->n_mtp > 0 ? h0 : 0);
+	for (int i = hp->n_layer; i < hp->n_layer + hp->n_mtp; i++)
+		h1 += dm->dry[i];
+	if ((rc = pipeline_split(dm->dry, hp->n_layer, h0, h1, k, first, why)) != 0)
+		util_err(err, "%s: %s", path, why);
+	model_close(dm);
+	return rc;
+}
+
+/* Open stage s of split sp (its layers from first[]) on its own backend. */
+static struct model *
+open_stage(const char *path, const struct model_options *o, const int *first, int s,
+    char *err)
+{
+	const struct model_split *sp = o->split;
+	struct model_options so = *o;
+	struct part pt = { 1, s > 0 ? first[s - 1] : 0, s < sp->n - 1 ? first[s] : -1, s == 0,
+	    s == sp->n - 1, 0 };
+	char why[UTIL_ERRLEN];
+	struct model *md;
+
+	so.split = NULL;
+	if (!pt.last)	/* the draft head and its MTP layer live on the last stage */
+		so.draft = NULL, so.ranks = NULL;
+	if (backend_use(sp->be[s]) != 0) {
+		util_err(err, "%s: stage %d: %s", path, s, backend_errmsg(sp->be[s]));
+		return NULL;
+	}
+	if ((md = open_one(path, sp->be[s], &so, &pt, why)) == NULL)
+		util_err(err, "stage %d (%s): %s", s, sp->dev[s], why);
+	return md;
+}
+
+/*
+ * A split model: a model per stage, and this one over them with the
+ * whole model's hyper-parameters, the text side (tokenizer, template)
+ * and the link.
+ */
+static struct model *
+open_split(const char *path, const struct model_options *o, char *err)
+{
+	const struct model_split *sp = o->split;
+	struct model *md = calloc(1, sizeof *md);
+	int first[PIPELINE_MAX_STAGES];
+
+	if (md == NULL || (md->stage = calloc(sp->n, sizeof *md->stage)) == NULL ||
+	    (md->dev = calloc(sp->n, sizeof *md->dev)) == NULL) {
+		util_err(err, "%s: out of memory", path);
+		goto fail;
+	}
+	md->n_stage = sp->n;
+	memcpy(md->dev, sp->dev, sp->n * sizeof *md->dev);
+	if ((md->path = hub_is_spec(path) ? hub_path(path, NULL, err) : strdup(path)) == NULL) {
+		if (!hub_is_spec(path))
+			util_err(err, "%s: out of memory", path);
+		goto fail;
+	}
+	if (sp->first != NULL)
+		memcpy(first, sp->first, (sp->n - 1) * sizeof *first);
+	else if (split_by_bytes(md->path, sp->be[0], o, sp->n, first, err) != 0)
+		goto fail;
+	for (int s = 0; s < sp->n; s++)
+		if ((md->stage[s] = open_stage(md->path, o, first, s, err)) == NULL)
+			goto fail;
+	md->hp = md->stage[sp->n - 1]->hp;
+	md->be = md->stage[sp->n - 1]->be;
+	md->n_kv_own = md->hp.n_full + md->hp.n_mtp, md->n_rec_own = md->hp.n_rec;
+	md->first = md->last = 1, md->l1 = md->hp.n_layer;
+	if ((is_gguf(md->path) && model_gguf_open(md, md->path, err) != 0) ||
+	    (md->link = pipeline_link_open(sp->be, sp->dev, sp->n, err)) == NULL)
+		goto fail;
+	return md;
+fail:
+	model_close(md);
+	return NULL;
+}
+
+struct model *
+model_open_opts(const char *path, struct backend *be, const struct model_options *o,
+    char *err)
+{
+	if (o == NULL || o->split == NULL)
+		return open_one(path, be, o, NULL, err);
+	if (o->split->n < 2 || o->split->n > PIPELINE_MAX_STAGES || o->split->be[0] != be) {
+		util_err(err, "%s: pipeline: %d stages (2..%d), stage 0 on the model's backend",
+		    path, o->split->n, PIPELINE_MAX_STAGES);
+		return NULL;
+	}
+	return open_split(path, o, err);
+}
+
+struct model *
+model_stage(const struct model *md, int s)
+{
+	return md->stage != NULL ? md->stage[s] : (struct model *)md;
+}
+
+struct model *
+model_last(const struct model *md)
+{
+	return md->stage != NULL ? md->stage[md->n_stage - 1] : (struct model *)md;
+}
+
+int
+model_stages(const struct model *md)
+{
+	return md->stage != NULL ? md->n_stage : 1;
+}
+
+/* What stage s holds beside its layers: " + embedding", " + head", both. */
+static const char *
+stage_ends(const struct model *sm)
+{
+	return sm->first && sm->last ? " + embedding + head" : sm->first ? " + embedding" :
+	    sm->last ? (sm->hp.n_mtp > 0 ? " + head + mtp" : " + head") : "";
+}
+
+int
+model_pp_line(const struct model *md, int i, char *buf, size_t n)
+{
+	char tag[PIPELINE_DEVLEN + 8];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (md->stage == NULL || i < 0 || i > md->n_stage + 1)
+		return -1;
+	if (i == 0) {
+		len = snprintf(buf, n, "[pp] cross-device transport:");
+		for (int s = 0; s < md->n_stage && len < n; s++)
+			len += snprintf(buf + len, n - len, " stage%d=%s", s,
+			    pipeline_dev_tag(md->dev[s], tag, sizeof tag));
+	} else if (i == 1) {
+		snprintf(buf, n, "[pp] link: %s", strcmp(pipeline_link_kind(md->link), "nccl") == 0 ?
+		    "nccl (send/recv between the stages' streams)" :
+		    "pipe (stand-in: the rows through the host and a pipe)");
+	} else {
+		const struct model *sm = md->stage[i - 2];
+		size_t fb = 0, tb = 0;
+
+		backend_use(sm->be);
+		backend_mem_info(sm->be, &fb, &tb);
+		snprintf(buf, n, "[pp] stage%d: %s (%s) layers %d-%d%s, weights %.1f MiB, "
+		    "free %.1f MiB", i - 2, pipeline_dev_tag(md->dev[i - 2], tag, sizeof tag),
+		    backend_name(sm->be), sm->l0, sm->l1 - 1, stage_ends(sm),
+		    sm->wbytes / 1048576.0, fb / 1048576.0);
+	}
+	return 0;
+}
+
 const struct ranks *
 model_draft_ranks(const struct model *md, int *type, int *external)
 {
+	md = model_last(md);
 	if (md->draft_head.data == NULL)
 		return NULL;
 	if (type != NULL)
@@ -1129,6 +1384,7 @@ model_draft_ranks(const struct model *md, int *type, int *external)
 int
 model_draft_vocab(const struct model *md)
 {
+	md = model_last(md);
 	return md->draft_head.data != NULL ? (int)md->draft_ranks->n : md->hp.n_vocab;
 }
 
@@ -1163,6 +1419,13 @@ model_close(struct model *md)
 {
 	if (md == NULL)
 		return;
+	for (int s = 0; md->stage != NULL && s < md->n_stage; s++)
+		if (md->stage[s] != NULL && backend_use(md->stage[s]->be) == 0)
+			model_close(md->stage[s]);
+	free(md->stage);
+	free(md->dev);
+	free(md->dry);
+	pipeline_link_close(md->link);
 	model_act_free(md);
 	free(md->pick_val), free(md->pick_id), free(md->pen);
 	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
@@ -1235,9 +1498,9 @@ state_shape(const struct model *md, int n_ctx, int n_snap)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct state_config c = {
-		.n_ctx = n_ctx, .n_kv = hp->n_full + hp->n_mtp,
-		.kv_dim = model_kv_dim(md), .n_rec = hp->n_rec,
-		.conv_dim = hp->n_rec ? model_conv_dim(hp) : 0, .d_conv = hp->d_conv,
+		.n_ctx = n_ctx, .n_kv = md->n_kv_own,
+		.kv_dim = model_kv_dim(md), .n_rec = md->n_rec_own,
+		.conv_dim = md->n_rec_own ? model_conv_dim(hp) : 0, .d_conv = hp->d_conv,
 		.n_v_heads = hp->n_v_heads, .dk = hp->dk, .dv = hp->dv, .n_snap = n_snap,
 	};
 
@@ -1248,8 +1511,37 @@ size_t
 model_state_bytes(const struct model *md, int n_ctx, int n_snap)
 {
 	struct state_config c = state_shape(md, n_ctx, n_snap);
+	size_t b = 0;
 
-	return state_bytes(&c);
+	if (md->stage == NULL)
+		return state_bytes(&c);
+	for (int s = 0; s < md->n_stage; s++)
+		b += model_state_bytes(md->stage[s], n_ctx, n_snap);
+	return b;
+}
+
+/* A split model's state: each stage's part on its device, under one state. */
+static struct state *
+state_new_stages(struct model *md, int n_ctx, int n_snap, char *err)
+{
+	struct state_config c = state_shape(md, n_ctx, n_snap);
+	struct state *part[PIPELINE_MAX_STAGES];
+
+	for (int s = 0; s < md->n_stage; s++) {
+		struct state_config sc = state_shape(md->stage[s], n_ctx, n_snap);
+
+		if (backend_use(md->stage[s]->be) != 0) {
+			util_err(err, "stage %d: %s", s, backend_errmsg(md->stage[s]->be));
+			part[s] = NULL;
+		} else
+			part[s] = state_new(md->stage[s]->be, &sc, err);
+		if (part[s] == NULL) {
+			while (s-- > 0)
+				state_free(part[s]);
+			return NULL;
+		}
+	}
+	return state_new_split(part, md->n_stage, &c, err);
 }
 
 struct state *
@@ -1257,6 +1549,8 @@ model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
 {
 	struct state_config c = state_shape(md, n_ctx, n_snap);
 
+	if (md->stage != NULL)
+		return state_new_stages(md, n_ctx, n_snap, err);
 	return state_new(md->be, &c, err);
 }
 

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "pipeline.h"
 #include "state.h"
 
 enum model_arch {
@@ -83,6 +84,21 @@ struct model *model_open(const char *path, struct backend *be, char *err);
  * Load-time settings (bin/ fills them from its flags and environment;
  * the library reads no environment).  All fields may be zero.
  */
+/*
+ * A pipeline split (MEMRA_PP_STAGES): the trunk's layers in n contiguous
+ * stages, stage s on backend be[s] (device dev[s]); stage 0 has the
+ * embedding, stage n-1 the output head, the MTP layers and any draft
+ * head.  first: the first layers of stages 1..n-1 (MEMRA_PP_SPLITS), or
+ * NULL for the split whose largest stage has the fewest bytes of weights
+ * (pipeline_split).
+ */
+struct model_split {
+	int	n;				/* 2..PIPELINE_MAX_STAGES */
+	struct backend **be;			/* [n]; be[0] is model_open_opts's */
+	char	(*dev)[PIPELINE_DEVLEN];	/* [n] pipeline_devices */
+	const int *first;			/* [n - 1], or NULL */
+};
+
 struct model_options {
 	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows */
 	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head) */
@@ -93,6 +109,7 @@ struct model_options {
 				 * another float order, as right (kernel-check's
 				 * noise).  No effect on qwen35 (always plain) nor
 				 * with kv_f16 (llama.cpp's F16 order always) */
+	const struct model_split *split;	/* NULL: one backend, the whole model */
 };
 
 /*
@@ -105,6 +122,30 @@ struct model_options {
 struct model *model_open_opts(const char *path, struct backend *be,
 	    const struct model_options *o, char *err);
 void	model_close(struct model *);
+
+/*
+ * A split model (model_options.split) runs each forward stage after stage
+ * on the caller's thread: the embedding and stage 0's layers, the hidden
+ * rows [rows][n_embd] through the link (pipeline_pass) to stage 1, ...,
+ * the last stage's layers and the head; a state (model_state_new) keeps
+ * each stage's caches on its device (state_part).  Every float is the
+ * whole model's: the split changes no bit of logits, picks or hidden
+ * rows.  Architectures: llama, qwen35, qwen35moe, step35 (gemma4's
+ * per-layer inputs do not split yet: an error).
+ */
+
+/* Stages: 1 for a whole model. */
+int	model_stages(const struct model *);
+
+/*
+ * Line i of the split's boot proof (no newline) into buf[n]: line 0
+ * "[pp] cross-device transport: stage0=dev0 stage1=dev1" (devN for
+ * cuda:N, else the device), line 1 "[pp] link: nccl" or "[pp] link: pipe
+ * (stand-in: through the host)", then a line a stage: "[pp] stage0: dev0
+ * (NAME) layers 0-15 + embedding, weights N.N MiB, free N.N MiB".  0, or
+ * -1 past the last line or for a whole model (buf then "").
+ */
+int	model_pp_line(const struct model *, int i, char *buf, size_t n);
 const char *model_errmsg(const struct model *);
 const struct model_hparams *model_hparams(const struct model *);
 

@@ -316,16 +316,16 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 static int
 trunk(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
 {
-	for (int il = 0; il < md->hp.n_layer; il++) {
+	for (int il = md->l0; il < md->l1; il++) {
 		struct model_layer *L = &md->layers[il];
-		const float *res = il > 0 ? md->act.t : NULL;
+		const float *res = il > md->l0 ? md->act.t : NULL;
 
 		if ((L->rec ? gdn_layer(md, L, st, m, flags, res) :
 		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY), dpos, res)) ||
 		    ffn(md, L, m))
 			return -1;
 	}
-	return md->hp.n_layer > 0 ? residual(md, m) : 0;
+	return md->l1 > md->l0 ? residual(md, m) : 0;
 }
 
 /*
@@ -365,28 +365,93 @@ embed(struct model *md, const int32_t *tok, int m)
 	return 0;
 }
 
+/*
+ * Stage failures: a split model keeps its stage's reason ("stage 1: ...");
+ * a whole model (sm == md) has it already.  Always -1.
+ */
+static int
+stage_fail(struct model *md, int s, const struct model *sm)
+{
+	if (sm != md)
+		util_err(md->err, "stage %d: %s", s, sm->err);
+	return -1;
+}
+
+/* Every stage's activations for m rows, or -1 with md->err. */
+static int
+stages_reserve(struct model *md, int m)
+{
+	for (int s = 0; s < model_stages(md); s++) {
+		struct model *sm = model_stage(md, s);
+
+		if (backend_use(sm->be) != 0 || model_act_reserve(sm, m) != 0)
+			return stage_fail(md, s, sm);
+	}
+	return 0;
+}
+
+/*
+ * Stage s's input rows: the embeddings of tok[m] on the first stage, the
+ * previous stage's output x passed over the link on the others.
+ */
+static int
+stage_input(struct model *md, int s, const int32_t *tok, int m)
+{
+	struct model *sm = model_stage(md, s), *prev;
+
+	if (s == 0)
+		return embed(sm, tok, m) != 0 ? stage_fail(md, s, sm) : 0;
+	prev = model_stage(md, s - 1);
+	if (pipeline_pass(md->link, s - 1, prev->act.x, sm->act.x, (size_t)m * md->hp.n_embd))
+		return util_err(md->err, "stage %d to %d: %s", s - 1, s,
+		    pipeline_link_errmsg(md->link));
+	return 0;
+}
+
+/* Stage s over m rows of one sequence at p0 (its part of st): its input, then its layers. */
+static int
+stage_forward(struct model *md, int s, struct state *st, const int32_t *tok, int p0, int m,
+    int flags, int step)
+{
+	struct model *sm = model_stage(md, s);
+	struct state *ss = state_part(st, s);
+
+	if (backend_use(sm->be) != 0)
+		return util_err(md->err, "stage %d: %s", s, backend_errmsg(sm->be));
+	for (int i = 0; i < m; i++)
+		sm->act.pos[i] = p0 + i;
+	if (step && backend_write(sm->be, (float *)sm->act.dpos, (const float *)sm->act.pos,
+	    (size_t)m)) {
+		fail(sm);
+		return stage_fail(md, s, sm);
+	}
+	if (stage_input(md, s, tok, m) != 0)
+		return -1;
+	if (step ? layers_step(sm, ss, p0, m, flags) : sm->ops->layers(sm, ss, p0, m, flags, NULL))
+		return stage_fail(md, s, sm);
+	return 0;
+}
+
 static int
 forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
     float *logits, const struct pick *pk, float *hidden)
 {
-	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL);
+	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL), n = model_stages(md);
+	struct model *lm = model_last(md);
 
 	if (m < 1)
 		return util_err(md->err, "forward: %d rows", m);
-	if (model_act_reserve(md, m) != 0)
+	if (stages_reserve(md, m) != 0)
 		return -1;
 	if ((p0 = state_push(st, m, flags & MODEL_VERIFY)) < 0)
 		return util_err(md->err, "forward: %s", state_errmsg(st));
-	for (int i = 0; i < m; i++)
-		md->act.pos[i] = p0 + i;
-	if (step && backend_write(md->be, (float *)md->act.dpos, (const float *)md->act.pos,
-	    (size_t)m))
-		return fail(md);
-	if (embed(md, tok, m) != 0 ||
-	    (step ? layers_step(md, st, p0, m, flags) : md->ops->layers(md, st, p0, m, flags, NULL)))
-		return -1;
-	return head(md, md->output_norm, &md->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits,
-	    pk, hidden);
+	for (int s = 0; s < n; s++)
+		if (stage_forward(md, s, st, tok, p0, m, flags, step) != 0)
+			return -1;
+	if (head(lm, lm->output_norm, &lm->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits,
+	    pk, hidden) != 0)
+		return stage_fail(md, n - 1, lm);
+	return 0;
 }
 
 int
@@ -459,9 +524,9 @@ model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m
 		if (pick_penalties(md, hist, n_hist, &pk) != 0 ||
 		    (how == TOP_K && pick_room(md) != 0))
 			return -1;
-		if (how == DRAW && sample_vocab(s) != md->output.ne1)
+		if (how == DRAW && sample_vocab(s) != model_last(md)->output.ne1)
 			return util_err(md->err, "forward: a sampler of %d for %lld logits",
-			    sample_vocab(s), (long long)md->output.ne1);
+			    sample_vocab(s), (long long)model_last(md)->output.ne1);
 		if (how == TOP_K)
 			pk.val = md->pick_val, pk.id = md->pick_id;
 		if (forward(md, st, tok, m, flags, NULL, &pk, NULL) != 0)
@@ -506,11 +571,28 @@ mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, pk, hout);
 }
 
+/* The MTP layers on a split model's last stage, with its part of st. */
+static int
+mtp_stage(struct model *md, struct state *st, int k, int p0, const float *h,
+    const int32_t *tok, int m, float *logits, const struct pick *pk, float *hout)
+{
+	struct model *lm = model_last(md);
+	int n = model_stages(md);
+
+	if (lm == md)
+		return mtp(md, st, k, p0, h, tok, m, logits, pk, hout);
+	if (backend_use(lm->be) != 0)
+		return util_err(md->err, "stage %d: %s", n - 1, backend_errmsg(lm->be));
+	if (mtp(lm, state_part(st, n - 1), k, p0, h, tok, m, logits, pk, hout) != 0)
+		return stage_fail(md, n - 1, lm);
+	return 0;
+}
+
 int
 model_mtp(struct model *md, struct state *st, int k, int p0, const float *h,
     const int32_t *tok, int m, float *logits, float *hout)
 {
-	return mtp(md, st, k, p0, h, tok, m, logits, NULL, hout);
+	return mtp_stage(md, st, k, p0, h, tok, m, logits, NULL, hout);
 }
 
 int
@@ -519,7 +601,7 @@ model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float 
 {
 	struct pick pk = { .id = ids };
 
-	return mtp(md, st, k, p0, h, tok, m, NULL, &pk, hout);
+	return mtp_stage(md, st, k, p0, h, tok, m, NULL, &pk, hout);
 }
 
 int
@@ -635,27 +717,28 @@ seqs_check(struct model *md, struct state **st, const int *rows, int n, int flag
 static int
 trunk_seqs(struct model *md, const struct model_seqs *g)
 {
-	const struct model_hparams *hp = &md->hp;
-
-	for (int il = 0; il < hp->n_layer; il++) {
+	for (int il = md->l0; il < md->l1; il++) {
 		struct model_layer *L = &md->layers[il];
-		const float *res = il > 0 ? md->act.t : NULL;
+		const float *res = il > md->l0 ? md->act.t : NULL;
 
 		if ((L->rec ? gdn_layer_seqs(md, L, g, res) : attn_layer_seqs(md, L, g, res)) ||
 		    ffn(md, L, g->m))
 			return -1;
 	}
-	return hp->n_layer > 0 ? residual(md, g->m) : 0;
+	return md->l1 > md->l0 ? residual(md, g->m) : 0;
 }
 
 const struct model_arch_ops model_arch_qwen35 = {
 	.layers = trunk, .layers_seqs = trunk_seqs,
 };
 
-/* Push each state of group g (seqs_check passed), writing its rows' positions to a->pos. */
+/* Push each state of group g (seqs_check passed), writing its rows' positions to every
+ * stage's a->pos. */
 static int
 seqs_push(struct model *md, const struct model_seqs *g)
 {
+	int32_t *pos = model_stage(md, 0)->act.pos;
+
 	for (int i = 0, r = 0; i < g->n; i++) {
 		int k = model_seq_rows(g, i), p0 = state_push(g->st[i], k, g->verify);
 
@@ -663,9 +746,29 @@ seqs_push(struct model *md, const struct model_seqs *g)
 			return util_err(md->err, "forward: sequence %d: %s", i + 1,
 			    state_errmsg(g->st[i]));
 		for (int j = 0; j < k; j++)
-			md->act.pos[r++] = p0 + j;
+			pos[r++] = p0 + j;
 	}
+	for (int s = 1; s < model_stages(md); s++)
+		memcpy(model_stage(md, s)->act.pos, pos, g->m * sizeof *pos);
 	return 0;
+}
+
+/* Stage s over group g: its input, then its layers over its parts of g's states. */
+static int
+seqs_stage(struct model *md, int s, const struct model_seqs *g, const int32_t *tok)
+{
+	struct model *sm = model_stage(md, s);
+	struct state *part[BACKEND_ROWS_INVARIANT];
+	struct model_seqs gs = *g;
+
+	for (int i = 0; i < g->n; i++)
+		part[i] = state_part(g->st[i], s);
+	gs.st = part;
+	if (backend_use(sm->be) != 0)
+		return util_err(md->err, "stage %d: %s", s, backend_errmsg(sm->be));
+	if (stage_input(md, s, tok, g->m) != 0)
+		return -1;
+	return sm->ops->layers_seqs(sm, &gs) != 0 ? stage_fail(md, s, sm) : 0;
 }
 
 /* The forward of one group g of tokens tok[g->m]; outputs as forward_seqs's, from row 0. */
@@ -673,10 +776,17 @@ static int
 seqs_group(struct model *md, const struct model_seqs *g, const int32_t *tok, float *logits,
     const struct pick *pk, float *hidden)
 {
-	if (model_act_reserve(md, g->m) != 0 || seqs_push(md, g) != 0 || embed(md, tok, g->m) != 0 ||
-	    md->ops->layers_seqs(md, g) != 0)
+	struct model *lm = model_last(md);
+	int n = model_stages(md);
+
+	if (stages_reserve(md, g->m) != 0 || seqs_push(md, g) != 0)
 		return -1;
-	return head(md, md->output_norm, &md->output, g->m, g->m, logits, pk, hidden);
+	for (int s = 0; s < n; s++)
+		if (seqs_stage(md, s, g, tok) != 0)
+			return -1;
+	if (head(lm, lm->output_norm, &lm->output, g->m, g->m, logits, pk, hidden) != 0)
+		return stage_fail(md, n - 1, lm);
+	return 0;
 }
 
 /*

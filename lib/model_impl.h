@@ -6,6 +6,7 @@
 #define MEMRA_MODEL_IMPL_H
 
 #include "model.h"
+#include "pipeline.h"
 #include "util.h"
 
 struct model_layer {
@@ -164,6 +165,23 @@ struct model {
 	int32_t	*pick_id;		/* host [SAMPLE_TOPK_MAX] */
 	int32_t	*pen;			/* host [2][pen_cap]: sample_window's tokens, counts */
 	int	pen_cap;
+	/* a stage of a split model (lib/pipeline; part 1): the trunk layers
+	 * [l0, l1), the embedding on the first stage, the head and the MTP
+	 * layers on the last; a whole model is l0 0, l1 n_layer, both ends */
+	int	part;
+	int	l0, l1;
+	int	first, last;
+	int	n_kv_own, n_rec_own;	/* a stage's caches: its part of a state */
+	uint64_t wbytes;		/* bytes of the weights bound */
+	int	dry_run;		/* 1: a dry bind counts bytes, loads nothing */
+	uint64_t *dry;			/* [n_layer + n_mtp + 2]: each layer's bytes, the
+					 * embedding's, the head's (output, output_norm) */
+	uint64_t *meter;		/* where the dry bind counts now */
+	/* a split model: its stages, each a model of its own on its device */
+	struct model **stage;		/* [n_stage]; NULL: whole */
+	int	n_stage;
+	char	(*dev)[PIPELINE_DEVLEN];	/* [n_stage] */
+	struct pipeline_link *link;	/* the hidden rows from stage to stage */
 	void	**hbuf;			/* host buffers the weights live in */
 	int	n_hbuf;
 	float	**dbuf;			/* backend buffers of the vectors */
@@ -183,6 +201,12 @@ void	model_gguf_close(struct model *md);
 
 /* 2 n_k_heads dk + n_v_heads dv: the GDN mix width */
 int	model_conv_dim(const struct model_hparams *);
+/* Stage s of md (md itself when whole), and its last stage. */
+struct model *model_stage(const struct model *md, int s);
+struct model *model_last(const struct model *md);
+/* 1 when md binds layer il: a trunk layer in [l0, l1), an MTP layer on the last stage. */
+int	model_owns(const struct model *md, int il);
+
 /* Free the activations (model_fwd.c grows them on demand). */
 void	model_act_free(struct model *);
 

@@ -147,13 +147,14 @@ step35_layers_seqs(struct model *md, const struct model_seqs *g)
 {
 	if (md->kv_f16)
 		return util_err(md->err, "step35: an f16 KV cache is not supported yet");
-	for (int il = 0; il < md->hp.n_layer; il++) {
+	for (int il = md->l0; il < md->l1; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		if (attention(md, L, g, il > 0 ? md->act.t : NULL) != 0 || ffn(md, L, g->m) != 0)
+		if (attention(md, L, g, il > md->l0 ? md->act.t : NULL) != 0 ||
+		    ffn(md, L, g->m) != 0)
 			return -1;
 	}
-	if (md->hp.n_layer > 0 && backend_add(md->be, md->act.x, md->act.t,
+	if (md->l1 > md->l0 && backend_add(md->be, md->act.x, md->act.t,
 	    (size_t)g->m * md->hp.n_embd))
 		return fail(md);
 	return 0;

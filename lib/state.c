@@ -13,8 +13,20 @@ struct state {
 	float	**k, **v;		/* [n_kv] -> [n_ctx][kv_dim] */
 	float	**conv, **ssm;		/* [n_rec] -> the live recurrent state */
 	float	**conv_snap, **ssm_snap;	/* [n_rec] -> [n_snap][...], NULL if n_snap 0 */
+	struct state **part;		/* [n_part] a split state's stages; NULL: none */
+	int	n_part;
 	char	err[UTIL_ERRLEN];
 };
+
+/* f on every part of a split state s, each on its device; a failure's reason to s. */
+#define EACH_PART(s, call) do {						\
+	for (int p_ = 0; p_ < (s)->n_part; p_++) {			\
+		struct state *q_ = (s)->part[p_];			\
+		if (backend_use(q_->be) != 0 || (call) < 0)		\
+			return util_err((s)->err, "stage %d: %s", p_,	\
+			    q_->err[0] ? q_->err : backend_errmsg(q_->be)); \
+	}								\
+} while (0)
 
 static size_t
 conv_size(const struct state_config *c)
@@ -100,11 +112,46 @@ state_new(struct backend *be, const struct state_config *c, char *err)
 	return s;
 }
 
+struct state *
+state_new_split(struct state **parts, int n, const struct state_config *c, char *err)
+{
+	struct state *s = NULL;
+
+	if (n < 2 || n > 16)
+		util_err(err, "state: %d parts", n);
+	else if (check_config(c, err) == 0 && ((s = calloc(1, sizeof *s)) == NULL ||
+	    (s->part = calloc(n, sizeof *s->part)) == NULL))
+		util_err(err, "state: out of memory");
+	else if (s != NULL) {
+		s->c = *c;
+		s->n_part = n;
+		memcpy(s->part, parts, n * sizeof *parts);
+		return s;
+	}
+	if (s != NULL)
+		free(s);
+	for (int i = 0; i < n; i++)
+		state_free(parts[i]);
+	return NULL;
+}
+
+struct state *
+state_part(struct state *s, int i)
+{
+	if (s->part != NULL)
+		return i >= 0 && i < s->n_part ? s->part[i] : NULL;
+	return i == 0 ? s : NULL;
+}
+
 void
 state_free(struct state *s)
 {
 	if (s == NULL)
 		return;
+	for (int i = 0; i < s->n_part; i++)
+		if (backend_use(s->part[i]->be) == 0)
+			state_free(s->part[i]);
+	free(s->part);
 	free_set(s->be, s->k, s->c.n_kv);
 	free_set(s->be, s->v, s->c.n_kv);
 	free_set(s->be, s->conv, s->c.n_rec);
@@ -137,7 +184,8 @@ state_reset(struct state *s)
 {
 	s->pos = 0;
 	s->batch_m = 0;
-	for (int l = 0; l < s->c.n_rec; l++)
+	EACH_PART(s, state_reset(q_));
+	for (int l = 0; s->part == NULL && l < s->c.n_rec; l++)
 		if (backend_fill(s->be, s->conv[l], 0, conv_size(&s->c)) != 0 ||
 		    backend_fill(s->be, s->ssm[l], 0, ssm_size(&s->c)) != 0)
 			return util_err(s->err, "state: %s", backend_errmsg(s->be));
@@ -155,6 +203,7 @@ state_push(struct state *s, int m, int snap)
 	if (snap && m > s->c.n_snap)
 		return util_err(s->err, "state: %d rows to snapshot, room for %d",
 		    m, s->c.n_snap);
+	EACH_PART(s, state_push(q_, m, snap));
 	s->pos += m;
 	s->batch_p0 = p0;
 	s->batch_m = snap ? m : 0;
@@ -170,9 +219,10 @@ state_rollback(struct state *s, int keep)
 		return util_err(s->err, "state: rollback: the last batch kept no snapshots");
 	if (keep < 1 || keep > m)
 		return util_err(s->err, "state: rollback: keep %d of %d rows", keep, m);
+	EACH_PART(s, state_rollback(q_, keep));
 	s->batch_m = 0;
 	s->pos = s->batch_p0 + keep;
-	if (keep == m)
+	if (keep == m || s->part != NULL)
 		return 0;
 	for (int l = 0; l < s->c.n_rec; l++)
 		if (backend_copy(s->be, s->conv[l], s->conv_snap[l] +
@@ -191,6 +241,7 @@ state_truncate(struct state *s, int pos)
 	if (s->c.n_rec > 0 && pos != s->pos)
 		return util_err(s->err, "state: truncate: recurrent state cannot go back "
 		    "without a snapshot");
+	EACH_PART(s, state_truncate(q_, pos));
 	s->pos = pos;
 	s->batch_m = 0;
 	return 0;
@@ -201,6 +252,7 @@ state_seek(struct state *s, int pos)
 {
 	if (pos < 0 || pos > s->c.n_ctx)
 		return util_err(s->err, "state: seek to %d in a context of %d", pos, s->c.n_ctx);
+	EACH_PART(s, state_seek(q_, pos));
 	s->pos = pos;
 	s->batch_m = 0;
 	return 0;
@@ -218,6 +270,9 @@ rec_move(struct state *s, float *arr, int save)
 {
 	size_t cs = conv_size(&s->c), ss = ssm_size(&s->c);
 
+	if (s->part != NULL && s->c.n_rec > 0)
+		return util_err(s->err, "state: the recurrent state of a split sequence is "
+		    "its stages' (state_part)");
 	for (int l = 0; l < s->c.n_rec; l++) {
 		float *p = arr + (cs + ss) * l;
 
@@ -246,14 +301,18 @@ state_copy(struct state *dst, const struct state *src)
 {
 	const struct state_config *c = &src->c;
 	size_t used = (size_t)src->pos * c->kv_dim;
-	int rc = 0;
+	int rc = 0, n_kv = dst->part ? 0 : c->n_kv, n_rec = dst->part ? 0 : c->n_rec;
 
-	if (memcmp(&dst->c, c, sizeof *c) != 0 || dst->be != src->be)
+	if (memcmp(&dst->c, c, sizeof *c) != 0 || dst->be != src->be ||
+	    dst->n_part != src->n_part)
 		return util_err(dst->err, "state: copy between different configs");
-	for (int i = 0; rc == 0 && i < c->n_kv; i++)
+	for (int p = 0; p < dst->n_part; p++)
+		if (backend_use(dst->part[p]->be) != 0 || state_copy(dst->part[p], src->part[p]))
+			return util_err(dst->err, "stage %d: %s", p, dst->part[p]->err);
+	for (int i = 0; rc == 0 && i < n_kv; i++)
 		rc = backend_copy(dst->be, dst->k[i], src->k[i], used) ||
 		    backend_copy(dst->be, dst->v[i], src->v[i], used);
-	for (int l = 0; rc == 0 && l < c->n_rec; l++)
+	for (int l = 0; rc == 0 && l < n_rec; l++)
 		rc = backend_copy(dst->be, dst->conv[l], src->conv[l], conv_size(c)) ||
 		    backend_copy(dst->be, dst->ssm[l], src->ssm[l], ssm_size(c));
 	if (rc != 0)
@@ -266,25 +325,25 @@ state_copy(struct state *dst, const struct state *src)
 float *
 state_k(struct state *s, int i)
 {
-	return i >= 0 && i < s->c.n_kv ? s->k[i] : NULL;
+	return i >= 0 && i < s->c.n_kv && s->k ? s->k[i] : NULL;
 }
 
 float *
 state_v(struct state *s, int i)
 {
-	return i >= 0 && i < s->c.n_kv ? s->v[i] : NULL;
+	return i >= 0 && i < s->c.n_kv && s->v ? s->v[i] : NULL;
 }
 
 float *
 state_conv(struct state *s, int l)
 {
-	return l >= 0 && l < s->c.n_rec ? s->conv[l] : NULL;
+	return l >= 0 && l < s->c.n_rec && s->conv ? s->conv[l] : NULL;
 }
 
 float *
 state_ssm(struct state *s, int l)
 {
-	return l >= 0 && l < s->c.n_rec ? s->ssm[l] : NULL;
+	return l >= 0 && l < s->c.n_rec && s->ssm ? s->ssm[l] : NULL;
 }
 
 float *

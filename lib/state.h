@@ -40,6 +40,22 @@ struct state;
 struct state *state_new(struct backend *be, const struct state_config *c,
 	    char *err);
 void	state_free(struct state *);
+
+/*
+ * One sequence whose caches are split over pipeline stages (lib/pipeline):
+ * parts[n] (2..16), each a stage's own state on its device, under one
+ * state of config c (the whole model's shape: n_ctx, every cache).  The
+ * state takes the parts, also on failure (NULL with err).  Positions are
+ * kept alike in every part: state_push, state_rollback, state_reset,
+ * state_truncate, state_seek and state_copy move them all; the memory
+ * accessors (state_k, ..., state_rec_save) are the parts' own (state_part):
+ * on the split state they give NULL or -1.
+ */
+struct state *state_new_split(struct state **parts, int n, const struct state_config *c,
+	    char *err);
+
+/* Stage s's part of a split state; s 0 of any other state is the state itself, else NULL. */
+struct state *state_part(struct state *, int s);
 const char *state_errmsg(const struct state *);
 const struct state_config *state_config(const struct state *);
 
