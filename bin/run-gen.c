@@ -732,15 +732,53 @@ parse(int argc, char *argv[], struct opts *o)
 	return 0;
 }
 
+/*
+ * A backend for each pipeline stage (one without a split) into be[], each
+ * with the MEMRA_CUDA_* settings; the first's recorded-step stats setting
+ * into *graph_stats.  Dies on failure.
+ */
+static void
+open_backends(const struct genopt *go, struct backend **be, int *graph_stats)
+{
+	char err[UTIL_ERRLEN];
+
+	if (genopt_backends(go, be, err) != 0)
+		die(1, "%s", err);
+	for (int s = 0; s < go->n_stage; s++) {
+		int gs = backend_graph_env(be[s], getenv("MEMRA_CUDA_GRAPH"), err);
+
+		if (gs < 0)
+			die(2, "MEMRA_CUDA_GRAPH: %s", err);
+		if (s == 0)
+			*graph_stats = gs;
+		if (backend_pdl_env(be[s], getenv("MEMRA_CUDA_PDL"), err) < 0)
+			die(2, "MEMRA_CUDA_PDL: %s", err);
+		if (backend_gemm_env(be[s], getenv("MEMRA_CUDA_GEMM"), err) < 0)
+			die(2, "MEMRA_CUDA_GEMM: %s", err);
+	}
+}
+
+/* The split's boot proof lines on stderr (none for a whole model). */
+static void
+pp_lines(const struct model *m)
+{
+	char line[512];
+
+	for (int i = 0; model_pp_line(m, i, line, sizeof line) == 0; i++)
+		fprintf(stderr, "%s\n", line);
+}
+
 int
 main(int argc, char *argv[])
 {
 	struct opts o = { 0 };
 	struct gen g = { .o = &o };
 	struct model_options mo = { 0 };
+	struct backend *be[PIPELINE_MAX_STAGES];
+	struct model_split sp;
 	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	size_t len = 0;
-	int status, graph_stats;
+	int status, graph_stats = 0;
 
 	prog = base_name(argv[0]);
 	genopt_init(&o.go, 128);
@@ -764,20 +802,17 @@ main(int argc, char *argv[])
 		free(text);
 		return finish(status);
 	}
-	if ((g.be = backend_open(o.go.device, o.go.threads, err)) == NULL)
-		die(1, "%s", err);
-	if ((graph_stats = backend_graph_env(g.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
-		die(2, "MEMRA_CUDA_GRAPH: %s", err);
-	if (backend_pdl_env(g.be, getenv("MEMRA_CUDA_PDL"), err) < 0)
-		die(2, "MEMRA_CUDA_PDL: %s", err);
-	if (backend_gemm_env(g.be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
-		die(2, "MEMRA_CUDA_GEMM: %s", err);
+	open_backends(&o.go, be, &graph_stats);
+	g.be = be[0];
+	genopt_split(&o.go, be, &sp);
+	mo.split = o.go.n_stage > 1 ? &sp : NULL;
 	model_options_set(&mo, argv[0], NULL, getenv("MEMRA_MTP_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	if (mo.draft != NULL)
 		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
 	if ((g.m = model_open_opts(argv[0], g.be, &mo, err)) == NULL)
 		die(1, "%s", err);
+	pp_lines(g.m);
 	if (model_attach_line(g.m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	if ((g.pr = prompt_new(g.m, o.go.mode, err)) == NULL)
@@ -799,6 +834,7 @@ main(int argc, char *argv[])
 	model_close(g.m);
 	if (backend_graph_note(g.be, graph_stats, err, sizeof err) != NULL)
 		warnmsg("cuda graph: %s", err);
-	backend_close(g.be);
+	for (int s = 0; s < o.go.n_stage; s++)
+		backend_close(be[s]);
 	return finish(status);
 }

@@ -12,7 +12,7 @@
 /* vals of the long-only options: above any character a tool's own uses */
 enum {
 	GO_CHAT = 256, GO_RAW, GO_TEMP, GO_TOP_K, GO_TOP_P, GO_MIN_P, GO_REPEAT, GO_SEED, GO_CTX,
-	GO_DEVICE, GO_KV_TYPE, GO_JSONL, GO_IGNORE_EOS,
+	GO_DEVICE, GO_KV_TYPE, GO_JSONL, GO_IGNORE_EOS, GO_PP_STAGES, GO_PP_DEVICES, GO_PP_SPLITS,
 };
 
 /* in the order --help lists them; set 0 is the core */
@@ -33,6 +33,9 @@ static const struct {
 	{ { "kv-type", required_argument, NULL, GO_KV_TYPE }, 0 },
 	{ { "jsonl", no_argument, NULL, GO_JSONL }, 0 },
 	{ { "ignore-eos", no_argument, NULL, GO_IGNORE_EOS }, 0 },
+	{ { "pp-stages", required_argument, NULL, GO_PP_STAGES }, 0 },
+	{ { "pp-devices", required_argument, NULL, GO_PP_DEVICES }, 0 },
+	{ { "pp-splits", required_argument, NULL, GO_PP_SPLITS }, 0 },
 };
 
 void
@@ -45,6 +48,10 @@ genopt_init(struct genopt *g, int n)
 	if ((g->device = getenv("MEMRA_DEVICE")) == NULL || g->device[0] == '\0')
 		g->device = backend_default();
 	g->kv_type = getenv("MEMRA_KV_TYPE");
+	g->pp_stages = getenv("MEMRA_PP_STAGES");
+	g->pp_devices = getenv("MEMRA_PP_DEVICES");
+	g->pp_splits = getenv("MEMRA_PP_SPLITS");
+	g->n_stage = 1;
 }
 
 int
@@ -98,6 +105,9 @@ genopt_set(struct genopt *g, int ch, const char *arg, char *err)
 	case GO_JSONL: g->jsonl = 1; return 1;
 	case GO_IGNORE_EOS: g->ignore_eos = 1; return 1;
 	case 'f': g->file = arg; return 1;
+	case GO_PP_STAGES: g->pp_stages = arg; return 1;	/* checked by genopt_check */
+	case GO_PP_DEVICES: g->pp_devices = arg; return 1;
+	case GO_PP_SPLITS: g->pp_splits = arg; return 1;
 	case GO_DEVICE:
 		g->device = arg;
 		r = backend_valid_device(arg) ? 1 : -1;
@@ -121,14 +131,43 @@ genopt_operands(const struct genopt *g, int nargs)
 	    !(g->jsonl && g->file != NULL);
 }
 
+/* The pipeline's settings into g->n_stage, dev and first. */
+static int
+pp_check(struct genopt *g, char *err)
+{
+	int64_t n = 1;
+	char why[UTIL_ERRLEN];
+
+	g->n_stage = 1;
+	memset(g->first, 0, sizeof g->first);
+	if (g->pp_stages != NULL && g->pp_stages[0] != '\0' &&
+	    util_parse_i64(g->pp_stages, 1, PIPELINE_MAX_STAGES, &n) != 0)
+		return util_err(err, "MEMRA_PP_STAGES: '%s': not 1..%d", g->pp_stages,
+		    PIPELINE_MAX_STAGES);
+	if (n == 1) {
+		if ((g->pp_devices && g->pp_devices[0]) || (g->pp_splits && g->pp_splits[0]))
+			return util_err(err, "MEMRA_PP_DEVICES, MEMRA_PP_SPLITS: without "
+			    "MEMRA_PP_STAGES of 2 or more");
+		return 0;
+	}
+	g->n_stage = (int)n;
+	if (pipeline_devices(g->pp_devices && g->pp_devices[0] ? g->pp_devices : NULL, g->n_stage,
+	    g->device, g->dev, why) != 0)
+		return util_err(err, "MEMRA_PP_DEVICES: %s", why);
+	if (g->pp_splits && g->pp_splits[0] && pipeline_parse_splits(g->pp_splits, g->n_stage,
+	    1 << 24, g->first, why) != 0)
+		return util_err(err, "MEMRA_PP_SPLITS: %s", why);
+	return 0;
+}
+
 int
-genopt_check(const struct genopt *g, int *kv_f16, char *err)
+genopt_check(struct genopt *g, int *kv_f16, char *err)
 {
 	if (!backend_valid_device(g->device))
 		return util_err(err, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", g->device);
 	if ((*kv_f16 = model_kv_type(g->kv_type)) < 0)
 		return util_err(err, "MEMRA_KV_TYPE: '%s': not f32 or f16", g->kv_type);
-	return 0;
+	return pp_check(g, err);
 }
 
 int
@@ -146,4 +185,26 @@ genopt_text(const struct genopt *g, const char *prompt, char **text, size_t *len
 	}
 	*text = util_read_file(g->file ? g->file : "-", len, err);
 	return *text != NULL ? 0 : -1;
+}
+
+int
+genopt_backends(const struct genopt *g, struct backend **be, char *err)
+{
+	for (int s = 0; s < g->n_stage; s++)
+		if ((be[s] = backend_open(g->n_stage > 1 ? g->dev[s] : g->device, g->threads,
+		    err)) == NULL) {
+			while (s-- > 0)
+				backend_close(be[s]);
+			return -1;
+		}
+	return 0;
+}
+
+void
+genopt_split(const struct genopt *g, struct backend **be, struct model_split *sp)
+{
+	sp->n = g->n_stage;
+	sp->be = be;
+	sp->dev = (char (*)[PIPELINE_DEVLEN])g->dev;
+	sp->first = g->first[0] > 0 ? g->first : NULL;
 }

@@ -14,6 +14,8 @@
 #include <getopt.h>
 #include <stddef.h>
 
+#include "backend.h"
+#include "pipeline.h"
 #include "prompt.h"
 #include "sample.h"
 
@@ -39,6 +41,14 @@ struct genopt {
 	const char *kv_type;	/* --kv-type, else MEMRA_KV_TYPE; NULL is f32 */
 	const char *file;	/* -f: the prompt's file, '-' stdin */
 	struct sample_params sp;	/* --temp --seed and the filters over sample_defaults */
+	/* pipeline stages (lib/pipeline): --pp-stages, else MEMRA_PP_STAGES (1: none) */
+	const char *pp_stages;
+	const char *pp_devices;	/* --pp-devices, else MEMRA_PP_DEVICES */
+	const char *pp_splits;	/* --pp-splits, else MEMRA_PP_SPLITS */
+	/* set by genopt_check: */
+	int	n_stage;	/* 1..PIPELINE_MAX_STAGES */
+	char	dev[PIPELINE_MAX_STAGES][PIPELINE_DEVLEN];	/* each stage's device */
+	int	first[PIPELINE_MAX_STAGES];	/* the splits; first[0] 0: by bytes */
 };
 
 /* Defaults: n new tokens, PROMPT_AUTO, sample_defaults, and the device and
@@ -71,8 +81,24 @@ int	genopt_operands(const struct genopt *g, int nargs);
  * The settings only the environment may have given wrong: 0 with *kv_f16
  * (1 for an f16 KV cache, 0 for f32), or -1 with "MEMRA_DEVICE: 'X': ..."
  * or "MEMRA_KV_TYPE: 'X': ..." in err (UTIL_ERRLEN).  Misuse either way.
+ * The pipeline's settings too: the stages (2..PIPELINE_MAX_STAGES, or 1),
+ * their devices (pipeline_devices: a list of another length is an error)
+ * and splits (first layers of stages 1..n-1, increasing) into n_stage,
+ * dev and first; "MEMRA_PP_DEVICES: ..." and the like when one is wrong.
  */
-int	genopt_check(const struct genopt *g, int *kv_f16, char *err);
+int	genopt_check(struct genopt *g, int *kv_f16, char *err);
+
+/*
+ * A backend for each of the n_stage stages genopt_check settled (the
+ * device of each, or --device for one) into be[n_stage], each with -t
+ * threads.  0, or -1 with the reason in err (none left open).
+ */
+int	genopt_backends(const struct genopt *g, struct backend **be, char *err);
+
+struct model_split;
+
+/* The model's split over be[n_stage] (model_options.split when n_stage > 1). */
+void	genopt_split(const struct genopt *g, struct backend **be, struct model_split *sp);
 
 /*
  * The prompt text: prompt (the operand) when not NULL, else the contents of
