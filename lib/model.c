@@ -940,8 +940,8 @@ plan_range(struct model *md)
 	if (md->l1 < 0)
 		md->l1 = hp->n_layer;
 	if (md->l0 < 0 || md->l0 >= md->l1 || md->l1 > hp->n_layer)
-		return util_err(md->err, "pipeline: a stage of layers %d-%d of %d", md->l0,
-		    md->l1 - 1, hp->n_layer);
+		return util_err(md->err, "pipeline: a stage of layers %d..%d: the model has "
+		    "layers 0..%d", md->l0, md->l1 - 1, hp->n_layer - 1);
 	if (hp->arch == MODEL_ARCH_GEMMA4)
 		return util_err(md->err, "pipeline: architecture 'gemma4' does not split yet "
 		    "(its per-layer inputs are made for every layer at the embedding)");
