@@ -65,6 +65,7 @@ usage(FILE *fp, int status)
 	fprintf(fp, "usage: %s [--chat | --raw] [--ids] [--jsonl] [-n N] [--ignore-eos] [--temp T]\n"
 	    "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N]\n"
 	    "       [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16] [--json | --json-schema FILE]\n"
+	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
 	    "       [-f FILE] model [prompt]\n"
 	    "       %s --tokenize [--special] | --detokenize | --template [-f FILE] model [input]\n",
 	    prog, prog);
@@ -79,6 +80,9 @@ usage(FILE *fp, int status)
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
+		    "  --pp-stages N        pipeline stages, a device each (default: MEMRA_PP_STAGES, 1)\n"
+		    "  --pp-devices LIST    the stages' devices: 0,1 or cpu,cpu (MEMRA_PP_DEVICES)\n"
+		    "  --pp-splits LIST     first layers of stages 1.. (default: by bytes; MEMRA_PP_SPLITS)\n"
 		    "  --json               the reply is a JSON object (constrained decoding)\n"
 		    "  --json-schema FILE   the reply is a JSON document valid under the JSON Schema\n"
 		    "                       in FILE (OpenAI strict mode's subset; others refused)\n"

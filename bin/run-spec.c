@@ -51,6 +51,7 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--ignore-eos]\n"
 	    "       [--temp T] [--seed S] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
+	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
 	    "       [--draft FILE] [-f FILE] model[+draft] [prompt]\n", prog);
 	if (fp == stdout)
 		fputs("  -K K, -K LO-HI       draft depths to try (1-8)\n"
@@ -63,6 +64,9 @@ usage(FILE *fp, int status)
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
+		    "  --pp-stages N        pipeline stages, a device each (default: MEMRA_PP_STAGES, 1)\n"
+		    "  --pp-devices LIST    the stages' devices: 0,1 or cpu,cpu (MEMRA_PP_DEVICES)\n"
+		    "  --pp-splits LIST     first layers of stages 1.. (default: by bytes; MEMRA_PP_SPLITS)\n"
 		    "  --draft FILE         an external draft head (also model+FILE, MEMRA_MTP_DRAFT)\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  -h, --help           this text\n", fp);
