@@ -205,7 +205,8 @@ read_moe(struct model *md, struct src *s)
  * rope.freq_base, sliding ones rope.dimension_count_swa (else
  * dimension_count) at rope.freq_base_swa; routed experts' weights
  * renormalised unless expert_weights_norm says false).  The NextN layers
- * are left out (hp->n_mtp 0).
+ * (nextn_predict_layers, after the trunk's) take the arrays' entries past
+ * the trunk's, as llama.cpp's converter writes them.
  */
 static int
 read_step35(struct model *md, struct src *s)
@@ -216,7 +217,6 @@ read_step35(struct model *md, struct src *s)
 
 	hp->rope_mode = BACKEND_ROPE_NEOX;
 	hp->qk_norm = 1;
-	hp->n_mtp = 0;		/* the trunk only */
 	src_elem(s, "rope.dimension_count", 0, hp->head_dim, &rot);
 	src_elem(s, "rope.dimension_count_swa", 0, rot, &rot_swa);
 	src_elem(s, "rope.freq_base_swa", 0, hp->rope_theta, &theta_swa);
@@ -229,7 +229,7 @@ read_step35(struct model *md, struct src *s)
 	if (src_elem(s, "attention.scale", 0, 0, &v) == 0)
 		hp->attn_scale = (float)v;
 	hp->n_head = 0;
-	for (int il = 0; il < hp->n_layer; il++) {
+	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++) {
 		struct model_layer *L = &md->layers[il];
 		double h, hk, swa, le, ls;
 
@@ -683,6 +683,26 @@ bind_moe(struct model *md, struct src *s, int il, struct model_layer *L)
 	    -1 : 0;
 }
 
+/*
+ * A NextN block's own tensors: enorm, hnorm, eh_proj, and its head's norm
+ * and rows when it has them (else the trunk's).
+ */
+static int
+bind_nextn(struct model *md, struct src *s, int il, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	char b[96];
+
+	return load_matrix(md, s, NAME(b, il, "nextn.eh_proj.weight"), 0, 2 * hp->n_embd,
+	    hp->n_embd, &L->eh_proj) ||
+	    load_vector(md, s, NAME(b, il, "nextn.enorm.weight"), 0, hp->n_embd, &L->enorm) ||
+	    load_vector(md, s, NAME(b, il, "nextn.hnorm.weight"), 0, hp->n_embd, &L->hnorm) ||
+	    load_vector(md, s, NAME(b, il, "nextn.shared_head_norm.weight"), 1, hp->n_embd,
+	    &L->head_norm) ||
+	    load_matrix(md, s, NAME(b, il, "nextn.shared_head_head.weight"), 1, hp->n_embd,
+	    hp->n_vocab, &L->head) ? -1 : 0;
+}
+
 /* A step35 layer: its attention with the head-wise gate, a dense or MoE FFN. */
 static int
 bind_step35(struct model *md, struct src *s, int il, struct model_layer *L)
@@ -703,6 +723,8 @@ bind_step35(struct model *md, struct src *s, int il, struct model_layer *L)
 	    load_matrix(md, s, NAME(b, il, "attn_gate.weight"), 1, ne, L->n_head, &L->g) ||
 	    load_vector(md, s, NAME(b, il, "attn_q_norm.weight"), 1, hp->head_dim, &L->q_norm) ||
 	    load_vector(md, s, NAME(b, il, "attn_k_norm.weight"), 1, hp->head_dim, &L->k_norm))
+		return -1;
+	if (il >= hp->n_layer && bind_nextn(md, s, il, L) != 0)
 		return -1;
 	if (!L->sparse)
 		return bind_ffn(md, s, il, L);
@@ -1408,7 +1430,7 @@ release_layer(struct model *md, struct model_layer *L)
 	struct backend_weight *ws[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate,
 	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj,
 	    &L->router, &L->exp_gate, &L->exp_up, &L->exp_down, &L->sh_gate, &L->sh_up,
-	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g };
+	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g, &L->head };
 
 	for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
 		backend_weight_release(md->be, ws[i]);

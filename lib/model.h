@@ -8,7 +8,7 @@
  * shared K/V, an MoE block beside the MLP: lib/model_gemma4.c) and step35
  * (Step-3.5/3.7 Flash: sliding and full attention with per-layer heads and
  * RoPE, head-wise gates, dense then sigmoid-routed MoE layers:
- * lib/model_step35.c; its NextN layers not yet).
+ * lib/model_step35.c, with its chained NextN blocks).
  *
  * Weights are named and laid out as in GGUF (llama.cpp's converter
  * semantics: RMSNorm weights multiplicative with the HF "+1" folded in,
@@ -178,7 +178,8 @@ enum {
  * (state_push(m) inside; on failure the sequence must be reset).
  * logits: NULL, or host [rows][n_vocab], rows = m with MODEL_LOGITS_ALL
  * else 1 (the last row).  hidden: NULL, or host [m][n_embd], the final
- * hidden state after output_norm (the MTP head's input).  0, or -1 with
+ * hidden state after output_norm (the MTP head's input; step35's before
+ * it, as its NextN blocks take it).  0, or -1 with
  * model_errmsg set.
  */
 int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
@@ -265,7 +266,8 @@ int	model_forward_batch_argmax(struct model *, struct state **st, const int32_t 
  * [m][model_draft_vocab] (a masked head's rows are in rank order:
  * ranks_target maps them back);
  * hout: NULL or host [m][n_embd], the output after the head norm (the
- * next chained step's h).  0, or -1.
+ * next chained step's h; step35's before it).  A step35 NextN block
+ * scores with its own head (shared_head_head) when it has one.  0, or -1.
  */
 int	model_mtp(struct model *, struct state *, int k, int p0, const float *h,
 	    const int32_t *tok, int m, float *logits, float *hout);

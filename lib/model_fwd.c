@@ -306,7 +306,7 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
 	    pk->temp, pk->val, pk->id) : backend_argmax(be, a->logits, (int)hw->ne1, rows,
 	    (int)hw->ne1, pk->id))) ||
-	    (hidden && backend_read(be, hidden, a->xn, m * ne)) ||
+	    (hidden && backend_read(be, hidden, md->ops->prenorm ? a->x : a->xn, m * ne)) ||
 	    (logits && backend_read(be, logits, a->logits, (size_t)rows * hw->ne1)))
 		return fail(md);
 	return 0;
@@ -565,10 +565,12 @@ mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	    backend_rmsnorm(be, a->t, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
 	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
 		return fail(md);
-	if (attn_layer(md, L, st, p0, m, 0, NULL, NULL) || ffn(md, L, m) || residual(md, m))
+	if (md->ops->mtp_block != NULL ? md->ops->mtp_block(md, L, st, p0, m) :
+	    attn_layer(md, L, st, p0, m, 0, NULL, NULL) || ffn(md, L, m) || residual(md, m))
 		return -1;
 	return head(md, L->head_norm ? L->head_norm : md->output_norm,
-	    md->draft_head.data != NULL ? &md->draft_head : &md->output, m, m, logits, pk, hout);
+	    L->head.data != NULL ? &L->head : md->draft_head.data != NULL ? &md->draft_head :
+	    &md->output, m, m, logits, pk, hout);
 }
 
 /* The MTP layers on a split model's last stage, with its part of st. */

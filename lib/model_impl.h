@@ -53,6 +53,8 @@ struct model_layer {
 	/* MTP block */
 	struct backend_weight eh_proj;	/* [n_embd][2 n_embd] */
 	float	*enorm, *hnorm, *head_norm;	/* [n_embd]; head_norm may be NULL */
+	struct backend_weight head;	/* [n_vocab][n_embd] step35: the block's own; data NULL:
+					 * the model's */
 	/* step35 (lib/model_step35.c): this layer's attention and FFN */
 	int	n_head, n_rot;		/* its query heads and rotated dims */
 	float	theta;			/* RoPE base */
@@ -121,6 +123,12 @@ struct model_arch_ops {
 	int	(*layers_seqs)(struct model *, const struct model_seqs *);
 	/* The head's logits a->logits [rows][n_vocab] finished in place (NULL: as they are). */
 	int	(*logits)(struct model *, int rows);
+	/* MTP block L over m rows of st at p0 (a->pos), x its input, ending as its output
+	 * before the head norm (NULL: qwen35's attention and FFN). */
+	int	(*mtp_block)(struct model *, struct model_layer *L, struct state *, int p0, int m);
+	/* 1: the hidden rows handed out (model_forward's, model_mtp's) are x before the head's
+	 * norm (step35's NextN chain); 0: after it. */
+	int	prenorm;
 };
 /* llama, qwen35, qwen35moe (lib/model_fwd.c), gemma4 (lib/model_gemma4.c) and step35
  * (lib/model_step35.c). */

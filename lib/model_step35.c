@@ -169,6 +169,18 @@ step35_layers(struct model *md, struct state *st, int p0, int m, int flags, cons
 	return step35_layers_seqs(md, &g);
 }
 
+/* A NextN block over m rows of st at p0 (a->pos): x ends as its output, before the head norm. */
+static int
+step35_mtp_block(struct model *md, struct model_layer *L, struct state *st, int p0, int m)
+{
+	struct model_seqs g = { &st, &m, 1, m, 0 };
+
+	if (attention(md, L, &g, NULL) != 0 || ffn(md, L, m) != 0)
+		return -1;
+	return backend_add(md->be, md->act.x, md->act.t, (size_t)m * md->hp.n_embd) ? fail(md) : 0;
+}
+
 const struct model_arch_ops model_arch_step35 = {
 	.layers = step35_layers, .layers_seqs = step35_layers_seqs,
+	.mtp_block = step35_mtp_block, .prenorm = 1,
 };

@@ -1269,8 +1269,12 @@ safetensors_read_raw(const struct safetensors_out *o, int64_t row0, int64_t nrow
  * writes; GGUF names and metadata as llama.cpp's converter (conversion/
  * step3.py, Step35Model) writes them: every norm "+1", router_bias as
  * exp_probs_b.bias, the stacked experts [E][I][H] as {H, I, E}.  The
- * NextN layers (model.layers.N.. past num_hidden_layers) are not
- * converted yet.
+ * NextN layers (model.layers.N.. past num_hidden_layers, num_nextn_predict_layers
+ * of them) follow the trunk as blocks N.. (block_count counts them, the
+ * per-layer arrays have an entry each) with their blk.N.nextn.* tensors:
+ * enorm, hnorm, eh_proj, shared_head.norm and the block's own head
+ * shared_head.output (or .head; a "transformer." infix is dropped); a
+ * block's embed_tokens copy is the trunk's and is left out.
  */
 
 enum { S_ALL, S_DENSE, S_SPARSE };	/* which layers a tensor belongs to */
@@ -1308,6 +1312,17 @@ static const struct srule step35_rules[] = {
 };
 #define STEP35_NEXPS 3	/* the last rules: 3-D expert stacks */
 
+/* A NextN block's own tensors (gguf NULL: left out). */
+static const struct srule nextn_rules[] = {
+	{ "enorm.weight", "nextn.enorm.weight", S_ALL, D_EMBD, D_NONE, 1 },
+	{ "hnorm.weight", "nextn.hnorm.weight", S_ALL, D_EMBD, D_NONE, 1 },
+	{ "eh_proj.weight", "nextn.eh_proj.weight", S_ALL, D_EMBD2, D_EMBD, 0 },
+	{ "shared_head.norm.weight", "nextn.shared_head_norm.weight", S_ALL, D_EMBD, D_NONE, 1 },
+	{ "shared_head.output.weight", "nextn.shared_head_head.weight", S_ALL, D_EMBD, D_VOCAB, 0 },
+	{ "shared_head.head.weight", "nextn.shared_head_head.weight", S_ALL, D_EMBD, D_VOCAB, 0 },
+	{ "embed_tokens.weight", NULL, S_ALL, D_EMBD, D_VOCAB, 0 },
+};
+
 static int64_t
 sdim(const struct hp *h, int64_t il, int d)
 {
@@ -1319,9 +1334,12 @@ sdim(const struct hp *h, int64_t il, int d)
 	return dim(h, d);
 }
 
-/* A per-layer array of numbers (null entries 0) into v[n_layer]; absent: all def. */
+/*
+ * A per-layer array of numbers (null entries 0) into v[n]; absent: all def.
+ * The entries past need (the NextN layers') may be missing: def.
+ */
 static int
-s_list(struct safetensors *st, const char *key, int64_t n, float def, float *v)
+s_list(struct safetensors *st, const char *key, int64_t n, int64_t need, float def, float *v)
 {
 	const struct json *a = safetensors_hparam(st, key);
 
@@ -1329,9 +1347,11 @@ s_list(struct safetensors *st, const char *key, int64_t n, float def, float *v)
 		v[i] = def;
 	if (a == NULL || a->type == JSON_NULL)
 		return 0;
-	if (a->type != JSON_ARRAY || (int64_t)a->n < n)
+	if (a->type != JSON_ARRAY || (int64_t)a->n < need)
 		return util_err(st->err, "config.json: '%s' is not an array of %lld", key,
-		    (long long)n);
+		    (long long)need);
+	if ((int64_t)a->n < n)
+		n = need;
 	for (int64_t i = 0; i < n; i++) {
 		const struct json *e = &a->items[i];
 
@@ -1365,19 +1385,35 @@ s_rope(struct safetensors *st, const char *type, const char *key, const char *le
 	return def;
 }
 
-/* layer_types and the MLP kinds (mlp_layer_types, or legacy moe_layers_enum). */
+/* Entry i of a list of strings, else entry i - n of its NextN list (mkey), else NULL. */
+static const char *
+s_str(struct safetensors *st, const char *key, const char *mkey, int64_t n, int64_t i)
+{
+	const struct json *a = safetensors_hparam(st, key);
+
+	if (i >= n && (a == NULL || a->type != JSON_ARRAY || (int64_t)a->n <= i))
+		a = safetensors_hparam(st, mkey), i -= n;
+	return a != NULL && a->type == JSON_ARRAY && (int64_t)a->n > i &&
+	    a->items[i].type == JSON_STRING ? a->items[i].str : NULL;
+}
+
+/*
+ * layer_types and the MLP kinds (mlp_layer_types, or legacy moe_layers_enum),
+ * the NextN layers' too: the legacy lists padded past the trunk, or
+ * transformers' mtp_layer_types / mtp_mlp_layer_types; else full attention
+ * and a dense MLP (llama.cpp's defaults).
+ */
 static int
 s_kinds(struct safetensors *st, struct hp *h)
 {
-	const struct json *lt = safetensors_hparam(st, "layer_types");
-	const struct json *mt = safetensors_hparam(st, "mlp_layer_types");
 	const struct json *en = safetensors_hparam(st, "moe_layers_enum");
 
-	for (int64_t i = 0; i < h->n_layer; i++) {
-		const char *s = lt != NULL && lt->type == JSON_ARRAY && (int64_t)lt->n > i &&
-		    lt->items[i].type == JSON_STRING ? lt->items[i].str : "full_attention";
-		const char *m = mt != NULL && mt->type == JSON_ARRAY && (int64_t)mt->n > i &&
-		    mt->items[i].type == JSON_STRING ? mt->items[i].str : NULL;
+	for (int64_t i = 0; i < h->n_layer + h->n_nextn; i++) {
+		const char *s = s_str(st, "layer_types", "mtp_layer_types", h->n_layer, i);
+		const char *m = s_str(st, "mlp_layer_types", "mtp_mlp_layer_types", h->n_layer, i);
+
+		if (s == NULL)
+			s = "full_attention";
 
 		if (strcmp(s, "sliding_attention") != 0 && strcmp(s, "full_attention") != 0)
 			return util_err(st->err, "config.json: layer_types[%lld] '%s' is not "
@@ -1397,7 +1433,7 @@ s_kinds(struct safetensors *st, struct hp *h)
 				    (p[strlen(pat + 1) - 1] == ',' || p[strlen(pat + 1) - 1] == '\0'))
 					h->sparse[i] = 1;
 		} else
-			h->sparse[i] = i >= 3;
+			h->sparse[i] = i >= 3 && i < h->n_layer;
 	}
 	return 0;
 }
@@ -1464,14 +1500,16 @@ st_step35_hparams(struct safetensors *st, struct hp *h)
 	    hp_num(st, "moe_router_scaling_factor", 1.0, &h->scale) != 0 ||
 	    hp_num(st, "query_pre_attn_scalar", (double)h->head_dim, &h->qpas) != 0)
 		return -1;
-	if (h->n_layer > 1000 || h->head_dim < 2 || h->n_head_kv < 1 || h->n_head % h->n_head_kv ||
+	if (h->n_layer > 1000 || h->n_nextn < 0 || h->n_nextn > 8 || h->head_dim < 2 || h->n_head_kv < 1 || h->n_head % h->n_head_kv ||
 	    h->n_head_swa < 1 || h->n_head_swa % h->n_head_kv || h->qpas <= 0)
 		return util_err(st->err, "config.json: bad step3p7 attention shape");
 	if (s_kinds(st, h) != 0 || s_rope_all(st, h) != 0 ||
-	    s_list(st, "swiglu_limits", h->n_layer, 0, h->lim_exp) != 0 ||
-	    s_list(st, "swiglu_limits_shared", h->n_layer, 0, h->lim_sh) != 0)
+	    s_list(st, "swiglu_limits", h->n_layer + h->n_nextn, h->n_layer, 0, h->lim_exp) != 0 ||
+	    s_list(st, "swiglu_limits_shared", h->n_layer + h->n_nextn, h->n_layer, 0,
+	    h->lim_sh) != 0)
 		return -1;
-	for (int64_t i = 0; i < h->n_layer; i++)
+	h->n_mtp = h->n_nextn;	/* block_count counts them */
+	for (int64_t i = 0; i < h->n_layer + h->n_nextn; i++)
 		if (h->sparse[i] && (h->n_exp < 1 || h->n_exp_used < 1 || h->n_exp_used > h->n_exp ||
 		    h->n_ff_exp < 1 || h->n_ff_shexp < 1))
 			return util_err(st->err, "config.json: bad experts (%lld, %lld a token, "
@@ -1493,13 +1531,39 @@ s_stack(struct safetensors *st, const struct hp *h, const struct safetensors_ten
 	return stack_out(st, h, t, name, ne0, rows) != NULL ? 0 : -1;
 }
 
+static int s_layer_map(struct safetensors *, const struct hp *, const struct safetensors_tensor *,
+	    long long, const char *);
+
+/* A NextN layer's tensor: its own (nextn_rules), else its decoder block's. */
+static int
+s_nextn_map(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    long long il, const char *rest)
+{
+	char gname[96];
+
+	if (strncmp(rest, "transformer.", 12) == 0)
+		rest += 12;
+	for (size_t i = 0; i < sizeof nextn_rules / sizeof nextn_rules[0]; i++) {
+		const struct srule *r = &nextn_rules[i];
+		struct rule q = { r->hf, r->gguf, ARCH_STEP35, K_ANY, r->ne0, r->ne1,
+		    r->plus1 ? X_PLUS1 : X_NONE, V_NONE, 0, 0 };
+
+		if (strcmp(rest, r->hf) != 0)
+			continue;
+		if (r->gguf == NULL)
+			return 0;
+		snprintf(gname, sizeof gname, "blk.%lld.%s", il, r->gguf);
+		return add_out(st, h, t, &q, gname);
+	}
+	return s_layer_map(st, h, t, il, rest);
+}
+
 static int
 st_step35_map(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
     const char *norm)
 {
-	size_t nr = sizeof step35_rules / sizeof step35_rules[0];
 	const char *rest;
-	char gname[96], *end;
+	char *end;
 	long long il;
 
 	for (size_t i = 0; i < sizeof global_rules / sizeof global_rules[0]; i++)
@@ -1511,9 +1575,18 @@ st_step35_map(struct safetensors *st, const struct hp *h, const struct safetenso
 	il = strtoll(norm + 13, &end, 10);
 	if (end == norm + 13 || *end != '.' || il < 0 || il >= h->n_layer + h->n_nextn)
 		return util_err(st->err, "tensor '%s': layer number out of range", t->name);
-	if (il >= h->n_layer)	/* a NextN layer: not converted yet */
-		return 0;
 	rest = end + 1;
+	return il >= h->n_layer ? s_nextn_map(st, h, t, il, rest) : s_layer_map(st, h, t, il, rest);
+}
+
+/* Layer il's decoder-block tensor (rest: its name past "model.layers.il."). */
+static int
+s_layer_map(struct safetensors *st, const struct hp *h, const struct safetensors_tensor *t,
+    long long il, const char *rest)
+{
+	size_t nr = sizeof step35_rules / sizeof step35_rules[0];
+	char gname[96];
+
 	for (size_t i = 0; i < nr; i++) {
 		const struct srule *r = &step35_rules[i];
 		struct rule q = { r->hf, r->gguf, ARCH_STEP35, K_ANY, D_EMBD, D_NONE,
@@ -1550,7 +1623,7 @@ st_step35_complete(struct safetensors *st, const struct hp *h)
 	if (need(st, "token_embd.weight") != 0 || need(st, "output_norm.weight") != 0 ||
 	    need(st, "output.weight") != 0)
 		return -1;
-	for (int64_t b = 0; b < h->n_layer; b++)
+	for (int64_t b = 0; b < h->n_layer + h->n_nextn; b++) {
 		for (size_t i = 0; i < sizeof step35_rules / sizeof step35_rules[0]; i++) {
 			const struct srule *r = &step35_rules[i];
 
@@ -1560,6 +1633,12 @@ st_step35_complete(struct safetensors *st, const struct hp *h)
 			if (need(st, name) != 0)
 				return -1;
 		}
+		for (size_t i = 0; b >= h->n_layer && i < 3; i++) {	/* enorm, hnorm, eh_proj */
+			snprintf(name, sizeof name, "blk.%lld.%s", (long long)b, nextn_rules[i].gguf);
+			if (need(st, name) != 0)
+				return -1;
+		}
+	}
 	return 0;
 }
 
@@ -1590,20 +1669,20 @@ s_kv_arr(struct safetensors *st, const char *key, int type, int64_t n, const voi
 static int
 st_step35_kv(struct safetensors *st, const struct hp *h)
 {
-	int32_t *heads = st_keep(st, malloc(h->n_layer * sizeof *heads));
-	int32_t *kvh = st_keep(st, malloc(h->n_layer * sizeof *kvh));
-	int64_t lead = 0;
+	int64_t n = h->n_layer + h->n_nextn, lead = 0;	/* the arrays: an entry a block */
+	int32_t *heads = st_keep(st, malloc(n * sizeof *heads));
+	int32_t *kvh = st_keep(st, malloc(n * sizeof *kvh));
 
 	if (heads == NULL || kvh == NULL)
 		return util_err(st->err, "out of memory");
-	for (int64_t i = 0; i < h->n_layer; i++)
+	for (int64_t i = 0; i < n; i++)
 		heads[i] = h->heads[i], kvh[i] = (int32_t)h->n_head_kv;
 	while (lead < h->n_layer && !h->sparse[lead])
 		lead++;
-	if (s_kv_arr(st, "attention.head_count", SAFETENSORS_KV_I32, h->n_layer, heads) != 0 ||
-	    s_kv_arr(st, "attention.head_count_kv", SAFETENSORS_KV_I32, h->n_layer, kvh) != 0 ||
-	    s_kv_arr(st, "attention.sliding_window_pattern", SAFETENSORS_KV_BOOL, h->n_layer,
-	    h->swa) != 0 ||
+	if (s_kv_arr(st, "attention.head_count", SAFETENSORS_KV_I32, n, heads) != 0 ||
+	    s_kv_arr(st, "attention.head_count_kv", SAFETENSORS_KV_I32, n, kvh) != 0 ||
+	    s_kv_arr(st, "attention.sliding_window_pattern", SAFETENSORS_KV_BOOL, n, h->swa) != 0 ||
+	    (h->n_nextn > 0 && kv_u32(st, "nextn_predict_layers", h->n_nextn) != 0) ||
 	    kv_u32(st, "attention.sliding_window", h->window) != 0 ||
 	    /* llama.cpp: full layers rotate dimension_count / 2, sliding ones _swa */
 	    kv_u32(st, "rope.dimension_count", 2 * (int64_t)(h->head_dim * h->prf)) != 0 ||
@@ -1615,8 +1694,8 @@ st_step35_kv(struct safetensors *st, const struct hp *h)
 	    kv_u32(st, "expert_shared_feed_forward_length", h->n_ff_shexp) != 0 ||
 	    kv_f32(st, "expert_weights_scale", h->scale) != 0 ||
 	    kv_u32(st, "leading_dense_block_count", lead) != 0 ||
-	    s_kv_arr(st, "swiglu_clamp_exp", SAFETENSORS_KV_F32, h->n_layer, h->lim_exp) != 0 ||
-	    s_kv_arr(st, "swiglu_clamp_shexp", SAFETENSORS_KV_F32, h->n_layer, h->lim_sh) != 0)
+	    s_kv_arr(st, "swiglu_clamp_exp", SAFETENSORS_KV_F32, n, h->lim_exp) != 0 ||
+	    s_kv_arr(st, "swiglu_clamp_shexp", SAFETENSORS_KV_F32, n, h->lim_sh) != 0)
 		return -1;
 	struct safetensors_kv *kv;
 	char k[128];

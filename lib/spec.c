@@ -12,6 +12,7 @@ _Static_assert(SPEC_KMAX + 1 <= BACKEND_ROWS_INVARIANT,
     "a verify of SPEC_KMAX + 1 rows must keep each row's one-row bits");
 
 enum { MTP_CHUNK = 32 };	/* prompt rows per MTP batch at prefill */
+enum { CHAIN_MAX = 8 };		/* NextN blocks chained */
 
 #define DRAFT_SEQ	0x8000000000000000ULL	/* draws of the draft, apart from the target's */
 
@@ -41,6 +42,13 @@ struct spec {
 	float	*full;		/* [nv] masked draft logits scattered (r != NULL) */
 	float	*hout;		/* [cap][ne] MTP output hidden */
 	float	*hl;		/* [ne] the chain's hidden */
+	/* a chain of nb > 1 NextN blocks (step35): block b's slot i takes block b-1's output
+	 * at slot i (block 0: the trunk's) and the token t[i+1+b] */
+	int	nb;		/* blocks chained: min(n_mtp, K) */
+	int	blen[CHAIN_MAX];	/* block b's cache: its verified slots (blen[0]: mtp_len) */
+	float	*ob[CHAIN_MAX];	/* [cap+K+2][ne] block b's outputs: row 0 at slot blen[b]-1,
+				 * then the rows after it */
+	int32_t	*cid;		/* [cap+K+2] a chained step's greedy picks */
 	float	*q;		/* [K][nv] draft distributions (temp > 0) */
 	float	*pp;		/* [nv] target distribution (temp > 0) */
 	char	err[UTIL_ERRLEN];
@@ -87,7 +95,13 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	s->q = malloc(K * nv * sizeof(float));
 	s->pp = malloc(nv * sizeof(float));
 	s->mid = malloc(cap * sizeof *s->mid);
-	if (s->mid == NULL || s->hist == NULL || (!s->pick && s->vlg == NULL) || s->vh == NULL ||
+	s->nb = hp->n_mtp < K ? hp->n_mtp : K;
+	s->nb = s->nb > CHAIN_MAX ? CHAIN_MAX : s->nb;
+	s->cid = malloc((cap + K + 2) * sizeof *s->cid);
+	for (int b = 0; b < s->nb && s->nb > 1; b++)
+		if ((s->ob[b] = calloc((cap + K + 2) * ne, sizeof(float))) == NULL)
+			s->cid = (free(s->cid), NULL);
+	if (s->mid == NULL || s->cid == NULL || s->hist == NULL || (!s->pick && s->vlg == NULL) || s->vh == NULL ||
 	    (!s->dpick && s->mlg == NULL) ||
 	    s->hout == NULL || s->full == NULL || s->hl == NULL || s->q == NULL || s->pp == NULL) {
 		util_err(err, "out of memory");
@@ -111,7 +125,9 @@ spec_free(struct spec *s)
 	sample_free(s->smp);
 	model_host_free(s->m, s->vlg), model_host_free(s->m, s->vh);
 	model_host_free(s->m, s->mlg), model_host_free(s->m, s->hout);
-	free(s->hist), free(s->mid);
+	free(s->hist), free(s->mid), free(s->cid);
+	for (int b = 0; b < CHAIN_MAX; b++)
+		free(s->ob[b]);
 	free(s->hl), free(s->q), free(s->pp), free(s->full);
 	free(s);
 }
@@ -152,6 +168,41 @@ next(struct spec *s, const float *lg, int n, uint64_t seq)
 	return t;
 }
 
+/* Block b's output row at slot i (the carry row 0 is slot blen[b] - 1; base: blen[b] then). */
+static float *
+chain_row(struct spec *s, int b, int base, int i)
+{
+	return s->ob[b] + (size_t)(i - base + 1) * s->ne;
+}
+
+/*
+ * The chain's blocks 1.. brought up to what block 0's c new rows (its
+ * outputs in hout) and the known tokens allow: block b's slots up to
+ * min(blen[b-1], n_hist - 1 - b), their inputs block b-1's outputs;
+ * then each block's last output is its carry row.
+ */
+static int
+chain_append(struct spec *s, int c)
+{
+	int old[CHAIN_MAX], r[CHAIN_MAX];
+
+	memcpy(s->ob[0] + s->ne, s->hout, (size_t)c * s->ne * sizeof(float));
+	old[0] = s->mtp_len - c, r[0] = c;
+	for (int b = 1; b < s->nb; b++) {
+		int tgt = s->n_hist - 1 - b < s->blen[b - 1] ? s->n_hist - 1 - b : s->blen[b - 1];
+
+		old[b] = s->blen[b], r[b] = tgt > old[b] ? tgt - old[b] : 0;
+		if (r[b] > 0 && model_mtp(s->m, s->st, b, old[b], chain_row(s, b - 1, old[b - 1],
+		    old[b]), s->hist + old[b] + 1 + b, r[b], NULL, s->ob[b] + s->ne) != 0)
+			return fail_model(s);
+		s->blen[b] += r[b];
+	}
+	for (int b = 0; b < s->nb; b++)
+		if (r[b] > 0)
+			memcpy(s->ob[b], s->ob[b] + (size_t)r[b] * s->ne, s->ne * sizeof(float));
+	return 0;
+}
+
 /*
  * MTP slots for rows 0..m-1 of hidden h (trunk rows at the MTP cache's
  * next positions), each with the token that followed it; the last row's
@@ -168,9 +219,22 @@ mtp_append(struct spec *s, const float *h, const int32_t *tok, int m)
 		    h + (size_t)i * s->ne, tok + i, c, s->mlg, s->hout)) != 0)
 			return fail_model(s);
 		s->mtp_len += c;
+		s->blen[0] = s->mtp_len;
 		s->last = c - 1;
+		if (s->nb > 1 && chain_append(s, c) != 0)
+			return -1;
 	}
 	return 0;
+}
+
+/* Zero the chain: blocks 1.. at slot base - b (their carries unknown: zero). */
+static void
+chain_reset(struct spec *s, int base)
+{
+	for (int b = 0; b < s->nb && s->nb > 1; b++) {
+		s->blen[b] = base - b > 0 ? base - b : 0;
+		memset(s->ob[b], 0, s->ne * sizeof(float));
+	}
 }
 
 int
@@ -189,6 +253,7 @@ spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to
 	if (from == 0) {
 		state_reset(s->st);
 		s->mtp_len = 0;
+		chain_reset(s, 0);
 		s->pending = -1;
 		memcpy(s->hist, prompt, n * sizeof *prompt);
 		s->n_hist = n;
@@ -222,6 +287,8 @@ spec_resume(struct spec *s, const int32_t *prompt, int n, int from)
 	memcpy(s->hist, prompt, n * sizeof *prompt);
 	s->n_hist = n;
 	s->mtp_len = from;
+	chain_reset(s, from);
+	s->blen[0] = from;
 	s->pending = -1;
 	return 0;
 }
@@ -264,17 +331,55 @@ full_logits(struct spec *s, const float *lg)
 	return s->full;
 }
 
+/*
+ * Draft step j >= 1 of a chain (hist holds drafts 0..j-1): block j over
+ * its slots from blen[j] to the last verified one (block j-1's outputs
+ * there, the tokens j+1 on), or past the last block, block nb-1 on its
+ * own last output one slot further (row *o of its outputs).  The last
+ * row's pick in *id (dpick) or logits in *lg.
+ */
+static int
+chain_step(struct spec *s, int j, int *o, int32_t *id, const float **lg)
+{
+	int b = j < s->nb ? j : s->nb - 1, p, r;
+	const float *in;
+	float *out;
+
+	if (j < s->nb) {
+		p = s->blen[b], r = s->n_hist - 1 - p;
+		in = chain_row(s, b - 1, s->blen[b - 1], p), out = s->ob[b] + s->ne, *o = r;
+	} else {
+		p = s->n_hist - 1 + j - s->nb, r = 1;
+		in = s->ob[b] + (size_t)*o * s->ne, out = s->ob[b] + (size_t)++*o * s->ne;
+	}
+	if ((s->dpick ? model_mtp_argmax(s->m, s->st, b, p, in, s->hist + p + 1 + b, r, s->cid,
+	    out) : model_mtp(s->m, s->st, b, p, in, s->hist + p + 1 + b, r, s->mlg, out)) != 0)
+		return fail_model(s);
+	*id = s->dpick ? s->cid[r - 1] : -1;
+	*lg = s->dpick ? NULL : s->mlg + (size_t)(r - 1) * s->dv;
+	return 0;
+}
+
 /* Draft k tokens into d (hist gets them past n_hist, tentatively). */
 static int
 draft(struct spec *s, int32_t *d, int k)
 {
-	int n = s->n_hist;
+	int n = s->n_hist, o = 0;
 
 	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
 	for (int j = 0; j < k; j++) {
 		const float *lg;
 
-		if (s->dpick) {	/* picked on the backend */
+		if (s->nb > 1 && j > 0) {	/* the chain's next block */
+			if (chain_step(s, j, &o, &d[j], &lg) != 0)
+				return -1;
+			if (s->dpick && d[j] < 0)
+				return util_err(s->err, "position %d: no finite draft logit", n + j);
+			if (s->dpick) {
+				s->hist[n + j] = d[j];
+				continue;
+			}
+		} else if (s->dpick) {	/* picked on the backend */
 			d[j] = j == 0 ? s->mid[s->last] : -1;
 			if (j > 0 && model_mtp_argmax(s->m, s->st, 0, s->mtp_len + j - 1, s->hl,
 			    &d[j - 1], 1, &d[j], s->hl) != 0)
@@ -284,10 +389,12 @@ draft(struct spec *s, int32_t *d, int k)
 			s->hist[n + j] = d[j];
 			continue;
 		}
-		if (j > 0 && model_mtp(s->m, s->st, 0, s->mtp_len + j - 1, s->hl, &d[j - 1], 1,
-		    s->mlg, s->hl) != 0)
-			return fail_model(s);
-		lg = j == 0 ? s->mlg + (size_t)s->last * s->dv : s->mlg;
+		if (s->nb < 2 || j == 0) {	/* else lg is chain_step's */
+			if (j > 0 && model_mtp(s->m, s->st, 0, s->mtp_len + j - 1, s->hl, &d[j - 1],
+			    1, s->mlg, s->hl) != 0)
+				return fail_model(s);
+			lg = j == 0 ? s->mlg + (size_t)s->last * s->dv : s->mlg;
+		}
 		if (s->r != NULL && s->pick) {
 			if ((d[j] = ranks_argmax(s->r, lg)) < 0)
 				return util_err(s->err, "position %d: no finite draft logit", n + j);

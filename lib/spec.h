@@ -2,7 +2,10 @@
  * spec: speculative decoding with a model's MTP (nextn) head.
  *
  * A round drafts k tokens by chaining MTP layer 0 on its own output
- * hidden, verifies the last emitted token and the k drafts as one batch
+ * hidden (a model of several NextN blocks, step35: block j drafts token
+ * j, its cache's slots fed by block j-1's outputs and the token j+1
+ * ahead, and past the last block that block goes on on its own output
+ * one slot further each token), verifies the last emitted token and the k drafts as one batch
  * of k+1 rows (MODEL_VERIFY), keeps the longest accepted prefix plus the
  * token the target gives after it (the bonus), and rolls the recurrent
  * state back to the kept rows.  The MTP head's KV cache is then written

@@ -109,3 +109,64 @@ greedy_want() {
 	run -1 --separate-stderr run-gen --raw -n 1 --device cuda "$M/step-a" hi
 	[[ $stderr == *"architecture 'step35': backend 'cuda"*"has no step35 ops yet"* ]]
 }
+
+# step-n: step-a's shape with three NextN blocks (model.layers.4..6: a full dense
+# block, then sliding MoE ones, each with its own head); refs.json's nextn holds
+# each block's logits over every slot of one sequence, block k on block k-1's
+# output before its head norm (block 0 on the trunk's before output_norm).
+nextn_check() {	# OUT: the blocks' logits against refs.json's nextn, relative 1e-5
+	python3 - "$1" "$M/step-n/refs.json" <<'PY'
+import array, json, sys
+got = array.array("f")
+with open(sys.argv[1], "rb") as f:
+    got.frombytes(f.read())
+off = 0
+for b, ref in enumerate(json.load(open(sys.argv[2]))["nextn"]["logits"]):
+    flat = [v for row in ref for v in row]
+    g = got[off:off + len(flat)]
+    off += len(flat)
+    err = max(abs(x - y) for x, y in zip(g, flat)) / max(abs(y) for y in flat)
+    assert err < 1e-5, (b, err)
+    print("block", b, len(ref), "slots, worst relative error %.2e" % err)
+assert off == len(got)
+PY
+}
+
+@test "NextN blocks (HF and quant-nvfp4's GGUF): each block's logits equal the reference, GGUF bit for bit" {
+	NX=$TOP/build/t/tools/model-nextn
+	ids=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["nextn"]["input_ids"])))' "$M/step-n/refs.json")
+	"$NX" -t 2 "$M/step-n" "$BATS_TEST_TMPDIR/h" $ids
+	run -0 nextn_check "$BATS_TEST_TMPDIR/h"
+	[ "${#lines[@]}" = 3 ]
+	quant-nvfp4 -t 2 --type F32 "$M/step-n" "$BATS_TEST_TMPDIR/n.gguf" 2>/dev/null
+	"$NX" -t 2 "$BATS_TEST_TMPDIR/n.gguf" "$BATS_TEST_TMPDIR/g" $ids
+	cmp "$BATS_TEST_TMPDIR/g" "$BATS_TEST_TMPDIR/h"
+	run -0 gguf-inspect "$BATS_TEST_TMPDIR/n.gguf"
+	[[ $output == *"step35.block_count                        uint32          7"* ]]
+	[[ $output == *"step35.nextn_predict_layers               uint32          3"* ]]
+	[[ $output == *"step35.attention.head_count               array[int32]    [4, 6, 6, 4, 4, 6, 6]"* ]]
+	[[ $output == *"blk.5.nextn.shared_head_head.weight  F32      32x320 "* ]]
+	[[ $output == *"blk.6.nextn.eh_proj.weight           F32      64x32 "* ]]
+	[[ $output == *"blk.5.ffn_gate_exps.weight           F32      32x16x8 "* ]]
+}
+
+@test "run-spec through the NextN chain: K=1..8 identical to plain greedy (HF and GGUF)" {
+	# the blocks are random, so greedy drafts are never accepted: run-spec says so and exits 1
+	quant-nvfp4 -t 2 --type F32 "$M/step-n" "$BATS_TEST_TMPDIR/n.gguf" 2>/dev/null
+	for m in "$M/step-n" "$BATS_TEST_TMPDIR/n.gguf"; do
+		run -1 --separate-stderr run-spec --raw -K 1-8 -n 24 -t 2 "$m" "hello world, this is"
+		for k in 1 2 3 4 5 6 7 8; do
+			[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+		done
+		[ "${lines[9]}" = "SELF-CONSISTENCY FAIL" ]
+		[[ $stderr == *"run-spec: K=8: acceptance 0 with a trained head"* ]]
+	done
+}
+
+@test "run-spec through the NextN chain: sampled (temp 0.8) K=1..4 identical to the seeded rerun, drafts accepted" {
+	run -0 --separate-stderr run-spec -K 1-4 --temp 0.8 --seed 11 -n 24 -t 2 "$M/step-n" "Once upon a time"
+	for k in 1 2 3 4; do
+		[[ ${lines[$k]} =~ ^K=$k\ .*acceptance\ [1-9][0-9]*/.*PASS\ \(identical\ to\ a\ seeded\ rerun\)$ ]]
+	done
+	[ "${lines[5]}" = "SELF-CONSISTENCY PASS" ]
+}
