@@ -144,8 +144,9 @@ st_nv_aux(struct safetensors *st, const struct safetensors_tensor *t)
 {
 	size_t i;
 
-	if (st->nvq == ST_NV_NONE && ends(t->name, ".weight_packed"))
-		return util_err(st->err, "tensor '%s': NVFP4 codes, but neither config.json nor "
+	if (st->nvq == ST_NV_NONE && (ends(t->name, ".weight_packed") ||
+	    ends(t->name, ".weight_global_scale") || ends(t->name, ".weight_scale_2")))
+		return util_err(st->err, "tensor '%s': NVFP4, but neither config.json nor "
 		    "hf_quant_config.json declares NVFP4", t->name);
 	for (i = 0; i < sizeof aux_suffix / sizeof aux_suffix[0]; i++)
 		if (ends(t->name, aux_suffix[i]))

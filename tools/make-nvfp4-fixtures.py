@@ -36,7 +36,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+# code 8 (-0) as +0: ggml's table is integers, so a GGUF decodes it so (numerically equal)
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, 0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
 
 try:
     from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor
