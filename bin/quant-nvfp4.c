@@ -148,8 +148,8 @@ open_hf(struct input *in, const char *path, const struct opts *o, char *err)
 		t->n_dims = so->n_dims;
 		memcpy(t->ne, so->ne, sizeof t->ne);
 		t->n_rows = so->n_rows;
-		t->src_type = safetensors_dtype_ggml(so->src_dtype);
-		t->src_name = safetensors_dtype_name(so->src_dtype);
+		t->src_type = so->nvfp4 ? QUANT_NVFP4 : safetensors_dtype_ggml(so->src_dtype);
+		t->src_name = so->nvfp4 ? "NVFP4" : safetensors_dtype_name(so->src_dtype);
 		t->hf = so;
 	}
 	return 0;
@@ -287,6 +287,12 @@ plan_one(struct tensor *t, const struct opts *o, char *err)
 {
 	int i, want;
 
+	if (t->hf != NULL && t->hf->nvfp4) {	/* the checkpoint's own blocks, never re-encoded */
+		t->out_type = QUANT_NVFP4;
+		t->verbatim = 1;
+		t->why = "NVFP4 source";
+		return 0;
+	}
 	t->out_type = -2;
 	for (i = 0; i < o->nrules && t->out_type == -2; i++) {
 		if (regexec(&o->rules[i].re, t->name, 0, NULL, 0) != 0)

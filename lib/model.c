@@ -147,7 +147,8 @@ src_tensor(struct src *s, const char *name, struct src_tensor *t)
 			t->out = safetensors_out(s->st, i);
 			t->ne0 = t->out->ne[0];
 			t->n_rows = t->out->n_rows;
-			t->type = t->out->verbatim ? safetensors_dtype_ggml(t->out->src_dtype) : -1;
+			t->type = t->out->nvfp4 ? QUANT_NVFP4 : t->out->verbatim ?
+			    safetensors_dtype_ggml(t->out->src_dtype) : -1;
 			return 0;
 		}
 	return -1;
@@ -464,7 +465,7 @@ static float
 src_scale(struct src *s, const char *name)
 {
 	struct src_tensor t;
-	char sc[96];
+	char sc[96], e[UTIL_ERRLEN];
 	size_t n = strlen(name);
 	float v = 1;
 
@@ -472,8 +473,11 @@ src_scale(struct src *s, const char *name)
 		return 1;
 	snprintf(sc, sizeof sc, "%.*s.scale", (int)(n - 7), name);
 	/* a stack of experts may have one a expert, all equal (load_experts) */
-	if (src_tensor(s, sc, &t) != 0 || t.ne0 * t.n_rows < 1 || t.data == NULL ||
-	    quant_dequantize_row(t.type, t.data, &v, 1) != 0)
+	if (src_tensor(s, sc, &t) != 0 || t.ne0 * t.n_rows < 1)
+		return 1;
+	if (t.data == NULL)	/* an NVFP4 checkpoint's, from the plan */
+		return safetensors_read_rows(t.out, 0, 1, &v, e) != 0 ? 1 : v;
+	if (quant_dequantize_row(t.type, t.data, &v, 1) != 0)
 		return 1;
 	return v;
 }
@@ -516,7 +520,9 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 		return -1;
 	if (host != NULL)
 		*host = buf;
-	if (backend_weight_init(md->be, w, type, ne0, ne1, buf, 1.0f) != 0)
+	/* F32 rows of an NVFP4 tensor already carry its per-tensor scale */
+	if (backend_weight_init(md->be, w, type, ne0, ne1, buf,
+	    scaled && type != QUANT_F32 ? src_scale(s, name) : 1.0f) != 0)
 		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
 	return 0;
 }

@@ -120,6 +120,13 @@ struct safetensors_out {
 	const struct safetensors_tensor *scale;	/* FP8 weights: the block scales
 				   (<name>_scale_inv, [ceil(rows/bs[0])][ceil(cols/bs[1])]) */
 	int64_t	bs[2];		/* their block size, rows and columns */
+	/* NVFP4 weights (compressed-tensors or ModelOpt): read_raw gives GGUF
+	 * NVFP4 rows (type 40, ne[0] / 64 blocks of 36 bytes, no requantization);
+	 * read_rows gives their values times s2, the per-tensor multiplier that
+	 * the plan also holds as "<name less .weight>.scale" (F32 [1], absent
+	 * when s2 is 1), as llama.cpp's converter writes it */
+	int	nvfp4;
+	float	s2;
 };
 
 /*

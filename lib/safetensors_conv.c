@@ -21,15 +21,6 @@ enum { ARCH_LLAMA = 1, ARCH_QWEN35 = 2, ARCH_QWEN35MOE = 4, ARCH_STEP35 = 8 };
 /* elementwise transforms */
 enum { X_NONE, X_PLUS1, X_NEGEXP };
 
-/* row / column permutations */
-enum {
-	P_NONE,
-	P_ROPE,		/* llama q/k rows: per head, (2, hd/2) -> (hd/2, 2); p0 = heads */
-	P_VROWS,	/* V heads grouped -> tiled in rows [p0, p0 + p3*p1): p1 rows per head, p2 k heads, p3 v heads */
-	P_VCOLS,	/* the same over the columns of each row (p0 = 0) */
-	P_GATEUP,	/* fused experts [E][2 p0][ne0]: half p1 (0 gate, 1 up) of each */
-};
-
 /* symbolic dimensions for the shape check */
 enum {
 	D_NONE, D_EMBD, D_EMBD2, D_FF, D_VOCAB, D_HQ, D_QO, D_KVO, D_HD,
@@ -499,6 +490,8 @@ add_out(struct safetensors *st, const struct hp *h, const struct safetensors_ten
 	if ((n = gguf_shape(t, r->squeeze, o->ne)) < 0)
 		return util_err(st->err, "tensor '%s': more than 4 dimensions", t->name);
 	o->n_dims = n;
+	if (st_nv_weight(st, t))
+		o->ne[0] *= 2;	/* two FP4 values a byte */
 	if (o->ne[0] != want[0] || o->ne[1] != want[1] || o->ne[2] != 1 || o->ne[3] != 1 ||
 	    n != (r->ne1 == D_NONE ? 1 : 2))
 		return util_err(st->err, "tensor '%s': GGUF shape {%lld, %lld, %lld, %lld}, "
@@ -520,8 +513,10 @@ add_out(struct safetensors *st, const struct hp *h, const struct safetensors_ten
 	if ((t->dtype == SAFETENSORS_F8_E4M3 || t->dtype == SAFETENSORS_F8_E5M2) &&
 	    attach_scale(st, o) != 0)
 		return -1;
+	if (st_nv_weight(st, t) && st_nv_attach(st, o) != 0)
+		return -1;
 	st->nout++;
-	return 0;
+	return o->nvfp4 ? st_nv_scale_out(st, st->nout - 1) : 0;
 }
 
 /* HF name -> the name the rules know: drop the language-model prefix. 0 skip, 1 keep. */
@@ -715,6 +710,10 @@ map_tensor(struct safetensors *st, const struct hp *h, const struct safetensors_
 		return 0;
 	if (is_used_scale(st, t))
 		return 0;
+	if ((k = st_nv_aux(st, t)) != 0)
+		return k < 0 ? -1 : 0;
+	if (strlen(norm) > 7 && strcmp(norm + strlen(norm) - 7, "_packed") == 0)
+		norm[strlen(norm) - 7] = '\0';	/* compressed-tensors' NVFP4 codes */
 	if (strncmp(norm, "mtp.", 4) == 0 && h->n_mtp == 0)
 		return 0;
 	if (h->arch == ARCH_STEP35)
@@ -1005,7 +1004,7 @@ safetensors_plan(struct safetensors *st, int nomtp)
 			st_plan_free(st);
 		return rc;
 	}
-	if (load_hparams(st, h, nomtp) != 0)
+	if (load_hparams(st, h, nomtp) != 0 || st_nv_config(st) != 0)
 		goto out;
 	snprintf(st->arch, sizeof st->arch, "%s", arch_name(h->arch));
 	for (i = 0; i < st->nbyname; i++)
@@ -1073,8 +1072,8 @@ vsrc(int64_t x, int64_t off, int64_t hs, int64_t nk, int64_t nv)
 	return off + ((t % nk) * (nv / nk) + t / nk) * hs + d;
 }
 
-static int64_t
-src_row(const struct safetensors_out *o, int64_t r)
+int64_t
+st_src_row(const struct safetensors_out *o, int64_t r)
 {
 	if (o->perm == P_GATEUP)	/* expert r / pa's half pb, row r % pa */
 		return (r / o->pa) * 2 * o->pa + o->pb * o->pa + r % o->pa;
@@ -1086,6 +1085,12 @@ src_row(const struct safetensors_out *o, int64_t r)
 	if (o->perm == P_VROWS)
 		return vsrc(r, o->pa, o->pb, o->pc, o->pd);
 	return r;
+}
+
+int64_t
+st_src_col(const struct safetensors_out *o, int64_t j)
+{
+	return o->perm == P_VCOLS ? vsrc(j, 0, o->pb, o->pc, o->pd) : j;
 }
 
 static float
@@ -1147,6 +1152,15 @@ elem(const uint8_t *p, int dt, int64_t i)
 	return NAN;
 }
 
+int
+st_read_elem(const void *p, int dt, int64_t i, float *v)
+{
+	if (dt < 0 || dt >= SAFETENSORS_DTYPE_COUNT)
+		return -1;
+	*v = elem(p, dt, i);
+	return 0;
+}
+
 /* n elements of dtype dt at s as float, the common types without a call per element */
 static void
 convert_row(const uint8_t *s, int dt, float *d, int64_t n)
@@ -1181,7 +1195,7 @@ row_bytes(const struct safetensors_out *o, int64_t r)
 
 	if (o->srcs != NULL)
 		return (const uint8_t *)o->srcs[r / o->src_rows]->data + (size_t)(r % o->src_rows) * rb;
-	return (const uint8_t *)o->src->data + (size_t)src_row(o, r) * rb;
+	return (const uint8_t *)o->src->data + (size_t)st_src_row(o, r) * rb;
 }
 
 static int
@@ -1217,7 +1231,10 @@ safetensors_read_rows(const struct safetensors_out *o, int64_t row0, int64_t nro
 
 	if (check_range(o, row0, nrows, err) != 0)
 		return -1;
-	for (r = 0; r < nrows; r++) {
+	for (r = 0; o->nvfp4 && r < nrows; r++)
+		if (st_nv_row_f32(o, row0 + r, dst + r * n0, err) != 0)
+			return -1;
+	for (r = 0; !o->nvfp4 && r < nrows; r++) {
 		const uint8_t *s = row_bytes(o, row0 + r);
 		float *d = dst + r * n0;
 
@@ -1227,7 +1244,7 @@ safetensors_read_rows(const struct safetensors_out *o, int64_t row0, int64_t nro
 		else
 			convert_row(s, o->src_dtype, d, n0);
 		if (o->scale != NULL)
-			apply_scale(o, src_row(o, row0 + r), d);
+			apply_scale(o, st_src_row(o, row0 + r), d);
 		if (o->xform == X_PLUS1)
 			for (j = 0; j < n0; j++)
 				d[j] += 1.0f;
@@ -1249,7 +1266,9 @@ safetensors_read_raw(const struct safetensors_out *o, int64_t row0, int64_t nrow
 		return util_err(err, "tensor '%s': values are transformed, not copied", o->name);
 	if (check_range(o, row0, nrows, err) != 0)
 		return -1;
-	for (r = 0; r < nrows; r++) {
+	for (r = 0; o->nvfp4 && r < nrows; r++)
+		st_nv_row(o, row0 + r, (uint8_t *)dst + r * (n0 / 64) * 36);
+	for (r = 0; !o->nvfp4 && r < nrows; r++) {
 		const uint8_t *s = row_bytes(o, row0 + r);
 		uint8_t *d = (uint8_t *)dst + r * n0 * es;
 

@@ -11,6 +11,18 @@
 
 struct json;
 
+/* row / column permutations of a planned tensor (safetensors_out.perm) */
+enum {
+	P_NONE,
+	P_ROPE,		/* llama q/k rows: per head, (2, hd/2) -> (hd/2, 2); p0 = heads */
+	P_VROWS,	/* V heads grouped -> tiled in rows [p0, p0 + p3*p1): p1 rows per head, p2 k heads, p3 v heads */
+	P_VCOLS,	/* the same over the columns of each row (p0 = 0) */
+	P_GATEUP,	/* fused experts [E][2 p0][ne0]: half p1 (0 gate, 1 up) of each */
+};
+
+/* the NVFP4 layout a checkpoint declares (safetensors.nvq) */
+enum { ST_NV_NONE, ST_NV_CT, ST_NV_MO };
+
 struct st_shard {
 	char	*path;
 	void	*map;		/* [len] bytes, mmapped when own */
@@ -40,6 +52,7 @@ struct safetensors {
 	size_t	nout, capout;
 	struct safetensors_kv *kv;	/* [nkv] */
 	size_t	nkv, capkv;
+	int	nvq;		/* ST_NV_*: from quantization_config / hf_quant_config.json */
 	struct json *tokjson[2];	/* tokenizer.json, tokenizer_config.json */
 	void	**allocs;		/* freed at close: kv strings and arrays */
 	size_t	nallocs, capallocs;
@@ -58,5 +71,26 @@ struct safetensors_out *st_new_out(struct safetensors *, const char *name);
 void	st_sort_out(struct safetensors *);
 /* The plan of a gemma4 / gemma4_text checkpoint (lib/safetensors_gemma4.c). */
 int	st_plan_gemma4(struct safetensors *);
+/* The source row of planned row r, and the source column of column j. */
+int64_t	st_src_row(const struct safetensors_out *, int64_t r);
+int64_t	st_src_col(const struct safetensors_out *, int64_t j);
+/* Element i of dtype dt at p as float into *v: 0, or -1 for a dtype with no float meaning. */
+int	st_read_elem(const void *p, int dt, int64_t i, float *v);
+
+/* NVFP4 checkpoints (lib/safetensors_nvfp4.c) */
+/* Which layout the config declares, into st->nvq: 0, or -1 with st->err. */
+int	st_nv_config(struct safetensors *);
+/* 1: t holds NVFP4 codes (weight_packed, or ModelOpt's U8 weight). */
+int	st_nv_weight(const struct safetensors *, const struct safetensors_tensor *t);
+/* 1: t is a scale beside NVFP4 codes (no tensor of its own), 0 not, -1 with st->err. */
+int	st_nv_aux(struct safetensors *, const struct safetensors_tensor *t);
+/* o reads NVFP4 codes o->src: scales found and checked, ne[0] set.  0 or -1 with st->err. */
+int	st_nv_attach(struct safetensors *, struct safetensors_out *o);
+/* Plan out[i]'s per-tensor scale "<name less .weight>.scale" when not 1.  0 or -1. */
+int	st_nv_scale_out(struct safetensors *, size_t i);
+/* Planned NVFP4 row r as GGUF NVFP4 blocks, ne[0] / 64 * 36 bytes into d. */
+void	st_nv_row(const struct safetensors_out *, int64_t r, uint8_t *d);
+/* The same row as float32 (times the per-tensor scale).  0 or -1 with err. */
+int	st_nv_row_f32(const struct safetensors_out *, int64_t r, float *d, char *err);
 
 #endif

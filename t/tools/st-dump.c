@@ -141,7 +141,7 @@ main(int argc, char *argv[])
 
 		printf("tensor\t%s\t%d\t%lld\t%lld\t%lld\t%lld\t%s\t%d\t%s\n", o->name, o->n_dims,
 		    (long long)o->ne[0], (long long)o->ne[1], (long long)o->ne[2], (long long)o->ne[3],
-		    safetensors_dtype_name(o->src_dtype), o->verbatim, o->src->name);
+		    safetensors_dtype_name(o->src_dtype), o->verbatim, o->src != NULL ? o->src->name : "-");
 		if (argc > 2 && dump(o, argv[2], err) != 0) {
 			fprintf(stderr, "st-dump: %s\n", err);
 			safetensors_close(st);
