@@ -63,7 +63,8 @@ usage(FILE *fp, int status)
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (default: MEMRA_DEVICE, else cuda\n                       when a GPU is present, else cpu)\n"
 		    "  --kv-type T          KV cache precision: f32 (default) or f16, llama.cpp's\n                       default cache (default: MEMRA_KV_TYPE, else f32)\n"
-		    "  --draft FILE         an external draft head (also model+FILE, MEMRA_MTP_DRAFT)\n"
+		    "  --draft FILE         an external draft head, or a gemma4 trunk's assistant\n"
+		    "                       (also model+FILE, MEMRA_MTP_DRAFT, MEMRA_DRAFT)\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  -h, --help           this text\n", fp);
 	return status;
@@ -423,8 +424,13 @@ main(int argc, char *argv[])
 		die(2, "MEMRA_CUDA_PDL: %s", err);
 	if (backend_gemm_env(c.be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
-	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT"),
+	if (getenv("MEMRA_GEMMA_TRIM_ADAPT") != NULL && getenv("MEMRA_GEMMA_TRIM_ADAPT")[0])
+		die(2, "MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported "
+		    "(MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)");
+	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT") != NULL ?
+	    getenv("MEMRA_MTP_DRAFT") : getenv("MEMRA_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
+	mo.asst_ranks = getenv("MEMRA_GEMMA_DRAFT_RANKS");
 	if (mo.draft != NULL)
 		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
 	if ((c.m = model_open_opts(argv[0], c.be, &mo, err)) == NULL)
@@ -432,8 +438,8 @@ main(int argc, char *argv[])
 	if (model_attach_line(c.m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
-	if (model_hparams(c.m)->n_mtp < 1)
-		die(1, "%s: model has no MTP head to draft with", argv[0]);
+	if (model_hparams(c.m)->n_mtp < 1 && !model_has_assist(c.m))
+		die(1, "%s: model has no MTP head or assistant drafter to draft with", argv[0]);
 	if ((c.pr = prompt_new(c.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
 	if (prompt_tokenizer(c.pr) == NULL && !o.go.jsonl)
