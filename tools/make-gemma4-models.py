@@ -29,7 +29,8 @@ step skipped.
 
 The target g4-dense also gets a tiny random gemma4_assistant drafter,
 OUT/g4-assistant (Gemma4AssistantForCausalLM as save_pretrained writes
-it), with refs.json holding, for each of ASSIST_PROMPTS, ASSIST_STEPS
+it; its first draft step trained a little on the target's own greedy
+text, so that drafts get accepted), with refs.json holding, for each of ASSIST_PROMPTS, ASSIST_STEPS
 draft steps as transformers' SinglePositionMultiTokenCandidateGenerator
 runs them on the clean inputs (h: the target's hidden_states[-1] at the
 prompt's last position, t: the target's greedy token after the prompt,
@@ -231,6 +232,40 @@ def assist_refs(target, asst):
     return out
 
 
+def distill(target, asst, steps=400):
+    """Train the drafter's first step a little on the target's own greedy text (so
+    that run-spec's acceptance is not 0): from token p and the target's hidden at
+    p-1 over its K/V of 0..p-1, the target's token at p+1."""
+    g = torch.Generator().manual_seed(7)
+    samples = []
+    for _ in range(12):
+        ids = torch.randint(0, 310, (1, 6), generator=g)
+        with torch.no_grad():
+            seq = target.generate(ids, max_new_tokens=26, do_sample=False, min_new_tokens=26)
+            o = target(seq, use_cache=False, output_hidden_states=True,
+                       return_shared_kv_states=True)
+        emb = target.get_input_embeddings()(seq).detach()
+        for p in range(4, seq.shape[1] - 1):
+            kv = {k: (v[0][:, :, :p].detach(), v[1][:, :, :p].detach())
+                  for k, v in o.shared_kv_states.items()}
+            x = torch.cat([emb[:, p:p + 1], o.hidden_states[-1][:, p - 1:p].detach()], dim=-1)
+            samples.append((x, kv, p, int(seq[0, p + 1])))
+    opt = torch.optim.Adam([q for q in asst.parameters() if q.requires_grad], lr=3e-3)
+    asst.train()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = 0
+        for i in torch.randint(0, len(samples), (8,), generator=g).tolist():
+            x, kv, p, want = samples[i]
+            a = asst(inputs_embeds=x, position_ids=torch.tensor([[p]]),
+                     attention_mask=torch.ones(1, p + 1, dtype=torch.long),
+                     shared_kv_states=kv, use_cache=False)
+            loss = loss + torch.nn.functional.cross_entropy(a.logits[0], torch.tensor([want]))
+        loss.backward()
+        opt.step()
+    asst.eval()
+
+
 def make_assistant(outdir, target):
     from transformers import AutoConfig, AutoModelForCausalLM
     from safetensors.torch import load_file, save_file
@@ -244,7 +279,7 @@ def make_assistant(outdir, target):
     asst = AutoModelForCausalLM.from_config(conf, torch_dtype=torch.float32,
                                             attn_implementation="eager")
     randomize(asst)
-    asst.eval()
+    distill(target, asst)
     d = os.path.join(outdir, "g4-assistant")
     os.makedirs(d, exist_ok=True)
     asst.save_pretrained(d, safe_serialization=True)
