@@ -154,7 +154,7 @@ greedy_want() {
 @test "assistant: a drafter that does not fit, or alone, or TRIM_ADAPT is an error with a reason" {
 	run -1 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense+$M/g4-moe-keqv" hi
 	[[ $stderr == *"not a gemma4_assistant"* ]]
-	run -1 --separate-stderr run-gen -t 2 --raw -n 2 "$M/g4-assistant" hi
+	run -1 --separate-stderr run-gen -t 2 --jsonl -n 2 "$M/g4-assistant" <<<'{"prompt": [5, 17]}'
 	[[ $stderr == *"drafts for a gemma4 trunk only"* ]]
 	MEMRA_GEMMA_TRIM_ADAPT=512 run -2 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense+$M/g4-assistant" hi
 	[[ $stderr == *"MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported"* ]]
