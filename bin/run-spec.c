@@ -67,7 +67,8 @@ usage(FILE *fp, int status)
 		    "  --pp-stages N        pipeline stages, a device each (default: MEMRA_PP_STAGES, 1)\n"
 		    "  --pp-devices LIST    the stages' devices: 0,1 or cpu,cpu (MEMRA_PP_DEVICES)\n"
 		    "  --pp-splits LIST     first layers of stages 1.. (default: by bytes; MEMRA_PP_SPLITS)\n"
-		    "  --draft FILE         an external draft head (also model+FILE, MEMRA_MTP_DRAFT)\n"
+		    "  --draft FILE         an external draft head, or a gemma4 trunk's assistant\n"
+		    "                       (also model+FILE, MEMRA_MTP_DRAFT, MEMRA_DRAFT)\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  -h, --help           this text\n", fp);
 	return status;
@@ -461,8 +462,13 @@ main(int argc, char *argv[])
 	c.be = be[0];
 	genopt_split(&o.go, be, &sp);
 	mo.split = o.go.n_stage > 1 ? &sp : NULL;
-	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT"),
+	if (getenv("MEMRA_GEMMA_TRIM_ADAPT") != NULL && getenv("MEMRA_GEMMA_TRIM_ADAPT")[0])
+		die(2, "MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported "
+		    "(MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)");
+	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT") != NULL ?
+	    getenv("MEMRA_MTP_DRAFT") : getenv("MEMRA_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
+	mo.asst_ranks = getenv("MEMRA_GEMMA_DRAFT_RANKS");
 	if (mo.draft != NULL)
 		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
 	if ((c.m = model_open_opts(argv[0], c.be, &mo, err)) == NULL)
@@ -471,8 +477,8 @@ main(int argc, char *argv[])
 	if (model_attach_line(c.m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
-	if (model_hparams(c.m)->n_mtp < 1)
-		die(1, "%s: model has no MTP head to draft with", argv[0]);
+	if (model_hparams(c.m)->n_mtp < 1 && !model_has_assist(c.m))
+		die(1, "%s: model has no MTP head or assistant drafter to draft with", argv[0]);
 	if ((c.pr = prompt_new(c.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
 	if (prompt_tokenizer(c.pr) == NULL && !o.go.jsonl)

@@ -343,6 +343,8 @@ read_gemma4(struct model *md, struct src *s)
 	hp->n_rot_swa = src_int(s, "rope.dimension_count_swa", hp->head_dim_swa);
 	hp->rope_theta_swa = src_float(s, "rope.freq_base_swa", 10000);
 	hp->n_kv_shared = src_int(s, "attention.shared_kv_layers", 0);
+	if (hp->arch == MODEL_ARCH_GEMMA4A)
+		hp->n_kv_shared = hp->n_layer;	/* it reads its target's K/V only */
 	hp->n_pl = src_int(s, "embedding_length_per_layer_input", 0);
 	hp->softcap = src_float(s, "final_logit_softcapping", 0);
 	hp->n_expert = src_int(s, "expert_count", 0);
@@ -366,7 +368,8 @@ read_gemma4(struct model *md, struct src *s)
 	    hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim_swa <= 0 ||
 	    hp->n_rot_swa <= 0 || hp->n_rot_swa > hp->head_dim_swa || hp->n_rot_swa % 2 ||
 	    hp->n_rot > hp->head_dim || hp->n_swa < 0 || hp->n_kv_shared < 0 ||
-	    hp->n_kv_shared >= hp->n_layer || hp->n_pl < 0 || hp->softcap < 0 || nfull == 0 ||
+	    (hp->n_kv_shared >= hp->n_layer && hp->arch != MODEL_ARCH_GEMMA4A) || hp->n_pl < 0 ||
+	    (hp->arch == MODEL_ARCH_GEMMA4A && (hp->n_bb <= 0 || hp->n_pl || hp->n_expert)) || hp->softcap < 0 || nfull == 0 ||
 	    (hp->n_expert > 0 && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert ||
 	    hp->n_ff_exp <= 0)))
 		return util_err(md->err, "bad gemma4 hyper-parameters (%d layers, %d embd, %d heads, "
@@ -394,6 +397,8 @@ read_hparams(struct model *md, struct src *s)
 		hp->arch = MODEL_ARCH_GEMMA4;
 	else if (strcmp(s->arch, "step35") == 0)
 		hp->arch = MODEL_ARCH_STEP35;
+	else if (strcmp(s->arch, "gemma4-assistant") == 0)
+		hp->arch = MODEL_ARCH_GEMMA4A;
 	else
 		return util_err(md->err, "architecture '%s' not supported", s->arch);
 	if (src_tensor(s, "token_embd.weight", &emb) != 0)
@@ -414,7 +419,11 @@ read_hparams(struct model *md, struct src *s)
 	hp->rope_theta = src_float(s, "rope.freq_base", 10000);
 	hp->eps = src_float(s, "attention.layer_norm_rms_epsilon", 1e-6f);
 	hp->tied = src_tensor(s, "output.weight", &out) != 0;
-	if (hp->arch == MODEL_ARCH_GEMMA4)
+	if (hp->arch == MODEL_ARCH_GEMMA4A) {	/* every layer is a nextn one: none is MTP */
+		hp->n_layer = total, hp->n_mtp = 0;
+		hp->n_bb = src_int(s, "embedding_length_out", 0);
+	}
+	if (hp->arch == MODEL_ARCH_GEMMA4 || hp->arch == MODEL_ARCH_GEMMA4A)
 		return read_gemma4(md, s);
 	if (hp->arch == MODEL_ARCH_STEP35) {
 		hp->rope_mode = BACKEND_ROPE_NEOX;
@@ -888,6 +897,8 @@ plan_gemma4(struct model *md, struct src *s)
 			continue;
 		}
 		L->cache = -1;
+		if (hp->arch == MODEL_ARCH_GEMMA4A)
+			continue;	/* the target's: model_assist_attach */
 		for (int j = first - 1; j >= 0 && L->cache < 0; j--)
 			if (md->layers[j].swa == L->swa && md->layers[j].hd == L->hd &&
 			    md->layers[j].nkv == L->nkv)
@@ -906,7 +917,7 @@ bind_gemma4(struct model *md, struct src *s)
 	struct model_hparams *hp = &md->hp;
 	int64_t lp = (int64_t)hp->n_layer * hp->n_pl;
 
-	md->ops = &model_arch_gemma4;
+	md->ops = hp->arch == MODEL_ARCH_GEMMA4A ? &model_arch_gemma4a : &model_arch_gemma4;
 	if (plan_gemma4(md, s) != 0 ||
 	    load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
 	    &md->tok_embd, &md->head_host) ||
@@ -925,7 +936,12 @@ bind_gemma4(struct model *md, struct src *s)
 	for (int il = 0; il < hp->n_layer; il++)
 		if (bind_gemma4_layer(md, s, il) != 0)
 			return -1;
-	return 0;
+	if (hp->arch != MODEL_ARCH_GEMMA4A)
+		return 0;
+	return load_matrix(md, s, "nextn.pre_projection.weight", 0, 2 * hp->n_bb, hp->n_embd,
+	    &md->pre_proj) ||
+	    load_matrix(md, s, "nextn.post_projection.weight", 0, hp->n_embd, hp->n_bb,
+	    &md->post_proj) ? -1 : 0;
 }
 
 /* Layer kinds and their cache / state indices. */
@@ -1018,7 +1034,7 @@ bind(struct model *md, struct src *s, struct src *ds)
 
 	if (read_hparams(md, s) != 0 || plan_range(md) != 0)
 		return -1;
-	if (hp->arch == MODEL_ARCH_GEMMA4) {
+	if (hp->arch == MODEL_ARCH_GEMMA4 || hp->arch == MODEL_ARCH_GEMMA4A) {
 		if (ds != NULL)
 			return util_err(md->err, "gemma4: an MTP draft GGUF does not fit a gemma4 trunk");
 		if ((md->layers = calloc(hp->n_layer, sizeof *md->layers)) == NULL)
@@ -1100,6 +1116,75 @@ open_draft(struct model *md, struct src *s, const char *path, struct src *ds, ch
 	return 0;
 }
 
+/*
+ * The trunk's layer whose K/V the assistant's layer L reads: the trunk's
+ * last layer of L's kind (transformers' shared_kv_states hold the last
+ * non-shared layer's of each type; a shared layer's cache is its source's).
+ */
+static const struct model_layer *
+assist_source(const struct model *md, const struct model_layer *L)
+{
+	for (int il = md->hp.n_layer - 1; il >= 0; il--)
+		if (md->layers[il].swa == L->swa)
+			return &md->layers[il];
+	return NULL;
+}
+
+/*
+ * A drafter for the gemma4 trunk md: open the gemma4_assistant at path,
+ * check it fits, bind each of its layers to the trunk's cache it reads
+ * and, with ranks, trim its head to them.  -1 with md->err set.
+ */
+static int
+assist_attach(struct model *md, const char *path, const char *ranks)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model *A;
+	char e[UTIL_ERRLEN];
+
+	if ((md->asst = A = model_open(path, md->be, e)) == NULL)
+		return util_err(md->err, "draft %s", e);
+	if (A->hp.arch != MODEL_ARCH_GEMMA4A)
+		return util_err(md->err, "draft '%s': not a gemma4_assistant (a gemma4 trunk "
+		    "drafts with its assistant only)", path);
+	if (A->hp.n_bb != hp->n_embd || A->hp.n_vocab != hp->n_vocab)
+		return util_err(md->err, "draft '%s': drafts for a trunk of hidden size %d and "
+		    "%d tokens, not this one's %d and %d", path, A->hp.n_bb, A->hp.n_vocab,
+		    hp->n_embd, hp->n_vocab);
+	for (int il = 0; il < A->hp.n_layer; il++) {
+		struct model_layer *L = &A->layers[il];
+		const struct model_layer *T = assist_source(md, L);
+
+		if (T == NULL || T->hd != L->hd || A->hp.n_head % T->nkv != 0)
+			return util_err(md->err, "draft '%s': layer %d (%s, %d heads of %d) does "
+			    "not fit the trunk's %s K/V (%d heads of %d)", path, il,
+			    L->swa ? "sliding" : "global", A->hp.n_head, L->hd,
+			    L->swa ? "sliding" : "global", T ? T->nkv : 0, T ? T->hd : 0);
+		L->cache = T->cache, L->nkv = T->nkv;
+	}
+	if (ranks != NULL && self_trim(A, ranks) != 0)
+		return util_err(md->err, "draft '%s': %s", path, A->err);
+	return 0;
+}
+
+/* model_attach_line of a trunk with its assistant (r: the trimmed head's ranks, or NULL). */
+static int
+assist_line(const struct model *md, const struct ranks *r, int type, char *buf, size_t n)
+{
+	const struct model *A = md->asst;
+	int k = snprintf(buf, n, "[gemma-draft] assistant drafter: %d layers, hidden %d over the "
+	    "trunk's K/V, ", A->hp.n_layer, A->hp.n_embd);
+
+	if (k < 0 || (size_t)k >= n)
+		return 0;
+	if (r == NULL)
+		snprintf(buf + k, n - k, "full head (%d rows)", A->hp.n_vocab);
+	else
+		snprintf(buf + k, n - k, "head trimmed to %lld rows (%s, d2t map)",
+		    (long long)r->n, quant_name(type));
+	return 0;
+}
+
 /* 1 when path is a file that starts with the GGUF magic */
 static int
 is_gguf(const char *path)
@@ -1160,6 +1245,7 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	const char *draft = o != NULL && o->draft != NULL && o->draft[0] ? o->draft : NULL;
 	const char *trim = o != NULL && !o->full_prec && o->ranks != NULL && o->ranks[0] ?
 	    o->ranks : NULL;
+	int g4;
 
 	if (md == NULL) {
 		util_err(err, "%s: out of memory", path);
@@ -1195,9 +1281,9 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 		    "mixture-of-experts ops yet (use --device cpu)", path, backend_name(be));
 		goto fail;
 	}
-	if (s.arch != NULL && strcmp(s.arch, "gemma4") == 0 && !backend_gemma(be)) {
-		util_err(err, "%s: architecture 'gemma4': backend '%s' has no Gemma-4 ops yet "
-		    "(use --device cpu)", path, backend_name(be));
+	if (s.arch != NULL && strncmp(s.arch, "gemma4", 6) == 0 && !backend_gemma(be)) {
+		util_err(err, "%s: architecture '%s': backend '%s' has no Gemma-4 ops yet "
+		    "(use --device cpu)", path, s.arch, backend_name(be));
 		goto fail;
 	}
 	if (s.arch != NULL && strcmp(s.arch, "step35") == 0 && !backend_step35(be)) {
@@ -1206,10 +1292,17 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 		    path, backend_name(be));
 		goto fail;
 	}
-	if (draft != NULL && open_draft(md, &s, draft, &ds, err) != 0)
+	g4 = s.arch != NULL && strcmp(s.arch, "gemma4") == 0;
+	if (draft != NULL && !g4 && open_draft(md, &s, draft, &ds, err) != 0)
 		goto fail;
-	if (bind(md, &s, draft != NULL ? &ds : NULL) != 0 ||
-	    (draft != NULL && draft_head(md, &ds, draft) != 0) ||
+	if (g4 && draft == NULL && o != NULL && o->asst_ranks != NULL && o->asst_ranks[0]) {
+		util_err(err, "%s: a drafter's rank list without a drafter (MEMRA_DRAFT)", path);
+		goto fail;
+	}
+	if (bind(md, &s, draft != NULL && !g4 ? &ds : NULL) != 0 ||
+	    (draft != NULL && !g4 && draft_head(md, &ds, draft) != 0) ||
+	    (draft != NULL && g4 && assist_attach(md, draft, o->full_prec ? NULL :
+	    o->asst_ranks) != 0) ||
 	    (draft == NULL && trim != NULL && self_trim(md, trim) != 0)) {
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;
@@ -1400,6 +1493,8 @@ const struct ranks *
 model_draft_ranks(const struct model *md, int *type, int *external)
 {
 	md = model_last(md);
+	if (md->asst != NULL)
+		md = md->asst;
 	if (md->draft_head.data == NULL)
 		return NULL;
 	if (type != NULL)
@@ -1413,6 +1508,8 @@ int
 model_draft_vocab(const struct model *md)
 {
 	md = model_last(md);
+	if (md->asst != NULL)
+		md = md->asst;
 	return md->draft_head.data != NULL ? (int)md->draft_ranks->n : md->hp.n_vocab;
 }
 
@@ -1454,6 +1551,7 @@ model_close(struct model *md)
 	free(md->dev);
 	free(md->dry);
 	pipeline_link_close(md->link);
+	model_close(md->asst);
 	model_act_free(md);
 	free(md->pick_val), free(md->pick_id), free(md->pen);
 	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
@@ -1466,6 +1564,8 @@ model_close(struct model *md)
 	backend_weight_release(md->be, &md->tok_embd);
 	backend_weight_release(md->be, &md->pl_embd);
 	backend_weight_release(md->be, &md->pl_model_proj);
+	backend_weight_release(md->be, &md->pre_proj);
+	backend_weight_release(md->be, &md->post_proj);
 	for (int i = 0; i < md->n_dbuf; i++)
 		backend_mfree(md->be, md->dbuf[i]);
 	for (int i = 0; i < md->n_hbuf; i++)
@@ -1590,6 +1690,8 @@ model_attach_line(const struct model *md, char *buf, size_t n)
 
 	if (n > 0)
 		buf[0] = '\0';
+	if (md->asst != NULL)
+		return assist_line(md, r, type, buf, n);
 	if (r == NULL)
 		return -1;
 	if (ext)

@@ -27,7 +27,8 @@
 
 enum model_arch {
 	MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_GEMMA4,
-	MODEL_ARCH_STEP35
+	MODEL_ARCH_STEP35,
+	MODEL_ARCH_GEMMA4A	/* gemma4_assistant: a gemma4 trunk's drafter, attached to it */
 };
 
 struct model_hparams {
@@ -61,6 +62,7 @@ struct model_hparams {
 	int	n_kv_shared;	/* the last n_kv_shared layers read earlier layers' K/V */
 	int	n_pl;		/* per-layer input (PLE) width, 0: none */
 	float	softcap;	/* final logit soft-cap, 0: none */
+	int	n_bb;		/* gemma4_assistant: its target's hidden size */
 	/* step35: n_head is the most query heads of a layer (each layer's in
 	 * struct model_layer); the router's */
 	float	attn_scale;	/* the attention's scale (0: 1 / sqrt(head_dim)) */
@@ -101,7 +103,9 @@ struct model_split {
 
 struct model_options {
 	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows */
-	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head) */
+	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head);
+				 * on a gemma4 trunk (MEMRA_DRAFT) its gemma4_assistant */
+	const char *asst_ranks;	/* MEMRA_GEMMA_DRAFT_RANKS: trim the assistant's head */
 	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
 	int	kv_f16;		/* --kv-type f16: K and V kept in half precision */
 	int	plain_attn;	/* 1: a llama model's attention summed in the plain
@@ -271,6 +275,23 @@ int	model_forward_batch_argmax(struct model *, struct state **st, const int32_t 
  */
 int	model_mtp(struct model *, struct state *, int k, int p0, const float *h,
 	    const int32_t *tok, int m, float *logits, float *hout);
+
+/*
+ * The attached gemma4_assistant (model_options.draft on a gemma4 trunk)
+ * drafting one token at position pos of state st (a sequence of this
+ * trunk holding K/V for positions 0..pos-1, pos >= 1; nothing is
+ * written to it): tok is the token at pos, h (host [n_embd]) the trunk's
+ * hidden state after output_norm at the position that predicted it, or
+ * the previous draft's hout.  Its layers attend with their queries only
+ * over the trunk's K/V (a sliding layer over the last n_swa + 1).
+ * logits: NULL or host [model_draft_vocab]; id: NULL or its greedy pick
+ * (as model_mtp_argmax); hout: host [n_embd], the next step's h.  0, or
+ * -1 (no assistant attached too).
+ */
+int	model_assist(struct model *, struct state *st, int pos, const float *h, int32_t tok,
+	    float *logits, int32_t *id, float *hout);
+/* 1 when a gemma4_assistant is attached, else 0. */
+int	model_has_assist(const struct model *);
 
 /*
  * model_mtp with each slot's greedy pick over its logits row (as

@@ -288,3 +288,107 @@ const struct model_arch_ops model_arch_gemma4 = {
 	.act = g4_act, .embed = g4_embed, .layers = g4_layers, .layers_seqs = g4_layers_seqs,
 	.logits = g4_logits,
 };
+
+/* A gemma4_assistant runs only as its trunk's drafter (model_assist). */
+static int
+g4a_refuse(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
+{
+	return util_err(md->err, "a gemma4_assistant drafts for a gemma4 trunk only "
+	    "(attach it with +draft, --draft or MEMRA_DRAFT)");
+}
+
+static int
+g4a_refuse_seqs(struct model *md, const struct model_seqs *g)
+{
+	return g4a_refuse(md, NULL, 0, 0, 0, NULL);
+}
+
+const struct model_arch_ops model_arch_gemma4a = {
+	.act = g4_act, .embed = g4_embed, .layers = g4a_refuse, .layers_seqs = g4a_refuse_seqs,
+};
+
+int
+model_has_assist(const struct model *md)
+{
+	return md->asst != NULL;
+}
+
+/*
+ * The assistant A's input: x = pre_projection([embed(tok) * sqrt(n_embd) ;
+ * h]) with the trunk md's token table and width.
+ */
+static int
+g4a_input(struct model *md, struct model *A, const float *h, int32_t tok)
+{
+	struct backend *be = md->be;
+	int ne = md->hp.n_embd;
+	float *cat = md->act.cat;	/* [2 ne] */
+
+	if (backend_embed(be, &md->tok_embd, &tok, 1, cat, 2 * ne) ||
+	    backend_scale(be, cat, ne, (float)sqrt((double)ne)) ||
+	    backend_write(be, cat + ne, h, ne) ||
+	    backend_matmul(be, &A->pre_proj, cat, 2 * ne, A->act.x, A->hp.n_embd, 1))
+		return fail(md);
+	return 0;
+}
+
+/* A's layer L at pos: Q-only attention over st's K/V of positions < pos, then its FFN. */
+static int
+g4a_layer(struct model *A, struct model_layer *L, int il, struct state *st, int pos)
+{
+	const struct model_hparams *hp = &A->hp;
+	struct model_act *a = &A->act;
+	struct backend_attn at = g4_attn_params(A, L);
+
+	/* the window as transformers' flipped bidirectional mask draws it: the last
+	 * n_swa + 1 keys, the query standing at the last key's position pos - 1 */
+	at.window = L->swa ? hp->n_swa + 1 : 0;
+	if (backend_rmsnorm(A->be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, 1,
+	    hp->n_embd, hp->eps) ||
+	    g4_qkv(A, L, 1, NULL, NULL) ||
+	    backend_attention(A->be, &at, a->q, hp->n_head * L->hd, L->hd, state_k(st, L->cache),
+	    state_v(st, L->cache), 1, pos - 1, a->o))
+		return fail(A);
+	return g4_attn_out(A, L, 1) != 0 || g4_ffn(A, L, il, 1) != 0 ? -1 : 0;
+}
+
+/* A's head: logits (or the pick id) of norm(x), and hout = post_projection(norm(x)). */
+static int
+g4a_head(struct model *md, struct model *A, float *logits, int32_t *id, float *hout)
+{
+	struct backend *be = md->be;
+	struct model_act *a = &A->act;
+	const struct backend_weight *hw = A->draft_head.data != NULL ? &A->draft_head : &A->output;
+	int na = A->hp.n_embd, nv = (int)hw->ne1;
+
+	if (backend_rmsnorm(be, a->x, na, A->output_norm, a->xn, na, 1, na, A->hp.eps) ||
+	    backend_matmul(be, hw, a->xn, na, a->logits, nv, 1) ||
+	    backend_matmul(be, &A->post_proj, a->xn, na, md->act.t, md->hp.n_embd, 1) ||
+	    (id != NULL && backend_argmax(be, a->logits, nv, 1, nv, id)) ||
+	    (logits != NULL && backend_read(be, logits, a->logits, nv)) ||
+	    backend_read(be, hout, md->act.t, md->hp.n_embd))
+		return fail(md);
+	return 0;
+}
+
+int
+model_assist(struct model *md, struct state *st, int pos, const float *h, int32_t tok,
+    float *logits, int32_t *id, float *hout)
+{
+	struct model *A = md->asst;
+
+	if (A == NULL)
+		return util_err(md->err, "assist: no gemma4_assistant attached");
+	if (pos < 1 || pos > state_pos(st) || tok < 0 || tok >= md->hp.n_vocab)
+		return util_err(md->err, "assist: token %d at %d over a state at %d", tok, pos,
+		    state_pos(st));
+	if (model_act_reserve(md, 1) != 0 || model_act_reserve(A, 1) != 0)
+		return A->err[0] && !md->err[0] ? util_err(md->err, "%s", A->err) : -1;
+	A->act.pos[0] = pos;
+	if (g4a_input(md, A, h, tok) != 0)
+		return -1;
+	for (int il = 0; il < A->hp.n_layer; il++)
+		if (g4a_layer(A, &A->layers[il], il, st, pos) != 0)
+			return util_err(md->err, "assist: %s", A->err);
+	return g4a_head(md, A, logits, id, hout);
+}

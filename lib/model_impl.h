@@ -135,6 +135,7 @@ struct model_arch_ops {
 extern const struct model_arch_ops model_arch_qwen35;
 extern const struct model_arch_ops model_arch_gemma4;
 extern const struct model_arch_ops model_arch_step35;
+extern const struct model_arch_ops model_arch_gemma4a;
 
 /* The activations for m rows, grown (never shrunk), or -1 with md->err. */
 int	model_act_reserve(struct model *md, int m);
@@ -168,6 +169,10 @@ struct model {
 	struct backend_weight pl_model_proj;	/* [n_layer * n_pl][n_embd] */
 	float	*pl_proj_norm;		/* [n_pl] */
 	struct model_layer *layers;	/* [n_layer + n_mtp] */
+	/* gemma4_assistant (arch MODEL_ARCH_GEMMA4A) */
+	struct backend_weight pre_proj;		/* [n_embd][2 n_bb] nextn.pre_projection */
+	struct backend_weight post_proj;	/* [n_bb][n_embd] nextn.post_projection */
+	struct model *asst;		/* a trunk's attached assistant drafter, or NULL */
 	struct model_act act;
 	float	*pick_val;		/* host [SAMPLE_TOPK_MAX]: model_forward_next's top k */
 	int32_t	*pick_id;		/* host [SAMPLE_TOPK_MAX] */

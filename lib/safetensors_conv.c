@@ -998,7 +998,8 @@ safetensors_plan(struct safetensors *st, int nomtp)
 	if (h == NULL)
 		return util_err(st->err, "out of memory");
 	if (st->config != NULL && (mt = json_get_str(st->config, "model_type")) != NULL &&
-	    (strcmp(mt, "gemma4_text") == 0 || strcmp(mt, "gemma4") == 0)) {
+	    (strcmp(mt, "gemma4_text") == 0 || strcmp(mt, "gemma4") == 0 ||
+	    strcmp(mt, "gemma4_assistant") == 0)) {
 		free(h);
 		if ((rc = st_plan_gemma4(st)) != 0)
 			st_plan_free(st);

@@ -28,6 +28,8 @@ struct g4 {
 	int64_t	L, H, I, nh, nkv, hd, V, ctx, P, shared, E, K, Ie, swa_w;
 	int64_t	hd_full, nkv_full;	/* the global layers' */
 	int	dwide, moe, kv_arr, rot_full;
+	int	asst;		/* gemma4_assistant: every layer reads the target's K/V */
+	int64_t	Hb;		/* its backbone_hidden_size (the target's) */
 	double	eps, cap, theta, theta_swa;
 	int	swa[G4_MAX_LAYERS];
 	int64_t	lhd[G4_MAX_LAYERS], lkv[G4_MAX_LAYERS], lff[G4_MAX_LAYERS];
@@ -152,13 +154,39 @@ g4_layers(struct safetensors *st, struct g4 *g)
 	return 0;
 }
 
+/*
+ * gemma4_assistant (Gemma4AssistantConfig): every layer shares K/V (a
+ * falsy num_kv_shared_layers becomes num_hidden_layers), no per-layer
+ * inputs, no MoE, no double-wide MLP; backbone_hidden_size from the top.
+ */
+static int
+asst_shape(struct safetensors *st, struct g4 *g)
+{
+	const struct json *v = json_get(st->config, "backbone_hidden_size");
+
+	if (!g->asst)
+		return 0;
+	g->Hb = v == NULL ? 1536 : v->type == JSON_NUMBER && v->is_int && v->i > 0 ? v->i : -1;
+	if (g->Hb < 0)
+		return util_err(st->err, "config.json: bad 'backbone_hidden_size'");
+	if (g->shared == 0)
+		g->shared = g->L;
+	if (g->shared != g->L || g->P != 0 || g->moe || g->dwide)
+		return util_err(st->err, "config.json: a gemma4_assistant shares every layer's K/V "
+		    "and has no per-layer inputs, MoE or double-wide MLP");
+	return 0;
+}
+
 static int
 g4_hparams(struct safetensors *st, struct g4 *g)
 {
 	const struct json *cap = safetensors_hparam(st, "final_logit_softcapping");
+	const char *mt;
 	int64_t dw, moe;
 
 	memset(g, 0, sizeof *g);
+	g->asst = st->config != NULL && (mt = json_get_str(st->config, "model_type")) != NULL &&
+	    strcmp(mt, "gemma4_assistant") == 0;
 	if (g4_int(st, "num_hidden_layers", 0, 1, &g->L) || g4_int(st, "hidden_size", 0, 1, &g->H) ||
 	    g4_int(st, "intermediate_size", 0, 1, &g->I) ||
 	    g4_int(st, "num_attention_heads", 0, 1, &g->nh) ||
@@ -173,8 +201,10 @@ g4_hparams(struct safetensors *st, struct g4 *g)
 	    g4_num(st->config, "rms_norm_eps", 1e-6, &g->eps, st->err) ||
 	    g4_num(json_get(st->config, "text_config"), "rms_norm_eps", g->eps, &g->eps, st->err))
 		return -1;
+	if (asst_shape(st, g) != 0)
+		return -1;
 	if (g->L < 1 || g->L > G4_MAX_LAYERS || g->H < 1 || g->I < 1 || g->nh < 1 || g->V < 1 ||
-	    g->nh % g->nkv != 0 || g->shared >= g->L)
+	    g->nh % g->nkv != 0 || g->shared > g->L || (g->shared == g->L && !g->asst))
 		return util_err(st->err, "config.json: bad gemma4 shape");
 	g->dwide = dw != 0, g->moe = moe != 0;
 	g->cap = cap != NULL && cap->type == JSON_NUMBER ? cap->num : 0;
@@ -188,7 +218,7 @@ g4_hparams(struct safetensors *st, struct g4 *g)
 /* ---- tensors ---- */
 
 /* symbolic sizes of the rules */
-enum { Z_NONE, Z_H, Z_V, Z_LP, Z_P, Z_ONE, Z_Q, Z_KV, Z_HD, Z_FF, Z_E, Z_2IE, Z_IE };
+enum { Z_NONE, Z_H, Z_V, Z_LP, Z_P, Z_ONE, Z_Q, Z_KV, Z_HD, Z_FF, Z_E, Z_2IE, Z_IE, Z_HB, Z_2HB };
 
 static int64_t
 g4_dim(const struct g4 *g, int64_t il, int z)
@@ -206,6 +236,8 @@ g4_dim(const struct g4 *g, int64_t il, int z)
 	case Z_E: return g->E;
 	case Z_2IE: return 2 * g->Ie;
 	case Z_IE: return g->Ie;
+	case Z_HB: return g->Hb;
+	case Z_2HB: return 2 * g->Hb;
 	}
 	return 1;
 }
@@ -223,6 +255,9 @@ static const struct g4_rule g4_global[] = {
 	{ "model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight", { Z_LP, Z_V }, 0 },
 	{ "model.per_layer_model_projection.weight", "per_layer_model_proj.weight", { Z_H, Z_LP }, 0 },
 	{ "model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight", { Z_P }, 0 },
+	/* gemma4_assistant */
+	{ "pre_projection.weight", "nextn.pre_projection.weight", { Z_2HB, Z_H }, 0 },
+	{ "post_projection.weight", "nextn.post_projection.weight", { Z_H, Z_HB }, 0 },
 };
 
 static const struct g4_rule g4_layer[] = {
@@ -309,13 +344,17 @@ g4_map(struct safetensors *st, const struct g4 *g, const struct safetensors_tens
 	for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
 		if (strncmp(hf, skip[i], strlen(skip[i])) == 0)
 			return 0;
+	if (g->asst && strncmp(hf, "masked_embedding.", 17) == 0)
+		return 0;	/* the centroid head: llama.cpp's converter drops it too */
+
 	if (strncmp(hf, "model.language_model.", 21) == 0)
 		snprintf(norm, sizeof norm, "model.%s", hf + 21);
 	else
 		snprintf(norm, sizeof norm, "%s", hf);
 	if (strncmp(norm, "model.layers.", 13) != 0) {
-		if ((r = g4_find(g4_global, sizeof g4_global / sizeof g4_global[0], norm)) == NULL)
-			return util_err(st->err, "tensor '%s' has no GGUF name for gemma4", hf);
+		if ((r = g4_find(g4_global, sizeof g4_global / sizeof g4_global[0], norm)) == NULL ||
+		    (!g->asst && strncmp(r->gguf, "nextn.", 6) == 0))
+			return util_err(st->err, "tensor '%s' has no GGUF name for %s", hf, st->arch);
 		return g4_out(st, g, t, r, 0, r->gguf);
 	}
 	il = strtoll(norm + 13, &end, 10);
@@ -361,7 +400,7 @@ g4_u32(struct safetensors *st, const char *key, int64_t v)
 	char k[128];
 	struct safetensors_kv *kv;
 
-	snprintf(k, sizeof k, "gemma4.%s", key);
+	snprintf(k, sizeof k, "%s.%s", st->arch, key);
 	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_U32)) == NULL)
 		return util_err(st->err, "out of memory");
 	kv->v.u32 = (uint32_t)v;
@@ -374,7 +413,7 @@ g4_f32(struct safetensors *st, const char *key, double v)
 	char k[128];
 	struct safetensors_kv *kv;
 
-	snprintf(k, sizeof k, "gemma4.%s", key);
+	snprintf(k, sizeof k, "%s.%s", st->arch, key);
 	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_F32)) == NULL)
 		return util_err(st->err, "out of memory");
 	kv->v.f32 = (float)v;
@@ -388,7 +427,7 @@ g4_arr(struct safetensors *st, const char *key, const struct g4 *g, const int64_
 	char k[128];
 	struct safetensors_kv *kv;
 
-	snprintf(k, sizeof k, "gemma4.%s", key);
+	snprintf(k, sizeof k, "%s.%s", st->arch, key);
 	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_ARR)) == NULL)
 		return util_err(st->err, "out of memory");
 	kv->n = (uint64_t)g->L;
@@ -418,7 +457,7 @@ g4_kvs(struct safetensors *st, const struct g4 *g)
 	const char *base = st->dir ? strrchr(st->dir, '/') : NULL;
 	const char *name = base ? base + 1 : st->dir ? st->dir : "model";
 
-	if (st_kv_str(st, "general.architecture", "gemma4", 6) != 0 ||
+	if (st_kv_str(st, "general.architecture", st->arch, strlen(st->arch)) != 0 ||
 	    st_kv_str(st, "general.name", name, strlen(name)) != 0 ||
 	    g4_u32(st, "block_count", g->L) || g4_u32(st, "context_length", g->ctx) ||
 	    g4_u32(st, "embedding_length", g->H) ||
@@ -441,6 +480,9 @@ g4_kvs(struct safetensors *st, const struct g4 *g)
 	    g4_arr(st, "attention.sliding_window_pattern", g, NULL) ||
 	    (g->cap > 0 && g4_f32(st, "final_logit_softcapping", g->cap)))
 		return -1;
+	if (g->asst && (g4_u32(st, "embedding_length_out", g->Hb) ||
+	    g4_u32(st, "nextn_predict_layers", g->L)))
+		return -1;
 	if (g->moe && (g4_u32(st, "expert_count", g->E) || g4_u32(st, "expert_used_count", g->K) ||
 	    g4_u32(st, "expert_feed_forward_length", g->Ie)))
 		return -1;
@@ -457,7 +499,7 @@ st_plan_gemma4(struct safetensors *st)
 		return util_err(st->err, "out of memory");
 	if (g4_hparams(st, g) != 0)
 		goto out;
-	snprintf(st->arch, sizeof st->arch, "gemma4");
+	snprintf(st->arch, sizeof st->arch, "%s", g->asst ? "gemma4-assistant" : "gemma4");
 	for (size_t i = 0; i < st->nbyname; i++)
 		if (g4_map(st, g, &st->t[st->byname[i].i]) != 0)
 			goto out;

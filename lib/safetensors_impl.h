@@ -47,7 +47,7 @@ struct safetensors {
 	struct st_byname *byname;	/* [nbyname] sorted by name */
 	size_t	nbyname;
 	/* the plan */
-	char	arch[16];
+	char	arch[24];
 	struct safetensors_out *out;	/* [nout] */
 	size_t	nout, capout;
 	struct safetensors_kv *kv;	/* [nkv] */

@@ -28,6 +28,7 @@ struct spec {
 	int	dv;		/* draft logits per row: r->n, or nv */
 	int	pick;		/* greedy: the target's picks taken on the backend */
 	int	dpick;		/* and the drafts' (full-vocabulary MTP head) */
+	int	asst;		/* 1: a gemma4_assistant drafts over the trunk's K/V */
 	int32_t	*hist;		/* [n_ctx + K + 2] prompt and new tokens */
 	int	n_hist;
 	int	mtp_len;	/* MTP KV cache length: verified positions */
@@ -62,8 +63,8 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	struct spec *s;
 	size_t nv = hp->n_vocab, ne = hp->n_embd, cap = K + 1 > MTP_CHUNK ? K + 1 : MTP_CHUNK;
 
-	if (hp->n_mtp < 1) {
-		util_err(err, "model has no MTP head to draft with");
+	if (hp->n_mtp < 1 && !model_has_assist(m)) {
+		util_err(err, "model has no MTP head or assistant drafter to draft with");
 		return NULL;
 	}
 	if (K < 1 || K > SPEC_KMAX || n_ctx < 2) {
@@ -76,6 +77,7 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	}
 	s->m = m, s->K = K, s->n_ctx = n_ctx, s->nv = nv, s->ne = ne, s->cap = cap, s->seq = seq;
 	s->pending = -1;
+	s->asst = model_has_assist(m);
 	s->r = model_draft_ranks(m, NULL, NULL);
 	s->dv = model_draft_vocab(m);
 	if (p != NULL)
@@ -211,6 +213,12 @@ chain_append(struct spec *s, int c)
 static int
 mtp_append(struct spec *s, const float *h, const int32_t *tok, int m)
 {
+	if (s->asst) {	/* no cache of its own: the last row's hidden drafts next */
+		memcpy(s->hout, h + (size_t)(m - 1) * s->ne, s->ne * sizeof *s->hout);
+		s->mtp_len += m;
+		s->last = 0;
+		return 0;
+	}
 	for (int i = 0; i < m; i += s->cap) {
 		int c = m - i < s->cap ? m - i : s->cap;
 
@@ -360,12 +368,62 @@ chain_step(struct spec *s, int j, int *o, int32_t *id, const float **lg)
 	return 0;
 }
 
+/* Draft token j at position n + j from the draft logits lg into *d. */
+static int
+draft_pick(struct spec *s, const float *lg, int n, int j, int32_t *d)
+{
+	if (s->r != NULL && s->pick) {
+		if ((*d = ranks_argmax(s->r, lg)) < 0)
+			return util_err(s->err, "position %d: no finite draft logit", n + j);
+	} else if (s->p.temp == 0) {
+		if ((*d = next(s, full_logits(s, lg), n + j, s->seq ^ DRAFT_SEQ)) < 0)
+			return -1;
+	} else {
+		float *q = s->q + (size_t)j * s->nv;
+
+		if (sample_probs(s->smp, full_logits(s, lg), s->hist, n + j, q) != 0)
+			return util_err(s->err, "position %d: no finite draft logit", n + j);
+		*d = draw(q, s->nv, sample_uniform(s->p.seed, s->seq ^ DRAFT_SEQ, n + j,
+		    SAMPLE_STREAM_TOKEN));
+	}
+	return 0;
+}
+
+/*
+ * The assistant's k drafts into d: each step feeds the last token (the
+ * last emitted one, then its own draft) and the hidden before it, at the
+ * one position n - 1 of the last emitted token, over the trunk's K/V of
+ * the positions before it.
+ */
+static int
+draft_assist(struct spec *s, int32_t *d, int k)
+{
+	int n = s->n_hist;
+
+	memcpy(s->hl, s->hout, s->ne * sizeof *s->hl);
+	for (int j = 0; j < k; j++) {
+		int32_t t = j == 0 ? s->hist[n - 1] : d[j - 1];
+
+		if (model_assist(s->m, s->st, n - 1, s->hl, t, s->dpick ? NULL : s->mlg,
+		    s->dpick ? &d[j] : NULL, s->hl) != 0)
+			return fail_model(s);
+		if (s->dpick && d[j] < 0)
+			return util_err(s->err, "position %d: no finite draft logit", n + j);
+		if (!s->dpick && draft_pick(s, s->mlg, n, j, &d[j]) != 0)
+			return -1;
+		s->hist[n + j] = d[j];
+	}
+	return 0;
+}
+
 /* Draft k tokens into d (hist gets them past n_hist, tentatively). */
 static int
 draft(struct spec *s, int32_t *d, int k)
 {
 	int n = s->n_hist, o = 0;
 
+	if (s->asst)
+		return draft_assist(s, d, k);
 	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
 	for (int j = 0; j < k; j++) {
 		const float *lg;
@@ -395,20 +453,8 @@ draft(struct spec *s, int32_t *d, int k)
 				return fail_model(s);
 			lg = j == 0 ? s->mlg + (size_t)s->last * s->dv : s->mlg;
 		}
-		if (s->r != NULL && s->pick) {
-			if ((d[j] = ranks_argmax(s->r, lg)) < 0)
-				return util_err(s->err, "position %d: no finite draft logit", n + j);
-		} else if (s->p.temp == 0) {
-			if ((d[j] = next(s, full_logits(s, lg), n + j, s->seq ^ DRAFT_SEQ)) < 0)
-				return -1;
-		} else {
-			float *q = s->q + (size_t)j * s->nv;
-
-			if (sample_probs(s->smp, full_logits(s, lg), s->hist, n + j, q) != 0)
-				return util_err(s->err, "position %d: no finite draft logit", n + j);
-			d[j] = draw(q, s->nv, sample_uniform(s->p.seed, s->seq ^ DRAFT_SEQ, n + j,
-			    SAMPLE_STREAM_TOKEN));
-		}
+		if (draft_pick(s, lg, n, j, &d[j]) != 0)
+			return -1;
 		s->hist[n + j] = d[j];
 	}
 	return 0;

@@ -116,3 +116,48 @@ greedy_want() {
 	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
 	[ "$stderr" = "run-gen: $d: tensor 'model.language_model.layers.0.experts.down_proj': not the shape config.json implies for 'blk.0.ffn_down_exps.weight'" ]
 }
+
+# The gemma4_assistant drafter (t/data/gemma4/g4-assistant, for g4-dense): Q-only attention
+# over the trunk's K/V; refs.json holds transformers' draft steps after three prompts.
+@test "assistant: each draft step's logits equal transformers' to 1e-4 relative, every draft equal" {
+	run -0 python3 "$TOP/t/peer/assist_vs_refs.py" "$TOP/build/t/tools/model-assist" \
+	    "$M/g4-dense" "$M/g4-assistant" "$M/g4-assistant/refs.json" 1e-4
+	[ "${#lines[@]}" = 3 ]
+}
+
+@test "assistant: run-spec K=1..4 identical to plain greedy, drafts accepted" {
+	run -0 --separate-stderr run-spec -t 2 --raw -K 1-4 -n 16 "$M/g4-dense+$M/g4-assistant" \
+	    "hello world, the quick brown fox"
+	[[ $stderr == *"[gemma-draft] assistant drafter: 3 layers, hidden 24 over the trunk's K/V, full head (320 rows)"* ]]
+	for k in 1 2 3 4; do
+		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+	done
+	[ "${lines[5]}" = "SELF-CONSISTENCY PASS" ]
+}
+
+@test "assistant: MEMRA_DRAFT attaches it; sampled speculation equals its seeded rerun" {
+	MEMRA_DRAFT="$M/g4-assistant" run -0 --separate-stderr run-spec -t 2 --raw -K 3 \
+	    --temp 0.8 --seed 5 -n 16 "$M/g4-dense" "once upon a time"
+	[[ $stderr == *"[gemma-draft] assistant drafter"* ]]
+	[[ ${lines[1]} == "K=3 "*"PASS (identical to a seeded rerun)" ]]
+	[ "${lines[2]}" = "SELF-CONSISTENCY PASS" ]
+}
+
+@test "assistant: MEMRA_GEMMA_DRAFT_RANKS trims its head, with a proof line; output unchanged" {
+	seq 0 255 >"$BATS_TEST_TMPDIR/r.txt"
+	MEMRA_GEMMA_DRAFT_RANKS="$BATS_TEST_TMPDIR/r.txt" run -0 --separate-stderr run-spec -t 2 \
+	    --raw -K 2 -n 16 --draft "$M/g4-assistant" "$M/g4-dense" "hello world"
+	[[ $stderr == *"[gemma-draft] assistant drafter: 3 layers, hidden 24 over the trunk's K/V, head trimmed to 256 rows (F32, d2t map)"* ]]
+	[[ ${lines[1]} == "K=2 "*"PASS (identical to plain)" ]]
+}
+
+@test "assistant: a drafter that does not fit, or alone, or TRIM_ADAPT is an error with a reason" {
+	run -1 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense+$M/g4-moe-keqv" hi
+	[[ $stderr == *"not a gemma4_assistant"* ]]
+	run -1 --separate-stderr run-gen -t 2 --jsonl -n 2 "$M/g4-assistant" <<<'{"prompt": [5, 17]}'
+	[[ $stderr == *"drafts for a gemma4 trunk only"* ]]
+	MEMRA_GEMMA_TRIM_ADAPT=512 run -2 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense+$M/g4-assistant" hi
+	[[ $stderr == *"MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported"* ]]
+	MEMRA_GEMMA_DRAFT_RANKS=/nonexistent run -1 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense" hi
+	[[ $stderr == *"rank list without a drafter"* ]]
+}

@@ -27,6 +27,16 @@ conversion/ and gguf-py/), the configs marked "gguf" are also converted by
 llama.cpp's own converter to OUT/<name>/llamacpp-f32.gguf, its vocabulary
 step skipped.
 
+The target g4-dense also gets a tiny random gemma4_assistant drafter,
+OUT/g4-assistant (Gemma4AssistantForCausalLM as save_pretrained writes
+it; its first draft step trained a little on the target's own greedy
+text, so that drafts get accepted), with refs.json holding, for each of ASSIST_PROMPTS, ASSIST_STEPS
+draft steps as transformers' SinglePositionMultiTokenCandidateGenerator
+runs them on the clean inputs (h: the target's hidden_states[-1] at the
+prompt's last position, t: the target's greedy token after the prompt,
+the target's shared_kv_states of the prompt, position_ids the prompt's
+length): each step's logits and greedy token.
+
 usage: make-gemma4-models.py OUTDIR [LLAMACPP]   (run from the top of the tree)
 """
 import json
@@ -184,6 +194,109 @@ def llamacpp_convert(src, d):
     return out
 
 
+ASSIST = dict(
+    model_type="gemma4_assistant", backbone_hidden_size=32, use_ordered_embeddings=False,
+    tie_word_embeddings=True,
+    text_config=dict(BASE, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                     layer_types=[S, F, F], num_kv_shared_layers=3, vocab_size_per_layer_input=0,
+                     final_logit_softcapping=None),
+)
+# the first is longer than the window (5): the sliding layer sees only the last 6 keys
+ASSIST_PROMPTS = [SEQS[0], GREEDY_PROMPT, [311, 7]]
+ASSIST_STEPS = 4
+
+
+def assist_refs(target, asst):
+    out = []
+    for ids in ASSIST_PROMPTS:
+        with torch.no_grad():
+            o = target(torch.tensor([ids]), use_cache=False, output_hidden_states=True,
+                       return_shared_kv_states=True)
+        kv = o.shared_kv_states
+        h = o.hidden_states[-1][:, -1:]
+        t = o.logits[0, -1].argmax().view(1, 1)
+        first = int(t)
+        pos = torch.tensor([[len(ids)]])
+        steps = []
+        for _ in range(ASSIST_STEPS):
+            emb = target.get_input_embeddings()(t)
+            with torch.no_grad():
+                a = asst(inputs_embeds=torch.cat([emb, h], dim=-1), position_ids=pos,
+                         attention_mask=torch.ones(1, len(ids) + 1, dtype=torch.long),
+                         shared_kv_states=kv, use_cache=False)
+            lg = a.logits[0, -1].float()
+            t = lg.argmax().view(1, 1)
+            h = a.last_hidden_state
+            steps.append({"logits": [float("%.7g" % v) for v in lg.tolist()], "id": int(t)})
+        out.append({"input_ids": ids, "first": first, "steps": steps})
+    return out
+
+
+def distill(target, asst, steps=400):
+    """Train the drafter's first step a little on the target's own greedy text (so
+    that run-spec's acceptance is not 0): from token p and the target's hidden at
+    p-1 over its K/V of 0..p-1, the target's token at p+1."""
+    g = torch.Generator().manual_seed(7)
+    samples = []
+    for _ in range(12):
+        ids = torch.randint(0, 310, (1, 6), generator=g)
+        with torch.no_grad():
+            seq = target.generate(ids, max_new_tokens=26, do_sample=False, min_new_tokens=26)
+            o = target(seq, use_cache=False, output_hidden_states=True,
+                       return_shared_kv_states=True)
+        emb = target.get_input_embeddings()(seq).detach()
+        for p in range(4, seq.shape[1] - 1):
+            kv = {k: (v[0][:, :, :p].detach(), v[1][:, :, :p].detach())
+                  for k, v in o.shared_kv_states.items()}
+            x = torch.cat([emb[:, p:p + 1], o.hidden_states[-1][:, p - 1:p].detach()], dim=-1)
+            samples.append((x, kv, p, int(seq[0, p + 1])))
+    opt = torch.optim.Adam([q for q in asst.parameters() if q.requires_grad], lr=3e-3)
+    asst.train()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = 0
+        for i in torch.randint(0, len(samples), (8,), generator=g).tolist():
+            x, kv, p, want = samples[i]
+            a = asst(inputs_embeds=x, position_ids=torch.tensor([[p]]),
+                     attention_mask=torch.ones(1, p + 1, dtype=torch.long),
+                     shared_kv_states=kv, use_cache=False)
+            loss = loss + torch.nn.functional.cross_entropy(a.logits[0], torch.tensor([want]))
+        loss.backward()
+        opt.step()
+    asst.eval()
+
+
+def make_assistant(outdir, target):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from safetensors.torch import load_file, save_file
+    import transformers
+    cfg = dict(ASSIST)
+    mt = cfg.pop("model_type")
+    tc = dict(cfg.pop("text_config"))
+    tc.pop("model_type")
+    conf = AutoConfig.for_model(mt, text_config=AutoConfig.for_model("gemma4_text", **tc), **cfg)
+    torch.manual_seed(4242)
+    asst = AutoModelForCausalLM.from_config(conf, torch_dtype=torch.float32,
+                                            attn_implementation="eager")
+    randomize(asst)
+    distill(target, asst)
+    d = os.path.join(outdir, "g4-assistant")
+    os.makedirs(d, exist_ok=True)
+    asst.save_pretrained(d, safe_serialization=True)
+    path = os.path.join(d, "model.safetensors")
+    sd = load_file(path)
+    save_file({k: v.contiguous() for k, v in sorted(sd.items())}, path, metadata={"format": "pt"})
+    os.chmod(path, 0o644)
+    if os.path.exists(os.path.join(d, "generation_config.json")):
+        os.remove(os.path.join(d, "generation_config.json"))
+    with open(os.path.join(d, "refs.json"), "w") as f:
+        json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
+                   "dtype": "float32", "attn": "eager", "target": "g4-dense",
+                   "drafts": assist_refs(target, asst)}, f)
+    print("g4-assistant", sum(p.numel() for p in asst.parameters()), "params,", len(sd),
+          "tensors ->", d)
+
+
 def main():
     outdir = sys.argv[1]
     lcpp = sys.argv[2] if len(sys.argv) > 2 else None
@@ -204,6 +317,8 @@ def main():
             shutil.copyfile(os.path.join("t/data/st/llama", f), os.path.join(d, f))
         if lcpp and cfg.get("gguf"):
             print("  llama.cpp:", llamacpp_convert(lcpp, d))
+        if name == "g4-dense":
+            make_assistant(outdir, model)
 
 
 if __name__ == "__main__":
