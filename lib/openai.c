@@ -670,3 +670,51 @@ openai_request_free(struct openai_req *r)
 	free(r->tool_name);
 	r->n_stop = 0, r->tool_name = NULL;
 }
+
+char *
+openai_error(int status, const char *msg, size_t *len)
+{
+	char *b = NULL;
+	FILE *fp = open_memstream(&b, len);
+	const char *type = status == 401 ? "authentication_error" : status >= 500 ?
+	    "server_error" : status == 404 ? "not_found_error" : "invalid_request_error";
+
+	if (fp == NULL)
+		return NULL;
+	fputs("{\"error\": {\"message\": ", fp);
+	json_put_str(fp, msg, strlen(msg), 0);
+	fprintf(fp, ", \"type\": \"%s\", \"code\": %d}}\n", type, status);
+	return done(fp, &b);
+}
+
+char *
+openai_error_code(const char *msg, const char *type, const char *code, size_t *len)
+{
+	char *b = NULL;
+	FILE *fp = open_memstream(&b, len);
+
+	if (fp == NULL)
+		return NULL;
+	fputs("{\"error\": {\"message\": ", fp);
+	json_put_str(fp, msg, strlen(msg), 0);
+	fprintf(fp, ", \"type\": \"%s\", \"param\": null, \"code\": \"%s\"}}\n", type, code);
+	return done(fp, &b);
+}
+
+char *
+openai_models(const char *const *names, int n, size_t *len)
+{
+	char *b = NULL;
+	FILE *fp = open_memstream(&b, len);
+
+	if (fp == NULL)
+		return NULL;
+	fputs("{\"object\": \"list\", \"data\": [", fp);
+	for (int i = 0; i < n; i++) {
+		fputs(i ? ", {\"id\": " : "{\"id\": ", fp);
+		json_put_str(fp, names[i], strlen(names[i]), 0);
+		fputs(", \"object\": \"model\", \"created\": 0, \"owned_by\": \"memra\"}", fp);
+	}
+	fputs("]}\n", fp);
+	return done(fp, &b);
+}

@@ -151,4 +151,18 @@ struct openai_choice {
 char	*openai_reply(const struct openai_resp *, const struct openai_choice *c, int n, int think,
 	    int completion_tokens, size_t *len);
 
+/*
+ * An error body: {"error": {"message": msg, "type": type, "code": status}}
+ * with status's type (401 authentication_error, 404 not_found_error, 5xx
+ * server_error, else invalid_request_error), and a newline.
+ */
+char	*openai_error(int status, const char *msg, size_t *len);
+
+/* An error body with OpenAI's string code: {"error": {"message": msg,
+ * "type": type, "param": null, "code": code}} and a newline. */
+char	*openai_error_code(const char *msg, const char *type, const char *code, size_t *len);
+
+/* /v1/models's body: the models names[n] (owned by "memra"), and a newline. */
+char	*openai_models(const char *const *names, int n, size_t *len);
+
 #endif

@@ -391,6 +391,29 @@ TEST(tool_choice_is_auto_none_required_or_a_named_tool)
 	openai_request_free(&r);
 }
 
+TEST(errors_and_the_model_list_are_openais_bodies_byte_for_byte)
+{
+	size_t n;
+	char *b = openai_error(503, "busy \"now\"", &n);
+
+	CHECK_EQ_STR(b, "{\"error\": {\"message\": \"busy \\\"now\\\"\", \"type\": \"server_error\", "
+	    "\"code\": 503}}\n");
+	CHECK_EQ_INT(n, b ? strlen(b) : 0);
+	free(b);
+	b = openai_error(404, "x", &n);
+	CHECK(b != NULL && strstr(b, "\"not_found_error\"") != NULL);
+	free(b);
+	b = openai_error_code("no key", "invalid_request_error", "invalid_api_key", &n);
+	CHECK_EQ_STR(b, "{\"error\": {\"message\": \"no key\", \"type\": \"invalid_request_error\", "
+	    "\"param\": null, \"code\": \"invalid_api_key\"}}\n");
+	free(b);
+	b = openai_models((const char *[]){ "a", "b" }, 2, &n);
+	CHECK_EQ_STR(b, "{\"object\": \"list\", \"data\": [{\"id\": \"a\", \"object\": \"model\", "
+	    "\"created\": 0, \"owned_by\": \"memra\"}, {\"id\": \"b\", \"object\": \"model\", "
+	    "\"created\": 0, \"owned_by\": \"memra\"}]}\n");
+	free(b);
+}
+
 int
 main(void)
 {
@@ -405,5 +428,6 @@ main(void)
 	RUN(a_request_field_of_the_wrong_type_or_range_is_refused_by_name);
 	RUN(a_request_takes_openais_defaults_and_ignores_fields_it_does_not_know);
 	RUN(tool_choice_is_auto_none_required_or_a_named_tool);
+	RUN(errors_and_the_model_list_are_openais_bodies_byte_for_byte);
 	return test_summary();
 }
