@@ -49,6 +49,8 @@ struct cfg {
 	long	prefix_mb;	/* -1: sized from free memory */
 	struct auth_limits lim;	/* MEMRA_RATE_RPM, MEMRA_RATE_TPM: each key's defaults */
 	int	drain_s;	/* MEMRA_DRAIN_S */
+	int	header_s, body_s, idle_s;	/* MEMRA_{HEADER,BODY,IDLE}_TIMEOUT_S */
+	int	max_conns;	/* MEMRA_MAX_CONNECTIONS */
 };
 
 struct served {
@@ -96,7 +98,9 @@ usage(FILE *fp, int status)
 	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
 	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
 	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n"
-	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n", prog);
+	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n"
+	    "       [--header-timeout-s N] [--body-timeout-s N] [--idle-timeout-s N]\n"
+	    "       [--max-connections N]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
@@ -119,6 +123,13 @@ usage(FILE *fp, int status)
 		    "  --rate-rpm N         requests a minute a key, 0 no limit (MEMRA_RATE_RPM, 0)\n"
 		    "  --rate-tpm N         prompt + completion tokens a minute a key (MEMRA_RATE_TPM, 0)\n"
 		    "  --drain-s N          SIGTERM/SIGINT: seconds to finish what runs (MEMRA_DRAIN_S, 30)\n"
+		    "  --header-timeout-s N a request's header, whole, then 408 (MEMRA_HEADER_TIMEOUT_S,\n"
+		    "                       10)\n"
+		    "  --body-timeout-s N   its body after the header, then 408 (MEMRA_BODY_TIMEOUT_S, 60)\n"
+		    "  --idle-timeout-s N   a kept-alive connection waits for its next request\n"
+		    "                       (MEMRA_IDLE_TIMEOUT_S, 30)\n"
+		    "  --max-connections N  connections at once, then 503 (MEMRA_MAX_CONNECTIONS,\n"
+		    "                       4 x (sessions + queue) + 16)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (MEMRA_DEVICE)\n"
 		    "  -h, --help           this text\n", fp);
@@ -521,11 +532,26 @@ route(struct server *s, int fd, const struct http_req *req)
 	return keep;
 }
 
+/* Close fd after a reply, what the client sent unread read first (at
+ * most 64 KiB, without waiting), so that no RST overtakes the reply. */
+static void
+close_gently(int fd)
+{
+	char junk[4096];
+
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 16 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
+}
+
 static void *
 connection(void *arg)
 {
 	struct conn *c = arg;
-	struct http_limits lim = { HTTP_HEAD_MAX, 16 << 20 };
+	const struct cfg *cf = &c->s->c;
+	/* the first request's header is due header_s after the accept */
+	struct http_limits lim = { HTTP_HEAD_MAX, 16 << 20, -1, cf->header_s, cf->body_s };
 	struct http_req *req = malloc(sizeof *req);
 	char *buf = NULL, err[UTIL_ERRLEN];
 	size_t cap = 0, have = 0;
@@ -541,8 +567,10 @@ connection(void *arg)
 			break;
 		memmove(buf, buf + n, have - n);
 		have -= n;
+		lim.idle_s = cf->idle_s;
 	}
-	close(c->fd);
+	close_gently(c->fd);
+	account_conn_close(c->s->acct);
 	free(buf), free(req), free(c);
 	return NULL;
 }
@@ -598,6 +626,15 @@ parse_ops(const char *const *v, struct cfg *c)
 	l = 0, int_setting("MEMRA_RATE_RPM (--rate-rpm)", v['r'], 0, 1L << 30, &l), c->lim.rpm = l;
 	l = 0, int_setting("MEMRA_RATE_TPM (--rate-tpm)", v['T'], 0, 1L << 40, &l), c->lim.tpm = l;
 	l = 30, int_setting("MEMRA_DRAIN_S (--drain-s)", v['G'], 0, 86400, &l), c->drain_s = l;
+	l = 10, int_setting("MEMRA_HEADER_TIMEOUT_S (--header-timeout-s)", v['x'], 1, 3600, &l);
+	c->header_s = l;
+	l = 60, int_setting("MEMRA_BODY_TIMEOUT_S (--body-timeout-s)", v['y'], 1, 3600, &l);
+	c->body_s = l;
+	l = 30, int_setting("MEMRA_IDLE_TIMEOUT_S (--idle-timeout-s)", v['z'], 1, 86400, &l);
+	c->idle_s = l;
+	l = 4L * (c->max_sessions + c->queue) + 16;
+	int_setting("MEMRA_MAX_CONNECTIONS (--max-connections)", v['N'], 1, 1 << 20, &l);
+	c->max_conns = l;
 }
 
 static int
@@ -621,6 +658,10 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "rate-rpm", required_argument, NULL, 'r' },
 		{ "rate-tpm", required_argument, NULL, 'T' },
 		{ "drain-s", required_argument, NULL, 'G' },
+		{ "header-timeout-s", required_argument, NULL, 'x' },
+		{ "body-timeout-s", required_argument, NULL, 'y' },
+		{ "idle-timeout-s", required_argument, NULL, 'z' },
+		{ "max-connections", required_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *v[128] = { 0 };
@@ -638,6 +679,8 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['o'] = env("MEMRA_REUSE_POOL");
 	v['K'] = env("MEMRA_API_KEYS_FILE"), v['r'] = env("MEMRA_RATE_RPM");
 	v['T'] = env("MEMRA_RATE_TPM"), v['G'] = env("MEMRA_DRAIN_S");
+	v['x'] = env("MEMRA_HEADER_TIMEOUT_S"), v['y'] = env("MEMRA_BODY_TIMEOUT_S");
+	v['z'] = env("MEMRA_IDLE_TIMEOUT_S"), v['N'] = env("MEMRA_MAX_CONNECTIONS");
 	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			exit(usage(stdout, 0));
@@ -913,13 +956,48 @@ announce(int fd, const struct cfg *c, int n_keys)
 	    host, port, c->max_sessions, n_keys > 0 ? ", API key required" : "");
 }
 
+/* Past MEMRA_MAX_CONNECTIONS: 503 and close at once, no thread. */
+static void
+refuse_conn(int fd)
+{
+	respond_error(fd, 503, "too many connections: retry later", 0);
+	close_gently(fd);
+}
+
+/* Each connection its thread, up to the cap; the header, body and idle
+ * deadlines (lib/http) bound how long one holds its thread. */
+static void
+accept_loop(struct server *s, int lfd)
+{
+	for (;;) {
+		struct conn *c = malloc(sizeof *c);
+		pthread_t t;
+
+		if (c == NULL || (c->fd = accept(lfd, NULL, NULL)) < 0) {
+			if (c != NULL && errno != EINTR && errno != ECONNABORTED)
+				warnmsg("accept: %s", strerror(errno));
+			free(c);
+			continue;
+		}
+		c->s = s;
+		if (account_conn_open(s->acct, s->c.max_conns) != 0) {
+			refuse_conn(c->fd), free(c);
+			continue;
+		}
+		if (pthread_create(&t, NULL, connection, c) != 0) {
+			close(c->fd), account_conn_close(s->acct), free(c);
+			continue;
+		}
+		pthread_detach(t);
+	}
+}
+
 int
 main(int argc, char *argv[])
 {
 	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	struct sched_config sc;
 	char err[UTIL_ERRLEN], *models, *save = NULL;
-	struct timeval idle = { .tv_sec = 300 };	/* a silent client is dropped */
 	pthread_t w, d;
 	sigset_t sigs;
 	int lfd;
@@ -971,22 +1049,5 @@ main(int argc, char *argv[])
 	if (pthread_create(&w, NULL, worker, &s) != 0)
 		die(1, "worker thread: %s", strerror(errno));
 	announce(lfd, &s.c, auth_count(s.auth));
-	for (;;) {
-		struct conn *c = malloc(sizeof *c);
-		pthread_t t;
-
-		if (c == NULL || (c->fd = accept(lfd, NULL, NULL)) < 0) {
-			if (c != NULL && errno != EINTR && errno != ECONNABORTED)
-				warnmsg("accept: %s", strerror(errno));
-			free(c);
-			continue;
-		}
-		c->s = &s;
-		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
-		if (pthread_create(&t, NULL, connection, c) != 0) {
-			close(c->fd), free(c);
-			continue;
-		}
-		pthread_detach(t);
-	}
+	accept_loop(&s, lfd);
 }

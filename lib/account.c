@@ -24,6 +24,7 @@ struct handles {
 	int	draining, rounds, drafted, accepted, steps, gen, prefill, busy, limited;
 	int	mem_used, mem_total, cpu, rss, vsize, fds, max_fds, start;
 	int	pc_bytes, pc_budget, pc_lookups, pc_hits, pc_hit_tokens, pc_evict, reused, parked;
+	int	conns, conns_refused, timed_out;
 };
 
 /* A model served. */
@@ -43,6 +44,7 @@ struct account {
 	pthread_mutex_t scrape;	/* one scrape at a time syncs the counters */
 	_Atomic size_t mem_free, mem_all;	/* the device's, sampled by the worker */
 	atomic_int inflight, draining;	/* requests being answered; 1 after SIGTERM/SIGINT */
+	atomic_int conns;	/* connections open */
 };
 
 static const double ttft_b[] = { 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
@@ -79,6 +81,12 @@ static const struct fam {
 	{ F(queue), G, "memra_queue_depth", "", "Requests waiting for a session", NULL, 0 },
 	{ F(running), G, "memra_running_sessions", "", "Sessions generating", NULL, 0 },
 	{ F(inflight), G, "memra_requests_in_flight", "", "Requests being answered", NULL, 0 },
+	{ F(conns), G, "memra_connections_open", "", "Client connections open (each its thread)",
+	    NULL, 0 },
+	{ F(conns_refused), C, "memra_connections_refused_total", "", "Connections refused with "
+	    "503 past MEMRA_MAX_CONNECTIONS", NULL, 0 },
+	{ F(timed_out), C, "memra_requests_timed_out_total", "", "Requests answered 408: their "
+	    "header or body not complete within its deadline", NULL, 0 },
 	{ F(draining), G, "memra_draining", "",
 	    "1 while the server drains after SIGTERM or SIGINT", NULL, 0 },
 	{ F(steps), C, "memra_sched_steps_total", "", "Scheduler steps", NULL, 0 },
@@ -272,6 +280,7 @@ sync_all(struct account *a, struct sched *sc)
 	if (sc != NULL)
 		sync_sched(a, sc);
 	metrics_set(m, h->inflight, NULL, a->inflight);
+	metrics_set(m, h->conns, NULL, a->conns);
 	metrics_set(m, h->draining, NULL, a->draining);
 	if (sc != NULL)
 		sync_prefix(a, sc);
@@ -397,7 +406,28 @@ account_refused(struct account *a, int status)
 {
 	struct account_req r;
 
+	if (status == 408)
+		metrics_add(a->m, a->h.timed_out, NULL, 1);
 	account_begin(a, &r, "-");
 	r.status = status;
 	account_end(a, &r);
+}
+
+int
+account_conn_open(struct account *a, int max)
+{
+	int n = atomic_fetch_add(&a->conns, 1);
+
+	if (max <= 0 || n < max)
+		return 0;
+	atomic_fetch_sub(&a->conns, 1);
+	metrics_add(a->m, a->h.conns_refused, NULL, 1);
+	account_refused(a, 503);
+	return -1;
+}
+
+void
+account_conn_close(struct account *a)
+{
+	atomic_fetch_sub(&a->conns, 1);
 }

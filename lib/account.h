@@ -63,8 +63,17 @@ void	account_begin(struct account *, struct account_req *r, const char *method);
  */
 void	account_end(struct account *, struct account_req *r);
 
-/* A request the HTTP parser refused with status: begun, logged, counted. */
+/* A request the HTTP parser refused with status: begun, logged, counted
+ * (a 408 in the timed-out requests too). */
 void	account_refused(struct account *, int status);
+
+/*
+ * A connection opens: 0 when fewer than max (0: no cap) are open, counted
+ * open; -1 at the cap, counted as refused and logged as a 503 request.
+ * account_conn_close closes one that opened.
+ */
+int	account_conn_open(struct account *, int max);
+void	account_conn_close(struct account *);
 
 /* A refusal in OpenAI's error shape: status, message, type and code, and
  * the extra header lines (CRLF-terminated, "" for none). */

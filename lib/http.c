@@ -1,6 +1,7 @@
 #include "http.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -215,29 +216,87 @@ http_parse(const char *buf, size_t len, const struct http_limits *lim, struct ht
 	return (long)(he + blen);
 }
 
+/*
+ * Wait until fd is readable or the deadline (util_now() time, 0 none)
+ * passes: 1 readable, 0 past it, -1 a poll error.
+ */
+static int
+wait_readable(int fd, double deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		double left = deadline > 0 ? deadline - util_now() : 0;
+		int rc;
+
+		if (deadline > 0 && left <= 0)
+			return 0;
+		rc = poll(&p, 1, deadline > 0 ? (int)(left * 1000) + 1 : -1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc != 0)
+			return rc > 0 ? 1 : -1;
+	}
+}
+
+/* The deadline of the phase buf[have] is in, from *t_head (the first
+ * byte's time, set here) and *t_body (the header's end, set here). */
+static double
+deadline(const char *buf, size_t have, const struct http_limits *lim, double *t_head,
+    double *t_body)
+{
+	size_t max_head = lim->max_header < HTTP_HEAD_MAX ? lim->max_header : HTTP_HEAD_MAX;
+
+	if (have == 0 && *t_head == 0)
+		return lim->idle_s > 0 ? util_now() + lim->idle_s : 0;
+	if (*t_head == 0)
+		*t_head = util_now();
+	if (*t_body == 0 && head_end(buf, have < max_head ? have : max_head) != 0)
+		*t_body = util_now();
+	if (*t_body == 0)
+		return lim->header_s > 0 ? *t_head + lim->header_s : 0;
+	return lim->body_s > 0 ? *t_body + lim->body_s : 0;
+}
+
+/* Room for more bytes in *buf: 0, or -1 with 413. */
+static int
+grow(char **buf, size_t *cap, size_t have, const struct http_limits *lim, int *status,
+    char *err)
+{
+	size_t most = lim->max_header + lim->max_body + 1, nc = *cap ? *cap * 2 : 65536;
+	char *nb;
+
+	if (have < *cap)
+		return 0;
+	if (nc > most)
+		nc = most;
+	if (nc <= *cap || (nb = realloc(*buf, nc)) == NULL)
+		return fail(status, 413, err, "request too large");
+	*buf = nb, *cap = nc;
+	return 0;
+}
+
 long
 http_read(int fd, char **buf, size_t *cap, size_t *have, const struct http_limits *lim,
     struct http_req *req, int *status, char *err)
 {
-	size_t most = lim->max_header + lim->max_body + 1;
+	double t_head = lim->idle_s < 0 ? util_now() : 0, t_body = 0;
 
 	for (;;) {
 		long n = *have ? http_parse(*buf, *have, lim, req, status, err) : 0;
+		double end = deadline(*buf, *have, lim, &t_head, &t_body);
 		ssize_t got;
+		int w;
 
 		if (n != 0)
 			return n;
-		if (*have == *cap) {
-			size_t nc = *cap ? *cap * 2 : 65536;
-			char *nb;
-
-			if (nc > most)
-				nc = most;
-			if (nc <= *cap || (nb = realloc(*buf, nc)) == NULL)
-				return fail(status, 413, err, "request too large");
-			*buf = nb, *cap = nc;
-		}
-		got = read(fd, *buf + *have, *cap - *have);
+		if (grow(buf, cap, *have, lim, status, err) != 0)
+			return -1;
+		if ((w = wait_readable(fd, end)) == 0 && *have == 0 && lim->idle_s >= 0)
+			return *status = 0, 0;
+		if (w == 0)
+			return fail(status, 408, err, t_body == 0 ? "request header timed out" :
+			    "request body timed out");
+		got = w < 0 ? -1 : read(fd, *buf + *have, *cap - *have);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0) {

@@ -29,6 +29,11 @@ struct http_req {
 struct http_limits {
 	size_t	max_header;	/* bytes of request line + headers (<= HTTP_HEAD_MAX) */
 	size_t	max_body;	/* bytes of body */
+	/* http_read's deadlines in seconds, 0 none: each whole, never reset by a byte */
+	double	idle_s;		/* for a request's first byte; < 0: none apart, the
+				 * header's deadline runs from the call (a new connection) */
+	double	header_s;	/* from its first byte to the end of its header */
+	double	body_s;		/* from the end of its header to the end of its body */
 };
 
 /*
@@ -47,9 +52,11 @@ const char *http_header(const struct http_req *req, const char *name);
 /*
  * Read one request from socket fd into *buf (grown as needed, *cap its
  * size; *have bytes already held, left over from the previous request on
- * the connection).  Returns the request's length as http_parse does, 0 on
- * a clean end of stream before any byte, or -1 with *status (0 when the
- * connection failed or closed mid-request) and err.
+ * the connection), within lim's deadlines (bytes already held count as a
+ * first byte arriving now).  Returns the request's length as http_parse
+ * does, 0 on a clean end of stream or idle_s passing before any byte, or
+ * -1 with *status (408 past header_s or body_s; 0 when the connection
+ * failed or closed mid-request) and err.
  */
 long	http_read(int fd, char **buf, size_t *cap, size_t *have, const struct http_limits *lim,
 	    struct http_req *req, int *status, char *err);

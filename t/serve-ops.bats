@@ -287,3 +287,109 @@ load_a() {
 	export ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=16 UBSAN_OPTIONS=print_stacktrace=1
 	load_a 120 32 128
 }
+
+# slow PORT MODE: a raw-socket client (Python): "half" sends half a header and
+# stalls, "trickle" sends a header a byte every 0.2 s, "idle" connects and
+# sends nothing; prints the status it got (0: none) and the seconds it took
+slow() {
+	python3 - "$URL" "$1" <<'PY'
+import select, socket, sys, time
+host, port = sys.argv[1].split("//")[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+t0 = time.time()
+req = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 40 + b"\r\n\r\n"
+got = b""
+try:
+    if sys.argv[2] == "half":
+        s.sendall(req[:20])
+    elif sys.argv[2] == "trickle":	# until the server answers
+        for b in req:
+            s.sendall(bytes([b]))
+            if select.select([s], [], [], 0.2)[0]:
+                break
+    while b"\r\n\r\n" not in got:
+        b = s.recv(4096)
+        if not b:
+            break
+        got += b
+except OSError:
+    pass
+print(int(got.split(b" ")[1]) if got.startswith(b"HTTP/1.1 ") else 0, round(time.time() - t0, 1),
+      "close" if b"Connection: close" in got else "-")
+PY
+}
+
+@test "deadlines: half a header then a stall gets 408 within MEMRA_HEADER_TIMEOUT_S, others are served meanwhile" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=0 MEMRA_HEADER_TIMEOUT_S=1
+	run -0 serve --help
+	[[ $output == *"--header-timeout-s N a request's header, whole, then 408 (MEMRA_HEADER_TIMEOUT_S,"* ]]
+	slow half >"$P/half" &
+	local h=$!
+	sleep 0.3
+	run -0 http GET /v1/models
+	[[ $output == "200 "* ]]
+	wait "$h"
+	read -r st secs conn <"$P/half"
+	[ "$st" = 408 ] && [ "$conn" = close ]
+	python3 -c "import sys; sys.exit(not 0.8 <= float('$secs') <= 2.5)"
+	logged 2
+	grep -q '^\[serve\] request [0-9]*: - - - 408 ' "$LOG"
+	run -0 curl -s "$URL/metrics"
+	[[ $output == *"memra_requests_timed_out_total 1"* ]]
+}
+
+@test "deadlines: a header trickled a byte every 0.2 s gets 408: the deadline is whole, not per byte" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=0 MEMRA_HEADER_TIMEOUT_S=1 MEMRA_BODY_TIMEOUT_S=1
+	run -0 slow trickle
+	read -r st secs conn <<<"$output"
+	[ "$st" = 408 ] && [ "$conn" = close ]
+	python3 -c "import sys; sys.exit(not 0.8 <= float('$secs') <= 2.5)"
+	# a body slower than MEMRA_BODY_TIMEOUT_S is a 408 too
+	run -0 python3 - "$URL" <<'PY'
+import socket, sys, time
+host, port = sys.argv[1].split("//")[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{\"prompt\"")
+print(s.recv(4096).split(b"\r\n")[0].decode())
+PY
+	[ "$output" = "HTTP/1.1 408 Request Timeout" ]
+}
+
+@test "connections: past MEMRA_MAX_CONNECTIONS a new one gets 503 with Retry-After at once; served again once they close" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=0 MEMRA_MAX_CONNECTIONS=3 MEMRA_HEADER_TIMEOUT_S=30
+	run -0 python3 - "$URL" <<'PY'
+import socket, sys, time
+host, port = sys.argv[1].split("//")[1].rsplit(":", 1)
+addr = (host, int(port))
+idle = [socket.create_connection(addr, timeout=10) for _ in range(3)]
+time.sleep(0.3)
+s = socket.create_connection(addr, timeout=10)
+t0 = time.time()
+got = b""
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    got += b
+head = got.split(b"\r\n\r\n")[0].decode()
+print(head.split("\r\n")[0], "retry" if "Retry-After: 1" in head else "-",
+      "close" if "Connection: close" in head else "-", time.time() - t0 < 1)
+for c in idle:
+    c.close()
+PY
+	[ "$output" = "HTTP/1.1 503 Service Unavailable retry close True" ]
+	for _ in $(seq 50); do
+		run -0 http GET /v1/models
+		[[ $output == "200 "* ]] && break
+		sleep 0.1
+	done
+	[[ $output == "200 "* ]]
+	run -0 curl -s "$URL/metrics"
+	[[ $output == *"memra_connections_refused_total 1"* ]]
+	grep -q '^\[serve\] request [0-9]*: - - - 503 ' "$LOG"
+	run -2 --separate-stderr env MEMRA_MODELS=x=y serve --max-connections 0
+	[ "$stderr" = "serve: MEMRA_MAX_CONNECTIONS (--max-connections): '0': out of range 1..1048576 or not a number" ]
+}

@@ -10,7 +10,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct http_req req;
-	struct http_limits lim = { 4096, 1 << 16 };
+	struct http_limits lim = { .max_header = 4096, .max_body = 1 << 16 };
 	char err[UTIL_ERRLEN];
 	int status;
 	long n = http_parse((const char *)data, size, &lim, &req, &status, err);

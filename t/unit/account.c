@@ -107,6 +107,30 @@ TEST(a_refused_request_is_logged_and_counted_without_a_model)
 	auth_free(au);
 }
 
+TEST(connections_past_the_cap_are_refused_and_timeouts_counted)
+{
+	struct auth *au = auth_new(&(struct auth_limits){ 0, 0 });
+	struct log l = { 0 };
+	struct account *a = acct_of(au, &l);
+
+	if (a == NULL)
+		return;
+	CHECK_EQ_INT(account_conn_open(a, 2), 0);
+	CHECK_EQ_INT(account_conn_open(a, 2), 0);
+	CHECK_EQ_INT(account_conn_open(a, 2), -1);
+	CHECK(page_has(a, "memra_connections_open 2"));
+	CHECK(page_has(a, "memra_connections_refused_total 1"));
+	CHECK(strncmp(l.last, "request 1: - - - 503 ", 21) == 0);
+	account_conn_close(a);
+	CHECK_EQ_INT(account_conn_open(a, 2), 0);
+	account_refused(a, 408);
+	CHECK(page_has(a, "memra_requests_timed_out_total 1"));
+	CHECK(page_has(a, "memra_requests_total{endpoint=\"-\",status=\"408\"} 1"));
+	CHECK_EQ_INT(account_inflight(a), 0);
+	account_free(a);
+	auth_free(au);
+}
+
 TEST(keys_a_wrong_or_missing_key_is_a_401_refusal)
 {
 	struct auth *au = auth_new(&(struct auth_limits){ 0, 0 });
@@ -169,6 +193,7 @@ main(void)
 {
 	RUN(a_generation_request_is_one_log_line_and_its_counts);
 	RUN(a_refused_request_is_logged_and_counted_without_a_model);
+	RUN(connections_past_the_cap_are_refused_and_timeouts_counted);
 	RUN(keys_a_wrong_or_missing_key_is_a_401_refusal);
 	RUN(limits_past_a_keys_requests_a_minute_is_a_429_with_retry_after);
 	return test_summary();

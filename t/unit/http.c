@@ -1,12 +1,14 @@
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "http.h"
 #include "test.h"
 #include "util.h"
 
 static struct http_req req;
-static const struct http_limits lim = { 1024, 64 };
+static const struct http_limits lim = { .max_header = 1024, .max_body = 64 };
 
 static long
 parse(const char *s, int *status, char *err)
@@ -96,6 +98,53 @@ TEST(reasons)
 	CHECK_EQ_STR(http_reason(503), "Service Unavailable");
 }
 
+/* http_read of what was written to a socket, within lim: its return, status and seconds */
+static long
+read_within(const char *sent, const struct http_limits *l, int *status, double *secs)
+{
+	struct http_req *r = malloc(sizeof *r);
+	char *buf = NULL, err[UTIL_ERRLEN];
+	size_t cap = 0, have = 0;
+	int sv[2];
+	long n;
+	double t0 = util_now();
+
+	if (r == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 ||
+	    write(sv[1], sent, strlen(sent)) != (ssize_t)strlen(sent))
+		return -2;
+	n = http_read(sv[0], &buf, &cap, &have, l, r, status, err);
+	*secs = util_now() - t0;
+	close(sv[0]), close(sv[1]), free(buf), free(r);
+	return n;
+}
+
+TEST(deadlines_are_whole_phases)
+{
+	struct http_limits l = { 1024, 64, 0.2, 0.2, 0.2 };
+	double secs;
+	int status;
+
+	/* idle: nothing came, a quiet end */
+	CHECK_EQ_INT(read_within("", &l, &status, &secs), 0);
+	CHECK_EQ_INT(status, 0);
+	CHECK(secs >= 0.19 && secs < 1);
+	/* half a header */
+	CHECK_EQ_INT(read_within("GET / HTTP/1.1\r\nHo", &l, &status, &secs), -1);
+	CHECK_EQ_INT(status, 408);
+	CHECK(secs >= 0.19 && secs < 1);
+	/* half a body */
+	CHECK_EQ_INT(read_within("POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc", &l, &status,
+	    &secs), -1);
+	CHECK_EQ_INT(status, 408);
+	/* a new connection (idle_s < 0): nothing in header_s is a 408 */
+	l.idle_s = -1;
+	CHECK_EQ_INT(read_within("", &l, &status, &secs), -1);
+	CHECK_EQ_INT(status, 408);
+	/* complete: no wait */
+	CHECK_EQ_INT(read_within("GET / HTTP/1.1\r\n\r\n", &l, &status, &secs), 18);
+	CHECK(secs < 0.1);
+}
+
 int
 main(void)
 {
@@ -104,5 +153,6 @@ main(void)
 	RUN(http_1_0_closes_unless_asked);
 	RUN(bad_requests_get_their_4xx);
 	RUN(reasons);
+	RUN(deadlines_are_whole_phases);
 	return test_summary();
 }
