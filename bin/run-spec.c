@@ -397,32 +397,6 @@ run_all(struct ctx *c)
 	return fail;
 }
 
-/*
- * A backend for each pipeline stage (one without a split) into be[], each
- * with the MEMRA_CUDA_* settings; the first's recorded-step stats setting
- * into *graph_stats.  Dies on failure.
- */
-static void
-open_backends(const struct genopt *go, struct backend **be, int *graph_stats)
-{
-	char err[UTIL_ERRLEN];
-
-	if (genopt_backends(go, be, err) != 0)
-		die(1, "%s", err);
-	for (int s = 0; s < go->n_stage; s++) {
-		int gs = backend_graph_env(be[s], getenv("MEMRA_CUDA_GRAPH"), err);
-
-		if (gs < 0)
-			die(2, "MEMRA_CUDA_GRAPH: %s", err);
-		if (s == 0)
-			*graph_stats = gs;
-		if (backend_pdl_env(be[s], getenv("MEMRA_CUDA_PDL"), err) < 0)
-			die(2, "MEMRA_CUDA_PDL: %s", err);
-		if (backend_gemm_env(be[s], getenv("MEMRA_CUDA_GEMM"), err) < 0)
-			die(2, "MEMRA_CUDA_GEMM: %s", err);
-	}
-}
-
 /* The split's boot proof lines on stderr (none for a whole model). */
 static void
 pp_lines(const struct model *m)
@@ -444,7 +418,7 @@ main(int argc, char *argv[])
 	struct model_split sp;
 	size_t len = 0, n = 0;
 	int32_t *ids;
-	int status, graph_stats = 0;
+	int status, graph_stats = 0, rc;
 
 	prog = base_name(argv[0]);
 	genopt_init(&o.go, 64);
@@ -458,7 +432,8 @@ main(int argc, char *argv[])
 		die(2, "%s", err);
 	if (genopt_text(&o.go, argc == 2 ? argv[1] : NULL, &text, &len, err) != 0)
 		die(1, "%s", err);
-	open_backends(&o.go, be, &graph_stats);
+	if ((rc = genopt_open(&o.go, be, &graph_stats, err)) != 0)
+		die(rc == -2 ? 2 : 1, "%s", err);
 	c.be = be[0];
 	genopt_split(&o.go, be, &sp);
 	mo.split = o.go.n_stage > 1 ? &sp : NULL;

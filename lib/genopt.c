@@ -200,6 +200,38 @@ genopt_backends(const struct genopt *g, struct backend **be, char *err)
 	return 0;
 }
 
+/* Backend b's MEMRA_CUDA_* settings from the environment: 0, or -2 with err. */
+static int
+cuda_env(struct backend *b, int *graph_stats, char *err)
+{
+	char why[UTIL_ERRLEN];
+	int gs = backend_graph_env(b, getenv("MEMRA_CUDA_GRAPH"), why);
+
+	if (gs < 0)
+		return util_err(err, "MEMRA_CUDA_GRAPH: %s", why), -2;
+	if (graph_stats != NULL)
+		*graph_stats = gs;
+	if (backend_pdl_env(b, getenv("MEMRA_CUDA_PDL"), why) < 0)
+		return util_err(err, "MEMRA_CUDA_PDL: %s", why), -2;
+	if (backend_gemm_env(b, getenv("MEMRA_CUDA_GEMM"), why) < 0)
+		return util_err(err, "MEMRA_CUDA_GEMM: %s", why), -2;
+	return 0;
+}
+
+int
+genopt_open(const struct genopt *g, struct backend **be, int *graph_stats, char *err)
+{
+	int rc = 0;
+
+	if (genopt_backends(g, be, err) != 0)
+		return -1;
+	for (int s = 0; s < g->n_stage && rc == 0; s++)
+		rc = cuda_env(be[s], s == 0 ? graph_stats : NULL, err);
+	for (int s = 0; rc != 0 && s < g->n_stage; s++)
+		backend_close(be[s]);
+	return rc;
+}
+
 void
 genopt_split(const struct genopt *g, struct backend **be, struct model_split *sp)
 {

@@ -95,6 +95,15 @@ int	genopt_check(struct genopt *g, int *kv_f16, char *err);
  */
 int	genopt_backends(const struct genopt *g, struct backend **be, char *err);
 
+/*
+ * genopt_backends, then each backend's MEMRA_CUDA_GRAPH, MEMRA_CUDA_PDL
+ * and MEMRA_CUDA_GEMM settings from the environment, the first backend's
+ * recorded-step stats setting into *graph_stats.  0; -1 with err when a
+ * backend does not open; -2 with err ("MEMRA_CUDA_PDL: ...") for a bad
+ * setting, a misuse (then none is left open).
+ */
+int	genopt_open(const struct genopt *g, struct backend **be, int *graph_stats, char *err);
+
 struct model_split;
 
 /* The model's split over be[n_stage] (model_options.split when n_stage > 1). */

@@ -5,6 +5,7 @@ bats_require_minimum_version 1.5.0
 # ids in refs.json, and llama.cpp's converter's GGUF of one of them.
 setup() {
 	load helper
+	load arch
 	ML=$TOP/build/t/tools/model-logits
 	MG=$TOP/build/t/tools/model-greedy
 	MB=$TOP/build/t/tools/model-batch
@@ -40,32 +41,26 @@ setup() {
 @test "greedy ids equal transformers' (refs.json greedy), HF and GGUF, prefill and token by token" {
 	need_py json
 	for m in $MODELS; do
-		want=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$M/$m/refs.json")
+		want=$(refs_greedy "$M/$m")
 		run -0 --separate-stderr "$MG" -t 2 -p "$M/$m" 16 5 17 250 3 99 42 7 1
 		[ "$output" = "$want" ]
 		run -0 --separate-stderr "$MG" -t 2 "$M/$m" 16 5 17 250 3 99 42 7 1
 		[ "$output" = "$want" ]
 	done
 	run -0 --separate-stderr "$MG" -t 2 "$M/moe-e8k2-mtp/llamacpp-f32.gguf" 16 5 17 250 3 99 42 7 1
-	[ "$output" = "$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$M/moe-e8k2-mtp/refs.json")" ]
+	[ "$output" = "$(refs_greedy "$M/moe-e8k2-mtp")" ]
 }
 
 @test "token-by-token logits agree with the prefill's to 1e-5 relative" {
 	need_py numpy
 	for m in $MODELS; do
-		"$ML" -t 2 "$M/$m" "$BATS_TEST_TMPDIR/p" $IDS
-		"$ML" -t 2 -1 "$M/$m" "$BATS_TEST_TMPDIR/d" $IDS
-		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+		steps_agree "$M/$m"
 	done
 }
 
 @test "batched decode is bit-identical to one sequence at a time (rows routed to different experts)" {
-	seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
 	for m in $MODELS; do
-		for b in 1 3 8; do
-			run -0 --separate-stderr "$MB" -t 2 -b "$b" "$M/$m" $seqs
-			[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
-		done
+		batch_identical "$M/$m"
 	done
 }
 

@@ -5,33 +5,14 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	load helper
+	load serve
 	P=$BATS_TEST_TMPDIR
 	SPID=
 }
 
-teardown() {
-	[ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-	return 0
-}
+teardown() { stop_serve; }
 
-# start_serve [VAR=VALUE...]: serve on a free loopback port; sets URL, SPID, LOG
-start_serve() {
-	LOG=$P/serve.log
-	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" serve --device cpu -t 2 2>"$LOG" &
-	SPID=$!
-	for _ in $(seq 600); do
-		grep -q 'listening on' "$LOG" && break
-		kill -0 "$SPID" 2>/dev/null || { cat "$LOG" >&2; return 1; }
-		sleep 0.1
-	done
-	URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG")
-	[ -n "$URL" ]
-}
 
-stop_serve() {
-	kill "$SPID"; wait "$SPID" 2>/dev/null || true
-	SPID=
-}
 
 # conversation NAME [VAR=VALUE...]: 8 turns on model A (prompt chunks of 32
 # tokens, so that short turns pass chunk boundaries) into $P/NAME.jsonl

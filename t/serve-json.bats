@@ -3,29 +3,13 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	load helper
+	load serve
 	P=$BATS_TEST_TMPDIR
 	SPID=
 }
 
-teardown() {
-	[ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-	return 0
-}
+teardown() { stop_serve; }
 
-# start_serve [VAR=VALUE...]: model A on a free loopback port; sets URL, SPID, LOG
-start_serve() {
-	LOG=$P/serve.log
-	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 MEMRA_MODELS="a=$(model_a)" "$@" \
-	    serve --device cpu -t 2 2>"$LOG" &
-	SPID=$!
-	for _ in $(seq 600); do
-		grep -q 'listening on' "$LOG" && break
-		kill -0 "$SPID" 2>/dev/null || { cat "$LOG" >&2; return 1; }
-		sleep 0.1
-	done
-	URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG")
-	[ -n "$URL" ]
-}
 
 # post PATH BODY: "STATUS BODY"
 post() {
@@ -35,13 +19,13 @@ post() {
 }
 
 @test "200 sampled replies under a schema and json_object, 8 at a time: every one parses and validates; the SDK's parse" {
-	start_serve MEMRA_MAX_SESSIONS=8
+	start_serve MEMRA_MODELS="a=$(model_a)" MEMRA_MAX_SESSIONS=8
 	run -0 python3 "$TOP/t/serve-json.py" "$URL" a "$DATA/json-schema/person.json" 200
 	[ "$output" = "200 valid" ]
 }
 
 @test "a schema feature serve cannot enforce is a 400 naming it; bad response_format values are 400s" {
-	start_serve MEMRA_MAX_SESSIONS=2
+	start_serve MEMRA_MODELS="a=$(model_a)" MEMRA_MAX_SESSIONS=2
 	m='"model": "a", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8'
 	run -0 post /v1/chat/completions "{$m, \"response_format\": {\"type\": \"json_schema\",
 	    \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", \"properties\":
@@ -63,7 +47,7 @@ post() {
 }
 
 @test "a reply cut by max_tokens still closes its document; a greedy one equals itself beside others" {
-	start_serve MEMRA_MAX_SESSIONS=4
+	start_serve MEMRA_MODELS="a=$(model_a)" MEMRA_MAX_SESSIONS=4
 	b='{"model": "a", "prompt": "Data:", "max_tokens": 12, "temperature": 0,
 	    "response_format": {"type": "json_object"}}'
 	run -0 post /v1/completions "$b"

@@ -2,39 +2,15 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	load helper
+	load serve
 	P=$BATS_TEST_TMPDIR
 	SC="python3 $TOP/t/serve-client.py"
 	SPID=
 }
 
-teardown() {
-	[ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-	return 0
-}
+teardown() { stop_serve; }
 
-# start_serve [VAR=VALUE...]: serve on a free loopback port; sets URL, SPID, LOG
-start_serve() {
-	local cmd=serve
-	LOG=$P/serve.log
-	[ "${1:-}" = memra-server ] && { ln -sf "$TOP/bin/serve" "$P/memra-server"; cmd=$P/memra-server; shift; }
-	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" "$cmd" --device cpu -t 2 2>"$LOG" &
-	SPID=$!
-	for _ in $(seq 600); do
-		grep -q 'listening on' "$LOG" && break
-		kill -0 "$SPID" 2>/dev/null || { cat "$LOG" >&2; return 1; }
-		sleep 0.1
-	done
-	URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG")
-	[ -n "$URL" ]
-}
 
-# http METHOD PATH [BODY] [curl args]: "STATUS BODY"
-http() {
-	local m=$1 p=$2 b=${3:-}
-	shift 3 || shift $#
-	curl -s -o "$P/body" -w '%{http_code}' -X "$m" ${b:+--data-binary "$b"} "$@" "$URL$p"
-	printf ' %s' "$(cat "$P/body")"
-}
 
 @test "usage: --help matches the man page, a bad setting is misuse" {
 	run -0 serve --help

@@ -9,6 +9,7 @@ bats_require_minimum_version 1.5.0
 # scale other than head_dim.
 setup() {
 	load helper
+	load arch
 	ML=$TOP/build/t/tools/model-logits
 	MG=$TOP/build/t/tools/model-greedy
 	MB=$TOP/build/t/tools/model-batch
@@ -18,9 +19,6 @@ setup() {
 	IDS="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
 }
 
-greedy_want() {
-	python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$1/refs.json"
-}
 
 @test "HF checkpoints: logits of every position equal transformers' to 1e-4 relative" {
 	need_py numpy
@@ -53,7 +51,7 @@ greedy_want() {
 @test "greedy ids equal transformers' (refs.json greedy), HF and GGUF, prefill and token by token" {
 	need_py json
 	for m in $MODELS; do
-		want=$(greedy_want "$M/$m")
+		want=$(refs_greedy "$M/$m")
 		run -0 --separate-stderr "$MG" -t 2 -p "$M/$m" 16 5 17 250 3 99 42 7 1
 		[ "$output" = "$want" ]
 		run -0 --separate-stderr "$MG" -t 2 "$M/$m" 16 5 17 250 3 99 42 7 1
@@ -67,19 +65,13 @@ greedy_want() {
 @test "token-by-token logits agree with the prefill's to 1e-5 relative (past the window)" {
 	need_py numpy
 	for m in $MODELS; do
-		"$ML" -t 2 "$M/$m" "$BATS_TEST_TMPDIR/p" $IDS
-		"$ML" -t 2 -1 "$M/$m" "$BATS_TEST_TMPDIR/d" $IDS
-		run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+		steps_agree "$M/$m"
 	done
 }
 
 @test "batched decode is bit-identical to one sequence at a time" {
-	seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
 	for m in $MODELS; do
-		for b in 1 3 8; do
-			run -0 --separate-stderr "$MB" -t 2 -b "$b" "$M/$m" $seqs
-			[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
-		done
+		batch_identical "$M/$m"
 	done
 }
 

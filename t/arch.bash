@@ -1,0 +1,26 @@
+# Shared by the architecture bats files (moe, gemma4, step35; load arch): the checks every
+# tiny transformers fixture passes.  Each file's setup sets ML, MG, MB (build/t/tools),
+# IDS (16 prompt ids) and MODELS; fixtures hold refs.json from tools/make-*-models.py.
+
+# refs_greedy DIR: the greedy continuation transformers gave (refs.json), space-separated
+refs_greedy() {
+	python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"]["new_ids"])))' "$1/refs.json"
+}
+
+# steps_agree MODEL: token-by-token logits within 1e-5 relative of the prefill's, every row
+steps_agree() {
+	"$ML" -t 2 "$1" "$BATS_TEST_TMPDIR/p" $IDS
+	"$ML" -t 2 -1 "$1" "$BATS_TEST_TMPDIR/d" $IDS
+	run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
+}
+
+# batch_identical MODEL: six sequences decoded in batches of 1, 3 and 8 give each one's
+# bits alone
+batch_identical() {
+	local seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
+
+	for b in 1 3 8; do
+		run -0 --separate-stderr "$MB" -t 2 -b "$b" "$1" $seqs
+		[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
+	done
+}
