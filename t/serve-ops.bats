@@ -4,6 +4,7 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	load helper
+	load serve
 	P=$BATS_TEST_TMPDIR
 	SC="python3 $TOP/t/serve-client.py"
 	SPID=
@@ -16,28 +17,7 @@ teardown() {
 	return 0
 }
 
-# start_serve [VAR=VALUE...]: serve (SERVE, else bin/serve) on a free loopback
-# port; sets URL, SPID, LOG
-start_serve() {
-	LOG=$P/serve.log
-	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" "${SERVE:-serve}" --device cpu -t 2 2>"$LOG" &
-	SPID=$!
-	for _ in $(seq 600); do
-		grep -q 'listening on' "$LOG" && break
-		kill -0 "$SPID" 2>/dev/null || { cat "$LOG" >&2; return 1; }
-		sleep 0.1
-	done
-	URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG")
-	[ -n "$URL" ]
-}
 
-# http METHOD PATH [BODY] [curl args]: "STATUS BODY"
-http() {
-	local m=$1 p=$2 b=${3:-}
-	shift 3 || shift $#
-	curl -s -o "$P/body" -w '%{http_code}' -X "$m" ${b:+--data-binary "$b"} "$@" "$URL$p"
-	printf ' %s' "$(cat "$P/body")"
-}
 
 # wait_log REGEX: until the server's log has a line matching it (10 s at most)
 wait_log() {
