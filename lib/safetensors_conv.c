@@ -877,9 +877,8 @@ st_kv_add(struct safetensors *st, const char *key, int type)
 	return kv;
 }
 
-/* key with the architecture prefix: "qwen35.block_count" */
-static int
-kv_u32(struct safetensors *st, const char *key, int64_t v)
+int
+st_kv_u32(struct safetensors *st, const char *key, int64_t v)
 {
 	char k[128];
 	struct safetensors_kv *kv;
@@ -893,8 +892,8 @@ kv_u32(struct safetensors *st, const char *key, int64_t v)
 	return 0;
 }
 
-static int
-kv_f32(struct safetensors *st, const char *key, double v)
+int
+st_kv_f32(struct safetensors *st, const char *key, double v)
 {
 	char k[128];
 	struct safetensors_kv *kv;
@@ -929,17 +928,17 @@ kv_common(struct safetensors *st, const struct hp *h)
 	if (st_kv_str(st, "general.architecture", st->arch, strlen(st->arch)) != 0 ||
 	    st_kv_str(st, "general.name", name, strlen(name)) != 0)
 		return -1;
-	if (kv_u32(st, "block_count", h->n_layer + h->n_mtp) != 0 ||
-	    kv_u32(st, "context_length", h->n_ctx) != 0 ||
-	    kv_u32(st, "embedding_length", h->n_embd) != 0 ||
-	    (h->arch != ARCH_QWEN35MOE && kv_u32(st, "feed_forward_length", h->n_ff) != 0) ||
-	    (h->arch != ARCH_STEP35 && (kv_u32(st, "attention.head_count", h->n_head) != 0 ||
-	    kv_u32(st, "attention.head_count_kv", h->n_head_kv) != 0)) ||
-	    kv_f32(st, "rope.freq_base", h->theta) != 0 ||
-	    kv_f32(st, "attention.layer_norm_rms_epsilon", h->eps) != 0)
+	if (st_kv_u32(st, "block_count", h->n_layer + h->n_mtp) != 0 ||
+	    st_kv_u32(st, "context_length", h->n_ctx) != 0 ||
+	    st_kv_u32(st, "embedding_length", h->n_embd) != 0 ||
+	    (h->arch != ARCH_QWEN35MOE && st_kv_u32(st, "feed_forward_length", h->n_ff) != 0) ||
+	    (h->arch != ARCH_STEP35 && (st_kv_u32(st, "attention.head_count", h->n_head) != 0 ||
+	    st_kv_u32(st, "attention.head_count_kv", h->n_head_kv) != 0)) ||
+	    st_kv_f32(st, "rope.freq_base", h->theta) != 0 ||
+	    st_kv_f32(st, "attention.layer_norm_rms_epsilon", h->eps) != 0)
 		return -1;
-	if (h->has_head_dim && (kv_u32(st, "attention.key_length", h->head_dim) != 0 ||
-	    kv_u32(st, "attention.value_length", h->head_dim) != 0))
+	if (h->has_head_dim && (st_kv_u32(st, "attention.key_length", h->head_dim) != 0 ||
+	    st_kv_u32(st, "attention.value_length", h->head_dim) != 0))
 		return -1;
 	return 0;
 }
@@ -947,8 +946,8 @@ kv_common(struct safetensors *st, const struct hp *h)
 static int
 kv_llama(struct safetensors *st, const struct hp *h)
 {
-	return kv_u32(st, "vocab_size", h->n_vocab) != 0 ||
-	    kv_u32(st, "rope.dimension_count", h->head_dim) != 0 ? -1 : 0;
+	return st_kv_u32(st, "vocab_size", h->n_vocab) != 0 ||
+	    st_kv_u32(st, "rope.dimension_count", h->head_dim) != 0 ? -1 : 0;
 }
 
 static int
@@ -957,7 +956,7 @@ kv_qwen35(struct safetensors *st, const struct hp *h)
 	struct safetensors_kv *kv;
 	int32_t *sec;
 
-	if (kv_u32(st, "rope.dimension_count", (int64_t)(h->head_dim * h->prf)) != 0)
+	if (st_kv_u32(st, "rope.dimension_count", (int64_t)(h->head_dim * h->prf)) != 0)
 		return -1;
 	char key[64];
 
@@ -969,19 +968,19 @@ kv_qwen35(struct safetensors *st, const struct hp *h)
 	kv->arr_type = SAFETENSORS_KV_I32;
 	kv->n = 4;
 	kv->i32 = sec;
-	if (kv_u32(st, "ssm.conv_kernel", h->conv_k) != 0 ||
-	    kv_u32(st, "ssm.state_size", h->lk_dim) != 0 ||
-	    kv_u32(st, "ssm.group_count", h->lk_heads) != 0 ||
-	    kv_u32(st, "ssm.time_step_rank", h->lv_heads) != 0 ||
-	    kv_u32(st, "ssm.inner_size", h->lv_heads * h->lv_dim) != 0 ||
-	    kv_u32(st, "full_attention_interval", h->interval) != 0)
+	if (st_kv_u32(st, "ssm.conv_kernel", h->conv_k) != 0 ||
+	    st_kv_u32(st, "ssm.state_size", h->lk_dim) != 0 ||
+	    st_kv_u32(st, "ssm.group_count", h->lk_heads) != 0 ||
+	    st_kv_u32(st, "ssm.time_step_rank", h->lv_heads) != 0 ||
+	    st_kv_u32(st, "ssm.inner_size", h->lv_heads * h->lv_dim) != 0 ||
+	    st_kv_u32(st, "full_attention_interval", h->interval) != 0)
 		return -1;
-	if (h->n_mtp > 0 && kv_u32(st, "nextn_predict_layers", h->n_mtp) != 0)
+	if (h->n_mtp > 0 && st_kv_u32(st, "nextn_predict_layers", h->n_mtp) != 0)
 		return -1;
-	if (h->arch == ARCH_QWEN35MOE && (kv_u32(st, "expert_count", h->n_exp) != 0 ||
-	    kv_u32(st, "expert_used_count", h->n_exp_used) != 0 ||
-	    kv_u32(st, "expert_feed_forward_length", h->n_ff) != 0 ||
-	    kv_u32(st, "expert_shared_feed_forward_length", h->n_ff_shexp) != 0))
+	if (h->arch == ARCH_QWEN35MOE && (st_kv_u32(st, "expert_count", h->n_exp) != 0 ||
+	    st_kv_u32(st, "expert_used_count", h->n_exp_used) != 0 ||
+	    st_kv_u32(st, "expert_feed_forward_length", h->n_ff) != 0 ||
+	    st_kv_u32(st, "expert_shared_feed_forward_length", h->n_ff_shexp) != 0))
 		return -1;
 	return 0;
 }
@@ -1702,18 +1701,18 @@ st_step35_kv(struct safetensors *st, const struct hp *h)
 	if (s_kv_arr(st, "attention.head_count", SAFETENSORS_KV_I32, n, heads) != 0 ||
 	    s_kv_arr(st, "attention.head_count_kv", SAFETENSORS_KV_I32, n, kvh) != 0 ||
 	    s_kv_arr(st, "attention.sliding_window_pattern", SAFETENSORS_KV_BOOL, n, h->swa) != 0 ||
-	    (h->n_nextn > 0 && kv_u32(st, "nextn_predict_layers", h->n_nextn) != 0) ||
-	    kv_u32(st, "attention.sliding_window", h->window) != 0 ||
+	    (h->n_nextn > 0 && st_kv_u32(st, "nextn_predict_layers", h->n_nextn) != 0) ||
+	    st_kv_u32(st, "attention.sliding_window", h->window) != 0 ||
 	    /* llama.cpp: full layers rotate dimension_count / 2, sliding ones _swa */
-	    kv_u32(st, "rope.dimension_count", 2 * (int64_t)(h->head_dim * h->prf)) != 0 ||
-	    kv_u32(st, "rope.dimension_count_swa", (int64_t)(h->head_dim * h->prf_swa)) != 0 ||
-	    kv_f32(st, "rope.freq_base_swa", h->theta_swa) != 0 ||
-	    kv_u32(st, "expert_count", h->n_exp) != 0 ||
-	    kv_u32(st, "expert_used_count", h->n_exp_used) != 0 ||
-	    kv_u32(st, "expert_feed_forward_length", h->n_ff_exp) != 0 ||
-	    kv_u32(st, "expert_shared_feed_forward_length", h->n_ff_shexp) != 0 ||
-	    kv_f32(st, "expert_weights_scale", h->scale) != 0 ||
-	    kv_u32(st, "leading_dense_block_count", lead) != 0 ||
+	    st_kv_u32(st, "rope.dimension_count", 2 * (int64_t)(h->head_dim * h->prf)) != 0 ||
+	    st_kv_u32(st, "rope.dimension_count_swa", (int64_t)(h->head_dim * h->prf_swa)) != 0 ||
+	    st_kv_f32(st, "rope.freq_base_swa", h->theta_swa) != 0 ||
+	    st_kv_u32(st, "expert_count", h->n_exp) != 0 ||
+	    st_kv_u32(st, "expert_used_count", h->n_exp_used) != 0 ||
+	    st_kv_u32(st, "expert_feed_forward_length", h->n_ff_exp) != 0 ||
+	    st_kv_u32(st, "expert_shared_feed_forward_length", h->n_ff_shexp) != 0 ||
+	    st_kv_f32(st, "expert_weights_scale", h->scale) != 0 ||
+	    st_kv_u32(st, "leading_dense_block_count", lead) != 0 ||
 	    s_kv_arr(st, "swiglu_clamp_exp", SAFETENSORS_KV_F32, n, h->lim_exp) != 0 ||
 	    s_kv_arr(st, "swiglu_clamp_shexp", SAFETENSORS_KV_F32, n, h->lim_sh) != 0)
 		return -1;
@@ -1725,7 +1724,7 @@ st_step35_kv(struct safetensors *st, const struct hp *h)
 		return util_err(st->err, "out of memory");
 	kv->v.b = 1;	/* transformers always renormalises the chosen weights */
 	if (h->qpas != (double)h->head_dim &&
-	    kv_f32(st, "attention.scale", 1.0 / sqrt(h->qpas)) != 0)
+	    st_kv_f32(st, "attention.scale", 1.0 / sqrt(h->qpas)) != 0)
 		return -1;
 	return 0;
 }

@@ -394,32 +394,6 @@ g4_rope_freqs(struct safetensors *st, const struct g4 *g)
 
 /* ---- metadata ---- */
 
-static int
-g4_u32(struct safetensors *st, const char *key, int64_t v)
-{
-	char k[128];
-	struct safetensors_kv *kv;
-
-	snprintf(k, sizeof k, "%s.%s", st->arch, key);
-	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_U32)) == NULL)
-		return util_err(st->err, "out of memory");
-	kv->v.u32 = (uint32_t)v;
-	return 0;
-}
-
-static int
-g4_f32(struct safetensors *st, const char *key, double v)
-{
-	char k[128];
-	struct safetensors_kv *kv;
-
-	snprintf(k, sizeof k, "%s.%s", st->arch, key);
-	if ((kv = st_kv_add(st, k, SAFETENSORS_KV_F32)) == NULL)
-		return util_err(st->err, "out of memory");
-	kv->v.f32 = (float)v;
-	return 0;
-}
-
 /* A per-layer array: int32 values of a (bool: 0/1 of swa). */
 static int
 g4_arr(struct safetensors *st, const char *key, const struct g4 *g, const int64_t *a)
@@ -459,32 +433,32 @@ g4_kvs(struct safetensors *st, const struct g4 *g)
 
 	if (st_kv_str(st, "general.architecture", st->arch, strlen(st->arch)) != 0 ||
 	    st_kv_str(st, "general.name", name, strlen(name)) != 0 ||
-	    g4_u32(st, "block_count", g->L) || g4_u32(st, "context_length", g->ctx) ||
-	    g4_u32(st, "embedding_length", g->H) ||
+	    st_kv_u32(st, "block_count", g->L) || st_kv_u32(st, "context_length", g->ctx) ||
+	    st_kv_u32(st, "embedding_length", g->H) ||
 	    (g->dwide ? g4_arr(st, "feed_forward_length", g, g->lff) :
-	    g4_u32(st, "feed_forward_length", g->I)) ||
-	    g4_u32(st, "attention.head_count", g->nh) ||
+	    st_kv_u32(st, "feed_forward_length", g->I)) ||
+	    st_kv_u32(st, "attention.head_count", g->nh) ||
 	    (g->kv_arr ? g4_arr(st, "attention.head_count_kv", g, g->lkv) :
-	    g4_u32(st, "attention.head_count_kv", g->nkv)) ||
-	    g4_f32(st, "rope.freq_base", g->theta) || g4_f32(st, "rope.freq_base_swa", g->theta_swa) ||
-	    g4_f32(st, "attention.layer_norm_rms_epsilon", g->eps) ||
-	    g4_u32(st, "attention.key_length", g->hd_full) ||
-	    g4_u32(st, "attention.value_length", g->hd_full) ||
-	    g4_u32(st, "attention.key_length_swa", g->hd) ||
-	    g4_u32(st, "attention.value_length_swa", g->hd) ||
-	    g4_u32(st, "rope.dimension_count", g->hd_full) ||
-	    g4_u32(st, "rope.dimension_count_swa", g->hd) ||
-	    g4_u32(st, "attention.sliding_window", g->swa_w) ||
-	    g4_u32(st, "attention.shared_kv_layers", g->shared) ||
-	    g4_u32(st, "embedding_length_per_layer_input", g->P) ||
+	    st_kv_u32(st, "attention.head_count_kv", g->nkv)) ||
+	    st_kv_f32(st, "rope.freq_base", g->theta) || st_kv_f32(st, "rope.freq_base_swa", g->theta_swa) ||
+	    st_kv_f32(st, "attention.layer_norm_rms_epsilon", g->eps) ||
+	    st_kv_u32(st, "attention.key_length", g->hd_full) ||
+	    st_kv_u32(st, "attention.value_length", g->hd_full) ||
+	    st_kv_u32(st, "attention.key_length_swa", g->hd) ||
+	    st_kv_u32(st, "attention.value_length_swa", g->hd) ||
+	    st_kv_u32(st, "rope.dimension_count", g->hd_full) ||
+	    st_kv_u32(st, "rope.dimension_count_swa", g->hd) ||
+	    st_kv_u32(st, "attention.sliding_window", g->swa_w) ||
+	    st_kv_u32(st, "attention.shared_kv_layers", g->shared) ||
+	    st_kv_u32(st, "embedding_length_per_layer_input", g->P) ||
 	    g4_arr(st, "attention.sliding_window_pattern", g, NULL) ||
-	    (g->cap > 0 && g4_f32(st, "final_logit_softcapping", g->cap)))
+	    (g->cap > 0 && st_kv_f32(st, "final_logit_softcapping", g->cap)))
 		return -1;
-	if (g->asst && (g4_u32(st, "embedding_length_out", g->Hb) ||
-	    g4_u32(st, "nextn_predict_layers", g->L)))
+	if (g->asst && (st_kv_u32(st, "embedding_length_out", g->Hb) ||
+	    st_kv_u32(st, "nextn_predict_layers", g->L)))
 		return -1;
-	if (g->moe && (g4_u32(st, "expert_count", g->E) || g4_u32(st, "expert_used_count", g->K) ||
-	    g4_u32(st, "expert_feed_forward_length", g->Ie)))
+	if (g->moe && (st_kv_u32(st, "expert_count", g->E) || st_kv_u32(st, "expert_used_count", g->K) ||
+	    st_kv_u32(st, "expert_feed_forward_length", g->Ie)))
 		return -1;
 	return 0;
 }

@@ -64,6 +64,10 @@ int	st_read_json(struct safetensors *, const char *name, struct json **out);
 void	*st_keep(struct safetensors *, void *p);
 void	st_plan_free(struct safetensors *);
 int	st_kv_str(struct safetensors *, const char *key, const char *s, size_t n);
+/* A u32 (0..UINT32_MAX, else an error naming it) or f32 kv under the architecture's
+ * prefix ("qwen35.block_count"): 0, or -1 with st->err. */
+int	st_kv_u32(struct safetensors *, const char *key, int64_t v);
+int	st_kv_f32(struct safetensors *, const char *key, double v);
 struct safetensors_kv *st_kv_add(struct safetensors *, const char *key, int type);
 /* A new planned tensor named name (zeroed), or NULL: out of memory. */
 struct safetensors_out *st_new_out(struct safetensors *, const char *name);
