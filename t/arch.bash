@@ -1,6 +1,19 @@
 # Shared by the architecture bats files (moe, gemma4, step35; load arch): the checks every
-# tiny transformers fixture passes.  Each file's setup sets ML, MG, MB (build/t/tools),
-# IDS (16 prompt ids) and MODELS; fixtures hold refs.json from tools/make-*-models.py.
+# tiny transformers fixture passes.  Each file's setup calls arch_setup; fixtures hold
+# refs.json from tools/make-*-models.py.
+
+# arch_setup DIR MODEL...: the test tools ML, MG, MB (build/t/tools; a skip when not built),
+# M=$DATA/DIR, MODELS and IDS (the 16 prompt ids the references were made for)
+arch_setup() {
+	ML=$TOP/build/t/tools/model-logits
+	MG=$TOP/build/t/tools/model-greedy
+	MB=$TOP/build/t/tools/model-batch
+	[ -x "$ML" ] && [ -x "$MG" ] && [ -x "$MB" ] || skip "build/t/tools not built (make units)"
+	M=$DATA/$1
+	shift
+	MODELS="$*"
+	IDS="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+}
 
 # refs_greedy DIR: the greedy continuation transformers gave (refs.json), space-separated
 refs_greedy() {

@@ -9,13 +9,7 @@ bats_require_minimum_version 1.5.0
 setup() {
 	load helper
 	load arch
-	ML=$TOP/build/t/tools/model-logits
-	MG=$TOP/build/t/tools/model-greedy
-	MB=$TOP/build/t/tools/model-batch
-	[ -x "$ML" ] && [ -x "$MG" ] && [ -x "$MB" ] || skip "build/t/tools not built (make units)"
-	M=$DATA/gemma4
-	MODELS="g4-dense g4-ple-shared g4-moe-keqv"
-	IDS="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+	arch_setup gemma4 g4-dense g4-ple-shared g4-moe-keqv
 }
 
 # The model's metadata and tensor table (name, type, shape), sorted; no tokenizer (the

@@ -10,13 +10,7 @@ bats_require_minimum_version 1.5.0
 setup() {
 	load helper
 	load arch
-	ML=$TOP/build/t/tools/model-logits
-	MG=$TOP/build/t/tools/model-greedy
-	MB=$TOP/build/t/tools/model-batch
-	[ -x "$ML" ] && [ -x "$MG" ] && [ -x "$MB" ] || skip "build/t/tools not built (make units)"
-	M=$DATA/step35
-	MODELS="step-a step-b"
-	IDS="5 17 250 3 99 99 99 42 7 1 0 310 64 64 128 9"
+	arch_setup step35 step-a step-b
 }
 
 
