@@ -7,12 +7,17 @@
 # common/, vendor/, ggml/ without the backends other than CPU and CUDA,
 # tools/llama-bench) and a tools/CMakeLists.txt that adds llama-bench alone;
 # no models/, docs/, tests/, ui/ or server.  tools/llamacpp-cuda.sh builds it.
+# LLAMACPP_SERVER=1 adds llama-server (tools/server, tools/mtmd, tools/ui's
+# cmake; the serving peer) beside llama-bench; default OUT then
+# .gpuwork/llamacpp-server-src.tar.gz.
 #   usage: sh tools/llamacpp-src.sh [OUT.tar.gz]   prints the tarball's path
 # Exit 0 made, 3 no sdist, 1 failed.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${MEMRA_PEER_CACHE:-$top/build/peer-cache}
-out=${1:-$top/.gpuwork/llamacpp-src.tar.gz}
+server=${LLAMACPP_SERVER:-0}
+if [ "$server" = 1 ]; then out=${1:-$top/.gpuwork/llamacpp-server-src.tar.gz}
+else out=${1:-$top/.gpuwork/llamacpp-src.tar.gz}; fi
 sdist=$(ls "$cache"/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -n 1) || true
 if [ -z "$sdist" ]; then
 	echo "llamacpp-src.sh: no llama_cpp_python-*.tar.gz in $cache" >&2
@@ -23,7 +28,8 @@ v=$base/vendor/llama.cpp
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tar -xzf "$sdist" -C "$tmp" "$v/CMakeLists.txt" "$v/cmake" "$v/include" "$v/src" \
-    "$v/common" "$v/vendor" "$v/ggml" "$v/tools/llama-bench" "$v/LICENSE" ||
+    "$v/common" "$v/vendor" "$v/ggml" "$v/tools/llama-bench" "$v/LICENSE" \
+    $([ "$server" = 1 ] && echo "$v/tools/server $v/tools/mtmd $v/tools/ui $v/scripts/ui-assets.cmake") ||
 	{ echo "llamacpp-src.sh: $sdist: cannot extract llama.cpp" >&2; exit 1; }
 s=$tmp/llamacpp-src
 mv "$tmp/$v" "$s"
@@ -37,6 +43,12 @@ find_package(Threads REQUIRED)
 llama_add_compile_flags()
 add_subdirectory(llama-bench)
 CM
+if [ "$server" = 1 ]; then
+	# the web UI's sources stay out: llama-server is built with LLAMA_BUILD_UI=OFF
+	rm -rf "$s/tools/ui/src" "$s/tools/ui/tests" "$s/tools/ui/static"
+	sed -i 's/^# cut by .*/# cut by memra'"'"'s tools\/llamacpp-src.sh: llama-bench and llama-server/' "$s/tools/CMakeLists.txt"
+	printf 'add_subdirectory(mtmd)\nadd_subdirectory(ui)\nadd_subdirectory(server)\n' >>"$s/tools/CMakeLists.txt"
+fi
 echo "${base#llama_cpp_python-}" >"$s/SDIST_VERSION"
 mkdir -p "$(dirname "$out")"
 tar -czf "$out.tmp" -C "$tmp" llamacpp-src
