@@ -300,7 +300,9 @@ gg_build(struct gg *x)
 	    gg_array(x, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, 4, n, (void **)&x->scores) < 0 ||
 	    gg_strings(x, "tokenizer.ggml.merges", &x->merges, NULL, &nm) < 0)
 		return -1;
-	if (x->spec.model == TOKENIZER_BPE && nm == 0)
+	/* as llama.cpp: the key must be there for BPE; an empty list is a
+	 * vocabulary without merges (gguf-random's stand-in) */
+	if (x->spec.model == TOKENIZER_BPE && gguf_find_key(x->g, "tokenizer.ggml.merges") < 0)
 		return gg_err(x, "tokenizer.ggml.merges", "missing for a BPE vocabulary");
 	if (gg_id(x, "tokenizer.ggml.bos_token_id", &x->spec.bos) < 0 ||
 	    gg_id(x, "tokenizer.ggml.eos_token_id", &x->spec.eos) < 0 ||

@@ -60,3 +60,16 @@ print(m.n_vocab(), len(m.scores[2]))' "$f"
 	run -2 --separate-stderr "$T/gguf-random" -t Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	[ ! -e "$BATS_TEST_TMPDIR/x.gguf" ]
 }
+
+@test "serve answers token-id prompts on gguf-random's file (its stand-in BPE vocabulary has an empty merges list), as the serving benchmark sends them" {
+	load serve
+	P=$BATS_TEST_TMPDIR
+	f=$P/tiny.gguf
+	run -0 --separate-stderr "$T/gguf-random" -p tiny -t Q8_0 "$f"
+	start_serve MEMRA_MODELS="r=$f" MEMRA_MAX_SESSIONS=2 MEMRA_CTX=128
+	run -0 http POST /v1/completions '{"model":"r","prompt":[5,6,7,8],"max_tokens":6,"temperature":0,"ignore_eos":true}' -H 'Content-Type: application/json'
+	stop_serve
+	[[ $output == "200 "* ]]
+	[ "$(printf '%s' "${output#200 }" | jq -r .usage.completion_tokens)" = 6 ]
+	[ "$(printf '%s' "${output#200 }" | jq -r .usage.prompt_tokens)" = 4 ]
+}

@@ -11,7 +11,8 @@ stops it; the order is A B B A, --blocks times.  Prints, per concurrency and
 figure, A's median/min/max, B's median and A/B.  With --tsv, one row a
 (concurrency, figure) in DESIGN.md's columns (A is the binary, B the peer):
 scenario serve-cN (aggregate tok/s), serve-cN-stream (per-stream tok/s),
-serve-cN-ttft-p99 and serve-cN-itl-p99 (ms); every server's stderr and every
+serve-cN-ttft-p50/-p99 and serve-cN-itl-p50/-p99 (ms); MEMRA_COMMIT names the
+commit when set (a device copy's .git may be stale); every server's stderr and every
 bench line go to --log.
 """
 import argparse
@@ -26,7 +27,8 @@ import time
 import urllib.request
 
 FIGS = (("agg_tok_s", "", "tok/s"), ("stream_tok_s", "-stream", "tok/s"),
-        ("ttft_p99_ms", "-ttft-p99", "ms"), ("itl_p99_ms", "-itl-p99", "ms"))
+        ("ttft_p50_ms", "-ttft-p50", "ms"), ("ttft_p99_ms", "-ttft-p99", "ms"),
+        ("itl_p50_ms", "-itl-p50", "ms"), ("itl_p99_ms", "-itl-p99", "ms"))
 COLS = ("date commit gpu binary model quant scenario ctx n median min max unit "
         "peer peer_median ratio log command").split()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,7 +109,7 @@ def main():
             ma, mb = statistics.median(va), statistics.median(vb)
             print("c=%d %-13s A %.2f (%.2f..%.2f)  B %.2f  A/B %.3f" %
                   (c, key, ma, min(va), max(va), mb, ma / mb if mb else float("nan")))
-            rows.append([datetime.date.today().isoformat(), sh("git rev-parse --short HEAD"), gpu,
+            rows.append([datetime.date.today().isoformat(), os.environ.get("MEMRA_COMMIT") or sh("git rev-parse --short HEAD"), gpu,
                          a.binary, a.model, a.quant, "serve-c%d%s" % (c, suf), a.ctx, str(len(va)),
                          "%.2f" % ma, "%.2f" % min(va), "%.2f" % max(va), unit, a.peer,
                          "%.2f" % mb, "%.3f" % (ma / mb if mb else float("nan")),
