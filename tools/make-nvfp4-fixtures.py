@@ -58,8 +58,8 @@ def read_st(path):
     t = {}
     for k, v in hdr.items():
         a, b = v["data_offsets"]
-        t[k] = np.frombuffer(buf, DTYPES[v["dtype"]], (b - a) // np.dtype(DTYPES[v["dtype"]]).itemsize,
-                             8 + n + a).reshape(v["shape"])
+        dt = np.dtype(DTYPES[v["dtype"]])
+        t[k] = np.frombuffer(buf, dt, (b - a) // dt.itemsize, 8 + n + a).reshape(v["shape"])
     return t
 
 
