@@ -7,6 +7,7 @@ setup() {
 	load helper
 	load arch
 	arch_setup moe moe-e8k2-mtp moe-e4k1-tied moe-e6k2-r4
+	N=$M/moe-e4k2-nvfp4
 }
 
 @test "HF checkpoints (per-expert tensors): logits of every position equal transformers' to 1e-4 relative" {
@@ -129,4 +130,140 @@ setup() {
 	MEMRA_FRSPEC_TRIM=$T/r.gguf.txt run -0 --separate-stderr $spec "$T/trunk.gguf" "hello world"
 	[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
 	[[ $stderr == *"[frspec-trim] self-trimmed head: 64 rows of main output.weight (F32)"* ]]
+}
+
+# moe-e4k2-nvfp4: the routed experts in compressed-tensors NVFP4, a global scale each (spread
+# up to 4x by tools/make-moe-models.py); llamacpp-nvfp4.gguf is llama.cpp's converter's GGUF
+# of it: the stacks in NVFP4 beside an F32 [4] .scale each, one value an expert.  NVFP4
+# products take Q8_0 activations (as ggml's CPU backend), which on these random models moves
+# the logits far from transformers' (Q8_0 weights on moe-e8k2-mtp: 1.4 relative, routes
+# flip), so the checks of this model are bit for bit.
+@test "NVFP4 experts with a global scale each: the plan's rows are each expert's e2m1 * e4m3 / global, bit for bit" {
+	need_py numpy ml_dtypes
+	mkdir "$BATS_TEST_TMPDIR/d"
+	"$TOP/build/t/tools/st-dump" "$N" "$BATS_TEST_TMPDIR/d" >/dev/null
+	run -0 python3 - "$N/model.safetensors" "$BATS_TEST_TMPDIR/d" <<-'EOF'
+	import json, struct, sys
+	import ml_dtypes, numpy as np
+	buf = open(sys.argv[1], "rb").read()
+	n = struct.unpack("<Q", buf[:8])[0]
+	hdr = json.loads(buf[8:8 + n])
+	def get(k, dt):
+	    a, b = hdr[k]["data_offsets"]
+	    return np.frombuffer(buf[8 + n + a:8 + n + b], dt).reshape(hdr[k]["shape"])
+	E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+	done, globals_ = 0, set()
+	for blk in range(4):
+	    for proj in ("gate", "up", "down"):
+	        want = []
+	        for e in range(4):
+	            p = "model.layers.%d.mlp.experts.%d.%s_proj." % (blk, e, proj)
+	            c = get(p + "weight_packed", np.uint8)
+	            s = get(p + "weight_scale", ml_dtypes.float8_e4m3fn).astype(np.float32)
+	            g = get(p + "weight_global_scale", np.float32)[0]
+	            codes = np.stack([c & 15, c >> 4], -1).reshape(c.shape[0], -1)
+	            want.append(E2M1[codes] * np.repeat(s, 16, 1) * (np.float32(1) / g))
+	            globals_.add(float(g))
+	        got = open("%s/blk.%d.ffn_%s_exps.weight.f32" % (sys.argv[2], blk, proj), "rb").read()
+	        assert got == np.concatenate(want).astype("<f4").tobytes(), (blk, proj)
+	        done += 1
+	print(done, len(globals_))
+	EOF
+	[ "$output" = "12 48" ]
+}
+
+@test "quant-nvfp4 copies the NVFP4 experts and their scale vectors: every tensor is llama.cpp's converter's" {
+	need_py numpy gguf
+	quant-nvfp4 -t 2 --type F32 "$N" "$BATS_TEST_TMPDIR/o.gguf" 2>/dev/null
+	run -0 python3 - "$BATS_TEST_TMPDIR/o.gguf" "$N/llamacpp-nvfp4.gguf" <<-'EOF'
+	import sys, gguf
+	a, b = ({t.name: t for t in gguf.GGUFReader(f).tensors} for f in sys.argv[1:3])
+	assert sorted(a) == sorted(b), sorted(set(a) ^ set(b))
+	for k, t in b.items():
+	    assert a[k].tensor_type == t.tensor_type and list(a[k].shape) == list(t.shape), k
+	    assert a[k].data.tobytes() == t.data.tobytes(), k
+	s = [k for k in b if k.endswith("_exps.scale")]
+	assert len(s) == 12 and all(len(set(b[k].data.tolist())) == 4 for k in s), s
+	print(len(b))
+	EOF
+	[ "$output" = 85 ]
+}
+
+# Moving a power of two from an expert's block scales (UE4M3 exponents) into its entry of the
+# stack's .scale keeps each of its products' bits (the block sums scale exactly), so the logits
+# stay bit for bit only when each expert's products take that expert's own entry; the moved
+# blocks with the old scales change them (the test's teeth).
+@test "each expert's products take its own entry of the .scale vector (llama.cpp's GGUF, powers of two moved)" {
+	need_py numpy gguf
+	run -0 python3 - "$N/llamacpp-nvfp4.gguf" "$BATS_TEST_TMPDIR" <<-'EOF'
+	import shutil, sys, gguf
+	import numpy as np
+	for out, move_scale in (("moved", 1), ("wrong", 0)):
+	    f = "%s/%s.gguf" % (sys.argv[2], out)
+	    shutil.copy(sys.argv[1], f)
+	    t = {x.name: x for x in gguf.GGUFReader(f, "r+").tensors}
+	    n = 0
+	    for k in t:
+	        if not k.endswith("_exps.scale"):
+	            continue
+	        blocks = t[k[:-len("scale")] + "weight"].data.reshape(4, -1, 36)
+	        for e, p in enumerate((1, 2, 0, 1)):
+	            d = blocks[e, :, :4]
+	            assert ((d >> 3) > p).all()	# every block scale stays a normal UE4M3
+	            d -= np.uint8(p << 3)
+	            if move_scale:
+	                t[k].data[e] *= np.float32(2.0 ** p)
+	        n += 1
+	    print(out, n)
+	EOF
+	"$ML" -t 2 "$N/llamacpp-nvfp4.gguf" "$BATS_TEST_TMPDIR/base" $IDS
+	"$ML" -t 2 "$BATS_TEST_TMPDIR/moved.gguf" "$BATS_TEST_TMPDIR/moved" $IDS
+	cmp "$BATS_TEST_TMPDIR/base" "$BATS_TEST_TMPDIR/moved"
+	"$ML" -t 2 "$BATS_TEST_TMPDIR/wrong.gguf" "$BATS_TEST_TMPDIR/wrong" $IDS
+	! cmp -s "$BATS_TEST_TMPDIR/base" "$BATS_TEST_TMPDIR/wrong"
+}
+
+# The HF checkpoint and llama.cpp's GGUF of it take the same NVFP4 products; they differ only
+# by the GDN L2 norm rule (t/model.bats), 1.5e-4 at most on these models.  Greedy decoding
+# gives transformers' ids on the values the checkpoint encodes (refs.json).
+@test "the NVFP4 checkpoint and its GGUF give the same logits but for the GDN norm rule; greedy ids are transformers'" {
+	need_py numpy
+	"$ML" -t 2 "$N" "$BATS_TEST_TMPDIR/hf" $IDS
+	"$ML" -t 2 "$N/llamacpp-nvfp4.gguf" "$BATS_TEST_TMPDIR/gg" $IDS
+	run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); r=(np.abs(a-b).max(1)/np.abs(a).max(1)).max(); print(r); assert r <= 2e-4 and (a.argmax(1) == b.argmax(1)).all()' "$BATS_TEST_TMPDIR/hf" "$BATS_TEST_TMPDIR/gg"
+	want=$(refs_greedy "$N")
+	for m in "$N" "$N/llamacpp-nvfp4.gguf"; do
+		run -0 --separate-stderr "$MG" -t 2 "$m" 16 5 17 250 3 99 42 7 1
+		[ "$output" = "$want" ]
+		run -0 --separate-stderr "$MG" -t 2 -p "$m" 16 5 17 250 3 99 42 7 1
+		[ "$output" = "$want" ]
+	done
+	batch_identical "$N"
+}
+
+@test "an NVFP4 expert without its global scale is an error naming it" {
+	need_py json
+	d=$BATS_TEST_TMPDIR/m
+	mkdir "$d"
+	cp "$N/"*.json "$d/"
+	python3 - "$N/model.safetensors" "$d/model.safetensors" <<-'EOF'
+	import json, struct, sys
+	buf = open(sys.argv[1], "rb").read()
+	n = struct.unpack("<Q", buf[:8])[0]
+	hdr = json.loads(buf[8:8 + n])
+	del hdr["model.layers.2.mlp.experts.3.up_proj.weight_global_scale"]
+	data, off = b"", 0
+	for k, v in hdr.items():
+	    if k == "__metadata__":
+	        continue
+	    a, b = v["data_offsets"]
+	    data += buf[8 + n + a:8 + n + b]
+	    v["data_offsets"] = [off, off + b - a]
+	    off += b - a
+	h = json.dumps(hdr).encode()
+	h += b" " * (-len(h) % 8)
+	open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data)
+	EOF
+	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
+	[ "$stderr" = "run-gen: $d: tensor 'model.layers.2.mlp.experts.3.up_proj.weight_packed': NVFP4 without its per-tensor scale 'model.layers.2.mlp.experts.3.up_proj.weight_global_scale'" ]
 }
