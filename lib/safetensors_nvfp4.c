@@ -307,10 +307,18 @@ int
 st_nv_stacks(struct safetensors *st)
 {
 	size_t i, n = st->nout;
+	int64_t e;
 
-	for (i = 0; i < n; i++)
-		if (st->out[i].nv_s2 != NULL && st_nv_scale_out(st, i) != 0)
+	for (i = 0; i < n; i++) {
+		const struct safetensors_out *o = &st->out[i];
+
+		for (e = 0; o->nv_scales != NULL && e < o->ne[2]; e++)
+			if (o->srcs == NULL || o->srcs[e] == NULL || o->nv_scales[e] == NULL)
+				return util_err(st->err, "'%s': expert %lld is not NVFP4 like the "
+				    "others", o->name, (long long)e);
+		if (o->nv_s2 != NULL && st_nv_scale_out(st, i) != 0)
 			return -1;
+	}
 	if (st->nout != n)
 		st_sort_out(st);
 	return 0;

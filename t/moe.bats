@@ -241,29 +241,41 @@ setup() {
 	batch_identical "$N"
 }
 
-@test "an NVFP4 expert without its global scale is an error naming it" {
+@test "an NVFP4 expert without its global scale, or a stack not all NVFP4, is an error naming it" {
 	need_py json
 	d=$BATS_TEST_TMPDIR/m
 	mkdir "$d"
 	cp "$N/"*.json "$d/"
-	python3 - "$N/model.safetensors" "$d/model.safetensors" <<-'EOF'
+	# rewrite.py IN OUT OLD [NEW]: IN without tensor OLD (or with it renamed NEW, its rows
+	# twice as long: plain U8 of the expert's shape) as OUT
+	cat >"$BATS_TEST_TMPDIR/rewrite.py" <<-'EOF'
 	import json, struct, sys
 	buf = open(sys.argv[1], "rb").read()
 	n = struct.unpack("<Q", buf[:8])[0]
 	hdr = json.loads(buf[8:8 + n])
-	del hdr["model.layers.2.mlp.experts.3.up_proj.weight_global_scale"]
+	v = hdr.pop(sys.argv[3])
+	if len(sys.argv) > 4:
+	    hdr[sys.argv[4]] = dict(v, shape=[v["shape"][0], 2 * v["shape"][1]], wide=1)
 	data, off = b"", 0
 	for k, v in hdr.items():
 	    if k == "__metadata__":
 	        continue
 	    a, b = v["data_offsets"]
-	    data += buf[8 + n + a:8 + n + b]
-	    v["data_offsets"] = [off, off + b - a]
-	    off += b - a
+	    x = buf[8 + n + a:8 + n + b] * (2 if v.pop("wide", 0) else 1)
+	    data += x
+	    v["data_offsets"] = [off, off + len(x)]
+	    off += len(x)
 	h = json.dumps(hdr).encode()
 	h += b" " * (-len(h) % 8)
 	open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data)
 	EOF
+	p=model.layers.2.mlp.experts.3.up_proj
+	python3 "$BATS_TEST_TMPDIR/rewrite.py" "$N/model.safetensors" "$d/model.safetensors" \
+	    $p.weight_global_scale
 	run -1 --separate-stderr run-gen --raw -n 1 -t 2 "$d" hi
-	[ "$stderr" = "run-gen: $d: tensor 'model.layers.2.mlp.experts.3.up_proj.weight_packed': NVFP4 without its per-tensor scale 'model.layers.2.mlp.experts.3.up_proj.weight_global_scale'" ]
+	[ "$stderr" = "run-gen: $d: tensor '$p.weight_packed': NVFP4 without its per-tensor scale '$p.weight_global_scale'" ]
+	python3 "$BATS_TEST_TMPDIR/rewrite.py" "$N/model.safetensors" "$d/model.safetensors" \
+	    $p.weight_packed $p.weight
+	run -1 --separate-stderr quant-nvfp4 "$d" "$BATS_TEST_TMPDIR/x.gguf"
+	[ "$stderr" = "quant-nvfp4: $d: 'blk.2.ffn_up_exps.weight': expert 3 is not NVFP4 like the others" ]
 }
