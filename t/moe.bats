@@ -153,11 +153,12 @@ setup() {
 	    return np.frombuffer(buf[8 + n + a:8 + n + b], dt).reshape(hdr[k]["shape"])
 	E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
 	done, globals_ = 0, set()
-	for blk in range(4):
+	for blk in range(5):	# blk.4: the MTP block's experts
 	    for proj in ("gate", "up", "down"):
 	        want = []
 	        for e in range(4):
-	            p = "model.layers.%d.mlp.experts.%d.%s_proj." % (blk, e, proj)
+	            p = ("mtp.layers.0" if blk == 4 else "model.layers.%d" % blk) + \
+	                ".mlp.experts.%d.%s_proj." % (e, proj)
 	            c = get(p + "weight_packed", np.uint8)
 	            s = get(p + "weight_scale", ml_dtypes.float8_e4m3fn).astype(np.float32)
 	            g = get(p + "weight_global_scale", np.float32)[0]
@@ -169,7 +170,7 @@ setup() {
 	        done += 1
 	print(done, len(globals_))
 	EOF
-	[ "$output" = "12 48" ]
+	[ "$output" = "15 60" ]
 }
 
 @test "quant-nvfp4 copies the NVFP4 experts and their scale vectors: every tensor is llama.cpp's converter's" {
@@ -183,10 +184,10 @@ setup() {
 	    assert a[k].tensor_type == t.tensor_type and list(a[k].shape) == list(t.shape), k
 	    assert a[k].data.tobytes() == t.data.tobytes(), k
 	s = [k for k in b if k.endswith("_exps.scale")]
-	assert len(s) == 12 and all(len(set(b[k].data.tolist())) == 4 for k in s), s
+	assert len(s) == 15 and all(len(set(b[k].data.tolist())) == 4 for k in s), s
 	print(len(b))
 	EOF
-	[ "$output" = 85 ]
+	[ "$output" = 108 ]
 }
 
 # Moving a power of two from an expert's block scales (UE4M3 exponents) into its entry of the
@@ -239,6 +240,21 @@ setup() {
 		[ "$output" = "$want" ]
 	done
 	batch_identical "$N"
+}
+
+# Its MTP block's experts are NVFP4 too (random: never accepted greedily, as above); the GGUF
+# is quant-nvfp4's (llama.cpp's tensors, and a tokenizer).
+@test "run-spec on the NVFP4 checkpoint's MTP block (NVFP4 experts, a scale each): identical to plain" {
+	quant-nvfp4 -t 2 --type F32 "$N" "$BATS_TEST_TMPDIR/o.gguf" 2>/dev/null
+	for m in "$N" "$BATS_TEST_TMPDIR/o.gguf"; do
+		# exit 1 when no draft was accepted (the HF checkpoint), 0 when some were (the GGUF)
+		run --separate-stderr run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos "$m" "hello world"
+		[ "$status" -le 1 ]
+		[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 3 ]
+		! grep -q 'FAIL (' <<<"$output"
+		run -0 --separate-stderr run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos --temp 0.8 --seed 3 "$m" "hello world"
+		[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
+	done
 }
 
 @test "an NVFP4 expert without its global scale, or a stack not all NVFP4, is an error naming it" {

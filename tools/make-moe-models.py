@@ -76,10 +76,10 @@ CONFIGS = {
                         full_attention_interval=4, linear_num_key_heads=1,
                         linear_num_value_heads=4, shared_expert_intermediate_size=48),
     # 4 experts, top 2, experts 64 wide (every expert matrix's rows a multiple of 64, as
-    # GGUF's NVFP4 needs): NVFP4 experts with a global scale each
+    # GGUF's NVFP4 needs): NVFP4 experts with a global scale each, the MTP block's too
     "moe-e4k2-nvfp4": dict(BASE, num_hidden_layers=4, num_experts=4, num_experts_per_tok=2,
-                           full_attention_interval=2, moe_intermediate_size=64, nvfp4=1,
-                           gguf=1),
+                           full_attention_interval=2, moe_intermediate_size=64, mtp=1,
+                           nvfp4=1, gguf=1),
 }
 SPREAD = (0.5, 1.0, 2.0, 1.5)	# expert e's weights times SPREAD[e] in the nvfp4 config
 
