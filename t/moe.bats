@@ -190,6 +190,46 @@ setup() {
 	[ "$output" = 108 ]
 }
 
+# The same experts in NVIDIA ModelOpt's layout (<p>.weight U8, <p>.weight_scale_2 = the
+# float32 1/global, hf_quant_config.json) give the same GGUF, tensor for tensor.
+@test "the ModelOpt layout of the same NVFP4 experts gives the same GGUF" {
+	need_py numpy ml_dtypes safetensors gguf
+	d=$BATS_TEST_TMPDIR/mo
+	mkdir "$d"
+	cp "$N/tokenizer.json" "$N/tokenizer_config.json" "$d/"
+	python3 - "$TOP/tools/make-nvfp4-fixtures.py" "$N" "$d" <<-'EOF'
+	import importlib.util, json, sys
+	import numpy as np
+	spec = importlib.util.spec_from_file_location("nv", sys.argv[1])
+	nv = importlib.util.module_from_spec(spec)
+	spec.loader.exec_module(nv)
+	out = {}
+	for k, v in nv.read_st(sys.argv[2] + "/model.safetensors").items():
+	    if k.endswith(".weight_packed"):
+	        out[k[:-len("_packed")]] = v
+	    elif k.endswith(".weight_global_scale"):
+	        out[k[:-len("global_scale")] + "scale_2"] = np.array(np.float32(1) / v[0], np.float32)
+	    else:
+	        out[k] = v
+	nv.write_st(out, sys.argv[3] + "/model.safetensors")
+	c = json.load(open(sys.argv[2] + "/config.json"))
+	del c["quantization_config"]
+	json.dump(c, open(sys.argv[3] + "/config.json", "w"))
+	json.dump({"producer": {"name": "modelopt", "version": "0.39.0"},
+	           "quantization": {"quant_algo": "NVFP4", "group_size": 16}},
+	          open(sys.argv[3] + "/hf_quant_config.json", "w"))
+	EOF
+	quant-nvfp4 -t 2 --type F32 "$d" "$BATS_TEST_TMPDIR/mo.gguf" 2>/dev/null
+	run -0 python3 - "$BATS_TEST_TMPDIR/mo.gguf" "$N/llamacpp-nvfp4.gguf" <<-'EOF'
+	import sys, gguf
+	a, b = ({t.name: t for t in gguf.GGUFReader(f).tensors} for f in sys.argv[1:3])
+	assert sorted(a) == sorted(b), sorted(set(a) ^ set(b))
+	assert all(a[k].data.tobytes() == t.data.tobytes() for k, t in b.items())
+	print(len(b))
+	EOF
+	[ "$output" = 108 ]
+}
+
 # Moving a power of two from an expert's block scales (UE4M3 exponents) into its entry of the
 # stack's .scale keeps each of its products' bits (the block sums scale exactly), so the logits
 # stay bit for bit only when each expert's products take that expert's own entry; the moved
