@@ -265,6 +265,8 @@ bad_weight(struct backend *be, const char *op, const struct backend_weight *w)
 {
 	if (w == NULL || w->data == NULL)
 		return util_err(be->err, "%s: weight not initialised", op);
+	if (w->escale != NULL)
+		return util_err(be->err, "%s: a stack of experts with a scale each", op);
 	return 0;
 }
 
@@ -890,16 +892,36 @@ no_moe(struct backend *be, const char *op)
 	    backend_name(be));
 }
 
+int
+backend_weight_expert_scales(struct backend *be, struct backend_weight *w, int n,
+    const float *s)
+{
+	if (w == NULL || w->data == NULL)
+		return util_err(be->err, "weight: not initialised");
+	if (!backend_moe(be))
+		return util_err(be->err, "weight: a scale an expert needs the mixture-of-experts "
+		    "ops, which backend '%s' lacks", backend_name(be));
+	if (n < 1 || w->ne1 % n != 0 || s == NULL)
+		return util_err(be->err, "weight: %lld rows are not %d experts", (long long)w->ne1,
+		    n);
+	w->escale = s;
+	w->n_escale = n;
+	return 0;
+}
+
 /* A stack of n_exp experts in w, of rows n long (n 0: any). */
 static int
 bad_stack(struct backend *be, const char *op, const struct backend_weight *w, int n_exp,
     int64_t n)
 {
-	if (bad_weight(be, op, w))
-		return -1;
+	if (w == NULL || w->data == NULL)
+		return util_err(be->err, "%s: weight not initialised", op);
 	if (n_exp < 1 || w->ne1 % n_exp != 0)
 		return util_err(be->err, "%s: %lld rows are not %d experts", op,
 		    (long long)w->ne1, n_exp);
+	if (w->escale != NULL && w->n_escale != n_exp)
+		return util_err(be->err, "%s: a scale for each of %d experts, not %d", op,
+		    w->n_escale, n_exp);
 	if (n > 0 && w->ne0 != n)
 		return util_err(be->err, "%s: expert rows of %lld, input of %lld", op,
 		    (long long)w->ne0, (long long)n);

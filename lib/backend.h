@@ -105,9 +105,24 @@ struct backend_weight {
 	float	scale;
 	const void *data;	/* [ne1][row_size] bytes, backend memory */
 	void	*priv;		/* the backend's own (device copy, repacked layout) */
+	/* a stack of n_escale experts: expert e's products times escale[e]
+	 * ([n_escale] backend memory, the caller's) instead of scale; NULL for
+	 * none (backend_weight_expert_scales) */
+	const float *escale;
+	int	n_escale;
 };
 int	backend_weight_init(struct backend *, struct backend_weight *w, int type,
 	    int64_t ne0, int64_t ne1, const void *data, float scale);
+/*
+ * backend_weight_expert_scales: w is a stack of n experts (ne1 / n rows
+ * each) whose products the MoE ops multiply by s[e] (backend memory, [n],
+ * kept by the caller until w is released) instead of w->scale: llama.cpp's
+ * per-expert NVFP4 `.scale` sidecar, (x . W_e^T) * s[e] in float.  The
+ * plain products refuse such a weight.  0, or -1 (a backend without the
+ * MoE ops, or rows that are not n experts).
+ */
+int	backend_weight_expert_scales(struct backend *, struct backend_weight *w, int n,
+	    const float *s);
 void	backend_weight_release(struct backend *, struct backend_weight *w);
 /* 1 when the backend can matmul/embed weights of this type. */
 int	backend_supports(const struct backend *, int type);

@@ -100,7 +100,7 @@ group(const int32_t *ids, int mk, int n_exp, int32_t *start, int32_t *order, int
 	return 0;
 }
 
-/* Expert e's matrix of the stack w (n_exp experts) as a weight of its own. */
+/* Expert e's matrix of the stack w (n_exp experts) as a weight of its own, its scale its own. */
 static struct backend_weight
 expert(const struct backend_weight *w, int n_exp, int e)
 {
@@ -109,6 +109,10 @@ expert(const struct backend_weight *w, int n_exp, int e)
 	v.ne1 = w->ne1 / n_exp;
 	v.data = (const char *)w->data + (size_t)e * v.ne1 * w->row_size;
 	v.priv = NULL;
+	if (w->escale != NULL)
+		v.scale = w->escale[e];
+	v.escale = NULL;
+	v.n_escale = 0;
 	return v;
 }
 

@@ -469,38 +469,87 @@ keep_host(struct model *md, void *p)
 	return p;
 }
 
-/* The per-tensor scale of an NVFP4 matrix ("<name minus .weight>.scale"), or 1. */
-static float
-src_scale(struct src *s, const char *name)
+/*
+ * The per-tensor scale sidecar of NVFP4 matrix name ("<name minus
+ * .weight>.scale") into *v ([*n] floats, the caller frees): none (1), one
+ * value, or with n_exp > 1 one for each expert of a stack (all equal read
+ * as one).  0, or -1 with md->err: another count, or unreadable.
+ */
+static int
+src_scales(struct model *md, struct src *s, const char *name, int n_exp, float **v, int *n)
 {
 	struct src_tensor t;
-	char sc[96], e[UTIL_ERRLEN];
-	size_t n = strlen(name);
-	float v = 1;
+	char sc[96];
+	size_t len = strlen(name);
+	int64_t k, c;
+	int rc;
 
-	if (n < 7 || strcmp(name + n - 7, ".weight") != 0)
-		return 1;
-	snprintf(sc, sizeof sc, "%.*s.scale", (int)(n - 7), name);
-	/* a stack of experts may have one a expert, all equal (load_experts) */
-	if (src_tensor(s, sc, &t) != 0 || t.ne0 * t.n_rows < 1)
-		return 1;
-	if (t.data == NULL)	/* an NVFP4 checkpoint's, from the plan */
-		return safetensors_read_rows(t.out, 0, 1, &v, e) != 0 ? 1 : v;
-	if (quant_dequantize_row(t.type, t.data, &v, 1) != 0)
-		return 1;
-	return v;
+	*n = 1;
+	if ((*v = malloc((n_exp > 1 ? n_exp : 1) * sizeof **v)) == NULL)
+		return util_err(md->err, "tensor '%s': out of memory", name);
+	(*v)[0] = 1;
+	snprintf(sc, sizeof sc, "%.*s.scale", (int)(len > 7 ? len - 7 : 0), name);
+	if (len < 7 || strcmp(name + len - 7, ".weight") != 0 || src_tensor(s, sc, &t) != 0)
+		return 0;
+	c = t.ne0 * t.n_rows;
+	if (c != 1 && (n_exp < 2 || c != n_exp))
+		return util_err(md->err, "tensor '%s' has %lld values, want %s%d", sc, (long long)c,
+		    n_exp > 1 ? "1 or one an expert, " : "", n_exp > 1 ? n_exp : 1);
+	rc = t.data != NULL ? quant_dequantize_row(t.type, t.data, *v, c) :
+	    safetensors_read_rows(t.out, 0, t.n_rows, *v, md->err);
+	if (rc != 0)
+		return t.data != NULL ? util_err(md->err, "tensor '%s': cannot decode type '%s'", sc,
+		    quant_name(t.type)) : -1;
+	for (k = 1; k < c && (*v)[k] == (*v)[0]; k++)
+		;
+	*n = k == c ? 1 : (int)c;
+	return 0;
+}
+
+/* n floats of host h into backend memory the model keeps (*d). */
+static int
+keep_device(struct model *md, const float *h, int64_t n, float **d)
+{
+	float **nb = realloc(md->dbuf, (md->n_dbuf + 1) * sizeof *nb);
+
+	if (nb == NULL)
+		return util_err(md->err, "out of memory");
+	md->dbuf = nb;
+	if ((*d = backend_alloc(md->be, n)) == NULL)
+		return util_err(md->err, "%s", backend_errmsg(md->be));
+	md->dbuf[md->n_dbuf++] = *d;
+	return backend_write(md->be, *d, h, n) ? util_err(md->err, "%s", backend_errmsg(md->be)) :
+	    0;
+}
+
+/* w's product scale: sv[0], or one an expert of its stack (n > 1). */
+static int
+set_scale(struct model *md, const char *name, struct backend_weight *w, const float *sv, int n)
+{
+	float *d = NULL;
+
+	if (n == 1)
+		return 0;
+	if (keep_device(md, sv, n, &d) != 0)
+		return -1;
+	if (backend_weight_expert_scales(md->be, w, n, d) != 0)
+		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
+	return 0;
 }
 
 /*
  * A matrix [ne1][ne0] by name into w; *host (when not NULL) gets its host
- * bytes (mapped or read).  Absent and optional: 0, w left empty.
+ * bytes (mapped or read).  scaled 0: no NVFP4 `.scale` sidecar; else the
+ * experts of the stack (1: a plain matrix), one scale each allowed.
+ * Absent and optional: 0, w left empty.
  */
 static int
 load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
     int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host, int scaled)
 {
 	struct src_tensor t;
-	int type;
+	int type, ns = 1, rc;
+	float *sv = NULL;
 	char *buf;
 
 	if (src_tensor(s, name, &t) != 0)
@@ -515,25 +564,39 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 	md->wbytes += quant_row_size(t.type >= 0 ? t.type : QUANT_F32, ne0) * ne1;
 	if (host != NULL)
 		*host = t.data;
+	if (scaled && src_scales(md, s, name, scaled, &sv, &ns) != 0) {
+		free(sv);
+		return -1;
+	}
 	if (t.data != NULL) {	/* mapped: the backend reads or uploads it as it is */
-		if (backend_weight_init(md->be, w, t.type, ne0, ne1, t.data,
-		    scaled ? src_scale(s, name) : 1.0f))
-			return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
-		return 0;
+		rc = backend_weight_init(md->be, w, t.type, ne0, ne1, t.data,
+		    sv != NULL && ns == 1 ? sv[0] : 1.0f) ? util_err(md->err, "tensor '%s': %s", name,
+		    backend_errmsg(md->be)) : set_scale(md, name, w, sv, ns);
+		free(sv);
+		return rc;
 	}
 	type = t.type >= 0 && backend_supports(md->be, t.type) ? t.type : QUANT_F32;
-	if ((buf = keep_host(md, malloc(quant_row_size(type, ne0) * ne1))) == NULL)
+	if ((buf = keep_host(md, malloc(quant_row_size(type, ne0) * ne1))) == NULL) {
+		free(sv);
 		return util_err(md->err, "tensor '%s': out of memory", name);
+	}
 	if ((type == QUANT_F32 ? safetensors_read_rows(t.out, 0, ne1, (float *)buf, md->err) :
-	    safetensors_read_raw(t.out, 0, ne1, buf, md->err)) != 0)
+	    safetensors_read_raw(t.out, 0, ne1, buf, md->err)) != 0) {
+		free(sv);
 		return -1;
+	}
 	if (host != NULL)
 		*host = buf;
-	/* F32 rows of an NVFP4 tensor already carry its per-tensor scale */
-	if (backend_weight_init(md->be, w, type, ne0, ne1, buf,
-	    scaled && type != QUANT_F32 ? src_scale(s, name) : 1.0f) != 0)
-		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
-	return 0;
+	/* F32 rows of an NVFP4 tensor already carry its per-tensor (per-expert) scale */
+	if (type == QUANT_F32 && sv != NULL) {
+		ns = 1;
+		sv[0] = 1.0f;
+	}
+	rc = backend_weight_init(md->be, w, type, ne0, ne1, buf,
+	    sv != NULL && ns == 1 ? sv[0] : 1.0f) ? util_err(md->err, "tensor '%s': %s", name,
+	    backend_errmsg(md->be)) : set_scale(md, name, w, sv, ns);
+	free(sv);
+	return rc;
 }
 
 static int
@@ -646,30 +709,17 @@ bind_ffn(struct model *md, struct src *s, int il, struct model_layer *L)
 }
 
 /*
- * A stack of experts by name (ne0 x rows x n_expert).  Its NVFP4
- * `.scale` sidecar may hold one value a expert (llama.cpp's converter):
- * the backend weight has one scale, so they must all be equal.
+ * A stack of experts by name (ne0 x rows x n_expert).  Its NVFP4 `.scale`
+ * sidecar may hold one value an expert (llama.cpp's converter): each
+ * expert's products are then times its own, as llama.cpp's
+ * build_lora_mm_id multiplies them.
  */
 static int
 load_experts(struct model *md, struct src *s, const char *name, int64_t ne0, int64_t rows,
     struct backend_weight *w)
 {
-	struct src_tensor t;
-	char sc[96];
-	size_t n = strlen(name);
-
-	snprintf(sc, sizeof sc, "%.*s.scale", (int)(n - 7), name);
-	if (src_tensor(s, sc, &t) == 0 && t.ne0 * t.n_rows > 1) {
-		float v[2];
-
-		for (int64_t e = 1; e < t.ne0 * t.n_rows; e++)
-			if (t.data == NULL || quant_dequantize_row(t.type, t.data, v, 1) != 0 ||
-			    quant_dequantize_row(t.type, (const char *)t.data +
-			    e * quant_row_size(t.type, 1), v + 1, 1) != 0 || v[0] != v[1])
-				return util_err(md->err, "tensor '%s': one scale an expert "
-				    "(unequal) is not supported", sc);
-	}
-	return load_matrix(md, s, name, 0, ne0, rows * md->hp.n_expert, w);
+	return load_matrix_ex(md, s, name, 0, ne0, rows * md->hp.n_expert, w, NULL,
+	    md->hp.n_expert);
 }
 
 /* qwen35moe's FFN: the router, the stacked experts, the shared expert and its gate. */
@@ -832,8 +882,8 @@ bind_gemma4_moe(struct model *md, struct src *s, int il, struct model_layer *L)
 	return load_matrix_ex(md, s, NAME(b, il, "ffn_gate_inp.weight"), 0, ne, E, &L->router, NULL,
 	    0) ||
 	    load_vector(md, s, NAME(b, il, "ffn_gate_inp.scale"), 0, ne, &L->router_scale) ||
-	    load_matrix(md, s, NAME(b, il, "ffn_gate_up_exps.weight"), 0, ne, (int64_t)2 * fe * E,
-	    &L->exp_gate_up) ||
+	    load_matrix_ex(md, s, NAME(b, il, "ffn_gate_up_exps.weight"), 0, ne,
+	    (int64_t)2 * fe * E, &L->exp_gate_up, NULL, E) ||
 	    load_matrix_ex(md, s, NAME(b, il, "ffn_down_exps.weight"), 0, fe, (int64_t)ne * E,
 	    &L->exp_down, NULL, 0) ||
 	    load_vector(md, s, NAME(b, il, "ffn_down_exps.scale"), 1, E, &L->exp_scale) ||

@@ -127,6 +127,11 @@ struct safetensors_out {
 	 * when s2 is 1), as llama.cpp's converter writes it */
 	int	nvfp4;
 	float	s2;
+	/* a stack of NVFP4 experts (srcs): expert e's block scales and its own
+	 * multiplier s2 (s2 above unused); the plan's "<name less .weight>.scale"
+	 * is then F32 [n_exp], absent when every one is 1 */
+	const struct safetensors_tensor **nv_scales;
+	float	*nv_s2;
 };
 
 /*

@@ -629,6 +629,11 @@ stack_out(struct safetensors *st, const struct hp *h, const struct safetensors_t
 		util_err(st->err, "tensor '%s': FP8 experts are not supported", t->name);
 		return NULL;
 	}
+	if (st_nv_weight(st, t) && t->n_dims != 2) {
+		util_err(st->err, "tensor '%s': NVFP4 experts in one tensor are not supported "
+		    "(one tensor an expert are)", t->name);
+		return NULL;
+	}
 	return o;
 }
 
@@ -640,6 +645,9 @@ map_fused(struct safetensors *st, const struct hp *h, const struct safetensors_t
 	int64_t E = h->n_exp, I = h->n_ff, H = h->n_embd;
 	char name[64];
 
+	if (st_nv_weight(st, t))
+		return util_err(st->err, "tensor '%s': NVFP4 experts in one tensor are not supported "
+		    "(one tensor an expert are)", t->name);
 	if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != (down ? H : 2 * I) ||
 	    t->shape[2] != (down ? I : H))
 		return util_err(st->err, "tensor '%s': not [%lld, %lld, %lld] as config.json implies",
@@ -667,6 +675,7 @@ map_expert(struct safetensors *st, const struct hp *h, const struct safetensors_
 	struct safetensors_out *o;
 	char name[64], *end;
 	long long e;
+	int nv = st_nv_weight(st, t);	/* NVFP4 codes: two values a byte */
 
 	if (strcmp(rest, "gate_up_proj") == 0 || strcmp(rest, "down_proj") == 0)
 		return map_fused(st, h, t, blk, rest[0] == 'd');
@@ -678,7 +687,8 @@ map_expert(struct safetensors *st, const struct hp *h, const struct safetensors_
 			r = &exp_rules[i];
 	if (r == NULL)
 		return util_err(st->err, "tensor '%s' has no GGUF name for qwen35moe", t->name);
-	if (t->n_dims != 2 || t->shape[0] != dim(h, r->rows) || t->shape[1] != dim(h, r->ne0))
+	if (t->n_dims != 2 || t->shape[0] != dim(h, r->rows) ||
+	    t->shape[1] * (nv ? 2 : 1) != dim(h, r->ne0))
 		return util_err(st->err, "tensor '%s': not [%lld, %lld] as config.json implies",
 		    t->name, (long long)dim(h, r->rows), (long long)dim(h, r->ne0));
 	snprintf(name, sizeof name, "blk.%lld.%s", (long long)blk, r->gguf);
@@ -694,7 +704,7 @@ map_expert(struct safetensors *st, const struct hp *h, const struct safetensors_
 	if (t->dtype != o->src_dtype)
 		return util_err(st->err, "tensor '%s': experts of different dtypes", t->name);
 	o->srcs[e] = t;
-	return 0;
+	return nv ? st_nv_attach_expert(st, o, e, t) : 0;
 }
 
 static int
@@ -1016,7 +1026,7 @@ safetensors_plan(struct safetensors *st, int nomtp)
 		    st_step35_kv(st, h) != 0 ? -1 : 0;
 		goto out;
 	}
-	if (check_complete(st, h) != 0 || kv_common(st, h) != 0)
+	if (check_complete(st, h) != 0 || st_nv_stacks(st) != 0 || kv_common(st, h) != 0)
 		goto out;
 	rc = h->arch == ARCH_LLAMA ? kv_llama(st, h) : kv_qwen35(st, h);
 out:

@@ -90,8 +90,14 @@ int	st_nv_weight(const struct safetensors *, const struct safetensors_tensor *t)
 int	st_nv_aux(struct safetensors *, const struct safetensors_tensor *t);
 /* o reads NVFP4 codes o->src: scales found and checked, ne[0] set.  0 or -1 with st->err. */
 int	st_nv_attach(struct safetensors *, struct safetensors_out *o);
-/* Plan out[i]'s per-tensor scale "<name less .weight>.scale" when not 1.  0 or -1. */
+/* Expert e of stack o (srcs) is NVFP4 codes t: its scales found and checked.  0 or -1. */
+int	st_nv_attach_expert(struct safetensors *, struct safetensors_out *o, int64_t e,
+	    const struct safetensors_tensor *t);
+/* Plan out[i]'s per-tensor scale "<name less .weight>.scale" when not 1 (F32 [1], or a
+ * stack's F32 [n_exp]).  0 or -1. */
 int	st_nv_scale_out(struct safetensors *, size_t i);
+/* The scales of every NVFP4 stack, once its experts are all planned (then sorted).  0 or -1. */
+int	st_nv_stacks(struct safetensors *);
 /* Planned NVFP4 row r as GGUF NVFP4 blocks, ne[0] / 64 * 36 bytes into d. */
 void	st_nv_row(const struct safetensors_out *, int64_t r, uint8_t *d);
 /* The same row as float32 (times the per-tensor scale).  0 or -1 with err. */

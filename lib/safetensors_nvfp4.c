@@ -11,7 +11,8 @@
  * GGUF block is 64 values: the 4 block scales with bit 7 cleared, then
  * 32 bytes where byte 8s+j holds value 16s+j (low) and 16s+j+8 (high).
  * The per-tensor multiplier s2 (1/global, rounded to float) becomes
- * "<name less .weight>.scale", F32 [1], applied after the matmul.  The
+ * "<name less .weight>.scale", F32 [1], applied after the matmul; a stack
+ * of per-expert tensors keeps each expert's, F32 [n_exp].  The
  * activation scales (input_global_scale, input_scale) and ModelOpt's KV
  * scales are not used: weights only.
  */
@@ -181,80 +182,120 @@ one_float(struct safetensors *st, const char *wname, const char *name, float *v)
 }
 
 /*
- * Planned tensor o reads NVFP4 source t: check its block scales and
- * per-tensor scale, and set o's GGUF row length (2 values a byte).
+ * NVFP4 codes t ([out][in/2] U8) of in values a row: its block scales
+ * (checked) into *sc and its per-tensor multiplier into *s2.
  */
-int
-st_nv_attach(struct safetensors *st, struct safetensors_out *o)
+static int
+nv_source(struct safetensors *st, const struct safetensors_tensor *t, int64_t in,
+    const struct safetensors_tensor **sc, float *s2)
 {
-	const struct safetensors_tensor *t = o->src, *sc;
 	char base[512], name[560];
 	size_t n = strlen(t->name) - (ends(t->name, ".weight_packed") ? 14 : 7);
-	int64_t in;
 	float g;
 
 	if (n >= sizeof base || t->n_dims != 2)
 		return util_err(st->err, "tensor '%s': NVFP4 codes are not a matrix", t->name);
 	memcpy(base, t->name, n);
 	base[n] = '\0';
-	in = 2 * t->shape[1];
 	if (in % 64 != 0)
 		return util_err(st->err, "tensor '%s': rows of %lld values; GGUF's NVFP4 needs a "
 		    "multiple of 64", t->name, (long long)in);
 	snprintf(name, sizeof name, "%s.weight_scale", base);
-	if ((sc = safetensors_find(st, name)) == NULL)
+	if ((*sc = safetensors_find(st, name)) == NULL)
 		return util_err(st->err, "tensor '%s': NVFP4 without its block scale '%s'", t->name,
 		    name);
-	if (sc->dtype != SAFETENSORS_F8_E4M3 || sc->n_dims != 2 || sc->shape[0] != t->shape[0] ||
-	    sc->shape[1] != in / 16)
+	if ((*sc)->dtype != SAFETENSORS_F8_E4M3 || (*sc)->n_dims != 2 ||
+	    (*sc)->shape[0] != t->shape[0] || (*sc)->shape[1] != in / 16)
 		return util_err(st->err, "tensor '%s': block scale '%s' is %s [%lld, %lld], want "
-		    "F8_E4M3 [%lld, %lld]", t->name, name, safetensors_dtype_name(sc->dtype),
-		    (long long)sc->shape[0], (long long)(sc->n_dims > 1 ? sc->shape[1] : 0),
+		    "F8_E4M3 [%lld, %lld]", t->name, name, safetensors_dtype_name((*sc)->dtype),
+		    (long long)(*sc)->shape[0], (long long)((*sc)->n_dims > 1 ? (*sc)->shape[1] : 0),
 		    (long long)t->shape[0], (long long)(in / 16));
-	if (o->xform != 0 || (o->perm != P_NONE && o->perm != P_ROPE &&
-	    o->perm != P_VROWS && o->perm != P_VCOLS) || (o->perm == P_VCOLS && o->pb % 16 != 0))
-		return util_err(st->err, "tensor '%s': NVFP4 where the conversion changes values",
-		    t->name);
 	if (st->nvq == ST_NV_CT) {
 		snprintf(name, sizeof name, "%s.weight_global_scale", base);
 		if (one_float(st, t->name, name, &g) != 0)
 			return -1;
-		o->s2 = 1.0f / g;	/* llama.cpp: 1.0 / scale in float32 */
-	} else {
-		snprintf(name, sizeof name, "%s.weight_scale_2", base);
-		if (one_float(st, t->name, name, &o->s2) != 0)
-			return -1;
+		*s2 = 1.0f / g;	/* llama.cpp: 1.0 / scale in float32 */
+		return 0;
 	}
+	snprintf(name, sizeof name, "%s.weight_scale_2", base);
+	return one_float(st, t->name, name, s2);
+}
+
+/*
+ * Planned tensor o reads NVFP4 source t: check its block scales and
+ * per-tensor scale, and set o's GGUF row length (2 values a byte).
+ */
+int
+st_nv_attach(struct safetensors *st, struct safetensors_out *o)
+{
+	const struct safetensors_tensor *t = o->src;
+	int64_t in = t->n_dims == 2 ? 2 * t->shape[1] : 0;
+
+	if (t->n_dims != 2)
+		return util_err(st->err, "tensor '%s': NVFP4 codes are not a matrix", t->name);
+	if (o->xform != 0 || (o->perm != P_NONE && o->perm != P_ROPE &&
+	    o->perm != P_VROWS && o->perm != P_VCOLS) || (o->perm == P_VCOLS && o->pb % 16 != 0))
+		return util_err(st->err, "tensor '%s': NVFP4 where the conversion changes values",
+		    t->name);
+	if (nv_source(st, t, in, &o->scale, &o->s2) != 0)
+		return -1;
 	o->ne[0] = in;
 	o->nvfp4 = 1;
-	o->scale = sc;
+	o->verbatim = 1;
+	return 0;
+}
+
+int
+st_nv_attach_expert(struct safetensors *st, struct safetensors_out *o, int64_t e,
+    const struct safetensors_tensor *t)
+{
+	if (t->n_dims != 2 || 2 * t->shape[1] != o->ne[0] || t->shape[0] != o->src_rows)
+		return util_err(st->err, "tensor '%s': not [%lld, %lld] NVFP4 codes as config.json "
+		    "implies", t->name, (long long)o->src_rows, (long long)(o->ne[0] / 2));
+	if (o->nv_scales == NULL) {
+		o->nv_scales = st_keep(st, calloc((size_t)o->ne[2], sizeof *o->nv_scales));
+		o->nv_s2 = st_keep(st, calloc((size_t)o->ne[2], sizeof *o->nv_s2));
+		if (o->nv_scales == NULL || o->nv_s2 == NULL)
+			return util_err(st->err, "out of memory");
+	}
+	if (nv_source(st, t, o->ne[0], &o->nv_scales[e], &o->nv_s2[e]) != 0)
+		return -1;
+	o->nvfp4 = 1;
 	o->verbatim = 1;
 	return 0;
 }
 
 /*
  * The per-tensor multiplier of planned NVFP4 tensor i as its own planned
- * tensor "<name less .weight>.scale" (F32 [1]); none when it is 1.
+ * tensor "<name less .weight>.scale": F32 [1], or F32 [n_exp] of a stack's
+ * experts; none when every value is 1.
  */
 int
 st_nv_scale_out(struct safetensors *st, size_t i)
 {
 	struct safetensors_out *o;
 	char name[64];
-	float *v, s2 = st->out[i].s2;
-	size_t n = strlen(st->out[i].name);
+	const float *s2 = st->out[i].nv_s2 != NULL ? st->out[i].nv_s2 : &st->out[i].s2;
+	int64_t k, n = st->out[i].nv_s2 != NULL ? st->out[i].ne[2] : 1;
+	size_t len = strlen(st->out[i].name);
+	float *v;
 
-	if (s2 == 1.0f)
+	for (k = 0; k < n && s2[k] == 1.0f; k++)
+		;
+	if (k == n)
 		return 0;
-	if (n < 7 || !ends(st->out[i].name, ".weight"))
+	if (len < 7 || !ends(st->out[i].name, ".weight"))
 		return util_err(st->err, "tensor '%s': NVFP4 under a name without .weight",
 		    st->out[i].name);
-	snprintf(name, sizeof name, "%.*s.scale", (int)(n - 7), st->out[i].name);
-	if ((v = st_keep(st, malloc(sizeof *v))) == NULL || (o = st_new_out(st, name)) == NULL)
+	snprintf(name, sizeof name, "%.*s.scale", (int)(len - 7), st->out[i].name);
+	if ((v = st_keep(st, malloc((size_t)n * sizeof *v))) == NULL)
 		return util_err(st->err, "out of memory");
-	*v = s2;
+	memcpy(v, s2, (size_t)n * sizeof *v);	/* before st_new_out moves st->out */
+	if ((o = st_new_out(st, name)) == NULL)
+		return util_err(st->err, "out of memory");
 	o->n_dims = 1;
-	o->ne[0] = o->ne[1] = o->ne[2] = o->ne[3] = 1;
+	o->ne[0] = n;
+	o->ne[1] = o->ne[2] = o->ne[3] = 1;
 	o->n_rows = 1;
 	o->src_dtype = SAFETENSORS_F32;
 	o->synth = v;
@@ -262,13 +303,37 @@ st_nv_scale_out(struct safetensors *st, size_t i)
 	return 0;
 }
 
+int
+st_nv_stacks(struct safetensors *st)
+{
+	size_t i, n = st->nout;
+	int64_t e;
+
+	for (i = 0; i < n; i++) {
+		const struct safetensors_out *o = &st->out[i];
+
+		for (e = 0; o->nv_scales != NULL && e < o->ne[2]; e++)
+			if (o->srcs == NULL || o->srcs[e] == NULL || o->nv_scales[e] == NULL)
+				return util_err(st->err, "'%s': expert %lld is not NVFP4 like the "
+				    "others", o->name, (long long)e);
+		if (o->nv_s2 != NULL && st_nv_scale_out(st, i) != 0)
+			return -1;
+	}
+	if (st->nout != n)
+		st_sort_out(st);
+	return 0;
+}
+
 /* Planned NVFP4 row r as GGUF NVFP4 blocks (ne[0] / 64 of 36 bytes) into d. */
 void
 st_nv_row(const struct safetensors_out *o, int64_t r, uint8_t *d)
 {
-	int64_t sr = st_src_row(o, r), ng = o->ne[0] / 16, b, s, j;
-	const uint8_t *codes = (const uint8_t *)o->src->data + sr * (o->ne[0] / 2);
-	const uint8_t *scales = (const uint8_t *)o->scale->data + sr * ng;
+	int64_t e = o->nv_scales != NULL ? r / o->src_rows : 0, ng = o->ne[0] / 16, b, s, j;
+	int64_t sr = o->nv_scales != NULL ? r % o->src_rows : st_src_row(o, r);
+	const struct safetensors_tensor *src = o->nv_scales != NULL ? o->srcs[e] : o->src;
+	const struct safetensors_tensor *sct = o->nv_scales != NULL ? o->nv_scales[e] : o->scale;
+	const uint8_t *codes = (const uint8_t *)src->data + sr * (o->ne[0] / 2);
+	const uint8_t *scales = (const uint8_t *)sct->data + sr * ng;
 
 	for (b = 0; b < ng / 4; b++, d += 36)
 		for (s = 0; s < 4; s++) {
@@ -285,11 +350,12 @@ st_nv_row(const struct safetensors_out *o, int64_t r, uint8_t *d)
 		}
 }
 
-/* Planned NVFP4 row r as float32: the GGUF blocks dequantized, times s2. */
+/* Planned NVFP4 row r as float32: the GGUF blocks dequantized, times s2 (its expert's). */
 int
 st_nv_row_f32(const struct safetensors_out *o, int64_t r, float *d, char *err)
 {
 	uint8_t *blk = malloc((size_t)(o->ne[0] / 64) * 36);
+	float s2 = o->nv_s2 != NULL ? o->nv_s2[r / o->src_rows] : o->s2;
 	int64_t j;
 
 	if (blk == NULL)
@@ -300,8 +366,8 @@ st_nv_row_f32(const struct safetensors_out *o, int64_t r, float *d, char *err)
 		return util_err(err, "tensor '%s': cannot decode NVFP4", o->name);
 	}
 	free(blk);
-	if (o->s2 != 1.0f)
+	if (s2 != 1.0f)
 		for (j = 0; j < o->ne[0]; j++)
-			d[j] *= o->s2;
+			d[j] *= s2;
 	return 0;
 }

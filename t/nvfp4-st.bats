@@ -1,8 +1,10 @@
 bats_require_minimum_version 1.5.0
 # NVFP4 safetensors checkpoints of model A (compressed-tensors and ModelOpt layouts), made by
-# tools/make-nvfp4-fixtures.py (about 45 MB with the malformed variants, so made here, not kept
-# in t/data; t/data/nvfp4/a-ref.tsv holds the reference dequantization it printed).  The maker
-# needs torch and the compressed-tensors package: $MEMRA_NVFP4_PY, else ./.venv-ct/bin/python.
+# tools/make-nvfp4-fixtures.py (about 210 MB with the malformed variants, so made here, not kept
+# in t/data; t/data/nvfp4/a-ref.tsv holds the reference dequantization it printed and
+# a-files.sha256 the files its --ct-library run wrote through the compressed-tensors library).
+# The maker needs numpy, ml_dtypes and safetensors (the CI peers), no torch: about 2 s here
+# (2 shared cores), the frspec-owngen ranks for the trim test 0.2 s, the whole file 11 s.
 setup() { load helper; }
 
 ML=build/t/tools/model-logits
@@ -10,24 +12,26 @@ ML=build/t/tools/model-logits
 setup_file() {
 	load helper
 	a=$(model_a) || return 0
-	py=${MEMRA_NVFP4_PY:-$TOP/.venv-ct/bin/python}
-	"$py" -c 'import torch, compressed_tensors, safetensors' 2>/dev/null || return 0
+	python3 -c 'import numpy, ml_dtypes, safetensors' 2>/dev/null || return 0
 	export FX="$BATS_FILE_TMPDIR/fx"
-	"$py" "$TOP/tools/make-nvfp4-fixtures.py" "$a" "$FX" 2>/dev/null
+	python3 "$TOP/tools/make-nvfp4-fixtures.py" "$a" "$FX"
 	head -1 "$a/prompts.jsonl" >"$BATS_FILE_TMPDIR/p.jsonl"
 	frspec-owngen -t 2 --raw --ngen 32 "$a" "$BATS_FILE_TMPDIR/r.gguf" 256 \
 	    "$BATS_FILE_TMPDIR/p.jsonl" 2>/dev/null
 	export RANKS="$BATS_FILE_TMPDIR/r.gguf.txt"
 }
 
+# fx: the fixtures exist; a missing peer skips (fails under MEMRA_REQUIRE_PEERS=1)
 fx() {
 	model_a >/dev/null
-	[ -n "${FX:-}" ] && [ -d "$FX/ct" ] || skip "no torch + compressed-tensors to make the fixtures"
+	need_py numpy ml_dtypes safetensors
+	[ -d "$FX/ct" ] && [ -d "$FX/mo" ]
 }
 
-@test "the fixtures' reference dequantization is the committed one (compressed-tensors library, ModelOpt rule)" {
+@test "the torch-free maker writes the bytes of its --ct-library run and the committed reference" {
 	fx
 	diff "$TOP/t/data/nvfp4/a-ref.tsv" "$FX/ref.tsv"
+	(cd "$FX" && sha256sum --quiet -c "$TOP/t/data/nvfp4/a-files.sha256")
 }
 
 # The plan's float rows of an NVFP4 tensor are its GGUF blocks dequantized times s2: for the

@@ -19,18 +19,33 @@ Each directory also gets t/data/st/llama's tokenizer.json and
 tokenizer_config.json (a 284-token byte-level BPE), so that quant-nvfp4,
 run-gen and run-spec take them as they take any checkpoint.
 
+A config with "nvfp4" is written as a compressed-tensors NVFP4 checkpoint
+(llm-compressor's NVFP4A16 layout, see tools/make-nvfp4-fixtures.py) of its
+routed experts, one global scale an expert: expert e's weights are first
+multiplied by SPREAD[e], so the experts' global scales differ by up to 4x.
+The other tensors stay float32 (the quantization_config's ignore list).
+Its refs.json is transformers' forward of the values the checkpoint encodes
+(each expert's e2m1 * e4m3 times float32(1 / global), as llama.cpp's
+converter and the NVFP4 loader read them), through a float32 copy of them.
+
 With LLAMACPP (the llama.cpp source tree: convert_hf_to_gguf.py beside
 conversion/ and gguf-py/), the configs marked "gguf" are also converted by
-llama.cpp's own converter to OUT/<name>/llamacpp-f32.gguf, its vocabulary
-step skipped: the tensor names, shapes and metadata are llama.cpp's.
+llama.cpp's own converter to OUT/<name>/llamacpp-f32.gguf (an "nvfp4" one to
+llamacpp-nvfp4.gguf: its experts' NVFP4 blocks and F32 [n_expert] .scale
+vectors), its vocabulary step skipped: the tensor names, shapes and metadata
+are llama.cpp's.
 
-usage: make-moe-models.py OUTDIR [LLAMACPP]   (run from the top of the tree)
+usage: make-moe-models.py OUTDIR [LLAMACPP]   (run from the top of the tree;
+       the nvfp4 config needs ml_dtypes beside torch and transformers)
 """
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -60,7 +75,13 @@ CONFIGS = {
     "moe-e6k2-r4": dict(BASE, num_hidden_layers=4, num_experts=6, num_experts_per_tok=2,
                         full_attention_interval=4, linear_num_key_heads=1,
                         linear_num_value_heads=4, shared_expert_intermediate_size=48),
+    # 4 experts, top 2, experts 64 wide (every expert matrix's rows a multiple of 64, as
+    # GGUF's NVFP4 needs): NVFP4 experts with a global scale each, the MTP block's too
+    "moe-e4k2-nvfp4": dict(BASE, num_hidden_layers=4, num_experts=4, num_experts_per_tok=2,
+                           full_attention_interval=2, moe_intermediate_size=64, mtp=1,
+                           nvfp4=1, gguf=1),
 }
+SPREAD = (0.5, 1.0, 2.0, 1.5)	# expert e's weights times SPREAD[e] in the nvfp4 config
 
 SEQS = [
     [5, 17, 250, 3, 99, 99, 99, 42, 7, 1, 0, 310, 64, 64, 128, 9],
@@ -97,6 +118,7 @@ def build(name, cfg):
     mt = cfg.pop("model_type")
     mtp = cfg.pop("mtp", 0)
     cfg.pop("gguf", 0)
+    cfg.pop("nvfp4", 0)
     cfg["layer_types"] = layer_types(cfg)
     if mtp:
         cfg["mtp_num_hidden_layers"] = mtp
@@ -174,6 +196,63 @@ def save(model, mtp, name, d):
     return sorted(sd)
 
 
+def nvfp4_maker():
+    """tools/make-nvfp4-fixtures.py as a module: the written-out compressed-tensors rule"""
+    spec = importlib.util.spec_from_file_location("nvfp4", "tools/make-nvfp4-fixtures.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+CT_IGNORE = ["lm_head", "re:.*embed.*", "re:.*self_attn.*", "re:.*linear_attn.*",
+             "re:.*shared_expert.*", "re:.*mlp\\.gate$"]
+
+
+def nvfp4_experts(d):
+    """Rewrite d's routed experts as compressed-tensors NVFP4, a global scale each; return
+    transformers' model of the values the checkpoint encodes."""
+    import numpy as np
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+    nv = nvfp4_maker()
+    path, cfgp = os.path.join(d, "model.safetensors"), os.path.join(d, "config.json")
+    sd = load_file(path)
+    out, deq = {}, {}
+    for k, v in sd.items():
+        m = re.search(r"\.experts\.(\d+)\.(gate|up|down)_proj\.weight$", k)
+        if m is None:
+            out[k], deq[k] = v.numpy(), v
+            continue
+        p, s, g = nv.ct_rule((v * SPREAD[int(m.group(1))]).numpy())
+        mod = k[:-len(".weight")]
+        out[mod + ".weight_packed"], out[mod + ".weight_scale"] = p, s
+        out[mod + ".weight_global_scale"] = g
+        deq[k] = torch.from_numpy(nv.deq_blocks(p, s) * (np.float32(1) / g[0]))
+    cfg = json.load(open(cfgp))
+    with tempfile.TemporaryDirectory() as t:
+        json.dump(cfg, open(os.path.join(t, "config.json"), "w"))
+        save_file(deq, os.path.join(t, "model.safetensors"), metadata={"format": "pt"})
+        model = AutoModelForCausalLM.from_pretrained(t, torch_dtype=torch.float32,
+                                                     attn_implementation="eager")
+    nv.write_st(out, path)
+    os.chmod(path, 0o644)
+    args = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
+            "symmetric": True, "dynamic": False, "scale_dtype": "torch.float8_e4m3fn",
+            "zp_dtype": "torch.float8_e4m3fn", "observer": "memoryless_minmax",
+            "actorder": None, "block_structure": None, "observer_kwargs": {}}
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+        "quantization_status": "compressed", "version": "0.20.1", "global_compression_ratio": None,
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": args,
+                                      "input_activations": None, "output_activations": None,
+                                      "format": "nvfp4-pack-quantized"}},
+        "ignore": CT_IGNORE, "kv_cache_scheme": None, "sparsity_config": {},
+        "transform_config": {}}
+    json.dump(cfg, open(cfgp, "w"), indent=2)
+    model.eval()
+    return model
+
+
 # Run llama.cpp's converter on d without its vocabulary step (no tokenizer here).
 LLAMACPP_SHIM = r"""
 import sys
@@ -186,8 +265,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def llamacpp_convert(src, d, mtp):
-    out = os.path.join(d, "llamacpp-f32.gguf")
+def llamacpp_convert(src, d, mtp, nvfp4):
+    out = os.path.join(d, "llamacpp-nvfp4.gguf" if nvfp4 else "llamacpp-f32.gguf")
     subprocess.run([sys.executable, "-c", LLAMACPP_SHIM, src, d, "--outtype", "f32",
                     "--outfile", out] + ([] if mtp else ["--no-mtp"]), check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -204,6 +283,8 @@ def main():
         d = os.path.join(outdir, name)
         os.makedirs(d, exist_ok=True)
         names = save(model, mtp, name, d)
+        if cfg.get("nvfp4"):
+            model = nvfp4_experts(d)
         seqs, greedy = refs(model)
         with open(os.path.join(d, "refs.json"), "w") as f:
             json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
@@ -214,7 +295,7 @@ def main():
         for f in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(os.path.join("t/data/st/llama", f), os.path.join(d, f))
         if lcpp and cfg.get("gguf"):
-            print("  llama.cpp:", llamacpp_convert(lcpp, d, mtp))
+            print("  llama.cpp:", llamacpp_convert(lcpp, d, mtp, cfg.get("nvfp4")))
 
 
 if __name__ == "__main__":

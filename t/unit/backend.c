@@ -1320,6 +1320,90 @@ TEST(moe_products_are_each_experts_one_row_products_bit_for_bit)
 	}
 }
 
+/* Expert e of a stack with a scale each, as a weight of its own with that scale. */
+static struct backend_weight
+scaled_expert(const struct backend_weight *w, int n_exp, int e)
+{
+	struct backend_weight v = expert_of(w, n_exp, e);
+
+	v.scale = w->escale[e];
+	v.escale = NULL;
+	v.n_escale = 0;
+	return v;
+}
+
+/*
+ * A scale an expert (the NVFP4 .scale sidecar of a stack, llama.cpp's
+ * per-expert vector): each slot's product is its expert's one-row product
+ * with that expert's scale, bit for bit; the plain products refuse the
+ * stack, and a count that is not the stack's is an error.
+ */
+static void
+moe_scaled_case(struct backend *be, int type)
+{
+	enum { E = 5, M = 7, K = 2, H = 64, I = 64 };
+	struct wbuf g = make_weight(type, H, E * I), u = make_weight(type, H, E * I),
+	    d = make_weight(type, I, E * H);
+	struct backend_weight wg, wu, wd;
+	int32_t ids[M * K] = { 0, 4, 4, 0, 2, 3, 3, 2, 1, 1, 4, 3, 0, 2 };
+	float *x = rnd((size_t)M * H, 1), *w = rnd(M * K, 1), *sc = backend_alloc(be, 3 * E);
+	float f[M * K][I], f1[M * K][I], y[M][H], one[I], dn[K][H], h[3 * E];
+	int ok = 1;
+
+	for (int i = 0; i < 3 * E; i++)
+		h[i] = 0.3f + 0.7f * (float)i;
+	CHECK(sc != NULL && backend_write(be, sc, h, 3 * E) == 0);
+	CHECK(backend_weight_init(be, &wg, type, H, E * I, g.data, 1) == 0);
+	CHECK(backend_weight_init(be, &wu, type, H, E * I, u.data, 1) == 0);
+	CHECK(backend_weight_init(be, &wd, type, I, E * H, d.data, 1) == 0);
+	CHECK(backend_moe_swiglu(be, &wg, &wu, E, x, H, M, ids, K, &f1[0][0]) == 0);
+	CHECK(backend_weight_expert_scales(be, &wg, 3, sc) == -1);	/* 320 rows, not 3 experts */
+	CHECK(backend_weight_expert_scales(be, &wg, E, sc) == 0);
+	CHECK(backend_weight_expert_scales(be, &wu, E, sc + E) == 0);
+	CHECK(backend_weight_expert_scales(be, &wd, E, sc + 2 * E) == 0);
+	for (int s = 0; s < M * K; s++)
+		w[s] = fabsf(w[s]);
+	CHECK(backend_moe_swiglu(be, &wg, &wu, E, x, H, M, ids, K, &f[0][0]) == 0);
+	CHECK(!same(&f[0][0], &f1[0][0], (size_t)M * K * I));	/* the scales count */
+	for (int s = 0; s < M * K; s++) {
+		struct backend_weight eg = scaled_expert(&wg, E, ids[s]);
+		struct backend_weight eu = scaled_expert(&wu, E, ids[s]);
+
+		CHECK(backend_matmul_swiglu(be, &eg, &eu, x + (size_t)(s / K) * H, 1, one) == 0);
+		ok &= same(one, f[s], I);
+	}
+	CHECK(ok);
+	CHECK(backend_moe_down(be, &wd, E, &f[0][0], M, ids, w, K, &y[0][0], H) == 0);
+	for (int r = 0; r < M; r++) {
+		for (int j = 0; j < K; j++) {
+			struct backend_weight ed = scaled_expert(&wd, E, ids[r * K + j]);
+
+			CHECK(backend_matmul(be, &ed, f[r * K + j], I, dn[j], H, 1) == 0);
+		}
+		for (int i = 0; i < H; i++)
+			ok &= y[r][i] == w[r * K] * dn[0][i] + w[r * K + 1] * dn[1][i];
+	}
+	CHECK(ok);
+	CHECK(backend_matmul(be, &wd, f[0], I, y[0], H, 1) == -1);	/* a plain product */
+	CHECK(backend_moe_down(be, &wd, 1, &f[0][0], M, ids, w, K, &y[0][0], H) == -1);
+	backend_weight_release(be, &wg), backend_weight_release(be, &wu);
+	backend_weight_release(be, &wd);
+	free_weight(&g), free_weight(&u), free_weight(&d);
+	backend_mfree(be, sc);
+	free(x), free(w);
+}
+
+TEST(moe_products_take_each_experts_own_scale)
+{
+	static const int types[] = { QUANT_F32, QUANT_Q8_0, QUANT_NVFP4 };
+
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		moe_scaled_case(be1, types[t]);
+		moe_scaled_case(be3, types[t]);
+		moe_scaled_case(bes, types[t]);
+	}
+}
+
 TEST(add_gated_adds_the_sigmoid_gated_rows)
 {
 	float y[3][5], y0[3][5], x[3][5], g[3][2];
@@ -1489,6 +1573,7 @@ main(void)
 	RUN(host_memory_takes_what_backend_read_writes);
 	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
 	RUN(moe_products_are_each_experts_one_row_products_bit_for_bit);
+	RUN(moe_products_take_each_experts_own_scale);
 	RUN(add_gated_adds_the_sigmoid_gated_rows);
 	RUN(gemma_elementwise_ops_match_reference);
 	RUN(windowed_attention_sees_the_last_window_keys);
