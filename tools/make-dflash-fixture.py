@@ -11,9 +11,9 @@ Install it beside transformers, e.g.:
 usage: make-dflash-fixture.py MODEL_A OUTDIR [LLAMACPP]   (from the top of the tree)
 
 It writes OUTDIR/
-  config.json        the drafter's config as z-lab publishes one (architectures
+  d2/config.json     the drafter's config as z-lab publishes one (architectures
                      DFlash2DraftModel, model_type qwen3, dflash_config {...})
-  model.safetensors  its weights in bfloat16 under the published names (no
+  d2/model.safetensors  its weights in bfloat16 under the published names (no
                      "model." prefix; the selector's codebooks without a
                      ".weight" suffix, which DFlash2DraftModel.from_pretrained
                      maps back): the reference below is computed by the model
@@ -157,7 +157,8 @@ def llamacpp_header(src, model_a, out, llamacpp):
 def main():
     if len(sys.argv) not in (3, 4):
         sys.exit("usage: make-dflash-fixture.py MODEL_A OUTDIR [LLAMACPP]")
-    model_a, out = sys.argv[1], sys.argv[2]
+    model_a, top = sys.argv[1], sys.argv[2]
+    out = os.path.join(top, "d2")
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(SEED)
     g = torch.Generator().manual_seed(SEED)
@@ -220,10 +221,10 @@ def main():
         "logits": logits[0].contiguous(),
         "cand": cand, "scores": scores,
         "path": path[0].to(torch.int32).contiguous(),
-    }, os.path.join(out, "refs.safetensors"), metadata={"format": "pt"})
+    }, os.path.join(top, "refs.safetensors"), metadata={"format": "pt"})
     print("anchor %d path %s" % (anchor, path[0].tolist()))
     if len(sys.argv) == 4:
-        llamacpp_header(out, model_a, out, sys.argv[3])
+        llamacpp_header(out, model_a, top, sys.argv[3])
 
 
 if __name__ == "__main__":
