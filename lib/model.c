@@ -1442,6 +1442,9 @@ dflash_attach(struct model *md, const char *path, const struct model_options *o)
 		return util_err(md->err, "DFlash drafter '%s': drafts for a trunk of hidden size "
 		    "%d and %d tokens (mask token %d), not this one's %d and %d", path, dh->n_embd,
 		    dh->n_vocab ? dh->n_vocab : hp->n_vocab, dh->mask_id, hp->n_embd, hp->n_vocab);
+	if (md->draft_ranks != NULL && md->draft_ranks->n < dh->sel_topk)
+		return util_err(md->err, "DFlash drafter '%s': its selector takes the top %d of the "
+		    "head, trimmed to %lld rows", path, dh->sel_topk, (long long)md->draft_ranks->n);
 	if (dh->block - 1 > SPEC_KMAX)
 		return util_err(md->err, "DFlash drafter '%s': a block of %d is more than a verify "
 		    "takes (%d)", path, dh->block, SPEC_KMAX + 1);

@@ -466,3 +466,30 @@ model_dflash_draft(struct model *md, struct state *ds, int p0, int32_t anchor,
 			return util_err(md->err, "DFlash selector: %s", D->err);
 	return 0;
 }
+
+int
+model_dflash_line(const struct model *md, const char *name, int i, char *buf, size_t n)
+{
+	const struct model *D = md->dfl;
+	const struct model_hparams *hp;
+	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
+	char taps[MODEL_DFLASH_TAPS * 12] = "";
+	size_t k = 0;
+
+	if (n > 0)
+		buf[0] = '\0';
+	if (D == NULL || i < 0 || i > 1 || (i == 1 && r == NULL))
+		return -1;
+	hp = &D->hp;
+	if (i == 1) {
+		snprintf(buf, n, "[dspark] %s: %s draft head TRIMMED to %lld rows", name,
+		    hp->sel_topk ? "DFlash2" : "DFlash", (long long)r->n);
+		return 0;
+	}
+	for (int j = 0; j < hp->n_tap && k < sizeof taps; j++)
+		k += snprintf(taps + k, sizeof taps - k, "%s%d", j ? "," : "", hp->taps[j]);
+	snprintf(buf, n, "[dspark] %s: %s drafter %s: %d layers, block %d, taps [%s], window %d, "
+	    "weights %s", name, hp->sel_topk ? "DFlash2" : "DFlash", md->dfl_path, hp->n_layer,
+	    hp->block, taps, hp->n_swa, quant_name(D->fc.type));
+	return 0;
+}
