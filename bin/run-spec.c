@@ -60,7 +60,7 @@ usage(FILE *fp, int status)
 	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec P]\n"
 	    "       [-f FILE] model[+draft] [prompt]\n", prog);
 	if (fp == stdout)
-		fputs("  -K K, -K LO-HI       draft depths to try (1-8)\n"
+		fputs("  -K K, -K LO-HI       draft depths to try (1-8; a DFlash drafter's: block - 1)\n"
 		    "  -n N                 new tokens per prompt (64)\n"
 		    "  --ignore-eos         stop tokens do not end generation (N tokens)\n"
 		    "  --temp T, --seed S   rejection sampling at temperature T (0: greedy)\n"
