@@ -153,3 +153,39 @@ armed() {
 	run -1 --separate-stderr armed --device cuda -n 4 "$d" hi
 	[[ $stderr == *"DFlash drafter '$D2': backend 'cuda:0"*"cannot run it yet (its forward is CPU-only: --device cpu)" ]]
 }
+
+# A DFlash (no conv, no selector) drafter: the fixture's backbone alone, its config renamed.
+@test "a DFlash drafter (no selector) drafts from its logits, and greedy output is plain's" {
+	d=$(model_a)
+	need_py json struct
+	mkdir "$BATS_TEST_TMPDIR/d1"
+	python3 - "$D2" "$BATS_TEST_TMPDIR/d1" <<'PY'
+import json, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+c = json.load(open(src + "/config.json"))
+c["architectures"] = ["DFlashDraftModel"]
+for k in ("conv_group_size", "conv_kernel_size", "selector_rank", "selector_top_k"):
+    del c["dflash_config"][k]
+json.dump(c, open(dst + "/config.json", "w"))
+b = open(src + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+keep, out, off = {}, [], 0
+for k, v in sorted(h.items(), key=lambda kv: kv[1]["data_offsets"][0] if kv[0] != "__metadata__" else -1):
+    if k == "__metadata__" or "conv" in k or "selector" in k:
+        continue
+    s, e = v["data_offsets"]
+    out.append(b[8 + n + s:8 + n + e])
+    keep[k] = dict(v, data_offsets=[off, off + e - s])
+    off += e - s
+hb = json.dumps(keep).encode()
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(out))
+PY
+	MEMRA_DSPARK_DRAFT=$BATS_TEST_TMPDIR/d1 run -0 --separate-stderr armed -K 3-7 -n 24 "$d" "def fibonacci(n):"
+	[ "${stderr_lines[1]}" = "[dspark] A: DFlash drafter $BATS_TEST_TMPDIR/d1: 2 layers, block 8, taps [2,5], window 16, weights Q4_0" ]
+	for k in 1 2 3 4 5; do
+		[[ ${lines[$k]} == "K=$((k + 2)) "*"PASS (identical to plain)" ]]
+	done
+	MEMRA_DSPARK_DRAFT=$BATS_TEST_TMPDIR/d1 run -0 --separate-stderr armed --temp 0.8 --seed 5 -n 24 "$d" "Once upon a time"
+	[[ ${lines[1]} == "K=7 "*"PASS (identical to a seeded rerun)" ]]
+}
