@@ -48,6 +48,7 @@ struct model_dfl {		/* a drafter's scratch, host memory (backend_host) */
 	float	*lg;		/* [cap][n_vocab] */
 	float	*gate;		/* [cap][sel_rank] */
 	float	*cb;		/* [2 sel_topk][sel_rank] codebook rows */
+	float	*row;		/* [n_embd] a convolved row */
 	int32_t	pos[CTX_CHUNK > 64 ? CTX_CHUNK : 64];
 	int32_t	*tok;		/* [cap] */
 };
@@ -91,7 +92,7 @@ model_dflash_free(struct model *md)
 	bufs[10] = x->lg, bufs[11] = x->gate;
 	for (int i = 0; i < 12; i++)
 		backend_mfree(md->be, bufs[i]);
-	free(x->cb), free(x->tok), free(x);
+	free(x->cb), free(x->row), free(x->tok), free(x);
 	md->dx = NULL;
 }
 
@@ -122,7 +123,8 @@ scratch(struct model *D, int nl)
 	    (x->lg = backend_alloc(be, c * (size_t)nl)) == NULL ||
 	    (x->gate = backend_alloc(be, c * (size_t)(hp->sel_rank ? hp->sel_rank : 1))) == NULL ||
 	    (x->cb = malloc(2 * (size_t)(hp->sel_topk + 1) * (hp->sel_rank + 1) *
-	    sizeof *x->cb)) == NULL || (x->tok = malloc(c * sizeof *x->tok)) == NULL) {
+	    sizeof *x->cb)) == NULL || (x->tok = malloc(c * sizeof *x->tok)) == NULL ||
+	    (x->row = malloc(ne * sizeof *x->row)) == NULL) {
 		model_dflash_free(D);
 		util_err(D->err, "DFlash scratch: out of memory");
 		return NULL;
@@ -244,17 +246,16 @@ model_dflash_context(struct model *md, struct state *ds, int p0, const float *ta
  * rows h[B][n]: out[t][c] = sum over taps o of (base[o][c] + dyn[t][o][c /
  * group]) * h[t - o][c], rows before the block's first reading zero;
  * dyn: row t's [2][conv_k][groups], side picks the half; base: this
- * side's [conv_k][n].  The reference's order: for each tap, + base term,
+ * side's [conv_k][n]; out: [n] scratch.  The reference's order: for each tap, + base term,
  * then + dynamic term.
  */
 static void
 conv(const struct model_hparams *hp, float *h, int B, const float *dyn, int side,
-    const float *base)
+    const float *base, float *out)
 {
 	int n = hp->n_embd, K = hp->conv_k, G = n / hp->conv_g;
-	float *out = malloc((size_t)n * sizeof *out);
 
-	for (int t = B - 1; t >= 0 && out != NULL; t--) {	/* last row first: reads earlier ones */
+	for (int t = B - 1; t >= 0; t--) {	/* last row first: it reads earlier ones */
 		const float *dy = dyn + ((size_t)t * 2 + side) * K * G;
 
 		for (int c = 0; c < n; c++) {
@@ -270,7 +271,6 @@ conv(const struct model_hparams *hp, float *h, int B, const float *dyn, int side
 		}
 		memcpy(h + (size_t)t * n, out, (size_t)n * sizeof *out);
 	}
-	free(out);
 }
 
 /*
@@ -316,7 +316,7 @@ block_layer(struct model *D, struct model_layer *L, struct state *ds, int p0, in
 	    (int)L->conv_proj[0].ne1, B)))
 		return bfail(D, be);
 	if (v2)
-		conv(hp, x->xn, B, x->dyn, 0, L->conv_base[0]);
+		conv(hp, x->xn, B, x->dyn, 0, L->conv_base[0], x->row);
 	if (backend_matmul(be, &L->q, x->xn, ne, x->q, qd, B) ||
 	    backend_rmsnorm(be, x->q, hp->head_dim, L->q_norm, x->q, hp->head_dim,
 	    B * hp->n_head, hp->head_dim, hp->eps) ||
@@ -328,19 +328,19 @@ block_layer(struct model *D, struct model_layer *L, struct state *ds, int p0, in
 	if (backend_matmul(be, &L->o, x->o, qd, x->y, ne, B))
 		return bfail(D, be);
 	if (v2)
-		conv(hp, x->y, B, x->dyn, 1, L->conv_base[0] + (size_t)hp->conv_k * ne);
+		conv(hp, x->y, B, x->dyn, 1, L->conv_base[0] + (size_t)hp->conv_k * ne, x->row);
 	if (backend_add(be, x->x, x->y, (size_t)B * ne) ||
 	    backend_rmsnorm(be, x->x, ne, L->post_norm, x->xn, ne, B, ne, hp->eps) ||
 	    (v2 && backend_matmul(be, &L->conv_proj[1], x->xn, ne, x->dyn,
 	    (int)L->conv_proj[1].ne1, B)))
 		return bfail(D, be);
 	if (v2)
-		conv(hp, x->xn, B, x->dyn, 0, L->conv_base[1]);
+		conv(hp, x->xn, B, x->dyn, 0, L->conv_base[1], x->row);
 	if (backend_matmul_swiglu(be, &L->ffn_gate, &L->ffn_up, x->xn, B, x->f) ||
 	    backend_matmul(be, &L->ffn_down, x->f, hp->n_ff, x->y, ne, B))
 		return bfail(D, be);
 	if (v2)
-		conv(hp, x->y, B, x->dyn, 1, L->conv_base[1] + (size_t)hp->conv_k * ne);
+		conv(hp, x->y, B, x->dyn, 1, L->conv_base[1] + (size_t)hp->conv_k * ne, x->row);
 	return backend_add(be, x->x, x->y, (size_t)B * ne) ? bfail(D, be) : 0;
 }
 
