@@ -1,7 +1,8 @@
 /*
- * run-spec: speculative decoding with the model's MTP head against plain
- * decoding, for a set of draft depths K: speed, acceptance, and whether
- * the output is the plain decode's (greedy) or a seeded rerun's (sampled).
+ * run-spec: speculative decoding with the model's MTP head (or an armed
+ * DFlash / DFlash2 block drafter) against plain decoding, for a set of
+ * draft depths K: speed, acceptance, and whether the output is the plain
+ * decode's (greedy) or a seeded rerun's (sampled).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -25,6 +26,9 @@ struct opts {
 	struct genopt go;	/* what run-gen takes too */
 	int	k_lo, k_hi;
 	const char *draft;
+	const char *dspark;	/* --dspark-spec, else MEMRA_DSPARK_SPEC: "1" arms */
+	const char *dspark_draft;	/* --dspark-draft, else MEMRA_DSPARK_DRAFT */
+	const char *dflash_prec;	/* --dflash-prec, else MEMRA_DFLASH_PREC */
 };
 
 struct run {		/* one prompt */
@@ -43,6 +47,7 @@ struct ctx {
 	struct run *runs;
 	int	n_runs, nv, n_stop;
 	int	masked;		/* a masked draft head drafts: acceptance 0 is no failure */
+	int	dflash;		/* a DFlash drafter drafts (random ones too): the same */
 	const int32_t *stop;
 };
 
@@ -52,9 +57,10 @@ usage(FILE *fp, int status)
 	fprintf(fp, "usage: %s [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--ignore-eos]\n"
 	    "       [--temp T] [--seed S] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
 	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
-	    "       [--draft FILE] [-f FILE] model[+draft] [prompt]\n", prog);
+	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec P]\n"
+	    "       [-f FILE] model[+draft] [prompt]\n", prog);
 	if (fp == stdout)
-		fputs("  -K K, -K LO-HI       draft depths to try (1-8)\n"
+		fputs("  -K K, -K LO-HI       draft depths to try (1-8; a DFlash drafter's: block - 1)\n"
 		    "  -n N                 new tokens per prompt (64)\n"
 		    "  --ignore-eos         stop tokens do not end generation (N tokens)\n"
 		    "  --temp T, --seed S   rejection sampling at temperature T (0: greedy)\n"
@@ -69,6 +75,12 @@ usage(FILE *fp, int status)
 		    "  --pp-splits LIST     first layers of stages 1.. (default: by bytes; MEMRA_PP_SPLITS)\n"
 		    "  --draft FILE         an external draft head, or a gemma4 trunk's assistant\n"
 		    "                       (also model+FILE, MEMRA_MTP_DRAFT, MEMRA_DRAFT)\n"
+		    "  --dspark-spec 0|1    1 arms the DFlash2 drafter, disabling MTP spec\n"
+		    "                       (MEMRA_DSPARK_SPEC)\n"
+		    "  --dspark-draft D     the DFlash / DFlash2 drafter: a directory, file or hf:\n"
+		    "                       spec (MEMRA_DSPARK_DRAFT)\n"
+		    "  --dflash-prec P      its weights at load: q4 (default), q8, bf16, f32, keep\n"
+		    "                       (MEMRA_DFLASH_PREC)\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  -h, --help           this text\n", fp);
 	return status;
@@ -333,6 +345,9 @@ parse(int argc, char *argv[], struct opts *o)
 {
 	static const struct option own[] = {
 		{ "draft", required_argument, NULL, 'D' }, { "help", no_argument, NULL, 'h' },
+		{ "dspark-spec", required_argument, NULL, 1001 },
+		{ "dspark-draft", required_argument, NULL, 1002 },
+		{ "dflash-prec", required_argument, NULL, 1003 },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option lopts[GENOPT_MAXOPTS];
@@ -344,6 +359,9 @@ parse(int argc, char *argv[], struct opts *o)
 	while ((ch = getopt_long(argc, argv, "K:" GENOPT_SHORT "h", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 'D': o->draft = optarg; break;
+		case 1001: o->dspark = optarg; break;
+		case 1002: o->dspark_draft = optarg; break;
+		case 1003: o->dflash_prec = optarg; break;
 		case 'K':
 			if (parse_k(optarg, o) != 0) {
 				warnmsg("%s: '%s': out of range or not a number", argv[optind - 1], optarg);
@@ -388,6 +406,9 @@ run_all(struct ctx *c)
 		if (w.st.drafted > 0 && w.st.accepted == 0 && c->masked) {
 			warnmsg("K=%d: acceptance 0 with a masked draft head (its ranks miss "
 			    "the target's tokens)", K);
+		} else if (w.st.drafted > 0 && w.st.accepted == 0 && c->dflash) {
+			warnmsg("K=%d: acceptance 0 with the DFlash drafter (an untrained or "
+			    "mismatched drafter?)", K);
 		} else if (w.st.drafted > 0 && w.st.accepted == 0) {
 			warnmsg("K=%d: acceptance 0 with a trained head", K);
 			fail = 1;
@@ -395,6 +416,64 @@ run_all(struct ctx *c)
 	}
 	printf("SELF-CONSISTENCY %s\n", fail ? "FAIL" : "PASS");
 	return fail;
+}
+
+/*
+ * The DFlash drafter's settings, each flag over its variable: armed by
+ * "1" (MEMRA_DSPARK_SPEC), the drafter (MEMRA_DSPARK_DRAFT) and its
+ * precision (MEMRA_DFLASH_PREC) into mo.  A drafter that is not armed is
+ * said and left; -1 (a usage error, said) for a bad value.
+ */
+static int
+dspark_options(struct opts *o, struct model_options *mo)
+{
+	const char *arm = o->dspark ? o->dspark : getenv("MEMRA_DSPARK_SPEC");
+	const char *d = o->dspark_draft ? o->dspark_draft : getenv("MEMRA_DSPARK_DRAFT");
+	const char *p = o->dflash_prec ? o->dflash_prec : getenv("MEMRA_DFLASH_PREC");
+
+	if (arm != NULL && arm[0] && strcmp(arm, "0") != 0 && strcmp(arm, "1") != 0) {
+		warnmsg("MEMRA_DSPARK_SPEC (--dspark-spec) '%s': not 0 or 1", arm);
+		return -1;
+	}
+	if (p != NULL && p[0] && model_dflash_prec(p) < -1) {
+		warnmsg("MEMRA_DFLASH_PREC (--dflash-prec) '%s': not q4, q8, bf16, f32 or keep", p);
+		return -1;
+	}
+	if (arm == NULL || strcmp(arm, "1") != 0) {
+		if (d != NULL && d[0])
+			fprintf(stderr, "[dspark] drafter %s not armed (MEMRA_DSPARK_SPEC is not 1): "
+			    "MTP spec as before\n", d);
+		return 0;
+	}
+	if (d == NULL || !d[0]) {
+		warnmsg("MEMRA_DSPARK_SPEC=1: no drafter (MEMRA_DSPARK_DRAFT, --dspark-draft)");
+		return -1;
+	}
+	mo->dflash = d;
+	mo->dflash_prec = p != NULL && p[0] ? p : NULL;
+	o->dflash_prec = p != NULL && p[0] ? p : "q4";
+	return 0;
+}
+
+/* The drafter's boot proof on stderr; its block sets the default K. */
+static void
+dspark_lines(struct model *m, const char *spec, struct opts *o)
+{
+	const struct model_hparams *dh = model_dflash(m);
+	const char *name = strrchr(spec, '/') != NULL && strrchr(spec, '/')[1] ? strrchr(spec, '/') + 1 :
+	    spec;
+	char line[512];
+
+	fprintf(stderr, "[dspark] arming DFlash2 disables MTP spec%s\n", model_hparams(m)->n_mtp >
+	    0 ? " (the trunk's MTP head stays unused)" : "");
+	for (int i = 0; model_dflash_line(m, name, i, line, sizeof line) == 0; i++)
+		fprintf(stderr, "%s\n", line);
+	fprintf(stderr, "[dspark] %s: precision %s (MEMRA_DFLASH_PREC)\n", name, o->dflash_prec);
+	if (o->k_lo == 0)
+		o->k_lo = o->k_hi = dh->block - 1;
+	if (o->k_hi > dh->block - 1)
+		die(2, "-K %d: the DFlash drafter drafts at most %d tokens a round (its block of %d)",
+		    o->k_hi, dh->block - 1, dh->block);
 }
 
 /* The split's boot proof lines on stderr (none for a whole model). */
@@ -410,7 +489,7 @@ pp_lines(const struct model *m)
 int
 main(int argc, char *argv[])
 {
-	struct opts o = { .k_lo = 1, .k_hi = 8 };
+	struct opts o = { 0 };
 	struct ctx c = { .o = &o };
 	char err[UTIL_ERRLEN], line[256], *text = NULL;
 	struct model_options mo = { 0 };
@@ -444,12 +523,16 @@ main(int argc, char *argv[])
 	    getenv("MEMRA_MTP_DRAFT") : getenv("MEMRA_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	mo.asst_ranks = getenv("MEMRA_GEMMA_DRAFT_RANKS");
+	if (dspark_options(&o, &mo) != 0)
+		return usage(stderr, 2);
 	if (mo.draft != NULL)
 		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
 	if ((c.m = model_open_opts(argv[0], c.be, &mo, err)) == NULL)
 		die(1, "%s", err);
 	pp_lines(c.m);
-	if (model_attach_line(c.m, line, sizeof line) == 0)
+	if ((c.dflash = model_dflash(c.m) != NULL))
+		dspark_lines(c.m, argv[0], &o);
+	else if (model_attach_line(c.m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
 	if (model_hparams(c.m)->n_mtp < 1 && !model_has_assist(c.m))
@@ -469,6 +552,8 @@ main(int argc, char *argv[])
 		status = -1;
 	if (status != 0)
 		die(1, "%s", err);
+	if (o.k_lo == 0)	/* no -K: 1-8 for an MTP head */
+		o.k_lo = 1, o.k_hi = 8;
 	status = run_all(&c);
 	for (int i = 0; i < c.n_runs; i++)
 		free(c.runs[i].ids), free(c.runs[i].want);

@@ -11,6 +11,7 @@
 #include "quant.h"
 #include "ranks.h"
 #include "safetensors.h"
+#include "spec.h"
 #include "util.h"
 
 /*
@@ -378,6 +379,112 @@ read_gemma4(struct model *md, struct src *s)
 	return 0;
 }
 
+/* A key without the architecture's prefix ("tokenizer.ggml.mask_token_id") as an integer, or def. */
+static int
+src_raw_int(struct src *s, const char *key, int def)
+{
+	const struct safetensors_kv *kv;
+	int64_t i, v;
+
+	if (s->gg != NULL)
+		return (i = gguf_find_key(s->gg, key)) >= 0 && gguf_get_int(s->gg, i, &v) == 0 ?
+		    (int)v : def;
+	if ((kv = st_kv(s, key)) == NULL)
+		return def;
+	return kv->type == SAFETENSORS_KV_I32 ? kv->v.i32 : (int)kv->v.u32;
+}
+
+/* Elements of the array "<arch>.<key>" (0 when absent or not an array). */
+static int64_t
+src_arr_n(struct src *s, const char *key)
+{
+	const struct safetensors_kv *kv;
+	char k[128];
+	int64_t i;
+
+	snprintf(k, sizeof k, "%s.%s", s->arch, key);
+	if (s->gg != NULL)
+		return (i = gguf_find_key(s->gg, k)) >= 0 && gguf_arr_type(s->gg, i) >= 0 ?
+		    (int64_t)gguf_arr_n(s->gg, i) : 0;
+	return (kv = st_kv(s, k)) != NULL && kv->type == SAFETENSORS_KV_ARR ? (int64_t)kv->n : 0;
+}
+
+/*
+ * A DFlash / DFlash2 drafter's hyper-parameters (llama.cpp's keys:
+ * conversion/qwen.py DFlashModel, src/models/dflash.cpp).  What it does
+ * not run is refused by name: a DSpark Markov head, a DeepSeek-V4 DSpark
+ * backbone, a draft with an embedding or head of its own.
+ */
+static int
+read_dflash(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+	struct src_tensor t;
+	int64_t nt = src_arr_n(s, "target_layers");
+	double c;
+
+	hp->arch = MODEL_ARCH_DFLASH;
+	if (src_tensor(s, "markov_w1.weight", &t) == 0)
+		return util_err(md->err, "a DSpark drafter (markov_w1: a Markov head over the "
+		    "block): not supported (DFlash and DFlash2 drafters are)");
+	if (src_int(s, "hyper_connection_count", 0) > 0)
+		return util_err(md->err, "a DeepSeek-V4 DSpark drafter: not supported");
+	if (src_tensor(s, "token_embd.weight", &t) == 0 || src_tensor(s, "output.weight", &t) == 0 ||
+	    src_tensor(s, "d2t", &t) == 0)
+		return util_err(md->err, "a DFlash drafter with an embedding, head or d2t of its "
+		    "own: not supported (it reads its trunk's)");
+	hp->n_embd = src_int(s, "embedding_length", 0);
+	hp->n_ff = src_int(s, "feed_forward_length", 0);
+	hp->n_layer = src_int(s, "block_count", 0);
+	hp->n_ctx_train = src_int(s, "context_length", 0);
+	hp->n_head = src_int(s, "attention.head_count", 0);
+	hp->n_head_kv = src_int(s, "attention.head_count_kv", hp->n_head);
+	hp->head_dim = src_int(s, "attention.key_length", hp->n_head ? hp->n_embd / hp->n_head : 0);
+	hp->n_rot = src_int(s, "rope.dimension_count", hp->head_dim);
+	hp->rope_theta = src_float(s, "rope.freq_base", 10000);
+	hp->rope_mode = BACKEND_ROPE_NEOX;
+	hp->qk_norm = 1;
+	hp->eps = src_float(s, "attention.layer_norm_rms_epsilon", 1e-6f);
+	hp->block = src_int(s, "block_size", 16);
+	hp->mask_id = src_raw_int(s, "tokenizer.ggml.mask_token_id", -1);
+	hp->causal = src_elem(s, "attention.causal", 0, 0, &c) == 0 && c != 0;
+	hp->n_swa = src_int(s, "attention.sliding_window", 0);
+	hp->conv_k = src_int(s, "conv_kernel_size", 0);
+	hp->conv_g = src_int(s, "conv_group_size", 0);
+	hp->sel_rank = src_int(s, "selector_rank", 0);
+	hp->sel_topk = src_int(s, "selector_top_k", 0);
+	hp->logit_scale = src_float(s, "logit_scale", 0);
+	hp->logit_scale = hp->logit_scale != 0 ? hp->logit_scale : 1;
+	hp->softcap = src_float(s, "final_logit_softcapping", 0);
+	hp->emb_scale = src_float(s, "embedding_scale", 0);
+	hp->emb_scale = hp->emb_scale != 0 ? hp->emb_scale : 1;
+	hp->n_tap = (int)nt;
+	for (int j = 0; j < hp->n_tap && j < MODEL_DFLASH_TAPS; j++)
+		hp->taps[j] = src_int_at(s, "target_layers", j, 0) - 1;
+	if (src_tensor(s, "selector_predecessor.weight", &t) == 0)
+		hp->n_vocab = (int)t.n_rows;
+	if (hp->n_embd <= 0 || hp->n_ff <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 ||
+	    hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv || hp->head_dim <= 0 ||
+	    hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2 || hp->block < 2 ||
+	    hp->mask_id < 0 || hp->n_swa < 0 || nt < 1 || nt > MODEL_DFLASH_TAPS)
+		return util_err(md->err, "bad DFlash hyper-parameters (%d layers, %d embd, %d heads "
+		    "over %d, head dim %d, block %d, mask token %d, %lld target layers)",
+		    hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->block,
+		    hp->mask_id, (long long)nt);
+	for (int j = 0; j < hp->n_tap; j++)
+		if (hp->taps[j] < 0)
+			return util_err(md->err, "dflash.target_layers[%d] = 0: the embeddings (a "
+			    "layer's input, llama.cpp's numbering) cannot be tapped", j);
+	if (hp->sel_topk > 0 && (hp->conv_k <= 0 || hp->conv_g <= 0 || hp->sel_rank <= 0 ||
+	    hp->n_embd % hp->conv_g != 0 || hp->n_vocab < hp->sel_topk))
+		return util_err(md->err, "DFlash2: bad conv / selector hyper-parameters (kernel "
+		    "%d, group %d, rank %d, top %d)", hp->conv_k, hp->conv_g, hp->sel_rank,
+		    hp->sel_topk);
+	if (hp->sel_topk <= 0)
+		hp->conv_k = hp->conv_g = hp->sel_rank = hp->sel_topk = 0;
+	return 0;
+}
+
 static int
 read_hparams(struct model *md, struct src *s)
 {
@@ -399,6 +506,8 @@ read_hparams(struct model *md, struct src *s)
 		hp->arch = MODEL_ARCH_STEP35;
 	else if (strcmp(s->arch, "gemma4-assistant") == 0)
 		hp->arch = MODEL_ARCH_GEMMA4A;
+	else if (strcmp(s->arch, "dflash") == 0)
+		return read_dflash(md, s);
 	else
 		return util_err(md->err, "architecture '%s' not supported", s->arch);
 	if (src_tensor(s, "token_embd.weight", &emb) != 0)
@@ -994,6 +1103,113 @@ bind_gemma4(struct model *md, struct src *s)
 	    &md->post_proj) ? -1 : 0;
 }
 
+/*
+ * A DFlash drafter's product matrix [ne1][ne0] as md->dfl_type (MEMRA_DFLASH_PREC):
+ * a float source read as float32 and quantized row by row; a quantized one,
+ * or dfl_type -1, as it is.
+ */
+static int
+load_matrix_prec(struct model *md, struct src *s, const char *name, int64_t ne0, int64_t ne1,
+    struct backend_weight *w)
+{
+	struct src_tensor t;
+	int type = md->dfl_type;
+	size_t rs = quant_row_size(type, ne0), srs;
+	float *row;
+	char *buf;
+	int rc = 0;
+
+	if (type < 0 || md->dry_run || src_tensor(s, name, &t) != 0 || (t.type >= 0 &&
+	    t.type != QUANT_F32 && t.type != QUANT_F16 && t.type != QUANT_BF16))
+		return load_matrix(md, s, name, 0, ne0, ne1, w);
+	if (t.ne0 != ne0 || t.n_rows != ne1)
+		return util_err(md->err, "tensor '%s' is %lld x %lld, want %lld x %lld", name,
+		    (long long)t.n_rows, (long long)t.ne0, (long long)ne1, (long long)ne0);
+	if (rs == 0)
+		return util_err(md->err, "tensor '%s': rows of %lld do not make %s blocks of %d "
+		    "(MEMRA_DFLASH_PREC)", name, (long long)ne0, quant_name(type),
+		    quant_traits(type)->blck);
+	srs = t.data != NULL ? quant_row_size(t.type, ne0) : 0;
+	if ((buf = keep_host(md, malloc(rs * ne1))) == NULL || (row = malloc(ne0 * sizeof *row)) == NULL)
+		return util_err(md->err, "tensor '%s': out of memory", name);
+	for (int64_t r = 0; rc == 0 && r < ne1; r++) {
+		rc = t.data != NULL ? quant_dequantize_row(t.type, (const char *)t.data + r * srs, row,
+		    ne0) : safetensors_read_rows(t.out, r, 1, row, md->err);
+		if (rc == 0 && type == QUANT_F32)
+			memcpy(buf + r * rs, row, rs);
+		else if (rc == 0)
+			rc = quant_quantize_row(type, row, buf + r * rs, ne0, md->err);
+	}
+	free(row);
+	if (rc != 0)
+		return util_err(md->err, "tensor '%s': %s", name, md->err[0] ? md->err : "unreadable");
+	md->wbytes += rs * ne1;
+	if (backend_weight_init(md->be, w, type, ne0, ne1, buf, 1.0f) != 0)
+		return util_err(md->err, "tensor '%s': %s", name, backend_errmsg(md->be));
+	return 0;
+}
+
+/* A DFlash drafter layer: Qwen3's attention and FFN, DFlash2's convolutions around each. */
+static int
+bind_dflash_layer(struct model *md, struct src *s, int il)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_layer *L = &md->layers[il];
+	int ne = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+	int64_t cp = 2 * (int64_t)hp->conv_k * (hp->conv_g ? ne / hp->conv_g : 0);
+	char b[96];
+
+	L->swa = src_int_at(s, "attention.sliding_window_pattern", il, 0) && hp->n_swa > 0;
+	L->cache = md->hp.n_full++;
+	if (load_vector(md, s, NAME(b, il, "attn_norm.weight"), 0, ne, &L->attn_norm) ||
+	    load_vector(md, s, NAME(b, il, "ffn_norm.weight"), 0, ne, &L->post_norm) ||
+	    load_matrix_prec(md, s, NAME(b, il, "attn_q.weight"), ne, qd, &L->q) ||
+	    load_matrix_prec(md, s, NAME(b, il, "attn_k.weight"), ne, kvd, &L->k) ||
+	    load_matrix_prec(md, s, NAME(b, il, "attn_v.weight"), ne, kvd, &L->v) ||
+	    load_matrix_prec(md, s, NAME(b, il, "attn_output.weight"), qd, ne, &L->o) ||
+	    load_vector(md, s, NAME(b, il, "attn_q_norm.weight"), 0, hp->head_dim, &L->q_norm) ||
+	    load_vector(md, s, NAME(b, il, "attn_k_norm.weight"), 0, hp->head_dim, &L->k_norm) ||
+	    load_matrix_prec(md, s, NAME(b, il, "ffn_gate.weight"), ne, hp->n_ff, &L->ffn_gate) ||
+	    load_matrix_prec(md, s, NAME(b, il, "ffn_up.weight"), ne, hp->n_ff, &L->ffn_up) ||
+	    load_matrix_prec(md, s, NAME(b, il, "ffn_down.weight"), hp->n_ff, ne, &L->ffn_down))
+		return -1;
+	if (hp->sel_topk == 0)
+		return 0;
+	return load_matrix_prec(md, s, NAME(b, il, "attn_conv_proj.weight"), ne, cp,
+	    &L->conv_proj[0]) ||
+	    load_matrix_prec(md, s, NAME(b, il, "ffn_conv_proj.weight"), ne, cp, &L->conv_proj[1]) ||
+	    load_vector(md, s, NAME(b, il, "attn_conv_base"), 0, 2 * hp->conv_k * ne,
+	    &L->conv_base[0]) ||
+	    load_vector(md, s, NAME(b, il, "ffn_conv_base"), 0, 2 * hp->conv_k * ne,
+	    &L->conv_base[1]) ? -1 : 0;
+}
+
+/* A DFlash drafter's weights: fc and its norm, the layers, the final norm, the selector. */
+static int
+bind_dflash(struct model *md, struct src *s)
+{
+	struct model_hparams *hp = &md->hp;
+
+	if ((md->layers = calloc(hp->n_layer, sizeof *md->layers)) == NULL)
+		return util_err(md->err, "out of memory");
+	if (load_matrix_prec(md, s, "fc.weight", (int64_t)hp->n_tap * hp->n_embd, hp->n_embd,
+	    &md->fc) ||
+	    load_vector(md, s, "enc.output_norm.weight", 0, hp->n_embd, &md->enc_norm) ||
+	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm))
+		return -1;
+	for (int il = 0; il < hp->n_layer; il++)
+		if (bind_dflash_layer(md, s, il) != 0)
+			return -1;
+	if (hp->sel_topk == 0)
+		return 0;
+	return load_matrix(md, s, "selector_hidden.weight", 0, hp->n_embd, hp->sel_rank,
+	    &md->sel_hidden) ||
+	    load_matrix(md, s, "selector_predecessor.weight", 0, hp->sel_rank, hp->n_vocab,
+	    &md->sel_prev) ||
+	    load_matrix(md, s, "selector_successor.weight", 0, hp->sel_rank, hp->n_vocab,
+	    &md->sel_next) ? -1 : 0;
+}
+
 /* Layer kinds and their cache / state indices. */
 static void
 plan_layers(struct model *md)
@@ -1084,6 +1300,12 @@ bind(struct model *md, struct src *s, struct src *ds)
 
 	if (read_hparams(md, s) != 0 || plan_range(md) != 0)
 		return -1;
+	if (hp->arch == MODEL_ARCH_DFLASH) {
+		if (ds != NULL || md->part)
+			return util_err(md->err, "a DFlash drafter takes no MTP draft and does not "
+			    "split");
+		return bind_dflash(md, s);
+	}
 	if (hp->arch == MODEL_ARCH_GEMMA4 || hp->arch == MODEL_ARCH_GEMMA4A) {
 		if (ds != NULL)
 			return util_err(md->err, "gemma4: an MTP draft GGUF does not fit a gemma4 trunk");
@@ -1235,6 +1457,58 @@ assist_line(const struct model *md, const struct ranks *r, int type, char *buf, 
 	return 0;
 }
 
+/*
+ * A DFlash drafter for the trunk md: open it (its products as
+ * o->dflash_prec says) and check that it fits: the trunk runs the tapped
+ * forward (qwen35, qwen35moe, llama; whole, on a host backend), the hidden
+ * size, the vocabulary and the mask token agree, and every tap is a trunk
+ * layer before the last.  -1 with md->err set.
+ */
+static int
+dflash_attach(struct model *md, const char *path, const struct model_options *o)
+{
+	const struct model_hparams *hp = &md->hp, *dh;
+	struct model_options d = { .dflash_prec = o->dflash_prec };
+	char e[UTIL_ERRLEN];
+
+	if (hp->arch != MODEL_ARCH_QWEN35 && hp->arch != MODEL_ARCH_QWEN35MOE &&
+	    hp->arch != MODEL_ARCH_LLAMA)
+		return util_err(md->err, "DFlash drafter '%s': attaches to a qwen35, qwen35moe or "
+		    "llama trunk only", path);
+	if (o->split != NULL || md->part)
+		return util_err(md->err, "DFlash drafter '%s': a pipeline split is not supported",
+		    path);
+	if (!backend_host(md->be))
+		return util_err(md->err, "DFlash drafter '%s': backend '%s' cannot run it yet "
+		    "(its forward is CPU-only: --device cpu)", path, backend_name(md->be));
+	if ((md->dfl = model_open_opts(path, md->be, &d, e)) == NULL)
+		return util_err(md->err, "DFlash drafter %s", e);
+	dh = &md->dfl->hp;
+	if (dh->arch != MODEL_ARCH_DFLASH)
+		return util_err(md->err, "DFlash drafter '%s': not a DFlash drafter (architecture "
+		    "'%s')", path, dh->arch == MODEL_ARCH_QWEN35 ? "qwen35" : "another");
+	if (dh->n_embd != hp->n_embd || (dh->n_vocab != 0 && dh->n_vocab != hp->n_vocab) ||
+	    dh->mask_id >= hp->n_vocab)
+		return util_err(md->err, "DFlash drafter '%s': drafts for a trunk of hidden size "
+		    "%d and %d tokens (mask token %d), not this one's %d and %d", path, dh->n_embd,
+		    dh->n_vocab ? dh->n_vocab : hp->n_vocab, dh->mask_id, hp->n_embd, hp->n_vocab);
+	if (md->draft_ranks != NULL && md->draft_ranks->n < dh->sel_topk)
+		return util_err(md->err, "DFlash drafter '%s': its selector takes the top %d of the "
+		    "head, trimmed to %lld rows", path, dh->sel_topk, (long long)md->draft_ranks->n);
+	if (dh->block - 1 > SPEC_KMAX)
+		return util_err(md->err, "DFlash drafter '%s': a block of %d is more than a verify "
+		    "takes (%d)", path, dh->block, SPEC_KMAX + 1);
+	for (int j = 0; j < dh->n_tap; j++)
+		if (dh->taps[j] >= hp->n_layer - 1)
+			return util_err(md->err, "DFlash drafter '%s': reads trunk layer %d, but "
+			    "the trunk has layers 0..%d and its last one's output is no tap (HF "
+			    "ids; GGUF target_layers are those + 1)", path, dh->taps[j],
+			    hp->n_layer - 1);
+	if ((md->dfl_path = strdup(path)) == NULL)
+		return util_err(md->err, "out of memory");
+	return 0;
+}
+
 /* 1 when path is a file that starts with the GGUF magic */
 static int
 is_gguf(const char *path)
@@ -1295,6 +1569,8 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	const char *draft = o != NULL && o->draft != NULL && o->draft[0] ? o->draft : NULL;
 	const char *trim = o != NULL && !o->full_prec && o->ranks != NULL && o->ranks[0] ?
 	    o->ranks : NULL;
+	const char *dfl = o != NULL && o->dflash != NULL && o->dflash[0] ? o->dflash : NULL;
+	char *fpath = NULL;
 	int g4;
 
 	if (md == NULL) {
@@ -1314,6 +1590,16 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	}
 	md->kv_f16 = o != NULL && o->kv_f16;
 	md->plain_attn = o != NULL && o->plain_attn;
+	if ((md->dfl_type = model_dflash_prec(o != NULL ? o->dflash_prec : NULL)) < -1) {
+		util_err(err, "%s: MEMRA_DFLASH_PREC '%s': not q4, q8, bf16, f32 or keep", path,
+		    o->dflash_prec);
+		goto fail;
+	}
+	if (dfl != NULL && draft != NULL) {
+		util_err(err, "%s: a DFlash drafter and an MTP draft (%s): two spec programs never "
+		    "coexist", path, draft);
+		goto fail;
+	}
 	if ((md->path = hub_is_spec(path) ? hub_path(path, NULL, err) : strdup(path)) == NULL) {
 		if (!hub_is_spec(path))
 			util_err(err, "%s: out of memory", path);
@@ -1322,7 +1608,8 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	path = md->path;
 	/* the draft and the rank list may be hf: specs too */
 	if ((draft != NULL && hub_is_spec(draft) && (draft = dpath = hub_path(draft, NULL, err)) == NULL) ||
-	    (trim != NULL && hub_is_spec(trim) && (trim = tpath = hub_path(trim, NULL, err)) == NULL))
+	    (trim != NULL && hub_is_spec(trim) && (trim = tpath = hub_path(trim, NULL, err)) == NULL) ||
+	    (dfl != NULL && hub_is_spec(dfl) && (dfl = fpath = hub_path(dfl, NULL, err)) == NULL))
 		goto fail;
 	if (open_source(md, path, &s, err) != 0)
 		goto fail;
@@ -1353,7 +1640,8 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	    (draft != NULL && !g4 && draft_head(md, &ds, draft) != 0) ||
 	    (draft != NULL && g4 && assist_attach(md, draft, o->full_prec ? NULL :
 	    o->asst_ranks) != 0) ||
-	    (draft == NULL && trim != NULL && self_trim(md, trim) != 0)) {
+	    (draft == NULL && trim != NULL && self_trim(md, trim) != 0) ||
+	    (dfl != NULL && dflash_attach(md, dfl, o) != 0)) {
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;
 	}
@@ -1362,11 +1650,13 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	safetensors_close(s.st);	/* its weights were read into memory of ours */
 	free(dpath);
 	free(tpath);
+	free(fpath);
 	return md;
 fail:
 	safetensors_close(s.st);
 	free(dpath);
 	free(tpath);
+	free(fpath);
 	model_close(md);
 	return NULL;
 }
@@ -1575,6 +1865,8 @@ model_act_free(struct model *md)
 		backend_mfree(md->be, bufs[i]);
 	free(a->pos);
 	memset(a, 0, sizeof *a);
+	backend_mfree(md->be, md->taps);
+	md->taps = NULL;
 }
 
 static void
@@ -1583,7 +1875,8 @@ release_layer(struct model *md, struct model_layer *L)
 	struct backend_weight *ws[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate,
 	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj,
 	    &L->router, &L->exp_gate, &L->exp_up, &L->exp_down, &L->sh_gate, &L->sh_up,
-	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g, &L->head };
+	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g, &L->head,
+	    &L->conv_proj[0], &L->conv_proj[1] };
 
 	for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
 		backend_weight_release(md->be, ws[i]);
@@ -1602,11 +1895,18 @@ model_close(struct model *md)
 	free(md->dry);
 	pipeline_link_close(md->link);
 	model_close(md->asst);
+	model_close(md->dfl);
+	model_dflash_free(md);
+	free(md->dfl_path);
 	model_act_free(md);
 	free(md->pick_val), free(md->pick_id), free(md->pen);
 	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
 		release_layer(md, &md->layers[il]);
 	backend_weight_release(md->be, &md->draft_head);
+	backend_weight_release(md->be, &md->fc);
+	backend_weight_release(md->be, &md->sel_hidden);
+	backend_weight_release(md->be, &md->sel_prev);
+	backend_weight_release(md->be, &md->sel_next);
 	free(md->draft_buf);
 	ranks_free(md->draft_ranks);
 	if (!md->hp.tied)

@@ -8,7 +8,8 @@
  * shared K/V, an MoE block beside the MLP: lib/model_gemma4.c) and step35
  * (Step-3.5/3.7 Flash: sliding and full attention with per-layer heads and
  * RoPE, head-wise gates, dense then sigmoid-routed MoE layers:
- * lib/model_step35.c, with its chained NextN blocks).
+ * lib/model_step35.c, with its chained NextN blocks), and dflash (a
+ * DFlash / DFlash2 block drafter attached to a trunk: lib/model_dflash.c).
  *
  * Weights are named and laid out as in GGUF (llama.cpp's converter
  * semantics: RMSNorm weights multiplicative with the HF "+1" folded in,
@@ -28,8 +29,11 @@
 enum model_arch {
 	MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN35, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_GEMMA4,
 	MODEL_ARCH_STEP35,
-	MODEL_ARCH_GEMMA4A	/* gemma4_assistant: a gemma4 trunk's drafter, attached to it */
+	MODEL_ARCH_GEMMA4A,	/* gemma4_assistant: a gemma4 trunk's drafter, attached to it */
+	MODEL_ARCH_DFLASH	/* a DFlash / DFlash2 block drafter, attached to a trunk */
 };
+
+#define MODEL_DFLASH_TAPS 16	/* the most trunk layers a DFlash drafter reads */
 
 struct model_hparams {
 	int	arch;		/* enum model_arch */
@@ -68,6 +72,19 @@ struct model_hparams {
 	float	attn_scale;	/* the attention's scale (0: 1 / sqrt(head_dim)) */
 	float	exp_scale;	/* the routed experts' scaling factor */
 	int	exp_norm;	/* the chosen weights renormalised to sum to 1 */
+	/* dflash: a block drafter (n_swa its sliding layers' window, 0: none) */
+	int	block;		/* its trained block: the anchor and block - 1 masks */
+	int	mask_id;	/* the mask token, whose trunk embedding the masks get */
+	int	n_tap;		/* trunk layers it reads, their outputs (HF's ids: GGUF's
+				 * dflash.target_layers less 1, llama.cpp tapping inputs) */
+	int	taps[MODEL_DFLASH_TAPS];
+	int	causal;		/* 1: block rows attend causally (the reference's rule
+				 * for sliding layers without is_causal), 0: not */
+	int	conv_k, conv_g;	/* DFlash2's grouped causal convolutions: kernel taps,
+				 * channels a group (0: a DFlash drafter, no convs) */
+	int	sel_rank, sel_topk;	/* DFlash2's candidate selector */
+	float	logit_scale;	/* the draft logits' multiplier (1: none) */
+	float	emb_scale;	/* the block embeddings' (1: none) */
 };
 
 struct model;
@@ -107,6 +124,12 @@ struct model_options {
 				 * on a gemma4 trunk (MEMRA_DRAFT) its gemma4_assistant */
 	const char *asst_ranks;	/* MEMRA_GEMMA_DRAFT_RANKS: trim the assistant's head */
 	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
+	const char *dflash;	/* MEMRA_DSPARK_DRAFT (armed): a DFlash / DFlash2 drafter to
+				 * attach (path, HF directory or hf: spec); with ranks its
+				 * head is trimmed, and no MTP draft may come with it */
+	const char *dflash_prec;	/* MEMRA_DFLASH_PREC: the drafter's products at load:
+				 * "q4" (Q4_0, the default), "q8" (Q8_0), "bf16", "f32",
+				 * or "keep" (as stored); quantized sources stay as they are */
 	int	kv_f16;		/* --kv-type f16: K and V kept in half precision */
 	int	plain_attn;	/* 1: a llama model's attention summed in the plain
 				 * order (backend_attn.ggml off), not llama.cpp's:
@@ -292,6 +315,74 @@ int	model_assist(struct model *, struct state *st, int pos, const float *h, int3
 	    float *logits, int32_t *id, float *hout);
 /* 1 when a gemma4_assistant is attached, else 0. */
 int	model_has_assist(const struct model *);
+
+/*
+ * A DFlash / DFlash2 block drafter (model_options.dflash), lib/model_dflash.c.
+ * The trunk's forwards (model_forward, _argmax, _next) keep the outputs of
+ * the layers the drafter reads for every row they run; the drafter keeps
+ * its context K/V a position in a state of its own.
+ *
+ * model_dflash: the attached drafter's hyper-parameters, or NULL when none.
+ */
+const struct model_hparams *model_dflash(const struct model *);
+
+/*
+ * The tapped rows of the last model_forward (_argmax, _next) of this
+ * trunk: taps [m][n_tap * n_embd] (host), row r the outputs of the
+ * drafter's layers (in its order) for row r of that forward (m <= its
+ * rows).  0, or -1 with model_errmsg set (no drafter; m out of range).
+ */
+int	model_taps(struct model *, float *taps, int m);
+
+/*
+ * The quant type MEMRA_DFLASH_PREC's name gives a drafter's products:
+ * NULL or "q4" Q4_0, "q8" Q8_0, "bf16", "f32"; "keep" -1 (as stored);
+ * anything else -2.
+ */
+int	model_dflash_prec(const char *name);
+
+/* The drafter's context cache for a sequence of n_ctx positions (and a block past them). */
+struct state *model_dflash_state(struct model *, int n_ctx, char *err);
+
+/*
+ * Context rows p0..p0+m-1 of ds from their taps [m][n_tap * n_embd]
+ * (host): fc, the hidden norm, each layer's K (normed, roped at its
+ * position) and V into ds.  0, or -1.
+ */
+int	model_dflash_context(struct model *, struct state *ds, int p0, const float *taps, int m);
+
+/*
+ * What one drafter forward hands back (each NULL or host memory):
+ * hidden [block][n_embd] the block's rows after the final norm; logits
+ * [block - 1][nl] rows 1.. through the trunk's head (nl = model_draft_vocab:
+ * a trimmed head's rows in rank order), scaled and soft-capped as the
+ * reference; and for DFlash2 the selector's lattice: cand [block - 1][k]
+ * each row's top k (target ids; the largest logit first, ties to the
+ * lower row) and lat [block - 1][k][k], lat[t][a][b] the edge score of
+ * cand[t][b] after cand[t-1][a] (row 0: after the anchor, every a alike).
+ */
+struct model_dflash_out {
+	float	*hidden, *logits, *lat;
+	int32_t	*cand;
+};
+
+/*
+ * One drafter forward over the block [anchor, mask x (block - 1)] at
+ * positions p0..p0+block-1 of ds, whose context rows 0..p0-1 are in
+ * (model_dflash_context); the block's own K/V are written past them
+ * (scratch, overwritten by later context).  0, or -1 with model_errmsg.
+ */
+int	model_dflash_draft(struct model *, struct state *ds, int p0, int32_t anchor,
+	    const struct model_dflash_out *o);
+
+/*
+ * Line i of the drafter's boot proof into buf[n] (no newline), name the
+ * trunk's name in the lines: 0 "[dspark] NAME: DFlash2 drafter PATH: L
+ * layers, block B, taps [..], window W, weights TYPE", 1 (a trimmed head)
+ * "[dspark] NAME: DFlash2 draft head TRIMMED to N rows".  0, or -1 past
+ * the last line (buf then "").
+ */
+int	model_dflash_line(const struct model *, const char *name, int i, char *buf, size_t n);
 
 /*
  * model_mtp with each slot's greedy pick over its logits row (as

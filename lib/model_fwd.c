@@ -66,7 +66,9 @@ model_act_reserve(struct model *md, int m)
 	    (a->dpos = (int32_t *)backend_alloc(be, cap)) == NULL ||
 	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL ||
 	    (hp->n_expert > 0 && hp->arch != MODEL_ARCH_GEMMA4 && model_moe_act(md, cap) != 0) ||
-	    (md->ops->act != NULL && md->ops->act(md, cap) != 0))
+	    (md->ops->act != NULL && md->ops->act(md, cap) != 0) ||
+	    (md->dfl != NULL && (md->taps = backend_alloc(be, (size_t)md->dfl->hp.n_tap * cap *
+	    hp->n_embd)) == NULL))
 		return util_err(md->err, "activations for %d rows: out of memory", m);
 	a->cap = cap;
 	return 0;
@@ -322,9 +324,10 @@ trunk(struct model *md, struct state *st, int p0, int m, int flags, const int32_
 
 		if ((L->rec ? gdn_layer(md, L, st, m, flags, res) :
 		    attn_layer(md, L, st, p0, m, m >= 2 && !(flags & MODEL_VERIFY), dpos, res)) ||
-		    ffn(md, L, m))
+		    ffn(md, L, m) || (md->dfl != NULL && model_dflash_tap(md, il, m)))
 			return -1;
 	}
+	md->tap_rows = m;
 	return md->l1 > md->l0 ? residual(md, m) : 0;
 }
 
@@ -727,6 +730,7 @@ trunk_seqs(struct model *md, const struct model_seqs *g)
 		    ffn(md, L, g->m))
 			return -1;
 	}
+	md->tap_rows = 0;	/* no taps: a drafter's context comes from model_forward */
 	return md->l1 > md->l0 ? residual(md, g->m) : 0;
 }
 

@@ -62,6 +62,9 @@ struct model_layer {
 	float	lim_exp, lim_sh;	/* SwiGLU limits, routed and shared/dense (0: none) */
 	struct backend_weight g;	/* [n_head][n_embd] attn_gate: the head-wise gate */
 	float	*exp_bias;		/* [n_expert] exp_probs_b: the selection bias */
+	/* dflash (lib/model_dflash.c): DFlash2's convolutions around attention (0) and FFN (1) */
+	struct backend_weight conv_proj[2];	/* [2 conv_k (n_embd / conv_g)][n_embd] */
+	float	*conv_base[2];		/* [2][conv_k][n_embd] */
 };
 
 /* Activations in backend memory for up to cap rows. */
@@ -173,6 +176,17 @@ struct model {
 	struct backend_weight pre_proj;		/* [n_embd][2 n_bb] nextn.pre_projection */
 	struct backend_weight post_proj;	/* [n_bb][n_embd] nextn.post_projection */
 	struct model *asst;		/* a trunk's attached assistant drafter, or NULL */
+	/* dflash (arch MODEL_ARCH_DFLASH; lib/model_dflash.c) */
+	struct backend_weight fc;	/* [n_embd][n_tap n_embd] */
+	float	*enc_norm;		/* [n_embd] the hidden norm after fc */
+	struct backend_weight sel_hidden;	/* [sel_rank][n_embd] */
+	struct backend_weight sel_prev, sel_next;	/* [n_vocab][sel_rank] the codebooks */
+	int	dfl_type;		/* the products' type at load, -1 as stored */
+	char	*dfl_path;		/* a trunk's drafter: where it came from */
+	struct model *dfl;		/* a trunk's attached drafter, or NULL */
+	struct model_dfl *dx;		/* a drafter's scratch (model_dflash.c) */
+	float	*taps;			/* a trunk with a drafter: [n_tap][act cap][n_embd] */
+	int	tap_rows;		/* rows of the last forward's taps */
 	struct model_act act;
 	float	*pick_val;		/* host [SAMPLE_TOPK_MAX]: model_forward_next's top k */
 	int32_t	*pick_id;		/* host [SAMPLE_TOPK_MAX] */
@@ -219,6 +233,14 @@ struct model *model_stage(const struct model *md, int s);
 struct model *model_last(const struct model *md);
 /* 1 when md binds layer il: a trunk layer in [l0, l1), an MTP layer on the last stage. */
 int	model_owns(const struct model *md, int il);
+
+/*
+ * dflash (lib/model_dflash.c): a trunk's taps after layer il of m rows
+ * (x + t, as the next layer adds them) into md->taps when il is tapped;
+ * free a drafter's scratch.
+ */
+int	model_dflash_tap(struct model *md, int il, int m);
+void	model_dflash_free(struct model *md);
 
 /* Free the activations (model_fwd.c grows them on demand). */
 void	model_act_free(struct model *);

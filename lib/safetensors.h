@@ -13,7 +13,10 @@
  * the architecture needs (safetensors_kv).  Supported architectures:
  * llama, and qwen35 (text-only qwen3_5_text and released qwen3_5 with
  * text_config) including its MTP block, qwen35moe, and step35
- * (step3p7's text model, step3p5; its NextN layers not yet).
+ * (step3p7's text model, step3p5; its NextN layers not yet), gemma4,
+ * and the DFlash / DFlash2 block drafters (arch dflash: config.json
+ * architectures DFlashDraftModel, DFlash2DraftModel; no tokenizer of
+ * their own).
  */
 #ifndef MEMRA_SAFETENSORS_H
 #define MEMRA_SAFETENSORS_H
@@ -148,7 +151,7 @@ struct safetensors_out {
  */
 int	safetensors_plan(struct safetensors *, int nomtp);
 
-/* The GGUF architecture name of the plan ("llama", "qwen35", "qwen35moe"). */
+/* The GGUF architecture name of the plan ("llama", "qwen35", "qwen35moe", "dflash", ...). */
 const char *safetensors_arch(const struct safetensors *);
 
 /* The planned tensors, in GGUF order (token_embd, blk.0.., output_norm, output). */
@@ -208,7 +211,8 @@ const struct safetensors_kv *safetensors_kv(const struct safetensors *, size_t i
  * user-defined 4, unused 5 for ids the tokenizer lacks), .merges, the
  * special token ids, add_bos_token / add_eos_token, and
  * tokenizer.chat_template.  Call after safetensors_plan.  0, or -1 with
- * safetensors_errmsg set (no tokenizer.json is an error).
+ * safetensors_errmsg set (no tokenizer.json is an error, but for a
+ * dflash drafter, whose vocabulary is its target's: then nothing is added).
  */
 int	safetensors_plan_tokenizer(struct safetensors *, const char *pre);
 

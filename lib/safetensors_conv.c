@@ -1014,6 +1014,12 @@ safetensors_plan(struct safetensors *st, int nomtp)
 			st_plan_free(st);
 		return rc;
 	}
+	if (st->config != NULL && st_is_dflash(st)) {
+		free(h);
+		if ((rc = st_plan_dflash(st)) != 0)
+			st_plan_free(st);
+		return rc;
+	}
 	if (load_hparams(st, h, nomtp) != 0 || st_nv_config(st) != 0)
 		goto out;
 	snprintf(st->arch, sizeof st->arch, "%s", arch_name(h->arch));

@@ -73,6 +73,10 @@ struct safetensors_kv *st_kv_add(struct safetensors *, const char *key, int type
 struct safetensors_out *st_new_out(struct safetensors *, const char *name);
 /* Sort the planned tensors as a converter writes them (token_embd, blk.0 .., output). */
 void	st_sort_out(struct safetensors *);
+/* 1 when config.json names a DFlash / DFlash2 / DSpark drafter (architectures). */
+int	st_is_dflash(const struct safetensors *);
+/* The plan of a DFlash / DFlash2 drafter (lib/safetensors_dflash.c); a DSpark one is an error. */
+int	st_plan_dflash(struct safetensors *);
 /* The plan of a gemma4 / gemma4_text checkpoint (lib/safetensors_gemma4.c). */
 int	st_plan_gemma4(struct safetensors *);
 /* The source row of planned row r, and the source column of column j. */

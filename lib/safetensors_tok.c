@@ -401,7 +401,9 @@ safetensors_plan_tokenizer(struct safetensors *st, const char *pre)
 	if (st->tokjson[0] == NULL && (st_read_json(st, "tokenizer.json", &st->tokjson[0]) != 0 ||
 	    st_read_json(st, "tokenizer_config.json", &st->tokjson[1]) != 0))
 		return -1;
-	if ((tj = st->tokjson[0]) == NULL)
+	if ((tj = st->tokjson[0]) == NULL && strcmp(st->arch, "dflash") == 0)
+		return 0;	/* a drafter's vocabulary is its target's */
+	if (tj == NULL)
 		return util_err(st->err, "%s: no tokenizer.json", st->dir);
 	tc = st->tokjson[1];
 	model = json_get(tj, "model");

@@ -1,5 +1,6 @@
 #include "spec.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,15 @@ struct spec {
 	int	pick;		/* greedy: the target's picks taken on the backend */
 	int	dpick;		/* and the drafts' (full-vocabulary MTP head) */
 	int	asst;		/* 1: a gemma4_assistant drafts over the trunk's K/V */
+	/* a DFlash / DFlash2 block drafter (model_dflash): it drafts instead of the MTP head */
+	const struct model_hparams *dh;	/* its hyper-parameters, or NULL */
+	struct state *dst;	/* its context cache */
+	int	dfl_len;	/* context rows in it: verified positions */
+	int	tw;		/* floats of a row of taps: n_tap * n_embd */
+	float	*vt;		/* [K+1][tw] the verify rows' taps */
+	int32_t	*dcand;		/* [block-1][top k] DFlash2's candidates */
+	float	*dlat;		/* [block-1][top k][top k] their edge scores */
+	float	*dlg;		/* [block-1][dv] DFlash's draft logits */
 	int32_t	*hist;		/* [n_ctx + K + 2] prompt and new tokens */
 	int	n_hist;
 	int	mtp_len;	/* MTP KV cache length: verified positions */
@@ -55,6 +65,24 @@ struct spec {
 	char	err[UTIL_ERRLEN];
 };
 
+/* The DFlash drafter's cache and buffers (dh: its hyper-parameters). */
+static int
+dflash_new(struct spec *s, const struct model_hparams *dh, char *err)
+{
+	size_t b = dh->block - 1, k = dh->sel_topk;
+
+	s->dh = dh;
+	s->tw = dh->n_tap * s->ne;
+	if ((s->dst = model_dflash_state(s->m, s->n_ctx, err)) == NULL)
+		return -1;
+	if ((s->vt = malloc((size_t)(s->K + 1) * s->tw * sizeof *s->vt)) == NULL ||
+	    (s->dcand = malloc((b * k + 1) * sizeof *s->dcand)) == NULL ||
+	    (s->dlat = malloc((b * k * k + 1) * sizeof *s->dlat)) == NULL ||
+	    (k == 0 && (s->dlg = model_host_alloc(s->m, b * s->dv)) == NULL))
+		return util_err(err, "out of memory");
+	return 0;
+}
+
 struct spec *
 spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint64_t seq,
     char *err)
@@ -63,12 +91,14 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	struct spec *s;
 	size_t nv = hp->n_vocab, ne = hp->n_embd, cap = K + 1 > MTP_CHUNK ? K + 1 : MTP_CHUNK;
 
-	if (hp->n_mtp < 1 && !model_has_assist(m)) {
+	const struct model_hparams *dh = model_dflash(m);
+
+	if (hp->n_mtp < 1 && !model_has_assist(m) && dh == NULL) {
 		util_err(err, "model has no MTP head or assistant drafter to draft with");
 		return NULL;
 	}
-	if (K < 1 || K > SPEC_KMAX || n_ctx < 2) {
-		util_err(err, "K %d: out of range 1..%d", K, SPEC_KMAX);
+	if (K < 1 || K > SPEC_KMAX || n_ctx < 2 || (dh != NULL && K > dh->block - 1)) {
+		util_err(err, "K %d: out of range 1..%d", K, dh != NULL ? dh->block - 1 : SPEC_KMAX);
 		return NULL;
 	}
 	if ((s = calloc(1, sizeof *s)) == NULL) {
@@ -97,7 +127,7 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	s->q = malloc(K * nv * sizeof(float));
 	s->pp = malloc(nv * sizeof(float));
 	s->mid = malloc(cap * sizeof *s->mid);
-	s->nb = hp->n_mtp < K ? hp->n_mtp : K;
+	s->nb = dh != NULL ? 1 : hp->n_mtp < K ? hp->n_mtp : K;
 	s->nb = s->nb > CHAIN_MAX ? CHAIN_MAX : s->nb;
 	s->cid = malloc((cap + K + 2) * sizeof *s->cid);
 	for (int b = 0; b < s->nb && s->nb > 1; b++)
@@ -111,7 +141,8 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 		return NULL;
 	}
 	if ((s->smp = sample_new(&s->p, nv, err)) == NULL ||
-	    (s->st = model_state_new(m, n_ctx, K + 1, err)) == NULL) {
+	    (s->st = model_state_new(m, n_ctx, K + 1, err)) == NULL ||
+	    (dh != NULL && dflash_new(s, dh, err) != 0)) {
 		spec_free(s);
 		return NULL;
 	}
@@ -124,6 +155,9 @@ spec_free(struct spec *s)
 	if (s == NULL)
 		return;
 	state_free(s->st);
+	state_free(s->dst);
+	free(s->vt), free(s->dcand), free(s->dlat);
+	model_host_free(s->m, s->dlg);
 	sample_free(s->smp);
 	model_host_free(s->m, s->vlg), model_host_free(s->m, s->vh);
 	model_host_free(s->m, s->mlg), model_host_free(s->m, s->hout);
@@ -213,6 +247,12 @@ chain_append(struct spec *s, int c)
 static int
 mtp_append(struct spec *s, const float *h, const int32_t *tok, int m)
 {
+	if (s->dh != NULL) {	/* h: the taps of the rows, the drafter's context */
+		if (model_dflash_context(s->m, s->dst, s->dfl_len, h, m) != 0)
+			return fail_model(s);
+		s->dfl_len += m;
+		return 0;
+	}
 	if (s->asst) {	/* no cache of its own: the last row's hidden drafts next */
 		memcpy(s->hout, h + (size_t)(m - 1) * s->ne, s->ne * sizeof *s->hout);
 		s->mtp_len += m;
@@ -256,11 +296,11 @@ spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to
 	    (from > 0 && (s->n_hist != n || state_pos(s->st) != from)))
 		return util_err(s->err, "prompt rows %d..%d of %d: not the next part of a prompt "
 		    "the context of %d holds", from, to, n, s->n_ctx);
-	if ((h = malloc((size_t)m * s->ne * sizeof *h)) == NULL)	/* once a part: page-locking */
+	if ((h = malloc((size_t)m * (s->dh ? s->tw : s->ne) * sizeof *h)) == NULL)	/* once a part: page-locking */
 		return util_err(s->err, "out of memory");	/* it costs more than it saves */
 	if (from == 0) {
 		state_reset(s->st);
-		s->mtp_len = 0;
+		s->mtp_len = s->dfl_len = 0;
 		chain_reset(s, 0);
 		s->pending = -1;
 		memcpy(s->hist, prompt, n * sizeof *prompt);
@@ -274,6 +314,10 @@ spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to
 	}
 	if (last && s->pick && *first < 0) {
 		util_err(s->err, "position %d: no finite logit", n);
+		goto out;
+	}
+	if (s->dh != NULL && model_taps(s->m, h, m) != 0) {	/* the drafter's context */
+		fail_model(s);
 		goto out;
 	}
 	if (last && !s->pick && (*first = next(s, lg, n, s->seq)) < 0)
@@ -294,7 +338,7 @@ spec_resume(struct spec *s, const int32_t *prompt, int n, int from)
 		    from, n, state_pos(s->st));
 	memcpy(s->hist, prompt, n * sizeof *prompt);
 	s->n_hist = n;
-	s->mtp_len = from;
+	s->mtp_len = s->dfl_len = from;
 	chain_reset(s, from);
 	s->blen[0] = from;
 	s->pending = -1;
@@ -416,12 +460,74 @@ draft_assist(struct spec *s, int32_t *d, int k)
 	return 0;
 }
 
+/*
+ * DFlash2's candidate q row j (the softmax of the edge scores row[kk] at
+ * the temperature) onto the vocabulary in s->q, and the draw from it.
+ */
+static int
+selector_draw(struct spec *s, const float *row, const int32_t *cand, int kk, int n, int j)
+{
+	float *q = s->q + (size_t)j * s->nv, mx = row[0];
+	double tot = 0, u, c = 0;
+	int b = 0;
+
+	for (int i = 1; i < kk; i++)
+		mx = row[i] > mx ? row[i] : mx;
+	memset(q, 0, s->nv * sizeof *q);
+	for (int i = 0; i < kk; i++)
+		tot += (q[cand[i]] = expf((row[i] - mx) / s->p.temp));
+	for (int i = 0; i < kk; i++)
+		q[cand[i]] = (float)(q[cand[i]] / tot);
+	u = sample_uniform(s->p.seed, s->seq ^ DRAFT_SEQ, n + j, SAMPLE_STREAM_TOKEN);
+	for (b = 0; b < kk - 1 && (c += q[cand[b]]) <= u; b++)
+		;
+	return b;
+}
+
+/*
+ * The DFlash drafter's k drafts into d: one forward over [anchor, mask x
+ * (block - 1)] at the anchor's position n - 1 (the last emitted token,
+ * not yet run by the trunk), then DFlash2's walk over its lattice from
+ * the anchor (greedy: each row's best edge after the previous pick;
+ * temp > 0: a draw from the softmax of that row's edges, q kept for the
+ * verify), or DFlash's picks from its logits as the MTP head's are.
+ */
+static int
+draft_dflash(struct spec *s, int32_t *d, int k)
+{
+	int n = s->n_hist, kk = s->dh->sel_topk, prev = 0;
+	struct model_dflash_out o = { NULL, s->dlg, s->dlat, s->dcand };
+
+	if (s->dfl_len != n - 1)
+		return util_err(s->err, "DFlash: context of %d rows for an anchor at %d", s->dfl_len,
+		    n - 1);
+	if (model_dflash_draft(s->m, s->dst, n - 1, s->hist[n - 1], &o) != 0)
+		return fail_model(s);
+	for (int j = 0; j < k; j++) {
+		const float *row = s->dlat + ((size_t)j * kk + prev) * kk;
+		int b = 0;
+
+		if (kk == 0 && draft_pick(s, s->dlg + (size_t)j * s->dv, n, j, &d[j]) != 0)
+			return -1;
+		if (kk > 0 && s->p.temp > 0)
+			b = selector_draw(s, row, s->dcand + (size_t)j * kk, kk, n, j);
+		for (int i = 1; kk > 0 && s->p.temp == 0 && i < kk; i++)
+			b = row[i] > row[b] ? i : b;
+		if (kk > 0)
+			d[j] = s->dcand[(size_t)j * kk + b], prev = b;
+		s->hist[n + j] = d[j];
+	}
+	return 0;
+}
+
 /* Draft k tokens into d (hist gets them past n_hist, tentatively). */
 static int
 draft(struct spec *s, int32_t *d, int k)
 {
 	int n = s->n_hist, o = 0;
 
+	if (s->dh != NULL)
+		return draft_dflash(s, d, k);
 	if (s->asst)
 		return draft_assist(s, d, k);
 	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
@@ -607,15 +713,16 @@ spec_round(struct spec *s, int32_t *out, int limit)
 		if ((m = spec_draft(s, limit, tk)) < 0)
 			return -1;
 		if (model_forward_argmax(s->m, s->st, tk, m, MODEL_LOGITS_ALL | MODEL_VERIFY,
-		    s->vid, s->vh) != 0) {
+		    s->vid, s->vh) != 0 || (s->dh != NULL && model_taps(s->m, s->vt, m) != 0)) {
 			s->pending = -1;
 			return fail_model(s);
 		}
-		return spec_accept(s, s->vid, s->vh, out);
+		return spec_accept(s, s->vid, s->dh != NULL ? s->vt : s->vh, out);
 	}
 	if ((k = round_draft(s, limit, tk)) < 0)
 		return -1;
-	if (model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, s->vlg, s->vh) != 0)
+	if (model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, s->vlg, s->vh) != 0 ||
+	    (s->dh != NULL && model_taps(s->m, s->vt, k + 1) != 0))
 		return fail_model(s);
-	return round_accept(s, tk, k, NULL, s->vh, out);
+	return round_accept(s, tk, k, NULL, s->dh != NULL ? s->vt : s->vh, out);
 }

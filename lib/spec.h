@@ -12,6 +12,16 @@
  * for the kept rows from the trunk's hidden states and the tokens that
  * follow them, so it always holds verified positions only.
  *
+ * With a DFlash / DFlash2 drafter attached (model_dflash) it drafts
+ * instead of the MTP head (two spec programs never coexist): a round is
+ * one drafter forward over [last token, mask x (block - 1)] at the last
+ * token's position and the verify of up to K of its drafts; the trunk's
+ * taps of the kept rows become the drafter's context.  DFlash2's drafts
+ * walk its selector's lattice from the last token: greedy, each row's
+ * best edge after the previous pick; temp > 0, a draw from the softmax of
+ * that row's edges at the temperature, which is the q the rejection
+ * sampling of the verify reads (zero off the candidates).
+ *
  * Greedy (temp 0): a draft is accepted when it equals the target's
  * choice, so the output is the plain greedy decode's, token for token.
  * temp > 0: standard speculative rejection sampling (sample_accept), so
@@ -42,8 +52,9 @@ struct spec;
 struct state;
 
 /*
- * A speculative decoder for model m (which must have an MTP head) drafting
- * up to K (1..SPEC_KMAX) tokens a round, over a context of n_ctx
+ * A speculative decoder for model m (which must have an MTP head, an
+ * assistant or a DFlash drafter) drafting up to K (1..SPEC_KMAX; with a
+ * DFlash drafter 1..block - 1) tokens a round, over a context of n_ctx
  * positions, sampling with p (copied; NULL: greedy defaults).  NULL with
  * the reason in err (UTIL_ERRLEN).  spec_free frees (NULL is a no-op); m
  * must outlive it.
@@ -105,9 +116,11 @@ int	spec_round(struct spec *, int32_t *out, int limit);
  * NULL, ids, hidden) with st[i] = spec_state(s) and rows[i] = m among the
  * other sequences (or model_forward_argmax(md, spec_state(s), rows, m,
  * MODEL_LOGITS_ALL | MODEL_VERIFY, ids, hidden) alone), and nothing else
- * on that state.
+ * on that state.  With a DFlash drafter the rows' drafter input is their
+ * taps instead (model_taps after model_forward_argmax alone:
+ * model_forward_seqs keeps none yet).
  * spec_accept then takes this sequence's ids[m] and hidden[m][n_embd]
- * (host): keeps the longest prefix of drafts that equal the picks and the
+ * (host; DFlash: the taps [m][n_tap * n_embd]): keeps the longest prefix of drafts that equal the picks and the
  * pick after it (the bonus), rolls the state back to them, brings the MTP
  * cache and the stats up to them, writes the new tokens to out (room for
  * m) and returns how many (1..m), or -1 (no draft waiting, no finite
