@@ -1,0 +1,55 @@
+bats_require_minimum_version 1.5.0
+# Images in (issue 32): PNG and JPEG decoding, Gemma-4's preprocessing, the vision tower
+# and its projector on the CPU, the image's soft tokens in a gemma4 prompt.  The fixture
+# t/data/gemma4/g4-vision (tools/make-gemma4-vision.py) holds transformers 5.17's answers:
+# its image processor's resized pixels (pixels.json, images/*.hf.png) and the logits of a
+# two-image prompt (refs.json); mmproj-f32.gguf is llama.cpp's converter's mmproj of it.
+setup() {
+	load helper
+	V=$DATA/gemma4/g4-vision
+	IP=$TOP/build/t/tools/image-prep
+	[ -x "$IP" ] || skip "build/t/tools not built (make units)"
+}
+
+# want NAME: transformers' line for image NAME of pixels.json, as image-prep prints it
+want() {
+	python3 -c 'import json,sys
+n=sys.argv[2]; i=json.load(open(sys.argv[1]))["images"][n]
+print("%s %dx%d -> %dx%d grid %dx%d tokens %d sha256 %s" % (n, *i["size"], *i["resized"],
+      *i["grid"], i["tokens"], i["sha256"]))' "$V/pixels.json" "$1"
+}
+
+@test "decode + resize of every test image equals transformers' image processor byte for byte" {
+	for f in a.png b.jpg gray.png pal.png rgba.png prog.jpg grayj.jpg wide.png exact.png; do
+		run -0 "$IP" -p 4 -m 70 "$V/images/$f"
+		[ "$output" = "$(want "$f")" ]
+	done
+}
+
+@test "the size policy fills the token budget: a small image is upscaled, a large one shrunk" {
+	run -0 "$IP" -p 4 -m 70 "$V/images/a.png" "$V/images/b.jpg"
+	[[ ${lines[0]} == "a.png 61x47 -> 108x84 grid 27x21 tokens 63 "* ]]
+	[[ ${lines[1]} == "b.jpg 200x90 -> 144x60 grid 36x15 tokens 60 "* ]]
+	run -0 "$IP" "$V/images/b.jpg"		# Gemma-4's own patch 16, 280 tokens
+	[[ $output == "b.jpg 200x90 -> 1152x528 grid 72x33 tokens 264 "* ]]
+}
+
+@test "damaged, truncated and foreign files fail with a reason" {
+	head -c 3000 "$V/images/a.png" >"$BATS_TEST_TMPDIR/cut.png"
+	head -c 2000 "$V/images/b.jpg" >"$BATS_TEST_TMPDIR/cut.jpg"
+	printf 'GIF89a....' >"$BATS_TEST_TMPDIR/x.gif"
+	run -1 "$IP" "$BATS_TEST_TMPDIR/cut.png" "$BATS_TEST_TMPDIR/cut.jpg" "$BATS_TEST_TMPDIR/x.gif"
+	[ "${lines[0]}" = "cut.png error: PNG: truncated file" ]
+	[ "${lines[1]}" = "cut.jpg error: JPEG: truncated file" ]
+	[ "${lines[2]}" = "x.gif error: not a PNG or JPEG image" ]
+}
+
+@test "an image past the size limits is refused from its header" {
+	# a PNG header claiming 20000x20000 (IHDR with its CRC), no pixel data
+	python3 -c 'import struct,sys,zlib
+ihdr=struct.pack(">IIBBBBB",20000,20000,8,2,0,0,0)
+c=b"IHDR"+ihdr
+sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n"+struct.pack(">I",13)+c+struct.pack(">I",zlib.crc32(c)))' >"$BATS_TEST_TMPDIR/big.png"
+	run -1 "$IP" "$BATS_TEST_TMPDIR/big.png"
+	[ "$output" = "big.png error: image of 20000x20000: larger than 16384x16384 or 67108864 pixels" ]
+}
