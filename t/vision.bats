@@ -53,3 +53,68 @@ sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n"+struct.pack(">I",13)+c+struct.pack(
 	run -1 "$IP" "$BATS_TEST_TMPDIR/big.png"
 	[ "$output" = "big.png error: image of 20000x20000: larger than 16384x16384 or 67108864 pixels" ]
 }
+
+# refs_ids: the reference prompt's ids (images expanded), space-separated
+refs_ids() {
+	python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["input_ids"])))' "$V/refs.json"
+}
+
+# close_to_refs FILE: every position's logits within 1e-4 (relative to the row's largest)
+# of transformers', and the last row's argmax its first greedy token
+close_to_refs() {
+	python3 -c 'import json,sys,numpy as np
+r=json.load(open(sys.argv[1])); ref=np.array(r["logits"],dtype=np.float32)
+ours=np.fromfile(sys.argv[2],dtype=np.float32).reshape(ref.shape)
+rel=np.abs(ours-ref).max(axis=1)/np.abs(ref).max(axis=1)
+print("worst relative error %.2e at %d" % (rel.max(), rel.argmax()))
+sys.exit(0 if rel.max() <= 1e-4 and ours[-1].argmax() == r["greedy"][0] else 1)' "$V/refs.json" "$1"
+}
+
+@test "HF tower: logits of a two-image prompt within 1e-4 of transformers' (its own pixels)" {
+	need_py numpy
+	VL=$TOP/build/t/tools/vision-logits
+	"$VL" -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$V" \
+	    "$BATS_TEST_TMPDIR/l" $(refs_ids)
+	run -0 close_to_refs "$BATS_TEST_TMPDIR/l"
+}
+
+@test "llama.cpp's mmproj GGUF (gemma4v): the same logits, bit for bit, as the HF tower" {
+	VL=$TOP/build/t/tools/vision-logits
+	"$VL" -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$V" \
+	    "$BATS_TEST_TMPDIR/hf" $(refs_ids)
+	"$VL" -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" \
+	    "$V/mmproj-f32.gguf" "$BATS_TEST_TMPDIR/gguf" $(refs_ids)
+	cmp "$BATS_TEST_TMPDIR/hf" "$BATS_TEST_TMPDIR/gguf"
+}
+
+@test "our decoding and preprocessing of the original files give transformers' pixels: the same logits" {
+	VL=$TOP/build/t/tools/vision-logits
+	"$VL" -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$V" \
+	    "$BATS_TEST_TMPDIR/hf" $(refs_ids)
+	"$VL" -t 2 -m 70 -i "$V/images/a.png" -i "$V/images/b.jpg" "$V" "$V" \
+	    "$BATS_TEST_TMPDIR/ours" $(refs_ids)
+	cmp "$BATS_TEST_TMPDIR/hf" "$BATS_TEST_TMPDIR/ours"
+}
+
+@test "text rows one at a time and each image in one forward give the prefill's logits bit for bit" {
+	VL=$TOP/build/t/tools/vision-logits
+	"$VL" -t 2 -m 70 -i "$V/images/a.png" -i "$V/images/b.jpg" "$V" "$V" "$BATS_TEST_TMPDIR/p" $(refs_ids)
+	"$VL" -t 2 -s -m 70 -i "$V/images/a.png" -i "$V/images/b.jpg" "$V" "$V" "$BATS_TEST_TMPDIR/s" $(refs_ids)
+	cmp "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/s"
+}
+
+@test "an image whose soft-token count differs from the prompt's is refused" {
+	VL=$TOP/build/t/tools/vision-logits
+	run -1 "$VL" -t 2 -m 70 -i "$V/images/b.jpg" -i "$V/images/a.png" "$V" "$V" - $(refs_ids)
+	[[ $output == *"a soft-token count differs"* ]]
+	run -1 "$VL" -t 2 -m 70 -i "$V/images/a.png" "$V" "$V" - $(refs_ids)
+	[[ $output == *"the prompt has 2 image markers for 1 images"* ]]
+}
+
+@test "an mmproj of another projector and a checkpoint without a tower are refused by name" {
+	VL=$TOP/build/t/tools/vision-logits
+	run -1 "$VL" -t 2 -i "$V/images/a.png" "$V" "$DATA/gemma4/g4-dense" - 284 285 286
+	[[ $output == *"g4-dense: config.json has no vision_config"* ]]
+	run -1 "$VL" -t 2 -i "$V/images/a.png" "$V" "$DATA/gemma4/g4-dense/llamacpp-f32.gguf" - 284 285 286
+	[[ $output == *"not an mmproj GGUF"* ]]
+}
