@@ -118,3 +118,59 @@ sys.exit(0 if rel.max() <= 1e-4 and ours[-1].argmax() == r["greedy"][0] else 1)'
 	run -1 "$VL" -t 2 -i "$V/images/a.png" "$V" "$DATA/gemma4/g4-dense/llamacpp-f32.gguf" - 284 285 286
 	[[ $output == *"not an mmproj GGUF"* ]]
 }
+
+# greedy: transformers' 16-token greedy continuation of the reference prompt
+greedy() {
+	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["greedy"])' "$V/refs.json"
+}
+
+# The reference prompt with one <|image|> marker for each image, as a --jsonl request.
+REQ='{"prompt": [280, 5, 17, 250, 285, 3, 99, 42, 285, 7, 1, 64], "n": 16}'
+
+@test "run-gen --image: transformers' greedy ids, the gate MATCH, the tower and images proved" {
+	run -0 --separate-stderr run-gen -t 2 --jsonl --image "$V/images/a.png" --image "$V/images/b.jpg" "$V" <<<"$REQ"
+	[[ $output == *"\"ids\": $(greedy), \"prompt_tokens\": 137, \"gate\": \"MATCH\""* ]]
+	[[ $stderr == *"[vision] gemma4 tower: 2 layers, hidden 32, patch 4, pool 3, 70 soft tokens an image at most, image rows bidirectional ($V)"* ]]
+	[[ $stderr == *"[vision] $V/images/a.png: 61x47 -> 108x84, 63 soft tokens"* ]]
+	[[ $stderr == *"[vision] $V/images/b.jpg: 200x90 -> 144x60, 60 soft tokens"* ]]
+}
+
+@test "run-gen --mmproj (llama.cpp's GGUF) with --image-tokens 70: the same ids; MEMRA_GEMMA_MMPROJ too" {
+	run -0 --separate-stderr run-gen -t 2 --jsonl --image "$V/images/a.png" --image "$V/images/b.jpg" \
+	    --mmproj "$V/mmproj-f32.gguf" --image-tokens 70 "$V" <<<"$REQ"
+	[[ $output == *"\"ids\": $(greedy), "* ]]
+	MEMRA_GEMMA_MMPROJ=$V/mmproj-f32.gguf run -0 --separate-stderr run-gen -t 2 --jsonl \
+	    --image "$V/images/a.png" --image "$V/images/b.jpg" --image-tokens 70 "$V" <<<"$REQ"
+	[[ $output == *"\"ids\": $(greedy), "* ]]
+	[[ $stderr == *"($V/mmproj-f32.gguf)"* ]]
+}
+
+@test "run-gen --image with a chat prompt: the images before the text, the gate MATCH" {
+	run -0 --separate-stderr run-gen -t 2 -n 4 --ids --image "$V/images/a.png" "$V" "What is this?"
+	[[ $stderr == *"MATCH"* ]]
+	[ "${#lines[@]}" = 1 ]
+	# the template's user turn: <|image|> before the text, 63 soft tokens in its place
+	run -0 --separate-stderr run-gen -t 2 -n 4 --ids --raw --image "$V/images/a.png" "$V" \
+	    "<|turn>user
+
+
+<|image|>
+
+What is this?<turn|>
+<|turn>model
+"
+	[ "$output" = "$(run-gen -t 2 -n 4 --ids --image "$V/images/a.png" "$V" "What is this?" 2>/dev/null)" ]
+}
+
+@test "run-gen --image errors: markers that do not match, a bad file, a bad budget, no image" {
+	run -1 --separate-stderr run-gen -t 2 --raw --image "$V/images/a.png" "$V" "no marker"
+	[ "${stderr##*$'\n'}" = "run-gen: the prompt has 0 image markers for 1 images" ]
+	run -1 --separate-stderr run-gen -t 2 --image "$V/pixels.json" "$V" "hi"
+	[ "${stderr##*$'\n'}" = "run-gen: $V/pixels.json: not a PNG or JPEG image" ]
+	run -2 --separate-stderr run-gen -t 2 --image "$V/images/a.png" --image-tokens 100 "$V" "hi"
+	[[ $stderr == "run-gen: --image-tokens 100: not 70, 140, 280, 560 or 1120"* ]]
+	run -2 --separate-stderr run-gen -t 2 --mmproj "$V/mmproj-f32.gguf" "$V" "hi"
+	[[ $stderr == "run-gen: --image goes with prompts"* ]]
+	run -1 --separate-stderr run-gen -t 2 --image "$V/images/a.png" "$DATA/gemma4/g4-dense" "hi"
+	[[ $stderr == "run-gen: $DATA/gemma4/g4-dense: config.json has no vision_config" ]]
+}
