@@ -174,3 +174,10 @@ What is this?<turn|>
 	run -1 --separate-stderr run-gen -t 2 --image "$V/images/a.png" "$DATA/gemma4/g4-dense" "hi"
 	[[ $stderr == "run-gen: $DATA/gemma4/g4-dense: config.json has no vision_config" ]]
 }
+
+# bats test_tags=gpu
+@test "the vision path on CUDA is refused by name (the tower runs on the CPU only for now)" {
+	run -1 --separate-stderr run-gen --device cuda -n 1 --image "$V/images/a.png" "$V" "hi"
+	[[ $stderr == *"the vision tower runs on the CPU only for now (backend 'cuda"* ]] ||
+	    [[ $stderr == *"Gemma-4 ops"* ]]
+}
