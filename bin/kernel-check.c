@@ -2093,7 +2093,7 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 	int qhs = 2 * hd, ldq = nh * qhs, kvd = nkv * hd, n = p0 + m;
 	size_t sz[] = { (size_t)m * ldq, (size_t)n * kvd, (size_t)n * kvd, (size_t)m * nh * hd };
 	float lo[] = { -1, -1, -1, 0 }, hi[] = { 1, 1, 1, 0 };
-	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, 0 };
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, 0, NULL };
 	struct bop o;
 	char shape[64];
 

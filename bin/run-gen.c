@@ -22,6 +22,9 @@
 #include "state.h"
 #include "tokenizer.h"
 #include "util.h"
+#include "vision.h"
+
+#define MAX_IMAGES 16
 
 struct opts {
 	struct genopt go;	/* what run-spec takes too */
@@ -30,6 +33,10 @@ struct opts {
 	int	special;	/* --tokenize --special: control tokens in the text are tokens */
 	int	json;		/* --json: the reply is a JSON object */
 	const char *schema;	/* --json-schema FILE: ... valid under this schema */
+	const char *image[MAX_IMAGES];	/* --image FILE, in order */
+	int	n_image;
+	const char *mmproj;	/* --mmproj FILE (else MEMRA_GEMMA_MMPROJ, else the model) */
+	int	image_tokens;	/* --image-tokens N: an image's budget (0: the tower's) */
 };
 
 struct gen {
@@ -41,6 +48,10 @@ struct gen {
 	float	*lg;		/* [nv] logits, backend_host_alloc'd */
 	struct grammar_vocab *gv;	/* --json, --json-schema: the vocabulary's trie */
 	struct grammar *gr;	/* and the grammar replies keep to; NULL without */
+	struct vision *vis;	/* --image: the tower */
+	struct vision_tokens vt;
+	struct vision_image img[MAX_IMAGES];
+	struct vision_prompt vp;	/* the prompt's images (n_rows 0: none) */
 };
 
 struct req {		/* one request's settings: the command line's, then its JSON's */
@@ -66,7 +77,7 @@ usage(FILE *fp, int status)
 	    "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N]\n"
 	    "       [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16] [--json | --json-schema FILE]\n"
 	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
-	    "       [-f FILE] model [prompt]\n"
+	    "       [--image FILE ... [--mmproj FILE] [--image-tokens N]] [-f FILE] model [prompt]\n"
 	    "       %s --tokenize [--special] | --detokenize | --template [-f FILE] model [input]\n",
 	    prog, prog);
 	if (fp == stdout)
@@ -86,6 +97,13 @@ usage(FILE *fp, int status)
 		    "  --json               the reply is a JSON object (constrained decoding)\n"
 		    "  --json-schema FILE   the reply is a JSON document valid under the JSON Schema\n"
 		    "                       in FILE (OpenAI strict mode's subset; others refused)\n"
+		    "  --image FILE         a PNG or JPEG image in the prompt (repeatable, in order):\n"
+		    "                       chat prompts get the images before the text, raw ones\n"
+		    "                       and --jsonl ones need a <|image|> (text or id) for each\n"
+		    "  --mmproj FILE        the vision tower: an mmproj GGUF or HF checkpoint\n"
+		    "                       (default: MEMRA_GEMMA_MMPROJ, else the model's own)\n"
+		    "  --image-tokens N     soft tokens an image may take: 70, 140, 280, 560 or 1120\n"
+		    "                       (default: the checkpoint's image processor's, else 280)\n"
 		    "  --ids                print the generated token ids instead of text\n"
 		    "  --jsonl              JSON requests on stdin, one JSON result per line;\n"
 		    "                       {\"prompt\": \"text\"} or {\"prompt\": [token ids]}\n"
@@ -127,11 +145,17 @@ gate(struct gen *g, const int32_t *ids, int n, const float *lp, char *err)
 			util_err(err, "out of memory");
 		goto out;
 	}
-	for (int i = 0; i < n; i++)
-		if (model_forward(g->m, st, ids + i, 1, 0, ld, NULL) != 0) {
+	for (int i = 0, k; i < n; i += k) {
+		struct model_embd e;
+
+		k = vision_prompt_cut(&g->vp, i, 1);	/* an image in one forward */
+		vision_prompt_rows(&g->vp, i, k, &e);
+		if ((e.n > 0 && model_inject(g->m, &e) != 0) ||
+		    model_forward(g->m, st, ids + i, k, 0, ld, NULL) != 0) {
 			util_err(err, "%s", model_errmsg(g->m));
 			goto out;
 		}
+	}
 	for (int i = 0; i < g->nv; i++)
 		if (fabsf(lp[i] - ld[i]) > maxd || isnan(lp[i] - ld[i]))
 			maxd = isnan(lp[i] - ld[i]) ? INFINITY : fabsf(lp[i] - ld[i]);
@@ -306,7 +330,10 @@ generate(struct gen *g, const int32_t *ids, size_t n, const struct req *q, FILE 
 		goto out;
 	memcpy(hist, ids, n * sizeof *ids);
 	t0 = util_now();
-	if (model_forward(g->m, st, ids, n, MODEL_PREFILL, lg, NULL) != 0) {
+	struct model_embd e;
+	vision_prompt_rows(&g->vp, 0, (int)n, &e);
+	if ((e.n > 0 && model_inject(g->m, &e) != 0) ||
+	    model_forward(g->m, st, ids, n, MODEL_PREFILL, lg, NULL) != 0) {
 		util_err(err, "%s", model_errmsg(g->m));
 		goto out;
 	}
@@ -344,6 +371,56 @@ print_ids(FILE *fp, const struct result *r, const char *sep)
 		fprintf(fp, "%s%d", i ? sep : "", r->ids[i]);
 }
 
+/* ids[n] with each image marker expanded and the images encoded into g->vp
+ * (the previous prompt's freed); malloc'd [*n_out], or NULL with err. */
+static int32_t *
+with_images(struct gen *g, const int32_t *ids, size_t n, size_t *n_out, char *err)
+{
+	int32_t *out;
+
+	vision_prompt_free(&g->vp);
+	if (vision_prompt_build(g->vis, &g->vt, ids, n, g->img, g->o->n_image, &out, n_out,
+	    &g->vp, err) != 0)
+		return NULL;
+	return out;
+}
+
+/*
+ * The ids of text with the images: a chat prompt's user message holds the
+ * images (a {"type": "image"} part each, as transformers' processors take
+ * them) and then the text; a raw text carries a <|image|> for each.  Each
+ * marker expanded and the images encoded into g->vp.
+ */
+static int32_t *
+image_prompt(struct gen *g, const char *text, size_t len, size_t *n, char *err)
+{
+	char *buf = NULL;
+	size_t blen = 0, nm;
+	FILE *fp;
+	struct json *ctx = NULL;
+	int32_t *mk = NULL, *ids = NULL;
+
+	if (!prompt_is_chat(g->pr))
+		mk = prompt_encode(g->pr, text, len, &nm, err);
+	else if ((fp = open_memstream(&buf, &blen)) != NULL) {
+		fputs("{\"messages\": [{\"role\": \"user\", \"content\": [", fp);
+		for (int i = 0; i < g->o->n_image; i++)
+			fputs("{\"type\": \"image\"}, ", fp);
+		fputs("{\"type\": \"text\", \"text\": ", fp);
+		json_put_str(fp, text, len, 0);
+		fputs("}]}]}", fp);
+		if (fclose(fp) == 0 && (ctx = json_parse(buf, blen, err)) != NULL)
+			mk = prompt_encode_chat(g->pr, ctx, NULL, &nm, err);
+	}
+	if (mk != NULL)
+		ids = with_images(g, mk, nm, n, err);
+	if (mk == NULL && err[0] == '\0')
+		util_err(err, "out of memory");
+	json_free(ctx);
+	free(buf), free(mk);
+	return ids;
+}
+
 static int
 one(struct gen *g, const char *text, size_t len)
 {
@@ -351,7 +428,8 @@ one(struct gen *g, const char *text, size_t len)
 	struct result r = { 0 };
 	char err[UTIL_ERRLEN] = "";
 	size_t n;
-	int32_t *ids = prompt_encode(g->pr, text, len, &n, err);
+	int32_t *ids = g->vis != NULL ? image_prompt(g, text, len, &n, err) :
+	    prompt_encode(g->pr, text, len, &n, err);
 	int rc = ids == NULL ? -1 : generate(g, ids, n, &q, g->o->ids ? NULL : stdout, &r, err);
 
 	if (rc == 0) {
@@ -456,6 +534,12 @@ request(struct gen *g, const char *line, size_t len, struct result *r, char *err
 	if (j == NULL || request_params(j, g->o, &q, err) != 0 ||
 	    (ids = request_prompt(g, j, &n, err)) == NULL)
 		goto out;
+	if (g->vis != NULL) {	/* the request's prompt holds a marker for each --image */
+		int32_t *ex = with_images(g, ids, n, &n, err);
+		free(ids);
+		if ((ids = ex) == NULL)
+			goto out;
+	}
 	if (prompt_tokenizer(g->pr) != NULL &&
 	    (mem = open_memstream(&r->text, &r->text_len)) == NULL) {
 		util_err(err, "out of memory");
@@ -704,6 +788,8 @@ parse(int argc, char *argv[], struct opts *o)
 		{ "tokenize", no_argument, NULL, 'k' }, { "detokenize", no_argument, NULL, 'D' },
 		{ "template", no_argument, NULL, 'p' }, { "special", no_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'J' }, { "json-schema", required_argument, NULL, 'G' },
+		{ "image", required_argument, NULL, 'M' }, { "mmproj", required_argument, NULL, 'P' },
+		{ "image-tokens", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option lopts[GENOPT_MAXOPTS];
@@ -726,12 +812,71 @@ parse(int argc, char *argv[], struct opts *o)
 		case 'S': o->special = 1; break;
 		case 'J': o->json = 1; break;
 		case 'G': o->schema = optarg; break;
+		case 'M':
+			if (o->n_image == MAX_IMAGES) {
+				warnmsg("--image: more than %d images", MAX_IMAGES);
+				return -1;
+			}
+			o->image[o->n_image++] = optarg;
+			break;
+		case 'P': o->mmproj = optarg; break;
+		case 'T':
+			if (strcmp(optarg, "70") && strcmp(optarg, "140") && strcmp(optarg, "280") &&
+			    strcmp(optarg, "560") && strcmp(optarg, "1120")) {
+				warnmsg("--image-tokens %s: not 70, 140, 280, 560 or 1120", optarg);
+				return -1;
+			}
+			o->image_tokens = atoi(optarg);
+			break;
 		default:
 			if ((r = genopt_set(&o->go, ch, optarg, err)) < 0)
 				warnmsg("%s: %s", argv[optind - 1], err);
 			if (r <= 0)
 				return -1;
 		}
+	}
+	return 0;
+}
+
+/*
+ * --image: the tower (--mmproj, MEMRA_GEMMA_MMPROJ, else the model's own checkpoint),
+ * its proof line, the vocabulary's image markers and the images prepared.
+ */
+static int
+vision_setup(struct gen *g, const char *model, char *err)
+{
+	const char *src = g->o->mmproj ? g->o->mmproj : getenv("MEMRA_GEMMA_MMPROJ") &&
+	    *getenv("MEMRA_GEMMA_MMPROJ") ? getenv("MEMRA_GEMMA_MMPROJ") : model;
+	const struct tokenizer *tok = prompt_tokenizer(g->pr);
+	const struct vision_hparams *hp;
+	char e2[UTIL_ERRLEN];
+
+	if (tok == NULL)
+		return util_err(err, "%s: no tokenizer: --image needs one", model);
+	if ((g->vis = vision_open(src, g->be, err)) == NULL)
+		return -1;
+	hp = vision_hparams(g->vis);
+	if (hp->n_embd_text != model_hparams(g->m)->n_embd)
+		return util_err(err, "%s: a tower for a text width of %d, the model's is %d", src,
+		    hp->n_embd_text, model_hparams(g->m)->n_embd);
+	if (vision_tokens(tok, &g->vt, e2) != 0)
+		return util_err(err, "%s: %s", model, e2);
+	fprintf(stderr, "[vision] gemma4 tower: %d layers, hidden %d, patch %d, pool %d, %d soft "
+	    "tokens an image at most, image rows %s (%s)\n", hp->n_layer, hp->n_embd, hp->patch,
+	    hp->pool, g->o->image_tokens ? g->o->image_tokens : hp->max_tokens, hp->bidir ? "bidirectional" : "causal", src);
+	for (int i = 0; i < g->o->n_image; i++) {
+		size_t len;
+		char *buf = util_read_file(g->o->image[i], &len, e2);
+
+		if (buf == NULL)
+			return util_err(err, "%s", e2);
+		if (vision_prepare(g->vis, buf, len, NULL, g->o->image_tokens, &g->img[i], e2) != 0) {
+			free(buf);
+			return util_err(err, "%s: %s", g->o->image[i], e2);
+		}
+		free(buf);
+		fprintf(stderr, "[vision] %s: %dx%d -> %dx%d, %d soft tokens\n", g->o->image[i],
+		    g->img[i].w, g->img[i].h, g->img[i].rw, g->img[i].rh, g->img[i].n_tok);
 	}
 	return 0;
 }
@@ -767,6 +912,11 @@ main(int argc, char *argv[])
 	if ((o.text_tool && o.go.jsonl) || (o.special && o.text_tool != 'k') ||
 	    !genopt_operands(&o.go, argc))
 		return usage(stderr, 2);
+	if ((o.n_image || o.mmproj || o.image_tokens) && (o.text_tool || !o.n_image)) {
+		warnmsg("--image goes with prompts (not the text tools); --mmproj and "
+		    "--image-tokens with --image");
+		return usage(stderr, 2);
+	}
 	if ((o.json || o.schema) && (o.text_tool || o.go.ignore_eos || (o.json && o.schema))) {
 		warnmsg("--json and --json-schema exclude each other, --ignore-eos and the text tools");
 		return usage(stderr, 2);
@@ -802,12 +952,18 @@ main(int argc, char *argv[])
 	g.nv = model_hparams(g.m)->n_vocab;
 	if ((o.json || o.schema) && grammar_setup(&g, argv[0], err) != 0)
 		die(1, "%s", err);
+	if (o.n_image > 0 && vision_setup(&g, argv[0], err) != 0)
+		die(1, "%s", err);
 	if ((g.lg = model_host_alloc(g.m, g.nv)) == NULL)
 		die(1, "%s", model_errmsg(g.m));
 	status = o.go.jsonl ? jsonl(&g) : one(&g, text, len);
 	free(text);
 	grammar_free(g.gr);
 	grammar_vocab_free(g.gv);
+	for (int i = 0; i < o.n_image; i++)
+		vision_image_free(&g.img[i]);
+	vision_prompt_free(&g.vp);
+	vision_close(g.vis);
 	model_host_free(g.m, g.lg);
 	prompt_free(g.pr);
 	model_close(g.m);

@@ -558,6 +558,14 @@ bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs
 		return util_err(be->err, "attention: a sliding window of %d: not on backend "
 		    "'%s'%s", a->window, be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "
 		    "orders" : "");
+	if (a->hi != NULL && (!backend_attn_hi(be) || a->kv_f16 || a->ggml))
+		return util_err(be->err, "attention: rows that see later keys (an image's): not "
+		    "on backend '%s'%s", be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "
+		    "orders" : "");
+	for (int r = 0; a->hi != NULL && r < m; r++)
+		if (a->hi[r] < p0 + r || a->hi[r] >= p0 + m)
+			return util_err(be->err, "attention: row %d at %d sees up to %d, outside "
+			    "%d..%d", r, p0 + r, a->hi[r], p0 + r, p0 + m - 1);
 	return 0;
 }
 
@@ -576,6 +584,9 @@ backend_attention_dpos(struct backend *be, const struct backend_attn *a,
     const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
     const int32_t *d_pos, int n_ctx, float *o)
 {
+	if (a->hi != NULL)
+		return util_err(be->err, "attention: rows that see later keys at positions in "
+		    "backend memory: not supported");
 	if (bad_attention(be, a, ldq, qhs, m, 0))
 		return -1;
 	if (n_ctx < m)
@@ -1108,6 +1119,21 @@ int
 backend_window(const struct backend *be)
 {
 	return backend_gemma(be) || backend_step35(be);
+}
+
+int
+backend_attn_hi(const struct backend *be)
+{
+	return be->ops->clamp != NULL;
+}
+
+int
+backend_clamp(struct backend *be, float *x, size_t n, float lo, float hi)
+{
+	if (be->ops->clamp == NULL)
+		return util_err(be->err, "clamp: not on backend '%s' (a vision tower runs on the "
+		    "CPU only for now)", be->name);
+	return n ? be->ops->clamp(be, x, n, lo, hi) : 0;
 }
 
 int

@@ -268,6 +268,14 @@ struct backend_attn {
 				 * at position i sees keys j with i - window < j <= i
 				 * only; 0: every earlier key.  Needs backend_window,
 				 * and neither ggml nor kv_f16 */
+	const int32_t *hi;	/* NULL: causal.  Else host [m]: row r (at position
+				 * i = p0 + r) also sees the later keys up to hi[r]
+				 * (i <= hi[r] < p0 + m: keys this call wrote), the
+				 * window still bounding it below: an image's rows
+				 * seeing the whole image (gemma4's bidirectional
+				 * vision blocks; a vision tower's full attention with
+				 * p0 0 and every hi m - 1).  Needs backend_attn_hi,
+				 * neither ggml nor kv_f16, and no d_pos form */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,
@@ -574,6 +582,16 @@ int	backend_head_gate(struct backend *, float *x, int ldx, const float *g, int l
 /* 1 when the backend's attention honours backend_attn.window: one with
  * Gemma-4's or step35's ops. */
 int	backend_window(const struct backend *);
+
+/* 1 when the backend's attention honours backend_attn.hi (the CPU's). */
+int	backend_attn_hi(const struct backend *);
+
+/*
+ * x = min(max(x, lo), hi), n floats in place (torch.clamp: NaN stays NaN):
+ * the clipped linears of Gemma-4's vision and audio towers.  -1 on a
+ * backend without it (backend_attn_hi's, for now the CPU's).
+ */
+int	backend_clamp(struct backend *, float *x, size_t n, float lo, float hi);
 
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,

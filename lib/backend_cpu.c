@@ -1058,6 +1058,7 @@ static const struct backend_ops cpu_ops = {
 	.moe_geglu = backend_cpu_moe_geglu, .moe_scale = backend_cpu_moe_scale,
 	.moe_route_sigmoid = backend_cpu_moe_route_sigmoid,
 	.swiglu_limit = backend_cpu_swiglu_limit, .head_gate = backend_cpu_head_gate,
+	.clamp = backend_cpu_clamp,
 };
 
 static int

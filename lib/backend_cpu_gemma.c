@@ -52,6 +52,14 @@ backend_cpu_scale(struct backend *be, float *x, size_t n, float s)
 }
 
 int
+backend_cpu_clamp(struct backend *be, float *x, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+	return 0;
+}
+
+int
 backend_cpu_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k,
     const float *s)
 {

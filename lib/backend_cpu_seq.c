@@ -157,7 +157,8 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 	int hd = a->head_dim, kvd = a->n_kv_head * hd, grp = a->n_head / a->n_kv_head;
 
 	for (int64_t i = i0; i < i1; i++) {
-		int r = i / a->n_head, h = i % a->n_head, n = j->p0 + r + 1;
+		int r = i / a->n_head, h = i % a->n_head, p = j->p0 + r;
+		int n = (a->hi != NULL ? a->hi[r] : p) + 1;	/* keys 0 .. n - 1 */
 		const float *q = j->q + (size_t)r * j->ldq + (size_t)h * j->qhs;
 		const float *k = j->kc + (size_t)(h / grp) * hd;
 		const float *v = j->vc + (size_t)(h / grp) * hd;
@@ -167,10 +168,10 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 		if (s == NULL)
 			return;
-		if (a->window > 0 && n > a->window) {	/* keys n - window .. n - 1 */
-			k += (size_t)(n - a->window) * kvd;
-			v += (size_t)(n - a->window) * kvd;
-			n = a->window;
+		if (a->window > 0 && p + 1 > a->window) {	/* from key p + 1 - window */
+			k += (size_t)(p + 1 - a->window) * kvd;
+			v += (size_t)(p + 1 - a->window) * kvd;
+			n -= p + 1 - a->window;
 		}
 		if (a->kv_f16 || a->ggml) {
 			attn_head_ggml(j->c, a, q, k, v, kvd, n, s, o);

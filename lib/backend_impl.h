@@ -153,6 +153,9 @@ struct backend_ops {
 	int	(*head_gate)(struct backend *, float *, int, const float *, int, int, int, int);
 	/* optional, backend_use: NULL has nothing to make current */
 	int	(*use)(struct backend *);
+	/* optional, the vision towers' (backend_clamp; attention honours
+	 * backend_attn.hi): NULL has neither */
+	int	(*clamp)(struct backend *, float *, size_t, float, float);
 };
 
 struct backend {

@@ -213,6 +213,32 @@ int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
 	    int flags, float *logits, float *hidden);
 
 /*
+ * Rows of the next forward given as embeddings instead of their tokens'
+ * (an image's soft tokens, lib/vision): the model_forward,
+ * model_forward_argmax or model_forward_next call that follows runs row
+ * row[i] - base (0 <= that < its m, ascending) from x[i], the input its first
+ * layer takes (no embedding scale), and takes the struct off (it must
+ * stay valid until then).  With bidir, each run of consecutive rows is
+ * one block (an image) whose rows see each other both ways in the
+ * sliding-window layers (transformers' Gemma-4 rule for
+ * use_bidirectional_attention "vision": the full-attention layers stay
+ * causal); a block must lie whole in that one call.  The rows' per-layer
+ * inputs (PLE) take the token pad, as transformers' do.  Only gemma4 on
+ * one stage, and a backend with backend_attn_hi for bidir blocks; any
+ * other forward (model_forward_seqs, model_mtp) with one pending is an
+ * error.  0, or -1 with model_errmsg set (the struct is not kept then).
+ */
+struct model_embd {
+	int	n;		/* rows given */
+	const int32_t *row;	/* [n]: row[i] - base is the index among the forward's rows */
+	int	base;
+	const float *x;		/* host [n][n_embd] */
+	int32_t	pad;		/* the token their per-layer inputs take */
+	int	bidir;		/* runs of rows see each other in sliding layers */
+};
+int	model_inject(struct model *, const struct model_embd *);
+
+/*
  * model_forward with each logits row's greedy pick taken where the logits
  * are (backend_argmax) instead of the row itself: ids[rows] (host) get
  * the id of the largest finite logit, the lowest id on ties, -1 when none

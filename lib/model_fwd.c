@@ -65,6 +65,8 @@ model_act_reserve(struct model *md, int m)
 	    (a->logits = backend_alloc(be, (size_t)cap * hp->n_vocab)) == NULL ||
 	    (a->dpos = (int32_t *)backend_alloc(be, cap)) == NULL ||
 	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL ||
+	    (a->hi = malloc(cap * sizeof *a->hi)) == NULL ||
+	    (a->tok = malloc(cap * sizeof *a->tok)) == NULL ||
 	    (hp->n_expert > 0 && hp->arch != MODEL_ARCH_GEMMA4 && model_moe_act(md, cap) != 0) ||
 	    (md->ops->act != NULL && md->ops->act(md, cap) != 0) ||
 	    (md->dfl != NULL && (md->taps = backend_alloc(be, (size_t)md->dfl->hp.n_tap * cap *
@@ -150,7 +152,7 @@ attn_params(const struct model *md, int batched)
 	const struct model_hparams *hp = &md->hp;
 	struct backend_attn at = { hp->n_head, hp->n_head_kv, hp->head_dim,
 	    1.0f / sqrtf((float)hp->head_dim), md->kv_f16,
-	    hp->arch == MODEL_ARCH_LLAMA && !md->plain_attn, batched, 0 };
+	    hp->arch == MODEL_ARCH_LLAMA && !md->plain_attn, batched, 0, NULL };
 
 	return at;
 }
@@ -435,26 +437,78 @@ stage_forward(struct model *md, int s, struct state *st, const int32_t *tok, int
 	return 0;
 }
 
+int
+model_inject(struct model *md, const struct model_embd *e)
+{
+	md->inj = NULL;
+	if (!md->ops->inject || model_stages(md) > 1)
+		return util_err(md->err, "embedding rows (an image's): not for this model%s",
+		    model_stages(md) > 1 ? " split in stages" : "'s architecture");
+	if (e->n < 0 || (e->n > 0 && (e->row == NULL || e->x == NULL)))
+		return util_err(md->err, "embedding rows: %d rows without their data", e->n);
+	for (int i = 1; i < e->n; i++)
+		if (e->row[i] <= e->row[i - 1])
+			return util_err(md->err, "embedding rows: row %d after row %d", e->row[i],
+			    e->row[i - 1]);
+	if (e->n > 0 && e->row[0] < e->base)
+		return util_err(md->err, "embedding rows: row %d before %d", e->row[0], e->base);
+	md->inj = e;
+	return 0;
+}
+
+/*
+ * The pending embedding rows of a forward of m rows at p0 into the
+ * activations (a->inj, and a->hi for bidir blocks: each row's last key).
+ */
+static int
+inject_rows(struct model *md, const struct model_embd *e, int p0, int m)
+{
+	struct model_act *a = &md->act;
+
+	if (e->n > 0 && e->row[e->n - 1] - e->base >= m)
+		return util_err(md->err, "embedding rows: row %d of a forward of %d",
+		    e->row[e->n - 1] - e->base, m);
+	for (int r = 0; r < m; r++)
+		a->hi[r] = p0 + r;
+	for (int i = e->n - 1, end = -1; e->bidir && i >= 0; i--) {
+		if (i == e->n - 1 || e->row[i + 1] != e->row[i] + 1)
+			end = e->row[i] - e->base;
+		a->hi[e->row[i] - e->base] = p0 + end;
+	}
+	a->inj = e;
+	return 0;
+}
+
 static int
 forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
     float *logits, const struct pick *pk, float *hidden)
 {
-	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL), n = model_stages(md);
+	const struct model_embd *e = md->inj;
+	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL) && e == NULL;
+	int n = model_stages(md), rc = -1;
 	struct model *lm = model_last(md);
 
+	md->inj = NULL;
 	if (m < 1)
 		return util_err(md->err, "forward: %d rows", m);
 	if (stages_reserve(md, m) != 0)
 		return -1;
 	if ((p0 = state_push(st, m, flags & MODEL_VERIFY)) < 0)
 		return util_err(md->err, "forward: %s", state_errmsg(st));
+	if (e != NULL && inject_rows(md, e, p0, m) != 0)
+		return -1;
 	for (int s = 0; s < n; s++)
 		if (stage_forward(md, s, st, tok, p0, m, flags, step) != 0)
-			return -1;
+			goto out;
 	if (head(lm, lm->output_norm, &lm->output, m, flags & MODEL_LOGITS_ALL ? m : 1, logits,
-	    pk, hidden) != 0)
-		return stage_fail(md, n - 1, lm);
-	return 0;
+	    pk, hidden) != 0) {
+		stage_fail(md, n - 1, lm);
+		goto out;
+	}
+	rc = 0;
+out:
+	md->act.inj = NULL;
+	return rc;
 }
 
 int
@@ -809,6 +863,10 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
 	const struct model_hparams *hp = &md->hp;
 	struct model_seqs g = { .rows = NULL, .verify = (flags & MODEL_VERIFY) != 0 };
 
+	if (md->inj != NULL) {
+		md->inj = NULL;
+		return util_err(md->err, "forward: sequences: embedding rows go with one prompt");
+	}
 	if (seqs_check(md, st, rows, n, flags) != 0)
 		return -1;
 	/* one sequence is a step of its own: the same ops, through the recorded

@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "model_impl.h"
 #include "util.h"
@@ -56,8 +57,38 @@ g4_act(struct model *md, int cap)
 	return 0;
 }
 
+/* tok[m] with model_inject's rows as its pad token, in a->tok. */
+static const int32_t *
+g4_inject_tokens(struct model *md, const int32_t *tok, int m)
+{
+	struct model_act *a = &md->act;
+
+	memcpy(a->tok, tok, (size_t)m * sizeof *tok);
+	for (int i = 0; i < a->inj->n; i++)
+		a->tok[a->inj->row[i] - a->inj->base] = a->inj->pad;
+	return a->tok;
+}
+
+/* model_inject's rows over x: each run of consecutive rows in one write. */
+static int
+g4_inject_rows(struct model *md)
+{
+	const struct model_embd *e = md->act.inj;
+	int ne = md->hp.n_embd;
+
+	for (int i = 0, j; i < e->n; i = j) {
+		for (j = i + 1; j < e->n && e->row[j] == e->row[j - 1] + 1; j++)
+			;
+		if (backend_write(md->be, md->act.x + (size_t)(e->row[i] - e->base) * ne,
+		    e->x + (size_t)i * ne,
+		    (size_t)(j - i) * ne))
+			return -1;
+	}
+	return 0;
+}
+
 /*
- * x = embed(tok) * sqrt(n_embd); with PLE, a->plp = the per-layer inputs:
+ * x = embed(tok) * sqrt(n_embd), model_inject's rows as given; with PLE, a->plp = the per-layer inputs:
  * (norm(proj(x) / sqrt(n_embd)) + pl_embd(tok) * sqrt(n_pl)) / sqrt(2).
  */
 static int
@@ -68,8 +99,11 @@ g4_embed(struct model *md, const int32_t *tok, int m)
 	struct backend *be = md->be;
 	int ne = hp->n_embd, P = hp->n_pl, lp = hp->n_layer * P;
 
+	if (a->inj != NULL)	/* embedding rows: the pad token under them */
+		tok = g4_inject_tokens(md, tok, m);
 	if (backend_embed(be, &md->tok_embd, tok, m, a->x, ne) ||
-	    backend_scale(be, a->x, (size_t)m * ne, (float)sqrt((double)ne)))
+	    backend_scale(be, a->x, (size_t)m * ne, (float)sqrt((double)ne)) ||
+	    (a->inj != NULL && g4_inject_rows(md) != 0))
 		return fail(md);
 	if (P == 0)
 		return 0;
@@ -120,8 +154,11 @@ g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V)
 static struct backend_attn
 g4_attn_params(const struct model *md, const struct model_layer *L)
 {
+	const struct model_act *a = &md->act;
 	struct backend_attn at = { md->hp.n_head, L->nkv, L->hd, 1.0f, 0, 0, 0,
-	    L->swa ? md->hp.n_swa : 0 };
+	    L->swa ? md->hp.n_swa : 0,
+	    /* an image's rows see the whole image in the sliding layers only */
+	    L->swa && a->inj != NULL && a->inj->bidir ? a->hi : NULL };
 
 	return at;
 }
@@ -286,7 +323,7 @@ g4_logits(struct model *md, int rows)
 
 const struct model_arch_ops model_arch_gemma4 = {
 	.act = g4_act, .embed = g4_embed, .layers = g4_layers, .layers_seqs = g4_layers_seqs,
-	.logits = g4_logits,
+	.logits = g4_logits, .inject = 1,
 };
 
 /* A gemma4_assistant runs only as its trunk's drafter (model_assist). */

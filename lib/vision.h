@@ -1,0 +1,145 @@
+/*
+ * vision: Gemma-4's vision tower and its projector (transformers 5.17's
+ * Gemma4VisionModel and Gemma4MultimodalEmbedder, float32), run on a
+ * backend: an image's patches in, its soft tokens out as rows of the text
+ * model's width (model_inject puts them in a prompt).
+ *
+ * Weights: an HF Gemma4ForConditionalGeneration checkpoint directory
+ * (config.json's vision_config, model.vision_tower.* and
+ * model.embed_vision.*, preprocessor_config.json's max_soft_tokens) or
+ * the mmproj GGUF llama.cpp's converter writes (clip, projector gemma4v).
+ *
+ * The tower:
+ *	x = W_patch . 2(p - 0.5) + pos_x[col] + pos_y[row]
+ *	per layer:  x += post_attn_norm(attn(ln1(x)))
+ *	            x += post_ffn_norm(down(gelu_tanh(gate(h)) * up(h))), h = ln2(x)
+ *	attention:  q, k normed per head (weights), v normed (none), 2-D RoPE
+ *	            (the first half of a head turned by the column, the second by
+ *	            the row, rotate-half, theta 100), scale 1, every patch sees
+ *	            every patch
+ *	then the average of each pool x pool block of patches (row-major over
+ *	the pooled grid) times sqrt(n_embd), (h - std_bias) * std_scale when the
+ *	tower standardizes, RMSNorm without a weight, the projection.
+ * Clipped linears clamp their input and output to the checkpoint's bounds.
+ * Every RMSNorm is x * (mean(x^2) + eps)^-1/2 * w.
+ *
+ * Differences from llama.cpp's gemma4v that we do not follow (we follow
+ * transformers): its FFN is GELU-quick unless the file sets clip.use_gelu
+ * (the converter does not); its image preprocessing (lib/image).
+ */
+#ifndef MEMRA_VISION_H
+#define MEMRA_VISION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backend;
+struct image_limits;
+
+struct vision_hparams {
+	int	n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim;
+	int	patch;		/* a patch's side in pixels */
+	int	pool;		/* pooling kernel: pool x pool patches a soft token */
+	int	n_pos;		/* rows of each position table: the largest grid side */
+	int	n_embd_text;	/* the projector's output: the text model's width */
+	int	max_tokens;	/* soft tokens an image may take (the processor's
+				 * max_soft_tokens; 280 unless the checkpoint says) */
+	float	eps, theta;
+	int	clipped;	/* 1: clipped linears */
+	int	standardize;	/* 1: std_bias, std_scale */
+	int	bidir;		/* 1: the text model's image rows see each other
+				 * (transformers' use_bidirectional_attention
+				 * "vision"; an mmproj GGUF: llama.cpp's rule, every
+				 * text width but E2B's 1536 and E4B's 2560) */
+	int	gguf;		/* 1: read from an mmproj GGUF */
+};
+
+struct vision;
+
+/*
+ * Open the tower at path (an HF checkpoint directory with a vision tower,
+ * or an mmproj GGUF) on backend be, which must outlive it.  NULL with
+ * "path: why" in err (UTIL_ERRLEN): not a Gemma-4 tower (another
+ * projector type, no vision_config), a missing tensor, a shape that does
+ * not fit.  vision_close frees (NULL is a no-op).
+ */
+struct vision *vision_open(const char *path, struct backend *be, char *err);
+void	vision_close(struct vision *);
+const struct vision_hparams *vision_hparams(const struct vision *);
+const char *vision_errmsg(const struct vision *);
+
+/* An image made ready for the tower. */
+struct vision_image {
+	int	w, h;		/* the image's size as decoded */
+	int	rw, rh;		/* resized to */
+	int	gw, gh;		/* its patch grid */
+	int	n_tok;		/* soft tokens: gw * gh / pool^2 */
+	float	*px;		/* [gw * gh][patch * patch * 3] (image_patches) */
+};
+
+/*
+ * Decode n bytes of a PNG or JPEG (lim: image_decode's), fit them to the
+ * tower's budget (max_tokens 0: hp->max_tokens) and make the patches.
+ * 0, or -1 with the reason in err; vision_image_free frees.
+ */
+int	vision_prepare(const struct vision *, const void *buf, size_t n,
+	    const struct image_limits *lim, int max_tokens, struct vision_image *img,
+	    char *err);
+void	vision_image_free(struct vision_image *);
+
+/*
+ * The soft tokens of img into out (host [img->n_tok][n_embd_text]).  0, or
+ * -1 with vision_errmsg set (a grid past the position tables; a backend
+ * without the tower's ops: the CPU's only, for now).
+ */
+int	vision_encode(struct vision *, const struct vision_image *img, float *out);
+
+#endif
+
+/* --- a prompt's images --- */
+
+struct tokenizer;
+struct model_embd;
+
+/* The marker tokens: <|image> (boi), <|image|> (img), <image|> (eoi), and the
+ * token image rows' per-layer inputs take (<pad>, 0 without one). */
+struct vision_tokens {
+	int32_t	boi, img, eoi, pad;
+};
+
+/* The markers of tok's vocabulary; -1 with err when one of the three is missing. */
+int	vision_tokens(const struct tokenizer *tok, struct vision_tokens *vt, char *err);
+
+/* A prompt's images: the rows their soft tokens take, and the soft tokens. */
+struct vision_prompt {
+	int	n_rows;		/* soft-token rows in all */
+	int32_t	*row;		/* [n_rows] their indices in the prompt, ascending */
+	float	*x;		/* [n_rows][n_embd_text] */
+	int	nt;		/* n_embd_text */
+	int	bidir;		/* vision_hparams.bidir */
+	int32_t	pad;
+};
+
+/*
+ * The prompt ids[n] with its images: each img token of ids (one an image,
+ * n_img of them, in order) becomes boi, imgs[i].n_tok img tokens and eoi,
+ * as transformers' Gemma4Processor expands it; each image is encoded
+ * (vision_encode) into vp.  *out: malloc'd [*n_out] ids.  0, or -1 with
+ * the reason in err (UTIL_ERRLEN): a count of markers other than n_img, an
+ * encoding failure.  vision_prompt_free frees vp.
+ */
+int	vision_prompt_build(struct vision *, const struct vision_tokens *vt, const int32_t *ids,
+	    size_t n, const struct vision_image *imgs, int n_img, int32_t **out, size_t *n_out,
+	    struct vision_prompt *vp, char *err);
+void	vision_prompt_free(struct vision_prompt *);
+
+/* The embedding rows of prompt rows [r0, r0 + m) into e (its arrays point into vp). */
+void	vision_prompt_rows(const struct vision_prompt *, int r0, int m, struct model_embd *e);
+
+/*
+ * How many of the m prompt rows from r0 a forward may take without cutting
+ * an image (a bidir block must lie in one forward): m, or fewer so that an
+ * image starting before r0 + m is left whole for the next; an image that
+ * starts at r0 is taken whole even past m.
+ */
+int	vision_prompt_cut(const struct vision_prompt *, int r0, int m);
