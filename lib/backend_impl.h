@@ -153,6 +153,8 @@ struct backend_ops {
 	int	(*head_gate)(struct backend *, float *, int, const float *, int, int, int, int);
 	/* optional, backend_use: NULL has nothing to make current */
 	int	(*use)(struct backend *);
+	/* optional, backend_head_max: NULL attends with heads of any size */
+	int	(*head_max)(const struct backend *);
 };
 
 struct backend {

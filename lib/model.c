@@ -1027,12 +1027,31 @@ bind_ends(struct model *md, struct src *s)
  * Bind the weights; with a draft source ds, the MTP layer blk.<n_layer>
  * comes from it (one MTP layer, whatever the trunk has).
  */
+/*
+ * Attention heads longer than the backend takes (backend_head_max: the
+ * CUDA kernels' 256; Gemma-4's global layers have 512): refused by name
+ * before any weight is read.
+ */
+static int
+heads_fit(struct model *md)
+{
+	const struct model_hparams *hp = &md->hp;
+	int max = backend_head_max(md->be), hd = hp->head_dim;
+
+	if (hp->arch == MODEL_ARCH_GEMMA4 || hp->arch == MODEL_ARCH_GEMMA4A)
+		hd = hd > hp->head_dim_swa ? hd : hp->head_dim_swa;
+	if (max <= 0 || hd <= max)
+		return 0;
+	return util_err(md->err, "attention heads of %d: backend '%s' takes at most %d "
+	    "(use --device cpu)", hd, backend_name(md->be), max);
+}
+
 static int
 bind(struct model *md, struct src *s, struct src *ds)
 {
 	struct model_hparams *hp = &md->hp;
 
-	if (read_hparams(md, s) != 0 || plan_range(md) != 0)
+	if (read_hparams(md, s) != 0 || plan_range(md) != 0 || heads_fit(md) != 0)
 		return -1;
 	if (hp->arch == MODEL_ARCH_GEMMA4 || hp->arch == MODEL_ARCH_GEMMA4A) {
 		if (ds != NULL)
