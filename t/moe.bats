@@ -130,3 +130,17 @@ setup() {
 	[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
 	[[ $stderr == *"[frspec-trim] self-trimmed head: 64 rows of main output.weight (F32)"* ]]
 }
+
+# bats test_tags=gpu
+@test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
+	quant-nvfp4 -t 2 --type Q8_0 "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/q8.gguf" 2>/dev/null
+	cuda_same "$M/moe-e8k2-mtp" "$M/moe-e4k1-tied" "$M/moe-e6k2-r4" "$BATS_TEST_TMPDIR/q8.gguf"
+}
+
+# bats test_tags=gpu
+@test "run-spec K=1..8 on the MTP block of an MoE trunk on the CUDA backend: identical to plain decode" {
+	run -1 --separate-stderr run-spec --raw -K 1-8 -n 24 --ignore-eos --device cuda "$M/moe-e8k2-mtp" \
+	    "hello world"
+	[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 8 ]
+	! grep -q 'FAIL (' <<<"$output"
+}
