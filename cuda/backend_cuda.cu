@@ -753,7 +753,7 @@ upload(struct backend *be, const void *h, size_t n)
  * weight becomes F32).  Rows whose length is not a multiple of 32 (F32,
  * F16 and BF16 ones: the quantized types' blocks are whole) become F32
  * rows of ne0p, the length rounded up, zeros after ne0: the products read
- * their input zero-padded likewise (product, moe_rows), so the padding
+ * their input zero-padded likewise (product, input_rows), so the padding
  * adds exact zeros, and the lookups copy ne0 of each row.
  */
 static int
@@ -769,8 +769,13 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 	q8 = q8 && np == w->ne0;
 	cw->ne0p = mv || q8 ? w->ne0 : np;
 	if (!mv && ((f = dequant_host(be, w, cw->ne0p)) == NULL ||
-	    (cw->d_f32 = (float *)upload(be, f, (size_t)cw->ne0p * w->ne1 * 4)) == NULL))
+	    (cw->d_f32 = (float *)upload(be, f, (size_t)cw->ne0p * w->ne1 * 4)) == NULL)) {
+		if (f != NULL && !q8 && !gpu_can_matvec(w->type))	/* why so many bytes */
+			util_err(be->err, "weight: type '%s' has no GPU product and is held as F32 "
+			    "(%zu bytes): %s", quant_name(w->type), (size_t)cw->ne0p * w->ne1 * 4,
+			    gpu_errmsg(CB(be)->g));
 		goto fail;
+	}
 	if ((mv || q8) && (cw->d = upload(be, w->data, w->row_size * (size_t)w->ne1)) == NULL)
 		goto fail;
 	if ((mv || q8) && w->type == QUANT_NVFP4 &&
@@ -868,7 +873,7 @@ wscale(const struct backend_weight *w)
  * aligned: x itself when it is so already, else a copy in c->pad.
  */
 static const float *
-moe_rows(struct backend *be, const float *x, int64_t ldx, int64_t n, int64_t np, int64_t rows)
+input_rows(struct backend *be, const float *x, int64_t ldx, int64_t n, int64_t np, int64_t rows)
 {
 	struct backend_cuda *c = CB(be);
 	float *p;
@@ -894,7 +899,7 @@ product(struct backend *be, const struct backend_weight *w, const float *x,
 	int64_t ne0 = CW(w)->ne0p;
 	int rc;
 
-	if (ne0 != w->ne0 && (x = moe_rows(be, x, w->ne0, w->ne0, ne0, m)) == NULL)
+	if (ne0 != w->ne0 && (x = input_rows(be, x, w->ne0, w->ne0, ne0, m)) == NULL)
 		return -1;
 	if (gpu_can_matvec_q8_rows(w->type, m))	/* the CPU's numerics: int8 activations */
 		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, ne0, x, m, y, wscale(w));
@@ -1646,7 +1651,7 @@ static int
 moe_products(struct backend *be, const struct backend_weight *w, int n_exp, const float *x,
     int ldx, int nx, int per, const int32_t *ids, int ns, float *Y)
 {
-	const float *xr = moe_rows(be, x, ldx, w->ne0, CW(w)->ne0p, nx);
+	const float *xr = input_rows(be, x, ldx, w->ne0, CW(w)->ne0p, nx);
 
 	if (xr == NULL)
 		return -1;
