@@ -70,7 +70,9 @@ struct cuda_graph {
 	unsigned long used;		/* for least-recently-used eviction */
 };
 
-#define CUDA_ROPE_TABLES 8
+/* frequency tables a backend keeps: (theta, n_rot, dim) of every layer kind of every
+ * model opened on it (kernel-check's model checks open a dozen on one backend) */
+#define CUDA_ROPE_TABLES 128
 #define CUDA_GRAPHS 32
 
 struct backend_cuda {
@@ -873,7 +875,8 @@ wscale(const struct backend_weight *w)
  * aligned: x itself when it is so already, else a copy in c->pad.
  */
 static const float *
-input_rows(struct backend *be, const float *x, int64_t ldx, int64_t n, int64_t np, int64_t rows)
+input_rows(struct backend *be, const float *x, int64_t ldx, int64_t n, int64_t np,
+    int64_t rows)
 {
 	struct backend_cuda *c = CB(be);
 	float *p;
