@@ -272,9 +272,12 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
  * One warp per weight row (the file comment), NG = 32 / L groups; group g
  * takes blocks g, g + NG, ..., two at a time (both loaded first), adding
  * them in block order; the lanes' sums are added by a butterfly over the
- * warp (xor 1, 2, 4, 8, 16).  mvk_row: the sums of the weight row at wr
- * with the m (<= M) quantized input rows, into acc[] of every lane;
- * k_mvk and the experts' k_moe_mvk (one input row a slot) run it.
+ * warp (xor 1, 2, 4, 8, 16).  mvk_row: k_mvk's loop as a function, each
+ * lane's part of the sums of the weight row at wr with the m (<= M)
+ * quantized input rows into acc[], for the experts' k_moe_mvk: the same
+ * operations in the same order as k_mvk's (which keeps its own copy: its
+ * code as it was measured), so an expert's one-row product is k_mvk<T, 1,
+ * L>'s bit for bit (kernel-check's "be moe_* =1row").
  */
 template <int T, int M, int L>
 __device__ __forceinline__ void
@@ -303,15 +306,6 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 		if (b0 + NG < nb)	/* warp-uniform */
 			mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
 	}
-#pragma unroll
-	for (int j = 0; j < M; j++) {
-		if (j >= m)
-			break;
-		float v = acc[j];
-		for (int o = 1; o < 32; o <<= 1)
-			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-		acc[j] = v;
-	}
 }
 
 template <int T, int M, int L>
@@ -320,8 +314,10 @@ k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
     const int8_t *__restrict__ q, const float *__restrict__ dk, const int16_t *__restrict__ bs,
     int m, float *y, const float *scale)
 {
+	enum { BS = mvk_bs<T>::v, NG = 32 / L };
 	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
+	int lane = threadIdx.x & 31, g = lane / L, i = lane % L;
+	int64_t ne0 = (int64_t)nb * 256;
 	float acc[M];
 
 	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
@@ -329,13 +325,34 @@ k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 	pdl_enter();
 	if (r >= rows)
 		return;
-	mvk_row<T, M, L>(W + r * rowbytes, nb, q, dk, bs, m, lane, acc);
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	const uint8_t *wr = W + r * rowbytes;
+	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
+		struct mvk_w<L> w0, w1;
+		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
+		if (on0)
+			mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
+		else
+			w0 = mvk_w<L>();
+		if (on1)
+			mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
+		else
+			w1 = mvk_w<L>();
+		mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
+		if (b0 + NG < nb)	/* warp-uniform */
+			mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
+	}
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		if (j >= m)
 			break;
+		float v = acc[j];
+		for (int o = 1; o < 32; o <<= 1)
+			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
 		if (lane == 0)
-			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(acc[j], *scale) : acc[j];
+			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
 	}
 }
 
@@ -368,8 +385,11 @@ k_moe_mvk(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, si
 	}
 	mvk_row<T, 1, L>(W + (size_t)e * ebytes + r * rowbytes, nb, q + xr * nb * 256,
 	    dk + xr * nb, bs + xr * nb * 16, 1, lane, acc);
+	float v = acc[0];
+	for (int o = 1; o < 32; o <<= 1)
+		v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
 	if (lane == 0)
-		*yr = scale != NULL ? __fmul_rn(acc[0], *scale) : acc[0];
+		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
 }
 
 int
