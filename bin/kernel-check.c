@@ -26,7 +26,7 @@
 static int
 usage(FILE *f, int status)
 {
-	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]\n"
+	fprintf(f, "usage: %s [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model ...]\n"
 	    "       %s -n model\n", prog, prog);
 	return status;
 }
@@ -2012,7 +2012,8 @@ be_rope(struct kc *k, struct bpair *p, int m, int nh, int hs, int n_rot, int mod
 	BOTH(p, backend_rope(p->c, o.c[0], ld, nh, hs, m, pos, n_rot, 1e7f, mode),
 	    backend_rope(p->g, o.g[0], ld, nh, hs, m, pos, n_rot, 1e7f, mode));
 	snprintf(shape, sizeof shape, "m=%d %dx%d rot=%d pos=%d", m, nh, hs, n_rot, p0);
-	bop_cmp(k, p, &o, 0, mode == BACKEND_ROPE_NEOX ? "be rope neox" :
+	bop_cmp(k, p, &o, 0, mode & BACKEND_ROPE_PROP ? "be rope prop" :
+	    mode == BACKEND_ROPE_NEOX ? "be rope neox" :
 	    mode & BACKEND_ROPE_GGML ? "be rope norm ggml" : "be rope norm", shape, 2e-4);
 	bop_free(p, &o);
 	free(pos);
@@ -2086,14 +2087,22 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 	free(pos);
 }
 
-/* Attention with the qwen35 q layout (query ; gate per head): m rows at p0. */
+/*
+ * Attention with the qwen35 q layout (query ; gate per head): m rows at
+ * p0, with a sliding window of win keys (0: none).  Each row alone at its
+ * own position: the same bits up to 16 rows (verify), and past them with a
+ * window too (windowed prompts keep the split-K kernel); without one, a
+ * prompt's flash attention within float tolerance.  With a window, the
+ * positions in backend memory (backend_attention_dpos) give the host
+ * form's bits.
+ */
 static void
-be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0)
+be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0, int win)
 {
 	int qhs = 2 * hd, ldq = nh * qhs, kvd = nkv * hd, n = p0 + m;
 	size_t sz[] = { (size_t)m * ldq, (size_t)n * kvd, (size_t)n * kvd, (size_t)m * nh * hd };
 	float lo[] = { -1, -1, -1, 0 }, hi[] = { 1, 1, 1, 0 };
-	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, 0, NULL };
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, NULL };
 	struct bop o;
 	char shape[64];
 
@@ -2101,6 +2110,8 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 	BOTH(p, backend_attention(p->c, &a, o.c[0], ldq, qhs, o.c[1], o.c[2], m, p0, o.c[3]),
 	    backend_attention(p->g, &a, o.g[0], ldq, qhs, o.g[1], o.g[2], m, p0, o.g[3]));
 	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d", m, nh, nkv, hd, p0);
+	if (win)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " win=%d", win);
 	bop_cmp(k, p, &o, 3, "be attention", shape, 1e-4);
 	if (m > 1) {	/* each row alone, at its own position (decode) */
 		float *all = bget(p->g, o.g[3], o.n[3]), *one;
@@ -2108,11 +2119,29 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 			bchk(p->g, backend_attention(p->g, &a, o.g[0] + (size_t)r * ldq, ldq, qhs,
 			    o.g[1], o.g[2], 1, p0 + r, o.g[3] + (size_t)r * nh * hd));
 		one = bget(p->g, o.g[3], o.n[3]);
-		if (m <= GPU_MATVEC_MAX_ROWS)	/* verify: bit for bit */
+		if (m <= GPU_MATVEC_MAX_ROWS || win)	/* verify, windowed prompts: bit for bit */
 			bsame(k, "be attention m=1xm", shape, one, all, (int64_t)o.n[3]);
 		else		/* a prompt (flash attention): its own order */
 			becmp(k, "be attention 1xm", shape, all, one, NULL, (int64_t)o.n[3], 1e-4);
 		free(all), free(one);
+	}
+	if (win && m <= GPU_MATVEC_MAX_ROWS) {	/* positions in backend memory, caches of n + 3 */
+		int32_t *pos = xmalloc((size_t)m * 4);
+		float *kc = bput(p->g, NULL, (size_t)(n + 3) * kvd), *vc = bput(p->g, NULL,
+		    (size_t)(n + 3) * kvd), *dp, *h, *d;
+		for (int r = 0; r < m; r++)
+			pos[r] = p0 + r;
+		dp = bput(p->g, (const float *)pos, (size_t)m);
+		bchk(p->g, backend_copy(p->g, kc, o.g[1], (size_t)n * kvd));
+		bchk(p->g, backend_copy(p->g, vc, o.g[2], (size_t)n * kvd));
+		bchk(p->g, backend_attention(p->g, &a, o.g[0], ldq, qhs, o.g[1], o.g[2], m, p0, o.g[3]));
+		h = bget(p->g, o.g[3], o.n[3]);
+		bchk(p->g, backend_attention_dpos(p->g, &a, o.g[0], ldq, qhs, kc, vc, m,
+		    (const int32_t *)dp, n + 3, o.g[3]));
+		d = bget(p->g, o.g[3], o.n[3]);
+		bsame(k, "be attention dpos=host", shape, d, h, (int64_t)o.n[3]);
+		free(h), free(d), free(pos);
+		backend_mfree(p->g, kc), backend_mfree(p->g, vc), backend_mfree(p->g, dp);
 	}
 	bop_free(p, &o);
 }
@@ -2675,8 +2704,510 @@ be_set(struct kc *k, struct bpair *p, int t, int m, int n)
 	backend_mfree(p->g, gx), backend_mfree(p->g, gw);
 }
 
+/* --- the mixture of experts, Gemma-4's and step35's ops ------------------ */
+
+/* ids[m][kk]: kk distinct experts of n_exp a row, at random. */
 static void
-check_backend(struct kc *k, int dev, const char *model)
+moe_ids(struct kc *k, int32_t *ids, int m, int kk, int n_exp)
+{
+	for (int r = 0; r < m; r++)
+		for (int j = 0; j < kk; j++) {
+			int e, dup;
+			do {
+				e = (int)(rnd(k) % (uint64_t)n_exp);
+				dup = 0;
+				for (int i = 0; i < j; i++)
+					dup |= ids[r * kk + i] == e;
+			} while (dup);
+			ids[r * kk + j] = e;
+		}
+}
+
+/* The stack b's expert e (of n_exp, type t) as a GPU weight of its own, from its host rows. */
+static void
+moe_slice(struct bpair *p, const struct bw *b, int t, int n_exp, int e, float scale,
+    struct backend_weight *w)
+{
+	int64_t rows = b->c.ne1 / n_exp, ne0 = b->c.ne0;
+	size_t rb = quant_row_size(t, ne0);
+
+	bchk(p->g, backend_weight_init(p->g, w, t, ne0, rows, b->w + (size_t)e * rows * rb, scale));
+}
+
+/* Every expert of the stack b as a GPU weight of its own (moe_slice), freed by moe_slices_free. */
+static struct backend_weight *
+moe_slices(struct bpair *p, const struct bw *b, int t, int n_exp, float scale)
+{
+	struct backend_weight *w = xmalloc((size_t)n_exp * sizeof *w);
+
+	for (int e = 0; e < n_exp; e++)
+		moe_slice(p, b, t, n_exp, e, scale, &w[e]);
+	return w;
+}
+
+static void
+moe_slices_free(struct bpair *p, struct backend_weight *w, int n_exp)
+{
+	for (int e = 0; e < n_exp; e++)
+		backend_weight_release(p->g, &w[e]);
+	free(w);
+}
+
+/* The products' tolerance against the CPU (be_matmul's): the int8 path's numerics, else 2e-2. */
+static double
+moe_tol(int t)
+{
+	return gpu_can_matvec_q8_rows(t, 1) ? 1e-5 : 2e-2;
+}
+
+/*
+ * The magnitude of a gated product's output act(g) * u, g = sg * (wg . x),
+ * u = wu . x (fused_mags' bound: a slope of act up to 1.2, |act(g)| <= |g|
+ * + 1) from the rows' sums of |w x|.
+ */
+static double
+gated_mag(const float *gr, const float *ur, const float *x, int n, float sg)
+{
+	double ag = 0, au = 0, g = 0, u = 0;
+
+	for (int e = 0; e < n; e++) {
+		ag += fabs((double)gr[e] * x[e]) * fabs(sg);
+		au += fabs((double)ur[e] * x[e]);
+		g += (double)gr[e] * x[e] * sg;
+		u += (double)ur[e] * x[e];
+	}
+	return 1.2 * ag * fabs(u) + (fabs(g) + 1) * au + 0.05 * ag * au + 1e-20;
+}
+
+/*
+ * backend_moe_swiglu_limit (limit 0: backend_moe_swiglu) over m rows of n
+ * (ldx = n + pad), kk of n_exp experts of nf rows each, type t (the gate
+ * stack scaled by sg): the GPU against the CPU (the fused products'
+ * magnitudes, be_matmul's tolerances), each slot against the GPU's own
+ * one-row backend_matmul_swiglu (with a limit: two backend_matmul and
+ * backend_swiglu_limit) with that expert's rows alone, bit for bit, and
+ * each row alone against the m-row call, bit for bit.
+ */
+static void
+be_moe_swiglu(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int m, int kk,
+    int pad, float limit, float sg)
+{
+	struct bw wg, wu;
+	int ldx = n + pad, ns = m * kk;
+	float *x = frand(k, (int64_t)m * ldx, -1, 1);
+	int32_t *ids = xmalloc((size_t)ns * 4);
+	double *mag = xmalloc((size_t)ns * nf * 8);
+	char shape[96], name[64];
+
+	moe_ids(k, ids, m, kk, n_exp);
+	bw_new(k, p, &wg, t, (int64_t)n_exp * nf, n, sg);
+	bw_new(k, p, &wu, t, (int64_t)n_exp * nf, n, 1.0f);
+	float *cx = bput(p->c, x, (size_t)m * ldx), *gx = bput(p->g, x, (size_t)m * ldx);
+	float *cid = bput(p->c, (const float *)ids, ns), *gid = bput(p->g, (const float *)ids, ns);
+	float *cf = bput(p->c, NULL, (size_t)ns * nf), *gf = bput(p->g, NULL, (size_t)ns * nf);
+	BOTH(p, backend_moe_swiglu_limit(p->c, &wg.c, &wu.c, n_exp, cx, ldx, m, (const int32_t *)cid,
+	    kk, limit, cf), backend_moe_swiglu_limit(p->g, &wg.g, &wu.g, n_exp, gx, ldx, m,
+	    (const int32_t *)gid, kk, limit, gf));
+	for (int s = 0; s < ns; s++)
+		for (int i = 0; i < nf; i++) {
+			size_t row = (size_t)ids[s] * nf + i;
+			mag[(size_t)s * nf + i] = gated_mag(wg.wf + row * n, wu.wf + row * n,
+			    x + (size_t)(s / kk) * ldx, n, sg);
+		}
+	snprintf(shape, sizeof shape, "%s %d of %d x %dx%d m=%d ld+%d%s", quant_name(t), kk, n_exp,
+	    nf, n, m, pad, sg != 1.0f ? " *s" : "");
+	if (limit > 0)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " L=%g", limit);
+	float *hc = bget(p->c, cf, (size_t)ns * nf), *hg = bget(p->g, gf, (size_t)ns * nf);
+	becmp(k, "be moe_swiglu", shape, hg, hc, mag, (int64_t)ns * nf, moe_tol(t));
+	free(hg);
+
+	/* each slot: its row's one-row product with its expert alone, on the GPU */
+	struct backend_weight *eg = moe_slices(p, &wg, t, n_exp, sg), *eu = moe_slices(p, &wu, t,
+	    n_exp, 1.0f);
+	float *ref = bput(p->g, NULL, (size_t)ns * nf), *tg = bput(p->g, NULL, (size_t)nf);
+	float *tu = bput(p->g, NULL, (size_t)nf);
+	for (int s = 0; s < ns; s++) {
+		const float *xr = gx + (size_t)(s / kk) * ldx;
+		int e = ids[s];
+		if (limit == 0) {
+			bchk(p->g, backend_matmul_swiglu(p->g, &eg[e], &eu[e], xr, 1, ref + (size_t)s * nf));
+			continue;
+		}
+		bchk(p->g, backend_matmul(p->g, &eg[e], xr, ldx, tg, nf, 1));
+		bchk(p->g, backend_matmul(p->g, &eu[e], xr, ldx, tu, nf, 1));
+		bchk(p->g, backend_swiglu_limit(p->g, tg, tu, ref + (size_t)s * nf, (size_t)nf, limit));
+	}
+	float *hr = bget(p->g, ref, (size_t)ns * nf);
+	hg = bget(p->g, gf, (size_t)ns * nf);
+	snprintf(name, sizeof name, "be moe_swiglu =1row");
+	bsame(k, name, shape, hg, hr, (int64_t)ns * nf);
+	free(hg);
+	if (m > 1) {	/* each row alone */
+		for (int r = 0; r < m; r++)
+			bchk(p->g, backend_moe_swiglu_limit(p->g, &wg.g, &wu.g, n_exp, gx + (size_t)r * ldx,
+			    ldx, 1, (const int32_t *)gid + (size_t)r * kk, kk, limit,
+			    ref + (size_t)r * kk * nf));
+		float *h1 = bget(p->g, ref, (size_t)ns * nf);
+		hg = bget(p->g, gf, (size_t)ns * nf);
+		bsame(k, "be moe_swiglu m=1xm", shape, h1, hg, (int64_t)ns * nf);
+		free(h1), free(hg);
+	}
+	moe_slices_free(p, eg, n_exp), moe_slices_free(p, eu, n_exp);
+	free(hr), free(hc), free(x), free(ids), free(mag);
+	backend_mfree(p->g, ref), backend_mfree(p->g, tg), backend_mfree(p->g, tu);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx), backend_mfree(p->c, cid);
+	backend_mfree(p->g, gid), backend_mfree(p->c, cf), backend_mfree(p->g, gf);
+	bw_free(p, &wg), bw_free(p, &wu);
+}
+
+/*
+ * backend_moe_geglu over m rows of n, kk of n_exp experts whose fused
+ * stack has 2 nf rows each (gate then up), type t: the GPU against the
+ * CPU, each slot against the GPU's one-row backend_matmul of its expert's
+ * 2 nf rows then backend_geglu (bit for bit), each row alone (bit for bit).
+ */
+static void
+be_moe_geglu(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int m, int kk)
+{
+	struct bw wgu;
+	int ns = m * kk;
+	float *x = frand(k, (int64_t)m * n, -1, 1);
+	int32_t *ids = xmalloc((size_t)ns * 4);
+	double *mag = xmalloc((size_t)ns * nf * 8);
+	char shape[96];
+
+	moe_ids(k, ids, m, kk, n_exp);
+	bw_new(k, p, &wgu, t, (int64_t)n_exp * 2 * nf, n, 1.0f);
+	float *cx = bput(p->c, x, (size_t)m * n), *gx = bput(p->g, x, (size_t)m * n);
+	float *cid = bput(p->c, (const float *)ids, ns), *gid = bput(p->g, (const float *)ids, ns);
+	float *cf = bput(p->c, NULL, (size_t)ns * nf), *gf = bput(p->g, NULL, (size_t)ns * nf);
+	BOTH(p, backend_moe_geglu(p->c, &wgu.c, n_exp, cx, n, m, (const int32_t *)cid, kk, cf),
+	    backend_moe_geglu(p->g, &wgu.g, n_exp, gx, n, m, (const int32_t *)gid, kk, gf));
+	for (int s = 0; s < ns; s++)
+		for (int i = 0; i < nf; i++) {
+			size_t g0 = (size_t)ids[s] * 2 * nf + i;
+			mag[(size_t)s * nf + i] = gated_mag(wgu.wf + g0 * n, wgu.wf + (g0 + nf) * n,
+			    x + (size_t)(s / kk) * n, n, 1.0f);
+		}
+	snprintf(shape, sizeof shape, "%s %d of %d x 2x%dx%d m=%d", quant_name(t), kk, n_exp, nf, n,
+	    m);
+	float *hc = bget(p->c, cf, (size_t)ns * nf), *hg = bget(p->g, gf, (size_t)ns * nf);
+	becmp(k, "be moe_geglu", shape, hg, hc, mag, (int64_t)ns * nf, moe_tol(t));
+	free(hg);
+
+	struct backend_weight *ew = moe_slices(p, &wgu, t, n_exp, 1.0f);
+	float *ref = bput(p->g, NULL, (size_t)ns * nf), *ty = bput(p->g, NULL, (size_t)2 * nf);
+	for (int s = 0; s < ns; s++) {
+		bchk(p->g, backend_matmul(p->g, &ew[ids[s]], gx + (size_t)(s / kk) * n, n, ty, 2 * nf, 1));
+		bchk(p->g, backend_geglu(p->g, ty, 2 * nf, ty + nf, 2 * nf, ref + (size_t)s * nf, nf, 1,
+		    nf));
+	}
+	float *hr = bget(p->g, ref, (size_t)ns * nf);
+	hg = bget(p->g, gf, (size_t)ns * nf);
+	bsame(k, "be moe_geglu =1row", shape, hg, hr, (int64_t)ns * nf);
+	free(hg);
+	if (m > 1) {
+		for (int r = 0; r < m; r++)
+			bchk(p->g, backend_moe_geglu(p->g, &wgu.g, n_exp, gx + (size_t)r * n, n, 1,
+			    (const int32_t *)gid + (size_t)r * kk, kk, ref + (size_t)r * kk * nf));
+		float *h1 = bget(p->g, ref, (size_t)ns * nf);
+		hg = bget(p->g, gf, (size_t)ns * nf);
+		bsame(k, "be moe_geglu m=1xm", shape, h1, hg, (int64_t)ns * nf);
+		free(h1), free(hg);
+	}
+	moe_slices_free(p, ew, n_exp);
+	free(hr), free(hc), free(x), free(ids), free(mag);
+	backend_mfree(p->g, ref), backend_mfree(p->g, ty);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx), backend_mfree(p->c, cid);
+	backend_mfree(p->g, gid), backend_mfree(p->c, cf), backend_mfree(p->g, gf);
+	bw_free(p, &wgu);
+}
+
+/*
+ * backend_moe_down over m rows, kk of n_exp experts of ne rows of nf each
+ * (type t, scale sd), into rows ldy = ne + pad: the GPU against the CPU
+ * (magnitude sum_j |w_j| sum |wd f|), against the GPU's one-row
+ * backend_matmul of each slot with its expert alone summed here in the
+ * op's order (w_0 d_0 + w_1 d_1 + ..., each product and sum rounded to
+ * float: C11 contracts nothing), bit for bit, and each row alone, bit for
+ * bit.
+ */
+static void
+be_moe_down(struct kc *k, struct bpair *p, int t, int n_exp, int ne, int nf, int m, int kk,
+    int pad, float sd)
+{
+	struct bw wd;
+	int ns = m * kk, ldy = ne + pad;
+	float *f = frand(k, (int64_t)ns * nf, -1, 1), *w = frand(k, ns, 0.05f, 1);
+	int32_t *ids = xmalloc((size_t)ns * 4);
+	double *mag = xmalloc((size_t)m * ldy * 8);
+	char shape[96];
+
+	moe_ids(k, ids, m, kk, n_exp);
+	bw_new(k, p, &wd, t, (int64_t)n_exp * ne, nf, sd);
+	float *cf = bput(p->c, f, (size_t)ns * nf), *gf = bput(p->g, f, (size_t)ns * nf);
+	float *cw = bput(p->c, w, ns), *gw = bput(p->g, w, ns);
+	float *cid = bput(p->c, (const float *)ids, ns), *gid = bput(p->g, (const float *)ids, ns);
+	float *cy = bput(p->c, NULL, (size_t)m * ldy), *gy = bput(p->g, NULL, (size_t)m * ldy);
+	BOTH(p, backend_moe_down(p->c, &wd.c, n_exp, cf, m, (const int32_t *)cid, cw, kk, cy, ldy),
+	    backend_moe_down(p->g, &wd.g, n_exp, gf, m, (const int32_t *)gid, gw, kk, gy, ldy));
+	for (int r = 0; r < m; r++)
+		for (int i = 0; i < ldy; i++) {
+			double a = 0;
+			for (int j = 0; j < kk && i < ne; j++) {
+				int s = r * kk + j;
+				const float *wr = wd.wf + ((size_t)ids[s] * ne + i) * nf;
+				double d = 0;
+				for (int c = 0; c < nf; c++)
+					d += fabs((double)wr[c] * f[(size_t)s * nf + c]);
+				a += fabs((double)w[s]) * d * fabs(sd);
+			}
+			mag[(size_t)r * ldy + i] = i < ne ? a + 1e-20 : 1.0;
+		}
+	snprintf(shape, sizeof shape, "%s %d of %d x %dx%d m=%d ld+%d%s", quant_name(t), kk, n_exp,
+	    ne, nf, m, pad, sd != 1.0f ? " *s" : "");
+	float *hc = bget(p->c, cy, (size_t)m * ldy), *hg = bget(p->g, gy, (size_t)m * ldy);
+	becmp(k, "be moe_down", shape, hg, hc, mag, (int64_t)m * ldy, moe_tol(t));
+	free(hg);
+
+	struct backend_weight *ew = moe_slices(p, &wd, t, n_exp, sd);
+	float *dd = bput(p->g, NULL, (size_t)ns * ne), *yref = xmalloc((size_t)m * ldy * 4 + 4);
+	for (int s = 0; s < ns; s++)
+		bchk(p->g, backend_matmul(p->g, &ew[ids[s]], gf + (size_t)s * nf, nf,
+		    dd + (size_t)s * ne, ne, 1));
+	float *hd = bget(p->g, dd, (size_t)ns * ne);
+	for (int r = 0; r < m; r++)
+		for (int i = 0; i < ldy; i++) {
+			float acc = 0.0f;
+			for (int j = 0; j < kk && i < ne; j++) {
+				int s = r * kk + j;
+				float v = w[s] * hd[(size_t)s * ne + i];
+				acc = j == 0 ? v : acc + v;
+			}
+			yref[(size_t)r * ldy + i] = acc;
+		}
+	hg = bget(p->g, gy, (size_t)m * ldy);
+	bsame(k, "be moe_down =1row", shape, hg, yref, (int64_t)m * ldy);
+	free(hg);
+	if (m > 1) {
+		float *g1 = bput(p->g, NULL, (size_t)m * ldy);
+		for (int r = 0; r < m; r++)
+			bchk(p->g, backend_moe_down(p->g, &wd.g, n_exp, gf + (size_t)r * kk * nf, 1,
+			    (const int32_t *)gid + (size_t)r * kk, gw + (size_t)r * kk, kk,
+			    g1 + (size_t)r * ldy, ldy));
+		float *h1 = bget(p->g, g1, (size_t)m * ldy);
+		hg = bget(p->g, gy, (size_t)m * ldy);
+		bsame(k, "be moe_down m=1xm", shape, h1, hg, (int64_t)m * ldy);
+		free(h1), free(hg);
+		backend_mfree(p->g, g1);
+	}
+	moe_slices_free(p, ew, n_exp);
+	free(hd), free(yref), free(hc), free(f), free(w), free(ids), free(mag);
+	backend_mfree(p->g, dd);
+	backend_mfree(p->c, cf), backend_mfree(p->g, gf), backend_mfree(p->c, cw);
+	backend_mfree(p->g, gw), backend_mfree(p->c, cid), backend_mfree(p->g, gid);
+	backend_mfree(p->c, cy), backend_mfree(p->g, gy);
+	bw_free(p, &wd);
+}
+
+/* The router's key of expert i of the row x (n), in double: softmax p, or sigmoid p + bias. */
+static double
+route_key(const float *x, int n, int i, int sig, const float *bias)
+{
+	double mx = x[0], sum = 0;
+
+	if (sig)
+		return 1.0 / (1.0 + exp(-(double)x[i])) + (bias ? bias[i] : 0.0);
+	for (int j = 1; j < n; j++)
+		mx = x[j] > mx ? x[j] : mx;
+	for (int j = 0; j < n; j++)
+		sum += exp((double)x[j] - mx);
+	return exp((double)x[i] - mx) / sum;
+}
+
+/*
+ * The routers, backend_moe_route (sig 0) and backend_moe_route_sigmoid
+ * (sig 1: bias or not, norm, scale), over m rows of n experts (ldx = n +
+ * 3), top kk: the GPU's picks the CPU's, except where the two picks' keys
+ * (in double) are within 1e-6 of each other (a tie at float precision:
+ * CUDA's expf is not the C library's; that row's weights are then not
+ * compared); the weights within 1e-5 of 1 + |w|; each row alone the
+ * m-row call's picks and weights bit for bit.
+ */
+static void
+be_moe_route(struct kc *k, struct bpair *p, int n, int kk, int m, int sig, int with_bias,
+    int norm, float scale)
+{
+	int ldx = n + 3, ns = m * kk, ndiff = 0, bad = 0;
+	float *x = frand(k, (int64_t)m * ldx, -4, 4);
+	float *bias = sig && with_bias ? frand(k, n, -0.1f, 0.1f) : NULL;
+	float *cx = bput(p->c, x, (size_t)m * ldx), *gx = bput(p->g, x, (size_t)m * ldx);
+	float *cb = bias ? bput(p->c, bias, n) : NULL, *gb = bias ? bput(p->g, bias, n) : NULL;
+	float *cid = bput(p->c, NULL, ns), *gid = bput(p->g, NULL, ns);
+	float *cw = bput(p->c, NULL, ns), *gw = bput(p->g, NULL, ns);
+	char shape[96], name[64];
+
+	if (sig)
+		BOTH(p, backend_moe_route_sigmoid(p->c, cx, ldx, m, n, kk, cb, norm, scale,
+		    (int32_t *)cid, cw), backend_moe_route_sigmoid(p->g, gx, ldx, m, n, kk, gb, norm,
+		    scale, (int32_t *)gid, gw));
+	else
+		BOTH(p, backend_moe_route(p->c, cx, ldx, m, n, kk, (int32_t *)cid, cw),
+		    backend_moe_route(p->g, gx, ldx, m, n, kk, (int32_t *)gid, gw));
+	int32_t *ic = (int32_t *)bget(p->c, cid, ns), *ig = (int32_t *)bget(p->g, gid, ns);
+	float *wc = bget(p->c, cw, ns), *wg = bget(p->g, gw, ns);
+	for (int r = 0; r < m; r++) {
+		int tie = 0;
+		for (int j = 0; j < kk; j++) {
+			int s = r * kk + j;
+			if (ic[s] == ig[s])
+				continue;
+			ndiff++;
+			if (ig[s] < 0 || ig[s] >= n) {
+				bad = 1;
+				continue;
+			}
+			double a = route_key(x + (size_t)r * ldx, n, ic[s], sig, bias);
+			double b = route_key(x + (size_t)r * ldx, n, ig[s], sig, bias);
+			if (fabs(a - b) <= 1e-6 * fmax(fabs(a), fabs(b)))
+				tie = 1;
+			else
+				bad = 1;
+		}
+		for (int j = 0; tie && j < kk; j++)	/* a tie's row: its weights are another's */
+			wg[r * kk + j] = wc[r * kk + j];
+	}
+	snprintf(shape, sizeof shape, "top %d of %d m=%d%s%s", kk, n, m, sig && bias ? " bias" : "",
+	    sig ? (norm ? " norm" : " no-norm") : "");
+	if (sig)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " *%g", scale);
+	snprintf(name, sizeof name, "be moe_route%s ids", sig ? "_sigmoid" : "");
+	report(k, name, shape, ndiff, !bad && !k->brk);
+	snprintf(name, sizeof name, "be moe_route%s w", sig ? "_sigmoid" : "");
+	becmp(k, name, shape, wg, wc, NULL, ns, 1e-5);
+	if (m > 1) {	/* each row alone */
+		float *gid1 = bput(p->g, NULL, ns), *gw1 = bput(p->g, NULL, ns);
+		for (int r = 0; r < m; r++) {
+			float *xr = gx + (size_t)r * ldx, *wr = gw1 + (size_t)r * kk;
+			int32_t *ir = (int32_t *)gid1 + (size_t)r * kk;
+			bchk(p->g, sig ? backend_moe_route_sigmoid(p->g, xr, ldx, 1, n, kk, gb, norm, scale,
+			    ir, wr) : backend_moe_route(p->g, xr, ldx, 1, n, kk, ir, wr));
+		}
+		int32_t *i1 = (int32_t *)bget(p->g, gid1, ns), *im = (int32_t *)bget(p->g, gid, ns);
+		float *w1 = bget(p->g, gw1, ns), *wm = bget(p->g, gw, ns);
+		int d = memcmp(i1, im, (size_t)ns * 4) != 0;
+		snprintf(name, sizeof name, "be moe_route%s ids m=1xm", sig ? "_sigmoid" : "");
+		report(k, name, shape, d, !d && !k->brk);
+		snprintf(name, sizeof name, "be moe_route%s w m=1xm", sig ? "_sigmoid" : "");
+		bsame(k, name, shape, w1, wm, ns);
+		free(i1), free(im), free(w1), free(wm);
+		backend_mfree(p->g, gid1), backend_mfree(p->g, gw1);
+	}
+	free(ic), free(ig), free(wc), free(wg), free(x), free(bias);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx), backend_mfree(p->c, cb);
+	backend_mfree(p->g, gb), backend_mfree(p->c, cid), backend_mfree(p->g, gid);
+	backend_mfree(p->c, cw), backend_mfree(p->g, gw);
+}
+
+/*
+ * The small ops of the three architectures on rows rows of n (strided: ld
+ * = n + 5): backend_add_gated (the shared expert's gate), backend_geglu,
+ * backend_softcap, backend_scale and backend_moe_scale (exact: one
+ * product), backend_swiglu_limit (with a limit and without),
+ * backend_head_gate; the GPU against the CPU, 1e-6 of 1 + |ref| (CUDA's
+ * expf and tanhf against the C library's) or bit for bit.
+ */
+static void
+be_arch_small(struct kc *k, struct bpair *p, int rows, int n)
+{
+	int ld = n + 5, nh = 4, hd = n / 4, kk = 3, ne = 7;
+	size_t sz[] = { (size_t)rows * ld, (size_t)rows * ld, (size_t)rows * ld, (size_t)rows * ld,
+	    (size_t)rows * kk, (size_t)ne };
+	float lo[] = { -3, -3, -6, -40, 0, 0.5f }, hi[] = { 3, 3, 6, 40, 1, 2 };
+	int32_t *ids = xmalloc((size_t)rows * kk * 4);
+	struct bop o;
+	char shape[64];
+
+	moe_ids(k, ids, rows, kk, ne);
+	float *cid = bput(p->c, (const float *)ids, (size_t)rows * kk);
+	float *gid = bput(p->g, (const float *)ids, (size_t)rows * kk);
+	snprintf(shape, sizeof shape, "%dx%d ld=%d", rows, n, ld);
+	bop_new(k, p, &o, 6, sz, lo, hi);
+	BOTH(p, backend_add_gated(p->c, o.c[0], ld, o.c[1], ld, o.c[2], ld, rows, n),
+	    backend_add_gated(p->g, o.g[0], ld, o.g[1], ld, o.g[2], ld, rows, n));
+	bop_cmp(k, p, &o, 0, "be add_gated", shape, 1e-6);
+	BOTH(p, backend_geglu(p->c, o.c[2], ld, o.c[1], ld, o.c[1], ld, rows, n),
+	    backend_geglu(p->g, o.g[2], ld, o.g[1], ld, o.g[1], ld, rows, n));
+	bop_cmp(k, p, &o, 1, "be geglu", shape, 1e-6);
+	BOTH(p, backend_softcap(p->c, o.c[3], o.n[3], 30.0f), backend_softcap(p->g, o.g[3], o.n[3],
+	    30.0f));
+	bop_cmp(k, p, &o, 3, "be softcap", shape, 1e-6);
+	BOTH(p, backend_scale(p->c, o.c[2], o.n[2], 0.1767767f), backend_scale(p->g, o.g[2], o.n[2],
+	    0.1767767f));
+	bop_cmp(k, p, &o, 2, "be scale", shape, 0);
+	BOTH(p, backend_moe_scale(p->c, o.c[4], (const int32_t *)cid, rows, kk, o.c[5], ne),
+	    backend_moe_scale(p->g, o.g[4], (const int32_t *)gid, rows, kk, o.g[5], ne));
+	bop_cmp(k, p, &o, 4, "be moe_scale", shape, 0);
+	for (int l = 0; l < 2; l++) {
+		size_t nn = (size_t)rows * ld;
+		BOTH(p, backend_swiglu_limit(p->c, o.c[2], o.c[1], o.c[0], nn, l ? 0.35f : 0.0f),
+		    backend_swiglu_limit(p->g, o.g[2], o.g[1], o.g[0], nn, l ? 0.35f : 0.0f));
+		bop_cmp(k, p, &o, 0, l ? "be swiglu_limit L=0.35" : "be swiglu_limit L=0", shape,
+		    1e-6);
+	}
+	BOTH(p, backend_head_gate(p->c, o.c[1], ld, o.c[2], ld, rows, nh, hd),
+	    backend_head_gate(p->g, o.g[1], ld, o.g[2], ld, rows, nh, hd));
+	bop_cmp(k, p, &o, 1, "be head_gate", shape, 1e-6);
+	bop_free(p, &o);
+	free(ids);
+	backend_mfree(p->c, cid), backend_mfree(p->g, gid);
+}
+
+/*
+ * Rows whose length is not a multiple of 32 (the tiny fixtures' widths:
+ * the CUDA backend holds them as zero-padded F32): lookups of rows of
+ * such a table, bit for bit.
+ */
+static void
+be_odd_rows(struct kc *k, struct bpair *p, int t, int ne0)
+{
+	struct bw b;
+	int32_t ids[4] = { 7, 0, 49, 7 };
+	int ld = ne0 + 6;
+	float *cy = bput(p->c, NULL, 4 * ld), *gy = bput(p->g, NULL, 4 * ld), *hc, *hg;
+	char name[64], shape[64];
+
+	bw_new(k, p, &b, t, 50, ne0, 1.0f);
+	BOTH(p, backend_embed(p->c, &b.c, ids, 4, cy, ld), backend_embed(p->g, &b.g, ids, 4, gy, ld));
+	hc = bget(p->c, cy, 4 * ld), hg = bget(p->g, gy, 4 * ld);
+	snprintf(name, sizeof name, "be embed %s", quant_name(t));
+	snprintf(shape, sizeof shape, "4 of 50x%d ld=%d", ne0, ld);
+	becmp(k, name, shape, hg, hc, NULL, 4 * ld, 0);
+	free(hc), free(hg);
+	bw_free(p, &b);
+	backend_mfree(p->c, cy), backend_mfree(p->g, gy);
+}
+
+/* backend_head_max's bound: a head one longer is refused, with the reason (not run). */
+static void
+be_head_max(struct kc *k, struct bpair *p)
+{
+	int hd = backend_head_max(p->g) + 1, ok;
+	struct backend_attn a = { 2, 1, hd, 1.0f, 0, 0, 0, 0, NULL };
+	float *q = bput(p->g, NULL, (size_t)2 * hd), *kv = bput(p->g, NULL, (size_t)hd);
+	float *o = bput(p->g, NULL, (size_t)2 * hd);
+	char shape[64];
+
+	ok = hd > 1 && backend_attention(p->g, &a, q, 2 * hd, hd, kv, kv, 1, 0, o) == -1 &&
+	    strstr(backend_errmsg(p->g), "at most") != NULL;
+	snprintf(shape, sizeof shape, "hd=%d", hd);
+	report(k, "be attention refuses", shape, !ok, ok && !k->brk);
+	backend_mfree(p->g, q), backend_mfree(p->g, kv), backend_mfree(p->g, o);
+}
+
+static void
+check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 {
 	struct bpair p;
 	char err[UTIL_ERRLEN], dn[32];
@@ -2710,17 +3241,17 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_qkrope(k, &p, 3, 8, 2, 128, 128, 128, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 50, 1);
 	be_qkrope(k, &p, 2, 6, 2, 80, 160, 32, BACKEND_ROPE_NEOX, 9, 1);
 	be_qkrope(k, &p, 2, 4, 2, 66, 132, 32, BACKEND_ROPE_NEOX, 9, 1);
-	be_attention(k, &p, 1, 4, 2, 64, 0);
-	be_attention(k, &p, 4, 4, 2, 64, 300);
-	be_attention(k, &p, 9, 16, 4, 256, 1000);
-	be_attention(k, &p, 40, 8, 2, 128, 20);
+	be_attention(k, &p, 1, 4, 2, 64, 0, 0);
+	be_attention(k, &p, 4, 4, 2, 64, 300, 0);
+	be_attention(k, &p, 9, 16, 4, 256, 1000, 0);
+	be_attention(k, &p, 40, 8, 2, 128, 20, 0);
 	/* prompts: gpu_attention_prefill; hd 80 keeps the 16-row pieces */
-	be_attention(k, &p, 17, 16, 4, 256, 0);
-	be_attention(k, &p, 100, 16, 4, 256, 300);
-	be_attention(k, &p, 512, 16, 4, 256, 0);
-	be_attention(k, &p, 40, 8, 1, 64, 2047);
-	be_attention(k, &p, 300, 64, 8, 128, 5);
-	be_attention(k, &p, 40, 6, 2, 80, 100);
+	be_attention(k, &p, 17, 16, 4, 256, 0, 0);
+	be_attention(k, &p, 100, 16, 4, 256, 300, 0);
+	be_attention(k, &p, 512, 16, 4, 256, 0, 0);
+	be_attention(k, &p, 40, 8, 1, 64, 2047, 0);
+	be_attention(k, &p, 300, 64, 8, 128, 5, 0);
+	be_attention(k, &p, 40, 6, 2, 80, 100, 0);
 	be_conv(k, &p, 1, 1024, 4);
 	be_conv(k, &p, 9, 1000, 4);
 	be_conv(k, &p, 3, 300, 3);
@@ -2781,15 +3312,76 @@ check_backend(struct kc *k, int dev, const char *model)
 	be_matmul(k, &p, QUANT_Q5_K, 300, 768, 17, 0, 1.0f);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
-	if (model != NULL) {
+	/* rows not a multiple of 32 (zero-padded F32 on the GPU): products, prompts, lookups */
+	be_matmul(k, &p, QUANT_F32, 40, 48, 3, 8, 1.0f);
+	be_matmul(k, &p, QUANT_F32, 64, 16, 20, 0, 1.0f);
+	be_matmul(k, &p, QUANT_BF16, 33, 24, 1, 0, 1.0f);
+	be_fused(k, &p, QUANT_F32, 5, 48, 40);
+	be_odd_rows(k, &p, QUANT_F32, 48);
+	be_odd_rows(k, &p, QUANT_BF16, 24);
+	/* the mixture of experts: the routers (qwen35moe and gemma4's softmax, step35's
+	 * sigmoid with its bias, norm and scale), decode, verify and prompt rows */
+	be_moe_route(k, &p, 8, 2, 1, 0, 0, 0, 1.0f);
+	be_moe_route(k, &p, 256, 8, 5, 0, 0, 0, 1.0f);
+	be_moe_route(k, &p, 128, 4, 40, 0, 0, 0, 1.0f);
+	be_moe_route(k, &p, 8, 3, 4, 1, 1, 1, 2.5f);
+	be_moe_route(k, &p, 288, 8, 3, 1, 1, 1, 2.5f);
+	be_moe_route(k, &p, 4, 1, 2, 1, 0, 1, 1.0f);
+	be_moe_route(k, &p, 64, 4, 17, 1, 1, 0, 1.0f);
+	/* the experts' gate and up: the fixtures' F32 shapes, the serving types */
+	be_moe_swiglu(k, &p, QUANT_F32, 8, 16, 64, 1, 2, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_F32, 8, 16, 64, 40, 2, 8, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_F32, 8, 16, 32, 6, 3, 0, 0.35f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_BF16, 6, 24, 48, 5, 2, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q8_0, 8, 64, 256, 1, 2, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q8_0, 16, 64, 256, 4, 8, 4, 0.3f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q8_0, 8, 32, 512, 20, 2, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_NVFP4, 8, 128, 256, 3, 2, 0, 0.0f, 0.5f);
+	be_moe_swiglu(k, &p, QUANT_Q4_K, 8, 64, 512, 2, 4, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q6_K, 8, 32, 256, 16, 2, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q5_1, 6, 40, 64, 3, 2, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q4_0, 6, 32, 64, 3, 2, 0, 0.0f, 1.0f);
+	/* the experts' down and the weighted sum */
+	be_moe_down(k, &p, QUANT_F32, 8, 64, 16, 1, 2, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_F32, 8, 32, 16, 40, 3, 5, 1.0f);
+	be_moe_down(k, &p, QUANT_BF16, 6, 32, 24, 5, 2, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_Q8_0, 16, 256, 64, 4, 8, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_NVFP4, 8, 256, 128, 2, 2, 3, 0.5f);
+	be_moe_down(k, &p, QUANT_Q4_K, 8, 64, 256, 3, 2, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_Q6_K, 8, 32, 256, 16, 2, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_Q8_0, 8, 128, 64, 20, 2, 0, 1.0f);
+	/* gemma4's fused gate and up experts */
+	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 1, 2);
+	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 20, 2);
+	be_moe_geglu(k, &p, QUANT_Q8_0, 8, 64, 256, 3, 2);
+	be_moe_geglu(k, &p, QUANT_Q4_K, 8, 32, 256, 2, 4);
+	be_arch_small(k, &p, 7, 64);
+	be_arch_small(k, &p, 33, 128);
+	/* sliding windows (gemma4, step35): decode, verify, prompts (the split-K kernel) */
+	be_attention(k, &p, 1, 4, 2, 16, 10, 5);
+	be_attention(k, &p, 4, 6, 2, 16, 3, 5);
+	be_attention(k, &p, 9, 8, 2, 64, 200, 64);
+	be_attention(k, &p, 40, 4, 2, 32, 0, 5);
+	be_attention(k, &p, 100, 8, 2, 128, 300, 512);
+	be_attention(k, &p, 16, 4, 1, 128, 1000, 100);
+	be_head_max(k, &p);
+	/* gemma4's proportional RoPE: a quarter of the pairs turn, over the whole head */
+	be_rope(k, &p, 3, 4, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 5);
+	be_rope(k, &p, 2, 8, 256, 64, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
+	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1);
+	for (int i = 0; i < nmodel; i++) {	/* the model checks, model by model */
 		struct noise nz = { 0 };
-		be_model(k, &p, model, 8, 16, &nz, "");
+		if (nmodel > 1) {
+			printf("== %s\n", models[i]);
+			fflush(stdout);
+		}
+		be_model(k, &p, models[i], 8, 16, &nz, "");
 		for (int kind = 0; kind < 2; kind++) {	/* prefill past 16 rows: the GEMM */
 			bchk(p.g, backend_gemm_set(p.g, kind ? BACKEND_GEMM_BF16 : BACKEND_GEMM_INT8));
-			be_model(k, &p, model, 40, 16, &nz, kind ? ", gemm bf16" : ", gemm int8");
+			be_model(k, &p, models[i], 40, 16, &nz, kind ? ", gemm bf16" : ", gemm int8");
 		}
 		bchk(p.g, backend_gemm_set(p.g, BACKEND_GEMM_DEFAULT));
-		be_pdl(k, &p, model);
+		be_pdl(k, &p, models[i]);
 	}
 	backend_close(p.g);
 	backend_close(p.c);
@@ -3254,7 +3846,8 @@ bench_gdn(struct kc *k, int dev)
 struct opts {
 	int	bench, selftest, brk, only, chunk, unroll, noise;
 	int64_t	dev, seed;
-	const char *model;	/* MODEL: a GGUF file or HF directory, or NULL */
+	char	*const *model;	/* MODEL...: GGUF files or HF directories */
+	int	nmodel;
 };
 
 /*
@@ -3309,7 +3902,7 @@ run(const struct opts *o)
 		}
 	} else {
 		check_all(&k);
-		check_backend(&k, (int)o->dev, o->model);
+		check_backend(&k, (int)o->dev, o->model, o->nmodel);
 	}
 	gpu_close(k.g);
 	if (o->bench)
@@ -3395,15 +3988,14 @@ main(int argc, char *argv[])
 		default:  return usage(stderr, 2);
 		}
 	}
-	if (argc - optind > 1)
-		return usage(stderr, 2);
-	o.model = optind < argc ? argv[optind] : NULL;
+	o.model = argv + optind;
+	o.nmodel = argc - optind;
 	if (o.noise) {
-		if (o.model == NULL || nopt != 1) {
+		if (o.nmodel != 1 || nopt != 1) {
 			warnmsg("-n: a model and no other option");
 			return usage(stderr, 2);
 		}
-		return finish(noise_only(o.model));
+		return finish(noise_only(o.model[0]));
 	}
 #ifdef MEMRA_HAVE_CUDA
 	if (o.only >= 0 && !gpu_can_matvec(o.only) && !gpu_can_matvec_q8(o.only)) {

@@ -50,9 +50,9 @@ struct cuda_buf {		/* a device buffer grown on demand, never shrunk */
 	size_t	n;
 };
 
-struct rope_table {		/* 1 / theta^(2i/n_rot), i < n_rot/2, on the device */
+struct rope_table {		/* 1 / theta^(2i/dim), i < n_rot/2, on the device */
 	float	theta;
-	int	n_rot;
+	int	n_rot, dim;	/* dim: n_rot, or the head size (BACKEND_ROPE_PROP) */
 	float	*d;
 };
 
@@ -70,7 +70,9 @@ struct cuda_graph {
 	unsigned long used;		/* for least-recently-used eviction */
 };
 
-#define CUDA_ROPE_TABLES 8
+/* frequency tables a backend keeps: (theta, n_rot, dim) of every layer kind of every
+ * model opened on it (kernel-check's model checks open a dozen on one backend) */
+#define CUDA_ROPE_TABLES 128
 #define CUDA_GRAPHS 32
 
 struct backend_cuda {
@@ -83,6 +85,8 @@ struct backend_cuda {
 	struct cuda_buf topk;		/* gpu_topk's candidates: values, then ids */
 	struct cuda_buf draw;		/* gpu_draw's scratch, then the id */
 	struct cuda_buf pen;		/* gpu_penalize's tokens, then counts */
+	struct cuda_buf pad;		/* a product's input rows, zero-padded (cuda_weight.ne0p) */
+	struct cuda_buf moe;		/* the experts' products, slot by slot */
 	int32_t	*h_idx;			/* pinned: argmax results */
 	int	h_idx_n;
 	struct rope_table rope[CUDA_ROPE_TABLES];
@@ -98,6 +102,9 @@ struct cuda_weight {
 	void	*d;			/* [ne1][row_size] bytes */
 	float	*d_f32;			/* [ne1][ne0] dequantized, for lookups; or NULL */
 	float	*d_scale;		/* NULL when scale == 1 */
+	int64_t	ne0p;			/* the device rows' length: ne0, or (F32 rows made
+					 * from rows not a multiple of 32) ne0 rounded up
+					 * to 32, zeros after ne0 */
 };
 
 static inline struct backend_cuda *
@@ -215,18 +222,20 @@ rope_pair(float *p, int off, float a, int d, const float *inv, float ts)
 	}
 }
 
-/* One thread per pair d of head (blockIdx.x) of row blockIdx.y; inv: [n_rot/2]. */
+/* One thread per pair d of head (blockIdx.x) of row blockIdx.y; inv: [n_rot/2];
+ * off: the pair's second element's distance (n_rot/2, hs/2 for
+ * BACKEND_ROPE_PROP, 1 for BACKEND_ROPE_NORM). */
 __global__ void
 k_rope(float *x, int ldx, int hs, const int32_t *pos, const float *inv, int half,
-    int neox, float ts)
+    int neox, int off, float ts)
 {
 	int d = threadIdx.x + blockIdx.z * blockDim.x, r = blockIdx.y;
 
 	pdl_enter();
 	if (d >= half)
 		return;
-	rope_pair(x + (size_t)r * ldx + (size_t)blockIdx.x * hs + (neox ? d : 2 * d),
-	    neox ? half : 1, (float)pos[r], d, inv, ts);
+	rope_pair(x + (size_t)r * ldx + (size_t)blockIdx.x * hs + (neox ? d : 2 * d), off,
+	    (float)pos[r], d, inv, ts);
 }
 
 /* k_rope's ts: theta^(-2/n_rot) as the CPU backend computes it, or 0 without BACKEND_ROPE_GGML. */
@@ -588,6 +597,8 @@ cu_close(struct backend *be)
 	gpu_free(c->g, c->topk.p);
 	gpu_free(c->g, c->draw.p);
 	gpu_free(c->g, c->pen.p);
+	gpu_free(c->g, c->pad.p);
+	gpu_free(c->g, c->moe.p);
 	if (c->h_idx != NULL)
 		cudaFreeHost(c->h_idx);
 	gpu_close(c->g);
@@ -701,11 +712,11 @@ cu_supports(const struct backend *be, int type)
 	return gpu_can_matvec(type) || quant_can_dequantize(type);
 }
 
-/* n rows of w's host bytes dequantized to F32 (malloc'd), or NULL. */
+/* w's host rows dequantized to F32 rows of np floats, zeros after ne0 (malloc'd), or NULL. */
 static float *
-dequant_host(struct backend *be, const struct backend_weight *w)
+dequant_host(struct backend *be, const struct backend_weight *w, int64_t np)
 {
-	float *f = (float *)malloc((size_t)w->ne0 * w->ne1 * sizeof *f);
+	float *f = (float *)calloc((size_t)np * w->ne1, sizeof *f);
 
 	if (f == NULL) {
 		util_err(be->err, "weight: out of memory");
@@ -713,7 +724,7 @@ dequant_host(struct backend *be, const struct backend_weight *w)
 	}
 	for (int64_t r = 0; r < w->ne1; r++)
 		if (quant_dequantize_row(w->type, (const uint8_t *)w->data + r * w->row_size,
-		    f + r * w->ne0, w->ne0) != 0) {
+		    f + r * np, w->ne0) != 0) {
 			util_err(be->err, "weight: type '%s' does not dequantize",
 			    quant_name(w->type));
 			free(f);
@@ -741,20 +752,32 @@ upload(struct backend *be, const void *h, size_t n)
  * takes the type (NVFP4 then into the GPU layout, gpu_nvfp4_pack); a type
  * without gpu_matvec / gpu_get_rows also gets an F32 copy (for embedding
  * lookups, and for products when no kernel takes the type at all: then the
- * weight becomes F32).
+ * weight becomes F32).  Rows whose length is not a multiple of 32 (F32,
+ * F16 and BF16 ones: the quantized types' blocks are whole) become F32
+ * rows of ne0p, the length rounded up, zeros after ne0: the products read
+ * their input zero-padded likewise (product, input_rows), so the padding
+ * adds exact zeros, and the lookups copy ne0 of each row.
  */
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)
 {
 	struct cuda_weight *cw = (struct cuda_weight *)calloc(1, sizeof *cw);
-	int mv = gpu_can_matvec(w->type), q8 = gpu_can_matvec_q8(w->type);
+	int64_t np = (w->ne0 + 31) / 32 * 32;
+	int mv = gpu_can_matvec(w->type) && np == w->ne0, q8 = gpu_can_matvec_q8(w->type);
 	float *f = NULL;
 
 	if (cw == NULL)
 		return util_err(be->err, "weight: out of memory");
-	if (!mv && ((f = dequant_host(be, w)) == NULL ||
-	    (cw->d_f32 = (float *)upload(be, f, (size_t)w->ne0 * w->ne1 * 4)) == NULL))
+	q8 = q8 && np == w->ne0;
+	cw->ne0p = mv || q8 ? w->ne0 : np;
+	if (!mv && ((f = dequant_host(be, w, cw->ne0p)) == NULL ||
+	    (cw->d_f32 = (float *)upload(be, f, (size_t)cw->ne0p * w->ne1 * 4)) == NULL)) {
+		if (f != NULL && !q8 && !gpu_can_matvec(w->type))	/* why so many bytes */
+			util_err(be->err, "weight: type '%s' has no GPU product and is held as F32 "
+			    "(%zu bytes): %s", quant_name(w->type), (size_t)cw->ne0p * w->ne1 * 4,
+			    gpu_errmsg(CB(be)->g));
 		goto fail;
+	}
 	if ((mv || q8) && (cw->d = upload(be, w->data, w->row_size * (size_t)w->ne1)) == NULL)
 		goto fail;
 	if ((mv || q8) && w->type == QUANT_NVFP4 &&
@@ -767,7 +790,7 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 	free(f);
 	if (!mv && !q8) {
 		w->type = QUANT_F32;
-		w->row_size = (size_t)w->ne0 * 4;
+		w->row_size = (size_t)cw->ne0p * 4;
 		cw->d = cw->d_f32;
 		cw->d_f32 = NULL;
 	}
@@ -797,23 +820,31 @@ cu_weight_release(struct backend *be, struct backend_weight *w)
 
 /* --- ops -------------------------------------------------------------- */
 
+static const struct cuda_weight *
+CW(const struct backend_weight *w)
+{
+	return (const struct cuda_weight *)w->priv;
+}
+
 static int
 cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
     int m, float *y, int ldy)
 {
 	struct backend_cuda *c = CB(be);
 	int32_t *d_ids = (int32_t *)put_small(be, ids, (size_t)m * 4);
+	const struct cuda_weight *cw = CW(w);
+	int64_t np = cw->ne0p;
 	float *out = y;
 
 	if (d_ids == NULL)
 		return -1;
-	if (ldy != w->ne0 && (out = (float *)buf_get(be, &c->t1, (size_t)m * w->ne0 * 4)) == NULL)
+	if ((ldy != w->ne0 || np != w->ne0) &&
+	    (out = (float *)buf_get(be, &c->t1, (size_t)m * np * 4)) == NULL)
 		return -1;
-	const struct cuda_weight *cw = (const struct cuda_weight *)w->priv;
 	if (gpu_get_rows(c->g, cw->d_f32 ? QUANT_F32 : w->type, cw->d_f32 ? cw->d_f32 : w->data,
-	    w->ne0, d_ids, m, out) != 0)
+	    np, d_ids, m, out) != 0)
 		return gfail(be, "embed");
-	return out == y ? 0 : copy_rows(be, y, ldy, out, w->ne0, w->ne0, m);
+	return out == y ? 0 : copy_rows(be, y, ldy, out, np, w->ne0, m);
 }
 
 static int
@@ -838,20 +869,47 @@ wscale(const struct backend_weight *w)
 	return ((struct cuda_weight *)w->priv)->d_scale;
 }
 
-/* Y = X . W^T over contiguous operands: matvec up to 16 rows, cuBLAS beyond. */
+/*
+ * x's rows (ldx floats apart, n long) as the device products take them:
+ * rows of np floats (np >= n; zeros after n), contiguous and 16-byte
+ * aligned: x itself when it is so already, else a copy in c->pad.
+ */
+static const float *
+input_rows(struct backend *be, const float *x, int64_t ldx, int64_t n, int64_t np,
+    int64_t rows)
+{
+	struct backend_cuda *c = CB(be);
+	float *p;
+
+	if (ldx == np && n == np && ((uintptr_t)x & 15) == 0)
+		return x;
+	if ((p = (float *)buf_get(be, &c->pad, (size_t)rows * np * 4)) == NULL)
+		return NULL;
+	if (np != n && gpu_memset(c->g, p, 0, (size_t)rows * np * 4) != 0) {
+		gfail(be, "pad");
+		return NULL;
+	}
+	return copy_rows(be, p, np, x, ldx, n, rows) ? NULL : p;
+}
+
+/* Y = X . W^T over contiguous operands: matvec up to 16 rows, cuBLAS beyond;
+ * a weight of padded rows (cuda_weight.ne0p) takes X padded alike. */
 static int
 product(struct backend *be, const struct backend_weight *w, const float *x,
     float *y, int m)
 {
 	struct gpu *g = CB(be)->g;
+	int64_t ne0 = CW(w)->ne0p;
 	int rc;
 
+	if (ne0 != w->ne0 && (x = input_rows(be, x, w->ne0, w->ne0, ne0, m)) == NULL)
+		return -1;
 	if (gpu_can_matvec_q8_rows(w->type, m))	/* the CPU's numerics: int8 activations */
-		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, ne0, x, m, y, wscale(w));
 	else if (m <= GPU_MATVEC_MAX_ROWS)
-		rc = gpu_matvec(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+		rc = gpu_matvec(g, w->type, w->data, w->ne1, ne0, x, m, y, wscale(w));
 	else
-		rc = gpu_matmul(g, w->type, w->data, w->ne1, w->ne0, x, m, y, wscale(w));
+		rc = gpu_matmul(g, w->type, w->data, w->ne1, ne0, x, m, y, wscale(w));
 	return rc ? gfail(be, "matmul") : 0;
 }
 
@@ -1065,10 +1123,11 @@ cu_swiglu(struct backend *be, const float *g, const float *u, float *y, size_t n
 	return gpu_swiglu(CB(be)->g, g, u, y, n) ? gfail(be, "swiglu") : 0;
 }
 
-/* The frequencies 1 / theta^(2i/n_rot) of (theta, n_rot) on the device, as
- * the CPU backend computes them; made once, outside any recording. */
+/* The frequencies 1 / theta^(2i/dim), i < n_rot/2, of (theta, n_rot, dim) on
+ * the device, as the CPU backend computes them (dim: n_rot, or the head
+ * size for BACKEND_ROPE_PROP); made once, outside any recording. */
 static const float *
-rope_table(struct backend *be, float theta, int n_rot)
+rope_table(struct backend *be, float theta, int n_rot, int dim)
 {
 	struct backend_cuda *c = CB(be);
 	struct rope_table *t;
@@ -1076,7 +1135,7 @@ rope_table(struct backend *be, float theta, int n_rot)
 	float *h;
 
 	for (int i = 0; i < c->n_rope; i++)
-		if (c->rope[i].theta == theta && c->rope[i].n_rot == n_rot)
+		if (c->rope[i].theta == theta && c->rope[i].n_rot == n_rot && c->rope[i].dim == dim)
 			return c->rope[i].d;
 	if (c->n_rope == CUDA_ROPE_TABLES) {
 		util_err(be->err, "rope: more than %d frequency tables", CUDA_ROPE_TABLES);
@@ -1091,15 +1150,22 @@ rope_table(struct backend *be, float theta, int n_rot)
 		return NULL;
 	}
 	for (int i = 0; i < half; i++)	/* as the CPU backend computes them */
-		h[i] = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
+		h[i] = 1.0f / powf(theta, (float)(2 * i) / (float)dim);
 	t = &c->rope[c->n_rope];
 	t->d = (float *)upload(be, h, (size_t)half * 4);
 	free(h);
 	if (t->d == NULL)
 		return NULL;
-	t->theta = theta, t->n_rot = n_rot;
+	t->theta = theta, t->n_rot = n_rot, t->dim = dim;
 	c->n_rope++;
 	return t->d;
+}
+
+/* The rotated dims' span of a mode: the head for BACKEND_ROPE_PROP, else n_rot. */
+static int
+rope_dim(int mode, int hs, int n_rot)
+{
+	return mode & BACKEND_ROPE_PROP ? hs : n_rot;
 }
 
 /* k_rope over m rows at positions pos (device memory), frequencies inv (rope_table). */
@@ -1107,12 +1173,13 @@ static int
 rope_launch(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
     const int32_t *pos, const float *inv, int n_rot, float theta, int mode)
 {
-	int half = n_rot / 2;
+	int half = n_rot / 2, neox = (mode & ~(BACKEND_ROPE_GGML | BACKEND_ROPE_PROP)) ==
+	    BACKEND_ROPE_NEOX;
 	unsigned nt = half < 128 ? (unsigned)(half + 31) / 32 * 32 : 128;
 	dim3 grid(n_head, m, nblk(half, nt));
 
-	gpu_launch(CB(be)->g, k_rope, grid, nt, 0, x, ldx, hs, pos, inv, half,
-	    (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, rope_ts(theta, n_rot, mode));
+	gpu_launch(CB(be)->g, k_rope, grid, nt, 0, x, ldx, hs, pos, inv, half, neox,
+	    neox ? rope_dim(mode, hs, n_rot) / 2 : 1, rope_ts(theta, n_rot, mode));
 	return launched(be, "rope");
 }
 
@@ -1120,7 +1187,8 @@ static int
 cu_rope(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
     const int32_t *pos, int n_rot, float theta, int mode)
 {
-	const float *inv = rope_table(be, theta, n_rot);	/* first: it may upload and sync */
+	/* first: it may upload and sync */
+	const float *inv = rope_table(be, theta, n_rot, rope_dim(mode, hs, n_rot));
 	const int32_t *d = inv ? (const int32_t *)put_small(be, pos, (size_t)m * 4) : NULL;
 
 	return d == NULL ? -1 : rope_launch(be, x, ldx, n_head, hs, m, d, inv, n_rot, theta, mode);
@@ -1130,7 +1198,7 @@ static int
 cu_rope_dpos(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
     const int32_t *d_pos, int n_rot, float theta, int mode)
 {
-	const float *inv = rope_table(be, theta, n_rot);
+	const float *inv = rope_table(be, theta, n_rot, rope_dim(mode, hs, n_rot));
 
 	return inv == NULL ? -1 : rope_launch(be, x, ldx, n_head, hs, m, d_pos, inv, n_rot,
 	    theta, mode);
@@ -1148,8 +1216,9 @@ cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const floa
 /*
  * k_qk_rope when the heads fit it (every operand it reads or writes
  * 16-byte aligned, hd and qhs multiples of 4, one float4 a thread: the
- * conditions under which cu_rmsnorm takes k_rmsnorm4<1>); else the norms,
- * ropes and store one by one.
+ * conditions under which cu_rmsnorm takes k_rmsnorm4<1>; not
+ * BACKEND_ROPE_PROP, whose pairs span the head stride as backend_rope
+ * sees it); else the norms, ropes and store one by one.
  */
 static int
 cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float *k,
@@ -1159,19 +1228,22 @@ cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float
 	int hd = a->head_dim, nh = a->n_head, nkv = a->n_kv_head, kvd = nkv * hd;
 	/* (NULL counts as aligned; v is read only with the store) */
 	const void *al[] = { q, k, a->qn, a->kn, kc, vc, kc != NULL ? v : NULL };
-	int ok = hd % 4 == 0 && a->qhs % 4 == 0 && norm_vec(hd / 4) == 1;
+	int ok = hd % 4 == 0 && a->qhs % 4 == 0 && norm_vec(hd / 4) == 1 &&
+	    !(a->mode & BACKEND_ROPE_PROP);
 
 	for (size_t i = 0; ok && i < sizeof al / sizeof al[0]; i++)
 		ok = ((uintptr_t)al[i] & 15) == 0;
-	const float *inv = rope_table(be, a->theta, a->n_rot);	/* first: it may upload and sync */
-	if (inv == NULL)
+	/* first: they may upload and sync */
+	const float *inv = rope_table(be, a->theta, a->n_rot, rope_dim(a->mode, hd, a->n_rot));
+	const float *qinv = rope_table(be, a->theta, a->n_rot, rope_dim(a->mode, a->qhs, a->n_rot));
+	if (inv == NULL || qinv == NULL)
 		return -1;
 	if (pos != NULL && (d_pos = (const int32_t *)put_small(be, pos, (size_t)m * 4)) == NULL)
 		return -1;
 	if (!ok) {
 		if (cu_rmsnorm(be, q, a->qhs, a->qn, q, a->qhs, m * nh, hd, a->eps) ||
 		    cu_rmsnorm(be, k, hd, a->kn, k, hd, m * nkv, hd, a->eps) ||
-		    rope_launch(be, q, nh * a->qhs, nh, a->qhs, m, d_pos, inv, a->n_rot, a->theta,
+		    rope_launch(be, q, nh * a->qhs, nh, a->qhs, m, d_pos, qinv, a->n_rot, a->theta,
 		    a->mode) || rope_launch(be, k, kvd, nkv, hd, m, d_pos, inv, a->n_rot, a->theta,
 		    a->mode))
 			return -1;
@@ -1186,8 +1258,22 @@ cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float
 	return launched(be, "qk_norm_rope");
 }
 
-/* Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx rows);
- * a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by gpu_attention_prefill. */
+/* The longest head the attention kernels take (gpu_attention's): backend_head_max. */
+#define CUDA_HEAD_MAX 256
+
+static int
+cu_head_max(const struct backend *be)
+{
+	return CUDA_HEAD_MAX;
+}
+
+/*
+ * Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx
+ * rows); a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by
+ * gpu_attention_prefill, but with a sliding window (a->window > 0) by the
+ * split-K kernel 16 rows at a time too (the flash kernel has no window:
+ * its rows are the decode's bits then, and each reads its window only).
+ */
 static int
 attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq, int qhs,
     const float *kc, const float *vc, int m, int p0, const int32_t *d_pos, int n_ctx,
@@ -1214,7 +1300,7 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	}
 	/* a prompt: flash attention (its own order; decode and verify, m <= 16,
 	 * keep the split-K kernel's, whose rows are batch-invariant) */
-	if (d_pos == NULL && m > GPU_MATVEC_MAX_ROWS && hd % 32 == 0 && hd <= 256 &&
+	if (d_pos == NULL && m > GPU_MATVEC_MAX_ROWS && hd % 32 == 0 && hd <= 256 && a->window == 0 &&
 	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
 		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,
 		    a->scale) != 0)
@@ -1224,7 +1310,11 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	for (int r0 = 0; r0 < m; r0 += GPU_MATVEC_MAX_ROWS) {
 		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS, rc;
 		size_t off = (size_t)r0 * nh * hd;
-		if (d_pos != NULL)	/* d_pos[r0] = d_pos[0] + r0 */
+		if (a->window > 0)	/* d_pos[r0] = d_pos[0] + r0 */
+			rc = gpu_attention_window(c->g, qp + off, kc, vc, o + off, nq, nh,
+			    a->n_kv_head, hd, p0 + r0, d_pos != NULL ? d_pos + r0 : NULL, n_ctx,
+			    a->scale, a->window);
+		else if (d_pos != NULL)
 			rc = gpu_attention_dpos(c->g, qp + off, kc, vc, o + off, nq, nh, a->n_kv_head,
 			    hd, d_pos + r0, n_ctx, a->scale);
 		else
@@ -1551,6 +1641,138 @@ cu_penalize(struct backend *be, float *x, const int32_t *tok, const int32_t *cnt
 	return 0;
 }
 
+/* --- the mixture of experts, Gemma-4's and step35's ops ----------------- */
+
+/*
+ * The experts' products: Y[ns][w->ne1 / n_exp] with slot s's row the
+ * product of input row s / per (of nx rows of x, ldx floats apart) with
+ * expert ids[s] of the stack w, each the bits of that row's product with
+ * that expert alone (gpu_moe_matvec), for any ns: no grouped GEMM, so no
+ * slot's sums depend on which or how many rows share its expert.
+ */
+static int
+moe_products(struct backend *be, const struct backend_weight *w, int n_exp, const float *x,
+    int ldx, int nx, int per, const int32_t *ids, int ns, float *Y)
+{
+	const float *xr = input_rows(be, x, ldx, w->ne0, CW(w)->ne0p, nx);
+
+	if (xr == NULL)
+		return -1;
+	if (gpu_moe_matvec(CB(be)->g, w->type, w->data, w->ne1 / n_exp, CW(w)->ne0p, n_exp, ids,
+	    ns, per, xr, nx, Y, wscale(w)) != 0)
+		return gfail(be, "moe");
+	return 0;
+}
+
+static int
+cu_moe_route(struct backend *be, const float *x, int ldx, int m, int n, int k, int32_t *ids,
+    float *w)
+{
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SOFTMAX, x, ldx, m, n, k, NULL, 0, 1.0f, ids, w) ?
+	    gfail(be, "moe_route") : 0;
+}
+
+static int
+cu_moe_route_sigmoid(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    const float *bias, int norm, float scale, int32_t *ids, float *w)
+{
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SIGMOID, x, ldx, m, n, k, bias, norm, scale, ids,
+	    w) ? gfail(be, "moe_route_sigmoid") : 0;
+}
+
+/* Gate and up products per slot (c->moe), then silu(g) * u (limit: clamped) into f. */
+static int
+cu_moe_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
+    const int32_t *ids, int k, float limit, float *f)
+{
+	int64_t nf = wg->ne1 / n_exp, ns = (int64_t)m * k;
+	float *G = (float *)buf_get(be, &CB(be)->moe, (size_t)(2 * ns * nf) * 4);
+
+	if (G == NULL || ns > INT32_MAX ||
+	    moe_products(be, wg, n_exp, x, ldx, m, k, ids, (int)ns, G) ||
+	    moe_products(be, wu, n_exp, x, ldx, m, k, ids, (int)ns, G + ns * nf))
+		return -1;
+	return gpu_moe_act(CB(be)->g, GPU_MOE_SWIGLU, G, G + ns * nf, ns, nf, limit, f) ?
+	    gfail(be, "moe_swiglu") : 0;
+}
+
+/* Each slot's gate and up rows in one product (c->moe), then gelu_tanh(g) * u into f. */
+static int
+cu_moe_geglu(struct backend *be, const struct backend_weight *wgu, int n_exp, const float *x,
+    int ldx, int m, const int32_t *ids, int k, float *f)
+{
+	int64_t nf = wgu->ne1 / n_exp / 2, ns = (int64_t)m * k;
+	float *Y = (float *)buf_get(be, &CB(be)->moe, (size_t)(2 * ns * nf) * 4);
+
+	if (Y == NULL || ns > INT32_MAX ||
+	    moe_products(be, wgu, n_exp, x, ldx, m, k, ids, (int)ns, Y))
+		return -1;
+	return gpu_moe_act(CB(be)->g, GPU_MOE_GEGLU, Y, NULL, ns, nf, 0.0f, f) ?
+	    gfail(be, "moe_geglu") : 0;
+}
+
+/* The down product per slot (c->moe), then the weighted sum of each row's k into y. */
+static int
+cu_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp, const float *f,
+    int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
+{
+	int64_t ne = wd->ne1 / n_exp, ns = (int64_t)m * k;
+	float *D = (float *)buf_get(be, &CB(be)->moe, (size_t)(ns * ne) * 4);
+
+	if (D == NULL || ns > INT32_MAX ||
+	    moe_products(be, wd, n_exp, f, (int)wd->ne0, (int)ns, 1, ids, (int)ns, D))
+		return -1;
+	return gpu_moe_combine(CB(be)->g, D, m, k, ne, w, y, ldy) ? gfail(be, "moe_down") : 0;
+}
+
+static int
+cu_add_gated(struct backend *be, float *y, int ldy, const float *x, int ldx, const float *g,
+    int ldg, int m, int n)
+{
+	return gpu_add_gated(CB(be)->g, y, ldy, x, ldx, g, ldg, m, n) ? gfail(be, "add_gated") : 0;
+}
+
+static int
+cu_geglu(struct backend *be, const float *g, int ldg, const float *u, int ldu, float *y,
+    int ldy, int rows, int n)
+{
+	return gpu_geglu(CB(be)->g, g, ldg, u, ldu, y, ldy, rows, n) ? gfail(be, "geglu") : 0;
+}
+
+static int
+cu_softcap(struct backend *be, float *x, size_t n, float cap)
+{
+	return gpu_softcap(CB(be)->g, x, (int64_t)n, cap) ? gfail(be, "softcap") : 0;
+}
+
+static int
+cu_scale(struct backend *be, float *x, size_t n, float s)
+{
+	return gpu_mul_scalar(CB(be)->g, x, (int64_t)n, s) ? gfail(be, "scale") : 0;
+}
+
+static int
+cu_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k, const float *s)
+{
+	return gpu_moe_scale(CB(be)->g, w, ids, (int64_t)m * k, s) ? gfail(be, "moe_scale") : 0;
+}
+
+static int
+cu_swiglu_limit(struct backend *be, const float *g, const float *u, float *y, size_t n,
+    float limit)
+{
+	return gpu_swiglu_limit(CB(be)->g, g, u, y, (int64_t)n, limit) ?
+	    gfail(be, "swiglu_limit") : 0;
+}
+
+static int
+cu_head_gate(struct backend *be, float *x, int ldx, const float *g, int ldg, int m, int nh,
+    int hd)
+{
+	return gpu_head_gate(CB(be)->g, x, ldx, g, ldg, m, nh, hd) ? gfail(be, "head_gate") : 0;
+}
+
 /* --- recorded steps (backend_graph_*) ---------------------------------- */
 
 /* Graphs off for good, keeping the first reason (backend_graph_stats). */
@@ -1800,6 +2022,19 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	}
 	c->ops = cuda_ops;
 	c->ops.use = cu_use;
+	c->ops.moe_route = cu_moe_route;
+	c->ops.moe_swiglu = cu_moe_swiglu;
+	c->ops.moe_down = cu_moe_down;
+	c->ops.add_gated = cu_add_gated;
+	c->ops.geglu = cu_geglu;
+	c->ops.softcap = cu_softcap;
+	c->ops.scale = cu_scale;
+	c->ops.moe_geglu = cu_moe_geglu;
+	c->ops.moe_scale = cu_moe_scale;
+	c->ops.moe_route_sigmoid = cu_moe_route_sigmoid;
+	c->ops.swiglu_limit = cu_swiglu_limit;
+	c->ops.head_gate = cu_head_gate;
+	c->ops.head_max = cu_head_max;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

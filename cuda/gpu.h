@@ -435,6 +435,84 @@ int	gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k,
 	    const float *d_v, float *d_out, int nq, int nh, int nkv, int hd, int pos0,
 	    float scale);
 
+/*
+ * gpu_attention (d_pos NULL, at pos0) or gpu_attention_dpos (at *d_pos,
+ * caches of n_ctx rows) with a sliding window: window > 0, the query at
+ * position i sees the keys j with i - window < j <= i only (0: all
+ * before it, the two functions above).  The same kernels: a split of 64
+ * positions sums only the positions it holds inside the window, the
+ * splits before it stop at once; each row the same bits in any batch.
+ */
+int	gpu_attention_window(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+	    float *d_out, int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos,
+	    int n_ctx, float scale, int window);
+
+/*
+ * A mixture of experts (lib/backend.h's backend_moe_*): the stacked
+ * experts' products, the routers, the activations and the weighted sum.
+ *
+ * gpu_moe_matvec: y[s][rows] = W_e . x[s / per] for slots s < ns, e =
+ * ids[s] (int32, device memory, read when the kernels run: a recorded
+ * graph replays any routing), W a stack of n_exp experts of rows rows each
+ * (expert e's are rows e * rows .. of d_w: type t, laid out as gpu_matvec
+ * and gpu_matvec_q8 take it), x[nx][ne0] contiguous, 16-byte aligned.
+ * Slot s's row is the bits of the one-row product of x[s / per] with
+ * expert e alone (gpu_matvec_q8 for its types, gpu_matvec for the others)
+ * whatever ns and the other slots are: batch-invariant.  An id outside
+ * [0, n_exp) gives a NaN row.  Uses the scratch buffer (the quantized x).
+ */
+int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,
+	    float *d_y, const float *d_scale);
+
+/*
+ * gpu_moe_route: for row r < m of x (rows ldx floats apart, n <= 4096
+ * experts), the router's picks into ids[r][k] (int32) and weights into
+ * w[r][k], in lib/backend_cpu_moe.c's order of operations.
+ * GPU_ROUTE_SOFTMAX: p = softmax(x[r]) (exp(x - max) by expf, summed in
+ * index order, each divided by the sum), the k largest p (the lower id on
+ * ties), weights p / (their sum in pick order); bias, norm and scale
+ * unused.  GPU_ROUTE_SIGMOID: p = sigmoid(x[r]), the k largest p + bias
+ * (bias: [n] device floats, NULL for none), weights (norm ? p / their sum
+ * : p) * scale.
+ */
+enum { GPU_ROUTE_SOFTMAX = 0, GPU_ROUTE_SIGMOID = 1 };
+int	gpu_moe_route(struct gpu *g, int mode, const float *d_x, int64_t ldx, int m, int n, int k,
+	    const float *d_bias, int norm, float scale, int32_t *d_ids, float *d_w);
+/* y[r][i] = sum over j < k, in order, of w[r][j] * d[r*k + j][i] (each
+ * product and sum rounded), i < n, y's rows ldy floats apart. */
+int	gpu_moe_combine(struct gpu *g, const float *d_d, int m, int k, int64_t n, const float *d_w,
+	    float *d_y, int64_t ldy);
+/*
+ * f[s][i] (s < ns, i < nf): GPU_MOE_SWIGLU silu(a[s][i]) * b[s][i], with
+ * limit L > 0 min(silu(a), L) * clamp(b, -L, L); GPU_MOE_GEGLU
+ * gelu_tanh(a[s][i]) * a[s][nf + i] (a's rows 2 nf long, b unused).
+ */
+enum { GPU_MOE_SWIGLU = 0, GPU_MOE_GEGLU = 1 };
+int	gpu_moe_act(struct gpu *g, int act, const float *d_a, const float *d_b, int64_t ns,
+	    int64_t nf, float limit, float *d_f);
+/* w[i] *= s[ids[i]], i < n (the per-expert scale on the routing weights). */
+int	gpu_moe_scale(struct gpu *g, float *d_w, const int32_t *d_ids, int64_t n, const float *d_s);
+/* y[r][i] += sigmoid(g[r * ldg]) * x[r][i] (the shared expert's gate), r < rows, i < n. */
+int	gpu_add_gated(struct gpu *g, float *d_y, int64_t ldy, const float *d_x, int64_t ldx,
+	    const float *d_g, int64_t ldg, int rows, int64_t n);
+
+/*
+ * Gemma-4's and step35's elementwise ops (lib/backend.h's backend_geglu,
+ * _softcap, _scale, _swiglu_limit, _head_gate; cuda/moe.cu): y[r][i] =
+ * gelu_tanh(g[r][i]) * u[r][i] (strided rows, y may be g or u); x = cap *
+ * tanh(x / cap); x *= s; y = min(silu(g), L) * clamp(u, -L, L) (L 0:
+ * silu(g) * u); x[r][h hd + i] *= sigmoid(g[r ldg + h]).
+ */
+int	gpu_geglu(struct gpu *g, const float *d_g, int64_t ldg, const float *d_u, int64_t ldu,
+	    float *d_y, int64_t ldy, int rows, int64_t n);
+int	gpu_softcap(struct gpu *g, float *d_x, int64_t n, float cap);
+int	gpu_mul_scalar(struct gpu *g, float *d_x, int64_t n, float s);
+int	gpu_swiglu_limit(struct gpu *g, const float *d_g, const float *d_u, float *d_y, int64_t n,
+	    float limit);
+int	gpu_head_gate(struct gpu *g, float *d_x, int64_t ldx, const float *d_g, int64_t ldg,
+	    int rows, int nh, int hd);
+
 /* idx[r] = the index of the largest finite value of x[r][0..n) (the
  * first on ties, -0 = +0), -1 when none is finite. */
 int	gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx);

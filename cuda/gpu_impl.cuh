@@ -219,6 +219,21 @@ int	qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const int8_t *q, const float *dk, const int16_t *bs, int m, float *d_y,
 	    const float *d_scale);
 
+/*
+ * The experts' products of gpu_moe_matvec (cuda/matvec_q8.cu), by family:
+ * qk_moe_product (matvec_qk.cu) for the K-quants on Q8_K rows q, dk, bs
+ * (input row i's at q + i * ne0, dk + i * ne0 / 256, bs + i * ne0 / 16),
+ * gpu_moe_mv_f (matvec.cu) for the fp32 path (gpu_matvec's types) on x
+ * rows ldx floats apart (16-byte aligned).  Slot s < ns: input row s /
+ * per, expert ids[s] (rows e * rows ..), into y[s][rows].
+ */
+int	qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    int n_exp, const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dk,
+	    const int16_t *bs, float *d_y, const float *d_scale);
+int	gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+	    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t ldx, float *d_y,
+	    const float *d_scale);
+
 /* 1 while g's stream is being recorded into a graph. */
 static inline int
 gpu_capturing(struct gpu *g)

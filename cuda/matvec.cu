@@ -332,37 +332,30 @@ mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
  * of x in one coalesced sweep) and keeps one sum per input row; a fixed
  * butterfly adds the lanes.  Nothing in a row's
  * order of operations depends on m.
+ *
+ * mv_row: the sums of the weight row at rp (nblk blocks, bpc a chunk) with
+ * the m (<= MAXM) input rows x + j * ne0, into acc[] of every lane; sm:
+ * the warp's two stages.  k_matvec (and cuda/moe's k_moe_mv, one input
+ * row a slot) run it, so an expert's product of one row is gpu_matvec's.
  */
 template <int T, int MAXM, int ILP>
-__global__ void __launch_bounds__(32 * MV_WARPS)
-k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
-    int64_t rows, int64_t ne0, const float *__restrict__ x, int m,
-    float *__restrict__ y, const float *__restrict__ scale)
+__device__ __forceinline__ void
+mv_row(const uint8_t *__restrict__ rp, int nblk, int bpc, int64_t ne0,
+    const float *__restrict__ x, int m, uint8_t (*sm)[MV_CHUNK + 16], int lane, float *acc)
 {
 	enum { OPB = qt<T>::QK / 8 };
-	__shared__ __align__(16) uint8_t sm[MV_WARPS][2][MV_CHUNK + 16];
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
-	float acc[MAXM];
-
-	if (row < rows)	/* its weight row's start towards L2 while the kernel before ends */
-		pdl_prefetch(W + row * rowbytes, rowbytes, lane);
-	pdl_enter();
-	if (row >= rows)
-		return;
-	const uint8_t *rp = W + row * rowbytes;
 	int nch = (nblk + bpc - 1) / bpc;
 	int off0, off1 = 0;
 #pragma unroll
 	for (int j = 0; j < MAXM; j++)
 		acc[j] = 0.0f;
-	off0 = mv_issue<T>(rp, 0, min(bpc, nblk), sm[warp][0], lane);
+	off0 = mv_issue<T>(rp, 0, min(bpc, nblk), sm[0], lane);
 	cp_commit();
 	for (int c = 0; c < nch; c++) {
 		int b0 = c * bpc, nb = min(bpc, nblk - b0), st = c & 1;
 		if (c + 1 < nch) {
 			int b1 = b0 + bpc;
-			int o = mv_issue<T>(rp, b1, min(b1 + bpc, nblk), sm[warp][st ^ 1], lane);
+			int o = mv_issue<T>(rp, b1, min(b1 + bpc, nblk), sm[st ^ 1], lane);
 			if (st)
 				off0 = o;
 			else
@@ -373,7 +366,7 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 			cp_wait<0>();
 		}
 		__syncwarp();
-		const uint8_t *base = sm[warp][st] + (st ? off1 : off0);
+		const uint8_t *base = sm[st] + (st ? off1 : off0);
 #pragma unroll ILP
 		for (int o = lane; o < nb * OPB; o += 32) {
 			int blk = o / OPB, oi = o % OPB;
@@ -415,6 +408,25 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
 		acc[j] = v;
 	}
+}
+
+template <int T, int MAXM, int ILP>
+__global__ void __launch_bounds__(32 * MV_WARPS)
+k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
+    int64_t rows, int64_t ne0, const float *__restrict__ x, int m,
+    float *__restrict__ y, const float *__restrict__ scale)
+{
+	__shared__ __align__(16) uint8_t sm[MV_WARPS][2][MV_CHUNK + 16];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+	float acc[MAXM];
+
+	if (row < rows)	/* its weight row's start towards L2 while the kernel before ends */
+		pdl_prefetch(W + row * rowbytes, rowbytes, lane);
+	pdl_enter();
+	if (row >= rows)
+		return;
+	mv_row<T, MAXM, ILP>(W + row * rowbytes, nblk, bpc, ne0, x, m, sm[warp], lane, acc);
 	if (lane == 0) {
 		float s = scale ? *scale : 1.0f;
 #pragma unroll
@@ -422,6 +434,41 @@ k_matvec(const uint8_t *__restrict__ W, size_t rowbytes, int nblk, int bpc,
 			if (j < m)
 				y[j * rows + row] = scale ? __fmul_rn(acc[j], s) : acc[j];
 	}
+}
+
+/*
+ * The mixture of experts' products (gpu_moe_matvec): block (b, slot
+ * s0 + blockIdx.y) is k_matvec's block b of one input row, x + (s / per) *
+ * ldx, against expert ids[s]'s rows (the stack's rows e * rows ..,
+ * ebytes apart), into y[s][rows]: the bits of k_matvec<T, 1> on that row
+ * and that expert alone.  An id outside [0, n_exp) gives NaN rows.
+ */
+template <int T, int ILP>
+__global__ void __launch_bounds__(32 * MV_WARPS)
+k_moe_mv(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nblk, int bpc,
+    int64_t rows, int64_t ne0, int n_exp, const int32_t *__restrict__ ids, int s0, int per,
+    const float *__restrict__ x, int64_t ldx, float *__restrict__ y,
+    const float *__restrict__ scale)
+{
+	__shared__ __align__(16) uint8_t sm[MV_WARPS][2][MV_CHUNK + 16];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, s = s0 + (int)blockIdx.y;
+	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+	float acc[1];
+
+	pdl_enter();	/* the ids are an earlier kernel's */
+	if (row >= rows)
+		return;
+	int e = ids[s];
+	float *yr = y + (size_t)s * rows + row;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			*yr = __int_as_float(0x7FC00000);
+		return;
+	}
+	mv_row<T, 1, ILP>(W + (size_t)e * ebytes + row * rowbytes, nblk, bpc, ne0,
+	    x + (size_t)(s / per) * ldx, 1, sm[warp], lane, acc);
+	if (lane == 0)
+		*yr = scale ? __fmul_rn(acc[0], *scale) : acc[0];
 }
 
 template <int T, int MAXM>
@@ -516,6 +563,50 @@ gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (rows < 1 || ne0 < 1)
 		return gpu_fail(g, "matvec: empty matrix %lldx%lld", (long long)rows, (long long)ne0);
 	DISPATCH(t, mv_type, g, d_w, rows, ne0, d_x, m, d_y, d_scale);
+}
+
+/* k_moe_mv over slots [0, ns), launches of at most 65535 slots (the grid's y). */
+template <int T>
+static int
+mv_moe_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *ids, int ns, int per, const float *x, int64_t ldx, float *y,
+    const float *scale)
+{
+	if (ne0 % qt<T>::QK != 0 || (qt<T>::QK < 256 && ne0 % 32 != 0))
+		return gpu_fail(g, "moe matvec: row length %lld is not a multiple of %d",
+		    (long long)ne0, (int)qt<T>::QK);
+	/* mv_launch's geometry for one input row: the same chunks, the same bits */
+	int nblk = (int)(ne0 / qt<T>::QK);
+	int bpc = max(1, g->mv_chunk / (int)qt<T>::CB);
+	int nch = (nblk + bpc - 1) / bpc;
+	size_t rowbytes = (size_t)nblk * qt<T>::BS, ebytes = rowbytes * (size_t)rows;
+
+	bpc = (nblk + nch - 1) / nch;
+	for (int s0 = 0; s0 < ns; s0 += 65535) {
+		dim3 grid((unsigned)((rows + MV_WARPS - 1) / MV_WARPS), (unsigned)min(ns - s0, 65535));
+		if (g->mv_unroll == 2)
+			gpu_launch(g, k_moe_mv<T, 2>, grid, 32 * MV_WARPS, 0, (const uint8_t *)w, ebytes,
+			    rowbytes, nblk, bpc, rows, ne0, n_exp, ids, s0, per, x, ldx, y, scale);
+		else
+			gpu_launch(g, k_moe_mv<T, 1>, grid, 32 * MV_WARPS, 0, (const uint8_t *)w, ebytes,
+			    rowbytes, nblk, bpc, rows, ne0, n_exp, ids, s0, per, x, ldx, y, scale);
+		GPU_LAUNCHED(g, "moe matvec");
+	}
+	return 0;
+}
+
+int
+gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t ldx, float *d_y,
+    const float *d_scale)
+{
+	if (rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 || ldx < ne0 || ldx % 4 != 0 ||
+	    ((uintptr_t)d_x & 15) != 0)
+		return gpu_fail(g, "moe matvec: %d experts of %lldx%lld, %d slots (%d a row), row "
+		    "stride %lld, or unaligned", n_exp, (long long)rows, (long long)ne0, ns, per,
+		    (long long)ldx);
+	DISPATCH(t, mv_moe_type, g, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, ldx, d_y,
+	    d_scale);
 }
 
 /* --- dequantization --------------------------------------------------- */

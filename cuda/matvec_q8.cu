@@ -459,7 +459,36 @@ mv8_q8half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__
  * place (any row length and alignment); m == M input rows.  L = 2: Q8_0
  * by two lanes a block, lane l half l % 2 of blocks l / 2, l / 2 + 16,
  * ... (mv8_q8half); NVFP4 (always L = 2) by 16-value sub-blocks, lane l
- * sub-blocks l and l + 32 of each 64 (mv8_nv; A: rows 8-byte aligned). */
+ * sub-blocks l and l + 32 of each 64 (mv8_nv; A: rows 8-byte aligned).
+ * mv8_row: acc[j] (zeroed here) += the weight row at wr . input row j;
+ * k_mv8 and the experts' k_moe_mv8 (one input row a slot) run it. */
+template <int T, int M, int L, int A, int LO>
+__device__ __forceinline__ void
+mv8_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, int lane, uint4 tab, float *acc)
+{
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	if constexpr (T == Q8_T_NVFP4) {	/* chunks of 64 sub-blocks, then the last part */
+		int nsub = 2 * nb, full = nsub & ~63, s = lane;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (; s < full; s += 64)
+			mv8_nv<M, A, LO>(wr, nsub, s, true, nb, q, dx, acc, tab);
+		if (s < nsub)
+			mv8_nv<M, A, LO>(wr, nsub, s, s + 32 < nsub, nb, q, dx, acc, tab);
+	} else if constexpr (L == 2) {
+		int h = lane & 1;
+#pragma unroll (M <= 2 ? 2 : 1)
+		for (int b = lane >> 1; b < nb; b += 16)
+			mv8_q8half<M>(wr + (size_t)b * 34, h, b, nb, q, dx, acc, tab);
+	} else {
+#pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
+		for (int b = lane; b < nb; b += 32)
+			mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
+	}
+}
+
 template <int T, int M, int L = 1, int A = 0, int LO = 0>
 __global__ void __launch_bounds__(256, 4)
 k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
@@ -479,28 +508,42 @@ k_mv8(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	if (r >= rows)
 		return;
 	const uint4 tab = mv8_tab(m);
-#pragma unroll
-	for (int j = 0; j < M; j++)
-		acc[j] = 0.0f;
-	const uint8_t *wr = W + r * rowbytes;
-	if constexpr (T == Q8_T_NVFP4) {	/* chunks of 64 sub-blocks, then the last part */
-		int nsub = 2 * nb, full = nsub & ~63, s = lane;
-#pragma unroll (M <= 2 ? 2 : 1)
-		for (; s < full; s += 64)
-			mv8_nv<M, A, LO>(wr, nsub, s, true, nb, q, dx, acc, tab);
-		if (s < nsub)
-			mv8_nv<M, A, LO>(wr, nsub, s, s + 32 < nsub, nb, q, dx, acc, tab);
-	} else if constexpr (L == 2) {
-		int h = lane & 1;
-#pragma unroll (M <= 2 ? 2 : 1)
-		for (int b = lane >> 1; b < nb; b += 16)
-			mv8_q8half<M>(wr + (size_t)b * 34, h, b, nb, q, dx, acc, tab);
-	} else {
-#pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
-		for (int b = lane; b < nb; b += 32)
-			mv8_block<T, M>(wr + (size_t)b * mv8_bs<T>::v, b, nb, q, dx, sx, acc, tab);
-	}
+	mv8_row<T, M, L, A, LO>(W + r * rowbytes, nb, q, dx, sx, lane, tab, acc);
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
+}
+
+/*
+ * The experts' products (gpu_moe_matvec): the warp of row r of slot s =
+ * s0 + blockIdx.y is k_mv8<T, 1, L, A>'s on quantized input row s / per
+ * (its q, dx, sx) against expert ids[s]'s rows (ebytes apart), into
+ * y[s][rows]: the bits of that one row's product with that expert alone.
+ * An id outside [0, n_exp) gives NaN rows.
+ */
+template <int T, int L, int A>
+__global__ void __launch_bounds__(256, 4)
+k_moe_mv8(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nb, int64_t rows,
+    int n_exp, const int32_t *__restrict__ ids, int s0, int per, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, s = s0 + (int)blockIdx.y;
+	float acc[1];
+
+	pdl_enter();	/* the ids are an earlier kernel's */
+	if (r >= rows)
+		return;
+	int e = ids[s];
+	size_t xr = (size_t)(s / per);
+	float *ys = y + (size_t)s * rows;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			ys[r] = __int_as_float(0x7FC00000);
+		return;
+	}
+	const uint4 tab = mv8_tab(1);
+	mv8_row<T, 1, L, A, 0>(W + (size_t)e * ebytes + r * rowbytes, nb, q + xr * nb * 32,
+	    dx + xr * nb, sx + xr * nb, lane, tab, acc);
+	mv8_store<1>(acc, 1, rows, r, lane, ys, scale);
 }
 
 /*
@@ -1020,4 +1063,77 @@ gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
     const float *d_x, int64_t n, float *d_y, const float *d_scale)
 {
 	return gpu_matvec_q8_multi(g, 1, &t, &d_w, &rows, ne0, d_x, n, &d_y, &d_scale);
+}
+
+/* k_moe_mv8 over slots [0, ns), launches of at most 65535 slots (the grid's y). */
+template <int T, int L, int A>
+static int
+mv8_moe_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n_exp,
+    const int32_t *ids, int ns, int per, const struct mv8_x *X, float *y, const float *scale)
+{
+	for (int s0 = 0; s0 < ns; s0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(ns - s0, 65535));
+		gpu_launch(g, k_moe_mv8<T, L, A>, grid, 256, 0, (const uint8_t *)w, rb * (size_t)rows,
+		    rb, nb, rows, n_exp, ids, s0, per, (const int8_t *)X->q, (const float *)X->dx,
+		    (const float *)X->sx, y, scale);
+		GPU_LAUNCHED(g, "moe matvec_q8");
+	}
+	return 0;
+}
+
+/*
+ * The experts' int8 products: x quantized as gpu_matvec_q8 quantizes it
+ * (each row on its own: the same bytes as a one-row call's), then each
+ * slot by the kernel and the lanes mv8_launch takes for one row (Q8_0:
+ * MV8_Q8_0_LANES or GPU_MV8_LANE2's two; the staged form gives the same
+ * bits as the in-place one), K-quants by qk_moe_product.
+ */
+static int
+moe_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx, float *d_y,
+    const float *d_scale)
+{
+	int q81, q80, qk, nb = (int)(ne0 / 32);
+	size_t rb = mv8_rowbytes(t, ne0);
+	struct mv8_x X;
+
+	if (mv8_types(g, 1, &t, &rows, ne0, 1, &q81, &q80, &qk) ||
+	    mv8_scratch(g, nx, ne0, qk, 0, &X) || mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X))
+		return -1;
+	if (qk)
+		return qk_moe_product(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, X.kq, X.kd, X.kb,
+		    d_y, d_scale);
+	switch (t) {
+	case Q8_T_NVFP4:
+		if (((uintptr_t)d_w & 15) == 0 && rb % 8 == 0)
+			return mv8_moe_launch<Q8_T_NVFP4, 2, 1>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
+			    per, &X, d_y, d_scale);
+		return mv8_moe_launch<Q8_T_NVFP4, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
+		    &X, d_y, d_scale);
+	case Q8_T_Q4_1:
+		return mv8_moe_launch<Q8_T_Q4_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
+		    &X, d_y, d_scale);
+	case Q8_T_Q5_1:
+		return mv8_moe_launch<Q8_T_Q5_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
+		    &X, d_y, d_scale);
+	default:
+		if ((g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) == 2)
+			return mv8_moe_launch<Q8_T_Q8_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
+			    per, &X, d_y, d_scale);
+		return mv8_moe_launch<Q8_T_Q8_0, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
+		    &X, d_y, d_scale);
+	}
+}
+
+extern "C" int
+gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx, float *d_y,
+    const float *d_scale)
+{
+	if (rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 || nx < (ns + per - 1) / per)
+		return gpu_fail(g, "moe matvec: %d experts of %lldx%lld, %d slots (%d a row) over %lld "
+		    "rows", n_exp, (long long)rows, (long long)ne0, ns, per, (long long)nx);
+	if (gpu_can_matvec_q8(t))
+		return moe_q8(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y, d_scale);
+	return gpu_moe_mv_f(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, ne0, d_y, d_scale);
 }

@@ -272,8 +272,42 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
  * One warp per weight row (the file comment), NG = 32 / L groups; group g
  * takes blocks g, g + NG, ..., two at a time (both loaded first), adding
  * them in block order; the lanes' sums are added by a butterfly over the
- * warp (xor 1, 2, 4, 8, 16).
+ * warp (xor 1, 2, 4, 8, 16).  mvk_row: k_mvk's loop as a function, each
+ * lane's part of the sums of the weight row at wr with the m (<= M)
+ * quantized input rows into acc[], for the experts' k_moe_mvk: the same
+ * operations in the same order as k_mvk's (which keeps its own copy: its
+ * code as it was measured), so an expert's one-row product is k_mvk<T, 1,
+ * L>'s bit for bit (kernel-check's "be moe_* =1row").
  */
+template <int T, int M, int L>
+__device__ __forceinline__ void
+mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
+{
+	enum { BS = mvk_bs<T>::v, NG = 32 / L };
+	int g = lane / L, i = lane % L;
+	int64_t ne0 = (int64_t)nb * 256;
+
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
+		struct mvk_w<L> w0, w1;
+		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
+		if (on0)
+			mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
+		else
+			w0 = mvk_w<L>();
+		if (on1)
+			mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
+		else
+			w1 = mvk_w<L>();
+		mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
+		if (b0 + NG < nb)	/* warp-uniform */
+			mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
+	}
+}
+
 template <int T, int M, int L>
 __global__ void __launch_bounds__(256)
 k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
@@ -320,6 +354,42 @@ k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
 		if (lane == 0)
 			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
 	}
+}
+
+/*
+ * The experts' products (gpu_moe_matvec): the warp of row r of slot s =
+ * s0 + blockIdx.y is k_mvk<T, 1, L>'s on input row s / per (q, dk, bs of
+ * that row) against expert ids[s]'s rows (ebytes apart), into y[s][rows].
+ * An id outside [0, n_exp) gives NaN rows.
+ */
+template <int T, int L>
+__global__ void __launch_bounds__(256)
+k_moe_mvk(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, size_t rowbytes,
+    int n_exp, const int32_t *__restrict__ ids, int s0, int per, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, s = s0 + (int)blockIdx.y;
+	float acc[1];
+
+	pdl_enter();	/* the ids are an earlier kernel's */
+	if (r >= rows)
+		return;
+	int e = ids[s];
+	size_t xr = (size_t)(s / per);
+	float *yr = y + (size_t)s * rows + r;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			*yr = __int_as_float(0x7FC00000);
+		return;
+	}
+	mvk_row<T, 1, L>(W + (size_t)e * ebytes + r * rowbytes, nb, q + xr * nb * 256,
+	    dk + xr * nb, bs + xr * nb * 16, 1, lane, acc);
+	float v = acc[0];
+	for (int o = 1; o < 32; o <<= 1)
+		v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+	if (lane == 0)
+		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
 }
 
 int
@@ -405,6 +475,53 @@ qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	default:
 		return l8 ? mvk_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
 		    mvk_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+	}
+}
+
+template <int T, int L>
+static int
+mvk_moe_launch(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
+    const int32_t *ids, int ns, int per, const int8_t *q, const float *dk, const int16_t *bs,
+    float *y, const float *scale)
+{
+	size_t rb = (size_t)nb * mvk_bs<T>::v;
+
+	for (int s0 = 0; s0 < ns; s0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(ns - s0, 65535));
+		gpu_launch(g, k_moe_mvk<T, L>, grid, 256, 0, (const uint8_t *)w, rb * (size_t)rows,
+		    rows, nb, rb, n_exp, ids, s0, per, q, dk, bs, y, scale);
+		GPU_LAUNCHED(g, "moe matvec_q8k");
+	}
+	return 0;
+}
+
+int
+qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dk,
+    const int16_t *bs, float *d_y, const float *d_scale)
+{
+	int nb = (int)(ne0 / 256);
+
+	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || n_exp < 1 || ns < 1 || per < 1)
+		return gpu_fail(g, "moe matvec_q8k: type %d, %d experts of %lldx%lld, %d slots", t,
+		    n_exp, (long long)rows, (long long)ne0, ns);
+	/* qk_product's: an expert's rows are rows of the stack, aligned as they are there */
+	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
+		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
+	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
+	switch (t) {
+	case QK_T_Q4_K:
+		return l8 ? mvk_moe_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, n_exp, d_ids, ns, per, q,
+		    dk, bs, d_y, d_scale) : mvk_moe_launch<QK_T_Q4_K, 4>(g, d_w, rows, nb, n_exp,
+		    d_ids, ns, per, q, dk, bs, d_y, d_scale);
+	case QK_T_Q5_K:
+		return l8 ? mvk_moe_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, n_exp, d_ids, ns, per, q,
+		    dk, bs, d_y, d_scale) : mvk_moe_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, n_exp,
+		    d_ids, ns, per, q, dk, bs, d_y, d_scale);
+	default:
+		return l8 ? mvk_moe_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, n_exp, d_ids, ns, per, q,
+		    dk, bs, d_y, d_scale) : mvk_moe_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, n_exp,
+		    d_ids, ns, per, q, dk, bs, d_y, d_scale);
 	}
 }
 

@@ -498,13 +498,16 @@ att_scores(const float (*qv)[E], const float *k, int lane, float scale, float *s
  * only on s and the position, never on the number of rows
  * (batch-invariant).  dpos: NULL, or the device int that holds pos0 (the
  * grid then covers the whole cache and the splits past the rows'
- * positions stop at once).
+ * positions stop at once).  window > 0: query t sees positions np -
+ * window .. np - 1 (np = pos0 + t + 1) only: a split starts at the
+ * window's first position when that lies inside it, and one wholly before
+ * it is empty (-FLT_MAX, 0: it adds nothing in k_attn_combine).
  */
 template <int E, int W, int GB>
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
     const float *__restrict__ V, float *part, int nh, int nkv, int hd, int pos0, int nsplit,
-    float scale, const int32_t *dpos)
+    float scale, const int32_t *dpos, int window)
 {
 	__shared__ float sc[GB][ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
 	int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
@@ -517,6 +520,8 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 	int kvh = h0 / (nh / nkv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int p0 = s * ATT_SPLIT, np = pos0 + t + 1;
 	int p1 = min(p0 + ATT_SPLIT, np);
+	if (window > 0)		/* the split's positions inside the window: from np - window */
+		p0 = max(p0, np - window);
 	float *pt = part + (((int64_t)t * nh + h0) * nsplit + s) * (hd + 2);
 	int64_t ld = (int64_t)nkv * hd, ph = (int64_t)nsplit * (hd + 2);	/* ph: a head's stride */
 	const float *Kh = K + (int64_t)kvh * hd, *Vh = V + (int64_t)kvh * hd;
@@ -631,15 +636,16 @@ k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit,
  * from the device (the grid sized to n_ctx). */
 static int
 attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, float *d_out,
-    int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos, int n_ctx, float scale)
+    int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos, int n_ctx, float scale,
+    int window)
 {
 	int nsplit = ((d_pos ? n_ctx : pos0 + nq) + ATT_SPLIT - 1) / ATT_SPLIT;
 	float *part;
 
 	if (nq < 1 || nq > GPU_MATVEC_MAX_ROWS || nh < 1 || nkv < 1 || nh % nkv ||
-	    hd < 1 || hd > 256 || pos0 < 0 || (d_pos && n_ctx < nq))
-		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d n_ctx=%d", nq, nh,
-		    nkv, hd, pos0, n_ctx);
+	    hd < 1 || hd > 256 || pos0 < 0 || (d_pos && n_ctx < nq) || window < 0)
+		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d n_ctx=%d window=%d",
+		    nq, nh, nkv, hd, pos0, n_ctx, window);
 	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
 	if (part == NULL)
 		return -1;
@@ -648,7 +654,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
 	dim3 grid(nsplit, nh / gb, nq);
 #define ATT_G(e, v, b) gpu_launch(g, k_attn_split<e, v, b>, grid, ATT_THREADS, 0, d_q, d_k, \
-	    d_v, part, nh, nkv, hd, pos0, nsplit, scale, d_pos)
+	    d_v, part, nh, nkv, hd, pos0, nsplit, scale, d_pos, window)
 #define ATT_K(e, v) switch (gb) { \
 	case 4: ATT_G(e, v, 4); break; case 3: ATT_G(e, v, 3); break; \
 	case 2: ATT_G(e, v, 2); break; default: ATT_G(e, v, 1); break; }
@@ -680,7 +686,7 @@ extern "C" int
 gpu_attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
     float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale)
 {
-	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, NULL, 0, scale);
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, NULL, 0, scale, 0);
 }
 
 extern "C" int
@@ -688,7 +694,16 @@ gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const floa
     float *d_out, int nq, int nh, int nkv, int hd, const int32_t *d_pos, int n_ctx,
     float scale)
 {
-	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, 0, d_pos, n_ctx, scale);
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, 0, d_pos, n_ctx, scale, 0);
+}
+
+extern "C" int
+gpu_attention_window(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+    float *d_out, int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos, int n_ctx,
+    float scale, int window)
+{
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, d_pos ? 0 : pos0, d_pos, n_ctx,
+	    scale, window);
 }
 
 /* --- attention: prefill (cuda/attn_prefill.cuh has the tiling) -------- */

@@ -540,6 +540,12 @@ backend_kv_store(struct backend *be, float *kc, float *vc, const float *k,
 	return 0;
 }
 
+int
+backend_head_max(const struct backend *be)
+{
+	return be->ops->head_max != NULL ? be->ops->head_max(be) : 0;
+}
+
 static int
 bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs, int m,
     int p0)
@@ -554,6 +560,9 @@ bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs
 	if (a->kv_f16 && !backend_kv_f16(be))
 		return util_err(be->err, "attention: backend '%s' has no f16 KV cache",
 		    be->name);
+	if (backend_head_max(be) > 0 && a->head_dim > backend_head_max(be))
+		return util_err(be->err, "attention: heads of %d on backend '%s' (at most %d)",
+		    a->head_dim, be->name, backend_head_max(be));
 	if (a->window < 0 || (a->window > 0 && (!backend_window(be) || a->kv_f16 || a->ggml)))
 		return util_err(be->err, "attention: a sliding window of %d: not on backend "
 		    "'%s'%s", a->window, be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "

@@ -282,6 +282,14 @@ int	backend_attention(struct backend *, const struct backend_attn *a,
 	    int m, int p0, float *o);
 
 /*
+ * The longest head (backend_attn.head_dim) backend_attention takes on
+ * be: 0 for any (the CPU), else its kernels' bound (the CUDA backend's
+ * 256); backend_attention refuses longer heads with the reason, and a
+ * model whose heads are longer refuses to load on be.
+ */
+int	backend_head_max(const struct backend *);
+
+/*
  * Round x[r][j] (r < rows, j < n) to the nearest half-precision value, in
  * place (a value past half's range becomes +-Inf): what storing it in an
  * F16 KV cache keeps.  -1 on a backend without half-precision caches

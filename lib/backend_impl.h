@@ -156,6 +156,8 @@ struct backend_ops {
 	/* optional, the vision towers' (backend_clamp; attention honours
 	 * backend_attn.hi): NULL has neither */
 	int	(*clamp)(struct backend *, float *, size_t, float, float);
+	/* optional, backend_head_max: NULL attends with heads of any size */
+	int	(*head_max)(const struct backend *);
 };
 
 struct backend {

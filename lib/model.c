@@ -1293,12 +1293,31 @@ bind_ends(struct model *md, struct src *s)
  * Bind the weights; with a draft source ds, the MTP layer blk.<n_layer>
  * comes from it (one MTP layer, whatever the trunk has).
  */
+/*
+ * Attention heads longer than the backend takes (backend_head_max: the
+ * CUDA kernels' 256; Gemma-4's global layers have 512): refused by name
+ * before any weight is read.
+ */
+static int
+heads_fit(struct model *md)
+{
+	const struct model_hparams *hp = &md->hp;
+	int max = backend_head_max(md->be), hd = hp->head_dim;
+
+	if (hp->arch == MODEL_ARCH_GEMMA4 || hp->arch == MODEL_ARCH_GEMMA4A)
+		hd = hd > hp->head_dim_swa ? hd : hp->head_dim_swa;
+	if (max <= 0 || hd <= max)
+		return 0;
+	return util_err(md->err, "attention heads of %d: backend '%s' takes at most %d "
+	    "(use --device cpu)", hd, backend_name(md->be), max);
+}
+
 static int
 bind(struct model *md, struct src *s, struct src *ds)
 {
 	struct model_hparams *hp = &md->hp;
 
-	if (read_hparams(md, s) != 0 || plan_range(md) != 0)
+	if (read_hparams(md, s) != 0 || plan_range(md) != 0 || heads_fit(md) != 0)
 		return -1;
 	if (hp->arch == MODEL_ARCH_DFLASH) {
 		if (ds != NULL || md->part)
@@ -1627,6 +1646,17 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 		util_err(err, "%s: architecture 'step35': backend '%s' has no step35 ops yet "
 		    "(sliding-window attention, sigmoid routing, SwiGLU limits; use --device cpu)",
 		    path, backend_name(be));
+		goto fail;
+	}
+	/* the GPU kernels of these three were written without a GPU at hand: until
+	 * kernel-check and the gates pass on one (tools/gpu-run.sh arch), they run
+	 * only when asked for */
+	if (s.arch != NULL && !backend_host(be) && (strcmp(s.arch, "qwen35moe") == 0 ||
+	    strncmp(s.arch, "gemma4", 6) == 0 || strcmp(s.arch, "step35") == 0) &&
+	    (getenv("MEMRA_CUDA_UNVERIFIED") == NULL || strcmp(getenv("MEMRA_CUDA_UNVERIFIED"), "1") != 0)) {
+		util_err(err, "%s: architecture '%s' on backend '%s': its GPU kernels have not "
+		    "passed kernel-check on a GPU yet (MEMRA_CUDA_UNVERIFIED=1 runs them; "
+		    "or use --device cpu)", path, s.arch, backend_name(be));
 		goto fail;
 	}
 	g4 = s.arch != NULL && strcmp(s.arch, "gemma4") == 0;

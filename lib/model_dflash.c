@@ -285,7 +285,7 @@ block_attn(struct model *D, struct model_layer *L, struct state *ds, int p0, int
 	struct model_dfl *x = D->dx;
 	int qd = hp->n_head * hp->head_dim, W = L->swa ? hp->n_swa : 0;
 	struct backend_attn at = { hp->n_head, hp->n_head_kv, hp->head_dim,
-	    1.0f / sqrtf((float)hp->head_dim), 0, 0, 0, 0 };
+	    1.0f / sqrtf((float)hp->head_dim), 0, 0, 0, 0, NULL };
 
 	for (int i = 0; i < B; i++) {
 		int q = p0 + i, hi = hp->causal ? q : p0 + B - 1, lo = 0;

@@ -323,7 +323,7 @@ g4_logits(struct model *md, int rows)
 
 const struct model_arch_ops model_arch_gemma4 = {
 	.act = g4_act, .embed = g4_embed, .layers = g4_layers, .layers_seqs = g4_layers_seqs,
-	.logits = g4_logits, .inject = 1,
+	.logits = g4_logits, .inject = 1, .host_pos = 1,
 };
 
 /* A gemma4_assistant runs only as its trunk's drafter (model_assist). */
@@ -342,6 +342,7 @@ g4a_refuse_seqs(struct model *md, const struct model_seqs *g)
 
 const struct model_arch_ops model_arch_gemma4a = {
 	.act = g4_act, .embed = g4_embed, .layers = g4a_refuse, .layers_seqs = g4a_refuse_seqs,
+	.host_pos = 1,
 };
 
 int

@@ -139,6 +139,10 @@ struct model_arch_ops {
 	int	prenorm;
 	/* 1: embed honours a->inj (model_inject) and the layers a->hi */
 	int	inject;
+	/* 1: layers queues ops at the host's positions (a->pos), not at dpos, so a step of
+	 * it must not be recorded (a replay would run at the recorded positions): a step runs
+	 * as a prompt does, unrecorded (gemma4, step35). */
+	int	host_pos;
 };
 /* llama, qwen35, qwen35moe (lib/model_fwd.c), gemma4 (lib/model_gemma4.c) and step35
  * (lib/model_step35.c). */

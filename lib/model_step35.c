@@ -182,5 +182,5 @@ step35_mtp_block(struct model *md, struct model_layer *L, struct state *st, int 
 
 const struct model_arch_ops model_arch_step35 = {
 	.layers = step35_layers, .layers_seqs = step35_layers_seqs,
-	.mtp_block = step35_mtp_block, .prenorm = 1,
+	.mtp_block = step35_mtp_block, .prenorm = 1, .host_pos = 1,
 };

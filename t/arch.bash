@@ -37,3 +37,29 @@ batch_identical() {
 		[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
 	done
 }
+
+# cuda_same MODEL...: on the CUDA backend, run-gen's greedy ids equal the CPU's on three
+# prompts (the last of 32 ids: more than 16 rows, so the prefill products and, where a
+# window slides, its attention take their prompt paths) with every argmax gate MATCH, and
+# batched decode bit-identical to one sequence at a time (bats test_tags=gpu)
+cuda_same() {
+	local p='{"prompt": "hello world"}
+{"prompt": "the cat sat on the mat and then it sat on the hat"}
+{"prompt": [5, 17, 250, 3, 99, 99, 99, 42, 7, 1, 0, 310, 64, 64, 128, 9, 5, 17, 250, 3, 99, 42, 7, 1, 11, 12, 13, 14, 15, 16, 17, 18]}'
+	local seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
+	local m want
+
+	# the kernels of these architectures run on a GPU only when asked (lib/model.c)
+	export MEMRA_CUDA_UNVERIFIED=1
+	for m in "$@"; do
+		run -0 --separate-stderr run-gen --raw --ids --jsonl -n 24 --device cpu "$m" <<<"$p"
+		want=$(sed 's/.*"ids": \[\([^]]*\)\].*/\1/' <<<"$output")
+		run -0 --separate-stderr run-gen --raw --ids --jsonl -n 24 --device cuda "$m" <<<"$p"
+		[ "$(sed 's/.*"ids": \[\([^]]*\)\].*/\1/' <<<"$output")" = "$want" ]
+		[ "$(grep -c '"gate": "MATCH"' <<<"$output")" = 3 ]
+		for b in 1 3 8; do
+			run -0 --separate-stderr "$MB" -d cuda -b "$b" "$m" $seqs
+			[[ $output == "identical: 6 sequences, 37 decode steps, "* ]]
+		done
+	done
+}

@@ -147,3 +147,18 @@ layout() {
 	MEMRA_GEMMA_DRAFT_RANKS=/nonexistent run -1 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense" hi
 	[[ $stderr == *"rank list without a drafter"* ]]
 }
+
+# bats test_tags=gpu
+@test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
+	cuda_same "$M/g4-dense" "$M/g4-ple-shared" "$M/g4-moe-keqv"
+}
+
+# bats test_tags=gpu
+@test "assistant on the CUDA backend: run-spec K=1..4 identical to plain greedy, drafts accepted" {
+	run -0 --separate-stderr run-spec --raw -K 1-4 -n 16 --device cuda "$M/g4-dense+$M/g4-assistant" \
+	    "hello world, the quick brown fox"
+	for k in 1 2 3 4; do
+		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+	done
+	[ "${lines[5]}" = "SELF-CONSISTENCY PASS" ]
+}

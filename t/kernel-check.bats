@@ -5,12 +5,12 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 
 @test "--help prints the usage of the man page's synopsis" {
 	run -0 --separate-stderr kernel-check --help
-	[ "${lines[0]}" = "usage: kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model]" ]
+	[ "${lines[0]}" = "usage: kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model ...]" ]
 	[ "${lines[1]}" = "       kernel-check -n model" ]
 	[ "${#lines[@]}" = 2 ]
 	syn=$(mandoc -Tascii "$TOP/man/kernel-check.1" | col -b | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
 	    sed '1d;$d' | tr -s ' \t\n' ' ' | sed 's/^ *//; s/ *$//')
-	[ "$syn" = "kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model] kernel-check -n model" ]
+	[ "$syn" = "kernel-check [-bt] [-C bytes] [-d device] [-s seed] [-T type] [-U n] [model ...] kernel-check -n model" ]
 }
 
 @test "an unknown option is a usage error" {
@@ -18,8 +18,9 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[ "${stderr_lines[0]}" = "kernel-check: unrecognized option '--bogus'" ]
 }
 
-@test "two operands are a usage error" {
-	run -2 --separate-stderr kernel-check a.gguf b.gguf
+@test "-n with two models is a usage error" {
+	run -2 --separate-stderr kernel-check -n a.gguf b.gguf
+	[ "${stderr_lines[0]}" = "kernel-check: -n: a model and no other option" ]
 }
 
 @test "a device number out of range is a usage error, not clamped" {

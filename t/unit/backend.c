@@ -646,7 +646,7 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 
 TEST(attention_matches_reference_and_decode_equals_prefill)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0, 0, NULL };
 	int qhs = 48, ldq = 4 * 48, p0 = 5, m = 6, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -688,7 +688,7 @@ TEST(round_f16_keeps_what_a_half_cache_stores)
 
 TEST(attention_with_f16_cache_matches_reference_and_is_batch_invariant)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0, 0, NULL };
 	int qhs = 48, ldq = 4 * 48, p0 = 7, m = 5, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -732,7 +732,7 @@ TEST(ggml_attention_orders_are_the_same_bits_on_every_path)
 	for (int h = 0; h < 3; h++)
 		for (int f16 = 0; f16 < 2; f16++)
 			for (int bat = 0; bat < 2; bat++) {
-				struct backend_attn a = { 4, 2, hds[h], 0, f16, 1, bat, 0 };
+				struct backend_attn a = { 4, 2, hds[h], 0, f16, 1, bat, 0, NULL };
 				int hd = hds[h], kvd = 2 * hd, ldq = 4 * hd, p0 = 70, m = 5;
 				int n_ctx = p0 + m, od = 4 * hd;
 				float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * kvd, 2);
@@ -948,7 +948,7 @@ dpos_new(struct backend *be, int p0, int m)
 
 TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
 {
-	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0, 0 };
+	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0, 0, NULL };
 	int m = 3, p0 = 5, n_ctx = 9, kvd = 48, qhs = 48, ldq = 4 * 48, od = 4 * 24;
 	int32_t pos[3] = { 5, 6, 7 }, *d = dpos_new(be3, p0, m);
 	float *x = rnd((size_t)m * ldq, 1), *y = dup(x, (size_t)m * ldq);
@@ -1202,7 +1202,7 @@ TEST(gemma_elementwise_ops_match_reference)
  */
 TEST(windowed_attention_sees_the_last_window_keys)
 {
-	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 3 }, full = a;
+	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 3, NULL }, full = a;
 	int m = 7, kvd = 32, ldq = 64;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)m * kvd, 1);
 	float *vc = rnd((size_t)m * kvd, 1), o[7][64], o1[64], ref[64];

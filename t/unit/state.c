@@ -28,7 +28,7 @@ static int
 layer(struct state *st, int r0, int m, int snap, float *o, float *a)
 {
 	static const struct backend_gdn g = { 1, 1, 8, 8, 0, 1, 1e-6f };
-	static const struct backend_attn at = { 2, 1, 4, 0.5f, 0, 0, 0, 0 };
+	static const struct backend_attn at = { 2, 1, 4, 0.5f, 0, 0, 0, 0, NULL };
 	float y[5 * CD], al[5], bt[5];
 	int p0 = m <= 5 ? state_push(st, m, snap) : -1;
 

@@ -1,0 +1,368 @@
+/*
+ * moe: the mixture of experts' routing, activations and weighted sums
+ * (the products are cuda/matvec*.cu's gpu_moe_matvec), and the small
+ * elementwise ops of Gemma-4 and step35, each with lib/backend_cpu_moe.c's
+ * and lib/backend_cpu_gemma.c's operations in their order (every product
+ * and sum rounded on its own: no contraction), so that a result differs
+ * from the CPU's only where CUDA's expf or tanhf does from the C
+ * library's (a few ulp).  Row by row: nothing in a row depends on the
+ * other rows of the call (batch-invariant).
+ */
+#include "gpu_impl.cuh"
+
+/*
+ * The router of row blockIdx.x, one warp: the keys (softmax: p = exp(x -
+ * max) by expf, their sum in index order by one lane, each p divided by
+ * it; SIG: p = gpu_sigmoid(x), the key p + bias), then k picks of the
+ * largest key left, the lower id on ties (a lane's stride in index order,
+ * then a butterfly preferring the larger key, the lower id on equal ones:
+ * the CPU's scan for keys without NaN), ids[r][j] and the weights: the
+ * picked p summed in pick order, softmax p / sum, SIG (norm ? p / sum : p)
+ * * scale.  Shared memory: n floats of p, n of keys, n bytes taken.
+ */
+template <int SIG>
+__global__ void
+k_moe_route(const float *x, int64_t ldx, int n, int k, const float *bias, int norm,
+    float scale, int32_t *ids, float *w)
+{
+	extern __shared__ float rt_sm[];
+	float *p = rt_sm, *key = rt_sm + n;
+	unsigned char *taken = (unsigned char *)(rt_sm + 2 * n);
+	int r = blockIdx.x, lane = threadIdx.x;
+	const float *xr = x + (int64_t)r * ldx;
+	int32_t *id = ids + (int64_t)r * k;
+	float *wr = w + (int64_t)r * k, sum = 0.0f;
+
+	pdl_enter();
+	if (!SIG) {
+		float mx = xr[0];
+		for (int i = lane; i < n; i += 32)
+			mx = xr[i] > mx ? xr[i] : mx;
+		for (int o = 16; o > 0; o >>= 1) {
+			float v = __shfl_xor_sync(0xFFFFFFFFu, mx, o);
+			mx = v > mx ? v : mx;
+		}
+		for (int i = lane; i < n; i += 32)
+			p[i] = expf(__fsub_rn(xr[i], mx));
+		__syncwarp();
+		if (lane == 0)
+			for (int i = 0; i < n; i++)
+				sum = __fadd_rn(sum, p[i]);
+		sum = __shfl_sync(0xFFFFFFFFu, sum, 0);
+		for (int i = lane; i < n; i += 32)
+			key[i] = p[i] = __fdiv_rn(p[i], sum);
+	} else {
+		for (int i = lane; i < n; i += 32) {
+			p[i] = gpu_sigmoid(xr[i]);
+			key[i] = bias != NULL ? __fadd_rn(p[i], bias[i]) : p[i];
+		}
+	}
+	for (int i = lane; i < n; i += 32)
+		taken[i] = 0;
+	__syncwarp();
+	float tot = 0.0f;
+	for (int j = 0; j < k; j++) {
+		int b = -1;
+		float bv = 0.0f;
+		for (int i = lane; i < n; i += 32)
+			if (!taken[i] && (SIG || key[i] >= 0.0f) && (b < 0 || key[i] > bv))
+				b = i, bv = key[i];
+		for (int o = 16; o > 0; o >>= 1) {
+			int b2 = __shfl_xor_sync(0xFFFFFFFFu, b, o);
+			float v2 = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
+			if (b2 >= 0 && (b < 0 || v2 > bv || (v2 == bv && b2 < b)))
+				b = b2, bv = v2;
+		}
+		if (lane == 0) {
+			if (b >= 0) {
+				taken[b] = 1;
+				tot = __fadd_rn(tot, p[b]);
+				wr[j] = p[b];
+			} else
+				wr[j] = __int_as_float(0x7FC00000);	/* no key left: NaN keys */
+			id[j] = b;
+		}
+		__syncwarp();
+	}
+	if (lane == 0)
+		for (int j = 0; j < k; j++)
+			wr[j] = SIG ? __fmul_rn(norm ? __fdiv_rn(wr[j], tot) : wr[j], scale) :
+			    __fdiv_rn(wr[j], tot);
+}
+
+#define MOE_ROUTE_MAX 4096	/* experts a router takes (the CPU's sigmoid router's bound) */
+
+extern "C" int
+gpu_moe_route(struct gpu *g, int mode, const float *d_x, int64_t ldx, int m, int n, int k,
+    const float *d_bias, int norm, float scale, int32_t *d_ids, float *d_w)
+{
+	size_t sm = (size_t)n * 9;
+
+	if (m < 1 || n < 1 || n > MOE_ROUTE_MAX || k < 1 || k > n || ldx < n ||
+	    (mode != GPU_ROUTE_SOFTMAX && mode != GPU_ROUTE_SIGMOID))
+		return gpu_fail(g, "moe route: mode %d, top %d of %d experts (at most %d), %d rows",
+		    mode, k, n, MOE_ROUTE_MAX, m);
+	for (int r0 = 0; r0 < m; r0 += 65535) {
+		int nr = m - r0 < 65535 ? m - r0 : 65535;
+		const float *x = d_x + (int64_t)r0 * ldx;
+		if (mode == GPU_ROUTE_SIGMOID)
+			gpu_launch(g, k_moe_route<1>, nr, 32, sm, x, ldx, n, k, d_bias, norm, scale,
+			    d_ids + (int64_t)r0 * k, d_w + (int64_t)r0 * k);
+		else
+			gpu_launch(g, k_moe_route<0>, nr, 32, sm, x, ldx, n, k, d_bias, norm, scale,
+			    d_ids + (int64_t)r0 * k, d_w + (int64_t)r0 * k);
+		GPU_LAUNCHED(g, "moe route");
+	}
+	return 0;
+}
+
+/* y[r][i] = sum over j < k of w[r][j] * d[r k + j][i], the first product as is. */
+__global__ void
+k_moe_combine(const float *d, int m, int k, int64_t n, const float *w, float *y, int64_t ldy)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r, c;
+
+	pdl_enter();
+	if (i >= (int64_t)m * n)
+		return;
+	r = i / n, c = i - r * n;
+	float acc = 0.0f;
+	for (int j = 0; j < k; j++) {
+		int64_t s = r * k + j;
+		float v = __fmul_rn(w[s], d[s * n + c]);
+		acc = j == 0 ? v : __fadd_rn(acc, v);
+	}
+	y[r * ldy + c] = acc;
+}
+
+extern "C" int
+gpu_moe_combine(struct gpu *g, const float *d_d, int m, int k, int64_t n, const float *d_w,
+    float *d_y, int64_t ldy)
+{
+	int64_t t = (int64_t)m * n;
+
+	if (m < 1 || k < 1 || n < 1 || ldy < n)
+		return gpu_fail(g, "moe combine: %d rows of %lld, %d experts each", m, (long long)n, k);
+	gpu_launch(g, k_moe_combine, (unsigned)((t + 255) / 256), 256, 0, d_d, m, k, n, d_w, d_y,
+	    ldy);
+	GPU_LAUNCHED(g, "moe combine");
+	return 0;
+}
+
+/* gelu(x) with PyTorch's tanh approximation in lib/backend_cpu_gemma.c's order. */
+__device__ __forceinline__ float
+gpu_gelu_tanh(float x)
+{
+	const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+	const float kappa = 0.044715f;
+	float inner = __fmul_rn(beta, __fadd_rn(x, __fmul_rn(kappa, __fmul_rn(__fmul_rn(x, x), x))));
+
+	return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(inner)));
+}
+
+/* min(silu(g), L) * clamp(u, -L, L) for L > 0 (NaN passes), silu(g) * u for L = 0. */
+__device__ __forceinline__ float
+gpu_swiglu_lim(float g, float u, float limit)
+{
+	float a = gpu_silu(g), b = u;
+
+	if (limit > 0.0f) {
+		a = a > limit ? limit : a;
+		b = b > limit ? limit : b < -limit ? -limit : b;
+	}
+	return __fmul_rn(a, b);
+}
+
+/* f[s][c], s < ns, c < nf: GPU_MOE_SWIGLU of a[s][c], b[s][c]; GPU_MOE_GEGLU of a[s][c], a[s][nf + c]. */
+__global__ void
+k_moe_act(int act, const float *a, const float *b, int64_t total, int64_t nf, float limit,
+    float *f)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i >= total)
+		return;
+	if (act == GPU_MOE_GEGLU) {
+		int64_t s = i / nf, c = i - s * nf;
+		const float *as = a + s * 2 * nf;
+		f[i] = __fmul_rn(gpu_gelu_tanh(as[c]), as[nf + c]);
+	} else
+		f[i] = gpu_swiglu_lim(a[i], b[i], limit);
+}
+
+extern "C" int
+gpu_moe_act(struct gpu *g, int act, const float *d_a, const float *d_b, int64_t ns, int64_t nf,
+    float limit, float *d_f)
+{
+	int64_t t = ns * nf;
+
+	if (ns < 1 || nf < 1 || !(limit >= 0.0f) || (act != GPU_MOE_SWIGLU && act != GPU_MOE_GEGLU) ||
+	    (act == GPU_MOE_SWIGLU && d_b == NULL))
+		return gpu_fail(g, "moe act: %d over %lld rows of %lld, limit %g", act, (long long)ns,
+		    (long long)nf, limit);
+	gpu_launch(g, k_moe_act, (unsigned)((t + 255) / 256), 256, 0, act, d_a, d_b, t, nf, limit,
+	    d_f);
+	GPU_LAUNCHED(g, "moe act");
+	return 0;
+}
+
+__global__ void
+k_moe_scale(float *w, const int32_t *ids, int64_t n, const float *s)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < n)
+		w[i] = __fmul_rn(w[i], s[ids[i]]);
+}
+
+extern "C" int
+gpu_moe_scale(struct gpu *g, float *d_w, const int32_t *d_ids, int64_t n, const float *d_s)
+{
+	if (n < 1)
+		return gpu_fail(g, "moe scale: %lld weights", (long long)n);
+	gpu_launch(g, k_moe_scale, (unsigned)((n + 255) / 256), 256, 0, d_w, d_ids, n, d_s);
+	GPU_LAUNCHED(g, "moe scale");
+	return 0;
+}
+
+/* y[r][c] += sigmoid(gt[r * ldg]) * x[r][c]: the product rounded, then the sum. */
+__global__ void
+k_add_gated(float *y, int64_t ldy, const float *x, int64_t ldx, const float *gt, int64_t ldg,
+    int rows, int64_t n)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r, c;
+
+	pdl_enter();
+	if (i >= (int64_t)rows * n)
+		return;
+	r = i / n, c = i - r * n;
+	y[r * ldy + c] = __fadd_rn(y[r * ldy + c], __fmul_rn(gpu_sigmoid(gt[r * ldg]), x[r * ldx + c]));
+}
+
+extern "C" int
+gpu_add_gated(struct gpu *g, float *d_y, int64_t ldy, const float *d_x, int64_t ldx,
+    const float *d_g, int64_t ldg, int rows, int64_t n)
+{
+	int64_t t = (int64_t)rows * n;
+
+	if (rows < 1 || n < 1 || ldy < n || ldx < n || ldg < 1)
+		return gpu_fail(g, "add_gated: %d rows of %lld", rows, (long long)n);
+	gpu_launch(g, k_add_gated, (unsigned)((t + 255) / 256), 256, 0, d_y, ldy, d_x, ldx, d_g, ldg,
+	    rows, n);
+	GPU_LAUNCHED(g, "add_gated");
+	return 0;
+}
+
+/* y[r][c] = gelu_tanh(gt[r][c]) * u[r][c] (y may be gt or u). */
+__global__ void
+k_geglu(const float *gt, int64_t ldg, const float *u, int64_t ldu, float *y, int64_t ldy,
+    int rows, int64_t n)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r, c;
+
+	pdl_enter();
+	if (i >= (int64_t)rows * n)
+		return;
+	r = i / n, c = i - r * n;
+	y[r * ldy + c] = __fmul_rn(gpu_gelu_tanh(gt[r * ldg + c]), u[r * ldu + c]);
+}
+
+extern "C" int
+gpu_geglu(struct gpu *g, const float *d_g, int64_t ldg, const float *d_u, int64_t ldu,
+    float *d_y, int64_t ldy, int rows, int64_t n)
+{
+	int64_t t = (int64_t)rows * n;
+
+	if (rows < 1 || n < 1 || ldg < n || ldu < n || ldy < n)
+		return gpu_fail(g, "geglu: %d rows of %lld", rows, (long long)n);
+	gpu_launch(g, k_geglu, (unsigned)((t + 255) / 256), 256, 0, d_g, ldg, d_u, ldu, d_y, ldy,
+	    rows, n);
+	GPU_LAUNCHED(g, "geglu");
+	return 0;
+}
+
+/* op 0: x = cap * tanh(x / cap) (the quotient, tanh, product each rounded); 1: x *= s. */
+__global__ void
+k_unary(float *x, int64_t n, int op, float s)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i >= n)
+		return;
+	x[i] = op == 0 ? __fmul_rn(tanhf(__fdiv_rn(x[i], s)), s) : __fmul_rn(x[i], s);
+}
+
+static int
+unary(struct gpu *g, float *x, int64_t n, int op, float s, const char *what)
+{
+	if (n < 1)
+		return gpu_fail(g, "%s: %lld elements", what, (long long)n);
+	gpu_launch(g, k_unary, (unsigned)((n + 255) / 256), 256, 0, x, n, op, s);
+	GPU_LAUNCHED(g, what);
+	return 0;
+}
+
+extern "C" int
+gpu_softcap(struct gpu *g, float *d_x, int64_t n, float cap)
+{
+	if (!(cap > 0.0f))
+		return gpu_fail(g, "softcap: cap %g", cap);
+	return unary(g, d_x, n, 0, cap, "softcap");
+}
+
+extern "C" int
+gpu_mul_scalar(struct gpu *g, float *d_x, int64_t n, float s)
+{
+	return unary(g, d_x, n, 1, s, "scale");
+}
+
+__global__ void
+k_swiglu_limit(const float *gt, const float *u, float *y, int64_t n, float limit)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < n)
+		y[i] = gpu_swiglu_lim(gt[i], u[i], limit);
+}
+
+extern "C" int
+gpu_swiglu_limit(struct gpu *g, const float *d_g, const float *d_u, float *d_y, int64_t n,
+    float limit)
+{
+	if (n < 1 || !(limit >= 0.0f))
+		return gpu_fail(g, "swiglu_limit: %lld elements, limit %g", (long long)n, limit);
+	gpu_launch(g, k_swiglu_limit, (unsigned)((n + 255) / 256), 256, 0, d_g, d_u, d_y, n, limit);
+	GPU_LAUNCHED(g, "swiglu_limit");
+	return 0;
+}
+
+/* x[r][h hd + c] *= sigmoid(gt[r ldg + h]). */
+__global__ void
+k_head_gate(float *x, int64_t ldx, const float *gt, int64_t ldg, int rows, int nh, int hd)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n = (int64_t)nh * hd, r, c;
+
+	pdl_enter();
+	if (i >= (int64_t)rows * n)
+		return;
+	r = i / n, c = i - r * n;
+	x[r * ldx + c] = __fmul_rn(x[r * ldx + c], gpu_sigmoid(gt[r * ldg + c / hd]));
+}
+
+extern "C" int
+gpu_head_gate(struct gpu *g, float *d_x, int64_t ldx, const float *d_g, int64_t ldg, int rows,
+    int nh, int hd)
+{
+	int64_t t = (int64_t)rows * nh * hd;
+
+	if (rows < 1 || nh < 1 || hd < 1 || ldx < (int64_t)nh * hd || ldg < nh)
+		return gpu_fail(g, "head_gate: %d rows of %d heads of %d", rows, nh, hd);
+	gpu_launch(g, k_head_gate, (unsigned)((t + 255) / 256), 256, 0, d_x, ldx, d_g, ldg, rows,
+	    nh, hd);
+	GPU_LAUNCHED(g, "head_gate");
+	return 0;
+}
