@@ -334,6 +334,8 @@ setup() {
 	    $p.weight_packed $p.weight
 	run -1 --separate-stderr quant-nvfp4 "$d" "$BATS_TEST_TMPDIR/x.gguf"
 	[ "$stderr" = "quant-nvfp4: $d: 'blk.2.ffn_up_exps.weight': expert 3 is not NVFP4 like the others" ]
+}
+
 # bats test_tags=gpu
 @test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
 	quant-nvfp4 -t 2 --type Q8_0 "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/q8.gguf" 2>/dev/null
