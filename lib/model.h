@@ -298,6 +298,18 @@ int	model_forward_seqs(struct model *, struct state **st, const int *rows, int n
 	    const int32_t *tok, int flags, float *logits, int32_t *ids, float *hidden);
 
 /*
+ * model_forward_seqs on a trunk with a DFlash drafter attached, with
+ * each row's taps into taps (NULL, or host [rows][n_tap * n_embd], in
+ * tok's order) too: what model_taps gives after the same rows' forward
+ * alone (the rows' bits are the same).  A scheduler's verify rows, the
+ * drafter's context to be.  -1 with model_errmsg set also for taps
+ * without a drafter.
+ */
+int	model_forward_seqs_taps(struct model *, struct state **st, const int *rows, int n,
+	    const int32_t *tok, int flags, float *logits, int32_t *ids, float *hidden,
+	    float *taps);
+
+/*
  * model_forward_seqs with one row a sequence and no flags: decode n
  * sequences, one new token tok[i] each; row i is bit-identical to
  * model_forward(st[i], &tok[i], 1, 0) alone.  logits: NULL, or host
@@ -354,7 +366,8 @@ const struct model_hparams *model_dflash(const struct model *);
 
 /*
  * The tapped rows of the last model_forward (_argmax, _next) of this
- * trunk: taps [m][n_tap * n_embd] (host), row r the outputs of the
+ * trunk (of model_forward_seqs: its last group's; model_forward_seqs_taps
+ * hands back every row's): taps [m][n_tap * n_embd] (host), row r the outputs of the
  * drafter's layers (in its order) for row r of that forward (m <= its
  * rows).  0, or -1 with model_errmsg set (no drafter; m out of range).
  */
@@ -369,6 +382,9 @@ int	model_dflash_prec(const char *name);
 
 /* The drafter's context cache for a sequence of n_ctx positions (and a block past them). */
 struct state *model_dflash_state(struct model *, int n_ctx, char *err);
+
+/* The bytes of backend memory model_dflash_state(n_ctx) takes (0: no drafter). */
+size_t	model_dflash_state_bytes(const struct model *, int n_ctx);
 
 /*
  * Context rows p0..p0+m-1 of ds from their taps [m][n_tap * n_embd]

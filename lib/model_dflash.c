@@ -190,6 +190,14 @@ model_dflash_state(struct model *md, int n_ctx, char *err)
 	return model_state_new(D, n_ctx + D->hp.block, 0, err);
 }
 
+size_t
+model_dflash_state_bytes(const struct model *md, int n_ctx)
+{
+	const struct model *D = md->dfl;
+
+	return D != NULL ? model_state_bytes(D, n_ctx + D->hp.block, 0) : 0;
+}
+
 /* Layer L's K (per-head norm, RoPE at pos) and V of rows in[m] into ds at row p0. */
 static int
 kv_rows(struct model *D, struct model_layer *L, struct state *ds, const float *in, int p0,

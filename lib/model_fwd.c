@@ -783,10 +783,10 @@ trunk_seqs(struct model *md, const struct model_seqs *g)
 		const float *res = il > md->l0 ? md->act.t : NULL;
 
 		if ((L->rec ? gdn_layer_seqs(md, L, g, res) : attn_layer_seqs(md, L, g, res)) ||
-		    ffn(md, L, g->m))
+		    ffn(md, L, g->m) || (md->dfl != NULL && model_dflash_tap(md, il, g->m)))
 			return -1;
 	}
-	md->tap_rows = 0;	/* no taps: a drafter's context comes from model_forward */
+	md->tap_rows = g->m;	/* the group's rows, as trunk keeps a forward's */
 	return md->l1 > md->l0 ? residual(md, g->m) : 0;
 }
 
@@ -860,10 +860,11 @@ seqs_group(struct model *md, const struct model_seqs *g, const int32_t *tok, flo
  */
 static int
 forward_seqs(struct model *md, struct state **st, const int *rows, int n, const int32_t *tok,
-    int flags, float *logits, const struct pick *pk, float *hidden)
+    int flags, float *logits, const struct pick *pk, float *hidden, float *taps)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_seqs g = { .rows = NULL, .verify = (flags & MODEL_VERIFY) != 0 };
+	size_t tw = md->dfl != NULL ? (size_t)md->dfl->hp.n_tap * hp->n_embd : 0;
 
 	if (md->inj != NULL) {
 		md->inj = NULL;
@@ -873,9 +874,14 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
 		return -1;
 	/* one sequence is a step of its own: the same ops, through the recorded
 	 * step (CUDA graphs) that a lone decode or verify replays */
-	if (n == 1)
-		return forward(md, st[0], tok, model_seq_rows(&(struct model_seqs){ .rows = rows }, 0),
-		    flags | MODEL_LOGITS_ALL, logits, pk, hidden);
+	if (taps != NULL && md->dfl == NULL)
+		return util_err(md->err, "forward: taps: no DFlash drafter attached");
+	if (n == 1) {
+		int m = model_seq_rows(&(struct model_seqs){ .rows = rows }, 0);
+
+		return forward(md, st[0], tok, m, flags | MODEL_LOGITS_ALL, logits, pk, hidden) ||
+		    (taps != NULL && model_taps(md, taps, m)) ? -1 : 0;
+	}
 	for (int i = 0, r = 0; i < n; i += g.n, r += g.m) {
 		struct pick p;
 
@@ -887,7 +893,8 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
 			p = *pk, p.id = pk->id + (size_t)r * (pk->k ? pk->k : 1),
 			    p.val = pk->val ? pk->val + (size_t)r * pk->k : NULL;
 		if (seqs_group(md, &g, tok + r, logits ? logits + (size_t)r * hp->n_vocab : NULL,
-		    pk ? &p : NULL, hidden ? hidden + (size_t)r * hp->n_embd : NULL) != 0)
+		    pk ? &p : NULL, hidden ? hidden + (size_t)r * hp->n_embd : NULL) != 0 ||
+		    (taps != NULL && model_taps(md, taps + (size_t)r * tw, g.m) != 0))
 			return -1;
 	}
 	return 0;
@@ -903,14 +910,27 @@ model_forward_seqs(struct model *md, struct state **st, const int *rows, int n,
 		return util_err(md->err, "forward: sequences without their rows");
 	if (logits != NULL && ids != NULL)
 		return util_err(md->err, "forward: sequences: logits or ids, not both");
-	return forward_seqs(md, st, rows, n, tok, flags, logits, ids ? &pk : NULL, hidden);
+	return forward_seqs(md, st, rows, n, tok, flags, logits, ids ? &pk : NULL, hidden, NULL);
+}
+
+int
+model_forward_seqs_taps(struct model *md, struct state **st, const int *rows, int n,
+    const int32_t *tok, int flags, float *logits, int32_t *ids, float *hidden, float *taps)
+{
+	struct pick pk = { .id = ids };
+
+	if (rows == NULL)
+		return util_err(md->err, "forward: sequences without their rows");
+	if (logits != NULL && ids != NULL)
+		return util_err(md->err, "forward: sequences: logits or ids, not both");
+	return forward_seqs(md, st, rows, n, tok, flags, logits, ids ? &pk : NULL, hidden, taps);
 }
 
 int
 model_forward_batch(struct model *md, struct state **st, const int32_t *tok, int n,
     float *logits, float *hidden)
 {
-	return forward_seqs(md, st, NULL, n, tok, 0, logits, NULL, hidden);
+	return forward_seqs(md, st, NULL, n, tok, 0, logits, NULL, hidden, NULL);
 }
 
 int
@@ -919,5 +939,5 @@ model_forward_batch_argmax(struct model *md, struct state **st, const int32_t *t
 {
 	struct pick pk = { .id = ids };
 
-	return forward_seqs(md, st, NULL, n, tok, 0, NULL, &pk, hidden);
+	return forward_seqs(md, st, NULL, n, tok, 0, NULL, &pk, hidden, NULL);
 }

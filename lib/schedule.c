@@ -17,6 +17,14 @@
 #define MAX_LANES 8
 #define SCHED_EXPLORE 256	/* tries of a draft depth before exploring stops */
 
+/* What drafts on a speculative lane (spec.c: two spec programs never coexist). */
+enum {
+	DRAFT_MTP,	/* the MTP head: its cache rows live in the trunk's state */
+	DRAFT_ASSIST,	/* Gemma-4's assistant: it reads the trunk's K/V, keeps no cache */
+	DRAFT_DFLASH,	/* a DFlash / DFlash2 block drafter: its context cache is the
+			 * slot's (spec's), the verify rows' taps its input */
+};
+
 /* A session slot of a lane: a speculative decoder (whose state plain
  * sessions use too) or, on a plain lane, a state. */
 struct slot {
@@ -35,6 +43,9 @@ struct slot {
 struct lane {
 	struct model *m;
 	int	K, pin, nv, ne;
+	int	draft;		/* DRAFT_*, when K > 0 */
+	size_t	tw;		/* DFlash: floats of a row's taps */
+	float	*taps;		/* DFlash: [rows][tw] a step's rows' taps, the drafter's input */
 	struct sched_spec_cost cost;	/* rows, draft: measured at boot */
 	long	tried[SPEC_KMAX], hit[SPEC_KMAX];	/* drafts reached, accepted, by depth */
 	long	admitted;	/* greedy sessions admitted unpinned: every 16th explores */
@@ -162,7 +173,7 @@ lane_free(struct backend *be, struct lane *l, int n)
 	}
 	prefix_free(l->pc);
 	free(l->slots);
-	model_host_free(l->m, l->lg), model_host_free(l->m, l->hid);
+	model_host_free(l->m, l->lg), model_host_free(l->m, l->hid), model_host_free(l->m, l->taps);
 	free(l->ids);
 }
 
@@ -206,9 +217,9 @@ sched_spec_k(const struct sched_spec_cost *c, int K, int sessions)
 
 		if (k > 0)
 			reach *= c->accept[k - 1], tokens += reach;
-		/* k drafts and, k > 0, the MTP cache's append of the kept rows */
+		/* k drafts and, k > 0, the round's own work (the MTP cache's append) */
 		rate = sessions * tokens / (step_time(c, k + 1, sessions) +
-		    sessions * (k > 0 ? k + 1 : 0) * c->draft);
+		    sessions * (k > 0 ? k * c->draft + c->round : 0));
 		if (rate > best)
 			best = rate, k_best = k;
 	}
@@ -263,9 +274,78 @@ admit_spec(struct sched *s, struct lane *l)
 } while (0)
 
 /*
+ * A DFlash drafter's round, timed into l->cost.round: its context's append
+ * of a row and its forward over the block, with the selector's lattice
+ * (or, DFlash, the logits) brought back, on a context cache of its own.
+ */
+static int
+measure_dflash(struct lane *l, const int32_t *tok, char *err)
+{
+	const struct model_hparams *dh = model_dflash(l->m);
+	size_t b = dh->block - 1, k = dh->sel_topk;
+	struct state *ds = model_dflash_state(l->m, dh->block, err);
+	int32_t *cand = malloc((b * k + 1) * sizeof *cand);
+	float *lat = malloc((b * k * k + 1) * sizeof *lat);
+	float *lg = k == 0 ? model_host_alloc(l->m, b * model_draft_vocab(l->m)) : NULL;
+	struct model_dflash_out o = { NULL, lg, lat, cand };
+	int rc = -1;
+
+	if (ds == NULL || cand == NULL || lat == NULL || (k == 0 && lg == NULL))
+		util_err(err, "measuring a draft: %s", ds == NULL ? err : "out of memory");
+	else {
+		memset(l->taps, 0, l->tw * sizeof *l->taps);
+		BEST_OF_3(l->cost.round, model_dflash_context(l->m, ds, 0, l->taps, 1) ||
+		    model_dflash_draft(l->m, ds, 1, tok[0], &o));
+		rc = 0;
+	}
+	state_free(ds);
+	free(cand), free(lat);
+	model_host_free(l->m, lg);
+	return rc;
+}
+
+/*
+ * The lane's drafter's costs into l->cost (draft, round) on state st
+ * (left empty): the MTP head, a row (its draft, and its cache's append
+ * a round); the assistant, a step over the K/V of a position (nothing
+ * else); a DFlash drafter, measure_dflash.  -1 with err.
+ */
+static int
+measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
+{
+	int one = 1;
+
+	memset(l->hid, 0, (size_t)l->ne * sizeof *l->hid);
+	switch (l->draft) {
+	case DRAFT_DFLASH:
+		l->cost.draft = 0;
+		if (measure_dflash(l, tok, err) != 0)
+			return -1;
+		break;
+	case DRAFT_ASSIST:
+		state_reset(st);
+		l->cost.round = 0;
+		l->cost.draft = -1;
+		if (model_forward_seqs(l->m, &st, &one, 1, tok, 0, NULL, l->ids, NULL) == 0)
+			BEST_OF_3(l->cost.draft, model_assist(l->m, st, 1, l->hid, tok[1], NULL,
+			    l->ids, l->hid));
+		break;
+	default:
+		BEST_OF_3(l->cost.draft, (state_reset(st), model_mtp_argmax(l->m, st, 0, 0, l->hid,
+		    tok, 1, l->ids, l->hid)));
+		l->cost.round = l->cost.draft;
+	}
+	state_reset(st);
+	if (l->cost.draft < 0 || l->cost.round < 0)
+		return util_err(err, "measuring a draft: %s", model_errmsg(l->m));
+	return 0;
+}
+
+/*
  * What a lane's steps cost, measured on its first slot's state: a forward
- * of m rows (a verify's shape) for m = 1..16 and a draft (one MTP row),
- * after a warm-up (buffers, recorded steps).  The state is left empty.
+ * of m rows (a verify's shape) for m = 1..16 and its drafter's work
+ * (measure_draft), after a warm-up (buffers, recorded steps).  The state
+ * is left empty.
  */
 static int
 lane_measure(struct lane *l, char *err)
@@ -279,8 +359,8 @@ lane_measure(struct lane *l, char *err)
 		tok[i] = (int32_t)((i * 7919 + 13) % l->nv);
 	for (int pass = 0; pass < 2; pass++)	/* the first warms up */
 		for (int m = 1; m <= n; m++)
-			BEST_OF_3(l->cost.rows[m], (state_reset(st), model_forward_seqs(l->m, &st, &m, 1,
-			    tok, 0, NULL, l->ids, NULL)));
+			BEST_OF_3(l->cost.rows[m], (state_reset(st), model_forward_seqs_taps(l->m, &st,
+			    &m, 1, tok, 0, NULL, l->ids, NULL, l->taps)));
 	for (int m = n + 1; m <= BACKEND_ROWS_INVARIANT; m++)
 		l->cost.rows[m] = l->cost.rows[n] * m / n;
 	/* a step of more rows costs no less: noise only adds, so a larger m's
@@ -288,16 +368,11 @@ lane_measure(struct lane *l, char *err)
 	for (int m = BACKEND_ROWS_INVARIANT - 1; m >= 1; m--)
 		if (l->cost.rows[m + 1] >= 0 && l->cost.rows[m + 1] < l->cost.rows[m])
 			l->cost.rows[m] = l->cost.rows[m + 1];
-	memset(l->hid, 0, (size_t)l->ne * sizeof *l->hid);
-	BEST_OF_3(l->cost.draft, (state_reset(st), model_mtp_argmax(l->m, st, 0, 0, l->hid, tok, 1,
-	    l->ids, l->hid)));
 	state_reset(st);
 	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
 		if (l->cost.rows[m] < 0)
 			return util_err(err, "measuring a step of %d rows: %s", m, model_errmsg(l->m));
-	if (l->cost.draft < 0)
-		return util_err(err, "measuring a draft: %s", model_errmsg(l->m));
-	return 0;
+	return measure_draft(l, st, tok, err);
 }
 
 int
@@ -309,6 +384,10 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 
 	if (s->c.reuse)		/* the pool's saved recurrent state: a state of no positions */
 		fixed += model_state_bytes(m, 0, 0);
+	if (K > 0 && model_dflash(m) != NULL) {	/* a DFlash drafter's context cache */
+		fixed += model_dflash_state_bytes(m, 0);
+		per_pos += model_dflash_state_bytes(m, 1) - model_dflash_state_bytes(m, 0);
+	}
 	memset(f, 0, sizeof *f);
 	if (backend_mem_info(s->be, &free_b, &total) != 0)
 		return util_err(err, "%s", backend_errmsg(s->be));
@@ -336,6 +415,9 @@ lane_buffers(struct sched *s, struct lane *l, char *err)
 	l->ids = malloc(rows * sizeof *l->ids);
 	if (l->lg == NULL || l->hid == NULL || l->ids == NULL)
 		return util_err(err, "%s", l->ids ? model_errmsg(l->m) : "out of memory");
+	if (l->K > 0 && l->draft == DRAFT_DFLASH &&
+	    (l->taps = model_host_alloc(l->m, rows * l->tw)) == NULL)
+		return util_err(err, "%s", model_errmsg(l->m));
 	return 0;
 }
 
@@ -399,6 +481,20 @@ lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 	return 0;
 }
 
+/* What drafts for model m (DRAFT_*; -1: nothing) and the most drafts a round in *kmax. */
+static int
+drafter(const struct model *m, int *kmax)
+{
+	const struct model_hparams *dh = model_dflash(m);
+
+	*kmax = dh != NULL ? dh->block - 1 : SPEC_KMAX;
+	if (dh != NULL)
+		return DRAFT_DFLASH;
+	if (model_has_assist(m))
+		return DRAFT_ASSIST;
+	return model_hparams(m)->n_mtp > 0 ? DRAFT_MTP : -1;
+}
+
 int
 sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_fit *fp,
     char *err)
@@ -406,12 +502,15 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 	struct lane *l = &s->lanes[s->n_lanes];
 	struct sched_fit own, *f = fp != NULL ? fp : &own;
 	size_t mib = 1 << 20;
+	int kmax, draft = drafter(m, &kmax);
 
 	if (s->n_lanes == MAX_LANES)
 		return util_err(err, "sched: more than %d models", MAX_LANES);
-	if (K < 0 || K > SPEC_KMAX || (K > 0 && model_hparams(m)->n_mtp < 1))
-		return util_err(err, "sched: K %d: %s", K, K > 0 ? "the model has no MTP head" :
-		    "out of range");
+	if (K > 0 && draft < 0)
+		return util_err(err, "sched: K %d: the model has no MTP head or drafter", K);
+	if (K < 0 || K > kmax)
+		return util_err(err, "sched: K %d: out of range 0..%d%s", K, kmax,
+		    draft == DRAFT_DFLASH ? " (the DFlash drafter's block less its anchor)" : "");
 	if (sched_fit(s, m, K, f, err) != 0)
 		return -1;
 	if (f->fit < s->c.max_sessions) {
@@ -427,8 +526,10 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 		    s->c.n_ctx);
 	}
 	memset(l, 0, sizeof *l);
-	l->m = m, l->K = K, l->pin = pin;
+	l->m = m, l->K = K, l->pin = pin, l->draft = draft;
 	l->nv = model_hparams(m)->n_vocab, l->ne = model_hparams(m)->n_embd;
+	if (draft == DRAFT_DFLASH)
+		l->tw = (size_t)model_dflash(m)->n_tap * l->ne;
 	if (lane_buffers(s, l, err) != 0 || lane_slots(s, l, err) != 0 ||
 	    (K > 0 && !pin && lane_measure(l, err) != 0) || lane_reuse(s, l, f, err) != 0) {
 		lane_free(s->be, l, s->c.max_sessions);
@@ -831,14 +932,16 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 		bc = prefix_lookup(l->pc, q->hist, q->n_prompt, 0, &blk);
 	if (i >= 0 && at >= bc) {
 		q->resume = 1, q->resume_at = at, q->note.parked = l->slots[i].n_ptok;
-		q->spec = q->spec && l->slots[i].pmtp;
+		q->spec = q->spec && (l->draft == DRAFT_ASSIST || l->slots[i].pmtp);
 	} else {
 		i = free_slot(s, l);
 		if (bc > 0) {
 			q->resume = 2, q->resume_at = bc, q->rblk = blk;
 			prefix_pin(l->pc, blk);
-			mtp = q->spec ? prefix_lookup(l->pc, q->hist, q->n_prompt, 1, &blk) : 0;
-			q->spec = q->spec && mtp == bc;
+			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist,
+			    q->n_prompt, 1, &blk) : bc;
+			/* a block keeps no DFlash context rows: such a session decodes plain */
+			q->spec = q->spec && mtp == bc && l->draft != DRAFT_DFLASH;
 		} else if (q->why[0] != '\0')
 			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why };
 	}
@@ -923,7 +1026,8 @@ boundary(struct sched *s, struct sched_seq *q, int to)
 		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 ? to : 0;
 	if (l->pc == NULL || (to > s->c.chunk && q->pblk < 0))
 		return;
-	if ((id = prefix_insert(l->pc, q->pblk, q->hist, to, q->st, q->spec)) >= 0)
+	if ((id = prefix_insert(l->pc, q->pblk, q->hist, to, q->st, q->spec &&
+	    l->draft == DRAFT_MTP)) >= 0)
 		prefix_pin(l->pc, id);
 	prefix_unpin(l->pc, q->pblk);
 	q->pblk = id;
@@ -1218,6 +1322,13 @@ prefill(struct sched *s, struct sched_seq **act, int n)
 	}
 }
 
+/* The drafter's input of a step's row off: its taps (DFlash), else its hidden row. */
+static const float *
+drafter_input(const struct lane *l, int off)
+{
+	return l->taps != NULL ? l->taps + (size_t)off * l->tw : l->hid + (size_t)off * l->ne;
+}
+
 /*
  * The greedy sessions g[n] of lane li in one forward: a decode row each,
  * or a speculative session's verify rows (the lane's K drafts, pinned, or
@@ -1236,7 +1347,7 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 
 	if (k > 0 && !l->pin) {
 		sched_spec_costs(s, li, &c);
-		/* a speculative session keeps the MTP cache anyway: it drafts at least one */
+		/* a speculative session keeps the drafter's cache anyway: it drafts at least one */
 		if ((k = sched_spec_k(&c, l->K, n)) == 0)
 			k = 1;
 	}
@@ -1257,8 +1368,8 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 	}
 	if (m == 0)
 		return;
-	if (model_forward_seqs(l->m, s->st, s->rows, m, l->ids, verify ? MODEL_VERIFY : 0, NULL,
-	    l->ids, verify ? l->hid : NULL) != 0) {
+	if (model_forward_seqs_taps(l->m, s->st, s->rows, m, l->ids, verify ? MODEL_VERIFY : 0, NULL,
+	    l->ids, verify && l->taps == NULL ? l->hid : NULL, verify ? l->taps : NULL) != 0) {
 		for (int i = 0; i < m; i++)
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
@@ -1270,7 +1381,7 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 		int got = 1;
 
 		if (q->spec)
-			got = spec_accept(sp, l->ids + off, l->hid + (size_t)off * l->ne, out);
+			got = spec_accept(sp, l->ids + off, drafter_input(l, off), out);
 		else
 			out[0] = l->ids[off];
 		if (got < 0 || out[0] < 0) {

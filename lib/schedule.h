@@ -123,7 +123,10 @@ int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char 
 /*
  * Serve model m (which must outlive the scheduler) as lane number
  * returned, greedy requests decoded speculatively with up to K drafts a
- * round (0: plain; K needs an MTP head): pin 1, every greedy session
+ * round (0: plain; K needs a drafter: an attached DFlash drafter, K up to
+ * its block - 1, or else an attached Gemma-4 assistant, or else the MTP
+ * head; each speculative session keeps the drafter's own state, a
+ * DFlash drafter's context cache of n_ctx positions too): pin 1, every greedy session
  * drafts K; pin 0, a greedy session is admitted speculative when
  * sched_spec_k finds drafting pays at the load it joins (and one
  * admission in 16 while the lane's acceptance has few counts), plain
@@ -280,14 +283,17 @@ int	sched_prefix_stats(struct sched *, int lane, struct prefix_stats *ps);
 /*
  * What speculation costs and yields on a lane, measured: the seconds a
  * forward of m rows of one sequence takes (m = 1..BACKEND_ROWS_INVARIANT,
- * by sched_add_model at boot), the seconds one draft token takes (one MTP
- * row), and the chance that draft j is accepted when the drafts before it
- * were (the lane's own counts so far, (hits + 1) / (tries + 2): 0.5 before
- * any).
+ * by sched_add_model at boot), the seconds one draft token takes and a
+ * round takes besides its drafts (by the drafter: the MTP head, a row a
+ * draft and a row for its cache's append; Gemma-4's assistant, a step a
+ * draft and nothing else; a DFlash drafter, none a draft and its block's
+ * forward and a context row a round), and the chance that draft j is
+ * accepted when the drafts before it were (the lane's own counts so far,
+ * (hits + 1) / (tries + 2): 0.5 before any).
  */
 struct sched_spec_cost {
 	double	rows[BACKEND_ROWS_INVARIANT + 1];	/* [0] unused */
-	double	draft;
+	double	draft, round;
 	double	accept[SPEC_KMAX];
 };
 
@@ -296,8 +302,8 @@ struct sched_spec_cost {
  * one with the most expected tokens a second, sessions x (1 + a1 + a1 a2 +
  * ...) over the step's time, which is the forwards of its row groups (the
  * sessions' k + 1 rows each, packed whole into groups of at most
- * BACKEND_ROWS_INVARIANT) plus, for k > 0, sessions x (k + 1) drafts' time
- * (k drafts and the MTP cache's append).  0 when no k > 0 pays.
+ * BACKEND_ROWS_INVARIANT) plus, for k > 0, sessions x (k draft + round).
+ * 0 when no k > 0 pays.
  */
 int	sched_spec_k(const struct sched_spec_cost *c, int K, int sessions);
 

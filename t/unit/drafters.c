@@ -1,0 +1,492 @@
+/*
+ * drafters: the scheduler speculating with the drafters that are not an
+ * MTP head, on the CPU: Gemma-4's assistant (t/data/gemma4/g4-dense with
+ * g4-assistant) and the DFlash2 block drafter (model A, ../shared/models/A
+ * or MEMRA_MODEL_A, with t/data/dflash/d2, its head trimmed to the tokens A
+ * says most, so that some of the random drafter's drafts are accepted).
+ *
+ * Requests arrive staggered while others prefill and decode, greedy and
+ * seeded-sampled: each reply is its plain decode's (the request alone on a
+ * lane without drafts), token for token, whenever it joins, with K pinned
+ * and by load.  With K pinned, the drafts the sessions had accepted are,
+ * in all, those of a lone speculative decoder (spec_round) on the same
+ * prompts cut the same way: the drafter's input (the verify rows' hidden
+ * rows, or taps) comes out of the batched verify as it does alone.  A
+ * conversation resumed from the reuse pool speculates on with the
+ * drafter's context it parked with.  (Beside t/unit/schedule.c, which
+ * other work edits too.)
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "model.h"
+#include "schedule.h"
+#include "spec.h"
+#include "test.h"
+#include "tokenizer.h"
+#include "util.h"
+
+#define NREQ 14
+#define MAXGEN 28
+#define CTX 512
+#define CHUNK 32
+
+static struct backend *be;
+
+struct req {
+	int32_t	ids[300];
+	int	n, max_tokens, sampled;
+	int32_t	plain[MAXGEN], got[MAXGEN];
+	int	n_plain, n_got;
+	long	drafted, accepted;	/* greedy: a lone spec_round's, K pinned */
+};
+
+struct fix {
+	const char *name;
+	struct model *m;
+	int	K;		/* the drafts a round, pinned */
+	struct req r[NREQ];
+};
+
+static struct sched_req
+req_of(const struct req *r, int lane)
+{
+	struct sched_req q = { .lane = lane, .ids = r->ids, .n_ids = r->n,
+	    .max_tokens = r->max_tokens, .ignore_eos = 1 };
+
+	sample_defaults(&q.sp);
+	if (r->sampled)
+		q.sp.temp = 0.8f, q.sp.top_k = 20, q.sp.seed = 77 + r->n;
+	return q;
+}
+
+static void *
+worker(void *arg)
+{
+	struct sched *s = arg;
+
+	while (sched_wait(s) == 0)
+		sched_step(s);
+	return NULL;
+}
+
+struct run {
+	struct sched *s;
+	pthread_t w;
+	int	lane;
+};
+
+/* A scheduler of `sessions` on m, K drafts (pinned when pin), with the
+ * reuse pool when reuse; its worker running.  -1 (failed) when it cannot. */
+static int
+start(struct run *r, struct model *m, int sessions, int K, int pin, int reuse)
+{
+	struct sched_config c;
+	char err[UTIL_ERRLEN];
+
+	sched_config_defaults(&c, be, CTX, sessions);
+	c.chunk = CHUNK, c.step_prefill = 2 * CHUNK, c.max_queue = 2 * NREQ, c.reserve = 0;
+	c.reuse = reuse;
+	if ((r->s = sched_new(be, &c, err)) == NULL ||
+	    (r->lane = sched_add_model(r->s, m, K, pin, NULL, err)) < 0) {
+		FAILF("%s", err);
+		sched_free(r->s);
+		return -1;
+	}
+	pthread_create(&r->w, NULL, worker, r->s);
+	return 0;
+}
+
+static void
+stop(struct run *r)
+{
+	sched_shutdown(r->s);
+	pthread_join(r->w, NULL);
+	sched_free(r->s);
+}
+
+/* Every token of h into out[MAXGEN]; their count; h released. */
+static int
+collect(struct run *r, struct sched_seq *h, int32_t *out)
+{
+	int n = 0, fin;
+
+	if (h == NULL)
+		return -1;
+	do
+		n += sched_read(r->s, h, out + n, MAXGEN - n, &fin, -1);
+	while (fin == SCHED_RUNNING && n < MAXGEN);
+	if (fin == SCHED_ERROR)
+		FAILF("session: %s", sched_seq_errmsg(h));
+	sched_release(r->s, h);
+	return n;
+}
+
+static struct sched_seq *
+submit(struct run *r, const struct req *q)
+{
+	struct sched_req sq = req_of(q, r->lane);
+	char err[UTIL_ERRLEN];
+	int full;
+	struct sched_seq *h = sched_submit(r->s, &sq, &full, err);
+
+	if (h == NULL)
+		FAILF("submit: %s", err);
+	return h;
+}
+
+/* Each request of f alone on a plain lane: its plain decode. */
+static void
+plain_alone(struct fix *f)
+{
+	struct run r;
+
+	if (start(&r, f->m, 1, 0, 1, 0) != 0)
+		return;
+	for (int i = 0; i < NREQ; i++)
+		f->r[i].n_plain = collect(&r, submit(&r, &f->r[i]), f->r[i].plain);
+	stop(&r);
+}
+
+/*
+ * Greedy request q alone on a speculative decoder of K drafts, its prompt
+ * cut as the scheduler cuts it: its tokens must be its plain decode's;
+ * the drafts made and accepted into q.
+ */
+static void
+spec_alone(struct fix *f, struct req *q)
+{
+	char err[UTIL_ERRLEN];
+	struct spec *sp = spec_new(f->m, f->K, CTX, NULL, 0, err);
+	int32_t out[MAXGEN + SPEC_KMAX + 1];
+	int n = 0, k;
+
+	if (sp == NULL) {
+		FAILF("%s: spec_new: %s", f->name, err);
+		return;
+	}
+	for (int from = 0, to; from < q->n; from = to) {
+		to = (from / CHUNK + 1) * CHUNK < q->n ? (from / CHUNK + 1) * CHUNK : q->n;
+		if (spec_prefill_part(sp, q->ids, q->n, from, to, out) != 0) {
+			FAILF("%s: prefill: %s", f->name, spec_errmsg(sp));
+			goto out;
+		}
+	}
+	for (n = 1; n < q->max_tokens; n += k)
+		if ((k = spec_round(sp, out + n, q->max_tokens - n)) < 0) {
+			FAILF("%s: round: %s", f->name, spec_errmsg(sp));
+			goto out;
+		}
+	if (n != q->n_plain || memcmp(out, q->plain, n * sizeof *out) != 0)
+		FAILF("%s: a lone speculative decode is not the plain one (%d prompt ids)", f->name,
+		    q->n);
+	q->drafted = spec_stats(sp)->drafted, q->accepted = spec_stats(sp)->accepted;
+out:
+	spec_free(sp);
+}
+
+/*
+ * f's requests on a scheduler of 6 sessions, a new one after every step or
+ * two while the earlier ones run: each reply its plain decode.  The
+ * lane's stats into *st.
+ */
+static void
+staggered(struct fix *f, int K, int pin, struct sched_stats *st)
+{
+	struct sched_seq *h[NREQ];
+	struct run r;
+
+	memset(st, 0, sizeof *st);
+	if (start(&r, f->m, 6, K, pin, 0) != 0)
+		return;
+	for (int i = 0; i < NREQ; i++) {
+		h[i] = submit(&r, &f->r[i]);
+		f->r[i].n_got = 0;
+		if (i % 3 == 2 && h[i - 2] != NULL) {	/* a token of an earlier one first */
+			int fin;
+
+			f->r[i - 2].n_got = sched_read(r.s, h[i - 2], f->r[i - 2].got, 1, &fin, -1);
+		}
+	}
+	for (int i = 0; i < NREQ; i++) {
+		struct req *q = &f->r[i];
+		int n = collect(&r, h[i], q->got + q->n_got);
+
+		if (n < 0)
+			continue;
+		q->n_got += n;
+		if (q->n_got != q->n_plain || memcmp(q->got, q->plain, q->n_got * sizeof *q->got))
+			FAILF("%s, K %d%s: request %d (%d prompt ids, %s): %d tokens, plain %d", f->name,
+			    K, pin ? "" : " by load", i, q->n, q->sampled ? "sampled" : "greedy",
+			    q->n_got, q->n_plain);
+	}
+	sched_stats(r.s, st);
+	stop(&r);
+}
+
+/*
+ * The contract on fixture f: plain decode alone, a lone speculative
+ * decoder, then the scheduler with K pinned (the drafts accepted in all
+ * are the lone decoders') and by load (up to K).
+ */
+static void
+contract(struct fix *f)
+{
+	struct sched_stats st;
+	long drafted = 0, accepted = 0;
+
+	plain_alone(f);
+	for (int i = 0; i < NREQ; i++)
+		if (!f->r[i].sampled) {
+			spec_alone(f, &f->r[i]);
+			drafted += f->r[i].drafted, accepted += f->r[i].accepted;
+		}
+	staggered(f, f->K, 1, &st);
+	printf("# %s, K %d pinned: %ld rounds, %ld of %ld drafts accepted (alone: %ld of %ld)\n",
+	    f->name, f->K, st.spec_rounds, st.accepted, st.drafted, accepted, drafted);
+	CHECK(st.spec_rounds > 0 && accepted > 0);
+	CHECK_EQ_INT(st.drafted, drafted);
+	CHECK_EQ_INT(st.accepted, accepted);
+	staggered(f, f->K, 0, &st);
+	printf("# %s, K by load up to %d: %ld rounds, %ld of %ld drafts accepted\n", f->name, f->K,
+	    st.spec_rounds, st.accepted, st.drafted);
+	CHECK(st.spec_rounds > 0);	/* admissions explore while the lane counts few */
+}
+
+/* Request i's settings: 4..MAXGEN new tokens, every fourth sampled. */
+static void
+settings(struct req *r, int i)
+{
+	r->max_tokens = 4 + (i * 7) % (MAXGEN - 3);
+	r->sampled = i % 4 == 3;
+}
+
+static struct fix g4 = { .name = "gemma4 assistant", .K = 3 };
+static struct fix dfl = { .name = "DFlash2", .K = 7 };
+
+/* g4's prompts: 2..200 ids of its 320, some past several chunks. */
+static void
+g4_reqs(void)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+
+	for (int i = 0; i < NREQ; i++) {
+		struct req *r = &g4.r[i];
+
+		r->n = i % 5 == 0 ? 100 + 25 * (i % 4) : 2 + (i * 13) % 60;
+		for (int k = 0; k < r->n; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			r->ids[k] = (int32_t)(x % 320);
+		}
+		settings(r, i);
+	}
+}
+
+TEST(gemma4_assistant_in_the_batch_gives_the_plain_tokens)
+{
+	contract(&g4);
+}
+
+TEST(dflash2_in_the_batch_gives_the_plain_tokens)
+{
+	contract(&dfl);
+}
+
+/* A lane measures the drafter's work at boot: the assistant a draft, DFlash a round. */
+TEST(a_lane_measures_its_drafter_at_boot)
+{
+	struct sched_spec_cost c;
+	struct run r;
+
+	if (start(&r, g4.m, 2, 3, 0, 0) == 0) {
+		sched_spec_costs(r.s, r.lane, &c);
+		CHECK(c.draft > 0 && c.round == 0);
+		CHECK(c.rows[1] > 0 && c.rows[BACKEND_ROWS_INVARIANT] >= c.rows[1]);
+		stop(&r);
+	}
+	if (dfl.m != NULL && start(&r, dfl.m, 2, 7, 0, 0) == 0) {
+		sched_spec_costs(r.s, r.lane, &c);
+		CHECK(c.draft == 0 && c.round > 0);
+		stop(&r);
+	}
+}
+
+/*
+ * A conversation's next turns resumed from the reuse pool: each reply is
+ * its plain decode, and its drafts are a lone decoder's of the whole
+ * prompt (the drafter's context rows below the boundary are the parked
+ * session's, the same bits a cold prefill makes).
+ */
+TEST(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context)
+{
+	static struct req turn[3];
+	struct sched_stats st;
+	struct run r;
+	long drafted = 0, accepted = 0;
+	int n = dfl.r[5].n;	/* past a few chunks: each turn resumes at a boundary */
+
+	memcpy(turn[0].ids, dfl.r[5].ids, n * sizeof *turn[0].ids);
+	for (int t = 0; t < 3; t++) {	/* a turn: the last prompt, its reply, 5 ids of it again */
+		struct req *q = &turn[t];
+		struct run p;
+
+		q->n = n, q->max_tokens = 12;
+		if (start(&p, dfl.m, 1, 0, 1, 0) != 0)
+			return;
+		q->n_plain = collect(&p, submit(&p, q), q->plain);
+		stop(&p);
+		spec_alone(&dfl, q);
+		drafted += q->drafted, accepted += q->accepted;
+		if (t == 2)
+			break;
+		memcpy(turn[t + 1].ids, q->ids, n * sizeof *q->ids);
+		memcpy(turn[t + 1].ids + n, q->plain, q->n_plain * sizeof *q->ids);
+		memcpy(turn[t + 1].ids + n + q->n_plain, q->ids, 5 * sizeof *q->ids);
+		n += q->n_plain + 5;
+	}
+	if (start(&r, dfl.m, 2, dfl.K, 1, 1) != 0)
+		return;
+	for (int t = 0; t < 3; t++) {
+		struct req *q = &turn[t];
+
+		q->n_got = collect(&r, submit(&r, q), q->got);
+		if (q->n_got != q->n_plain || memcmp(q->got, q->plain, q->n_got * sizeof *q->got))
+			FAILF("turn %d (%d prompt ids): not its plain decode", t, q->n);
+	}
+	sched_stats(r.s, &st);
+	printf("# pool: %ld resumed, %ld cached tokens; %ld of %ld drafts accepted (alone: %ld "
+	    "of %ld)\n", st.reused, st.cached_tokens, st.accepted, st.drafted, accepted, drafted);
+	CHECK(st.reused == 2 && st.cached_tokens >= 2 * CHUNK);
+	CHECK_EQ_INT(st.drafted, drafted);
+	CHECK_EQ_INT(st.accepted, accepted);
+	stop(&r);
+}
+
+/* The 8 tokens most frequent in t[n] (ties: the lower id), padded with the lowest others. */
+static void
+most_frequent(const int32_t *t, int n, int32_t *top)
+{
+	for (int k = 0; k < 8; k++) {
+		int best = -1, bc = 0;
+
+		for (int i = 0; i < n; i++) {
+			int c = 0, taken = 0;
+
+			for (int j = 0; j < k; j++)
+				taken |= top[j] == t[i];
+			for (int j = 0; j < n && !taken; j++)
+				c += t[j] == t[i];
+			if (!taken && (c > bc || (c == bc && c > 0 && t[i] < best)))
+				best = t[i], bc = c;
+		}
+		for (int v = 0; best < 0; v++) {	/* fewer than 8 distinct */
+			int taken = 0;
+
+			for (int j = 0; j < k; j++)
+				taken |= top[j] == v;
+			if (!taken)
+				best = v;
+		}
+		top[k] = best;
+	}
+}
+
+/*
+ * Model A's prompts: "def fibonacci(n):" and the first tokens of its plain
+ * continuation, some after 90..150 other ids (past a few chunks); A's
+ * head trimmed to the 8 tokens most frequent in that continuation (the
+ * drafter's selector takes 8), one a line, into the file ranks.
+ */
+static int
+dfl_reqs(struct model *a, const char *ranks)
+{
+	static const char text[] = "def fibonacci(n):";
+	char err[UTIL_ERRLEN];
+	struct tokenizer *tok = model_tokenizer(a, err);
+	struct fix base = { .name = "A", .m = a };
+	struct req *b = &base.r[0];
+	struct run r;
+	int32_t *ids, top[8];
+	size_t n = 0;
+	int nv = model_hparams(a)->n_vocab;
+	uint64_t x = 0x2545f4914f6cdd1dULL;
+	FILE *fp;
+
+	if (tok == NULL || (ids = tokenizer_encode(tok, text, sizeof text - 1, 0, &n, err)) == NULL) {
+		FAILF("tokenizer: %s", err);
+		tokenizer_free(tok);
+		return -1;
+	}
+	tokenizer_free(tok);
+	memcpy(b->ids, ids, n * sizeof *ids);
+	b->n = (int)n, b->max_tokens = MAXGEN;
+	free(ids);
+	if (start(&r, a, 1, 0, 1, 0) != 0)
+		return -1;
+	b->n_plain = collect(&r, submit(&r, b), b->plain);
+	stop(&r);
+	for (int i = 0; i < NREQ && b->n_plain > 0; i++) {
+		struct req *q = &dfl.r[i];
+		int pre = i % 6 == 5 ? 90 + (15 * i) % 60 : 0, j = (i * 5) % b->n_plain;
+
+		for (int k = 0; k < pre; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			q->ids[k] = (int32_t)(x % (uint64_t)nv);
+		}
+		memcpy(q->ids + pre, b->ids, n * sizeof *q->ids);
+		memcpy(q->ids + pre + n, b->plain, j * sizeof *q->ids);
+		q->n = pre + (int)n + j;
+		settings(q, i);
+	}
+	most_frequent(b->plain, b->n_plain, top);
+	if (b->n_plain < 1 || (fp = fopen(ranks, "w")) == NULL)
+		return -1;
+	for (int k = 0; k < 8; k++)
+		fprintf(fp, "%d\n", top[k]);
+	return fclose(fp);
+}
+
+int
+main(void)
+{
+	char err[UTIL_ERRLEN], ranks[] = "/tmp/memra-drafters-XXXXXX";
+	const char *dir;
+	struct model *a;
+	int fd;
+
+	if ((be = backend_open("cpu", 0, err)) == NULL) {
+		printf("not ok backend: %s\n", err);
+		return 1;
+	}
+	if ((g4.m = model_open_opts("t/data/gemma4/g4-dense", be, &(struct model_options){
+	    .draft = "t/data/gemma4/g4-assistant" }, err)) == NULL) {
+		printf("not ok gemma4 assistant: %s\n", err);
+		return 1;
+	}
+	g4_reqs();
+	RUN(gemma4_assistant_in_the_batch_gives_the_plain_tokens);
+	if ((dir = test_model_a("drafters")) != NULL) {
+		if ((a = model_open(dir, be, err)) == NULL || (fd = mkstemp(ranks)) < 0) {
+			printf("not ok model A: %s\n", a == NULL ? err : "mkstemp");
+			return 1;
+		}
+		close(fd);
+		if (dfl_reqs(a, ranks) != 0 || (dfl.m = model_open_opts(dir, be,
+		    &(struct model_options){ .dflash = "t/data/dflash/d2", .ranks = ranks }, err)) ==
+		    NULL) {
+			printf("not ok DFlash2 drafter: %s\n", err);
+			unlink(ranks);
+			return 1;
+		}
+		unlink(ranks);
+		model_close(a);
+		RUN(dflash2_in_the_batch_gives_the_plain_tokens);
+		RUN(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context);
+	}
+	RUN(a_lane_measures_its_drafter_at_boot);
+	model_close(g4.m), model_close(dfl.m);
+	backend_close(be);
+	return test_summary();
+}
