@@ -43,6 +43,9 @@ extern char **environ;
 struct cfg {
 	const char *models, *host, *port, *api_key, *device, *compat;
 	const char *draft, *trim, *full_prec;
+	const char *asst_ranks;	/* MEMRA_GEMMA_DRAFT_RANKS: the assistant's head trimmed */
+	const char *dspark;	/* MEMRA_DSPARK_DRAFT when MEMRA_DSPARK_SPEC arms it, else NULL */
+	const char *dflash_prec;	/* MEMRA_DFLASH_PREC, resolved ("q4" by default) */
 	const char *keys_file;	/* MEMRA_API_KEYS_FILE */
 	int	ctx, max_sessions, spec_k, threads, serve_spec;
 	int	queue, chunk, step_prefill, reuse;
@@ -95,6 +98,8 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [--models spec] [--host H] [--port P] [--ctx N] [--max-sessions N]\n"
 	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
+	    "       [--gemma-draft-ranks file] [--dspark-spec 0 | 1] [--dspark-draft drafter]\n"
+	    "       [--dflash-prec q4 | q8 | bf16 | f32 | keep]\n"
 	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
 	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
 	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n"
@@ -110,10 +115,20 @@ usage(FILE *fp, int status)
 		    "  --prefill-chunk N    prompt tokens a prefill chunk (MEMRA_PREFILL_CHUNK, 512)\n"
 		    "  --step-prefill N     prompt tokens a step prefills (MEMRA_STEP_PREFILL, 4 x chunk)\n"
 		    "  --serve-spec 0|1     0: no speculative decoding (MEMRA_SERVE_SPEC, 1)\n"
-		    "  --spec-k K           MTP draft tokens per round, 0 plain (MEMRA_SPEC_K, 3)\n"
-		    "  --draft FILE         external MTP draft GGUF (MEMRA_MTP_DRAFT)\n"
+		    "  --spec-k K           draft tokens per round, 0 plain (MEMRA_SPEC_K, 3;\n"
+		    "                       a DFlash drafter's block - 1)\n"
+		    "  --draft FILE         external MTP draft GGUF, or a gemma4 trunk's assistant\n"
+		    "                       drafter (MEMRA_MTP_DRAFT, MEMRA_DRAFT)\n"
 		    "  --frspec-trim FILE   self-trim the draft head (MEMRA_FRSPEC_TRIM)\n"
 		    "  --full-prec 0|1      1: the full head drafts (MEMRA_FULL_PREC)\n"
+		    "  --gemma-draft-ranks FILE  trim the assistant's head to a ranks file\n"
+		    "                       (MEMRA_GEMMA_DRAFT_RANKS)\n"
+		    "  --dspark-spec 0|1    1 arms the DFlash2 drafter, disabling MTP spec\n"
+		    "                       (MEMRA_DSPARK_SPEC)\n"
+		    "  --dspark-draft D     the DFlash / DFlash2 drafter: a directory, file or hf:\n"
+		    "                       spec (MEMRA_DSPARK_DRAFT)\n"
+		    "  --dflash-prec P      its weights at load: q4, q8, bf16, f32, keep\n"
+		    "                       (MEMRA_DFLASH_PREC, q4)\n"
 		    "  --prefix-cache-mb N  each model's prefix cache, 0 off (MEMRA_PREFIX_CACHE_MB,\n"
 		    "                       from free memory)\n"
 		    "  --reuse-pool 0|1     0: no parked conversations (MEMRA_REUSE_POOL, 1)\n"
@@ -578,16 +593,38 @@ connection(void *arg)
 /* --- boot --- */
 
 static const char *const refused[] = {
-	"MEMRA_DSPARK_", "MEMRA_GEMMA_", "MEMRA_PP_", "MEMRA_VISION_DIR",
-	"MEMRA_DFLASH_PREC", "MEMRA_DRAFT", "MEMRA_QUANTIZE",
+	"MEMRA_DSPARK_", "MEMRA_GEMMA_", "MEMRA_PP_", "MEMRA_VISION_DIR", "MEMRA_QUANTIZE",
 };
+
+/* ... but for these, which serve has */
+static const char *const implemented[] = {
+	"MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT", "MEMRA_GEMMA_DRAFT_RANKS",
+};
+
+/* 1 when environment entry e sets one of the variables serve implements of a refused family. */
+static int
+is_implemented(const char *e)
+{
+	for (size_t i = 0; i < sizeof implemented / sizeof implemented[0]; i++) {
+		size_t n = strlen(implemented[i]);
+
+		if (strncmp(e, implemented[i], n) == 0 && e[n] == '=')
+			return 1;
+	}
+	return 0;
+}
 
 /* A MEMRA_* variable the cookbook uses for a feature serve lacks: refuse. */
 static void
 refuse_unknown(void)
 {
+	const char *adapt = getenv("MEMRA_GEMMA_TRIM_ADAPT");
+
+	if (adapt != NULL && adapt[0])
+		die(2, "MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported "
+		    "(MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)");
 	for (char **e = environ; *e != NULL; e++)
-		for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		for (size_t i = 0; i < sizeof refused / sizeof refused[0] && !is_implemented(*e); i++) {
 			size_t n = strlen(refused[i]);
 
 			if (strncmp(*e, refused[i], n) == 0 &&
@@ -614,6 +651,32 @@ int_setting(const char *name, const char *v, long lo, long hi, long *out)
 		die(2, "%s: '%s': out of range %ld..%ld or not a number", name, v, lo, hi);
 	if (v != NULL)
 		*out = i;
+}
+
+/*
+ * The DFlash drafter's settings: armed by "1" (MEMRA_DSPARK_SPEC), the
+ * drafter (MEMRA_DSPARK_DRAFT) and its precision (MEMRA_DFLASH_PREC).  A
+ * drafter that is not armed is said and left.
+ */
+static void
+parse_dspark(const char *const *v, struct cfg *c)
+{
+	const char *arm = v['Y'], *d = v['W'], *p = v['Z'];
+
+	if (arm != NULL && strcmp(arm, "0") != 0 && strcmp(arm, "1") != 0)
+		die(2, "MEMRA_DSPARK_SPEC (--dspark-spec): '%s': not 0 or 1", arm);
+	if (p != NULL && model_dflash_prec(p) < -1)
+		die(2, "MEMRA_DFLASH_PREC (--dflash-prec): '%s': not q4, q8, bf16, f32 or keep", p);
+	c->dflash_prec = p != NULL ? p : "q4";
+	if (arm == NULL || strcmp(arm, "1") != 0) {
+		if (d != NULL)
+			fprintf(stderr, "[dspark] drafter %s not armed (MEMRA_DSPARK_SPEC is not 1): "
+			    "MTP spec as before\n", d);
+		return;
+	}
+	if (d == NULL)
+		die(2, "MEMRA_DSPARK_SPEC=1: no drafter (MEMRA_DSPARK_DRAFT, --dspark-draft)");
+	c->dspark = d;
 }
 
 /* The operator's settings: keys, limits, drain. */
@@ -647,6 +710,10 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "spec-k", required_argument, NULL, 'k' }, { "draft", required_argument, NULL, 'D' },
 		{ "frspec-trim", required_argument, NULL, 'R' },
 		{ "full-prec", required_argument, NULL, 'F' },
+		{ "gemma-draft-ranks", required_argument, NULL, 'J' },
+		{ "dspark-spec", required_argument, NULL, 'Y' },
+		{ "dspark-draft", required_argument, NULL, 'W' },
+		{ "dflash-prec", required_argument, NULL, 'Z' },
 		{ "prefix-cache-mb", required_argument, NULL, 'P' },
 		{ "compat", required_argument, NULL, 'C' }, { "api-key", required_argument, NULL, 'A' },
 		{ "device", required_argument, NULL, 'd' }, { "help", no_argument, NULL, 'h' },
@@ -671,7 +738,10 @@ parse(int argc, char *argv[], struct cfg *c)
 	/* environment first, then the flags over it */
 	v['m'] = env("MEMRA_MODELS"), v['H'] = env("MEMRA_HOST"), v['p'] = env("MEMRA_PORT");
 	v['c'] = env("MEMRA_CTX"), v['S'] = env("MEMRA_MAX_SESSIONS"), v['k'] = env("MEMRA_SPEC_K");
-	v['D'] = getenv("MEMRA_MTP_DRAFT"), v['R'] = getenv("MEMRA_FRSPEC_TRIM");
+	v['D'] = getenv("MEMRA_MTP_DRAFT") ? getenv("MEMRA_MTP_DRAFT") : getenv("MEMRA_DRAFT");
+	v['R'] = getenv("MEMRA_FRSPEC_TRIM"), v['J'] = env("MEMRA_GEMMA_DRAFT_RANKS");
+	v['Y'] = env("MEMRA_DSPARK_SPEC"), v['W'] = env("MEMRA_DSPARK_DRAFT");
+	v['Z'] = env("MEMRA_DFLASH_PREC");
 	v['F'] = env("MEMRA_FULL_PREC"), v['P'] = env("MEMRA_PREFIX_CACHE_MB");
 	v['C'] = env("MEMRA_COMPAT"), v['A'] = env("MEMRA_API_KEY"), v['d'] = env("MEMRA_DEVICE");
 	v['X'] = env("MEMRA_SERVE_SPEC"), v['Q'] = env("MEMRA_QUEUE");
@@ -692,7 +762,8 @@ parse(int argc, char *argv[], struct cfg *c)
 		return -1;
 	c->models = v['m'], c->host = v['H'] ? v['H'] : "127.0.0.1";
 	c->port = v['p'] ? v['p'] : "8080", c->api_key = v['A'];
-	c->draft = v['D'], c->trim = v['R'], c->full_prec = v['F'];
+	c->draft = v['D'], c->trim = v['R'], c->full_prec = v['F'], c->asst_ranks = v['J'];
+	parse_dspark(v, c);
 	c->device = v['d'] ? v['d'] : backend_default();
 	c->compat = v['C'];
 	l = 4096, int_setting("MEMRA_CTX (--ctx)", v['c'], 16, 1 << 24, &l), c->ctx = l;
@@ -735,7 +806,12 @@ spec_policy_lines(struct server *s, struct served *sv)
 	fprintf(stderr, "[sched] %s: a step of m rows (ms):", sv->name);
 	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
 		fprintf(stderr, " %d: %.3g", m[i], 1e3 * c.rows[m[i]]);
-	fprintf(stderr, "; a draft %.3g ms\n", 1e3 * c.draft);
+	if (model_dflash(sv->m) != NULL)
+		fprintf(stderr, "; a round's drafts %.3g ms (the drafter's block and a context "
+		    "row)\n", 1e3 * c.round);
+	else
+		fprintf(stderr, "; a draft %.3g ms%s\n", 1e3 * c.draft, model_has_assist(sv->m) ?
+		    " (an assistant step)" : "");
 	fprintf(stderr, "[sched] %s: speculative K by load, up to %d (acceptance 0.5 until "
 	    "measured):", sv->name, sv->k);
 	for (int n = 1, last = -1; n <= s->c.max_sessions; n++) {
@@ -773,11 +849,16 @@ note(void *arg, const struct sched_note *n)
 {
 	struct server *s = arg;
 	const char *name = "?";
+	int dspark = 0;
 
 	for (int i = 0; i < s->n_mod; i++)
 		if (s->mod[i].lane == n->lane)
-			name = s->mod[i].name;
-	if (n->kind == SCHED_NOTE_REUSE)
+			name = s->mod[i].name, dspark = model_dflash(s->mod[i].m) != NULL;
+	if (n->kind == SCHED_NOTE_REUSE && dspark && n->spec)
+		fprintf(stderr, "[worker] dspark-reuse: %d committed tokens resumed (%s: of %d parked, "
+		    "with the drafter's context; prefilled again from that chunk boundary on)\n",
+		    n->tokens, name, n->parked);
+	else if (n->kind == SCHED_NOTE_REUSE)
 		fprintf(stderr, "[worker] %s: reuse: %d committed tokens resumed (of %d parked; "
 		    "prefilled again from that chunk boundary on)\n", name, n->tokens, n->parked);
 	else
@@ -806,13 +887,58 @@ sessions(struct server *s, struct served *sv)
 		spec_policy_lines(s, sv);
 }
 
+/* What drafts for model m, as the boot line says it. */
+static const char *
+drafter_name(const struct model *m)
+{
+	const struct model_hparams *dh = model_dflash(m);
+
+	if (dh != NULL)
+		return dh->sel_topk ? "DFlash2 speculative decode for greedy requests" :
+		    "DFlash speculative decode for greedy requests";
+	return model_has_assist(m) ? "assistant speculative decode for greedy requests" :
+	    "MTP speculative decode for greedy requests";
+}
+
+/* Model sv's K: MEMRA_SPEC_K, else 3 (a DFlash drafter's block - 1) with a drafter, else 0. */
+static void
+spec_k(struct server *s, struct served *sv)
+{
+	const struct model_hparams *dh = model_dflash(sv->m);
+	int any = dh != NULL || model_has_assist(sv->m) || model_hparams(sv->m)->n_mtp > 0;
+
+	sv->k = s->c.spec_k >= 0 ? s->c.spec_k : dh != NULL ? dh->block - 1 : any ? 3 : 0;
+	if (sv->k > 0 && !any)
+		die(2, "MEMRA_SPEC_K %d: model '%s' has no MTP head or drafter to draft with", sv->k,
+		    sv->name);
+	if (dh != NULL && sv->k > dh->block - 1)
+		die(2, "MEMRA_SPEC_K %d: the DFlash drafter drafts at most %d tokens a round (its "
+		    "block of %d)", sv->k, dh->block - 1, dh->block);
+	if (!s->c.serve_spec)
+		sv->k = 0;
+}
+
+/* The DFlash drafter's boot proof: arming it disables MTP spec; its path and shape, its
+ * trim, its precision. */
+static void
+dspark_lines(struct server *s, struct served *sv)
+{
+	char line[512];
+
+	fprintf(stderr, "[dspark] arming DFlash2 disables MTP spec%s\n",
+	    model_hparams(sv->m)->n_mtp > 0 ? " (the trunk's MTP head stays unused)" : "");
+	for (int i = 0; model_dflash_line(sv->m, sv->name, i, line, sizeof line) == 0; i++)
+		fprintf(stderr, "%s\n", line);
+	fprintf(stderr, "[dspark] %s: precision %s (MEMRA_DFLASH_PREC)\n", sv->name,
+	    s->c.dflash_prec);
+}
+
 static void
 load(struct server *s, char *spec)
 {
 	struct served *sv = &s->mod[s->n_mod];
 	struct model_options mo = { 0 };
 	char *eq = strchr(spec, '='), err[UTIL_ERRLEN] = "", line[256];
-	int nmtp;
 
 	if (s->n_mod == MAX_MODELS)
 		die(2, "MEMRA_MODELS: more than %d models", MAX_MODELS);
@@ -824,24 +950,23 @@ load(struct server *s, char *spec)
 		if (strcmp(s->mod[i].name, sv->name) == 0)
 			die(2, "MEMRA_MODELS: model name '%s' given twice", sv->name);
 	model_options_set(&mo, sv->spec, NULL, s->c.draft, s->c.trim, s->c.full_prec);
+	mo.asst_ranks = s->c.asst_ranks;
+	mo.dflash = s->c.dspark, mo.dflash_prec = s->c.dflash_prec;
 	if (mo.draft != NULL)
 		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
 	if ((sv->m = model_open_opts(sv->spec, s->be, &mo, err)) == NULL)
 		die(1, "%s", err);
 	fprintf(stderr, "[model] %s: %s\n", sv->name, model_path(sv->m));
-	if (model_attach_line(sv->m, line, sizeof line) == 0)
+	if (model_dflash(sv->m) != NULL)
+		dspark_lines(s, sv);
+	else if (model_attach_line(sv->m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	if ((sv->pr = prompt_new(sv->m, PROMPT_AUTO, err)) == NULL)
 		die(1, "%s: %s", sv->spec, err);
 	sv->nv = model_hparams(sv->m)->n_vocab;
-	nmtp = model_hparams(sv->m)->n_mtp;
-	sv->k = s->c.spec_k >= 0 ? s->c.spec_k : nmtp > 0 ? 3 : 0;
-	if (sv->k > 0 && nmtp == 0)
-		die(2, "MEMRA_SPEC_K %d: model '%s' has no MTP head to draft with", sv->k, sv->name);
-	if (!s->c.serve_spec)
-		sv->k = 0;
+	spec_k(s, sv);
 	fprintf(stderr, "[model] %s: ctx=%d K=%d (%s)%s\n", sv->name, s->c.ctx, sv->k,
-	    sv->k ? "MTP speculative decode for greedy requests" : s->c.serve_spec ?
+	    sv->k ? drafter_name(sv->m) : s->c.serve_spec ?
 	    "plain decode" : "plain decode: MEMRA_SERVE_SPEC=0",
 	    prompt_tokenizer(sv->pr) == NULL ? ", no tokenizer: token-id prompts only" :
 	    prompt_is_chat(sv->pr) ? "" : ", no chat template");

@@ -943,7 +943,8 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 			/* a block keeps no DFlash context rows: such a session decodes plain */
 			q->spec = q->spec && mtp == bc && l->draft != DRAFT_DFLASH;
 		} else if (q->why[0] != '\0')
-			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why };
+			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why,
+			    0 };
 	}
 	l->slots[i].parked = 0, l->slots[i].sbound = 0;
 	return i;
@@ -992,7 +993,7 @@ resume(struct sched *s, struct sched_seq *q)
 		q->rblk = q->pblk = -1, q->resume = 0;	/* cold, from row 0 */
 		q->spec = 0;	/* a speculative decoder's prompt was not started */
 		snprintf(q->why, sizeof q->why, "resuming failed");
-		q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, 0, q->why };
+		q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, 0, q->why, 0 };
 	}
 	if (q->resume != 0) {
 		q->done_prompt = at;
@@ -1002,7 +1003,8 @@ resume(struct sched *s, struct sched_seq *q)
 		s->stats.cached_tokens += at, s->stats.reused += pool;
 		pthread_mutex_unlock(&s->mu);
 		if (pool)
-			q->note = (struct sched_note){ SCHED_NOTE_REUSE, q->lane, at, q->note.parked, NULL };
+			q->note = (struct sched_note){ SCHED_NOTE_REUSE, q->lane, at, q->note.parked, NULL,
+			    q->spec };
 		q->resume = 0;
 	}
 	tell(s, q);

@@ -85,6 +85,8 @@ struct sched_note {
 	int	parked;		/* the parked conversation's committed tokens */
 	const char *why;	/* COLD: why a request that extends a parked
 				 * conversation was not resumed from it */
+	int	spec;		/* REUSE: 1 when it decodes speculatively on (a drafter's
+				 * rows parked with it came along) */
 };
 
 struct backend;

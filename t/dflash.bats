@@ -142,9 +142,9 @@ armed() {
 	[[ $stderr == *"a DSpark drafter (a Markov head over the block): not supported (DFlash and DFlash2 drafters are)" ]]
 }
 
-@test "serve still refuses MEMRA_DSPARK_* (the scheduler has no DFlash round yet)" {
-	MEMRA_DSPARK_SPEC=1 run -2 --separate-stderr serve
-	[[ $stderr == *"MEMRA_DSPARK_SPEC: not supported by this server"* ]]
+@test "serve refuses a MEMRA_DSPARK_* it does not take (t/serve-draft.bats serves the drafter)" {
+	MEMRA_DSPARK_SAMPLED=1 run -2 --separate-stderr serve
+	[[ $stderr == *"MEMRA_DSPARK_SAMPLED: not supported by this server"* ]]
 }
 
 # bats test_tags=gpu

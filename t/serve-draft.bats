@@ -1,0 +1,161 @@
+bats_require_minimum_version 1.5.0
+# serve speculating with the drafters that are not an MTP head, through the openai client:
+# Gemma-4's assistant (MEMRA_DRAFT, t/data/gemma4) and the DFlash2 block drafter
+# (MEMRA_DSPARK_SPEC, t/data/dflash on model A).  Every greedy reply is the plain decode's,
+# whenever it joins; the boot lines are the cookbook's proof.
+
+setup() {
+	load helper
+	load serve
+	P=$BATS_TEST_TMPDIR
+	SC="python3 $TOP/t/serve-client.py"
+	SPID=
+	G=$DATA/gemma4
+	D2=$DATA/dflash/d2
+}
+
+teardown() { stop_serve; }
+
+# reqs MODEL N DT PROMPTS...: N completions requests, one every DT seconds, the prompts in
+# turn (each cut to a length of its own), greedy but every third sampled, every fourth streamed
+reqs() {
+	python3 - "$@" <<'PY'
+import json, sys
+model, n, dt, ps = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+for i in range(n):
+    p = ps[i % len(ps)]
+    q = {"model": model, "prompt": p[: 8 + (41 * i) % max(len(p) - 8, 1)],
+         "max_tokens": 6 + (7 * i) % 22, "temperature": 0, "delay": round(dt * i, 2)}
+    if i % 3 == 2:
+        q.update(temperature=0.8, top_p=0.95, seed=100 + i)
+    if i % 4 == 1:
+        q["stream"] = True
+    print(json.dumps(q))
+PY
+}
+
+# metric NAME: the sum of a counter's series on the server's /metrics
+metric() {
+	curl -s "$URL/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
+
+# plain_replies FILE [VAR=VALUE...]: the requests of FILE one by one on a plain server
+plain_replies() {
+	local f=$1
+	shift
+	start_serve "$@" MEMRA_MAX_SESSIONS=1 MEMRA_SPEC_K=0
+	run -0 $SC "$URL" solo "$f"
+	echo "$output" >"$P/plain"
+	[ "$(grep -c '"text"' "$P/plain")" -eq "$(wc -l <"$f")" ]
+	stop_serve
+}
+
+@test "Gemma-4 assistant: staggered requests each get their plain reply, K pinned and by load" {
+	need_py openai
+	reqs g 14 0.1 "hello world, the quick brown fox jumps over the lazy dog again and again" \
+	    "once upon a time there was a tiny model that drafted its own tokens" >"$P/q.jsonl"
+	plain_replies "$P/q.jsonl" MEMRA_MODELS="g=$G/g4-dense"
+	seq 0 255 >"$P/r.txt"
+	for k in 3 by-load; do
+		start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="g=$G/g4-dense" \
+		    MEMRA_DRAFT="$G/g4-assistant" MEMRA_GEMMA_DRAFT_RANKS="$P/r.txt" MEMRA_MAX_SESSIONS=6 \
+		    MEMRA_PREFILL_CHUNK=32 MEMRA_SPEC_K=${k#by-load}
+		grep -qx "\[gemma-draft\] assistant drafter: 3 layers, hidden 24 over the trunk's K/V, head trimmed to 256 rows (F32, d2t map)" "$LOG"
+		grep -qx '\[model\] g: ctx=4096 K=3 (assistant speculative decode for greedy requests)' "$LOG"
+		run -0 $SC "$URL" staggered "$P/q.jsonl"
+		diff "$P/plain" - <<<"$output"
+		if [ "$k" = 3 ]; then
+			grep -qx '\[sched\] g: speculative K pinned at 3 (MEMRA_SPEC_K)' "$LOG"
+			[ "$(metric memra_spec_rounds_total)" -gt 0 ]
+		else
+			grep -q '^\[sched\] g: a step of m rows (ms): .*; a draft [0-9.e+-]* ms (an assistant step)$' "$LOG"
+		fi
+		stop_serve
+	done
+}
+
+@test "the cookbook's DFlash2 block runs unchanged: its proof lines, and every reply plain's" {
+	need_py openai
+	A=$(model_a)
+	printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$P/r8.txt"
+	python3 - "$A/prompts.jsonl" >"$P/p" <<'PY'
+import json, sys
+for l in list(open(sys.argv[1]))[:4]:
+    print(json.loads(l)["prompt"][:300].replace("\n", " "))
+PY
+	mapfile -t ps <"$P/p"
+	reqs q38 12 0.15 "def fibonacci(n):" "${ps[@]}" >"$P/q.jsonl"
+	plain_replies "$P/q.jsonl" MEMRA_MODELS="q38=$A"
+	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q38=$A" MEMRA_DSPARK_SPEC=1 \
+	    MEMRA_DSPARK_DRAFT="$D2" MEMRA_FRSPEC_TRIM="$P/r8.txt" MEMRA_DFLASH_PREC=q4 \
+	    MEMRA_CTX=8192 MEMRA_MAX_SESSIONS=8 MEMRA_PREFIX_CACHE_MB=0
+	grep -qx "\[dspark\] arming DFlash2 disables MTP spec (the trunk's MTP head stays unused)" "$LOG"
+	grep -qx "\[dspark\] q38: DFlash2 drafter $D2: 2 layers, block 8, taps \[2,5\], window 16, weights Q4_0" "$LOG"
+	grep -qx '\[dspark\] q38: DFlash2 draft head TRIMMED to 8 rows' "$LOG"
+	grep -qx '\[dspark\] q38: precision q4 (MEMRA_DFLASH_PREC)' "$LOG"
+	grep -qx '\[model\] q38: ctx=8192 K=7 (DFlash2 speculative decode for greedy requests)' "$LOG"
+	grep -q '^\[sched\] q38: a step of m rows (ms): .*; a round.s drafts [0-9.e+-]* ms (the drafter.s block and a context row)$' "$LOG"
+	grep -q '^\[sched\] q38: speculative K by load, up to 7 ' "$LOG"
+	! grep -q '^\[frspec-trim\]' "$LOG"
+	run -0 $SC "$URL" staggered "$P/q.jsonl"
+	diff "$P/plain" - <<<"$output"
+	stop_serve
+	# K pinned: every greedy session drafts, and the replies are still plain's
+	start_serve MEMRA_MODELS="q38=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \
+	    MEMRA_FRSPEC_TRIM="$P/r8.txt" MEMRA_MAX_SESSIONS=8 MEMRA_SPEC_K=7 MEMRA_PREFILL_CHUNK=64
+	run -0 $SC "$URL" staggered "$P/q.jsonl"
+	diff "$P/plain" - <<<"$output"
+	[ "$(metric memra_spec_rounds_total)" -gt 0 ]
+	[ "$(metric memra_spec_accepted_tokens_total)" -gt 0 ]
+}
+
+@test "DFlash2: a conversation's next turn resumes from the pool with the drafter's context" {
+	need_py openai
+	A=$(model_a)
+	printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$P/r8.txt"
+	p1=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["prompt"][:400])' "$A/prompts.jsonl")
+	start_serve MEMRA_MODELS="q38=$A" MEMRA_SPEC_K=0 MEMRA_PREFILL_CHUNK=32
+	r1=$($SC "$URL" complete q38 "$p1" 16 | jq -r .text)
+	p2="$p1$r1 def fibonacci(n):"
+	want=$($SC "$URL" complete q38 "$p2" 16)
+	stop_serve
+	start_serve MEMRA_MODELS="q38=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \
+	    MEMRA_FRSPEC_TRIM="$P/r8.txt" MEMRA_SPEC_K=7 MEMRA_PREFILL_CHUNK=32 MEMRA_PREFIX_CACHE_MB=0
+	[ "$($SC "$URL" complete q38 "$p1" 16 | jq -r .text)" = "$r1" ]
+	[ "$($SC "$URL" complete q38 "$p2" 16)" = "$want" ]
+	grep -q '^\[worker\] dspark-reuse: [0-9]* committed tokens resumed (q38: of [0-9]* parked, with the drafter.s context; ' "$LOG"
+	[ "$(metric memra_spec_rounds_total)" -gt 0 ]
+}
+
+@test "the drafters' variables: bad values are misuse, a drafter not armed is said, a wrong one is an error" {
+	A=$(model_a)
+	MEMRA_DSPARK_SPEC=1 run -2 --separate-stderr env MEMRA_MODELS="q=$A" serve
+	[ "$stderr" = "serve: MEMRA_DSPARK_SPEC=1: no drafter (MEMRA_DSPARK_DRAFT, --dspark-draft)" ]
+	run -2 --separate-stderr env MEMRA_MODELS="q=$A" MEMRA_DSPARK_SPEC=yes serve
+	[ "$stderr" = "serve: MEMRA_DSPARK_SPEC (--dspark-spec): 'yes': not 0 or 1" ]
+	run -2 --separate-stderr env MEMRA_MODELS="q=$A" MEMRA_DFLASH_PREC=q5 serve
+	[ "$stderr" = "serve: MEMRA_DFLASH_PREC (--dflash-prec): 'q5': not q4, q8, bf16, f32 or keep" ]
+	run -2 --separate-stderr env MEMRA_MODELS="q=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \
+	    MEMRA_SPEC_K=8 serve --device cpu
+	[[ $stderr == *"serve: MEMRA_SPEC_K 8: the DFlash drafter drafts at most 7 tokens a round (its block of 8)" ]]
+	run -1 --separate-stderr env MEMRA_MODELS="q=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \
+	    MEMRA_MTP_DRAFT="$D2" serve --device cpu
+	[[ $stderr == *"two spec programs never coexist" ]]
+	run -1 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-moe-keqv" serve --device cpu
+	[[ $stderr == *"not a gemma4_assistant"* ]]
+	run -2 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-assistant" \
+	    MEMRA_GEMMA_TRIM_ADAPT=512 serve --device cpu
+	[ "$stderr" = "serve: MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported (MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)" ]
+	# the flags are the variables: --dspark-spec 0 over MEMRA_DSPARK_SPEC=1 leaves the MTP head
+	printf '#!/bin/sh\nexec serve --dspark-spec 0 "$@"\n' >"$P/off" && chmod +x "$P/off"
+	SERVE=$P/off start_serve MEMRA_MODELS="q=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \
+	    MEMRA_SPEC_K=2 MEMRA_MAX_SESSIONS=1
+	grep -qx "\[dspark\] drafter $D2 not armed (MEMRA_DSPARK_SPEC is not 1): MTP spec as before" "$LOG"
+	grep -qx '\[model\] q: ctx=4096 K=2 (MTP speculative decode for greedy requests)' "$LOG"
+	stop_serve
+	printf '#!/bin/sh\nexec serve --dspark-spec 1 --dspark-draft "%s" --dflash-prec bf16 "$@"\n' "$D2" >"$P/on"
+	chmod +x "$P/on"
+	SERVE=$P/on start_serve MEMRA_MODELS="q=$A" MEMRA_MAX_SESSIONS=1 MEMRA_DFLASH_PREC=q8
+	grep -qx "\[dspark\] q: DFlash2 drafter $D2: 2 layers, block 8, taps \[2,5\], window 16, weights BF16" "$LOG"
+	grep -qx '\[dspark\] q: precision bf16 (MEMRA_DFLASH_PREC)' "$LOG"
+}
