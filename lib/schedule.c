@@ -51,6 +51,7 @@ struct lane {
 	long	admitted;	/* greedy sessions admitted unpinned: every 16th explores */
 	struct slot *slots;	/* [max_sessions] */
 	struct prefix *pc;	/* the prefix cache (worker only), or NULL */
+	struct prefix *dpc;	/* DFlash: the drafter's context rows of pc's prompts, or NULL */
 	struct prefix_stats pst;	/* pc's stats as of the last step (under the lock) */
 	float	*lg;		/* [BACKEND_ROWS_INVARIANT * (SPEC_KMAX + 1)][nv] host logits */
 	float	*hid;		/* [same][ne] host hidden rows */
@@ -84,6 +85,7 @@ struct sched_seq {
 	 * chain ending at block rblk (resume 2); pblk: the cache block of the
 	 * last boundary passed (pinned); cached: prompt tokens not computed */
 	int	resume, resume_at, rblk, pblk, cached;
+	int	drblk, dpblk;	/* DFlash: rblk, pblk of the drafter's context (lane's dpc) */
 	struct sched_note note;	/* for the worker to tell; kind -1: none */
 	char	why[128];	/* note.why's text */
 	char	err[UTIL_ERRLEN];
@@ -171,7 +173,7 @@ lane_free(struct backend *be, struct lane *l, int n)
 			backend_mfree(be, l->slots[i].rsnap);
 		free(l->slots[i].ptok);
 	}
-	prefix_free(l->pc);
+	prefix_free(l->pc), prefix_free(l->dpc);
 	free(l->slots);
 	model_host_free(l->m, l->lg), model_host_free(l->m, l->hid), model_host_free(l->m, l->taps);
 	free(l->ids);
@@ -442,6 +444,47 @@ lane_slots(struct sched *s, struct lane *l, char *err)
 	return 0;
 }
 
+/* l->pst: its prefix cache's stats, a DFlash drafter's context blocks' bytes with them. */
+static void
+lane_prefix_stats(struct lane *l)
+{
+	struct prefix_stats d;
+
+	prefix_stats(l->pc, &l->pst);
+	if (l->dpc == NULL)
+		return;
+	prefix_stats(l->dpc, &d);
+	l->pst.budget += d.budget, l->pst.arena += d.arena;
+	l->pst.bytes += d.bytes, l->pst.block_bytes += d.block_bytes;
+}
+
+/*
+ * The lane's prefix cache of budget pc: on a DFlash lane, in two of as
+ * many blocks (none when that holds no block of each), the trunk's (pc)
+ * and the drafter's context rows of the same prompts (dpc), the budget
+ * shared in proportion to their blocks' bytes.
+ */
+static int
+lane_caches(struct sched *s, struct lane *l, const struct state_config *c,
+    struct prefix_config *pc, char *err)
+{
+	struct state_config dc;
+	struct prefix_config dp = *pc;
+	size_t bt = prefix_block_bytes(c, pc->block), bd;
+
+	if (l->draft != DRAFT_DFLASH || l->K == 0)
+		return (l->pc = prefix_new(s->be, c, pc, err)) == NULL ? -1 : 0;
+	dc = *state_config(spec_drafter_state(l->slots[0].spec));
+	bd = prefix_block_bytes(&dc, pc->block);
+	dp.budget = pc->budget / (bt + bd) * bd, pc->budget = pc->budget / (bt + bd) * bt;
+	if (pc->budget == 0)
+		return 0;
+	if ((l->pc = prefix_new(s->be, c, pc, err)) == NULL ||
+	    (l->dpc = prefix_new(s->be, &dc, &dp, err)) == NULL)
+		return -1;
+	return 0;
+}
+
 /*
  * The lane's reuse pool buffers (a saved recurrent state and the parked
  * tokens a slot) and its prefix cache, in what the sessions leave of f's
@@ -474,9 +517,11 @@ lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 		    "%zu MiB", pc.budget / mib, left / mib);
 	if (pc.budget == 0)
 		return 0;
-	if ((l->pc = prefix_new(s->be, &c, &pc, err)) == NULL)
+	if (lane_caches(s, l, &c, &pc, err) != 0)
 		return -1;
-	prefix_stats(l->pc, &l->pst);
+	if (l->pc == NULL)	/* a DFlash lane's: no block of each fits */
+		return 0;
+	lane_prefix_stats(l);
 	f->prefix = l->pst.arena;
 	return 0;
 }
@@ -570,7 +615,7 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	if ((q->smp = sample_new(&r->sp, l->nv, err)) == NULL)
 		return -1;
 	q->t_submit = util_now(), q->t_admit = q->t_first = -1;
-	q->rblk = q->pblk = -1, q->note.kind = -1;
+	q->rblk = q->pblk = q->drblk = q->dpblk = -1, q->note.kind = -1;
 	return 0;
 }
 
@@ -915,10 +960,56 @@ free_slot(struct sched *s, struct lane *l)
 }
 
 /*
+ * Under the lock: whether speculative q, resuming at bc from the prefix
+ * cache, finds its drafter's rows there: a DFlash drafter's context rows
+ * of the same chain in the lane's dpc (pinned into q->drblk); the other
+ * drafters' are the trunk's blocks' (MTP) or none (the assistant).
+ */
+static int
+drafter_chain(struct lane *l, struct sched_seq *q, int bc)
+{
+	int blk;
+
+	if (l->draft != DRAFT_DFLASH)
+		return 1;
+	if (l->dpc == NULL || prefix_lookup(l->dpc, q->hist, bc + 1, 0, &blk) != bc)
+		return 0;
+	prefix_pin(l->dpc, blk);
+	q->drblk = blk;
+	return 1;
+}
+
+/* Worker, q restored at `at`: the chain of the DFlash drafter's context
+ * that q's boundaries extend (the one it resumed from, or from the pool
+ * the cached one of its prompt up to at), pinned. */
+static void
+drafter_extend(struct lane *l, struct sched_seq *q, int at)
+{
+	int blk;
+
+	if (l->dpc == NULL || !q->spec)
+		return;
+	if (q->drblk >= 0)
+		q->dpblk = q->drblk, q->drblk = -1;
+	else if (prefix_lookup(l->dpc, q->hist, at + 1, 0, &blk) == at)
+		q->dpblk = blk, prefix_pin(l->dpc, blk);
+}
+
+/* q's pins of the DFlash drafter's chains, dropped. */
+static void
+drafter_unpin(struct lane *l, struct sched_seq *q)
+{
+	if (l->dpc != NULL)
+		prefix_unpin(l->dpc, q->drblk), prefix_unpin(l->dpc, q->dpblk);
+	q->drblk = q->dpblk = -1;
+}
+
+/*
  * Under the lock, as q is admitted on lane l (a slot is free): the slot
  * it takes and where it resumes, from the pool or the prefix cache,
- * whichever reaches further; a speculative q whose source has no MTP
- * cache rows decodes plain.
+ * whichever reaches further; a speculative q whose source has not its
+ * drafter's rows (drafter_chain; the pool's: a speculative session's)
+ * decodes plain.
  */
 static int
 slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
@@ -940,8 +1031,7 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 			prefix_pin(l->pc, blk);
 			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist,
 			    q->n_prompt, 1, &blk) : bc;
-			/* a block keeps no DFlash context rows: such a session decodes plain */
-			q->spec = q->spec && mtp == bc && l->draft != DRAFT_DFLASH;
+			q->spec = q->spec && mtp == bc && drafter_chain(l, q, bc);
 		} else if (q->why[0] != '\0')
 			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why,
 			    0 };
@@ -971,8 +1061,11 @@ restore(struct sched *s, struct sched_seq *q)
 	if (q->resume == 1 ? state_rec_load(q->st, sl->rsnap) || state_seek(q->st, at) :
 	    prefix_restore(l->pc, q->rblk, q->st) || (s->c.reuse && state_rec_save(q->st, sl->rsnap)))
 		return -1;
-	if (q->spec && spec_resume(sl->spec, q->hist, q->n_prompt, at) != 0)
+	if (q->spec && ((q->drblk >= 0 && prefix_restore(l->dpc, q->drblk,
+	    spec_drafter_state(sl->spec)) != 0) || spec_resume(sl->spec, q->hist, q->n_prompt,
+	    at) != 0))
 		return -1;
+	drafter_extend(l, q, at);
 	if (q->resume == 2)
 		q->pblk = q->rblk, q->rblk = -1;	/* its pin goes with it */
 	else if (l->pc != NULL && prefix_lookup(l->pc, q->hist, at + 1, 0, &blk) == at)
@@ -990,6 +1083,7 @@ resume(struct sched *s, struct sched_seq *q)
 	if (q->resume != 0 && restore(s, q) != 0) {
 		if (l->pc != NULL)
 			prefix_unpin(l->pc, q->rblk), prefix_unpin(l->pc, q->pblk);
+		drafter_unpin(l, q);
 		q->rblk = q->pblk = -1, q->resume = 0;	/* cold, from row 0 */
 		q->spec = 0;	/* a speculative decoder's prompt was not started */
 		snprintf(q->why, sizeof q->why, "resuming failed");
@@ -1008,6 +1102,25 @@ resume(struct sched *s, struct sched_seq *q)
 		q->resume = 0;
 	}
 	tell(s, q);
+}
+
+/* Worker: a speculative DFlash session q's drafter context rows of its
+ * block that ends at `to`, into the lane's dpc beside the trunk's. */
+static void
+drafter_block(struct sched *s, struct sched_seq *q, int to)
+{
+	struct lane *l = &s->lanes[q->lane];
+	struct state *ds;
+	int id = -1;
+
+	if (l->dpc == NULL || !q->spec)
+		return;
+	ds = spec_drafter_state(l->slots[q->slot].spec);
+	if ((to == s->c.chunk || q->dpblk >= 0) && state_seek(ds, to) == 0 &&
+	    (id = prefix_insert(l->dpc, q->dpblk, q->hist, to, ds, 0)) >= 0)
+		prefix_pin(l->dpc, id);
+	prefix_unpin(l->dpc, q->dpblk);
+	q->dpblk = id;
 }
 
 /*
@@ -1033,6 +1146,7 @@ boundary(struct sched *s, struct sched_seq *q, int to)
 		prefix_pin(l->pc, id);
 	prefix_unpin(l->pc, q->pblk);
 	q->pblk = id;
+	drafter_block(s, q, to);
 }
 
 /* Under the lock (the worker's): q leaves its slot; with the pool, a
@@ -1045,6 +1159,7 @@ park(struct sched *s, struct sched_seq *q)
 
 	if (l->pc != NULL)
 		prefix_unpin(l->pc, q->pblk), prefix_unpin(l->pc, q->rblk);
+	drafter_unpin(l, q);
 	q->pblk = q->rblk = -1;
 	if (!s->c.reuse || q->finish == SCHED_ERROR || q->resume != 0 || sl->sbound == 0)
 		return;
@@ -1474,7 +1589,7 @@ sched_step(struct sched *s)
 	reap(s);
 	for (int i = 0; i < s->n_lanes; i++)
 		if (s->lanes[i].pc != NULL)
-			prefix_stats(s->lanes[i].pc, &s->lanes[i].pst);
+			lane_prefix_stats(&s->lanes[i]);
 	left = s->n_run + s->n_queued;
 	pthread_mutex_unlock(&s->mu);
 	return left;

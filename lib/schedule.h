@@ -74,8 +74,12 @@ struct sched_config {
  *
  * A speculative session resumes with the MTP cache rows of a speculative
  * session's prefill; from a state without them it decodes plain (the same
- * greedy tokens).  sched_seq_cached tells the prompt tokens a session did
- * not recompute.
+ * greedy tokens).  Gemma-4's assistant keeps no cache: any state will do.
+ * A DFlash drafter's context rows stay in a parked slot (its spec's), and
+ * a DFlash lane's prefix cache is two of as many blocks, the trunk's and
+ * the drafter's context rows of the same prompt chunks, stored by a
+ * speculative session's prefill.  sched_seq_cached tells the prompt
+ * tokens a session did not recompute.
  */
 enum { SCHED_NOTE_REUSE, SCHED_NOTE_COLD };
 struct sched_note {

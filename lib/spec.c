@@ -690,6 +690,12 @@ spec_state(struct spec *s)
 	return s->st;
 }
 
+struct state *
+spec_drafter_state(struct spec *s)
+{
+	return s->dst;
+}
+
 int
 spec_accept(struct spec *s, const int32_t *ids, const float *hidden, int32_t *out)
 {

@@ -117,8 +117,8 @@ int	spec_round(struct spec *, int32_t *out, int limit);
  * other sequences (or model_forward_argmax(md, spec_state(s), rows, m,
  * MODEL_LOGITS_ALL | MODEL_VERIFY, ids, hidden) alone), and nothing else
  * on that state.  With a DFlash drafter the rows' drafter input is their
- * taps instead (model_taps after model_forward_argmax alone:
- * model_forward_seqs keeps none yet).
+ * taps instead (model_forward_seqs_taps among others, or model_taps after
+ * model_forward_argmax alone).
  * spec_accept then takes this sequence's ids[m] and hidden[m][n_embd]
  * (host; DFlash: the taps [m][n_tap * n_embd]): keeps the longest prefix of drafts that equal the picks and the
  * pick after it (the bonus), rolls the state back to them, brings the MTP
@@ -130,6 +130,11 @@ int	spec_round(struct spec *, int32_t *out, int limit);
  */
 int	spec_draft(struct spec *, int limit, int32_t *rows);
 struct state *spec_state(struct spec *);
+
+/* The DFlash drafter's context cache (rows 0.. the positions verified so
+ * far), or NULL without a DFlash drafter: a scheduler stores and restores
+ * its rows beside the trunk's (spec_resume then takes them). */
+struct state *spec_drafter_state(struct spec *);
 int	spec_accept(struct spec *, const int32_t *ids, const float *hidden, int32_t *out);
 
 /* Counters since spec_new (or spec_stats_reset). */

@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "prefix.h"
 #include "schedule.h"
 #include "spec.h"
 #include "test.h"
@@ -79,16 +80,17 @@ struct run {
 };
 
 /* A scheduler of `sessions` on m, K drafts (pinned when pin), with the
- * reuse pool when reuse; its worker running.  -1 (failed) when it cannot. */
+ * reuse pool when reuse and a prefix cache of `mib` MiB; its worker
+ * running.  -1 (failed) when it cannot. */
 static int
-start(struct run *r, struct model *m, int sessions, int K, int pin, int reuse)
+start_cached(struct run *r, struct model *m, int sessions, int K, int pin, int reuse, int mib)
 {
 	struct sched_config c;
 	char err[UTIL_ERRLEN];
 
 	sched_config_defaults(&c, be, CTX, sessions);
 	c.chunk = CHUNK, c.step_prefill = 2 * CHUNK, c.max_queue = 2 * NREQ, c.reserve = 0;
-	c.reuse = reuse;
+	c.reuse = reuse, c.prefix_bytes = (size_t)mib << 20;
 	if ((r->s = sched_new(be, &c, err)) == NULL ||
 	    (r->lane = sched_add_model(r->s, m, K, pin, NULL, err)) < 0) {
 		FAILF("%s", err);
@@ -97,6 +99,12 @@ start(struct run *r, struct model *m, int sessions, int K, int pin, int reuse)
 	}
 	pthread_create(&r->w, NULL, worker, r->s);
 	return 0;
+}
+
+static int
+start(struct run *r, struct model *m, int sessions, int K, int pin, int reuse)
+{
+	return start_cached(r, m, sessions, K, pin, reuse, 0);
 }
 
 static void
@@ -314,22 +322,29 @@ TEST(a_lane_measures_its_drafter_at_boot)
 }
 
 /*
- * A conversation's next turns resumed from the reuse pool: each reply is
- * its plain decode, and its drafts are a lone decoder's of the whole
- * prompt (the drafter's context rows below the boundary are the parked
- * session's, the same bits a cold prefill makes).
+ * A conversation's turns, each the last one's prompt, its reply and 5 ids
+ * of it again, on a lane with the reuse pool (reuse) or a prefix cache of
+ * 16 MiB (else), another prompt of 200 ids between turns (in the slot the
+ * turn left, when not parked): each reply its plain decode, each resumed
+ * at a chunk boundary, and the drafts accepted in all a lone decoder's of
+ * each whole prompt (the drafter's context rows below the boundary are the
+ * parked session's or the cache's, the bits a cold prefill makes).
  */
-TEST(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context)
+static void
+conversation(int reuse)
 {
-	static struct req turn[3];
+	static struct req turn[3], other = { .n = 200, .max_tokens = 4 };
 	struct sched_stats st;
+	struct prefix_stats ps;
 	struct run r;
 	long drafted = 0, accepted = 0;
-	int n = dfl.r[5].n;	/* past a few chunks: each turn resumes at a boundary */
+	int n = dfl.r[5].n;	/* past a few chunks */
 
 	memcpy(turn[0].ids, dfl.r[5].ids, n * sizeof *turn[0].ids);
-	for (int t = 0; t < 3; t++) {	/* a turn: the last prompt, its reply, 5 ids of it again */
-		struct req *q = &turn[t];
+	for (int k = 0; k < other.n; k++)
+		other.ids[k] = (int32_t)((k * 7919 + 31) % model_hparams(dfl.m)->n_vocab);
+	for (int t = -1; t < 3; t++) {
+		struct req *q = t < 0 ? &other : &turn[t];
 		struct run p;
 
 		q->n = n, q->max_tokens = 12;
@@ -338,6 +353,8 @@ TEST(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context)
 		q->n_plain = collect(&p, submit(&p, q), q->plain);
 		stop(&p);
 		spec_alone(&dfl, q);
+		if (t < 0)
+			continue;
 		drafted += q->drafted, accepted += q->accepted;
 		if (t == 2)
 			break;
@@ -346,22 +363,38 @@ TEST(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context)
 		memcpy(turn[t + 1].ids + n + q->n_plain, q->ids, 5 * sizeof *q->ids);
 		n += q->n_plain + 5;
 	}
-	if (start(&r, dfl.m, 2, dfl.K, 1, 1) != 0)
+	if (start_cached(&r, dfl.m, 2, dfl.K, 1, reuse, reuse ? 0 : 16) != 0)
 		return;
 	for (int t = 0; t < 3; t++) {
 		struct req *q = &turn[t];
 
+		if (t > 0 && (other.n_got = collect(&r, submit(&r, &other), other.got)) != other.n_plain)
+			FAILF("the other prompt: not its plain decode");
 		q->n_got = collect(&r, submit(&r, q), q->got);
 		if (q->n_got != q->n_plain || memcmp(q->got, q->plain, q->n_got * sizeof *q->got))
 			FAILF("turn %d (%d prompt ids): not its plain decode", t, q->n);
 	}
 	sched_stats(r.s, &st);
-	printf("# pool: %ld resumed, %ld cached tokens; %ld of %ld drafts accepted (alone: %ld "
-	    "of %ld)\n", st.reused, st.cached_tokens, st.accepted, st.drafted, accepted, drafted);
-	CHECK(st.reused == 2 && st.cached_tokens >= 2 * CHUNK);
+	st.drafted -= 2 * other.drafted, st.accepted -= 2 * other.accepted;
+	printf("# %s: %ld resumed, %ld cached tokens; %ld of %ld drafts accepted (alone: %ld of "
+	    "%ld)\n", reuse ? "pool" : "prefix cache", st.reused, st.cached_tokens, st.accepted,
+	    st.drafted, accepted, drafted);
+	CHECK(st.cached_tokens >= 2 * CHUNK);
+	CHECK_EQ_INT(st.reused, reuse ? 3 : 0);	/* the turns, the other prompt's rerun */
+	CHECK(reuse || (sched_prefix_stats(r.s, r.lane, &ps) == 0 && ps.hits >= 2));
 	CHECK_EQ_INT(st.drafted, drafted);
 	CHECK_EQ_INT(st.accepted, accepted);
 	stop(&r);
+}
+
+TEST(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context)
+{
+	conversation(1);
+}
+
+TEST(a_dflash2_conversation_resumed_from_the_prefix_cache_speculates_with_its_context)
+{
+	conversation(0);
 }
 
 /* The 8 tokens most frequent in t[n] (ties: the lower id), padded with the lowest others. */
@@ -484,6 +517,7 @@ main(void)
 		model_close(a);
 		RUN(dflash2_in_the_batch_gives_the_plain_tokens);
 		RUN(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context);
+		RUN(a_dflash2_conversation_resumed_from_the_prefix_cache_speculates_with_its_context);
 	}
 	RUN(a_lane_measures_its_drafter_at_boot);
 	model_close(g4.m), model_close(dfl.m);
