@@ -397,6 +397,74 @@ TEST(a_dflash2_conversation_resumed_from_the_prefix_cache_speculates_with_its_co
 	conversation(0);
 }
 
+/* A speculative decoder of dfl's K on the n ids, its prompt cut at the multiples of CHUNK. */
+static struct spec *
+prefilled(const int32_t *ids, int n)
+{
+	char err[UTIL_ERRLEN];
+	struct spec *sp = spec_new(dfl.m, dfl.K, CTX, NULL, 0, err);
+	int32_t first;
+
+	for (int from = 0, to; sp != NULL && from < n; from = to) {
+		to = (from / CHUNK + 1) * CHUNK < n ? (from / CHUNK + 1) * CHUNK : n;
+		if (spec_prefill_part(sp, ids, n, from, to, &first) != 0) {
+			FAILF("prefill: %s", spec_errmsg(sp));
+			spec_free(sp);
+			return NULL;
+		}
+	}
+	return sp;
+}
+
+/*
+ * What the scheduler's DFlash prefix cache holds: the drafter's context
+ * rows of another prompt's chunks, stored at its boundaries and restored
+ * into another session's drafter state, are the rows a cold prefill of
+ * this prompt makes, bit for bit.
+ */
+TEST(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit)
+{
+	int32_t a[150], b[170];
+	char err[UTIL_ERRLEN];
+	struct spec *sa, *sb = NULL, *sc = NULL;
+	struct prefix *p = NULL;
+	struct state_config c;
+	long differ = 0;
+	int last = -1, nv = model_hparams(dfl.m)->n_vocab;
+
+	for (int k = 0; k < 170; k++)
+		b[k] = (int32_t)((k * 104729 + 7) % nv);
+	for (int k = 0; k < 150; k++)
+		a[k] = k < 128 ? b[k] : 11 + k;
+	if ((sa = prefilled(a, 150)) == NULL || (sb = prefilled(b, 32)) == NULL)
+		goto out;
+	c = *state_config(spec_drafter_state(sa));
+	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, CHUNK), 0 },
+	    err);
+	CHECK(p != NULL);
+	for (int end = CHUNK, id = -1; p != NULL && end <= 128; end += CHUNK) {	/* b's blocks */
+		if (end > CHUNK)
+			spec_free(sb), sb = prefilled(b, end);
+		CHECK(sb != NULL && state_seek(spec_drafter_state(sb), end) == 0 &&
+		    (id = prefix_insert(p, id, b, end, spec_drafter_state(sb), 0)) >= 0);
+	}
+	if (p == NULL || (sc = prefilled(b + 140, 20)) == NULL)	/* rows of another prompt */
+		goto out;
+	CHECK_EQ_INT(prefix_lookup(p, a, 150, 0, &last), 128);
+	if (prefix_restore(p, last, spec_drafter_state(sc)) != 0)
+		FAILF("restore: %s", prefix_errmsg(p));
+	for (int i = 0; i < c.n_kv; i++)
+		for (size_t j = 0; j < (size_t)128 * c.kv_dim; j++)
+			differ += memcmp(&state_k(spec_drafter_state(sa), i)[j],
+			    &state_k(spec_drafter_state(sc), i)[j], sizeof(float)) != 0 ||
+			    memcmp(&state_v(spec_drafter_state(sa), i)[j],
+			    &state_v(spec_drafter_state(sc), i)[j], sizeof(float)) != 0;
+	CHECK_EQ_INT(differ, 0);
+out:
+	prefix_free(p);
+	spec_free(sa), spec_free(sb), spec_free(sc);
+}
+
 /* The 8 tokens most frequent in t[n] (ties: the lower id), padded with the lowest others. */
 static void
 most_frequent(const int32_t *t, int n, int32_t *top)
@@ -518,6 +586,7 @@ main(void)
 		RUN(dflash2_in_the_batch_gives_the_plain_tokens);
 		RUN(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context);
 		RUN(a_dflash2_conversation_resumed_from_the_prefix_cache_speculates_with_its_context);
+		RUN(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit);
 	}
 	RUN(a_lane_measures_its_drafter_at_boot);
 	model_close(g4.m), model_close(dfl.m);
