@@ -320,9 +320,9 @@ find_model(struct server *s, const char *name)
 
 /*
  * The grammar of j's response_format (json_object: any object;
- * json_schema: its schema) into j->rq.grammar, compiled over the model's
- * vocabulary (made at its first use) or from its cache; 0, or -1 with err
- * naming the field.
+ * json_schema: its schema) or of its tool calls into j->rq.grammar,
+ * compiled over the model's vocabulary (made at its first use) or from its
+ * cache; 0, or -1 with err naming the field.
  */
 static int
 format_grammar(struct server *s, struct job *j, char *err)
@@ -344,7 +344,7 @@ format_grammar(struct server *s, struct job *j, char *err)
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (sv->gc == NULL)
-		return util_err(err, "'response_format': %s", why);
+		return util_err(err, "%s", why);
 	return request_grammar(&j->rq, sv->gc, err);
 }
 
@@ -362,7 +362,7 @@ serve_job(struct server *s, struct job *j, int *full, char *err)
 		return -1;
 	rr.r = (struct openai_resp){ .id = j->id, .chat = j->rq.chat, .model = j->sv->name,
 	    .created = (long)time(NULL), .prompt_tokens = j->rq.n_ids,
-	    .tok = prompt_tokenizer(j->sv->pr) };
+	    .tok = prompt_tokenizer(j->sv->pr), .types = request_types(&j->rq) };
 	if ((rp = reply_new(&rr)) == NULL) {
 		for (int k = 0; k < j->rq.q.n; k++)
 			sched_release(s->sc, j->seq[k]);
@@ -393,8 +393,8 @@ completion(struct server *s, int fd, const struct http_req *req, int chat, struc
 		status = 404, util_err(err, "model '%s': not served here",
 		    json_get_str(q, "model") ? json_get_str(q, "model") : "(none)");
 	else if (request_parse(&j.rq, q, chat, j.sv->nv, s->c.max_sessions, err) == 0 &&
-	    format_grammar(s, &j, err) == 0 &&
-	    request_prompt(&j.rq, q, j.sv->pr, j.sv->nv, j.sv->name, err) == 0) {
+	    request_prompt(&j.rq, q, j.sv->pr, j.sv->nv, j.sv->name, err) == 0 &&
+	    format_grammar(s, &j, err) == 0) {
 		if ((int)j.rq.n_ids >= s->c.ctx)
 			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
 			    j.rq.n_ids, s->c.ctx);

@@ -1061,12 +1061,13 @@ admit(struct sched *s)
 	}
 }
 
-/* The logprobs of token t drawn by q's sampler from the row lg at q's end into lp. */
+/* The logprobs of token t drawn by q's sampler from the row lg after q's
+ * first n history tokens into lp. */
 static void
-logprobs_of(struct sched_seq *q, const float *lg, int32_t t, struct sched_logprob *lp)
+logprobs_of(struct sched_seq *q, const float *lg, int n, int32_t t, struct sched_logprob *lp)
 {
-	int k = sample_logprobs(q->smp, lg, q->hist, q->n_hist, t, q->top, &lp->logprob,
-	    lp->top_id, lp->top_lp);
+	int k = sample_logprobs(q->smp, lg, q->hist, n, t, q->top, &lp->logprob, lp->top_id,
+	    lp->top_lp);
 
 	lp->n_top = k < 0 ? 0 : k;
 }
@@ -1093,40 +1094,54 @@ only_stops(const struct sched_seq *q, float *lg, int nv)
 }
 
 /*
- * q's next token from its logits row lg on the host (masked by its grammar
- * first, in place), with its logprobs when it wants them, handed to its
- * reader; a failure ends q alone.
+ * q's token j places past its history (j > 0: a verify row's, the tokens
+ * before it in q->hist[n_hist..]) from its logits row lg on the host:
+ * masked by its grammar first (in place) and taken by it; its logprobs
+ * into lp when q wants them.  The token, or -1 with q ended (failed).
  */
-static void
-pick_host(struct sched *s, struct sched_seq *q, float *lg)
+static int32_t
+draw_host(struct sched *s, struct sched_seq *q, float *lg, int j, struct sched_logprob *lp)
 {
 	const struct lane *l = &s->lanes[q->lane];
-	struct sched_logprob lp;
+	int n = q->n_hist + j;
 	int32_t t;
 
 	if (q->gs != NULL) {
-		int left = q->max_tokens - q->n_gen, room = s->c.n_ctx - q->n_hist;
+		int left = q->max_tokens - q->n_gen - j, room = s->c.n_ctx - n;
 
 		/* the document closes one token early: the stop id ends it within max_tokens */
 		left = left < room ? left : room;
 		if (grammar_mask_logits(q->gs, lg, l->nv, left > 1 ? left - 1 : 1) <= 0) {
 			fail_seq(s, q, "grammar: no token may come next");
-			return;
+			return -1;
 		}
-		if (grammar_done(q->gs) && q->n_stop > 0)	/* a whole document: it ends here */
+		/* a whole document ends here, and so does one whole at the last token */
+		if ((grammar_ended(q->gs) || (left <= 1 && grammar_done(q->gs))) && q->n_stop > 0)
 			only_stops(q, lg, l->nv);
 	}
-	if ((t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist)) < 0) {
+	if ((t = sample_next(q->smp, lg, q->hist, n, 0, n)) < 0) {
 		fail_seq(s, q, "no finite logit");
-		return;
+		return -1;
 	}
 	if (q->gs != NULL && grammar_accept(q->gs, t) != 0) {
 		fail_seq(s, q, "grammar: the token drawn is not allowed");
-		return;
+		return -1;
 	}
 	if (q->logprobs)
-		logprobs_of(q, lg, t, &lp);
-	emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
+		logprobs_of(q, lg, n, t, lp);
+	return t;
+}
+
+/* q's next token from its logits row lg on the host (draw_host), handed to
+ * its reader; a failure ends q alone. */
+static void
+pick_host(struct sched *s, struct sched_seq *q, float *lg)
+{
+	struct sched_logprob lp;
+	int32_t t = draw_host(s, q, lg, 0, &lp);
+
+	if (t >= 0)
+		emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
 }
 
 /*

@@ -67,3 +67,38 @@ print(c["text"])' "${output#200 }")
 		[ "$got" = "$one" ]
 	done
 }
+
+@test "strict tools: sampled calls validate in the XML and the JSON call forms, names among the tools; the SDK's parse" {
+	need_py openai jsonschema pydantic
+	model_a_tools
+	start_serve MEMRA_MODELS="x=$P/a,j=$(model_a)" MEMRA_MAX_SESSIONS=8
+	run -0 python3 "$TOP/t/serve-tools.py" "$URL" x 64
+	[ "$output" = "64 valid" ]
+	run -0 python3 "$TOP/t/serve-tools.py" "$URL" j 32
+	[ "$output" = "32 valid" ]
+}
+
+@test "strict tools: a schema outside the subset is a 400 naming the tool and the keyword; a call cut short ends length" {
+	model_a_tools
+	start_serve MEMRA_MODELS="x=$P/a" MEMRA_MAX_SESSIONS=2
+	m='"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8'
+	ok='{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}'
+	run -0 post /v1/chat/completions "{$m, \"tools\": [$ok, {\"type\": \"function\", \"function\":
+	    {\"name\": \"g\", \"strict\": true, \"parameters\": {\"type\": \"object\", \"properties\":
+	    {\"c\": {\"type\": \"string\", \"pattern\": \"^a\"}}}}}]}"
+	[[ $output == "400 "*"'tools[1].function.parameters': #/properties/c: 'pattern' is not supported"* ]]
+	run -0 post /v1/chat/completions "{$m, \"tools\": [{\"type\": \"function\", \"function\":
+	    {\"name\": \"g\", \"strict\": true, \"parameters\": {\"type\": \"object\"}}}]}"
+	[[ $output == "400 "*"'tools[0].function.parameters': #: a strict tool's parameters are an object with 'properties'"* ]]
+	run -0 post /v1/chat/completions "{$m, \"tools\": [$ok, $ok]}"
+	[[ $output == "400 "*"'tools[1].function.name': 'f' is tools[0]'s too"* ]]
+	run -0 post /v1/chat/completions "{$m, \"tools\": [$ok], \"tool_choice\": \"required\",
+	    \"response_format\": {\"type\": \"json_object\"}}"
+	[[ $output == "400 "*"'response_format': not with a 'tool_choice' that forces a call"* ]]
+	# 3 tokens are too few for the call (37 bytes at least): finish length
+	run -0 post /v1/chat/completions "{\"model\": \"x\", \"messages\": [{\"role\": \"user\",
+	    \"content\": \"hi\"}], \"max_tokens\": 3, \"temperature\": 0, \"tools\": [$ok],
+	    \"tool_choice\": \"required\"}"
+	[[ $output == "200 "* ]]
+	[ "$(jq -r .choices[0].finish_reason <<<"${output#200 }")" = length ]
+}
