@@ -388,6 +388,32 @@ fail:
 
 /* --- a strict tool's parameters in the xml form ------------------------------ */
 
+/* Member j of an xml object (key k[kl], NULL: the close) in its key trie
+ * root into *p, its value from the compiled property src (its node, its
+ * requiredness): 0, or -1. */
+static int
+xml_member(struct cb *b, uint32_t root, uint32_t j, const char *k, size_t kl,
+    const struct gprop *src, struct gprop *p)
+{
+	struct gcc *c = b->c;
+	char key[MAX_NAME * 4 + 32];
+	int64_t leaf;
+
+	if (k != NULL && (kl > MAX_NAME * 4 || memchr(k, '>', kl) || memchr(k, '\n', kl) ||
+	    memchr(k, '\0', kl)))
+		return grammar_fail(c, "'properties' name '%s': a <parameter=...> name of at most 256 "
+		    "bytes without '>' or a newline is needed", k, NULL);
+	snprintf(key, sizeof key, k != NULL ? "<parameter=%s>\n" : "%s", k ? k : XML_CLOSE);
+	p->qk = strlen(key);
+	if ((leaf = grammar_trie_add(c->g, root, key, p->qk, j)) < 0)
+		return oom(c);
+	p->leaf = leaf;
+	if (k == NULL)
+		return 0;
+	p->required = src->required;
+	return (p->node = xml_value(b, src->node, p)) < 0 ? -1 : 0;
+}
+
 /* Its object: the properties of obj (compiled: an object node) as <parameter=KEY>
  * members, values in the xml form, the close among the keys; -1. */
 static int32_t
@@ -398,36 +424,27 @@ xml_object(struct cb *b, int32_t obj, const struct json *props)
 	uint32_t n = g->nodes[obj].n, off = g->nodes[obj].off;
 	struct gprop *lp = calloc(n + 1, sizeof *lp);
 	int32_t id = grammar_node(c, GK_OBJ);
-	int64_t root = id < 0 ? -1 : grammar_tnode(g, 0, 0), leaf;
+	int64_t root = id < 0 ? -1 : grammar_tnode(g, 0, 0);
 
-	if (lp == NULL || root < 0)
-		return free(lp), id < 0 ? -1 : oom(c);
-	g->nodes[id].trie = root, g->nodes[id].xml = 1, g->nodes[id].n = n;
-	for (uint32_t j = 0; j <= n; j++) {
-		char key[MAX_NAME * 4 + 32];
-		const char *k = j < n ? props->keys[j] : NULL;
-		size_t kl = j < n ? props->keylens[j] : 0;
-
-		if (k != NULL && (kl > MAX_NAME * 4 || memchr(k, '>', kl) || memchr(k, '\n', kl) ||
-		    memchr(k, '\0', kl)))
-			return free(lp), grammar_fail(c, "'properties' name '%s': a <parameter=...> name "
-			    "of at most 256 bytes without '>' or a newline is needed", k, NULL);
-		snprintf(key, sizeof key, k != NULL ? "<parameter=%s>\n" : "%s", k ? k : XML_CLOSE);
-		lp[j].qk = strlen(key);
-		if ((leaf = grammar_trie_add(g, root, key, lp[j].qk, j)) < 0)
-			return free(lp), oom(c);
-		lp[j].leaf = leaf;
-		if (j < n) {
-			lp[j].required = g->props[off + j].required;
-			if ((lp[j].node = xml_value(b, g->props[off + j].node, &lp[j])) < 0)
-				return free(lp), -1;
-		}
+	if (lp == NULL || root < 0) {
+		id = id < 0 ? -1 : oom(c);
+		goto out;
 	}
-	if (grammar_grow(&g->props, &g->cap_props, g->n_props + n + 1, sizeof *g->props) != 0)
-		return free(lp), oom(c);
+	g->nodes[id].trie = root, g->nodes[id].xml = 1, g->nodes[id].n = n;
+	for (uint32_t j = 0; j <= n; j++)	/* (values make nodes, never props) */
+		if (xml_member(b, root, j, j < n ? props->keys[j] : NULL, j < n ? props->keylens[j] :
+		    0, &g->props[off + (j < n ? j : 0)], &lp[j]) != 0) {
+			id = -1;
+			goto out;
+		}
+	if (grammar_grow(&g->props, &g->cap_props, g->n_props + n + 1, sizeof *g->props) != 0) {
+		id = oom(c);
+		goto out;
+	}
 	g->nodes[id].off = g->n_props;
 	memcpy(g->props + g->n_props, lp, (n + 1) * sizeof *lp);
 	g->n_props += n + 1;
+out:
 	free(lp);
 	return id;
 }
@@ -568,7 +585,7 @@ tools(struct cb *b, const struct grammar_tool *t, int n, int xml, int32_t *body,
 			rc = oom(c);
 		g->n_tools = i + 1;
 		if (rc == 0 && (body[i] = call_body(b, &t[i], none, xml, &g->tools[i].args)) < 0)
-			*bad = c->err[0] && c->err[0] == '#' ? i : -1, rc = -1;
+			*bad = c->err[0] == '#' ? i : -1, rc = -1;
 	}
 	json_free(none);
 	return rc;
