@@ -52,7 +52,7 @@ struct cfg {
 	long	prefix_mb;	/* -1: sized from free memory */
 	struct auth_limits lim;	/* MEMRA_RATE_RPM, MEMRA_RATE_TPM: each key's defaults */
 	int	drain_s;	/* MEMRA_DRAIN_S */
-	int	header_s, body_s, idle_s;	/* MEMRA_{HEADER,BODY,IDLE}_TIMEOUT_S */
+	int	header_s, body_s, idle_s, write_s;	/* MEMRA_{HEADER,BODY,IDLE,WRITE}_TIMEOUT_S */
 	int	max_conns;	/* MEMRA_MAX_CONNECTIONS */
 };
 
@@ -69,6 +69,7 @@ struct served {
 struct job {
 	struct served *sv;
 	int	fd, max_tokens;	/* max_tokens: the request's, within the context */
+	int	stalled;	/* a write passed its deadline: the client stopped reading */
 	struct request rq;
 	long	id;
 	struct sched_seq **seq;	/* [rq.q.n] */
@@ -105,7 +106,7 @@ usage(FILE *fp, int status)
 	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n"
 	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n"
 	    "       [--header-timeout-s N] [--body-timeout-s N] [--idle-timeout-s N]\n"
-	    "       [--max-connections N]\n", prog);
+	    "       [--write-timeout-s N] [--max-connections N]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
@@ -143,6 +144,8 @@ usage(FILE *fp, int status)
 		    "  --body-timeout-s N   its body after the header, then 408 (MEMRA_BODY_TIMEOUT_S, 60)\n"
 		    "  --idle-timeout-s N   a kept-alive connection waits for its next request\n"
 		    "                       (MEMRA_IDLE_TIMEOUT_S, 30)\n"
+		    "  --write-timeout-s N  a response that can send nothing so long is given up, its\n"
+		    "                       sessions cancelled (MEMRA_WRITE_TIMEOUT_S, 30)\n"
 		    "  --max-connections N  connections at once, then 503 (MEMRA_MAX_CONNECTIONS,\n"
 		    "                       4 x (sessions + queue) + 16)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
@@ -152,21 +155,6 @@ usage(FILE *fp, int status)
 }
 
 /* --- responses --- */
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w, n -= w;
-	}
-	return 0;
-}
 
 /* A response with extra header lines xh ("" or lines ending in CRLF). */
 static int
@@ -178,7 +166,7 @@ respond_x(int fd, int status, const char *ctype, const char *xh, const char *bod
 	    "Content-Length: %zu\r\nConnection: %s\r\n\r\n", status, http_reason(status), ctype,
 	    xh, n, keep ? "keep-alive" : "close");
 
-	return write_all(fd, h, hl) != 0 || write_all(fd, body, n) != 0 ? -1 : 0;
+	return http_write(fd, h, hl) != 0 || http_write(fd, body, n) != 0 ? -1 : 0;
 }
 
 static int
@@ -216,11 +204,17 @@ acct_generated(struct account_req *a, int n_gen, double wait, double t_first, in
 
 /* --- generation (the worker) --- */
 
-/* lib/reply's writes: the stream's bytes to the connection. */
+/* lib/reply's writes: the stream's bytes to job arg's connection (a
+ * client that stops reading stalls it past the write deadline). */
 static int
 reply_write(void *arg, const char *p, size_t n)
 {
-	return write_all(*(int *)arg, p, n);
+	struct job *j = arg;
+
+	if (http_write(j->fd, p, n) == 0)
+		return 0;
+	j->stalled |= errno == ETIMEDOUT;
+	return -1;
 }
 
 /* lib/reply's question: 1 when the client closed its end of the
@@ -230,7 +224,7 @@ reply_gone(void *arg)
 {
 	char c;
 
-	return recv(*(int *)arg, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+	return recv(((struct job *)arg)->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 /* Job j's reply rp, on its connection's thread, from the scheduler's tokens. */
@@ -244,7 +238,7 @@ run_job(struct server *s, struct job *j, struct reply *rp)
 	struct reply_stats st;
 	int rc;
 
-	if (j->rq.q.stream && write_all(j->fd, h, sizeof h - 1) != 0)
+	if (j->rq.q.stream && reply_write(j, h, sizeof h - 1) != 0)
 		reply_drop(rp);
 	rc = reply_run(rp, s->sc, j->seq, err);
 	reply_stats(rp, &st);
@@ -258,14 +252,14 @@ run_job(struct server *s, struct job *j, struct reply *rp)
 		size_t bl;
 		char *b = reply_whole(rp, &bl);
 
-		if (b != NULL)
-			respond(j->fd, 200, "application/json", b, bl, 1);
-		else
+		if (b == NULL)
 			respond_error(j->fd, 500, "out of memory", 1);
+		else if (respond(j->fd, 200, "application/json", b, bl, 1) != 0)
+			j->stalled |= errno == ETIMEDOUT;
 		free(b);
 	}
 	acct_generated(j->acct, st.n_gen, st.wait, st.first >= 0 ? t0 + st.first : -1, st.gone);
-	j->acct->n_cached = st.cached;
+	j->acct->n_cached = st.cached, j->acct->stalled = j->stalled;
 }
 
 /* The CUDA graph line when the server goes idle: a recording failure once,
@@ -335,9 +329,9 @@ find_model(struct server *s, const char *name)
 
 /*
  * The grammar of j's response_format (json_object: any object;
- * json_schema: its schema) into j->rq.grammar, compiled over the model's
- * vocabulary (made at its first use) or from its cache; 0, or -1 with err
- * naming the field.
+ * json_schema: its schema) or of its tool calls into j->rq.grammar,
+ * compiled over the model's vocabulary (made at its first use) or from its
+ * cache; 0, or -1 with err naming the field.
  */
 static int
 format_grammar(struct server *s, struct job *j, char *err)
@@ -359,7 +353,7 @@ format_grammar(struct server *s, struct job *j, char *err)
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (sv->gc == NULL)
-		return util_err(err, "'response_format': %s", why);
+		return util_err(err, "%s", why);
 	return request_grammar(&j->rq, sv->gc, err);
 }
 
@@ -368,7 +362,7 @@ static int
 serve_job(struct server *s, struct job *j, int *full, char *err)
 {
 	struct reply_req rr = { .q = &j->rq.q, .think = j->rq.think, .forced = j->rq.forced,
-	    .max_tokens = j->max_tokens, .write = reply_write, .gone = reply_gone, .arg = &j->fd };
+	    .max_tokens = j->max_tokens, .write = reply_write, .gone = reply_gone, .arg = j };
 	struct reply *rp;
 
 	if ((j->seq = calloc(j->rq.q.n, sizeof *j->seq)) == NULL)
@@ -377,7 +371,7 @@ serve_job(struct server *s, struct job *j, int *full, char *err)
 		return -1;
 	rr.r = (struct openai_resp){ .id = j->id, .chat = j->rq.chat, .model = j->sv->name,
 	    .created = (long)time(NULL), .prompt_tokens = j->rq.n_ids,
-	    .tok = prompt_tokenizer(j->sv->pr) };
+	    .tok = prompt_tokenizer(j->sv->pr), .types = request_types(&j->rq) };
 	if ((rp = reply_new(&rr)) == NULL) {
 		for (int k = 0; k < j->rq.q.n; k++)
 			sched_release(s->sc, j->seq[k]);
@@ -408,8 +402,8 @@ completion(struct server *s, int fd, const struct http_req *req, int chat, struc
 		status = 404, util_err(err, "model '%s': not served here",
 		    json_get_str(q, "model") ? json_get_str(q, "model") : "(none)");
 	else if (request_parse(&j.rq, q, chat, j.sv->nv, s->c.max_sessions, err) == 0 &&
-	    format_grammar(s, &j, err) == 0 &&
-	    request_prompt(&j.rq, q, j.sv->pr, j.sv->nv, j.sv->name, err) == 0) {
+	    request_prompt(&j.rq, q, j.sv->pr, j.sv->nv, j.sv->name, err) == 0 &&
+	    format_grammar(s, &j, err) == 0) {
 		if ((int)j.rq.n_ids >= s->c.ctx)
 			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
 			    j.rq.n_ids, s->c.ctx);
@@ -572,6 +566,8 @@ connection(void *arg)
 	size_t cap = 0, have = 0;
 	int status;
 
+	if (http_write_deadline(c->fd, cf->write_s) != 0)
+		warnmsg("connection: the write deadline: %s", strerror(errno));
 	for (long n; req != NULL;) {
 		if ((n = http_read(c->fd, &buf, &cap, &have, &lim, req, &status, err)) <= 0) {
 			if (n < 0 && status != 0)
@@ -695,6 +691,8 @@ parse_ops(const char *const *v, struct cfg *c)
 	c->body_s = l;
 	l = 30, int_setting("MEMRA_IDLE_TIMEOUT_S (--idle-timeout-s)", v['z'], 1, 86400, &l);
 	c->idle_s = l;
+	l = 30, int_setting("MEMRA_WRITE_TIMEOUT_S (--write-timeout-s)", v['w'], 1, 3600, &l);
+	c->write_s = l;
 	l = 4L * (c->max_sessions + c->queue) + 16;
 	int_setting("MEMRA_MAX_CONNECTIONS (--max-connections)", v['N'], 1, 1 << 20, &l);
 	c->max_conns = l;
@@ -728,6 +726,7 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "header-timeout-s", required_argument, NULL, 'x' },
 		{ "body-timeout-s", required_argument, NULL, 'y' },
 		{ "idle-timeout-s", required_argument, NULL, 'z' },
+		{ "write-timeout-s", required_argument, NULL, 'w' },
 		{ "max-connections", required_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -751,6 +750,7 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['T'] = env("MEMRA_RATE_TPM"), v['G'] = env("MEMRA_DRAIN_S");
 	v['x'] = env("MEMRA_HEADER_TIMEOUT_S"), v['y'] = env("MEMRA_BODY_TIMEOUT_S");
 	v['z'] = env("MEMRA_IDLE_TIMEOUT_S"), v['N'] = env("MEMRA_MAX_CONNECTIONS");
+	v['w'] = env("MEMRA_WRITE_TIMEOUT_S");
 	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			exit(usage(stdout, 0));

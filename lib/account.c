@@ -24,7 +24,7 @@ struct handles {
 	int	draining, rounds, drafted, accepted, steps, gen, prefill, busy, limited;
 	int	mem_used, mem_total, cpu, rss, vsize, fds, max_fds, start;
 	int	pc_bytes, pc_budget, pc_lookups, pc_hits, pc_hit_tokens, pc_evict, reused, parked;
-	int	conns, conns_refused, timed_out;
+	int	conns, conns_refused, timed_out, stalled;
 };
 
 /* A model served. */
@@ -87,6 +87,8 @@ static const struct fam {
 	    "503 past MEMRA_MAX_CONNECTIONS", NULL, 0 },
 	{ F(timed_out), C, "memra_requests_timed_out_total", "", "Requests answered 408: their "
 	    "header or body not complete within its deadline", NULL, 0 },
+	{ F(stalled), C, "memra_write_timeouts_total", "", "Replies given up: their client read "
+	    "nothing for MEMRA_WRITE_TIMEOUT_S (its sessions cancelled)", NULL, 0 },
 	{ F(draining), G, "memra_draining", "",
 	    "1 while the server drains after SIGTERM or SIGINT", NULL, 0 },
 	{ F(steps), C, "memra_sched_steps_total", "", "Scheduler steps", NULL, 0 },
@@ -390,11 +392,14 @@ account_end(struct account *a, struct account_req *r)
 	metrics_add(a->m, a->h.req, ev, 1);
 	if (r->model != NULL && r->n_prompt > 0)
 		count_generation(a, r, now, ttft);
+	if (r->stalled)
+		metrics_add(a->m, a->h.stalled, NULL, 1);
 	if (a->c.log != NULL && asprintf(&line, "request %ld: %s %s %s %d key=%s prompt=%zu "
 	    "completion=%d queued %.2f s, first token %.2f s, %.2f s%s", r->id,
 	    r->model ? r->model : "-", r->method, r->endpoint, r->status,
 	    r->key >= 0 ? auth_label(a->c.auth, r->key) : "-", r->n_prompt, r->n_gen, r->wait,
-	    ttft, now - r->t0, r->gone ? " (client gone)" : "") >= 0) {
+	    ttft, now - r->t0, r->stalled ? " (write timeout: the client stopped reading)" :
+	    r->gone ? " (client gone)" : "") >= 0) {
 		a->c.log(a->c.log_arg, line);
 		free(line);
 	}

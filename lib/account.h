@@ -24,6 +24,8 @@ struct account_req {
 	const char *method, *endpoint;	/* endpoint: a served path, "other" or "-" */
 	const char *model;	/* NULL: none */
 	int	status, key, gone;	/* key: auth's entry, -1 none matched */
+	int	stalled;	/* its client stopped reading: a write passed its deadline
+				 * (MEMRA_WRITE_TIMEOUT_S) and the reply was given up */
 	size_t	n_prompt, n_cached;	/* n_cached: of them, not computed again */
 	int	n_gen;
 	double	t0, t_first, wait;	/* util_now() at arrival and first token (-1:
@@ -58,8 +60,8 @@ void	account_begin(struct account *, struct account_req *r, const char *method);
 /*
  * Request r ends: its tokens charged to its key, its metrics (requests by
  * endpoint and status; a generation's tokens, time to first token,
- * inter-token latency, duration), its access log line, then it is no
- * longer in flight.
+ * inter-token latency, duration; a stalled client's reply given up), its
+ * access log line, then it is no longer in flight.
  */
 void	account_end(struct account *, struct account_req *r);
 

@@ -206,9 +206,27 @@ put_value(FILE *fp, const char *v, size_t n)
 	json_free(j);
 }
 
+/* "KEY":VALUE of function fn's parameter, the value typed by ty (NULL, or
+ * its answer NULL: as put_value writes it). */
+static void
+put_param(FILE *fp, const struct chat_types *ty, const char *fn, const char *key, size_t kn,
+    const char *v, size_t vn)
+{
+	char *tv = ty != NULL ? ty->value(ty->arg, fn, key, kn, v, vn) : NULL;
+
+	json_put_str(fp, key, kn, 0);
+	fputc(':', fp);
+	if (tv != NULL)
+		fputs(tv, fp);
+	else
+		put_value(fp, v, vn);
+	free(tv);
+}
+
 /* <function=NAME><parameter=P>value</parameter>...</function> */
 static int
-parse_xml_call(const char *s, size_t n, struct chat_call *c, char *err)
+parse_xml_call(const char *s, size_t n, const struct chat_types *ty, struct chat_call *c,
+    char *err)
 {
 	const char *e = s + n, *gt, *p;
 	char *buf = NULL;
@@ -237,9 +255,7 @@ parse_xml_call(const char *s, size_t n, struct chat_call *c, char *err)
 		if (!first)
 			fputc(',', fp);
 		first = 0;
-		json_put_str(fp, p + 11, (size_t)(ne - p - 11), 0);
-		fputc(':', fp);
-		put_value(fp, v, vn);
+		put_param(fp, ty, c->name, p + 11, (size_t)(ne - p - 11), v, vn);
 		p = ve;
 	}
 	fputc('}', fp);
@@ -287,7 +303,8 @@ parse_json_call(const char *s, size_t n, struct chat_call *c, char *err)
 }
 
 static int
-add_call(struct chat_reply *r, const char *s, size_t n, char *err)
+add_call(struct chat_reply *r, const char *s, size_t n, const struct chat_types *ty,
+    char *err)
 {
 	struct chat_call *calls = realloc(r->calls, (r->ncalls + 1) * sizeof *calls), *c;
 	size_t off, len;
@@ -300,13 +317,14 @@ add_call(struct chat_reply *r, const char *s, size_t n, char *err)
 	py_strip(s, n, NULL, 0, 1, 1, &off, &len);
 	s += off;
 	if (len >= 10 && memcmp(s, "<function=", 10) == 0)
-		return parse_xml_call(s, len, c, err);
+		return parse_xml_call(s, len, ty, c, err);
 	return parse_json_call(s, len, c, err);
 }
 
 /* content: text outside think and tool-call blocks, trimmed */
 static int
-split_calls(struct chat_reply *r, const char *s, size_t n, char *err)
+split_calls(struct chat_reply *r, const char *s, size_t n, const struct chat_types *ty,
+    char *err)
 {
 	const char *e = s + n, *p = s, *b;
 	char *buf = NULL;
@@ -323,7 +341,7 @@ split_calls(struct chat_reply *r, const char *s, size_t n, char *err)
 			free(buf);
 			return util_err(err, "tool call: no </tool_call>");
 		}
-		if (add_call(r, b + 11, (size_t)(q - b - 11), err) < 0) {
+		if (add_call(r, b + 11, (size_t)(q - b - 11), ty, err) < 0) {
 			fclose(fp);
 			free(buf);
 			return -1;
@@ -344,6 +362,13 @@ int
 chat_parse_reply(const char *text, size_t len, int started_in_think, struct chat_reply *out,
     char *err)
 {
+	return chat_parse_reply_typed(text, len, started_in_think, NULL, out, err);
+}
+
+int
+chat_parse_reply_typed(const char *text, size_t len, int started_in_think,
+    const struct chat_types *ty, struct chat_reply *out, char *err)
+{
 	const char *s = text, *e = text + len, *open, *close;
 	size_t off, n;
 
@@ -357,7 +382,7 @@ chat_parse_reply(const char *text, size_t len, int started_in_think, struct chat
 			return util_err(err, "out of memory");
 		s = close ? close + 8 : e;
 	}
-	if (split_calls(out, s, (size_t)(e - s), err) < 0) {
+	if (split_calls(out, s, (size_t)(e - s), ty, err) < 0) {
 		chat_reply_free(out);
 		return -1;
 	}

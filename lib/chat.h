@@ -82,6 +82,22 @@ struct chat_reply {
  */
 int	chat_parse_reply(const char *text, size_t len, int started_in_think,
 	    struct chat_reply *out, char *err);
+
+/*
+ * How the XML form's parameter values become JSON: value returns the JSON
+ * text (malloc'd) of parameter key[kn]'s value v[vn] (the text between
+ * "<parameter=KEY>" and "</parameter>", one newline stripped at each end)
+ * in a call of function fn, or NULL to take it as chat_parse_reply does.
+ */
+struct chat_types {
+	char	*(*value)(void *arg, const char *fn, const char *key, size_t kn, const char *v,
+		    size_t vn);
+	void	*arg;
+};
+
+/* chat_parse_reply with the XML form's values typed by t (NULL: as it does). */
+int	chat_parse_reply_typed(const char *text, size_t len, int started_in_think,
+	    const struct chat_types *t, struct chat_reply *out, char *err);
 void	chat_reply_free(struct chat_reply *r);
 
 #endif

@@ -14,6 +14,7 @@
 #include "grammar.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,7 +258,7 @@ key_viable(const struct grammar *g, const struct gnode *nd, uint32_t t, uint32_t
 
 	for (uint32_t i = 0; i < tn->n_below; i++) {
 		uint32_t j = g->below[tn->below + i];
-		if (j >= pi && j <= hi && j < nd->n)
+		if (j >= pi && j <= hi && (j < nd->n || nd->xml))	/* xml: key n is the close */
 			return 1;
 	}
 	return 0;
@@ -277,9 +278,29 @@ key_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int b
 		f->x = t;
 		return R_EAT;
 	}
+	if ((uint32_t)g->tn[t].leaf == nd->n)	/* xml: the close */
+		return R_POP;
 	f->x = g->tn[t].leaf;
 	f->a = f->x + 1;
-	return ph(f, O_COLON);
+	return ph(f, nd->xml ? O_VAL : O_COLON);
+}
+
+/* An xml object (<parameter=KEY>\nVALUE... then the close): keys, the close
+ * among them, whitespace between; a value right after its key. */
+static int
+xobj_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int b,
+    int32_t *child)
+{
+	if (f->ph == O_KEY)
+		return key_step(g, nd, f, b);
+	if (f->ph == O_VAL) {
+		*child = g->props[nd->off + f->x].node;
+		ph(f, O_IN);
+		return R_PUSH;
+	}
+	if (is_ws(b))
+		return ws_eat(g, f);
+	return b == END ? R_REJ : key_step(g, nd, f, b);
 }
 
 /* The phases an object and a map share: after a key, after a value. */
@@ -316,6 +337,8 @@ static int
 obj_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int b,
     int32_t *child)
 {
+	if (nd->xml)
+		return xobj_step(g, nd, f, b, child);
 	if (f->ph == O_KEY)
 		return key_step(g, nd, f, b);
 	if ((f->ph != O_OPEN && f->ph != O_COMMA) || is_ws(b))
@@ -364,6 +387,8 @@ arr_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int b
 	return R_PUSH;
 }
 
+/* The bottom frame: whitespace, the document's value (x: its node + 1; 0:
+ * g->root), whitespace, the end. */
 static int
 root_step(const struct grammar *g, struct frame *f, int b, int32_t *child)
 {
@@ -371,10 +396,90 @@ root_step(const struct grammar *g, struct frame *f, int b, int32_t *child)
 		return ws_eat(g, f);
 	if (f->ph == RT_TRAIL)
 		return b == END ? R_ACC : R_REJ;
-	if (b == END)
+	if (b == END && !g->calls)
 		return R_REJ;
-	*child = g->root;
+	*child = f->x ? (int32_t)f->x - 1 : g->root;
 	ph(f, RT_IN);
+	return R_PUSH;
+}
+
+/* --- tool-call documents: sequences, switches, raw text, loops ------------- */
+
+enum { SQ_NEXT, SQ_IN };
+enum { SW_KEY, SW_LEAF, SW_IN, SW_DONE };
+enum { LP_GAP, LP_IN };
+
+static int
+seq_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int32_t *child)
+{
+	if (f->x == nd->n)
+		return R_PASS;
+	*child = g->members[nd->off + f->x];
+	f->ph = SQ_IN;
+	return R_PUSH;
+}
+
+static int
+switch_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int b,
+    int32_t *child)
+{
+	uint32_t t;
+
+	switch (f->ph) {
+	case SW_KEY:
+		if (b == END || (t = grammar_tchild(g, f->x, b)) == 0)
+			return R_REJ;
+		f->x = t;
+		if (g->tn[t].leaf >= 0)
+			f->ph = SW_LEAF;
+		return R_EAT;
+	case SW_LEAF:
+		*child = g->members[nd->off + g->tn[f->x].leaf];
+		f->ph = SW_IN;
+		return R_PUSH;
+	default:	/* SW_DONE */
+		return R_PASS;
+	}
+}
+
+/* Raw text: UTF-8 (a: the bytes a character still needs), no NUL, the
+ * DFA's state in x; the pattern ends it, a forbidden one is refused. */
+static int
+raw_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int b)
+{
+	int nx;
+
+	if (b == END)
+		return nd->min && f->a == 0 ? R_ACC : R_REJ;
+	if (f->a != 0) {
+		if (b < utf8[f->a].lo || b > utf8[f->a].hi)
+			return R_REJ;
+		f->a = utf8[f->a].next;
+	} else if (b == 0 || (b >= 0x80 && utf8_lead(b) < 0))
+		return R_REJ;
+	else if (b >= 0x80)
+		f->a = utf8_lead(b);
+	nx = g->dfa[nd->trie + f->x][b];
+	if (nx == DFA_REJ)
+		return R_REJ;
+	if (nx == DFA_END)
+		return R_POP;
+	f->x = nx;
+	return R_EAT;
+}
+
+static int
+loop_step(const struct grammar *g, const struct gnode *nd, struct frame *f, int b,
+    int32_t *child)
+{
+	if (is_ws(b))
+		return ws_eat(g, f);
+	if (b == END)
+		return R_PASS;
+	if (nd->child < 0)
+		return R_REJ;
+	*child = nd->child;
+	ph(f, LP_IN);
 	return R_PUSH;
 }
 
@@ -393,6 +498,10 @@ frame_step(const struct grammar *g, struct frame *f, int b, int32_t *child)
 	case GK_STR: return str_step(f, b);
 	case GK_NUM: return num_step(f, b, 0);
 	case GK_INT: return num_step(f, b, 1);
+	case GK_SEQ: return seq_step(g, nd, f, child);
+	case GK_SWITCH: return switch_step(g, nd, f, b, child);
+	case GK_RAW: return raw_step(g, nd, f, b);
+	case GK_LOOP: return loop_step(g, nd, f, b, child);
 	default: return lit_step(g, f, b);
 	}
 }
@@ -409,7 +518,14 @@ child_done(const struct grammar *g, struct frame *f)
 		if (f->x < nd->cap)
 			f->x++;
 		ph(f, A_AFTER);
-	} else
+	} else if (nd->kind == GK_SEQ) {
+		f->x++;
+		ph(f, SQ_NEXT);
+	} else if (nd->kind == GK_SWITCH)
+		ph(f, SW_DONE);
+	else if (nd->kind == GK_LOOP)
+		ph(f, LP_GAP);
+	else
 		ph(f, f->ph == O_KEY ? O_COLON : O_AFTER);
 }
 
@@ -442,8 +558,10 @@ frame_start(const struct grammar *g, uint32_t node)
 {
 	struct frame f = { node, 0, 0, 0, 0 };
 
-	if (g->nodes[node].kind == GK_LIT)
+	if (g->nodes[node].kind == GK_LIT || g->nodes[node].kind == GK_SWITCH)
 		f.x = g->nodes[node].trie;
+	if (g->nodes[node].kind == GK_OBJ && g->nodes[node].xml)
+		f.ph = O_OPEN;		/* no '{' */
 	return f;
 }
 
@@ -539,9 +657,12 @@ obj_rest_key(const struct grammar *g, const struct gnode *nd, uint32_t t, uint32
 	for (uint32_t i = 0; i < tn->n_below; i++) {
 		uint32_t j = g->below[tn->below + i];
 		uint64_t r;
-		if (j < pi || j > p[pi].first_req || j >= nd->n)
+		if (j < pi || j > p[pi].first_req || (j >= nd->n && !nd->xml))
 			continue;
-		r = (p[j].qk - tn->depth) + 1 + ml_of(g, p[j].node) + p[j + 1].rest;
+		if (j == nd->n)		/* xml: the close */
+			r = p[j].qk - tn->depth;
+		else
+			r = (p[j].qk - tn->depth) + !nd->xml + ml_of(g, p[j].node) + p[j + 1].rest;
 		if (r < best)
 			best = r;
 	}
@@ -553,6 +674,9 @@ obj_rest(const struct grammar *g, const struct gnode *nd, const struct frame *f)
 {
 	const struct gprop *p = g->props + nd->off;
 
+	if (nd->xml)
+		return f->ph == O_KEY ? obj_rest_key(g, nd, f->x, f->a) :
+		    f->ph == O_VAL ? ml_of(g, p[f->x].node) + p[f->a].rest : p[f->a].rest;
 	switch (f->ph) {
 	case O_START: return nd->ml;
 	case O_OPEN: return p[0].rest - (p[0].first_req < nd->n);
@@ -592,15 +716,32 @@ arr_rest(const struct grammar *g, const struct gnode *nd, const struct frame *f)
 	}
 }
 
+/* A sequence's members after the one it runs (or from its next one). */
+static uint64_t
+seq_rest(const struct grammar *g, const struct gnode *nd, const struct frame *f)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = f->x + (f->ph == SQ_IN); i < nd->n; i++)
+		sum += ml_of(g, g->members[nd->off + i]);
+	return sum;
+}
+
 static uint64_t
 frame_rest(const struct grammar *g, const struct frame *f)
 {
 	const struct gnode *nd;
 
 	if (f->node == ROOT)
-		return f->ph == RT_LEAD ? ml_of(g, g->root) : 0;
+		return f->ph == RT_LEAD ? ml_of(g, f->x ? (int32_t)f->x - 1 : g->root) : 0;
 	nd = &g->nodes[f->node];
 	switch (nd->kind) {
+	case GK_SEQ: return seq_rest(g, nd, f);
+	case GK_SWITCH:
+		return f->ph == SW_KEY ? g->tn[f->x].mind : f->ph == SW_LEAF ?
+		    ml_of(g, g->members[nd->off + g->tn[f->x].leaf]) : 0;
+	case GK_RAW: return nd->min ? 0 : utf8[f->a].left + (uint64_t)g->dfa_dist[nd->trie + f->x];
+	case GK_LOOP: return 0;
 	case GK_OBJ: return obj_rest(g, nd, f);
 	case GK_MAP: return map_rest(g, nd, f);
 	case GK_ARR: return arr_rest(g, nd, f);
@@ -620,9 +761,13 @@ sset_dist(const struct grammar *g, const struct sset *s)
 	size_t off = 0;
 
 	for (int i = 0; i < s->n; off += s->len[i++]) {
+		const struct frame *top = &s->f[off + s->len[i] - 1];
 		uint64_t sum = 0;
 		for (int k = 0; k < s->len[i]; k++)
 			sum += frame_rest(g, &s->f[off + k]);
+		if (top->node != ROOT && g->nodes[top->node].kind == GK_RAW &&
+		    g->nodes[top->node].min && top->a == 0)
+			sum = 0;	/* the document may end in it */
 		if (sum < best)
 			best = sum;
 	}
@@ -694,6 +839,88 @@ int
 grammar_done(const struct grammar_state *s)
 {
 	return !s->finished && sset_done(s->g, &s->cur);
+}
+
+int
+grammar_ended(struct grammar_state *s)
+{
+	if (s->finished || !s->g->calls || !grammar_done(s))
+		return grammar_done(s);
+	for (int b = 0; b < 256; b++)	/* a call document: nothing but whitespace may follow */
+		if (!is_ws(b) && sset_step(s->g, &s->cur, b, s->lv[0], NULL) > 0)
+			return 0;
+	return 1;
+}
+
+int
+grammar_node_accepts(const struct grammar *g, int32_t node, const char *v, size_t n)
+{
+	struct sset *a = malloc(sizeof *a), *b = malloc(sizeof *b), *t;
+	int acc = 0;
+
+	if (a == NULL || b == NULL) {
+		free(a), free(b);
+		return -1;
+	}
+	a->n = a->nf = 1;
+	a->len[0] = 1;
+	a->f[0] = (struct frame){ ROOT, (uint32_t)node + 1, 0, RT_LEAD, 0 };
+	for (size_t i = 0; i < n && a->n > 0; i++) {
+		sset_step(g, a, (uint8_t)v[i], b, NULL);
+		t = a, a = b, b = t;
+	}
+	if (a->n > 0)
+		sset_step(g, a, END, NULL, &acc);
+	free(a), free(b);
+	return acc;
+}
+
+/* Strict tool fn's xml parameter key[kn]: its property, or NULL. */
+static const struct gprop *
+xml_prop(const struct grammar *g, const char *fn, const char *key, size_t kn)
+{
+	static const char open[] = "<parameter=";
+	const struct gnode *nd = NULL;
+	uint32_t t;
+
+	for (int i = 0; i < g->n_tools && nd == NULL; i++)
+		if (strcmp(g->tools[i].name, fn) == 0 && g->tools[i].args >= 0)
+			nd = &g->nodes[g->tools[i].args];
+	if (nd == NULL)
+		return NULL;
+	t = nd->trie;
+	for (size_t i = 0; i < sizeof open - 1 + kn + 2 && t != 0; i++) {
+		int b = i < sizeof open - 1 ? open[i] : i < sizeof open - 1 + kn ?
+		    (uint8_t)key[i - (sizeof open - 1)] : i == sizeof open - 1 + kn ? '>' : '\n';
+		t = grammar_tchild(g, t, b);
+	}
+	if (t == 0 || g->tn[t].leaf < 0 || (uint32_t)g->tn[t].leaf >= nd->n)
+		return NULL;
+	return &g->props[nd->off + g->tn[t].leaf];
+}
+
+char *
+grammar_call_value(const struct grammar *g, const char *fn, const char *key, size_t kn,
+    const char *v, size_t vn)
+{
+	const struct gprop *p = xml_prop(g, fn, key, kn);
+	char *b = NULL;
+	size_t bl;
+	FILE *fp;
+	int json = p != NULL && p->nonstr >= 0 ? grammar_node_accepts(g, p->nonstr, v, vn) : 0;
+
+	if (p == NULL || json < 0 || (!json && !p->str))
+		return NULL;
+	if (json)
+		return strndup(v, vn);
+	if ((fp = open_memstream(&b, &bl)) == NULL)
+		return NULL;
+	json_put_str(fp, v, vn, 0);
+	if (fclose(fp) != 0) {
+		free(b);
+		return NULL;
+	}
+	return b;
 }
 
 int
@@ -1229,9 +1456,9 @@ grammar_defaults(struct grammar_options *o)
 	o->cache_bytes = (size_t)32 << 20;
 }
 
-struct grammar *
-grammar_compile(const struct json *schema, const struct grammar_vocab *v,
-    const struct grammar_options *o, char *err)
+/* An empty grammar over v with o's options; NULL with err. */
+static struct grammar *
+grammar_new(const struct grammar_vocab *v, const struct grammar_options *o, char *err)
 {
 	struct grammar_options def;
 	struct grammar *g = calloc(1, sizeof *g);
@@ -1257,7 +1484,30 @@ grammar_compile(const struct json *schema, const struct grammar_vocab *v,
 		grammar_free(g);
 		return NULL;
 	}
-	if (grammar_build(g, schema, err) != 0) {
+	return g;
+}
+
+struct grammar *
+grammar_compile(const struct json *schema, const struct grammar_vocab *v,
+    const struct grammar_options *o, char *err)
+{
+	struct grammar *g = grammar_new(v, o, err);
+
+	if (g != NULL && grammar_build(g, schema, err) != 0) {
+		grammar_free(g);
+		return NULL;
+	}
+	return g;
+}
+
+struct grammar *
+grammar_compile_calls(const struct grammar_tool *t, int n, const struct grammar_calls *cl,
+    const struct grammar_vocab *v, const struct grammar_options *o, int *bad, char *err)
+{
+	struct grammar *g = grammar_new(v, o, err);
+
+	*bad = -1;
+	if (g != NULL && grammar_build_calls(g, t, n, cl, bad, err) != 0) {
 		grammar_free(g);
 		return NULL;
 	}
@@ -1281,6 +1531,9 @@ grammar_free(struct grammar *g)
 	free(g->cache);
 	pthread_mutex_destroy(&g->mu);
 	free(g->nodes), free(g->props), free(g->members), free(g->alts), free(g->below);
-	free(g->tn);
+	free(g->tn), free(g->dfa), free(g->dfa_dist);
+	for (int i = 0; i < g->n_tools; i++)
+		free(g->tools[i].name);
+	free(g->tools);
 	free(g);
 }

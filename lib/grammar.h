@@ -101,6 +101,72 @@ void	grammar_defaults(struct grammar_options *o);
  */
 struct grammar *grammar_compile(const struct json *schema, const struct grammar_vocab *v,
 	    const struct grammar_options *o, char *err);
+
+/*
+ * Tool calls: the reply of a chat request with tools, in the form the
+ * chat template spells a call, every call's name one of the tools' and a
+ * strict tool's arguments valid under its parameters (the schema subset
+ * above).  The forms:
+ *   GRAMMAR_CALLS_JSON  <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
+ *                       (Qwen2.5/3, Hermes); ARGS a JSON value under the schema
+ *                       (a tool that is not strict: any object)
+ *   GRAMMAR_CALLS_XML   <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n
+ *                       ... </function>\n</tool_call> (Qwen3.5): the parameters are the
+ *                       schema's "properties" in their order, each once, the required
+ *                       ones all there (the schema must be an object with "properties");
+ *                       a VALUE is its JSON text, or the raw text of a string (up to
+ *                       "</parameter>", never holding "</tool_call>", one newline after it)
+ *                       where the property's schema allows a string; a tool that is not
+ *                       strict: any text up to "</function>"
+ * Where the document begins (what the prompt already holds):
+ *   GRAMMAR_CALLS_AUTO      text (with think, first the think block's, up to "</think>"),
+ *                           and where it holds "<tool_call>", a call; the document may
+ *                           end anywhere outside a call
+ *   GRAMMAR_CALLS_REQUIRED  after "<tool_call>\n": a call
+ *   GRAMMAR_CALLS_NAMED     after tool `named`'s call up to ARGS (json: `... "arguments": `;
+ *                           xml: `<function=NAME>\n`): the rest of that call
+ * With parallel, more calls may follow a call (whitespace between); else
+ * a call ends the document (grammar_ended).  Whitespace: as above.
+ */
+enum { GRAMMAR_CALLS_JSON, GRAMMAR_CALLS_XML };
+enum { GRAMMAR_CALLS_AUTO, GRAMMAR_CALLS_REQUIRED, GRAMMAR_CALLS_NAMED };
+
+struct grammar_tool {
+	const char *name;		/* a-z, A-Z, 0-9, '_', '-' */
+	const struct json *params;	/* its parameters' JSON Schema (NULL: no parameters) */
+	int	strict;			/* 1: the arguments under params; 0: any */
+};
+
+struct grammar_calls {
+	int	form;		/* GRAMMAR_CALLS_JSON, GRAMMAR_CALLS_XML */
+	int	start;		/* GRAMMAR_CALLS_AUTO, _REQUIRED, _NAMED */
+	int	named;		/* _NAMED: the tool's index */
+	int	parallel;	/* more calls may follow */
+	int	think;		/* _AUTO: the reply begins inside a think block */
+};
+
+/*
+ * Compile the tool-call document of tools t[n] over v (o as
+ * grammar_compile's).  NULL with err when a strict tool's parameters are
+ * refused (*bad: its index; err as grammar_compile's, "#/properties/x:
+ * 'pattern' is not supported"), a name repeats or is not as above (*bad
+ * -1), or out of memory.
+ */
+struct grammar *grammar_compile_calls(const struct grammar_tool *t, int n,
+	    const struct grammar_calls *c, const struct grammar_vocab *v,
+	    const struct grammar_options *o, int *bad, char *err);
+
+/*
+ * The JSON of an xml call's parameter value as the grammar generated it:
+ * tool fn's parameter key[kn] with raw text v[vn] (the text between
+ * "<parameter=KEY>\n" and "\n</parameter>"): its JSON text when it is a
+ * whole value of the property's JSON (not string) part, else v as a JSON
+ * string when the property allows a string.  malloc'd; NULL when fn is
+ * not a strict tool of g, key not its parameter, v fits neither, or out
+ * of memory (then the caller reads v as it parses).
+ */
+char	*grammar_call_value(const struct grammar *g, const char *fn, const char *key, size_t kn,
+	    const char *v, size_t vn);
 /*
  * A grammar is counted: grammar_compile's caller holds one reference,
  * grammar_retain adds one (thread-safe; returns g), and grammar_free
@@ -124,6 +190,9 @@ struct grammar_cache *grammar_cache_new(const struct grammar_vocab *v, int max);
 void	grammar_cache_free(struct grammar_cache *c);
 struct grammar *grammar_cache_get(struct grammar_cache *c, const struct json *schema,
 	    char *err);
+/* The same for grammar_compile_calls's document, keyed by all it is made of. */
+struct grammar *grammar_cache_calls(struct grammar_cache *c, const struct grammar_tool *t, int n,
+	    const struct grammar_calls *cl, int *bad, char *err);
 
 /* A state at the start of a document; NULL when out of memory. */
 struct grammar_state *grammar_state_new(const struct grammar *g);
@@ -156,6 +225,10 @@ int	grammar_allows(struct grammar_state *s, int32_t tok);
 int	grammar_accept(struct grammar_state *s, int32_t tok);
 /* 1 when the document is complete (a stop token is allowed now). */
 int	grammar_done(const struct grammar_state *s);
+/* 1 when the reply must end now (only a stop token, or whitespace, may
+ * come): a JSON document complete (as grammar_done), a tool-call document
+ * after its last call. */
+int	grammar_ended(struct grammar_state *s);
 /* 1 once a stop token was taken: nothing more is allowed. */
 int	grammar_finished(const struct grammar_state *s);
 /* Fewest bytes that complete the document (0: done). */

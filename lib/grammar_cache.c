@@ -102,11 +102,13 @@ insert(struct grammar_cache *c, char *key, size_t len, struct grammar *g)
 	c->e[i] = (struct gc_entry){ key, len, g, ++c->clock };
 }
 
-struct grammar *
-grammar_cache_get(struct grammar_cache *c, const struct json *schema, char *err)
+/* The grammar of key[len] (taken) from the cache, or compiled (schema, or
+ * with cl the calls of t[n]) and kept: a reference for the caller, or
+ * NULL with err. */
+static struct grammar *
+get(struct grammar_cache *c, char *key, size_t len, const struct json *schema,
+    const struct grammar_tool *t, int n, const struct grammar_calls *cl, int *bad, char *err)
 {
-	size_t len;
-	char *key = schema_key(schema, &len);
 	struct grammar *g = NULL;
 	int i;
 
@@ -123,7 +125,9 @@ grammar_cache_get(struct grammar_cache *c, const struct json *schema, char *err)
 		return g;
 	}
 	/* compiled unlocked: two requests may both compile it; one is kept */
-	if ((g = grammar_compile(schema, c->v, NULL, err)) == NULL) {
+	g = cl != NULL ? grammar_compile_calls(t, n, cl, c->v, NULL, bad, err) :
+	    grammar_compile(schema, c->v, NULL, err);
+	if (g == NULL) {
 		free(key);
 		return NULL;
 	}
@@ -133,4 +137,48 @@ grammar_cache_get(struct grammar_cache *c, const struct json *schema, char *err)
 	pthread_mutex_unlock(&c->mu);
 	free(key);
 	return g;
+}
+
+struct grammar *
+grammar_cache_get(struct grammar_cache *c, const struct json *schema, char *err)
+{
+	size_t len;
+	char *key = schema_key(schema, &len);
+
+	return get(c, key, len, schema, NULL, 0, NULL, NULL, err);
+}
+
+/* A tool-call document's key: a byte no schema text begins with, the
+ * options, then each tool's strictness, name and parameters. */
+static char *
+calls_key(const struct grammar_tool *t, int n, const struct grammar_calls *cl, size_t *len)
+{
+	char *b = NULL;
+	FILE *fp;
+
+	if ((fp = open_memstream(&b, len)) == NULL)
+		return NULL;
+	fprintf(fp, "\001%d %d %d %d %d", cl->form, cl->start, cl->named, cl->parallel, cl->think);
+	for (int i = 0; i < n; i++) {
+		fprintf(fp, "\n%d ", t[i].strict);
+		json_put_str(fp, t[i].name, strlen(t[i].name), 0);
+		if (t[i].params != NULL)
+			json_dump(fp, t[i].params, 0);
+	}
+	if (fclose(fp) != 0) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+struct grammar *
+grammar_cache_calls(struct grammar_cache *c, const struct grammar_tool *t, int n,
+    const struct grammar_calls *cl, int *bad, char *err)
+{
+	size_t len;
+	char *key = calls_key(t, n, cl, &len);
+
+	*bad = -1;
+	return get(c, key, len, NULL, t, n, cl, bad, err);
 }

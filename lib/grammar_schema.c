@@ -20,21 +20,9 @@ enum {	/* JSON types, as bits */
 	T_ALL = 127
 };
 
-struct memo {
+struct gmemo {
 	const struct json *s;
 	int32_t	node;
-};
-
-struct cc {
-	struct grammar *g;
-	const struct json *doc;
-	char	*err;
-	char	path[512];
-	size_t	plen;
-	int	depth;
-	int32_t	any;		/* the node of any value, -1 until needed */
-	struct memo *memo;
-	size_t	n_memo, cap_memo;
 };
 
 #define MAX_DEPTH	200	/* schema objects being compiled at once */
@@ -57,8 +45,8 @@ in_list(const char *const *l, const char *s)
 	return 0;
 }
 
-static int
-fail(struct cc *c, const char *fmt, const char *a, const char *b)
+int
+grammar_fail(struct gcc *c, const char *fmt, const char *a, const char *b)
 {
 	char msg[UTIL_ERRLEN];
 
@@ -67,13 +55,13 @@ fail(struct cc *c, const char *fmt, const char *a, const char *b)
 }
 
 static int
-oom(struct cc *c)
+oom(struct gcc *c)
 {
 	return util_err(c->err, "grammar: out of memory");
 }
 
 static void
-path_push(struct cc *c, const char *a, const char *b, size_t *save)
+path_push(struct gcc *c, const char *a, const char *b, size_t *save)
 {
 	*save = c->plen;
 	snprintf(c->path + c->plen, sizeof c->path - c->plen, "/%s%s%s", a, b ? "/" : "",
@@ -82,15 +70,15 @@ path_push(struct cc *c, const char *a, const char *b, size_t *save)
 }
 
 static void
-path_pop(struct cc *c, size_t save)
+path_pop(struct gcc *c, size_t save)
 {
 	c->plen = save;
 	c->path[save] = '\0';
 }
 
 /* Grow *p (of *cap elements of size sz) to hold n; 0 or -1. */
-static int
-grow(void *p, size_t *cap, size_t n, size_t sz)
+int
+grammar_grow(void *p, size_t *cap, size_t n, size_t sz)
 {
 	void *q;
 	size_t nc;
@@ -107,12 +95,12 @@ grow(void *p, size_t *cap, size_t n, size_t sz)
 	return 0;
 }
 
-static int32_t
-node_new(struct cc *c, int kind)
+int32_t
+grammar_node(struct gcc *c, int kind)
 {
 	struct grammar *g = c->g;
 
-	if (grow(&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) != 0)
+	if (grammar_grow(&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) != 0)
 		return oom(c);
 	g->nodes[g->n_nodes] = (struct gnode){ .kind = kind, .ml = G_INF, .child = -1,
 	    .max = -1 };
@@ -122,7 +110,7 @@ node_new(struct cc *c, int kind)
 int64_t
 grammar_tnode(struct grammar *g, int byte, int depth)
 {
-	if (grow(&g->tn, &g->cap_tn, g->n_tn + 1, sizeof *g->tn) != 0)
+	if (grammar_grow(&g->tn, &g->cap_tn, g->n_tn + 1, sizeof *g->tn) != 0)
 		return -1;
 	g->tn[g->n_tn] = (struct tnode){ .byte = byte, .depth = depth, .leaf = -1,
 	    .mind = G_INF };
@@ -130,8 +118,8 @@ grammar_tnode(struct grammar *g, int byte, int depth)
 }
 
 /* Insert s[n] below trie root t, its end marked leaf; the end's node or -1. */
-static int64_t
-trie_add(struct grammar *g, uint32_t t, const char *s, size_t n, int32_t leaf)
+int64_t
+grammar_trie_add(struct grammar *g, uint32_t t, const char *s, size_t n, int32_t leaf)
 {
 	for (size_t i = 0; i < n; i++) {
 		uint32_t ch = grammar_tchild(g, t, (uint8_t)s[i]);
@@ -151,13 +139,13 @@ trie_add(struct grammar *g, uint32_t t, const char *s, size_t n, int32_t leaf)
 }
 
 /* A literal trie's shortest texts: mind of t and below. */
-static uint32_t
-trie_mind(struct grammar *g, uint32_t t)
+uint32_t
+grammar_trie_mind(struct grammar *g, uint32_t t)
 {
 	uint32_t best = g->tn[t].leaf >= 0 ? 0 : G_INF;
 
 	for (uint32_t ch = g->tn[t].child; ch != 0; ch = g->tn[ch].next) {
-		uint32_t d = trie_mind(g, ch);
+		uint32_t d = grammar_trie_mind(g, ch);
 		if (d < G_INF && d + 1 < best)
 			best = d + 1;
 	}
@@ -177,8 +165,8 @@ has_surrogate(const char *s, size_t n)
 }
 
 /* The JSON text of j, compact, malloc'd ([*n]); NULL when out of memory. */
-static char *
-literal_text(const struct json *j, size_t *n)
+char *
+grammar_literal(const struct json *j, size_t *n)
 {
 	char *buf = NULL;
 	FILE *fp = open_memstream(&buf, n);
@@ -211,7 +199,7 @@ type_bits(const struct json *v)
 
 /* Node id (GK_LIT, being filled) of the values vals[n] whose type is in types. */
 static int
-lit_fill(struct cc *c, int32_t id, const struct json *vals, size_t n, unsigned types)
+lit_fill(struct gcc *c, int32_t id, const struct json *vals, size_t n, unsigned types)
 {
 	struct grammar *g = c->g;
 	int64_t root = grammar_tnode(g, 0, 0);
@@ -225,25 +213,25 @@ lit_fill(struct cc *c, int32_t id, const struct json *vals, size_t n, unsigned t
 		char *s;
 		if (!(type_bits(&vals[i]) & types))
 			continue;
-		if ((s = literal_text(&vals[i], &len)) == NULL)
+		if ((s = grammar_literal(&vals[i], &len)) == NULL)
 			return oom(c);
 		if (len > MAX_LITERAL) {
 			free(s);
-			return fail(c, "an 'enum' value over %s bytes is not supported", "4096", NULL);
+			return grammar_fail(c, "an 'enum' value over %s bytes is not supported", "4096", NULL);
 		}
-		if (trie_add(g, root, s, len, 1) < 0) {
+		if (grammar_trie_add(g, root, s, len, 1) < 0) {
 			free(s);
 			return oom(c);
 		}
 		free(s);
 	}
-	trie_mind(g, root);
+	grammar_trie_mind(g, root);
 	return 0;
 }
 
 /* Node id as the literals true, false, null in types. */
 static int
-lit_fill_tfn(struct cc *c, int32_t id, unsigned types)
+lit_fill_tfn(struct gcc *c, int32_t id, unsigned types)
 {
 	struct json vals[3] = { { .type = JSON_TRUE }, { .type = JSON_FALSE },
 	    { .type = JSON_NULL } };
@@ -251,35 +239,35 @@ lit_fill_tfn(struct cc *c, int32_t id, unsigned types)
 	return lit_fill(c, id, vals, 3, types);
 }
 
-static int
-members_add(struct cc *c, int32_t m)
+int
+grammar_member(struct gcc *c, int32_t m)
 {
 	struct grammar *g = c->g;
 
-	if (grow(&g->members, &g->cap_members, g->n_members + 1, sizeof *g->members) != 0)
+	if (grammar_grow(&g->members, &g->cap_members, g->n_members + 1, sizeof *g->members) != 0)
 		return oom(c);
 	g->members[g->n_members++] = m;
 	return 0;
 }
 
 /* The node of any JSON value (a union of the five kinds). */
-static int32_t
-any_node(struct cc *c)
+int32_t
+grammar_any_node(struct gcc *c)
 {
 	int32_t u, k[5];
 
 	if (c->any >= 0)
 		return c->any;
-	if ((u = c->any = node_new(c, GK_UNION)) < 0 ||
-	    (k[0] = node_new(c, GK_MAP)) < 0 || (k[1] = node_new(c, GK_ARR)) < 0 ||
-	    (k[2] = node_new(c, GK_STR)) < 0 || (k[3] = node_new(c, GK_NUM)) < 0 ||
-	    (k[4] = node_new(c, GK_LIT)) < 0 || lit_fill_tfn(c, k[4], T_ALL) != 0)
+	if ((u = c->any = grammar_node(c, GK_UNION)) < 0 ||
+	    (k[0] = grammar_node(c, GK_MAP)) < 0 || (k[1] = grammar_node(c, GK_ARR)) < 0 ||
+	    (k[2] = grammar_node(c, GK_STR)) < 0 || (k[3] = grammar_node(c, GK_NUM)) < 0 ||
+	    (k[4] = grammar_node(c, GK_LIT)) < 0 || lit_fill_tfn(c, k[4], T_ALL) != 0)
 		return -1;
 	c->g->nodes[k[0]].child = c->g->nodes[k[1]].child = u;
 	c->g->nodes[u].off = c->g->n_members;
 	c->g->nodes[u].n = 5;
 	for (int i = 0; i < 5; i++)
-		if (members_add(c, k[i]) != 0)
+		if (grammar_member(c, k[i]) != 0)
 			return -1;
 	return u;
 }
@@ -287,7 +275,7 @@ any_node(struct cc *c)
 /* --- memo: schema object -> node --------------------------------------- */
 
 static size_t
-memo_at(const struct cc *c, const struct json *s)
+memo_at(const struct gcc *c, const struct json *s)
 {
 	size_t i = ((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ull >> 7;
 
@@ -298,7 +286,7 @@ memo_at(const struct cc *c, const struct json *s)
 }
 
 static int32_t
-memo_get(const struct cc *c, const struct json *s)
+memo_get(const struct gcc *c, const struct json *s)
 {
 	size_t i;
 
@@ -309,10 +297,10 @@ memo_get(const struct cc *c, const struct json *s)
 }
 
 static int
-memo_put(struct cc *c, const struct json *s, int32_t node)
+memo_put(struct gcc *c, const struct json *s, int32_t node)
 {
 	if (2 * (c->n_memo + 1) > c->cap_memo) {
-		struct memo *old = c->memo;
+		struct gmemo *old = c->memo;
 		size_t n = c->cap_memo;
 		c->cap_memo = n ? 2 * n : 64;
 		if ((c->memo = calloc(c->cap_memo, sizeof *c->memo)) == NULL) {
@@ -325,7 +313,7 @@ memo_put(struct cc *c, const struct json *s, int32_t node)
 				c->memo[memo_at(c, old[i].s)] = old[i];
 		free(old);
 	}
-	c->memo[memo_at(c, s)] = (struct memo){ s, node };
+	c->memo[memo_at(c, s)] = (struct gmemo){ s, node };
 	c->n_memo++;
 	return 0;
 }
@@ -333,7 +321,7 @@ memo_put(struct cc *c, const struct json *s, int32_t node)
 /* --- keywords ------------------------------------------------------------ */
 
 static int
-check_keywords(struct cc *c, const struct json *s)
+check_keywords(struct gcc *c, const struct json *s)
 {
 	static const char *const alone[] = { "$ref", "anyOf", "allOf", NULL };
 	static const char *const shaped[] = { "properties", "required", "additionalProperties",
@@ -343,22 +331,22 @@ check_keywords(struct cc *c, const struct json *s)
 	for (size_t i = 0; i < s->n; i++) {
 		const char *k = s->keys[i];
 		if (!in_list(annotations, k) && !in_list(supported, k))
-			return fail(c, "'%s' is not supported", k, NULL);
+			return grammar_fail(c, "'%s' is not supported", k, NULL);
 		if (in_list(alone, k) && a != NULL)
-			return fail(c, "'%s' beside '%s' is not supported", k, a);
+			return grammar_fail(c, "'%s' beside '%s' is not supported", k, a);
 		if (in_list(alone, k))
 			a = k;
 		if ((strcmp(k, "enum") == 0 || strcmp(k, "const") == 0) && e != NULL)
-			return fail(c, "'%s' beside '%s' is not supported", k, e);
+			return grammar_fail(c, "'%s' beside '%s' is not supported", k, e);
 		if (strcmp(k, "enum") == 0 || strcmp(k, "const") == 0)
 			e = k;
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		const char *k = s->keys[i];
 		if (a != NULL && in_list(supported, k) && strcmp(k, a) != 0)
-			return fail(c, "'%s' beside '%s' is not supported", a, k);
+			return grammar_fail(c, "'%s' beside '%s' is not supported", a, k);
 		if (e != NULL && in_list(shaped, k))
-			return fail(c, "'%s' beside '%s' is not supported", e, k);
+			return grammar_fail(c, "'%s' beside '%s' is not supported", e, k);
 	}
 	return 0;
 }
@@ -369,7 +357,7 @@ static const char *const type_names[] = {
 
 /* The types "type" allows (T_ALL when absent, *given 0); 0 on error. */
 static unsigned
-types_of(struct cc *c, const struct json *s, int *given)
+types_of(struct gcc *c, const struct json *s, int *given)
 {
 	const struct json *t = json_get(s, "type");
 	unsigned bits = 0;
@@ -380,20 +368,20 @@ types_of(struct cc *c, const struct json *s, int *given)
 		return T_ALL;
 	n = t->type == JSON_ARRAY ? t->n : 1;
 	if ((t->type != JSON_ARRAY && t->type != JSON_STRING) || n == 0) {
-		fail(c, "'type' is not a type name or a list of them", NULL, NULL);
+		grammar_fail(c, "'type' is not a type name or a list of them", NULL, NULL);
 		return 0;
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct json *v = t->type == JSON_ARRAY ? &t->items[i] : t;
 		int k = 0;
 		if (v->type != JSON_STRING) {
-			fail(c, "'type' is not a type name or a list of them", NULL, NULL);
+			grammar_fail(c, "'type' is not a type name or a list of them", NULL, NULL);
 			return 0;
 		}
 		while (type_names[k] != NULL && strcmp(type_names[k], v->str) != 0)
 			k++;
 		if (type_names[k] == NULL) {
-			fail(c, "'type' '%s' is not a JSON Schema type", v->str, NULL);
+			grammar_fail(c, "'type' '%s' is not a JSON Schema type", v->str, NULL);
 			return 0;
 		}
 		bits |= 1u << k;
@@ -403,11 +391,11 @@ types_of(struct cc *c, const struct json *s, int *given)
 
 /* --- schema objects ---------------------------------------------------------- */
 
-static int32_t compile(struct cc *c, const struct json *s);
+static int32_t compile(struct gcc *c, const struct json *s);
 
 /* compile(s) with " /a/b" on the path of messages. */
 static int32_t
-compile_at(struct cc *c, const struct json *s, const char *a, const char *b)
+compile_at(struct gcc *c, const struct json *s, const char *a, const char *b)
 {
 	size_t save;
 	int32_t id;
@@ -420,42 +408,42 @@ compile_at(struct cc *c, const struct json *s, const char *a, const char *b)
 
 /* Schema s (absent: true) at /name[/b] into *child. */
 static int
-sub_schema(struct cc *c, const struct json *s, const char *name, const char *b,
+sub_schema(struct gcc *c, const struct json *s, const char *name, const char *b,
     int32_t *child)
 {
 	if (s == NULL)
-		return (*child = any_node(c)) < 0 ? -1 : 0;
+		return (*child = grammar_any_node(c)) < 0 ? -1 : 0;
 	if (s->type != JSON_OBJECT && s->type != JSON_TRUE && s->type != JSON_FALSE)
-		return fail(c, "'%s' is not a schema", name, NULL);
+		return grammar_fail(c, "'%s' is not a schema", name, NULL);
 	return (*child = compile_at(c, s, name, b)) < 0 ? -1 : 0;
 }
 
 static int
-count_of(struct cc *c, const struct json *s, const char *name, int32_t *out)
+count_of(struct gcc *c, const struct json *s, const char *name, int32_t *out)
 {
 	const struct json *v = json_get(s, name);
 
 	if (v == NULL)
 		return 0;
 	if (v->type != JSON_NUMBER || !v->is_int || v->i < 0 || v->i > (1 << 30))
-		return fail(c, "'%s' is not a count", name, NULL);
+		return grammar_fail(c, "'%s' is not a count", name, NULL);
 	*out = v->i;
 	return 0;
 }
 
 static int
-arr_fill(struct cc *c, int32_t id, const struct json *s)
+arr_fill(struct gcc *c, int32_t id, const struct json *s)
 {
 	const struct json *it = json_get(s, "items");
 	int32_t child, min = 0, max = -1;
 
 	if (it != NULL && it->type == JSON_ARRAY)
-		return fail(c, "'items' as an array is not supported", NULL, NULL);
+		return grammar_fail(c, "'items' as an array is not supported", NULL, NULL);
 	if (sub_schema(c, it, "items", NULL, &child) != 0 || count_of(c, s, "minItems", &min) != 0 ||
 	    count_of(c, s, "maxItems", &max) != 0)
 		return -1;
 	if (max >= 0 && max < min)
-		return fail(c, "'maxItems' is below 'minItems'", NULL, NULL);
+		return grammar_fail(c, "'maxItems' is below 'minItems'", NULL, NULL);
 	c->g->nodes[id] = (struct gnode){ .kind = GK_ARR, .ml = G_INF, .child = child,
 	    .min = min, .max = max, .cap = max > min ? max : min };
 	return 0;
@@ -473,19 +461,19 @@ member_index(const struct json *obj, const char *k, size_t n)
 
 /* "required" into the properties' flags lp[]. */
 static int
-obj_required(struct cc *c, const struct json *props, const struct json *req, struct gprop *lp)
+obj_required(struct gcc *c, const struct json *props, const struct json *req, struct gprop *lp)
 {
 	if (req == NULL)
 		return 0;
 	if (req->type != JSON_ARRAY)
-		return fail(c, "'required' is not an array of names", NULL, NULL);
+		return grammar_fail(c, "'required' is not an array of names", NULL, NULL);
 	for (size_t i = 0; i < req->n; i++) {
 		const struct json *r = &req->items[i];
 		int64_t j;
 		if (r->type != JSON_STRING)
-			return fail(c, "'required' is not an array of names", NULL, NULL);
+			return grammar_fail(c, "'required' is not an array of names", NULL, NULL);
 		if ((j = member_index(props, r->str, r->n)) < 0)
-			return fail(c, "'required' names '%s', which is not in 'properties'",
+			return grammar_fail(c, "'required' names '%s', which is not in 'properties'",
 			    r->str, NULL);
 		lp[j].required = 1;
 	}
@@ -494,7 +482,7 @@ obj_required(struct cc *c, const struct json *props, const struct json *req, str
 
 /* Each property's key in the object's key trie (leaf: its index) and its node. */
 static int
-obj_props(struct cc *c, int32_t id, const struct json *props, struct gprop *lp)
+obj_props(struct gcc *c, int32_t id, const struct json *props, struct gprop *lp)
 {
 	struct grammar *g = c->g;
 
@@ -505,10 +493,10 @@ obj_props(struct cc *c, int32_t id, const struct json *props, struct gprop *lp)
 		char *q;
 		int64_t leaf;
 		if (member_index(props, key.str, key.n) != (int64_t)j)
-			return fail(c, "property '%s' appears twice", key.str, NULL);
-		if ((q = literal_text(&key, &len)) == NULL)
+			return grammar_fail(c, "property '%s' appears twice", key.str, NULL);
+		if ((q = grammar_literal(&key, &len)) == NULL)
 			return oom(c);
-		leaf = trie_add(g, g->nodes[id].trie, q, len, j);
+		leaf = grammar_trie_add(g, g->nodes[id].trie, q, len, j);
 		free(q);
 		if (leaf < 0)
 			return oom(c);
@@ -521,7 +509,7 @@ obj_props(struct cc *c, int32_t id, const struct json *props, struct gprop *lp)
 }
 
 static int
-obj_fill(struct cc *c, int32_t id, const struct json *s)
+obj_fill(struct gcc *c, int32_t id, const struct json *s)
 {
 	const struct json *props = json_get(s, "properties"), *req = json_get(s, "required");
 	const struct json *ap = json_get(s, "additionalProperties");
@@ -532,10 +520,10 @@ obj_fill(struct cc *c, int32_t id, const struct json *s)
 
 	if (ap != NULL && ap->type != JSON_OBJECT && ap->type != JSON_TRUE &&
 	    ap->type != JSON_FALSE)
-		return fail(c, "'additionalProperties' is not a schema", NULL, NULL);
+		return grammar_fail(c, "'additionalProperties' is not a schema", NULL, NULL);
 	if (props == NULL) {	/* a map: any keys, values of additionalProperties */
 		if (req != NULL && (req->type != JSON_ARRAY || req->n > 0))
-			return fail(c, "'required' without 'properties' is not supported", NULL, NULL);
+			return grammar_fail(c, "'required' without 'properties' is not supported", NULL, NULL);
 		int32_t child;	/* not into g->nodes: the compile may move it */
 		if (sub_schema(c, ap, "additionalProperties", NULL, &child) != 0)
 			return -1;
@@ -544,13 +532,13 @@ obj_fill(struct cc *c, int32_t id, const struct json *s)
 		return 0;
 	}
 	if (props->type != JSON_OBJECT)
-		return fail(c, "'properties' is not an object", NULL, NULL);
+		return grammar_fail(c, "'properties' is not an object", NULL, NULL);
 	if ((root = grammar_tnode(g, 0, 0)) < 0 || (lp = calloc(props->n + 1, sizeof *lp)) == NULL)
 		return oom(c);
 	g->nodes[id].kind = GK_OBJ;
 	g->nodes[id].trie = root;
 	if (obj_required(c, props, req, lp) == 0 && obj_props(c, id, props, lp) == 0 &&
-	    grow(&g->props, &g->cap_props, g->n_props + props->n + 1, sizeof *g->props) == 0) {
+	    grammar_grow(&g->props, &g->cap_props, g->n_props + props->n + 1, sizeof *g->props) == 0) {
 		g->nodes[id].off = g->n_props;
 		g->nodes[id].n = props->n;
 		memcpy(g->props + g->n_props, lp, (props->n + 1) * sizeof *lp);
@@ -564,14 +552,14 @@ obj_fill(struct cc *c, int32_t id, const struct json *s)
 
 /* The schema a "#..." pointer names, or NULL with err. */
 static const struct json *
-resolve(struct cc *c, const char *ref)
+resolve(struct gcc *c, const char *ref)
 {
 	const struct json *j = c->doc;
 	const char *p = ref + 1;
 	char seg[256];
 
 	if (ref[0] != '#')
-		return fail(c, "'$ref' '%s': only references into the schema ('#...') are supported",
+		return grammar_fail(c, "'$ref' '%s': only references into the schema ('#...') are supported",
 		    ref, NULL), NULL;
 	while (*p == '/') {
 		size_t n = 0;
@@ -589,15 +577,15 @@ resolve(struct cc *c, const char *ref)
 		} else
 			j = NULL;
 		if (j == NULL)
-			return fail(c, "'$ref' '%s' is not found", ref, NULL), NULL;
+			return grammar_fail(c, "'$ref' '%s' is not found", ref, NULL), NULL;
 	}
 	if (*p != '\0')
-		return fail(c, "'$ref' '%s' is not found", ref, NULL), NULL;
+		return grammar_fail(c, "'$ref' '%s' is not found", ref, NULL), NULL;
 	return j;
 }
 
 static int
-ref_fill(struct cc *c, int32_t id, const struct json *r)
+ref_fill(struct gcc *c, int32_t id, const struct json *r)
 {
 	const struct json *t;
 	char save[sizeof c->path];
@@ -605,7 +593,7 @@ ref_fill(struct cc *c, int32_t id, const struct json *r)
 	int32_t child;
 
 	if (r->type != JSON_STRING)
-		return fail(c, "'$ref' is not a string", NULL, NULL);
+		return grammar_fail(c, "'$ref' is not a string", NULL, NULL);
 	if ((t = resolve(c, r->str)) == NULL)
 		return -1;
 	memcpy(save, c->path, sizeof save);	/* messages name the target's place */
@@ -623,16 +611,16 @@ ref_fill(struct cc *c, int32_t id, const struct json *r)
 
 /* anyOf (n alternatives) or allOf (one). */
 static int
-union_fill(struct cc *c, int32_t id, const struct json *l, const char *name)
+union_fill(struct gcc *c, int32_t id, const struct json *l, const char *name)
 {
 	int32_t *m;
 	char idx[24];
 	int rc = 0;
 
 	if (l->type != JSON_ARRAY || l->n == 0)
-		return fail(c, "'%s' is not a non-empty array of schemas", name, NULL);
+		return grammar_fail(c, "'%s' is not a non-empty array of schemas", name, NULL);
 	if (name[1] == 'l' && l->n > 1)
-		return fail(c, "'allOf' of more than one schema is not supported", NULL, NULL);
+		return grammar_fail(c, "'allOf' of more than one schema is not supported", NULL, NULL);
 	if ((m = malloc(l->n * sizeof *m)) == NULL)
 		return oom(c);
 	for (size_t i = 0; i < l->n && rc == 0; i++) {
@@ -642,26 +630,26 @@ union_fill(struct cc *c, int32_t id, const struct json *l, const char *name)
 	c->g->nodes[id].off = c->g->n_members;
 	c->g->nodes[id].n = l->n;
 	for (size_t i = 0; i < l->n && rc == 0; i++)
-		rc = members_add(c, m[i]);
+		rc = grammar_member(c, m[i]);
 	free(m);
 	return rc;
 }
 
 static int
-enum_fill(struct cc *c, int32_t id, const struct json *s, unsigned types)
+enum_fill(struct gcc *c, int32_t id, const struct json *s, unsigned types)
 {
 	const struct json *e = json_get(s, "enum");
 
 	if (e == NULL)
 		return lit_fill(c, id, json_get(s, "const"), 1, types);
 	if (e->type != JSON_ARRAY || e->n == 0)
-		return fail(c, "'enum' is not a non-empty array", NULL, NULL);
+		return grammar_fail(c, "'enum' is not a non-empty array", NULL, NULL);
 	return lit_fill(c, id, e->items, e->n, types);
 }
 
 /* Node id as one type t (a T_ bit) under s's keywords. */
 static int
-type_fill(struct cc *c, int32_t id, const struct json *s, unsigned t)
+type_fill(struct gcc *c, int32_t id, const struct json *s, unsigned t)
 {
 	struct gnode *nd = &c->g->nodes[id];
 
@@ -677,7 +665,7 @@ type_fill(struct cc *c, int32_t id, const struct json *s, unsigned t)
 
 /* Node id (a fresh union) as schema object s. */
 static int
-fill(struct cc *c, int32_t id, const struct json *s)
+fill(struct gcc *c, int32_t id, const struct json *s)
 {
 	const struct json *r;
 	unsigned types, k;
@@ -701,7 +689,7 @@ fill(struct cc *c, int32_t id, const struct json *s)
 	    json_get(s, "maxItems")))
 		types = T_ARR;
 	else if (!given) {
-		int32_t any = any_node(c);
+		int32_t any = grammar_any_node(c);
 		c->g->nodes[id].kind = GK_REF;
 		c->g->nodes[id].child = any;
 		return any < 0 ? -1 : 0;
@@ -714,40 +702,46 @@ fill(struct cc *c, int32_t id, const struct json *s)
 		return type_fill(c, id, s, types);
 	n = 0;
 	for (k = 1; k < T_ALL; k <<= 1)
-		if ((types & k) && ((m[n++] = node_new(c, GK_UNION)) < 0 ||
+		if ((types & k) && ((m[n++] = grammar_node(c, GK_UNION)) < 0 ||
 		    type_fill(c, m[n - 1], s, k) != 0))
 			return -1;
 	c->g->nodes[id].off = c->g->n_members;	/* members side by side: after the fills */
 	c->g->nodes[id].n = n;
 	for (int i = 0; i < n; i++)
-		if (members_add(c, m[i]) != 0)
+		if (grammar_member(c, m[i]) != 0)
 			return -1;
 	return 0;
 }
 
 static int32_t
-compile(struct cc *c, const struct json *s)
+compile(struct gcc *c, const struct json *s)
 {
 	int32_t id;
 	int rc;
 
 	if (s->type == JSON_TRUE)
-		return any_node(c);
+		return grammar_any_node(c);
 	if (s->type == JSON_FALSE)
-		return node_new(c, GK_UNION);	/* no alternative: no value */
+		return grammar_node(c, GK_UNION);	/* no alternative: no value */
 	if (s->type != JSON_OBJECT)
-		return fail(c, "a schema is an object or a boolean", NULL, NULL);
+		return grammar_fail(c, "a schema is an object or a boolean", NULL, NULL);
 	if ((id = memo_get(c, s)) >= 0)
 		return id;
 	if (c->depth >= MAX_DEPTH)
-		return fail(c, "schema nested deeper than %s", "200", NULL);
-	if (check_keywords(c, s) != 0 || (id = node_new(c, GK_UNION)) < 0 ||
+		return grammar_fail(c, "schema nested deeper than %s", "200", NULL);
+	if (check_keywords(c, s) != 0 || (id = grammar_node(c, GK_UNION)) < 0 ||
 	    memo_put(c, s, id) != 0)
 		return -1;
 	c->depth++;
 	rc = fill(c, id, s);
 	c->depth--;
 	return rc == 0 ? id : -1;
+}
+
+int32_t
+grammar_schema_node(struct gcc *c, const struct json *s)
+{
+	return compile(c, s);
 }
 
 /* --- after the build: shortest values, alternatives, key lists --------- */
@@ -758,10 +752,41 @@ sat_add(uint64_t a, uint64_t b)
 	return a + b >= G_INF ? G_INF : a + b;
 }
 
+/* A switch's fewest bytes from trie node t: its text's rest, then its member's value. */
 static uint32_t
-node_ml(const struct grammar *g, const struct gnode *nd)
+switch_mind(struct grammar *g, const struct gnode *nd, uint32_t t)
 {
-	uint64_t v = nd->child >= 0 ? g->nodes[nd->child].ml : G_INF, sum, nreq = 0;
+	uint64_t best = g->tn[t].leaf >= 0 ? g->nodes[g->members[nd->off + g->tn[t].leaf]].ml :
+	    G_INF;
+
+	for (uint32_t ch = g->tn[t].child; ch != 0; ch = g->tn[ch].next) {
+		uint64_t d = switch_mind(g, nd, ch);
+		if (d < G_INF && d + 1 < best)
+			best = d + 1;
+	}
+	return g->tn[t].mind = best;
+}
+
+/* An object's fewest bytes: '{', its required members, '}' (xml: the
+ * required <parameter=...> members, then the close). */
+static uint32_t
+obj_ml(const struct grammar *g, const struct gnode *nd)
+{
+	uint64_t sum = nd->xml ? g->props[nd->off + nd->n].qk : 2, nreq = 0;
+
+	for (uint32_t j = 0; j < nd->n; j++) {
+		const struct gprop *p = &g->props[nd->off + j];
+		if (p->required)
+			sum = sat_add(sum, sat_add(p->qk + (nd->xml ? 0 : 1 + (nreq++ > 0)),
+			    g->nodes[p->node].ml));
+	}
+	return sum;
+}
+
+static uint32_t
+node_ml(struct grammar *g, const struct gnode *nd)
+{
+	uint64_t v = nd->child >= 0 ? g->nodes[nd->child].ml : G_INF, sum;
 
 	switch (nd->kind) {
 	case GK_MAP: case GK_STR: return 2;
@@ -777,14 +802,16 @@ node_ml(const struct grammar *g, const struct gnode *nd)
 			if (g->nodes[g->members[nd->off + i]].ml < sum)
 				sum = g->nodes[g->members[nd->off + i]].ml;
 		return sum;
+	case GK_SEQ:
+		sum = 0;
+		for (uint32_t i = 0; i < nd->n; i++)
+			sum = sat_add(sum, g->nodes[g->members[nd->off + i]].ml);
+		return sum;
+	case GK_SWITCH: return switch_mind(g, nd, nd->trie);
+	case GK_RAW: return nd->min ? 0 : g->dfa_dist[nd->trie];
+	case GK_LOOP: return 0;
 	}
-	sum = 2;	/* GK_OBJ */
-	for (uint32_t j = 0; j < nd->n; j++) {
-		const struct gprop *p = &g->props[nd->off + j];
-		if (p->required)
-			sum = sat_add(sum, sat_add(p->qk + 1 + (nreq++ > 0), g->nodes[p->node].ml));
-	}
-	return sum;
+	return obj_ml(g, nd);
 }
 
 /* Each node's shortest value, to the fixpoint (G_INF: none). */
@@ -812,25 +839,28 @@ obj_finish(struct grammar *g, struct gnode *nd)
 {
 	struct gprop *p = g->props + nd->off;
 	size_t need = 0;
+	uint32_t n = nd->n + nd->xml;	/* xml: the close is key n */
 
-	p[nd->n] = (struct gprop){ .first_req = nd->n, .rest = 1 };
+	p[nd->n].first_req = nd->n;
+	p[nd->n].rest = nd->xml ? p[nd->n].qk : 1;
 	for (uint32_t j = nd->n; j-- > 0;) {
 		p[j].first_req = p[j].required ? j : p[j + 1].first_req;
 		p[j].rest = p[j + 1].rest;
 		if (p[j].required)
-			p[j].rest = sat_add(p[j].rest, sat_add(p[j].qk + 2, g->nodes[p[j].node].ml));
+			p[j].rest = sat_add(p[j].rest, sat_add(p[j].qk + (nd->xml ? 0 : 2),
+			    g->nodes[p[j].node].ml));
 	}
-	for (uint32_t j = 0; j < nd->n; j++)
-		if (g->nodes[p[j].node].ml < G_INF)
+	for (uint32_t j = 0; j < n; j++)
+		if (j == nd->n || g->nodes[p[j].node].ml < G_INF)
 			for (uint32_t t = p[j].leaf; ; t = g->tn[t].parent) {
 				g->tn[t].n_below++, need++;
 				if (t == nd->trie)
 					break;
 			}
-	if (grow(&g->below, &g->cap_below, g->n_below + need, sizeof *g->below) != 0)
+	if (grammar_grow(&g->below, &g->cap_below, g->n_below + need, sizeof *g->below) != 0)
 		return -1;
-	for (uint32_t j = 0; j < nd->n; j++)
-		if (g->nodes[p[j].node].ml < G_INF)
+	for (uint32_t j = 0; j < n; j++)
+		if (j == nd->n || g->nodes[p[j].node].ml < G_INF)
 			for (uint32_t t = p[j].leaf; ; t = g->tn[t].parent) {
 				if (g->tn[t].mind == G_INF) {	/* unused in key tries: a mark */
 					g->tn[t].below = g->n_below;	/* first visit: its list's place */
@@ -867,7 +897,7 @@ flatten(struct grammar *g, uint32_t i, uint32_t *mark, uint32_t *stack)
 				}
 			}
 		} else if (nd->ml < G_INF) {
-			if (grow(&g->alts, &g->cap_alts, g->n_alts + 1, sizeof *g->alts) != 0)
+			if (grammar_grow(&g->alts, &g->cap_alts, g->n_alts + 1, sizeof *g->alts) != 0)
 				return -1;
 			g->alts[g->n_alts++] = k;
 		}
@@ -878,6 +908,22 @@ flatten(struct grammar *g, uint32_t i, uint32_t *mark, uint32_t *stack)
 
 /* How far one byte may push the end away (a choice among values of
  * different lengths), for grammar_mask's closing margin. */
+/* A switch's most bytes to a leaf below t and its member's shortest value. */
+static uint64_t
+switch_hi(const struct grammar *g, const struct gnode *nd, uint32_t t)
+{
+	uint64_t hi = 0;
+
+	if (g->tn[t].leaf >= 0)
+		return g->tn[t].depth + (uint64_t)g->nodes[g->members[nd->off + g->tn[t].leaf]].ml;
+	for (uint32_t ch = g->tn[t].child; ch != 0; ch = g->tn[ch].next) {
+		uint64_t d = switch_hi(g, nd, ch);
+		if (d < G_INF && d > hi)
+			hi = d;
+	}
+	return hi;
+}
+
 static uint32_t
 margin(const struct grammar *g)
 {
@@ -886,8 +932,13 @@ margin(const struct grammar *g)
 	for (size_t i = 0; i < g->n_nodes; i++) {
 		const struct gnode *nd = &g->nodes[i];
 		uint64_t v = nd->child >= 0 ? g->nodes[nd->child].ml : 0, lo = G_INF, hi = 0;
-		if (nd->kind == GK_ARR || nd->kind == GK_MAP)
+		if (nd->kind == GK_ARR || nd->kind == GK_MAP || nd->kind == GK_LOOP)
 			j = v + 4 > j ? v + 4 : j;
+		if (nd->kind == GK_RAW && g->dfa_dist[nd->trie] > j)
+			j = g->dfa_dist[nd->trie];
+		if (nd->kind == GK_SWITCH && g->tn[nd->trie].mind < G_INF &&
+		    switch_hi(g, nd, nd->trie) - g->tn[nd->trie].mind > j)
+			j = switch_hi(g, nd, nd->trie) - g->tn[nd->trie].mind;
 		for (uint32_t k = 0; k < nd->n_alt; k++) {
 			uint64_t m = g->nodes[g->alts[nd->alt + k]].ml;
 			lo = m < lo ? m : lo;
@@ -904,8 +955,8 @@ margin(const struct grammar *g)
 	return j > 256 ? 256 + 8 : 2 * j + 8;
 }
 
-static int
-build_finish(struct grammar *g, struct cc *c)
+int
+grammar_finish(struct grammar *g, struct gcc *c)
 {
 	uint32_t *mark = calloc(g->n_nodes + 1, sizeof *mark);
 	uint32_t *stack = malloc((g->n_nodes + 1) * sizeof *stack);
@@ -914,9 +965,9 @@ build_finish(struct grammar *g, struct cc *c)
 	fixpoint(g);
 	for (size_t i = 0; i < g->n_nodes && rc == 0 && mark && stack; i++) {
 		struct gnode *nd = &g->nodes[i];
-		if ((nd->kind == GK_MAP || nd->kind == GK_ARR) && nd->child >= 0 &&
-		    g->nodes[nd->child].ml >= G_INF)
-			nd->child = -1;		/* {} or [] only */
+		if ((nd->kind == GK_MAP || nd->kind == GK_ARR || nd->kind == GK_LOOP) &&
+		    nd->child >= 0 && g->nodes[nd->child].ml >= G_INF)
+			nd->child = -1;		/* {} or [] only; a loop: none */
 		if (nd->kind == GK_OBJ)
 			rc = obj_finish(g, nd);
 		if (rc == 0)
@@ -935,24 +986,24 @@ build_finish(struct grammar *g, struct cc *c)
 int
 grammar_build(struct grammar *g, const struct json *schema, char *err)
 {
-	struct cc c = { .g = g, .doc = schema, .err = err, .any = -1 };
+	struct gcc c = { .g = g, .doc = schema, .err = err, .any = -1 };
 	int rc = -1;
 
 	err[0] = '\0';
 	if (grammar_tnode(g, 0, 0) < 0)		/* trie node 0: no child is 0 */
 		return oom(&c);
-	if ((g->str_node = node_new(&c, GK_STR)) < 0)
+	if ((g->str_node = grammar_node(&c, GK_STR)) < 0)
 		return -1;
 	if (schema == NULL) {
-		int32_t any = any_node(&c);
-		if (any >= 0 && (g->root = node_new(&c, GK_MAP)) >= 0) {
+		int32_t any = grammar_any_node(&c);
+		if (any >= 0 && (g->root = grammar_node(&c, GK_MAP)) >= 0) {
 			g->nodes[g->root].child = any;
 			rc = 0;
 		}
 	} else if ((g->root = compile(&c, schema)) >= 0)
 		rc = 0;
 	if (rc == 0)
-		rc = build_finish(g, &c);
+		rc = grammar_finish(g, &c);
 	free(c.memo);
 	return rc;
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -214,6 +216,33 @@ http_parse(const char *buf, size_t len, const struct http_limits *lim, struct ht
 	req->body = buf + he;
 	req->body_len = blen;
 	return (long)(he + blen);
+}
+
+int
+http_write_deadline(int fd, double s)
+{
+	struct timeval tv = { (time_t)s, (suseconds_t)((s - (time_t)s) * 1e6) };
+
+	return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+int
+http_write(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			errno = ETIMEDOUT;	/* SO_SNDTIMEO: nothing went out in time */
+		else if (w == 0)
+			errno = EPIPE;
+		if (w <= 0)
+			return -1;
+		p += w, n -= w;
+	}
+	return 0;
 }
 
 /*

@@ -61,6 +61,20 @@ const char *http_header(const struct http_req *req, const char *name);
 long	http_read(int fd, char **buf, size_t *cap, size_t *have, const struct http_limits *lim,
 	    struct http_req *req, int *status, char *err);
 
+/*
+ * The write deadline of socket fd: a send that can write nothing for s
+ * seconds (the client stopped reading and the buffers are full) gives up
+ * (SO_SNDTIMEO); 0 none.  0, or -1 with errno.
+ */
+int	http_write_deadline(int fd, double s);
+
+/*
+ * Write p[n] to socket fd (no SIGPIPE): 0, or -1 with errno: ETIMEDOUT
+ * when the write deadline passed with bytes left to write (each send
+ * waits for it anew once bytes went out), else the connection's failure.
+ */
+int	http_write(int fd, const char *p, size_t n);
+
 /* The reason phrase of a status code ("OK", "Bad Request", ...). */
 const char *http_reason(int status);
 

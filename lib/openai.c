@@ -311,7 +311,7 @@ put_message(FILE *fp, const struct openai_resp *r, const struct openai_choice *c
 	char err[UTIL_ERRLEN];
 
 	fputs("\"message\": {\"role\": \"assistant\", \"content\": ", fp);
-	if (chat_parse_reply(text, n, think, &c, err) != 0) {	/* as it is */
+	if (chat_parse_reply_typed(text, n, think, r->types, &c, err) != 0) {	/* as it is */
 		json_put_str(fp, text, n, 0);
 		fputs("}", fp);
 		return finish;
@@ -329,7 +329,8 @@ put_message(FILE *fp, const struct openai_resp *r, const struct openai_choice *c
 	if (c.ncalls > 0) {
 		fputs(", ", fp);
 		put_calls(fp, r, &c, ch->max_calls);
-		finish = "tool_calls";
+		if (strcmp(finish, "length") != 0)	/* cut: as far as it came */
+			finish = "tool_calls";
 	}
 	fputs("}", fp);
 	chat_reply_free(&c);
@@ -551,6 +552,37 @@ named_tool(const struct json *c, const struct json *tools)
 	return NULL;
 }
 
+static int schema_name_ok(const char *s, size_t n);
+
+/* tools[i]: a function of a name as OpenAI takes it, given once, "strict" a
+ * boolean, "parameters" an object: 0, or -1 with err. */
+static int
+tool_check(const struct json *t, size_t i, char *err)
+{
+	const struct json *f = json_get(&t->items[i], "function"), *p;
+	const char *name;
+	int strict;
+
+	if (!tool_ok(&t->items[i]))
+		return util_err(err, "'tools[%zu]': not {\"type\": \"function\", \"function\": "
+		    "{\"name\": ...}}", i);
+	name = json_get_str(f, "name");
+	if (!schema_name_ok(name, strlen(name)))
+		return util_err(err, "'tools[%zu].function.name': not a name of 1 to 64 letters, "
+		    "digits, '_' or '-'", i);
+	for (size_t k = 0; k < i; k++)
+		if (strcmp(json_get_str(json_get(&t->items[k], "function"), "name"), name) == 0)
+			return util_err(err, "'tools[%zu].function.name': '%s' is tools[%zu]'s too",
+			    i, name, k);
+	if (get_bool(f, "strict", &strict, err) != 0)
+		return util_err(err, "'tools[%zu].function.strict': not a boolean", i);
+	if ((p = json_get(f, "parameters")) != NULL && p->type != JSON_OBJECT &&
+	    p->type != JSON_NULL)
+		return util_err(err, "'tools[%zu].function.parameters': not a JSON Schema (an "
+		    "object)", i);
+	return 0;
+}
+
 /* tools, tool_choice, parallel_tool_calls. */
 static int
 req_tools(const struct json *q, struct openai_req *r, char *err)
@@ -563,9 +595,9 @@ req_tools(const struct json *q, struct openai_req *r, char *err)
 	if (t != NULL && t->type != JSON_ARRAY)
 		return util_err(err, "'tools': not an array");
 	for (size_t i = 0; t != NULL && i < t->n; i++)
-		if (!tool_ok(&t->items[i]))
-			return util_err(err, "'tools[%zu]': not {\"type\": \"function\", \"function\": "
-			    "{\"name\": ...}}", i);
+		if (tool_check(t, i, err) != 0)
+			return -1;
+	r->tools = t;
 	r->n_tools = t != NULL ? (int)t->n : 0;
 	if (c != NULL && c->type == JSON_STRING) {
 		int k = 0;

@@ -48,6 +48,9 @@ struct openai_req {
 	char	*stop[OPENAI_MAX_STOPS];	/* malloc'd, non-empty */
 	int	n_stop;
 	int	n_tools;	/* tools given (0 with tool_choice "none") */
+	const struct json *tools;	/* "tools", a node of the request's tree (names checked:
+					 * 1 to 64 of a-z, A-Z, 0-9, '_', '-', each once; "strict"
+					 * a boolean, "parameters" an object), or NULL */
 	enum openai_tools tool_choice;
 	char	*tool_name;	/* OPENAI_TOOLS_NAMED: the function (malloc'd) */
 	int	parallel_tool_calls;	/* 1 unless false */
@@ -80,8 +83,11 @@ struct openai_resp {
 	int	index;		/* the choice a chunk is of (n > 1); its calls are
 				 * "call_ID_INDEX_N" past choice 0 */
 	const struct tokenizer *tok;	/* the logprobs' token texts (NULL: "") */
+	const struct chat_types *types;	/* how tool calls' XML values become JSON (lib/chat.h;
+					 * NULL: as they parse) */
 };
 
+struct chat_types;
 struct sched_logprob;
 struct tokenizer;
 
@@ -133,7 +139,7 @@ struct openai_choice {
 	size_t	len;
 	const int32_t *ids;	/* a model without a tokenizer: the ids generated */
 	int	n_ids;
-	const char *finish;	/* "stop" or "length" (tool calls make it "tool_calls") */
+	const char *finish;	/* "stop" or "length" (tool calls make "stop" "tool_calls") */
 	int	want_lp;	/* logprobs were asked for: lp, else "logprobs": null */
 	struct openai_lp lp;
 	int	max_calls;	/* the tool calls kept, 0: all (parallel_tool_calls false: 1) */
@@ -144,7 +150,8 @@ struct openai_choice {
  * with ids (a model without a tokenizer) "text": "" and "token_ids".
  * Chat: the text parsed as lib/chat does (think: the prompt ended in an
  * open <think>): its reasoning as "reasoning_content", its tool calls as
- * "tool_calls" with finish "tool_calls" (content null when there is
+ * "tool_calls" with finish "tool_calls" (not "length": a reply cut by
+ * max_tokens or the context keeps it; content null when there is
  * nothing else), the text as generated when it has neither, or as it is
  * when it does not parse.  usage counts completion_tokens over them all.
  */

@@ -281,9 +281,11 @@ stream_end(struct choice *o)
 		struct chat_reply r = { 0 };
 		char err[UTIL_ERRLEN];
 
-		if (chat_parse_reply(o->text, o->len, o->rp->rq.think, &r, err) == 0 && r.ncalls > 0) {
+		if (chat_parse_reply_typed(o->text, o->len, o->rp->rq.think, o->r.types, &r,
+		    err) == 0 && r.ncalls > 0) {
 			stream_calls(o, &r);
-			finish = "tool_calls";
+			if (strcmp(finish, "length") != 0)	/* cut: as far as it came */
+				finish = "tool_calls";
 		}
 		chat_reply_free(&r);
 	}

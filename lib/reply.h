@@ -62,7 +62,7 @@ int	reply_take(struct reply *, int i, int32_t t, const struct sched_logprob *lp)
  * Choice i ends with finish ("stop" or "length"; a finish reply_take set
  * is kept): a tool call that tool_choice began and that is still open is
  * closed, and a stream gets the rest of the text, the tool calls (finish
- * "tool_calls") and the finish chunk.  A choice that failed
+ * "tool_calls", but "length" stays) and the finish chunk.  A choice that failed
  * (reply_run's error) passes failed 1: nothing more is streamed.  A
  * second call is a no-op.
  */

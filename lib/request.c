@@ -40,6 +40,7 @@ request_free(struct request *r)
 	grammar_free(r->grammar);
 	free(r->ids), free(r->forced);
 	r->grammar = NULL, r->ids = NULL, r->forced = NULL;
+	r->types = (struct chat_types){ NULL, NULL };
 }
 
 /* The chat template's context of request body, parsed. */
@@ -97,7 +98,7 @@ static int
 forced_call(struct request *r, const char *text, char *err)
 {
 	const char *name = r->q.tool_name, *think = r->think ? "</think>\n\n" : "";
-	int xml = strstr(text, "<function=") != NULL;
+	int xml = r->xml;
 	char *f = NULL;
 	int rc = 0;
 
@@ -165,6 +166,7 @@ chat_prompt(struct request *r, const struct json *body, const struct prompt *pr,
 	while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == ' '))
 		tl--;
 	r->think = tl >= 7 && memcmp(text + tl - 7, "<think>", 7) == 0;
+	r->xml = strstr(text, "<function=") != NULL;
 	if (r->q.format != OPENAI_FORMAT_TEXT && r->think &&	/* the document is the content */
 	    (r->forced = strdup("</think>\n\n")) == NULL)
 		return free(text), util_err(err, "out of memory");
@@ -202,20 +204,93 @@ request_prompt(struct request *r, const struct json *body, const struct prompt *
 	return 0;
 }
 
+/* Tools t's i-th function. */
+static const struct json *
+function(const struct json *t, size_t i)
+{
+	return json_get(&t->items[i], "function");
+}
+
+/* 1 when a tool of r is strict. */
+static int
+any_strict(const struct request *r)
+{
+	const struct json *t = r->q.tools, *s;
+
+	for (size_t i = 0; t != NULL && i < t->n; i++)
+		if ((s = json_get(function(t, i), "strict")) != NULL && s->type == JSON_TRUE)
+			return 1;
+	return 0;
+}
+
+/* 1 when r's tool calls have a grammar. */
+static int
+calls_grammar(const struct request *r)
+{
+	return r->q.n_tools > 0 && (r->q.tool_choice == OPENAI_TOOLS_REQUIRED ||
+	    r->q.tool_choice == OPENAI_TOOLS_NAMED || any_strict(r));
+}
+
 int
 request_format(const struct request *r, const struct tokenizer *tok, const char *model,
     char *err)
 {
-	if (r->q.format == OPENAI_FORMAT_TEXT)
+	int calls = calls_grammar(r);
+	const char *what = calls ? "'tools'" : "'response_format'";
+
+	if (r->q.format == OPENAI_FORMAT_TEXT && !calls)
 		return 0;
+	if (r->q.format != OPENAI_FORMAT_TEXT && calls)
+		return util_err(err, "'response_format': not with %s", r->q.tool_choice ==
+		    OPENAI_TOOLS_AUTO ? "strict tools" : "a 'tool_choice' that forces a call");
 	if (tok == NULL)
-		return util_err(err, "'response_format': model '%s' has no tokenizer", model);
+		return util_err(err, "%s: model '%s' has no tokenizer", what, model);
 	if (r->q.ignore_eos)
-		return util_err(err, "'ignore_eos': not with 'response_format' (the document ends "
-		    "the reply)");
-	if (r->q.tool_choice == OPENAI_TOOLS_REQUIRED || r->q.tool_choice == OPENAI_TOOLS_NAMED)
-		return util_err(err, "'response_format': not with a 'tool_choice' that forces a call");
+		return util_err(err, "'ignore_eos': not with %s (the %s ends the reply)", what,
+		    calls ? "call" : "document");
 	return 1;
+}
+
+/* The value of an XML call's parameter as r's grammar generated it. */
+static char *
+xml_value(void *arg, const char *fn, const char *key, size_t kn, const char *v, size_t vn)
+{
+	return grammar_call_value(arg, fn, key, kn, v, vn);
+}
+
+/* r's tool-call grammar from gc into r->grammar: 0, or -1 with err. */
+static int
+calls_grammar_get(struct request *r, struct grammar_cache *gc, char *err)
+{
+	const struct json *t = r->q.tools, *s;
+	struct grammar_calls cl = { r->xml ? GRAMMAR_CALLS_XML : GRAMMAR_CALLS_JSON,
+	    r->q.tool_choice == OPENAI_TOOLS_REQUIRED ? GRAMMAR_CALLS_REQUIRED :
+	    r->q.tool_choice == OPENAI_TOOLS_NAMED ? GRAMMAR_CALLS_NAMED : GRAMMAR_CALLS_AUTO,
+	    0, r->q.parallel_tool_calls, r->think };
+	struct grammar_tool *gt = calloc(t->n, sizeof *gt);
+	char why[UTIL_ERRLEN];
+	int bad;
+
+	if (gt == NULL)
+		return util_err(err, "out of memory");
+	for (size_t i = 0; i < t->n; i++) {
+		gt[i].name = json_get_str(function(t, i), "name");
+		gt[i].params = json_get(function(t, i), "parameters");
+		if (gt[i].params != NULL && gt[i].params->type == JSON_NULL)
+			gt[i].params = NULL;
+		gt[i].strict = (s = json_get(function(t, i), "strict")) != NULL &&
+		    s->type == JSON_TRUE;
+		if (cl.start == GRAMMAR_CALLS_NAMED && strcmp(gt[i].name, r->q.tool_name) == 0)
+			cl.named = (int)i;
+	}
+	r->grammar = grammar_cache_calls(gc, gt, (int)t->n, &cl, &bad, why);
+	free(gt);
+	if (r->grammar == NULL)
+		return bad >= 0 ? util_err(err, "'tools[%d].function.parameters': %s", bad, why) :
+		    util_err(err, "'tools': %s", why);
+	if (r->xml)
+		r->types = (struct chat_types){ xml_value, r->grammar };
+	return 0;
 }
 
 int
@@ -223,8 +298,16 @@ request_grammar(struct request *r, struct grammar_cache *gc, char *err)
 {
 	char why[UTIL_ERRLEN];
 
+	if (r->q.format == OPENAI_FORMAT_TEXT)
+		return calls_grammar_get(r, gc, err);
 	if ((r->grammar = grammar_cache_get(gc, r->q.schema, why)) == NULL)
 		return util_err(err, "'response_format%s': %s", r->q.format ==
 		    OPENAI_FORMAT_JSON_SCHEMA ? ".json_schema.schema" : "", why);
 	return 0;
+}
+
+const struct chat_types *
+request_types(const struct request *r)
+{
+	return r->types.value != NULL ? &r->types : NULL;
 }

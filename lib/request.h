@@ -4,7 +4,7 @@
  * prompt's token ids (the chat template over its messages, tools and
  * template kwargs, or the completions prompt as text or ids), the text a
  * tool_choice or a response_format makes the reply begin with, and the
- * grammar of its response_format.
+ * grammar of its response_format or of its tool calls.
  */
 #ifndef MEMRA_REQUEST_H
 #define MEMRA_REQUEST_H
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat.h"
 #include "openai.h"
 
 struct grammar;
@@ -27,7 +28,9 @@ struct request {
 	int32_t	*ids;		/* the prompt, and the forced text's tokens [n_ids] */
 	size_t	n_ids;
 	char	*forced;	/* what the reply is made to begin with, or NULL */
-	struct grammar *grammar;	/* response_format's (a reference), or NULL */
+	int	xml;		/* chat: the template shows the <function=NAME> call form */
+	struct grammar *grammar;	/* response_format's or the calls' (a reference), or NULL */
+	struct chat_types types;	/* the calls' XML values typed by the grammar */
 };
 
 /*
@@ -42,17 +45,30 @@ int	request_parse(struct request *r, const struct json *body, int chat, int n_vo
 void	request_free(struct request *r);
 
 /*
- * Whether r's response_format needs a grammar, for the model named model
- * with tokenizer tok (NULL: none): 0 none (text), 1 one (request_grammar
- * gets it), -1 with err when it cannot have one (no tokenizer, with
- * ignore_eos or a tool_choice that forces a call).
+ * Whether r needs a grammar, for the model named model with tokenizer tok
+ * (NULL: none): 0 none, 1 one (request_grammar gets it): a response_format
+ * that is not text, or tools under tool_choice "required" or a named one
+ * (the call's name is one of the tools', a strict tool's arguments valid
+ * under its parameters) or "auto" with a strict tool (its calls so); -1
+ * with err when it cannot have one (no tokenizer, with ignore_eos, a
+ * response_format beside a tool_choice that forces a call or beside
+ * strict tools).
  */
 int	request_format(const struct request *r, const struct tokenizer *tok, const char *model,
 	    char *err);
 
-/* r's grammar from gc (its schema compiled at first use) into r->grammar:
- * 0, or -1 with err naming the field that cannot be enforced. */
+/*
+ * r's grammar from gc (compiled at first use) into r->grammar, after
+ * request_prompt (the tool calls' form and where they begin are the
+ * rendered prompt's): 0, or -1 with err naming the field that cannot be
+ * enforced ("'tools[1].function.parameters': #/properties/x: 'pattern' is
+ * not supported").
+ */
 int	request_grammar(struct request *r, struct grammar_cache *gc, char *err);
+
+/* How r's reply's tool calls are typed (lib/openai's openai_resp.types):
+ * by its grammar where the calls are strict in the XML form, else NULL. */
+const struct chat_types *request_types(const struct request *r);
 
 /*
  * The prompt of request body into r->ids: chat, the template of pr over

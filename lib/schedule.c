@@ -53,7 +53,9 @@ struct lane {
 	struct prefix *pc;	/* the prefix cache (worker only), or NULL */
 	struct prefix *dpc;	/* DFlash: the drafter's context rows of pc's prompts, or NULL */
 	struct prefix_stats pst;	/* pc's stats as of the last step (under the lock) */
-	float	*lg;		/* [BACKEND_ROWS_INVARIANT * (SPEC_KMAX + 1)][nv] host logits */
+	float	*lg;		/* [n_lg][nv] host logits: a sampled session's row each, or
+				 * a host-picking speculative session's verify rows */
+	int	n_lg;
 	float	*hid;		/* [same][ne] host hidden rows */
 	int32_t	*ids;		/* [same] */
 };
@@ -412,7 +414,8 @@ lane_buffers(struct sched *s, struct lane *l, char *err)
 	if (rows < BACKEND_ROWS_INVARIANT)	/* lane_measure's steps */
 		rows = BACKEND_ROWS_INVARIANT;
 
-	l->lg = model_host_alloc(l->m, (size_t)s->c.max_sessions * l->nv);
+	l->n_lg = s->c.max_sessions > l->K + 1 ? s->c.max_sessions : l->K + 1;
+	l->lg = model_host_alloc(l->m, (size_t)l->n_lg * l->nv);
 	l->hid = model_host_alloc(l->m, rows * l->ne);
 	l->ids = malloc(rows * sizeof *l->ids);
 	if (l->lg == NULL || l->hid == NULL || l->ids == NULL)
@@ -594,7 +597,7 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->n_prompt = q->n_hist = r->n_ids;
 	q->max_tokens = r->max_tokens, q->ignore_eos = r->ignore_eos;
 	q->sp = r->sp;
-	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && !r->logprobs && r->grammar == NULL;
+	q->spec = l->K > 0 && sample_plain_greedy(&r->sp);
 	if (r->grammar != NULL && ((q->g = grammar_retain(r->grammar)),
 	    (q->gs = grammar_state_new(q->g)) == NULL))
 		return util_err(err, "out of memory");
@@ -1282,12 +1285,13 @@ admit(struct sched *s)
 	}
 }
 
-/* The logprobs of token t drawn by q's sampler from the row lg at q's end into lp. */
+/* The logprobs of token t drawn by q's sampler from the row lg after q's
+ * first n history tokens into lp. */
 static void
-logprobs_of(struct sched_seq *q, const float *lg, int32_t t, struct sched_logprob *lp)
+logprobs_of(struct sched_seq *q, const float *lg, int n, int32_t t, struct sched_logprob *lp)
 {
-	int k = sample_logprobs(q->smp, lg, q->hist, q->n_hist, t, q->top, &lp->logprob,
-	    lp->top_id, lp->top_lp);
+	int k = sample_logprobs(q->smp, lg, q->hist, n, t, q->top, &lp->logprob, lp->top_id,
+	    lp->top_lp);
 
 	lp->n_top = k < 0 ? 0 : k;
 }
@@ -1314,50 +1318,78 @@ only_stops(const struct sched_seq *q, float *lg, int nv)
 }
 
 /*
- * q's next token from its logits row lg on the host (masked by its grammar
- * first, in place), with its logprobs when it wants them, handed to its
- * reader; a failure ends q alone.
+ * q's token j places past its history (j > 0: a verify row's, the tokens
+ * before it in q->hist[n_hist..]) from its logits row lg on the host:
+ * masked by its grammar first (in place) and taken by it; its logprobs
+ * into lp when q wants them.  The token, or -1 with q ended (failed).
  */
-static void
-pick_host(struct sched *s, struct sched_seq *q, float *lg)
+static int32_t
+draw_host(struct sched *s, struct sched_seq *q, float *lg, int j, struct sched_logprob *lp)
 {
 	const struct lane *l = &s->lanes[q->lane];
-	struct sched_logprob lp;
+	int n = q->n_hist + j;
 	int32_t t;
 
 	if (q->gs != NULL) {
-		int left = q->max_tokens - q->n_gen, room = s->c.n_ctx - q->n_hist;
+		int left = q->max_tokens - q->n_gen - j, room = s->c.n_ctx - n;
 
 		/* the document closes one token early: the stop id ends it within max_tokens */
 		left = left < room ? left : room;
 		if (grammar_mask_logits(q->gs, lg, l->nv, left > 1 ? left - 1 : 1) <= 0) {
 			fail_seq(s, q, "grammar: no token may come next");
-			return;
+			return -1;
 		}
-		if (grammar_done(q->gs) && q->n_stop > 0)	/* a whole document: it ends here */
+		/* a whole document ends here, and so does one whole at the last token */
+		if ((grammar_ended(q->gs) || (left <= 1 && grammar_done(q->gs))) && q->n_stop > 0)
 			only_stops(q, lg, l->nv);
 	}
-	if ((t = sample_next(q->smp, lg, q->hist, q->n_hist, 0, q->n_hist)) < 0) {
+	if ((t = sample_next(q->smp, lg, q->hist, n, 0, n)) < 0) {
 		fail_seq(s, q, "no finite logit");
-		return;
+		return -1;
 	}
 	if (q->gs != NULL && grammar_accept(q->gs, t) != 0) {
 		fail_seq(s, q, "grammar: the token drawn is not allowed");
-		return;
+		return -1;
 	}
 	if (q->logprobs)
-		logprobs_of(q, lg, t, &lp);
-	emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
+		logprobs_of(q, lg, n, t, lp);
+	return t;
+}
+
+/* q's next token from its logits row lg on the host (draw_host), handed to
+ * its reader; a failure ends q alone. */
+static void
+pick_host(struct sched *s, struct sched_seq *q, float *lg)
+{
+	struct sched_logprob lp;
+	int32_t t = draw_host(s, q, lg, 0, &lp);
+
+	if (t >= 0)
+		emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
 }
 
 /*
  * Choice 0 q's prompt is done and its last row's logits are in lg: each
  * choice of q in act[n] (q itself, and the later ones, which get a copy of
- * q's state) draws its first token from them, as model_forward_next would.
+ * q's state) draws its first token from them, as model_forward_next would;
+ * a speculative q's decoder takes it (spec_first).
  */
 static void
 prime(struct sched *s, struct sched_seq *q, float *lg, struct sched_seq **act, int n)
 {
+	struct spec *sp = s->lanes[q->lane].slots[q->slot].spec;
+	struct sched_logprob lp;
+	int32_t t;
+
+	if (q->spec) {		/* (a speculative session has no later choices) */
+		if ((t = draw_host(s, q, lg, 0, &lp)) < 0)
+			return;
+		if (spec_first(sp, t) != 0)
+			fail_seq(s, q, spec_errmsg(sp));
+		else
+			emit(s, q, &t, q->logprobs ? &lp : NULL, 1);
+		return;
+	}
 	for (int i = -1; i < n; i++) {
 		struct sched_seq *c = i < 0 ? q : act[i];
 
@@ -1388,7 +1420,8 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 	int32_t first = -1;
 
 	if (q->spec)
-		rc = spec_prefill_part(sp, q->hist, n, from, to, &first);
+		rc = host ? spec_prefill_logits(sp, q->hist, n, from, to, l->lg) :
+		    spec_prefill_part(sp, q->hist, n, from, to, &first);
 	else {
 		if (from == 0)
 			state_reset(q->st);
@@ -1446,28 +1479,99 @@ drafter_input(const struct lane *l, int off)
 	return l->taps != NULL ? l->taps + (size_t)off * l->tw : l->hid + (size_t)off * l->ne;
 }
 
+/* 1 when token t ends q's reply (a stop id, unless ignore_eos). */
+static int
+stops(const struct sched_seq *q, int32_t t)
+{
+	for (int j = 0; j < q->n_stop && !q->ignore_eos; j++)
+		if (q->stop[j] == t)
+			return 1;
+	return 0;
+}
+
 /*
- * The greedy sessions g[n] of lane li in one forward: a decode row each,
- * or a speculative session's verify rows (the lane's K drafts, pinned, or
- * as many as sched_spec_k finds pay at this load); the picks taken on the
- * backend.
+ * Speculative q's verify rows tk[m] (its last token, then its drafts) went
+ * through the forward, their logits in lg[m][nv]: each row's token drawn
+ * on the host as plain decode draws it (draw_host: masked by q's grammar,
+ * with its logprobs into lp[]), row after row while the token drawn is the
+ * next draft, so a draft the grammar or the target refuses is cut there
+ * like any wrong draft; spec_accept keeps those drafts and the token after
+ * them.  The tokens into out (m room); how many, or -1 (q failed).
+ */
+static int
+accept_host(struct sched *s, struct sched_seq *q, struct spec *sp, const int32_t *tk, int m,
+    float *lg, const float *hid, int32_t *out, struct sched_logprob *lp)
+{
+	const struct lane *l = &s->lanes[q->lane];
+	int32_t pick[SPEC_KMAX + 1];
+	int j, got;
+
+	for (j = 0; j < m; j++) {
+		if ((pick[j] = draw_host(s, q, lg + (size_t)j * l->nv, j, &lp[j])) < 0)
+			return -1;
+		q->hist[q->n_hist + j] = pick[j];	/* the next row's history */
+		if (j + 1 == m || pick[j] != tk[j + 1] || stops(q, pick[j]))
+			break;
+	}
+	for (int i = j + 1; i < m; i++)	/* read past a stop only: emit ends there */
+		pick[i] = pick[j];
+	if ((got = spec_accept(sp, pick, hid, out)) < 0) {
+		fail_seq(s, q, spec_errmsg(sp));
+		return -1;
+	}
+	for (int i = 0; i < got && i <= j; i++)
+		if (out[i] != pick[i]) {
+			fail_seq(s, q, "speculative: the tokens kept are not the ones drawn");
+			return -1;
+		}
+	return got;
+}
+
+/* The speculation counts of a step, added to the lane's and the scheduler's. */
+struct spec_counts {
+	long	rounds, drafted, accepted, tried[SPEC_KMAX], hit[SPEC_KMAX];
+	long	rk[SPEC_KMAX + 1], ak[SPEC_KMAX + 1];
+};
+
+/* A verify of r rows that kept got tokens, into c. */
+static void
+count_round(struct spec_counts *c, int r, int got)
+{
+	if (r < 2)
+		return;
+	c->rounds++, c->drafted += r - 1, c->accepted += got - 1;
+	c->rk[r - 1]++, c->ak[r - 1] += got - 1;
+	for (int j = 0; j < r - 1 && j < got; j++)	/* reached j */
+		c->tried[j]++, c->hit[j] += j < got - 1;
+}
+
+static void
+add_counts(struct sched *s, struct lane *l, const struct spec_counts *c)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stats.spec_rounds += c->rounds, s->stats.drafted += c->drafted;
+	s->stats.accepted += c->accepted;
+	for (int j = 0; j < SPEC_KMAX; j++)
+		l->tried[j] += c->tried[j], l->hit[j] += c->hit[j];
+	for (int j = 1; j <= SPEC_KMAX; j++)
+		s->stats.rounds_k[j] += c->rk[j], s->stats.accepted_k[j] += c->ak[j];
+	pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * The greedy sessions g[n] of lane li in one forward, k drafts at most
+ * each: a decode row each, or a speculative session's verify rows; the
+ * picks taken on the backend, or (host) drawn on the host from the rows'
+ * logits (accept_host: sessions with a grammar or logprobs).
  */
 static void
-decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
+verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int host,
+    struct spec_counts *c)
 {
 	struct lane *l = &s->lanes[li];
-	struct sched_spec_cost c;
+	struct sched_logprob lp[SPEC_KMAX + 1];
 	int32_t out[SPEC_KMAX + 1];
-	int off = 0, m = 0, verify = 0, k = l->K;
-	long rounds = 0, drafted = 0, accepted = 0, tried[SPEC_KMAX] = { 0 }, hit[SPEC_KMAX] = { 0 };
-	long rk[SPEC_KMAX + 1] = { 0 }, ak[SPEC_KMAX + 1] = { 0 };
-
-	if (k > 0 && !l->pin) {
-		sched_spec_costs(s, li, &c);
-		/* a speculative session keeps the drafter's cache anyway: it drafts at least one */
-		if ((k = sched_spec_k(&c, l->K, n)) == 0)
-			k = 1;
-	}
+	int off = 0, m = 0, verify = 0;
 
 	for (int i = 0; i < n; i++) {	/* the rows; a session whose draft fails drops out */
 		struct sched_seq *q = g[i];
@@ -1485,8 +1589,9 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 	}
 	if (m == 0)
 		return;
-	if (model_forward_seqs_taps(l->m, s->st, s->rows, m, l->ids, verify ? MODEL_VERIFY : 0, NULL,
-	    l->ids, verify && l->taps == NULL ? l->hid : NULL, verify ? l->taps : NULL) != 0) {
+	if (model_forward_seqs_taps(l->m, s->st, s->rows, m, l->ids, verify ? MODEL_VERIFY : 0,
+	    host ? l->lg : NULL, host ? NULL : l->ids, verify && l->taps == NULL ? l->hid : NULL,
+	    verify ? l->taps : NULL) != 0) {
 		for (int i = 0; i < m; i++)
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
@@ -1495,36 +1600,57 @@ decode_greedy(struct sched *s, int li, struct sched_seq **g, int n)
 	for (int i = 0; i < m; off += s->rows[i++]) {
 		struct sched_seq *q = g[i];
 		struct spec *sp = l->slots[q->slot].spec;
+		const float *hid = drafter_input(l, off);
 		int got = 1;
 
-		if (q->spec)
-			got = spec_accept(sp, l->ids + off, drafter_input(l, off), out);
+		if (host) {
+			if ((got = accept_host(s, q, sp, l->ids + off, s->rows[i], l->lg +
+			    (size_t)off * l->nv, hid, out, lp)) < 0)
+				continue;
+		} else if (q->spec)
+			got = spec_accept(sp, l->ids + off, hid, out);
 		else
 			out[0] = l->ids[off];
 		if (got < 0 || out[0] < 0) {
 			fail_seq(s, q, got < 0 ? spec_errmsg(sp) : "no finite logit");
 			continue;
 		}
-		if (q->spec && s->rows[i] > 1) {
-			rounds++, drafted += s->rows[i] - 1, accepted += got - 1;
-			rk[s->rows[i] - 1]++, ak[s->rows[i] - 1] += got - 1;
-			for (int j = 0; j < s->rows[i] - 1 && j < got; j++)	/* reached j */
-				tried[j]++, hit[j] += j < got - 1;
-		}
-		emit(s, q, out, NULL, got);
+		if (q->spec)
+			count_round(c, s->rows[i], got);
+		emit(s, q, out, host && q->logprobs ? lp : NULL, got);
 	}
-	pthread_mutex_lock(&s->mu);
-	s->stats.spec_rounds += rounds, s->stats.drafted += drafted, s->stats.accepted += accepted;
-	for (int j = 0; j < SPEC_KMAX; j++)
-		l->tried[j] += tried[j], l->hit[j] += hit[j];
-	for (int j = 1; j <= SPEC_KMAX; j++)
-		s->stats.rounds_k[j] += rk[j], s->stats.accepted_k[j] += ak[j];
-	pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * The greedy sessions g[n] of lane li: the lane's K drafts each, pinned,
+ * or as many as sched_spec_k finds pay at this load; host: speculative
+ * sessions whose picks are drawn on the host, their verify rows' logits
+ * brought there, as many sessions a forward as the lane's logits rows
+ * hold.
+ */
+static void
+decode_greedy(struct sched *s, int li, struct sched_seq **g, int n, int host)
+{
+	struct lane *l = &s->lanes[li];
+	struct sched_spec_cost cost;
+	struct spec_counts c = { 0 };
+	int k = l->K, per;
+
+	if (k > 0 && !l->pin) {
+		sched_spec_costs(s, li, &cost);
+		/* a speculative session keeps the drafter's cache anyway: it drafts at least one */
+		if ((k = sched_spec_k(&cost, l->K, n)) == 0)
+			k = 1;
+	}
+	per = host ? l->n_lg / (k + 1) : n;
+	for (int i = 0; i < n; i += per)
+		verify_rows(s, li, g + i, n - i < per ? n - i : per, k, host, &c);
+	add_counts(s, l, &c);
 }
 
 /* The sampled sessions g[n] of lane l in one forward (and the greedy ones
- * that want logprobs): their logits rows to the host, each drawn by its
- * sampler at its position. */
+ * with a grammar or logprobs that decode plain): their logits rows to the
+ * host, each drawn by its sampler at its position. */
 static void
 decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 {
@@ -1539,11 +1665,25 @@ decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 		pick_host(s, g[i], l->lg + (size_t)i * l->nv);
 }
 
-/* The sessions of act[n] on lane li that are generating, greedy (their
- * picks taken on the backend) or not (their rows to the host: sampled, or
- * wanting logprobs), into s->grp; how many. */
+/* How a generating session's step runs. */
+enum {
+	GEN_BACKEND,	/* greedy, its picks taken on the backend */
+	GEN_HOST_SPEC,	/* speculative, its verify rows' picks drawn on the host */
+	GEN_HOST,	/* one row to the host: sampled, or a grammar or logprobs, plain */
+};
+
 static int
-generating(struct sched *s, int li, struct sched_seq **act, int n, int greedy)
+gen_kind(const struct sched_seq *q)
+{
+	if (sample_plain_greedy(&q->sp) && !host_picks(q))
+		return GEN_BACKEND;
+	return q->spec ? GEN_HOST_SPEC : GEN_HOST;
+}
+
+/* The sessions of act[n] on lane li that are generating, of kind, into
+ * s->grp; how many. */
+static int
+generating(struct sched *s, int li, struct sched_seq **act, int n, int kind)
 {
 	int k = 0;
 
@@ -1551,7 +1691,7 @@ generating(struct sched *s, int li, struct sched_seq **act, int n, int greedy)
 		struct sched_seq *q = act[i];
 
 		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
-		    (sample_plain_greedy(&q->sp) && !host_picks(q)) == greedy)
+		    gen_kind(q) == kind)
 			s->grp[k++] = q;
 	}
 	return k;
@@ -1564,9 +1704,11 @@ decode(struct sched *s, int li, struct sched_seq **act, int n)
 	struct lane *l = &s->lanes[li];
 	int k;
 
-	if ((k = generating(s, li, act, n, 1)) > 0)
-		decode_greedy(s, li, s->grp, k);
-	if ((k = generating(s, li, act, n, 0)) > 0)
+	if ((k = generating(s, li, act, n, GEN_BACKEND)) > 0)
+		decode_greedy(s, li, s->grp, k, 0);
+	if ((k = generating(s, li, act, n, GEN_HOST_SPEC)) > 0)
+		decode_greedy(s, li, s->grp, k, 1);
+	if ((k = generating(s, li, act, n, GEN_HOST)) > 0)
 		decode_sampled(s, l, s->grp, k);
 }
 

@@ -154,10 +154,15 @@ struct grammar;
  * grammar, each token is drawn from the logits with the tokens the grammar
  * does not allow at that point masked out (grammar_mask_logits, closing
  * the document within what max_tokens and the context leave), on the host,
- * and the session is decoded plain (never speculatively), so a greedy
- * reply is the argmax of the masked rows; logprobs then come from the
- * masked distribution.  A grammar with ignore_eos is refused (the grammar
- * ends the reply with a stop id).
+ * so a greedy reply is the argmax of the masked rows; logprobs then come
+ * from the masked distribution.  A greedy session with a grammar or
+ * logprobs drafts where the lane would draft it without: its verify rows'
+ * logits come to the host, each row's token is drawn there as plain decode
+ * draws it (masked) while the drafts before it were those tokens, and a
+ * draft that differs (one the grammar refuses included) is cut there like
+ * any wrong draft; so its tokens and logprobs are plain decode's, bit for
+ * bit.  A grammar with ignore_eos is refused (the grammar ends the reply
+ * with a stop id).
  */
 struct sched_req {
 	int	lane;
@@ -182,8 +187,9 @@ struct sched_req {
  * top-k, top-p and min-p cut it (sample_logprobs: the penalized logits
  * over the temperature, or over 1 when greedy): the token's, and the
  * n_top likeliest tokens' (most likely first, the lower id on ties).
- * A session that asks for them is decoded plain (never speculatively:
- * its rows' logits come to the host), which gives the same tokens.
+ * A session that asks for them has its rows' logits (a speculative
+ * session's verify rows') brought to the host; the tokens are those it
+ * gets without them.
  */
 struct sched_logprob {
 	float	logprob;	/* -inf when its logit was not finite */

@@ -62,6 +62,9 @@ struct spec {
 	int32_t	*cid;		/* [cap+K+2] a chained step's greedy picks */
 	float	*q;		/* [K][nv] draft distributions (temp > 0) */
 	float	*pp;		/* [nv] target distribution (temp > 0) */
+	float	*ph;		/* spec_prefill_logits: the last part's hidden rows [pm][ne]
+				 * until spec_first, or NULL */
+	int	pfrom, pm;
 	char	err[UTIL_ERRLEN];
 };
 
@@ -164,7 +167,7 @@ spec_free(struct spec *s)
 	free(s->hist), free(s->mid), free(s->cid);
 	for (int b = 0; b < CHAIN_MAX; b++)
 		free(s->ob[b]);
-	free(s->hl), free(s->q), free(s->pp), free(s->full);
+	free(s->hl), free(s->q), free(s->pp), free(s->full), free(s->ph);
 	free(s);
 }
 
@@ -285,11 +288,16 @@ chain_reset(struct spec *s, int base)
 	}
 }
 
-int
-spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to,
-    int32_t *first)
+/*
+ * Rows [from, to) of the prompt: the last part's first token drawn here
+ * into *first, or (lg) the last row's logits into lg and the part's hidden
+ * rows kept for spec_first.
+ */
+static int
+prefill(struct spec *s, const int32_t *prompt, int n, int from, int to, int32_t *first,
+    float *lg)
 {
-	float *h, *lg = s->vlg;
+	float *h;
 	int m = to - from, last = to == n, rc = -1;
 
 	if (n < 1 || n + 1 > s->n_ctx || from < 0 || to <= from || to > n ||
@@ -298,6 +306,7 @@ spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to
 		    "the context of %d holds", from, to, n, s->n_ctx);
 	if ((h = malloc((size_t)m * (s->dh ? s->tw : s->ne) * sizeof *h)) == NULL)	/* once a part: page-locking */
 		return util_err(s->err, "out of memory");	/* it costs more than it saves */
+	free(s->ph), s->ph = NULL;
 	if (from == 0) {
 		state_reset(s->st);
 		s->mtp_len = s->dfl_len = 0;
@@ -305,6 +314,17 @@ spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to
 		s->pending = -1;
 		memcpy(s->hist, prompt, n * sizeof *prompt);
 		s->n_hist = n;
+	}
+	if (lg == NULL)
+		lg = s->vlg;
+	else if (last) {	/* the caller draws the first token: spec_first */
+		if (model_forward(s->m, s->st, prompt + from, m, MODEL_PREFILL, lg, h) != 0 ||
+		    (s->dh != NULL && model_taps(s->m, h, m) != 0)) {	/* the drafter's context */
+			free(h);
+			return fail_model(s);
+		}
+		s->ph = h, s->pfrom = from, s->pm = m;
+		return 0;
 	}
 	if ((!last ? model_forward(s->m, s->st, prompt + from, m, MODEL_PREFILL, NULL, h) :
 	    s->pick ? model_forward_argmax(s->m, s->st, prompt + from, m, MODEL_PREFILL, first, h) :
@@ -331,6 +351,36 @@ out:
 }
 
 int
+spec_prefill_part(struct spec *s, const int32_t *prompt, int n, int from, int to,
+    int32_t *first)
+{
+	return prefill(s, prompt, n, from, to, first, NULL);
+}
+
+int
+spec_prefill_logits(struct spec *s, const int32_t *prompt, int n, int from, int to, float *lg)
+{
+	return prefill(s, prompt, n, from, to, NULL, lg);
+}
+
+int
+spec_first(struct spec *s, int32_t first)
+{
+	int rc;
+
+	if (s->ph == NULL)
+		return util_err(s->err, "spec_first: no prompt waits for its first token");
+	if (first < 0 || first >= s->nv)
+		rc = util_err(s->err, "spec_first: token %d: out of range", first);
+	else {
+		s->hist[s->n_hist++] = first;
+		rc = mtp_append(s, s->ph, s->hist + s->pfrom + 1, s->pm);
+	}
+	free(s->ph), s->ph = NULL;
+	return rc;
+}
+
+int
 spec_resume(struct spec *s, const int32_t *prompt, int n, int from)
 {
 	if (n < 1 || n + 1 > s->n_ctx || from < 1 || from >= n || state_pos(s->st) != from)
@@ -339,6 +389,7 @@ spec_resume(struct spec *s, const int32_t *prompt, int n, int from)
 	memcpy(s->hist, prompt, n * sizeof *prompt);
 	s->n_hist = n;
 	s->mtp_len = s->dfl_len = from;
+	free(s->ph), s->ph = NULL;
 	chain_reset(s, from);
 	s->blen[0] = from;
 	s->pending = -1;

@@ -82,6 +82,19 @@ int	spec_prefill_part(struct spec *, const int32_t *prompt, int n, int from, int
 	    int32_t *first);
 
 /*
+ * spec_prefill_part whose last part (to == n) leaves the first token to
+ * the caller: the last row's logits go to lg (host, [n_vocab]: e.g. to be
+ * masked by a grammar, or for their logprobs) and the sequence waits for
+ * spec_first, which takes the token the caller drew from them and brings
+ * the MTP cache up to it; nothing else may run on the sequence between
+ * the two.  A part before the last is spec_prefill_part's.  0, or -1 with
+ * spec_errmsg set.
+ */
+int	spec_prefill_logits(struct spec *, const int32_t *prompt, int n, int from, int to,
+	    float *lg);
+int	spec_first(struct spec *, int32_t first);
+
+/*
  * Start a sequence of the n-token prompt at row from (1 <= from < n)
  * instead of 0: the caller has restored the trunk's state to position
  * from (state_seek on spec_state) and, for the drafts, the MTP cache's
@@ -120,8 +133,11 @@ int	spec_round(struct spec *, int32_t *out, int limit);
  * taps instead (model_forward_seqs_taps among others, or model_taps after
  * model_forward_argmax alone).
  * spec_accept then takes this sequence's ids[m] and hidden[m][n_embd]
- * (host; DFlash: the taps [m][n_tap * n_embd]): keeps the longest prefix of drafts that equal the picks and the
- * pick after it (the bonus), rolls the state back to them, brings the MTP
+ * (host; DFlash: the taps [m][n_tap * n_embd]): keeps the longest prefix of
+ * drafts that equal the picks and the pick after it (the bonus; a caller that
+ * picks on the host, from the rows' logits, passes its picks: ids past the
+ * first that differs from its draft are not read), rolls the state back to
+ * them, brings the MTP
  * cache and the stats up to them, writes the new tokens to out (room for
  * m) and returns how many (1..m), or -1 (no draft waiting, no finite
  * logit).  The tokens are spec_round's, which is spec_draft, the verify

@@ -373,3 +373,38 @@ PY
 	run -2 --separate-stderr env MEMRA_MODELS=x=y serve --max-connections 0
 	[ "$stderr" = "serve: MEMRA_MAX_CONNECTIONS (--max-connections): '0': out of range 1..1048576 or not a number" ]
 }
+
+@test "deadlines: a client that stops reading its stream is given up after MEMRA_WRITE_TIMEOUT_S: the session freed, logged, counted" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=0 MEMRA_MAX_SESSIONS=1 MEMRA_WRITE_TIMEOUT_S=1
+	# a stream of 3000 tokens (20 s here) to a socket that never reads; with
+	# one session, another request is served only once that one's is freed
+	run -0 python3 - "$URL" <<'PY'
+import json, socket, sys, time, urllib.request
+url = sys.argv[1]
+host, port = url.split("//")[1].rsplit(":", 1)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)	# the server's buffer grows by segments
+s.connect((host, int(port)))
+body = json.dumps({"model": "a", "prompt": "Once upon a time", "max_tokens": 3000,
+                   "ignore_eos": True, "stream": True, "logprobs": 20}).encode()
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+time.sleep(1)	# it holds the session
+t0 = time.time()
+q = urllib.request.Request(url + "/v1/completions", headers={"Content-Type": "application/json"},
+                           data=json.dumps({"model": "a", "prompt": "Hi", "max_tokens": 4}).encode())
+r = urllib.request.urlopen(q, timeout=300)
+print(r.status, round(time.time() - t0, 1))
+s.close()
+PY
+	read -r st secs <<<"$output"
+	[ "$st" = 200 ]
+	grep "write timeout" "$LOG"
+	n=$(sed -n 's/.*POST \/v1\/completions 200 .*completion=\([0-9]*\) .*(write timeout.*/\1/p' "$LOG")
+	echo "given up after $n tokens, the other request served in $secs s" >&3
+	[ "$n" -lt 3000 ]
+	curl -s "$URL/metrics" | grep -qx 'memra_write_timeouts_total 1'
+	curl -s "$URL/metrics" | grep -qx 'memra_running_sessions 0'
+}

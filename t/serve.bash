@@ -32,3 +32,20 @@ http() {
 	curl -s -o "$P/body" -w '%{http_code}' -X "$m" ${b:+--data-binary "$b"} "$@" "$URL$p"
 	printf ' %s' "$(cat "$P/body")"
 }
+
+# model_a_tools: a copy of model A in $P/a whose template shows the tools and
+# the XML call form (<function=NAME>, as Qwen3.5's); sets A
+model_a_tools() {
+	A=$(model_a)
+	mkdir "$P/a"
+	ln -s "$A"/* "$P/a/"
+	rm "$P/a/tokenizer_config.json"
+	python3 - "$A/tokenizer_config.json" "$P/a/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if tools %}<tools>{{ tools | tojson }}</tools>\nCall one as <tool_call>\n<function=NAME>\n"
+    "<parameter=P>\nV\n</parameter>\n</function>\n</tool_call>\n{% endif %}<|im_start|>assistant\n")
+json.dump(c, open(sys.argv[2], "w"))
+PY
+}

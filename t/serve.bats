@@ -480,28 +480,12 @@ PY
 	[ "$(jq -c '.choices[0].logprobs' "$P/c2")" = "$(jq -c '.choices[1].logprobs' "$P/c2")" ]
 }
 
-# a copy of model A whose template shows the tools and the XML call form
-model_a_tools() {
-	A=$(model_a)
-	mkdir "$P/a"
-	ln -s "$A"/* "$P/a/"
-	rm "$P/a/tokenizer_config.json"
-	python3 - "$A/tokenizer_config.json" "$P/a/tokenizer_config.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["chat_template"] = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if tools %}<tools>{{ tools | tojson }}</tools>\nCall one as <tool_call>\n<function=NAME>\n"
-    "<parameter=P>\nV\n</parameter>\n</function>\n</tool_call>\n{% endif %}<|im_start|>assistant\n")
-json.dump(c, open(sys.argv[2], "w"))
-PY
-}
-
 @test "tools: a named tool_choice is a call of that tool, streamed as OpenAI streams calls; required and none" {
 	need_py openai
 	model_a_tools
 	start_serve MEMRA_MODELS="a=$P/a"
 	t='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}, {"type": "function", "function": {"name": "f2", "parameters": {"type": "object"}}}]'
-	m='"messages": [{"role": "user", "content": "def f(x):"}], "max_tokens": 6, "temperature": 0'
+	m='"messages": [{"role": "user", "content": "def f(x):"}], "max_tokens": 48, "temperature": 0'
 	q="{\"model\": \"a\", $m, $t, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}}"
 	$SC "$URL" create chat "$q" >"$P/w"
 	[ "$(jq -r .choices[0].finish_reason "$P/w")" = tool_calls ]

@@ -6,9 +6,10 @@
 # decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
 # to $OUT (or a temporary directory); a short table is printed last.  Logs kept
 # as receipts are copied into bench/YYYY-MM-DD/ (bench/README.md).
-#   usage: sh tools/gpu-run.sh [all|bench|gates|speed|smol|arch]  ("bench": skip the checks,
-#   "gates": skip the benchmark, "speed": only the GPU_RUN_9B/27B/PEER stages,
-#   "smol": only the GPU_RUN_SMOL stage, "arch": only the GPU_RUN_ARCH stage)
+#   usage: sh tools/gpu-run.sh [all|bench|gates|bin|speed|smol|arch]  ("bench": skip the checks,
+#   "gates": skip the benchmark, "bin": the gates without kernel-check (the stages
+#   the GPU_RUN_* variables below turn on), "speed": only the GPU_RUN_9B/27B/PEER
+#   stages, "smol": only the GPU_RUN_SMOL stage, "arch": only the GPU_RUN_ARCH stage)
 # MEMRA_COMMIT names the commit in the TSV rows tools/abba writes (the
 # device copy's .git may be stale).
 # Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
@@ -96,7 +97,7 @@ kc=- st=- gg=- sp=- rg=- gr=-
 GRAPH=${GPU_RUN_GRAPH:-1}
 G=${TMPDIR:-/tmp}/memra-gguf
 # A's GGUFs: for the gates, and for the base tree's logits (GPU_RUN_BASE, any mode)
-if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ] || [ -n "${GPU_RUN_BASE:-}" ]; }; then
+if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = bin ] || [ -n "${GPU_RUN_BASE:-}" ]; }; then
 	mkdir -p "$G"
 	{ bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
 	  bin/quant-nvfp4 $A "$G/A-nvfp4.gguf" &&
@@ -105,8 +106,11 @@ if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ] || [ -n "${GPU_RUN_
 	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
 	ls -l "$G" >>"$OUT/gguf.log"
 fi
-if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ]; then
-    if [ "$mode" != smol ]; then	# smol: the SmolLM2 stage alone (GPU_RUN_SMOL)
+if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ] || [ "$mode" = bin ]; then
+    # smol: the SmolLM2 stage alone (GPU_RUN_SMOL); bin: the stages GPU_RUN_BIN,
+    # GPU_RUN_BATCH, GPU_RUN_GREEDY... name, without kernel-check (a device call
+    # lasts 10 minutes: the gates split in two)
+    if [ "$mode" != smol ] && [ "$mode" != bin ]; then
 	t0=$(date +%s)
 	timeout 240 bin/kernel-check $A >"$OUT/kernel-check.log" 2>&1; kc=$?
 	# the model checks on GGUFs too (A-q4_k: K-quant products on int8 activations
@@ -700,7 +704,7 @@ if [ -n "$lc_pid$lb_pre" ]; then
 	echo "peer in $(( $(date +%s) - t0 ))s"
 fi
 
-if [ "$mode" = all ] || [ "$mode" = gates ]; then
+if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = bin ]; then
 	echo "== kernel-check: every line that is not OK, then the backend lines"
 	grep -v ' OK$' "$OUT/kernel-check.log" | tail -40
 	grep -E '^(be |model |== |ALL|[0-9]+ FAILED)' "$OUT/kernel-check.log" | grep -v ' OK$' | head -20

@@ -3,7 +3,10 @@
  * safely (schemas are untrusted: response_format and tool parameters).
  * A schema that compiles is then walked: the input's bytes pick allowed
  * tokens of a small vocabulary under a shrinking budget; every pick must
- * be accepted, and the mask's count must match its bits.
+ * be accepted, and the mask's count must match its bits.  The same schema
+ * as a strict tool's parameters: the tool-call document in the xml form
+ * (the input's first byte picks where it starts, and parallel calls) is
+ * compiled and walked alike.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +19,9 @@
 #include "util.h"
 
 static const char *const extra[] = {
-	"{", "}", "{\"", "\":", "\",", "\"}", "true", "null", " ", "a", "é", "12", "-0.5e+1", "<end>",
+	"{", "}", "{\"", "\":", "\",", "\"}", "true", "null", " ", "a", "é", "12", "-0.5e+1",
+	"<tool_call>", "\n<function=", "t>\n", "<parameter=", ">\n", "\n</parameter>\n",
+	"</function>\n</tool_call>", "<end>",
 };
 #define N_EXTRA	(int)(sizeof extra / sizeof extra[0])
 #define N_VOCAB	(256 + N_EXTRA)
@@ -83,6 +88,24 @@ walk(struct grammar *g, const uint8_t *data, size_t size)
 	grammar_state_free(s);
 }
 
+/* The schema as strict tool t's parameters beside f (not strict). */
+static void
+calls(const struct json *j, const uint8_t *data, size_t size)
+{
+	struct grammar_tool t[2] = { { "t", j, 1 }, { "f", NULL, 0 } };
+	struct grammar_calls cl = { GRAMMAR_CALLS_XML, data[0] % 3, 0, data[0] / 3 % 2,
+	    data[0] / 6 % 2 };
+	char err[UTIL_ERRLEN];
+	struct grammar *g;
+	int bad;
+
+	if ((g = grammar_compile_calls(t, 2, &cl, vocab(), NULL, &bad, err)) != NULL) {
+		walk(g, data, size);
+		grammar_free(g);
+	} else if ((err[0] != '#' || bad != 0) && strncmp(err, "grammar: out of memory", 22) != 0)
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -97,6 +120,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		grammar_free(g);
 	} else if (err[0] != '#' && strncmp(err, "grammar: out of memory", 22) != 0)
 		abort();	/* every refusal names its place */
+	calls(j, data, size);
 	json_free(j);
 	return 0;
 }

@@ -79,6 +79,15 @@ TEST(a_generation_request_is_one_log_line_and_its_counts)
 	CHECK(page_has(a, "memra_completion_tokens_total{model=\"m\"} 3"));
 	CHECK(page_has(a, "memra_time_to_first_token_seconds_count{model=\"m\"} 1"));
 	CHECK(page_has(a, "memra_requests_in_flight 0"));
+	CHECK(page_has(a, "memra_write_timeouts_total 0"));
+	/* a client that stopped reading: its line says so, a counter counts it */
+	account_begin(a, &r, "POST");
+	r.endpoint = "/v1/completions", r.model = "m", r.n_prompt = 2, r.n_gen = 40;
+	r.gone = 1, r.stalled = 1;
+	account_end(a, &r);
+	CHECK(strstr(l.last, " (write timeout: the client stopped reading)") != NULL);
+	CHECK(strstr(l.last, "client gone") == NULL);
+	CHECK(page_has(a, "memra_write_timeouts_total 1"));
 	account_free(a);
 	auth_free(au);
 }

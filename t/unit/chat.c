@@ -141,6 +141,38 @@ TEST(parses_json_tool_calls_and_plain_replies)
 	chat_reply_free(&r);
 }
 
+/* A typing callback: city is a string, the rest as it parses. */
+static char *
+city_str(void *arg, const char *fn, const char *key, size_t kn, const char *v, size_t vn)
+{
+	char *b;
+
+	(*(int *)arg)++;
+	if (strcmp(fn, "get_weather") != 0 || kn != 4 || memcmp(key, "city", 4) != 0)
+		return NULL;
+	if ((b = malloc(vn + 3)) != NULL)
+		snprintf(b, vn + 3, "\"%.*s\"", (int)vn, v);
+	return b;
+}
+
+TEST(xml_values_typed_by_a_callback)
+{
+	const char *t = "<tool_call>\n<function=get_weather>\n<parameter=city>\n12345\n</parameter>\n"
+	    "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>";
+	int calls = 0;
+	struct chat_types ty = { city_str, &calls };
+	struct chat_reply r;
+	char err[UTIL_ERRLEN];
+
+	CHECK(chat_parse_reply(t, strlen(t), 0, &r, err) == 0 && r.ncalls == 1);
+	CHECK_EQ_STR(r.calls[0].arguments, "{\"city\":12345,\"days\":2}");
+	chat_reply_free(&r);
+	CHECK(chat_parse_reply_typed(t, strlen(t), 0, &ty, &r, err) == 0 && r.ncalls == 1);
+	CHECK_EQ_STR(r.calls[0].arguments, "{\"city\":\"12345\",\"days\":2}");
+	CHECK_EQ_INT(calls, 2);
+	chat_reply_free(&r);
+}
+
 TEST(rejects_broken_tool_calls)
 {
 	struct chat_reply r;
@@ -161,6 +193,7 @@ main(void)
 	RUN(limits_stop_hostile_templates);
 	RUN(parses_qwen35_tool_calls_and_thinking);
 	RUN(parses_json_tool_calls_and_plain_replies);
+	RUN(xml_values_typed_by_a_callback);
 	RUN(rejects_broken_tool_calls);
 	return test_summary();
 }

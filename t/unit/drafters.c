@@ -5,8 +5,8 @@
  * or MEMRA_MODEL_A, with t/data/dflash/d2, its head trimmed to the tokens A
  * says most, so that some of the random drafter's drafts are accepted).
  *
- * Requests arrive staggered while others prefill and decode, greedy and
- * seeded-sampled: each reply is its plain decode's (the request alone on a
+ * Requests arrive staggered while others prefill and decode, greedy (some
+ * with logprobs) and seeded-sampled: each reply is its plain decode's (the request alone on a
  * lane without drafts), token for token, whenever it joins, with K pinned
  * and by load.  With K pinned, the drafts the sessions had accepted are,
  * in all, those of a lone speculative decoder (spec_round) on the same
@@ -38,7 +38,7 @@ static struct backend *be;
 
 struct req {
 	int32_t	ids[300];
-	int	n, max_tokens, sampled;
+	int	n, max_tokens, sampled, logprobs;
 	int32_t	plain[MAXGEN], got[MAXGEN];
 	int	n_plain, n_got;
 	long	drafted, accepted;	/* greedy: a lone spec_round's, K pinned */
@@ -55,7 +55,7 @@ static struct sched_req
 req_of(const struct req *r, int lane)
 {
 	struct sched_req q = { .lane = lane, .ids = r->ids, .n_ids = r->n,
-	    .max_tokens = r->max_tokens, .ignore_eos = 1 };
+	    .max_tokens = r->max_tokens, .ignore_eos = 1, .logprobs = r->logprobs };
 
 	sample_defaults(&q.sp);
 	if (r->sampled)
@@ -263,12 +263,15 @@ contract(struct fix *f)
 	CHECK(st.spec_rounds > 0);	/* admissions explore while the lane counts few */
 }
 
-/* Request i's settings: 4..MAXGEN new tokens, every fourth sampled. */
+/* Request i's settings: 4..MAXGEN new tokens, every fourth sampled, and
+ * every fourth greedy with its logprobs (its verify rows' picks drawn on
+ * the host). */
 static void
 settings(struct req *r, int i)
 {
 	r->max_tokens = 4 + (i * 7) % (MAXGEN - 3);
 	r->sampled = i % 4 == 3;
+	r->logprobs = i % 4 == 2;
 }
 
 static struct fix g4 = { .name = "gemma4 assistant", .K = 3 };

@@ -524,6 +524,190 @@ TEST(the_cache_hands_out_one_grammar_a_schema_and_a_dropped_one_lives_on)
 	json_free(a), json_free(a2), json_free(b), json_free(bad);
 }
 
+
+/* --- tool-call documents --- */
+
+#define WEATHER "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, " \
+	"\"days\": {\"type\": \"integer\"}, \"unit\": {\"enum\": [\"c\", \"f\"]}, " \
+	"\"note\": {\"type\": [\"string\", \"null\"]}}, \"required\": [\"city\", \"days\"]}"
+
+/* The calls of get_weather (strict, WEATHER) and f2 (not strict) in form, from start. */
+static struct grammar *
+C(int form, int start, int parallel, int think, struct json **pj, char *err)
+{
+	struct grammar_tool t[2] = { { "get_weather", NULL, 1 }, { "f2", NULL, 0 } };
+	struct grammar_calls cl = { form, start, 0, parallel, think };
+	int bad;
+
+	*pj = J(WEATHER);
+	t[0].params = *pj;
+	return grammar_compile_calls(t, 2, &cl, voc, NULL, &bad, err);
+}
+
+#define XCALL(args) "<function=get_weather>\n" args "</function>\n</tool_call>"
+#define XP(k, v) "<parameter=" k ">\n" v "\n</parameter>\n"
+
+TEST(xml_calls_required_names_and_strict_arguments)
+{
+	char err[UTIL_ERRLEN];
+	struct json *j;
+	struct grammar *g = C(GRAMMAR_CALLS_XML, GRAMMAR_CALLS_REQUIRED, 0, 0, &j, err);
+	struct grammar_state *s;
+
+	CHECK(g != NULL);
+	if (g == NULL) {
+		printf("#   %s\n", err);
+		return;
+	}
+	ACCEPTS(g, XCALL(XP("city", "Paris") XP("days", "3")));
+	ACCEPTS(g, XCALL(XP("city", "New\nYork, \"NY\" {") XP("days", "-12") XP("unit", "f")));
+	ACCEPTS(g, XCALL(XP("city", "") XP("days", "0") XP("note", "null")));
+	ACCEPTS(g, XCALL(XP("city", "x") XP("days", "1") XP("note", "any text")) "\n");
+	ACCEPTS(g, "<function=f2>\n<parameter=x>\nwhatever\n</parameter>\n</function>\n</tool_call>");
+	ACCEPTS(g, "<function=f2>\n</function>\n</tool_call>");
+	PREFIX(g, "<function=get_weather>\n" XP("city", "Paris") XP("days", "3") "</func");
+	PREFIX(g, "<function=get_weather>\n<parameter=city>\nPa");
+	REJECTS(g, XCALL(XP("city", "Paris")));			/* days is required */
+	REJECTS(g, XCALL(XP("days", "3") XP("city", "Paris")));	/* in order */
+	REJECTS(g, XCALL(XP("city", "Paris") XP("days", "three")));
+	REJECTS(g, XCALL(XP("city", "Paris") XP("days", "3") XP("unit", "k")));
+	REJECTS(g, XCALL(XP("city", "Paris") XP("days", "3") XP("wind", "3")));
+	REJECTS(g, XCALL(XP("city", "a</tool_call>") XP("days", "3")));
+	REJECTS(g, "<function=get_weathe>\n");
+	REJECTS(g, "<function=nope>\n");
+	REJECTS(g, "<function=f2>\n<parameter=x>\n</tool_call>");
+	REJECTS(g, XCALL(XP("city", "P") XP("days", "3")) "\n<tool_call>");	/* not parallel */
+	s = grammar_state_new(g);
+	CHECK(grammar_feed(s, XCALL(XP("city", "P") XP("days", "3")), 
+	    strlen(XCALL(XP("city", "P") XP("days", "3")))) == 0);
+	CHECK(grammar_done(s) && grammar_ended(s));
+	grammar_state_free(s);
+	grammar_free(g);
+	json_free(j);
+}
+
+TEST(xml_calls_auto_text_think_and_parallel)
+{
+	char err[UTIL_ERRLEN];
+	struct json *j, *j2;
+	struct grammar *g = C(GRAMMAR_CALLS_XML, GRAMMAR_CALLS_AUTO, 1, 1, &j, err);
+	struct grammar *r = C(GRAMMAR_CALLS_XML, GRAMMAR_CALLS_REQUIRED, 1, 0, &j2, err);
+	struct grammar_state *s;
+	const char *one = XCALL(XP("city", "P") XP("days", "3"));
+
+	CHECK(g != NULL && r != NULL);
+	if (g == NULL || r == NULL)
+		return;
+	ACCEPTS(g, "");
+	ACCEPTS(g, "I think <tool_call> is a tag");	/* inside the think block */
+	ACCEPTS(g, "hmm</think>\n\nThe weather is fine.");
+	ACCEPTS(g, "hmm</think>\n\n<tool_call>\n<function=f2>\n</function>\n</tool_call>");
+	ACCEPTS(g, "</think>Let me look.<tool_call>\n" XCALL(XP("city", "P") XP("days", "3"))
+	    "\n<tool_call>\n<function=f2>\n</function>\n</tool_call>\n");
+	REJECTS(g, "</think>x<tool_call>\n<function=nope>");
+	REJECTS(g, "</think>x<tool_call>\n" XCALL(XP("city", "P") XP("days", "3")) "more text");
+	PREFIX(g, "</think>x<tool_call>\n<function=get_weather>\n");
+	ACCEPTS(r, XCALL(XP("city", "P") XP("days", "3")) "\n<tool_call>\n" XCALL(XP("city", "Q")
+	    XP("days", "4")));
+	s = grammar_state_new(r);
+	CHECK(grammar_feed(s, one, strlen(one)) == 0);
+	CHECK(grammar_done(s) && !grammar_ended(s));	/* another call may follow */
+	grammar_state_free(s);
+	s = grammar_state_new(g);
+	CHECK(grammar_feed(s, "a</think>b", 10) == 0 && grammar_done(s) && !grammar_ended(s));
+	CHECK_EQ_INT(grammar_distance(s), 0);
+	CHECK(grammar_feed(s, "<tool_call>\n<function=get_weather>\n", 35) == 0);
+	CHECK(!grammar_done(s) && grammar_distance(s) > 0);
+	grammar_state_free(s);
+	grammar_free(g), grammar_free(r);
+	json_free(j), json_free(j2);
+}
+
+TEST(json_calls_named_and_required)
+{
+	char err[UTIL_ERRLEN];
+	struct json *j, *j2;
+	struct grammar *n = C(GRAMMAR_CALLS_JSON, GRAMMAR_CALLS_NAMED, 0, 0, &j, err);
+	struct grammar *r = C(GRAMMAR_CALLS_JSON, GRAMMAR_CALLS_REQUIRED, 0, 0, &j2, err);
+
+	CHECK(n != NULL && r != NULL);
+	if (n == NULL || r == NULL) {
+		printf("#   %s\n", err);
+		return;
+	}
+	ACCEPTS(n, "{\"city\": \"Paris\", \"days\": 3}}\n</tool_call>");
+	ACCEPTS(n, "{\"city\": \"12\", \"days\": 3, \"note\": null}}\n</tool_call>");
+	REJECTS(n, "{\"city\": \"Paris\"}}\n</tool_call>");
+	REJECTS(n, "{\"city\": 12, \"days\": 3}}");
+	ACCEPTS(r, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"days\": 1}}\n"
+	    "</tool_call>");
+	ACCEPTS(r, "{\"name\": \"f2\", \"arguments\": {\"x\": [1, {}]}}\n</tool_call>");
+	REJECTS(r, "{\"name\": \"f3\"");
+	REJECTS(r, "{\"name\": \"f2\", \"arguments\": [1]");
+	grammar_free(n), grammar_free(r);
+	json_free(j), json_free(j2);
+}
+
+TEST(xml_values_typed_by_the_schema)
+{
+	char err[UTIL_ERRLEN];
+	struct json *j;
+	struct grammar *g = C(GRAMMAR_CALLS_XML, GRAMMAR_CALLS_REQUIRED, 0, 0, &j, err);
+	struct { const char *k, *v, *want; } c[] = {
+		{ "city", "12345", "\"12345\"" }, { "city", "a \"q\"\n", "\"a \\\"q\\\"\\n\"" },
+		{ "days", "3", "3" }, { "days", "x", NULL }, { "unit", "c", "\"c\"" },
+		{ "note", "null", "null" }, { "note", "nullx", "\"nullx\"" }, { "wind", "3", NULL },
+	};
+	char *v;
+
+	CHECK(g != NULL);
+	for (size_t i = 0; g != NULL && i < sizeof c / sizeof c[0]; i++) {
+		v = grammar_call_value(g, "get_weather", c[i].k, strlen(c[i].k), c[i].v,
+		    strlen(c[i].v));
+		if (c[i].want == NULL)
+			CHECK(v == NULL);
+		else
+			CHECK_EQ_STR(v, c[i].want);
+		free(v);
+	}
+	CHECK(g == NULL || grammar_call_value(g, "f2", "x", 1, "1", 1) == NULL);
+	grammar_free(g);
+	json_free(j);
+}
+
+TEST(calls_refusals_name_the_tool_and_the_keyword)
+{
+	char err[UTIL_ERRLEN];
+	struct json *a = J("{\"type\": \"object\", \"properties\": {\"c\": {\"type\": \"string\", "
+	    "\"pattern\": \"x\"}}}"), *m = J("{\"type\": \"object\"}"),
+	    *k = J("{\"type\": \"object\", \"properties\": {\"a>b\": {}}}");
+	struct grammar_tool t[2] = { { "ok", NULL, 0 }, { "bad", a, 1 } };
+	struct grammar_calls cl = { GRAMMAR_CALLS_XML, GRAMMAR_CALLS_REQUIRED, 0, 0, 0 };
+	int bad;
+
+	CHECK(grammar_compile_calls(t, 2, &cl, voc, NULL, &bad, err) == NULL);
+	CHECK_EQ_INT(bad, 1);
+	CHECK_EQ_STR(err, "#/properties/c: 'pattern' is not supported");
+	t[1].params = m;
+	CHECK(grammar_compile_calls(t, 2, &cl, voc, NULL, &bad, err) == NULL && bad == 1);
+	CHECK(strstr(err, "an object with 'properties'") != NULL);
+	cl.form = GRAMMAR_CALLS_JSON;	/* a map is fine as a JSON value */
+	struct grammar *g = grammar_compile_calls(t, 2, &cl, voc, NULL, &bad, err);
+	CHECK(g != NULL);
+	grammar_free(g);
+	cl.form = GRAMMAR_CALLS_XML;
+	t[1].params = k;
+	CHECK(grammar_compile_calls(t, 2, &cl, voc, NULL, &bad, err) == NULL && bad == 1);
+	CHECK(strstr(err, "'a>b'") != NULL);
+	t[1].name = "ok";
+	t[1].strict = 0;
+	CHECK(grammar_compile_calls(t, 2, &cl, voc, NULL, &bad, err) == NULL && bad == -1);
+	CHECK(strstr(err, "'ok': a name given twice") != NULL);
+	t[1].name = "a b";
+	CHECK(grammar_compile_calls(t, 2, &cl, voc, NULL, &bad, err) == NULL && bad == -1);
+	json_free(a), json_free(m), json_free(k);
+}
+
 int
 main(void)
 {
@@ -546,6 +730,11 @@ main(void)
 	RUN(masks_of_multibyte_and_partial_utf8_tokens);
 	RUN(closing_policy_ends_the_document_within_max_tokens);
 	RUN(the_cache_hands_out_one_grammar_a_schema_and_a_dropped_one_lives_on);
+	RUN(xml_calls_required_names_and_strict_arguments);
+	RUN(xml_calls_auto_text_think_and_parallel);
+	RUN(json_calls_named_and_required);
+	RUN(xml_values_typed_by_the_schema);
+	RUN(calls_refusals_name_the_tool_and_the_keyword);
 	grammar_vocab_free(voc);
 	tokenizer_free(tk);
 	return test_summary();

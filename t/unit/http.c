@@ -1,3 +1,5 @@
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -145,6 +147,44 @@ TEST(deadlines_are_whole_phases)
 	CHECK(secs < 0.1);
 }
 
+/* The peer of a socket pair that reads everything until the end. */
+static void *
+drain(void *arg)
+{
+	char b[65536];
+
+	while (read(*(int *)arg, b, sizeof b) > 0)
+		;
+	return NULL;
+}
+
+/* A reader that stops reading holds a write only for the deadline; one that
+ * reads gets every byte; a peer gone is a failure, not a timeout. */
+TEST(writes_give_up_when_nothing_goes_out_for_the_deadline)
+{
+	size_t n = 16 << 20;
+	char *big = calloc(n, 1);
+	int sv[2];
+	double t0;
+	pthread_t th;
+
+	CHECK(big != NULL && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK(http_write_deadline(sv[0], 0.3) == 0);
+	t0 = util_now();
+	CHECK(http_write(sv[0], big, n) == -1 && errno == ETIMEDOUT);	/* nobody reads */
+	CHECK(util_now() - t0 >= 0.25 && util_now() - t0 < 5);
+	pthread_create(&th, NULL, drain, &sv[1]);
+	CHECK(http_write(sv[0], big, n) == 0);		/* it reads now */
+	close(sv[0]);
+	pthread_join(th, NULL);
+	close(sv[1]);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	close(sv[1]);
+	CHECK(http_write(sv[0], "x", 1) == -1 && errno == EPIPE);
+	close(sv[0]);
+	free(big);
+}
+
 int
 main(void)
 {
@@ -154,5 +194,6 @@ main(void)
 	RUN(bad_requests_get_their_4xx);
 	RUN(reasons);
 	RUN(deadlines_are_whole_phases);
+	RUN(writes_give_up_when_nothing_goes_out_for_the_deadline);
 	return test_summary();
 }

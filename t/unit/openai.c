@@ -14,8 +14,8 @@
 #include "test.h"
 #include "util.h"
 
-static const struct openai_resp chat = { 7, 1, "m\"x", 1700000000, 12, 8, 0, NULL };
-static const struct openai_resp cmpl = { 8, 0, "m", 1700000001, 3, 0, 0, NULL };
+static const struct openai_resp chat = { 7, 1, "m\"x", 1700000000, 12, 8, 0, NULL, NULL };
+static const struct openai_resp cmpl = { 8, 0, "m", 1700000001, 3, 0, 0, NULL, NULL };
 
 /* Parse b[n] (freeing b); NULL (a failed check) when it is not one JSON object. */
 static struct json *

@@ -281,7 +281,7 @@ check_call(const struct json *calls)
 	CHECK_EQ_STR(json_get_str(f, "arguments"), "{\"x\":1}");
 }
 
-TEST(a_forced_tool_call_cut_by_max_tokens_is_closed_and_parses)
+TEST(a_forced_tool_call_cut_by_max_tokens_is_closed_and_parses_with_finish_length)
 {
 	struct run t;
 	struct json *ev[16], *j;
@@ -296,11 +296,11 @@ TEST(a_forced_tool_call_cut_by_max_tokens_is_closed_and_parses)
 	c = whole(&t, &j);
 	m = c ? json_get(c, "message") : NULL;
 	check_call(m ? json_get(m, "tool_calls") : NULL);
-	CHECK(c != NULL && strcmp(json_get_str(c, "finish_reason"), "tool_calls") == 0);
+	CHECK(c != NULL && strcmp(json_get_str(c, "finish_reason"), "length") == 0);
 	json_free(j);
 	end_run(&t);
 
-	/* streamed: the call's head and arguments, then finish tool_calls */
+	/* streamed: the call's head and arguments, then finish length */
 	if (start(&t, "{" MSG ", \"stream\": true, \"tools\": [{\"type\": \"function\", "
 	    "\"function\": {\"name\": \"f\"}}], \"tool_choice\": \"required\"}", 1, 0,
 	    "<tool_call>\n", 16, tok) != 0)
@@ -323,7 +323,7 @@ TEST(a_forced_tool_call_cut_by_max_tokens_is_closed_and_parses)
 		CHECK(json_get_str(json_get(&json_get(delta(ev[0]), "tool_calls")->items[0],
 		    "function"), "name") != NULL);
 	}
-	CHECK(n == 4 && finish_of(ev[2]) && strcmp(finish_of(ev[2]), "tool_calls") == 0);
+	CHECK(n == 4 && finish_of(ev[2]) && strcmp(finish_of(ev[2]), "length") == 0);
 	free_events(ev, n);
 	end_run(&t);
 }
@@ -476,7 +476,7 @@ main(void)
 	RUN(a_stop_string_cut_across_tokens_ends_the_reply_before_it);
 	RUN(a_stream_holds_back_what_may_become_a_stop_string_and_never_sends_it);
 	RUN(the_think_split_streams_reasoning_then_content);
-	RUN(a_forced_tool_call_cut_by_max_tokens_is_closed_and_parses);
+	RUN(a_forced_tool_call_cut_by_max_tokens_is_closed_and_parses_with_finish_length);
 	RUN(logprobs_come_one_entry_a_token_whole_or_streamed);
 	RUN(a_stream_is_chunks_then_usage_then_done);
 	RUN(without_a_tokenizer_the_reply_is_ids_up_to_max_tokens);

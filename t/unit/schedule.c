@@ -677,9 +677,9 @@ whole_document(struct grammar *g, const int32_t *ids, int n)
 
 /*
  * Under a grammar every reply is a whole document: greedy ones (on a lane
- * that drafts: they decode plain) are the argmax of the masked rows,
- * sampled ones walk the automaton, and each is the same alone as beside
- * the others.
+ * that drafts when it pays) are the argmax of the masked rows, sampled
+ * ones walk the automaton, and each is the same alone as beside the
+ * others.
  */
 TEST(a_grammar_s_replies_are_whole_documents_and_greedy_is_the_masked_argmax)
 {
@@ -744,6 +744,120 @@ out:
 	grammar_free(g), grammar_vocab_free(v), tokenizer_free(tok);
 }
 
+
+/* Greedy replies under grammar g (NULL: none) to requests 1..6, with logprobs
+ * (top 3) when lp, all at once on a lane of K drafts (pinned; 0: plain);
+ * the lane's stats into st. */
+static void
+greedy_six(int K, struct grammar *g, int32_t eos, int lp, int32_t got[6][GMAX], int *n,
+    struct sched_logprob lps[6][GMAX], struct sched_stats *st)
+{
+	int lane, full, fin;
+	char err[UTIL_ERRLEN];
+	struct sched_seq *q[6];
+	pthread_t w;
+	struct sched *s = start(6, K, &lane, &w);
+
+	if (s == NULL)
+		return;
+	for (int i = 0; i < 6; i++) {
+		struct sched_req r = req_of(&reqs[i + 1], lane);
+
+		r.stop = &eos, r.ignore_eos = 0, r.max_tokens = GMAX, r.grammar = g;
+		r.sp.temp = 0, r.logprobs = lp, r.top_logprobs = lp ? 3 : 0;
+		CHECK((q[i] = sched_submit(s, &r, &full, err)) != NULL);
+	}
+	for (int i = 0; i < 6; i++) {
+		n[i] = 0;
+		do
+			n[i] += sched_read_lp(s, q[i], got[i] + n[i], lp ? lps[i] + n[i] : NULL,
+			    GMAX - n[i], &fin, -1);
+		while (q[i] != NULL && fin == SCHED_RUNNING);
+		CHECK(fin != SCHED_ERROR);
+		sched_release(s, q[i]);
+	}
+	sched_stats(s, st);
+	stop(s, w);
+}
+
+/*
+ * A greedy session under a grammar decodes speculatively on a lane that
+ * drafts: a draft the grammar refuses is cut at the verify row's masked
+ * pick like any wrong draft, so each reply is the plain masked argmax (by
+ * hand), which differs from the unmasked reply; drafts were made, some
+ * kept, some cut.
+ */
+TEST(speculative_sessions_under_a_grammar_give_the_plain_masked_tokens)
+{
+	char err[UTIL_ERRLEN] = "";
+	struct tokenizer *tok = model_tokenizer(ma, err);
+	int32_t eos = tok != NULL ? tokenizer_eos(tok) : -1;
+	struct grammar_vocab *v = tok != NULL ? grammar_vocab_new(tok, &eos, 1, err) : NULL;
+	struct grammar *g = v != NULL ? grammar_compile(NULL, v, NULL, err) : NULL;
+	int32_t got[6][GMAX], ref[GMAX], free_[6][GMAX];
+	int n[6] = { 0 }, nf[6] = { 0 }, differ = 0;
+	struct sched_stats st = { 0 }, st0;
+
+	CHECK(g != NULL);
+	if (g == NULL)
+		goto out;
+	greedy_six(3, g, eos, 0, got, n, NULL, &st);
+	greedy_six(3, NULL, eos, 0, free_, nf, NULL, &st0);
+	for (int i = 0; i < 6; i++) {
+		int k = masked_greedy(g, reqs[i + 1].ids, reqs[i + 1].n, eos, ref);
+
+		CHECK_EQ_INT(n[i], k);
+		CHECK(k > 0 && memcmp(got[i], ref, k * sizeof ref[0]) == 0);
+		CHECK(whole_document(g, got[i], n[i]));
+		differ += nf[i] != n[i] || memcmp(free_[i], got[i], n[i] * sizeof got[i][0]) != 0;
+	}
+	CHECK(differ > 0);	/* the mask mattered */
+	printf("# under the grammar: %ld rounds, %ld of %ld drafts kept\n", st.spec_rounds,
+	    st.accepted, st.drafted);
+	CHECK(st.spec_rounds > 0 && st.accepted > 0 && st.accepted < st.drafted);
+out:
+	grammar_free(g), grammar_vocab_free(v), tokenizer_free(tok);
+}
+
+/* A greedy session with logprobs decodes speculatively: its verify rows'
+ * logits go to the host, and its tokens and logprobs (the token's and the
+ * top 3) are bit for bit those of plain decode, with a grammar too. */
+TEST(speculative_logprobs_are_plain_decode_s)
+{
+	char err[UTIL_ERRLEN] = "";
+	struct tokenizer *tok = model_tokenizer(ma, err);
+	int32_t eos = tok != NULL ? tokenizer_eos(tok) : -1;
+	struct grammar_vocab *v = tok != NULL ? grammar_vocab_new(tok, &eos, 1, err) : NULL;
+	struct grammar *g = v != NULL ? grammar_compile(NULL, v, NULL, err) : NULL;
+	static int32_t got[2][6][GMAX];
+	static struct sched_logprob lp[2][6][GMAX];
+	int n[2][6];
+	struct sched_stats st[2];
+
+	for (int pass = 0; pass < 2; pass++) {	/* 0: no grammar; 1: any object */
+		greedy_six(0, pass ? g : NULL, eos, 1, got[0], n[0], lp[0], &st[0]);
+		greedy_six(3, pass ? g : NULL, eos, 1, got[1], n[1], lp[1], &st[1]);
+		CHECK(st[0].spec_rounds == 0 && st[1].spec_rounds > 0 && st[1].accepted > 0);
+		for (int i = 0; i < 6; i++) {
+			CHECK_EQ_INT(n[1][i], n[0][i]);
+			CHECK(memcmp(got[1][i], got[0][i], n[0][i] * sizeof got[0][i][0]) == 0);
+			for (int j = 0; j < n[0][i] && j < n[1][i]; j++) {
+				const struct sched_logprob *a = &lp[0][i][j], *b = &lp[1][i][j];
+
+				if (memcmp(&a->logprob, &b->logprob, sizeof a->logprob) != 0 ||
+				    a->n_top != b->n_top || memcmp(a->top_id, b->top_id,
+				    a->n_top * sizeof a->top_id[0]) != 0 || memcmp(a->top_lp, b->top_lp,
+				    a->n_top * sizeof a->top_lp[0]) != 0) {
+					FAILF("pass %d request %d token %d: logprob %.9g vs %.9g", pass, i, j,
+					    a->logprob, b->logprob);
+					break;
+				}
+			}
+		}
+	}
+	grammar_free(g), grammar_vocab_free(v), tokenizer_free(tok);
+}
+
 int
 main(void)
 {
@@ -771,6 +885,8 @@ main(void)
 	RUN(n_choices_each_give_the_reply_of_their_seed_alone);
 	RUN(the_choices_of_a_cancelled_first_choice_end);
 	RUN(a_grammar_s_replies_are_whole_documents_and_greedy_is_the_masked_argmax);
+	RUN(speculative_sessions_under_a_grammar_give_the_plain_masked_tokens);
+	RUN(speculative_logprobs_are_plain_decode_s);
 	RUN(past_the_sessions_and_the_queue_a_request_is_refused_as_busy);
 	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
 	RUN(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance);
