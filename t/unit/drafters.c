@@ -54,8 +54,10 @@ struct fix {
 static struct sched_req
 req_of(const struct req *r, int lane)
 {
+	static const int32_t stop[] = { 0 };	/* ignored: every reply runs to max_tokens */
 	struct sched_req q = { .lane = lane, .ids = r->ids, .n_ids = r->n,
-	    .max_tokens = r->max_tokens, .ignore_eos = 1, .logprobs = r->logprobs };
+	    .max_tokens = r->max_tokens, .ignore_eos = 1, .stop = stop, .n_stop = 1,
+	    .logprobs = r->logprobs };
 
 	sample_defaults(&q.sp);
 	if (r->sampled)
