@@ -159,3 +159,32 @@ PY
 	grep -qx "\[dspark\] q: DFlash2 drafter $D2: 2 layers, block 8, taps \[2,5\], window 16, weights BF16" "$LOG"
 	grep -qx '\[dspark\] q: precision bf16 (MEMRA_DFLASH_PREC)' "$LOG"
 }
+
+# bats test_tags=gpu
+@test "on the CUDA backend: the assistant's replies beside each other are the plain ones; DFlash is refused clearly" {
+	A=$(model_a)
+	dev=${DRAFT_TEST_DEVICE:-cuda}
+	printf '#!/bin/sh\nexec serve "$@" --device %s\n' "$dev" >"$P/dev" && chmod +x "$P/dev"
+	for i in $(seq 0 7); do
+		printf '{"model": "g", "prompt": [%s], "max_tokens": %d, "temperature": 0}\n' \
+		    "$(seq -s, $((2 + i)) $((20 + 9 * i)))" $((8 + 3 * i))
+	done >"$P/q"
+	for k in 0 3; do
+		SERVE=$P/dev start_serve MEMRA_CUDA_UNVERIFIED=1 MEMRA_MODELS="g=$G/g4-dense" \
+		    MEMRA_DRAFT="$G/g4-assistant" MEMRA_SPEC_K=$k MEMRA_MAX_SESSIONS=8
+		pids= n=0
+		while read -r q; do	# all at once, a little apart
+			(sleep "0.0$n"; curl -s "$URL/v1/completions" -d "$q" | jq -c '.choices[0].text' >"$P/k$k.$n") &
+			pids="$pids $!" n=$((n + 1))
+		done <"$P/q"
+		wait $pids
+		[ "$k" = 0 ] || [ "$(metric memra_spec_rounds_total)" -gt 0 ]
+		stop_serve
+	done
+	for n in $(seq 0 7); do
+		[ -s "$P/k0.$n" ] && cmp "$P/k0.$n" "$P/k3.$n"
+	done
+	run -1 --separate-stderr timeout 120 env MEMRA_MODELS="q=$A" MEMRA_DSPARK_SPEC=1 \
+	    MEMRA_DSPARK_DRAFT="$D2" "$P/dev"
+	[[ $stderr == *"DFlash drafter '$D2': backend '"*"cannot run it yet (its forward is CPU-only: --device cpu)" ]]
+}
