@@ -54,8 +54,9 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 
 @test "the cookbook's vision seam boots (memra-server name), with the tower's proof lines" {
 	need_py openai
+	# an mmproj GGUF carries no image processor: its budget is 280 unless MEMRA_IMAGE_TOKENS
 	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 \
-	    MEMRA_GEMMA_MMPROJ="$V/mmproj-f32.gguf"
+	    MEMRA_GEMMA_MMPROJ="$V/mmproj-f32.gguf" MEMRA_IMAGE_TOKENS=70
 	grep -qxF "[vision] gemma4 tower: 2 layers, hidden 32, patch 4, pool 3, 70 soft tokens an image at most, image rows bidirectional ($V/mmproj-f32.gguf)" "$LOG"
 	grep -q '^\[vision\] images in chat messages as data: URIs: 8 a request at most, 16 MiB each, 32 MiB in all; the tower on the CPU' "$LOG"
 	run -0 $SV "$URL" chat g 6 "@$V/images/a.png" "What is this?"
@@ -112,13 +113,18 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_MAX_SESSIONS=4 \
 	    MEMRA_PREFILL_CHUNK=32 MEMRA_STEP_PREFILL=32
 	long="Describe the picture in great detail, every colour and every shape of it, please."
-	run -0 $SV "$URL" many g 12 "@$V/images/a.png|$long" "@$V/images/b.jpg|And this?" \
+	run -0 $SV "$URL" many g 64 "@$V/images/a.png|$long" "@$V/images/b.jpg|And this?" \
 	    "What is the capital of France?" "@$V/images/b.jpg|@$V/images/a.png|$long"
 	[ "${#lines[@]}" = 4 ]
-	same "$(want 12 "$long" "$V/images/a.png")" "${lines[0]}"
-	same "$(want 12 "And this?" "$V/images/b.jpg")" "${lines[1]}"
-	same "$(want 12 "What is the capital of France?")" "${lines[2]}"
-	same "$(want 12 "$long" "$V/images/b.jpg" "$V/images/a.png")" "${lines[3]}"
+	same "$(want 64 "$long" "$V/images/a.png")" "${lines[0]}"
+	same "$(want 64 "And this?" "$V/images/b.jpg")" "${lines[1]}"
+	same "$(want 64 "What is the capital of France?")" "${lines[2]}"
+	same "$(want 64 "$long" "$V/images/b.jpg" "$V/images/a.png")" "${lines[3]}"
+	# they ran together: fewer steps than the tokens they generated
+	tokens=0
+	for l in "${lines[@]}"; do tokens=$((tokens + $(jq .completion_tokens <<<"$l"))); done
+	steps=$(curl -s "$URL/metrics" | sed -n 's/^memra_sched_steps_total //p')
+	[ "$steps" -lt "$tokens" ]
 }
 
 @test "reuse never crosses an image: images of one size in turn each get their own tokens" {

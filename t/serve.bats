@@ -33,7 +33,7 @@ teardown() { stop_serve; }
 }
 
 @test "cookbook variables serve does not implement are refused at boot, by name" {
-	for v in MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=x MEMRA_GEMMA_VISION=1 MEMRA_PP_STAGES=2 \
+	for v in MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=x MEMRA_GEMMA_TRIM_ADAPT=512 MEMRA_PP_STAGES=2 \
 	    MEMRA_VISION_DIR=d MEMRA_DFLASH_PREC=q4 MEMRA_DRAFT=x; do
 		run -2 --separate-stderr env "$v" MEMRA_MODELS=x=y serve
 		[ "$stderr" = "serve: ${v%%=*}: not supported by this server (refusing to run a different configuration)" ]
