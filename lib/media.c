@@ -206,7 +206,10 @@ void
 media_put_messages(FILE *fp, const struct json *messages)
 {
 	if (messages == NULL || messages->type != JSON_ARRAY) {
-		json_dump(fp, messages, 0);
+		if (messages != NULL)
+			json_dump(fp, messages, 0);
+		else
+			fputs("null", fp);
 		return;
 	}
 	fputc('[', fp);

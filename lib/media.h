@@ -55,8 +55,8 @@ int	media_parse(const struct json *messages, const struct media_limits *lim,
 void	media_free(struct media *md);
 
 /*
- * messages as JSON on fp (json_dump's compact form), each image part
- * written {"type": "image"}: what the chat template is given.
+ * messages as JSON on fp (json_dump's compact form; NULL: null), each
+ * image part written {"type": "image"}: what the chat template is given.
  */
 void	media_put_messages(FILE *fp, const struct json *messages);
 
