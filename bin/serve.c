@@ -320,9 +320,12 @@ submit(struct server *s, struct job *j, int *full, char *err)
 	    .sp = j->rq.q.sp, .max_tokens = j->max_tokens, .ignore_eos = j->rq.q.ignore_eos,
 	    .stop = stop, .n_stop = n_stop, .logprobs = j->rq.q.logprobs,
 	    .top_logprobs = j->rq.q.top_logprobs, .grammar = j->rq.grammar, .vp = &j->vp };
+	int rc;
 
 	j->id = j->acct->id;
-	return sched_submit_n(s->sc, &q, j->rq.q.n, j->seq, full, err);
+	rc = sched_submit_n(s->sc, &q, j->rq.q.n, j->seq, full, err);
+	vision_prompt_free(&j->vp);	/* the scheduler holds a copy */
+	return rc;
 }
 
 /* --- requests (connection threads) --- */
@@ -985,6 +988,10 @@ vision_boot(struct server *s)
 	    (s->vis = vision_open(src, s->vbe, err)) == NULL)
 		die(1, "MEMRA_GEMMA_VISION: %s", err);
 	hp = vision_hparams(s->vis);
+	if (hp->bidir && !backend_attn_hi(s->be))
+		die(1, "MEMRA_GEMMA_VISION: %s: the models' image rows see each other both ways, "
+		    "which the attention of backend '%s' cannot do yet (the CPU's can)", src,
+		    backend_name(s->be));
 	for (int i = 0; i < s->n_mod; i++) {
 		struct served *sv = &s->mod[i];
 

@@ -98,6 +98,13 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	png=$output
 	run -0 $SV "$URL" chat g 16 "@$V/images/a.png" "What is this?"	# picks on the backend
 	same "$(want 16 "What is this?" "$V/images/a.png")" "$output"
+	plain=$output
+	run -0 $SV "$URL" chat g 16 --stream "@$V/images/a.png" "What is this?"
+	same "$(want 16 "What is this?" "$V/images/a.png")" "$output"
+	# n choices share the prompt's prefill (choice 0's, images and all)
+	run -0 $SV "$URL" chat g 16 --n 3 "@$V/images/a.png" "What is this?"
+	[ "$(jq -c .contents <<<"$output")" = "$(jq -c '[.content, .content, .content]' <<<"$plain")" ]
+	[ "$(jq .prompt_tokens <<<"$output")" = "$(jq .prompt_tokens <<<"$plain")" ]
 	run -0 $SV "$URL" chat g 16 --logprobs "@$V/images/b.jpg" "And this?"
 	same "$(want 16 "And this?" "$V/images/b.jpg")" "$output"
 	run -0 $SV "$URL" chat g 16 --logprobs "@$V/images/a.png" "@$V/images/b.jpg" "Compare them."
@@ -218,4 +225,11 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	for o in gemma-vision mmproj image-tokens max-images image-mb request-image-mb; do
 		sed -n '/^OPTIONS/,/^ENVIRONMENT/p' <<<"$man" | grep -q -- "--$o"
 	done
+}
+
+# bats test_tags=gpu
+@test "on cuda a tower whose image rows are bidirectional is refused at boot, by reason" {
+	run -1 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_CUDA_UNVERIFIED=1 \
+	    serve --device cuda
+	[[ ${stderr##*$'\n'} == "serve: MEMRA_GEMMA_VISION: $V: the models' image rows see each other both ways, which the attention of backend 'cuda"*"' cannot do yet (the CPU's can)" ]]
 }
