@@ -26,6 +26,7 @@
 #include "grammar.h"
 #include "http.h"
 #include "json.h"
+#include "media.h"
 #include "model.h"
 #include "openai.h"
 #include "prefix.h"
@@ -35,6 +36,7 @@
 #include "schedule.h"
 #include "spec.h"
 #include "util.h"
+#include "vision.h"
 
 #define MAX_MODELS 8
 
@@ -54,6 +56,10 @@ struct cfg {
 	int	drain_s;	/* MEMRA_DRAIN_S */
 	int	header_s, body_s, idle_s, write_s;	/* MEMRA_{HEADER,BODY,IDLE,WRITE}_TIMEOUT_S */
 	int	max_conns;	/* MEMRA_MAX_CONNECTIONS */
+	int	vision;		/* MEMRA_GEMMA_VISION: images in chat messages */
+	const char *mmproj;	/* MEMRA_GEMMA_MMPROJ: the tower (NULL: the model's checkpoint) */
+	int	image_tokens;	/* MEMRA_IMAGE_TOKENS: an image's soft tokens (0: the tower's) */
+	struct media_limits ml;	/* MEMRA_MAX_IMAGES, MEMRA_IMAGE_MB, MEMRA_REQUEST_IMAGE_MB */
 };
 
 struct served {
@@ -64,6 +70,8 @@ struct served {
 	int	lane;		/* in the scheduler */
 	struct grammar_vocab *gv;	/* response_format's: made at its first use */
 	struct grammar_cache *gc;
+	int	vis;		/* 1: takes images (the server's tower) */
+	struct vision_tokens vt;	/* its vocabulary's image markers */
 };
 
 struct job {
@@ -74,6 +82,8 @@ struct job {
 	long	id;
 	struct sched_seq **seq;	/* [rq.q.n] */
 	struct account_req *acct;	/* what the access log and metrics get */
+	struct media md;	/* the images of its messages */
+	struct vision_prompt vp;	/* their soft tokens in its prompt */
 };
 
 struct server {
@@ -87,6 +97,10 @@ struct server {
 	int	graph_said;	/* a recording failure was reported */
 	struct auth *auth;
 	struct account *acct;
+	struct backend *vbe;	/* the vision tower's (the CPU), or NULL */
+	struct vision *vis;
+	pthread_mutex_t vmu;	/* one request's images through the tower at a time */
+	size_t	max_body;	/* a request's body, bytes */
 };
 
 struct conn {
@@ -106,7 +120,9 @@ usage(FILE *fp, int status)
 	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n"
 	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n"
 	    "       [--header-timeout-s N] [--body-timeout-s N] [--idle-timeout-s N]\n"
-	    "       [--write-timeout-s N] [--max-connections N]\n", prog);
+	    "       [--write-timeout-s N] [--max-connections N]\n"
+	    "       [--gemma-vision 0 | 1] [--mmproj file] [--image-tokens N] [--max-images N]\n"
+	    "       [--image-mb N] [--request-image-mb N]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
@@ -148,6 +164,16 @@ usage(FILE *fp, int status)
 		    "                       sessions cancelled (MEMRA_WRITE_TIMEOUT_S, 30)\n"
 		    "  --max-connections N  connections at once, then 503 (MEMRA_MAX_CONNECTIONS,\n"
 		    "                       4 x (sessions + queue) + 16)\n"
+		    "  --gemma-vision 0|1   1: images in chat messages, through Gemma-4's vision tower\n"
+		    "                       (MEMRA_GEMMA_VISION, 0)\n"
+		    "  --mmproj FILE        the tower: an mmproj GGUF or HF checkpoint\n"
+		    "                       (MEMRA_GEMMA_MMPROJ, the model's own checkpoint)\n"
+		    "  --image-tokens N     soft tokens an image may take: 70, 140, 280, 560 or 1120\n"
+		    "                       (MEMRA_IMAGE_TOKENS, the checkpoint's image processor's)\n"
+		    "  --max-images N       images a request may send (MEMRA_MAX_IMAGES, 8)\n"
+		    "  --image-mb N         MiB an image may have (MEMRA_IMAGE_MB, 16)\n"
+		    "  --request-image-mb N MiB a request's images may have in all\n"
+		    "                       (MEMRA_REQUEST_IMAGE_MB, 32)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (MEMRA_DEVICE)\n"
 		    "  -h, --help           this text\n", fp);
@@ -308,10 +334,13 @@ submit(struct server *s, struct job *j, int *full, char *err)
 	struct sched_req q = { .lane = j->sv->lane, .ids = j->rq.ids, .n_ids = (int)j->rq.n_ids,
 	    .sp = j->rq.q.sp, .max_tokens = j->max_tokens, .ignore_eos = j->rq.q.ignore_eos,
 	    .stop = stop, .n_stop = n_stop, .logprobs = j->rq.q.logprobs,
-	    .top_logprobs = j->rq.q.top_logprobs, .grammar = j->rq.grammar };
+	    .top_logprobs = j->rq.q.top_logprobs, .grammar = j->rq.grammar, .vp = &j->vp };
+	int rc;
 
 	j->id = j->acct->id;
-	return sched_submit_n(s->sc, &q, j->rq.q.n, j->seq, full, err);
+	rc = sched_submit_n(s->sc, &q, j->rq.q.n, j->seq, full, err);
+	vision_prompt_free(&j->vp);	/* the scheduler holds a copy */
+	return rc;
 }
 
 /* --- requests (connection threads) --- */
@@ -383,6 +412,33 @@ serve_job(struct server *s, struct job *j, int *full, char *err)
 	return 0;
 }
 
+/*
+ * The images of j's messages into its prompt, through the tower (one
+ * request at a time): each marker the template put there expanded into
+ * the image's soft-token rows (counted in the prompt's tokens).  0, or -1
+ * with err.
+ */
+static int
+with_images(struct server *s, struct job *j, char *err)
+{
+	int32_t *ids;
+	size_t n;
+	int rc;
+
+	if (j->md.n == 0)
+		return 0;
+	pthread_mutex_lock(&s->vmu);
+	rc = media_prompt(&j->md, s->vis, &j->sv->vt, NULL, s->c.image_tokens, j->rq.ids,
+	    j->rq.n_ids, &ids, &n, &j->vp, err);
+	pthread_mutex_unlock(&s->vmu);
+	media_free(&j->md);	/* the files' bytes: done with */
+	if (rc != 0)
+		return -1;
+	free(j->rq.ids);
+	j->rq.ids = ids, j->rq.n_ids = n;
+	return 0;
+}
+
 /* A generation request; returns 1 when the connection stays open. */
 static int
 completion(struct server *s, int fd, const struct http_req *req, int chat, struct account_req *a)
@@ -402,8 +458,10 @@ completion(struct server *s, int fd, const struct http_req *req, int chat, struc
 		status = 404, util_err(err, "model '%s': not served here",
 		    json_get_str(q, "model") ? json_get_str(q, "model") : "(none)");
 	else if (request_parse(&j.rq, q, chat, j.sv->nv, s->c.max_sessions, err) == 0 &&
+	    (!chat || media_parse(json_get(q, "messages"), j.sv->vis ? &s->c.ml : NULL, &j.md,
+	    err) == 0) &&
 	    request_prompt(&j.rq, q, j.sv->pr, j.sv->nv, j.sv->name, err) == 0 &&
-	    format_grammar(s, &j, err) == 0) {
+	    format_grammar(s, &j, err) == 0 && with_images(s, &j, err) == 0) {
 		if ((int)j.rq.n_ids >= s->c.ctx)
 			util_err(err, "prompt of %zu tokens: does not fit in the context of %d",
 			    j.rq.n_ids, s->c.ctx);
@@ -422,6 +480,7 @@ completion(struct server *s, int fd, const struct http_req *req, int chat, struc
 	acct_job(a, j.sv ? j.sv->name : NULL, status == 0 ? j.rq.n_ids : 0);	/* ran: counted */
 	json_free(q);
 	request_free(&j.rq);
+	media_free(&j.md), vision_prompt_free(&j.vp);
 	free(j.seq);
 	return keep;
 }
@@ -560,7 +619,7 @@ connection(void *arg)
 	struct conn *c = arg;
 	const struct cfg *cf = &c->s->c;
 	/* the first request's header is due header_s after the accept */
-	struct http_limits lim = { HTTP_HEAD_MAX, 16 << 20, -1, cf->header_s, cf->body_s };
+	struct http_limits lim = { HTTP_HEAD_MAX, c->s->max_body, -1, cf->header_s, cf->body_s };
 	struct http_req *req = malloc(sizeof *req);
 	char *buf = NULL, err[UTIL_ERRLEN];
 	size_t cap = 0, have = 0;
@@ -594,7 +653,8 @@ static const char *const refused[] = {
 
 /* ... but for these, which serve has */
 static const char *const implemented[] = {
-	"MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT", "MEMRA_GEMMA_DRAFT_RANKS",
+	"MEMRA_GEMMA_VISION", "MEMRA_GEMMA_MMPROJ", "MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT",
+	"MEMRA_GEMMA_DRAFT_RANKS",
 };
 
 /* 1 when environment entry e sets one of the variables serve implements of a refused family. */
@@ -698,6 +758,32 @@ parse_ops(const char *const *v, struct cfg *c)
 	c->max_conns = l;
 }
 
+/* The vision settings: the tower, an image's budget, what a request may send. */
+static void
+parse_vision(const char *const *v, struct cfg *c)
+{
+	static const char *const name[] = { "MEMRA_GEMMA_MMPROJ (--mmproj)",
+	    "MEMRA_IMAGE_TOKENS (--image-tokens)", "MEMRA_MAX_IMAGES (--max-images)",
+	    "MEMRA_IMAGE_MB (--image-mb)", "MEMRA_REQUEST_IMAGE_MB (--request-image-mb)" };
+	static const char opt[] = "MIiEq";
+	long l;
+
+	l = 0, int_setting("MEMRA_GEMMA_VISION (--gemma-vision)", v['V'], 0, 1, &l);
+	c->vision = l;
+	for (int i = 0; !c->vision && opt[i] != '\0'; i++)
+		if (v[(unsigned char)opt[i]] != NULL)
+			die(2, "%s: goes with MEMRA_GEMMA_VISION=1", name[i]);
+	c->mmproj = v['M'];
+	l = 0, int_setting(name[1], v['I'], 0, 1120, &l), c->image_tokens = l;
+	if (l != 0 && l != 70 && l != 140 && l != 280 && l != 560 && l != 1120)
+		die(2, "%s: '%s': not 70, 140, 280, 560 or 1120", name[1], v['I']);
+	l = 8, int_setting(name[2], v['i'], 1, 256, &l), c->ml.max_images = l;
+	l = 16, int_setting(name[3], v['E'], 1, 1024, &l), c->ml.image_bytes = (size_t)l << 20;
+	l = 32, int_setting(name[4], v['q'], 1, 4096, &l), c->ml.request_bytes = (size_t)l << 20;
+	if (!c->vision)
+		c->ml.max_images = 0;	/* an image part is refused */
+}
+
 static int
 parse(int argc, char *argv[], struct cfg *c)
 {
@@ -728,6 +814,12 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "idle-timeout-s", required_argument, NULL, 'z' },
 		{ "write-timeout-s", required_argument, NULL, 'w' },
 		{ "max-connections", required_argument, NULL, 'N' },
+		{ "gemma-vision", required_argument, NULL, 'V' },
+		{ "mmproj", required_argument, NULL, 'M' },
+		{ "image-tokens", required_argument, NULL, 'I' },
+		{ "max-images", required_argument, NULL, 'i' },
+		{ "image-mb", required_argument, NULL, 'E' },
+		{ "request-image-mb", required_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *v[128] = { 0 };
@@ -751,6 +843,9 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['x'] = env("MEMRA_HEADER_TIMEOUT_S"), v['y'] = env("MEMRA_BODY_TIMEOUT_S");
 	v['z'] = env("MEMRA_IDLE_TIMEOUT_S"), v['N'] = env("MEMRA_MAX_CONNECTIONS");
 	v['w'] = env("MEMRA_WRITE_TIMEOUT_S");
+	v['V'] = env("MEMRA_GEMMA_VISION"), v['M'] = env("MEMRA_GEMMA_MMPROJ");
+	v['I'] = env("MEMRA_IMAGE_TOKENS"), v['i'] = env("MEMRA_MAX_IMAGES");
+	v['E'] = env("MEMRA_IMAGE_MB"), v['q'] = env("MEMRA_REQUEST_IMAGE_MB");
 	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			exit(usage(stdout, 0));
@@ -783,6 +878,7 @@ parse(int argc, char *argv[], struct cfg *c)
 	l = 8080, int_setting("MEMRA_PORT (--port)", c->port, 0, 65535, &l);
 	l = 0, int_setting("-t", v['t'], 0, 4096, &l), c->threads = l;
 	parse_ops(v, c);
+	parse_vision(v, c);
 	if (c->models == NULL)
 		die(2, "no model: set MEMRA_MODELS or --models (name=spec[+draft],...)");
 	if (c->compat != NULL && strcmp(c->compat, "openai") != 0)
@@ -976,6 +1072,60 @@ load(struct server *s, char *spec)
 	s->n_mod++;
 }
 
+/*
+ * MEMRA_GEMMA_VISION=1: the tower (MEMRA_GEMMA_MMPROJ, else the one
+ * model's own checkpoint) on a CPU backend of its own, every model's image
+ * markers, the proof lines, and a body limit that holds a request's images
+ * in base64.
+ */
+static void
+vision_boot(struct server *s)
+{
+	const struct cfg *c = &s->c;
+	const char *src = c->mmproj;
+	const struct vision_hparams *hp;
+	char err[UTIL_ERRLEN], why[UTIL_ERRLEN];
+
+	s->max_body = (size_t)16 << 20;
+	if (!c->vision)
+		return;
+	if (src == NULL && s->n_mod > 1)
+		die(2, "MEMRA_GEMMA_VISION with %d models: MEMRA_GEMMA_MMPROJ names the tower",
+		    s->n_mod);
+	if (src == NULL)
+		src = model_path(s->mod[0].m);
+	if ((s->vbe = backend_open("cpu", c->threads, err)) == NULL ||
+	    (s->vis = vision_open(src, s->vbe, err)) == NULL)
+		die(1, "MEMRA_GEMMA_VISION: %s", err);
+	hp = vision_hparams(s->vis);
+	if (hp->bidir && !backend_attn_hi(s->be))
+		die(1, "MEMRA_GEMMA_VISION: %s: the models' image rows see each other both ways, "
+		    "which the attention of backend '%s' cannot do yet (the CPU's can)", src,
+		    backend_name(s->be));
+	for (int i = 0; i < s->n_mod; i++) {
+		struct served *sv = &s->mod[i];
+
+		if (hp->n_embd_text != model_hparams(sv->m)->n_embd)
+			die(1, "MEMRA_GEMMA_VISION: %s: a tower for a text width of %d, model '%s' "
+			    "has %d", src, hp->n_embd_text, sv->name, model_hparams(sv->m)->n_embd);
+		if (prompt_tokenizer(sv->pr) == NULL || !prompt_is_chat(sv->pr))
+			die(1, "MEMRA_GEMMA_VISION: model '%s' has no chat template", sv->name);
+		if (vision_tokens(prompt_tokenizer(sv->pr), &sv->vt, why) != 0)
+			die(1, "MEMRA_GEMMA_VISION: model '%s': %s", sv->name, why);
+		sv->vis = 1;
+	}
+	fprintf(stderr, "[vision] gemma4 tower: %d layers, hidden %d, patch %d, pool %d, %d soft "
+	    "tokens an image at most, image rows %s (%s)\n", hp->n_layer, hp->n_embd, hp->patch,
+	    hp->pool, c->image_tokens ? c->image_tokens : hp->max_tokens,
+	    hp->bidir ? "bidirectional" : "causal", src);
+	fprintf(stderr, "[vision] images in chat messages as data: URIs: %d a request at most, "
+	    "%zu MiB each, %zu MiB in all; the tower on the CPU (%s), one request at a time\n",
+	    c->ml.max_images, c->ml.image_bytes >> 20, c->ml.request_bytes >> 20,
+	    backend_name(s->vbe));
+	if (c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20) > s->max_body)
+		s->max_body = c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20);
+}
+
 /* The API keys: the keys file's digests and MEMRA_API_KEY's (the
  * plaintext is wiped from the environment or the command line). */
 static void
@@ -1120,7 +1270,7 @@ accept_loop(struct server *s, int lfd)
 int
 main(int argc, char *argv[])
 {
-	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER, .vmu = PTHREAD_MUTEX_INITIALIZER };
 	struct sched_config sc;
 	char err[UTIL_ERRLEN], *models, *save = NULL;
 	pthread_t w, d;
@@ -1169,6 +1319,7 @@ main(int argc, char *argv[])
 		load(&s, m);
 	if (s.n_mod == 0)
 		die(2, "MEMRA_MODELS: no model named");
+	vision_boot(&s);
 	mem_sample(&s);
 	lfd = listen_on(&s.c);
 	if (pthread_create(&w, NULL, worker, &s) != 0)

@@ -10,6 +10,7 @@
 
 #include "grammar.h"
 #include "json.h"
+#include "media.h"
 #include "prompt.h"
 #include "sample.h"
 #include "tokenizer.h"
@@ -79,7 +80,7 @@ chat_context(const struct json *body, const struct request *r, char *err)
 		fputs(", ", fp);
 	}
 	fputs("\"messages\": ", fp);
-	json_dump(fp, m, 0);
+	media_put_messages(fp, m);	/* image parts as {"type": "image"} */
 	fputs("}", fp);
 	fclose(fp);
 	ctx = json_parse(b, bl, err);

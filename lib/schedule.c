@@ -13,6 +13,7 @@
 #include "spec.h"
 #include "state.h"
 #include "util.h"
+#include "vision.h"
 
 #define MAX_LANES 8
 #define SCHED_EXPLORE 256	/* tries of a draft depth before exploring stops */
@@ -88,6 +89,9 @@ struct sched_seq {
 	 * last boundary passed (pinned); cached: prompt tokens not computed */
 	int	resume, resume_at, rblk, pblk, cached;
 	int	drblk, dpblk;	/* DFlash: rblk, pblk of the drafter's context (lane's dpc) */
+	struct vision_prompt vp;	/* the prompt's images (n_rows 0: none) */
+	int	img0;		/* the first image row (n_prompt: none): reuse keeps
+				 * and resumes the rows before it only */
 	struct sched_note note;	/* for the worker to tell; kind -1: none */
 	char	why[128];	/* note.why's text */
 	char	err[UTIL_ERRLEN];
@@ -160,6 +164,7 @@ seq_free(struct sched_seq *q)
 		return;
 	sample_free(q->smp);
 	grammar_state_free(q->gs), grammar_free(q->g);
+	vision_prompt_free(&q->vp);
 	free(q->hist), free(q->stop), free(q->out), free(q->lp);
 	free(q);
 }
@@ -597,7 +602,9 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->n_prompt = q->n_hist = r->n_ids;
 	q->max_tokens = r->max_tokens, q->ignore_eos = r->ignore_eos;
 	q->sp = r->sp;
-	q->spec = l->K > 0 && sample_plain_greedy(&r->sp);
+	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) &&
+	    (r->vp == NULL || r->vp->n_rows == 0);	/* an image's rows: plain */
+	q->img0 = r->n_ids;
 	if (r->grammar != NULL && ((q->g = grammar_retain(r->grammar)),
 	    (q->gs = grammar_state_new(q->g)) == NULL))
 		return util_err(err, "out of memory");
@@ -635,6 +642,29 @@ enqueue(struct sched *s, struct sched_seq *q)
 	s->n_queued++;
 }
 
+/* A copy of the images vp of a prompt of n tokens into q (the prefilling choice). */
+static int
+seq_images(struct sched_seq *q, const struct vision_prompt *vp, int n, char *err)
+{
+	size_t rows = vp != NULL ? (size_t)vp->n_rows : 0;
+
+	if (rows == 0)
+		return 0;
+	if (vp->row[0] < 0 || vp->row[rows - 1] >= n)
+		return util_err(err, "sched: image rows outside the prompt of %d tokens", n);
+	q->vp = *vp;
+	q->vp.row = malloc(rows * sizeof *q->vp.row);
+	q->vp.x = malloc(rows * vp->nt * sizeof *q->vp.x);
+	if (q->vp.row == NULL || q->vp.x == NULL) {
+		vision_prompt_free(&q->vp);
+		return util_err(err, "%zu image rows: out of memory", rows);
+	}
+	memcpy(q->vp.row, vp->row, rows * sizeof *q->vp.row);
+	memcpy(q->vp.x, vp->x, rows * vp->nt * sizeof *q->vp.x);
+	q->img0 = vp->row[0];
+	return 0;
+}
+
 /* Request r's n choices into seqs[n] (choice i seeded seed + i): 0, or -1 with err. */
 static int
 seqs_new(struct sched *s, const struct sched_req *r, int n, struct sched_seq **seqs, char *err)
@@ -644,7 +674,7 @@ seqs_new(struct sched *s, const struct sched_req *r, int n, struct sched_seq **s
 	for (int i = 0; i < n; i++) {
 		ri.sp.seed = r->sp.seed + (uint64_t)i;
 		if ((seqs[i] = calloc(1, sizeof *seqs[i])) == NULL || seq_init(s, seqs[i], &ri,
-		    err) != 0) {
+		    err) != 0 || (i == 0 && seq_images(seqs[0], r->vp, r->n_ids, err) != 0)) {
 			if (seqs[i] == NULL)
 				util_err(err, "out of memory");
 			for (int k = 0; k <= i; k++)
@@ -930,7 +960,8 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 
 		if (sl->used || !sl->parked)
 			continue;
-		if (b < q->n_prompt && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
+		if (b < q->n_prompt && b <= q->img0 && b > *at &&
+		    memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
 			best = i, *at = b;
 		else if (sl->n_ptok <= q->n_prompt &&
 		    memcmp(sl->ptok, q->hist, sl->n_ptok * sizeof *q->hist) == 0) {
@@ -1018,12 +1049,13 @@ static int
 slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 {
 	int at = 0, blk = -1, bc = 0, i = -1, mtp;
+	int n = q->img0 < q->n_prompt ? q->img0 + 1 : q->n_prompt;	/* rows before an image */
 
 	q->why[0] = '\0', q->note.parked = 0;
 	if (s->c.reuse)
 		i = pool_match(s, l, q, &at);
 	if (l->pc != NULL)
-		bc = prefix_lookup(l->pc, q->hist, q->n_prompt, 0, &blk);
+		bc = prefix_lookup(l->pc, q->hist, n, 0, &blk);
 	if (i >= 0 && at >= bc) {
 		q->resume = 1, q->resume_at = at, q->note.parked = l->slots[i].n_ptok;
 		q->spec = q->spec && (l->draft == DRAFT_ASSIST || l->slots[i].pmtp);
@@ -1032,8 +1064,8 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 		if (bc > 0) {
 			q->resume = 2, q->resume_at = bc, q->rblk = blk;
 			prefix_pin(l->pc, blk);
-			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist,
-			    q->n_prompt, 1, &blk) : bc;
+			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist, n, 1,
+			    &blk) : bc;
 			q->spec = q->spec && mtp == bc && drafter_chain(l, q, bc);
 		} else if (q->why[0] != '\0')
 			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why,
@@ -1138,9 +1170,9 @@ boundary(struct sched *s, struct sched_seq *q, int to)
 	struct slot *sl = &l->slots[q->slot];
 	int id;
 
-	if (to % s->c.chunk != 0)
+	if (to % s->c.chunk != 0 || to > q->img0)	/* no image rows kept */
 		return;
-	if (s->c.reuse && to + s->c.chunk > q->n_prompt)
+	if (s->c.reuse && to + s->c.chunk > q->img0)
 		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 ? to : 0;
 	if (l->pc == NULL || (to > s->c.chunk && q->pblk < 0))
 		return;
@@ -1418,17 +1450,24 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 	struct spec *sp = l->slots[q->slot].spec;
 	int from = q->done_prompt, n = q->n_prompt, rc, host = host_picks(q) || q->n_kids > 0;
 	int32_t first = -1;
+	struct model_embd e = { 0 };
 
+	if (q->vp.n_rows > 0)
+		vision_prompt_rows(&q->vp, from, to - from, &e);	/* its images' rows */
 	if (q->spec)
 		rc = host ? spec_prefill_logits(sp, q->hist, n, from, to, l->lg) :
 		    spec_prefill_part(sp, q->hist, n, from, to, &first);
 	else {
 		if (from == 0)
 			state_reset(q->st);
-		rc = to < n ? model_forward(l->m, q->st, q->hist + from, to - from, MODEL_PREFILL,
-		    NULL, NULL) : host ? model_forward(l->m, q->st, q->hist + from, to - from,
-		    MODEL_PREFILL, l->lg, NULL) : model_forward_next(l->m, q->st, q->hist + from,
-		    to - from, MODEL_PREFILL, q->smp, q->hist, n, 0, n, l->lg, &first);
+		if (e.n > 0 && model_inject(l->m, &e) != 0)
+			rc = -1;
+		else
+			rc = to < n ? model_forward(l->m, q->st, q->hist + from, to - from,
+			    MODEL_PREFILL, NULL, NULL) : host ? model_forward(l->m, q->st, q->hist +
+			    from, to - from, MODEL_PREFILL, l->lg, NULL) : model_forward_next(l->m,
+			    q->st, q->hist + from, to - from, MODEL_PREFILL, q->smp, q->hist, n, 0, n,
+			    l->lg, &first);
 	}
 	if (rc != 0) {
 		fail_seq(s, q, q->spec ? spec_errmsg(sp) : model_errmsg(l->m));
@@ -1463,6 +1502,9 @@ prefill(struct sched *s, struct sched_seq **act, int n)
 
 			if (to > q->n_prompt)
 				to = q->n_prompt;
+			/* an image whole in one forward */
+			to = q->done_prompt + vision_prompt_cut(&q->vp, q->done_prompt,
+			    to - q->done_prompt);
 			if (ran && to - q->done_prompt > budget)
 				return;
 			budget -= to - q->done_prompt, ran = 1;

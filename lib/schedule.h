@@ -148,6 +148,7 @@ int	sched_add_model(struct sched *, struct model *m, int K, int pin, struct sche
 	    char *err);
 
 struct grammar;
+struct vision_prompt;
 
 /*
  * A request: lane from sched_add_model, the prompt's ids (copied).  With a
@@ -177,6 +178,15 @@ struct sched_req {
 	int	top_logprobs;	/* and its 0..SCHED_TOP_MAX likeliest alternatives */
 	struct grammar *grammar;	/* NULL, or what the reply must be (lib/grammar.h):
 					 * each choice holds a reference of its own */
+	const struct vision_prompt *vp;	/* NULL, or the prompt's images (lib/vision.h,
+					 * rows within ids; copied): each prefill chunk
+					 * gives their rows' soft tokens (model_inject)
+					 * and is cut so that an image lies whole in one
+					 * forward; the session decodes plain, and the
+					 * prefix cache and the reuse pool keep and
+					 * resume only rows before its first image (an
+					 * image's rows are the same ids for any image
+					 * of its size) */
 };
 
 /* The most alternatives a token's logprobs list. */
