@@ -146,6 +146,9 @@ PY
 	run -2 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-assistant" \
 	    MEMRA_GEMMA_TRIM_ADAPT=512 serve --device cpu
 	[ "$stderr" = "serve: MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported (MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)" ]
+	run -1 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_GEMMA_DRAFT_RANKS="$G/nope.txt" \
+	    serve --device cpu
+	[[ $stderr == *"a drafter's rank list without a drafter (MEMRA_DRAFT)" ]]
 	# the flags are the variables: --dspark-spec 0 over MEMRA_DSPARK_SPEC=1 leaves the MTP head
 	printf '#!/bin/sh\nexec serve --dspark-spec 0 "$@"\n' >"$P/off" && chmod +x "$P/off"
 	SERVE=$P/off start_serve MEMRA_MODELS="q=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \

@@ -66,8 +66,8 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 @test "boot: MEMRA_VISION_DIR refused by name; the vision settings checked" {
 	run -2 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_VISION_DIR=d serve
 	[ "$stderr" = "serve: MEMRA_VISION_DIR: not supported by this server (refusing to run a different configuration)" ]
-	run -2 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_DRAFT_RANKS=r serve
-	[ "$stderr" = "serve: MEMRA_GEMMA_DRAFT_RANKS: not supported by this server (refusing to run a different configuration)" ]
+	run -2 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_OTHER=r serve
+	[ "$stderr" = "serve: MEMRA_GEMMA_OTHER: not supported by this server (refusing to run a different configuration)" ]
 	run -2 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_MMPROJ="$V/mmproj-f32.gguf" serve
 	[ "$stderr" = "serve: MEMRA_GEMMA_MMPROJ (--mmproj): goes with MEMRA_GEMMA_VISION=1" ]
 	run -2 --separate-stderr env MEMRA_MODELS="g=$V" serve --max-images 3
