@@ -6,15 +6,16 @@
  * says most, so that some of the random drafter's drafts are accepted).
  *
  * Requests arrive staggered while others prefill and decode, greedy (some
- * with logprobs) and seeded-sampled: each reply is its plain decode's (the request alone on a
- * lane without drafts), token for token, whenever it joins, with K pinned
- * and by load.  With K pinned, the drafts the sessions had accepted are,
- * in all, those of a lone speculative decoder (spec_round) on the same
- * prompts cut the same way: the drafter's input (the verify rows' hidden
- * rows, or taps) comes out of the batched verify as it does alone.  A
- * conversation resumed from the reuse pool speculates on with the
- * drafter's context it parked with.  (Beside t/unit/schedule.c, which
- * other work edits too.)
+ * with logprobs) and seeded-sampled: each reply is its plain decode's (the
+ * request alone on a lane without drafts), token for token, whenever it
+ * joins, with K pinned and by load.  With K pinned, the drafts the
+ * sessions had accepted are, in all, those of a lone speculative decoder
+ * (spec_round) on the same prompts cut the same way: the drafter's input
+ * (the verify rows' hidden rows, or taps) comes out of the batched verify
+ * as it does alone.  A DFlash2 conversation resumed from the reuse pool or
+ * the prefix cache speculates on with the drafter's context rows, which
+ * are a cold prefill's bits.  (Beside t/unit/schedule.c, which other work
+ * edits too.)
  */
 #include <pthread.h>
 #include <stdlib.h>
