@@ -33,19 +33,34 @@ http() {
 	printf ' %s' "$(cat "$P/body")"
 }
 
-# model_a_tools: a copy of model A in $P/a whose template shows the tools and
-# the XML call form (<function=NAME>, as Qwen3.5's); sets A
-model_a_tools() {
+# model_a_template TEMPLATE: a copy of model A in $P/a whose chat template is
+# TEMPLATE (the rest linked to A's files); sets A
+model_a_template() {
 	A=$(model_a)
 	mkdir "$P/a"
 	ln -s "$A"/* "$P/a/"
 	rm "$P/a/tokenizer_config.json"
-	python3 - "$A/tokenizer_config.json" "$P/a/tokenizer_config.json" <<'PY'
+	python3 - "$A/tokenizer_config.json" "$P/a/tokenizer_config.json" "$1" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["chat_template"] = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if tools %}<tools>{{ tools | tojson }}</tools>\nCall one as <tool_call>\n<function=NAME>\n"
-    "<parameter=P>\nV\n</parameter>\n</function>\n</tool_call>\n{% endif %}<|im_start|>assistant\n")
+c["chat_template"] = sys.argv[3]
 json.dump(c, open(sys.argv[2], "w"))
 PY
+}
+
+# model_a_tools: model_a_template with a template that shows the tools and the
+# XML call form (<function=NAME>, as Qwen3.5's)
+model_a_tools() {
+	model_a_template '{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if tools %}<tools>{{ tools | tojson }}</tools>
+Call one as <tool_call>
+<function=NAME>
+<parameter=P>
+V
+</parameter>
+</function>
+</tool_call>
+{% endif %}<|im_start|>assistant
+'
 }

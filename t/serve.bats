@@ -163,18 +163,12 @@ teardown() { stop_serve; }
 
 @test "model A with a test template: tools reach the template, <think> becomes reasoning_content" {
 	need_py openai
-	A=$(model_a)
-	mkdir "$P/a"
-	ln -s "$A"/* "$P/a/"
-	rm "$P/a/tokenizer_config.json"
-	python3 - "$A/tokenizer_config.json" "$P/a/tokenizer_config.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["chat_template"] = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if tools %}<tools>{{ tools | tojson }}</tools>\n{% endif %}"
-    "<|im_start|>assistant\n{% if enable_thinking %}<think>\n{% endif %}")
-json.dump(c, open(sys.argv[2], "w"))
-PY
+	model_a_template '{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if tools %}<tools>{{ tools | tojson }}</tools>
+{% endif %}<|im_start|>assistant
+{% if enable_thinking %}<think>
+{% endif %}'
 	start_serve MEMRA_MODELS="a=$P/a"
 	tools='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]'
 	run -0 $SC "$URL" chat a "def f(x):" 8
