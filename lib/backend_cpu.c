@@ -25,6 +25,7 @@
 
 enum {
 	MM_TILE = 8,		/* weight rows dequantized together, reused over m */
+	MM_ROWS = 16,		/* activation rows a quantized weight row meets at once */
 	CPU_SPIN = 2000,	/* pauses a thread waits busy before it sleeps */
 };
 
@@ -332,25 +333,60 @@ backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float
 	axpy(c, y, a, x, n, 1);
 }
 
+/*
+ * The lanes' tree: y[l] += x[l] for l < n, each element one add, so the
+ * vector forms round as the scalar one.  y and x do not overlap.
+ */
+static void
+lanes_add(float *y, const float *x, int n)
+{
+	int l = 0;
+
+#ifdef CPU_X86
+	for (; l + 4 <= n; l += 4)	/* SSE: every x86-64 has it */
+		_mm_storeu_ps(y + l, _mm_add_ps(_mm_loadu_ps(y + l), _mm_loadu_ps(x + l)));
+#endif
+	for (; l < n; l++)
+		y[l] += x[l];
+}
+
 float
 backend_cpu_lanes_total(float *acc, int w)
 {
-	if (w == 64)
-		for (int l = 0; l < 16; l++) {
-			acc[l] += acc[32 + l];
-			acc[16 + l] += acc[48 + l];
-			acc[l] += acc[16 + l];
-		}
+	if (w == 64) {
+		lanes_add(acc, acc + 32, 16);
+		lanes_add(acc + 16, acc + 48, 16);
+		lanes_add(acc, acc + 16, 16);
+	}
 	for (int h = 8; h >= 1; h /= 2)
-		for (int l = 0; l < h; l++)
-			acc[l] += acc[l + h];
+		lanes_add(acc, acc + h, h);
 	return acc[0];
 }
 
+void
+backend_cpu_lanes_cols(float *acc, int w, int n, float *out)
+{
+	if (w == 64)
+		for (int l = 0; l < 16; l++) {
+			lanes_add(acc + (size_t)l * n, acc + (size_t)(32 + l) * n, n);
+			lanes_add(acc + (size_t)(16 + l) * n, acc + (size_t)(48 + l) * n, n);
+			lanes_add(acc + (size_t)l * n, acc + (size_t)(16 + l) * n, n);
+		}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int l = 0; l < h; l++)
+			lanes_add(acc + (size_t)l * n, acc + (size_t)(l + h) * n, n);
+	memcpy(out, acc, (size_t)n * sizeof *out);
+}
+
 #ifdef CPU_X86
-/* w / 8 AVX2 registers of lanes; the same fused chains as the portable loop. */
-__attribute__((target("avx2,fma"))) static void
-lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w)
+/*
+ * w / 8 AVX2 registers of lanes; the same fused chains as the portable
+ * loop.  With no tail (n a multiple of w) the lanes are totalled where
+ * they are, by backend_cpu_lanes_total's adds (register k holds lanes
+ * 8k..8k+7): returns 1 and the total in *t; else stores them in acc.
+ */
+__attribute__((target("avx2,fma"))) static int
+lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w, float *t)
 {
 	__m256 r[8];
 	int nr = w / 8;
@@ -362,10 +398,26 @@ lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w)
 		for (int k = 0; k < nr; k++)
 			r[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k),
 			    _mm256_loadu_ps(b + i + 8 * k), r[k]);
+	if (i == n && (w == 16 || w == 64)) {
+		__m128 h;
+
+		if (w == 64) {
+			r[0] = _mm256_add_ps(r[0], r[4]), r[1] = _mm256_add_ps(r[1], r[5]);
+			r[2] = _mm256_add_ps(r[2], r[6]), r[3] = _mm256_add_ps(r[3], r[7]);
+			r[0] = _mm256_add_ps(r[0], r[2]), r[1] = _mm256_add_ps(r[1], r[3]);
+		}
+		r[0] = _mm256_add_ps(r[0], r[1]);
+		h = _mm_add_ps(_mm256_castps256_ps128(r[0]), _mm256_extractf128_ps(r[0], 1));
+		h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_add_ss(h, _mm_movehdup_ps(h));
+		*t = _mm_cvtss_f32(h);
+		return 1;
+	}
 	for (int k = 0; k < nr; k++)
 		_mm256_storeu_ps(acc + 8 * k, r[k]);
 	for (; i < n; i++)
 		acc[i % w] = fmaf(a[i], b[i], acc[i % w]);
+	return 0;
 }
 #endif
 
@@ -377,7 +429,10 @@ backend_cpu_dot_lanes(const struct backend_cpu *c, const float *a, const float *
 
 #ifdef CPU_X86
 	if (c->avx2) {
-		lanes_avx2(acc, a, b, n, w);
+		float t;
+
+		if (lanes_avx2(acc, a, b, n, w, &t))
+			return t;
 		return backend_cpu_lanes_total(acc, w);
 	}
 #endif
@@ -678,7 +733,8 @@ cpu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
  *   F32: the backend's dot on the row in place;
  *   quantized types with a ggml vec_dot: the activation row is quantized
  *     once per call (quant_quantize_act) and quant_vec_dot runs, as in
- *     ggml's CPU backend;
+ *     ggml's CPU backend (quant_vec_dot_rows: a weight row against up to
+ *     MM_ROWS activation rows at once, each row's bits its own dot's);
  *   F16, BF16 and the rest: the row is dequantized (MM_TILE rows at a
  *     time, reused over the m activation rows) and the backend's dot runs.
  */
@@ -701,17 +757,12 @@ mm_quantized(int type)
 	    quant_vec_dot_type(type) >= 0;
 }
 
+/* Row wr of w (as floats) against activation row r, scaled. */
 static float
-mm_dot(struct mm_job *jb, const struct backend_weight *w, const float *wr,
-    int64_t j, int r)
+mm_dot(struct mm_job *jb, const struct backend_weight *w, const float *wr, int r)
 {
-	float v;
+	float v = jb->c->dot(wr, jb->x + (size_t)r * jb->ldx, w->ne0);
 
-	if (jb->xq != NULL)
-		v = quant_vec_dot(w->type, w->ne0, (const char *)w->data + (size_t)j * w->row_size,
-		    jb->xq + (size_t)r * jb->xq_size);
-	else
-		v = jb->c->dot(wr, jb->x + (size_t)r * jb->ldx, w->ne0);
 	return w->scale != 1.0f ? v * w->scale : v;
 }
 
@@ -727,7 +778,7 @@ mm_rows3(struct mm_job *jb, const struct backend_weight *w,
 	float *y = jb->y + (size_t)r * jb->ldy + j;
 
 #ifdef CPU_X86
-	if (jb->xq == NULL && jb->c->avx2 && r + 3 <= jb->m) {
+	if (jb->c->avx2 && r + 3 <= jb->m) {
 		const float *x[3] = { jb->x + (size_t)r * jb->ldx,
 		    jb->x + (size_t)(r + 1) * jb->ldx, jb->x + (size_t)(r + 2) * jb->ldx };
 		float g[3], u[3];
@@ -749,11 +800,48 @@ mm_rows3(struct mm_job *jb, const struct backend_weight *w,
 	}
 #endif
 	for (int t = 0; t < nt; t++) {
-		float g = mm_dot(jb, w, wr[t], j + t, r);
+		float g = mm_dot(jb, w, wr[t], r);
 
-		y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], j + t, r) : g;
+		y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], r) : g;
 	}
 	return 1;
+}
+
+/*
+ * Quantized weights: MM_TILE weight rows at a time, each against MM_ROWS
+ * activation rows at a time (the tile stays in L1 while the rows pass).
+ */
+static void
+mm_rows_q(struct mm_job *jb, int64_t j0, int64_t j1)
+{
+	const struct backend_weight *w = jb->w, *wu = jb->wu;
+	float g[MM_ROWS], u[MM_ROWS];
+
+	for (int64_t jt = j0; jt < j1; jt += MM_TILE) {
+		int64_t je = j1 - jt < MM_TILE ? j1 : jt + MM_TILE;
+
+		for (int r = 0; r < jb->m; r += MM_ROWS) {
+			int nr = jb->m - r < MM_ROWS ? jb->m - r : MM_ROWS;
+			const char *xq = jb->xq + (size_t)r * jb->xq_size;
+			float *y = jb->y + (size_t)r * jb->ldy;
+
+			for (int64_t j = jt; j < je; j++) {
+				quant_vec_dot_rows(w->type, w->ne0, (const char *)w->data +
+				    (size_t)j * w->row_size, xq, jb->xq_size, nr, g);
+				if (wu != NULL)
+					quant_vec_dot_rows(wu->type, wu->ne0, (const char *)wu->data +
+					    (size_t)j * wu->row_size, xq, jb->xq_size, nr, u);
+				for (int k = 0; k < nr; k++) {
+					float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
+
+					if (wu != NULL)
+						v = backend_cpu_silu(v) *
+						    (wu->scale != 1.0f ? u[k] * wu->scale : u[k]);
+					y[(size_t)k * jb->ldy + j] = v;
+				}
+			}
+		}
+	}
 }
 
 static void
@@ -764,13 +852,17 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 	const float *wr[MM_TILE] = { 0 }, *ur[MM_TILE] = { 0 };
 	float *buf = NULL;
 
-	if (jb->xq == NULL && w->type != QUANT_F32)
+	if (jb->xq != NULL) {
+		mm_rows_q(jb, j0, j1);
+		return;
+	}
+	if (w->type != QUANT_F32)
 		if ((buf = backend_cpu_scratch(jb->c, tid, 2 * MM_TILE * (size_t)w->ne0)) == NULL)
 			return;
 	for (int64_t j = j0; j < j1; j += MM_TILE) {
 		int nt = j1 - j < MM_TILE ? (int)(j1 - j) : MM_TILE;
 
-		for (int t = 0; jb->xq == NULL && t < nt; t++) {
+		for (int t = 0; t < nt; t++) {
 			wr[t] = weight_row(jb->c, w, j + t, buf + t * w->ne0);
 			if (wu != NULL)
 				ur[t] = weight_row(jb->c, wu, j + t, buf + (MM_TILE + t) * w->ne0);

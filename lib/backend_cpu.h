@@ -78,9 +78,12 @@ void	backend_cpu_axpy_fma(const struct backend_cpu *, float *y, float a,
  * w = 64 is ggml_vec_dot_f32/f16 (one row): four accumulators of 16 lanes,
  * 0+2 and 1+3, then those two, then the 16 lanes as before.
  * lanes_total: acc [w] holds the lanes (overwritten); returns the total.
+ * lanes_cols: acc [w][n] holds n sums' lanes, sum i in column i
+ * (overwritten); out[i] = lanes_total of column i, bit for bit.
  * dot_lanes: sum of a[i] b[i], i < n, so formed; same bits on every path.
  */
 float	backend_cpu_lanes_total(float *acc, int w);
+void	backend_cpu_lanes_cols(float *acc, int w, int n, float *out);
 float	backend_cpu_dot_lanes(const struct backend_cpu *, const float *a,
 	    const float *b, int64_t n, int w);
 void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,

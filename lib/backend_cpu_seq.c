@@ -134,11 +134,7 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 
 		backend_cpu_axpy_fma(c, acc + (size_t)(t % w) * hd, p, v + (size_t)t * kvd, hd);
 	}
-	for (int d = 0; d < hd; d++) {
-		for (int l = 0; l < w; l++)
-			blk[l] = acc[(size_t)l * hd + d];
-		o[d] = backend_cpu_lanes_total(blk, w);
-	}
+	backend_cpu_lanes_cols(acc, w, hd, o);
 }
 
 struct attn_job {

@@ -121,6 +121,17 @@ int	quant_quantize_act(int t, const float *x, void *xq, int64_t n);
 float	quant_vec_dot(int t, int64_t n, const void *w, const void *xq);
 float	quant_dot_f32(int t, int64_t n, const void *w, const float *x);
 
+/*
+ * quant_vec_dot of one weight row w with m activation rows at once: row r
+ * at xq + r * ldxq bytes (as quant_quantize_act wrote it), its dot into
+ * out[r].  Each out[r] is quant_vec_dot(t, n, w, xq + r * ldxq) bit for
+ * bit: the rows share the weight's loads and unpacking, never a sum, so a
+ * batch of rows costs less than its rows one by one and computes the same.
+ * m >= 1; where quant_vec_dot would return NaN, every out[r] is NaN.
+ */
+void	quant_vec_dot_rows(int t, int64_t n, const void *w, const void *xq, size_t ldxq,
+	    int m, float *out);
+
 /* Which dot product code runs here: "avx2" or "portable". */
 const char *quant_dot_impl(void);
 

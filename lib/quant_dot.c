@@ -286,6 +286,26 @@ quant_vec_dot(int t, int64_t n, const void *w, const void *xq)
 	return quant_vec_dot_portable(t, n, w, xq);
 }
 
+void
+quant_vec_dot_rows(int t, int64_t n, const void *w, const void *xq, size_t ldxq, int m,
+    float *out)
+{
+	const uint8_t *x = xq;
+	int r;
+
+	if (!dot_ok(t, n)) {
+		for (r = 0; r < m; r++)
+			out[r] = NAN;
+		return;
+	}
+	if (has_avx2()) {
+		quant_vec_dot_rows_avx2(t, n, w, xq, ldxq, m, out);
+		return;
+	}
+	for (r = 0; r < m; r++)
+		out[r] = quant_vec_dot_portable(t, n, w, x + r * ldxq);
+}
+
 float
 quant_dot_f32(int t, int64_t n, const void *w, const float *x)
 {

@@ -293,5 +293,7 @@ float	quant_vec_dot_portable(int t, int64_t n, const void *w, const void *xq);
 float	quant_dot_f32_portable(int t, int64_t n, const void *w, const float *x);
 float	quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
 float	quant_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
+void	quant_vec_dot_rows_avx2(int t, int64_t n, const void *w, const void *xq, size_t ldxq,
+	    int m, float *out);
 
 #endif

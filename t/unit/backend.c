@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "backend_cpu.h"
 #include "quant.h"
 #include "sample.h"
 #include "test.h"
@@ -756,6 +757,69 @@ TEST(ggml_attention_orders_are_the_same_bits_on_every_path)
 					    bat, backend_name(be3), backend_name(bes));
 				free(q), free(kc), free(vc), free(o), free(os), free(ref);
 			}
+}
+
+/* The lanes' tree as backend_cpu.h states it, one scalar add at a time. */
+static float
+ref_lanes_total(float *acc, int w)
+{
+	if (w == 64)
+		for (int l = 0; l < 16; l++) {
+			acc[l] += acc[32 + l];
+			acc[16 + l] += acc[48 + l];
+			acc[l] += acc[16 + l];
+		}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int l = 0; l < h; l++)
+			acc[l] += acc[l + h];
+	return acc[0];
+}
+
+/*
+ * The vector forms of the lanes' sums (lanes_total, the column totals of
+ * V p, dot_lanes totalled in registers) against the scalar tree, bit for
+ * bit: w = 16 and 64, columns 1..70 (every tail of the vector loops),
+ * dot lengths with and without a tail, on the AVX2 and the portable path.
+ */
+TEST(lanes_sums_are_the_scalar_tree_bit_for_bit)
+{
+	float acc[64 * 70], cp[64 * 70], col[64], out[70];
+
+	for (int w = 16; w <= 64; w += 48) {
+		for (int k = 0; k < 20; k++) {
+			float *x = rnd(w, (float)(k + 1));
+
+			memcpy(acc, x, w * sizeof *x);
+			memcpy(cp, x, w * sizeof *x);
+			if (backend_cpu_lanes_total(acc, w) != ref_lanes_total(cp, w))
+				FAILF("lanes_total w %d: not the scalar tree", w);
+			free(x);
+		}
+		for (int n = 1; n <= 70; n++) {
+			float *x = rnd((size_t)w * n, 3);
+
+			memcpy(acc, x, (size_t)w * n * sizeof *x);
+			backend_cpu_lanes_cols(acc, w, n, out);
+			for (int i = 0; i < n; i++) {
+				for (int l = 0; l < w; l++)
+					col[l] = x[(size_t)l * n + i];
+				if (!same(&out[i], (float[]){ ref_lanes_total(col, w) }, 1))
+					FAILF("lanes_cols w %d n %d: column %d not the scalar tree", w, n, i);
+			}
+			free(x);
+		}
+		for (int n = w - 3; n <= 3 * w + 5; n += w / 2 - 1) {
+			float *a = rnd(n, 1), *b = rnd(n, 2), lanes[64] = { 0 }, want;
+
+			for (int i = 0; i < n; i++)
+				lanes[i % w] = fmaf(a[i], b[i], lanes[i % w]);
+			want = ref_lanes_total(lanes, w);
+			if (backend_cpu_dot_lanes((struct backend_cpu *)be3, a, b, n, w) != want ||
+			    backend_cpu_dot_lanes((struct backend_cpu *)bes, a, b, n, w) != want)
+				FAILF("dot_lanes w %d n %d: not the fused lanes and the scalar tree", w, n);
+			free(a), free(b);
+		}
+	}
 }
 
 /* --- conv1d --- */
@@ -1561,6 +1625,7 @@ main(void)
 	RUN(round_f16_keeps_what_a_half_cache_stores);
 	RUN(attention_with_f16_cache_matches_reference_and_is_batch_invariant);
 	RUN(ggml_attention_orders_are_the_same_bits_on_every_path);
+	RUN(lanes_sums_are_the_scalar_tree_bit_for_bit);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
