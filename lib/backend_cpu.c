@@ -474,10 +474,39 @@ backend_cpu_silu(float x)
 	return x / (1.0f + backend_cpu_expf_ggml(0.0f - x));
 }
 
+/*
+ * FMA, decided once at load time (as lib/quant_dot.c decides AVX2): with
+ * it, fexp_ggml's fmaf are instructions instead of calls into libm (the
+ * same single rounding either way).  Written by the constructor before
+ * main, only read after.
+ */
+static int cpu_fma;
+
+__attribute__((constructor)) static void
+detect_fma(void)
+{
+#ifdef CPU_X86
+	__builtin_cpu_init();
+	cpu_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+}
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static float
+expf_ggml_fma(float x)
+{
+	return fexp_ggml(x);
+}
+#endif
+
 /* ggml's exp (lib/fexp.h): the softmax of an F16 cache and SiLU use it. */
 float
 backend_cpu_expf_ggml(float x)
 {
+#ifdef CPU_X86
+	if (cpu_fma)
+		return expf_ggml_fma(x);
+#endif
 	return fexp_ggml(x);
 }
 

@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "backend_cpu.h"
+#include "fexp.h"
 #include "quant.h"
 #include "sample.h"
 #include "test.h"
@@ -822,6 +823,35 @@ TEST(lanes_sums_are_the_scalar_tree_bit_for_bit)
 	}
 }
 
+/*
+ * ggml's exp on the CPU: fexp_scale is scalbnf bit for bit over fexp_ggml's
+ * whole range of exponents (subnormal results and overflow included), and
+ * the backend's exp (fmaf as instructions where the CPU has FMA) is
+ * fexp_ggml compiled plainly, over a sweep of every 4099th float.
+ */
+TEST(expf_ggml_is_fexp_ggml_bit_for_bit)
+{
+	int bad = 0;
+
+	for (int k = -192; k <= 192; k++)
+		for (int i = 0; i < 64; i++) {
+			float p = 0.5f + (float)i / 64 + (float)i * 0x1p-20f, a = fexp_scale(p, k),
+			    b = scalbnf(p, k);
+
+			if (!same(&a, &b, 1) && bad++ < 5)
+				FAILF("fexp_scale(%a, %d) = %a, scalbnf %a", p, k, a, b);
+		}
+	for (uint64_t u = 0; u < 0x100000000ull; u += 4099) {
+		uint32_t v = (uint32_t)u;
+		float x, a, b;
+
+		memcpy(&x, &v, 4);
+		a = backend_cpu_expf_ggml(x), b = fexp_ggml(x);
+		if (!same(&a, &b, 1) && bad++ < 10)
+			FAILF("expf_ggml(%a) = %a, fexp_ggml %a", x, a, b);
+	}
+}
+
 /* --- conv1d --- */
 
 TEST(conv1d_matches_reference_and_carries_state)
@@ -1626,6 +1656,7 @@ main(void)
 	RUN(attention_with_f16_cache_matches_reference_and_is_batch_invariant);
 	RUN(ggml_attention_orders_are_the_same_bits_on_every_path);
 	RUN(lanes_sums_are_the_scalar_tree_bit_for_bit);
+	RUN(expf_ggml_is_fexp_ggml_bit_for_bit);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
