@@ -333,6 +333,40 @@ backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float
 	axpy(c, y, a, x, n, 1);
 }
 
+#ifdef CPU_X86
+/* backend_cpu_axpy_fma_lanes on AVX2: axpy8_avx2's fused steps, the tail fused. */
+__attribute__((target("avx2,fma"))) static void
+axpy_lanes_avx2(float *acc, int w, int64_t n, const float *a, const float *x, size_t ldx,
+    int nk)
+{
+	for (int t = 0; t < nk; t++, x += ldx) {
+		float *y = acc + (size_t)(t % w) * n;
+		__m256 av = _mm256_set1_ps(a[t]);
+		int64_t i = 0;
+
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
+			    _mm256_loadu_ps(y + i)));
+		for (; i < n; i++)
+			y[i] = fmaf(a[t], x[i], y[i]);
+	}
+}
+#endif
+
+void
+backend_cpu_axpy_fma_lanes(const struct backend_cpu *c, float *acc, int w, int64_t n,
+    const float *a, const float *x, size_t ldx, int nk)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		axpy_lanes_avx2(acc, w, n, a, x, ldx, nk);
+		return;
+	}
+#endif
+	for (int t = 0; t < nk; t++)
+		axpy(c, acc + (size_t)(t % w) * n, a[t], x + (size_t)t * ldx, n, 1);
+}
+
 /*
  * The lanes' tree: y[l] += x[l] for l < n, each element one add, so the
  * vector forms round as the scalar one.  y and x do not overlap.
@@ -385,8 +419,8 @@ backend_cpu_lanes_cols(float *acc, int w, int n, float *out)
  * they are, by backend_cpu_lanes_total's adds (register k holds lanes
  * 8k..8k+7): returns 1 and the total in *t; else stores them in acc.
  */
-__attribute__((target("avx2,fma"))) static int
-lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w, float *t)
+__attribute__((target("avx2,fma"), always_inline)) static inline int
+lanes_body(float *acc, const float *a, const float *b, int64_t n, int w, float *t)
 {
 	__m256 r[8];
 	int nr = w / 8;
@@ -420,6 +454,47 @@ lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w, float *
 	return 0;
 }
 #endif
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static int
+lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w, float *t)
+{
+	return lanes_body(acc, a, b, n, w, t);
+}
+
+/* lanes_avx2 over nk rows b + t ldb, each totalled in registers (n % w == 0). */
+__attribute__((target("avx2,fma"))) static void
+lanes_rows_avx2(const float *a, const float *b, size_t ldb, int nk, int64_t n, int w,
+    float scale, float *s)
+{
+	float acc[64];
+
+	if (w == 64)	/* a constant w each: the lanes stay in registers */
+		for (int t = 0; t < nk; t++, b += ldb) {
+			lanes_body(acc, a, b, n, 64, &s[t]);
+			s[t] *= scale;
+		}
+	else
+		for (int t = 0; t < nk; t++, b += ldb) {
+			lanes_body(acc, a, b, n, 16, &s[t]);
+			s[t] *= scale;
+		}
+}
+#endif
+
+void
+backend_cpu_dot_lanes_rows(const struct backend_cpu *c, const float *a, const float *b,
+    size_t ldb, int nk, int64_t n, int w, float scale, float *s)
+{
+#ifdef CPU_X86
+	if (c->avx2 && n % w == 0 && (w == 16 || w == 64)) {
+		lanes_rows_avx2(a, b, ldb, nk, n, w, scale, s);
+		return;
+	}
+#endif
+	for (int t = 0; t < nk; t++)
+		s[t] = backend_cpu_dot_lanes(c, a, b + (size_t)t * ldb, n, w) * scale;
+}
 
 float
 backend_cpu_dot_lanes(const struct backend_cpu *c, const float *a, const float *b,

@@ -70,6 +70,9 @@ void	backend_cpu_axpy(const struct backend_cpu *, float *y, float a,
 /* y = fma(a, x, y) elementwise: one rounding on every path. */
 void	backend_cpu_axpy_fma(const struct backend_cpu *, float *y, float a,
 	    const float *x, int64_t n);
+/* axpy_fma of rows x + t ldx times a[t] into row t % w of acc [w][n], t < nk in order. */
+void	backend_cpu_axpy_fma_lanes(const struct backend_cpu *, float *acc, int w, int64_t n,
+	    const float *a, const float *x, size_t ldx, int nk);
 /*
  * llama.cpp's attention sums (its x86 AVX-512 build).  Lanes: element i of
  * a sum goes to lane i % w, each lane a chain of fused multiply-adds in
@@ -86,6 +89,9 @@ float	backend_cpu_lanes_total(float *acc, int w);
 void	backend_cpu_lanes_cols(float *acc, int w, int n, float *out);
 float	backend_cpu_dot_lanes(const struct backend_cpu *, const float *a,
 	    const float *b, int64_t n, int w);
+/* s[t] = dot_lanes(a, b + t ldb, n, w) * scale for t < nk (the same bits). */
+void	backend_cpu_dot_lanes_rows(const struct backend_cpu *, const float *a,
+	    const float *b, size_t ldb, int nk, int64_t n, int w, float scale, float *s);
 void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
 	    float k, int64_t n);
 void	backend_cpu_update(const struct backend_cpu *, float *r, float k,

@@ -116,12 +116,9 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 
 	for (int d = 0; d < hd; d++)
 		qh[d] = a->kv_f16 ? half(q[d]) : q[d];
-	for (int t = 0; t < n; t++) {
-		const float *kt = k + (size_t)t * kvd;
-
-		s[t] = backend_cpu_dot_lanes(c, qh, kt, hd, wk) * a->scale;
+	backend_cpu_dot_lanes_rows(c, qh, k, kvd, n, hd, wk, a->scale, s);
+	for (int t = 0; t < n; t++)
 		mx = s[t] > mx ? s[t] : mx;
-	}
 	for (int t0 = 0; t0 < n; t0 += 16) {
 		for (int l = 0; l < 16; l++)
 			blk[l] = t0 + l < n ? (s[t0 + l] = backend_cpu_expf_ggml(s[t0 + l] - mx)) : 0.0f;
@@ -129,11 +126,9 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	}
 	float inv = (float)(1.0 / sum);
 	memset(acc, 0, (size_t)w * hd * sizeof *acc);
-	for (int t = 0; t < n; t++) {
-		float p = a->kv_f16 ? half(s[t] * inv) : s[t] * inv;
-
-		backend_cpu_axpy_fma(c, acc + (size_t)(t % w) * hd, p, v + (size_t)t * kvd, hd);
-	}
+	for (int t = 0; t < n; t++)
+		s[t] = a->kv_f16 ? half(s[t] * inv) : s[t] * inv;
+	backend_cpu_axpy_fma_lanes(c, acc, w, hd, s, v, kvd, n);
 	backend_cpu_lanes_cols(acc, w, hd, o);
 }
 

@@ -1067,7 +1067,73 @@ quant_vec_dot_rows_avx2(int t, int64_t n, const void *w, const void *xq, size_t 
 		out[r] = quant_vec_dot_avx2(t, n, w, x + r * ldx);
 }
 
+/*
+ * One Q8_0 (s16 NULL) or Q8_1 block of activations, act_q8's bits
+ * (quant_dot.c): the max of |x| (order free), d = amax / 127 and
+ * id = 127 / amax each one division, x * id rounded half to even by
+ * the conversion (MXCSR's default, as nearbyintf), and the exact sum.
+ */
+AVX2 static void
+act_q8(const float *x, uint8_t *d16, int8_t *qs, uint8_t *s16)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 v[4], mx;
+	__m128 m4;
+	__m256i q[4], p;
+	float amax, id;
+	int j;
+
+	for (j = 0; j < 4; j++)
+		v[j] = _mm256_loadu_ps(x + 8 * j);
+	mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+	    _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+	m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+	amax = _mm_cvtss_f32(m4);
+	id = amax != 0.0f ? 127.0f / amax : 0.0f;
+	qi_wr16(d16, qi_f2h(amax / 127.0f));
+	for (j = 0; j < 4; j++)
+		q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(id)));
+	if (s16 != NULL) {
+		__m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+		__m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+
+		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+		qi_wr16(s16, qi_f2h(amax / 127.0f * (float)_mm_cvtsi128_si32(h)));
+	}
+	/* 32 x int32 -> 32 x int8 in order (the packs work per 128-bit lane) */
+	p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+	p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	_mm256_storeu_si256((__m256i *)qs, p);
+}
+
+AVX2 void
+quant_quantize_act_avx2(int t, const float *x, void *xq, int64_t n)
+{
+	int at = quant_vec_dot_type(t);
+	uint8_t *y = xq;
+	int64_t i;
+
+	if (at != QUANT_Q8_0 && at != QUANT_Q8_1) {
+		quant_quantize_act_portable(t, x, xq, n);
+		return;
+	}
+	for (i = 0; i < n / 32; i++, x += 32)
+		if (at == QUANT_Q8_0)
+			act_q8(x, y + 34 * i, (int8_t *)(y + 34 * i + 2), NULL);
+		else
+			act_q8(x, y + 36 * i, (int8_t *)(y + 36 * i + 4), y + 36 * i + 2);
+}
+
 #else
+
+void
+quant_quantize_act_avx2(int t, const float *x, void *xq, int64_t n)
+{
+	quant_quantize_act_portable(t, x, xq, n);
+}
 
 float
 quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq)

@@ -59,19 +59,33 @@ act_q8(const float *x, uint8_t *d16, int8_t *qs, uint8_t *s16)
 		qi_wr16(s16, qi_f2h(d * (float)sum));
 }
 
+static int has_avx2(void);
+
 int
 quant_quantize_act(int t, const float *x, void *xq, int64_t n)
+{
+	int at = quant_vec_dot_type(t);
+
+	if (at < 0 || n < 0 || n % quant_traits(t)->blck != 0)
+		return -1;
+	if (has_avx2())
+		quant_quantize_act_avx2(t, x, xq, n);
+	else
+		quant_quantize_act_portable(t, x, xq, n);
+	return 0;
+}
+
+void
+quant_quantize_act_portable(int t, const float *x, void *xq, int64_t n)
 {
 	int at = quant_vec_dot_type(t);
 	const struct quant_traits *tr;
 	uint8_t *y = xq;
 	int64_t i;
 
-	if (at < 0 || n < 0 || n % quant_traits(t)->blck != 0)
-		return -1;
 	if (at == QUANT_F32) {
 		memcpy(xq, x, (size_t)n * 4);
-		return 0;
+		return;
 	}
 	tr = quant_traits(at);
 	for (i = 0; i < n / tr->blck; i++) {
@@ -85,7 +99,6 @@ quant_quantize_act(int t, const float *x, void *xq, int64_t n)
 		else
 			quant_quantize_block(at, xb, b);
 	}
-	return 0;
 }
 
 /* --- portable dot products, one per weight type --- */

@@ -295,5 +295,7 @@ float	quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
 float	quant_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
 void	quant_vec_dot_rows_avx2(int t, int64_t n, const void *w, const void *xq, size_t ldxq,
 	    int m, float *out);
+void	quant_quantize_act_portable(int t, const float *x, void *xq, int64_t n);
+void	quant_quantize_act_avx2(int t, const float *x, void *xq, int64_t n);
 
 #endif

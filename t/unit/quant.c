@@ -604,6 +604,35 @@ TEST(dot_rows_are_the_one_row_dots_bit_for_bit)
 		}
 }
 
+/* The activations' quantization: the AVX2 path writes the portable path's bytes. */
+TEST(act_quantization_is_the_same_bytes_on_both_paths)
+{
+	static const int types[] = { QUANT_Q8_0, QUANT_Q4_1, QUANT_Q4_K, QUANT_BF16 };
+	static float x[4096];
+	static uint8_t a[4096 * 4 + 64], b[4096 * 4 + 64];
+
+	if (strcmp(quant_dot_impl(), "avx2") != 0) {
+		printf("# no AVX2 here: the portable path only\n");
+		return;
+	}
+	for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+		for (int seed = 0; seed < 24; seed++) {
+			int t = types[k];
+			int64_t n = 256 * (1 + seed % 16);
+			size_t sz = quant_row_size(quant_vec_dot_type(t), n);
+
+			make_row(x, n, 1234 + 17 * seed, seed % 3);
+			if (seed % 4 == 3)	/* tiny, huge and exactly representable values */
+				for (int64_t i = 0; i < n; i += 5)
+					x[i] = i % 3 ? ldexpf(x[i], seed - 40) : (float)(i % 255) - 127.0f;
+			memset(a, 0xAB, sz), memset(b, 0xCD, sz);
+			quant_quantize_act_portable(t, x, a, n);
+			quant_quantize_act_avx2(t, x, b, n);
+			if (memcmp(a, b, sz) != 0)
+				FAILF("%s n %lld seed %d: the paths differ", quant_name(t), (long long)n, seed);
+		}
+}
+
 TEST(dot_refuses)
 {
 	uint8_t w[1024] = { 0 };
@@ -712,6 +741,7 @@ main(void)
 	RUN(dots_match_dequantized_dots);
 	RUN(dots_of_32_value_types_are_the_same_bits_on_both_paths);
 	RUN(dot_rows_are_the_one_row_dots_bit_for_bit);
+	RUN(act_quantization_is_the_same_bytes_on_both_paths);
 	RUN(dot_refuses);
 	RUN(q8_k_bsums);
 	RUN(dots_from_many_threads);
