@@ -426,9 +426,11 @@ lanes_body(float *acc, const float *a, const float *b, int64_t n, int w, float *
 	int nr = w / 8;
 	int64_t i = 0;
 
+	_Pragma("GCC unroll 8")
 	for (int k = 0; k < nr; k++)
 		r[k] = _mm256_setzero_ps();
 	for (; i + w <= n; i += w)
+		_Pragma("GCC unroll 8")
 		for (int k = 0; k < nr; k++)
 			r[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k),
 			    _mm256_loadu_ps(b + i + 8 * k), r[k]);
@@ -838,7 +840,8 @@ cpu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
  *   quantized types with a ggml vec_dot: the activation row is quantized
  *     once per call (quant_quantize_act) and quant_vec_dot runs, as in
  *     ggml's CPU backend (quant_vec_dot_rows: a weight row against up to
- *     MM_ROWS activation rows at once, each row's bits its own dot's);
+ *     MM_ROWS activation rows at once, each row's bits its own dot's; with
+ *     AVX-512 VNNI, rows packed once per call, quant_vec_dot_packed);
  *   F16, BF16 and the rest: the row is dequantized (MM_TILE rows at a
  *     time, reused over the m activation rows) and the backend's dot runs.
  */
@@ -852,6 +855,8 @@ struct mm_job {
 	int	ldx, ldy, m;
 	const char *xq;			/* NULL, or [m][xq_size] quantized x */
 	size_t	xq_size;
+	const char *pk;			/* NULL, or xq packed by MM_ROWS rows (quant_pack) */
+	size_t	pk_size;		/* bytes a group of MM_ROWS rows takes there */
 };
 
 static int
@@ -929,12 +934,20 @@ mm_rows_q(struct mm_job *jb, int64_t j0, int64_t j1)
 			const char *xq = jb->xq + (size_t)r * jb->xq_size;
 			float *y = jb->y + (size_t)r * jb->ldy;
 
+			const char *pk = jb->pk + (size_t)(r / MM_ROWS) * jb->pk_size;
+
 			for (int64_t j = jt; j < je; j++) {
-				quant_vec_dot_rows(w->type, w->ne0, (const char *)w->data +
-				    (size_t)j * w->row_size, xq, jb->xq_size, nr, g);
-				if (wu != NULL)
-					quant_vec_dot_rows(wu->type, wu->ne0, (const char *)wu->data +
-					    (size_t)j * wu->row_size, xq, jb->xq_size, nr, u);
+				const char *wr = (const char *)w->data + (size_t)j * w->row_size;
+				const char *ur = wu ? (const char *)wu->data + (size_t)j * wu->row_size : NULL;
+
+				if (jb->pk != NULL)
+					quant_vec_dot_packed(w->type, w->ne0, wr, pk, nr, g);
+				else
+					quant_vec_dot_rows(w->type, w->ne0, wr, xq, jb->xq_size, nr, g);
+				if (wu != NULL && jb->pk != NULL)
+					quant_vec_dot_packed(wu->type, wu->ne0, ur, pk, nr, u);
+				else if (wu != NULL)
+					quant_vec_dot_rows(wu->type, wu->ne0, ur, xq, jb->xq_size, nr, u);
 				for (int k = 0; k < nr; k++) {
 					float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
 
@@ -978,7 +991,7 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 
 struct quant_job {
 	struct mm_job *jb;
-	char	*xq;
+	char	*xq, *pk;
 };
 
 static void
@@ -992,30 +1005,66 @@ quantize_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 		    q->xq + r * jb->xq_size, jb->w->ne0);
 }
 
-/* Quantize the activations for jb's weight type into the caller's scratch. */
-static int
-mm_prepare(struct backend_cpu *c, struct mm_job *jb)
+/* Groups g0..g1 of MM_ROWS quantized rows into their packed form. */
+static void
+pack_groups(void *ctx, int64_t g0, int64_t g1, int tid)
 {
-	struct quant_job q = { jb, NULL };
-	size_t need;
+	struct quant_job *q = ctx;
+	struct mm_job *jb = q->jb;
 
-	if (!mm_quantized(jb->w->type))
-		return 0;
-	jb->xq_size = quant_row_size(quant_vec_dot_type(jb->w->type), jb->w->ne0);
-	need = (jb->xq_size * jb->m + sizeof(float) - 1) / sizeof(float);
-	if (c->xq.n < need) {
+	for (int64_t g = g0; g < g1; g++) {
+		int r = (int)g * MM_ROWS, nr = jb->m - r < MM_ROWS ? jb->m - r : MM_ROWS;
+
+		quant_pack(jb->w->type, jb->w->ne0, q->xq + (size_t)r * jb->xq_size, jb->xq_size,
+		    nr, q->pk + (size_t)g * jb->pk_size);
+	}
+}
+
+/* The caller's scratch s, at least n bytes (64-byte aligned); NULL if out of memory. */
+static char *
+grow(struct backend_cpu_scratch *s, size_t n)
+{
+	size_t need = (n + sizeof(float) - 1) / sizeof(float);
+
+	if (s->n < need) {
 		float *p = NULL;
 
 		if (posix_memalign((void **)&p, 64, need * sizeof *p) != 0)
-			return -1;
-		free(c->xq.p);
-		c->xq.p = p;
-		c->xq.n = need;
+			return NULL;
+		free(s->p);
+		s->p = p;
+		s->n = need;
 	}
-	q.xq = (char *)c->xq.p;
+	return (char *)s->p;
+}
+
+/*
+ * Quantize the activations for jb's weight type into the caller's
+ * scratch, and for products of several rows pack them where the CPU has
+ * a packed kernel for the type (quant_pack_size).
+ */
+static int
+mm_prepare(struct backend_cpu *c, struct mm_job *jb)
+{
+	struct quant_job q = { jb, NULL, NULL };
+	int t = jb->w->type, ng = (jb->m + MM_ROWS - 1) / MM_ROWS;
+
+	if (!mm_quantized(t))
+		return 0;
+	jb->xq_size = quant_row_size(quant_vec_dot_type(t), jb->w->ne0);
+	if ((q.xq = grow(&c->xq, jb->xq_size * jb->m)) == NULL)
+		return -1;
 	if (backend_cpu_run(c, jb->m, 4, quantize_rows, &q) != 0)
 		return -1;
 	jb->xq = q.xq;
+	jb->pk_size = jb->m > 1 ? quant_pack_size(t, jb->w->ne0, MM_ROWS) : 0;
+	if (jb->pk_size == 0)
+		return 0;
+	if ((q.pk = grow(&c->pk, jb->pk_size * ng)) == NULL)
+		return -1;
+	if (backend_cpu_run(c, ng, 1, pack_groups, &q) != 0)
+		return -1;
+	jb->pk = q.pk;
 	return 0;
 }
 
@@ -1036,7 +1085,7 @@ cpu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
     int ldx, float *y, int ldy, int m)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
-	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m, NULL, 0 };
+	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m, NULL, 0, NULL, 0 };
 
 	return mm_run(c, &jb);
 }
@@ -1046,7 +1095,7 @@ cpu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
     const struct backend_weight *wu, const float *x, int m, float *y)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
-	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m, NULL, 0 };
+	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m, NULL, 0, NULL, 0 };
 	float *u;
 	int rc;
 
@@ -1228,6 +1277,7 @@ cpu_close(struct backend *be)
 	pthread_cond_destroy(&c->done);
 	free(c->tmp.p);
 	free(c->xq.p);
+	free(c->pk.p);
 	free(c->moe.p);
 	free(c->scr);
 	free(c->wk);

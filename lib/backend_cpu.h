@@ -53,6 +53,7 @@ struct backend_cpu {
 	struct backend_cpu_scratch *scr;	/* [nt], one per thread */
 	struct backend_cpu_scratch tmp;	/* the caller's, between ops */
 	struct backend_cpu_scratch xq;	/* the caller's: quantized activations */
+	struct backend_cpu_scratch pk;	/* the caller's: those packed (quant_pack) */
 	struct backend_cpu_scratch moe;	/* the caller's: the MoE ops' gathered rows */
 };
 

@@ -1,8 +1,9 @@
 /*
  * quant_avx2: AVX2+FMA(+F16C) dot products, compiled with a target
  * attribute so that the library still runs on any x86-64 (quant_dot.c
- * calls these only when the CPU has the features).  Other CPUs get stubs
- * that fall back to the portable code.
+ * calls these only when the CPU has the features), and the AVX-512 VNNI
+ * products of packed activation rows (quant_vec_dot_packed).  Other CPUs
+ * get stubs that fall back to the portable code.
  */
 #include "quant.h"
 #include "quant_impl.h"
@@ -1047,6 +1048,10 @@ quant_vec_dot_rows_avx2(int t, int64_t n, const void *w, const void *xq, size_t 
 	int64_t nb = n / quant_traits(t)->blck;
 	const uint8_t *x = xq;
 
+	if (m == 1 && t != QUANT_Q4_1 && t != QUANT_Q5_1) {	/* the one-row kernels are faster */
+		out[0] = quant_vec_dot_avx2(t, n, w, xq);
+		return;
+	}
 	switch (t) {
 	case QUANT_Q8_0:	rows_q8_0(nb, w, x, ldx, m, out); return;
 	case QUANT_Q4_0:	rows_q4_0(nb, w, x, ldx, m, out); return;
@@ -1127,7 +1132,236 @@ quant_quantize_act_avx2(int t, const float *x, void *xq, int64_t n)
 			act_q8(x, y + 36 * i, (int8_t *)(y + 36 * i + 4), y + 36 * i + 2);
 }
 
+/*
+ * Packed activation rows (quant_pack, quant_vec_dot_packed) for AVX-512
+ * VNNI: one 512-bit register carries two rows' 8 lanes, so each of the
+ * one-row kernel's 256-bit steps runs for two rows at once, lane for lane
+ * the same operation.  Rows go in groups of 8 (4 pairs); a group is nb
+ * blocks of PK_STRIDE(at) bytes:
+ *   [0, 256)    pair p's quants: row 2p's 32 bytes, then row 2p+1's
+ *               (Q8_0: each plus 128, as unsigned bytes)
+ *   [256, 512)  pair p's scales d as floats, each 8 times
+ *   [512, 544)  Q8_1 only: the 8 rows' s as floats
+ * A row past m is zeros.  The integer sums: vpdpbusd adds the products
+ * of 4 unsigned by 4 signed bytes into an int32 lane, as maddubs then
+ * madd do (no 16-bit saturation can happen with these values); against
+ * Q8_0 the activations go in as y + 128 and the sum starts from -128
+ * times the sum of the 4 weights, so it is the sum of q y.
+ */
+enum { PK_ROWS = 8 };
+#define PK_STRIDE(at) ((at) == QUANT_Q8_1 ? 544 : 512)
+#define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+static int
+quant_pack_type(int t)
+{
+	switch (t) {
+	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_IQ4_NL: case QUANT_MXFP4:
+	case QUANT_Q4_1: case QUANT_Q5_1:
+		return quant_vec_dot_type(t);
+	default:
+		return -1;
+	}
+}
+
+size_t
+quant_pack_bytes(int t, int64_t n, int m)
+{
+	int at = quant_pack_type(t);
+
+	return at < 0 ? 0 : (size_t)(m + PK_ROWS - 1) / PK_ROWS * (size_t)(n / 32) * PK_STRIDE(at);
+}
+
+/* Row r (< 8) of a group: block i of xq into the packed block pb. */
+static void
+pack_block(int at, const uint8_t *xb, int r, uint8_t *pb)
+{
+	int p = r / 2, h = r % 2, j;
+	const uint8_t *q = xb + (at == QUANT_Q8_1 ? 4 : 2);
+	float d = qi_h2f(qi_rd16(xb)), *dv = (float *)(void *)(pb + 256 + 64 * p + 32 * h);
+
+	for (j = 0; j < 32; j++)
+		pb[64 * p + 32 * h + j] = at == QUANT_Q8_1 ? q[j] : q[j] ^ 0x80;
+	for (j = 0; j < 8; j++)
+		dv[j] = d;
+	if (at == QUANT_Q8_1) {
+		float sv = qi_h2f(qi_rd16(xb + 2));
+
+		memcpy(pb + 512 + 4 * r, &sv, 4);
+	}
+}
+
+void
+quant_pack(int t, int64_t n, const void *xq, size_t ldxq, int m, void *pk)
+{
+	int at = quant_pack_type(t), bsz = at == QUANT_Q8_1 ? 36 : 34, stride = PK_STRIDE(at);
+	int64_t nb = n / 32, i;
+	uint8_t *o = pk;
+
+	memset(pk, 0, quant_pack_bytes(t, n, m));	/* a Q8_0 row of zeros: 128s */
+	if (at == QUANT_Q8_0)
+		for (size_t b = 0; b < (size_t)((m + PK_ROWS - 1) / PK_ROWS) * nb; b++)
+			memset(o + b * stride, 0x80, 256);
+	for (int g = 0; g < m; g += PK_ROWS, o += nb * stride)
+		for (int r = g; r < m && r < g + PK_ROWS; r++)
+			for (i = 0; i < nb; i++)
+				pack_block(at, (const uint8_t *)xq + r * ldxq + i * bsz, r - g,
+				    o + i * stride);
+}
+
+/* The one-row kernel's final sum of 8 lanes (hsum_ps) for both halves of a. */
+AVX512 static inline void
+hsum2(__m512 a, float *lo, float *hi)
+{
+	*lo = hsum_ps(_mm512_castps512_ps256(a));
+	*hi = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+
+/* Q4_1/Q5_1 against P pairs of Q8_1 rows: vd_q8_1's sums. */
+AVX512 static inline __attribute__((always_inline)) void
+vp_q8_1(int t, int64_t nb, const uint8_t *w, const uint8_t *pk, int P, float *out)
+{
+	int bsz = quant_traits(t)->size, p;
+	__m512 acc[PK_ROWS / 2];
+	__m256 sm = _mm256_setzero_ps();
+	int64_t i;
+
+	_Pragma("GCC unroll 4")
+	for (p = 0; p < P; p++)
+		acc[p] = _mm512_setzero_ps();
+	for (i = 0; i < nb; i++, w += bsz, pk += 544) {
+		__m256i q = t == QUANT_Q4_1 ? nibbles(w + 4) : q5_bytes(w + 4, w + 8);
+		__m512i qz = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+		uint32_t u;
+		__m128 dm;
+		__m512 dz;
+
+		memcpy(&u, w, 4);
+		dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)u));	/* d, m */
+		dz = _mm512_broadcastss_ps(dm);
+		_Pragma("GCC unroll 4")
+		for (p = 0; p < P; p++) {
+			__m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qz,
+			    _mm512_loadu_si512((const void *)(pk + 64 * p)));
+			__m512 sc = _mm512_mul_ps(dz, _mm512_loadu_ps((const float *)(const void *)
+			    (pk + 256 + 64 * p)));
+
+			acc[p] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(is), acc[p]);
+		}
+		sm = _mm256_add_ps(sm, _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm)),
+		    _mm256_loadu_ps((const float *)(const void *)(pk + 512))));
+	}
+	{
+		float s8[8], lo, hi;
+
+		_mm256_storeu_ps(s8, sm);
+		_Pragma("GCC unroll 4")
+		for (p = 0; p < P; p++) {
+			hsum2(acc[p], &lo, &hi);
+			out[2 * p] = lo + s8[2 * p];
+			out[2 * p + 1] = hi + s8[2 * p + 1];
+		}
+	}
+}
+
+/* The 32-value types against P pairs of Q8_0 rows: vd_q8_0's sums. */
+AVX512 static inline __attribute__((always_inline)) void
+vp_q8_0(int t, int64_t nb, const uint8_t *w, const uint8_t *pk, int P, float *out)
+{
+	int bsz = quant_traits(t)->size, p;
+	__m512 acc[PK_ROWS / 2];
+	int64_t i;
+
+	_Pragma("GCC unroll 4")
+	for (p = 0; p < P; p++)
+		acc[p] = _mm512_setzero_ps();
+	for (i = 0; i < nb; i++, w += bsz, pk += 512) {
+		float d;
+		__m256i q = block_i8(t, w, &d);
+		__m512i qz = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+		__m512i s0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(
+		    _mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), qz));
+		__m512 dz = _mm512_set1_ps(d);
+
+		_Pragma("GCC unroll 4")
+		for (p = 0; p < P; p++) {
+			__m512i is = _mm512_dpbusd_epi32(s0,
+			    _mm512_loadu_si512((const void *)(pk + 64 * p)), qz);
+			__m512 sc = _mm512_mul_ps(dz, _mm512_loadu_ps((const float *)(const void *)
+			    (pk + 256 + 64 * p)));
+
+			acc[p] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(is), acc[p]);
+		}
+	}
+	_Pragma("GCC unroll 4")
+	for (p = 0; p < P; p++)
+		hsum2(acc[p], &out[2 * p], &out[2 * p + 1]);
+}
+
+/* Groups of 8 rows, the last of 1..4 pairs, each pair count its own constant. */
+#define VP_DEFINE(name, call, stride) \
+AVX512 static void \
+name(int64_t nb, const uint8_t *w, const uint8_t *pk, int m, float *out) \
+{ \
+	float o[PK_ROWS]; \
+	for (; m > 0; m -= PK_ROWS, pk += nb * (stride), out += PK_ROWS) { \
+		switch (m >= PK_ROWS ? 4 : (m + 1) / 2) { \
+		case 4:	call(4); break; \
+		case 3:	call(3); break; \
+		case 2:	call(2); break; \
+		default: call(1); break; \
+		} \
+		memcpy(out, o, (size_t)(m < PK_ROWS ? m : PK_ROWS) * sizeof *o); \
+	} \
+}
+#define P_Q8_0(P)	vp_q8_0(QUANT_Q8_0, nb, w, pk, P, o)
+#define P_Q4_0(P)	vp_q8_0(QUANT_Q4_0, nb, w, pk, P, o)
+#define P_Q5_0(P)	vp_q8_0(QUANT_Q5_0, nb, w, pk, P, o)
+#define P_IQ4_NL(P)	vp_q8_0(QUANT_IQ4_NL, nb, w, pk, P, o)
+#define P_MXFP4(P)	vp_q8_0(QUANT_MXFP4, nb, w, pk, P, o)
+#define P_Q4_1(P)	vp_q8_1(QUANT_Q4_1, nb, w, pk, P, o)
+#define P_Q5_1(P)	vp_q8_1(QUANT_Q5_1, nb, w, pk, P, o)
+VP_DEFINE(packed_q8_0, P_Q8_0, 512)
+VP_DEFINE(packed_q4_0, P_Q4_0, 512)
+VP_DEFINE(packed_q5_0, P_Q5_0, 512)
+VP_DEFINE(packed_iq4_nl, P_IQ4_NL, 512)
+VP_DEFINE(packed_mxfp4, P_MXFP4, 512)
+VP_DEFINE(packed_q4_1, P_Q4_1, 544)
+VP_DEFINE(packed_q5_1, P_Q5_1, 544)
+
+AVX512 void
+quant_vec_dot_packed_avx512(int t, int64_t n, const void *w, const void *pk, int m, float *out)
+{
+	int64_t nb = n / 32;
+
+	switch (t) {
+	case QUANT_Q8_0:	packed_q8_0(nb, w, pk, m, out); break;
+	case QUANT_Q4_0:	packed_q4_0(nb, w, pk, m, out); break;
+	case QUANT_Q5_0:	packed_q5_0(nb, w, pk, m, out); break;
+	case QUANT_IQ4_NL:	packed_iq4_nl(nb, w, pk, m, out); break;
+	case QUANT_MXFP4:	packed_mxfp4(nb, w, pk, m, out); break;
+	case QUANT_Q4_1:	packed_q4_1(nb, w, pk, m, out); break;
+	case QUANT_Q5_1:	packed_q5_1(nb, w, pk, m, out); break;
+	}
+}
+
 #else
+
+size_t
+quant_pack_bytes(int t, int64_t n, int m)
+{
+	return 0;
+}
+
+void
+quant_pack(int t, int64_t n, const void *xq, size_t ldxq, int m, void *pk)
+{
+}
+
+void
+quant_vec_dot_packed_avx512(int t, int64_t n, const void *w, const void *pk, int m, float *out)
+{
+}
 
 void
 quant_quantize_act_avx2(int t, const float *x, void *xq, int64_t n)

@@ -260,7 +260,7 @@ quant_dot_f32_portable(int t, int64_t n, const void *w, const float *x)
  * no state shared mutably between threads.  (clang's __builtin_cpu_supports
  * has no "f16c": CPUID.1:ECX bit 29 is read instead.)
  */
-static int cpu_avx2;
+static int cpu_avx2, cpu_avx512;
 
 __attribute__((constructor)) static void
 detect_cpu(void)
@@ -268,6 +268,9 @@ detect_cpu(void)
 #if defined(__x86_64__) && defined(__GNUC__)
 	__builtin_cpu_init();
 	cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && qi_cpu_has_f16c();
+	cpu_avx512 = cpu_avx2 && __builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512vnni");
 #endif
 }
 
@@ -317,6 +320,20 @@ quant_vec_dot_rows(int t, int64_t n, const void *w, const void *xq, size_t ldxq,
 	}
 	for (r = 0; r < m; r++)
 		out[r] = quant_vec_dot_portable(t, n, w, x + r * ldxq);
+}
+
+size_t
+quant_pack_size(int t, int64_t n, int m)
+{
+	if (!cpu_avx512 || m < 1 || !dot_ok(t, n))
+		return 0;
+	return quant_pack_bytes(t, n, m);
+}
+
+void
+quant_vec_dot_packed(int t, int64_t n, const void *w, const void *pk, int m, float *out)
+{
+	quant_vec_dot_packed_avx512(t, n, w, pk, m, out);
 }
 
 float

@@ -9,7 +9,9 @@
  * measure the neighbours); -w uses wall time instead.  -m M adds, per
  * type, the L2 matrix against M activation rows at once
  * (quant_vec_dot_rows, scenario rows-mM-l2), in GB/s of weight bytes
- * times M: the one-row figure it would take to go as fast.
+ * times M: the one-row figure it would take to go as fast; and where
+ * the CPU has AVX-512 VNNI for the type, the same from packed rows
+ * (quant_vec_dot_packed, scenario packed-mM-l2).
  * usage: quant-bench [-w] [-r runs] [-k k] [-m M] [TYPE...]
  */
 #include "quant.h"
@@ -42,10 +44,11 @@ cmpd(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* GB/s for one run of `reps` passes over `rows` rows (against m rows at once when m > 0). */
+/* GB/s for one run of `reps` passes over `rows` rows (against m rows at
+ * once when m > 0; packed, quant_vec_dot_packed, when pk is not NULL). */
 static double
 one_run(int t, int f32, int m, int64_t k, int64_t rows, int reps, const uint8_t *w, size_t rsz,
-    const void *xq, size_t xsz, const float *x, volatile float *sink)
+    const void *xq, size_t xsz, const void *pk, const float *x, volatile float *sink)
 {
 	double t0 = now(), dt;
 	float out[64];
@@ -54,7 +57,10 @@ one_run(int t, int f32, int m, int64_t k, int64_t rows, int reps, const uint8_t 
 
 	for (p = 0; p < reps; p++)
 		for (r = 0; r < rows; r++)
-			if (m > 0) {
+			if (pk != NULL) {
+				quant_vec_dot_packed(t, k, w + r * rsz, pk, m, out);
+				*sink += out[m - 1];
+			} else if (m > 0) {
 				quant_vec_dot_rows(t, k, w + r * rsz, xq, xsz, m, out);
 				*sink += out[m - 1];
 			} else
@@ -64,13 +70,13 @@ one_run(int t, int f32, int m, int64_t k, int64_t rows, int reps, const uint8_t 
 }
 
 static void
-bench(int t, int64_t k, int runs, size_t bytes, const char *scen, int f32, int m)
+bench(int t, int64_t k, int runs, size_t bytes, const char *scen, int f32, int m, int packed)
 {
 	size_t rsz = quant_row_size(t, k), xsz = quant_row_size(quant_vec_dot_type(t), k);
 	int64_t rows = (int64_t)(bytes / rsz), i;
 	uint8_t *w = malloc(rsz * rows);
 	float *x = malloc(k * sizeof(float)), *row = malloc(k * sizeof(float));
-	uint8_t *xq = malloc(xsz * (m > 0 ? m : 1) + 1);
+	uint8_t *xq = malloc(xsz * (m > 0 ? m : 1) + 1), *pk = NULL;
 	double *gbs = malloc(runs * sizeof(double));
 	volatile float sink = 0;
 	uint64_t s = 88172645463325252ull;
@@ -92,18 +98,22 @@ bench(int t, int64_t k, int runs, size_t bytes, const char *scen, int f32, int m
 		quant_quantize_act(t, x, xq + j * xsz, k);
 		x[j % k] += 0.25f;
 	}
+	if (packed) {
+		pk = malloc(quant_pack_size(t, k, m));
+		quant_pack(t, k, xq, xsz, m, pk);
+	}
 	/* passes per run: about 0.2 s */
 	reps = 1;
-	while (one_run(t, f32, m, k, rows, reps, w, rsz, xq, xsz, x, &sink) * 0.2 * 1e9 >
+	while (one_run(t, f32, m, k, rows, reps, w, rsz, xq, xsz, pk, x, &sink) * 0.2 * 1e9 >
 	    (double)rsz * rows * reps * (m > 0 ? m : 1) * 2)
 		reps *= 2;
 	for (j = 0; j < runs; j++)
-		gbs[j] = one_run(t, f32, m, k, rows, reps, w, rsz, xq, xsz, x, &sink);
+		gbs[j] = one_run(t, f32, m, k, rows, reps, w, rsz, xq, xsz, pk, x, &sink);
 	qsort(gbs, runs, sizeof(double), cmpd);
 	printf("%s\t%s\t%lld\t%d\t%.3f\t%.3f\t%.3f\t%s\n", quant_name(t), scen, (long long)k, runs,
 	    gbs[runs / 2], gbs[0], gbs[runs - 1], use_wall ? "GB/s" : "GB/s-cpu");
 	fflush(stdout);
-	free(w), free(x), free(row), free(xq), free(gbs);
+	free(w), free(x), free(row), free(xq), free(pk), free(gbs);
 }
 
 int
@@ -142,12 +152,16 @@ main(int argc, char *argv[])
 			fprintf(stderr, "quant-bench: '%s' has no dot product\n", types[i]);
 			return 2;
 		}
-		bench(t, k, runs, 512 << 10, "vec_dot-l2", 0, 0);
-		bench(t, k, runs, (size_t)256 << 20, "vec_dot-dram", 0, 0);
-		bench(t, k, runs, 512 << 10, "dot_f32-l2", 1, 0);
+		bench(t, k, runs, 512 << 10, "vec_dot-l2", 0, 0, 0);
+		bench(t, k, runs, (size_t)256 << 20, "vec_dot-dram", 0, 0, 0);
+		bench(t, k, runs, 512 << 10, "dot_f32-l2", 1, 0, 0);
 		if (m > 0) {
 			snprintf(scen, sizeof scen, "rows-m%d-l2", m);
-			bench(t, k, runs, 512 << 10, scen, 0, m);
+			bench(t, k, runs, 512 << 10, scen, 0, m, 0);
+		}
+		if (m > 0 && quant_pack_size(t, k, m) > 0) {
+			snprintf(scen, sizeof scen, "packed-m%d-l2", m);
+			bench(t, k, runs, 512 << 10, scen, 0, m, 1);
 		}
 	}
 	return 0;

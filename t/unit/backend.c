@@ -235,11 +235,49 @@ batch_invariance(int type, int ne0, int ne1, int m)
 	free(x), free(ym), free(y1), free(y3);
 }
 
+/* m = 1..16, then 39: every group and tail of the multi-row and packed kernels. */
 TEST(matmul_rows_are_batch_and_thread_invariant)
 {
+	static const int types[] = {
+		QUANT_Q4_1, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q5_1, QUANT_IQ4_NL,
+		QUANT_MXFP4, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_F16, QUANT_F32,
+	};
+
 	batch_invariance(QUANT_BF16, 200, 75, 40);
 	batch_invariance(QUANT_Q4_K, 512, 75, 40);
 	batch_invariance(QUANT_NVFP4, 320, 33, 17);
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+		batch_invariance(types[t], quant_traits(types[t])->blck >= 256 ? 768 : 576, 29, 40);
+}
+
+/* The fused gate/up product (silu(x.g) * x.u) of m rows: each row's bits alone. */
+TEST(matmul_swiglu_rows_are_batch_invariant)
+{
+	static const int types[] = { QUANT_Q4_1, QUANT_Q8_0, QUANT_Q4_K, QUANT_BF16 };
+	int n = 576, nff = 37, m = 19;
+
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		int ty = types[t], n0 = quant_traits(ty)->blck >= 256 ? 768 : n;
+		struct wbuf g = make_weight(ty, n0, nff), u = make_weight(ty, n0, nff);
+		float *x = rnd((size_t)m * n0, 2), *ym = malloc((size_t)m * nff * 4), *y1 = malloc(nff * 4);
+		struct backend_weight wg, wu;
+
+		CHECK(backend_weight_init(be3, &wg, ty, n0, nff, g.data, 1) == 0);
+		CHECK(backend_weight_init(be3, &wu, ty, n0, nff, u.data, 0.5f) == 0);
+		for (int mm = 1; mm <= m; mm++) {
+			CHECK(backend_matmul_swiglu(be3, &wg, &wu, x, mm, ym) == 0);
+			for (int r = 0; r < mm; r++) {
+				CHECK(backend_matmul_swiglu(be3, &wg, &wu, x + (size_t)r * n0, 1, y1) == 0);
+				if (!same(y1, ym + (size_t)r * nff, nff))
+					FAILF("%s: row %d of a %d-row swiglu product differs from the row alone",
+					    quant_name(ty), r, mm);
+			}
+		}
+		backend_weight_release(be3, &wg);
+		backend_weight_release(be3, &wu);
+		free_weight(&g), free_weight(&u);
+		free(x), free(ym), free(y1);
+	}
 }
 
 TEST(fused_products_equal_their_parts_bit_for_bit)
@@ -1642,6 +1680,7 @@ main(void)
 	RUN(opens_and_rejects_devices);
 	RUN(matmul_matches_reference_for_each_type_and_shape);
 	RUN(matmul_rows_are_batch_and_thread_invariant);
+	RUN(matmul_swiglu_rows_are_batch_invariant);
 	RUN(fused_products_equal_their_parts_bit_for_bit);
 	RUN(fused_forms_equal_the_ops_they_name_bit_for_bit);
 	RUN(embed_decodes_rows);

@@ -552,15 +552,17 @@ TEST(dots_of_32_value_types_are_the_same_bits_on_both_paths)
  * for every type with a dot: m = 1..16 rows and a few past (every tail of
  * the kernels' row groups), odd numbers of blocks, rows of their own
  * values (one all zero, one scaled up) at an odd stride.  On AVX2 the
- * multi-row kernels are checked against the one-row AVX2 kernels too.
+ * multi-row kernels are checked against the one-row AVX2 kernels too, and
+ * with AVX-512 VNNI the packed rows' products (quant_vec_dot_packed).
  */
 TEST(dot_rows_are_the_one_row_dots_bit_for_bit)
 {
-	enum { MMAX = 23, NMAX = 1792 };
+	enum { MMAX = 23, NMAX = 4608 };
 	static uint8_t w[NMAX * 4], xq[MMAX * (NMAX * 4 + 8)];
 	static float x[NMAX];
-	static const int nblocks[] = { 1, 3, 7 };
-	int avx2 = strcmp(quant_dot_impl(), "avx2") == 0, bad = 0;
+	static const int nblocks[] = { 1, 3, 7, 18 };
+	int avx2 = strcmp(quant_dot_impl(), "avx2") == 0, bad = 0, packed = 0;
+	size_t psz;
 
 	for (size_t k = 0; k < sizeof(dot_types) / sizeof(dot_types[0]); k++)
 		for (size_t ni = 0; ni < sizeof nblocks / sizeof *nblocks; ni++) {
@@ -600,8 +602,25 @@ TEST(dot_rows_are_the_one_row_dots_bit_for_bit)
 						bad++;
 					}
 				}
+				if ((psz = quant_pack_size(t, n, m)) > 0) {
+					float got3[MMAX];
+					uint8_t *pk = malloc(psz);
+
+					packed++;
+					quant_pack(t, n, xq, ldx, m, pk);
+					quant_vec_dot_packed(t, n, w, pk, m, got3);
+					for (int r = 0; r < m; r++)
+						if (memcmp(&got3[r], &got[r], 4) != 0) {
+							FAILF("%s n %lld: packed row %d of %d rows %.9g, alone %.9g",
+							    quant_name(t), (long long)n, r, m, got3[r], got[r]);
+							bad++;
+						}
+					free(pk);
+				}
 			}
 		}
+	if (packed == 0)
+		printf("# no AVX-512 VNNI here: no packed products to check\n");
 }
 
 /* The activations' quantization: the AVX2 path writes the portable path's bytes. */
