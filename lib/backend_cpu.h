@@ -36,6 +36,7 @@ struct backend_cpu {
 	struct backend_ops ops;		/* be.ops points here */
 	float	(*dot)(const float *, const float *, int64_t);
 	int	avx2;			/* the AVX2+FMA paths are on */
+	int	avx512;			/* and AVX-512F: float products of many rows */
 	int	f16c;			/* F16 rows through F16C */
 	int	nt;			/* threads, caller included */
 	pthread_t *th;			/* [nt - 1] */
