@@ -641,6 +641,94 @@ backend_cpu_expf_ggml(float x)
 	return fexp_ggml(x);
 }
 
+#ifdef CPU_X86
+/*
+ * fexp_ggml of 8 floats, lane for lane its operations: the same fused
+ * multiply-adds (fnmadd is fma(-n, c, x): the same exact value rounded
+ * once), n to int exactly (it is whole), the scale by 2^k as fexp_scale's
+ * products, NaN and |n| > 192 as fexp_ggml returns them.
+ */
+__attribute__((target("avx2,fma"))) static __m256
+fexp8(__m256 x)
+{
+	const __m256 sh = _mm256_set1_ps(0x1.8p23f);
+	__m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), sh), n = _mm256_sub_ps(z, sh);
+	__m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+	    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x)), u = _mm256_mul_ps(b, b);
+	__m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+	    _mm256_set1_ps(0x1.573e2ep-5f)), u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+	    _mm256_set1_ps(0x1.fffdb6p-2f))), u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b,
+	    _mm256_set1_ps(1.0f)));
+	__m256i k = _mm256_cvttps_epi32(n);
+	__m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), k);
+	__m256i hi = _mm256_cmpgt_epi32(k, _mm256_set1_epi32(127));
+	__m256 post = _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(0x1p-100f),
+	    _mm256_castsi256_ps(lo)), _mm256_set1_ps(0x1p100f), _mm256_castsi256_ps(hi));
+	__m256 r, big;
+
+	k = _mm256_add_epi32(k, _mm256_and_si256(lo, _mm256_set1_epi32(100)));
+	k = _mm256_sub_epi32(k, _mm256_and_si256(hi, _mm256_set1_epi32(100)));
+	r = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(
+	    _mm256_add_epi32(k, _mm256_set1_epi32(127)), 23))), post);
+	big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n), _mm256_set1_ps(192.0f),
+	    _CMP_GT_OQ);
+	r = _mm256_blendv_ps(r, _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+	    _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)), big);
+	return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+__attribute__((target("avx2,fma"))) static int64_t
+expf_n_avx2(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, fexp8(_mm256_loadu_ps(x + i)));
+	return i;
+}
+
+/* x / (1 + exp(0 - x)), as backend_cpu_silu */
+__attribute__((target("avx2,fma"))) static int64_t
+silu_n_avx2(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+
+		_mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f),
+		    fexp8(_mm256_sub_ps(_mm256_setzero_ps(), v)))));
+	}
+	return i;
+}
+#endif
+
+void
+backend_cpu_expf_ggml_n(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (cpu_fma)
+		i = expf_n_avx2(x, n);
+#endif
+	for (; i < n; i++)
+		x[i] = backend_cpu_expf_ggml(x[i]);
+}
+
+void
+backend_cpu_silu_n(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (cpu_fma)
+		i = silu_n_avx2(x, n);
+#endif
+	for (; i < n; i++)
+		x[i] = backend_cpu_silu(x[i]);
+}
+
 float
 backend_cpu_sigmoid(float x)
 {
@@ -920,77 +1008,77 @@ mm_quantized(int type)
 	    quant_vec_dot_type(type) >= 0;
 }
 
-/* Row wr of w (as floats) against activation row r, scaled. */
-static float
-mm_dot(struct mm_job *jb, const struct backend_weight *w, const float *wr, int r)
+/*
+ * The outputs of a tile: G[t][k] holds weight row j + t's dot with
+ * activation row r + k (t < nt, k < nr; U[t][k] the same with wu); into
+ * y[r + k][j + t] goes w->scale times it, or with wu (the fused swiglu)
+ * silu of that times wu->scale times U's, each element as one row alone
+ * computes it (the SiLU of the whole tile at once, backend_cpu_silu_n).
+ */
+static void
+mm_out(struct mm_job *jb, float (*G)[MM_ROWS], float (*U)[MM_ROWS], int64_t j, int nt,
+    int r, int nr)
 {
-	float v = jb->c->dot(wr, jb->x + (size_t)r * jb->ldx, w->ne0);
+	const struct backend_weight *w = jb->w, *wu = jb->wu;
+	float *y = jb->y + (size_t)r * jb->ldy + j, v[MM_ROWS * MM_TILE];
 
-	return w->scale != 1.0f ? v * w->scale : v;
+	for (int k = 0; k < nr; k++)	/* v: row-major [nr][nt], as y */
+		for (int t = 0; t < nt; t++)
+			v[k * nt + t] = w->scale != 1.0f ? G[t][k] * w->scale : G[t][k];
+	if (wu != NULL) {
+		backend_cpu_silu_n(v, nr * nt);
+		for (int k = 0; k < nr; k++)
+			for (int t = 0; t < nt; t++)
+				v[k * nt + t] *= wu->scale != 1.0f ? U[t][k] * wu->scale : U[t][k];
+	}
+	for (int k = 0; k < nr; k++)
+		memcpy(y + (size_t)k * jb->ldy, v + k * nt, nt * sizeof *v);
 }
 
 /*
- * Outputs y[r..][j..j+nt) for activation row r, or rows r..r+2 at once
- * through dot3, or up to 8 through dotr_avx512 (the same bits as one at a
- * time); returns the rows done.
+ * Float weight rows wr[t] (t < nt) against activation rows r..: up to 8
+ * at once through dotr_avx512, or 3 through dot3, or one (the same bits
+ * as one at a time) into G[t][k] (U from ur); returns the rows done.
  */
 static int
-mm_rows3(struct mm_job *jb, const struct backend_weight *w,
-    const struct backend_weight *wu, const float *const *wr, const float *const *ur,
-    int64_t j, int nt, int r)
+mm_rows_f(struct mm_job *jb, const float *const *wr, const float *const *ur, int nt, int r,
+    float (*G)[MM_ROWS], float (*U)[MM_ROWS])
 {
-	float *y = jb->y + (size_t)r * jb->ldy + j;
+	int n = (int)jb->w->ne0, R = 1;
+	const float *x[8];
+	float g[8], u[8];
 
 #ifdef CPU_X86
-	if (jb->c->avx512 && r + 2 <= jb->m) {
-		int R = jb->m - r < 8 ? jb->m - r : 8;
-		const float *x[8];
-		float g[8], u[8];
-
-		for (int k = 0; k < R; k++)
-			x[k] = jb->x + (size_t)(r + k) * jb->ldx;
-		for (int t = 0; t < nt; t++) {
-			dotr_avx512(wr[t], x, w->ne0, R, g);
-			if (wu != NULL)
-				dotr_avx512(ur[t], x, w->ne0, R, u);
-			for (int k = 0; k < R; k++) {
-				float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
-
-				if (wu != NULL)
-					v = backend_cpu_silu(v) *
-					    (wu->scale != 1.0f ? u[k] * wu->scale : u[k]);
-				y[(size_t)k * jb->ldy + t] = v;
-			}
-		}
-		return R;
-	}
-	if (jb->c->avx2 && r + 3 <= jb->m) {
-		const float *x[3] = { jb->x + (size_t)r * jb->ldx,
-		    jb->x + (size_t)(r + 1) * jb->ldx, jb->x + (size_t)(r + 2) * jb->ldx };
-		float g[3], u[3];
-
-		for (int t = 0; t < nt; t++) {
-			dot3_avx2(wr[t], x, w->ne0, g);
-			if (wu != NULL)
-				dot3_avx2(ur[t], x, w->ne0, u);
-			for (int k = 0; k < 3; k++) {
-				float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
-
-				if (wu != NULL)
-					v = backend_cpu_silu(v) *
-					    (wu->scale != 1.0f ? u[k] * wu->scale : u[k]);
-				y[(size_t)k * jb->ldy + t] = v;
-			}
-		}
-		return 3;
-	}
+	if (jb->c->avx512 && r + 2 <= jb->m)
+		R = jb->m - r < 8 ? jb->m - r : 8;
+	else if (jb->c->avx2 && r + 3 <= jb->m)
+		R = 3;
 #endif
+	for (int k = 0; k < R; k++)
+		x[k] = jb->x + (size_t)(r + k) * jb->ldx;
 	for (int t = 0; t < nt; t++) {
-		float g = mm_dot(jb, w, wr[t], r);
+		for (int pass = 0; pass < (ur != NULL ? 2 : 1); pass++) {
+			const float *wt = pass ? ur[t] : wr[t];
+			float *o = pass ? u : g;
 
-		y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], r) : g;
+#ifdef CPU_X86
+			if (R > 3)
+				dotr_avx512(wt, x, n, R, o);
+			else if (R == 3 && !jb->c->avx512)
+				dot3_avx2(wt, x, n, o);
+			else if (R > 1)
+				dotr_avx512(wt, x, n, R, o);
+			else
+#endif
+				o[0] = jb->c->dot(wt, x[0], n);
+		}
+		for (int k = 0; k < R; k++) {
+			G[t][k] = g[k];
+			if (ur != NULL)
+				U[t][k] = u[k];
+		}
 	}
-	return 1;
+	return R;
 }
 
 /*
@@ -1001,39 +1089,31 @@ static void
 mm_rows_q(struct mm_job *jb, int64_t j0, int64_t j1)
 {
 	const struct backend_weight *w = jb->w, *wu = jb->wu;
-	float g[MM_ROWS], u[MM_ROWS];
+	float G[MM_TILE][MM_ROWS], U[MM_TILE][MM_ROWS];
 
 	for (int64_t jt = j0; jt < j1; jt += MM_TILE) {
-		int64_t je = j1 - jt < MM_TILE ? j1 : jt + MM_TILE;
+		int nt = j1 - jt < MM_TILE ? (int)(j1 - jt) : MM_TILE;
 
 		for (int r = 0; r < jb->m; r += MM_ROWS) {
 			int nr = jb->m - r < MM_ROWS ? jb->m - r : MM_ROWS;
 			const char *xq = jb->xq + (size_t)r * jb->xq_size;
-			float *y = jb->y + (size_t)r * jb->ldy;
-
 			const char *pk = jb->pk + (size_t)(r / MM_ROWS) * jb->pk_size;
 
-			for (int64_t j = jt; j < je; j++) {
-				const char *wr = (const char *)w->data + (size_t)j * w->row_size;
-				const char *ur = wu ? (const char *)wu->data + (size_t)j * wu->row_size : NULL;
+			for (int t = 0; t < nt; t++) {
+				const char *wr = (const char *)w->data + (size_t)(jt + t) * w->row_size;
+				const char *ur = wu ? (const char *)wu->data +
+				    (size_t)(jt + t) * wu->row_size : NULL;
 
 				if (jb->pk != NULL)
-					quant_vec_dot_packed(w->type, w->ne0, wr, pk, nr, g);
+					quant_vec_dot_packed(w->type, w->ne0, wr, pk, nr, G[t]);
 				else
-					quant_vec_dot_rows(w->type, w->ne0, wr, xq, jb->xq_size, nr, g);
+					quant_vec_dot_rows(w->type, w->ne0, wr, xq, jb->xq_size, nr, G[t]);
 				if (wu != NULL && jb->pk != NULL)
-					quant_vec_dot_packed(wu->type, wu->ne0, ur, pk, nr, u);
+					quant_vec_dot_packed(wu->type, wu->ne0, ur, pk, nr, U[t]);
 				else if (wu != NULL)
-					quant_vec_dot_rows(wu->type, wu->ne0, ur, xq, jb->xq_size, nr, u);
-				for (int k = 0; k < nr; k++) {
-					float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
-
-					if (wu != NULL)
-						v = backend_cpu_silu(v) *
-						    (wu->scale != 1.0f ? u[k] * wu->scale : u[k]);
-					y[(size_t)k * jb->ldy + j] = v;
-				}
+					quant_vec_dot_rows(wu->type, wu->ne0, ur, xq, jb->xq_size, nr, U[t]);
 			}
+			mm_out(jb, G, U, jt, nt, r, nr);
 		}
 	}
 }
@@ -1044,7 +1124,7 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 	struct mm_job *jb = ctx;
 	const struct backend_weight *w = jb->w, *wu = jb->wu;
 	const float *wr[MM_TILE] = { 0 }, *ur[MM_TILE] = { 0 };
-	float *buf = NULL;
+	float G[MM_TILE][MM_ROWS], U[MM_TILE][MM_ROWS], *buf = NULL;
 
 	if (jb->xq != NULL) {
 		mm_rows_q(jb, j0, j1);
@@ -1061,8 +1141,10 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 			if (wu != NULL)
 				ur[t] = weight_row(jb->c, wu, j + t, buf + (MM_TILE + t) * w->ne0);
 		}
-		for (int r = 0; r < jb->m; r += mm_rows3(jb, w, wu, wr, ur, j, nt, r))
-			;
+		for (int r = 0, R; r < jb->m; r += R) {
+			R = mm_rows_f(jb, wr, wu ? ur : NULL, nt, r, G, U);
+			mm_out(jb, G, U, j, nt, r, R);
+		}
 	}
 }
 
@@ -1243,8 +1325,16 @@ swiglu_range(void *ctx, int64_t i0, int64_t i1, int tid)
 {
 	struct ew_job *j = ctx;
 
-	for (int64_t i = i0; i < i1; i++)
-		j->y[i] = backend_cpu_silu(j->a[i]) * j->b[i];
+	float t[256];
+
+	for (int64_t i = i0; i < i1; i += 256) {
+		int n = i1 - i < 256 ? (int)(i1 - i) : 256;
+
+		memcpy(t, j->a + i, n * sizeof *t);
+		backend_cpu_silu_n(t, n);
+		for (int k = 0; k < n; k++)
+			j->y[i + k] = t[k] * j->b[i + k];
+	}
 }
 
 static int
@@ -1277,6 +1367,10 @@ act_range(void *ctx, int64_t i0, int64_t i1, int tid)
 {
 	struct ew_job *j = ctx;
 
+	if (j->act == BACKEND_ACT_SILU) {
+		backend_cpu_silu_n(j->y + i0, i1 - i0);
+		return;
+	}
 	for (int64_t i = i0; i < i1; i++) {
 		float v = j->y[i];
 

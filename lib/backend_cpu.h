@@ -101,6 +101,9 @@ void	backend_cpu_update(const struct backend_cpu *, float *r, float k,
 
 float	backend_cpu_silu(float x);
 float	backend_cpu_expf_ggml(float x);
+/* x[i] = backend_cpu_silu(x[i]) / backend_cpu_expf_ggml(x[i]), i < n, the same bits. */
+void	backend_cpu_silu_n(float *x, int64_t n);
+void	backend_cpu_expf_ggml_n(float *x, int64_t n);
 float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);
 

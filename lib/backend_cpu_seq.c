@@ -119,9 +119,12 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	backend_cpu_dot_lanes_rows(c, qh, k, kvd, n, hd, wk, a->scale, s);
 	for (int t = 0; t < n; t++)
 		mx = s[t] > mx ? s[t] : mx;
+	for (int t = 0; t < n; t++)
+		s[t] -= mx;
+	backend_cpu_expf_ggml_n(s, n);
 	for (int t0 = 0; t0 < n; t0 += 16) {
 		for (int l = 0; l < 16; l++)
-			blk[l] = t0 + l < n ? (s[t0 + l] = backend_cpu_expf_ggml(s[t0 + l] - mx)) : 0.0f;
+			blk[l] = t0 + l < n ? s[t0 + l] : 0.0f;
 		sum += backend_cpu_lanes_total(blk, 16);
 	}
 	float inv = (float)(1.0 / sum);

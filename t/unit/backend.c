@@ -890,6 +890,40 @@ TEST(expf_ggml_is_fexp_ggml_bit_for_bit)
 	}
 }
 
+/*
+ * The vector exp and SiLU (backend_cpu_expf_ggml_n, backend_cpu_silu_n)
+ * against the one-element functions, bit for bit: every 4099th float (NaN,
+ * infinities, subnormals, results past 2^127 and below 2^-126 included),
+ * in runs of every length (the vector loop and its tail).
+ */
+TEST(vector_exp_and_silu_are_the_scalar_ones_bit_for_bit)
+{
+	enum { N = 4096 };
+	static float x[N], e[N], si[N];
+	int bad = 0;
+
+	for (uint64_t u0 = 0; u0 < 0x100000000ull; u0 += (uint64_t)N * 4099) {
+		int n = (int)(u0 / ((uint64_t)N * 4099) % 29) + N - 28;
+
+		for (int i = 0; i < n; i++) {
+			uint32_t v = (uint32_t)(u0 + (uint64_t)i * 4099);
+
+			memcpy(&x[i], &v, 4);
+		}
+		x[0] = -87.0f, x[1] = 88.5f, x[2] = -104.0f, x[3] = 0x1p-140f;
+		memcpy(e, x, n * sizeof *x), memcpy(si, x, n * sizeof *x);
+		backend_cpu_expf_ggml_n(e, n);
+		backend_cpu_silu_n(si, n);
+		for (int i = 0; i < n; i++) {
+			float a = backend_cpu_expf_ggml(x[i]), b = backend_cpu_silu(x[i]);
+
+			if ((!same(&e[i], &a, 1) || !same(&si[i], &b, 1)) && bad++ < 10)
+				FAILF("x %a: exp %a / %a, silu %a / %a (vector / scalar)", x[i], e[i], a,
+				    si[i], b);
+		}
+	}
+}
+
 /* --- conv1d --- */
 
 TEST(conv1d_matches_reference_and_carries_state)
@@ -1696,6 +1730,7 @@ main(void)
 	RUN(ggml_attention_orders_are_the_same_bits_on_every_path);
 	RUN(lanes_sums_are_the_scalar_tree_bit_for_bit);
 	RUN(expf_ggml_is_fexp_ggml_bit_for_bit);
+	RUN(vector_exp_and_silu_are_the_scalar_ones_bit_for_bit);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
