@@ -552,6 +552,69 @@ backend_cpu_dot_lanes_rows(const struct backend_cpu *c, const float *a, const fl
 		s[t] = backend_cpu_dot_lanes(c, a, b + (size_t)t * ldb, n, w) * scale;
 }
 
+#ifdef CPU_X86
+/* The largest of x[0..n) in 8 lanes (NaN skipped: maxps keeps its second operand). */
+__attribute__((target("avx2,fma"))) static float
+max_avx2(const float *x, int64_t n)
+{
+	__m256 m = _mm256_set1_ps(-INFINITY);
+	float l[8], mx = -INFINITY;
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+	_mm256_storeu_ps(l, m);
+	for (int k = 0; k < 8; k++)
+		mx = l[k] > mx ? l[k] : mx;
+	for (; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	return mx;
+}
+
+__attribute__((target("avx2,fma"))) static int64_t
+affine_avx2(float *x, int64_t n, float a, float b)
+{
+	__m256 av = _mm256_set1_ps(a), bv = _mm256_set1_ps(b);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(x + i), bv), av));
+	return i;
+}
+#endif
+
+float
+backend_cpu_max(const struct backend_cpu *c, const float *x, int64_t n)
+{
+	float mx = -INFINITY;
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		mx = max_avx2(x, n), i = n;
+#endif
+	for (; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	if (mx == 0.0f)	/* the sign of a zero maximum: the first zero, as the scalar loop */
+		for (i = 0; i < n; i++)
+			if (x[i] == 0.0f)
+				return x[i];
+	return mx;
+}
+
+void
+backend_cpu_affine(const struct backend_cpu *c, float *x, int64_t n, float a, float b)
+{
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		i = affine_avx2(x, n, a, b);
+#endif
+	for (; i < n; i++)
+		x[i] = (x[i] + b) * a;
+}
+
 float
 backend_cpu_dot_lanes(const struct backend_cpu *c, const float *a, const float *b,
     int64_t n, int w)
@@ -1232,7 +1295,7 @@ mm_run(struct backend_cpu *c, struct mm_job *jb)
 {
 	int64_t per = jb->w->ne1 / ((int64_t)c->nt * 4 * MM_TILE);
 
-	if (mm_prepare(c, jb) != 0)
+	if (jb->xq == NULL && mm_prepare(c, jb) != 0)	/* else prepared for this type */
 		return util_err(c->be.err, "matmul: out of memory");
 	if (backend_cpu_run(c, jb->w->ne1, (per > 1 ? per : 1) * MM_TILE, mm_rows, jb) != 0)
 		return util_err(c->be.err, "matmul: out of memory");
@@ -1305,9 +1368,16 @@ cpu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	t = c->tmp.p;
 	if (cpu_rmsnorm(be, x, n, nw, t, n, m, n, eps) != 0)
 		return util_err(be->err, "rmsnorm_matmul: out of memory");
-	for (int i = 0; i < nout; i++)
-		if (cpu_matmul(be, W[i], t, n, y[i], W[i]->ne1, m) != 0)
-			return util_err(be->err, "matmul: out of memory");
+	/* the products of one weight type share t's quantized (and packed) rows */
+	struct mm_job jb = { c, NULL, NULL, t, NULL, n, 0, m, NULL, 0, NULL, 0 };
+
+	for (int i = 0; i < nout; i++) {
+		if (i > 0 && W[i]->type != W[i - 1]->type)
+			jb.xq = NULL, jb.pk = NULL;
+		jb.w = W[i], jb.y = y[i], jb.ldy = (int)W[i]->ne1;
+		if (mm_run(c, &jb) != 0)
+			return -1;
+	}
 	return 0;
 }
 

@@ -94,6 +94,14 @@ float	backend_cpu_dot_lanes(const struct backend_cpu *, const float *a,
 /* s[t] = dot_lanes(a, b + t ldb, n, w) * scale for t < nk (the same bits). */
 void	backend_cpu_dot_lanes_rows(const struct backend_cpu *, const float *a,
 	    const float *b, size_t ldb, int nk, int64_t n, int w, float scale, float *s);
+/*
+ * max: the largest of x[0..n) as `mx = x[i] > mx ? x[i] : mx` from -inf
+ * finds it (NaN skipped, a zero maximum the first zero's sign).
+ * affine: x[i] = (x[i] + b) * a, each element so rounded (a = 1: x + b;
+ * b = -0: x * a, exactly).
+ */
+float	backend_cpu_max(const struct backend_cpu *, const float *x, int64_t n);
+void	backend_cpu_affine(const struct backend_cpu *, float *x, int64_t n, float a, float b);
 void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
 	    float k, int64_t n);
 void	backend_cpu_update(const struct backend_cpu *, float *r, float k,

@@ -117,10 +117,8 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	for (int d = 0; d < hd; d++)
 		qh[d] = a->kv_f16 ? half(q[d]) : q[d];
 	backend_cpu_dot_lanes_rows(c, qh, k, kvd, n, hd, wk, a->scale, s);
-	for (int t = 0; t < n; t++)
-		mx = s[t] > mx ? s[t] : mx;
-	for (int t = 0; t < n; t++)
-		s[t] -= mx;
+	mx = backend_cpu_max(c, s, n);
+	backend_cpu_affine(c, s, n, 1.0f, -mx);	/* s - mx: s + (-mx), the same rounding */
 	backend_cpu_expf_ggml_n(s, n);
 	for (int t0 = 0; t0 < n; t0 += 16) {
 		for (int l = 0; l < 16; l++)
@@ -129,8 +127,9 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	}
 	float inv = (float)(1.0 / sum);
 	memset(acc, 0, (size_t)w * hd * sizeof *acc);
-	for (int t = 0; t < n; t++)
-		s[t] = a->kv_f16 ? half(s[t] * inv) : s[t] * inv;
+	backend_cpu_affine(c, s, n, inv, -0.0f);	/* s * inv: s + -0 is s, even -0 */
+	for (int t = 0; a->kv_f16 && t < n; t++)
+		s[t] = half(s[t]);
 	backend_cpu_axpy_fma_lanes(c, acc, w, hd, s, v, kvd, n);
 	backend_cpu_lanes_cols(acc, w, hd, o);
 }

@@ -280,6 +280,44 @@ TEST(matmul_swiglu_rows_are_batch_invariant)
 	}
 }
 
+/*
+ * The norm fused into several quantized products (q, k, v of one type,
+ * then another type): the rows quantized and packed once serve each
+ * product of their type, the same bits as each product alone.
+ */
+TEST(rmsnorm_matmul_shares_quantized_rows_bit_for_bit)
+{
+	static const int types[] = { QUANT_Q4_1, QUANT_Q4_1, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q4_1 };
+	int n = 576, ne1[] = { 40, 16, 24, 9, 33 }, m = 11;
+	float *x = rnd((size_t)m * n, 2), *nw = rnd(n, 1), *t = malloc((size_t)m * n * 4);
+	struct wbuf wb[5];
+	struct backend_weight w[5];
+	const struct backend_weight *W[5];
+	float *Y[5], *y1 = malloc((size_t)m * 40 * 4);
+
+	for (int i = 0; i < 5; i++) {
+		wb[i] = make_weight(types[i], n, ne1[i]);
+		CHECK(backend_weight_init(be3, &w[i], types[i], n, ne1[i], wb[i].data, 1) == 0);
+		W[i] = &w[i], Y[i] = malloc((size_t)m * ne1[i] * 4);
+	}
+	for (int mm = 1; mm <= m; mm += 5) {
+		CHECK(backend_rmsnorm_matmul(be3, x, mm, n, nw, 1e-5f, 5, W, Y) == 0);
+		CHECK(backend_rmsnorm(be3, x, n, nw, t, n, mm, n, 1e-5f) == 0);
+		for (int i = 0; i < 5; i++) {
+			CHECK(backend_matmul(be1, &w[i], t, n, y1, ne1[i], mm) == 0);
+			if (!same(y1, Y[i], (size_t)mm * ne1[i]))
+				FAILF("%d rows: product %d (%s) differs from its own", mm, i,
+				    quant_name(types[i]));
+		}
+	}
+	for (int i = 0; i < 5; i++) {
+		backend_weight_release(be3, &w[i]);
+		free_weight(&wb[i]);
+		free(Y[i]);
+	}
+	free(x), free(nw), free(t), free(y1);
+}
+
 TEST(fused_products_equal_their_parts_bit_for_bit)
 {
 	int n = 96, nff = 50, m = 5;
@@ -1716,6 +1754,7 @@ main(void)
 	RUN(matmul_rows_are_batch_and_thread_invariant);
 	RUN(matmul_swiglu_rows_are_batch_invariant);
 	RUN(fused_products_equal_their_parts_bit_for_bit);
+	RUN(rmsnorm_matmul_shares_quantized_rows_bit_for_bit);
 	RUN(fused_forms_equal_the_ops_they_name_bit_for_bit);
 	RUN(embed_decodes_rows);
 	RUN(norms_and_elementwise_ops_match_reference);
