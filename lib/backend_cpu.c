@@ -26,6 +26,7 @@
 enum {
 	MM_TILE = 8,		/* weight rows dequantized together, reused over m */
 	MM_ROWS = 16,		/* activation rows a quantized weight row meets at once */
+	MM_PACK = 8,		/* ... when packed (a group's blocks stay in L1) */
 	CPU_SPIN = 2000,	/* pauses a thread waits busy before it sleeps */
 };
 
@@ -451,18 +452,38 @@ backend_cpu_lanes_total(float *acc, int w)
 	return acc[0];
 }
 
-void
-backend_cpu_lanes_cols(float *acc, int w, int n, float *out)
+#ifdef CPU_X86
+/* lanes_add 8 at a time (the same adds) */
+__attribute__((target("avx2,fma"))) static void
+lanes_add_avx2(float *y, const float *x, int n)
 {
+	int l = 0;
+
+	for (; l + 8 <= n; l += 8)
+		_mm256_storeu_ps(y + l, _mm256_add_ps(_mm256_loadu_ps(y + l), _mm256_loadu_ps(x + l)));
+	for (; l < n; l++)
+		y[l] += x[l];
+}
+#endif
+
+void
+backend_cpu_lanes_cols(const struct backend_cpu *c, float *acc, int w, int n, float *out)
+{
+	void (*add)(float *, const float *, int) = lanes_add;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		add = lanes_add_avx2;
+#endif
 	if (w == 64)
 		for (int l = 0; l < 16; l++) {
-			lanes_add(acc + (size_t)l * n, acc + (size_t)(32 + l) * n, n);
-			lanes_add(acc + (size_t)(16 + l) * n, acc + (size_t)(48 + l) * n, n);
-			lanes_add(acc + (size_t)l * n, acc + (size_t)(16 + l) * n, n);
+			add(acc + (size_t)l * n, acc + (size_t)(32 + l) * n, n);
+			add(acc + (size_t)(16 + l) * n, acc + (size_t)(48 + l) * n, n);
+			add(acc + (size_t)l * n, acc + (size_t)(16 + l) * n, n);
 		}
 	for (int h = 8; h >= 1; h /= 2)
 		for (int l = 0; l < h; l++)
-			lanes_add(acc + (size_t)l * n, acc + (size_t)(l + h) * n, n);
+			add(acc + (size_t)l * n, acc + (size_t)(l + h) * n, n);
 	memcpy(out, acc, (size_t)n * sizeof *out);
 }
 
@@ -1060,8 +1081,8 @@ struct mm_job {
 	int	ldx, ldy, m;
 	const char *xq;			/* NULL, or [m][xq_size] quantized x */
 	size_t	xq_size;
-	const char *pk;			/* NULL, or xq packed by MM_ROWS rows (quant_pack) */
-	size_t	pk_size;		/* bytes a group of MM_ROWS rows takes there */
+	const char *pk;			/* NULL, or xq packed by MM_PACK rows (quant_pack) */
+	size_t	pk_size;		/* bytes a group of MM_PACK rows takes there */
 };
 
 static int
@@ -1146,7 +1167,8 @@ mm_rows_f(struct mm_job *jb, const float *const *wr, const float *const *ur, int
 
 /*
  * Quantized weights: MM_TILE weight rows at a time, each against MM_ROWS
- * activation rows at a time (the tile stays in L1 while the rows pass).
+ * activation rows at a time, or MM_PACK packed ones (the tile, and a
+ * group of packed rows, stay in L1 while the other passes).
  */
 static void
 mm_rows_q(struct mm_job *jb, int64_t j0, int64_t j1)
@@ -1157,10 +1179,10 @@ mm_rows_q(struct mm_job *jb, int64_t j0, int64_t j1)
 	for (int64_t jt = j0; jt < j1; jt += MM_TILE) {
 		int nt = j1 - jt < MM_TILE ? (int)(j1 - jt) : MM_TILE;
 
-		for (int r = 0; r < jb->m; r += MM_ROWS) {
-			int nr = jb->m - r < MM_ROWS ? jb->m - r : MM_ROWS;
+		for (int r = 0, g = jb->pk ? MM_PACK : MM_ROWS; r < jb->m; r += g) {
+			int nr = jb->m - r < g ? jb->m - r : g;
 			const char *xq = jb->xq + (size_t)r * jb->xq_size;
-			const char *pk = jb->pk + (size_t)(r / MM_ROWS) * jb->pk_size;
+			const char *pk = jb->pk + (size_t)(r / MM_PACK) * jb->pk_size;
 
 			for (int t = 0; t < nt; t++) {
 				const char *wr = (const char *)w->data + (size_t)(jt + t) * w->row_size;
@@ -1227,7 +1249,7 @@ quantize_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 		    q->xq + r * jb->xq_size, jb->w->ne0);
 }
 
-/* Groups g0..g1 of MM_ROWS quantized rows into their packed form. */
+/* Groups g0..g1 of MM_PACK quantized rows into their packed form. */
 static void
 pack_groups(void *ctx, int64_t g0, int64_t g1, int tid)
 {
@@ -1235,7 +1257,7 @@ pack_groups(void *ctx, int64_t g0, int64_t g1, int tid)
 	struct mm_job *jb = q->jb;
 
 	for (int64_t g = g0; g < g1; g++) {
-		int r = (int)g * MM_ROWS, nr = jb->m - r < MM_ROWS ? jb->m - r : MM_ROWS;
+		int r = (int)g * MM_PACK, nr = jb->m - r < MM_PACK ? jb->m - r : MM_PACK;
 
 		quant_pack(jb->w->type, jb->w->ne0, q->xq + (size_t)r * jb->xq_size, jb->xq_size,
 		    nr, q->pk + (size_t)g * jb->pk_size);
@@ -1269,7 +1291,7 @@ static int
 mm_prepare(struct backend_cpu *c, struct mm_job *jb)
 {
 	struct quant_job q = { jb, NULL, NULL };
-	int t = jb->w->type, ng = (jb->m + MM_ROWS - 1) / MM_ROWS;
+	int t = jb->w->type, ng = (jb->m + MM_PACK - 1) / MM_PACK;
 
 	if (!mm_quantized(t))
 		return 0;
@@ -1279,7 +1301,7 @@ mm_prepare(struct backend_cpu *c, struct mm_job *jb)
 	if (backend_cpu_run(c, jb->m, 4, quantize_rows, &q) != 0)
 		return -1;
 	jb->xq = q.xq;
-	jb->pk_size = jb->m > 1 ? quant_pack_size(t, jb->w->ne0, MM_ROWS) : 0;
+	jb->pk_size = jb->m > 1 ? quant_pack_size(t, jb->w->ne0, MM_PACK) : 0;
 	if (jb->pk_size == 0)
 		return 0;
 	if ((q.pk = grow(&c->pk, jb->pk_size * ng)) == NULL)

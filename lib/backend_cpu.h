@@ -88,7 +88,7 @@ void	backend_cpu_axpy_fma_lanes(const struct backend_cpu *, float *acc, int w, i
  * dot_lanes: sum of a[i] b[i], i < n, so formed; same bits on every path.
  */
 float	backend_cpu_lanes_total(float *acc, int w);
-void	backend_cpu_lanes_cols(float *acc, int w, int n, float *out);
+void	backend_cpu_lanes_cols(const struct backend_cpu *, float *acc, int w, int n, float *out);
 float	backend_cpu_dot_lanes(const struct backend_cpu *, const float *a,
 	    const float *b, int64_t n, int w);
 /* s[t] = dot_lanes(a, b + t ldb, n, w) * scale for t < nk (the same bits). */

@@ -131,7 +131,7 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	for (int t = 0; a->kv_f16 && t < n; t++)
 		s[t] = half(s[t]);
 	backend_cpu_axpy_fma_lanes(c, acc, w, hd, s, v, kvd, n);
-	backend_cpu_lanes_cols(acc, w, hd, o);
+	backend_cpu_lanes_cols(c, acc, w, hd, o);
 }
 
 struct attn_job {

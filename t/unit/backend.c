@@ -875,13 +875,16 @@ TEST(lanes_sums_are_the_scalar_tree_bit_for_bit)
 		for (int n = 1; n <= 70; n++) {
 			float *x = rnd((size_t)w * n, 3);
 
-			memcpy(acc, x, (size_t)w * n * sizeof *x);
-			backend_cpu_lanes_cols(acc, w, n, out);
-			for (int i = 0; i < n; i++) {
-				for (int l = 0; l < w; l++)
-					col[l] = x[(size_t)l * n + i];
-				if (!same(&out[i], (float[]){ ref_lanes_total(col, w) }, 1))
-					FAILF("lanes_cols w %d n %d: column %d not the scalar tree", w, n, i);
+			for (int b = 0; b < 2; b++) {
+				memcpy(acc, x, (size_t)w * n * sizeof *x);
+				backend_cpu_lanes_cols((struct backend_cpu *)(b ? bes : be3), acc, w, n, out);
+				for (int i = 0; i < n; i++) {
+					for (int l = 0; l < w; l++)
+						col[l] = x[(size_t)l * n + i];
+					if (!same(&out[i], (float[]){ ref_lanes_total(col, w) }, 1))
+						FAILF("lanes_cols w %d n %d on %s: column %d not the scalar tree",
+						    w, n, backend_name(b ? bes : be3), i);
+				}
 			}
 			free(x);
 		}
