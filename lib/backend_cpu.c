@@ -408,11 +408,38 @@ axpy_lanes_avx2(float *acc, int w, int64_t n, const float *a, const float *x, si
 }
 #endif
 
+#ifdef CPU_X86
+/* axpy_lanes_avx2 16 at a time, then 8, then one (each element one fma) */
+__attribute__((target("avx2,fma,avx512f"))) static void
+axpy_lanes_avx512(float *acc, int w, int64_t n, const float *a, const float *x, size_t ldx,
+    int nk)
+{
+	for (int t = 0; t < nk; t++, x += ldx) {
+		float *y = acc + (size_t)(t % w) * n;
+		__m512 av = _mm512_set1_ps(a[t]);
+		int64_t i = 0;
+
+		for (; i + 16 <= n; i += 16)
+			_mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i),
+			    _mm512_loadu_ps(y + i)));
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm512_castps512_ps256(av),
+			    _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+		for (; i < n; i++)
+			y[i] = fmaf(a[t], x[i], y[i]);
+	}
+}
+#endif
+
 void
 backend_cpu_axpy_fma_lanes(const struct backend_cpu *c, float *acc, int w, int64_t n,
     const float *a, const float *x, size_t ldx, int nk)
 {
 #ifdef CPU_X86
+	if (c->avx512) {
+		axpy_lanes_avx512(acc, w, n, a, x, ldx, nk);
+		return;
+	}
 	if (c->avx2) {
 		axpy_lanes_avx2(acc, w, n, a, x, ldx, nk);
 		return;
@@ -559,11 +586,63 @@ lanes_rows_avx2(const float *a, const float *b, size_t ldb, int nk, int64_t n, i
 }
 #endif
 
+#ifdef CPU_X86
+/*
+ * lanes_rows_avx2 on AVX-512: a 512-bit register holds two of its 256-bit
+ * lane registers (lanes 16k..16k+15), each lane the same fused chain; the
+ * tree's first adds pair such halves as backend_cpu_lanes_total pairs
+ * them (w = 64: 0+32 and 16+48, then those; w = 16: none), then the last
+ * 16 -> 8 and the 8 lanes as there.
+ */
+__attribute__((target("avx2,fma,avx512f"), always_inline)) static inline float
+lanes512_body(const float *a, const float *b, int64_t n, int w)
+{
+	__m512 r[4];
+	__m256 v;
+	__m128 h;
+
+	_Pragma("GCC unroll 4")
+	for (int k = 0; k < w / 16; k++)
+		r[k] = _mm512_setzero_ps();
+	for (int64_t i = 0; i < n; i += w)
+		_Pragma("GCC unroll 4")
+		for (int k = 0; k < w / 16; k++)
+			r[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k),
+			    _mm512_loadu_ps(b + i + 16 * k), r[k]);
+	if (w == 64) {
+		r[0] = _mm512_add_ps(r[0], r[2]), r[1] = _mm512_add_ps(r[1], r[3]);
+		r[0] = _mm512_add_ps(r[0], r[1]);
+	}
+	v = _mm256_add_ps(_mm512_castps512_ps256(r[0]),
+	    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(r[0]), 1)));
+	h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+__attribute__((target("avx2,fma,avx512f"))) static void
+lanes_rows_avx512(const float *a, const float *b, size_t ldb, int nk, int64_t n, int w,
+    float scale, float *s)
+{
+	if (w == 64)	/* a constant w each: the lanes stay in registers */
+		for (int t = 0; t < nk; t++, b += ldb)
+			s[t] = lanes512_body(a, b, n, 64) * scale;
+	else
+		for (int t = 0; t < nk; t++, b += ldb)
+			s[t] = lanes512_body(a, b, n, 16) * scale;
+}
+#endif
+
 void
 backend_cpu_dot_lanes_rows(const struct backend_cpu *c, const float *a, const float *b,
     size_t ldb, int nk, int64_t n, int w, float scale, float *s)
 {
 #ifdef CPU_X86
+	if (c->avx512 && n % w == 0 && (w == 16 || w == 64)) {
+		lanes_rows_avx512(a, b, ldb, nk, n, w, scale, s);
+		return;
+	}
 	if (c->avx2 && n % w == 0 && (w == 16 || w == 64)) {
 		lanes_rows_avx2(a, b, ldb, nk, n, w, scale, s);
 		return;

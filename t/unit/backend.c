@@ -888,6 +888,23 @@ TEST(lanes_sums_are_the_scalar_tree_bit_for_bit)
 			}
 			free(x);
 		}
+		for (int n = w; n <= 3 * w; n += w) {	/* every key at once, as attention runs them */
+			int nk = 37, hd = n;
+			float *q = rnd(hd, 1), *k = rnd((size_t)nk * (hd + 5), 2), *p = rnd(nk, 1);
+			float s3[37], ss[37], *y3 = calloc((size_t)w * hd, 4), *ys = calloc((size_t)w * hd, 4);
+
+			backend_cpu_dot_lanes_rows((struct backend_cpu *)be3, q, k, hd + 5, nk, hd, w, 0.125f, s3);
+			backend_cpu_dot_lanes_rows((struct backend_cpu *)bes, q, k, hd + 5, nk, hd, w, 0.125f, ss);
+			for (int t = 0; t < nk; t++)
+				if (s3[t] != ss[t] || s3[t] != backend_cpu_dot_lanes((struct backend_cpu *)bes, q,
+				    k + (size_t)t * (hd + 5), hd, w) * 0.125f)
+					FAILF("dot_lanes_rows w %d n %d: key %d not dot_lanes", w, n, t);
+			backend_cpu_axpy_fma_lanes((struct backend_cpu *)be3, y3, w, hd, p, k, hd + 5, nk);
+			backend_cpu_axpy_fma_lanes((struct backend_cpu *)bes, ys, w, hd, p, k, hd + 5, nk);
+			if (!same(y3, ys, (size_t)w * hd))
+				FAILF("axpy_fma_lanes w %d n %d: the paths differ", w, n);
+			free(q), free(k), free(p), free(y3), free(ys);
+		}
 		for (int n = w - 3; n <= 3 * w + 5; n += w / 2 - 1) {
 			float *a = rnd(n, 1), *b = rnd(n, 2), lanes[64] = { 0 }, want;
 
