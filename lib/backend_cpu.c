@@ -1088,9 +1088,15 @@ rmsnorm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 
 		for (int i = 0; i < j->n; i++)
 			y[i] = j->w ? x[i] * s * j->w[i] : x[i] * s;
-		if (j->z != NULL)
-			for (int i = 0; i < j->n; i++)
-				y[i] *= backend_cpu_silu(j->z[r * j->n + i]);
+		for (int i0 = 0; j->z != NULL && i0 < j->n; i0 += 256) {	/* y *= silu(z) */
+			int nz = j->n - i0 < 256 ? j->n - i0 : 256;
+			float g[256];
+
+			memcpy(g, j->z + r * j->n + i0, nz * sizeof *g);
+			backend_cpu_silu_n(g, nz);
+			for (int i = 0; i < nz; i++)
+				y[i0 + i] *= g[i];
+		}
 	}
 }
 

@@ -224,7 +224,7 @@ conv_channels(void *ctx, int64_t c0, int64_t c1, int tid)
 			for (int k = 0; k < ns; k++)
 				acc += win[k] * w[k];
 			acc += in * w[ns];
-			j->y[(size_t)t * j->n_ch + c] = backend_cpu_silu(acc);
+			j->y[(size_t)t * j->n_ch + c] = acc;	/* its SiLU below */
 			memmove(win, win + 1, (ns - 1) * sizeof *win);
 			win[ns - 1] = in;
 			for (int k = 0; j->snap != NULL && k < ns; k++)
@@ -233,6 +233,8 @@ conv_channels(void *ctx, int64_t c0, int64_t c1, int tid)
 		for (int k = 0; k < ns; k++)
 			st[(size_t)k * j->n_ch] = win[k];
 	}
+	for (int t = 0; t < j->m; t++)
+		backend_cpu_silu_n(j->y + (size_t)t * j->n_ch + c0, c1 - c0);
 }
 
 int
