@@ -16,6 +16,7 @@
 /* --- rope --- */
 
 struct rope_job {
+	struct backend_cpu *c;
 	float	*x;
 	const int32_t *pos;
 	const float *inv;		/* [n_rot/2] frequencies */
@@ -25,27 +26,37 @@ struct rope_job {
 	float	ts;			/* theta^(-2/n_rot) */
 };
 
+/* Rows r0..r1, every head: the angles (and their cosines and sines) once a row. */
 static void
-rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
+rope_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 {
 	struct rope_job *j = ctx;
 	int half = j->n_rot / 2, step = j->neox ? 1 : 2, off = j->neox ? j->span : 1;
+	float *cs = backend_cpu_scratch(j->c, tid, 2 * (size_t)half), *sn = cs + half;
 
-	for (int64_t i = i0; i < i1; i++) {
-		int64_t r = i / j->n_head, h = i % j->n_head;
-		float *x = j->x + r * j->ldx + h * j->hs, th = (float)j->pos[r];
+	if (cs == NULL)
+		return;
+	for (int64_t r = r0; r < r1; r++) {
+		float th = (float)j->pos[r];
 
 		for (int d = 0; d < half; d++, th *= j->ts) {
 			float a = j->ggml ? th : (float)j->pos[r] * j->inv[d];
-			float cs = cosf(a), sn = sinf(a);
-			float *p = x + d * step, x0 = p[0], x1 = p[off];
 
-			if (j->ggml) {
-				p[0] = fmaf(x0, cs, -(x1 * sn));
-				p[off] = fmaf(x0, sn, x1 * cs);
-			} else {
-				p[0] = x0 * cs - x1 * sn;
-				p[off] = x0 * sn + x1 * cs;
+			cs[d] = cosf(a), sn[d] = sinf(a);
+		}
+		for (int h = 0; h < j->n_head; h++) {
+			float *x = j->x + r * j->ldx + h * j->hs;
+
+			for (int d = 0; d < half; d++) {
+				float *p = x + d * step, x0 = p[0], x1 = p[off];
+
+				if (j->ggml) {
+					p[0] = fmaf(x0, cs[d], -(x1 * sn[d]));
+					p[off] = fmaf(x0, sn[d], x1 * cs[d]);
+				} else {
+					p[0] = x0 * cs[d] - x1 * sn[d];
+					p[off] = x0 * sn[d] + x1 * cs[d];
+				}
 			}
 		}
 	}
@@ -56,7 +67,7 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
     int m, const int32_t *pos, int n_rot, float theta, int mode)
 {
 	int prop = (mode & BACKEND_ROPE_PROP) != 0, dim = prop ? hs : n_rot;
-	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
+	struct rope_job j = { (struct backend_cpu *)be, x, pos, NULL, ldx, n_head, hs, n_rot,
 	    prop || (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, dim / 2,
 	    (mode & BACKEND_ROPE_GGML) != 0,
 	    mode & BACKEND_ROPE_GGML ? powf(theta, -2.0f / (float)n_rot) : 0.0f };
@@ -68,8 +79,7 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
 	for (int d = 0; d < n_rot / 2; d++)
 		inv[d] = 1.0f / powf(theta, (float)(2 * d) / (float)dim);
 	j.inv = inv;
-	rc = backend_cpu_run((struct backend_cpu *)be, (int64_t)m * n_head, 16,
-	    rope_heads, &j);
+	rc = backend_cpu_run((struct backend_cpu *)be, m, 4, rope_rows, &j);
 	free(inv);
 	return rc ? util_err(be->err, "rope: out of memory") : 0;
 }
