@@ -235,7 +235,8 @@ conv_channels(void *ctx, int64_t c0, int64_t c1, int tid)
 				acc += win[k] * w[k];
 			acc += in * w[ns];
 			j->y[(size_t)t * j->n_ch + c] = acc;	/* its SiLU below */
-			memmove(win, win + 1, (ns - 1) * sizeof *win);
+			for (int k = 0; k + 1 < ns; k++)	/* a few floats: no call */
+				win[k] = win[k + 1];
 			win[ns - 1] = in;
 			for (int k = 0; j->snap != NULL && k < ns; k++)
 				j->snap[((size_t)t * ns + k) * j->n_ch + c] = win[k];
