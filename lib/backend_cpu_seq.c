@@ -84,6 +84,18 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
 	return rc ? util_err(be->err, "rope: out of memory") : 0;
 }
 
+/*
+ * expf, with its underflow taken here: below -104 expf is +0 (e^-104 <
+ * 2^-150, half the least subnormal), which libm reaches through its slow
+ * errno path; softmax scores less their max and the delta rule's
+ * cumulative log-decays go there often.  The same value.
+ */
+static inline float
+expf_uf(float x)
+{
+	return x < -104.0f ? 0.0f : expf(x);
+}
+
 /* --- attention: one (row, head) per item; softmax over 0..p0+row --- */
 
 static float
@@ -185,7 +197,7 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 			mx = s[t] > mx ? s[t] : mx;
 		}
 		for (int t = 0; t < n; t++)
-			sum += s[t] = expf(s[t] - mx);
+			sum += s[t] = expf_uf(s[t] - mx);
 		memset(o, 0, hd * sizeof *o);
 		for (int t = 0; t < n; t++)
 			backend_cpu_axpy(j->c, o, s[t], v + (size_t)t * kvd, hd);
@@ -261,6 +273,7 @@ backend_cpu_conv1d_silu(struct backend *be, const float *x, int ldx, int m,
 
 /* --- the gated delta rule --- */
 
+
 struct gdn_job {
 	struct backend_cpu *c;
 	const struct backend_gdn *g;
@@ -311,7 +324,7 @@ static void
 gdn_step1(const struct backend_cpu *cpu, const struct backend_gdn *g,
     const struct gdn_in *in, float *S, float *kv, float *o)
 {
-	float decay = expf(in->gate);
+	float decay = expf_uf(in->gate);
 	int dk = g->dk, dv = g->dv;
 
 	for (int c = 0; c < dv; c++)
@@ -400,7 +413,7 @@ gdn_chunk_prep(struct gdn_job *j, int h, int t0, int L, struct gdn_chunk_buf *b)
 	for (int i = 0; i < L; i++) {
 		for (int c = 0; c < i; c++)
 			b->trow[c] = -(b->beta[i] * j->c->dot(b->k + i * dk, b->k + c * dk, dk))
-			    * expf(b->G[i] - b->G[c]);
+			    * expf_uf(b->G[i] - b->G[c]);
 		for (int c = 0; c < i; c++) {
 			float acc = b->trow[c];
 
@@ -427,7 +440,7 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 		memset(u, 0, dv * sizeof *u);
 		memset(w, 0, dk * sizeof *w);
 		for (int c = 0; c <= t; c++) {
-			float tb = b->T[t * C + c] * b->beta[c], te = tb * expf(b->G[c]);
+			float tb = b->T[t * C + c] * b->beta[c], te = tb * expf_uf(b->G[c]);
 
 			backend_cpu_axpy(j->c, u, tb, b->v[c], dv);
 			backend_cpu_axpy(j->c, w, te, b->k + c * dk, dk);
@@ -436,7 +449,7 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 			backend_cpu_axpy(j->c, u, -w[i], S + (size_t)i * dv, dv);
 	}
 	for (int t = 0; t < L; t++) {
-		float *o = j->o + (size_t)(t0 + t) * vd + (size_t)h * dv, eg = expf(b->G[t]);
+		float *o = j->o + (size_t)(t0 + t) * vd + (size_t)h * dv, eg = expf_uf(b->G[t]);
 
 		memset(o, 0, dv * sizeof *o);
 		for (int i = 0; i < dk; i++)
@@ -445,16 +458,16 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 			o[d] *= eg;
 		for (int c = 0; c <= t; c++) {
 			float qk = j->c->dot(b->q + t * dk, b->k + c * dk, dk) *
-			    expf(b->G[t] - b->G[c]);
+			    expf_uf(b->G[t] - b->G[c]);
 
 			backend_cpu_axpy(j->c, o, qk, U + c * dv, dv);
 		}
 	}
-	eL = expf(b->G[L - 1]);
+	eL = expf_uf(b->G[L - 1]);
 	for (int i = 0; i < dk * dv; i++)
 		S[i] *= eL;
 	for (int t = 0; t < L; t++) {
-		float e = expf(b->G[L - 1] - b->G[t]);
+		float e = expf_uf(b->G[L - 1] - b->G[t]);
 
 		for (int i = 0; i < dk; i++)
 			backend_cpu_axpy(j->c, S + (size_t)i * dv, b->k[t * dk + i] * e,

@@ -948,6 +948,22 @@ TEST(expf_ggml_is_fexp_ggml_bit_for_bit)
 	}
 }
 
+/* What the CPU backend's expf_uf rests on: libm's expf is +0 below -104. */
+TEST(expf_is_zero_below_minus_104)
+{
+	for (uint32_t v = 0xC2D00001u; v <= 0xFF800000u; v += 997) {	/* -104.00001 .. -inf */
+		float x, e;
+
+		memcpy(&x, &v, 4);
+		e = expf(x);
+		if (!same(&e, (float[]){ 0.0f }, 1)) {
+			FAILF("expf(%a) = %a", x, e);
+			break;
+		}
+	}
+	CHECK(expf(-INFINITY) == 0.0f && !signbit(expf(-INFINITY)));
+}
+
 /*
  * The vector exp and SiLU (backend_cpu_expf_ggml_n, backend_cpu_silu_n)
  * against the one-element functions, bit for bit: every 4099th float (NaN,
@@ -1790,6 +1806,7 @@ main(void)
 	RUN(lanes_sums_are_the_scalar_tree_bit_for_bit);
 	RUN(expf_ggml_is_fexp_ggml_bit_for_bit);
 	RUN(vector_exp_and_silu_are_the_scalar_ones_bit_for_bit);
+	RUN(expf_is_zero_below_minus_104);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
