@@ -389,6 +389,61 @@ backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float
 }
 
 #ifdef CPU_X86
+/* backend_cpu_axpy_rows on AVX2: 64 columns of y in registers while the k rows pass. */
+__attribute__((target("avx2,fma"))) static int64_t
+axpy_rows_avx2(float *y, int64_t n, const float *a, const float *x, size_t ldx, int k)
+{
+	int64_t j = 0;
+
+	for (; j + 64 <= n; j += 64) {
+		__m256 r[8];
+
+		_Pragma("GCC unroll 8")
+		for (int l = 0; l < 8; l++)
+			r[l] = _mm256_loadu_ps(y + j + 8 * l);
+		for (int i = 0; i < k; i++) {
+			__m256 av = _mm256_set1_ps(a[i]);
+			const float *xi = x + (size_t)i * ldx + j;
+
+			_Pragma("GCC unroll 8")
+			for (int l = 0; l < 8; l++)
+				r[l] = _mm256_fmadd_ps(av, _mm256_loadu_ps(xi + 8 * l), r[l]);
+		}
+		_Pragma("GCC unroll 8")
+		for (int l = 0; l < 8; l++)
+			_mm256_storeu_ps(y + j + 8 * l, r[l]);
+	}
+	for (; j + 8 <= n; j += 8) {
+		__m256 r = _mm256_loadu_ps(y + j);
+
+		for (int i = 0; i < k; i++)
+			r = _mm256_fmadd_ps(_mm256_set1_ps(a[i]),
+			    _mm256_loadu_ps(x + (size_t)i * ldx + j), r);
+		_mm256_storeu_ps(y + j, r);
+	}
+	return j;
+}
+#endif
+
+void
+backend_cpu_axpy_rows(const struct backend_cpu *c, float *y, int64_t n, const float *a,
+    const float *x, size_t ldx, int k)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		int64_t j = axpy_rows_avx2(y, n, a, x, ldx, k);
+
+		for (; j < n; j++)	/* axpy's tail: unfused */
+			for (int i = 0; i < k; i++)
+				y[j] += a[i] * x[(size_t)i * ldx + j];
+		return;
+	}
+#endif
+	for (int i = 0; i < k; i++)
+		axpy(c, y, a[i], x + (size_t)i * ldx, n, 0);
+}
+
+#ifdef CPU_X86
 /* backend_cpu_axpy_fma_lanes on AVX2: axpy8_avx2's fused steps, the tail fused. */
 __attribute__((target("avx2,fma"))) static void
 axpy_lanes_avx2(float *acc, int w, int64_t n, const float *a, const float *x, size_t ldx,

@@ -72,6 +72,10 @@ void	backend_cpu_axpy(const struct backend_cpu *, float *y, float a,
 /* y = fma(a, x, y) elementwise: one rounding on every path. */
 void	backend_cpu_axpy_fma(const struct backend_cpu *, float *y, float a,
 	    const float *x, int64_t n);
+/* backend_cpu_axpy(y, a[i], x + i ldx, n) for i = 0..k-1 in order, the same bits
+ * (y kept in registers between the rows where it can). */
+void	backend_cpu_axpy_rows(const struct backend_cpu *, float *y, int64_t n, const float *a,
+	    const float *x, size_t ldx, int k);
 /* axpy_fma of rows x + t ldx times a[t] into row t % w of acc [w][n], t < nk in order. */
 void	backend_cpu_axpy_fma_lanes(const struct backend_cpu *, float *acc, int w, int64_t n,
 	    const float *a, const float *x, size_t ldx, int nk);

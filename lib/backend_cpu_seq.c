@@ -392,6 +392,7 @@ struct gdn_chunk_buf {
 	float	*beta, *G, *trow;	/* [C] */
 	float	*T;			/* [C][C] */
 	float	*U, *W;			/* [C][dv], [C][dk] */
+	float	*ca, *cb;		/* [max(C, dk)] coefficients */
 	const float *v[GDN_CHUNK];
 };
 
@@ -431,8 +432,10 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 	const struct backend_gdn *g = j->g;
 	int dk = g->dk, dv = g->dv, C = GDN_CHUNK;
 	size_t vd = (size_t)g->n_v_heads * dv;
-	float *U = b->U, *W = b->W, eL;
+	float *U = b->U, *W = b->W, *ca = b->ca, *cb = b->cb, eL;
 
+	/* each axpy sequence below is the per-row loop's, rows in the same order
+	 * (backend_cpu_axpy_rows); v rows are the qkv rows' v of head h, ld apart */
 	gdn_chunk_prep(j, h, t0, L, b);
 	for (int t = 0; t < L; t++) {
 		float *u = U + t * dv, *w = W + t * dk;
@@ -440,38 +443,36 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 		memset(u, 0, dv * sizeof *u);
 		memset(w, 0, dk * sizeof *w);
 		for (int c = 0; c <= t; c++) {
-			float tb = b->T[t * C + c] * b->beta[c], te = tb * expf_uf(b->G[c]);
-
-			backend_cpu_axpy(j->c, u, tb, b->v[c], dv);
-			backend_cpu_axpy(j->c, w, te, b->k + c * dk, dk);
+			ca[c] = b->T[t * C + c] * b->beta[c];
+			cb[c] = ca[c] * expf_uf(b->G[c]);
 		}
+		backend_cpu_axpy_rows(j->c, u, dv, ca, b->v[0], j->ld, t + 1);
+		backend_cpu_axpy_rows(j->c, w, dk, cb, b->k, dk, t + 1);
 		for (int i = 0; i < dk; i++)	/* u becomes Vn[t] = U[t] - W[t] S */
-			backend_cpu_axpy(j->c, u, -w[i], S + (size_t)i * dv, dv);
+			ca[i] = -w[i];
+		backend_cpu_axpy_rows(j->c, u, dv, ca, S, dv, dk);
 	}
 	for (int t = 0; t < L; t++) {
 		float *o = j->o + (size_t)(t0 + t) * vd + (size_t)h * dv, eg = expf_uf(b->G[t]);
 
 		memset(o, 0, dv * sizeof *o);
-		for (int i = 0; i < dk; i++)
-			backend_cpu_axpy(j->c, o, b->q[t * dk + i], S + (size_t)i * dv, dv);
+		backend_cpu_axpy_rows(j->c, o, dv, b->q + t * dk, S, dv, dk);
 		for (int d = 0; d < dv; d++)
 			o[d] *= eg;
-		for (int c = 0; c <= t; c++) {
-			float qk = j->c->dot(b->q + t * dk, b->k + c * dk, dk) *
+		for (int c = 0; c <= t; c++)
+			ca[c] = j->c->dot(b->q + t * dk, b->k + c * dk, dk) *
 			    expf_uf(b->G[t] - b->G[c]);
-
-			backend_cpu_axpy(j->c, o, qk, U + c * dv, dv);
-		}
+		backend_cpu_axpy_rows(j->c, o, dv, ca, U, dv, t + 1);
 	}
 	eL = expf_uf(b->G[L - 1]);
 	for (int i = 0; i < dk * dv; i++)
 		S[i] *= eL;
-	for (int t = 0; t < L; t++) {
-		float e = expf_uf(b->G[L - 1] - b->G[t]);
-
-		for (int i = 0; i < dk; i++)
-			backend_cpu_axpy(j->c, S + (size_t)i * dv, b->k[t * dk + i] * e,
-			    U + t * dv, dv);
+	for (int t = 0; t < L; t++)
+		cb[t] = expf_uf(b->G[L - 1] - b->G[t]);
+	for (int i = 0; i < dk; i++) {	/* S[i] += sum over t of k[t][i] e[t] U[t], t in order */
+		for (int t = 0; t < L; t++)
+			ca[t] = b->k[t * dk + i] * cb[t];
+		backend_cpu_axpy_rows(j->c, S + (size_t)i * dv, dv, ca, U, dv, L);
 	}
 }
 
@@ -481,8 +482,9 @@ gdn_chunk_heads(void *ctx, int64_t h0, int64_t h1, int tid)
 	struct gdn_job *j = ctx;
 	const struct backend_gdn *g = j->g;
 	int C = GDN_CHUNK, dk = g->dk, dv = g->dv;
+	int nc = C > dk ? C : dk;
 	float *p = backend_cpu_scratch(j->c, tid,
-	    (size_t)C * (3 * dk + dv + C + 3));
+	    (size_t)C * (3 * dk + dv + C + 3) + 2 * (size_t)nc);
 	struct gdn_chunk_buf b;
 
 	if (p == NULL)
@@ -495,6 +497,8 @@ gdn_chunk_heads(void *ctx, int64_t h0, int64_t h1, int tid)
 	b.beta = b.T + C * C;
 	b.G = b.beta + C;
 	b.trow = b.G + C;
+	b.ca = b.trow + C;
+	b.cb = b.ca + nc;
 	for (int64_t h = h0; h < h1; h++)
 		for (int t0 = 0; t0 < j->m; t0 += C)
 			gdn_chunk1(j, h, t0, j->m - t0 < C ? j->m - t0 : C,
