@@ -790,6 +790,102 @@ backend_cpu_dot_lanes(const struct backend_cpu *c, const float *a, const float *
 	return backend_cpu_lanes_total(acc, w);
 }
 
+#ifdef CPU_X86
+/*
+ * backend_cpu_decay / backend_cpu_update over the k rows of S [k][n] in
+ * order, acc's 64 columns a block kept in registers between the rows:
+ * the same operations per element as one row at a time.  Return the
+ * columns done (the rest, n % 8, for the portable loops).
+ */
+__attribute__((target("avx2,fma"))) static int64_t
+decay_rows_avx2(float *S, int k, int64_t n, float d, float *acc, const float *kk)
+{
+	__m256 dv = _mm256_set1_ps(d);
+	int64_t j = 0;
+
+	for (; j + 8 <= n; j += 8 * (j + 64 <= n ? 8 : 1)) {
+		int nb = j + 64 <= n ? 8 : 1;
+		__m256 a[8];
+
+		for (int l = 0; l < nb; l++)
+			a[l] = _mm256_loadu_ps(acc + j + 8 * l);
+		for (int i = 0; i < k; i++) {
+			__m256 kv = _mm256_set1_ps(kk[i]);
+			float *r = S + (size_t)i * n + j;
+
+			for (int l = 0; l < nb; l++) {
+				__m256 v = _mm256_mul_ps(_mm256_loadu_ps(r + 8 * l), dv);
+
+				_mm256_storeu_ps(r + 8 * l, v);
+				a[l] = _mm256_fmadd_ps(v, kv, a[l]);
+			}
+		}
+		for (int l = 0; l < nb; l++)
+			_mm256_storeu_ps(acc + j + 8 * l, a[l]);
+	}
+	return j;
+}
+
+__attribute__((target("avx2,fma"))) static int64_t
+update_rows_avx2(float *S, int k, int64_t n, const float *kk, const float *dl, float *acc,
+    const float *q)
+{
+	int64_t j = 0;
+
+	for (; j + 8 <= n; j += 8 * (j + 64 <= n ? 8 : 1)) {
+		int nb = j + 64 <= n ? 8 : 1;
+		__m256 a[8], dlv[8];
+
+		for (int l = 0; l < nb; l++) {
+			a[l] = _mm256_loadu_ps(acc + j + 8 * l);
+			dlv[l] = _mm256_loadu_ps(dl + j + 8 * l);
+		}
+		for (int i = 0; i < k; i++) {
+			__m256 kv = _mm256_set1_ps(kk[i]), qv = _mm256_set1_ps(q[i]);
+			float *r = S + (size_t)i * n + j;
+
+			for (int l = 0; l < nb; l++) {
+				__m256 v = _mm256_fmadd_ps(kv, dlv[l], _mm256_loadu_ps(r + 8 * l));
+
+				_mm256_storeu_ps(r + 8 * l, v);
+				a[l] = _mm256_fmadd_ps(v, qv, a[l]);
+			}
+		}
+		for (int l = 0; l < nb; l++)
+			_mm256_storeu_ps(acc + j + 8 * l, a[l]);
+	}
+	return j;
+}
+#endif
+
+void
+backend_cpu_decay_rows(const struct backend_cpu *c, float *S, int k, int64_t n, float d,
+    float *acc, const float *kk)
+{
+	int64_t j = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		j = decay_rows_avx2(S, k, n, d, acc, kk);
+#endif
+	for (int i = 0; j < n && i < k; i++)
+		decay_portable(S + (size_t)i * n + j, d, acc + j, kk[i], n - j);
+}
+
+void
+backend_cpu_update_rows(const struct backend_cpu *c, float *S, int k, int64_t n,
+    const float *kk, const float *dl, float *acc, const float *q)
+{
+	int64_t j = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		j = update_rows_avx2(S, k, n, kk, dl, acc, q);
+#endif
+	for (int i = 0; j < n && i < k; i++)
+		update_portable(S + (size_t)i * n + j, kk[i], dl + j, acc + j, q[i], n - j);
+}
+
 void
 backend_cpu_decay(const struct backend_cpu *c, float *r, float d, float *acc,
     float k, int64_t n)

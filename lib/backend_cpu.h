@@ -106,6 +106,12 @@ void	backend_cpu_dot_lanes_rows(const struct backend_cpu *, const float *a,
  */
 float	backend_cpu_max(const struct backend_cpu *, const float *x, int64_t n);
 void	backend_cpu_affine(const struct backend_cpu *, float *x, int64_t n, float a, float b);
+/* decay / update over the k rows of S [k][n] in order (row i with kk[i], q[i]):
+ * the same bits as one call a row. */
+void	backend_cpu_decay_rows(const struct backend_cpu *, float *S, int k, int64_t n, float d,
+	    float *acc, const float *kk);
+void	backend_cpu_update_rows(const struct backend_cpu *, float *S, int k, int64_t n,
+	    const float *kk, const float *dl, float *acc, const float *q);
 void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
 	    float k, int64_t n);
 void	backend_cpu_update(const struct backend_cpu *, float *r, float k,

@@ -329,14 +329,12 @@ gdn_step1(const struct backend_cpu *cpu, const struct backend_gdn *g,
 
 	for (int c = 0; c < dv; c++)
 		kv[c] = 0;
-	for (int i = 0; i < dk; i++)
-		backend_cpu_decay(cpu, S + (size_t)i * dv, decay, kv, in->k[i], dv);
+	backend_cpu_decay_rows(cpu, S, dk, dv, decay, kv, in->k);
 	for (int c = 0; c < dv; c++) {
 		kv[c] = in->beta * (in->v[c] - kv[c]);	/* now delta */
 		o[c] = 0;
 	}
-	for (int i = 0; i < dk; i++)
-		backend_cpu_update(cpu, S + (size_t)i * dv, in->k[i], kv, o, in->q[i], dv);
+	backend_cpu_update_rows(cpu, S, dk, dv, in->k, kv, o, in->q);
 }
 
 static void

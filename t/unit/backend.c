@@ -1151,6 +1151,45 @@ gdn_check(int nk, int nv, int dk, int dv, int tiled, int hf, int m)
 	gdn_free(&c);
 }
 
+/*
+ * The delta rule's row loops (backend_cpu_axpy_rows, decay_rows,
+ * update_rows: the output kept in registers across the rows) against one
+ * call a row, bit for bit: widths with and without 64-column blocks and
+ * tails, on the AVX2 and the portable path.
+ */
+TEST(row_loops_are_one_call_a_row_bit_for_bit)
+{
+	static const int ns[] = { 5, 8, 12, 64, 72, 131 };
+	struct backend *bs[] = { be3, bes };
+
+	for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+		for (int b = 0; b < 2; b++) {
+			const struct backend_cpu *c = (const struct backend_cpu *)bs[b];
+			int n = ns[ni], k = 19;
+			size_t ld = n + 3;
+			float *x = rnd((size_t)k * ld, 1), *a = rnd(k, 1), *q = rnd(k, 1);
+			float *y0 = rnd(n, 1), *y1 = dup(y0, n), *dl = rnd(n, 1);
+			float *S0 = rnd((size_t)k * n, 1), *S1 = dup(S0, (size_t)k * n);
+
+			backend_cpu_axpy_rows(c, y0, n, a, x, ld, k);
+			for (int i = 0; i < k; i++)
+				backend_cpu_axpy(c, y1, a[i], x + i * ld, n);
+			if (!same(y0, y1, n))
+				FAILF("axpy_rows n %d on %s", n, backend_name(bs[b]));
+			backend_cpu_decay_rows(c, S0, k, n, 0.93f, y0, a);
+			for (int i = 0; i < k; i++)
+				backend_cpu_decay(c, S1 + (size_t)i * n, 0.93f, y1, a[i], n);
+			if (!same(y0, y1, n) || !same(S0, S1, (size_t)k * n))
+				FAILF("decay_rows n %d on %s", n, backend_name(bs[b]));
+			backend_cpu_update_rows(c, S0, k, n, a, dl, y0, q);
+			for (int i = 0; i < k; i++)
+				backend_cpu_update(c, S1 + (size_t)i * n, a[i], dl, y1, q[i], n);
+			if (!same(y0, y1, n) || !same(S0, S1, (size_t)k * n))
+				FAILF("update_rows n %d on %s", n, backend_name(bs[b]));
+			free(x), free(a), free(q), free(y0), free(y1), free(dl), free(S0), free(S1);
+		}
+}
+
 TEST(gated_delta_rule_step_and_chunk_match_reference)
 {
 	gdn_check(2, 4, 8, 12, 0, 1, 70);
@@ -1809,6 +1848,7 @@ main(void)
 	RUN(expf_is_zero_below_minus_104);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
+	RUN(row_loops_are_one_call_a_row_bit_for_bit);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit);
