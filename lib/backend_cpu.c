@@ -925,18 +925,16 @@ backend_cpu_silu(float x)
  * same single rounding either way).  Written by the constructor before
  * main, only read after.
  */
+#ifdef CPU_X86
 static int cpu_fma;
 
 __attribute__((constructor)) static void
 detect_fma(void)
 {
-#ifdef CPU_X86
 	__builtin_cpu_init();
 	cpu_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
 }
 
-#ifdef CPU_X86
 __attribute__((target("avx2,fma"))) static float
 expf_ggml_fma(float x)
 {
