@@ -570,8 +570,8 @@ TEST(dot_rows_are_the_one_row_dots_bit_for_bit)
 			int64_t n = (int64_t)quant_traits(t)->blck * nblocks[ni];
 			size_t ldx = quant_row_size(at, n) + 3;	/* odd: rows unaligned */
 
-			if (n < 32)	/* F32/F16/BF16: odd tails past the vector loops */
-				n = 32 * n + 5, ldx = quant_row_size(at, n) + 3;
+			if (n < 32)	/* F32/F16/BF16: odd tails past the vector loops; */
+				n = 32 * n + 5, ldx = quant_row_size(at, n) + 4;	/* float rows */
 			make_weights(t, w, n, 901 + 13 * k + ni);
 			for (int r = 0; r < MMAX; r++) {
 				make_row(x, n, 7000 + 31 * r + ni, r % 3);
