@@ -25,6 +25,8 @@
 
 enum {
 	MM_TILE = 8,		/* weight rows dequantized together, reused over m */
+	MM_ROWS = 16,		/* activation rows a quantized weight row meets at once */
+	MM_PACK = 8,		/* ... when packed (a group's blocks stay in L1) */
 	CPU_SPIN = 2000,	/* pauses a thread waits busy before it sleeps */
 };
 
@@ -221,6 +223,60 @@ dot3_avx2(const float *w, const float *const *x, int64_t n, float *out)
 		out[2] += w[j] * x2[j];
 	}
 }
+
+/*
+ * R dots of one row w with x[0..R) at once (R <= 8) on AVX-512, each
+ * bit-identical to dot_avx2(w, x[k], n): a 512-bit accumulator holds two
+ * of dot_avx2's four (s0|s1, s2|s3), each lane the same fused chain; the
+ * 8-wide steps, the totals and the tail are dot_avx2's.  R a constant
+ * after inlining (dotr_avx512), so the 2R accumulators stay in registers.
+ */
+__attribute__((target("avx2,fma,avx512f"), always_inline)) static inline void
+dotr_body(const float *w, const float *const *x, int64_t n, int R, float *out)
+{
+	__m512 a[8], b[8];
+	int64_t i = 0;
+	int k;
+
+	_Pragma("GCC unroll 8")
+	for (k = 0; k < R; k++)
+		a[k] = b[k] = _mm512_setzero_ps();
+	for (; i + 32 <= n; i += 32) {
+		__m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
+
+		_Pragma("GCC unroll 8")
+		for (k = 0; k < R; k++) {
+			a[k] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[k] + i), a[k]);
+			b[k] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[k] + i + 16), b[k]);
+		}
+	}
+	for (k = 0; k < R; k++) {
+		__m256 s0 = _mm512_castps512_ps256(a[k]), s2 = _mm512_castps512_ps256(b[k]);
+		__m256 s1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[k]), 1));
+		__m256 s3 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b[k]), 1));
+		int64_t j = i;
+
+		for (; j + 8 <= n; j += 8)
+			s0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x[k] + j), s0);
+		out[k] = hsum_avx2(s0, s1, s2, s3);
+		for (; j < n; j++)
+			out[k] += w[j] * x[k][j];
+	}
+}
+
+__attribute__((target("avx2,fma,avx512f"))) static void
+dotr_avx512(const float *w, const float *const *x, int64_t n, int R, float *out)
+{
+	switch (R) {
+	case 8:	dotr_body(w, x, n, 8, out); break;
+	case 7:	dotr_body(w, x, n, 7, out); break;
+	case 6:	dotr_body(w, x, n, 6, out); break;
+	case 5:	dotr_body(w, x, n, 5, out); break;
+	case 4:	dotr_body(w, x, n, 4, out); break;
+	case 3:	dotr_body(w, x, n, 3, out); break;
+	default: dotr_body(w, x, n, 2, out); break;
+	}
+}
 #endif
 
 /*
@@ -332,42 +388,387 @@ backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float
 	axpy(c, y, a, x, n, 1);
 }
 
+#ifdef CPU_X86
+/* backend_cpu_axpy_rows on AVX2: 64 columns of y in registers while the k rows pass. */
+__attribute__((target("avx2,fma"))) static int64_t
+axpy_rows_avx2(float *y, int64_t n, const float *a, const float *x, size_t ldx, int k)
+{
+	int64_t j = 0;
+
+	for (; j + 64 <= n; j += 64) {
+		__m256 r[8];
+
+		_Pragma("GCC unroll 8")
+		for (int l = 0; l < 8; l++)
+			r[l] = _mm256_loadu_ps(y + j + 8 * l);
+		for (int i = 0; i < k; i++) {
+			__m256 av = _mm256_set1_ps(a[i]);
+			const float *xi = x + (size_t)i * ldx + j;
+
+			_Pragma("GCC unroll 8")
+			for (int l = 0; l < 8; l++)
+				r[l] = _mm256_fmadd_ps(av, _mm256_loadu_ps(xi + 8 * l), r[l]);
+		}
+		_Pragma("GCC unroll 8")
+		for (int l = 0; l < 8; l++)
+			_mm256_storeu_ps(y + j + 8 * l, r[l]);
+	}
+	for (; j + 8 <= n; j += 8) {
+		__m256 r = _mm256_loadu_ps(y + j);
+
+		for (int i = 0; i < k; i++)
+			r = _mm256_fmadd_ps(_mm256_set1_ps(a[i]),
+			    _mm256_loadu_ps(x + (size_t)i * ldx + j), r);
+		_mm256_storeu_ps(y + j, r);
+	}
+	return j;
+}
+#endif
+
+void
+backend_cpu_axpy_rows(const struct backend_cpu *c, float *y, int64_t n, const float *a,
+    const float *x, size_t ldx, int k)
+{
+#ifdef CPU_X86
+	if (c->avx2) {
+		int64_t j = axpy_rows_avx2(y, n, a, x, ldx, k);
+
+		for (; j < n; j++)	/* axpy's tail: unfused */
+			for (int i = 0; i < k; i++)
+				y[j] += a[i] * x[(size_t)i * ldx + j];
+		return;
+	}
+#endif
+	for (int i = 0; i < k; i++)
+		axpy(c, y, a[i], x + (size_t)i * ldx, n, 0);
+}
+
+#ifdef CPU_X86
+/* backend_cpu_axpy_fma_lanes on AVX2: axpy8_avx2's fused steps, the tail fused. */
+__attribute__((target("avx2,fma"))) static void
+axpy_lanes_avx2(float *acc, int w, int64_t n, const float *a, const float *x, size_t ldx,
+    int nk)
+{
+	for (int t = 0; t < nk; t++, x += ldx) {
+		float *y = acc + (size_t)(t % w) * n;
+		__m256 av = _mm256_set1_ps(a[t]);
+		int64_t i = 0;
+
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
+			    _mm256_loadu_ps(y + i)));
+		for (; i < n; i++)
+			y[i] = fmaf(a[t], x[i], y[i]);
+	}
+}
+#endif
+
+#ifdef CPU_X86
+/* axpy_lanes_avx2 16 at a time, then 8, then one (each element one fma) */
+__attribute__((target("avx2,fma,avx512f"))) static void
+axpy_lanes_avx512(float *acc, int w, int64_t n, const float *a, const float *x, size_t ldx,
+    int nk)
+{
+	for (int t = 0; t < nk; t++, x += ldx) {
+		float *y = acc + (size_t)(t % w) * n;
+		__m512 av = _mm512_set1_ps(a[t]);
+		int64_t i = 0;
+
+		for (; i + 16 <= n; i += 16)
+			_mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i),
+			    _mm512_loadu_ps(y + i)));
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm512_castps512_ps256(av),
+			    _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+		for (; i < n; i++)
+			y[i] = fmaf(a[t], x[i], y[i]);
+	}
+}
+#endif
+
+void
+backend_cpu_axpy_fma_lanes(const struct backend_cpu *c, float *acc, int w, int64_t n,
+    const float *a, const float *x, size_t ldx, int nk)
+{
+#ifdef CPU_X86
+	if (c->avx512) {
+		axpy_lanes_avx512(acc, w, n, a, x, ldx, nk);
+		return;
+	}
+	if (c->avx2) {
+		axpy_lanes_avx2(acc, w, n, a, x, ldx, nk);
+		return;
+	}
+#endif
+	for (int t = 0; t < nk; t++)
+		axpy(c, acc + (size_t)(t % w) * n, a[t], x + (size_t)t * ldx, n, 1);
+}
+
+/*
+ * The lanes' tree: y[l] += x[l] for l < n, each element one add, so the
+ * vector forms round as the scalar one.  y and x do not overlap.
+ */
+static void
+lanes_add(float *y, const float *x, int n)
+{
+	int l = 0;
+
+#ifdef CPU_X86
+	for (; l + 4 <= n; l += 4)	/* SSE: every x86-64 has it */
+		_mm_storeu_ps(y + l, _mm_add_ps(_mm_loadu_ps(y + l), _mm_loadu_ps(x + l)));
+#endif
+	for (; l < n; l++)
+		y[l] += x[l];
+}
+
 float
 backend_cpu_lanes_total(float *acc, int w)
 {
-	if (w == 64)
-		for (int l = 0; l < 16; l++) {
-			acc[l] += acc[32 + l];
-			acc[16 + l] += acc[48 + l];
-			acc[l] += acc[16 + l];
-		}
+	if (w == 64) {
+		lanes_add(acc, acc + 32, 16);
+		lanes_add(acc + 16, acc + 48, 16);
+		lanes_add(acc, acc + 16, 16);
+	}
 	for (int h = 8; h >= 1; h /= 2)
-		for (int l = 0; l < h; l++)
-			acc[l] += acc[l + h];
+		lanes_add(acc, acc + h, h);
 	return acc[0];
 }
 
 #ifdef CPU_X86
-/* w / 8 AVX2 registers of lanes; the same fused chains as the portable loop. */
+/* lanes_add 8 at a time (the same adds) */
 __attribute__((target("avx2,fma"))) static void
-lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w)
+lanes_add_avx2(float *y, const float *x, int n)
+{
+	int l = 0;
+
+	for (; l + 8 <= n; l += 8)
+		_mm256_storeu_ps(y + l, _mm256_add_ps(_mm256_loadu_ps(y + l), _mm256_loadu_ps(x + l)));
+	for (; l < n; l++)
+		y[l] += x[l];
+}
+#endif
+
+void
+backend_cpu_lanes_cols(const struct backend_cpu *c, float *acc, int w, int n, float *out)
+{
+	void (*add)(float *, const float *, int) = lanes_add;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		add = lanes_add_avx2;
+#endif
+	if (w == 64)
+		for (int l = 0; l < 16; l++) {
+			add(acc + (size_t)l * n, acc + (size_t)(32 + l) * n, n);
+			add(acc + (size_t)(16 + l) * n, acc + (size_t)(48 + l) * n, n);
+			add(acc + (size_t)l * n, acc + (size_t)(16 + l) * n, n);
+		}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int l = 0; l < h; l++)
+			add(acc + (size_t)l * n, acc + (size_t)(l + h) * n, n);
+	memcpy(out, acc, (size_t)n * sizeof *out);
+}
+
+#ifdef CPU_X86
+/*
+ * w / 8 AVX2 registers of lanes; the same fused chains as the portable
+ * loop.  With no tail (n a multiple of w) the lanes are totalled where
+ * they are, by backend_cpu_lanes_total's adds (register k holds lanes
+ * 8k..8k+7): returns 1 and the total in *t; else stores them in acc.
+ */
+__attribute__((target("avx2,fma"), always_inline)) static inline int
+lanes_body(float *acc, const float *a, const float *b, int64_t n, int w, float *t)
 {
 	__m256 r[8];
 	int nr = w / 8;
 	int64_t i = 0;
 
+	_Pragma("GCC unroll 8")
 	for (int k = 0; k < nr; k++)
 		r[k] = _mm256_setzero_ps();
 	for (; i + w <= n; i += w)
+		_Pragma("GCC unroll 8")
 		for (int k = 0; k < nr; k++)
 			r[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k),
 			    _mm256_loadu_ps(b + i + 8 * k), r[k]);
+	if (i == n && (w == 16 || w == 64)) {
+		__m128 h;
+
+		if (w == 64) {
+			r[0] = _mm256_add_ps(r[0], r[4]), r[1] = _mm256_add_ps(r[1], r[5]);
+			r[2] = _mm256_add_ps(r[2], r[6]), r[3] = _mm256_add_ps(r[3], r[7]);
+			r[0] = _mm256_add_ps(r[0], r[2]), r[1] = _mm256_add_ps(r[1], r[3]);
+		}
+		r[0] = _mm256_add_ps(r[0], r[1]);
+		h = _mm_add_ps(_mm256_castps256_ps128(r[0]), _mm256_extractf128_ps(r[0], 1));
+		h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_add_ss(h, _mm_movehdup_ps(h));
+		*t = _mm_cvtss_f32(h);
+		return 1;
+	}
 	for (int k = 0; k < nr; k++)
 		_mm256_storeu_ps(acc + 8 * k, r[k]);
 	for (; i < n; i++)
 		acc[i % w] = fmaf(a[i], b[i], acc[i % w]);
+	return 0;
 }
 #endif
+
+#ifdef CPU_X86
+__attribute__((target("avx2,fma"))) static int
+lanes_avx2(float *acc, const float *a, const float *b, int64_t n, int w, float *t)
+{
+	return lanes_body(acc, a, b, n, w, t);
+}
+
+/* lanes_avx2 over nk rows b + t ldb, each totalled in registers (n % w == 0). */
+__attribute__((target("avx2,fma"))) static void
+lanes_rows_avx2(const float *a, const float *b, size_t ldb, int nk, int64_t n, int w,
+    float scale, float *s)
+{
+	float acc[64];
+
+	if (w == 64)	/* a constant w each: the lanes stay in registers */
+		for (int t = 0; t < nk; t++, b += ldb) {
+			lanes_body(acc, a, b, n, 64, &s[t]);
+			s[t] *= scale;
+		}
+	else
+		for (int t = 0; t < nk; t++, b += ldb) {
+			lanes_body(acc, a, b, n, 16, &s[t]);
+			s[t] *= scale;
+		}
+}
+#endif
+
+#ifdef CPU_X86
+/*
+ * lanes_rows_avx2 on AVX-512: a 512-bit register holds two of its 256-bit
+ * lane registers (lanes 16k..16k+15), each lane the same fused chain; the
+ * tree's first adds pair such halves as backend_cpu_lanes_total pairs
+ * them (w = 64: 0+32 and 16+48, then those; w = 16: none), then the last
+ * 16 -> 8 and the 8 lanes as there.
+ */
+__attribute__((target("avx2,fma,avx512f"), always_inline)) static inline float
+lanes512_body(const float *a, const float *b, int64_t n, int w)
+{
+	__m512 r[4];
+	__m256 v;
+	__m128 h;
+
+	_Pragma("GCC unroll 4")
+	for (int k = 0; k < w / 16; k++)
+		r[k] = _mm512_setzero_ps();
+	for (int64_t i = 0; i < n; i += w)
+		_Pragma("GCC unroll 4")
+		for (int k = 0; k < w / 16; k++)
+			r[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k),
+			    _mm512_loadu_ps(b + i + 16 * k), r[k]);
+	if (w == 64) {
+		r[0] = _mm512_add_ps(r[0], r[2]), r[1] = _mm512_add_ps(r[1], r[3]);
+		r[0] = _mm512_add_ps(r[0], r[1]);
+	}
+	v = _mm256_add_ps(_mm512_castps512_ps256(r[0]),
+	    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(r[0]), 1)));
+	h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	return _mm_cvtss_f32(h);
+}
+
+__attribute__((target("avx2,fma,avx512f"))) static void
+lanes_rows_avx512(const float *a, const float *b, size_t ldb, int nk, int64_t n, int w,
+    float scale, float *s)
+{
+	if (w == 64)	/* a constant w each: the lanes stay in registers */
+		for (int t = 0; t < nk; t++, b += ldb)
+			s[t] = lanes512_body(a, b, n, 64) * scale;
+	else
+		for (int t = 0; t < nk; t++, b += ldb)
+			s[t] = lanes512_body(a, b, n, 16) * scale;
+}
+#endif
+
+void
+backend_cpu_dot_lanes_rows(const struct backend_cpu *c, const float *a, const float *b,
+    size_t ldb, int nk, int64_t n, int w, float scale, float *s)
+{
+#ifdef CPU_X86
+	if (c->avx512 && n % w == 0 && (w == 16 || w == 64)) {
+		lanes_rows_avx512(a, b, ldb, nk, n, w, scale, s);
+		return;
+	}
+	if (c->avx2 && n % w == 0 && (w == 16 || w == 64)) {
+		lanes_rows_avx2(a, b, ldb, nk, n, w, scale, s);
+		return;
+	}
+#endif
+	for (int t = 0; t < nk; t++)
+		s[t] = backend_cpu_dot_lanes(c, a, b + (size_t)t * ldb, n, w) * scale;
+}
+
+#ifdef CPU_X86
+/* The largest of x[0..n) in 8 lanes (NaN skipped: maxps keeps its second operand). */
+__attribute__((target("avx2,fma"))) static float
+max_avx2(const float *x, int64_t n)
+{
+	__m256 m = _mm256_set1_ps(-INFINITY);
+	float l[8], mx = -INFINITY;
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+	_mm256_storeu_ps(l, m);
+	for (int k = 0; k < 8; k++)
+		mx = l[k] > mx ? l[k] : mx;
+	for (; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	return mx;
+}
+
+__attribute__((target("avx2,fma"))) static int64_t
+affine_avx2(float *x, int64_t n, float a, float b)
+{
+	__m256 av = _mm256_set1_ps(a), bv = _mm256_set1_ps(b);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(x + i), bv), av));
+	return i;
+}
+#endif
+
+float
+backend_cpu_max(const struct backend_cpu *c, const float *x, int64_t n)
+{
+	float mx = -INFINITY;
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		mx = max_avx2(x, n), i = n;
+#endif
+	for (; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	if (mx == 0.0f)	/* the sign of a zero maximum: the first zero, as the scalar loop */
+		for (i = 0; i < n; i++)
+			if (x[i] == 0.0f)
+				return x[i];
+	return mx;
+}
+
+void
+backend_cpu_affine(const struct backend_cpu *c, float *x, int64_t n, float a, float b)
+{
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		i = affine_avx2(x, n, a, b);
+#endif
+	for (; i < n; i++)
+		x[i] = (x[i] + b) * a;
+}
 
 float
 backend_cpu_dot_lanes(const struct backend_cpu *c, const float *a, const float *b,
@@ -377,13 +778,112 @@ backend_cpu_dot_lanes(const struct backend_cpu *c, const float *a, const float *
 
 #ifdef CPU_X86
 	if (c->avx2) {
-		lanes_avx2(acc, a, b, n, w);
+		float t;
+
+		if (lanes_avx2(acc, a, b, n, w, &t))
+			return t;
 		return backend_cpu_lanes_total(acc, w);
 	}
 #endif
 	for (int64_t i = 0; i < n; i++)
 		acc[i % w] = fmaf(a[i], b[i], acc[i % w]);
 	return backend_cpu_lanes_total(acc, w);
+}
+
+#ifdef CPU_X86
+/*
+ * backend_cpu_decay / backend_cpu_update over the k rows of S [k][n] in
+ * order, acc's 64 columns a block kept in registers between the rows:
+ * the same operations per element as one row at a time.  Return the
+ * columns done (the rest, n % 8, for the portable loops).
+ */
+__attribute__((target("avx2,fma"))) static int64_t
+decay_rows_avx2(float *S, int k, int64_t n, float d, float *acc, const float *kk)
+{
+	__m256 dv = _mm256_set1_ps(d);
+	int64_t j = 0;
+
+	for (; j + 8 <= n; j += 8 * (j + 64 <= n ? 8 : 1)) {
+		int nb = j + 64 <= n ? 8 : 1;
+		__m256 a[8];
+
+		for (int l = 0; l < nb; l++)
+			a[l] = _mm256_loadu_ps(acc + j + 8 * l);
+		for (int i = 0; i < k; i++) {
+			__m256 kv = _mm256_set1_ps(kk[i]);
+			float *r = S + (size_t)i * n + j;
+
+			for (int l = 0; l < nb; l++) {
+				__m256 v = _mm256_mul_ps(_mm256_loadu_ps(r + 8 * l), dv);
+
+				_mm256_storeu_ps(r + 8 * l, v);
+				a[l] = _mm256_fmadd_ps(v, kv, a[l]);
+			}
+		}
+		for (int l = 0; l < nb; l++)
+			_mm256_storeu_ps(acc + j + 8 * l, a[l]);
+	}
+	return j;
+}
+
+__attribute__((target("avx2,fma"))) static int64_t
+update_rows_avx2(float *S, int k, int64_t n, const float *kk, const float *dl, float *acc,
+    const float *q)
+{
+	int64_t j = 0;
+
+	for (; j + 8 <= n; j += 8 * (j + 64 <= n ? 8 : 1)) {
+		int nb = j + 64 <= n ? 8 : 1;
+		__m256 a[8], dlv[8];
+
+		for (int l = 0; l < nb; l++) {
+			a[l] = _mm256_loadu_ps(acc + j + 8 * l);
+			dlv[l] = _mm256_loadu_ps(dl + j + 8 * l);
+		}
+		for (int i = 0; i < k; i++) {
+			__m256 kv = _mm256_set1_ps(kk[i]), qv = _mm256_set1_ps(q[i]);
+			float *r = S + (size_t)i * n + j;
+
+			for (int l = 0; l < nb; l++) {
+				__m256 v = _mm256_fmadd_ps(kv, dlv[l], _mm256_loadu_ps(r + 8 * l));
+
+				_mm256_storeu_ps(r + 8 * l, v);
+				a[l] = _mm256_fmadd_ps(v, qv, a[l]);
+			}
+		}
+		for (int l = 0; l < nb; l++)
+			_mm256_storeu_ps(acc + j + 8 * l, a[l]);
+	}
+	return j;
+}
+#endif
+
+void
+backend_cpu_decay_rows(const struct backend_cpu *c, float *S, int k, int64_t n, float d,
+    float *acc, const float *kk)
+{
+	int64_t j = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		j = decay_rows_avx2(S, k, n, d, acc, kk);
+#endif
+	for (int i = 0; j < n && i < k; i++)
+		decay_portable(S + (size_t)i * n + j, d, acc + j, kk[i], n - j);
+}
+
+void
+backend_cpu_update_rows(const struct backend_cpu *c, float *S, int k, int64_t n,
+    const float *kk, const float *dl, float *acc, const float *q)
+{
+	int64_t j = 0;
+
+#ifdef CPU_X86
+	if (c->avx2)
+		j = update_rows_avx2(S, k, n, kk, dl, acc, q);
+#endif
+	for (int i = 0; j < n && i < k; i++)
+		update_portable(S + (size_t)i * n + j, kk[i], dl + j, acc + j, q[i], n - j);
 }
 
 void
@@ -419,11 +919,126 @@ backend_cpu_silu(float x)
 	return x / (1.0f + backend_cpu_expf_ggml(0.0f - x));
 }
 
+/*
+ * FMA, decided once at load time (as lib/quant_dot.c decides AVX2): with
+ * it, fexp_ggml's fmaf are instructions instead of calls into libm (the
+ * same single rounding either way).  Written by the constructor before
+ * main, only read after.
+ */
+#ifdef CPU_X86
+static int cpu_fma;
+
+__attribute__((constructor)) static void
+detect_fma(void)
+{
+	__builtin_cpu_init();
+	cpu_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+__attribute__((target("avx2,fma"))) static float
+expf_ggml_fma(float x)
+{
+	return fexp_ggml(x);
+}
+#endif
+
 /* ggml's exp (lib/fexp.h): the softmax of an F16 cache and SiLU use it. */
 float
 backend_cpu_expf_ggml(float x)
 {
+#ifdef CPU_X86
+	if (cpu_fma)
+		return expf_ggml_fma(x);
+#endif
 	return fexp_ggml(x);
+}
+
+#ifdef CPU_X86
+/*
+ * fexp_ggml of 8 floats, lane for lane its operations: the same fused
+ * multiply-adds (fnmadd is fma(-n, c, x): the same exact value rounded
+ * once), n to int exactly (it is whole), the scale by 2^k as fexp_scale's
+ * products, NaN and |n| > 192 as fexp_ggml returns them.
+ */
+__attribute__((target("avx2,fma"))) static __m256
+fexp8(__m256 x)
+{
+	const __m256 sh = _mm256_set1_ps(0x1.8p23f);
+	__m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), sh), n = _mm256_sub_ps(z, sh);
+	__m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+	    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x)), u = _mm256_mul_ps(b, b);
+	__m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+	    _mm256_set1_ps(0x1.573e2ep-5f)), u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+	    _mm256_set1_ps(0x1.fffdb6p-2f))), u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b,
+	    _mm256_set1_ps(1.0f)));
+	__m256i k = _mm256_cvttps_epi32(n);
+	__m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), k);
+	__m256i hi = _mm256_cmpgt_epi32(k, _mm256_set1_epi32(127));
+	__m256 post = _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(0x1p-100f),
+	    _mm256_castsi256_ps(lo)), _mm256_set1_ps(0x1p100f), _mm256_castsi256_ps(hi));
+	__m256 r, big;
+
+	k = _mm256_add_epi32(k, _mm256_and_si256(lo, _mm256_set1_epi32(100)));
+	k = _mm256_sub_epi32(k, _mm256_and_si256(hi, _mm256_set1_epi32(100)));
+	r = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(
+	    _mm256_add_epi32(k, _mm256_set1_epi32(127)), 23))), post);
+	big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n), _mm256_set1_ps(192.0f),
+	    _CMP_GT_OQ);
+	r = _mm256_blendv_ps(r, _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+	    _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)), big);
+	return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+__attribute__((target("avx2,fma"))) static int64_t
+expf_n_avx2(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, fexp8(_mm256_loadu_ps(x + i)));
+	return i;
+}
+
+/* x / (1 + exp(0 - x)), as backend_cpu_silu */
+__attribute__((target("avx2,fma"))) static int64_t
+silu_n_avx2(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+
+		_mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f),
+		    fexp8(_mm256_sub_ps(_mm256_setzero_ps(), v)))));
+	}
+	return i;
+}
+#endif
+
+void
+backend_cpu_expf_ggml_n(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (cpu_fma)
+		i = expf_n_avx2(x, n);
+#endif
+	for (; i < n; i++)
+		x[i] = backend_cpu_expf_ggml(x[i]);
+}
+
+void
+backend_cpu_silu_n(float *x, int64_t n)
+{
+	int64_t i = 0;
+
+#ifdef CPU_X86
+	if (cpu_fma)
+		i = silu_n_avx2(x, n);
+#endif
+	for (; i < n; i++)
+		x[i] = backend_cpu_silu(x[i]);
 }
 
 float
@@ -622,9 +1237,15 @@ rmsnorm_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 
 		for (int i = 0; i < j->n; i++)
 			y[i] = j->w ? x[i] * s * j->w[i] : x[i] * s;
-		if (j->z != NULL)
-			for (int i = 0; i < j->n; i++)
-				y[i] *= backend_cpu_silu(j->z[r * j->n + i]);
+		for (int i0 = 0; j->z != NULL && i0 < j->n; i0 += 256) {	/* y *= silu(z) */
+			int nz = j->n - i0 < 256 ? j->n - i0 : 256;
+			float g[256];
+
+			memcpy(g, j->z + r * j->n + i0, nz * sizeof *g);
+			backend_cpu_silu_n(g, nz);
+			for (int i = 0; i < nz; i++)
+				y[i0 + i] *= g[i];
+		}
 	}
 }
 
@@ -678,7 +1299,9 @@ cpu_l2norm(struct backend *be, float *x, int ldx, int rows, int n, float eps)
  *   F32: the backend's dot on the row in place;
  *   quantized types with a ggml vec_dot: the activation row is quantized
  *     once per call (quant_quantize_act) and quant_vec_dot runs, as in
- *     ggml's CPU backend;
+ *     ggml's CPU backend (quant_vec_dot_rows: a weight row against up to
+ *     MM_ROWS activation rows at once, each row's bits its own dot's; with
+ *     AVX-512 VNNI, rows packed once per call, quant_vec_dot_packed);
  *   F16, BF16 and the rest: the row is dequantized (MM_TILE rows at a
  *     time, reused over the m activation rows) and the backend's dot runs.
  */
@@ -692,6 +1315,8 @@ struct mm_job {
 	int	ldx, ldy, m;
 	const char *xq;			/* NULL, or [m][xq_size] quantized x */
 	size_t	xq_size;
+	const char *pk;			/* NULL, or xq packed by MM_PACK rows (quant_pack) */
+	size_t	pk_size;		/* bytes a group of MM_PACK rows takes there */
 };
 
 static int
@@ -701,59 +1326,115 @@ mm_quantized(int type)
 	    quant_vec_dot_type(type) >= 0;
 }
 
-static float
-mm_dot(struct mm_job *jb, const struct backend_weight *w, const float *wr,
-    int64_t j, int r)
+/*
+ * The outputs of a tile: G[t][k] holds weight row j + t's dot with
+ * activation row r + k (t < nt, k < nr; U[t][k] the same with wu); into
+ * y[r + k][j + t] goes w->scale times it, or with wu (the fused swiglu)
+ * silu of that times wu->scale times U's, each element as one row alone
+ * computes it (the SiLU of the whole tile at once, backend_cpu_silu_n).
+ */
+static void
+mm_out(struct mm_job *jb, float (*G)[MM_ROWS], float (*U)[MM_ROWS], int64_t j, int nt,
+    int r, int nr)
 {
-	float v;
+	const struct backend_weight *w = jb->w, *wu = jb->wu;
+	float *y = jb->y + (size_t)r * jb->ldy + j, v[MM_ROWS * MM_TILE];
 
-	if (jb->xq != NULL)
-		v = quant_vec_dot(w->type, w->ne0, (const char *)w->data + (size_t)j * w->row_size,
-		    jb->xq + (size_t)r * jb->xq_size);
-	else
-		v = jb->c->dot(wr, jb->x + (size_t)r * jb->ldx, w->ne0);
-	return w->scale != 1.0f ? v * w->scale : v;
+	for (int k = 0; k < nr; k++)	/* v: row-major [nr][nt], as y */
+		for (int t = 0; t < nt; t++)
+			v[k * nt + t] = w->scale != 1.0f ? G[t][k] * w->scale : G[t][k];
+	if (wu != NULL) {
+		backend_cpu_silu_n(v, nr * nt);
+		for (int k = 0; k < nr; k++)
+			for (int t = 0; t < nt; t++)
+				v[k * nt + t] *= wu->scale != 1.0f ? U[t][k] * wu->scale : U[t][k];
+	}
+	for (int k = 0; k < nr; k++)
+		memcpy(y + (size_t)k * jb->ldy, v + k * nt, nt * sizeof *v);
 }
 
 /*
- * Outputs y[r..][j..j+nt) for activation row r, or rows r..r+2 at once
- * through dot3 (the same bits as one at a time); returns the rows done.
+ * Float weight rows wr[t] (t < nt) against activation rows r..: up to 8
+ * at once through dotr_avx512, or 3 through dot3, or one (the same bits
+ * as one at a time) into G[t][k] (U from ur); returns the rows done.
  */
 static int
-mm_rows3(struct mm_job *jb, const struct backend_weight *w,
-    const struct backend_weight *wu, const float *const *wr, const float *const *ur,
-    int64_t j, int nt, int r)
+mm_rows_f(struct mm_job *jb, const float *const *wr, const float *const *ur, int nt, int r,
+    float (*G)[MM_ROWS], float (*U)[MM_ROWS])
 {
-	float *y = jb->y + (size_t)r * jb->ldy + j;
+	int n = (int)jb->w->ne0, R = 1;
+	const float *x[8];
+	float g[8], u[8];
 
 #ifdef CPU_X86
-	if (jb->xq == NULL && jb->c->avx2 && r + 3 <= jb->m) {
-		const float *x[3] = { jb->x + (size_t)r * jb->ldx,
-		    jb->x + (size_t)(r + 1) * jb->ldx, jb->x + (size_t)(r + 2) * jb->ldx };
-		float g[3], u[3];
-
-		for (int t = 0; t < nt; t++) {
-			dot3_avx2(wr[t], x, w->ne0, g);
-			if (wu != NULL)
-				dot3_avx2(ur[t], x, w->ne0, u);
-			for (int k = 0; k < 3; k++) {
-				float v = w->scale != 1.0f ? g[k] * w->scale : g[k];
-
-				if (wu != NULL)
-					v = backend_cpu_silu(v) *
-					    (wu->scale != 1.0f ? u[k] * wu->scale : u[k]);
-				y[(size_t)k * jb->ldy + t] = v;
-			}
-		}
-		return 3;
-	}
+	if (jb->c->avx512 && r + 2 <= jb->m)
+		R = jb->m - r < 8 ? jb->m - r : 8;
+	else if (jb->c->avx2 && r + 3 <= jb->m)
+		R = 3;
 #endif
+	for (int k = 0; k < R; k++)
+		x[k] = jb->x + (size_t)(r + k) * jb->ldx;
 	for (int t = 0; t < nt; t++) {
-		float g = mm_dot(jb, w, wr[t], j + t, r);
+		for (int pass = 0; pass < (ur != NULL ? 2 : 1); pass++) {
+			const float *wt = pass ? ur[t] : wr[t];
+			float *o = pass ? u : g;
 
-		y[t] = wu ? backend_cpu_silu(g) * mm_dot(jb, wu, ur[t], j + t, r) : g;
+#ifdef CPU_X86
+			if (R > 3)
+				dotr_avx512(wt, x, n, R, o);
+			else if (R == 3 && !jb->c->avx512)
+				dot3_avx2(wt, x, n, o);
+			else if (R > 1)
+				dotr_avx512(wt, x, n, R, o);
+			else
+#endif
+				o[0] = jb->c->dot(wt, x[0], n);
+		}
+		for (int k = 0; k < R; k++) {
+			G[t][k] = g[k];
+			if (ur != NULL)
+				U[t][k] = u[k];
+		}
 	}
-	return 1;
+	return R;
+}
+
+/*
+ * Quantized weights: MM_TILE weight rows at a time, each against MM_ROWS
+ * activation rows at a time, or MM_PACK packed ones (the tile, and a
+ * group of packed rows, stay in L1 while the other passes).
+ */
+static void
+mm_rows_q(struct mm_job *jb, int64_t j0, int64_t j1)
+{
+	const struct backend_weight *w = jb->w, *wu = jb->wu;
+	float G[MM_TILE][MM_ROWS], U[MM_TILE][MM_ROWS];
+
+	for (int64_t jt = j0; jt < j1; jt += MM_TILE) {
+		int nt = j1 - jt < MM_TILE ? (int)(j1 - jt) : MM_TILE;
+
+		for (int r = 0, g = jb->pk ? MM_PACK : MM_ROWS; r < jb->m; r += g) {
+			int nr = jb->m - r < g ? jb->m - r : g;
+			const char *xq = jb->xq + (size_t)r * jb->xq_size;
+			const char *pk = jb->pk + (size_t)(r / MM_PACK) * jb->pk_size;
+
+			for (int t = 0; t < nt; t++) {
+				const char *wr = (const char *)w->data + (size_t)(jt + t) * w->row_size;
+				const char *ur = wu ? (const char *)wu->data +
+				    (size_t)(jt + t) * wu->row_size : NULL;
+
+				if (jb->pk != NULL)
+					quant_vec_dot_packed(w->type, w->ne0, wr, pk, nr, G[t]);
+				else
+					quant_vec_dot_rows(w->type, w->ne0, wr, xq, jb->xq_size, nr, G[t]);
+				if (wu != NULL && jb->pk != NULL)
+					quant_vec_dot_packed(wu->type, wu->ne0, ur, pk, nr, U[t]);
+				else if (wu != NULL)
+					quant_vec_dot_rows(wu->type, wu->ne0, ur, xq, jb->xq_size, nr, U[t]);
+			}
+			mm_out(jb, G, U, jt, nt, r, nr);
+		}
+	}
 }
 
 static void
@@ -762,27 +1443,33 @@ mm_rows(void *ctx, int64_t j0, int64_t j1, int tid)
 	struct mm_job *jb = ctx;
 	const struct backend_weight *w = jb->w, *wu = jb->wu;
 	const float *wr[MM_TILE] = { 0 }, *ur[MM_TILE] = { 0 };
-	float *buf = NULL;
+	float G[MM_TILE][MM_ROWS], U[MM_TILE][MM_ROWS], *buf = NULL;
 
-	if (jb->xq == NULL && w->type != QUANT_F32)
+	if (jb->xq != NULL) {
+		mm_rows_q(jb, j0, j1);
+		return;
+	}
+	if (w->type != QUANT_F32)
 		if ((buf = backend_cpu_scratch(jb->c, tid, 2 * MM_TILE * (size_t)w->ne0)) == NULL)
 			return;
 	for (int64_t j = j0; j < j1; j += MM_TILE) {
 		int nt = j1 - j < MM_TILE ? (int)(j1 - j) : MM_TILE;
 
-		for (int t = 0; jb->xq == NULL && t < nt; t++) {
+		for (int t = 0; t < nt; t++) {
 			wr[t] = weight_row(jb->c, w, j + t, buf + t * w->ne0);
 			if (wu != NULL)
 				ur[t] = weight_row(jb->c, wu, j + t, buf + (MM_TILE + t) * w->ne0);
 		}
-		for (int r = 0; r < jb->m; r += mm_rows3(jb, w, wu, wr, ur, j, nt, r))
-			;
+		for (int r = 0, R; r < jb->m; r += R) {
+			R = mm_rows_f(jb, wr, wu ? ur : NULL, nt, r, G, U);
+			mm_out(jb, G, U, j, nt, r, R);
+		}
 	}
 }
 
 struct quant_job {
 	struct mm_job *jb;
-	char	*xq;
+	char	*xq, *pk;
 };
 
 static void
@@ -796,30 +1483,66 @@ quantize_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 		    q->xq + r * jb->xq_size, jb->w->ne0);
 }
 
-/* Quantize the activations for jb's weight type into the caller's scratch. */
-static int
-mm_prepare(struct backend_cpu *c, struct mm_job *jb)
+/* Groups g0..g1 of MM_PACK quantized rows into their packed form. */
+static void
+pack_groups(void *ctx, int64_t g0, int64_t g1, int tid)
 {
-	struct quant_job q = { jb, NULL };
-	size_t need;
+	struct quant_job *q = ctx;
+	struct mm_job *jb = q->jb;
 
-	if (!mm_quantized(jb->w->type))
-		return 0;
-	jb->xq_size = quant_row_size(quant_vec_dot_type(jb->w->type), jb->w->ne0);
-	need = (jb->xq_size * jb->m + sizeof(float) - 1) / sizeof(float);
-	if (c->xq.n < need) {
+	for (int64_t g = g0; g < g1; g++) {
+		int r = (int)g * MM_PACK, nr = jb->m - r < MM_PACK ? jb->m - r : MM_PACK;
+
+		quant_pack(jb->w->type, jb->w->ne0, q->xq + (size_t)r * jb->xq_size, jb->xq_size,
+		    nr, q->pk + (size_t)g * jb->pk_size);
+	}
+}
+
+/* The caller's scratch s, at least n bytes (64-byte aligned); NULL if out of memory. */
+static char *
+grow(struct backend_cpu_scratch *s, size_t n)
+{
+	size_t need = (n + sizeof(float) - 1) / sizeof(float);
+
+	if (s->n < need) {
 		float *p = NULL;
 
 		if (posix_memalign((void **)&p, 64, need * sizeof *p) != 0)
-			return -1;
-		free(c->xq.p);
-		c->xq.p = p;
-		c->xq.n = need;
+			return NULL;
+		free(s->p);
+		s->p = p;
+		s->n = need;
 	}
-	q.xq = (char *)c->xq.p;
+	return (char *)s->p;
+}
+
+/*
+ * Quantize the activations for jb's weight type into the caller's
+ * scratch, and for products of several rows pack them where the CPU has
+ * a packed kernel for the type (quant_pack_size).
+ */
+static int
+mm_prepare(struct backend_cpu *c, struct mm_job *jb)
+{
+	struct quant_job q = { jb, NULL, NULL };
+	int t = jb->w->type, ng = (jb->m + MM_PACK - 1) / MM_PACK;
+
+	if (!mm_quantized(t))
+		return 0;
+	jb->xq_size = quant_row_size(quant_vec_dot_type(t), jb->w->ne0);
+	if ((q.xq = grow(&c->xq, jb->xq_size * jb->m)) == NULL)
+		return -1;
 	if (backend_cpu_run(c, jb->m, 4, quantize_rows, &q) != 0)
 		return -1;
 	jb->xq = q.xq;
+	jb->pk_size = jb->m > 1 ? quant_pack_size(t, jb->w->ne0, MM_PACK) : 0;
+	if (jb->pk_size == 0)
+		return 0;
+	if ((q.pk = grow(&c->pk, jb->pk_size * ng)) == NULL)
+		return -1;
+	if (backend_cpu_run(c, ng, 1, pack_groups, &q) != 0)
+		return -1;
+	jb->pk = q.pk;
 	return 0;
 }
 
@@ -828,7 +1551,7 @@ mm_run(struct backend_cpu *c, struct mm_job *jb)
 {
 	int64_t per = jb->w->ne1 / ((int64_t)c->nt * 4 * MM_TILE);
 
-	if (mm_prepare(c, jb) != 0)
+	if (jb->xq == NULL && mm_prepare(c, jb) != 0)	/* else prepared for this type */
 		return util_err(c->be.err, "matmul: out of memory");
 	if (backend_cpu_run(c, jb->w->ne1, (per > 1 ? per : 1) * MM_TILE, mm_rows, jb) != 0)
 		return util_err(c->be.err, "matmul: out of memory");
@@ -840,7 +1563,7 @@ cpu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
     int ldx, float *y, int ldy, int m)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
-	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m, NULL, 0 };
+	struct mm_job jb = { c, w, NULL, x, y, ldx, ldy, m, NULL, 0, NULL, 0 };
 
 	return mm_run(c, &jb);
 }
@@ -850,7 +1573,7 @@ cpu_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
     const struct backend_weight *wu, const float *x, int m, float *y)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
-	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m, NULL, 0 };
+	struct mm_job jb = { c, wg, wu, x, y, wg->ne0, wg->ne1, m, NULL, 0, NULL, 0 };
 	float *u;
 	int rc;
 
@@ -901,9 +1624,16 @@ cpu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	t = c->tmp.p;
 	if (cpu_rmsnorm(be, x, n, nw, t, n, m, n, eps) != 0)
 		return util_err(be->err, "rmsnorm_matmul: out of memory");
-	for (int i = 0; i < nout; i++)
-		if (cpu_matmul(be, W[i], t, n, y[i], W[i]->ne1, m) != 0)
-			return util_err(be->err, "matmul: out of memory");
+	/* the products of one weight type share t's quantized (and packed) rows */
+	struct mm_job jb = { c, NULL, NULL, t, NULL, n, 0, m, NULL, 0, NULL, 0 };
+
+	for (int i = 0; i < nout; i++) {
+		if (i > 0 && W[i]->type != W[i - 1]->type)
+			jb.xq = NULL, jb.pk = NULL;
+		jb.w = W[i], jb.y = y[i], jb.ldy = (int)W[i]->ne1;
+		if (mm_run(c, &jb) != 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -921,8 +1651,16 @@ swiglu_range(void *ctx, int64_t i0, int64_t i1, int tid)
 {
 	struct ew_job *j = ctx;
 
-	for (int64_t i = i0; i < i1; i++)
-		j->y[i] = backend_cpu_silu(j->a[i]) * j->b[i];
+	float t[256];
+
+	for (int64_t i = i0; i < i1; i += 256) {
+		int n = i1 - i < 256 ? (int)(i1 - i) : 256;
+
+		memcpy(t, j->a + i, n * sizeof *t);
+		backend_cpu_silu_n(t, n);
+		for (int k = 0; k < n; k++)
+			j->y[i + k] = t[k] * j->b[i + k];
+	}
 }
 
 static int
@@ -955,6 +1693,10 @@ act_range(void *ctx, int64_t i0, int64_t i1, int tid)
 {
 	struct ew_job *j = ctx;
 
+	if (j->act == BACKEND_ACT_SILU) {
+		backend_cpu_silu_n(j->y + i0, i1 - i0);
+		return;
+	}
 	for (int64_t i = i0; i < i1; i++) {
 		float v = j->y[i];
 
@@ -1032,6 +1774,7 @@ cpu_close(struct backend *be)
 	pthread_cond_destroy(&c->done);
 	free(c->tmp.p);
 	free(c->xq.p);
+	free(c->pk.p);
 	free(c->moe.p);
 	free(c->scr);
 	free(c->wk);
@@ -1116,6 +1859,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 		c->dot = dot_avx2;
 		c->avx2 = 1;
 		c->f16c = has_f16c();
+		c->avx512 = __builtin_cpu_supports("avx512f");
 		snprintf(c->be.name, sizeof c->be.name, "cpu-avx2");
 	}
 #endif

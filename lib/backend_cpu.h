@@ -36,6 +36,7 @@ struct backend_cpu {
 	struct backend_ops ops;		/* be.ops points here */
 	float	(*dot)(const float *, const float *, int64_t);
 	int	avx2;			/* the AVX2+FMA paths are on */
+	int	avx512;			/* and AVX-512F: float products of many rows */
 	int	f16c;			/* F16 rows through F16C */
 	int	nt;			/* threads, caller included */
 	pthread_t *th;			/* [nt - 1] */
@@ -53,6 +54,7 @@ struct backend_cpu {
 	struct backend_cpu_scratch *scr;	/* [nt], one per thread */
 	struct backend_cpu_scratch tmp;	/* the caller's, between ops */
 	struct backend_cpu_scratch xq;	/* the caller's: quantized activations */
+	struct backend_cpu_scratch pk;	/* the caller's: those packed (quant_pack) */
 	struct backend_cpu_scratch moe;	/* the caller's: the MoE ops' gathered rows */
 };
 
@@ -70,6 +72,13 @@ void	backend_cpu_axpy(const struct backend_cpu *, float *y, float a,
 /* y = fma(a, x, y) elementwise: one rounding on every path. */
 void	backend_cpu_axpy_fma(const struct backend_cpu *, float *y, float a,
 	    const float *x, int64_t n);
+/* backend_cpu_axpy(y, a[i], x + i ldx, n) for i = 0..k-1 in order, the same bits
+ * (y kept in registers between the rows where it can). */
+void	backend_cpu_axpy_rows(const struct backend_cpu *, float *y, int64_t n, const float *a,
+	    const float *x, size_t ldx, int k);
+/* axpy_fma of rows x + t ldx times a[t] into row t % w of acc [w][n], t < nk in order. */
+void	backend_cpu_axpy_fma_lanes(const struct backend_cpu *, float *acc, int w, int64_t n,
+	    const float *a, const float *x, size_t ldx, int nk);
 /*
  * llama.cpp's attention sums (its x86 AVX-512 build).  Lanes: element i of
  * a sum goes to lane i % w, each lane a chain of fused multiply-adds in
@@ -78,11 +87,31 @@ void	backend_cpu_axpy_fma(const struct backend_cpu *, float *y, float a,
  * w = 64 is ggml_vec_dot_f32/f16 (one row): four accumulators of 16 lanes,
  * 0+2 and 1+3, then those two, then the 16 lanes as before.
  * lanes_total: acc [w] holds the lanes (overwritten); returns the total.
+ * lanes_cols: acc [w][n] holds n sums' lanes, sum i in column i
+ * (overwritten); out[i] = lanes_total of column i, bit for bit.
  * dot_lanes: sum of a[i] b[i], i < n, so formed; same bits on every path.
  */
 float	backend_cpu_lanes_total(float *acc, int w);
+void	backend_cpu_lanes_cols(const struct backend_cpu *, float *acc, int w, int n, float *out);
 float	backend_cpu_dot_lanes(const struct backend_cpu *, const float *a,
 	    const float *b, int64_t n, int w);
+/* s[t] = dot_lanes(a, b + t ldb, n, w) * scale for t < nk (the same bits). */
+void	backend_cpu_dot_lanes_rows(const struct backend_cpu *, const float *a,
+	    const float *b, size_t ldb, int nk, int64_t n, int w, float scale, float *s);
+/*
+ * max: the largest of x[0..n) as `mx = x[i] > mx ? x[i] : mx` from -inf
+ * finds it (NaN skipped, a zero maximum the first zero's sign).
+ * affine: x[i] = (x[i] + b) * a, each element so rounded (a = 1: x + b;
+ * b = -0: x * a, exactly).
+ */
+float	backend_cpu_max(const struct backend_cpu *, const float *x, int64_t n);
+void	backend_cpu_affine(const struct backend_cpu *, float *x, int64_t n, float a, float b);
+/* decay / update over the k rows of S [k][n] in order (row i with kk[i], q[i]):
+ * the same bits as one call a row. */
+void	backend_cpu_decay_rows(const struct backend_cpu *, float *S, int k, int64_t n, float d,
+	    float *acc, const float *kk);
+void	backend_cpu_update_rows(const struct backend_cpu *, float *S, int k, int64_t n,
+	    const float *kk, const float *dl, float *acc, const float *q);
 void	backend_cpu_decay(const struct backend_cpu *, float *r, float d, float *acc,
 	    float k, int64_t n);
 void	backend_cpu_update(const struct backend_cpu *, float *r, float k,
@@ -90,6 +119,9 @@ void	backend_cpu_update(const struct backend_cpu *, float *r, float k,
 
 float	backend_cpu_silu(float x);
 float	backend_cpu_expf_ggml(float x);
+/* x[i] = backend_cpu_silu(x[i]) / backend_cpu_expf_ggml(x[i]), i < n, the same bits. */
+void	backend_cpu_silu_n(float *x, int64_t n);
+void	backend_cpu_expf_ggml_n(float *x, int64_t n);
 float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);
 

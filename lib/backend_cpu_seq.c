@@ -16,6 +16,7 @@
 /* --- rope --- */
 
 struct rope_job {
+	struct backend_cpu *c;
 	float	*x;
 	const int32_t *pos;
 	const float *inv;		/* [n_rot/2] frequencies */
@@ -25,27 +26,37 @@ struct rope_job {
 	float	ts;			/* theta^(-2/n_rot) */
 };
 
+/* Rows r0..r1, every head: the angles (and their cosines and sines) once a row. */
 static void
-rope_heads(void *ctx, int64_t i0, int64_t i1, int tid)
+rope_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 {
 	struct rope_job *j = ctx;
 	int half = j->n_rot / 2, step = j->neox ? 1 : 2, off = j->neox ? j->span : 1;
+	float *cs = backend_cpu_scratch(j->c, tid, 2 * (size_t)half), *sn = cs + half;
 
-	for (int64_t i = i0; i < i1; i++) {
-		int64_t r = i / j->n_head, h = i % j->n_head;
-		float *x = j->x + r * j->ldx + h * j->hs, th = (float)j->pos[r];
+	if (cs == NULL)
+		return;
+	for (int64_t r = r0; r < r1; r++) {
+		float th = (float)j->pos[r];
 
 		for (int d = 0; d < half; d++, th *= j->ts) {
 			float a = j->ggml ? th : (float)j->pos[r] * j->inv[d];
-			float cs = cosf(a), sn = sinf(a);
-			float *p = x + d * step, x0 = p[0], x1 = p[off];
 
-			if (j->ggml) {
-				p[0] = fmaf(x0, cs, -(x1 * sn));
-				p[off] = fmaf(x0, sn, x1 * cs);
-			} else {
-				p[0] = x0 * cs - x1 * sn;
-				p[off] = x0 * sn + x1 * cs;
+			cs[d] = cosf(a), sn[d] = sinf(a);
+		}
+		for (int h = 0; h < j->n_head; h++) {
+			float *x = j->x + r * j->ldx + h * j->hs;
+
+			for (int d = 0; d < half; d++) {
+				float *p = x + d * step, x0 = p[0], x1 = p[off];
+
+				if (j->ggml) {
+					p[0] = fmaf(x0, cs[d], -(x1 * sn[d]));
+					p[off] = fmaf(x0, sn[d], x1 * cs[d]);
+				} else {
+					p[0] = x0 * cs[d] - x1 * sn[d];
+					p[off] = x0 * sn[d] + x1 * cs[d];
+				}
 			}
 		}
 	}
@@ -56,7 +67,7 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
     int m, const int32_t *pos, int n_rot, float theta, int mode)
 {
 	int prop = (mode & BACKEND_ROPE_PROP) != 0, dim = prop ? hs : n_rot;
-	struct rope_job j = { x, pos, NULL, ldx, n_head, hs, n_rot,
+	struct rope_job j = { (struct backend_cpu *)be, x, pos, NULL, ldx, n_head, hs, n_rot,
 	    prop || (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, dim / 2,
 	    (mode & BACKEND_ROPE_GGML) != 0,
 	    mode & BACKEND_ROPE_GGML ? powf(theta, -2.0f / (float)n_rot) : 0.0f };
@@ -68,10 +79,21 @@ backend_cpu_rope(struct backend *be, float *x, int ldx, int n_head, int hs,
 	for (int d = 0; d < n_rot / 2; d++)
 		inv[d] = 1.0f / powf(theta, (float)(2 * d) / (float)dim);
 	j.inv = inv;
-	rc = backend_cpu_run((struct backend_cpu *)be, (int64_t)m * n_head, 16,
-	    rope_heads, &j);
+	rc = backend_cpu_run((struct backend_cpu *)be, m, 4, rope_rows, &j);
 	free(inv);
 	return rc ? util_err(be->err, "rope: out of memory") : 0;
+}
+
+/*
+ * expf, with its underflow taken here: below -104 expf is +0 (e^-104 <
+ * 2^-150, half the least subnormal), which libm reaches through its slow
+ * errno path; softmax scores less their max and the delta rule's
+ * cumulative log-decays go there often.  The same value.
+ */
+static inline float
+expf_uf(float x)
+{
+	return x < -104.0f ? 0.0f : expf(x);
 }
 
 /* --- attention: one (row, head) per item; softmax over 0..p0+row --- */
@@ -116,29 +138,22 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 
 	for (int d = 0; d < hd; d++)
 		qh[d] = a->kv_f16 ? half(q[d]) : q[d];
-	for (int t = 0; t < n; t++) {
-		const float *kt = k + (size_t)t * kvd;
-
-		s[t] = backend_cpu_dot_lanes(c, qh, kt, hd, wk) * a->scale;
-		mx = s[t] > mx ? s[t] : mx;
-	}
+	backend_cpu_dot_lanes_rows(c, qh, k, kvd, n, hd, wk, a->scale, s);
+	mx = backend_cpu_max(c, s, n);
+	backend_cpu_affine(c, s, n, 1.0f, -mx);	/* s - mx: s + (-mx), the same rounding */
+	backend_cpu_expf_ggml_n(s, n);
 	for (int t0 = 0; t0 < n; t0 += 16) {
 		for (int l = 0; l < 16; l++)
-			blk[l] = t0 + l < n ? (s[t0 + l] = backend_cpu_expf_ggml(s[t0 + l] - mx)) : 0.0f;
+			blk[l] = t0 + l < n ? s[t0 + l] : 0.0f;
 		sum += backend_cpu_lanes_total(blk, 16);
 	}
 	float inv = (float)(1.0 / sum);
 	memset(acc, 0, (size_t)w * hd * sizeof *acc);
-	for (int t = 0; t < n; t++) {
-		float p = a->kv_f16 ? half(s[t] * inv) : s[t] * inv;
-
-		backend_cpu_axpy_fma(c, acc + (size_t)(t % w) * hd, p, v + (size_t)t * kvd, hd);
-	}
-	for (int d = 0; d < hd; d++) {
-		for (int l = 0; l < w; l++)
-			blk[l] = acc[(size_t)l * hd + d];
-		o[d] = backend_cpu_lanes_total(blk, w);
-	}
+	backend_cpu_affine(c, s, n, inv, -0.0f);	/* s * inv: s + -0 is s, even -0 */
+	for (int t = 0; a->kv_f16 && t < n; t++)
+		s[t] = half(s[t]);
+	backend_cpu_axpy_fma_lanes(c, acc, w, hd, s, v, kvd, n);
+	backend_cpu_lanes_cols(c, acc, w, hd, o);
 }
 
 struct attn_job {
@@ -182,7 +197,7 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 			mx = s[t] > mx ? s[t] : mx;
 		}
 		for (int t = 0; t < n; t++)
-			sum += s[t] = expf(s[t] - mx);
+			sum += s[t] = expf_uf(s[t] - mx);
 		memset(o, 0, hd * sizeof *o);
 		for (int t = 0; t < n; t++)
 			backend_cpu_axpy(j->c, o, s[t], v + (size_t)t * kvd, hd);
@@ -231,8 +246,9 @@ conv_channels(void *ctx, int64_t c0, int64_t c1, int tid)
 			for (int k = 0; k < ns; k++)
 				acc += win[k] * w[k];
 			acc += in * w[ns];
-			j->y[(size_t)t * j->n_ch + c] = backend_cpu_silu(acc);
-			memmove(win, win + 1, (ns - 1) * sizeof *win);
+			j->y[(size_t)t * j->n_ch + c] = acc;	/* its SiLU below */
+			for (int k = 0; k + 1 < ns; k++)	/* a few floats: no call */
+				win[k] = win[k + 1];
 			win[ns - 1] = in;
 			for (int k = 0; j->snap != NULL && k < ns; k++)
 				j->snap[((size_t)t * ns + k) * j->n_ch + c] = win[k];
@@ -240,6 +256,8 @@ conv_channels(void *ctx, int64_t c0, int64_t c1, int tid)
 		for (int k = 0; k < ns; k++)
 			st[(size_t)k * j->n_ch] = win[k];
 	}
+	for (int t = 0; t < j->m; t++)
+		backend_cpu_silu_n(j->y + (size_t)t * j->n_ch + c0, c1 - c0);
 }
 
 int
@@ -254,6 +272,7 @@ backend_cpu_conv1d_silu(struct backend *be, const float *x, int ldx, int m,
 }
 
 /* --- the gated delta rule --- */
+
 
 struct gdn_job {
 	struct backend_cpu *c;
@@ -305,19 +324,17 @@ static void
 gdn_step1(const struct backend_cpu *cpu, const struct backend_gdn *g,
     const struct gdn_in *in, float *S, float *kv, float *o)
 {
-	float decay = expf(in->gate);
+	float decay = expf_uf(in->gate);
 	int dk = g->dk, dv = g->dv;
 
 	for (int c = 0; c < dv; c++)
 		kv[c] = 0;
-	for (int i = 0; i < dk; i++)
-		backend_cpu_decay(cpu, S + (size_t)i * dv, decay, kv, in->k[i], dv);
+	backend_cpu_decay_rows(cpu, S, dk, dv, decay, kv, in->k);
 	for (int c = 0; c < dv; c++) {
 		kv[c] = in->beta * (in->v[c] - kv[c]);	/* now delta */
 		o[c] = 0;
 	}
-	for (int i = 0; i < dk; i++)
-		backend_cpu_update(cpu, S + (size_t)i * dv, in->k[i], kv, o, in->q[i], dv);
+	backend_cpu_update_rows(cpu, S, dk, dv, in->k, kv, o, in->q);
 }
 
 static void
@@ -373,6 +390,7 @@ struct gdn_chunk_buf {
 	float	*beta, *G, *trow;	/* [C] */
 	float	*T;			/* [C][C] */
 	float	*U, *W;			/* [C][dv], [C][dk] */
+	float	*ca, *cb;		/* [max(C, dk)] coefficients */
 	const float *v[GDN_CHUNK];
 };
 
@@ -394,7 +412,7 @@ gdn_chunk_prep(struct gdn_job *j, int h, int t0, int L, struct gdn_chunk_buf *b)
 	for (int i = 0; i < L; i++) {
 		for (int c = 0; c < i; c++)
 			b->trow[c] = -(b->beta[i] * j->c->dot(b->k + i * dk, b->k + c * dk, dk))
-			    * expf(b->G[i] - b->G[c]);
+			    * expf_uf(b->G[i] - b->G[c]);
 		for (int c = 0; c < i; c++) {
 			float acc = b->trow[c];
 
@@ -412,8 +430,10 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 	const struct backend_gdn *g = j->g;
 	int dk = g->dk, dv = g->dv, C = GDN_CHUNK;
 	size_t vd = (size_t)g->n_v_heads * dv;
-	float *U = b->U, *W = b->W, eL;
+	float *U = b->U, *W = b->W, *ca = b->ca, *cb = b->cb, eL;
 
+	/* each axpy sequence below is the per-row loop's, rows in the same order
+	 * (backend_cpu_axpy_rows); v rows are the qkv rows' v of head h, ld apart */
 	gdn_chunk_prep(j, h, t0, L, b);
 	for (int t = 0; t < L; t++) {
 		float *u = U + t * dv, *w = W + t * dk;
@@ -421,38 +441,36 @@ gdn_chunk1(struct gdn_job *j, int h, int t0, int L, float *S, struct gdn_chunk_b
 		memset(u, 0, dv * sizeof *u);
 		memset(w, 0, dk * sizeof *w);
 		for (int c = 0; c <= t; c++) {
-			float tb = b->T[t * C + c] * b->beta[c], te = tb * expf(b->G[c]);
-
-			backend_cpu_axpy(j->c, u, tb, b->v[c], dv);
-			backend_cpu_axpy(j->c, w, te, b->k + c * dk, dk);
+			ca[c] = b->T[t * C + c] * b->beta[c];
+			cb[c] = ca[c] * expf_uf(b->G[c]);
 		}
+		backend_cpu_axpy_rows(j->c, u, dv, ca, b->v[0], j->ld, t + 1);
+		backend_cpu_axpy_rows(j->c, w, dk, cb, b->k, dk, t + 1);
 		for (int i = 0; i < dk; i++)	/* u becomes Vn[t] = U[t] - W[t] S */
-			backend_cpu_axpy(j->c, u, -w[i], S + (size_t)i * dv, dv);
+			ca[i] = -w[i];
+		backend_cpu_axpy_rows(j->c, u, dv, ca, S, dv, dk);
 	}
 	for (int t = 0; t < L; t++) {
-		float *o = j->o + (size_t)(t0 + t) * vd + (size_t)h * dv, eg = expf(b->G[t]);
+		float *o = j->o + (size_t)(t0 + t) * vd + (size_t)h * dv, eg = expf_uf(b->G[t]);
 
 		memset(o, 0, dv * sizeof *o);
-		for (int i = 0; i < dk; i++)
-			backend_cpu_axpy(j->c, o, b->q[t * dk + i], S + (size_t)i * dv, dv);
+		backend_cpu_axpy_rows(j->c, o, dv, b->q + t * dk, S, dv, dk);
 		for (int d = 0; d < dv; d++)
 			o[d] *= eg;
-		for (int c = 0; c <= t; c++) {
-			float qk = j->c->dot(b->q + t * dk, b->k + c * dk, dk) *
-			    expf(b->G[t] - b->G[c]);
-
-			backend_cpu_axpy(j->c, o, qk, U + c * dv, dv);
-		}
+		for (int c = 0; c <= t; c++)
+			ca[c] = j->c->dot(b->q + t * dk, b->k + c * dk, dk) *
+			    expf_uf(b->G[t] - b->G[c]);
+		backend_cpu_axpy_rows(j->c, o, dv, ca, U, dv, t + 1);
 	}
-	eL = expf(b->G[L - 1]);
+	eL = expf_uf(b->G[L - 1]);
 	for (int i = 0; i < dk * dv; i++)
 		S[i] *= eL;
-	for (int t = 0; t < L; t++) {
-		float e = expf(b->G[L - 1] - b->G[t]);
-
-		for (int i = 0; i < dk; i++)
-			backend_cpu_axpy(j->c, S + (size_t)i * dv, b->k[t * dk + i] * e,
-			    U + t * dv, dv);
+	for (int t = 0; t < L; t++)
+		cb[t] = expf_uf(b->G[L - 1] - b->G[t]);
+	for (int i = 0; i < dk; i++) {	/* S[i] += sum over t of k[t][i] e[t] U[t], t in order */
+		for (int t = 0; t < L; t++)
+			ca[t] = b->k[t * dk + i] * cb[t];
+		backend_cpu_axpy_rows(j->c, S + (size_t)i * dv, dv, ca, U, dv, L);
 	}
 }
 
@@ -462,8 +480,9 @@ gdn_chunk_heads(void *ctx, int64_t h0, int64_t h1, int tid)
 	struct gdn_job *j = ctx;
 	const struct backend_gdn *g = j->g;
 	int C = GDN_CHUNK, dk = g->dk, dv = g->dv;
+	int nc = C > dk ? C : dk;
 	float *p = backend_cpu_scratch(j->c, tid,
-	    (size_t)C * (3 * dk + dv + C + 3));
+	    (size_t)C * (3 * dk + dv + C + 3) + 2 * (size_t)nc);
 	struct gdn_chunk_buf b;
 
 	if (p == NULL)
@@ -476,6 +495,8 @@ gdn_chunk_heads(void *ctx, int64_t h0, int64_t h1, int tid)
 	b.beta = b.T + C * C;
 	b.G = b.beta + C;
 	b.trow = b.G + C;
+	b.ca = b.trow + C;
+	b.cb = b.ca + nc;
 	for (int64_t h = h0; h < h1; h++)
 		for (int t0 = 0; t0 < j->m; t0 += C)
 			gdn_chunk1(j, h, t0, j->m - t0 < C ? j->m - t0 : C,

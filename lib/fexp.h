@@ -15,6 +15,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#ifndef __CUDACC__
+#include <string.h>
+#endif
 
 #ifdef __CUDACC__
 #define FEXP_FN static __host__ __device__ __forceinline__
@@ -30,6 +33,29 @@
 #define FEXP_MUL(a, b) ((a) * (b))
 #endif
 
+#ifndef __CUDACC__
+/*
+ * scalbnf(p, k) for p in [0.5, 2) and |k| <= 192 as products by powers of
+ * two, only the last one rounding (so the same bits, subnormals and
+ * overflow included), with no call into libm.  The C side only: CUDA
+ * keeps its scalbnf.
+ */
+static inline float
+fexp_scale(float p, int k)
+{
+	float f, post = 1.0f;
+	uint32_t u;
+
+	if (k < -126)
+		k += 100, post = 0x1p-100f;
+	else if (k > 127)
+		k -= 100, post = 0x1p100f;
+	u = (uint32_t)(k + 127) << 23;
+	memcpy(&f, &u, 4);
+	return p * f * post;
+}
+#endif
+
 FEXP_FN float
 fexp_ggml(float x)
 {
@@ -42,7 +68,11 @@ fexp_ggml(float x)
 		return x;
 	if (fabsf(n) > 192.0f)
 		return n <= 0.0f ? 0.0f : INFINITY;
+#ifdef __CUDACC__
 	return scalbnf(p, (int)n);
+#else
+	return fexp_scale(p, (int)n);
+#endif
 }
 
 /*

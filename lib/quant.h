@@ -121,6 +121,32 @@ int	quant_quantize_act(int t, const float *x, void *xq, int64_t n);
 float	quant_vec_dot(int t, int64_t n, const void *w, const void *xq);
 float	quant_dot_f32(int t, int64_t n, const void *w, const float *x);
 
+/*
+ * quant_vec_dot of one weight row w with m activation rows at once: row r
+ * at xq + r * ldxq bytes (as quant_quantize_act wrote it), its dot into
+ * out[r].  Each out[r] is quant_vec_dot(t, n, w, xq + r * ldxq) bit for
+ * bit: the rows share the weight's loads and unpacking, never a sum, so a
+ * batch of rows costs less than its rows one by one and computes the same.
+ * m >= 1; where quant_vec_dot would return NaN, every out[r] is NaN.
+ */
+void	quant_vec_dot_rows(int t, int64_t n, const void *w, const void *xq, size_t ldxq,
+	    int m, float *out);
+
+/*
+ * Products of many rows, faster still where the CPU has AVX-512 VNNI: the
+ * m activation rows (as quant_vec_dot_rows takes them) are laid out once
+ * by quant_pack into quant_pack_size(t, n, m) bytes at pk, then
+ * quant_vec_dot_packed(t, n, w, pk, m, out) puts in out[r] the bits of
+ * quant_vec_dot(t, n, w, row r) for any weight row w of t.  Two rows share
+ * each 512-bit step, lane for lane the one-row kernel's.  quant_pack_size
+ * is 0 where there is no such kernel for t on this CPU (use
+ * quant_vec_dot_rows); otherwise m >= 1 and n whole blocks.
+ */
+size_t	quant_pack_size(int t, int64_t n, int m);
+void	quant_pack(int t, int64_t n, const void *xq, size_t ldxq, int m, void *pk);
+void	quant_vec_dot_packed(int t, int64_t n, const void *w, const void *pk, int m,
+	    float *out);
+
 /* Which dot product code runs here: "avx2" or "portable". */
 const char *quant_dot_impl(void);
 

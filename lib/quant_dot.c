@@ -59,19 +59,33 @@ act_q8(const float *x, uint8_t *d16, int8_t *qs, uint8_t *s16)
 		qi_wr16(s16, qi_f2h(d * (float)sum));
 }
 
+static int has_avx2(void);
+
 int
 quant_quantize_act(int t, const float *x, void *xq, int64_t n)
+{
+	int at = quant_vec_dot_type(t);
+
+	if (at < 0 || n < 0 || n % quant_traits(t)->blck != 0)
+		return -1;
+	if (has_avx2())
+		quant_quantize_act_avx2(t, x, xq, n);
+	else
+		quant_quantize_act_portable(t, x, xq, n);
+	return 0;
+}
+
+void
+quant_quantize_act_portable(int t, const float *x, void *xq, int64_t n)
 {
 	int at = quant_vec_dot_type(t);
 	const struct quant_traits *tr;
 	uint8_t *y = xq;
 	int64_t i;
 
-	if (at < 0 || n < 0 || n % quant_traits(t)->blck != 0)
-		return -1;
 	if (at == QUANT_F32) {
 		memcpy(xq, x, (size_t)n * 4);
-		return 0;
+		return;
 	}
 	tr = quant_traits(at);
 	for (i = 0; i < n / tr->blck; i++) {
@@ -85,7 +99,6 @@ quant_quantize_act(int t, const float *x, void *xq, int64_t n)
 		else
 			quant_quantize_block(at, xb, b);
 	}
-	return 0;
 }
 
 /* --- portable dot products, one per weight type --- */
@@ -247,7 +260,7 @@ quant_dot_f32_portable(int t, int64_t n, const void *w, const float *x)
  * no state shared mutably between threads.  (clang's __builtin_cpu_supports
  * has no "f16c": CPUID.1:ECX bit 29 is read instead.)
  */
-static int cpu_avx2;
+static int cpu_avx2, cpu_avx512;
 
 __attribute__((constructor)) static void
 detect_cpu(void)
@@ -255,6 +268,9 @@ detect_cpu(void)
 #if defined(__x86_64__) && defined(__GNUC__)
 	__builtin_cpu_init();
 	cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && qi_cpu_has_f16c();
+	cpu_avx512 = cpu_avx2 && __builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512vnni");
 #endif
 }
 
@@ -284,6 +300,40 @@ quant_vec_dot(int t, int64_t n, const void *w, const void *xq)
 	if (has_avx2())
 		return quant_vec_dot_avx2(t, n, w, xq);
 	return quant_vec_dot_portable(t, n, w, xq);
+}
+
+void
+quant_vec_dot_rows(int t, int64_t n, const void *w, const void *xq, size_t ldxq, int m,
+    float *out)
+{
+	const uint8_t *x = xq;
+	int r;
+
+	if (!dot_ok(t, n)) {
+		for (r = 0; r < m; r++)
+			out[r] = NAN;
+		return;
+	}
+	if (has_avx2()) {
+		quant_vec_dot_rows_avx2(t, n, w, xq, ldxq, m, out);
+		return;
+	}
+	for (r = 0; r < m; r++)
+		out[r] = quant_vec_dot_portable(t, n, w, x + r * ldxq);
+}
+
+size_t
+quant_pack_size(int t, int64_t n, int m)
+{
+	if (!cpu_avx512 || m < 1 || !dot_ok(t, n))
+		return 0;
+	return quant_pack_bytes(t, n, m);
+}
+
+void
+quant_vec_dot_packed(int t, int64_t n, const void *w, const void *pk, int m, float *out)
+{
+	quant_vec_dot_packed_avx512(t, n, w, pk, m, out);
 }
 
 float

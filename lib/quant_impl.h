@@ -293,5 +293,14 @@ float	quant_vec_dot_portable(int t, int64_t n, const void *w, const void *xq);
 float	quant_dot_f32_portable(int t, int64_t n, const void *w, const float *x);
 float	quant_vec_dot_avx2(int t, int64_t n, const void *w, const void *xq);
 float	quant_dot_f32_avx2(int t, int64_t n, const void *w, const float *x);
+void	quant_vec_dot_rows_avx2(int t, int64_t n, const void *w, const void *xq, size_t ldxq,
+	    int m, float *out);
+void	quant_quantize_act_portable(int t, const float *x, void *xq, int64_t n);
+/* quant_avx2.c: the packed rows' bytes for t (0: no packed kernel for t)
+ * and the AVX-512 VNNI kernel (quant_vec_dot_packed's, arguments checked). */
+size_t	quant_pack_bytes(int t, int64_t n, int m);
+void	quant_vec_dot_packed_avx512(int t, int64_t n, const void *w, const void *pk, int m,
+	    float *out);
+void	quant_quantize_act_avx2(int t, const float *x, void *xq, int64_t n);
 
 #endif

@@ -7,7 +7,8 @@ usage: serve-abba.py -a 'CMD A' -b 'CMD B' --port-a P --port-b Q [--blocks N]
 
 Each run starts one server (its command, in the background, until /health
 answers 200), runs tools/serve-bench.py against it at every concurrency, then
-stops it; the order is A B B A, --blocks times.  Prints, per concurrency and
+stops it; the order is A B B A, --blocks times (the log has the load average
+at each run's start and end).  Prints, per concurrency and
 figure, A's median/min/max, B's median and A/B.  With --tsv, one row a
 (concurrency, figure) in DESIGN.md's columns (A is the binary, B the peer):
 scenario serve-cN (aggregate tok/s), serve-cN-stream (per-stream tok/s),
@@ -49,8 +50,16 @@ def up(port, proc, log, limit=600):
     raise SystemExit("serve-abba: server on port %d not up in %d s" % (port, limit))
 
 
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
 def one_run(cmd, port, bench, logf):
-    logf.write("== %s\n" % cmd)
+    logf.write("== %s\n# load %s (1, 5, 15 min) at the start\n" % (cmd, loadavg()))
     logf.flush()
     p = subprocess.Popen(cmd, shell=True, stdout=logf, stderr=logf, start_new_session=True)
     try:
@@ -62,6 +71,7 @@ def one_run(cmd, port, bench, logf):
         os.killpg(p.pid, signal.SIGTERM)
         p.wait()
     logf.write(out)
+    logf.write("# load %s (1, 5, 15 min) at the end\n" % loadavg())
     logf.flush()
     return [json.loads(l) for l in out.splitlines() if l.strip()]
 

@@ -1,7 +1,10 @@
 /*
  * model-bench: decode and prefill speed of a model on a device (a
  * benchmark, not a test).  One TSV-ish line per measurement.
- *   model-bench [-PL] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s] MODEL
+ *   model-bench [-CPL] [-d device] [-t threads] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s] MODEL
+ * -t: the CPU backend's threads (0, the default: one per core).  -C: every
+ * time is the process's CPU time, not wall time (with -t 1, the work on a
+ * shared machine, without the waits for a core).
  * Prefills ctx tokens twice (one forward each; the first brings the
  * buffers to size and is reported as prefill-cold, as llama-bench warms up
  * before it times; the second's time is the prefill rate and the time to
@@ -44,12 +47,14 @@
 #include "state.h"
 #include "util.h"
 
+static clockid_t clk = CLOCK_MONOTONIC;	/* -C: the process's CPU time; set once in main */
+
 static double
 now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clk, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -153,15 +158,17 @@ main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
 	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
-	int topk = 0, rowdraw = 0;
+	int topk = 0, rowdraw = 0, nt = 0;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:c:n:r:k:B:PLG:T:W")) != -1) {
+	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:B:CPLG:T:W")) != -1) {
 		switch (ch) {
+		case 'C': clk = CLOCK_PROCESS_CPUTIME_ID; break;
 		case 'd': dev = optarg; break;
+		case 't': if (util_parse_i64(optarg, 0, 1024, &v)) die(2, "bad -t"); nt = (int)v; break;
 		case 'c': if (util_parse_i64(optarg, 1, 1 << 20, &v)) die(2, "bad -c"); ctx = (int)v; break;
 		case 'n': if (util_parse_i64(optarg, 1, 1 << 16, &v)) die(2, "bad -n"); n = (int)v; break;
 		case 'r': if (util_parse_i64(optarg, 1, 99, &v)) die(2, "bad -r"); reps = (int)v; break;
@@ -187,11 +194,11 @@ main(int argc, char *argv[])
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: model-bench [-PLW] [-G host|device] [-T K] [-d device] [-c ctx] [-n steps] [-r reps] [-k kmax] "
-		    "[-B GB/s] MODEL");
+		die(2, "usage: model-bench [-CPLW] [-G host|device] [-T K] [-d device] [-t threads] [-c ctx] [-n steps] "
+		    "[-r reps] [-k kmax] [-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
-	struct backend *be = backend_open(dev, 0, err);
+	struct backend *be = backend_open(dev, nt, err);
 	int gs = be ? backend_graph_env(be, getenv("MEMRA_CUDA_GRAPH"), err) : 0;
 	if (gs < 0)
 		die(2, "MEMRA_CUDA_GRAPH: %s", err);

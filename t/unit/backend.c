@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "backend_cpu.h"
+#include "fexp.h"
 #include "quant.h"
 #include "sample.h"
 #include "test.h"
@@ -233,11 +235,87 @@ batch_invariance(int type, int ne0, int ne1, int m)
 	free(x), free(ym), free(y1), free(y3);
 }
 
+/* m = 1..16, then 39: every group and tail of the multi-row and packed kernels. */
 TEST(matmul_rows_are_batch_and_thread_invariant)
 {
+	static const int types[] = {
+		QUANT_Q4_1, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q5_1, QUANT_IQ4_NL,
+		QUANT_MXFP4, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_F16, QUANT_F32,
+	};
+
 	batch_invariance(QUANT_BF16, 200, 75, 40);
 	batch_invariance(QUANT_Q4_K, 512, 75, 40);
 	batch_invariance(QUANT_NVFP4, 320, 33, 17);
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+		batch_invariance(types[t], quant_traits(types[t])->blck >= 256 ? 768 : 576, 29, 40);
+}
+
+/* The fused gate/up product (silu(x.g) * x.u) of m rows: each row's bits alone. */
+TEST(matmul_swiglu_rows_are_batch_invariant)
+{
+	static const int types[] = { QUANT_Q4_1, QUANT_Q8_0, QUANT_Q4_K, QUANT_BF16 };
+	int n = 576, nff = 37, m = 19;
+
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		int ty = types[t], n0 = quant_traits(ty)->blck >= 256 ? 768 : n;
+		struct wbuf g = make_weight(ty, n0, nff), u = make_weight(ty, n0, nff);
+		float *x = rnd((size_t)m * n0, 2), *ym = malloc((size_t)m * nff * 4), *y1 = malloc(nff * 4);
+		struct backend_weight wg, wu;
+
+		CHECK(backend_weight_init(be3, &wg, ty, n0, nff, g.data, 1) == 0);
+		CHECK(backend_weight_init(be3, &wu, ty, n0, nff, u.data, 0.5f) == 0);
+		for (int mm = 1; mm <= m; mm++) {
+			CHECK(backend_matmul_swiglu(be3, &wg, &wu, x, mm, ym) == 0);
+			for (int r = 0; r < mm; r++) {
+				CHECK(backend_matmul_swiglu(be3, &wg, &wu, x + (size_t)r * n0, 1, y1) == 0);
+				if (!same(y1, ym + (size_t)r * nff, nff))
+					FAILF("%s: row %d of a %d-row swiglu product differs from the row alone",
+					    quant_name(ty), r, mm);
+			}
+		}
+		backend_weight_release(be3, &wg);
+		backend_weight_release(be3, &wu);
+		free_weight(&g), free_weight(&u);
+		free(x), free(ym), free(y1);
+	}
+}
+
+/*
+ * The norm fused into several quantized products (q, k, v of one type,
+ * then another type): the rows quantized and packed once serve each
+ * product of their type, the same bits as each product alone.
+ */
+TEST(rmsnorm_matmul_shares_quantized_rows_bit_for_bit)
+{
+	static const int types[] = { QUANT_Q4_1, QUANT_Q4_1, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q4_1 };
+	int n = 576, ne1[] = { 40, 16, 24, 9, 33 }, m = 11;
+	float *x = rnd((size_t)m * n, 2), *nw = rnd(n, 1), *t = malloc((size_t)m * n * 4);
+	struct wbuf wb[5];
+	struct backend_weight w[5];
+	const struct backend_weight *W[5];
+	float *Y[5], *y1 = malloc((size_t)m * 40 * 4);
+
+	for (int i = 0; i < 5; i++) {
+		wb[i] = make_weight(types[i], n, ne1[i]);
+		CHECK(backend_weight_init(be3, &w[i], types[i], n, ne1[i], wb[i].data, 1) == 0);
+		W[i] = &w[i], Y[i] = malloc((size_t)m * ne1[i] * 4);
+	}
+	for (int mm = 1; mm <= m; mm += 5) {
+		CHECK(backend_rmsnorm_matmul(be3, x, mm, n, nw, 1e-5f, 5, W, Y) == 0);
+		CHECK(backend_rmsnorm(be3, x, n, nw, t, n, mm, n, 1e-5f) == 0);
+		for (int i = 0; i < 5; i++) {
+			CHECK(backend_matmul(be1, &w[i], t, n, y1, ne1[i], mm) == 0);
+			if (!same(y1, Y[i], (size_t)mm * ne1[i]))
+				FAILF("%d rows: product %d (%s) differs from its own", mm, i,
+				    quant_name(types[i]));
+		}
+	}
+	for (int i = 0; i < 5; i++) {
+		backend_weight_release(be3, &w[i]);
+		free_weight(&wb[i]);
+		free(Y[i]);
+	}
+	free(x), free(nw), free(t), free(y1);
 }
 
 TEST(fused_products_equal_their_parts_bit_for_bit)
@@ -758,6 +836,168 @@ TEST(ggml_attention_orders_are_the_same_bits_on_every_path)
 			}
 }
 
+/* The lanes' tree as backend_cpu.h states it, one scalar add at a time. */
+static float
+ref_lanes_total(float *acc, int w)
+{
+	if (w == 64)
+		for (int l = 0; l < 16; l++) {
+			acc[l] += acc[32 + l];
+			acc[16 + l] += acc[48 + l];
+			acc[l] += acc[16 + l];
+		}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int l = 0; l < h; l++)
+			acc[l] += acc[l + h];
+	return acc[0];
+}
+
+/*
+ * The vector forms of the lanes' sums (lanes_total, the column totals of
+ * V p, dot_lanes totalled in registers) against the scalar tree, bit for
+ * bit: w = 16 and 64, columns 1..70 (every tail of the vector loops),
+ * dot lengths with and without a tail, on the AVX2 and the portable path.
+ */
+TEST(lanes_sums_are_the_scalar_tree_bit_for_bit)
+{
+	float acc[64 * 70], cp[64 * 70], col[64], out[70];
+
+	for (int w = 16; w <= 64; w += 48) {
+		for (int k = 0; k < 20; k++) {
+			float *x = rnd(w, (float)(k + 1));
+
+			memcpy(acc, x, w * sizeof *x);
+			memcpy(cp, x, w * sizeof *x);
+			if (backend_cpu_lanes_total(acc, w) != ref_lanes_total(cp, w))
+				FAILF("lanes_total w %d: not the scalar tree", w);
+			free(x);
+		}
+		for (int n = 1; n <= 70; n++) {
+			float *x = rnd((size_t)w * n, 3);
+
+			for (int b = 0; b < 2; b++) {
+				memcpy(acc, x, (size_t)w * n * sizeof *x);
+				backend_cpu_lanes_cols((struct backend_cpu *)(b ? bes : be3), acc, w, n, out);
+				for (int i = 0; i < n; i++) {
+					for (int l = 0; l < w; l++)
+						col[l] = x[(size_t)l * n + i];
+					if (!same(&out[i], (float[]){ ref_lanes_total(col, w) }, 1))
+						FAILF("lanes_cols w %d n %d on %s: column %d not the scalar tree",
+						    w, n, backend_name(b ? bes : be3), i);
+				}
+			}
+			free(x);
+		}
+		for (int n = w; n <= 3 * w; n += w) {	/* every key at once, as attention runs them */
+			int nk = 37, hd = n;
+			float *q = rnd(hd, 1), *k = rnd((size_t)nk * (hd + 5), 2), *p = rnd(nk, 1);
+			float s3[37], ss[37], *y3 = calloc((size_t)w * hd, 4), *ys = calloc((size_t)w * hd, 4);
+
+			backend_cpu_dot_lanes_rows((struct backend_cpu *)be3, q, k, hd + 5, nk, hd, w, 0.125f, s3);
+			backend_cpu_dot_lanes_rows((struct backend_cpu *)bes, q, k, hd + 5, nk, hd, w, 0.125f, ss);
+			for (int t = 0; t < nk; t++)
+				if (s3[t] != ss[t] || s3[t] != backend_cpu_dot_lanes((struct backend_cpu *)bes, q,
+				    k + (size_t)t * (hd + 5), hd, w) * 0.125f)
+					FAILF("dot_lanes_rows w %d n %d: key %d not dot_lanes", w, n, t);
+			backend_cpu_axpy_fma_lanes((struct backend_cpu *)be3, y3, w, hd, p, k, hd + 5, nk);
+			backend_cpu_axpy_fma_lanes((struct backend_cpu *)bes, ys, w, hd, p, k, hd + 5, nk);
+			if (!same(y3, ys, (size_t)w * hd))
+				FAILF("axpy_fma_lanes w %d n %d: the paths differ", w, n);
+			free(q), free(k), free(p), free(y3), free(ys);
+		}
+		for (int n = w - 3; n <= 3 * w + 5; n += w / 2 - 1) {
+			float *a = rnd(n, 1), *b = rnd(n, 2), lanes[64] = { 0 }, want;
+
+			for (int i = 0; i < n; i++)
+				lanes[i % w] = fmaf(a[i], b[i], lanes[i % w]);
+			want = ref_lanes_total(lanes, w);
+			if (backend_cpu_dot_lanes((struct backend_cpu *)be3, a, b, n, w) != want ||
+			    backend_cpu_dot_lanes((struct backend_cpu *)bes, a, b, n, w) != want)
+				FAILF("dot_lanes w %d n %d: not the fused lanes and the scalar tree", w, n);
+			free(a), free(b);
+		}
+	}
+}
+
+/*
+ * ggml's exp on the CPU: fexp_scale is scalbnf bit for bit over fexp_ggml's
+ * whole range of exponents (subnormal results and overflow included), and
+ * the backend's exp (fmaf as instructions where the CPU has FMA) is
+ * fexp_ggml compiled plainly, over a sweep of every 4099th float.
+ */
+TEST(expf_ggml_is_fexp_ggml_bit_for_bit)
+{
+	int bad = 0;
+
+	for (int k = -192; k <= 192; k++)
+		for (int i = 0; i < 64; i++) {
+			float p = 0.5f + (float)i / 64 + (float)i * 0x1p-20f, a = fexp_scale(p, k),
+			    b = scalbnf(p, k);
+
+			if (!same(&a, &b, 1) && bad++ < 5)
+				FAILF("fexp_scale(%a, %d) = %a, scalbnf %a", p, k, a, b);
+		}
+	for (uint64_t u = 0; u < 0x100000000ull; u += 4099) {
+		uint32_t v = (uint32_t)u;
+		float x, a, b;
+
+		memcpy(&x, &v, 4);
+		a = backend_cpu_expf_ggml(x), b = fexp_ggml(x);
+		if (!same(&a, &b, 1) && bad++ < 10)
+			FAILF("expf_ggml(%a) = %a, fexp_ggml %a", x, a, b);
+	}
+}
+
+/* What the CPU backend's expf_uf rests on: libm's expf is +0 below -104. */
+TEST(expf_is_zero_below_minus_104)
+{
+	for (uint32_t v = 0xC2D00001u; v <= 0xFF800000u; v += 997) {	/* -104.00001 .. -inf */
+		float x, e;
+
+		memcpy(&x, &v, 4);
+		e = expf(x);
+		if (!same(&e, (float[]){ 0.0f }, 1)) {
+			FAILF("expf(%a) = %a", x, e);
+			break;
+		}
+	}
+	CHECK(expf(-INFINITY) == 0.0f && !signbit(expf(-INFINITY)));
+}
+
+/*
+ * The vector exp and SiLU (backend_cpu_expf_ggml_n, backend_cpu_silu_n)
+ * against the one-element functions, bit for bit: every 4099th float (NaN,
+ * infinities, subnormals, results past 2^127 and below 2^-126 included),
+ * in runs of every length (the vector loop and its tail).
+ */
+TEST(vector_exp_and_silu_are_the_scalar_ones_bit_for_bit)
+{
+	enum { N = 4096 };
+	static float x[N], e[N], si[N];
+	int bad = 0;
+
+	for (uint64_t u0 = 0; u0 < 0x100000000ull; u0 += (uint64_t)N * 4099) {
+		int n = (int)(u0 / ((uint64_t)N * 4099) % 29) + N - 28;
+
+		for (int i = 0; i < n; i++) {
+			uint32_t v = (uint32_t)(u0 + (uint64_t)i * 4099);
+
+			memcpy(&x[i], &v, 4);
+		}
+		x[0] = -87.0f, x[1] = 88.5f, x[2] = -104.0f, x[3] = 0x1p-140f;
+		memcpy(e, x, n * sizeof *x), memcpy(si, x, n * sizeof *x);
+		backend_cpu_expf_ggml_n(e, n);
+		backend_cpu_silu_n(si, n);
+		for (int i = 0; i < n; i++) {
+			float a = backend_cpu_expf_ggml(x[i]), b = backend_cpu_silu(x[i]);
+
+			if ((!same(&e[i], &a, 1) || !same(&si[i], &b, 1)) && bad++ < 10)
+				FAILF("x %a: exp %a / %a, silu %a / %a (vector / scalar)", x[i], e[i], a,
+				    si[i], b);
+		}
+	}
+}
+
 /* --- conv1d --- */
 
 TEST(conv1d_matches_reference_and_carries_state)
@@ -909,6 +1149,45 @@ gdn_check(int nk, int nv, int dk, int dv, int tiled, int hf, int m)
 	free(S0), free(S), free(S1), free(Sc), free(o), free(o1), free(oc), free(snap);
 	free(dS), free(ref);
 	gdn_free(&c);
+}
+
+/*
+ * The delta rule's row loops (backend_cpu_axpy_rows, decay_rows,
+ * update_rows: the output kept in registers across the rows) against one
+ * call a row, bit for bit: widths with and without 64-column blocks and
+ * tails, on the AVX2 and the portable path.
+ */
+TEST(row_loops_are_one_call_a_row_bit_for_bit)
+{
+	static const int ns[] = { 5, 8, 12, 64, 72, 131 };
+	struct backend *bs[] = { be3, bes };
+
+	for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+		for (int b = 0; b < 2; b++) {
+			const struct backend_cpu *c = (const struct backend_cpu *)bs[b];
+			int n = ns[ni], k = 19;
+			size_t ld = n + 3;
+			float *x = rnd((size_t)k * ld, 1), *a = rnd(k, 1), *q = rnd(k, 1);
+			float *y0 = rnd(n, 1), *y1 = dup(y0, n), *dl = rnd(n, 1);
+			float *S0 = rnd((size_t)k * n, 1), *S1 = dup(S0, (size_t)k * n);
+
+			backend_cpu_axpy_rows(c, y0, n, a, x, ld, k);
+			for (int i = 0; i < k; i++)
+				backend_cpu_axpy(c, y1, a[i], x + i * ld, n);
+			if (!same(y0, y1, n))
+				FAILF("axpy_rows n %d on %s", n, backend_name(bs[b]));
+			backend_cpu_decay_rows(c, S0, k, n, 0.93f, y0, a);
+			for (int i = 0; i < k; i++)
+				backend_cpu_decay(c, S1 + (size_t)i * n, 0.93f, y1, a[i], n);
+			if (!same(y0, y1, n) || !same(S0, S1, (size_t)k * n))
+				FAILF("decay_rows n %d on %s", n, backend_name(bs[b]));
+			backend_cpu_update_rows(c, S0, k, n, a, dl, y0, q);
+			for (int i = 0; i < k; i++)
+				backend_cpu_update(c, S1 + (size_t)i * n, a[i], dl, y1, q[i], n);
+			if (!same(y0, y1, n) || !same(S0, S1, (size_t)k * n))
+				FAILF("update_rows n %d on %s", n, backend_name(bs[b]));
+			free(x), free(a), free(q), free(y0), free(y1), free(dl), free(S0), free(S1);
+		}
 }
 
 TEST(gated_delta_rule_step_and_chunk_match_reference)
@@ -1548,7 +1827,9 @@ main(void)
 	RUN(opens_and_rejects_devices);
 	RUN(matmul_matches_reference_for_each_type_and_shape);
 	RUN(matmul_rows_are_batch_and_thread_invariant);
+	RUN(matmul_swiglu_rows_are_batch_invariant);
 	RUN(fused_products_equal_their_parts_bit_for_bit);
+	RUN(rmsnorm_matmul_shares_quantized_rows_bit_for_bit);
 	RUN(fused_forms_equal_the_ops_they_name_bit_for_bit);
 	RUN(embed_decodes_rows);
 	RUN(norms_and_elementwise_ops_match_reference);
@@ -1561,8 +1842,13 @@ main(void)
 	RUN(round_f16_keeps_what_a_half_cache_stores);
 	RUN(attention_with_f16_cache_matches_reference_and_is_batch_invariant);
 	RUN(ggml_attention_orders_are_the_same_bits_on_every_path);
+	RUN(lanes_sums_are_the_scalar_tree_bit_for_bit);
+	RUN(expf_ggml_is_fexp_ggml_bit_for_bit);
+	RUN(vector_exp_and_silu_are_the_scalar_ones_bit_for_bit);
+	RUN(expf_is_zero_below_minus_104);
 	RUN(conv1d_matches_reference_and_carries_state);
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
+	RUN(row_loops_are_one_call_a_row_bit_for_bit);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit);

@@ -547,6 +547,111 @@ TEST(dots_of_32_value_types_are_the_same_bits_on_both_paths)
 			}
 }
 
+/*
+ * quant_vec_dot_rows against quant_vec_dot one row at a time, bit for bit,
+ * for every type with a dot: m = 1..16 rows and a few past (every tail of
+ * the kernels' row groups), odd numbers of blocks, rows of their own
+ * values (one all zero, one scaled up) at an odd stride.  On AVX2 the
+ * multi-row kernels are checked against the one-row AVX2 kernels too, and
+ * with AVX-512 VNNI the packed rows' products (quant_vec_dot_packed).
+ */
+TEST(dot_rows_are_the_one_row_dots_bit_for_bit)
+{
+	enum { MMAX = 23, NMAX = 4608 };
+	static uint8_t w[NMAX * 4], xq[MMAX * (NMAX * 4 + 8)];
+	static float x[NMAX];
+	static const int nblocks[] = { 1, 3, 7, 18 };
+	int avx2 = strcmp(quant_dot_impl(), "avx2") == 0, bad = 0, packed = 0;
+	size_t psz;
+
+	for (size_t k = 0; k < sizeof(dot_types) / sizeof(dot_types[0]); k++)
+		for (size_t ni = 0; ni < sizeof nblocks / sizeof *nblocks; ni++) {
+			int t = dot_types[k], at = quant_vec_dot_type(t);
+			int64_t n = (int64_t)quant_traits(t)->blck * nblocks[ni];
+			size_t ldx = quant_row_size(at, n) + 3;	/* odd: rows unaligned */
+
+			if (n < 32)	/* F32/F16/BF16: odd tails past the vector loops; */
+				n = 32 * n + 5, ldx = quant_row_size(at, n) + 4;	/* float rows */
+			make_weights(t, w, n, 901 + 13 * k + ni);
+			for (int r = 0; r < MMAX; r++) {
+				make_row(x, n, 7000 + 31 * r + ni, r % 3);
+				if (r == 5)
+					memset(x, 0, n * sizeof *x);
+				CHECK_EQ_INT(quant_quantize_act(t, x, xq + r * ldx, n), 0);
+			}
+			for (int m = 1; m <= MMAX && bad < 10; m += m < 16 ? 1 : 7) {
+				float got[MMAX], one, one2;
+
+				quant_vec_dot_rows(t, n, w, xq, ldx, m, got);
+				for (int r = 0; r < m; r++) {
+					one = quant_vec_dot(t, n, w, xq + r * ldx);
+					one2 = avx2 ? quant_vec_dot_avx2(t, n, w, xq + r * ldx) : one;
+					if (memcmp(&got[r], &one, 4) != 0 || memcmp(&one, &one2, 4) != 0) {
+						FAILF("%s n %lld: row %d of %d rows %.9g, alone %.9g",
+						    quant_name(t), (long long)n, r, m, got[r], one);
+						bad++;
+					}
+				}
+				if (avx2) {
+					float got2[MMAX];
+
+					quant_vec_dot_rows_avx2(t, n, w, xq, ldx, m, got2);
+					if (memcmp(got, got2, (size_t)m * 4) != 0) {
+						FAILF("%s n %lld m %d: the AVX2 rows differ", quant_name(t),
+						    (long long)n, m);
+						bad++;
+					}
+				}
+				if ((psz = quant_pack_size(t, n, m)) > 0) {
+					float got3[MMAX];
+					uint8_t *pk = malloc(psz);
+
+					packed++;
+					quant_pack(t, n, xq, ldx, m, pk);
+					quant_vec_dot_packed(t, n, w, pk, m, got3);
+					for (int r = 0; r < m; r++)
+						if (memcmp(&got3[r], &got[r], 4) != 0) {
+							FAILF("%s n %lld: packed row %d of %d rows %.9g, alone %.9g",
+							    quant_name(t), (long long)n, r, m, got3[r], got[r]);
+							bad++;
+						}
+					free(pk);
+				}
+			}
+		}
+	if (packed == 0)
+		printf("# no AVX-512 VNNI here: no packed products to check\n");
+}
+
+/* The activations' quantization: the AVX2 path writes the portable path's bytes. */
+TEST(act_quantization_is_the_same_bytes_on_both_paths)
+{
+	static const int types[] = { QUANT_Q8_0, QUANT_Q4_1, QUANT_Q4_K, QUANT_BF16 };
+	static float x[4096];
+	static uint8_t a[4096 * 4 + 64], b[4096 * 4 + 64];
+
+	if (strcmp(quant_dot_impl(), "avx2") != 0) {
+		printf("# no AVX2 here: the portable path only\n");
+		return;
+	}
+	for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+		for (int seed = 0; seed < 24; seed++) {
+			int t = types[k];
+			int64_t n = 256 * (1 + seed % 16);
+			size_t sz = quant_row_size(quant_vec_dot_type(t), n);
+
+			make_row(x, n, 1234 + 17 * seed, seed % 3);
+			if (seed % 4 == 3)	/* tiny, huge and exactly representable values */
+				for (int64_t i = 0; i < n; i += 5)
+					x[i] = i % 3 ? ldexpf(x[i], seed - 40) : (float)(i % 255) - 127.0f;
+			memset(a, 0xAB, sz), memset(b, 0xCD, sz);
+			quant_quantize_act_portable(t, x, a, n);
+			quant_quantize_act_avx2(t, x, b, n);
+			if (memcmp(a, b, sz) != 0)
+				FAILF("%s n %lld seed %d: the paths differ", quant_name(t), (long long)n, seed);
+		}
+}
+
 TEST(dot_refuses)
 {
 	uint8_t w[1024] = { 0 };
@@ -561,6 +666,9 @@ TEST(dot_refuses)
 	CHECK_EQ_INT(quant_vec_dot_type(QUANT_IQ4_XS), QUANT_Q8_K);
 	CHECK_EQ_INT(quant_quantize_act(QUANT_Q4_K, x, w, 100), -1);
 	CHECK(quant_vec_dot(QUANT_Q4_0, 0, w, w) == 0.0f);
+	x[0] = x[1] = 0.0f;
+	quant_vec_dot_rows(QUANT_Q4_K, 128, w, w, 0, 2, x);
+	CHECK(isnan(x[0]) && isnan(x[1]));
 }
 
 /* The Q8_K activation carries bsums = sums of 16 quants, which the K dots use. */
@@ -651,6 +759,8 @@ main(void)
 	RUN(quantize_rejects);
 	RUN(dots_match_dequantized_dots);
 	RUN(dots_of_32_value_types_are_the_same_bits_on_both_paths);
+	RUN(dot_rows_are_the_one_row_dots_bit_for_bit);
+	RUN(act_quantization_is_the_same_bytes_on_both_paths);
 	RUN(dot_refuses);
 	RUN(q8_k_bsums);
 	RUN(dots_from_many_threads);
