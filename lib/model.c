@@ -1590,6 +1590,7 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	    o->ranks : NULL;
 	const char *dfl = o != NULL && o->dflash != NULL && o->dflash[0] ? o->dflash : NULL;
 	char *fpath = NULL;
+	const char *uv;
 	int g4;
 
 	if (md == NULL) {
@@ -1651,9 +1652,10 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	/* the GPU kernels of these three were written without a GPU at hand: until
 	 * kernel-check and the gates pass on one (tools/gpu-run.sh arch), they run
 	 * only when asked for */
+	uv = getenv("MEMRA_CUDA_UNVERIFIED");
 	if (s.arch != NULL && !backend_host(be) && (strcmp(s.arch, "qwen35moe") == 0 ||
 	    strncmp(s.arch, "gemma4", 6) == 0 || strcmp(s.arch, "step35") == 0) &&
-	    (getenv("MEMRA_CUDA_UNVERIFIED") == NULL || strcmp(getenv("MEMRA_CUDA_UNVERIFIED"), "1") != 0)) {
+	    (uv == NULL || strcmp(uv, "1") != 0)) {
 		util_err(err, "%s: architecture '%s' on backend '%s': its GPU kernels have not "
 		    "passed kernel-check on a GPU yet (MEMRA_CUDA_UNVERIFIED=1 runs them; "
 		    "or use --device cpu)", path, s.arch, backend_name(be));

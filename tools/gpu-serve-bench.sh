@@ -41,7 +41,8 @@ for fq in "$@"; do
 	shape=${fq%%:*} q=${fq#*:}
 	f=$G/qwen35-$shape-random-$q.gguf
 	[ -e "$f" ] || build/t/tools/gguf-random -p "$shape" -t "$q" "$f" >/dev/null
-	vocab=$(case $shape in tiny) echo 1000 ;; *) echo 248320 ;; esac)
+	# the prompts' ids stay below the file's vocabulary (token_embd's rows)
+	vocab=$(bin/gguf-inspect -t "$f" | awk -F'\t' '$1 == "token_embd.weight" { split($3, d, ","); print d[2] }')
 	for pg in ${GPU_SERVE_LEN:-512:256}; do
 		p=${pg%%:*} g=${pg#*:}
 		ctx=$((p + g + 64))

@@ -236,18 +236,7 @@ def nvfp4_experts(d):
                                                      attn_implementation="eager")
     nv.write_st(out, path)
     os.chmod(path, 0o644)
-    args = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
-            "symmetric": True, "dynamic": False, "scale_dtype": "torch.float8_e4m3fn",
-            "zp_dtype": "torch.float8_e4m3fn", "observer": "memoryless_minmax",
-            "actorder": None, "block_structure": None, "observer_kwargs": {}}
-    cfg["quantization_config"] = {
-        "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
-        "quantization_status": "compressed", "version": "0.20.1", "global_compression_ratio": None,
-        "config_groups": {"group_0": {"targets": ["Linear"], "weights": args,
-                                      "input_activations": None, "output_activations": None,
-                                      "format": "nvfp4-pack-quantized"}},
-        "ignore": CT_IGNORE, "kv_cache_scheme": None, "sparsity_config": {},
-        "transform_config": {}}
+    cfg["quantization_config"] = nv.ct_config(CT_IGNORE)
     json.dump(cfg, open(cfgp, "w"), indent=2)
     model.eval()
     return model

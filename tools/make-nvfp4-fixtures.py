@@ -193,6 +193,23 @@ def copy_side(src, dst):
         shutil.copy(os.path.join(src, f), os.path.join(dst, f))
 
 
+def ct_config(ignore):
+    """config.json's quantization_config as compressed-tensors 0.20.1 writes it for NVFP4
+    weights (modules matching ignore left out)"""
+    args = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
+            "symmetric": True, "dynamic": False, "scale_dtype": "torch.float8_e4m3fn",
+            "zp_dtype": "torch.float8_e4m3fn", "observer": "memoryless_minmax",
+            "actorder": None, "block_structure": None, "observer_kwargs": {}}
+    return {
+        "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+        "quantization_status": "compressed", "version": "0.20.1", "global_compression_ratio": None,
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": args,
+                                      "input_activations": None, "output_activations": None,
+                                      "format": "nvfp4-pack-quantized"}},
+        "ignore": ignore, "kv_cache_scheme": None, "sparsity_config": {},
+        "transform_config": {}}
+
+
 def write_ct(src, t, out, ref, quant):
     d = os.path.join(out, "ct")
     os.makedirs(d, exist_ok=True)
@@ -210,18 +227,7 @@ def write_ct(src, t, out, ref, quant):
     write_st(trunk, os.path.join(d, "model.safetensors"))
     write_st(mtp, os.path.join(d, "model_mtp.safetensors"))
     cfg = json.load(open(os.path.join(src, "config.json")))
-    args = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
-            "symmetric": True, "dynamic": False, "scale_dtype": "torch.float8_e4m3fn",
-            "zp_dtype": "torch.float8_e4m3fn", "observer": "memoryless_minmax",
-            "actorder": None, "block_structure": None, "observer_kwargs": {}}
-    cfg["quantization_config"] = {
-        "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
-        "quantization_status": "compressed", "version": "0.20.1", "global_compression_ratio": None,
-        "config_groups": {"group_0": {"targets": ["Linear"], "weights": args,
-                                      "input_activations": None, "output_activations": None,
-                                      "format": "nvfp4-pack-quantized"}},
-        "ignore": CT_IGNORE, "kv_cache_scheme": None, "sparsity_config": {},
-        "transform_config": {}}
+    cfg["quantization_config"] = ct_config(CT_IGNORE)
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
     copy_side(src, d)
     return d
