@@ -19,6 +19,7 @@
 #include "ranks.h"
 #include "sample.h"
 #include "spec.h"
+#include "spectrace.h"
 #include "state.h"
 #include "util.h"
 
@@ -29,12 +30,20 @@ struct opts {
 	const char *dspark;	/* --dspark-spec, else MEMRA_DSPARK_SPEC: "1" arms */
 	const char *dspark_draft;	/* --dspark-draft, else MEMRA_DSPARK_DRAFT */
 	const char *dflash_prec;	/* --dflash-prec, else MEMRA_DFLASH_PREC */
+	const char *trace_out;	/* --trace-out: the acceptance trace written */
+	const char *trace_in;	/* --trace-in: the acceptance trace replayed */
+	int	arm;		/* --trace-arm: ARM_BOTH, ARM_PLAIN or ARM_REPLAY */
+	int	k_given;	/* -K was given */
+	int	arm_given;	/* --trace-arm was given */
 };
+
+enum { ARM_BOTH, ARM_PLAIN, ARM_REPLAY };
 
 struct run {		/* one prompt */
 	int32_t	*ids;	/* [n] prompt */
 	int	n;
 	int	ignore_eos;	/* stop tokens do not end it */
+	int	n_gen;		/* new tokens at most */
 	int32_t	*want;	/* [n_want] the oracle's tokens */
 	int	n_want;
 };
@@ -49,6 +58,8 @@ struct ctx {
 	int	masked;		/* a masked draft head drafts: acceptance 0 is no failure */
 	int	dflash;		/* a DFlash drafter drafts (random ones too): the same */
 	const int32_t *stop;
+	const char *name;	/* the model as the operand names it */
+	struct spectrace *rec;	/* --trace-out: the rounds recorded, or NULL */
 };
 
 static int
@@ -58,7 +69,12 @@ usage(FILE *fp, int status)
 	    "       [--temp T] [--seed S] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
 	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
 	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec P]\n"
-	    "       [-f FILE] model[+draft] [prompt]\n", prog);
+	    "       [--trace-out FILE] [-f FILE] model[+draft] [prompt]\n"
+	    "       %s --trace-in FILE [--trace-arm both|plain|replay] [--trace-out FILE]\n"
+	    "       [-K K | -K LO-HI] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
+	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
+	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec P]\n"
+	    "       model[+draft]\n", prog, prog);
 	if (fp == stdout)
 		fputs("  -K K, -K LO-HI       draft depths to try (1-8; a DFlash drafter's: block - 1)\n"
 		    "  -n N                 new tokens per prompt (64)\n"
@@ -81,6 +97,10 @@ usage(FILE *fp, int status)
 		    "                       spec (MEMRA_DSPARK_DRAFT)\n"
 		    "  --dflash-prec P      its weights at load: q4 (default), q8, bf16, f32, keep\n"
 		    "                       (MEMRA_DFLASH_PREC)\n"
+		    "  --trace-out FILE     write each K's rounds and acceptance (an acceptance trace)\n"
+		    "  --trace-in FILE      replay a trace: the real drafts and verifies, each round\n"
+		    "                       keeping the drafts the trace accepted; one TSV row an arm\n"
+		    "  --trace-arm ARM      with --trace-in: plain decode, the replay, or both (default)\n"
 		    "  -f FILE              read the prompt from FILE ('-' is stdin)\n"
 		    "  -h, --help           this text\n", fp);
 	return status;
@@ -101,7 +121,7 @@ stop_at(const struct ctx *c, const struct run *r, const int32_t *t, int n)
 static int
 plain(struct ctx *c, struct run *r, double *secs, char *err)
 {
-	int n = r->n, ctx = n + c->o->go.n + 1, g = 0, rc = -1;
+	int n = r->n, ctx = n + r->n_gen + 1, g = 0, rc = -1;
 	struct state *st = model_state_new(c->m, ctx, 0, err);
 	struct sampler *smp = sample_new(&c->o->go.sp, c->nv, err);
 	float *lg = model_host_alloc(c->m, c->nv);
@@ -113,11 +133,11 @@ plain(struct ctx *c, struct run *r, double *secs, char *err)
 	memcpy(hist, r->ids, n * sizeof *hist);
 	if (model_forward_next(c->m, st, r->ids, n, MODEL_PREFILL, smp, hist, n, 0, n, lg, &t) != 0)
 		goto fail;
-	for (t0 = util_now(); g < c->o->go.n;) {
+	for (t0 = util_now(); g < r->n_gen;) {
 		if (stop_at(c, r, &t, 1) == 0)
 			break;
 		hist[n + g++] = t;
-		if (g < c->o->go.n && model_forward_next(c->m, st, &hist[n + g - 1], 1, 0, smp, hist,
+		if (g < r->n_gen && model_forward_next(c->m, st, &hist[n + g - 1], 1, 0, smp, hist,
 		    n + g, 0, n + g, lg, &t) != 0)
 			goto fail;
 	}
@@ -134,24 +154,46 @@ out:
 	return rc;
 }
 
+/* Round i's drafts and acceptance into rec (NULL: none), from s's stats
+ * before it (b) and after. */
+static int
+record_round(struct spectrace *rec, const struct spec *s, const struct spec_stats *b,
+    char *err)
+{
+	const struct spec_stats *a = spec_stats(s);
+
+	return rec == NULL ? 0 : spectrace_round(rec, (int)(a->drafted - b->drafted),
+	    (int)(a->accepted - b->accepted), err);
+}
+
 /*
  * Speculative decoding of run r with s into out [n + SPEC_KMAX + 1];
- * returns the tokens kept (up to a stop token), or -1.
+ * returns the tokens kept (up to a stop token), or -1.  rec (not NULL)
+ * gets the prompt, its rounds and the tokens kept.
  */
 static int
 speculate(struct ctx *c, struct spec *s, const struct run *r, int32_t *out, double *secs,
-    char *err)
+    struct spectrace *rec, char *err)
 {
+	struct spec_stats b;
 	int g = 1, k;
 	double t0;
 
 	if (spec_prefill(s, r->ids, r->n, &out[0]) != 0)
 		return util_err(err, "%s", spec_errmsg(s));
-	for (t0 = util_now(); g < c->o->go.n && stop_at(c, r, out, g) == g; g += k)
+	if (rec != NULL && spectrace_prompt(rec, r->ids, r->n, err) != 0)
+		return -1;
+	for (t0 = util_now(); g < c->o->go.n && stop_at(c, r, out, g) == g; g += k) {
+		b = *spec_stats(s);
 		if ((k = spec_round(s, out + g, c->o->go.n - g)) < 0)
 			return util_err(err, "%s", spec_errmsg(s));
+		if (record_round(rec, s, &b, err) != 0)
+			return -1;
+	}
 	*secs = util_now() - t0;
 	g = stop_at(c, r, out, g);
+	if (rec != NULL && spectrace_end(rec, out, g, err) != 0)
+		return -1;
 	return g;
 }
 
@@ -195,7 +237,7 @@ sweep_k(struct ctx *c, int K, struct sweep *w, char *err)
 		double secs, rsecs;
 		int g, d;
 
-		if (s == NULL || (g = speculate(c, s, r, out, &secs, err)) < 0) {
+		if (s == NULL || (g = speculate(c, s, r, out, &secs, c->rec, err)) < 0) {
 			spec_free(s);
 			goto out;
 		}
@@ -204,7 +246,7 @@ sweep_k(struct ctx *c, int K, struct sweep *w, char *err)
 		if (c->o->go.sp.temp == 0)
 			d = first_diff(out, g, r->want, r->n_want);
 		else {
-			int g2 = speculate(c, s, r, again, &rsecs, err);
+			int g2 = speculate(c, s, r, again, &rsecs, NULL, err);
 
 			if (g2 < 0) {
 				spec_free(s);
@@ -263,6 +305,7 @@ add_run(struct ctx *c, int32_t *ids, size_t n, int ignore_eos, char *err)
 	r->ids = ids;
 	r->n = n;
 	r->ignore_eos = ignore_eos;
+	r->n_gen = c->o->go.n;
 	if (n == 0)
 		return util_err(err, "prompt %d has no tokens", c->n_runs - 1);
 	return 0;
@@ -348,6 +391,9 @@ parse(int argc, char *argv[], struct opts *o)
 		{ "dspark-spec", required_argument, NULL, 1001 },
 		{ "dspark-draft", required_argument, NULL, 1002 },
 		{ "dflash-prec", required_argument, NULL, 1003 },
+		{ "trace-out", required_argument, NULL, 1004 },
+		{ "trace-in", required_argument, NULL, 1005 },
+		{ "trace-arm", required_argument, NULL, 1006 },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option lopts[GENOPT_MAXOPTS];
@@ -362,11 +408,22 @@ parse(int argc, char *argv[], struct opts *o)
 		case 1001: o->dspark = optarg; break;
 		case 1002: o->dspark_draft = optarg; break;
 		case 1003: o->dflash_prec = optarg; break;
+		case 1004: o->trace_out = optarg; break;
+		case 1005: o->trace_in = optarg; break;
+		case 1006:
+			if ((o->arm = strcmp(optarg, "both") == 0 ? ARM_BOTH : strcmp(optarg, "plain") ==
+			    0 ? ARM_PLAIN : strcmp(optarg, "replay") == 0 ? ARM_REPLAY : -1) < 0) {
+				warnmsg("--trace-arm: '%s': not both, plain or replay", optarg);
+				return -1;
+			}
+			o->arm_given = 1;
+			break;
 		case 'K':
 			if (parse_k(optarg, o) != 0) {
 				warnmsg("%s: '%s': out of range or not a number", argv[optind - 1], optarg);
 				return -1;
 			}
+			o->k_given = 1;
 			break;
 		case 'h': exit(usage(stdout, 0));
 		default:
@@ -377,6 +434,30 @@ parse(int argc, char *argv[], struct opts *o)
 		}
 	}
 	return 0;
+}
+
+/* The drafter that drafts, as a trace names it. */
+static const char *
+drafter_kind(const struct ctx *c)
+{
+	if (c->dflash)
+		return model_dflash(c->m)->sel_topk > 0 ? "dflash2" : "dflash";
+	if (model_has_assist(c->m))
+		return "assistant";
+	if (model_hparams(c->m)->n_mtp > 1)
+		return "nextn";
+	return c->masked ? "mtp-masked" : "mtp";
+}
+
+/* A section of K in c->rec: this model, n new tokens at temperature temp. */
+static int
+begin_section(struct ctx *c, int K, int n, double temp, char *err)
+{
+	struct spectrace_section h = { .K = K, .n_vocab = c->nv, .n = n, .temp = temp };
+
+	snprintf(h.drafter, sizeof h.drafter, "%s", drafter_kind(c));
+	h.model = (char *)c->name;
+	return spectrace_section(c->rec, &h, err);
 }
 
 static int
@@ -398,6 +479,8 @@ run_all(struct ctx *c)
 	for (int K = c->o->k_lo; K <= c->o->k_hi; K++) {
 		struct sweep w = { 0 };
 
+		if (c->rec != NULL && begin_section(c, K, c->o->go.n, c->o->go.sp.temp, err) != 0)
+			die(1, "--trace-out: %s", err);
 		if (sweep_k(c, K, &w, err) != 0)
 			die(1, "K=%d: %s", K, err);
 		report(c, K, &w, tps);
@@ -416,6 +499,270 @@ run_all(struct ctx *c)
 	}
 	printf("SELF-CONSISTENCY %s\n", fail ? "FAIL" : "PASS");
 	return fail;
+}
+
+/* --- an acceptance trace replayed (--trace-in) --- */
+
+struct tally {		/* an arm over a section's prompts */
+	long	tokens, rounds, drafted, accepted;	/* rounds: verifies with drafts */
+	long	steps, agree;	/* the trace's rounds, those the judge would have kept alike */
+	int	same;		/* prompts whose tokens are the trace's; -1: another vocabulary */
+	double	secs;
+};
+
+/*
+ * The ids prompt i of section t replays with: the trace's when the
+ * model's vocabulary has the trace's size, else ids spread over the
+ * model's vocabulary by a fixed function of i and the position
+ * (splitmix64).  malloc'd, or NULL.
+ */
+static int32_t *
+replay_ids(const struct ctx *c, const struct spectrace_section *t, int i)
+{
+	const struct spectrace_prompt *p = &t->p[i];
+	int32_t *ids = malloc(p->n_ids * sizeof *ids);
+
+	for (int j = 0; ids != NULL && j < p->n_ids; j++) {
+		uint64_t z = ((uint64_t)i << 32 | (uint32_t)j) + 0x9E3779B97F4A7C15ULL;
+
+		z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9ULL;
+		z = (z ^ z >> 27) * 0x94D049BB133111EBULL;
+		ids[j] = c->nv == t->n_vocab ? p->ids[j] : (int32_t)((z ^ z >> 31) % (uint64_t)c->nv);
+	}
+	return ids;
+}
+
+/* Plain decoding of prompt i of t from ids: the tokens the trace kept, stop tokens or not. */
+static int
+replay_plain(struct ctx *c, const struct spectrace_section *t, int i, int32_t *ids,
+    struct tally *y, char *err)
+{
+	struct run r = { .ids = ids, .n = t->p[i].n_ids, .ignore_eos = 1, .n_gen = t->p[i].tokens };
+	double secs;
+
+	if (r.n_gen < 1)
+		return 0;
+	if (plain(c, &r, &secs, err) != 0)
+		return -1;
+	y->secs += secs, y->tokens += r.n_want;
+	free(r.want);
+	return 0;
+}
+
+/* The rounds of prompt p on s (prefilled), each keeping the drafts the trace did; timed. */
+static int
+replay_rounds(struct ctx *c, struct spec *s, const struct spectrace_prompt *p, int32_t *out,
+    struct tally *y, char *err)
+{
+	struct spec_stats b;
+	double t0 = util_now();
+	int g = 1, got, nat;
+
+	for (int r = 0; r < p->n_rounds; r++, g += got) {
+		b = *spec_stats(s);
+		if ((got = spec_round_forced(s, out + g, p->rounds[r].k + 1, p->rounds[r].accepted,
+		    &nat)) < 0)
+			return util_err(err, "round %d: %s", r, spec_errmsg(s));
+		if (spec_stats(s)->drafted - b.drafted != p->rounds[r].k)
+			return util_err(err, "round %d: %ld drafts where the trace has %d", r,
+			    spec_stats(s)->drafted - b.drafted, p->rounds[r].k);
+		y->agree += nat == p->rounds[r].accepted;
+		if (record_round(c->rec, s, &b, err) != 0)
+			return -1;
+	}
+	y->secs += util_now() - t0;
+	return 0;
+}
+
+/*
+ * Prompt i of t replayed from ids: prefilled, then each recorded round's
+ * drafts and verify run for real, keeping the drafts the trace accepted
+ * (spec_round_forced); the rounds timed into y (and recorded in c->rec).
+ */
+static int
+replay_prompt(struct ctx *c, const struct spectrace_section *t, int i, const int32_t *ids,
+    struct tally *y, char *err)
+{
+	const struct spectrace_prompt *p = &t->p[i];
+	struct spec *s = spec_new(c->m, t->K, p->n_ids + t->n + t->K + 2, NULL, 0, err);
+	int32_t *out = malloc((size_t)(t->n + SPEC_KMAX + 2) * sizeof *out);
+	int rc = -1;
+
+	if (s == NULL || out == NULL)
+		goto out;
+	if (spec_prefill(s, ids, p->n_ids, &out[0]) != 0) {
+		util_err(err, "%s", spec_errmsg(s));
+		goto out;
+	}
+	if ((c->rec != NULL && spectrace_prompt(c->rec, ids, p->n_ids, err) != 0) ||
+	    replay_rounds(c, s, p, out, y, err) != 0 ||
+	    (c->rec != NULL && spectrace_end(c->rec, out, p->tokens, err) != 0))
+		goto out;
+	y->steps += p->n_rounds;
+	y->tokens += p->tokens;
+	y->rounds += spec_stats(s)->rounds;
+	y->drafted += spec_stats(s)->drafted;
+	y->accepted += spec_stats(s)->accepted;
+	if (y->same >= 0 && memcmp(out, p->out, p->tokens * sizeof *out) == 0)
+		y->same++;
+	rc = 0;
+out:
+	if (rc != 0 && err[0] == '\0')
+		util_err(err, "out of memory");
+	spec_free(s), free(out);
+	return rc;
+}
+
+/* One arm (ARM_PLAIN or ARM_REPLAY) over the prompts of t into y. */
+static int
+replay_arm(struct ctx *c, const struct spectrace_section *t, int arm, struct tally *y, char *err)
+{
+	y->same = c->nv == t->n_vocab ? 0 : -1;
+	for (int i = 0; i < t->n_prompts; i++) {
+		int32_t *ids = replay_ids(c, t, i);
+		char why[UTIL_ERRLEN] = "";
+		int rc = ids == NULL ? util_err(why, "out of memory") : arm == ARM_PLAIN ?
+		    replay_plain(c, t, i, ids, y, why) : replay_prompt(c, t, i, ids, y, why);
+
+		free(ids);
+		if (rc != 0)
+			return util_err(err, "prompt %d: %s", i, why);
+	}
+	return 0;
+}
+
+#define ROW_HEAD "arm\tK\ttok_s\ttokens\tsecs\tprompts\trounds\tdrafted\taccepted\tmean_len" \
+	"\tagree\tsame\tspeedup\n"
+
+/* An arm's TSV row (ROW_HEAD's columns; plain_tps 0: no plain arm ran). */
+static void
+replay_row(int arm, int K, int prompts, const struct tally *y, double plain_tps)
+{
+	double tps = y->secs > 0 ? y->tokens / y->secs : 0;
+
+	printf("%s\t%d\t%.2f\t%ld\t%.4f\t%d", arm == ARM_PLAIN ? "plain" : "replay", K, tps,
+	    y->tokens, y->secs, prompts);
+	if (arm == ARM_PLAIN) {
+		printf("\t-\t-\t-\t-\t-\t-\t-\n");
+		return;
+	}
+	printf("\t%ld\t%ld\t%ld\t%.3f\t%ld/%ld", y->rounds, y->drafted, y->accepted,
+	    y->rounds ? (double)(y->accepted + y->rounds) / y->rounds : 0.0, y->agree, y->steps);
+	if (y->same < 0)
+		printf("\t-");
+	else
+		printf("\t%d/%d", y->same, prompts);
+	if (plain_tps > 0)
+		printf("\t%.3f\n", tps / plain_tps);
+	else
+		printf("\t-\n");
+}
+
+/* Each section of K in -K's range (default: all of them), plain then replayed. */
+static int
+run_replay(struct ctx *c, const struct spectrace *tr)
+{
+	char err[UTIL_ERRLEN] = "";
+
+	printf(ROW_HEAD);
+	for (int K = c->o->k_lo; K <= c->o->k_hi; K++) {
+		const struct spectrace_section *t = spectrace_find(tr, K);
+		struct tally pl = { 0 }, rp = { 0 };
+		double ptps = 0;
+
+		if (t == NULL)
+			continue;
+		fprintf(stderr, "[trace] K=%d: %d prompts recorded with the %s drafter on %s, "
+		    "replayed with the %s drafter on ", K, t->n_prompts, t->drafter, t->model,
+		    drafter_kind(c));
+		if (c->nv == t->n_vocab)
+			fprintf(stderr, "their own ids\n");
+		else
+			fprintf(stderr, "fixed ids (the model's vocabulary of %d tokens is not the "
+			    "trace's %d)\n", c->nv, t->n_vocab);
+		if (c->o->arm != ARM_REPLAY) {
+			if (replay_arm(c, t, ARM_PLAIN, &pl, err) != 0)
+				die(1, "K=%d: plain decode: %s", K, err);
+			replay_row(ARM_PLAIN, K, t->n_prompts, &pl, 0);
+			ptps = pl.secs > 0 ? pl.tokens / pl.secs : 0;
+		}
+		if (c->o->arm != ARM_PLAIN) {
+			if (c->rec != NULL && begin_section(c, K, t->n, 0, err) != 0)
+				die(1, "--trace-out: %s", err);
+			if (replay_arm(c, t, ARM_REPLAY, &rp, err) != 0)
+				die(1, "K=%d: replay: %s", K, err);
+			replay_row(ARM_REPLAY, K, t->n_prompts, &rp, ptps);
+		}
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/*
+ * The trace --trace-in names, read and checked (1 for a bad file), and
+ * -K's depths in it (2 for one it lacks); without -K, all of its.
+ */
+static struct spectrace *
+load_trace(struct opts *o)
+{
+	char err[UTIL_ERRLEN], has[128] = "";
+	size_t len, n = 0;
+	char *buf = util_read_file(o->trace_in, &len, err);
+	struct spectrace *t;
+
+	if (buf == NULL)
+		die(1, "%s", err);
+	if ((t = spectrace_parse(buf, len, err)) == NULL)
+		die(1, "%s: %s", o->trace_in, err);
+	free(buf);
+	for (int K = 1; K <= SPEC_KMAX; K++)
+		if (spectrace_find(t, K) != NULL && n < sizeof has)
+			n += snprintf(has + n, sizeof has - n, "%s%d", n ? ", " : "", K);
+	if (!o->k_given)
+		o->k_lo = SPEC_KMAX, o->k_hi = 1;
+	for (int i = 0; !o->k_given && i < t->n_sec; i++) {
+		o->k_lo = t->sec[i].K < o->k_lo ? t->sec[i].K : o->k_lo;
+		o->k_hi = t->sec[i].K > o->k_hi ? t->sec[i].K : o->k_hi;
+	}
+	for (int K = o->k_lo; o->k_given && K <= o->k_hi; K++)
+		if (spectrace_find(t, K) == NULL)
+			die(2, "-K %d: %s has no section of K=%d (its K: %s)", K, o->trace_in, K, has);
+	return t;
+}
+
+/* A DFlash drafter drafts block - 1 tokens at most: a deeper section is refused (2). */
+static void
+trace_fits(const struct ctx *c, const struct spectrace *tr)
+{
+	const struct model_hparams *dh = model_dflash(c->m);
+
+	for (int K = c->o->k_lo; dh != NULL && K <= c->o->k_hi; K++)
+		if (spectrace_find(tr, K) != NULL && K > dh->block - 1)
+			die(2, "%s: K=%d: the DFlash drafter drafts at most %d tokens a round (its "
+			    "block of %d)", c->o->trace_in, K, dh->block - 1, dh->block);
+}
+
+/* c->rec into path, unless the run failed (status 1: said, nothing written). */
+static int
+write_trace(const struct ctx *c, const char *path, int status)
+{
+	char err[UTIL_ERRLEN];
+	struct util_ofile *f;
+
+	if (status != 0) {
+		warnmsg("--trace-out %s: not written (a K failed)", path);
+		return status;
+	}
+	if ((f = util_ofile_open(path, err)) == NULL)
+		die(1, "%s", err);
+	spectrace_write(c->rec, f->fp);
+	if (ferror(f->fp)) {
+		util_ofile_abort(f);
+		die(1, "%s: write error", path);
+	}
+	if (util_ofile_commit(f, err) != 0)
+		die(1, "%s", err);
+	return 0;
 }
 
 /*
@@ -486,6 +833,47 @@ pp_lines(const struct model *m)
 		fprintf(stderr, "%s\n", line);
 }
 
+/* The trace options that do not hold together with the rest: said, exit 2. */
+static void
+trace_misuse(const struct opts *o, int nargs)
+{
+	if (o->trace_out != NULL && strcmp(o->trace_out, "-") == 0)
+		die(2, "--trace-out: '-': the report is standard output: name a file");
+	if (o->trace_in == NULL) {
+		if (o->arm_given)
+			die(2, "--trace-arm: only with --trace-in");
+		return;
+	}
+	if (nargs != 1 || o->go.jsonl || o->go.file != NULL)
+		die(2, "--trace-in: the trace's prompts are replayed: no prompt, -f or --jsonl");
+	if (o->go.sp.temp != 0)
+		die(2, "--trace-in: the replay verifies greedily: no --temp");
+	if (o->trace_out != NULL && o->arm == ARM_PLAIN)
+		die(2, "--trace-out: --trace-arm plain replays no rounds to record");
+}
+
+/* The prompts into c: --jsonl's requests, or the text. */
+static void
+read_prompts(struct ctx *c, const char *text, size_t len)
+{
+	char err[UTIL_ERRLEN];
+	int32_t *ids;
+	size_t n = 0;
+	int status;
+
+	if (prompt_tokenizer(c->pr) == NULL && !c->o->go.jsonl)
+		die(1, "%s: no tokenizer: give prompts as token ids (--jsonl {\"prompt\": [ids]})",
+		    c->name);
+	if (c->o->go.jsonl)
+		status = read_jsonl(c, err);
+	else if ((ids = prompt_encode(c->pr, text, len, &n, err)) != NULL)
+		status = add_run(c, ids, n, c->o->go.ignore_eos, err);
+	else
+		status = -1;
+	if (status != 0)
+		die(1, "%s", err);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -495,8 +883,8 @@ main(int argc, char *argv[])
 	struct model_options mo = { 0 };
 	struct backend *be[PIPELINE_MAX_STAGES];
 	struct model_split sp;
-	size_t len = 0, n = 0;
-	int32_t *ids;
+	struct spectrace *tr = NULL;
+	size_t len = 0;
 	int status, graph_stats = 0, rc;
 
 	prog = base_name(argv[0]);
@@ -507,9 +895,12 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (!genopt_operands(&o.go, argc))
 		return usage(stderr, 2);
+	trace_misuse(&o, argc);
 	if (genopt_check(&o.go, &mo.kv_f16, err) != 0)
 		die(2, "%s", err);
-	if (genopt_text(&o.go, argc == 2 ? argv[1] : NULL, &text, &len, err) != 0)
+	if (o.trace_in != NULL)
+		tr = load_trace(&o);
+	else if (genopt_text(&o.go, argc == 2 ? argv[1] : NULL, &text, &len, err) != 0)
 		die(1, "%s", err);
 	if ((rc = genopt_open(&o.go, be, &graph_stats, err)) != 0)
 		die(rc == -2 ? 2 : 1, "%s", err);
@@ -530,6 +921,9 @@ main(int argc, char *argv[])
 	if ((c.m = model_open_opts(argv[0], c.be, &mo, err)) == NULL)
 		die(1, "%s", err);
 	pp_lines(c.m);
+	c.name = argv[0];
+	if (tr != NULL)
+		trace_fits(&c, tr);
 	if ((c.dflash = model_dflash(c.m) != NULL))
 		dspark_lines(c.m, argv[0], &o);
 	else if (model_attach_line(c.m, line, sizeof line) == 0)
@@ -539,22 +933,18 @@ main(int argc, char *argv[])
 		die(1, "%s: model has no MTP head or assistant drafter to draft with", argv[0]);
 	if ((c.pr = prompt_new(c.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);
-	if (prompt_tokenizer(c.pr) == NULL && !o.go.jsonl)
-		die(1, "%s: no tokenizer: give prompts as token ids (--jsonl {\"prompt\": [ids]})",
-		    argv[0]);
 	c.nv = model_hparams(c.m)->n_vocab;
 	c.stop = prompt_stop_ids(c.pr, &c.n_stop);
-	if (o.go.jsonl)
-		status = read_jsonl(&c, err);
-	else if ((ids = prompt_encode(c.pr, text, len, &n, err)) != NULL)
-		status = add_run(&c, ids, n, o.go.ignore_eos, err);
-	else
-		status = -1;
-	if (status != 0)
-		die(1, "%s", err);
+	if (tr == NULL)
+		read_prompts(&c, text, len);
 	if (o.k_lo == 0)	/* no -K: 1-8 for an MTP head */
 		o.k_lo = 1, o.k_hi = 8;
-	status = run_all(&c);
+	if (o.trace_out != NULL && (c.rec = spectrace_new()) == NULL)
+		die(1, "out of memory");
+	status = tr != NULL ? run_replay(&c, tr) : run_all(&c);
+	if (c.rec != NULL)
+		status = write_trace(&c, o.trace_out, status);
+	spectrace_free(c.rec), spectrace_free(tr);
 	for (int i = 0; i < c.n_runs; i++)
 		free(c.runs[i].ids), free(c.runs[i].want);
 	free(c.runs), free(text);

@@ -680,19 +680,43 @@ round_draft(struct spec *s, int limit, int32_t *tk)
 }
 
 /*
+ * The acceptance forced to force (0..k) drafts whatever the judge said
+ * (nat): out gets the first force drafts and the greedy pick of the row
+ * after them.  0, or -1.
+ */
+static int
+force_accept(struct spec *s, const int32_t *d, int k, const int32_t *vid, int force, int nat,
+    int32_t *out)
+{
+	if (force < 0 || force > k)
+		return util_err(s->err, "a forced acceptance of %d drafts of %d", force, k);
+	if (force > nat && vid[force] < 0)
+		return util_err(s->err, "position %d: no finite logit", s->n_hist + force);
+	memcpy(out, d, force * sizeof *out);
+	out[force] = vid[force];
+	return 0;
+}
+
+/*
  * A round's second half, after the verify of tk[k+1] (pick: greedy picks
  * vid[k+1], else logits s->vlg; hidden vh[k+1][ne]): the accepted tokens
- * into out, the state rolled back to them, the stats and the MTP cache
- * brought up to them; returns how many tokens, or -1.
+ * into out (force >= 0, greedy picks only: that many drafts, the judge's
+ * count into *nat), the state rolled back to them, the stats and the MTP
+ * cache brought up to them; returns how many tokens, or -1.
  */
 static int
 round_accept(struct spec *s, const int32_t *tk, int k, const int32_t *vid, const float *vh,
-    int32_t *out)
+    int32_t *out, int force, int *nat)
 {
 	int n = s->n_hist, acc;
 
 	if ((acc = judge(s, tk + 1, k, vid, out)) < 0)
 		return -1;
+	if (nat != NULL)
+		*nat = acc;
+	if (force >= 0 && force_accept(s, tk + 1, k, vid, force, acc, out) != 0)
+		return -1;
+	acc = force >= 0 ? force : acc;
 	if (state_rollback(s->st, acc + 1) != 0)
 		return util_err(s->err, "rollback to %d rows failed", acc + 1);
 	memcpy(s->hist + n, out, (acc + 1) * sizeof *out);
@@ -757,29 +781,49 @@ spec_accept(struct spec *s, const int32_t *ids, const float *hidden, int32_t *ou
 	if (k < 0)
 		return util_err(s->err, "spec_accept: no draft (spec_draft first)");
 	s->pending = -1;
-	return round_accept(s, s->tk, k, ids, hidden, out);
+	return round_accept(s, s->tk, k, ids, hidden, out, -1, NULL);
+}
+
+/* A greedy round: the phases, with the verify here (force: round_accept's). */
+static int
+round_greedy(struct spec *s, int32_t *out, int limit, int force, int *nat)
+{
+	int32_t tk[SPEC_KMAX + 1];
+	int m;
+
+	if ((m = spec_draft(s, limit, tk)) < 0)
+		return -1;
+	s->pending = -1;
+	if (model_forward_argmax(s->m, s->st, tk, m, MODEL_LOGITS_ALL | MODEL_VERIFY, s->vid,
+	    s->vh) != 0 || (s->dh != NULL && model_taps(s->m, s->vt, m) != 0))
+		return fail_model(s);
+	return round_accept(s, s->tk, m - 1, s->vid, s->dh != NULL ? s->vt : s->vh, out, force,
+	    nat);
 }
 
 int
 spec_round(struct spec *s, int32_t *out, int limit)
 {
 	int32_t tk[SPEC_KMAX + 1];
-	int m, k;
+	int k;
 
-	if (s->pick) {			/* greedy: the phases, with the verify here */
-		if ((m = spec_draft(s, limit, tk)) < 0)
-			return -1;
-		if (model_forward_argmax(s->m, s->st, tk, m, MODEL_LOGITS_ALL | MODEL_VERIFY,
-		    s->vid, s->vh) != 0 || (s->dh != NULL && model_taps(s->m, s->vt, m) != 0)) {
-			s->pending = -1;
-			return fail_model(s);
-		}
-		return spec_accept(s, s->vid, s->dh != NULL ? s->vt : s->vh, out);
-	}
+	if (s->pick)
+		return round_greedy(s, out, limit, -1, NULL);
 	if ((k = round_draft(s, limit, tk)) < 0)
 		return -1;
 	if (model_forward(s->m, s->st, tk, k + 1, MODEL_LOGITS_ALL | MODEL_VERIFY, s->vlg, s->vh) != 0 ||
 	    (s->dh != NULL && model_taps(s->m, s->vt, k + 1) != 0))
 		return fail_model(s);
-	return round_accept(s, tk, k, NULL, s->dh != NULL ? s->vt : s->vh, out);
+	return round_accept(s, tk, k, NULL, s->dh != NULL ? s->vt : s->vh, out, -1, NULL);
+}
+
+int
+spec_round_forced(struct spec *s, int32_t *out, int limit, int acc, int *natural)
+{
+	if (greedy_only(s, "spec_round_forced") != 0)
+		return -1;
+	if (acc < 0 || acc > limit - 1 || acc > s->K)
+		return util_err(s->err, "a forced acceptance of %d drafts: out of range 0..%d", acc,
+		    limit - 1 < s->K ? limit - 1 : s->K);
+	return round_greedy(s, out, limit, acc, natural);
 }

@@ -112,6 +112,20 @@ int	spec_resume(struct spec *, const int32_t *prompt, int n, int from);
 int	spec_round(struct spec *, int32_t *out, int limit);
 
 /*
+ * spec_round with its acceptance given, for replaying an acceptance trace
+ * (run-spec --trace-in) on a model of other weights: the same drafts
+ * (min(K, limit-1) of them), the same verify forward, then exactly acc
+ * drafts kept (0 <= acc <= the drafts; fewer drafts than acc is an error)
+ * and the verify's greedy pick after them, whatever the picks say; the
+ * state rolled back, the stats and the drafter's cache brought up to the
+ * kept tokens as spec_round does.  *natural (when not NULL) gets the
+ * drafts spec_round would have accepted.  Plain greedy only (as
+ * spec_draft).  Returns acc + 1, or -1 with spec_errmsg set (the sequence
+ * must then restart).
+ */
+int	spec_round_forced(struct spec *, int32_t *out, int limit, int acc, int *natural);
+
+/*
  * A greedy round in phases, for a caller that verifies many sequences in
  * one forward (a scheduler's step: model_forward_seqs).  Plain greedy
  * only (temp 0, no penalties: sample_plain_greedy), where a draft is
