@@ -672,9 +672,9 @@ run_replay(struct ctx *c, const struct spectrace *tr)
 
 		if (t == NULL)
 			continue;
-		fprintf(stderr, "[trace] K=%d: %d prompts recorded with the %s drafter on %s, "
-		    "replayed with the %s drafter on ", K, t->n_prompts, t->drafter, t->model,
-		    drafter_kind(c));
+		fprintf(stderr, "[trace] K=%d: %d prompt%s recorded with the %s drafter on %s, "
+		    "replayed with the %s drafter on ", K, t->n_prompts, t->n_prompts == 1 ? "" : "s",
+		    t->drafter, t->model, drafter_kind(c));
 		if (c->nv == t->n_vocab)
 			fprintf(stderr, "their own ids\n");
 		else
