@@ -226,3 +226,135 @@ no_speed() { sed -E 's/[0-9.]+ tok\/s( [0-9.]+x)?/S/'; }
 	run -0 run-spec --help
 	[[ ${lines[0]} == "usage: run-spec [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--ignore-eos]" ]]
 }
+
+# --- acceptance traces: --trace-out records, --trace-in replays ---
+
+# record FILE K-RANGE N PROMPTS: A's trace of its first PROMPTS prompts, raw, N tokens each
+record() {
+	head -"$4" "$(model_a)/prompts.jsonl" >"$BATS_TEST_TMPDIR/p.jsonl"
+	run -0 --separate-stderr run-spec --raw --jsonl --ignore-eos -K "$2" -n "$3" -t 2 \
+	    --trace-out "$1" "$(model_a)" <"$BATS_TEST_TMPDIR/p.jsonl"
+}
+
+# field ROW N: the Nth tab-separated field of ROW
+field() { cut -f"$2" <<<"$1"; }
+
+@test "a trace of A replayed on A: the same rounds, acceptance and tokens, and the same trace again" {
+	d=$(model_a)
+	T=$BATS_TEST_TMPDIR
+	record "$T/a.jsonl" 1-3 24 3
+	rec=("${lines[@]}")
+	[ "${rec[4]}" = "SELF-CONSISTENCY PASS" ]
+	[ -z "$(find "$T" -name '*.tmp.*')" ]	# no temporary left
+	[ "$(grep -c '"memra_spec_trace": 1' "$T/a.jsonl")" -eq 3 ]
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$T/a.jsonl" --trace-out "$T/b.jsonl" "$d"
+	[ "${lines[0]}" = "$(printf 'arm\tK\ttok_s\ttokens\tsecs\tprompts\trounds\tdrafted\taccepted\tmean_len\tagree\tsame\tspeedup')" ]
+	[ "${#lines[@]}" -eq 7 ]
+	cmp "$T/a.jsonl" "$T/b.jsonl"	# every round's drafts and acceptance, every token
+	for k in 1 2 3; do
+		p=${lines[$((2 * k - 1))]} r=${lines[$((2 * k))]}
+		[[ $p == "plain	$k	"*"	72	"*"	3	-	-	-	-	-	-	-" ]]
+		[ "$(field "$r" 1-2)" = "replay	$k" ]
+		[ "$(field "$r" 4)" = 72 ]
+		# accepted/drafted and the tokens a round as the recording's K line says
+		[[ ${rec[$k]} == *" acceptance $(field "$r" 9)/$(field "$r" 8) = "* ]]
+		[[ ${rec[$k]} == *" mean accepted length $(printf '%.2f' "$(field "$r" 10)") by "* ]]
+		a=$(field "$r" 11)
+		[ "${a%/*}" = "${a#*/}" ]	# the judge kept what the trace says, every round
+		[ "$(field "$r" 12)" = 3/3 ]
+		[[ $(field "$r" 13) =~ ^[0-9]+\.[0-9]{3}$ ]]
+	done
+	[ "${stderr_lines[0]}" = "[trace] K=1: 3 prompts recorded with the mtp drafter on $d, replayed with the mtp drafter on their own ids" ]
+}
+
+@test "a trace replays on models of another vocabulary and drafter: the trace's rounds on fixed ids" {
+	T=$BATS_TEST_TMPDIR
+	record "$T/a.jsonl" 2-3 16 2
+	for m in "$DATA/moe/moe-e8k2-mtp:mtp" "$DATA/step35/step-n:nextn"; do
+		run -0 --separate-stderr run-spec -t 2 --trace-in "$T/a.jsonl" --trace-out "$T/c.jsonl" "${m%:*}"
+		[ "${#lines[@]}" -eq 5 ]
+		[ "$(field "${lines[2]}" 1-2)" = "replay	2" ]
+		[ "$(field "${lines[2]}" 12)" = - ]
+		[ "${stderr_lines[0]}" = "[trace] K=2: 2 prompts recorded with the mtp drafter on $(model_a), replayed with the ${m#*:} drafter on fixed ids (the model's vocabulary of 320 tokens is not the trace's 8192)" ]
+		python3 - "$T/a.jsonl" "$T/c.jsonl" "${m#*:}" <<-'EOF'
+		import json, sys
+		a = [json.loads(l) for l in open(sys.argv[1])]
+		c = [json.loads(l) for l in open(sys.argv[2])]
+		assert len(a) == len(c) == 6
+		for x, y in zip(a, c):
+		    if "memra_spec_trace" in x:
+		        assert [y[f] for f in ("K", "n", "prompts", "n_vocab", "drafter")] == \
+		            [x["K"], x["n"], x["prompts"], 320, sys.argv[3]]
+		        continue
+		    assert (y["rounds"], y["tokens"], len(y["ids"])) == (x["rounds"], x["tokens"], len(x["ids"]))
+		    assert y["ids"] != x["ids"] and all(0 <= i < 320 for i in y["ids"] + y["out"])
+		EOF
+	done
+}
+
+@test "--trace-arm plain and replay run one arm, -K one section" {
+	d=$(model_a)
+	record "$BATS_TEST_TMPDIR/a.jsonl" 1-2 8 1
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$BATS_TEST_TMPDIR/a.jsonl" --trace-arm plain -K 2 "$d"
+	[ "${#lines[@]}" -eq 2 ]
+	[[ ${lines[1]} == "plain	2	"*"	8	"* ]]
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$BATS_TEST_TMPDIR/a.jsonl" --trace-arm replay "$d"
+	[ "${#lines[@]}" -eq 3 ]
+	[[ ${lines[1]} == "replay	1	"*"	1/1	-" ]]
+	[[ ${lines[2]} == "replay	2	"*"	1/1	-" ]]
+}
+
+@test "a malformed or missing trace fails with 1 and a one-line reason naming the line" {
+	d=$(model_a)
+	T=$BATS_TEST_TMPDIR
+	h='{"memra_spec_trace": 1, "K": 2, "drafter": "mtp", "model": "A", "n_vocab": 8192, "n": 8, "temp": 0, "prompts": 1}'
+	for bad in "$h|{\"prompt\": 0, \"ids\": [1], \"rounds\": [[2, 3]], \"tokens\": 1, \"out\": [1]}|line 2: \"rounds\"[0]: 3 accepted of 2 drafts" \
+	    "$h|{\"prompt\": 0, \"ids\": [1, 9000]}|line 2: \"ids\"[1]: id 9000 is outside the vocabulary (8192 tokens)" \
+	    "$h|{\"prompt\": 0, \"ids\": [1], \"rounds\": [], \"tokens\": 1, \"out\": [1]|line 2: column 64: expected ',' or '}'" \
+	    "$h||line 3 (end of file): K=2's section (line 1) has 0 of its 1 prompts" \
+	    "{\"prompt\": 0}||line 1: not a trace header ({\"memra_spec_trace\": 1, ...})"; do
+		IFS='|' read -r l1 l2 why <<<"$bad"
+		printf '%s\n%s\n' "$l1" "$l2" >"$T/bad.jsonl"
+		run -1 --separate-stderr run-spec --trace-in "$T/bad.jsonl" "$d"
+		[ "$stderr" = "run-spec: $T/bad.jsonl: $why" ]
+		[ -z "$output" ]
+	done
+	run -1 --separate-stderr run-spec --trace-in "$T/none.jsonl" "$d"
+	[ "$stderr" = "run-spec: $T/none.jsonl: No such file or directory" ]
+}
+
+@test "a trace deeper than the DFlash drafter drafts is refused with 2; within its block it replays" {
+	d=$(model_a)
+	T=$BATS_TEST_TMPDIR
+	record "$T/a.jsonl" 3 8 1
+	printf '%s\n' '{"memra_spec_trace": 1, "K": 8, "drafter": "mtp", "model": "A", "n_vocab": 8192, "n": 10, "temp": 0, "prompts": 1}' \
+	    '{"prompt": 0, "ids": [1, 2], "rounds": [[8, 8]], "tokens": 10, "out": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}' >>"$T/a.jsonl"
+	export MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=$DATA/dflash/d2
+	run -2 --separate-stderr run-spec -t 2 --trace-in "$T/a.jsonl" "$d"
+	[ "${stderr_lines[-1]}" = "run-spec: $T/a.jsonl: K=8: the DFlash drafter drafts at most 7 tokens a round (its block of 8)" ]
+	[ -z "$output" ]
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$T/a.jsonl" -K 3 "$d"
+	[[ ${lines[2]} == "replay	3	"*"	8	"* ]]
+	[[ $stderr == *"[trace] K=3: 1 prompt recorded with the mtp drafter on $d, replayed with the dflash2 drafter on their own ids"* ]]
+}
+
+@test "trace misuse exits 2" {
+	d=$(model_a)
+	record "$BATS_TEST_TMPDIR/a.jsonl" 2 8 1
+	t=$BATS_TEST_TMPDIR/a.jsonl
+	run -2 --separate-stderr run-spec --trace-in "$t" "$d" hi
+	[ "$stderr" = "run-spec: --trace-in: the trace's prompts are replayed: no prompt, -f or --jsonl" ]
+	run -2 --separate-stderr run-spec --trace-in "$t" --jsonl "$d"
+	run -2 --separate-stderr run-spec --trace-in "$t" --temp 0.5 "$d"
+	[ "$stderr" = "run-spec: --trace-in: the replay verifies greedily: no --temp" ]
+	run -2 --separate-stderr run-spec --trace-in "$t" -K 1-2 "$d"
+	[ "$stderr" = "run-spec: -K 1: $t has no section of K=1 (its K: 2)" ]
+	run -2 --separate-stderr run-spec --trace-in "$t" --trace-arm both2 "$d"
+	[ "${stderr_lines[0]}" = "run-spec: --trace-arm: 'both2': not both, plain or replay" ]
+	run -2 --separate-stderr run-spec --trace-arm plain "$d" hi
+	[ "$stderr" = "run-spec: --trace-arm: only with --trace-in" ]
+	run -2 --separate-stderr run-spec --trace-in "$t" --trace-arm plain --trace-out "$t.2" "$d"
+	[ "$stderr" = "run-spec: --trace-out: --trace-arm plain replays no rounds to record" ]
+	run -2 --separate-stderr run-spec --trace-out - "$d" hi
+	[ "$stderr" = "run-spec: --trace-out: '-': the report is standard output: name a file" ]
+}
