@@ -68,12 +68,12 @@ usage(FILE *fp, int status)
 	fprintf(fp, "usage: %s [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--ignore-eos]\n"
 	    "       [--temp T] [--seed S] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
 	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
-	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec P]\n"
+	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec PREC]\n"
 	    "       [--trace-out FILE] [-f FILE] model[+draft] [prompt]\n"
 	    "       %s --trace-in FILE [--trace-arm both|plain|replay] [--trace-out FILE]\n"
 	    "       [-K K | -K LO-HI] [-t N] [--device cpu|cuda[:N]] [--kv-type f32|f16]\n"
 	    "       [--pp-stages N [--pp-devices LIST] [--pp-splits LIST]]\n"
-	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec P]\n"
+	    "       [--draft FILE] [--dspark-spec 0|1] [--dspark-draft DRAFTER] [--dflash-prec PREC]\n"
 	    "       model[+draft]\n", prog, prog);
 	if (fp == stdout)
 		fputs("  -K K, -K LO-HI       draft depths to try (1-8; a DFlash drafter's: block - 1)\n"

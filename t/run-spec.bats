@@ -225,6 +225,13 @@ no_speed() { sed -E 's/[0-9.]+ tok\/s( [0-9.]+x)?/S/'; }
 @test "--help prints the usage that matches the man page SYNOPSIS" {
 	run -0 run-spec --help
 	[[ ${lines[0]} == "usage: run-spec [--chat | --raw] [--jsonl] [-K K | -K LO-HI] [-n N] [--ignore-eos]" ]]
+	[[ ${lines[5]} == "       run-spec --trace-in FILE [--trace-arm both|plain|replay] [--trace-out FILE]" ]]
+	command -v mandoc >/dev/null || skip "mandoc not installed"
+	# the same options in the same order as the SYNOPSIS (case and spacing aside)
+	syn=$(mandoc -Tascii "$TOP/man/run-spec.1" | sed 's/.\x08//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
+	    sed '1d;$d' | tr -d ' \n\t' | tr A-Z a-z)
+	use=$(run-spec --help | sed -n '1,/^  -/p' | sed '$d; 1s/^usage: //' | tr -d ' \n\t' | tr A-Z a-z)
+	[ "$syn" = "$use" ]
 }
 
 # --- acceptance traces: --trace-out records, --trace-in replays ---

@@ -8,7 +8,7 @@
 # as receipts are copied into bench/YYYY-MM-DD/ (bench/README.md).
 #   usage: sh tools/gpu-run.sh [all|bench|gates|bin|speed|smol|arch]  ("bench": skip the checks,
 #   "gates": skip the benchmark, "bin": the gates without kernel-check (the stages
-#   the GPU_RUN_* variables below turn on), "speed": only the GPU_RUN_9B/27B/PEER
+#   the GPU_RUN_* variables below turn on), "speed": only the GPU_RUN_9B/27B/PEER/REPLAY
 #   stages, "smol": only the GPU_RUN_SMOL stage, "arch": only the GPU_RUN_ARCH stage)
 # MEMRA_COMMIT names the commit in the TSV rows tools/abba writes (the
 # device copy's .git may be stale).
@@ -638,6 +638,41 @@ if [ "${GPU_RUN_27B:-0}" = 1 ]; then
 	[ -n "$lc_pid$lb_pre" ] || rm -f "$f"
 	echo "27b speed in $(( $(date +%s) - t0 ))s"
 fi
+# GPU_RUN_REPLAY=LIST: end-to-end speculative decoding by K on random-weight
+# GGUFs of the shapes LIST names (comma-separated: 9b-Q8_0, 9b-NVFP4,
+# 27b-NVFP4), with model A's acceptance replayed (tools/spec-replay-bench.sh,
+# run-spec --trace-in): A's traces recorded here on the GPU (K =
+# GPU_RUN_REPLAY_K, default 1-8, over GPU_RUN_REPLAY_PROMPTS of A's prompts,
+# default 64, 64 tokens each), or GPU_RUN_REPLAY_TRACE (a trace recorded
+# before, e.g. a $OUT/replay-trace-A.jsonl carried back), then for each K
+# plain decode (A) vs the replay (B), A B B A (GPU_RUN_ABBA_BLOCKS blocks),
+# into $OUT/replay-SHAPE/ (replay.tsv: a receipt row a K; summary.tsv; the
+# raw logs).  The files stay in $G for the next call on the machine: a call
+# of 10 minutes holds a few K of the 27B shape, so split GPU_RUN_REPLAY_K
+# over calls (mode "speed" skips the gates).
+if [ -n "${GPU_RUN_REPLAY:-}" ]; then
+	t0=$(date +%s)
+	mkdir -p "$G"
+	rtr=${GPU_RUN_REPLAY_TRACE:-}
+	if [ -z "$rtr" ] && [ -n "$A" ]; then
+		rtr=$OUT/replay-trace-A.jsonl
+		head -n "${GPU_RUN_REPLAY_PROMPTS:-64}" $A/prompts.jsonl |
+		    timeout 300 bin/run-spec --device cuda --raw --jsonl --ignore-eos \
+		    -K "${GPU_RUN_REPLAY_K:-1-8}" -n 64 --trace-out "$rtr" $A \
+		    >"$OUT/replay-record.log" 2>&1 || { echo "replay: recording failed"; rtr=; }
+	fi
+	for sq in $(echo "$GPU_RUN_REPLAY" | tr , ' '); do
+		[ -n "$rtr" ] || break
+		f=$G/qwen35-${sq%%-*}-random-${sq#*-}.gguf
+		[ -e "$f" ] || build/t/tools/gguf-random -p "${sq%%-*}" -t "${sq#*-}" "$f" \
+		    >"$OUT/replay-$sq.txt" 2>&1
+		TRACE=$rtr KS=${GPU_RUN_REPLAY_K:-1-8} BLOCKS=${GPU_RUN_ABBA_BLOCKS:-1} \
+		    RUN_SPEC_ARGS='--device cuda' MODEL_NAME=qwen35-${sq%%-*}-random QUANT=${sq#*-} \
+		    timeout 540 sh tools/spec-replay-bench.sh "$f" "$OUT/replay-$sq" \
+		    >>"$OUT/replay-$sq.txt" 2>&1 || echo "replay $sq: failed" >>"$OUT/replay-$sq.txt"
+	done
+	echo "replay in $(( $(date +%s) - t0 ))s"
+fi
 bc=-	# the kernel benchmark, while llama.cpp may still be building
 if [ "$mode" = all ] || [ "$mode" = bench ]; then
 	t0=$(date +%s)
@@ -752,6 +787,11 @@ done
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/pf-abba.txt"; }
 [ -f "$OUT/graph-abba.txt" ] && { echo "== 9b-shape decode, cuda graphs off (A) vs on (B)";
     grep -E '^(==|A:|B:|ratio|abba)' "$OUT/graph-abba.txt"; grep -h 'cuda graph:' "$OUT"/graph-abba-*.log | sort | uniq -c; }
+for r in "$OUT"/replay-*.txt; do	# GPU_RUN_REPLAY
+	[ -f "$r" ] || continue
+	echo "== $(basename "$r" .txt): e2e tok/s by K, plain decode (A) vs A's acceptance replayed (B)"
+	tail -12 "$r"
+done
 [ -f "$OUT/smol.log" ] && { echo "== SmolLM2 on the GPU"; grep -v '^[0-9a-f]\{64\}' "$OUT/smol.log"; }
 [ -f "$OUT/arch.log" ] && { echo "== moe / gemma4 / step35 fixtures on the GPU"; cat "$OUT/arch.log"; }
 [ -f "$OUT/peer.txt" ] && { echo "== llama.cpp (A) vs memra (B), same files";
