@@ -365,3 +365,21 @@ field() { cut -f"$2" <<<"$1"; }
 	run -2 --separate-stderr run-spec --trace-out - "$d" hi
 	[ "$stderr" = "run-spec: --trace-out: '-': the report is standard output: name a file" ]
 }
+
+@test "tools/spec-replay-bench.sh: A's traces recorded, plain decode against the replay A B B A, a row a K" {
+	d=$(model_a)
+	o=$BATS_TEST_TMPDIR/out
+	A=$d KS=1-2 PROMPTS=2 N=12 RECORD_ARGS='-t 2' RUN_SPEC_ARGS='-t 2' MODEL_NAME=moe-e8k2-mtp \
+	    run -0 spec-replay-bench.sh "$DATA/moe/moe-e8k2-mtp" "$o"
+	[[ $output == *"best K="[12]": "*"x plain decode"* ]]
+	[ "$(cut -f7,9,13,14 "$o/replay.tsv")" = "$(printf 'scenario\tn\tunit\tpeer\nspec-replay-k1\t2\ttok/s\tplain-decode\nspec-replay-k2\t2\ttok/s\tplain-decode')" ]
+	[ "$(grep -c '^### block 0 arm [AB]' "$o/replay-k2.log")" -eq 4 ]
+	# the summary's acceptance is the recording's K line's
+	for k in 1 2; do
+		row=$(awk -v k=$k -F'\t' '$1 == k' "$o/summary.tsv")
+		grep -q "^K=$k .* acceptance $(field "$row" 6)/$(field "$row" 7) = .*PASS" "$o/record.log"
+	done
+	run -2 spec-replay-bench.sh
+	run -1 --separate-stderr spec-replay-bench.sh "$BATS_TEST_TMPDIR/none.gguf"
+	[ "$stderr" = "spec-replay-bench.sh: $BATS_TEST_TMPDIR/none.gguf: no such file" ]
+}

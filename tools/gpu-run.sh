@@ -647,7 +647,9 @@ fi
 # before, e.g. a $OUT/replay-trace-A.jsonl carried back), then for each K
 # plain decode (A) vs the replay (B), A B B A (GPU_RUN_ABBA_BLOCKS blocks),
 # into $OUT/replay-SHAPE/ (replay.tsv: a receipt row a K; summary.tsv; the
-# raw logs).  The files stay in $G for the next call on the machine: a call
+# raw logs); GPU_RUN_REPLAY_CALIBRATE=1 first times the replay against
+# run-spec's own speculative decoding on A itself (the script's CALIBRATE,
+# with the first shape).  The files stay in $G for the next call on the machine: a call
 # of 10 minutes holds a few K of the 27B shape, so split GPU_RUN_REPLAY_K
 # over calls (mode "speed" skips the gates).
 if [ -n "${GPU_RUN_REPLAY:-}" ]; then
@@ -668,8 +670,11 @@ if [ -n "${GPU_RUN_REPLAY:-}" ]; then
 		    >"$OUT/replay-$sq.txt" 2>&1
 		TRACE=$rtr KS=${GPU_RUN_REPLAY_K:-1-8} BLOCKS=${GPU_RUN_ABBA_BLOCKS:-1} \
 		    RUN_SPEC_ARGS='--device cuda' MODEL_NAME=qwen35-${sq%%-*}-random QUANT=${sq#*-} \
+		    CALIBRATE=${GPU_RUN_REPLAY_CALIBRATE:-0} RECORD_ARGS='--device cuda' A=$A \
+		    PROMPTS=${GPU_RUN_REPLAY_PROMPTS:-64} \
 		    timeout 540 sh tools/spec-replay-bench.sh "$f" "$OUT/replay-$sq" \
 		    >>"$OUT/replay-$sq.txt" 2>&1 || echo "replay $sq: failed" >>"$OUT/replay-$sq.txt"
+		GPU_RUN_REPLAY_CALIBRATE=0
 	done
 	echo "replay in $(( $(date +%s) - t0 ))s"
 fi

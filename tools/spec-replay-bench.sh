@@ -23,6 +23,12 @@
 # judge), printed at the end with the K that wins.  Receipts are copied
 # into bench/YYYY-MM-DD/ by hand (bench/README.md).
 #
+# CALIBRATE=1 first checks the replay against the real thing on A itself:
+# for each K, A = run-spec's own speculative decoding of the prompts (its K
+# line's tok/s), B = the replay of its trace on A (which keeps the very
+# same tokens), A B B A into calib.tsv, calib-kK.txt and calib-kK.log: the
+# ratio should be 1 within the noise.
+#
 # Environment: A (model A's folder; default models/A, else ../shared/models/A
 # beside the checkout), TRACE (a trace recorded before: step 1 is skipped),
 # KS (K or LO-HI, default 1-8), PROMPTS (64), N (64), BLOCKS (1),
@@ -49,21 +55,35 @@ case $ks in
 esac
 name=${MODEL_NAME:-$(basename "$f")}
 trace=${TRACE:-}
-if [ -z "$trace" ]; then
-	a=${A:-}
-	for d in "$top/models/A" "$top/../shared/models/A"; do
-		[ -z "$a" ] && [ -f "$d/config.json" ] && a=$d
-	done
+a=${A:-}
+for d in "$top/models/A" "$top/../shared/models/A"; do
+	[ -z "$a" ] && [ -f "$d/config.json" ] && a=$d
+done
+if [ -z "$trace" ] || [ "${CALIBRATE:-0}" = 1 ]; then
 	[ -n "$a" ] && [ -f "$a/prompts.jsonl" ] || die "model A not found (set A)"
+	head -n "${PROMPTS:-64}" "$a/prompts.jsonl" >"$out/prompts.jsonl"
+fi
+rec="'$rs' --raw --jsonl --ignore-eos -n ${N:-64} ${RECORD_ARGS:-}"
+if [ -z "$trace" ]; then
 	trace=$out/trace-A.jsonl
 	echo "== recording A's traces, K=$ks, ${PROMPTS:-64} prompts, ${N:-64} tokens each"
-	# shellcheck disable=SC2086
-	head -n "${PROMPTS:-64}" "$a/prompts.jsonl" | "$rs" --raw --jsonl --ignore-eos -K "$ks" \
-	    -n "${N:-64}" ${RECORD_ARGS:-} --trace-out "$trace" "$a" >"$out/record.log" 2>&1 ||
+	sh -c "$rec -K '$ks' --trace-out '$trace' '$a'" <"$out/prompts.jsonl" >"$out/record.log" 2>&1 ||
 	    { tail -5 "$out/record.log"; die "recording failed (record.log)"; }
 	grep -q '^SELF-CONSISTENCY PASS$' "$out/record.log" || die "recording did not pass"
 	grep '^K=' "$out/record.log"
 fi
+k=$lo
+while [ "${CALIBRATE:-0}" = 1 ] && [ "$k" -le "$hi" ]; do
+	echo "== K=$k on A: run-spec's speculative decoding (A) vs the replay of its trace (B)"
+	python3 "$top/tools/abba" -a "$rec -K $k --trace-out '$out/calib-k$k.jsonl' '$a' <'$out/prompts.jsonl'" \
+	    -b "'$rs' --trace-in '$out/calib-k$k.jsonl' --trace-arm replay ${RECORD_ARGS:-} '$a'" \
+	    -r '(?m)^(?:K=[0-9]+ |replay\t[0-9]+\t)([0-9.]+)' --unit tok/s --blocks "${BLOCKS:-1}" \
+	    --tsv "$out/calib.tsv" --log "$out/calib-k$k.log" --binary run-spec --model fixture-A \
+	    --quant - --scenario "spec-replay-calib-k$k" --peer run-spec-real >"$out/calib-k$k.txt" \
+	    2>&1 || { cat "$out/calib-k$k.txt"; die "K=$k: calibration failed"; }
+	grep -E '^(A|B|ratio)' "$out/calib-k$k.txt"
+	k=$((k + 1))
+done
 printf 'K\tplain_tok_s\treplay_tok_s\tratio\tmean_len\taccepted\tdrafted\trounds\tagree\n' \
     >"$out/summary.tsv"
 k=$lo
