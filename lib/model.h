@@ -453,8 +453,11 @@ int	model_draft_vocab(const struct model *);
 /*
  * The proof line of an attached draft head (no newline) into buf[n]:
  * "[mtp-draft] external draft head: blk.N, head_vocab=N (trimmed, d2t map)"
- * or "[frspec-trim] self-trimmed head: N rows of main output.weight (TYPE)".
- * Returns 0, or -1 when no draft head is attached (buf then "").
+ * or "[frspec-trim] self-trimmed head: N rows of main output.weight (TYPE)";
+ * for step35, "[mtp-draft] external NextN draft: blk.A-B (N blocks), ..."
+ * (its heads whole, trimmed or self-trimmed) or "[frspec-trim]
+ * self-trimmed heads: N rows of the NextN blocks' own heads, blk.A-B
+ * (TYPE)".  Returns 0, or -1 when no draft head is attached (buf then "").
  */
 int	model_attach_line(const struct model *, char *buf, size_t n);
 
