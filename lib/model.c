@@ -1352,9 +1352,33 @@ alloc_layers(struct model *md, int n)
 }
 
 /*
+ * The draft's blocks (its hyper-parameters dh) for the trunk md: its
+ * hidden size, its vocabulary and the layer its blocks follow are the
+ * trunk's, or -1 with the first that differs in err.
+ */
+static int
+step35_draft_shape(const struct model_hparams *hp, const struct model_hparams *dh, char *err)
+{
+	if (dh->n_mtp < 1)
+		return util_err(err, "no NextN blocks (step35.nextn_predict_layers is absent or 0)");
+	if (dh->n_embd != hp->n_embd)
+		return util_err(err, "step35.embedding_length %d, the trunk's %d", dh->n_embd,
+		    hp->n_embd);
+	if (dh->n_vocab != hp->n_vocab)
+		return util_err(err, "token_embd.weight has %d rows, the trunk's vocabulary %d",
+		    dh->n_vocab, hp->n_vocab);
+	if (dh->n_layer != hp->n_layer)
+		return util_err(err, "its NextN blocks start at blk.%d (block_count %d less "
+		    "nextn_predict_layers %d), the trunk has %d layers", dh->n_layer,
+		    dh->n_layer + dh->n_mtp, dh->n_mtp, hp->n_layer);
+	return 0;
+}
+
+/*
  * An attached step35 draft's hyper-parameters and layers, read as they
  * would be for a model of its own, into a scratch model (hp and layers
- * only: the caller frees dm->layers and dm).  NULL with md->err.
+ * only: the caller frees dm->layers and dm), once its shape fits the
+ * trunk md's.  NULL with md->err.
  */
 static struct model *
 step35_draft_read(struct model *md, struct src *ds)
@@ -1367,9 +1391,8 @@ step35_draft_read(struct model *md, struct src *ds)
 		return NULL;
 	}
 	rc = read_hparams(dm, ds);
-	if (rc == 0 && dm->hp.n_mtp < 1)
-		rc = util_err(dm->err, "no NextN blocks (step35.nextn_predict_layers is absent "
-		    "or 0)");
+	if (rc == 0)
+		rc = step35_draft_shape(&md->hp, &dm->hp, dm->err);
 	if (rc == 0 && (dm->layers = calloc(dm->hp.n_layer + dm->hp.n_mtp,
 	    sizeof *dm->layers)) == NULL)
 		rc = util_err(dm->err, "out of memory");
@@ -1433,32 +1456,21 @@ differs(const void *a, const void *b, const struct shared_field *f, size_t n)
 
 /*
  * Does the draft dm fit the trunk md (its hyper-parameters and trunk
- * layers read)?  Its hidden size, vocabulary, the layer its blocks follow,
- * the hyper-parameters the blocks share with the trunk and its entries
- * for the trunk's layers must be the trunk's: -1 with md->err naming the
- * first that differs.
+ * layers read)?  The hyper-parameters the blocks share with the trunk and
+ * the draft's entries for the trunk's layers must be the trunk's: -1 with
+ * md->err naming the first that differs.
  */
 static int
 step35_draft_fits(struct model *md, const struct model *dm, const char *path)
 {
-	const struct model_hparams *hp = &md->hp, *dh = &dm->hp;
+	const struct model_hparams *hp = &md->hp;
 	const struct shared_field *f;
 	size_t nl = sizeof step35_layer_fields / sizeof step35_layer_fields[0];
 
-	if (dh->n_embd != hp->n_embd)
-		return util_err(md->err, "draft '%s': step35.embedding_length %d, the trunk's %d",
-		    path, dh->n_embd, hp->n_embd);
-	if (dh->n_vocab != hp->n_vocab)
-		return util_err(md->err, "draft '%s': token_embd.weight has %d rows, the trunk's "
-		    "vocabulary %d", path, dh->n_vocab, hp->n_vocab);
-	if (dh->n_layer != hp->n_layer)
-		return util_err(md->err, "draft '%s': its NextN blocks start at blk.%d (block_count "
-		    "%d less nextn_predict_layers %d), the trunk has %d layers", path, dh->n_layer,
-		    dh->n_layer + dh->n_mtp, dh->n_mtp, hp->n_layer);
-	if ((f = differs(hp, dh, step35_hp_fields, sizeof step35_hp_fields /
+	if ((f = differs(hp, &dm->hp, step35_hp_fields, sizeof step35_hp_fields /
 	    sizeof step35_hp_fields[0])) != NULL)
 		return util_err(md->err, "draft '%s': step35.%s %g, the trunk's %g", path, f->key,
-		    field(dh, f), field(hp, f));
+		    field(&dm->hp, f), field(hp, f));
 	for (int il = 0; il < hp->n_layer; il++)
 		if ((f = differs(&md->layers[il], &dm->layers[il], step35_layer_fields, nl)) != NULL)
 			return util_err(md->err, "draft '%s': layer %d: %s %g, the trunk's %g", path,

@@ -119,9 +119,12 @@ struct model_split {
 };
 
 struct model_options {
-	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows */
+	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows
+				 * (step35: each NextN block's own head, the draft's too) */
 	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head);
-				 * on a gemma4 trunk (MEMRA_DRAFT) its gemma4_assistant */
+				 * a step35 trunk's NextN blocks (llama.cpp's --mtp GGUF,
+				 * or trim-head's); on a gemma4 trunk (MEMRA_DRAFT) its
+				 * gemma4_assistant */
 	const char *asst_ranks;	/* MEMRA_GEMMA_DRAFT_RANKS: trim the assistant's head */
 	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
 	const char *dflash;	/* MEMRA_DSPARK_DRAFT (armed): a DFlash / DFlash2 drafter to
