@@ -294,3 +294,20 @@ PY
 	run -2 --separate-stderr frspec-owngen -t 2 "$T+$D" "$P/r.gguf" 48 "$P/p.txt"
 	[ "$stderr" = "frspec-owngen: $T+$D: a draft is for --validate (the ranks come from the model alone)" ]
 }
+
+@test "make-trimmed-draft on a step35 trunk: each block's head quantized as a head, the blocks as blocks" {
+	seq 0 5 315 >"$P/r64.txt"
+	run -0 --separate-stderr "$TOP/tools/make-trimmed-draft/make-trimmed-draft" -j 1 -r "$P/r64.txt" \
+	    "$E" "$P/d.gguf"
+	[ "${lines[0]}" = "MEMRA_MODELS=\"m=$E+$P/d.gguf\" serve" ]
+	[[ $stderr == *"[mtp-draft] external NextN draft: blk.4-6 (3 blocks), heads trimmed to 64 rows (Q8_0, d2t map)"* ]]
+	[[ $stderr == *"K=8 "*"PASS (identical to plain)"* ]]
+	# 32-wide rows: NVFP4 (a head's) falls back to Q8_0, Q4_K (the blocks') to Q5_0
+	run -0 gguf-inspect -t "$P/d.gguf"
+	for b in 4 5 6; do
+		printf '%s\n' "${lines[@]}" | grep -q "^blk.$b.nextn.shared_head_head.weight"$'\tQ8_0\t32,64\t'
+		printf '%s\n' "${lines[@]}" | grep -q "^blk.$b.attn_output.weight"$'\tQ5_0\t'
+	done
+	printf '%s\n' "${lines[@]}" | grep -q $'^d2t\tI32\t64\t'
+	! printf '%s\n' "${lines[@]}" | grep -q '^output.weight'
+}
