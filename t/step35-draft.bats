@@ -194,6 +194,28 @@ assert all(a[r * 320:(r + 1) * 320] == e[r * 320:(r + 1) * 320][::-1] for r in r
 	MEMRA_FRSPEC_TRIM=$P/r64.txt spec "$E" --temp 0.8 --seed 11 | diff "$P/s64" -
 }
 
+@test "a block without a head of its own drafts through the main head, trimmed as qwen35's is" {
+	need_py gguf numpy
+	seq 319 -1 0 >"$P/all.txt"
+	redraft '{"drop": ["blk.5.nextn.shared_head_head.weight"]}'
+	run -0 --separate-stderr trim-head -v "$P/x.gguf" "$P/all.txt" "$P/xt.gguf"
+	[ "${stderr_lines[-1]}" = "trim-head: blk.4-6 + 320 of 320 rows of 'output.weight,blk.4.nextn.shared_head_head.weight,blk.6.nextn.shared_head_head.weight' (F32) -> $P/xt.gguf" ]
+	run -0 gguf-inspect -t "$P/xt.gguf"
+	printf '%s\n' "${lines[@]}" | grep -q $'^output.weight\tF32\t32,320\t'
+	# block 5 drafts through the trunk's head (its bytes the draft's output.weight's);
+	# trimmed, through the draft's output.weight, or at load the trunk's, rows reversed
+	"$NX" -t 1 "$T+$P/x.gguf" "$P/u" $NIDS
+	"$NX" -t 1 "$T+$P/xt.gguf" "$P/t" $NIDS
+	MEMRA_FRSPEC_TRIM=$P/all.txt "$NX" -t 1 "$T+$P/x.gguf" "$P/s" $NIDS
+	cmp "$P/t" "$P/s"
+	python3 -c 'import sys; from array import array
+a, e = array("f"), array("f")
+a.frombytes(open(sys.argv[1], "rb").read()); e.frombytes(open(sys.argv[2], "rb").read())
+assert len(a) == len(e) == 54 * 320
+assert all(a[r * 320:(r + 1) * 320] == e[r * 320:(r + 1) * 320][::-1] for r in range(54))' "$P/t" "$P/u"
+	! cmp -s "$P/u" <("$NX" -t 1 "$T+$D" - $NIDS)	# and block 5's head is not its own
+}
+
 @test "a draft that does not fit its trunk is an error naming what differs" {
 	need_py gguf numpy
 	fails() {	# fails WHY: run-spec on T+$P/x.gguf exits 1 saying WHY about the draft
