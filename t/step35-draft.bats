@@ -102,8 +102,10 @@ PY
 	"$NX" -t 1 "$E" "$P/e" $NIDS
 	"$NX" -t 1 "$T+$D" "$P/t" $NIDS
 	"$NX" -t 1 "$E+$D" "$P/ed" $NIDS
+	"$NX" -t 1 "$DATA/step35/step-n+$D" "$P/hd" $NIDS	# an HF checkpoint trunk
 	cmp "$P/e" "$P/t"
 	cmp "$P/e" "$P/ed"
+	cmp "$P/e" "$P/hd"
 	[ "$(stat -c %s "$P/e")" = $(((19 + 18 + 17) * 320 * 4)) ]
 }
 
