@@ -137,21 +137,22 @@ PY
 	need_py gguf numpy
 	printf '7\n300\n0\n42\n319\n5\n' >"$P/r.txt"
 	trim-head "$E" "$P/r.txt" "$P/de.gguf"
+	trim-head - "$P/r.txt" - <"$D" >"$P/ds.gguf"	# streams
 	run -0 --separate-stderr trim-head -v "$D" "$P/r.txt" "$P/dd.gguf"
 	[ "${stderr_lines[-1]}" = "trim-head: blk.4-6 + 6 of 320 rows of '$HEADS' (F32) -> $P/dd.gguf" ]
 	for k in head_source:$HEADS mtp_block:4 head_vocab:6 vocab_size:320 trunk:e.gguf; do
 		run -0 gguf-inspect -k "frspec.${k%%:*}" "$P/de.gguf"
 		[ "$output" = "${k#*:}" ]
 	done
-	run -0 python3 - "$E" "$P/de.gguf" "$P/dd.gguf" <<'PY'
+	run -0 python3 - "$E" "$P/de.gguf" "$P/dd.gguf" "$P/ds.gguf" <<'PY'
 import sys, gguf, numpy as np
 ids = [7, 300, 0, 42, 319, 5]
-e, de, dd = ({x.name: np.asarray(x.data) for x in gguf.GGUFReader(f).tensors} for f in sys.argv[1:])
+e, de, dd, ds = ({x.name: np.asarray(x.data) for x in gguf.GGUFReader(f).tensors} for f in sys.argv[1:])
 heads = {"blk.%d.nextn.shared_head_head.weight" % b for b in (4, 5, 6)}
 blocks = {n for n in e if n.startswith(("blk.4.", "blk.5.", "blk.6."))}
-assert set(de) == set(dd) == blocks | {"token_embd.weight", "output_norm.weight", "d2t"}
+assert set(de) == set(dd) == set(ds) == blocks | {"token_embd.weight", "output_norm.weight", "d2t"}
 for n in de:
-    assert de[n].tobytes() == dd[n].tobytes(), n
+    assert de[n].tobytes() == dd[n].tobytes() == ds[n].tobytes(), n
     want = ids if n == "d2t" else e[n][ids] if n in heads else e[n]
     assert np.array_equal(de[n], np.asarray(want, dtype=de[n].dtype)), n
 print("gathered", len(heads), "verbatim", len(de) - len(heads) - 1)
