@@ -156,6 +156,7 @@ struct opts {
 	int64_t	vngen, vrounds;	/* --validate-ngen, --validate-rounds */
 	int	raw, verbose, validate;
 	const char *preset, *corpus, *device;
+	const char *draft;	/* MODEL+DRAFT: the draft --validate drafts with */
 	struct plist *hsrc;	/* --heldout sources */
 	struct plist *heldout;	/* the held-out prompts --validate runs */
 };
@@ -206,7 +207,7 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [-v] [--preset name] [--ngen n] [--temp t] [--seed n] [--raw] "
 	    "[--batch n] [--corpus-out file] [--limit n] [--validate] [--validate-ngen n] "
-	    "[--validate-rounds n] [--heldout prompts] [-t threads] [-d device] model out.gguf [topn] [prompts ...]\n",
+	    "[--validate-rounds n] [--heldout prompts] [-t threads] [-d device] model[+draft] out.gguf [topn] [prompts ...]\n",
 	    prog);
 	if (fp == stdout)
 		fputs("  --preset NAME      built-in prompts: code, chat, agentic, mixed (the default\n"
@@ -1036,7 +1037,7 @@ static int
 arm_open(struct arm *a, struct backend *be, const char *path, const char *ranks,
     const struct opts *o, char *err)
 {
-	struct model_options mo = { .ranks = ranks };
+	struct model_options mo = { .ranks = ranks, .draft = o->draft };
 	struct sample_params sp;
 
 	sample_defaults(&sp);
@@ -1326,6 +1327,9 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (argc < 2)
 		return usage(stderr, 2);
+	if ((o.draft = model_spec_draft(argv[0])) != NULL && !o.validate)
+		die(2, "%s+%s: a draft is for --validate (the ranks come from the model alone)",
+		    argv[0], o.draft);
 	if (argc > 2 && parse_num("topn", argv[2], 1, INT32_MAX, &o.topn) != 0)
 		return usage(stderr, 2);
 	if (o.limit > 0 && o.corpus == NULL)

@@ -2,6 +2,8 @@
  * trim-head: a masked MTP draft head from a trunk GGUF and a rank list.
  * The MTP block is copied byte for byte, the LM head's ranked rows are
  * gathered in rank order (no requantization), and the d2t map is added.
+ * A step35 model's NextN blocks each keep a head of their own: each one's
+ * rows are gathered under its own name.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -34,8 +36,10 @@ struct trim {
 	const char *trunk;
 	char	arch[64];
 	int64_t	n_main, n_mtp, n_vocab;
-	int64_t	head;		/* trunk index of the head's source */
+	int64_t	head;		/* trunk index of the head's source (-1: none) */
 	char	head_base[GGUF_MAX_NAME];	/* its name without ".weight" */
+	int	per_block;	/* step35: each block's own head, gathered under its name */
+	int64_t	*bh;		/* [n_mtp] per_block: block k's own head, or -1 (t->head's) */
 	struct pick *picks;
 	int64_t	npicks;
 	struct ranks *r;
@@ -74,7 +78,46 @@ tensor_named(struct trim *t, const char *fmt, int64_t blk, const char *suffix)
 	return gguf_find_tensor(t->g, n);
 }
 
-/* Architecture, MTP block and the head to gather. */
+/* The head source when it is not a block's own: output.weight, else (tied) token_embd. */
+static int64_t
+main_head(struct trim *t, int64_t emb)
+{
+	int64_t h = gguf_find_tensor(t->g, "output.weight");
+
+	return h >= 0 ? h : emb;
+}
+
+/* The rows of head h must be token_embd's (emb's): the vocabulary. */
+static int
+head_rows(struct trim *t, int64_t h, int64_t emb, char *err)
+{
+	if (gguf_tensor(t->g, h)->ne[1] != gguf_tensor(t->g, emb)->ne[1])
+		return util_err(err, "%s: head '%s' has %" PRId64 " rows, token_embd %" PRId64,
+		    t->trunk, gguf_tensor(t->g, h)->name, gguf_tensor(t->g, h)->ne[1],
+		    gguf_tensor(t->g, emb)->ne[1]);
+	return 0;
+}
+
+/* step35: each block's own head, and the main head when a block has none. */
+static int
+find_heads(struct trim *t, int64_t emb, char *err)
+{
+	t->head = -1;
+	t->n_vocab = gguf_tensor(t->g, emb)->ne[1];
+	if ((t->bh = calloc((size_t)t->n_mtp, sizeof *t->bh)) == NULL)
+		return util_err(err, "out of memory");
+	for (int64_t k = 0; k < t->n_mtp; k++) {
+		t->bh[k] = tensor_named(t, "blk.%" PRId64 ".%s", t->n_main + k,
+		    "nextn.shared_head_head.weight");
+		if (t->bh[k] < 0 && t->head < 0)
+			t->head = main_head(t, emb);
+		if (head_rows(t, t->bh[k] >= 0 ? t->bh[k] : t->head, emb, err) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Architecture, MTP block and the head(s) to gather. */
 static int
 find_block(struct trim *t, char *err)
 {
@@ -98,21 +141,27 @@ find_block(struct trim *t, char *err)
 	if (tensor_named(t, "blk.%" PRId64 ".%s", t->n_main, "nextn.eh_proj.weight") < 0)
 		return util_err(err, "%s: no MTP block: tensor 'blk.%" PRId64 ".nextn.eh_proj.weight' "
 		    "is missing", t->trunk, t->n_main);
-	t->head = tensor_named(t, "blk.%" PRId64 ".%s", t->n_main, "nextn.shared_head_head.weight");
-	if (t->head < 0)
-		t->head = gguf_find_tensor(t->g, "output.weight");
-	emb = gguf_find_tensor(t->g, "token_embd.weight");
-	if (emb < 0)
+	if (gguf_find_tensor(t->g, "d2t") >= 0)
+		return util_err(err, "%s: a trimmed draft already (tensor 'd2t'): trim its trunk",
+		    t->trunk);
+	if ((emb = gguf_find_tensor(t->g, "token_embd.weight")) < 0)
 		return util_err(err, "%s: no tensor 'token_embd.weight'", t->trunk);
-	if (t->head < 0)
-		t->head = emb;	/* a tied head */
-	t->n_vocab = gguf_tensor(t->g, t->head)->ne[1];
-	if (gguf_tensor(t->g, emb)->ne[1] != t->n_vocab)
-		return util_err(err, "%s: head '%s' has %" PRId64 " rows, token_embd %" PRId64,
-		    t->trunk, gguf_tensor(t->g, t->head)->name, t->n_vocab,
-		    gguf_tensor(t->g, emb)->ne[1]);
-	s = gguf_tensor(t->g, t->head)->name;
-	snprintf(t->head_base, sizeof t->head_base, "%.*s", (int)(strlen(s) - 7), s);
+	t->per_block = strcmp(t->arch, "step35") == 0;
+	if (t->per_block && find_heads(t, emb, err) != 0)
+		return -1;
+	if (!t->per_block) {
+		t->head = tensor_named(t, "blk.%" PRId64 ".%s", t->n_main,
+		    "nextn.shared_head_head.weight");
+		if (t->head < 0)
+			t->head = main_head(t, emb);
+		t->n_vocab = gguf_tensor(t->g, t->head)->ne[1];
+		if (head_rows(t, t->head, emb, err) != 0)
+			return -1;
+	}
+	if (t->head >= 0) {
+		s = gguf_tensor(t->g, t->head)->name;
+		snprintf(t->head_base, sizeof t->head_base, "%.*s", (int)(strlen(s) - 7), s);
+	}
 	return 0;
 }
 
@@ -131,9 +180,12 @@ draft_name(struct trim *t, int64_t i, int *head)
 	char blk[48];
 
 	*head = i == t->head;
+	for (int64_t k = 0; t->per_block && k < t->n_mtp; k++)
+		if (i == t->bh[k])
+			return *head = 1, n;	/* a block's own head, gathered under its name */
 	if (*head)
 		return "output.weight";
-	if (strncmp(n, t->head_base, hb) == 0 && strcmp(n + hb, ".scale") == 0)
+	if (t->head >= 0 && strncmp(n, t->head_base, hb) == 0 && strcmp(n + hb, ".scale") == 0)
 		return "output.scale";
 	for (int64_t k = 0; k < t->n_mtp; k++) {
 		snprintf(blk, sizeof blk, "blk.%" PRId64 ".", t->n_main + k);
@@ -160,7 +212,7 @@ plan(struct trim *t, char *err)
 			t->picks[t->npicks++] = (struct pick){ i, head, dn };
 	}
 	/* a tied head is token_embd: the draft keeps it whole before the gathered copy */
-	if (t->head == gguf_find_tensor(t->g, "token_embd.weight")) {
+	if (t->head >= 0 && t->head == gguf_find_tensor(t->g, "token_embd.weight")) {
 		memmove(t->picks + 1, t->picks, (size_t)t->npicks * sizeof *t->picks);
 		t->picks[0] = (struct pick){ t->head, 0, "token_embd.weight" };
 		t->npicks++;
@@ -168,12 +220,28 @@ plan(struct trim *t, char *err)
 	return 0;
 }
 
+/* The gathered heads' trunk names, in the draft's order (step35's: comma-separated). */
+static void
+head_source(struct trim *t, char *buf, size_t n)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (int64_t i = 0; i < t->npicks && k < n; i++)
+		if (t->picks[i].head)
+			k += snprintf(buf + k, n - k, "%s%s", k ? "," : "",
+			    gguf_tensor(t->g, t->picks[i].ti)->name);
+}
+
 /* The trunk's metadata (frspec.* of an earlier trim left out), then ours. */
 static int
 write_kv(struct trim *t, struct gguf_writer *w)
 {
-	const char *base = strcmp(t->trunk, "-") ? base_name(t->trunk) : "<stdin>", *src = gguf_tensor(t->g, t->head)->name;
+	const char *base = strcmp(t->trunk, "-") ? base_name(t->trunk) : "<stdin>";
+	char src[4 * GGUF_MAX_NAME];
 	int rc = 0;
+
+	head_source(t, src, sizeof src);
 
 	for (int64_t i = 0; rc == 0 && i < gguf_n_kv(t->g); i++)
 		if (!has_prefix(gguf_kv_key(t->g, i), "frspec."))
@@ -224,12 +292,13 @@ copy_tensor(struct trim *t, struct gguf_writer *w, const struct gguf_tensor *x, 
 	return 0;
 }
 
-/* The head's ranked rows, GATHER_ROWS at a time, from the mapping or a copy. */
+/* Head ti's ranked rows, GATHER_ROWS at a time, from the mapping or a copy. */
 static int
-gather_head(struct trim *t, struct gguf_writer *w, const struct gguf_tensor *x, char *err)
+gather_head(struct trim *t, struct gguf_writer *w, int64_t ti, char *err)
 {
+	const struct gguf_tensor *x = gguf_tensor(t->g, ti);
 	size_t rs = quant_row_size(x->type, x->ne[0]);
-	const void *src = gguf_tensor_data(t->g, t->head);
+	const void *src = gguf_tensor_data(t->g, ti);
 	void *whole = NULL, *buf = malloc(rs * GATHER_ROWS);
 	int rc = buf == NULL ? util_err(err, "out of memory") : 0;
 
@@ -262,7 +331,8 @@ write_data(struct trim *t, struct gguf_writer *w, int verbose, char *err)
 	for (int64_t k = 0; rc == 0 && k < t->npicks; k++) {
 		const struct gguf_tensor *x = gguf_tensor(t->g, t->picks[k].ti);
 
-		rc = t->picks[k].head ? gather_head(t, w, x, err) : copy_tensor(t, w, x, buf, err);
+		rc = t->picks[k].head ? gather_head(t, w, t->picks[k].ti, err) :
+		    copy_tensor(t, w, x, buf, err);
 		if (rc == 0 && verbose)
 			fprintf(stderr, "%s: %-40s %-6s %s\n", prog, t->picks[k].name,
 			    quant_name(x->type), t->picks[k].head ? "rows gathered" : "verbatim");
@@ -300,6 +370,27 @@ write_draft(struct trim *t, const char *out, int verbose, char *err)
 	return util_ofile_commit(f, err);
 }
 
+/* -v's last line: the blocks, the rows, the heads they came from and their type. */
+static void
+summary(struct trim *t, const char *out)
+{
+	char src[4 * GGUF_MAX_NAME], blk[48];
+	int64_t h = -1;
+
+	head_source(t, src, sizeof src);
+	for (int64_t i = 0; h < 0 && i < t->npicks; i++)
+		if (t->picks[i].head)
+			h = t->picks[i].ti;
+	if (t->n_mtp > 1)
+		snprintf(blk, sizeof blk, "blk.%" PRId64 "-%" PRId64, t->n_main,
+		    t->n_main + t->n_mtp - 1);
+	else
+		snprintf(blk, sizeof blk, "blk.%" PRId64, t->n_main);
+	fprintf(stderr, "%s: %s + %" PRId64 " of %" PRId64 " rows of '%s' (%s) -> %s\n", prog, blk,
+	    t->r->n, t->n_vocab, src, quant_name(gguf_tensor(t->g, h)->type),
+	    strcmp(out, "-") ? out : "<stdout>");
+}
+
 static int
 trim(const char *trunk, const char *ranks, const char *out, const struct trim_opts *o)
 {
@@ -316,20 +407,20 @@ trim(const char *trunk, const char *ranks, const char *out, const struct trim_op
 		    o->count);
 		goto done;
 	}
-	if (gguf_tensor_data(t.g, t.head) == NULL && t.head == gguf_find_tensor(t.g, "token_embd.weight")) {
+	if (t.head >= 0 && gguf_tensor_data(t.g, t.head) == NULL &&
+	    t.head == gguf_find_tensor(t.g, "token_embd.weight")) {
 		util_err(err, "%s: a tied head needs a trunk file, not a stream", trunk);
 		goto done;
 	}
 	if (plan(&t, err) == 0 && write_draft(&t, out, o->verbose, err) == 0)
 		rc = 0;
 	if (rc == 0 && o->verbose)
-		fprintf(stderr, "%s: blk.%" PRId64 " + %" PRId64 " of %" PRId64 " rows of '%s' (%s) -> %s\n",
-		    prog, t.n_main, t.r->n, t.n_vocab, gguf_tensor(t.g, t.head)->name,
-		    quant_name(gguf_tensor(t.g, t.head)->type), strcmp(out, "-") ? out : "<stdout>");
+		summary(&t, out);
 done:
 	if (rc != 0)
 		warnmsg("%s", err);
 	free(t.picks);
+	free(t.bh);
 	ranks_free(t.r);
 	gguf_close(t.g);
 	return rc ? 1 : 0;

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ struct src {
 	int	n_parts;
 	const char *arch;
 	char	archbuf[32];
+	const char *path;	/* a draft's, named in its errors */
+	int64_t	nx_rows;	/* step35: rows of the NextN blocks' heads (0: n_vocab) */
 };
 
 /* One GGUF-named tensor of the source. */
@@ -201,6 +204,41 @@ read_moe(struct model *md, struct src *s)
 	return 0;
 }
 
+/* step35's rotated dims and RoPE bases, full and sliding layers (read_step35). */
+struct step35_rope {
+	double	rot, rot_swa, theta_swa;
+	int	kvh;		/* layer 0's K/V heads: every layer's */
+};
+
+/* Layer il's attention, RoPE and FFN limits from s (its entries of the per-layer arrays). */
+static int
+step35_layer(struct model *md, struct src *s, int il, struct step35_rope *r)
+{
+	struct model_hparams *hp = &md->hp;
+	struct model_layer *L = &md->layers[il];
+	double h, hk, swa, le, ls;
+
+	src_elem(s, "attention.head_count", il, 0, &h);
+	src_elem(s, "attention.head_count_kv", il, h, &hk);
+	src_elem(s, "attention.sliding_window_pattern", il, 0, &swa);
+	src_elem(s, "swiglu_clamp_exp", il, 0, &le);
+	src_elem(s, "swiglu_clamp_shexp", il, 0, &ls);
+	L->n_head = (int)h;
+	L->swa = swa != 0;
+	L->n_rot = swa != 0 ? (int)r->rot_swa : (int)r->rot / 2;
+	L->theta = swa != 0 ? (float)r->theta_swa : hp->rope_theta;
+	L->lim_exp = (float)le, L->lim_sh = (float)ls;
+	if (il == 0)
+		r->kvh = (int)hk;
+	if (L->n_head < 1 || (int)hk != r->kvh || r->kvh < 1 || L->n_head % r->kvh ||
+	    L->n_rot < 2 || L->n_rot > hp->head_dim || L->n_rot % 2 ||
+	    (swa != 0 && hp->n_swa < 1) || le < 0 || ls < 0)
+		return util_err(md->err, "layer %d: bad attention (%d heads over %d, %d rope "
+		    "dims, window %d)", il, L->n_head, (int)hk, L->n_rot, L->swa ? hp->n_swa : 0);
+	hp->n_head = L->n_head > hp->n_head ? L->n_head : hp->n_head;
+	return 0;
+}
+
 /*
  * step35's per-layer attention, RoPE and FFN limits (llama.cpp's keys and
  * semantics: full layers rotate rope.dimension_count / 2 dims at
@@ -214,14 +252,14 @@ static int
 read_step35(struct model *md, struct src *s)
 {
 	struct model_hparams *hp = &md->hp;
-	double v, rot, rot_swa, theta_swa, win;
-	int kvh = 0;
+	struct step35_rope r = { 0 };
+	double v, win;
 
 	hp->rope_mode = BACKEND_ROPE_NEOX;
 	hp->qk_norm = 1;
-	src_elem(s, "rope.dimension_count", 0, hp->head_dim, &rot);
-	src_elem(s, "rope.dimension_count_swa", 0, rot, &rot_swa);
-	src_elem(s, "rope.freq_base_swa", 0, hp->rope_theta, &theta_swa);
+	src_elem(s, "rope.dimension_count", 0, hp->head_dim, &r.rot);
+	src_elem(s, "rope.dimension_count_swa", 0, r.rot, &r.rot_swa);
+	src_elem(s, "rope.freq_base_swa", 0, hp->rope_theta, &r.theta_swa);
 	src_elem(s, "attention.sliding_window", 0, 0, &win);
 	hp->n_swa = (int)win;
 	src_elem(s, "expert_weights_scale", 0, 1, &v);
@@ -231,31 +269,10 @@ read_step35(struct model *md, struct src *s)
 	if (src_elem(s, "attention.scale", 0, 0, &v) == 0)
 		hp->attn_scale = (float)v;
 	hp->n_head = 0;
-	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++) {
-		struct model_layer *L = &md->layers[il];
-		double h, hk, swa, le, ls;
-
-		src_elem(s, "attention.head_count", il, 0, &h);
-		src_elem(s, "attention.head_count_kv", il, h, &hk);
-		src_elem(s, "attention.sliding_window_pattern", il, 0, &swa);
-		src_elem(s, "swiglu_clamp_exp", il, 0, &le);
-		src_elem(s, "swiglu_clamp_shexp", il, 0, &ls);
-		L->n_head = (int)h;
-		L->swa = swa != 0;
-		L->n_rot = swa != 0 ? (int)rot_swa : (int)rot / 2;
-		L->theta = swa != 0 ? (float)theta_swa : hp->rope_theta;
-		L->lim_exp = (float)le, L->lim_sh = (float)ls;
-		if (il == 0)
-			kvh = (int)hk;
-		if (L->n_head < 1 || (int)hk != kvh || kvh < 1 || L->n_head % kvh ||
-		    L->n_rot < 2 || L->n_rot > hp->head_dim || L->n_rot % 2 ||
-		    (swa != 0 && win < 1) || le < 0 || ls < 0)
-			return util_err(md->err, "layer %d: bad attention (%d heads over %d, %d rope "
-			    "dims, window %d)", il, L->n_head, (int)hk, L->n_rot,
-			    L->swa ? hp->n_swa : 0);
-		hp->n_head = L->n_head > hp->n_head ? L->n_head : hp->n_head;
-	}
-	hp->n_head_kv = kvh;
+	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++)
+		if (step35_layer(md, s, il, &r) != 0)
+			return -1;
+	hp->n_head_kv = r.kvh;
 	hp->n_rot = hp->head_dim;	/* each layer's own in L->n_rot */
 	if (hp->n_head > 2 * hp->n_embd)	/* the gate's logits live in a->cat */
 		return util_err(md->err, "%d heads: more than 2 x %d", hp->n_head, hp->n_embd);
@@ -859,22 +876,28 @@ bind_moe(struct model *md, struct src *s, int il, struct model_layer *L)
 
 /*
  * A NextN block's own tensors: enorm, hnorm, eh_proj, and its head's norm
- * and rows when it has them (else the trunk's).
+ * and rows when it has them (else the trunk's); the head's host bytes are
+ * kept for a self-trim.  A block's own embedding (llama.cpp's optional
+ * nextn.embed_tokens) is refused: the blocks here embed with the trunk's.
  */
 static int
 bind_nextn(struct model *md, struct src *s, int il, struct model_layer *L)
 {
 	const struct model_hparams *hp = &md->hp;
+	struct src_tensor t;
 	char b[96];
 
+	if (src_tensor(s, NAME(b, il, "nextn.embed_tokens.weight"), &t) == 0)
+		return util_err(md->err, "tensor '%s': a NextN block's own embedding is not "
+		    "supported", b);
 	return load_matrix(md, s, NAME(b, il, "nextn.eh_proj.weight"), 0, 2 * hp->n_embd,
 	    hp->n_embd, &L->eh_proj) ||
 	    load_vector(md, s, NAME(b, il, "nextn.enorm.weight"), 0, hp->n_embd, &L->enorm) ||
 	    load_vector(md, s, NAME(b, il, "nextn.hnorm.weight"), 0, hp->n_embd, &L->hnorm) ||
 	    load_vector(md, s, NAME(b, il, "nextn.shared_head_norm.weight"), 1, hp->n_embd,
 	    &L->head_norm) ||
-	    load_matrix(md, s, NAME(b, il, "nextn.shared_head_head.weight"), 1, hp->n_embd,
-	    hp->n_vocab, &L->head) ? -1 : 0;
+	    load_matrix_host(md, s, NAME(b, il, "nextn.shared_head_head.weight"), 1, hp->n_embd,
+	    s->nx_rows > 0 ? s->nx_rows : hp->n_vocab, &L->head, &L->head_host) ? -1 : 0;
 }
 
 /* A step35 layer: its attention with the head-wise gate, a dense or MoE FFN. */
@@ -1290,10 +1313,6 @@ bind_ends(struct model *md, struct src *s)
 }
 
 /*
- * Bind the weights; with a draft source ds, the MTP layer blk.<n_layer>
- * comes from it (one MTP layer, whatever the trunk has).
- */
-/*
  * Attention heads longer than the backend takes (backend_head_max: the
  * CUDA kernels' 256; Gemma-4's global layers have 512): refused by name
  * before any weight is read.
@@ -1312,6 +1331,201 @@ heads_fit(struct model *md)
 	    "(use --device cpu)", hd, backend_name(md->be), max);
 }
 
+/* md->err prefixed with "draft 'path': " (-1). */
+static int
+draft_err(struct model *md, const char *path)
+{
+	char e[UTIL_ERRLEN];
+
+	memcpy(e, md->err, sizeof e);
+	return util_err(md->err, "draft '%s': %s", path, e);
+}
+
+/* The layers, n of them, and a dry run's meters. */
+static int
+alloc_layers(struct model *md, int n)
+{
+	if ((md->layers = calloc(n, sizeof *md->layers)) == NULL ||
+	    (md->dry_run && (md->dry = calloc(n + 2, sizeof *md->dry)) == NULL))
+		return util_err(md->err, "out of memory");
+	return 0;
+}
+
+/*
+ * The draft's blocks (its hyper-parameters dh) for the trunk md: its
+ * hidden size, its vocabulary and the layer its blocks follow are the
+ * trunk's, or -1 with the first that differs in err.
+ */
+static int
+step35_draft_shape(const struct model_hparams *hp, const struct model_hparams *dh, char *err)
+{
+	if (dh->n_mtp < 1)
+		return util_err(err, "no NextN blocks (step35.nextn_predict_layers is absent or 0)");
+	if (dh->n_embd != hp->n_embd)
+		return util_err(err, "step35.embedding_length %d, the trunk's %d", dh->n_embd,
+		    hp->n_embd);
+	if (dh->n_vocab != hp->n_vocab)
+		return util_err(err, "token_embd.weight has %d rows, the trunk's vocabulary %d",
+		    dh->n_vocab, hp->n_vocab);
+	if (dh->n_layer != hp->n_layer)
+		return util_err(err, "its NextN blocks start at blk.%d (block_count %d less "
+		    "nextn_predict_layers %d), the trunk has %d layers", dh->n_layer,
+		    dh->n_layer + dh->n_mtp, dh->n_mtp, hp->n_layer);
+	return 0;
+}
+
+/*
+ * An attached step35 draft's hyper-parameters and layers, read as they
+ * would be for a model of its own, into a scratch model (hp and layers
+ * only: the caller frees dm->layers and dm), once its shape fits the
+ * trunk md's.  NULL with md->err.
+ */
+static struct model *
+step35_draft_read(struct model *md, struct src *ds)
+{
+	struct model *dm = calloc(1, sizeof *dm);
+	int rc;
+
+	if (dm == NULL) {
+		util_err(md->err, "out of memory");
+		return NULL;
+	}
+	rc = read_hparams(dm, ds);
+	if (rc == 0)
+		rc = step35_draft_shape(&md->hp, &dm->hp, dm->err);
+	if (rc == 0 && (dm->layers = calloc(dm->hp.n_layer + dm->hp.n_mtp,
+	    sizeof *dm->layers)) == NULL)
+		rc = util_err(dm->err, "out of memory");
+	if (rc == 0 && read_step35(dm, ds) != 0)
+		rc = -1;
+	if (rc != 0) {
+		util_err(md->err, "draft '%s': %s", ds->path, dm->err);
+		free(dm->layers), free(dm);
+		return NULL;
+	}
+	return dm;
+}
+
+/* A field of a struct that a draft's blocks share with their trunk: its key, where, and kind. */
+struct shared_field {
+	const char *key;	/* after "step35." */
+	size_t	off;
+	int	is_float;
+};
+
+#define HPF(key, f, fl)	{ key, offsetof(struct model_hparams, f), fl }
+static const struct shared_field step35_hp_fields[] = {
+	HPF("feed_forward_length", n_ff, 0), HPF("attention.key_length", head_dim, 0),
+	HPF("attention.head_count_kv", n_head_kv, 0),
+	HPF("attention.layer_norm_rms_epsilon", eps, 1),
+	HPF("attention.sliding_window", n_swa, 0), HPF("attention.scale", attn_scale, 1),
+	HPF("rope.freq_base", rope_theta, 1), HPF("expert_count", n_expert, 0),
+	HPF("expert_used_count", n_expert_used, 0),
+	HPF("expert_feed_forward_length", n_ff_exp, 0),
+	HPF("expert_shared_feed_forward_length", n_ff_shexp, 0),
+	HPF("expert_weights_scale", exp_scale, 1), HPF("expert_weights_norm", exp_norm, 0),
+};
+#undef HPF
+
+#define LF(key, f, fl)	{ key, offsetof(struct model_layer, f), fl }
+static const struct shared_field step35_layer_fields[] = {
+	LF("attention.head_count", n_head, 0), LF("attention.sliding_window_pattern", swa, 0),
+	LF("rotated dims (rope.dimension_count)", n_rot, 0),
+	LF("rope base (rope.freq_base)", theta, 1), LF("swiglu_clamp_exp", lim_exp, 1),
+	LF("swiglu_clamp_shexp", lim_sh, 1),
+};
+#undef LF
+
+static double
+field(const void *base, const struct shared_field *f)
+{
+	const char *p = (const char *)base + f->off;
+
+	return f->is_float ? *(const float *)p : *(const int *)p;
+}
+
+/* The first of fields f[n] where a and b differ, or NULL. */
+static const struct shared_field *
+differs(const void *a, const void *b, const struct shared_field *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (field(a, &f[i]) != field(b, &f[i]))
+			return &f[i];
+	return NULL;
+}
+
+/*
+ * Does the draft dm fit the trunk md (its hyper-parameters and trunk
+ * layers read)?  The hyper-parameters the blocks share with the trunk and
+ * the draft's entries for the trunk's layers must be the trunk's: -1 with
+ * md->err naming the first that differs.
+ */
+static int
+step35_draft_fits(struct model *md, const struct model *dm, const char *path)
+{
+	const struct model_hparams *hp = &md->hp;
+	const struct shared_field *f;
+	size_t nl = sizeof step35_layer_fields / sizeof step35_layer_fields[0];
+
+	if ((f = differs(hp, &dm->hp, step35_hp_fields, sizeof step35_hp_fields /
+	    sizeof step35_hp_fields[0])) != NULL)
+		return util_err(md->err, "draft '%s': step35.%s %g, the trunk's %g", path, f->key,
+		    field(&dm->hp, f), field(hp, f));
+	for (int il = 0; il < hp->n_layer; il++)
+		if ((f = differs(&md->layers[il], &dm->layers[il], step35_layer_fields, nl)) != NULL)
+			return util_err(md->err, "draft '%s': layer %d: %s %g, the trunk's %g", path,
+			    il, f->key, field(&dm->layers[il], f), field(&md->layers[il], f));
+	return 0;
+}
+
+/*
+ * step35's layers with the draft ds attached: the trunk's from s (its own
+ * NextN blocks, if any, are not read), the NextN blocks the draft's (their
+ * count and per-layer values here, their weights in bind), once the draft
+ * fits the trunk.
+ */
+static int
+step35_attach(struct model *md, struct src *s, struct src *ds)
+{
+	struct model_hparams *hp = &md->hp;
+	struct model *dm = step35_draft_read(md, ds);
+	int rc;
+
+	if (dm == NULL)
+		return -1;
+	hp->n_mtp = 0;
+	rc = alloc_layers(md, hp->n_layer + dm->hp.n_mtp) != 0 || read_step35(md, s) != 0 ||
+	    step35_draft_fits(md, dm, ds->path) != 0 ? -1 : 0;
+	if (rc == 0) {
+		hp->n_mtp = dm->hp.n_mtp;
+		for (int il = hp->n_layer; il < hp->n_layer + hp->n_mtp; il++)
+			md->layers[il] = dm->layers[il];
+		hp->n_head = dm->hp.n_head > hp->n_head ? dm->hp.n_head : hp->n_head;
+	}
+	free(dm->layers), free(dm);
+	return rc;
+}
+
+/* The layers, the trunk's and its MTP / NextN blocks (ds's when a draft is attached). */
+static int
+plan_blocks(struct model *md, struct src *s, struct src *ds)
+{
+	struct model_hparams *hp = &md->hp;
+
+	if (hp->arch == MODEL_ARCH_STEP35 && ds != NULL)
+		return step35_attach(md, s, ds);
+	if (ds != NULL)
+		hp->n_mtp = 1;	/* qwen35's draft: one MTP layer, whatever the trunk has */
+	if (alloc_layers(md, hp->n_layer + hp->n_mtp) != 0)
+		return -1;
+	return hp->arch == MODEL_ARCH_STEP35 ? read_step35(md, s) : 0;
+}
+
+/*
+ * Bind the weights; with a draft source ds, the MTP layers come from it:
+ * qwen35's one (blk.<n_layer>, whatever the trunk has), step35's NextN
+ * blocks (as many as the draft has).
+ */
 static int
 bind(struct model *md, struct src *s, struct src *ds)
 {
@@ -1333,35 +1547,66 @@ bind(struct model *md, struct src *s, struct src *ds)
 		return bind_gemma4(md, s);
 	}
 	md->ops = hp->arch == MODEL_ARCH_STEP35 ? &model_arch_step35 : &model_arch_qwen35;
-	if (ds != NULL)
-		hp->n_mtp = 1;
-	if ((md->layers = calloc(hp->n_layer + hp->n_mtp, sizeof *md->layers)) == NULL ||
-	    (md->dry_run && (md->dry = calloc(hp->n_layer + hp->n_mtp + 2,
-	    sizeof *md->dry)) == NULL))
-		return util_err(md->err, "out of memory");
-	if (hp->arch == MODEL_ARCH_STEP35 && (ds != NULL || read_step35(md, s) != 0))
-		return ds != NULL ? util_err(md->err, "step35: drafts not supported yet") : -1;
+	if (plan_blocks(md, s, ds) != 0)
+		return -1;
 	plan_layers(md);
 	if (bind_ends(md, s) != 0)
 		return -1;
 	for (int il = 0; il < hp->n_layer + hp->n_mtp; il++) {
+		struct src *ls = ds != NULL && il >= hp->n_layer ? ds : s;
+
 		meter(md, il);
-		if (model_owns(md, il) &&
-		    bind_layer(md, ds != NULL && il >= hp->n_layer ? ds : s, il) != 0)
-			return -1;
+		if (model_owns(md, il) && bind_layer(md, ls, il) != 0)
+			return ls == ds ? draft_err(md, ds->path) : -1;
 	}
 	return 0;
 }
 
-/* MEMRA_FRSPEC_TRIM: gather the rank list's rows of the trunk's own head. */
+/* A step35 NextN block's own head trimmed to md->draft_ranks (its rows gathered). */
+static int
+trim_block_head(struct model *md, struct model_layer *L)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct backend_weight w = { 0 };
+	char e[UTIL_ERRLEN];
+	void *buf;
+
+	if (L->head_host == NULL)
+		return util_err(md->err, "frspec trim: no host copy of a NextN block's head");
+	if (ranks_head_init(md->be, &w, &buf, md->draft_ranks, L->head.type, hp->n_embd,
+	    hp->n_vocab, L->head_host, L->head.scale, e) != 0)
+		return util_err(md->err, "frspec trim: %s", e);
+	backend_weight_release(md->be, &L->head);
+	L->head = w, L->head_buf = buf;
+	return 0;
+}
+
+/*
+ * MEMRA_FRSPEC_TRIM: gather the rank list's rows of the heads that draft:
+ * each step35 NextN block's own, and the trunk's own head (main
+ * output.weight) unless every block has one.
+ */
 static int
 self_trim(struct model *md, const char *path)
 {
 	const struct model_hparams *hp = &md->hp;
 	char e[UTIL_ERRLEN];
+	int all = hp->n_mtp > 0;
 
+	if (md->draft_ranks != NULL)	/* a step35 draft that trim-head trimmed */
+		return util_err(md->err, "frspec trim: the draft's heads are trimmed already (its "
+		    "d2t): give the rank list or the trimmed draft, not both");
 	if ((md->draft_ranks = ranks_load(path, hp->n_vocab, e)) == NULL)
 		return util_err(md->err, "frspec trim: %s", e);
+	md->draft_self = 1;
+	for (int il = hp->n_layer; il < hp->n_layer + hp->n_mtp; il++) {
+		if (md->layers[il].head.data == NULL)
+			all = 0;
+		else if (trim_block_head(md, &md->layers[il]) != 0)
+			return -1;
+	}
+	if (all)
+		return 0;
 	if (md->head_host == NULL)
 		return util_err(md->err, "frspec trim: no host copy of the head");
 	if (ranks_head_init(md->be, &md->draft_head, &md->draft_buf, md->draft_ranks,
@@ -1370,22 +1615,55 @@ self_trim(struct model *md, const char *path)
 	return 0;
 }
 
-/* The external draft's head: its output.weight, rows in d2t order. */
+/*
+ * The external draft's heads beyond step35's blocks' own: qwen35's
+ * output.weight (rows in d2t order); a trimmed step35 draft's, when one
+ * of its blocks has no head of its own (an untrimmed one's blocks without
+ * draft through the trunk's head).
+ */
 static int
 draft_head(struct model *md, struct src *ds, const char *path)
 {
 	const struct model_hparams *hp = &md->hp;
+	int need = hp->arch != MODEL_ARCH_STEP35;
+	struct src_tensor t;
+	char b[96];
 
 	md->draft_ext = 1;
-	if (load_matrix(md, ds, "output.weight", 0, hp->n_embd, md->draft_ranks->n,
+	if (hp->arch == MODEL_ARCH_STEP35) {
+		md->draft_nx = hp->n_mtp;
+		for (int il = hp->n_layer; il < hp->n_layer + hp->n_mtp; il++)
+			need |= md->draft_ranks != NULL &&
+			    src_tensor(ds, NAME(b, il, "nextn.shared_head_head.weight"), &t) != 0;
+	}
+	if (need && load_matrix(md, ds, "output.weight", 0, hp->n_embd, md->draft_ranks->n,
 	    &md->draft_head) != 0)
-		return util_err(md->err, "draft '%s': %s", path, md->err);
+		return draft_err(md, path);
+	return 0;
+}
+
+/*
+ * A step35 draft's architecture, and its d2t when it has one (trim-head's
+ * draft: every head trimmed to those rows); without, its heads are whole.
+ * -1 with why.
+ */
+static int
+step35_draft_ranks(struct model *md, struct src *ds, char *why)
+{
+	if (ds->arch == NULL || strcmp(ds->arch, "step35") != 0)
+		return util_err(why, "draft is not a 'step35' model (general.architecture)");
+	if (gguf_find_tensor(ds->gg, "d2t") < 0)
+		return 0;
+	if ((md->draft_ranks = ranks_from_gguf(ds->gg, md->hp.n_vocab, why)) == NULL)
+		return -1;
+	ds->nx_rows = md->draft_ranks->n;
 	return 0;
 }
 
 /*
  * Open the draft GGUF and check it fits the trunk s (its hyper-parameters
- * are read here, then cleared for bind).  -1 with "file: why" in err.
+ * are read here, then cleared for bind; a step35 draft's blocks are
+ * checked against the trunk's layers in bind).  -1 with "file: why" in err.
  */
 static int
 open_draft(struct model *md, struct src *s, const char *path, struct src *ds, char *err)
@@ -1397,12 +1675,18 @@ open_draft(struct model *md, struct src *s, const char *path, struct src *ds, ch
 		return -1;
 	ds->gg = md->dg;
 	ds->arch = src_arch(ds);
+	ds->path = path;
 	if (read_hparams(md, s) != 0)
 		return util_err(err, "%s: %s", md->path, md->err);
-	total = src_int(s, "block_count", 0);
-	if ((md->draft_ranks = ranks_from_draft(md->dg, s->arch, md->hp.n_embd, md->hp.n_vocab,
-	    total - md->hp.n_mtp, why)) == NULL)
-		return util_err(err, "%s: %s", path, why);
+	if (md->hp.arch == MODEL_ARCH_STEP35) {
+		if (step35_draft_ranks(md, ds, why) != 0)
+			return util_err(err, "%s: %s", path, why);
+	} else {
+		total = src_int(s, "block_count", 0);
+		if ((md->draft_ranks = ranks_from_draft(md->dg, s->arch, md->hp.n_embd,
+		    md->hp.n_vocab, total - md->hp.n_mtp, why)) == NULL)
+			return util_err(err, "%s: %s", path, why);
+	}
 	memset(&md->hp, 0, sizeof md->hp);
 	return 0;
 }
@@ -1672,7 +1956,8 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	    (draft != NULL && !g4 && draft_head(md, &ds, draft) != 0) ||
 	    (draft != NULL && g4 && assist_attach(md, draft, o->full_prec ? NULL :
 	    o->asst_ranks) != 0) ||
-	    (draft == NULL && trim != NULL && self_trim(md, trim) != 0) ||
+	    (trim != NULL && (draft == NULL || md->hp.arch == MODEL_ARCH_STEP35) &&
+	    self_trim(md, trim) != 0) ||
 	    (dfl != NULL && dflash_attach(md, dfl, o) != 0)) {
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;
@@ -1867,12 +2152,13 @@ model_draft_ranks(const struct model *md, int *type, int *external)
 	md = model_last(md);
 	if (md->asst != NULL)
 		md = md->asst;
-	if (md->draft_head.data == NULL)
+	if (md->draft_ranks == NULL)
 		return NULL;
-	if (type != NULL)
-		*type = md->draft_head.type;
+	if (type != NULL)	/* the trimmed rows: the head's, else the first NextN block's */
+		*type = md->draft_head.data != NULL || md->hp.n_mtp < 1 ? md->draft_head.type :
+		    md->layers[md->hp.n_layer].head.type;
 	if (external != NULL)
-		*external = md->draft_ext;
+		*external = md->draft_ext && !md->draft_self;
 	return md->draft_ranks;
 }
 
@@ -1882,7 +2168,7 @@ model_draft_vocab(const struct model *md)
 	md = model_last(md);
 	if (md->asst != NULL)
 		md = md->asst;
-	return md->draft_head.data != NULL ? (int)md->draft_ranks->n : md->hp.n_vocab;
+	return md->draft_ranks != NULL ? (int)md->draft_ranks->n : md->hp.n_vocab;
 }
 
 void
@@ -1932,8 +2218,10 @@ model_close(struct model *md)
 	free(md->dfl_path);
 	model_act_free(md);
 	free(md->pick_val), free(md->pick_id), free(md->pen);
-	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++)
+	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++) {
 		release_layer(md, &md->layers[il]);
+		free(md->layers[il].head_buf);
+	}
 	backend_weight_release(md->be, &md->draft_head);
 	backend_weight_release(md->be, &md->fc);
 	backend_weight_release(md->be, &md->sel_hidden);
@@ -2064,6 +2352,38 @@ model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
 	return state_new(md->be, &c, err);
 }
 
+/*
+ * model_attach_line of a step35 model (its last stage md): an attached
+ * NextN draft, its heads whole or trimmed (by trim-head or at load), or
+ * the embedded blocks' heads self-trimmed.  -1: nothing attached.
+ */
+static int
+nextn_line(const struct model *md, const struct ranks *r, int type, char *buf, size_t n)
+{
+	const struct model_hparams *hp = &md->hp;
+	int k;
+
+	if (md->draft_nx == 0 && r == NULL)
+		return -1;
+	if (md->draft_nx == 0) {
+		snprintf(buf, n, "[frspec-trim] self-trimmed heads: %lld rows of the NextN blocks' "
+		    "own heads, blk.%d-%d (%s)%s", (long long)r->n, hp->n_layer,
+		    hp->n_layer + hp->n_mtp - 1, quant_name(type),
+		    md->draft_head.data != NULL ? " and of main output.weight" : "");
+		return 0;
+	}
+	k = snprintf(buf, n, "[mtp-draft] external NextN draft: blk.%d-%d (%d blocks), ",
+	    hp->n_layer, hp->n_layer + hp->n_mtp - 1, hp->n_mtp);
+	if (k < 0 || (size_t)k >= n)
+		return 0;
+	if (r == NULL)
+		snprintf(buf + k, n - k, "full heads (%d rows)", hp->n_vocab);
+	else
+		snprintf(buf + k, n - k, "heads %s to %lld rows (%s, d2t map)", md->draft_self ?
+		    "self-trimmed" : "trimmed", (long long)r->n, quant_name(type));
+	return 0;
+}
+
 int
 model_attach_line(const struct model *md, char *buf, size_t n)
 {
@@ -2074,6 +2394,8 @@ model_attach_line(const struct model *md, char *buf, size_t n)
 		buf[0] = '\0';
 	if (md->asst != NULL)
 		return assist_line(md, r, type, buf, n);
+	if (model_last(md)->hp.arch == MODEL_ARCH_STEP35)
+		return nextn_line(model_last(md), r, type, buf, n);
 	if (r == NULL)
 		return -1;
 	if (ext)

@@ -119,9 +119,12 @@ struct model_split {
 };
 
 struct model_options {
-	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows */
+	const char *ranks;	/* MEMRA_FRSPEC_TRIM: self-trim the draft head to these rows
+				 * (step35: each NextN block's own head, the draft's too) */
 	const char *draft;	/* MEMRA_MTP_DRAFT: an external masked draft GGUF (trim-head);
-				 * on a gemma4 trunk (MEMRA_DRAFT) its gemma4_assistant */
+				 * a step35 trunk's NextN blocks (llama.cpp's --mtp GGUF,
+				 * or trim-head's); on a gemma4 trunk (MEMRA_DRAFT) its
+				 * gemma4_assistant */
 	const char *asst_ranks;	/* MEMRA_GEMMA_DRAFT_RANKS: trim the assistant's head */
 	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
 	const char *dflash;	/* MEMRA_DSPARK_DRAFT (armed): a DFlash / DFlash2 drafter to
@@ -453,8 +456,11 @@ int	model_draft_vocab(const struct model *);
 /*
  * The proof line of an attached draft head (no newline) into buf[n]:
  * "[mtp-draft] external draft head: blk.N, head_vocab=N (trimmed, d2t map)"
- * or "[frspec-trim] self-trimmed head: N rows of main output.weight (TYPE)".
- * Returns 0, or -1 when no draft head is attached (buf then "").
+ * or "[frspec-trim] self-trimmed head: N rows of main output.weight (TYPE)";
+ * for step35, "[mtp-draft] external NextN draft: blk.A-B (N blocks), ..."
+ * (its heads whole, trimmed or self-trimmed) or "[frspec-trim]
+ * self-trimmed heads: N rows of the NextN blocks' own heads, blk.A-B
+ * (TYPE)".  Returns 0, or -1 when no draft head is attached (buf then "").
  */
 int	model_attach_line(const struct model *, char *buf, size_t n);
 

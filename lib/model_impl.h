@@ -54,7 +54,9 @@ struct model_layer {
 	struct backend_weight eh_proj;	/* [n_embd][2 n_embd] */
 	float	*enorm, *hnorm, *head_norm;	/* [n_embd]; head_norm may be NULL */
 	struct backend_weight head;	/* [n_vocab][n_embd] step35: the block's own; data NULL:
-					 * the model's */
+					 * the model's ([draft_ranks->n] rows: trimmed) */
+	const void *head_host;		/* host bytes of head, at load (a self-trim's source) */
+	void	*head_buf;		/* a self-trimmed head's gathered rows */
 	/* step35 (lib/model_step35.c): this layer's attention and FFN */
 	int	n_head, n_rot;		/* its query heads and rotated dims */
 	float	theta;			/* RoPE base */
@@ -178,6 +180,8 @@ struct model {
 	struct ranks *draft_ranks;	/* d2t: draft row -> target id */
 	int	draft_ext;		/* 1: from an external draft GGUF */
 	struct gguf *dg;		/* the external draft, mapped */
+	int	draft_nx;		/* step35: NextN blocks of an attached draft GGUF (0: none) */
+	int	draft_self;		/* 1: the ranks trimmed the heads at load (a self-trim) */
 	float	*output_norm;		/* [n_embd] */
 	/* gemma4's per-layer inputs (PLE; data NULL: none) */
 	struct backend_weight pl_embd;	/* [n_vocab][n_layer * n_pl] per_layer_token_embd */

@@ -120,6 +120,7 @@ struct hp {
 	unsigned char sparse[1024];	/* 1: a mixture of experts, 0: a dense MLP */
 	float	lim_exp[1024], lim_sh[1024];	/* SwiGLU limits (0: none) */
 	int64_t	n_head_swa, window, n_ff_exp, n_nextn;
+	int64_t	n_dropped;	/* NextN layers --no-mtp leaves out (after the trunk's) */
 	double	theta_swa, prf_swa, scale, qpas;
 };
 
@@ -362,8 +363,13 @@ load_hparams(struct safetensors *st, struct hp *h, int nomtp)
 		return util_err(st->err, "config.json: model_type '%s' is not supported "
 		    "(llama, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, step3p7, "
 		    "step3p5)", mt);
-	if (h->arch == ARCH_STEP35)
-		return st_step35_hparams(st, h);
+	if (h->arch == ARCH_STEP35) {	/* --no-mtp: a trunk as llama.cpp's --no-mtp writes it */
+		if (st_step35_hparams(st, h) != 0)
+			return -1;
+		if (nomtp)
+			h->n_dropped = h->n_nextn, h->n_nextn = h->n_mtp = 0;
+		return 0;
+	}
 	if (load_common(st, h) != 0)
 		return -1;
 	if ((h->arch & ARCH_Q35) && load_qwen35(st, h) != 0)
@@ -1608,8 +1614,11 @@ st_step35_map(struct safetensors *st, const struct hp *h, const struct safetenso
 	if (strncmp(norm, "model.layers.", 13) != 0)
 		return util_err(st->err, "tensor '%s' has no GGUF name for step35", t->name);
 	il = strtoll(norm + 13, &end, 10);
-	if (end == norm + 13 || *end != '.' || il < 0 || il >= h->n_layer + h->n_nextn)
+	if (end == norm + 13 || *end != '.' || il < 0 ||
+	    il >= h->n_layer + h->n_nextn + h->n_dropped)
 		return util_err(st->err, "tensor '%s': layer number out of range", t->name);
+	if (il >= h->n_layer + h->n_nextn)	/* a NextN layer --no-mtp leaves out */
+		return 0;
 	rest = end + 1;
 	return il >= h->n_layer ? s_nextn_map(st, h, t, il, rest) : s_layer_map(st, h, t, il, rest);
 }

@@ -1,7 +1,10 @@
 /*
  * model-nextn: each NextN (MTP) block's logits over a token sequence, for
  * the tests that compare them with a reference.
- *   model-nextn [-t threads] MODEL OUT ID...
+ *   model-nextn [-t threads] MODEL[+DRAFT] OUT ID...
+ * A +DRAFT suffix attaches a draft GGUF (its blocks draft), and
+ * MEMRA_FRSPEC_TRIM trims the heads, as run-spec takes them: a trimmed
+ * head's logits are its rows' (model_draft_vocab a row, in rank order).
  * Runs the n ids through the trunk (one prefill), then block 0 over slots
  * 0..n-2 (slot i: the trunk's hidden row i and id i+1), block b over
  * slots 0..n-2-b (block b-1's output rows and id i+1+b), each block in
@@ -24,7 +27,7 @@ static int
 blocks(struct model *md, struct state *st, const int32_t *ids, int n, FILE *fp)
 {
 	const struct model_hparams *hp = model_hparams(md);
-	size_t ne = hp->n_embd, nv = hp->n_vocab;
+	size_t ne = hp->n_embd, nv = model_draft_vocab(md);
 	float *h = malloc(n * ne * sizeof *h), *o = malloc(n * ne * sizeof *o);
 	float *lg = malloc(n * nv * sizeof *lg);
 	int rc = h && o && lg ? model_forward(md, st, ids, n, MODEL_PREFILL, NULL, h) : -1;
@@ -48,6 +51,7 @@ main(int argc, char *argv[])
 	struct backend *be;
 	struct model *md;
 	struct state *st;
+	struct model_options mo = { 0 };
 	int ch, nt = 0, n, rc;
 	int32_t *ids;
 	FILE *fp;
@@ -66,8 +70,10 @@ main(int argc, char *argv[])
 		die(1, "out of memory");
 	for (int i = 0; i < n; i++)
 		ids[i] = atoi(argv[2 + i]);
-	if ((be = backend_open("cpu", nt, err)) == NULL || (md = model_open(argv[0], be, err)) ==
-	    NULL || (st = model_state_new(md, n + 1, 0, err)) == NULL)
+	model_options_set(&mo, argv[0], NULL, NULL, getenv("MEMRA_FRSPEC_TRIM"), NULL);
+	if ((be = backend_open("cpu", nt, err)) == NULL ||
+	    (md = model_open_opts(argv[0], be, &mo, err)) == NULL ||
+	    (st = model_state_new(md, n + 1, 0, err)) == NULL)
 		die(1, "%s", err);
 	if ((fp = strcmp(argv[1], "-") == 0 ? stdout : fopen(argv[1], "wb")) == NULL)
 		die(1, "%s: cannot open", argv[1]);
