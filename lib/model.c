@@ -1956,8 +1956,7 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	    (draft != NULL && !g4 && draft_head(md, &ds, draft) != 0) ||
 	    (draft != NULL && g4 && assist_attach(md, draft, o->full_prec ? NULL :
 	    o->asst_ranks) != 0) ||
-	    (trim != NULL && (draft == NULL || md->hp.arch == MODEL_ARCH_STEP35) &&
-	    self_trim(md, trim) != 0) ||
+	    (trim != NULL && (draft == NULL || !g4) && self_trim(md, trim) != 0) ||
 	    (dfl != NULL && dflash_attach(md, dfl, o) != 0)) {
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;

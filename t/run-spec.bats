@@ -90,6 +90,12 @@ spec_passes_with() {
 	MEMRA_FRSPEC_TRIM=$RANKS spec_passes_with "$(model_a)" "[frspec-trim] self-trimmed head: 256 rows of main output.weight (BF16)"
 }
 
+@test "a rank list with a draft that is trimmed already is an error, never ignored" {
+	MEMRA_FRSPEC_TRIM=$RANKS run -1 --separate-stderr run-spec -K 1 -n 4 "$TRUNK+$DRAFT" hi
+	[ "${stderr_lines[-1]}" = "run-spec: $TRUNK: frspec trim: the draft's heads are trimmed already (its d2t): give the rank list or the trimmed draft, not both" ]
+	[ -z "$output" ]
+}
+
 @test "MEMRA_FULL_PREC=1 disables the trim" {
 	MEMRA_FULL_PREC=1 MEMRA_FRSPEC_TRIM=$RANKS run -0 --separate-stderr run-spec -K 2 -n 8 "$TRUNK" hi
 	[[ $stderr != *"[frspec-trim]"* ]]
