@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "genopt.h"
 #include "json.h"
+#include "learned.h"
 #include "model.h"
 #include "prompt.h"
 #include "quant.h"
@@ -803,6 +804,43 @@ dspark_options(struct opts *o, struct model_options *mo)
 	return 0;
 }
 
+/*
+ * MEMRA_GEMMA_TRIM_ADAPT into mo: learned slots in the assistant's head
+ * that MEMRA_GEMMA_DRAFT_RANKS trims (unset, empty or 0: none).  A bad
+ * value, or slots without the trim, is a usage error.
+ */
+static void
+adapt_option(struct model_options *mo)
+{
+	const char *v = getenv("MEMRA_GEMMA_TRIM_ADAPT");
+	int64_t n;
+
+	if (v == NULL || !v[0])
+		return;
+	if (util_parse_i64(v, 0, LEARNED_MAX, &n) != 0)
+		die(2, "MEMRA_GEMMA_TRIM_ADAPT: '%s': out of range 0..%d or not a number", v,
+		    LEARNED_MAX);
+	if (n > 0 && (mo->asst_ranks == NULL || !mo->asst_ranks[0]))
+		die(2, "MEMRA_GEMMA_TRIM_ADAPT: learned slots extend a trimmed head: set "
+		    "MEMRA_GEMMA_DRAFT_RANKS too");
+	mo->asst_adapt = (int)n;
+}
+
+/* The learned slots at the end, written when they changed (a failure is said;
+ * the status stays: they move speed only). */
+static void
+save_learned(struct model *m)
+{
+	char err[UTIL_ERRLEN];
+	int n, rc = model_assist_save(m, 1, &n, err);
+
+	if (rc < 0)
+		warnmsg("MEMRA_GEMMA_TRIM_ADAPT: learned slots not saved: %s", err);
+	else if (rc > 0)
+		fprintf(stderr, "[gemma-draft] trim adapt: %d learned slots written to %s\n", n,
+		    model_assist_learned_path(m));
+}
+
 /* The drafter's boot proof on stderr; its block sets the default K. */
 static void
 dspark_lines(struct model *m, const char *spec, struct opts *o)
@@ -880,7 +918,7 @@ main(int argc, char *argv[])
 {
 	struct opts o = { 0 };
 	struct ctx c = { .o = &o };
-	char err[UTIL_ERRLEN], line[256], *text = NULL;
+	char err[UTIL_ERRLEN], line[4352], *text = NULL;
 	struct model_options mo = { 0 };
 	struct backend *be[PIPELINE_MAX_STAGES];
 	struct model_split sp;
@@ -908,13 +946,11 @@ main(int argc, char *argv[])
 	c.be = be[0];
 	genopt_split(&o.go, be, &sp);
 	mo.split = o.go.n_stage > 1 ? &sp : NULL;
-	if (getenv("MEMRA_GEMMA_TRIM_ADAPT") != NULL && getenv("MEMRA_GEMMA_TRIM_ADAPT")[0])
-		die(2, "MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported "
-		    "(MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)");
 	model_options_set(&mo, argv[0], o.draft, getenv("MEMRA_MTP_DRAFT") != NULL ?
 	    getenv("MEMRA_MTP_DRAFT") : getenv("MEMRA_DRAFT"),
 	    getenv("MEMRA_FRSPEC_TRIM"), getenv("MEMRA_FULL_PREC"));
 	mo.asst_ranks = getenv("MEMRA_GEMMA_DRAFT_RANKS");
+	adapt_option(&mo);
 	if (dspark_options(&o, &mo) != 0)
 		return usage(stderr, 2);
 	if (mo.draft != NULL)
@@ -928,6 +964,8 @@ main(int argc, char *argv[])
 	if ((c.dflash = model_dflash(c.m) != NULL))
 		dspark_lines(c.m, argv[0], &o);
 	else if (model_attach_line(c.m, line, sizeof line) == 0)
+		fprintf(stderr, "%s\n", line);
+	if (model_assist_adapt_line(c.m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
 	if (model_hparams(c.m)->n_mtp < 1 && !model_has_assist(c.m))
@@ -943,6 +981,7 @@ main(int argc, char *argv[])
 	if (o.trace_out != NULL && (c.rec = spectrace_new()) == NULL)
 		die(1, "out of memory");
 	status = tr != NULL ? run_replay(&c, tr) : run_all(&c);
+	save_learned(c.m);
 	if (c.rec != NULL)
 		status = write_trace(&c, o.trace_out, status);
 	spectrace_free(c.rec), spectrace_free(tr);

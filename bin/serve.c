@@ -26,6 +26,7 @@
 #include "grammar.h"
 #include "http.h"
 #include "json.h"
+#include "learned.h"
 #include "media.h"
 #include "model.h"
 #include "openai.h"
@@ -46,6 +47,7 @@ struct cfg {
 	const char *models, *host, *port, *api_key, *device, *compat;
 	const char *draft, *trim, *full_prec;
 	const char *asst_ranks;	/* MEMRA_GEMMA_DRAFT_RANKS: the assistant's head trimmed */
+	int	asst_adapt;	/* MEMRA_GEMMA_TRIM_ADAPT: learned slots in it, 0 none */
 	const char *dspark;	/* MEMRA_DSPARK_DRAFT when MEMRA_DSPARK_SPEC arms it, else NULL */
 	const char *dflash_prec;	/* MEMRA_DFLASH_PREC, resolved ("q4" by default) */
 	const char *keys_file;	/* MEMRA_API_KEYS_FILE */
@@ -72,6 +74,7 @@ struct served {
 	struct grammar_cache *gc;
 	int	vis;		/* 1: takes images (the server's tower) */
 	struct vision_tokens vt;	/* its vocabulary's image markers */
+	int	learned_warned;	/* its learned slots failed to save once (under server.mu) */
 };
 
 struct job {
@@ -113,8 +116,8 @@ usage(FILE *fp, int status)
 {
 	fprintf(fp, "usage: %s [--models spec] [--host H] [--port P] [--ctx N] [--max-sessions N]\n"
 	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
-	    "       [--gemma-draft-ranks file] [--dspark-spec 0 | 1] [--dspark-draft drafter]\n"
-	    "       [--dflash-prec q4 | q8 | bf16 | f32 | keep]\n"
+	    "       [--gemma-draft-ranks file] [--gemma-trim-adapt N] [--dspark-spec 0 | 1]\n"
+	    "       [--dspark-draft drafter] [--dflash-prec q4 | q8 | bf16 | f32 | keep]\n"
 	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
 	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
 	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n"
@@ -140,6 +143,8 @@ usage(FILE *fp, int status)
 		    "  --full-prec 0|1      1: the full head drafts (MEMRA_FULL_PREC)\n"
 		    "  --gemma-draft-ranks FILE  trim the assistant's head to a ranks file\n"
 		    "                       (MEMRA_GEMMA_DRAFT_RANKS)\n"
+		    "  --gemma-trim-adapt N N learned slots in that trimmed head, kept in\n"
+		    "                       FILE.learned; 0 none (MEMRA_GEMMA_TRIM_ADAPT, 0)\n"
 		    "  --dspark-spec 0|1    1 arms the DFlash2 drafter, disabling MTP spec\n"
 		    "                       (MEMRA_DSPARK_SPEC)\n"
 		    "  --dspark-draft D     the DFlash / DFlash2 drafter: a directory, file or hf:\n"
@@ -313,15 +318,45 @@ mem_sample(struct server *s)
 		account_mem(s->acct, fr, all);
 }
 
+/*
+ * The models' learned draft slots to their files: at_exit 1 when they
+ * changed (said), else when a periodic save is due.  A failure is said
+ * once a model and the server goes on (the slots move speed only).
+ */
+static void
+save_learned(struct server *s, int at_exit)
+{
+	char err[UTIL_ERRLEN];
+	int n, rc, said;
+
+	for (int i = 0; i < s->n_mod; i++) {
+		struct served *sv = &s->mod[i];
+
+		if ((rc = model_assist_save(sv->m, at_exit, &n, err)) > 0 && at_exit)
+			fprintf(stderr, "[gemma-draft] %s: trim adapt: %d learned slots written to %s\n",
+			    sv->name, n, model_assist_learned_path(sv->m));
+		if (rc >= 0)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		said = sv->learned_warned, sv->learned_warned = 1;
+		pthread_mutex_unlock(&s->mu);
+		if (!said)
+			warnmsg("%s: MEMRA_GEMMA_TRIM_ADAPT: learned slots not saved: %s (said once; "
+			    "the drafts go on with them)", sv->name, err);
+	}
+}
+
 /* The worker: the scheduler's steps while there is work. */
 static void *
 worker(void *arg)
 {
 	struct server *s = arg;
 
-	while (sched_wait(s->sc) == 0)
+	while (sched_wait(s->sc) == 0) {
 		if (sched_step(s->sc) == 0)
 			graph_note(s), mem_sample(s);
+		save_learned(s, 0);
+	}
 	return NULL;
 }
 
@@ -654,7 +689,7 @@ static const char *const refused[] = {
 /* ... but for these, which serve has */
 static const char *const implemented[] = {
 	"MEMRA_GEMMA_VISION", "MEMRA_GEMMA_MMPROJ", "MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT",
-	"MEMRA_GEMMA_DRAFT_RANKS",
+	"MEMRA_GEMMA_DRAFT_RANKS", "MEMRA_GEMMA_TRIM_ADAPT",
 };
 
 /* 1 when environment entry e sets one of the variables serve implements of a refused family. */
@@ -674,11 +709,6 @@ is_implemented(const char *e)
 static void
 refuse_unknown(void)
 {
-	const char *adapt = getenv("MEMRA_GEMMA_TRIM_ADAPT");
-
-	if (adapt != NULL && adapt[0])
-		die(2, "MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported "
-		    "(MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)");
 	for (char **e = environ; *e != NULL; e++)
 		for (size_t i = 0; i < sizeof refused / sizeof refused[0] && !is_implemented(*e); i++) {
 			size_t n = strlen(refused[i]);
@@ -795,6 +825,7 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "frspec-trim", required_argument, NULL, 'R' },
 		{ "full-prec", required_argument, NULL, 'F' },
 		{ "gemma-draft-ranks", required_argument, NULL, 'J' },
+		{ "gemma-trim-adapt", required_argument, NULL, 'L' },
 		{ "dspark-spec", required_argument, NULL, 'Y' },
 		{ "dspark-draft", required_argument, NULL, 'W' },
 		{ "dflash-prec", required_argument, NULL, 'Z' },
@@ -831,6 +862,7 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['c'] = env("MEMRA_CTX"), v['S'] = env("MEMRA_MAX_SESSIONS"), v['k'] = env("MEMRA_SPEC_K");
 	v['D'] = getenv("MEMRA_MTP_DRAFT") ? getenv("MEMRA_MTP_DRAFT") : getenv("MEMRA_DRAFT");
 	v['R'] = getenv("MEMRA_FRSPEC_TRIM"), v['J'] = env("MEMRA_GEMMA_DRAFT_RANKS");
+	v['L'] = env("MEMRA_GEMMA_TRIM_ADAPT");
 	v['Y'] = env("MEMRA_DSPARK_SPEC"), v['W'] = env("MEMRA_DSPARK_DRAFT");
 	v['Z'] = env("MEMRA_DFLASH_PREC");
 	v['F'] = env("MEMRA_FULL_PREC"), v['P'] = env("MEMRA_PREFIX_CACHE_MB");
@@ -858,6 +890,11 @@ parse(int argc, char *argv[], struct cfg *c)
 	c->models = v['m'], c->host = v['H'] ? v['H'] : "127.0.0.1";
 	c->port = v['p'] ? v['p'] : "8080", c->api_key = v['A'];
 	c->draft = v['D'], c->trim = v['R'], c->full_prec = v['F'], c->asst_ranks = v['J'];
+	l = 0, int_setting("MEMRA_GEMMA_TRIM_ADAPT (--gemma-trim-adapt)", v['L'], 0, LEARNED_MAX,
+	    &l), c->asst_adapt = l;
+	if (l > 0 && (c->asst_ranks == NULL || !c->asst_ranks[0]))
+		die(2, "MEMRA_GEMMA_TRIM_ADAPT (--gemma-trim-adapt): learned slots extend a trimmed "
+		    "head: set MEMRA_GEMMA_DRAFT_RANKS (--gemma-draft-ranks) too");
 	parse_dspark(v, c);
 	c->device = v['d'] ? v['d'] : backend_default();
 	c->compat = v['C'];
@@ -1034,7 +1071,7 @@ load(struct server *s, char *spec)
 {
 	struct served *sv = &s->mod[s->n_mod];
 	struct model_options mo = { 0 };
-	char *eq = strchr(spec, '='), err[UTIL_ERRLEN] = "", line[256];
+	char *eq = strchr(spec, '='), err[UTIL_ERRLEN] = "", line[4352];
 
 	if (s->n_mod == MAX_MODELS)
 		die(2, "MEMRA_MODELS: more than %d models", MAX_MODELS);
@@ -1046,7 +1083,7 @@ load(struct server *s, char *spec)
 		if (strcmp(s->mod[i].name, sv->name) == 0)
 			die(2, "MEMRA_MODELS: model name '%s' given twice", sv->name);
 	model_options_set(&mo, sv->spec, NULL, s->c.draft, s->c.trim, s->c.full_prec);
-	mo.asst_ranks = s->c.asst_ranks;
+	mo.asst_ranks = s->c.asst_ranks, mo.asst_adapt = s->c.asst_adapt;
 	mo.dflash = s->c.dspark, mo.dflash_prec = s->c.dflash_prec;
 	if (mo.draft != NULL)
 		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
@@ -1056,6 +1093,8 @@ load(struct server *s, char *spec)
 	if (model_dflash(sv->m) != NULL)
 		dspark_lines(s, sv);
 	else if (model_attach_line(sv->m, line, sizeof line) == 0)
+		fprintf(stderr, "%s\n", line);
+	if (model_assist_adapt_line(sv->m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	if ((sv->pr = prompt_new(sv->m, PROMPT_AUTO, err)) == NULL)
 		die(1, "%s: %s", sv->spec, err);
@@ -1184,12 +1223,14 @@ drainer(void *arg)
 	    sig == SIGTERM ? "SIGTERM" : "SIGINT", account_inflight(s->acct), s->c.drain_s);
 	for (;;) {
 		if (account_inflight(s->acct) == 0) {
+			save_learned(s, 1);
 			fprintf(stderr, "[serve] drained: exiting\n");
 			exit(0);
 		}
 		if (util_now() >= end) {
 			warnmsg("drain: %d requests still in flight after %d s: exiting",
 			    account_inflight(s->acct), s->c.drain_s);
+			save_learned(s, 1);
 			exit(1);
 		}
 		if ((sig = sigtimedwait(&set, NULL, &tick)) > 0) {

@@ -8,6 +8,7 @@
 
 #include "gguf.h"
 #include "hub.h"
+#include "learned.h"
 #include "model_impl.h"
 #include "quant.h"
 #include "ranks.h"
@@ -1708,10 +1709,11 @@ assist_source(const struct model *md, const struct model_layer *L)
 /*
  * A drafter for the gemma4 trunk md: open the gemma4_assistant at path,
  * check it fits, bind each of its layers to the trunk's cache it reads
- * and, with ranks, trim its head to them.  -1 with md->err set.
+ * and, with ranks, trim its head to them, with adapt > 0 learned slots
+ * after them.  -1 with md->err set.
  */
 static int
-assist_attach(struct model *md, const char *path, const char *ranks)
+assist_attach(struct model *md, const char *path, const char *ranks, int adapt)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model *A;
@@ -1738,6 +1740,8 @@ assist_attach(struct model *md, const char *path, const char *ranks)
 		L->cache = T->cache, L->nkv = T->nkv;
 	}
 	if (ranks != NULL && self_trim(A, ranks) != 0)
+		return util_err(md->err, "draft '%s': %s", path, A->err);
+	if (adapt > 0 && model_assist_adapt(A, ranks, adapt) != 0)
 		return util_err(md->err, "draft '%s': %s", path, A->err);
 	return 0;
 }
@@ -1952,10 +1956,17 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 		util_err(err, "%s: a drafter's rank list without a drafter (MEMRA_DRAFT)", path);
 		goto fail;
 	}
+	if (o != NULL && o->asst_adapt > 0 && !o->full_prec && (!g4 || draft == NULL ||
+	    o->asst_ranks == NULL || !o->asst_ranks[0])) {
+		util_err(err, "%s: learned draft slots (MEMRA_GEMMA_TRIM_ADAPT) need a gemma4 "
+		    "trunk's assistant drafter (MEMRA_DRAFT) with its head trimmed "
+		    "(MEMRA_GEMMA_DRAFT_RANKS)", path);
+		goto fail;
+	}
 	if (bind(md, &s, draft != NULL && !g4 ? &ds : NULL) != 0 ||
 	    (draft != NULL && !g4 && draft_head(md, &ds, draft) != 0) ||
 	    (draft != NULL && g4 && assist_attach(md, draft, o->full_prec ? NULL :
-	    o->asst_ranks) != 0) ||
+	    o->asst_ranks, o->full_prec ? 0 : o->asst_adapt) != 0) ||
 	    (trim != NULL && (draft == NULL || !g4) && self_trim(md, trim) != 0) ||
 	    (dfl != NULL && dflash_attach(md, dfl, o) != 0)) {
 		util_err(err, "%s: %s", path, md->err);
@@ -2167,7 +2178,20 @@ model_draft_vocab(const struct model *md)
 	md = model_last(md);
 	if (md->asst != NULL)
 		md = md->asst;
+	if (md->learned != NULL)
+		return (int)md->n_fixed + learned_slots(md->learned);
 	return md->draft_ranks != NULL ? (int)md->draft_ranks->n : md->hp.n_vocab;
+}
+
+int64_t
+model_draft_fixed(const struct model *md)
+{
+	md = model_last(md);
+	if (md->asst != NULL)
+		md = md->asst;
+	if (md->draft_ranks == NULL)
+		return 0;
+	return md->learned != NULL ? md->n_fixed : md->draft_ranks->n;
 }
 
 void
@@ -2228,6 +2252,8 @@ model_close(struct model *md)
 	backend_weight_release(md->be, &md->sel_next);
 	free(md->draft_buf);
 	ranks_free(md->draft_ranks);
+	learned_free(md->learned);
+	free(md->learned_path), free(md->learned_ids);
 	if (!md->hp.tied)
 		backend_weight_release(md->be, &md->output);
 	backend_weight_release(md->be, &md->tok_embd);

@@ -126,6 +126,8 @@ struct model_options {
 				 * or trim-head's); on a gemma4 trunk (MEMRA_DRAFT) its
 				 * gemma4_assistant */
 	const char *asst_ranks;	/* MEMRA_GEMMA_DRAFT_RANKS: trim the assistant's head */
+	int	asst_adapt;	/* MEMRA_GEMMA_TRIM_ADAPT: learned slots in that trimmed
+				 * head (lib/learned.h), 0 none; needs asst_ranks */
 	int	full_prec;	/* MEMRA_FULL_PREC: 1 ignores ranks (the full head drafts) */
 	const char *dflash;	/* MEMRA_DSPARK_DRAFT (armed): a DFlash / DFlash2 drafter to
 				 * attach (path, HF directory or hf: spec); with ranks its
@@ -358,6 +360,35 @@ int	model_assist(struct model *, struct state *st, int pos, const float *h, int3
 int	model_has_assist(const struct model *);
 
 /*
+ * The assistant's learned draft slots (model_options.asst_adapt, see
+ * lib/learned.h): its trimmed head drafts over the rank list's rows and
+ * the filled slots' rows after them, each gathered byte for byte from the
+ * full head (kept in memory for them).  Without slots each of these does
+ * nothing (model_assist_save returns 0, model_assist_adapt_line -1).
+ *
+ * model_assist_learn takes the committed tokens tok[n] of a sequence (the
+ * slots' rule runs at once); model_assist_sync publishes the slots to the
+ * head (its rows and model_draft_ranks' list), between steps only: the
+ * drafts of a step all read one set.  It cannot fail (the tokens were
+ * checked, the head is host memory).  Both on the thread that drafts.
+ *
+ * model_assist_save writes <rank list>.learned (lib/learned.h's
+ * learned_save) when it changed: at_exit 1 now, at_exit 0 when a periodic
+ * save is due (learned_due at util_now()).  Any thread.  1 written
+ * (*n_written slots), 0 not, or -1 with "path: why" in err.
+ *
+ * model_assist_adapt_line: the boot line (no newline) into buf[n]:
+ * "[gemma-draft] trim adapt: N learned slots after the R ranks, ..."; 0,
+ * or -1 without slots (buf then "").
+ */
+void	model_assist_learn(struct model *, const int32_t *tok, int n);
+void	model_assist_sync(struct model *);
+int	model_assist_save(struct model *, int at_exit, int *n_written, char *err);
+int	model_assist_adapt_line(const struct model *, char *buf, size_t n);
+/* The file of the learned slots, or NULL without them. */
+const char *model_assist_learned_path(const struct model *);
+
+/*
  * A DFlash / DFlash2 block drafter (model_options.dflash), lib/model_dflash.c.
  * The trunk's forwards (model_forward, _argmax, _next) keep the outputs of
  * the layers the drafter reads for every row they run; the drafter keeps
@@ -450,8 +481,16 @@ struct ranks;
  */
 const struct ranks *model_draft_ranks(const struct model *, int *type, int *external);
 
-/* Columns of model_mtp's logits: the draft head's rows, else n_vocab. */
+/* Columns of model_mtp's logits: the draft head's rows, else n_vocab (with
+ * learned slots, the rows they may come to: the buffers' size). */
 int	model_draft_vocab(const struct model *);
+
+/*
+ * The rows of the masked draft head that its rank list fixes: the first
+ * ones of model_draft_ranks' list; with learned slots the filled slots'
+ * follow them (the list's n counts both).  0 without a masked head.
+ */
+int64_t	model_draft_fixed(const struct model *);
 
 /*
  * The proof line of an attached draft head (no newline) into buf[n]:

@@ -1,9 +1,14 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "learned.h"
 #include "model_impl.h"
+#include "quant.h"
+#include "ranks.h"
 #include "util.h"
 
 /*
@@ -429,4 +434,159 @@ model_assist(struct model *md, struct state *st, int pos, const float *h, int32_
 		if (g4a_layer(A, &A->layers[il], il, st, pos) != 0)
 			return util_err(md->err, "assist: %s", A->err);
 	return g4a_head(md, A, logits, id, hout);
+}
+
+/*
+ * The learned slots' rows of A's head up to the slots' set: the rows of
+ * the slots whose token changed gathered from the full head, the list's
+ * ids with them, and the head's rows grown to the filled slots.
+ */
+static void
+g4a_sync(struct model *A)
+{
+	struct backend_weight *w = &A->draft_head;
+	struct ranks *r = A->draft_ranks;
+	size_t rs = w->row_size;
+	int n = learned_copy(A->learned, A->learned_ids, &A->learned_ver);
+
+	if (n < 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		int64_t row = A->n_fixed + i;
+		int32_t t = A->learned_ids[i];
+
+		if (row < r->n && r->ids[row] == t)
+			continue;
+		r->ids[row] = t;
+		memcpy((char *)A->draft_buf + row * rs, (const char *)A->head_host + t * rs, rs);
+	}
+	if (r->n != A->n_fixed + n) {
+		struct backend_weight was = *w;
+
+		r->n = A->n_fixed + n;
+		backend_weight_release(A->be, w);
+		backend_weight_init(A->be, w, was.type, was.ne0, r->n, A->draft_buf, was.scale);
+	}
+}
+
+/* The buffers of A's slots: the list's ids and the head's rows grown to hold them. */
+static int
+g4a_adapt_room(struct model *A, int slots)
+{
+	struct backend_weight *w = &A->draft_head, was = *w;
+	struct ranks *r = A->draft_ranks;
+	size_t cap = (size_t)(r->n + slots);
+	int32_t *ids = realloc(r->ids, cap * sizeof *ids);
+	void *buf = NULL;
+
+	if (ids != NULL)
+		r->ids = ids;
+	backend_weight_release(A->be, w);	/* its rows move */
+	if (ids != NULL && (buf = realloc(A->draft_buf, cap * was.row_size)) != NULL)
+		A->draft_buf = buf;
+	if (buf == NULL || (A->learned_ids = malloc(slots * sizeof *ids)) == NULL)
+		return util_err(A->err, "learned draft slots: out of memory");
+	A->n_fixed = r->n;
+	if (backend_weight_init(A->be, w, was.type, was.ne0, r->n, A->draft_buf, was.scale) != 0)
+		return util_err(A->err, "learned draft slots: %s", backend_errmsg(A->be));
+	return 0;
+}
+
+int
+model_assist_adapt(struct model *A, const char *ranks, int n)
+{
+	size_t len = strlen(ranks) + sizeof ".learned";
+	char e[UTIL_ERRLEN];
+	int rc;
+
+	if (!backend_host(A->be))
+		return util_err(A->err, "learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): backend '%s' "
+		    "cannot take them yet (their rows are gathered into the head in host "
+		    "memory: --device cpu)", backend_name(A->be));
+	if (strcmp(ranks, "-") == 0)
+		return util_err(A->err, "learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): the rank "
+		    "list is stdin, with no place for its .learned file beside it");
+	if (A->head_host == NULL)
+		return util_err(A->err, "learned draft slots: no host copy of the head");
+	if ((A->learned = learned_new(n, A->draft_ranks, A->hp.n_vocab, e)) == NULL)
+		return util_err(A->err, "learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): %s", e);
+	if ((A->learned_path = malloc(len)) == NULL)
+		return util_err(A->err, "learned draft slots: out of memory");
+	snprintf(A->learned_path, len, "%s.learned", ranks);
+	if ((rc = learned_load(A->learned, A->learned_path, &A->learned_lines, e)) < 0)
+		return util_err(A->err, "learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): %s", e);
+	if (rc == 1)
+		A->learned_lines = -1;
+	A->learned_asked = n;
+	if (g4a_adapt_room(A, learned_slots(A->learned)) != 0)
+		return -1;
+	g4a_sync(A);
+	return 0;
+}
+
+void
+model_assist_learn(struct model *md, const int32_t *tok, int n)
+{
+	if (md->asst != NULL && md->asst->learned != NULL)
+		learned_observe(md->asst->learned, tok, n);
+}
+
+void
+model_assist_sync(struct model *md)
+{
+	if (md->asst != NULL && md->asst->learned != NULL)
+		g4a_sync(md->asst);
+}
+
+int
+model_assist_save(struct model *md, int at_exit, int *n_written, char *err)
+{
+	struct model *A = md->asst;
+
+	*n_written = 0;
+	if (A == NULL || A->learned == NULL || (!at_exit && !learned_due(A->learned,
+	    util_now())))
+		return 0;
+	return learned_save(A->learned, A->learned_path, n_written, err);
+}
+
+const char *
+model_assist_learned_path(const struct model *md)
+{
+	return md->asst != NULL && md->asst->learned != NULL ? md->asst->learned_path : NULL;
+}
+
+int
+model_assist_adapt_line(const struct model *md, char *buf, size_t n)
+{
+	const struct model *A = md->asst;
+	struct learned *l = A != NULL ? A->learned : NULL;
+	const struct backend_weight *o;
+	char from[64] = "";
+	int k, got;
+
+	if (n > 0)
+		buf[0] = '\0';
+	if (l == NULL)
+		return -1;
+	o = &A->output;
+	got = learned_filled(l);
+	if (A->learned_lines > got)
+		snprintf(from, sizeof from, " (the strongest %d of its %d)", got, A->learned_lines);
+	k = snprintf(buf, n, "[gemma-draft] trim adapt: %d learned slots after the %lld ranks%s, ",
+	    learned_slots(l), (long long)A->n_fixed, learned_slots(l) < A->learned_asked ?
+	    " (all the tokens outside them)" : "");
+	if (k < 0 || (size_t)k >= n)
+		return 0;
+	if (A->learned_lines < 0)
+		k += snprintf(buf + k, n - k, "none learned yet (no %s)", A->learned_path);
+	else
+		k += snprintf(buf + k, n - k, "%d from %s%s", got, A->learned_path, from);
+	if (k < 0 || (size_t)k >= n)
+		return 0;
+	snprintf(buf + k, n - k, "; the full head's %lld rows stay in memory for them (%s, "
+	    "%.2f MiB), the slots' rows %.2f MiB", (long long)o->ne1, quant_name(o->type),
+	    (double)o->row_size * o->ne1 / 1048576.0,
+	    (double)A->draft_head.row_size * learned_slots(l) / 1048576.0);
+	return 0;
 }

@@ -153,10 +153,19 @@ extern const struct model_arch_ops model_arch_gemma4;
 extern const struct model_arch_ops model_arch_step35;
 extern const struct model_arch_ops model_arch_gemma4a;
 
+/*
+ * The assistant A's head, trimmed to rank list ranks (a path), gets n
+ * learned slots (lib/learned.h) after the list's rows, their tokens read
+ * from <ranks>.learned when that file is there (model_gemma4.c).  0, or -1
+ * with A->err.
+ */
+int	model_assist_adapt(struct model *A, const char *ranks, int n);
+
 /* The activations for m rows, grown (never shrunk), or -1 with md->err. */
 int	model_act_reserve(struct model *md, int m);
 
 struct gguf;
+struct learned;
 struct ranks;
 
 struct model {
@@ -192,6 +201,16 @@ struct model {
 	struct backend_weight pre_proj;		/* [n_embd][2 n_bb] nextn.pre_projection */
 	struct backend_weight post_proj;	/* [n_bb][n_embd] nextn.post_projection */
 	struct model *asst;		/* a trunk's attached assistant drafter, or NULL */
+	/* an assistant's learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): draft_head's and
+	 * draft_ranks' rows n_fixed.. after the rank list's, published by model_assist_sync */
+	struct learned *learned;	/* or NULL */
+	char	*learned_path;		/* <rank list>.learned */
+	int64_t	n_fixed;		/* the rank list's rows */
+	uint64_t learned_ver;		/* the slots' version the rows hold */
+	int32_t	*learned_ids;		/* [learned_slots] learned_copy's */
+	int	learned_lines;		/* the file's lines at attach; -1: no file */
+	int	learned_asked;		/* the slots asked for (more than the tokens outside
+					 * the list: cut to them) */
 	/* dflash (arch MODEL_ARCH_DFLASH; lib/model_dflash.c) */
 	struct backend_weight fc;	/* [n_embd][n_tap n_embd] */
 	float	*enc_norm;		/* [n_embd] the hidden norm after fc */

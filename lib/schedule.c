@@ -1766,6 +1766,8 @@ sched_step(struct sched *s)
 	memcpy(s->act, s->run, n * sizeof *s->act);
 	s->stats.steps++;
 	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < s->n_lanes; i++)	/* learned draft slots change between steps */
+		model_assist_sync(s->lanes[i].m);
 	prefill(s, s->act, n);
 	for (int i = 0; i < s->n_lanes; i++)
 		decode(s, i, s->act, n);

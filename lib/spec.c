@@ -25,6 +25,7 @@ struct spec {
 	struct spec_stats stats;
 	uint64_t seq;
 	const struct ranks *r;	/* the masked draft head's d2t, or NULL */
+	int64_t	nfix;		/* its rows the rank list fixes (learned slots follow) */
 	int	K, n_ctx, nv, ne, cap;	/* cap: rows of mlg/hout */
 	int	dv;		/* draft logits per row: r->n, or nv */
 	int	pick;		/* greedy: the target's picks taken on the backend */
@@ -112,6 +113,7 @@ spec_new(struct model *m, int K, int n_ctx, const struct sample_params *p, uint6
 	s->pending = -1;
 	s->asst = model_has_assist(m);
 	s->r = model_draft_ranks(m, NULL, NULL);
+	s->nfix = model_draft_fixed(m);
 	s->dv = model_draft_vocab(m);
 	if (p != NULL)
 		s->p = *p;
@@ -342,8 +344,10 @@ prefill(struct spec *s, const int32_t *prompt, int n, int from, int to, int32_t 
 	}
 	if (last && !s->pick && (*first = next(s, lg, n, s->seq)) < 0)
 		goto out;
-	if (last)
+	if (last) {
 		s->hist[s->n_hist++] = *first;
+		model_assist_learn(s->m, first, 1);
+	}
 	rc = mtp_append(s, h, s->hist + from + 1, m);
 out:
 	free(h);
@@ -374,6 +378,7 @@ spec_first(struct spec *s, int32_t first)
 		rc = util_err(s->err, "spec_first: token %d: out of range", first);
 	else {
 		s->hist[s->n_hist++] = first;
+		model_assist_learn(s->m, &first, 1);
 		rc = mtp_append(s, s->ph, s->hist + s->pfrom + 1, s->pm);
 	}
 	free(s->ph), s->ph = NULL;
@@ -423,14 +428,20 @@ draw(const float *q, int nv, double u)
 
 /*
  * Draft logits lg as full-vocabulary logits: lg itself, or a masked
- * head's scattered onto the canvas (-inf off the rank list).
+ * head's scattered onto the canvas (-inf off the rank list); fixed: only
+ * the rows the rank list fixes, not the learned slots after them.
  */
 static const float *
-full_logits(struct spec *s, const float *lg)
+full_logits(struct spec *s, const float *lg, int fixed)
 {
+	struct ranks r;
+
 	if (s->r == NULL)
 		return lg;
-	ranks_scatter(s->r, lg, s->full, s->nv);
+	r = *s->r;
+	if (fixed)
+		r.n = s->nfix;
+	ranks_scatter(&r, lg, s->full, s->nv);
 	return s->full;
 }
 
@@ -463,7 +474,12 @@ chain_step(struct spec *s, int j, int *o, int32_t *id, const float **lg)
 	return 0;
 }
 
-/* Draft token j at position n + j from the draft logits lg into *d. */
+/*
+ * Draft token j at position n + j from the draft logits lg into *d.  A
+ * sampled draft (temp > 0) draws from the rank list's rows alone: its q
+ * moves which token the rejection sampling keeps, and the learned slots,
+ * which change with what the model served before, must not.
+ */
 static int
 draft_pick(struct spec *s, const float *lg, int n, int j, int32_t *d)
 {
@@ -471,12 +487,12 @@ draft_pick(struct spec *s, const float *lg, int n, int j, int32_t *d)
 		if ((*d = ranks_argmax(s->r, lg)) < 0)
 			return util_err(s->err, "position %d: no finite draft logit", n + j);
 	} else if (s->p.temp == 0) {
-		if ((*d = next(s, full_logits(s, lg), n + j, s->seq ^ DRAFT_SEQ)) < 0)
+		if ((*d = next(s, full_logits(s, lg, 0), n + j, s->seq ^ DRAFT_SEQ)) < 0)
 			return -1;
 	} else {
 		float *q = s->q + (size_t)j * s->nv;
 
-		if (sample_probs(s->smp, full_logits(s, lg), s->hist, n + j, q) != 0)
+		if (sample_probs(s->smp, full_logits(s, lg, 1), s->hist, n + j, q) != 0)
 			return util_err(s->err, "position %d: no finite draft logit", n + j);
 		*d = draw(q, s->nv, sample_uniform(s->p.seed, s->seq ^ DRAFT_SEQ, n + j,
 		    SAMPLE_STREAM_TOKEN));
@@ -721,6 +737,7 @@ round_accept(struct spec *s, const int32_t *tk, int k, const int32_t *vid, const
 		return util_err(s->err, "rollback to %d rows failed", acc + 1);
 	memcpy(s->hist + n, out, (acc + 1) * sizeof *out);
 	s->n_hist = n + acc + 1;
+	model_assist_learn(s->m, out, acc + 1);
 	s->stats.rounds += k > 0;	/* a plain step is no round */
 	s->stats.drafted += k;
 	s->stats.accepted += acc;
@@ -807,6 +824,7 @@ spec_round(struct spec *s, int32_t *out, int limit)
 	int32_t tk[SPEC_KMAX + 1];
 	int k;
 
+	model_assist_sync(s->m);	/* a round is a step: the learned slots change between */
 	if (s->pick)
 		return round_greedy(s, out, limit, -1, NULL);
 	if ((k = round_draft(s, limit, tk)) < 0)
@@ -825,5 +843,6 @@ spec_round_forced(struct spec *s, int32_t *out, int limit, int acc, int *natural
 	if (acc < 0 || acc > limit - 1 || acc > s->K)
 		return util_err(s->err, "a forced acceptance of %d drafts: out of range 0..%d", acc,
 		    limit - 1 < s->K ? limit - 1 : s->K);
+	model_assist_sync(s->m);
 	return round_greedy(s, out, limit, acc, natural);
 }

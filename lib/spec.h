@@ -22,6 +22,11 @@
  * that row's edges at the temperature, which is the q the rejection
  * sampling of the verify reads (zero off the candidates).
  *
+ * A gemma4 assistant whose trimmed head has learned slots
+ * (model_assist_learn) is told every committed token; spec_round
+ * publishes the slots (model_assist_sync) before its draft, a scheduler
+ * between its steps.  A sampled draft reads the rank list's rows only.
+ *
  * Greedy (temp 0): a draft is accepted when it equals the target's
  * choice, so the output is the plain greedy decode's, token for token.
  * temp > 0: standard speculative rejection sampling (sample_accept), so

@@ -137,15 +137,99 @@ layout() {
 	[[ ${lines[1]} == "K=2 "*"PASS (identical to plain)" ]]
 }
 
-@test "assistant: a drafter that does not fit, or alone, or TRIM_ADAPT is an error with a reason" {
+@test "assistant: a drafter that does not fit, or alone, or TRIM_ADAPT without the trim is an error with a reason" {
 	run -1 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense+$M/g4-moe-keqv" hi
 	[[ $stderr == *"not a gemma4_assistant"* ]]
 	run -1 --separate-stderr run-gen -t 2 --jsonl -n 2 "$M/g4-assistant" <<<'{"prompt": [5, 17]}'
 	[[ $stderr == *"drafts for a gemma4 trunk only"* ]]
 	MEMRA_GEMMA_TRIM_ADAPT=512 run -2 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense+$M/g4-assistant" hi
-	[[ $stderr == *"MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported"* ]]
+	[ "$stderr" = "run-spec: MEMRA_GEMMA_TRIM_ADAPT: learned slots extend a trimmed head: set MEMRA_GEMMA_DRAFT_RANKS too" ]
 	MEMRA_GEMMA_DRAFT_RANKS=/nonexistent run -1 --separate-stderr run-spec -t 2 -K 1 "$M/g4-dense" hi
 	[[ $stderr == *"rank list without a drafter"* ]]
+}
+
+# learned RANKS: prompts p.jsonl, the target's greedy ids to them (said: one a line, sorted,
+# unique; all: every one said) and RANKS, every token of the 320 but those
+learned_setup() {
+	local p
+	printf '%s\n' '{"prompt": "hello world, the quick brown fox"}' '{"prompt": "once upon a time"}' \
+	    '{"prompt": "the cat sat on the mat"}' >"$BATS_TEST_TMPDIR/p.jsonl"
+	for p in "hello world, the quick brown fox" "once upon a time" "the cat sat on the mat"; do
+		run-gen -t 2 --raw --ids --ignore-eos -n 32 "$M/g4-dense" "$p" 2>/dev/null | tr ' ' '\n'
+	done | grep . >"$BATS_TEST_TMPDIR/all"
+	sort -n -u "$BATS_TEST_TMPDIR/all" >"$BATS_TEST_TMPDIR/said"
+	seq 0 319 | grep -vxFf "$BATS_TEST_TMPDIR/said" >"$1"
+}
+
+# accepted LINE: the accepted drafts of a run-spec K line
+accepted() { sed -n 's/.* acceptance \([0-9]*\)\/.*/\1/p' <<<"$1"; }
+
+@test "assistant: MEMRA_GEMMA_TRIM_ADAPT learns the tokens its ranks miss: drafts land, the output stays plain's, <ranks>.learned lists them" {
+	r=$BATS_TEST_TMPDIR/r.txt
+	learned_setup "$r"
+	n=$(wc -l <"$BATS_TEST_TMPDIR/said")
+	spec() { run -0 --separate-stderr run-spec -t 2 --raw --jsonl --ignore-eos -K 1-3 -n 32 \
+	    "$M/g4-dense+$M/g4-assistant" <"$BATS_TEST_TMPDIR/p.jsonl"; }
+	MEMRA_GEMMA_DRAFT_RANKS=$r spec	# the ranks alone never draft a token the target says
+	for k in 1 2 3; do
+		[[ ${lines[$k]} == "K=$k "*" acceptance 0/"*"PASS (identical to plain)" ]]
+	done
+	[[ $stderr != *"trim adapt"* ]]
+	[ ! -e "$r.learned" ]
+	MEMRA_GEMMA_DRAFT_RANKS=$r MEMRA_GEMMA_TRIM_ADAPT=64 spec
+	[[ $stderr == *"[gemma-draft] assistant drafter: 3 layers, hidden 24 over the trunk's K/V, head trimmed to $((320 - n)) rows (F32, d2t map)"* ]]
+	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots after the $((320 - n)) ranks (all the tokens outside them), none learned yet (no $r.learned); the full head's 320 rows stay in memory for them (F32, 0.03 MiB), the slots' rows 0.00 MiB"* ]]
+	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots written to $r.learned"* ]]
+	for k in 1 2 3; do
+		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+		[ "$(accepted "${lines[$k]}")" -gt 0 ]
+	done
+	[ "${lines[4]}" = "SELF-CONSISTENCY PASS" ]
+	# the file: every token said, with its count of misses over the three K's runs,
+	# the strongest first
+	sort -n "$BATS_TEST_TMPDIR/all" | uniq -c | awk '{ print $2, 3 * $1 }' | sort -k2,2nr -k1,1n >"$BATS_TEST_TMPDIR/want"
+	diff "$BATS_TEST_TMPDIR/want" "$r.learned"
+	# the next run starts from it
+	MEMRA_GEMMA_DRAFT_RANKS=$r MEMRA_GEMMA_TRIM_ADAPT=64 spec
+	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots after the $((320 - n)) ranks (all the tokens outside them), $n from $r.learned; "* ]]
+	[[ ${lines[1]} == "K=1 "*"PASS (identical to plain)" ]]
+	[ "$(accepted "${lines[1]}")" -gt 0 ]
+}
+
+@test "assistant: MEMRA_GEMMA_TRIM_ADAPT leaves seeded sampling as it was (the draws read the ranks' rows only)" {
+	r=$BATS_TEST_TMPDIR/r.txt
+	learned_setup "$r"
+	for a in 0 64; do
+		MEMRA_GEMMA_DRAFT_RANKS=$r MEMRA_GEMMA_TRIM_ADAPT=$a run -0 run-spec -t 2 --raw --jsonl \
+		    --ignore-eos -K 1-3 -n 32 --temp 0.8 --seed 5 "$M/g4-dense+$M/g4-assistant" <"$BATS_TEST_TMPDIR/p.jsonl"
+		# the report but its speeds: the slots change between a run and its seeded rerun
+		printf '%s\n' "${lines[@]}" | grep -v '^\[' | cut -d' ' -f1,5- >"$BATS_TEST_TMPDIR/sampled.$a"
+	done
+	[ -s "$r.learned" ]
+	[ "$(grep -c 'PASS (identical to a seeded rerun)$' "$BATS_TEST_TMPDIR/sampled.64")" = 3 ]
+	diff "$BATS_TEST_TMPDIR/sampled.0" "$BATS_TEST_TMPDIR/sampled.64"
+}
+
+@test "assistant: a malformed .learned file is an error with its line; an unwritable directory is said and the run goes on" {
+	r=$BATS_TEST_TMPDIR/r.txt
+	seq 0 99 >"$r"
+	printf '300 2\n5 1\n' >"$r.learned"
+	MEMRA_GEMMA_DRAFT_RANKS=$r MEMRA_GEMMA_TRIM_ADAPT=8 run -1 --separate-stderr run-spec -t 2 --raw -K 1 -n 4 \
+	    "$M/g4-dense+$M/g4-assistant" hi
+	[ "${stderr##*$'\n'}" = "run-spec: $M/g4-dense: draft '$M/g4-assistant': learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): $r.learned: line 2: id 5 is in the rank list" ]
+	printf '300 2\n301\n' >"$r.learned"
+	MEMRA_GEMMA_DRAFT_RANKS=$r MEMRA_GEMMA_TRIM_ADAPT=8 run -1 --separate-stderr run-spec -t 2 --raw -K 1 -n 4 \
+	    "$M/g4-dense+$M/g4-assistant" hi
+	[[ ${stderr##*$'\n'} == *"$r.learned: line 2: not 'ID COUNT': '301'" ]]
+	MEMRA_GEMMA_DRAFT_RANKS=$r MEMRA_GEMMA_TRIM_ADAPT=65537 run -2 --separate-stderr run-spec -t 2 --raw -K 1 -n 4 \
+	    "$M/g4-dense+$M/g4-assistant" hi
+	[ "$stderr" = "run-spec: MEMRA_GEMMA_TRIM_ADAPT: '65537': out of range 0..65536 or not a number" ]
+	# /dev/fd: a directory no one can make a file in, root included
+	MEMRA_GEMMA_DRAFT_RANKS=/dev/fd/3 MEMRA_GEMMA_TRIM_ADAPT=8 run -0 --separate-stderr run-spec -t 2 --raw \
+	    --ignore-eos -K 1 -n 16 "$M/g4-dense+$M/g4-assistant" "hello world" 3<"$r"
+	[[ ${lines[1]} == "K=1 "*"PASS (identical to plain)" ]]
+	[[ $stderr == *"[gemma-draft] trim adapt: 8 learned slots after the 100 ranks, none learned yet (no /dev/fd/3.learned); "* ]]
+	[[ $stderr == *"run-spec: MEMRA_GEMMA_TRIM_ADAPT: learned slots not saved: /dev/fd/3.learned: "* ]]
 }
 
 # bats test_tags=gpu
@@ -161,4 +245,12 @@ layout() {
 		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
 	done
 	[ "${lines[5]}" = "SELF-CONSISTENCY PASS" ]
+}
+
+# bats test_tags=gpu
+@test "assistant on the CUDA backend: learned slots (MEMRA_GEMMA_TRIM_ADAPT) are refused clearly" {
+	seq 0 99 >"$BATS_TEST_TMPDIR/r.txt"
+	MEMRA_CUDA_UNVERIFIED=1 MEMRA_GEMMA_DRAFT_RANKS="$BATS_TEST_TMPDIR/r.txt" MEMRA_GEMMA_TRIM_ADAPT=8 \
+	    run -1 --separate-stderr run-spec --raw -K 1 -n 4 --device cuda "$M/g4-dense+$M/g4-assistant" hi
+	[[ ${stderr##*$'\n'} == *"learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): backend '"*"' cannot take them yet (their rows are gathered into the head in host memory: --device cpu)" ]]
 }

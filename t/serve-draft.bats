@@ -145,7 +145,15 @@ PY
 	[[ $stderr == *"not a gemma4_assistant"* ]]
 	run -2 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-assistant" \
 	    MEMRA_GEMMA_TRIM_ADAPT=512 serve --device cpu
-	[ "$stderr" = "serve: MEMRA_GEMMA_TRIM_ADAPT: learned draft slots are not supported (MEMRA_GEMMA_DRAFT_RANKS trims to a fixed rank list)" ]
+	[ "$stderr" = "serve: MEMRA_GEMMA_TRIM_ADAPT (--gemma-trim-adapt): learned slots extend a trimmed head: set MEMRA_GEMMA_DRAFT_RANKS (--gemma-draft-ranks) too" ]
+	run -2 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-assistant" \
+	    MEMRA_GEMMA_DRAFT_RANKS="$P/r.txt" serve --device cpu --gemma-trim-adapt -1
+	[ "$stderr" = "serve: MEMRA_GEMMA_TRIM_ADAPT (--gemma-trim-adapt): '-1': out of range 0..65536 or not a number" ]
+	seq 0 255 >"$P/r.txt"
+	printf '300 2\n300 1\n' >"$P/r.txt.learned"
+	run -1 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-assistant" \
+	    MEMRA_GEMMA_DRAFT_RANKS="$P/r.txt" MEMRA_GEMMA_TRIM_ADAPT=8 serve --device cpu -t 2
+	[ "${stderr##*$'\n'}" = "serve: $G/g4-dense: draft '$G/g4-assistant': learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): $P/r.txt.learned: line 2: id 300 repeats line 1" ]
 	run -1 --separate-stderr env MEMRA_MODELS="g=$G/g4-dense" MEMRA_GEMMA_DRAFT_RANKS="$G/nope.txt" \
 	    serve --device cpu
 	[[ $stderr == *"a drafter's rank list without a drafter (MEMRA_DRAFT)" ]]
@@ -161,6 +169,100 @@ PY
 	SERVE=$P/on start_serve MEMRA_MODELS="q=$A" MEMRA_MAX_SESSIONS=1 MEMRA_DFLASH_PREC=q8
 	grep -qx "\[dspark\] q: DFlash2 drafter $D2: 2 layers, block 8, taps \[2,5\], window 16, weights BF16" "$LOG"
 	grep -qx '\[dspark\] q: precision bf16 (MEMRA_DFLASH_PREC)' "$LOG"
+}
+
+# The cookbook's Gemma-4 31B block with the fixtures' paths: g4-vision (g4-dense's text shape,
+# with a tower and a chat template) drafted by g4-assistant, MEMRA_CTX and
+# MEMRA_PREFIX_CACHE_MB sized for the CPU (262144 x 16 sessions would take ~10 GiB here).
+@test "the cookbook's Gemma-4 block (drafter, ranks, TRIM_ADAPT=512, vision) boots unchanged: its proof lines, every reply plain's, the drain keeps what it learned" {
+	need_py openai
+	V=$G/g4-vision
+	reqs gemma31 10 0.1 "hello world, the quick brown fox jumps over the lazy dog again and again" \
+	    "once upon a time there was a tiny model that drafted its own tokens" >"$P/q.jsonl"
+	plain_replies "$P/q.jsonl" MEMRA_MODELS="gemma31=$V"
+	start_serve MEMRA_MODELS="gemma31=$V" MEMRA_GEMMA_VISION=1 MEMRA_GEMMA_MMPROJ="$V/mmproj-f32.gguf" \
+	    MEMRA_SPEC_K=0
+	img=$(python3 "$TOP/t/serve-vision.py" "$URL" chat gemma31 12 "@$V/images/a.png" "What is this?")
+	stop_serve
+	seq 0 255 >"$P/ranks.txt"
+	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="gemma31=$V" \
+	    MEMRA_DRAFT="$G/g4-assistant" MEMRA_GEMMA_DRAFT_RANKS="$P/ranks.txt" MEMRA_GEMMA_TRIM_ADAPT=512 \
+	    MEMRA_GEMMA_VISION=1 MEMRA_GEMMA_MMPROJ="$V/mmproj-f32.gguf" MEMRA_CTX=4096 \
+	    MEMRA_MAX_SESSIONS=16 MEMRA_PREFIX_CACHE_MB=64
+	grep -qx "\[gemma-draft\] assistant drafter: 3 layers, hidden 24 over the trunk's K/V, head trimmed to 256 rows (F32, d2t map)" "$LOG"
+	grep -qxF "[gemma-draft] trim adapt: 64 learned slots after the 256 ranks (all the tokens outside them), none learned yet (no $P/ranks.txt.learned); the full head's 320 rows stay in memory for them (F32, 0.03 MiB), the slots' rows 0.01 MiB" "$LOG"
+	grep -qx '\[model\] gemma31: ctx=4096 K=3 (assistant speculative decode for greedy requests)' "$LOG"
+	grep -q '^\[vision\] gemma4 tower: 2 layers, hidden 32, ' "$LOG"
+	grep -q '^\[sched\] gemma31: 16 sessions x ctx 4096: ' "$LOG"
+	grep -q '^\[sched\] gemma31: prefix cache: 64 MiB, ' "$LOG"
+	run -0 $SC "$URL" staggered "$P/q.jsonl"
+	diff "$P/plain" - <<<"$output"
+	run -0 python3 "$TOP/t/serve-vision.py" "$URL" chat gemma31 12 "@$V/images/a.png" "What is this?"
+	[ "$output" = "$img" ]
+	[ "$(metric memra_spec_rounds_total)" -gt 0 ]
+	stop_serve	# SIGTERM: the drain writes the slots
+	grep -q "^\[gemma-draft\] gemma31: trim adapt: [1-9][0-9]* learned slots written to $P/ranks.txt.learned\$" "$LOG"
+	[ "$(tail -1 "$LOG")" = "[serve] drained: exiting" ]
+	# what it learned: tokens the ranks miss, once each, with their counts
+	awk '$1 < 256 || $2 < 1 || seen[$1]++ { exit 1 }' "$P/ranks.txt.learned"
+	[ -s "$P/ranks.txt.learned" ]
+	start_serve MEMRA_MODELS="gemma31=$V" MEMRA_DRAFT="$G/g4-assistant" \
+	    MEMRA_GEMMA_DRAFT_RANKS="$P/ranks.txt" MEMRA_GEMMA_TRIM_ADAPT=512 MEMRA_MAX_SESSIONS=2
+	grep -q "^\[gemma-draft\] trim adapt: 64 learned slots after the 256 ranks (all the tokens outside them), $(wc -l <"$P/ranks.txt.learned") from $P/ranks.txt.learned; " "$LOG"
+}
+
+# ids_of FILE: the token ids the target says to the requests of FILE (run-gen, greedy)
+ids_of() {
+	jq -c '{prompt}' "$1" | run-gen -t 2 --jsonl --ids --ignore-eos -n 24 "$G/g4-dense" 2>/dev/null |
+	    jq -r '.ids[]'
+}
+
+@test "Gemma-4 assistant with MEMRA_GEMMA_TRIM_ADAPT: the slots learn what the ranks miss, drafts land, replies stay plain's" {
+	# token-id prompts, greedy, one at a time, K pinned: every count here is fixed
+	for i in 0 1 2 3 4 5; do
+		printf '{"model": "g", "prompt": [%s], "max_tokens": 24, "temperature": 0, "ignore_eos": true}\n' \
+		    "$(seq -s, $((3 + 7 * i)) $((12 + 9 * i)))"
+	done >"$P/q"
+	ids_of "$P/q" >"$P/all"
+	[ "$(wc -l <"$P/all")" = 144 ]
+	sort -n -u "$P/all" >"$P/said"
+	seq 0 319 | grep -vxFf "$P/said" >"$P/r.txt"	# ranks that miss every token said
+	for cfg in "0 0" "3 0" "3 128"; do
+		set -- $cfg
+		start_serve MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-assistant" MEMRA_SPEC_K=$1 \
+		    MEMRA_GEMMA_DRAFT_RANKS="$P/r.txt" MEMRA_GEMMA_TRIM_ADAPT=$2 MEMRA_MAX_SESSIONS=2
+		while read -r q; do
+			curl -s "$URL/v1/completions" -d "$q" | jq -c '[.choices[0].text, .usage.completion_tokens]'
+		done <"$P/q" >"$P/replies.$1.$2"
+		echo "$(metric memra_spec_drafted_tokens_total) $(metric memra_spec_accepted_tokens_total)" >"$P/acc.$1.$2"
+		stop_serve
+	done
+	[ "$(grep -c ',24\]$' "$P/replies.0.0")" = 6 ]
+	cmp "$P/replies.0.0" "$P/replies.3.0"
+	cmp "$P/replies.0.0" "$P/replies.3.128"
+	read -r d0 a0 <"$P/acc.3.0"
+	read -r d1 a1 <"$P/acc.3.128"
+	[ "$d0" -gt 0 ] && [ "$a0" = 0 ]	# the ranks alone: no draft lands
+	[ "$d1" -gt 0 ] && [ "$a1" -gt 0 ]
+	n=$(wc -l <"$P/said")
+	grep -qxF "[gemma-draft] trim adapt: $n learned slots after the $((320 - n)) ranks (all the tokens outside them), none learned yet (no $P/r.txt.learned); the full head's 320 rows stay in memory for them (F32, 0.03 MiB), the slots' rows 0.01 MiB" "$LOG"
+	grep -qxF "[gemma-draft] g: trim adapt: $n learned slots written to $P/r.txt.learned" "$LOG"
+	# the file: every token said with its count, strongest first
+	sort -n "$P/all" | uniq -c | awk '{ print $2, $1 }' | sort -k2,2nr -k1,1n | diff - "$P/r.txt.learned"
+}
+
+@test "Gemma-4 assistant with MEMRA_GEMMA_TRIM_ADAPT: an unwritable directory is said once and the server goes on" {
+	seq 0 99 >"$P/r.txt"
+	# /dev/fd: a directory no one can make a file in, root included
+	start_serve MEMRA_MODELS="g=$G/g4-dense" MEMRA_DRAFT="$G/g4-assistant" MEMRA_SPEC_K=3 \
+	    MEMRA_GEMMA_DRAFT_RANKS=/dev/fd/3 MEMRA_GEMMA_TRIM_ADAPT=16 3<"$P/r.txt"
+	grep -q '^\[gemma-draft\] trim adapt: 16 learned slots after the 100 ranks, none learned yet (no /dev/fd/3.learned); ' "$LOG"
+	r=$(curl -s "$URL/v1/completions" -d '{"model": "g", "prompt": [5, 17, 250, 3], "max_tokens": 16, "temperature": 0}')
+	[ "$(jq .usage.completion_tokens <<<"$r")" -gt 0 ]
+	stop_serve
+	[ "$(grep -c 'learned slots not saved' "$LOG")" = 1 ]
+	grep -qx "serve: g: MEMRA_GEMMA_TRIM_ADAPT: learned slots not saved: /dev/fd/3.learned: No such file or directory (said once; the drafts go on with them)" "$LOG"
+	[ "$(tail -1 "$LOG")" = "[serve] drained: exiting" ]
 }
 
 # bats test_tags=gpu
