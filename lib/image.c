@@ -196,7 +196,8 @@ orient(struct image *img, int o, char *err)
 			int x, y;
 
 			source(o, img->w, img->h, i, j, &x, &y);
-			memcpy(px + ((size_t)j * w + i) * 3, img->rgb + ((size_t)y * img->w + x) * 3, 3);
+			memcpy(px + ((size_t)j * w + i) * 3, img->rgb + ((size_t)y * img->w + x) * 3,
+			    3);
 		}
 	free(img->rgb);
 	img->rgb = px, img->w = w, img->h = h;
@@ -391,8 +392,10 @@ jpeg_orientation(struct jpeg_decompress_struct *d, int *o, char *err)
 		for (m = d->marker_list; m != NULL; m = m->next)
 			if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 &&
 			    memcmp(m->data, "Exif\0\0", 6) == 0) {
-				memcpy(ex + n, m->data + (n > 0 ? 6 : 0), m->data_length - (n > 0 ? 6 : 0));
-				n += m->data_length - (n > 0 ? 6 : 0);
+				size_t skip = n > 0 ? 6 : 0;
+
+				memcpy(ex + n, m->data + skip, m->data_length - skip);
+				n += m->data_length - skip;
 			}
 		*o = image_exif_orientation(ex, n);
 		free(ex);

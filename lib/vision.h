@@ -135,9 +135,10 @@ struct vision_prompt {
  * The prompt ids[n] with its images: each img token of ids (one an image,
  * n_img of them, in order) becomes boi, imgs[i].n_tok img tokens and eoi,
  * as transformers' Gemma4Processor expands it; each image is encoded
- * (vision_encode) into vp, and its rows and SHA-256 listed in vp->img.  *out: malloc'd [*n_out] ids.  0, or -1 with
- * the reason in err (UTIL_ERRLEN): a count of markers other than n_img, an
- * encoding failure.  vision_prompt_free frees vp.
+ * (vision_encode) into vp, and its rows and SHA-256 listed in vp->img.
+ * *out: malloc'd [*n_out] ids.  0, or -1 with the reason in err
+ * (UTIL_ERRLEN): a count of markers other than n_img, an encoding failure.
+ * vision_prompt_free frees vp.
  */
 int	vision_prompt_build(struct vision *, const struct vision_tokens *vt, const int32_t *ids,
 	    size_t n, const struct vision_image *imgs, int n_img, int32_t **out, size_t *n_out,
