@@ -43,6 +43,167 @@ too_big(const struct image_limits *lim, uint64_t w, uint64_t h, char *err)
 	return 0;
 }
 
+/* --- EXIF orientation, as Pillow 13 reads it (Image.getexif, TiffImagePlugin) --- */
+
+static uint32_t
+rd(const uint8_t *b, int nb, int big)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < nb; i++)
+		v |= (uint32_t)b[big ? nb - 1 - i : i] << 8 * i;
+	return v;
+}
+
+/* Bytes a value of TIFF type t takes (Pillow's _load_dispatch); 0: a type it skips. */
+static int
+unit_size(int t)
+{
+	static const uint8_t sz[17] = { 0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8 };
+
+	return t >= 0 && t < 17 ? sz[t] : 0;
+}
+
+/*
+ * The first value v[] of type t as Pillow gives the tag: 1..8 when it is
+ * that number exactly (an integer, a float or a fraction), else 0 (bytes,
+ * text, another number: no orientation of its table).
+ */
+static int
+orientation_value(const uint8_t *v, int t, int big)
+{
+	uint32_t a = rd(v, unit_size(t) < 4 ? unit_size(t) : 4, big), hi = 0, lo = 0;
+	int64_t num, den;
+	double x;
+
+	if (unit_size(t) == 8)	/* (its bytes are there: the caller checked) */
+		hi = rd(v + (big ? 0 : 4), 4, big), lo = rd(v + (big ? 4 : 0), 4, big);
+
+	switch (t) {
+	case 3: case 4: case 13: x = a; break;			/* SHORT, LONG, IFD */
+	case 6: x = (int8_t)a; break;				/* SIGNED BYTE */
+	case 8: x = (int16_t)a; break;				/* SIGNED SHORT */
+	case 9: x = (int32_t)a; break;				/* SIGNED LONG */
+	case 16: x = hi == 0 ? lo : 0; break;			/* LONG8 */
+	case 11: { float f; memcpy(&f, &a, 4); x = f; break; }	/* FLOAT */
+	case 12: {						/* DOUBLE */
+		uint64_t d = (uint64_t)hi << 32 | lo;
+		memcpy(&x, &d, 8);
+		break;
+	}
+	case 5: case 10:		/* (SIGNED) RATIONAL: a Fraction, equal to an integer */
+		num = t == 5 ? (int64_t)a : (int32_t)a;
+		den = t == 5 ? (int64_t)rd(v + 4, 4, big) : (int32_t)rd(v + 4, 4, big);
+		if (den == 0 || num % den != 0)
+			return 0;
+		x = (double)(num / den);
+		break;
+	default:
+		return 0;	/* BYTE, ASCII, UNDEFINED: bytes or text */
+	}
+	return x >= 1 && x <= 8 && x == (int)x ? (int)x : 0;
+}
+
+int
+image_exif_orientation(const void *buf, size_t n)
+{
+	static const char *pre[4] = { "MM\0\x2a", "II\x2a\0", "MM\x2a\0", "II\0\x2a" };
+	const uint8_t *p = buf, *o = NULL;
+	uint8_t seen[8192] = { 0 };	/* tags stored: the first of a tag wins */
+	uint64_t total = 0;
+	uint32_t ifd, count;
+	int big, ot = 0;
+
+	for (int k = 0; k < 2 && n >= 6 && memcmp(p, "Exif\0\0", 6) == 0; k++)
+		p += 6, n -= 6;
+	if (n == 0)
+		return -1;
+	if (n < 8 || (memcmp(p, pre[0], 4) && memcmp(p, pre[1], 4) && memcmp(p, pre[2], 4) &&
+	    memcmp(p, pre[3], 4)))
+		return -2;	/* no TIFF header (BigTIFF's too): Pillow raises */
+	big = p[0] == 'M';
+	if ((ifd = rd(p + 4, 4, big)) > n - 2)
+		return -1;
+	count = rd(p + ifd, 2, big);
+	for (uint32_t i = 0; i < count && (size_t)ifd + 2 + 12 * ((size_t)i + 1) <= n; i++) {
+		const uint8_t *e = p + ifd + 2 + 12 * (size_t)i, *v = e + 8;
+		int tag = rd(e, 2, big), t = rd(e + 2, 2, big);
+		uint64_t size = (uint64_t)rd(e + 4, 4, big) * unit_size(t), at = rd(e + 8, 4, big);
+
+		if (seen[tag >> 3] & 1 << (tag & 7) || unit_size(t) == 0)
+			continue;
+		if (size > 4) {
+			if ((total += size) > n)
+				continue;	/* "tag data larger than file" */
+			if (at + size > n)
+				break;		/* a truncated read ends the directory */
+			v = p + at;
+		}
+		if (size == 0)
+			continue;
+		seen[tag >> 3] |= 1 << (tag & 7);
+		if (tag == 274)
+			o = v, ot = t;
+	}
+	return o != NULL ? orientation_value(o, ot, big) : -1;
+}
+
+int
+image_xmp_orientation(const void *buf, size_t n)
+{
+	static const char key[] = "tiff:Orientation";
+	const size_t k = sizeof key - 1;
+	const char *s = buf;
+
+	for (size_t i = 0; i + k + 1 < n; i++) {
+		if (memcmp(s + i, key, k) != 0)
+			continue;
+		if (s[i + k] == '>' && s[i + k + 1] >= '0' && s[i + k + 1] <= '9')
+			return s[i + k + 1] - '0';
+		if (i + k + 2 < n && s[i + k] == '=' && s[i + k + 1] == '"' &&
+		    s[i + k + 2] >= '0' && s[i + k + 2] <= '9')
+			return s[i + k + 2] - '0';
+	}
+	return -1;
+}
+
+/* Source pixel (x, y) of output pixel (i, j) of a w x h image turned by orientation o. */
+static void
+source(int o, int w, int h, int i, int j, int *x, int *y)
+{
+	switch (o) {
+	case 2: *x = w - 1 - i, *y = j; break;		/* FLIP_LEFT_RIGHT */
+	case 3: *x = w - 1 - i, *y = h - 1 - j; break;	/* ROTATE_180 */
+	case 4: *x = i, *y = h - 1 - j; break;		/* FLIP_TOP_BOTTOM */
+	case 5: *x = j, *y = i; break;			/* TRANSPOSE */
+	case 6: *x = j, *y = h - 1 - i; break;		/* ROTATE_270 */
+	case 7: *x = w - 1 - j, *y = h - 1 - i; break;	/* TRANSVERSE */
+	default: *x = w - 1 - j, *y = i; break;		/* 8: ROTATE_90 */
+	}
+}
+
+/* img turned upright by EXIF orientation o (2..8), as ImageOps.exif_transpose: 0, or -1. */
+static int
+orient(struct image *img, int o, char *err)
+{
+	int w = o >= 5 ? img->h : img->w, h = o >= 5 ? img->w : img->h;
+	uint8_t *px = malloc((size_t)w * h * 3);
+
+	if (px == NULL)
+		return util_err(err, "image of %dx%d: out of memory", img->w, img->h);
+	for (int j = 0; j < h; j++)
+		for (int i = 0; i < w; i++) {
+			int x, y;
+
+			source(o, img->w, img->h, i, j, &x, &y);
+			memcpy(px + ((size_t)j * w + i) * 3, img->rgb + ((size_t)y * img->w + x) * 3,
+			    3);
+		}
+	free(img->rgb);
+	img->rgb = px, img->w = w, img->h = h;
+	return 0;
+}
+
 /* --- PNG --- */
 
 static uint32_t
@@ -162,6 +323,7 @@ struct jpeg_fail {
 	jmp_buf	jb;
 	char	*err;
 	int	truncated;
+	int	o;		/* the EXIF orientation (jpeg_orientation) */
 };
 
 static void
@@ -197,12 +359,59 @@ jpeg_progress(j_common_ptr c)
 	}
 }
 
+/*
+ * The orientation (1..8; else none) of the APP1 markers libjpeg saved, as
+ * Pillow reads a JPEG's: its Exif segments joined (the first whole, each
+ * later one past its "Exif\0\0") and the Orientation of their IFD0, or
+ * where they have none, the last XMP packet's tiff:Orientation (but not
+ * beside an Exif segment that is no TIFF: Pillow, reading the JPEG's DPI
+ * from it as it opens a JPEG without JFIF's, fails and keeps no tag; with
+ * JFIF's DPI, exif_transpose raises instead).  0, or -1 (out of memory)
+ * with err.
+ */
+static int
+jpeg_orientation(struct jpeg_decompress_struct *d, int *o, char *err)
+{
+	static const char xmp[] = "http://ns.adobe.com/xap/1.0/";
+	jpeg_saved_marker_ptr m, x = NULL;
+	uint8_t *ex;
+	size_t n = 0;
+
+	*o = -1;
+	for (m = d->marker_list; m != NULL; m = m->next)
+		if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 &&
+		    memcmp(m->data, "Exif\0\0", 6) == 0)
+			n += m->data_length - (n > 0 ? 6 : 0);
+		else if (m->marker == JPEG_APP0 + 1 && m->data_length >= sizeof xmp &&
+		    memcmp(m->data, xmp, sizeof xmp) == 0)	/* the name and its NUL */
+			x = m;
+	if (n > 0) {
+		if ((ex = malloc(n)) == NULL)
+			return util_err(err, "JPEG: EXIF of %zu bytes: out of memory", n);
+		n = 0;
+		for (m = d->marker_list; m != NULL; m = m->next)
+			if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 &&
+			    memcmp(m->data, "Exif\0\0", 6) == 0) {
+				size_t skip = n > 0 ? 6 : 0;
+
+				memcpy(ex + n, m->data + skip, m->data_length - skip);
+				n += m->data_length - skip;
+			}
+		*o = image_exif_orientation(ex, n);
+		free(ex);
+	}
+	if (*o == -1 && x != NULL)
+		*o = image_xmp_orientation(x->data + sizeof xmp, x->data_length - sizeof xmp);
+	return 0;
+}
+
 static int
 jpeg_pixels(struct jpeg_decompress_struct *d, struct jpeg_fail *f,
     const struct image_limits *lim, uint8_t *volatile *pix, char *err)
 {
 	jpeg_read_header(d, TRUE);
-	if (too_big(lim, d->image_width, d->image_height, err) != 0)
+	if (too_big(lim, d->image_width, d->image_height, err) != 0 ||
+	    jpeg_orientation(d, &f->o, err) != 0)
 		return -1;
 	if (d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK)
 		return util_err(err, "JPEG: a CMYK image (only RGB and gray are read)");
@@ -228,7 +437,7 @@ jpeg_decode(const uint8_t *buf, size_t n, const struct image_limits *lim, struct
     char *err)
 {
 	struct jpeg_decompress_struct d;
-	struct jpeg_fail f = { .err = err };
+	struct jpeg_fail f = { .err = err, .o = -1 };
 	uint8_t *volatile pix = NULL;
 	volatile int rc = -1;
 
@@ -239,6 +448,7 @@ jpeg_decode(const uint8_t *buf, size_t n, const struct image_limits *lim, struct
 	if (setjmp(f.jb) == 0) {
 		jpeg_create_decompress(&d);
 		d.progress = &f.prog;
+		jpeg_save_markers(&d, JPEG_APP0 + 1, 0xffff);	/* EXIF and XMP */
 		jpeg_mem_src(&d, buf, n);
 		if ((rc = jpeg_pixels(&d, &f, lim, &pix, err)) == 0) {
 			img->w = d.output_width, img->h = d.output_height, img->rgb = pix;
@@ -247,6 +457,10 @@ jpeg_decode(const uint8_t *buf, size_t n, const struct image_limits *lim, struct
 	}
 	jpeg_destroy_decompress(&d);
 	free(pix);
+	if (rc == 0 && f.o >= 2 && orient(img, f.o, err) != 0) {
+		image_free(img);
+		return -1;
+	}
 	return rc;
 }
 

@@ -5,10 +5,13 @@
  * aspect-ratio-preserving policy), the resize (torchvision's antialiased
  * bicubic on uint8 images), the rescale to [0, 1] and the patches.
  *
- * Decoding follows PIL's image.convert("RGB"): palette and gray images
- * are expanded, an alpha channel is dropped (not composited), 16-bit
- * samples keep their high byte, no gamma or colour profile is applied.
- * EXIF orientation is not applied.  CMYK JPEGs are refused.
+ * Decoding follows transformers' load_image (image_utils: PIL's
+ * ImageOps.exif_transpose, then image.convert("RGB")): a JPEG is turned
+ * upright as its EXIF orientation says (image_exif_orientation; where its
+ * EXIF has none, its XMP's tiff:Orientation); palette and gray images are
+ * expanded, an alpha channel is dropped (not composited), 16-bit samples
+ * keep their high byte, no gamma or colour profile is applied.  A PNG's
+ * EXIF (eXIf, or in text chunks) is not read.  CMYK JPEGs are refused.
  */
 #ifndef MEMRA_IMAGE_H
 #define MEMRA_IMAGE_H
@@ -41,6 +44,27 @@ struct image_limits {
 int	image_decode(const void *buf, size_t n, const struct image_limits *lim,
 	    struct image *img, char *err);
 void	image_free(struct image *);
+
+/*
+ * The EXIF orientation of an EXIF block p[n] (a JPEG's APP1 Exif
+ * segments, "Exif\0\0" then a TIFF header and directories), as Pillow 13
+ * reads it (Image.getexif): up to two "Exif\0\0" skipped, a classic TIFF
+ * header (II or MM), the first entry of tag 274 in IFD0 that loads (a type
+ * Pillow reads, its data within the block; a truncated out-of-line value
+ * ends the directory), its first value.  1..8: the orientation (a value
+ * equal to that number, an integer, float or fraction); 0: an entry whose
+ * value is none of them (bytes, text, another number); -1: no entry (an
+ * empty block too); -2: no TIFF header (a BigTIFF one too: Pillow raises).
+ * Any bytes are safe.
+ */
+int	image_exif_orientation(const void *p, size_t n);
+
+/*
+ * The orientation an XMP packet p[n] gives, as Pillow reads it where the
+ * EXIF has none: the digit of its first tiff:Orientation="D or
+ * tiff:Orientation>D (0..9), or -1 when there is none.
+ */
+int	image_xmp_orientation(const void *p, size_t n);
 
 /*
  * Gemma-4's target size for a w x h image (transformers'

@@ -2316,6 +2316,17 @@ model_kv_dim(const struct model *md)
 	return w;
 }
 
+int
+model_kv_width(const struct model *md, int i)
+{
+	if (i < 0 || i >= md->n_kv_own)
+		return -1;
+	for (int il = 0; md->hp.arch == MODEL_ARCH_GEMMA4 && il < md->hp.n_layer; il++)
+		if (md->layers[il].kv_own && md->layers[il].cache == i)
+			return md->layers[il].nkv * md->layers[il].hd;
+	return model_kv_dim(md);
+}
+
 static struct state_config
 state_shape(const struct model *md, int n_ctx, int n_snap)
 {

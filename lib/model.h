@@ -199,6 +199,14 @@ size_t	model_state_bytes(const struct model *, int n_ctx, int n_snap);
  */
 struct state *model_state_new(struct model *, int n_ctx, int n_snap, char *err);
 
+/*
+ * The row width of KV cache i of the model's states (0 <= i < their
+ * state_config's n_kv): a gemma4 state's caches differ (each is [n_ctx]
+ * [its layer's K/V heads x head size] at the start of a buffer kv_dim
+ * wide); any other model's are kv_dim.  -1 for an i out of range.
+ */
+int	model_kv_width(const struct model *, int i);
+
 enum {
 	MODEL_LOGITS_ALL = 1,	/* logits of every row, not only the last */
 	MODEL_VERIFY = 2,	/* keep per-row snapshots: state_rollback may follow */
@@ -231,7 +239,9 @@ int	model_forward(struct model *, struct state *, const int32_t *tok, int m,
  * inputs (PLE) take the token pad, as transformers' do.  Only gemma4 on
  * one stage, and a backend with backend_attn_hi for bidir blocks; any
  * other forward (model_forward_seqs, model_mtp) with one pending is an
- * error.  0, or -1 with model_errmsg set (the struct is not kept then).
+ * error.  e NULL drops rows given and not yet taken (a caller whose
+ * forward did not run).  0, or -1 with model_errmsg set (the struct is not
+ * kept then).
  */
 struct model_embd {
 	int	n;		/* rows given */

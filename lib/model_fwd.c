@@ -443,6 +443,8 @@ int
 model_inject(struct model *md, const struct model_embd *e)
 {
 	md->inj = NULL;
+	if (e == NULL)
+		return 0;	/* rows given and not taken: dropped */
 	if (!md->ops->inject || model_stages(md) > 1)
 		return util_err(md->err, "embedding rows (an image's): not for this model%s",
 		    model_stages(md) > 1 ? " split in stages" : "'s architecture");

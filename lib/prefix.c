@@ -14,13 +14,18 @@ struct blk {
 	int	depth;		/* tokens [depth block, (depth+1) block) */
 	int	children, pins;
 	int	used, mtp;	/* mtp: the MTP cache's rows are valid */
+	int	open;		/* PREFIX_OPEN: no recurrent state, no resuming at its end */
 	int	next;		/* in its bucket, or the free list */
+	struct prefix_tag tag;
 };
 
 struct prefix {
 	struct backend *be;
 	struct state_config c;
 	struct prefix_config pc;
+	int	*w;		/* [n_kv] each cache's row width */
+	size_t	*koff;		/* [n_kv + 1] floats before cache i's K rows in a block
+				 * (then its V rows; koff[n_kv]: the recurrent state) */
 	size_t	per;		/* floats a block */
 	float	*arena;		/* [max][per] backend memory */
 	int32_t	*tok;		/* [max][block] host */
@@ -32,23 +37,47 @@ struct prefix {
 	char	err[UTIL_ERRLEN];
 };
 
-static size_t
-kv_floats(const struct state_config *c, int block)
+/* Cache i's row width: kv_w[i], or (NULL) the state's kv_dim. */
+static int
+width(const struct state_config *c, const int *kv_w, int i)
 {
-	return (size_t)block * c->kv_dim;
+	return kv_w != NULL ? kv_w[i] : c->kv_dim;
 }
 
 /* Floats of a block: K and V rows of every cache, then the recurrent state. */
 static size_t
-block_floats(const struct state_config *c, int block)
+block_floats(const struct state_config *c, const int *kv_w, int block)
 {
-	return 2 * kv_floats(c, block) * c->n_kv + state_rec_floats(c);
+	size_t n = state_rec_floats(c);
+
+	for (int i = 0; i < c->n_kv; i++)
+		n += 2 * (size_t)block * width(c, kv_w, i);
+	return n;
 }
 
 size_t
-prefix_block_bytes(const struct state_config *c, int block)
+prefix_block_bytes(const struct state_config *c, const int *kv_w, int block)
 {
-	return block_floats(c, block) * sizeof(float);
+	return block_floats(c, kv_w, block) * sizeof(float);
+}
+
+/* p's widths (pc's or uniform) and the block's offsets. */
+static int
+layout(struct prefix *p, const int *kv_w)
+{
+	int n = p->c.n_kv;
+
+	p->w = malloc((n + 1) * sizeof *p->w);
+	p->koff = malloc((n + 1) * sizeof *p->koff);
+	if (p->w == NULL || p->koff == NULL)
+		return -1;
+	p->koff[0] = 0;
+	for (int i = 0; i < n; i++) {
+		p->w[i] = width(&p->c, kv_w, i);
+		p->koff[i + 1] = p->koff[i] + 2 * (size_t)p->pc.block * p->w[i];
+	}
+	p->pc.kv_w = p->w;
+	return 0;
 }
 
 static int
@@ -79,11 +108,17 @@ prefix_new(struct backend *be, const struct state_config *c, const struct prefix
 	struct prefix *p;
 	size_t bb;
 
+	for (int i = 0; pc->kv_w != NULL && i < c->n_kv; i++)
+		if (pc->kv_w[i] < 1 || pc->kv_w[i] > c->kv_dim) {
+			util_err(err, "prefix cache: cache %d: rows of %d, not 1..%d", i, pc->kv_w[i],
+			    c->kv_dim);
+			return NULL;
+		}
 	if (pc->block < 1 || c->n_kv < 0 || c->n_rec < 0) {
 		util_err(err, "prefix cache: bad config (block %d)", pc->block);
 		return NULL;
 	}
-	bb = prefix_block_bytes(c, pc->block);
+	bb = prefix_block_bytes(c, pc->kv_w, pc->block);
 	if (pc->budget / bb < 1 || pc->budget / bb > 1 << 30) {
 		util_err(err, "prefix cache: %zu bytes: %s (a block of %d tokens takes %zu)",
 		    pc->budget, pc->budget / bb < 1 ? "holds no block" : "too large", pc->block, bb);
@@ -94,9 +129,10 @@ prefix_new(struct backend *be, const struct state_config *c, const struct prefix
 		return NULL;
 	}
 	p->be = be, p->c = *c, p->pc = *pc;
-	p->per = block_floats(c, pc->block);
+	p->per = block_floats(c, pc->kv_w, pc->block);
 	p->max = (int)(pc->budget / bb);
-	if (alloc_meta(p) != 0 || (p->arena = backend_alloc(be, p->per * p->max)) == NULL) {
+	if (layout(p, pc->kv_w) != 0 || alloc_meta(p) != 0 ||
+	    (p->arena = backend_alloc(be, p->per * p->max)) == NULL) {
 		util_err(err, "prefix cache: no memory for %d blocks of %zu bytes", p->max, bb);
 		prefix_free(p);
 		return NULL;
@@ -112,7 +148,7 @@ prefix_free(struct prefix *p)
 	if (p == NULL)
 		return;
 	backend_mfree(p->be, p->arena);
-	free(p->b), free(p->tok), free(p->bucket);
+	free(p->b), free(p->tok), free(p->bucket), free(p->w), free(p->koff);
 	free(p);
 }
 
@@ -122,9 +158,11 @@ prefix_errmsg(const struct prefix *p)
 	return p->err;
 }
 
-/* The key of a block of tokens t[block] after a block keyed parent. */
+static const struct prefix_tag zero_tag;
+
+/* The key of a block of tokens t[block] tagged tag after a block keyed parent. */
 static uint64_t
-chain(const struct prefix *p, uint64_t parent, const int32_t *t)
+chain(const struct prefix *p, uint64_t parent, const int32_t *t, const struct prefix_tag *tag)
 {
 	uint64_t h = parent ^ 0x9e3779b97f4a7c15ULL;
 
@@ -132,6 +170,8 @@ chain(const struct prefix *p, uint64_t parent, const int32_t *t)
 		h = (h ^ (uint32_t)t[i]) * 0x100000001b3ULL;
 		h ^= h >> 29;
 	}
+	for (int i = 0; tag != &zero_tag && i < (int)sizeof tag->b; i++)
+		h = (h ^ tag->b[i]) * 0x100000001b3ULL;
 	h ^= h >> 33, h *= 0xff51afd7ed558ccdULL, h ^= h >> 33;
 	return p->pc.hash_mask ? h & p->pc.hash_mask : h;
 }
@@ -139,27 +179,38 @@ chain(const struct prefix *p, uint64_t parent, const int32_t *t)
 static float *
 blk_k(struct prefix *p, int id, int i)
 {
-	return p->arena + p->per * id + 2 * kv_floats(&p->c, p->pc.block) * i;
+	return p->arena + p->per * id + p->koff[i];
 }
 
 static float *
 blk_rec(struct prefix *p, int id)
 {
-	return p->arena + p->per * id + 2 * kv_floats(&p->c, p->pc.block) * p->c.n_kv;
+	return p->arena + p->per * id + p->koff[p->c.n_kv];
 }
 
-/* The block keyed key after parent at depth d holding tokens t; -1: none. */
+/* The block keyed key after parent at depth d holding tokens t, tagged tag; -1: none. */
 static int
-find(const struct prefix *p, uint64_t key, int parent, int d, const int32_t *t)
+find(const struct prefix *p, uint64_t key, int parent, int d, const int32_t *t,
+    const struct prefix_tag *tag)
 {
 	for (int id = p->bucket[key & (p->nbucket - 1)]; id >= 0; id = p->b[id].next) {
 		const struct blk *b = &p->b[id];
 
 		if (b->key == key && b->parent == parent && b->depth == d &&
+		    memcmp(b->tag.b, tag->b, sizeof tag->b) == 0 &&
 		    memcmp(p->tok + (size_t)id * p->pc.block, t, p->pc.block * sizeof *t) == 0)
 			return id;
 	}
 	return -1;
+}
+
+/* Block d's tag of tags (NULL: none); a zero tag is zero_tag itself. */
+static const struct prefix_tag *
+tag_at(const struct prefix_tag *tags, int d)
+{
+	if (tags == NULL || memcmp(tags[d].b, zero_tag.b, sizeof zero_tag.b) == 0)
+		return &zero_tag;
+	return &tags[d];
 }
 
 /* Chain `last` and every block before it: used now. */
@@ -172,22 +223,26 @@ touch(struct prefix *p, int last)
 }
 
 int
-prefix_lookup(struct prefix *p, const int32_t *ids, int n, int need_mtp, int *last)
+prefix_lookup(struct prefix *p, const int32_t *ids, const struct prefix_tag *tags, int n,
+    int need_mtp, int *last)
 {
-	int prev = -1, most = n > 0 ? (n - 1) / p->pc.block : 0;
+	int prev = -1, at = -1, most = n > 0 ? (n - 1) / p->pc.block : 0;
 	uint64_t key = SEED;
 
 	p->st.lookups++;
 	for (int d = 0; d < most; d++) {
+		const int32_t *t = ids + (size_t)d * p->pc.block;
+		const struct prefix_tag *tag = tag_at(tags, d);
 		int id;
 
-		key = chain(p, key, ids + (size_t)d * p->pc.block);
-		if ((id = find(p, key, prev, d, ids + (size_t)d * p->pc.block)) < 0 ||
-		    (need_mtp && !p->b[id].mtp))
+		key = chain(p, key, t, tag);
+		if ((id = find(p, key, prev, d, t, tag)) < 0 || (need_mtp && !p->b[id].mtp))
 			break;
 		prev = id;
+		if (!p->b[id].open)
+			at = id;	/* a chain may end here */
 	}
-	*last = prev;
+	*last = prev = at;
 	if (prev < 0)
 		return 0;
 	touch(p, prev);
@@ -200,9 +255,8 @@ prefix_lookup(struct prefix *p, const int32_t *ids, int n, int need_mtp, int *la
 static int
 move_rows(struct prefix *p, int id, struct state *st, int store)
 {
-	size_t n = kv_floats(&p->c, p->pc.block), off = n * p->b[id].depth;
-
 	for (int i = 0; i < p->c.n_kv; i++) {
+		size_t n = (size_t)p->pc.block * p->w[i], off = n * p->b[id].depth;
 		float *k = blk_k(p, id, i), *v = k + n;
 
 		if ((store ? backend_copy(p->be, k, state_k(st, i) + off, n) ||
@@ -283,32 +337,50 @@ fill(struct prefix *p, int id, struct state *st, int rec)
 	return 0;
 }
 
-int
-prefix_insert(struct prefix *p, int parent, const int32_t *ids, int end, struct state *st,
-    int mtp)
+/* Block id, there already, stored again with flags: its MTP rows filled in, and
+ * stored not open, its recurrent state (its end is where st is: resumable). */
+static int
+refill(struct prefix *p, int id, struct state *st, int flags)
 {
-	int B = p->pc.block, d = end / B - 1, id;
+	struct blk *b = &p->b[id];
+	int mtp = (flags & PREFIX_MTP) != 0;
+
+	if (mtp && !b->mtp && move_rows(p, id, st, 1) != 0)
+		return -1;
+	if (b->open && !(flags & PREFIX_OPEN)) {
+		if (state_rec_save(st, blk_rec(p, id)) != 0)
+			return util_err(p->err, "prefix cache: %s", state_errmsg(st));
+		b->open = 0;
+	}
+	b->mtp |= mtp;
+	touch(p, id);
+	return id;
+}
+
+int
+prefix_insert(struct prefix *p, int parent, const int32_t *ids, const struct prefix_tag *tag,
+    int end, struct state *st, int flags)
+{
+	int B = p->pc.block, d = end / B - 1, id, open = (flags & PREFIX_OPEN) != 0;
 	const int32_t *t = ids + (size_t)end - B;
+	const struct prefix_tag *tg = tag_at(tag, 0);
 	uint64_t key;
 
-	if (end < B || end % B != 0 || end > state_config(st)->n_ctx || state_pos(st) != end ||
+	if (end < B || end % B != 0 || end > state_config(st)->n_ctx ||
+	    (open ? state_pos(st) < end : state_pos(st) != end) ||
 	    (d == 0) != (parent < 0) || (parent >= 0 && (parent >= p->max ||
 	    !p->b[parent].used || p->b[parent].depth != d - 1)))
 		return util_err(p->err, "prefix cache: no block ends at %d after block %d", end,
 		    parent);
-	key = chain(p, parent >= 0 ? p->b[parent].key : SEED, t);
-	if ((id = find(p, key, parent, d, t)) >= 0) {
-		if (mtp && !p->b[id].mtp && fill(p, id, st, 0) != 0)
-			return -1;
-		p->b[id].mtp |= mtp;
-		touch(p, id);
-		return id;
-	}
+	key = chain(p, parent >= 0 ? p->b[parent].key : SEED, t, tg);
+	if ((id = find(p, key, parent, d, t, tg)) >= 0)
+		return refill(p, id, st, flags);
 	if ((id = take(p, parent)) < 0)
 		return util_err(p->err, "prefix cache: full (%d blocks, each in use)", p->max);
-	p->b[id] = (struct blk){ .key = key, .parent = parent, .depth = d, .used = 1, .mtp = mtp };
+	p->b[id] = (struct blk){ .key = key, .parent = parent, .depth = d, .used = 1,
+	    .mtp = (flags & PREFIX_MTP) != 0, .open = open, .tag = *tg };
 	memcpy(p->tok + (size_t)id * B, t, B * sizeof *t);
-	if (fill(p, id, st, 1) != 0) {
+	if (fill(p, id, st, !open) != 0) {
 		p->b[id].used = 0, p->b[id].next = p->free_head, p->free_head = id;
 		return -1;
 	}

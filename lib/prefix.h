@@ -7,15 +7,22 @@
  * the block (the MTP head's too, valid when a speculative sequence stored
  * it) and the recurrent state (conv and delta-rule, lib/state) after its
  * last row.  Blocks form chains from position 0: a block is keyed by the
- * hash of its parent's key and its tokens, and found only when its
- * parent, its depth and every one of its tokens match, so a hash
- * collision costs a comparison, never a wrong state.
+ * hash of its parent's key, its tokens and its tag, and found only when
+ * its parent, its depth, its tag and every one of its tokens match, so a
+ * hash collision costs a comparison, never a wrong state.
+ *
+ * A block's tag says what its rows hold besides their tokens' ids (the
+ * scheduler's: the images whose soft tokens it holds, as a SHA-256 of
+ * their files' digests and places; all zero, as NULL gives: none).
  *
  * Exactness is the caller's: a block must be stored from a state reached
  * the way a cold run reaches it (the scheduler stores a block at the end
  * of a prefill chunk, chunks being cut at the absolute multiples of
  * block), so that a sequence restored from it computes what a cold run
- * computes from there.
+ * computes from there.  Where a cold run does not stop at a block's end
+ * (the scheduler: an image's rows run across it, and one forward computes
+ * them all), the block is stored open: its rows are kept for the chains
+ * through it, but no sequence resumes at its end.
  *
  * Memory: one arena of budget / prefix_block_bytes blocks is allocated by
  * prefix_new; the cache never holds more.  When it is full, storing a
@@ -37,12 +44,27 @@ struct prefix_config {
 	int	block;		/* tokens a block (>= 1) */
 	size_t	budget;		/* bytes of backend memory at most */
 	uint64_t hash_mask;	/* 0: 64-bit keys; else keys & mask (tests force collisions) */
+	const int *kv_w;	/* NULL, or [n_kv] each KV cache's row width (copied): cache i
+				 * is [n_ctx][kv_w[i]] at the start of its buffer (a gemma4
+				 * state's, model_kv_width); NULL: every cache kv_dim wide */
 };
 
 struct prefix;
 
-/* The bytes one block of a state shaped c takes. */
-size_t	prefix_block_bytes(const struct state_config *c, int block);
+/* A block's tag: 32 bytes (the scheduler's a SHA-256). */
+struct prefix_tag {
+	uint8_t	b[32];
+};
+
+/* prefix_insert's flags. */
+enum {
+	PREFIX_MTP = 1,		/* the state's MTP cache rows below the block's end are valid */
+	PREFIX_OPEN = 2,	/* no resuming at its end: its rows only (the state may be past
+				 * the end; no recurrent state is kept) */
+};
+
+/* The bytes one block of a state shaped c (caches kv_w wide, as prefix_config's) takes. */
+size_t	prefix_block_bytes(const struct state_config *c, const int *kv_w, int block);
 
 /*
  * A cache for states shaped c (its n_ctx and n_snap do not matter) in
@@ -56,13 +78,15 @@ void	prefix_free(struct prefix *);
 const char *prefix_errmsg(const struct prefix *);
 
 /*
- * The longest cached chain that is a prefix of ids[n] and leaves at least
- * one token after it (at most (n - 1) / block blocks); need_mtp: only
- * blocks that hold the MTP cache's rows.  Returns its tokens (a multiple
- * of block, 0 when none) and its last block's id in *last (-1 when none);
- * the chain becomes the most recently used.
+ * The longest cached chain that is a prefix of ids[n] (block d tagged
+ * tags[d]; tags NULL: every tag zero), ends in a block that is not open
+ * and leaves at least one token after it (at most (n - 1) / block
+ * blocks); need_mtp: only blocks that hold the MTP cache's rows.  Returns
+ * its tokens (a multiple of block, 0 when none) and its last block's id
+ * in *last (-1 when none); the chain becomes the most recently used.
  */
-int	prefix_lookup(struct prefix *, const int32_t *ids, int n, int need_mtp, int *last);
+int	prefix_lookup(struct prefix *, const int32_t *ids, const struct prefix_tag *tags, int n,
+	    int need_mtp, int *last);
 
 /*
  * Restore chain `last` (a prefix_lookup result) into st: the KV rows of
@@ -73,16 +97,18 @@ int	prefix_restore(struct prefix *, int last, struct state *st);
 
 /*
  * Store the block that ends at position end (a multiple of block) of st,
- * which holds the tokens ids[0..end) and is at position end: its tokens
- * ids[end - block..end), st's KV rows of them and its recurrent state.
- * parent: the id of the block before it (-1 when end == block); mtp: 1
- * when st's MTP cache rows below end are valid.  A block that is there
- * already is kept (with mtp, its MTP rows are filled in).  Returns the
- * block's id, or -1 with prefix_errmsg set: every block is in use by a
- * chain or pinned (nothing was stored), or a copy failed.
+ * which holds the tokens ids[0..end) and is at position end (PREFIX_OPEN:
+ * at end or past it): its tokens ids[end - block..end), its tag (NULL:
+ * zero), st's KV rows of them and (not open) its recurrent state.
+ * parent: the id of the block before it (-1 when end == block); flags:
+ * PREFIX_MTP, PREFIX_OPEN.  A block that is there already is kept (with
+ * PREFIX_MTP, its MTP rows are filled in; stored not open, an open one
+ * gets its recurrent state and is resumable).  Returns the block's id, or
+ * -1 with prefix_errmsg set: every block is in use by a chain or pinned
+ * (nothing was stored), or a copy failed.
  */
-int	prefix_insert(struct prefix *, int parent, const int32_t *ids, int end,
-	    struct state *st, int mtp);
+int	prefix_insert(struct prefix *, int parent, const int32_t *ids,
+	    const struct prefix_tag *tag, int end, struct state *st, int flags);
 
 /* Keep block id (and so its chain) from eviction until unpinned; -1 is a no-op. */
 void	prefix_pin(struct prefix *, int id);

@@ -10,6 +10,7 @@
 #include "grammar.h"
 #include "model.h"
 #include "prefix.h"
+#include "sha256.h"
 #include "spec.h"
 #include "state.h"
 #include "util.h"
@@ -34,9 +35,11 @@ struct slot {
 	int	used;
 	/* the reuse pool: the recurrent state at the last chunk boundary sbound
 	 * the prefill passed; parked: a finished conversation's tokens ptok[n_ptok]
-	 * resumable at pbound (pmtp: with the MTP cache's rows) */
+	 * resumable at pbound (pmtp: with the MTP cache's rows), the images of
+	 * their prompt's blocks before pbound in ptag (seq_tags) */
 	float	*rsnap;		/* [state_rec_floats] backend memory */
 	int32_t	*ptok;		/* [n_ctx + SPEC_KMAX + 1] */
+	struct prefix_tag *ptag;	/* [n_ctx / chunk + 1] */
 	int	n_ptok, pbound, sbound, parked, pmtp;
 	uint64_t pstamp;
 };
@@ -90,8 +93,10 @@ struct sched_seq {
 	int	resume, resume_at, rblk, pblk, cached;
 	int	drblk, dpblk;	/* DFlash: rblk, pblk of the drafter's context (lane's dpc) */
 	struct vision_prompt vp;	/* the prompt's images (n_rows 0: none) */
-	int	img0;		/* the first image row (n_prompt: none): reuse keeps
-				 * and resumes the rows before it only */
+	struct prefix_tag *tags;	/* [n_prompt / chunk + 1] each block's images
+					 * (seq_tags), or NULL: none */
+	int	rsave;		/* the last chunk boundary a cold prefill of the prompt
+				 * stops at (the reuse pool's snapshot), 0: none */
 	struct sched_note note;	/* for the worker to tell; kind -1: none */
 	char	why[128];	/* note.why's text */
 	char	err[UTIL_ERRLEN];
@@ -165,6 +170,7 @@ seq_free(struct sched_seq *q)
 	sample_free(q->smp);
 	grammar_state_free(q->gs), grammar_free(q->g);
 	vision_prompt_free(&q->vp);
+	free(q->tags);
 	free(q->hist), free(q->stop), free(q->out), free(q->lp);
 	free(q);
 }
@@ -178,7 +184,7 @@ lane_free(struct backend *be, struct lane *l, int n)
 			state_free(l->slots[i].st);
 		if (l->slots[i].rsnap != NULL)
 			backend_mfree(be, l->slots[i].rsnap);
-		free(l->slots[i].ptok);
+		free(l->slots[i].ptok), free(l->slots[i].ptag);
 	}
 	prefix_free(l->pc), prefix_free(l->dpc);
 	free(l->slots);
@@ -478,12 +484,13 @@ lane_caches(struct sched *s, struct lane *l, const struct state_config *c,
 {
 	struct state_config dc;
 	struct prefix_config dp = *pc;
-	size_t bt = prefix_block_bytes(c, pc->block), bd;
+	size_t bt = prefix_block_bytes(c, pc->kv_w, pc->block), bd;
 
 	if (l->draft != DRAFT_DFLASH || l->K == 0)
 		return (l->pc = prefix_new(s->be, c, pc, err)) == NULL ? -1 : 0;
 	dc = *state_config(spec_drafter_state(l->slots[0].spec));
-	bd = prefix_block_bytes(&dc, pc->block);
+	dp.kv_w = NULL;		/* the drafter's caches: one width */
+	bd = prefix_block_bytes(&dc, NULL, pc->block);
 	dp.budget = pc->budget / (bt + bd) * bd, pc->budget = pc->budget / (bt + bd) * bt;
 	if (pc->budget == 0)
 		return 0;
@@ -494,23 +501,24 @@ lane_caches(struct sched *s, struct lane *l, const struct state_config *c,
 }
 
 /*
- * The lane's reuse pool buffers (a saved recurrent state and the parked
- * tokens a slot) and its prefix cache, in what the sessions leave of f's
- * memory: an explicit size past it is an error naming what is left.
+ * lane_reuse's work: the pool's buffers, and the prefix cache pc (its
+ * budget SCHED_PREFIX_AUTO: a quarter of `left`, capped) in what the
+ * sessions leave (left bytes).
  */
 static int
-lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
+lane_pool(struct sched *s, struct lane *l, const struct state_config *cp,
+    struct prefix_config *ppc, size_t left, char *err)
 {
-	struct state_config c = *state_config(l->slots[0].st);
-	struct prefix_config pc = { s->c.chunk, s->c.prefix_bytes, 0 };
-	size_t used = f->session * s->c.max_sessions, left = f->avail > used ? f->avail - used : 0;
+	struct state_config c = *cp;
+	struct prefix_config pc = *ppc;
 	size_t mib = 1 << 20;
 
 	for (int i = 0; s->c.reuse && i < s->c.max_sessions; i++) {
 		struct slot *sl = &l->slots[i];
 
 		sl->ptok = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *sl->ptok);
-		if (sl->ptok == NULL || (state_rec_floats(&c) > 0 &&
+		sl->ptag = malloc(((size_t)s->c.n_ctx / s->c.chunk + 1) * sizeof *sl->ptag);
+		if (sl->ptok == NULL || sl->ptag == NULL || (state_rec_floats(&c) > 0 &&
 		    (sl->rsnap = backend_alloc(s->be, state_rec_floats(&c))) == NULL))
 			return util_err(err, "reuse pool: out of memory");
 	}
@@ -518,17 +526,39 @@ lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 		size_t cap = (size_t)(backend_host(s->be) ? 1 : 8) << 30;
 
 		pc.budget = left / 4 < cap ? left / 4 : cap;
-		if (pc.budget < prefix_block_bytes(&c, pc.block))
+		if (pc.budget < prefix_block_bytes(&c, pc.kv_w, pc.block))
 			pc.budget = 0;	/* too little memory for a block: none */
 	} else if (pc.budget > left)
 		return util_err(err, "a prefix cache of %zu MiB does not fit: the sessions leave "
 		    "%zu MiB", pc.budget / mib, left / mib);
 	if (pc.budget == 0)
 		return 0;
-	if (lane_caches(s, l, &c, &pc, err) != 0)
-		return -1;
-	if (l->pc == NULL)	/* a DFlash lane's: no block of each fits */
-		return 0;
+	return lane_caches(s, l, &c, &pc, err);
+}
+
+/*
+ * The lane's reuse pool buffers (a saved recurrent state and the parked
+ * tokens a slot) and its prefix cache (its blocks as wide as each KV
+ * cache's rows), in what the sessions leave of f's memory: an explicit
+ * size past it is an error naming what is left.
+ */
+static int
+lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
+{
+	struct state_config c = *state_config(l->slots[0].st);
+	struct prefix_config pc = { s->c.chunk, s->c.prefix_bytes, 0, NULL };
+	size_t used = f->session * s->c.max_sessions, left = f->avail > used ? f->avail - used : 0;
+	int *w = malloc((c.n_kv + 1) * sizeof *w), rc;
+
+	if (w == NULL)
+		return util_err(err, "out of memory");
+	for (int i = 0; i < c.n_kv; i++)
+		w[i] = model_kv_width(l->m, i);
+	pc.kv_w = w;
+	rc = lane_pool(s, l, &c, &pc, left, err);
+	free(w);
+	if (rc != 0 || l->pc == NULL)	/* (a DFlash lane's: no block of each fits) */
+		return rc;
 	lane_prefix_stats(l);
 	f->prefix = l->pst.arena;
 	return 0;
@@ -602,9 +632,9 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->n_prompt = q->n_hist = r->n_ids;
 	q->max_tokens = r->max_tokens, q->ignore_eos = r->ignore_eos;
 	q->sp = r->sp;
-	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) &&
-	    (r->vp == NULL || r->vp->n_rows == 0);	/* an image's rows: plain */
-	q->img0 = r->n_ids;
+	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && (r->vp == NULL ||
+	    r->vp->n_rows == 0 || l->draft == DRAFT_ASSIST);	/* images: images_spec */
+	q->rsave = r->n_ids / s->c.chunk * s->c.chunk;
 	if (r->grammar != NULL && ((q->g = grammar_retain(r->grammar)),
 	    (q->gs = grammar_state_new(q->g)) == NULL))
 		return util_err(err, "out of memory");
@@ -642,27 +672,95 @@ enqueue(struct sched *s, struct sched_seq *q)
 	s->n_queued++;
 }
 
+/*
+ * Images and speculation (images_spec): a prompt's images go to gemma4
+ * trunks only (model_inject), and the one drafter of a gemma4 trunk is its
+ * assistant, which drafts over the trunk's K/V of every position, image
+ * rows included, as transformers' Gemma4AssistantForCausalLM does (its
+ * queries attend over the target's shared_kv_states with no image rule of
+ * its own: the bidirectional rule shaped those K/V in the trunk's prefill,
+ * the same here); its drafts are verified by the trunk's rows as any, so
+ * an image session drafts and gives plain decode's tokens.  An MTP head's
+ * prompt rows would take an image row's placeholder token beside the
+ * trunk's hidden, and a DFlash drafter attaches to no trunk that takes
+ * images: a session with images on such a lane decodes plain.
+ */
+
+/* 1 when position p is no cut of q's prompt's prefill: an image's rows run across it. */
+static int
+inside_image(const struct sched_seq *q, int p)
+{
+	for (int i = 0; i < q->vp.n_img; i++)
+		if (q->vp.img[i].row < p && p < q->vp.img[i].row + q->vp.img[i].n)
+			return 1;
+	return 0;
+}
+
+/*
+ * q's block tags (q->vp's images): block d's (rows [d chunk, (d + 1) chunk)
+ * of the prompt) the SHA-256 of each image whose soft-token rows meet it,
+ * in order, as its file's SHA-256, its first row and its rows (32-bit,
+ * little-endian); zero when none does.  So a block holding image rows is
+ * found again only where the same image's bytes come back at the same
+ * place, and the tag of a block whose end an image runs across says so
+ * (the prefix cache keeps it open).  0, or -1 with err.
+ */
+static int
+seq_tags(struct sched *s, struct sched_seq *q, char *err)
+{
+	int B = s->c.chunk, nb = q->n_prompt / B + 1;
+
+	if ((q->tags = calloc(nb, sizeof *q->tags)) == NULL)
+		return util_err(err, "out of memory");
+	for (int d = 0; d < nb; d++) {
+		struct sha256 h;
+		int any = 0;
+
+		sha256_init(&h);
+		for (int i = 0; i < q->vp.n_img; i++) {
+			const struct vision_prompt_image *im = &q->vp.img[i];
+			uint8_t w[8];
+
+			if (im->row >= (d + 1) * B || im->row + im->n <= d * B)
+				continue;
+			for (int k = 0; k < 4; k++)
+				w[k] = (uint8_t)((uint32_t)im->row >> 8 * k),
+				w[4 + k] = (uint8_t)((uint32_t)im->n >> 8 * k);
+			sha256_update(&h, im->sha256, sizeof im->sha256);
+			sha256_update(&h, w, sizeof w);
+			any = 1;
+		}
+		if (any)
+			sha256_final(&h, q->tags[d].b);
+	}
+	while (q->rsave > 0 && inside_image(q, q->rsave))
+		q->rsave -= B;
+	return 0;
+}
+
 /* A copy of the images vp of a prompt of n tokens into q (the prefilling choice). */
 static int
-seq_images(struct sched_seq *q, const struct vision_prompt *vp, int n, char *err)
+seq_images(struct sched *s, struct sched_seq *q, const struct vision_prompt *vp, int n,
+    char *err)
 {
 	size_t rows = vp != NULL ? (size_t)vp->n_rows : 0;
 
 	if (rows == 0)
 		return 0;
-	if (vp->row[0] < 0 || vp->row[rows - 1] >= n)
+	if (vp->row[0] < 0 || vp->row[rows - 1] >= n || vp->n_img < 1)
 		return util_err(err, "sched: image rows outside the prompt of %d tokens", n);
 	q->vp = *vp;
 	q->vp.row = malloc(rows * sizeof *q->vp.row);
 	q->vp.x = malloc(rows * vp->nt * sizeof *q->vp.x);
-	if (q->vp.row == NULL || q->vp.x == NULL) {
+	q->vp.img = malloc(vp->n_img * sizeof *q->vp.img);
+	if (q->vp.row == NULL || q->vp.x == NULL || q->vp.img == NULL) {
 		vision_prompt_free(&q->vp);
 		return util_err(err, "%zu image rows: out of memory", rows);
 	}
 	memcpy(q->vp.row, vp->row, rows * sizeof *q->vp.row);
 	memcpy(q->vp.x, vp->x, rows * vp->nt * sizeof *q->vp.x);
-	q->img0 = vp->row[0];
-	return 0;
+	memcpy(q->vp.img, vp->img, vp->n_img * sizeof *q->vp.img);
+	return seq_tags(s, q, err);
 }
 
 /* Request r's n choices into seqs[n] (choice i seeded seed + i): 0, or -1 with err. */
@@ -674,7 +772,7 @@ seqs_new(struct sched *s, const struct sched_req *r, int n, struct sched_seq **s
 	for (int i = 0; i < n; i++) {
 		ri.sp.seed = r->sp.seed + (uint64_t)i;
 		if ((seqs[i] = calloc(1, sizeof *seqs[i])) == NULL || seq_init(s, seqs[i], &ri,
-		    err) != 0 || (i == 0 && seq_images(seqs[0], r->vp, r->n_ids, err) != 0)) {
+		    err) != 0 || (i == 0 && seq_images(s, seqs[0], r->vp, r->n_ids, err) != 0)) {
 			if (seqs[i] == NULL)
 				util_err(err, "out of memory");
 			for (int k = 0; k <= i; k++)
@@ -943,6 +1041,19 @@ running_id(const struct sched *s, uint64_t id)
 
 /* --- reuse: the prefix cache and the pool (schedule.h says what is exact) --- */
 
+/* 1 when parked slot sl's prompt and q's hold the same images before position b. */
+static int
+same_images(const struct sched *s, const struct slot *sl, const struct sched_seq *q, int b)
+{
+	static const struct prefix_tag zero;
+
+	for (int d = 0; d < b / s->c.chunk; d++)
+		if (memcmp(sl->ptag[d].b, (q->tags != NULL ? &q->tags[d] : &zero)->b,
+		    sizeof zero.b) != 0)
+			return 0;
+	return 1;
+}
+
 /*
  * Under the lock: the parked slot of lane l that q resumes from, the one
  * of the longest boundary (in *at), or -1; q->why says why a parked
@@ -956,18 +1067,22 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 	*at = 0;
 	for (int i = 0; i < s->c.max_sessions; i++) {
 		const struct slot *sl = &l->slots[i];
-		int b = sl->pbound;
+		int b = sl->pbound, same;
 
 		if (sl->used || !sl->parked)
 			continue;
-		if (b < q->n_prompt && b <= q->img0 && b > *at &&
-		    memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
+		same = b < q->n_prompt && same_images(s, sl, q, b);
+		if (same && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
 			best = i, *at = b;
 		else if (sl->n_ptok <= q->n_prompt &&
 		    memcmp(sl->ptok, q->hist, sl->n_ptok * sizeof *q->hist) == 0) {
 			q->note.parked = sl->n_ptok;
-			snprintf(q->why, sizeof q->why, "the prompt of %d tokens does not go past the "
-			    "parked state's chunk boundary at %d", q->n_prompt, b);
+			if (b < q->n_prompt && !same)
+				snprintf(q->why, sizeof q->why, "an image before the parked state's "
+				    "chunk boundary at %d is another", b);
+			else if (b >= q->n_prompt)
+				snprintf(q->why, sizeof q->why, "the prompt of %d tokens does not go "
+				    "past the parked state's chunk boundary at %d", q->n_prompt, b);
 		}
 	}
 	return best;
@@ -1006,7 +1121,7 @@ drafter_chain(struct lane *l, struct sched_seq *q, int bc)
 
 	if (l->draft != DRAFT_DFLASH)
 		return 1;
-	if (l->dpc == NULL || prefix_lookup(l->dpc, q->hist, bc + 1, 0, &blk) != bc)
+	if (l->dpc == NULL || prefix_lookup(l->dpc, q->hist, q->tags, bc + 1, 0, &blk) != bc)
 		return 0;
 	prefix_pin(l->dpc, blk);
 	q->drblk = blk;
@@ -1025,7 +1140,7 @@ drafter_extend(struct lane *l, struct sched_seq *q, int at)
 		return;
 	if (q->drblk >= 0)
 		q->dpblk = q->drblk, q->drblk = -1;
-	else if (prefix_lookup(l->dpc, q->hist, at + 1, 0, &blk) == at)
+	else if (prefix_lookup(l->dpc, q->hist, q->tags, at + 1, 0, &blk) == at)
 		q->dpblk = blk, prefix_pin(l->dpc, blk);
 }
 
@@ -1048,14 +1163,13 @@ drafter_unpin(struct lane *l, struct sched_seq *q)
 static int
 slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 {
-	int at = 0, blk = -1, bc = 0, i = -1, mtp;
-	int n = q->img0 < q->n_prompt ? q->img0 + 1 : q->n_prompt;	/* rows before an image */
+	int at = 0, blk = -1, bc = 0, i = -1, mtp, n = q->n_prompt;
 
 	q->why[0] = '\0', q->note.parked = 0;
 	if (s->c.reuse)
 		i = pool_match(s, l, q, &at);
 	if (l->pc != NULL)
-		bc = prefix_lookup(l->pc, q->hist, n, 0, &blk);
+		bc = prefix_lookup(l->pc, q->hist, q->tags, n, 0, &blk);
 	if (i >= 0 && at >= bc) {
 		q->resume = 1, q->resume_at = at, q->note.parked = l->slots[i].n_ptok;
 		q->spec = q->spec && (l->draft == DRAFT_ASSIST || l->slots[i].pmtp);
@@ -1064,8 +1178,8 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 		if (bc > 0) {
 			q->resume = 2, q->resume_at = bc, q->rblk = blk;
 			prefix_pin(l->pc, blk);
-			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist, n, 1,
-			    &blk) : bc;
+			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist, q->tags,
+			    n, 1, &blk) : bc;
 			q->spec = q->spec && mtp == bc && drafter_chain(l, q, bc);
 		} else if (q->why[0] != '\0')
 			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why,
@@ -1103,7 +1217,7 @@ restore(struct sched *s, struct sched_seq *q)
 	drafter_extend(l, q, at);
 	if (q->resume == 2)
 		q->pblk = q->rblk, q->rblk = -1;	/* its pin goes with it */
-	else if (l->pc != NULL && prefix_lookup(l->pc, q->hist, at + 1, 0, &blk) == at)
+	else if (l->pc != NULL && prefix_lookup(l->pc, q->hist, q->tags, at + 1, 0, &blk) == at)
 		q->pblk = blk, prefix_pin(l->pc, blk);	/* the chain to extend */
 	return 0;
 }
@@ -1139,10 +1253,18 @@ resume(struct sched *s, struct sched_seq *q)
 	tell(s, q);
 }
 
+/* q's tag of block d, or NULL: no image in its rows. */
+static const struct prefix_tag *
+seq_tag(const struct sched_seq *q, int d)
+{
+	return q->tags != NULL ? &q->tags[d] : NULL;
+}
+
 /* Worker: a speculative DFlash session q's drafter context rows of its
- * block that ends at `to`, into the lane's dpc beside the trunk's. */
+ * block that ends at `end`, into the lane's dpc beside the trunk's (open:
+ * not where its prefill stopped, and the drafter's chain ends). */
 static void
-drafter_block(struct sched *s, struct sched_seq *q, int to)
+drafter_block(struct sched *s, struct sched_seq *q, int end, int open)
 {
 	struct lane *l = &s->lanes[q->lane];
 	struct state *ds;
@@ -1151,37 +1273,49 @@ drafter_block(struct sched *s, struct sched_seq *q, int to)
 	if (l->dpc == NULL || !q->spec)
 		return;
 	ds = spec_drafter_state(l->slots[q->slot].spec);
-	if ((to == s->c.chunk || q->dpblk >= 0) && state_seek(ds, to) == 0 &&
-	    (id = prefix_insert(l->dpc, q->dpblk, q->hist, to, ds, 0)) >= 0)
+	if (!open && (end == s->c.chunk || q->dpblk >= 0) && state_seek(ds, end) == 0 &&
+	    (id = prefix_insert(l->dpc, q->dpblk, q->hist, seq_tag(q, end / s->c.chunk - 1),
+	    end, ds, 0)) >= 0)
 		prefix_pin(l->dpc, id);
 	prefix_unpin(l->dpc, q->dpblk);
 	q->dpblk = id;
 }
 
-/*
- * Worker: q's prefill reached position `to`; at a chunk boundary its
- * block goes to the prefix cache and, the prompt's last boundary, its
- * recurrent state to the slot's pool snapshot.
- */
+/* Worker: q's block that ends at `end` into the prefix cache (open: the
+ * prefill ran past it, through an image), extending its chain. */
 static void
-boundary(struct sched *s, struct sched_seq *q, int to)
+cache_block(struct sched *s, struct sched_seq *q, int end, int open)
 {
 	struct lane *l = &s->lanes[q->lane];
-	struct slot *sl = &l->slots[q->slot];
-	int id;
+	int id, flags = (open ? PREFIX_OPEN : 0) | (q->spec && l->draft == DRAFT_MTP ?
+	    PREFIX_MTP : 0);
 
-	if (to % s->c.chunk != 0 || to > q->img0)	/* no image rows kept */
+	if (l->pc == NULL || (end > s->c.chunk && q->pblk < 0))
 		return;
-	if (s->c.reuse && to + s->c.chunk > q->img0)
-		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 ? to : 0;
-	if (l->pc == NULL || (to > s->c.chunk && q->pblk < 0))
-		return;
-	if ((id = prefix_insert(l->pc, q->pblk, q->hist, to, q->st, q->spec &&
-	    l->draft == DRAFT_MTP)) >= 0)
+	if ((id = prefix_insert(l->pc, q->pblk, q->hist, seq_tag(q, end / s->c.chunk - 1), end,
+	    q->st, flags)) >= 0)
 		prefix_pin(l->pc, id);
 	prefix_unpin(l->pc, q->pblk);
 	q->pblk = id;
-	drafter_block(s, q, to);
+	drafter_block(s, q, end, open);
+}
+
+/*
+ * Worker: q's prefill went from `from` to `to`: each chunk boundary it
+ * passed is a block for the prefix cache, kept open where an image ran
+ * across it (a cold prefill never stops there); at the prompt's last
+ * boundary where a cold prefill stops, the recurrent state goes to the
+ * slot's pool snapshot.
+ */
+static void
+boundary(struct sched *s, struct sched_seq *q, int from, int to)
+{
+	struct slot *sl = &s->lanes[q->lane].slots[q->slot];
+
+	if (s->c.reuse && to == q->rsave)
+		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 ? to : 0;
+	for (int end = (from / s->c.chunk + 1) * s->c.chunk; end <= to; end += s->c.chunk)
+		cache_block(s, q, end, end < to);
 }
 
 /* Under the lock (the worker's): q leaves its slot; with the pool, a
@@ -1199,6 +1333,11 @@ park(struct sched *s, struct sched_seq *q)
 	if (!s->c.reuse || q->finish == SCHED_ERROR || q->resume != 0 || sl->sbound == 0)
 		return;
 	memcpy(sl->ptok, q->hist, q->n_hist * sizeof *q->hist);
+	for (int d = 0; d < sl->sbound / s->c.chunk; d++)
+		if (q->tags != NULL)
+			sl->ptag[d] = q->tags[d];
+		else
+			memset(sl->ptag[d].b, 0, sizeof sl->ptag[d].b);
 	sl->n_ptok = q->n_hist, sl->pbound = sl->sbound, sl->pmtp = q->spec;
 	sl->parked = 1, sl->pstamp = ++s->parks;
 }
@@ -1454,27 +1593,29 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 
 	if (q->vp.n_rows > 0)
 		vision_prompt_rows(&q->vp, from, to - from, &e);	/* its images' rows */
+	if (!q->spec && from == 0)
+		state_reset(q->st);
+	/* the chunk's forward, plain or the speculative decoder's, takes its image rows */
+	if (e.n > 0 && model_inject(l->m, &e) != 0) {
+		fail_seq(s, q, model_errmsg(l->m));
+		return -1;
+	}
 	if (q->spec)
 		rc = host ? spec_prefill_logits(sp, q->hist, n, from, to, l->lg) :
 		    spec_prefill_part(sp, q->hist, n, from, to, &first);
-	else {
-		if (from == 0)
-			state_reset(q->st);
-		if (e.n > 0 && model_inject(l->m, &e) != 0)
-			rc = -1;
-		else
-			rc = to < n ? model_forward(l->m, q->st, q->hist + from, to - from,
-			    MODEL_PREFILL, NULL, NULL) : host ? model_forward(l->m, q->st, q->hist +
-			    from, to - from, MODEL_PREFILL, l->lg, NULL) : model_forward_next(l->m,
-			    q->st, q->hist + from, to - from, MODEL_PREFILL, q->smp, q->hist, n, 0, n,
-			    l->lg, &first);
-	}
+	else
+		rc = to < n ? model_forward(l->m, q->st, q->hist + from, to - from,
+		    MODEL_PREFILL, NULL, NULL) : host ? model_forward(l->m, q->st, q->hist +
+		    from, to - from, MODEL_PREFILL, l->lg, NULL) : model_forward_next(l->m,
+		    q->st, q->hist + from, to - from, MODEL_PREFILL, q->smp, q->hist, n, 0, n,
+		    l->lg, &first);
 	if (rc != 0) {
+		model_inject(l->m, NULL);	/* (a part refused before its forward) */
 		fail_seq(s, q, q->spec ? spec_errmsg(sp) : model_errmsg(l->m));
 		return -1;
 	}
 	q->done_prompt = to;
-	boundary(s, q, to);
+	boundary(s, q, from, to);
 	pthread_mutex_lock(&s->mu);
 	s->stats.prefill_tokens += to - from;
 	pthread_mutex_unlock(&s->mu);

@@ -72,6 +72,18 @@ struct sched_config {
  * What a turn generated is prefilled again from the boundary on: decode
  * rows are other bits than a cold prefill of the same tokens.
  *
+ * Images: an image's soft-token rows are one placeholder id for any image
+ * of its size, so a block of the prefix cache is keyed by its tokens and
+ * the images whose rows it holds (their files' SHA-256, first rows and
+ * sizes), and a parked conversation resumes only where the images before
+ * its boundary are the same; a different image never matches.  A cold
+ * prefill runs an image whole in one forward (its rows see each other
+ * both ways), so it does not stop at a chunk boundary that an image runs
+ * across: such a block is kept open (its rows for the chains through it,
+ * no resuming at its end), and the pool's boundary is the last one the
+ * cold prefill stops at.  So a turn that sends back the same images
+ * resumes past them, computing the bits a cold prefill computes.
+ *
  * A speculative session resumes with the MTP cache rows of a speculative
  * session's prefill; from a state without them it decodes plain (the same
  * greedy tokens).  Gemma-4's assistant keeps no cache: any state will do.
@@ -182,11 +194,10 @@ struct sched_req {
 					 * rows within ids; copied): each prefill chunk
 					 * gives their rows' soft tokens (model_inject)
 					 * and is cut so that an image lies whole in one
-					 * forward; the session decodes plain, and the
-					 * prefix cache and the reuse pool keep and
-					 * resume only rows before its first image (an
-					 * image's rows are the same ids for any image
-					 * of its size) */
+					 * forward; a greedy session drafts on a lane of
+					 * Gemma-4's assistant (on an MTP or DFlash lane
+					 * it decodes plain); reuse keys image rows by
+					 * the images' SHA-256 (see above) */
 };
 
 /* The most alternatives a token's logprobs list. */

@@ -13,6 +13,7 @@
 #include "model.h"
 #include "quant.h"
 #include "safetensors.h"
+#include "sha256.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -556,9 +557,14 @@ vision_prepare(const struct vision *v, const void *buf, size_t n,
 	struct image img, rs;
 	int p = hp->patch;
 
+	struct sha256 h;
+
 	memset(vi, 0, sizeof *vi);
 	if (image_decode(buf, n, lim, &img, err) != 0)
 		return -1;
+	sha256_init(&h);
+	sha256_update(&h, buf, n);
+	sha256_final(&h, vi->sha256);
 	vi->w = img.w, vi->h = img.h;
 	if (image_fit(img.w, img.h, p, hp->pool, max_tokens > 0 ? max_tokens : hp->max_tokens,
 	    &vi->rw, &vi->rh, err) != 0 || image_resize(&img, vi->rw, vi->rh, &rs, err) != 0) {
@@ -884,7 +890,7 @@ vision_prompt_free(struct vision_prompt *vp)
 {
 	if (vp == NULL)
 		return;
-	free(vp->row), free(vp->x);
+	free(vp->row), free(vp->x), free(vp->img);
 	memset(vp, 0, sizeof *vp);
 }
 
@@ -902,6 +908,8 @@ expand(const struct vision_tokens *vt, const int32_t *ids, size_t n,
 			continue;
 		}
 		out[o++] = vt->boi;
+		vp->img[k].row = (int32_t)o, vp->img[k].n = imgs[k].n_tok;
+		memcpy(vp->img[k].sha256, imgs[k].sha256, sizeof vp->img[k].sha256);
 		for (int t = 0; t < imgs[k].n_tok; t++)
 			vp->row[r++] = (int32_t)o, out[o++] = vt->img;
 		out[o++] = vt->eoi;
@@ -926,9 +934,11 @@ vision_prompt_build(struct vision *v, const struct vision_tokens *vt, const int3
 	for (int i = 0; i < n_img; i++)
 		rows += imgs[i].n_tok;
 	vp->n_rows = (int)rows, vp->bidir = v->hp.bidir, vp->pad = vt->pad, vp->nt = (int)nt;
+	vp->n_img = n_img;
 	if ((*out = malloc((n + rows + 2 * (size_t)n_img) * sizeof **out)) == NULL ||
 	    (vp->row = malloc((rows + 1) * sizeof *vp->row)) == NULL ||
-	    (vp->x = malloc((rows + 1) * nt * sizeof *vp->x)) == NULL) {
+	    (vp->x = malloc((rows + 1) * nt * sizeof *vp->x)) == NULL ||
+	    (vp->img = malloc(((size_t)n_img + 1) * sizeof *vp->img)) == NULL) {
 		free(*out), *out = NULL;
 		vision_prompt_free(vp);
 		return util_err(err, "%zu image rows: out of memory", rows);

@@ -75,11 +75,13 @@ struct vision_image {
 	int	gw, gh;		/* its patch grid */
 	int	n_tok;		/* soft tokens: gw * gh / pool^2 */
 	float	*px;		/* [gw * gh][patch * patch * 3] (image_patches) */
+	uint8_t	sha256[32];	/* the file's SHA-256: which image it is */
 };
 
 /*
  * Decode n bytes of a PNG or JPEG (lim: image_decode's), fit them to the
- * tower's budget (max_tokens 0: hp->max_tokens) and make the patches.
+ * tower's budget (max_tokens 0: hp->max_tokens) and make the patches; the
+ * bytes' SHA-256 into img->sha256.
  * 0, or -1 with the reason in err; vision_image_free frees.
  */
 int	vision_prepare(const struct vision *, const void *buf, size_t n,
@@ -110,6 +112,13 @@ struct vision_tokens {
 /* The markers of tok's vocabulary; -1 with err when one of the three is missing. */
 int	vision_tokens(const struct tokenizer *tok, struct vision_tokens *vt, char *err);
 
+/* An image of a prompt: where its soft tokens are, and which image it is. */
+struct vision_prompt_image {
+	int32_t	row;		/* its first soft-token row in the prompt */
+	int32_t	n;		/* its soft-token rows: row .. row + n - 1 */
+	uint8_t	sha256[32];	/* its file's SHA-256 (vision_image.sha256) */
+};
+
 /* A prompt's images: the rows their soft tokens take, and the soft tokens. */
 struct vision_prompt {
 	int	n_rows;		/* soft-token rows in all */
@@ -118,15 +127,18 @@ struct vision_prompt {
 	int	nt;		/* n_embd_text */
 	int	bidir;		/* vision_hparams.bidir */
 	int32_t	pad;
+	int	n_img;
+	struct vision_prompt_image *img;	/* [n_img] in prompt order */
 };
 
 /*
  * The prompt ids[n] with its images: each img token of ids (one an image,
  * n_img of them, in order) becomes boi, imgs[i].n_tok img tokens and eoi,
  * as transformers' Gemma4Processor expands it; each image is encoded
- * (vision_encode) into vp.  *out: malloc'd [*n_out] ids.  0, or -1 with
- * the reason in err (UTIL_ERRLEN): a count of markers other than n_img, an
- * encoding failure.  vision_prompt_free frees vp.
+ * (vision_encode) into vp, and its rows and SHA-256 listed in vp->img.
+ * *out: malloc'd [*n_out] ids.  0, or -1 with the reason in err
+ * (UTIL_ERRLEN): a count of markers other than n_img, an encoding failure.
+ * vision_prompt_free frees vp.
  */
 int	vision_prompt_build(struct vision *, const struct vision_tokens *vt, const int32_t *ids,
 	    size_t n, const struct vision_image *imgs, int n_img, int32_t **out, size_t *n_out,

@@ -1,7 +1,9 @@
 bats_require_minimum_version 1.5.0
 # Images through serve (issue 32): MEMRA_GEMMA_VISION + MEMRA_GEMMA_MMPROJ, OpenAI image_url
 # parts as data: URIs, the tower's soft tokens in the prompt, exactly run-gen --image's
-# greedy tokens, alone and beside other sessions, and reuse that never crosses an image.
+# greedy tokens, alone and beside other sessions, with Gemma-4's assistant drafting, and
+# reuse keyed by the images' bytes: a multi-turn image chat resumes past its images with
+# a cold prefill's bits, and another image of the same size never matches.
 # The model is t/data/gemma4/g4-vision (tools/make-gemma4-vision.py); its image budget is
 # 70 soft tokens (a.png: 63, b.jpg: 60).
 setup() {
@@ -134,7 +136,7 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	[ "$steps" -lt "$tokens" ]
 }
 
-@test "reuse never crosses an image: images of one size in turn each get their own tokens" {
+@test "reuse is keyed by the image: one of the same size never matches, the same one comes back" {
 	need_py openai
 	png "$P/p1.png" 61 47 1
 	png "$P/p2.png" 61 47 2
@@ -143,11 +145,15 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	w1=$(want 12 "$long" "$P/p1.png")
 	w2=$(want 12 "$long" "$P/p2.png")
 	[ "$(jq .content <<<"$w1")" != "$(jq .content <<<"$w2")" ]	# the images tell apart
+	# (the image's 63 rows start in the prompt's first chunk of 32: no block before it)
+	c=()
 	for f in p1 p2 p1 p2; do
 		run -0 $SV "$URL" chat g 12 --logprobs "@$P/$f.png" "$long"
 		same "$(want 12 "$long" "$P/$f.png")" "$output"
-		[ "$(jq .cached_tokens <<<"$output")" = 0 ]
+		c+=("$(jq .cached_tokens <<<"$output")")
 	done
+	[ "${c[0]}" = 0 ] && [ "${c[1]}" = 0 ]	# p2's rows are p1's ids, not p1's
+	[ "${c[2]}" -gt 64 ] && [ "${c[3]}" -gt 64 ]	# each again: resumed past its rows
 	# text before the image is reused (the chunks before it), the image never
 	sys=$(printf 'You are a careful assistant who looks at pictures. %.0s' 1 2 3 4)
 	run -0 $SV "$URL" chat g 12 --system "$sys" "@$P/p1.png" "$long"
@@ -164,6 +170,117 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	[ "$(jq -c 'del(.cached_tokens)' <<<"$output")" = "$(jq -c 'del(.cached_tokens)' <<<"$a2")" ]
 	run -0 $SV "$URL" chat g 12 --system "$sys" "@$P/p1.png" "$long"
 	[ "$(jq -c 'del(.cached_tokens)' <<<"$output")" = "$(jq -c 'del(.cached_tokens)' <<<"$a1")" ]
+}
+
+# chat NAME [VAR=VALUE...]: a conversation of the turns in $turns (serve-vision.py conv, 12
+# tokens a reply, prompt chunks of 32) on a fresh server into $P/NAME.jsonl, one line a turn
+chat() {
+	local name=$1
+	shift
+	start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_PREFILL_CHUNK=32 "$@"
+	$SV "$URL" conv g 12 "${turns[@]}" >"$P/$name.jsonl"
+	cp "$LOG" "$P/$name.log"
+	stop_serve
+	[ "$(grep -c '^{' "$P/$name.jsonl")" = "${#turns[@]}" ]
+}
+
+# bits A B: conversations A and B are the same replies, token by token and logprob by
+# logprob (the same bits), with the same prompt tokens
+bits() { diff <(jq -c 'del(.cached_tokens)' "$P/$1.jsonl") <(jq -c 'del(.cached_tokens)' "$P/$2.jsonl"); }
+
+# metric NAME: the sum of a counter's series on the server's /metrics
+metric() {
+	curl -s "$URL/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
+
+# cached NAME: the turns' cached_tokens, one line
+cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
+
+@test "multi-turn image chats resume past their images with a cold prefill's bits (pool, prefix cache, both)" {
+	need_py openai
+	long="Describe the picture in great detail, every colour and every shape of it, please."
+	# images in turns 1 and 2 (its first two turns: a 2-turn chat)
+	turns=("@$V/images/a.png|$long" "@$V/images/b.jpg|And this one? $long" "Compare them.")
+	chat cold MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	[ "$(cached cold)" = "0 0 0" ]
+	for how in pool cache both; do
+		case $how in
+		pool) chat $how MEMRA_PREFIX_CACHE_MB=0 ;;
+		cache) chat $how MEMRA_REUSE_POOL=0 ;;
+		both) chat $how ;;
+		esac
+		bits cold $how
+		read -r c1 c2 c3 <<<"$(cached $how)"
+		p1=$(jq -s '.[0].prompt_tokens' "$P/$how.jsonl")
+		[ "$c1" = 0 ]
+		[ "$c2" -gt 64 ]		# past a.png's 63 rows, near turn 1's start
+		[ "$c3" -gt $((p1 + 60)) ]	# past b.jpg's 60 rows, after all of turn 1
+	done
+	grep -q '^\[worker\] g: reuse: [0-9]* committed tokens resumed' "$P/pool.log"
+	# images in turns 2 and 3, the first one's image again in turn 3
+	turns=("$long" "@$V/images/b.jpg|$long" "@$V/images/b.jpg|@$V/images/a.png|Compare them.")
+	chat cold3 MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	chat both3
+	bits cold3 both3
+	read -r c1 c2 c3 <<<"$(cached both3)"
+	p1=$(jq -s '.[0].prompt_tokens' "$P/both3.jsonl")
+	[ "$c2" -gt 0 ]
+	[ "$c3" -gt $((p1 + 12 + 60)) ]	# past turn 2's b.jpg, after turn 1 and its reply
+}
+
+@test "a different image of the same size in a conversation's history is a miss, never another's rows" {
+	need_py openai
+	png "$P/p1.png" 61 47 1		# a.png's size: the same 63 image rows
+	long="Describe the picture in great detail, every colour and every shape of it, please."
+	turns=("@$P/p1.png|$long" "@$V/images/b.jpg|And this one? $long")
+	chat cold MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	# on a server that holds a.png's conversation, turn for turn
+	start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_PREFILL_CHUNK=32
+	run -0 $SV "$URL" conv g 12 "@$V/images/a.png|$long" "@$V/images/b.jpg|And this one? $long"
+	$SV "$URL" conv g 12 "${turns[@]}" >"$P/warm.jsonl"
+	[ "$(jq -s '.[0].prompt_tokens' "$P/warm.jsonl")" = "$(jq -r .prompt_tokens <<<"${lines[0]}")" ]
+	bits cold warm
+	[ "$(jq -s '.[0].cached_tokens' "$P/warm.jsonl")" = 0 ]
+	[ "$(jq -s '.[1].cached_tokens' "$P/warm.jsonl")" -gt 64 ]	# its own turn 1's rows
+}
+
+@test "Gemma-4's assistant drafts for image requests: plain decode's replies, greedy and sampled" {
+	need_py openai
+	long="Describe the picture in great detail, every colour and every shape of it, please."
+	reqs() {
+		$SV "$URL" chat g 24 "@$V/images/a.png" "What is this?"
+		$SV "$URL" chat g 24 --logprobs "@$V/images/a.png" "@$V/images/b.jpg" "Compare them."
+		$SV "$URL" chat g 24 --stream "@$V/images/b.jpg" "$long"
+		$SV "$URL" chat g 24 --sample 0.9 7 "@$V/images/a.png" "$long"
+		$SV "$URL" chat g 24 --sample 0.9 8 --logprobs "@$V/images/b.jpg" "What is this?"
+		$SV "$URL" many g 24 "@$V/images/a.png|$long" "@$V/images/b.jpg|And this?" \
+		    "What is the capital of France?" "@$V/images/b.jpg|@$V/images/a.png|$long"
+	}
+	start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_PREFILL_CHUNK=32 MEMRA_MAX_SESSIONS=4
+	reqs >"$P/plain"
+	stop_serve
+	[ "$(wc -l <"$P/plain")" = 9 ] && ! grep -q '^error' "$P/plain"
+	same "$(want 24 "What is this?" "$V/images/a.png")" "$(sed -n 1p "$P/plain")"
+	same "$(want 24 "Compare them." "$V/images/a.png" "$V/images/b.jpg")" "$(sed -n 2p "$P/plain")"
+	for k in 3 by-load; do
+		start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_PREFILL_CHUNK=32 \
+		    MEMRA_MAX_SESSIONS=4 MEMRA_DRAFT="$DATA/gemma4/g4-assistant" MEMRA_SPEC_K=${k#by-load}
+		grep -qx '\[model\] g: ctx=4096 K=3 (assistant speculative decode for greedy requests)' "$LOG"
+		if [ $k = 3 ]; then	# every greedy session drafts: an image request alone did
+			# (its first chunk no other request's: nothing of it is reused below)
+			run -0 $SV "$URL" chat g 24 "Before the picture: $long" "@$V/images/b.jpg"
+			[ "$(metric memra_spec_rounds_total)" -gt 0 ]
+			[ "$(metric memra_spec_drafted_tokens_total)" -gt 0 ]
+		fi
+		reqs | diff "$P/plain" -
+		stop_serve
+	done
+	# a conversation of images, drafted and resumed, is the cold plain one
+	turns=("@$V/images/a.png|$long" "@$V/images/b.jpg|And this one? $long" "Compare them.")
+	chat cold MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	chat spec MEMRA_DRAFT="$DATA/gemma4/g4-assistant" MEMRA_SPEC_K=3
+	bits cold spec
+	[ "$(jq -s '.[2].cached_tokens' "$P/spec.jsonl")" -gt 0 ]
 }
 
 @test "image errors are 400s with one-line messages; the server goes on" {

@@ -44,6 +44,25 @@ print("%s %dx%d -> %dx%d grid %dx%d tokens %d sha256 %s" % (n, *i["size"], *i["r
 	[ "${lines[2]}" = "x.gif error: not a PNG or JPEG image" ]
 }
 
+@test "a JPEG is turned upright by its EXIF orientation, as transformers' load_image (PIL) turns it" {
+	# t/data/exif (tools/make-exif-fixtures.py): a 7x5 JPEG in each of the 8 orientations
+	# and with odd EXIF and XMP blocks, and what PIL's ImageOps.exif_transpose makes of each
+	E=$DATA/exif
+	python3 -c 'import json,sys
+for n, v in sorted(json.load(open(sys.argv[1]))["images"].items()):
+    print("%s.jpg %dx%d sha256 %s" % (n, v["size"][0], v["size"][1], v["sha256"]))' \
+	    "$E/expect.json" >"$BATS_TEST_TMPDIR/want"
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/want")" = 28 ]
+	(cd "$E" && "$IP" -d $(sed 's/ .*//' "$BATS_TEST_TMPDIR/want")) >"$BATS_TEST_TMPDIR/got"
+	diff "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/got"
+	# the eight tell apart: 5..8 swap the sides, and no two give the same pixels
+	for o in 5 6 7 8; do grep -q "^o$o.jpg 5x7 " "$BATS_TEST_TMPDIR/got"; done
+	[ "$(grep '^o[1-8]\.jpg' "$BATS_TEST_TMPDIR/got" | awk '{ print $4 }' | sort -u | wc -l)" = 8 ]
+	# the turned image is the one Gemma-4's preprocessing sizes
+	run -0 "$IP" -p 4 -m 70 "$E/o6.jpg" "$E/o1.jpg"
+	[[ ${lines[0]} == "o6.jpg 5x7 -> "* ]] && [[ ${lines[1]} == "o1.jpg 7x5 -> "* ]]
+}
+
 @test "an image past the size limits is refused from its header" {
 	# a PNG header claiming 20000x20000 (IHDR with its CRC), no pixel data
 	python3 -c 'import struct,sys,zlib

@@ -445,18 +445,18 @@ TEST(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit)
 	if ((sa = prefilled(a, 150)) == NULL || (sb = prefilled(b, 32)) == NULL)
 		goto out;
 	c = *state_config(spec_drafter_state(sa));
-	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, CHUNK), 0 },
+	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, NULL, CHUNK), 0, NULL },
 	    err);
 	CHECK(p != NULL);
 	for (int end = CHUNK, id = -1; p != NULL && end <= 128; end += CHUNK) {	/* b's blocks */
 		if (end > CHUNK)
 			spec_free(sb), sb = prefilled(b, end);
 		CHECK(sb != NULL && state_seek(spec_drafter_state(sb), end) == 0 &&
-		    (id = prefix_insert(p, id, b, end, spec_drafter_state(sb), 0)) >= 0);
+		    (id = prefix_insert(p, id, b, NULL, end, spec_drafter_state(sb), 0)) >= 0);
 	}
 	if (p == NULL || (sc = prefilled(b + 140, 20)) == NULL)	/* rows of another prompt */
 		goto out;
-	CHECK_EQ_INT(prefix_lookup(p, a, 150, 0, &last), 128);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 150, 0, &last), 128);
 	if (prefix_restore(p, last, spec_drafter_state(sc)) != 0)
 		FAILF("restore: %s", prefix_errmsg(p));
 	for (int i = 0; i < c.n_kv; i++)

@@ -73,7 +73,7 @@ TEST(prompt_cut_keeps_images_whole)
 {
 	int32_t row[6] = { 2, 3, 4, 7, 8, 9 };
 	float x[6] = { 0 };
-	struct vision_prompt vp = { 6, row, x, 1, 1, 0 };
+	struct vision_prompt vp = { .n_rows = 6, .row = row, .x = x, .nt = 1, .bidir = 1 };
 	struct model_embd e;
 
 	CHECK_EQ_INT(vision_prompt_cut(&vp, 0, 1), 1);	/* text */

@@ -1,9 +1,11 @@
 /*
  * prefix: the prefix cache's bookkeeping on small made-up states (CPU
- * backend): chains found only where every token and the parent match
- * (with every key forced to collide too), the longest chain that leaves a
- * token, restore of rows, recurrent state and position, LRU eviction from
- * a chain's end, pins, and a budget that is never exceeded.
+ * backend): chains found only where every token, the tag and the parent
+ * match (with every key forced to collide too), the longest chain that
+ * leaves a token and ends in a block that is not open, restore of rows,
+ * recurrent state and position (caches narrower than kv_dim too, as
+ * gemma4's), LRU eviction from a chain's end, pins, and a budget that is
+ * never exceeded.
  */
 #include "backend.h"
 #include "prefix.h"
@@ -65,7 +67,7 @@ static struct prefix *
 cache(int blocks, uint64_t mask)
 {
 	char err[UTIL_ERRLEN];
-	struct prefix_config pc = { BLK, blocks * prefix_block_bytes(&shape, BLK), mask };
+	struct prefix_config pc = { BLK, blocks * prefix_block_bytes(&shape, NULL, BLK), mask, NULL };
 	struct prefix *p = prefix_new(be, &shape, &pc, err);
 
 	if (p == NULL)
@@ -82,7 +84,7 @@ store(struct prefix *p, const int32_t *ids, int n, int mtp)
 	for (int end = BLK; end <= n; end += BLK) {
 		struct state *st = state_of(ids, end);
 
-		last = prefix_insert(p, last, ids, end, st, mtp);
+		last = prefix_insert(p, last, ids, NULL, end, st, mtp ? PREFIX_MTP : 0);
 		state_free(st);
 		if (last < 0)
 			return -1;
@@ -101,19 +103,19 @@ check_chains(uint64_t mask)
 	int last;
 
 	CHECK(p != NULL && store(p, a, 12, 0) >= 0);
-	CHECK_EQ_INT(prefix_lookup(p, a, 13, 0, &last), 12);	/* a token left */
-	CHECK_EQ_INT(prefix_lookup(p, a, 12, 0, &last), 8);	/* 12 would leave none */
-	CHECK_EQ_INT(prefix_lookup(p, a, 4, 0, &last), 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 12);	/* a token left */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 12, 0, &last), 8);	/* 12 would leave none */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 4, 0, &last), 0);
 	CHECK_EQ_INT(last, -1);
-	CHECK_EQ_INT(prefix_lookup(p, b, 13, 0, &last), 4);
-	CHECK_EQ_INT(prefix_lookup(p, c, 13, 0, &last), 0);	/* a later block never matches alone */
-	CHECK_EQ_INT(prefix_lookup(p, a, 13, 1, &last), 0);	/* no MTP rows */
+	CHECK_EQ_INT(prefix_lookup(p, b, NULL, 13, 0, &last), 4);
+	CHECK_EQ_INT(prefix_lookup(p, c, NULL, 13, 0, &last), 0);	/* a later block never matches alone */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 1, &last), 0);	/* no MTP rows */
 	/* b's second block beside a's: both found, each by its own tokens */
 	CHECK(store(p, b, 12, 1) >= 0);
-	CHECK_EQ_INT(prefix_lookup(p, b, 13, 0, &last), 12);
-	CHECK_EQ_INT(prefix_lookup(p, b, 13, 1, &last), 12);	/* b stored its MTP rows */
-	CHECK_EQ_INT(prefix_lookup(p, a, 13, 1, &last), 4);	/* a's first block is b's */
-	CHECK_EQ_INT(prefix_lookup(p, a, 13, 0, &last), 12);
+	CHECK_EQ_INT(prefix_lookup(p, b, NULL, 13, 0, &last), 12);
+	CHECK_EQ_INT(prefix_lookup(p, b, NULL, 13, 1, &last), 12);	/* b stored its MTP rows */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 1, &last), 4);	/* a's first block is b's */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 12);
 	CHECK(prefix_restore(p, last, st) == 0);
 	ref = state_of(a, 12);
 	CHECK(same(st, ref, 12));
@@ -146,24 +148,24 @@ TEST(a_full_cache_evicts_the_least_recently_used_chain_end)
 	if (p == NULL)
 		return;
 	CHECK(store(p, a, 8, 0) >= 0 && store(p, b, 8, 0) >= 0);
-	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 8);	/* a is now the newer */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 9, 0, &last), 8);	/* a is now the newer */
 	CHECK(store(p, c, 8, 0) >= 0);	/* evicts b's end, then b's start */
 	prefix_stats(p, &s);
 	CHECK_EQ_INT(s.blocks, 4);
 	CHECK_EQ_INT(s.evictions, 2);
-	CHECK_EQ_INT(prefix_lookup(p, b, 9, 0, &last), 0);
-	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 8);
-	CHECK_EQ_INT(prefix_lookup(p, c, 9, 0, &last), 8);
+	CHECK_EQ_INT(prefix_lookup(p, b, NULL, 9, 0, &last), 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 9, 0, &last), 8);
+	CHECK_EQ_INT(prefix_lookup(p, c, NULL, 9, 0, &last), 8);
 	/* pinned chains stay; when nothing can go, nothing is stored */
 	prefix_pin(p, last);
-	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 8);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 9, 0, &last), 8);
 	prefix_pin(p, last);
 	CHECK_EQ_INT(store(p, b, 4, 0), -1);
 	CHECK(strstr(prefix_errmsg(p), "full") != NULL);
 	prefix_unpin(p, last);
 	CHECK(store(p, b, 4, 0) >= 0);	/* a's end goes, c's stays pinned */
-	CHECK_EQ_INT(prefix_lookup(p, a, 9, 0, &last), 4);
-	CHECK_EQ_INT(prefix_lookup(p, c, 9, 0, &last), 8);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 9, 0, &last), 4);
+	CHECK_EQ_INT(prefix_lookup(p, c, NULL, 9, 0, &last), 8);
 	prefix_free(p);
 }
 
@@ -173,7 +175,7 @@ TEST(the_budget_is_never_exceeded)
 	struct prefix *p = cache(5, 0);
 	uint64_t x = 88172645463325252ULL;
 	char err[UTIL_ERRLEN];
-	struct prefix_config tiny = { BLK, prefix_block_bytes(&shape, BLK) - 1, 0 };
+	struct prefix_config tiny = { BLK, prefix_block_bytes(&shape, NULL, BLK) - 1, 0, NULL };
 
 	CHECK(prefix_new(be, &shape, &tiny, err) == NULL && strstr(err, "holds no block"));
 	CHECK(p != NULL);
@@ -183,7 +185,7 @@ TEST(the_budget_is_never_exceeded)
 
 		for (int k = 0; k < n + 1; k++)
 			x ^= x << 13, x ^= x >> 7, x ^= x << 17, ids[k] = (int32_t)(x % 3);
-		if (prefix_lookup(p, ids, n + 1, 0, &last) < n)
+		if (prefix_lookup(p, ids, NULL, n + 1, 0, &last) < n)
 			store(p, ids, n, i % 2);
 		prefix_stats(p, &s);
 		if (s.bytes > s.budget || s.arena > s.budget || s.blocks > s.max_blocks) {
@@ -204,13 +206,143 @@ TEST(a_block_is_stored_only_where_its_chain_ends)
 	struct prefix *p = cache(4, 0);
 	struct state *st = state_of(a, 8);
 
-	CHECK(prefix_insert(p, -1, a, 8, st, 0) == -1);	/* block 1 needs its parent */
-	CHECK(prefix_insert(p, -1, a, 6, st, 0) == -1);	/* not a block end */
+	CHECK(prefix_insert(p, -1, a, NULL, 8, st, 0) == -1);	/* block 1 needs its parent */
+	CHECK(prefix_insert(p, -1, a, NULL, 6, st, 0) == -1);	/* not a block end */
 	state_free(st);
 	st = state_of(a, 4);
-	CHECK(prefix_insert(p, -1, a, 4, st, 0) >= 0);
-	CHECK(prefix_insert(p, -1, a, 8, st, 0) == -1);	/* the state is at 4 */
+	CHECK(prefix_insert(p, -1, a, NULL, 4, st, 0) >= 0);
+	CHECK(prefix_insert(p, -1, a, NULL, 8, st, 0) == -1);	/* the state is at 4 */
 	state_free(st);
+	prefix_free(p);
+}
+
+/* Tags t[3] for 12 tokens: block 1 tagged x (0: zero), the others zero. */
+static void
+tags_of(struct prefix_tag *t, int x)
+{
+	memset(t, 0, 3 * sizeof *t);
+	for (int i = 0; x != 0 && i < (int)sizeof t[1].b; i++)
+		t[1].b[i] = (uint8_t)(x * 31 + i);
+}
+
+static void
+check_tags(uint64_t mask)
+{
+	int32_t a[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
+	struct prefix_tag x[3], y[3], z[3];
+	struct prefix *p = cache(16, mask);
+	struct state *st = NULL, *ref = state_of(a, 12);
+	int last = -1;
+
+	tags_of(x, 1), tags_of(y, 2), tags_of(z, 0);
+	for (int end = 4; p != NULL && end <= 12; end += 4) {
+		state_free(st);
+		st = state_of(a, end);
+		last = prefix_insert(p, last, a, &x[end / 4 - 1], end, st, 0);
+		CHECK(last >= 0);
+	}
+	CHECK_EQ_INT(prefix_lookup(p, a, x, 13, 0, &last), 12);
+	CHECK_EQ_INT(prefix_lookup(p, a, y, 13, 0, &last), 4);	/* another image in block 1 */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 4);	/* no image there */
+	CHECK_EQ_INT(prefix_lookup(p, a, z, 13, 0, &last), 4);	/* zero tags are no tags */
+	/* the same tokens under another tag: a block of its own beside x's */
+	CHECK_EQ_INT(prefix_lookup(p, a, y, 5, 0, &last), 4);
+	state_free(st);
+	st = state_of(a, 8);
+	CHECK(prefix_insert(p, last, a, &y[1], 8, st, 0) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, y, 13, 0, &last), 8);
+	CHECK_EQ_INT(prefix_lookup(p, a, x, 13, 0, &last), 12);
+	CHECK(prefix_restore(p, last, st) == 0 && same(st, ref, 12));
+	state_free(st), state_free(ref);
+	prefix_free(p);
+}
+
+TEST(a_blocks_tag_is_part_of_its_key)
+{
+	check_tags(0);
+	check_tags(1);		/* every key the same */
+}
+
+TEST(an_open_block_holds_its_rows_for_the_chain_but_is_no_place_to_resume)
+{
+	int32_t a[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
+	struct prefix *p = cache(8, 0);
+	struct state *s4 = state_of(a, 4), *s8 = state_of(a, 8), *s12 = state_of(a, 12);
+	struct state *st = state_of(a, 0);
+	int b0, b1, last;
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	CHECK((b0 = prefix_insert(p, -1, a, NULL, 4, s4, 0)) >= 0);
+	CHECK(prefix_insert(p, b0, a, NULL, 8, s4, PREFIX_OPEN) == -1);	/* before its end */
+	CHECK(prefix_insert(p, b0, a, NULL, 8, s12, 0) == -1);	/* past it, not open */
+	CHECK((b1 = prefix_insert(p, b0, a, NULL, 8, s12, PREFIX_OPEN)) >= 0);
+	CHECK(prefix_insert(p, b1, a, NULL, 12, s12, 0) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 12);
+	CHECK(prefix_restore(p, last, st) == 0 && same(st, s12, 12));	/* rows through b1 */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 12, 0, &last), 4);	/* not at b1's end */
+	CHECK_EQ_INT(last, b0);
+	/* stored again where a prefill stopped at its end: resumable there */
+	CHECK_EQ_INT(prefix_insert(p, b0, a, NULL, 8, s8, 0), b1);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 12, 0, &last), 8);
+	CHECK(prefix_restore(p, last, st) == 0 && same(st, s8, 8));
+	state_free(s4), state_free(s8), state_free(s12), state_free(st);
+	prefix_free(p);
+}
+
+/* A state at position n whose cache i holds rows of width w[i] (gemma4's layout):
+ * row p of cache i at p * w[i], each value a function of ids[0..p], i and the column. */
+static struct state *
+narrow_of(const int32_t *ids, int n, const int *w)
+{
+	struct state *st = state_new(be, &shape, (char[UTIL_ERRLEN]){ 0 });
+	float h = 0;
+
+	for (int p = 0; p < n; p++) {
+		h = h * 0.5f + (float)ids[p];
+		for (int i = 0; i < shape.n_kv; i++)
+			for (int j = 0; j < w[i]; j++)
+				state_k(st, i)[p * w[i] + j] = h + 10 * i + 0.1f * j,
+				state_v(st, i)[p * w[i] + j] = -h - 10 * i - 0.1f * j;
+	}
+	state_seek(st, n);
+	return st;
+}
+
+TEST(caches_narrower_than_kv_dim_keep_their_own_rows)
+{
+	static const int w[2] = { 1, 3 };	/* cache 0 one float a row, cache 1 kv_dim */
+	int32_t a[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
+	struct prefix_config pc = { BLK, 4 * prefix_block_bytes(&shape, w, BLK), 0, w };
+	struct prefix *p = prefix_new(be, &shape, &pc, (char[UTIL_ERRLEN]){ 0 });
+	struct state *ref = narrow_of(a, 12, w), *st = state_new(be, &shape, (char[UTIL_ERRLEN]){ 0 });
+	struct prefix_stats ps;
+	int last = -1, bad = 0;
+
+	CHECK(p != NULL && prefix_block_bytes(&shape, w, BLK) < prefix_block_bytes(&shape, NULL,
+	    BLK));
+	for (int end = BLK; p != NULL && end <= 12; end += BLK) {
+		struct state *s = narrow_of(a, end, w);
+
+		last = prefix_insert(p, last, a, NULL, end, s, 0);
+		state_free(s);
+	}
+	/* the slot held another sequence's rows before: they must not come back */
+	for (int i = 0; i < shape.n_kv; i++)
+		for (int j = 0; j < shape.n_ctx * shape.kv_dim; j++)
+			state_k(st, i)[j] = state_v(st, i)[j] = 99;
+	CHECK(last >= 0 && prefix_lookup(p, a, NULL, 13, 0, &last) == 12);
+	CHECK(prefix_restore(p, last, st) == 0);
+	for (int i = 0; i < shape.n_kv; i++)
+		bad |= memcmp(state_k(st, i), state_k(ref, i), 12 * w[i] * sizeof(float)) != 0 ||
+		    memcmp(state_v(st, i), state_v(ref, i), 12 * w[i] * sizeof(float)) != 0;
+	CHECK(!bad);
+	prefix_stats(p, &ps);
+	CHECK_EQ_INT((int)ps.block_bytes, (int)prefix_block_bytes(&shape, w, BLK));
+	CHECK(prefix_new(be, &shape, &(struct prefix_config){ BLK, pc.budget, 0,
+	    (const int[2]){ 1, 4 } }, (char[UTIL_ERRLEN]){ 0 }) == NULL);	/* wider than kv_dim */
+	state_free(ref), state_free(st);
 	prefix_free(p);
 }
 
@@ -228,6 +360,9 @@ main(void)
 	RUN(a_full_cache_evicts_the_least_recently_used_chain_end);
 	RUN(the_budget_is_never_exceeded);
 	RUN(a_block_is_stored_only_where_its_chain_ends);
+	RUN(a_blocks_tag_is_part_of_its_key);
+	RUN(an_open_block_holds_its_rows_for_the_chain_but_is_no_place_to_resume);
+	RUN(caches_narrower_than_kv_dim_keep_their_own_rows);
 	backend_close(be);
 	return test_summary();
 }

@@ -83,7 +83,7 @@ start(struct run *r, int sessions, int K, int reuse, int blocks)
 		struct state *st = model_state_new(ma, 1, 0, err);
 
 		if (st != NULL)
-			c.prefix_bytes = blocks * prefix_block_bytes(state_config(st), CHUNK);
+			c.prefix_bytes = blocks * prefix_block_bytes(state_config(st), NULL, CHUNK);
 		state_free(st);
 		sched_free(r->s);
 		r->s = st != NULL ? sched_new(be, &c, err) : NULL;
@@ -370,7 +370,7 @@ TEST(a_restored_state_is_the_cold_state_bit_for_bit)
 	float *l1 = malloc(nv * sizeof *l1), *l2 = malloc(nv * sizeof *l2);
 	char err[UTIL_ERRLEN];
 	struct state *s1 = model_state_new(ma, 512, 0, err), *s2 = model_state_new(ma, 512, 0, err);
-	struct prefix_config pc = { CHUNK, 8 * prefix_block_bytes(state_config(s1), CHUNK), 0 };
+	struct prefix_config pc = { CHUNK, 8 * prefix_block_bytes(state_config(s1), NULL, CHUNK), 0, NULL };
 	struct prefix *p = prefix_new(be, state_config(s1), &pc, err);
 
 	for (int k = 0; k < 300; k++)
@@ -380,8 +380,8 @@ TEST(a_restored_state_is_the_cold_state_bit_for_bit)
 	CHECK(p != NULL && prefill_cut(s1, a, 0, 300, CHUNK, l1) == 0);
 	for (int end = CHUNK, id = -1; end <= 256; end += CHUNK)	/* b's blocks, as its prefill passes them */
 		CHECK(prefill_cut(s2, b, end - CHUNK, end, CHUNK, l2) == 0 &&
-		    (id = prefix_insert(p, id, b, end, s2, 0)) >= 0);
-	CHECK_EQ_INT(prefix_lookup(p, a, 300, 0, &last), 192);
+		    (id = prefix_insert(p, id, b, NULL, end, s2, 0)) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 300, 0, &last), 192);
 	CHECK(prefix_restore(p, last, s2) == 0 && prefill_cut(s2, a, 192, 300, CHUNK, l2) == 0);
 	CHECK_EQ_INT(differ(s1, s2, l1, l2, 300), 0);
 	state_reset(s2);
