@@ -22,6 +22,10 @@
  * block evicts the least recently used block that no other block extends
  * and that no one pinned (a chain is evicted from its end).
  *
+ * A split state (a pipeline's, lib/state's state_part) is kept part by
+ * part: a block holds each stage's rows and recurrent state in that
+ * stage's backend memory, one arena a part (prefix_new_like).
+ *
  * Not thread-safe: one thread (the scheduler's worker) uses a cache.
  */
 #ifndef MEMRA_PREFIX_H
@@ -41,8 +45,14 @@ struct prefix_config {
 
 struct prefix;
 
+/* The most parts (pipeline stages) a cache keeps a block in. */
+#define PREFIX_MAX_PARTS 16
+
 /* The bytes one block of a state shaped c takes. */
 size_t	prefix_block_bytes(const struct state_config *c, int block);
+
+/* The bytes one block of states shaped like st takes: every part's (state_part). */
+size_t	prefix_block_bytes_like(struct state *st, int block);
 
 /*
  * A cache for states shaped c (its n_ctx and n_snap do not matter) in
@@ -52,6 +62,15 @@ size_t	prefix_block_bytes(const struct state_config *c, int block);
  */
 struct prefix *prefix_new(struct backend *be, const struct state_config *c,
 	    const struct prefix_config *pc, char *err);
+
+/*
+ * A cache for states shaped like st (split or not): each part's blocks in
+ * the memory of the backend that holds that part of st (state_backend),
+ * budget bytes over all the parts.  prefix_new's failures; a state of
+ * more than PREFIX_MAX_PARTS parts too.  The caches it restores and stores
+ * must be shaped like st part for part (-1 otherwise).
+ */
+struct prefix *prefix_new_like(struct state *st, const struct prefix_config *pc, char *err);
 void	prefix_free(struct prefix *);
 const char *prefix_errmsg(const struct prefix *);
 
