@@ -1910,6 +1910,20 @@ decode(struct sched *s, int li, struct sched_seq **act, int n)
 		decode_sampled(s, l, s->grp, k);
 }
 
+/* Under the lock (the worker's): the split models' pipeline counts into the stats. */
+static void
+pp_counts(struct sched *s)
+{
+	s->stats.pp_microbatches = s->stats.pp_waves = s->stats.pp_busy_waves = 0;
+	for (int i = 0; i < s->n_lanes; i++) {
+		struct model_pp_stats ps;
+
+		model_pp_stats(s->lanes[i].m, &ps);
+		s->stats.pp_microbatches += ps.microbatches, s->stats.pp_waves += ps.waves;
+		s->stats.pp_busy_waves += ps.busy_waves;
+	}
+}
+
 int
 sched_step(struct sched *s)
 {
@@ -1930,6 +1944,7 @@ sched_step(struct sched *s)
 	for (int i = 0; i < s->n_lanes; i++)
 		if (s->lanes[i].pc != NULL)
 			lane_prefix_stats(&s->lanes[i]);
+	pp_counts(s);
 	left = s->n_run + s->n_queued;
 	pthread_mutex_unlock(&s->mu);
 	return left;

@@ -309,6 +309,9 @@ struct sched_stats {
 	int	parked;			/* slots holding a parked conversation */
 	long	rounds_k[SPEC_KMAX + 1], accepted_k[SPEC_KMAX + 1];	/* the same by the
 					 * round's drafts k (1..SPEC_KMAX) */
+	/* split models' pipelines (model_pp_stats, over every lane, as of the
+	 * last step): micro-batches, waves, and waves with two stages at work */
+	long	pp_microbatches, pp_waves, pp_busy_waves;
 };
 void	sched_stats(struct sched *, struct sched_stats *);
 
