@@ -179,11 +179,13 @@ usage(FILE *fp, int status)
 		    "  --image-mb N         MiB an image may have (MEMRA_IMAGE_MB, 16)\n"
 		    "  --request-image-mb N MiB a request's images may have in all\n"
 		    "                       (MEMRA_REQUEST_IMAGE_MB, 32)\n"
-		    "  --pp-stages N        split each model into N pipeline stages, a device each\n"
-		    "                       (MEMRA_PP_STAGES, 1: no split)\n"
-		    "  --pp-devices LIST    the stages' devices: N (cuda:N), cpu, cuda:N, comma-separated\n"
-		    "                       (MEMRA_PP_DEVICES, cuda:0.. on a GPU, else --device)\n"
-		    "  --pp-splits LIST     the first layer of stages 1..N-1 (MEMRA_PP_SPLITS, by bytes)\n"
+		    "  --pp-stages N        split each model into N pipeline stages, a device\n"
+		    "                       each (MEMRA_PP_STAGES, 1: no split)\n"
+		    "  --pp-devices LIST    the stages' devices, comma-separated: N (cuda:N), cpu\n"
+		    "                       or cuda:N (MEMRA_PP_DEVICES, cuda:0.. on a GPU, else\n"
+		    "                       --device)\n"
+		    "  --pp-splits LIST     the first layers of stages 1..N-1 (MEMRA_PP_SPLITS,\n"
+		    "                       else by bytes)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (MEMRA_DEVICE)\n"
 		    "  -h, --help           this text\n", fp);
@@ -328,7 +330,8 @@ mem_sample(struct server *s)
 		for (int j = 0; j < i; j++)
 			seen |= (backend_host(s->bes[i]) && backend_host(s->bes[j])) ||
 			    strcmp(s->c.go.dev[i], s->c.go.dev[j]) == 0;
-		if (seen || backend_use(s->bes[i]) != 0 || backend_mem_info(s->bes[i], &f1, &a1) != 0)
+		if (seen || backend_use(s->bes[i]) != 0 ||
+		    backend_mem_info(s->bes[i], &f1, &a1) != 0)
 			continue;
 		fr += f1, all += a1;
 	}
@@ -1021,7 +1024,8 @@ stage_list(unsigned set, char *buf, size_t n)
 			continue;
 		while (b + 1 < 32 && set & 1u << (b + 1))
 			b++;
-		len += snprintf(buf + len, n - len, b > a ? "%s%d-%d" : "%s%d", len ? "," : "", a, b);
+		len += snprintf(buf + len, n - len, b > a ? "%s%d-%d" : "%s%d", len ? "," : "", a,
+		    b);
 		a = b;
 	}
 	return buf;
@@ -1043,8 +1047,9 @@ sessions(struct server *s, struct served *sv)
 	    f.session * n / mib, f.avail / mib, f.fit);
 	for (int d = 0; model_stages(sv->m) > 1 && d < f.n_dev; d++)
 		fprintf(stderr, "[sched] %s: stages %s on %s: %.1f MiB a session (%.0f MiB free "
-		    "before; room for %d)\n", sv->name, stage_list(f.dev[d].stages, line, sizeof line),
-		    f.dev[d].name, f.dev[d].session / mib, f.dev[d].avail / mib, f.dev[d].fit);
+		    "before; room for %d)\n", sv->name, stage_list(f.dev[d].stages, line,
+		    sizeof line), f.dev[d].name, f.dev[d].session / mib, f.dev[d].avail / mib,
+		    f.dev[d].fit);
 	cache_line(s, sv, &f);
 	if (sv->k > 0 && s->c.spec_k >= 0)
 		fprintf(stderr, "[sched] %s: speculative K pinned at %d (MEMRA_SPEC_K)\n", sv->name,

@@ -401,12 +401,14 @@ stages_reserve(struct model *md, int m)
  * Stage s's input rows: the embeddings of tok[m] on the first stage, the
  * previous stage's output x passed over the link on the others.
  */
-/* Stage s-1's output rows x[m] over the link into stage s's x. */
+/* Stage s-1's output rows x[m] over the link into stage s's x (stage s's device current). */
 static int
 stage_pass(struct model *md, int s, int m)
 {
 	struct model *sm = model_stage(md, s), *prev = model_stage(md, s - 1);
 
+	if (backend_use(sm->be) != 0)
+		return util_err(md->err, "stage %d: %s", s, backend_errmsg(sm->be));
 	if (pipeline_pass(md->link, s - 1, prev->act.x, sm->act.x, (size_t)m * md->hp.n_embd))
 		return util_err(md->err, "stage %d to %d: %s", s - 1, s,
 		    pipeline_link_errmsg(md->link));

@@ -86,7 +86,8 @@ arenas(struct prefix *p)
 	for (int i = 0; i < p->n_part; i++) {
 		struct part *q = &p->part[i];
 
-		if (backend_use(q->be) != 0 || (q->arena = backend_alloc(q->be, q->per * p->max)) == NULL)
+		if (backend_use(q->be) != 0 ||
+		    (q->arena = backend_alloc(q->be, q->per * p->max)) == NULL)
 			return -1;
 	}
 	return 0;
@@ -235,7 +236,8 @@ fits(const struct prefix *p, struct state *st)
 	for (int i = 0; i < p->n_part; i++) {
 		const struct state_config *c = state_config(state_part(st, i)), *k = &p->part[i].c;
 
-		if (c->n_kv != k->n_kv || c->n_rec != k->n_rec || (c->n_kv && c->kv_dim != k->kv_dim) ||
+		if (c->n_kv != k->n_kv || c->n_rec != k->n_rec ||
+		    (c->n_kv && c->kv_dim != k->kv_dim) ||
 		    state_rec_floats(c) != state_rec_floats(k) ||
 		    state_backend(state_part(st, i)) != p->part[i].be)
 			return 0;

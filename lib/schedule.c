@@ -468,7 +468,8 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 	for (int st = 0; st < model_stages(m); st++) {
 		size_t f0 = model_stage_state_bytes(m, st, 0, K + 1);
 
-		fixed[of[st]] += f0, per_pos[of[st]] += model_stage_state_bytes(m, st, 1, K + 1) - f0;
+		fixed[of[st]] += f0;
+		per_pos[of[st]] += model_stage_state_bytes(m, st, 1, K + 1) - f0;
 		if (s->c.reuse)	/* the pool's saved recurrent state: a state of no positions */
 			fixed[of[st]] += model_stage_state_bytes(m, st, 0, 0);
 	}
@@ -580,7 +581,8 @@ rsnap_alloc(struct lane *l, struct slot *sl)
 		size_t n = state_rec_floats(state_config(state_part(sl->st, p)));
 		struct backend *pb = model_stage_backend(l->m, p);
 
-		if (n > 0 && (backend_use(pb) != 0 || (sl->rsnap[p] = backend_alloc(pb, n)) == NULL))
+		if (n > 0 && (backend_use(pb) != 0 ||
+		    (sl->rsnap[p] = backend_alloc(pb, n)) == NULL))
 			return -1;
 	}
 	return 0;
