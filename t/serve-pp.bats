@@ -42,6 +42,7 @@ PY
 }
 
 @test "the cookbook's PP-2 block on CPU stages: its proof lines, each stage's memory, the K policy's own conclusion" {
+	need_py openai
 	A=$(model_a)
 	start_serve memra-server MEMRA_PP_STAGES=2 MEMRA_PP_DEVICES=cpu,cpu MEMRA_COMPAT=openai MEMRA_MODELS="step=$A"
 	grep -qx '\[pp\] cross-device transport: stage0=cpu stage1=cpu' "$LOG"
@@ -203,6 +204,7 @@ PY
 
 # bats test_tags=gpu
 @test "the cookbook's PP-2 block on two GPUs, unchanged: dev0 and dev1, the NCCL link, the unsplit replies" {
+	need_py openai
 	A=$(model_a)
 	[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] || skip "fewer than two GPUs"
 	quant-nvfp4 -t 1 --type Q8_0 "$A" "$P/x.gguf" 2>/dev/null
