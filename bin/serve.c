@@ -23,6 +23,7 @@
 #include "account.h"
 #include "auth.h"
 #include "backend.h"
+#include "genopt.h"
 #include "grammar.h"
 #include "http.h"
 #include "json.h"
@@ -62,6 +63,8 @@ struct cfg {
 	const char *mmproj;	/* MEMRA_GEMMA_MMPROJ: the tower (NULL: the model's checkpoint) */
 	int	image_tokens;	/* MEMRA_IMAGE_TOKENS: an image's soft tokens (0: the tower's) */
 	struct media_limits ml;	/* MEMRA_MAX_IMAGES, MEMRA_IMAGE_MB, MEMRA_REQUEST_IMAGE_MB */
+	struct genopt go;	/* the pipeline split (MEMRA_PP_STAGES, MEMRA_PP_DEVICES,
+				 * MEMRA_PP_SPLITS), the stages' devices and threads */
 };
 
 struct served {
@@ -91,7 +94,8 @@ struct job {
 
 struct server {
 	struct cfg c;
-	struct backend *be;
+	struct backend *be;	/* the first stage's (the only one's without a split) */
+	struct backend *bes[PIPELINE_MAX_STAGES];	/* [c.go.n_stage] each stage's */
 	struct served mod[MAX_MODELS];
 	int	n_mod;
 	struct sched *sc;
@@ -125,7 +129,8 @@ usage(FILE *fp, int status)
 	    "       [--header-timeout-s N] [--body-timeout-s N] [--idle-timeout-s N]\n"
 	    "       [--write-timeout-s N] [--max-connections N]\n"
 	    "       [--gemma-vision 0 | 1] [--mmproj file] [--image-tokens N] [--max-images N]\n"
-	    "       [--image-mb N] [--request-image-mb N]\n", prog);
+	    "       [--image-mb N] [--request-image-mb N]\n"
+	    "       [--pp-stages N] [--pp-devices list] [--pp-splits list]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
 		    "  --host H, --port P   listening address (MEMRA_HOST 127.0.0.1, MEMRA_PORT 8080)\n"
@@ -179,6 +184,13 @@ usage(FILE *fp, int status)
 		    "  --image-mb N         MiB an image may have (MEMRA_IMAGE_MB, 16)\n"
 		    "  --request-image-mb N MiB a request's images may have in all\n"
 		    "                       (MEMRA_REQUEST_IMAGE_MB, 32)\n"
+		    "  --pp-stages N        split each model into N pipeline stages, a device\n"
+		    "                       each (MEMRA_PP_STAGES, 1: no split)\n"
+		    "  --pp-devices LIST    the stages' devices, comma-separated: N (cuda:N), cpu\n"
+		    "                       or cuda:N (MEMRA_PP_DEVICES, cuda:0.. on a GPU, else\n"
+		    "                       --device)\n"
+		    "  --pp-splits LIST     the first layers of stages 1..N-1 (MEMRA_PP_SPLITS,\n"
+		    "                       else by bytes)\n"
 		    "  -t N                 CPU threads (default: all cores)\n"
 		    "  --device D           cpu, cuda or cuda:N (MEMRA_DEVICE)\n"
 		    "  -h, --help           this text\n", fp);
@@ -308,13 +320,27 @@ graph_note(struct server *s)
 		fprintf(stderr, "[serve] cuda graph: %s\n", buf);
 }
 
-/* The device's memory now (the worker's thread: the backend's device is its). */
+/*
+ * The devices' memory now, summed over a split's devices (the host's
+ * once for every CPU stage), each made the worker's current device first.
+ */
 static void
 mem_sample(struct server *s)
 {
-	size_t fr, all;
+	size_t fr = 0, all = 0, f1, a1;
 
-	if (backend_mem_info(s->be, &fr, &all) == 0)
+	for (int i = 0; i < s->c.go.n_stage; i++) {
+		int seen = 0;
+
+		for (int j = 0; j < i; j++)
+			seen |= (backend_host(s->bes[i]) && backend_host(s->bes[j])) ||
+			    strcmp(s->c.go.dev[i], s->c.go.dev[j]) == 0;
+		if (seen || backend_use(s->bes[i]) != 0 ||
+		    backend_mem_info(s->bes[i], &f1, &a1) != 0)
+			continue;
+		fr += f1, all += a1;
+	}
+	if (all > 0)
 		account_mem(s->acct, fr, all);
 }
 
@@ -689,7 +715,8 @@ static const char *const refused[] = {
 /* ... but for these, which serve has */
 static const char *const implemented[] = {
 	"MEMRA_GEMMA_VISION", "MEMRA_GEMMA_MMPROJ", "MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT",
-	"MEMRA_GEMMA_DRAFT_RANKS", "MEMRA_GEMMA_TRIM_ADAPT",
+	"MEMRA_GEMMA_DRAFT_RANKS", "MEMRA_GEMMA_TRIM_ADAPT", "MEMRA_PP_STAGES", "MEMRA_PP_DEVICES",
+	"MEMRA_PP_SPLITS",
 };
 
 /* 1 when environment entry e sets one of the variables serve implements of a refused family. */
@@ -814,6 +841,23 @@ parse_vision(const char *const *v, struct cfg *c)
 		c->ml.max_images = 0;	/* an image part is refused */
 }
 
+/*
+ * The pipeline split, as run-gen and run-spec take it (lib/genopt): the
+ * stages, their devices (a list of another length is misuse) and the
+ * splits, over --device and -t.
+ */
+static void
+parse_pp(const char *const *v, struct cfg *c)
+{
+	char err[UTIL_ERRLEN];
+
+	genopt_init(&c->go, 1);
+	c->go.device = c->device, c->go.threads = c->threads;
+	c->go.pp_stages = v['e'], c->go.pp_devices = v['f'], c->go.pp_splits = v['l'];
+	if (genopt_pp_check(&c->go, err) != 0)
+		die(2, "%s", err);
+}
+
 static int
 parse(int argc, char *argv[], struct cfg *c)
 {
@@ -851,6 +895,9 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "max-images", required_argument, NULL, 'i' },
 		{ "image-mb", required_argument, NULL, 'E' },
 		{ "request-image-mb", required_argument, NULL, 'q' },
+		{ "pp-stages", required_argument, NULL, 'e' },
+		{ "pp-devices", required_argument, NULL, 'f' },
+		{ "pp-splits", required_argument, NULL, 'l' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *v[128] = { 0 };
@@ -878,6 +925,8 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['V'] = env("MEMRA_GEMMA_VISION"), v['M'] = env("MEMRA_GEMMA_MMPROJ");
 	v['I'] = env("MEMRA_IMAGE_TOKENS"), v['i'] = env("MEMRA_MAX_IMAGES");
 	v['E'] = env("MEMRA_IMAGE_MB"), v['q'] = env("MEMRA_REQUEST_IMAGE_MB");
+	v['e'] = env("MEMRA_PP_STAGES"), v['f'] = env("MEMRA_PP_DEVICES");
+	v['l'] = env("MEMRA_PP_SPLITS");
 	while ((ch = getopt_long(argc, argv, "t:h", lopts, NULL)) != -1) {
 		if (ch == 'h')
 			exit(usage(stdout, 0));
@@ -925,6 +974,7 @@ parse(int argc, char *argv[], struct cfg *c)
 		die(2, "MEMRA_FULL_PREC: '%s': not 0 or 1", c->full_prec);
 	if (!backend_valid_device(c->device))
 		die(2, "MEMRA_DEVICE (--device): '%s': not cpu or cuda[:N]", c->device);
+	parse_pp(v, c);
 	return 0;
 }
 
@@ -998,12 +1048,33 @@ note(void *arg, const struct sched_note *n)
 		fprintf(stderr, "[worker] %s: reuse: served cold: %s\n", name, n->why);
 }
 
+/* The stages of a bit set ("0", "0-1", "0,2") into buf[n]. */
+static const char *
+stage_list(unsigned set, char *buf, size_t n)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (int a = 0; a < 32 && len < n; a++) {
+		int b = a;
+
+		if (!(set & 1u << a))
+			continue;
+		while (b + 1 < 32 && set & 1u << (b + 1))
+			b++;
+		len += snprintf(buf + len, n - len, b > a ? "%s%d-%d" : "%s%d", len ? "," : "", a,
+		    b);
+		a = b;
+	}
+	return buf;
+}
+
 /* Model sv's sessions in the scheduler, and the boot lines that say what they cost. */
 static void
 sessions(struct server *s, struct served *sv)
 {
 	struct sched_fit f;
-	char err[UTIL_ERRLEN];
+	char err[UTIL_ERRLEN], line[64];
 	double mib = 1 << 20;
 	int n = s->c.max_sessions;
 
@@ -1012,6 +1083,11 @@ sessions(struct server *s, struct served *sv)
 	fprintf(stderr, "[sched] %s: %d sessions x ctx %d: %.1f MiB each, %.1f MiB in all "
 	    "(%.0f MiB free before; room for %d)\n", sv->name, n, s->c.ctx, f.session / mib,
 	    f.session * n / mib, f.avail / mib, f.fit);
+	for (int d = 0; model_stages(sv->m) > 1 && d < f.n_dev; d++)
+		fprintf(stderr, "[sched] %s: stages %s on %s: %.1f MiB a session (%.0f MiB free "
+		    "before; room for %d)\n", sv->name, stage_list(f.dev[d].stages, line,
+		    sizeof line), f.dev[d].name, f.dev[d].session / mib, f.dev[d].avail / mib,
+		    f.dev[d].fit);
 	cache_line(s, sv, &f);
 	if (sv->k > 0 && s->c.spec_k >= 0)
 		fprintf(stderr, "[sched] %s: speculative K pinned at %d (MEMRA_SPEC_K)\n", sv->name,
@@ -1071,6 +1147,7 @@ load(struct server *s, char *spec)
 {
 	struct served *sv = &s->mod[s->n_mod];
 	struct model_options mo = { 0 };
+	struct model_split sp;
 	char *eq = strchr(spec, '='), err[UTIL_ERRLEN] = "", line[4352];
 
 	if (s->n_mod == MAX_MODELS)
@@ -1085,11 +1162,15 @@ load(struct server *s, char *spec)
 	model_options_set(&mo, sv->spec, NULL, s->c.draft, s->c.trim, s->c.full_prec);
 	mo.asst_ranks = s->c.asst_ranks, mo.asst_adapt = s->c.asst_adapt;
 	mo.dflash = s->c.dspark, mo.dflash_prec = s->c.dflash_prec;
+	genopt_split(&s->c.go, s->bes, &sp);	/* every model split alike */
+	mo.split = s->c.go.n_stage > 1 ? &sp : NULL;
 	if (mo.draft != NULL)
 		fprintf(stderr, "[mtp-draft] loading external MTP draft: %s\n", mo.draft);
 	if ((sv->m = model_open_opts(sv->spec, s->be, &mo, err)) == NULL)
 		die(1, "%s", err);
 	fprintf(stderr, "[model] %s: %s\n", sv->name, model_path(sv->m));
+	for (int i = 0; model_pp_line(sv->m, i, line, sizeof line) == 0; i++)
+		fprintf(stderr, "%s\n", line);	/* the split's proof, as run-gen's */
 	if (model_dflash(sv->m) != NULL)
 		dspark_lines(s, sv);
 	else if (model_attach_line(sv->m, line, sizeof line) == 0)
@@ -1316,7 +1397,7 @@ main(int argc, char *argv[])
 	char err[UTIL_ERRLEN], *models, *save = NULL;
 	pthread_t w, d;
 	sigset_t sigs;
-	int lfd;
+	int lfd, rc;
 
 	prog = base_name(argv[0]);
 	refuse_unknown();
@@ -1333,14 +1414,10 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	if (pthread_create(&d, NULL, drainer, &s) != 0)
 		die(1, "signal thread: %s", strerror(errno));
-	if ((s.be = backend_open(s.c.device, s.c.threads, err)) == NULL)
-		die(1, "%s", err);
-	if ((s.graph_stats = backend_graph_env(s.be, getenv("MEMRA_CUDA_GRAPH"), err)) < 0)
-		die(2, "MEMRA_CUDA_GRAPH: %s", err);
-	if (backend_pdl_env(s.be, getenv("MEMRA_CUDA_PDL"), err) < 0)
-		die(2, "MEMRA_CUDA_PDL: %s", err);
-	if (backend_gemm_env(s.be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
-		die(2, "MEMRA_CUDA_GEMM: %s", err);
+	/* a backend a stage (one without a split), each with its MEMRA_CUDA_* settings */
+	if ((rc = genopt_open(&s.c.go, s.bes, &s.graph_stats, err)) != 0)
+		die(rc == -2 ? 2 : 1, "%s", err);
+	s.be = s.bes[0];
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
 	sched_config_defaults(&sc, s.be, s.c.ctx, s.c.max_sessions);
 	sc.max_queue = s.c.queue, sc.chunk = s.c.chunk, sc.step_prefill = s.c.step_prefill;

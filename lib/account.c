@@ -25,6 +25,7 @@ struct handles {
 	int	mem_used, mem_total, cpu, rss, vsize, fds, max_fds, start;
 	int	pc_bytes, pc_budget, pc_lookups, pc_hits, pc_hit_tokens, pc_evict, reused, parked;
 	int	conns, conns_refused, timed_out, stalled;
+	int	pp_mb, pp_waves, pp_busy;
 };
 
 /* A model served. */
@@ -112,6 +113,12 @@ static const struct fam {
 	    "prefix cache's hits covered", NULL, 0 },
 	{ F(pc_evict), C, "memra_prefix_cache_evictions_total", "model", "Prefix cache blocks "
 	    "evicted", NULL, 0 },
+	{ F(pp_mb), C, "memra_pp_microbatches_total", "", "Micro-batches a split model's "
+	    "forwards of two or more ran through its pipeline stages (MEMRA_PP_STAGES)", NULL, 0 },
+	{ F(pp_waves), C, "memra_pp_waves_total", "", "Waves of those forwards (in wave t stage s "
+	    "works on micro-batch t - s)", NULL, 0 },
+	{ F(pp_busy), C, "memra_pp_overlap_waves_total", "", "Waves in which two or more stages "
+	    "had work (on GPUs of their own, at once)", NULL, 0 },
 	{ F(reused), C, "memra_reuse_pool_resumed_total", "", "Requests resumed from a parked "
 	    "conversation (MEMRA_REUSE_POOL)", NULL, 0 },
 	{ F(parked), G, "memra_reuse_pool_parked", "", "Session slots holding a parked "
@@ -247,6 +254,9 @@ sync_sched(struct account *a, struct sched *sc)
 	}
 	sync_ctr(m, h->reused, NULL, st.reused);
 	metrics_set(m, h->parked, NULL, st.parked);
+	sync_ctr(m, h->pp_mb, NULL, st.pp_microbatches);
+	sync_ctr(m, h->pp_waves, NULL, st.pp_waves);
+	sync_ctr(m, h->pp_busy, NULL, st.pp_busy_waves);
 }
 
 /* Each model's prefix cache's numbers into the metrics. */

@@ -131,9 +131,8 @@ genopt_operands(const struct genopt *g, int nargs)
 	    !(g->jsonl && g->file != NULL);
 }
 
-/* The pipeline's settings into g->n_stage, dev and first. */
-static int
-pp_check(struct genopt *g, char *err)
+int
+genopt_pp_check(struct genopt *g, char *err)
 {
 	int64_t n = 1;
 	char why[UTIL_ERRLEN];
@@ -167,7 +166,7 @@ genopt_check(struct genopt *g, int *kv_f16, char *err)
 		return util_err(err, "MEMRA_DEVICE: '%s': not cpu or cuda[:N]", g->device);
 	if ((*kv_f16 = model_kv_type(g->kv_type)) < 0)
 		return util_err(err, "MEMRA_KV_TYPE: '%s': not f32 or f16", g->kv_type);
-	return pp_check(g, err);
+	return genopt_pp_check(g, err);
 }
 
 int

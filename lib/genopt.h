@@ -88,6 +88,11 @@ int	genopt_operands(const struct genopt *g, int nargs);
  */
 int	genopt_check(struct genopt *g, int *kv_f16, char *err);
 
+/* genopt_check's pipeline part alone (serve's: it takes no KV type):
+ * pp_stages, pp_devices (over device) and pp_splits into n_stage, dev and
+ * first; 0, or -1 with "MEMRA_PP_STAGES: ..." and the like in err. */
+int	genopt_pp_check(struct genopt *g, char *err);
+
 /*
  * A backend for each of the n_stage stages genopt_check settled (the
  * device of each, or --device for one) into be[n_stage], each with -t

@@ -2116,6 +2116,24 @@ model_stages(const struct model *md)
 	return md->stage != NULL ? md->n_stage : 1;
 }
 
+struct backend *
+model_stage_backend(const struct model *md, int s)
+{
+	return s < 0 || s >= model_stages(md) ? NULL : model_stage(md, s)->be;
+}
+
+const char *
+model_stage_device(const struct model *md, int s)
+{
+	return md->stage != NULL && s >= 0 && s < md->n_stage ? md->dev[s] : NULL;
+}
+
+void
+model_pp_stats(const struct model *md, struct model_pp_stats *st)
+{
+	*st = md->pps;
+}
+
 /* What stage s holds beside its layers: " + embedding", " + head", both. */
 static const char *
 stage_ends(const struct model *sm)
@@ -2319,7 +2337,12 @@ model_kv_dim(const struct model *md)
 int
 model_kv_width(const struct model *md, int i)
 {
-	if (i < 0 || i >= md->n_kv_own)
+	for (int st = 0; md->stage != NULL && st < md->n_stage; st++) {	/* stage by stage */
+		if (i < md->stage[st]->n_kv_own)
+			return model_kv_width(md->stage[st], i);
+		i -= md->stage[st]->n_kv_own;
+	}
+	if (md->stage != NULL || i < 0 || i >= md->n_kv_own)
 		return -1;
 	for (int il = 0; md->hp.arch == MODEL_ARCH_GEMMA4 && il < md->hp.n_layer; il++)
 		if (md->layers[il].kv_own && md->layers[il].cache == i)
@@ -2352,6 +2375,14 @@ model_state_bytes(const struct model *md, int n_ctx, int n_snap)
 	for (int s = 0; s < md->n_stage; s++)
 		b += model_state_bytes(md->stage[s], n_ctx, n_snap);
 	return b;
+}
+
+size_t
+model_stage_state_bytes(const struct model *md, int s, int n_ctx, int n_snap)
+{
+	if (s < 0 || s >= model_stages(md))
+		return 0;
+	return model_state_bytes(model_stage(md, s), n_ctx, n_snap);
 }
 
 /* A split model's state: each stage's part on its device, under one state. */

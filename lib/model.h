@@ -170,6 +170,34 @@ void	model_close(struct model *);
 int	model_stages(const struct model *);
 
 /*
+ * Stage s's backend and device (pipeline_devices's name, "cuda:1", "cpu"):
+ * a whole model's stage 0 is its backend and device NULL.  NULL for an s
+ * out of range.
+ */
+struct backend *model_stage_backend(const struct model *, int s);
+const char *model_stage_device(const struct model *, int s);
+
+/* The bytes stage s's part of model_state_new(n_ctx, n_snap) takes on its
+ * device (a whole model's stage 0: model_state_bytes). */
+size_t	model_stage_state_bytes(const struct model *, int s, int n_ctx, int n_snap);
+
+/*
+ * model_forward_seqs on a split model runs its groups of rows (each at
+ * most BACKEND_ROWS_INVARIANT rows: the micro-batches) through the stages
+ * as a pipeline: in wave t stage s works on micro-batch t - s, stage 0's
+ * work queued first, so that on devices whose work is queued (CUDA
+ * streams, the NCCL link) stage 0 runs micro-batch t while stage 1 runs
+ * t - 1.  Each micro-batch meets the same ops in the same order as when
+ * it runs alone: the order of micro-batches changes no bit.  The counts
+ * (since the model opened): forwards of two or more micro-batches, their
+ * micro-batches, waves, and waves in which two or more stages had work.
+ */
+struct model_pp_stats {
+	long	forwards, microbatches, waves, busy_waves;
+};
+void	model_pp_stats(const struct model *, struct model_pp_stats *);
+
+/*
  * Line i of the split's boot proof (no newline) into buf[n]: line 0
  * "[pp] cross-device transport: stage0=dev0 stage1=dev1" (devN for
  * cuda:N, else the device), line 1 "[pp] link: nccl" or "[pp] link: pipe

@@ -401,18 +401,28 @@ stages_reserve(struct model *md, int m)
  * Stage s's input rows: the embeddings of tok[m] on the first stage, the
  * previous stage's output x passed over the link on the others.
  */
+/* Stage s-1's output rows x[m] over the link into stage s's x (stage s's device current). */
 static int
-stage_input(struct model *md, int s, const int32_t *tok, int m)
+stage_pass(struct model *md, int s, int m)
 {
-	struct model *sm = model_stage(md, s), *prev;
+	struct model *sm = model_stage(md, s), *prev = model_stage(md, s - 1);
 
-	if (s == 0)
-		return embed(sm, tok, m) != 0 ? stage_fail(md, s, sm) : 0;
-	prev = model_stage(md, s - 1);
+	if (backend_use(sm->be) != 0)
+		return util_err(md->err, "stage %d: %s", s, backend_errmsg(sm->be));
 	if (pipeline_pass(md->link, s - 1, prev->act.x, sm->act.x, (size_t)m * md->hp.n_embd))
 		return util_err(md->err, "stage %d to %d: %s", s - 1, s,
 		    pipeline_link_errmsg(md->link));
 	return 0;
+}
+
+static int
+stage_input(struct model *md, int s, const int32_t *tok, int m)
+{
+	struct model *sm = model_stage(md, s);
+
+	if (s == 0)
+		return embed(sm, tok, m) != 0 ? stage_fail(md, s, sm) : 0;
+	return stage_pass(md, s, m);
 }
 
 /* Stage s over m rows of one sequence at p0 (its part of st): its input, then its layers. */
@@ -796,13 +806,10 @@ const struct model_arch_ops model_arch_qwen35 = {
 	.layers = trunk, .layers_seqs = trunk_seqs,
 };
 
-/* Push each state of group g (seqs_check passed), writing its rows' positions to every
- * stage's a->pos. */
+/* Push each state of group g (seqs_check passed), its rows' positions into pos[g->m]. */
 static int
-seqs_push(struct model *md, const struct model_seqs *g)
+seqs_push(struct model *md, const struct model_seqs *g, int32_t *pos)
 {
-	int32_t *pos = model_stage(md, 0)->act.pos;
-
 	for (int i = 0, r = 0; i < g->n; i++) {
 		int k = model_seq_rows(g, i), p0 = state_push(g->st[i], k, g->verify);
 
@@ -812,45 +819,123 @@ seqs_push(struct model *md, const struct model_seqs *g)
 		for (int j = 0; j < k; j++)
 			pos[r++] = p0 + j;
 	}
-	for (int s = 1; s < model_stages(md); s++)
-		memcpy(model_stage(md, s)->act.pos, pos, g->m * sizeof *pos);
 	return 0;
 }
 
-/* Stage s over group g: its input, then its layers over its parts of g's states. */
-static int
-seqs_stage(struct model *md, int s, const struct model_seqs *g, const int32_t *tok)
-{
-	struct model *sm = model_stage(md, s);
-	struct state *part[BACKEND_ROWS_INVARIANT];
-	struct model_seqs gs = *g;
+/*
+ * A micro-batch of model_forward_seqs: a group of whole sequences, at most
+ * BACKEND_ROWS_INVARIANT rows, from row r of the forward, and where its
+ * outputs go.
+ */
+struct micro {
+	struct model_seqs g;
+	int	r;
+	int32_t	pos[BACKEND_ROWS_INVARIANT];	/* its rows' positions */
+	float	*logits, *hidden, *taps;	/* at its rows, or NULL */
+	struct pick pk;
+	int	has_pk;
+};
 
-	for (int i = 0; i < g->n; i++)
-		part[i] = state_part(g->st[i], s);
+/*
+ * Stage s's work on micro-batch mb, its input there already (stage 0: the
+ * tokens tok[mb->g.m]): the embeddings on stage 0, the layers over the
+ * stage's parts of the states, and on the last stage the head (and the
+ * DFlash drafter's taps) into mb's outputs.
+ */
+static int
+micro_stage(struct model *md, int s, const struct micro *mb, const int32_t *tok)
+{
+	struct model *sm = model_stage(md, s), *lm = model_last(md);
+	struct state *part[BACKEND_ROWS_INVARIANT];
+	struct model_seqs gs = mb->g;
+	int m = mb->g.m;
+
+	for (int i = 0; i < gs.n; i++)
+		part[i] = state_part(mb->g.st[i], s);
 	gs.st = part;
 	if (backend_use(sm->be) != 0)
 		return util_err(md->err, "stage %d: %s", s, backend_errmsg(sm->be));
-	if (stage_input(md, s, tok, g->m) != 0)
-		return -1;
-	return sm->ops->layers_seqs(sm, &gs) != 0 ? stage_fail(md, s, sm) : 0;
+	memcpy(sm->act.pos, mb->pos, m * sizeof *mb->pos);
+	if ((s == 0 && embed(sm, tok, m) != 0) || sm->ops->layers_seqs(sm, &gs) != 0)
+		return stage_fail(md, s, sm);
+	if (sm != lm)
+		return 0;
+	if (head(lm, lm->output_norm, &lm->output, m, m, mb->logits, mb->has_pk ? &mb->pk : NULL,
+	    mb->hidden) != 0 || (mb->taps != NULL && model_taps(lm, mb->taps, m) != 0))
+		return stage_fail(md, s, lm);
+	return 0;
 }
 
-/* The forward of one group g of tokens tok[g->m]; outputs as forward_seqs's, from row 0. */
+/*
+ * The micro-batches mb[n] through the stages, wave after wave (model.h):
+ * in wave t, first each stage's output of the wave before passed on to
+ * the next stage (the last stage's first, so that a stage's rows go on
+ * before it takes new ones), then stage s's work on micro-batch t - s,
+ * stage 0's first.  A whole model is one stage: its micro-batches one
+ * after another.
+ */
 static int
-seqs_group(struct model *md, const struct model_seqs *g, const int32_t *tok, float *logits,
-    const struct pick *pk, float *hidden)
+seqs_pipeline(struct model *md, struct micro *mb, int n, const int32_t *tok)
 {
-	struct model *lm = model_last(md);
-	int n = model_stages(md);
+	int k = model_stages(md);
+	long busy = 0;
 
-	if (stages_reserve(md, g->m) != 0 || seqs_push(md, g) != 0)
-		return -1;
-	for (int s = 0; s < n; s++)
-		if (seqs_stage(md, s, g, tok) != 0)
-			return -1;
-	if (head(lm, lm->output_norm, &lm->output, g->m, g->m, logits, pk, hidden) != 0)
-		return stage_fail(md, n - 1, lm);
+	for (int t = 0; t < n + k - 1; t++) {
+		int at = 0;	/* stages at work in this wave */
+
+		for (int s = k - 1; s >= 1; s--)
+			if (t - s >= 0 && t - s < n && stage_pass(md, s, mb[t - s].g.m) != 0)
+				return -1;
+		for (int s = 0; s < k; s++) {
+			if (t - s < 0 || t - s >= n)
+				continue;
+			if (micro_stage(md, s, &mb[t - s], tok + mb[t - s].r) != 0)
+				return -1;
+			at++;
+		}
+		busy += at > 1;
+	}
+	if (k > 1 && n > 1)
+		md->pps.forwards++, md->pps.microbatches += n, md->pps.waves += n + k - 1,
+		    md->pps.busy_waves += busy;
 	return 0;
+}
+
+/*
+ * Cut n sequences (rows NULL: one row each) into micro-batches mb[]: whole
+ * sequences packed greedily into groups of up to BACKEND_ROWS_INVARIANT
+ * rows, each with its outputs' places; their states pushed.  How many, or
+ * -1 with md->err.
+ */
+static int
+seqs_cut(struct model *md, struct state **st, const int *rows, int n, int verify,
+    float *logits, const struct pick *pk, float *hidden, float *taps, struct micro *mb)
+{
+	const struct model_hparams *hp = &md->hp;
+	size_t tw = md->dfl != NULL ? (size_t)md->dfl->hp.n_tap * hp->n_embd : 0;
+	int nmb = 0;
+
+	for (int i = 0, r = 0; i < n; i += mb[nmb++].g.n) {
+		struct micro *u = &mb[nmb];
+		struct model_seqs *g = &u->g;
+
+		memset(u, 0, sizeof *u);
+		g->st = st + i, g->rows = rows != NULL ? rows + i : NULL, g->verify = verify;
+		for (g->n = 0, g->m = 0; i + g->n < n &&
+		    g->m + model_seq_rows(g, g->n) <= BACKEND_ROWS_INVARIANT; g->n++)
+			g->m += model_seq_rows(g, g->n);
+		u->r = r;
+		u->logits = logits ? logits + (size_t)r * hp->n_vocab : NULL;
+		u->hidden = hidden ? hidden + (size_t)r * hp->n_embd : NULL;
+		u->taps = taps ? taps + (size_t)r * tw : NULL;
+		if ((u->has_pk = pk != NULL))
+			u->pk = *pk, u->pk.id = pk->id + (size_t)r * (pk->k ? pk->k : 1),
+			    u->pk.val = pk->val ? pk->val + (size_t)r * pk->k : NULL;
+		if (seqs_push(md, g, u->pos) != 0)
+			return -1;
+		r += g->m;
+	}
+	return nmb;
 }
 
 /*
@@ -858,15 +943,15 @@ seqs_group(struct model *md, const struct model_seqs *g, const int32_t *tok, flo
  * greedily into groups of up to BACKEND_ROWS_INVARIANT rows: a product of
  * more rows may take another kernel (the CUDA backend's prefill GEMM),
  * whose rows are not the one-row products' bits; up to it every backend
- * keeps them.
+ * keeps them.  The groups are the micro-batches of a split model's
+ * pipeline (seqs_pipeline).
  */
 static int
 forward_seqs(struct model *md, struct state **st, const int *rows, int n, const int32_t *tok,
     int flags, float *logits, const struct pick *pk, float *hidden, float *taps)
 {
-	const struct model_hparams *hp = &md->hp;
-	struct model_seqs g = { .rows = NULL, .verify = (flags & MODEL_VERIFY) != 0 };
-	size_t tw = md->dfl != NULL ? (size_t)md->dfl->hp.n_tap * hp->n_embd : 0;
+	struct micro *mb;
+	int nmb, rc;
 
 	if (md->inj != NULL) {
 		md->inj = NULL;
@@ -884,22 +969,13 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
 		return forward(md, st[0], tok, m, flags | MODEL_LOGITS_ALL, logits, pk, hidden) ||
 		    (taps != NULL && model_taps(md, taps, m)) ? -1 : 0;
 	}
-	for (int i = 0, r = 0; i < n; i += g.n, r += g.m) {
-		struct pick p;
-
-		g.st = st + i, g.rows = rows != NULL ? rows + i : NULL;
-		for (g.n = 0, g.m = 0; i + g.n < n && g.m + model_seq_rows(&g, g.n) <= BACKEND_ROWS_INVARIANT;
-		    g.n++)
-			g.m += model_seq_rows(&g, g.n);
-		if (pk != NULL)
-			p = *pk, p.id = pk->id + (size_t)r * (pk->k ? pk->k : 1),
-			    p.val = pk->val ? pk->val + (size_t)r * pk->k : NULL;
-		if (seqs_group(md, &g, tok + r, logits ? logits + (size_t)r * hp->n_vocab : NULL,
-		    pk ? &p : NULL, hidden ? hidden + (size_t)r * hp->n_embd : NULL) != 0 ||
-		    (taps != NULL && model_taps(md, taps + (size_t)r * tw, g.m) != 0))
-			return -1;
-	}
-	return 0;
+	if ((mb = malloc((size_t)n * sizeof *mb)) == NULL)
+		return util_err(md->err, "forward: %d sequences: out of memory", n);
+	rc = stages_reserve(md, BACKEND_ROWS_INVARIANT) != 0 ||
+	    (nmb = seqs_cut(md, st, rows, n, (flags & MODEL_VERIFY) != 0, logits, pk, hidden, taps,
+	    mb)) < 0 || seqs_pipeline(md, mb, nmb, tok) != 0 ? -1 : 0;
+	free(mb);
+	return rc;
 }
 
 int

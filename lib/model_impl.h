@@ -244,6 +244,7 @@ struct model {
 	int	n_stage;
 	char	(*dev)[PIPELINE_DEVLEN];	/* [n_stage] */
 	struct pipeline_link *link;	/* the hidden rows from stage to stage */
+	struct model_pp_stats pps;	/* the micro-batches' pipeline (model_fwd.c) */
 	void	**hbuf;			/* host buffers the weights live in */
 	int	n_hbuf;
 	float	**dbuf;			/* backend buffers of the vectors */

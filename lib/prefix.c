@@ -19,15 +19,22 @@ struct blk {
 	struct prefix_tag tag;
 };
 
-struct prefix {
+/* A block's part in one backend's memory: a pipeline stage's caches (lib/state's
+ * state_part), or the whole state's. */
+struct part {
 	struct backend *be;
 	struct state_config c;
-	struct prefix_config pc;
 	int	*w;		/* [n_kv] each cache's row width */
 	size_t	*koff;		/* [n_kv + 1] floats before cache i's K rows in a block
 				 * (then its V rows; koff[n_kv]: the recurrent state) */
 	size_t	per;		/* floats a block */
 	float	*arena;		/* [max][per] backend memory */
+};
+
+struct prefix {
+	struct part *part;	/* [n_part] */
+	int	n_part;
+	struct prefix_config pc;
 	int32_t	*tok;		/* [max][block] host */
 	struct blk *b;		/* [max] */
 	int	*bucket;	/* [nbucket] heads, -1: empty */
@@ -61,22 +68,22 @@ prefix_block_bytes(const struct state_config *c, const int *kv_w, int block)
 	return block_floats(c, kv_w, block) * sizeof(float);
 }
 
-/* p's widths (pc's or uniform) and the block's offsets. */
+/* Part q's widths (kv_w's or uniform) and the block's offsets. */
 static int
-layout(struct prefix *p, const int *kv_w)
+layout(struct part *q, const int *kv_w, int block)
 {
-	int n = p->c.n_kv;
+	int n = q->c.n_kv;
 
-	p->w = malloc((n + 1) * sizeof *p->w);
-	p->koff = malloc((n + 1) * sizeof *p->koff);
-	if (p->w == NULL || p->koff == NULL)
+	q->w = malloc((n + 1) * sizeof *q->w);
+	q->koff = malloc((n + 1) * sizeof *q->koff);
+	if (q->w == NULL || q->koff == NULL)
 		return -1;
-	p->koff[0] = 0;
+	q->koff[0] = 0;
 	for (int i = 0; i < n; i++) {
-		p->w[i] = width(&p->c, kv_w, i);
-		p->koff[i + 1] = p->koff[i] + 2 * (size_t)p->pc.block * p->w[i];
+		q->w[i] = width(&q->c, kv_w, i);
+		q->koff[i + 1] = q->koff[i] + 2 * (size_t)block * q->w[i];
 	}
-	p->pc.kv_w = p->w;
+	q->per = q->koff[n] + state_rec_floats(&q->c);
 	return 0;
 }
 
@@ -101,38 +108,69 @@ alloc_meta(struct prefix *p)
 	return 0;
 }
 
-struct prefix *
-prefix_new(struct backend *be, const struct state_config *c, const struct prefix_config *pc,
-    char *err)
+/* Each part's arena of max blocks, on its device. */
+static int
+arenas(struct prefix *p)
+{
+	for (int i = 0; i < p->n_part; i++) {
+		struct part *q = &p->part[i];
+
+		if (backend_use(q->be) != 0 ||
+		    (q->arena = backend_alloc(q->be, q->per * p->max)) == NULL)
+			return -1;
+	}
+	return 0;
+}
+
+/* A cache of n parts, part i shaped c[i] in be[i]'s memory (prefix_new's doc). */
+static struct prefix *
+prefix_open(int n, struct backend **be, const struct state_config *c,
+    const struct prefix_config *pc, char *err)
 {
 	struct prefix *p;
-	size_t bb;
+	size_t bb = 0;
+	int nw = 0;
 
-	for (int i = 0; pc->kv_w != NULL && i < c->n_kv; i++)
-		if (pc->kv_w[i] < 1 || pc->kv_w[i] > c->kv_dim) {
-			util_err(err, "prefix cache: cache %d: rows of %d, not 1..%d", i, pc->kv_w[i],
-			    c->kv_dim);
-			return NULL;
-		}
-	if (pc->block < 1 || c->n_kv < 0 || c->n_rec < 0) {
+	for (int i = 0; i < n; i++)
+		if (c[i].n_kv < 0 || c[i].n_rec < 0)
+			n = 0;
+	if (pc->block < 1 || n < 1) {
 		util_err(err, "prefix cache: bad config (block %d)", pc->block);
 		return NULL;
 	}
-	bb = prefix_block_bytes(c, pc->kv_w, pc->block);
-	if (pc->budget / bb < 1 || pc->budget / bb > 1 << 30) {
+	for (int i = 0; i < n; i++) {
+		const int *w = pc->kv_w != NULL ? pc->kv_w + nw : NULL;
+
+		for (int j = 0; w != NULL && j < c[i].n_kv; j++)
+			if (w[j] < 1 || w[j] > c[i].kv_dim) {
+				util_err(err, "prefix cache: cache %d: rows of %d, not 1..%d", nw + j,
+				    w[j], c[i].kv_dim);
+				return NULL;
+			}
+		bb += prefix_block_bytes(&c[i], w, pc->block);
+		nw += c[i].n_kv;
+	}
+	if (bb == 0 || pc->budget / bb < 1 || pc->budget / bb > 1 << 30) {
 		util_err(err, "prefix cache: %zu bytes: %s (a block of %d tokens takes %zu)",
-		    pc->budget, pc->budget / bb < 1 ? "holds no block" : "too large", pc->block, bb);
+		    pc->budget, bb == 0 || pc->budget / bb < 1 ? "holds no block" : "too large",
+		    pc->block, bb);
 		return NULL;
 	}
-	if ((p = calloc(1, sizeof *p)) == NULL) {
+	if ((p = calloc(1, sizeof *p)) == NULL || (p->part = calloc(n, sizeof *p->part)) == NULL) {
+		free(p);
 		util_err(err, "prefix cache: out of memory");
 		return NULL;
 	}
-	p->be = be, p->c = *c, p->pc = *pc;
-	p->per = block_floats(c, pc->kv_w, pc->block);
+	p->n_part = n, p->pc = *pc, p->pc.kv_w = NULL;	/* (copied into the parts) */
 	p->max = (int)(pc->budget / bb);
-	if (layout(p, pc->kv_w) != 0 || alloc_meta(p) != 0 ||
-	    (p->arena = backend_alloc(be, p->per * p->max)) == NULL) {
+	nw = 0;
+	for (int i = 0; i < n; i++) {
+		p->part[i] = (struct part){ .be = be[i], .c = c[i] };
+		if (layout(&p->part[i], pc->kv_w != NULL ? pc->kv_w + nw : NULL, pc->block) != 0)
+			n = -1;
+		nw += c[i].n_kv;
+	}
+	if (n < 0 || alloc_meta(p) != 0 || arenas(p) != 0) {
 		util_err(err, "prefix cache: no memory for %d blocks of %zu bytes", p->max, bb);
 		prefix_free(p);
 		return NULL;
@@ -142,13 +180,63 @@ prefix_new(struct backend *be, const struct state_config *c, const struct prefix
 	return p;
 }
 
+struct prefix *
+prefix_new(struct backend *be, const struct state_config *c, const struct prefix_config *pc,
+    char *err)
+{
+	return prefix_open(1, &be, c, pc, err);
+}
+
+/* The parts of states shaped like st into be[], c[] (PREFIX_MAX_PARTS); how many. */
+static int
+parts_of(struct state *st, struct backend **be, struct state_config *c)
+{
+	int n = state_parts(st) < PREFIX_MAX_PARTS ? state_parts(st) : PREFIX_MAX_PARTS;
+
+	for (int i = 0; i < n; i++)
+		be[i] = state_backend(state_part(st, i)), c[i] = *state_config(state_part(st, i));
+	return n;
+}
+
+size_t
+prefix_block_bytes_like(struct state *st, const int *kv_w, int block)
+{
+	struct backend *be[PREFIX_MAX_PARTS];
+	struct state_config c[PREFIX_MAX_PARTS];
+	size_t bb = 0;
+
+	for (int i = 0, n = parts_of(st, be, c), nw = 0; i < n; nw += c[i].n_kv, i++)
+		bb += prefix_block_bytes(&c[i], kv_w != NULL ? kv_w + nw : NULL, block);
+	return bb;
+}
+
+struct prefix *
+prefix_new_like(struct state *st, const struct prefix_config *pc, char *err)
+{
+	struct backend *be[PREFIX_MAX_PARTS];
+	struct state_config c[PREFIX_MAX_PARTS];
+	int n = parts_of(st, be, c);
+
+	if (state_parts(st) > PREFIX_MAX_PARTS) {
+		util_err(err, "prefix cache: %d parts (%d at most)", state_parts(st),
+		    PREFIX_MAX_PARTS);
+		return NULL;
+	}
+	return prefix_open(n, be, c, pc, err);
+}
+
 void
 prefix_free(struct prefix *p)
 {
 	if (p == NULL)
 		return;
-	backend_mfree(p->be, p->arena);
-	free(p->b), free(p->tok), free(p->bucket), free(p->w), free(p->koff);
+	for (int i = 0; p->part != NULL && i < p->n_part; i++) {
+		if (p->part[i].arena != NULL && backend_use(p->part[i].be) == 0)
+			backend_mfree(p->part[i].be, p->part[i].arena);
+		free(p->part[i].w), free(p->part[i].koff);
+	}
+	free(p->part);
+	free(p->b), free(p->tok), free(p->bucket);
 	free(p);
 }
 
@@ -176,16 +264,36 @@ chain(const struct prefix *p, uint64_t parent, const int32_t *t, const struct pr
 	return p->pc.hash_mask ? h & p->pc.hash_mask : h;
 }
 
+/* Block id's K rows of cache i in part q (its V rows follow them). */
 static float *
-blk_k(struct prefix *p, int id, int i)
+blk_k(const struct prefix *p, const struct part *q, int id, int i)
 {
-	return p->arena + p->per * id + p->koff[i];
+	return q->arena + q->per * id + q->koff[i];
 }
 
+/* Block id's recurrent state in part q. */
 static float *
-blk_rec(struct prefix *p, int id)
+blk_rec(const struct prefix *p, const struct part *q, int id)
 {
-	return p->arena + p->per * id + p->koff[p->c.n_kv];
+	return q->arena + q->per * id + q->koff[q->c.n_kv];
+}
+
+/* 1 when st's parts are this cache's: as many, each of the shape the cache keeps. */
+static int
+fits(const struct prefix *p, struct state *st)
+{
+	if (state_parts(st) != p->n_part)
+		return 0;
+	for (int i = 0; i < p->n_part; i++) {
+		const struct state_config *c = state_config(state_part(st, i)), *k = &p->part[i].c;
+
+		if (c->n_kv != k->n_kv || c->n_rec != k->n_rec ||
+		    (c->n_kv && c->kv_dim != k->kv_dim) ||
+		    state_rec_floats(c) != state_rec_floats(k) ||
+		    state_backend(state_part(st, i)) != p->part[i].be)
+			return 0;
+	}
+	return 1;
 }
 
 /* The block keyed key after parent at depth d holding tokens t, tagged tag; -1: none. */
@@ -251,20 +359,38 @@ prefix_lookup(struct prefix *p, const int32_t *ids, const struct prefix_tag *tag
 	return (p->b[prev].depth + 1) * p->pc.block;
 }
 
-/* Copy block id's rows to (store) or from (restore) st's rows at depth. */
+/* Copy block id's rows of part q to (store) or from (restore) st's rows at depth (st:
+ * the part's state). */
 static int
-move_rows(struct prefix *p, int id, struct state *st, int store)
+move_rows(struct prefix *p, const struct part *q, int id, struct state *st, int store)
 {
-	for (int i = 0; i < p->c.n_kv; i++) {
-		size_t n = (size_t)p->pc.block * p->w[i], off = n * p->b[id].depth;
-		float *k = blk_k(p, id, i), *v = k + n;
+	for (int i = 0; i < q->c.n_kv; i++) {
+		size_t n = (size_t)p->pc.block * q->w[i], off = n * p->b[id].depth;
+		float *k = blk_k(p, q, id, i), *v = k + n;
 
-		if ((store ? backend_copy(p->be, k, state_k(st, i) + off, n) ||
-		    backend_copy(p->be, v, state_v(st, i) + off, n) :
-		    backend_copy(p->be, state_k(st, i) + off, k, n) ||
-		    backend_copy(p->be, state_v(st, i) + off, v, n)) != 0)
-			return util_err(p->err, "prefix cache: %s", backend_errmsg(p->be));
+		if ((store ? backend_copy(q->be, k, state_k(st, i) + off, n) ||
+		    backend_copy(q->be, v, state_v(st, i) + off, n) :
+		    backend_copy(q->be, state_k(st, i) + off, k, n) ||
+		    backend_copy(q->be, state_v(st, i) + off, v, n)) != 0)
+			return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
 	}
+	return 0;
+}
+
+/* Chain `last` into part i of st: its blocks' rows and the recurrent state after it. */
+static int
+restore_part(struct prefix *p, int i, int last, struct state *st)
+{
+	const struct part *q = &p->part[i];
+	struct state *ps = state_part(st, i);
+
+	if (backend_use(q->be) != 0)
+		return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
+	for (int id = last; id >= 0; id = p->b[id].parent)
+		if (move_rows(p, q, id, ps, 0) != 0)
+			return -1;
+	if (state_rec_load(ps, blk_rec(p, q, last)) != 0)
+		return util_err(p->err, "prefix cache: %s", state_errmsg(ps));
 	return 0;
 }
 
@@ -274,11 +400,12 @@ prefix_restore(struct prefix *p, int last, struct state *st)
 	if (last < 0 || last >= p->max || !p->b[last].used ||
 	    (p->b[last].depth + 1) * p->pc.block > state_config(st)->n_ctx)
 		return util_err(p->err, "prefix cache: no block %d to restore", last);
-	for (int id = last; id >= 0; id = p->b[id].parent)
-		if (move_rows(p, id, st, 0) != 0)
+	if (!fits(p, st))
+		return util_err(p->err, "prefix cache: a state of another shape");
+	for (int i = 0; i < p->n_part; i++)
+		if (restore_part(p, i, last, st) != 0)
 			return -1;
-	if (state_rec_load(st, blk_rec(p, last)) != 0 ||
-	    state_seek(st, (p->b[last].depth + 1) * p->pc.block) != 0)
+	if (state_seek(st, (p->b[last].depth + 1) * p->pc.block) != 0)
 		return util_err(p->err, "prefix cache: %s", state_errmsg(st));
 	return 0;
 }
@@ -326,14 +453,37 @@ take(struct prefix *p, int keep)
 	return id;
 }
 
-/* Fill in block id from st (its rows and, new, its recurrent state). */
+/* Fill in block id from st: every part's rows and, new (rec), its recurrent state. */
 static int
 fill(struct prefix *p, int id, struct state *st, int rec)
 {
-	if (move_rows(p, id, st, 1) != 0)
-		return -1;
-	if (rec && state_rec_save(st, blk_rec(p, id)) != 0)
-		return util_err(p->err, "prefix cache: %s", state_errmsg(st));
+	for (int i = 0; i < p->n_part; i++) {
+		const struct part *q = &p->part[i];
+		struct state *ps = state_part(st, i);
+
+		if (backend_use(q->be) != 0)
+			return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
+		if (move_rows(p, q, id, ps, 1) != 0)
+			return -1;
+		if (rec && state_rec_save(ps, blk_rec(p, q, id)) != 0)
+			return util_err(p->err, "prefix cache: %s", state_errmsg(ps));
+	}
+	return 0;
+}
+
+/* Save st's recurrent state (every part's) as block id's. */
+static int
+save_rec(struct prefix *p, int id, struct state *st)
+{
+	for (int i = 0; i < p->n_part; i++) {
+		const struct part *q = &p->part[i];
+		struct state *ps = state_part(st, i);
+
+		if (backend_use(q->be) != 0)
+			return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
+		if (state_rec_save(ps, blk_rec(p, q, id)) != 0)
+			return util_err(p->err, "prefix cache: %s", state_errmsg(ps));
+	}
 	return 0;
 }
 
@@ -345,11 +495,11 @@ refill(struct prefix *p, int id, struct state *st, int flags)
 	struct blk *b = &p->b[id];
 	int mtp = (flags & PREFIX_MTP) != 0;
 
-	if (mtp && !b->mtp && move_rows(p, id, st, 1) != 0)
+	if (mtp && !b->mtp && fill(p, id, st, 0) != 0)
 		return -1;
 	if (b->open && !(flags & PREFIX_OPEN)) {
-		if (state_rec_save(st, blk_rec(p, id)) != 0)
-			return util_err(p->err, "prefix cache: %s", state_errmsg(st));
+		if (save_rec(p, id, st) != 0)
+			return -1;
 		b->open = 0;
 	}
 	b->mtp |= mtp;
@@ -366,6 +516,8 @@ prefix_insert(struct prefix *p, int parent, const int32_t *ids, const struct pre
 	const struct prefix_tag *tg = tag_at(tag, 0);
 	uint64_t key;
 
+	if (!fits(p, st))
+		return util_err(p->err, "prefix cache: a state of another shape");
 	if (end < B || end % B != 0 || end > state_config(st)->n_ctx ||
 	    (open ? state_pos(st) < end : state_pos(st) != end) ||
 	    (d == 0) != (parent < 0) || (parent >= 0 && (parent >= p->max ||

@@ -24,6 +24,10 @@
  * them all), the block is stored open: its rows are kept for the chains
  * through it, but no sequence resumes at its end.
  *
+ * A split state (a pipeline's, lib/state's state_part) is kept part by
+ * part: a block holds each stage's rows and recurrent state in that
+ * stage's backend memory, one arena a part (prefix_new_like).
+ *
  * Memory: one arena of budget / prefix_block_bytes blocks is allocated by
  * prefix_new; the cache never holds more.  When it is full, storing a
  * block evicts the least recently used block that no other block extends
@@ -44,9 +48,10 @@ struct prefix_config {
 	int	block;		/* tokens a block (>= 1) */
 	size_t	budget;		/* bytes of backend memory at most */
 	uint64_t hash_mask;	/* 0: 64-bit keys; else keys & mask (tests force collisions) */
-	const int *kv_w;	/* NULL, or [n_kv] each KV cache's row width (copied): cache i
-				 * is [n_ctx][kv_w[i]] at the start of its buffer (a gemma4
-				 * state's, model_kv_width); NULL: every cache kv_dim wide */
+	const int *kv_w;	/* NULL, or each KV cache's row width (copied), the caches of
+				 * every part in part order: cache i is [n_ctx][kv_w[i]] at
+				 * the start of its buffer (a gemma4 state's,
+				 * model_kv_width); NULL: every cache kv_dim wide */
 };
 
 struct prefix;
@@ -63,8 +68,15 @@ enum {
 				 * the end; no recurrent state is kept) */
 };
 
+/* The most parts (pipeline stages) a cache keeps a block in. */
+#define PREFIX_MAX_PARTS 16
+
 /* The bytes one block of a state shaped c (caches kv_w wide, as prefix_config's) takes. */
 size_t	prefix_block_bytes(const struct state_config *c, const int *kv_w, int block);
+
+/* The bytes one block of states shaped like st takes: every part's (state_part), the
+ * caches kv_w wide (as prefix_config's). */
+size_t	prefix_block_bytes_like(struct state *st, const int *kv_w, int block);
 
 /*
  * A cache for states shaped c (its n_ctx and n_snap do not matter) in
@@ -74,6 +86,14 @@ size_t	prefix_block_bytes(const struct state_config *c, const int *kv_w, int blo
  */
 struct prefix *prefix_new(struct backend *be, const struct state_config *c,
 	    const struct prefix_config *pc, char *err);
+/*
+ * A cache for states shaped like st (split or not): each part's blocks in
+ * the memory of the backend that holds that part of st (state_backend),
+ * budget bytes over all the parts.  prefix_new's failures; a state of
+ * more than PREFIX_MAX_PARTS parts too.  The caches it restores and stores
+ * must be shaped like st part for part (-1 otherwise).
+ */
+struct prefix *prefix_new_like(struct state *st, const struct prefix_config *pc, char *err);
 void	prefix_free(struct prefix *);
 const char *prefix_errmsg(const struct prefix *);
 

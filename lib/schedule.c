@@ -2,8 +2,10 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "backend.h"
@@ -37,7 +39,8 @@ struct slot {
 	 * the prefill passed; parked: a finished conversation's tokens ptok[n_ptok]
 	 * resumable at pbound (pmtp: with the MTP cache's rows), the images of
 	 * their prompt's blocks before pbound in ptag (seq_tags) */
-	float	*rsnap;		/* [state_rec_floats] backend memory */
+	float	**rsnap;	/* [n_part][state_rec_floats of the part] each in its
+				 * part's backend memory (lib/state's state_part) */
 	int32_t	*ptok;		/* [n_ctx + SPEC_KMAX + 1] */
 	struct prefix_tag *ptag;	/* [n_ctx / chunk + 1] */
 	int	n_ptok, pbound, sbound, parked, pmtp;
@@ -47,6 +50,7 @@ struct slot {
 struct lane {
 	struct model *m;
 	int	K, pin, nv, ne;
+	int	n_part;		/* its states' parts: a split model's stages, else 1 */
 	int	draft;		/* DRAFT_*, when K > 0 */
 	size_t	tw;		/* DFlash: floats of a row's taps */
 	float	*taps;		/* DFlash: [rows][tw] a step's rows' taps, the drafter's input */
@@ -175,15 +179,28 @@ seq_free(struct sched_seq *q)
 	free(q);
 }
 
+/* Slot sl's pool snapshot freed, each part's in its stage's memory. */
 static void
-lane_free(struct backend *be, struct lane *l, int n)
+rsnap_free(struct lane *l, struct slot *sl)
+{
+	for (int p = 0; sl->rsnap != NULL && p < l->n_part; p++) {
+		struct backend *pb = model_stage_backend(l->m, p);
+
+		if (sl->rsnap[p] != NULL && backend_use(pb) == 0)
+			backend_mfree(pb, sl->rsnap[p]);
+	}
+	free(sl->rsnap);
+	sl->rsnap = NULL;
+}
+
+static void
+lane_free(struct lane *l, int n)
 {
 	for (int i = 0; l->slots != NULL && i < n; i++) {
 		spec_free(l->slots[i].spec);
 		if (l->slots[i].spec == NULL)
 			state_free(l->slots[i].st);
-		if (l->slots[i].rsnap != NULL)
-			backend_mfree(be, l->slots[i].rsnap);
+		rsnap_free(l, &l->slots[i]);
 		free(l->slots[i].ptok), free(l->slots[i].ptag);
 	}
 	prefix_free(l->pc), prefix_free(l->dpc);
@@ -202,7 +219,7 @@ sched_free(struct sched *s)
 	for (struct sched_seq *q = s->qhead, *n; q != NULL; q = n)
 		n = q->next, seq_free(q);
 	for (int i = 0; i < s->n_lanes; i++)
-		lane_free(s->be, &s->lanes[i], s->c.max_sessions);
+		lane_free(&s->lanes[i], s->c.max_sessions);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->work);
 	pthread_cond_destroy(&s->out);
@@ -390,28 +407,90 @@ lane_measure(struct lane *l, char *err)
 	return measure_draft(l, st, tok, err);
 }
 
+/* 1 when stages a and b of m keep their states in one memory: the host's, or one device. */
+static int
+same_memory(const struct model *m, int a, int b)
+{
+	const char *da = model_stage_device(m, a), *db = model_stage_device(m, b);
+
+	if (backend_host(model_stage_backend(m, a)) && backend_host(model_stage_backend(m, b)))
+		return 1;
+	return da != NULL && db != NULL && strcmp(da, db) == 0;
+}
+
+/* The devices of m's stages into f->dev (names, stages) and of[stage]: the device's index. */
+static void
+fit_devices(const struct model *m, struct sched_fit *f, int *of)
+{
+	for (int st = 0; st < model_stages(m); st++) {
+		int d = 0;
+
+		while (d < f->n_dev && !same_memory(m, ffs(f->dev[d].stages) - 1, st))
+			d++;
+		if (d == f->n_dev) {
+			const char *name = model_stage_device(m, st);
+
+			snprintf(f->dev[d].name, sizeof f->dev[d].name, "%s", name != NULL ? name :
+			    backend_name(model_stage_backend(m, st)));
+			f->n_dev++;
+		}
+		f->dev[d].stages |= 1u << st, of[st] = d;
+	}
+}
+
+/*
+ * Device d of f: the bytes of a session there (fixed + per_pos x n_ctx),
+ * its free memory less the reserve, the sessions that fit, and the
+ * longest n_ctx at which max_sessions fit there into *max_ctx.
+ */
+static int
+fit_device(struct sched *s, struct model *m, struct sched_fit *f, int d, size_t fixed,
+    size_t per_pos, int *max_ctx, char *err)
+{
+	struct sched_fit_dev *v = &f->dev[d];
+	struct backend *be = model_stage_backend(m, ffs(v->stages) - 1);
+	size_t free_b = 0, total = 0, each, ctx;
+
+	if (backend_use(be) != 0 || backend_mem_info(be, &free_b, &total) != 0)
+		return util_err(err, "%s", backend_errmsg(be));
+	v->session = fixed + per_pos * s->c.n_ctx;
+	v->avail = free_b > s->c.reserve ? free_b - s->c.reserve : 0;
+	v->fit = v->avail / v->session > 1 << 30 ? 1 << 30 : (int)(v->avail / v->session);
+	each = v->avail / s->c.max_sessions;
+	ctx = each > fixed && per_pos > 0 ? (each - fixed) / per_pos / 256 * 256 : 0;
+	*max_ctx = ctx > (size_t)s->c.n_ctx ? s->c.n_ctx / 256 * 256 : (int)ctx;
+	return 0;
+}
+
 int
 sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *err)
 {
-	/* a session's bytes are fixed + per_pos x n_ctx (state_bytes) */
-	size_t free_b = 0, total = 0, fixed = model_state_bytes(m, 0, K + 1);
-	size_t per_pos = model_state_bytes(m, 1, K + 1) - fixed, each, ctx;
+	/* a session's bytes are fixed + per_pos x n_ctx (state_bytes), a device at a time */
+	size_t fixed[SCHED_FIT_DEVS] = { 0 }, per_pos[SCHED_FIT_DEVS] = { 0 };
+	int of[PIPELINE_MAX_STAGES];
 
-	if (s->c.reuse)		/* the pool's saved recurrent state: a state of no positions */
-		fixed += model_state_bytes(m, 0, 0);
-	if (K > 0 && model_dflash(m) != NULL) {	/* a DFlash drafter's context cache */
-		fixed += model_dflash_state_bytes(m, 0);
-		per_pos += model_dflash_state_bytes(m, 1) - model_dflash_state_bytes(m, 0);
-	}
 	memset(f, 0, sizeof *f);
-	if (backend_mem_info(s->be, &free_b, &total) != 0)
-		return util_err(err, "%s", backend_errmsg(s->be));
-	f->session = fixed + per_pos * s->c.n_ctx;
-	f->avail = free_b > s->c.reserve ? free_b - s->c.reserve : 0;
-	f->fit = f->avail / f->session > 1 << 30 ? 1 << 30 : (int)(f->avail / f->session);
-	each = f->avail / s->c.max_sessions;
-	ctx = each > fixed && per_pos > 0 ? (each - fixed) / per_pos / 256 * 256 : 0;
-	f->max_ctx = ctx > (size_t)s->c.n_ctx ? s->c.n_ctx / 256 * 256 : (int)ctx;
+	fit_devices(m, f, of);
+	for (int st = 0; st < model_stages(m); st++) {
+		size_t f0 = model_stage_state_bytes(m, st, 0, K + 1);
+
+		fixed[of[st]] += f0;
+		per_pos[of[st]] += model_stage_state_bytes(m, st, 1, K + 1) - f0;
+		if (s->c.reuse)	/* the pool's saved recurrent state: a state of no positions */
+			fixed[of[st]] += model_stage_state_bytes(m, st, 0, 0);
+	}
+	if (K > 0 && model_dflash(m) != NULL) {	/* a DFlash drafter's context cache */
+		fixed[0] += model_dflash_state_bytes(m, 0);
+		per_pos[0] += model_dflash_state_bytes(m, 1) - model_dflash_state_bytes(m, 0);
+	}
+	f->fit = 1 << 30, f->max_ctx = s->c.n_ctx;
+	for (int d = 0, ctx = 0; d < f->n_dev; d++) {
+		if (fit_device(s, m, f, d, fixed[d], per_pos[d], &ctx, err) != 0)
+			return -1;
+		f->session += f->dev[d].session, f->avail += f->dev[d].avail;
+		f->fit = f->dev[d].fit < f->fit ? f->dev[d].fit : f->fit;
+		f->max_ctx = ctx < f->max_ctx ? ctx : f->max_ctx;
+	}
 	return 0;
 }
 
@@ -479,89 +558,167 @@ lane_prefix_stats(struct lane *l)
  * shared in proportion to their blocks' bytes.
  */
 static int
-lane_caches(struct sched *s, struct lane *l, const struct state_config *c,
-    struct prefix_config *pc, char *err)
+lane_caches(struct lane *l, struct prefix_config *pc, char *err)
 {
-	struct state_config dc;
+	struct state *ds;
 	struct prefix_config dp = *pc;
-	size_t bt = prefix_block_bytes(c, pc->kv_w, pc->block), bd;
+	size_t bt = prefix_block_bytes_like(l->slots[0].st, pc->kv_w, pc->block), bd;
 
 	if (l->draft != DRAFT_DFLASH || l->K == 0)
-		return (l->pc = prefix_new(s->be, c, pc, err)) == NULL ? -1 : 0;
-	dc = *state_config(spec_drafter_state(l->slots[0].spec));
+		return (l->pc = prefix_new_like(l->slots[0].st, pc, err)) == NULL ? -1 : 0;
+	ds = spec_drafter_state(l->slots[0].spec);
 	dp.kv_w = NULL;		/* the drafter's caches: one width */
-	bd = prefix_block_bytes(&dc, NULL, pc->block);
+	bd = prefix_block_bytes_like(ds, NULL, pc->block);
 	dp.budget = pc->budget / (bt + bd) * bd, pc->budget = pc->budget / (bt + bd) * bt;
 	if (pc->budget == 0)
 		return 0;
-	if ((l->pc = prefix_new(s->be, c, pc, err)) == NULL ||
-	    (l->dpc = prefix_new(s->be, &dc, &dp, err)) == NULL)
+	if ((l->pc = prefix_new_like(l->slots[0].st, pc, err)) == NULL ||
+	    (l->dpc = prefix_new_like(ds, &dp, err)) == NULL)
 		return -1;
 	return 0;
 }
 
+/* Slot sl's pool snapshot: room for each part's recurrent state in its stage's memory. */
+static int
+rsnap_alloc(struct lane *l, struct slot *sl)
+{
+	if ((sl->rsnap = calloc(l->n_part, sizeof *sl->rsnap)) == NULL)
+		return -1;
+	for (int p = 0; p < l->n_part; p++) {
+		size_t n = state_rec_floats(state_config(state_part(sl->st, p)));
+		struct backend *pb = model_stage_backend(l->m, p);
+
+		if (n > 0 && (backend_use(pb) != 0 ||
+		    (sl->rsnap[p] = backend_alloc(pb, n)) == NULL))
+			return -1;
+	}
+	return 0;
+}
+
+/* The recurrent state of st (every part's) into slot sl's pool snapshot (save) or back. */
+static int
+rsnap_move(struct slot *sl, struct state *st, int save)
+{
+	for (int p = 0; p < state_parts(st); p++) {
+		struct state *ps = state_part(st, p);
+
+		if (backend_use(state_backend(ps)) != 0 || (save ? state_rec_save(ps, sl->rsnap[p]) :
+		    state_rec_load(ps, sl->rsnap[p])) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /*
- * lane_reuse's work: the pool's buffers, and the prefix cache pc (its
- * budget SCHED_PREFIX_AUTO: a quarter of `left`, capped) in what the
- * sessions leave (left bytes).
+ * The prefix cache's budget in the memory the sessions leave of f's
+ * devices: MEMRA_PREFIX_CACHE_MB's (a device's share of it, its parts'
+ * bytes of a block, past what is left there is an error naming what is
+ * left), or SCHED_PREFIX_AUTO's, the blocks a quarter of what each device
+ * leaves holds (at most 1 GiB of the host's memory, which is everyone's,
+ * 8 GiB of a GPU's).  0: none.
  */
 static int
-lane_pool(struct sched *s, struct lane *l, const struct state_config *cp,
-    struct prefix_config *ppc, size_t left, char *err)
+prefix_budget(struct sched *s, struct lane *l, const struct sched_fit *f,
+    struct prefix_config *pc, char *err)
 {
-	struct state_config c = *cp;
-	struct prefix_config pc = *ppc;
-	size_t mib = 1 << 20;
+	size_t *budget = &pc->budget, mib = 1 << 20;
+	size_t bb = prefix_block_bytes_like(l->slots[0].st, pc->kv_w, pc->block);
+	size_t blocks = SIZE_MAX, one = 0;
+
+	for (int d = 0; d < f->n_dev; d++) {
+		const struct sched_fit_dev *v = &f->dev[d];
+		size_t used = v->session * s->c.max_sessions, bd = 0, part, quarter, cap;
+		size_t left = v->avail > used ? v->avail - used : 0;
+		int host = 0;
+
+		for (int p = 0, nw = 0; p < l->n_part; p++) {
+			const struct state_config *c = state_config(state_part(l->slots[0].st, p));
+
+			if (v->stages & 1u << p) {
+				bd += prefix_block_bytes(c, pc->kv_w != NULL ? pc->kv_w + nw : NULL,
+				    pc->block);
+				host |= backend_host(model_stage_backend(l->m, p));
+			}
+			nw += c->n_kv;
+		}
+		part = *budget == SCHED_PREFIX_AUTO || bb == 0 ? 0 :
+		    *budget / bb * bd + *budget % bb * bd / bb;	/* (its share) */
+		if (*budget != SCHED_PREFIX_AUTO && part > left)
+			return f->n_dev > 1 ? util_err(err, "a prefix cache of %zu MiB does not fit: "
+			    "its part on %s, %zu MiB, past the %zu MiB the sessions leave there",
+			    *budget / mib, v->name, part / mib, left / mib) : util_err(err, "a prefix "
+			    "cache of %zu MiB does not fit: the sessions leave %zu MiB", *budget / mib,
+			    left / mib);
+		cap = (size_t)(host ? 1 : 8) << 30, quarter = left / 4 < cap ? left / 4 : cap;
+		if (bd > 0 && quarter / bd < blocks)
+			blocks = quarter / bd;
+		one = quarter;
+	}
+	if (*budget == SCHED_PREFIX_AUTO)	/* too little memory for a block: none */
+		*budget = blocks == SIZE_MAX || blocks == 0 ? 0 : f->n_dev == 1 ? one : blocks * bb;
+	return 0;
+}
+
+/*
+ * The lane's reuse pool buffers (a saved recurrent state and the parked
+ * tokens a slot) and its prefix cache, in what the sessions leave of f's
+ * memory (prefix_budget).
+ */
+static int
+lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
+{
+	struct prefix_config pc = { s->c.chunk, s->c.prefix_bytes, 0, NULL };
+	int n = 0, *w, rc;
 
 	for (int i = 0; s->c.reuse && i < s->c.max_sessions; i++) {
 		struct slot *sl = &l->slots[i];
 
 		sl->ptok = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *sl->ptok);
 		sl->ptag = malloc(((size_t)s->c.n_ctx / s->c.chunk + 1) * sizeof *sl->ptag);
-		if (sl->ptok == NULL || sl->ptag == NULL || (state_rec_floats(&c) > 0 &&
-		    (sl->rsnap = backend_alloc(s->be, state_rec_floats(&c))) == NULL))
+		if (sl->ptok == NULL || sl->ptag == NULL || rsnap_alloc(l, sl) != 0)
 			return util_err(err, "reuse pool: out of memory");
 	}
-	if (pc.budget == SCHED_PREFIX_AUTO) {	/* host memory is everyone's: 1 GiB at most */
-		size_t cap = (size_t)(backend_host(s->be) ? 1 : 8) << 30;
-
-		pc.budget = left / 4 < cap ? left / 4 : cap;
-		if (pc.budget < prefix_block_bytes(&c, pc.kv_w, pc.block))
-			pc.budget = 0;	/* too little memory for a block: none */
-	} else if (pc.budget > left)
-		return util_err(err, "a prefix cache of %zu MiB does not fit: the sessions leave "
-		    "%zu MiB", pc.budget / mib, left / mib);
 	if (pc.budget == 0)
 		return 0;
-	return lane_caches(s, l, &c, &pc, err);
-}
-
-/*
- * The lane's reuse pool buffers (a saved recurrent state and the parked
- * tokens a slot) and its prefix cache (its blocks as wide as each KV
- * cache's rows), in what the sessions leave of f's memory: an explicit
- * size past it is an error naming what is left.
- */
-static int
-lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
-{
-	struct state_config c = *state_config(l->slots[0].st);
-	struct prefix_config pc = { s->c.chunk, s->c.prefix_bytes, 0, NULL };
-	size_t used = f->session * s->c.max_sessions, left = f->avail > used ? f->avail - used : 0;
-	int *w = malloc((c.n_kv + 1) * sizeof *w), rc;
-
-	if (w == NULL)
+	for (int p = 0; p < l->n_part; p++)
+		n += state_config(state_part(l->slots[0].st, p))->n_kv;
+	if ((w = malloc((n + 1) * sizeof *w)) == NULL)
 		return util_err(err, "out of memory");
-	for (int i = 0; i < c.n_kv; i++)
+	for (int i = 0; i < n; i++)	/* the blocks as wide as each KV cache's rows */
 		w[i] = model_kv_width(l->m, i);
 	pc.kv_w = w;
-	rc = lane_pool(s, l, &c, &pc, left, err);
+	rc = prefix_budget(s, l, f, &pc, err) != 0 ? -1 :
+	    pc.budget == 0 ? 0 : lane_caches(l, &pc, err);
 	free(w);
 	if (rc != 0 || l->pc == NULL)	/* (a DFlash lane's: no block of each fits) */
 		return rc;
 	lane_prefix_stats(l);
 	f->prefix = l->pst.arena;
 	return 0;
+}
+
+/*
+ * max_sessions sessions do not fit (f): what does, as an error (always
+ * -1); a split model's on the device with the least room, by name.
+ */
+static int
+fit_error(struct sched *s, const struct sched_fit *f, char *err)
+{
+	const struct sched_fit_dev *v = &f->dev[0];
+	size_t mib = 1 << 20, n = s->c.max_sessions;
+	char on[48] = "", or[64] = "";
+
+	for (int d = 1; d < f->n_dev; d++)
+		if (f->dev[d].fit < v->fit)
+			v = &f->dev[d];
+	if (f->n_dev > 1)
+		snprintf(on, sizeof on, " on %s", v->name);
+	if (f->max_ctx > 0)
+		snprintf(or, sizeof or, ", or %d of ctx %d", s->c.max_sessions, f->max_ctx);
+	return util_err(err, "%d sessions of ctx %d need %zu MiB each%s, %zu MiB in all; "
+	    "%zu MiB are free%s: at most %d sessions of ctx %d%s", s->c.max_sessions, s->c.n_ctx,
+	    v->session / mib, on, v->session * n / mib, v->avail / mib, f->n_dev > 1 ? " there" : "",
+	    v->fit, s->c.n_ctx, or);
 }
 
 /* What drafts for model m (DRAFT_*; -1: nothing) and the most drafts a round in *kmax. */
@@ -584,7 +741,6 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 {
 	struct lane *l = &s->lanes[s->n_lanes];
 	struct sched_fit own, *f = fp != NULL ? fp : &own;
-	size_t mib = 1 << 20;
 	int kmax, draft = drafter(m, &kmax);
 
 	if (s->n_lanes == MAX_LANES)
@@ -596,26 +752,16 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 		    draft == DRAFT_DFLASH ? " (the DFlash drafter's block less its anchor)" : "");
 	if (sched_fit(s, m, K, f, err) != 0)
 		return -1;
-	if (f->fit < s->c.max_sessions) {
-		if (f->max_ctx > 0)
-			return util_err(err, "%d sessions of ctx %d need %zu MiB each, %zu MiB in all; "
-			    "%zu MiB are free: at most %d sessions of ctx %d, or %d of ctx %d",
-			    s->c.max_sessions, s->c.n_ctx, f->session / mib,
-			    f->session * s->c.max_sessions / mib, f->avail / mib, f->fit, s->c.n_ctx,
-			    s->c.max_sessions, f->max_ctx);
-		return util_err(err, "%d sessions of ctx %d need %zu MiB each, %zu MiB in all; "
-		    "%zu MiB are free: at most %d sessions of ctx %d", s->c.max_sessions, s->c.n_ctx,
-		    f->session / mib, f->session * s->c.max_sessions / mib, f->avail / mib, f->fit,
-		    s->c.n_ctx);
-	}
+	if (f->fit < s->c.max_sessions)
+		return fit_error(s, f, err);
 	memset(l, 0, sizeof *l);
-	l->m = m, l->K = K, l->pin = pin, l->draft = draft;
+	l->m = m, l->K = K, l->pin = pin, l->draft = draft, l->n_part = model_stages(m);
 	l->nv = model_hparams(m)->n_vocab, l->ne = model_hparams(m)->n_embd;
 	if (draft == DRAFT_DFLASH)
 		l->tw = (size_t)model_dflash(m)->n_tap * l->ne;
 	if (lane_buffers(s, l, err) != 0 || lane_slots(s, l, err) != 0 ||
 	    (K > 0 && !pin && lane_measure(l, err) != 0) || lane_reuse(s, l, f, err) != 0) {
-		lane_free(s->be, l, s->c.max_sessions);
+		lane_free(l, s->c.max_sessions);
 		return -1;
 	}
 	return s->n_lanes++;
@@ -1207,8 +1353,8 @@ restore(struct sched *s, struct sched_seq *q)
 	struct slot *sl = &l->slots[q->slot];
 	int at = q->resume_at, blk;
 
-	if (q->resume == 1 ? state_rec_load(q->st, sl->rsnap) || state_seek(q->st, at) :
-	    prefix_restore(l->pc, q->rblk, q->st) || (s->c.reuse && state_rec_save(q->st, sl->rsnap)))
+	if (q->resume == 1 ? rsnap_move(sl, q->st, 0) || state_seek(q->st, at) :
+	    prefix_restore(l->pc, q->rblk, q->st) || (s->c.reuse && rsnap_move(sl, q->st, 1)))
 		return -1;
 	if (q->spec && ((q->drblk >= 0 && prefix_restore(l->dpc, q->drblk,
 	    spec_drafter_state(sl->spec)) != 0) || spec_resume(sl->spec, q->hist, q->n_prompt,
@@ -1313,7 +1459,7 @@ boundary(struct sched *s, struct sched_seq *q, int from, int to)
 	struct slot *sl = &s->lanes[q->lane].slots[q->slot];
 
 	if (s->c.reuse && to == q->rsave)
-		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 ? to : 0;
+		sl->sbound = rsnap_move(sl, q->st, 1) == 0 ? to : 0;
 	for (int end = (from / s->c.chunk + 1) * s->c.chunk; end <= to; end += s->c.chunk)
 		cache_block(s, q, end, end < to);
 }
@@ -1895,6 +2041,20 @@ decode(struct sched *s, int li, struct sched_seq **act, int n)
 		decode_sampled(s, l, s->grp, k);
 }
 
+/* Under the lock (the worker's): the split models' pipeline counts into the stats. */
+static void
+pp_counts(struct sched *s)
+{
+	s->stats.pp_microbatches = s->stats.pp_waves = s->stats.pp_busy_waves = 0;
+	for (int i = 0; i < s->n_lanes; i++) {
+		struct model_pp_stats ps;
+
+		model_pp_stats(s->lanes[i].m, &ps);
+		s->stats.pp_microbatches += ps.microbatches, s->stats.pp_waves += ps.waves;
+		s->stats.pp_busy_waves += ps.busy_waves;
+	}
+}
+
 int
 sched_step(struct sched *s)
 {
@@ -1917,6 +2077,7 @@ sched_step(struct sched *s)
 	for (int i = 0; i < s->n_lanes; i++)
 		if (s->lanes[i].pc != NULL)
 			lane_prefix_stats(&s->lanes[i]);
+	pp_counts(s);
 	left = s->n_run + s->n_queued;
 	pthread_mutex_unlock(&s->mu);
 	return left;

@@ -127,14 +127,33 @@ void	sched_free(struct sched *);
  * What serving model m costs: the bytes of one session's state (n_ctx
  * positions, snapshots for a verify of K + 1 rows) and how many such
  * sessions fit in the backend's free memory less the reserve.
+ *
+ * A model split into pipeline stages (model_stages) keeps each stage's
+ * part of a state on the stage's device: each device is counted on its
+ * own (stages on one device together, the host's memory once for every
+ * CPU stage), with a reserve each, and the sessions that fit are those
+ * that fit on every device.
  */
+#define SCHED_FIT_DEVS 16
+
+struct sched_fit_dev {
+	char	name[32];	/* the device: a split model's stage device ("cuda:1",
+				 * "cpu"), else the backend's name */
+	unsigned stages;	/* the stages on it (bit s: stage s) */
+	size_t	session;	/* bytes of a session's state there */
+	size_t	avail;		/* its memory free now, less the reserve */
+	int	fit;		/* sessions that fit there */
+};
+
 struct sched_fit {
-	size_t	session;	/* bytes a session's state takes */
-	size_t	avail;		/* backend memory free now, less the reserve */
-	int	fit;		/* sessions of n_ctx that fit in avail */
+	size_t	session;	/* bytes a session's state takes (on all its devices) */
+	size_t	avail;		/* backend memory free now, less the reserve (all devices) */
+	int	fit;		/* sessions of n_ctx that fit (on every device) */
 	int	max_ctx;	/* the longest n_ctx (a multiple of 256) at which
 				 * max_sessions sessions fit; 0 when none */
 	size_t	prefix;		/* sched_add_model: the bytes of the lane's prefix cache */
+	int	n_dev;		/* devices: 1, or a split model's */
+	struct sched_fit_dev dev[SCHED_FIT_DEVS];
 };
 int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char *err);
 
@@ -301,6 +320,9 @@ struct sched_stats {
 	int	parked;			/* slots holding a parked conversation */
 	long	rounds_k[SPEC_KMAX + 1], accepted_k[SPEC_KMAX + 1];	/* the same by the
 					 * round's drafts k (1..SPEC_KMAX) */
+	/* split models' pipelines (model_pp_stats, over every lane, as of the
+	 * last step): micro-batches, waves, and waves with two stages at work */
+	long	pp_microbatches, pp_waves, pp_busy_waves;
 };
 void	sched_stats(struct sched *, struct sched_stats *);
 

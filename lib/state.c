@@ -143,6 +143,18 @@ state_part(struct state *s, int i)
 	return i == 0 ? s : NULL;
 }
 
+int
+state_parts(const struct state *s)
+{
+	return s->part != NULL ? s->n_part : 1;
+}
+
+struct backend *
+state_backend(const struct state *s)
+{
+	return s->part != NULL ? NULL : s->be;
+}
+
 void
 state_free(struct state *s)
 {

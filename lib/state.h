@@ -56,6 +56,12 @@ struct state *state_new_split(struct state **parts, int n, const struct state_co
 
 /* Stage s's part of a split state; s 0 of any other state is the state itself, else NULL. */
 struct state *state_part(struct state *, int s);
+
+/* The parts of a state: n for a split one, 1 for any other (state_part(s, 0) is s). */
+int	state_parts(const struct state *);
+
+/* The backend whose memory holds a state that is not split (a part); NULL for a split one. */
+struct backend *state_backend(const struct state *);
 const char *state_errmsg(const struct state *);
 const struct state_config *state_config(const struct state *);
 

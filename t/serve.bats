@@ -33,7 +33,7 @@ teardown() { stop_serve; }
 }
 
 @test "cookbook variables serve does not implement are refused at boot, by name" {
-	for v in MEMRA_DSPARK_OTHER=1 MEMRA_GEMMA_OTHER=1 MEMRA_PP_STAGES=2 MEMRA_VISION_DIR=d; do
+	for v in MEMRA_DSPARK_OTHER=1 MEMRA_GEMMA_OTHER=1 MEMRA_PP_OTHER=2 MEMRA_VISION_DIR=d; do
 		run -2 --separate-stderr env "$v" MEMRA_MODELS=x=y serve
 		[ "$stderr" = "serve: ${v%%=*}: not supported by this server (refusing to run a different configuration)" ]
 	done

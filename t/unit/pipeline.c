@@ -4,7 +4,10 @@
  * three stages) the prefill's, each decode step's, a batch of sequences'
  * (model_forward_seqs, verify and rollback) and the MTP head's logits,
  * hidden rows and greedy picks bit for bit, on the tiny fixtures of
- * t/data/tiny and on model A (skipped when it is not there).
+ * t/data/tiny and on model A (skipped when it is not there); a forward
+ * of many sequences run as micro-batches through the stages (waves with
+ * two stages at work) bit for bit the whole model's; a prefix cache
+ * keeping each stage's part of a split state.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 #include "backend.h"
 #include "model.h"
 #include "pipeline.h"
+#include "prefix.h"
 #include "state.h"
 #include "test.h"
 #include "util.h"
@@ -264,6 +268,179 @@ TEST(the_boot_lines_name_each_stage)
 	CHECK(strstr(err, "stage 1") != NULL);
 }
 
+enum { NMB = 24 };
+
+/*
+ * NMB sequences of md, each prefilled with a prompt of its own, then two
+ * forwards of them all together: a verify of 1..4 rows each (logits and
+ * hidden rows), rolled back, and a decode row each (picks).  Outputs into
+ * lg[60][n_vocab], h[60][n_embd], ids[NMB].
+ */
+static int
+many_seqs(struct model *md, float *lg, float *h, int32_t *ids, char *err)
+{
+	const struct model_hparams *hp = model_hparams(md);
+	struct state *st[NMB] = { 0 };
+	int32_t tok[64];
+	int rows[NMB], one[NMB], rc = 0;
+
+	for (int i = 0; i < NMB && rc == 0; i++) {
+		for (int j = 0; j < 64; j++)
+			tok[j] = (int32_t)((j * 31 + i * 17 + 3) % hp->n_vocab);
+		rows[i] = 1 + i % 4, one[i] = 1;
+		if ((st[i] = model_state_new(md, NCTX, NSNAP, err)) == NULL)
+			rc = -1;
+		else
+			rc = model_forward(md, st[i], tok, 3 + i % 5, MODEL_PREFILL, NULL, NULL);
+	}
+	if (rc == 0)
+		rc = model_forward_seqs(md, st, rows, NMB, tok, MODEL_VERIFY, lg, NULL, h);
+	for (int i = 0; i < NMB && rc == 0; i++)
+		rc = state_rollback(st[i], 1 + (i % 4) / 2);
+	if (rc == 0)
+		rc = model_forward_seqs(md, st, one, NMB, tok + 7, 0, NULL, ids, NULL);
+	if (rc != 0 && err[0] == '\0')
+		snprintf(err, UTIL_ERRLEN, "%s", model_errmsg(md));
+	for (int i = 0; i < NMB; i++)
+		state_free(st[i]);
+	return rc;
+}
+
+/* dir split as sp against the whole: many_seqs bit for bit, and the pipeline's waves. */
+static void
+micro_equal(const char *dir, const struct model_split *sp)
+{
+	struct model_options mo = { .split = sp };
+	char err[UTIL_ERRLEN] = "";
+	struct model *w = model_open_opts(dir, be[0], NULL, err), *s = NULL;
+	struct model_pp_stats ps;
+	size_t nv, ne;
+	float *lg[2], *h[2];
+	int32_t ids[2][NMB];
+
+	if (w == NULL || (s = model_open_opts(dir, be[0], &mo, err)) == NULL) {
+		FAILF("%s: %s", dir, err);
+		model_close(w);
+		return;
+	}
+	nv = model_hparams(w)->n_vocab, ne = model_hparams(w)->n_embd;
+	for (int i = 0; i < 2; i++)
+		lg[i] = calloc(60 * nv, sizeof **lg), h[i] = calloc(60 * ne, sizeof **h);
+	if (many_seqs(w, lg[0], h[0], ids[0], err) != 0 || many_seqs(s, lg[1], h[1], ids[1], err))
+		FAILF("%s: %s", dir, err);
+	else {
+		CHECK(memcmp(lg[0], lg[1], 60 * nv * sizeof **lg) == 0);
+		CHECK(memcmp(h[0], h[1], 60 * ne * sizeof **h) == 0);
+		CHECK(memcmp(ids[0], ids[1], sizeof ids[0]) == 0);
+	}
+	/* 60 rows in groups of whole sequences up to 16 rows: 4 micro-batches (15 rows each);
+	 * 24 rows of one: 2 (16 and 8) */
+	model_pp_stats(s, &ps);
+	CHECK_EQ_INT(ps.forwards, 2);
+	CHECK_EQ_INT(ps.microbatches, 6);
+	CHECK_EQ_INT(ps.waves, (4 + sp->n - 1) + (2 + sp->n - 1));
+	CHECK_EQ_INT(ps.busy_waves, sp->n == 2 ? 3 + 1 : 4 + 2);	/* 2 stages: n - 1 a forward */
+	model_pp_stats(w, &ps);
+	CHECK_EQ_INT(ps.forwards + ps.waves, 0);	/* a whole model has no pipeline */
+	for (int i = 0; i < 2; i++)
+		free(lg[i]), free(h[i]);
+	model_close(w);
+	model_close(s);
+}
+
+TEST(micro_batches_run_through_the_stages_as_a_pipeline_bit_for_bit)
+{
+	char dev[3][PIPELINE_DEVLEN] = { "cpu", "cpu", "cpu" };
+	int first[2] = { 2, 3 };
+	struct model_split sp = { 2, be, dev, first };
+	const char *a = getenv("MEMRA_MODEL_A") ? getenv("MEMRA_MODEL_A") : "../shared/models/A";
+	char cfg[1024];
+	FILE *fp;
+
+	micro_equal("t/data/tiny/q35-r2", &sp);
+	sp.n = 3, first[0] = 1;
+	micro_equal("t/data/tiny/q35-r2", &sp);
+	sp.n = 2, first[0] = 1;
+	micro_equal("t/data/tiny/llama-tiny", &sp);
+	snprintf(cfg, sizeof cfg, "%s/config.json", a);
+	if ((fp = fopen(cfg, "r")) != NULL) {	/* (the test above says when A is missing) */
+		fclose(fp);
+		sp.first = NULL;
+		micro_equal(a, &sp);
+	}
+}
+
+/*
+ * The prompt tok[n] (n a multiple of 4) into st in chunks of 4, each
+ * chunk's block stored into p after the one before (*last: the chain's end).
+ */
+static int
+store_chunks(struct model *md, struct prefix *p, struct state *st, const int32_t *tok, int n,
+    int *last)
+{
+	*last = -1;
+	for (int end = 4; end <= n; end += 4)
+		if (model_forward(md, st, tok + end - 4, 4, MODEL_PREFILL, NULL, NULL) != 0 ||
+		    (*last = prefix_insert(p, *last, tok, NULL, end, st, 0)) < 0)
+			return -1;
+	return 0;
+}
+
+TEST(a_prefix_cache_keeps_each_stage_s_part_of_a_split_state)
+{
+	char dev[2][PIPELINE_DEVLEN] = { "cpu", "cpu" }, err[UTIL_ERRLEN] = "";
+	int first[1] = { 2 };
+	struct model_split sp = { 2, be, dev, first };
+	struct model_options mo = { .split = &sp };
+	struct model *w = model_open_opts("t/data/tiny/q35-r2", be[0], NULL, err);
+	struct model *s = w ? model_open_opts("t/data/tiny/q35-r2", be[0], &mo, err) : NULL;
+	struct state *a = NULL, *b = NULL, *c = NULL, *ws = NULL;
+	struct prefix *p = NULL;
+	int32_t tok[13];
+	float *lg[3] = { 0 };
+	int last = -1;
+
+	if (s == NULL) {
+		FAILF("%s", err);
+		model_close(w);
+		return;
+	}
+	for (int j = 0; j < 13; j++)
+		tok[j] = (int32_t)((j * 41 + 7) % model_hparams(s)->n_vocab);
+	a = model_state_new(s, NCTX, 0, err), b = model_state_new(s, NCTX, 0, err);
+	c = model_state_new(s, NCTX, 0, err), ws = model_state_new(w, NCTX, 0, err);
+	for (int i = 0; i < 3; i++)
+		lg[i] = calloc(model_hparams(s)->n_vocab, sizeof **lg);
+	CHECK(a && b && c && ws && state_parts(a) == 2 && state_parts(ws) == 1);
+	/* the split's block holds the whole model's caches, cut by stage */
+	CHECK_EQ_INT(prefix_block_bytes_like(a, NULL, 4), prefix_block_bytes(state_config(ws), NULL, 4));
+	CHECK(state_backend(a) == NULL && state_backend(state_part(a, 1)) == be[1]);
+	p = prefix_new_like(a, &(struct prefix_config){ 4, 8 * prefix_block_bytes_like(a, NULL, 4), 0, NULL },
+	    err);
+	CHECK(p != NULL);
+	if (p != NULL && a && b && c && ws) {
+		CHECK(store_chunks(s, p, a, tok, 12, &last) == 0);
+		CHECK_EQ_INT(prefix_lookup(p, tok, NULL, 13, 0, &last), 12);
+		CHECK(prefix_restore(p, last, b) == 0);		/* b resumes where a is */
+		CHECK_EQ_INT(state_pos(b), 12);
+		CHECK(prefix_restore(p, last, ws) == -1);	/* a whole state: another shape */
+		CHECK(prefix_insert(p, -1, tok, NULL, 4, ws, 0) == -1);
+		/* the next token from a, from b and cold (c, the same chunks): the same bits */
+		CHECK(store_chunks(s, p, c, tok, 12, &last) == 0);
+		CHECK(model_forward(s, a, tok + 12, 1, 0, lg[0], NULL) == 0);
+		CHECK(model_forward(s, b, tok + 12, 1, 0, lg[1], NULL) == 0);
+		CHECK(model_forward(s, c, tok + 12, 1, 0, lg[2], NULL) == 0);
+		CHECK(memcmp(lg[0], lg[1], model_hparams(s)->n_vocab * sizeof **lg) == 0);
+		CHECK(memcmp(lg[0], lg[2], model_hparams(s)->n_vocab * sizeof **lg) == 0);
+	}
+	for (int i = 0; i < 3; i++)
+		free(lg[i]);
+	prefix_free(p);
+	state_free(a), state_free(b), state_free(c), state_free(ws);
+	model_close(s);
+	model_close(w);
+}
+
 int
 main(void)
 {
@@ -281,6 +458,8 @@ main(void)
 	RUN(a_split_qwen35_equals_the_whole_one_at_every_cut);
 	RUN(a_split_model_a_equals_the_whole_one_at_every_cut);
 	RUN(the_boot_lines_name_each_stage);
+	RUN(micro_batches_run_through_the_stages_as_a_pipeline_bit_for_bit);
+	RUN(a_prefix_cache_keeps_each_stage_s_part_of_a_split_state);
 	for (int i = 0; i < 3; i++)
 		backend_close(be[i]);
 	return test_summary();
