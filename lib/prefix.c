@@ -32,17 +32,23 @@ struct prefix {
 	char	err[UTIL_ERRLEN];
 };
 
-static size_t
-kv_floats(const struct state_config *c, int block)
+/* Positions of a block that cache i keeps: all, or a ring's last ring of them. */
+static int
+kept(const struct state_config *c, int block, int i)
 {
-	return (size_t)block * c->kv_dim;
+	return state_is_ring(c, i) && c->ring < block ? c->ring : block;
 }
 
-/* Floats of a block: K and V rows of every cache, then the recurrent state. */
+/* Floats of a block: K then V rows of every cache (the positions it keeps), then the
+ * recurrent state. */
 static size_t
 block_floats(const struct state_config *c, int block)
 {
-	return 2 * kv_floats(c, block) * c->n_kv + state_rec_floats(c);
+	size_t n = 0;
+
+	for (int i = 0; i < c->n_kv; i++)
+		n += 2 * (size_t)kept(c, block, i) * c->kv_dim;
+	return n + state_rec_floats(c);
 }
 
 size_t
@@ -79,7 +85,8 @@ prefix_new(struct backend *be, const struct state_config *c, const struct prefix
 	struct prefix *p;
 	size_t bb;
 
-	if (pc->block < 1 || c->n_kv < 0 || c->n_rec < 0) {
+	if (pc->block < 1 || c->n_kv < 0 || c->n_rec < 0 || c->n_ring < 0 || c->n_ring > c->n_kv ||
+	    (c->n_ring > 0 && c->ring < 1)) {
 		util_err(err, "prefix cache: bad config (block %d)", pc->block);
 		return NULL;
 	}
@@ -136,16 +143,21 @@ chain(const struct prefix *p, uint64_t parent, const int32_t *t)
 	return p->pc.hash_mask ? h & p->pc.hash_mask : h;
 }
 
+/* Block id's K rows of cache i; its V rows follow them. */
 static float *
 blk_k(struct prefix *p, int id, int i)
 {
-	return p->arena + p->per * id + 2 * kv_floats(&p->c, p->pc.block) * i;
+	float *k = p->arena + p->per * id;
+
+	for (int j = 0; j < i; j++)
+		k += 2 * (size_t)kept(&p->c, p->pc.block, j) * p->c.kv_dim;
+	return k;
 }
 
 static float *
 blk_rec(struct prefix *p, int id)
 {
-	return p->arena + p->per * id + 2 * kv_floats(&p->c, p->pc.block) * p->c.n_kv;
+	return blk_k(p, id, p->c.n_kv);
 }
 
 /* The block keyed key after parent at depth d holding tokens t; -1: none. */
@@ -196,21 +208,62 @@ prefix_lookup(struct prefix *p, const int32_t *ids, int n, int need_mtp, int *la
 	return (p->b[prev].depth + 1) * p->pc.block;
 }
 
-/* Copy block id's rows to (store) or from (restore) st's rows at depth. */
+/*
+ * Copy positions [from, to) of cache i between block id (whose kept rows
+ * end at its end) and st's rows of them (a ring's wrap split in two).
+ */
+static int
+move_range(struct prefix *p, int id, int i, struct state *st, int from, int to, int store)
+{
+	const struct state_config *c = &p->c;
+	int end = (p->b[id].depth + 1) * p->pc.block, n0 = kept(c, p->pc.block, i);
+	size_t w = c->kv_dim;
+	float *k = blk_k(p, id, i) + (size_t)(from - (end - n0)) * w, *v = k + n0 * w;
+
+	for (int pos = from, n; pos < to; pos += n, k += n * w, v += n * w) {
+		size_t r = (size_t)state_kv_row(c, i, pos) * w;
+		float *sk = state_k(st, i) + r, *sv = state_v(st, i) + r;
+
+		n = state_kv_rows(c, i, pos, to - pos);
+		if ((store ? backend_copy(p->be, k, sk, n * w) || backend_copy(p->be, v, sv, n * w) :
+		    backend_copy(p->be, sk, k, n * w) || backend_copy(p->be, sv, v, n * w)) != 0)
+			return util_err(p->err, "prefix cache: %s", backend_errmsg(p->be));
+	}
+	return 0;
+}
+
+/* Copy block id's kept rows of every cache to (store) or from (restore) st's rows. */
 static int
 move_rows(struct prefix *p, int id, struct state *st, int store)
 {
-	size_t n = kv_floats(&p->c, p->pc.block), off = n * p->b[id].depth;
+	int end = (p->b[id].depth + 1) * p->pc.block;
 
-	for (int i = 0; i < p->c.n_kv; i++) {
-		float *k = blk_k(p, id, i), *v = k + n;
+	for (int i = 0; i < p->c.n_kv; i++)
+		if (move_range(p, id, i, st, end - kept(&p->c, p->pc.block, i), end, store) != 0)
+			return -1;
+	return 0;
+}
 
-		if ((store ? backend_copy(p->be, k, state_k(st, i) + off, n) ||
-		    backend_copy(p->be, v, state_v(st, i) + off, n) :
-		    backend_copy(p->be, state_k(st, i) + off, k, n) ||
-		    backend_copy(p->be, state_v(st, i) + off, v, n)) != 0)
-			return util_err(p->err, "prefix cache: %s", backend_errmsg(p->be));
-	}
+/*
+ * Restore the rows of chain `last` into st: every block's rows of the
+ * caches that keep every position; of a ring, the positions of its last
+ * ring before the chain's end, from the blocks that hold them.
+ */
+static int
+restore_rows(struct prefix *p, int last, struct state *st)
+{
+	const struct state_config *c = &p->c;
+	int end = (p->b[last].depth + 1) * p->pc.block;
+
+	for (int id = last; id >= 0; id = p->b[id].parent)
+		for (int i = 0; i < c->n_kv; i++) {
+			int e = (p->b[id].depth + 1) * p->pc.block, from = e - kept(c, p->pc.block, i);
+
+			if (state_is_ring(c, i) && from < end - c->ring)
+				from = end - c->ring;
+			if (from < e && move_range(p, id, i, st, from, e, 0) != 0)
+				return -1;
+		}
 	return 0;
 }
 
@@ -220,9 +273,8 @@ prefix_restore(struct prefix *p, int last, struct state *st)
 	if (last < 0 || last >= p->max || !p->b[last].used ||
 	    (p->b[last].depth + 1) * p->pc.block > state_config(st)->n_ctx)
 		return util_err(p->err, "prefix cache: no block %d to restore", last);
-	for (int id = last; id >= 0; id = p->b[id].parent)
-		if (move_rows(p, id, st, 0) != 0)
-			return -1;
+	if (restore_rows(p, last, st) != 0)
+		return -1;
 	if (state_rec_load(st, blk_rec(p, last)) != 0 ||
 	    state_seek(st, (p->b[last].depth + 1) * p->pc.block) != 0)
 		return util_err(p->err, "prefix cache: %s", state_errmsg(st));

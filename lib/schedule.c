@@ -36,6 +36,8 @@ struct slot {
 	 * the prefill passed; parked: a finished conversation's tokens ptok[n_ptok]
 	 * resumable at pbound (pmtp: with the MTP cache's rows) */
 	float	*rsnap;		/* [state_rec_floats] backend memory */
+	float	*dsnap;		/* DFlash: [state_ring_floats] its drafter's rings at sbound,
+				 * or NULL (none) */
 	int32_t	*ptok;		/* [n_ctx + SPEC_KMAX + 1] */
 	int	n_ptok, pbound, sbound, parked, pmtp;
 	uint64_t pstamp;
@@ -178,6 +180,8 @@ lane_free(struct backend *be, struct lane *l, int n)
 			state_free(l->slots[i].st);
 		if (l->slots[i].rsnap != NULL)
 			backend_mfree(be, l->slots[i].rsnap);
+		if (l->slots[i].dsnap != NULL)
+			backend_mfree(be, l->slots[i].dsnap);
 		free(l->slots[i].ptok);
 	}
 	prefix_free(l->pc), prefix_free(l->dpc);
@@ -292,7 +296,7 @@ measure_dflash(struct lane *l, const int32_t *tok, char *err)
 {
 	const struct model_hparams *dh = model_dflash(l->m);
 	size_t b = dh->block - 1, k = dh->sel_topk;
-	struct state *ds = model_dflash_state(l->m, dh->block, err);
+	struct state *ds = model_dflash_state(l->m, dh->block, 0, err);
 	int32_t *cand = malloc((b * k + 1) * sizeof *cand);
 	float *lat = malloc((b * k * k + 1) * sizeof *lat);
 	float *lg = k == 0 ? model_host_alloc(l->m, b * model_draft_vocab(l->m)) : NULL;
@@ -390,14 +394,21 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 	/* a session's bytes are fixed + per_pos x n_ctx (state_bytes) */
 	size_t free_b = 0, total = 0, fixed = model_state_bytes(m, 0, K + 1);
 	size_t per_pos = model_state_bytes(m, 1, K + 1) - fixed, each, ctx;
+	struct state_config dc;
 
+	memset(f, 0, sizeof *f);
 	if (s->c.reuse)		/* the pool's saved recurrent state: a state of no positions */
 		fixed += model_state_bytes(m, 0, 0);
-	if (K > 0 && model_dflash(m) != NULL) {	/* a DFlash drafter's context cache */
-		fixed += model_dflash_state_bytes(m, 0);
-		per_pos += model_dflash_state_bytes(m, 1) - model_dflash_state_bytes(m, 0);
+	if (K > 0 && model_dflash_state_shape(m, s->c.n_ctx, &dc) == 0) {
+		/* a DFlash drafter's context cache at n_ctx (and the pool's copy of its rings):
+		 * its full-attention layers' rows a position, its rings' bytes fixed */
+		size_t d1 = model_dflash_state_bytes(m, s->c.n_ctx + 1) - state_bytes(&dc);
+
+		f->drafter = state_bytes(&dc) + (s->c.reuse ? state_ring_floats(&dc) *
+		    sizeof(float) : 0);
+		fixed += f->drafter - d1 * s->c.n_ctx;
+		per_pos += d1;
 	}
-	memset(f, 0, sizeof *f);
 	if (backend_mem_info(s->be, &free_b, &total) != 0)
 		return util_err(err, "%s", backend_errmsg(s->be));
 	f->session = fixed + per_pos * s->c.n_ctx;
@@ -508,10 +519,13 @@ lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 
 	for (int i = 0; s->c.reuse && i < s->c.max_sessions; i++) {
 		struct slot *sl = &l->slots[i];
+		size_t dn = sl->spec != NULL && spec_drafter_state(sl->spec) != NULL ?
+		    state_ring_floats(state_config(spec_drafter_state(sl->spec))) : 0;
 
 		sl->ptok = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *sl->ptok);
 		if (sl->ptok == NULL || (state_rec_floats(&c) > 0 &&
-		    (sl->rsnap = backend_alloc(s->be, state_rec_floats(&c))) == NULL))
+		    (sl->rsnap = backend_alloc(s->be, state_rec_floats(&c))) == NULL) ||
+		    (dn > 0 && (sl->dsnap = backend_alloc(s->be, dn)) == NULL))
 			return util_err(err, "reuse pool: out of memory");
 	}
 	if (pc.budget == SCHED_PREFIX_AUTO) {	/* host memory is everyone's: 1 GiB at most */
@@ -1084,6 +1098,34 @@ tell(struct sched *s, struct sched_seq *q)
 	q->note.kind = -1;
 }
 
+/* Worker: speculative q's DFlash drafter rings (a sliding layer's last
+ * positions) of slot sl copied for the pool (as rsnap the recurrent state),
+ * or (load) back; 0 when it has none. */
+static int
+drafter_rings(struct slot *sl, const struct sched_seq *q, int load)
+{
+	struct state *ds;
+
+	if (sl->dsnap == NULL || !q->spec || (ds = spec_drafter_state(sl->spec)) == NULL)
+		return 0;
+	return load ? state_ring_load(ds, sl->dsnap) : state_ring_save(ds, sl->dsnap);
+}
+
+/* Worker: speculative q resumes at resume_at with its drafter's state there: a
+ * DFlash drafter's context from the pool's slot (its rows, its rings' copy) or
+ * the prefix cache's chain (whose rings the pool's copy then takes). */
+static int
+restore_drafter(struct sched *s, struct sched_seq *q, struct slot *sl)
+{
+	struct lane *l = &s->lanes[q->lane];
+
+	if (q->resume == 1 ? drafter_rings(sl, q, 1) != 0 : q->drblk >= 0 &&
+	    (prefix_restore(l->dpc, q->drblk, spec_drafter_state(sl->spec)) != 0 ||
+	    drafter_rings(sl, q, 0) != 0))
+		return -1;
+	return spec_resume(sl->spec, q->hist, q->n_prompt, q->resume_at);
+}
+
 /* Restore q's state at resume_at from the pool's slot or the prefix cache
  * chain (nonzero on a failure: q then prefills cold). */
 static int
@@ -1096,9 +1138,7 @@ restore(struct sched *s, struct sched_seq *q)
 	if (q->resume == 1 ? state_rec_load(q->st, sl->rsnap) || state_seek(q->st, at) :
 	    prefix_restore(l->pc, q->rblk, q->st) || (s->c.reuse && state_rec_save(q->st, sl->rsnap)))
 		return -1;
-	if (q->spec && ((q->drblk >= 0 && prefix_restore(l->dpc, q->drblk,
-	    spec_drafter_state(sl->spec)) != 0) || spec_resume(sl->spec, q->hist, q->n_prompt,
-	    at) != 0))
+	if (q->spec && restore_drafter(s, q, sl) != 0)
 		return -1;
 	drafter_extend(l, q, at);
 	if (q->resume == 2)
@@ -1173,7 +1213,8 @@ boundary(struct sched *s, struct sched_seq *q, int to)
 	if (to % s->c.chunk != 0 || to > q->img0)	/* no image rows kept */
 		return;
 	if (s->c.reuse && to + s->c.chunk > q->img0)
-		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 ? to : 0;
+		sl->sbound = state_rec_save(q->st, sl->rsnap) == 0 && drafter_rings(sl, q, 0) == 0 ?
+		    to : 0;
 	if (l->pc == NULL || (to > s->c.chunk && q->pblk < 0))
 		return;
 	if ((id = prefix_insert(l->pc, q->pblk, q->hist, to, q->st, q->spec &&
