@@ -977,7 +977,7 @@ dflash_cache_line(struct server *s, struct served *sv, const struct sched_fit *f
 	else
 		snprintf(how, sizeof how, "%d of %d layers (sliding, window %d) a ring of %d "
 		    "positions%s", c.n_ring, c.n_kv, dh->n_swa, c.ring, c.n_ring < c.n_kv ?
-		    ", the others every position (ctx + block)" : "");
+		    ", the rest every position (ctx + block)" : "");
 	fprintf(stderr, "[dspark] %s: context cache %.3g MiB a session%s: %s\n", sv->name,
 	    f->drafter / (double)(1 << 20), s->c.reuse && c.n_ring > 0 ? " (the pool's copy of "
 	    "its rings included)" : "", how);
