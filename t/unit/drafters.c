@@ -536,6 +536,44 @@ out:
 	spec_free(sp), spec_free(cold);
 }
 
+/*
+ * A prompt whose last part leaves the first token to the caller (a session
+ * with logprobs, spec_prefill_logits): the drafter's context rows of that
+ * part are in as the part ends, before spec_first, so a block or ring the
+ * scheduler saves at a boundary that is the prompt's end holds them.
+ */
+TEST(dflash2_context_of_a_host_picked_prompt_is_in_at_its_end)
+{
+	int32_t a[64];
+	char err[UTIL_ERRLEN];
+	struct spec *sp = spec_new(dfl.m, dfl.K, CTX, NULL, 0, err), *cold;
+	float *lg = malloc((size_t)model_hparams(dfl.m)->n_vocab * sizeof *lg);
+	struct state_config c;
+	long differ = 0;
+
+	for (int i = 0; i < 64; i++)
+		a[i] = (int32_t)((i * 104729 + 3) % model_hparams(dfl.m)->n_vocab);
+	cold = prefilled(a, 64);
+	CHECK(sp != NULL && cold != NULL && lg != NULL);
+	if (sp == NULL || cold == NULL || lg == NULL)
+		goto out;
+	CHECK(spec_prefill_part(sp, a, 64, 0, CHUNK, NULL) == 0);
+	CHECK(spec_prefill_logits(sp, a, 64, CHUNK, 64, lg) == 0);
+	c = *state_config(spec_drafter_state(sp));
+	for (int i = 0; i < c.n_kv; i++)
+		for (int pos = state_is_ring(&c, i) ? 64 - c.ring : 0; pos < 64; pos++) {
+			size_t r = (size_t)state_kv_row(&c, i, pos) * c.kv_dim;
+
+			differ += memcmp(state_k(spec_drafter_state(sp), i) + r,
+			    state_k(spec_drafter_state(cold), i) + r, c.kv_dim * sizeof(float)) != 0;
+		}
+	CHECK_EQ_INT(differ, 0);
+	CHECK(spec_first(sp, 7) == 0);
+out:
+	free(lg);
+	spec_free(sp), spec_free(cold);
+}
+
 /* The 8 tokens most frequent in t[n] (ties: the lower id), padded with the lowest others. */
 static void
 most_frequent(const int32_t *t, int n, int32_t *top)
@@ -659,6 +697,7 @@ main(void)
 		RUN(a_dflash2_conversation_resumed_from_the_prefix_cache_speculates_with_its_context);
 		RUN(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit);
 		RUN(dflash2_rings_from_the_pool_are_the_cold_ones_bit_for_bit);
+		RUN(dflash2_context_of_a_host_picked_prompt_is_in_at_its_end);
 	}
 	RUN(a_lane_measures_its_drafter_at_boot);
 	model_close(g4.m), model_close(dfl.m);
