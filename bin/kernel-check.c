@@ -2102,7 +2102,7 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 	int qhs = 2 * hd, ldq = nh * qhs, kvd = nkv * hd, n = p0 + m;
 	size_t sz[] = { (size_t)m * ldq, (size_t)n * kvd, (size_t)n * kvd, (size_t)m * nh * hd };
 	float lo[] = { -1, -1, -1, 0 }, hi[] = { 1, 1, 1, 0 };
-	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, NULL };
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, NULL, 0 };
 	struct bop o;
 	char shape[64];
 
@@ -3194,7 +3194,7 @@ static void
 be_head_max(struct kc *k, struct bpair *p)
 {
 	int hd = backend_head_max(p->g) + 1, ok;
-	struct backend_attn a = { 2, 1, hd, 1.0f, 0, 0, 0, 0, NULL };
+	struct backend_attn a = { 2, 1, hd, 1.0f, 0, 0, 0, 0, NULL, 0 };
 	float *q = bput(p->g, NULL, (size_t)2 * hd), *kv = bput(p->g, NULL, (size_t)hd);
 	float *o = bput(p->g, NULL, (size_t)2 * hd);
 	char shape[64];

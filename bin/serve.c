@@ -1069,6 +1069,28 @@ stage_list(unsigned set, char *buf, size_t n)
 	return buf;
 }
 
+/* A DFlash lane's boot line: what a session's drafter context cache takes (f's, within
+ * its session's bytes) and how: its sliding layers' rings, the others' every position. */
+static void
+dflash_cache_line(struct server *s, struct served *sv, const struct sched_fit *f)
+{
+	const struct model_hparams *dh = model_dflash(sv->m);
+	struct state_config c;
+	char how[160];
+
+	if (f->drafter == 0 || model_dflash_state_shape(sv->m, s->c.ctx, &c) != 0)
+		return;
+	if (c.n_ring == 0)
+		snprintf(how, sizeof how, "every layer every position (ctx + block %d)", dh->block);
+	else
+		snprintf(how, sizeof how, "%d of %d layers (sliding, window %d) a ring of %d "
+		    "positions%s", c.n_ring, c.n_kv, dh->n_swa, c.ring, c.n_ring < c.n_kv ?
+		    ", the rest every position (ctx + block)" : "");
+	fprintf(stderr, "[dspark] %s: context cache %.3g MiB a session%s: %s\n", sv->name,
+	    f->drafter / (double)(1 << 20), s->c.reuse && c.n_ring > 0 ? " (the pool's copy of "
+	    "its rings included)" : "", how);
+}
+
 /* Model sv's sessions in the scheduler, and the boot lines that say what they cost. */
 static void
 sessions(struct server *s, struct served *sv)
@@ -1088,6 +1110,7 @@ sessions(struct server *s, struct served *sv)
 		    "before; room for %d)\n", sv->name, stage_list(f.dev[d].stages, line,
 		    sizeof line), f.dev[d].name, f.dev[d].session / mib, f.dev[d].avail / mib,
 		    f.dev[d].fit);
+	dflash_cache_line(s, sv, &f);
 	cache_line(s, sv, &f);
 	if (sv->k > 0 && s->c.spec_k >= 0)
 		fprintf(stderr, "[sched] %s: speculative K pinned at %d (MEMRA_SPEC_K)\n", sv->name,

@@ -571,6 +571,14 @@ bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs
 		return util_err(be->err, "attention: rows that see later keys (an image's): not "
 		    "on backend '%s'%s", be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "
 		    "orders" : "");
+	if (a->ring < 0 || (a->ring > 0 && (!backend_attn_hi(be) || a->kv_f16 || a->ggml)))
+		return util_err(be->err, "attention: caches that are rings of %d rows: not on "
+		    "backend '%s'%s", a->ring, be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "
+		    "orders" : "");
+	if (a->ring > 0 && (a->hi != NULL || a->window < 1 || a->window > a->ring))
+		return util_err(be->err, "attention: a ring of %d rows needs a window of 1..%d "
+		    "keys and causal rows (window %d%s)", a->ring, a->ring, a->window,
+		    a->hi != NULL ? ", rows that see later keys" : "");
 	for (int r = 0; a->hi != NULL && r < m; r++)
 		if (a->hi[r] < p0 + r || a->hi[r] >= p0 + m)
 			return util_err(be->err, "attention: row %d at %d sees up to %d, outside "
@@ -593,9 +601,9 @@ backend_attention_dpos(struct backend *be, const struct backend_attn *a,
     const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
     const int32_t *d_pos, int n_ctx, float *o)
 {
-	if (a->hi != NULL)
-		return util_err(be->err, "attention: rows that see later keys at positions in "
-		    "backend memory: not supported");
+	if (a->hi != NULL || a->ring != 0)
+		return util_err(be->err, "attention: %s at positions in backend memory: not "
+		    "supported", a->hi != NULL ? "rows that see later keys" : "a ring cache");
 	if (bad_attention(be, a, ldq, qhs, m, 0))
 		return -1;
 	if (n_ctx < m)

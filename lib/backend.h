@@ -276,6 +276,14 @@ struct backend_attn {
 				 * vision blocks; a vision tower's full attention with
 				 * p0 0 and every hi m - 1).  Needs backend_attn_hi,
 				 * neither ggml nor kv_f16, and no d_pos form */
+	int	ring;		/* > 0: kc, vc are rings of ring rows, key j in row
+				 * j % ring, holding every key the rows see (a
+				 * sliding layer's cache that keeps its last ring
+				 * positions: a DFlash drafter's context); needs a
+				 * window of 1..ring keys, no hi, and backend_attn_hi,
+				 * neither ggml nor kv_f16, and no d_pos form.  The
+				 * same bits as the keys in rows of their own.  0:
+				 * key j in row j */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,

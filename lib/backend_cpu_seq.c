@@ -156,6 +156,16 @@ attn_head_ggml(const struct backend_cpu *c, const struct backend_attn *a,
 	backend_cpu_lanes_cols(c, acc, w, hd, o);
 }
 
+/* Row t of keys that start in row r0: r0 + t, wrapped in a ring of `ring` rows (0: none;
+ * t < ring). */
+static inline size_t
+key_row(int r0, int t, int ring)
+{
+	int row = r0 + t;
+
+	return (size_t)(ring > 0 && row >= ring ? row - ring : row);
+}
+
 struct attn_job {
 	struct backend_cpu *c;
 	const struct backend_attn *a;
@@ -172,7 +182,7 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 	int hd = a->head_dim, kvd = a->n_kv_head * hd, grp = a->n_head / a->n_kv_head;
 
 	for (int64_t i = i0; i < i1; i++) {
-		int r = i / a->n_head, h = i % a->n_head, p = j->p0 + r;
+		int r = i / a->n_head, h = i % a->n_head, p = j->p0 + r, first = 0, r0 = 0;
 		int n = (a->hi != NULL ? a->hi[r] : p) + 1;	/* keys 0 .. n - 1 */
 		const float *q = j->q + (size_t)r * j->ldq + (size_t)h * j->qhs;
 		const float *k = j->kc + (size_t)(h / grp) * hd;
@@ -183,24 +193,25 @@ attn_heads(void *ctx, int64_t i0, int64_t i1, int tid)
 
 		if (s == NULL)
 			return;
-		if (a->window > 0 && p + 1 > a->window) {	/* from key p + 1 - window */
-			k += (size_t)(p + 1 - a->window) * kvd;
-			v += (size_t)(p + 1 - a->window) * kvd;
-			n -= p + 1 - a->window;
-		}
+		if (a->window > 0 && p + 1 > a->window)	/* from key p + 1 - window */
+			first = p + 1 - a->window, n -= first;
+		if (a->ring > 0)	/* key j in row j % ring */
+			r0 = first % a->ring;
+		else
+			k += (size_t)first * kvd, v += (size_t)first * kvd;
 		if (a->kv_f16 || a->ggml) {
 			attn_head_ggml(j->c, a, q, k, v, kvd, n, s, o);
 			continue;
 		}
 		for (int t = 0; t < n; t++) {
-			s[t] = j->c->dot(q, k + (size_t)t * kvd, hd) * a->scale;
+			s[t] = j->c->dot(q, k + key_row(r0, t, a->ring) * kvd, hd) * a->scale;
 			mx = s[t] > mx ? s[t] : mx;
 		}
 		for (int t = 0; t < n; t++)
 			sum += s[t] = expf_uf(s[t] - mx);
 		memset(o, 0, hd * sizeof *o);
 		for (int t = 0; t < n; t++)
-			backend_cpu_axpy(j->c, o, s[t], v + (size_t)t * kvd, hd);
+			backend_cpu_axpy(j->c, o, s[t], v + key_row(r0, t, a->ring) * kvd, hd);
 		float inv = (float)(1.0 / sum);
 		for (int d = 0; d < hd; d++)
 			o[d] *= inv;

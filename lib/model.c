@@ -1224,6 +1224,12 @@ bind_dflash(struct model *md, struct src *s)
 	for (int il = 0; il < hp->n_layer; il++)
 		if (bind_dflash_layer(md, s, il) != 0)
 			return -1;
+	/* the caches: the full-attention layers' first, then the sliding ones' (the rings of
+	 * model_dflash_state are a state's last caches) */
+	for (int swa = 0, c = 0; swa < 2; swa++)
+		for (int il = 0; il < hp->n_layer; il++)
+			if (md->layers[il].swa == swa)
+				md->layers[il].cache = c++;
 	if (hp->sel_topk == 0)
 		return 0;
 	return load_matrix(md, s, "selector_hidden.weight", 0, hp->n_embd, hp->sel_rank,

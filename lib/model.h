@@ -452,16 +452,30 @@ int	model_taps(struct model *, float *taps, int m);
  */
 int	model_dflash_prec(const char *name);
 
-/* The drafter's context cache for a sequence of n_ctx positions (and a block past them). */
-struct state *model_dflash_state(struct model *, int n_ctx, char *err);
+/*
+ * The drafter's context cache for a sequence of n_ctx positions (and a
+ * block past them), NULL with err: each sliding layer's K/V a ring of
+ * window - 1 + block rows (what its block rows see: lib/model_dflash.c;
+ * the state's last n_ring caches), each full-attention layer's every
+ * position; whole 1 (or a ring not shorter than n_ctx + block): every
+ * layer's every position, the same drafts bit for bit.
+ */
+struct state *model_dflash_state(struct model *, int n_ctx, int whole, char *err);
 
-/* The bytes of backend memory model_dflash_state(n_ctx) takes (0: no drafter). */
+/*
+ * The shape of model_dflash_state(n_ctx, 0) into *c: its caches, c->n_ring
+ * of them rings of c->ring rows (0: none).  0, or -1 (no drafter).
+ */
+int	model_dflash_state_shape(const struct model *, int n_ctx, struct state_config *c);
+
+/* The bytes of backend memory model_dflash_state(n_ctx, 0) takes (0: no drafter). */
 size_t	model_dflash_state_bytes(const struct model *, int n_ctx);
 
 /*
  * Context rows p0..p0+m-1 of ds from their taps [m][n_tap * n_embd]
  * (host): fc, the hidden norm, each layer's K (normed, roped at its
- * position) and V into ds.  0, or -1.
+ * position) and V into ds (a ring: the rows of its last ring positions
+ * alone).  0, or -1.
  */
 int	model_dflash_context(struct model *, struct state *ds, int p0, const float *taps, int m);
 
@@ -484,7 +498,8 @@ struct model_dflash_out {
  * One drafter forward over the block [anchor, mask x (block - 1)] at
  * positions p0..p0+block-1 of ds, whose context rows 0..p0-1 are in
  * (model_dflash_context); the block's own K/V are written past them
- * (scratch, overwritten by later context).  0, or -1 with model_errmsg.
+ * (scratch, overwritten by later context; in a ring, over positions no
+ * later block sees).  0, or -1 with model_errmsg.
  */
 int	model_dflash_draft(struct model *, struct state *ds, int p0, int32_t anchor,
 	    const struct model_dflash_out *o);

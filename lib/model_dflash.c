@@ -7,6 +7,13 @@
  * position, concatenated in the drafter's order, go through fc and the
  * hidden norm; each layer's K (k_norm, RoPE at the position) and V of
  * that row are cached (the layer's input norm is not applied to them).
+ * A sliding layer's block rows at p0.. see no context position before
+ * p0 - window + 1, so its cache is a ring of window - 1 + block rows
+ * (position p in row p % ring: the window's context and the block,
+ * whose rows overwrite only positions no later block sees), as the
+ * reference's DynamicSlidingWindowLayer keeps its last window - 1 and
+ * llama.cpp's iSWA cache its window's; a full-attention layer's keeps
+ * every position.  Rows a ring would not keep are not computed.
  *
  * A block: [anchor, mask x (block - 1)] embedded by the trunk's table at
  * positions p0..; each layer is Qwen3's (plain RMSNorm, per-head q/k
@@ -178,36 +185,70 @@ model_taps(struct model *md, float *taps, int m)
 	return 0;
 }
 
+/*
+ * Drafter D's context cache for n_ctx positions and a block past them:
+ * its sliding layers' caches (the state's last: model.c orders them) rings
+ * of window - 1 + block rows, unless whole or the ring holds as many.
+ */
+static struct state_config
+dfl_shape(const struct model *D, int n_ctx, int whole)
+{
+	const struct model_hparams *hp = &D->hp;
+	struct state_config c = { .n_ctx = n_ctx + hp->block, .n_kv = D->n_kv_own,
+	    .kv_dim = hp->n_head_kv * hp->head_dim };
+	int ring = hp->n_swa - 1 + hp->block;
+
+	for (int il = 0; il < hp->n_layer && !whole && hp->n_swa > 0 && ring < c.n_ctx; il++)
+		c.n_ring += D->layers[il].swa;
+	c.ring = c.n_ring > 0 ? ring : 0;
+	return c;
+}
+
 struct state *
-model_dflash_state(struct model *md, int n_ctx, char *err)
+model_dflash_state(struct model *md, int n_ctx, int whole, char *err)
 {
 	struct model *D = md->dfl;
+	struct state_config c;
 
 	if (D == NULL) {
 		util_err(err, "no DFlash drafter attached");
 		return NULL;
 	}
-	return model_state_new(D, n_ctx + D->hp.block, 0, err);
+	if (n_ctx < 0) {
+		util_err(err, "DFlash context cache of %d positions", n_ctx);
+		return NULL;
+	}
+	c = dfl_shape(D, n_ctx, whole);
+	return state_new(D->be, &c, err);
+}
+
+int
+model_dflash_state_shape(const struct model *md, int n_ctx, struct state_config *c)
+{
+	if (md->dfl == NULL || n_ctx < 0)
+		return -1;
+	*c = dfl_shape(md->dfl, n_ctx, 0);
+	return 0;
 }
 
 size_t
 model_dflash_state_bytes(const struct model *md, int n_ctx)
 {
-	const struct model *D = md->dfl;
+	struct state_config c;
 
-	return D != NULL ? model_state_bytes(D, n_ctx + D->hp.block, 0) : 0;
+	return model_dflash_state_shape(md, n_ctx, &c) == 0 ? state_bytes(&c) : 0;
 }
 
-/* Layer L's K (per-head norm, RoPE at pos) and V of rows in[m] into ds at row p0. */
+/* Layer L's K (per-head norm, RoPE at pos) and V of rows in[m] into ds's rows r0... */
 static int
-kv_rows(struct model *D, struct model_layer *L, struct state *ds, const float *in, int p0,
+kv_seg(struct model *D, struct model_layer *L, struct state *ds, const float *in, int r0,
     int m, const int32_t *pos)
 {
 	const struct model_hparams *hp = &D->hp;
 	struct backend *be = D->be;
 	int kvd = hp->n_head_kv * hp->head_dim;
-	float *k = state_k(ds, L->cache) + (size_t)p0 * kvd;
-	float *v = state_v(ds, L->cache) + (size_t)p0 * kvd;
+	float *k = state_k(ds, L->cache) + (size_t)r0 * kvd;
+	float *v = state_v(ds, L->cache) + (size_t)r0 * kvd;
 
 	if (backend_matmul(be, &L->k, in, hp->n_embd, k, kvd, m) ||
 	    backend_matmul(be, &L->v, in, hp->n_embd, v, kvd, m) ||
@@ -219,21 +260,43 @@ kv_rows(struct model *D, struct model_layer *L, struct state *ds, const float *i
 	return 0;
 }
 
+/* Layer L's K and V of rows in[m] at positions p0.. (pos) into ds: their rows, a ring's
+ * wrap split in two. */
+static int
+kv_rows(struct model *D, struct model_layer *L, struct state *ds, const float *in, int p0,
+    int m, const int32_t *pos)
+{
+	const struct state_config *c = state_config(ds);
+
+	for (int i = 0, n; i < m; i += n) {
+		n = state_kv_rows(c, L->cache, p0 + i, m - i);
+		if (kv_seg(D, L, ds, in + (size_t)i * D->hp.n_embd, state_kv_row(c, L->cache, p0 + i),
+		    n, pos + i) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 int
 model_dflash_context(struct model *md, struct state *ds, int p0, const float *taps, int m)
 {
 	struct model *D = drafter(md);
 	const struct model_hparams *hp;
+	const struct state_config *sc;
 	struct model_dfl *x;
 	size_t ne, w;
+	int keep;
 
 	if (D == NULL || (x = scratch(D, model_draft_vocab(md))) == NULL)
 		return D == NULL ? -1 : util_err(md->err, "%s", D->err);
-	hp = &D->hp, ne = hp->n_embd, w = hp->n_tap * ne;
-	if (p0 < 0 || m < 0 || p0 + m + hp->block > state_config(ds)->n_ctx)
+	hp = &D->hp, ne = hp->n_embd, w = hp->n_tap * ne, sc = state_config(ds);
+	if (p0 < 0 || m < 0 || p0 + m + hp->block > sc->n_ctx)
 		return util_err(md->err, "DFlash context rows %d..%d: the drafter's cache holds %d",
-		    p0, p0 + m, state_config(ds)->n_ctx - hp->block);
-	for (int i = 0; i < m; i += CTX_CHUNK) {
+		    p0, p0 + m, sc->n_ctx - hp->block);
+	/* rows from keep on: a ring keeps the last ring positions; with rings alone, no row
+	 * before them is run at all */
+	keep = sc->n_ring > 0 && m > sc->ring ? m - sc->ring : 0;
+	for (int i = sc->n_ring == sc->n_kv ? keep : 0; i < m; i += CTX_CHUNK) {
 		int c = m - i < CTX_CHUNK ? m - i : CTX_CHUNK;
 
 		for (int r = 0; r < c; r++)
@@ -242,9 +305,13 @@ model_dflash_context(struct model *md, struct state *ds, int p0, const float *ta
 		    backend_matmul(D->be, &D->fc, x->cin, (int)w, x->g, (int)ne, c) ||
 		    backend_rmsnorm(D->be, x->g, ne, D->enc_norm, x->g, ne, c, ne, hp->eps))
 			return util_err(md->err, "DFlash context: %s", backend_errmsg(D->be));
-		for (int il = 0; il < hp->n_layer; il++)
-			if (kv_rows(D, &D->layers[il], ds, x->g, p0 + i, c, x->pos) != 0)
+		for (int il = 0; il < hp->n_layer; il++) {
+			struct model_layer *L = &D->layers[il];
+			int s = state_is_ring(sc, L->cache) && keep > i ? keep - i : 0;
+
+			if (s < c && kv_rows(D, L, ds, x->g + s * ne, p0 + i + s, c - s, x->pos + s) != 0)
 				return util_err(md->err, "DFlash context: %s", D->err);
+		}
 	}
 	return 0;
 }
@@ -284,16 +351,19 @@ conv(const struct model_hparams *hp, float *h, int B, const float *dyn, int side
 /*
  * The block's attention of layer L at p0 (its K/V in ds up to p0 + B - 1):
  * row i sees keys lo..hi, hi the block's last (causal: its own) within the
- * window ahead, lo the window's first behind.
+ * window ahead, lo the window's first behind; at most window - 1 + B keys,
+ * all in a ring.
  */
 static int
 block_attn(struct model *D, struct model_layer *L, struct state *ds, int p0, int B)
 {
 	const struct model_hparams *hp = &D->hp;
+	const struct state_config *c = state_config(ds);
 	struct model_dfl *x = D->dx;
 	int qd = hp->n_head * hp->head_dim, W = L->swa ? hp->n_swa : 0;
 	struct backend_attn at = { hp->n_head, hp->n_head_kv, hp->head_dim,
-	    1.0f / sqrtf((float)hp->head_dim), 0, 0, 0, 0, NULL };
+	    1.0f / sqrtf((float)hp->head_dim), 0, 0, 0, 0, NULL,
+	    state_is_ring(c, L->cache) ? c->ring : 0 };
 
 	for (int i = 0; i < B; i++) {
 		int q = p0 + i, hi = hp->causal ? q : p0 + B - 1, lo = 0;

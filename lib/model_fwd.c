@@ -152,7 +152,7 @@ attn_params(const struct model *md, int batched)
 	const struct model_hparams *hp = &md->hp;
 	struct backend_attn at = { hp->n_head, hp->n_head_kv, hp->head_dim,
 	    1.0f / sqrtf((float)hp->head_dim), md->kv_f16,
-	    hp->arch == MODEL_ARCH_LLAMA && !md->plain_attn, batched, 0, NULL };
+	    hp->arch == MODEL_ARCH_LLAMA && !md->plain_attn, batched, 0, NULL, 0 };
 
 	return at;
 }

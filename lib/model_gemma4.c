@@ -163,7 +163,7 @@ g4_attn_params(const struct model *md, const struct model_layer *L)
 	struct backend_attn at = { md->hp.n_head, L->nkv, L->hd, 1.0f, 0, 0, 0,
 	    L->swa ? md->hp.n_swa : 0,
 	    /* an image's rows see the whole image in the sliding layers only */
-	    L->swa && a->inj != NULL && a->inj->bidir ? a->hi : NULL };
+	    L->swa && a->inj != NULL && a->inj->bidir ? a->hi : NULL, 0 };
 
 	return at;
 }

@@ -72,7 +72,7 @@ attention(struct model *md, struct model_layer *L, const struct model_seqs *g, c
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = L->n_head, kvd = hp->n_head_kv * hd, qd = nh * hd, m = g->m;
 	struct backend_attn at = { nh, hp->n_head_kv, hd, hp->attn_scale > 0 ? hp->attn_scale :
-	    1.0f / sqrtf((float)hd), 0, 0, 0, L->swa ? hp->n_swa : 0, NULL };
+	    1.0f / sqrtf((float)hd), 0, 0, 0, L->swa ? hp->n_swa : 0, NULL, 0 };
 
 	if (qkv(md, L, m, res) != 0)
 		return -1;

@@ -51,14 +51,22 @@ width(const struct state_config *c, const int *kv_w, int i)
 	return kv_w != NULL ? kv_w[i] : c->kv_dim;
 }
 
-/* Floats of a block: K and V rows of every cache, then the recurrent state. */
+/* Positions of a block that cache i keeps: all, or a ring's last ring of them. */
+static int
+kept(const struct state_config *c, int block, int i)
+{
+	return state_is_ring(c, i) && c->ring < block ? c->ring : block;
+}
+
+/* Floats of a block: K then V rows of every cache (the positions it keeps), then the
+ * recurrent state. */
 static size_t
 block_floats(const struct state_config *c, const int *kv_w, int block)
 {
 	size_t n = state_rec_floats(c);
 
 	for (int i = 0; i < c->n_kv; i++)
-		n += 2 * (size_t)block * width(c, kv_w, i);
+		n += 2 * (size_t)kept(c, block, i) * width(c, kv_w, i);
 	return n;
 }
 
@@ -81,7 +89,7 @@ layout(struct part *q, const int *kv_w, int block)
 	q->koff[0] = 0;
 	for (int i = 0; i < n; i++) {
 		q->w[i] = width(&q->c, kv_w, i);
-		q->koff[i + 1] = q->koff[i] + 2 * (size_t)block * q->w[i];
+		q->koff[i + 1] = q->koff[i] + 2 * (size_t)kept(&q->c, block, i) * q->w[i];
 	}
 	q->per = q->koff[n] + state_rec_floats(&q->c);
 	return 0;
@@ -132,7 +140,8 @@ prefix_open(int n, struct backend **be, const struct state_config *c,
 	int nw = 0;
 
 	for (int i = 0; i < n; i++)
-		if (c[i].n_kv < 0 || c[i].n_rec < 0)
+		if (c[i].n_kv < 0 || c[i].n_rec < 0 || c[i].n_ring < 0 || c[i].n_ring > c[i].n_kv ||
+		    (c[i].n_ring > 0 && c[i].ring < 1))
 			n = 0;
 	if (pc->block < 1 || n < 1) {
 		util_err(err, "prefix cache: bad config (block %d)", pc->block);
@@ -287,7 +296,8 @@ fits(const struct prefix *p, struct state *st)
 	for (int i = 0; i < p->n_part; i++) {
 		const struct state_config *c = state_config(state_part(st, i)), *k = &p->part[i].c;
 
-		if (c->n_kv != k->n_kv || c->n_rec != k->n_rec ||
+		if (c->n_kv != k->n_kv || c->n_rec != k->n_rec || c->n_ring != k->n_ring ||
+		    (c->n_ring > 0 && c->ring != k->ring) ||
 		    (c->n_kv && c->kv_dim != k->kv_dim) ||
 		    state_rec_floats(c) != state_rec_floats(k) ||
 		    state_backend(state_part(st, i)) != p->part[i].be)
@@ -359,21 +369,65 @@ prefix_lookup(struct prefix *p, const int32_t *ids, const struct prefix_tag *tag
 	return (p->b[prev].depth + 1) * p->pc.block;
 }
 
-/* Copy block id's rows of part q to (store) or from (restore) st's rows at depth (st:
- * the part's state). */
+/*
+ * Copy positions [from, to) of cache i between block id's part q (whose
+ * kept rows end at the block's end) and st's rows of them (st: the
+ * part's state; a ring's wrap split in two).
+ */
+static int
+move_range(struct prefix *p, const struct part *q, int id, int i, struct state *st, int from,
+    int to, int store)
+{
+	const struct state_config *c = &q->c;
+	int end = (p->b[id].depth + 1) * p->pc.block, n0 = kept(c, p->pc.block, i);
+	size_t w = q->w[i];
+	float *k = blk_k(p, q, id, i) + (size_t)(from - (end - n0)) * w, *v = k + n0 * w;
+
+	for (int pos = from, n; pos < to; pos += n, k += n * w, v += n * w) {
+		size_t r = (size_t)state_kv_row(c, i, pos) * w;
+		float *sk = state_k(st, i) + r, *sv = state_v(st, i) + r;
+
+		n = state_kv_rows(c, i, pos, to - pos);
+		if ((store ? backend_copy(q->be, k, sk, n * w) || backend_copy(q->be, v, sv, n * w) :
+		    backend_copy(q->be, sk, k, n * w) || backend_copy(q->be, sv, v, n * w)) != 0)
+			return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
+	}
+	return 0;
+}
+
+/* Copy block id's kept rows of every cache of part q to (store) or from (restore) st's
+ * rows (st: the part's state). */
 static int
 move_rows(struct prefix *p, const struct part *q, int id, struct state *st, int store)
 {
-	for (int i = 0; i < q->c.n_kv; i++) {
-		size_t n = (size_t)p->pc.block * q->w[i], off = n * p->b[id].depth;
-		float *k = blk_k(p, q, id, i), *v = k + n;
+	int end = (p->b[id].depth + 1) * p->pc.block;
 
-		if ((store ? backend_copy(q->be, k, state_k(st, i) + off, n) ||
-		    backend_copy(q->be, v, state_v(st, i) + off, n) :
-		    backend_copy(q->be, state_k(st, i) + off, k, n) ||
-		    backend_copy(q->be, state_v(st, i) + off, v, n)) != 0)
-			return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
-	}
+	for (int i = 0; i < q->c.n_kv; i++)
+		if (move_range(p, q, id, i, st, end - kept(&q->c, p->pc.block, i), end, store) != 0)
+			return -1;
+	return 0;
+}
+
+/*
+ * Restore the rows of chain `last` into part q's state st: every block's
+ * rows of the caches that keep every position; of a ring, the positions
+ * of its last ring before the chain's end, from the blocks that hold them.
+ */
+static int
+restore_rows(struct prefix *p, const struct part *q, int last, struct state *st)
+{
+	const struct state_config *c = &q->c;
+	int end = (p->b[last].depth + 1) * p->pc.block;
+
+	for (int id = last; id >= 0; id = p->b[id].parent)
+		for (int i = 0; i < c->n_kv; i++) {
+			int e = (p->b[id].depth + 1) * p->pc.block, from = e - kept(c, p->pc.block, i);
+
+			if (state_is_ring(c, i) && from < end - c->ring)
+				from = end - c->ring;
+			if (from < e && move_range(p, q, id, i, st, from, e, 0) != 0)
+				return -1;
+		}
 	return 0;
 }
 
@@ -386,9 +440,8 @@ restore_part(struct prefix *p, int i, int last, struct state *st)
 
 	if (backend_use(q->be) != 0)
 		return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
-	for (int id = last; id >= 0; id = p->b[id].parent)
-		if (move_rows(p, q, id, ps, 0) != 0)
-			return -1;
+	if (restore_rows(p, q, last, ps) != 0)
+		return -1;
 	if (state_rec_load(ps, blk_rec(p, q, last)) != 0)
 		return util_err(p->err, "prefix cache: %s", state_errmsg(ps));
 	return 0;

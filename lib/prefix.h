@@ -5,8 +5,12 @@
  * A block holds `block` tokens at positions [d block, (d+1) block) and
  * what a sequence needs to resume after them: every KV cache's rows of
  * the block (the MTP head's too, valid when a speculative sequence stored
- * it) and the recurrent state (conv and delta-rule, lib/state) after its
- * last row.  Blocks form chains from position 0: a block is keyed by the
+ * it; of a ring cache, state_config.n_ring, the block's positions among
+ * the last ring before its end) and the recurrent state (conv and
+ * delta-rule, lib/state) after its last row.  A restore fills a ring with
+ * the last ring positions before the chain's end, from as many of its
+ * blocks as hold them: what the ring of a cold run there holds.  Blocks
+ * form chains from position 0: a block is keyed by the
  * hash of its parent's key, its tokens and its tag, and found only when
  * its parent, its depth, its tag and every one of its tokens match, so a
  * hash collision costs a comparison, never a wrong state.
@@ -110,8 +114,8 @@ int	prefix_lookup(struct prefix *, const int32_t *ids, const struct prefix_tag *
 
 /*
  * Restore chain `last` (a prefix_lookup result) into st: the KV rows of
- * its blocks, the recurrent state after its last row, and the position
- * (state_seek).  0, or -1 with prefix_errmsg set (st must then be reset).
+ * its blocks (a ring's last ring positions), the recurrent state after
+ * its last row, and the position (state_seek).  0, or -1 with prefix_errmsg set (st must then be reset).
  */
 int	prefix_restore(struct prefix *, int last, struct state *st);
 

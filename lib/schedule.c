@@ -41,6 +41,8 @@ struct slot {
 	 * their prompt's blocks before pbound in ptag (seq_tags) */
 	float	**rsnap;	/* [n_part][state_rec_floats of the part] each in its
 				 * part's backend memory (lib/state's state_part) */
+	float	*dsnap;		/* DFlash: [state_ring_floats] its drafter's rings at sbound,
+				 * or NULL (none) */
 	int32_t	*ptok;		/* [n_ctx + SPEC_KMAX + 1] */
 	struct prefix_tag *ptag;	/* [n_ctx / chunk + 1] */
 	int	n_ptok, pbound, sbound, parked, pmtp;
@@ -201,6 +203,8 @@ lane_free(struct lane *l, int n)
 		if (l->slots[i].spec == NULL)
 			state_free(l->slots[i].st);
 		rsnap_free(l, &l->slots[i]);
+		if (l->slots[i].dsnap != NULL)
+			backend_mfree(model_stage_backend(l->m, 0), l->slots[i].dsnap);
 		free(l->slots[i].ptok), free(l->slots[i].ptag);
 	}
 	prefix_free(l->pc), prefix_free(l->dpc);
@@ -315,7 +319,7 @@ measure_dflash(struct lane *l, const int32_t *tok, char *err)
 {
 	const struct model_hparams *dh = model_dflash(l->m);
 	size_t b = dh->block - 1, k = dh->sel_topk;
-	struct state *ds = model_dflash_state(l->m, dh->block, err);
+	struct state *ds = model_dflash_state(l->m, dh->block, 0, err);
 	int32_t *cand = malloc((b * k + 1) * sizeof *cand);
 	float *lat = malloc((b * k * k + 1) * sizeof *lat);
 	float *lg = k == 0 ? model_host_alloc(l->m, b * model_draft_vocab(l->m)) : NULL;
@@ -468,6 +472,7 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 	/* a session's bytes are fixed + per_pos x n_ctx (state_bytes), a device at a time */
 	size_t fixed[SCHED_FIT_DEVS] = { 0 }, per_pos[SCHED_FIT_DEVS] = { 0 };
 	int of[PIPELINE_MAX_STAGES];
+	struct state_config dc;
 
 	memset(f, 0, sizeof *f);
 	fit_devices(m, f, of);
@@ -479,9 +484,15 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 		if (s->c.reuse)	/* the pool's saved recurrent state: a state of no positions */
 			fixed[of[st]] += model_stage_state_bytes(m, st, 0, 0);
 	}
-	if (K > 0 && model_dflash(m) != NULL) {	/* a DFlash drafter's context cache */
-		fixed[0] += model_dflash_state_bytes(m, 0);
-		per_pos[0] += model_dflash_state_bytes(m, 1) - model_dflash_state_bytes(m, 0);
+	if (K > 0 && model_dflash_state_shape(m, s->c.n_ctx, &dc) == 0) {
+		/* a DFlash drafter's context cache at n_ctx (and the pool's copy of its rings):
+		 * its full-attention layers' rows a position, its rings' bytes fixed */
+		size_t d1 = model_dflash_state_bytes(m, s->c.n_ctx + 1) - state_bytes(&dc);
+
+		f->drafter = state_bytes(&dc) + (s->c.reuse ? state_ring_floats(&dc) *
+		    sizeof(float) : 0);
+		fixed[0] += f->drafter - d1 * s->c.n_ctx;
+		per_pos[0] += d1;
 	}
 	f->fit = 1 << 30, f->max_ctx = s->c.n_ctx;
 	for (int d = 0, ctx = 0; d < f->n_dev; d++) {
@@ -672,10 +683,13 @@ lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 
 	for (int i = 0; s->c.reuse && i < s->c.max_sessions; i++) {
 		struct slot *sl = &l->slots[i];
+		size_t dn = sl->spec != NULL && spec_drafter_state(sl->spec) != NULL ?
+		    state_ring_floats(state_config(spec_drafter_state(sl->spec))) : 0;
 
 		sl->ptok = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *sl->ptok);
 		sl->ptag = malloc(((size_t)s->c.n_ctx / s->c.chunk + 1) * sizeof *sl->ptag);
-		if (sl->ptok == NULL || sl->ptag == NULL || rsnap_alloc(l, sl) != 0)
+		if (sl->ptok == NULL || sl->ptag == NULL || rsnap_alloc(l, sl) != 0 ||
+		    (dn > 0 && (sl->dsnap = backend_alloc(model_stage_backend(l->m, 0), dn)) == NULL))
 			return util_err(err, "reuse pool: out of memory");
 	}
 	if (pc.budget == 0)
@@ -1344,6 +1358,34 @@ tell(struct sched *s, struct sched_seq *q)
 	q->note.kind = -1;
 }
 
+/* Worker: speculative q's DFlash drafter rings (a sliding layer's last
+ * positions) of slot sl copied for the pool (as rsnap the recurrent state),
+ * or (load) back; 0 when it has none. */
+static int
+drafter_rings(struct slot *sl, const struct sched_seq *q, int load)
+{
+	struct state *ds;
+
+	if (sl->dsnap == NULL || !q->spec || (ds = spec_drafter_state(sl->spec)) == NULL)
+		return 0;
+	return load ? state_ring_load(ds, sl->dsnap) : state_ring_save(ds, sl->dsnap);
+}
+
+/* Worker: speculative q resumes at resume_at with its drafter's state there: a
+ * DFlash drafter's context from the pool's slot (its rows, its rings' copy) or
+ * the prefix cache's chain (whose rings the pool's copy then takes). */
+static int
+restore_drafter(struct sched *s, struct sched_seq *q, struct slot *sl)
+{
+	struct lane *l = &s->lanes[q->lane];
+
+	if (q->resume == 1 ? drafter_rings(sl, q, 1) != 0 : q->drblk >= 0 &&
+	    (prefix_restore(l->dpc, q->drblk, spec_drafter_state(sl->spec)) != 0 ||
+	    drafter_rings(sl, q, 0) != 0))
+		return -1;
+	return spec_resume(sl->spec, q->hist, q->n_prompt, q->resume_at);
+}
+
 /* Restore q's state at resume_at from the pool's slot or the prefix cache
  * chain (nonzero on a failure: q then prefills cold). */
 static int
@@ -1356,9 +1398,7 @@ restore(struct sched *s, struct sched_seq *q)
 	if (q->resume == 1 ? rsnap_move(sl, q->st, 0) || state_seek(q->st, at) :
 	    prefix_restore(l->pc, q->rblk, q->st) || (s->c.reuse && rsnap_move(sl, q->st, 1)))
 		return -1;
-	if (q->spec && ((q->drblk >= 0 && prefix_restore(l->dpc, q->drblk,
-	    spec_drafter_state(sl->spec)) != 0) || spec_resume(sl->spec, q->hist, q->n_prompt,
-	    at) != 0))
+	if (q->spec && restore_drafter(s, q, sl) != 0)
 		return -1;
 	drafter_extend(l, q, at);
 	if (q->resume == 2)
@@ -1459,7 +1499,7 @@ boundary(struct sched *s, struct sched_seq *q, int from, int to)
 	struct slot *sl = &s->lanes[q->lane].slots[q->slot];
 
 	if (s->c.reuse && to == q->rsave)
-		sl->sbound = rsnap_move(sl, q->st, 1) == 0 ? to : 0;
+		sl->sbound = rsnap_move(sl, q->st, 1) == 0 && drafter_rings(sl, q, 0) == 0 ? to : 0;
 	for (int end = (from / s->c.chunk + 1) * s->c.chunk; end <= to; end += s->c.chunk)
 		cache_block(s, q, end, end < to);
 }

@@ -87,10 +87,13 @@ struct sched_config {
  * A speculative session resumes with the MTP cache rows of a speculative
  * session's prefill; from a state without them it decodes plain (the same
  * greedy tokens).  Gemma-4's assistant keeps no cache: any state will do.
- * A DFlash drafter's context rows stay in a parked slot (its spec's), and
- * a DFlash lane's prefix cache is two of as many blocks, the trunk's and
- * the drafter's context rows of the same prompt chunks, stored by a
- * speculative session's prefill.  sched_seq_cached tells the prompt
+ * A DFlash drafter's context rows stay in a parked slot (its spec's),
+ * and its rings (a sliding layer's last positions, model_dflash_state)
+ * were saved at the boundary as the recurrent state was; a DFlash lane's
+ * prefix cache is two of as many blocks, the trunk's and the drafter's
+ * context rows of the same prompt chunks (a ring's within its reach of
+ * the block's end), stored by a speculative session's prefill.
+ * sched_seq_cached tells the prompt
  * tokens a session did not recompute.
  */
 enum { SCHED_NOTE_REUSE, SCHED_NOTE_COLD };
@@ -154,6 +157,8 @@ struct sched_fit {
 	size_t	prefix;		/* sched_add_model: the bytes of the lane's prefix cache */
 	int	n_dev;		/* devices: 1, or a split model's */
 	struct sched_fit_dev dev[SCHED_FIT_DEVS];
+	size_t	drafter;	/* of session: a DFlash drafter's context cache (with the
+				 * reuse pool, its rings' copy too); 0: none */
 };
 int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char *err);
 
@@ -163,14 +168,15 @@ int	sched_fit(struct sched *, struct model *m, int K, struct sched_fit *f, char 
  * round (0: plain; K needs a drafter: an attached DFlash drafter, K up to
  * its block - 1, or else an attached Gemma-4 assistant, or else the MTP
  * head; each speculative session keeps the drafter's own state, a
- * DFlash drafter's context cache of n_ctx positions too): pin 1, every greedy session
+ * DFlash drafter's context cache too: model_dflash_state): pin 1, every greedy session
  * drafts K; pin 0, a greedy session is admitted speculative when
  * sched_spec_k finds drafting pays at the load it joins (and one
  * admission in 16 while the lane's acceptance has few counts), plain
  * otherwise (no MTP work at all), and each step gives the speculative ones
  * sched_spec_k's k, at least 1, from what the lane measured at boot
  * (sched_spec_costs).  Allocates max_sessions session states (with the
- * reuse pool, each with room for a saved recurrent state) and the prefix
+ * reuse pool, each with room for a saved recurrent state and a DFlash
+ * drafter's rings) and the prefix
  * cache; a max_sessions x n_ctx that does not fit is an error naming
  * what fits, and so is a prefix cache past what the sessions leave.  f (may be NULL) gets sched_fit's account from before the
  * allocation.  -1 with the reason in err.

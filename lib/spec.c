@@ -64,7 +64,8 @@ struct spec {
 	float	*q;		/* [K][nv] draft distributions (temp > 0) */
 	float	*pp;		/* [nv] target distribution (temp > 0) */
 	float	*ph;		/* spec_prefill_logits: the last part's hidden rows [pm][ne]
-				 * until spec_first, or NULL */
+				 * until spec_first, or NULL (a DFlash drafter's: pm 0, its
+				 * context went in with the part) */
 	int	pfrom, pm;
 	char	err[UTIL_ERRLEN];
 };
@@ -77,7 +78,7 @@ dflash_new(struct spec *s, const struct model_hparams *dh, char *err)
 
 	s->dh = dh;
 	s->tw = dh->n_tap * s->ne;
-	if ((s->dst = model_dflash_state(s->m, s->n_ctx, err)) == NULL)
+	if ((s->dst = model_dflash_state(s->m, s->n_ctx, 0, err)) == NULL)
 		return -1;
 	if ((s->vt = malloc((size_t)(s->K + 1) * s->tw * sizeof *s->vt)) == NULL ||
 	    (s->dcand = malloc((b * k + 1) * sizeof *s->dcand)) == NULL ||
@@ -325,7 +326,13 @@ prefill(struct spec *s, const int32_t *prompt, int n, int from, int to, int32_t 
 			free(h);
 			return fail_model(s);
 		}
-		s->ph = h, s->pfrom = from, s->pm = m;
+		/* a DFlash drafter's context needs no next token: in now, as the prompt's part
+		 * ends (a block or a ring saved at its end holds it) */
+		if (s->dh != NULL && mtp_append(s, h, NULL, m) != 0) {
+			free(h);
+			return -1;
+		}
+		s->ph = h, s->pfrom = from, s->pm = s->dh != NULL ? 0 : m;
 		return 0;
 	}
 	if ((!last ? model_forward(s->m, s->st, prompt + from, m, MODEL_PREFILL, NULL, h) :

@@ -91,9 +91,10 @@ int	spec_prefill_part(struct spec *, const int32_t *prompt, int n, int from, int
  * the caller: the last row's logits go to lg (host, [n_vocab]: e.g. to be
  * masked by a grammar, or for their logprobs) and the sequence waits for
  * spec_first, which takes the token the caller drew from them and brings
- * the MTP cache up to it; nothing else may run on the sequence between
- * the two.  A part before the last is spec_prefill_part's.  0, or -1 with
- * spec_errmsg set.
+ * the MTP cache up to it (a DFlash drafter's context, which needs no
+ * token, has the part's rows already); nothing else may run on the
+ * sequence between the two.  A part before the last is
+ * spec_prefill_part's.  0, or -1 with spec_errmsg set.
  */
 int	spec_prefill_logits(struct spec *, const int32_t *prompt, int n, int from, int to,
 	    float *lg);
@@ -103,9 +104,10 @@ int	spec_first(struct spec *, int32_t first);
  * Start a sequence of the n-token prompt at row from (1 <= from < n)
  * instead of 0: the caller has restored the trunk's state to position
  * from (state_seek on spec_state) and, for the drafts, the MTP cache's
- * rows below from (they only change how many drafts are accepted, never
- * a token).  spec_prefill_part(from, ...) follows.  0, or -1 with
- * spec_errmsg set.
+ * rows below from, or a DFlash drafter's context (spec_drafter_state: its
+ * rows below from, a ring's last ring of them) (they only change how
+ * many drafts are accepted, never a token).  spec_prefill_part(from, ...)
+ * follows.  0, or -1 with spec_errmsg set.
  */
 int	spec_resume(struct spec *, const int32_t *prompt, int n, int from);
 
@@ -166,9 +168,10 @@ int	spec_round_forced(struct spec *, int32_t *out, int limit, int acc, int *natu
 int	spec_draft(struct spec *, int limit, int32_t *rows);
 struct state *spec_state(struct spec *);
 
-/* The DFlash drafter's context cache (rows 0.. the positions verified so
- * far), or NULL without a DFlash drafter: a scheduler stores and restores
- * its rows beside the trunk's (spec_resume then takes them). */
+/* The DFlash drafter's context cache (model_dflash_state: the positions
+ * verified so far, a ring's last of them), or NULL without a DFlash
+ * drafter: a scheduler stores and restores its rows beside the trunk's
+ * (spec_resume then takes them). */
 struct state *spec_drafter_state(struct spec *);
 int	spec_accept(struct spec *, const int32_t *ids, const float *hidden, int32_t *out);
 

@@ -40,12 +40,42 @@ ssm_size(const struct state_config *c)
 	return (size_t)c->n_v_heads * c->dk * c->dv;
 }
 
+int
+state_is_ring(const struct state_config *c, int i)
+{
+	return i >= c->n_kv - c->n_ring && i < c->n_kv;
+}
+
+/* Rows of cache i: a ring's, or n_ctx. */
+static size_t
+kv_rows(const struct state_config *c, int i)
+{
+	return state_is_ring(c, i) ? (size_t)c->ring : (size_t)c->n_ctx;
+}
+
+int
+state_kv_row(const struct state_config *c, int i, int pos)
+{
+	return state_is_ring(c, i) ? pos % c->ring : pos;
+}
+
+int
+state_kv_rows(const struct state_config *c, int i, int pos, int n)
+{
+	int r = state_kv_row(c, i, pos);
+
+	return state_is_ring(c, i) && n > c->ring - r ? c->ring - r : n;
+}
+
 static int
 check_config(const struct state_config *c, char *err)
 {
 	if (c->n_ctx <= 0 || c->n_kv < 0 || c->n_rec < 0 || c->n_snap < 0)
 		return util_err(err, "state: bad config (n_ctx %d, %d caches, %d "
 		    "recurrent layers, %d snapshots)", c->n_ctx, c->n_kv, c->n_rec, c->n_snap);
+	if (c->n_ring < 0 || c->n_ring > c->n_kv || (c->n_ring > 0 && c->ring < 1))
+		return util_err(err, "state: %d of %d caches rings of %d rows", c->n_ring, c->n_kv,
+		    c->ring);
 	if (c->n_kv > 0 && c->kv_dim <= 0)
 		return util_err(err, "state: kv_dim %d", c->kv_dim);
 	if (c->n_rec > 0 && (c->conv_dim <= 0 || c->d_conv < 2 || c->n_v_heads <= 0 ||
@@ -69,6 +99,20 @@ alloc_set(struct backend *be, float ***set, int n, size_t each)
 	return 0;
 }
 
+/* K or V: each cache's rows of kv_dim floats; 0, or -1 when out of memory */
+static int
+alloc_kv(struct backend *be, float ***set, const struct state_config *c)
+{
+	if (c->n_kv == 0)
+		return 0;
+	if ((*set = calloc(c->n_kv, sizeof **set)) == NULL)
+		return -1;
+	for (int i = 0; i < c->n_kv; i++)
+		if (((*set)[i] = backend_alloc(be, kv_rows(c, i) * c->kv_dim)) == NULL)
+			return -1;
+	return 0;
+}
+
 static void
 free_set(struct backend *be, float **set, int n)
 {
@@ -80,9 +124,11 @@ free_set(struct backend *be, float **set, int n)
 size_t
 state_bytes(const struct state_config *c)
 {
-	size_t kv = (size_t)c->n_ctx * c->kv_dim;
+	size_t kv = 0;
 
-	return sizeof(float) * (2 * kv * c->n_kv +
+	for (int i = 0; i < c->n_kv; i++)
+		kv += kv_rows(c, i) * c->kv_dim;
+	return sizeof(float) * (2 * kv +
 	    (conv_size(c) + ssm_size(c)) * (size_t)c->n_rec * (1 + (size_t)c->n_snap));
 }
 
@@ -90,7 +136,6 @@ struct state *
 state_new(struct backend *be, const struct state_config *c, char *err)
 {
 	struct state *s;
-	size_t kv = (size_t)c->n_ctx * c->kv_dim;
 
 	if (check_config(c, err) != 0)
 		return NULL;
@@ -100,7 +145,7 @@ state_new(struct backend *be, const struct state_config *c, char *err)
 	}
 	s->be = be;
 	s->c = *c;
-	if (alloc_set(be, &s->k, c->n_kv, kv) || alloc_set(be, &s->v, c->n_kv, kv) ||
+	if (alloc_kv(be, &s->k, c) || alloc_kv(be, &s->v, c) ||
 	    alloc_set(be, &s->conv, c->n_rec, conv_size(c)) ||
 	    alloc_set(be, &s->ssm, c->n_rec, ssm_size(c)) ||
 	    alloc_set(be, &s->conv_snap, c->n_rec, conv_size(c) * c->n_snap) ||
@@ -308,11 +353,49 @@ state_rec_load(struct state *s, const float *src)
 	return rec_move(s, (float *)src, 0);
 }
 
+size_t
+state_ring_floats(const struct state_config *c)
+{
+	return 2 * (size_t)c->n_ring * c->ring * c->kv_dim;
+}
+
+/* Copy the rings to (save) or from (load) arr: each ring's K rows, then its V rows. */
+static int
+ring_move(struct state *s, float *arr, int save)
+{
+	size_t n = (size_t)s->c.ring * s->c.kv_dim;
+
+	if (s->part != NULL && s->c.n_ring > 0)
+		return util_err(s->err, "state: the rings of a split sequence are its stages' "
+		    "(state_part)");
+	for (int r = 0; r < s->c.n_ring; r++) {
+		int i = s->c.n_kv - s->c.n_ring + r;
+		float *p = arr + 2 * n * r;
+
+		if ((save ? backend_copy(s->be, p, s->k[i], n) || backend_copy(s->be, p + n,
+		    s->v[i], n) : backend_copy(s->be, s->k[i], p, n) ||
+		    backend_copy(s->be, s->v[i], p + n, n)) != 0)
+			return util_err(s->err, "state: %s", backend_errmsg(s->be));
+	}
+	return 0;
+}
+
+int
+state_ring_save(struct state *s, float *dst)
+{
+	return ring_move(s, dst, 1);
+}
+
+int
+state_ring_load(struct state *s, const float *src)
+{
+	return ring_move(s, (float *)src, 0);
+}
+
 int
 state_copy(struct state *dst, const struct state *src)
 {
 	const struct state_config *c = &src->c;
-	size_t used = (size_t)src->pos * c->kv_dim;
 	int rc = 0, n_kv = dst->part ? 0 : c->n_kv, n_rec = dst->part ? 0 : c->n_rec;
 
 	if (memcmp(&dst->c, c, sizeof *c) != 0 || dst->be != src->be ||
@@ -321,9 +404,13 @@ state_copy(struct state *dst, const struct state *src)
 	for (int p = 0; p < dst->n_part; p++)
 		if (backend_use(dst->part[p]->be) != 0 || state_copy(dst->part[p], src->part[p]))
 			return util_err(dst->err, "stage %d: %s", p, dst->part[p]->err);
-	for (int i = 0; rc == 0 && i < n_kv; i++)
+	for (int i = 0; rc == 0 && i < n_kv; i++) {	/* the rows written: a ring's, all once full */
+		size_t used = ((size_t)src->pos < kv_rows(c, i) ? (size_t)src->pos : kv_rows(c, i)) *
+		    c->kv_dim;
+
 		rc = backend_copy(dst->be, dst->k[i], src->k[i], used) ||
 		    backend_copy(dst->be, dst->v[i], src->v[i], used);
+	}
 	for (int l = 0; rc == 0 && l < n_rec; l++)
 		rc = backend_copy(dst->be, dst->conv[l], src->conv[l], conv_size(c)) ||
 		    backend_copy(dst->be, dst->ssm[l], src->ssm[l], ssm_size(c));

@@ -6,7 +6,8 @@
  * roll back.
  *
  * Positions: state_push(m) hands out rows p0..p0+m-1 to a forward (which
- * writes their K/V at those positions and steps the recurrent state);
+ * writes their K/V at those positions, state_kv_row, and steps the
+ * recurrent state);
  * state_rollback(keep) after a verify batch returns to p0+keep: the KV
  * caches are truncated (rows past the new length are simply overwritten
  * later) and each recurrent state is restored from the snapshot of row
@@ -28,6 +29,11 @@ struct state_config {
 	int	n_v_heads;	/* delta state: [n_v_heads][dk][dv] */
 	int	dk, dv;
 	int	n_snap;		/* most rows a verify batch may roll back over (K+1); 0: none */
+	int	n_ring;		/* the last n_ring of the n_kv caches are rings (a
+				 * sliding-window layer's): ring rows, position p in
+				 * row p % ring, so a ring keeps the last ring
+				 * positions written (0: none; every cache n_ctx rows) */
+	int	ring;
 };
 
 struct state;
@@ -116,12 +122,34 @@ size_t	state_rec_floats(const struct state_config *c);
 int	state_rec_save(struct state *, float *dst);
 int	state_rec_load(struct state *, const float *src);
 
+/*
+ * The rings (state_config.n_ring) as one array of backend memory of
+ * state_ring_floats(c) floats, every row of each: save copies them into
+ * dst, load copies src into them (a ring's state at a position, as the
+ * reuse pool keeps a parked sequence's).  0, or -1 with state_errmsg set.
+ * A state without rings has 0 floats.
+ */
+size_t	state_ring_floats(const struct state_config *c);
+int	state_ring_save(struct state *, float *dst);
+int	state_ring_load(struct state *, const float *src);
+
 /* Make dst a copy of src (same config): fork a sequence. */
 int	state_copy(struct state *dst, const struct state *src);
 
+/*
+ * The row of cache i that holds position pos: pos, or in a ring pos % ring.
+ * The rows of n positions from pos lie in state_kv_rows(c, i, pos, n) <= n
+ * rows from that one, the rest from row 0 (a ring's wrap).
+ */
+int	state_kv_row(const struct state_config *c, int i, int pos);
+int	state_kv_rows(const struct state_config *c, int i, int pos, int n);
+
+/* 1 when cache i is a ring. */
+int	state_is_ring(const struct state_config *c, int i);
+
 /* Backend memory of cache i / recurrent layer l; NULL when out of range. */
-float	*state_k(struct state *, int i);	/* [n_ctx][kv_dim] */
-float	*state_v(struct state *, int i);	/* [n_ctx][kv_dim] */
+float	*state_k(struct state *, int i);	/* [n_ctx][kv_dim], a ring [ring][kv_dim] */
+float	*state_v(struct state *, int i);	/* [n_ctx][kv_dim], a ring [ring][kv_dim] */
 float	*state_conv(struct state *, int l);	/* [d_conv-1][conv_dim] */
 float	*state_ssm(struct state *, int l);	/* [n_v_heads][dk][dv] */
 float	*state_conv_snap(struct state *, int l);	/* [n_snap][d_conv-1][conv_dim] */

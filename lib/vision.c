@@ -699,7 +699,7 @@ attention(struct vision *v, const struct vision_layer *L, struct vact *a)
 	const struct vision_hparams *hp = &v->hp;
 	struct backend *be = v->be;
 	int m = a->m, ne = hp->n_embd, hd = hp->head_dim, nh = hp->n_head, nkv = hp->n_head_kv;
-	struct backend_attn at = { nh, nkv, hd, 1.0f, 0, 0, 0, 0, a->hi };
+	struct backend_attn at = { nh, nkv, hd, 1.0f, 0, 0, 0, 0, a->hi, 0 };
 
 	if (backend_rmsnorm(be, a->x, ne, L->norm[N_IN], a->h, ne, m, ne, hp->eps))
 		return fail(v);

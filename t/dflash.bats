@@ -1,12 +1,16 @@
 bats_require_minimum_version 1.5.0
 # The DFlash2 block drafter (MEMRA_DSPARK_SPEC) on fixture model A with the tiny random
-# drafter of t/data/dflash (tools/make-dflash-fixture.py, z-lab's reference).
+# drafter of t/data/dflash (tools/make-dflash-fixture.py, z-lab's reference): d2 (a sliding
+# layer of window 16, a full-attention one) and w8 (d2's weights, both layers sliding at 8).
 setup() { load helper; }
 
 setup_file() {
 	load helper
-	export D2="$DATA/dflash/d2" GGUF="$BATS_FILE_TMPDIR/d2.gguf"
+	export D2="$DATA/dflash/d2" GGUF="$BATS_FILE_TMPDIR/d2.gguf" W8="$BATS_FILE_TMPDIR/w8"
 	quant-nvfp4 -t 1 --type BF16 "$D2" "$GGUF"
+	mkdir "$W8"
+	cp "$DATA/dflash/w8/config.json" "$W8/"
+	ln -s "$(realpath "$D2/model.safetensors")" "$W8/model.safetensors"
 }
 
 # run-spec armed with the fixture drafter: $@ its arguments before model and prompt
@@ -18,8 +22,10 @@ armed() {
 	model_a >/dev/null
 	run -0 env DFLASH_GGUF="$GGUF" "$TOP/build/t/unit/dflash"
 	[[ $output == *"ok drafter_forward_equals_the_reference_within_1e_4"* ]]
+	[[ $output == *"ok w8_drafter_forward_equals_the_reference_within_1e_4"* ]]
 	[[ $output == *"ok drafter_from_our_gguf_conversion_is_the_same_drafter"* ]]
-	[[ ${lines[-1]} == "5 passed, 0 failed" ]]
+	[[ $output == *"ok the_ring_drafts_what_every_position_kept_drafts_bit_for_bit"* ]]
+	[[ ${lines[-1]} == "8 passed, 0 failed" ]]
 }
 
 @test "our GGUF of the drafter has llama.cpp's tensor names, shapes and dflash metadata" {
@@ -46,6 +52,23 @@ armed() {
 		[[ ${lines[$k]} == "K=$k "*" acceptance "*" PASS (identical to plain)" ]]
 	done
 	[ "${lines[8]}" = "SELF-CONSISTENCY PASS" ]
+}
+
+# A sliding layer's context cache is a ring of window - 1 + block rows (t/unit/dflash: the
+# drafts are those of a cache of every position, bit for bit): a prompt and a reply of 12
+# windows of 8, drafts accepted here and there by a head trimmed to A's continuation.
+@test "greedy speculation over many windows, sliding layers in rings, is identical to plain decode" {
+	d=$(model_a)
+	printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$BATS_TEST_TMPDIR/r8.txt"
+	export MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/r8.txt
+	MEMRA_DSPARK_DRAFT=$W8 run -0 --separate-stderr armed -K 1-7 -n 96 "$d" "def fibonacci(n):"
+	[ "${stderr_lines[1]}" = "[dspark] A: DFlash2 drafter $W8: 2 layers, block 8, taps [2,5], window 8, weights Q4_0" ]
+	[[ ${lines[0]} == "plain "*"(96 tokens, 1 prompt)" ]]
+	for k in 1 2 3 4 5 6 7; do
+		[[ ${lines[$k]} =~ ^K=$k\ .*acceptance\ [1-9][0-9]*/.*PASS\ \(identical\ to\ plain\)$ ]]
+	done
+	run -0 --separate-stderr armed -K 7 -n 96 "$d" "def fibonacci(n):"
+	[[ ${lines[1]} =~ ^K=7\ .*acceptance\ [1-9][0-9]*/.*PASS\ \(identical\ to\ plain\)$ ]]
 }
 
 @test "without -K the round verifies the whole block: K = block - 1" {

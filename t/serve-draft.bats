@@ -94,6 +94,9 @@ PY
 	grep -qx '\[dspark\] q38: DFlash2 draft head TRIMMED to 8 rows' "$LOG"
 	grep -qx '\[dspark\] q38: precision q4 (MEMRA_DFLASH_PREC)' "$LOG"
 	grep -qx '\[model\] q38: ctx=8192 K=7 (DFlash2 speculative decode for greedy requests)' "$LOG"
+	# the drafter's context cache a session: its full-attention layer (8192 + 8) x 32 x 2
+	# floats, its sliding layer's ring (16 - 1 + 8) x 32 x 2 and the pool's copy of it
+	grep -qx '\[dspark\] q38: context cache 2.01 MiB a session (the pool.s copy of its rings included): 1 of 2 layers (sliding, window 16) a ring of 23 positions, the rest every position (ctx + block)' "$LOG"
 	grep -q '^\[sched\] q38: a step of m rows (ms): .*; a round.s drafts [0-9.e+-]* ms (the drafter.s block and a context row)$' "$LOG"
 	grep -q '^\[sched\] q38: speculative K by load, up to 7 ' "$LOG"
 	! grep -q '^\[frspec-trim\]' "$LOG"
@@ -125,6 +128,37 @@ PY
 	[ "$($SC "$URL" complete q38 "$p2" 16)" = "$want" ]
 	grep -q '^\[worker\] dspark-reuse: [0-9]* committed tokens resumed (q38: of [0-9]* parked, with the drafter.s context; ' "$LOG"
 	[ "$(metric memra_spec_rounds_total)" -gt 0 ]
+}
+
+# w8: d2's weights, both layers sliding at window 8, so the drafter's context is rings of 15
+# rows alone: a turn resumed from the pool (its rings copied at the chunk boundary, the parked
+# session having decoded past it) or from the prefix cache (the rings from the blocks)
+@test "DFlash2 with rings alone: the next turn resumes from the pool and from the prefix cache, replies plain's" {
+	need_py openai
+	A=$(model_a)
+	mkdir "$P/w8"
+	cp "$DATA/dflash/w8/config.json" "$P/w8/"
+	ln -s "$(realpath "$D2/model.safetensors")" "$P/w8/model.safetensors"
+	printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$P/r8.txt"
+	p1=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["prompt"][:400])' "$A/prompts.jsonl")
+	start_serve MEMRA_MODELS="q38=$A" MEMRA_SPEC_K=0 MEMRA_PREFILL_CHUNK=32
+	r1=$($SC "$URL" complete q38 "$p1" 24 | jq -r .text)
+	p2="$p1$r1 def fibonacci(n):"
+	want=$($SC "$URL" complete q38 "$p2" 24)
+	stop_serve
+	for cache in "MEMRA_PREFIX_CACHE_MB=0" "MEMRA_REUSE_POOL=0"; do
+		start_serve MEMRA_MODELS="q38=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$P/w8" \
+		    MEMRA_FRSPEC_TRIM="$P/r8.txt" MEMRA_SPEC_K=7 MEMRA_PREFILL_CHUNK=32 MEMRA_CTX=4096 $cache
+		grep -q '^\[dspark\] q38: context cache [0-9.]* MiB a session.*: 2 of 2 layers (sliding, window 8) a ring of 15 positions$' "$LOG"
+		[ "$($SC "$URL" complete q38 "$p1" 24 | jq -r .text)" = "$r1" ]
+		[ "$($SC "$URL" complete q38 "$p2" 24)" = "$want" ]
+		[ "$(metric memra_spec_rounds_total)" -gt 0 ]
+		[ "$(metric memra_cached_tokens_total)" -ge 32 ]
+		[ "$cache" = MEMRA_REUSE_POOL=0 ] ||
+		    grep -q '^\[worker\] dspark-reuse: [0-9]* committed tokens resumed (q38: of [0-9]* parked, with the drafter.s context; ' "$LOG"
+		stop_serve
+	done
+	grep -q '^\[sched\] q38: prefix cache: [0-9]* MiB' "$LOG"
 }
 
 @test "the drafters' variables: bad values are misuse, a drafter not armed is said, a wrong one is an error" {

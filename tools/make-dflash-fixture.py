@@ -32,6 +32,11 @@ It writes OUTDIR/
       scores  [B-1][k]   the selector's edge scores of cand from the greedy
                          path's predecessor (the anchor for row 1)
       path    [B-1]      the greedy selector walk (CandidateSelector.select, T 0)
+      w8.hidden, w8.cand, w8.scores, w8.path  the same for the variant w8
+  w8/config.json     a variant of the drafter whose layers are both sliding with a
+                     window of 8 (W8: every layer's cache a ring in our runtime),
+                     its weights d2's (a test puts d2/model.safetensors beside
+                     it): its reference is the same forward (prompt, taps, anchor)
   llamacpp-header.txt (with LLAMACPP, the llama.cpp source tree holding
                      convert_hf_to_gguf.py): llama.cpp's own conversion of the
                      drafter (--target-model-dir MODEL_A, bf16), as "name
@@ -41,8 +46,10 @@ It writes OUTDIR/
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -52,6 +59,7 @@ from dflash.model import DFlash2DraftModel, extract_context_feature
 
 P = 24          # prompt rows: more than the sliding window, so the window bites
 SEED = 20260731
+W8 = 8          # the variant's window: every layer sliding
 
 CONFIG = {
     "architectures": ["DFlash2DraftModel"],
@@ -154,6 +162,52 @@ def llamacpp_header(src, model_a, out, llamacpp):
         fp.write("\n".join(lines) + "\n")
 
 
+def forward(d, tgt, taps, anchor, B, mask):
+    """The drafter's block at P after the context taps: its rows, their logits, each row's
+    top k by logit (desc, then id), the edge scores from the greedy path's predecessor,
+    and that path."""
+    block = torch.tensor([[anchor] + [mask] * (B - 1)])
+    noise = tgt.get_input_embeddings()(block)
+    pos = torch.arange(P + B)[None]
+    hidden = d(target_hidden=taps, noise_embedding=noise, position_ids=pos)
+    head = tgt.lm_head
+    logits = d.compute_logits(hidden[:, 1:], head)
+    path, cands, _ = d.propose(hidden[:, 1:], torch.tensor([anchor]), head, 0.0)
+    sel = d.candidate_selector
+    gate = sel.hidden_projection(hidden[:, 1:])
+    k = sel.top_k
+    cand = torch.zeros(B - 1, k, dtype=torch.int32)
+    scores = torch.zeros(B - 1, k)
+    prev = anchor
+    for t in range(B - 1):
+        lg = logits[0, t]
+        order = sorted(cands[0, t].tolist(), key=lambda i: (-float(lg[i]), i))
+        c = torch.tensor(order)
+        s = lg[c] + (sel.predecessor_codebook.weight[prev] * gate[0, t]
+                     * sel.successor_codebook.weight[c]).sum(-1)
+        cand[t], scores[t] = c.to(torch.int32), s
+        assert int(c[int(s.argmax())]) == int(path[0, t]), t
+        prev = int(path[0, t])
+    return hidden[0].contiguous(), logits[0].contiguous(), cand, scores, \
+        path[0].to(torch.int32).contiguous()
+
+
+def variant(top, out, cfg):
+    """w8/config.json: cfg with every layer sliding, window W8; the reference loads it with
+    d2's weights (copied beside it in a scratch directory)."""
+    v = dict(cfg, layer_types=["sliding_attention"] * cfg["num_hidden_layers"],
+             sliding_window=W8)
+    vdir = os.path.join(top, "w8")
+    os.makedirs(vdir, exist_ok=True)
+    with open(os.path.join(vdir, "config.json"), "w") as fp:
+        json.dump(v, fp, indent=2)
+        fp.write("\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(os.path.join(vdir, "config.json"), tmp)
+        shutil.copy(os.path.join(out, "model.safetensors"), tmp)
+        return DFlash2DraftModel.from_pretrained(tmp, dtype=torch.float32).eval()
+
+
 def main():
     if len(sys.argv) not in (3, 4):
         sys.exit("usage: make-dflash-fixture.py MODEL_A OUTDIR [LLAMACPP]")
@@ -187,42 +241,23 @@ def main():
 
     dc = cfg["dflash_config"]
     B, mask = dc["block_size"], dc["mask_token_id"]
+    dv = variant(top, out, cfg)
     with torch.no_grad():
         o = tgt(torch.tensor([ids]), output_hidden_states=True)
         anchor = int(o.logits[0, -1].argmax())
         taps = extract_context_feature(o.hidden_states, d.target_layer_ids)
-        block = torch.tensor([[anchor] + [mask] * (B - 1)])
-        noise = tgt.get_input_embeddings()(block)
-        pos = torch.arange(P + B)[None]
-        hidden = d(target_hidden=taps, noise_embedding=noise, position_ids=pos)
-        head = tgt.lm_head
-        logits = d.compute_logits(hidden[:, 1:], head)
-        path, cands, _ = d.propose(hidden[:, 1:], torch.tensor([anchor]), head, 0.0)
-        sel = d.candidate_selector
-        gate = sel.hidden_projection(hidden[:, 1:])
-        k = sel.top_k
-        cand = torch.zeros(B - 1, k, dtype=torch.int32)
-        scores = torch.zeros(B - 1, k)
-        prev = anchor
-        for t in range(B - 1):
-            lg = logits[0, t]
-            order = sorted(cands[0, t].tolist(), key=lambda i: (-float(lg[i]), i))
-            c = torch.tensor(order)
-            s = lg[c] + (sel.predecessor_codebook.weight[prev] * gate[0, t]
-                         * sel.successor_codebook.weight[c]).sum(-1)
-            cand[t], scores[t] = c.to(torch.int32), s
-            assert int(c[int(s.argmax())]) == int(path[0, t]), t
-            prev = int(path[0, t])
+        hidden, logits, cand, scores, path = forward(d, tgt, taps, anchor, B, mask)
+        vh, _, vc, vs, vp = forward(dv, tgt, taps, anchor, B, mask)
+    # the window of 8 bites: the variant's rows are not d2's
+    assert float((vh - hidden).abs().max()) > 1e-2
 
     save_file({
         "tokens": torch.tensor(ids + [anchor], dtype=torch.int32),
         "taps": taps[0].contiguous(),
-        "hidden": hidden[0].contiguous(),
-        "logits": logits[0].contiguous(),
-        "cand": cand, "scores": scores,
-        "path": path[0].to(torch.int32).contiguous(),
+        "hidden": hidden, "logits": logits, "cand": cand, "scores": scores, "path": path,
+        "w8.hidden": vh, "w8.cand": vc, "w8.scores": vs, "w8.path": vp,
     }, os.path.join(top, "refs.safetensors"), metadata={"format": "pt"})
-    print("anchor %d path %s" % (anchor, path[0].tolist()))
+    print("anchor %d path %s; w8 path %s" % (anchor, path.tolist(), vp.tolist()))
     if len(sys.argv) == 4:
         llamacpp_header(out, model_a, top, sys.argv[3])
 

@@ -724,7 +724,7 @@ ref_attention(const struct backend_attn *a, const float *q, int ldq, int qhs,
 
 TEST(attention_matches_reference_and_decode_equals_prefill)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0, 0, NULL };
+	struct backend_attn a = { 4, 2, 24, 0, 0, 0, 0, 0, NULL, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 5, m = 6, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -766,7 +766,7 @@ TEST(round_f16_keeps_what_a_half_cache_stores)
 
 TEST(attention_with_f16_cache_matches_reference_and_is_batch_invariant)
 {
-	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0, 0, NULL };
+	struct backend_attn a = { 4, 2, 24, 0, 1, 0, 0, 0, NULL, 0 };
 	int qhs = 48, ldq = 4 * 48, p0 = 7, m = 5, n_ctx = p0 + m, od = 4 * 24;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * 48, 2);
 	float *vc = rnd((size_t)n_ctx * 48, 1), *o = malloc((size_t)m * od * 4);
@@ -810,7 +810,7 @@ TEST(ggml_attention_orders_are_the_same_bits_on_every_path)
 	for (int h = 0; h < 3; h++)
 		for (int f16 = 0; f16 < 2; f16++)
 			for (int bat = 0; bat < 2; bat++) {
-				struct backend_attn a = { 4, 2, hds[h], 0, f16, 1, bat, 0, NULL };
+				struct backend_attn a = { 4, 2, hds[h], 0, f16, 1, bat, 0, NULL, 0 };
 				int hd = hds[h], kvd = 2 * hd, ldq = 4 * hd, p0 = 70, m = 5;
 				int n_ctx = p0 + m, od = 4 * hd;
 				float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)n_ctx * kvd, 2);
@@ -1227,7 +1227,7 @@ dpos_new(struct backend *be, int p0, int m)
 
 TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
 {
-	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0, 0, NULL };
+	struct backend_attn a = { 4, 2, 24, 0.2f, 0, 0, 0, 0, NULL, 0 };
 	int m = 3, p0 = 5, n_ctx = 9, kvd = 48, qhs = 48, ldq = 4 * 48, od = 4 * 24;
 	int32_t pos[3] = { 5, 6, 7 }, *d = dpos_new(be3, p0, m);
 	float *x = rnd((size_t)m * ldq, 1), *y = dup(x, (size_t)m * ldq);
@@ -1481,7 +1481,7 @@ TEST(gemma_elementwise_ops_match_reference)
  */
 TEST(windowed_attention_sees_the_last_window_keys)
 {
-	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 3, NULL }, full = a;
+	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 3, NULL, 0 }, full = a;
 	int m = 7, kvd = 32, ldq = 64;
 	float *q = rnd((size_t)m * ldq, 1), *kc = rnd((size_t)m * kvd, 1);
 	float *vc = rnd((size_t)m * kvd, 1), o[7][64], o1[64], ref[64];
@@ -1504,6 +1504,54 @@ TEST(windowed_attention_sees_the_last_window_keys)
 	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == -1);
 	a.ggml = 0, a.window = -1;
 	CHECK(backend_attention(be1, &a, q, ldq, 16, kc, vc, m, 0, &o[0][0]) == -1);
+	free(q), free(kc), free(vc);
+}
+
+/*
+ * A ring cache (a DFlash drafter's sliding layer): key j in row j % ring,
+ * the ring holding the keys its rows see.  The same bits as a whole cache
+ * with the window on the same path (one thread, three, the portable one),
+ * one row or two at a time, whichever row the window starts in; a
+ * ring without a window, with a window wider than it, with rows that see
+ * later keys, with llama.cpp's orders or at positions in backend memory is
+ * refused.
+ */
+TEST(a_ring_cache_attends_as_the_whole_cache_does)
+{
+	enum { N = 40, KVD = 32, LDQ = 64, R = 7 };
+	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 5, NULL, R }, whole = a;
+	float *q = rnd(2 * LDQ, 1), *kc = rnd((size_t)N * KVD, 1), *vc = rnd((size_t)N * KVD, 1);
+	float rk[R * KVD], rv[R * KVD], o[2][64], ref[2][64];
+	struct backend *bs[] = { be1, be3, bes };
+	int32_t hi[2] = { 0, 1 }, d[1] = { 0 };
+	long differ = 0;
+
+	whole.ring = 0;
+	for (int p = 0; p + 1 < N; p++) {
+		int m = 1 + p % 2;	/* rows p, p + 1 alike every other time */
+
+		for (int j = p + m - R > 0 ? p + m - R : 0; j < p + m; j++)
+			memcpy(rk + (j % R) * KVD, kc + (size_t)j * KVD, sizeof rk / R),
+			memcpy(rv + (j % R) * KVD, vc + (size_t)j * KVD, sizeof rv / R);
+		for (int b = 0; b < 3; b++) {
+			CHECK(backend_attention(bs[b], &whole, q, LDQ, 16, kc, vc, m, p, &ref[0][0]) == 0);
+			CHECK(backend_attention(bs[b], &a, q, LDQ, 16, rk, rv, m, p, &o[0][0]) == 0);
+			differ += memcmp(o, ref, m * sizeof o[0]) != 0;
+		}
+	}
+	CHECK_EQ_INT(differ, 0);
+	a.window = 0;
+	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
+	a.window = R + 1;
+	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
+	a.window = 5, a.hi = hi;
+	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 2, 0, &o[0][0]) == -1);
+	a.hi = NULL, a.ggml = 1;
+	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
+	a.ggml = 0, a.ring = -1;
+	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
+	a.ring = R;
+	CHECK(backend_attention_dpos(be1, &a, q, LDQ, 16, rk, rv, 1, d, R, &o[0][0]) == -1);
 	free(q), free(kc), free(vc);
 }
 
@@ -1863,6 +1911,7 @@ main(void)
 	RUN(add_gated_adds_the_sigmoid_gated_rows);
 	RUN(gemma_elementwise_ops_match_reference);
 	RUN(windowed_attention_sees_the_last_window_keys);
+	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
 	RUN(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased);
 	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);

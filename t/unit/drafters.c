@@ -426,7 +426,9 @@ prefilled(const int32_t *ids, int n)
  * What the scheduler's DFlash prefix cache holds: the drafter's context
  * rows of another prompt's chunks, stored at its boundaries and restored
  * into another session's drafter state, are the rows a cold prefill of
- * this prompt makes, bit for bit.
+ * this prompt makes, bit for bit: every row below the boundary of the
+ * full-attention layer, the rows of its last ring positions of the
+ * sliding layer's ring (the window's context and more).
  */
 TEST(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit)
 {
@@ -442,9 +444,10 @@ TEST(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit)
 		b[k] = (int32_t)((k * 104729 + 7) % nv);
 	for (int k = 0; k < 150; k++)
 		a[k] = k < 128 ? b[k] : 11 + k;
-	if ((sa = prefilled(a, 150)) == NULL || (sb = prefilled(b, 32)) == NULL)
+	if ((sa = prefilled(a, 128)) == NULL || (sb = prefilled(b, 32)) == NULL)
 		goto out;
 	c = *state_config(spec_drafter_state(sa));
+	CHECK(c.n_ring == 1 && c.ring == 16 - 1 + 8);	/* d2's sliding layer: window 16, block 8 */
 	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, NULL, CHUNK), 0, NULL },
 	    err);
 	CHECK(p != NULL);
@@ -460,15 +463,115 @@ TEST(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit)
 	if (prefix_restore(p, last, spec_drafter_state(sc)) != 0)
 		FAILF("restore: %s", prefix_errmsg(p));
 	for (int i = 0; i < c.n_kv; i++)
-		for (size_t j = 0; j < (size_t)128 * c.kv_dim; j++)
-			differ += memcmp(&state_k(spec_drafter_state(sa), i)[j],
-			    &state_k(spec_drafter_state(sc), i)[j], sizeof(float)) != 0 ||
-			    memcmp(&state_v(spec_drafter_state(sa), i)[j],
-			    &state_v(spec_drafter_state(sc), i)[j], sizeof(float)) != 0;
+		for (int pos = state_is_ring(&c, i) ? 128 - c.ring : 0; pos < 128; pos++) {
+			size_t r = (size_t)state_kv_row(&c, i, pos) * c.kv_dim;
+
+			differ += memcmp(state_k(spec_drafter_state(sa), i) + r,
+			    state_k(spec_drafter_state(sc), i) + r, c.kv_dim * sizeof(float)) != 0 ||
+			    memcmp(state_v(spec_drafter_state(sa), i) + r,
+			    state_v(spec_drafter_state(sc), i) + r, c.kv_dim * sizeof(float)) != 0;
+		}
 	CHECK_EQ_INT(differ, 0);
 out:
 	prefix_free(p);
 	spec_free(sa), spec_free(sb), spec_free(sc);
+}
+
+/* Floats of the rings of a and b (alike shaped) that differ, over the positions [end -
+ * ring, end). */
+static long
+rings_differ(struct state *a, struct state *b, int end)
+{
+	const struct state_config *c = state_config(a);
+	long d = 0;
+
+	for (int i = c->n_kv - c->n_ring; i < c->n_kv; i++)
+		for (int pos = end - c->ring; pos < end; pos++) {
+			size_t r = (size_t)state_kv_row(c, i, pos) * c->kv_dim;
+
+			d += memcmp(state_k(a, i) + r, state_k(b, i) + r, c->kv_dim * sizeof(float)) ||
+			    memcmp(state_v(a, i) + r, state_v(b, i) + r, c->kv_dim * sizeof(float));
+		}
+	return d;
+}
+
+/*
+ * What the scheduler's reuse pool keeps of a DFlash drafter: its rings at
+ * the prompt's last chunk boundary (a parked session decodes on past it,
+ * its ring rows of the positions before the boundary overwritten), copied
+ * back when a conversation resumes there, are the rings of a cold prefill
+ * up to the boundary, bit for bit.
+ */
+TEST(dflash2_rings_from_the_pool_are_the_cold_ones_bit_for_bit)
+{
+	int32_t a[100], out[16 + SPEC_KMAX + 1];
+	char err[UTIL_ERRLEN];
+	struct spec *sp = spec_new(dfl.m, dfl.K, CTX, NULL, 0, err), *cold;
+	struct state *ds = sp != NULL ? spec_drafter_state(sp) : NULL;
+	float *snap = NULL;
+	int n = 1, k;
+
+	for (int i = 0; i < 100; i++)
+		a[i] = (int32_t)((i * 7919 + 5) % model_hparams(dfl.m)->n_vocab);
+	cold = prefilled(a, 96);
+	CHECK(sp != NULL && cold != NULL && state_config(ds)->n_ring == 1);
+	if (sp == NULL || cold == NULL || state_config(ds)->n_ring != 1)
+		goto out;
+	snap = malloc(state_ring_floats(state_config(ds)) * sizeof *snap);
+	for (int from = 0, to; from < 100; from = to) {	/* the rings saved at boundary 96 */
+		to = from + CHUNK < 100 ? from + CHUNK : 100;
+		CHECK(spec_prefill_part(sp, a, 100, from, to, out) == 0);
+		if (to == 96)
+			CHECK(state_ring_save(ds, snap) == 0);
+	}
+	for (; n < 16; n += k)	/* decoded on: the ring moved past the boundary */
+		if ((k = spec_round(sp, out + n, 16 - n)) < 0)
+			break;
+	CHECK(n >= 16);
+	CHECK(rings_differ(ds, spec_drafter_state(cold), 96) > 0);
+	CHECK(state_ring_load(ds, snap) == 0);
+	CHECK_EQ_INT(rings_differ(ds, spec_drafter_state(cold), 96), 0);
+out:
+	free(snap);
+	spec_free(sp), spec_free(cold);
+}
+
+/*
+ * A prompt whose last part leaves the first token to the caller (a session
+ * with logprobs, spec_prefill_logits): the drafter's context rows of that
+ * part are in as the part ends, before spec_first, so a block or ring the
+ * scheduler saves at a boundary that is the prompt's end holds them.
+ */
+TEST(dflash2_context_of_a_host_picked_prompt_is_in_at_its_end)
+{
+	int32_t a[64];
+	char err[UTIL_ERRLEN];
+	struct spec *sp = spec_new(dfl.m, dfl.K, CTX, NULL, 0, err), *cold;
+	float *lg = malloc((size_t)model_hparams(dfl.m)->n_vocab * sizeof *lg);
+	struct state_config c;
+	long differ = 0;
+
+	for (int i = 0; i < 64; i++)
+		a[i] = (int32_t)((i * 104729 + 3) % model_hparams(dfl.m)->n_vocab);
+	cold = prefilled(a, 64);
+	CHECK(sp != NULL && cold != NULL && lg != NULL);
+	if (sp == NULL || cold == NULL || lg == NULL)
+		goto out;
+	CHECK(spec_prefill_part(sp, a, 64, 0, CHUNK, NULL) == 0);
+	CHECK(spec_prefill_logits(sp, a, 64, CHUNK, 64, lg) == 0);
+	c = *state_config(spec_drafter_state(sp));
+	for (int i = 0; i < c.n_kv; i++)
+		for (int pos = state_is_ring(&c, i) ? 64 - c.ring : 0; pos < 64; pos++) {
+			size_t r = (size_t)state_kv_row(&c, i, pos) * c.kv_dim;
+
+			differ += memcmp(state_k(spec_drafter_state(sp), i) + r,
+			    state_k(spec_drafter_state(cold), i) + r, c.kv_dim * sizeof(float)) != 0;
+		}
+	CHECK_EQ_INT(differ, 0);
+	CHECK(spec_first(sp, 7) == 0);
+out:
+	free(lg);
+	spec_free(sp), spec_free(cold);
 }
 
 /* The 8 tokens most frequent in t[n] (ties: the lower id), padded with the lowest others. */
@@ -593,6 +696,8 @@ main(void)
 		RUN(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context);
 		RUN(a_dflash2_conversation_resumed_from_the_prefix_cache_speculates_with_its_context);
 		RUN(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit);
+		RUN(dflash2_rings_from_the_pool_are_the_cold_ones_bit_for_bit);
+		RUN(dflash2_context_of_a_host_picked_prompt_is_in_at_its_end);
 	}
 	RUN(a_lane_measures_its_drafter_at_boot);
 	model_close(g4.m), model_close(dfl.m);

@@ -346,6 +346,89 @@ TEST(caches_narrower_than_kv_dim_keep_their_own_rows)
 	prefix_free(p);
 }
 
+/* A state shaped c at position n, each position's rows written as a forward writes them
+ * (a ring keeps the last ring): functions of ids[0..p]. */
+static struct state *
+ring_state_of(const struct state_config *c, const int32_t *ids, int n)
+{
+	struct state *st = state_new(be, c, (char[UTIL_ERRLEN]){ 0 });
+	float h = 0;
+
+	for (int p = 0; st != NULL && p < n; p++) {
+		h = h * 0.5f + (float)ids[p];
+		for (int i = 0; i < c->n_kv; i++)
+			for (int j = 0; j < c->kv_dim; j++) {
+				int r = state_kv_row(c, i, p) * c->kv_dim + j;
+
+				state_k(st, i)[r] = h + i + 0.1f * j, state_v(st, i)[r] = -h - i - p;
+			}
+	}
+	if (st != NULL)
+		state_seek(st, n);
+	return st;
+}
+
+/* Floats of a and b that differ: rows [0, n) of the whole caches, the rows of a ring's
+ * last ring positions before n. */
+static long
+ring_differ(const struct state_config *c, struct state *a, struct state *b, int n)
+{
+	long d = 0;
+
+	for (int i = 0; i < c->n_kv; i++)
+		for (int p = state_is_ring(c, i) && n > c->ring ? n - c->ring : 0; p < n; p++)
+			for (int j = 0; j < c->kv_dim; j++) {
+				int r = state_kv_row(c, i, p) * c->kv_dim + j;
+
+				d += state_k(a, i)[r] != state_k(b, i)[r];
+				d += state_v(a, i)[r] != state_v(b, i)[r];
+			}
+	return d;
+}
+
+/*
+ * Ring caches (a DFlash drafter's sliding layers) beside a whole one: a
+ * block keeps a ring's positions among its last ring before its end (its
+ * bytes count them), and restoring a chain over a state that held another
+ * prompt fills each ring with the last ring positions before the chain's
+ * end, as a cold run's ring holds them: rings shorter than a block, as
+ * long, spanning two blocks, three, and longer than the chain.
+ */
+TEST(a_restored_chain_fills_each_ring_with_its_last_positions)
+{
+	static const int rings[] = { 3, 4, 6, 11, 20 };
+	int32_t a[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 }, b[13];
+
+	for (int k = 0; k < 13; k++)
+		b[k] = 40 + k;
+	for (size_t t = 0; t < sizeof rings / sizeof *rings; t++) {
+		struct state_config c = { .n_ctx = 64, .n_kv = 3, .kv_dim = 3, .n_ring = 2,
+		    .ring = rings[t] };
+		int kept = rings[t] < BLK ? rings[t] : BLK, last = -1;
+		struct prefix_config pc = { BLK, 8 * prefix_block_bytes(&c, NULL, BLK), 0, NULL };
+		struct prefix *p = prefix_new(be, &c, &pc, (char[UTIL_ERRLEN]){ 0 });
+		struct state *st = ring_state_of(&c, b, 13), *cold = ring_state_of(&c, a, 12);
+
+		CHECK_EQ_INT(prefix_block_bytes(&c, NULL, BLK), 2 * 3 * (BLK + 2 * kept) * sizeof(float));
+		CHECK(p != NULL && st != NULL && cold != NULL);
+		if (p == NULL || st == NULL || cold == NULL)
+			goto next;
+		for (int end = BLK; end <= 12 && last >= -1; end += BLK) {
+			struct state *e = ring_state_of(&c, a, end);
+
+			last = e != NULL ? prefix_insert(p, last, a, NULL, end, e, 0) : -2;
+			state_free(e);
+		}
+		CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 12);
+		CHECK(prefix_restore(p, last, st) == 0 && state_pos(st) == 12);
+		if (ring_differ(&c, st, cold, 12) != 0)
+			FAILF("ring of %d: the restored rows are not the cold run's", rings[t]);
+next:
+		prefix_free(p);
+		state_free(st), state_free(cold);
+	}
+}
+
 int
 main(void)
 {
@@ -363,6 +446,7 @@ main(void)
 	RUN(a_blocks_tag_is_part_of_its_key);
 	RUN(an_open_block_holds_its_rows_for_the_chain_but_is_no_place_to_resume);
 	RUN(caches_narrower_than_kv_dim_keep_their_own_rows);
+	RUN(a_restored_chain_fills_each_ring_with_its_last_positions);
 	backend_close(be);
 	return test_summary();
 }

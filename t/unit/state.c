@@ -28,7 +28,7 @@ static int
 layer(struct state *st, int r0, int m, int snap, float *o, float *a)
 {
 	static const struct backend_gdn g = { 1, 1, 8, 8, 0, 1, 1e-6f };
-	static const struct backend_attn at = { 2, 1, 4, 0.5f, 0, 0, 0, 0, NULL };
+	static const struct backend_attn at = { 2, 1, 4, 0.5f, 0, 0, 0, 0, NULL, 0 };
 	float y[5 * CD], al[5], bt[5];
 	int p0 = m <= 5 ? state_push(st, m, snap) : -1;
 
@@ -137,6 +137,60 @@ TEST(attention_only_states_truncate_and_copy)
 	state_free(b);
 }
 
+/*
+ * Rings (a sliding layer's cache): the last n_ring caches hold ring rows,
+ * position p in row p % ring; the bytes count ring rows for them; a span
+ * of positions wraps once; save and load copy every ring row; a copy
+ * takes the rows written; a bad ring is refused.
+ */
+TEST(ring_caches_keep_their_last_positions_in_rows_mod_ring)
+{
+	char err[UTIL_ERRLEN];
+	struct state_config c = { .n_ctx = 100, .n_kv = 3, .kv_dim = 4, .n_ring = 2, .ring = 6 };
+	struct state *a = state_new(be, &c, err), *b = state_new(be, &c, err);
+	size_t nf = state_ring_floats(&c);
+	float *snap = malloc(nf * sizeof *snap);
+
+	CHECK(a != NULL && b != NULL);
+	if (a == NULL || b == NULL)
+		goto out;
+	CHECK_EQ_INT(state_bytes(&c), (100 + 2 * 6) * 4 * 2 * 4);
+	CHECK_EQ_INT(nf, 2 * 6 * 4 * 2);
+	CHECK(!state_is_ring(&c, 0) && state_is_ring(&c, 1) && state_is_ring(&c, 2));
+	CHECK(state_is_ring(&c, 3) == 0);
+	CHECK_EQ_INT(state_kv_row(&c, 0, 17), 17);
+	CHECK_EQ_INT(state_kv_row(&c, 1, 17), 5);
+	CHECK_EQ_INT(state_kv_rows(&c, 0, 17, 9), 9);
+	CHECK_EQ_INT(state_kv_rows(&c, 2, 17, 9), 1);	/* row 5, then from row 0 */
+	CHECK_EQ_INT(state_kv_rows(&c, 2, 12, 6), 6);
+	for (int p = 0; p < 20; p++)	/* positions 0..19: the rings keep 14..19 */
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 4; j++)
+				state_k(a, i)[state_kv_row(&c, i, p) * 4 + j] = p * 10 + i,
+				state_v(a, i)[state_kv_row(&c, i, p) * 4 + j] = -p;
+	CHECK(state_seek(a, 20) == 0);
+	for (int p = 14; p < 20; p++)
+		CHECK(state_k(a, 2)[(p % 6) * 4] == p * 10 + 2 && state_v(a, 1)[(p % 6) * 4] == -p);
+	CHECK(state_ring_save(a, snap) == 0);
+	CHECK(state_copy(b, a) == 0 && state_pos(b) == 20);
+	CHECK(memcmp(state_k(b, 0), state_k(a, 0), 20 * 4 * 4) == 0);
+	CHECK(memcmp(state_v(b, 2), state_v(a, 2), 6 * 4 * 4) == 0);
+	for (int i = 1; i < 3; i++)
+		memset(state_k(b, i), 0, 6 * 4 * 4), memset(state_v(b, i), 0, 6 * 4 * 4);
+	CHECK(state_ring_load(b, snap) == 0);
+	for (int i = 1; i < 3; i++)
+		CHECK(memcmp(state_k(b, i), state_k(a, i), 6 * 4 * 4) == 0 &&
+		    memcmp(state_v(b, i), state_v(a, i), 6 * 4 * 4) == 0);
+	c.ring = 0;
+	CHECK(state_new(be, &c, err) == NULL);
+	CHECK_EQ_STR(err, "state: 2 of 3 caches rings of 0 rows");
+	c.ring = 6, c.n_ring = 4;
+	CHECK(state_new(be, &c, err) == NULL);
+out:
+	state_free(a), state_free(b);
+	free(snap);
+}
+
 int
 main(void)
 {
@@ -154,6 +208,7 @@ main(void)
 	RUN(speculative_rollback_equals_plain_decode_bit_for_bit);
 	RUN(push_and_rollback_refuse_what_they_cannot_do);
 	RUN(attention_only_states_truncate_and_copy);
+	RUN(ring_caches_keep_their_last_positions_in_rows_mod_ring);
 	backend_close(be);
 	return test_summary();
 }
