@@ -694,10 +694,12 @@ i8_ref(const struct wset *s, const float *x, int m, double scale, double *ref, d
 }
 
 /*
- * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu) against the CPU's
- * int8 numerics (quant_quantize_act, quant_vec_dot), by its kernels (mma,
- * its dp4a twin, mma with the scale products by multiplications, the
- * first mma kernel); they give the same bits, and a repeated call too.
+ * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu; IQ4_XS's of
+ * cuda/mmq_iq4.cu, whose one tensor-core kernel serves mmaf and mma1 too)
+ * against the CPU's int8 numerics (quant_quantize_act, quant_vec_dot), by
+ * its kernels (mma, its dp4a twin, mma with the scale products by
+ * multiplications, the first mma kernel); they give the same bits, and a
+ * repeated call too.
  * The bf16 GEMM (GPU_MMQ_BF16) against the exact product of its rounded
  * operands (so within about 2^-8 of the magnitude of the CPU's numerics),
  * and through the weight's bf16 copy (gpu_tune_mirror) its bits again.
@@ -1021,10 +1023,11 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 /*
  * The IQ4 products on int8 activations (cuda/matvec_iq4.cu: IQ4_XS on Q8_K
  * rows, IQ4_NL on Q8_0 rows) against the CPU's int8 numerics
- * (quant_quantize_act, quant_vec_dot) within 1e-5 for m input rows (IQ4_NL
- * past 16: launches of 16), and the m-row product against one-row
- * products bit for bit: at m = 16 rows 0..2 and 10..15 alone and 3..9 as
- * one 7-row call (as check_qk), past 16 (IQ4_NL) every row alone.
+ * (quant_quantize_act, quant_vec_dot) within 1e-5 for m input rows (past
+ * 16: IQ4_NL's launches of 16, IQ4_XS's under GPU_MMQ_OFF), and the m-row
+ * product against one-row products bit for bit: at m = 16 rows 0..2 and
+ * 10..15 alone and 3..9 as one 7-row call (as check_qk), past 16 every row
+ * alone.
  */
 static void
 check_iq4(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
@@ -1095,6 +1098,10 @@ check_iq4_all(struct kc *k)
 		check_iq4(k, QUANT_IQ4_XS, 300, 1280, m);
 	for (size_t i = 0; i < sizeof nl / sizeof nl[0]; i++)
 		check_iq4(k, QUANT_IQ4_NL, nl[i][0], nl[i][1], (int)nl[i][2]);
+	/* IQ4_XS prompts with the GEMM off: the decode kernel 16 rows a launch */
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
+	check_iq4(k, QUANT_IQ4_XS, 257, 768, 40);
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
 	/* one x for IQ4_XS (Q8_K), Q8_0 and IQ4_NL (Q8_0), Q6_K: plain and fused with the norm */
 	check_iq4_multi(k, 1, 1024, 4);
 	check_iq4_multi(k, 5, 4096, 4);
@@ -1737,6 +1744,14 @@ check_all(struct kc *k)
 	check_mmq(k, QUANT_Q8_0, 130, 4128, 257, 1);	/* odd blocks a row: rows 2 mod 4 bytes */
 	check_mmq(k, QUANT_Q8_0, 70, 352, 130, 0);
 	check_mmq(k, QUANT_NVFP4, 70, 448, 130, 1);
+	/* IQ4_XS's prefill (cuda/mmq_iq4.cu, on Q8_K x): 64 x 64 tiles cut by the
+	 * shape, rows of 1 to 44 super-blocks */
+	check_mmq(k, QUANT_IQ4_XS, 300, 512, 17, 0);
+	check_mmq(k, QUANT_IQ4_XS, 1000, 1024, 64, 1);
+	check_mmq(k, QUANT_IQ4_XS, 257, 4096, 100, 0);
+	check_mmq(k, QUANT_IQ4_XS, 45, 256, 33, 0);
+	check_mmq(k, QUANT_IQ4_XS, 130, 1280, 130, 1);
+	check_mmq(k, QUANT_IQ4_XS, 70, 11264, 20, 0);
 	check_qk_all(k);
 	check_iq4_all(k);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
@@ -3467,10 +3482,10 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
 	/* IQ4_XS (Q8_K) and IQ4_NL (Q8_0) on int8 activations: decode, verify (the
-	 * weight's scale), prompts (IQ4_XS: cuBLAS on fp32 or bf16 operands, as the
-	 * K-quants; IQ4_NL: launches of 16), the norm fused into the quantization,
-	 * the fused forms (their plain ops), lookups (llama.cpp's IQ4_XS files keep
-	 * token_embd IQ4_XS) */
+	 * weight's scale), prompts (IQ4_XS: cuda/mmq_iq4.cu's int8 GEMM or bf16
+	 * operands by the kind; IQ4_NL: launches of 16), the norm fused into the
+	 * quantization (decode, verify, prompts), the fused forms (their plain
+	 * ops), lookups (llama.cpp's IQ4_XS files keep token_embd IQ4_XS) */
 	be_matmul(k, &p, QUANT_IQ4_XS, 300, 512, 1, 0, 1.0f);
 	be_matmul(k, &p, QUANT_IQ4_XS, 257, 768, 5, 8, 1.0f);
 	be_matmul(k, &p, QUANT_IQ4_XS, 300, 1280, 16, 4, 0.5f);

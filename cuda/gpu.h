@@ -179,13 +179,14 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
  * the GPU layout), x quantized as lib/quant's quant_quantize_act does and
  * each block's (IQ4_XS: sub-block's) integer dot scaled as quant_vec_dot
  * scales it: equal to the CPU's int8 path up to the order of float sums.
- * Any n for the first five (16 rows a launch, or the GEMM); n <=
- * GPU_MATVEC_MAX_ROWS for the Q8_K ones (their prefill stays on
+ * Any n for the first five (16 rows a launch, or the GEMM) and IQ4_XS;
+ * n <= GPU_MATVEC_MAX_ROWS for the K-quants (their prefill stays on
  * gpu_matmul).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
  * n, a row the same bits in every launch of 16); n > 16 (prefill) takes
- * gpu_matmul_q8 for Q8_0 and NVFP4.  Uses the scratch buffer for the
- * quantized x.  gpu_can_matvec_q8: 1 for those nine; gpu_can_matvec_q8_rows:
- * 1 when gpu_matvec_q8 takes t for n input rows.
+ * gpu_matmul_q8 for Q8_0 and NVFP4, and for IQ4_XS cuda/mmq_iq4.cu's
+ * products by the kernel gpu_tune_mmq picks (see there).  Uses the scratch
+ * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those nine;
+ * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows.
  */
 int	gpu_can_matvec_q8(int t);
 int	gpu_can_matvec_q8_rows(int t, int64_t n);
@@ -260,6 +261,12 @@ int	gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
  * int8 x's values (q times its block's scale) and the weights, each
  * rounded to bf16, with fp32 sums on tensor cores; it also moves
  * gpu_matmul of the other quantized types from fp32 to bf16 operands.
+ * IQ4_XS's prefill in gpu_matvec_q8 (x as Q8_K, cuda/mmq_iq4.cu) takes the
+ * same kinds: MMA, MMAF and MMA1 its one tensor-core GEMM (the CPU's
+ * numerics: per super-block the integer sum of the sub-blocks' scaled
+ * dots, then (d * dy) times it, as quant_vec_dot's portable code), DP4A
+ * its twin (the same bits), OFF the decode kernel 16 rows at a time, BF16
+ * cuBLAS on bf16 operands (x's values d * q as lib/quant dequantizes Q8_K).
  */
 enum {
 	GPU_MMQ_MMA = 0, GPU_MMQ_DP4A = 1, GPU_MMQ_OFF = 2, GPU_MMQ_MMA1 = 3, GPU_MMQ_MMAF = 4,

@@ -249,6 +249,14 @@ int	iq4xs_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, con
 int	iq4xs_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
 	    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dk, float *d_y,
 	    const float *d_scale);
+/*
+ * mmq_iq4.cu: the product of IQ4_XS weights on n > GPU_MATVEC_MAX_ROWS Q8_K
+ * rows (q, dk as qk_quantize writes them) by the prefill kernel g->mmq
+ * names: the tiled int8 GEMM (the CPU's numerics), its dp4a twin, cuBLAS on
+ * bf16 operands, or (GPU_MMQ_OFF) iq4xs_product 16 rows at a time.
+ */
+int	iq4xs_matmul(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+	    const float *dk, int64_t n, float *d_y, const float *d_scale);
 int	iq4nl_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
 	    const float *dx, int m, float *d_y, const float *d_scale);
 int	iq4nl_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,

@@ -14,15 +14,17 @@
  * norm, SwiGLU, the sigmoid gate), with the arithmetic of that op's own
  * kernel, so that one launch replaces two or three.  K-quant weights
  * (Q4_K, Q5_K, Q6_K) and IQ4_XS take x as Q8_K blocks and
- * cuda/matvec_qk.cu's kernels (IQ4_XS: cuda/matvec_iq4.cu's), IQ4_NL the
- * Q8_0 blocks and cuda/matvec_iq4.cu's kernel (prompts too: 16 rows a
- * launch): the host code here quantizes x in every form its weights want.
+ * cuda/matvec_qk.cu's kernels (IQ4_XS: cuda/matvec_iq4.cu's, and for
+ * prompts cuda/mmq_iq4.cu's), IQ4_NL the Q8_0 blocks and
+ * cuda/matvec_iq4.cu's kernel (prompts too: 16 rows a launch): the host
+ * code here quantizes x in every form its weights want.
  */
 #include "gpu_impl.cuh"
 
 #include <cuda_fp16.h>
 
-enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_IQ4_NL = 20, Q8_T_NVFP4 = 40 };
+enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_IQ4_NL = 20, Q8_T_IQ4_XS = 23,
+	Q8_T_NVFP4 = 40 };
 
 /*
  * The Q8_0 (Q8_1 with sx) quantization of 32-block b of a row, whose
@@ -632,7 +634,8 @@ gpu_can_matvec_q8(int t)
 extern "C" int
 gpu_can_matvec_q8_rows(int t, int64_t n)
 {
-	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || n <= GPU_MATVEC_MAX_ROWS);
+	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || t == Q8_T_IQ4_XS ||
+	    n <= GPU_MATVEC_MAX_ROWS);
 }
 
 /* Q8_0's lanes a block by default: 1 or 2 (GPU_MV8_LANE2's form).  Two,
@@ -789,6 +792,13 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 
 	for (int i = 0, j; i < nw; i = j) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
+		if (t[i] == Q8_T_IQ4_XS && n > GPU_MATVEC_MAX_ROWS) {	/* prefill: mmq_iq4.cu */
+			j = i + 1;
+			if (iq4xs_matmul(g, d_w[i], rows[i], ne0, X->kq, X->kd, n, d_y[i],
+			    d_scale != NULL ? d_scale[i] : NULL) != 0)
+				return -1;
+			continue;
+		}
 		if (qk_type(t[i])) {	/* n <= 16 (mv8_types) */
 			j = i + 1;
 			if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq, X->kd, X->kb, (int)n,
