@@ -3856,7 +3856,8 @@ bench_topk(struct kc *k)
 
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each)
  * and against its first kernel (mma1), its products by multiplications
- * (mmaf) and cuBLAS on bf16 operands (bf16). */
+ * (mmaf) and cuBLAS on bf16 operands (bf16).  IQ4_XS: mmq_iq4.cu's one
+ * tensor-core kernel under mma1, mmaf and mma alike. */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 {
@@ -3936,9 +3937,9 @@ bench(struct kc *k)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
 	}
-	for (int ti = 0; ti < 2; ti++)	/* (both gpu_can_matmul_q8) */
+	for (int ti = 0; ti < 3; ti++)	/* (gpu_can_matmul_q8's two; IQ4_XS: mmq_iq4.cu) */
 		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {
-			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
+			int t = ti == 2 ? QUANT_IQ4_XS : ti ? QUANT_NVFP4 : QUANT_Q8_0;
 			if (k->only < 0 || k->only == t)
 				bench_mmq(k, t, mmq_shapes[si][0], mmq_shapes[si][1], dpool);
 		}
