@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "gguf.h"
 #include "model.h"
 #include "quant.h"
 #include "sample.h"
@@ -268,7 +269,8 @@ half_fields(int t)
 	static const int q8[] = { 0, -1 }, q41[] = { 0, 2, -1 }, q6k[] = { 208, -1 }, none[] = { -1 };
 
 	switch (t) {
-	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: return q8;
+	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_IQ4_NL: case QUANT_IQ4_XS:
+		return q8;
 	case QUANT_Q4_1: case QUANT_Q5_1: case QUANT_Q4_K: case QUANT_Q5_K: return q41;
 	case QUANT_Q6_K: return q6k;
 	default: return none;
@@ -346,7 +348,7 @@ dot_ref(const float *wf, const float *x, int64_t rows, int64_t ne0, int m,
 
 static const int mv_types[] = {
 	QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1,
-	QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K,
+	QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_NL, QUANT_IQ4_XS,
 };
 #define NTYPES (int)(sizeof mv_types / sizeof mv_types[0])
 
@@ -692,10 +694,12 @@ i8_ref(const struct wset *s, const float *x, int m, double scale, double *ref, d
 }
 
 /*
- * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu) against the CPU's
- * int8 numerics (quant_quantize_act, quant_vec_dot), by its kernels (mma,
- * its dp4a twin, mma with the scale products by multiplications, the
- * first mma kernel); they give the same bits, and a repeated call too.
+ * gpu_matvec_q8 for n > 16 (the GEMM of cuda/mmq.cu; IQ4_XS's of
+ * cuda/mmq_iq4.cu, whose one tensor-core kernel serves mmaf and mma1 too)
+ * against the CPU's int8 numerics (quant_quantize_act, quant_vec_dot), by
+ * its kernels (mma, its dp4a twin, mma with the scale products by
+ * multiplications, the first mma kernel); they give the same bits, and a
+ * repeated call too.
  * The bf16 GEMM (GPU_MMQ_BF16) against the exact product of its rounded
  * operands (so within about 2^-8 of the magnitude of the CPU's numerics),
  * and through the weight's bf16 copy (gpu_tune_mirror) its bits again.
@@ -872,16 +876,16 @@ check_q8k(struct kc *k, int n, int64_t ne0)
 }
 
 /*
- * One x for weights of mixed types (Q4_K, Q8_0, Q6_K, Q5_K: x quantized
- * as Q8_0 and as Q8_K; the first ntyp of them): gpu_matvec_q8_multi and the
- * fused gpu_rmsnorm_matvec_q8_multi against gpu_matvec_q8 of each weight
- * alone (of gpu_rmsnorm's output), bit for bit.  ntyp = 1: Q4_K alone (the
- * fused kernel writes no normed row out).
+ * One x for weights of mixed types (the first ntyp of ts: x quantized as
+ * Q8_0 and as Q8_K when both kinds are there): gpu_matvec_q8_multi and
+ * the fused gpu_rmsnorm_matvec_q8_multi against gpu_matvec_q8 of each
+ * weight alone (of gpu_rmsnorm's output), bit for bit.  check_qk_multi:
+ * Q4_K, Q8_0, Q6_K, Q5_K; ntyp = 1: Q4_K alone (the fused kernel writes no
+ * normed row out).  check_iq4_multi: IQ4_XS, Q8_0, IQ4_NL, Q6_K.
  */
 static void
-check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
+check_multi(struct kc *k, int m, int64_t ne0, int ntyp, const int *ts)
 {
-	static const int ts[4] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K, QUANT_Q5_K };
 	static const int64_t rs[4] = { 300, 129, 77, 256 };
 	struct wset s[4];
 	int t[4];
@@ -900,7 +904,8 @@ check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 	float *da = dput(k, NULL, (size_t)ny * 4), *db = dput(k, NULL, (size_t)ny * 4);
 	float *ya = xmalloc((size_t)ny * 4), *yb = xmalloc((size_t)ny * 4);
 	float *Y[4];
-	snprintf(shape, sizeof shape, "%d types m=%d ne0=%lld", ntyp, m, (long long)ne0);
+	snprintf(shape, sizeof shape, "%d types%s m=%d ne0=%lld", ntyp,
+	    ts[0] == QUANT_IQ4_XS ? " from IQ4_XS" : "", m, (long long)ne0);
 	for (int f = 0; f < 2; f++) {
 		const float *xin = f ? dn : dx;
 		for (int i = 0; i < ntyp; i++)
@@ -924,6 +929,22 @@ check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 	free(x), free(nw), free(ya), free(yb);
 	gpu_free(k->g, dx), gpu_free(k->g, dnw), gpu_free(k->g, dn);
 	gpu_free(k->g, da), gpu_free(k->g, db);
+}
+
+static void
+check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
+{
+	static const int ts[4] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K, QUANT_Q5_K };
+
+	check_multi(k, m, ne0, ntyp, ts);
+}
+
+static void
+check_iq4_multi(struct kc *k, int m, int64_t ne0, int ntyp)
+{
+	static const int ts[4] = { QUANT_IQ4_XS, QUANT_Q8_0, QUANT_IQ4_NL, QUANT_Q6_K };
+
+	check_multi(k, m, ne0, ntyp, ts);
 }
 
 /*
@@ -997,6 +1018,96 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 	free(x), free(y), free(y1), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 	wset_free(k, &s);
+}
+
+/*
+ * The IQ4 products on int8 activations (cuda/matvec_iq4.cu: IQ4_XS on Q8_K
+ * rows, IQ4_NL on Q8_0 rows) against the CPU's int8 numerics
+ * (quant_quantize_act, quant_vec_dot) within 1e-5 for m input rows (past
+ * 16: IQ4_NL's launches of 16, IQ4_XS's under GPU_MMQ_OFF), and the m-row
+ * product against one-row products bit for bit: at m = 16 rows 0..2 and
+ * 10..15 alone and 3..9 as one 7-row call (as check_qk), past 16 every row
+ * alone.
+ */
+static void
+check_iq4(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
+{
+	struct wset s;
+	int64_t ny = (int64_t)m * rows;
+	float *x = frand(k, m * ne0, -1, 1), *y = xmalloc((size_t)ny * 4);
+	double *ref = xmalloc((size_t)ny * 8), *mag = xmalloc((size_t)ny * 8);
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	float *dx = dput(k, x, (size_t)m * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+	dget(k, y, dy, (size_t)ny * 4);
+	i8_ref(&s, x, m, 1.0, ref, mag);
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d", (long long)rows, (long long)ne0, m);
+	if (m >= GPU_MATVEC_MAX_ROWS) {
+		float *y1 = xmalloc((size_t)ny * 4), *d1 = dput(k, NULL, (size_t)ny * 4);
+		for (int j = 0; j < m; j++)
+			if (m > GPU_MATVEC_MAX_ROWS || j < 3 || j >= 10)
+				gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx + j * ne0, 1,
+				    d1 + j * rows, NULL));
+		if (m == GPU_MATVEC_MAX_ROWS)
+			gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx + 3 * ne0, 7, d1 + 3 * rows,
+			    NULL));
+		dget(k, y1, d1, (size_t)ny * 4);
+		brk(k, y1, ny);
+		char bn[64], bsh[64];
+		snprintf(bn, sizeof bn, "batch-invariant i8 %s", quant_name(t));
+		if (m == GPU_MATVEC_MAX_ROWS)
+			snprintf(bsh, sizeof bsh, "%lldx%lld m=16|1|7", (long long)rows, (long long)ne0);
+		else
+			snprintf(bsh, sizeof bsh, "%lldx%lld m=%d|1", (long long)rows, (long long)ne0, m);
+		same_bits(k, bn, bsh, y, y1, ny);
+		free(y1);
+		gpu_free(k->g, d1);
+	}
+	brk(k, y, ny);
+	snprintf(name, sizeof name, "matvec i8 %s", quant_name(t));
+	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
+	free(x), free(y), free(ref), free(mag);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
+static void
+check_iq4_all(struct kc *k)
+{
+	/* IQ4_XS: nb = 1 (one group of a warp busy), 3 (odd: the second block of
+	 * a pair missing), 4, 5 (Step-3.5's expert rows of 1280), 16, 20, 44
+	 * (its dense FFN's 11264), rows past whole 8-warp CTAs, a wide head
+	 * scaled down (as check_qk_all); IQ4_NL: rows of one block, of 12 (384:
+	 * what model A's rows fall back to), of 129 (rows 2 mod 4 bytes: the
+	 * loads from 2 bytes before a block), and prompts (launches of 16) */
+	static const int64_t xs[][3] = {
+		{ 64, 256, 1 }, { 257, 768, 3 }, { 37, 1024, 2 }, { 1000, 4096, 1 },
+		{ 1000, 4096, 16 }, { 45, 5120, 5 }, { 129, 11264, 4 }, { 4096, 1280, 1 },
+		{ 257, 768, 16 }, { 24832, 2048, 1 }, { 24832, 2048, 4 },
+	};
+	static const int64_t nl[][3] = {
+		{ 64, 32, 1 }, { 257, 384, 3 }, { 1000, 4096, 1 }, { 1000, 4096, 16 },
+		{ 45, 4128, 16 }, { 300, 384, 7 }, { 37, 1024, 40 }, { 70, 352, 17 },
+	};
+
+	for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++)
+		check_iq4(k, QUANT_IQ4_XS, xs[i][0], xs[i][1], (int)xs[i][2]);
+	for (int m = 1; m <= GPU_MATVEC_MAX_ROWS; m++)	/* every row count of a decode step */
+		check_iq4(k, QUANT_IQ4_XS, 300, 1280, m);
+	for (size_t i = 0; i < sizeof nl / sizeof nl[0]; i++)
+		check_iq4(k, QUANT_IQ4_NL, nl[i][0], nl[i][1], (int)nl[i][2]);
+	/* IQ4_XS prompts with the GEMM off: the decode kernel 16 rows a launch */
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
+	check_iq4(k, QUANT_IQ4_XS, 257, 768, 40);
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	/* one x for IQ4_XS (Q8_K), Q8_0 and IQ4_NL (Q8_0), Q6_K: plain and fused with the norm */
+	check_iq4_multi(k, 1, 1024, 4);
+	check_iq4_multi(k, 5, 4096, 4);
+	check_iq4_multi(k, 3, 4096, 1);
+	check_iq4_multi(k, 2, 5120, 3);
+	check_iq4_multi(k, 1, 12288, 4);
 }
 
 static void
@@ -1633,7 +1744,16 @@ check_all(struct kc *k)
 	check_mmq(k, QUANT_Q8_0, 130, 4128, 257, 1);	/* odd blocks a row: rows 2 mod 4 bytes */
 	check_mmq(k, QUANT_Q8_0, 70, 352, 130, 0);
 	check_mmq(k, QUANT_NVFP4, 70, 448, 130, 1);
+	/* IQ4_XS's prefill (cuda/mmq_iq4.cu, on Q8_K x): 64 x 64 tiles cut by the
+	 * shape, rows of 1 to 44 super-blocks */
+	check_mmq(k, QUANT_IQ4_XS, 300, 512, 17, 0);
+	check_mmq(k, QUANT_IQ4_XS, 1000, 1024, 64, 1);
+	check_mmq(k, QUANT_IQ4_XS, 257, 4096, 100, 0);
+	check_mmq(k, QUANT_IQ4_XS, 45, 256, 33, 0);
+	check_mmq(k, QUANT_IQ4_XS, 130, 1280, 130, 1);
+	check_mmq(k, QUANT_IQ4_XS, 70, 11264, 20, 0);
 	check_qk_all(k);
+	check_iq4_all(k);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
@@ -3206,6 +3326,55 @@ be_head_max(struct kc *k, struct bpair *p)
 	backend_mfree(p->g, q), backend_mfree(p->g, kv), backend_mfree(p->g, o);
 }
 
+/*
+ * What a model GGUF's matrices (tensors of 2 dimensions and more) are
+ * multiplied by on the GPU: one line "== weights TYPE n how, ..." (i8: a
+ * product on int8 activations, the CPU's numerics; f32: the fp32-x
+ * product; f32 copy: no GPU kernel, held as F32).  Then, when the file has
+ * IQ4 weights (IQ4_XS, IQ4_NL: cuda/matvec_iq4.cu), check_iq4 at each of
+ * their distinct shapes (at most 8, rows capped at 4096) on random weights
+ * of that shape, for 1, 5 and 16 input rows.  An HF directory: nothing.
+ */
+static void
+be_model_types(struct kc *k, const char *path)
+{
+	enum { NSH = 8 };
+	char err[UTIL_ERRLEN], line[512];
+	int64_t cnt[QUANT_TYPE_COUNT] = { 0 }, sh[NSH][3];
+	int nsh = 0, n = 0;
+	struct gguf *gf = gguf_open(path, err);
+
+	if (gf == NULL)
+		return;	/* (a directory; a file that does not open fails in be_model) */
+	for (int64_t i = 0; i < gguf_n_tensors(gf); i++) {
+		const struct gguf_tensor *t = gguf_tensor(gf, i);
+		int j;
+		if (t->n_dims < 2 || t->type < 0 || t->type >= QUANT_TYPE_COUNT)
+			continue;
+		cnt[t->type]++;
+		if (t->type != QUANT_IQ4_XS && t->type != QUANT_IQ4_NL)
+			continue;
+		for (j = 0; j < nsh && !(sh[j][0] == t->type && sh[j][2] == t->ne[0]); j++)
+			;
+		if (j == nsh && nsh < NSH) {
+			sh[nsh][0] = t->type, sh[nsh][1] = t->ne[1] < 4096 ? t->ne[1] : 4096;
+			sh[nsh++][2] = t->ne[0];
+		}
+	}
+	gguf_close(gf);
+	snprintf(line, sizeof line, "== weights");
+	for (int t = 0; t < QUANT_TYPE_COUNT; t++)
+		if (cnt[t] > 0 && strlen(line) + 64 < sizeof line)
+			snprintf(line + strlen(line), sizeof line - strlen(line), "%s %s %lld %s",
+			    n++ ? "," : "", quant_name(t), (long long)cnt[t],
+			    gpu_can_matvec_q8(t) ? "i8" : gpu_can_matvec(t) ? "f32" : "f32 copy");
+	printf("%s\n", line);
+	fflush(stdout);
+	for (int j = 0; j < nsh; j++)
+		for (int m = 1; m <= GPU_MATVEC_MAX_ROWS; m += m == 1 ? 4 : 11)	/* 1, 5, 16 */
+			check_iq4(k, (int)sh[j][0], sh[j][1], sh[j][2], m);
+}
+
 static void
 check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 {
@@ -3312,6 +3481,25 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_matmul(k, &p, QUANT_Q5_K, 300, 768, 17, 0, 1.0f);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
 	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
+	/* IQ4_XS (Q8_K) and IQ4_NL (Q8_0) on int8 activations: decode, verify (the
+	 * weight's scale), prompts (IQ4_XS: cuda/mmq_iq4.cu's int8 GEMM or bf16
+	 * operands by the kind; IQ4_NL: launches of 16), the norm fused into the
+	 * quantization (decode, verify, prompts), the fused forms (their plain
+	 * ops), lookups (llama.cpp's IQ4_XS files keep token_embd IQ4_XS) */
+	be_matmul(k, &p, QUANT_IQ4_XS, 300, 512, 1, 0, 1.0f);
+	be_matmul(k, &p, QUANT_IQ4_XS, 257, 768, 5, 8, 1.0f);
+	be_matmul(k, &p, QUANT_IQ4_XS, 300, 1280, 16, 4, 0.5f);
+	be_matmul(k, &p, QUANT_IQ4_XS, 500, 512, 40, 4, 1.0f);
+	be_matmul(k, &p, QUANT_IQ4_NL, 300, 384, 3, 8, 1.0f);
+	be_matmul(k, &p, QUANT_IQ4_NL, 300, 384, 24, 0, 1.0f);
+	be_fused(k, &p, QUANT_IQ4_XS, 3, 512, 700);
+	be_fused(k, &p, QUANT_IQ4_XS, 16, 768, 300);
+	be_fused(k, &p, QUANT_IQ4_XS, 20, 512, 300);
+	be_fused(k, &p, QUANT_IQ4_NL, 5, 384, 300);
+	be_fuse(k, &p, QUANT_IQ4_XS, 2, 2, 256, 256, 1.0f);
+	be_fuse(k, &p, QUANT_IQ4_NL, 3, 3, 128, 96, 1.0f);
+	be_embed_argmax(k, &p, QUANT_IQ4_XS);
+	be_embed_argmax(k, &p, QUANT_IQ4_NL);
 	/* rows not a multiple of 32 (zero-padded F32 on the GPU): products, prompts, lookups */
 	be_matmul(k, &p, QUANT_F32, 40, 48, 3, 8, 1.0f);
 	be_matmul(k, &p, QUANT_F32, 64, 16, 20, 0, 1.0f);
@@ -3341,6 +3529,12 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_moe_swiglu(k, &p, QUANT_Q6_K, 8, 32, 256, 16, 2, 0, 0.0f, 1.0f);
 	be_moe_swiglu(k, &p, QUANT_Q5_1, 6, 40, 64, 3, 2, 0, 0.0f, 1.0f);
 	be_moe_swiglu(k, &p, QUANT_Q4_0, 6, 32, 64, 3, 2, 0, 0.0f, 1.0f);
+	/* IQ4_XS experts (a Step or Qwen MoE IQ4_XS file's stacks): decode, prompt
+	 * rows with the clamp, a scaled gate; IQ4_NL (rows not whole super-blocks) */
+	be_moe_swiglu(k, &p, QUANT_IQ4_XS, 8, 64, 512, 2, 4, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_IQ4_XS, 16, 32, 256, 40, 8, 4, 0.3f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_IQ4_XS, 8, 40, 1024, 3, 2, 0, 0.0f, 0.5f);
+	be_moe_swiglu(k, &p, QUANT_IQ4_NL, 6, 40, 96, 3, 2, 0, 0.0f, 1.0f);
 	/* the experts' down and the weighted sum */
 	be_moe_down(k, &p, QUANT_F32, 8, 64, 16, 1, 2, 0, 1.0f);
 	be_moe_down(k, &p, QUANT_F32, 8, 32, 16, 40, 3, 5, 1.0f);
@@ -3350,11 +3544,15 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_moe_down(k, &p, QUANT_Q4_K, 8, 64, 256, 3, 2, 0, 1.0f);
 	be_moe_down(k, &p, QUANT_Q6_K, 8, 32, 256, 16, 2, 0, 1.0f);
 	be_moe_down(k, &p, QUANT_Q8_0, 8, 128, 64, 20, 2, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_IQ4_XS, 8, 64, 256, 3, 2, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_IQ4_XS, 16, 96, 1280, 20, 8, 5, 1.0f);	/* Step's rows of 1280 */
+	be_moe_down(k, &p, QUANT_IQ4_NL, 8, 32, 64, 4, 2, 0, 1.0f);
 	/* gemma4's fused gate and up experts */
 	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 1, 2);
 	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 20, 2);
 	be_moe_geglu(k, &p, QUANT_Q8_0, 8, 64, 256, 3, 2);
 	be_moe_geglu(k, &p, QUANT_Q4_K, 8, 32, 256, 2, 4);
+	be_moe_geglu(k, &p, QUANT_IQ4_XS, 8, 32, 256, 2, 4);
 	be_arch_small(k, &p, 7, 64);
 	be_arch_small(k, &p, 33, 128);
 	/* sliding windows (gemma4, step35): decode, verify, prompts (the split-K kernel) */
@@ -3375,6 +3573,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 			printf("== %s\n", models[i]);
 			fflush(stdout);
 		}
+		be_model_types(k, models[i]);
 		be_model(k, &p, models[i], 8, 16, &nz, "");
 		for (int kind = 0; kind < 2; kind++) {	/* prefill past 16 rows: the GEMM */
 			bchk(p.g, backend_gemm_set(p.g, kind ? BACKEND_GEMM_BF16 : BACKEND_GEMM_INT8));
@@ -3485,7 +3684,8 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * matvec_q8.cu's kernels, each also with its weights read in place and
  * staged (L=place, L=staged; L=0 the default choice; Q8_0 also by two
  * lanes a block, L=lane2; NVFP4 has one form, L=0), or for K-quants the
- * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes) against the fp32-x kernel
+ * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes, IQ4_XS and IQ4_NL
+ * matvec_iq4.cu's one form, L=0) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
  * over copies that pass 1 GiB, as bench_matvec.  A type with no fp32-x
  * kernel (Q5_1) is timed without it.
@@ -3500,7 +3700,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *x = frand(k, GPU_MATVEC_MAX_ROWS * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
-	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K;
+	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, iq = t == QUANT_IQ4_XS || t == QUANT_IQ4_NL;
 	static const char *const how[] = { "0", "place", "staged", "lane2", "loads" };	/* GPU_MV8_* */
 	static const int mq[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
 	static const int mn[] = { GPU_MV8_AUTO, GPU_MV8_LOADS };
@@ -3515,12 +3715,12 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[6] = { 0 };
-		int nv = qk ? 3 : t == QUANT_Q8_0 ? 5 : t != QUANT_NVFP4 ? 4 :
-		    ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;	/* (f32 x and how[] in use) */
+		int nv = iq ? 2 : qk ? 3 : t == QUANT_Q8_0 ? 5 : t != QUANT_NVFP4 ? 4 :
+		    ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;	/* (f32 x and how[] in use; IQ4: one form) */
 		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
-			gchk(k, gpu_tune_mv8(k->g, qk || i8 == 0 ? GPU_MV8_AUTO : md[i8 - 1]));
+			gchk(k, gpu_tune_mv8(k->g, qk || iq || i8 == 0 ? GPU_MV8_AUTO : md[i8 - 1]));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -3656,7 +3856,8 @@ bench_topk(struct kc *k)
 
 /* The prefill GEMM against the 16-row matvec chunks (x quantized in each)
  * and against its first kernel (mma1), its products by multiplications
- * (mmaf) and cuBLAS on bf16 operands (bf16). */
+ * (mmaf) and cuBLAS on bf16 operands (bf16).  IQ4_XS: mmq_iq4.cu's one
+ * tensor-core kernel under mma1, mmaf and mma alike. */
 static void
 bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 {
@@ -3704,7 +3905,7 @@ bench(struct kc *k)
 	static const int64_t shapes[][2] = { { 4096, 4096 }, { 12288, 4096 }, { 4096, 12288 } };
 	static const int64_t mmq_shapes[][2] = { { 12288, 4096 }, { 4096, 12288 }, { 17408, 5120 } };
 	static const int i8_types[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K,
-	    QUANT_Q5_K, QUANT_Q6_K };
+	    QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_IQ4_NL };
 	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);	/* offsets of the copies + the largest matrix */
 	uint8_t *pool = xmalloc(pn);
 	double bw;
@@ -3736,9 +3937,9 @@ bench(struct kc *k)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
 	}
-	for (int ti = 0; ti < 2; ti++)	/* (both gpu_can_matmul_q8) */
+	for (int ti = 0; ti < 3; ti++)	/* (gpu_can_matmul_q8's two; IQ4_XS: mmq_iq4.cu) */
 		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {
-			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
+			int t = ti == 2 ? QUANT_IQ4_XS : ti ? QUANT_NVFP4 : QUANT_Q8_0;
 			if (k->only < 0 || k->only == t)
 				bench_mmq(k, t, mmq_shapes[si][0], mmq_shapes[si][1], dpool);
 		}

@@ -276,6 +276,7 @@ fit_block(int type, int64_t ne0)
 		case QUANT_Q5_K: type = QUANT_Q5_1; break;
 		case QUANT_Q6_K: case QUANT_NVFP4: case QUANT_MXFP4: type = QUANT_Q8_0; break;
 		case QUANT_Q2_K: case QUANT_Q3_K: type = QUANT_Q4_0; break;
+		case QUANT_IQ4_XS: type = QUANT_IQ4_NL; break;
 		default: return QUANT_F16;
 		}
 	}

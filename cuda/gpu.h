@@ -163,8 +163,8 @@ int	gpu_can_matvec(int t);
  * y[m][rows] = W[rows][ne0] . x[m][ne0] for m = 1..GPU_MATVEC_MAX_ROWS,
  * W of quant type t (ggml block layout, row after row, as in a GGUF file;
  * NVFP4 in the GPU layout).
- * ne0 must be a multiple of 256 (of 32 for F32/F16/BF16/Q8_0/Q4_0/Q4_1, 64
- * for NVFP4).  d_scale: NULL, or one device float that multiplies every
+ * ne0 must be a multiple of 256 (of 32 for F32/F16/BF16/Q8_0/Q4_0/Q4_1/IQ4_NL,
+ * 64 for NVFP4).  d_scale: NULL, or one device float that multiplies every
  * output (the NVFP4 per-tensor '.scale').  Batch-invariant: row r of the
  * result is the same bits for any m.
  */
@@ -172,16 +172,20 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int m, float *d_y, const float *d_scale);
 
 /*
- * The product on int8 activations (cuda/matvec_q8.cu, cuda/matvec_qk.cu):
- * y[n][rows] = W . x[n], W of type Q8_0 or NVFP4 (x as Q8_0 blocks), Q4_1,
- * Q5_1 (x as Q8_1) or Q4_K, Q5_K, Q6_K (x as Q8_K blocks of 256), x
- * quantized as lib/quant's quant_quantize_act does and each block's
- * integer dot scaled as quant_vec_dot scales it: equal to the CPU's int8
- * path up to the order of float sums.  Any n for the first four (16 rows a
- * launch, or the GEMM); n <= GPU_MATVEC_MAX_ROWS for the K-quants (their
- * prefill stays on gpu_matmul).  Batch-invariant for n <= 16; n > 16
- * (prefill) takes gpu_matmul_q8 for Q8_0 and NVFP4.  Uses the scratch
- * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those seven;
+ * The product on int8 activations (cuda/matvec_q8.cu, cuda/matvec_qk.cu,
+ * cuda/matvec_iq4.cu): y[n][rows] = W . x[n], W of type Q8_0, NVFP4 or
+ * IQ4_NL (x as Q8_0 blocks), Q4_1, Q5_1 (x as Q8_1) or Q4_K, Q5_K, Q6_K,
+ * IQ4_XS (x as Q8_K blocks of 256), W's bytes as in the file (NVFP4 in
+ * the GPU layout), x quantized as lib/quant's quant_quantize_act does and
+ * each block's (IQ4_XS: sub-block's) integer dot scaled as quant_vec_dot
+ * scales it: equal to the CPU's int8 path up to the order of float sums.
+ * Any n for the first five (16 rows a launch, or the GEMM) and IQ4_XS;
+ * n <= GPU_MATVEC_MAX_ROWS for the K-quants (their prefill stays on
+ * gpu_matmul).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
+ * n, a row the same bits in every launch of 16); n > 16 (prefill) takes
+ * gpu_matmul_q8 for Q8_0 and NVFP4, and for IQ4_XS cuda/mmq_iq4.cu's
+ * products by the kernel gpu_tune_mmq picks (see there).  Uses the scratch
+ * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those nine;
  * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows.
  */
 int	gpu_can_matvec_q8(int t);
@@ -197,7 +201,8 @@ int	gpu_matvec_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
  * m = 1 and 1.3-2.2x at m = 4 on 4096x4096, 12288x4096 and 4096x12288;
  * Q4_K and Q5_K mixed, 4 lanes mostly ahead at m = 1).  Each is
  * batch-invariant; the two may differ in the last bits (another order of
- * the float sums).  A type keeps one form for every m.
+ * the float sums).  A type keeps one form for every m.  IQ4_XS has one form
+ * (gpu_qk_lanes 8: a lane a 32-value sub-block), which lanes leaves alone.
  */
 int	gpu_qk_lanes(int t);
 int	gpu_tune_qk(struct gpu *g, int lanes);
@@ -256,6 +261,12 @@ int	gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
  * int8 x's values (q times its block's scale) and the weights, each
  * rounded to bf16, with fp32 sums on tensor cores; it also moves
  * gpu_matmul of the other quantized types from fp32 to bf16 operands.
+ * IQ4_XS's prefill in gpu_matvec_q8 (x as Q8_K, cuda/mmq_iq4.cu) takes the
+ * same kinds: MMA, MMAF and MMA1 its one tensor-core GEMM (the CPU's
+ * numerics: per super-block the integer sum of the sub-blocks' scaled
+ * dots, then (d * dy) times it, as quant_vec_dot's portable code), DP4A
+ * its twin (the same bits), OFF the decode kernel 16 rows at a time, BF16
+ * cuBLAS on bf16 operands (x's values d * q as lib/quant dequantizes Q8_K).
  */
 enum {
 	GPU_MMQ_MMA = 0, GPU_MMQ_DP4A = 1, GPU_MMQ_OFF = 2, GPU_MMQ_MMA1 = 3, GPU_MMQ_MMAF = 4,

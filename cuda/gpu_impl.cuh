@@ -207,10 +207,11 @@ int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, 
 void	gpu_mirror_drop(struct gpu *g, const void *w);
 
 /*
- * matvec_qk.cu, for matvec_q8.cu: qk_type(t) is 1 for Q4_K, Q5_K, Q6_K;
- * qk_quantize writes x[n][ne0] (ne0 a multiple of 256) as Q8_K: q[n][ne0]
- * (16-byte aligned), dk[n][ne0/256], bs[n][ne0/16]; qk_product is the
- * product of m <= GPU_MATVEC_MAX_ROWS of those rows with a K-quant W.
+ * matvec_qk.cu, for matvec_q8.cu: qk_type(t) is 1 for the types on Q8_K
+ * activations: Q4_K, Q5_K, Q6_K and IQ4_XS; qk_quantize writes x[n][ne0]
+ * (ne0 a multiple of 256) as Q8_K: q[n][ne0] (16-byte aligned),
+ * dk[n][ne0/256], bs[n][ne0/16]; qk_product is the product of m <=
+ * GPU_MATVEC_MAX_ROWS of those rows with such a W (IQ4_XS: matvec_iq4.cu's).
  */
 int	qk_type(int t);
 int	qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q,
@@ -232,6 +233,34 @@ int	qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t 
 	    const int16_t *bs, float *d_y, const float *d_scale);
 int	gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
 	    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t ldx, float *d_y,
+	    const float *d_scale);
+
+/*
+ * matvec_iq4.cu: the IQ4 products on int8 activations.  iq4xs_product:
+ * IQ4_XS weights on m <= GPU_MATVEC_MAX_ROWS Q8_K rows (q, dk as
+ * qk_quantize writes them; qk_product passes IQ4_XS here);
+ * iq4xs_moe_product: qk_moe_product's experts for IQ4_XS.  iq4nl_product:
+ * IQ4_NL weights on m <= GPU_MATVEC_MAX_ROWS Q8_0 rows (q[m][ne0], dx[m][ne0
+ * / 32], matvec_q8.cu's k_q8x); iq4nl_moe_product: the experts, input row i
+ * at q + i * ne0, dx + i * ne0 / 32.
+ */
+int	iq4xs_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+	    const float *dk, int m, float *d_y, const float *d_scale);
+int	iq4xs_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+	    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dk, float *d_y,
+	    const float *d_scale);
+/*
+ * mmq_iq4.cu: the product of IQ4_XS weights on n > GPU_MATVEC_MAX_ROWS Q8_K
+ * rows (q, dk as qk_quantize writes them) by the prefill kernel g->mmq
+ * names: the tiled int8 GEMM (the CPU's numerics), its dp4a twin, cuBLAS on
+ * bf16 operands, or (GPU_MMQ_OFF) iq4xs_product 16 rows at a time.
+ */
+int	iq4xs_matmul(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+	    const float *dk, int64_t n, float *d_y, const float *d_scale);
+int	iq4nl_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+	    const float *dx, int m, float *d_y, const float *d_scale);
+int	iq4nl_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+	    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dx, float *d_y,
 	    const float *d_scale);
 
 /* 1 while g's stream is being recorded into a graph. */
@@ -391,6 +420,43 @@ __device__ __forceinline__ void
 gpu_fp4x8i(uint32_t v, int *lo, int *hi)
 {
 	gpu_fp4x8(v, 0x03020100u, 0xFDFEFF00u, 0x32103210u, lo, hi);
+}
+
+/*
+ * IQ4_NL's grid (lib/quant_impl.h's qi_kvalues_iq4nl: -127, -104, -83,
+ * -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113) as int8 bytes,
+ * entry n at byte n % 4 of word n / 4: the negative half in GPU_IQ4_N0,
+ * N1, the positive half in GPU_IQ4_P0, P1.
+ */
+#define GPU_IQ4_N0 0xBFAD9881u
+#define GPU_IQ4_N1 0xF6EADDCFu
+#define GPU_IQ4_P0 0x26190D01u
+#define GPU_IQ4_P1 0x71594535u
+
+/*
+ * The grid values of the 8 indices of a word q of ggml's IQ4 quants (IQ4_NL
+ * and IQ4_XS alike: bytes 4k .. 4k+3 of a 32-value (sub-)block's 16, byte
+ * j's low nibble the index of value j, its high nibble of value j + 16) as
+ * int8 for dp4a: *lo values 4k .. 4k+3, *hi values 4k+16 .. 4k+19.  Per 4
+ * indices (q's nibbles in their order: low and high of a byte, then the
+ * next byte's) a permute of the negative half by the indices themselves
+ * (bit 3 set there: gpu_prmt's sign replication, a byte not taken), one of
+ * the positive half by the indices ^ 8, a third taking the negative or the
+ * positive byte by bit 3 (selector 0x3210 + 4 * bit 3); then two permutes
+ * put the low nibbles' values and the high nibbles' in value order.
+ * 16 instructions for 8 values.
+ */
+__device__ __forceinline__ void
+gpu_iq4x8(uint32_t q, int *lo, int *hi)
+{
+	uint32_t x = q ^ 0x88888888u, s = (q >> 1 & 0x44444444u) | 0x32103210u;
+	uint32_t a = gpu_prmt(gpu_prmt(GPU_IQ4_N0, GPU_IQ4_N1, q),
+	    gpu_prmt(GPU_IQ4_P0, GPU_IQ4_P1, x), s);
+	uint32_t b = gpu_prmt(gpu_prmt(GPU_IQ4_N0, GPU_IQ4_N1, q >> 16),
+	    gpu_prmt(GPU_IQ4_P0, GPU_IQ4_P1, x >> 16), s >> 16);
+
+	*lo = (int)gpu_prmt(a, b, 0x6420u);	/* a: values 4k, 4k+16, 4k+1, 4k+17; b: +2, +3 */
+	*hi = (int)gpu_prmt(a, b, 0x7531u);
 }
 
 /*

@@ -13,7 +13,7 @@
 
 enum {
 	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8, T_Q4_K = 12,
-	T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30, T_NVFP4 = 40
+	T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_NVFP4 = 40
 };
 
 /* QK elements in BS bytes per block (F32/F16/BF16: 32-element pseudo-blocks),
@@ -30,6 +30,8 @@ template <> struct qt<T_NVFP4> { enum { QK = 64,  BS = 36,  CB = 32 }; };
 template <> struct qt<T_Q4_K>  { enum { QK = 256, BS = 144, CB = 144 }; };
 template <> struct qt<T_Q5_K>  { enum { QK = 256, BS = 176, CB = 176 }; };
 template <> struct qt<T_Q6_K>  { enum { QK = 256, BS = 210, CB = 210 }; };
+template <> struct qt<T_IQ4_NL> { enum { QK = 32, BS = 18, CB = 18 }; };
+template <> struct qt<T_IQ4_XS> { enum { QK = 256, BS = 136, CB = 136 }; };
 
 /* Block b of the row at rp (nblk blocks): its contiguous bytes, and *sc its
  * scales where they are apart (NVFP4: the 4 ue4m3). */
@@ -74,6 +76,27 @@ kf(unsigned n)
 	int m = (int)(__byte_perm(0x03020100u, 0x0C080604u, n & 7) & 0xFF);
 
 	return (float)(n & 8 ? -m : m);
+}
+
+/* IQ4_NL's grid value of index n (0..15) as a float, by a byte permute of
+ * the table's words (gpu_impl.cuh: GPU_IQ4_*), as kf does for e2m1. */
+__device__ __forceinline__ float
+kiq(unsigned n)
+{
+	unsigned v = __byte_perm(n & 8 ? GPU_IQ4_P0 : GPU_IQ4_N0, n & 8 ? GPU_IQ4_P1 : GPU_IQ4_N1,
+	    n & 7);
+
+	return (float)(int)(signed char)(v & 0xFF);
+}
+
+/* The 6-bit scale less 32 of sub-block u (0..7) of the IQ4_XS block at b
+ * (scales_l nibble u of bytes 4.., 2 bits u of scales_h at 2). */
+__device__ __forceinline__ int
+iq4xs_scale(const uint8_t *b, int u)
+{
+	int ls = (int)(b[4 + u / 2] >> (4 * (u & 1)) & 0xF) | (int)(rd16(b + 2) >> (2 * u) & 3) << 4;
+
+	return ls - 32;
 }
 
 /* w[0..32) = elements 32u .. 32u+31 of the block at b (NVFP4: its codes,
@@ -175,6 +198,22 @@ unit_w(const uint8_t *b, const uint8_t *sc, int u, float w[32])
 				int qv = (int)((((v >> (8 * k)) >> nsh) & 0xF) |
 				    ((((vh >> (8 * k)) >> hsh) & 3) << 4)) - 32;
 				w[l] = __fmul_rn(l < 16 ? ds0 : ds1, (float)qv);
+			}
+		}
+	} else if (T == T_IQ4_NL || T == T_IQ4_XS) {
+		/* IQ4_NL: d * value; IQ4_XS: (d * (ls - 32)) * value (lib/quant_deq.c) */
+		float d = h2f(rd16(b));
+		const uint8_t *qs = T == T_IQ4_NL ? b + 2 : b + 8 + 16 * u;
+		if (T == T_IQ4_XS)
+			d = __fmul_rn(d, (float)iq4xs_scale(b, u));
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			unsigned v = rd16(qs + 2 * i);
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				unsigned x = (v >> (8 * k)) & 0xFF;
+				w[2 * i + k] = __fmul_rn(d, kiq(x & 0xF));
+				w[2 * i + k + 16] = __fmul_rn(d, kiq(x >> 4));
 			}
 		}
 	}
@@ -281,6 +320,21 @@ oct_q(const uint8_t *b, const uint8_t *sc, int o, float q[8], float *a, float *c
 		unsigned hw = ((rd32u(ql + 4) >> nsh) & 0x0F0F0F0Fu) | (((rd32u(qh + 4) >> hsh) & 0x03030303u) << 4);
 		bytes8(lo, hw, 32.0f, q);
 		*a = __fmul_rn(h2f(rd16(b + 208)), (float)((const int8_t *)b)[192 + 8 * h + 2 * qq + (l0 >> 4)]);
+	} else if (T == T_IQ4_NL || T == T_IQ4_XS) {
+		/* octet o % 4 of (sub-)block u: the low nibbles of quant bytes 0..7
+		 * or 8..15, then the high ones (values 16..31) */
+		int u = T == T_IQ4_XS ? o >> 2 : 0, j = o & 3;
+		const uint8_t *p = b + (T == T_IQ4_NL ? 2 : 8 + 16 * u) + 8 * (j & 1);
+		int sh = 4 * (j >> 1);
+		unsigned lo = rd32u(p) >> sh, hw = rd32u(p + 4) >> sh;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			q[k] = kiq((lo >> (8 * k)) & 0xF);
+			q[k + 4] = kiq((hw >> (8 * k)) & 0xF);
+		}
+		*a = h2f(rd16(b));
+		if (T == T_IQ4_XS)
+			*a = __fmul_rn(*a, (float)iq4xs_scale(b, u));
 	}
 }
 
@@ -532,6 +586,7 @@ gpu_can_matvec(int t)
 	switch (t) {
 	case T_F32: case T_F16: case T_BF16: case T_Q8_0: case T_Q4_0:
 	case T_Q4_1: case T_NVFP4: case T_Q4_K: case T_Q5_K: case T_Q6_K:
+	case T_IQ4_NL: case T_IQ4_XS:
 		return 1;
 	default:
 		return 0;
@@ -550,6 +605,8 @@ gpu_can_matvec(int t)
 	case T_Q4_K:  return FN<T_Q4_K>(__VA_ARGS__);			\
 	case T_Q5_K:  return FN<T_Q5_K>(__VA_ARGS__);			\
 	case T_Q6_K:  return FN<T_Q6_K>(__VA_ARGS__);			\
+	case T_IQ4_NL: return FN<T_IQ4_NL>(__VA_ARGS__);		\
+	case T_IQ4_XS: return FN<T_IQ4_XS>(__VA_ARGS__);		\
 	default:      return gpu_fail(g, "type %d: not supported on the GPU", (t)); \
 	}								\
 } while (0)
@@ -881,7 +938,7 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		{ T_F32, 32, 128 }, { T_F16, 32, 64 }, { T_BF16, 32, 64 },
 		{ T_Q8_0, 32, 34 }, { T_Q4_0, 32, 18 }, { T_Q4_1, 32, 20 },
 		{ T_NVFP4, 64, 36 }, { T_Q4_K, 256, 144 }, { T_Q5_K, 256, 176 },
-		{ T_Q6_K, 256, 210 },
+		{ T_Q6_K, 256, 210 }, { T_IQ4_NL, 32, 18 }, { T_IQ4_XS, 256, 136 },
 	};
 	const float one = 1.0f, zero = 0.0f;
 	size_t rowbytes = 0;

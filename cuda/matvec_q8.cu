@@ -13,14 +13,18 @@
  * run the op that makes x first (the residual add and RMSNorm, the gated
  * norm, SwiGLU, the sigmoid gate), with the arithmetic of that op's own
  * kernel, so that one launch replaces two or three.  K-quant weights
- * (Q4_K, Q5_K, Q6_K) take x as Q8_K blocks and cuda/matvec_qk.cu's
- * kernels: the host code here quantizes x in every form its weights want.
+ * (Q4_K, Q5_K, Q6_K) and IQ4_XS take x as Q8_K blocks and
+ * cuda/matvec_qk.cu's kernels (IQ4_XS: cuda/matvec_iq4.cu's, and for
+ * prompts cuda/mmq_iq4.cu's), IQ4_NL the Q8_0 blocks and
+ * cuda/matvec_iq4.cu's kernel (prompts too: 16 rows a launch): the host
+ * code here quantizes x in every form its weights want.
  */
 #include "gpu_impl.cuh"
 
 #include <cuda_fp16.h>
 
-enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_NVFP4 = 40 };
+enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_IQ4_NL = 20, Q8_T_IQ4_XS = 23,
+	Q8_T_NVFP4 = 40 };
 
 /*
  * The Q8_0 (Q8_1 with sx) quantization of 32-block b of a row, whose
@@ -624,13 +628,14 @@ extern "C" int
 gpu_can_matvec_q8(int t)
 {
 	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1 ||
-	    qk_type(t);
+	    t == Q8_T_IQ4_NL || qk_type(t);
 }
 
 extern "C" int
 gpu_can_matvec_q8_rows(int t, int64_t n)
 {
-	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || n <= GPU_MATVEC_MAX_ROWS);
+	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || t == Q8_T_IQ4_XS ||
+	    n <= GPU_MATVEC_MAX_ROWS);
 }
 
 /* Q8_0's lanes a block by default: 1 or 2 (GPU_MV8_LANE2's form).  Two,
@@ -709,7 +714,8 @@ mv8_rowbytes(int t, int64_t ne0)
 {
 	if (t == Q8_T_NVFP4)
 		return (size_t)(ne0 / 64) * 36;
-	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 : 20);
+	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 :
+	    t == Q8_T_IQ4_NL ? 18 : 20);
 }
 
 /* x quantized for the products: Q8_0/Q8_1 (q, dx, sx) and Q8_K (kq, kd, kb,
@@ -757,8 +763,8 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 	*q81 = *q80 = *qk = 0;
 	for (int i = 0; i < nw; i++) {
 		if (!gpu_can_matvec_q8(t[i]))
-			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1, Q4_K, "
-			    "Q5_K, Q6_K)", t[i]);
+			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1, IQ4_NL, "
+			    "Q4_K, Q5_K, Q6_K, IQ4_XS)", t[i]);
 		int blk = qk_type(t[i]) ? 256 : t[i] == Q8_T_NVFP4 ? 64 : 32;
 		if (!gpu_can_matvec_q8_rows(t[i], n) || rows[i] < 1 || ne0 % blk != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
@@ -786,11 +792,28 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 
 	for (int i = 0, j; i < nw; i = j) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
+		if (t[i] == Q8_T_IQ4_XS && n > GPU_MATVEC_MAX_ROWS) {	/* prefill: mmq_iq4.cu */
+			j = i + 1;
+			if (iq4xs_matmul(g, d_w[i], rows[i], ne0, X->kq, X->kd, n, d_y[i],
+			    d_scale != NULL ? d_scale[i] : NULL) != 0)
+				return -1;
+			continue;
+		}
 		if (qk_type(t[i])) {	/* n <= 16 (mv8_types) */
 			j = i + 1;
 			if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq, X->kd, X->kb, (int)n,
 			    d_y[i], d_scale != NULL ? d_scale[i] : NULL) != 0)
 				return -1;
+			continue;
+		}
+		if (t[i] == Q8_T_IQ4_NL) {	/* matvec_iq4.cu's kernel, 16 rows a launch */
+			j = i + 1;
+			for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS)
+				if (iq4nl_product(g, d_w[i], rows[i], ne0, q + (size_t)r0 * ne0,
+				    dx + (size_t)r0 * nb, n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) :
+				    GPU_MATVEC_MAX_ROWS, d_y[i] + (size_t)r0 * rows[i],
+				    d_scale != NULL ? d_scale[i] : NULL) != 0)
+					return -1;
 			continue;
 		}
 		for (j = i + 1; n <= GPU_MATVEC_MAX_ROWS && j < nw && j - i < MV8_SET &&
@@ -1086,7 +1109,8 @@ mv8_moe_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, in
  * (each row on its own: the same bytes as a one-row call's), then each
  * slot by the kernel and the lanes mv8_launch takes for one row (Q8_0:
  * MV8_Q8_0_LANES or GPU_MV8_LANE2's two; the staged form gives the same
- * bits as the in-place one), K-quants by qk_moe_product.
+ * bits as the in-place one), K-quants and IQ4_XS by qk_moe_product, IQ4_NL
+ * by iq4nl_moe_product (cuda/matvec_iq4.cu).
  */
 static int
 moe_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
@@ -1103,6 +1127,9 @@ moe_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_e
 	if (qk)
 		return qk_moe_product(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, X.kq, X.kd, X.kb,
 		    d_y, d_scale);
+	if (t == Q8_T_IQ4_NL)
+		return iq4nl_moe_product(g, d_w, rows, ne0, n_exp, d_ids, ns, per, X.q, X.dx, d_y,
+		    d_scale);
 	switch (t) {
 	case Q8_T_NVFP4:
 		if (((uintptr_t)d_w & 15) == 0 && rb % 8 == 0)

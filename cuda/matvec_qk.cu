@@ -36,7 +36,7 @@
 
 #include <cuda_fp16.h>
 
-enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14 };
+enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
 
 /* Bytes of one super-block of type T. */
 template <int T>
@@ -392,10 +392,11 @@ k_moe_mvk(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, si
 		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
 }
 
+/* The types on Q8_K activations: the K-quants here, IQ4_XS (matvec_iq4.cu). */
 int
 qk_type(int t)
 {
-	return t == QK_T_Q4_K || t == QK_T_Q5_K || t == QK_T_Q6_K;
+	return t == QK_T_Q4_K || t == QK_T_Q5_K || t == QK_T_Q6_K || t == QK_T_IQ4_XS;
 }
 
 int
@@ -438,7 +439,7 @@ mvk_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
 extern "C" int
 gpu_qk_lanes(int t)
 {
-	return t == QK_T_Q6_K ? 8 : 4;
+	return t == QK_T_Q6_K || t == QK_T_IQ4_XS ? 8 : 4;	/* (IQ4_XS: its one form) */
 }
 
 extern "C" int
@@ -459,6 +460,8 @@ qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 {
 	int nb = (int)(ne0 / 256);
 
+	if (t == QK_T_IQ4_XS)
+		return iq4xs_product(g, d_w, rows, ne0, q, dk, m, d_y, d_scale);
 	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || m < 1 || m > GPU_MATVEC_MAX_ROWS)
 		return gpu_fail(g, "matvec_q8k: type %d, %lld rows of %lld, %d inputs", t,
 		    (long long)rows, (long long)ne0, m);
@@ -502,6 +505,9 @@ qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 {
 	int nb = (int)(ne0 / 256);
 
+	if (t == QK_T_IQ4_XS)
+		return iq4xs_moe_product(g, d_w, rows, ne0, n_exp, d_ids, ns, per, q, dk, d_y,
+		    d_scale);
 	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || n_exp < 1 || ns < 1 || per < 1)
 		return gpu_fail(g, "moe matvec_q8k: type %d, %d experts of %lldx%lld, %d slots", t,
 		    n_exp, (long long)rows, (long long)ne0, ns);

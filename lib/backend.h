@@ -428,9 +428,10 @@ int	backend_pdl_env(struct backend *, const char *v, char *err);
 /*
  * The kernel of a product of more than BACKEND_ROWS_INVARIANT rows (a prompt's
  * prefill) on the CUDA backend.  BACKEND_GEMM_INT8: the CPU backend's
- * numerics for Q8_0 and NVFP4 weights (the input quantized to int8 as the
- * CPU quantizes it, each block's integer dot scaled and summed in the
- * CPU's order, on tensor cores), fp32 operands for every other type.
+ * numerics for Q8_0, NVFP4 and IQ4_XS weights (the input quantized to int8
+ * as the CPU quantizes it, each block's integer dot scaled and summed in
+ * the CPU's order, on tensor cores; IQ4_NL, Q4_1 and Q5_1 by the decode
+ * kernel 16 rows at a time), fp32 operands for every other type.
  * BACKEND_GEMM_BF16: for quantized weights, the same int8 input's values
  * (or the input, for the other quantized types) and the dequantized
  * weights, each rounded to bf16, multiplied on tensor cores with fp32

@@ -58,6 +58,18 @@ print(r.fields["general.file_type"].contents(), r.fields["tokenizer.ggml.pre"].c
 	[ "$output" = "39 qwen2" ]
 }
 
+@test "model A to IQ4_XS: rows of whole super-blocks IQ4_XS, the others IQ4_NL as llama-quantize falls back" {
+	a=$(model_a)
+	run -0 --separate-stderr quant-nvfp4 -n --type IQ4_XS "$a"
+	[[ $output == *$'\n'"blk.0.ffn_down.weight "*" 1024x384 "*" BF16 "*" IQ4_XS "*"bulk"* ]]
+	[[ $output == *$'\n'"blk.3.attn_q.weight "*" 384x512 "*" BF16 "*" IQ4_NL "*"bulk (block fallback)"* ]]
+	run -0 quant-nvfp4 --type IQ4_XS "$a" "$T/iq4.gguf"
+	peer_check "$a" "$T/iq4.gguf"
+	run -0 gguf_types "$T/iq4.gguf"
+	[[ $output == *"blk.0.ffn_down.weight IQ4_XS"* && $output == *"blk.3.attn_output.weight IQ4_XS"* ]]
+	[[ $output == *"blk.0.ssm_out.weight IQ4_XS"* && $output == *"blk.3.attn_q.weight IQ4_NL"* ]]
+}
+
 @test "model A to F32 and F16 GGUF: every matrix in the bulk type, values exact" {
 	a=$(model_a)
 	for ty in F32 F16; do

@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpu-run.sh: the one script a device run calls.  Builds for sm_90, runs
 # kernel-check (kernels vs CPU references, then the CUDA backend vs the CPU
-# backend op by op, and on model A when models/A is present), its self-test,
+# backend op by op, and on model A when models/A is present, and on A's
+# Q8_0, NVFP4, Q4_K and IQ4_XS GGUFs made here), its self-test,
 # the greedy gate on model A (GPU = CPU = refs, step and prefill), a short
 # decode timing and the matvec bandwidth benchmark (m = 1, 4).  Full logs go
 # to $OUT (or a temporary directory); a short table is printed last.  Logs kept
@@ -43,7 +44,8 @@
 # verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
 # shape's files.
 # GPU_RUN_ARCH (default 1; 0 skips it): the mixture-of-experts, Gemma-4 and step35 fixtures
-# (t/data/moe, t/data/gemma4, t/data/step35, and Q8_0 / NVFP4 GGUFs of two of them made here)
+# (t/data/moe, t/data/gemma4, t/data/step35, and Q8_0 / NVFP4 / IQ4_XS GGUFs of three of them
+# made here)
 # on the GPU: kernel-check's op checks once, then its model checks on each (one "== model"
 # block each); run-gen's greedy ids on cuda = cpu on three prompts (the last of 32 ids: the
 # prompt paths) with the argmax gate MATCH; batched decode (model-batch -d cuda)
@@ -102,7 +104,8 @@ if [ -n "$A" ] && { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = bin 
 	{ bin/quant-nvfp4 --type Q8_0 $A "$G/A-q8_0.gguf" &&
 	  bin/quant-nvfp4 $A "$G/A-nvfp4.gguf" &&
 	  bin/quant-nvfp4 --type Q4_K --tensor-type 'ffn_down\.weight$=Q6_K' \
-	    --tensor-type 'ssm_out\.weight$=Q5_K' $A "$G/A-q4_k.gguf"; } >"$OUT/gguf.log" 2>&1 ||
+	    --tensor-type 'ssm_out\.weight$=Q5_K' $A "$G/A-q4_k.gguf" &&
+	  bin/quant-nvfp4 --type IQ4_XS $A "$G/A-iq4_xs.gguf"; } >"$OUT/gguf.log" 2>&1 ||
 	    { echo "gguf of A: failed"; tail -5 "$OUT/gguf.log"; }
 	ls -l "$G" >>"$OUT/gguf.log"
 fi
@@ -114,8 +117,11 @@ if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ] || [ "$mode" =
 	t0=$(date +%s)
 	timeout 240 bin/kernel-check $A >"$OUT/kernel-check.log" 2>&1; kc=$?
 	# the model checks on GGUFs too (A-q4_k: K-quant products on int8 activations
-	# where A's rows allow them: Q4_K, Q5_K ssm_out, Q6_K ffn_down; Q5_0 elsewhere)
-	for m in "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf" "$G/A-q4_k.gguf"; do
+	# where A's rows allow them: Q4_K, Q5_K ssm_out, Q6_K ffn_down; Q5_0 elsewhere;
+	# A-iq4_xs: IQ4_XS ffn_down, ssm_out, attn_output (rows of 1024, 512, 256),
+	# IQ4_NL the rows of 384, Q5_1 embd/output; kernel-check's "== weights" line
+	# and its IQ4 checks at those shapes)
+	for m in "$G/A-q8_0.gguf" "$G/A-nvfp4.gguf" "$G/A-q4_k.gguf" "$G/A-iq4_xs.gguf"; do
 		[ -e "$m" ] || continue
 		echo "== $m" >>"$OUT/kernel-check.log"
 		timeout 120 bin/kernel-check "$m" >"$OUT/kc-model.tmp" 2>&1 || kc=1
@@ -401,9 +407,11 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	    t/data/gemma4/g4-dense t/data/gemma4/g4-ple-shared t/data/gemma4/g4-moe-keqv
 	    t/data/step35/step-a t/data/step35/step-b t/data/step35/step-n"
 	mkdir -p "$G"
-	# int8 experts (Q8_0, NVFP4) beside F16 down experts of 16-wide rows; gemma4 in NVFP4
+	# int8 experts (Q8_0, NVFP4) beside F16 down experts of 16-wide rows; gemma4 in NVFP4;
+	# step35 in IQ4_XS (its rows of 32: IQ4_NL gate and up experts, F16 down)
 	for q in "Q8_0 t/data/moe/moe-e8k2-mtp moe-q8_0" "NVFP4 t/data/moe/moe-e8k2-mtp moe-nvfp4" \
-	    "NVFP4 t/data/gemma4/g4-ple-shared g4-nvfp4" "Q8_0 t/data/step35/step-a step-q8_0"; do
+	    "NVFP4 t/data/gemma4/g4-ple-shared g4-nvfp4" "Q8_0 t/data/step35/step-a step-q8_0" \
+	    "IQ4_XS t/data/step35/step-a step-iq4_xs"; do
 		set -- $q
 		bin/quant-nvfp4 --type "$1" "$2" "$G/$3.gguf" >>"$OUT/arch-gguf.log" 2>&1 &&
 		    AM="$AM $G/$3.gguf" || { echo "quant-nvfp4 $q: failed" >>"$OUT/arch.log"; ar=1; }

@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from st_convert import convert, fp8_scale, load_checkpoint  # noqa: E402
 
 BOUND = {"F32": 1e-6, "F16": 1e-3, "BF16": 4e-3, "Q8_0": 0.01, "Q6_K": 0.03, "Q5_0": 0.05, "Q5_1": 0.05,
-         "Q5_K": 0.05, "Q4_0": 0.13, "Q4_1": 0.13, "Q4_K": 0.13, "NVFP4": 0.13, "MXFP4": 0.2}
+         "Q5_K": 0.05, "Q4_0": 0.13, "Q4_1": 0.13, "Q4_K": 0.13, "IQ4_NL": 0.13, "IQ4_XS": 0.13,
+         "NVFP4": 0.13, "MXFP4": 0.2}
 
 
 def main():

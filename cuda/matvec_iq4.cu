@@ -1,0 +1,451 @@
+/*
+ * matvec_iq4: the decode products of IQ4_XS and IQ4_NL weights on int8
+ * activations, as the CPU backend computes them.  Both read ggml's bytes
+ * as they are in the file (no layout of the GPU's own: gpu_iq4x8 turns a
+ * word of a sub-block's 4-bit indices into int8 grid values in 16
+ * instructions for 8 values, two more than the same indices in value
+ * order would take, and the blocks are 8-byte aligned (IQ4_XS) or 2-byte
+ * aligned (IQ4_NL) as they are).
+ *
+ * IQ4_XS (super-blocks of 256: d fp16, scales_h u16, scales_l[4], qs[128];
+ * sub-block s of 32 values: qs[16 s .. 16 s + 15], scale ls - 32 with ls
+ * the 6 bits of scales_l and scales_h): x quantized to Q8_K as for the
+ * K-quants (matvec_qk.cu's qk_quantize: lib/quant's quant_quantize_act
+ * bit for bit), then lib/quant_dot.c's vd_k: per super-block the integer
+ * sum over sub-blocks s of (ls_s - 32) * (w_s . q_s), scaled by d * dy.
+ * The 8 lanes of a super-block take a sub-block each, and each lane adds
+ * its part's float term (d * dy) * (float)((ls - 32) * t) (t the dp4a
+ * dot, exact; |(ls - 32) t| < 2^24, so the float is exact too) to its
+ * sum, as matvec_qk.cu's K-quant lanes do: equal to quant_vec_dot up to
+ * the order of float sums.  A warp a weight row, 4 groups of 8 lanes;
+ * group g takes super-blocks g, g + 4, ..., two at a time (both loaded
+ * first, in block order); lane i of a group reads its sub-block's 16 quant
+ * bytes as two 8-byte loads (a group's load reads 128 contiguous bytes in
+ * two instructions) and the block's 8-byte header, and input row j's 32
+ * values as two 16-byte loads.  The lanes' sums are added by a butterfly
+ * over the warp (xor 1, 2, 4, 8, 16), so a row's sum is the same
+ * operations in the same order for every m (batch-invariant).
+ *
+ * IQ4_NL (blocks of 32: d fp16, qs[16]): x quantized to Q8_0 as the Q8_0
+ * weights take it (matvec_q8.cu's k_q8x), then as vd_q8_0: per block the
+ * integer dot t times both scales, acc = fma(t, d * dx, acc) (d * dx exact:
+ * two fp16 values), as matvec_q8.cu's Q8_0 lanes do.  A warp a weight
+ * row, lane l blocks l, l + 32, ... (two in flight), the lanes' sums by a
+ * butterfly (xor 16, 8, 4, 2, 1).
+ *
+ * The experts' kernels (gpu_moe_matvec) run a slot's row by the same row
+ * function and butterfly as the one-row product (M = 1): an expert's
+ * product of one input row is its one-row product bit for bit.
+ */
+#include "gpu_impl.cuh"
+
+#include <cuda_fp16.h>
+
+enum { XS_BS = 136, NL_BS = 18 };
+
+/* 1.5 * 2^23 as float bits: a dp4a chain started from them holds the float
+ * 12582912 + t exactly (|t| < 2^22), and one subtraction gives (float)t. */
+#define IQ_MAGIC 0x4B400000
+
+__device__ __forceinline__ float
+iq_i2f(int c)
+{
+	return __fsub_rn(__int_as_float(c), 12582912.0f);
+}
+
+/* --- IQ4_XS ------------------------------------------------------------ */
+
+/* The words of one super-block a lane needs: the header (d | scales_h <<
+ * 16, scales_l) and its sub-block's 16 quant bytes. */
+struct xs_w {
+	uint2	h, a, b;
+};
+
+__device__ __forceinline__ void
+xs_load(const uint8_t *blk, int i, struct xs_w *w)
+{
+	w->h = __ldg((const uint2 *)blk);
+	w->a = __ldg((const uint2 *)(blk + 8 + 16 * i));
+	w->b = __ldg((const uint2 *)(blk + 16 + 16 * i));
+}
+
+/*
+ * acc[j] += lane i's part of super-block b (words w) against input row j
+ * < m: (d * dy_j) * (float)((ls - 32) * t_j), t_j the dot of sub-block i
+ * with the same 32 values of row j.
+ */
+template <int M>
+__device__ __forceinline__ void
+xs_block(const struct xs_w *w, int64_t b, int i, int64_t ne0, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, int m, float *acc)
+{
+	uint32_t hd = w->h.x, hl = w->h.y;
+	/* scales_l byte i / 2, nibble i % 2 (bits 4 i of the word), and 2 bits of scales_h */
+	int ls = (int)(hl >> (4 * i) & 0xFu) | (int)(hd >> (16 + 2 * i) & 3u) << 4;
+	float d = __half2float(__ushort_as_half((unsigned short)(hd & 0xFFFFu)));
+	float fs = (float)(ls - 32);	/* exact: |ls - 32| <= 32 */
+	uint32_t qw[4] = { w->a.x, w->a.y, w->b.x, w->b.y };
+	int lo[4], hi[4];
+
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		gpu_iq4x8(qw[k], &lo[k], &hi[k]);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		if (j >= m)
+			break;
+		const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 32 * i;
+		int4 ya = *(const int4 *)xq, yb = *(const int4 *)(xq + 16);
+		int t = __dp4a(lo[0], ya.x, IQ_MAGIC);
+		t = __dp4a(lo[1], ya.y, t), t = __dp4a(lo[2], ya.z, t), t = __dp4a(lo[3], ya.w, t);
+		t = __dp4a(hi[0], yb.x, t), t = __dp4a(hi[1], yb.y, t), t = __dp4a(hi[2], yb.z, t);
+		t = __dp4a(hi[3], yb.w, t);
+		float dy = dk[(size_t)j * (ne0 / 256) + b];
+		/* (float)t * fs: the exact (float)((ls - 32) * t) */
+		acc[j] = __fadd_rn(acc[j], __fmul_rn(__fmul_rn(d, dy), __fmul_rn(iq_i2f(t), fs)));
+	}
+}
+
+/*
+ * acc[j] (zeroed here) = lane's part of the sums of the weight row at wr
+ * (nb super-blocks) with the m (<= M) Q8_K input rows; the file comment's
+ * order: group g = lane / 8 blocks g, g + 4, ..., two at a time.
+ */
+template <int M>
+__device__ __forceinline__ void
+xs_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, int m, int lane, float *acc)
+{
+	int g = lane >> 3, i = lane & 7;
+	int64_t ne0 = (int64_t)nb * 256;
+
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	for (int b0 = 0; b0 < nb; b0 += 8) {
+		struct xs_w w0, w1;
+		int b = b0 + g, on0 = b < nb, on1 = b + 4 < nb;
+		if (on0)
+			xs_load(wr + (size_t)b * XS_BS, i, &w0);
+		if (on1)
+			xs_load(wr + (size_t)(b + 4) * XS_BS, i, &w1);
+		if (on0)
+			xs_block<M>(&w0, b, i, ne0, q, dk, m, acc);
+		if (on1)
+			xs_block<M>(&w1, b + 4, i, ne0, q, dk, m, acc);
+	}
+}
+
+/* v summed over the warp by the butterfly xor 1, 2, 4, 8, 16. */
+__device__ __forceinline__ float
+xs_sum(float v)
+{
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1)
+		v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+	return v;
+}
+
+/* One warp per weight row r: y[j][r] for the m <= M input rows. */
+template <int M>
+__global__ void __launch_bounds__(256)
+k_iq4xs(const uint8_t *__restrict__ W, int64_t rows, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, int m, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	size_t rb = (size_t)nb * XS_BS;
+	float acc[M];
+
+	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
+		pdl_prefetch(W + r * rb, rb, lane);
+	pdl_enter();
+	if (r >= rows)
+		return;
+	/* (m as a constant where M = 1: ptxas spilled 8 bytes with it unknown) */
+	xs_row<M>(W + r * rb, nb, q, dk, M == 1 ? 1 : m, lane, acc);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		if (j >= m)
+			break;
+		float v = xs_sum(acc[j]);
+		if (lane == 0)
+			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
+	}
+}
+
+/*
+ * The experts: the warp of row r of slot s = s0 + blockIdx.y is
+ * k_iq4xs<1>'s on Q8_K input row s / per against expert ids[s]'s rows
+ * (ebytes apart), into y[s][rows].  An id outside [0, n_exp) gives NaN.
+ */
+__global__ void __launch_bounds__(256)
+k_moe_iq4xs(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, int n_exp,
+    const int32_t *__restrict__ ids, int s0, int per, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, s = s0 + (int)blockIdx.y;
+	size_t rb = (size_t)nb * XS_BS;
+	float acc[1];
+
+	pdl_enter();	/* the ids are an earlier kernel's */
+	if (r >= rows)
+		return;
+	int e = ids[s];
+	size_t xr = (size_t)(s / per);
+	float *yr = y + (size_t)s * rows + r;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			*yr = __int_as_float(0x7FC00000);
+		return;
+	}
+	xs_row<1>(W + (size_t)e * ebytes + r * rb, nb, q + xr * nb * 256, dk + xr * nb, 1, lane,
+	    acc);
+	float v = xs_sum(acc[0]);
+	if (lane == 0)
+		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
+}
+
+int
+iq4xs_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+    const float *dk, int m, float *d_y, const float *d_scale)
+{
+	int nb = (int)(ne0 / 256);
+	unsigned grid = (unsigned)((rows + 7) / 8);
+	const uint8_t *W = (const uint8_t *)d_w;
+
+	if (ne0 % 256 != 0 || ne0 < 256 || ne0 / 256 > INT32_MAX || rows < 1 || m < 1 ||
+	    m > GPU_MATVEC_MAX_ROWS || (rows + 7) / 8 > INT32_MAX)
+		return gpu_fail(g, "matvec_q8k: IQ4_XS, %lld rows of %lld, %d inputs",
+		    (long long)rows, (long long)ne0, m);
+	if (((uintptr_t)d_w & 7) != 0)
+		return gpu_fail(g, "matvec_q8k: IQ4_XS weights not 8-byte aligned");
+	if (m <= 1)
+		gpu_launch(g, k_iq4xs<1>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
+	else if (m <= 2)
+		gpu_launch(g, k_iq4xs<2>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
+	else if (m <= 4)
+		gpu_launch(g, k_iq4xs<4>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
+	else if (m <= 8)
+		gpu_launch(g, k_iq4xs<8>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
+	else
+		gpu_launch(g, k_iq4xs<16>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
+	GPU_LAUNCHED(g, "matvec_iq4xs");
+	return 0;
+}
+
+int
+iq4xs_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dk, float *d_y,
+    const float *d_scale)
+{
+	int nb = (int)(ne0 / 256);
+	size_t rb = (size_t)nb * XS_BS;
+
+	if (ne0 % 256 != 0 || ne0 < 256 || ne0 / 256 > INT32_MAX || rows < 1 || n_exp < 1 ||
+	    ns < 1 || per < 1 || (rows + 7) / 8 > INT32_MAX)
+		return gpu_fail(g, "moe matvec_q8k: IQ4_XS, %d experts of %lldx%lld, %d slots", n_exp,
+		    (long long)rows, (long long)ne0, ns);
+	if (((uintptr_t)d_w & 7) != 0)
+		return gpu_fail(g, "moe matvec_q8k: IQ4_XS weights not 8-byte aligned");
+	for (int s0 = 0; s0 < ns; s0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(ns - s0, 65535));
+		gpu_launch(g, k_moe_iq4xs, grid, 256, 0, (const uint8_t *)d_w, rb * (size_t)rows, rows,
+		    nb, n_exp, d_ids, s0, per, q, dk, d_y, d_scale);
+		GPU_LAUNCHED(g, "moe matvec_iq4xs");
+	}
+	return 0;
+}
+
+/* --- IQ4_NL ------------------------------------------------------------ */
+
+/* The 5 aligned words that hold the 18-byte block at blk (2-byte aligned):
+ * from blk itself or from the 2 bytes before it (o = 2). */
+struct nl_w {
+	uint32_t p[5];
+	unsigned o;
+};
+
+__device__ __forceinline__ void
+nl_load(const uint8_t *blk, struct nl_w *w)
+{
+	unsigned o = (unsigned)((uintptr_t)blk & 2);
+	const uint32_t *p = (const uint32_t *)(blk - o);
+
+#pragma unroll
+	for (int k = 0; k < 5; k++)
+		w->p[k] = __ldg(p + k);
+	w->o = o;
+}
+
+/*
+ * acc[j] += the block b (words w) . block b of input row j < m: t its
+ * integer dot, acc = fma(t, d * dx_j, acc).  The quant words from the
+ * block's byte 2 on: the funnel shift of two loaded words by 16 + 8 o bits
+ * (32, clamped: the high word itself).
+ */
+template <int M>
+__device__ __forceinline__ void
+nl_block(const struct nl_w *w, int b, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, int m, float *acc)
+{
+	unsigned sh = 16 + 8 * w->o;
+	float d = __half2float(__ushort_as_half((unsigned short)(w->p[0] >> (8 * w->o))));
+	int lo[4], hi[4];
+
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		gpu_iq4x8(__funnelshift_rc(w->p[k], w->p[k + 1], sh), &lo[k], &hi[k]);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		if (j >= m)
+			break;
+		size_t xi = (size_t)j * nb + b;
+		const int4 *xq = (const int4 *)(q + xi * 32);
+		int4 ya = xq[0], yb = xq[1];
+		int t = __dp4a(lo[0], ya.x, IQ_MAGIC);
+		t = __dp4a(lo[1], ya.y, t), t = __dp4a(lo[2], ya.z, t), t = __dp4a(lo[3], ya.w, t);
+		t = __dp4a(hi[0], yb.x, t), t = __dp4a(hi[1], yb.y, t), t = __dp4a(hi[2], yb.z, t);
+		t = __dp4a(hi[3], yb.w, t);
+		acc[j] = __fmaf_rn(iq_i2f(t), __fmul_rn(d, dx[xi]), acc[j]);
+	}
+}
+
+/* acc[j] (zeroed here) = lane's part of the weight row at wr (nb blocks)
+ * . input row j: blocks lane, lane + 32, ..., two loaded at a time. */
+template <int M>
+__device__ __forceinline__ void
+nl_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, int m, int lane, float *acc)
+{
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	for (int b = lane; b < nb; b += 64) {
+		struct nl_w w0, w1;
+		int on1 = b + 32 < nb;
+		nl_load(wr + (size_t)b * NL_BS, &w0);
+		if (on1)
+			nl_load(wr + (size_t)(b + 32) * NL_BS, &w1);
+		nl_block<M>(&w0, b, nb, q, dx, m, acc);
+		if (on1)
+			nl_block<M>(&w1, b + 32, nb, q, dx, m, acc);
+	}
+}
+
+/* v summed over the warp by the butterfly xor 16, 8, 4, 2, 1. */
+__device__ __forceinline__ float
+nl_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+	return v;
+}
+
+template <int M>
+__global__ void __launch_bounds__(256)
+k_iq4nl(const uint8_t *__restrict__ W, int64_t rows, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, int m, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	size_t rb = (size_t)nb * NL_BS;
+	float acc[M];
+
+	if (r < rows)
+		pdl_prefetch(W + r * rb, rb, lane);
+	pdl_enter();
+	if (r >= rows)
+		return;
+	nl_row<M>(W + r * rb, nb, q, dx, m, lane, acc);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		if (j >= m)
+			break;
+		float v = nl_sum(acc[j]);
+		if (lane == 0)
+			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
+	}
+}
+
+/* k_moe_iq4xs's form for IQ4_NL on Q8_0 input rows (q, dx of row s / per). */
+__global__ void __launch_bounds__(256)
+k_moe_iq4nl(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, int n_exp,
+    const int32_t *__restrict__ ids, int s0, int per, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31, s = s0 + (int)blockIdx.y;
+	size_t rb = (size_t)nb * NL_BS;
+	float acc[1];
+
+	pdl_enter();	/* the ids are an earlier kernel's */
+	if (r >= rows)
+		return;
+	int e = ids[s];
+	size_t xr = (size_t)(s / per);
+	float *yr = y + (size_t)s * rows + r;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			*yr = __int_as_float(0x7FC00000);
+		return;
+	}
+	nl_row<1>(W + (size_t)e * ebytes + r * rb, nb, q + xr * nb * 32, dx + xr * nb, 1, lane,
+	    acc);
+	float v = nl_sum(acc[0]);
+	if (lane == 0)
+		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
+}
+
+int
+iq4nl_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+    const float *dx, int m, float *d_y, const float *d_scale)
+{
+	int nb = (int)(ne0 / 32);
+	unsigned grid = (unsigned)((rows + 7) / 8);
+	const uint8_t *W = (const uint8_t *)d_w;
+
+	if (ne0 % 32 != 0 || ne0 < 32 || ne0 / 32 > INT32_MAX || rows < 1 || m < 1 ||
+	    m > GPU_MATVEC_MAX_ROWS || (rows + 7) / 8 > INT32_MAX)
+		return gpu_fail(g, "matvec_q8: IQ4_NL, %lld rows of %lld, %d inputs",
+		    (long long)rows, (long long)ne0, m);
+	if (((uintptr_t)d_w & 1) != 0)
+		return gpu_fail(g, "matvec_q8: IQ4_NL weights not 2-byte aligned");
+	if (m <= 1)
+		gpu_launch(g, k_iq4nl<1>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
+	else if (m <= 2)
+		gpu_launch(g, k_iq4nl<2>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
+	else if (m <= 4)
+		gpu_launch(g, k_iq4nl<4>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
+	else if (m <= 8)
+		gpu_launch(g, k_iq4nl<8>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
+	else
+		gpu_launch(g, k_iq4nl<16>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
+	GPU_LAUNCHED(g, "matvec_iq4nl");
+	return 0;
+}
+
+int
+iq4nl_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dx, float *d_y,
+    const float *d_scale)
+{
+	int nb = (int)(ne0 / 32);
+	size_t rb = (size_t)nb * NL_BS;
+
+	if (ne0 % 32 != 0 || ne0 < 32 || ne0 / 32 > INT32_MAX || rows < 1 || n_exp < 1 ||
+	    ns < 1 || per < 1 || (rows + 7) / 8 > INT32_MAX)
+		return gpu_fail(g, "moe matvec_q8: IQ4_NL, %d experts of %lldx%lld, %d slots", n_exp,
+		    (long long)rows, (long long)ne0, ns);
+	if (((uintptr_t)d_w & 1) != 0)
+		return gpu_fail(g, "moe matvec_q8: IQ4_NL weights not 2-byte aligned");
+	for (int s0 = 0; s0 < ns; s0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(ns - s0, 65535));
+		gpu_launch(g, k_moe_iq4nl, grid, 256, 0, (const uint8_t *)d_w, rb * (size_t)rows, rows,
+		    nb, n_exp, d_ids, s0, per, q, dx, d_y, d_scale);
+		GPU_LAUNCHED(g, "moe matvec_iq4nl");
+	}
+	return 0;
+}
