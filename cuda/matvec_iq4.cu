@@ -146,118 +146,6 @@ xs_sum(float v)
 	return v;
 }
 
-/* One warp per weight row r: y[j][r] for the m <= M input rows. */
-template <int M>
-__global__ void __launch_bounds__(256)
-k_iq4xs(const uint8_t *__restrict__ W, int64_t rows, int nb, const int8_t *__restrict__ q,
-    const float *__restrict__ dk, int m, float *y, const float *scale)
-{
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
-	size_t rb = (size_t)nb * XS_BS;
-	float acc[M];
-
-	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
-		pdl_prefetch(W + r * rb, rb, lane);
-	pdl_enter();
-	if (r >= rows)
-		return;
-	/* (m as a constant where M = 1: ptxas spilled 8 bytes with it unknown) */
-	xs_row<M>(W + r * rb, nb, q, dk, M == 1 ? 1 : m, lane, acc);
-#pragma unroll
-	for (int j = 0; j < M; j++) {
-		if (j >= m)
-			break;
-		float v = xs_sum(acc[j]);
-		if (lane == 0)
-			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
-	}
-}
-
-/*
- * The experts: the warp of row r of slot s = s0 + blockIdx.y is
- * k_iq4xs<1>'s on Q8_K input row s / per against expert ids[s]'s rows
- * (ebytes apart), into y[s][rows].  An id outside [0, n_exp) gives NaN.
- */
-__global__ void __launch_bounds__(256)
-k_moe_iq4xs(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, int n_exp,
-    const int32_t *__restrict__ ids, int s0, int per, const int8_t *__restrict__ q,
-    const float *__restrict__ dk, float *y, const float *scale)
-{
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31, s = s0 + (int)blockIdx.y;
-	size_t rb = (size_t)nb * XS_BS;
-	float acc[1];
-
-	pdl_enter();	/* the ids are an earlier kernel's */
-	if (r >= rows)
-		return;
-	int e = ids[s];
-	size_t xr = (size_t)(s / per);
-	float *yr = y + (size_t)s * rows + r;
-	if (e < 0 || e >= n_exp) {
-		if (lane == 0)
-			*yr = __int_as_float(0x7FC00000);
-		return;
-	}
-	xs_row<1>(W + (size_t)e * ebytes + r * rb, nb, q + xr * nb * 256, dk + xr * nb, 1, lane,
-	    acc);
-	float v = xs_sum(acc[0]);
-	if (lane == 0)
-		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
-}
-
-int
-iq4xs_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
-    const float *dk, int m, float *d_y, const float *d_scale)
-{
-	int nb = (int)(ne0 / 256);
-	unsigned grid = (unsigned)((rows + 7) / 8);
-	const uint8_t *W = (const uint8_t *)d_w;
-
-	if (ne0 % 256 != 0 || ne0 < 256 || ne0 / 256 > INT32_MAX || rows < 1 || m < 1 ||
-	    m > GPU_MATVEC_MAX_ROWS || (rows + 7) / 8 > INT32_MAX)
-		return gpu_fail(g, "matvec_q8k: IQ4_XS, %lld rows of %lld, %d inputs",
-		    (long long)rows, (long long)ne0, m);
-	if (((uintptr_t)d_w & 7) != 0)
-		return gpu_fail(g, "matvec_q8k: IQ4_XS weights not 8-byte aligned");
-	if (m <= 1)
-		gpu_launch(g, k_iq4xs<1>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
-	else if (m <= 2)
-		gpu_launch(g, k_iq4xs<2>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
-	else if (m <= 4)
-		gpu_launch(g, k_iq4xs<4>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
-	else if (m <= 8)
-		gpu_launch(g, k_iq4xs<8>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
-	else
-		gpu_launch(g, k_iq4xs<16>, grid, 256, 0, W, rows, nb, q, dk, m, d_y, d_scale);
-	GPU_LAUNCHED(g, "matvec_iq4xs");
-	return 0;
-}
-
-int
-iq4xs_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
-    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dk, float *d_y,
-    const float *d_scale)
-{
-	int nb = (int)(ne0 / 256);
-	size_t rb = (size_t)nb * XS_BS;
-
-	if (ne0 % 256 != 0 || ne0 < 256 || ne0 / 256 > INT32_MAX || rows < 1 || n_exp < 1 ||
-	    ns < 1 || per < 1 || (rows + 7) / 8 > INT32_MAX)
-		return gpu_fail(g, "moe matvec_q8k: IQ4_XS, %d experts of %lldx%lld, %d slots", n_exp,
-		    (long long)rows, (long long)ne0, ns);
-	if (((uintptr_t)d_w & 7) != 0)
-		return gpu_fail(g, "moe matvec_q8k: IQ4_XS weights not 8-byte aligned");
-	for (int s0 = 0; s0 < ns; s0 += 65535) {
-		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(ns - s0, 65535));
-		gpu_launch(g, k_moe_iq4xs, grid, 256, 0, (const uint8_t *)d_w, rb * (size_t)rows, rows,
-		    nb, n_exp, d_ids, s0, per, q, dk, d_y, d_scale);
-		GPU_LAUNCHED(g, "moe matvec_iq4xs");
-	}
-	return 0;
-}
-
 /* --- IQ4_NL ------------------------------------------------------------ */
 
 /* The 5 aligned words that hold the 18-byte block at blk (2-byte aligned):
@@ -344,41 +232,82 @@ nl_sum(float v)
 	return v;
 }
 
-template <int M>
+/* --- both: the kernels and their launches -------------------------------- */
+
+/* A type's row function, butterfly, block and checks (T: 23 IQ4_XS on Q8_K
+ * rows x (q, d = dk), 20 IQ4_NL on Q8_0 rows (q, d = dx)). */
+template <int T> struct iq4;
+
+template <> struct iq4<23> {
+	enum { QK = 256, BS = XS_BS, ALIGN = 8 };
+	static constexpr const char *name = "matvec_q8k: IQ4_XS";
+	static constexpr const char *kname = "matvec_iq4xs", *mname = "moe matvec_iq4xs";
+	template <int M>
+	static __device__ __forceinline__ void
+	row(const uint8_t *wr, int nb, const int8_t *q, const float *d, int m, int lane,
+	    float *acc)
+	{
+		xs_row<M>(wr, nb, q, d, m, lane, acc);
+	}
+	static __device__ __forceinline__ float sum(float v) { return xs_sum(v); }
+};
+
+template <> struct iq4<20> {
+	enum { QK = 32, BS = NL_BS, ALIGN = 2 };
+	static constexpr const char *name = "matvec_q8: IQ4_NL";
+	static constexpr const char *kname = "matvec_iq4nl", *mname = "moe matvec_iq4nl";
+	template <int M>
+	static __device__ __forceinline__ void
+	row(const uint8_t *wr, int nb, const int8_t *q, const float *d, int m, int lane,
+	    float *acc)
+	{
+		nl_row<M>(wr, nb, q, d, m, lane, acc);
+	}
+	static __device__ __forceinline__ float sum(float v) { return nl_sum(v); }
+};
+
+/* One warp per weight row r: y[j][r] for the m <= M input rows. */
+template <int T, int M>
 __global__ void __launch_bounds__(256)
-k_iq4nl(const uint8_t *__restrict__ W, int64_t rows, int nb, const int8_t *__restrict__ q,
-    const float *__restrict__ dx, int m, float *y, const float *scale)
+k_iq4(const uint8_t *__restrict__ W, int64_t rows, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ d, int m, float *y, const float *scale)
 {
 	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
-	size_t rb = (size_t)nb * NL_BS;
+	size_t rb = (size_t)nb * iq4<T>::BS;
 	float acc[M];
 
-	if (r < rows)
+	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
 		pdl_prefetch(W + r * rb, rb, lane);
 	pdl_enter();
 	if (r >= rows)
 		return;
-	nl_row<M>(W + r * rb, nb, q, dx, m, lane, acc);
+	/* (m as a constant where M = 1: ptxas spilled 8 bytes with it unknown) */
+	iq4<T>::template row<M>(W + r * rb, nb, q, d, M == 1 ? 1 : m, lane, acc);
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		if (j >= m)
 			break;
-		float v = nl_sum(acc[j]);
+		float v = iq4<T>::sum(acc[j]);
 		if (lane == 0)
 			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
 	}
 }
 
-/* k_moe_iq4xs's form for IQ4_NL on Q8_0 input rows (q, dx of row s / per). */
+/*
+ * The experts: the warp of row r of slot s = s0 + blockIdx.y is
+ * k_iq4<T, 1>'s on input row s / per against expert ids[s]'s rows (ebytes
+ * apart), into y[s][rows].  An id outside [0, n_exp) gives NaN.
+ */
+template <int T>
 __global__ void __launch_bounds__(256)
-k_moe_iq4nl(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, int n_exp,
+k_moe_iq4(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, int n_exp,
     const int32_t *__restrict__ ids, int s0, int per, const int8_t *__restrict__ q,
-    const float *__restrict__ dx, float *y, const float *scale)
+    const float *__restrict__ d, float *y, const float *scale)
 {
 	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31, s = s0 + (int)blockIdx.y;
-	size_t rb = (size_t)nb * NL_BS;
+	size_t rb = (size_t)nb * iq4<T>::BS;
 	float acc[1];
 
 	pdl_enter();	/* the ids are an earlier kernel's */
@@ -392,39 +321,90 @@ k_moe_iq4nl(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, 
 			*yr = __int_as_float(0x7FC00000);
 		return;
 	}
-	nl_row<1>(W + (size_t)e * ebytes + r * rb, nb, q + xr * nb * 32, dx + xr * nb, 1, lane,
-	    acc);
-	float v = nl_sum(acc[0]);
+	iq4<T>::template row<1>(W + (size_t)e * ebytes + r * rb, nb, q + xr * nb * iq4<T>::QK,
+	    d + xr * nb, 1, lane, acc);
+	float v = iq4<T>::sum(acc[0]);
 	if (lane == 0)
 		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
+}
+
+template <int T>
+static int
+iq4_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+    const float *d, int m, float *d_y, const float *d_scale)
+{
+	const int qk = iq4<T>::QK;
+	int nb = (int)(ne0 / qk);
+	unsigned grid = (unsigned)((rows + 7) / 8);
+	const uint8_t *W = (const uint8_t *)d_w;
+
+	if (ne0 % qk != 0 || ne0 < qk || ne0 / qk > INT32_MAX || rows < 1 || m < 1 ||
+	    m > GPU_MATVEC_MAX_ROWS || (rows + 7) / 8 > INT32_MAX)
+		return gpu_fail(g, "%s, %lld rows of %lld, %d inputs", iq4<T>::name,
+		    (long long)rows, (long long)ne0, m);
+	if (((uintptr_t)d_w & (iq4<T>::ALIGN - 1)) != 0)
+		return gpu_fail(g, "%s weights not %d-byte aligned", iq4<T>::name,
+		    (int)iq4<T>::ALIGN);
+	if (m <= 1)
+		gpu_launch(g, k_iq4<T, 1>, grid, 256, 0, W, rows, nb, q, d, m, d_y, d_scale);
+	else if (m <= 2)
+		gpu_launch(g, k_iq4<T, 2>, grid, 256, 0, W, rows, nb, q, d, m, d_y, d_scale);
+	else if (m <= 4)
+		gpu_launch(g, k_iq4<T, 4>, grid, 256, 0, W, rows, nb, q, d, m, d_y, d_scale);
+	else if (m <= 8)
+		gpu_launch(g, k_iq4<T, 8>, grid, 256, 0, W, rows, nb, q, d, m, d_y, d_scale);
+	else
+		gpu_launch(g, k_iq4<T, 16>, grid, 256, 0, W, rows, nb, q, d, m, d_y, d_scale);
+	GPU_LAUNCHED(g, iq4<T>::kname);
+	return 0;
+}
+
+template <int T>
+static int
+iq4_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *d, float *d_y,
+    const float *d_scale)
+{
+	const int qk = iq4<T>::QK;
+	int nb = (int)(ne0 / qk);
+	size_t rb = (size_t)nb * iq4<T>::BS;
+
+	if (ne0 % qk != 0 || ne0 < qk || ne0 / qk > INT32_MAX || rows < 1 || n_exp < 1 ||
+	    ns < 1 || per < 1 || (rows + 7) / 8 > INT32_MAX)
+		return gpu_fail(g, "moe %s, %d experts of %lldx%lld, %d slots", iq4<T>::name, n_exp,
+		    (long long)rows, (long long)ne0, ns);
+	if (((uintptr_t)d_w & (iq4<T>::ALIGN - 1)) != 0)
+		return gpu_fail(g, "moe %s weights not %d-byte aligned", iq4<T>::name,
+		    (int)iq4<T>::ALIGN);
+	for (int s0 = 0; s0 < ns; s0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(ns - s0, 65535));
+		gpu_launch(g, k_moe_iq4<T>, grid, 256, 0, (const uint8_t *)d_w, rb * (size_t)rows,
+		    rows, nb, n_exp, d_ids, s0, per, q, d, d_y, d_scale);
+		GPU_LAUNCHED(g, iq4<T>::mname);
+	}
+	return 0;
+}
+
+int
+iq4xs_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+    const float *dk, int m, float *d_y, const float *d_scale)
+{
+	return iq4_product<23>(g, d_w, rows, ne0, q, dk, m, d_y, d_scale);
+}
+
+int
+iq4xs_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dk, float *d_y,
+    const float *d_scale)
+{
+	return iq4_moe_product<23>(g, d_w, rows, ne0, n_exp, d_ids, ns, per, q, dk, d_y, d_scale);
 }
 
 int
 iq4nl_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
     const float *dx, int m, float *d_y, const float *d_scale)
 {
-	int nb = (int)(ne0 / 32);
-	unsigned grid = (unsigned)((rows + 7) / 8);
-	const uint8_t *W = (const uint8_t *)d_w;
-
-	if (ne0 % 32 != 0 || ne0 < 32 || ne0 / 32 > INT32_MAX || rows < 1 || m < 1 ||
-	    m > GPU_MATVEC_MAX_ROWS || (rows + 7) / 8 > INT32_MAX)
-		return gpu_fail(g, "matvec_q8: IQ4_NL, %lld rows of %lld, %d inputs",
-		    (long long)rows, (long long)ne0, m);
-	if (((uintptr_t)d_w & 1) != 0)
-		return gpu_fail(g, "matvec_q8: IQ4_NL weights not 2-byte aligned");
-	if (m <= 1)
-		gpu_launch(g, k_iq4nl<1>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
-	else if (m <= 2)
-		gpu_launch(g, k_iq4nl<2>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
-	else if (m <= 4)
-		gpu_launch(g, k_iq4nl<4>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
-	else if (m <= 8)
-		gpu_launch(g, k_iq4nl<8>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
-	else
-		gpu_launch(g, k_iq4nl<16>, grid, 256, 0, W, rows, nb, q, dx, m, d_y, d_scale);
-	GPU_LAUNCHED(g, "matvec_iq4nl");
-	return 0;
+	return iq4_product<20>(g, d_w, rows, ne0, q, dx, m, d_y, d_scale);
 }
 
 int
@@ -432,20 +412,5 @@ iq4nl_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int
     const int32_t *d_ids, int ns, int per, const int8_t *q, const float *dx, float *d_y,
     const float *d_scale)
 {
-	int nb = (int)(ne0 / 32);
-	size_t rb = (size_t)nb * NL_BS;
-
-	if (ne0 % 32 != 0 || ne0 < 32 || ne0 / 32 > INT32_MAX || rows < 1 || n_exp < 1 ||
-	    ns < 1 || per < 1 || (rows + 7) / 8 > INT32_MAX)
-		return gpu_fail(g, "moe matvec_q8: IQ4_NL, %d experts of %lldx%lld, %d slots", n_exp,
-		    (long long)rows, (long long)ne0, ns);
-	if (((uintptr_t)d_w & 1) != 0)
-		return gpu_fail(g, "moe matvec_q8: IQ4_NL weights not 2-byte aligned");
-	for (int s0 = 0; s0 < ns; s0 += 65535) {
-		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(ns - s0, 65535));
-		gpu_launch(g, k_moe_iq4nl, grid, 256, 0, (const uint8_t *)d_w, rb * (size_t)rows, rows,
-		    nb, n_exp, d_ids, s0, per, q, dx, d_y, d_scale);
-		GPU_LAUNCHED(g, "moe matvec_iq4nl");
-	}
-	return 0;
+	return iq4_moe_product<20>(g, d_w, rows, ne0, n_exp, d_ids, ns, per, q, dx, d_y, d_scale);
 }
