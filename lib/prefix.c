@@ -9,7 +9,8 @@
 
 struct blk {
 	uint64_t key;		/* chain hash (masked) */
-	uint64_t stamp;		/* last use */
+	uint64_t stamp;		/* last use (of a chain through it) */
+	uint64_t sstamp;	/* its snapshot's last use (stored, or a lookup's end) */
 	int	parent;		/* the block before; -1: the first */
 	int	depth;		/* tokens [depth block, (depth+1) block) */
 	int	children, pins;
@@ -410,6 +411,7 @@ prefix_lookup(struct prefix *p, const int32_t *ids, const struct prefix_tag *tag
 	if (*last < 0)
 		return 0;
 	touch(p, *last);
+	p->b[*last].sstamp = p->clock;
 	p->st.hits++;
 	p->st.hit_tokens += (long)(p->b[*last].depth + 1) * p->pc.block;
 	return (p->b[*last].depth + 1) * p->pc.block;
@@ -533,8 +535,9 @@ take(struct prefix *p, int keep)
 }
 
 /* A snapshot slot for block id: a free one, else the least recently used
- * block's that no one pinned but id's (that block stays, its rows only);
- * -1 when none. */
+ * snapshot (stored, or where a lookup ended: a chain passing over it does
+ * not use it) of a block that no one pinned but id's (that block stays,
+ * its rows only); -1 when none. */
 static int
 take_snap(struct prefix *p, int id)
 {
@@ -547,7 +550,7 @@ take_snap(struct prefix *p, int id)
 			const struct blk *b = &p->b[p->sown[i]];
 
 			if (b->pins == 0 && p->sown[i] != id &&
-			    (lru < 0 || b->stamp < p->b[p->sown[lru]].stamp))
+			    (lru < 0 || b->sstamp < p->b[p->sown[lru]].sstamp))
 				lru = i;
 		}
 		if (lru < 0)
@@ -557,6 +560,7 @@ take_snap(struct prefix *p, int id)
 		k = lru;
 	}
 	p->sown[k] = id, p->b[id].snap = k;
+	p->b[id].sstamp = ++p->clock;
 	p->n_snap++;
 	return k;
 }

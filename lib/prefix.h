@@ -44,7 +44,9 @@
  * evicts the least recently used block that no other block extends and
  * that no one pinned (a chain is evicted from its end; its snapshot goes
  * with it); when the snapshots are full, storing one takes the least
- * recently used block's that no one pinned (that block stays, its rows
+ * recently used one (stored, or where a lookup ended: a lookup passing
+ * over a snapshot to a later one does not use it) of a block that no one
+ * pinned (that block stays, its rows
  * only, for the chains through it), and when none can be taken the block
  * is stored without one.
  *
