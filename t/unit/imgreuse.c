@@ -295,7 +295,7 @@ TEST(an_image_of_the_same_rows_but_other_bytes_never_resumes)
 	CHECK_EQ_INT(cached, 0);	/* every block holds image 0's rows */
 	CHECK_EQ_INT(notes.reuse, 0);
 	CHECK_EQ_INT(notes.cold, 1);
-	CHECK_EQ_STR(notes.why, "an image before the parked state's chunk boundary at 96 is "
+	CHECK_EQ_STR(notes.why, "an image before the parked state's point at 96 is "
 	    "another");
 	stop(&r);
 	/* and its reply is its own cold one */
