@@ -1218,6 +1218,30 @@ running_id(const struct sched *s, uint64_t id)
 
 /* --- reuse: the prefix cache and the pool (schedule.h says what is exact) --- */
 
+/*
+ * 1 when q may resume at S, a point where some prompt's prefill forward
+ * ended: where its own cold prefill cuts too (a chunk's end, its L), or
+ * where the first forward from S has more than BACKEND_ROWS_INVARIANT rows
+ * (the cut at S is then one of row-invariant products and, S a multiple of
+ * 64, of the delta rule's chunks).  Only an image can end that forward
+ * sooner than 64 rows after S (a forward stops before an image that runs
+ * across its end), and a forward of so few rows takes a step's kernels on
+ * a GPU, where the cold run has one forward.
+ */
+static int
+resumable(const struct sched *s, const struct sched_seq *q, int S)
+{
+	int e = (S / s->c.chunk + 1) * s->c.chunk;
+
+	if (S % s->c.chunk == 0 || S == q->lcut || q->vp.n_rows == 0)
+		return 1;
+	if (e > q->n_prompt)
+		e = q->n_prompt;
+	if (q->lcut > S && q->lcut < e)
+		e = q->lcut;
+	return vision_prompt_cut(&q->vp, S, e - S) > BACKEND_ROWS_INVARIANT;
+}
+
 /* 1 when parked slot sl's prompt and q's hold the same images before position b. */
 static int
 same_images(const struct sched *s, const struct slot *sl, const struct sched_seq *q, int b)
@@ -1244,12 +1268,13 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 	*at = 0;
 	for (int i = 0; i < s->c.max_sessions; i++) {
 		const struct slot *sl = &l->slots[i];
-		int b = sl->pbound, same;
+		int b = sl->pbound, same, cut;
 
 		if (sl->used || !sl->parked)
 			continue;
 		same = b < q->n_prompt && same_images(s, sl, q, b);
-		if (same && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
+		cut = b < q->n_prompt && resumable(s, q, b);
+		if (same && cut && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
 			best = i, *at = b;
 		else if (sl->n_ptok <= q->n_prompt &&
 		    memcmp(sl->ptok, q->hist, sl->n_ptok * sizeof *q->hist) == 0) {
@@ -1260,6 +1285,9 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 			else if (b >= q->n_prompt)
 				snprintf(q->why, sizeof q->why, "the prompt of %d tokens does not go "
 				    "past the parked state's point at %d", q->n_prompt, b);
+			else if (!cut)
+				snprintf(q->why, sizeof q->why, "an image starts within %d rows of the "
+				    "parked state's point at %d", BACKEND_ROWS_INVARIANT, b);
 		}
 	}
 	return best;
@@ -1347,6 +1375,8 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 		i = pool_match(s, l, q, &at);
 	if (l->pc != NULL)
 		bc = prefix_lookup(l->pc, q->hist, q->tags, n, 0, &blk);
+	while (bc > 0 && !resumable(s, q, bc))	/* the chain's snapshot before */
+		bc = prefix_lookup(l->pc, q->hist, q->tags, bc, 0, &blk);
 	if (i >= 0 && at >= bc) {
 		q->resume = 1, q->resume_at = at, q->note.parked = l->slots[i].n_ptok;
 		q->spec = q->spec && (l->draft == DRAFT_ASSIST || l->slots[i].pmtp);
@@ -1356,7 +1386,7 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 			q->resume = 2, q->resume_at = bc, q->rblk = blk;
 			prefix_pin(l->pc, blk);
 			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist, q->tags,
-			    n, 1, &blk) : bc;
+			    bc + 1, 1, &blk) : bc;
 			q->spec = q->spec && mtp == bc && drafter_chain(l, q, bc);
 		} else if (q->why[0] != '\0')
 			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why,

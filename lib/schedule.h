@@ -104,7 +104,10 @@ struct sched_config {
  * both ways), so it does not stop at a chunk boundary or an L that an
  * image runs across: such a block is kept open (its rows for the chains
  * through it, no resuming at its end), and the pool's point is the last
- * one the cold prefill stops at.  So a turn that sends back the same images
+ * one the cold prefill stops at.  Nor does a request resume at a point
+ * inside a chunk where its own first forward would stop before an image
+ * within BACKEND_ROWS_INVARIANT rows (a step's kernels on a GPU, where the
+ * cold run has no cut): it resumes at an earlier snapshot.  So a turn that sends back the same images
  * resumes past them, computing the bits a cold prefill computes.
  *
  * A speculative session resumes with the MTP cache rows of a speculative
