@@ -23,11 +23,17 @@
  * run computes from there.  A block whose end no forward stopped at (the
  * scheduler: most blocks, a forward of a chunk running past several; an
  * image's rows running across its end) is stored open: its rows only,
- * kept for the chains through it.  (The scheduler's rule, lib/schedule.h:
- * forwards end at the multiples of the prefill chunk and at a prompt's
- * last multiple of block; a resumed run cuts at the same points and at
- * the snapshot it resumed from, a multiple of block that is a multiple of
- * 64 or the chunk itself.)
+ * kept for the chains through it.  The scheduler's rule (lib/schedule.h):
+ * a cold prefill's forwards end at the multiples of the prefill chunk and
+ * at L, the prompt's last multiple of block before its last token; a run
+ * resumed at a snapshot S cuts at the same points and at S, one cut more
+ * than its own cold run when S is inside a chunk.  That cut changes no
+ * bit when block is a multiple of 64: every piece but the tail [L, n),
+ * cut alike in both runs, has at least 64 rows, so its products are
+ * row-invariant (past BACKEND_ROWS_INVARIANT rows a row's result is its
+ * own), and the delta rule's chunks of 64 positions stay where they were
+ * (t/tools/prefix-exact: EXACT on the CPU).  With block the chunk itself,
+ * S is a chunk's end: no cut more.
  *
  * A split state (a pipeline's, lib/state's state_part) is kept part by
  * part: a block holds each stage's rows and recurrent state in that

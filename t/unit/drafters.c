@@ -445,7 +445,8 @@ TEST(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit)
 	if ((sa = prefilled(a, 150)) == NULL || (sb = prefilled(b, 32)) == NULL)
 		goto out;
 	c = *state_config(spec_drafter_state(sa));
-	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, NULL, CHUNK), 0, NULL, 0 },
+	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, NULL, CHUNK),
+	    0, NULL, 0 },
 	    err);
 	CHECK(p != NULL);
 	for (int end = CHUNK, id = -1; p != NULL && end <= 128; end += CHUNK) {	/* b's blocks */

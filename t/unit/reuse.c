@@ -456,7 +456,8 @@ TEST(a_restored_state_is_the_cold_state_bit_for_bit)
 	float *l1 = malloc(nv * sizeof *l1), *l2 = malloc(nv * sizeof *l2);
 	char err[UTIL_ERRLEN];
 	struct state *s1 = model_state_new(ma, 512, 0, err), *s2 = model_state_new(ma, 512, 0, err);
-	struct prefix_config pc = { CHUNK, 8 * prefix_block_bytes(state_config(s1), NULL, CHUNK), 0, NULL, 0 };
+	struct prefix_config pc = { CHUNK, 8 * prefix_block_bytes(state_config(s1), NULL, CHUNK), 0,
+	    NULL, 0 };
 	struct prefix *p = prefix_new(be, state_config(s1), &pc, err);
 
 	for (int k = 0; k < 300; k++)
