@@ -112,3 +112,13 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	! grep -q 'reuse:' "$P/cache.log"
 	[ "$(jq -r .cached_tokens "$P/cache.jsonl" | tail -1)" -gt 0 ]
 }
+
+@test "serve(1) documents MEMRA_PREFIX_BLOCK in --help, OPTIONS and ENVIRONMENT, and the boot line's blocks and snapshots" {
+	command -v mandoc >/dev/null || skip "mandoc not installed"
+	man=$(mandoc -Tascii "$TOP/man/serve.1" | sed 's/.\x08//g')
+	serve --help | grep -q '(MEMRA_PREFIX_BLOCK, 64,'
+	serve --help | grep -q -- '^  --prefix-block N '
+	sed -n '/^OPTIONS/,/^ENVIRONMENT/p' <<<"$man" | grep -q -- '--prefix-block'
+	sed -n '/^ENVIRONMENT/,/^EXIT STATUS/p' <<<"$man" | grep -q 'MEMRA_PREFIX_BLOCK'
+	sed -n '/^DESCRIPTION/,/^OPTIONS/p' <<<"$man" | tr -s ' \n' ' ' | grep -q 'blocks of 64 tokens, 0.19 MiB each (KV rows), 652 snapshots'
+}
