@@ -53,7 +53,7 @@ struct cfg {
 	const char *dflash_prec;	/* MEMRA_DFLASH_PREC, resolved ("q4" by default) */
 	const char *keys_file;	/* MEMRA_API_KEYS_FILE */
 	int	ctx, max_sessions, spec_k, threads, serve_spec;
-	int	queue, chunk, step_prefill, reuse;
+	int	queue, chunk, step_prefill, reuse, block;
 	long	prefix_mb;	/* -1: sized from free memory */
 	struct auth_limits lim;	/* MEMRA_RATE_RPM, MEMRA_RATE_TPM: each key's defaults */
 	int	drain_s;	/* MEMRA_DRAIN_S */
@@ -122,7 +122,8 @@ usage(FILE *fp, int status)
 	    "       [--spec-k K] [--draft file] [--frspec-trim file] [--full-prec 0 | 1]\n"
 	    "       [--gemma-draft-ranks file] [--gemma-trim-adapt N] [--dspark-spec 0 | 1]\n"
 	    "       [--dspark-draft drafter] [--dflash-prec q4 | q8 | bf16 | f32 | keep]\n"
-	    "       [--prefix-cache-mb N] [--compat openai] [--api-key key] [-t N]\n"
+	    "       [--prefix-cache-mb N] [--prefix-block N] [--compat openai] [--api-key key]\n"
+	    "       [-t N]"
 	    "       [--device cpu | cuda[:N]] [--queue N] [--prefill-chunk N]\n"
 	    "       [--step-prefill N] [--serve-spec 0 | 1] [--reuse-pool 0 | 1]\n"
 	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n"
@@ -158,6 +159,9 @@ usage(FILE *fp, int status)
 		    "                       (MEMRA_DFLASH_PREC, q4)\n"
 		    "  --prefix-cache-mb N  each model's prefix cache, 0 off (MEMRA_PREFIX_CACHE_MB,\n"
 		    "                       from free memory)\n"
+		    "  --prefix-block N     its blocks' tokens, the reuse grain: a multiple of 64 that\n"
+		    "                       divides the chunk, or the chunk (MEMRA_PREFIX_BLOCK, 64,\n"
+		    "                       or the chunk where 64 does not divide it)\n"
 		    "  --reuse-pool 0|1     0: no parked conversations (MEMRA_REUSE_POOL, 1)\n"
 		    "  --compat openai      the API dialect (MEMRA_COMPAT)\n"
 		    "  --api-key KEY        require Authorization: Bearer KEY (MEMRA_API_KEY)\n"
@@ -874,6 +878,7 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "dspark-draft", required_argument, NULL, 'W' },
 		{ "dflash-prec", required_argument, NULL, 'Z' },
 		{ "prefix-cache-mb", required_argument, NULL, 'P' },
+		{ "prefix-block", required_argument, NULL, 'b' },
 		{ "compat", required_argument, NULL, 'C' }, { "api-key", required_argument, NULL, 'A' },
 		{ "device", required_argument, NULL, 'd' }, { "help", no_argument, NULL, 'h' },
 		{ "serve-spec", required_argument, NULL, 'X' }, { "queue", required_argument, NULL, 'Q' },
@@ -913,6 +918,7 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['Y'] = env("MEMRA_DSPARK_SPEC"), v['W'] = env("MEMRA_DSPARK_DRAFT");
 	v['Z'] = env("MEMRA_DFLASH_PREC");
 	v['F'] = env("MEMRA_FULL_PREC"), v['P'] = env("MEMRA_PREFIX_CACHE_MB");
+	v['b'] = env("MEMRA_PREFIX_BLOCK");
 	v['C'] = env("MEMRA_COMPAT"), v['A'] = env("MEMRA_API_KEY"), v['d'] = env("MEMRA_DEVICE");
 	v['X'] = env("MEMRA_SERVE_SPEC"), v['Q'] = env("MEMRA_QUEUE");
 	v['U'] = env("MEMRA_PREFILL_CHUNK"), v['B'] = env("MEMRA_STEP_PREFILL");
@@ -960,6 +966,11 @@ parse(int argc, char *argv[], struct cfg *c)
 	l = -1, int_setting("MEMRA_SPEC_K (--spec-k)", v['k'], 0, SPEC_KMAX, &l), c->spec_k = l;
 	l = -1, int_setting("MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb)", v['P'], 0, 1L << 30, &l);
 	c->prefix_mb = l;
+	l = c->chunk % 64 == 0 ? 64 : c->chunk;
+	int_setting("MEMRA_PREFIX_BLOCK (--prefix-block)", v['b'], 1, 1 << 20, &l), c->block = l;
+	if (c->chunk % c->block != 0 || (c->block != c->chunk && c->block % 64 != 0))
+		die(2, "MEMRA_PREFIX_BLOCK (--prefix-block): %d: not a multiple of 64 that divides "
+		    "the prefill chunk of %d (MEMRA_PREFILL_CHUNK), nor the chunk", c->block, c->chunk);
 	l = 1, int_setting("MEMRA_REUSE_POOL (--reuse-pool)", v['o'], 0, 1, &l), c->reuse = l;
 	l = 8080, int_setting("MEMRA_PORT (--port)", c->port, 0, 65535, &l);
 	l = 0, int_setting("-t", v['t'], 0, 4096, &l), c->threads = l;
@@ -1019,10 +1030,12 @@ cache_line(struct server *s, struct served *sv, const struct sched_fit *f)
 		return;
 	}
 	fprintf(stderr, "[sched] %s: prefix cache: %.0f MiB%s, %d blocks of %d tokens, %.2f MiB "
-	    "each (KV rows and recurrent state at each prefill chunk's end)\n", sv->name,
-	    f->prefix / mib, s->c.prefix_mb < 0 ? " (a quarter of the memory the sessions leave, "
-	    "at most 8 GiB on a GPU, 1 GiB on the CPU: MEMRA_PREFIX_CACHE_MB sets it)" : "", ps.max_blocks, ps.block,
-	    ps.block_bytes / mib);
+	    "each (KV rows), %d snapshots, %.2f MiB each (%s)\n", sv->name, f->prefix / mib,
+	    s->c.prefix_mb < 0 ? " (a quarter of the memory the sessions leave, at most 8 GiB on a "
+	    "GPU, 1 GiB on the CPU: MEMRA_PREFIX_CACHE_MB sets it)" : "", ps.max_blocks, ps.block,
+	    ps.block_bytes / mib, ps.max_snaps, ps.snap_bytes / mib, ps.snap_bytes > 0 ?
+	    "the recurrent state where a prefill forward ended: each chunk's end and each "
+	    "prompt's last block" : "no recurrent state: one a block");
 }
 
 /* The scheduler's events: a conversation resumed from the pool, or one
@@ -1039,11 +1052,11 @@ note(void *arg, const struct sched_note *n)
 			name = s->mod[i].name, dspark = model_dflash(s->mod[i].m) != NULL;
 	if (n->kind == SCHED_NOTE_REUSE && dspark && n->spec)
 		fprintf(stderr, "[worker] dspark-reuse: %d committed tokens resumed (%s: of %d parked, "
-		    "with the drafter's context; prefilled again from that chunk boundary on)\n",
+		    "with the drafter's context; prefilled again from that point on)\n",
 		    n->tokens, name, n->parked);
 	else if (n->kind == SCHED_NOTE_REUSE)
 		fprintf(stderr, "[worker] %s: reuse: %d committed tokens resumed (of %d parked; "
-		    "prefilled again from that chunk boundary on)\n", name, n->tokens, n->parked);
+		    "prefilled again from that point on)\n", name, n->tokens, n->parked);
 	else
 		fprintf(stderr, "[worker] %s: reuse: served cold: %s\n", name, n->why);
 }
@@ -1444,6 +1457,7 @@ main(int argc, char *argv[])
 	fprintf(stderr, "[serve] device %s\n", backend_name(s.be));
 	sched_config_defaults(&sc, s.be, s.c.ctx, s.c.max_sessions);
 	sc.max_queue = s.c.queue, sc.chunk = s.c.chunk, sc.step_prefill = s.c.step_prefill;
+	sc.block = s.c.block;
 	sc.prefix_bytes = s.c.prefix_mb < 0 ? SCHED_PREFIX_AUTO : (size_t)s.c.prefix_mb << 20;
 	sc.reuse = s.c.reuse, sc.note = note, sc.note_arg = &s;
 	if ((s.sc = sched_new(s.be, &sc, err)) == NULL)

@@ -24,6 +24,7 @@ struct handles {
 	int	draining, rounds, drafted, accepted, steps, gen, prefill, busy, limited;
 	int	mem_used, mem_total, cpu, rss, vsize, fds, max_fds, start;
 	int	pc_bytes, pc_budget, pc_lookups, pc_hits, pc_hit_tokens, pc_evict, reused, parked;
+	int	pc_blocks, pc_snaps;
 	int	conns, conns_refused, timed_out, stalled;
 	int	pp_mb, pp_waves, pp_busy;
 };
@@ -102,7 +103,11 @@ static const struct fam {
 	{ F(accepted), C, "memra_spec_accepted_tokens_total", "k",
 	    "Draft tokens accepted, by k", NULL, 0 },
 	{ F(pc_bytes), G, "memra_prefix_cache_bytes", "model", "Bytes of the prefix cache's blocks "
-	    "in use", NULL, 0 },
+	    "and snapshots in use", NULL, 0 },
+	{ F(pc_blocks), G, "memra_prefix_cache_blocks", "model", "Prefix cache blocks held (KV "
+	    "rows of MEMRA_PREFIX_BLOCK tokens)", NULL, 0 },
+	{ F(pc_snaps), G, "memra_prefix_cache_snapshots", "model", "Prefix cache blocks that hold a "
+	    "recurrent state snapshot (a request can resume at their end)", NULL, 0 },
 	{ F(pc_budget), G, "memra_prefix_cache_budget_bytes", "model", "The prefix cache's "
 	    "allocation (MEMRA_PREFIX_CACHE_MB)", NULL, 0 },
 	{ F(pc_lookups), C, "memra_prefix_cache_lookups_total", "model", "Prefix cache lookups",
@@ -273,6 +278,8 @@ sync_prefix(struct account *a, struct sched *sc)
 		if (sched_prefix_stats(sc, a->models[i].lane, &ps) != 0)
 			continue;
 		metrics_set(m, h->pc_bytes, v, (double)ps.bytes);
+		metrics_set(m, h->pc_blocks, v, (double)ps.blocks);
+		metrics_set(m, h->pc_snaps, v, (double)ps.snaps);
 		metrics_set(m, h->pc_budget, v, (double)ps.arena);
 		sync_ctr(m, h->pc_lookups, v, ps.lookups), sync_ctr(m, h->pc_hits, v, ps.hits);
 		sync_ctr(m, h->pc_hit_tokens, v, ps.hit_tokens);

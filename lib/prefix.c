@@ -9,12 +9,15 @@
 
 struct blk {
 	uint64_t key;		/* chain hash (masked) */
-	uint64_t stamp;		/* last use */
+	uint64_t stamp;		/* last use (of a chain through it) */
+	uint64_t sstamp;	/* its snapshot's last use (stored, or a lookup's end) */
 	int	parent;		/* the block before; -1: the first */
 	int	depth;		/* tokens [depth block, (depth+1) block) */
 	int	children, pins;
 	int	used, mtp;	/* mtp: the MTP cache's rows are valid */
-	int	open;		/* PREFIX_OPEN: no recurrent state, no resuming at its end */
+	int	snap;		/* its snapshot (the recurrent state after it); -1: none, no
+				 * resuming at its end (stored PREFIX_OPEN, or its snapshot
+				 * evicted) */
 	int	next;		/* in its bucket, or the free list */
 	struct prefix_tag tag;
 };
@@ -26,9 +29,11 @@ struct part {
 	struct state_config c;
 	int	*w;		/* [n_kv] each cache's row width */
 	size_t	*koff;		/* [n_kv + 1] floats before cache i's K rows in a block
-				 * (then its V rows; koff[n_kv]: the recurrent state) */
+				 * (then its V rows; koff[n_kv]: a block's floats) */
 	size_t	per;		/* floats a block */
+	size_t	rec;		/* floats a snapshot */
 	float	*arena;		/* [max][per] backend memory */
+	float	*sarena;	/* [max_snap][rec] backend memory (NULL when rec is 0) */
 };
 
 struct prefix {
@@ -39,6 +44,8 @@ struct prefix {
 	struct blk *b;		/* [max] */
 	int	*bucket;	/* [nbucket] heads, -1: empty */
 	int	max, nbucket, n, free_head;
+	int	*sown;		/* [max_snap] the block a snapshot slot is, -1: free */
+	int	max_snap, n_snap;
 	uint64_t clock;
 	struct prefix_stats st;
 	char	err[UTIL_ERRLEN];
@@ -58,22 +65,38 @@ kept(const struct state_config *c, int block, int i)
 	return state_is_ring(c, i) && c->ring < block ? c->ring : block;
 }
 
-/* Floats of a block: K then V rows of every cache (the positions it keeps), then the
- * recurrent state. */
+/* Floats of a block's rows: K then V rows of every cache (the positions it keeps). */
 static size_t
-block_floats(const struct state_config *c, const int *kv_w, int block)
+row_floats(const struct state_config *c, const int *kv_w, int block)
 {
-	size_t n = state_rec_floats(c);
+	size_t n = 0;
 
 	for (int i = 0; i < c->n_kv; i++)
 		n += 2 * (size_t)kept(c, block, i) * width(c, kv_w, i);
 	return n;
 }
 
+/* The blocks and snapshots of a unit of the budget (prefix.h): stride
+ * blocks and two snapshots, one and one for a stride of 1 or less. */
+static void
+unit(int stride, int *nb, int *ns)
+{
+	*nb = stride > 1 ? stride : 1, *ns = stride > 1 ? 2 : 1;
+}
+
+size_t
+prefix_unit_bytes(const struct state_config *c, const int *kv_w, int block, int stride)
+{
+	int nb, ns;
+
+	unit(stride, &nb, &ns);
+	return (nb * row_floats(c, kv_w, block) + ns * state_rec_floats(c)) * sizeof(float);
+}
+
 size_t
 prefix_block_bytes(const struct state_config *c, const int *kv_w, int block)
 {
-	return block_floats(c, kv_w, block) * sizeof(float);
+	return prefix_unit_bytes(c, kv_w, block, 1);
 }
 
 /* Part q's widths (kv_w's or uniform) and the block's offsets. */
@@ -91,7 +114,7 @@ layout(struct part *q, const int *kv_w, int block)
 		q->w[i] = width(&q->c, kv_w, i);
 		q->koff[i + 1] = q->koff[i] + 2 * (size_t)kept(&q->c, block, i) * q->w[i];
 	}
-	q->per = q->koff[n] + state_rec_floats(&q->c);
+	q->per = q->koff[n], q->rec = state_rec_floats(&q->c);
 	return 0;
 }
 
@@ -106,8 +129,11 @@ alloc_meta(struct prefix *p)
 	p->b = calloc((size_t)p->max, sizeof *p->b);
 	p->tok = malloc((size_t)p->max * p->pc.block * sizeof *p->tok);
 	p->bucket = malloc((size_t)p->nbucket * sizeof *p->bucket);
-	if (p->b == NULL || p->tok == NULL || p->bucket == NULL)
+	p->sown = malloc((size_t)p->max_snap * sizeof *p->sown);
+	if (p->b == NULL || p->tok == NULL || p->bucket == NULL || p->sown == NULL)
 		return -1;
+	for (int i = 0; i < p->max_snap; i++)
+		p->sown[i] = -1;
 	for (int i = 0; i < p->nbucket; i++)
 		p->bucket[i] = -1;
 	for (int i = 0; i < p->max; i++)
@@ -124,7 +150,8 @@ arenas(struct prefix *p)
 		struct part *q = &p->part[i];
 
 		if (backend_use(q->be) != 0 ||
-		    (q->arena = backend_alloc(q->be, q->per * p->max)) == NULL)
+		    (q->per > 0 && (q->arena = backend_alloc(q->be, q->per * p->max)) == NULL) ||
+		    (q->rec > 0 && (q->sarena = backend_alloc(q->be, q->rec * p->max_snap)) == NULL))
 			return -1;
 	}
 	return 0;
@@ -136,8 +163,8 @@ prefix_open(int n, struct backend **be, const struct state_config *c,
     const struct prefix_config *pc, char *err)
 {
 	struct prefix *p;
-	size_t bb = 0;
-	int nw = 0;
+	size_t bb = 0, rb = 0, sb = 0, units;
+	int nw = 0, ub, us;
 
 	for (int i = 0; i < n; i++)
 		if (c[i].n_kv < 0 || c[i].n_rec < 0 || c[i].n_ring < 0 || c[i].n_ring > c[i].n_kv ||
@@ -156,13 +183,17 @@ prefix_open(int n, struct backend **be, const struct state_config *c,
 				    w[j], c[i].kv_dim);
 				return NULL;
 			}
-		bb += prefix_block_bytes(&c[i], w, pc->block);
+		bb += prefix_unit_bytes(&c[i], w, pc->block, pc->stride);
+		rb += row_floats(&c[i], w, pc->block) * sizeof(float);
+		sb += state_rec_floats(&c[i]) * sizeof(float);
 		nw += c[i].n_kv;
 	}
-	if (bb == 0 || pc->budget / bb < 1 || pc->budget / bb > 1 << 30) {
-		util_err(err, "prefix cache: %zu bytes: %s (a block of %d tokens takes %zu)",
-		    pc->budget, bb == 0 || pc->budget / bb < 1 ? "holds no block" : "too large",
-		    pc->block, bb);
+	unit(pc->stride, &ub, &us);
+	units = bb > 0 ? pc->budget / bb : 0;
+	if (bb == 0 || units < 1 || units > (1 << 30) / ub) {
+		util_err(err, "prefix cache: %zu bytes: %s (%d blocks of %d tokens and %d snapshots "
+		    "take %zu)", pc->budget, units < 1 ? "holds no block" : "too large", ub,
+		    pc->block, us, bb);
 		return NULL;
 	}
 	if ((p = calloc(1, sizeof *p)) == NULL || (p->part = calloc(n, sizeof *p->part)) == NULL) {
@@ -171,7 +202,8 @@ prefix_open(int n, struct backend **be, const struct state_config *c,
 		return NULL;
 	}
 	p->n_part = n, p->pc = *pc, p->pc.kv_w = NULL;	/* (copied into the parts) */
-	p->max = (int)(pc->budget / bb);
+	p->max = (int)units * ub;
+	p->max_snap = sb == 0 ? p->max : (int)units * us;	/* (free ones: one a block) */
 	nw = 0;
 	for (int i = 0; i < n; i++) {
 		p->part[i] = (struct part){ .be = be[i], .c = c[i] };
@@ -180,12 +212,14 @@ prefix_open(int n, struct backend **be, const struct state_config *c,
 		nw += c[i].n_kv;
 	}
 	if (n < 0 || alloc_meta(p) != 0 || arenas(p) != 0) {
-		util_err(err, "prefix cache: no memory for %d blocks of %zu bytes", p->max, bb);
+		util_err(err, "prefix cache: no memory for %d blocks of %zu bytes and %d snapshots "
+		    "of %zu", p->max, rb, p->max_snap, sb);
 		prefix_free(p);
 		return NULL;
 	}
-	p->st.budget = pc->budget, p->st.block_bytes = bb, p->st.block = pc->block;
-	p->st.max_blocks = p->max, p->st.arena = bb * p->max;
+	p->st.budget = pc->budget, p->st.block_bytes = rb, p->st.snap_bytes = sb;
+	p->st.block = pc->block, p->st.max_blocks = p->max, p->st.max_snaps = p->max_snap;
+	p->st.arena = rb * p->max + sb * p->max_snap;
 	return p;
 }
 
@@ -208,15 +242,21 @@ parts_of(struct state *st, struct backend **be, struct state_config *c)
 }
 
 size_t
-prefix_block_bytes_like(struct state *st, const int *kv_w, int block)
+prefix_unit_bytes_like(struct state *st, const int *kv_w, int block, int stride)
 {
 	struct backend *be[PREFIX_MAX_PARTS];
 	struct state_config c[PREFIX_MAX_PARTS];
 	size_t bb = 0;
 
 	for (int i = 0, n = parts_of(st, be, c), nw = 0; i < n; nw += c[i].n_kv, i++)
-		bb += prefix_block_bytes(&c[i], kv_w != NULL ? kv_w + nw : NULL, block);
+		bb += prefix_unit_bytes(&c[i], kv_w != NULL ? kv_w + nw : NULL, block, stride);
 	return bb;
+}
+
+size_t
+prefix_block_bytes_like(struct state *st, const int *kv_w, int block)
+{
+	return prefix_unit_bytes_like(st, kv_w, block, 1);
 }
 
 struct prefix *
@@ -240,12 +280,17 @@ prefix_free(struct prefix *p)
 	if (p == NULL)
 		return;
 	for (int i = 0; p->part != NULL && i < p->n_part; i++) {
-		if (p->part[i].arena != NULL && backend_use(p->part[i].be) == 0)
-			backend_mfree(p->part[i].be, p->part[i].arena);
+		if ((p->part[i].arena != NULL || p->part[i].sarena != NULL) &&
+		    backend_use(p->part[i].be) == 0) {
+			if (p->part[i].arena != NULL)
+				backend_mfree(p->part[i].be, p->part[i].arena);
+			if (p->part[i].sarena != NULL)
+				backend_mfree(p->part[i].be, p->part[i].sarena);
+		}
 		free(p->part[i].w), free(p->part[i].koff);
 	}
 	free(p->part);
-	free(p->b), free(p->tok), free(p->bucket);
+	free(p->b), free(p->tok), free(p->bucket), free(p->sown);
 	free(p);
 }
 
@@ -280,11 +325,11 @@ blk_k(const struct prefix *p, const struct part *q, int id, int i)
 	return q->arena + q->per * id + q->koff[i];
 }
 
-/* Block id's recurrent state in part q. */
+/* Block id's snapshot (its recurrent state) in part q. */
 static float *
 blk_rec(const struct prefix *p, const struct part *q, int id)
 {
-	return q->arena + q->per * id + q->koff[q->c.n_kv];
+	return q->rec > 0 ? q->sarena + q->rec * p->b[id].snap : NULL;
 }
 
 /* 1 when st's parts are this cache's: as many, each of the shape the cache keeps. */
@@ -340,14 +385,17 @@ touch(struct prefix *p, int last)
 		p->b[id].stamp = p->clock;
 }
 
-int
-prefix_lookup(struct prefix *p, const int32_t *ids, const struct prefix_tag *tags, int n,
-    int need_mtp, int *last)
+/* The longest chain of blocks that is a prefix of ids (block d tagged tags[d]), of
+ * `most` blocks at most, every block holding the MTP rows with need_mtp; its last
+ * block in *last (-1: none) and, with snap, the last block of it that has a snapshot
+ * (-1: none) instead. */
+static void
+walk(struct prefix *p, const int32_t *ids, const struct prefix_tag *tags, int most,
+    int need_mtp, int snap, int *last)
 {
-	int prev = -1, at = -1, most = n > 0 ? (n - 1) / p->pc.block : 0;
+	int prev = -1, at = -1;
 	uint64_t key = SEED;
 
-	p->st.lookups++;
 	for (int d = 0; d < most; d++) {
 		const int32_t *t = ids + (size_t)d * p->pc.block;
 		const struct prefix_tag *tag = tag_at(tags, d);
@@ -357,16 +405,36 @@ prefix_lookup(struct prefix *p, const int32_t *ids, const struct prefix_tag *tag
 		if ((id = find(p, key, prev, d, t, tag)) < 0 || (need_mtp && !p->b[id].mtp))
 			break;
 		prev = id;
-		if (!p->b[id].open)
+		if (!snap || p->b[id].snap >= 0)
 			at = id;	/* a chain may end here */
 	}
-	*last = prev = at;
-	if (prev < 0)
+	*last = at;
+}
+
+int
+prefix_lookup(struct prefix *p, const int32_t *ids, const struct prefix_tag *tags, int n,
+    int need_mtp, int *last)
+{
+	p->st.lookups++;
+	walk(p, ids, tags, n > 0 ? (n - 1) / p->pc.block : 0, need_mtp, 1, last);
+	if (*last < 0)
 		return 0;
-	touch(p, prev);
+	touch(p, *last);
+	p->b[*last].sstamp = p->clock;
 	p->st.hits++;
-	p->st.hit_tokens += (long)(p->b[prev].depth + 1) * p->pc.block;
-	return (p->b[prev].depth + 1) * p->pc.block;
+	p->st.hit_tokens += (long)(p->b[*last].depth + 1) * p->pc.block;
+	return (p->b[*last].depth + 1) * p->pc.block;
+}
+
+int
+prefix_chain(struct prefix *p, const int32_t *ids, const struct prefix_tag *tags, int n,
+    int *last)
+{
+	walk(p, ids, tags, n > 0 ? n / p->pc.block : 0, 0, 0, last);
+	if (*last < 0)
+		return 0;
+	touch(p, *last);
+	return (p->b[*last].depth + 1) * p->pc.block;
 }
 
 /*
@@ -450,7 +518,7 @@ restore_part(struct prefix *p, int i, int last, struct state *st)
 int
 prefix_restore(struct prefix *p, int last, struct state *st)
 {
-	if (last < 0 || last >= p->max || !p->b[last].used ||
+	if (last < 0 || last >= p->max || !p->b[last].used || p->b[last].snap < 0 ||
 	    (p->b[last].depth + 1) * p->pc.block > state_config(st)->n_ctx)
 		return util_err(p->err, "prefix cache: no block %d to restore", last);
 	if (!fits(p, st))
@@ -461,6 +529,17 @@ prefix_restore(struct prefix *p, int last, struct state *st)
 	if (state_seek(st, (p->b[last].depth + 1) * p->pc.block) != 0)
 		return util_err(p->err, "prefix cache: %s", state_errmsg(st));
 	return 0;
+}
+
+/* Block id's snapshot, if any, freed: no resuming at its end. */
+static void
+drop_snap(struct prefix *p, int id)
+{
+	if (p->b[id].snap < 0)
+		return;
+	p->sown[p->b[id].snap] = -1;
+	p->b[id].snap = -1;
+	p->n_snap--;
 }
 
 /* Unlink block id from its bucket and free it. */
@@ -476,6 +555,7 @@ evict(struct prefix *p, int id)
 		}
 	if (b->parent >= 0)
 		p->b[b->parent].children--;
+	drop_snap(p, id);
 	b->used = 0;
 	b->next = p->free_head, p->free_head = id;
 	p->n--;
@@ -506,9 +586,40 @@ take(struct prefix *p, int keep)
 	return id;
 }
 
-/* Fill in block id from st: every part's rows and, new (rec), its recurrent state. */
+/* A snapshot slot for block id: a free one, else the least recently used
+ * snapshot (stored, or where a lookup ended: a chain passing over it does
+ * not use it) of a block that no one pinned but id's (that block stays,
+ * its rows only); -1 when none. */
 static int
-fill(struct prefix *p, int id, struct state *st, int rec)
+take_snap(struct prefix *p, int id)
+{
+	int lru = -1, k;
+
+	for (k = 0; k < p->max_snap && p->sown[k] >= 0; k++)
+		;
+	if (k == p->max_snap) {
+		for (int i = 0; i < p->max_snap; i++) {
+			const struct blk *b = &p->b[p->sown[i]];
+
+			if (b->pins == 0 && p->sown[i] != id &&
+			    (lru < 0 || b->sstamp < p->b[p->sown[lru]].sstamp))
+				lru = i;
+		}
+		if (lru < 0)
+			return -1;
+		drop_snap(p, p->sown[lru]);
+		p->st.snap_evictions++;
+		k = lru;
+	}
+	p->sown[k] = id, p->b[id].snap = k;
+	p->b[id].sstamp = ++p->clock;
+	p->n_snap++;
+	return k;
+}
+
+/* Copy st's rows into block id (every part's). */
+static int
+fill(struct prefix *p, int id, struct state *st)
 {
 	for (int i = 0; i < p->n_part; i++) {
 		const struct part *q = &p->part[i];
@@ -518,45 +629,44 @@ fill(struct prefix *p, int id, struct state *st, int rec)
 			return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
 		if (move_rows(p, q, id, ps, 1) != 0)
 			return -1;
-		if (rec && state_rec_save(ps, blk_rec(p, q, id)) != 0)
-			return util_err(p->err, "prefix cache: %s", state_errmsg(ps));
 	}
 	return 0;
 }
 
-/* Save st's recurrent state (every part's) as block id's. */
+/* Save st's recurrent state (every part's) as block id's snapshot, in a slot
+ * taken for it (take_snap); none to take: the block stays without one (0). */
 static int
 save_rec(struct prefix *p, int id, struct state *st)
 {
+	if (take_snap(p, id) < 0)
+		return 0;
 	for (int i = 0; i < p->n_part; i++) {
 		const struct part *q = &p->part[i];
 		struct state *ps = state_part(st, i);
 
-		if (backend_use(q->be) != 0)
-			return util_err(p->err, "prefix cache: %s", backend_errmsg(q->be));
-		if (state_rec_save(ps, blk_rec(p, q, id)) != 0)
-			return util_err(p->err, "prefix cache: %s", state_errmsg(ps));
+		if (backend_use(q->be) != 0 || state_rec_save(ps, blk_rec(p, q, id)) != 0) {
+			drop_snap(p, id);
+			return util_err(p->err, "prefix cache: %s", backend_use(q->be) != 0 ?
+			    backend_errmsg(q->be) : state_errmsg(ps));
+		}
 	}
 	return 0;
 }
 
 /* Block id, there already, stored again with flags: its MTP rows filled in, and
- * stored not open, its recurrent state (its end is where st is: resumable). */
+ * stored not open, a snapshot (its end is where st is: resumable). */
 static int
 refill(struct prefix *p, int id, struct state *st, int flags)
 {
 	struct blk *b = &p->b[id];
 	int mtp = (flags & PREFIX_MTP) != 0;
 
-	if (mtp && !b->mtp && fill(p, id, st, 0) != 0)
+	if (mtp && !b->mtp && fill(p, id, st) != 0)
 		return -1;
-	if (b->open && !(flags & PREFIX_OPEN)) {
-		if (save_rec(p, id, st) != 0)
-			return -1;
-		b->open = 0;
-	}
 	b->mtp |= mtp;
 	touch(p, id);
+	if (b->snap < 0 && !(flags & PREFIX_OPEN) && save_rec(p, id, st) != 0)
+		return -1;
 	return id;
 }
 
@@ -583,9 +693,9 @@ prefix_insert(struct prefix *p, int parent, const int32_t *ids, const struct pre
 	if ((id = take(p, parent)) < 0)
 		return util_err(p->err, "prefix cache: full (%d blocks, each in use)", p->max);
 	p->b[id] = (struct blk){ .key = key, .parent = parent, .depth = d, .used = 1,
-	    .mtp = (flags & PREFIX_MTP) != 0, .open = open, .tag = *tg };
+	    .mtp = (flags & PREFIX_MTP) != 0, .snap = -1, .tag = *tg };
 	memcpy(p->tok + (size_t)id * B, t, B * sizeof *t);
-	if (fill(p, id, st, !open) != 0) {
+	if (fill(p, id, st) != 0) {
 		p->b[id].used = 0, p->b[id].next = p->free_head, p->free_head = id;
 		return -1;
 	}
@@ -596,6 +706,8 @@ prefix_insert(struct prefix *p, int parent, const int32_t *ids, const struct pre
 	p->n++;
 	p->st.inserts++;
 	touch(p, id);
+	if (!open && save_rec(p, id, st) != 0)
+		return -1;	/* (the block stays, its rows only) */
 	return id;
 }
 
@@ -617,6 +729,6 @@ void
 prefix_stats(const struct prefix *p, struct prefix_stats *s)
 {
 	*s = p->st;
-	s->blocks = p->n;
-	s->bytes = p->st.block_bytes * p->n;
+	s->blocks = p->n, s->snaps = p->n_snap;
+	s->bytes = p->st.block_bytes * p->n + p->st.snap_bytes * p->n_snap;
 }

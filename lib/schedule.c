@@ -35,16 +35,17 @@ struct slot {
 	struct spec *spec;
 	struct state *st;
 	int	used;
-	/* the reuse pool: the recurrent state at the last chunk boundary sbound
-	 * the prefill passed; parked: a finished conversation's tokens ptok[n_ptok]
-	 * resumable at pbound (pmtp: with the MTP cache's rows), the images of
-	 * their prompt's blocks before pbound in ptag (seq_tags) */
+	/* the reuse pool: the recurrent state at sbound, the prompt's last point
+	 * a cold prefill stops at (rsave) once the prefill passed it; parked: a
+	 * finished conversation's tokens ptok[n_ptok] resumable at pbound (pmtp:
+	 * with the MTP cache's rows), the images of their prompt's blocks before
+	 * pbound in ptag (seq_tags) */
 	float	**rsnap;	/* [n_part][state_rec_floats of the part] each in its
 				 * part's backend memory (lib/state's state_part) */
 	float	*dsnap;		/* DFlash: [state_ring_floats] its drafter's rings at sbound,
 				 * or NULL (none) */
 	int32_t	*ptok;		/* [n_ctx + SPEC_KMAX + 1] */
-	struct prefix_tag *ptag;	/* [n_ctx / chunk + 1] */
+	struct prefix_tag *ptag;	/* [n_ctx / block + 1] */
 	int	n_ptok, pbound, sbound, parked, pmtp;
 	uint64_t pstamp;
 };
@@ -95,13 +96,16 @@ struct sched_seq {
 	double	t_submit, t_admit, t_first;
 	/* resuming: at resume_at from the pool (resume 1) or the prefix cache
 	 * chain ending at block rblk (resume 2); pblk: the cache block of the
-	 * last boundary passed (pinned); cached: prompt tokens not computed */
+	 * last block passed (pinned); cached: prompt tokens not computed */
 	int	resume, resume_at, rblk, pblk, cached;
 	int	drblk, dpblk;	/* DFlash: rblk, pblk of the drafter's context (lane's dpc) */
 	struct vision_prompt vp;	/* the prompt's images (n_rows 0: none) */
-	struct prefix_tag *tags;	/* [n_prompt / chunk + 1] each block's images
+	struct prefix_tag *tags;	/* [n_prompt / block + 1] each block's images
 					 * (seq_tags), or NULL: none */
-	int	rsave;		/* the last chunk boundary a cold prefill of the prompt
+	int	lcut;		/* L, the prompt's last multiple of block before its last
+				 * token where its prefill's forwards are cut besides the
+				 * chunks' ends (prompt_cuts); 0: none */
+	int	rsave;		/* the last point <= n_prompt a cold prefill of the prompt
 				 * stops at (the reuse pool's snapshot), 0: none */
 	struct sched_note note;	/* for the worker to tell; kind -1: none */
 	char	why[128];	/* note.why's text */
@@ -149,6 +153,12 @@ sched_new(struct backend *be, const struct sched_config *c, char *err)
 		    c->step_prefill);
 		return NULL;
 	}
+	if (c->block < 0 || (c->block > 0 && (c->chunk % c->block != 0 ||
+	    (c->block != c->chunk && c->block % 64 != 0)))) {
+		util_err(err, "sched: a prefix block of %d tokens: not the chunk of %d or a "
+		    "multiple of 64 dividing it", c->block, c->chunk);
+		return NULL;
+	}
 	if ((s = calloc(1, sizeof *s)) == NULL ||
 	    (s->run = calloc(c->max_sessions, sizeof *s->run)) == NULL ||
 	    (s->act = calloc(c->max_sessions, sizeof *s->act)) == NULL ||
@@ -162,6 +172,8 @@ sched_new(struct backend *be, const struct sched_config *c, char *err)
 		return NULL;
 	}
 	s->be = be, s->c = *c;
+	if (s->c.block == 0)
+		s->c.block = s->c.chunk % 64 == 0 ? 64 : s->c.chunk;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->out, NULL);
@@ -560,6 +572,7 @@ lane_prefix_stats(struct lane *l)
 	prefix_stats(l->dpc, &d);
 	l->pst.budget += d.budget, l->pst.arena += d.arena;
 	l->pst.bytes += d.bytes, l->pst.block_bytes += d.block_bytes;
+	l->pst.snap_bytes += d.snap_bytes;
 }
 
 /*
@@ -573,13 +586,13 @@ lane_caches(struct lane *l, struct prefix_config *pc, char *err)
 {
 	struct state *ds;
 	struct prefix_config dp = *pc;
-	size_t bt = prefix_block_bytes_like(l->slots[0].st, pc->kv_w, pc->block), bd;
+	size_t bt = prefix_unit_bytes_like(l->slots[0].st, pc->kv_w, pc->block, pc->stride), bd;
 
 	if (l->draft != DRAFT_DFLASH || l->K == 0)
 		return (l->pc = prefix_new_like(l->slots[0].st, pc, err)) == NULL ? -1 : 0;
 	ds = spec_drafter_state(l->slots[0].spec);
 	dp.kv_w = NULL;		/* the drafter's caches: one width */
-	bd = prefix_block_bytes_like(ds, NULL, pc->block);
+	bd = prefix_unit_bytes_like(ds, NULL, pc->block, pc->stride);
 	dp.budget = pc->budget / (bt + bd) * bd, pc->budget = pc->budget / (bt + bd) * bt;
 	if (pc->budget == 0)
 		return 0;
@@ -633,7 +646,7 @@ prefix_budget(struct sched *s, struct lane *l, const struct sched_fit *f,
     struct prefix_config *pc, char *err)
 {
 	size_t *budget = &pc->budget, mib = 1 << 20;
-	size_t bb = prefix_block_bytes_like(l->slots[0].st, pc->kv_w, pc->block);
+	size_t bb = prefix_unit_bytes_like(l->slots[0].st, pc->kv_w, pc->block, pc->stride);
 	size_t blocks = SIZE_MAX, one = 0;
 
 	for (int d = 0; d < f->n_dev; d++) {
@@ -646,8 +659,8 @@ prefix_budget(struct sched *s, struct lane *l, const struct sched_fit *f,
 			const struct state_config *c = state_config(state_part(l->slots[0].st, p));
 
 			if (v->stages & 1u << p) {
-				bd += prefix_block_bytes(c, pc->kv_w != NULL ? pc->kv_w + nw : NULL,
-				    pc->block);
+				bd += prefix_unit_bytes(c, pc->kv_w != NULL ? pc->kv_w + nw : NULL,
+				    pc->block, pc->stride);
 				host |= backend_host(model_stage_backend(l->m, p));
 			}
 			nw += c->n_kv;
@@ -678,7 +691,8 @@ prefix_budget(struct sched *s, struct lane *l, const struct sched_fit *f,
 static int
 lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 {
-	struct prefix_config pc = { s->c.chunk, s->c.prefix_bytes, 0, NULL };
+	struct prefix_config pc = { s->c.block, s->c.prefix_bytes, 0, NULL,
+	    s->c.chunk / s->c.block };
 	int n = 0, *w, rc;
 
 	for (int i = 0; s->c.reuse && i < s->c.max_sessions; i++) {
@@ -687,7 +701,7 @@ lane_reuse(struct sched *s, struct lane *l, struct sched_fit *f, char *err)
 		    state_ring_floats(state_config(spec_drafter_state(sl->spec))) : 0;
 
 		sl->ptok = malloc((size_t)(s->c.n_ctx + SPEC_KMAX + 1) * sizeof *sl->ptok);
-		sl->ptag = malloc(((size_t)s->c.n_ctx / s->c.chunk + 1) * sizeof *sl->ptag);
+		sl->ptag = malloc(((size_t)s->c.n_ctx / s->c.block + 1) * sizeof *sl->ptag);
 		if (sl->ptok == NULL || sl->ptag == NULL || rsnap_alloc(l, sl) != 0 ||
 		    (dn > 0 && (sl->dsnap = backend_alloc(model_stage_backend(l->m, 0), dn)) == NULL))
 			return util_err(err, "reuse pool: out of memory");
@@ -794,7 +808,6 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->sp = r->sp;
 	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && (r->vp == NULL ||
 	    r->vp->n_rows == 0 || l->draft == DRAFT_ASSIST);	/* images: images_spec */
-	q->rsave = r->n_ids / s->c.chunk * s->c.chunk;
 	if (r->grammar != NULL && ((q->g = grammar_retain(r->grammar)),
 	    (q->gs = grammar_state_new(q->g)) == NULL))
 		return util_err(err, "out of memory");
@@ -868,7 +881,7 @@ inside_image(const struct sched_seq *q, int p)
 static int
 seq_tags(struct sched *s, struct sched_seq *q, char *err)
 {
-	int B = s->c.chunk, nb = q->n_prompt / B + 1;
+	int B = s->c.block, nb = q->n_prompt / B + 1;
 
 	if ((q->tags = calloc(nb, sizeof *q->tags)) == NULL)
 		return util_err(err, "out of memory");
@@ -893,9 +906,26 @@ seq_tags(struct sched *s, struct sched_seq *q, char *err)
 		if (any)
 			sha256_final(&h, q->tags[d].b);
 	}
-	while (q->rsave > 0 && inside_image(q, q->rsave))
-		q->rsave -= B;
 	return 0;
+}
+
+/*
+ * q's cuts besides the chunks' ends (schedule.h): L, the prompt's last
+ * multiple of block before its last token, where no multiple of chunk is
+ * and no image runs across, into q->lcut (0: none); and the last point
+ * <= n_prompt a cold prefill of it stops at, into q->rsave.
+ */
+static void
+prompt_cuts(const struct sched *s, struct sched_seq *q)
+{
+	int C = s->c.chunk, L = (q->n_prompt - 1) / s->c.block * s->c.block;
+
+	q->lcut = L > 0 && L % C != 0 && !inside_image(q, L) ? L : 0;
+	q->rsave = q->n_prompt / C * C;
+	while (q->rsave > 0 && inside_image(q, q->rsave))
+		q->rsave -= C;
+	if (q->lcut > q->rsave)
+		q->rsave = q->lcut;
 }
 
 /* A copy of the images vp of a prompt of n tokens into q (the prefilling choice). */
@@ -939,6 +969,7 @@ seqs_new(struct sched *s, const struct sched_req *r, int n, struct sched_seq **s
 				seq_free(seqs[k]), seqs[k] = NULL;
 			return -1;
 		}
+		prompt_cuts(s, seqs[i]);
 		if (n > 1)	/* choice 0 hands its prompt's state to the others */
 			seqs[i]->spec = 0;
 		if (i > 0)
@@ -1201,13 +1232,37 @@ running_id(const struct sched *s, uint64_t id)
 
 /* --- reuse: the prefix cache and the pool (schedule.h says what is exact) --- */
 
+/*
+ * 1 when q may resume at S, a point where some prompt's prefill forward
+ * ended: where its own cold prefill cuts too (a chunk's end, its L), or
+ * where the first forward from S has more than BACKEND_ROWS_INVARIANT rows
+ * (the cut at S is then one of row-invariant products and, S a multiple of
+ * 64, of the delta rule's chunks).  Only an image can end that forward
+ * sooner than 64 rows after S (a forward stops before an image that runs
+ * across its end), and a forward of so few rows takes a step's kernels on
+ * a GPU, where the cold run has one forward.
+ */
+static int
+resumable(const struct sched *s, const struct sched_seq *q, int S)
+{
+	int e = (S / s->c.chunk + 1) * s->c.chunk;
+
+	if (S % s->c.chunk == 0 || S == q->lcut || q->vp.n_rows == 0)
+		return 1;
+	if (e > q->n_prompt)
+		e = q->n_prompt;
+	if (q->lcut > S && q->lcut < e)
+		e = q->lcut;
+	return vision_prompt_cut(&q->vp, S, e - S) > BACKEND_ROWS_INVARIANT;
+}
+
 /* 1 when parked slot sl's prompt and q's hold the same images before position b. */
 static int
 same_images(const struct sched *s, const struct slot *sl, const struct sched_seq *q, int b)
 {
 	static const struct prefix_tag zero;
 
-	for (int d = 0; d < b / s->c.chunk; d++)
+	for (int d = 0; d < b / s->c.block; d++)
 		if (memcmp(sl->ptag[d].b, (q->tags != NULL ? &q->tags[d] : &zero)->b,
 		    sizeof zero.b) != 0)
 			return 0;
@@ -1227,22 +1282,26 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 	*at = 0;
 	for (int i = 0; i < s->c.max_sessions; i++) {
 		const struct slot *sl = &l->slots[i];
-		int b = sl->pbound, same;
+		int b = sl->pbound, same, cut;
 
 		if (sl->used || !sl->parked)
 			continue;
 		same = b < q->n_prompt && same_images(s, sl, q, b);
-		if (same && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
+		cut = b < q->n_prompt && resumable(s, q, b);
+		if (same && cut && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
 			best = i, *at = b;
 		else if (sl->n_ptok <= q->n_prompt &&
 		    memcmp(sl->ptok, q->hist, sl->n_ptok * sizeof *q->hist) == 0) {
 			q->note.parked = sl->n_ptok;
 			if (b < q->n_prompt && !same)
 				snprintf(q->why, sizeof q->why, "an image before the parked state's "
-				    "chunk boundary at %d is another", b);
+				    "point at %d is another", b);
 			else if (b >= q->n_prompt)
 				snprintf(q->why, sizeof q->why, "the prompt of %d tokens does not go "
-				    "past the parked state's chunk boundary at %d", q->n_prompt, b);
+				    "past the parked state's point at %d", q->n_prompt, b);
+			else if (!cut)
+				snprintf(q->why, sizeof q->why, "an image starts within %d rows of the "
+				    "parked state's point at %d", BACKEND_ROWS_INVARIANT, b);
 		}
 	}
 	return best;
@@ -1300,7 +1359,7 @@ drafter_extend(struct lane *l, struct sched_seq *q, int at)
 		return;
 	if (q->drblk >= 0)
 		q->dpblk = q->drblk, q->drblk = -1;
-	else if (prefix_lookup(l->dpc, q->hist, q->tags, at + 1, 0, &blk) == at)
+	else if (prefix_chain(l->dpc, q->hist, q->tags, at, &blk) == at)
 		q->dpblk = blk, prefix_pin(l->dpc, blk);
 }
 
@@ -1330,6 +1389,8 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 		i = pool_match(s, l, q, &at);
 	if (l->pc != NULL)
 		bc = prefix_lookup(l->pc, q->hist, q->tags, n, 0, &blk);
+	while (bc > 0 && !resumable(s, q, bc))	/* the chain's snapshot before */
+		bc = prefix_lookup(l->pc, q->hist, q->tags, bc, 0, &blk);
 	if (i >= 0 && at >= bc) {
 		q->resume = 1, q->resume_at = at, q->note.parked = l->slots[i].n_ptok;
 		q->spec = q->spec && (l->draft == DRAFT_ASSIST || l->slots[i].pmtp);
@@ -1339,7 +1400,7 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 			q->resume = 2, q->resume_at = bc, q->rblk = blk;
 			prefix_pin(l->pc, blk);
 			mtp = q->spec && l->draft == DRAFT_MTP ? prefix_lookup(l->pc, q->hist, q->tags,
-			    n, 1, &blk) : bc;
+			    bc + 1, 1, &blk) : bc;
 			q->spec = q->spec && mtp == bc && drafter_chain(l, q, bc);
 		} else if (q->why[0] != '\0')
 			q->note = (struct sched_note){ SCHED_NOTE_COLD, q->lane, 0, q->note.parked, q->why,
@@ -1403,7 +1464,7 @@ restore(struct sched *s, struct sched_seq *q)
 	drafter_extend(l, q, at);
 	if (q->resume == 2)
 		q->pblk = q->rblk, q->rblk = -1;	/* its pin goes with it */
-	else if (l->pc != NULL && prefix_lookup(l->pc, q->hist, q->tags, at + 1, 0, &blk) == at)
+	else if (l->pc != NULL && prefix_chain(l->pc, q->hist, q->tags, at, &blk) == at)
 		q->pblk = blk, prefix_pin(l->pc, blk);	/* the chain to extend */
 	return 0;
 }
@@ -1448,27 +1509,30 @@ seq_tag(const struct sched_seq *q, int d)
 
 /* Worker: a speculative DFlash session q's drafter context rows of its
  * block that ends at `end`, into the lane's dpc beside the trunk's (open:
- * not where its prefill stopped, and the drafter's chain ends). */
+ * not where its prefill stopped: rows only, no resuming there). */
 static void
 drafter_block(struct sched *s, struct sched_seq *q, int end, int open)
 {
 	struct lane *l = &s->lanes[q->lane];
 	struct state *ds;
-	int id = -1;
+	int id = -1, pos;
 
 	if (l->dpc == NULL || !q->spec)
 		return;
 	ds = spec_drafter_state(l->slots[q->slot].spec);
-	if (!open && (end == s->c.chunk || q->dpblk >= 0) && state_seek(ds, end) == 0 &&
-	    (id = prefix_insert(l->dpc, q->dpblk, q->hist, seq_tag(q, end / s->c.chunk - 1),
-	    end, ds, 0)) >= 0)
+	pos = state_pos(ds);
+	if ((end == s->c.block || q->dpblk >= 0) && state_seek(ds, end) == 0 &&
+	    (id = prefix_insert(l->dpc, q->dpblk, q->hist, seq_tag(q, end / s->c.block - 1),
+	    end, ds, open ? PREFIX_OPEN : 0)) >= 0)
 		prefix_pin(l->dpc, id);
+	if (open)
+		state_seek(ds, pos);	/* (where the drafter's context was) */
 	prefix_unpin(l->dpc, q->dpblk);
 	q->dpblk = id;
 }
 
 /* Worker: q's block that ends at `end` into the prefix cache (open: the
- * prefill ran past it, through an image), extending its chain. */
+ * prefill ran past it), extending its chain. */
 static void
 cache_block(struct sched *s, struct sched_seq *q, int end, int open)
 {
@@ -1476,9 +1540,9 @@ cache_block(struct sched *s, struct sched_seq *q, int end, int open)
 	int id, flags = (open ? PREFIX_OPEN : 0) | (q->spec && l->draft == DRAFT_MTP ?
 	    PREFIX_MTP : 0);
 
-	if (l->pc == NULL || (end > s->c.chunk && q->pblk < 0))
+	if (l->pc == NULL || (end > s->c.block && q->pblk < 0))
 		return;
-	if ((id = prefix_insert(l->pc, q->pblk, q->hist, seq_tag(q, end / s->c.chunk - 1), end,
+	if ((id = prefix_insert(l->pc, q->pblk, q->hist, seq_tag(q, end / s->c.block - 1), end,
 	    q->st, flags)) >= 0)
 		prefix_pin(l->pc, id);
 	prefix_unpin(l->pc, q->pblk);
@@ -1487,11 +1551,10 @@ cache_block(struct sched *s, struct sched_seq *q, int end, int open)
 }
 
 /*
- * Worker: q's prefill went from `from` to `to`: each chunk boundary it
- * passed is a block for the prefix cache, kept open where an image ran
- * across it (a cold prefill never stops there); at the prompt's last
- * boundary where a cold prefill stops, the recurrent state goes to the
- * slot's pool snapshot.
+ * Worker: q's prefill forward went from `from` to `to`: each block it
+ * passed is a block for the prefix cache, open (its rows only) but where
+ * the forward ended; at the prompt's last point a cold prefill stops at
+ * (rsave), the recurrent state goes to the slot's pool snapshot.
  */
 static void
 boundary(struct sched *s, struct sched_seq *q, int from, int to)
@@ -1500,7 +1563,7 @@ boundary(struct sched *s, struct sched_seq *q, int from, int to)
 
 	if (s->c.reuse && to == q->rsave)
 		sl->sbound = rsnap_move(sl, q->st, 1) == 0 && drafter_rings(sl, q, 0) == 0 ? to : 0;
-	for (int end = (from / s->c.chunk + 1) * s->c.chunk; end <= to; end += s->c.chunk)
+	for (int end = (from / s->c.block + 1) * s->c.block; end <= to; end += s->c.block)
 		cache_block(s, q, end, end < to);
 }
 
@@ -1519,7 +1582,7 @@ park(struct sched *s, struct sched_seq *q)
 	if (!s->c.reuse || q->finish == SCHED_ERROR || q->resume != 0 || sl->sbound == 0)
 		return;
 	memcpy(sl->ptok, q->hist, q->n_hist * sizeof *q->hist);
-	for (int d = 0; d < sl->sbound / s->c.chunk; d++)
+	for (int d = 0; d < sl->sbound / s->c.block; d++)
 		if (q->tags != NULL)
 			sl->ptag[d] = q->tags[d];
 		else
@@ -1829,6 +1892,8 @@ prefill(struct sched *s, struct sched_seq **act, int n)
 
 			if (to > q->n_prompt)
 				to = q->n_prompt;
+			if (q->lcut > q->done_prompt && q->lcut < to)
+				to = q->lcut;	/* the prompt's last block a resuming point */
 			/* an image whole in one forward */
 			to = q->done_prompt + vision_prompt_cut(&q->vp, q->done_prompt,
 			    to - q->done_prompt);

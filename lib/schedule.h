@@ -44,6 +44,9 @@ struct sched_config {
 				 * SCHED_PREFIX_AUTO a quarter of the memory the sessions
 				 * leave, at most 8 GiB on a GPU, 1 GiB on the CPU */
 	int	reuse;		/* 1: the reuse pool (MEMRA_REUSE_POOL) */
+	int	block;		/* tokens a prefix cache block, the reuse grain
+				 * (MEMRA_PREFIX_BLOCK): a divisor of chunk, chunk itself or
+				 * a multiple of 64; 0: 64 where it divides chunk, else chunk */
 	/* the worker's events for the log (may be NULL); called outside the lock */
 	void	(*note)(void *arg, const struct sched_note *);
 	void	*note_arg;
@@ -52,25 +55,45 @@ struct sched_config {
 #define SCHED_PREFIX_AUTO ((size_t)-1)
 
 /*
- * Reuse without recomputing, exactly.  A cold prompt is prefilled in
- * chunks that end at the absolute multiples of chunk, so the state at such
- * a boundary is the same for every prompt with the same tokens before it:
- * only there can a sequence resume and compute, from the boundary on, the
- * bits a cold run computes (t/tools/prefix-exact measures it: a state
- * reached by other cuts or by decode rows differs in the last bits).  So:
+ * Reuse without recomputing, exactly.  A cold prompt of n tokens is
+ * prefilled in forwards that end at the absolute multiples of chunk and
+ * at L = floor((n - 1) / block) block, the prompt's last multiple of
+ * block before its last token (when that is no multiple of chunk): [...,
+ * the last multiple of chunk), [that, L), [L, n).  So the state where a
+ * forward ended is the same for every prompt with the same tokens before
+ * it, and only there can a sequence resume.  A sequence resumed at S (a
+ * multiple of block where some prompt's forward ended) runs [S, the next
+ * multiple of chunk), then the cold run's cuts: one cut more than the
+ * cold run of its own prompt has, at S.  That computes the cold run's
+ * bits because every product is row-invariant past BACKEND_ROWS_INVARIANT
+ * rows (row r of a product depends on row r alone, and every piece but
+ * the tail [L, n), which both runs cut alike, has at least block >= 64
+ * rows) and the CPU's gated delta rule runs in chunks of GDN_CHUNK (64)
+ * positions from a forward's first row, so cutting a prefill at a
+ * multiple of 64 changes no chunk of it (t/tools/prefix-exact measures
+ * it on the CPU: a
+ * cut at a multiple of 64 gives the 512-chunks' bits; other cuts, and
+ * decode rows, differ in the last bits).  Hence block is a multiple of 64
+ * or the chunk itself (then S is a multiple of chunk: no cut more).
  *
- * The prefix cache (lib/prefix, blocks of chunk tokens) keeps each prefill
- * chunk's KV rows and the recurrent state at its end; a request resumes at
- * the longest cached chain of its prompt that leaves a token to prefill.
+ * The prefix cache (lib/prefix, blocks of `block` tokens) keeps every
+ * block's KV rows a prefill passes, and a snapshot of the recurrent state
+ * only at a block's end where a forward ended (a multiple of chunk, a
+ * prompt's L); a request resumes at the longest cached chain of its
+ * prompt that ends at a snapshot and leaves a token to prefill.  A hybrid
+ * model's turn so reuses its conversation up to the last multiple of
+ * block a forward of an earlier prompt ended at; attention-only blocks
+ * past it are kept, but resuming there would need the recurrent state.
  *
  * The reuse pool keeps a finished session's state in its slot (its KV
- * rows stay where they are, and the recurrent state at the last chunk
- * boundary of its prompt was saved when the prefill passed it); a request
- * whose prompt begins with the tokens before that boundary and goes past
- * it resumes there.  A parked slot is taken back (least recently parked
- * first) as soon as a request needs a slot and no free one is left.
- * What a turn generated is prefilled again from the boundary on: decode
- * rows are other bits than a cold prefill of the same tokens.
+ * rows stay where they are, and the recurrent state at the prompt's last
+ * point a cold prefill stops at, its L or a multiple of chunk, was saved
+ * when the prefill passed it); a request whose prompt begins with the
+ * tokens before that point and goes past it resumes there.  A parked slot
+ * is taken back (least recently parked first) as soon as a request needs
+ * a slot and no free one is left.  What a turn generated is prefilled
+ * again from that point on: decode rows are other bits than a cold
+ * prefill of the same tokens.
  *
  * Images: an image's soft-token rows are one placeholder id for any image
  * of its size, so a block of the prefix cache is keyed by its tokens and
@@ -78,10 +101,13 @@ struct sched_config {
  * sizes), and a parked conversation resumes only where the images before
  * its boundary are the same; a different image never matches.  A cold
  * prefill runs an image whole in one forward (its rows see each other
- * both ways), so it does not stop at a chunk boundary that an image runs
- * across: such a block is kept open (its rows for the chains through it,
- * no resuming at its end), and the pool's boundary is the last one the
- * cold prefill stops at.  So a turn that sends back the same images
+ * both ways), so it does not stop at a chunk boundary or an L that an
+ * image runs across: such a block is kept open (its rows for the chains
+ * through it, no resuming at its end), and the pool's point is the last
+ * one the cold prefill stops at.  Nor does a request resume at a point
+ * inside a chunk where its own first forward would stop before an image
+ * within BACKEND_ROWS_INVARIANT rows (a step's kernels on a GPU, where the
+ * cold run has no cut): it resumes at an earlier snapshot.  So a turn that sends back the same images
  * resumes past them, computing the bits a cold prefill computes.
  *
  * A speculative session resumes with the MTP cache rows of a speculative
@@ -89,10 +115,10 @@ struct sched_config {
  * greedy tokens).  Gemma-4's assistant keeps no cache: any state will do.
  * A DFlash drafter's context rows stay in a parked slot (its spec's),
  * and its rings (a sliding layer's last positions, model_dflash_state)
- * were saved at the boundary as the recurrent state was; a DFlash lane's
- * prefix cache is two of as many blocks, the trunk's and the drafter's
- * context rows of the same prompt chunks (a ring's within its reach of
- * the block's end), stored by a speculative session's prefill.
+ * were saved at the resume point as the recurrent state was; a DFlash
+ * lane's prefix cache is two of as many blocks, the trunk's and the
+ * drafter's context rows of the same prompt blocks (a ring's within its
+ * reach of the block's end), stored by a speculative session's prefill.
  * sched_seq_cached tells the prompt
  * tokens a session did not recompute.
  */

@@ -15,7 +15,8 @@ teardown() { stop_serve; }
 
 
 # conversation NAME [VAR=VALUE...]: 8 turns on model A (prompt chunks of 32
-# tokens, so that short turns pass chunk boundaries) into $P/NAME.jsonl
+# tokens, so that short turns pass chunk boundaries, unless VAR=VALUE sets
+# MEMRA_PREFILL_CHUNK) into $P/NAME.jsonl
 conversation() {
 	local name=$1
 	shift
@@ -38,6 +39,35 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	[ "$stderr" = "serve: MEMRA_REUSE_POOL (--reuse-pool): '2': out of range 0..1 or not a number" ]
 	run -2 --separate-stderr env MEMRA_MODELS=x=y serve --reuse-pool yes
 	[[ $stderr == "serve: MEMRA_REUSE_POOL (--reuse-pool): 'yes': out of range"* ]]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFIX_BLOCK=100 serve
+	[ "$stderr" = "serve: MEMRA_PREFIX_BLOCK (--prefix-block): 100: not a multiple of 64 that divides the prefill chunk of 512 (MEMRA_PREFILL_CHUNK), nor the chunk" ]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFILL_CHUNK=192 serve --prefix-block 128
+	[ "$stderr" = "serve: MEMRA_PREFIX_BLOCK (--prefix-block): 128: not a multiple of 64 that divides the prefill chunk of 192 (MEMRA_PREFILL_CHUNK), nor the chunk" ]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y MEMRA_PREFILL_CHUNK=32 serve --prefix-block 64
+	[[ $stderr == "serve: MEMRA_PREFIX_BLOCK (--prefix-block): 64: not a multiple of 64 that divides the prefill chunk of 32 "* ]]
+	run -2 --separate-stderr env MEMRA_MODELS=x=y serve --prefix-block 0
+	[[ $stderr == "serve: MEMRA_PREFIX_BLOCK (--prefix-block): '0': out of range 1..1048576"* ]]
+}
+
+@test "model A: chunks of 512, blocks of 64: short turns resume at their last block, the replies of both off" {
+	need_py openai
+	A=$(model_a)
+	conversation off MEMRA_PREFILL_CHUNK=512 MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	conversation on MEMRA_PREFILL_CHUNK=512
+	conversation cache MEMRA_PREFILL_CHUNK=512 MEMRA_REUSE_POOL=0 MEMRA_PREFIX_CACHE_MB=64
+	grep -Eq '^\[sched\] a: prefix cache: 6[34] MiB, [0-9]+ blocks of 64 tokens, [0-9.]+ MiB each \(KV rows\), [0-9]+ snapshots, [0-9.]+ MiB each \(the recurrent state where a prefill forward ended: each chunk.s end and each prompt.s last block\)$' "$P/cache.log"
+	cmp "$P/off.txt" "$P/on.txt"
+	cmp "$P/off.txt" "$P/cache.txt"
+	# every prompt under one chunk; from turn 2 on each resumes at least at the
+	# last block of 64 of the turn before (main reused nothing under 512)
+	jq -e 'select(.prompt_tokens >= 512)' "$P/on.jsonl" && false
+	for f in on cache; do
+		jq -e 'select(.cached_tokens % 64 != 0 or .cached_tokens >= .prompt_tokens)' "$P/$f.jsonl" && false
+		jq -s -e '[range(1; length) as $t | .[$t].cached_tokens >= ((.[$t - 1].prompt_tokens - 1) / 64 | floor) * 64] | all' "$P/$f.jsonl"
+		[ "$(jq -r .cached_tokens "$P/$f.jsonl" | sed -n 2p)" -gt 0 ]
+	done
+	grep -Eqx 'memra_prefix_cache_snapshots\{model="a"\} [1-9][0-9]*' "$P/cache.metrics"
+	grep -Eqx 'memra_prefix_cache_blocks\{model="a"\} [1-9][0-9]*' "$P/cache.metrics"
 }
 
 @test "model A: 8 turns from the pool and the cache are the replies of both off; the reuse line; cached_tokens" {
@@ -81,4 +111,14 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	cmp "$P/off.txt" "$P/cache.txt"
 	! grep -q 'reuse:' "$P/cache.log"
 	[ "$(jq -r .cached_tokens "$P/cache.jsonl" | tail -1)" -gt 0 ]
+}
+
+@test "serve(1) documents MEMRA_PREFIX_BLOCK in --help, OPTIONS and ENVIRONMENT, and the boot line's blocks and snapshots" {
+	command -v mandoc >/dev/null || skip "mandoc not installed"
+	man=$(mandoc -Tascii "$TOP/man/serve.1" | sed 's/.\x08//g')
+	serve --help | grep -q '(MEMRA_PREFIX_BLOCK, 64,'
+	serve --help | grep -q -- '^  --prefix-block N '
+	sed -n '/^OPTIONS/,/^ENVIRONMENT/p' <<<"$man" | grep -q -- '--prefix-block'
+	sed -n '/^ENVIRONMENT/,/^EXIT STATUS/p' <<<"$man" | grep -q 'MEMRA_PREFIX_BLOCK'
+	sed -n '/^DESCRIPTION/,/^OPTIONS/p' <<<"$man" | tr -s ' \n' ' ' | grep -q 'blocks of 64 tokens, 0.19 MiB each (KV rows), 652 snapshots'
 }

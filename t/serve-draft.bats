@@ -161,6 +161,31 @@ PY
 	grep -q '^\[sched\] q38: prefix cache: [0-9]* MiB' "$LOG"
 }
 
+@test "DFlash2: blocks of 64 in chunks of 128: the next turn resumes from the prefix cache with the drafter's context rows" {
+	need_py openai
+	A=$(model_a)
+	printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$P/r8.txt"
+	p1=$(python3 -c 'import json,sys; print("\n".join(json.loads(l)["prompt"] for l in open(sys.argv[1]).readlines()[:2]))' "$A/prompts.jsonl")
+	start_serve MEMRA_MODELS="q38=$A" MEMRA_SPEC_K=0 MEMRA_PREFILL_CHUNK=128 MEMRA_PREFIX_CACHE_MB=0 \
+	    MEMRA_REUSE_POOL=0
+	r1=$($SC "$URL" complete q38 "$p1" 16 | jq -r .text)
+	p2="$p1$r1 def fibonacci(n):"
+	want=$($SC "$URL" complete q38 "$p2" 16)
+	stop_serve
+	start_serve MEMRA_MODELS="q38=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \
+	    MEMRA_FRSPEC_TRIM="$P/r8.txt" MEMRA_SPEC_K=7 MEMRA_PREFILL_CHUNK=128 MEMRA_REUSE_POOL=0 \
+	    MEMRA_PREFIX_CACHE_MB=64
+	grep -q '^\[sched\] q38: prefix cache: [0-9]* MiB, [0-9]* blocks of 64 tokens' "$LOG"
+	[ "$($SC "$URL" complete q38 "$p1" 16 | jq -r .text)" = "$r1" ]
+	rounds=$(metric memra_spec_rounds_total)
+	[ "$(metric memra_cached_tokens_total)" = 0 ]
+	[ "$($SC "$URL" complete q38 "$p2" 16)" = "$want" ]
+	cached=$(metric memra_cached_tokens_total)
+	[ $((cached % 128)) = 64 ]	# inside a chunk: past blocks stored open
+	# it drafted: the drafter's context rows came from the cache with the trunk's
+	[ "$(metric memra_spec_rounds_total)" -gt "$rounds" ]
+}
+
 @test "the drafters' variables: bad values are misuse, a drafter not armed is said, a wrong one is an error" {
 	A=$(model_a)
 	MEMRA_DSPARK_SPEC=1 run -2 --separate-stderr env MEMRA_MODELS="q=$A" serve

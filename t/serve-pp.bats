@@ -127,6 +127,17 @@ PY
 	python3 "$TOP/t/serve-conv.py" "$URL" a 8 12 >"$P/cache.jsonl"
 	jq -r .content "$P/cache.jsonl" | cmp "$P/off.txt" -
 	[ "$(jq -r .cached_tokens "$P/cache.jsonl" | tail -1)" -gt 0 ]
+	stop_serve
+	# blocks of 64 in chunks of 128: each stage's snapshot where a forward ended,
+	# resumed inside a chunk too; the unsplit server's replies with both off
+	start_serve MEMRA_MODELS="a=$A" MEMRA_PREFILL_CHUNK=128 MEMRA_REUSE_POOL=0 MEMRA_PREFIX_CACHE_MB=0
+	python3 "$TOP/t/serve-conv.py" "$URL" a 8 12 | jq -r .content >"$P/off128.txt"
+	stop_serve
+	start_serve MEMRA_MODELS="a=$A" MEMRA_PREFILL_CHUNK=128 MEMRA_REUSE_POOL=0 MEMRA_PREFIX_CACHE_MB=64 MEMRA_PP_STAGES=2
+	grep -Eq '^\[sched\] a: prefix cache: 6[0-4] MiB, [0-9]+ blocks of 64 tokens, [0-9.]+ MiB each \(KV rows\), [0-9]+ snapshots' "$LOG"
+	python3 "$TOP/t/serve-conv.py" "$URL" a 8 12 >"$P/cache128.jsonl"
+	jq -r .content "$P/cache128.jsonl" | cmp "$P/off128.txt" -
+	jq -s -e 'map(.cached_tokens % 128 == 64) | any' "$P/cache128.jsonl"
 }
 
 @test "logprobs, a grammar, n choices and a drain on the split server: the unsplit server's bytes" {

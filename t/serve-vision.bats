@@ -228,6 +228,26 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 	[ "$c3" -gt $((p1 + 12 + 60)) ]	# past turn 2's b.jpg, after turn 1 and its reply
 }
 
+@test "chunks of 128, blocks of 64: image chats resume at blocks inside chunks with a cold prefill's bits" {
+	need_py openai
+	long="Describe the picture in great detail, every colour and every shape of it, please."
+	turns=("@$V/images/a.png|$long" "@$V/images/b.jpg|And this one? $long" "Compare them." "And the first one again?")
+	chat cold MEMRA_PREFILL_CHUNK=128 MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	for how in pool cache; do
+		case $how in
+		pool) chat $how MEMRA_PREFILL_CHUNK=128 MEMRA_PREFIX_CACHE_MB=0 ;;
+		cache) chat $how MEMRA_PREFILL_CHUNK=128 MEMRA_REUSE_POOL=0 ;;
+		esac
+		grep -q '^\[sched\] g: prefix cache: off\|blocks of 64 tokens' "$P/$how.log"
+		bits cold $how
+		# each turn resumes at the turn before's last block of 64 (no image runs
+		# across it here), one inside a chunk of 128 (main: chunk ends only)
+		jq -s -e '[range(1; length) as $t | .[$t].cached_tokens >= ((.[$t - 1].prompt_tokens - 1) / 64 | floor) * 64] | all' "$P/$how.jsonl"
+		jq -s -e 'map(.cached_tokens % 64 == 0) | all' "$P/$how.jsonl"
+		jq -s -e 'map(.cached_tokens % 128 == 64) | any' "$P/$how.jsonl"
+	done
+}
+
 @test "a different image of the same size in a conversation's history is a miss, never another's rows" {
 	need_py openai
 	png "$P/p1.png" 61 47 1		# a.png's size: the same 63 image rows

@@ -15,8 +15,11 @@
  * floats, 81% of the recurrent state, 86-88% of the logits; at most 7e-6):
  * only backend_gdn_chunk depends on the cut (with the recurrent rule every
  * way is exact, and no slower here: 0.455 s against 0.522 s).  On a GPU a
- * product of more than 16 rows takes a prompt's kernel too, so the
- * scheduler resumes only at chunk boundaries (lib/schedule.h).
+ * product of more than 16 rows takes a prompt's kernel too.  The
+ * scheduler's blocks of 64 (lib/schedule.h): a cold run cut at the chunks
+ * and at L, the prompt's last multiple of 64, against a run resumed at a
+ * multiple of 64 inside a chunk (one cut more, as another prompt's L left
+ * a snapshot there): EXACT on model A (CPU, 1300 ids, 2026-12-05).
  */
 #include <getopt.h>
 #include <math.h>
@@ -137,6 +140,20 @@ chunk_cuts(int n, int c, int *cuts)
 	return k;
 }
 
+/* The scheduler's cuts with prefix blocks of 64: chunk ends and L, the prompt's last
+ * multiple of 64 before n (not a chunk end), then n; with s > 0 a resume there too. */
+static int
+block_cuts(int n, int c, int s, int *cuts)
+{
+	int k = 0, L = (n - 1) / 64 * 64;
+
+	for (int e = 64; e < n; e += 64)
+		if (e % c == 0 || e == L || e == s)
+			cuts[k++] = e;
+	cuts[k++] = n;
+	return k;
+}
+
 static double
 time_prefill(struct state *st, const int32_t *ids, int n, int flags, float *lg)
 {
@@ -186,6 +203,19 @@ study(const int32_t *ids, int n, int chunk)
 	printf("reference: %d ids, every row a decode row\n", n);
 	WAY("one forward, recurrent delta rule (flags 0)", run(st, ids, n, &n, 1, 0, n, lg));
 	WAY("odd cuts, recurrent delta rule (flags 0)", run(st, ids, n, odd, 3, 0, n, lg));
+	drop(&ref);
+	/* blocks of 64 (lib/schedule.h): the cold run also cut at L; a resume at a
+	 * snapshot S inside a chunk, another prompt's L, adds a cut at S */
+	k = block_cuts(n, chunk, 0, cuts);
+	run(st, ids, n, cuts, k, MODEL_PREFILL, n, lg), take(st, lg, &ref);
+	printf("reference: chunks of %d and L = %d, the prompt's last block of 64\n", chunk,
+	    (n - 1) / 64 * 64);
+	for (int i = 0, at[2] = { (n - 1) / 64 * 64 - 64, chunk + 64 }; i < 2; i++)
+		if (at[i] > 0 && at[i] % chunk != 0 && at[i] < (n - 1) / 64 * 64) {
+			snprintf(way, sizeof way, "resumed at %d inside a chunk", at[i]);
+			k = block_cuts(n, chunk, at[i], cuts);
+			WAY(way, run(st, ids, n, cuts, k, MODEL_PREFILL, n, lg));
+		}
 	drop(&ref);
 	printf("prefill of %d rows: chunked delta rule %.4f s, recurrent %.4f s (best of 3)\n", n,
 	    time_prefill(st, ids, n, MODEL_PREFILL, lg), time_prefill(st, ids, n, 0, lg));

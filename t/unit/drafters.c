@@ -448,7 +448,8 @@ TEST(dflash2_context_rows_from_the_prefix_cache_are_the_cold_ones_bit_for_bit)
 		goto out;
 	c = *state_config(spec_drafter_state(sa));
 	CHECK(c.n_ring == 1 && c.ring == 16 - 1 + 8);	/* d2's sliding layer: window 16, block 8 */
-	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, NULL, CHUNK), 0, NULL },
+	p = prefix_new(be, &c, &(struct prefix_config){ CHUNK, 8 * prefix_block_bytes(&c, NULL, CHUNK),
+	    0, NULL, 0 },
 	    err);
 	CHECK(p != NULL);
 	for (int end = CHUNK, id = -1; p != NULL && end <= 128; end += CHUNK) {	/* b's blocks */

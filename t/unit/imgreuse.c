@@ -7,7 +7,9 @@
  * both, plain and drafted by Gemma-4's assistant: every turn's tokens and
  * logprobs are the cold ones bit for bit, resumed past the images, never at
  * a chunk boundary an image runs across; an image of the same rows but
- * other bytes never resumes (the pool says why).
+ * other bytes never resumes (the pool says why); with blocks of 64 in
+ * chunks of 128, no resume at a point inside a chunk that an image starts
+ * 16 rows or less after (its first forward would be a step's rows).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 
 static struct backend *be;
 static struct model *mp, *md;	/* plain, and with the assistant attached */
+static int chunk = CHUNK;	/* the scheduler's chunk (its block: 64 where it divides it) */
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
 
 static uint64_t
@@ -131,11 +134,13 @@ start(struct run *r, struct model *m, int K, int reuse, int blocks)
 	struct sched_config c;
 	char err[UTIL_ERRLEN];
 	struct state *st = model_state_new(m, 1, 0, err);
+	int B = chunk % 64 == 0 ? 64 : chunk;
 
 	sched_config_defaults(&c, be, MAXIDS + MAXGEN + 8, 2);
-	c.chunk = CHUNK, c.step_prefill = 2 * CHUNK, c.reserve = 0, c.reuse = reuse;
+	c.chunk = chunk, c.step_prefill = 2 * chunk, c.reserve = 0, c.reuse = reuse;
 	c.note = on_note;
-	c.prefix_bytes = st != NULL ? blocks * prefix_block_bytes(state_config(st), NULL, CHUNK) : 0;
+	c.prefix_bytes = st != NULL ? blocks * prefix_unit_bytes(state_config(st), NULL, B,
+	    chunk / B) : 0;
 	state_free(st);
 	if ((r->s = sched_new(be, &c, err)) == NULL ||
 	    (r->lane = sched_add_model(r->s, m, K, K > 0, NULL, err)) < 0) {
@@ -295,7 +300,7 @@ TEST(an_image_of_the_same_rows_but_other_bytes_never_resumes)
 	CHECK_EQ_INT(cached, 0);	/* every block holds image 0's rows */
 	CHECK_EQ_INT(notes.reuse, 0);
 	CHECK_EQ_INT(notes.cold, 1);
-	CHECK_EQ_STR(notes.why, "an image before the parked state's chunk boundary at 96 is "
+	CHECK_EQ_STR(notes.why, "an image before the parked state's point at 96 is "
 	    "another");
 	stop(&r);
 	/* and its reply is its own cold one */
@@ -319,6 +324,54 @@ TEST(an_image_of_the_same_rows_but_other_bytes_never_resumes)
 	}
 }
 
+/*
+ * Chunks of 128, blocks of 64: turn 0, 195 ids of text, leaves a snapshot
+ * at 192 (its L, inside the chunk [128, 256)); turn 1 sends back its reply
+ * and an image right after it, whose rows start 16 rows or less past 192
+ * and run across 256: resumed at 192, its first forward would stop before
+ * the image after a step's rows, where the cold run has no cut.  It resumes at 128 from the
+ * cache, cold from the pool (which says why), each the cold reply.
+ */
+TEST(no_resume_inside_a_chunk_just_before_an_image)
+{
+	static struct conv c;
+	struct run r;
+	int32_t got[MAXGEN], cold[2][MAXGEN];
+	float lp[MAXGEN], clp[2][MAXGEN];
+	int cached, kc[2], k;
+
+	chunk = 128;
+	memset(&c, 0, sizeof c);
+	for (int i = 0; i < MAXIDS; i++)
+		c.ids[i] = (int32_t)(next(&rng) % 280) + 2;
+	c.n[0] = 195;
+	if (start(&r, mp, 0, 0, 0) != 0)
+		goto out;
+	kc[0] = turn(&r, &c, 0, cold[0], clp[0], &cached);
+	memcpy(c.ids + 195, cold[0], kc[0] * sizeof *c.ids);
+	put_image(&c, 0, 195 + kc[0] + 1, 70, 7);	/* across 256 */
+	c.n[1] = 195 + kc[0] + 1 + 70 + 40, c.n_img[1] = 1;	/* its L inside the image */
+	CHECK(c.img[0].row - 192 <= 16);
+	kc[1] = turn(&r, &c, 1, cold[1], clp[1], &cached);
+	stop(&r);
+	for (int how = 0; how < 2; how++) {	/* the pool, the cache */
+		if (start(&r, mp, 0, how == 0, how == 0 ? 0 : 8) != 0)
+			goto out;
+		turn(&r, &c, 0, got, lp, &cached);
+		notes.cold = notes.reuse = 0, notes.why[0] = '\0';
+		k = turn(&r, &c, 1, got, lp, &cached);
+		CHECK_EQ_INT(cached, how == 0 ? 0 : 128);
+		CHECK(k == kc[1] && memcmp(got, cold[1], k * sizeof *got) == 0 &&
+		    memcmp(lp, clp[1], k * sizeof *lp) == 0);
+		if (how == 0)
+			CHECK_EQ_STR(notes.why, "an image starts within 16 rows of the parked "
+			    "state's point at 192");
+		stop(&r);
+	}
+out:
+	chunk = CHUNK;
+}
+
 int
 main(void)
 {
@@ -337,6 +390,7 @@ main(void)
 	make_conv(&cv, 11, 12);
 	RUN(image_turns_resume_past_their_images_with_the_cold_bits);
 	RUN(an_image_of_the_same_rows_but_other_bytes_never_resumes);
+	RUN(no_resume_inside_a_chunk_just_before_an_image);
 	model_close(mp), model_close(md);
 	backend_close(be);
 	return test_summary();

@@ -415,7 +415,8 @@ TEST(a_prefix_cache_keeps_each_stage_s_part_of_a_split_state)
 	/* the split's block holds the whole model's caches, cut by stage */
 	CHECK_EQ_INT(prefix_block_bytes_like(a, NULL, 4), prefix_block_bytes(state_config(ws), NULL, 4));
 	CHECK(state_backend(a) == NULL && state_backend(state_part(a, 1)) == be[1]);
-	p = prefix_new_like(a, &(struct prefix_config){ 4, 8 * prefix_block_bytes_like(a, NULL, 4), 0, NULL },
+	p = prefix_new_like(a, &(struct prefix_config){ 4, 8 * prefix_block_bytes_like(a, NULL, 4), 0,
+	    NULL, 0 },
 	    err);
 	CHECK(p != NULL);
 	if (p != NULL && a && b && c && ws) {

@@ -2,9 +2,11 @@
  * prefix: the prefix cache's bookkeeping on small made-up states (CPU
  * backend): chains found only where every token, the tag and the parent
  * match (with every key forced to collide too), the longest chain that
- * leaves a token and ends in a block that is not open, restore of rows,
+ * leaves a token and ends in a block with a snapshot, restore of rows,
  * recurrent state and position (caches narrower than kv_dim too, as
- * gemma4's), LRU eviction from a chain's end, pins, and a budget that is
+ * gemma4's), LRU eviction from a chain's end, pins, the pool of snapshots
+ * (blocks of rows only between them, snapshots evicted from blocks that
+ * stay, a block stored without one when none can go), and a budget that is
  * never exceeded.
  */
 #include "backend.h"
@@ -67,7 +69,7 @@ static struct prefix *
 cache(int blocks, uint64_t mask)
 {
 	char err[UTIL_ERRLEN];
-	struct prefix_config pc = { BLK, blocks * prefix_block_bytes(&shape, NULL, BLK), mask, NULL };
+	struct prefix_config pc = { BLK, blocks * prefix_block_bytes(&shape, NULL, BLK), mask, NULL, 0 };
 	struct prefix *p = prefix_new(be, &shape, &pc, err);
 
 	if (p == NULL)
@@ -175,7 +177,7 @@ TEST(the_budget_is_never_exceeded)
 	struct prefix *p = cache(5, 0);
 	uint64_t x = 88172645463325252ULL;
 	char err[UTIL_ERRLEN];
-	struct prefix_config tiny = { BLK, prefix_block_bytes(&shape, NULL, BLK) - 1, 0, NULL };
+	struct prefix_config tiny = { BLK, prefix_block_bytes(&shape, NULL, BLK) - 1, 0, NULL, 0 };
 
 	CHECK(prefix_new(be, &shape, &tiny, err) == NULL && strstr(err, "holds no block"));
 	CHECK(p != NULL);
@@ -213,6 +215,164 @@ TEST(a_block_is_stored_only_where_its_chain_ends)
 	CHECK(prefix_insert(p, -1, a, NULL, 4, st, 0) >= 0);
 	CHECK(prefix_insert(p, -1, a, NULL, 8, st, 0) == -1);	/* the state is at 4 */
 	state_free(st);
+	prefix_free(p);
+}
+
+/* A cache of `units` units of stride blocks and two snapshots each. */
+static struct prefix *
+cache_of(int units, int stride)
+{
+	char err[UTIL_ERRLEN];
+	struct prefix_config pc = { BLK, units * prefix_unit_bytes(&shape, NULL, BLK, stride), 0,
+	    NULL, stride };
+	struct prefix *p = prefix_new(be, &shape, &pc, err);
+
+	if (p == NULL)
+		printf("# %s\n", err);
+	return p;
+}
+
+/* Store ids[0..n)'s blocks as a prefill of forwards ending at each multiple of
+ * every (in tokens) and at n: a snapshot there, rows only elsewhere; the last id. */
+static int
+store_cut(struct prefix *p, const int32_t *ids, int n, int every, int parent, int from)
+{
+	int last = parent;
+
+	for (int end = from + BLK; end <= n; end += BLK) {
+		int stop = end % every == 0 || end == n;
+		struct state *st = state_of(ids, stop ? end : (end / every + 1) * every < n ?
+		    (end / every + 1) * every : n);
+
+		last = prefix_insert(p, last, ids, NULL, end, st, stop ? 0 : PREFIX_OPEN);
+		state_free(st);
+		if (last < 0)
+			return -1;
+	}
+	return last;
+}
+
+TEST(snapshots_are_kept_only_where_a_forward_ended_and_cost_their_own_pool)
+{
+	int32_t a[41];
+	struct prefix *p = cache_of(2, 4);
+	struct state *st = state_new(be, &shape, (char[UTIL_ERRLEN]){ 0 }), *ref;
+	struct prefix_stats s;
+	size_t rb = 2 * BLK * shape.n_kv * shape.kv_dim * sizeof(float);
+	size_t sb = state_rec_floats(&shape) * sizeof(float);
+	int last;
+
+	for (int i = 0; i < 41; i++)
+		a[i] = 100 + i;
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	prefix_stats(p, &s);
+	CHECK_EQ_INT(s.max_blocks, 8);
+	CHECK_EQ_INT(s.max_snaps, 4);
+	CHECK_EQ_INT((int)s.block_bytes, (int)rb);
+	CHECK_EQ_INT((int)s.snap_bytes, (int)sb);
+	CHECK(s.arena == 8 * rb + 4 * sb && s.arena <= s.budget);
+	/* forwards [0, 16), [16, 28): snapshots at 16 and 28 only */
+	CHECK(store_cut(p, a, 28, 16, -1, 0) >= 0);
+	prefix_stats(p, &s);
+	CHECK_EQ_INT(s.blocks, 7);
+	CHECK_EQ_INT(s.snaps, 2);
+	CHECK(s.bytes == 7 * rb + 2 * sb);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 29, 0, &last), 28);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 28, 0, &last), 16);	/* 24: rows only */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 16, 0, &last), 0);	/* 4, 8, 12: rows only */
+	CHECK_EQ_INT(prefix_chain(p, a, NULL, 24, &last), 24);	/* the rows' chain */
+	CHECK_EQ_INT(prefix_chain(p, a, NULL, 41, &last), 28);
+	CHECK(prefix_restore(p, last, st) == 0);	/* its end has a snapshot */
+	ref = state_of(a, 28);
+	CHECK(same(st, ref, 28));
+	state_free(ref);
+	CHECK_EQ_INT(prefix_chain(p, a, NULL, 24, &last), 24);
+	CHECK(prefix_restore(p, last, st) == -1);	/* no snapshot at 24 */
+	CHECK(prefix_lookup(p, a, NULL, 17, 0, &last) == 16 && prefix_restore(p, last, st) == 0);
+	ref = state_of(a, 16);
+	CHECK(same(st, ref, 16));
+	state_free(ref), state_free(st);
+	prefix_free(p);
+}
+
+TEST(a_full_pool_of_snapshots_takes_the_least_recently_used_but_keeps_its_blocks)
+{
+	int32_t a[13], b[13], c[13];
+	struct prefix *p = cache_of(1, 4);	/* 4 blocks, 2 snapshots */
+	struct state *b4;
+	struct prefix_stats s;
+	int last, pa, pc;
+
+	for (int i = 0; i < 13; i++)
+		a[i] = 10 + i, b[i] = 50 + i, c[i] = 90 + i;
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	CHECK(store_cut(p, a, 8, 8, -1, 0) >= 0);	/* a snapshot at 8 only */
+	CHECK(store_cut(p, b, 4, 4, -1, 0) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 8);	/* a is now the newer */
+	CHECK(store_cut(p, c, 4, 4, -1, 0) >= 0);	/* takes b's snapshot */
+	prefix_stats(p, &s);
+	CHECK(s.blocks == 4 && s.snaps == 2 && s.snap_evictions == 1 && s.evictions == 0);
+	CHECK_EQ_INT(prefix_lookup(p, b, NULL, 13, 0, &last), 0);
+	CHECK_EQ_INT(prefix_chain(p, b, NULL, 4, &last), 4);	/* its rows stay */
+	CHECK_EQ_INT(prefix_lookup(p, c, NULL, 13, 0, &last), 4);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 8);
+	/* pinned snapshots stay: with both pinned, b's block gets none */
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &pa), 8);
+	CHECK_EQ_INT(prefix_lookup(p, c, NULL, 13, 0, &pc), 4);
+	prefix_pin(p, pa), prefix_pin(p, pc);
+	b4 = state_of(b, 4);
+	CHECK(prefix_insert(p, -1, b, NULL, 4, b4, 0) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, b, NULL, 13, 0, &last), 0);
+	/* unpinned, c's goes to b, stored again where its prefill stopped */
+	prefix_unpin(p, pc);
+	CHECK(prefix_insert(p, -1, b, NULL, 4, b4, 0) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, b, NULL, 13, 0, &last), 4);
+	CHECK_EQ_INT(prefix_lookup(p, c, NULL, 13, 0, &last), 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 13, 0, &last), 8);
+	CHECK(prefix_restore(p, pc, b4) == -1);	/* c's block: no snapshot to restore */
+	prefix_unpin(p, pa);
+	prefix_stats(p, &s);
+	CHECK(s.snaps == 2 && s.snap_evictions == 2 && s.bytes <= s.budget);
+	state_free(b4);
+	prefix_free(p);
+}
+
+TEST(the_budget_holds_blocks_and_snapshots_together)
+{
+	struct prefix_stats s;
+	struct prefix *p = cache_of(3, 4);
+	uint64_t x = 88172645463325252ULL;
+	char err[UTIL_ERRLEN];
+	struct prefix_config tiny = { BLK, prefix_unit_bytes(&shape, NULL, BLK, 4) - 1, 0, NULL,
+	    4 };
+
+	CHECK(prefix_new(be, &shape, &tiny, err) == NULL && strstr(err, "holds no block"));
+	CHECK(p != NULL);
+	for (int i = 0; p != NULL && i < 300; i++) {
+		int32_t ids[33];
+		int n = BLK * (1 + i % 8), last;
+
+		for (int k = 0; k < n + 1; k++)
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17, ids[k] = (int32_t)(x % 3);
+		if (prefix_lookup(p, ids, NULL, n + 1, 0, &last) < n)
+			store_cut(p, ids, n, i % 3 ? 16 : 4, -1, 0);
+		prefix_stats(p, &s);
+		if (s.bytes > s.budget || s.arena > s.budget || s.blocks > s.max_blocks ||
+		    s.snaps > s.max_snaps || s.bytes != s.blocks * s.block_bytes +
+		    s.snaps * s.snap_bytes) {
+			FAILF("after %d requests: %zu bytes in %d blocks and %d snapshots, %zu "
+			    "allocated, budget %zu", i + 1, s.bytes, s.blocks, s.snaps, s.arena,
+			    s.budget);
+			break;
+		}
+	}
+	prefix_stats(p, &s);
+	CHECK(s.max_blocks == 12 && s.max_snaps == 6);
+	CHECK(s.evictions > 0 && s.hits > 0 && s.snap_evictions > 0);
 	prefix_free(p);
 }
 
@@ -314,7 +474,7 @@ TEST(caches_narrower_than_kv_dim_keep_their_own_rows)
 {
 	static const int w[2] = { 1, 3 };	/* cache 0 one float a row, cache 1 kv_dim */
 	int32_t a[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
-	struct prefix_config pc = { BLK, 4 * prefix_block_bytes(&shape, w, BLK), 0, w };
+	struct prefix_config pc = { BLK, 4 * prefix_block_bytes(&shape, w, BLK), 0, w, 0 };
 	struct prefix *p = prefix_new(be, &shape, &pc, (char[UTIL_ERRLEN]){ 0 });
 	struct state *ref = narrow_of(a, 12, w), *st = state_new(be, &shape, (char[UTIL_ERRLEN]){ 0 });
 	struct prefix_stats ps;
@@ -339,9 +499,10 @@ TEST(caches_narrower_than_kv_dim_keep_their_own_rows)
 		    memcmp(state_v(st, i), state_v(ref, i), 12 * w[i] * sizeof(float)) != 0;
 	CHECK(!bad);
 	prefix_stats(p, &ps);
-	CHECK_EQ_INT((int)ps.block_bytes, (int)prefix_block_bytes(&shape, w, BLK));
+	CHECK_EQ_INT((int)(ps.block_bytes + ps.snap_bytes), (int)prefix_block_bytes(&shape, w, BLK));
+	CHECK_EQ_INT((int)ps.snap_bytes, (int)(state_rec_floats(&shape) * sizeof(float)));
 	CHECK(prefix_new(be, &shape, &(struct prefix_config){ BLK, pc.budget, 0,
-	    (const int[2]){ 1, 4 } }, (char[UTIL_ERRLEN]){ 0 }) == NULL);	/* wider than kv_dim */
+	    (const int[2]){ 1, 4 }, 0 }, (char[UTIL_ERRLEN]){ 0 }) == NULL);	/* wider than kv_dim */
 	state_free(ref), state_free(st);
 	prefix_free(p);
 }
@@ -405,7 +566,7 @@ TEST(a_restored_chain_fills_each_ring_with_its_last_positions)
 		struct state_config c = { .n_ctx = 64, .n_kv = 3, .kv_dim = 3, .n_ring = 2,
 		    .ring = rings[t] };
 		int kept = rings[t] < BLK ? rings[t] : BLK, last = -1;
-		struct prefix_config pc = { BLK, 8 * prefix_block_bytes(&c, NULL, BLK), 0, NULL };
+		struct prefix_config pc = { BLK, 8 * prefix_block_bytes(&c, NULL, BLK), 0, NULL, 0 };
 		struct prefix *p = prefix_new(be, &c, &pc, (char[UTIL_ERRLEN]){ 0 });
 		struct state *st = ring_state_of(&c, b, 13), *cold = ring_state_of(&c, a, 12);
 
@@ -443,6 +604,9 @@ main(void)
 	RUN(a_full_cache_evicts_the_least_recently_used_chain_end);
 	RUN(the_budget_is_never_exceeded);
 	RUN(a_block_is_stored_only_where_its_chain_ends);
+	RUN(snapshots_are_kept_only_where_a_forward_ended_and_cost_their_own_pool);
+	RUN(a_full_pool_of_snapshots_takes_the_least_recently_used_but_keeps_its_blocks);
+	RUN(the_budget_holds_blocks_and_snapshots_together);
 	RUN(a_blocks_tag_is_part_of_its_key);
 	RUN(an_open_block_holds_its_rows_for_the_chain_but_is_no_place_to_resume);
 	RUN(caches_narrower_than_kv_dim_keep_their_own_rows);

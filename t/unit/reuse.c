@@ -2,8 +2,9 @@
  * reuse: the scheduler's prefix cache and reuse pool on the qwen35 fixture
  * (../shared/models/A, or MEMRA_MODEL_A) on the CPU.  A reply served from
  * a cache hit or a parked conversation is the cold reply, token for token:
- * multi-turn conversations (speculative decoding on and off), a shared
- * prefix under concurrency, a cache and a pool too small for the load.
+ * multi-turn conversations (speculative decoding on and off), short ones
+ * under a chunk of 512 that resume at blocks of 64, a shared prefix under
+ * concurrency, a cache and a pool too small for the load.
  * (Beside t/unit/schedule.c, which other work edits too.)
  */
 #include <pthread.h>
@@ -24,6 +25,7 @@
 
 static struct backend *be;
 static struct model *ma;
+static int chunk = CHUNK, block;	/* the scheduler's chunk and prefix block (0: its default) */
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
 struct notes {
@@ -69,7 +71,8 @@ worker(void *arg)
 }
 
 /* A scheduler of `sessions` (K > 0: speculative, pinned) with the pool
- * (reuse) and a prefix cache of `blocks` blocks, its worker running. */
+ * (reuse) and a prefix cache of `blocks` units (prefix_unit_bytes: a block
+ * and a snapshot where the block is the chunk), its worker running. */
 static int
 start(struct run *r, int sessions, int K, int reuse, int blocks)
 {
@@ -77,13 +80,16 @@ start(struct run *r, int sessions, int K, int reuse, int blocks)
 	char err[UTIL_ERRLEN];
 
 	sched_config_defaults(&c, be, MAXIDS + MAXGEN + 8, sessions);
-	c.chunk = CHUNK, c.step_prefill = 2 * CHUNK, c.max_queue = 64, c.reserve = 0;
+	c.chunk = chunk, c.step_prefill = 2 * chunk, c.max_queue = 64, c.reserve = 0;
+	c.block = block;
 	c.reuse = reuse, c.note = on_note, c.note_arg = &notes;
 	if ((r->s = sched_new(be, &c, err)) != NULL) {
 		struct state *st = model_state_new(ma, 1, 0, err);
 
+		int B = block ? block : chunk % 64 == 0 ? 64 : chunk;
+
 		if (st != NULL)
-			c.prefix_bytes = blocks * prefix_block_bytes(state_config(st), NULL, CHUNK);
+			c.prefix_bytes = blocks * prefix_unit_bytes(state_config(st), NULL, B, chunk / B);
 		state_free(st);
 		sched_free(r->s);
 		r->s = st != NULL ? sched_new(be, &c, err) : NULL;
@@ -145,7 +151,7 @@ struct conv {
 	int32_t	reply[TURNS][MAXGEN];
 	int	n_reply[TURNS];
 };
-static struct conv conv[NCONV];
+static struct conv conv[NCONV], sconv[NCONV];
 
 /* Cold replies of NCONV conversations of TURNS turns, each turn's prompt
  * the one before, its reply and 10..70 new ids. */
@@ -174,27 +180,37 @@ make_convs(void)
 	stop(&r);
 }
 
-/* The conversations' turns interleaved on r: each reply the cold one;
- * the tokens it did not recompute, in all. */
+/* The conversations cv's turns interleaved on r: each reply the cold one;
+ * the tokens it did not recompute, in all, and by conversation and turn
+ * into got_cached (may be NULL). */
 static long
-replay(struct run *r)
+replay_of(struct run *r, struct conv *cv, int got_cached[NCONV][TURNS])
 {
 	long cached_all = 0;
+	int B = block ? block : chunk % 64 == 0 ? 64 : chunk;
 
 	for (int t = 0; t < TURNS; t++)
 		for (int c = 0; c < NCONV; c++) {
-			struct conv *v = &conv[c];
+			struct conv *v = &cv[c];
 			int32_t got[MAXGEN];
 			int cached = 0, n = collect(r, submit(r, v->ids, v->n[t]), got, &cached);
 
 			if (n != v->n_reply[t] || memcmp(got, v->reply[t], n * sizeof *got) != 0)
 				FAILF("conversation %d turn %d (%d ids, %d cached): %d tokens, cold %d",
 				    c, t, v->n[t], cached, n, v->n_reply[t]);
-			if (cached % CHUNK != 0 || cached >= v->n[t])
+			if (cached % B != 0 || cached >= v->n[t])
 				FAILF("turn %d: %d cached of %d", t, cached, v->n[t]);
 			cached_all += cached;
+			if (got_cached != NULL)
+				got_cached[c][t] = cached;
 		}
 	return cached_all;
+}
+
+static long
+replay(struct run *r)
+{
+	return replay_of(r, conv, NULL);
 }
 
 static void
@@ -247,6 +263,76 @@ TEST(speculative_turns_from_the_pool_and_the_cache_are_the_cold_replies)
 	multi_turn(3, 1, 0);
 	multi_turn(3, 0, 64);
 	multi_turn(3, 1, 64);
+}
+
+/* Cold replies of NCONV short conversations (every prompt under 512 ids)
+ * on a scheduler of chunks of 512 and blocks of 64, neither reuse on: the
+ * first prompt 70 + 30 c ids, each turn the reply and 10..39 new ids. */
+static void
+make_short(void)
+{
+	struct run r;
+
+	chunk = 512, block = 64;
+	if (start(&r, 1, 0, 0, 0) != 0)
+		return;
+	for (int c = 0; c < NCONV; c++) {
+		struct conv *v = &sconv[c];
+		int n = 70 + 30 * c;
+
+		for (int k = 0; k < n; k++)
+			v->ids[k] = rand_id();
+		for (int t = 0; t < TURNS; t++) {
+			v->n[t] = n;
+			v->n_reply[t] = collect(&r, submit(&r, v->ids, n), v->reply[t], NULL);
+			memcpy(v->ids + n, v->reply[t], v->n_reply[t] * sizeof *v->ids);
+			n += v->n_reply[t];
+			for (int k = 10 + (int)(rng % 30), e = n + k; n < e; n++)
+				v->ids[n] = rand_id();
+		}
+	}
+	stop(&r);
+	chunk = CHUNK, block = 0;
+}
+
+/* The short conversations from the pool, the cache or both (K > 0:
+ * speculative): every reply the cold one, and from the second turn on
+ * each turn resumes at the block of 64 its last prompt's prefill ended at
+ * (with a chunk of 512, nothing before blocks of 64). */
+static void
+short_chat(int K, int reuse, int units)
+{
+	struct run r;
+	int cached[NCONV][TURNS];
+	struct sched_stats st;
+
+	chunk = 512, block = 64;
+	if (start(&r, NCONV + 1, K, reuse, units) == 0) {
+		CHECK(replay_of(&r, sconv, cached) > 0);
+		for (int c = 0; c < NCONV; c++)
+			for (int t = 1; t < TURNS; t++) {
+				int L = (sconv[c].n[t - 1] - 1) / 64 * 64;
+
+				CHECK(sconv[c].n[t] < 512);
+				if (cached[c][t] < L)
+					FAILF("conversation %d turn %d: %d cached, %d resumable", c, t,
+					    cached[c][t], L);
+			}
+		sched_stats(r.s, &st);
+		if (K > 0)
+			CHECK(st.spec_rounds > 0);
+		stop(&r);
+	}
+	chunk = CHUNK, block = 0;
+}
+
+TEST(short_turns_resume_at_blocks_of_64_and_give_the_cold_replies)
+{
+	short_chat(0, 1, 0);
+	short_chat(0, 0, 4);
+	short_chat(0, 1, 4);
+	short_chat(3, 1, 0);
+	short_chat(3, 0, 4);
 }
 
 TEST(both_off_nothing_is_reused)
@@ -370,7 +456,8 @@ TEST(a_restored_state_is_the_cold_state_bit_for_bit)
 	float *l1 = malloc(nv * sizeof *l1), *l2 = malloc(nv * sizeof *l2);
 	char err[UTIL_ERRLEN];
 	struct state *s1 = model_state_new(ma, 512, 0, err), *s2 = model_state_new(ma, 512, 0, err);
-	struct prefix_config pc = { CHUNK, 8 * prefix_block_bytes(state_config(s1), NULL, CHUNK), 0, NULL };
+	struct prefix_config pc = { CHUNK, 8 * prefix_block_bytes(state_config(s1), NULL, CHUNK), 0,
+	    NULL, 0 };
 	struct prefix *p = prefix_new(be, state_config(s1), &pc, err);
 
 	for (int k = 0; k < 300; k++)
@@ -387,6 +474,42 @@ TEST(a_restored_state_is_the_cold_state_bit_for_bit)
 	state_reset(s2);
 	CHECK(prefill_cut(s2, a, 0, 100, 100, l2) == 0 && prefill_cut(s2, a, 100, 300, CHUNK, l2) == 0);
 	CHECK(differ(s1, s2, l1, l2, 300) > 0);	/* a cut at 100: other bits */
+	prefix_free(p);
+	state_free(s1), state_free(s2);
+	free(l1), free(l2);
+}
+
+/* A prompt resumed at a snapshot inside a chunk (another prompt's last
+ * block of 64) gives the bits of its cold prefill (cut at 512-chunks and
+ * its own last block): the one cut more, at a multiple of 64, changes
+ * nothing. */
+TEST(a_resume_inside_a_chunk_is_the_cold_state_bit_for_bit)
+{
+	int32_t a[300], b[200];
+	int nv = model_hparams(ma)->n_vocab, last;
+	float *l1 = malloc(nv * sizeof *l1), *l2 = malloc(nv * sizeof *l2);
+	char err[UTIL_ERRLEN];
+	struct state *s1 = model_state_new(ma, 512, 0, err), *s2 = model_state_new(ma, 512, 0, err);
+	struct prefix_config pc = { 64, 2 * prefix_unit_bytes(state_config(s1), NULL, 64, 8), 0,
+	    NULL, 8 };
+	struct prefix *p = prefix_new(be, state_config(s1), &pc, err);
+
+	for (int k = 0; k < 300; k++)
+		a[k] = rand_id();
+	for (int k = 0; k < 200; k++)
+		b[k] = k < 195 ? a[k] : rand_id();
+	/* a cold: [0, 256) (its L), [256, 300) */
+	CHECK(p != NULL && prefill_cut(s1, a, 0, 256, 512, l1) == 0 &&
+	    prefill_cut(s1, a, 256, 300, 512, l1) == 0);
+	/* b cold: [0, 192) (its L), [192, 200): blocks 0..2 open but the last */
+	CHECK(prefill_cut(s2, b, 0, 192, 512, l2) == 0);
+	for (int end = 64, id = -1; p != NULL && end <= 192; end += 64)
+		CHECK((id = prefix_insert(p, id, b, NULL, end, s2, end < 192 ? PREFIX_OPEN : 0)) >= 0);
+	CHECK_EQ_INT(prefix_lookup(p, a, NULL, 300, 0, &last), 192);
+	/* a resumed: [192, 256), [256, 300) */
+	CHECK(prefix_restore(p, last, s2) == 0 && prefill_cut(s2, a, 192, 256, 512, l2) == 0 &&
+	    prefill_cut(s2, a, 256, 300, 512, l2) == 0);
+	CHECK_EQ_INT(differ(s1, s2, l1, l2, 300), 0);
 	prefix_free(p);
 	state_free(s1), state_free(s2);
 	free(l1), free(l2);
@@ -411,11 +534,14 @@ main(void)
 		return 1;
 	}
 	RUN(a_restored_state_is_the_cold_state_bit_for_bit);
+	RUN(a_resume_inside_a_chunk_is_the_cold_state_bit_for_bit);
 	make_convs();
+	make_short();
 	RUN(every_turn_from_the_pool_is_the_cold_reply);
 	RUN(every_turn_from_the_prefix_cache_is_the_cold_reply);
 	RUN(every_turn_from_both_is_the_cold_reply);
 	RUN(speculative_turns_from_the_pool_and_the_cache_are_the_cold_replies);
+	RUN(short_turns_resume_at_blocks_of_64_and_give_the_cold_replies);
 	RUN(both_off_nothing_is_reused);
 	RUN(a_shared_prefix_hits_under_concurrency);
 	RUN(eviction_under_pressure_keeps_the_replies);
