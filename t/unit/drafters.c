@@ -25,6 +25,7 @@
 #include "model.h"
 #include "prefix.h"
 #include "schedule.h"
+#include "schedrun.h"
 #include "spec.h"
 #include "test.h"
 #include "tokenizer.h"
@@ -66,22 +67,6 @@ req_of(const struct req *r, int lane)
 	return q;
 }
 
-static void *
-worker(void *arg)
-{
-	struct sched *s = arg;
-
-	while (sched_wait(s) == 0)
-		sched_step(s);
-	return NULL;
-}
-
-struct run {
-	struct sched *s;
-	pthread_t w;
-	int	lane;
-};
-
 /* A scheduler of `sessions` on m, K drafts (pinned when pin), with the
  * reuse pool when reuse and a prefix cache of `mib` MiB; its worker
  * running.  -1 (failed) when it cannot. */
@@ -108,14 +93,6 @@ static int
 start(struct run *r, struct model *m, int sessions, int K, int pin, int reuse)
 {
 	return start_cached(r, m, sessions, K, pin, reuse, 0);
-}
-
-static void
-stop(struct run *r)
-{
-	sched_shutdown(r->s);
-	pthread_join(r->w, NULL);
-	sched_free(r->s);
 }
 
 /* Every token of h into out[MAXGEN]; their count; h released. */
@@ -158,7 +135,7 @@ plain_alone(struct fix *f)
 		return;
 	for (int i = 0; i < NREQ; i++)
 		f->r[i].n_plain = collect(&r, submit(&r, &f->r[i]), f->r[i].plain);
-	stop(&r);
+	run_stop(&r);
 }
 
 /*
@@ -234,7 +211,7 @@ staggered(struct fix *f, int K, int pin, struct sched_stats *st)
 			    q->n_got, q->n_plain);
 	}
 	sched_stats(r.s, st);
-	stop(&r);
+	run_stop(&r);
 }
 
 /*
@@ -318,12 +295,12 @@ TEST(a_lane_measures_its_drafter_at_boot)
 		sched_spec_costs(r.s, r.lane, &c);
 		CHECK(c.draft > 0 && c.round == 0);
 		CHECK(c.rows[1] > 0 && c.rows[BACKEND_ROWS_INVARIANT] >= c.rows[1]);
-		stop(&r);
+		run_stop(&r);
 	}
 	if (dfl.m != NULL && start(&r, dfl.m, 2, 7, 0, 0) == 0) {
 		sched_spec_costs(r.s, r.lane, &c);
 		CHECK(c.draft == 0 && c.round > 0);
-		stop(&r);
+		run_stop(&r);
 	}
 }
 
@@ -357,7 +334,7 @@ conversation(int reuse)
 		if (start(&p, dfl.m, 1, 0, 1, 0) != 0)
 			return;
 		q->n_plain = collect(&p, submit(&p, q), q->plain);
-		stop(&p);
+		run_stop(&p);
 		spec_alone(&dfl, q);
 		if (t < 0)
 			continue;
@@ -390,7 +367,7 @@ conversation(int reuse)
 	CHECK(reuse || (sched_prefix_stats(r.s, r.lane, &ps) == 0 && ps.hits >= 2));
 	CHECK_EQ_INT(st.drafted, drafted);
 	CHECK_EQ_INT(st.accepted, accepted);
-	stop(&r);
+	run_stop(&r);
 }
 
 TEST(a_dflash2_conversation_resumed_from_the_pool_speculates_with_its_context)
@@ -637,7 +614,7 @@ dfl_reqs(struct model *a, const char *ranks)
 	if (start(&r, a, 1, 0, 1, 0) != 0)
 		return -1;
 	b->n_plain = collect(&r, submit(&r, b), b->plain);
-	stop(&r);
+	run_stop(&r);
 	for (int i = 0; i < NREQ && b->n_plain > 0; i++) {
 		struct req *q = &dfl.r[i];
 		int pre = i % 6 == 5 ? 90 + (15 * i) % 60 : 0, j = (i * 5) % b->n_plain;

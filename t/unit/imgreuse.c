@@ -18,6 +18,7 @@
 #include "model.h"
 #include "prefix.h"
 #include "schedule.h"
+#include "schedrun.h"
 #include "sha256.h"
 #include "test.h"
 #include "util.h"
@@ -113,20 +114,6 @@ prompt_images(const struct conv *c, int t, struct vision_prompt *vp)
 	}
 }
 
-struct run {
-	struct sched *s;
-	pthread_t w;
-	int	lane;
-};
-
-static void *
-worker(void *arg)
-{
-	while (sched_wait(arg) == 0)
-		sched_step(arg);
-	return NULL;
-}
-
 /* A scheduler of m (K drafts, pinned) with the pool (reuse) and `blocks` blocks. */
 static int
 start(struct run *r, struct model *m, int K, int reuse, int blocks)
@@ -150,14 +137,6 @@ start(struct run *r, struct model *m, int K, int reuse, int blocks)
 	}
 	pthread_create(&r->w, NULL, worker, r->s);
 	return 0;
-}
-
-static void
-stop(struct run *r)
-{
-	sched_shutdown(r->s);
-	pthread_join(r->w, NULL);
-	sched_free(r->s);
 }
 
 /* Turn t of c on r, greedy with logprobs: its tokens into out, their logprobs
@@ -226,7 +205,7 @@ make_conv(struct conv *c, uint64_t s0, uint64_t s1)
 		c->n_reply[t] = turn(&r, c, t, c->reply[t], c->lp[t], &cached);
 		CHECK_EQ_INT(cached, 0);
 	}
-	stop(&r);
+	run_stop(&r);
 }
 
 /* 1 when position p of c's turn t lies inside an image's rows (no cut there). */
@@ -260,7 +239,7 @@ replay(const struct conv *c, struct model *m, int K, int reuse, int blocks, int 
 		if (cached[t] % CHUNK != 0 || cached[t] >= c->n[t] || inside(c, t, cached[t]))
 			FAILF("turn %d: %d cached of %d", t, cached[t], c->n[t]);
 	}
-	stop(&r);
+	run_stop(&r);
 }
 
 static struct conv cv;
@@ -302,7 +281,7 @@ TEST(an_image_of_the_same_rows_but_other_bytes_never_resumes)
 	CHECK_EQ_INT(notes.cold, 1);
 	CHECK_EQ_STR(notes.why, "an image before the parked state's point at 96 is "
 	    "another");
-	stop(&r);
+	run_stop(&r);
 	/* and its reply is its own cold one */
 	if (start(&r, mp, 0, 0, 0) != 0)
 		return;
@@ -311,7 +290,7 @@ TEST(an_image_of_the_same_rows_but_other_bytes_never_resumes)
 		float clp[MAXGEN];
 		int k, kc = turn(&r, &other, 1, cold, clp, &cached);
 
-		stop(&r);
+		run_stop(&r);
 		if (start(&r, mp, 0, 1, 64) != 0)
 			return;
 		turn(&r, &cv, 0, got, lp, &cached);
@@ -320,7 +299,7 @@ TEST(an_image_of_the_same_rows_but_other_bytes_never_resumes)
 		CHECK_EQ_INT(cached, 0);
 		CHECK(k == kc && memcmp(got, cold, k * sizeof *got) == 0 &&
 		    memcmp(lp, clp, k * sizeof *lp) == 0);
-		stop(&r);
+		run_stop(&r);
 	}
 }
 
@@ -353,7 +332,7 @@ TEST(no_resume_inside_a_chunk_just_before_an_image)
 	c.n[1] = 195 + kc[0] + 1 + 70 + 40, c.n_img[1] = 1;	/* its L inside the image */
 	CHECK(c.img[0].row - 192 <= 16);
 	kc[1] = turn(&r, &c, 1, cold[1], clp[1], &cached);
-	stop(&r);
+	run_stop(&r);
 	for (int how = 0; how < 2; how++) {	/* the pool, the cache */
 		if (start(&r, mp, 0, how == 0, how == 0 ? 0 : 8) != 0)
 			goto out;
@@ -366,7 +345,7 @@ TEST(no_resume_inside_a_chunk_just_before_an_image)
 		if (how == 0)
 			CHECK_EQ_STR(notes.why, "an image starts within 16 rows of the parked "
 			    "state's point at 192");
-		stop(&r);
+		run_stop(&r);
 	}
 out:
 	chunk = CHUNK;

@@ -14,6 +14,7 @@
 #include "model.h"
 #include "prefix.h"
 #include "schedule.h"
+#include "schedrun.h"
 #include "test.h"
 #include "util.h"
 
@@ -54,22 +55,6 @@ rand_id(void)
 	return (int32_t)(rng % (uint64_t)model_hparams(ma)->n_vocab);
 }
 
-struct run {
-	struct sched *s;
-	pthread_t w;
-	int	lane;
-};
-
-static void *
-worker(void *arg)
-{
-	struct sched *s = arg;
-
-	while (sched_wait(s) == 0)
-		sched_step(s);
-	return NULL;
-}
-
 /* A scheduler of `sessions` (K > 0: speculative, pinned) with the pool
  * (reuse) and a prefix cache of `blocks` units (prefix_unit_bytes: a block
  * and a snapshot where the block is the chunk), its worker running. */
@@ -101,14 +86,6 @@ start(struct run *r, int sessions, int K, int reuse, int blocks)
 	}
 	pthread_create(&r->w, NULL, worker, r->s);
 	return 0;
-}
-
-static void
-stop(struct run *r)
-{
-	sched_shutdown(r->s);
-	pthread_join(r->w, NULL);
-	sched_free(r->s);
 }
 
 static struct sched_seq *
@@ -177,7 +154,7 @@ make_convs(void)
 				v->ids[n] = rand_id();
 		}
 	}
-	stop(&r);
+	run_stop(&r);
 }
 
 /* The conversations cv's turns interleaved on r: each reply the cold one;
@@ -240,7 +217,7 @@ multi_turn(int K, int reuse, int blocks)
 		CHECK(sched_prefix_stats(r.s, r.lane, &ps) == -1);
 	if (K > 0)
 		CHECK(st.spec_rounds > 0);
-	stop(&r);
+	run_stop(&r);
 }
 
 TEST(every_turn_from_the_pool_is_the_cold_reply)
@@ -291,7 +268,7 @@ make_short(void)
 				v->ids[n] = rand_id();
 		}
 	}
-	stop(&r);
+	run_stop(&r);
 	chunk = CHUNK, block = 0;
 }
 
@@ -321,7 +298,7 @@ short_chat(int K, int reuse, int units)
 		sched_stats(r.s, &st);
 		if (K > 0)
 			CHECK(st.spec_rounds > 0);
-		stop(&r);
+		run_stop(&r);
 	}
 	chunk = CHUNK, block = 0;
 }
@@ -346,7 +323,7 @@ TEST(both_off_nothing_is_reused)
 	sched_stats(r.s, &st);
 	CHECK_EQ_INT(st.cached_tokens, 0);
 	CHECK_EQ_INT(st.reused, 0);
-	stop(&r);
+	run_stop(&r);
 }
 
 /* 12 requests of one 200-id prefix and their own 8..30 ids, 4 at a time,
@@ -371,7 +348,7 @@ TEST(a_shared_prefix_hits_under_concurrency)
 		return;
 	for (int i = 0; i < 12; i++)
 		nc[i] = collect(&r, submit(&r, ids[i], n[i]), cold[i], NULL);
-	stop(&r);
+	run_stop(&r);
 	if (start(&r, 4, 0, 0, 16) != 0)
 		return;
 	collect(&r, submit(&r, ids[0], n[0]), got, NULL);
@@ -384,7 +361,7 @@ TEST(a_shared_prefix_hits_under_concurrency)
 			FAILF("request %d: not the cold reply", i);
 		CHECK_EQ_INT(cached, 192);	/* 200 ids: three chunks of 64 */
 	}
-	stop(&r);
+	run_stop(&r);
 }
 
 /* More conversations than slots and a cache of 6 blocks: parked states
@@ -408,7 +385,7 @@ TEST(eviction_under_pressure_keeps_the_replies)
 	CHECK(ps.evictions > 0 && ps.bytes <= ps.budget && ps.arena <= ps.budget);
 	CHECK(ps.blocks <= 6);
 	CHECK(st.parked <= 2);
-	stop(&r);
+	run_stop(&r);
 }
 
 /* ids[from..n) through st in MODEL_PREFILL chunks ending at multiples of

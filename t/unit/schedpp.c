@@ -19,6 +19,7 @@
 #include "pipeline.h"
 #include "prefix.h"
 #include "schedule.h"
+#include "schedrun.h"
 #include "state.h"
 #include "test.h"
 #include "util.h"
@@ -41,22 +42,6 @@ struct req {
 };
 
 static struct req reqs[NREQ];
-
-static void *
-worker(void *arg)
-{
-	struct sched *s = arg;
-
-	while (sched_wait(s) == 0)
-		sched_step(s);
-	return NULL;
-}
-
-struct run {
-	struct sched *s;
-	pthread_t w;
-	int	lane;
-};
 
 /*
  * A scheduler of `sessions` over m (K > 0: pinned, K < 0: up to -K by
@@ -87,14 +72,6 @@ start(struct run *r, struct model *m, int sessions, int K, int n_ctx, int reuse,
 	}
 	pthread_create(&r->w, NULL, worker, r->s);
 	return 0;
-}
-
-static void
-stop(struct run *r)
-{
-	sched_shutdown(r->s);
-	pthread_join(r->w, NULL);
-	sched_free(r->s);
 }
 
 static struct sched_seq *
@@ -170,7 +147,7 @@ run_whole_solo(void)
 		q->n_want = collect(&r, submit(&r, q->ids, q->n, q->max_tokens, q->sampled), q->want,
 		    &q->fin_want, NULL);
 	}
-	stop(&r);
+	run_stop(&r);
 }
 
 /* All requests on the split model, 24 sessions, one arriving every step or so. */
@@ -202,7 +179,7 @@ run_split_together(int K, const char *what)
 			    q->fin_got, q->n_want, q->fin_want);
 		q->n_got = 0;
 	}
-	stop(&r);
+	run_stop(&r);
 }
 
 /* run_split_together(K), and the pipeline's counts meanwhile into d. */
@@ -267,7 +244,7 @@ make_convs(void)
 				v->ids[n] = rand_id();
 		}
 	}
-	stop(&r);
+	run_stop(&r);
 }
 
 /* The turns interleaved on the split model (K drafts, the pool, a cache of
@@ -299,7 +276,7 @@ replay_split(int K, int reuse, int blocks)
 	CHECK_EQ_INT(st.cached_tokens, all);
 	if (reuse && blocks == 0)
 		CHECK(st.reused > 0);
-	stop(&r);
+	run_stop(&r);
 	return all;
 }
 

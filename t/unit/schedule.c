@@ -13,6 +13,7 @@
 #include "grammar.h"
 #include "model.h"
 #include "schedule.h"
+#include "schedrun.h"
 #include "spec.h"
 #include "state.h"
 #include "test.h"
@@ -85,16 +86,6 @@ new_sched(int sessions, int K, int *lane)
 		return NULL;
 	}
 	return s;
-}
-
-static void *
-worker(void *arg)
-{
-	struct sched *s = arg;
-
-	while (sched_wait(s) == 0)
-		sched_step(s);
-	return NULL;
 }
 
 /* A scheduler of `sessions` with its worker thread running, or NULL. */
