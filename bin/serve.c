@@ -35,6 +35,7 @@
 #include "prompt.h"
 #include "reply.h"
 #include "request.h"
+#include "schedboot.h"
 #include "schedule.h"
 #include "spec.h"
 #include "util.h"
@@ -989,57 +990,8 @@ parse(int argc, char *argv[], struct cfg *c)
 	return 0;
 }
 
-/* The measured costs of sv's steps and the K each load gets from them. */
-static void
-spec_policy_lines(struct server *s, struct served *sv)
-{
-	struct sched_spec_cost c;
-	static const int m[] = { 1, 2, 4, 8, 16 };
-
-	sched_spec_costs(s->sc, sv->lane, &c);
-	fprintf(stderr, "[sched] %s: a step of m rows (ms):", sv->name);
-	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-		fprintf(stderr, " %d: %.3g", m[i], 1e3 * c.rows[m[i]]);
-	if (model_dflash(sv->m) != NULL)
-		fprintf(stderr, "; a round's drafts %.3g ms (the drafter's block and a context "
-		    "row)\n", 1e3 * c.round);
-	else
-		fprintf(stderr, "; a draft %.3g ms%s\n", 1e3 * c.draft, model_has_assist(sv->m) ?
-		    " (an assistant step)" : "");
-	fprintf(stderr, "[sched] %s: speculative K by load, up to %d (acceptance 0.5 until "
-	    "measured):", sv->name, sv->k);
-	for (int n = 1, last = -1; n <= s->c.max_sessions; n++) {
-		int k = sched_spec_k(&c, sv->k, n);
-
-		if (k != last)
-			fprintf(stderr, " %d+ sessions K=%d", n, k), last = k;
-	}
-	fputc('\n', stderr);
-}
-
-/* The boot line of model sv's prefix cache. */
-static void
-cache_line(struct server *s, struct served *sv, const struct sched_fit *f)
-{
-	struct prefix_stats ps;
-	double mib = 1 << 20;
-
-	if (sched_prefix_stats(s->sc, sv->lane, &ps) != 0) {
-		fprintf(stderr, "[sched] %s: prefix cache: off (%s)\n", sv->name, s->c.prefix_mb == 0 ?
-		    "MEMRA_PREFIX_CACHE_MB=0" : "no memory for a block");
-		return;
-	}
-	fprintf(stderr, "[sched] %s: prefix cache: %.0f MiB%s, %d blocks of %d tokens, %.2f MiB "
-	    "each (KV rows), %d snapshots, %.2f MiB each (%s)\n", sv->name, f->prefix / mib,
-	    s->c.prefix_mb < 0 ? " (a quarter of the memory the sessions leave, at most 8 GiB on a "
-	    "GPU, 1 GiB on the CPU: MEMRA_PREFIX_CACHE_MB sets it)" : "", ps.max_blocks, ps.block,
-	    ps.block_bytes / mib, ps.max_snaps, ps.snap_bytes / mib, ps.snap_bytes > 0 ?
-	    "the recurrent state where a prefill forward ended: each chunk's end and each "
-	    "prompt's last block" : "no recurrent state: one a block");
-}
-
-/* The scheduler's events: a conversation resumed from the pool, or one
- * that extends a parked conversation served cold and why. */
+/* The scheduler's events (lib/schedboot's lines): a conversation resumed from the pool,
+ * or one that extends a parked conversation served cold and why. */
 static void
 note(void *arg, const struct sched_note *n)
 {
@@ -1050,117 +1002,23 @@ note(void *arg, const struct sched_note *n)
 	for (int i = 0; i < s->n_mod; i++)
 		if (s->mod[i].lane == n->lane)
 			name = s->mod[i].name, dspark = model_dflash(s->mod[i].m) != NULL;
-	if (n->kind == SCHED_NOTE_REUSE && dspark && n->spec)
-		fprintf(stderr, "[worker] dspark-reuse: %d committed tokens resumed (%s: of %d parked, "
-		    "with the drafter's context; prefilled again from that point on)\n",
-		    n->tokens, name, n->parked);
-	else if (n->kind == SCHED_NOTE_REUSE)
-		fprintf(stderr, "[worker] %s: reuse: %d committed tokens resumed (of %d parked; "
-		    "prefilled again from that point on)\n", name, n->tokens, n->parked);
-	else
-		fprintf(stderr, "[worker] %s: reuse: served cold: %s\n", name, n->why);
-}
-
-/* The stages of a bit set ("0", "0-1", "0,2") into buf[n]. */
-static const char *
-stage_list(unsigned set, char *buf, size_t n)
-{
-	size_t len = 0;
-
-	buf[0] = '\0';
-	for (int a = 0; a < 32 && len < n; a++) {
-		int b = a;
-
-		if (!(set & 1u << a))
-			continue;
-		while (b + 1 < 32 && set & 1u << (b + 1))
-			b++;
-		len += snprintf(buf + len, n - len, b > a ? "%s%d-%d" : "%s%d", len ? "," : "", a,
-		    b);
-		a = b;
-	}
-	return buf;
-}
-
-/* A DFlash lane's boot line: what a session's drafter context cache takes (f's, within
- * its session's bytes) and how: its sliding layers' rings, the others' every position. */
-static void
-dflash_cache_line(struct server *s, struct served *sv, const struct sched_fit *f)
-{
-	const struct model_hparams *dh = model_dflash(sv->m);
-	struct state_config c;
-	char how[160];
-
-	if (f->drafter == 0 || model_dflash_state_shape(sv->m, s->c.ctx, &c) != 0)
-		return;
-	if (c.n_ring == 0)
-		snprintf(how, sizeof how, "every layer every position (ctx + block %d)", dh->block);
-	else
-		snprintf(how, sizeof how, "%d of %d layers (sliding, window %d) a ring of %d "
-		    "positions%s", c.n_ring, c.n_kv, dh->n_swa, c.ring, c.n_ring < c.n_kv ?
-		    ", the rest every position (ctx + block)" : "");
-	fprintf(stderr, "[dspark] %s: context cache %.3g MiB a session%s: %s\n", sv->name,
-	    f->drafter / (double)(1 << 20), s->c.reuse && c.n_ring > 0 ? " (the pool's copy of "
-	    "its rings included)" : "", how);
+	schedboot_note(stderr, name, dspark, n);
 }
 
 /* Model sv's sessions in the scheduler, and the boot lines that say what they cost. */
 static void
 sessions(struct server *s, struct served *sv)
 {
+	struct schedboot_cfg c = { s->c.ctx, s->c.max_sessions, s->c.reuse, s->c.spec_k >= 0,
+	    s->c.prefix_mb };
+	struct schedboot_model m;
 	struct sched_fit f;
-	char err[UTIL_ERRLEN], line[64];
-	double mib = 1 << 20;
-	int n = s->c.max_sessions;
+	char err[UTIL_ERRLEN];
 
 	if ((sv->lane = sched_add_model(s->sc, sv->m, sv->k, s->c.spec_k >= 0, &f, err)) < 0)
 		die(1, "%s: MEMRA_MAX_SESSIONS x MEMRA_CTX: %s", sv->name, err);
-	fprintf(stderr, "[sched] %s: %d sessions x ctx %d: %.1f MiB each, %.1f MiB in all "
-	    "(%.0f MiB free before; room for %d)\n", sv->name, n, s->c.ctx, f.session / mib,
-	    f.session * n / mib, f.avail / mib, f.fit);
-	for (int d = 0; model_stages(sv->m) > 1 && d < f.n_dev; d++)
-		fprintf(stderr, "[sched] %s: stages %s on %s: %.1f MiB a session (%.0f MiB free "
-		    "before; room for %d)\n", sv->name, stage_list(f.dev[d].stages, line,
-		    sizeof line), f.dev[d].name, f.dev[d].session / mib, f.dev[d].avail / mib,
-		    f.dev[d].fit);
-	dflash_cache_line(s, sv, &f);
-	cache_line(s, sv, &f);
-	if (sv->k > 0 && s->c.spec_k >= 0)
-		fprintf(stderr, "[sched] %s: speculative K pinned at %d (MEMRA_SPEC_K)\n", sv->name,
-		    sv->k);
-	else if (sv->k > 0)
-		spec_policy_lines(s, sv);
-}
-
-/* What drafts for model m, as the boot line says it. */
-static const char *
-drafter_name(const struct model *m)
-{
-	const struct model_hparams *dh = model_dflash(m);
-
-	if (dh != NULL)
-		return dh->sel_topk ? "DFlash2 speculative decode for greedy requests" :
-		    "DFlash speculative decode for greedy requests";
-	return model_has_assist(m) ? "assistant speculative decode for greedy requests" :
-	    "MTP speculative decode for greedy requests";
-}
-
-/* Model sv's K: MEMRA_SPEC_K, else 3 (a DFlash drafter's block - 1) with a drafter, else 0. */
-static void
-spec_k(struct server *s, struct served *sv)
-{
-	const struct model_hparams *dh = model_dflash(sv->m);
-	int any = dh != NULL || model_has_assist(sv->m) || model_hparams(sv->m)->n_mtp > 0;
-
-	sv->k = s->c.spec_k >= 0 ? s->c.spec_k : dh != NULL ? dh->block - 1 : any ? 3 : 0;
-	if (sv->k > 0 && !any)
-		die(2, "MEMRA_SPEC_K %d: model '%s' has no MTP head or drafter to draft with", sv->k,
-		    sv->name);
-	if (dh != NULL && sv->k > dh->block - 1)
-		die(2, "MEMRA_SPEC_K %d: the DFlash drafter drafts at most %d tokens a round (its "
-		    "block of %d)", sv->k, dh->block - 1, dh->block);
-	if (!s->c.serve_spec)
-		sv->k = 0;
+	m = (struct schedboot_model){ sv->name, sv->m, sv->lane, sv->k };
+	schedboot_lines(stderr, s->sc, &m, &c, &f);
 }
 
 /* The DFlash drafter's boot proof: arming it disables MTP spec; its path and shape, its
@@ -1216,9 +1074,10 @@ load(struct server *s, char *spec)
 	if ((sv->pr = prompt_new(sv->m, PROMPT_AUTO, err)) == NULL)
 		die(1, "%s: %s", sv->spec, err);
 	sv->nv = model_hparams(sv->m)->n_vocab;
-	spec_k(s, sv);
+	if (schedboot_k(sv->m, sv->name, s->c.spec_k, s->c.serve_spec, &sv->k, err) != 0)
+		die(2, "%s", err);
 	fprintf(stderr, "[model] %s: ctx=%d K=%d (%s)%s\n", sv->name, s->c.ctx, sv->k,
-	    sv->k ? drafter_name(sv->m) : s->c.serve_spec ?
+	    sv->k ? schedboot_drafter(sv->m) : s->c.serve_spec ?
 	    "plain decode" : "plain decode: MEMRA_SERVE_SPEC=0",
 	    prompt_tokenizer(sv->pr) == NULL ? ", no tokenizer: token-id prompts only" :
 	    prompt_is_chat(sv->pr) ? "" : ", no chat template");

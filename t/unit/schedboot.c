@@ -1,0 +1,122 @@
+/*
+ * schedboot: the K rule, the stage lists, the K-by-load policy lines and
+ * the scheduler's notes as serve's boot log prints them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+#include "schedboot.h"
+#include "test.h"
+#include "util.h"
+
+static struct backend *be;
+
+/* What f printed into a buffer (freed by the caller). */
+#define CAPTURE(buf, call) do {						\
+	size_t n_;							\
+	FILE *fp = open_memstream(&(buf), &n_);				\
+	call;								\
+	fclose(fp);							\
+} while (0)
+
+TEST(stage_sets_print_as_runs)
+{
+	char b[64];
+
+	CHECK(strcmp(schedboot_stages(0x1, b, sizeof b), "0") == 0);
+	CHECK(strcmp(schedboot_stages(0x3, b, sizeof b), "0-1") == 0);
+	CHECK(strcmp(schedboot_stages(0x5, b, sizeof b), "0,2") == 0);
+	CHECK(strcmp(schedboot_stages(0x27, b, sizeof b), "0-2,5") == 0);
+	CHECK(strcmp(schedboot_stages(0, b, sizeof b), "") == 0);
+}
+
+TEST(notes_say_what_was_resumed_and_why_not)
+{
+	struct sched_note r = { .kind = SCHED_NOTE_REUSE, .tokens = 64, .parked = 90, .spec = 1 };
+	struct sched_note c = { .kind = SCHED_NOTE_COLD, .why = "the prompt does not extend it" };
+	char *t = NULL;
+
+	CAPTURE(t, schedboot_note(fp, "a", 0, &r));
+	CHECK(strcmp(t, "[worker] a: reuse: 64 committed tokens resumed (of 90 parked; "
+	    "prefilled again from that point on)\n") == 0);
+	free(t);
+	CAPTURE(t, schedboot_note(fp, "q38", 1, &r));
+	CHECK(strcmp(t, "[worker] dspark-reuse: 64 committed tokens resumed (q38: of 90 parked, "
+	    "with the drafter's context; prefilled again from that point on)\n") == 0);
+	free(t);
+	CAPTURE(t, schedboot_note(fp, "a", 1, &c));
+	CHECK(strcmp(t, "[worker] a: reuse: served cold: the prompt does not extend it\n") == 0);
+	free(t);
+}
+
+TEST(the_policy_lines_give_the_k_each_load_gets)
+{
+	struct sched_spec_cost c = { .draft = 0.0005 };
+	char *t = NULL, want[512], *p = want;
+
+	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+		c.rows[m] = 0.001 * m;	/* a step costs its rows: drafts never pay at load */
+	for (int k = 0; k < SPEC_KMAX; k++)
+		c.accept[k] = 0.9;
+	CAPTURE(t, schedboot_policy(fp, "a", "mtp", &c, 3, 8));
+	p += sprintf(p, "[sched] a: a step of m rows (ms): 1: 1 2: 2 4: 4 8: 8 16: 16; a draft "
+	    "0.5 ms\n[sched] a: speculative K by load, up to 3 (acceptance 0.5 until measured):");
+	for (int n = 1, last = -1; n <= 8; n++)
+		if (sched_spec_k(&c, 3, n) != last)
+			last = sched_spec_k(&c, 3, n), p += sprintf(p, " %d+ sessions K=%d", n, last);
+	sprintf(p, "\n");
+	CHECK(t != NULL && strcmp(t, want) == 0);
+	CHECK(strstr(t, " 1+ sessions K=") != NULL);
+	free(t);
+	CAPTURE(t, schedboot_policy(fp, "a", "assist", &c, 3, 1));
+	CHECK(strstr(t, "; a draft 0.5 ms (an assistant step)\n") != NULL);
+	free(t);
+}
+
+static const char *model_a_dir;
+
+/* (model A: an MTP head; llama-tiny: nothing to draft with) */
+TEST(k_is_three_with_a_drafter_and_never_without_one)
+{
+	char err[UTIL_ERRLEN] = "";
+	struct model *mtp = model_open(model_a_dir, be, err);
+	struct model *none = model_open("t/data/tiny/llama-tiny", be, err);
+	int k = -1;
+
+	CHECK(mtp != NULL && none != NULL);
+	if (mtp == NULL || none == NULL) {
+		model_close(mtp), model_close(none);
+		return;
+	}
+	CHECK(model_hparams(mtp)->n_mtp > 0);
+	CHECK(schedboot_k(mtp, "q", -1, 1, &k, err) == 0 && k == 3);
+	CHECK(schedboot_k(mtp, "q", 5, 1, &k, err) == 0 && k == 5);
+	CHECK(schedboot_k(mtp, "q", -1, 0, &k, err) == 0 && k == 0);	/* MEMRA_SERVE_SPEC=0 */
+	CHECK(schedboot_k(none, "l", -1, 1, &k, err) == 0 && k == 0);
+	CHECK(schedboot_k(none, "l", 2, 1, &k, err) == -1);
+	CHECK(strcmp(err, "MEMRA_SPEC_K 2: model 'l' has no MTP head or drafter to draft with") ==
+	    0);
+	CHECK(strcmp(schedboot_drafter(mtp), "MTP speculative decode for greedy requests") == 0);
+	model_close(mtp), model_close(none);
+}
+
+int
+main(void)
+{
+	char err[UTIL_ERRLEN];
+
+	if ((be = backend_open("cpu", 1, err)) == NULL) {
+		printf("not ok backend: %s\n", err);
+		return 1;
+	}
+	RUN(stage_sets_print_as_runs);
+	RUN(notes_say_what_was_resumed_and_why_not);
+	RUN(the_policy_lines_give_the_k_each_load_gets);
+	if ((model_a_dir = test_model_a("schedboot")) != NULL)
+		RUN(k_is_three_with_a_drafter_and_never_without_one);
+	backend_close(be);
+	return test_summary();
+}
