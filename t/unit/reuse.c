@@ -130,18 +130,19 @@ struct conv {
 };
 static struct conv conv[NCONV], sconv[NCONV];
 
-/* Cold replies of NCONV conversations of TURNS turns, each turn's prompt
- * the one before, its reply and 10..70 new ids. */
+/* Cold replies of NCONV conversations into cv of TURNS turns: the first
+ * prompt first + step c ids, each turn's prompt the one before, its reply
+ * and 10..10 + spread - 1 new ids. */
 static void
-make_convs(void)
+make_turns(struct conv *cv, int first, int step, int spread)
 {
 	struct run r;
 
 	if (start(&r, 1, 0, 0, 0) != 0)
 		return;
 	for (int c = 0; c < NCONV; c++) {
-		struct conv *v = &conv[c];
-		int n = 40 + 37 * c;
+		struct conv *v = &cv[c];
+		int n = first + step * c;
 
 		for (int k = 0; k < n; k++)
 			v->ids[k] = rand_id();
@@ -150,11 +151,19 @@ make_convs(void)
 			v->n_reply[t] = collect(&r, submit(&r, v->ids, n), v->reply[t], NULL);
 			memcpy(v->ids + n, v->reply[t], v->n_reply[t] * sizeof *v->ids);
 			n += v->n_reply[t];
-			for (int k = 10 + (int)(rng % 60), e = n + k; n < e; n++)
+			for (int k = 10 + (int)(rng % spread), e = n + k; n < e; n++)
 				v->ids[n] = rand_id();
 		}
 	}
 	run_stop(&r);
+}
+
+/* Cold replies of NCONV conversations of TURNS turns, 40 + 37 c ids first, each turn
+ * 10..69 new ids. */
+static void
+make_convs(void)
+{
+	make_turns(conv, 40, 37, 60);
 }
 
 /* The conversations cv's turns interleaved on r: each reply the cold one;
@@ -248,27 +257,8 @@ TEST(speculative_turns_from_the_pool_and_the_cache_are_the_cold_replies)
 static void
 make_short(void)
 {
-	struct run r;
-
 	chunk = 512, block = 64;
-	if (start(&r, 1, 0, 0, 0) != 0)
-		return;
-	for (int c = 0; c < NCONV; c++) {
-		struct conv *v = &sconv[c];
-		int n = 70 + 30 * c;
-
-		for (int k = 0; k < n; k++)
-			v->ids[k] = rand_id();
-		for (int t = 0; t < TURNS; t++) {
-			v->n[t] = n;
-			v->n_reply[t] = collect(&r, submit(&r, v->ids, n), v->reply[t], NULL);
-			memcpy(v->ids + n, v->reply[t], v->n_reply[t] * sizeof *v->ids);
-			n += v->n_reply[t];
-			for (int k = 10 + (int)(rng % 30), e = n + k; n < e; n++)
-				v->ids[n] = rand_id();
-		}
-	}
-	run_stop(&r);
+	make_turns(sconv, 70, 30, 30);
 	chunk = CHUNK, block = 0;
 }
 
