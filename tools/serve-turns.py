@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""serve-turns: multi-turn conversations and shared-prefix requests against a server.
+
+usage: serve-turns.py URL turns [-c CONVS] [-t TURNS] [-g MAX] [--model NAME]
+       serve-turns.py URL shared [-n REQUESTS] [-c C] [-p SHARED] [-q OWN] [-g GEN]
+                      [--vocab N] [--seed S] [--model NAME]
+
+turns: CONVS conversations (each in its own thread, all at once) of TURNS
+turns each on /v1/chat/completions, streamed, temperature 0, MAX new tokens:
+each turn sends the whole conversation so far plus a new user message.  One
+JSON line a turn: conversation, turn, prompt_tokens, cached_tokens (usage.
+prompt_tokens_details; null when the server does not say), ttft_ms (request
+sent to the first content chunk) and the reply's content.  Two servers' runs
+compare by content (the prefix cache's identity: cache on = both off) and by
+ttft_ms (turn over turn).
+
+shared: REQUESTS streamed /v1/completions in a closed loop of C streams, each
+prompt SHARED random token ids (the same for every request: a long system
+prompt) then OWN ids of its own, GEN new tokens each (ignore_eos,
+temperature 0).  One JSON line: TTFT p50 / p99 ms, aggregate tok/s, the
+cached_tokens the replies reported.  Standard library only (runs on the
+device, where no openai client is installed).
+"""
+import argparse
+import http.client
+import json
+import random
+import sys
+import threading
+import time
+import urllib.parse
+
+TOPICS = ["the sea", "a lighthouse keeper", "winter birds", "an old clock", "the river at night",
+          "a market in spring", "the last train", "a garden after rain"]
+
+
+def pct(xs, q):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def stream(url, path, body):
+    """POST a streamed request: (content, usage or None, ttft s, tokens)."""
+    u = urllib.parse.urlsplit(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    body = dict(body, stream=True, stream_options={"include_usage": True})
+    t0 = time.monotonic()
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:200]))
+    text, usage, ttft, n = [], None, None, 0
+    for raw in r:
+        line = raw.decode().strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        ev = json.loads(data)
+        if ev.get("usage"):
+            usage = ev["usage"]
+        for ch in ev.get("choices") or []:
+            piece = (ch.get("delta") or {}).get("content") if "delta" in ch else ch.get("text")
+            if piece:
+                if ttft is None:
+                    ttft = time.monotonic() - t0
+                text.append(piece)
+                n += 1
+    c.close()
+    return "".join(text), usage, ttft, n
+
+
+def cached_of(usage):
+    d = (usage or {}).get("prompt_tokens_details") or {}
+    return d.get("cached_tokens")
+
+
+def conversation(args, k, out, lock):
+    msgs = [{"role": "system", "content": "You are a patient storyteller. Answer briefly, "
+             "in plain words, and keep to the subject the user names in each turn."}]
+    for t in range(args.t):
+        msgs.append({"role": "user", "content": "Conversation %d, turn %d: tell me one more "
+                     "sentence about %s, and how it connects to what you said before."
+                     % (k + 1, t + 1, TOPICS[(t + k) % len(TOPICS)])})
+        body = {"messages": msgs, "max_tokens": args.g, "temperature": 0}
+        if args.model:
+            body["model"] = args.model
+        text, usage, ttft, _ = stream(args.url, "/v1/chat/completions", body)
+        msgs.append({"role": "assistant", "content": text})
+        with lock:
+            out.append({"conversation": k, "turn": t + 1,
+                        "prompt_tokens": (usage or {}).get("prompt_tokens"),
+                        "cached_tokens": cached_of(usage),
+                        "ttft_ms": round(ttft * 1e3, 2) if ttft is not None else None,
+                        "content": text})
+
+
+def turns(args):
+    out, lock = [], threading.Lock()
+    th = [threading.Thread(target=conversation, args=(args, k, out, lock)) for k in range(args.c)]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    if len(out) != args.c * args.t:
+        sys.exit("serve-turns: %d of %d turns answered" % (len(out), args.c * args.t))
+    for r in sorted(out, key=lambda r: (r["conversation"], r["turn"])):
+        print(json.dumps(r))
+
+
+def shared(args):
+    rng = random.Random(args.seed)
+    sys_ids = [rng.randrange(1, args.vocab) for _ in range(args.p)]
+    own = [[rng.randrange(1, args.vocab) for _ in range(args.q)] for _ in range(args.n)]
+    todo = list(range(args.n))
+    res, lock = [], threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop(0)
+            body = {"prompt": sys_ids + own[i], "max_tokens": args.g, "temperature": 0,
+                    "ignore_eos": True}
+            if args.model:
+                body["model"] = args.model
+            _, usage, ttft, n = stream(args.url, "/v1/completions", body)
+            with lock:
+                res.append((ttft, n, cached_of(usage)))
+
+    t0 = time.monotonic()
+    th = [threading.Thread(target=worker) for _ in range(args.c)]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    wall = time.monotonic() - t0
+    tt = [r[0] * 1e3 for r in res if r[0] is not None]
+    cached = [r[2] for r in res if r[2] is not None]
+    print(json.dumps({"requests": len(res), "c": args.c, "shared": args.p, "own": args.q,
+                      "gen": args.g, "wall_s": round(wall, 3),
+                      "agg_tok_s": round(sum(r[1] for r in res) / wall, 2),
+                      "ttft_p50_ms": round(pct(tt, 0.5), 2), "ttft_p99_ms": round(pct(tt, 0.99), 2),
+                      "cached_tokens": sum(cached) if cached else None}))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("mode", choices=["turns", "shared"])
+    ap.add_argument("-c", type=int, default=None, help="conversations / streams")
+    ap.add_argument("-t", type=int, default=8, help="turns a conversation")
+    ap.add_argument("-g", type=int, default=None, help="new tokens a turn / request")
+    ap.add_argument("-n", type=int, default=64, help="requests (shared)")
+    ap.add_argument("-p", type=int, default=2048, help="shared prompt ids")
+    ap.add_argument("-q", type=int, default=64, help="each request's own ids")
+    ap.add_argument("--vocab", type=int, default=4000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--model", default="")
+    args = ap.parse_args()
+    if args.mode == "turns":
+        args.c = args.c or 1
+        args.g = args.g or 32
+        turns(args)
+    else:
+        args.c = args.c or 16
+        args.g = args.g or 16
+        shared(args)
+
+
+if __name__ == "__main__":
+    main()
