@@ -49,7 +49,7 @@ ok=0
 			env MEMRA_MODELS="a=$m" MEMRA_DEVICE=$D MEMRA_MAX_SESSIONS=8 MEMRA_CTX=2048 $env \
 			    bin/serve --port $port >"$OUT/serve-$b-$way.log" 2>&1 &
 			sp=$!
-			for i in $(seq 120); do
+			for _ in $(seq 120); do
 				python3 -c 'import sys, urllib.request as u; u.urlopen(sys.argv[1], timeout=2)' \
 				    "http://127.0.0.1:$port/health" 2>/dev/null && break
 				sleep 1
