@@ -46,7 +46,7 @@
 # GPU_RUN_ARCH (default 1; 0 skips it): the mixture-of-experts, Gemma-4 and step35 fixtures
 # (t/data/moe, t/data/gemma4, t/data/step35, and Q8_0 / NVFP4 / IQ4_XS GGUFs of three of them
 # made here)
-# on the GPU: kernel-check's op checks once, then its model checks on each (one "== model"
+# on the GPU (GPU_RUN_ARCH_KC_S: kernel-check's limit, default 600 s): kernel-check's op checks once, then its model checks on each (one "== model"
 # block each); run-gen's greedy ids on cuda = cpu on three prompts (the last of 32 ids: the
 # prompt paths) with the argmax gate MATCH; batched decode (model-batch -d cuda)
 # bit-identical to one sequence at a time; run-spec on cuda through the drafts (the MTP
@@ -418,7 +418,7 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 		    AM="$AM $G/$3.gguf" || { echo "quant-nvfp4 $q: failed" >>"$OUT/arch.log"; ar=1; }
 	done
 	# shellcheck disable=SC2086
-	timeout 600 bin/kernel-check $AM >"$OUT/kc-arch.log" 2>&1 || ar=1
+	timeout "${GPU_RUN_ARCH_KC_S:-600}" bin/kernel-check $AM >"$OUT/kc-arch.log" 2>&1 || ar=1
 	grep -E '^(== |model |ALL|[0-9]+ FAILED)' "$OUT/kc-arch.log" >>"$OUT/arch.log"
 	grep -E ' FAIL$' "$OUT/kc-arch.log" | head -20 >>"$OUT/arch.log"
 	printf '%s\n' '{"prompt": "hello world"}' \
