@@ -713,31 +713,16 @@ mv8_launch_k(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const in
 /*
  * The products of the set S for m input rows: k_mv8 / k_mv8s as
  * mv8_launch_k picks them (m <= 16), or under GPU_MV8_TC for Q8_0 and
- * NVFP4 k_mv8t (the same bits; m <= 32), which leaves rows less aligned
- * than it takes to k_mv8, 16 input rows a launch.
+ * NVFP4 k_mv8t (the same bits; m <= 32).
  */
 template <int T>
 static int
 mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
     const float *dx, const float *sx, int m)
 {
-	if constexpr (T == Q8_T_Q8_0 || T == Q8_T_NVFP4) {
-		if (g->mv8 == GPU_MV8_TC) {
-			int rc = mvt_launch<T>(g, S, nb, rb, q, dx, m);
-			if (rc != 0)
-				return rc < 0 ? -1 : 0;
-			for (int h = 0; h < m; h += GPU_MATVEC_MAX_ROWS) {
-				struct mv8_set Sh = S;
-				for (int k = 0; k < S.nw; k++)
-					Sh.y[k] = S.y[k] + (size_t)h * S.rows[k];
-				if (mv8_launch_k<T>(g, Sh, nb, rb, q + (size_t)h * nb * 32,
-				    dx + (size_t)h * nb, sx + (size_t)h * nb,
-				    min(m - h, GPU_MATVEC_MAX_ROWS)) != 0)
-					return -1;
-			}
-			return 0;
-		}
-	}
+	if constexpr (T == Q8_T_Q8_0 || T == Q8_T_NVFP4)
+		if (g->mv8 == GPU_MV8_TC)
+			return mvt_launch<T>(g, S, nb, rb, q, dx, m);
 	return mv8_launch_k<T>(g, S, nb, rb, q, dx, sx, m);
 }
 

@@ -36,9 +36,9 @@
  * the 32 in the butterfly's pairs: k_mv8's bits for every row, whatever
  * m and NT (the columns of an mma are independent).
  *
- * Rows: Q8_0 2-byte aligned (as k_mv8 reads them), NVFP4 4-byte aligned
- * (k_mv8's word loads); mvt_launch leaves rows less aligned than that to
- * k_mv8 (the same bits).  With every row 16-byte aligned (the weight's
+ * Rows: Q8_0 2-byte aligned (as k_mv8 reads them: halfwords), NVFP4
+ * 4-byte aligned (k_mv8's word loads); mvt_launch refuses less.  With
+ * every row 16-byte aligned (the weight's
  * start and its row bytes) the chunks are copied by 16 bytes, else by
  * aligned 4-byte words from the one that holds a chunk's first byte
  * (2 bytes before it for a Q8_0 row 2 mod 4, as k_mv8's first word),
@@ -387,9 +387,7 @@ mvt_run(struct gpu *g, const struct mv8_set &S, unsigned grid, int nb, size_t rb
 
 /*
  * k_mv8t for the set S (built by mv8_products in tiles of 8 rows: here
- * re-tiled by MVT_R) and m <= MVT_MAX_M input rows: 1 when it ran, 0
- * when the rows are less aligned than it takes (the caller runs k_mv8),
- * -1 on error.
+ * re-tiled by MVT_R) and m <= MVT_MAX_M input rows.
  */
 #define MVT_MAX_M 32
 
@@ -400,7 +398,7 @@ mvt_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 {
 	struct mv8_set St = S;
 	uintptr_t or_ = rb;
-	int a16, rc;
+	int a16;
 
 	for (int i = 0; i < S.nw; i++) {
 		or_ |= (uintptr_t)S.W[i];
@@ -409,13 +407,12 @@ mvt_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	if (m < 1 || m > MVT_MAX_M)
 		return gpu_fail(g, "matvec_q8 tc: %d input rows (1..%d)", m, MVT_MAX_M);
 	if ((or_ & (T == Q8_T_Q8_0 ? 1 : 3)) != 0)
-		return 0;
+		return gpu_fail(g, "matvec_q8 tc: rows not %d-byte aligned", T == Q8_T_Q8_0 ? 2 : 4);
 	a16 = (or_ & 15) == 0;
 	switch ((m + 7) / 8) {
-	case 1: rc = mvt_run<T, 1>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16); break;
-	case 2: rc = mvt_run<T, 2>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16); break;
-	case 3: rc = mvt_run<T, 3>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16); break;
-	default: rc = mvt_run<T, 4>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16); break;
+	case 1: return mvt_run<T, 1>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16);
+	case 2: return mvt_run<T, 2>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16);
+	case 3: return mvt_run<T, 3>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16);
+	default: return mvt_run<T, 4>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16);
 	}
-	return rc == 0 ? 1 : -1;
 }
