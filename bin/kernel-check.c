@@ -1021,6 +1021,144 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 }
 
 /*
+ * y of the m input rows at dx by gpu_matvec_q8 under the int8 product form
+ * how: one call under GPU_MV8_TC (with the GEMM off: past 16 rows one
+ * launch of k_mv8t), the default as calls of at most 16 rows (past 16:
+ * two launches, as the decode step's groups).
+ */
+static void
+mv8_form(struct kc *k, int how, int t, const void *dw, int64_t rows, int64_t ne0,
+    const float *dx, int m, float *dy, float *y)
+{
+	gchk(k, gpu_tune_mv8(k->g, how));
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
+	if (how == GPU_MV8_TC)
+		gchk(k, gpu_matvec_q8(k->g, t, dw, rows, ne0, dx, m, dy, NULL));
+	else
+		for (int j = 0; j < m; j += GPU_MATVEC_MAX_ROWS)
+			gchk(k, gpu_matvec_q8(k->g, t, dw, rows, ne0, dx + (size_t)j * ne0,
+			    m - j < GPU_MATVEC_MAX_ROWS ? m - j : GPU_MATVEC_MAX_ROWS,
+			    dy + (size_t)j * rows, NULL));
+	dget(k, y, dy, (size_t)m * rows * 4);
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+}
+
+/*
+ * The tensor-core form (GPU_MV8_TC, cuda/matvec_q8tc.cuh) of Q8_0 and
+ * NVFP4 against the default form bit for bit, m = 1, 2, 3, 7, 8, 9, 15,
+ * 16 and 17..32 (the default in launches of 16 and the rest), the weight
+ * at off bytes past an aligned address (0: 16-byte aligned rows where the
+ * row bytes allow it; Q8_0 2, NVFP4 4: copied by words; a few m).
+ */
+static void
+check_mv8_tc(struct kc *k, int t, int64_t rows, int64_t ne0, int off)
+{
+	static const int ms[] = { 1, 2, 3, 7, 8, 9, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+	    26, 27, 28, 29, 30, 31, 32 };
+	static const int mo[] = { 1, 9, 16, 17, 32 };
+	enum { M = 32 };
+	struct wset s;
+	size_t nw = quant_row_size(t, ne0) * (size_t)rows;
+	float *x = frand(k, (int64_t)M * ne0, -1, 1), *ya = xmalloc((size_t)M * rows * 4);
+	float *yb = xmalloc((size_t)M * rows * 4);
+	float *dx = dput(k, x, (size_t)M * ne0 * 4), *dy = dput(k, NULL, (size_t)M * rows * 4);
+	uint8_t *dbuf = NULL;
+	const void *dw;
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	dw = s.dw;
+	if (off) {	/* the same bytes (NVFP4: packed) at an offset */
+		dbuf = dput(k, NULL, nw + 16);
+		gchk(k, gpu_copy(k->g, dbuf + off, s.dw, nw));
+		dw = dbuf + off;
+	}
+	snprintf(name, sizeof name, "matvec i8 %s tc=default", quant_name(t));
+	for (size_t i = 0; i < (off ? sizeof mo / sizeof mo[0] : sizeof ms / sizeof ms[0]); i++) {
+		int m = off ? mo[i] : ms[i];
+		mv8_form(k, GPU_MV8_AUTO, t, dw, rows, ne0, dx, m, dy, ya);
+		mv8_form(k, GPU_MV8_TC, t, dw, rows, ne0, dx, m, dy, yb);
+		snprintf(shape, sizeof shape, "%lldx%lld%s%.0d m=%d", (long long)rows,
+		    (long long)ne0, off ? " +" : "", off, m);
+		brk(k, yb, (int64_t)m * rows);
+		same_bits(k, name, shape, ya, yb, (int64_t)m * rows);
+	}
+	free(x), free(ya), free(yb);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	if (dbuf != NULL)
+		gpu_free(k->g, dbuf);
+	wset_free(k, &s);
+}
+
+/*
+ * GPU_MV8_TC on a set of three weights of type t in one call
+ * (gpu_matvec_q8_multi: one launch of k_mv8t for m <= 32 with the GEMM
+ * off), each with its per-tensor scale, against the default form (16 rows
+ * a launch) bit for bit.
+ */
+static void
+check_mv8_tc_set(struct kc *k, int t, int64_t ne0, int m)
+{
+	static const int64_t rs[3] = { 300, 129, 77 };
+	struct wset s[3];
+	int ts[3] = { t, t, t };
+	const void *dw[3];
+	const float *dsc[3];
+	float *Y[3], sc[3] = { 0.37f, 1.0f, 2.5f };
+	int64_t ny = 0, off[3];
+	float *x = frand(k, (int64_t)m * ne0, -1, 1), *dx = dput(k, x, (size_t)m * ne0 * 4);
+	float *dscale = dput(k, sc, sizeof sc);
+	char shape[64];
+
+	for (int i = 0; i < 3; i++) {
+		wset_new(k, &s[i], t, rs[i], ne0);
+		dw[i] = s[i].dw, dsc[i] = dscale + i, off[i] = ny;
+		ny += (int64_t)m * rs[i];
+	}
+	float *dy = dput(k, NULL, (size_t)ny * 4), *y[2];
+	for (int f = 0; f < 2; f++) {
+		y[f] = xmalloc((size_t)ny * 4);
+		for (int i = 0; i < 3; i++)
+			Y[i] = dy + off[i];
+		gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_AUTO));
+		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
+		gchk(k, gpu_matvec_q8_multi(k->g, 3, ts, dw, rs, ne0, dx, m, Y, dsc));
+		dget(k, y[f], dy, (size_t)ny * 4);
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+	snprintf(shape, sizeof shape, "3 weights scaled m=%d ne0=%lld", m, (long long)ne0);
+	brk(k, y[1], ny);
+	same_bits(k, t == QUANT_Q8_0 ? "matvec_q8_multi Q8_0 tc" : "matvec_q8_multi NVFP4 tc",
+	    shape, y[0], y[1], ny);
+	for (int i = 0; i < 3; i++)
+		wset_free(k, &s[i]);
+	free(x), free(y[0]), free(y[1]);
+	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, dscale);
+}
+
+static void
+check_mv8_tc_all(struct kc *k)
+{
+	/* Q8_0: 128 blocks, 25 (odd rows 2-byte aligned), 10; NVFP4:
+	 * check_mv8_lanes' shapes; then weights off an aligned address */
+	static const int64_t q8[][2] = { { 300, 4096 }, { 257, 800 }, { 45, 320 } };
+	static const int64_t nv[][2] = { { 300, 4096 }, { 257, 768 }, { 45, 320 }, { 70, 448 } };
+
+	for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++)
+		check_mv8_tc(k, QUANT_Q8_0, q8[i][0], q8[i][1], 0);
+	for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++)
+		check_mv8_tc(k, QUANT_NVFP4, nv[i][0], nv[i][1], 0);
+	check_mv8_tc(k, QUANT_Q8_0, 300, 4096, 2);
+	check_mv8_tc(k, QUANT_NVFP4, 300, 4096, 4);
+	for (int m = 1; m <= 32; m += 10) {	/* 1, 11, 21, 31 */
+		check_mv8_tc_set(k, QUANT_Q8_0, 4096, m);
+		check_mv8_tc_set(k, QUANT_NVFP4, 4096, m);
+	}
+}
+
+/*
  * The IQ4 products on int8 activations (cuda/matvec_iq4.cu: IQ4_XS on Q8_K
  * rows, IQ4_NL on Q8_0 rows) against the CPU's int8 numerics
  * (quant_quantize_act, quant_vec_dot) within 1e-5 for m input rows (past
@@ -1158,6 +1296,7 @@ check_qk_all(struct kc *k)
 	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 70, 448);
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 300, 4096);
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 257, 800);	/* 25 blocks: odd rows 2-byte aligned */
+	check_mv8_tc_all(k);
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
@@ -3753,6 +3892,59 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/*
+ * The tensor-core form of the int8 products (GPU_MV8_TC) against the
+ * default form on one shape, m = 1, 4, 8, 16, 32 (the GEMM off: past 16
+ * rows the default's two launches of 16, k_mv8t's one), device time per
+ * call in a graph over copies that pass 1 GiB, as bench_i8; GB/s of
+ * weight bytes.
+ */
+static void
+bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
+{
+	static const int ms[] = { 1, 4, 8, 16, 32 };
+	enum { M = 32 };
+	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
+	int nc = (int)((((size_t)1 << 30) + nb - 1) / nb), nl = nc < 64 ? 64 : nc;
+	void **w = xmalloc((size_t)nc * sizeof *w);
+	float *x = frand(k, (int64_t)M * ne0, -1, 1);
+	float *dx = dput(k, x, (size_t)M * ne0 * 4), *dy = dput(k, NULL, (size_t)M * rows * 4);
+
+	for (int c = 0; c < nc; c++) {
+		w[c] = dput(k, NULL, nb);
+		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
+		if (t == QUANT_NVFP4)	/* canonical scale bytes, as packed rows have */
+			gchk(k, gpu_nvfp4_pack(k->g, w[c], rows, ne0));
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+		double s[2];
+		for (int f = 0; f < 2; f++) {
+			struct gpu_graph *gr;
+			gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_AUTO));
+			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
+			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
+			gchk(k, gpu_graph_begin(k->g));
+			for (int l = 0; l < nl; l++)
+				gchk(k, gpu_matvec_q8(k->g, t, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL));
+			if ((gr = gpu_graph_end(k->g)) == NULL)
+				die(1, "gpu: %s", gpu_errmsg(k->g));
+			s[f] = time_graph(k, gr, 5) / nl;
+			gpu_graph_free(gr);
+		}
+		printf("bench i8tc %-6s %lldx%-6lld m=%-2d default %8.2f us %7.1f GB/s  tc %8.2f us "
+		    "%7.1f GB/s  x%.2f faster\n", quant_name(t), (long long)rows, (long long)ne0, ms[mi],
+		    s[0] * 1e6, nb / s[0] * 1e-9, s[1] * 1e6, nb / s[1] * 1e-9, s[0] / s[1]);
+		fflush(stdout);
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+	for (int c = 0; c < nc; c++)
+		gpu_free(k->g, w[c]);
+	free(w), free(x);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+}
+
 /* Seconds per call in a graph of nl calls (one call outside it first: the scratch sized). */
 #define BENCH_LAUNCHES(k, nl, call, out) do {					\
 	struct gpu_graph *gr_;							\
@@ -3937,6 +4129,12 @@ bench(struct kc *k)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
 	}
+	for (int ti = 0; ti < 2; ti++)	/* the tensor-core form (GPU_MV8_TC) */
+		for (size_t si = 1; si < 3; si++) {	/* 12288x4096, 4096x12288 */
+			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
+			if (k->only < 0 || k->only == t)
+				bench_i8tc(k, t, shapes[si][0], shapes[si][1], dpool);
+		}
 	for (int ti = 0; ti < 3; ti++)	/* (gpu_can_matmul_q8's two; IQ4_XS: mmq_iq4.cu) */
 		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {
 			int t = ti == 2 ? QUANT_IQ4_XS : ti ? QUANT_NVFP4 : QUANT_Q8_0;

@@ -221,10 +221,15 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * bound alone: NVFP4's kernel at m = 1 or 4 with its loads as they are and
  * an xor fold in place of the arithmetic (the sums are garbage; NVFP4 at
  * another m fails; rows not 8-byte aligned and the other types run as
- * GPU_MV8_AUTO).
+ * GPU_MV8_AUTO).  GPU_MV8_TC: Q8_0 (two lanes a block, the default's
+ * layout) and NVFP4 by int8 tensor cores with the default's bits
+ * (cuda/matvec_q8tc.cuh; rows less aligned than Q8_0's 2 bytes or NVFP4's
+ * 4 by the default's kernel), and, with the GEMM off (GPU_MMQ_OFF), up
+ * to 32 input rows a launch where the others take 16 (the same bits as
+ * launches of 16: batch-invariant); the other types as GPU_MV8_AUTO.
  */
 enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE2 = 3,
-	GPU_MV8_LOADS = 4 };
+	GPU_MV8_LOADS = 4, GPU_MV8_TC = 5 };
 int	gpu_tune_mv8(struct gpu *g, int how);
 
 /*

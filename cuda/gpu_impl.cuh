@@ -423,6 +423,27 @@ gpu_fp4x8i(uint32_t v, int *lo, int *hi)
 }
 
 /*
+ * cp.async of 16 (4) bytes from global src to shared dst, of which the
+ * first n (0..16, 0..4) are read and the rest written as zeros (n = 0:
+ * src need only be a valid address).  src and dst aligned to the size.
+ * 16 bytes bypass L1 (.cg), 4 cannot (.ca).  cp.async.wait_group /
+ * wait_all before the data is read.
+ */
+__device__ __forceinline__ void
+gpu_cp16(void *dst, const void *src, int n)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n));
+}
+
+__device__ __forceinline__ void
+gpu_cp4(void *dst, const void *src, int n)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n));
+}
+
+/*
  * IQ4_NL's grid (lib/quant_impl.h's qi_kvalues_iq4nl: -127, -104, -83,
  * -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113) as int8 bytes,
  * entry n at byte n % 4 of word n / 4: the negative half in GPU_IQ4_N0,

@@ -613,11 +613,13 @@ k_mv8s(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict
 	mv8_store<M>(acc, m, rows, r, lane, y, scale);
 }
 
+#include "matvec_q8tc.cuh"
+
 extern "C" int
 gpu_tune_mv8(struct gpu *g, int how)
 {
-	if (how < GPU_MV8_AUTO || how > GPU_MV8_LOADS)
-		return gpu_fail(g, "tune: int8 product kernel %d (0..4)", how);
+	if (how < GPU_MV8_AUTO || how > GPU_MV8_TC)
+		return gpu_fail(g, "tune: int8 product kernel %d (0..5)", how);
 	if (how != g->mv8)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->mv8 = how;
@@ -647,7 +649,7 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
 
 template <int T>
 static int
-mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
+mv8_launch_k(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
     const float *dx, const float *sx, int m)
 {
 	unsigned grid = S.blk[S.nw];
@@ -706,6 +708,31 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	}
 	GPU_LAUNCHED(g, "matvec_q8");
 	return 0;
+}
+
+/*
+ * The products of the set S for m input rows: k_mv8 / k_mv8s as
+ * mv8_launch_k picks them (m <= 16), or under GPU_MV8_TC for Q8_0 and
+ * NVFP4 k_mv8t (the same bits; m <= 32).
+ */
+template <int T>
+static int
+mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
+    const float *dx, const float *sx, int m)
+{
+	if constexpr (T == Q8_T_Q8_0 || T == Q8_T_NVFP4)
+		if (g->mv8 == GPU_MV8_TC)
+			return mvt_launch<T>(g, S, nb, rb, q, dx, m);
+	return mv8_launch_k<T>(g, S, nb, rb, q, dx, sx, m);
+}
+
+/* Input rows a launch of weight type t takes: 32 by k_mv8t (GPU_MV8_TC,
+ * Q8_0 and NVFP4), else 16. */
+static int
+mv8_group(const struct gpu *g, int t)
+{
+	return g->mv8 == GPU_MV8_TC && (t == Q8_T_Q8_0 || t == Q8_T_NVFP4) ? MVT_MAX_M :
+	    GPU_MATVEC_MAX_ROWS;
 }
 
 /* Row bytes of a Q8-path weight of ne0 columns. */
@@ -779,7 +806,10 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 /*
  * The nw products of the quantized x: for up to 16 rows,
  * weights of one type that follow each other share a launch (mv8_set);
- * for more, each takes the GEMM or launches of 16 rows.
+ * for more, each takes the GEMM or launches of 16 rows.  Under
+ * GPU_MV8_TC, Q8_0 and NVFP4 take 32 rows where 16 are said here (the
+ * GEMM still takes n > 16 unless GPU_MMQ_OFF): the same bits, fewer
+ * launches.
  */
 static int
 mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
@@ -816,8 +846,8 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 					return -1;
 			continue;
 		}
-		for (j = i + 1; n <= GPU_MATVEC_MAX_ROWS && j < nw && j - i < MV8_SET &&
-		    t[j] == t[i]; j++)
+		int grp = mv8_group(g, t[i]);
+		for (j = i + 1; n <= grp && j < nw && j - i < MV8_SET && t[j] == t[i]; j++)
 			;
 		if (n > GPU_MATVEC_MAX_ROWS && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
 			if (gpu_matmul_q8(g, t[i], d_w[i], rows[i], ne0, q, dx, n, d_y[i],
@@ -825,8 +855,8 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 				return -1;
 			continue;	/* prefill: the GEMM (cuda/mmq.cu) */
 		}
-		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS) {
-			int m = n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS;
+		for (int64_t r0 = 0; r0 < n; r0 += grp) {
+			int m = n - r0 < grp ? (int)(n - r0) : grp;
 			const int8_t *qr = q + (size_t)r0 * ne0;
 			const float *dr = dx + (size_t)r0 * nb, *sr = sx + (size_t)r0 * nb;
 			struct mv8_set S;

@@ -403,15 +403,13 @@ mq2_store_w(const struct mq2_wreg *f, struct mq2_buf *s)
 __device__ __forceinline__ void
 mq2_cp16(void *dst, const void *src, int ok)
 {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 16 : 0));
+	gpu_cp16(dst, src, ok ? 16 : 0);
 }
 
 __device__ __forceinline__ void
 mq2_cp4(void *dst, const void *src, int ok)
 {
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
-	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 4 : 0));
+	gpu_cp4(dst, src, ok ? 4 : 0);
 }
 
 /* Start copying step ks of input rows n0.. (int8 q[n][ne0], dx[n][nb])

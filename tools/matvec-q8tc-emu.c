@@ -1,0 +1,693 @@
+/*
+ * matvec-q8tc-emu: a CPU model of cuda/matvec_q8tc.cuh's k_mv8t against
+ * one of cuda/matvec_q8.cu's k_mv8 (not built by make; the evidence, on
+ * a machine without a GPU, that the tensor-core kernel gives k_mv8's
+ * bits).  k_mv8: Q8_0 two lanes a block (mv8_q8half, the default layout:
+ * lane l half l % 2 of blocks l / 2, l / 2 + 16, ..., 4 word loads and a
+ * funnel shift from the word holding a half's first byte) and NVFP4
+ * (mv8_nv on the GPU layout: lane l sub-blocks l, l + 32 of each 64, then
+ * of the last part those below its end; mv8_fp4pn and mv8_ue4m3c2 for a
+ * launch of m <= 2 rows, gpu_fp4x8 and mv8_ue4m3c2f above), dp4a sums from
+ * 0x4B400000, then mv8_store's xor butterfly and the per-tensor scale; as
+ * tools/matvec-q8-emu.c models them (the same helpers, copied), m > 16 as
+ * the launches of 16 that mv8_products makes.  k_mv8t thread by thread:
+ * mvt_pick over a set of weights, mvt_copy's cp.async copies (16-byte
+ * pieces for 16-byte aligned rows, else aligned words from the one
+ * holding a chunk's first byte, the source size cutting the last) into a
+ * ring of stages that starts as garbage, in the kernel's pipeline order;
+ * mvt_step's fragments (Q8_0 by halfword pairs at a row's offset in its
+ * slot, NVFP4 codes decoded by gpu_fp4x8's low half), multiplied as PTX's
+ * mma.m16n8k16 .s32.s8.s8.s32 defines its fragments (A: a0 row g, a1 row
+ * g + 8, bytes k = 4 tg .. 4 tg + 3; B: b0 column g, rows 4 tg ..; C: c0,
+ * c1 row g columns 2 tg, 2 tg + 1, c2, c3 row g + 8; g = lane / 4, tg =
+ * lane % 4) from the accumulator 0x4B400000; the float steps (Q8_0 one
+ * dw * dx a block for both halves; NVFP4 ws * S as fma(MAGIC + S, ws,
+ * -MAGIC's value * ws)); mvt_store's chains to shared memory and the
+ * butterfly's pairs.  Every output of rows x m is compared with k_mv8's
+ * bit for bit, m = 1..32, on Q8_0 and NVFP4 shapes (tail chunks, odd
+ * block counts: Q8_0 rows 2 mod 4 bytes; weights at 16-byte, 4-byte and
+ * 2-byte aligned addresses), a set of three weights, a per-tensor scale.
+ * Also exhaustive: the NVFP4 product trick against ws * (float)S for every
+ * scale byte and every S a sub-block can give.
+ * -p N perturbs the model (1: chains 0 and 2 swapped where their sums are
+ * stored; 2: the butterfly's levels in the other order; 3: the units of
+ * odd chunks feeding chain c ^ 4 instead of c): each must fail.
+ * (Relabelling every chain c as c ^ x for one x is no perturbation: the
+ * butterfly gives the same bits, its adds being commutative.)
+ *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emutc \
+ *       tools/matvec-q8tc-emu.c lib/quant*.c lib/util.c -lm && /tmp/emutc
+ *   /tmp/emutc -p 1   (and 2, 3: FAIL lines, exit 1)
+ * Keep it in step with the kernels.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "quant.h"
+
+enum { MAXM = 32, MAGIC = 0x4B400000, R = 16, NS = 3, WQ = 560, WN = 304, XS = 528, DS = 17 };
+enum { T_Q8_0 = QUANT_Q8_0, T_NVFP4 = QUANT_NVFP4 };
+
+static int perturb;
+static long nchk, nfail;
+
+static uint64_t rs = 88172645463325252ULL;
+static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
+static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24); }
+
+static int dp4a(uint32_t a, uint32_t b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
+static float i2f(int t) { float f; memcpy(&f, &t, 4); return f - 12582912.0f; }	/* mv8_i2f */
+static float asf(int t) { float f; memcpy(&f, &t, 4); return f; }
+static float asfu(uint32_t t) { float f; memcpy(&f, &t, 4); return f; }
+static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static float h2f(uint16_t h) { return quant_f16_to_f32(h); }
+
+/* PTX prmt.b32, default mode (sign replication with selector bit 3) */
+static uint32_t prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+	uint64_t t = (uint64_t)b << 32 | a;
+	uint32_t r = 0;
+
+	for (int k = 0; k < 4; k++) {
+		unsigned n = s >> 4 * k & 0xF;
+		uint32_t byte = (uint32_t)(t >> 8 * (n & 7)) & 0xFF;
+		if (n & 8)
+			byte = byte & 0x80 ? 0xFF : 0;
+		r |= byte << 8 * k;
+	}
+	return r;
+}
+
+/* mv8_fp4pn: positive kvalues p, negative magnitudes n (kvalue = p - n) */
+static void fp4pn(uint32_t v, uint32_t *p, uint32_t *n)
+{
+	uint32_t tx = 0x03020100u, u = v ^ 0x88888888u;
+
+	p[0] = prmt(tx, 0x0C080604u, v), p[1] = prmt(tx, 0x0C080604u, v >> 16);
+	n[0] = prmt(tx, 0x0C080604u, u), n[1] = prmt(tx, 0x0C080604u, u >> 16);
+}
+
+/* gpu_fp4x8: the kvalues of v's codes, lo values 0..3, hi 4..7 */
+static void fp4sel(uint32_t v, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t tx = 0x03020100u, ty = 0xFDFEFF00u;
+	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | 0x32103210u;
+
+	*lo = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
+	c >>= 16, s >>= 16;
+	*hi = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
+}
+
+/* mv8_ue4m3c2 (fp16) and mv8_ue4m3c2f (fp32): two canonical scale bytes */
+static void ue4m3c2(uint32_t sc, float *ws)
+{
+	uint32_t h01 = prmt(sc, 0, 0x4140) << 7;
+
+	ws[0] = h2f((uint16_t)h01) * 128.0f, ws[1] = h2f((uint16_t)(h01 >> 16)) * 128.0f;
+}
+
+static void ue4m3c2f(uint32_t sc, float *ws)
+{
+	ws[0] = asfu((sc & 0x7Fu) << 20) * 0x1p119f;
+	ws[1] = asfu((sc & 0x7F00u) << 12) * 0x1p119f;
+}
+
+/* x as the kernels see it: q[j][ne0], dx[j][nb] */
+struct xin {
+	int8_t	*q;
+	float	*dx;
+	int	nb;
+};
+
+/* --- k_mv8 -------------------------------------------------------------- */
+
+/* mv8_q8half: half h of the Q8_0 block at blk . the same half of block b of
+ * input rows j0 .. j0 + mm - 1 */
+static void q8half(const uint8_t *blk, int h, int b, const struct xin *X, int j0, int mm,
+    float (*acc)[32], int l)
+{
+	const uint8_t *qs = blk + 2 + 16 * h;
+	unsigned o = (unsigned)((uintptr_t)qs & 2);
+	uint32_t P[4], e = rd16(qs + 14), w[4];
+	float dw = h2f(rd16(blk));
+	int nb = X->nb;
+
+	for (int i = 0; i < 4; i++)
+		P[i] = rd32(qs - o + 4 * i);
+	for (int i = 0; i < 4; i++)
+		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
+	for (int j = j0; j < j0 + mm; j++) {
+		size_t xi = (size_t)j * nb + b;
+		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + 16 * h;
+		int i = MAGIC;
+		for (int k = 0; k < 4; k++)
+			i = dp4a(w[k], rd32(xq + 4 * k), i);
+		acc[j][l] = fmaf(i2f(i), dw * X->dx[xi], acc[j][l]);
+	}
+}
+
+/* mv8_nv: sub-blocks s and (two) s + 32 of the GPU-layout row wr */
+static void nv(const uint8_t *wr, int nsub, int s, int two, const struct xin *X, int j0,
+    int mm, float (*acc)[32], int l)
+{
+	int nb = X->nb;
+	uint32_t c[4] = { 0, 0, 0, 0 }, p[8], n[8], w[8], sc;
+	float ws[2];
+
+	for (int k = 0; k < 1 + two; k++)
+		for (int i = 0; i < 2; i++)
+			c[2 * k + i] = rd32(wr + 8 * (size_t)(s + 32 * k) + 4 * i);
+	sc = wr[8 * (size_t)nsub + s] | (two ? (uint32_t)wr[8 * (size_t)nsub + s + 32] << 8 : 0);
+	if (mm <= 2)
+		ue4m3c2(sc, ws);
+	else
+		ue4m3c2f(sc, ws);
+	for (int i = 0; i < 4; i++)
+		if (mm <= 2)
+			fp4pn(c[i], &p[2 * i], &n[2 * i]);
+		else
+			fp4sel(c[i], &w[2 * i], &w[2 * i + 1]);
+	for (int j = j0; j < j0 + mm; j++)
+		for (int k = 0; k < 1 + two; k++) {
+			int e = s + 32 * k, i = MAGIC, in = 0;
+			const uint8_t *xq = (const uint8_t *)X->q + (size_t)j * nb * 32 + 16 * (size_t)e;
+			for (int u = 0; u < 4; u++) {
+				uint32_t a = rd32(xq + 4 * u);
+				if (mm <= 2)
+					i = dp4a(p[4 * k + u], a, i), in = dp4a(n[4 * k + u], a, in);
+				else
+					i = dp4a(w[4 * k + u], a, i);
+			}
+			acc[j][l] = fmaf(X->dx[(size_t)j * nb + e / 2], ws[k] * i2f(i - in), acc[j][l]);
+		}
+}
+
+/* k_mv8 (the default: mv8_products' launches of at most 16 input rows) for
+ * weight row wr and m input rows: y[j] */
+static void mv8_ref(int t, const uint8_t *wr, const struct xin *X, int m, const float *scale,
+    float *y)
+{
+	static float acc[MAXM][32];
+	int nb = X->nb;
+
+	memset(acc, 0, sizeof acc);
+	for (int j0 = 0; j0 < m; j0 += 16) {
+		int mm = m - j0 < 16 ? m - j0 : 16;
+		for (int l = 0; l < 32; l++)
+			if (t == T_NVFP4) {
+				int nsub = 2 * nb, full = nsub & ~63, s = l;
+				for (; s < full; s += 64)
+					nv(wr, nsub, s, 1, X, j0, mm, acc, l);
+				if (s < nsub)
+					nv(wr, nsub, s, s + 32 < nsub, X, j0, mm, acc, l);
+			} else
+				for (int b = l >> 1; b < nb; b += 16)
+					q8half(wr + (size_t)b * 34, l & 1, b, X, j0, mm, acc, l);
+	}
+	for (int j = 0; j < m; j++) {	/* mv8_store: lane 0 after v += v of lane ^ o */
+		float v[32], u[32];
+		memcpy(v, acc[j], sizeof v);
+		for (int o = 16; o > 0; o >>= 1) {
+			for (int l = 0; l < 32; l++)
+				u[l] = v[l] + v[l ^ o];
+			memcpy(v, u, sizeof v);
+		}
+		y[j] = scale != NULL ? v[0] * *scale : v[0];
+	}
+}
+
+/* --- k_mv8t ------------------------------------------------------------- */
+
+/* cp.async: sz bytes at dst, the first n of them from src, the rest zeros */
+static void cp(uint8_t *dst, const uint8_t *src, int sz, int n)
+{
+	if (n < 0 || n > sz || ((uintptr_t)src & (uintptr_t)(sz - 1)) || ((uintptr_t)dst & (uintptr_t)(sz - 1))) {
+		fprintf(stderr, "cp.async: misaligned or bad size\n");
+		abort();
+	}
+	memcpy(dst, src, (size_t)n);
+	memset(dst + n, 0, (size_t)(sz - n));
+}
+
+/* one launch's operands (mv8_set and the kernel's parameters) */
+struct launch {
+	int	t, nb, m, a16, nw;
+	size_t	rb;
+	const uint8_t *W[4];
+	float	*y[4];
+	const float *scale[4];
+	int64_t	rows[4];
+	unsigned blk[5];
+	const struct xin *X;
+};
+
+/* the stage layout of mvt_dim */
+static int wst(int t) { return t == T_Q8_0 ? WQ : WN; }
+static int ox(int t) { return R * wst(t); }
+static int od(int t, int mp) { return ox(t) + mp * XS; }
+static int stage(int t, int mp) { return od(t, mp) + mp * DS * 4; }
+
+/* mvt_copy of chunk k for block rows r0.. of weight W into st, thread by thread */
+static void copy(const struct launch *L, uint8_t *st, const uint8_t *W, int64_t r0,
+    int64_t rows, int mp, int k)
+{
+	int t = L->t, nb = L->nb, m = L->m, nbk = nb - 16 * k < 16 ? nb - 16 * k : 16;
+	int nr = rows - r0 < R ? (int)(rows - r0) : R, WS = wst(t);
+	size_t rb = L->rb;
+
+	for (int th = 0; th < 256; th++) {
+		if (t == T_Q8_0) {
+			int len = 34 * nbk;
+			if (L->a16)
+				for (int it = th; it < nr * 34; it += 256) {
+					int rr = it / 34, i = it % 34, n = len - 16 * i < 16 ? len - 16 * i : 16;
+					const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)544 * k;
+					if (n > 0)
+						cp(st + rr * WS + 16 * i, src + 16 * i, 16, n);
+				}
+			else
+				for (int it = th; it < nr * 137; it += 256) {
+					int rr = it / 137, i = it % 137;
+					const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)544 * k;
+					int o = (int)((uintptr_t)src & 3), n = o + len - 4 * i < 4 ? o + len - 4 * i : 4;
+					if (n > 0)
+						cp(st + rr * WS + 4 * i, src - o + 4 * i, 4, n);
+				}
+		} else {
+			int nsub = 2 * nb, nsk = 2 * nbk;
+			if (L->a16)
+				for (int it = th; it < nr * 18; it += 256) {
+					int rr = it / 18, i = it % 18;
+					const uint8_t *rp = W + (size_t)(r0 + rr) * rb;
+					uint8_t *d = st + rr * WS;
+					if (i < 16 && 16 * i < 8 * nsk)
+						cp(d + 16 * i, rp + (size_t)256 * k + 16 * i, 16, 16);
+					else if (i >= 16 && 16 * (i - 16) < nsk)
+						cp(d + 256 + 16 * (i - 16), rp + (size_t)8 * nsub + 32 * k + 16 * (i - 16),
+						    16, nsk - 16 * (i - 16) < 16 ? nsk - 16 * (i - 16) : 16);
+				}
+			else
+				for (int it = th; it < nr * 72; it += 256) {
+					int rr = it / 72, i = it % 72;
+					const uint8_t *rp = W + (size_t)(r0 + rr) * rb;
+					uint8_t *d = st + rr * WS;
+					if (i < 64 && 4 * i < 8 * nsk)
+						cp(d + 4 * i, rp + (size_t)256 * k + 4 * i, 4, 4);
+					else if (i >= 64 && 4 * (i - 64) < nsk)
+						cp(d + 256 + 4 * (i - 64), rp + (size_t)8 * nsub + 32 * k + 4 * (i - 64), 4, 4);
+				}
+		}
+		for (int it = th; it < m * 32; it += 256) {
+			int j = it >> 5, i = it & 31;
+			if (i < 2 * nbk)
+				cp(st + ox(t) + j * XS + 16 * i,
+				    (const uint8_t *)L->X->q + ((size_t)j * nb + 16 * k) * 32 + 16 * i, 16, 16);
+		}
+		for (int it = th; it < m * 16; it += 256) {
+			int j = it >> 4, i = it & 15;
+			if (i < nbk)
+				cp(st + od(t, mp) + (j * DS + i) * 4,
+				    (const uint8_t *)(L->X->dx + (size_t)j * nb + 16 * k + i), 4, 4);
+		}
+	}
+	(void)mp;
+}
+
+/* the mma's D = MAGIC + A B from the warp's fragments, back to each lane */
+static void mma(uint32_t a[32][2], const uint32_t b[32], int c[32][4])
+{
+	int A[16][16], B[16][8];
+
+	for (int lane = 0; lane < 32; lane++) {
+		int g = lane >> 2, tg = lane & 3;
+		for (int i = 0; i < 4; i++) {
+			A[g][4 * tg + i] = (int8_t)(a[lane][0] >> 8 * i);
+			A[g + 8][4 * tg + i] = (int8_t)(a[lane][1] >> 8 * i);
+			B[4 * tg + i][g] = (int8_t)(b[lane] >> 8 * i);
+		}
+	}
+	for (int lane = 0; lane < 32; lane++) {
+		int g = lane >> 2, tg = lane & 3;
+		for (int e = 0; e < 4; e++) {
+			int r = g + 8 * (e >> 1), n = 2 * tg + (e & 1);
+			int64_t s = MAGIC;
+			for (int kk = 0; kk < 16; kk++)
+				s += A[r][kk] * B[kk][n];
+			c[lane][e] = (int)s;
+		}
+	}
+}
+
+/* lane's accumulators: acc[lane][u][nt][e] */
+typedef float accs[4][4][4];
+
+/* mvt_step of warp w on chunk k in st */
+static void step(const struct launch *L, const uint8_t *st, int mp, int k, int w,
+    const int og[32][2], accs *acc)
+{
+	int t = L->t, nt_n = mp / 8, WS = wst(t);
+
+	for (int pi = 0; pi < 2; pi++) {
+		int p = w + 8 * pi;
+		if (16 * k + p >= L->nb)
+			break;
+		uint32_t a[2][32][2];
+		float f0[32][2], f1[32][2], n0[32][2], n1[32][2];
+		for (int lane = 0; lane < 32; lane++) {
+			int g = lane >> 2, tg = lane & 3;
+			const uint8_t *w0 = st + g * WS, *w1 = st + (g + 8) * WS;
+			if (t == T_Q8_0) {
+				const uint8_t *b0 = w0 + og[lane][0] + 34 * p, *b1 = w1 + og[lane][1] + 34 * p;
+				f0[lane][0] = h2f(rd16(b0)), f1[lane][0] = h2f(rd16(b1));
+				for (int h = 0; h < 2; h++) {
+					const uint8_t *q0 = b0 + 2 + 16 * h + 4 * tg, *q1 = b1 + 2 + 16 * h + 4 * tg;
+					if (((uintptr_t)q0 & 1) || ((uintptr_t)q1 & 1))
+						abort();	/* halfword loads */
+					a[h][lane][0] = (uint32_t)rd16(q0) | (uint32_t)rd16(q0 + 2) << 16;
+					a[h][lane][1] = (uint32_t)rd16(q1) | (uint32_t)rd16(q1 + 2) << 16;
+				}
+			} else
+				for (int h = 0; h < 2; h++) {
+					int e = 2 * p + h;
+					uint32_t lo, hi;
+					uint32_t c0 = rd32(w0 + 8 * e + 4 * (tg >> 1)), c1 = rd32(w1 + 8 * e + 4 * (tg >> 1));
+					fp4sel(c0 >> 16 * (tg & 1), &lo, &hi);
+					a[h][lane][0] = lo;
+					fp4sel(c1 >> 16 * (tg & 1), &lo, &hi);
+					a[h][lane][1] = lo;
+					f0[lane][h] = asfu(((uint32_t)w0[256 + e] & 0x7Fu) << 20) * 0x1p119f;
+					f1[lane][h] = asfu(((uint32_t)w1[256 + e] & 0x7Fu) << 20) * 0x1p119f;
+					n0[lane][h] = f0[lane][h] * -12582912.0f;
+					n1[lane][h] = f1[lane][h] * -12582912.0f;
+				}
+		}
+		for (int nt = 0; nt < nt_n; nt++)
+			for (int h = 0; h < 2; h++) {
+				uint32_t b[32];
+				int c[32][4];
+				for (int lane = 0; lane < 32; lane++) {
+					int g = lane >> 2, tg = lane & 3;
+					b[lane] = rd32(st + ox(t) + (8 * nt + g) * XS + 32 * p + 4 * tg + 16 * h);
+				}
+				mma(a[h], b, c);
+				for (int lane = 0; lane < 32; lane++) {
+					int tg = lane & 3, u = 2 * pi + h;
+					const float *ds = (const float *)(st + od(t, mp));
+					float d0 = ds[(8 * nt + 2 * tg) * DS + p], d1 = ds[(8 * nt + 2 * tg + 1) * DS + p];
+					float *ac = acc[lane][u][nt];
+					if (t == T_Q8_0) {
+						float pr[4] = { f0[lane][0] * d0, f0[lane][0] * d1, f1[lane][0] * d0,
+						    f1[lane][0] * d1 };
+						for (int e = 0; e < 4; e++)
+							ac[e] = fmaf(i2f(c[lane][e]), pr[e], ac[e]);
+					} else {
+						ac[0] = fmaf(d0, fmaf(asf(c[lane][0]), f0[lane][h], n0[lane][h]), ac[0]);
+						ac[1] = fmaf(d1, fmaf(asf(c[lane][1]), f0[lane][h], n0[lane][h]), ac[1]);
+						ac[2] = fmaf(d0, fmaf(asf(c[lane][2]), f1[lane][h], n1[lane][h]), ac[2]);
+						ac[3] = fmaf(d1, fmaf(asf(c[lane][3]), f1[lane][h], n1[lane][h]), ac[3]);
+					}
+				}
+			}
+	}
+}
+
+/* mvt_fold / mvt_store's butterfly: v[l] += v[l + o] */
+static void fold(float *v, int o)
+{
+	for (int l = 0; l < o; l++)
+		v[l] = v[l] + v[l + o];
+}
+
+/* one block of k_mv8t: blockIdx bx */
+static void block(const struct launch *L, unsigned bx, uint8_t *sm, int mp)
+{
+	int t = L->t, nb = L->nb, nch = (nb + 15) / 16, wi = 0;
+	static accs acc[8][32];
+	int og[8][32][2];
+
+	for (int k = 1; k < L->nw; k++)	/* mvt_pick */
+		if (bx >= L->blk[k])
+			wi = k;
+	const uint8_t *W = L->W[wi];
+	int64_t rows = L->rows[wi], r0 = (int64_t)(bx - L->blk[wi]) * R;
+	memset(acc, 0, sizeof acc);
+	for (int w = 0; w < 8; w++)
+		for (int lane = 0; lane < 32; lane++) {
+			int g = lane >> 2;
+			og[w][lane][0] = og[w][lane][1] = 0;
+			if (t == T_Q8_0 && !L->a16) {
+				og[w][lane][0] = (int)((uintptr_t)(W + (size_t)(r0 + g) * L->rb) & 3);
+				og[w][lane][1] = (int)((uintptr_t)(W + (size_t)(r0 + g + 8) * L->rb) & 3);
+			}
+		}
+	for (int s = 0; s < NS - 1; s++)
+		if (s < nch)
+			copy(L, sm + s * stage(t, mp), W, r0, rows, mp, s);
+	for (int k = 0; k < nch; k++) {
+		if (k + NS - 1 < nch)
+			copy(L, sm + (k + NS - 1) % NS * stage(t, mp), W, r0, rows, mp, k + NS - 1);
+		for (int w = 0; w < 8; w++)
+			step(L, sm + k % NS * stage(t, mp), mp, k, w, og[w],
+			    acc[perturb == 3 && (k & 1) ? w ^ 2 : w]);
+	}
+	/* mvt_store: red[c][row][mp + 1] over the ring, then the butterfly */
+	float *red = (float *)sm;
+	int ld = mp + 1;
+	for (int w = 0; w < 8; w++)
+		for (int lane = 0; lane < 32; lane++) {
+			int g = lane >> 2, tg = lane & 3;
+			for (int u = 0; u < 4; u++)
+				for (int nt = 0; nt < mp / 8; nt++)
+					for (int e = 0; e < 4; e++) {
+						int c = 2 * w + 16 * (u >> 1) + (u & 1);
+						if (perturb == 1 && (c == 0 || c == 2))
+							c ^= 2;
+						red[(c * R + g + 8 * (e >> 1)) * ld + 8 * nt + 2 * tg + (e & 1)] =
+						    acc[w][lane][u][nt][e];
+					}
+		}
+	for (int it = 0; it < R * L->m; it++) {
+		int rr = it % R, j = it / R;
+		float v[32];
+		if (r0 + rr >= rows)
+			continue;
+		for (int c = 0; c < 32; c++)
+			v[c] = red[(c * R + rr) * ld + j];
+		if (perturb == 2)
+			fold(v, 1), fold(v, 2), fold(v, 4), fold(v, 8), fold(v, 16);
+		else
+			fold(v, 16), fold(v, 8), fold(v, 4), fold(v, 2), fold(v, 1);
+		L->y[wi][(size_t)j * rows + r0 + rr] = L->scale[wi] != NULL ? v[0] * *L->scale[wi] : v[0];
+	}
+}
+
+/* the launch: mvt_launch's tiles and a16, then every block (shared memory
+ * garbage at the start of each) */
+static void mv8t(struct launch *L)
+{
+	int mp = 8 * ((L->m + 7) / 8);
+	size_t sz = (size_t)NS * stage(L->t, mp), red = (size_t)32 * R * (mp + 1) * 4;
+	uintptr_t or_ = L->rb;
+	uint8_t *sm = aligned_alloc(16, (sz > red ? sz : red) + 16);
+
+	L->blk[0] = 0;
+	for (int i = 0; i < L->nw; i++) {
+		or_ |= (uintptr_t)L->W[i];
+		L->blk[i + 1] = L->blk[i] + (unsigned)((L->rows[i] + R - 1) / R);
+	}
+	if (or_ & (L->t == T_Q8_0 ? 1 : 3)) {
+		fprintf(stderr, "mv8t: rows less aligned than the kernel takes\n");
+		abort();
+	}
+	L->a16 = (or_ & 15) == 0;
+	for (unsigned bx = 0; bx < L->blk[L->nw]; bx++) {
+		for (size_t i = 0; i < (sz > red ? sz : red); i++)
+			sm[i] = (uint8_t)rnd();
+		block(L, bx, sm, mp);
+	}
+	free(sm);
+}
+
+/* --- checks ------------------------------------------------------------- */
+
+/* rows x ne0 random weights of type t (Q8_0 from quantized floats, some
+ * blocks all zero; NVFP4 random GPU-layout bytes with canonical scales,
+ * some zero) at offset off from a 16-byte aligned buffer */
+static uint8_t *weights(int t, int64_t rows, int ne0, int off, uint8_t **base)
+{
+	size_t rb = t == T_Q8_0 ? (size_t)(ne0 / 32) * 34 : (size_t)(ne0 / 64) * 36;
+	uint8_t *b = aligned_alloc(16, rb * rows + 64), *w = b + off;
+	float *x = malloc(sizeof(float) * ne0);
+
+	for (size_t i = 0; i < rb * rows + 64; i++)
+		b[i] = (uint8_t)rnd();
+	for (int64_t r = 0; r < rows; r++)
+		if (t == T_Q8_0) {
+			for (int i = 0; i < ne0; i++)
+				x[i] = unif(-1, 1) * (i % 97 == 0 ? 8.0f : 1.0f) * (i / 32 % 11 == 3 ? 0.0f : 1.0f);
+			if (quant_quantize_row(QUANT_Q8_0, x, w + r * rb, ne0, NULL) != 0)
+				abort();
+		} else {
+			int nsub = ne0 / 16;
+			for (int s = 0; s < nsub; s++) {
+				unsigned c = (unsigned)(rnd() % 0x7F);
+				w[r * rb + 8 * (size_t)nsub + s] = (uint8_t)(rnd() % 9 == 0 ? 0 : c);
+			}
+		}
+	free(x);
+	*base = b;
+	return w;
+}
+
+/* m input rows of ne0 quantized as k_q8x does (quant_quantize_act's Q8_0);
+ * row 1 small, row 2 with zero blocks */
+static void inputs(int ne0, int m, struct xin *X)
+{
+	int nb = ne0 / 32;
+	float *x = malloc(sizeof(float) * ne0);
+	uint8_t *xq = malloc((size_t)nb * 34);
+
+	X->nb = nb;
+	X->q = aligned_alloc(16, (size_t)m * ne0);
+	X->dx = malloc(sizeof(float) * m * nb);
+	for (int j = 0; j < m; j++) {
+		for (int i = 0; i < ne0; i++)
+			x[i] = unif(-1, 1) * (j == 1 ? 1e-3f : 1.0f) * (j == 2 && i / 32 % 5 == 1 ? 0.0f : 1.0f);
+		if (quant_quantize_act(QUANT_Q8_0, x, xq, ne0) != 0)
+			abort();
+		for (int b = 0; b < nb; b++) {
+			X->dx[j * nb + b] = h2f(rd16(xq + 34 * b));
+			memcpy(X->q + (size_t)j * ne0 + 32 * b, xq + 34 * b + 2, 32);
+		}
+	}
+	free(x), free(xq);
+}
+
+/*
+ * A set of nw weights of type t (rows[i] x ne0, at offset off) against m
+ * input rows: k_mv8t's outputs against mv8_ref's, bit for bit.
+ */
+static void check_set(int t, int nw, const int64_t *rows, int ne0, int off, int m,
+    const float *scale, const struct xin *X)
+{
+	struct launch L;
+	uint8_t *base[4];
+	long bad = 0;
+
+	memset(&L, 0, sizeof L);
+	L.t = t, L.nb = ne0 / 32, L.m = m, L.nw = nw, L.X = X;
+	L.rb = t == T_Q8_0 ? (size_t)(ne0 / 32) * 34 : (size_t)(ne0 / 64) * 36;
+	for (int i = 0; i < nw; i++) {
+		L.W[i] = weights(t, rows[i], ne0, off, &base[i]);
+		L.rows[i] = rows[i];
+		L.y[i] = malloc(sizeof(float) * m * rows[i]);
+		L.scale[i] = i == 1 ? scale : NULL;
+	}
+	mv8t(&L);
+	for (int i = 0; i < nw; i++) {
+		for (int64_t r = 0; r < rows[i]; r++) {
+			float y[MAXM];
+			mv8_ref(t, L.W[i] + r * L.rb, X, m, L.scale[i], y);
+			for (int j = 0; j < m; j++) {
+				float got = L.y[i][(size_t)j * rows[i] + r];
+				nchk++;
+				if (memcmp(&got, &y[j], 4) != 0) {
+					if (bad < 3)
+						printf("FAIL %s %lldx%d off %d m=%d weight %d row %lld input %d: "
+						    "%.9g != %.9g\n", t == T_Q8_0 ? "Q8_0" : "NVFP4",
+						    (long long)rows[i], ne0, off, m, i, (long long)r, j, got, y[j]);
+					bad++;
+				}
+			}
+		}
+		free(L.y[i]), free(base[i]);
+	}
+	nfail += bad;
+}
+
+/* ws * (float)S (k_mv8) against fma(MAGIC + S as a float, ws, -12582912 ws)
+ * for every canonical scale byte and every |S| <= 16 * 12 * 127; ws = 0
+ * with S < 0 gives +0 for -0, which acc = fma(dx, ., acc) cannot show (acc
+ * is never -0: it starts at +0), checked as such */
+static void exhaustive(void)
+{
+	long n = 0, bad = 0;
+
+	for (uint32_t b = 0; b < 128; b++) {
+		float ws = asfu(b << 20) * 0x1p119f, nws = ws * -12582912.0f;
+		for (int s = -24384; s <= 24384; s++) {
+			float want = ws * (float)s, got = fmaf(asf(MAGIC + s), ws, nws);
+			n++;
+			if (memcmp(&want, &got, 4) != 0) {
+				float acc = 0.0f, d = unif(0, 1);
+				float a = fmaf(d, want, acc), c = fmaf(d, got, acc);
+				if (!(want == 0.0f && got == 0.0f && memcmp(&a, &c, 4) == 0))
+					bad++;
+			}
+		}
+	}
+	printf("exhaustive: %ld NVFP4 scale x dot products, %ld differ\n", n, bad);
+	nchk += n, nfail += bad;
+}
+
+int main(int argc, char **argv)
+{
+	static const int ms_big[] = { 1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32 };
+	/* Q8_0: 128 blocks (whole chunks), 25 (odd: rows 2 mod 4), 10, 129 (a
+	 * tail chunk of one block); NVFP4: 4096, 768 (a half chunk), 320, 448 */
+	static const int q8[][2] = { { 300, 4096 }, { 257, 800 }, { 45, 320 }, { 20, 4128 } };
+	static const int nv4[][2] = { { 300, 4096 }, { 257, 768 }, { 45, 320 }, { 70, 448 } };
+	static const int offq[] = { 0, 2, 4 }, offn[] = { 0, 4, 8 };
+	float scale = 0.3779f;
+	struct xin X;
+
+	if (argc == 3 && strcmp(argv[1], "-p") == 0)
+		perturb = atoi(argv[2]);
+	else if (argc != 1) {
+		fprintf(stderr, "usage: %s [-p 1|2|3]\n", argv[0]);
+		return 2;
+	}
+	if (perturb == 0)
+		exhaustive();
+	for (int ti = 0; ti < 2; ti++) {
+		int t = ti ? T_NVFP4 : T_Q8_0;
+		for (int si = 0; si < 4; si++) {
+			int64_t rows = ti ? nv4[si][0] : q8[si][0];
+			int ne0 = ti ? nv4[si][1] : q8[si][1];
+			long f0 = nfail;
+			inputs(ne0, MAXM, &X);
+			for (int oi = 0; oi < 3; oi++) {
+				int off = ti ? offn[oi] : offq[oi];
+				for (int m = 1; m <= MAXM; m++) {
+					int big = 1;
+					if (si == 0) {
+						big = 0;
+						for (size_t i = 0; i < sizeof ms_big / sizeof ms_big[0]; i++)
+							big |= ms_big[i] == m;
+					}
+					if (!big || (perturb && m != 9))
+						continue;
+					check_set(t, 1, &rows, ne0, off, m, NULL, &X);
+				}
+			}
+			printf("%s %lldx%d: m = 1..32, offsets %d %d %d: %s\n", ti ? "NVFP4" : "Q8_0",
+			    (long long)rows, ne0, ti ? offn[0] : offq[0], ti ? offn[1] : offq[1],
+			    ti ? offn[2] : offq[2], nfail == f0 ? "same bits" : "DIFFER");
+			free(X.q), free(X.dx);
+		}
+		/* a set of three weights (one launch), the second scaled */
+		static const int64_t set[3] = { 45, 17, 33 };
+		inputs(ti ? 768 : 800, MAXM, &X);
+		for (int m = 1; m <= MAXM; m += 7) {
+			long f0 = nfail;
+			check_set(t, 3, set, ti ? 768 : 800, ti ? 4 : 2, m, &scale, &X);
+			printf("%s set of 3 (45, 17, 33 rows), one scaled, m=%d: %s\n", ti ? "NVFP4" : "Q8_0",
+			    m, nfail == f0 ? "same bits" : "DIFFER");
+		}
+		free(X.q), free(X.dx);
+	}
+	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" : "");
+	return nfail != 0;
+}
