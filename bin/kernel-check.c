@@ -44,15 +44,18 @@ xmalloc(size_t n)
 	return p;
 }
 
-/* be_model's prompt: the fixed 8 ids, repeated with the position added. */
+/* be_model's prompt: the fixed 8 ids, repeated with the position added,
+ * modulo nv, the model's vocabulary (model A's ids are all below it; the
+ * tiny fixtures of t/data have 320). */
 static void
-model_prompt(int32_t *pr, int n)
+model_prompt(int32_t *pr, int n, int nv)
 {
 	static const int32_t p8[] = { 1, 22, 333, 44, 5, 66, 7, 88 };
 
 	for (int i = 0; i < n; i++)
-		pr[i] = p8[i % 8] + (i / 8) * 3;
+		pr[i] = (p8[i % 8] + (i / 8) * 3) % nv;
 }
+
 
 /* The CPU's float-order noise on a model (be_model), once per model. */
 struct noise {
@@ -106,7 +109,7 @@ cpu_noise(struct backend *cpu, const char *path, struct noise *nz)
 		for (int i = 0; i < 3; i++)
 			if ((st[i] = model_state_new(md[i == 2], NN + 1, 0, err)) == NULL)
 				die(1, "%s", err);
-		model_prompt(pr, NN);
+		model_prompt(pr, NN, nv);
 		for (int i = 0; w == 1 && i < NN; i++)
 			pr[i] = 1 + (i * 37 + 11) % (nv - 1);
 		if (model_forward(md[0], st[0], pr, NN, MODEL_PREFILL, a, NULL) != 0)
@@ -2616,6 +2619,21 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	bw_free(p, &b);
 }
 
+/* The vocabulary of the model at path (opened on the CPU backend be). */
+static int
+model_vocab(struct backend *be, const char *path)
+{
+	char err[UTIL_ERRLEN];
+	struct model *md = model_open(path, be, err);
+	int nv;
+
+	if (md == NULL)
+		die(1, "%s", err);
+	nv = model_hparams(md)->n_vocab;
+	model_close(md);
+	return nv;
+}
+
 /*
  * The last logits of a prefill of np tokens and (ng > 0) ng greedy ids
  * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
@@ -2656,7 +2674,7 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 	int nv = 0, div = -1;
 
 	np = np < NPMAX ? np : NPMAX, ng = ng < NGMAX ? ng : NGMAX;
-	model_prompt(prompt, np);
+	model_prompt(prompt, np, model_vocab(p->c, path));
 	if (!nz->done)	/* the CPU's noise, once per model */
 		cpu_noise(p->c, path, nz);
 	for (int b = 0; b < 2; b++) {
@@ -2740,7 +2758,7 @@ pdl_run(struct backend *be, const char *path, int pdl, float **lg, int *pnv)
 		die(1, "%s", err);
 	*pnv = nv = model_hparams(md)->n_vocab;
 	*lg = xmalloc((size_t)8 * nv * 4);
-	model_prompt(prompt, 8);
+	model_prompt(prompt, 8, nv);
 	if (model_forward(md, st, prompt, 8, MODEL_PREFILL, *lg, NULL) != 0)
 		die(1, "%s: %s", backend_name(be), model_errmsg(md));
 	for (int i = 0; i < 3; i++) {

@@ -758,20 +758,6 @@ upload(struct backend *be, const void *h, size_t n)
  * their input zero-padded likewise (product, input_rows), so the padding
  * adds exact zeros, and the lookups copy ne0 of each row.
  */
-/*
- * The IQ4_XS and IQ4_NL products (cuda/matvec_iq4.cu, cuda/mmq_iq4.cu)
- * were written without a GPU at hand: until kernel-check passes them on
- * one, they run only with MEMRA_CUDA_UNVERIFIED=1 (memra(7)); else such
- * weights are held as F32 as they were before.
- */
-static int
-iq4_asked(void)
-{
-	const char *v = getenv("MEMRA_CUDA_UNVERIFIED");
-
-	return v != NULL && strcmp(v, "1") == 0;
-}
-
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)
 {
@@ -782,8 +768,6 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 
 	if (cw == NULL)
 		return util_err(be->err, "weight: out of memory");
-	if ((w->type == QUANT_IQ4_XS || w->type == QUANT_IQ4_NL) && !iq4_asked())
-		mv = q8 = 0;	/* held as F32, as before the IQ4 products */
 	q8 = q8 && np == w->ne0;
 	cw->ne0p = mv || q8 ? w->ne0 : np;
 	if (!mv && ((f = dequant_host(be, w, cw->ne0p)) == NULL ||

@@ -1884,7 +1884,6 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	    o->ranks : NULL;
 	const char *dfl = o != NULL && o->dflash != NULL && o->dflash[0] ? o->dflash : NULL;
 	char *fpath = NULL;
-	const char *uv;
 	int g4;
 
 	if (md == NULL) {
@@ -1941,18 +1940,6 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 		util_err(err, "%s: architecture 'step35': backend '%s' has no step35 ops yet "
 		    "(sliding-window attention, sigmoid routing, SwiGLU limits; use --device cpu)",
 		    path, backend_name(be));
-		goto fail;
-	}
-	/* the GPU kernels of these three were written without a GPU at hand: until
-	 * kernel-check and the gates pass on one (tools/gpu-run.sh arch), they run
-	 * only when asked for */
-	uv = getenv("MEMRA_CUDA_UNVERIFIED");
-	if (s.arch != NULL && !backend_host(be) && (strcmp(s.arch, "qwen35moe") == 0 ||
-	    strncmp(s.arch, "gemma4", 6) == 0 || strcmp(s.arch, "step35") == 0) &&
-	    (uv == NULL || strcmp(uv, "1") != 0)) {
-		util_err(err, "%s: architecture '%s' on backend '%s': its GPU kernels have not "
-		    "passed kernel-check on a GPU yet (MEMRA_CUDA_UNVERIFIED=1 runs them; "
-		    "or use --device cpu)", path, s.arch, backend_name(be));
 		goto fail;
 	}
 	g4 = s.arch != NULL && strcmp(s.arch, "gemma4") == 0;

@@ -250,7 +250,7 @@ accepted() { sed -n 's/.* acceptance \([0-9]*\)\/.*/\1/p' <<<"$1"; }
 # bats test_tags=gpu
 @test "assistant on the CUDA backend: learned slots (MEMRA_GEMMA_TRIM_ADAPT) are refused clearly" {
 	seq 0 99 >"$BATS_TEST_TMPDIR/r.txt"
-	MEMRA_CUDA_UNVERIFIED=1 MEMRA_GEMMA_DRAFT_RANKS="$BATS_TEST_TMPDIR/r.txt" MEMRA_GEMMA_TRIM_ADAPT=8 \
+	MEMRA_GEMMA_DRAFT_RANKS="$BATS_TEST_TMPDIR/r.txt" MEMRA_GEMMA_TRIM_ADAPT=8 \
 	    run -1 --separate-stderr run-spec --raw -K 1 -n 4 --device cuda "$M/g4-dense+$M/g4-assistant" hi
 	[[ ${stderr##*$'\n'} == *"learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): backend '"*"' cannot take them yet (their rows are gathered into the head in host memory: --device cpu)" ]]
 }

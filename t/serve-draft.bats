@@ -334,7 +334,7 @@ ids_of() {
 		    "$(seq -s, $((2 + i)) $((20 + 9 * i)))" $((8 + 3 * i))
 	done >"$P/q"
 	for k in 0 3; do
-		SERVE=$P/dev start_serve MEMRA_CUDA_UNVERIFIED=1 MEMRA_MODELS="g=$G/g4-dense" \
+		SERVE=$P/dev start_serve MEMRA_MODELS="g=$G/g4-dense" \
 		    MEMRA_DRAFT="$G/g4-assistant" MEMRA_SPEC_K=$k MEMRA_MAX_SESSIONS=8
 		pids= n=0
 		while read -r q; do	# all at once, a little apart

@@ -366,7 +366,7 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 
 # bats test_tags=gpu
 @test "on cuda a tower whose image rows are bidirectional is refused at boot, by reason" {
-	run -1 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_CUDA_UNVERIFIED=1 \
+	run -1 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 \
 	    serve --device cuda
 	[[ ${stderr##*$'\n'} == "serve: MEMRA_GEMMA_VISION: $V: the models' image rows see each other both ways, which the attention of backend 'cuda"*"' cannot do yet (the CPU's can)" ]]
 }

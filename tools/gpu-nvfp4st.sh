@@ -6,9 +6,10 @@
 # kernel-check's model checks (the CUDA backend against the CPU backend, op by
 # op, on that checkpoint); run-gen on A's 8 refs prompts, 64 greedy ids, cuda =
 # cpu and the argmax gate MATCH 8/8; run-spec -K 1-4 on cuda (the MTP head as
-# the draft, every K identical to plain).  Then quant-nvfp4 turns ct/ into a
-# GGUF (lossless: no requantization) and model-bench's decode tok/s on the
-# safetensors (A) and on that GGUF (B), A B B A (tools/abba), into
+# the draft, every K identical to plain).  Then quant-nvfp4 --keep turns ct/
+# into a GGUF of the same weights (the blocks copied, the BF16 tensors kept),
+# its ids cuda = cpu, and model-bench's decode tok/s on the safetensors (A)
+# and on that GGUF (B), A B B A (tools/abba), into
 # $OUT/nvst-abba.{txt,tsv}.  Verdicts in $OUT/nvst.log; exit 0 when all hold.
 set -u
 OUT=${OUT:-$(mktemp -d)}
@@ -46,12 +47,21 @@ ok=0
 		grep -q 'FAIL (' "$OUT/nvst-spec-$w.log" && ok=1
 		echo "$w run-spec -K 1-4 cuda: $np PASS lines, $(grep -c 'FAIL (' "$OUT/nvst-spec-$w.log") FAIL"
 	done
-	if bin/quant-nvfp4 "$FX/ct" "$FX/ct.gguf" >"$OUT/nvst-gguf.log" 2>&1; then
-		head -8 "$A/prompts.jsonl" | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
-		    --device cuda "$FX/ct.gguf" 2>/dev/null |
-		    sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' >"$OUT/nvst-ctgguf-cuda.ids"
-		if cmp -s "$OUT/nvst-ctgguf-cuda.ids" "$OUT/nvst-ct-cuda.ids"; then v=same; else v=DIFF; ok=1; fi
-		echo "ct -> GGUF (quant-nvfp4): run-gen ids on cuda $v as the safetensors'"
+	# the GGUF of the same weights: the NVFP4 blocks copied, every other tensor kept as the
+	# checkpoint has it (--keep; the norms and GDN vectors F32 as the test of t/nvfp4-st.bats
+	# does). Its ids may part from the checkpoint's: an HF checkpoint takes transformers'
+	# GDN L2 norm, a GGUF llama.cpp's (t/model.bats), on the CPU too; said, not a gate.
+	if bin/quant-nvfp4 --tensor-type '(norm\.weight|ssm_a|ssm_dt\.bias|ssm_conv1d\.weight)$=f32' \
+	    --keep '.*' "$FX/ct" "$FX/ct.gguf" >"$OUT/nvst-gguf.log" 2>&1; then
+		for d in cuda cpu; do
+			head -8 "$A/prompts.jsonl" | timeout 120 bin/run-gen --raw --jsonl --ids -n 64 \
+			    --device $d "$FX/ct.gguf" 2>/dev/null |
+			    sed 's/.*"ids": \[\([^]]*\)\].*/\1/; s/,//g' >"$OUT/nvst-ctgguf-$d.ids"
+		done
+		if cmp -s "$OUT/nvst-ctgguf-cuda.ids" "$OUT/nvst-ctgguf-cpu.ids"; then v=same; else v=DIFF; ok=1; fi
+		echo "ct -> GGUF (quant-nvfp4 --keep): run-gen ids cuda=cpu $v;" \
+		    "$(paste -d '|' "$OUT/nvst-ctgguf-cuda.ids" "$OUT/nvst-ct-cuda.ids" |
+		    awk -F'|' '$1 == $2 { n++ } END { print n + 0 }') of 8 prompts as the checkpoint's"
 		b="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0"
 		timeout 300 python3 tools/abba -a "$b $FX/ct" -b "$b $FX/ct.gguf" \
 		    -r 'decode-median.*?tok_s\s+([0-9.]+)' --unit tok/s --blocks 2 \
