@@ -161,8 +161,8 @@ usage(FILE *fp, int status)
 		    "  --prefix-cache-mb N  each model's prefix cache, 0 off (MEMRA_PREFIX_CACHE_MB,\n"
 		    "                       from free memory)\n"
 		    "  --prefix-block N     its blocks' tokens, the reuse grain: a multiple of 64 that\n"
-		    "                       divides the chunk, or the chunk (MEMRA_PREFIX_BLOCK, 64,\n"
-		    "                       or the chunk where 64 does not divide it)\n"
+		    "                       divides the chunk, or the chunk (MEMRA_PREFIX_BLOCK, 64;\n"
+		    "                       the chunk where 64 does not divide it, and on cuda)\n"
 		    "  --reuse-pool 0|1     0: no parked conversations (MEMRA_REUSE_POOL, 1)\n"
 		    "  --compat openai      the API dialect (MEMRA_COMPAT)\n"
 		    "  --api-key KEY        require Authorization: Bearer KEY (MEMRA_API_KEY)\n"
@@ -967,9 +967,10 @@ parse(int argc, char *argv[], struct cfg *c)
 	l = -1, int_setting("MEMRA_SPEC_K (--spec-k)", v['k'], 0, SPEC_KMAX, &l), c->spec_k = l;
 	l = -1, int_setting("MEMRA_PREFIX_CACHE_MB (--prefix-cache-mb)", v['P'], 0, 1L << 30, &l);
 	c->prefix_mb = l;
-	l = c->chunk % 64 == 0 ? 64 : c->chunk;
+	l = 0;	/* lib/schedule's: 64 where it divides the chunk and the device allows it */
 	int_setting("MEMRA_PREFIX_BLOCK (--prefix-block)", v['b'], 1, 1 << 20, &l), c->block = l;
-	if (c->chunk % c->block != 0 || (c->block != c->chunk && c->block % 64 != 0))
+	if (c->block > 0 && (c->chunk % c->block != 0 ||
+	    (c->block != c->chunk && c->block % 64 != 0)))
 		die(2, "MEMRA_PREFIX_BLOCK (--prefix-block): %d: not a multiple of 64 that divides "
 		    "the prefill chunk of %d (MEMRA_PREFILL_CHUNK), nor the chunk", c->block, c->chunk);
 	l = 1, int_setting("MEMRA_REUSE_POOL (--reuse-pool)", v['o'], 0, 1, &l), c->reuse = l;

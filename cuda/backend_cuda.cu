@@ -2039,6 +2039,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->be.impl = c;
 	c->be.n_threads = 1;
 	c->be.host = 0;
+	c->be.cut_exact = 0;	/* (backend_cut_exact: the prefix cache resumes at chunks) */
 	snprintf(c->be.name, sizeof c->be.name, "cuda:%ld (%s)", dev, gpu_name(c->g));
 	return &c->be;
 }

@@ -136,6 +136,12 @@ backend_host(const struct backend *be)
 	return be->host;
 }
 
+int
+backend_cut_exact(const struct backend *be)
+{
+	return be->cut_exact;
+}
+
 float *
 backend_alloc(struct backend *be, size_t n)
 {

@@ -51,6 +51,19 @@ const char *backend_name(const struct backend *);
 int	backend_threads(const struct backend *);
 /* 1 when backend memory is host memory the caller may read and write. */
 int	backend_host(const struct backend *);
+/*
+ * 1 when a prompt row's results are the same bits wherever the forward
+ * around it was cut at a multiple of 64 (lib/schedule.h: the prefix cache
+ * resumes a sequence inside a prefill chunk only then): the CPU backend.
+ * 0 for the CUDA backend: there a prompt forward's rows take other bits
+ * when its pieces differ (t/tools/prefix-exact -d cuda on model A, H200,
+ * 2026-12-05: resumes at 576 and 1216 inside chunks of 512 differ in
+ * 13-34% of the KV floats, at most 3.9e-6; cuBLAS's bf16 GEMM picks its
+ * kernel by the number of rows, and which other kernel depends on the
+ * piece was not yet measured), so a prefix cache on it resumes only at
+ * multiples of the chunk, where every run cuts alike.
+ */
+int	backend_cut_exact(const struct backend *);
 
 /* --- memory: n counts floats --- */
 

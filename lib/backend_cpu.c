@@ -1851,6 +1851,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.host = 1;
+	c->be.cut_exact = 1;
 	c->nt = n_threads;
 	c->dot = dot_portable;
 	snprintf(c->be.name, sizeof c->be.name, "cpu-scalar");

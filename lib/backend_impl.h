@@ -165,6 +165,7 @@ struct backend {
 	void	*impl;			/* the implementation's own state */
 	int	n_threads;
 	int	host;			/* memory is host memory */
+	int	cut_exact;		/* backend_cut_exact */
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */

@@ -141,6 +141,20 @@ sched_config_defaults(struct sched_config *c, const struct backend *be, int n_ct
 	c->reserve = (size_t)(backend_host(be) ? 512 : 1024) << 20;
 }
 
+/* A prefix block of `block` < chunk tokens on backend be: the error when be's
+ * prompt rows take other bits where a forward is cut inside a chunk
+ * (backend_cut_exact), else 0. */
+static int
+cut_error(const struct backend *be, int block, int chunk, char *err)
+{
+	if (backend_cut_exact(be))
+		return 0;
+	return util_err(err, "sched: a prefix block of %d tokens on backend '%s': its prompt "
+	    "rows take other bits when a forward is cut inside a chunk, so a resume there would "
+	    "not be exact; the block must be the chunk of %d there", block, backend_name(be),
+	    chunk);
+}
+
 struct sched *
 sched_new(struct backend *be, const struct sched_config *c, char *err)
 {
@@ -159,6 +173,8 @@ sched_new(struct backend *be, const struct sched_config *c, char *err)
 		    "multiple of 64 dividing it", c->block, c->chunk);
 		return NULL;
 	}
+	if (c->block > 0 && c->block != c->chunk && cut_error(be, c->block, c->chunk, err))
+		return NULL;
 	if ((s = calloc(1, sizeof *s)) == NULL ||
 	    (s->run = calloc(c->max_sessions, sizeof *s->run)) == NULL ||
 	    (s->act = calloc(c->max_sessions, sizeof *s->act)) == NULL ||
@@ -173,7 +189,7 @@ sched_new(struct backend *be, const struct sched_config *c, char *err)
 	}
 	s->be = be, s->c = *c;
 	if (s->c.block == 0)
-		s->c.block = s->c.chunk % 64 == 0 ? 64 : s->c.chunk;
+		s->c.block = s->c.chunk % 64 == 0 && backend_cut_exact(be) ? 64 : s->c.chunk;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->out, NULL);
@@ -782,6 +798,9 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 		return -1;
 	if (f->fit < s->c.max_sessions)
 		return fit_error(s, f, err);
+	for (int st = 0; st < model_stages(m) && s->c.block != s->c.chunk; st++)
+		if (cut_error(model_stage_backend(m, st), s->c.block, s->c.chunk, err))
+			return -1;
 	memset(l, 0, sizeof *l);
 	l->m = m, l->K = K, l->pin = pin, l->draft = draft, l->n_part = model_stages(m);
 	l->nv = model_hparams(m)->n_vocab, l->ne = model_hparams(m)->n_embd;

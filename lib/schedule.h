@@ -46,7 +46,8 @@ struct sched_config {
 	int	reuse;		/* 1: the reuse pool (MEMRA_REUSE_POOL) */
 	int	block;		/* tokens a prefix cache block, the reuse grain
 				 * (MEMRA_PREFIX_BLOCK): a divisor of chunk, chunk itself or
-				 * a multiple of 64; 0: 64 where it divides chunk, else chunk */
+				 * a multiple of 64; 0: 64 where it divides chunk and every
+				 * backend is backend_cut_exact, else chunk (below) */
 	/* the worker's events for the log (may be NULL); called outside the lock */
 	void	(*note)(void *arg, const struct sched_note *);
 	void	*note_arg;
@@ -74,7 +75,11 @@ struct sched_config {
  * it on the CPU: a
  * cut at a multiple of 64 gives the 512-chunks' bits; other cuts, and
  * decode rows, differ in the last bits).  Hence block is a multiple of 64
- * or the chunk itself (then S is a multiple of chunk: no cut more).
+ * or the chunk itself (then S is a multiple of chunk: no cut more).  A
+ * backend where a prompt row's bits depend on the forward's pieces
+ * (backend_cut_exact 0: CUDA, measured) takes the chunk: sched_new's
+ * default there, and a smaller block is an error (sched_new, and
+ * sched_add_model for a model with a stage on such a backend).
  *
  * The prefix cache (lib/prefix, blocks of `block` tokens) keeps every
  * block's KV rows a prefill passes, and a snapshot of the recurrent state

@@ -116,9 +116,20 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 @test "serve(1) documents MEMRA_PREFIX_BLOCK in --help, OPTIONS and ENVIRONMENT, and the boot line's blocks and snapshots" {
 	command -v mandoc >/dev/null || skip "mandoc not installed"
 	man=$(mandoc -Tascii "$TOP/man/serve.1" | sed 's/.\x08//g')
-	serve --help | grep -q '(MEMRA_PREFIX_BLOCK, 64,'
+	serve --help | grep -q '(MEMRA_PREFIX_BLOCK, 64;'
+	serve --help | grep -q 'the chunk where 64 does not divide it, and on cuda)'
 	serve --help | grep -q -- '^  --prefix-block N '
 	sed -n '/^OPTIONS/,/^ENVIRONMENT/p' <<<"$man" | grep -q -- '--prefix-block'
 	sed -n '/^ENVIRONMENT/,/^EXIT STATUS/p' <<<"$man" | grep -q 'MEMRA_PREFIX_BLOCK'
 	sed -n '/^DESCRIPTION/,/^OPTIONS/p' <<<"$man" | tr -s ' \n' ' ' | grep -q 'blocks of 64 tokens, 0.19 MiB each (KV rows), 652 snapshots'
+}
+
+# bats test_tags=gpu
+@test "on cuda the prefix block is the chunk (a resume inside one is not exact there); 64 is refused at boot, by reason" {
+	A=$(model_a)
+	run -1 --separate-stderr env MEMRA_MODELS="a=$A" MEMRA_PREFIX_BLOCK=64 serve --device cuda
+	[[ ${stderr##*$'\n'} == *"a prefix block of 64 tokens on backend 'cuda"*"its prompt rows take other bits when a forward is cut inside a chunk, so a resume there would not be exact; the block must be the chunk of 512 there" ]]
+	printf '#!/bin/sh\nexec serve "$@" --device cuda\n' >"$P/dev" && chmod +x "$P/dev"
+	SERVE=$P/dev start_serve MEMRA_MODELS="a=$A"
+	grep -Eq '^\[sched\] a: prefix cache: [0-9]+ MiB .*, [0-9]+ blocks of 512 tokens' "$LOG"
 }

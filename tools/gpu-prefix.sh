@@ -2,12 +2,15 @@
 # gpu-prefix.sh: the prefix cache and the reuse pool on the GPU (issue 25's
 # identity), on model A and its NVFP4 GGUF.
 #   usage: OUT=DIR sh tools/gpu-prefix.sh [N]
-# 1. t/tools/prefix-exact -d cuda on A with N ids (default 1300): the ways a
-#    prefill may be cut against the scheduler's (chunks of 512 and the
-#    prompt's last block of 64); the "resumed at ... inside a chunk" lines must
-#    read EXACT (a resume at another prompt's snapshot).
+# 1. t/tools/prefix-exact -d cuda on A with N ids (default 1300), with the
+#    default (bf16) prompt GEMM and with -g int8: the ways a prefill may be cut
+#    against the scheduler's (chunks of 512); "chunks again" (a resume at a
+#    chunk's end, the only resume the prefix cache makes on cuda:
+#    backend_cut_exact) must read EXACT under both; the resumes inside a
+#    chunk are reported (on the H200 of 2026-12-05 they DIFFER under bf16).
 # 2. serve on cuda three ways, each over the same 4 conversations of 8 turns
-#    at once (tools/serve-turns.py, chat, greedy, 32 new tokens a turn):
+#    at once (tools/serve-turns.py, chat, greedy, 32 new tokens a turn, a
+#    system prompt padded past one chunk of 512 so that turns resume on cuda):
 #    both off (MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0), both on (the
 #    defaults), the cache alone (MEMRA_REUSE_POOL=0 MEMRA_PREFIX_CACHE_MB=256);
 #    every reply of "on" and "cache" must be byte-identical to "off", and
@@ -28,12 +31,16 @@ mkdir -p "$G"
 [ -e "$G/A-nvfp4.gguf" ] || bin/quant-nvfp4 "$A" "$G/A-nvfp4.gguf" >"$OUT/prefix-gguf.log" 2>&1
 ok=0
 {
-	timeout 180 build/t/tools/prefix-exact -d "$D" "$A" "$N" >"$OUT/prefix-exact.log" 2>&1 || ok=1
-	cat "$OUT/prefix-exact.log"
-	nr=$(grep -c 'resumed at .* inside a chunk' "$OUT/prefix-exact.log")
-	ne=$(grep 'resumed at .* inside a chunk' "$OUT/prefix-exact.log" | grep -c EXACT)
-	echo "prefix-exact -d $D: $ne of $nr resumes inside a chunk EXACT"
-	[ "$nr" -gt 0 ] && [ "$ne" = "$nr" ] || ok=1
+	for g in bf16 int8; do
+		f=$OUT/prefix-exact-$g.log
+		timeout 120 build/t/tools/prefix-exact -d "$D" -g $g "$A" "$N" >"$f" 2>&1 || ok=1
+		cat "$f"
+		nr=$(grep -c 'resumed at .* inside a chunk' "$f")
+		ne=$(grep 'resumed at .* inside a chunk' "$f" | grep -c EXACT)
+		if grep -q "^chunks again.*EXACT$" "$f"; then c=EXACT; else c=DIFFERS; ok=1; fi
+		echo "prefix-exact -d $D -g $g: a resume at a chunk's end $c; $ne of $nr resumes" \
+		    "inside a chunk EXACT"
+	done
 	port=18770
 	for m in "$A" "$G/A-nvfp4.gguf"; do
 		[ -e "$m" ] || { echo "$m: missing"; ok=1; continue; }
@@ -54,7 +61,7 @@ ok=0
 				    "http://127.0.0.1:$port/health" 2>/dev/null && break
 				sleep 1
 			done
-			timeout 300 python3 tools/serve-turns.py "http://127.0.0.1:$port" turns -c 4 -t 8 -g 32 \
+			timeout 300 python3 tools/serve-turns.py "http://127.0.0.1:$port" turns -c 4 -t 8 -g 32 --pad 600 \
 			    >"$OUT/turns-$b-$way.jsonl" 2>>"$OUT/serve-$b-$way.log" || ok=1
 			kill $sp 2>/dev/null
 			wait $sp 2>/dev/null

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """serve-turns: multi-turn conversations and shared-prefix requests against a server.
 
-usage: serve-turns.py URL turns [-c CONVS] [-t TURNS] [-g MAX] [--model NAME]
+usage: serve-turns.py URL turns [-c CONVS] [-t TURNS] [-g MAX] [--pad WORDS] [--model NAME]
        serve-turns.py URL shared [-n REQUESTS] [-c C] [-p SHARED] [-q OWN] [-g GEN]
                       [--vocab N] [--seed S] [--model NAME]
 
 turns: CONVS conversations (each in its own thread, all at once) of TURNS
 turns each on /v1/chat/completions, streamed, temperature 0, MAX new tokens:
-each turn sends the whole conversation so far plus a new user message.  One
+each turn sends the whole conversation so far plus a new user message
+(--pad: the system prompt grows by that many words of a fixed text, so that
+a conversation passes a prefill chunk).  One
 JSON line a turn: conversation, turn, prompt_tokens, cached_tokens (usage.
 prompt_tokens_details; null when the server does not say), ttft_ms (request
 sent to the first content chunk) and the reply's content.  Two servers' runs
@@ -32,6 +34,10 @@ import urllib.parse
 
 TOPICS = ["the sea", "a lighthouse keeper", "winter birds", "an old clock", "the river at night",
           "a market in spring", "the last train", "a garden after rain"]
+
+
+PAD = ("the harbour wall was built of grey stone and every winter the waves took a little "
+       "of it back").split()
 
 
 def pct(xs, q):
@@ -79,8 +85,10 @@ def cached_of(usage):
 
 
 def conversation(args, k, out, lock):
+    pad = " ".join(PAD[i % len(PAD)] for i in range(args.pad))
     msgs = [{"role": "system", "content": "You are a patient storyteller. Answer briefly, "
-             "in plain words, and keep to the subject the user names in each turn."}]
+             "in plain words, and keep to the subject the user names in each turn." +
+             (" Keep in mind: " + pad if pad else "")}]
     for t in range(args.t):
         msgs.append({"role": "user", "content": "Conversation %d, turn %d: tell me one more "
                      "sentence about %s, and how it connects to what you said before."
@@ -158,6 +166,7 @@ def main():
     ap.add_argument("-n", type=int, default=64, help="requests (shared)")
     ap.add_argument("-p", type=int, default=2048, help="shared prompt ids")
     ap.add_argument("-q", type=int, default=64, help="each request's own ids")
+    ap.add_argument("--pad", type=int, default=0, help="words added to the system prompt (turns)")
     ap.add_argument("--vocab", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--model", default="")

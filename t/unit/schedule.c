@@ -7,11 +7,14 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "backend_impl.h"
 #include "grammar.h"
 #include "model.h"
+#include "prefix.h"
 #include "schedule.h"
 #include "schedrun.h"
 #include "spec.h"
@@ -849,6 +852,50 @@ TEST(speculative_logprobs_are_plain_decode_s)
 	grammar_free(g), grammar_vocab_free(v), tokenizer_free(tok);
 }
 
+/*
+ * On a backend whose prompt rows take other bits where a forward is cut
+ * inside a chunk (backend_cut_exact 0: the CUDA backend, measured), a
+ * resume inside a chunk would not be exact: the prefix block defaults to
+ * the chunk there, a smaller block is refused naming why, and so is a
+ * model one of whose stages runs on such a backend.  (Here the CPU backend
+ * is told it is such a backend.)
+ */
+TEST(where_a_cut_changes_prompt_bits_the_prefix_block_is_the_chunk)
+{
+	char err[UTIL_ERRLEN] = "";
+	struct sched_config c;
+	struct prefix_stats ps = { 0 };
+	struct sched *s;
+	int lane;
+
+	sched_config_defaults(&c, be, 1024, 2);
+	c.prefix_bytes = (size_t)64 << 20;
+	be->cut_exact = 0;
+	s = sched_new(be, &c, err);
+	CHECK(s != NULL);
+	lane = s != NULL ? sched_add_model(s, ma, 0, 1, NULL, err) : -1;
+	CHECK(lane >= 0);
+	CHECK(lane >= 0 && sched_prefix_stats(s, lane, &ps) == 0);
+	CHECK_EQ_INT(ps.block, 512);
+	sched_free(s);
+	c.block = 64;
+	CHECK((s = sched_new(be, &c, err)) == NULL);
+	CHECK(strstr(err, "a prefix block of 64 tokens on backend 'cpu") != NULL);
+	CHECK(strstr(err, "the block must be the chunk of 512 there") != NULL);
+	sched_free(s);
+	be->cut_exact = 1;	/* a block of 64 on the CPU, then a stage that cannot take it */
+	CHECK((s = sched_new(be, &c, err)) != NULL);
+	be->cut_exact = 0;
+	CHECK(s != NULL && sched_add_model(s, ma, 0, 1, NULL, err) < 0);
+	CHECK(strstr(err, "not be exact; the block must be the chunk of 512 there") != NULL);
+	be->cut_exact = 1;
+	sched_free(s);
+	CHECK((s = sched_new(be, &c, err)) != NULL);
+	CHECK(s != NULL && (lane = sched_add_model(s, ma, 0, 1, NULL, err)) >= 0);
+	CHECK(lane >= 0 && sched_prefix_stats(s, lane, &ps) == 0 && ps.block == 64);
+	sched_free(s);
+}
+
 int
 main(void)
 {
@@ -881,6 +928,7 @@ main(void)
 	RUN(past_the_sessions_and_the_queue_a_request_is_refused_as_busy);
 	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
 	RUN(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance);
+	RUN(where_a_cut_changes_prompt_bits_the_prefix_block_is_the_chunk);
 	model_close(ma);
 	backend_close(be);
 	return test_summary();
