@@ -1026,8 +1026,8 @@ check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
 /*
  * y of the m input rows at dx by gpu_matvec_q8 under the int8 product form
  * how: one call under GPU_MV8_TC (with the GEMM off: past 16 rows one
- * launch of k_mv8t), the default as calls of at most 16 rows (past 16:
- * two launches, as the decode step's groups).
+ * launch of k_mv8t), another form (GPU_MV8_PLACE: k_mv8 alone) as calls of
+ * at most 16 rows (past 16: two launches, as the decode step's groups).
  */
 static void
 mv8_form(struct kc *k, int how, int t, const void *dw, int64_t rows, int64_t ne0,
@@ -1049,7 +1049,8 @@ mv8_form(struct kc *k, int how, int t, const void *dw, int64_t rows, int64_t ne0
 
 /*
  * The tensor-core form (GPU_MV8_TC, cuda/matvec_q8tc.cuh) of Q8_0 and
- * NVFP4 against the default form bit for bit, m = 1, 2, 3, 7, 8, 9, 15,
+ * NVFP4 against k_mv8 (GPU_MV8_PLACE: the default's kernel below 12 rows)
+ * bit for bit, m = 1, 2, 3, 7, 8, 9, 15,
  * 16 and 17..32 (the default in launches of 16 and the rest), the weight
  * at off bytes past an aligned address (0: 16-byte aligned rows where the
  * row bytes allow it; Q8_0 2, NVFP4 4: copied by words; a few m).
@@ -1080,7 +1081,7 @@ check_mv8_tc(struct kc *k, int t, int64_t rows, int64_t ne0, int off)
 	snprintf(name, sizeof name, "matvec i8 %s tc=default", quant_name(t));
 	for (size_t i = 0; i < (off ? sizeof mo / sizeof mo[0] : sizeof ms / sizeof ms[0]); i++) {
 		int m = off ? mo[i] : ms[i];
-		mv8_form(k, GPU_MV8_AUTO, t, dw, rows, ne0, dx, m, dy, ya);
+		mv8_form(k, GPU_MV8_PLACE, t, dw, rows, ne0, dx, m, dy, ya);
 		mv8_form(k, GPU_MV8_TC, t, dw, rows, ne0, dx, m, dy, yb);
 		snprintf(shape, sizeof shape, "%lldx%lld%s%.0d m=%d", (long long)rows,
 		    (long long)ne0, off ? " +" : "", off, m);
@@ -1097,8 +1098,8 @@ check_mv8_tc(struct kc *k, int t, int64_t rows, int64_t ne0, int off)
 /*
  * GPU_MV8_TC on a set of three weights of type t in one call
  * (gpu_matvec_q8_multi: one launch of k_mv8t for m <= 32 with the GEMM
- * off), each with its per-tensor scale, against the default form (16 rows
- * a launch) bit for bit.
+ * off), each with its per-tensor scale, against k_mv8 (GPU_MV8_PLACE, 16
+ * rows a launch) bit for bit.
  */
 static void
 check_mv8_tc_set(struct kc *k, int t, int64_t ne0, int m)
@@ -1124,7 +1125,7 @@ check_mv8_tc_set(struct kc *k, int t, int64_t ne0, int m)
 		y[f] = xmalloc((size_t)ny * 4);
 		for (int i = 0; i < 3; i++)
 			Y[i] = dy + off[i];
-		gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_AUTO));
+		gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_PLACE));
 		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
 		gchk(k, gpu_matvec_q8_multi(k->g, 3, ts, dw, rs, ne0, dx, m, Y, dsc));
 		dget(k, y[f], dy, (size_t)ny * 4);
@@ -3911,8 +3912,8 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 }
 
 /*
- * The tensor-core form of the int8 products (GPU_MV8_TC) against the
- * default form on one shape, m = 1, 4, 8, 16, 32 (the GEMM off: past 16
+ * The tensor-core form of the int8 products (GPU_MV8_TC) against k_mv8
+ * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 4, 8, 16, 32 (the GEMM off: past 16
  * rows the default's two launches of 16, k_mv8t's one), device time per
  * call in a graph over copies that pass 1 GiB, as bench_i8; GB/s of
  * weight bytes.
@@ -3939,7 +3940,7 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 		double s[2];
 		for (int f = 0; f < 2; f++) {
 			struct gpu_graph *gr;
-			gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_AUTO));
+			gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_PLACE));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));

@@ -211,7 +211,10 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * Benchmark and check seam for the Q8_0, NVFP4, Q4_1 and Q5_1 products of
  * gpu_matvec_q8 (n <= 16): GPU_MV8_AUTO (the default: weights staged
  * through shared memory where that was measured faster, else read in
- * place), GPU_MV8_PLACE (always in place) or GPU_MV8_STAGED (staged
+ * place; Q8_0 and NVFP4 from 12 input rows by GPU_MV8_TC's kernel, the
+ * same bits, where measured faster), GPU_MV8_PLACE (always in place, never
+ * the tensor-core kernel: the reference kernel-check holds that one to)
+ * or GPU_MV8_STAGED (staged
  * wherever the rows allow it: a multiple of 32 blocks, 16-byte aligned):
  * these three give the same bits.  GPU_MV8_LANE2: Q8_0 by two lanes a
  * block (loads of x closer together; the other types as GPU_MV8_AUTO),

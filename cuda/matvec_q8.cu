@@ -711,17 +711,43 @@ mv8_launch_k(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const in
 }
 
 /*
+ * From this many input rows GPU_MV8_AUTO takes k_mv8t for Q8_0 and NVFP4
+ * (the same bits as k_mv8: kernel-check's "tc=default" lines, 186 of them
+ * bit for bit on the H200 of 2026-12-05).  There, per product (bench i8tc,
+ * 12288x4096 and 4096x12288): m = 8 0.95-1.10x k_mv8's speed, m = 16
+ * 1.29-1.44x, m = 32 (one launch against two of 16) 1.81-2.39x; m = 1 and 4
+ * 0.29-0.75x.  12: past the m = 8 break-even, not measured between.
+ */
+#define MVT_AUTO_M 12
+
+/* 1 when k_mv8t takes the set S (its rows' alignment: Q8_0 2 bytes, NVFP4 4). */
+template <int T>
+static int
+mvt_takes(const struct mv8_set &S, size_t rb)
+{
+	uintptr_t o = rb;
+
+	for (int i = 0; i < S.nw; i++)
+		o |= (uintptr_t)S.W[i];
+	return (o & (T == Q8_T_Q8_0 ? 1 : 3)) == 0;
+}
+
+/*
  * The products of the set S for m input rows: k_mv8 / k_mv8s as
- * mv8_launch_k picks them (m <= 16), or under GPU_MV8_TC for Q8_0 and
- * NVFP4 k_mv8t (the same bits; m <= 32).
+ * mv8_launch_k picks them (m <= 16), or k_mv8t for Q8_0 (whose default
+ * layout, two lanes a block, it reproduces) and NVFP4: under GPU_MV8_TC
+ * (m <= 32), and under GPU_MV8_AUTO from MVT_AUTO_M rows where the rows'
+ * alignment lets it (the same bits either way).
  */
 template <int T>
 static int
 mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8_t *q,
     const float *dx, const float *sx, int m)
 {
+	static_assert(MV8_Q8_0_LANES == 2, "k_mv8t reproduces Q8_0's two-lane layout");
 	if constexpr (T == Q8_T_Q8_0 || T == Q8_T_NVFP4)
-		if (g->mv8 == GPU_MV8_TC)
+		if (g->mv8 == GPU_MV8_TC || (g->mv8 == GPU_MV8_AUTO && m >= MVT_AUTO_M &&
+		    mvt_takes<T>(S, rb)))
 			return mvt_launch<T>(g, S, nb, rb, q, dx, m);
 	return mv8_launch_k<T>(g, S, nb, rb, q, dx, sx, m);
 }
