@@ -9,7 +9,7 @@
  * of the last part those below its end; mv8_fp4pn and mv8_ue4m3c2 for a
  * launch of m <= 2 rows, gpu_fp4x8 and mv8_ue4m3c2f above), dp4a sums from
  * 0x4B400000, then mv8_store's xor butterfly and the per-tensor scale; as
- * tools/matvec-q8-emu.c models them (the same helpers, copied), m > 16 as
+ * tools/matvec-q8-emu.c models them (the helpers shared in tools/mv8-emu.h), m > 16 as
  * the launches of 16 that mv8_products makes.  k_mv8t thread by thread:
  * mvt_pick over a set of weights, mvt_copy's cp.async copies (16-byte
  * pieces for 16-byte aligned rows, else aligned words from the one
@@ -52,67 +52,7 @@ enum { T_Q8_0 = QUANT_Q8_0, T_NVFP4 = QUANT_NVFP4 };
 static int perturb;
 static long nchk, nfail;
 
-static uint64_t rs = 88172645463325252ULL;
-static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
-static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24); }
-
-static int dp4a(uint32_t a, uint32_t b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
-static float i2f(int t) { float f; memcpy(&f, &t, 4); return f - 12582912.0f; }	/* mv8_i2f */
-static float asf(int t) { float f; memcpy(&f, &t, 4); return f; }
-static float asfu(uint32_t t) { float f; memcpy(&f, &t, 4); return f; }
-static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static float h2f(uint16_t h) { return quant_f16_to_f32(h); }
-
-/* PTX prmt.b32, default mode (sign replication with selector bit 3) */
-static uint32_t prmt(uint32_t a, uint32_t b, uint32_t s)
-{
-	uint64_t t = (uint64_t)b << 32 | a;
-	uint32_t r = 0;
-
-	for (int k = 0; k < 4; k++) {
-		unsigned n = s >> 4 * k & 0xF;
-		uint32_t byte = (uint32_t)(t >> 8 * (n & 7)) & 0xFF;
-		if (n & 8)
-			byte = byte & 0x80 ? 0xFF : 0;
-		r |= byte << 8 * k;
-	}
-	return r;
-}
-
-/* mv8_fp4pn: positive kvalues p, negative magnitudes n (kvalue = p - n) */
-static void fp4pn(uint32_t v, uint32_t *p, uint32_t *n)
-{
-	uint32_t tx = 0x03020100u, u = v ^ 0x88888888u;
-
-	p[0] = prmt(tx, 0x0C080604u, v), p[1] = prmt(tx, 0x0C080604u, v >> 16);
-	n[0] = prmt(tx, 0x0C080604u, u), n[1] = prmt(tx, 0x0C080604u, u >> 16);
-}
-
-/* gpu_fp4x8: the kvalues of v's codes, lo values 0..3, hi 4..7 */
-static void fp4sel(uint32_t v, uint32_t *lo, uint32_t *hi)
-{
-	uint32_t tx = 0x03020100u, ty = 0xFDFEFF00u;
-	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | 0x32103210u;
-
-	*lo = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
-	c >>= 16, s >>= 16;
-	*hi = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
-}
-
-/* mv8_ue4m3c2 (fp16) and mv8_ue4m3c2f (fp32): two canonical scale bytes */
-static void ue4m3c2(uint32_t sc, float *ws)
-{
-	uint32_t h01 = prmt(sc, 0, 0x4140) << 7;
-
-	ws[0] = h2f((uint16_t)h01) * 128.0f, ws[1] = h2f((uint16_t)(h01 >> 16)) * 128.0f;
-}
-
-static void ue4m3c2f(uint32_t sc, float *ws)
-{
-	ws[0] = asfu((sc & 0x7Fu) << 20) * 0x1p119f;
-	ws[1] = asfu((sc & 0x7F00u) << 12) * 0x1p119f;
-}
+#include "mv8-emu.h"
 
 /* x as the kernels see it: q[j][ne0], dx[j][nb] */
 struct xin {

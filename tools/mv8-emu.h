@@ -1,0 +1,92 @@
+/*
+ * mv8-emu.h: the helpers tools/matvec-q8-emu.c and tools/matvec-q8tc-emu.c
+ * share (not built by make: included by those two CPU models of the
+ * decode products): a fixed random stream, dp4a, mv8_i2f, PTX prmt's
+ * default mode, NVFP4's code and scale decodings (mv8_fp4pn, gpu_fp4x8,
+ * mv8_ue4m3c2, mv8_ue4m3c2f), little-endian loads.  Keep it in step with
+ * cuda/matvec_q8.cu.
+ */
+#ifndef MEMRA_MV8_EMU_H
+#define MEMRA_MV8_EMU_H
+#include <stdint.h>
+#include <string.h>
+#include "quant.h"
+
+static uint64_t rs = 88172645463325252ULL;
+static inline uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
+static inline float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24); }
+
+static inline int dp4a(uint32_t a, uint32_t b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
+/* mv8_i2f: a dp4a sum started at 0x4B400000 as a float */
+static inline float i2f(int t) { float f; memcpy(&f, &t, 4); return f - 12582912.0f; }
+static inline float asf(int t) { float f; memcpy(&f, &t, 4); return f; }
+static inline float asfu(uint32_t t) { float f; memcpy(&f, &t, 4); return f; }
+static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline float h2f(uint16_t h) { return quant_f16_to_f32(h); }
+
+/* PTX prmt.b32, default mode: selector nibble bits 0..2 pick a byte of
+ * {b, a}, bit 3 replicates its sign bit */
+static inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+	uint64_t t = (uint64_t)b << 32 | a;
+	uint32_t r = 0;
+	for (int k = 0; k < 4; k++) {
+		unsigned n = s >> 4 * k & 0xF;
+		uint32_t byte = (uint32_t)(t >> 8 * (n & 7)) & 0xFF;
+		if (n & 8)
+			byte = byte & 0x80 ? 0xFF : 0;
+		r |= byte << 8 * k;
+	}
+	return r;
+}
+
+/* the e2m1 kvalues (twice the value) of the 16 codes */
+static const int kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+
+/* mv8_fp4pn: the codes of v (nibble k = value k) as positive parts p[0]
+ * (values 0..3), p[1] (4..7), the positive codes' kvalues, and negative
+ * parts n[0], n[1], the negative codes' magnitudes: kvalues = p - n,
+ * bytewise */
+static inline void fp4pn(uint32_t v, uint32_t *p, uint32_t *n)
+{
+	uint32_t tx = 0x03020100u, u = v ^ 0x88888888u;
+
+	p[0] = prmt(tx, 0x0C080604u, v), p[1] = prmt(tx, 0x0C080604u, v >> 16);
+	n[0] = prmt(tx, 0x0C080604u, u), n[1] = prmt(tx, 0x0C080604u, u >> 16);
+}
+
+/* gpu_fp4x8 (tp, tn, sb: mv8_tab's x, y, z): the kvalues of the codes of
+ * v, lo values 0..3, hi 4..7 */
+static inline void fp4sel(uint32_t v, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t tx = 0x03020100u, ty = 0xFDFEFF00u;
+	uint32_t c = v & 0x77777777u, s = (v >> 1 & 0x44444444u) | 0x32103210u;
+
+	*lo = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
+	c >>= 16, s >>= 16;
+	*hi = prmt(prmt(tx, 0x0C080604u, c), prmt(ty, 0xF4F8FAFCu, c), s);
+}
+
+/* canonical scale bytes (gpu_ue4m3c) and back (gpu_nvfp4_unpack) */
+static inline unsigned ue4m3c(unsigned x) { return x == 0x7F ? 0 : x & 0x7F; }
+static inline unsigned ue4m3u(unsigned c) { return c == 0x7F ? 0xFF : c; }
+
+/* mv8_ue4m3c2: two canonical bytes, the fp16 of b << 7 times 128 (exact) */
+static inline void ue4m3c2(uint32_t sc, float *ws)
+{
+	uint32_t h01 = prmt(sc, 0, 0x4140) << 7;
+	ws[0] = h2f((uint16_t)h01) * 128.0f, ws[1] = h2f((uint16_t)(h01 >> 16)) * 128.0f;
+}
+
+/* mv8_ue4m3c2f (m >= 3): the same pair by fp32, b << 20 as a float times 2^119 */
+static inline void ue4m3c2f(uint32_t sc, float *ws)
+{
+	uint32_t a = (sc & 0x7Fu) << 20, b = (sc & 0x7F00u) << 12;
+	float fa, fb;
+
+	memcpy(&fa, &a, 4), memcpy(&fb, &b, 4);
+	ws[0] = fa * 0x1p119f, ws[1] = fb * 0x1p119f;
+}
+
+#endif
