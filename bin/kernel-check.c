@@ -138,6 +138,10 @@ noise_tol(const struct noise *nz)
 	return fmax(1e-2, fmin(1.0, 3 * nz->rel));
 }
 
+/* be_model's bound on the logits of a prefill by the bf16 prompt GEMM (relative,
+ * as noise_tol's): bf16 activations, not the CPU's numerics. */
+#define BF16_LOGITS_TOL 0.2
+
 /* be_model's near-tie: a top-2 margin under it lets greedy ids part. */
 static double
 noise_near(const struct noise *nz)
@@ -2719,7 +2723,12 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 	snprintf(shape, sizeof shape, "prefill %d%s, logits of %d (cpu noise %.2g: order %.2g, "
 	    "steps %.2g)", np, gemm, nv, nz->rel, nz->order_rel, nz->steps_rel);
 	bbrk(k, lg[1], nv, mag);
-	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv, noise_tol(nz));
+	/* the bf16 prompt GEMM is not the CPU's numerics (its activations rounded to
+	 * bf16): its logits sat 0.08-0.14 from the CPU's on every GGUF of model A on the
+	 * H200 (2026-12-05), over 3 x the CPU noise of the one whose noise is lowest
+	 * (IQ4_XS: 0.027); held to BF16_LOGITS_TOL then, beside the greedy ids below */
+	becmp(k, "model prefill logits", shape, lg[1], lg[0], NULL, nv,
+	    strstr(gemm, "bf16") != NULL ? fmax(noise_tol(nz), BF16_LOGITS_TOL) : noise_tol(nz));
 	if (ng > 0) {
 		double near = noise_near(nz), mm = 1e30;
 		for (int i = 0; i < ng; i++)
