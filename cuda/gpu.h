@@ -236,6 +236,26 @@ enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE2 = 
 int	gpu_tune_mv8(struct gpu *g, int how);
 
 /*
+ * The step-row limit: the most input rows (n, m) that the products and
+ * attention still run by the batch-invariant decode kernels, where more
+ * take the prompt kernels (the GEMMs of gpu_matmul and gpu_matmul_q8,
+ * IQ4_XS's mmq_iq4.cu, flash attention), whose bits differ.  16
+ * (GPU_MATVEC_MAX_ROWS, the default) or GPU_STEP_ROWS_MAX.  Above 16 the
+ * decode kernels run in launches of at most 16 rows (their compile-time
+ * bound), or of up to 32 by k_mv8t for Q8_0 and NVFP4 where GPU_MV8_AUTO
+ * takes it: gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),
+ * gpu_matvec_q8 and its fused forms (n <= the limit: never the GEMM; the
+ * K-quants and IQ4_XS 16 rows a launch), so a row has the bits of a
+ * launch of <= 16 for every n up to the limit.  A graph recorded before
+ * a change is stale.  gpu_can_matvec_q8_step: gpu_can_matvec_q8_rows
+ * with the K-quants taken up to the limit.
+ */
+#define GPU_STEP_ROWS_MAX 32
+int	gpu_tune_step_rows(struct gpu *g, int rows);
+int	gpu_step_rows(const struct gpu *g);
+int	gpu_can_matvec_q8_step(const struct gpu *g, int t, int64_t n);
+
+/*
  * x[n][ne0] (ne0 a multiple of 256) quantized to Q8_K by the kernel
  * gpu_matvec_q8 uses for the K-quants, written to d_out in lib/quant's
  * block layout (n * ne0 / 256 blocks of 292 bytes: d f32, qs[256] int8,
