@@ -923,6 +923,7 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 		    mv8_group(g, t[j], n, d_w[j], rb) == grp; j++)
 			;
 		if (n > g->step_rows && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
+			j = i + 1;	/* one weight a GEMM (GPU_MV8_TC may have set more) */
 			if (gpu_matmul_q8(g, t[i], d_w[i], rows[i], ne0, q, dx, n, d_y[i],
 			    d_scale != NULL ? d_scale[i] : NULL) != 0)
 				return -1;
