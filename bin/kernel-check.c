@@ -3855,10 +3855,12 @@ r32_moe(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int kk)
 
 /*
  * The model on the GPU backend at the limit 32: (1) one sequence's 24 rows
- * in one forward (every row's logits) against 24 forwards of one row at
+ * in one forward (every row's logits; MODEL_VERIFY: attention in the
+ * plain order, not a llama batch's) against 24 forwards of one row at
  * 16; (2) a step of 24 sequences of one row (model_forward_seqs; lib/
- * packs them in groups of its backend_step_rows) against each alone at
- * 16.  Bit for bit; each sequence after its own prompt of 8.
+ * packs them in groups of BACKEND_ROWS_INVARIANT, 16 until it reads the
+ * backend's step rows) against each alone at 16.  Bit for bit; each
+ * sequence after its own prompt of 8.
  */
 static void
 r32_model(struct kc *k, struct bpair *p, const char *path)
@@ -3890,7 +3892,7 @@ r32_model(struct kc *k, struct bpair *p, const char *path)
 				int32_t pr[NP];
 				for (int j = 0; j < NP; j++)	/* each sequence its own prompt */
 					pr[j] = prompt[(j + i) % (NP + NR)];
-				if ((st[i] = model_state_new(md, NP + NR + 1, 0, err)) == NULL)
+				if ((st[i] = model_state_new(md, NP + NR + 1, part ? 0 : NR, err)) == NULL)
 					die(1, "%s", err);
 				if (model_forward(md, st[i], pr, NP, MODEL_PREFILL, first, NULL) != 0)
 					die(1, "cuda: %s", model_errmsg(md));
@@ -3898,8 +3900,8 @@ r32_model(struct kc *k, struct bpair *p, const char *path)
 			int rc = 0;
 			if (!failed && pass == 0)
 				rc = part ? model_forward_seqs(md, st, rows, NR, tok, 0, lg[0], NULL,
-				    NULL) : model_forward(md, st[0], tok, NR, MODEL_LOGITS_ALL, lg[0],
-				    NULL);
+				    NULL) : model_forward(md, st[0], tok, NR, MODEL_LOGITS_ALL |
+				    MODEL_VERIFY, lg[0], NULL);
 			for (int i = 0; !failed && pass == 1 && i < NR && rc == 0; i++)
 				rc = model_forward(md, st[part ? i : 0], &tok[i], 1, 0,
 				    lg[1] + (size_t)i * nv, NULL);
