@@ -180,13 +180,15 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
  * each block's (IQ4_XS: sub-block's) integer dot scaled as quant_vec_dot
  * scales it: equal to the CPU's int8 path up to the order of float sums.
  * Any n for the first five (16 rows a launch, or the GEMM) and IQ4_XS;
- * n <= GPU_MATVEC_MAX_ROWS for the K-quants (their prefill stays on
- * gpu_matmul).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
- * n, a row the same bits in every launch of 16); n > 16 (prefill) takes
+ * n <= GPU_MATVEC_MAX_ROWS (or the step rows) for the K-quants (their
+ * prefill stays on gpu_matmul).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
+ * n, a row the same bits in every launch of 16), and up to the step rows
+ * (gpu_tune_step_rows, K-quants too); past them (prefill) it takes
  * gpu_matmul_q8 for Q8_0 and NVFP4, and for IQ4_XS cuda/mmq_iq4.cu's
  * products by the kernel gpu_tune_mmq picks (see there).  Uses the scratch
  * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those nine;
- * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows.
+ * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows
+ * at the default step rows (gpu_can_matvec_q8_step: at g's).
  */
 int	gpu_can_matvec_q8(int t);
 int	gpu_can_matvec_q8_rows(int t, int64_t n);
