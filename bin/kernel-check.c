@@ -21,6 +21,7 @@
 #include "state.h"
 #include "util.h"
 #ifdef MEMRA_HAVE_CUDA
+#include "backend_impl.h"	/* backend_cuda_gpu */
 #include "gpu.h"
 #endif
 
@@ -3542,6 +3543,426 @@ be_model_types(struct kc *k, const char *path)
 			check_iq4(k, (int)sh[j][0], sh[j][1], sh[j][2], m);
 }
 
+/* --- rows32: steps of 17..32 rows at the step-row limit 32 -------------- */
+
+/*
+ * gpu_tune_step_rows(32) on the GPU backend's gpu: a step of up to 32
+ * rows runs the decode kernels (16 rows a launch, Q8_0 and NVFP4 up to 32
+ * by k_mv8t), never the prompt kernels.  Each check runs an op over m
+ * rows in one call at the limit 32, then row by row (m = 1) at the
+ * default 16, from the same buffers, and holds the two to the same bits
+ * (memcmp): what lib's backend_step_rows may become 32 on.  Lines "rows32 ...".
+ */
+enum { R32_MATMUL, R32_NORM_MM, R32_ADDNORM_MM, R32_FFN, R32_GNORM_MM, R32_SIGMOID_MM,
+	R32_ATTN, R32_ATTN_DPOS, R32_MOE_SWIGLU, R32_MOE_GEGLU, R32_MOE_DOWN };
+
+#define R32_BUFS 6
+
+struct r32 {
+	int	op, nb;
+	int	n, nout, nh, hd, ld[2];		/* ld: matmul's ldx, ldy */
+	int	p0, n_ctx, n_exp, kk;
+	const struct backend_weight *w[3];
+	struct backend_attn a;
+	float	*h[R32_BUFS], *d[R32_BUFS];	/* host contents, GPU buffers */
+	size_t	sz[R32_BUFS], rs[R32_BUFS];	/* floats; floats a row (0: not per row) */
+	int	out[3], nout_b;			/* the buffers compared */
+};
+
+static void
+r32_buf(struct kc *k, struct backend *g, struct r32 *R, size_t n, size_t rs, float lo, float hi)
+{
+	int i = R->nb++;
+
+	R->sz[i] = n, R->rs[i] = rs;
+	R->h[i] = frand(k, (int64_t)n, lo, hi);
+	R->d[i] = bput(g, NULL, n);
+}
+
+/* Buffer i as int32 values: v[j] = base + j * step, or (base < 0) moe_ids' experts. */
+static void
+r32_ints(struct kc *k, struct r32 *R, int i, int base, int step)
+{
+	int32_t *v = xmalloc(R->sz[i] * 4);
+
+	if (base < 0)
+		moe_ids(k, v, (int)(R->sz[i] / R->kk), R->kk, R->n_exp);
+	else
+		for (size_t j = 0; j < R->sz[i]; j++)
+			v[j] = base + (int32_t)j * step;
+	memcpy(R->h[i], v, R->sz[i] * 4);
+	free(v);
+}
+
+/* The op over rows [r0, r0 + m). */
+static int
+r32_run(struct backend *g, const struct r32 *R, int r0, int m)
+{
+	float *P[R32_BUFS];
+
+	for (int i = 0; i < R->nb; i++)
+		P[i] = R->d[i] + (size_t)r0 * R->rs[i];
+	switch (R->op) {
+	case R32_MATMUL:
+		return backend_matmul(g, R->w[0], P[0], R->ld[0], P[1], R->ld[1], m);
+	case R32_NORM_MM: {
+		float *Y[2] = { P[2], P[3] };
+		return backend_rmsnorm_matmul(g, P[0], m, R->n, P[1], 1e-6f, 2, R->w, Y);
+	}
+	case R32_ADDNORM_MM: {
+		float *Y[2] = { P[3], P[4] };
+		return backend_add_rmsnorm_matmul(g, P[0], P[1], m, R->n, P[2], 1e-6f, 2, R->w, Y);
+	}
+	case R32_FFN:
+		return backend_ffn(g, P[0], P[1], m, R->n, P[2], 1e-6f, R->w[0], R->w[1], R->w[2],
+		    P[3], P[4], P[5]);
+	case R32_GNORM_MM:
+		return backend_rmsnorm_gated_matmul(g, P[0], P[1], P[2], m, R->nh, R->hd, 1e-6f,
+		    R->w[0], P[3]);
+	case R32_SIGMOID_MM:
+		return backend_mul_sigmoid_matmul(g, P[0], P[1] + R->hd, 2 * R->hd, m, R->nh, R->hd,
+		    R->w[0], P[2]);
+	case R32_ATTN:
+		return backend_attention(g, &R->a, P[0], R->n, R->hd, P[1], P[2], m, R->p0 + r0, P[3]);
+	case R32_ATTN_DPOS:
+		return backend_attention_dpos(g, &R->a, P[0], R->n, R->hd, P[1], P[2], m,
+		    (const int32_t *)P[4], R->n_ctx, P[3]);
+	case R32_MOE_SWIGLU:
+		return backend_moe_swiglu(g, R->w[0], R->w[1], R->n_exp, P[0], R->n, m,
+		    (const int32_t *)P[1], R->kk, P[2]);
+	case R32_MOE_GEGLU:
+		return backend_moe_geglu(g, R->w[0], R->n_exp, P[0], R->n, m, (const int32_t *)P[1],
+		    R->kk, P[2]);
+	default:
+		return backend_moe_down(g, R->w[0], R->n_exp, P[0], m, (const int32_t *)P[1], P[2],
+		    R->kk, P[3], R->n);
+	}
+}
+
+/* One call of m rows at the limit 32 against m calls of one row at 16, bit for bit. */
+static void
+r32_check(struct kc *k, struct bpair *p, struct r32 *R, int m, const char *name,
+    const char *shape)
+{
+	struct gpu *gp = backend_cuda_gpu(p->g);
+	size_t tot = 0, o;
+	float *res[2];
+	char sh[128];
+
+	int rc = 0;
+
+	snprintf(sh, sizeof sh, "%s m=%d", shape, m);
+	for (int j = 0; j < R->nout_b; j++)
+		tot += R->sz[R->out[j]];
+	res[0] = res[1] = NULL;
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		if (gpu_tune_step_rows(gp, pass ? GPU_MATVEC_MAX_ROWS : GPU_STEP_ROWS_MAX) != 0)
+			die(1, "gpu: %s", gpu_errmsg(gp));
+		for (int i = 0; i < R->nb; i++)
+			bchk(p->g, backend_write(p->g, R->d[i], R->h[i], R->sz[i]));
+		if (pass == 0)
+			rc = r32_run(p->g, R, 0, m);
+		else
+			for (int r = 0; r < m && rc == 0; r++)
+				rc = r32_run(p->g, R, r, 1);
+		res[pass] = xmalloc(tot * 4 + 4), o = 0;
+		for (int j = 0; j < R->nout_b && rc == 0; j++) {
+			bchk(p->g, backend_read(p->g, res[pass] + o, R->d[R->out[j]],
+			    R->sz[R->out[j]]));
+			o += R->sz[R->out[j]];
+		}
+	}
+	if (gpu_tune_step_rows(gp, GPU_MATVEC_MAX_ROWS) != 0)
+		die(1, "gpu: %s", gpu_errmsg(gp));
+	if (rc != 0) {	/* refused: a failed line, and on to the next */
+		printf("rows32: %s\n", backend_errmsg(p->g));
+		report(k, name, sh, INFINITY, 0);
+	} else
+		bsame(k, name, sh, res[0], res[1], (int64_t)tot);
+	free(res[0]), free(res[1]);
+}
+
+static void
+r32_free(struct bpair *p, struct r32 *R)
+{
+	for (int i = 0; i < R->nb; i++) {
+		free(R->h[i]);
+		backend_mfree(p->g, R->d[i]);
+	}
+	R->nb = 0;
+}
+
+/* A GPU weight of random blocks of type t. */
+static void
+r32_weight(struct kc *k, struct bpair *p, struct backend_weight *w, int t, int64_t rows,
+    int64_t ne0, float scale)
+{
+	size_t nb;
+	uint8_t *b = qrand(k, t, rows, ne0, &nb);
+
+	bchk(p->g, backend_weight_init(p->g, w, t, ne0, rows, b, scale));
+	free(b);
+}
+
+static const int r32_ms[] = { 17, 24, 32 };
+
+/* backend_matmul of rows x ne0 (rows pad floats apart) at 17, 24, 32 rows. */
+static void
+r32_matmul(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int pad, float s)
+{
+	struct r32 R = { .op = R32_MATMUL, .ld = { (int)ne0 + pad, (int)rows + pad } };
+	struct backend_weight w;
+	char name[64], shape[64];
+
+	r32_weight(k, p, &w, t, rows, ne0, s);
+	R.w[0] = &w;
+	r32_buf(k, p->g, &R, (size_t)32 * R.ld[0], (size_t)R.ld[0], -1, 1);
+	r32_buf(k, p->g, &R, (size_t)32 * R.ld[1], (size_t)R.ld[1], -1, 1);
+	R.out[R.nout_b++] = 1;
+	snprintf(name, sizeof name, "rows32 matmul %s%s", quant_name(t), s != 1 ? "*s" : "");
+	snprintf(shape, sizeof shape, "%lldx%lld ld+%d", (long long)rows, (long long)ne0, pad);
+	for (size_t i = 0; i < sizeof r32_ms / sizeof r32_ms[0]; i++)
+		r32_check(k, p, &R, r32_ms[i], name, shape);
+	r32_free(p, &R);
+	backend_weight_release(p->g, &w);
+}
+
+/* The fused forms with weights of type t: rows of nh heads of hd, products of nout. */
+static void
+r32_fused(struct kc *k, struct bpair *p, int t, int nh, int hd, int nout)
+{
+	int n = nh * hd;
+	struct backend_weight w[3];
+	static const char *names[] = { "rows32 rmsnorm_matmul", "rows32 add_rmsnorm_matmul",
+	    "rows32 ffn", "rows32 rmsnorm_gated_matmul", "rows32 mul_sigmoid_matmul" };
+	char name[64], shape[64];
+
+	r32_weight(k, p, &w[0], t, nout, n, t == QUANT_NVFP4 ? 0.5f : 1.0f);
+	r32_weight(k, p, &w[1], t, nout, n, 1.0f);
+	r32_weight(k, p, &w[2], t, n, nout, 1.0f);
+	snprintf(shape, sizeof shape, "%s %dx%d out=%d", quant_name(t), nh, hd, nout);
+	for (int op = R32_NORM_MM; op <= R32_SIGMOID_MM; op++) {
+		struct r32 R = { .op = op, .n = n, .nout = nout, .nh = nh, .hd = hd,
+			.w = { &w[0], &w[1], &w[2] } };
+		r32_buf(k, p->g, &R, (size_t)32 * n, n, -2, 2);	/* x */
+		switch (op) {
+		case R32_NORM_MM:
+			r32_buf(k, p->g, &R, n, 0, 0.5f, 1.5f);
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);
+			R.out[0] = 2, R.out[1] = 3, R.nout_b = 2;
+			break;
+		case R32_ADDNORM_MM:
+			r32_buf(k, p->g, &R, (size_t)32 * n, n, -1, 1);
+			r32_buf(k, p->g, &R, n, 0, 0.5f, 1.5f);
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);
+			R.out[0] = 0, R.out[1] = 3, R.out[2] = 4, R.nout_b = 3;
+			break;
+		case R32_FFN:
+			r32_buf(k, p->g, &R, (size_t)32 * n, n, -1, 1);
+			r32_buf(k, p->g, &R, n, 0, 0.5f, 1.5f);
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);	/* f */
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);	/* u */
+			r32_buf(k, p->g, &R, (size_t)32 * n, n, -1, 1);		/* y */
+			R.out[0] = 0, R.out[1] = 3, R.out[2] = 5, R.nout_b = 3;
+			break;
+		case R32_GNORM_MM:
+			r32_buf(k, p->g, &R, (size_t)32 * n, n, -3, 3);		/* z */
+			r32_buf(k, p->g, &R, hd, 0, 0.5f, 1.5f);
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);
+			R.out[0] = 0, R.out[1] = 3, R.nout_b = 2;
+			break;
+		default:	/* the gate: the second half of each head's 2 hd */
+			r32_buf(k, p->g, &R, (size_t)32 * 2 * n, 2 * n, -4, 4);
+			r32_buf(k, p->g, &R, (size_t)32 * nout, nout, -1, 1);
+			R.out[0] = 0, R.out[1] = 2, R.nout_b = 2;
+			break;
+		}
+		snprintf(name, sizeof name, "%s", names[op - R32_NORM_MM]);
+		r32_check(k, p, &R, 17, name, shape);
+		r32_check(k, p, &R, 32, name, shape);
+		r32_free(p, &R);
+	}
+	for (int i = 0; i < 3; i++)
+		backend_weight_release(p->g, &w[i]);
+}
+
+/* Attention of 17, 24, 32 rows at p0: plain, a sliding window, positions in memory. */
+static void
+r32_attention(struct kc *k, struct bpair *p, int nh, int nkv, int hd, int p0, int win, int dpos)
+{
+	int n_ctx = p0 + 32 + 3, kvd = nkv * hd;
+	struct r32 R = { .op = dpos ? R32_ATTN_DPOS : R32_ATTN, .n = nh * hd, .nh = nh, .hd = hd,
+		.p0 = p0, .n_ctx = n_ctx,
+		.a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, NULL, 0 } };
+	char shape[64];
+
+	r32_buf(k, p->g, &R, (size_t)32 * nh * hd, (size_t)nh * hd, -1, 1);	/* q */
+	r32_buf(k, p->g, &R, (size_t)n_ctx * kvd, 0, -1, 1);
+	r32_buf(k, p->g, &R, (size_t)n_ctx * kvd, 0, -1, 1);
+	r32_buf(k, p->g, &R, (size_t)32 * nh * hd, (size_t)nh * hd, 0, 0);	/* o */
+	if (dpos) {
+		r32_buf(k, p->g, &R, 32, 1, 0, 0);
+		r32_ints(k, &R, 4, p0, 1);
+	}
+	R.out[0] = 3, R.nout_b = 1;
+	snprintf(shape, sizeof shape, "h=%d/%d hd=%d p0=%d%s", nh, nkv, hd, p0,
+	    win ? " win" : "");
+	if (win)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "=%d", win);
+	for (size_t i = 0; i < sizeof r32_ms / sizeof r32_ms[0]; i++)
+		r32_check(k, p, &R, r32_ms[i], dpos ? "rows32 attention dpos" : win ?
+		    "rows32 attention window" : "rows32 attention", shape);
+	r32_free(p, &R);
+}
+
+/* The experts of type t: gate and up (swiglu), gate-up (geglu), down, kk of n_exp a row. */
+static void
+r32_moe(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int kk)
+{
+	struct backend_weight w[3];
+	char shape[64];
+
+	r32_weight(k, p, &w[0], t, (int64_t)n_exp * nf, n, 1.0f);
+	r32_weight(k, p, &w[1], t, (int64_t)n_exp * nf, n, 1.0f);
+	snprintf(shape, sizeof shape, "%s %d of %d x %dx%d", quant_name(t), kk, n_exp, nf, n);
+	for (int op = R32_MOE_SWIGLU; op <= R32_MOE_DOWN; op++) {
+		struct r32 R = { .op = op, .n = n, .n_exp = n_exp, .kk = kk,
+			.w = { &w[0], &w[1] } };
+		if (op == R32_MOE_GEGLU) {
+			r32_weight(k, p, &w[2], t, (int64_t)n_exp * 2 * nf, n, 1.0f);
+			R.w[0] = &w[2];
+		} else if (op == R32_MOE_DOWN) {
+			r32_weight(k, p, &w[2], t, (int64_t)n_exp * n, nf, 1.0f);
+			R.w[0] = &w[2];
+		}
+		if (op == R32_MOE_DOWN) {
+			r32_buf(k, p->g, &R, (size_t)32 * kk * nf, (size_t)kk * nf, -1, 1);	/* f */
+			r32_buf(k, p->g, &R, (size_t)32 * kk, kk, 0, 0);
+			r32_buf(k, p->g, &R, (size_t)32 * kk, kk, 0, 1);	/* the weights */
+			r32_buf(k, p->g, &R, (size_t)32 * n, n, -1, 1);
+			R.out[0] = 3;
+		} else {
+			r32_buf(k, p->g, &R, (size_t)32 * n, n, -1, 1);
+			r32_buf(k, p->g, &R, (size_t)32 * kk, kk, 0, 0);
+			r32_buf(k, p->g, &R, (size_t)32 * kk * nf, (size_t)kk * nf, -1, 1);
+			R.out[0] = 2;
+		}
+		R.nout_b = 1;
+		r32_ints(k, &R, 1, -1, 0);
+		for (size_t i = 0; i < sizeof r32_ms / sizeof r32_ms[0]; i++)
+			r32_check(k, p, &R, r32_ms[i], op == R32_MOE_SWIGLU ? "rows32 moe_swiglu" :
+			    op == R32_MOE_GEGLU ? "rows32 moe_geglu" : "rows32 moe_down", shape);
+		r32_free(p, &R);
+		if (op != R32_MOE_SWIGLU)
+			backend_weight_release(p->g, &w[2]);
+	}
+	backend_weight_release(p->g, &w[0]);
+	backend_weight_release(p->g, &w[1]);
+}
+
+/*
+ * The model on the GPU backend at the limit 32: (1) one sequence's 24 rows
+ * in one forward (every row's logits; MODEL_VERIFY: attention in the
+ * plain order, not a llama batch's) against 24 forwards of one row at
+ * 16; (2) a step of 24 sequences of one row (model_forward_seqs; lib/
+ * packs them in groups of BACKEND_ROWS_INVARIANT, 16 until it reads the
+ * backend's step rows) against each alone at 16.  Bit for bit; each
+ * sequence after its own prompt of 8.
+ */
+static void
+r32_model(struct kc *k, struct bpair *p, const char *path)
+{
+	enum { NP = 8, NR = 24 };
+	struct gpu *gp = backend_cuda_gpu(p->g);
+	char err[UTIL_ERRLEN], shape[96];
+	struct model *md = model_open(path, p->g, err);
+	struct state *st[NR];
+	int32_t prompt[NP + NR], tok[NR];
+	int rows[NR], nv;
+	float *lg[2], *first;
+
+	if (md == NULL)
+		die(1, "%s", err);
+	nv = model_hparams(md)->n_vocab;
+	model_prompt(prompt, NP + NR, nv);
+	for (int i = 0; i < NR; i++)
+		tok[i] = prompt[NP + i], rows[i] = 1;
+	first = xmalloc((size_t)nv * 4);
+	for (int part = 0; part < 2; part++) {
+		int failed = 0;
+		for (int pass = 0; pass < 2; pass++) {
+			int ns = part ? NR : 1;
+			if (gpu_tune_step_rows(gp, pass ? GPU_MATVEC_MAX_ROWS : GPU_STEP_ROWS_MAX))
+				die(1, "gpu: %s", gpu_errmsg(gp));
+			lg[pass] = xmalloc((size_t)NR * nv * 4);
+			for (int i = 0; i < ns; i++) {
+				int32_t pr[NP];
+				for (int j = 0; j < NP; j++)	/* each sequence its own prompt */
+					pr[j] = prompt[(j + i) % (NP + NR)];
+				if ((st[i] = model_state_new(md, NP + NR + 1, part ? 0 : NR, err)) == NULL)
+					die(1, "%s", err);
+				if (model_forward(md, st[i], pr, NP, MODEL_PREFILL, first, NULL) != 0)
+					die(1, "cuda: %s", model_errmsg(md));
+			}
+			int rc = 0;
+			if (!failed && pass == 0)
+				rc = part ? model_forward_seqs(md, st, rows, NR, tok, 0, lg[0], NULL,
+				    NULL) : model_forward(md, st[0], tok, NR, MODEL_LOGITS_ALL |
+				    MODEL_VERIFY, lg[0], NULL);
+			for (int i = 0; !failed && pass == 1 && i < NR && rc == 0; i++)
+				rc = model_forward(md, st[part ? i : 0], &tok[i], 1, 0,
+				    lg[1] + (size_t)i * nv, NULL);
+			if (rc != 0) {
+				printf("rows32: %s\n", model_errmsg(md));
+				failed = 1;
+			}
+			for (int i = 0; i < ns; i++)
+				state_free(st[i]);
+		}
+		snprintf(shape, sizeof shape, "%s %d, logits of %d", part ? "sequences" : "rows", NR,
+		    nv);
+		if (failed)	/* refused: a failed line */
+			report(k, part ? "rows32 model seqs" : "rows32 model rows", shape, INFINITY, 0);
+		else
+			bsame(k, part ? "rows32 model seqs" : "rows32 model rows", shape, lg[0], lg[1],
+			    (int64_t)NR * nv);
+		free(lg[0]), free(lg[1]);
+	}
+	if (gpu_tune_step_rows(gp, GPU_MATVEC_MAX_ROWS))
+		die(1, "gpu: %s", gpu_errmsg(gp));
+	free(first);
+	model_close(md);
+}
+
+/* Every weight type the products take, the fused forms, attention, the experts. */
+static void
+be_rows32(struct kc *k, struct bpair *p)
+{
+	static const int ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_NVFP4,
+	    QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS,
+	    QUANT_IQ4_NL };
+	static const int fts[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q5_1, QUANT_Q4_K,
+	    QUANT_IQ4_XS, QUANT_IQ4_NL, QUANT_BF16 };
+	static const int mts[] = { QUANT_F32, QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_IQ4_XS };
+
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+		r32_matmul(k, p, ts[i], 300, 512, 0, ts[i] == QUANT_NVFP4 ? 0.5f : 1.0f);
+	r32_matmul(k, p, QUANT_Q8_0, 1000, 1024, 4, 1.0f);	/* the strided paths */
+	r32_matmul(k, p, QUANT_Q6_K, 257, 768, 8, 1.0f);
+	r32_matmul(k, p, QUANT_F32, 64, 48, 0, 1.0f);		/* zero-padded F32 rows */
+	for (size_t i = 0; i < sizeof fts / sizeof fts[0]; i++)
+		r32_fused(k, p, fts[i], 4, 128, 768);
+	r32_attention(k, p, 8, 2, 128, 300, 0, 0);
+	r32_attention(k, p, 16, 4, 256, 1000, 0, 0);
+	r32_attention(k, p, 8, 2, 64, 200, 64, 0);
+	r32_attention(k, p, 8, 2, 128, 300, 0, 1);
+	r32_attention(k, p, 8, 2, 64, 200, 64, 1);
+	for (size_t i = 0; i < sizeof mts / sizeof mts[0]; i++)
+		r32_moe(k, p, mts[i], 8, 256, 256, 2);
+}
+
 static void
 check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 {
@@ -3734,6 +4155,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_rope(k, &p, 3, 4, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 5);
 	be_rope(k, &p, 2, 8, 256, 64, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
 	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1);
+	be_rows32(k, &p);
 	for (int i = 0; i < nmodel; i++) {	/* the model checks, model by model */
 		struct noise nz = { 0 };
 		if (nmodel > 1) {
@@ -3748,6 +4170,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 		}
 		bchk(p.g, backend_gemm_set(p.g, BACKEND_GEMM_DEFAULT));
 		be_pdl(k, &p, models[i]);
+		r32_model(k, &p, models[i]);
 	}
 	backend_close(p.g);
 	backend_close(p.c);

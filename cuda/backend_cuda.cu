@@ -10,10 +10,14 @@
  * the same code whether it runs alone or with others: Q8_0 and NVFP4
  * products run on int8 activations as the CPU backend's do
  * (gpu_matvec_q8, any m), K-quants (Q4_K, Q5_K, Q6_K) too for m <=
- * GPU_MATVEC_MAX_ROWS, other types through gpu_matvec for m <=
- * GPU_MATVEC_MAX_ROWS (batch-invariant) and cuBLAS beyond (prefill, the
- * K-quants' too), attention in chunks of rows that each see
- * their own positions, the recurrent ops row after row.
+ * the gpu's step rows, other types through gpu_matvec for m <= the step
+ * rows (batch-invariant) and cuBLAS beyond (prefill, the K-quants' too),
+ * attention in chunks of rows that each see their own positions (flash
+ * attention for a prompt of more than the step rows), the recurrent ops
+ * row after row.  The step rows (gpu_tune_step_rows) are 16
+ * (GPU_MATVEC_MAX_ROWS) unless set to 32; either way a row of a step up
+ * to them runs the decode kernels, 16 rows a launch (Q8_0 and NVFP4: up
+ * to 32 by k_mv8t), with the bits it has alone.
  *
  * The fused forms (add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
  * mul_sigmoid_matmul) run the op before a product in the kernel that
@@ -892,8 +896,9 @@ input_rows(struct backend *be, const float *x, int64_t ldx, int64_t n, int64_t n
 	return copy_rows(be, p, np, x, ldx, n, rows) ? NULL : p;
 }
 
-/* Y = X . W^T over contiguous operands: matvec up to 16 rows, cuBLAS beyond;
- * a weight of padded rows (cuda_weight.ne0p) takes X padded alike. */
+/* Y = X . W^T over contiguous operands: matvec up to the step rows (16 a
+ * launch: gpu_matmul loops), cuBLAS beyond; a weight of padded rows
+ * (cuda_weight.ne0p) takes X padded alike. */
 static int
 product(struct backend *be, const struct backend_weight *w, const float *x,
     float *y, int m)
@@ -904,7 +909,7 @@ product(struct backend *be, const struct backend_weight *w, const float *x,
 
 	if (ne0 != w->ne0 && (x = input_rows(be, x, w->ne0, w->ne0, ne0, m)) == NULL)
 		return -1;
-	if (gpu_can_matvec_q8_rows(w->type, m))	/* the CPU's numerics: int8 activations */
+	if (gpu_can_matvec_q8_step(g, w->type, m))	/* the CPU's numerics: int8 activations */
 		rc = gpu_matvec_q8(g, w->type, w->data, w->ne1, ne0, x, m, y, wscale(w));
 	else if (m <= GPU_MATVEC_MAX_ROWS)
 		rc = gpu_matvec(g, w->type, w->data, w->ne1, ne0, x, m, y, wscale(w));
@@ -927,7 +932,7 @@ products(struct backend *be, int nout, const struct backend_weight *const *W,
 	int all = nout <= NMAX;
 
 	for (int i = 0; all && i < nout; i++) {
-		all = gpu_can_matvec_q8_rows(W[i]->type, m) && W[i]->ne0 == W[0]->ne0;
+		all = gpu_can_matvec_q8_step(CB(be)->g, W[i]->type, m) && W[i]->ne0 == W[0]->ne0;
 		t[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	if (!all) {
@@ -978,16 +983,17 @@ fusable_type(int t)
  * operands 16-byte aligned (the kernel loads float4s, as gpu_rmsnorm's
  * does only then).  0 when it cannot. */
 static int
-norm_fusable(int ex, int nout, const struct backend_weight *const *W, int64_t ne0, int nd,
-    int64_t m, const void *const *al, int nal, int *tp, const void **d, int64_t *rows,
-    const float **sc)
+norm_fusable(struct backend *be, int ex, int nout, const struct backend_weight *const *W,
+    int64_t ne0, int nd, int64_t m, const void *const *al, int nal, int *tp, const void **d,
+    int64_t *rows, const float **sc)
 {
+	struct gpu *g = CB(be)->g;
 	int ok = nout >= 1 && nout <= FUSE_MAX && nd % 32 == 0 && nd <= 16384 && ne0 % nd == 0;
 
 	for (int i = 0; ok && i < nal; i++)
 		ok = al[i] != NULL && ((uintptr_t)al[i] & 15) == 0;
 	for (int i = 0; ok && i < nout; i++) {
-		ok = (ex ? fusable_type(W[i]->type) : gpu_can_matvec_q8_rows(W[i]->type, m)) &&
+		ok = (ex ? fusable_type(W[i]->type) : gpu_can_matvec_q8_step(g, W[i]->type, m)) &&
 		    W[i]->ne0 == ne0;
 		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
@@ -1004,7 +1010,7 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(0, nout, W, n, n, m, al, 2, tp, d, rows, sc))	/* norm + quantization */
+	if (norm_fusable(be, 0, nout, W, n, n, m, al, 2, tp, d, rows, sc))	/* norm + quantization */
 		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,
 		    m, y, sc) ? gfail(be, "rmsnorm_matmul") : 0;
 	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
@@ -1025,7 +1031,7 @@ cu_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(1, nout, W, n, n, m, al, 3, tp, d, rows, sc))
+	if (norm_fusable(be, 1, nout, W, n, n, m, al, 3, tp, d, rows, sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, t, NULL, nw, n, eps, nout, tp, d, rows,
 		    n, m, y, sc) ? gfail(be, "add_rmsnorm_matmul") : 0;
 	if (gpu_add(CB(be)->g, x, t, x, (int64_t)m * n) != 0)
@@ -1055,7 +1061,7 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 	const float *sc[2];
 
 	if (fusable_type(wd->type) &&
-	    norm_fusable(1, 2, W, n, n, m, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
+	    norm_fusable(be, 1, 2, W, n, n, m, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
 		if (gpu_rmsnorm_matvec_q8_ex(g, x, t, NULL, nw, n, eps, 2, tp, d, rows, n, m, Y, sc) ||
 		    gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
 		    wd->ne0, m, y, wscale(wd)))
@@ -1080,7 +1086,7 @@ cu_rmsnorm_gated_matmul(struct backend *be, float *x, const float *z, const floa
 	const float *sc;
 	const struct backend_weight *W[1] = { w };
 
-	if (norm_fusable(1, 1, W, (int64_t)nh * n, n, m, al, 3, &tp, &d, &rows, &sc))
+	if (norm_fusable(be, 1, 1, W, (int64_t)nh * n, n, m, al, 3, &tp, &d, &rows, &sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, NULL, z, nw, n, eps, 1, &tp, &d, &rows,
 		    (int64_t)nh * n, m, &y, &sc) ? gfail(be, "rmsnorm_gated_matmul") : 0;
 	if (gpu_rmsnorm_gated(CB(be)->g, x, z, nw, x, m * nh, n, eps) != 0)
@@ -1298,9 +1304,9 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 		}
 		qp = t;
 	}
-	/* a prompt: flash attention (its own order; decode and verify, m <= 16,
-	 * keep the split-K kernel's, whose rows are batch-invariant) */
-	if (d_pos == NULL && m > GPU_MATVEC_MAX_ROWS && hd % 32 == 0 && hd <= 256 && a->window == 0 &&
+	/* a prompt: flash attention (its own order; decode and verify, m <= the
+	 * step rows, keep the split-K kernel's, whose rows are batch-invariant) */
+	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd % 32 == 0 && hd <= 256 && a->window == 0 &&
 	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
 		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,
 		    a->scale) != 0)

@@ -180,13 +180,15 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
  * each block's (IQ4_XS: sub-block's) integer dot scaled as quant_vec_dot
  * scales it: equal to the CPU's int8 path up to the order of float sums.
  * Any n for the first five (16 rows a launch, or the GEMM) and IQ4_XS;
- * n <= GPU_MATVEC_MAX_ROWS for the K-quants (their prefill stays on
- * gpu_matmul).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
- * n, a row the same bits in every launch of 16); n > 16 (prefill) takes
+ * n <= GPU_MATVEC_MAX_ROWS (or the step rows) for the K-quants (their
+ * prefill stays on gpu_matmul).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
+ * n, a row the same bits in every launch of 16), and up to the step rows
+ * (gpu_tune_step_rows, K-quants too); past them (prefill) it takes
  * gpu_matmul_q8 for Q8_0 and NVFP4, and for IQ4_XS cuda/mmq_iq4.cu's
  * products by the kernel gpu_tune_mmq picks (see there).  Uses the scratch
  * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those nine;
- * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows.
+ * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows
+ * at the default step rows (gpu_can_matvec_q8_step: at g's).
  */
 int	gpu_can_matvec_q8(int t);
 int	gpu_can_matvec_q8_rows(int t, int64_t n);
@@ -234,6 +236,26 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
 enum { GPU_MV8_AUTO = 0, GPU_MV8_PLACE = 1, GPU_MV8_STAGED = 2, GPU_MV8_LANE2 = 3,
 	GPU_MV8_LOADS = 4, GPU_MV8_TC = 5 };
 int	gpu_tune_mv8(struct gpu *g, int how);
+
+/*
+ * The step-row limit: the most input rows (n, m) that the products and
+ * attention still run by the batch-invariant decode kernels, where more
+ * take the prompt kernels (the GEMMs of gpu_matmul and gpu_matmul_q8,
+ * IQ4_XS's mmq_iq4.cu, flash attention), whose bits differ.  16
+ * (GPU_MATVEC_MAX_ROWS, the default) or GPU_STEP_ROWS_MAX.  Above 16 the
+ * decode kernels run in launches of at most 16 rows (their compile-time
+ * bound), or of up to 32 by k_mv8t for Q8_0 and NVFP4 where GPU_MV8_AUTO
+ * takes it: gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),
+ * gpu_matvec_q8 and its fused forms (n <= the limit: never the GEMM; the
+ * K-quants and IQ4_XS 16 rows a launch), so a row has the bits of a
+ * launch of <= 16 for every n up to the limit.  A graph recorded before
+ * a change is stale.  gpu_can_matvec_q8_step: gpu_can_matvec_q8_rows
+ * with the K-quants taken up to the limit.
+ */
+#define GPU_STEP_ROWS_MAX 32
+int	gpu_tune_step_rows(struct gpu *g, int rows);
+int	gpu_step_rows(const struct gpu *g);
+int	gpu_can_matvec_q8_step(const struct gpu *g, int t, int64_t n);
 
 /*
  * x[n][ne0] (ne0 a multiple of 256) quantized to Q8_K by the kernel

@@ -27,6 +27,7 @@ struct gpu {
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: gpu_qk_lanes) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
+	int	step_rows;		/* decode kernels up to this many rows (gpu_tune_step_rows) */
 	int	mirror;			/* bf16 GEMM: persistent bf16 weights (gpu_tune_mirror) */
 	struct gpu_mirror *mir;		/* [nmir] of them (cap: cmir) */
 	int	nmir, cmir;

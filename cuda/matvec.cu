@@ -947,6 +947,14 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 
 	if (n >= 1 && n <= GPU_MATVEC_MAX_ROWS)
 		return gpu_matvec(g, t, d_w, rows, ne0, d_x, (int)n, d_y, d_scale);
+	if (n >= 1 && n <= g->step_rows) {	/* a step (gpu_tune_step_rows): 16 rows a launch */
+		for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS)
+			if (gpu_matvec(g, t, d_w, rows, ne0, d_x + (size_t)r0 * ne0,
+			    n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS,
+			    d_y + (size_t)r0 * rows, d_scale) != 0)
+				return -1;
+		return 0;
+	}
 	if (n < 1)
 		return gpu_fail(g, "matmul: %lld input rows", (long long)n);
 	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)

@@ -640,6 +640,38 @@ gpu_can_matvec_q8_rows(int t, int64_t n)
 	    n <= GPU_MATVEC_MAX_ROWS);
 }
 
+extern "C" int
+gpu_can_matvec_q8_step(const struct gpu *g, int t, int64_t n)
+{
+	return gpu_can_matvec_q8_rows(t, n) || (gpu_can_matvec_q8(t) && n >= 1 &&
+	    n <= g->step_rows);
+}
+
+/*
+ * The step-row limit (gpu.h).  The backend's (lib/backend.h's contract:
+ * a row of a step has the same bits in every step of up to that many
+ * rows) stays 16 until kernel-check's "rows32" lines have passed on a
+ * GPU with it at 32; lib/'s backend_step_rows must then return it.
+ */
+extern "C" int
+gpu_tune_step_rows(struct gpu *g, int rows)
+{
+	static_assert(GPU_STEP_ROWS_MAX <= MVT_MAX_M, "k_mv8t takes a step in one launch");
+	if (rows != GPU_MATVEC_MAX_ROWS && rows != GPU_STEP_ROWS_MAX)
+		return gpu_fail(g, "tune: step rows %d (%d or %d)", rows, GPU_MATVEC_MAX_ROWS,
+		    GPU_STEP_ROWS_MAX);
+	if (rows != g->step_rows)
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->step_rows = rows;
+	return 0;
+}
+
+extern "C" int
+gpu_step_rows(const struct gpu *g)
+{
+	return g->step_rows;
+}
+
 /* Q8_0's lanes a block by default: 1 or 2 (GPU_MV8_LANE2's form).  Two,
  * from the H200's bench i8 lines (bench/2026-12-01/2026-12-01-s5-run9-*): m = 1 17.4
  * / 17.6 us on 12288x4096 / 4096x12288 (one lane 17.0 / 17.6), m = 4 22.9 /
@@ -752,12 +784,21 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	return mv8_launch_k<T>(g, S, nb, rb, q, dx, sx, m);
 }
 
-/* Input rows a launch of weight type t takes: 32 by k_mv8t (GPU_MV8_TC,
- * Q8_0 and NVFP4), else 16. */
+/*
+ * Input rows a launch of weight type t (at d_w, rows of rb bytes) takes
+ * in a product of n rows: 32 by k_mv8t (Q8_0 and NVFP4: GPU_MV8_TC, or
+ * GPU_MV8_AUTO for 17..step_rows rows where k_mv8t takes the rows'
+ * alignment, mvt_takes'), else 16.
+ */
 static int
-mv8_group(const struct gpu *g, int t)
+mv8_group(const struct gpu *g, int t, int64_t n, const void *d_w, size_t rb)
 {
-	return g->mv8 == GPU_MV8_TC && (t == Q8_T_Q8_0 || t == Q8_T_NVFP4) ? MVT_MAX_M :
+	if (t != Q8_T_Q8_0 && t != Q8_T_NVFP4)
+		return GPU_MATVEC_MAX_ROWS;
+	if (g->mv8 == GPU_MV8_TC)
+		return MVT_MAX_M;
+	return g->mv8 == GPU_MV8_AUTO && n > GPU_MATVEC_MAX_ROWS && n <= g->step_rows &&
+	    (((uintptr_t)d_w | rb) & (t == Q8_T_Q8_0 ? 1 : 3)) == 0 ? MVT_MAX_M :
 	    GPU_MATVEC_MAX_ROWS;
 }
 
@@ -819,7 +860,7 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1, IQ4_NL, "
 			    "Q4_K, Q5_K, Q6_K, IQ4_XS)", t[i]);
 		int blk = qk_type(t[i]) ? 256 : t[i] == Q8_T_NVFP4 ? 64 : 32;
-		if (!gpu_can_matvec_q8_rows(t[i], n) || rows[i] < 1 || ne0 % blk != 0)
+		if (!gpu_can_matvec_q8_step(g, t[i], n) || rows[i] < 1 || ne0 % blk != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
 			    (long long)rows[i], (long long)ne0, (long long)n);
 		*q81 |= t[i] == Q8_T_Q4_1 || t[i] == Q8_T_Q5_1;
@@ -835,7 +876,8 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
  * for more, each takes the GEMM or launches of 16 rows.  Under
  * GPU_MV8_TC, Q8_0 and NVFP4 take 32 rows where 16 are said here (the
  * GEMM still takes n > 16 unless GPU_MMQ_OFF): the same bits, fewer
- * launches.
+ * launches.  Up to g->step_rows rows never take a GEMM: launches of 16
+ * (the K-quants and IQ4_XS too), or of up to 32 where mv8_group says so.
  */
 static int
 mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
@@ -848,18 +890,22 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 
 	for (int i = 0, j; i < nw; i = j) {
 		size_t rb = mv8_rowbytes(t[i], ne0);
-		if (t[i] == Q8_T_IQ4_XS && n > GPU_MATVEC_MAX_ROWS) {	/* prefill: mmq_iq4.cu */
+		if (t[i] == Q8_T_IQ4_XS && n > g->step_rows) {	/* prefill: mmq_iq4.cu */
 			j = i + 1;
 			if (iq4xs_matmul(g, d_w[i], rows[i], ne0, X->kq, X->kd, n, d_y[i],
 			    d_scale != NULL ? d_scale[i] : NULL) != 0)
 				return -1;
 			continue;
 		}
-		if (qk_type(t[i])) {	/* n <= 16 (mv8_types) */
+		if (qk_type(t[i])) {	/* n <= g->step_rows (mv8_types): 16 rows a launch */
 			j = i + 1;
-			if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq, X->kd, X->kb, (int)n,
-			    d_y[i], d_scale != NULL ? d_scale[i] : NULL) != 0)
-				return -1;
+			for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS)
+				if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq + (size_t)r0 * ne0,
+				    X->kd + (size_t)r0 * (ne0 / 256), X->kb + (size_t)r0 * (ne0 / 16),
+				    n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS,
+				    d_y[i] + (size_t)r0 * rows[i],
+				    d_scale != NULL ? d_scale[i] : NULL) != 0)
+					return -1;
 			continue;
 		}
 		if (t[i] == Q8_T_IQ4_NL) {	/* matvec_iq4.cu's kernel, 16 rows a launch */
@@ -872,10 +918,12 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 					return -1;
 			continue;
 		}
-		int grp = mv8_group(g, t[i]);
-		for (j = i + 1; n <= grp && j < nw && j - i < MV8_SET && t[j] == t[i]; j++)
+		int grp = mv8_group(g, t[i], n, d_w[i], rb);
+		for (j = i + 1; n <= grp && j < nw && j - i < MV8_SET && t[j] == t[i] &&
+		    mv8_group(g, t[j], n, d_w[j], rb) == grp; j++)
 			;
-		if (n > GPU_MATVEC_MAX_ROWS && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
+		if (n > g->step_rows && g->mmq != GPU_MMQ_OFF && gpu_can_matmul_q8(t[i])) {
+			j = i + 1;	/* one weight a GEMM (GPU_MV8_TC may have set more) */
 			if (gpu_matmul_q8(g, t[i], d_w[i], rows[i], ne0, q, dx, n, d_y[i],
 			    d_scale != NULL ? d_scale[i] : NULL) != 0)
 				return -1;
