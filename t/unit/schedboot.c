@@ -54,10 +54,10 @@ TEST(notes_say_what_was_resumed_and_why_not)
 
 TEST(the_policy_lines_give_the_k_each_load_gets)
 {
-	struct sched_spec_cost c = { .draft = 0.0005 };
+	struct sched_spec_cost c = { .step_rows = 16, .draft = 0.0005 };
 	char *t = NULL, want[512], *p = want;
 
-	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	for (int m = 1; m <= BACKEND_ROWS_MAX; m++)
 		c.rows[m] = 0.001 * m;	/* a step costs its rows: drafts never pay at load */
 	for (int k = 0; k < SPEC_KMAX; k++)
 		c.accept[k] = 0.9;

@@ -359,9 +359,9 @@ TEST(a_session_budget_that_cannot_fit_is_refused_naming_what_fits)
 static struct sched_spec_cost
 costs(double extra, double draft, double accept)
 {
-	struct sched_spec_cost c = { .draft = draft };
+	struct sched_spec_cost c = { .step_rows = 16, .draft = draft };
 
-	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	for (int m = 1; m <= BACKEND_ROWS_MAX; m++)
 		c.rows[m] = 1 + extra * (m - 1);
 	for (int j = 0; j < SPEC_KMAX; j++)
 		c.accept[j] = accept;
@@ -398,7 +398,8 @@ TEST(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance)
 	if (s == NULL)
 		return;
 	sched_spec_costs(s, lane, &c);
-	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	CHECK_EQ_INT(c.step_rows, 32);	/* the CPU's steps */
+	for (int m = 1; m <= c.step_rows; m++)
 		CHECK(c.rows[m] > 0 && (m == 1 || c.rows[m] >= c.rows[m - 1]));
 	CHECK(c.draft > 0);
 	CHECK_NEAR(c.accept[0], 0.5, 0);	/* nothing counted yet */
