@@ -191,12 +191,13 @@ int	model_step_rows(const struct model *);
 
 /*
  * model_forward_seqs' groups of rows (since the model opened): its
- * forwards of two or more sequences, the groups they ran, and the most
- * rows one group held.
+ * forwards that ran, the groups of rows they ran (one sequence: one
+ * group), the most rows one group held, and the most rows a group of the
+ * last forward held.
  */
 struct model_seqs_stats {
 	long	forwards, groups;
-	int	most;
+	int	most, last;
 };
 void	model_seqs_stats(const struct model *, struct model_seqs_stats *);
 

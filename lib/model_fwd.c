@@ -966,18 +966,24 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
 	if (n == 1) {
 		int m = model_seq_rows(&(struct model_seqs){ .rows = rows }, 0);
 
-		return forward(md, st[0], tok, m, flags | MODEL_LOGITS_ALL, logits, pk, hidden) ||
-		    (taps != NULL && model_taps(md, taps, m)) ? -1 : 0;
+		if (forward(md, st[0], tok, m, flags | MODEL_LOGITS_ALL, logits, pk, hidden) ||
+		    (taps != NULL && model_taps(md, taps, m)))
+			return -1;
+		md->sqs.forwards++, md->sqs.groups++, md->sqs.last = m;
+		md->sqs.most = m > md->sqs.most ? m : md->sqs.most;
+		return 0;
 	}
 	if ((mb = malloc((size_t)n * sizeof *mb)) == NULL)
 		return util_err(md->err, "forward: %d sequences: out of memory", n);
 	rc = stages_reserve(md, model_step_rows(md)) != 0 ||
 	    (nmb = seqs_cut(md, st, rows, n, (flags & MODEL_VERIFY) != 0, logits, pk, hidden, taps,
 	    mb)) < 0 || seqs_pipeline(md, mb, nmb, tok) != 0 ? -1 : 0;
-	for (int i = 0; rc == 0 && i < nmb; i++)
-		md->sqs.most = mb[i].g.m > md->sqs.most ? mb[i].g.m : md->sqs.most;
 	if (rc == 0)
-		md->sqs.forwards++, md->sqs.groups += nmb;
+		md->sqs.forwards++, md->sqs.groups += nmb, md->sqs.last = 0;
+	for (int i = 0; rc == 0 && i < nmb; i++)
+		md->sqs.last = mb[i].g.m > md->sqs.last ? mb[i].g.m : md->sqs.last;
+	if (rc == 0 && md->sqs.last > md->sqs.most)
+		md->sqs.most = md->sqs.last;
 	free(mb);
 	return rc;
 }

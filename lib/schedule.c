@@ -58,6 +58,9 @@ struct lane {
 	size_t	tw;		/* DFlash: floats of a row's taps */
 	float	*taps;		/* DFlash: [rows][tw] a step's rows' taps, the drafter's input */
 	struct sched_spec_cost cost;	/* rows, draft: measured at boot */
+	long	groups;			/* its steps' row groups (model_seqs_stats) */
+	long	seen;			/* the model's count of groups when last looked at */
+	int	most;			/* the most rows one held */
 	long	tried[SPEC_KMAX], hit[SPEC_KMAX];	/* drafts reached, accepted, by depth */
 	long	admitted;	/* greedy sessions admitted unpinned: every 16th explores */
 	struct slot *slots;	/* [max_sessions] */
@@ -403,6 +406,19 @@ measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
 	if (l->cost.draft < 0 || l->cost.round < 0)
 		return util_err(err, "measuring a draft: %s", model_errmsg(l->m));
 	return 0;
+}
+
+/* The worker's count of lane l's step groups, after a step's forward of l's
+ * sessions (sched_stats has them from pp_counts). */
+static void
+count_groups(struct lane *l)
+{
+	struct model_seqs_stats qs;
+
+	model_seqs_stats(l->m, &qs);
+	l->groups += qs.groups - l->seen;
+	l->seen = qs.groups;
+	l->most = qs.last > l->most ? qs.last : l->most;
 }
 
 /*
@@ -812,6 +828,8 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 		lane_free(l, s->c.max_sessions);
 		return -1;
 	}
+	count_groups(l);	/* from here on: the steps' groups (the boot's measures not) */
+	l->groups = 0, l->most = 0;
 	return s->n_lanes++;
 }
 
@@ -2050,6 +2068,7 @@ verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int hos
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
 	}
+	count_groups(l);
 	off = 0;
 	for (int i = 0; i < m; off += s->rows[i++]) {
 		struct sched_seq *q = g[i];
@@ -2074,6 +2093,7 @@ verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int hos
 		emit(s, q, out, host && q->logprobs ? lp : NULL, got);
 	}
 }
+
 
 /*
  * The greedy sessions g[n] of lane li: the lane's K drafts each, pinned,
@@ -2115,6 +2135,7 @@ decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
 	}
+	count_groups(l);
 	for (int i = 0; i < n; i++)
 		pick_host(s, g[i], l->lg + (size_t)i * l->nv);
 }
@@ -2175,15 +2196,13 @@ pp_counts(struct sched *s)
 	s->stats.step_groups = 0, s->stats.step_rows_most = 0;
 	for (int i = 0; i < s->n_lanes; i++) {
 		struct model_pp_stats ps;
-		struct model_seqs_stats qs;
 
 		model_pp_stats(s->lanes[i].m, &ps);
 		s->stats.pp_microbatches += ps.microbatches, s->stats.pp_waves += ps.waves;
 		s->stats.pp_busy_waves += ps.busy_waves;
-		model_seqs_stats(s->lanes[i].m, &qs);
-		s->stats.step_groups += qs.groups;
-		if (qs.most > s->stats.step_rows_most)
-			s->stats.step_rows_most = qs.most;
+		s->stats.step_groups += s->lanes[i].groups;
+		if (s->lanes[i].most > s->stats.step_rows_most)
+			s->stats.step_rows_most = s->lanes[i].most;
 	}
 }
 

@@ -372,9 +372,10 @@ struct sched_stats {
 	/* split models' pipelines (model_pp_stats, over every lane, as of the
 	 * last step): micro-batches, waves, and waves with two stages at work */
 	long	pp_microbatches, pp_waves, pp_busy_waves;
-	/* the models' steps of two or more sessions (model_seqs_stats, over
-	 * every lane, as of the last step): the groups of rows they ran, and
-	 * the most rows one group held (at most each model's step rows) */
+	/* the steps' forwards of the sessions' decode and verify rows
+	 * (model_forward_seqs' groups, over every lane, as of the last step):
+	 * the groups of rows they ran, and the most rows one group held (at
+	 * most each model's step rows) */
 	long	step_groups;
 	int	step_rows_most;
 };

@@ -74,6 +74,15 @@ TEST(the_policy_lines_give_the_k_each_load_gets)
 	CAPTURE(t, schedboot_policy(fp, "a", "assist", &c, 3, 1));
 	CHECK(strstr(t, "; a draft 0.5 ms (an assistant step)\n") != NULL);
 	free(t);
+	c.step_rows = 32;	/* the CPU's steps: up to 32 rows */
+	CAPTURE(t, schedboot_policy(fp, "a", "mtp", &c, 3, 8));
+	CHECK(t != NULL && strstr(t, "[sched] a: a step of m rows (ms): 1: 1 2: 2 4: 4 8: 8 16: 16 "
+	    "32: 32; a draft 0.5 ms\n") == t);
+	free(t);
+	c.step_rows = 24;	/* a limit no power of 2: the powers below it, then it */
+	CAPTURE(t, schedboot_policy(fp, "a", "mtp", &c, 3, 8));
+	CHECK(t != NULL && strstr(t, " 8: 8 16: 16 24: 24; a draft") != NULL);
+	free(t);
 }
 
 static const char *model_a_dir;
