@@ -13,10 +13,10 @@ figure, A's median/min/max, B's median and A/B.  With --tsv, one row a
 (concurrency, figure) in DESIGN.md's columns (A is the binary, B the peer):
 scenario serve-cN (aggregate tok/s), serve-cN-stream (per-stream tok/s),
 serve-cN-ttft-p50/-p99 and serve-cN-itl-p50/-p99 (ms), and with one
-concurrency a run serve-cN-cpu-s: the server process's CPU seconds (user +
-system, /proc/PID/stat) over the bench, a figure that other load on a shared
-machine moves less than wall time (the command must exec the server, as
-'env ... nice serve ...' does under sh -c); MEMRA_COMMIT names the
+concurrency a run serve-cN-cpu-s: the CPU seconds (user + system,
+/proc/PID/stat) of the server command's processes over the bench, a figure
+that other load on a shared machine moves less than wall time; MEMRA_COMMIT
+names the
 commit when set (a device copy's .git may be stale); every server's stderr and every
 bench line go to --log.
 """
@@ -63,14 +63,21 @@ def loadavg():
         return "?"
 
 
-def cpu_s(pid):
-    """The CPU seconds (user + system) process pid has used, or None."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            v = f.read().rsplit(")", 1)[1].split()
-        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+def cpu_s(sid):
+    """The CPU seconds (user + system) the processes of session sid (the
+    server's command, started in a session of its own) have used, or None."""
+    ticks, seen = 0, 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                v = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if len(v) > 12 and int(v[3]) == sid:
+            ticks, seen = ticks + int(v[11]) + int(v[12]), seen + 1
+    return ticks / os.sysconf("SC_CLK_TCK") if seen else None
 
 
 def one_run(cmd, port, bench, logf):
@@ -91,7 +98,7 @@ def one_run(cmd, port, bench, logf):
     rows = [json.loads(l) for l in out.splitlines() if l.strip()]
     if len(rows) == 1 and c0 is not None and c1 is not None:
         rows[0]["server_cpu_s"] = round(c1 - c0, 2)
-        logf.write("# server cpu %.2f s over the bench (pid %d)\n" % (c1 - c0, p.pid))
+        logf.write("# server cpu %.2f s over the bench (session %d)\n" % (c1 - c0, p.pid))
     logf.write("# load %s (1, 5, 15 min) at the end\n" % loadavg())
     logf.flush()
     return rows
