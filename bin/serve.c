@@ -960,7 +960,7 @@ parse(int argc, char *argv[], struct cfg *c)
 	l = 4L * c->max_sessions, int_setting("MEMRA_QUEUE (--queue)", v['Q'], 0, 1 << 20, &l);
 	c->queue = l;
 	l = 512, int_setting("MEMRA_PREFILL_CHUNK (--prefill-chunk)", v['U'],
-	    BACKEND_ROWS_INVARIANT + 1, 1 << 20, &l), c->chunk = l;
+	    SCHED_CHUNK_MIN, 1 << 20, &l), c->chunk = l;
 	l = 4L * c->chunk, int_setting("MEMRA_STEP_PREFILL (--step-prefill)", v['B'], c->chunk,
 	    1 << 24, &l), c->step_prefill = l;
 	l = 1, int_setting("MEMRA_SERVE_SPEC (--serve-spec)", v['X'], 0, 1, &l), c->serve_spec = l;

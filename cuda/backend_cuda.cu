@@ -2046,6 +2046,12 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->be.n_threads = 1;
 	c->be.host = 0;
 	c->be.cut_exact = 0;	/* (backend_cut_exact: the prefix cache resumes at chunks) */
+	/* backend_step_rows: cu_matmul takes the matvec path for m <= GPU_MATVEC_MAX_ROWS
+	 * and the prompt GEMM (other bits) past it, so decode rows 17..32 would leave their
+	 * one-row bits.  32 needs the matvec path to 32 rows for every weight type (k_mv8t
+	 * takes 32 for Q8_0 and NVFP4; the others in launches of 16) and attention decode in
+	 * pieces of 16, checked by kernel-check, before this is raised. */
+	c->be.step_rows = 16;
 	snprintf(c->be.name, sizeof c->be.name, "cuda:%ld (%s)", dev, gpu_name(c->g));
 	return &c->be;
 }

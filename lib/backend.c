@@ -142,6 +142,12 @@ backend_cut_exact(const struct backend *be)
 	return be->cut_exact;
 }
 
+int
+backend_step_rows(const struct backend *be)
+{
+	return be->step_rows;
+}
+
 float *
 backend_alloc(struct backend *be, size_t n)
 {

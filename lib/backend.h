@@ -65,6 +65,22 @@ int	backend_host(const struct backend *);
  */
 int	backend_cut_exact(const struct backend *);
 
+/*
+ * The most rows a step may hold on this backend: a forward of decode rows
+ * of many sessions and speculative verify rows (lib/model.h
+ * model_forward_seqs packs them into groups of at most this many), whose
+ * every op keeps each row's one-row bits for any number of rows up to it
+ * (row-invariant: backend_matmul and the rest).  The CPU backend 32 (its
+ * products are row-invariant at any m); CUDA 16 (its decode kernels take
+ * 16 rows; a product of more takes a prompt's GEMM, other bits).  Always
+ * BACKEND_ROWS_MIN..BACKEND_ROWS_MAX.
+ */
+int	backend_step_rows(const struct backend *);
+/* The fewest and the most rows a step holds on any backend
+ * (backend_step_rows); the most sizes a step's arrays. */
+#define BACKEND_ROWS_MIN 16
+#define BACKEND_ROWS_MAX 32
+
 /* --- memory: n counts floats --- */
 
 /* n zeroed floats of backend memory, or NULL; freed by backend_mfree. */
@@ -159,12 +175,11 @@ int	backend_rmsnorm_gated(struct backend *, const float *x, const float *z,
 
 /*
  * Y[m][ne1] = X[m][ne0] . W^T (times w->scale).  For m up to
- * BACKEND_ROWS_INVARIANT, row r of Y depends only on row r of X:
+ * backend_step_rows, row r of Y depends only on row r of X:
  * bit-identical for any such m and thread count (on the CPU for any m;
  * past it the CUDA backend runs a prompt's GEMM, backend_gemm_set).  y
  * must not overlap x.
  */
-#define BACKEND_ROWS_INVARIANT 16
 int	backend_matmul(struct backend *, const struct backend_weight *w,
 	    const float *x, int ldx, float *y, int ldy, int m);
 
@@ -439,7 +454,7 @@ int	backend_pdl_set(struct backend *, int on);
  */
 int	backend_pdl_env(struct backend *, const char *v, char *err);
 /*
- * The kernel of a product of more than BACKEND_ROWS_INVARIANT rows (a prompt's
+ * The kernel of a product of more than backend_step_rows rows (a prompt's
  * prefill) on the CUDA backend.  BACKEND_GEMM_INT8: the CPU backend's
  * numerics for Q8_0, NVFP4 and IQ4_XS weights (the input quantized to int8
  * as the CPU quantizes it, each block's integer dot scaled and summed in
@@ -450,7 +465,7 @@ int	backend_pdl_env(struct backend *, const char *v, char *err);
  * weights, each rounded to bf16, multiplied on tensor cores with fp32
  * sums (within about 2^-8 of the magnitude of the first; faster); F32,
  * F16 and BF16 weights keep fp32 operands.  Products of up to
- * BACKEND_ROWS_INVARIANT rows (decode, speculative verify) are the same
+ * backend_step_rows rows (decode, speculative verify) are the same
  * bits either way.  BACKEND_GEMM_BF16_MIRROR: BACKEND_GEMM_BF16's bits,
  * with each quantized weight dequantized to bf16 once, by the first prompt
  * that multiplies it, into a copy kept for later prompts (2 bytes a

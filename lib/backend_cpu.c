@@ -1852,6 +1852,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 	c->be.impl = c;
 	c->be.host = 1;
 	c->be.cut_exact = 1;
+	c->be.step_rows = BACKEND_ROWS_MAX;	/* every product is row-invariant at any m */
 	c->nt = n_threads;
 	c->dot = dot_portable;
 	snprintf(c->be.name, sizeof c->be.name, "cpu-scalar");

@@ -166,6 +166,7 @@ struct backend {
 	int	n_threads;
 	int	host;			/* memory is host memory */
 	int	cut_exact;		/* backend_cut_exact */
+	int	step_rows;		/* backend_step_rows: 1..BACKEND_ROWS_MAX */
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */

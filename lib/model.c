@@ -2121,6 +2121,25 @@ model_stage_device(const struct model *md, int s)
 	return md->stage != NULL && s >= 0 && s < md->n_stage ? md->dev[s] : NULL;
 }
 
+int
+model_step_rows(const struct model *md)
+{
+	int most = BACKEND_ROWS_MAX;
+
+	for (int s = 0; s < model_stages(md); s++) {
+		int r = backend_step_rows(model_stage_backend(md, s));
+
+		most = r < most ? r : most;
+	}
+	return most;
+}
+
+void
+model_seqs_stats(const struct model *md, struct model_seqs_stats *st)
+{
+	*st = md->sqs;
+}
+
 void
 model_pp_stats(const struct model *md, struct model_pp_stats *st)
 {

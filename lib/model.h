@@ -182,8 +182,28 @@ const char *model_stage_device(const struct model *, int s);
 size_t	model_stage_state_bytes(const struct model *, int s, int n_ctx, int n_snap);
 
 /*
+ * The most rows a step of this model holds: the least backend_step_rows
+ * of its stages' backends (1..BACKEND_ROWS_MAX).  model_forward_seqs packs
+ * its sequences into groups of at most this many rows, and a forward of at
+ * most this many rows without MODEL_PREFILL is a step.
+ */
+int	model_step_rows(const struct model *);
+
+/*
+ * model_forward_seqs' groups of rows (since the model opened): its
+ * forwards that ran, the groups of rows they ran (one sequence: one
+ * group), the most rows one group held, and the most rows a group of the
+ * last forward held.
+ */
+struct model_seqs_stats {
+	long	forwards, groups;
+	int	most, last;
+};
+void	model_seqs_stats(const struct model *, struct model_seqs_stats *);
+
+/*
  * model_forward_seqs on a split model runs its groups of rows (each at
- * most BACKEND_ROWS_INVARIANT rows: the micro-batches) through the stages
+ * most model_step_rows rows: the micro-batches) through the stages
  * as a pipeline: in wave t stage s works on micro-batch t - s, stage 0's
  * work queued first, so that on devices whose work is queued (CUDA
  * streams, the NCCL link) stage 0 runs micro-batch t while stage 1 runs
@@ -312,7 +332,7 @@ int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m
 
 /*
  * One step over n sequences at once: sequence i runs rows[i] (1 ..
- * BACKEND_ROWS_INVARIANT) consecutive tokens at its own state st[i]'s
+ * model_step_rows) consecutive tokens at its own state st[i]'s
  * next positions (state_push(rows[i]) inside), as model_forward(st[i],
  * its tokens, rows[i], flags | MODEL_LOGITS_ALL) runs them: a scheduler's
  * decode rows (one a sequence) and speculative verify rows (the last
@@ -322,7 +342,7 @@ int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m
  * then rows[i] <= st[i]'s n_snap); MODEL_LOGITS_ALL is implied, and
  * MODEL_PREFILL is an error (a prompt runs alone, through model_forward).
  * The weight products run on whole sequences packed in order into groups
- * of up to BACKEND_ROWS_INVARIANT rows (a longer product may take a
+ * of up to model_step_rows rows (a longer product may take a
  * prompt's kernel, other bits), attention and the recurrent ops per
  * sequence, so each of sequence i's rows is bit-identical to the same row
  * of model_forward(st[i], ...) alone, and its pick to model_forward_argmax's.

@@ -357,9 +357,6 @@ layers_step(struct model *md, struct state *st, int p0, int m, int flags)
 	return rc;
 }
 
-/* The most rows of a step (layers_step); more, or MODEL_PREFILL, is a prompt.
- * A step's products keep each row's one-row bits. */
-#define MODEL_STEP_ROWS BACKEND_ROWS_INVARIANT
 
 /* a->x = the embeddings of tok[m]: the token table's rows, or the architecture's own. */
 static int
@@ -498,7 +495,9 @@ forward(struct model *md, struct state *st, const int32_t *tok, int m, int flags
     float *logits, const struct pick *pk, float *hidden)
 {
 	const struct model_embd *e = md->inj;
-	int p0, step = m <= MODEL_STEP_ROWS && !(flags & MODEL_PREFILL) && e == NULL;
+	/* a step (layers_step) holds at most model_step_rows rows; more, or MODEL_PREFILL,
+	 * is a prompt.  A step's products keep each row's one-row bits. */
+	int p0, step = m <= model_step_rows(md) && !(flags & MODEL_PREFILL) && e == NULL;
 	int n = model_stages(md), rc = -1;
 	struct model *lm = model_last(md);
 
@@ -758,6 +757,7 @@ static int
 seqs_check(struct model *md, struct state **st, const int *rows, int n, int flags)
 {
 	const struct model_hparams *hp = &md->hp;
+	int most = model_step_rows(md);
 
 	if (n < 1)
 		return util_err(md->err, "forward: %d sequences", n);
@@ -773,9 +773,9 @@ seqs_check(struct model *md, struct state **st, const int *rows, int n, int flag
 				    j + 1, i + 1);
 		if (c->n_kv != hp->n_full + hp->n_mtp || c->n_rec != hp->n_rec)
 			return util_err(md->err, "forward: sequence %d: state of another model", i + 1);
-		if (k < 1 || k > BACKEND_ROWS_INVARIANT)
+		if (k < 1 || k > most)
 			return util_err(md->err, "forward: sequence %d: %d rows (a step has 1..%d; "
-			    "a prompt runs alone)", i + 1, k, BACKEND_ROWS_INVARIANT);
+			    "a prompt runs alone)", i + 1, k, most);
 		if (k > c->n_ctx - state_pos(st[i]))
 			return util_err(md->err, "forward: sequence %d: context of %d is full", i + 1,
 			    c->n_ctx);
@@ -824,13 +824,13 @@ seqs_push(struct model *md, const struct model_seqs *g, int32_t *pos)
 
 /*
  * A micro-batch of model_forward_seqs: a group of whole sequences, at most
- * BACKEND_ROWS_INVARIANT rows, from row r of the forward, and where its
- * outputs go.
+ * model_step_rows rows, from row r of the forward, and where its outputs
+ * go.
  */
 struct micro {
 	struct model_seqs g;
 	int	r;
-	int32_t	pos[BACKEND_ROWS_INVARIANT];	/* its rows' positions */
+	int32_t	pos[BACKEND_ROWS_MAX];	/* its rows' positions */
 	float	*logits, *hidden, *taps;	/* at its rows, or NULL */
 	struct pick pk;
 	int	has_pk;
@@ -846,7 +846,7 @@ static int
 micro_stage(struct model *md, int s, const struct micro *mb, const int32_t *tok)
 {
 	struct model *sm = model_stage(md, s), *lm = model_last(md);
-	struct state *part[BACKEND_ROWS_INVARIANT];
+	struct state *part[BACKEND_ROWS_MAX];	/* a sequence has a row at least */
 	struct model_seqs gs = mb->g;
 	int m = mb->g.m;
 
@@ -903,9 +903,9 @@ seqs_pipeline(struct model *md, struct micro *mb, int n, const int32_t *tok)
 
 /*
  * Cut n sequences (rows NULL: one row each) into micro-batches mb[]: whole
- * sequences packed greedily into groups of up to BACKEND_ROWS_INVARIANT
- * rows, each with its outputs' places; their states pushed.  How many, or
- * -1 with md->err.
+ * sequences packed greedily into groups of up to model_step_rows rows,
+ * each with its outputs' places; their states pushed.  How many, or -1
+ * with md->err.
  */
 static int
 seqs_cut(struct model *md, struct state **st, const int *rows, int n, int verify,
@@ -913,7 +913,7 @@ seqs_cut(struct model *md, struct state **st, const int *rows, int n, int verify
 {
 	const struct model_hparams *hp = &md->hp;
 	size_t tw = md->dfl != NULL ? (size_t)md->dfl->hp.n_tap * hp->n_embd : 0;
-	int nmb = 0;
+	int nmb = 0, most = model_step_rows(md);
 
 	for (int i = 0, r = 0; i < n; i += mb[nmb++].g.n) {
 		struct micro *u = &mb[nmb];
@@ -922,7 +922,7 @@ seqs_cut(struct model *md, struct state **st, const int *rows, int n, int verify
 		memset(u, 0, sizeof *u);
 		g->st = st + i, g->rows = rows != NULL ? rows + i : NULL, g->verify = verify;
 		for (g->n = 0, g->m = 0; i + g->n < n &&
-		    g->m + model_seq_rows(g, g->n) <= BACKEND_ROWS_INVARIANT; g->n++)
+		    g->m + model_seq_rows(g, g->n) <= most; g->n++)
 			g->m += model_seq_rows(g, g->n);
 		u->r = r;
 		u->logits = logits ? logits + (size_t)r * hp->n_vocab : NULL;
@@ -940,10 +940,10 @@ seqs_cut(struct model *md, struct state **st, const int *rows, int n, int verify
 
 /*
  * model_forward_seqs (rows NULL: one row each), whole sequences packed
- * greedily into groups of up to BACKEND_ROWS_INVARIANT rows: a product of
- * more rows may take another kernel (the CUDA backend's prefill GEMM),
- * whose rows are not the one-row products' bits; up to it every backend
- * keeps them.  The groups are the micro-batches of a split model's
+ * greedily into groups of up to model_step_rows rows: a product of more
+ * rows may take another kernel (the CUDA backend's prefill GEMM), whose
+ * rows are not the one-row products' bits; up to it every backend keeps
+ * them (each stage's backend_step_rows).  The groups are the micro-batches of a split model's
  * pipeline (seqs_pipeline).
  */
 static int
@@ -966,14 +966,24 @@ forward_seqs(struct model *md, struct state **st, const int *rows, int n, const 
 	if (n == 1) {
 		int m = model_seq_rows(&(struct model_seqs){ .rows = rows }, 0);
 
-		return forward(md, st[0], tok, m, flags | MODEL_LOGITS_ALL, logits, pk, hidden) ||
-		    (taps != NULL && model_taps(md, taps, m)) ? -1 : 0;
+		if (forward(md, st[0], tok, m, flags | MODEL_LOGITS_ALL, logits, pk, hidden) ||
+		    (taps != NULL && model_taps(md, taps, m)))
+			return -1;
+		md->sqs.forwards++, md->sqs.groups++, md->sqs.last = m;
+		md->sqs.most = m > md->sqs.most ? m : md->sqs.most;
+		return 0;
 	}
 	if ((mb = malloc((size_t)n * sizeof *mb)) == NULL)
 		return util_err(md->err, "forward: %d sequences: out of memory", n);
-	rc = stages_reserve(md, BACKEND_ROWS_INVARIANT) != 0 ||
+	rc = stages_reserve(md, model_step_rows(md)) != 0 ||
 	    (nmb = seqs_cut(md, st, rows, n, (flags & MODEL_VERIFY) != 0, logits, pk, hidden, taps,
 	    mb)) < 0 || seqs_pipeline(md, mb, nmb, tok) != 0 ? -1 : 0;
+	if (rc == 0)
+		md->sqs.forwards++, md->sqs.groups += nmb, md->sqs.last = 0;
+	for (int i = 0; rc == 0 && i < nmb; i++)
+		md->sqs.last = mb[i].g.m > md->sqs.last ? mb[i].g.m : md->sqs.last;
+	if (rc == 0 && md->sqs.last > md->sqs.most)
+		md->sqs.most = md->sqs.last;
 	free(mb);
 	return rc;
 }

@@ -102,7 +102,7 @@ struct model_act {
 /*
  * A group of model_forward_seqs: n sequences whose rows lie together
  * (sequence i's rows[i] rows after those of 0..i-1; rows NULL: one each),
- * m rows in all (<= BACKEND_ROWS_INVARIANT), a->pos holding each row's
+ * m rows in all (<= model_step_rows), a->pos holding each row's
  * position.  verify: every push keeps snapshots (MODEL_VERIFY).
  */
 struct model_seqs {
@@ -245,6 +245,7 @@ struct model {
 	char	(*dev)[PIPELINE_DEVLEN];	/* [n_stage] */
 	struct pipeline_link *link;	/* the hidden rows from stage to stage */
 	struct model_pp_stats pps;	/* the micro-batches' pipeline (model_fwd.c) */
+	struct model_seqs_stats sqs;	/* model_forward_seqs' groups (model_fwd.c) */
 	void	**hbuf;			/* host buffers the weights live in */
 	int	n_hbuf;
 	float	**dbuf;			/* backend buffers of the vectors */

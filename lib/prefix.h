@@ -34,9 +34,9 @@
  * than its own cold run when S is inside a chunk.  That cut changes no
  * bit when block is a multiple of 64: every piece but the tail [L, n),
  * cut alike in both runs, has at least 64 rows, so its products are
- * row-invariant (past BACKEND_ROWS_INVARIANT rows a row's result is its
- * own), and the delta rule's chunks of 64 positions stay where they were
- * (t/tools/prefix-exact: EXACT on the CPU).  With block the chunk itself,
+ * row-invariant (past the backend's step rows, backend_step_rows <= 32 <
+ * 64, a row's result is its own), and the delta rule's chunks of 64
+ * positions stay where they were (t/tools/prefix-exact: EXACT on the CPU).  With block the chunk itself,
  * S is a chunk's end: no cut more.
  *
  * A split state (a pipeline's, lib/state's state_part) is kept part by

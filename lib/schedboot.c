@@ -60,11 +60,10 @@ void
 schedboot_policy(FILE *fp, const char *name, const char *kind, const struct sched_spec_cost *c,
     int K, int max_sessions)
 {
-	static const int m[] = { 1, 2, 4, 8, 16 };
-
 	fprintf(fp, "[sched] %s: a step of m rows (ms):", name);
-	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-		fprintf(fp, " %d: %.3g", m[i], 1e3 * c->rows[m[i]]);
+	for (int m = 1; m <= c->step_rows; m = m < c->step_rows && 2 * m > c->step_rows ?
+	    c->step_rows : 2 * m)	/* the powers of 2 and the step's most rows */
+		fprintf(fp, " %d: %.3g", m, 1e3 * c->rows[m]);
 	if (strcmp(kind, "dflash") == 0)
 		fprintf(fp, "; a round's drafts %.3g ms (the drafter's block and a context row)\n",
 		    1e3 * c->round);

@@ -58,6 +58,9 @@ struct lane {
 	size_t	tw;		/* DFlash: floats of a row's taps */
 	float	*taps;		/* DFlash: [rows][tw] a step's rows' taps, the drafter's input */
 	struct sched_spec_cost cost;	/* rows, draft: measured at boot */
+	long	groups;			/* its steps' row groups (model_seqs_stats) */
+	long	seen;			/* the model's count of groups when last looked at */
+	int	most;			/* the most rows one held */
 	long	tried[SPEC_KMAX], hit[SPEC_KMAX];	/* drafts reached, accepted, by depth */
 	long	admitted;	/* greedy sessions admitted unpinned: every 16th explores */
 	struct slot *slots;	/* [max_sessions] */
@@ -161,7 +164,7 @@ sched_new(struct backend *be, const struct sched_config *c, char *err)
 	struct sched *s;
 
 	if (c->n_ctx < 2 || c->max_sessions < 1 || c->max_queue < 0 ||
-	    c->chunk <= BACKEND_ROWS_INVARIANT || c->step_prefill < c->chunk) {
+	    c->chunk < SCHED_CHUNK_MIN || c->step_prefill < c->chunk) {
 		util_err(err, "sched: bad config (ctx %d, %d sessions, queue %d, chunk %d, "
 		    "step prefill %d)", c->n_ctx, c->max_sessions, c->max_queue, c->chunk,
 		    c->step_prefill);
@@ -263,7 +266,7 @@ sched_free(struct sched *s)
 static double
 step_time(const struct sched_spec_cost *c, int r, int sessions)
 {
-	int per = BACKEND_ROWS_INVARIANT / r, full = sessions / per, rest = sessions % per;
+	int per = c->step_rows / r, full = sessions / per, rest = sessions % per;
 
 	return full * c->rows[per * r] + (rest ? c->rows[rest * r] : 0);
 }
@@ -276,7 +279,7 @@ sched_spec_k(const struct sched_spec_cost *c, int K, int sessions)
 
 	if (sessions < 1)
 		return 0;
-	for (int k = 0; k <= K && k + 1 <= BACKEND_ROWS_INVARIANT; k++) {
+	for (int k = 0; k <= K && k + 1 <= c->step_rows; k++) {
 		double rate;
 
 		if (k > 0)
@@ -405,9 +408,22 @@ measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
 	return 0;
 }
 
+/* The worker's count of lane l's step groups, after a step's forward of l's
+ * sessions (sched_stats has them from pp_counts). */
+static void
+count_groups(struct lane *l)
+{
+	struct model_seqs_stats qs;
+
+	model_seqs_stats(l->m, &qs);
+	l->groups += qs.groups - l->seen;
+	l->seen = qs.groups;
+	l->most = qs.last > l->most ? qs.last : l->most;
+}
+
 /*
  * What a lane's steps cost, measured on its first slot's state: a forward
- * of m rows (a verify's shape) for m = 1..16 and its drafter's work
+ * of m rows (a verify's shape) for m = 1..model_step_rows and its drafter's work
  * (measure_draft), after a warm-up (buffers, recorded steps).  The state
  * is left empty.
  */
@@ -415,25 +431,25 @@ static int
 lane_measure(struct lane *l, char *err)
 {
 	struct state *st = l->slots[0].st;
-	int32_t tok[BACKEND_ROWS_INVARIANT];
-	int n = state_config(st)->n_ctx < BACKEND_ROWS_INVARIANT ? state_config(st)->n_ctx :
-	    BACKEND_ROWS_INVARIANT;
+	int32_t tok[BACKEND_ROWS_MAX];
+	int most = l->cost.step_rows;
+	int n = state_config(st)->n_ctx < most ? state_config(st)->n_ctx : most;
 
-	for (int i = 0; i < BACKEND_ROWS_INVARIANT; i++)
+	for (int i = 0; i < most; i++)
 		tok[i] = (int32_t)((i * 7919 + 13) % l->nv);
 	for (int pass = 0; pass < 2; pass++)	/* the first warms up */
 		for (int m = 1; m <= n; m++)
 			BEST_OF_3(l->cost.rows[m], (state_reset(st), model_forward_seqs_taps(l->m, &st,
 			    &m, 1, tok, 0, NULL, l->ids, NULL, l->taps)));
-	for (int m = n + 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	for (int m = n + 1; m <= most; m++)
 		l->cost.rows[m] = l->cost.rows[n] * m / n;
 	/* a step of more rows costs no less: noise only adds, so a larger m's
 	 * time bounds a smaller one's */
-	for (int m = BACKEND_ROWS_INVARIANT - 1; m >= 1; m--)
+	for (int m = most - 1; m >= 1; m--)
 		if (l->cost.rows[m + 1] >= 0 && l->cost.rows[m + 1] < l->cost.rows[m])
 			l->cost.rows[m] = l->cost.rows[m + 1];
 	state_reset(st);
-	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	for (int m = 1; m <= most; m++)
 		if (l->cost.rows[m] < 0)
 			return util_err(err, "measuring a step of %d rows: %s", m, model_errmsg(l->m));
 	return measure_draft(l, st, tok, err);
@@ -540,8 +556,8 @@ lane_buffers(struct sched *s, struct lane *l, char *err)
 {
 	size_t rows = (size_t)s->c.max_sessions * (l->K + 1);
 
-	if (rows < BACKEND_ROWS_INVARIANT)	/* lane_measure's steps */
-		rows = BACKEND_ROWS_INVARIANT;
+	if (rows < (size_t)l->cost.step_rows)	/* lane_measure's steps */
+		rows = l->cost.step_rows;
 
 	l->n_lg = s->c.max_sessions > l->K + 1 ? s->c.max_sessions : l->K + 1;
 	l->lg = model_host_alloc(l->m, (size_t)l->n_lg * l->nv);
@@ -804,6 +820,7 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 	memset(l, 0, sizeof *l);
 	l->m = m, l->K = K, l->pin = pin, l->draft = draft, l->n_part = model_stages(m);
 	l->nv = model_hparams(m)->n_vocab, l->ne = model_hparams(m)->n_embd;
+	l->cost.step_rows = model_step_rows(m);	/* sched_spec_k's groups */
 	if (draft == DRAFT_DFLASH)
 		l->tw = (size_t)model_dflash(m)->n_tap * l->ne;
 	if (lane_buffers(s, l, err) != 0 || lane_slots(s, l, err) != 0 ||
@@ -811,6 +828,8 @@ sched_add_model(struct sched *s, struct model *m, int K, int pin, struct sched_f
 		lane_free(l, s->c.max_sessions);
 		return -1;
 	}
+	count_groups(l);	/* from here on: the steps' groups (the boot's measures not) */
+	l->groups = 0, l->most = 0;
 	return s->n_lanes++;
 }
 
@@ -1254,7 +1273,7 @@ running_id(const struct sched *s, uint64_t id)
 /*
  * 1 when q may resume at S, a point where some prompt's prefill forward
  * ended: where its own cold prefill cuts too (a chunk's end, its L), or
- * where the first forward from S has more than BACKEND_ROWS_INVARIANT rows
+ * where the first forward from S has more than the model's step rows
  * (the cut at S is then one of row-invariant products and, S a multiple of
  * 64, of the delta rule's chunks).  Only an image can end that forward
  * sooner than 64 rows after S (a forward stops before an image that runs
@@ -1262,7 +1281,7 @@ running_id(const struct sched *s, uint64_t id)
  * a GPU, where the cold run has one forward.
  */
 static int
-resumable(const struct sched *s, const struct sched_seq *q, int S)
+resumable(const struct sched *s, const struct lane *l, const struct sched_seq *q, int S)
 {
 	int e = (S / s->c.chunk + 1) * s->c.chunk;
 
@@ -1272,7 +1291,7 @@ resumable(const struct sched *s, const struct sched_seq *q, int S)
 		e = q->n_prompt;
 	if (q->lcut > S && q->lcut < e)
 		e = q->lcut;
-	return vision_prompt_cut(&q->vp, S, e - S) > BACKEND_ROWS_INVARIANT;
+	return vision_prompt_cut(&q->vp, S, e - S) > model_step_rows(l->m);
 }
 
 /* 1 when parked slot sl's prompt and q's hold the same images before position b. */
@@ -1306,7 +1325,7 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 		if (sl->used || !sl->parked)
 			continue;
 		same = b < q->n_prompt && same_images(s, sl, q, b);
-		cut = b < q->n_prompt && resumable(s, q, b);
+		cut = b < q->n_prompt && resumable(s, l, q, b);
 		if (same && cut && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
 			best = i, *at = b;
 		else if (sl->n_ptok <= q->n_prompt &&
@@ -1320,7 +1339,7 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 				    "past the parked state's point at %d", q->n_prompt, b);
 			else if (!cut)
 				snprintf(q->why, sizeof q->why, "an image starts within %d rows of the "
-				    "parked state's point at %d", BACKEND_ROWS_INVARIANT, b);
+				    "parked state's point at %d", model_step_rows(l->m), b);
 		}
 	}
 	return best;
@@ -1408,7 +1427,7 @@ slot_for(struct sched *s, struct lane *l, struct sched_seq *q)
 		i = pool_match(s, l, q, &at);
 	if (l->pc != NULL)
 		bc = prefix_lookup(l->pc, q->hist, q->tags, n, 0, &blk);
-	while (bc > 0 && !resumable(s, q, bc))	/* the chain's snapshot before */
+	while (bc > 0 && !resumable(s, l, q, bc))	/* the chain's snapshot before */
 		bc = prefix_lookup(l->pc, q->hist, q->tags, bc, 0, &blk);
 	if (i >= 0 && at >= bc) {
 		q->resume = 1, q->resume_at = at, q->note.parked = l->slots[i].n_ptok;
@@ -2049,6 +2068,7 @@ verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int hos
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
 	}
+	count_groups(l);
 	off = 0;
 	for (int i = 0; i < m; off += s->rows[i++]) {
 		struct sched_seq *q = g[i];
@@ -2073,6 +2093,7 @@ verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int hos
 		emit(s, q, out, host && q->logprobs ? lp : NULL, got);
 	}
 }
+
 
 /*
  * The greedy sessions g[n] of lane li: the lane's K drafts each, pinned,
@@ -2114,6 +2135,7 @@ decode_sampled(struct sched *s, struct lane *l, struct sched_seq **g, int n)
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
 	}
+	count_groups(l);
 	for (int i = 0; i < n; i++)
 		pick_host(s, g[i], l->lg + (size_t)i * l->nv);
 }
@@ -2165,17 +2187,22 @@ decode(struct sched *s, int li, struct sched_seq **act, int n)
 		decode_sampled(s, l, s->grp, k);
 }
 
-/* Under the lock (the worker's): the split models' pipeline counts into the stats. */
+/* Under the lock (the worker's): the models' step groups and the split
+ * models' pipeline counts into the stats. */
 static void
 pp_counts(struct sched *s)
 {
 	s->stats.pp_microbatches = s->stats.pp_waves = s->stats.pp_busy_waves = 0;
+	s->stats.step_groups = 0, s->stats.step_rows_most = 0;
 	for (int i = 0; i < s->n_lanes; i++) {
 		struct model_pp_stats ps;
 
 		model_pp_stats(s->lanes[i].m, &ps);
 		s->stats.pp_microbatches += ps.microbatches, s->stats.pp_waves += ps.waves;
 		s->stats.pp_busy_waves += ps.busy_waves;
+		s->stats.step_groups += s->lanes[i].groups;
+		if (s->lanes[i].most > s->stats.step_rows_most)
+			s->stats.step_rows_most = s->lanes[i].most;
 	}
 }
 

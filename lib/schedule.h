@@ -8,7 +8,8 @@
  *
  * Exactness: a session's tokens never depend on what else runs.  The
  * decode and verify products keep each row's one-row bits (groups of at
- * most BACKEND_ROWS_INVARIANT rows, lib/model.h model_forward_seqs); a
+ * most the model's step rows, lib/model.h model_step_rows and
+ * model_forward_seqs: 32 on the CPU, 16 on CUDA); a
  * prompt is cut into chunks at the absolute positions chunk, 2 chunk, ...
  * whatever the load, and each chunk runs alone; draws are keyed by the
  * request's seed and the position (sequence 0), as serve drew them when
@@ -33,11 +34,21 @@
 
 struct sched_note;
 
+/*
+ * The fewest tokens a prefill chunk may have: more than BACKEND_ROWS_MIN
+ * (16, a step on CUDA, whose products of more rows take a prompt's GEMM).
+ * A prompt's forwards are MODEL_PREFILL's, never a step whatever their
+ * rows, so a chunk within a step's rows where a step holds more (the
+ * CPU's 32, whose products are row-invariant at any m) computes a
+ * prompt's bits all the same.
+ */
+#define SCHED_CHUNK_MIN (BACKEND_ROWS_MIN + 1)
+
 struct sched_config {
 	int	n_ctx;		/* positions a session holds (MEMRA_CTX) */
 	int	max_sessions;	/* sessions running at once, over all models */
 	int	max_queue;	/* requests waiting for a session; more are refused */
-	int	chunk;		/* prompt tokens a prefill chunk (> BACKEND_ROWS_INVARIANT) */
+	int	chunk;		/* prompt tokens a prefill chunk (>= SCHED_CHUNK_MIN) */
 	int	step_prefill;	/* prompt tokens prefilled a step, over all sessions (>= chunk) */
 	size_t	reserve;	/* bytes of backend memory left free for activations */
 	size_t	prefix_bytes;	/* each model's prefix cache (MEMRA_PREFIX_CACHE_MB): 0 none,
@@ -66,8 +77,9 @@ struct sched_config {
  * multiple of block where some prompt's forward ended) runs [S, the next
  * multiple of chunk), then the cold run's cuts: one cut more than the
  * cold run of its own prompt has, at S.  That computes the cold run's
- * bits because every product is row-invariant past BACKEND_ROWS_INVARIANT
- * rows (row r of a product depends on row r alone, and every piece but
+ * bits because every product is row-invariant past the backend's step
+ * rows (backend_step_rows, at most BACKEND_ROWS_MAX = 32; row r of a
+ * product depends on row r alone, and every piece but
  * the tail [L, n), which both runs cut alike, has at least block >= 64
  * rows) and the CPU's gated delta rule runs in chunks of GDN_CHUNK (64)
  * positions from a forward's first row, so cutting a prefill at a
@@ -111,7 +123,7 @@ struct sched_config {
  * through it, no resuming at its end), and the pool's point is the last
  * one the cold prefill stops at.  Nor does a request resume at a point
  * inside a chunk where its own first forward would stop before an image
- * within BACKEND_ROWS_INVARIANT rows (a step's kernels on a GPU, where the
+ * within the model's step rows (model_step_rows: a step's kernels on a GPU, where the
  * cold run has no cut): it resumes at an earlier snapshot.  So a turn that sends back the same images
  * resumes past them, computing the bits a cold prefill computes.
  *
@@ -360,6 +372,12 @@ struct sched_stats {
 	/* split models' pipelines (model_pp_stats, over every lane, as of the
 	 * last step): micro-batches, waves, and waves with two stages at work */
 	long	pp_microbatches, pp_waves, pp_busy_waves;
+	/* the steps' forwards of the sessions' decode and verify rows
+	 * (model_forward_seqs' groups, over every lane, as of the last step):
+	 * the groups of rows they ran, and the most rows one group held (at
+	 * most each model's step rows) */
+	long	step_groups;
+	int	step_rows_most;
 };
 void	sched_stats(struct sched *, struct sched_stats *);
 
@@ -374,8 +392,8 @@ int	sched_prefix_stats(struct sched *, int lane, struct prefix_stats *ps);
 
 /*
  * What speculation costs and yields on a lane, measured: the seconds a
- * forward of m rows of one sequence takes (m = 1..BACKEND_ROWS_INVARIANT,
- * by sched_add_model at boot), the seconds one draft token takes and a
+ * forward of m rows of one sequence takes (m = 1..step_rows, the lane's
+ * model_step_rows, by sched_add_model at boot), the seconds one draft token takes and a
  * round takes besides its drafts (by the drafter: the MTP head, a row a
  * draft and a row for its cache's append; Gemma-4's assistant, a step a
  * draft and nothing else; a DFlash drafter, none a draft and its block's
@@ -384,7 +402,8 @@ int	sched_prefix_stats(struct sched *, int lane, struct prefix_stats *ps);
  * (hits + 1) / (tries + 2): 0.5 before any).
  */
 struct sched_spec_cost {
-	double	rows[BACKEND_ROWS_INVARIANT + 1];	/* [0] unused */
+	int	step_rows;	/* the most rows a step's group holds (model_step_rows) */
+	double	rows[BACKEND_ROWS_MAX + 1];	/* [1..step_rows]; [0] unused */
 	double	draft, round;
 	double	accept[SPEC_KMAX];
 };
@@ -394,7 +413,8 @@ struct sched_spec_cost {
  * one with the most expected tokens a second, sessions x (1 + a1 + a1 a2 +
  * ...) over the step's time, which is the forwards of its row groups (the
  * sessions' k + 1 rows each, packed whole into groups of at most
- * BACKEND_ROWS_INVARIANT) plus, for k > 0, sessions x (k draft + round).
+ * step_rows) plus, for k > 0, sessions x (k draft + round); k + 1 <=
+ * step_rows.
  * 0 when no k > 0 pays.
  */
 int	sched_spec_k(const struct sched_spec_cost *c, int K, int sessions);

@@ -9,7 +9,7 @@
 #include "state.h"
 #include "util.h"
 
-_Static_assert(SPEC_KMAX + 1 <= BACKEND_ROWS_INVARIANT,
+_Static_assert(SPEC_KMAX + 1 <= BACKEND_ROWS_MIN,
     "a verify of SPEC_KMAX + 1 rows must keep each row's one-row bits");
 
 enum { MTP_CHUNK = 32 };	/* prompt rows per MTP batch at prefill */

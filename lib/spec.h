@@ -40,8 +40,9 @@
 
 #include "sample.h"
 
-/* A verify of K + 1 rows is a step, not a prompt: K + 1 <= BACKEND_ROWS_INVARIANT
- * (lib/backend.h; spec.c checks it). */
+/* A verify of K + 1 rows is a step, not a prompt: K + 1 <= BACKEND_ROWS_MIN, the
+ * fewest rows a step holds on any backend (lib/backend.h backend_step_rows: CUDA's
+ * 16; the CPU's 32 would take more); spec.c checks it. */
 #define SPEC_KMAX 15
 
 struct spec_stats {

@@ -20,13 +20,27 @@ setup() {
 	done
 }
 
-@test "more than 16 sequences together run 16 at a time and stay bit-identical" {
+@test "more than 16 sequences together run in one group of up to 32 on the CPU and stay bit-identical" {
 	seqs=
 	for i in $(seq 1 20); do seqs="$seqs $((4 + i % 5)):$((i * 7)),$((i + 3))"; done
 	for m in q35-r2 llama-tiny; do
 		run -0 --separate-stderr "$MB" -t 2 -b 20 "$DATA/tiny/$m" $seqs
 		[ "$output" = "identical: 20 sequences, 120 decode steps, 20 at most together" ]
+		[[ $stderr == *"groups of at most 20 rows (a step holds 32 here)"* ]]
 	done
+}
+
+@test "model A: 32 sequences decoded together in one group of 32 rows are bit-identical to one at a time" {
+	d=$(model_a)
+	seqs=
+	for i in $(seq 1 32); do seqs="$seqs $((3 + i % 4)):$((i * 37)),$((i + 11)),$((i * 101 % 4000))"; done
+	run -0 --separate-stderr "$MB" -t 2 -b 32 "$d" $seqs
+	[ "$output" = "identical: 32 sequences, 144 decode steps, 32 at most together" ]
+	[[ $stderr == *"groups of at most 32 rows (a step holds 32 here)"* ]]
+	# past 32 the rows are cut into groups of 32 at most, each row's bits the same
+	run -0 --separate-stderr "$MB" -t 2 -b 36 "$d" $seqs $seqs
+	[ "$output" = "identical: 64 sequences, 288 decode steps, 36 at most together" ]
+	[[ $stderr == *"groups of at most 32 rows (a step holds 32 here)"* ]]
 }
 
 @test "model A (HF, and Q4_K, NVFP4 GGUFs of it): batched decode is bit-identical, slots refilled" {

@@ -292,7 +292,7 @@ PY
 	[[ ${lines[-1]} == "serve: a: MEMRA_MAX_SESSIONS x MEMRA_CTX: 4096 sessions of ctx 16777216 need "*" MiB each, "*"at most "* ]]
 	start_serve MEMRA_MODELS="a=$A" MEMRA_MAX_SESSIONS=3 MEMRA_CTX=2048
 	grep -q '^\[sched\] a: 3 sessions x ctx 2048: [0-9.]* MiB each, [0-9.]* MiB in all ([0-9]* MiB free before; room for [0-9]*)$' "$LOG"
-	grep -q '^\[sched\] a: a step of m rows (ms): 1: [0-9.e+-]* 2: [0-9.e+-]* 4: [0-9.e+-]* 8: [0-9.e+-]* 16: [0-9.e+-]*; a draft [0-9.e+-]* ms$' "$LOG"
+	grep -q '^\[sched\] a: a step of m rows (ms): 1: [0-9.e+-]* 2: [0-9.e+-]* 4: [0-9.e+-]* 8: [0-9.e+-]* 16: [0-9.e+-]* 32: [0-9.e+-]*; a draft [0-9.e+-]* ms$' "$LOG"
 	grep -q '^\[sched\] a: speculative K by load, up to 3 (acceptance 0.5 until measured): 1+ sessions K=[0-3]\( [0-9]*+ sessions K=[0-3]\)*$' "$LOG"
 	kill "$SPID"; wait "$SPID" 2>/dev/null || true
 	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=2

@@ -12,7 +12,11 @@ at each run's start and end).  Prints, per concurrency and
 figure, A's median/min/max, B's median and A/B.  With --tsv, one row a
 (concurrency, figure) in DESIGN.md's columns (A is the binary, B the peer):
 scenario serve-cN (aggregate tok/s), serve-cN-stream (per-stream tok/s),
-serve-cN-ttft-p50/-p99 and serve-cN-itl-p50/-p99 (ms); MEMRA_COMMIT names the
+serve-cN-ttft-p50/-p99 and serve-cN-itl-p50/-p99 (ms), and with one
+concurrency a run serve-cN-cpu-s: the CPU seconds (user + system,
+/proc/PID/stat) of the server command's processes over the bench, a figure
+that other load on a shared machine moves less than wall time; MEMRA_COMMIT
+names the
 commit when set (a device copy's .git may be stale); every server's stderr and every
 bench line go to --log.
 """
@@ -29,7 +33,8 @@ import urllib.request
 
 FIGS = (("agg_tok_s", "", "tok/s"), ("stream_tok_s", "-stream", "tok/s"),
         ("ttft_p50_ms", "-ttft-p50", "ms"), ("ttft_p99_ms", "-ttft-p99", "ms"),
-        ("itl_p50_ms", "-itl-p50", "ms"), ("itl_p99_ms", "-itl-p99", "ms"))
+        ("itl_p50_ms", "-itl-p50", "ms"), ("itl_p99_ms", "-itl-p99", "ms"),
+        ("server_cpu_s", "-cpu-s", "s"))
 COLS = ("date commit gpu binary model quant scenario ctx n median min max unit "
         "peer peer_median ratio log command").split()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,22 +63,45 @@ def loadavg():
         return "?"
 
 
+def cpu_s(sid):
+    """The CPU seconds (user + system) the processes of session sid (the
+    server's command, started in a session of its own) have used, or None."""
+    ticks, seen = 0, 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                v = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if len(v) > 12 and int(v[3]) == sid:
+            ticks, seen = ticks + int(v[11]) + int(v[12]), seen + 1
+    return ticks / os.sysconf("SC_CLK_TCK") if seen else None
+
+
 def one_run(cmd, port, bench, logf):
     logf.write("== %s\n# load %s (1, 5, 15 min) at the start\n" % (cmd, loadavg()))
     logf.flush()
     p = subprocess.Popen(cmd, shell=True, stdout=logf, stderr=logf, start_new_session=True)
     try:
         up(port, p, logf.name)
+        c0 = cpu_s(p.pid)
         out = subprocess.run([sys.executable, os.path.join(HERE, "serve-bench.py"),
                               "http://127.0.0.1:%d" % port, "--json"] + bench.split(),
                              stdout=subprocess.PIPE, check=True).stdout.decode()
+        c1 = cpu_s(p.pid)
     finally:
         os.killpg(p.pid, signal.SIGTERM)
         p.wait()
     logf.write(out)
+    rows = [json.loads(l) for l in out.splitlines() if l.strip()]
+    if len(rows) == 1 and c0 is not None and c1 is not None:
+        rows[0]["server_cpu_s"] = round(c1 - c0, 2)
+        logf.write("# server cpu %.2f s over the bench (session %d)\n" % (c1 - c0, p.pid))
     logf.write("# load %s (1, 5, 15 min) at the end\n" % loadavg())
     logf.flush()
-    return [json.loads(l) for l in out.splitlines() if l.strip()]
+    return rows
 
 
 def sh(cmd):
@@ -112,8 +140,8 @@ def main():
     for k, row in enumerate(runs["a"][0]):
         c = row["c"]
         for key, suf, unit in FIGS:
-            va = [r[k][key] for r in runs["a"] if r[k][key] is not None]
-            vb = [r[k][key] for r in runs["b"] if r[k][key] is not None]
+            va = [r[k][key] for r in runs["a"] if r[k].get(key) is not None]
+            vb = [r[k][key] for r in runs["b"] if r[k].get(key) is not None]
             if not va or not vb:
                 continue
             ma, mb = statistics.median(va), statistics.median(vb)

@@ -8,7 +8,10 @@
  * next sequence as soon as its own ends).  Prints
  * "identical: S sequences, T decode steps, B at most together" when
  * every decode step's logits and ids are bit-identical, else the first
- * difference.  Exit 0 identical, 1 different or failed, 2 misuse.
+ * difference; on stderr "groups: G groups of at most R rows (a step holds
+ * L here)", model_seqs_stats' count of the batched forwards' row groups
+ * and the model's step rows.  Exit 0 identical, 1 different or failed, 2
+ * misuse.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -172,9 +175,15 @@ run(const char *path, const char *dev, int nt, int nb, struct seq *s, int ns)
 		rc = -1;
 	if (steps == -1)
 		warnmsg("%s: %s", path, model_errmsg(md));
-	if (rc == 0)
+	if (rc == 0) {
+		struct model_seqs_stats qs;
+
+		model_seqs_stats(md, &qs);
 		printf("identical: %d sequences, %ld decode steps, %d at most together\n", ns, steps,
 		    most);
+		fprintf(stderr, "groups: %ld groups of at most %d rows (a step holds %d here)\n",
+		    qs.groups, qs.most, model_step_rows(md));
+	}
 	for (int i = 0; i < ns; i++)
 		free(s[i].lg), free(s[i].out);
 	for (int j = 0; j < nb; j++)

@@ -294,7 +294,8 @@ TEST(a_lane_measures_its_drafter_at_boot)
 	if (start(&r, g4.m, 2, 3, 0, 0) == 0) {
 		sched_spec_costs(r.s, r.lane, &c);
 		CHECK(c.draft > 0 && c.round == 0);
-		CHECK(c.rows[1] > 0 && c.rows[BACKEND_ROWS_INVARIANT] >= c.rows[1]);
+		CHECK(c.step_rows == model_step_rows(g4.m));
+		CHECK(c.rows[1] > 0 && c.rows[c.step_rows] >= c.rows[1]);
 		run_stop(&r);
 	}
 	if (dfl.m != NULL && start(&r, dfl.m, 2, 7, 0, 0) == 0) {

@@ -308,7 +308,8 @@ TEST(an_image_of_the_same_rows_but_other_bytes_never_resumes)
  * at 192 (its L, inside the chunk [128, 256)); turn 1 sends back its reply
  * and an image right after it, whose rows start 16 rows or less past 192
  * and run across 256: resumed at 192, its first forward would stop before
- * the image after a step's rows, where the cold run has no cut.  It resumes at 128 from the
+ * the image within a step's rows (model_step_rows: 32 on the CPU), where
+ * the cold run has no cut.  It resumes at 128 from the
  * cache, cold from the pool (which says why), each the cold reply.
  */
 TEST(no_resume_inside_a_chunk_just_before_an_image)
@@ -343,8 +344,8 @@ TEST(no_resume_inside_a_chunk_just_before_an_image)
 		CHECK(k == kc[1] && memcmp(got, cold[1], k * sizeof *got) == 0 &&
 		    memcmp(lp, clp[1], k * sizeof *lp) == 0);
 		if (how == 0)
-			CHECK_EQ_STR(notes.why, "an image starts within 16 rows of the parked "
-			    "state's point at 192");
+			CHECK_EQ_STR(notes.why, "an image starts within 32 rows of the parked "
+			    "state's point at 192");	/* the CPU's step rows */
 		run_stop(&r);
 	}
 out:

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_impl.h"
 #include "model.h"
 #include "pipeline.h"
 #include "prefix.h"
@@ -333,13 +334,26 @@ micro_equal(const char *dir, const struct model_split *sp)
 		CHECK(memcmp(h[0], h[1], 60 * ne * sizeof **h) == 0);
 		CHECK(memcmp(ids[0], ids[1], sizeof ids[0]) == 0);
 	}
-	/* 60 rows in groups of whole sequences up to 16 rows: 4 micro-batches (15 rows each);
-	 * 24 rows of one: 2 (16 and 8) */
+	/* a split model's steps are its stages' least (the whole one is on be[0] alone) */
+	CHECK_EQ_INT(model_step_rows(w), backend_step_rows(be[0]));
+	CHECK_EQ_INT(model_step_rows(s), backend_step_rows(be[1]));
 	model_pp_stats(s, &ps);
-	CHECK_EQ_INT(ps.forwards, 2);
-	CHECK_EQ_INT(ps.microbatches, 6);
-	CHECK_EQ_INT(ps.waves, (4 + sp->n - 1) + (2 + sp->n - 1));
-	CHECK_EQ_INT(ps.busy_waves, sp->n == 2 ? 3 + 1 : 4 + 2);	/* 2 stages: n - 1 a forward */
+	if (model_step_rows(s) == 16) {
+		/* 60 rows in groups of whole sequences up to 16 rows: 4 micro-batches (15 rows
+		 * each); 24 rows of one: 2 (16 and 8) */
+		CHECK_EQ_INT(ps.forwards, 2);
+		CHECK_EQ_INT(ps.microbatches, 6);
+		CHECK_EQ_INT(ps.waves, (4 + sp->n - 1) + (2 + sp->n - 1));
+		CHECK_EQ_INT(ps.busy_waves, sp->n == 2 ? 3 + 1 : 4 + 2);	/* 2 stages: n - 1 */
+	} else {
+		/* up to 32 rows: 60 rows are 2 micro-batches (31 and 29 rows); 24 rows of one are
+		 * one, which no pipeline runs */
+		CHECK_EQ_INT(model_step_rows(s), 32);
+		CHECK_EQ_INT(ps.forwards, 1);
+		CHECK_EQ_INT(ps.microbatches, 2);
+		CHECK_EQ_INT(ps.waves, 2 + sp->n - 1);
+		CHECK_EQ_INT(ps.busy_waves, sp->n - 1);
+	}
 	model_pp_stats(w, &ps);
 	CHECK_EQ_INT(ps.forwards + ps.waves, 0);	/* a whole model has no pipeline */
 	for (int i = 0; i < 2; i++)
@@ -357,17 +371,24 @@ TEST(micro_batches_run_through_the_stages_as_a_pipeline_bit_for_bit)
 	char cfg[1024];
 	FILE *fp;
 
-	micro_equal("t/data/tiny/q35-r2", &sp);
-	sp.n = 3, first[0] = 1;
-	micro_equal("t/data/tiny/q35-r2", &sp);
-	sp.n = 2, first[0] = 1;
-	micro_equal("t/data/tiny/llama-tiny", &sp);
-	snprintf(cfg, sizeof cfg, "%s/config.json", a);
-	if ((fp = fopen(cfg, "r")) != NULL) {	/* (the test above says when A is missing) */
-		fclose(fp);
-		sp.first = NULL;
-		micro_equal(a, &sp);
+	/* every stage on the CPU's steps of 32 rows, then stage 1's backend told it takes 16
+	 * (CUDA's): the split model's steps are 16 rows */
+	for (int lim = 32; lim >= 16; lim -= 16) {
+		be[1]->step_rows = lim;
+		sp.n = 2, first[0] = 2, first[1] = 3, sp.first = first;
+		micro_equal("t/data/tiny/q35-r2", &sp);
+		sp.n = 3, first[0] = 1;
+		micro_equal("t/data/tiny/q35-r2", &sp);
+		sp.n = 2, first[0] = 1;
+		micro_equal("t/data/tiny/llama-tiny", &sp);
+		snprintf(cfg, sizeof cfg, "%s/config.json", a);
+		if ((fp = fopen(cfg, "r")) != NULL) {	/* (the test above says when A is missing) */
+			fclose(fp);
+			sp.first = NULL;
+			micro_equal(a, &sp);
+		}
 	}
+	be[1]->step_rows = BACKEND_ROWS_MAX;
 }
 
 /*

@@ -54,10 +54,10 @@ TEST(notes_say_what_was_resumed_and_why_not)
 
 TEST(the_policy_lines_give_the_k_each_load_gets)
 {
-	struct sched_spec_cost c = { .draft = 0.0005 };
+	struct sched_spec_cost c = { .step_rows = 16, .draft = 0.0005 };
 	char *t = NULL, want[512], *p = want;
 
-	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	for (int m = 1; m <= BACKEND_ROWS_MAX; m++)
 		c.rows[m] = 0.001 * m;	/* a step costs its rows: drafts never pay at load */
 	for (int k = 0; k < SPEC_KMAX; k++)
 		c.accept[k] = 0.9;
@@ -73,6 +73,15 @@ TEST(the_policy_lines_give_the_k_each_load_gets)
 	free(t);
 	CAPTURE(t, schedboot_policy(fp, "a", "assist", &c, 3, 1));
 	CHECK(strstr(t, "; a draft 0.5 ms (an assistant step)\n") != NULL);
+	free(t);
+	c.step_rows = 32;	/* the CPU's steps: up to 32 rows */
+	CAPTURE(t, schedboot_policy(fp, "a", "mtp", &c, 3, 8));
+	CHECK(t != NULL && strstr(t, "[sched] a: a step of m rows (ms): 1: 1 2: 2 4: 4 8: 8 16: 16 "
+	    "32: 32; a draft 0.5 ms\n") == t);
+	free(t);
+	c.step_rows = 24;	/* a limit no power of 2: the powers below it, then it */
+	CAPTURE(t, schedboot_policy(fp, "a", "mtp", &c, 3, 8));
+	CHECK(t != NULL && strstr(t, " 8: 8 16: 16 24: 24; a draft") != NULL);
 	free(t);
 }
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "backend_impl.h"
 #include "model.h"
 #include "pipeline.h"
 #include "prefix.h"
@@ -200,14 +201,22 @@ run_counted(int K, const char *what, struct model_pp_stats *d)
 TEST(staggered_requests_on_a_split_model_give_the_whole_model_s_replies)
 {
 	struct model_pp_stats d;
+	int keep = be[1]->step_rows;
 
 	run_whole_solo();
+	/* stage 1's backend told it takes steps of 16 rows (CUDA's): the split model's
+	 * steps are its stages' least (the whole model, on be[0] alone, keeps the CPU's 32),
+	 * so 24 sessions' decode rows are two micro-batches */
+	be[1]->step_rows = 16;
+	CHECK_EQ_INT(model_step_rows(split), 16);
+	CHECK_EQ_INT(model_step_rows(whole), 32);
 	run_counted(0, "plain", &d);
 	/* up to 24 sessions' decode rows: two micro-batches, both stages at work in a wave */
 	CHECK(d.forwards > 0 && d.busy_waves == d.microbatches - d.forwards);
 	run_counted(3, "K=3 pinned", &d);
 	CHECK(d.forwards > 0 && d.busy_waves == d.microbatches - d.forwards);
 	run_counted(-3, "K<=3 by load", &d);
+	be[1]->step_rows = keep;
 }
 
 /* Conversation c's turns: each prompt the one before, its reply and new ids. */

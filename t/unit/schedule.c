@@ -359,9 +359,9 @@ TEST(a_session_budget_that_cannot_fit_is_refused_naming_what_fits)
 static struct sched_spec_cost
 costs(double extra, double draft, double accept)
 {
-	struct sched_spec_cost c = { .draft = draft };
+	struct sched_spec_cost c = { .step_rows = 16, .draft = draft };
 
-	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	for (int m = 1; m <= BACKEND_ROWS_MAX; m++)
 		c.rows[m] = 1 + extra * (m - 1);
 	for (int j = 0; j < SPEC_KMAX; j++)
 		c.accept[j] = accept;
@@ -398,7 +398,8 @@ TEST(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance)
 	if (s == NULL)
 		return;
 	sched_spec_costs(s, lane, &c);
-	for (int m = 1; m <= BACKEND_ROWS_INVARIANT; m++)
+	CHECK_EQ_INT(c.step_rows, 32);	/* the CPU's steps */
+	for (int m = 1; m <= c.step_rows; m++)
 		CHECK(c.rows[m] > 0 && (m == 1 || c.rows[m] >= c.rows[m - 1]));
 	CHECK(c.draft > 0);
 	CHECK_NEAR(c.accept[0], 0.5, 0);	/* nothing counted yet */
@@ -896,6 +897,147 @@ TEST(where_a_cut_changes_prompt_bits_the_prefix_block_is_the_chunk)
 	sched_free(s);
 }
 
+#define NWIDE 32
+
+/* NWIDE short greedy requests: prompts of 4..19 ids, 6..13 new tokens. */
+static struct req wide[NWIDE];
+
+static void
+make_wide(void)
+{
+	int nv = model_hparams(ma)->n_vocab;
+
+	for (int i = 0; i < NWIDE; i++) {
+		struct req *r = &wide[i];
+
+		r->n = 4 + (i * 7) % 16;
+		for (int k = 0; k < r->n; k++)
+			r->ids[k] = (int32_t)((i * 131 + k * 977 + 5) % nv);
+		r->max_tokens = 6 + i % 8;
+		r->ignore_eos = 1;
+	}
+}
+
+/*
+ * The NWIDE requests on a scheduler of NWIDE sessions (solo: one at a time
+ * on a scheduler of one), all submitted before its worker starts, a step
+ * prefilling every prompt: from the second step on they decode together.
+ * The stats at the end.
+ */
+static struct sched_stats
+run_wide(int solo)
+{
+	struct sched_stats st = { 0 };
+	struct sched_config c;
+	struct sched_seq *h[NWIDE];
+	char err[UTIL_ERRLEN];
+	struct sched *s;
+	pthread_t w;
+	int lane = -1, full, n = solo ? 1 : NWIDE;
+
+	sched_config_defaults(&c, be, 1024, n);
+	c.chunk = 64, c.step_prefill = NWIDE * 64, c.max_queue = NWIDE, c.reserve = 0;
+	if ((s = sched_new(be, &c, err)) == NULL || (lane = sched_add_model(s, ma, 0, 0, NULL,
+	    err)) < 0) {
+		FAILF("wide: %s", err);
+		sched_free(s);
+		return st;
+	}
+	for (int i = 0; i < NWIDE; i += n) {
+		for (int j = i; j < i + n; j++) {
+			struct sched_req q = req_of(&wide[j], lane);
+
+			CHECK((h[j] = sched_submit(s, &q, &full, err)) != NULL);
+		}
+		pthread_create(&w, NULL, worker, s);
+		for (int j = i; j < i + n; j++) {
+			struct req *r = &wide[j];
+
+			if (h[j] == NULL)
+				continue;
+			if (solo)
+				r->n_solo = read_all(s, h[j], r->solo, &r->fin_solo);
+			else
+				r->n_got = read_all(s, h[j], r->got, &r->fin_got);
+			sched_release(s, h[j]);
+		}
+		sched_stats(s, &st);
+		sched_shutdown(s);
+		pthread_join(w, NULL);
+		if (i + n < NWIDE) {	/* the next solo request on a fresh scheduler */
+			sched_free(s);
+			s = sched_new(be, &c, err);
+			lane = s != NULL ? sched_add_model(s, ma, 0, 0, NULL, err) : -1;
+			if (lane < 0) {
+				FAILF("wide: %s", err);
+				break;
+			}
+		}
+	}
+	sched_free(s);
+	return st;
+}
+
+static void
+check_wide(const char *what)
+{
+	for (int i = 0; i < NWIDE; i++) {
+		struct req *r = &wide[i];
+
+		if (r->n_got != r->n_solo || memcmp(r->got, r->solo, r->n_solo * sizeof *r->got) ||
+		    r->fin_got != r->fin_solo || r->n_solo != r->max_tokens)
+			FAILF("%s: request %d: %d tokens (end %d), alone %d (end %d)", what, i,
+			    r->n_got, r->fin_got, r->n_solo, r->fin_solo);
+		r->n_got = 0;
+	}
+}
+
+/*
+ * A step holds as many rows as the backend allows (backend_step_rows): on
+ * the CPU 32 sessions decode in one group of 32 rows, each reply its run
+ * alone; told its limit is 16 (as the CUDA backend's is), the same
+ * sessions run in groups of 16, the same replies, and the lane's costs
+ * cover steps of 1..16 rows.
+ */
+TEST(thirty_two_sessions_decode_in_one_group_where_the_backend_allows_it)
+{
+	struct sched_stats st32, st16;
+	struct sched_spec_cost cost;
+	int keep = be->step_rows;
+
+	make_wide();
+	run_wide(1);
+	CHECK_EQ_INT(backend_step_rows(be), 32);
+	st32 = run_wide(0);
+	check_wide("a step of 32 rows");
+	CHECK_EQ_INT(st32.step_rows_most, 32);
+	printf("# 32 sessions, a step of at most 32 rows: %ld steps, %ld groups, %d rows at most\n",
+	    st32.steps, st32.step_groups, st32.step_rows_most);
+	be->step_rows = 16;
+	CHECK_EQ_INT(model_step_rows(ma), 16);
+	st16 = run_wide(0);
+	check_wide("a step of 16 rows");
+	CHECK_EQ_INT(st16.step_rows_most, 16);
+	CHECK(st16.step_groups > st32.step_groups);
+	printf("# 32 sessions, a step of at most 16 rows: %ld steps, %ld groups, %d rows at most\n",
+	    st16.steps, st16.step_groups, st16.step_rows_most);
+	{
+		struct run r = { 0 };
+		struct sched_config c;
+		char err[UTIL_ERRLEN];
+
+		sched_config_defaults(&c, be, 256, 1);
+		CHECK((r.s = sched_new(be, &c, err)) != NULL);
+		if (r.s != NULL && (r.lane = sched_add_model(r.s, ma, 3, 0, NULL, err)) >= 0) {
+			sched_spec_costs(r.s, r.lane, &cost);
+			CHECK_EQ_INT(cost.step_rows, 16);
+			CHECK(cost.rows[16] > 0);
+		}
+		sched_free(r.s);
+	}
+	be->step_rows = keep;
+}
+
 int
 main(void)
 {
@@ -929,6 +1071,7 @@ main(void)
 	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
 	RUN(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance);
 	RUN(where_a_cut_changes_prompt_bits_the_prefix_block_is_the_chunk);
+	RUN(thirty_two_sessions_decode_in_one_group_where_the_backend_allows_it);
 	model_close(ma);
 	backend_close(be);
 	return test_summary();

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "backend_impl.h"
 #include "json.h"
 #include "model.h"
 #include "sample.h"
@@ -29,8 +30,10 @@ enum { N_SPECS = 6, N_NEW = 48 };
 enum { NSEQ = 9, NSTEP = 3, NCTX = 64, NSNAP = 4 };
 
 /*
- * The rows of the 9 sequences at each step: 22 rows (a group of exactly
- * 16, then 6), 22 (15: the next 2 would pass 16, then 7), 17 (14 + 3).
+ * The rows of the 9 sequences at each step: in steps of at most 16 rows
+ * (the CUDA backend's; the tests run them on the CPU told so), 22 rows (a
+ * group of exactly 16, then 6), 22 (15: the next 2 would pass 16, then 7),
+ * 17 (14 + 3); in the CPU's steps of 32, each one group.
  */
 static const int ROWS[NSTEP][NSEQ] = {
 	{ 1, 4, 1, 3, 2, 4, 1, 4, 2 },
@@ -227,11 +230,15 @@ tiny(const char *dir, int f16)
 
 TEST(sequences_in_one_forward_equal_their_own_forwards_on_the_tiny_models)
 {
-	tiny("t/data/tiny/q35-r2", 0);
-	tiny("t/data/tiny/q35-r2", 1);
-	tiny("t/data/tiny/q35-r1-tied", 0);
-	tiny("t/data/tiny/llama-tiny", 0);
-	tiny("t/data/tiny/llama-tiny", 1);
+	for (int lim = BACKEND_ROWS_MAX; lim >= BACKEND_ROWS_MIN; lim -= 16) {
+		be->step_rows = lim;	/* the CPU's steps, then CUDA's */
+		tiny("t/data/tiny/q35-r2", 0);
+		tiny("t/data/tiny/q35-r2", 1);
+		tiny("t/data/tiny/q35-r1-tied", 0);
+		tiny("t/data/tiny/llama-tiny", 0);
+		tiny("t/data/tiny/llama-tiny", 1);
+	}
+	be->step_rows = BACKEND_ROWS_MAX;
 }
 
 /* Positions of the states in st[n]. */
@@ -268,7 +275,8 @@ refused(struct model *md, struct quad *q, const int *rows, int flags, int both, 
 
 /*
  * What a step cannot be is refused before any state moves: a sequence of
- * more than 16 rows (a prompt), more rows to verify than its snapshots,
+ * more than a step's rows (a prompt: 32 on the CPU, 16 where the backend
+ * says so), more rows to verify than its snapshots,
  * past its context, two sequences on one state, logits and picks both,
  * a prompt's flag.  The bad sequence is the last, past a whole group.
  */
@@ -284,8 +292,12 @@ TEST(what_a_step_cannot_be_is_refused_before_any_state_moves)
 	CHECK(md != NULL && quad_new(md, &q) == 0);
 	if (test_cur_failed)
 		return;
+	rows[NSEQ - 1] = 33;
+	refused(md, &q, rows, 0, 0, "33 rows (a step has 1..32;");
+	be->step_rows = 16;
 	rows[NSEQ - 1] = 17;
-	refused(md, &q, rows, 0, 0, "17 rows");
+	refused(md, &q, rows, 0, 0, "17 rows (a step has 1..16;");
+	be->step_rows = BACKEND_ROWS_MAX;
 	rows[NSEQ - 1] = 0;
 	refused(md, &q, rows, 0, 0, "0 rows");
 	rows[NSEQ - 1] = NSNAP + 1;
@@ -313,6 +325,9 @@ static struct json *refs;
 TEST(sequences_in_one_forward_equal_their_own_forwards_on_model_a)
 {
 	seqs_equal_own_forwards("A", md_a);
+	be->step_rows = 16;	/* groups of 16, as on CUDA */
+	seqs_equal_own_forwards("A", md_a);
+	be->step_rows = BACKEND_ROWS_MAX;
 }
 
 static int32_t *
