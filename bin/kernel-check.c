@@ -3866,10 +3866,12 @@ r32_moe(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int kk)
  * The model on the GPU backend at the limit 32: (1) one sequence's 24 rows
  * in one forward (every row's logits; MODEL_VERIFY: attention in the
  * plain order, not a llama batch's) against 24 forwards of one row at
- * 16; (2) a step of 24 sequences of one row (model_forward_seqs; lib/
- * packs them in groups of BACKEND_ROWS_INVARIANT, 16 until it reads the
- * backend's step rows) against each alone at 16.  Bit for bit; each
- * sequence after its own prompt of 8.
+ * 16; (2) a step of 24 sequences of one row (model_forward_seqs) against
+ * each alone at 16.  Bit for bit; each sequence after its own prompt of 8.
+ * The backend's step rows (backend_step_rows, which lib/ reads: 16 on CUDA
+ * until this passes) are set to the gpu's for each pass, so at 32 lib runs
+ * the 24 rows as one step (layers_step) and the 24 sequences as one group:
+ * what flipping CUDA to 32 would run.
  */
 static void
 r32_model(struct kc *k, struct bpair *p, const char *path)
@@ -3896,6 +3898,7 @@ r32_model(struct kc *k, struct bpair *p, const char *path)
 			int ns = part ? NR : 1;
 			if (gpu_tune_step_rows(gp, pass ? GPU_MATVEC_MAX_ROWS : GPU_STEP_ROWS_MAX))
 				die(1, "gpu: %s", gpu_errmsg(gp));
+			p->g->step_rows = gpu_step_rows(gp);
 			lg[pass] = xmalloc((size_t)NR * nv * 4);
 			for (int i = 0; i < ns; i++) {
 				int32_t pr[NP];
@@ -3932,6 +3935,7 @@ r32_model(struct kc *k, struct bpair *p, const char *path)
 	}
 	if (gpu_tune_step_rows(gp, GPU_MATVEC_MAX_ROWS))
 		die(1, "gpu: %s", gpu_errmsg(gp));
+	p->g->step_rows = GPU_MATVEC_MAX_ROWS;
 	free(first);
 	model_close(md);
 }
