@@ -2625,21 +2625,6 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	bw_free(p, &b);
 }
 
-/* The vocabulary of the model at path (opened on the CPU backend be). */
-static int
-model_vocab(struct backend *be, const char *path)
-{
-	char err[UTIL_ERRLEN];
-	struct model *md = model_open(path, be, err);
-	int nv;
-
-	if (md == NULL)
-		die(1, "%s", err);
-	nv = model_hparams(md)->n_vocab;
-	model_close(md);
-	return nv;
-}
-
 /*
  * The last logits of a prefill of np tokens and (ng > 0) ng greedy ids
  * after them, on both backends (MODEL given).  np = 8: the fixed prompt;
@@ -2680,7 +2665,6 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 	int nv = 0, div = -1;
 
 	np = np < NPMAX ? np : NPMAX, ng = ng < NGMAX ? ng : NGMAX;
-	model_prompt(prompt, np, model_vocab(p->c, path));
 	if (!nz->done)	/* the CPU's noise, once per model */
 		cpu_noise(p->c, path, nz);
 	for (int b = 0; b < 2; b++) {
@@ -2691,6 +2675,8 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 		if ((st = model_state_new(md, np + NGMAX + 1, 0, err)) == NULL)
 			die(1, "%s", err);
 		nv = model_hparams(md)->n_vocab;
+		if (b == 0)	/* the prompt in the model's vocabulary, once it is open */
+			model_prompt(prompt, np, nv);
 		lg[b] = xmalloc((size_t)nv * 4);
 		float *first = xmalloc((size_t)nv * 4);
 		if (model_forward(md, st, prompt, np, MODEL_PREFILL, first, NULL) != 0)
