@@ -3854,16 +3854,15 @@ r32_moe(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int kk)
  * plain order, not a llama batch's) against 24 forwards of one row at
  * 16; (2) a step of 24 sequences of one row (model_forward_seqs) against
  * each alone at 16.  Bit for bit; each sequence after its own prompt of 8.
- * The backend's step rows (backend_step_rows, which lib/ reads: 16 on CUDA
- * until this passes) are set to the gpu's for each pass, so at 32 lib runs
- * the 24 rows as one step (layers_step) and the 24 sequences as one group:
- * what flipping CUDA to 32 would run.
+ * The backend's step rows (backend_rows_set: lib/ reads them) are set for
+ * each pass, so at 32 lib runs the 24 rows as one step (layers_step) and
+ * the 24 sequences as one group: what the CUDA backend runs by default.
  */
 static void
 r32_model(struct kc *k, struct bpair *p, const char *path)
 {
 	enum { NP = 8, NR = 24 };
-	struct gpu *gp = backend_cuda_gpu(p->g);
+	int keep = backend_step_rows(p->g);
 	char err[UTIL_ERRLEN], shape[96];
 	struct model *md = model_open(path, p->g, err);
 	struct state *st[NR];
@@ -3882,9 +3881,7 @@ r32_model(struct kc *k, struct bpair *p, const char *path)
 		int failed = 0;
 		for (int pass = 0; pass < 2; pass++) {
 			int ns = part ? NR : 1;
-			if (gpu_tune_step_rows(gp, pass ? GPU_MATVEC_MAX_ROWS : GPU_STEP_ROWS_MAX))
-				die(1, "gpu: %s", gpu_errmsg(gp));
-			p->g->step_rows = gpu_step_rows(gp);
+			bchk(p->g, backend_rows_set(p->g, pass ? BACKEND_ROWS_MIN : BACKEND_ROWS_MAX));
 			lg[pass] = xmalloc((size_t)NR * nv * 4);
 			for (int i = 0; i < ns; i++) {
 				int32_t pr[NP];
@@ -3919,9 +3916,7 @@ r32_model(struct kc *k, struct bpair *p, const char *path)
 			    (int64_t)NR * nv);
 		free(lg[0]), free(lg[1]);
 	}
-	if (gpu_tune_step_rows(gp, GPU_MATVEC_MAX_ROWS))
-		die(1, "gpu: %s", gpu_errmsg(gp));
-	p->g->step_rows = GPU_MATVEC_MAX_ROWS;
+	bchk(p->g, backend_rows_set(p->g, keep));
 	free(first);
 	model_close(md);
 }
@@ -3964,6 +3959,10 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	snprintf(dn, sizeof dn, "cuda:%d", dev);
 	if ((p.c = backend_open("cpu", 0, err)) == NULL || (p.g = backend_open(dn, 0, err)) == NULL)
 		die(1, "%s", err);
+	/* the op checks' products and attention of 17..32 rows are a prompt's kernels (the
+	 * GEMMs, flash attention): they run at the step rows 16; be_rows32 holds each op at
+	 * 32 to its rows one by one at 16; the model checks run at the backend's own (32) */
+	bchk(p.g, backend_rows_set(p.g, BACKEND_ROWS_MIN));
 	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
 		be_matmul(k, &p, ts[i], 300, 512, 1, 0, 1.0f);
 		be_matmul(k, &p, ts[i], 257, 768, 5, 8, ts[i] == QUANT_NVFP4 ? 0.5f : 1.0f);
@@ -4146,6 +4145,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_rope(k, &p, 2, 8, 256, 64, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
 	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1);
 	be_rows32(k, &p);
+	bchk(p.g, backend_rows_set(p.g, BACKEND_ROWS_MAX));
 	for (int i = 0; i < nmodel; i++) {	/* the model checks, model by model */
 		struct noise nz = { 0 };
 		if (nmodel > 1) {

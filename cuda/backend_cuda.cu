@@ -14,10 +14,11 @@
  * rows (batch-invariant) and cuBLAS beyond (prefill, the K-quants' too),
  * attention in chunks of rows that each see their own positions (flash
  * attention for a prompt of more than the step rows), the recurrent ops
- * row after row.  The step rows (gpu_tune_step_rows) are 16
- * (GPU_MATVEC_MAX_ROWS) unless set to 32; either way a row of a step up
- * to them runs the decode kernels, 16 rows a launch (Q8_0 and NVFP4: up
- * to 32 by k_mv8t), with the bits it has alone.
+ * row after row.  The step rows (gpu_tune_step_rows) are 32 on the
+ * backend (GPU_STEP_ROWS_MAX; backend_rows_set: 16, GPU_MATVEC_MAX_ROWS,
+ * the gpu's own default); either way a row of a step up to them runs the
+ * decode kernels, 16 rows a launch (Q8_0 and NVFP4: up to 32 by k_mv8t),
+ * with the bits it has alone.
  *
  * The fused forms (add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
  * mul_sigmoid_matmul) run the op before a product in the kernel that
@@ -1964,6 +1965,19 @@ cu_gemm_set(struct backend *be, int kind)
 	    gpu_tune_mirror(g, kind == BACKEND_GEMM_BF16_MIRROR) ? gfail(be, "gemm") : 0;
 }
 
+/* backend_rows_set: gpu_tune_step_rows and the backend's step rows, refused
+ * while a step is being recorded. */
+static int
+cu_rows_set(struct backend *be, int rows)
+{
+	if (CB(be)->rec != NULL)
+		return util_err(be->err, "step rows: switched while recording a graph");
+	if (gpu_tune_step_rows(CB(be)->g, rows) != 0)
+		return gfail(be, "step rows");
+	be->step_rows = gpu_step_rows(CB(be)->g);
+	return 0;
+}
+
 static int
 cu_use(struct backend *be)
 {
@@ -2046,12 +2060,19 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->be.n_threads = 1;
 	c->be.host = 0;
 	c->be.cut_exact = 0;	/* (backend_cut_exact: the prefix cache resumes at chunks) */
-	/* backend_step_rows: cu_matmul takes the matvec path for m <= GPU_MATVEC_MAX_ROWS
-	 * and the prompt GEMM (other bits) past it, so decode rows 17..32 would leave their
-	 * one-row bits.  32 needs the matvec path to 32 rows for every weight type (k_mv8t
-	 * takes 32 for Q8_0 and NVFP4; the others in launches of 16) and attention decode in
-	 * pieces of 16, checked by kernel-check, before this is raised. */
-	c->be.step_rows = 16;
+	/* backend_step_rows: cu_matmul takes the decode kernels for a product of up to
+	 * gpu_step_rows rows (k_mv8t takes 32 for Q8_0 and NVFP4 in one launch, the other
+	 * types launches of 16) and attention's decode path in pieces of 16, each row with
+	 * its one-row bits (kernel-check's "rows32" lines, bit for bit); a product of more
+	 * takes the prompt GEMM (other bits).  32 by default (backend_rows_set: 16). */
+	c->ops.rows_set = cu_rows_set;
+	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0) {
+		util_err(err, "backend: %s", gpu_errmsg(c->g));
+		gpu_close(c->g);
+		free(c);
+		return NULL;
+	}
+	c->be.step_rows = gpu_step_rows(c->g);
 	snprintf(c->be.name, sizeof c->be.name, "cuda:%ld (%s)", dev, gpu_name(c->g));
 	return &c->be;
 }

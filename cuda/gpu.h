@@ -242,7 +242,8 @@ int	gpu_tune_mv8(struct gpu *g, int how);
  * attention still run by the batch-invariant decode kernels, where more
  * take the prompt kernels (the GEMMs of gpu_matmul and gpu_matmul_q8,
  * IQ4_XS's mmq_iq4.cu, flash attention), whose bits differ.  16
- * (GPU_MATVEC_MAX_ROWS, the default) or GPU_STEP_ROWS_MAX.  Above 16 the
+ * (GPU_MATVEC_MAX_ROWS, a gpu's default) or GPU_STEP_ROWS_MAX (the CUDA
+ * backend's: backend_cuda_open sets it).  Above 16 the
  * decode kernels run in launches of at most 16 rows (their compile-time
  * bound), or of up to 32 by k_mv8t for Q8_0 and NVFP4 where GPU_MV8_AUTO
  * takes it: gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),

@@ -650,8 +650,9 @@ gpu_can_matvec_q8_step(const struct gpu *g, int t, int64_t n)
 /*
  * The step-row limit (gpu.h).  The backend's (lib/backend.h's contract:
  * a row of a step has the same bits in every step of up to that many
- * rows) stays 16 until kernel-check's "rows32" lines have passed on a
- * GPU with it at 32; lib/'s backend_step_rows must then return it.
+ * rows) is this value: the CUDA backend opens at 32, kernel-check's
+ * "rows32" lines holding each op at 32 to its rows run one by one at 16
+ * (H100, 2026-12-05: all 180 bit for bit).
  */
 extern "C" int
 gpu_tune_step_rows(struct gpu *g, int rows)

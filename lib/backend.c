@@ -779,6 +779,33 @@ backend_pdl_env(struct backend *be, const char *v, char *err)
 }
 
 int
+backend_rows_set(struct backend *be, int rows)
+{
+	if (rows != BACKEND_ROWS_MIN && rows != BACKEND_ROWS_MAX)
+		return util_err(be->err, "step rows %d: not %d or %d", rows, BACKEND_ROWS_MIN,
+		    BACKEND_ROWS_MAX);
+	return be->ops->rows_set != NULL ? be->ops->rows_set(be, rows) : 0;
+}
+
+int
+backend_rows_env(struct backend *be, const char *v, char *err)
+{
+	int rows;
+
+	if (v == NULL || strcmp(v, "") == 0)
+		return 0;
+	if (strcmp(v, "16") == 0)
+		rows = 16;
+	else if (strcmp(v, "32") == 0)
+		rows = 32;
+	else
+		return util_err(err, "'%s': not 16 or 32", v);
+	if (be != NULL && backend_rows_set(be, rows) < 0)
+		return util_err(err, "%s", backend_errmsg(be));
+	return 0;
+}
+
+int
 backend_gemm_set(struct backend *be, int kind)
 {
 	return be->ops->gemm_set != NULL ? be->ops->gemm_set(be, kind) : 0;

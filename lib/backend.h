@@ -71,11 +71,27 @@ int	backend_cut_exact(const struct backend *);
  * model_forward_seqs packs them into groups of at most this many), whose
  * every op keeps each row's one-row bits for any number of rows up to it
  * (row-invariant: backend_matmul and the rest).  The CPU backend 32 (its
- * products are row-invariant at any m); CUDA 16 (its decode kernels take
- * 16 rows; a product of more takes a prompt's GEMM, other bits).  Always
+ * products are row-invariant at any m); CUDA 32 by default (its decode
+ * kernels take a step of up to 32 rows, k_mv8t in one launch and the
+ * others 16 rows a launch; a product of more takes a prompt's GEMM, other
+ * bits), 16 after backend_rows_set(be, 16).  Always
  * BACKEND_ROWS_MIN..BACKEND_ROWS_MAX.
  */
 int	backend_step_rows(const struct backend *);
+/*
+ * Sets backend_step_rows to rows (BACKEND_ROWS_MIN or BACKEND_ROWS_MAX) on
+ * a backend that can take either (CUDA); a no-op returning 0 on one that
+ * cannot (the CPU's are 32).  Only before a model or state is made on be
+ * (their steps are packed by the value they were made with).  0, or -1
+ * (an other value, or a step being recorded) with the reason.
+ */
+int	backend_rows_set(struct backend *, int rows);
+/*
+ * MEMRA_CUDA_STEP_ROWS's value v applied to be: NULL or "" leave the
+ * default, "16" and "32" set that many (backend_rows_set).  0, or -1 for
+ * any other value (err says why).  be NULL checks v only.
+ */
+int	backend_rows_env(struct backend *, const char *v, char *err);
 /* The fewest and the most rows a step holds on any backend
  * (backend_step_rows); the most sizes a step's arrays. */
 #define BACKEND_ROWS_MIN 16

@@ -158,6 +158,8 @@ struct backend_ops {
 	int	(*clamp)(struct backend *, float *, size_t, float, float);
 	/* optional, backend_head_max: NULL attends with heads of any size */
 	int	(*head_max)(const struct backend *);
+	/* optional, backend_rows_set: NULL keeps the step rows it opened with */
+	int	(*rows_set)(struct backend *, int);
 };
 
 struct backend {

@@ -214,6 +214,8 @@ cuda_env(struct backend *b, int *graph_stats, char *err)
 		return util_err(err, "MEMRA_CUDA_PDL: %s", why), -2;
 	if (backend_gemm_env(b, getenv("MEMRA_CUDA_GEMM"), why) < 0)
 		return util_err(err, "MEMRA_CUDA_GEMM: %s", why), -2;
+	if (backend_rows_env(b, getenv("MEMRA_CUDA_STEP_ROWS"), why) < 0)
+		return util_err(err, "MEMRA_CUDA_STEP_ROWS: %s", why), -2;
 	return 0;
 }
 

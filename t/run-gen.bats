@@ -514,6 +514,20 @@ PY
 	[[ "$stderr" != *"cuda graph"* ]]
 }
 
+@test "MEMRA_CUDA_STEP_ROWS: 16 or 32 (the same ids; the CPU's steps stay 32); anything else is misuse" {
+	f=$(smollm2)
+	for v in 8 64 sixteen " 16"; do
+		MEMRA_CUDA_STEP_ROWS=$v run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
+		[ "$stderr" = "run-gen: MEMRA_CUDA_STEP_ROWS: '$v': not 16 or 32" ]
+	done
+	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+	want=$output
+	for v in 16 32 ""; do
+		MEMRA_CUDA_STEP_ROWS=$v run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+		[ "$output" = "$want" ]
+	done
+}
+
 @test "MEMRA_CUDA_PDL: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
 	f=$(smollm2)
 	MEMRA_CUDA_PDL=yes run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"

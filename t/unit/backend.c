@@ -1386,6 +1386,27 @@ TEST(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror)
 	CHECK_EQ_INT(backend_gemm_env(NULL, "bf16-mirror ", err), -1);
 }
 
+TEST(step_rows_stay_32_on_the_cpu_and_memra_cuda_step_rows_is_16_or_32)
+{
+	char err[UTIL_ERRLEN];
+
+	CHECK_EQ_INT(backend_step_rows(be3), BACKEND_ROWS_MAX);
+	CHECK_EQ_INT(backend_rows_set(be3, BACKEND_ROWS_MIN), 0);	/* a no-op here */
+	CHECK_EQ_INT(backend_step_rows(be3), BACKEND_ROWS_MAX);
+	CHECK_EQ_INT(backend_rows_set(be3, 24), -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "step rows 24: not 16 or 32");
+	CHECK_EQ_INT(backend_rows_env(be3, NULL, err), 0);
+	CHECK_EQ_INT(backend_rows_env(be3, "", err), 0);
+	CHECK_EQ_INT(backend_rows_env(be3, "16", err), 0);
+	CHECK_EQ_INT(backend_rows_env(be3, "32", err), 0);
+	CHECK_EQ_INT(backend_step_rows(be3), BACKEND_ROWS_MAX);
+	CHECK_EQ_INT(backend_rows_env(NULL, "16", err), 0);	/* be NULL: the value checked only */
+	CHECK_EQ_INT(backend_rows_env(NULL, "64", err), -1);
+	CHECK_EQ_STR(err, "'64': not 16 or 32");
+	CHECK_EQ_INT(backend_rows_env(be3, "016", err), -1);
+	CHECK_EQ_STR(err, "'016': not 16 or 32");
+}
+
 TEST(host_memory_takes_what_backend_read_writes)
 {
 	float *d = backend_alloc(be3, 1000), *h = backend_host_alloc(be3, 1000), v[1000];
@@ -1904,6 +1925,7 @@ main(void)
 	RUN(memra_cuda_graph_values_are_0_1_or_stats);
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
 	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror);
+	RUN(step_rows_stay_32_on_the_cpu_and_memra_cuda_step_rows_is_16_or_32);
 	RUN(host_memory_takes_what_backend_read_writes);
 	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
 	RUN(moe_products_are_each_experts_one_row_products_bit_for_bit);
