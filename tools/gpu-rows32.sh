@@ -34,7 +34,7 @@ serve_up() {	# PORT: wait for /health
 }
 {
 	if [ -d "$A" ]; then
-		timeout 240 bin/kernel-check "$A" >"$OUT/rows32-kc.log" 2>&1 || ok=1
+		timeout 150 bin/kernel-check "$A" >"$OUT/rows32-kc.log" 2>&1 || ok=1
 		n=$(grep -c '^rows32 .* OK$' "$OUT/rows32-kc.log")
 		f=$(grep -c '^rows32 .* FAIL$' "$OUT/rows32-kc.log")
 		echo "kernel-check $A: rows32 lines $n OK, $f FAIL; $(grep -E '^(ALL GREEN|[0-9]+ FAILED)' "$OUT/rows32-kc.log")"
