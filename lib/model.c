@@ -2240,17 +2240,52 @@ model_act_free(struct model *md)
 	md->taps = NULL;
 }
 
+enum { LAYER_WEIGHTS = 28 };
+
+/* Layer L's weights into ws[LAYER_WEIGHTS] (those it lacks have data NULL). */
+static void
+layer_weights(struct model_layer *L, struct backend_weight **ws)
+{
+	struct backend_weight *all[LAYER_WEIGHTS] = { &L->q, &L->k, &L->v, &L->o, &L->qkv,
+	    &L->gate, &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
+	    &L->eh_proj, &L->router, &L->exp_gate, &L->exp_up, &L->exp_down, &L->sh_gate,
+	    &L->sh_up, &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g,
+	    &L->head, &L->conv_proj[0], &L->conv_proj[1] };
+
+	memcpy(ws, all, sizeof all);
+}
+
 static void
 release_layer(struct model *md, struct model_layer *L)
 {
-	struct backend_weight *ws[] = { &L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate,
-	    &L->beta, &L->alpha, &L->out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->eh_proj,
-	    &L->router, &L->exp_gate, &L->exp_up, &L->exp_down, &L->sh_gate, &L->sh_up,
-	    &L->sh_down, &L->sh_inp, &L->exp_gate_up, &L->pl_gate, &L->pl_proj, &L->g, &L->head,
-	    &L->conv_proj[0], &L->conv_proj[1] };
+	struct backend_weight *ws[LAYER_WEIGHTS];
 
-	for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+	layer_weights(L, ws);
+	for (size_t i = 0; i < LAYER_WEIGHTS; i++)
 		backend_weight_release(md->be, ws[i]);
+}
+
+/* 1 when w is there and its product quantizes its input (an int8 type). */
+static int
+int8_product(const struct backend_weight *w)
+{
+	int at = w->data != NULL ? quant_vec_dot_type(w->type) : -1;
+
+	return at >= 0 && at != QUANT_F32;
+}
+
+int
+model_int8_weights(const struct model *md)
+{
+	struct backend_weight *ws[LAYER_WEIGHTS];
+	int n = 0;
+
+	for (int il = 0; md->layers != NULL && il < md->hp.n_layer + md->hp.n_mtp; il++) {
+		layer_weights(&md->layers[il], ws);
+		for (size_t i = 0; i < LAYER_WEIGHTS; i++)
+			n += int8_product(ws[i]);
+	}
+	return n + int8_product(&md->output);
 }
 
 void

