@@ -500,6 +500,17 @@ int	backend_gemm_set(struct backend *, int kind);
 #define BACKEND_GEMM_DEFAULT BACKEND_GEMM_BF16
 int	backend_gemm_env(struct backend *, const char *v, char *err);
 /*
+ * On the CPU backend only, for checks (kernel-check's model lines): its
+ * products of more than rows rows computed with the numerics of the CUDA
+ * backend's prompt kernels of kind (BACKEND_GEMM_*: for bf16, the GPU's
+ * operands rounded to bf16; for int8, the K-quants' and Q4_0's float
+ * products), emulated in double sums (slow); kind -1 turns it off (the
+ * CPU's own numerics, the default).  0, or -1 (not the CPU backend, a
+ * bad kind or rows < 1) with the reason.  Unlike backend_gemm_set, which
+ * MEMRA_CUDA_GEMM drives and the CPU ignores.
+ */
+int	backend_cpu_gemm_emulate(struct backend *, int kind, int rows);
+/*
  * The line a tool prints about recorded steps when it ends, into buf
  * (n bytes): the failure that turned recording off, and with stats the
  * counts.  Returns buf, or NULL when there is nothing to say.

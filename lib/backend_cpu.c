@@ -1551,8 +1551,14 @@ mm_run(struct backend_cpu *c, struct mm_job *jb)
 {
 	int64_t per = jb->w->ne1 / ((int64_t)c->nt * 4 * MM_TILE);
 
+	int emu;
+
 	if (jb->xq == NULL && mm_prepare(c, jb) != 0)	/* else prepared for this type */
 		return util_err(c->be.err, "matmul: out of memory");
+	/* backend_cpu_gemm_emulate: a GPU's prompt numerics instead (kernel-check) */
+	if ((emu = backend_cpu_emu_mm(c, jb->w, jb->wu, jb->x, jb->ldx, jb->xq, jb->xq_size,
+	    jb->y, jb->ldy, jb->m)) != 0)
+		return emu < 0 ? util_err(c->be.err, "matmul: gemm emulation failed") : 0;
 	if (backend_cpu_run(c, jb->w->ne1, (per > 1 ? per : 1) * MM_TILE, mm_rows, jb) != 0)
 		return util_err(c->be.err, "matmul: out of memory");
 	return 0;
@@ -1776,10 +1782,17 @@ cpu_close(struct backend *be)
 	free(c->xq.p);
 	free(c->pk.p);
 	free(c->moe.p);
+	free(c->emu.p);
 	free(c->scr);
 	free(c->wk);
 	free(c->th);
 	free(c);
+}
+
+int
+backend_cpu_is(const struct backend *be)
+{
+	return be->ops->close == cpu_close;
 }
 
 static const struct backend_ops cpu_ops = {
@@ -1853,6 +1866,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 	c->be.host = 1;
 	c->be.cut_exact = 1;
 	c->be.step_rows = BACKEND_ROWS_MAX;	/* every product is row-invariant at any m */
+	c->emu_kind = -1;	/* backend_cpu_gemm_emulate: off */
 	c->nt = n_threads;
 	c->dot = dot_portable;
 	snprintf(c->be.name, sizeof c->be.name, "cpu-scalar");

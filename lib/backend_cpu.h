@@ -56,6 +56,8 @@ struct backend_cpu {
 	struct backend_cpu_scratch xq;	/* the caller's: quantized activations */
 	struct backend_cpu_scratch pk;	/* the caller's: those packed (quant_pack) */
 	struct backend_cpu_scratch moe;	/* the caller's: the MoE ops' gathered rows */
+	struct backend_cpu_scratch emu;	/* the caller's: backend_cpu_emu_mm's inputs */
+	int	emu_kind, emu_rows;	/* backend_cpu_gemm_emulate (kind -1: off) */
 };
 
 /* Run fn over [0, n) in chunks of `chunk` items on every thread; returns
@@ -121,6 +123,18 @@ float	backend_cpu_silu(float x);
 float	backend_cpu_expf_ggml(float x);
 /* x[i] = backend_cpu_silu(x[i]) / backend_cpu_expf_ggml(x[i]), i < n, the same bits. */
 void	backend_cpu_silu_n(float *x, int64_t n);
+/*
+ * The product y = x.w (with wu: silu(x.w) * (x.wu)) of m rows as the CUDA
+ * backend computes it under backend_cpu_gemm_emulate's kind, when that is
+ * on, m is past its rows and the GPU's numerics differ from the CPU's for
+ * w's type (lib/backend_cpu_emu.c): 1 done, 0 not (the CPU's own product
+ * then), -1 out of memory.  xq: x quantized for w's type (mm_prepare).
+ */
+/* 1 when be is a CPU backend (backend_cpu_open's). */
+int	backend_cpu_is(const struct backend *be);
+int	backend_cpu_emu_mm(struct backend_cpu *, const struct backend_weight *w,
+	    const struct backend_weight *wu, const float *x, int ldx, const char *xq,
+	    size_t xq_size, float *y, int ldy, int m);
 void	backend_cpu_expf_ggml_n(float *x, int64_t n);
 float	backend_cpu_sigmoid(float x);
 float	backend_cpu_softplus(float x);

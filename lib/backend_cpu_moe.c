@@ -155,8 +155,9 @@ moe_prepare(struct backend *be, const char *op, struct moe_run *r)
 	return 0;
 }
 
+/* moe_products' gathering and each expert's dense product of its rows. */
 static int
-moe_products(struct backend *be, const char *op, struct moe_run *r)
+moe_run_experts(struct backend *be, const char *op, struct moe_run *r)
 {
 	int64_t ne0 = r->w->ne0;
 
@@ -186,6 +187,20 @@ moe_products(struct backend *be, const char *op, struct moe_run *r)
 			return util_err(be->err, "%s: out of memory", op);
 	}
 	return 0;
+}
+
+static int
+moe_products(struct backend *be, const char *op, struct moe_run *r)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	int emu = c->emu_kind, rc;
+
+	/* the GPU's experts take the decode kernels at any row count (cuda/moe.cu): the
+	 * CPU's numerics, never backend_cpu_gemm_emulate's prompt GEMMs */
+	c->emu_kind = -1;
+	rc = moe_run_experts(be, op, r);
+	c->emu_kind = emu;
+	return rc;
 }
 
 int

@@ -1386,6 +1386,80 @@ TEST(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror)
 	CHECK_EQ_INT(backend_gemm_env(NULL, "bf16-mirror ", err), -1);
 }
 
+/* bf16 of f, nearest with ties to even (what the GPU's __float2bfloat16_rn gives). */
+static float
+to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	u = (u + 0x7fffu + ((u >> 16) & 1)) & 0xffff0000u;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* y[m][ne1] of weight deq rows against inputs xs, each operand through r (or as is). */
+static void
+ref_product(const float *deq, const float *xs, int ne0, int ne1, int m, int round, float *y)
+{
+	for (int r = 0; r < m; r++)
+		for (int j = 0; j < ne1; j++) {
+			double s = 0;
+			for (int i = 0; i < ne0; i++) {
+				float a = deq[(size_t)j * ne0 + i], b = xs[(size_t)r * ne0 + i];
+				s += (double)(round ? to_bf16(a) : a) * (round ? to_bf16(b) : b);
+			}
+			y[(size_t)r * ne1 + j] = (float)s;
+		}
+}
+
+/*
+ * backend_cpu_gemm_emulate: past its rows, the CUDA backend's prompt numerics by
+ * kind (bf16: Q8_0 on its int8 inputs' values and Q4_K on the inputs, both rounded
+ * with the weights to bf16; int8: Q8_0 as the CPU's own, Q4_K in float); up to its
+ * rows, and with it off, the CPU's own bits.
+ */
+TEST(gemm_emulation_is_the_gpus_prompt_numerics_past_its_rows)
+{
+	enum { NE0 = 256, NE1 = 24, M = 40, ROWS = 32 };
+	static const int types[] = { QUANT_Q8_0, QUANT_Q4_K };
+
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		struct wbuf wb = make_weight(types[t], NE0, NE1);
+		float *x = rnd((size_t)M * NE0, 1), *xs = act_seen(types[t], x, NE0, M);
+		float *own = malloc((size_t)M * NE1 * 4), *y = malloc((size_t)M * NE1 * 4);
+		float *ref = malloc((size_t)M * NE1 * 4);
+		struct backend_weight w;
+
+		CHECK(backend_weight_init(be3, &w, types[t], NE0, NE1, wb.data, 1) == 0);
+		CHECK(backend_matmul(be3, &w, x, NE0, own, NE1, M) == 0);
+		for (int kind = 0; kind < 2; kind++) {
+			CHECK(backend_cpu_gemm_emulate(be3, kind ? BACKEND_GEMM_BF16 :
+			    BACKEND_GEMM_INT8, ROWS) == 0);
+			CHECK(backend_matmul(be3, &w, x, NE0, y, NE1, ROWS) == 0);	/* a step */
+			CHECK(same(y, own, (size_t)ROWS * NE1));
+			CHECK(backend_matmul(be3, &w, x, NE0, y, NE1, M) == 0);	/* a prompt */
+			if (types[t] == QUANT_Q8_0 && kind == 0) {
+				CHECK(same(y, own, (size_t)M * NE1));	/* the int8 GEMM: the CPU's */
+				continue;
+			}
+			/* bf16: Q8_0's int8 values (xs), Q4_K's inputs; int8: Q4_K in float */
+			ref_product(wb.deq, types[t] == QUANT_Q8_0 ? xs : x, NE0, NE1, M, kind, ref);
+			CHECK(same(y, ref, (size_t)M * NE1));
+			CHECK(!same(y, own, (size_t)M * NE1));
+		}
+		CHECK(backend_cpu_gemm_emulate(be3, -1, 1) == 0);	/* off: the CPU's own */
+		CHECK(backend_matmul(be3, &w, x, NE0, y, NE1, M) == 0);
+		CHECK(same(y, own, (size_t)M * NE1));
+		backend_weight_release(be3, &w);
+		free_weight(&wb);
+		free(x), free(xs), free(own), free(y), free(ref);
+	}
+	CHECK_EQ_INT(backend_cpu_gemm_emulate(be3, 7, 32), -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "gemm emulation: kind 7");
+	CHECK_EQ_INT(backend_cpu_gemm_emulate(be3, BACKEND_GEMM_BF16, 0), -1);
+}
+
 TEST(step_rows_stay_32_on_the_cpu_and_memra_cuda_step_rows_is_16_or_32)
 {
 	char err[UTIL_ERRLEN];
@@ -1926,6 +2000,7 @@ main(void)
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
 	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror);
 	RUN(step_rows_stay_32_on_the_cpu_and_memra_cuda_step_rows_is_16_or_32);
+	RUN(gemm_emulation_is_the_gpus_prompt_numerics_past_its_rows);
 	RUN(host_memory_takes_what_backend_read_writes);
 	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
 	RUN(moe_products_are_each_experts_one_row_products_bit_for_bit);
