@@ -50,6 +50,14 @@ int	quant_from_name(const char *name);
 size_t	quant_row_size(int t, int64_t n);
 
 /*
+ * A type whose block divides a row of n elements, as llama-quantize falls
+ * back: t itself when its block divides n, else Q4_K -> Q5_0, Q5_K -> Q5_1,
+ * Q6_K NVFP4 MXFP4 -> Q8_0, Q2_K Q3_K -> Q4_0, IQ4_XS -> IQ4_NL (again while
+ * that block does not divide n either), any other -> F16.
+ */
+int	quant_fit_block(int t, int64_t n);
+
+/*
  * Scalar conversions, exact to ggml's.  f32_to_f16 rounds to nearest even
  * (overflow to Inf, NaN to sign|0x7E00); f32_to_bf16 rounds to nearest even
  * and makes a NaN quiet (ggml_compute_fp32_to_bf16).  ue4m3 is NVFP4's
