@@ -67,6 +67,13 @@ enum { QWEN35, QWEN35MOE, GEMMA4, STEP35 };
 static const char *const arch_name[] = { "qwen35", "qwen35moe", "gemma4", "step35" };
 
 /*
+ * The fewest layers -L keeps: a full-attention layer and, where the model
+ * has them, a sliding one (llama.cpp fails a qwen35 trunk of GDN layers
+ * only, and a gemma4 or step35 one without both kinds of layer).
+ */
+static const int min_layers[] = { 4, 4, 6, 2 };
+
+/*
  * A model's shape.  hd, n_kv: the full-attention layers' head size and
  * K/V heads; the sliding layers' (gemma4, step35) in *_swa.  n_rot: the
  * full layers' rotated dims.
@@ -107,7 +114,7 @@ static const struct shape shapes[] = {
 };
 #define SHAPE_LIST "9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
 	"196b-a11b, tiny-step"
-#define USAGE "usage: gguf-random [-nV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] [OUT]"
+#define USAGE "usage: gguf-random [-nV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT (-n: no OUT)"
 
 struct gen {
 	struct gguf_writer *w;
@@ -718,8 +725,10 @@ main(int argc, char *argv[])
 		die(2, "-L %d: shape %s has %d layers", g.nl, g.s->name, g.s->n_layer);
 	if (g.nl < 0)
 		g.nl = g.s->n_layer;
-	if (g.s->arch == GEMMA4 && g.nl < 6)	/* no global layer: no rope_freqs to read */
-		die(2, "-L %d: a gemma4 file needs a global layer (-L 6 or more)", g.nl);
+	if (g.nl < min_layers[g.s->arch])
+		die(2, "-L %d: a %s file needs -L %d or more (a full-attention layer%s)", g.nl,
+		    arch_name[g.s->arch], min_layers[g.s->arch],
+		    g.s->swa > 0 ? " and a sliding one" : "");
 	if (g.et < 0)
 		g.et = g.mt == QUANT_NVFP4 ? QUANT_Q5_K : g.mt;
 	if (g.xt < 0)
