@@ -50,10 +50,12 @@ int	quant_from_name(const char *name);
 size_t	quant_row_size(int t, int64_t n);
 
 /*
- * A type whose block divides a row of n elements, as llama-quantize falls
- * back: t itself when its block divides n, else Q4_K -> Q5_0, Q5_K -> Q5_1,
- * Q6_K NVFP4 MXFP4 -> Q8_0, Q2_K Q3_K -> Q4_0, IQ4_XS -> IQ4_NL (again while
- * that block does not divide n either), any other -> F16.
+ * A type whose block divides a row of n elements, as llama-quantize's
+ * tensor_type_fallback picks it: t itself when its block divides n, else
+ * Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K Q3_K Q2_0 TQ1_0 TQ2_0 ->
+ * Q4_0, the IQ1-IQ3 types and IQ4_XS -> IQ4_NL; NVFP4 and MXFP4 (which
+ * llama-quantize refuses) -> Q8_0; F16 when that block does not divide n
+ * either, or for any other type.
  */
 int	quant_fit_block(int t, int64_t n);
 
