@@ -472,7 +472,8 @@ tensors(struct gen *g)
 /*
  * A byte-level BPE vocabulary llama.cpp loads (gpt2 model, qwen35 split):
  * the 256 byte tokens of GPT-2's byte mapping, then "<r N>" fillers up to
- * the vocabulary size, no merges.  Only the ids matter to a benchmark.
+ * the vocabulary size, no merges.  Only the ids matter to a benchmark, so
+ * every architecture gets this one (its own tokenizer is no part of speed).
  */
 static int
 vocab(struct gen *g)
