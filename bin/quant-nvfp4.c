@@ -266,23 +266,6 @@ default_type(const struct tensor *t, int bulk, const char **why)
 	return bulk;
 }
 
-/* A type whose block divides ne0, as llama-quantize falls back (Q5_K -> Q5_1, ...). */
-static int
-fit_block(int type, int64_t ne0)
-{
-	while (ne0 % quant_traits(type)->blck != 0) {
-		switch (type) {
-		case QUANT_Q4_K: type = QUANT_Q5_0; break;
-		case QUANT_Q5_K: type = QUANT_Q5_1; break;
-		case QUANT_Q6_K: case QUANT_NVFP4: case QUANT_MXFP4: type = QUANT_Q8_0; break;
-		case QUANT_Q2_K: case QUANT_Q3_K: type = QUANT_Q4_0; break;
-		case QUANT_IQ4_XS: type = QUANT_IQ4_NL; break;
-		default: return QUANT_F16;
-		}
-	}
-	return type;
-}
-
 static int
 plan_one(struct tensor *t, const struct opts *o, char *err)
 {
@@ -320,7 +303,7 @@ plan_one(struct tensor *t, const struct opts *o, char *err)
 	if (t->out_type == -2)
 		t->out_type = default_type(t, o->bulk, &t->why);
 	want = t->out_type;
-	t->out_type = fit_block(want, t->ne[0]);
+	t->out_type = quant_fit_block(want, t->ne[0]);
 	t->fallback = t->out_type != want;
 	if (t->src_type < 0 && t->hf == NULL)
 		return util_err(err, "tensor '%s': unknown source type", t->name);

@@ -69,6 +69,26 @@ quant_row_size(int t, int64_t n)
 	return (size_t)(n / traits[t].blck) * traits[t].size;
 }
 
+int
+quant_fit_block(int t, int64_t n)
+{
+	while (quant_valid(t) && n % traits[t].blck != 0) {
+		switch (t) {
+		case QUANT_Q4_K: t = QUANT_Q5_0; break;
+		case QUANT_Q5_K: t = QUANT_Q5_1; break;
+		case QUANT_Q6_K: case QUANT_NVFP4: case QUANT_MXFP4: t = QUANT_Q8_0; break;
+		case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_Q2_0: case QUANT_TQ1_0:
+		case QUANT_TQ2_0: t = QUANT_Q4_0; break;
+		case QUANT_IQ1_S: case QUANT_IQ1_M: case QUANT_IQ2_XXS: case QUANT_IQ2_XS:
+		case QUANT_IQ2_S: case QUANT_IQ3_XXS: case QUANT_IQ3_S: case QUANT_IQ4_XS:
+			t = QUANT_IQ4_NL;
+			break;
+		default: return QUANT_F16;
+		}
+	}
+	return t;
+}
+
 float
 quant_f16_to_f32(uint16_t h)
 {

@@ -50,6 +50,16 @@ int	quant_from_name(const char *name);
 size_t	quant_row_size(int t, int64_t n);
 
 /*
+ * A type whose block divides a row of n elements, as llama-quantize's
+ * tensor_type_fallback picks it: t itself when its block divides n, else
+ * Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K Q3_K Q2_0 TQ1_0 TQ2_0 ->
+ * Q4_0, the IQ1-IQ3 types and IQ4_XS -> IQ4_NL; NVFP4 and MXFP4 (which
+ * llama-quantize refuses) -> Q8_0; F16 when that block does not divide n
+ * either, or for any other type.
+ */
+int	quant_fit_block(int t, int64_t n);
+
+/*
  * Scalar conversions, exact to ggml's.  f32_to_f16 rounds to nearest even
  * (overflow to Inf, NaN to sign|0x7E00); f32_to_bf16 rounds to nearest even
  * and makes a NaN quiet (ggml_compute_fp32_to_bf16).  ue4m3 is NVFP4's

@@ -54,11 +54,78 @@ print(m.n_vocab(), len(m.scores[2]))' "$f"
 	[ "$output" = "1000 1000" ]
 }
 
-@test "gguf-random refuses an unknown shape or type" {
+@test "gguf-random refuses an unknown shape or type, and -L outside the shape" {
 	run -2 --separate-stderr "$T/gguf-random" -p 70b "$BATS_TEST_TMPDIR/x.gguf"
-	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny)" ]
+	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step)" ]
 	run -2 --separate-stderr "$T/gguf-random" -t Q9 "$BATS_TEST_TMPDIR/x.gguf"
+	run -2 --separate-stderr "$T/gguf-random" -x Q9 "$BATS_TEST_TMPDIR/x.gguf"
+	[ "$stderr" = "gguf-random: -x 'Q9': not a type name" ]
+	run -2 --separate-stderr "$T/gguf-random" -p tiny-step -L 6 "$BATS_TEST_TMPDIR/x.gguf"
+	[ "$stderr" = "gguf-random: -L 6: shape tiny-step has 5 layers" ]
+	run -2 --separate-stderr "$T/gguf-random" -p tiny-gemma4 -L 5 "$BATS_TEST_TMPDIR/x.gguf"
+	[ "$stderr" = "gguf-random: -L 5: a gemma4 file needs -L 6 or more (a full-attention layer and a sliding one)" ]
+	run -2 --separate-stderr "$T/gguf-random" -p 9b -L 0x "$BATS_TEST_TMPDIR/x.gguf"
+	[ "$stderr" = "gguf-random: -L '0x': not a layer count" ]
+	run -2 --separate-stderr "$T/gguf-random" -n "$BATS_TEST_TMPDIR/x.gguf"
+	[[ $stderr == "gguf-random: usage: "* ]]
 	[ ! -e "$BATS_TEST_TMPDIR/x.gguf" ]
+}
+
+@test "gguf-random's qwen35moe, gemma4 and step35 tiny shapes load and decode in memra (id prompts)" {
+	for p in tiny-moe:qwen35moe:5 tiny-gemma4:gemma4:6 tiny-step:step35:5; do
+		f=$BATS_TEST_TMPDIR/${p%%:*}.gguf
+		run -0 --separate-stderr "$T/gguf-random" -V -p "${p%%:*}" -t Q8_0 -x IQ4_XS "$f"
+		run -0 --separate-stderr gguf-inspect -k general.architecture "$f"
+		[ "$output" = "$(cut -d: -f2 <<<"$p")" ]
+		run -0 --separate-stderr gguf-inspect -k "$output.block_count" "$f"
+		[ "$output" = "${p##*:}" ]
+		run -0 --separate-stderr run-gen --jsonl -t 2 --device cpu "$f" \
+		    <<<'{"prompt": [5, 17, 250], "n": 5, "ignore_eos": true}'
+		run -0 python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert len(r["ids"]) == 5 and r["prompt_tokens"] == 3 and r["gate"] == "MATCH", r' "${lines[0]}"
+	done
+}
+
+@test "gguf-random's qwen35moe, gemma4 and step35 tiny shapes also load and evaluate in llama.cpp, with block fallbacks" {
+	need_llama_cpp
+	for a in "tiny-moe -t Q4_K" "tiny-gemma4 -t Q4_K" "tiny-step -t Q8_0 -x IQ4_XS" "tiny-step -L 2"; do
+		f=$BATS_TEST_TMPDIR/x.gguf
+		run -0 --separate-stderr "$T/gguf-random" -p $a "$f"
+		run -0 --separate-stderr python3 -c 'import sys, math, llama_cpp
+m = llama_cpp.Llama(sys.argv[1], n_ctx=64, verbose=False)
+m.eval([5, 6, 7])
+print(m.n_vocab(), len(m.scores[2]), all(math.isfinite(x) for x in m.scores[2]))' "$f"
+		[ "$output" = "1000 1000 True" ]
+	done
+	# the rows of 128 and 96 that a Q4_K or IQ4_XS block (256) does not divide
+	run -0 --separate-stderr "$T/gguf-random" -n -p tiny-moe -t Q4_K
+	[[ $output == *$'blk.0.ffn_down_exps.weight\tQ5_0\t128x256x8\t'* ]]
+	run -0 --separate-stderr "$T/gguf-random" -n -p tiny-step -t Q8_0 -x IQ4_XS
+	[[ $output == *$'blk.1.ffn_up_exps.weight\tIQ4_XS\t256x128x8\t'* ]]
+	[[ $output == *$'blk.1.ffn_down_exps.weight\tIQ4_NL\t128x256x8\t'* ]]
+}
+
+# The tensor counts by layer kind (llama.cpp's converter's layout) and the
+# published sizes: 35B, 31B (30.7B), 26B (25.2B), 196B.
+@test "gguf-random -n lists the big shapes' tensors: their counts by layer kind, their sizes the models' published ones" {
+	params() { run -0 --separate-stderr "$T/gguf-random" -n "$@"; n=${lines[-1]}; n=${n#tensors }; }
+	params -p 35b-a3b	# 30 GDN layers of 19, 10 full of 16, the MTP one of 20; embd, norm, output
+	[ "${n%% *}" = $((30 * 19 + 10 * 16 + 20 + 3)) ]
+	p=$(awk '{print $3}' <<<"$n"); [ "$p" -ge 35000000000 ] && [ "$p" -lt 36000000000 ]
+	params -p 31b		# 50 sliding layers of 14, 10 global of 13 (no V); rope_freqs, embd, norm
+	[ "${n%% *}" = $((50 * 14 + 10 * 13 + 3)) ]
+	p=$(awk '{print $3}' <<<"$n"); [ "$p" -ge 30500000000 ] && [ "$p" -lt 31500000000 ]
+	params -p 26b-a4b	# each layer 8 more: router, its scale, 2 expert stacks, their scale, 3 norms
+	[ "${n%% *}" = $((25 * 22 + 5 * 21 + 3)) ]
+	p=$(awk '{print $3}' <<<"$n"); [ "$p" -ge 25000000000 ] && [ "$p" -lt 26000000000 ]
+	params -p 196b-a11b -t IQ4_XS	# 3 dense layers of 12, 42 MoE of 17; embd, norm, output
+	[ "${n%% *}" = $((3 * 12 + 42 * 17 + 3)) ]
+	p=$(awk '{print $3}' <<<"$n"); [ "$p" -ge 196000000000 ] && [ "$p" -lt 197000000000 ]
+	b=$(awk '{print $5}' <<<"$n"); [ "$b" -gt 64000000000 ]	# over a 64 GB disk: -L
+	params -p 196b-a11b -t Q8_0 -x IQ4_XS -L 24
+	[ "${n%% *}" = $((3 * 12 + 21 * 17 + 3)) ]
+	b=$(awk '{print $5}' <<<"$n"); [ "$b" -lt 64000000000 ]
+	[[ $output == *$'\nblk.23.ffn_up_exps.weight\tIQ4_XS\t4096x1280x288\t'* ]]
+	[[ $output != *$'\nblk.24.'* ]]
 }
 
 @test "serve answers token-id prompts on gguf-random's file (its stand-in BPE vocabulary has an empty merges list), as the serving benchmark sends them" {

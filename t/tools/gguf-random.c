@@ -1,24 +1,58 @@
 /*
- * gguf-random: a random-weight qwen35 GGUF with the tensor names, shapes
- * and types of a real model (speed of decode does not depend on the
- * values), for the GPU benchmarks.
- *   gguf-random [-V] [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT
- * -p: the shape: 9b = Qwen3.5-9B (32 layers of 4096, 8 of them full
- * attention, GDN 16 key / 32 value heads of 128, attention 16/4 heads of
- * 256, FFN 12288, vocab 248320, one MTP layer); 27b = Qwen3.8-27B as
- * its NVFP4 serving GGUF lays it out with -t NVFP4 (64 layers of 5120, 16
- * of them full attention, GDN 16 key / 48 value heads of 128, attention
- * 24/4 heads of 256, FFN 17408, the MTP block at blk.64); tiny = a small
- * one for tests.  -t: the matrices' type (Q8_0, NVFP4, ...; default Q8_0).  -e:
- * token_embd and output (default: Q5_K for NVFP4, else the -t type).
- * Norms, ssm_a, dt bias and conv1d are F32.  Weights are random bits
- * with block scales of a sane size, so activations stay finite for a
- * while; values are not meaningful.  The vocabulary is a stand-in that
- * llama.cpp loads (llama-bench on the same file); -V leaves it out (no
- * tokenizer.ggml.* metadata: a model for token-id prompts only, as
- * run-gen --jsonl {"prompt": [ids]} gives them).
+ * gguf-random: a random-weight GGUF with the tensor names, shapes and
+ * types of a real model, laid out as llama.cpp's converter writes it
+ * (speed of decode does not depend on the values), for the GPU
+ * benchmarks against llama.cpp on the same file.
+ *   gguf-random [-nV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT
+ *   gguf-random -n [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N]
+ * -p: the shape (default 9b):
+ *   qwen35     9b = Qwen3.5-9B (32 layers of 4096, 8 of them full
+ *              attention, GDN 16 key / 32 value heads of 128, attention
+ *              16/4 heads of 256, FFN 12288, vocab 248320, one MTP layer);
+ *              27b = Qwen3.8-27B as its NVFP4 serving GGUF lays it out
+ *              with -t NVFP4 (64 layers of 5120, 16 of them full
+ *              attention, GDN 16 key / 48 value heads of 128, attention
+ *              24/4 heads of 256, FFN 17408, the MTP block at blk.64);
+ *              tiny = a small one for tests.
+ *   qwen35moe  35b-a3b = Qwen3.5-35B-A3B (40 layers of 2048, 10 of them
+ *              full attention, GDN 16 key / 32 value heads of 128,
+ *              attention 16/2 heads of 256, 256 experts of 512, 8 a
+ *              token, a shared expert of 512, vocab 248320, one MTP
+ *              layer); tiny-moe for tests.
+ *   gemma4     31b = Gemma-4 31B (60 layers of 5376, every 6th global:
+ *              32 query heads; sliding 16 K/V heads of 256, window 1024;
+ *              global 4 K/V heads of 512, K = V, a quarter of the dims
+ *              rotated; GeGLU 21504, vocab 262144 tied, soft-cap 30);
+ *              26b-a4b = Gemma-4 26B-A4B (30 layers of 2816, 16 query
+ *              heads, sliding 8 K/V heads of 256, global 2 of 512,
+ *              GeGLU 2112 beside 128 experts of 704, 8 a token);
+ *              tiny-gemma4 (a MoE one) for tests.
+ *   step35     196b-a11b = Step-3.7-Flash (45 layers of 4096, every 4th
+ *              full attention with 64 query heads, the others sliding
+ *              (window 512) with 96; 8 K/V heads of 128, a head-wise
+ *              gate; 3 dense layers of 11264, then 288 sigmoid-routed
+ *              experts of 1280, 8 a token, and a shared one of 1280;
+ *              vocab 128896; no NextN blocks: the trunk file only);
+ *              tiny-step for tests.
+ * -t: the matrices' type (Q8_0, NVFP4, IQ4_XS, ...; default Q8_0).  -x:
+ * the routed experts' type (default: the -t type; e.g. -t Q8_0 -x
+ * IQ4_XS).  -e: token_embd and output (default: Q5_K for NVFP4, else the
+ * -t type).  A row whose length the type's block does not divide takes
+ * llama-quantize's fallback (Q5_K -> Q5_1, IQ4_XS -> IQ4_NL, ...; see
+ * quant_fit_block).  Norms, ssm_a, dt bias, conv1d, router biases and
+ * scales and rope_freqs are F32.  -L N keeps the first N layers (the MTP
+ * layer, where the shape has one, follows them): a file of fewer layers
+ * for a shape that does not fit the disk or GPU, whose speed is per
+ * layer, not the model's.  -n lists the tensors (name, type, dims,
+ * bytes) and their total count, parameters and bytes, writing nothing.
+ * Weights are random bits with block scales of a sane size, so
+ * activations stay finite for a while; values are not meaningful.  The
+ * vocabulary is a stand-in that llama.cpp loads (llama-bench on the same
+ * file); -V leaves it out (no tokenizer.ggml.* metadata: a model for
+ * token-id prompts only, as run-gen --jsonl {"prompt": [ids]} gives them).
  */
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,24 +62,71 @@
 #include "quant.h"
 #include "util.h"
 
+enum { QWEN35, QWEN35MOE, GEMMA4, STEP35 };
+
+static const char *const arch_name[] = { "qwen35", "qwen35moe", "gemma4", "step35" };
+
+/*
+ * The fewest layers -L keeps: a full-attention layer and, where the model
+ * has them, a sliding one (llama.cpp fails a qwen35 trunk of GDN layers
+ * only, and a gemma4 or step35 one without both kinds of layer).
+ */
+static const int min_layers[] = { 4, 4, 6, 2 };
+
+/*
+ * A model's shape.  hd, n_kv: the full-attention layers' head size and
+ * K/V heads; the sliding layers' (gemma4, step35) in *_swa.  n_rot: the
+ * full layers' rotated dims.
+ */
 struct shape {
 	const char *name;
-	int	n_embd, n_layer, n_ff, n_head, n_kv, hd, n_rot, nk, nv, dk, vocab;
+	int	arch;
+	int	n_embd, n_layer, n_ff, n_head, n_kv, hd, n_rot, vocab;
+	int	nk, nv, dk;			/* qwen35*: GDN key / value heads, head size */
+	int	n_exp, n_used, ff_exp, ff_sh;	/* experts, a token, widths (shared: 0 none) */
+	int	n_head_swa, n_kv_swa, hd_swa, swa;	/* sliding layers, window */
+	int	n_dense;			/* step35: leading dense layers */
 };
 
+#define QWEN_GDN(k, v)	.nk = k, .nv = v, .dk = 128
 static const struct shape shapes[] = {
-	{ "9b", 4096, 32, 12288, 16, 4, 256, 64, 16, 32, 128, 248320 },
-	{ "27b", 5120, 64, 17408, 24, 4, 256, 64, 16, 48, 128, 248320 },
-	{ "tiny", 256, 4, 512, 4, 2, 64, 16, 2, 4, 64, 1000 },
+	{ "9b", QWEN35, 4096, 32, 12288, 16, 4, 256, 64, 248320, QWEN_GDN(16, 32) },
+	{ "27b", QWEN35, 5120, 64, 17408, 24, 4, 256, 64, 248320, QWEN_GDN(16, 48) },
+	{ "tiny", QWEN35, 256, 4, 512, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 64 },
+	{ "35b-a3b", QWEN35MOE, 2048, 40, 0, 16, 2, 256, 64, 248320, QWEN_GDN(16, 32),
+	    .n_exp = 256, .n_used = 8, .ff_exp = 512, .ff_sh = 512 },
+	{ "tiny-moe", QWEN35MOE, 256, 4, 0, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 64,
+	    .n_exp = 8, .n_used = 2, .ff_exp = 128, .ff_sh = 128 },
+	{ "31b", GEMMA4, 5376, 60, 21504, 32, 4, 512, 128, 262144,
+	    .n_head_swa = 32, .n_kv_swa = 16, .hd_swa = 256, .swa = 1024 },
+	{ "26b-a4b", GEMMA4, 2816, 30, 2112, 16, 2, 512, 128, 262144,
+	    .n_exp = 128, .n_used = 8, .ff_exp = 704,
+	    .n_head_swa = 16, .n_kv_swa = 8, .hd_swa = 256, .swa = 1024 },
+	{ "tiny-gemma4", GEMMA4, 256, 6, 512, 4, 1, 128, 32, 1000,
+	    .n_exp = 8, .n_used = 2, .ff_exp = 96,
+	    .n_head_swa = 4, .n_kv_swa = 2, .hd_swa = 64, .swa = 64 },
+	{ "196b-a11b", STEP35, 4096, 45, 11264, 64, 8, 128, 128, 128896,
+	    .n_exp = 288, .n_used = 8, .ff_exp = 1280, .ff_sh = 1280,
+	    .n_head_swa = 96, .n_kv_swa = 8, .hd_swa = 128, .swa = 512, .n_dense = 3 },
+	{ "tiny-step", STEP35, 256, 5, 512, 4, 2, 64, 64, 1000,
+	    .n_exp = 8, .n_used = 2, .ff_exp = 128, .ff_sh = 128,
+	    .n_head_swa = 6, .n_kv_swa = 2, .hd_swa = 64, .swa = 64, .n_dense = 1 },
 };
+#define SHAPE_LIST "9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
+	"196b-a11b, tiny-step"
+#define USAGE "usage: gguf-random [-nV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT (-n: no OUT)"
 
 struct gen {
 	struct gguf_writer *w;
 	const struct shape *s;
-	int	mt, et;		/* matrix type, embedding/output type */
+	int	nl;		/* trunk layers written (-L) */
+	int	mt, xt, et;	/* matrix, expert, embedding/output types */
 	uint64_t rng;
 	int	pass;		/* 0: tensor infos, 1: data */
+	int	dry;		/* -n: list, write nothing */
 	int	no_vocab;	/* -V */
+	int64_t	n_tensors, n_params;
+	uint64_t n_bytes;
 	uint8_t	*pool;		/* random bytes */
 	char	err[UTIL_ERRLEN];
 };
@@ -67,35 +148,71 @@ halves(int t)
 	    none[] = { -1 };
 
 	switch (t) {
-	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: return d0;
+	case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_IQ4_NL:
+	case QUANT_IQ4_XS: return d0;
 	case QUANT_Q4_1: case QUANT_Q5_1: case QUANT_Q4_K: case QUANT_Q5_K: return d01;
 	case QUANT_Q6_K: return q6k;
 	default: return none;
 	}
 }
 
-/* One tensor: its info in pass 0, its bytes in pass 1. */
 static int
-tensor(struct gen *g, const char *name, int type, int64_t ne0, int64_t ne1, float val)
+is_float(int t)
 {
-	int64_t ne[2] = { ne0, ne1 };
-	size_t rb = quant_row_size(type, ne0), n = rb * (size_t)ne1, done = 0;
-	const struct quant_traits *tr = quant_traits(type);
+	return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16;
+}
 
-	if (g->pass == 0)
-		return gguf_writer_add_tensor(g->w, name, type, ne1 > 1 ? 2 : 1, ne);
-	if (type == QUANT_F32) {
-		float *f = malloc(n);
-		if (f == NULL)
-			return -1;
-		for (int64_t i = 0; i < ne0 * ne1; i++)	/* val, or small noise when val == 0 */
-			f[i] = val != 0 ? val : (float)((int64_t)(rnd(&g->rng) >> 40) - (1 << 23)) /
-			    (float)(1 << 23) * 0.1f;
-		int rc = gguf_writer_write(g->w, f, n);
-		free(f);
-		return rc;
+/* A float tensor's rows: val, or small noise when val == 0 (f[i] for rope_freqs). */
+static int
+float_rows(struct gen *g, int type, int64_t ne0, int64_t rows, float val, const float *f)
+{
+	size_t rb = quant_row_size(type, ne0);
+	float *x = malloc(ne0 * sizeof *x);
+	void *o = malloc(rb);
+	int rc = x == NULL || o == NULL ? -1 : 0;
+
+	for (int64_t r = 0; rc == 0 && r < rows; r++) {
+		for (int64_t i = 0; i < ne0; i++)
+			x[i] = f != NULL ? f[r * ne0 + i] : val != 0 ? val :
+			    (float)((int64_t)(rnd(&g->rng) >> 40) - (1 << 23)) / (float)(1 << 23) * 0.1f;
+		rc = quant_quantize_row(type, x, o, ne0, g->err) || gguf_writer_write(g->w, o, rb) ?
+		    -1 : 0;
 	}
-	uint16_t h = quant_f32_to_f16(1.0f / (16.0f * sqrtf((float)ne0)));
+	free(x), free(o);
+	return rc;
+}
+
+/*
+ * One tensor of ne0 x ne1 x ne2 (ne2 > 1: a stack of experts): its info in
+ * pass 0 (or its line of the -n listing), its bytes in pass 1.  A
+ * quantized type whose block does not divide ne0 takes the fallback.
+ */
+static int
+tensor3(struct gen *g, const char *name, int type, int64_t ne0, int64_t ne1, int64_t ne2,
+    const float *f, float val)
+{
+	int64_t ne[3] = { ne0, ne1, ne2 };
+	int nd = ne2 > 1 ? 3 : ne1 > 1 ? 2 : 1;
+	const struct quant_traits *tr;
+	size_t rb, n, done = 0;
+	uint16_t h;
+
+	type = quant_fit_block(type, ne0);
+	tr = quant_traits(type);
+	rb = quant_row_size(type, ne0), n = rb * (size_t)(ne1 * ne2);
+	if (g->pass == 0) {
+		g->n_tensors++, g->n_params += ne0 * ne1 * ne2, g->n_bytes += n;
+		if (!g->dry)
+			return gguf_writer_add_tensor(g->w, name, type, nd, ne);
+		printf("%s\t%s\t%" PRId64, name, quant_name(type), ne0);
+		for (int i = 1; i < nd; i++)
+			printf("x%" PRId64, ne[i]);
+		printf("\t%zu\n", n);
+		return 0;
+	}
+	if (is_float(type))
+		return float_rows(g, type, ne0, ne1 * ne2, val, f);
+	h = quant_f32_to_f16(1.0f / (16.0f * sqrtf((float)ne0)));
 	while (done < n) {
 		size_t cmax = POOL / tr->size * tr->size;	/* whole blocks per write */
 		size_t c = n - done < cmax ? n - done : cmax;
@@ -108,6 +225,8 @@ tensor(struct gen *g, const char *name, int type, int64_t ne0, int64_t ne1, floa
 				memcpy(p + b + *o, &h, 2);
 			if (type == QUANT_NVFP4)
 				memset(p + b, 0x28, 4);
+			if (type == QUANT_IQ4_XS)	/* every sub-block's scale 33 - 32 = 1 */
+				memcpy(p + b + 2, "\xAA\xAA\x11\x11\x11\x11", 6);
 		}
 		if (gguf_writer_write(g->w, p, c) != 0)
 			return -1;
@@ -116,16 +235,72 @@ tensor(struct gen *g, const char *name, int type, int64_t ne0, int64_t ne1, floa
 	return 0;
 }
 
-#define T(name, ...) do { if (tensor(g, name, __VA_ARGS__)) return -1; } while (0)
-
 static int
-layer(struct gen *g, int il, int full, int mtp)
+tensor(struct gen *g, const char *name, int type, int64_t ne0, int64_t ne1, float val)
+{
+	return tensor3(g, name, type, ne0, ne1, 1, NULL, val);
+}
+
+#define T(name, ...)	do { if (tensor(g, name, __VA_ARGS__)) return -1; } while (0)
+#define T3(name, ...)	do { if (tensor3(g, name, __VA_ARGS__, NULL, 0)) return -1; } while (0)
+#define NM(x)		(snprintf(n, sizeof n, "blk.%d.%s", il, x), n)
+
+/* The routed experts beside a router; gate and up apart (qwen35moe, step35) or fused (gemma4). */
+static int
+experts(struct gen *g, int il, int fused)
+{
+	const struct shape *s = g->s;
+	int e = s->n_embd, f = s->ff_exp, x = g->xt;
+	char n[128];
+
+	T(NM("ffn_gate_inp.weight"), QUANT_F32, e, s->n_exp, 0);	/* llama-quantize keeps it */
+	if (fused)
+		T3(NM("ffn_gate_up_exps.weight"), x, e, 2 * f, s->n_exp);
+	else {
+		T3(NM("ffn_gate_exps.weight"), x, e, f, s->n_exp);
+		T3(NM("ffn_up_exps.weight"), x, e, f, s->n_exp);
+	}
+	T3(NM("ffn_down_exps.weight"), x, f, e, s->n_exp);
+	return 0;
+}
+
+/* A SwiGLU / GeGLU MLP of width ff; sfx "" or "_shexp". */
+static int
+mlp(struct gen *g, int il, int ff, const char *sfx)
+{
+	int e = g->s->n_embd;
+	char n[128], k[64];
+
+#define K(x) (snprintf(k, sizeof k, "%s%s.weight", x, sfx), NM(k))
+	T(K("ffn_gate"), g->mt, e, ff, 0);
+	T(K("ffn_up"), g->mt, e, ff, 0);
+	T(K("ffn_down"), g->mt, ff, e, 0);
+#undef K
+	return 0;
+}
+
+/* A NextN block's own tensors (its head is the trunk's). */
+static int
+nextn(struct gen *g, int il)
+{
+	int e = g->s->n_embd;
+	char n[128];
+
+	T(NM("nextn.eh_proj.weight"), g->mt, 2 * e, e, 0);
+	T(NM("nextn.enorm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("nextn.hnorm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("nextn.shared_head_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	return 0;
+}
+
+/* qwen35 / qwen35moe: layer il, full attention or GDN, a dense or MoE FFN, + NextN when mtp. */
+static int
+qwen35_layer(struct gen *g, int il, int full, int mtp)
 {
 	const struct shape *s = g->s;
 	int e = s->n_embd, mt = g->mt, vd = s->nv * s->dk, cd = 2 * s->nk * s->dk + vd;
 	char n[128];
 
-#define NM(x) (snprintf(n, sizeof n, "blk.%d.%s", il, x), n)
 	T(NM("attn_norm.weight"), QUANT_F32, e, 1, 1.0f);
 	if (full) {
 		T(NM("attn_q.weight"), mt, e, 2 * s->n_head * s->hd, 0);
@@ -146,37 +321,159 @@ layer(struct gen *g, int il, int full, int mtp)
 		T(NM("ssm_out.weight"), mt, vd, e, 0);
 	}
 	T(NM("post_attention_norm.weight"), QUANT_F32, e, 1, 1.0f);
-	T(NM("ffn_gate.weight"), mt, e, s->n_ff, 0);
-	T(NM("ffn_up.weight"), mt, e, s->n_ff, 0);
-	T(NM("ffn_down.weight"), mt, s->n_ff, e, 0);
-	if (mtp) {
-		T(NM("nextn.eh_proj.weight"), mt, 2 * e, e, 0);
-		T(NM("nextn.enorm.weight"), QUANT_F32, e, 1, 1.0f);
-		T(NM("nextn.hnorm.weight"), QUANT_F32, e, 1, 1.0f);
-		T(NM("nextn.shared_head_norm.weight"), QUANT_F32, e, 1, 1.0f);
-	}
-#undef NM
-	return 0;
+	if (s->n_exp == 0 ? mlp(g, il, s->n_ff, "") :
+	    experts(g, il, 0) || mlp(g, il, s->ff_sh, "_shexp"))
+		return -1;
+	if (s->n_exp > 0)
+		T(NM("ffn_gate_inp_shexp.weight"), QUANT_F32, e, 1, 0);
+	return mtp ? nextn(g, il) : 0;
 }
 
 static int
-tensors(struct gen *g)
+qwen35_tensors(struct gen *g)
 {
 	const struct shape *s = g->s;
 
 	T("token_embd.weight", g->et, s->n_embd, s->vocab, 0);
-	for (int il = 0; il <= s->n_layer; il++)	/* the last one: MTP */
-		if (layer(g, il, il == s->n_layer || (il + 1) % 4 == 0, il == s->n_layer))
+	for (int il = 0; il <= g->nl; il++)	/* the last one: MTP */
+		if (qwen35_layer(g, il, il == g->nl || (il + 1) % 4 == 0, il == g->nl))
 			return -1;
 	T("output_norm.weight", QUANT_F32, s->n_embd, 1, 1.0f);
 	T("output.weight", g->et, s->n_embd, s->vocab, 0);
 	return 0;
 }
 
+/* gemma4: a sliding layer unless every 6th (as the released 26B and 31B lay them out). */
+static int
+gemma4_swa(int il)
+{
+	return (il + 1) % 6 != 0;
+}
+
+static int
+gemma4_layer(struct gen *g, int il)
+{
+	const struct shape *s = g->s;
+	int e = s->n_embd, mt = g->mt, swa = gemma4_swa(il);
+	int hd = swa ? s->hd_swa : s->hd, kv = (swa ? s->n_kv_swa : s->n_kv) * hd;
+	char n[128];
+
+	T(NM("attn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("attn_q.weight"), mt, e, s->n_head * hd, 0);
+	T(NM("attn_k.weight"), mt, e, kv, 0);
+	if (swa)	/* the global layers' V is their K (attention_k_eq_v) */
+		T(NM("attn_v.weight"), mt, e, kv, 0);
+	T(NM("attn_output.weight"), mt, s->n_head * hd, e, 0);
+	T(NM("attn_q_norm.weight"), QUANT_F32, hd, 1, 1.0f);
+	T(NM("attn_k_norm.weight"), QUANT_F32, hd, 1, 1.0f);
+	T(NM("post_attention_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("layer_output_scale.weight"), QUANT_F32, 1, 1, 1.0f);
+	T(NM("ffn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	if (mlp(g, il, s->n_ff, ""))
+		return -1;
+	T(NM("post_ffw_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	if (s->n_exp == 0)
+		return 0;
+	if (experts(g, il, 1))
+		return -1;
+	T(NM("ffn_gate_inp.scale"), QUANT_F32, e, 1, 1.0f);
+	T(NM("ffn_down_exps.scale"), QUANT_F32, s->n_exp, 1, 1.0f);
+	T(NM("pre_ffw_norm_2.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("post_ffw_norm_1.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("post_ffw_norm_2.weight"), QUANT_F32, e, 1, 1.0f);
+	return 0;
+}
+
+/*
+ * gemma4's tensors.  rope_freqs: the global layers' proportional RoPE as
+ * llama.cpp's converter writes it, 1 for each rotated pair, 1e30 (no
+ * rotation) for the rest; the output is the token table (tied).
+ */
+static int
+gemma4_tensors(struct gen *g)
+{
+	const struct shape *s = g->s;
+	float *f = malloc(s->hd / 2 * sizeof *f);
+	int rc;
+
+	if (f == NULL)
+		return -1;
+	for (int i = 0; i < s->hd / 2; i++)
+		f[i] = i < s->n_rot / 2 ? 1.0f : 1e30f;
+	rc = tensor3(g, "rope_freqs.weight", QUANT_F32, s->hd / 2, 1, 1, f, 0);
+	free(f);
+	if (rc != 0)
+		return -1;
+	T("token_embd.weight", g->et, s->n_embd, s->vocab, 0);
+	for (int il = 0; il < g->nl; il++)
+		if (gemma4_layer(g, il))
+			return -1;
+	T("output_norm.weight", QUANT_F32, s->n_embd, 1, 1.0f);
+	return 0;
+}
+
+/* step35: full attention on every 4th layer from the first, sliding on the others. */
+static int
+step35_swa(int il)
+{
+	return il % 4 != 0;
+}
+
+static int
+step35_layer(struct gen *g, int il)
+{
+	const struct shape *s = g->s;
+	int e = s->n_embd, mt = g->mt, swa = step35_swa(il);
+	int nh = swa ? s->n_head_swa : s->n_head, kv = (swa ? s->n_kv_swa : s->n_kv) * s->hd;
+	char n[128];
+
+	T(NM("attn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("attn_q.weight"), mt, e, nh * s->hd, 0);
+	T(NM("attn_k.weight"), mt, e, kv, 0);
+	T(NM("attn_v.weight"), mt, e, kv, 0);
+	T(NM("attn_output.weight"), mt, nh * s->hd, e, 0);
+	T(NM("attn_gate.weight"), mt, e, nh, 0);
+	T(NM("attn_q_norm.weight"), QUANT_F32, s->hd, 1, 1.0f);
+	T(NM("attn_k_norm.weight"), QUANT_F32, s->hd, 1, 1.0f);
+	T(NM("ffn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	if (il < s->n_dense)
+		return mlp(g, il, s->n_ff, "");
+	if (experts(g, il, 0))
+		return -1;
+	T(NM("exp_probs_b.bias"), QUANT_F32, s->n_exp, 1, 0);
+	return mlp(g, il, s->ff_sh, "_shexp");
+}
+
+static int
+step35_tensors(struct gen *g)
+{
+	const struct shape *s = g->s;
+
+	T("token_embd.weight", g->et, s->n_embd, s->vocab, 0);
+	for (int il = 0; il < g->nl; il++)
+		if (step35_layer(g, il))
+			return -1;
+	T("output_norm.weight", QUANT_F32, s->n_embd, 1, 1.0f);
+	T("output.weight", g->et, s->n_embd, s->vocab, 0);
+	return 0;
+}
+#undef NM
+
+static int
+tensors(struct gen *g)
+{
+	switch (g->s->arch) {
+	case GEMMA4: return gemma4_tensors(g);
+	case STEP35: return step35_tensors(g);
+	default: return qwen35_tensors(g);
+	}
+}
+
 /*
  * A byte-level BPE vocabulary llama.cpp loads (gpt2 model, qwen35 split):
  * the 256 byte tokens of GPT-2's byte mapping, then "<r N>" fillers up to
- * the vocabulary size, no merges.  Only the ids matter to a benchmark.
+ * the vocabulary size, no merges.  Only the ids matter to a benchmark, so
+ * every architecture gets this one (its own tokenizer is no part of speed).
  */
 static int
 vocab(struct gen *g)
@@ -214,48 +511,194 @@ out:
 	return rc;
 }
 
+/* "<arch>.<key>" into the writer. */
+static const char *
+key(struct gen *g, const char *k)
+{
+	static char b[128];
+
+	snprintf(b, sizeof b, "%s.%s", arch_name[g->s->arch], k);
+	return b;
+}
+
+static int
+u32(struct gen *g, const char *k, uint32_t v)
+{
+	return gguf_writer_add_u32(g->w, key(g, k), v);
+}
+
+static int
+f32(struct gen *g, const char *k, float v)
+{
+	return gguf_writer_add_f32(g->w, key(g, k), v);
+}
+
+/* A per-layer array over the trunk's layers: f(il) as INT32 or BOOL. */
+static int
+per_layer(struct gen *g, const char *k, int elem, int (*f)(const struct shape *, int))
+{
+	int32_t v[1024];
+	uint8_t b[1024];
+
+	for (int il = 0; il < g->nl; il++)
+		v[il] = f(g->s, il), b[il] = (uint8_t)(v[il] != 0);
+	return gguf_writer_add_arr(g->w, key(g, k), elem, elem == GGUF_TYPE_BOOL ?
+	    (const void *)b : (const void *)v, (uint64_t)g->nl);
+}
+
+static int gemma4_swa_at(const struct shape *s, int il) { (void)s; return gemma4_swa(il); }
+static int step35_swa_at(const struct shape *s, int il) { (void)s; return step35_swa(il); }
+
+static int
+gemma4_kv_at(const struct shape *s, int il)
+{
+	return gemma4_swa(il) ? s->n_kv_swa : s->n_kv;
+}
+
+static int
+step35_head_at(const struct shape *s, int il)
+{
+	return step35_swa(il) ? s->n_head_swa : s->n_head;
+}
+
+static int
+step35_kv_at(const struct shape *s, int il)
+{
+	return step35_swa(il) ? s->n_kv_swa : s->n_kv;
+}
+
+/* The experts' keys (expert_shared_feed_forward_length where there is a shared one). */
+static int
+moe_kvs(struct gen *g)
+{
+	const struct shape *s = g->s;
+
+	return u32(g, "expert_count", s->n_exp) || u32(g, "expert_used_count", s->n_used) ||
+	    u32(g, "expert_feed_forward_length", s->ff_exp) ||
+	    (s->ff_sh > 0 && u32(g, "expert_shared_feed_forward_length", s->ff_sh)) ? -1 : 0;
+}
+
+static int
+qwen35_kvs(struct gen *g)
+{
+	const struct shape *s = g->s;
+	int32_t sec[4] = { 11, 11, 10, 0 };
+
+	return u32(g, "block_count", g->nl + 1) ||
+	    u32(g, "context_length", 262144) ||
+	    u32(g, "embedding_length", s->n_embd) ||
+	    (s->n_exp == 0 ? u32(g, "feed_forward_length", s->n_ff) : moe_kvs(g)) ||
+	    u32(g, "attention.head_count", s->n_head) ||
+	    u32(g, "attention.head_count_kv", s->n_kv) ||
+	    f32(g, "rope.freq_base", 1e7f) ||
+	    f32(g, "attention.layer_norm_rms_epsilon", 1e-6f) ||
+	    u32(g, "attention.key_length", s->hd) ||
+	    u32(g, "attention.value_length", s->hd) ||
+	    u32(g, "rope.dimension_count", s->n_rot) ||
+	    gguf_writer_add_arr(g->w, key(g, "rope.dimension_sections"), GGUF_TYPE_INT32, sec, 4) ||
+	    u32(g, "ssm.conv_kernel", 4) ||
+	    u32(g, "ssm.state_size", s->dk) ||
+	    u32(g, "ssm.group_count", s->nk) ||
+	    u32(g, "ssm.time_step_rank", s->nv) ||
+	    u32(g, "ssm.inner_size", s->nv * s->dk) ||
+	    u32(g, "full_attention_interval", 4) ||
+	    u32(g, "nextn_predict_layers", 1) ? -1 : 0;
+}
+
+/* gemma4 (llama.cpp's keys: conversion/gemma.py; no per-layer inputs, no shared K/V). */
+static int
+gemma4_kvs(struct gen *g)
+{
+	const struct shape *s = g->s;
+
+	return u32(g, "block_count", g->nl) ||
+	    u32(g, "context_length", 262144) ||
+	    u32(g, "embedding_length", s->n_embd) ||
+	    u32(g, "feed_forward_length", s->n_ff) ||
+	    u32(g, "attention.head_count", s->n_head) ||
+	    per_layer(g, "attention.head_count_kv", GGUF_TYPE_INT32, gemma4_kv_at) ||
+	    f32(g, "rope.freq_base", 1e6f) ||
+	    f32(g, "rope.freq_base_swa", 1e4f) ||
+	    f32(g, "attention.layer_norm_rms_epsilon", 1e-6f) ||
+	    (s->n_exp > 0 && moe_kvs(g)) ||
+	    u32(g, "attention.key_length", s->hd) ||
+	    u32(g, "attention.value_length", s->hd) ||
+	    f32(g, "final_logit_softcapping", 30.0f) ||
+	    u32(g, "attention.sliding_window", s->swa) ||
+	    u32(g, "attention.shared_kv_layers", 0) ||
+	    u32(g, "embedding_length_per_layer_input", 0) ||
+	    per_layer(g, "attention.sliding_window_pattern", GGUF_TYPE_BOOL, gemma4_swa_at) ||
+	    u32(g, "attention.key_length_swa", s->hd_swa) ||
+	    u32(g, "attention.value_length_swa", s->hd_swa) ||
+	    u32(g, "rope.dimension_count", s->hd) ||
+	    u32(g, "rope.dimension_count_swa", s->hd_swa) ? -1 : 0;
+}
+
+/*
+ * step35 (llama.cpp's keys: conversion/step.py): per-layer head counts
+ * and window pattern; full layers rotate rope.dimension_count / 2 dims.
+ * No NextN blocks, so nextn_predict_layers is left out.
+ */
+static int
+step35_kvs(struct gen *g)
+{
+	const struct shape *s = g->s;
+
+	return u32(g, "block_count", g->nl) ||
+	    u32(g, "context_length", 262144) ||
+	    u32(g, "embedding_length", s->n_embd) ||
+	    u32(g, "feed_forward_length", s->n_ff) ||
+	    per_layer(g, "attention.head_count", GGUF_TYPE_INT32, step35_head_at) ||
+	    per_layer(g, "attention.head_count_kv", GGUF_TYPE_INT32, step35_kv_at) ||
+	    f32(g, "rope.freq_base", 5e6f) ||
+	    f32(g, "rope.freq_base_swa", 1e4f) ||
+	    f32(g, "attention.layer_norm_rms_epsilon", 1e-5f) ||
+	    moe_kvs(g) ||
+	    u32(g, "attention.key_length", s->hd) ||
+	    u32(g, "attention.value_length", s->hd) ||
+	    u32(g, "rope.dimension_count", s->n_rot) ||
+	    u32(g, "attention.sliding_window", s->swa) ||
+	    per_layer(g, "attention.sliding_window_pattern", GGUF_TYPE_BOOL, step35_swa_at) ||
+	    u32(g, "leading_dense_block_count", s->n_dense) ? -1 : 0;
+}
+
 static int
 kvs(struct gen *g)
 {
-	const struct shape *s = g->s;
-	struct gguf_writer *w = g->w;
-	int32_t sec[4] = { 11, 11, 10, 0 };
-	const char *a = "qwen35";
+	const char *a = arch_name[g->s->arch];
 
-	return gguf_writer_add_str(w, "general.architecture", a, strlen(a)) ||
-	    gguf_writer_add_str(w, "general.name", "random", 6) ||
-	    gguf_writer_add_u32(w, "qwen35.block_count", s->n_layer + 1) ||
-	    gguf_writer_add_u32(w, "qwen35.context_length", 262144) ||
-	    gguf_writer_add_u32(w, "qwen35.embedding_length", s->n_embd) ||
-	    gguf_writer_add_u32(w, "qwen35.feed_forward_length", s->n_ff) ||
-	    gguf_writer_add_u32(w, "qwen35.attention.head_count", s->n_head) ||
-	    gguf_writer_add_u32(w, "qwen35.attention.head_count_kv", s->n_kv) ||
-	    gguf_writer_add_f32(w, "qwen35.rope.freq_base", 1e7f) ||
-	    gguf_writer_add_f32(w, "qwen35.attention.layer_norm_rms_epsilon", 1e-6f) ||
-	    gguf_writer_add_u32(w, "qwen35.attention.key_length", s->hd) ||
-	    gguf_writer_add_u32(w, "qwen35.attention.value_length", s->hd) ||
-	    gguf_writer_add_u32(w, "qwen35.rope.dimension_count", s->n_rot) ||
-	    gguf_writer_add_arr(w, "qwen35.rope.dimension_sections", GGUF_TYPE_INT32, sec, 4) ||
-	    gguf_writer_add_u32(w, "qwen35.ssm.conv_kernel", 4) ||
-	    gguf_writer_add_u32(w, "qwen35.ssm.state_size", s->dk) ||
-	    gguf_writer_add_u32(w, "qwen35.ssm.group_count", s->nk) ||
-	    gguf_writer_add_u32(w, "qwen35.ssm.time_step_rank", s->nv) ||
-	    gguf_writer_add_u32(w, "qwen35.ssm.inner_size", s->nv * s->dk) ||
-	    gguf_writer_add_u32(w, "qwen35.full_attention_interval", 4) ||
-	    gguf_writer_add_u32(w, "qwen35.nextn_predict_layers", 1) ||
-	    (!g->no_vocab && vocab(g)) ? -1 : 0;
+	if (gguf_writer_add_str(g->w, "general.architecture", a, strlen(a)) ||
+	    gguf_writer_add_str(g->w, "general.name", "random", 6) ||
+	    (g->s->arch == GEMMA4 ? gemma4_kvs(g) : g->s->arch == STEP35 ? step35_kvs(g) :
+	    qwen35_kvs(g)))
+		return -1;
+	return !g->no_vocab && vocab(g) ? -1 : 0;
+}
+
+static int
+type_opt(int ch, const char *arg)
+{
+	int t = quant_from_name(arg);
+
+	if (t < 0 || !quant_valid(t))
+		die(2, "-%c '%s': not a type name", ch, arg);
+	return t;
 }
 
 int
 main(int argc, char *argv[])
 {
-	struct gen g = { .s = &shapes[0], .mt = QUANT_Q8_0, .et = -1, .rng = 0x9E3779B97F4A7C15ULL };
+	struct gen g = { .s = &shapes[0], .mt = QUANT_Q8_0, .xt = -1, .et = -1,
+	    .rng = 0x9E3779B97F4A7C15ULL, .nl = -1 };
 	struct util_ofile *of;
+	char *end;
+	long v;
 	int ch;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "Vp:t:e:")) != -1) {
+	while ((ch = getopt(argc, argv, "nVp:t:x:e:L:")) != -1) {
 		switch (ch) {
+		case 'n': g.dry = 1; break;
 		case 'V': g.no_vocab = 1; break;
 		case 'p':
 			g.s = NULL;
@@ -263,23 +706,41 @@ main(int argc, char *argv[])
 				if (strcmp(optarg, shapes[i].name) == 0)
 					g.s = &shapes[i];
 			if (g.s == NULL)
-				die(2, "-p '%s': not a shape (9b, 27b, tiny)", optarg);
+				die(2, "-p '%s': not a shape (%s)", optarg, SHAPE_LIST);
 			break;
-		case 't':
-		case 'e': {
-			int t = quant_from_name(optarg);
-			if (t < 0 || !quant_valid(t))
-				die(2, "-%c '%s': not a type name", ch, optarg);
-			*(ch == 't' ? &g.mt : &g.et) = t;
+		case 't': g.mt = type_opt(ch, optarg); break;
+		case 'x': g.xt = type_opt(ch, optarg); break;
+		case 'e': g.et = type_opt(ch, optarg); break;
+		case 'L':
+			v = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || v < 1 || v > 1000)
+				die(2, "-L '%s': not a layer count", optarg);
+			g.nl = (int)v;
 			break;
-		}
 		default: return 2;
 		}
 	}
-	if (argc - optind != 1)
-		die(2, "usage: gguf-random [-V] [-p 9b|27b|tiny] [-t TYPE] [-e TYPE] OUT");
+	if (argc - optind != !g.dry)
+		die(2, USAGE);
+	if (g.nl > g.s->n_layer)
+		die(2, "-L %d: shape %s has %d layers", g.nl, g.s->name, g.s->n_layer);
+	if (g.nl < 0)
+		g.nl = g.s->n_layer;
+	if (g.nl < min_layers[g.s->arch])
+		die(2, "-L %d: a %s file needs -L %d or more (a full-attention layer%s)", g.nl,
+		    arch_name[g.s->arch], min_layers[g.s->arch],
+		    g.s->swa > 0 ? " and a sliding one" : "");
 	if (g.et < 0)
 		g.et = g.mt == QUANT_NVFP4 ? QUANT_Q5_K : g.mt;
+	if (g.xt < 0)
+		g.xt = g.mt;
+	if (g.dry) {
+		if (tensors(&g) != 0)
+			die(1, "out of memory");
+		printf("tensors %" PRId64 " params %" PRId64 " bytes %" PRIu64 "\n", g.n_tensors,
+		    g.n_params, g.n_bytes);
+		return finish(0);
+	}
 	if ((g.pool = malloc(POOL + 4096 * 256)) == NULL)
 		die(1, "out of memory");
 	for (size_t i = 0; i < POOL + 4096 * 256; i++)

@@ -88,6 +88,23 @@ TEST(row_size)
 	CHECK_EQ_INT(quant_row_size(QUANT_Q8_0, 0), 0);
 }
 
+/* llama-quantize's fallbacks for a row its block does not divide. */
+TEST(fit_block)
+{
+	CHECK_EQ_INT(quant_fit_block(QUANT_Q4_K, 4096), QUANT_Q4_K);
+	CHECK_EQ_INT(quant_fit_block(QUANT_Q4_K, 704), QUANT_Q5_0);
+	CHECK_EQ_INT(quant_fit_block(QUANT_Q5_K, 2112), QUANT_Q5_1);
+	CHECK_EQ_INT(quant_fit_block(QUANT_Q6_K, 96), QUANT_Q8_0);
+	CHECK_EQ_INT(quant_fit_block(QUANT_NVFP4, 96), QUANT_Q8_0);
+	CHECK_EQ_INT(quant_fit_block(QUANT_Q3_K, 128), QUANT_Q4_0);
+	CHECK_EQ_INT(quant_fit_block(QUANT_IQ4_XS, 1280), QUANT_IQ4_XS);
+	CHECK_EQ_INT(quant_fit_block(QUANT_IQ4_XS, 128), QUANT_IQ4_NL);
+	CHECK_EQ_INT(quant_fit_block(QUANT_IQ2_XS, 160), QUANT_IQ4_NL);
+	CHECK_EQ_INT(quant_fit_block(QUANT_Q4_K, 48), QUANT_F16);	/* Q5_0's 32 neither */
+	CHECK_EQ_INT(quant_fit_block(QUANT_Q8_0, 48), QUANT_F16);
+	CHECK_EQ_INT(quant_fit_block(QUANT_F32, 3), QUANT_F32);
+}
+
 /* Every finite half survives f16 -> f32 -> f16; every midpoint between two
  * neighbours rounds to the even one, and one ulp either side to the nearer. */
 TEST(f16_exhaustive)
@@ -747,6 +764,7 @@ main(void)
 	printf("# dot products: %s\n", quant_dot_impl());
 	RUN(type_table_matches_ggml);
 	RUN(row_size);
+	RUN(fit_block);
 	RUN(f16_exhaustive);
 	RUN(f16_matches_f16c);
 	RUN(bf16);
