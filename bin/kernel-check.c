@@ -7,6 +7,7 @@
  * lib/backend's table ("be ..." lines), and with MODEL a model's prefill
  * logits and greedy ids on both backends.
  */
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -2423,6 +2424,140 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 	bop_free(p, &o);
 }
 
+/*
+ * Attention with rows that see later keys (backend_attn.hi): m rows at p0,
+ * rows b0 .. b0 + nb - 1 an image block whose rows see the whole block,
+ * the others causal; a sliding window of win keys (0: none).  The GPU
+ * against the CPU, and its rows the same bits when the block's rows and
+ * those before it run alone (a call of b0 + nb rows) and the rows after it
+ * in a call of their own: a row's bits never depend on the rows beside it.
+ */
+static void
+be_attention_hi(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
+    int b0, int nb, int win)
+{
+	int ld = nh * hd, kvd = nkv * hd, n = p0 + m, m1 = b0 + nb;
+	size_t sz[] = { (size_t)m * ld, (size_t)n * kvd, (size_t)n * kvd, (size_t)m * ld };
+	float lo[] = { -1, -1, -1, 0 }, hi[] = { 1, 1, 1, 0 };
+	int32_t *top = xmalloc((size_t)m * 4);
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, top, 0 };
+	struct bop o;
+	char shape[96];
+
+	for (int r = 0; r < m; r++)
+		top[r] = r >= b0 && r < m1 ? p0 + m1 - 1 : p0 + r;
+	bop_new(k, p, &o, 4, sz, lo, hi);
+	BOTH(p, backend_attention(p->c, &a, o.c[0], ld, hd, o.c[1], o.c[2], m, p0, o.c[3]),
+	    backend_attention(p->g, &a, o.g[0], ld, hd, o.g[1], o.g[2], m, p0, o.g[3]));
+	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d block=%d+%d", m, nh, nkv, hd, p0,
+	    b0, nb);
+	if (win)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " win=%d", win);
+	bop_cmp(k, p, &o, 3, "be attention hi", shape, 1e-4);
+	float *all = bget(p->g, o.g[3], o.n[3]), *part;
+	bchk(p->g, backend_fill(p->g, o.g[3], 0.0f, o.n[3]));
+	bchk(p->g, backend_attention(p->g, &a, o.g[0], ld, hd, o.g[1], o.g[2], m1, p0, o.g[3]));
+	if (m1 < m) {		/* the rows after the block: causal, at p0 + m1 */
+		a.hi = top + m1;
+		bchk(p->g, backend_attention(p->g, &a, o.g[0] + (size_t)m1 * ld, ld, hd, o.g[1],
+		    o.g[2], m - m1, p0 + m1, o.g[3] + (size_t)m1 * ld));
+	}
+	part = bget(p->g, o.g[3], o.n[3]);
+	bsame(k, "be attention hi parts", shape, part, all, (int64_t)o.n[3]);
+	free(all), free(part), free(top);
+	bop_free(p, &o);
+}
+
+/*
+ * Attention over a ring cache (backend_attn.ring): m rows at p0 with a
+ * window of win keys, keys in ring rows (position j in row j % ring; p0 +
+ * m past ring, so they wrap; ring >= m + win - 1 holds every key the rows
+ * see).  The GPU against the CPU; against its own attention over the same
+ * keys in rows of their own, bit for bit; and each row alone at its own
+ * position, bit for bit.
+ */
+static void
+be_attention_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
+    int win, int ring)
+{
+	int ld = nh * hd, kvd = nkv * hd, n = p0 + m;
+	float *q = frand(k, (int64_t)m * ld, -1, 1), *kl = frand(k, (int64_t)n * kvd, -1, 1);
+	float *vl = frand(k, (int64_t)n * kvd, -1, 1), *kr = frand(k, (int64_t)ring * kvd, -1, 1);
+	float *vr = frand(k, (int64_t)ring * kvd, -1, 1), *c, *g, *lin, *one;
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, NULL, ring };
+	struct backend_attn al = a;
+	size_t no = (size_t)m * ld;
+	char shape[96];
+
+	if (ring < m + win - 1 || n <= ring)
+		die(1, "be_attention_ring: a ring of %d for %d rows at %d, window %d", ring, m, p0,
+		    win);
+	for (int j = n - ring; j < n; j++) {	/* the last ring keys, j in row j % ring */
+		memcpy(kr + (size_t)(j % ring) * kvd, kl + (size_t)j * kvd, kvd * sizeof *kr);
+		memcpy(vr + (size_t)(j % ring) * kvd, vl + (size_t)j * kvd, kvd * sizeof *vr);
+	}
+	float *cq = bput(p->c, q, no), *ck = bput(p->c, kr, (size_t)ring * kvd);
+	float *cv = bput(p->c, vr, (size_t)ring * kvd), *co = bput(p->c, NULL, no);
+	float *gq = bput(p->g, q, no), *gk = bput(p->g, kr, (size_t)ring * kvd);
+	float *gv = bput(p->g, vr, (size_t)ring * kvd), *go = bput(p->g, NULL, no);
+	float *gkl = bput(p->g, kl, (size_t)n * kvd), *gvl = bput(p->g, vl, (size_t)n * kvd);
+
+	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d win=%d ring=%d", m, nh, nkv, hd,
+	    p0, win, ring);
+	BOTH(p, backend_attention(p->c, &a, cq, ld, hd, ck, cv, m, p0, co),
+	    backend_attention(p->g, &a, gq, ld, hd, gk, gv, m, p0, go));
+	c = bget(p->c, co, no), g = bget(p->g, go, no);
+	becmp(k, "be attention ring", shape, g, c, NULL, (int64_t)no, 1e-4);
+	free(g);
+	g = bget(p->g, go, no);		/* unbroken: becmp's broken arm spoiled the copy */
+	al.ring = 0;
+	bchk(p->g, backend_attention(p->g, &al, gq, ld, hd, gkl, gvl, m, p0, go));
+	lin = bget(p->g, go, no);
+	bsame(k, "be attention ring=rows", shape, g, lin, (int64_t)no);
+	bchk(p->g, backend_fill(p->g, go, 0.0f, no));
+	for (int r = 0; r < m; r++)	/* each row alone (decode) */
+		bchk(p->g, backend_attention(p->g, &a, gq + (size_t)r * ld, ld, hd, gk, gv, 1,
+		    p0 + r, go + (size_t)r * ld));
+	one = bget(p->g, go, no);
+	bsame(k, "be attention ring m=1xm", shape, one, lin, (int64_t)no);
+	free(c), free(g), free(lin), free(one);
+	free(q), free(kl), free(vl), free(kr), free(vr);
+	backend_mfree(p->c, cq), backend_mfree(p->c, ck), backend_mfree(p->c, cv);
+	backend_mfree(p->c, co), backend_mfree(p->g, gq), backend_mfree(p->g, gk);
+	backend_mfree(p->g, gv), backend_mfree(p->g, go), backend_mfree(p->g, gkl);
+	backend_mfree(p->g, gvl);
+}
+
+/*
+ * backend_clamp on n values with NaN, +-inf, -0 and the bounds themselves
+ * among them, within [lo, hi] and one-sided (-FLT_MAX, FLT_MAX: Gemma-4's
+ * towers' unbounded sides): the same bits as the CPU's.
+ */
+static void
+be_clamp(struct kc *k, struct bpair *p, int n)
+{
+	static const float b[][2] = { { -1.0f, 1.5f }, { -FLT_MAX, 2.0f }, { -0.5f, FLT_MAX },
+	    { 0.0f, 0.0f } };
+	float *x = frand(k, n, -4, 4), *c, *g;
+	char shape[64];
+
+	if (n < 16)
+		die(1, "be_clamp: %d values (16 at least)", n);
+	x[1] = NAN, x[3] = INFINITY, x[5] = -INFINITY, x[7] = -0.0f, x[9] = 1.5f, x[11] = -1.0f;
+	x[n - 1] = -NAN;
+	for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+		float *cx = bput(p->c, x, n), *gx = bput(p->g, x, n);
+		BOTH(p, backend_clamp(p->c, cx, n, b[i][0], b[i][1]),
+		    backend_clamp(p->g, gx, n, b[i][0], b[i][1]));
+		c = bget(p->c, cx, n), g = bget(p->g, gx, n);
+		snprintf(shape, sizeof shape, "%d [%g, %g]", n, b[i][0], b[i][1]);
+		bsame(k, "be clamp", shape, g, c, n);
+		free(c), free(g);
+		backend_mfree(p->c, cx), backend_mfree(p->g, gx);
+	}
+	free(x);
+}
+
 static void
 be_conv(struct kc *k, struct bpair *p, int m, int n_ch, int dc)
 {
@@ -4152,6 +4287,22 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention(k, &p, 40, 4, 2, 32, 0, 5);
 	be_attention(k, &p, 100, 8, 2, 128, 300, 512);
 	be_attention(k, &p, 16, 4, 1, 128, 1000, 100);
+	/* an image block's rows seeing the block (gemma4's bidirectional vision rows, a
+	 * tower's full attention): causal text around it, with and without a window */
+	be_attention_hi(k, &p, 1, 4, 2, 64, 10, 0, 1, 0);
+	be_attention_hi(k, &p, 9, 8, 2, 128, 100, 3, 4, 0);
+	be_attention_hi(k, &p, 40, 8, 2, 256, 30, 5, 20, 0);
+	be_attention_hi(k, &p, 40, 4, 1, 64, 600, 10, 25, 16);
+	be_attention_hi(k, &p, 33, 8, 2, 128, 1000, 8, 16, 512);
+	be_attention_hi(k, &p, 17, 16, 4, 256, 0, 0, 17, 0);
+	be_attention_hi(k, &p, 24, 6, 2, 80, 70, 4, 12, 8);
+	/* a DFlash drafter's ring caches: window - 1 + block rows, and slack */
+	be_attention_ring(k, &p, 1, 4, 2, 64, 700, 64, 64);
+	be_attention_ring(k, &p, 8, 8, 2, 128, 300, 32, 39);
+	be_attention_ring(k, &p, 16, 4, 1, 256, 5000, 2048, 2063);
+	be_attention_ring(k, &p, 40, 8, 2, 64, 90, 20, 59);
+	be_attention_ring(k, &p, 4, 6, 2, 128, 200, 10, 100);
+	be_clamp(k, &p, 1000);
 	be_head_max(k, &p);
 	/* gemma4's proportional RoPE: a quarter of the pairs turn, over the whole head */
 	be_rope(k, &p, 3, 4, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 5);

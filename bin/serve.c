@@ -1116,7 +1116,7 @@ vision_boot(struct server *s)
 	hp = vision_hparams(s->vis);
 	if (hp->bidir && !backend_attn_hi(s->be))
 		die(1, "MEMRA_GEMMA_VISION: %s: the models' image rows see each other both ways, "
-		    "which the attention of backend '%s' cannot do yet (the CPU's can)", src,
+		    "which the attention of backend '%s' cannot do (the CPU's and CUDA's can)", src,
 		    backend_name(s->be));
 	for (int i = 0; i < s->n_mod; i++) {
 		struct served *sv = &s->mod[i];

@@ -1274,12 +1274,44 @@ cu_head_max(const struct backend *be)
 	return CUDA_HEAD_MAX;
 }
 
+/* backend_attn_hi: the split-K kernel honours hi and ring (gpu_attention_hi). */
+static int
+cu_attn_hi(const struct backend *be)
+{
+	return 1;
+}
+
+/* The keys rows r0 .. r0 + nq - 1 at p0 see: up to the last hi[r] (hi NULL: the last row's). */
+static int
+attn_keys(const int32_t *hi, int p0, int r0, int nq)
+{
+	int n = p0 + r0 + nq;
+
+	for (int r = r0; hi != NULL && r < r0 + nq; r++)
+		n = hi[r] + 1 > n ? hi[r] + 1 : n;
+	return n;
+}
+
+/* Rows r0 .. r0 + nq - 1 of attend's call (at p0, d_pos NULL) by the split-K kernel
+ * with a->hi (d_hi: its copy in device memory) and a->ring. */
+static int
+attend_hi(struct backend *be, const struct backend_attn *a, const float *qp, const float *kc,
+    const float *vc, int r0, int nq, int p0, const int32_t *d_hi, float *o)
+{
+	size_t off = (size_t)r0 * a->n_head * a->head_dim;
+
+	return gpu_attention_hi(CB(be)->g, qp + off, kc, vc, o + off, nq, a->n_head,
+	    a->n_kv_head, a->head_dim, p0 + r0, a->scale, a->window, d_hi ? d_hi + r0 : NULL,
+	    attn_keys(a->hi, p0, r0, nq), a->ring);
+}
+
 /*
  * Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx
  * rows); a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by
  * gpu_attention_prefill, but with a sliding window (a->window > 0) by the
  * split-K kernel 16 rows at a time too (the flash kernel has no window:
- * its rows are the decode's bits then, and each reads its window only).
+ * its rows are the decode's bits then, and each reads its window only),
+ * and so with a->hi or a->ring (gpu_attention_hi).
  */
 static int
 attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq, int qhs,
@@ -1289,6 +1321,7 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	struct backend_cuda *c = CB(be);
 	int nh = a->n_head, hd = a->head_dim;
 	const float *qp = q;
+	const int32_t *d_hi = NULL;
 
 	if (qhs != hd || ldq != nh * hd) {
 		float *t = (float *)buf_get(be, &c->t0, (size_t)m * nh * hd * 4);
@@ -1305,9 +1338,12 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 		}
 		qp = t;
 	}
+	if (a->hi != NULL && (d_hi = (const int32_t *)put_small(be, a->hi, (size_t)m * 4)) == NULL)
+		return -1;
 	/* a prompt: flash attention (its own order; decode and verify, m <= the
 	 * step rows, keep the split-K kernel's, whose rows are batch-invariant) */
 	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd % 32 == 0 && hd <= 256 && a->window == 0 &&
+	    a->hi == NULL && a->ring == 0 &&
 	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
 		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,
 		    a->scale) != 0)
@@ -1317,7 +1353,9 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	for (int r0 = 0; r0 < m; r0 += GPU_MATVEC_MAX_ROWS) {
 		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS, rc;
 		size_t off = (size_t)r0 * nh * hd;
-		if (a->window > 0)	/* d_pos[r0] = d_pos[0] + r0 */
+		if (a->hi != NULL || a->ring > 0)	/* d_pos NULL: backend.c refuses them */
+			rc = attend_hi(be, a, qp, kc, vc, r0, nq, p0, d_hi, o);
+		else if (a->window > 0)	/* d_pos[r0] = d_pos[0] + r0 */
 			rc = gpu_attention_window(c->g, qp + off, kc, vc, o + off, nq, nh,
 			    a->n_kv_head, hd, p0 + r0, d_pos != NULL ? d_pos + r0 : NULL, n_ctx,
 			    a->scale, a->window);
@@ -1760,6 +1798,12 @@ cu_scale(struct backend *be, float *x, size_t n, float s)
 }
 
 static int
+cu_clamp(struct backend *be, float *x, size_t n, float lo, float hi)
+{
+	return gpu_clamp(CB(be)->g, x, (int64_t)n, lo, hi) ? gfail(be, "clamp") : 0;
+}
+
+static int
 cu_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k, const float *s)
 {
 	return gpu_moe_scale(CB(be)->g, w, ids, (int64_t)m * k, s) ? gfail(be, "moe_scale") : 0;
@@ -2055,6 +2099,8 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.swiglu_limit = cu_swiglu_limit;
 	c->ops.head_gate = cu_head_gate;
 	c->ops.head_max = cu_head_max;
+	c->ops.clamp = cu_clamp;
+	c->ops.attn_hi = cu_attn_hi;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

@@ -490,6 +490,20 @@ int	gpu_attention_window(struct gpu *g, const float *d_q, const float *d_k, cons
 	    int n_ctx, float scale, int window);
 
 /*
+ * gpu_attention_window at pos0 (window 0: none) with the rows' last keys
+ * and a ring cache (lib/backend.h's backend_attn.hi and .ring): d_hi NULL,
+ * or query t also sees the later keys up to d_hi[t] (device memory, nq
+ * int32, pos0 + t <= d_hi[t] < n_keys; n_keys >= pos0 + nq sizes the
+ * splits), the window still bounding it below; ring > 0: position j is in
+ * row j % ring of d_k and d_v (a window of 1..ring).  The same kernels and
+ * splits: a row's bits are those of its keys in any batch, and those of
+ * the same keys in rows of their own.
+ */
+int	gpu_attention_hi(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+	    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale, int window,
+	    const int32_t *d_hi, int n_keys, int ring);
+
+/*
  * A mixture of experts (lib/backend.h's backend_moe_*): the stacked
  * experts' products, the routers, the activations and the weighted sum.
  *
@@ -550,6 +564,8 @@ int	gpu_geglu(struct gpu *g, const float *d_g, int64_t ldg, const float *d_u, in
 	    float *d_y, int64_t ldy, int rows, int64_t n);
 int	gpu_softcap(struct gpu *g, float *d_x, int64_t n, float cap);
 int	gpu_mul_scalar(struct gpu *g, float *d_x, int64_t n, float s);
+/* x = x < lo ? lo : x > hi ? hi : x (backend_clamp: NaN stays NaN). */
+int	gpu_clamp(struct gpu *g, float *d_x, int64_t n, float lo, float hi);
 int	gpu_swiglu_limit(struct gpu *g, const float *d_g, const float *d_u, float *d_y, int64_t n,
 	    float limit);
 int	gpu_head_gate(struct gpu *g, float *d_x, int64_t ldx, const float *d_g, int64_t ldg,

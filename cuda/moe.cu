@@ -320,6 +320,28 @@ gpu_mul_scalar(struct gpu *g, float *d_x, int64_t n, float s)
 }
 
 __global__ void
+k_clamp(float *x, int64_t n, float lo, float hi)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < n) {
+		float v = x[i];
+		x[i] = v < lo ? lo : v > hi ? hi : v;
+	}
+}
+
+extern "C" int
+gpu_clamp(struct gpu *g, float *d_x, int64_t n, float lo, float hi)
+{
+	if (n < 1)
+		return gpu_fail(g, "clamp: %lld elements", (long long)n);
+	gpu_launch(g, k_clamp, (unsigned)((n + 255) / 256), 256, 0, d_x, n, lo, hi);
+	GPU_LAUNCHED(g, "clamp");
+	return 0;
+}
+
+__global__ void
 k_swiglu_limit(const float *gt, const float *u, float *y, int64_t n, float limit)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;

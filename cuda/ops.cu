@@ -450,17 +450,20 @@ att_load(const float *__restrict__ p, int lane, int n, float *v)
 	}
 }
 
-/* Rows p, p + ATT_WARPS, ... of a head's K or V (at X, rows ld apart):
- * the ATT_ROWS of them below p1, all loaded before any is used. */
-template <int E, int W>
+/* Positions p, p + ATT_WARPS, ... of a head's K or V (at X, rows ld apart;
+ * position j in row j % ring when RH and ring > 0, else in row j): the
+ * ATT_ROWS of them below p1, all loaded before any is used. */
+template <int E, int W, bool RH>
 __device__ __forceinline__ void
-att_rows(const float *__restrict__ X, int64_t ld, int p, int p1, int lane, int hd,
+att_rows(const float *__restrict__ X, int64_t ld, int p, int p1, int ring, int lane, int hd,
     float (*r)[E])
 {
 #pragma unroll
 	for (int i = 0; i < ATT_ROWS; i++)
-		if (p + i * ATT_WARPS < p1)
-			att_load<E, W>(X + (p + i * ATT_WARPS) * ld, lane, hd, r[i]);
+		if (p + i * ATT_WARPS < p1) {
+			int j = p + i * ATT_WARPS;
+			att_load<E, W>(X + (RH && ring > 0 ? j % ring : j) * ld, lane, hd, r[i]);
+		}
 }
 
 /* The GB heads' scaled scores of one K row k (a lane's E elements) into
@@ -501,13 +504,18 @@ att_scores(const float (*qv)[E], const float *k, int lane, float scale, float *s
  * positions stop at once).  window > 0: query t sees positions np -
  * window .. np - 1 (np = pos0 + t + 1) only: a split starts at the
  * window's first position when that lies inside it, and one wholly before
- * it is empty (-FLT_MAX, 0: it adds nothing in k_attn_combine).
+ * it is empty (-FLT_MAX, 0: it adds nothing in k_attn_combine).  RH (a
+ * call with backend_attn.hi or .ring; without, hi and ring are not read):
+ * hi NULL, or query t sees the keys up to hi[t] (>= pos0 + t; device
+ * memory, dpos NULL, the host sized the grid to the largest), the window
+ * still from pos0 + t + 1 - window, splits past them empty; ring > 0:
+ * position j is in row j % ring of K and V.
  */
-template <int E, int W, int GB>
+template <int E, int W, int GB, bool RH>
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
     const float *__restrict__ V, float *part, int nh, int nkv, int hd, int pos0, int nsplit,
-    float scale, const int32_t *dpos, int window)
+    float scale, const int32_t *dpos, int window, const int32_t *__restrict__ hi, int ring)
 {
 	__shared__ float sc[GB][ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
 	int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
@@ -515,13 +523,13 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 	pdl_enter();
 	if (dpos != NULL)
 		pos0 = *dpos;
-	if (s >= att_splits(pos0, gridDim.z, nsplit))
+	if ((!RH || hi == NULL) && s >= att_splits(pos0, gridDim.z, nsplit))
 		return;			/* not read by k_attn_combine */
 	int kvh = h0 / (nh / nkv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int p0 = s * ATT_SPLIT, np = pos0 + t + 1;
+	int p0 = s * ATT_SPLIT, np = (RH && hi != NULL ? hi[t] : pos0 + t) + 1;
 	int p1 = min(p0 + ATT_SPLIT, np);
-	if (window > 0)		/* the split's positions inside the window: from np - window */
-		p0 = max(p0, np - window);
+	if (window > 0)		/* the split's positions inside the window: from pos0 + t + 1 - window */
+		p0 = max(p0, pos0 + t + 1 - window);
 	float *pt = part + (((int64_t)t * nh + h0) * nsplit + s) * (hd + 2);
 	int64_t ld = (int64_t)nkv * hd, ph = (int64_t)nsplit * (hd + 2);	/* ph: a head's stride */
 	const float *Kh = K + (int64_t)kvh * hd, *Vh = V + (int64_t)kvh * hd;
@@ -538,7 +546,7 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 		att_load<E, W>(q + ((int64_t)t * nh + h0 + g) * hd, lane, hd, qv[g]);
 	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {	/* ATT_ROWS rows in flight */
 		float kr[ATT_ROWS][E];
-		att_rows<E, W>(Kh, ld, p, p1, lane, hd, kr);
+		att_rows<E, W, RH>(Kh, ld, p, p1, ring, lane, hd, kr);
 #pragma unroll
 		for (int r = 0; r < ATT_ROWS; r++)
 			if (p + r * ATT_WARPS < p1)
@@ -576,7 +584,7 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 			acc[g][e] = 0.0f;
 	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {
 		float vr[ATT_ROWS][E];
-		att_rows<E, W>(Vh, ld, p, p1, lane, hd, vr);
+		att_rows<E, W, RH>(Vh, ld, p, p1, ring, lane, hd, vr);
 #pragma unroll
 		for (int g = 0; g < GB; g++)
 #pragma unroll
@@ -632,20 +640,22 @@ k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit,
 	}
 }
 
-/* Both forms: pos0 from the host (d_pos NULL, grid sized to the rows) or
- * from the device (the grid sized to n_ctx). */
+/* Both forms: pos0 from the host (d_pos NULL, grid sized to the rows, or
+ * to n_keys keys with d_hi) or from the device (the grid sized to n_ctx). */
 static int
 attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, float *d_out,
     int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos, int n_ctx, float scale,
-    int window)
+    int window, const int32_t *d_hi, int n_keys, int ring)
 {
-	int nsplit = ((d_pos ? n_ctx : pos0 + nq) + ATT_SPLIT - 1) / ATT_SPLIT;
+	int nsplit = ((d_pos ? n_ctx : d_hi ? n_keys : pos0 + nq) + ATT_SPLIT - 1) / ATT_SPLIT;
 	float *part;
 
 	if (nq < 1 || nq > GPU_MATVEC_MAX_ROWS || nh < 1 || nkv < 1 || nh % nkv ||
-	    hd < 1 || hd > 256 || pos0 < 0 || (d_pos && n_ctx < nq) || window < 0)
-		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d n_ctx=%d window=%d",
-		    nq, nh, nkv, hd, pos0, n_ctx, window);
+	    hd < 1 || hd > 256 || pos0 < 0 || (d_pos && n_ctx < nq) || window < 0 ||
+	    (d_hi && (d_pos || n_keys < pos0 + nq)) || ring < 0 ||
+	    (ring > 0 && (window < 1 || window > ring)))
+		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d n_ctx=%d window=%d "
+		    "keys=%d ring=%d", nq, nh, nkv, hd, pos0, n_ctx, window, n_keys, ring);
 	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
 	if (part == NULL)
 		return -1;
@@ -653,8 +663,10 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 && al % 8 == 0 ? 2 : 1;
 	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
 	dim3 grid(nsplit, nh / gb, nq);
-#define ATT_G(e, v, b) gpu_launch(g, k_attn_split<e, v, b>, grid, ATT_THREADS, 0, d_q, d_k, \
-	    d_v, part, nh, nkv, hd, pos0, nsplit, scale, d_pos, window)
+	bool rh = d_hi != NULL || ring > 0;
+#define ATT_L(e, v, b, r) gpu_launch(g, k_attn_split<e, v, b, r>, grid, ATT_THREADS, 0, d_q, \
+	    d_k, d_v, part, nh, nkv, hd, pos0, nsplit, scale, d_pos, window, d_hi, ring)
+#define ATT_G(e, v, b) do { if (rh) ATT_L(e, v, b, true); else ATT_L(e, v, b, false); } while (0)
 #define ATT_K(e, v) switch (gb) { \
 	case 4: ATT_G(e, v, 4); break; case 3: ATT_G(e, v, 3); break; \
 	case 2: ATT_G(e, v, 2); break; default: ATT_G(e, v, 1); break; }
@@ -676,6 +688,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	}
 #undef ATT_K
 #undef ATT_G
+#undef ATT_L
 	GPU_LAUNCHED(g, "attention");
 	gpu_launch(g, k_attn_combine, dim3(nh, nq), 128, 0, part, d_out, nh, hd, nsplit, d_pos);
 	GPU_LAUNCHED(g, "attention combine");
@@ -686,7 +699,8 @@ extern "C" int
 gpu_attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
     float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale)
 {
-	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, NULL, 0, scale, 0);
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, NULL, 0, scale, 0, NULL,
+	    0, 0);
 }
 
 extern "C" int
@@ -694,7 +708,8 @@ gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const floa
     float *d_out, int nq, int nh, int nkv, int hd, const int32_t *d_pos, int n_ctx,
     float scale)
 {
-	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, 0, d_pos, n_ctx, scale, 0);
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, 0, d_pos, n_ctx, scale, 0, NULL,
+	    0, 0);
 }
 
 extern "C" int
@@ -703,7 +718,16 @@ gpu_attention_window(struct gpu *g, const float *d_q, const float *d_k, const fl
     float scale, int window)
 {
 	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, d_pos ? 0 : pos0, d_pos, n_ctx,
-	    scale, window);
+	    scale, window, NULL, 0, 0);
+}
+
+extern "C" int
+gpu_attention_hi(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
+    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale, int window,
+    const int32_t *d_hi, int n_keys, int ring)
+{
+	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, NULL, 0, scale, window,
+	    d_hi, n_keys, ring);
 }
 
 /* --- attention: prefill (cuda/attn_prefill.cuh has the tiling) -------- */

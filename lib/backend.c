@@ -1180,15 +1180,14 @@ backend_window(const struct backend *be)
 int
 backend_attn_hi(const struct backend *be)
 {
-	return be->ops->clamp != NULL;
+	return be->ops->attn_hi != NULL && be->ops->attn_hi(be);
 }
 
 int
 backend_clamp(struct backend *be, float *x, size_t n, float lo, float hi)
 {
 	if (be->ops->clamp == NULL)
-		return util_err(be->err, "clamp: not on backend '%s' (a vision tower runs on the "
-		    "CPU only for now)", be->name);
+		return util_err(be->err, "clamp: not on backend '%s'", be->name);
 	return n ? be->ops->clamp(be, x, n, lo, hi) : 0;
 }
 

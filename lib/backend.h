@@ -655,13 +655,14 @@ int	backend_head_gate(struct backend *, float *x, int ldx, const float *g, int l
  * Gemma-4's or step35's ops. */
 int	backend_window(const struct backend *);
 
-/* 1 when the backend's attention honours backend_attn.hi (the CPU's). */
+/* 1 when the backend's attention honours backend_attn.hi and .ring (the
+ * CPU's and the CUDA backend's). */
 int	backend_attn_hi(const struct backend *);
 
 /*
  * x = min(max(x, lo), hi), n floats in place (torch.clamp: NaN stays NaN):
- * the clipped linears of Gemma-4's vision and audio towers.  -1 on a
- * backend without it (backend_attn_hi's, for now the CPU's).
+ * the clipped linears of Gemma-4's vision and audio towers (the CPU's and
+ * the CUDA backend's; -1 on a backend without it).
  */
 int	backend_clamp(struct backend *, float *x, size_t n, float lo, float hi);
 

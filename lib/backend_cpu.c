@@ -1795,6 +1795,13 @@ backend_cpu_is(const struct backend *be)
 	return be->ops->close == cpu_close;
 }
 
+/* backend_attn_hi: backend_cpu_attention honours hi and ring. */
+static int
+cpu_attn_hi(const struct backend *be)
+{
+	return 1;
+}
+
 static const struct backend_ops cpu_ops = {
 	.close = cpu_close, .alloc = cpu_alloc, .mfree = cpu_mfree,
 	.write = cpu_move, .read = cpu_move, .copy = cpu_move, .fill = cpu_fill,
@@ -1814,7 +1821,7 @@ static const struct backend_ops cpu_ops = {
 	.moe_geglu = backend_cpu_moe_geglu, .moe_scale = backend_cpu_moe_scale,
 	.moe_route_sigmoid = backend_cpu_moe_route_sigmoid,
 	.swiglu_limit = backend_cpu_swiglu_limit, .head_gate = backend_cpu_head_gate,
-	.clamp = backend_cpu_clamp,
+	.clamp = backend_cpu_clamp, .attn_hi = cpu_attn_hi,
 };
 
 static int

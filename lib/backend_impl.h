@@ -153,13 +153,15 @@ struct backend_ops {
 	int	(*head_gate)(struct backend *, float *, int, const float *, int, int, int, int);
 	/* optional, backend_use: NULL has nothing to make current */
 	int	(*use)(struct backend *);
-	/* optional, the vision towers' (backend_clamp; attention honours
-	 * backend_attn.hi): NULL has neither */
+	/* optional, the vision towers' backend_clamp: NULL has none */
 	int	(*clamp)(struct backend *, float *, size_t, float, float);
 	/* optional, backend_head_max: NULL attends with heads of any size */
 	int	(*head_max)(const struct backend *);
 	/* optional, backend_rows_set: NULL keeps the step rows it opened with */
 	int	(*rows_set)(struct backend *, int);
+	/* optional, backend_attn_hi: 1 when attention honours backend_attn.hi and
+	 * .ring; NULL honours neither */
+	int	(*attn_hi)(const struct backend *);
 };
 
 struct backend {

@@ -492,7 +492,8 @@ vision_open(const char *path, struct backend *be, char *err)
 		return NULL;
 	}
 	v->be = be;
-	if (!backend_attn_hi(be) || !backend_gemma(be)) {
+	/* the tower's ops are the CPU's (kernel-check holds no tower on the GPU yet) */
+	if (!backend_host(be) || !backend_attn_hi(be) || !backend_gemma(be)) {
 		util_err(err, "%s: the vision tower runs on the CPU only for now (backend '%s')",
 		    path, backend_name(be));
 		free(v);

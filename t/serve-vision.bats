@@ -365,8 +365,17 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 }
 
 # bats test_tags=gpu
-@test "on cuda a tower whose image rows are bidirectional is refused at boot, by reason" {
-	run -1 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 \
-	    serve --device cuda
-	[[ ${stderr##*$'\n'} == "serve: MEMRA_GEMMA_VISION: $V: the models' image rows see each other both ways, which the attention of backend 'cuda"*"' cannot do yet (the CPU's can)" ]]
+@test "on cuda a tower whose image rows are bidirectional serves: run-gen's prompt, a reply alone as beside others" {
+	need_py openai
+	SERVE_DEVICE=cuda start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_MAX_SESSIONS=4 \
+	    MEMRA_PREFILL_CHUNK=32
+	grep -q "image rows bidirectional ($V" "$LOG"
+	run -0 $SV "$URL" chat g 16 "@$V/images/a.png" "What is this?"
+	alone=$output
+	[ "$(jq .prompt_tokens <<<"$alone")" = "$(jq .prompt_tokens <<<"$(want 1 "What is this?" \
+	    "$V/images/a.png")")" ]
+	run -0 $SV "$URL" many g 16 "@$V/images/a.png|What is this?" "What is the capital of France?" \
+	    "@$V/images/b.jpg|@$V/images/a.png|What is this?"
+	[ "${#lines[@]}" = 3 ]
+	[ "$(jq -c .content <<<"${lines[0]}")" = "$(jq -c .content <<<"$alone")" ]
 }

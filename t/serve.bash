@@ -2,12 +2,13 @@
 # Each file's setup sets P=$BATS_TEST_TMPDIR and SPID=; its teardown calls stop_serve.
 
 # start_serve [memra-server] [VAR=VALUE...]: serve (or $SERVE, or the memra-server
-# name) on a free loopback port on the CPU; sets URL, SPID, LOG
+# name) on a free loopback port on the CPU (SERVE_DEVICE: another --device); sets URL,
+# SPID, LOG
 start_serve() {
 	local cmd=${SERVE:-serve}
 	LOG=$P/serve.log
 	[ "${1:-}" = memra-server ] && { ln -sf "$TOP/bin/serve" "$P/memra-server"; cmd=$P/memra-server; shift; }
-	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" "$cmd" --device cpu -t 2 2>"$LOG" &
+	env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" "$cmd" --device "${SERVE_DEVICE:-cpu}" -t 2 2>"$LOG" &
 	SPID=$!
 	for _ in $(seq 600); do
 		grep -q 'listening on' "$LOG" && break

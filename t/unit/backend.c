@@ -3,12 +3,14 @@
  * exactness contract: batch invariance and thread-count invariance, bit
  * for bit, and the chunked delta rule against the recurrent one.
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "backend.h"
 #include "backend_cpu.h"
+#include "backend_impl.h"	/* an ops table without one optional op */
 #include "fexp.h"
 #include "quant.h"
 #include "sample.h"
@@ -1650,6 +1652,45 @@ TEST(a_ring_cache_attends_as_the_whole_cache_does)
 	free(q), free(kc), free(vc);
 }
 
+/*
+ * backend_clamp is torch.clamp (NaN stays NaN, infinities to the bounds,
+ * one-sided with -FLT_MAX or FLT_MAX), and backend_attn_hi is its own
+ * capability: a table without attn_hi refuses rows that see later keys
+ * and rings but clamps; one without clamp refuses to clamp but attends.
+ */
+TEST(clamp_and_attn_hi_are_separate_ops)
+{
+	float x[6] = { NAN, INFINITY, -INFINITY, -0.0f, 0.75f, -3.0f };
+	struct backend_ops no_hi = *be1->ops, no_clamp = *be1->ops;
+	struct backend b = *be1;
+	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, 0, NULL, 0 };
+	float *q = rnd(2 * 64, 1), *kc = rnd(2 * 32, 1), *vc = rnd(2 * 32, 1), o[2][64];
+	int32_t hi[2] = { 1, 1 };
+
+	CHECK(backend_attn_hi(be1) == 1);
+	CHECK(backend_clamp(be1, x, 6, -1.0f, 0.5f) == 0);
+	CHECK(isnan(x[0]) && x[1] == 0.5f && x[2] == -1.0f && x[3] == 0 && signbit(x[3]));
+	CHECK(x[4] == 0.5f && x[5] == -1.0f);
+	CHECK(backend_clamp(be1, x + 1, 5, -FLT_MAX, 0.25f) == 0 && x[1] == 0.25f && x[2] == -1.0f);
+	no_hi.attn_hi = NULL, no_clamp.clamp = NULL;
+	b.ops = &no_hi;
+	CHECK(backend_attn_hi(&b) == 0);
+	a.hi = hi;
+	CHECK(backend_attention(&b, &a, q, 64, 16, kc, vc, 2, 0, &o[0][0]) == -1);
+	CHECK(strstr(backend_errmsg(&b), "rows that see later keys") != NULL);
+	a.hi = NULL, a.window = 2, a.ring = 2;
+	CHECK(backend_attention(&b, &a, q, 64, 16, kc, vc, 1, 3, &o[0][0]) == -1);
+	CHECK(strstr(backend_errmsg(&b), "rings of 2 rows") != NULL);
+	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == 0);
+	b.ops = &no_clamp;
+	CHECK(backend_attn_hi(&b) == 1);
+	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == -1);
+	CHECK(strstr(backend_errmsg(&b), "clamp: not on backend") != NULL);
+	a.hi = hi, a.window = 0, a.ring = 0;
+	CHECK(backend_attention(be1, &a, q, 64, 16, kc, vc, 2, 0, &o[0][0]) == 0);
+	free(q), free(kc), free(vc);
+}
+
 /* Proportional RoPE: pairs (j, j + hs/2) at theta^(-2j/hs) for j < n_rot/2, the rest untouched. */
 TEST(proportional_rope_turns_the_first_pairs_over_the_whole_head)
 {
@@ -2009,6 +2050,7 @@ main(void)
 	RUN(gemma_elementwise_ops_match_reference);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
+	RUN(clamp_and_attn_hi_are_separate_ops);
 	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
 	RUN(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased);
 	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);
