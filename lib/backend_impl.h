@@ -160,6 +160,8 @@ struct backend_ops {
 	int	(*head_max)(const struct backend *);
 	/* optional, backend_rows_set: NULL keeps the step rows it opened with */
 	int	(*rows_set)(struct backend *, int);
+	/* optional, backend_mask: NULL cannot (backend_has_mask 0) */
+	int	(*mask)(struct backend *, float *, int, const uint32_t *);
 };
 
 struct backend {
