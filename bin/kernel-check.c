@@ -3611,6 +3611,84 @@ be_odd_rows(struct kc *k, struct bpair *p, int t, int ne0)
 	backend_mfree(p->c, cy), backend_mfree(p->g, gy);
 }
 
+/* Pattern pat of a token mask over n tokens into bits[(n + 31) / 32]. */
+static void
+mask_bits(struct kc *k, uint32_t *bits, int n, int pat)
+{
+	size_t words = ((size_t)n + 31) / 32;
+
+	for (size_t i = 0; i < words; i++)
+		bits[i] = pat == 0 ? (uint32_t)rnd(k) : pat == 3 ? 0xffffffffu : 0;
+	for (int t = 0; pat == 5 && t < n; t++)
+		if (rnd(k) % 64 == 0)
+			bits[t / 32] |= 1u << (t % 32);
+	if (pat == 1 || pat == 2)
+		bits[(pat == 1 ? n - 1 : n / 2) / 32] |= 1u << ((pat == 1 ? n - 1 : n / 2) % 32);
+}
+
+/*
+ * backend_mask (a grammar's token mask, lib/grammar.h): the GPU's masked
+ * row against the CPU's and the definition (-inf where the bit is 0, the
+ * value's bits elsewhere), bit for bit, then the argmax and a draw (temp
+ * 0.8, top-p 0.95) from each: masks random, all 0 but the last token,
+ * all 0 but the middle one, all 1, all 0, one in 64; rows of a real
+ * vocabulary, of one not a multiple of 32 and of 77, holding -0, NaN and
+ * -inf.
+ */
+static void
+be_mask(struct kc *k, struct bpair *p)
+{
+	static const int ns[] = { 248320, 151669, 77 };
+	static const char *const pname[] = { "random", "last only", "middle only", "all",
+	    "none", "1 in 64" };
+
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+		int n = ns[i];
+		uint32_t *bits = xmalloc(((size_t)n + 31) / 32 * 4);
+		float *x = frand(k, n, -8, 8);
+		struct sample_params sp;
+		struct sampler *sm;
+		char err[UTIL_ERRLEN], shape[64];
+
+		x[n / 3] = -0.0f, x[n / 5] = NAN, x[n / 7] = -INFINITY;
+		sample_defaults(&sp);
+		sp.temp = 0.8f, sp.top_p = 0.95f, sp.seed = 5;
+		if ((sm = sample_new(&sp, n, err)) == NULL)
+			die(1, "be mask: %s", err);
+		for (int pat = 0; pat < 6; pat++) {
+			float *cy = bput(p->c, x, n), *gy = bput(p->g, x, n), *rc, *rg;
+			int32_t ac, ag, dc, dg;
+			double d = 0;
+
+			mask_bits(k, bits, n, pat);
+			BOTH(p, backend_mask(p->c, cy, n, bits), backend_mask(p->g, gy, n, bits));
+			rc = bget(p->c, cy, n);
+			rg = bget(p->g, gy, n);
+			if (k->brk)
+				rg[n / 2] = isinf(rg[n / 2]) ? 0.0f : -INFINITY;
+			for (int t = 0; t < n; t++) {	/* tokens off the definition or the CPU's */
+				float want = bits[t / 32] >> (t % 32) & 1 ? x[t] : -INFINITY;
+				d += memcmp(&rc[t], &want, 4) != 0 || memcmp(&rg[t], &rc[t], 4) != 0;
+			}
+			snprintf(shape, sizeof shape, "%d %s", n, pname[pat]);
+			report(k, "be mask", shape, d, d == 0);
+			BOTH(p, backend_argmax(p->c, cy, n, 1, n, &ac),
+			    backend_argmax(p->g, gy, n, 1, n, &ag));
+			BOTH(p, backend_draw(p->c, cy, sm, 3, pat, &dc),
+			    backend_draw(p->g, gy, sm, 3, pat, &dg));
+			d = ac != ag || dc != dg || ac != sample_argmax(rc, n) ||
+			    (pat == 4) != (ac < 0 && dc < 0);
+			if (k->brk)
+				d = 1;
+			report(k, "be mask picks", shape, d, d == 0);
+			free(rc), free(rg);
+			backend_mfree(p->c, cy), backend_mfree(p->g, gy);
+		}
+		sample_free(sm);
+		free(bits), free(x);
+	}
+}
+
 /* backend_head_max's bound: a head one longer is refused, with the reason (not run). */
 static void
 be_head_max(struct kc *k, struct bpair *p)
@@ -4304,6 +4382,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention_ring(k, &p, 4, 6, 2, 128, 200, 10, 100);
 	be_clamp(k, &p, 1000);
 	be_head_max(k, &p);
+	be_mask(k, &p);
 	/* gemma4's proportional RoPE: a quarter of the pairs turn, over the whole head */
 	be_rope(k, &p, 3, 4, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 5);
 	be_rope(k, &p, 2, 8, 256, 64, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);

@@ -90,6 +90,7 @@ struct backend_cuda {
 	struct cuda_buf topk;		/* gpu_topk's candidates: values, then ids */
 	struct cuda_buf draw;		/* gpu_draw's scratch, then the id */
 	struct cuda_buf pen;		/* gpu_penalize's tokens, then counts */
+	struct cuda_buf mask;		/* gpu_mask's bits */
 	struct cuda_buf pad;		/* a product's input rows, zero-padded (cuda_weight.ne0p) */
 	struct cuda_buf moe;		/* the experts' products, slot by slot */
 	int32_t	*h_idx;			/* pinned: argmax results */
@@ -602,6 +603,7 @@ cu_close(struct backend *be)
 	gpu_free(c->g, c->topk.p);
 	gpu_free(c->g, c->draw.p);
 	gpu_free(c->g, c->pen.p);
+	gpu_free(c->g, c->mask.p);
 	gpu_free(c->g, c->pad.p);
 	gpu_free(c->g, c->moe.p);
 	if (c->h_idx != NULL)
@@ -1686,6 +1688,22 @@ cu_penalize(struct backend *be, float *x, const int32_t *tok, const int32_t *cnt
 	return 0;
 }
 
+/* The bits go up on the stream (queued before the kernel that reads them;
+ * a pageable source is copied before gpu_upload returns), then the kernel. */
+static int
+cu_mask(struct backend *be, float *x, int n, const uint32_t *bits)
+{
+	struct backend_cuda *c = CB(be);
+	size_t words = ((size_t)n + 31) / 32;
+	uint32_t *d = (uint32_t *)buf_get(be, &c->mask, words * 4);
+
+	if (d == NULL)
+		return -1;
+	if (gpu_upload(c->g, d, bits, words * 4) || gpu_mask(c->g, x, n, d) != 0)
+		return gfail(be, "mask");
+	return 0;
+}
+
 /* --- the mixture of experts, Gemma-4's and step35's ops ----------------- */
 
 /*
@@ -2101,6 +2119,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.head_max = cu_head_max;
 	c->ops.clamp = cu_clamp;
 	c->ops.attn_hi = cu_attn_hi;
+	c->ops.mask = cu_mask;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

@@ -612,6 +612,14 @@ int	gpu_penalize(struct gpu *g, float *d_x, const int32_t *d_tok, const int32_t 
 	    int k, float repeat, float presence, float frequency);
 
 /*
+ * x[t] = -INFINITY for each t < n whose bit in bits is 0 (bit t % 32 of
+ * word t / 32; bits device memory, (n + 31) / 32 words), every other
+ * value untouched: a grammar's token mask (lib/grammar.h's grammar_mask)
+ * on a logits row.
+ */
+int	gpu_mask(struct gpu *g, float *d_x, int64_t n, const uint32_t *d_bits);
+
+/*
  * NCCL between n devices driven by one thread (cuda/nccl.cu; lib/pipeline's
  * link): rank s is g[s], its stream the one its sends and receives queue
  * on.  gpu_nccl_open makes the communicators (ncclCommInitAll); NULL with

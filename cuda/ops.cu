@@ -1434,3 +1434,28 @@ gpu_penalize(struct gpu *g, float *d_x, const int32_t *d_tok, const int32_t *d_c
 	GPU_LAUNCHED(g, "penalize");
 	return 0;
 }
+
+/* --- a token mask on the row (lib/grammar.h's grammar_mask) ------------- */
+
+/* A thread a value: the 32 of a warp read one word of bits. */
+__global__ void
+k_mask(float *x, int64_t n, const uint32_t *bits)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < n && !(bits[i >> 5] >> (i & 31) & 1))
+		x[i] = -INFINITY;
+}
+
+extern "C" int
+gpu_mask(struct gpu *g, float *d_x, int64_t n, const uint32_t *d_bits)
+{
+	if (n < 0)
+		return gpu_fail(g, "mask: a row of %lld", (long long)n);
+	if (n == 0)
+		return 0;
+	gpu_launch(g, k_mask, (unsigned)((n + 255) / 256), 256, 0, d_x, n, d_bits);
+	GPU_LAUNCHED(g, "mask");
+	return 0;
+}

@@ -1269,6 +1269,22 @@ backend_draw(struct backend *be, const float *x, struct sampler *s, uint64_t seq
 }
 
 int
+backend_has_mask(const struct backend *be)
+{
+	return be->ops->mask != NULL;
+}
+
+int
+backend_mask(struct backend *be, float *x, int n, const uint32_t *bits)
+{
+	if (be->ops->mask == NULL)
+		return util_err(be->err, "mask: not on backend '%s'", be->name);
+	if (bad_rows(be, "mask", n, n, 1))
+		return -1;
+	return be->ops->mask(be, x, n, bits);
+}
+
+int
 backend_penalize(struct backend *be, float *x, int n, const int32_t *tok, const int32_t *cnt,
     int k, float repeat, float presence, float frequency)
 {

@@ -771,4 +771,17 @@ int	backend_draw(struct backend *, const float *x, struct sampler *s, uint64_t s
 int	backend_penalize(struct backend *, float *x, int n, const int32_t *tok,
 	    const int32_t *cnt, int k, float repeat, float presence, float frequency);
 
+/*
+ * A token mask on the row x[n], where it is: x[t] = -INFINITY for each t
+ * whose bit in bits is 0 (bit t % 32 of word t / 32; (n + 31) / 32 words of
+ * pageable host memory, malloc's, free to reuse on return), every other
+ * value untouched, its bits kept: grammar_mask's allowed set on a logits row, the row
+ * grammar_mask_logits makes on the host, bit for bit.  -1 on a backend
+ * without it (backend_has_mask 0: the caller reads the row back and masks
+ * it there).
+ */
+int	backend_mask(struct backend *, float *x, int n, const uint32_t *bits);
+/* 1 when the backend masks rows where they are (backend_mask), else 0. */
+int	backend_has_mask(const struct backend *);
+
 #endif

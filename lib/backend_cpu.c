@@ -1747,6 +1747,20 @@ cpu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *o
 	return 0;
 }
 
+/* x[t] = -inf where bit t of bits is 0 (grammar_mask_logits's loop). */
+static int
+cpu_mask(struct backend *be, float *x, int n, const uint32_t *bits)
+{
+	for (int i = 0; i < (n + 31) / 32; i++) {
+		uint32_t w = bits[i];
+
+		for (int k = 0; w != 0xffffffffu && k < 32 && i * 32 + k < n; k++)
+			if (!(w >> k & 1))
+				x[i * 32 + k] = -INFINITY;
+	}
+	return 0;
+}
+
 /* --- open / close --- */
 
 #ifdef CPU_X86
@@ -1821,7 +1835,7 @@ static const struct backend_ops cpu_ops = {
 	.moe_geglu = backend_cpu_moe_geglu, .moe_scale = backend_cpu_moe_scale,
 	.moe_route_sigmoid = backend_cpu_moe_route_sigmoid,
 	.swiglu_limit = backend_cpu_swiglu_limit, .head_gate = backend_cpu_head_gate,
-	.clamp = backend_cpu_clamp, .attn_hi = cpu_attn_hi,
+	.clamp = backend_cpu_clamp, .attn_hi = cpu_attn_hi, .mask = cpu_mask,
 };
 
 static int

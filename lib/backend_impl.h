@@ -162,6 +162,8 @@ struct backend_ops {
 	/* optional, backend_attn_hi: 1 when attention honours backend_attn.hi and
 	 * .ring; NULL honours neither */
 	int	(*attn_hi)(const struct backend *);
+	/* optional, backend_mask: NULL cannot (backend_has_mask 0) */
+	int	(*mask)(struct backend *, float *, int, const uint32_t *);
 };
 
 struct backend {

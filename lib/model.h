@@ -338,6 +338,22 @@ int	model_forward_next(struct model *, struct state *, const int32_t *tok, int m
 	    int64_t pos, float *lg, int32_t *next);
 
 /*
+ * model_forward_next with a token mask put on the row first, where the
+ * logits are (backend_mask): mask NULL (none), or host bits over the
+ * row's n_vocab tokens as grammar_mask gives them (bit t % 32 of word
+ * t / 32: 0 sets logit t to -inf).  The pick is then sample_next's from
+ * the row grammar_mask_logits masks on the host, bit for bit (the mask
+ * before the sampler's penalties, as sample_next takes such a row).  -1
+ * with model_errmsg also for a mask on a backend without backend_mask.
+ */
+int	model_forward_next_mask(struct model *, struct state *, const int32_t *tok, int m,
+	    int flags, struct sampler *s, const int32_t *hist, int n_hist, uint64_t seq,
+	    int64_t pos, const uint32_t *mask, float *lg, int32_t *next);
+/* 1 when the model's logits can be masked where they are (its last
+ * stage's backend_has_mask), else 0. */
+int	model_can_mask(const struct model *);
+
+/*
  * One step over n sequences at once: sequence i runs rows[i] (1 ..
  * model_step_rows) consecutive tokens at its own state st[i]'s
  * next positions (state_push(rows[i]) inside), as model_forward(st[i],
@@ -372,12 +388,14 @@ int	model_forward_seqs(struct model *, struct state **st, const int *rows, int n
  * each row's taps into taps (NULL, or host [rows][n_tap * n_embd], in
  * tok's order) too: what model_taps gives after the same rows' forward
  * alone (the rows' bits are the same).  A scheduler's verify rows, the
- * drafter's context to be.  -1 with model_errmsg set also for taps
- * without a drafter.
+ * drafter's context to be.  mask: NULL, or with ids, host [rows] each
+ * row's token mask (NULL: none; as model_forward_next_mask's) put on it
+ * before its pick.  -1 with model_errmsg set also for taps without a
+ * drafter, a mask without ids or on a backend without backend_mask.
  */
 int	model_forward_seqs_taps(struct model *, struct state **st, const int *rows, int n,
-	    const int32_t *tok, int flags, float *logits, int32_t *ids, float *hidden,
-	    float *taps);
+	    const int32_t *tok, int flags, float *logits, int32_t *ids,
+	    const uint32_t *const *mask, float *hidden, float *taps);
 
 /*
  * model_forward_seqs with one row a sequence and no flags: decode n

@@ -259,9 +259,11 @@ ffn(struct model *md, struct model_layer *L, int m)
 
 /* What the head hands the host instead of logits: each row's greedy
  * pick (k 0: id[rows]), its top k by the sampler's order (val and id
- * [rows][k]), or s's draw from the row (draw); s's penalties put on the
- * row before any of them (npen). */
+ * [rows][k]), or s's draw from the row (draw); a row's token mask put on
+ * it first (mask), then s's penalties (npen), as sample_next takes a row
+ * grammar_mask_logits masked. */
 struct pick {
+	const uint32_t *const *mask;	/* [rows]: a row's bits (NULL: none), or NULL */
 	int	k;		/* > 0: the top k (val, id) */
 	float	temp;
 	float	*val;
@@ -287,6 +289,16 @@ pick_penalize(struct backend *be, float *x, int n, const struct pick *pk)
 	    p->presence_penalty, p->frequency_penalty);
 }
 
+/* pk's token masks on the logits rows x[rows][n] (none when pk->mask is NULL). */
+static int
+pick_mask(struct backend *be, float *x, int rows, int n, const struct pick *pk)
+{
+	for (int r = 0; pk->mask != NULL && r < rows; r++)
+		if (pk->mask[r] != NULL && backend_mask(be, x + (size_t)r * n, n, pk->mask[r]) != 0)
+			return -1;
+	return 0;
+}
+
 /*
  * xn = norm(x) (w: the head norm); logits (over hw's rows) of the last
  * `rows` rows to the host, or (pk) only their picks.
@@ -305,6 +317,7 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	    ((logits || pk) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,
 	    (int)hw->ne1, rows)) ||
 	    ((logits || pk) && md->ops->logits != NULL && md->ops->logits(md, rows) != 0) ||
+	    (pk && pick_mask(be, a->logits, rows, (int)hw->ne1, pk)) ||
 	    (pk && pick_penalize(be, a->logits, (int)hw->ne1, pk)) ||
 	    (pk && (pk->draw ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
 	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
@@ -573,22 +586,51 @@ pick_room(struct model *md)
 	return 0;
 }
 
+/* The mask bits on the host row lg[n] (backend_mask's rule). */
+static void
+mask_host(float *lg, int n, const uint32_t *bits)
+{
+	for (int t = 0; t < n; t++)
+		if (!(bits[t / 32] >> (t % 32) & 1))
+			lg[t] = -INFINITY;
+}
+
+int
+model_can_mask(const struct model *md)
+{
+	return backend_has_mask(model_last((struct model *)md)->be);
+}
+
 int
 model_forward_next(struct model *md, struct state *st, const int32_t *tok, int m, int flags,
     struct sampler *s, const int32_t *hist, int n_hist, uint64_t seq, int64_t pos,
     float *lg, int32_t *next)
 {
+	return model_forward_next_mask(md, st, tok, m, flags, s, hist, n_hist, seq, pos, NULL,
+	    lg, next);
+}
+
+int
+model_forward_next_mask(struct model *md, struct state *st, const int32_t *tok, int m,
+    int flags, struct sampler *s, const int32_t *hist, int n_hist, uint64_t seq, int64_t pos,
+    const uint32_t *mask, float *lg, int32_t *next)
+{
 	const struct sample_params *p = sample_params(s);
 	const struct sample_params q = sample_unpenalized(p);	/* once the row has them */
 	enum { GREEDY, TOP_K, DRAW, HOST } how = sample_plain_greedy(&q) ? GREEDY :
 	    sample_top_k(&q) ? TOP_K : sample_row_draw(&q) ? DRAW : HOST;
-	struct pick pk = { .k = sample_top_k(&q), .temp = p->temp, .id = next, .s = s,
-	    .draw = how == DRAW, .seq = seq, .pos = pos };
+	struct pick pk = { .mask = mask ? &mask : NULL, .k = sample_top_k(&q), .temp = p->temp,
+	    .id = next, .s = s, .draw = how == DRAW, .seq = seq, .pos = pos };
 
 	flags &= ~MODEL_LOGITS_ALL;
+	if (mask != NULL && !model_can_mask(md))
+		return util_err(md->err, "forward: a token mask: not on backend '%s'",
+		    backend_name(model_last(md)->be));
 	if (how == HOST) {		/* a top-k past SAMPLE_TOPK_MAX: the row read back */
 		if (forward(md, st, tok, m, flags, lg, NULL, NULL) != 0)
 			return -1;
+		if (mask != NULL)
+			mask_host(lg, (int)model_last(md)->output.ne1, mask);
 		*next = sample_next(s, lg, hist, n_hist, seq, pos);
 	} else {			/* the pick where the logits are */
 		if (pick_penalties(md, hist, n_hist, &pk) != 0 ||
@@ -930,7 +972,8 @@ seqs_cut(struct model *md, struct state **st, const int *rows, int n, int verify
 		u->taps = taps ? taps + (size_t)r * tw : NULL;
 		if ((u->has_pk = pk != NULL))
 			u->pk = *pk, u->pk.id = pk->id + (size_t)r * (pk->k ? pk->k : 1),
-			    u->pk.val = pk->val ? pk->val + (size_t)r * pk->k : NULL;
+			    u->pk.val = pk->val ? pk->val + (size_t)r * pk->k : NULL,
+			    u->pk.mask = pk->mask ? pk->mask + r : NULL;
 		if (seqs_push(md, g, u->pos) != 0)
 			return -1;
 		r += g->m;
@@ -1003,14 +1046,18 @@ model_forward_seqs(struct model *md, struct state **st, const int *rows, int n,
 
 int
 model_forward_seqs_taps(struct model *md, struct state **st, const int *rows, int n,
-    const int32_t *tok, int flags, float *logits, int32_t *ids, float *hidden, float *taps)
+    const int32_t *tok, int flags, float *logits, int32_t *ids, const uint32_t *const *mask,
+    float *hidden, float *taps)
 {
-	struct pick pk = { .id = ids };
+	struct pick pk = { .mask = mask, .id = ids };
 
 	if (rows == NULL)
 		return util_err(md->err, "forward: sequences without their rows");
 	if (logits != NULL && ids != NULL)
 		return util_err(md->err, "forward: sequences: logits or ids, not both");
+	if (mask != NULL && (ids == NULL || !model_can_mask(md)))
+		return util_err(md->err, "forward: sequences: token masks %s",
+		    ids == NULL ? "without ids" : "not on this backend");
 	return forward_seqs(md, st, rows, n, tok, flags, logits, ids ? &pk : NULL, hidden, taps);
 }
 

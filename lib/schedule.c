@@ -72,6 +72,7 @@ struct lane {
 	int	n_lg;
 	float	*hid;		/* [same][ne] host hidden rows */
 	int32_t	*ids;		/* [same] */
+	const uint32_t **mask;	/* [same]: each row's token mask (sessions' bits), or NULL */
 };
 
 struct sched_seq {
@@ -92,6 +93,7 @@ struct sched_seq {
 	int	logprobs, top;	/* each token's logprob, and `top` alternatives */
 	struct grammar *g;	/* a reference, or NULL */
 	struct grammar_state *gs;	/* where the reply is in g */
+	uint32_t *bits;		/* [(nv + 31) / 32]: its next token's mask (grammar_bits) */
 	uint64_t group;		/* choice i > 0 of sched_submit_n: choice 0's id */
 	int	n_kids;		/* choice 0: the choices after it */
 	int	wait_prompt;	/* choice i > 0: until choice 0's prompt is copied in */
@@ -206,6 +208,7 @@ seq_free(struct sched_seq *q)
 		return;
 	sample_free(q->smp);
 	grammar_state_free(q->gs), grammar_free(q->g);
+	free(q->bits);
 	vision_prompt_free(&q->vp);
 	free(q->tags);
 	free(q->hist), free(q->stop), free(q->out), free(q->lp);
@@ -241,7 +244,7 @@ lane_free(struct lane *l, int n)
 	prefix_free(l->pc), prefix_free(l->dpc);
 	free(l->slots);
 	model_host_free(l->m, l->lg), model_host_free(l->m, l->hid), model_host_free(l->m, l->taps);
-	free(l->ids);
+	free(l->ids), free(l->mask);
 }
 
 void
@@ -440,7 +443,7 @@ lane_measure(struct lane *l, char *err)
 	for (int pass = 0; pass < 2; pass++)	/* the first warms up */
 		for (int m = 1; m <= n; m++)
 			BEST_OF_3(l->cost.rows[m], (state_reset(st), model_forward_seqs_taps(l->m, &st,
-			    &m, 1, tok, 0, NULL, l->ids, NULL, l->taps)));
+			    &m, 1, tok, 0, NULL, l->ids, NULL, NULL, l->taps)));
 	for (int m = n + 1; m <= most; m++)
 		l->cost.rows[m] = l->cost.rows[n] * m / n;
 	/* a step of more rows costs no less: noise only adds, so a larger m's
@@ -563,8 +566,10 @@ lane_buffers(struct sched *s, struct lane *l, char *err)
 	l->lg = model_host_alloc(l->m, (size_t)l->n_lg * l->nv);
 	l->hid = model_host_alloc(l->m, rows * l->ne);
 	l->ids = malloc(rows * sizeof *l->ids);
-	if (l->lg == NULL || l->hid == NULL || l->ids == NULL)
-		return util_err(err, "%s", l->ids ? model_errmsg(l->m) : "out of memory");
+	l->mask = malloc(rows * sizeof *l->mask);
+	if (l->lg == NULL || l->hid == NULL || l->ids == NULL || l->mask == NULL)
+		return util_err(err, "%s", l->ids && l->mask ? model_errmsg(l->m) :
+		    "out of memory");
 	if (l->K > 0 && l->draft == DRAFT_DFLASH &&
 	    (l->taps = model_host_alloc(l->m, rows * l->tw)) == NULL)
 		return util_err(err, "%s", model_errmsg(l->m));
@@ -847,7 +852,8 @@ seq_init(struct sched *s, struct sched_seq *q, const struct sched_req *r, char *
 	q->spec = l->K > 0 && sample_plain_greedy(&r->sp) && (r->vp == NULL ||
 	    r->vp->n_rows == 0 || l->draft == DRAFT_ASSIST);	/* images: images_spec */
 	if (r->grammar != NULL && ((q->g = grammar_retain(r->grammar)),
-	    (q->gs = grammar_state_new(q->g)) == NULL))
+	    (q->gs = grammar_state_new(q->g)) == NULL ||
+	    (q->bits = malloc(((size_t)l->nv + 31) / 32 * sizeof *q->bits)) == NULL))
 		return util_err(err, "out of memory");
 	q->logprobs = r->logprobs != 0;
 	q->top = r->top_logprobs < 0 ? 0 : r->top_logprobs > SCHED_TOP_MAX ? SCHED_TOP_MAX :
@@ -1754,11 +1760,27 @@ logprobs_of(struct sched_seq *q, const float *lg, int n, int32_t t, struct sched
 	lp->n_top = k < 0 ? 0 : k;
 }
 
-/* 1 when q's picks are taken on the host: it wants logprobs, or a grammar masks its rows. */
+/*
+ * 1 when q's grammar masks its rows where the logits are (grammar_bits,
+ * backend_mask) and its picks are taken there: q wants no logprobs (they
+ * need the row), decodes plain (a speculative session's verify rows stay
+ * on the host, draw_host: each row's mask is the state after the drafts
+ * before it, known only as the rows are drawn one by one), its backend
+ * masks, and the config does not keep every mask on the host.
+ */
 static int
-host_picks(const struct sched_seq *q)
+mask_here(const struct sched *s, const struct sched_seq *q)
 {
-	return q->logprobs || q->gs != NULL;
+	return q->gs != NULL && !q->logprobs && !q->spec && !s->c.host_mask &&
+	    model_can_mask(s->lanes[q->lane].m);
+}
+
+/* 1 when q's picks are taken on the host: it wants logprobs, or a grammar
+ * masks its rows there. */
+static int
+host_picks(const struct sched *s, const struct sched_seq *q)
+{
+	return q->logprobs || (q->gs != NULL && !mask_here(s, q));
 }
 
 /* Every logit of lg[nv] but q's stop ids' to -inf (those keep theirs). */
@@ -1775,6 +1797,59 @@ only_stops(const struct sched_seq *q, float *lg, int nv)
 	}
 }
 
+/* The tokens q's grammar may still take with token j past its history
+ * next, the document closing one token early (the stop id ends it within
+ * max_tokens), and the context's room. */
+static int
+grammar_left(const struct sched *s, const struct sched_seq *q, int j)
+{
+	int left = q->max_tokens - q->n_gen - j, room = s->c.n_ctx - (q->n_hist + j);
+
+	return left < room ? left : room;
+}
+
+/* 1 when only q's stop ids may come next after a mask with left tokens:
+ * a whole document ends here, and so does one whole at the last token. */
+static int
+stops_only(const struct sched_seq *q, int left)
+{
+	return (grammar_ended(q->gs) || (left <= 1 && grammar_done(q->gs))) && q->n_stop > 0;
+}
+
+/*
+ * q's next token's mask into q->bits[(nv + 31) / 32], the allowed set
+ * draw_host leaves finite on the host (grammar_mask_logits, then
+ * only_stops): grammar_mask's bits, and where only_stops would run,
+ * those of its stop ids.  0, or -1 with q ended (failed) as draw_host
+ * fails it: no token may come next, or none of the stop ids may.
+ */
+static int
+grammar_bits(struct sched *s, struct sched_seq *q)
+{
+	int nv = s->lanes[q->lane].nv, words = (nv + 31) / 32, left = grammar_left(s, q, 0);
+	uint32_t any = 0;
+
+	if (grammar_mask(q->gs, q->bits, nv, left > 1 ? left - 1 : 1) <= 0) {
+		fail_seq(s, q, "grammar: no token may come next");
+		return -1;
+	}
+	if (!stops_only(q, left))
+		return 0;
+	for (int i = 0; i < words; i++) {
+		uint32_t keep = 0;
+
+		for (int j = 0; j < q->n_stop; j++)
+			if (q->stop[j] >= 0 && q->stop[j] < nv && q->stop[j] / 32 == i)
+				keep |= 1u << (q->stop[j] % 32);
+		any |= q->bits[i] &= keep;
+	}
+	if (any == 0) {		/* (the host's row has no finite logit then) */
+		fail_seq(s, q, "no finite logit");
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * q's token j places past its history (j > 0: a verify row's, the tokens
  * before it in q->hist[n_hist..]) from its logits row lg on the host:
@@ -1789,16 +1864,13 @@ draw_host(struct sched *s, struct sched_seq *q, float *lg, int j, struct sched_l
 	int32_t t;
 
 	if (q->gs != NULL) {
-		int left = q->max_tokens - q->n_gen - j, room = s->c.n_ctx - n;
+		int left = grammar_left(s, q, j);
 
-		/* the document closes one token early: the stop id ends it within max_tokens */
-		left = left < room ? left : room;
 		if (grammar_mask_logits(q->gs, lg, l->nv, left > 1 ? left - 1 : 1) <= 0) {
 			fail_seq(s, q, "grammar: no token may come next");
 			return -1;
 		}
-		/* a whole document ends here, and so does one whole at the last token */
-		if ((grammar_ended(q->gs) || (left <= 1 && grammar_done(q->gs))) && q->n_stop > 0)
+		if (stops_only(q, left))
 			only_stops(q, lg, l->nv);
 	}
 	if ((t = sample_next(q->smp, lg, q->hist, n, 0, n)) < 0) {
@@ -1866,18 +1938,27 @@ prime(struct sched *s, struct sched_seq *q, float *lg, struct sched_seq **act, i
 
 /*
  * One prompt chunk of q: rows [done, to); the last chunk picks the first
- * token, on the backend, or from the row on the host for a session that
- * wants logprobs or shares its prompt with later choices in act[n_act].
+ * token, on the backend (the row masked there first by q's grammar,
+ * mask_here), or from the row on the host for a session that wants
+ * logprobs, whose grammar masks on the host or that shares its prompt
+ * with later choices in act[n_act].
  */
 static int
 prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **act, int n_act)
 {
 	struct lane *l = &s->lanes[q->lane];
 	struct spec *sp = l->slots[q->slot].spec;
-	int from = q->done_prompt, n = q->n_prompt, rc, host = host_picks(q) || q->n_kids > 0;
+	int from = q->done_prompt, n = q->n_prompt, rc, host = host_picks(s, q) || q->n_kids > 0;
 	int32_t first = -1;
 	struct model_embd e = { 0 };
+	const uint32_t *mask = NULL;
 
+	/* (the mask before the forward: the same state the host would mask the row with) */
+	if (to == n && !host && q->gs != NULL) {
+		if (grammar_bits(s, q) != 0)
+			return -1;
+		mask = q->bits;
+	}
 	if (q->vp.n_rows > 0)
 		vision_prompt_rows(&q->vp, from, to - from, &e);	/* its images' rows */
 	if (!q->spec && from == 0)
@@ -1893,9 +1974,9 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 	else
 		rc = to < n ? model_forward(l->m, q->st, q->hist + from, to - from,
 		    MODEL_PREFILL, NULL, NULL) : host ? model_forward(l->m, q->st, q->hist +
-		    from, to - from, MODEL_PREFILL, l->lg, NULL) : model_forward_next(l->m,
+		    from, to - from, MODEL_PREFILL, l->lg, NULL) : model_forward_next_mask(l->m,
 		    q->st, q->hist + from, to - from, MODEL_PREFILL, q->smp, q->hist, n, 0, n,
-		    l->lg, &first);
+		    mask, l->lg, &first);
 	if (rc != 0) {
 		model_inject(l->m, NULL);	/* (a part refused before its forward) */
 		fail_seq(s, q, q->spec ? spec_errmsg(sp) : model_errmsg(l->m));
@@ -1908,8 +1989,16 @@ prefill_chunk(struct sched *s, struct sched_seq *q, int to, struct sched_seq **a
 	pthread_mutex_unlock(&s->mu);
 	if (to == n && host)
 		prime(s, q, l->lg, act, n_act);
-	else if (to == n)
+	else if (to == n && mask != NULL && grammar_accept(q->gs, first) != 0)
+		fail_seq(s, q, "grammar: the token drawn is not allowed");
+	else if (to == n) {
+		if (mask != NULL) {
+			pthread_mutex_lock(&s->mu);
+			s->stats.masked++;
+			pthread_mutex_unlock(&s->mu);
+		}
 		emit(s, q, &first, NULL, 1);
+	}
 	return 0;
 }
 
@@ -1999,8 +2088,10 @@ accept_host(struct sched *s, struct sched_seq *q, struct spec *sp, const int32_t
 	return got;
 }
 
-/* The speculation counts of a step, added to the lane's and the scheduler's. */
+/* The speculation counts of a step (and its grammar picks taken on the
+ * backend), added to the lane's and the scheduler's. */
 struct spec_counts {
+	long	masked;
 	long	rounds, drafted, accepted, tried[SPEC_KMAX], hit[SPEC_KMAX];
 	long	rk[SPEC_KMAX + 1], ak[SPEC_KMAX + 1];
 };
@@ -2021,6 +2112,7 @@ static void
 add_counts(struct sched *s, struct lane *l, const struct spec_counts *c)
 {
 	pthread_mutex_lock(&s->mu);
+	s->stats.masked += c->masked;
 	s->stats.spec_rounds += c->rounds, s->stats.drafted += c->drafted;
 	s->stats.accepted += c->accepted;
 	for (int j = 0; j < SPEC_KMAX; j++)
@@ -2033,8 +2125,10 @@ add_counts(struct sched *s, struct lane *l, const struct spec_counts *c)
 /*
  * The greedy sessions g[n] of lane li in one forward, k drafts at most
  * each: a decode row each, or a speculative session's verify rows; the
- * picks taken on the backend, or (host) drawn on the host from the rows'
- * logits (accept_host: sessions with a grammar or logprobs).
+ * picks taken on the backend (a plain session's row masked there first by
+ * its grammar, mask_here, the token then taken by the grammar on the
+ * host), or (host) drawn on the host from the rows' logits (accept_host:
+ * speculative sessions with a grammar or logprobs).
  */
 static void
 verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int host,
@@ -2043,9 +2137,9 @@ verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int hos
 	struct lane *l = &s->lanes[li];
 	struct sched_logprob lp[SPEC_KMAX + 1];
 	int32_t out[SPEC_KMAX + 1];
-	int off = 0, m = 0, verify = 0;
+	int off = 0, m = 0, verify = 0, masked = 0;
 
-	for (int i = 0; i < n; i++) {	/* the rows; a session whose draft fails drops out */
+	for (int i = 0; i < n; i++) {	/* the rows; a session whose draft or mask fails drops out */
 		struct sched_seq *q = g[i];
 		struct spec *sp = l->slots[q->slot].spec;
 		int left = q->max_tokens - q->n_gen, r = 1;
@@ -2054,16 +2148,20 @@ verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int hos
 			fail_seq(s, q, spec_errmsg(sp));
 			continue;
 		}
+		if (!host && q->gs != NULL && grammar_bits(s, q) != 0)
+			continue;
 		if (!q->spec)
 			l->ids[off] = q->hist[q->n_hist - 1];
-		verify |= q->spec;
+		for (int j = 0; j < r; j++)
+			l->mask[off + j] = !host && q->gs != NULL ? q->bits : NULL;
+		verify |= q->spec, masked |= !host && q->gs != NULL;
 		g[m] = q, s->st[m] = q->st, s->rows[m++] = r, off += r;
 	}
 	if (m == 0)
 		return;
 	if (model_forward_seqs_taps(l->m, s->st, s->rows, m, l->ids, verify ? MODEL_VERIFY : 0,
-	    host ? l->lg : NULL, host ? NULL : l->ids, verify && l->taps == NULL ? l->hid : NULL,
-	    verify ? l->taps : NULL) != 0) {
+	    host ? l->lg : NULL, host ? NULL : l->ids, masked ? l->mask : NULL,
+	    verify && l->taps == NULL ? l->hid : NULL, verify ? l->taps : NULL) != 0) {
 		for (int i = 0; i < m; i++)
 			fail_seq(s, g[i], model_errmsg(l->m));
 		return;
@@ -2088,6 +2186,11 @@ verify_rows(struct sched *s, int li, struct sched_seq **g, int n, int k, int hos
 			fail_seq(s, q, got < 0 ? spec_errmsg(sp) : "no finite logit");
 			continue;
 		}
+		if (!host && q->gs != NULL && grammar_accept(q->gs, out[0]) != 0) {
+			fail_seq(s, q, "grammar: the token drawn is not allowed");
+			continue;
+		}
+		c->masked += !host && q->gs != NULL;
 		if (q->spec)
 			count_round(c, s->rows[i], got);
 		emit(s, q, out, host && q->logprobs ? lp : NULL, got);
@@ -2148,9 +2251,9 @@ enum {
 };
 
 static int
-gen_kind(const struct sched_seq *q)
+gen_kind(const struct sched *s, const struct sched_seq *q)
 {
-	if (sample_plain_greedy(&q->sp) && !host_picks(q))
+	if (sample_plain_greedy(&q->sp) && !host_picks(s, q))
 		return GEN_BACKEND;
 	return q->spec ? GEN_HOST_SPEC : GEN_HOST;
 }
@@ -2166,7 +2269,7 @@ generating(struct sched *s, int li, struct sched_seq **act, int n, int kind)
 		struct sched_seq *q = act[i];
 
 		if (q->lane == li && q->n_gen > 0 && q->finish == SCHED_RUNNING &&
-		    gen_kind(q) == kind)
+		    gen_kind(s, q) == kind)
 			s->grp[k++] = q;
 	}
 	return k;

@@ -55,6 +55,10 @@ struct sched_config {
 				 * SCHED_PREFIX_AUTO a quarter of the memory the sessions
 				 * leave, at most 8 GiB on a GPU, 1 GiB on the CPU */
 	int	reuse;		/* 1: the reuse pool (MEMRA_REUSE_POOL) */
+	int	host_mask;	/* 1: every grammar masks its rows on the host (the device
+				 * path's reference in tests); 0: a session with a grammar
+				 * and no logprobs, decoding plain, has its rows masked
+				 * (backend_mask) and picked where the logits are */
 	int	block;		/* tokens a prefix cache block, the reuse grain
 				 * (MEMRA_PREFIX_BLOCK): a divisor of chunk, chunk itself or
 				 * a multiple of 64; 0: 64 where it divides chunk and every
@@ -378,6 +382,7 @@ struct sched_stats {
 	 * most each model's step rows) */
 	long	step_groups;
 	int	step_rows_most;
+	long	masked;		/* grammar picks taken where the logits are (backend_mask) */
 };
 void	sched_stats(struct sched *, struct sched_stats *);
 

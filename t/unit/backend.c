@@ -634,6 +634,39 @@ TEST(draw_and_penalties_are_the_samplers)
 	sample_free(s);
 }
 
+/* backend_mask sets -inf where a bit is 0 and keeps every other value's
+ * bits (NaN, -0, inf among them), in whole and partial words. */
+TEST(mask_sets_minus_inf_where_a_bit_is_0_and_keeps_the_rest)
+{
+	enum { N = 77 };
+	static const uint32_t pat[][3] = {
+		{ 0, 0, 0 }, { 0xffffffffu, 0xffffffffu, 0xffffffffu },
+		{ 0, 1u << 7, 0 }, { 0x5555aaaau, 0x0f0f0f0fu, 0x1fffu }, { 0, 0, 1u << 12 },
+	};
+	float x[N], y[N];
+	uint32_t u;
+
+	for (int i = 0; i < N; i++)
+		x[i] = (float)(i * 37 % 11) - 5.25f;
+	x[3] = NAN, x[40] = -0.0f, x[41] = INFINITY, x[70] = -INFINITY;
+	for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+		memcpy(y, x, sizeof x);
+		CHECK(backend_mask(be3, y, N, pat[p]) == 0);
+		for (int t = 0; t < N; t++) {
+			int on = pat[p][t / 32] >> (t % 32) & 1;
+			uint32_t a, b;
+
+			memcpy(&a, &y[t], 4), memcpy(&b, &x[t], 4);
+			if (on ? a != b : !(isinf(y[t]) && y[t] < 0))
+				FAILF("pattern %zu, token %d: bit %d, %g from %g", p, t, on, y[t], x[t]);
+		}
+	}
+	CHECK(backend_has_mask(be3) && backend_has_mask(bes));
+	u = 0;
+	CHECK(backend_mask(be3, y, 0, &u) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "mask: bad shape 1 x 0");
+}
+
 TEST(rope_rotates_the_first_n_rot_dims_neox_style)
 {
 	int m = 3, nh = 2, hs = 24, nrot = 8, ldx = nh * hs;
@@ -2056,6 +2089,7 @@ main(void)
 	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);
 	RUN(moe_swiglu_limit_is_each_experts_clamped_one_row_products_bit_for_bit);
 	RUN(head_gate_scales_each_head_by_its_sigmoid);
+	RUN(mask_sets_minus_inf_where_a_bit_is_0_and_keeps_the_rest);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);

@@ -547,6 +547,79 @@ C(int form, int start, int parallel, int think, struct json **pj, char *err)
 #define XCALL(args) "<function=get_weather>\n" args "</function>\n</tool_call>"
 #define XP(k, v) "<parameter=" k ">\n" v "\n</parameter>\n"
 
+/*
+ * grammar_mask's bits (the device path's mask) are the finite set
+ * grammar_mask_logits leaves of a finite row, the closing rule's too, for
+ * rows shorter and longer than the vocabulary and none a multiple of 32.
+ */
+static void
+bits_are_the_finite_set(struct grammar_state *s, const char *where)
+{
+	static const int rows[] = { N_VOCAB, N_VOCAB + 5, N_VOCAB - 3, 40 };
+	int lefts[] = { -1, 1, 2, 3, grammar_distance(s) + 1, grammar_distance(s) + 4, 1000 };
+
+	for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+		for (size_t k = 0; k < sizeof lefts / sizeof lefts[0]; k++) {
+			uint32_t bits[(N_VOCAB + 5 + 31) / 32];
+			float lg[N_VOCAB + 5];
+			int n = rows[r], nb, nl, bad = -1;
+
+			for (int t = 0; t < n; t++)
+				lg[t] = (float)((t * 7919) % 211) - 100.5f;
+			nb = grammar_mask(s, bits, n, lefts[k]);
+			nl = grammar_mask_logits(s, lg, n, lefts[k]);
+			for (int t = 0; t < n && bad < 0; t++)
+				if (bit(bits, t) != isfinite(lg[t]) ||
+				    (bit(bits, t) && lg[t] != (float)((t * 7919) % 211) - 100.5f))
+					bad = t;
+			for (int t = n; t < ((n + 31) & ~31) && bad < 0; t++)
+				if (bit(bits, t))
+					bad = t;
+			if (nb != nl || bad >= 0) {
+				FAILF("after '%s', row %d, left %d: counts %d %d, token %d differs", where,
+				    n, lefts[k], nb, nl, bad);
+				return;
+			}
+		}
+}
+
+TEST(mask_bits_are_the_finite_set_of_mask_logits)
+{
+	static const char *const docs[] = {
+		"{\"a\": [1, -2.5e+3, \"x\xc3\xa9\", true, null, {\"b\": {}}]}",
+		"{\"name\": \"x\", \"age\": 3, \"nick\": null, \"tags\": [\"a\", 7]}",
+	};
+	char err[UTIL_ERRLEN];
+	struct json *pj = NULL;
+	struct grammar *gs[3] = { G(NULL, 2, err), G(PERSON, -1, err),
+	    C(GRAMMAR_CALLS_XML, GRAMMAR_CALLS_REQUIRED, 0, 0, &pj, err) };
+	const char *doc[3] = { docs[0], docs[1],
+	    XCALL(XP("city", "Paris") XP("days", "3")) };
+
+	for (int i = 0; i < 3; i++) {
+		struct grammar_state *s;
+
+		CHECK(gs[i] != NULL);
+		if (gs[i] == NULL || (s = grammar_state_new(gs[i])) == NULL)
+			continue;
+		for (size_t b = 0; b <= strlen(doc[i]); b++) {
+			char where[160];
+
+			snprintf(where, sizeof where, "%.*s", (int)b, doc[i]);
+			bits_are_the_finite_set(s, where);
+			if (b < strlen(doc[i]) && grammar_feed(s, doc[i] + b, 1) != 0) {
+				FAILF("'%s' then '%c' rejected", where, doc[i][b]);
+				break;
+			}
+		}
+		CHECK(grammar_accept(s, T_END) == 0);	/* finished: nothing allowed */
+		bits_are_the_finite_set(s, "the stop");
+		grammar_state_free(s);
+		grammar_free(gs[i]);
+	}
+	json_free(pj);
+}
+
 TEST(xml_calls_required_names_and_strict_arguments)
 {
 	char err[UTIL_ERRLEN];
@@ -729,6 +802,7 @@ main(void)
 	RUN(masks_equal_token_by_token_walks);
 	RUN(masks_of_multibyte_and_partial_utf8_tokens);
 	RUN(closing_policy_ends_the_document_within_max_tokens);
+	RUN(mask_bits_are_the_finite_set_of_mask_logits);
 	RUN(the_cache_hands_out_one_grammar_a_schema_and_a_dropped_one_lives_on);
 	RUN(xml_calls_required_names_and_strict_arguments);
 	RUN(xml_calls_auto_text_think_and_parallel);

@@ -258,6 +258,76 @@ TEST(forward_next_picks_what_the_sampler_picks_from_the_logits)
 	free(ids), free(hist), free(lg), free(lh);
 }
 
+/* Step i's token mask of case c: about a third of the vocabulary, another
+ * third each step; the host row lg masked by it too. */
+static void
+step_mask(uint32_t *bits, float *lg, int c, int i)
+{
+	memset(bits, 0, (nv + 31) / 32 * sizeof *bits);
+	for (int t = 0; t < nv; t++)
+		if ((t / 3 + t + c + i) % 3 == 0)
+			bits[t / 32] |= 1u << (t % 32);
+		else
+			lg[t] = -INFINITY;
+}
+
+/*
+ * model_forward_next_mask picks what sample_next picks from model_forward's
+ * logits masked on the host, each way it takes (greedy, top-k, top-p
+ * alone, a top-k past SAMPLE_TOPK_MAX), penalties after the mask: the
+ * row masked where it is is the host's masked row.
+ */
+TEST(forward_next_mask_picks_what_the_sampler_picks_from_the_masked_row)
+{
+	const struct json *r = json_at(json_get(refs, "a_last_position_logits"), 1);
+	int n;
+	int32_t *ids = ids_of(json_get(r, "input_ids"), &n), *hist = malloc((n + 8) * sizeof *hist);
+	float *lg = malloc(nv * sizeof *lg), *lh = malloc(nv * sizeof *lh);
+	uint32_t *bits = malloc((nv + 31) / 32 * sizeof *bits);
+	struct { float temp, top_p, rep; int top_k; } ps[] = {
+		{ 0, 1, 1, 0 }, { 0.8f, 1, 1, 40 }, { 0.7f, 0.9f, 1, 0 }, { 0.9f, 0.95f, 1.3f, 0 },
+		{ 0, 1, 1.3f, 0 }, { 1.1f, 1, 1, 2000 },
+	};
+	int differ = 0;
+
+	for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
+		struct sample_params p;
+		struct sampler *sa = NULL, *sb = NULL;
+		struct state *sl = model_state_new(md, n + 8, 0, NULL);
+		struct state *sn = model_state_new(md, n + 8, 0, NULL);
+		int32_t t = -1, want;
+
+		sample_defaults(&p);
+		p.temp = ps[c].temp, p.top_p = ps[c].top_p, p.repeat_penalty = ps[c].rep;
+		p.top_k = ps[c].top_k, p.seed = 21 + c;
+		CHECK((sa = sample_new(&p, nv, NULL)) != NULL);
+		CHECK((sb = sample_new(&p, nv, NULL)) != NULL);
+		memcpy(hist, ids, n * sizeof *ids);
+		CHECK(model_forward(md, sl, ids, n, MODEL_PREFILL, lg, NULL) == 0);
+		step_mask(bits, lg, c, 0);
+		CHECK(model_forward_next_mask(md, sn, ids, n, MODEL_PREFILL, sb, hist, n, 3, n, bits,
+		    lh, &t) == 0);
+		for (int i = 0; i < 4; i++) {	/* the prompt, then 3 steps */
+			want = sample_next(sa, lg, hist, n + i, 3, n + i);
+			if (t != want || want < 0 || !(bits[want / 32] >> (want % 32) & 1))
+				FAILF("case %zu step %d: picked %d, the sampler %d", c, i, t, want);
+			hist[n + i] = want;
+			if (i == 3)
+				break;
+			CHECK(model_forward(md, sl, &hist[n + i], 1, 0, lg, NULL) == 0);
+			want = sample_next(sa, lg, hist, n + i + 1, 3, n + i + 1);
+			step_mask(bits, lg, c, i + 1);
+			differ += want != sample_next(sa, lg, hist, n + i + 1, 3, n + i + 1);
+			CHECK(model_forward_next_mask(md, sn, &hist[n + i], 1, 0, sb, hist, n + i + 1,
+			    3, n + i + 1, bits, lh, &t) == 0);
+		}
+		sample_free(sa), sample_free(sb);
+		state_free(sl), state_free(sn);
+	}
+	CHECK(differ > 0);	/* the masks mattered */
+	free(ids), free(hist), free(lg), free(lh), free(bits);
+}
+
 /*
  * Greedy speculative decoding through lib/spec, as the reference does it:
  * K_eff = min(K, left - 1) chained drafts a round (spec_round's limit).
@@ -476,6 +546,7 @@ main(void)
 	RUN(mtp_logits_match_the_reference);
 	RUN(argmax_forwards_pick_what_the_greedy_sampler_picks);
 	RUN(forward_next_picks_what_the_sampler_picks_from_the_logits);
+	RUN(forward_next_mask_picks_what_the_sampler_picks_from_the_masked_row);
 	RUN(verify_rows_and_thread_counts_give_the_same_bits);
 	RUN(greedy_continuations_match_the_reference);
 	RUN(speculative_decoding_equals_greedy_with_the_reference_acceptance);

@@ -814,6 +814,103 @@ out:
 	grammar_free(g), grammar_vocab_free(v), tokenizer_free(tok);
 }
 
+/*
+ * Replies under grammar g to requests 1..8 all at once on a plain lane,
+ * the masks on the host (host_mask) or where the logits are: greedy and
+ * sampled (a draw from the whole row, a top-k), max_tokens that close the
+ * document early among them, two with logprobs (their rows on the host
+ * either way).  Tokens, counts and finishes into got, n, fin; the
+ * scheduler's masked picks into *masked.
+ */
+static void
+grammar_eight(struct grammar *g, int32_t eos, int host_mask, int32_t got[8][GMAX], int *n,
+    int *fin, long *masked)
+{
+	static const int maxt[8] = { GMAX, GMAX, GMAX, 5, 3, 8, GMAX, GMAX };
+	struct sched_config c;
+	struct sched_stats st;
+	struct sched_seq *q[8];
+	char err[UTIL_ERRLEN];
+	struct sched *s;
+	int lane, full;
+	pthread_t w;
+
+	sched_config_defaults(&c, be, 1024, 8);
+	c.chunk = 64, c.step_prefill = 128, c.reserve = 0, c.host_mask = host_mask;
+	if ((s = sched_new(be, &c, err)) == NULL || (lane = sched_add_model(s, ma, 0, 0, NULL,
+	    err)) < 0) {
+		printf("# %s\n", err);
+		CHECK(0);
+		sched_free(s);
+		return;
+	}
+	pthread_create(&w, NULL, worker, s);
+	for (int i = 0; i < 8; i++) {
+		struct sched_req r = req_of(&reqs[i + 1], lane);
+
+		r.stop = &eos, r.ignore_eos = 0, r.max_tokens = maxt[i], r.grammar = g;
+		r.sp.temp = i % 3 == 1 ? 1.0f : i % 3 == 2 ? 0.7f : 0, r.sp.seed = 50 + i;
+		r.sp.top_k = i % 3 == 2 ? 20 : 0;
+		r.logprobs = i >= 6, r.top_logprobs = i >= 6 ? 2 : 0;
+		CHECK((q[i] = sched_submit(s, &r, &full, err)) != NULL);
+	}
+	for (int i = 0; i < 8; i++) {
+		n[i] = 0;
+		do
+			n[i] += sched_read(s, q[i], got[i] + n[i], GMAX - n[i], &fin[i], -1);
+		while (q[i] != NULL && fin[i] == SCHED_RUNNING);
+		sched_release(s, q[i]);
+	}
+	sched_stats(s, &st);
+	*masked = st.masked;
+	stop(s, w);
+}
+
+/*
+ * On a backend with backend_mask (the CPU's here) a grammar session that
+ * wants no logprobs and decodes plain has each row masked where the
+ * logits are and its token picked there: the replies are those of the
+ * host's mask (sched_config.host_mask), token for token, greedy and
+ * sampled, closing early too; the greedy ones are the masked argmax by
+ * hand; only the device path counts masked picks.
+ */
+TEST(grammar_masks_where_the_logits_are_give_the_host_mask_s_tokens)
+{
+	char err[UTIL_ERRLEN] = "";
+	struct tokenizer *tok = model_tokenizer(ma, err);
+	int32_t eos = tok != NULL ? tokenizer_eos(tok) : -1;
+	struct grammar_vocab *v = tok != NULL ? grammar_vocab_new(tok, &eos, 1, err) : NULL;
+	struct grammar *g = v != NULL ? grammar_compile(NULL, v, NULL, err) : NULL;
+	static int32_t got[2][8][GMAX];
+	int32_t ref[GMAX];
+	int n[2][8], fin[2][8];
+	long masked[2] = { -1, -1 };
+
+	CHECK(g != NULL && backend_has_mask(be));
+	if (g == NULL)
+		goto out;
+	grammar_eight(g, eos, 0, got[0], n[0], fin[0], &masked[0]);
+	grammar_eight(g, eos, 1, got[1], n[1], fin[1], &masked[1]);
+	for (int i = 0; i < 8; i++) {
+		CHECK_EQ_INT(n[0][i], n[1][i]);
+		CHECK_EQ_INT(fin[0][i], fin[1][i]);
+		CHECK(fin[0][i] == SCHED_STOP || fin[0][i] == SCHED_LENGTH);
+		CHECK(memcmp(got[0][i], got[1][i], n[1][i] * sizeof got[0][i][0]) == 0);
+		CHECK(n[0][i] > 0 && whole_document(g, got[0][i], n[0][i]));
+		if (i == 0 || i == 6) {	/* greedy, max_tokens GMAX (6: with logprobs) */
+			int k = masked_greedy(g, reqs[i + 1].ids, reqs[i + 1].n, eos, ref);
+
+			CHECK_EQ_INT(n[0][i], k);
+			CHECK(k > 0 && memcmp(got[0][i], ref, k * sizeof ref[0]) == 0);
+		}
+	}
+	printf("# masked where the logits are: %ld picks (host path: %ld)\n", masked[0],
+	    masked[1]);
+	CHECK(masked[0] > 0 && masked[1] == 0);
+out:
+	grammar_free(g), grammar_vocab_free(v), tokenizer_free(tok);
+}
+
 /* A greedy session with logprobs decodes speculatively: its verify rows'
  * logits go to the host, and its tokens and logprobs (the token's and the
  * top 3) are bit for bit those of plain decode, with a grammar too. */
@@ -1067,6 +1164,7 @@ main(void)
 	RUN(a_grammar_s_replies_are_whole_documents_and_greedy_is_the_masked_argmax);
 	RUN(speculative_sessions_under_a_grammar_give_the_plain_masked_tokens);
 	RUN(speculative_logprobs_are_plain_decode_s);
+	RUN(grammar_masks_where_the_logits_are_give_the_host_mask_s_tokens);
 	RUN(past_the_sessions_and_the_queue_a_request_is_refused_as_busy);
 	RUN(a_session_budget_that_cannot_fit_is_refused_naming_what_fits);
 	RUN(a_lane_measures_its_steps_at_boot_and_counts_its_acceptance);
