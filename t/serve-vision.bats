@@ -122,18 +122,25 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_MAX_SESSIONS=4 \
 	    MEMRA_PREFILL_CHUNK=32 MEMRA_STEP_PREFILL=32
 	long="Describe the picture in great detail, every colour and every shape of it, please."
-	run -0 $SV "$URL" many g 64 "@$V/images/a.png|$long" "@$V/images/b.jpg|And this?" \
-	    "What is the capital of France?" "@$V/images/b.jpg|@$V/images/a.png|$long"
-	[ "${#lines[@]}" = 4 ]
-	same "$(want 64 "$long" "$V/images/a.png")" "${lines[0]}"
-	same "$(want 64 "And this?" "$V/images/b.jpg")" "${lines[1]}"
-	same "$(want 64 "What is the capital of France?")" "${lines[2]}"
-	same "$(want 64 "$long" "$V/images/b.jpg" "$V/images/a.png")" "${lines[3]}"
-	# they ran together: fewer steps than the tokens they generated
-	tokens=0
-	for l in "${lines[@]}"; do tokens=$((tokens + $(jq .completion_tokens <<<"$l"))); done
-	steps=$(curl -s "$URL/metrics" | sed -n 's/^memra_sched_steps_total //p')
-	[ "$steps" -lt "$tokens" ]
+	w=("$(want 64 "$long" "$V/images/a.png")" "$(want 64 "And this?" "$V/images/b.jpg")"
+	    "$(want 64 "What is the capital of France?")"
+	    "$(want 64 "$long" "$V/images/b.jpg" "$V/images/a.png")")
+	# every round gives each its solo tokens; one round at least ran them together (fewer
+	# steps than the tokens they generated): on a loaded machine a round's image requests
+	# may arrive after the text one has finished, so up to three rounds
+	together=0 before=0
+	for round in 1 2 3; do
+		run -0 $SV "$URL" many g 64 "@$V/images/a.png|$long" "@$V/images/b.jpg|And this?" \
+		    "What is the capital of France?" "@$V/images/b.jpg|@$V/images/a.png|$long"
+		[ "${#lines[@]}" = 4 ]
+		for i in 0 1 2 3; do same "${w[$i]}" "${lines[$i]}"; done
+		tokens=0
+		for l in "${lines[@]}"; do tokens=$((tokens + $(jq .completion_tokens <<<"$l"))); done
+		steps=$(curl -s "$URL/metrics" | sed -n 's/^memra_sched_steps_total //p')
+		[ $((steps - before)) -lt "$tokens" ] && { together=1; break; }
+		before=$steps
+	done
+	[ "$together" = 1 ]
 }
 
 @test "reuse is keyed by the image: one of the same size never matches, the same one comes back" {
