@@ -1689,7 +1689,8 @@ TEST(a_ring_cache_attends_as_the_whole_cache_does)
  * backend_clamp is torch.clamp (NaN stays NaN, infinities to the bounds,
  * one-sided with -FLT_MAX or FLT_MAX), and backend_attn_hi is its own
  * capability: a table without attn_hi refuses rows that see later keys
- * and rings but clamps; one without clamp refuses to clamp but attends.
+ * and rings but clamps; one without clamp refuses to clamp but attends
+ * (backend_has_clamp says which).
  */
 TEST(clamp_and_attn_hi_are_separate_ops)
 {
@@ -1700,7 +1701,7 @@ TEST(clamp_and_attn_hi_are_separate_ops)
 	float *q = rnd(2 * 64, 1), *kc = rnd(2 * 32, 1), *vc = rnd(2 * 32, 1), o[2][64];
 	int32_t hi[2] = { 1, 1 };
 
-	CHECK(backend_attn_hi(be1) == 1);
+	CHECK(backend_attn_hi(be1) == 1 && backend_has_clamp(be1) == 1);
 	CHECK(backend_clamp(be1, x, 6, -1.0f, 0.5f) == 0);
 	CHECK(isnan(x[0]) && x[1] == 0.5f && x[2] == -1.0f && x[3] == 0 && signbit(x[3]));
 	CHECK(x[4] == 0.5f && x[5] == -1.0f);
@@ -1714,9 +1715,9 @@ TEST(clamp_and_attn_hi_are_separate_ops)
 	a.hi = NULL, a.window = 2, a.ring = 2;
 	CHECK(backend_attention(&b, &a, q, 64, 16, kc, vc, 1, 3, &o[0][0]) == -1);
 	CHECK(strstr(backend_errmsg(&b), "rings of 2 rows") != NULL);
-	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == 0);
+	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == 0 && backend_has_clamp(&b) == 1);
 	b.ops = &no_clamp;
-	CHECK(backend_attn_hi(&b) == 1);
+	CHECK(backend_attn_hi(&b) == 1 && backend_has_clamp(&b) == 0);
 	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == -1);
 	CHECK(strstr(backend_errmsg(&b), "clamp: not on backend") != NULL);
 	a.hi = hi, a.window = 0, a.ring = 0;
