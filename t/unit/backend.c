@@ -16,6 +16,7 @@
 #include "sample.h"
 #include "test.h"
 #include "util.h"
+#include "vision.h"
 
 static struct backend *be1, *be3, *bes;	/* 1 thread, 3 threads, portable path */
 
@@ -1725,6 +1726,29 @@ TEST(clamp_and_attn_hi_are_separate_ops)
 	free(q), free(kc), free(vc);
 }
 
+/*
+ * The vision tower opens on a backend by its ops, not its name: on the
+ * CPU's table, and not on one without clamp, attn_hi or Gemma-4's geglu
+ * (each refused with the reason).
+ */
+TEST(vision_tower_opens_on_a_backend_with_its_ops_only)
+{
+	static const char *const fx = "t/data/gemma4/g4-vision";
+	struct backend_ops ops[3] = { *be1->ops, *be1->ops, *be1->ops };
+	struct backend b = *be1;
+	struct vision *v;
+	char err[UTIL_ERRLEN];
+
+	CHECK((v = vision_open(fx, be1, err)) != NULL);
+	vision_close(v);
+	ops[0].clamp = NULL, ops[1].attn_hi = NULL, ops[2].geglu = NULL;
+	for (int i = 0; i < 3; i++) {
+		b.ops = &ops[i];
+		CHECK(vision_open(fx, &b, err) == NULL);
+		CHECK(strstr(err, "lacks the vision tower's ops") != NULL);
+	}
+}
+
 /* Proportional RoPE: pairs (j, j + hs/2) at theta^(-2j/hs) for j < n_rot/2, the rest untouched. */
 TEST(proportional_rope_turns_the_first_pairs_over_the_whole_head)
 {
@@ -2085,6 +2109,7 @@ main(void)
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
+	RUN(vision_tower_opens_on_a_backend_with_its_ops_only);
 	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
 	RUN(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased);
 	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);
