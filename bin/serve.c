@@ -724,9 +724,9 @@ static const char *const refused[] = {
 
 /* ... but for these, which serve has */
 static const char *const implemented[] = {
-	"MEMRA_GEMMA_VISION", "MEMRA_GEMMA_MMPROJ", "MEMRA_GEMMA_VISION_DEVICE", "MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT",
-	"MEMRA_GEMMA_DRAFT_RANKS", "MEMRA_GEMMA_TRIM_ADAPT", "MEMRA_PP_STAGES", "MEMRA_PP_DEVICES",
-	"MEMRA_PP_SPLITS",
+	"MEMRA_GEMMA_VISION", "MEMRA_GEMMA_MMPROJ", "MEMRA_GEMMA_VISION_DEVICE",
+	"MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT", "MEMRA_GEMMA_DRAFT_RANKS",
+	"MEMRA_GEMMA_TRIM_ADAPT", "MEMRA_PP_STAGES", "MEMRA_PP_DEVICES", "MEMRA_PP_SPLITS",
 };
 
 /* 1 when environment entry e sets one of the variables serve implements of a refused family. */
@@ -1123,8 +1123,14 @@ vision_boot(struct server *s)
 		    s->n_mod);
 	if (src == NULL)
 		src = model_path(s->mod[0].m);
-	if ((s->vbe = backend_open(c->vdevice, c->threads, err)) == NULL ||
-	    (s->vis = vision_open(src, s->vbe, err)) == NULL)
+	if ((s->vbe = backend_open(c->vdevice, c->threads, err)) == NULL)
+		die(1, "MEMRA_GEMMA_VISION: %s", err);
+	/* the prompt products' kernels of the models' backends (checked there), as
+	 * run-gen's tower on the model's backend runs them */
+	if (backend_gemm_env(s->vbe, getenv("MEMRA_CUDA_GEMM"), why) != 0 ||
+	    backend_rows_env(s->vbe, getenv("MEMRA_CUDA_STEP_ROWS"), why) != 0)
+		die(1, "MEMRA_GEMMA_VISION: %s: %s", backend_name(s->vbe), why);
+	if ((s->vis = vision_open(src, s->vbe, err)) == NULL)
 		die(1, "MEMRA_GEMMA_VISION: %s", err);
 	hp = vision_hparams(s->vis);
 	if (hp->bidir && !backend_attn_hi(s->be))
