@@ -7,6 +7,7 @@
  * lib/backend's table ("be ..." lines), and with MODEL a model's prefill
  * logits and greedy ids on both backends.
  */
+#include <dirent.h>
 #include <float.h>
 #include <getopt.h>
 #include <math.h>
@@ -16,11 +17,13 @@
 
 #include "backend.h"
 #include "gguf.h"
+#include "json.h"
 #include "model.h"
 #include "quant.h"
 #include "sample.h"
 #include "state.h"
 #include "util.h"
+#include "vision.h"
 #ifdef MEMRA_HAVE_CUDA
 #include "backend_impl.h"	/* backend_cuda_gpu */
 #include "gpu.h"
@@ -2940,6 +2943,161 @@ be_pdl(struct kc *k, struct bpair *p, const char *path)
 	free(on), free(off);
 }
 
+/* --- the Gemma-4 vision tower on both backends -------------------------- */
+
+/* 1 when path is a checkpoint directory whose config.json has a vision_config. */
+static int
+vis_has_tower(const char *path)
+{
+	char f[4096], err[UTIL_ERRLEN];
+	const struct json *vc;
+	struct json *j;
+	size_t n;
+	char *text;
+	int yes;
+
+	snprintf(f, sizeof f, "%s/config.json", path);
+	if ((text = util_read_file(f, &n, err)) == NULL)
+		return 0;
+	j = json_parse(text, n, err);
+	free(text);
+	yes = j != NULL && (vc = json_get(j, "vision_config")) != NULL && vc->type == JSON_OBJECT;
+	json_free(j);
+	return yes;
+}
+
+static int
+vis_namecmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The PNG and JPEG files of dir/images in name order (*n of them, malloc'd). */
+static char **
+vis_images(const char *dir, int *n)
+{
+	enum { MAXIMG = 64 };
+	char d[4096], **v = xmalloc(MAXIMG * sizeof *v);
+	struct dirent *e;
+	DIR *dp;
+
+	*n = 0;
+	snprintf(d, sizeof d, "%s/images", dir);
+	if ((dp = opendir(d)) == NULL)
+		return v;
+	while ((e = readdir(dp)) != NULL && *n < MAXIMG) {
+		const char *x = strrchr(e->d_name, '.');
+		if (x == NULL || (strcmp(x, ".png") && strcmp(x, ".jpg") && strcmp(x, ".jpeg")))
+			continue;
+		v[*n] = xmalloc(strlen(d) + strlen(e->d_name) + 2);
+		sprintf(v[(*n)++], "%s/%s", d, e->d_name);
+	}
+	closedir(dp);
+	qsort(v, *n, sizeof *v, vis_namecmp);
+	return v;
+}
+
+/* The soft tokens of img from the tower at path opened on be (host, malloc'd). */
+static float *
+vis_encode(struct backend *be, const char *path, const struct vision_image *img)
+{
+	char err[UTIL_ERRLEN];
+	struct vision *v = vision_open(path, be, err);
+	float *out;
+
+	if (v == NULL)
+		die(1, "%s: %s", backend_name(be), err);
+	out = xmalloc((size_t)img->n_tok * vision_hparams(v)->n_embd_text * sizeof *out);
+	if (vision_encode(v, img, out) != 0)
+		die(1, "%s: %s: %s", backend_name(be), path, vision_errmsg(v));
+	vision_close(v);
+	return out;
+}
+
+/* An image of gw x gh patches of random pixels (no images folder). */
+static void
+vis_random(struct kc *k, const struct vision_hparams *hp, int gw, int gh,
+    struct vision_image *img)
+{
+	size_t n = (size_t)gw * gh * hp->patch * hp->patch * 3;
+
+	memset(img, 0, sizeof *img);
+	img->gw = gw, img->gh = gh, img->rw = img->w = gw * hp->patch;
+	img->rh = img->h = gh * hp->patch;
+	img->n_tok = gw * gh / (hp->pool * hp->pool);
+	img->px = frand(k, (int64_t)n, 0.0f, 1.0f);
+}
+
+/*
+ * A checkpoint directory with a Gemma-4 vision tower (config.json's
+ * vision_config; others are skipped): the tower and its projector on the
+ * GPU backend against the CPU's, the soft tokens of each image of its
+ * images/ folder (t/data/gemma4/g4-vision's: every PNG and JPEG, in name
+ * order, prepared once on the host as run-gen prepares them), or of one
+ * random image of 6 x 9 pooled blocks without one.  The GPU's products
+ * are the int8 prompt kind's (BACKEND_GEMM_INT8: the CPU's numerics for
+ * the int8 types, fp32 operands for F32, F16 and BF16 weights, cuBLAS
+ * without TF32), so the two backends differ by float order alone.  The
+ * tolerance is the CPU's own noise as be_model takes it: the CPU backend
+ * against its portable path (cpu:scalar: other sums, the same op
+ * contract), relative to 1 + |soft token|, times 3; at least 1e-3, for a
+ * CPU whose two paths coincide (no AVX2) and for the GPU's own orders in
+ * attention (split-K) and the norms, whose drift a tower of 27 layers
+ * compounds.  A wrong op moves a soft token by its own size, far past it.
+ */
+static void
+be_vision(struct kc *k, struct bpair *p, const char *path)
+{
+	struct backend *sc;
+	struct vision *v;
+	char err[UTIL_ERRLEN], shape[160];
+	int nimg;
+	char **files;
+
+	if (!vis_has_tower(path))
+		return;
+	if ((sc = backend_open("cpu:scalar", 0, err)) == NULL)
+		die(1, "%s", err);
+	if ((v = vision_open(path, p->c, err)) == NULL)
+		die(1, "%s", err);
+	files = vis_images(path, &nimg);
+	bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_INT8));
+	for (int i = 0; i < (nimg > 0 ? nimg : 1); i++) {
+		const struct vision_hparams *hp = vision_hparams(v);
+		struct vision_image img;
+		const char *name = nimg > 0 ? strrchr(files[i], '/') + 1 : "random";
+		int64_t n;
+		double noise = 0, d;
+
+		if (nimg == 0)
+			vis_random(k, hp, 6 * hp->pool, 9 * hp->pool, &img);
+		else {
+			size_t len;
+			char *buf = util_read_file(files[i], &len, err);
+			if (buf == NULL || vision_prepare(v, buf, len, NULL, 0, &img, err) != 0)
+				die(1, "%s: %s", files[i], err);
+			free(buf);
+		}
+		n = (int64_t)img.n_tok * hp->n_embd_text;
+		float *c = vis_encode(p->c, path, &img), *s = vis_encode(sc, path, &img);
+		float *g = vis_encode(p->g, path, &img);
+		for (int64_t j = 0; j < n; j++)
+			if ((d = fabs((double)c[j] - s[j]) / (1.0 + fabs((double)c[j]))) > noise)
+				noise = d;
+		snprintf(shape, sizeof shape, "%s: %dx%d patches, %d x %d (cpu noise %.2g)", name,
+		    img.gw, img.gh, img.n_tok, hp->n_embd_text, noise);
+		becmp(k, "vision soft tokens", shape, g, c, NULL, n, fmax(1e-3, 3 * noise));
+		free(c), free(s), free(g);
+		vision_image_free(&img);
+	}
+	bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_DEFAULT));
+	for (int i = 0; i < nimg; i++)
+		free(files[i]);
+	free(files);
+	vision_close(v);
+	backend_close(sc);
+}
+
 /*
  * A fused form's output on three runs: the CPU's (cd), the GPU's fused
  * (gd) and the GPU's plain ops (ud): GPU against CPU within tol (of mag,
@@ -4408,6 +4566,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 		bchk(p.g, backend_gemm_set(p.g, BACKEND_GEMM_DEFAULT));
 		be_pdl(k, &p, models[i]);
 		r32_model(k, &p, models[i]);
+		be_vision(k, &p, models[i]);	/* a checkpoint with a vision tower */
 	}
 	backend_close(p.g);
 	backend_close(p.c);

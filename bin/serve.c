@@ -62,6 +62,7 @@ struct cfg {
 	int	max_conns;	/* MEMRA_MAX_CONNECTIONS */
 	int	vision;		/* MEMRA_GEMMA_VISION: images in chat messages */
 	const char *mmproj;	/* MEMRA_GEMMA_MMPROJ: the tower (NULL: the model's checkpoint) */
+	const char *vdevice;	/* MEMRA_GEMMA_VISION_DEVICE: the tower's device ("cpu") */
 	int	image_tokens;	/* MEMRA_IMAGE_TOKENS: an image's soft tokens (0: the tower's) */
 	struct media_limits ml;	/* MEMRA_MAX_IMAGES, MEMRA_IMAGE_MB, MEMRA_REQUEST_IMAGE_MB */
 	struct genopt go;	/* the pipeline split (MEMRA_PP_STAGES, MEMRA_PP_DEVICES,
@@ -105,7 +106,7 @@ struct server {
 	int	graph_said;	/* a recording failure was reported */
 	struct auth *auth;
 	struct account *acct;
-	struct backend *vbe;	/* the vision tower's (the CPU), or NULL */
+	struct backend *vbe;	/* the vision tower's own (MEMRA_GEMMA_VISION_DEVICE), or NULL */
 	struct vision *vis;
 	pthread_mutex_t vmu;	/* one request's images through the tower at a time */
 	size_t	max_body;	/* a request's body, bytes */
@@ -130,8 +131,8 @@ usage(FILE *fp, int status)
 	    "       [--api-keys-file file] [--rate-rpm N] [--rate-tpm N] [--drain-s N]\n"
 	    "       [--header-timeout-s N] [--body-timeout-s N] [--idle-timeout-s N]\n"
 	    "       [--write-timeout-s N] [--max-connections N]\n"
-	    "       [--gemma-vision 0 | 1] [--mmproj file] [--image-tokens N] [--max-images N]\n"
-	    "       [--image-mb N] [--request-image-mb N]\n"
+	    "       [--gemma-vision 0 | 1] [--mmproj file] [--gemma-vision-device cpu | cuda[:N]]\n"
+	    "       [--image-tokens N] [--max-images N] [--image-mb N] [--request-image-mb N]\n"
 	    "       [--pp-stages N] [--pp-devices list] [--pp-splits list]\n", prog);
 	if (fp == stdout)
 		fputs("  --models SPEC        name=model[+draft][,name2=model2...] (MEMRA_MODELS)\n"
@@ -183,6 +184,9 @@ usage(FILE *fp, int status)
 		    "                       (MEMRA_GEMMA_VISION, 0)\n"
 		    "  --mmproj FILE        the tower: an mmproj GGUF or HF checkpoint\n"
 		    "                       (MEMRA_GEMMA_MMPROJ, the model's own checkpoint)\n"
+		    "  --gemma-vision-device DEV\n"
+		    "                       the tower's device: cpu or cuda[:N], a backend of its\n"
+		    "                       own (MEMRA_GEMMA_VISION_DEVICE, cpu)\n"
 		    "  --image-tokens N     soft tokens an image may take: 70, 140, 280, 560 or 1120\n"
 		    "                       (MEMRA_IMAGE_TOKENS, the checkpoint's image processor's)\n"
 		    "  --max-images N       images a request may send (MEMRA_MAX_IMAGES, 8)\n"
@@ -494,7 +498,8 @@ with_images(struct server *s, struct job *j, char *err)
 	if (j->md.n == 0)
 		return 0;
 	pthread_mutex_lock(&s->vmu);
-	rc = media_prompt(&j->md, s->vis, &j->sv->vt, NULL, s->c.image_tokens, j->rq.ids,
+	rc = backend_use(s->vbe) != 0 ? util_err(err, "%s", backend_errmsg(s->vbe)) :
+	    media_prompt(&j->md, s->vis, &j->sv->vt, NULL, s->c.image_tokens, j->rq.ids,
 	    j->rq.n_ids, &ids, &n, &j->vp, err);
 	pthread_mutex_unlock(&s->vmu);
 	media_free(&j->md);	/* the files' bytes: done with */
@@ -719,9 +724,9 @@ static const char *const refused[] = {
 
 /* ... but for these, which serve has */
 static const char *const implemented[] = {
-	"MEMRA_GEMMA_VISION", "MEMRA_GEMMA_MMPROJ", "MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT",
-	"MEMRA_GEMMA_DRAFT_RANKS", "MEMRA_GEMMA_TRIM_ADAPT", "MEMRA_PP_STAGES", "MEMRA_PP_DEVICES",
-	"MEMRA_PP_SPLITS",
+	"MEMRA_GEMMA_VISION", "MEMRA_GEMMA_MMPROJ", "MEMRA_GEMMA_VISION_DEVICE",
+	"MEMRA_DSPARK_SPEC", "MEMRA_DSPARK_DRAFT", "MEMRA_GEMMA_DRAFT_RANKS",
+	"MEMRA_GEMMA_TRIM_ADAPT", "MEMRA_PP_STAGES", "MEMRA_PP_DEVICES", "MEMRA_PP_SPLITS",
 };
 
 /* 1 when environment entry e sets one of the variables serve implements of a refused family. */
@@ -826,8 +831,9 @@ parse_vision(const char *const *v, struct cfg *c)
 {
 	static const char *const name[] = { "MEMRA_GEMMA_MMPROJ (--mmproj)",
 	    "MEMRA_IMAGE_TOKENS (--image-tokens)", "MEMRA_MAX_IMAGES (--max-images)",
-	    "MEMRA_IMAGE_MB (--image-mb)", "MEMRA_REQUEST_IMAGE_MB (--request-image-mb)" };
-	static const char opt[] = "MIiEq";
+	    "MEMRA_IMAGE_MB (--image-mb)", "MEMRA_REQUEST_IMAGE_MB (--request-image-mb)",
+	    "MEMRA_GEMMA_VISION_DEVICE (--gemma-vision-device)" };
+	static const char opt[] = "MIiEqO";
 	long l;
 
 	l = 0, int_setting("MEMRA_GEMMA_VISION (--gemma-vision)", v['V'], 0, 1, &l);
@@ -836,6 +842,9 @@ parse_vision(const char *const *v, struct cfg *c)
 		if (v[(unsigned char)opt[i]] != NULL)
 			die(2, "%s: goes with MEMRA_GEMMA_VISION=1", name[i]);
 	c->mmproj = v['M'];
+	c->vdevice = v['O'] ? v['O'] : "cpu";
+	if (!backend_valid_device(c->vdevice))
+		die(2, "%s: '%s': not cpu or cuda[:N]", name[5], c->vdevice);
 	l = 0, int_setting(name[1], v['I'], 0, 1120, &l), c->image_tokens = l;
 	if (l != 0 && l != 70 && l != 140 && l != 280 && l != 560 && l != 1120)
 		die(2, "%s: '%s': not 70, 140, 280, 560 or 1120", name[1], v['I']);
@@ -897,6 +906,7 @@ parse(int argc, char *argv[], struct cfg *c)
 		{ "max-connections", required_argument, NULL, 'N' },
 		{ "gemma-vision", required_argument, NULL, 'V' },
 		{ "mmproj", required_argument, NULL, 'M' },
+		{ "gemma-vision-device", required_argument, NULL, 'O' },
 		{ "image-tokens", required_argument, NULL, 'I' },
 		{ "max-images", required_argument, NULL, 'i' },
 		{ "image-mb", required_argument, NULL, 'E' },
@@ -930,6 +940,7 @@ parse(int argc, char *argv[], struct cfg *c)
 	v['z'] = env("MEMRA_IDLE_TIMEOUT_S"), v['N'] = env("MEMRA_MAX_CONNECTIONS");
 	v['w'] = env("MEMRA_WRITE_TIMEOUT_S");
 	v['V'] = env("MEMRA_GEMMA_VISION"), v['M'] = env("MEMRA_GEMMA_MMPROJ");
+	v['O'] = env("MEMRA_GEMMA_VISION_DEVICE");
 	v['I'] = env("MEMRA_IMAGE_TOKENS"), v['i'] = env("MEMRA_MAX_IMAGES");
 	v['E'] = env("MEMRA_IMAGE_MB"), v['q'] = env("MEMRA_REQUEST_IMAGE_MB");
 	v['e'] = env("MEMRA_PP_STAGES"), v['f'] = env("MEMRA_PP_DEVICES");
@@ -1090,9 +1101,11 @@ load(struct server *s, char *spec)
 
 /*
  * MEMRA_GEMMA_VISION=1: the tower (MEMRA_GEMMA_MMPROJ, else the one
- * model's own checkpoint) on a CPU backend of its own, every model's image
- * markers, the proof lines, and a body limit that holds a request's images
- * in base64.
+ * model's own checkpoint) on a backend of its own (MEMRA_GEMMA_VISION_DEVICE,
+ * the CPU by default: the requests' threads run it while the scheduler's
+ * thread runs the models' backend, which one caller thread at a time may
+ * use), every model's image markers, the proof lines, and a body limit
+ * that holds a request's images in base64.
  */
 static void
 vision_boot(struct server *s)
@@ -1110,8 +1123,14 @@ vision_boot(struct server *s)
 		    s->n_mod);
 	if (src == NULL)
 		src = model_path(s->mod[0].m);
-	if ((s->vbe = backend_open("cpu", c->threads, err)) == NULL ||
-	    (s->vis = vision_open(src, s->vbe, err)) == NULL)
+	if ((s->vbe = backend_open(c->vdevice, c->threads, err)) == NULL)
+		die(1, "MEMRA_GEMMA_VISION: %s", err);
+	/* the prompt products' kernels of the models' backends (checked there), as
+	 * run-gen's tower on the model's backend runs them */
+	if (backend_gemm_env(s->vbe, getenv("MEMRA_CUDA_GEMM"), why) != 0 ||
+	    backend_rows_env(s->vbe, getenv("MEMRA_CUDA_STEP_ROWS"), why) != 0)
+		die(1, "MEMRA_GEMMA_VISION: %s: %s", backend_name(s->vbe), why);
+	if ((s->vis = vision_open(src, s->vbe, err)) == NULL)
 		die(1, "MEMRA_GEMMA_VISION: %s", err);
 	hp = vision_hparams(s->vis);
 	if (hp->bidir && !backend_attn_hi(s->be))
@@ -1135,9 +1154,10 @@ vision_boot(struct server *s)
 	    hp->pool, c->image_tokens ? c->image_tokens : hp->max_tokens,
 	    hp->bidir ? "bidirectional" : "causal", src);
 	fprintf(stderr, "[vision] images in chat messages as data: URIs: %d a request at most, "
-	    "%zu MiB each, %zu MiB in all; the tower on the CPU (%s), one request at a time\n",
+	    "%zu MiB each, %zu MiB in all; the tower on %s%s%s, one request at a time\n",
 	    c->ml.max_images, c->ml.image_bytes >> 20, c->ml.request_bytes >> 20,
-	    backend_name(s->vbe));
+	    backend_host(s->vbe) ? "the CPU (" : "", backend_name(s->vbe),
+	    backend_host(s->vbe) ? ")" : "");
 	if (c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20) > s->max_body)
 		s->max_body = c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20);
 }

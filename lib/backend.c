@@ -1192,6 +1192,12 @@ backend_clamp(struct backend *be, float *x, size_t n, float lo, float hi)
 }
 
 int
+backend_has_clamp(const struct backend *be)
+{
+	return be->ops->clamp != NULL;
+}
+
+int
 backend_argmax(struct backend *be, const float *x, int ldx, int m, int n,
     int32_t *out)
 {

@@ -665,6 +665,8 @@ int	backend_attn_hi(const struct backend *);
  * the CUDA backend's; -1 on a backend without it).
  */
 int	backend_clamp(struct backend *, float *x, size_t n, float lo, float hi);
+/* 1 when the backend has backend_clamp. */
+int	backend_has_clamp(const struct backend *);
 
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,

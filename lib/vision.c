@@ -477,6 +477,9 @@ check_hparams(struct vision *v)
 	if (hp->head_dim % 4 != 0 || hp->n_head % hp->n_head_kv != 0)
 		return util_err(v->err, "%d heads of %d over %d K/V heads: not a Gemma-4 tower",
 		    hp->n_head, hp->head_dim, hp->n_head_kv);
+	if (backend_head_max(v->be) > 0 && hp->head_dim > backend_head_max(v->be))
+		return util_err(v->err, "heads of %d: backend '%s' attends heads of up to %d",
+		    hp->head_dim, backend_name(v->be), backend_head_max(v->be));
 	return 0;
 }
 
@@ -492,10 +495,10 @@ vision_open(const char *path, struct backend *be, char *err)
 		return NULL;
 	}
 	v->be = be;
-	/* the tower's ops are the CPU's (kernel-check holds no tower on the GPU yet) */
-	if (!backend_host(be) || !backend_attn_hi(be) || !backend_gemma(be)) {
-		util_err(err, "%s: the vision tower runs on the CPU only for now (backend '%s')",
-		    path, backend_name(be));
+	/* the tower's ops: full attention (hi), GELU-tanh gating, the clipped linears' clamp */
+	if (!backend_attn_hi(be) || !backend_gemma(be) || !backend_has_clamp(be)) {
+		util_err(err, "%s: backend '%s' lacks the vision tower's ops (attention rows that "
+		    "see later keys, Gemma-4's, clamp)", path, backend_name(be));
 		free(v);
 		return NULL;
 	}

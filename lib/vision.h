@@ -61,7 +61,10 @@ struct vision;
  * or an mmproj GGUF) on backend be, which must outlive it.  NULL with
  * "path: why" in err (UTIL_ERRLEN): not a Gemma-4 tower (another
  * projector type, no vision_config), a missing tensor, a shape that does
- * not fit.  vision_close frees (NULL is a no-op).
+ * not fit, a backend without the tower's ops (backend_attn_hi,
+ * backend_gemma, backend_has_clamp: the CPU's and the CUDA backend's) or
+ * heads longer than its backend_head_max.  vision_close frees (NULL is a
+ * no-op).
  */
 struct vision *vision_open(const char *path, struct backend *be, char *err);
 void	vision_close(struct vision *);
@@ -91,8 +94,7 @@ void	vision_image_free(struct vision_image *);
 
 /*
  * The soft tokens of img into out (host [img->n_tok][n_embd_text]).  0, or
- * -1 with vision_errmsg set (a grid past the position tables; a backend
- * without the tower's ops: the CPU's only, for now).
+ * -1 with vision_errmsg set (a grid past the position tables, a failed op).
  */
 int	vision_encode(struct vision *, const struct vision_image *img, float *out);
 

@@ -34,6 +34,8 @@ want() {
 	local n=$1 text=$2 ids err=$P/want.err f img=()
 	shift 2
 	for f in "$@"; do img+=(--image "$f"); done
+	# WANT_DEVICE: run-gen's device (the CPU's by default)
+	img+=(--device "${WANT_DEVICE:-cpu}")
 	ids=$(run-gen -t 2 -n "$n" --ids "${img[@]}" "$V" "$text" 2>"$err")
 	grep -q MATCH "$err"
 	python3 -c 'import json,sys
@@ -74,6 +76,10 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	[ "$stderr" = "serve: MEMRA_GEMMA_MMPROJ (--mmproj): goes with MEMRA_GEMMA_VISION=1" ]
 	run -2 --separate-stderr env MEMRA_MODELS="g=$V" serve --max-images 3
 	[ "$stderr" = "serve: MEMRA_MAX_IMAGES (--max-images): goes with MEMRA_GEMMA_VISION=1" ]
+	run -2 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION_DEVICE=cpu serve
+	[ "$stderr" = "serve: MEMRA_GEMMA_VISION_DEVICE (--gemma-vision-device): goes with MEMRA_GEMMA_VISION=1" ]
+	run -2 --separate-stderr env MEMRA_MODELS="g=$V" serve --gemma-vision 1 --gemma-vision-device gpu
+	[ "$stderr" = "serve: MEMRA_GEMMA_VISION_DEVICE (--gemma-vision-device): 'gpu': not cpu or cuda[:N]" ]
 	run -2 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=yes serve
 	[ "$stderr" = "serve: MEMRA_GEMMA_VISION (--gemma-vision): 'yes': out of range 0..1 or not a number" ]
 	run -2 --separate-stderr env MEMRA_MODELS="g=$V" serve --gemma-vision 1 --image-tokens 100
@@ -361,12 +367,13 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 @test "serve(1) documents each vision variable in --help, OPTIONS and ENVIRONMENT" {
 	command -v mandoc >/dev/null || skip "mandoc not installed"
 	man=$(mandoc -Tascii "$TOP/man/serve.1" | sed 's/.\x08//g')
-	for v in MEMRA_GEMMA_VISION MEMRA_GEMMA_MMPROJ MEMRA_IMAGE_TOKENS MEMRA_MAX_IMAGES \
-	    MEMRA_IMAGE_MB MEMRA_REQUEST_IMAGE_MB; do
+	for v in MEMRA_GEMMA_VISION MEMRA_GEMMA_MMPROJ MEMRA_GEMMA_VISION_DEVICE MEMRA_IMAGE_TOKENS \
+	    MEMRA_MAX_IMAGES MEMRA_IMAGE_MB MEMRA_REQUEST_IMAGE_MB; do
 		serve --help | grep -q "($v[,)]"
 		sed -n '/^ENVIRONMENT/,/^EXIT STATUS/p' <<<"$man" | grep -q "$v"
 	done
-	for o in gemma-vision mmproj image-tokens max-images image-mb request-image-mb; do
+	for o in gemma-vision mmproj gemma-vision-device image-tokens max-images image-mb \
+	    request-image-mb; do
 		sed -n '/^OPTIONS/,/^ENVIRONMENT/p' <<<"$man" | grep -q -- "--$o"
 	done
 }
@@ -385,4 +392,17 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 	    "@$V/images/b.jpg|@$V/images/a.png|What is this?"
 	[ "${#lines[@]}" = 3 ]
 	[ "$(jq -c .content <<<"${lines[0]}")" = "$(jq -c .content <<<"$alone")" ]
+}
+
+# bats test_tags=gpu
+@test "MEMRA_GEMMA_VISION_DEVICE=cuda: the tower on the GPU, run-gen --device cuda --image's tokens" {
+	need_py openai
+	SERVE_DEVICE=cuda start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 \
+	    MEMRA_GEMMA_VISION_DEVICE=cuda MEMRA_MAX_SESSIONS=4
+	grep -q '^\[vision\] images in chat messages as data: URIs: .*; the tower on cuda' "$LOG"
+	run -0 $SV "$URL" chat g 16 "@$V/images/a.png" "What is this?"
+	same "$(WANT_DEVICE=cuda want 16 "What is this?" "$V/images/a.png")" "$output"
+	run -0 $SV "$URL" chat g 16 "@$V/images/b.jpg" "@$V/images/wide.png" "What are these?"
+	same "$(WANT_DEVICE=cuda want 16 "What are these?" "$V/images/b.jpg" \
+	    "$V/images/wide.png")" "$output"
 }

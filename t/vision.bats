@@ -195,8 +195,23 @@ What is this?<turn|>
 }
 
 # bats test_tags=gpu
-@test "the vision path on CUDA is refused by name (the tower runs on the CPU only for now)" {
-	run -1 --separate-stderr run-gen --device cuda -n 1 --image "$V/images/a.png" "$V" "hi"
-	[[ $stderr == *"the vision tower runs on the CPU only for now (backend 'cuda"* ]] ||
-	    [[ $stderr == *"Gemma-4 ops"* ]]
+@test "run-gen --image on cuda: the tower on the model's backend, the CPU's ids, the gate MATCH" {
+	run -0 --separate-stderr run-gen -t 2 --device cpu --jsonl --image "$V/images/a.png" \
+	    --image "$V/images/b.jpg" "$V" <<<"$REQ"
+	cpu=$output
+	run -0 --separate-stderr run-gen --device cuda --jsonl --image "$V/images/a.png" \
+	    --image "$V/images/b.jpg" "$V" <<<"$REQ"
+	[[ $output == *"\"ids\": $(greedy), \"prompt_tokens\": 137, \"gate\": \"MATCH\""* ]]
+	[ "$(jq -c .ids <<<"$output")" = "$(jq -c .ids <<<"$cpu")" ]
+	# a chat prompt, an mmproj GGUF's tower, a budget of 70 tokens
+	for a in "" "--mmproj $V/mmproj-f32.gguf --image-tokens 70"; do
+		# shellcheck disable=SC2086
+		want=$(run-gen -t 2 --device cpu -n 8 --ids $a --image "$V/images/wide.png" "$V" \
+		    "What is this?" 2>/dev/null)
+		# shellcheck disable=SC2086
+		run -0 --separate-stderr run-gen --device cuda -n 8 --ids $a \
+		    --image "$V/images/wide.png" "$V" "What is this?"
+		[ "$output" = "$want" ]
+		[[ $stderr == *"MATCH"* ]]
+	done
 }

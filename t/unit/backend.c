@@ -16,6 +16,7 @@
 #include "sample.h"
 #include "test.h"
 #include "util.h"
+#include "vision.h"
 
 static struct backend *be1, *be3, *bes;	/* 1 thread, 3 threads, portable path */
 
@@ -1689,7 +1690,8 @@ TEST(a_ring_cache_attends_as_the_whole_cache_does)
  * backend_clamp is torch.clamp (NaN stays NaN, infinities to the bounds,
  * one-sided with -FLT_MAX or FLT_MAX), and backend_attn_hi is its own
  * capability: a table without attn_hi refuses rows that see later keys
- * and rings but clamps; one without clamp refuses to clamp but attends.
+ * and rings but clamps; one without clamp refuses to clamp but attends
+ * (backend_has_clamp says which).
  */
 TEST(clamp_and_attn_hi_are_separate_ops)
 {
@@ -1700,7 +1702,7 @@ TEST(clamp_and_attn_hi_are_separate_ops)
 	float *q = rnd(2 * 64, 1), *kc = rnd(2 * 32, 1), *vc = rnd(2 * 32, 1), o[2][64];
 	int32_t hi[2] = { 1, 1 };
 
-	CHECK(backend_attn_hi(be1) == 1);
+	CHECK(backend_attn_hi(be1) == 1 && backend_has_clamp(be1) == 1);
 	CHECK(backend_clamp(be1, x, 6, -1.0f, 0.5f) == 0);
 	CHECK(isnan(x[0]) && x[1] == 0.5f && x[2] == -1.0f && x[3] == 0 && signbit(x[3]));
 	CHECK(x[4] == 0.5f && x[5] == -1.0f);
@@ -1714,14 +1716,37 @@ TEST(clamp_and_attn_hi_are_separate_ops)
 	a.hi = NULL, a.window = 2, a.ring = 2;
 	CHECK(backend_attention(&b, &a, q, 64, 16, kc, vc, 1, 3, &o[0][0]) == -1);
 	CHECK(strstr(backend_errmsg(&b), "rings of 2 rows") != NULL);
-	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == 0);
+	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == 0 && backend_has_clamp(&b) == 1);
 	b.ops = &no_clamp;
-	CHECK(backend_attn_hi(&b) == 1);
+	CHECK(backend_attn_hi(&b) == 1 && backend_has_clamp(&b) == 0);
 	CHECK(backend_clamp(&b, x, 6, -1.0f, 1.0f) == -1);
 	CHECK(strstr(backend_errmsg(&b), "clamp: not on backend") != NULL);
 	a.hi = hi, a.window = 0, a.ring = 0;
 	CHECK(backend_attention(be1, &a, q, 64, 16, kc, vc, 2, 0, &o[0][0]) == 0);
 	free(q), free(kc), free(vc);
+}
+
+/*
+ * The vision tower opens on a backend by its ops, not its name: on the
+ * CPU's table, and not on one without clamp, attn_hi or Gemma-4's geglu
+ * (each refused with the reason).
+ */
+TEST(vision_tower_opens_on_a_backend_with_its_ops_only)
+{
+	static const char *const fx = "t/data/gemma4/g4-vision";
+	struct backend_ops ops[3] = { *be1->ops, *be1->ops, *be1->ops };
+	struct backend b = *be1;
+	struct vision *v;
+	char err[UTIL_ERRLEN];
+
+	CHECK((v = vision_open(fx, be1, err)) != NULL);
+	vision_close(v);
+	ops[0].clamp = NULL, ops[1].attn_hi = NULL, ops[2].geglu = NULL;
+	for (int i = 0; i < 3; i++) {
+		b.ops = &ops[i];
+		CHECK(vision_open(fx, &b, err) == NULL);
+		CHECK(strstr(err, "lacks the vision tower's ops") != NULL);
+	}
 }
 
 /* Proportional RoPE: pairs (j, j + hs/2) at theta^(-2j/hs) for j < n_rot/2, the rest untouched. */
@@ -2084,6 +2109,7 @@ main(void)
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
+	RUN(vision_tower_opens_on_a_backend_with_its_ops_only);
 	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
 	RUN(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased);
 	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);
