@@ -25,7 +25,8 @@ armed() {
 	[[ $output == *"ok w8_drafter_forward_equals_the_reference_within_1e_4"* ]]
 	[[ $output == *"ok drafter_from_our_gguf_conversion_is_the_same_drafter"* ]]
 	[[ $output == *"ok the_ring_drafts_what_every_position_kept_drafts_bit_for_bit"* ]]
-	[[ ${lines[-1]} == "8 passed, 0 failed" ]]
+	[[ $output == *"ok the_device_path_drafts_what_the_host_path_does_bit_for_bit"* ]]
+	[[ ${lines[-1]} == "9 passed, 0 failed" ]]
 }
 
 @test "our GGUF of the drafter has llama.cpp's tensor names, shapes and dflash metadata" {
