@@ -2561,6 +2561,37 @@ be_clamp(struct kc *k, struct bpair *p, int n)
 	free(x);
 }
 
+/*
+ * backend_dconv, DFlash2's grouped dynamic causal convolution: m rows of n
+ * channels, K taps, groups of g channels, the coefficients of side `side`
+ * of rows 2 K n/g wide (the drafter's layout); the same order on both,
+ * so bit for bit.
+ */
+static void
+be_dconv(struct kc *k, struct bpair *p, int m, int n, int K, int g, int side)
+{
+	int ldd = 2 * K * (n / g);
+	float *x = frand(k, (size_t)m * n, -3, 3), *dyn = frand(k, (size_t)m * ldd, -1, 1);
+	float *base = frand(k, (size_t)K * n, -1, 1), *c, *gy;
+	float *cx = bput(p->c, x, (size_t)m * n), *gx = bput(p->g, x, (size_t)m * n);
+	float *cd = bput(p->c, dyn, (size_t)m * ldd), *gd = bput(p->g, dyn, (size_t)m * ldd);
+	float *cb = bput(p->c, base, (size_t)K * n), *gb = bput(p->g, base, (size_t)K * n);
+	float *cyd = bput(p->c, NULL, (size_t)m * n), *gyd = bput(p->g, NULL, (size_t)m * n);
+	size_t off = (size_t)side * K * (n / g);
+	char shape[64];
+
+	x[n / 2] = -0.0f;
+	BOTH(p, backend_dconv(p->c, cx, m, n, cd + off, ldd, K, g, cb, cyd),
+	    backend_dconv(p->g, gx, m, n, gd + off, ldd, K, g, gb, gyd));
+	c = bget(p->c, cyd, (size_t)m * n), gy = bget(p->g, gyd, (size_t)m * n);
+	snprintf(shape, sizeof shape, "%dx%d K=%d group=%d side %d", m, n, K, g, side);
+	bsame(k, "be dconv", shape, gy, c, (int64_t)m * n);
+	free(c), free(gy), free(x), free(dyn), free(base);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx), backend_mfree(p->c, cd);
+	backend_mfree(p->g, gd), backend_mfree(p->c, cb), backend_mfree(p->g, gb);
+	backend_mfree(p->c, cyd), backend_mfree(p->g, gyd);
+}
+
 static void
 be_conv(struct kc *k, struct bpair *p, int m, int n_ch, int dc)
 {
@@ -4539,6 +4570,11 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention_ring(k, &p, 40, 8, 2, 64, 90, 20, 59);
 	be_attention_ring(k, &p, 4, 6, 2, 128, 200, 10, 100);
 	be_clamp(k, &p, 1000);
+	/* DFlash2's convolutions: Qwen3.8's block of 8 over 5120 channels, and odd shapes */
+	be_dconv(k, &p, 8, 5120, 2, 16, 0);
+	be_dconv(k, &p, 8, 5120, 2, 16, 1);
+	be_dconv(k, &p, 16, 64, 3, 8, 1);
+	be_dconv(k, &p, 1, 32, 2, 32, 0);
 	be_head_max(k, &p);
 	be_mask(k, &p);
 	/* gemma4's proportional RoPE: a quarter of the pairs turn, over the whole head */

@@ -1822,6 +1822,13 @@ cu_clamp(struct backend *be, float *x, size_t n, float lo, float hi)
 }
 
 static int
+cu_dconv(struct backend *be, const float *x, int m, int n, const float *dyn, int ldd, int K,
+    int group, const float *base, float *y)
+{
+	return gpu_dconv(CB(be)->g, x, m, n, dyn, ldd, K, group, base, y) ? gfail(be, "dconv") : 0;
+}
+
+static int
 cu_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k, const float *s)
 {
 	return gpu_moe_scale(CB(be)->g, w, ids, (int64_t)m * k, s) ? gfail(be, "moe_scale") : 0;
@@ -2120,6 +2127,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.clamp = cu_clamp;
 	c->ops.attn_hi = cu_attn_hi;
 	c->ops.mask = cu_mask;
+	c->ops.dconv = cu_dconv;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

@@ -566,6 +566,11 @@ int	gpu_softcap(struct gpu *g, float *d_x, int64_t n, float cap);
 int	gpu_mul_scalar(struct gpu *g, float *d_x, int64_t n, float s);
 /* x = x < lo ? lo : x > hi ? hi : x (backend_clamp: NaN stays NaN). */
 int	gpu_clamp(struct gpu *g, float *d_x, int64_t n, float lo, float hi);
+/* DFlash2's grouped dynamic causal convolution (backend_dconv: its order, bit for bit):
+ * y[t][c] = sum over o < K, o <= t of base[o][c] x[t-o][c] + dyn[t][o][c / group] x[t-o][c]
+ * (dyn rows ldd apart); y not overlapping x. */
+int	gpu_dconv(struct gpu *g, const float *d_x, int m, int n, const float *d_dyn, int64_t ldd,
+	    int K, int group, const float *d_base, float *d_y);
 int	gpu_swiglu_limit(struct gpu *g, const float *d_g, const float *d_u, float *d_y, int64_t n,
 	    float limit);
 int	gpu_head_gate(struct gpu *g, float *d_x, int64_t ldx, const float *d_g, int64_t ldg,

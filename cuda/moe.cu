@@ -341,6 +341,46 @@ gpu_clamp(struct gpu *g, float *d_x, int64_t n, float lo, float hi)
 	return 0;
 }
 
+/* DFlash2's grouped dynamic causal convolution (gpu_dconv): one thread an output, the CPU's
+ * order (per tap: + base term, then + dynamic term; each product rounded, no fused
+ * multiply-add). */
+__global__ void
+k_dconv(const float *x, int m, int n, const float *dyn, int64_t ldd, int K, int group,
+    const float *base, float *y)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < (int64_t)m * n) {
+		int t = (int)(i / n), c = (int)(i % n), G = n / group;
+		const float *dy = dyn + (int64_t)t * ldd;
+		float acc = 0.0f;
+
+		for (int o = 0; o < K && o <= t; o++) {
+			float xv = x[(int64_t)(t - o) * n + c];
+
+			acc = __fadd_rn(acc, __fmul_rn(base[(int64_t)o * n + c], xv));
+			acc = __fadd_rn(acc, __fmul_rn(dy[(int64_t)o * G + c / group], xv));
+		}
+		y[i] = acc;
+	}
+}
+
+extern "C" int
+gpu_dconv(struct gpu *g, const float *d_x, int m, int n, const float *d_dyn, int64_t ldd,
+    int K, int group, const float *d_base, float *d_y)
+{
+	int64_t e = (int64_t)m * n;
+
+	if (m < 1 || n < 1 || K < 1 || group < 1 || n % group != 0 || ldd < (int64_t)K * (n / group))
+		return gpu_fail(g, "dconv: %d rows of %d channels, %d taps, groups of %d", m, n, K,
+		    group);
+	gpu_launch(g, k_dconv, (unsigned)((e + 255) / 256), 256, 0, d_x, m, n, d_dyn, ldd, K,
+	    group, d_base, d_y);
+	GPU_LAUNCHED(g, "dconv");
+	return 0;
+}
+
 __global__ void
 k_swiglu_limit(const float *gt, const float *u, float *y, int64_t n, float limit)
 {

@@ -1198,6 +1198,27 @@ backend_has_clamp(const struct backend *be)
 }
 
 int
+backend_dconv(struct backend *be, const float *x, int m, int n, const float *dyn, int ldd,
+    int K, int group, const float *base, float *y)
+{
+	if (be->ops->dconv == NULL)
+		return util_err(be->err, "dconv: not on backend '%s'", be->name);
+	if (m < 0 || n < 1 || K < 1 || group < 1 || n % group != 0 ||
+	    ldd < (long long)K * (n / group))
+		return util_err(be->err, "dconv: %d rows of %d channels, %d taps, groups of %d, "
+		    "coefficient rows %d apart", m, n, K, group, ldd);
+	if (m > 0 && x < y + (size_t)m * n && y < x + (size_t)m * n)
+		return util_err(be->err, "dconv: output overlaps input");
+	return m ? be->ops->dconv(be, x, m, n, dyn, ldd, K, group, base, y) : 0;
+}
+
+int
+backend_has_dconv(const struct backend *be)
+{
+	return be->ops->dconv != NULL;
+}
+
+int
 backend_argmax(struct backend *be, const float *x, int ldx, int m, int n,
     int32_t *out)
 {

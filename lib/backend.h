@@ -668,6 +668,21 @@ int	backend_clamp(struct backend *, float *x, size_t n, float lo, float hi);
 /* 1 when the backend has backend_clamp. */
 int	backend_has_clamp(const struct backend *);
 
+/*
+ * DFlash2's grouped dynamic causal convolution over m rows of n channels
+ * (rows n apart): y[t][c] = the sum over taps o < K, o <= t of
+ * base[o][c] * x[t - o][c] and dyn[t][o][c / group] * x[t - o][c], in
+ * that order per tap (acc = acc + base term, then acc = acc + dynamic
+ * term, from acc = 0; each product rounded, no fused multiply-add): the
+ * CPU's order, z-lab's.  dyn: row t's K x (n / group) coefficients at
+ * dyn + t * ldd; base: [K][n]; y must not overlap x.  -1 on a backend
+ * without it (backend_has_dconv 0).
+ */
+int	backend_dconv(struct backend *, const float *x, int m, int n, const float *dyn,
+	    int ldd, int K, int group, const float *base, float *y);
+/* 1 when the backend has backend_dconv (the CPU's and the CUDA backend's), else 0. */
+int	backend_has_dconv(const struct backend *);
+
 /* x[r][j] *= sigmoid(g[r][j]) for r < rows, j < n (the attention output gate). */
 int	backend_mul_sigmoid(struct backend *, float *x, int ldx, const float *g,
 	    int ldg, int rows, int n);

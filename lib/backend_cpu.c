@@ -1761,6 +1761,29 @@ cpu_mask(struct backend *be, float *x, int n, const uint32_t *bits)
 	return 0;
 }
 
+/* DFlash2's grouped dynamic causal convolution (backend_dconv), the reference's order. */
+static int
+cpu_dconv(struct backend *be, const float *x, int m, int n, const float *dyn, int ldd, int K,
+    int group, const float *base, float *y)
+{
+	for (int t = 0; t < m; t++) {
+		const float *dy = dyn + (size_t)t * ldd;
+
+		for (int c = 0; c < n; c++) {
+			float acc = 0;
+
+			for (int o = 0; o < K && o <= t; o++) {
+				float xv = x[(size_t)(t - o) * n + c];
+
+				acc = acc + base[(size_t)o * n + c] * xv;
+				acc = acc + dy[(size_t)o * (n / group) + c / group] * xv;
+			}
+			y[(size_t)t * n + c] = acc;
+		}
+	}
+	return 0;
+}
+
 /* --- open / close --- */
 
 #ifdef CPU_X86
@@ -1836,6 +1859,7 @@ static const struct backend_ops cpu_ops = {
 	.moe_route_sigmoid = backend_cpu_moe_route_sigmoid,
 	.swiglu_limit = backend_cpu_swiglu_limit, .head_gate = backend_cpu_head_gate,
 	.clamp = backend_cpu_clamp, .attn_hi = cpu_attn_hi, .mask = cpu_mask,
+	.dconv = cpu_dconv,
 };
 
 static int

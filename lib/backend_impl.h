@@ -164,6 +164,9 @@ struct backend_ops {
 	int	(*attn_hi)(const struct backend *);
 	/* optional, backend_mask: NULL cannot (backend_has_mask 0) */
 	int	(*mask)(struct backend *, float *, int, const uint32_t *);
+	/* optional, backend_dconv: NULL cannot (backend_has_dconv 0) */
+	int	(*dconv)(struct backend *, const float *, int, int, const float *, int, int, int,
+		    const float *, float *);
 };
 
 struct backend {

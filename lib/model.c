@@ -1773,7 +1773,8 @@ assist_line(const struct model *md, const struct ranks *r, int type, char *buf, 
 /*
  * A DFlash drafter for the trunk md: open it (its products as
  * o->dflash_prec says) and check that it fits: the trunk runs the tapped
- * forward (qwen35, qwen35moe, llama; whole, on a host backend), the hidden
+ * forward (qwen35, qwen35moe, llama; whole, on a backend with the
+ * drafter's ops: backend_window, _attn_hi, DFlash2's _dconv), the hidden
  * size, the vocabulary and the mask token agree, and every tap is a trunk
  * layer before the last.  -1 with md->err set.
  */
@@ -1791,12 +1792,16 @@ dflash_attach(struct model *md, const char *path, const struct model_options *o)
 	if (o->split != NULL || md->part)
 		return util_err(md->err, "DFlash drafter '%s': a pipeline split is not supported",
 		    path);
-	if (!backend_host(md->be))
-		return util_err(md->err, "DFlash drafter '%s': backend '%s' cannot run it yet "
-		    "(its forward is CPU-only: --device cpu)", path, backend_name(md->be));
+	if (!backend_window(md->be) || !backend_attn_hi(md->be))
+		return util_err(md->err, "DFlash drafter '%s': backend '%s' cannot run it (its "
+		    "attention needs a sliding window over a ring: --device cpu)", path,
+		    backend_name(md->be));
 	if ((md->dfl = model_open_opts(path, md->be, &d, e)) == NULL)
 		return util_err(md->err, "DFlash drafter %s", e);
 	dh = &md->dfl->hp;
+	if (dh->conv_k > 0 && !backend_has_dconv(md->be))
+		return util_err(md->err, "DFlash drafter '%s': backend '%s' cannot run DFlash2's "
+		    "convolutions (--device cpu)", path, backend_name(md->be));
 	if (dh->arch != MODEL_ARCH_DFLASH)
 		return util_err(md->err, "DFlash drafter '%s': not a DFlash drafter (architecture "
 		    "'%s')", path, dh->arch == MODEL_ARCH_QWEN35 ? "qwen35" : "another");

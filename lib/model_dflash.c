@@ -28,8 +28,10 @@
  * The block's attention runs as backend_attention of one query row at a
  * time: row i's keys are the positions within [lo, hi] (hi the last it
  * sees, lo the first: the window's), the op's causal sliding window
- * ending at hi.  The convolutions and the selector run on the host: the
- * drafter needs a host backend (model.c refuses any other).
+ * ending at hi.  The convolutions are backend_dconv; the selector runs on
+ * the host, over the logits and gates read back (on a host backend, where
+ * they are) and codebook rows embedded and read back (model.c refuses a
+ * backend without the ops the forward needs).
  */
 #include "model.h"
 
@@ -44,18 +46,19 @@
 
 enum { CTX_CHUNK = 32 };	/* context rows a pass */
 
-struct model_dfl {		/* a drafter's scratch, host memory (backend_host) */
+struct model_dfl {		/* a drafter's scratch: backend memory, then host memory */
 	int	cap;		/* block rows */
 	float	*cin;		/* [CTX_CHUNK][n_tap n_embd] */
 	float	*g;		/* [CTX_CHUNK][n_embd] */
-	float	*x, *xn, *y;	/* [cap][n_embd] */
+	float	*x, *xn, *y, *cv;	/* [cap][n_embd]; cv a convolution's output */
 	float	*dyn;		/* [cap][2 conv_k groups] */
 	float	*q, *o;		/* [cap][n_head head_dim] */
 	float	*f, *u;		/* [cap][n_ff] */
 	float	*lg;		/* [cap][n_vocab] */
 	float	*gate;		/* [cap][sel_rank] */
-	float	*cb;		/* [2 sel_topk][sel_rank] codebook rows */
-	float	*row;		/* [n_embd] a convolved row */
+	float	*cbd;		/* [sel_topk][sel_rank] codebook rows embedded */
+	float	*cb;		/* host: [2 sel_topk][sel_rank] codebook rows, [sel_topk] */
+	float	*hlg, *hgate;	/* host copies of lg, gate (NULL on a host backend) */
 	int32_t	pos[CTX_CHUNK > 64 ? CTX_CHUNK : 64];
 	int32_t	*tok;		/* [cap] */
 };
@@ -90,16 +93,16 @@ void
 model_dflash_free(struct model *md)
 {
 	struct model_dfl *x = md->dx;
-	float *bufs[12];
+	float *bufs[14];
 
 	if (x == NULL)
 		return;
 	bufs[0] = x->cin, bufs[1] = x->g, bufs[2] = x->x, bufs[3] = x->xn, bufs[4] = x->y;
 	bufs[5] = x->dyn, bufs[6] = x->q, bufs[7] = x->o, bufs[8] = x->f, bufs[9] = x->u;
-	bufs[10] = x->lg, bufs[11] = x->gate;
-	for (int i = 0; i < 12; i++)
+	bufs[10] = x->lg, bufs[11] = x->gate, bufs[12] = x->cv, bufs[13] = x->cbd;
+	for (int i = 0; i < 14; i++)
 		backend_mfree(md->be, bufs[i]);
-	free(x->cb), free(x->row), free(x->tok), free(x);
+	free(x->cb), free(x->hlg), free(x->hgate), free(x->tok), free(x);
 	md->dx = NULL;
 }
 
@@ -112,6 +115,8 @@ scratch(struct model *D, int nl)
 	struct model_dfl *x;
 	size_t c, ne = hp->n_embd, qd = (size_t)hp->n_head * hp->head_dim;
 	size_t cp = hp->conv_g ? 2 * (size_t)hp->conv_k * (ne / hp->conv_g) : 1;
+	size_t R = hp->sel_rank ? hp->sel_rank : 1, k = hp->sel_topk ? hp->sel_topk : 1;
+	int host = backend_host(be);
 
 	if (D->dx != NULL)
 		return D->dx;
@@ -128,10 +133,13 @@ scratch(struct model *D, int nl)
 	    (x->f = backend_alloc(be, c * hp->n_ff)) == NULL ||
 	    (x->u = backend_alloc(be, c * hp->n_ff)) == NULL ||
 	    (x->lg = backend_alloc(be, c * (size_t)nl)) == NULL ||
-	    (x->gate = backend_alloc(be, c * (size_t)(hp->sel_rank ? hp->sel_rank : 1))) == NULL ||
-	    (x->cb = malloc(2 * (size_t)(hp->sel_topk + 1) * (hp->sel_rank + 1) *
-	    sizeof *x->cb)) == NULL || (x->tok = malloc(c * sizeof *x->tok)) == NULL ||
-	    (x->row = malloc(ne * sizeof *x->row)) == NULL) {
+	    (x->gate = backend_alloc(be, c * R)) == NULL ||
+	    (x->cv = backend_alloc(be, hp->conv_k ? c * ne : 1)) == NULL ||
+	    (x->cbd = backend_alloc(be, k * R)) == NULL ||
+	    (x->cb = malloc((2 * k * R + k) * sizeof *x->cb)) == NULL ||
+	    (x->tok = malloc(c * sizeof *x->tok)) == NULL ||
+	    (!host && hp->sel_topk && ((x->hlg = malloc(c * nl * sizeof *x->hlg)) == NULL ||
+	    (x->hgate = malloc(c * R * sizeof *x->hgate)) == NULL))) {
 		model_dflash_free(D);
 		util_err(D->err, "DFlash scratch: out of memory");
 		return NULL;
@@ -317,35 +325,20 @@ model_dflash_context(struct model *md, struct state *ds, int p0, const float *ta
 }
 
 /*
- * DFlash2's grouped dynamic causal convolution, in place over the block
- * rows h[B][n]: out[t][c] = sum over taps o of (base[o][c] + dyn[t][o][c /
- * group]) * h[t - o][c], rows before the block's first reading zero;
- * dyn: row t's [2][conv_k][groups], side picks the half; base: this
- * side's [conv_k][n]; out: [n] scratch.  The reference's order: for each tap, + base term,
- * then + dynamic term.
+ * DFlash2's grouped dynamic causal convolution of the block rows h[B] into
+ * x->cv (backend_dconv): out[t][c] = sum over taps o of (base[o][c] +
+ * dyn[t][o][c / group]) * h[t - o][c], rows before the block's first
+ * reading zero; dyn: row t's [2][conv_k][groups], side picks the half;
+ * base: this side's [conv_k][n].
  */
-static void
-conv(const struct model_hparams *hp, float *h, int B, const float *dyn, int side,
-    const float *base, float *out)
+static int
+conv(struct model *D, const float *h, int B, int side, const float *base)
 {
-	int n = hp->n_embd, K = hp->conv_k, G = n / hp->conv_g;
+	const struct model_hparams *hp = &D->hp;
+	int K = hp->conv_k, G = hp->n_embd / hp->conv_g;
 
-	for (int t = B - 1; t >= 0; t--) {	/* last row first: it reads earlier ones */
-		const float *dy = dyn + ((size_t)t * 2 + side) * K * G;
-
-		for (int c = 0; c < n; c++) {
-			float acc = 0;
-
-			for (int o = 0; o < K && o <= t; o++) {
-				float xv = h[(size_t)(t - o) * n + c];
-
-				acc = acc + base[(size_t)o * n + c] * xv;
-				acc = acc + dy[(size_t)o * G + c / hp->conv_g] * xv;
-			}
-			out[c] = acc;
-		}
-		memcpy(h + (size_t)t * n, out, (size_t)n * sizeof *out);
-	}
+	return backend_dconv(D->be, h, B, hp->n_embd, D->dx->dyn + (size_t)side * K * G,
+	    2 * K * G, K, hp->conv_g, base, D->dx->cv) ? bfail(D, D->be) : 0;
 }
 
 /*
@@ -388,38 +381,41 @@ block_layer(struct model *D, struct model_layer *L, struct state *ds, int p0, in
 	struct model_dfl *x = D->dx;
 	struct backend *be = D->be;
 	int ne = hp->n_embd, qd = hp->n_head * hp->head_dim, v2 = hp->conv_k > 0;
+	const float *in = v2 ? x->cv : x->xn, *out = v2 ? x->cv : x->y;
+	const float *ab = L->conv_base[0], *fb = L->conv_base[1];
+	size_t kn = (size_t)hp->conv_k * ne;
 
 	if (backend_rmsnorm(be, x->x, ne, L->attn_norm, x->xn, ne, B, ne, hp->eps) ||
 	    (v2 && backend_matmul(be, &L->conv_proj[0], x->xn, ne, x->dyn,
 	    (int)L->conv_proj[0].ne1, B)))
 		return bfail(D, be);
-	if (v2)
-		conv(hp, x->xn, B, x->dyn, 0, L->conv_base[0], x->row);
-	if (backend_matmul(be, &L->q, x->xn, ne, x->q, qd, B) ||
+	if (v2 && conv(D, x->xn, B, 0, ab) != 0)
+		return -1;
+	if (backend_matmul(be, &L->q, in, ne, x->q, qd, B) ||
 	    backend_rmsnorm(be, x->q, hp->head_dim, L->q_norm, x->q, hp->head_dim,
 	    B * hp->n_head, hp->head_dim, hp->eps) ||
 	    backend_rope(be, x->q, qd, hp->n_head, hp->head_dim, B, x->pos, hp->n_rot,
 	    hp->rope_theta, hp->rope_mode))
 		return bfail(D, be);
-	if (kv_rows(D, L, ds, x->xn, p0, B, x->pos) != 0 || block_attn(D, L, ds, p0, B) != 0)
+	if (kv_rows(D, L, ds, in, p0, B, x->pos) != 0 || block_attn(D, L, ds, p0, B) != 0)
 		return -1;
 	if (backend_matmul(be, &L->o, x->o, qd, x->y, ne, B))
 		return bfail(D, be);
-	if (v2)
-		conv(hp, x->y, B, x->dyn, 1, L->conv_base[0] + (size_t)hp->conv_k * ne, x->row);
-	if (backend_add(be, x->x, x->y, (size_t)B * ne) ||
+	if (v2 && conv(D, x->y, B, 1, ab + kn) != 0)
+		return -1;
+	if (backend_add(be, x->x, out, (size_t)B * ne) ||
 	    backend_rmsnorm(be, x->x, ne, L->post_norm, x->xn, ne, B, ne, hp->eps) ||
 	    (v2 && backend_matmul(be, &L->conv_proj[1], x->xn, ne, x->dyn,
 	    (int)L->conv_proj[1].ne1, B)))
 		return bfail(D, be);
-	if (v2)
-		conv(hp, x->xn, B, x->dyn, 0, L->conv_base[1], x->row);
-	if (backend_matmul_swiglu(be, &L->ffn_gate, &L->ffn_up, x->xn, B, x->f) ||
+	if (v2 && conv(D, x->xn, B, 0, fb) != 0)
+		return -1;
+	if (backend_matmul_swiglu(be, &L->ffn_gate, &L->ffn_up, in, B, x->f) ||
 	    backend_matmul(be, &L->ffn_down, x->f, hp->n_ff, x->y, ne, B))
 		return bfail(D, be);
-	if (v2)
-		conv(hp, x->y, B, x->dyn, 1, L->conv_base[1] + (size_t)hp->conv_k * ne, x->row);
-	return backend_add(be, x->x, x->y, (size_t)B * ne) ? bfail(D, be) : 0;
+	if (v2 && conv(D, x->y, B, 1, fb + kn) != 0)
+		return -1;
+	return backend_add(be, x->x, out, (size_t)B * ne) ? bfail(D, be) : 0;
 }
 
 /* The k largest of lg[n] (ties: the lower index first) into idx[k]. */
@@ -442,18 +438,25 @@ top_k(const float *lg, int n, int k, int32_t *idx)
 	}
 }
 
-/* Row r of codebook w (dequantized) into out[rank]. */
+/* Rows r[n] of codebook w (dequantized) into out[n][rank] (host memory): embedded where
+ * the backend's memory is, read back unless that is the host's. */
 static int
-cb_row(struct model *D, const struct backend_weight *w, int32_t r, float *out)
+cb_rows(struct model *D, const struct backend_weight *w, const int32_t *r, int n, float *out)
 {
-	return backend_embed(D->be, w, &r, 1, out, D->hp.sel_rank) ? bfail(D, D->be) : 0;
+	int R = D->hp.sel_rank;
+	float *d = backend_host(D->be) ? out : D->dx->cbd;
+
+	if (backend_embed(D->be, w, r, n, d, R) ||
+	    (d != out && backend_read(D->be, out, d, (size_t)n * R)))
+		return bfail(D, D->be);
+	return 0;
 }
 
 /*
  * DFlash2's lattice of one block row (lg its logits over the head's nl
- * rows, gate its hidden_projection, r the trimmed head's ranks or NULL):
- * cand[k] its top k as target ids, lat[k][k] each one's edge score
- * (unary logit + pred[a] . gate . succ[b]) after each of the previous
+ * rows, gate its hidden_projection, both host memory; r the trimmed head's
+ * ranks or NULL): cand[k] its top k as target ids, lat[k][k] each one's edge
+ * score (unary logit + pred[a] . gate . succ[b]) after each of the previous
  * row's candidates pc[k] (pc NULL: after the anchor, every a alike).
  */
 static int
@@ -462,18 +465,19 @@ lattice(struct model *D, const float *lg, int nl, const struct ranks *r, const f
 {
 	const struct model_hparams *hp = &D->hp;
 	int k = hp->sel_topk, R = hp->sel_rank;
-	float *succ = D->dx->cb, *pa = D->dx->cb + (size_t)k * R, *un = pa + R;
+	float *succ = D->dx->cb, *pred = succ + (size_t)k * R, *un = pred + (size_t)k * R;
 
 	top_k(lg, nl, k, cand);
 	for (int b = 0; b < k; b++) {
 		un[b] = lg[cand[b]];
 		cand[b] = r != NULL ? ranks_target(r, cand[b]) : cand[b];
-		if (cb_row(D, &D->sel_next, cand[b], succ + (size_t)b * R) != 0)
-			return -1;
 	}
+	if (cb_rows(D, &D->sel_next, cand, k, succ) != 0 ||
+	    cb_rows(D, &D->sel_prev, pc ? pc : &anchor, pc ? k : 1, pred) != 0)
+		return -1;
 	for (int a = 0; a < k; a++) {
-		if ((pc != NULL || a == 0) && cb_row(D, &D->sel_prev, pc ? pc[a] : anchor, pa) != 0)
-			return -1;
+		float *pa = pred + (pc != NULL ? (size_t)a * R : 0);
+
 		for (int j = 0; j < R; j++)
 			pa[j] *= a == 0 || pc != NULL ? gate[j] : 1;
 		for (int b = 0; b < k; b++) {
@@ -511,6 +515,7 @@ model_dflash_draft(struct model *md, struct state *ds, int p0, int32_t anchor,
 	struct model *D = drafter(md);
 	const struct model_hparams *hp;
 	struct model_dfl *x;
+	const float *lg, *gate;
 	int B, ne, nl = model_draft_vocab(md), k;
 
 	if (D == NULL || (x = scratch(D, nl)) == NULL)
@@ -537,9 +542,14 @@ model_dflash_draft(struct model *md, struct state *ds, int p0, int32_t anchor,
 		return 0;
 	if (backend_matmul(D->be, &D->sel_hidden, x->xn + ne, ne, x->gate, hp->sel_rank, B - 1))
 		return bfail(md, D->be);
+	/* the selector reads them on the host */
+	lg = x->hlg ? x->hlg : x->lg, gate = x->hgate ? x->hgate : x->gate;
+	if (x->hlg != NULL && (backend_read(D->be, x->hlg, x->lg, (size_t)(B - 1) * nl) ||
+	    backend_read(D->be, x->hgate, x->gate, (size_t)(B - 1) * hp->sel_rank)))
+		return bfail(md, D->be);
 	for (int t = 0; t < B - 1; t++)
-		if (lattice(D, x->lg + (size_t)t * nl, nl, model_draft_ranks(md, NULL, NULL),
-		    x->gate + (size_t)t * hp->sel_rank, anchor, t ? o->cand + (size_t)(t - 1) * k :
+		if (lattice(D, lg + (size_t)t * nl, nl, model_draft_ranks(md, NULL, NULL),
+		    gate + (size_t)t * hp->sel_rank, anchor, t ? o->cand + (size_t)(t - 1) * k :
 		    NULL, o->cand + (size_t)t * k, o->lat + (size_t)t * k * k) != 0)
 			return util_err(md->err, "DFlash selector: %s", D->err);
 	return 0;

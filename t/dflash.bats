@@ -25,7 +25,8 @@ armed() {
 	[[ $output == *"ok w8_drafter_forward_equals_the_reference_within_1e_4"* ]]
 	[[ $output == *"ok drafter_from_our_gguf_conversion_is_the_same_drafter"* ]]
 	[[ $output == *"ok the_ring_drafts_what_every_position_kept_drafts_bit_for_bit"* ]]
-	[[ ${lines[-1]} == "8 passed, 0 failed" ]]
+	[[ $output == *"ok the_device_path_drafts_what_the_host_path_does_bit_for_bit"* ]]
+	[[ ${lines[-1]} == "9 passed, 0 failed" ]]
 }
 
 @test "our GGUF of the drafter has llama.cpp's tensor names, shapes and dflash metadata" {
@@ -170,11 +171,24 @@ armed() {
 	[[ $stderr == *"MEMRA_DSPARK_SAMPLED: not supported by this server"* ]]
 }
 
+# The drafter's forward on the CUDA backend (backend_dconv, the selector over rows read
+# back): greedy speculation on the GPU is the GPU's plain decode, d2 and w8's rings alike.
 # bats test_tags=gpu
-@test "on a GPU the drafter is refused clearly: its forward is CPU-only" {
+@test "on a GPU greedy DFlash2 speculation is identical to plain decode, K=1..7, rings too" {
 	d=$(model_a)
-	run -1 --separate-stderr armed --device cuda -n 4 "$d" hi
-	[[ $stderr == *"DFlash drafter '$D2': backend 'cuda:0"*"cannot run it yet (its forward is CPU-only: --device cpu)" ]]
+	run -0 --separate-stderr armed --device cuda -K 1-7 -n 24 "$d" "def fibonacci(n):"
+	[[ ${lines[0]} == "plain "*"(24 tokens, 1 prompt)" ]]
+	for k in 1 2 3 4 5 6 7; do
+		[[ ${lines[$k]} == "K=$k "*" acceptance "*" PASS (identical to plain)" ]]
+	done
+	[ "${lines[8]}" = "SELF-CONSISTENCY PASS" ]
+	printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$BATS_TEST_TMPDIR/r8.txt"
+	MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/r8.txt MEMRA_DSPARK_DRAFT=$W8 run -0 --separate-stderr \
+	    armed --device cuda -K 1-7 -n 96 "$d" "def fibonacci(n):"
+	[[ ${lines[0]} == "plain "*"(96 tokens, 1 prompt)" ]]
+	for k in 1 2 3 4 5 6 7; do
+		[[ ${lines[$k]} =~ ^K=$k\ .*acceptance\ [1-9][0-9]*/.*PASS\ \(identical\ to\ plain\)$ ]]
+	done
 }
 
 # A DFlash (no conv, no selector) drafter: the fixture's backbone alone, its config renamed.

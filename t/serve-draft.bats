@@ -325,7 +325,7 @@ ids_of() {
 }
 
 # bats test_tags=gpu
-@test "on the CUDA backend: the assistant's replies beside each other are the plain ones; DFlash is refused clearly" {
+@test "on the CUDA backend: the assistant's and the DFlash2 drafter's replies beside each other are the plain ones" {
 	A=$(model_a)
 	dev=${DRAFT_TEST_DEVICE:-cuda}
 	printf '#!/bin/sh\nexec serve "$@" --device %s\n' "$dev" >"$P/dev" && chmod +x "$P/dev"
@@ -348,7 +348,14 @@ ids_of() {
 	for n in $(seq 0 7); do
 		[ -s "$P/k0.$n" ] && cmp "$P/k0.$n" "$P/k3.$n"
 	done
-	run -1 --separate-stderr timeout 120 env MEMRA_MODELS="q=$A" MEMRA_DSPARK_SPEC=1 \
-	    MEMRA_DSPARK_DRAFT="$D2" "$P/dev"
-	[[ $stderr == *"DFlash drafter '$D2': backend '"*"cannot run it yet (its forward is CPU-only: --device cpu)" ]]
+	# the DFlash2 drafter on the device: staggered requests get the device's plain replies
+	need_py openai
+	printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$P/r8.txt"
+	reqs q38 8 0.15 "def fibonacci(n):" "Once upon a time, in a land far away" >"$P/q.jsonl"
+	SERVE=$P/dev plain_replies "$P/q.jsonl" MEMRA_MODELS="q38=$A"
+	SERVE=$P/dev start_serve MEMRA_MODELS="q38=$A" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$D2" \
+	    MEMRA_FRSPEC_TRIM="$P/r8.txt" MEMRA_MAX_SESSIONS=8 MEMRA_SPEC_K=7
+	run -0 $SC "$URL" staggered "$P/q.jsonl"
+	diff "$P/plain" - <<<"$output"
+	[ "$(metric memra_spec_rounds_total)" -gt 0 ]
 }

@@ -51,7 +51,8 @@
 # prompt paths; on the quantized GGUFs reported, not gated: kernel-check's near-tie rule
 # holds them) with the argmax gate MATCH; batched decode (model-batch -d cuda)
 # bit-identical to one sequence at a time; run-spec on cuda through the drafts (the MTP
-# block of moe-e8k2-mtp, step-n's NextN chain, g4-dense's assistant), every K PASS.
+# block of moe-e8k2-mtp, step-n's NextN chain, g4-dense's assistant, and with models/A
+# present t/data/dflash's DFlash2 drafters d2 and w8 on A, -K 1-7), every K PASS.
 # With t/data/gemma4/g4-vision in the tree (else a "skipped" line): its vision tower on cuda
 # against the CPU (kernel-check's "vision soft tokens" lines, and their broken arms under
 # --self-test), run-gen --image's ids on cuda = cpu with the argmax gate MATCH.
@@ -504,6 +505,26 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 		echo "run-spec -K 1-$1 cuda $2: $np of $1 K identical to plain"
 		grep -E '^(K=|SELF)' "$OUT/arch-spec.tmp"
 	done >>"$OUT/arch.log" 2>&1
+	# the DFlash2 drafter of t/data/dflash on model A (d2; w8: its weights, both layers
+	# sliding at 8, the context in rings; a head trimmed to A's continuation so drafts are
+	# accepted): every K identical to plain decode on the GPU
+	if [ -n "$A" ]; then
+		mkdir -p "$OUT/dflash-w8"
+		cp t/data/dflash/w8/config.json "$OUT/dflash-w8/"
+		ln -sf "$(realpath t/data/dflash/d2/model.safetensors)" "$OUT/dflash-w8/model.safetensors"
+		printf '286\n11\n15\n72\n6043\n604\n519\n43\n' >"$OUT/dflash-r8.txt"
+		for dr in t/data/dflash/d2 "$OUT/dflash-w8"; do
+			MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=$dr MEMRA_FRSPEC_TRIM=$OUT/dflash-r8.txt \
+			    timeout 300 bin/run-spec --raw -K 1-7 -n 96 --device cuda "$A" \
+			    "def fibonacci(n):" >"$OUT/arch-spec.tmp" 2>&1
+			np=$(grep -c 'PASS (identical to plain)' "$OUT/arch-spec.tmp")
+			[ "$np" = 7 ] && ! grep -q 'FAIL (' "$OUT/arch-spec.tmp" || ar=1
+			echo "run-spec -K 1-7 cuda A + DFlash2 $dr: $np of 7 K identical to plain"
+			grep -E '^(\[dspark\]|K=|SELF|run-spec:)' "$OUT/arch-spec.tmp"
+		done >>"$OUT/arch.log" 2>&1
+	else
+		echo "run-spec DFlash2 on cuda: skipped (no models/A)" >>"$OUT/arch.log"
+	fi
 	rm -f "$OUT/arch-spec.tmp"
 	[ $ar = 0 ] && echo "ARCH GATE PASS" >>"$OUT/arch.log" || echo "ARCH GATE FAIL" >>"$OUT/arch.log"
 	echo "arch in $(( $(date +%s) - t0 ))s"

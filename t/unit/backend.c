@@ -668,6 +668,31 @@ TEST(mask_sets_minus_inf_where_a_bit_is_0_and_keeps_the_rest)
 	CHECK_EQ_STR(backend_errmsg(be3), "mask: bad shape 1 x 0");
 }
 
+/* backend_dconv on a hand-worked block: 2 rows of 4 channels in groups of 2, 2 taps, the
+ * row before the first reading zero, the coefficients of the other side not read; the
+ * output may not overlap the input. */
+TEST(dconv_is_dflash2s_grouped_dynamic_causal_convolution)
+{
+	static const float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, base[8] = { 1, 1, 1, 1, 2, 2, 2, 2 };
+	/* row t: side 0's [tap][group], then side 1's (NaN: never read) */
+	static const float dyn[16] = { 10, 20, 30, 40, NAN, NAN, NAN, NAN,
+	    100, 200, 300, 400, NAN, NAN, NAN, NAN };
+	static const float want[8] = { 11, 22, 63, 84, 807, 1210, 2613, 3216 };
+	float y[8], z[8];
+
+	CHECK(backend_has_dconv(be3));
+	CHECK(backend_dconv(be3, x, 2, 4, dyn, 8, 2, 2, base, y) == 0);
+	for (int i = 0; i < 8; i++)
+		CHECK(y[i] == want[i]);
+	CHECK(backend_dconv(bes, x + 4, 1, 4, dyn + 8, 8, 2, 2, base, z) == 0);
+	for (int i = 0; i < 4; i++)	/* one row alone: its first tap only */
+		CHECK(z[i] == (1 + dyn[8 + i / 2]) * x[4 + i]);
+	memcpy(y, x, sizeof y);
+	CHECK(backend_dconv(be3, y, 2, 4, dyn, 8, 2, 2, base, y + 4) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "dconv: output overlaps input");
+	CHECK(backend_dconv(be3, x, 2, 4, dyn, 3, 2, 2, base, y) == -1);
+}
+
 TEST(rope_rotates_the_first_n_rot_dims_neox_style)
 {
 	int m = 3, nh = 2, hs = 24, nrot = 8, ldx = nh * hs;
@@ -2116,6 +2141,7 @@ main(void)
 	RUN(moe_swiglu_limit_is_each_experts_clamped_one_row_products_bit_for_bit);
 	RUN(head_gate_scales_each_head_by_its_sigmoid);
 	RUN(mask_sets_minus_inf_where_a_bit_is_0_and_keeps_the_rest);
+	RUN(dconv_is_dflash2s_grouped_dynamic_causal_convolution);
 	backend_close(be1);
 	backend_close(be3);
 	backend_close(bes);

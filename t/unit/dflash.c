@@ -9,14 +9,16 @@
  * hidden states, the same drafter read from our GGUF conversion, and a
  * drafter that does not fit its trunk refused by name.  The context cache
  * whose sliding layers are rings drafts what one keeping every position
- * drafts, bit for bit, over contexts of several windows.  Skipped without
- * model A.
+ * drafts, bit for bit, over contexts of several windows; the forward's
+ * path for a device's memory (the CPU backend marked non-host) drafts what
+ * the host path does, bit for bit.  Skipped without model A.
  */
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "backend_impl.h"
 #include "model.h"
 #include "safetensors.h"
 #include "state.h"
@@ -350,6 +352,52 @@ out:
 		free(h[j]), free(lg[j]), free(lat[j]);
 }
 
+/*
+ * A backend whose memory is not the host's takes the forward's other path:
+ * the convolutions the op alone, the selector over logits and gates read
+ * back and codebook rows embedded then read back.  The CPU backend marked
+ * non-host (its memory the host's all the same) drafts on that path what the
+ * host path drafts, bit for bit: hidden rows, logits, candidates, edge scores.
+ */
+TEST(the_device_path_drafts_what_the_host_path_does_bit_for_bit)
+{
+	static const char *const dr[] = { "t/data/dflash/d2", w8 };
+	char err[UTIL_ERRLEN];
+	struct backend *dv = backend_open("cpu", 2, err);
+
+	CHECK(dv != NULL);
+	if (dv == NULL)
+		return;
+	dv->host = 0;
+	for (int i = 0; i < 2; i++) {
+		struct model *mh = open_a(dr[i], "q8", err), *md;
+		float *h[2], *lg[2], *lat[2];
+		int32_t cand[2][(B - 1) * K];
+		struct model_options o = { .dflash = dr[i], .dflash_prec = "q8" };
+
+		md = model_open_opts(dir_a, dv, &o, err);
+		CHECK(mh != NULL && md != NULL);
+		if (mh == NULL || md == NULL) {
+			printf("#   %s\n", err);
+			model_close(mh);
+			break;
+		}
+		for (int j = 0; j < 2; j++)
+			h[j] = malloc(B * NE * 4), lg[j] = malloc((size_t)(B - 1) * NV * 4),
+			lat[j] = malloc((B - 1) * K * K * 4);
+		CHECK(draft_from_ref_taps(mh, 7, h[0], lg[0], cand[0], lat[0]) == 0);
+		CHECK(draft_from_ref_taps(md, 7, h[1], lg[1], cand[1], lat[1]) == 0);
+		CHECK(memcmp(h[0], h[1], B * NE * 4) == 0);
+		CHECK(memcmp(lg[0], lg[1], (size_t)(B - 1) * NV * 4) == 0);
+		CHECK(memcmp(lat[0], lat[1], (B - 1) * K * K * 4) == 0);
+		CHECK(memcmp(cand[0], cand[1], sizeof cand[0]) == 0);
+		for (int j = 0; j < 2; j++)
+			free(h[j]), free(lg[j]), free(lat[j]);
+		model_close(mh), model_close(md);
+	}
+	backend_close(dv);
+}
+
 TEST(the_ring_drafts_what_every_position_kept_drafts_bit_for_bit)
 {
 	char err[UTIL_ERRLEN];
@@ -448,6 +496,7 @@ main(void)
 		RUN(trunk_taps_are_the_tapped_layers_outputs_of_every_row);
 		RUN(quantized_drafters_load_and_draft);
 		RUN(a_drafter_that_does_not_fit_its_trunk_is_refused_by_name);
+		RUN(the_device_path_drafts_what_the_host_path_does_bit_for_bit);
 		RUN(the_ring_drafts_what_every_position_kept_drafts_bit_for_bit);
 		RUN(the_context_cache_is_a_ring_a_sliding_layer);
 		remove_w8();
