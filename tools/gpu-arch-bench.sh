@@ -23,6 +23,8 @@
 # Needs build/t/tools/model-bench and build/t/tools/gguf-random built with CUDA=1.
 set -u
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=tools/peer-scen.sh
+. tools/peer-scen.sh
 [ $# -ge 1 ] || { echo "usage: sh tools/gpu-arch-bench.sh LLAMA_BENCH [SPEC ...]" >&2; exit 2; }
 lb=$1; shift
 OUT=${OUT:-$(mktemp -d)}
@@ -56,19 +58,10 @@ EOF
 		ok=1; rm -f "$f"; continue
 	fi
 	for sc in ${GPU_ARCH_SCEN:-decode prefill}; do
-		case $sc in
-		decode)
-			a="$lb -m $f -p 0 -n 128 -r 3 -o md"
-			b="build/t/tools/model-bench -d ${GPU_ARCH_DEVICE:-cuda} -c 128 -n 64 -r 3 -k 0 $f"
-			r='(?:tg128\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
-			set -- decode-b1-vs-llama.cpp 128 llama-bench-tg128 ;;
-		prefill)
-			a="$lb -m $f -p 512 -n 0 -r 3 -o md"
-			b="build/t/tools/model-bench -d ${GPU_ARCH_DEVICE:-cuda} -c 512 -n 1 -r 1 -k 0 $f"
-			r='(?:pp512\s*\|\s*|prefill\tctx.*?tok_s\s+)([0-9.]+)'
-			set -- prefill-512-vs-llama.cpp 512 llama-bench-pp512 ;;
-		*) echo "GPU_ARCH_SCEN: $sc: unknown" >&2; exit 2 ;;
-		esac
+		peer_scen "$sc" "$lb" "$f" "${GPU_ARCH_DEVICE:-cuda}" ||
+			{ echo "GPU_ARCH_SCEN: $sc: unknown" >&2; exit 2; }
+		# shellcheck disable=SC2086
+		set -- $ps_cols
 		echo "== $name $quant: $sc tok/s, A = $3, B = model-bench"
 		timeout 560 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
 		    --blocks "${GPU_ARCH_BLOCKS:-1}" --tsv "$OUT/arch-abba.tsv" \

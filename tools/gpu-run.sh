@@ -63,6 +63,8 @@
 set -u
 OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=tools/peer-scen.sh
+. tools/peer-scen.sh
 mode=${1:-all}
 A=models/A
 [ -d "$A" ] || A=
@@ -786,24 +788,11 @@ if [ -n "$lc_pid$lb_pre" ]; then
 		[ $q = 27b-NVFP4 ] && mdl=27b qt=NVFP4
 		f=$G/qwen35-$mdl-random-$qt.gguf
 		[ -e "$f" ] || continue
-		case $sc in
-		decode)
-			a="$lb -m $f -p 0 -n 128 -r 3 -o md"
-			b="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 $f"
-			r='(?:tg128\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
-			set -- decode-b1-vs-llama.cpp 128 llama-bench-tg128 ;;
-		decode-8k)
-			a="$lb -m $f -p 0 -n 32 -d 8192 -r 2 -o md"
-			b="build/t/tools/model-bench -d cuda -c 8192 -n 32 -r 2 -k 0 $f"
-			r='(?:tg32 @ d8192\s*\|\s*|decode-median.*?tok_s\s+)([0-9.]+)'
-			set -- decode-b1-8k-vs-llama.cpp 8192 llama-bench-tg32-d8192 ;;
-		prefill)
-			a="$lb -m $f -p 512 -n 0 -r 3 -o md"
-			b="build/t/tools/model-bench -d cuda -c 512 -n 1 -r 1 -k 0 $f"
-			r='(?:pp512\s*\|\s*|prefill\tctx.*?tok_s\s+)([0-9.]+)'
-			set -- prefill-512-vs-llama.cpp 512 llama-bench-pp512 ;;
-		*) echo "GPU_RUN_PEER_SCEN: $sc: unknown" >>"$OUT/peer.txt"; continue ;;
-		esac
+		if ! peer_scen "$sc" "$lb" "$f" cuda; then
+			echo "GPU_RUN_PEER_SCEN: $sc: unknown" >>"$OUT/peer.txt"; continue
+		fi
+		# shellcheck disable=SC2086
+		set -- $ps_cols
 		echo "== $mdl $qt: $sc tok/s, A = $3, B = model-bench" >>"$OUT/peer.txt"
 		timeout 300 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
 		    --blocks "${GPU_RUN_ABBA_BLOCKS:-1}" --tsv "$OUT/peer-abba.tsv" \
