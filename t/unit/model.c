@@ -212,6 +212,21 @@ TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
  * penalties put on the row by the backend first, and a top-k past
  * SAMPLE_TOPK_MAX (the row read back).
  */
+/* Two samplers of the same settings and seed (*sa the reference's, *sb the forward's). */
+static void
+twin_samplers(float temp, float top_p, float rep, float pres, float freq, int top_k,
+    uint64_t seed, struct sampler **sa, struct sampler **sb)
+{
+	struct sample_params p;
+
+	sample_defaults(&p);
+	p.temp = temp, p.top_p = top_p, p.repeat_penalty = rep;
+	p.presence_penalty = pres, p.frequency_penalty = freq;
+	p.top_k = top_k, p.seed = seed;
+	CHECK((*sa = sample_new(&p, nv, NULL)) != NULL);
+	CHECK((*sb = sample_new(&p, nv, NULL)) != NULL);
+}
+
 TEST(forward_next_picks_what_the_sampler_picks_from_the_logits)
 {
 	const struct json *r = json_at(json_get(refs, "a_last_position_logits"), 1);
@@ -226,18 +241,13 @@ TEST(forward_next_picks_what_the_sampler_picks_from_the_logits)
 	};
 
 	for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
-		struct sample_params p;
 		struct sampler *sa = NULL, *sb = NULL;
 		struct state *sl = model_state_new(md, n + 8, 0, NULL);
 		struct state *sn = model_state_new(md, n + 8, 0, NULL);
 		int32_t t = -1, want;
 
-		sample_defaults(&p);
-		p.temp = ps[c].temp, p.top_p = ps[c].top_p, p.repeat_penalty = ps[c].rep;
-		p.presence_penalty = ps[c].pres, p.frequency_penalty = ps[c].freq;
-		p.top_k = ps[c].top_k, p.seed = 11 + c;
-		CHECK((sa = sample_new(&p, nv, NULL)) != NULL);
-		CHECK((sb = sample_new(&p, nv, NULL)) != NULL);
+		twin_samplers(ps[c].temp, ps[c].top_p, ps[c].rep, ps[c].pres, ps[c].freq, ps[c].top_k,
+		    11 + c, &sa, &sb);
 		memcpy(hist, ids, n * sizeof *ids);
 		CHECK(model_forward(md, sl, ids, n, MODEL_PREFILL, lg, NULL) == 0);
 		CHECK(model_forward_next(md, sn, ids, n, MODEL_PREFILL, sb, hist, n, 3, n, lh, &t) == 0);
@@ -291,17 +301,12 @@ TEST(forward_next_mask_picks_what_the_sampler_picks_from_the_masked_row)
 	int differ = 0;
 
 	for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
-		struct sample_params p;
 		struct sampler *sa = NULL, *sb = NULL;
 		struct state *sl = model_state_new(md, n + 8, 0, NULL);
 		struct state *sn = model_state_new(md, n + 8, 0, NULL);
 		int32_t t = -1, want;
 
-		sample_defaults(&p);
-		p.temp = ps[c].temp, p.top_p = ps[c].top_p, p.repeat_penalty = ps[c].rep;
-		p.top_k = ps[c].top_k, p.seed = 21 + c;
-		CHECK((sa = sample_new(&p, nv, NULL)) != NULL);
-		CHECK((sb = sample_new(&p, nv, NULL)) != NULL);
+		twin_samplers(ps[c].temp, ps[c].top_p, ps[c].rep, 0, 0, ps[c].top_k, 21 + c, &sa, &sb);
 		memcpy(hist, ids, n * sizeof *ids);
 		CHECK(model_forward(md, sl, ids, n, MODEL_PREFILL, lg, NULL) == 0);
 		step_mask(bits, lg, c, 0);
