@@ -140,3 +140,54 @@ print(m.n_vocab(), len(m.scores[2]), all(math.isfinite(x) for x in m.scores[2]))
 	[ "$(printf '%s' "${output#200 }" | jq -r .usage.completion_tokens)" = 6 ]
 	[ "$(printf '%s' "${output#200 }" | jq -r .usage.prompt_tokens)" = 4 ]
 }
+
+# two free TCP ports of 127.0.0.1, as "A B"
+free_ports() {
+	python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s:
+    x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])'
+}
+
+# 0 when something accepts connections on 127.0.0.1:$1
+port_open() {
+	python3 -c 'import socket, sys
+s = socket.socket(); s.settimeout(2)
+sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0 else 1)' "$1"
+}
+
+@test "serve-abba benchmarks each arm's own server and leaves none behind: a port already taken is refused, and a SIGTERM mid-run stops the server that runs" {
+	P=$BATS_TEST_TMPDIR
+	f=$P/tiny.gguf
+	run -0 --separate-stderr "$T/gguf-random" -p tiny -t Q8_0 "$f"
+	read -r pa pb <<<"$(free_ports)"
+	srv() { echo "MEMRA_MODELS=r=$f MEMRA_MAX_SESSIONS=2 MEMRA_CTX=96 MEMRA_HOST=127.0.0.1 MEMRA_PORT=$1 $TOP/bin/serve --device cpu -t 1"; }
+	abba() { python3 "$TOP/tools/serve-abba.py" -a "$(srv "$pa")" -b "$(srv "$pb")" --port-a "$pa" --port-b "$pb" "$@"; }
+	run -0 abba --bench "-c 1 -n 1 -p 8 -g 4 --vocab 1000" --tsv "$P/r.tsv" --log "$P/r.log"
+	[ "$(grep -c '^== ' "$P/r.log")" = 4 ]
+	[ "$(grep -c $'\tserve-c1\t' "$P/r.tsv")" = 1 ]
+	run -1 port_open "$pa"
+	run -1 port_open "$pb"
+	# a listener on A's port (a server left from an earlier run): refused before any run
+	python3 -c 'import socket, time, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
+	L=$!
+	for _ in $(seq 50); do port_open "$pa" && break; sleep 0.1; done
+	run -1 --separate-stderr abba --bench "-c 1 -n 1 -p 8 -g 4 --vocab 1000" --log "$P/x.log"
+	kill "$L"; wait "$L" || true
+	[ "$stderr" = "serve-abba: port $pa: something listens there before the server starts (a server left from an earlier run?)" ]
+	[ ! -s "$P/x.log" ]
+	# SIGTERM while A's server answers a long bench: serve-abba stops it before exiting
+	python3 "$TOP/tools/serve-abba.py" -a "$(srv "$pa")" -b "$(srv "$pb")" --port-a "$pa" \
+	    --port-b "$pb" --bench "-c 1 -n 40 -p 8 -g 80 --vocab 1000" --log "$P/t.log" 2>/dev/null &
+	A=$!
+	for _ in $(seq 300); do grep -q '"POST /v1/completions\|request 1:' "$P/t.log" 2>/dev/null && break; sleep 0.1; done
+	port_open "$pa"
+	kill -TERM "$A"
+	st=0; wait "$A" || st=$?
+	[ "$st" = 143 ]
+	run -1 port_open "$pa"
+	[ -z "$(pgrep -f "MEMRA_PORT=$pa")" ]
+}

@@ -497,9 +497,9 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	done >>"$OUT/arch.log" 2>&1
 	# the drafts on cuda: random MTP / NextN blocks are never accepted (run-spec exits 1
 	# then, as on the CPU); every K must still be identical to plain decode
-	for sp in "8 t/data/moe/moe-e8k2-mtp" "8 t/data/step35/step-n" \
+	for spc in "8 t/data/moe/moe-e8k2-mtp" "8 t/data/step35/step-n" \
 	    "4 t/data/gemma4/g4-dense+t/data/gemma4/g4-assistant"; do
-		set -- $sp
+		set -- $spc
 		timeout 120 bin/run-spec --raw -K "1-$1" -n 24 --device cuda "$2" "hello world, this is" \
 		    >"$OUT/arch-spec.tmp" 2>&1
 		np=$(grep -c 'PASS (identical to plain)' "$OUT/arch-spec.tmp")

@@ -6,8 +6,10 @@ usage: serve-abba.py -a 'CMD A' -b 'CMD B' --port-a P --port-b Q [--blocks N]
                      [--model M --quant Q --peer NAME --binary NAME --ctx N]
 
 Each run starts one server (its command, in the background, until /health
-answers 200), runs tools/serve-bench.py against it at every concurrency, then
-stops it; the order is A B B A, --blocks times (the log has the load average
+answers 200; refused when something already listens on its port), runs
+tools/serve-bench.py against it at every concurrency, then stops it and
+waits until its processes are gone and its port closed (also when
+serve-abba itself is stopped by SIGTERM or SIGHUP); the order is A B B A, --blocks times (the log has the load average
 at each run's start and end).  Prints, per concurrency and
 figure, A's median/min/max, B's median and A/B.  With --tsv, one row a
 (concurrency, figure) in DESIGN.md's columns (A is the binary, B the peer):
@@ -25,6 +27,7 @@ import datetime
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +41,13 @@ FIGS = (("agg_tok_s", "", "tok/s"), ("stream_tok_s", "-stream", "tok/s"),
 COLS = ("date commit gpu binary model quant scenario ctx n median min max unit "
         "peer peer_median ratio log command").split()
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def listening(port):
+    """True when something accepts connections on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as so:
+        so.settimeout(2)
+        return so.connect_ex(("127.0.0.1", port)) == 0
 
 
 def up(port, proc, log, limit=600):
@@ -80,7 +90,31 @@ def cpu_s(sid):
     return ticks / os.sysconf("SC_CLK_TCK") if seen else None
 
 
+def stop(p, port, limit=60):
+    """SIGTERM to the server's session, then wait until none of its processes
+    is left and its port is closed (SIGKILL after limit s): the next run must
+    meet its own server, never a draining or stray one."""
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    p.wait()
+    t0 = time.monotonic()
+    while cpu_s(p.pid) is not None or listening(port):
+        if time.monotonic() - t0 > limit:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if time.monotonic() - t0 > limit + 10:
+                raise SystemExit("serve-abba: the server on port %d outlived SIGKILL" % port)
+        time.sleep(0.2)
+
+
 def one_run(cmd, port, bench, logf):
+    if listening(port):
+        raise SystemExit("serve-abba: port %d: something listens there before the server "
+                         "starts (a server left from an earlier run?)" % port)
     logf.write("== %s\n# load %s (1, 5, 15 min) at the start\n" % (cmd, loadavg()))
     logf.flush()
     p = subprocess.Popen(cmd, shell=True, stdout=logf, stderr=logf, start_new_session=True)
@@ -92,8 +126,7 @@ def one_run(cmd, port, bench, logf):
                              stdout=subprocess.PIPE, check=True).stdout.decode()
         c1 = cpu_s(p.pid)
     finally:
-        os.killpg(p.pid, signal.SIGTERM)
-        p.wait()
+        stop(p, port)
     logf.write(out)
     rows = [json.loads(l) for l in out.splitlines() if l.strip()]
     if len(rows) == 1 and c0 is not None and c1 is not None:
@@ -125,6 +158,10 @@ def main():
     ap.add_argument("--peer", default="llama-server")
     ap.add_argument("--ctx", default="-", help="the context each session has, for the rows")
     a = ap.parse_args()
+    # a SIGTERM (timeout(1), a device call's limit) unwinds like an error, so
+    # that the running server is stopped, not left behind on its port
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, f: sys.exit(128 + n))
     runs = {"a": [], "b": []}
     for d in (a.tsv, a.log):
         if d and os.path.dirname(d):
