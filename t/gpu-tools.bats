@@ -41,6 +41,13 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[[ ${lines[2]} == "prefill	ctx	20	"* ]]
 	[[ ${lines[4]} == "decode-median	ctx	20	n	2	reps	1	"* ]]
 	[[ ${lines[5]} == "verify	K	1	rows	2	"* ]]
+	# -b: three sequences decoding together, as serve's steps do
+	run -0 --separate-stderr "$T/model-bench" -d cpu -c 12 -n 2 -r 2 -k 0 -b 3 "$f"
+	[[ ${lines[6]} == "decode-batch	B	3	ctx	12	rep	0	ms_per_step	"* ]]
+	[[ ${lines[7]} == "decode-batch	B	3	ctx	12	rep	1	ms_per_step	"* ]]
+	[[ ${lines[8]} == "decode-batch-median	B	3	ctx	12	n	2	reps	2	ms_per_step	"*"	x_step	"* ]]
+	run -2 --separate-stderr "$T/model-bench" -d cpu -b 0 "$f"
+	[ "$stderr" = "model-bench: bad -b: 1..256" ]
 }
 
 @test "gguf-random's file also loads and evaluates in llama.cpp (llama-bench runs on the same files)" {

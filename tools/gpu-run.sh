@@ -41,8 +41,9 @@
 # prefill is its second, which reads the copies the first made).
 # GPU_RUN_PROF=1 (with
 # GPU_RUN_9B=1): where the device's time goes in a decode step, a K=3
-# verify and a 512-token prefill, per kernel (model-bench -P), on the 9B
-# shape's files.
+# verify, a 512-token prefill and a step of GPU_RUN_PROF_B sequences
+# decoding together (default 32: serve's step; model-bench -b), per kernel
+# (model-bench -P), on the 9B shape's files.
 # GPU_RUN_ARCH (default 1; 0 skips it): the mixture-of-experts, Gemma-4 and step35 fixtures
 # (t/data/moe, t/data/gemma4, t/data/step35, and Q8_0 / NVFP4 / IQ4_XS GGUFs of three of them
 # made here)
@@ -627,7 +628,8 @@ if [ "${GPU_RUN_9B:-0}" = 1 ]; then
 			    >>"$OUT/speed-9b.log" 2>&1 || echo "model-bench $q $args: failed" >>"$OUT/speed-9b.log"
 		done
 		if [ "${GPU_RUN_PROF:-0}" = 1 ]; then	# per-kernel device time (backend_prof)
-			timeout 150 build/t/tools/model-bench -P -d cuda -c 512 -n 16 -r 1 -k 0 "$f" \
+			timeout 150 build/t/tools/model-bench -P -d cuda -c 512 -n 16 -r 1 -k 0 \
+			    -b "${GPU_RUN_PROF_B:-32}" "$f" \
 			    >"$OUT/prof-$q.log" 2>&1 || echo "model-bench -P $q: failed" >>"$OUT/prof-$q.log"
 		fi
 		mb="build/t/tools/model-bench -d cuda -c 128 -n 64 -r 3 -k 0 -B $BW"

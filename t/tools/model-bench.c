@@ -33,6 +33,12 @@
  * on the device (backend_draw); the model line says "row_draw 1".
  * MEMRA_CUDA_GEMM=int8|bf16|bf16-mirror picks the prefill products' kernel
  * (backend_gemm_env); the model line names it ("gemm").
+ * -b B: then B sequences decode together, as serve's steps do: each
+ * prefilled with ctx tokens of its own, then reps runs of n batched steps
+ * (model_forward_batch_argmax: one row a sequence, each row's greedy pick
+ * made on the device and fed to its next step); "decode-batch" reports the
+ * median step time, the aggregate tok/s and the step against one row's
+ * ("x_step").  With -P, where the device's time goes in such a step too.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -132,6 +138,80 @@ median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Each sequence's pick pk[i] becomes its next token (a random model's picks are ids). */
+static int
+next_tokens(int32_t *tok, const int32_t *pk, int nb, int nv)
+{
+	for (int i = 0; i < nb; i++) {
+		if (pk[i] < 0 || pk[i] >= nv)
+			return -1;
+		tok[i] = pk[i];
+	}
+	return 0;
+}
+
+/*
+ * -b: nb sequences of ctx prompt tokens each (their own ids), then reps
+ * runs of n steps of model_forward_batch_argmax, each sequence fed its own
+ * pick; with prof, n more steps under backend_prof.  step: one row's
+ * decode step (s), for x_step.
+ */
+static void
+batch_bench(struct backend *be, struct model *md, int nb, int ctx, int n, int reps,
+    int prof, double step)
+{
+	int nv = model_hparams(md)->n_vocab, len = ctx + (reps + prof) * n + 8;
+	struct state **st = calloc((size_t)nb, sizeof *st);
+	int32_t *tok = malloc((size_t)nb * 2 * sizeof *tok), *pk, *ids = malloc((size_t)ctx * sizeof *ids);
+	double *dt = malloc((size_t)reps * sizeof *dt), t0, wall = 0;
+	char err[UTIL_ERRLEN];
+
+	if (st == NULL || tok == NULL || ids == NULL || dt == NULL)
+		die(1, "batch: out of memory");
+	pk = tok + nb;
+	for (int b = 0; b < nb; b++) {
+		if ((st[b] = model_state_new(md, len, 1, err)) == NULL)
+			die(1, "batch: sequence %d: %s", b, err);
+		for (int i = 0; i < ctx; i++)
+			ids[i] = 1 + (int32_t)(((int64_t)i * 7919 + (int64_t)b * 104729) % (nv - 1));
+		if (model_forward_argmax(md, st[b], ids, ctx, MODEL_PREFILL, &tok[b], NULL) != 0)
+			die(1, "batch: prefill %d: %s", b, model_errmsg(md));
+	}
+	for (int r = 0; r < reps; r++) {
+		t0 = now();
+		for (int i = 0; i < n; i++)
+			if (model_forward_batch_argmax(md, st, tok, nb, pk, NULL) != 0 ||
+			    next_tokens(tok, pk, nb, nv) != 0)
+				die(1, "batch: step: %s", model_errmsg(md));
+		dt[r] = (now() - t0) / n;
+		printf("decode-batch\tB\t%d\tctx\t%d\trep\t%d\tms_per_step\t%.4f\ttok_s\t%.1f\n", nb,
+		    ctx, r, dt[r] * 1e3, nb / dt[r]);
+	}
+	double m = median(dt, reps);
+	printf("decode-batch-median\tB\t%d\tctx\t%d\tn\t%d\treps\t%d\tms_per_step\t%.4f\ttok_s\t%.1f"
+	    "\tx_step\t%.3f\n", nb, ctx, n, reps, m * 1e3, nb / m, m / step);
+	if (prof) {
+		char what[32];
+		snprintf(what, sizeof what, "decode-b%d", nb);
+		backend_graph_set(be, 0);
+		for (int i = 0; i < n; i++) {
+			if (backend_prof_begin(be) != 0)
+				die(1, "prof %s: %s", what, backend_errmsg(be));
+			t0 = now();
+			if (model_forward_batch_argmax(md, st, tok, nb, pk, NULL) != 0 ||
+			    next_tokens(tok, pk, nb, nv) != 0)
+				die(1, "prof %s: %s", what, model_errmsg(md));
+			if (backend_prof_end(be) != 0)
+				die(1, "prof %s: %s", what, backend_errmsg(be));
+			wall += now() - t0 - BACKEND_PROF_SPIN_S;
+		}
+		prof_print(be, what, n, wall);
+	}
+	for (int b = 0; b < nb; b++)
+		state_free(st[b]);
+	free(st), free(tok), free(ids), free(dt);
+}
+
 /* Bytes of the matrices one decode step reads (GGUF only; 0 otherwise). */
 static double
 step_bytes(const char *path, int n_layer)
@@ -158,14 +238,15 @@ main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
 	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
-	int topk = 0, rowdraw = 0, nt = 0;
+	int topk = 0, rowdraw = 0, nt = 0, nb = 0;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:B:CPLG:T:W")) != -1) {
+	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:b:B:CPLG:T:W")) != -1) {
 		switch (ch) {
+		case 'b': if (util_parse_i64(optarg, 1, 256, &v)) die(2, "bad -b: 1..256"); nb = (int)v; break;
 		case 'C': clk = CLOCK_PROCESS_CPUTIME_ID; break;
 		case 'd': dev = optarg; break;
 		case 't': if (util_parse_i64(optarg, 0, 1024, &v)) die(2, "bad -t"); nt = (int)v; break;
@@ -195,7 +276,7 @@ main(int argc, char *argv[])
 	}
 	if (argc - optind != 1)
 		die(2, "usage: model-bench [-CPLW] [-G host|device] [-T K] [-d device] [-t threads] [-c ctx] [-n steps] "
-		    "[-r reps] [-k kmax] [-B GB/s] MODEL");
+		    "[-r reps] [-k kmax] [-b B] [-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
 	struct backend *be = backend_open(dev, nt, err);
@@ -287,6 +368,8 @@ main(int argc, char *argv[])
 		double vm = median(dt, 5);
 		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\n", m - 1, m, vm * 1e3, vm / step);
 	}
+	if (nb > 0)
+		batch_bench(be, md, nb, ctx, n, reps, prof, step);
 	if (prof) {
 		double wall = 0;
 		backend_graph_set(be, 0);
