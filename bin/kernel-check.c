@@ -5059,18 +5059,20 @@ bench(struct kc *k)
 }
 
 /*
- * Attention of one layer for a 512-token prompt at position 0, the 9B
- * shape (16 query heads, 4 KV heads of 256): gpu_attention_prefill beside
- * the 16-row pieces of gpu_attention decode and verify use (what attend()
- * ran for prompts before), device time between events, median of 5.
+ * Attention of one layer for a 512-token prompt at position 0, of NH
+ * query heads on NKV KV heads of HD (the 9B: 16, 4, 256; Gemma-4 31B's
+ * global layers: 32, 4, 512): gpu_attention_prefill beside the 16-row
+ * pieces of gpu_attention decode and verify use (what attend() ran for
+ * prompts before), device time between events, median of 5.
  */
 static void
-bench_attn(struct kc *k)
+bench_attn(struct kc *k, int NH, int NKV, int HD)
 {
-	enum { M = 512, NH = 16, NKV = 4, HD = 256, R = GPU_MATVEC_MAX_ROWS };
+	enum { M = 512, R = GPU_MATVEC_MAX_ROWS };
 	size_t nq = (size_t)M * NH * HD, nkv = (size_t)M * NKV * HD;
 	float *h = frand(k, (int64_t)nq, -1, 1), *q = dput(k, h, nq * 4), *K = dput(k, h, nkv * 4);
-	float *V = dput(k, h + nkv, nkv * 4), *o = dput(k, NULL, nq * 4), scale = 1.0f / 16;
+	float *V = dput(k, h + nkv, nkv * 4), *o = dput(k, NULL, nq * 4);
+	float scale = 1.0f / sqrtf((float)HD);
 	double t[2][5];
 	float ms;
 
@@ -5210,7 +5212,8 @@ run(const struct opts *o)
 		bench(&k);
 		if (k.only < 0) {
 			bench_gdn(&k, (int)o->dev);
-			bench_attn(&k);
+			bench_attn(&k, 16, 4, 256);
+			bench_attn(&k, 32, 4, 512);
 		}
 	} else {
 		check_all(&k);
