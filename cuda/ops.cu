@@ -675,7 +675,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	int al = (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15);
 	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 && al % 8 == 0 ? 2 : 1;
 	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
-	if (E == 16)		/* 2 heads of 16 (q and o sums: 64 registers, as 4 of 8) */
+	if (E == 16)		/* 2 heads a block: q and o sums 2 x 2 x 16 floats, as 4 heads at E 8 */
 		gb = grp % 2 == 0 ? 2 : 1;
 	dim3 grid(nsplit, nh / gb, nq);
 	bool rh = d_hi != NULL || ring > 0;
