@@ -1941,6 +1941,13 @@ check_all(struct kc *k)
 	check_attention(k, 2, 6, 2, 80, 130, 0);	/* head rows of 80, 96, 192: scalar and float2 loads */
 	check_attention(k, 3, 12, 4, 96, 63, 0);
 	check_attention(k, 1, 4, 1, 192, 2100, 0);
+	/* Gemma-4's global heads of 512 (E 16: 2 heads a block of a KV head's 8, 3's 1;
+	 * 480: the scalar loads) */
+	check_attention(k, 1, 16, 2, 512, 0, 0);
+	check_attention(k, 1, 32, 4, 512, 3000, 0);
+	check_attention(k, 4, 16, 2, 512, 700, 0);
+	check_attention(k, 16, 6, 2, 512, 130, 0);
+	check_attention(k, 2, 4, 4, 480, 63, 0);
 	/* prompts: gpu_attention_prefill's blocks of 32 and 64 vectors, hd 32..256, GQA 1..8 */
 	check_attention(k, 17, 16, 4, 256, 0, 1);
 	check_attention(k, 40, 8, 8, 128, 300, 1);
@@ -1955,6 +1962,11 @@ check_all(struct kc *k)
 	check_attention(k, 70, 6, 2, 96, 130, 1);	/* hd < the tile's: columns past hd */
 	check_attention(k, 33, 3, 3, 160, 63, 1);
 	check_attention(k, 20, 2, 2, 32, 5, 1);
+	/* heads of 512 (Gemma-4's global layers): blocks of 32, 199 KB; 320 in a tile of 512 */
+	check_attention(k, 17, 16, 2, 512, 0, 1);
+	check_attention(k, 100, 8, 1, 512, 300, 1);
+	check_attention(k, 300, 32, 4, 512, 0, 1);
+	check_attention(k, 40, 6, 2, 320, 70, 1);
 	check_argmax(k, 3, 248320);
 	check_argmax(k, 5, 1000);
 	check_topk(k, 3, 248320, 40, 0.7f);
@@ -4377,6 +4389,8 @@ be_rows32(struct kc *k, struct bpair *p)
 	r32_attention(k, p, 8, 2, 64, 200, 64, 0);
 	r32_attention(k, p, 8, 2, 128, 300, 0, 1);
 	r32_attention(k, p, 8, 2, 64, 200, 64, 1);
+	r32_attention(k, p, 16, 2, 512, 300, 0, 0);	/* Gemma-4's global heads of 512 */
+	r32_attention(k, p, 16, 2, 512, 300, 0, 1);
 	for (size_t i = 0; i < sizeof mts / sizeof mts[0]; i++)
 		r32_moe(k, p, mts[i], 8, 256, 256, 2);
 }
@@ -4432,6 +4446,12 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention(k, &p, 40, 8, 1, 64, 2047, 0);
 	be_attention(k, &p, 300, 64, 8, 128, 5, 0);
 	be_attention(k, &p, 40, 6, 2, 80, 100, 0);
+	/* Gemma-4's global heads of 512: decode, verify, prompts (flash attention) */
+	be_attention(k, &p, 1, 16, 2, 512, 0, 0);
+	be_attention(k, &p, 9, 16, 2, 512, 1000, 0);
+	be_attention(k, &p, 16, 32, 4, 512, 300, 0);
+	be_attention(k, &p, 17, 16, 2, 512, 0, 0);
+	be_attention(k, &p, 100, 8, 1, 512, 300, 0);
 	be_conv(k, &p, 1, 1024, 4);
 	be_conv(k, &p, 9, 1000, 4);
 	be_conv(k, &p, 3, 300, 3);
@@ -4573,6 +4593,8 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention(k, &p, 40, 4, 2, 32, 0, 5);
 	be_attention(k, &p, 100, 8, 2, 128, 300, 512);
 	be_attention(k, &p, 16, 4, 1, 128, 1000, 100);
+	be_attention(k, &p, 9, 8, 2, 512, 200, 64);	/* heads of 512 (none in a model yet) */
+	be_attention(k, &p, 40, 4, 2, 512, 100, 30);
 	/* an image block's rows seeing the block (gemma4's bidirectional vision rows, a
 	 * tower's full attention): causal text around it, with and without a window */
 	be_attention_hi(k, &p, 1, 4, 2, 64, 10, 0, 1, 0);
@@ -4582,12 +4604,15 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention_hi(k, &p, 33, 8, 2, 128, 1000, 8, 16, 512);
 	be_attention_hi(k, &p, 17, 16, 4, 256, 0, 0, 17, 0);
 	be_attention_hi(k, &p, 24, 6, 2, 80, 70, 4, 12, 8);
+	be_attention_hi(k, &p, 9, 8, 2, 512, 100, 3, 4, 0);	/* heads of 512 */
+	be_attention_hi(k, &p, 40, 16, 2, 512, 30, 5, 20, 16);
 	/* a DFlash drafter's ring caches: window - 1 + block rows, and slack */
 	be_attention_ring(k, &p, 1, 4, 2, 64, 700, 64, 64);
 	be_attention_ring(k, &p, 8, 8, 2, 128, 300, 32, 39);
 	be_attention_ring(k, &p, 16, 4, 1, 256, 5000, 2048, 2063);
 	be_attention_ring(k, &p, 40, 8, 2, 64, 90, 20, 59);
 	be_attention_ring(k, &p, 4, 6, 2, 128, 200, 10, 100);
+	be_attention_ring(k, &p, 8, 16, 2, 512, 300, 32, 39);	/* heads of 512 */
 	be_clamp(k, &p, 1000);
 	/* DFlash2's convolutions: Qwen3.8's block of 8 over 5120 channels, and odd shapes */
 	be_dconv(k, &p, 8, 5120, 2, 16, 0);
@@ -4600,6 +4625,11 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_rope(k, &p, 3, 4, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 5);
 	be_rope(k, &p, 2, 8, 256, 64, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
 	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1);
+	/* the 26B-A4B / 31B global layers: heads of 512, 128 of them turning */
+	be_rope(k, &p, 3, 16, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
+	be_qkrope(k, &p, 2, 16, 2, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1);
+	be_qkrope(k, &p, 17, 8, 1, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 0, 0);
+	be_norms(k, &p, 48, 512, 512);		/* their q, k and v norms: rows of 512 */
 	be_rows32(k, &p);
 	bchk(p.g, backend_rows_set(p.g, BACKEND_ROWS_MAX));
 	for (int i = 0; i < nmodel; i++) {	/* the model checks, model by model */
@@ -5048,18 +5078,20 @@ bench(struct kc *k)
 }
 
 /*
- * Attention of one layer for a 512-token prompt at position 0, the 9B
- * shape (16 query heads, 4 KV heads of 256): gpu_attention_prefill beside
- * the 16-row pieces of gpu_attention decode and verify use (what attend()
- * ran for prompts before), device time between events, median of 5.
+ * Attention of one layer for a 512-token prompt at position 0, of NH
+ * query heads on NKV KV heads of HD (the 9B: 16, 4, 256; Gemma-4 31B's
+ * global layers: 32, 4, 512): gpu_attention_prefill beside the 16-row
+ * pieces of gpu_attention decode and verify use (what attend() ran for
+ * prompts before), device time between events, median of 5.
  */
 static void
-bench_attn(struct kc *k)
+bench_attn(struct kc *k, int NH, int NKV, int HD)
 {
-	enum { M = 512, NH = 16, NKV = 4, HD = 256, R = GPU_MATVEC_MAX_ROWS };
+	enum { M = 512, R = GPU_MATVEC_MAX_ROWS };
 	size_t nq = (size_t)M * NH * HD, nkv = (size_t)M * NKV * HD;
 	float *h = frand(k, (int64_t)nq, -1, 1), *q = dput(k, h, nq * 4), *K = dput(k, h, nkv * 4);
-	float *V = dput(k, h + nkv, nkv * 4), *o = dput(k, NULL, nq * 4), scale = 1.0f / 16;
+	float *V = dput(k, h + nkv, nkv * 4), *o = dput(k, NULL, nq * 4);
+	float scale = 1.0f / sqrtf((float)HD);
 	double t[2][5];
 	float ms;
 
@@ -5199,7 +5231,8 @@ run(const struct opts *o)
 		bench(&k);
 		if (k.only < 0) {
 			bench_gdn(&k, (int)o->dev);
-			bench_attn(&k);
+			bench_attn(&k, 16, 4, 256);
+			bench_attn(&k, 32, 4, 512);
 		}
 	} else {
 		check_all(&k);

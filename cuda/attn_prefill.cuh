@@ -30,7 +30,7 @@
  * of V (a warp's 16 lanes read 256 contiguous bytes).  l is summed by every
  * thread of the vectors from the p it reads (the same order everywhere).
  *
- * hd <= HDP (64, 128, 256), hd a multiple of 32: columns hd.. of Q and K
+ * hd <= HDP (64, 128, 256, 512), hd a multiple of 32: columns hd.. of Q and K
  * are zero in shared memory (they add nothing to a score) and columns hd..
  * of the output are not written.  The order of the sums differs from the
  * decode kernel's (k_attn_split: splits of 64 positions, warps, a combine):
@@ -44,7 +44,9 @@
  * shared memory, 32 x 4 x 16 FMA of P V for 32 x 5; the longest block 16
  * tiles.  2.1 GFLOP a
  * layer, 32 us at the H200's fp32 FMA peak: an estimate, not a measurement
- * (kernel-check -b prints one).
+ * (kernel-check -b prints one).  Heads of 512 (Gemma-4's global layers):
+ * BQ 32 only, 199 KB of shared memory (one block a multiprocessor), 128
+ * accumulators a thread; not measured.
  *
  * The phases below run between barriers; each is a function of the thread
  * index so that tools/attn-prefill-emu.cc replays them thread by thread on

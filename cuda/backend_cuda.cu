@@ -1267,8 +1267,9 @@ cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float
 	return launched(be, "qk_norm_rope");
 }
 
-/* The longest head the attention kernels take (gpu_attention's): backend_head_max. */
-#define CUDA_HEAD_MAX 256
+/* The longest head the attention kernels take (gpu.h's GPU_HEAD_MAX, 512:
+ * Gemma-4's global layers): backend_head_max. */
+#define CUDA_HEAD_MAX GPU_HEAD_MAX
 
 static int
 cu_head_max(const struct backend *be)
@@ -1344,7 +1345,7 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 		return -1;
 	/* a prompt: flash attention (its own order; decode and verify, m <= the
 	 * step rows, keep the split-K kernel's, whose rows are batch-invariant) */
-	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd % 32 == 0 && hd <= 256 && a->window == 0 &&
+	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd % 32 == 0 && hd <= GPU_HEAD_MAX && a->window == 0 &&
 	    a->hi == NULL && a->ring == 0 &&
 	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
 		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,

@@ -443,11 +443,16 @@ int	gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 	    const float *d_v, const float *d_g, const float *d_beta, float *d_out,
 	    int T, int hk, int hv, int sk, int sv, float scale);
 
+/* The longest head every attention function below takes (Gemma-4's global
+ * layers: 512; its sliding ones and every other model: 256 or less). */
+#define GPU_HEAD_MAX 512
+
 /*
  * Attention of nq query rows over a KV cache (split-K flash-decoding).
  * q[nq][nh][hd], cache K, V [n_ctx][nkv][hd] (positions 0.. filled),
  * query t sees positions 0..pos0+t (causal); head h uses kv head
- * h / (nh / nkv).  out[nq][nh][hd].  hd <= 256, nq <= GPU_MATVEC_MAX_ROWS.
+ * h / (nh / nkv).  out[nq][nh][hd].  hd <= GPU_HEAD_MAX, nq <=
+ * GPU_MATVEC_MAX_ROWS.
  * Splits of 64 positions, one block each (scratch: nq * nh * splits *
  * (hd + 2) floats).
  */
@@ -469,7 +474,8 @@ int	gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const 
  * gpu_attention's result for a prompt (nq rows, any number) at pos0, by
  * flash attention (cuda/attn_prefill.cuh): blocks of 32 or 64 query vectors
  * of one KV head, K and V tiles in shared memory, no scratch.  hd a
- * multiple of 32, 32..256; the pointers 16-byte aligned.  Its own order of
+ * multiple of 32, 32..GPU_HEAD_MAX (past 256: 199 KB of shared memory, a
+ * block a multiprocessor); the pointers 16-byte aligned.  Its own order of
  * sums: a row agrees with gpu_attention's within float tolerance, not bit
  * for bit (decode and verify stay on gpu_attention).
  */

@@ -419,6 +419,15 @@ gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_ROWS 8		/* K or V rows a warp has in flight (of its 16) */
 
+/* The rows in flight of a lane's E elements: ATT_ROWS up to heads of 256
+ * (E 8), 4 for heads of 512 (E 16: 4 x 16 floats, as 8 x 8 at 256).  How
+ * many are in flight changes no sum: a warp takes its positions in
+ * ascending order either way. */
+template <int E>
+struct att_flight {
+	enum { R = E > 8 ? 4 : ATT_ROWS };
+};
+
 /* The splits the nq rows at pos0 use: those that hold position pos0 + nq - 1 or less. */
 __device__ __forceinline__ int
 att_splits(int pos0, int nq, int nsplit)
@@ -452,14 +461,14 @@ att_load(const float *__restrict__ p, int lane, int n, float *v)
 
 /* Positions p, p + ATT_WARPS, ... of a head's K or V (at X, rows ld apart;
  * position j in row j % ring when RH and ring > 0, else in row j): the
- * ATT_ROWS of them below p1, all loaded before any is used. */
+ * att_flight<E>::R of them below p1, all loaded before any is used. */
 template <int E, int W, bool RH>
 __device__ __forceinline__ void
 att_rows(const float *__restrict__ X, int64_t ld, int p, int p1, int ring, int lane, int hd,
     float (*r)[E])
 {
 #pragma unroll
-	for (int i = 0; i < ATT_ROWS; i++)
+	for (int i = 0; i < att_flight<E>::R; i++)
 		if (p + i * ATT_WARPS < p1) {
 			int j = p + i * ATT_WARPS;
 			att_load<E, W>(X + (RH && ring > 0 ? j % ring : j) * ld, lane, hd, r[i]);
@@ -492,8 +501,9 @@ att_scores(const float (*qv)[E], const float *k, int lane, float scale, float *s
  * share each K and V row the block loads (grouped-query attention: at a
  * long context those rows are most of a step's bytes, and a block a head
  * read them GB times).  Lane l holds elements lE .. lE+E-1 of a head row
- * (hd <= 32 E); warp w takes positions p0 + w, p0 + w + ATT_WARPS, ...,
- * loading ATT_ROWS of them before it uses any (a block is a chain of
+ * (hd <= 32 E; E <= 8, or 16 for heads of 512); warp w takes positions
+ * p0 + w, p0 + w + ATT_WARPS, ..., loading att_flight<E>::R of them
+ * before it uses any (a block is a chain of
  * memory latencies: at a short context a layer has a few blocks only):
  * a score is the lane's FMA chain then a butterfly, the warps' o sums
  * added in warp order.  A head's sums are the same operations in the
@@ -517,6 +527,7 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
     const float *__restrict__ V, float *part, int nh, int nkv, int hd, int pos0, int nsplit,
     float scale, const int32_t *dpos, int window, const int32_t *__restrict__ hi, int ring)
 {
+	enum { NR = att_flight<E>::R };
 	__shared__ float sc[GB][ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
 	int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
 
@@ -544,11 +555,11 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 #pragma unroll
 	for (int g = 0; g < GB; g++)
 		att_load<E, W>(q + ((int64_t)t * nh + h0 + g) * hd, lane, hd, qv[g]);
-	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {	/* ATT_ROWS rows in flight */
-		float kr[ATT_ROWS][E];
+	for (int p = p0 + warp; p < p1; p += NR * ATT_WARPS) {	/* NR rows in flight */
+		float kr[NR][E];
 		att_rows<E, W, RH>(Kh, ld, p, p1, ring, lane, hd, kr);
 #pragma unroll
-		for (int r = 0; r < ATT_ROWS; r++)
+		for (int r = 0; r < NR; r++)
 			if (p + r * ATT_WARPS < p1)
 				att_scores<E, GB>(qv, kr[r], lane, scale, &sc[0][p + r * ATT_WARPS - p0]);
 	}
@@ -582,13 +593,13 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 #pragma unroll
 		for (int e = 0; e < E; e++)
 			acc[g][e] = 0.0f;
-	for (int p = p0 + warp; p < p1; p += ATT_ROWS * ATT_WARPS) {
-		float vr[ATT_ROWS][E];
+	for (int p = p0 + warp; p < p1; p += NR * ATT_WARPS) {
+		float vr[NR][E];
 		att_rows<E, W, RH>(Vh, ld, p, p1, ring, lane, hd, vr);
 #pragma unroll
 		for (int g = 0; g < GB; g++)
 #pragma unroll
-			for (int r = 0; r < ATT_ROWS; r++)
+			for (int r = 0; r < NR; r++)
 				if (p + r * ATT_WARPS < p1) {
 					float w = sc[g][p + r * ATT_WARPS - p0];
 #pragma unroll
@@ -651,7 +662,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	float *part;
 
 	if (nq < 1 || nq > GPU_MATVEC_MAX_ROWS || nh < 1 || nkv < 1 || nh % nkv ||
-	    hd < 1 || hd > 256 || pos0 < 0 || (d_pos && n_ctx < nq) || window < 0 ||
+	    hd < 1 || hd > GPU_HEAD_MAX || pos0 < 0 || (d_pos && n_ctx < nq) || window < 0 ||
 	    (d_hi && (d_pos || n_keys < pos0 + nq)) || ring < 0 ||
 	    (ring > 0 && (window < 1 || window > ring)))
 		return gpu_fail(g, "attention: nq=%d nh=%d nkv=%d hd=%d pos0=%d n_ctx=%d window=%d "
@@ -659,9 +670,13 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
 	if (part == NULL)
 		return -1;
-	int E = (hd + 31) / 32, al = (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15);
+	/* heads past 256: E 16 (a lane's 16 of 512; shorter heads by the scalar loads) */
+	int E = hd <= 256 ? (hd + 31) / 32 : 16;
+	int al = (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15);
 	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 && al % 8 == 0 ? 2 : 1;
 	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
+	if (E == 16)		/* 2 heads a block: q and o sums 2 x 2 x 16 floats, as 4 heads at E 8 */
+		gb = grp % 2 == 0 ? 2 : 1;
 	dim3 grid(nsplit, nh / gb, nq);
 	bool rh = d_hi != NULL || ring > 0;
 #define ATT_L(e, v, b, r) gpu_launch(g, k_attn_split<e, v, b, r>, grid, ATT_THREADS, 0, d_q, \
@@ -670,7 +685,11 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 #define ATT_K(e, v) switch (gb) { \
 	case 4: ATT_G(e, v, 4); break; case 3: ATT_G(e, v, 3); break; \
 	case 2: ATT_G(e, v, 2); break; default: ATT_G(e, v, 1); break; }
+#define ATT_K16(v) do { if (gb == 2) ATT_G(16, v, 2); else ATT_G(16, v, 1); } while (0)
 	switch (E * 10 + w) {
+	case 164: ATT_K16(4); break;
+	case 162: ATT_K16(2); break;
+	case 161: ATT_K16(1); break;
 	case 84: ATT_K(8, 4); break;
 	case 82: ATT_K(8, 2); break;
 	case 81: ATT_K(8, 1); break;
@@ -686,6 +705,7 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	case 21: ATT_K(2, 1); break;
 	default: ATT_K(1, 1); break;
 	}
+#undef ATT_K16
 #undef ATT_K
 #undef ATT_G
 #undef ATT_L
@@ -741,7 +761,7 @@ gpu_attention_hi(struct gpu *g, const float *d_q, const float *d_k, const float 
  * gpu_attention's rows (within float tolerance).
  */
 template <int HDP, int BQ>
-__global__ void __launch_bounds__(4 * BQ, BQ == 64 ? 2 : 3)
+__global__ void __launch_bounds__(4 * BQ, HDP > 256 ? 1 : BQ == 64 ? 2 : 3)
 k_attn_prefill(apf_args A)
 {
 	extern __shared__ float4 apf_mem[];
@@ -798,20 +818,22 @@ gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k, const f
 	apf_args A = { d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, scale };
 	uintptr_t al = ((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v | (uintptr_t)d_out) & 15;
 
-	if (nq < 1 || nh < 1 || nkv < 1 || nh % nkv || hd < 32 || hd > 256 || hd % 32 ||
+	if (nq < 1 || nh < 1 || nkv < 1 || nh % nkv || hd < 32 || hd > GPU_HEAD_MAX || hd % 32 ||
 	    pos0 < 0 || al != 0 || (int64_t)nq * nh > INT32_MAX / 256 ||
 	    (int64_t)pos0 + nq > INT32_MAX / 2)
 		return gpu_fail(g, "attention prefill: nq=%d nh=%d nkv=%d hd=%d pos0=%d%s", nq, nh,
 		    nkv, hd, pos0, al ? " (not 16-byte aligned)" : "");
 	/* 64 vectors a block while that still fills two blocks a multiprocessor
-	 * (heads of 256: always 32, 103 KB of shared memory, two a multiprocessor) */
+	 * (heads of 256: always 32, 103 KB of shared memory, two a multiprocessor;
+	 * of 512: 32, 199 KB, one) */
 	int big = hd <= 128 && ((int64_t)nq * (nh / nkv) + 63) / 64 * nkv >= 2 * (int64_t)g->nsm;
-	switch ((hd <= 64 ? 64 : hd <= 128 ? 128 : 256) + big) {
+	switch ((hd <= 64 ? 64 : hd <= 128 ? 128 : hd <= 256 ? 256 : 512) + big) {
 	case 64: return attn_prefill_run<64, 32>(g, A);
 	case 65: return attn_prefill_run<64, 64>(g, A);
 	case 128: return attn_prefill_run<128, 32>(g, A);
 	case 129: return attn_prefill_run<128, 64>(g, A);
-	default: return attn_prefill_run<256, 32>(g, A);
+	case 256: return attn_prefill_run<256, 32>(g, A);
+	default: return attn_prefill_run<512, 32>(g, A);
 	}
 }
 

@@ -1321,7 +1321,7 @@ bind_ends(struct model *md, struct src *s)
 
 /*
  * Attention heads longer than the backend takes (backend_head_max: the
- * CUDA kernels' 256; Gemma-4's global layers have 512): refused by name
+ * CUDA kernels' 512, Gemma-4's global layers' size): refused by name
  * before any weight is read.
  */
 static int

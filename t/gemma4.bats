@@ -6,10 +6,11 @@ bats_require_minimum_version 1.5.0
 #   g4-ple-shared  per-layer inputs, the last two layers reading earlier K/V, double-wide MLPs
 #   g4-moe-keqv    K = V global layers with one K/V head, the MoE block beside each MLP,
 #                  Gemma4ForConditionalGeneration's names (model.language_model.*)
+#   g4-h512        the 26B-A4B / 31B head sizes: a global layer with heads of 512
 setup() {
 	load helper
 	load arch
-	arch_setup gemma4 g4-dense g4-ple-shared g4-moe-keqv
+	arch_setup gemma4 g4-dense g4-ple-shared g4-moe-keqv g4-h512
 }
 
 # The model's metadata and tensor table (name, type, shape), sorted; no tokenizer (the
@@ -234,7 +235,7 @@ accepted() { sed -n 's/.* acceptance \([0-9]*\)\/.*/\1/p' <<<"$1"; }
 
 # bats test_tags=gpu
 @test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
-	cuda_same "$M/g4-dense" "$M/g4-ple-shared" "$M/g4-moe-keqv"
+	cuda_same "$M/g4-dense" "$M/g4-ple-shared" "$M/g4-moe-keqv" "$M/g4-h512"
 }
 
 # bats test_tags=gpu

@@ -106,13 +106,14 @@ check(int m, int nh, int nkv, int hd, int p0, int bq)
 	for (int rev = 1; rev >= 0; rev--) {
 		std::vector<float> prev = o;
 		memset(o.data(), 0xff, nq * sizeof(float));
-		int hdp = hd <= 64 ? 64 : hd <= 128 ? 128 : 256;
-		switch (hdp + (bq == 64)) {	/* as gpu_attention_prefill: 32 at 256 */
+		int hdp = hd <= 64 ? 64 : hd <= 128 ? 128 : hd <= 256 ? 256 : 512;
+		switch (hdp + (bq == 64)) {	/* as gpu_attention_prefill: 32 at 256, 512 */
 		case 64: emu<64, 32>(A, rev); break;
 		case 65: emu<64, 64>(A, rev); break;
 		case 128: emu<128, 32>(A, rev); break;
 		case 129: emu<128, 64>(A, rev); break;
-		default: emu<256, 32>(A, rev); bq = 32; break;
+		case 256: case 257: emu<256, 32>(A, rev); bq = 32; break;
+		default: emu<512, 32>(A, rev); bq = 32; break;
 		}
 		for (size_t i = 0; i < nq; i++) {
 			double d = fabs((double)o[i] - ref[i]);
@@ -140,6 +141,9 @@ main(void)
 		{ 512, 4, 1, 256, 0, 32 }, { 300, 8, 4, 128, 10, 64 }, { 100, 6, 2, 96, 130, 32 },
 		{ 33, 3, 3, 160, 63, 64 }, { 70, 6, 1, 192, 40, 32 }, { 1100, 1, 1, 64, 0, 64 },
 		{ 20, 2, 2, 32, 5, 32 }, { 65, 12, 4, 224, 1000, 32 },
+		/* Gemma-4's global heads of 512 (and a shorter head in their tile) */
+		{ 17, 16, 2, 512, 0, 32 }, { 100, 8, 1, 512, 300, 32 }, { 40, 4, 4, 512, 70, 32 },
+		{ 50, 6, 2, 320, 33, 32 },
 	};
 	int bad = 0;
 

@@ -410,7 +410,7 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	t0=$(date +%s)
 	ar=0
 	AM="t/data/moe/moe-e8k2-mtp t/data/moe/moe-e4k1-tied t/data/moe/moe-e6k2-r4
-	    t/data/gemma4/g4-dense t/data/gemma4/g4-ple-shared t/data/gemma4/g4-moe-keqv
+	    t/data/gemma4/g4-dense t/data/gemma4/g4-ple-shared t/data/gemma4/g4-moe-keqv t/data/gemma4/g4-h512
 	    t/data/step35/step-a t/data/step35/step-b t/data/step35/step-n"
 	# g4-vision (~1.3 MB, at times moved out of the tree to fit a call's carry): its
 	# text model as the others, and kernel-check's "vision soft tokens" lines (its

@@ -37,7 +37,8 @@ prompt's last position, t: the target's greedy token after the prompt,
 the target's shared_kv_states of the prompt, position_ids the prompt's
 length): each step's logits and greedy token.
 
-usage: make-gemma4-models.py OUTDIR [LLAMACPP]   (run from the top of the tree)
+usage: make-gemma4-models.py [--only NAME,...] OUTDIR [LLAMACPP]   (run from the top of the tree)
+--only makes the named configurations only (g4-assistant comes with g4-dense).
 """
 import json
 import os
@@ -78,6 +79,11 @@ CONFIGS = {
                         attention_k_eq_v=True, num_global_key_value_heads=1,
                         enable_moe_block=True, num_experts=6, top_k_experts=2,
                         moe_intermediate_size=16, final_logit_softcapping=30.0, cg=1, gguf=1),
+    # 26B-A4B / 31B head sizes: global heads of 512 (transformers' default global_head_dim),
+    # sliding ones of 16; kept small (hidden 16, 2 query heads on 1 K/V head, one global layer)
+    "g4-h512": dict(BASE, hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
+                    global_head_dim=512, num_hidden_layers=3, layer_types=[S, S, F],
+                    final_logit_softcapping=30.0, gguf=1),
 }
 
 SEQS = [
@@ -298,10 +304,20 @@ def make_assistant(outdir, target):
 
 
 def main():
-    outdir = sys.argv[1]
-    lcpp = sys.argv[2] if len(sys.argv) > 2 else None
+    args = sys.argv[1:]
+    only = None
+    if args[:1] == ["--only"]:
+        only = args[1].split(",")
+        args = args[2:]
+        unknown = [n for n in only if n not in CONFIGS]
+        if unknown:
+            sys.exit("make-gemma4-models.py: --only: no configuration %s" % ", ".join(unknown))
+    outdir = args[0]
+    lcpp = args[1] if len(args) > 1 else None
     import transformers
     for name, cfg in CONFIGS.items():
+        if only is not None and name not in only:
+            continue
         model = build(name, cfg)
         d = os.path.join(outdir, name)
         os.makedirs(d, exist_ok=True)
