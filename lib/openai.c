@@ -172,9 +172,19 @@ put_finish(FILE *fp, const char *finish)
 		fputs(", \"finish_reason\": null}]", fp);
 }
 
+/* , "token_ids": [ids[n]] */
+static void
+put_id_list(FILE *fp, const int32_t *ids, int n)
+{
+	fputs(", \"token_ids\": [", fp);
+	for (int i = 0; i < n; i++)
+		fprintf(fp, i ? ", %d" : "%d", ids[i]);
+	fputs("]", fp);
+}
+
 char *
 openai_chunk(const struct openai_resp *r, const char *key, const char *s, size_t n,
-    const struct openai_lp *lp, const char *finish, size_t *len)
+    const struct openai_lp *lp, const int32_t *tids, int n_tids, const char *finish, size_t *len)
 {
 	char *b;
 	FILE *fp = begin(&b, len, r, 1, 1);
@@ -193,6 +203,8 @@ openai_chunk(const struct openai_resp *r, const char *key, const char *s, size_t
 		fputs("\"text\": ", fp);
 		json_put_str(fp, s ? s : "", s ? n : 0, 0);
 	}
+	if (tids != NULL)
+		put_id_list(fp, tids, n_tids);
 	put_logprobs(fp, r, lp);
 	put_finish(fp, finish);
 	fputs("}", fp);
@@ -202,10 +214,8 @@ openai_chunk(const struct openai_resp *r, const char *key, const char *s, size_t
 static void
 put_ids(FILE *fp, const int32_t *ids, int n)
 {
-	fputs("\"text\": \"\", \"token_ids\": [", fp);
-	for (int i = 0; i < n; i++)
-		fprintf(fp, i ? ", %d" : "%d", ids[i]);
-	fputs("]", fp);
+	fputs("\"text\": \"\"", fp);
+	put_id_list(fp, ids, n);
 }
 
 char *
@@ -360,6 +370,8 @@ openai_reply(const struct openai_resp *r, const struct openai_choice *c, int n, 
 			json_put_str(fp, c[i].text ? c[i].text : "", c[i].text ? c[i].len : 0, 0);
 		} else
 			finish = put_message(fp, &ri, &c[i], think);
+		if (c[i].ids == NULL && c[i].tids != NULL)
+			put_id_list(fp, c[i].tids, c[i].n_tids);
 		put_logprobs(fp, r, c[i].want_lp ? &c[i].lp : NULL);
 		fprintf(fp, ", \"finish_reason\": \"%s\"}", finish);
 	}
@@ -503,7 +515,7 @@ req_stop(const struct json *q, struct openai_req *r, char *err)
 	return 0;
 }
 
-/* stream, stream_options, ignore_eos, and what serve does not do. */
+/* stream, stream_options, ignore_eos, return_token_ids, and what serve does not do. */
 static int
 req_flags(const struct json *q, struct openai_req *r, char *err)
 {
@@ -512,6 +524,7 @@ req_flags(const struct json *q, struct openai_req *r, char *err)
 
 	if (get_bool(q, "stream", &r->stream, err) != 0 ||
 	    get_bool(q, "ignore_eos", &r->ignore_eos, err) != 0 ||
+	    get_bool(q, "return_token_ids", &r->return_token_ids, err) != 0 ||
 	    (!r->chat && get_bool(q, "echo", &echo, err) != 0))
 		return -1;
 	if (so != NULL && so->type != JSON_OBJECT)

@@ -44,6 +44,7 @@ struct openai_req {
 	int	logprobs;	/* chat: logprobs true; completions: logprobs given */
 	int	top_logprobs;	/* chat: top_logprobs; completions: logprobs' value */
 	int	ignore_eos;
+	int	return_token_ids;	/* each choice also lists its ids ("token_ids", vLLM's) */
 	struct sample_params sp;	/* temperature 1, penalties over the whole history */
 	char	*stop[OPENAI_MAX_STOPS];	/* malloc'd, non-empty */
 	int	n_stop;
@@ -110,11 +111,14 @@ struct openai_lp {
 /*
  * A streamed chunk: text s[n] as the delta under key (chat:
  * "content" or "reasoning_content"; key NULL: an empty delta), or as
- * "text" (completions), with the logprobs of lp (NULL: none); finish NULL
- * while the stream goes on.
+ * "text" (completions), with the logprobs of lp (NULL: none) and, tids
+ * not NULL (return_token_ids), "token_ids": tids[n_tids] (the ids
+ * generated since the last chunk; a stream's chunks together list them
+ * all); finish NULL while the stream goes on.
  */
 char	*openai_chunk(const struct openai_resp *, const char *key, const char *s, size_t n,
-	    const struct openai_lp *lp, const char *finish, size_t *len);
+	    const struct openai_lp *lp, const int32_t *tids, int n_tids, const char *finish,
+	    size_t *len);
 
 /* A streamed chunk of a model without a tokenizer: "text": "" and the ids. */
 char	*openai_chunk_ids(const struct openai_resp *, const int32_t *ids, int n, size_t *len);
@@ -139,6 +143,9 @@ struct openai_choice {
 	size_t	len;
 	const int32_t *ids;	/* a model without a tokenizer: the ids generated */
 	int	n_ids;
+	const int32_t *tids;	/* return_token_ids: the ids generated, as "token_ids" after
+				 * the text or message (NULL: not asked for) */
+	int	n_tids;
 	const char *finish;	/* "stop" or "length" (tool calls make "stop" "tool_calls") */
 	int	want_lp;	/* logprobs were asked for: lp, else "logprobs": null */
 	struct openai_lp lp;

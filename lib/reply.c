@@ -20,6 +20,8 @@ struct choice {
 	char	*text;		/* generated text so far (beginning with forced) */
 	size_t	len, cap, sent;	/* sent: bytes already streamed */
 	int32_t	*ids;		/* a model without a tokenizer: the ids generated */
+	int32_t	*tids;		/* return_token_ids (with a tokenizer): the ids generated */
+	int	tids_sent;	/* of them, those already streamed */
 	int	n_gen, in_think, in_tool, dead, ended, failed;
 	int32_t	*lp_ids;	/* with logprobs: the tokens generated, [n_lp] */
 	struct sched_logprob *lp;
@@ -66,8 +68,11 @@ chunk(struct choice *o, const char *key, const char *s, size_t n, const char *fi
 	struct openai_lp lp = { o->lp_ids + o->lp_sent, o->lp + o->lp_sent, o->n_lp - o->lp_sent,
 	    o->lp_off };
 	size_t bl, pl;
-	char *b = openai_chunk(&o->r, key, s, n, o->rp->q->logprobs ? &lp : NULL, finish, &bl);
+	char *b = openai_chunk(&o->r, key, s, n, o->rp->q->logprobs ? &lp : NULL,
+	    o->tids ? o->tids + o->tids_sent : NULL, o->n_gen - o->tids_sent, finish, &bl);
 
+	if (o->tids != NULL)
+		o->tids_sent = o->n_gen;
 	sse_json(o, b, bl);
 	for (; o->lp_sent < o->n_lp; o->lp_sent++)
 		if (o->r.tok != NULL && tokenizer_piece(o->r.tok, o->lp_ids[o->lp_sent], &pl) != NULL)
@@ -209,11 +214,19 @@ reply_take(struct reply *rp, int i, int32_t t, const struct sched_logprob *lp)
 	if (o->ts == NULL) {
 		if (take_id(o, t))
 			return o->finish = "length", 1;
-	} else if (o->n_gen++, (s = tokenizer_stream_push(o->ts, t, &n)) != NULL && n > 0) {
-		if (text_add(o, s, n) != 0)
-			return o->finish = "length", 1;
-		if (stop_cut(o, from))
-			return o->finish = "stop", 1;
+	} else {
+		if (o->tids != NULL) {	/* return_token_ids: it has room for max_tokens */
+			if (o->n_gen == rp->rq.max_tokens)
+				return o->finish = "length", 1;
+			o->tids[o->n_gen] = t;
+		}
+		o->n_gen++;
+		if ((s = tokenizer_stream_push(o->ts, t, &n)) != NULL && n > 0) {
+			if (text_add(o, s, n) != 0)
+				return o->finish = "length", 1;
+			if (stop_cut(o, from))
+				return o->finish = "stop", 1;
+		}
 	}
 	if (rp->q->stream && o->ts != NULL)
 		stream_more(o, 0);
@@ -396,7 +409,8 @@ reply_whole(const struct reply *rp, size_t *len)
 		const struct choice *o = &rp->c[i];
 
 		c[i] = (struct openai_choice){ .text = o->text, .len = o->len, .ids = o->ids,
-		    .n_ids = o->ids ? o->n_gen : 0, .finish = o->finish,
+		    .n_ids = o->ids ? o->n_gen : 0, .tids = o->tids, .n_tids = o->n_gen,
+		    .finish = o->finish,
 		    .want_lp = q->logprobs, .lp = { o->lp_ids, o->lp, o->n_lp, 0 },
 		    .max_calls = q->parallel_tool_calls ? 0 : 1 };
 	}
@@ -444,7 +458,9 @@ choice_init(struct reply *rp, int i)
 	o->r.index = i;
 	if (tok == NULL)
 		return (o->ids = malloc((size_t)rp->rq.max_tokens * sizeof *o->ids)) != NULL ? 0 : -1;
-	if ((o->ts = tokenizer_stream_new(tok, 0)) == NULL)
+	if ((o->ts = tokenizer_stream_new(tok, 0)) == NULL ||
+	    (rp->q->return_token_ids &&
+	    (o->tids = malloc((size_t)rp->rq.max_tokens * sizeof *o->tids)) == NULL))
 		return -1;
 	return rp->rq.forced != NULL ? text_add(o, rp->rq.forced, strlen(rp->rq.forced)) : 0;
 }
@@ -479,7 +495,7 @@ reply_free(struct reply *rp)
 		struct choice *o = &rp->c[i];
 
 		tokenizer_stream_free(o->ts);
-		free(o->text), free(o->ids), free(o->lp_ids), free(o->lp);
+		free(o->text), free(o->ids), free(o->tids), free(o->lp_ids), free(o->lp);
 	}
 	free(rp->c), free(rp);
 }

@@ -133,3 +133,32 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	SERVE=$P/dev start_serve MEMRA_MODELS="a=$A"
 	grep -Eq '^\[sched\] a: prefix cache: [0-9]+ MiB .*, [0-9]+ blocks of 512 tokens' "$LOG"
 }
+
+@test "return_token_ids lists each reply's ids (whole, or chunk by chunk when streamed), so that a client can send a next turn of prompt + reply ids + more by ids; it resumes from the parked state at the prompt's last block" {
+	A=$(model_a)
+	start_serve MEMRA_MODELS="a=$A" MEMRA_PREFILL_CHUNK=32
+	p=$(jq -nc '[range(40) | (. * 37 + 11) % 8000]')	# past the block of 32: parked
+	run -0 http POST /v1/completions '{"prompt": '"$p"', "max_tokens": 30, "temperature": 0, "ignore_eos": true, "return_token_ids": true}' -H 'Content-Type: application/json'
+	[[ $output == "200 "* ]]
+	body=${output#200 }
+	ids=$(jq -c '.choices[0].token_ids' <<<"$body")
+	[ "$(jq 'length' <<<"$ids")" = 30 ]
+	[ "$(jq -r .usage.completion_tokens <<<"$body")" = 30 ]
+	# streamed: the chunks' ids together are the same ids
+	run -0 curl -s -N "$URL/v1/completions" -H 'Content-Type: application/json' \
+	    -d '{"prompt": '"$p"', "max_tokens": 30, "temperature": 0, "ignore_eos": true, "return_token_ids": true, "stream": true}'
+	[ "$(sed -n 's/^data: \({.*\)/\1/p' <<<"$output" | jq -c '.choices[0].token_ids // empty' | jq -s -c add)" = "$ids" ]
+	# the next turn: the reply's ids and two more after the prompt; it resumes where the
+	# parked conversation's prefill passed its last block boundary (32): the replies'
+	# decode steps leave no state a cold prefill would make bit for bit
+	next=$(jq -c --argjson a "$p" '$a + . + [25, 26]' <<<"$ids")
+	run -0 http POST /v1/completions '{"prompt": '"$next"', "max_tokens": 4, "temperature": 0}' -H 'Content-Type: application/json'
+	[[ $output == "200 "* ]]
+	[ "$(jq -r .usage.prompt_tokens_details.cached_tokens <<<"${output#200 }")" = 32 ]
+	grep -q '^\[worker\] a: reuse: 32 committed tokens resumed (of 70 parked' "$LOG"
+	# without it: no token_ids; a non-boolean: refused by name
+	run -0 http POST /v1/completions '{"prompt": '"$p"', "max_tokens": 2}' -H 'Content-Type: application/json'
+	[ "$(jq -c '.choices[0].token_ids' <<<"${output#200 }")" = null ]
+	run -0 http POST /v1/completions '{"prompt": '"$p"', "max_tokens": 2, "return_token_ids": "yes"}' -H 'Content-Type: application/json'
+	[[ $output == "400 "*"'return_token_ids': not a boolean"* ]]
+}

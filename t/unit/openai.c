@@ -51,7 +51,8 @@ TEST(a_chat_chunk_carries_its_delta_under_the_key_and_null_until_the_end)
 {
 	size_t n;
 	char *b;
-	struct json *j = PARSED(openai_chunk(&chat, "reasoning_content", "a\nb", 3, NULL, NULL, &n));
+	struct json *j = PARSED(openai_chunk(&chat, "reasoning_content", "a\nb", 3, NULL, NULL, 0,
+	    NULL, &n));
 	const struct json *c = j ? choice(j) : NULL, *d = c ? json_get(c, "delta") : NULL;
 
 	CHECK(d != NULL);
@@ -63,7 +64,7 @@ TEST(a_chat_chunk_carries_its_delta_under_the_key_and_null_until_the_end)
 	CHECK_EQ_STR(json_get_str(d, "reasoning_content"), "a\nb");
 	CHECK(json_get(c, "finish_reason")->type == JSON_NULL);
 	json_free(j);
-	j = PARSED(openai_chunk(&chat, NULL, NULL, 0, NULL, "length", &n));
+	j = PARSED(openai_chunk(&chat, NULL, NULL, 0, NULL, NULL, 0, "length", &n));
 	c = j ? choice(j) : NULL;
 	CHECK(c != NULL && json_get(c, "delta")->type == JSON_OBJECT && json_get(c, "delta")->n == 0);
 	CHECK(c != NULL && strcmp(json_get_str(c, "finish_reason"), "length") == 0);
@@ -75,7 +76,7 @@ TEST(a_completion_chunk_is_text_and_a_tokenless_one_its_ids)
 	size_t n;
 	char *b;
 	int32_t ids[2] = { 5, 70000 };
-	struct json *j = PARSED(openai_chunk(&cmpl, NULL, "hi", 2, NULL, NULL, &n));
+	struct json *j = PARSED(openai_chunk(&cmpl, NULL, "hi", 2, NULL, NULL, 0, NULL, &n));
 	const struct json *c = j ? choice(j) : NULL;
 
 	CHECK(c != NULL && strcmp(json_get_str(c, "text"), "hi") == 0);
@@ -147,6 +148,39 @@ TEST(a_plain_reply_is_the_text_as_generated)
 	json_free(j);
 }
 
+TEST(return_token_ids_lists_a_replys_ids_after_its_text_or_message_and_a_chunks_after_its_delta)
+{
+	size_t n;
+	char *b;
+	int32_t ids[3] = { 7, 8, 248000 };
+	struct openai_choice ch = { .text = "ab", .len = 2, .tids = ids, .n_tids = 3,
+	    .finish = "stop" };
+	struct json *j = PARSED(openai_reply(&cmpl, &ch, 1, 0, 3, &n));
+	const struct json *c = j ? choice(j) : NULL, *t = c ? json_get(c, "token_ids") : NULL;
+
+	CHECK(c != NULL && strcmp(json_get_str(c, "text"), "ab") == 0);
+	CHECK(t != NULL && t->n == 3 && t->items[0].num == 7 && t->items[2].num == 248000);
+	json_free(j);
+	j = PARSED(openai_reply(&chat, &ch, 1, 0, 3, &n));
+	c = j ? choice(j) : NULL, t = c ? json_get(c, "token_ids") : NULL;
+	CHECK(c != NULL && strcmp(json_get_str(json_get(c, "message"), "content"), "ab") == 0);
+	CHECK(t != NULL && t->n == 3);
+	json_free(j);
+	j = PARSED(openai_chunk(&chat, "content", "a", 1, NULL, ids + 1, 2, NULL, &n));
+	c = j ? choice(j) : NULL, t = c ? json_get(c, "token_ids") : NULL;
+	CHECK(c != NULL && strcmp(json_get_str(json_get(c, "delta"), "content"), "a") == 0);
+	CHECK(t != NULL && t->n == 2 && t->items[0].num == 8);
+	json_free(j);
+	j = PARSED(openai_chunk(&cmpl, NULL, "", 0, NULL, ids, 0, "stop", &n));	/* none since */
+	c = j ? choice(j) : NULL, t = c ? json_get(c, "token_ids") : NULL;
+	CHECK(t != NULL && t->type == JSON_ARRAY && t->n == 0);
+	json_free(j);
+	j = PARSED(openai_chunk(&cmpl, NULL, "x", 1, NULL, NULL, 0, NULL, &n));	/* not asked */
+	c = j ? choice(j) : NULL;
+	CHECK(c != NULL && json_get(c, "token_ids") == NULL);
+	json_free(j);
+}
+
 /* A vocabulary of SPM pieces: "a", "▁b", "é", and the byte halves of é. */
 static struct tokenizer *
 tiny_tok(void)
@@ -180,7 +214,7 @@ TEST(chat_logprobs_are_openais_content_list_with_bytes_and_top_logprobs)
 	const struct json *c, *lc, *t;
 
 	r.tok = tiny_tok(), r.index = 2;
-	j = PARSED(openai_chunk(&r, "content", "a b", 3, &l, NULL, &n));
+	j = PARSED(openai_chunk(&r, "content", "a b", 3, &l, NULL, 0, NULL, &n));
 	c = j ? choice(j) : NULL;
 	lc = c ? json_get(json_get(c, "logprobs"), "content") : NULL;
 	CHECK(lc != NULL && lc->n == 3);
@@ -202,7 +236,7 @@ TEST(chat_logprobs_are_openais_content_list_with_bytes_and_top_logprobs)
 	CHECK_NEAR(json_get(&lc->items[2], "logprob")->num, -9999, 0);
 	CHECK(json_get(&lc->items[2], "top_logprobs")->n == 0);
 	json_free(j);
-	j = PARSED(openai_chunk(&r, "content", "a", 1, NULL, NULL, &n));	/* not asked for */
+	j = PARSED(openai_chunk(&r, "content", "a", 1, NULL, NULL, 0, NULL, &n));	/* not asked for */
 	CHECK(j != NULL && json_get(choice(j), "logprobs")->type == JSON_NULL);
 out:
 	json_free(j);
@@ -315,6 +349,7 @@ TEST(a_request_field_of_the_wrong_type_or_range_is_refused_by_name)
 	REFUSED("{\"stop\": \"\"}", 1, "'stop': not a list of non-empty strings");
 	REFUSED("{\"stop\": [\"a\", 1]}", 0, "'stop': not a list of non-empty strings");
 	REFUSED("{\"stream\": \"yes\"}", 1, "'stream': not a boolean");
+	REFUSED("{\"return_token_ids\": 1}", 0, "'return_token_ids': not a boolean");
 	REFUSED("{\"stream_options\": {\"include_usage\": true}}", 1,
 	    "'stream_options': only with 'stream': true");
 	REFUSED("{\"stream\": true, \"stream_options\": 1}", 1, "'stream_options': not an object");
@@ -422,6 +457,7 @@ main(void)
 	RUN(the_usage_chunk_has_no_choices_and_the_counts);
 	RUN(a_chat_reply_splits_reasoning_and_tool_calls_from_the_content);
 	RUN(a_plain_reply_is_the_text_as_generated);
+	RUN(return_token_ids_lists_a_replys_ids_after_its_text_or_message_and_a_chunks_after_its_delta);
 	RUN(chat_logprobs_are_openais_content_list_with_bytes_and_top_logprobs);
 	RUN(completion_logprobs_are_tokens_token_logprobs_top_logprobs_and_offsets);
 	RUN(a_streamed_tool_call_is_its_head_then_its_arguments);
