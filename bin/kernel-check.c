@@ -1321,6 +1321,117 @@ check_qk_all(struct kc *k)
 	check_mv8_tc_all(k);
 }
 
+/* --- the experts grouped by expert (gpu_tune_moe_group) ------------------ */
+
+/* The routings of check_moe_group. */
+enum { MG_RANDOM, MG_ONE, MG_SPREAD, MG_SKEW };
+
+/*
+ * ids[ns] of n_exp experts: MG_RANDOM each at random; MG_ONE all on
+ * expert n_exp - 1 (tiles of GPU_MOE_MT and a part tile); MG_SPREAD slot s
+ * on expert s % n_exp (one slot an expert while ns <= n_exp); MG_SKEW
+ * every other slot on expert 0, the rest at random, with ids outside [0,
+ * n_exp) (-1, n_exp, INT32_MIN, INT32_MAX: NaN rows) at a few slots.
+ */
+static void
+mg_ids(struct kc *k, int32_t *ids, int ns, int n_exp, int how)
+{
+	for (int s = 0; s < ns; s++) {
+		int32_t r = (int32_t)(rnd(k) % (uint64_t)n_exp);
+		ids[s] = how == MG_ONE ? n_exp - 1 : how == MG_SPREAD ? s % n_exp :
+		    how == MG_SKEW && s % 2 == 0 ? 0 : r;
+	}
+	if (how == MG_SKEW) {
+		const int32_t bad[] = { -1, n_exp, INT32_MIN, INT32_MAX };
+		for (int i = 0; i < 4 && i < ns; i++)
+			ids[rnd(k) % (uint64_t)ns] = bad[i];
+	}
+}
+
+/*
+ * gpu_moe_matvec with the slots grouped by expert (GPU_MOE_GROUP_ALL)
+ * against a block per slot (GPU_MOE_GROUP_OFF), bit for bit (NaN rows
+ * included): a stack of n_exp experts of rows x ne0, type t, nx input
+ * rows, per slots a row (ns = nx * per), routed as how says; scaled (a
+ * weight's scale) when sc.  Then the default (GPU_MOE_GROUP_AUTO) as well.
+ */
+static void
+check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx, int per,
+    int how, int sc)
+{
+	static const char *hn[] = { "random", "one", "spread", "skew" };
+	struct wset s;
+	int ns = nx * per;
+	int64_t ny = (int64_t)ns * rows;
+	float *x = frand(k, (int64_t)nx * ne0, -1, 1), *y0 = xmalloc((size_t)ny * 4);
+	float *y1 = xmalloc((size_t)ny * 4), scale = 0.75f;
+	int32_t *ids = xmalloc((size_t)ns * 4);
+	char name[64], shape[80];
+
+	mg_ids(k, ids, ns, n_exp, how);
+	wset_new(k, &s, t, (int64_t)n_exp * rows, ne0);
+	float *dx = dput(k, x, (size_t)nx * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	float *ds = sc ? dput(k, &scale, 4) : NULL;
+	int32_t *di = dput(k, ids, (size_t)ns * 4);
+	snprintf(shape, sizeof shape, "%d of %lldx%lld ns=%d/%d %s%s", n_exp, (long long)rows,
+	    (long long)ne0, ns, per, hn[how], sc ? " *s" : "");
+	snprintf(name, sizeof name, "moe group %s", quant_name(t));
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	dget(k, y0, dy, (size_t)ny * 4);
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_ALL));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));	/* no row left from before */
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	dget(k, y1, dy, (size_t)ny * 4);
+	brk(k, y1, ny);
+	same_bits(k, name, shape, y1, y0, ny);
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	dget(k, y1, dy, (size_t)ny * 4);
+	brk(k, y1, ny);
+	snprintf(name, sizeof name, "moe group %s auto", quant_name(t));
+	same_bits(k, name, shape, y1, y0, ny);
+	free(x), free(y0), free(y1), free(ids);
+	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds), gpu_free(k->g, di);
+	wset_free(k, &s);
+}
+
+static void
+check_moe_group_all(struct kc *k)
+{
+	/* every type the per-slot path takes, each routing, decode to prompt slots */
+	static const int ts[] = {
+		QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_NVFP4,
+		QUANT_IQ4_NL, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_0, QUANT_F32, QUANT_F16, QUANT_BF16,
+	};
+	static const int sh[][4] = {	/* nx, per, how, scaled */
+		{ 1, 8, MG_RANDOM, 0 }, { 1, 1, MG_SKEW, 0 }, { 3, 1, MG_SKEW, 1 },
+		{ 5, 8, MG_ONE, 0 }, { 40, 8, MG_SPREAD, 0 }, { 64, 8, MG_RANDOM, 1 },
+		{ 33, 4, MG_SKEW, 0 }, { 600, 1, MG_ONE, 0 },
+	};
+
+	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
+		for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+			check_moe_group(k, ts[ti], 64, 37, 256, sh[si][0], sh[si][1], sh[si][2],
+			    sh[si][3]);
+	/* the qwen35moe 35B-A3B routing (256 experts, top 8) on a prompt of 512
+	 * and of 300 rows (4096 and 2400 slots), rows of 2 and 5 super-blocks,
+	 * the other K-quant kernel; 70000 slots (the per-slot launches past
+	 * 65535, the placement's long loop); the most experts the grouping takes
+	 * and one more (per slot then, either way) */
+	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 512, 8, MG_RANDOM, 0);
+	check_moe_group(k, QUANT_Q8_0, 256, 40, 512, 300, 8, MG_SKEW, 1);
+	check_moe_group(k, QUANT_IQ4_XS, 256, 24, 1280, 300, 8, MG_RANDOM, 0);
+	check_moe_group(k, QUANT_Q6_K, 128, 16, 256, 70, 8, MG_SPREAD, 0);
+	gchk(k, gpu_tune_qk(k->g, 8));
+	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 300, 8, MG_SKEW, 0);
+	gchk(k, gpu_tune_qk(k->g, 0));
+	check_moe_group(k, QUANT_Q8_0, 8, 8, 32, 70000, 1, MG_SPREAD, 0);
+	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS, 8, 32, 1000, 8, MG_SKEW, 0);
+	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS + 1, 8, 32, 100, 8, MG_SPREAD, 0);
+}
+
 /* --- fp32 ops against double references ---------------------------------- */
 
 static double
@@ -1915,6 +2026,7 @@ check_all(struct kc *k)
 	check_mmq(k, QUANT_IQ4_XS, 70, 11264, 20, 0);
 	check_qk_all(k);
 	check_iq4_all(k);
+	check_moe_group_all(k);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */

@@ -33,6 +33,9 @@
  * on the device (backend_draw); the model line says "row_draw 1".
  * MEMRA_CUDA_GEMM=int8|bf16|bf16-mirror picks the prefill products' kernel
  * (backend_gemm_env); the model line names it ("gemm").
+ * MEMRA_CUDA_MOE_GROUP=0|1|all how the experts' products run
+ * (backend_moe_group_env: per slot, grouped where slots share experts,
+ * always grouped; the same bits), for an A/B of a MoE model's prefill.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -212,6 +215,8 @@ main(int argc, char *argv[])
 	const char *ge = getenv("MEMRA_CUDA_GEMM");
 	if (backend_gemm_env(be, ge, err) < 0)
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
+	if (backend_moe_group_env(be, getenv("MEMRA_CUDA_MOE_GROUP"), err) < 0)
+		die(2, "MEMRA_CUDA_MOE_GROUP: %s", err);
 	struct model *md = be ? model_open(path, be, err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
