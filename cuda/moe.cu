@@ -472,6 +472,17 @@ grp_scan(int v, int *wsum, int *tot)
 	return r;
 }
 
+/* Slot s's bucket: expert ids[s], n_exp for an id outside [0, n_exp), n_exp
+ * + 1 past the slots. */
+__device__ __forceinline__ int
+grp_bucket(const int32_t *__restrict__ ids, int s, int ns, int n_exp)
+{
+	if (s >= ns)
+		return n_exp + 1;
+	int e = ids[s];
+	return e >= 0 && e < n_exp ? e : n_exp;
+}
+
 /*
  * One block: the slots' buckets (expert ids[s], or n_exp for an id outside
  * [0, n_exp): their NaN rows), counted, the buckets' offsets and tiles by
@@ -479,17 +490,18 @@ grp_scan(int v, int *wsum, int *tot)
  * GPU_MOE_MT, 0) of each bucket in order into tile[0..), tile[used..nt)
  * empty (count 0); then warp 0 places the slots 32 at a time in slot order
  * (lanes of one bucket by __match_any_sync, each at the bucket's cursor
- * plus its rank among them): perm[i] is the slot at sorted position i,
+ * plus its rank among them; the buckets staged in shared memory by the
+ * block): perm[i] is the slot at sorted position i,
  * stable within an expert, and perm[ns .. ns + GPU_MOE_MT) = 0 (the rows a
  * tile's kernel may read past the last).  Shared memory: 2 (n_exp + 1)
- * ints.
+ * ints dynamic, 2 MOE_GROUP_THREADS + 33 static.
  */
 __global__ void __launch_bounds__(MOE_GROUP_THREADS)
 k_moe_group(const int32_t *__restrict__ ids, int ns, int n_exp, int nt, int32_t *perm,
     int4 *tile)
 {
 	extern __shared__ int grp_sm[];
-	__shared__ int wsum[33];
+	__shared__ int wsum[33], stage[2][MOE_GROUP_THREADS];
 	int nbk = n_exp + 1, *cnt = grp_sm, *cur = grp_sm + nbk, tid = threadIdx.x;
 	int per = (nbk + MOE_GROUP_THREADS - 1) / MOE_GROUP_THREADS;
 	int b0 = min(tid * per, nbk), b1 = min(b0 + per, nbk), tot, ntot;
@@ -498,10 +510,8 @@ k_moe_group(const int32_t *__restrict__ ids, int ns, int n_exp, int nt, int32_t 
 	for (int b = tid; b < nbk; b += MOE_GROUP_THREADS)
 		cnt[b] = 0;
 	__syncthreads();
-	for (int s = tid; s < ns; s += MOE_GROUP_THREADS) {
-		int e = ids[s];
-		atomicAdd(&cnt[e >= 0 && e < n_exp ? e : n_exp], 1);
-	}
+	for (int s = tid; s < ns; s += MOE_GROUP_THREADS)
+		atomicAdd(&cnt[grp_bucket(ids, s, ns, n_exp)], 1);
 	__syncthreads();
 	int c = 0, t = 0;
 	for (int b = b0; b < b1; b++)
@@ -518,24 +528,28 @@ k_moe_group(const int32_t *__restrict__ ids, int ns, int n_exp, int nt, int32_t 
 		tile[i] = make_int4(0, 0, 0, 0);
 	for (int i = tid; i < GPU_MOE_MT; i += MOE_GROUP_THREADS)
 		perm[ns + i] = 0;
+	/* the buckets of the slots, a chunk of MOE_GROUP_THREADS at a time, staged
+	 * in shared memory by every thread (the next chunk while warp 0 places
+	 * this one: its loop waits on no load) */
+	stage[0][tid] = grp_bucket(ids, tid, ns, n_exp);
 	__syncthreads();
-	if (tid >= 32)
-		return;
-	for (int s0 = 0; s0 < ns; s0 += 32) {
-		int s = s0 + tid, b = nbk;	/* nbk: no slot */
-		if (s < ns) {
-			int e = ids[s];
-			b = e >= 0 && e < n_exp ? e : n_exp;
-		}
-		unsigned peers = __match_any_sync(0xFFFFFFFFu, b);
-		int rank = __popc(peers & ((1u << tid) - 1u)), base = s < ns ? cur[b] : 0;
-		__syncwarp();
-		if (s < ns) {
-			perm[base + rank] = s;
-			if (tid == 31 - __clz((int)peers))	/* the bucket's last lane */
-				cur[b] = base + __popc(peers);
-		}
-		__syncwarp();
+	for (int c0 = 0, st = 0; c0 < ns; c0 += MOE_GROUP_THREADS, st ^= 1) {
+		if (c0 + MOE_GROUP_THREADS < ns)
+			stage[st ^ 1][tid] = grp_bucket(ids, c0 + MOE_GROUP_THREADS + tid, ns, n_exp);
+		if (tid < 32)
+			for (int i = 0; i < MOE_GROUP_THREADS && c0 + i < ns; i += 32) {
+				int s = c0 + i + tid, b = stage[st][i + tid];	/* nbk: no slot */
+				unsigned peers = __match_any_sync(0xFFFFFFFFu, b);
+				int rank = __popc(peers & ((1u << tid) - 1u)), base = s < ns ? cur[b] : 0;
+				__syncwarp();
+				if (s < ns) {
+					perm[base + rank] = s;
+					if (tid == 31 - __clz((int)peers))	/* the bucket's last lane */
+						cur[b] = base + __popc(peers);
+				}
+				__syncwarp();
+			}
+		__syncthreads();
 	}
 }
 
@@ -576,7 +590,8 @@ moe_group_build(struct gpu *g, const int32_t *d_ids, int ns, int n_exp, void *me
 }
 
 /* Row i < n of dst[a] (rb[a] bytes, a multiple of 4) = row perm[i] / per
- * of src[a], for the array a = blockIdx.y. */
+ * of src[a], for the array a = blockIdx.z: word blockIdx.x * blockDim.x +
+ * threadIdx.x of rows blockIdx.y, + gridDim.y, ... */
 struct grp_rows {
 	const uint8_t *src[3];
 	uint8_t *dst[3];
@@ -586,14 +601,17 @@ struct grp_rows {
 __global__ void
 k_moe_gather(const struct grp_rows R, const int32_t *__restrict__ perm, int64_t n, int per)
 {
-	int a = blockIdx.y;
-	int64_t w = R.rb[a] / 4, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	int a = blockIdx.z;	/* (picked so, not indexed: no copy of R in local memory) */
+	const uint32_t *src = (const uint32_t *)(a == 0 ? R.src[0] : a == 1 ? R.src[1] : R.src[2]);
+	uint32_t *dst = (uint32_t *)(a == 0 ? R.dst[0] : a == 1 ? R.dst[1] : R.dst[2]);
+	int64_t w = (a == 0 ? R.rb[0] : a == 1 ? R.rb[1] : R.rb[2]) / 4;
+	int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	pdl_enter();	/* perm, and the rows, are earlier kernels' */
-	if (i >= n * w)
+	if (c >= w)
 		return;
-	int64_t r = i / w, c = i - r * w, sr = perm[r] / per;
-	((uint32_t *)R.dst[a])[r * w + c] = ((const uint32_t *)R.src[a])[sr * w + c];
+	for (int64_t r = blockIdx.y; r < n; r += gridDim.y)
+		dst[r * w + c] = src[(int64_t)(perm[r] / per) * w + c];
 }
 
 int
@@ -613,8 +631,8 @@ moe_gather(struct gpu *g, const struct moe_group *G, int ns, int per, int na,
 		R.rb[a] = (int64_t)rb[a];
 		w = max(w, (int64_t)rb[a] / 4);
 	}
-	dim3 grid((unsigned)((n * w + 255) / 256), (unsigned)na);
-	gpu_launch(g, k_moe_gather, grid, 256, 0, R, G->perm, n, per);
+	dim3 grid((unsigned)((w + 127) / 128), (unsigned)min(n, (int64_t)65535), (unsigned)na);
+	gpu_launch(g, k_moe_gather, grid, 128, 0, R, G->perm, n, per);
 	GPU_LAUNCHED(g, "moe gather");
 	return 0;
 }

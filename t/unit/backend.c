@@ -2144,6 +2144,7 @@ main(void)
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
 	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror);
 	RUN(step_rows_stay_32_on_the_cpu_and_memra_cuda_step_rows_is_16_or_32);
+	RUN(memra_cuda_moe_group_is_0_1_or_all_and_a_no_op_on_the_cpu);
 	RUN(gemm_emulation_is_the_gpus_prompt_numerics_past_its_rows);
 	RUN(host_memory_takes_what_backend_read_writes);
 	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
