@@ -503,8 +503,8 @@ k_moe_group(const int32_t *__restrict__ ids, int ns, int n_exp, int nt, int32_t 
 	extern __shared__ int grp_sm[];
 	__shared__ int wsum[33], stage[2][MOE_GROUP_THREADS];
 	int nbk = n_exp + 1, *cnt = grp_sm, *cur = grp_sm + nbk, tid = threadIdx.x;
-	int per = (nbk + MOE_GROUP_THREADS - 1) / MOE_GROUP_THREADS;
-	int b0 = min(tid * per, nbk), b1 = min(b0 + per, nbk), tot, ntot;
+	int bpt = (nbk + MOE_GROUP_THREADS - 1) / MOE_GROUP_THREADS;	/* buckets a thread */
+	int b0 = min(tid * bpt, nbk), b1 = min(b0 + bpt, nbk), tot, ntot;
 
 	pdl_enter();	/* the ids are an earlier kernel's */
 	for (int b = tid; b < nbk; b += MOE_GROUP_THREADS)
