@@ -1353,11 +1353,14 @@ mg_ids(struct kc *k, int32_t *ids, int ns, int n_exp, int how)
  * against a block per slot (GPU_MOE_GROUP_OFF), bit for bit (NaN rows
  * included): a stack of n_exp experts of rows x ne0, type t, nx input
  * rows, per slots a row (ns = nx * per), routed as how says; scaled (a
- * weight's scale) when sc.  Then the default (GPU_MOE_GROUP_AUTO) as well.
+ * weight's scale) when sc.  Then the default (GPU_MOE_GROUP_AUTO) as well,
+ * and with graph the grouped call recorded as a CUDA graph and replayed
+ * after the ids changed (at random) against the per-slot products of the
+ * new ids.
  */
 static void
 check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx, int per,
-    int how, int sc)
+    int how, int sc, int graph)
 {
 	static const char *hn[] = { "random", "one", "spread", "skew" };
 	struct wset s;
@@ -1392,6 +1395,27 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 	brk(k, y1, ny);
 	snprintf(name, sizeof name, "moe group %s auto", quant_name(t));
 	same_bits(k, name, shape, y1, y0, ny);
+	if (graph) {	/* recorded grouped, replayed on another routing (ids read on the device) */
+		struct gpu_graph *gr;
+		mg_ids(k, ids, ns, n_exp, MG_RANDOM);
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_ALL));
+		gchk(k, gpu_graph_begin(k->g));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		if ((gr = gpu_graph_end(k->g)) == NULL)
+			die(1, "gpu: %s", gpu_errmsg(k->g));
+		gchk(k, gpu_upload(k->g, di, ids, (size_t)ns * 4));
+		gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+		gchk(k, gpu_graph_replay(k->g, gr));
+		dget(k, y1, dy, (size_t)ny * 4);
+		gpu_graph_free(gr);
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		dget(k, y0, dy, (size_t)ny * 4);
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+		brk(k, y1, ny);
+		snprintf(name, sizeof name, "moe group %s graph", quant_name(t));
+		same_bits(k, name, shape, y1, y0, ny);
+	}
 	free(x), free(y0), free(y1), free(ids);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds), gpu_free(k->g, di);
 	wset_free(k, &s);
@@ -1400,7 +1424,8 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 static void
 check_moe_group_all(struct kc *k)
 {
-	/* every type the per-slot path takes, each routing, decode to prompt slots */
+	/* every type the per-slot path takes, each routing, decode to prompt slots
+	 * (the 64 x 8 random ones also recorded as a graph and replayed on other ids) */
 	static const int ts[] = {
 		QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_NVFP4,
 		QUANT_IQ4_NL, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_0, QUANT_F32, QUANT_F16, QUANT_BF16,
@@ -1414,22 +1439,23 @@ check_moe_group_all(struct kc *k)
 	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
 		for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
 			check_moe_group(k, ts[ti], 64, 37, 256, sh[si][0], sh[si][1], sh[si][2],
-			    sh[si][3]);
+			    sh[si][3], si == 5);
 	/* the qwen35moe 35B-A3B routing (256 experts, top 8) on a prompt of 512
 	 * and of 300 rows (4096 and 2400 slots), rows of 2 and 5 super-blocks,
-	 * the other K-quant kernel; 70000 slots (the per-slot launches past
+	 * the other K-quant kernel (the first recorded and replayed on other
+	 * ids too); 70000 slots (the per-slot launches past
 	 * 65535, the placement's long loop); the most experts the grouping takes
 	 * and one more (per slot then, either way) */
-	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 512, 8, MG_RANDOM, 0);
-	check_moe_group(k, QUANT_Q8_0, 256, 40, 512, 300, 8, MG_SKEW, 1);
-	check_moe_group(k, QUANT_IQ4_XS, 256, 24, 1280, 300, 8, MG_RANDOM, 0);
-	check_moe_group(k, QUANT_Q6_K, 128, 16, 256, 70, 8, MG_SPREAD, 0);
+	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 512, 8, MG_RANDOM, 0, 1);
+	check_moe_group(k, QUANT_Q8_0, 256, 40, 512, 300, 8, MG_SKEW, 1, 0);
+	check_moe_group(k, QUANT_IQ4_XS, 256, 24, 1280, 300, 8, MG_RANDOM, 0, 0);
+	check_moe_group(k, QUANT_Q6_K, 128, 16, 256, 70, 8, MG_SPREAD, 0, 0);
 	gchk(k, gpu_tune_qk(k->g, 8));
-	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 300, 8, MG_SKEW, 0);
+	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 300, 8, MG_SKEW, 0, 0);
 	gchk(k, gpu_tune_qk(k->g, 0));
-	check_moe_group(k, QUANT_Q8_0, 8, 8, 32, 70000, 1, MG_SPREAD, 0);
-	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS, 8, 32, 1000, 8, MG_SKEW, 0);
-	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS + 1, 8, 32, 100, 8, MG_SPREAD, 0);
+	check_moe_group(k, QUANT_Q8_0, 8, 8, 32, 70000, 1, MG_SPREAD, 0, 0);
+	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS, 8, 32, 1000, 8, MG_SKEW, 0, 0);
+	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS + 1, 8, 32, 100, 8, MG_SPREAD, 0, 0);
 }
 
 /* --- fp32 ops against double references ---------------------------------- */
