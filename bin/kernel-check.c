@@ -5112,6 +5112,59 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/*
+ * The experts' products of the qwen35moe 35B-A3B shape (256 experts of
+ * rows x ne0: the gate's 512 x 2048 and the down's 2048 x 512), each of m
+ * rows routed to 8 distinct experts at random: a slot a block
+ * (GPU_MOE_GROUP_OFF) against the slots grouped by expert
+ * (GPU_MOE_GROUP_ALL, the grouping and the gather included), L calls in a
+ * graph, median of 5.
+ */
+static void
+bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
+{
+	enum { NE = 256, KK = 8, L = 10, MMAX = 512 };
+	static const int ms[] = { 1, 4, 32, 128, 512 };
+	size_t nb = quant_row_size(t, ne0) * (size_t)rows * NE;
+	void *w = dput(k, NULL, nb);
+	float *x = frand(k, (int64_t)MMAX * ne0, -1, 1);
+	int32_t *ids = xmalloc((size_t)MMAX * KK * 4);
+	float *dx = dput(k, x, (size_t)MMAX * ne0 * 4);
+	float *dy = dput(k, NULL, (size_t)MMAX * KK * rows * 4);
+	int32_t *di = dput(k, NULL, (size_t)MMAX * KK * 4);
+
+	gchk(k, gpu_copy(k->g, w, dpool, nb));
+	if (t == QUANT_NVFP4)
+		gchk(k, gpu_nvfp4_pack(k->g, w, rows * NE, ne0));
+	moe_ids(k, ids, MMAX, KK, NE);
+	gchk(k, gpu_upload(k->g, di, ids, (size_t)MMAX * KK * 4));
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+		int m = ms[mi], ns = m * KK;
+		double s[2];
+		for (int gi = 0; gi < 2; gi++) {
+			struct gpu_graph *gr;
+			gchk(k, gpu_tune_moe_group(k->g, gi ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_OFF));
+			gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy, NULL));
+			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
+			gchk(k, gpu_graph_begin(k->g));
+			for (int l = 0; l < L; l++)
+				gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy,
+				    NULL));
+			if ((gr = gpu_graph_end(k->g)) == NULL)
+				die(1, "gpu: %s", gpu_errmsg(k->g));
+			s[gi] = time_graph(k, gr, 5) / L;
+			gpu_graph_free(gr);
+		}
+		printf("bench moe %-6s %dx%lldx%-5lld m=%-4d top%d  per-slot %9.2f us  grouped "
+		    "%9.2f us  x%.2f\n", quant_name(t), NE, (long long)rows, (long long)ne0, m, KK,
+		    s[0] * 1e6, s[1] * 1e6, s[0] / s[1]);
+		fflush(stdout);
+	}
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+	free(x), free(ids);
+	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, di);
+}
+
 static void
 bench(struct kc *k)
 {
@@ -5119,7 +5172,8 @@ bench(struct kc *k)
 	static const int64_t mmq_shapes[][2] = { { 12288, 4096 }, { 4096, 12288 }, { 17408, 5120 } };
 	static const int i8_types[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K,
 	    QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_IQ4_NL };
-	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);	/* offsets of the copies + the largest matrix */
+	/* offsets of the copies + the largest matrix (bench_moe's Q8_0 stack: 285 MB) */
+	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);
 	uint8_t *pool = xmalloc(pn);
 	double bw;
 
@@ -5161,6 +5215,12 @@ bench(struct kc *k)
 			int t = ti == 2 ? QUANT_IQ4_XS : ti ? QUANT_NVFP4 : QUANT_Q8_0;
 			if (k->only < 0 || k->only == t)
 				bench_mmq(k, t, mmq_shapes[si][0], mmq_shapes[si][1], dpool);
+		}
+	static const int moe_types[] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_IQ4_XS, QUANT_NVFP4 };
+	for (size_t ti = 0; ti < sizeof moe_types / sizeof moe_types[0]; ti++)
+		if (k->only < 0 || k->only == moe_types[ti]) {
+			bench_moe(k, moe_types[ti], 512, 2048, dpool);	/* gate, up */
+			bench_moe(k, moe_types[ti], 2048, 512, dpool);	/* down */
 		}
 	gpu_free(k->g, dpool);
 	free(pool);
