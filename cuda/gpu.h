@@ -514,8 +514,10 @@ int	gpu_attention_hi(struct gpu *g, const float *d_q, const float *d_k, const fl
  * and gpu_matvec_q8 take it), x[nx][ne0] contiguous, 16-byte aligned.
  * Slot s's row is the bits of the one-row product of x[s / per] with
  * expert e alone (gpu_matvec_q8 for its types, gpu_matvec for the others)
- * whatever ns and the other slots are: batch-invariant.  An id outside
- * [0, n_exp) gives a NaN row.  Uses the scratch buffer (the quantized x).
+ * whatever ns and the other slots are: batch-invariant, slot by slot or
+ * grouped by expert (gpu_tune_moe_group).  An id outside [0, n_exp) gives a
+ * NaN row.  Uses the scratch buffer (the quantized x; grouped: the slots'
+ * order, tiles and gathered input rows too).
  */
 int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,

@@ -389,8 +389,9 @@ mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
  *
  * mv_row: the sums of the weight row at rp (nblk blocks, bpc a chunk) with
  * the m (<= MAXM) input rows x + j * ne0, into acc[] of every lane; sm:
- * the warp's two stages.  k_matvec (and cuda/moe's k_moe_mv, one input
- * row a slot) run it, so an expert's product of one row is gpu_matvec's.
+ * the warp's two stages.  k_matvec (and the experts' k_moe_mv, one input
+ * row a slot, and k_moe_mvg, a tile's rows) run it, so an expert's product
+ * of one row is gpu_matvec's.
  */
 template <int T, int MAXM, int ILP>
 __device__ __forceinline__ void
