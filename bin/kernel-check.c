@@ -1321,6 +1321,143 @@ check_qk_all(struct kc *k)
 	check_mv8_tc_all(k);
 }
 
+/* --- the experts grouped by expert (gpu_tune_moe_group) ------------------ */
+
+/* The routings of check_moe_group. */
+enum { MG_RANDOM, MG_ONE, MG_SPREAD, MG_SKEW };
+
+/*
+ * ids[ns] of n_exp experts: MG_RANDOM each at random; MG_ONE all on
+ * expert n_exp - 1 (tiles of GPU_MOE_MT and a part tile); MG_SPREAD slot s
+ * on expert s % n_exp (one slot an expert while ns <= n_exp); MG_SKEW
+ * every other slot on expert 0, the rest at random, with ids outside [0,
+ * n_exp) (-1, n_exp, INT32_MIN, INT32_MAX: NaN rows) at a few slots.
+ */
+static void
+mg_ids(struct kc *k, int32_t *ids, int ns, int n_exp, int how)
+{
+	for (int s = 0; s < ns; s++) {
+		int32_t r = (int32_t)(rnd(k) % (uint64_t)n_exp);
+		ids[s] = how == MG_ONE ? n_exp - 1 : how == MG_SPREAD ? s % n_exp :
+		    how == MG_SKEW && s % 2 == 0 ? 0 : r;
+	}
+	if (how == MG_SKEW) {
+		const int32_t bad[] = { -1, n_exp, INT32_MIN, INT32_MAX };
+		for (int i = 0; i < 4 && i < ns; i++)
+			ids[rnd(k) % (uint64_t)ns] = bad[i];
+	}
+}
+
+/*
+ * gpu_moe_matvec with the slots grouped by expert (GPU_MOE_GROUP_ALL)
+ * against a block per slot (GPU_MOE_GROUP_OFF), bit for bit (NaN rows
+ * included): a stack of n_exp experts of rows x ne0, type t, nx input
+ * rows, per slots a row (ns = nx * per), routed as how says; scaled (a
+ * weight's scale) when sc.  Then the default (GPU_MOE_GROUP_AUTO) as well,
+ * and with graph the grouped call recorded as a CUDA graph and replayed
+ * after the ids changed (at random) against the per-slot products of the
+ * new ids.
+ */
+static void
+check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx, int per,
+    int how, int sc, int graph)
+{
+	static const char *hn[] = { "random", "one", "spread", "skew" };
+	struct wset s;
+	int ns = nx * per;
+	int64_t ny = (int64_t)ns * rows;
+	float *x = frand(k, (int64_t)nx * ne0, -1, 1), *y0 = xmalloc((size_t)ny * 4);
+	float *y1 = xmalloc((size_t)ny * 4), scale = 0.75f;
+	int32_t *ids = xmalloc((size_t)ns * 4);
+	char name[64], shape[80];
+
+	mg_ids(k, ids, ns, n_exp, how);
+	wset_new(k, &s, t, (int64_t)n_exp * rows, ne0);
+	float *dx = dput(k, x, (size_t)nx * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	float *ds = sc ? dput(k, &scale, 4) : NULL;
+	int32_t *di = dput(k, ids, (size_t)ns * 4);
+	snprintf(shape, sizeof shape, "%d of %lldx%lld ns=%d/%d %s%s", n_exp, (long long)rows,
+	    (long long)ne0, ns, per, hn[how], sc ? " *s" : "");
+	snprintf(name, sizeof name, "moe group %s", quant_name(t));
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	dget(k, y0, dy, (size_t)ny * 4);
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_ALL));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));	/* no row left from before */
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	dget(k, y1, dy, (size_t)ny * 4);
+	brk(k, y1, ny);
+	same_bits(k, name, shape, y1, y0, ny);
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	dget(k, y1, dy, (size_t)ny * 4);
+	brk(k, y1, ny);
+	snprintf(name, sizeof name, "moe group %s auto", quant_name(t));
+	same_bits(k, name, shape, y1, y0, ny);
+	if (graph) {	/* recorded grouped, replayed on another routing (ids read on the device) */
+		struct gpu_graph *gr;
+		mg_ids(k, ids, ns, n_exp, MG_RANDOM);
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_ALL));
+		gchk(k, gpu_graph_begin(k->g));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		if ((gr = gpu_graph_end(k->g)) == NULL)
+			die(1, "gpu: %s", gpu_errmsg(k->g));
+		gchk(k, gpu_upload(k->g, di, ids, (size_t)ns * 4));
+		gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+		gchk(k, gpu_graph_replay(k->g, gr));
+		dget(k, y1, dy, (size_t)ny * 4);
+		gpu_graph_free(gr);
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		dget(k, y0, dy, (size_t)ny * 4);
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+		brk(k, y1, ny);
+		snprintf(name, sizeof name, "moe group %s graph", quant_name(t));
+		same_bits(k, name, shape, y1, y0, ny);
+	}
+	free(x), free(y0), free(y1), free(ids);
+	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds), gpu_free(k->g, di);
+	wset_free(k, &s);
+}
+
+static void
+check_moe_group_all(struct kc *k)
+{
+	/* every type the per-slot path takes, each routing, decode to prompt slots
+	 * (the 64 x 8 random ones also recorded as a graph and replayed on other ids) */
+	static const int ts[] = {
+		QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_NVFP4,
+		QUANT_IQ4_NL, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_0, QUANT_F32, QUANT_F16, QUANT_BF16,
+	};
+	static const int sh[][4] = {	/* nx, per, how, scaled */
+		{ 1, 8, MG_RANDOM, 0 }, { 1, 1, MG_SKEW, 0 }, { 3, 1, MG_SKEW, 1 },
+		{ 5, 8, MG_ONE, 0 }, { 40, 8, MG_SPREAD, 0 }, { 64, 8, MG_RANDOM, 1 },
+		{ 33, 4, MG_SKEW, 0 }, { 600, 1, MG_ONE, 0 },
+	};
+
+	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
+		for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+			check_moe_group(k, ts[ti], 64, 37, 256, sh[si][0], sh[si][1], sh[si][2],
+			    sh[si][3], si == 5);
+	/* the qwen35moe 35B-A3B routing (256 experts, top 8) on a prompt of 512
+	 * and of 300 rows (4096 and 2400 slots), rows of 2 and 5 super-blocks,
+	 * the other K-quant kernel (the first recorded and replayed on other
+	 * ids too); 70000 slots (the per-slot launches past
+	 * 65535, the placement's long loop); the most experts the grouping takes
+	 * and one more (per slot then, either way) */
+	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 512, 8, MG_RANDOM, 0, 1);
+	check_moe_group(k, QUANT_Q8_0, 256, 40, 512, 300, 8, MG_SKEW, 1, 0);
+	check_moe_group(k, QUANT_IQ4_XS, 256, 24, 1280, 300, 8, MG_RANDOM, 0, 0);
+	check_moe_group(k, QUANT_Q6_K, 128, 16, 256, 70, 8, MG_SPREAD, 0, 0);
+	gchk(k, gpu_tune_qk(k->g, 8));
+	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 300, 8, MG_SKEW, 0, 0);
+	gchk(k, gpu_tune_qk(k->g, 0));
+	check_moe_group(k, QUANT_Q8_0, 8, 8, 32, 70000, 1, MG_SPREAD, 0, 0);
+	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS, 8, 32, 1000, 8, MG_SKEW, 0, 0);
+	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS + 1, 8, 32, 100, 8, MG_SPREAD, 0, 0);
+}
+
 /* --- fp32 ops against double references ---------------------------------- */
 
 static double
@@ -1915,6 +2052,7 @@ check_all(struct kc *k)
 	check_mmq(k, QUANT_IQ4_XS, 70, 11264, 20, 0);
 	check_qk_all(k);
 	check_iq4_all(k);
+	check_moe_group_all(k);
 	check_rmsnorm(k, 7, 4096, 4096, 0);
 	check_rmsnorm(k, 5, 1000, 1000, 1);
 	check_rmsnorm(k, 3 * 16, 256, 512, 0);	/* per head, q half of q+gate */
@@ -5023,6 +5161,59 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/*
+ * The experts' products of the qwen35moe 35B-A3B shape (256 experts of
+ * rows x ne0: the gate's 512 x 2048 and the down's 2048 x 512), each of m
+ * rows routed to 8 distinct experts at random: a slot a block
+ * (GPU_MOE_GROUP_OFF) against the slots grouped by expert
+ * (GPU_MOE_GROUP_ALL, the grouping and the gather included), L calls in a
+ * graph, median of 5.
+ */
+static void
+bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
+{
+	enum { NE = 256, KK = 8, L = 10, MMAX = 512 };
+	static const int ms[] = { 1, 4, 32, 128, 512 };
+	size_t nb = quant_row_size(t, ne0) * (size_t)rows * NE;
+	void *w = dput(k, NULL, nb);
+	float *x = frand(k, (int64_t)MMAX * ne0, -1, 1);
+	int32_t *ids = xmalloc((size_t)MMAX * KK * 4);
+	float *dx = dput(k, x, (size_t)MMAX * ne0 * 4);
+	float *dy = dput(k, NULL, (size_t)MMAX * KK * rows * 4);
+	int32_t *di = dput(k, NULL, (size_t)MMAX * KK * 4);
+
+	gchk(k, gpu_copy(k->g, w, dpool, nb));
+	if (t == QUANT_NVFP4)
+		gchk(k, gpu_nvfp4_pack(k->g, w, rows * NE, ne0));
+	moe_ids(k, ids, MMAX, KK, NE);
+	gchk(k, gpu_upload(k->g, di, ids, (size_t)MMAX * KK * 4));
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+		int m = ms[mi], ns = m * KK;
+		double s[2];
+		for (int gi = 0; gi < 2; gi++) {
+			struct gpu_graph *gr;
+			gchk(k, gpu_tune_moe_group(k->g, gi ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_OFF));
+			gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy, NULL));
+			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
+			gchk(k, gpu_graph_begin(k->g));
+			for (int l = 0; l < L; l++)
+				gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy,
+				    NULL));
+			if ((gr = gpu_graph_end(k->g)) == NULL)
+				die(1, "gpu: %s", gpu_errmsg(k->g));
+			s[gi] = time_graph(k, gr, 5) / L;
+			gpu_graph_free(gr);
+		}
+		printf("bench moe %-6s %dx%lldx%-5lld m=%-4d top%d  per-slot %9.2f us  grouped "
+		    "%9.2f us  x%.2f\n", quant_name(t), NE, (long long)rows, (long long)ne0, m, KK,
+		    s[0] * 1e6, s[1] * 1e6, s[0] / s[1]);
+		fflush(stdout);
+	}
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+	free(x), free(ids);
+	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, di);
+}
+
 static void
 bench(struct kc *k)
 {
@@ -5030,7 +5221,8 @@ bench(struct kc *k)
 	static const int64_t mmq_shapes[][2] = { { 12288, 4096 }, { 4096, 12288 }, { 17408, 5120 } };
 	static const int i8_types[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K,
 	    QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_IQ4_NL };
-	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);	/* offsets of the copies + the largest matrix */
+	/* offsets of the copies + the largest matrix (bench_moe's Q8_0 stack: 285 MB) */
+	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);
 	uint8_t *pool = xmalloc(pn);
 	double bw;
 
@@ -5072,6 +5264,12 @@ bench(struct kc *k)
 			int t = ti == 2 ? QUANT_IQ4_XS : ti ? QUANT_NVFP4 : QUANT_Q8_0;
 			if (k->only < 0 || k->only == t)
 				bench_mmq(k, t, mmq_shapes[si][0], mmq_shapes[si][1], dpool);
+		}
+	static const int moe_types[] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_IQ4_XS, QUANT_NVFP4 };
+	for (size_t ti = 0; ti < sizeof moe_types / sizeof moe_types[0]; ti++)
+		if (k->only < 0 || k->only == moe_types[ti]) {
+			bench_moe(k, moe_types[ti], 512, 2048, dpool);	/* gate, up */
+			bench_moe(k, moe_types[ti], 2048, 512, dpool);	/* down */
 		}
 	gpu_free(k->g, dpool);
 	free(pool);

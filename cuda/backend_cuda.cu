@@ -1711,8 +1711,11 @@ cu_mask(struct backend *be, float *x, int n, const uint32_t *bits)
  * The experts' products: Y[ns][w->ne1 / n_exp] with slot s's row the
  * product of input row s / per (of nx rows of x, ldx floats apart) with
  * expert ids[s] of the stack w, each the bits of that row's product with
- * that expert alone (gpu_moe_matvec), for any ns: no grouped GEMM, so no
- * slot's sums depend on which or how many rows share its expert.
+ * that expert alone (gpu_moe_matvec), for any ns: the slots grouped by
+ * expert (backend_moe_group_set; the default where they share experts)
+ * run the decode kernels' row functions on up to 16 of an expert's slots
+ * at once, whose rows have the one-row bits, so no slot's sums depend on
+ * which or how many rows share its expert.
  */
 static int
 moe_products(struct backend *be, const struct backend_weight *w, int n_exp, const float *x,
@@ -2048,6 +2051,18 @@ cu_rows_set(struct backend *be, int rows)
 	return 0;
 }
 
+/* backend_moe_group_set: gpu_tune_moe_group, refused while a step is being
+ * recorded. */
+static int
+cu_moe_group_set(struct backend *be, int mode)
+{
+	if (CB(be)->rec != NULL)
+		return util_err(be->err, "moe group: switched while recording a graph");
+	return gpu_tune_moe_group(CB(be)->g, mode == BACKEND_MOE_GROUP_OFF ? GPU_MOE_GROUP_OFF :
+	    mode == BACKEND_MOE_GROUP_ALL ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_AUTO) ?
+	    gfail(be, "moe group") : 0;
+}
+
 static int
 cu_use(struct backend *be)
 {
@@ -2140,6 +2155,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	 * its one-row bits (kernel-check's "rows32" lines, bit for bit); a product of more
 	 * takes the prompt GEMM (other bits).  32 by default (backend_rows_set: 16). */
 	c->ops.rows_set = cu_rows_set;
+	c->ops.moe_group_set = cu_moe_group_set;
 	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0) {
 		util_err(err, "backend: %s", gpu_errmsg(c->g));
 		gpu_close(c->g);

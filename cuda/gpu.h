@@ -520,12 +520,31 @@ int	gpu_attention_hi(struct gpu *g, const float *d_q, const float *d_k, const fl
  * and gpu_matvec_q8 take it), x[nx][ne0] contiguous, 16-byte aligned.
  * Slot s's row is the bits of the one-row product of x[s / per] with
  * expert e alone (gpu_matvec_q8 for its types, gpu_matvec for the others)
- * whatever ns and the other slots are: batch-invariant.  An id outside
- * [0, n_exp) gives a NaN row.  Uses the scratch buffer (the quantized x).
+ * whatever ns and the other slots are: batch-invariant, slot by slot or
+ * grouped by expert (gpu_tune_moe_group).  An id outside [0, n_exp) gives a
+ * NaN row.  Uses the scratch buffer (the quantized x; grouped: the slots'
+ * order, tiles and gathered input rows too).
  */
 int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,
 	    float *d_y, const float *d_scale);
+
+/*
+ * gpu_tune_moe_group: how gpu_moe_matvec runs the slots, the same bits
+ * each way (the grouped kernels run the per-slot kernels' row functions at
+ * 16 rows; cuda/gpu_impl.cuh's moe_group): GPU_MOE_GROUP_OFF a block per
+ * (slot, weight rows), each slot reading its expert's whole matrix;
+ * GPU_MOE_GROUP_ALL the slots sorted by expert on the device and a block
+ * per (tile of up to 16 slots of one expert, weight rows), a weight row
+ * read once a tile; GPU_MOE_GROUP_AUTO (a gpu's default) grouped where a
+ * call's slots share experts (at least 2 input rows and max(n_exp, 64)
+ * slots), per slot elsewhere; a stack of more than GPU_MOE_GROUP_EXPERTS
+ * experts per slot always.  A graph recorded before a change is stale.
+ * 0, or -1 for another mode.
+ */
+enum { GPU_MOE_GROUP_OFF, GPU_MOE_GROUP_AUTO, GPU_MOE_GROUP_ALL };
+#define GPU_MOE_GROUP_EXPERTS 4096	/* (the buckets' counts in shared memory) */
+int	gpu_tune_moe_group(struct gpu *g, int mode);
 
 /*
  * gpu_moe_route: for row r < m of x (rows ldx floats apart, n <= 4096

@@ -28,6 +28,7 @@ struct gpu {
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: gpu_qk_lanes) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
 	int	step_rows;		/* decode kernels up to this many rows (gpu_tune_step_rows) */
+	int	moe_group;		/* gpu_moe_matvec: GPU_MOE_GROUP_* (gpu_tune_moe_group) */
 	int	mirror;			/* bf16 GEMM: persistent bf16 weights (gpu_tune_mirror) */
 	struct gpu_mirror *mir;		/* [nmir] of them (cap: cmir) */
 	int	nmir, cmir;
@@ -234,6 +235,53 @@ int	qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t 
 	    const int16_t *bs, float *d_y, const float *d_scale);
 int	gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
 	    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t ldx, float *d_y,
+	    const float *d_scale);
+
+/*
+ * The grouped form of those products (gpu_moe_matvec with g->moe_group):
+ * the slots sorted by expert on the device (no read-back: a recorded graph
+ * replays any routing), their input rows gathered in that order, then a
+ * block per (weight rows, tile) runs the family's row function of the
+ * decode kernels (mv_row, mv8_row, mvk_row, the iq4 rows) once for the
+ * tile's up to GPU_MOE_MT rows, so a weight row is read once a tile, not
+ * once a slot.  Row j of such an M-row call is the bits of a one-row call
+ * (each row's sums have their own accumulators, in an order that does not
+ * depend on M or on the other rows), so a slot's row is the per-slot
+ * kernels' bit for bit.
+ *
+ * moe_group_build (cuda/moe.cu): from ids[ns] (bucket ids[s], or n_exp for
+ * an id outside [0, n_exp)), into mem (moe_group_bytes(ns, n_exp)):
+ * perm[ns + GPU_MOE_MT], the slots in bucket order (slot order within a
+ * bucket), the last GPU_MOE_MT 0; tile[nt] (bucket, first, count, 0) with
+ * 1 <= count <= GPU_MOE_MT for the used ones in bucket order, count 0
+ * after; nt = moe_group_tiles(ns, n_exp), a bound the grids take (blocks
+ * of an empty tile exit).  n_exp <= GPU_MOE_GROUP_EXPERTS.  moe_gather:
+ * for each of the na <= 3 arrays of rows (rb[a] bytes, a multiple of 4),
+ * dst row i = src row perm[i] / per for i < ns + GPU_MOE_MT.
+ */
+#define GPU_MOE_MT 16			/* slots a tile: the decode kernels' GPU_MATVEC_MAX_ROWS */
+struct moe_group {
+	int32_t *perm;
+	int4   *tile;
+	int	nt;
+};
+size_t	moe_group_bytes(int ns, int n_exp);
+int	moe_group_tiles(int ns, int n_exp);
+int	moe_group_build(struct gpu *g, const int32_t *d_ids, int ns, int n_exp, void *mem,
+	    struct moe_group *G);
+int	moe_gather(struct gpu *g, const struct moe_group *G, int ns, int per, int na,
+	    const void *const *src, void *const *dst, const size_t *rb);
+/* The grouped kernels by family (matvec.cu, matvec_q8.cu, matvec_qk.cu,
+ * matvec_iq4.cu): slot perm[tile.first + j]'s row into y, input row j of
+ * the tile at row tile.first + j of the gathered rows. */
+int	gpu_moe_mv_fg(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+	    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t ldx, float *d_y,
+	    const float *d_scale);
+int	qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    int n_exp, const struct moe_group *G, const int8_t *q, const float *dk,
+	    const int16_t *bs, float *d_y, const float *d_scale);
+int	iq4_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
+	    int n_exp, const struct moe_group *G, const int8_t *q, const float *d, float *d_y,
 	    const float *d_scale);
 
 /*

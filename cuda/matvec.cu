@@ -389,8 +389,9 @@ mv_issue(const uint8_t *rp, int b0, int b1, uint8_t *buf, int lane)
  *
  * mv_row: the sums of the weight row at rp (nblk blocks, bpc a chunk) with
  * the m (<= MAXM) input rows x + j * ne0, into acc[] of every lane; sm:
- * the warp's two stages.  k_matvec (and cuda/moe's k_moe_mv, one input
- * row a slot) run it, so an expert's product of one row is gpu_matvec's.
+ * the warp's two stages.  k_matvec (and the experts' k_moe_mv, one input
+ * row a slot, and k_moe_mvg, a tile's rows) run it, so an expert's product
+ * of one row is gpu_matvec's.
  */
 template <int T, int MAXM, int ILP>
 __device__ __forceinline__ void
@@ -664,6 +665,115 @@ gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, i
 		    (long long)ldx);
 	DISPATCH(t, mv_moe_type, g, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, ldx, d_y,
 	    d_scale);
+}
+
+/*
+ * The experts grouped (gpu_impl.cuh's moe_group): block (b, tile t0 +
+ * blockIdx.y) is k_matvec's block b of the tile's n gathered input rows
+ * (rows f .. f + n - 1 of xg, ne0 floats apart) against expert e's rows,
+ * mv_row at M = GPU_MOE_MT, row j into y[perm[f + j]][rows]: row j's sums
+ * do not depend on M or m (k_matvec's rows), so each is k_moe_mv's bits.
+ * An empty tile writes nothing; bucket n_exp NaN rows.
+ */
+template <int T, int ILP>
+__global__ void __launch_bounds__(32 * MV_WARPS)
+k_moe_mvg(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nblk, int bpc,
+    int64_t rows, int64_t ne0, int n_exp, const int4 *__restrict__ tile, int t0,
+    const int32_t *__restrict__ perm, const float *__restrict__ xg, float *__restrict__ y,
+    const float *__restrict__ scale)
+{
+	__shared__ __align__(16) uint8_t sm[MV_WARPS][2][MV_CHUNK + 16];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+	float acc[GPU_MOE_MT];
+
+	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
+	if (row >= rows)
+		return;
+	int4 tl = tile[t0 + (int)blockIdx.y];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0)
+		return;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			for (int j = 0; j < n; j++)
+				y[(size_t)perm[f + j] * rows + row] = __int_as_float(0x7FC00000);
+		return;
+	}
+	mv_row<T, GPU_MOE_MT, ILP>(W + (size_t)e * ebytes + row * rowbytes, nblk, bpc, ne0,
+	    xg + (size_t)f * ne0, n, sm[warp], lane, acc);
+	if (lane == 0) {
+#pragma unroll
+		for (int j = 0; j < GPU_MOE_MT; j++)
+			if (j < n)
+				y[(size_t)perm[f + j] * rows + row] = scale ? __fmul_rn(acc[j], *scale) :
+				    acc[j];
+	}
+}
+
+/* k_moe_mvg over the tiles, launches of at most 65535 (the grid's y). */
+template <int T>
+static int
+mv_moe_grouped(struct gpu *g, const void *w, int64_t rows, int64_t ne0, int n_exp,
+    const struct moe_group *G, const float *xg, float *y, const float *scale)
+{
+	if (ne0 % qt<T>::QK != 0 || (qt<T>::QK < 256 && ne0 % 32 != 0))
+		return gpu_fail(g, "moe matvec: row length %lld is not a multiple of %d",
+		    (long long)ne0, (int)qt<T>::QK);
+	/* mv_moe_type's geometry: the same chunks, the same bits */
+	int nblk = (int)(ne0 / qt<T>::QK);
+	int bpc = max(1, g->mv_chunk / (int)qt<T>::CB);
+	int nch = (nblk + bpc - 1) / bpc;
+	size_t rowbytes = (size_t)nblk * qt<T>::BS, ebytes = rowbytes * (size_t)rows;
+
+	bpc = (nblk + nch - 1) / nch;
+	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
+		dim3 grid((unsigned)((rows + MV_WARPS - 1) / MV_WARPS),
+		    (unsigned)min(G->nt - t0, 65535));
+		if (g->mv_unroll == 2)
+			gpu_launch(g, k_moe_mvg<T, 2>, grid, 32 * MV_WARPS, 0, (const uint8_t *)w,
+			    ebytes, rowbytes, nblk, bpc, rows, ne0, n_exp, G->tile, t0, G->perm, xg, y,
+			    scale);
+		else
+			gpu_launch(g, k_moe_mvg<T, 1>, grid, 32 * MV_WARPS, 0, (const uint8_t *)w,
+			    ebytes, rowbytes, nblk, bpc, rows, ne0, n_exp, G->tile, t0, G->perm, xg, y,
+			    scale);
+		GPU_LAUNCHED(g, "moe matvec grouped");
+	}
+	return 0;
+}
+
+/* gpu_moe_mv_f grouped: the slots grouped by expert and their input rows
+ * (ldx floats apart) gathered in that order into the scratch (ne0 floats
+ * apart), then k_moe_mvg. */
+int
+gpu_moe_mv_fg(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t ldx, float *d_y,
+    const float *d_scale)
+{
+	struct moe_group G;
+
+	/* (the gather copies rows of ne0 floats: x's rows contiguous, as
+	 * gpu_moe_matvec has them) */
+	if (rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 || ldx != ne0 || ldx % 4 != 0 ||
+	    ((uintptr_t)d_x & 15) != 0)
+		return gpu_fail(g, "moe matvec grouped: %d experts of %lldx%lld, %d slots (%d a "
+		    "row), row stride %lld, or unaligned", n_exp, (long long)rows, (long long)ne0, ns,
+		    per, (long long)ldx);
+	if (!gpu_can_matvec(t))
+		return gpu_fail(g, "type %d: not supported on the GPU", t);
+	size_t gb = (moe_group_bytes(ns, n_exp) + 255) / 256 * 256;
+	uint8_t *p = (uint8_t *)gpu_scratch(g, gb + ((size_t)ns + GPU_MOE_MT) * ne0 * 4 + 256);
+	if (p == NULL)
+		return -1;
+	float *xg = (float *)(p + gb);
+	const void *src[1] = { d_x };
+	void *dst[1] = { xg };
+	size_t rb[1] = { (size_t)ne0 * 4 };
+	if (moe_group_build(g, d_ids, ns, n_exp, p, &G) ||
+	    moe_gather(g, &G, ns, per, 1, src, dst, rb))
+		return -1;
+	DISPATCH(t, mv_moe_grouped, g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
 }
 
 /* --- dequantization --------------------------------------------------- */

@@ -242,6 +242,7 @@ template <> struct iq4<23> {
 	enum { QK = 256, BS = XS_BS, ALIGN = 8 };
 	static constexpr const char *name = "matvec_q8k: IQ4_XS";
 	static constexpr const char *kname = "matvec_iq4xs", *mname = "moe matvec_iq4xs";
+	static constexpr const char *gname = "moe matvec_iq4xs grouped";
 	template <int M>
 	static __device__ __forceinline__ void
 	row(const uint8_t *wr, int nb, const int8_t *q, const float *d, int m, int lane,
@@ -256,6 +257,7 @@ template <> struct iq4<20> {
 	enum { QK = 32, BS = NL_BS, ALIGN = 2 };
 	static constexpr const char *name = "matvec_q8: IQ4_NL";
 	static constexpr const char *kname = "matvec_iq4nl", *mname = "moe matvec_iq4nl";
+	static constexpr const char *gname = "moe matvec_iq4nl grouped";
 	template <int M>
 	static __device__ __forceinline__ void
 	row(const uint8_t *wr, int nb, const int8_t *q, const float *d, int m, int lane,
@@ -383,6 +385,88 @@ iq4_moe_product(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n
 		GPU_LAUNCHED(g, iq4<T>::mname);
 	}
 	return 0;
+}
+
+/*
+ * The experts grouped (gpu_impl.cuh's moe_group): the warp of row r of
+ * tile t0 + blockIdx.y (bucket e, first f, count n) runs the type's row
+ * function at M = GPU_MOE_MT on the n gathered rows f .. f + n - 1 against
+ * expert e's row r, each row's sum by the type's butterfly into y[perm[f +
+ * j]][rows]: k_moe_iq4's bits for each slot (row j's sums do not depend on
+ * M or m).  An empty tile writes nothing; bucket n_exp NaN rows.
+ */
+template <int T>
+__global__ void __launch_bounds__(256)
+k_moe_iq4g(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, int n_exp,
+    const int4 *__restrict__ tile, int t0, const int32_t *__restrict__ perm,
+    const int8_t *__restrict__ q, const float *__restrict__ d, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	size_t rb = (size_t)nb * iq4<T>::BS;
+	float acc[GPU_MOE_MT];
+
+	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
+	if (r >= rows)
+		return;
+	int4 tl = tile[t0 + (int)blockIdx.y];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0)
+		return;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			for (int j = 0; j < n; j++)
+				y[(size_t)perm[f + j] * rows + r] = __int_as_float(0x7FC00000);
+		return;
+	}
+	iq4<T>::template row<GPU_MOE_MT>(W + (size_t)e * ebytes + r * rb, nb,
+	    q + (size_t)f * nb * iq4<T>::QK, d + (size_t)f * nb, n, lane, acc);
+#pragma unroll
+	for (int j = 0; j < GPU_MOE_MT; j++) {
+		if (j >= n)
+			break;
+		float v = iq4<T>::sum(acc[j]);
+		if (lane == 0)
+			y[(size_t)perm[f + j] * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
+	}
+}
+
+template <int T>
+static int
+iq4_grouped(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const struct moe_group *G, const int8_t *q, const float *d, float *d_y,
+    const float *d_scale)
+{
+	const int qk = iq4<T>::QK;
+	int nb = (int)(ne0 / qk);
+	size_t rb = (size_t)nb * iq4<T>::BS;
+
+	if (ne0 % qk != 0 || ne0 < qk || ne0 / qk > INT32_MAX || rows < 1 || n_exp < 1 ||
+	    (rows + 7) / 8 > INT32_MAX)
+		return gpu_fail(g, "moe %s, %d experts of %lldx%lld", iq4<T>::name, n_exp,
+		    (long long)rows, (long long)ne0);
+	if (((uintptr_t)d_w & (iq4<T>::ALIGN - 1)) != 0)
+		return gpu_fail(g, "moe %s weights not %d-byte aligned", iq4<T>::name,
+		    (int)iq4<T>::ALIGN);
+	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(G->nt - t0, 65535));
+		gpu_launch(g, k_moe_iq4g<T>, grid, 256, 0, (const uint8_t *)d_w, rb * (size_t)rows,
+		    rows, nb, n_exp, G->tile, t0, G->perm, q, d, d_y, d_scale);
+		GPU_LAUNCHED(g, iq4<T>::gname);
+	}
+	return 0;
+}
+
+int
+iq4_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const struct moe_group *G, const int8_t *q, const float *d, float *d_y,
+    const float *d_scale)
+{
+	if (t == 23)
+		return iq4_grouped<23>(g, d_w, rows, ne0, n_exp, G, q, d, d_y, d_scale);
+	if (t == 20)
+		return iq4_grouped<20>(g, d_w, rows, ne0, n_exp, G, q, d, d_y, d_scale);
+	return gpu_fail(g, "moe iq4 grouped: type %d", t);
 }
 
 int

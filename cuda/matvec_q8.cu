@@ -551,6 +551,79 @@ k_moe_mv8(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nb,
 }
 
 /*
+ * The experts grouped (gpu_impl.cuh's moe_group): mv8_row at M (>= the
+ * tile's n rows: mv8_block and mv8_nv take every one of M rows, so the
+ * rows past n are the gathered rows after them, whose sums are dropped) on
+ * the gathered rows at q, dx, sx against the weight row at wr, then
+ * mv8_store's butterfly per row j < n into y[slot[j]][rows].  Row j's sums
+ * are the same operations whatever M (the integer dots, then the float
+ * steps in block order), and mv8_tab(n) is mv8_tab(1)'s words (n <= 16):
+ * k_moe_mv8's bits.
+ */
+template <int T, int M, int L, int A>
+__device__ __forceinline__ void
+mv8_grows(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, const float *__restrict__ sx, int n, int64_t rows, int64_t r,
+    int lane, const int32_t *__restrict__ slot, float *y, const float *scale)
+{
+	float acc[M];
+
+	mv8_row<T, M, L, A, 0>(wr, nb, q, dx, sx, lane, mv8_tab(n), acc);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		if (j >= n)
+			break;
+		float v = acc[j];
+		for (int o = 16; o > 0; o >>= 1)
+			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+		if (lane == 0)
+			y[(size_t)slot[j] * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
+	}
+}
+
+/* The warp of row r of tile t0 + blockIdx.y (bucket e, first f, count n):
+ * mv8_grows at the least M of 1, 2, 4, 8, 16 that holds n.  An empty tile
+ * writes nothing; bucket n_exp NaN rows. */
+template <int T, int L, int A>
+__global__ void __launch_bounds__(256, 4)
+k_moe_mv8g(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nb, int64_t rows,
+    int n_exp, const int4 *__restrict__ tile, int t0, const int32_t *__restrict__ perm,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
+    float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+
+	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
+	if (r >= rows)
+		return;
+	int4 tl = tile[t0 + (int)blockIdx.y];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0)
+		return;
+	const int32_t *slot = perm + f;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			for (int j = 0; j < n; j++)
+				y[(size_t)slot[j] * rows + r] = __int_as_float(0x7FC00000);
+		return;
+	}
+	const uint8_t *wr = W + (size_t)e * ebytes + r * rowbytes;
+	const int8_t *qf = q + (size_t)f * nb * 32;
+	const float *df = dx + (size_t)f * nb, *sf = sx + (size_t)f * nb;
+	if (n <= 1)
+		mv8_grows<T, 1, L, A>(wr, nb, qf, df, sf, n, rows, r, lane, slot, y, scale);
+	else if (n <= 2)
+		mv8_grows<T, 2, L, A>(wr, nb, qf, df, sf, n, rows, r, lane, slot, y, scale);
+	else if (n <= 4)
+		mv8_grows<T, 4, L, A>(wr, nb, qf, df, sf, n, rows, r, lane, slot, y, scale);
+	else if (n <= 8)
+		mv8_grows<T, 8, L, A>(wr, nb, qf, df, sf, n, rows, r, lane, slot, y, scale);
+	else
+		mv8_grows<T, GPU_MOE_MT, L, A>(wr, nb, qf, df, sf, n, rows, r, lane, slot, y, scale);
+}
+
+/*
  * The same sums in the same order for rows of a multiple of 32 weight
  * blocks, 16-byte aligned: the warp copies MV8_CH blocks of its row at a
  * time into shared memory with 16-byte coalesced copies (cp.async: no
@@ -822,15 +895,15 @@ struct mv8_x {
 	int16_t	*kb;
 };
 
-/* The scratch for n rows of ne0 quantized (with the Q8_K form when qk,
- * room for the normed x when norm), 256-byte aligned pieces. */
-static int
-mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int qk, int norm, struct mv8_x *X)
+/* The layout of the scratch for n rows of ne0 quantized (with the Q8_K
+ * form when qk, room for the normed x when norm) from p, 256-byte aligned
+ * pieces: its size; X's pointers (when X is not NULL). */
+static size_t
+mv8_layout(uint8_t *p, int64_t n, int64_t ne0, int qk, int norm, struct mv8_x *X)
 {
 	size_t qn = (size_t)n * ne0, nb = (size_t)(ne0 / 32), a = 256;
 	size_t o1 = (qn + a - 1) / a * a, o2 = o1 + (n * nb * 4 + a - 1) / a * a;
 	size_t o3 = o2 + (n * nb * 4 + a - 1) / a * a, o4 = o3, o5 = o3, o6 = o3, end = o3;
-	uint8_t *p;
 
 	if (qk) {
 		o4 = o3 + (qn + a - 1) / a * a;
@@ -839,13 +912,26 @@ mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int qk, int norm, struct mv8_
 	}
 	if (norm)
 		end = o6 + qn * 4;
-	if ((p = (uint8_t *)gpu_scratch(g, end + a)) == NULL)
+	if (X != NULL) {
+		X->q = (int8_t *)p, X->dx = (float *)(p + o1), X->sx = (float *)(p + o2);
+		X->kq = qk ? (int8_t *)(p + o3) : NULL;
+		X->kd = qk ? (float *)(p + o4) : NULL;
+		X->kb = qk ? (int16_t *)(p + o5) : NULL;
+		X->xn = norm ? (float *)(p + o6) : NULL;
+	}
+	return (end + a - 1) / a * a;
+}
+
+/* The scratch for n rows of ne0 quantized, as mv8_layout lays it out. */
+static int
+mv8_scratch(struct gpu *g, int64_t n, int64_t ne0, int qk, int norm, struct mv8_x *X)
+{
+	uint8_t *p;
+
+	if ((p = (uint8_t *)gpu_scratch(g, mv8_layout(NULL, n, ne0, qk, norm, NULL) + 256)) ==
+	    NULL)
 		return -1;
-	X->q = (int8_t *)p, X->dx = (float *)(p + o1), X->sx = (float *)(p + o2);
-	X->kq = qk ? (int8_t *)(p + o3) : NULL;
-	X->kd = qk ? (float *)(p + o4) : NULL;
-	X->kb = qk ? (int16_t *)(p + o5) : NULL;
-	X->xn = norm ? (float *)(p + o6) : NULL;
+	mv8_layout(p, n, ne0, qk, norm, X);
 	return 0;
 }
 
@@ -1209,52 +1295,151 @@ mv8_moe_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, in
 	return 0;
 }
 
+/* k_moe_mv8g over the tiles, launches of at most 65535 (the grid's y). */
+template <int T, int L, int A>
+static int
+mv8_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n_exp,
+    const struct moe_group *G, const struct mv8_x *X, float *y, const float *scale)
+{
+	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(G->nt - t0, 65535));
+		gpu_launch(g, k_moe_mv8g<T, L, A>, grid, 256, 0, (const uint8_t *)w,
+		    rb * (size_t)rows, rb, nb, rows, n_exp, G->tile, t0, G->perm,
+		    (const int8_t *)X->q, (const float *)X->dx, (const float *)X->sx, y, scale);
+		GPU_LAUNCHED(g, "moe matvec_q8 grouped");
+	}
+	return 0;
+}
+
+/* The per-slot kernels (G NULL: mv8_moe_launch) or the grouped ones on the
+ * gathered rows X (mv8_moe_grouped), for type t with lanes L and rows
+ * aligned (A) as the one-row product takes them. */
+template <int T, int L, int A>
+static int
+mv8_moe_run(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n_exp,
+    const int32_t *ids, int ns, int per, const struct moe_group *G, const struct mv8_x *X,
+    float *y, const float *scale)
+{
+	if (G != NULL)
+		return mv8_moe_grouped<T, L, A>(g, w, rows, nb, rb, n_exp, G, X, y, scale);
+	return mv8_moe_launch<T, L, A>(g, w, rows, nb, rb, n_exp, ids, ns, per, X, y, scale);
+}
+
 /*
  * The experts' int8 products: x quantized as gpu_matvec_q8 quantizes it
  * (each row on its own: the same bytes as a one-row call's), then each
  * slot by the kernel and the lanes mv8_launch takes for one row (Q8_0:
  * MV8_Q8_0_LANES or GPU_MV8_LANE2's two; the staged form gives the same
  * bits as the in-place one), K-quants and IQ4_XS by qk_moe_product, IQ4_NL
- * by iq4nl_moe_product (cuda/matvec_iq4.cu).
+ * by iq4nl_moe_product (cuda/matvec_iq4.cu).  grouped: the slots grouped
+ * by expert first (moe_group_build), the quantized rows gathered in that
+ * order into the scratch after x's (moe_gather), and each family's grouped
+ * kernel on them: the same bits.
  */
 static int
 moe_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
     const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx, float *d_y,
-    const float *d_scale)
+    const float *d_scale, int grouped)
 {
 	int q81, q80, qk, nb = (int)(ne0 / 32);
 	size_t rb = mv8_rowbytes(t, ne0);
-	struct mv8_x X;
+	struct mv8_x X, XG;
+	struct moe_group grp, *G = NULL;
+	const struct mv8_x *XP = &X;
 
-	if (mv8_types(g, 1, &t, &rows, ne0, 1, &q81, &q80, &qk) ||
-	    mv8_scratch(g, nx, ne0, qk, 0, &X) || mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X))
+	if (mv8_types(g, 1, &t, &rows, ne0, 1, &q81, &q80, &qk))
+		return -1;
+	if (grouped) {
+		size_t x0 = mv8_layout(NULL, nx, ne0, qk, 0, NULL);
+		size_t gb = (moe_group_bytes(ns, n_exp) + 255) / 256 * 256;
+		size_t x1 = mv8_layout(NULL, (int64_t)ns + GPU_MOE_MT, ne0, qk, 0, NULL);
+		uint8_t *p = (uint8_t *)gpu_scratch(g, x0 + gb + x1 + 256);
+		if (p == NULL)
+			return -1;
+		mv8_layout(p, nx, ne0, qk, 0, &X);
+		mv8_layout(p + x0 + gb, (int64_t)ns + GPU_MOE_MT, ne0, qk, 0, &XG);
+		if (mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X) ||
+		    moe_group_build(g, d_ids, ns, n_exp, p + x0, &grp))
+			return -1;
+		const void *src[3];
+		void *dst[3];
+		size_t rbs[3];
+		int na;
+		if (qk) {
+			src[0] = X.kq, src[1] = X.kd, src[2] = X.kb;
+			dst[0] = XG.kq, dst[1] = XG.kd, dst[2] = XG.kb;
+			rbs[0] = (size_t)ne0, rbs[1] = (size_t)(ne0 / 256) * 4;
+			rbs[2] = (size_t)(ne0 / 16) * 2, na = 3;
+		} else {
+			src[0] = X.q, src[1] = X.dx, src[2] = X.sx;
+			dst[0] = XG.q, dst[1] = XG.dx, dst[2] = XG.sx;
+			rbs[0] = (size_t)ne0, rbs[1] = rbs[2] = (size_t)nb * 4, na = q81 ? 3 : 2;
+		}
+		if (moe_gather(g, &grp, ns, per, na, src, dst, rbs))
+			return -1;
+		G = &grp, XP = &XG;
+	} else if (mv8_scratch(g, nx, ne0, qk, 0, &X) ||
+	    mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X))
 		return -1;
 	if (qk)
-		return qk_moe_product(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, X.kq, X.kd, X.kb,
-		    d_y, d_scale);
+		return G != NULL ? qk_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, XP->kq, XP->kd,
+		    XP->kb, d_y, d_scale) : qk_moe_product(g, t, d_w, rows, ne0, n_exp, d_ids, ns,
+		    per, X.kq, X.kd, X.kb, d_y, d_scale);
 	if (t == Q8_T_IQ4_NL)
-		return iq4nl_moe_product(g, d_w, rows, ne0, n_exp, d_ids, ns, per, X.q, X.dx, d_y,
-		    d_scale);
+		return G != NULL ? iq4_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, XP->q, XP->dx,
+		    d_y, d_scale) : iq4nl_moe_product(g, d_w, rows, ne0, n_exp, d_ids, ns, per, X.q,
+		    X.dx, d_y, d_scale);
 	switch (t) {
 	case Q8_T_NVFP4:
 		if (((uintptr_t)d_w & 15) == 0 && rb % 8 == 0)
-			return mv8_moe_launch<Q8_T_NVFP4, 2, 1>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
-			    per, &X, d_y, d_scale);
-		return mv8_moe_launch<Q8_T_NVFP4, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
-		    &X, d_y, d_scale);
+			return mv8_moe_run<Q8_T_NVFP4, 2, 1>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
+			    per, G, XP, d_y, d_scale);
+		return mv8_moe_run<Q8_T_NVFP4, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
 	case Q8_T_Q4_1:
-		return mv8_moe_launch<Q8_T_Q4_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
-		    &X, d_y, d_scale);
+		return mv8_moe_run<Q8_T_Q4_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
 	case Q8_T_Q5_1:
-		return mv8_moe_launch<Q8_T_Q5_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
-		    &X, d_y, d_scale);
+		return mv8_moe_run<Q8_T_Q5_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
 	default:
 		if ((g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) == 2)
-			return mv8_moe_launch<Q8_T_Q8_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
-			    per, &X, d_y, d_scale);
-		return mv8_moe_launch<Q8_T_Q8_0, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per,
-		    &X, d_y, d_scale);
+			return mv8_moe_run<Q8_T_Q8_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
+			    per, G, XP, d_y, d_scale);
+		return mv8_moe_run<Q8_T_Q8_0, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
 	}
+}
+
+/*
+ * Whether gpu_moe_matvec groups the slots by expert (g->moe_group):
+ * GPU_MOE_GROUP_OFF never, GPU_MOE_GROUP_ALL always (kernel-check's
+ * comparison), GPU_MOE_GROUP_AUTO where slots share experts enough to pay
+ * for the grouping's two more kernels (and a third of a microsecond of
+ * warp 0's placement a 32 slots): nx >= 2 input rows (one row's k picks are
+ * k distinct experts: nothing shared) and ns >= max(n_exp, 64) slots
+ * (random picks then share an expert 1.58 slots each or more; fewer slots
+ * save too little of the weights' bytes).  Reasoned, not measured: the
+ * device's A/B (MEMRA_CUDA_MOE_GROUP) settles it.  Either way the same
+ * bits.  n_exp <= GPU_MOE_GROUP_EXPERTS.
+ */
+static int
+moe_use_group(const struct gpu *g, int ns, int64_t nx, int n_exp)
+{
+	if (n_exp > GPU_MOE_GROUP_EXPERTS || g->moe_group == GPU_MOE_GROUP_OFF)
+		return 0;
+	return g->moe_group == GPU_MOE_GROUP_ALL || (nx >= 2 && ns >= max(n_exp, 64));
+}
+
+extern "C" int
+gpu_tune_moe_group(struct gpu *g, int mode)
+{
+	if (mode != GPU_MOE_GROUP_OFF && mode != GPU_MOE_GROUP_AUTO && mode != GPU_MOE_GROUP_ALL)
+		return gpu_fail(g, "tune: moe group mode %d (0, 1 or 2)", mode);
+	if (mode != g->moe_group)
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->moe_group = mode;
+	return 0;
 }
 
 extern "C" int
@@ -1265,7 +1450,12 @@ gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 || nx < (ns + per - 1) / per)
 		return gpu_fail(g, "moe matvec: %d experts of %lldx%lld, %d slots (%d a row) over %lld "
 		    "rows", n_exp, (long long)rows, (long long)ne0, ns, per, (long long)nx);
+	int grouped = moe_use_group(g, ns, nx, n_exp);
 	if (gpu_can_matvec_q8(t))
-		return moe_q8(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y, d_scale);
+		return moe_q8(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y, d_scale,
+		    grouped);
+	if (grouped)
+		return gpu_moe_mv_fg(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, ne0, d_y,
+		    d_scale);
 	return gpu_moe_mv_f(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, ne0, d_y, d_scale);
 }

@@ -531,6 +531,102 @@ qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	}
 }
 
+/*
+ * The experts grouped (gpu_impl.cuh's moe_group): the warp of row r of
+ * tile t0 + blockIdx.y (bucket e, first f, count n) runs mvk_row<T,
+ * GPU_MOE_MT, L> on the n gathered Q8_K rows f .. f + n - 1 against
+ * expert e's row r, then k_moe_mvk's butterfly per row j into y[perm[f +
+ * j]][rows]: slot perm[f + j]'s row of k_moe_mvk bit for bit (mvk_block's
+ * sums of row j do not depend on M or m).  An empty tile writes nothing;
+ * bucket n_exp (the ids outside [0, n_exp)) NaN rows.
+ */
+template <int T, int L>
+__global__ void __launch_bounds__(256)
+k_moe_mvkg(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, size_t rowbytes,
+    int n_exp, const int4 *__restrict__ tile, int t0, const int32_t *__restrict__ perm,
+    const int8_t *__restrict__ q, const float *__restrict__ dk,
+    const int16_t *__restrict__ bs, float *y, const float *scale)
+{
+	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	float acc[GPU_MOE_MT];
+
+	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
+	if (r >= rows)
+		return;
+	int4 tl = tile[t0 + (int)blockIdx.y];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0)
+		return;
+	if (e < 0 || e >= n_exp) {
+		if (lane == 0)
+			for (int j = 0; j < n; j++)
+				y[(size_t)perm[f + j] * rows + r] = __int_as_float(0x7FC00000);
+		return;
+	}
+	mvk_row<T, GPU_MOE_MT, L>(W + (size_t)e * ebytes + r * rowbytes, nb,
+	    q + (size_t)f * nb * 256, dk + (size_t)f * nb, bs + (size_t)f * nb * 16, n, lane, acc);
+#pragma unroll
+	for (int j = 0; j < GPU_MOE_MT; j++) {
+		if (j >= n)
+			break;
+		float v = acc[j];
+		for (int o = 1; o < 32; o <<= 1)
+			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+		if (lane == 0)
+			y[(size_t)perm[f + j] * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
+	}
+}
+
+template <int T, int L>
+static int
+mvk_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
+    const struct moe_group *G, const int8_t *q, const float *dk, const int16_t *bs,
+    float *y, const float *scale)
+{
+	size_t rb = (size_t)nb * mvk_bs<T>::v;
+
+	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
+		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(G->nt - t0, 65535));
+		gpu_launch(g, k_moe_mvkg<T, L>, grid, 256, 0, (const uint8_t *)w, rb * (size_t)rows,
+		    rows, nb, rb, n_exp, G->tile, t0, G->perm, q, dk, bs, y, scale);
+		GPU_LAUNCHED(g, "moe matvec_q8k grouped");
+	}
+	return 0;
+}
+
+/* qk_moe_product's checks and lanes, on the grouped rows (IQ4_XS: matvec_iq4.cu's). */
+int
+qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const struct moe_group *G, const int8_t *q, const float *dk, const int16_t *bs,
+    float *d_y, const float *d_scale)
+{
+	int nb = (int)(ne0 / 256);
+
+	if (t == QK_T_IQ4_XS)
+		return iq4_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, q, dk, d_y, d_scale);
+	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || n_exp < 1)
+		return gpu_fail(g, "moe matvec_q8k: type %d, %d experts of %lldx%lld", t, n_exp,
+		    (long long)rows, (long long)ne0);
+	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
+		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
+	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
+	switch (t) {
+	case QK_T_Q4_K:
+		return l8 ? mvk_moe_grouped<QK_T_Q4_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,
+		    d_scale) : mvk_moe_grouped<QK_T_Q4_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale);
+	case QK_T_Q5_K:
+		return l8 ? mvk_moe_grouped<QK_T_Q5_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,
+		    d_scale) : mvk_moe_grouped<QK_T_Q5_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale);
+	default:
+		return l8 ? mvk_moe_grouped<QK_T_Q6_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,
+		    d_scale) : mvk_moe_grouped<QK_T_Q6_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale);
+	}
+}
+
 /* The Q8_K blocks of lib/quant (d f32, qs[256], bsums[16] int16, 292
  * bytes) from the device layout, one thread per output byte. */
 __global__ void

@@ -428,3 +428,211 @@ gpu_head_gate(struct gpu *g, float *d_x, int64_t ldx, const float *d_g, int64_t 
 	GPU_LAUNCHED(g, "head_gate");
 	return 0;
 }
+
+/* --- the experts' slots grouped by expert (gpu_moe_matvec's grouped form) -- */
+
+/*
+ * The exclusive prefix over the block (blockDim.x = MOE_GROUP_THREADS) of
+ * each thread's v, and the total into *tot: the warps' inclusive scans by
+ * shuffles, then the warps' totals by warp 0.  Integers: any order gives
+ * the same sums.
+ */
+#define MOE_GROUP_THREADS 1024
+
+__device__ __forceinline__ int
+grp_scan(int v, int *wsum, int *tot)
+{
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, x = v;
+
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		int y = __shfl_up_sync(0xFFFFFFFFu, x, o);
+		if (lane >= o)
+			x += y;
+	}
+	if (lane == 31)
+		wsum[warp] = x;
+	__syncthreads();
+	if (warp == 0) {
+		int w = lane < MOE_GROUP_THREADS / 32 ? wsum[lane] : 0, z = w;
+#pragma unroll
+		for (int o = 1; o < 32; o <<= 1) {
+			int y = __shfl_up_sync(0xFFFFFFFFu, z, o);
+			if (lane >= o)
+				z += y;
+		}
+		wsum[lane] = z - w;	/* the warps before it */
+		if (lane == 31)
+			wsum[32] = z;
+	}
+	__syncthreads();
+	int r = wsum[warp] + x - v;
+	*tot = wsum[32];
+	__syncthreads();	/* wsum free for the next scan */
+	return r;
+}
+
+/* Slot s's bucket: expert ids[s], n_exp for an id outside [0, n_exp), n_exp
+ * + 1 past the slots. */
+__device__ __forceinline__ int
+grp_bucket(const int32_t *__restrict__ ids, int s, int ns, int n_exp)
+{
+	if (s >= ns)
+		return n_exp + 1;
+	int e = ids[s];
+	return e >= 0 && e < n_exp ? e : n_exp;
+}
+
+/*
+ * One block: the slots' buckets (expert ids[s], or n_exp for an id outside
+ * [0, n_exp): their NaN rows), counted, the buckets' offsets and tiles by
+ * grp_scan over chunks of buckets, the tiles (bucket, first, count <=
+ * GPU_MOE_MT, 0) of each bucket in order into tile[0..), tile[used..nt)
+ * empty (count 0); then warp 0 places the slots 32 at a time in slot order
+ * (lanes of one bucket by __match_any_sync, each at the bucket's cursor
+ * plus its rank among them; the buckets staged in shared memory by the
+ * block): perm[i] is the slot at sorted position i,
+ * stable within an expert, and perm[ns .. ns + GPU_MOE_MT) = 0 (the rows a
+ * tile's kernel may read past the last).  Shared memory: 2 (n_exp + 1)
+ * ints dynamic, 2 MOE_GROUP_THREADS + 33 static.
+ */
+__global__ void __launch_bounds__(MOE_GROUP_THREADS)
+k_moe_group(const int32_t *__restrict__ ids, int ns, int n_exp, int nt, int32_t *perm,
+    int4 *tile)
+{
+	extern __shared__ int grp_sm[];
+	__shared__ int wsum[33], stage[2][MOE_GROUP_THREADS];
+	int nbk = n_exp + 1, *cnt = grp_sm, *cur = grp_sm + nbk, tid = threadIdx.x;
+	int bpt = (nbk + MOE_GROUP_THREADS - 1) / MOE_GROUP_THREADS;	/* buckets a thread */
+	int b0 = min(tid * bpt, nbk), b1 = min(b0 + bpt, nbk), tot, ntot;
+
+	pdl_enter();	/* the ids are an earlier kernel's */
+	for (int b = tid; b < nbk; b += MOE_GROUP_THREADS)
+		cnt[b] = 0;
+	__syncthreads();
+	for (int s = tid; s < ns; s += MOE_GROUP_THREADS)
+		atomicAdd(&cnt[grp_bucket(ids, s, ns, n_exp)], 1);
+	__syncthreads();
+	int c = 0, t = 0;
+	for (int b = b0; b < b1; b++)
+		c += cnt[b], t += (cnt[b] + GPU_MOE_MT - 1) / GPU_MOE_MT;
+	int off = grp_scan(c, wsum, &tot), toff = grp_scan(t, wsum, &ntot);
+	for (int b = b0; b < b1; b++) {
+		int n = cnt[b];
+		for (int f = 0; f < n; f += GPU_MOE_MT)
+			tile[toff++] = make_int4(b, off + f, min(GPU_MOE_MT, n - f), 0);
+		cur[b] = off;
+		off += n;
+	}
+	for (int i = ntot + tid; i < nt; i += MOE_GROUP_THREADS)
+		tile[i] = make_int4(0, 0, 0, 0);
+	for (int i = tid; i < GPU_MOE_MT; i += MOE_GROUP_THREADS)
+		perm[ns + i] = 0;
+	/* the buckets of the slots, a chunk of MOE_GROUP_THREADS at a time, staged
+	 * in shared memory by every thread (the next chunk while warp 0 places
+	 * this one: its loop waits on no load) */
+	stage[0][tid] = grp_bucket(ids, tid, ns, n_exp);
+	__syncthreads();
+	for (int c0 = 0, st = 0; c0 < ns; c0 += MOE_GROUP_THREADS, st ^= 1) {
+		if (c0 + MOE_GROUP_THREADS < ns)
+			stage[st ^ 1][tid] = grp_bucket(ids, c0 + MOE_GROUP_THREADS + tid, ns, n_exp);
+		if (tid < 32)
+			for (int i = 0; i < MOE_GROUP_THREADS && c0 + i < ns; i += 32) {
+				int s = c0 + i + tid, b = stage[st][i + tid];	/* nbk: no slot */
+				unsigned peers = __match_any_sync(0xFFFFFFFFu, b);
+				int rank = __popc(peers & ((1u << tid) - 1u)), base = s < ns ? cur[b] : 0;
+				__syncwarp();
+				if (s < ns) {
+					perm[base + rank] = s;
+					if (tid == 31 - __clz((int)peers))	/* the bucket's last lane */
+						cur[b] = base + __popc(peers);
+				}
+				__syncwarp();
+			}
+		__syncthreads();
+	}
+}
+
+size_t
+moe_group_bytes(int ns, int n_exp)
+{
+	size_t a = 256, np = (size_t)ns + GPU_MOE_MT;
+
+	return (np * 4 + a - 1) / a * a + (size_t)moe_group_tiles(ns, n_exp) * sizeof(int4);
+}
+
+int
+moe_group_tiles(int ns, int n_exp)
+{
+	/* a bucket of c slots has ceil(c / MT) < c / MT + 1 tiles; at most
+	 * n_exp + 1 buckets hold any, and no tile is empty */
+	int64_t t = ((int64_t)ns + GPU_MOE_MT - 1) / GPU_MOE_MT + n_exp + 1;
+
+	return (int)(t < ns ? t : ns);
+}
+
+int
+moe_group_build(struct gpu *g, const int32_t *d_ids, int ns, int n_exp, void *mem,
+    struct moe_group *G)
+{
+	size_t a = 256, np = (size_t)ns + GPU_MOE_MT;
+
+	if (ns < 1 || n_exp < 1 || n_exp > GPU_MOE_GROUP_EXPERTS)
+		return gpu_fail(g, "moe group: %d slots over %d experts (1..%d)", ns, n_exp,
+		    GPU_MOE_GROUP_EXPERTS);
+	G->perm = (int32_t *)mem;
+	G->tile = (int4 *)((uint8_t *)mem + (np * 4 + a - 1) / a * a);
+	G->nt = moe_group_tiles(ns, n_exp);
+	gpu_launch(g, k_moe_group, 1, MOE_GROUP_THREADS, (size_t)(n_exp + 1) * 2 * sizeof(int),
+	    d_ids, ns, n_exp, G->nt, G->perm, G->tile);
+	GPU_LAUNCHED(g, "moe group");
+	return 0;
+}
+
+/* Row i < n of dst[a] (rb[a] bytes, a multiple of 4) = row perm[i] / per
+ * of src[a], for the array a = blockIdx.z: word blockIdx.x * blockDim.x +
+ * threadIdx.x of rows blockIdx.y, + gridDim.y, ... */
+struct grp_rows {
+	const uint8_t *src[3];
+	uint8_t *dst[3];
+	int64_t rb[3];
+};
+
+__global__ void
+k_moe_gather(const struct grp_rows R, const int32_t *__restrict__ perm, int64_t n, int per)
+{
+	int a = blockIdx.z;	/* (picked so, not indexed: no copy of R in local memory) */
+	const uint32_t *src = (const uint32_t *)(a == 0 ? R.src[0] : a == 1 ? R.src[1] : R.src[2]);
+	uint32_t *dst = (uint32_t *)(a == 0 ? R.dst[0] : a == 1 ? R.dst[1] : R.dst[2]);
+	int64_t w = (a == 0 ? R.rb[0] : a == 1 ? R.rb[1] : R.rb[2]) / 4;
+	int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();	/* perm, and the rows, are earlier kernels' */
+	if (c >= w)
+		return;
+	for (int64_t r = blockIdx.y; r < n; r += gridDim.y)
+		dst[r * w + c] = src[(int64_t)(perm[r] / per) * w + c];
+}
+
+int
+moe_gather(struct gpu *g, const struct moe_group *G, int ns, int per, int na,
+    const void *const *src, void *const *dst, const size_t *rb)
+{
+	struct grp_rows R = {};
+	int64_t n = (int64_t)ns + GPU_MOE_MT, w = 0;
+
+	if (na < 1 || na > 3 || per < 1)
+		return gpu_fail(g, "moe gather: %d arrays, %d slots a row", na, per);
+	for (int a = 0; a < na; a++) {
+		if (rb[a] % 4 != 0 || ((uintptr_t)src[a] & 3) || ((uintptr_t)dst[a] & 3))
+			return gpu_fail(g, "moe gather: rows of %zu bytes, or unaligned", rb[a]);
+		R.src[a] = (const uint8_t *)src[a];
+		R.dst[a] = (uint8_t *)dst[a];
+		R.rb[a] = (int64_t)rb[a];
+		w = max(w, (int64_t)rb[a] / 4);
+	}
+	dim3 grid((unsigned)((w + 127) / 128), (unsigned)min(n, (int64_t)65535), (unsigned)na);
+	gpu_launch(g, k_moe_gather, grid, 128, 0, R, G->perm, n, per);
+	GPU_LAUNCHED(g, "moe gather");
+	return 0;
+}

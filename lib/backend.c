@@ -806,6 +806,33 @@ backend_rows_env(struct backend *be, const char *v, char *err)
 }
 
 int
+backend_moe_group_set(struct backend *be, int mode)
+{
+	if (mode != BACKEND_MOE_GROUP_OFF && mode != BACKEND_MOE_GROUP_AUTO &&
+	    mode != BACKEND_MOE_GROUP_ALL)
+		return util_err(be->err, "moe group: mode %d (0, 1 or 2)", mode);
+	return be->ops->moe_group_set != NULL ? be->ops->moe_group_set(be, mode) : 0;
+}
+
+int
+backend_moe_group_env(struct backend *be, const char *v, char *err)
+{
+	int mode;
+
+	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "1") == 0)
+		return 0;
+	if (strcmp(v, "0") == 0)
+		mode = BACKEND_MOE_GROUP_OFF;
+	else if (strcmp(v, "all") == 0)
+		mode = BACKEND_MOE_GROUP_ALL;
+	else
+		return util_err(err, "'%s': not 0, 1 or all", v);
+	if (be != NULL && backend_moe_group_set(be, mode) < 0)
+		return util_err(err, "%s", backend_errmsg(be));
+	return 0;
+}
+
+int
 backend_gemm_set(struct backend *be, int kind)
 {
 	return be->ops->gemm_set != NULL ? be->ops->gemm_set(be, kind) : 0;

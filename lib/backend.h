@@ -500,6 +500,26 @@ int	backend_gemm_set(struct backend *, int kind);
 #define BACKEND_GEMM_DEFAULT BACKEND_GEMM_BF16
 int	backend_gemm_env(struct backend *, const char *v, char *err);
 /*
+ * How the CUDA backend runs the experts' products (backend_moe_swiglu and
+ * the rest), the same bits every way: BACKEND_MOE_GROUP_OFF a kernel
+ * block per slot (row x picked expert), each reading its expert's whole
+ * matrix; BACKEND_MOE_GROUP_ALL the slots sorted by expert on the device
+ * and each weight row read once for up to 16 slots of its expert;
+ * BACKEND_MOE_GROUP_AUTO (the default) grouped where a call's slots share
+ * experts (a prompt, a wide step), per slot elsewhere (a decode row's k
+ * experts are distinct).  backend_moe_group_set: 0, or -1 (another mode,
+ * or a step being recorded) with the reason; a no-op on the CPU.
+ */
+enum { BACKEND_MOE_GROUP_OFF = 0, BACKEND_MOE_GROUP_AUTO = 1, BACKEND_MOE_GROUP_ALL = 2 };
+int	backend_moe_group_set(struct backend *, int mode);
+/*
+ * MEMRA_CUDA_MOE_GROUP's value v applied to be: NULL, "" or "1" leave the
+ * default (BACKEND_MOE_GROUP_AUTO), "0" sets BACKEND_MOE_GROUP_OFF, "all"
+ * BACKEND_MOE_GROUP_ALL.  0, or -1 for any other value (err says why).  be
+ * NULL checks v only.
+ */
+int	backend_moe_group_env(struct backend *, const char *v, char *err);
+/*
  * On the CPU backend only, for checks (kernel-check's model lines): its
  * products of more than rows rows computed with the numerics of the CUDA
  * backend's prompt kernels of kind (BACKEND_GEMM_*: for bf16, the GPU's

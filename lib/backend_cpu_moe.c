@@ -195,8 +195,9 @@ moe_products(struct backend *be, const char *op, struct moe_run *r)
 	struct backend_cpu *c = (struct backend_cpu *)be;
 	int emu = c->emu_kind, rc;
 
-	/* the GPU's experts take the decode kernels at any row count (cuda/moe.cu): the
-	 * CPU's numerics, never backend_cpu_gemm_emulate's prompt GEMMs */
+	/* the GPU's experts take the decode kernels at any row count (gpu_moe_matvec,
+	 * slot by slot or grouped by expert: the same bits): the CPU's numerics,
+	 * never backend_cpu_gemm_emulate's prompt GEMMs */
 	c->emu_kind = -1;
 	rc = moe_run_experts(be, op, r);
 	c->emu_kind = emu;

@@ -167,6 +167,8 @@ struct backend_ops {
 	/* optional, backend_dconv: NULL cannot (backend_has_dconv 0) */
 	int	(*dconv)(struct backend *, const float *, int, int, const float *, int, int, int,
 		    const float *, float *);
+	/* optional, backend_moe_group_set: NULL has one way */
+	int	(*moe_group_set)(struct backend *, int);
 };
 
 struct backend {

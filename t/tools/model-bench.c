@@ -39,6 +39,9 @@
  * made on the device and fed to its next step); "decode-batch" reports the
  * median step time, the aggregate tok/s and the step against one row's
  * ("x_step").  With -P, where the device's time goes in such a step too.
+ * MEMRA_CUDA_MOE_GROUP=0|1|all how the experts' products run
+ * (backend_moe_group_env: per slot, grouped where slots share experts,
+ * always grouped; the same bits), for an A/B of a MoE model's prefill.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -293,6 +296,8 @@ main(int argc, char *argv[])
 	const char *ge = getenv("MEMRA_CUDA_GEMM");
 	if (backend_gemm_env(be, ge, err) < 0)
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
+	if (backend_moe_group_env(be, getenv("MEMRA_CUDA_MOE_GROUP"), err) < 0)
+		die(2, "MEMRA_CUDA_MOE_GROUP: %s", err);
 	struct model *md = be ? model_open(path, be, err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
