@@ -198,3 +198,22 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	run -1 port_open "$pa"
 	[ -z "$(pgrep -f "MEMRA_PORT=$pa")" ]
 }
+
+@test "serve-turns idturns: conversations by token ids (prompts and replies as ids, return_token_ids); a later turn reports the tokens it did not recompute" {
+	load serve
+	P=$BATS_TEST_TMPDIR
+	f=$P/tiny.gguf
+	run -0 --separate-stderr "$T/gguf-random" -p tiny -t Q8_0 "$f"
+	start_serve MEMRA_MODELS="r=$f" MEMRA_MAX_SESSIONS=2 MEMRA_CTX=160 MEMRA_PREFILL_CHUNK=32
+	run -0 --separate-stderr python3 "$TOP/tools/serve-turns.py" "$URL" idturns -c 2 -t 3 -p 40 -q 8 -g 6 --vocab 1000 --turns-log "$P/t.jsonl"
+	stop_serve
+	[ "$(jq -r '[.c, .turns, .first, .new, .gen] | @tsv' <<<"$output")" = "2	3	40	8	6" ]
+	jq -e '.turn1_ttft_ms > 0 and .turnN_ttft_ms > 0 and .agg_tok_s > 0 and .cached_tokens > 0' <<<"$output"
+	# each conversation: 48 ids, then 48 + 6 + 8, then 62 + 6 + 8; cold first, then resumed
+	[ "$(jq -r '[.conversation, .turn, .prompt_tokens] | @tsv' "$P/t.jsonl" | sort | tr '\t\n' ' ,')" = "0 1 48,0 2 62,0 3 76,1 1 48,1 2 62,1 3 76," ]
+	[ "$(jq -r 'select(.turn == 1) | .cached_tokens' "$P/t.jsonl" | sort -u)" = 0 ]
+	[ "$(jq -r 'select(.turn == 2) | .cached_tokens' "$P/t.jsonl" | sort -u)" = 32 ]
+	# a server that cannot answer: the run fails, naming why
+	run -1 --separate-stderr python3 "$TOP/tools/serve-turns.py" "$URL" idturns -c 1 -t 1 -p 4 -q 4 -g 2
+	[[ $stderr == "serve-turns: "*"Connection refused"* ]]
+}

@@ -4,7 +4,12 @@
 usage: serve-abba.py -a 'CMD A' -b 'CMD B' --port-a P --port-b Q [--blocks N]
                      [--bench 'ARGS for serve-bench.py'] [--tsv F --log F]
                      [--model M --quant Q --peer NAME --binary NAME --ctx N]
+                     [--client SCRIPT --bench-b 'B's ARGS' --scenario PREFIX]
 
+--client runs another load than serve-bench.py (tools/serve-turns.py's
+shared and idturns modes: one JSON line with "c" and figures), with B's
+own arguments by --bench-b (another API: llama-server's /completion);
+--scenario names the rows (default serve: serve-cN...).
 Each run starts one server (its command, in the background, until /health
 answers 200; refused when something already listens on its port), runs
 tools/serve-bench.py against it at every concurrency, then stops it and
@@ -37,10 +42,13 @@ import urllib.request
 FIGS = (("agg_tok_s", "", "tok/s"), ("stream_tok_s", "-stream", "tok/s"),
         ("ttft_p50_ms", "-ttft-p50", "ms"), ("ttft_p99_ms", "-ttft-p99", "ms"),
         ("itl_p50_ms", "-itl-p50", "ms"), ("itl_p99_ms", "-itl-p99", "ms"),
-        ("server_cpu_s", "-cpu-s", "s"))
+        ("server_cpu_s", "-cpu-s", "s"),
+        ("turn1_ttft_ms", "-turn1-ttft", "ms"), ("turnN_ttft_ms", "-turnN-ttft", "ms"),
+        ("turnN_over_turn1", "-turnN-over-turn1", "x"))
 COLS = ("date commit gpu binary model quant scenario ctx n median min max unit "
         "peer peer_median ratio log command").split()
 HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "serve-bench.py")
 
 
 def listening(port):
@@ -111,7 +119,7 @@ def stop(p, port, limit=60):
         time.sleep(0.2)
 
 
-def one_run(cmd, port, bench, logf):
+def one_run(cmd, port, client, bench, logf):
     if listening(port):
         raise SystemExit("serve-abba: port %d: something listens there before the server "
                          "starts (a server left from an earlier run?)" % port)
@@ -121,8 +129,8 @@ def one_run(cmd, port, bench, logf):
     try:
         up(port, p, logf.name)
         c0 = cpu_s(p.pid)
-        out = subprocess.run([sys.executable, os.path.join(HERE, "serve-bench.py"),
-                              "http://127.0.0.1:%d" % port, "--json"] + bench.split(),
+        out = subprocess.run([sys.executable, client, "http://127.0.0.1:%d" % port] +
+                             (["--json"] if client == BENCH else []) + bench.split(),
                              stdout=subprocess.PIPE, check=True).stdout.decode()
         c1 = cpu_s(p.pid)
     finally:
@@ -150,6 +158,10 @@ def main():
     ap.add_argument("--port-b", type=int, required=True)
     ap.add_argument("--blocks", type=int, default=1)
     ap.add_argument("--bench", default="")
+    ap.add_argument("--bench-b", default=None, help="B's client arguments (default: --bench)")
+    ap.add_argument("--client", default=BENCH,
+                    help="the load: a script taking URL then the arguments (default serve-bench.py)")
+    ap.add_argument("--scenario", default="serve", help="the rows' scenario prefix")
     ap.add_argument("--tsv")
     ap.add_argument("--log", default="/dev/null")
     ap.add_argument("--binary", default="serve")
@@ -170,7 +182,8 @@ def main():
         for _ in range(a.blocks):
             for arm in "abba":
                 cmd, port = (a.a, a.port_a) if arm == "a" else (a.b, a.port_b)
-                runs[arm].append(one_run(cmd, port, a.bench, logf))
+                bench = a.bench if arm == "a" or a.bench_b is None else a.bench_b
+                runs[arm].append(one_run(cmd, port, a.client, bench, logf))
     gpu = sh("nvidia-smi --query-gpu=name --format=csv,noheader | head -1").replace(" ", "_") or \
         "cpu:" + sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip().replace(" ", "_")
     rows = []
@@ -185,10 +198,11 @@ def main():
             print("c=%d %-13s A %.2f (%.2f..%.2f)  B %.2f  A/B %.3f" %
                   (c, key, ma, min(va), max(va), mb, ma / mb if mb else float("nan")))
             rows.append([datetime.date.today().isoformat(), os.environ.get("MEMRA_COMMIT") or sh("git rev-parse --short HEAD"), gpu,
-                         a.binary, a.model, a.quant, "serve-c%d%s" % (c, suf), a.ctx, str(len(va)),
+                         a.binary, a.model, a.quant, "%s-c%d%s" % (a.scenario, c, suf), a.ctx,
+                         str(len(va)),
                          "%.2f" % ma, "%.2f" % min(va), "%.2f" % max(va), unit, a.peer,
                          "%.2f" % mb, "%.3f" % (ma / mb if mb else float("nan")),
-                         os.path.basename(a.log), "serve-bench.py " + a.bench])
+                         os.path.basename(a.log), os.path.basename(a.client) + " " + a.bench])
     if a.tsv:
         new = not os.path.exists(a.tsv)
         with open(a.tsv, "a") as f:

@@ -4,6 +4,8 @@
 usage: serve-turns.py URL turns [-c CONVS] [-t TURNS] [-g MAX] [--pad WORDS] [--model NAME]
        serve-turns.py URL shared [-n REQUESTS] [-c C] [-p SHARED] [-q OWN] [-g GEN]
                       [--vocab N] [--seed S] [--model NAME]
+       serve-turns.py URL idturns [-c CONVS] [-t TURNS] [-p FIRST] [-q NEW] [-g GEN]
+                      [--api openai|llama] [--turns-log F] [--vocab N] [--seed S] [--model NAME]
 
 turns: CONVS conversations (each in its own thread, all at once) of TURNS
 turns each on /v1/chat/completions, streamed, temperature 0, MAX new tokens:
@@ -16,6 +18,20 @@ sent to the first content chunk) and the reply's content.  Two servers' runs
 compare by content (the prefix cache's identity: cache on = both off) and by
 ttft_ms (turn over turn).
 
+idturns: the turns of CONVS conversations by token ids (a random-weight file
+has no chat template, and its text does not tokenize back to its ids): turn 1
+sends FIRST random ids, each later turn the conversation so far (every
+prompt and every reply, as ids) plus NEW random ids; GEN new tokens a turn
+(ignore_eos, temperature 0).  The reply's ids come back by --api openai
+(memra's /v1/completions with return_token_ids, streamed: the chunks'
+token_ids) or --api llama (llama-server's /completion with return_tokens and
+cache_prompt: the chunks' tokens).  One JSON line: CONVS and TURNS, the
+median over the conversations of turn 1's TTFT (cold) and the last turn's,
+their ratio, the TTFT p50 of turns 2.., the aggregate tok/s and the cached
+tokens the replies reported (openai: usage.prompt_tokens_details; llama:
+tokens_cached); --turns-log writes a line a turn (conversation, turn,
+prompt tokens, cached, ttft_ms).
+
 shared: REQUESTS streamed /v1/completions in a closed loop of C streams, each
 prompt SHARED random token ids (the same for every request: a long system
 prompt) then OWN ids of its own, GEN new tokens each (ignore_eos,
@@ -27,6 +43,7 @@ import argparse
 import http.client
 import json
 import random
+import statistics
 import sys
 import threading
 import time
@@ -79,6 +96,110 @@ def stream(url, path, body):
     return "".join(text), usage, ttft, n
 
 
+def stream_ids(url, api, body):
+    """POST a streamed token-id completion: (reply ids, ttft s, cached or None).
+    api "openai": /v1/completions with return_token_ids; "llama":
+    llama-server's /completion with return_tokens."""
+    u = urllib.parse.urlsplit(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    if api == "openai":
+        path = "/v1/completions"
+        body = {"prompt": body["prompt"], "max_tokens": body["n"], "temperature": 0,
+                "ignore_eos": True, "stream": True, "return_token_ids": True,
+                "stream_options": {"include_usage": True}, **body.get("extra", {})}
+    else:
+        path = "/completion"
+        body = {"prompt": body["prompt"], "n_predict": body["n"], "temperature": 0,
+                "ignore_eos": True, "stream": True, "return_tokens": True,
+                "cache_prompt": True, **body.get("extra", {})}
+    t0 = time.monotonic()
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:200]))
+    ids, ttft, cached = [], None, None
+    for raw in r:
+        line = raw.decode().strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        ev = json.loads(data)
+        if api == "openai":
+            if ev.get("usage"):
+                cached = cached_of(ev["usage"])
+            got = [t for ch in ev.get("choices") or [] for t in ch.get("token_ids") or []]
+        else:
+            got = ev.get("tokens") or []
+            if ev.get("stop"):
+                cached = ev.get("tokens_cached")
+        if got and ttft is None:
+            ttft = time.monotonic() - t0
+        ids += got
+    c.close()
+    return ids, ttft, cached
+
+
+def idturns(args):
+    rng = random.Random(args.seed)
+    convs = [[rng.randrange(1, args.vocab) for _ in range(args.p)] for _ in range(args.c)]
+    news = [[[rng.randrange(1, args.vocab) for _ in range(args.q)] for _ in range(args.t)]
+            for _ in range(args.c)]
+    out, lock, gen = [], threading.Lock(), [0]
+    extra = {"model": args.model} if args.model else {}
+
+    def conversation(k):
+        hist = []
+        for t in range(args.t):
+            prompt = hist + (convs[k] if t == 0 else []) + news[k][t]
+            ids, ttft, cached = stream_ids(args.url, args.api, {"prompt": prompt, "n": args.g,
+                                                                "extra": extra})
+            if len(ids) != args.g or ttft is None:
+                raise RuntimeError("conversation %d, turn %d: %d of %d ids" %
+                                   (k, t + 1, len(ids), args.g))
+            hist = prompt + ids
+            with lock:
+                gen[0] += len(ids)
+                out.append({"conversation": k, "turn": t + 1, "prompt_tokens": len(prompt),
+                            "cached_tokens": cached, "ttft_ms": round(ttft * 1e3, 2)})
+
+    t0 = time.monotonic()
+    err = []
+
+    def run(k):
+        try:
+            conversation(k)
+        except Exception as e:  # the first error ends the run, named
+            err.append(str(e))
+
+    th = [threading.Thread(target=run, args=(k,)) for k in range(args.c)]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    wall = time.monotonic() - t0
+    if err:
+        sys.exit("serve-turns: " + err[0])
+    out.sort(key=lambda r: (r["conversation"], r["turn"]))
+    if args.turns_log:
+        with open(args.turns_log, "a") as f:
+            for r in out:
+                f.write(json.dumps(r) + "\n")
+    first = [r["ttft_ms"] for r in out if r["turn"] == 1]
+    last = [r["ttft_ms"] for r in out if r["turn"] == args.t]
+    later = [r["ttft_ms"] for r in out if r["turn"] > 1]
+    cached = [r["cached_tokens"] for r in out if r["cached_tokens"] is not None]
+    f1, fl = statistics.median(first), statistics.median(last)
+    print(json.dumps({"c": args.c, "turns": args.t, "first": args.p, "new": args.q,
+                      "gen": args.g, "wall_s": round(wall, 3),
+                      "agg_tok_s": round(gen[0] / wall, 2),
+                      "turn1_ttft_ms": round(f1, 2), "turnN_ttft_ms": round(fl, 2),
+                      "turnN_over_turn1": round(fl / f1, 4) if f1 else None,
+                      "ttft_p50_ms": round(pct(later, 0.5), 2) if later else None,
+                      "cached_tokens": sum(cached) if cached else None}))
+
+
 def cached_of(usage):
     d = (usage or {}).get("prompt_tokens_details") or {}
     return d.get("cached_tokens")
@@ -126,17 +247,24 @@ def shared(args):
     todo = list(range(args.n))
     res, lock = [], threading.Lock()
 
+    err = []
+
     def worker():
         while True:
             with lock:
-                if not todo:
+                if not todo or err:
                     return
                 i = todo.pop(0)
             body = {"prompt": sys_ids + own[i], "max_tokens": args.g, "temperature": 0,
                     "ignore_eos": True}
             if args.model:
                 body["model"] = args.model
-            _, usage, ttft, n = stream(args.url, "/v1/completions", body)
+            try:
+                _, usage, ttft, n = stream(args.url, "/v1/completions", body)
+            except Exception as e:  # the first error ends the run, named
+                with lock:
+                    err.append(str(e))
+                return
             with lock:
                 res.append((ttft, n, cached_of(usage)))
 
@@ -147,6 +275,8 @@ def shared(args):
     for x in th:
         x.join()
     wall = time.monotonic() - t0
+    if err:
+        sys.exit("serve-turns: " + err[0])
     tt = [r[0] * 1e3 for r in res if r[0] is not None]
     cached = [r[2] for r in res if r[2] is not None]
     print(json.dumps({"requests": len(res), "c": args.c, "shared": args.p, "own": args.q,
@@ -159,7 +289,7 @@ def shared(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
-    ap.add_argument("mode", choices=["turns", "shared"])
+    ap.add_argument("mode", choices=["turns", "shared", "idturns"])
     ap.add_argument("-c", type=int, default=None, help="conversations / streams")
     ap.add_argument("-t", type=int, default=8, help="turns a conversation")
     ap.add_argument("-g", type=int, default=None, help="new tokens a turn / request")
@@ -170,11 +300,20 @@ def main():
     ap.add_argument("--vocab", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--model", default="")
+    ap.add_argument("--api", choices=["openai", "llama"], default="openai",
+                    help="idturns: memra's /v1/completions or llama-server's /completion")
+    ap.add_argument("--turns-log", default="", help="idturns: a JSON line a turn, appended")
     args = ap.parse_args()
     if args.mode == "turns":
         args.c = args.c or 1
         args.g = args.g or 32
         turns(args)
+    elif args.mode == "idturns":
+        args.c = args.c or 1
+        args.g = args.g or 32
+        if args.t < 1 or args.p < 1 or args.q < 1 or args.g < 1:
+            sys.exit("serve-turns: idturns: -t, -p, -q and -g are at least 1")
+        idturns(args)
     else:
         args.c = args.c or 16
         args.g = args.g or 16
