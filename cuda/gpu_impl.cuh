@@ -265,6 +265,29 @@ struct moe_group {
 	int4   *tile;
 	int	nt;
 };
+/*
+ * A grouped kernel's tile t0 + blockIdx.y for weight row row: its bucket,
+ * first sorted slot and count into *e, *f, *n; 0 when the block is done
+ * with it (an empty tile, or bucket n_exp, whose slots' rows lane 0 fills
+ * with NaN).
+ */
+__device__ __forceinline__ int
+moe_tile(const int4 *__restrict__ tile, int t0, const int32_t *__restrict__ perm, int n_exp,
+    int64_t rows, int64_t row, int lane, float *y, int *e, int *f, int *n)
+{
+	int4 tl = tile[t0 + (int)blockIdx.y];
+
+	*e = tl.x, *f = tl.y, *n = tl.z;
+	if (*n == 0)
+		return 0;
+	if (*e < 0 || *e >= n_exp) {
+		if (lane == 0)
+			for (int j = 0; j < *n; j++)
+				y[(size_t)perm[*f + j] * rows + row] = __int_as_float(0x7FC00000);
+		return 0;
+	}
+	return 1;
+}
 size_t	moe_group_bytes(int ns, int n_exp);
 int	moe_group_tiles(int ns, int n_exp);
 int	moe_group_build(struct gpu *g, const int32_t *d_ids, int ns, int n_exp, void *mem,

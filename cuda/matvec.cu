@@ -690,16 +690,9 @@ k_moe_mvg(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nbl
 	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
 	if (row >= rows)
 		return;
-	int4 tl = tile[t0 + (int)blockIdx.y];
-	int e = tl.x, f = tl.y, n = tl.z;
-	if (n == 0)
+	int e, f, n;
+	if (!moe_tile(tile, t0, perm, n_exp, rows, row, lane, y, &e, &f, &n))
 		return;
-	if (e < 0 || e >= n_exp) {
-		if (lane == 0)
-			for (int j = 0; j < n; j++)
-				y[(size_t)perm[f + j] * rows + row] = __int_as_float(0x7FC00000);
-		return;
-	}
 	mv_row<T, GPU_MOE_MT, ILP>(W + (size_t)e * ebytes + row * rowbytes, nblk, bpc, ne0,
 	    xg + (size_t)f * ne0, n, sm[warp], lane, acc);
 	if (lane == 0) {

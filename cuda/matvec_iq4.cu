@@ -409,16 +409,9 @@ k_moe_iq4g(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, i
 	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
 	if (r >= rows)
 		return;
-	int4 tl = tile[t0 + (int)blockIdx.y];
-	int e = tl.x, f = tl.y, n = tl.z;
-	if (n == 0)
+	int e, f, n;
+	if (!moe_tile(tile, t0, perm, n_exp, rows, r, lane, y, &e, &f, &n))
 		return;
-	if (e < 0 || e >= n_exp) {
-		if (lane == 0)
-			for (int j = 0; j < n; j++)
-				y[(size_t)perm[f + j] * rows + r] = __int_as_float(0x7FC00000);
-		return;
-	}
 	iq4<T>::template row<GPU_MOE_MT>(W + (size_t)e * ebytes + r * rb, nb,
 	    q + (size_t)f * nb * iq4<T>::QK, d + (size_t)f * nb, n, lane, acc);
 #pragma unroll

@@ -597,17 +597,10 @@ k_moe_mv8g(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nb
 	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
 	if (r >= rows)
 		return;
-	int4 tl = tile[t0 + (int)blockIdx.y];
-	int e = tl.x, f = tl.y, n = tl.z;
-	if (n == 0)
+	int e, f, n;
+	if (!moe_tile(tile, t0, perm, n_exp, rows, r, lane, y, &e, &f, &n))
 		return;
 	const int32_t *slot = perm + f;
-	if (e < 0 || e >= n_exp) {
-		if (lane == 0)
-			for (int j = 0; j < n; j++)
-				y[(size_t)slot[j] * rows + r] = __int_as_float(0x7FC00000);
-		return;
-	}
 	const uint8_t *wr = W + (size_t)e * ebytes + r * rowbytes;
 	const int8_t *qf = q + (size_t)f * nb * 32;
 	const float *df = dx + (size_t)f * nb, *sf = sx + (size_t)f * nb;

@@ -554,16 +554,9 @@ k_moe_mvkg(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, s
 	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
 	if (r >= rows)
 		return;
-	int4 tl = tile[t0 + (int)blockIdx.y];
-	int e = tl.x, f = tl.y, n = tl.z;
-	if (n == 0)
+	int e, f, n;
+	if (!moe_tile(tile, t0, perm, n_exp, rows, r, lane, y, &e, &f, &n))
 		return;
-	if (e < 0 || e >= n_exp) {
-		if (lane == 0)
-			for (int j = 0; j < n; j++)
-				y[(size_t)perm[f + j] * rows + r] = __int_as_float(0x7FC00000);
-		return;
-	}
 	mvk_row<T, GPU_MOE_MT, L>(W + (size_t)e * ebytes + r * rowbytes, nb,
 	    q + (size_t)f * nb * 256, dk + (size_t)f * nb, bs + (size_t)f * nb * 16, n, lane, acc);
 #pragma unroll

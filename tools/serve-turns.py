@@ -64,25 +64,34 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def stream(url, path, body):
-    """POST a streamed request: (content, usage or None, ttft s, tokens)."""
+def events(url, path, body):
+    """POST body (JSON) to url's path; yield each server-sent event's JSON
+    up to [DONE] (an error status raises, with the body's start)."""
     u = urllib.parse.urlsplit(url)
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    try:
+        c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        if r.status != 200:
+            raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:200]))
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            yield json.loads(data)
+    finally:
+        c.close()
+
+
+def stream(url, path, body):
+    """POST a streamed request: (content, usage or None, ttft s, tokens)."""
     body = dict(body, stream=True, stream_options={"include_usage": True})
-    t0 = time.monotonic()
-    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    if r.status != 200:
-        raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:200]))
     text, usage, ttft, n = [], None, None, 0
-    for raw in r:
-        line = raw.decode().strip()
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        ev = json.loads(data)
+    t0 = time.monotonic()
+    for ev in events(url, path, body):
         if ev.get("usage"):
             usage = ev["usage"]
         for ch in ev.get("choices") or []:
@@ -92,7 +101,6 @@ def stream(url, path, body):
                     ttft = time.monotonic() - t0
                 text.append(piece)
                 n += 1
-    c.close()
     return "".join(text), usage, ttft, n
 
 
@@ -100,8 +108,6 @@ def stream_ids(url, api, body):
     """POST a streamed token-id completion: (reply ids, ttft s, cached or None).
     api "openai": /v1/completions with return_token_ids; "llama":
     llama-server's /completion with return_tokens."""
-    u = urllib.parse.urlsplit(url)
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     if api == "openai":
         path = "/v1/completions"
         body = {"prompt": body["prompt"], "max_tokens": body["n"], "temperature": 0,
@@ -112,20 +118,9 @@ def stream_ids(url, api, body):
         body = {"prompt": body["prompt"], "n_predict": body["n"], "temperature": 0,
                 "ignore_eos": True, "stream": True, "return_tokens": True,
                 "cache_prompt": True, **body.get("extra", {})}
-    t0 = time.monotonic()
-    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    if r.status != 200:
-        raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:200]))
     ids, ttft, cached = [], None, None
-    for raw in r:
-        line = raw.decode().strip()
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        ev = json.loads(data)
+    t0 = time.monotonic()
+    for ev in events(url, path, body):
         if api == "openai":
             if ev.get("usage"):
                 cached = cached_of(ev["usage"])
@@ -137,7 +132,6 @@ def stream_ids(url, api, body):
         if got and ttft is None:
             ttft = time.monotonic() - t0
         ids += got
-    c.close()
     return ids, ttft, cached
 
 
