@@ -6,6 +6,7 @@ bats_require_minimum_version 1.5.0
 # The maker needs numpy, ml_dtypes and safetensors (the CI peers), no torch: about 2 s here
 # (2 shared cores), the frspec-owngen ranks for the trim test 0.2 s, the whole file 11 s.
 setup() { load helper; }
+teardown() { [ -z "${SPID:-}" ] || kill "$SPID" 2>/dev/null || true; }
 
 ML=build/t/tools/model-logits
 
@@ -143,4 +144,32 @@ fx() {
 		run -1 --separate-stderr quant-nvfp4 "$FX/bad-${b%%:*}" "$BATS_TEST_TMPDIR/x.gguf"
 		[[ $stderr == *"${b#*:}" ]]
 	done
+}
+
+@test "the cookbook's 'No GGUF anywhere' block boots as written on the compressed-tensors checkpoint: the ranks file self-trims its (bf16) head, its own MTP head drafts, replies are plain decode's" {
+	fx
+	need_py openai
+	load serve
+	P=$BATS_TEST_TMPDIR
+	SC="python3 $TOP/t/serve-client.py"
+	ln -s "$FX/ct" "$P/Qwen3.8-27B-NVFP4"
+	# the block as the cookbook writes it (its speculation then follows the load policy)
+	start_serve memra-server MEMRA_FRSPEC_TRIM="$RANKS" MEMRA_MODELS="q38=$P/Qwen3.8-27B-NVFP4"
+	stop_serve
+	grep -q '^\[frspec-trim\] self-trimmed head: 256 rows of main output.weight (BF16)$' "$LOG"
+	grep -q '^\[model\] q38: ctx=[0-9]* K=3 (MTP speculative decode for greedy requests)' "$LOG"
+	grep -q '^\[sched\] q38: speculative K by load, up to 3 ' "$LOG"
+	# K pinned at 3: the MTP head's drafts verified and accepted, the reply plain decode's
+	start_serve MEMRA_SPEC_K=3 MEMRA_FRSPEC_TRIM="$RANKS" MEMRA_MODELS="q38=$P/Qwen3.8-27B-NVFP4"
+	run -0 $SC "$URL" complete q38 "def fibonacci(n):" 24
+	spec=$output
+	run -0 curl -s "$URL/metrics"
+	stop_serve
+	[[ $output == *'memra_spec_drafted_tokens_total{k="3"} '[1-9]* ]]
+	[[ $output == *'memra_spec_accepted_tokens_total{k="3"} '[1-9]* ]]
+	start_serve MEMRA_SPEC_K=0 MEMRA_MODELS="q38=$P/Qwen3.8-27B-NVFP4"
+	run -0 $SC "$URL" complete q38 "def fibonacci(n):" 24
+	stop_serve
+	[ "$output" = "$spec" ]
+	[ "$(jq -r .finish <<<"$output")" = length ]
 }
