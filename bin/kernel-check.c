@@ -3196,6 +3196,55 @@ vis_encode(struct backend *be, const char *path, const struct vision_image *img)
 	return out;
 }
 
+/* The tower's hidden rows after stages (vision_hidden) of img on be (host, malloc'd). */
+static float *
+vis_hidden(struct backend *be, const char *path, const struct vision_image *img, int stages)
+{
+	char err[UTIL_ERRLEN];
+	struct vision *v = vision_open(path, be, err);
+	float *x;
+
+	if (v == NULL)
+		die(1, "%s: %s", backend_name(be), err);
+	x = xmalloc((size_t)img->gw * img->gh * vision_hparams(v)->n_embd * sizeof *x);
+	if (vision_hidden(v, img, stages, x) != 0)
+		die(1, "%s: %s: %s", backend_name(be), path, vision_errmsg(v));
+	vision_close(v);
+	return x;
+}
+
+/*
+ * Where the GPU's tower leaves the CPU's, stage by stage, on img: its
+ * hidden rows after the patch embedding, then after each layer's
+ * attention and feed-forward block, against the CPU's, each within 3 x
+ * the CPU's own noise there (cpu:scalar sc), at least 1e-3.
+ */
+static void
+vis_stages(struct kc *k, struct bpair *p, struct backend *sc, const char *path,
+    const struct vision_image *img, int n_layer, int n_embd)
+{
+	int64_t n = (int64_t)img->gw * img->gh * n_embd;
+
+	for (int s = 0; s <= 2 * n_layer; s++) {
+		float *c = vis_hidden(p->c, path, img, s), *q = vis_hidden(sc, path, img, s);
+		float *g = vis_hidden(p->g, path, img, s);
+		double noise = 0, d;
+		char shape[96];
+
+		for (int64_t j = 0; j < n; j++)
+			if ((d = fabs((double)c[j] - q[j]) / (1.0 + fabs((double)c[j]))) > noise)
+				noise = d;
+		if (s == 0)
+			snprintf(shape, sizeof shape, "patch embedding, %lld values (cpu noise %.2g)",
+			    (long long)n, noise);
+		else
+			snprintf(shape, sizeof shape, "layer %d %s, %lld values (cpu noise %.2g)",
+			    (s - 1) / 2, s % 2 ? "attention" : "feed-forward", (long long)n, noise);
+		becmp(k, "vision hidden", shape, g, c, NULL, n, fmax(1e-3, 3 * noise));
+		free(c), free(q), free(g);
+	}
+}
+
 /* An image of gw x gh patches of random pixels (no images folder). */
 static void
 vis_random(struct kc *k, const struct vision_hparams *hp, int gw, int gh,
@@ -3228,7 +3277,10 @@ vis_random(struct kc *k, const struct vision_hparams *hp, int gw, int gh,
  * compounds.  A wrong op moves a soft token by its own size, far past it.
  * The first image runs a second time on a GPU backend opened for it alone
  * ("fresh"): the tower's result must not depend on what ran before it on
- * the backend (the model checks, here).
+ * the backend (the model checks, here); and its hidden rows are compared
+ * stage by stage ("vision hidden": after the patch embedding, each
+ * layer's attention and feed-forward block), so that a failure names
+ * where the backends part.
  */
 static void
 be_vision(struct kc *k, struct bpair *p, const char *path)
@@ -3272,6 +3324,8 @@ be_vision(struct kc *k, struct bpair *p, const char *path)
 		snprintf(shape, sizeof shape, "%s: %dx%d patches, %d x %d (cpu noise %.2g)", name,
 		    img.gw, img.gh, img.n_tok, hp->n_embd_text, noise);
 		becmp(k, "vision soft tokens", shape, g, c, NULL, n, fmax(1e-3, 3 * noise));
+		if (i == 0)	/* where the two part, if they do */
+			vis_stages(k, p, sc, path, &img, hp->n_layer, hp->n_embd);
 		if (i == 0) {	/* the first image on a backend that has run nothing else */
 			struct backend *fg = backend_open(p->gname, 0, err);
 			if (fg == NULL)

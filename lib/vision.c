@@ -839,36 +839,58 @@ check_image(struct vision *v, const struct vision_image *img)
 	return 0;
 }
 
+/* The embedding and stages - 1 attention / feed-forward halves of layers
+ * into x (host [m][n_embd]). */
+static int
+trunk(struct vision *v, const struct vision_image *img, int stages, float *x)
+{
+	int m = img->gw * img->gh, rc = -1;
+	struct vact a;
+
+	if (check_image(v, img) != 0 || vact_new(v, m, &a) != 0)
+		return -1;
+	if (embed(v, img, &a) != 0)
+		goto out;
+	for (int s = 1; s <= stages; s++) {
+		const struct vision_layer *L = &v->layers[(s - 1) / 2];
+		if ((s % 2 ? attention(v, L, &a) : ffn(v, L, &a)) != 0)
+			goto out;
+	}
+	if (backend_read(v->be, x, a.x, (size_t)m * v->hp.n_embd))
+		fail(v);
+	else
+		rc = 0;
+out:
+	vact_free(v->be, &a);
+	return rc;
+}
+
+int
+vision_hidden(struct vision *v, const struct vision_image *img, int stages, float *x)
+{
+	v->err[0] = '\0';
+	if (stages < 0 || stages > 2 * v->hp.n_layer)
+		return util_err(v->err, "hidden: stage %d of 0..%d", stages, 2 * v->hp.n_layer);
+	return trunk(v, img, stages, x);
+}
+
 int
 vision_encode(struct vision *v, const struct vision_image *img, float *out)
 {
 	const struct vision_hparams *hp = &v->hp;
-	int m = img->gw * img->gh, rc = -1;
-	struct vact a;
-	float *x = NULL, *y = NULL;
+	size_t m = (size_t)img->gw * img->gh;
+	float *x = malloc(m * hp->n_embd * sizeof *x);
+	float *y = malloc((size_t)img->n_tok * hp->n_embd * sizeof *y);
+	int rc = -1;
 
 	v->err[0] = '\0';
-	if (check_image(v, img) != 0 || vact_new(v, m, &a) != 0)
-		return -1;
-	if ((x = malloc((size_t)m * hp->n_embd * sizeof *x)) == NULL ||
-	    (y = malloc((size_t)img->n_tok * hp->n_embd * sizeof *y)) == NULL) {
+	if (x == NULL || y == NULL)
 		util_err(v->err, "encode: out of memory");
-		goto out;
+	else if (trunk(v, img, 2 * hp->n_layer, x) == 0) {
+		pool(v, img, x, y);
+		rc = project(v, y, img->n_tok, out);
 	}
-	if (embed(v, img, &a) != 0)
-		goto out;
-	for (int il = 0; il < hp->n_layer; il++)
-		if (attention(v, &v->layers[il], &a) != 0 || ffn(v, &v->layers[il], &a) != 0)
-			goto out;
-	if (backend_read(v->be, x, a.x, (size_t)m * hp->n_embd)) {
-		fail(v);
-		goto out;
-	}
-	pool(v, img, x, y);
-	rc = project(v, y, img->n_tok, out);
-out:
 	free(x), free(y);
-	vact_free(v->be, &a);
 	return rc;
 }
 

@@ -98,6 +98,15 @@ void	vision_image_free(struct vision_image *);
  */
 int	vision_encode(struct vision *, const struct vision_image *img, float *out);
 
+/*
+ * The tower's hidden rows part of the way, for checks that name where two
+ * backends part (kernel-check): after the patch embedding (stages 0), then
+ * each layer's attention (odd stages) and feed-forward block (even ones),
+ * into x (host [gw * gh][n_embd]).  stages <= 2 * n_layer; 0, or -1 with
+ * vision_errmsg set.
+ */
+int	vision_hidden(struct vision *, const struct vision_image *img, int stages, float *x);
+
 #endif
 
 /* --- a prompt's images --- */
