@@ -158,23 +158,7 @@ def idturns(args):
                 out.append({"conversation": k, "turn": t + 1, "prompt_tokens": len(prompt),
                             "cached_tokens": cached, "ttft_ms": round(ttft * 1e3, 2)})
 
-    t0 = time.monotonic()
-    err = []
-
-    def run(k):
-        try:
-            conversation(k)
-        except Exception as e:  # the first error ends the run, named
-            err.append(str(e))
-
-    th = [threading.Thread(target=run, args=(k,)) for k in range(args.c)]
-    for x in th:
-        x.start()
-    for x in th:
-        x.join()
-    wall = time.monotonic() - t0
-    if err:
-        sys.exit("serve-turns: " + err[0])
+    wall = together([lambda k=k: conversation(k) for k in range(args.c)])
     out.sort(key=lambda r: (r["conversation"], r["turn"]))
     if args.turns_log:
         with open(args.turns_log, "a") as f:
@@ -192,6 +176,28 @@ def idturns(args):
                       "turnN_over_turn1": round(fl / f1, 4) if f1 else None,
                       "ttft_p50_ms": round(pct(later, 0.5), 2) if later else None,
                       "cached_tokens": sum(cached) if cached else None}))
+
+
+def together(fns):
+    """Run fns, each in its own thread, all at once: the seconds they took.
+    The first exception any raises ends the run with its message."""
+    err = []
+
+    def run(f):
+        try:
+            f()
+        except Exception as e:  # named, not a traceback
+            err.append(str(e))
+
+    t0 = time.monotonic()
+    th = [threading.Thread(target=run, args=(f,)) for f in fns]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    if err:
+        sys.exit("serve-turns: " + err[0])
+    return time.monotonic() - t0
 
 
 def cached_of(usage):
@@ -223,11 +229,7 @@ def conversation(args, k, out, lock):
 
 def turns(args):
     out, lock = [], threading.Lock()
-    th = [threading.Thread(target=conversation, args=(args, k, out, lock)) for k in range(args.c)]
-    for x in th:
-        x.start()
-    for x in th:
-        x.join()
+    together([lambda k=k: conversation(args, k, out, lock) for k in range(args.c)])
     if len(out) != args.c * args.t:
         sys.exit("serve-turns: %d of %d turns answered" % (len(out), args.c * args.t))
     for r in sorted(out, key=lambda r: (r["conversation"], r["turn"])):
@@ -241,36 +243,21 @@ def shared(args):
     todo = list(range(args.n))
     res, lock = [], threading.Lock()
 
-    err = []
-
     def worker():
         while True:
             with lock:
-                if not todo or err:
+                if not todo:
                     return
                 i = todo.pop(0)
             body = {"prompt": sys_ids + own[i], "max_tokens": args.g, "temperature": 0,
                     "ignore_eos": True}
             if args.model:
                 body["model"] = args.model
-            try:
-                _, usage, ttft, n = stream(args.url, "/v1/completions", body)
-            except Exception as e:  # the first error ends the run, named
-                with lock:
-                    err.append(str(e))
-                return
+            _, usage, ttft, n = stream(args.url, "/v1/completions", body)
             with lock:
                 res.append((ttft, n, cached_of(usage)))
 
-    t0 = time.monotonic()
-    th = [threading.Thread(target=worker) for _ in range(args.c)]
-    for x in th:
-        x.start()
-    for x in th:
-        x.join()
-    wall = time.monotonic() - t0
-    if err:
-        sys.exit("serve-turns: " + err[0])
+    wall = together([worker] * args.c)
     tt = [r[0] * 1e3 for r in res if r[0] is not None]
     cached = [r[2] for r in res if r[2] is not None]
     print(json.dumps({"requests": len(res), "c": args.c, "shared": args.p, "own": args.q,
