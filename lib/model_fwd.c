@@ -757,8 +757,8 @@ attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs
 }
 
 /* model_forward_seqs's Gated DeltaNet layer: products over the group,
- * the conv and the recurrence per sequence with its state (and, to
- * verify, its snapshots). */
+ * the conv and the recurrence of every sequence, each with its state
+ * (and, to verify, its snapshots), in one call each (backend_*_seqs). */
 static int
 gdn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g,
     const float *res)
@@ -766,27 +766,29 @@ gdn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs 
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
-	int cd = model_conv_dim(hp), nv = hp->n_v_heads, vd = nv * hp->dv;
+	int cd = model_conv_dim(hp), nv = hp->n_v_heads;
 	const struct backend_weight *W[4] = { &L->qkv, &L->gate, &L->beta, &L->alpha };
 	float *Y[4] = { a->q, a->z, a->b, a->a };
 	struct backend_gdn gd = { hp->n_k_heads, nv, hp->dk, hp->dv, 1, md->hf_l2,
 	    md->hf_l2 ? 1e-6f : hp->eps };
+	struct backend_seq cs[BACKEND_ROWS_MAX], ss[BACKEND_ROWS_MAX];
 
-	if (backend_add_rmsnorm_matmul(be, a->x, res, g->m, hp->n_embd, L->attn_norm, hp->eps, 4, W,
-	    Y))
-		return fail(md);
-	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
+	if (g->n > BACKEND_ROWS_MAX)	/* (seqs_check: a row each at least) */
+		return util_err(md->err, "forward: %d sequences in a group", g->n);
+	for (int i = 0; i < g->n; i++) {
 		struct state *st = g->st[i];
-		float *y = a->y + (size_t)r * cd;
-		int k = model_seq_rows(g, i);
 
-		if (backend_conv1d_silu(be, a->q + (size_t)r * cd, cd, k, cd, L->conv, hp->d_conv,
-		    state_conv(st, L->cache), g->verify ? state_conv_snap(st, L->cache) : NULL, y) ||
-		    backend_gdn_step(be, &gd, k, y, cd, a->a + (size_t)r * nv, a->b + (size_t)r * nv,
-		    L->ssm_a, L->dt_bias, state_ssm(st, L->cache),
-		    g->verify ? state_ssm_snap(st, L->cache) : NULL, a->o + (size_t)r * vd))
-			return fail(md);
+		cs[i] = (struct backend_seq){ model_seq_rows(g, i), state_conv(st, L->cache),
+		    g->verify ? state_conv_snap(st, L->cache) : NULL };
+		ss[i] = (struct backend_seq){ cs[i].rows, state_ssm(st, L->cache),
+		    g->verify ? state_ssm_snap(st, L->cache) : NULL };
 	}
+	if (backend_add_rmsnorm_matmul(be, a->x, res, g->m, hp->n_embd, L->attn_norm, hp->eps, 4, W,
+	    Y) ||
+	    backend_conv1d_silu_seqs(be, a->q, cd, g->n, cs, cd, L->conv, hp->d_conv, a->y) ||
+	    backend_gdn_step_seqs(be, &gd, g->n, ss, a->y, cd, a->a, a->b, L->ssm_a, L->dt_bias,
+	    a->o))
+		return fail(md);
 	return gdn_out(md, L, g->m);
 }
 
