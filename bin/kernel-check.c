@@ -2942,6 +2942,76 @@ be_seqs(struct kc *k, struct bpair *p, int n, int pat, int nk, int nv, int dk, i
 	free(q.rows);
 }
 
+/*
+ * backend_kv_store_seqs: n sequences of rows 1..4 (mixed) or one each, rows
+ * kvd wide, each into caches of its own (64 rows, random: the rows not
+ * stored must stay) at its own row.  The GPU's call against its own
+ * backend_copy pairs a sequence at a time and against the CPU's call, bit
+ * for bit, the whole caches.
+ */
+/* The n sequences' key and value caches of cs floats each on be, one after another. */
+static float *
+kv_caches(struct backend *be, float *(*cache)[2], int n, size_t cs)
+{
+	float *all = xmalloc((size_t)n * 2 * cs * 4);
+
+	for (int i = 0; i < n; i++)
+		for (int s = 0; s < 2; s++)
+			bchk(be, backend_read(be, all + (size_t)(2 * i + s) * cs, cache[i][s], cs));
+	return all;
+}
+
+static void
+be_kv_seqs(struct kc *k, struct bpair *p, int n, int ones, int kvd)
+{
+	enum { CTX = 64 };
+	struct backend_kv_seq sq[3][64];
+	struct backend *be[3] = { p->c, p->g, p->g };
+	float *kv[3][2], *cache[3][64][2], *h[2], *hc;
+	size_t cs = (size_t)CTX * kvd;
+	int m = 0;
+	char shape[64];
+
+	if (n < 1 || n > 64)
+		die(1, "be_kv_seqs: %d sequences (1..64)", n);
+	for (int i = 0; i < n; i++) {
+		sq[0][i].rows = ones ? 1 : 1 + (i * 5 + n) % 4;
+		sq[0][i].pos = (i * 7) % (CTX - 4);
+		m += sq[0][i].rows;
+	}
+	h[0] = frand(k, (int64_t)m * kvd, -1, 1), h[1] = frand(k, (int64_t)m * kvd, -1, 1);
+	hc = frand(k, (int64_t)cs, -2, 2);
+	for (int b = 0; b < 3; b++) {
+		for (int s = 0; s < 2; s++)
+			kv[b][s] = bput(be[b], h[s], (size_t)m * kvd);
+		for (int i = 0; i < n; i++) {
+			cache[b][i][0] = bput(be[b], hc, cs), cache[b][i][1] = bput(be[b], hc, cs);
+			sq[b][i] = (struct backend_kv_seq){ sq[0][i].rows, sq[0][i].pos,
+			    cache[b][i][0], cache[b][i][1] };
+		}
+	}
+	bchk(p->c, backend_kv_store_seqs(p->c, kv[0][0], kv[0][1], kvd, n, sq[0]));
+	bchk(p->g, backend_kv_store_seqs(p->g, kv[1][0], kv[1][1], kvd, n, sq[1]));
+	for (int i = 0, r = 0; i < n; r += sq[2][i++].rows)
+		for (int s = 0; s < 2; s++)
+			bchk(p->g, backend_copy(p->g, cache[2][i][s] + (size_t)sq[2][i].pos * kvd,
+			    kv[2][s] + (size_t)r * kvd, (size_t)sq[2][i].rows * kvd));
+	snprintf(shape, sizeof shape, "n=%d m=%d kvd=%d", n, m, kvd);
+	float *got = kv_caches(be[1], cache[1], n, cs), *own = kv_caches(be[2], cache[2], n, cs);
+	float *cpu = kv_caches(be[0], cache[0], n, cs);
+	bsame(k, "be kv_store seqs", shape, got, own, (int64_t)n * 2 * cs);
+	free(got);
+	got = kv_caches(be[1], cache[1], n, cs);	/* unbroken */
+	bsame(k, "be kv_store seqs cpu", shape, got, cpu, (int64_t)n * 2 * cs);
+	free(got), free(own), free(cpu);
+	for (int b = 0; b < 3; b++) {
+		backend_mfree(be[b], kv[b][0]), backend_mfree(be[b], kv[b][1]);
+		for (int i = 0; i < n; i++)
+			backend_mfree(be[b], cache[b][i][0]), backend_mfree(be[b], cache[b][i][1]);
+	}
+	free(h[0]), free(h[1]), free(hc);
+}
+
 /* Magnitudes for the fused products: sum |w t| of the normed input (mn)
  * and, for y = silu(x.Wg) * (x.Wu), the first-order error bound. */
 static void
@@ -4809,6 +4879,11 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_seqs(k, &p, 40, 1, 4, 8, 64, 64, 4, 1);		/* two launches */
 	be_seqs(k, &p, 5, 0, 2, 6, 64, 100, 7, 1);		/* k_conv; dv not a multiple of 32 */
 	be_seqs(k, &p, 4, 0, 2, 6, 32, 64, 3, 0);
+	be_kv_seqs(k, &p, 1, 0, 1024);	/* the 9B's keys: 4 heads of 256 */
+	be_kv_seqs(k, &p, 3, 0, 1024);
+	be_kv_seqs(k, &p, 32, 0, 1024);
+	be_kv_seqs(k, &p, 32, 1, 1024);
+	be_kv_seqs(k, &p, 40, 0, 300);		/* two launches; kvd not a multiple of 256 */
 	be_embed_argmax(k, &p, QUANT_Q8_0);
 	be_embed_argmax(k, &p, QUANT_Q6_K);
 	be_embed_argmax(k, &p, QUANT_BF16);

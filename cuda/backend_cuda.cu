@@ -269,6 +269,38 @@ k_kv_store(float *kc, float *vc, const float *k, const float *v, int kvd,
 }
 
 /*
+ * backend_kv_store_seqs: block (j, r, 2 z + side) copies row r of sequence
+ * z's keys (side 0) or values (1) into its cache at row pos + r; the
+ * sequences by value (CU_KV_SEQS a launch: parameters under 4 KiB).
+ */
+#define CU_KV_SEQS 32
+
+struct cu_kv_seq {
+	float	*kc, *vc;
+	int	r0, rows, pos;
+};
+
+struct cu_kv_seqs {
+	struct cu_kv_seq s[CU_KV_SEQS];
+};
+
+__global__ void
+k_kv_store_seqs(const float *k, const float *v, int kvd, struct cu_kv_seqs Q)
+{
+	const struct cu_kv_seq *q = &Q.s[blockIdx.z >> 1];
+	int j = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+	size_t from = (size_t)(q->r0 + r) * kvd + j, to = (size_t)(q->pos + r) * kvd + j;
+
+	pdl_enter();
+	if (j >= kvd || r >= q->rows)
+		return;
+	if ((blockIdx.z & 1) == 0)
+		q->kc[to] = k[from];
+	else
+		q->vc[to] = v[from];
+}
+
+/*
  * backend_qk_norm_rope in one kernel: block (h, r) is q's head h of row r
  * (h < nh), k's head h - nh, or (kc) v's head h - nh - nkv.  A q or k
  * head is normed as ops.cu's k_rmsnorm4<1> norms it (norm_threads(hd / 4)
@@ -1343,6 +1375,31 @@ cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const floa
 	return launched(be, "kv_store");
 }
 
+static int
+cu_kv_store_seqs(struct backend *be, const float *k, const float *v, int kvd, int n,
+    const struct backend_kv_seq *sq)
+{
+	struct cu_kv_seqs Q;
+
+	for (int i0 = 0, r0 = 0; i0 < n; i0 += CU_KV_SEQS) {
+		int i1 = n - i0 < CU_KV_SEQS ? n : i0 + CU_KV_SEQS, most = 0;
+
+		for (int i = i0; i < i1; i++) {
+			Q.s[i - i0] = (struct cu_kv_seq){ sq[i].kc, sq[i].vc, r0, sq[i].rows,
+			    sq[i].pos };
+			r0 += sq[i].rows;
+			most = sq[i].rows > most ? sq[i].rows : most;
+		}
+		if (most == 0)
+			continue;
+		gpu_launch(CB(be)->g, k_kv_store_seqs, dim3(nblk(kvd, 256), most, 2 * (i1 - i0)),
+		    256, 0, k, v, kvd, Q);
+		if (launched(be, "kv store seqs") != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /*
  * k_qk_rope when the heads fit it (every operand it reads or writes
  * 16-byte aligned, hd and qhs multiples of 4, one float4 a thread: the
@@ -2371,6 +2428,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.dconv = cu_dconv;
 	c->ops.conv1d_silu_seqs = cu_conv1d_silu_seqs;
 	c->ops.gdn_step_seqs = cu_gdn_step_seqs;
+	c->ops.kv_store_seqs = cu_kv_store_seqs;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

@@ -1005,6 +1005,29 @@ backend_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
 }
 
 int
+backend_kv_store_seqs(struct backend *be, const float *k, const float *v, int kvd, int n,
+    const struct backend_kv_seq *sq)
+{
+	if (kvd <= 0 || n < 0 || (n > 0 && sq == NULL))
+		return util_err(be->err, "kv store: %d sequences of rows of %d", n, kvd);
+	for (int i = 0; i < n; i++)
+		if (sq[i].rows < 0 || sq[i].pos < 0 || sq[i].kc == NULL || sq[i].vc == NULL)
+			return util_err(be->err, "kv store: sequence %d: %d rows at %d%s", i + 1,
+			    sq[i].rows, sq[i].pos, sq[i].kc == NULL || sq[i].vc == NULL ?
+			    ", no cache" : "");
+	if (be->ops->kv_store_seqs != NULL)
+		return n ? be->ops->kv_store_seqs(be, k, v, kvd, n, sq) : 0;
+	for (int i = 0, r = 0; i < n; r += sq[i++].rows) {
+		size_t at = (size_t)sq[i].pos * kvd, nr = (size_t)sq[i].rows * kvd;
+
+		if (sq[i].rows > 0 && (backend_copy(be, sq[i].kc + at, k + (size_t)r * kvd, nr) ||
+		    backend_copy(be, sq[i].vc + at, v + (size_t)r * kvd, nr)))
+			return -1;
+	}
+	return 0;
+}
+
+int
 backend_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
     const float *qkv, int ld, const float *a, const float *b,
     const float *ssm_a, const float *dt_bias, float *S, float *o)

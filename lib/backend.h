@@ -770,6 +770,22 @@ int	backend_conv1d_silu_seqs(struct backend *, const float *x, int ldx, int n,
 int	backend_gdn_step_seqs(struct backend *, const struct backend_gdn *g, int n,
 	    const struct backend_seq *sq, const float *qkv, int ldqkv, const float *a,
 	    const float *b, const float *ssm_a, const float *dt_bias, float *o);
+/*
+ * One sequence of backend_kv_store_seqs: its rows, the cache row its first
+ * goes to, its key and value caches (backend memory, rows of kvd floats).
+ */
+struct backend_kv_seq {
+	int	rows, pos;
+	float	*kc, *vc;
+};
+/*
+ * Each sequence's rows of k and v (rows kvd apart; sequence i's after
+ * sequence i-1's) into its caches at rows pos .. pos + rows - 1: what a
+ * backend_copy of its keys and one of its values do, for n sequences in
+ * one call (a backend without its own form makes the copies).
+ */
+int	backend_kv_store_seqs(struct backend *, const float *k, const float *v, int kvd,
+	    int n, const struct backend_kv_seq *sq);
 /* Chunked form for prefill: same contract as step to float tolerance. */
 int	backend_gdn_chunk(struct backend *, const struct backend_gdn *g, int m,
 	    const float *qkv, int ldqkv, const float *a, const float *b,

@@ -175,6 +175,8 @@ struct backend_ops {
 	int	(*gdn_step_seqs)(struct backend *, const struct backend_gdn *, int,
 		    const struct backend_seq *, const float *, int, const float *,
 		    const float *, const float *, const float *, float *);
+	int	(*kv_store_seqs)(struct backend *, const float *, const float *, int, int,
+		    const struct backend_kv_seq *);
 };
 
 struct backend {

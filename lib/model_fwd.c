@@ -727,8 +727,9 @@ model_seq_rows(const struct model_seqs *g, int i)
 /*
  * model_forward_seqs's attention of layer L: the products over all the
  * group's rows at once, K and V through scratch (a->y, a->z) into each
- * sequence's cache at its own positions, then attention per sequence as
- * its own forward runs it (batched: two or more rows, not a verify).
+ * sequence's cache at its own positions (one backend_kv_store_seqs), then
+ * attention per sequence as its own forward runs it (batched: two or more
+ * rows, not a verify).
  */
 static int
 attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g,
@@ -739,18 +740,22 @@ attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
+	struct backend_kv_seq kv[BACKEND_ROWS_MAX];
 
+	if (g->n > BACKEND_ROWS_MAX)	/* (seqs_check: a row each at least) */
+		return util_err(md->err, "forward: %d sequences in a group", g->n);
+	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++))
+		kv[i] = (struct backend_kv_seq){ model_seq_rows(g, i), a->pos[r],
+		    state_k(g->st[i], L->cache), state_v(g->st[i], L->cache) };
 	if (attn_qkv(md, L, a->y, a->z, g->m, NULL, res, NULL, NULL, 0))
 		return -1;
-	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
-		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
-		int k = model_seq_rows(g, i), p = a->pos[r];
-		struct backend_attn at = attn_params(md, k >= 2 && !g->verify);
+	if (backend_kv_store_seqs(be, a->y, a->z, kvd, g->n, kv))
+		return fail(md);
+	for (int i = 0, r = 0; i < g->n; r += kv[i++].rows) {
+		struct backend_attn at = attn_params(md, kv[i].rows >= 2 && !g->verify);
 
-		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd, (size_t)k * kvd) ||
-		    backend_copy(be, vc + (size_t)p * kvd, a->z + (size_t)r * kvd, (size_t)k * kvd) ||
-		    backend_attention(be, &at, a->q + (size_t)r * nh * qs, nh * qs, qs, kc, vc, k, p,
-		    a->o + (size_t)r * nh * hd))
+		if (backend_attention(be, &at, a->q + (size_t)r * nh * qs, nh * qs, qs, kv[i].kc,
+		    kv[i].vc, kv[i].rows, kv[i].pos, a->o + (size_t)r * nh * hd))
 			return fail(md);
 	}
 	return attn_out(md, L, g->m);

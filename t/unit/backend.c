@@ -1372,6 +1372,40 @@ TEST(seqs_ops_are_each_sequences_own_calls_bit_for_bit)
 	CHECK(backend_conv1d_silu_seqs(be1, x, 2, 0, sq, 2, w, 3, y) == 0);
 }
 
+/*
+ * backend_kv_store_seqs: each sequence's rows (1, 4, 0, 3, 2 of them) into
+ * its caches at its own row, the rest of the caches untouched: the CPU's
+ * copies, bit for bit as a copy of each.  Bad groups are refused.
+ */
+TEST(kv_store_seqs_puts_each_sequences_rows_at_its_position)
+{
+	enum { KVD = 6, CTX = 12 };
+	static const int pos[SQ_N] = { 0, 3, 5, 9, 10 };
+	float *k = rnd(10 * KVD, 1), *v = rnd(10 * KVD, 1), *kc[SQ_N], *vc[SQ_N], *k0, *v0;
+	struct backend_kv_seq sq[SQ_N];
+
+	for (int i = 0; i < SQ_N; i++) {
+		kc[i] = rnd(CTX * KVD, 1), vc[i] = rnd(CTX * KVD, 1);
+		sq[i] = (struct backend_kv_seq){ SQ_ROWS[i], pos[i], kc[i], vc[i] };
+	}
+	k0 = dup(kc[1], CTX * KVD), v0 = dup(vc[1], CTX * KVD);
+	CHECK(backend_kv_store_seqs(be3, k, v, KVD, SQ_N, sq) == 0);
+	for (int i = 0, r = 0; i < SQ_N; r += SQ_ROWS[i++]) {
+		CHECK(same(kc[i] + pos[i] * KVD, k + r * KVD, (size_t)SQ_ROWS[i] * KVD));
+		CHECK(same(vc[i] + pos[i] * KVD, v + r * KVD, (size_t)SQ_ROWS[i] * KVD));
+	}
+	CHECK(same(kc[1], k0, 3 * KVD) && same(vc[1] + 7 * KVD, v0 + 7 * KVD, 5 * KVD));
+	sq[2].kc = NULL;
+	CHECK(backend_kv_store_seqs(be3, k, v, KVD, SQ_N, sq) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "kv store: sequence 3: 0 rows at 5, no cache");
+	sq[2].kc = kc[2], sq[3].pos = -1;
+	CHECK(backend_kv_store_seqs(be3, k, v, KVD, SQ_N, sq) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "kv store: sequence 4: 3 rows at -1");
+	for (int i = 0; i < SQ_N; i++)
+		free(kc[i]), free(vc[i]);
+	free(k), free(v), free(k0), free(v0);
+}
+
 /* --- positions in backend memory, recorded steps --- */
 
 /* d_pos as the model keeps it: int32 bits in backend_alloc'd floats */
@@ -2239,6 +2273,7 @@ main(void)
 	RUN(row_loops_are_one_call_a_row_bit_for_bit);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
 	RUN(seqs_ops_are_each_sequences_own_calls_bit_for_bit);
+	RUN(kv_store_seqs_puts_each_sequences_rows_at_its_position);
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit);
 	RUN(cpu_backend_records_no_graphs);
