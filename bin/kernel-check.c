@@ -2811,6 +2811,207 @@ be_gdn(struct kc *k, struct bpair *p, int m, int nk, int nv, int dk, int dv, int
 	bop_free(p, &o);
 }
 
+/*
+ * A group of n sequences through backend_conv1d_silu_seqs then
+ * backend_gdn_step_seqs (a Gated DeltaNet layer of model_forward_seqs):
+ * sequence i has rows[i] rows (pat 0: 1..4 mixed; 1: one each; 2: as 0
+ * but sequence 1 (0 when alone) has 20, past k_conv_r's chunk), its own conv
+ * state and S, and with snaps its own snapshots.  The GPU's group against
+ * its own calls one sequence at a time from the same states, bit for bit
+ * (outputs, states, snapshots), and against the CPU's group within
+ * be_conv's and be_gdn's tolerances.
+ */
+struct seqs_case {
+	int	n, m, cd, ld, nv, vd, dc, *rows;
+	size_t	hs, cs;		/* a sequence's S, conv state */
+	float	*h[9];		/* x, w, a, b, ssm_a, dt_bias, conv states, S: host inputs */
+};
+
+enum { SQ_X, SQ_W, SQ_A, SQ_B, SQ_SA, SQ_DT, SQ_C, SQ_S, SQ_IN,
+	SQ_Y = SQ_IN, SQ_O, SQ_CSN, SQ_SSN, SQ_ALL };
+
+static size_t
+seqs_size(const struct seqs_case *q, int i)
+{
+	switch (i) {
+	case SQ_X: return (size_t)q->m * q->ld;
+	case SQ_W: return (size_t)q->cd * q->dc;
+	case SQ_A: case SQ_B: return (size_t)q->m * q->nv;
+	case SQ_SA: case SQ_DT: return (size_t)q->nv;
+	case SQ_C: return (size_t)q->n * q->cs;
+	case SQ_S: return (size_t)q->n * q->hs;
+	case SQ_Y: return (size_t)q->m * q->cd;
+	case SQ_O: return (size_t)q->m * q->vd;
+	case SQ_CSN: return (size_t)q->m * q->cs;
+	default: return (size_t)q->m * q->hs;
+	}
+}
+
+/* The group on be: its buffers b[SQ_ALL] (inputs written afresh), one call each
+ * (seqs) or a call a sequence. */
+static void
+seqs_run(struct backend *be, const struct seqs_case *q, const struct backend_gdn *g,
+    float **b, int snaps, int seqs)
+{
+	struct backend_seq cq[64], gq[64];
+
+	for (int i = 0; i < SQ_IN; i++)
+		bchk(be, backend_write(be, b[i], q->h[i], seqs_size(q, i)));
+	for (int i = SQ_IN; i < SQ_ALL; i++)
+		bchk(be, backend_fill(be, b[i], 0.0f, seqs_size(q, i)));
+	for (int i = 0, r = 0; i < q->n; r += q->rows[i++]) {
+		cq[i] = (struct backend_seq){ q->rows[i], b[SQ_C] + i * q->cs,
+		    snaps ? b[SQ_CSN] + r * q->cs : NULL };
+		gq[i] = (struct backend_seq){ q->rows[i], b[SQ_S] + i * q->hs,
+		    snaps ? b[SQ_SSN] + r * q->hs : NULL };
+	}
+	if (seqs) {
+		bchk(be, backend_conv1d_silu_seqs(be, b[SQ_X], q->ld, q->n, cq, q->cd, b[SQ_W],
+		    q->dc, b[SQ_Y]));
+		bchk(be, backend_gdn_step_seqs(be, g, q->n, gq, b[SQ_Y], q->cd, b[SQ_A], b[SQ_B],
+		    b[SQ_SA], b[SQ_DT], b[SQ_O]));
+		return;
+	}
+	for (int i = 0, r = 0; i < q->n; r += q->rows[i++]) {
+		bchk(be, backend_conv1d_silu(be, b[SQ_X] + r * q->ld, q->ld, q->rows[i], q->cd,
+		    b[SQ_W], q->dc, cq[i].state, cq[i].snap, b[SQ_Y] + r * q->cd));
+		bchk(be, backend_gdn_step(be, g, q->rows[i], b[SQ_Y] + r * q->cd, q->cd,
+		    b[SQ_A] + r * q->nv, b[SQ_B] + r * q->nv, b[SQ_SA], b[SQ_DT], gq[i].state,
+		    gq[i].snap, b[SQ_O] + r * q->vd));
+	}
+}
+
+static void
+be_seqs(struct kc *k, struct bpair *p, int n, int pat, int nk, int nv, int dk, int dv,
+    int dc, int snaps)
+{
+	static const char *const nm[SQ_ALL] = { [SQ_C] = "be conv1d seqs state",
+	    [SQ_S] = "be gdn_step seqs state", [SQ_Y] = "be conv1d seqs",
+	    [SQ_O] = "be gdn_step seqs", [SQ_CSN] = "be conv1d seqs snap",
+	    [SQ_SSN] = "be gdn_step seqs snap" };
+	static const float lo[SQ_IN] = { -2, -1, -3, -3, -2, -1, -1, -0.5f };
+	static const float hi[SQ_IN] = { 2, 1, 3, 3, -0.1f, 1, 1, 0.5f };
+	struct seqs_case q = { .n = n, .cd = 2 * nk * dk + nv * dv, .nv = nv, .vd = nv * dv,
+	    .dc = dc };
+	struct backend_gdn g = { nk, nv, dk, dv, 1, 0, 1e-6f };
+	float *c[SQ_ALL], *gs[SQ_ALL], *g1[SQ_ALL];
+	char shape[64], name[64];
+
+	if (n < 1 || n > 64)
+		die(1, "be_seqs: %d sequences (1..64)", n);
+	q.rows = xmalloc((size_t)n * sizeof *q.rows);
+	for (int i = 0; i < n; i++) {
+		q.rows[i] = pat == 1 ? 1 : 1 + (i * 5 + n) % 4;
+		if (pat == 2 && i == (n > 1))
+			q.rows[i] = 20;
+		q.m += q.rows[i];
+	}
+	q.ld = q.cd + 16, q.hs = (size_t)nv * dk * dv, q.cs = (size_t)(dc - 1) * q.cd;
+	for (int i = 0; i < SQ_IN; i++)
+		q.h[i] = frand(k, (int64_t)seqs_size(&q, i), lo[i], hi[i]);
+	for (int i = 0; i < SQ_ALL; i++) {
+		c[i] = bput(p->c, NULL, seqs_size(&q, i));
+		gs[i] = bput(p->g, NULL, seqs_size(&q, i));
+		g1[i] = bput(p->g, NULL, seqs_size(&q, i));
+	}
+	seqs_run(p->c, &q, &g, c, snaps, 1);
+	seqs_run(p->g, &q, &g, gs, snaps, 1);
+	seqs_run(p->g, &q, &g, g1, snaps, 0);
+	snprintf(shape, sizeof shape, "n=%d m=%d k%dx%d v%dx%d conv %d%s", n, q.m, nk, dk, nv,
+	    dv, dc, snaps ? " snap" : "");
+	for (int i = SQ_C; i < SQ_ALL; i++) {
+		size_t sz = seqs_size(&q, i);
+		float *a, *b;
+
+		if (!snaps && (i == SQ_CSN || i == SQ_SSN))
+			continue;
+		a = bget(p->g, gs[i], sz), b = bget(p->g, g1[i], sz);
+		bsame(k, nm[i], shape, a, b, (int64_t)sz);
+		free(a), free(b);
+		a = bget(p->g, gs[i], sz), b = bget(p->c, c[i], sz);
+		snprintf(name, sizeof name, "%s cpu", nm[i]);
+		becmp(k, name, shape, a, b, NULL, (int64_t)sz, i == SQ_C || i == SQ_CSN ? 0 :
+		    i == SQ_Y ? 1e-5 : 1e-4);
+		free(a), free(b);
+	}
+	for (int i = 0; i < SQ_ALL; i++) {
+		if (i < SQ_IN)
+			free(q.h[i]);
+		backend_mfree(p->c, c[i]), backend_mfree(p->g, gs[i]), backend_mfree(p->g, g1[i]);
+	}
+	free(q.rows);
+}
+
+/*
+ * backend_kv_store_seqs: n sequences of rows 1..4 (mixed) or one each, rows
+ * kvd wide, each into caches of its own (64 rows, random: the rows not
+ * stored must stay) at its own row.  The GPU's call against its own
+ * backend_copy pairs a sequence at a time and against the CPU's call, bit
+ * for bit, the whole caches.
+ */
+/* The n sequences' key and value caches of cs floats each on be, one after another. */
+static float *
+kv_caches(struct backend *be, float *(*cache)[2], int n, size_t cs)
+{
+	float *all = xmalloc((size_t)n * 2 * cs * 4);
+
+	for (int i = 0; i < n; i++)
+		for (int s = 0; s < 2; s++)
+			bchk(be, backend_read(be, all + (size_t)(2 * i + s) * cs, cache[i][s], cs));
+	return all;
+}
+
+static void
+be_kv_seqs(struct kc *k, struct bpair *p, int n, int ones, int kvd)
+{
+	enum { CTX = 64 };
+	struct backend_kv_seq sq[3][64];
+	struct backend *be[3] = { p->c, p->g, p->g };
+	float *kv[3][2], *cache[3][64][2], *h[2], *hc;
+	size_t cs = (size_t)CTX * kvd;
+	int m = 0;
+	char shape[64];
+
+	if (n < 1 || n > 64)
+		die(1, "be_kv_seqs: %d sequences (1..64)", n);
+	for (int i = 0; i < n; i++) {
+		sq[0][i].rows = ones ? 1 : 1 + (i * 5 + n) % 4;
+		sq[0][i].pos = (i * 7) % (CTX - 4);
+		m += sq[0][i].rows;
+	}
+	h[0] = frand(k, (int64_t)m * kvd, -1, 1), h[1] = frand(k, (int64_t)m * kvd, -1, 1);
+	hc = frand(k, (int64_t)cs, -2, 2);
+	for (int b = 0; b < 3; b++) {
+		for (int s = 0; s < 2; s++)
+			kv[b][s] = bput(be[b], h[s], (size_t)m * kvd);
+		for (int i = 0; i < n; i++) {
+			cache[b][i][0] = bput(be[b], hc, cs), cache[b][i][1] = bput(be[b], hc, cs);
+			sq[b][i] = (struct backend_kv_seq){ sq[0][i].rows, sq[0][i].pos,
+			    cache[b][i][0], cache[b][i][1] };
+		}
+	}
+	bchk(p->c, backend_kv_store_seqs(p->c, kv[0][0], kv[0][1], kvd, n, sq[0]));
+	bchk(p->g, backend_kv_store_seqs(p->g, kv[1][0], kv[1][1], kvd, n, sq[1]));
+	for (int i = 0, r = 0; i < n; r += sq[2][i++].rows)
+		for (int s = 0; s < 2; s++)
+			bchk(p->g, backend_copy(p->g, cache[2][i][s] + (size_t)sq[2][i].pos * kvd,
+			    kv[2][s] + (size_t)r * kvd, (size_t)sq[2][i].rows * kvd));
+	snprintf(shape, sizeof shape, "n=%d m=%d kvd=%d", n, m, kvd);
+	float *got = kv_caches(be[1], cache[1], n, cs), *own = kv_caches(be[2], cache[2], n, cs);
+	float *cpu = kv_caches(be[0], cache[0], n, cs);
+	bsame(k, "be kv_store seqs", shape, got, own, (int64_t)n * 2 * cs);
+	free(got);
+	got = kv_caches(be[1], cache[1], n, cs);	/* unbroken */
+	bsame(k, "be kv_store seqs cpu", shape, got, cpu, (int64_t)n * 2 * cs);
+	free(got), free(own), free(cpu);
+	for (int b = 0; b < 3; b++) {
+		backend_mfree(be[b], kv[b][0]), backend_mfree(be[b], kv[b][1]);
+		for (int i = 0; i < n; i++)
+			backend_mfree(be[b], cache[b][i][0]), backend_mfree(be[b], cache[b][i][1]);
+	}
+	free(h[0]), free(h[1]), free(hc);
+}
+
 /* Magnitudes for the fused products: sum |w t| of the normed input (mn)
  * and, for y = silu(x.Wg) * (x.Wu), the first-order error bound. */
 static void
@@ -4667,6 +4868,22 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_gdn(k, &p, 200, 16, 48, 128, 128, 1, 0, 1);
 	be_gdn(k, &p, 1100, 2, 4, 64, 64, 1, 0, 1);	/* two pieces of launches */
 	be_gdn(k, &p, 70, 2, 6, 64, 100, 0, 0, 1);	/* dv not a multiple of 32: recurrent */
+	/* a group's conv and delta rule in one call each (model_forward_seqs): the 9B's heads */
+	for (int snaps = 0; snaps < 2; snaps++) {
+		be_seqs(k, &p, 1, 0, 16, 32, 128, 128, 4, snaps);
+		be_seqs(k, &p, 3, 0, 16, 32, 128, 128, 4, snaps);
+		be_seqs(k, &p, 32, 0, 16, 32, 128, 128, 4, snaps);
+		be_seqs(k, &p, 3, 2, 4, 8, 64, 64, 4, snaps);	/* conv rows in chunks */
+	}
+	be_seqs(k, &p, 32, 1, 16, 32, 128, 128, 4, 0);		/* decode */
+	be_seqs(k, &p, 40, 1, 4, 8, 64, 64, 4, 1);		/* two launches */
+	be_seqs(k, &p, 5, 0, 2, 6, 64, 100, 7, 1);		/* k_conv; dv not a multiple of 32 */
+	be_seqs(k, &p, 4, 0, 2, 6, 32, 64, 3, 0);
+	be_kv_seqs(k, &p, 1, 0, 1024);	/* the 9B's keys: 4 heads of 256 */
+	be_kv_seqs(k, &p, 3, 0, 1024);
+	be_kv_seqs(k, &p, 32, 0, 1024);
+	be_kv_seqs(k, &p, 32, 1, 1024);
+	be_kv_seqs(k, &p, 40, 0, 300);		/* two launches; kvd not a multiple of 256 */
 	be_embed_argmax(k, &p, QUANT_Q8_0);
 	be_embed_argmax(k, &p, QUANT_Q6_K);
 	be_embed_argmax(k, &p, QUANT_BF16);

@@ -269,6 +269,38 @@ k_kv_store(float *kc, float *vc, const float *k, const float *v, int kvd,
 }
 
 /*
+ * backend_kv_store_seqs: block (j, r, 2 z + side) copies row r of sequence
+ * z's keys (side 0) or values (1) into its cache at row pos + r; the
+ * sequences by value (CU_KV_SEQS a launch: parameters under 4 KiB).
+ */
+#define CU_KV_SEQS 32
+
+struct cu_kv_seq {
+	float	*kc, *vc;
+	int	r0, rows, pos;
+};
+
+struct cu_kv_seqs {
+	struct cu_kv_seq s[CU_KV_SEQS];
+};
+
+__global__ void
+k_kv_store_seqs(const float *k, const float *v, int kvd, struct cu_kv_seqs Q)
+{
+	const struct cu_kv_seq *q = &Q.s[blockIdx.z >> 1];
+	int j = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+	size_t from = (size_t)(q->r0 + r) * kvd + j, to = (size_t)(q->pos + r) * kvd + j;
+
+	pdl_enter();
+	if (j >= kvd || r >= q->rows)
+		return;
+	if ((blockIdx.z & 1) == 0)
+		q->kc[to] = k[from];
+	else
+		q->vc[to] = v[from];
+}
+
+/*
  * backend_qk_norm_rope in one kernel: block (h, r) is q's head h of row r
  * (h < nh), k's head h - nh, or (kc) v's head h - nh - nkv.  A q or k
  * head is normed as ops.cu's k_rmsnorm4<1> norms it (norm_threads(hd / 4)
@@ -331,8 +363,8 @@ k_qk_rope(struct qkr_args A)
 }
 
 /* One thread per channel; the window of the last d_conv-1 inputs in registers. */
-__global__ void
-k_conv(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
+__device__ __forceinline__ void
+conv_body(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
     float *state, float *snap, float *y)
 {
 	int c = blockIdx.x * blockDim.x + threadIdx.x, ns = dc - 1;
@@ -362,6 +394,41 @@ k_conv(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
 		state[(size_t)k * n_ch + c] = win[k];
 }
 
+__global__ void
+k_conv(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
+    float *state, float *snap, float *y)
+{
+	conv_body(x, ldx, m, n_ch, w, dc, state, snap, y);
+}
+
+/*
+ * The sequences of a group (backend_*_seqs), by value in the launch's
+ * parameters (no upload: a recorded step may hold them): sequence z's
+ * first row r0 in the row operands, its rows m, its state and snapshots.
+ * CU_SEQS a launch keeps the parameters under 4 KiB.
+ */
+#define CU_SEQS 32
+
+struct cu_seq {
+	float	*state, *snap;
+	int	r0, m;
+};
+
+struct cu_seqs {
+	struct cu_seq s[CU_SEQS];
+};
+
+/* k_conv over sequence blockIdx.z of Q: its rows, its state, the same code. */
+__global__ void
+k_conv_seqs(const float *x, int ldx, int n_ch, const float *w, int dc, float *y,
+    struct cu_seqs Q)
+{
+	const struct cu_seq *q = &Q.s[blockIdx.z];
+
+	conv_body(x + (size_t)q->r0 * ldx, ldx, q->m, n_ch, w, dc, q->state, q->snap,
+	    y + (size_t)q->r0 * n_ch);
+}
+
 /*
  * k_conv with the window in registers (NS = d_conv - 1 taps of history)
  * and the rows in chunks of CONV_ROWS, one thread per (channel, chunk):
@@ -373,8 +440,8 @@ k_conv(const float *x, int ldx, int m, int n_ch, const float *w, int dc,
 #define CONV_ROWS 16
 
 template <int NS>
-__global__ void
-k_conv_r(const float *x, int ldx, int m, int n_ch, const float *w, float *state,
+__device__ __forceinline__ void
+conv_r_body(const float *x, int ldx, int m, int n_ch, const float *w, float *state,
     float *snap, float *y, int own_state)
 {
 	int c = blockIdx.x * blockDim.x + threadIdx.x, t0 = blockIdx.y * CONV_ROWS;
@@ -414,10 +481,44 @@ k_conv_r(const float *x, int ldx, int m, int n_ch, const float *w, float *state,
 			state[(size_t)k * n_ch + c] = win[k];
 }
 
-/* The state after m rows: the inputs at times m - NS .. m - 1 (old state before 0). */
 template <int NS>
 __global__ void
-k_conv_state(const float *x, int ldx, int m, int n_ch, float *state)
+k_conv_r(const float *x, int ldx, int m, int n_ch, const float *w, float *state,
+    float *snap, float *y, int own_state)
+{
+	conv_r_body<NS>(x, ldx, m, n_ch, w, state, snap, y, own_state);
+}
+
+/* The rows' chunks of sequence z: k_conv_r's launch for it alone has this many. */
+__device__ __forceinline__ int
+conv_chunks(int m)
+{
+	return (m + CONV_ROWS - 1) / CONV_ROWS;
+}
+
+/*
+ * k_conv_r over sequence blockIdx.z of Q, chunk blockIdx.y (a block past
+ * its chunks does nothing): the block its own launch would run.
+ */
+template <int NS>
+__global__ void
+k_conv_r_seqs(const float *x, int ldx, int n_ch, const float *w, float *y, struct cu_seqs Q)
+{
+	const struct cu_seq *q = &Q.s[blockIdx.z];
+	int nc = conv_chunks(q->m);
+
+	if ((int)blockIdx.y >= nc) {
+		pdl_enter();
+		return;
+	}
+	conv_r_body<NS>(x + (size_t)q->r0 * ldx, ldx, q->m, n_ch, w, q->state, q->snap,
+	    y + (size_t)q->r0 * n_ch, nc == 1);
+}
+
+/* The state after m rows: the inputs at times m - NS .. m - 1 (old state before 0). */
+template <int NS>
+__device__ __forceinline__ void
+conv_state_body(const float *x, int ldx, int m, int n_ch, float *state)
 {
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
 	float v[NS];
@@ -433,6 +534,28 @@ k_conv_state(const float *x, int ldx, int m, int n_ch, float *state)
 #pragma unroll
 	for (int k = 0; k < NS; k++)
 		state[(size_t)k * n_ch + c] = v[k];
+}
+
+template <int NS>
+__global__ void
+k_conv_state(const float *x, int ldx, int m, int n_ch, float *state)
+{
+	conv_state_body<NS>(x, ldx, m, n_ch, state);
+}
+
+/* k_conv_state for sequence blockIdx.z of Q when k_conv_r_seqs left its state (two
+ * chunks or more), else nothing. */
+template <int NS>
+__global__ void
+k_conv_state_seqs(const float *x, int ldx, int n_ch, struct cu_seqs Q)
+{
+	const struct cu_seq *q = &Q.s[blockIdx.z];
+
+	if (conv_chunks(q->m) < 2) {
+		pdl_enter();
+		return;
+	}
+	conv_state_body<NS>(x + (size_t)q->r0 * ldx, ldx, q->m, n_ch, q->state);
 }
 
 struct gdn_args {
@@ -495,8 +618,8 @@ bsum2(float v, float w, float (*red)[33])
 #define GDN_CW (32 / GDN_G)	/* columns a warp */
 
 template <int DK>
-__global__ void __launch_bounds__(GDN_COLS * GDN_G)
-k_gdn(struct gdn_args A)
+__device__ __forceinline__ void
+gdn_body(const struct gdn_args &A)
 {
 	enum { R = DK / GDN_G };
 	__shared__ float sq[2][DK], sk[2][DK], red[2][33];	/* q, k: by the row's parity */
@@ -581,6 +704,36 @@ k_gdn(struct gdn_args A)
 		for (int u = 0; u < R; u++)
 			Sh[(size_t)(i0 + u) * dv + j] = s[u];
 	}
+}
+
+template <int DK>
+__global__ void __launch_bounds__(GDN_COLS * GDN_G)
+k_gdn(struct gdn_args A)
+{
+	gdn_body<DK>(A);
+}
+
+/* k_gdn over sequence blockIdx.z of Q: its rows of qkv, a, b and o, its S and
+ * snapshots, the same code (a sequence of no rows does nothing). */
+template <int DK>
+__global__ void __launch_bounds__(GDN_COLS * GDN_G)
+k_gdn_seqs(struct gdn_args A, struct cu_seqs Q)
+{
+	const struct cu_seq *q = &Q.s[blockIdx.z];
+	size_t r0 = (size_t)q->r0;
+
+	if (q->m == 0) {
+		pdl_enter();
+		return;
+	}
+	A.qkv += r0 * A.ld;
+	A.a += r0 * A.nv;
+	A.b += r0 * A.nv;
+	A.o += r0 * A.nv * A.dv;
+	A.S = q->state;
+	A.snap = q->snap;
+	A.m = q->m;
+	gdn_body<DK>(A);
 }
 
 /* --- memory ----------------------------------------------------------- */
@@ -1222,6 +1375,31 @@ cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const floa
 	return launched(be, "kv_store");
 }
 
+static int
+cu_kv_store_seqs(struct backend *be, const float *k, const float *v, int kvd, int n,
+    const struct backend_kv_seq *sq)
+{
+	struct cu_kv_seqs Q;
+
+	for (int i0 = 0, r0 = 0; i0 < n; i0 += CU_KV_SEQS) {
+		int i1 = n - i0 < CU_KV_SEQS ? n : i0 + CU_KV_SEQS, most = 0;
+
+		for (int i = i0; i < i1; i++) {
+			Q.s[i - i0] = (struct cu_kv_seq){ sq[i].kc, sq[i].vc, r0, sq[i].rows,
+			    sq[i].pos };
+			r0 += sq[i].rows;
+			most = sq[i].rows > most ? sq[i].rows : most;
+		}
+		if (most == 0)
+			continue;
+		gpu_launch(CB(be)->g, k_kv_store_seqs, dim3(nblk(kvd, 256), most, 2 * (i1 - i0)),
+		    256, 0, k, v, kvd, Q);
+		if (launched(be, "kv store seqs") != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /*
  * k_qk_rope when the heads fit it (every operand it reads or writes
  * 16-byte aligned, hd and qhs multiples of 4, one float4 a thread: the
@@ -1469,6 +1647,110 @@ cu_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
     const float *ssm_a, const float *dt_bias, float *S, float *snap, float *o)
 {
 	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, snap, o);
+}
+
+/*
+ * The _seqs forms: sequences sq[0..n) in launches of CU_SEQS (grid.z the
+ * sequence), each block running the code its own sequence's launch runs
+ * (the same bits).  fill: Q from sq[i0..i1), r0 the first's row; the most
+ * rows a sequence of them has into *most.
+ */
+static void
+seqs_fill(struct cu_seqs *Q, const struct backend_seq *sq, int i0, int i1, int r0, int *most)
+{
+	*most = 0;
+	for (int i = i0; i < i1; i++) {
+		Q->s[i - i0] = (struct cu_seq){ sq[i].state, sq[i].snap, r0, sq[i].rows };
+		r0 += sq[i].rows;
+		*most = sq[i].rows > *most ? sq[i].rows : *most;
+	}
+}
+
+template <int NS>
+static int
+conv_r_seqs(struct backend *be, const float *x, int ldx, int n_ch, const float *w, float *y,
+    const struct cu_seqs *Q, int nq, int most)
+{
+	struct gpu *g = CB(be)->g;
+	unsigned nc = (unsigned)((most + CONV_ROWS - 1) / CONV_ROWS);
+
+	gpu_launch(g, k_conv_r_seqs<NS>, dim3(nblk(n_ch, 128), nc, nq), 128, 0, x, ldx, n_ch, w,
+	    y, *Q);
+	if (launched(be, "conv1d seqs") != 0)
+		return -1;
+	if (nc > 1) {
+		gpu_launch(g, k_conv_state_seqs<NS>, dim3(nblk(n_ch, 128), 1, nq), 128, 0, x, ldx,
+		    n_ch, *Q);
+		return launched(be, "conv1d seqs state");
+	}
+	return 0;
+}
+
+static int
+cu_conv1d_silu_seqs(struct backend *be, const float *x, int ldx, int n,
+    const struct backend_seq *sq, int n_ch, const float *w, int d_conv, float *y)
+{
+	struct cu_seqs Q;
+	int most, rc = 0;
+
+	if (d_conv > 17)
+		return util_err(be->err, "conv1d: kernel size %d > 17", d_conv);
+	for (int i0 = 0, r0 = 0; i0 < n && rc == 0; i0 += CU_SEQS) {
+		int i1 = n - i0 < CU_SEQS ? n : i0 + CU_SEQS, nq = i1 - i0;
+
+		seqs_fill(&Q, sq, i0, i1, r0, &most);
+		switch (most > 0 ? d_conv : 0) {	/* as cu_conv1d_silu; 0: no rows */
+		case 0: break;
+		case 2: rc = conv_r_seqs<1>(be, x, ldx, n_ch, w, y, &Q, nq, most); break;
+		case 3: rc = conv_r_seqs<2>(be, x, ldx, n_ch, w, y, &Q, nq, most); break;
+		case 4: rc = conv_r_seqs<3>(be, x, ldx, n_ch, w, y, &Q, nq, most); break;
+		case 5: rc = conv_r_seqs<4>(be, x, ldx, n_ch, w, y, &Q, nq, most); break;
+		default:
+			gpu_launch(CB(be)->g, k_conv_seqs, dim3(nblk(n_ch, 128), 1, nq), 128, 0, x,
+			    ldx, n_ch, w, d_conv, y, Q);
+			rc = launched(be, "conv1d seqs");
+		}
+		for (int i = i0; i < i1; i++)
+			r0 += sq[i].rows;
+	}
+	return rc;
+}
+
+static int
+cu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
+    const struct backend_seq *sq, const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *o)
+{
+	struct gdn_args A = { qkv, a, b, ssm_a, dt_bias, NULL, NULL, o, ld, 0, g->n_k_heads,
+	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
+	dim3 nt(GDN_COLS * GDN_G);
+	struct gpu *gg = CB(be)->g;
+	struct cu_seqs Q;
+	int most;
+
+	if (g->dv > 256)
+		return util_err(be->err, "gdn: value head size %d > 256", g->dv);
+	if (g->dk != 16 && g->dk != 32 && g->dk != 64 && g->dk != 128)
+		return util_err(be->err, "gdn: key head size %d (16, 32, 64, 128)", g->dk);
+	for (int i0 = 0, r0 = 0; i0 < n; i0 += CU_SEQS) {
+		int i1 = n - i0 < CU_SEQS ? n : i0 + CU_SEQS;
+		dim3 nb((unsigned)g->n_v_heads, (unsigned)(g->dv + GDN_COLS - 1) / GDN_COLS,
+		    (unsigned)(i1 - i0));
+
+		seqs_fill(&Q, sq, i0, i1, r0, &most);
+		switch (most > 0 ? g->dk : 0) {	/* 0: no rows */
+		case 0: break;
+		case 16: gpu_launch(gg, k_gdn_seqs<16>, nb, nt, 0, A, Q); break;
+		case 32: gpu_launch(gg, k_gdn_seqs<32>, nb, nt, 0, A, Q); break;
+		case 64: gpu_launch(gg, k_gdn_seqs<64>, nb, nt, 0, A, Q); break;
+		case 128: gpu_launch(gg, k_gdn_seqs<128>, nb, nt, 0, A, Q); break;
+		}
+		if (launched(be, "gdn seqs") != 0)
+			return -1;
+		for (int i = i0; i < i1; i++)
+			r0 += sq[i].rows;
+	}
+	return 0;
 }
 
 /*
@@ -2144,6 +2426,9 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.attn_hi = cu_attn_hi;
 	c->ops.mask = cu_mask;
 	c->ops.dconv = cu_dconv;
+	c->ops.conv1d_silu_seqs = cu_conv1d_silu_seqs;
+	c->ops.gdn_step_seqs = cu_gdn_step_seqs;
+	c->ops.kv_store_seqs = cu_kv_store_seqs;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

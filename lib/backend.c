@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -934,6 +935,96 @@ backend_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
 		return -1;
 	return m ? be->ops->gdn_step(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S,
 	    snap, o) : 0;
+}
+
+/* The group's rows into *m: each sequence's >= 0, a state each, distinct. */
+static int
+bad_seqs(struct backend *be, const char *op, int n, const struct backend_seq *sq, int *m)
+{
+	long long t = 0;
+
+	if (n < 0 || (n > 0 && sq == NULL))
+		return util_err(be->err, "%s: %d sequences", op, n);
+	for (int i = 0; i < n; i++) {
+		if (sq[i].rows < 0 || sq[i].state == NULL)
+			return util_err(be->err, "%s: sequence %d: %d rows%s", op, i + 1,
+			    sq[i].rows, sq[i].state == NULL ? ", no state" : "");
+		for (int j = 0; j < i; j++)
+			if (sq[j].state == sq[i].state)
+				return util_err(be->err, "%s: sequences %d and %d share a state",
+				    op, j + 1, i + 1);
+		t += sq[i].rows;
+	}
+	if (t > INT_MAX)
+		return util_err(be->err, "%s: %lld rows", op, t);
+	*m = (int)t;
+	return 0;
+}
+
+int
+backend_conv1d_silu_seqs(struct backend *be, const float *x, int ldx, int n,
+    const struct backend_seq *sq, int n_ch, const float *w, int d_conv, float *y)
+{
+	int m;
+
+	if (bad_seqs(be, "conv1d", n, sq, &m) || bad_rows(be, "conv1d", ldx, n_ch, m))
+		return -1;
+	if (d_conv < 2)
+		return util_err(be->err, "conv1d: kernel size %d", d_conv);
+	if (m == 0)
+		return 0;
+	if (be->ops->conv1d_silu_seqs != NULL)
+		return be->ops->conv1d_silu_seqs(be, x, ldx, n, sq, n_ch, w, d_conv, y);
+	for (int i = 0, r = 0; i < n; r += sq[i++].rows)
+		if (sq[i].rows > 0 && be->ops->conv1d_silu(be, x + (size_t)r * ldx, ldx, sq[i].rows,
+		    n_ch, w, d_conv, sq[i].state, sq[i].snap, y + (size_t)r * n_ch) != 0)
+			return -1;
+	return 0;
+}
+
+int
+backend_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
+    const struct backend_seq *sq, const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *o)
+{
+	size_t nv = (size_t)g->n_v_heads, vd = nv * (size_t)g->dv;
+	int m;
+
+	if (bad_seqs(be, "gdn", n, sq, &m) || bad_gdn(be, g, m, ld))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->gdn_step_seqs != NULL)
+		return be->ops->gdn_step_seqs(be, g, n, sq, qkv, ld, a, b, ssm_a, dt_bias, o);
+	for (int i = 0, r = 0; i < n; r += sq[i++].rows)
+		if (sq[i].rows > 0 && be->ops->gdn_step(be, g, sq[i].rows, qkv + (size_t)r * ld, ld,
+		    a + r * nv, b + r * nv, ssm_a, dt_bias, sq[i].state, sq[i].snap,
+		    o + r * vd) != 0)
+			return -1;
+	return 0;
+}
+
+int
+backend_kv_store_seqs(struct backend *be, const float *k, const float *v, int kvd, int n,
+    const struct backend_kv_seq *sq)
+{
+	if (kvd <= 0 || n < 0 || (n > 0 && sq == NULL))
+		return util_err(be->err, "kv store: %d sequences of rows of %d", n, kvd);
+	for (int i = 0; i < n; i++)
+		if (sq[i].rows < 0 || sq[i].pos < 0 || sq[i].kc == NULL || sq[i].vc == NULL)
+			return util_err(be->err, "kv store: sequence %d: %d rows at %d%s", i + 1,
+			    sq[i].rows, sq[i].pos, sq[i].kc == NULL || sq[i].vc == NULL ?
+			    ", no cache" : "");
+	if (be->ops->kv_store_seqs != NULL)
+		return n ? be->ops->kv_store_seqs(be, k, v, kvd, n, sq) : 0;
+	for (int i = 0, r = 0; i < n; r += sq[i++].rows) {
+		size_t at = (size_t)sq[i].pos * kvd, nr = (size_t)sq[i].rows * kvd;
+
+		if (sq[i].rows > 0 && (backend_copy(be, sq[i].kc + at, k + (size_t)r * kvd, nr) ||
+		    backend_copy(be, sq[i].vc + at, v + (size_t)r * kvd, nr)))
+			return -1;
+	}
+	return 0;
 }
 
 int

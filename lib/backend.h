@@ -743,6 +743,49 @@ int	backend_gdn_step(struct backend *, const struct backend_gdn *g, int m,
 	    const float *qkv, int ldqkv, const float *a, const float *b,
 	    const float *ssm_a, const float *dt_bias, float *S, float *snap,
 	    float *o);
+/*
+ * One sequence of a group (backend_conv1d_silu_seqs, backend_gdn_step_seqs):
+ * its rows (>= 0), consecutive after the previous sequence's in every row
+ * operand, and its own state and snapshots in backend memory, as the
+ * one-sequence op takes them (state: the conv window or S; snap: NULL or
+ * [rows][...] after each row).
+ */
+struct backend_seq {
+	int	rows;
+	float	*state, *snap;
+};
+/*
+ * backend_conv1d_silu over n sequences in one call: sequence i's rows of x
+ * and y follow sequence i-1's, each with its own state and snapshots.
+ * Bit for bit what n calls of backend_conv1d_silu give (a backend without
+ * its own form makes them).  sq: host memory; the states distinct.
+ */
+int	backend_conv1d_silu_seqs(struct backend *, const float *x, int ldx, int n,
+	    const struct backend_seq *sq, int n_ch, const float *w, int d_conv, float *y);
+/*
+ * backend_gdn_step over n sequences in one call, likewise: sequence i's
+ * rows of qkv, a, b and o follow sequence i-1's; S and snap its own.  Bit
+ * for bit what n calls of backend_gdn_step give.
+ */
+int	backend_gdn_step_seqs(struct backend *, const struct backend_gdn *g, int n,
+	    const struct backend_seq *sq, const float *qkv, int ldqkv, const float *a,
+	    const float *b, const float *ssm_a, const float *dt_bias, float *o);
+/*
+ * One sequence of backend_kv_store_seqs: its rows, the cache row its first
+ * goes to, its key and value caches (backend memory, rows of kvd floats).
+ */
+struct backend_kv_seq {
+	int	rows, pos;
+	float	*kc, *vc;
+};
+/*
+ * Each sequence's rows of k and v (rows kvd apart; sequence i's after
+ * sequence i-1's) into its caches at rows pos .. pos + rows - 1: what a
+ * backend_copy of its keys and one of its values do, for n sequences in
+ * one call (a backend without its own form makes the copies).
+ */
+int	backend_kv_store_seqs(struct backend *, const float *k, const float *v, int kvd,
+	    int n, const struct backend_kv_seq *sq);
 /* Chunked form for prefill: same contract as step to float tolerance. */
 int	backend_gdn_chunk(struct backend *, const struct backend_gdn *g, int m,
 	    const float *qkv, int ldqkv, const float *a, const float *b,

@@ -1859,7 +1859,7 @@ static const struct backend_ops cpu_ops = {
 	.moe_route_sigmoid = backend_cpu_moe_route_sigmoid,
 	.swiglu_limit = backend_cpu_swiglu_limit, .head_gate = backend_cpu_head_gate,
 	.clamp = backend_cpu_clamp, .attn_hi = cpu_attn_hi, .mask = cpu_mask,
-	.dconv = cpu_dconv,
+	.dconv = cpu_dconv, .gdn_step_seqs = backend_cpu_gdn_step_seqs,
 };
 
 static int

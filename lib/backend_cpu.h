@@ -183,6 +183,9 @@ int	backend_cpu_attention(struct backend *, const struct backend_attn *,
 	    float *);
 int	backend_cpu_conv1d_silu(struct backend *, const float *, int, int, int,
 	    const float *, int, float *, float *, float *);
+int	backend_cpu_gdn_step_seqs(struct backend *, const struct backend_gdn *, int,
+	    const struct backend_seq *, const float *, int, const float *, const float *,
+	    const float *, const float *, float *);
 int	backend_cpu_gdn_step(struct backend *, const struct backend_gdn *, int,
 	    const float *, int, const float *, const float *, const float *,
 	    const float *, float *, float *, float *);

@@ -387,6 +387,45 @@ backend_cpu_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
 }
 
 /*
+ * backend_gdn_step_seqs: one job over (sequence, head) pairs, each head
+ * stepped by gdn_step_heads on its sequence's job (the same code as a
+ * call of its own: the same bits), so a group's heads share the threads.
+ */
+struct gdn_seqs_job {
+	struct gdn_job *j;	/* [n] */
+	int	nv;
+};
+
+static void
+gdn_seqs_heads(void *ctx, int64_t p0, int64_t p1, int tid)
+{
+	struct gdn_seqs_job *q = ctx;
+
+	for (int64_t p = p0; p < p1; p++)
+		gdn_step_heads(&q->j[p / q->nv], p % q->nv, p % q->nv + 1, tid);
+}
+
+int
+backend_cpu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
+    const struct backend_seq *sq, const float *qkv, int ld, const float *a, const float *b,
+    const float *ssm_a, const float *dt_bias, float *o)
+{
+	struct backend_cpu *c = (struct backend_cpu *)be;
+	size_t nv = (size_t)g->n_v_heads, vd = nv * (size_t)g->dv;
+	struct gdn_seqs_job q = { calloc((size_t)n, sizeof *q.j), g->n_v_heads };
+	int rc;
+
+	if (q.j == NULL)
+		return util_err(be->err, "gdn: out of memory");
+	for (int i = 0, r = 0; i < n; r += sq[i++].rows)
+		q.j[i] = (struct gdn_job){ c, g, qkv + (size_t)r * ld, a + r * nv, b + r * nv,
+		    ssm_a, dt_bias, sq[i].state, sq[i].snap, o + r * vd, ld, sq[i].rows };
+	rc = backend_cpu_run(c, (int64_t)n * g->n_v_heads, 1, gdn_seqs_heads, &q);
+	free(q.j);
+	return rc != 0 ? util_err(be->err, "gdn: out of memory") : 0;
+}
+
+/*
  * The chunked form (prefill): per chunk of L <= GDN_CHUNK rows with
  * cumulative log-decay G, T = (I + tril(diag(beta) K K^T . e^(G_i-G_j), -1))^-1,
  * U = T diag(beta) V, W = T diag(beta e^G) K; then with the state S at the

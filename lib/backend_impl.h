@@ -169,6 +169,14 @@ struct backend_ops {
 		    const float *, float *);
 	/* optional, backend_moe_group_set: NULL has one way */
 	int	(*moe_group_set)(struct backend *, int);
+	/* optional, backend_*_seqs: NULL loops over the sequences */
+	int	(*conv1d_silu_seqs)(struct backend *, const float *, int, int,
+		    const struct backend_seq *, int, const float *, int, float *);
+	int	(*gdn_step_seqs)(struct backend *, const struct backend_gdn *, int,
+		    const struct backend_seq *, const float *, int, const float *,
+		    const float *, const float *, const float *, float *);
+	int	(*kv_store_seqs)(struct backend *, const float *, const float *, int, int,
+		    const struct backend_kv_seq *);
 };
 
 struct backend {

@@ -727,8 +727,9 @@ model_seq_rows(const struct model_seqs *g, int i)
 /*
  * model_forward_seqs's attention of layer L: the products over all the
  * group's rows at once, K and V through scratch (a->y, a->z) into each
- * sequence's cache at its own positions, then attention per sequence as
- * its own forward runs it (batched: two or more rows, not a verify).
+ * sequence's cache at its own positions (one backend_kv_store_seqs), then
+ * attention per sequence as its own forward runs it (batched: two or more
+ * rows, not a verify).
  */
 static int
 attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g,
@@ -739,26 +740,30 @@ attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs
 	struct backend *be = md->be;
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
+	struct backend_kv_seq kv[BACKEND_ROWS_MAX];
 
+	if (g->n > BACKEND_ROWS_MAX)	/* (seqs_check: a row each at least) */
+		return util_err(md->err, "forward: %d sequences in a group", g->n);
+	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++))
+		kv[i] = (struct backend_kv_seq){ model_seq_rows(g, i), a->pos[r],
+		    state_k(g->st[i], L->cache), state_v(g->st[i], L->cache) };
 	if (attn_qkv(md, L, a->y, a->z, g->m, NULL, res, NULL, NULL, 0))
 		return -1;
-	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
-		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
-		int k = model_seq_rows(g, i), p = a->pos[r];
-		struct backend_attn at = attn_params(md, k >= 2 && !g->verify);
+	if (backend_kv_store_seqs(be, a->y, a->z, kvd, g->n, kv))
+		return fail(md);
+	for (int i = 0, r = 0; i < g->n; r += kv[i++].rows) {
+		struct backend_attn at = attn_params(md, kv[i].rows >= 2 && !g->verify);
 
-		if (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd, (size_t)k * kvd) ||
-		    backend_copy(be, vc + (size_t)p * kvd, a->z + (size_t)r * kvd, (size_t)k * kvd) ||
-		    backend_attention(be, &at, a->q + (size_t)r * nh * qs, nh * qs, qs, kc, vc, k, p,
-		    a->o + (size_t)r * nh * hd))
+		if (backend_attention(be, &at, a->q + (size_t)r * nh * qs, nh * qs, qs, kv[i].kc,
+		    kv[i].vc, kv[i].rows, kv[i].pos, a->o + (size_t)r * nh * hd))
 			return fail(md);
 	}
 	return attn_out(md, L, g->m);
 }
 
 /* model_forward_seqs's Gated DeltaNet layer: products over the group,
- * the conv and the recurrence per sequence with its state (and, to
- * verify, its snapshots). */
+ * the conv and the recurrence of every sequence, each with its state
+ * (and, to verify, its snapshots), in one call each (backend_*_seqs). */
 static int
 gdn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g,
     const float *res)
@@ -766,27 +771,29 @@ gdn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs 
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
-	int cd = model_conv_dim(hp), nv = hp->n_v_heads, vd = nv * hp->dv;
+	int cd = model_conv_dim(hp), nv = hp->n_v_heads;
 	const struct backend_weight *W[4] = { &L->qkv, &L->gate, &L->beta, &L->alpha };
 	float *Y[4] = { a->q, a->z, a->b, a->a };
 	struct backend_gdn gd = { hp->n_k_heads, nv, hp->dk, hp->dv, 1, md->hf_l2,
 	    md->hf_l2 ? 1e-6f : hp->eps };
+	struct backend_seq cs[BACKEND_ROWS_MAX], ss[BACKEND_ROWS_MAX];
 
-	if (backend_add_rmsnorm_matmul(be, a->x, res, g->m, hp->n_embd, L->attn_norm, hp->eps, 4, W,
-	    Y))
-		return fail(md);
-	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
+	if (g->n > BACKEND_ROWS_MAX)	/* (seqs_check: a row each at least) */
+		return util_err(md->err, "forward: %d sequences in a group", g->n);
+	for (int i = 0; i < g->n; i++) {
 		struct state *st = g->st[i];
-		float *y = a->y + (size_t)r * cd;
-		int k = model_seq_rows(g, i);
 
-		if (backend_conv1d_silu(be, a->q + (size_t)r * cd, cd, k, cd, L->conv, hp->d_conv,
-		    state_conv(st, L->cache), g->verify ? state_conv_snap(st, L->cache) : NULL, y) ||
-		    backend_gdn_step(be, &gd, k, y, cd, a->a + (size_t)r * nv, a->b + (size_t)r * nv,
-		    L->ssm_a, L->dt_bias, state_ssm(st, L->cache),
-		    g->verify ? state_ssm_snap(st, L->cache) : NULL, a->o + (size_t)r * vd))
-			return fail(md);
+		cs[i] = (struct backend_seq){ model_seq_rows(g, i), state_conv(st, L->cache),
+		    g->verify ? state_conv_snap(st, L->cache) : NULL };
+		ss[i] = (struct backend_seq){ cs[i].rows, state_ssm(st, L->cache),
+		    g->verify ? state_ssm_snap(st, L->cache) : NULL };
 	}
+	if (backend_add_rmsnorm_matmul(be, a->x, res, g->m, hp->n_embd, L->attn_norm, hp->eps, 4, W,
+	    Y) ||
+	    backend_conv1d_silu_seqs(be, a->q, cd, g->n, cs, cd, L->conv, hp->d_conv, a->y) ||
+	    backend_gdn_step_seqs(be, &gd, g->n, ss, a->y, cd, a->a, a->b, L->ssm_a, L->dt_bias,
+	    a->o))
+		return fail(md);
 	return gdn_out(md, L, g->m);
 }
 

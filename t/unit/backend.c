@@ -1271,6 +1271,141 @@ TEST(gated_delta_rule_rejects_bad_head_ratios)
 	gdn_free(&c);
 }
 
+/* --- many sequences a call (backend_*_seqs) --- */
+
+enum { SQ_N = 5 };
+static const int SQ_ROWS[SQ_N] = { 1, 4, 0, 3, 2 };	/* 10 rows, one sequence empty */
+
+/*
+ * One group through backend_conv1d_silu_seqs and backend_gdn_step_seqs on
+ * be, against each sequence's own backend_conv1d_silu and backend_gdn_step
+ * on ref: outputs, states and (snaps) snapshots bit for bit.
+ */
+static void
+seqs_check(struct backend *be, struct backend *ref, int snaps, int nk, int nv, int dk, int dv)
+{
+	struct gdn_case c = gdn_make(nk, nv, dk, dv, 1, 1, 10);
+	int cd = 2 * nk * dk + nv * dv, dc = 4, ns = dc - 1, m = 10;
+	size_t ss = (size_t)nv * dk * dv, cs = (size_t)ns * cd, vd = (size_t)nv * dv;
+	float *w = rnd((size_t)cd * dc, 1), *y[2], *o[2], *st[2][SQ_N], *S[2][SQ_N];
+	float *csn[2][SQ_N], *gsn[2][SQ_N];
+	struct backend_seq cq[SQ_N], gq[SQ_N];
+
+	for (int k = 0; k < 2; k++) {
+		y[k] = calloc((size_t)m * c.ld, 4), o[k] = calloc((size_t)m * vd, 4);
+		for (int i = 0; i < SQ_N; i++) {
+			if (k == 0) {
+				st[0][i] = rnd(cs, 1), S[0][i] = rnd(ss, 0.3f);
+			} else {
+				st[1][i] = dup(st[0][i], cs), S[1][i] = dup(S[0][i], ss);
+			}
+			csn[k][i] = calloc((size_t)(SQ_ROWS[i] + 1) * cs, 4);
+			gsn[k][i] = calloc((size_t)(SQ_ROWS[i] + 1) * ss, 4);
+		}
+	}
+	for (int i = 0; i < SQ_N; i++) {
+		cq[i] = (struct backend_seq){ SQ_ROWS[i], st[0][i], snaps ? csn[0][i] : NULL };
+		gq[i] = (struct backend_seq){ SQ_ROWS[i], S[0][i], snaps ? gsn[0][i] : NULL };
+	}
+	CHECK(backend_conv1d_silu_seqs(be, c.qkv, c.ld, SQ_N, cq, cd, w, dc, y[0]) == 0);
+	CHECK(backend_gdn_step_seqs(be, &c.g, SQ_N, gq, y[0], cd, c.a, c.b, c.A, c.dt, o[0]) == 0);
+	for (int i = 0, r = 0; i < SQ_N; r += SQ_ROWS[i++]) {
+		int k = SQ_ROWS[i];
+
+		CHECK(backend_conv1d_silu(ref, c.qkv + r * c.ld, c.ld, k, cd, w, dc, st[1][i],
+		    snaps ? csn[1][i] : NULL, y[1] + r * cd) == 0);
+		CHECK(backend_gdn_step(ref, &c.g, k, y[1] + r * cd, cd, c.a + r * nv, c.b + r * nv,
+		    c.A, c.dt, S[1][i], snaps ? gsn[1][i] : NULL, o[1] + r * vd) == 0);
+	}
+	if (!same(y[0], y[1], (size_t)m * cd) || !same(o[0], o[1], (size_t)m * vd))
+		FAILF("seqs on %s (snaps %d, %dx%d): outputs differ", backend_name(be), snaps, dk,
+		    dv);
+	for (int i = 0; i < SQ_N; i++) {
+		size_t k = (size_t)SQ_ROWS[i] + 1;	/* past the rows: untouched zeros */
+
+		if (!same(st[0][i], st[1][i], cs) || !same(S[0][i], S[1][i], ss) ||
+		    !same(csn[0][i], csn[1][i], k * cs) || !same(gsn[0][i], gsn[1][i], k * ss))
+			FAILF("seqs on %s (snaps %d): sequence %d's state differs",
+			    backend_name(be), snaps, i);
+	}
+	for (int k = 0; k < 2; k++) {
+		free(y[k]), free(o[k]);
+		for (int i = 0; i < SQ_N; i++)
+			free(st[k][i]), free(S[k][i]), free(csn[k][i]), free(gsn[k][i]);
+	}
+	free(w);
+	gdn_free(&c);
+}
+
+/*
+ * Many sequences a call: the CPU's own gdn_step_seqs (3 threads, 1, the
+ * portable path) and backend.c's loop (a table without the ops) give
+ * each sequence's own calls' bits; bad groups are refused with the reason.
+ */
+TEST(seqs_ops_are_each_sequences_own_calls_bit_for_bit)
+{
+	struct backend_ops loop = *be1->ops;
+	struct backend_seq sq[2] = { { 1, NULL, NULL }, { 1, NULL, NULL } };
+	float st[12], x[8], w[8], y[8];
+	char err[UTIL_ERRLEN];
+	struct backend *b = backend_open("cpu", 2, err);
+
+	CHECK(b != NULL);
+	loop.gdn_step_seqs = NULL, loop.conv1d_silu_seqs = NULL;
+	b->ops = &loop;
+	for (int snaps = 0; snaps < 2; snaps++) {
+		seqs_check(be3, be1, snaps, 2, 4, 16, 12);
+		seqs_check(be1, be1, snaps, 1, 3, 8, 8);
+		seqs_check(bes, bes, snaps, 2, 6, 16, 16);
+		seqs_check(b, be1, snaps, 2, 4, 16, 12);
+	}
+	backend_close(b);
+	CHECK(backend_conv1d_silu_seqs(be1, x, 2, 2, sq, 2, w, 3, y) == -1);
+	CHECK_EQ_STR(backend_errmsg(be1), "conv1d: sequence 1: 1 rows, no state");
+	sq[0].state = sq[1].state = st;
+	CHECK(backend_conv1d_silu_seqs(be1, x, 2, 2, sq, 2, w, 3, y) == -1);
+	CHECK_EQ_STR(backend_errmsg(be1), "conv1d: sequences 1 and 2 share a state");
+	sq[1].state = st + 4, sq[1].rows = -1;
+	CHECK(backend_conv1d_silu_seqs(be1, x, 2, 2, sq, 2, w, 3, y) == -1);
+	CHECK_EQ_STR(backend_errmsg(be1), "conv1d: sequence 2: -1 rows");
+	sq[1].rows = 0;
+	CHECK(backend_conv1d_silu_seqs(be1, x, 2, 0, sq, 2, w, 3, y) == 0);
+}
+
+/*
+ * backend_kv_store_seqs: each sequence's rows (1, 4, 0, 3, 2 of them) into
+ * its caches at its own row, the rest of the caches untouched: the CPU's
+ * copies, bit for bit as a copy of each.  Bad groups are refused.
+ */
+TEST(kv_store_seqs_puts_each_sequences_rows_at_its_position)
+{
+	enum { KVD = 6, CTX = 12 };
+	static const int pos[SQ_N] = { 0, 3, 5, 9, 10 };
+	float *k = rnd(10 * KVD, 1), *v = rnd(10 * KVD, 1), *kc[SQ_N], *vc[SQ_N], *k0, *v0;
+	struct backend_kv_seq sq[SQ_N];
+
+	for (int i = 0; i < SQ_N; i++) {
+		kc[i] = rnd(CTX * KVD, 1), vc[i] = rnd(CTX * KVD, 1);
+		sq[i] = (struct backend_kv_seq){ SQ_ROWS[i], pos[i], kc[i], vc[i] };
+	}
+	k0 = dup(kc[1], CTX * KVD), v0 = dup(vc[1], CTX * KVD);
+	CHECK(backend_kv_store_seqs(be3, k, v, KVD, SQ_N, sq) == 0);
+	for (int i = 0, r = 0; i < SQ_N; r += SQ_ROWS[i++]) {
+		CHECK(same(kc[i] + pos[i] * KVD, k + r * KVD, (size_t)SQ_ROWS[i] * KVD));
+		CHECK(same(vc[i] + pos[i] * KVD, v + r * KVD, (size_t)SQ_ROWS[i] * KVD));
+	}
+	CHECK(same(kc[1], k0, 3 * KVD) && same(vc[1] + 7 * KVD, v0 + 7 * KVD, 5 * KVD));
+	sq[2].kc = NULL;
+	CHECK(backend_kv_store_seqs(be3, k, v, KVD, SQ_N, sq) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "kv store: sequence 3: 0 rows at 5, no cache");
+	sq[2].kc = kc[2], sq[3].pos = -1;
+	CHECK(backend_kv_store_seqs(be3, k, v, KVD, SQ_N, sq) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "kv store: sequence 4: 3 rows at -1");
+	for (int i = 0; i < SQ_N; i++)
+		free(kc[i]), free(vc[i]);
+	free(k), free(v), free(k0), free(v0);
+}
+
 /* --- positions in backend memory, recorded steps --- */
 
 /* d_pos as the model keeps it: int32 bits in backend_alloc'd floats */
@@ -2137,6 +2272,8 @@ main(void)
 	RUN(gated_delta_rule_step_and_chunk_match_reference);
 	RUN(row_loops_are_one_call_a_row_bit_for_bit);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
+	RUN(seqs_ops_are_each_sequences_own_calls_bit_for_bit);
+	RUN(kv_store_seqs_puts_each_sequences_rows_at_its_position);
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit);
 	RUN(cpu_backend_records_no_graphs);
