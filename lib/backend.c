@@ -961,6 +961,12 @@ bad_seqs(struct backend *be, const char *op, int n, const struct backend_seq *sq
 	return 0;
 }
 
+void
+backend_per_seq_set(struct backend *be, int on)
+{
+	be->per_seq = on != 0;
+}
+
 int
 backend_conv1d_silu_seqs(struct backend *be, const float *x, int ldx, int n,
     const struct backend_seq *sq, int n_ch, const float *w, int d_conv, float *y)
@@ -973,7 +979,7 @@ backend_conv1d_silu_seqs(struct backend *be, const float *x, int ldx, int n,
 		return util_err(be->err, "conv1d: kernel size %d", d_conv);
 	if (m == 0)
 		return 0;
-	if (be->ops->conv1d_silu_seqs != NULL)
+	if (be->ops->conv1d_silu_seqs != NULL && !be->per_seq)
 		return be->ops->conv1d_silu_seqs(be, x, ldx, n, sq, n_ch, w, d_conv, y);
 	for (int i = 0, r = 0; i < n; r += sq[i++].rows)
 		if (sq[i].rows > 0 && be->ops->conv1d_silu(be, x + (size_t)r * ldx, ldx, sq[i].rows,
@@ -994,7 +1000,7 @@ backend_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
 		return -1;
 	if (m == 0)
 		return 0;
-	if (be->ops->gdn_step_seqs != NULL)
+	if (be->ops->gdn_step_seqs != NULL && !be->per_seq)
 		return be->ops->gdn_step_seqs(be, g, n, sq, qkv, ld, a, b, ssm_a, dt_bias, o);
 	for (int i = 0, r = 0; i < n; r += sq[i++].rows)
 		if (sq[i].rows > 0 && be->ops->gdn_step(be, g, sq[i].rows, qkv + (size_t)r * ld, ld,
@@ -1015,7 +1021,7 @@ backend_kv_store_seqs(struct backend *be, const float *k, const float *v, int kv
 			return util_err(be->err, "kv store: sequence %d: %d rows at %d%s", i + 1,
 			    sq[i].rows, sq[i].pos, sq[i].kc == NULL || sq[i].vc == NULL ?
 			    ", no cache" : "");
-	if (be->ops->kv_store_seqs != NULL)
+	if (be->ops->kv_store_seqs != NULL && !be->per_seq)
 		return n ? be->ops->kv_store_seqs(be, k, v, kvd, n, sq) : 0;
 	for (int i = 0, r = 0; i < n; r += sq[i++].rows) {
 		size_t at = (size_t)sq[i].pos * kvd, nr = (size_t)sq[i].rows * kvd;

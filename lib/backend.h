@@ -786,6 +786,12 @@ struct backend_kv_seq {
  */
 int	backend_kv_store_seqs(struct backend *, const float *k, const float *v, int kvd,
 	    int n, const struct backend_kv_seq *sq);
+/*
+ * on: the three _seqs ops above run as their per-sequence loops even on a
+ * backend with its own forms (the same bits; a benchmark's A/B: model-bench
+ * -s); off (the default): its own forms.
+ */
+void	backend_per_seq_set(struct backend *, int on);
 /* Chunked form for prefill: same contract as step to float tolerance. */
 int	backend_gdn_chunk(struct backend *, const struct backend_gdn *g, int m,
 	    const float *qkv, int ldqkv, const float *a, const float *b,

@@ -186,6 +186,7 @@ struct backend {
 	int	host;			/* memory is host memory */
 	int	cut_exact;		/* backend_cut_exact */
 	int	step_rows;		/* backend_step_rows: 1..BACKEND_ROWS_MAX */
+	int	per_seq;		/* backend_per_seq_set: the _seqs ops as loops */
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */

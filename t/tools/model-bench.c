@@ -39,6 +39,10 @@
  * made on the device and fed to its next step); "decode-batch" reports the
  * median step time, the aggregate tok/s and the step against one row's
  * ("x_step").  With -P, where the device's time goes in such a step too.
+ * -s: the batched steps' per-sequence ops (Gated DeltaNet conv and
+ * recurrence, KV stores) one call a sequence, as before the backend's
+ * _seqs forms (backend_per_seq_set: the same bits), for an A/B of -b;
+ * the model line says "per_seq 1".
  * MEMRA_CUDA_MOE_GROUP=0|1|all how the experts' products run
  * (backend_moe_group_env: per slot, grouped where slots share experts,
  * always grouped; the same bits), for an A/B of a MoE model's prefill.
@@ -241,13 +245,13 @@ main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
 	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
-	int topk = 0, rowdraw = 0, nt = 0, nb = 0;
+	int topk = 0, rowdraw = 0, nt = 0, nb = 0, perseq = 0;
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:b:B:CPLG:T:W")) != -1) {
+	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:b:B:CPLG:T:Ws")) != -1) {
 		switch (ch) {
 		case 'b': if (util_parse_i64(optarg, 1, 256, &v)) die(2, "bad -b: 1..256"); nb = (int)v; break;
 		case 'C': clk = CLOCK_PROCESS_CPUTIME_ID; break;
@@ -274,11 +278,12 @@ main(int argc, char *argv[])
 			topk = (int)v;
 			break;
 		case 'W': rowdraw = 1; break;
+		case 's': perseq = 1; break;
 		default: return 2;
 		}
 	}
 	if (argc - optind != 1)
-		die(2, "usage: model-bench [-CPLW] [-G host|device] [-T K] [-d device] [-t threads] [-c ctx] [-n steps] "
+		die(2, "usage: model-bench [-CPLWs] [-G host|device] [-T K] [-d device] [-t threads] [-c ctx] [-n steps] "
 		    "[-r reps] [-k kmax] [-b B] [-B GB/s] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
@@ -321,11 +326,12 @@ main(int argc, char *argv[])
 		die(1, "%s", err);
 	if (st == NULL || lg == NULL || ids == NULL || dt == NULL)
 		die(1, "%s", st ? "out of memory" : err);
+	backend_per_seq_set(be, perseq);
 	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\trow_draw\t%d\t"
-	    "gemm\t%s\n", path, backend_name(be), now() - t0, pdl, pick == PICK_HOST ?
+	    "gemm\t%s\tper_seq\t%d\n", path, backend_name(be), now() - t0, pdl, pick == PICK_HOST ?
 	    "\tpick\thost" : pick == PICK_DEVICE ? "\tpick\tdevice" : "", sp.top_k, rowdraw,
 	    ge != NULL && *ge != '\0' ? ge :
-	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8");
+	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8", perseq);
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;

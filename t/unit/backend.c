@@ -1337,6 +1337,46 @@ seqs_check(struct backend *be, struct backend *ref, int snaps, int nk, int nv, i
 	gdn_free(&c);
 }
 
+/* A _seqs op that refuses: which path a call took. */
+static int
+seqs_refused(struct backend *be, const struct backend_gdn *g, int n, const struct backend_seq *sq,
+    const float *qkv, int ld, const float *a, const float *b, const float *ssm_a,
+    const float *dt_bias, float *o)
+{
+	return util_err(be->err, "own form");
+}
+
+/* backend_per_seq_set: on, the _seqs calls take the per-sequence loop
+ * even where the backend has its own form (its bits: seqs_check); off, the
+ * own form again. */
+TEST(per_seq_runs_the_seqs_ops_as_their_loops)
+{
+	struct backend_ops own = *be1->ops;
+	char err[UTIL_ERRLEN];
+	struct backend *b = backend_open("cpu", 1, err);
+	struct gdn_case c = gdn_make(2, 4, 16, 12, 1, 1, 3);
+	struct backend_seq sq[2];
+	float *S[2], *o;
+	int m = 3;
+
+	CHECK(b != NULL);
+	own.gdn_step_seqs = seqs_refused;
+	b->ops = &own;
+	S[0] = calloc((size_t)4 * 16 * 12, 4), S[1] = calloc((size_t)4 * 16 * 12, 4);
+	o = calloc((size_t)m * 4 * 12, 4);
+	sq[0] = (struct backend_seq){ 1, S[0], NULL }, sq[1] = (struct backend_seq){ 2, S[1], NULL };
+	CHECK(backend_gdn_step_seqs(b, &c.g, 2, sq, c.qkv, c.ld, c.a, c.b, c.A, c.dt, o) != 0);
+	CHECK_EQ_STR(backend_errmsg(b), "own form");
+	backend_per_seq_set(b, 1);
+	CHECK(backend_gdn_step_seqs(b, &c.g, 2, sq, c.qkv, c.ld, c.a, c.b, c.A, c.dt, o) == 0);
+	seqs_check(b, be1, 1, 2, 4, 16, 12);
+	backend_per_seq_set(b, 0);
+	CHECK(backend_gdn_step_seqs(b, &c.g, 2, sq, c.qkv, c.ld, c.a, c.b, c.A, c.dt, o) != 0);
+	free(S[0]), free(S[1]), free(o);
+	gdn_free(&c);
+	backend_close(b);
+}
+
 /*
  * Many sequences a call: the CPU's own gdn_step_seqs (3 threads, 1, the
  * portable path) and backend.c's loop (a table without the ops) give
@@ -2273,6 +2313,7 @@ main(void)
 	RUN(row_loops_are_one_call_a_row_bit_for_bit);
 	RUN(gated_delta_rule_rejects_bad_head_ratios);
 	RUN(seqs_ops_are_each_sequences_own_calls_bit_for_bit);
+	RUN(per_seq_runs_the_seqs_ops_as_their_loops);
 	RUN(kv_store_seqs_puts_each_sequences_rows_at_its_position);
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit);
