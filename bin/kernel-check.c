@@ -3012,6 +3012,70 @@ be_kv_seqs(struct kc *k, struct bpair *p, int n, int ones, int kvd)
 	free(h[0]), free(h[1]), free(hc);
 }
 
+/*
+ * backend_attention_seqs (model_forward_seqs's attention): n sequences of
+ * rows 1..4 (mixed) or one each, at positions 0..1000 differing by
+ * sequence, each against caches of its own, q in the gated layout (query ;
+ * gate per head: the group's repack).  The GPU's call against its own
+ * backend_attention a sequence, bit for bit, and against the CPU's call
+ * within the attention tolerance.
+ */
+static void
+be_attention_seqs(struct kc *k, struct bpair *p, int n, int ones, int nh, int nkv, int hd)
+{
+	int qhs = 2 * hd, ldq = nh * qhs, kvd = nkv * hd, od = nh * hd, m = 0;
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 1, 0, NULL, 0 };
+	struct backend_kv_seq sq[2][64];
+	struct backend *be[2] = { p->c, p->g };
+	float *hq, *q[2], *o[3], *got, *own, *cpu;
+	char shape[80];
+
+	if (n < 1 || n > 64)
+		die(1, "be_attention_seqs: %d sequences (1..64)", n);
+	for (int i = 0; i < n; i++) {
+		sq[0][i].rows = ones ? 1 : 1 + (i * 5 + n) % 4;
+		sq[0][i].pos = i == 1 ? 0 : (i * 389 + 7 * n) % 1001;
+		m += sq[0][i].rows;
+	}
+	hq = frand(k, (int64_t)m * ldq, -1, 1);
+	for (int i = 0; i < n; i++) {
+		size_t cs = (size_t)(sq[0][i].pos + sq[0][i].rows) * kvd;
+		float *hk = frand(k, (int64_t)cs, -1, 1), *hv = frand(k, (int64_t)cs, -1, 1);
+
+		for (int b = 0; b < 2; b++)
+			sq[b][i] = (struct backend_kv_seq){ sq[0][i].rows, sq[0][i].pos,
+			    bput(be[b], hk, cs), bput(be[b], hv, cs) };
+		free(hk), free(hv);
+	}
+	for (int b = 0; b < 2; b++)
+		q[b] = bput(be[b], hq, (size_t)m * ldq);
+	o[0] = bput(p->c, NULL, (size_t)m * od);
+	o[1] = bput(p->g, NULL, (size_t)m * od), o[2] = bput(p->g, NULL, (size_t)m * od);
+	bchk(p->c, backend_attention_seqs(p->c, &a, n, sq[0], q[0], ldq, qhs, o[0]));
+	bchk(p->g, backend_attention_seqs(p->g, &a, n, sq[1], q[1], ldq, qhs, o[1]));
+	for (int i = 0, r = 0; i < n; r += sq[1][i++].rows) {
+		struct backend_attn ai = a;
+
+		ai.batched = sq[1][i].rows >= 2;
+		bchk(p->g, backend_attention(p->g, &ai, q[1] + (size_t)r * ldq, ldq, qhs,
+		    sq[1][i].kc, sq[1][i].vc, sq[1][i].rows, sq[1][i].pos, o[2] + (size_t)r * od));
+	}
+	snprintf(shape, sizeof shape, "n=%d m=%d h=%d/%d hd=%d", n, m, nh, nkv, hd);
+	got = bget(p->g, o[1], (size_t)m * od), own = bget(p->g, o[2], (size_t)m * od);
+	cpu = bget(p->c, o[0], (size_t)m * od);
+	bsame(k, "be attention seqs", shape, got, own, (int64_t)m * od);
+	free(got);
+	got = bget(p->g, o[1], (size_t)m * od);		/* unbroken */
+	becmp(k, "be attention seqs cpu", shape, got, cpu, NULL, (int64_t)m * od, 1e-4);
+	free(got), free(own), free(cpu), free(hq);
+	for (int b = 0; b < 2; b++) {
+		backend_mfree(be[b], q[b]);
+		for (int i = 0; i < n; i++)
+			backend_mfree(be[b], sq[b][i].kc), backend_mfree(be[b], sq[b][i].vc);
+	}
+	backend_mfree(p->c, o[0]), backend_mfree(p->g, o[1]), backend_mfree(p->g, o[2]);
+}
+
 /* Magnitudes for the fused products: sum |w t| of the normed input (mn)
  * and, for y = silu(x.Wg) * (x.Wu), the first-order error bound. */
 static void
@@ -4884,6 +4948,16 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_kv_seqs(k, &p, 32, 0, 1024);
 	be_kv_seqs(k, &p, 32, 1, 1024);
 	be_kv_seqs(k, &p, 40, 0, 300);		/* two launches; kvd not a multiple of 256 */
+	/* a group's attention in one call (model_forward_seqs): the 9B's 16/4 heads of 256 */
+	be_attention_seqs(k, &p, 1, 0, 16, 4, 256);
+	be_attention_seqs(k, &p, 3, 0, 16, 4, 256);
+	be_attention_seqs(k, &p, 32, 0, 16, 4, 256);
+	be_attention_seqs(k, &p, 32, 1, 16, 4, 256);		/* decode */
+	be_attention_seqs(k, &p, 40, 0, 16, 4, 256);		/* two calls of 32 */
+	be_attention_seqs(k, &p, 3, 0, 16, 4, 128);
+	be_attention_seqs(k, &p, 32, 0, 8, 2, 128);
+	be_attention_seqs(k, &p, 3, 0, 8, 2, 512);		/* E 16 */
+	be_attention_seqs(k, &p, 5, 0, 6, 2, 80);		/* scalar loads */
 	be_embed_argmax(k, &p, QUANT_Q8_0);
 	be_embed_argmax(k, &p, QUANT_Q6_K);
 	be_embed_argmax(k, &p, QUANT_BF16);

@@ -1567,6 +1567,92 @@ cu_attention_dpos(struct backend *be, const struct backend_attn *a, const float 
 	return attend(be, a, q, ldq, qhs, kc, vc, m, 0, d_pos, n_ctx, o);
 }
 
+/* The alignment class the split-K kernel's loads depend on: 16 bytes, 8, less. */
+static int
+att_align(uintptr_t p)
+{
+	return (p & 15) == 0 ? 0 : (p & 7) == 0 ? 1 : 2;
+}
+
+/*
+ * backend_attention_seqs: when every sequence's own call would take the
+ * plain split-K kernel (no window or ring, at most GPU_MATVEC_MAX_ROWS
+ * rows and not past the step rows) with the loads the group's pointers
+ * give, q repacked once for the group (as each call repacks its rows) and
+ * gpu_attention_seqs' two launches a GPU_ATT_SEQS sequences; otherwise
+ * each sequence's attend.  The bits are the calls' either way (the CUDA
+ * kernels read neither ggml nor batched).
+ */
+static int
+cu_attention_seqs(struct backend *be, const struct backend_attn *a, int n,
+    const struct backend_kv_seq *sq, const float *q, int ldq, int qhs, float *o)
+{
+	struct backend_cuda *c = CB(be);
+	int nh = a->n_head, hd = a->head_dim, m = 0, plain = a->window == 0 && a->ring == 0;
+	int repack = qhs != hd || ldq != nh * hd, cls = -1;
+	size_t od = (size_t)nh * hd;
+	struct gpu_att_seq gs[BACKEND_ROWS_MAX];
+	const float *qp = q;
+
+	for (int i = 0; i < n; i++) {
+		if (sq[i].rows > GPU_MATVEC_MAX_ROWS || sq[i].rows > gpu_step_rows(c->g))
+			plain = 0;
+		m += sq[i].rows;
+	}
+	if (plain && repack) {
+		float *t = (float *)buf_get(be, &c->t0, (size_t)m * od * 4);
+		if (t == NULL)
+			return -1;
+		if (ldq == nh * qhs) {
+			if (copy_rows(be, t, hd, q, qhs, hd, (size_t)m * nh))
+				return -1;
+		} else {
+			for (int r = 0; r < m; r++)
+				if (copy_rows(be, t + (size_t)r * od, hd, q + (size_t)r * ldq, qhs, hd,
+				    nh))
+					return -1;
+		}
+		qp = t;
+	}
+	/* each sequence's own call: its q at t0 (repacked) or at its rows; the group's:
+	 * every row's, k and v: one class for all, or the loads may differ */
+	uintptr_t all = 0;
+	for (int i = 0, r = 0; plain && i < n; r += sq[i++].rows) {
+		uintptr_t kv = (uintptr_t)sq[i].kc | (uintptr_t)sq[i].vc;
+		uintptr_t own = kv | (repack ? (uintptr_t)qp : (uintptr_t)(q + (size_t)r * ldq));
+
+		if (sq[i].rows == 0)
+			continue;
+		all |= kv | (uintptr_t)(qp + (size_t)r * od);
+		if (cls < 0)
+			cls = att_align(own);
+		else if (att_align(own) != cls)
+			plain = 0;
+	}
+	if (plain && cls >= 0 && att_align(all) != cls)
+		plain = 0;
+	if (!plain) {
+		for (int i = 0, r = 0; i < n; r += sq[i++].rows)
+			if (sq[i].rows > 0 && attend(be, a, q + (size_t)r * ldq, ldq, qhs, sq[i].kc,
+			    sq[i].vc, sq[i].rows, sq[i].pos, NULL, 0, o + r * od) != 0)
+				return -1;
+		return 0;
+	}
+	for (int i0 = 0, r0 = 0; i0 < n; i0 += BACKEND_ROWS_MAX) {
+		int i1 = n - i0 < BACKEND_ROWS_MAX ? n : i0 + BACKEND_ROWS_MAX, rows = 0;
+
+		for (int i = i0; i < i1; i++) {
+			gs[i - i0] = (struct gpu_att_seq){ sq[i].kc, sq[i].vc, sq[i].rows, sq[i].pos };
+			rows += sq[i].rows;
+		}
+		if (gpu_attention_seqs(c->g, qp + (size_t)r0 * od, o + (size_t)r0 * od, i1 - i0, gs,
+		    nh, a->n_kv_head, hd, a->scale) != 0)
+			return gfail(be, "attention");
+		r0 += rows;
+	}
+	return 0;
+}
+
 static int
 cu_mul_sigmoid(struct backend *be, float *x, int ldx, const float *g, int ldg,
     int rows, int n)
@@ -2429,6 +2515,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.conv1d_silu_seqs = cu_conv1d_silu_seqs;
 	c->ops.gdn_step_seqs = cu_gdn_step_seqs;
 	c->ops.kv_store_seqs = cu_kv_store_seqs;
+	c->ops.attention_seqs = cu_attention_seqs;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

@@ -510,6 +510,23 @@ int	gpu_attention_hi(struct gpu *g, const float *d_q, const float *d_k, const fl
 	    const int32_t *d_hi, int n_keys, int ring);
 
 /*
+ * gpu_attention (d_pos NULL) of n sequences in two launches each
+ * GPU_ATT_SEQS of them: sequence i's rows (1..GPU_MATVEC_MAX_ROWS, or 0:
+ * none) of d_q and d_out ([rows][nh*hd], contiguous) follow sequence
+ * i-1's, at positions pos0 .., against its caches k and v.  Bit for bit
+ * each sequence's own gpu_attention call at its rows' addresses, when
+ * the alignment of d_q's rows, k and v over a launch gives the kernels
+ * each call would pick (the caller checks: 16 bytes, 8, or less).
+ */
+#define GPU_ATT_SEQS 32
+struct gpu_att_seq {
+	const float *k, *v;
+	int	rows, pos0;
+};
+int	gpu_attention_seqs(struct gpu *g, const float *d_q, float *d_out, int n,
+	    const struct gpu_att_seq *sq, int nh, int nkv, int hd, float scale);
+
+/*
  * A mixture of experts (lib/backend.h's backend_moe_*): the stacked
  * experts' products, the routers, the activations and the weighted sum.
  *

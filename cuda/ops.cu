@@ -521,27 +521,30 @@ att_scores(const float (*qv)[E], const float *k, int lane, float scale, float *s
  * still from pos0 + t + 1 - window, splits past them empty; ring > 0:
  * position j is in row j % ring of K and V.
  */
+/*
+ * k_attn_split's block (s, h0, t) of a call of nz rows at pos0 (dpos
+ * already read): qt and pr are row t's query heads and partial results
+ * (q + t nh hd, part + t nh nsplit (hd + 2)); the body k_attn_split and
+ * k_attn_split_seqs share, so that a group's rows are its calls' bits.
+ */
 template <int E, int W, int GB, bool RH>
-__global__ void __launch_bounds__(ATT_THREADS)
-k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
-    const float *__restrict__ V, float *part, int nh, int nkv, int hd, int pos0, int nsplit,
-    float scale, const int32_t *dpos, int window, const int32_t *__restrict__ hi, int ring)
+__device__ __forceinline__ void
+att_split_block(const float *__restrict__ qt, const float *__restrict__ K,
+    const float *__restrict__ V, float *pr, int nh, int nkv, int hd, int pos0, int nsplit,
+    float scale, int window, const int32_t *__restrict__ hi, int ring, int s, int h0, int t,
+    int nz)
 {
 	enum { NR = att_flight<E>::R };
 	__shared__ float sc[GB][ATT_SPLIT], red[33], so[ATT_WARPS][32 * E];
-	int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
 
-	pdl_enter();
-	if (dpos != NULL)
-		pos0 = *dpos;
-	if ((!RH || hi == NULL) && s >= att_splits(pos0, gridDim.z, nsplit))
+	if ((!RH || hi == NULL) && s >= att_splits(pos0, nz, nsplit))
 		return;			/* not read by k_attn_combine */
 	int kvh = h0 / (nh / nkv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int p0 = s * ATT_SPLIT, np = (RH && hi != NULL ? hi[t] : pos0 + t) + 1;
 	int p1 = min(p0 + ATT_SPLIT, np);
 	if (window > 0)		/* the split's positions inside the window: from pos0 + t + 1 - window */
 		p0 = max(p0, pos0 + t + 1 - window);
-	float *pt = part + (((int64_t)t * nh + h0) * nsplit + s) * (hd + 2);
+	float *pt = pr + ((int64_t)h0 * nsplit + s) * (hd + 2);
 	int64_t ld = (int64_t)nkv * hd, ph = (int64_t)nsplit * (hd + 2);	/* ph: a head's stride */
 	const float *Kh = K + (int64_t)kvh * hd, *Vh = V + (int64_t)kvh * hd;
 	float qv[GB][E], acc[GB][E];
@@ -554,7 +557,7 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 	}
 #pragma unroll
 	for (int g = 0; g < GB; g++)
-		att_load<E, W>(q + ((int64_t)t * nh + h0 + g) * hd, lane, hd, qv[g]);
+		att_load<E, W>(qt + (int64_t)(h0 + g) * hd, lane, hd, qv[g]);
 	for (int p = p0 + warp; p < p1; p += NR * ATT_WARPS) {	/* NR rows in flight */
 		float kr[NR][E];
 		att_rows<E, W, RH>(Kh, ld, p, p1, ring, lane, hd, kr);
@@ -627,18 +630,29 @@ k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
 	}
 }
 
-/* nsplit: the stride of part; the splits summed are att_splits' (all of
- * them when dpos is NULL: the host sized the grid to the rows). */
-__global__ void
-k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit,
-    const int32_t *dpos)
+template <int E, int W, int GB, bool RH>
+__global__ void __launch_bounds__(ATT_THREADS)
+k_attn_split(const float *__restrict__ q, const float *__restrict__ K,
+    const float *__restrict__ V, float *part, int nh, int nkv, int hd, int pos0, int nsplit,
+    float scale, const int32_t *dpos, int window, const int32_t *__restrict__ hi, int ring)
 {
-	int h = blockIdx.x, t = blockIdx.y, ns;
-	const float *pt = part + ((int64_t)t * nh + h) * nsplit * (hd + 2);
-	float M = -FLT_MAX, L = 0.0f;
+	int s = blockIdx.x, h0 = blockIdx.y * GB, t = blockIdx.z;
 
 	pdl_enter();
-	ns = dpos != NULL ? att_splits(*dpos, gridDim.y, nsplit) : nsplit;
+	if (dpos != NULL)
+		pos0 = *dpos;
+	att_split_block<E, W, GB, RH>(q + (int64_t)t * nh * hd, K, V,
+	    part + (int64_t)t * nh * nsplit * (hd + 2), nh, nkv, hd, pos0, nsplit, scale, window,
+	    hi, ring, s, h0, t, gridDim.z);
+}
+
+/* Head h of one row: the ns splits at pt (nsplit (hd + 2) floats a head
+ * apart, hd + 2 a split) combined into out's hd floats. */
+__device__ __forceinline__ void
+att_combine_head(const float *pt, float *out, int hd, int ns)
+{
+	float M = -FLT_MAX, L = 0.0f;
+
 	for (int s = 0; s < ns; s++)
 		M = fmaxf(M, pt[s * (hd + 2)]);
 	for (int s = 0; s < ns; s++)
@@ -647,8 +661,82 @@ k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit,
 		float o = 0.0f;
 		for (int s = 0; s < ns; s++)
 			o += pt[s * (hd + 2) + 2 + i] * expf(pt[s * (hd + 2)] - M);
-		out[((int64_t)t * nh + h) * hd + i] = o / L;
+		out[i] = o / L;
 	}
+}
+
+/* nsplit: the stride of part; the splits summed are att_splits' (all of
+ * them when dpos is NULL: the host sized the grid to the rows). */
+__global__ void
+k_attn_combine(const float *part, float *out, int nh, int hd, int nsplit,
+    const int32_t *dpos)
+{
+	int h = blockIdx.x, t = blockIdx.y, ns;
+
+	pdl_enter();
+	ns = dpos != NULL ? att_splits(*dpos, gridDim.y, nsplit) : nsplit;
+	att_combine_head(part + ((int64_t)t * nh + h) * nsplit * (hd + 2),
+	    out + ((int64_t)t * nh + h) * hd, hd, ns);
+}
+
+/*
+ * gpu_attention_seqs's launch: sequence i's rows (n of them, r0 the first's
+ * row in q, out and part) at pos0 against its K and V.  A launch takes
+ * GPU_ATT_SEQS sequences (the parameters well under 4 KiB, by value:
+ * graph-safe).
+ */
+struct att_seq {
+	const float *K, *V;
+	int	r0, n, pos0, pad;
+};
+struct att_seqs {
+	struct att_seq s[GPU_ATT_SEQS];
+	int	n;
+};
+
+/* The sequence that holds row R of the launch. */
+__device__ __forceinline__ int
+att_seq_of(const struct att_seqs &Q, int R)
+{
+	int i = 0;
+
+	while (i + 1 < Q.n && R >= Q.s[i + 1].r0)
+		i++;
+	return i;
+}
+
+/*
+ * Row R of the launch (grid.z) as its own sequence's k_attn_split call
+ * makes it: local row t = R - r0 of n at pos0, part rows nh nsplit (hd + 2)
+ * apart with nsplit the launch's largest (a split stride; att_splits still
+ * gives the sequence's own count, so a block past it returns, as one past
+ * the grid of its own call does not exist).
+ */
+template <int E, int W, int GB>
+__global__ void __launch_bounds__(ATT_THREADS)
+k_attn_split_seqs(const float *__restrict__ q, float *part, int nh, int nkv, int hd,
+    int nsplit, float scale, struct att_seqs Q)
+{
+	int s = blockIdx.x, h0 = blockIdx.y * GB, R = blockIdx.z;
+
+	pdl_enter();
+	const struct att_seq &S = Q.s[att_seq_of(Q, R)];
+	att_split_block<E, W, GB, false>(q + (int64_t)R * nh * hd, S.K, S.V,
+	    part + (int64_t)R * nh * nsplit * (hd + 2), nh, nkv, hd, S.pos0, nsplit, scale, 0,
+	    NULL, 0, s, h0, R - S.r0, S.n);
+}
+
+/* Row R's heads: its own sequence's splits only. */
+__global__ void
+k_attn_combine_seqs(const float *part, float *out, int nh, int hd, int nsplit,
+    struct att_seqs Q)
+{
+	int h = blockIdx.x, R = blockIdx.y;
+
+	pdl_enter();
+	const struct att_seq &S = Q.s[att_seq_of(Q, R)];
+	att_combine_head(part + ((int64_t)R * nh + h) * nsplit * (hd + 2),
+	    out + ((int64_t)R * nh + h) * hd, hd, att_splits(S.pos0, S.n, nsplit));
 }
 
 /* Both forms: pos0 from the host (d_pos NULL, grid sized to the rows, or
@@ -748,6 +836,97 @@ gpu_attention_hi(struct gpu *g, const float *d_q, const float *d_k, const float 
 {
 	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, NULL, 0, scale, window,
 	    d_hi, n_keys, ring);
+}
+
+/*
+ * The sequences of gpu_attention_seqs, GPU_ATT_SEQS a launch: the split
+ * kernel over every row of the launch (grid.z), the splits strided by the
+ * launch's largest count, then the combine; each row's blocks, splits and
+ * sums those of its own gpu_attention call (E, W and GB chosen as
+ * attention() chooses them, the pointers' alignment over the whole launch:
+ * the caller sees that each sequence's own call would choose the same).
+ */
+extern "C" int
+gpu_attention_seqs(struct gpu *g, const float *d_q, float *d_out, int n,
+    const struct gpu_att_seq *sq, int nh, int nkv, int hd, float scale)
+{
+	int64_t rs = (int64_t)nh * hd;
+
+	if (n < 0 || nh < 1 || nkv < 1 || nh % nkv || hd < 1 || hd > GPU_HEAD_MAX)
+		return gpu_fail(g, "attention seqs: n=%d nh=%d nkv=%d hd=%d", n, nh, nkv, hd);
+	for (int i = 0; i < n; i++)
+		if (sq[i].rows < 0 || sq[i].rows > GPU_MATVEC_MAX_ROWS || sq[i].pos0 < 0 ||
+		    (sq[i].rows > 0 && (sq[i].k == NULL || sq[i].v == NULL)))
+			return gpu_fail(g, "attention seqs: sequence %d: %d rows at %d%s", i + 1,
+			    sq[i].rows, sq[i].pos0, sq[i].k == NULL || sq[i].v == NULL ?
+			    ", no cache" : "");
+	int E = hd <= 256 ? (hd + 31) / 32 : 16;
+	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
+	if (E == 16)
+		gb = grp % 2 == 0 ? 2 : 1;
+	for (int i0 = 0, r0 = 0; i0 < n; ) {
+		struct att_seqs Q;
+		int rows = 0, nsplit = 1;
+		uintptr_t al = (uintptr_t)(d_q + r0 * rs);
+
+		Q.n = 0;
+		for (; i0 < n && Q.n < GPU_ATT_SEQS; i0++) {
+			if (sq[i0].rows == 0)
+				continue;
+			int ns = (sq[i0].pos0 + sq[i0].rows + ATT_SPLIT - 1) / ATT_SPLIT;
+			Q.s[Q.n++] = (struct att_seq){ sq[i0].k, sq[i0].v, rows, sq[i0].rows,
+			    sq[i0].pos0, 0 };
+			al |= (uintptr_t)(d_q + (r0 + rows) * rs) | (uintptr_t)sq[i0].k |
+			    (uintptr_t)sq[i0].v;
+			rows += sq[i0].rows;
+			nsplit = ns > nsplit ? ns : nsplit;
+		}
+		if (rows == 0)
+			break;
+		float *part = (float *)gpu_scratch(g, (size_t)rows * nh * nsplit * (hd + 2) *
+		    sizeof(float));
+		if (part == NULL)
+			return -1;
+		int a = (int)(al & 15);
+		int w = hd == 32 * E && E % 4 == 0 && a == 0 ? 4 : hd == 32 * E && E % 2 == 0 &&
+		    a % 8 == 0 ? 2 : 1;
+		dim3 grid(nsplit, nh / gb, rows);
+		const float *q = d_q + r0 * rs;
+#define ATS_L(e, v, b) gpu_launch(g, k_attn_split_seqs<e, v, b>, grid, ATT_THREADS, 0, q, \
+	    part, nh, nkv, hd, nsplit, scale, Q)
+#define ATS_K(e, v) switch (gb) { \
+	case 4: ATS_L(e, v, 4); break; case 3: ATS_L(e, v, 3); break; \
+	case 2: ATS_L(e, v, 2); break; default: ATS_L(e, v, 1); break; }
+#define ATS_K16(v) do { if (gb == 2) ATS_L(16, v, 2); else ATS_L(16, v, 1); } while (0)
+		switch (E * 10 + w) {
+		case 164: ATS_K16(4); break;
+		case 162: ATS_K16(2); break;
+		case 161: ATS_K16(1); break;
+		case 84: ATS_K(8, 4); break;
+		case 82: ATS_K(8, 2); break;
+		case 81: ATS_K(8, 1); break;
+		case 71: ATS_K(7, 1); break;
+		case 62: ATS_K(6, 2); break;
+		case 61: ATS_K(6, 1); break;
+		case 51: ATS_K(5, 1); break;
+		case 44: ATS_K(4, 4); break;
+		case 42: ATS_K(4, 2); break;
+		case 41: ATS_K(4, 1); break;
+		case 31: ATS_K(3, 1); break;
+		case 22: ATS_K(2, 2); break;
+		case 21: ATS_K(2, 1); break;
+		default: ATS_K(1, 1); break;
+		}
+#undef ATS_K16
+#undef ATS_K
+#undef ATS_L
+		GPU_LAUNCHED(g, "attention seqs");
+		gpu_launch(g, k_attn_combine_seqs, dim3(nh, rows), 128, 0, part, d_out + r0 * rs, nh,
+		    hd, nsplit, Q);
+		GPU_LAUNCHED(g, "attention seqs combine");
+		r0 += rows;
+	}
+	return 0;
 }
 
 /* --- attention: prefill (cuda/attn_prefill.cuh has the tiling) -------- */

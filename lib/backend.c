@@ -1034,6 +1034,44 @@ backend_kv_store_seqs(struct backend *be, const float *k, const float *v, int kv
 }
 
 int
+backend_attention_seqs(struct backend *be, const struct backend_attn *a, int n,
+    const struct backend_kv_seq *sq, const float *q, int ldq, int qhs, float *o)
+{
+	size_t od = (size_t)a->n_head * a->head_dim;
+	long long t = 0;
+
+	if (n < 0 || (n > 0 && sq == NULL))
+		return util_err(be->err, "attention: %d sequences", n);
+	if (a->hi != NULL)
+		return util_err(be->err, "attention: rows that see later keys in a group of "
+		    "sequences: not supported");
+	for (int i = 0; i < n; i++) {
+		if (sq[i].rows < 0 || sq[i].pos < 0 || sq[i].kc == NULL || sq[i].vc == NULL)
+			return util_err(be->err, "attention: sequence %d: %d rows at %d%s", i + 1,
+			    sq[i].rows, sq[i].pos, sq[i].kc == NULL || sq[i].vc == NULL ?
+			    ", no cache" : "");
+		if (bad_attention(be, a, ldq, qhs, sq[i].rows, sq[i].pos))
+			return -1;
+		t += sq[i].rows;
+	}
+	if (t > INT_MAX)
+		return util_err(be->err, "attention: %lld rows", t);
+	if (t == 0)
+		return 0;
+	if (be->ops->attention_seqs != NULL && !be->per_seq)
+		return be->ops->attention_seqs(be, a, n, sq, q, ldq, qhs, o);
+	for (int i = 0, r = 0; i < n; r += sq[i++].rows) {
+		struct backend_attn ai = *a;
+
+		ai.batched = a->batched && sq[i].rows >= 2;
+		if (sq[i].rows > 0 && be->ops->attention(be, &ai, q + (size_t)r * ldq, ldq, qhs,
+		    sq[i].kc, sq[i].vc, sq[i].rows, sq[i].pos, o + r * od) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
 backend_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
     const float *qkv, int ld, const float *a, const float *b,
     const float *ssm_a, const float *dt_bias, float *S, float *o)

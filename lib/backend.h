@@ -787,7 +787,20 @@ struct backend_kv_seq {
 int	backend_kv_store_seqs(struct backend *, const float *k, const float *v, int kvd,
 	    int n, const struct backend_kv_seq *sq);
 /*
- * on: the three _seqs ops above run as their per-sequence loops even on a
+ * backend_attention over n sequences in one call: sequence i's rows of q
+ * (ldq apart, heads qhs apart) and of o (n_head*head_dim apart) follow
+ * sequence i-1's; sq[i].rows of them at positions sq[i].pos .., against its
+ * caches sq[i].kc, sq[i].vc (already holding its keys up to its last row).
+ * Bit for bit what n calls of backend_attention give, sequence i's with a
+ * copy of a whose batched is a->batched && sq[i].rows >= 2 (one row is
+ * never a batch: the flag of a model's step for its one-row and its longer
+ * sequences alike).  a->hi: NULL (a row's later keys are one call's).  A
+ * backend without its own form makes the n calls.
+ */
+int	backend_attention_seqs(struct backend *, const struct backend_attn *a, int n,
+	    const struct backend_kv_seq *sq, const float *q, int ldq, int qhs, float *o);
+/*
+ * on: the four _seqs ops above run as their per-sequence loops even on a
  * backend with its own forms (the same bits; a benchmark's A/B: model-bench
  * -s); off (the default): its own forms.
  */

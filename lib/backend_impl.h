@@ -177,6 +177,8 @@ struct backend_ops {
 		    const float *, const float *, const float *, float *);
 	int	(*kv_store_seqs)(struct backend *, const float *, const float *, int, int,
 		    const struct backend_kv_seq *);
+	int	(*attention_seqs)(struct backend *, const struct backend_attn *, int,
+		    const struct backend_kv_seq *, const float *, int, int, float *);
 };
 
 struct backend {

@@ -728,8 +728,8 @@ model_seq_rows(const struct model_seqs *g, int i)
  * model_forward_seqs's attention of layer L: the products over all the
  * group's rows at once, K and V through scratch (a->y, a->z) into each
  * sequence's cache at its own positions (one backend_kv_store_seqs), then
- * attention per sequence as its own forward runs it (batched: two or more
- * rows, not a verify).
+ * every sequence's attention as its own forward runs it (one
+ * backend_attention_seqs; batched: two or more rows, not a verify).
  */
 static int
 attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g,
@@ -741,6 +741,7 @@ attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs
 	int hd = hp->head_dim, nh = hp->n_head, kvd = hp->n_head_kv * hd;
 	int qs = hp->attn_gated ? 2 * hd : hd;
 	struct backend_kv_seq kv[BACKEND_ROWS_MAX];
+	struct backend_attn at = attn_params(md, !g->verify);	/* (and 2 rows or more) */
 
 	if (g->n > BACKEND_ROWS_MAX)	/* (seqs_check: a row each at least) */
 		return util_err(md->err, "forward: %d sequences in a group", g->n);
@@ -751,13 +752,8 @@ attn_layer_seqs(struct model *md, struct model_layer *L, const struct model_seqs
 		return -1;
 	if (backend_kv_store_seqs(be, a->y, a->z, kvd, g->n, kv))
 		return fail(md);
-	for (int i = 0, r = 0; i < g->n; r += kv[i++].rows) {
-		struct backend_attn at = attn_params(md, kv[i].rows >= 2 && !g->verify);
-
-		if (backend_attention(be, &at, a->q + (size_t)r * nh * qs, nh * qs, qs, kv[i].kc,
-		    kv[i].vc, kv[i].rows, kv[i].pos, a->o + (size_t)r * nh * hd))
-			return fail(md);
-	}
+	if (backend_attention_seqs(be, &at, g->n, kv, a->q, nh * qs, qs, a->o))
+		return fail(md);
 	return attn_out(md, L, g->m);
 }
 

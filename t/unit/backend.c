@@ -1446,6 +1446,69 @@ TEST(kv_store_seqs_puts_each_sequences_rows_at_its_position)
 	free(k), free(v), free(k0), free(v0);
 }
 
+/*
+ * backend_attention_seqs: sequences of 1, 4, 0, 3 and 2 rows at their own
+ * positions (grouped-query heads, a gated layout's head stride, an F16 cache in llama.cpp's
+ * orders, whose bits depend on batched), bit for bit each sequence's own
+ * backend_attention (batched for two rows or more only), in either
+ * per-sequence mode.  Bad groups are refused.
+ */
+TEST(attention_seqs_equals_each_sequences_own_call)
+{
+	enum { NH = 4, NKV = 2, HD = 24, QHS = 2 * HD, LDQ = NH * QHS, OD = NH * HD, CTX = 40,
+	    KVD = NKV * HD, M = 10 };
+	static const int pos[SQ_N] = { 0, 30, 5, 19, 35 };
+	struct backend_attn a = { NH, NKV, HD, 0.2f, 1, 1, 1, 0, NULL, 0 }, ai;
+	float *q = rnd((size_t)M * LDQ, 1), *o = rnd((size_t)M * OD, 1), *o1, *kc[SQ_N],
+	    *vc[SQ_N];
+	struct backend_kv_seq sq[SQ_N];
+	int32_t hi[4] = { 3, 4, 5, 6 };
+
+	for (int i = 0; i < SQ_N; i++) {
+		kc[i] = rnd(CTX * KVD, 1), vc[i] = rnd(CTX * KVD, 1);
+		CHECK(backend_round_f16(be3, kc[i], KVD, CTX, KVD) == 0);
+		CHECK(backend_round_f16(be3, vc[i], KVD, CTX, KVD) == 0);
+		sq[i] = (struct backend_kv_seq){ SQ_ROWS[i], pos[i], kc[i], vc[i] };
+	}
+	o1 = dup(o, (size_t)M * OD);
+	for (int i = 0, r = 0; i < SQ_N; r += SQ_ROWS[i++]) {
+		ai = a, ai.batched = SQ_ROWS[i] >= 2;
+		CHECK(backend_attention(be3, &ai, q + r * LDQ, LDQ, QHS, kc[i], vc[i], SQ_ROWS[i],
+		    pos[i], o1 + r * OD) == 0);
+	}
+	for (int ps = 0; ps < 2; ps++) {
+		float *o2 = dup(o, (size_t)M * OD);
+
+		backend_per_seq_set(be3, ps);
+		CHECK(backend_attention_seqs(be3, &a, SQ_N, sq, q, LDQ, QHS, o2) == 0);
+		CHECK(same(o1, o2, (size_t)M * OD));
+		free(o2);
+	}
+	backend_per_seq_set(be3, 0);
+	/* batched rows are not one-row calls' bits: the flag reaches the rows of 2 or more */
+	ai = a, ai.batched = 0;
+	CHECK(backend_attention(be3, &ai, q + LDQ, LDQ, QHS, kc[1], vc[1], 4, 30, o) == 0);
+	CHECK(!same(o, o1 + OD, 4 * OD));
+	sq[2].vc = NULL;
+	CHECK(backend_attention_seqs(be3, &a, SQ_N, sq, q, LDQ, QHS, o) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "attention: sequence 3: 0 rows at 5, no cache");
+	sq[2].vc = vc[2], sq[4].pos = -2;
+	CHECK(backend_attention_seqs(be3, &a, SQ_N, sq, q, LDQ, QHS, o) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "attention: sequence 5: 2 rows at -2");
+	sq[4].pos = pos[4];
+	CHECK(backend_attention_seqs(be3, &a, SQ_N, sq, q, NH * HD - 1, QHS, o) == -1);
+	a.ggml = 0, a.kv_f16 = 0, a.batched = 0, a.hi = hi;
+	CHECK(backend_attention_seqs(be3, &a, SQ_N, sq, q, LDQ, QHS, o) == -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "attention: rows that see later keys in a group of "
+	    "sequences: not supported");
+	a.hi = NULL;
+	CHECK(backend_attention_seqs(be3, &a, -1, sq, q, LDQ, QHS, o) == -1);
+	CHECK(backend_attention_seqs(be3, &a, 0, NULL, q, LDQ, QHS, o) == 0);
+	for (int i = 0; i < SQ_N; i++)
+		free(kc[i]), free(vc[i]);
+	free(q), free(o), free(o1);
+}
+
 /* --- positions in backend memory, recorded steps --- */
 
 /* d_pos as the model keeps it: int32 bits in backend_alloc'd floats */
@@ -2315,6 +2378,7 @@ main(void)
 	RUN(seqs_ops_are_each_sequences_own_calls_bit_for_bit);
 	RUN(per_seq_runs_the_seqs_ops_as_their_loops);
 	RUN(kv_store_seqs_puts_each_sequences_rows_at_its_position);
+	RUN(attention_seqs_equals_each_sequences_own_call);
 	RUN(dpos_ops_equal_their_host_position_forms_bit_for_bit);
 	RUN(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit);
 	RUN(cpu_backend_records_no_graphs);
