@@ -1486,6 +1486,23 @@ attend_hi(struct backend *be, const struct backend_attn *a, const float *qp, con
 	    attn_keys(a->hi, p0, r0, nq), a->ring);
 }
 
+/* m rows of nh query heads of hd (qhs apart in a row, rows ldq apart) packed
+ * into the backend's t0 scratch, rows nh hd apart; NULL when that fails. */
+static const float *
+q_packed(struct backend *be, const float *q, int ldq, int qhs, int m, int nh, int hd)
+{
+	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * nh * hd * 4);
+
+	if (t == NULL)
+		return NULL;
+	if (ldq == nh * qhs)
+		return copy_rows(be, t, hd, q, qhs, hd, (size_t)m * nh) ? NULL : t;
+	for (int r = 0; r < m; r++)
+		if (copy_rows(be, t + (size_t)r * nh * hd, hd, q + (size_t)r * ldq, qhs, hd, nh))
+			return NULL;
+	return t;
+}
+
 /*
  * Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx
  * rows); a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by
@@ -1504,21 +1521,8 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	const float *qp = q;
 	const int32_t *d_hi = NULL;
 
-	if (qhs != hd || ldq != nh * hd) {
-		float *t = (float *)buf_get(be, &c->t0, (size_t)m * nh * hd * 4);
-		if (t == NULL)
-			return -1;
-		if (ldq == nh * qhs) {
-			if (copy_rows(be, t, hd, q, qhs, hd, (size_t)m * nh))
-				return -1;
-		} else {
-			for (int r = 0; r < m; r++)
-				if (copy_rows(be, t + (size_t)r * nh * hd, hd, q + (size_t)r * ldq,
-				    qhs, hd, nh))
-					return -1;
-		}
-		qp = t;
-	}
+	if ((qhs != hd || ldq != nh * hd) && (qp = q_packed(be, q, ldq, qhs, m, nh, hd)) == NULL)
+		return -1;
 	if (a->hi != NULL && (d_hi = (const int32_t *)put_small(be, a->hi, (size_t)m * 4)) == NULL)
 		return -1;
 	/* a prompt: flash attention (its own order; decode and verify, m <= the
@@ -1599,21 +1603,8 @@ cu_attention_seqs(struct backend *be, const struct backend_attn *a, int n,
 			plain = 0;
 		m += sq[i].rows;
 	}
-	if (plain && repack) {
-		float *t = (float *)buf_get(be, &c->t0, (size_t)m * od * 4);
-		if (t == NULL)
-			return -1;
-		if (ldq == nh * qhs) {
-			if (copy_rows(be, t, hd, q, qhs, hd, (size_t)m * nh))
-				return -1;
-		} else {
-			for (int r = 0; r < m; r++)
-				if (copy_rows(be, t + (size_t)r * od, hd, q + (size_t)r * ldq, qhs, hd,
-				    nh))
-					return -1;
-		}
-		qp = t;
-	}
+	if (plain && repack && (qp = q_packed(be, q, ldq, qhs, m, nh, hd)) == NULL)
+		return -1;
 	/* each sequence's own call: its q at t0 (repacked) or at its rows; the group's:
 	 * every row's, k and v: one class for all, or the loads may differ */
 	uintptr_t all = 0;
