@@ -3444,38 +3444,33 @@ vis_images(const char *dir, int *n)
 	return v;
 }
 
-/* The soft tokens of img from the tower at path opened on be (host, malloc'd). */
-static float *
-vis_encode(struct backend *be, const char *path, const struct vision_image *img)
+/* The tower at path opened on be. */
+static struct vision *
+vis_open(struct backend *be, const char *path)
 {
 	char err[UTIL_ERRLEN];
 	struct vision *v = vision_open(path, be, err);
-	float *out;
 
 	if (v == NULL)
 		die(1, "%s: %s", backend_name(be), err);
-	out = xmalloc((size_t)img->n_tok * vision_hparams(v)->n_embd_text * sizeof *out);
-	if (vision_encode(v, img, out) != 0)
-		die(1, "%s: %s: %s", backend_name(be), path, vision_errmsg(v));
-	vision_close(v);
-	return out;
+	return v;
 }
 
-/* The tower's hidden rows after stages (vision_hidden) of img on be (host, malloc'd). */
+/*
+ * Tower v (on the backend named who) run on img: its soft tokens (stages <
+ * 0: vision_encode, [n_tok][n_embd_text]) or its hidden rows after stages
+ * (vision_hidden, [gw gh][n_embd]); host memory, malloc'd.
+ */
 static float *
-vis_hidden(struct backend *be, const char *path, const struct vision_image *img, int stages)
+vis_run(struct vision *v, const char *who, const struct vision_image *img, int stages)
 {
-	char err[UTIL_ERRLEN];
-	struct vision *v = vision_open(path, be, err);
-	float *x;
+	const struct vision_hparams *hp = vision_hparams(v);
+	float *out = xmalloc((stages < 0 ? (size_t)img->n_tok * hp->n_embd_text :
+	    (size_t)img->gw * img->gh * hp->n_embd) * sizeof *out);
 
-	if (v == NULL)
-		die(1, "%s: %s", backend_name(be), err);
-	x = xmalloc((size_t)img->gw * img->gh * vision_hparams(v)->n_embd * sizeof *x);
-	if (vision_hidden(v, img, stages, x) != 0)
-		die(1, "%s: %s: %s", backend_name(be), path, vision_errmsg(v));
-	vision_close(v);
-	return x;
+	if ((stages < 0 ? vision_encode(v, img, out) : vision_hidden(v, img, stages, out)) != 0)
+		die(1, "%s: %s", who, vision_errmsg(v));
+	return out;
 }
 
 /*
@@ -3485,20 +3480,19 @@ vis_hidden(struct backend *be, const char *path, const struct vision_image *img,
  * the CPU's own noise there (cpu:scalar sc), at least 1e-3.
  */
 static void
-vis_stages(struct kc *k, struct bpair *p, struct backend *sc, const char *path,
-    const struct vision_image *img, int n_layer, int n_embd)
+vis_stages(struct kc *k, struct vision *vc, struct vision *vs, struct vision *vg,
+    const struct vision_image *img)
 {
-	int64_t n = (int64_t)img->gw * img->gh * n_embd;
+	const struct vision_hparams *hp = vision_hparams(vc);
+	int64_t n = (int64_t)img->gw * img->gh * hp->n_embd;
 
-	for (int s = 0; s <= 2 * n_layer; s++) {
-		float *c = vis_hidden(p->c, path, img, s), *q = vis_hidden(sc, path, img, s);
-		float *g = vis_hidden(p->g, path, img, s);
-		double noise = 0, d;
+	for (int s = 0; s <= 2 * hp->n_layer; s++) {
+		float *c = vis_run(vc, "cpu", img, s), *q = vis_run(vs, "cpu:scalar", img, s);
+		float *g = vis_run(vg, "gpu", img, s);
+		double noise = 0, ab = 0;
 		char shape[96];
 
-		for (int64_t j = 0; j < n; j++)
-			if ((d = fabs((double)c[j] - q[j]) / (1.0 + fabs((double)c[j]))) > noise)
-				noise = d;
+		noise_add(c, q, (int)n, &noise, &ab);
 		if (s == 0)
 			snprintf(shape, sizeof shape, "patch embedding, %lld values (cpu noise %.2g)",
 			    (long long)n, noise);
@@ -3551,7 +3545,7 @@ static void
 be_vision(struct kc *k, struct bpair *p, const char *path)
 {
 	struct backend *sc;
-	struct vision *v;
+	struct vision *v, *vs, *vg;
 	char err[UTIL_ERRLEN], shape[160];
 	int nimg;
 	char **files;
@@ -3560,16 +3554,15 @@ be_vision(struct kc *k, struct bpair *p, const char *path)
 		return;
 	if ((sc = backend_open("cpu:scalar", 0, err)) == NULL)
 		die(1, "%s", err);
-	if ((v = vision_open(path, p->c, err)) == NULL)
-		die(1, "%s", err);
-	files = vis_images(path, &nimg);
 	bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_INT8));
+	v = vis_open(p->c, path), vs = vis_open(sc, path), vg = vis_open(p->g, path);
+	files = vis_images(path, &nimg);
 	for (int i = 0; i < (nimg > 0 ? nimg : 1); i++) {
 		const struct vision_hparams *hp = vision_hparams(v);
 		struct vision_image img;
 		const char *name = nimg > 0 ? strrchr(files[i], '/') + 1 : "random";
 		int64_t n;
-		double noise = 0, d;
+		double noise = 0, ab = 0;
 
 		if (nimg == 0)
 			vis_random(k, hp, 6 * hp->pool, 9 * hp->pool, &img);
@@ -3581,23 +3574,24 @@ be_vision(struct kc *k, struct bpair *p, const char *path)
 			free(buf);
 		}
 		n = (int64_t)img.n_tok * hp->n_embd_text;
-		float *c = vis_encode(p->c, path, &img), *s = vis_encode(sc, path, &img);
-		float *g = vis_encode(p->g, path, &img);
-		for (int64_t j = 0; j < n; j++)
-			if ((d = fabs((double)c[j] - s[j]) / (1.0 + fabs((double)c[j]))) > noise)
-				noise = d;
+		float *c = vis_run(v, "cpu", &img, -1), *s = vis_run(vs, "cpu:scalar", &img, -1);
+		float *g = vis_run(vg, "gpu", &img, -1);
+		noise_add(c, s, (int)n, &noise, &ab);
 		snprintf(shape, sizeof shape, "%s: %dx%d patches, %d x %d (cpu noise %.2g)", name,
 		    img.gw, img.gh, img.n_tok, hp->n_embd_text, noise);
 		becmp(k, "vision soft tokens", shape, g, c, NULL, n, fmax(1e-3, 3 * noise));
-		if (i == 0)	/* where the two part, if they do */
-			vis_stages(k, p, sc, path, &img, hp->n_layer, hp->n_embd);
-		if (i == 0) {	/* the first image on a backend that has run nothing else */
+		if (i == 0) {	/* where the two part, if they do; a backend that ran nothing else */
 			struct backend *fg = backend_open(p->gname, 0, err);
+			struct vision *vf;
+
+			vis_stages(k, v, vs, vg, &img);
 			if (fg == NULL)
 				die(1, "%s", err);
 			bchk(fg, backend_gemm_set(fg, BACKEND_GEMM_INT8));
+			vf = vis_open(fg, path);
 			free(g);
-			g = vis_encode(fg, path, &img);
+			g = vis_run(vf, "gpu (fresh)", &img, -1);
+			vision_close(vf);
 			becmp(k, "vision soft tokens fresh", shape, g, c, NULL, n,
 			    fmax(1e-3, 3 * noise));
 			backend_close(fg);
@@ -3609,7 +3603,7 @@ be_vision(struct kc *k, struct bpair *p, const char *path)
 	for (int i = 0; i < nimg; i++)
 		free(files[i]);
 	free(files);
-	vision_close(v);
+	vision_close(v), vision_close(vs), vision_close(vg);
 	backend_close(sc);
 }
 

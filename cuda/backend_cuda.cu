@@ -1729,18 +1729,20 @@ cu_gdn_step(struct backend *be, const struct backend_gdn *g, int m,
 /*
  * The _seqs forms: sequences sq[0..n) in launches of CU_SEQS (grid.z the
  * sequence), each block running the code its own sequence's launch runs
- * (the same bits).  fill: Q from sq[i0..i1), r0 the first's row; the most
- * rows a sequence of them has into *most.
+ * (the same bits).  fill: Q from sq[i0..i1), *r0 the first's row (moved
+ * past the last's); the most rows a sequence of them has.
  */
-static void
-seqs_fill(struct cu_seqs *Q, const struct backend_seq *sq, int i0, int i1, int r0, int *most)
+static int
+seqs_fill(struct cu_seqs *Q, const struct backend_seq *sq, int i0, int i1, int *r0)
 {
-	*most = 0;
+	int most = 0;
+
 	for (int i = i0; i < i1; i++) {
-		Q->s[i - i0] = (struct cu_seq){ sq[i].state, sq[i].snap, r0, sq[i].rows };
-		r0 += sq[i].rows;
-		*most = sq[i].rows > *most ? sq[i].rows : *most;
+		Q->s[i - i0] = (struct cu_seq){ sq[i].state, sq[i].snap, *r0, sq[i].rows };
+		*r0 += sq[i].rows;
+		most = sq[i].rows > most ? sq[i].rows : most;
 	}
+	return most;
 }
 
 template <int NS>
@@ -1768,14 +1770,14 @@ cu_conv1d_silu_seqs(struct backend *be, const float *x, int ldx, int n,
     const struct backend_seq *sq, int n_ch, const float *w, int d_conv, float *y)
 {
 	struct cu_seqs Q;
-	int most, rc = 0;
+	int rc = 0;
 
 	if (d_conv > 17)
 		return util_err(be->err, "conv1d: kernel size %d > 17", d_conv);
 	for (int i0 = 0, r0 = 0; i0 < n && rc == 0; i0 += CU_SEQS) {
 		int i1 = n - i0 < CU_SEQS ? n : i0 + CU_SEQS, nq = i1 - i0;
+		int most = seqs_fill(&Q, sq, i0, i1, &r0);
 
-		seqs_fill(&Q, sq, i0, i1, r0, &most);
 		switch (most > 0 ? d_conv : 0) {	/* as cu_conv1d_silu; 0: no rows */
 		case 0: break;
 		case 2: rc = conv_r_seqs<1>(be, x, ldx, n_ch, w, y, &Q, nq, most); break;
@@ -1787,8 +1789,6 @@ cu_conv1d_silu_seqs(struct backend *be, const float *x, int ldx, int n,
 			    ldx, n_ch, w, d_conv, y, Q);
 			rc = launched(be, "conv1d seqs");
 		}
-		for (int i = i0; i < i1; i++)
-			r0 += sq[i].rows;
 	}
 	return rc;
 }
@@ -1803,7 +1803,6 @@ cu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
 	dim3 nt(GDN_COLS * GDN_G);
 	struct gpu *gg = CB(be)->g;
 	struct cu_seqs Q;
-	int most;
 
 	if (g->dv > 256)
 		return util_err(be->err, "gdn: value head size %d > 256", g->dv);
@@ -1814,8 +1813,7 @@ cu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
 		dim3 nb((unsigned)g->n_v_heads, (unsigned)(g->dv + GDN_COLS - 1) / GDN_COLS,
 		    (unsigned)(i1 - i0));
 
-		seqs_fill(&Q, sq, i0, i1, r0, &most);
-		switch (most > 0 ? g->dk : 0) {	/* 0: no rows */
+		switch (seqs_fill(&Q, sq, i0, i1, &r0) > 0 ? g->dk : 0) {	/* 0: no rows */
 		case 0: break;
 		case 16: gpu_launch(gg, k_gdn_seqs<16>, nb, nt, 0, A, Q); break;
 		case 32: gpu_launch(gg, k_gdn_seqs<32>, nb, nt, 0, A, Q); break;
@@ -1824,8 +1822,6 @@ cu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
 		}
 		if (launched(be, "gdn seqs") != 0)
 			return -1;
-		for (int i = i0; i < i1; i++)
-			r0 += sq[i].rows;
 	}
 	return 0;
 }

@@ -1010,19 +1010,39 @@ backend_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
 	return 0;
 }
 
+/* The group's rows into *m: each sequence's >= 0 at a position >= 0, its caches given. */
+static int
+bad_kv_seqs(struct backend *be, const char *op, int n, const struct backend_kv_seq *sq, int *m)
+{
+	long long t = 0;
+
+	if (n < 0 || (n > 0 && sq == NULL))
+		return util_err(be->err, "%s: %d sequences", op, n);
+	for (int i = 0; i < n; i++) {
+		if (sq[i].rows < 0 || sq[i].pos < 0 || sq[i].kc == NULL || sq[i].vc == NULL)
+			return util_err(be->err, "%s: sequence %d: %d rows at %d%s", op, i + 1,
+			    sq[i].rows, sq[i].pos, sq[i].kc == NULL || sq[i].vc == NULL ?
+			    ", no cache" : "");
+		t += sq[i].rows;
+	}
+	if (t > INT_MAX)
+		return util_err(be->err, "%s: %lld rows", op, t);
+	*m = (int)t;
+	return 0;
+}
+
 int
 backend_kv_store_seqs(struct backend *be, const float *k, const float *v, int kvd, int n,
     const struct backend_kv_seq *sq)
 {
-	if (kvd <= 0 || n < 0 || (n > 0 && sq == NULL))
-		return util_err(be->err, "kv store: %d sequences of rows of %d", n, kvd);
-	for (int i = 0; i < n; i++)
-		if (sq[i].rows < 0 || sq[i].pos < 0 || sq[i].kc == NULL || sq[i].vc == NULL)
-			return util_err(be->err, "kv store: sequence %d: %d rows at %d%s", i + 1,
-			    sq[i].rows, sq[i].pos, sq[i].kc == NULL || sq[i].vc == NULL ?
-			    ", no cache" : "");
+	int m;
+
+	if (kvd <= 0)
+		return util_err(be->err, "kv store: rows of %d", kvd);
+	if (bad_kv_seqs(be, "kv store", n, sq, &m))
+		return -1;
 	if (be->ops->kv_store_seqs != NULL && !be->per_seq)
-		return n ? be->ops->kv_store_seqs(be, k, v, kvd, n, sq) : 0;
+		return m ? be->ops->kv_store_seqs(be, k, v, kvd, n, sq) : 0;
 	for (int i = 0, r = 0; i < n; r += sq[i++].rows) {
 		size_t at = (size_t)sq[i].pos * kvd, nr = (size_t)sq[i].rows * kvd;
 
@@ -1038,25 +1058,17 @@ backend_attention_seqs(struct backend *be, const struct backend_attn *a, int n,
     const struct backend_kv_seq *sq, const float *q, int ldq, int qhs, float *o)
 {
 	size_t od = (size_t)a->n_head * a->head_dim;
-	long long t = 0;
+	int m;
 
-	if (n < 0 || (n > 0 && sq == NULL))
-		return util_err(be->err, "attention: %d sequences", n);
 	if (a->hi != NULL)
 		return util_err(be->err, "attention: rows that see later keys in a group of "
 		    "sequences: not supported");
-	for (int i = 0; i < n; i++) {
-		if (sq[i].rows < 0 || sq[i].pos < 0 || sq[i].kc == NULL || sq[i].vc == NULL)
-			return util_err(be->err, "attention: sequence %d: %d rows at %d%s", i + 1,
-			    sq[i].rows, sq[i].pos, sq[i].kc == NULL || sq[i].vc == NULL ?
-			    ", no cache" : "");
+	if (bad_kv_seqs(be, "attention", n, sq, &m))
+		return -1;
+	for (int i = 0; i < n; i++)
 		if (bad_attention(be, a, ldq, qhs, sq[i].rows, sq[i].pos))
 			return -1;
-		t += sq[i].rows;
-	}
-	if (t > INT_MAX)
-		return util_err(be->err, "attention: %lld rows", t);
-	if (t == 0)
+	if (m == 0)
 		return 0;
 	if (be->ops->attention_seqs != NULL && !be->per_seq)
 		return be->ops->attention_seqs(be, a, n, sq, q, ldq, qhs, o);

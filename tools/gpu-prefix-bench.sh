@@ -26,6 +26,8 @@
 # MEMRA_COMMIT.  Needs bin/serve, bin/gguf-inspect and build/t/tools/gguf-random.
 set -eu
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=tools/peer-scen.sh
+. tools/peer-scen.sh
 [ $# -ge 1 ] || { echo "usage: sh tools/gpu-prefix-bench.sh LLAMA_SERVER [SHAPE:QUANT ...]" >&2; exit 2; }
 ls=$1; shift
 peers=${GPU_PREFIX_PEERS:-off llama}
@@ -34,14 +36,10 @@ case " $peers " in
 esac
 [ $# -ge 1 ] || set -- 9b:Q8_0
 OUT=${OUT:-$(mktemp -d)}
-G=${TMPDIR:-/tmp}/memra-gguf
 nc=${GPU_PREFIX_CONVS:-4} nt=${GPU_PREFIX_TURNS:-8}
-mkdir -p "$G"
 for fq in "$@"; do
 	shape=${fq%%:*} q=${fq#*:}
-	f=$G/qwen35-$shape-random-$q.gguf
-	[ -e "$f" ] || build/t/tools/gguf-random -p "$shape" -t "$q" "$f" >/dev/null
-	vocab=$(bin/gguf-inspect -t "$f" | awk -F'\t' '$1 == "token_embd.weight" { split($3, d, ","); print d[2] }')
+	random_gguf "$shape" "$q" || { echo "gguf-random -p $shape -t $q: failed" >&2; exit 1; }
 	# the longest request: a conversation's last turn (1024 + turns x (64 + 64)
 	# ids) or a shared request (2048 + 64 + 32), and room
 	ctx=$((1024 + nt * 128 + 64)) np=16

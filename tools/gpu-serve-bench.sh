@@ -18,6 +18,8 @@
 # Needs bin/serve and build/t/tools/gguf-random built with CUDA=1.
 set -eu
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=tools/peer-scen.sh
+. tools/peer-scen.sh
 [ $# -ge 1 ] || { echo "usage: sh tools/gpu-serve-bench.sh LLAMA_SERVER [SHAPE:QUANT ...]" >&2; exit 2; }
 ls=$1; shift
 OUT=${OUT:-$(mktemp -d)}
@@ -35,14 +37,9 @@ fi
 [ $# -ge 1 ] || set -- 9b:Q8_0
 cs=${GPU_SERVE_C:-1,2,4,8,16,32,64}
 cmax=$(echo "$cs" | tr ',' '\n' | sort -n | tail -n 1)
-G=${TMPDIR:-/tmp}/memra-gguf
-mkdir -p "$G"
 for fq in "$@"; do
 	shape=${fq%%:*} q=${fq#*:}
-	f=$G/qwen35-$shape-random-$q.gguf
-	[ -e "$f" ] || build/t/tools/gguf-random -p "$shape" -t "$q" "$f" >/dev/null
-	# the prompts' ids stay below the file's vocabulary (token_embd's rows)
-	vocab=$(bin/gguf-inspect -t "$f" | awk -F'\t' '$1 == "token_embd.weight" { split($3, d, ","); print d[2] }')
+	random_gguf "$shape" "$q" || { echo "gguf-random -p $shape -t $q: failed" >&2; exit 1; }
 	for pg in ${GPU_SERVE_LEN:-512:256}; do
 		p=${pg%%:*} g=${pg#*:}
 		ctx=$((p + g + 64))

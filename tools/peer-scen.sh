@@ -1,5 +1,6 @@
 # shellcheck shell=sh disable=SC2034
-# peer-scen.sh: sourced by tools/gpu-run.sh and tools/gpu-arch-bench.sh (not run).
+# peer-scen.sh: sourced by tools/gpu-run.sh, gpu-arch-bench.sh, gpu-serve-bench.sh and
+# gpu-prefix-bench.sh (not run).
 # peer_scen SC LLAMA_BENCH FILE DEVICE: one scenario of llama-bench (A) against
 # model-bench (B) on the same FILE, both on the GPU, for tools/abba: sets a and b
 # (the two commands), r (the regex of either's tok/s) and the positional
@@ -28,4 +29,14 @@ peer_scen() {
 		ps_cols="prefill-512-vs-llama.cpp 512 llama-bench-pp512" ;;
 	*) return 1 ;;
 	esac
+}
+
+# random_gguf SHAPE QUANT: gguf-random's file of that shape and type under
+# ${TMPDIR:-/tmp}/memra-gguf (made once, kept), its path in f and in vocab the rows of
+# its token_embd (the ids a token-id prompt may use); 1 when it cannot be made.
+random_gguf() {
+	mkdir -p "${TMPDIR:-/tmp}/memra-gguf"
+	f=${TMPDIR:-/tmp}/memra-gguf/qwen35-$1-random-$2.gguf
+	[ -e "$f" ] || build/t/tools/gguf-random -p "$1" -t "$2" "$f" >/dev/null || return 1
+	vocab=$(bin/gguf-inspect -t "$f" | awk -F'\t' '$1 == "token_embd.weight" { split($3, d, ","); print d[2] }')
 }

@@ -103,21 +103,34 @@ fwd_pick(struct model *md, struct state *st, const int32_t *ids, int m, int flag
 	return 0;
 }
 
+/* backend_prof on for the forward that follows: its start (host seconds). */
+static double
+prof_on(struct backend *be, const char *what)
+{
+	if (backend_prof_begin(be) != 0)
+		die(1, "prof %s: %s", what, backend_errmsg(be));
+	return now();
+}
+
+/* ... and off after it: its host seconds since t0 less the spin ahead. */
+static double
+prof_off(struct backend *be, const char *what, double t0)
+{
+	if (backend_prof_end(be) != 0)
+		die(1, "prof %s: %s", what, backend_errmsg(be));
+	return now() - t0 - BACKEND_PROF_SPIN_S;
+}
+
 /* One forward under backend_prof; its host seconds less the spin ahead. */
 static double
 prof_forward(struct backend *be, struct model *md, struct state *st, const int32_t *ids,
     int m, int flags, float *lg, const char *what)
 {
-	double t0;
+	double t0 = prof_on(be, what);
 
-	if (backend_prof_begin(be) != 0)
-		die(1, "prof %s: %s", what, backend_errmsg(be));
-	t0 = now();
 	if (model_forward(md, st, ids, m, flags, lg, NULL) != 0)
 		die(1, "prof %s: %s", what, model_errmsg(md));
-	if (backend_prof_end(be) != 0)
-		die(1, "prof %s: %s", what, backend_errmsg(be));
-	return now() - t0 - BACKEND_PROF_SPIN_S;
+	return prof_off(be, what, t0);
 }
 
 /* The rows backend_prof summed over steps, per step, then reset. */
@@ -145,16 +158,21 @@ median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Each sequence's pick pk[i] becomes its next token (a random model's picks are ids). */
-static int
-next_tokens(int32_t *tok, const int32_t *pk, int nb, int nv)
+/* One batched step of the nb sequences st; each one's pick (pk: nb ids of
+ * scratch) becomes its next token in tok. */
+static void
+batch_step(struct model *md, struct state **st, int32_t *tok, int32_t *pk, int nb,
+    const char *what)
 {
+	int nv = model_hparams(md)->n_vocab;
+
+	if (model_forward_batch_argmax(md, st, tok, nb, pk, NULL) != 0)
+		die(1, "%s: %s", what, model_errmsg(md));
 	for (int i = 0; i < nb; i++) {
 		if (pk[i] < 0 || pk[i] >= nv)
-			return -1;
+			die(1, "%s: sequence %d picked %d (no finite logit?)", what, i, pk[i]);
 		tok[i] = pk[i];
 	}
-	return 0;
 }
 
 /*
@@ -187,9 +205,7 @@ batch_bench(struct backend *be, struct model *md, int nb, int ctx, int n, int re
 	for (int r = 0; r < reps; r++) {
 		t0 = now();
 		for (int i = 0; i < n; i++)
-			if (model_forward_batch_argmax(md, st, tok, nb, pk, NULL) != 0 ||
-			    next_tokens(tok, pk, nb, nv) != 0)
-				die(1, "batch: step: %s", model_errmsg(md));
+			batch_step(md, st, tok, pk, nb, "batch: step");
 		dt[r] = (now() - t0) / n;
 		printf("decode-batch\tB\t%d\tctx\t%d\trep\t%d\tms_per_step\t%.4f\ttok_s\t%.1f\n", nb,
 		    ctx, r, dt[r] * 1e3, nb / dt[r]);
@@ -202,15 +218,9 @@ batch_bench(struct backend *be, struct model *md, int nb, int ctx, int n, int re
 		snprintf(what, sizeof what, "decode-b%d", nb);
 		backend_graph_set(be, 0);
 		for (int i = 0; i < n; i++) {
-			if (backend_prof_begin(be) != 0)
-				die(1, "prof %s: %s", what, backend_errmsg(be));
-			t0 = now();
-			if (model_forward_batch_argmax(md, st, tok, nb, pk, NULL) != 0 ||
-			    next_tokens(tok, pk, nb, nv) != 0)
-				die(1, "prof %s: %s", what, model_errmsg(md));
-			if (backend_prof_end(be) != 0)
-				die(1, "prof %s: %s", what, backend_errmsg(be));
-			wall += now() - t0 - BACKEND_PROF_SPIN_S;
+			t0 = prof_on(be, what);
+			batch_step(md, st, tok, pk, nb, what);
+			wall += prof_off(be, what, t0);
 		}
 		prof_print(be, what, n, wall);
 	}
