@@ -217,3 +217,21 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	run -1 --separate-stderr python3 "$TOP/tools/serve-turns.py" "$URL" idturns -c 1 -t 1 -p 4 -q 4 -g 2
 	[[ $stderr == "serve-turns: "*"Connection refused"* ]]
 }
+
+@test "gpu-cookbook boots the cookbook's long-context block on a gguf-random file with its trimmed MTP draft and serves a completion (a small context on the CPU)" {
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE=tiny COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu \
+	    COOKBOOK_TRIM=512 COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 sh "$TOP/tools/gpu-cookbook.sh" "$P/o"
+	[ "${lines[0]}" = "== the cookbook's long-context block on tiny Q8_0 (cpu): MEMRA_CTX=4096 MEMRA_MAX_SESSIONS=32 MEMRA_PREFIX_CACHE_MB=64, MTP draft trimmed to 512 rows" ]
+	# the draft is trim-head's of the trunk's MTP block, and the sessions' cost is said
+	[[ $output == *"[mtp-draft] external draft head: blk.4, head_vocab=512 (trimmed, d2t map)"* ]]
+	[[ $output == *"[sched] q38: 32 sessions x ctx 4096: "*" MiB each, "* ]]
+	[[ $output == *"[sched] q38: prefix cache: "*" MiB, "*" blocks of 64 tokens"* ]]
+	[[ $output == *"completion: HTTP 200, 64 tokens of 64 in "* ]]
+	[ "${lines[-1]}" = "COOKBOOK BOOT PASS" ]
+	[ -e "$P/memra-gguf/qwen35-tiny-random-Q8_0-frspec-sxc512.gguf" ]
+	# a trim past the vocabulary is refused before anything boots
+	run -2 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE=tiny COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu \
+	    COOKBOOK_TRIM=5000 sh "$TOP/tools/gpu-cookbook.sh" "$P/o2"
+	[ "$stderr" = "gpu-cookbook.sh: trim 5000: past the vocabulary (1000)" ]
+}
