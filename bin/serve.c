@@ -1081,6 +1081,9 @@ load(struct server *s, char *spec)
 		dspark_lines(s, sv);
 	else if (model_attach_line(sv->m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
+	if (model_draft_path(sv->m) != NULL)	/* the cookbook's proof of a +draft file */
+		fprintf(stderr, "[worker] %s: regime draft attached (%s)\n", sv->name,
+		    model_draft_path(sv->m));
 	if (model_assist_adapt_line(sv->m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	if ((sv->pr = prompt_new(sv->m, PROMPT_AUTO, err)) == NULL)

@@ -1950,6 +1950,10 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	g4 = s.arch != NULL && strcmp(s.arch, "gemma4") == 0;
 	if (draft != NULL && !g4 && open_draft(md, &s, draft, &ds, err) != 0)
 		goto fail;
+	if (draft != NULL && !g4 && (md->draft_path = strdup(draft)) == NULL) {
+		util_err(err, "%s: out of memory", path);
+		goto fail;
+	}
 	if (g4 && draft == NULL && o != NULL && o->asst_ranks != NULL && o->asst_ranks[0]) {
 		util_err(err, "%s: a drafter's rank list without a drafter (MEMRA_DRAFT)", path);
 		goto fail;
@@ -2339,6 +2343,7 @@ model_close(struct model *md)
 	free(md->hbuf);
 	free(md->layers);
 	free(md->path);
+	free(md->draft_path);
 	model_gguf_close(md);
 	gguf_close(md->dg);
 	free(md);

@@ -638,6 +638,9 @@ int	model_kv_type(const char *name);
 /* The local path the model was read from (an hf: spec resolved). */
 const char *model_path(const struct model *);
 
+/* The local path of its external MTP draft file (an hf: spec resolved), or NULL. */
+const char *model_draft_path(const struct model *);
+
 /*
  * The model's tokenizer: a GGUF's tokenizer.ggml.* metadata, or the
  * tokenizer.json beside an HF checkpoint.  NULL with the reason in err,

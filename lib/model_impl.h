@@ -173,6 +173,7 @@ struct model {
 	const struct model_embd *inj;	/* model_inject's, for the next forward */
 	struct model_hparams hp;
 	char	*path;			/* the local source (a hub spec resolved) */
+	char	*draft_path;		/* its MTP draft file's, resolved alike; NULL: none */
 	struct gguf *gg;		/* a GGUF source stays open: weights are mapped */
 	struct gguf **parts;		/* [n_parts] a split set, parts[0] == gg; else NULL */
 	int	n_parts;

@@ -65,6 +65,12 @@ model_path(const struct model *md)
 	return md->path;
 }
 
+const char *
+model_draft_path(const struct model *md)
+{
+	return model_last(md)->draft_path;	/* a split's: its last stage drafts */
+}
+
 /* dir/name for an HF source (path is the directory or a file in it) */
 static void
 beside(const struct model *md, const char *name, char *buf, size_t len)

@@ -218,20 +218,29 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	[[ $stderr == "serve-turns: "*"Connection refused"* ]]
 }
 
-@test "gpu-cookbook boots the cookbook's long-context block on a gguf-random file with its trimmed MTP draft and serves a completion (a small context on the CPU)" {
+@test "gpu-cookbook boots the cookbook's long-context and Ornith blocks on gguf-random files with trim-head's drafts, checks their proof lines and serves a completion each (small shapes and context on the CPU)" {
 	P=$BATS_TEST_TMPDIR
-	run -0 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE=tiny COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu \
-	    COOKBOOK_TRIM=512 COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 sh "$TOP/tools/gpu-cookbook.sh" "$P/o"
-	[ "${lines[0]}" = "== the cookbook's long-context block on tiny Q8_0 (cpu): MEMRA_CTX=4096 MEMRA_MAX_SESSIONS=32 MEMRA_PREFIX_CACHE_MB=64, MTP draft trimmed to 512 rows" ]
-	# the draft is trim-head's of the trunk's MTP block, and the sessions' cost is said
+	run -0 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE_27B=tiny COOKBOOK_SHAPE_ORNITH=tiny-moe \
+	    COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu COOKBOOK_TRIM=512 COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 \
+	    sh "$TOP/tools/gpu-cookbook.sh" "$P/o"
+	g=$P/memra-gguf
+	[ "${lines[0]}" = "== long: the 27B long-context block on qwen35-tiny-random-Q8_0.gguf (cpu)" ]
+	# the drafts are trim-head's of the trunks' MTP blocks, attached with the cookbook's proof line
 	[[ $output == *"[mtp-draft] external draft head: blk.4, head_vocab=512 (trimmed, d2t map)"* ]]
+	[[ $output == *"[worker] q38: regime draft attached ($g/qwen35-tiny-random-Q8_0-frspec-sxc512.gguf)"* ]]
+	[[ $output == *"[worker] ornith: regime draft attached ($g/qwen35-tiny-moe-random-Q8_0-frspec-owngen512.gguf)"* ]]
+	[[ $output == *"[frspec-trim] self-trimmed head: 512 rows of main output.weight (Q8_0)"* ]]
+	# what the long block's sessions cost is said
 	[[ $output == *"[sched] q38: 32 sessions x ctx 4096: "*" MiB each, "* ]]
 	[[ $output == *"[sched] q38: prefix cache: "*" MiB, "*" blocks of 64 tokens"* ]]
-	[[ $output == *"completion: HTTP 200, 64 tokens of 64 in "* ]]
+	[ "$(grep -c '^proof line: present$' <<<"$output")" = 3 ]
+	[ "$(grep -c '^completion: HTTP 200, 64 tokens of 64 in ' <<<"$output")" = 3 ]
+	[ "$(grep -E '^(long|ornith|ornith-ranks): ' <<<"$output" | tr '\n' ' ')" = "long: PASS ornith: PASS ornith-ranks: PASS " ]
 	[ "${lines[-1]}" = "COOKBOOK BOOT PASS" ]
-	[ -e "$P/memra-gguf/qwen35-tiny-random-Q8_0-frspec-sxc512.gguf" ]
-	# a trim past the vocabulary is refused before anything boots
-	run -2 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE=tiny COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu \
-	    COOKBOOK_TRIM=5000 sh "$TOP/tools/gpu-cookbook.sh" "$P/o2"
+	# a trim past the vocabulary, or a block it does not know, is refused before anything boots
+	run -2 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE_27B=tiny COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu \
+	    COOKBOOK_BLOCKS=long COOKBOOK_TRIM=5000 sh "$TOP/tools/gpu-cookbook.sh" "$P/o2"
 	[ "$stderr" = "gpu-cookbook.sh: trim 5000: past the vocabulary (1000)" ]
+	run -2 --separate-stderr env COOKBOOK_BLOCKS="long gemma" sh "$TOP/tools/gpu-cookbook.sh" "$P/o3"
+	[ "$stderr" = "gpu-cookbook.sh: block 'gemma': not long, ornith or ornith-ranks" ]
 }

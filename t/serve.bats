@@ -193,6 +193,7 @@ teardown() { stop_serve; }
 	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q=$P/a.gguf+$P/d.gguf" MEMRA_CTX=2048 MEMRA_MAX_SESSIONS=2
 	grep -q "^\[mtp-draft\] loading external MTP draft: $P/d.gguf\$" "$LOG"
 	grep -q '^\[mtp-draft\] external draft head: blk\.' "$LOG"
+	grep -q "^\[worker\] q: regime draft attached ($P/d.gguf)\$" "$LOG"
 	grep -q '^\[model\] q: ctx=2048 K=3 ' "$LOG"
 	grep -q '(max sessions 2, compat openai)' "$LOG"
 	run -0 $SC "$URL" complete q "def fib(n):" 16
@@ -200,6 +201,7 @@ teardown() { stop_serve; }
 	kill "$SPID"; wait "$SPID" 2>/dev/null || true
 	start_serve MEMRA_MODELS="q=$P/a.gguf" MEMRA_FRSPEC_TRIM="$P/r.txt"
 	grep -q '^\[frspec-trim\] self-trimmed head: 512 rows of main output.weight' "$LOG"
+	run -1 grep -q 'regime draft attached' "$LOG"	# a trim of its own head: no draft file
 }
 
 @test "a client that drops a stream stops its generation" {

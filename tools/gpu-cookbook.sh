@@ -1,35 +1,49 @@
 #!/bin/sh
-# gpu-cookbook.sh [OUTDIR]: the cookbook's long-context serving block (RTX PRO 6000,
-# 96 GB: "full 262K context, 32 sessions, 16 GB prefix cache") booted unchanged on a
-# random-weight file of its model's published shape: issue 23's "boots on the
-# 27B-shape file and says what each session costs, or refuses with the largest
-# setting that fits".
+# gpu-cookbook.sh [OUTDIR]: the cookbook's serving blocks booted unchanged on
+# random-weight files of their models' published shapes (t/tools/gguf-random), with
+# their proof lines, each serving one completion.
 #
-# The files (made once under ${TMPDIR:-/tmp}/memra-gguf, kept): gguf-random -p 27b
-# -t NVFP4 (Qwen3.8-27B as its NVFP4 serving GGUF lays it out, Q5_K embedding and
-# head, the MTP block at blk.64: the block's Qwen3.8-27B-NVFP4-Q5K-mtp.gguf) and
-# trim-head's external MTP draft of it with the head trimmed to 32768 rows (the
-# block's mtp-Qwen3.8-27B-NVFP4-frspec-sxc32768.gguf; ranks 0..32767, as a random
-# file has no measured ones).  The block's variables as the cookbook writes them
-# (MEMRA_COMPAT=openai, MEMRA_MODELS, MEMRA_MTP_DRAFT, MEMRA_CTX=262144,
-# MEMRA_MAX_SESSIONS=32, MEMRA_PREFIX_CACHE_MB=16384, started as memra-server), the
-# paths substituted; MEMRA_HOST, MEMRA_PORT=0 and MEMRA_DEVICE added.
+# Blocks (COOKBOOK_BLOCKS, default "long ornith ornith-ranks"):
+#   long          Qwen3.8-27B, RTX PRO 6000 96 GB long-context serving ("full 262K
+#                 context, 32 sessions, 16 GB prefix cache"): MEMRA_MODELS=q38=TRUNK,
+#                 MEMRA_MTP_DRAFT=DRAFT, MEMRA_CTX=262144, MEMRA_MAX_SESSIONS=32,
+#                 MEMRA_PREFIX_CACHE_MB=16384 (issue 23: it boots and says what each
+#                 session costs, or refuses with the largest setting that fits).
+#                 TRUNK: gguf-random -p 27b -t NVFP4 (its NVFP4 serving GGUF's layout,
+#                 Q5_K embedding and head, the MTP block at blk.64: the block's
+#                 Qwen3.8-27B-NVFP4-Q5K-mtp.gguf).  Proof: [worker] q38: regime draft
+#                 attached (...).
+#   ornith        Ornith-1.5-35B-A3B, "trunk + masked head": MEMRA_MODELS=
+#                 "ornith=TRUNK+DRAFT" (issue 27).  TRUNK: gguf-random -p 35b-a3b -t
+#                 NVFP4 (the Q5K-mtp file).  Proof: [worker] ornith: regime draft
+#                 attached (...owngen32768.gguf).
+#   ornith-ranks  its "ranks-only alternative": MEMRA_FRSPEC_TRIM=RANKS,
+#                 MEMRA_MODELS=ornith=TRUNK.  Proof: [frspec-trim] self-trimmed head:
+#                 32768 rows of main output.weight.
+# Every block also sets MEMRA_COMPAT=openai and starts memra-server, as written.
+# DRAFT: trim-head's external MTP draft of TRUNK, its head trimmed to the first
+# COOKBOOK_TRIM (32768) ids (named as the cookbook's: ...-frspec-sxc32768.gguf for
+# the 27B, ...-frspec-owngen32768.gguf for Ornith; a random file has no measured
+# ranks, so the ids are 0..N-1); RANKS: those ids, one a line.  Files are made once
+# under ${TMPDIR:-/tmp}/memra-gguf and kept.  Added to each block: MEMRA_HOST,
+# MEMRA_PORT=0, MEMRA_DEVICE.
 #
-# It boots: its boot lines ([model], [sched] ...: what each session costs, how many
-# fit), then one completion.  It refuses: the refusal must name what fits ("at most
-# N sessions of ctx C", or "S of ctx X"; for the prefix cache, "the sessions leave M
-# MiB"); the block boots again with the largest it named (MEMRA_MAX_SESSIONS=N, else
-# MEMRA_CTX=X; MEMRA_PREFIX_CACHE_MB=M), at most three boots, and serves one
-# completion, so that the named setting is shown to work.  The completion: a prompt
-# of 512 token ids, 64 new tokens (ignore_eos), greedy, by /v1/completions; its wall
-# time and usage are printed (information: one request, not a benchmark).
+# A block that boots: its boot lines ([model], [sched] ...: what each session costs,
+# how many fit), its proof line checked, then one completion.  One that refuses: the
+# refusal must name what fits ("at most N sessions of ctx C", or "S of ctx X"; for
+# the prefix cache, "the sessions leave M MiB"); the block boots again with the
+# largest it named (MEMRA_MAX_SESSIONS=N, else MEMRA_CTX=X; MEMRA_PREFIX_CACHE_MB=M),
+# at most three boots, so the named setting is shown to work.  The completion: a
+# prompt of 512 token ids, 64 new tokens (ignore_eos), greedy, by /v1/completions;
+# its wall time is printed (information: one request, not a benchmark).
 #
-# OUTDIR (default: a new temporary folder) gets boot-N.log of each boot,
-# reply-N.json and cookbook.log (the verdicts); exit 0 when a setting booted and
-# served its completion, and a refusal named what fits.
-# Environment: COOKBOOK_SHAPE (27b) and COOKBOOK_TYPE (NVFP4): the file;
-# COOKBOOK_DEVICE (cuda); COOKBOOK_CTX, COOKBOOK_SESSIONS, COOKBOOK_PREFIX_MB: other
-# values than the block's (for a test on a small shape); COOKBOOK_TRIM (32768).
+# OUTDIR (default: a new temporary folder) gets BLOCK-boot-N.log of each boot,
+# BLOCK-reply.json and cookbook.log (the verdicts); exit 0 when every block booted
+# with its proof line and served its completion.
+# Environment: COOKBOOK_DEVICE (cuda); COOKBOOK_TYPE (NVFP4) and COOKBOOK_SHAPE_27B
+# (27b), COOKBOOK_SHAPE_ORNITH (35b-a3b): the files (small shapes for a test);
+# COOKBOOK_CTX, COOKBOOK_SESSIONS, COOKBOOK_PREFIX_MB: other values than the long
+# block's; COOKBOOK_TRIM (32768).
 # Needs bin/serve, bin/trim-head, bin/gguf-inspect, build/t/tools/gguf-random, curl.
 set -u
 prog=gpu-cookbook.sh
@@ -37,33 +51,42 @@ cd "$(dirname "$0")/.." || exit 2
 OUT=${1:-$(mktemp -d)}
 mkdir -p "$OUT" || exit 2
 . tools/peer-scen.sh
-shape=${COOKBOOK_SHAPE:-27b} q=${COOKBOOK_TYPE:-NVFP4} dev=${COOKBOOK_DEVICE:-cuda}
-ctx=${COOKBOOK_CTX:-262144} ns=${COOKBOOK_SESSIONS:-32} pmb=${COOKBOOK_PREFIX_MB:-16384}
-trim=${COOKBOOK_TRIM:-32768}
+blocks=${COOKBOOK_BLOCKS:-long ornith ornith-ranks}
+q=${COOKBOOK_TYPE:-NVFP4} dev=${COOKBOOK_DEVICE:-cuda} trim=${COOKBOOK_TRIM:-32768}
 for b in bin/serve bin/trim-head bin/gguf-inspect build/t/tools/gguf-random; do
 	[ -x "$b" ] || { echo "$prog: $b: not built (make)" >&2; exit 2; }
 done
-random_gguf "$shape" "$q" || { echo "$prog: gguf-random -p $shape -t $q: failed" >&2; exit 1; }
-d=${f%.gguf}-frspec-sxc$trim.gguf
-[ "$trim" -le "$vocab" ] || { echo "$prog: trim $trim: past the vocabulary ($vocab)" >&2; exit 2; }
-if [ ! -e "$d" ]; then
-	seq 0 $((trim - 1)) >"$OUT/ranks.txt"
-	bin/trim-head "$f" "$OUT/ranks.txt" "$d.tmp" >"$OUT/trim-head.log" 2>&1 && mv "$d.tmp" "$d" ||
-		{ echo "$prog: trim-head: failed (see $OUT/trim-head.log)" >&2; rm -f "$d.tmp"; exit 1; }
-fi
-ln -sf "$PWD/bin/serve" "$OUT/memra-server"
+for b in $blocks; do
+	case $b in
+	long | ornith | ornith-ranks) ;;
+	*) echo "$prog: block '$b': not long, ornith or ornith-ranks" >&2; exit 2 ;;
+	esac
+done
 
+# files SHAPE TAG: the trunk (f), its vocabulary (vocab), the ranks (ranks) and the
+# trimmed draft (d, named ...-frspec-TAG$trim.gguf)
+files() {
+	random_gguf "$1" "$q" || { echo "$prog: gguf-random -p $1 -t $q: failed" >&2; exit 1; }
+	[ "$trim" -le "$vocab" ] || { echo "$prog: trim $trim: past the vocabulary ($vocab)" >&2; exit 2; }
+	ranks=${f%.gguf}-ranks-$2-$trim.txt d=${f%.gguf}-frspec-$2$trim.gguf
+	[ -e "$ranks" ] || { seq 0 $((trim - 1)) >"$ranks.tmp" && mv "$ranks.tmp" "$ranks"; } || exit 1
+	[ -e "$d" ] && return 0
+	bin/trim-head "$f" "$ranks" "$d.tmp" >"$OUT/trim-head-$2.log" 2>&1 && mv "$d.tmp" "$d" ||
+		{ echo "$prog: trim-head $f: failed (see $OUT/trim-head-$2.log)" >&2; rm -f "$d.tmp"; exit 1; }
+}
+
+ln -sf "$PWD/bin/serve" "$OUT/memra-server"
 spid=
 stop() { [ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null; spid=; return 0; }
 trap 'stop' EXIT
 trap 'stop; exit 1' INT TERM HUP
 
-# boot N SESSIONS CTX: the block started; 0 listening (url set), 1 it exited (its log in boot-N.log)
+# boot LOG VAR=VALUE...: the block started; 0 listening (url set), 1 it exited
 boot() {
-	log=$OUT/boot-$1.log
-	env MEMRA_COMPAT=openai MEMRA_MODELS="q38=$f" MEMRA_MTP_DRAFT="$d" MEMRA_CTX="$3" \
-	    MEMRA_MAX_SESSIONS="$2" MEMRA_PREFIX_CACHE_MB="$pmb" \
-	    MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 MEMRA_DEVICE="$dev" "$OUT/memra-server" 2>"$log" &
+	log=$1
+	shift
+	env "$@" MEMRA_COMPAT=openai MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 MEMRA_DEVICE="$dev" \
+	    "$OUT/memra-server" 2>"$log" &
 	spid=$!
 	while :; do
 		grep -q 'listening on' "$log" && break
@@ -74,50 +97,92 @@ boot() {
 	[ -n "$url" ]
 }
 
-# reply N: one completion of 512 ids (64 new), its wall time and usage; 0 when it has 64 tokens
+# reply BLOCK MODEL: one completion of 512 ids (64 new); 0 when it has 64 tokens
 reply() {
 	ids=$(awk -v v="$vocab" 'BEGIN { s = 7; for (i = 0; i < 512; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%s%d", i ? "," : "", 1 + s % (v - 1) } }')
 	t0=$(date +%s.%N)
-	curl -s -o "$OUT/reply-$1.json" -w '%{http_code}' "$url/v1/completions" \
-	    -H 'Content-Type: application/json' -d "{\"model\": \"q38\", \"prompt\": [$ids],
-	    \"max_tokens\": 64, \"temperature\": 0, \"ignore_eos\": true}" >"$OUT/reply-$1.code"
+	c=$(curl -s -o "$OUT/$1-reply.json" -w '%{http_code}' "$url/v1/completions" \
+	    -H 'Content-Type: application/json' -d "{\"model\": \"$2\", \"prompt\": [$ids],
+	    \"max_tokens\": 64, \"temperature\": 0, \"ignore_eos\": true}")
 	t1=$(date +%s.%N)
-	n=$(sed -n 's/.*"completion_tokens": *\([0-9]*\).*/\1/p' "$OUT/reply-$1.json")
-	echo "completion: HTTP $(cat "$OUT/reply-$1.code"), $n tokens of 64 in" \
+	n=$(sed -n 's/.*"completion_tokens": *\([0-9]*\).*/\1/p' "$OUT/$1-reply.json")
+	echo "completion: HTTP $c, ${n:-no} tokens of 64 in" \
 	    "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s (one request, 512 ids in)"
-	[ "$(cat "$OUT/reply-$1.code")" = 200 ] && [ "${n:-0}" = 64 ]
+	[ "$c" = 200 ] && [ "${n:-0}" = 64 ]
 }
 
-ok=1
-{
-	echo "== the cookbook's long-context block on $shape $q ($dev): MEMRA_CTX=$ctx" \
-	    "MEMRA_MAX_SESSIONS=$ns MEMRA_PREFIX_CACHE_MB=$pmb, MTP draft trimmed to $trim rows"
+# run BLOCK MODEL PROOF VAR=VALUE...: boot (following refusals), the proof line (a
+# fixed string in the boot log), the completion; 0 when all hold
+run() {
+	name=$1 model=$2 proof=$3
+	shift 3
+	ctx=${COOKBOOK_CTX:-} ns=${COOKBOOK_SESSIONS:-} pmb=${COOKBOOK_PREFIX_MB:-}
 	for i in 1 2 3; do
-		if boot $i "$ns" "$ctx"; then
+		if boot "$OUT/$name-boot-$i.log" "$@" ${ns:+MEMRA_MAX_SESSIONS=$ns} \
+		    ${ctx:+MEMRA_CTX=$ctx} ${pmb:+MEMRA_PREFIX_CACHE_MB=$pmb}; then
 			grep '^\[' "$log"
-			reply $i && ok=0
-			break
+			if grep -q -F -e "$proof" "$log"; then
+				echo "proof line: present"
+			else
+				echo "proof line: MISSING ($proof)"; stop; return 1
+			fi
+			reply "$name" "$model" || { stop; return 1; }
+			stop
+			return 0
 		fi
 		grep '^\[' "$log" | tail -8
 		why=$(grep -v '^\[' "$log" | tail -1)
 		echo "refused: $why"
+		cur_ns=$(echo "$why" | sed -n 's/.*: \([0-9]*\) sessions of ctx [0-9]* need .*/\1/p')
 		most=$(echo "$why" | sed -n 's/.*: at most \([0-9]*\) sessions of ctx [0-9]*.*/\1/p')
-		octx=$(echo "$why" | sed -n "s/.*, or $ns of ctx \\([0-9]*\\).*/\\1/p")
+		octx=$(echo "$why" | sed -n "s/.*, or ${cur_ns:-x} of ctx \\([0-9]*\\).*/\\1/p")
 		left=$(echo "$why" | sed -n 's/.*the sessions leave \([0-9]*\) MiB.*/\1/p')
 		if [ -n "$most" ] && [ "$most" -ge 1 ]; then
 			ns=$most
 		elif [ -n "$octx" ]; then
 			ctx=$octx
-		elif [ -n "$left" ] && [ "$left" -ge 1 ] && [ "$left" -lt "$pmb" ]; then
+		elif [ -n "$left" ] && [ "$left" -ge 1 ]; then
 			pmb=$left
 		else
 			echo "the refusal names no setting that fits"
-			break
+			return 1
 		fi
-		echo "== again with the largest it named: MEMRA_MAX_SESSIONS=$ns MEMRA_CTX=$ctx" \
-		    "MEMRA_PREFIX_CACHE_MB=$pmb"
+		echo "== again with the largest it named:${ns:+ MEMRA_MAX_SESSIONS=$ns}${ctx:+ MEMRA_CTX=$ctx}${pmb:+ MEMRA_PREFIX_CACHE_MB=$pmb}"
 	done
-	stop
-	[ $ok = 0 ] && echo "COOKBOOK BOOT PASS" || echo "COOKBOOK BOOT FAIL"
+	return 1
+}
+
+# the files first (a refusal here is the script's: exit 2 or 1, nothing booted)
+case " $blocks " in *" long "*)
+	files "${COOKBOOK_SHAPE_27B:-27b}" sxc
+	f27=$f v27=$vocab d27=$d ;;
+esac
+case " $blocks " in *" ornith"*)
+	files "${COOKBOOK_SHAPE_ORNITH:-35b-a3b}" owngen
+	for_=$f vor=$vocab dor=$d ror=$ranks ;;
+esac
+fails=0
+{
+	for b in $blocks; do
+		case $b in
+		long)
+			f=$f27 vocab=$v27
+			echo "== long: the 27B long-context block on $(basename "$f") ($dev)"
+			run long q38 "[worker] q38: regime draft attached ($d27)" \
+			    MEMRA_MODELS="q38=$f" MEMRA_MTP_DRAFT="$d27" MEMRA_CTX=262144 \
+			    MEMRA_MAX_SESSIONS=32 MEMRA_PREFIX_CACHE_MB=16384 ;;
+		ornith)
+			f=$for_ vocab=$vor
+			echo "== ornith: trunk + masked head on $(basename "$f") ($dev)"
+			run ornith ornith "[worker] ornith: regime draft attached ($dor)" \
+			    MEMRA_MODELS="ornith=$f+$dor" ;;
+		ornith-ranks)
+			f=$for_ vocab=$vor
+			echo "== ornith-ranks: the ranks-only alternative on $(basename "$f") ($dev)"
+			run ornith-ranks ornith "[frspec-trim] self-trimmed head: $trim rows of main output.weight" \
+			    MEMRA_FRSPEC_TRIM="$ror" MEMRA_MODELS="ornith=$f" ;;
+		esac && echo "$b: PASS" || { echo "$b: FAIL"; fails=$((fails + 1)); }
+	done
+	[ $fails = 0 ] && echo "COOKBOOK BOOT PASS" || echo "COOKBOOK BOOT FAIL ($fails of the blocks)"
 } 2>&1 | tee "$OUT/cookbook.log"
 grep -q '^COOKBOOK BOOT PASS' "$OUT/cookbook.log"
