@@ -2523,7 +2523,7 @@ model_attach_line(const struct model *md, char *buf, size_t n)
 	if (r == NULL)
 		return -1;
 	if (ext)
-		snprintf(buf, n, "[mtp-draft] external draft head: blk.%d, head_vocab=%lld "
+		snprintf(buf, n, "[mtp-draft] external draft head: blk.%d, source=output.weight, head_vocab=%lld "
 		    "(trimmed, d2t map)", md->hp.n_layer, (long long)r->n);
 	else
 		snprintf(buf, n, "[frspec-trim] self-trimmed head: %lld rows of main output.weight "

@@ -226,7 +226,7 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	g=$P/memra-gguf
 	[ "${lines[0]}" = "== long: the 27B long-context block on qwen35-tiny-random-Q8_0.gguf (cpu)" ]
 	# the drafts are trim-head's of the trunks' MTP blocks, attached with the cookbook's proof line
-	[[ $output == *"[mtp-draft] external draft head: blk.4, head_vocab=512 (trimmed, d2t map)"* ]]
+	[[ $output == *"[mtp-draft] external draft head: blk.4, source=output.weight, head_vocab=512 (trimmed, d2t map)"* ]]
 	[[ $output == *"[worker] q38: regime draft attached ($g/qwen35-tiny-random-Q8_0-frspec-sxc512.gguf)"* ]]
 	[[ $output == *"[worker] ornith: regime draft attached ($g/qwen35-tiny-moe-random-Q8_0-frspec-owngen512.gguf)"* ]]
 	[[ $output == *"[frspec-trim] self-trimmed head: 512 rows of main output.weight (Q8_0)"* ]]

@@ -20,7 +20,7 @@ setup() {
 	[ "${lines[0]}" = "MEMRA_MODELS=\"m=$TRUNK+$P/d.gguf\" serve" ]
 	[ "${lines[1]}" = "MEMRA_MTP_DRAFT=$P/d.gguf run-spec $TRUNK" ]
 	# the validation step ran run-spec with the draft attached, K=1..8 identical to plain
-	[[ $stderr == *"[mtp-draft] external draft head: blk.8, head_vocab=4 (trimmed, d2t map)"* ]]
+	[[ $stderr == *"[mtp-draft] external draft head: blk.8, source=output.weight, head_vocab=4 (trimmed, d2t map)"* ]]
 	[[ $stderr == *"K=8 "*"PASS (identical to plain)"* ]]
 	[[ $stderr == *"SELF-CONSISTENCY PASS"* ]]
 	run -0 gguf-inspect -t "$P/d.gguf"

@@ -122,7 +122,7 @@ setup() {
 	spec="run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos --temp 0.8 --seed 3"
 	run -0 --separate-stderr $spec "$T/trunk.gguf+$T/d.gguf" "hello world"
 	[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
-	[[ $stderr == *"[mtp-draft] external draft head: blk.4, head_vocab=64 (trimmed, d2t map)"* ]]
+	[[ $stderr == *"[mtp-draft] external draft head: blk.4, source=output.weight, head_vocab=64 (trimmed, d2t map)"* ]]
 	run -0 --separate-stderr $spec --draft "$T/d.gguf" "$T/trunk.gguf" "hello world"
 	[[ $stderr == *"[mtp-draft] external draft head: blk.4"* ]]
 	MEMRA_MTP_DRAFT=$T/d.gguf run -0 --separate-stderr $spec "$T/trunk.gguf" "hello world"

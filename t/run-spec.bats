@@ -66,14 +66,14 @@ spec_passes_with() {
 }
 
 @test "MODEL+draft.gguf: the external masked draft drafts, output identical to plain" {
-	spec_passes_with "$TRUNK+$DRAFT" "[mtp-draft] external draft head: blk.8, head_vocab=256 (trimmed, d2t map)"
+	spec_passes_with "$TRUNK+$DRAFT" "[mtp-draft] external draft head: blk.8, source=output.weight, head_vocab=256 (trimmed, d2t map)"
 	[ "${stderr_lines[0]}" = "[mtp-draft] loading external MTP draft: $DRAFT" ]
 }
 
 @test "a trunk without an MTP block drafts with the external draft's block" {
 	quant-nvfp4 -t 1 --type Q8_0 --no-mtp "$(model_a)" "$BATS_TEST_TMPDIR/nomtp.gguf"
 	run -1 --separate-stderr run-spec -K 1 -n 4 "$BATS_TEST_TMPDIR/nomtp.gguf" hi
-	spec_passes_with "$BATS_TEST_TMPDIR/nomtp.gguf+$DRAFT" "[mtp-draft] external draft head: blk.8, head_vocab=256 (trimmed, d2t map)"
+	spec_passes_with "$BATS_TEST_TMPDIR/nomtp.gguf+$DRAFT" "[mtp-draft] external draft head: blk.8, source=output.weight, head_vocab=256 (trimmed, d2t map)"
 }
 
 @test "MEMRA_MTP_DRAFT and --draft attach the same draft (the flag wins)" {

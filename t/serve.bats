@@ -192,7 +192,7 @@ teardown() { stop_serve; }
 	trim-head "$P/a.gguf" "$P/r.txt" "$P/d.gguf" 2>/dev/null
 	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q=$P/a.gguf+$P/d.gguf" MEMRA_CTX=2048 MEMRA_MAX_SESSIONS=2
 	grep -q "^\[mtp-draft\] loading external MTP draft: $P/d.gguf\$" "$LOG"
-	grep -q '^\[mtp-draft\] external draft head: blk\.' "$LOG"
+	grep -q '^\[mtp-draft\] external draft head: blk\.[0-9]*, source=output\.weight, head_vocab=512 (trimmed, d2t map)$' "$LOG"
 	grep -q "^\[worker\] q: regime draft attached ($P/d.gguf)\$" "$LOG"
 	grep -q '^\[model\] q: ctx=2048 K=3 ' "$LOG"
 	grep -q '(max sessions 2, compat openai)' "$LOG"
