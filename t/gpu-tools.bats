@@ -412,3 +412,58 @@ PY
 	run -0 --separate-stderr "$T/gguf-random" -n -p tiny-dflash2
 	[[ ${lines[-1]} == "tensors 36 params 667776 "* ]]
 }
+
+# The cookbook's "RTX PRO 6000 Blackwell: DFlash2 drafter" block (../shared/seeds/000_*:
+# MEMRA_COMPAT, MEMRA_MODELS, MEMRA_DSPARK_SPEC=1, MEMRA_DSPARK_DRAFT, MEMRA_FRSPEC_TRIM,
+# MEMRA_CTX, MEMRA_MAX_SESSIONS, MEMRA_PREFIX_CACHE_MB; memra-server) on the tiny shapes: the
+# trunk, the drafter for its hf: spec, ranks of the trunk's own continuations for its
+# 32768-row ranks file (the vocabulary is 1000), MEMRA_CTX and MEMRA_PREFIX_CACHE_MB sized for
+# the CPU (32 sessions of 262144 want ~20 GiB here; tools/gpu-run.sh's dflash27 stage boots
+# it on the 27B shapes on a GPU).  Greedy replies equal the plain server's; with K by load
+# the scheduler may not draft at all, so K pinned at 7 makes every round draft.
+@test "the cookbook's DFlash2 block boots on gguf-random's tiny trunk and drafter: its proof lines, greedy replies plain's" {
+	load serve
+	dflash_trunk
+	SPID=
+	for p in "5,17,250,3,99" "7,7,7,1,2,3,4,5,6,7,8,9,10" "42" "300,301,302,303,304,305,306,307,308,309,310,311,312,313,314,315,316,317,318,319,320"; do
+		printf '{"model":"q38","prompt":[%s],"max_tokens":24,"temperature":0,"ignore_eos":true,"return_token_ids":true}\n' "$p"
+	done >"$P/q.jsonl"
+	# replies: each request's ids, the four at once
+	replies() {
+		local i=0 l pids=
+		while IFS= read -r l; do
+			curl -s -m 60 "$URL/v1/completions" -H 'Content-Type: application/json' -d "$l" >"$P/a$i" &
+			pids="$pids $!" i=$((i + 1))
+		done <"$P/q.jsonl"
+		wait $pids	# (not the server's)
+		for i in 0 1 2 3; do jq -c '.choices[0].token_ids' "$P/a$i"; done
+	}
+	# ranks: the trunk's greedy continuations of the prompts
+	start_serve MEMRA_MODELS="q38=$P/trunk.gguf" MEMRA_SPEC_K=0
+	replies >"$P/plain"
+	stop_serve
+	[ "$(grep -c '^\[[0-9]' "$P/plain")" = 4 ]
+	jq -r '.[]' "$P/plain" | sort -un >"$P/ranks.txt"
+	n=$(wc -l <"$P/ranks.txt")
+	[ "$n" -ge 8 ]
+	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q38=$P/trunk.gguf" MEMRA_DSPARK_SPEC=1 \
+	    MEMRA_DSPARK_DRAFT="$P/d.gguf" MEMRA_FRSPEC_TRIM="$P/ranks.txt" MEMRA_CTX=8192 \
+	    MEMRA_MAX_SESSIONS=32 MEMRA_PREFIX_CACHE_MB=64
+	grep -qx "\[dspark\] arming DFlash2 disables MTP spec (the trunk's MTP head stays unused)" "$LOG"
+	grep -qx "\[dspark\] q38: DFlash2 drafter $P/d.gguf: 2 layers, block 8, taps \[0,2\], window 16, weights Q4_0" "$LOG"
+	grep -qx "\[dspark\] q38: DFlash2 draft head TRIMMED to $n rows" "$LOG"
+	grep -qx '\[dspark\] q38: precision q4 (MEMRA_DFLASH_PREC)' "$LOG"
+	grep -qx '\[model\] q38: ctx=8192 K=7 (DFlash2 speculative decode for greedy requests), no chat template' "$LOG"
+	grep -q '^\[sched\] q38: speculative K by load, up to 7 ' "$LOG"
+	replies >"$P/spec"
+	diff "$P/plain" "$P/spec"
+	stop_serve
+	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q38=$P/trunk.gguf" MEMRA_DSPARK_SPEC=1 \
+	    MEMRA_DSPARK_DRAFT="$P/d.gguf" MEMRA_FRSPEC_TRIM="$P/ranks.txt" MEMRA_CTX=8192 \
+	    MEMRA_MAX_SESSIONS=32 MEMRA_PREFIX_CACHE_MB=64 MEMRA_SPEC_K=7
+	replies >"$P/spec7"
+	diff "$P/plain" "$P/spec7"
+	r=$(curl -s "$URL/metrics" | awk '$1 == "memra_spec_rounds_total" || index($1, "memra_spec_rounds_total{") == 1 { s += $2 } END { print s + 0 }')
+	stop_serve
+	[ "$r" -gt 0 ]
+}
