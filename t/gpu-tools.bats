@@ -278,7 +278,9 @@ PY
 	    '{"prompt": [7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]}' \
 	    >"$P/p.jsonl"
 	armed() { MEMRA_DSPARK_SPEC=1 run-spec --raw --jsonl -t 2 --ignore-eos "$@" "$P/trunk.gguf" <"$P/p.jsonl"; }
-	MEMRA_DSPARK_DRAFT=$P/d.gguf run -0 --separate-stderr armed -K 1-7 -n 32
+	# armed by the flags (--dspark-spec 1 --dspark-draft), then by their variables
+	run -0 --separate-stderr run-spec --raw --jsonl -t 2 --ignore-eos --dspark-spec 1 \
+	    --dspark-draft "$P/d.gguf" -K 1-7 -n 32 "$P/trunk.gguf" <"$P/p.jsonl"
 	[ "${stderr_lines[0]}" = "[dspark] arming DFlash2 disables MTP spec (the trunk's MTP head stays unused)" ]
 	# the taps print as the trunk's layer ids (target_layers [1, 3]: a layer's input)
 	[ "${stderr_lines[1]}" = "[dspark] trunk.gguf: DFlash2 drafter $P/d.gguf: 2 layers, block 8, taps [0,2], window 16, weights Q4_0" ]
