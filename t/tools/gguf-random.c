@@ -51,19 +51,20 @@
  *              Laid out as llama.cpp's converter writes one (tensor
  *              order, names, ne, dflash.* keys; the 27B's
  *              rope.dimension_sections [64, 0, 0, 0] as it writes them
- *              for an M-RoPE target; t/data/dflash/llamacpp-header.txt
- *              is its conversion of a drafter of model A, whose config
- *              names no M-RoPE, as tiny-dflash2's is laid out).
+ *              for an M-RoPE target, and as the published GGUFs carry
+ *              them since their revision of 2026-08-24 (third-party
+ *              notes); t/data/dflash/llamacpp-header.txt is its
+ *              conversion of a drafter of model A, whose config names no
+ *              M-RoPE, as tiny-dflash2's is laid out).
  * -t: the matrices' type (Q8_0, NVFP4, IQ4_XS, ...; default Q8_0, BF16
- * for a drafter, as the published drafters are).  -x:
- * the routed experts' type (default: the -t type; e.g. -t Q8_0 -x
- * IQ4_XS).  -e: token_embd and output (default: Q5_K for NVFP4, else the
- * -t type; a drafter's selector codebooks).  A row whose length the
- * type's block does not divide takes
- * llama-quantize's fallback (Q5_K -> Q5_1, IQ4_XS -> IQ4_NL, ...; see
- * quant_fit_block).  Norms, ssm_a, dt bias, conv1d, router biases and
- * scales, rope_freqs and a drafter's conv_base are F32.  -L N keeps the
- * first N layers (the MTP
+ * for a drafter, as the published drafters are).  -x: the routed
+ * experts' type (default: the -t type; e.g. -t Q8_0 -x IQ4_XS).  -e:
+ * token_embd and output, or a drafter's selector codebooks (default: Q5_K
+ * for NVFP4, else the -t type).  A row whose length the type's block does
+ * not divide takes llama-quantize's fallback (Q5_K -> Q5_1, IQ4_XS ->
+ * IQ4_NL, ...; see quant_fit_block).  Norms, ssm_a, dt bias, conv1d,
+ * router biases and scales, rope_freqs and a drafter's conv bases are
+ * F32.  -L N keeps the first N layers (the MTP
  * layer, where the shape has one, follows them): a file of fewer layers
  * for a shape that does not fit the disk or GPU, whose speed is per
  * layer, not the model's.  -n lists the tensors (name, type, dims,
@@ -71,8 +72,10 @@
  * Weights are random bits with block scales of a sane size, so
  * activations stay finite for a while; values are not meaningful.  The
  * vocabulary is a stand-in that llama.cpp loads (llama-bench on the same
- * file); -V leaves it out (no tokenizer.ggml.* metadata: a model for
- * token-id prompts only, as run-gen --jsonl {"prompt": [ids]} gives them).
+ * file; a drafter carries its trunk's, as the converter copies it); -V
+ * leaves it out (no tokenizer.ggml.* metadata but a drafter's
+ * mask_token_id: a model for token-id prompts only, as run-gen --jsonl
+ * {"prompt": [ids]} gives them).
  */
 #include <getopt.h>
 #include <inttypes.h>
