@@ -63,7 +63,7 @@ print(m.n_vocab(), len(m.scores[2]))' "$f"
 
 @test "gguf-random refuses an unknown shape or type, and -L outside the shape" {
 	run -2 --separate-stderr "$T/gguf-random" -p 70b "$BATS_TEST_TMPDIR/x.gguf"
-	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step)" ]
+	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step, dflash2-27b, tiny-dflash2)" ]
 	run -2 --separate-stderr "$T/gguf-random" -t Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	run -2 --separate-stderr "$T/gguf-random" -x Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	[ "$stderr" = "gguf-random: -x 'Q9': not a type name" ]
@@ -243,4 +243,256 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	[ "$stderr" = "gpu-cookbook.sh: trim 5000: past the vocabulary (1000)" ]
 	run -2 --separate-stderr env COOKBOOK_BLOCKS="long gemma" sh "$TOP/tools/gpu-cookbook.sh" "$P/o3"
 	[ "$stderr" = "gpu-cookbook.sh: block 'gemma': not long, ornith or ornith-ranks" ]
+}
+
+# gguf-random's DFlash2 drafters (issue 31): tiny-dflash2 fits the tiny trunk (hidden 256,
+# vocabulary 1000, 4 layers: taps 0 and 2), dflash2-27b the 27b one (Qwen3.8-27B-DFlash2's
+# published shape).  A drafter has no embedding or head: it reads its trunk's.
+
+# dflash_trunk: the tiny trunk ($P/trunk.gguf, Q8_0) and its drafter ($P/d.gguf, BF16); sets P
+dflash_trunk() {
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr "$T/gguf-random" -p tiny -t Q8_0 "$P/trunk.gguf"
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-dflash2 "$P/d.gguf"
+}
+
+# dflash_layout GGUF: its tensors and dflash keys as t/data/dflash/llamacpp-header.txt has
+# them (tools/make-dflash-fixture.py's dump), each tensor's ne as the formula of the file's
+# own hyper-parameters it equals (H hidden, F FFN, D head, Q D x heads, KV D x K/V heads,
+# R selector rank, K conv kernel, P 2 K H / group, T taps, V the codebooks' rows), or
+# "ne?" with its numbers when it equals none; the values of the keys left out
+dflash_layout() {
+	python3 - "$1" <<'PY'
+import json, re, sys
+if sys.argv[1].endswith(".txt"):
+    lines = open(sys.argv[1]).read().split("\n")
+    kv = {l.split(" = ")[0]: json.loads(l.split(" = ")[1]) for l in lines if " = " in l}
+    ts = [l.split() for l in lines if l and " = " not in l]
+else:
+    import gguf
+    r = gguf.GGUFReader(sys.argv[1])
+    ts = [[t.name, t.tensor_type.name, ",".join(str(int(x)) for x in t.shape)] for t in r.tensors]
+    kv = {f.name: f.contents() for f in r.fields.values()
+          if f.name.startswith("dflash.") or f.name in ("general.architecture",
+                                                       "tokenizer.ggml.mask_token_id")}
+g = lambda k: kv["dflash." + k]
+H, F, D = g("embedding_length"), g("feed_forward_length"), g("attention.key_length")
+R, K = g("selector_rank"), g("conv_kernel_size")
+V = [int(t[2].split(",")[1]) for t in ts if t[0] == "selector_predecessor.weight"][0]
+sym = {"H": H, "F": F, "D": D, "Q": D * g("attention.head_count"),
+       "KV": D * g("attention.head_count_kv"), "R": R, "K": K, "V": V,
+       "P": 2 * K * H // g("conv_group_size"), "TH": len(g("target_layers")) * H, "2": 2}
+want = {"selector_hidden.weight": "H,R", "selector_predecessor.weight": "R,V",
+        "selector_successor.weight": "R,V", "fc.weight": "TH,H", "enc.output_norm.weight": "H",
+        "output_norm.weight": "H", "attn_conv_base": "H,K,2", "ffn_conv_base": "H,K,2",
+        "attn_conv_proj.weight": "H,P", "ffn_conv_proj.weight": "H,P", "attn_norm.weight": "H",
+        "ffn_norm.weight": "H", "ffn_down.weight": "F,H", "ffn_gate.weight": "H,F",
+        "ffn_up.weight": "H,F", "attn_k_norm.weight": "D", "attn_q_norm.weight": "D",
+        "attn_k.weight": "H,KV", "attn_v.weight": "H,KV", "attn_q.weight": "H,Q",
+        "attn_output.weight": "Q,H"}
+for name, typ, ne in ts:
+    w = want.get(re.sub(r"^blk\.[0-9]+\.", "", name))
+    ok = w is not None and [sym[x] for x in w.split(",")] == [int(x) for x in ne.split(",")]
+    print(name, typ, w if ok else "ne? " + ne)
+for k in kv:
+    print(k)
+PY
+}
+
+@test "gguf-random's tiny DFlash2 drafter drafts on the tiny trunk: run-spec's identity gate PASSes, K=1..7, each weight type" {
+	dflash_trunk
+	printf '%s\n' '{"prompt": [5, 17, 250, 3, 99]}' '{"prompt": "hello world, this is"}' \
+	    '{"prompt": [7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]}' \
+	    >"$P/p.jsonl"
+	armed() { MEMRA_DSPARK_SPEC=1 run-spec --raw --jsonl -t 2 --ignore-eos "$@" "$P/trunk.gguf" <"$P/p.jsonl"; }
+	# armed by the flags (--dspark-spec 1 --dspark-draft), then by their variables
+	run -0 --separate-stderr run-spec --raw --jsonl -t 2 --ignore-eos --dspark-spec 1 \
+	    --dspark-draft "$P/d.gguf" -K 1-7 -n 32 "$P/trunk.gguf" <"$P/p.jsonl"
+	[ "${stderr_lines[0]}" = "[dspark] arming DFlash2 disables MTP spec (the trunk's MTP head stays unused)" ]
+	# the taps print as the trunk's layer ids (target_layers [1, 3]: a layer's input)
+	[ "${stderr_lines[1]}" = "[dspark] trunk.gguf: DFlash2 drafter $P/d.gguf: 2 layers, block 8, taps [0,2], window 16, weights Q4_0" ]
+	[[ ${lines[0]} == "plain "*" tok/s (96 tokens, 3 prompts)" ]]
+	for k in 1 2 3 4 5 6 7; do
+		[[ ${lines[$k]} == "K=$k "*" acceptance "*" PASS (identical to plain)" ]]
+	done
+	[ "${lines[8]}" = "SELF-CONSISTENCY PASS" ]
+	# the head trimmed to the trunk's own continuation of the first prompt: drafts there
+	# are the trunk's tokens, some accepted; the output still plain's
+	run -0 --separate-stderr run-gen --jsonl --ids -t 2 --device cpu "$P/trunk.gguf" \
+	    <<<'{"prompt": [5, 17, 250, 3, 99], "n": 8, "ignore_eos": true}'
+	jq -r '.ids[]' <<<"${lines[0]}" | sort -un >"$P/r.txt"
+	[ "$(wc -l <"$P/r.txt")" -ge 2 ]
+	MEMRA_FRSPEC_TRIM=$P/r.txt MEMRA_DSPARK_DRAFT=$P/d.gguf run -0 --separate-stderr armed -n 32
+	[ "${stderr_lines[2]}" = "[dspark] trunk.gguf: DFlash2 draft head TRIMMED to $(wc -l <"$P/r.txt") rows" ]
+	[[ ${lines[1]} == "K=7 "*" PASS (identical to plain)" ]]
+	# F16, F32, Q8_0 (its codebooks of 32-wide rows too) and Q4_K (Q5_0 codebooks) drafters,
+	# kept as written (MEMRA_DFLASH_PREC=keep)
+	for t in F16 F32 Q8_0 Q4_K; do
+		run -0 --separate-stderr "$T/gguf-random" -p tiny-dflash2 -t $t "$P/d-$t.gguf"
+		MEMRA_DFLASH_PREC=keep MEMRA_DSPARK_DRAFT=$P/d-$t.gguf run -0 --separate-stderr armed -K 7 -n 16
+		[[ ${stderr_lines[1]} == *", weights $t" ]]
+		[[ ${lines[1]} == "K=7 "*" PASS (identical to plain)" ]]
+	done
+}
+
+@test "gguf-random's tiny DFlash2 drafter is laid out as llama.cpp's converter lays out one: tensors, their ne by formula, dflash keys" {
+	need_py gguf
+	dflash_trunk
+	# llama.cpp's own conversion of t/data/dflash's drafter (a drafter of model A: hidden
+	# 384, vocabulary 8192, 2 layers), and ours of the tiny trunk's
+	run -0 dflash_layout "$DATA/dflash/llamacpp-header.txt"
+	want=$output
+	[[ $want != *"ne?"* ]]
+	[ "$(grep -c '^blk\.' <<<"$want")" = 30 ]
+	run -0 dflash_layout "$P/d.gguf"
+	[ "$output" = "$want" ]
+	# the values: the tiny shape's (target_layers the trunk's layers 0 and 2, + 1)
+	run -0 gguf-inspect "$P/d.gguf"
+	for kv in 'dflash.block_count +uint32 +2' 'dflash.embedding_length +uint32 +256' \
+	    'dflash.attention.causal +bool +false' 'dflash.block_size +uint32 +8' \
+	    'dflash.conv_kernel_size +uint32 +2' 'dflash.conv_group_size +uint32 +16' \
+	    'dflash.selector_rank +uint32 +32' 'dflash.selector_top_k +uint32 +8' \
+	    'dflash.target_layers +array\[int32\] +\[1, 3\]' 'dflash.attention.sliding_window +uint32 +16' \
+	    'dflash.attention.sliding_window_pattern +array\[bool\] +\[true, false\]' \
+	    'tokenizer.ggml.mask_token_id +uint32 +990'; do
+		printf '%s\n' "${lines[@]}" | grep -Eq "^  $kv$"
+	done
+}
+
+@test "gguf-random's dflash2-27b: 81 tensors, 1.92 G parameters (Qwen3.8-27B-DFlash2's), and the layout and keys of the tiny one" {
+	run -0 --separate-stderr "$T/gguf-random" -n -p dflash2-27b
+	n=${lines[-1]}
+	# 5 layers of 15 tensors; the selector's 3, fc, its norm, the final norm
+	[ "$(awk '{print $2}' <<<"$n")" = $((5 * 15 + 6)) ]
+	p=$(awk '{print $4}' <<<"$n"); [ "$p" -ge 1920000000 ] && [ "$p" -lt 1930000000 ]
+	b=$(awk '{print $6}' <<<"$n"); [ "$b" -ge $((2 * p)) ] && [ "$b" -lt $((2 * p + 2000000)) ]	# BF16
+	[[ $output == *$'\nfc.weight\tBF16\t25600x5120\t'* ]]
+	[[ $output == *$'\nselector_predecessor.weight\tBF16\t256x248320\t'* ]]
+	[[ $output == *$'\nblk.4.attn_conv_proj.weight\tBF16\t5120x1280\t'* ]]
+	[[ $output == *$'\nblk.4.attn_conv_base\tF32\t5120x2x2\t'* ]]
+	[[ $output == *$'\nblk.4.ffn_down.weight\tBF16\t17408x5120\t'* ]]
+	[[ $output == *$'\nblk.4.attn_q.weight\tBF16\t5120x4096\t'* ]]
+	[[ $output == *$'\nblk.4.attn_k.weight\tBF16\t5120x1024\t'* ]]
+	[[ $output != *$'\nblk.5.'* ]]
+	# a file of its first layer (TQ1_0: 125 MB), its keys: the tiny drafter's and the
+	# degenerate M-RoPE sections llama.cpp's converter writes for Qwen3.8's drafters
+	need_py gguf
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr "$T/gguf-random" -V -p dflash2-27b -L 1 -t TQ1_0 "$P/d27.gguf"
+	run -0 dflash_layout "$P/d27.gguf"
+	[[ $output != *"ne?"* ]]
+	[ "$(grep -c '^blk\.0\.' <<<"$output")" = 15 ]
+	have=$(sed -E 's/^([^ ]+) [^ ]+ /\1 /' <<<"$output" | grep -vx 'dflash.rope.dimension_sections')
+	[ "$have" != "$(sed -E 's/^([^ ]+) [^ ]+ /\1 /' <<<"$output")" ]
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-dflash2 -L 1 "$P/d1.gguf"
+	run -0 dflash_layout "$P/d1.gguf"
+	[ "$have" = "$(sed -E 's/^([^ ]+) [^ ]+ /\1 /' <<<"$output")" ]
+	run -0 gguf-inspect "$P/d27.gguf"
+	for kv in 'dflash.embedding_length +uint32 +5120' 'dflash.feed_forward_length +uint32 +17408' \
+	    'dflash.attention.head_count +uint32 +32' 'dflash.attention.head_count_kv +uint32 +8' \
+	    'dflash.attention.key_length +uint32 +128' 'dflash.context_length +uint32 +262144' \
+	    'dflash.block_size +uint32 +8' 'dflash.selector_rank +uint32 +256' \
+	    'dflash.selector_top_k +uint32 +16' 'dflash.target_layers +array\[int32\] +\[6, 20, 34, 48, 62\]' \
+	    'dflash.attention.sliding_window +uint32 +2048' \
+	    'dflash.rope.dimension_sections +array\[int32\] +\[64, 0, 0, 0\]' \
+	    'tokenizer.ggml.mask_token_id +uint32 +248070'; do
+		printf '%s\n' "${lines[@]}" | grep -Eq "^  $kv$"
+	done
+}
+
+@test "a drafter that does not fit its trunk is refused by name: tiny-dflash2 on model A, dflash2-27b on the tiny trunk" {
+	dflash_trunk
+	d=$(model_a)
+	MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=$P/d.gguf run -1 --separate-stderr run-spec --raw -t 2 -n 4 "$d" hi
+	[[ $stderr == *"run-spec: "*"DFlash drafter '$P/d.gguf': drafts for a trunk of hidden size 256 and 1000 tokens (mask token 990), not this one's 384 and 8192" ]]
+	run -0 --separate-stderr "$T/gguf-random" -V -p dflash2-27b -L 1 -t TQ1_0 "$P/d27.gguf"
+	MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=$P/d27.gguf run -1 --separate-stderr run-spec --raw -t 2 -n 4 "$P/trunk.gguf" hi
+	[[ $stderr == *"DFlash drafter '$P/d27.gguf': drafts for a trunk of hidden size 5120 and 248320 tokens (mask token 248070), not this one's 256 and 1000" ]]
+}
+
+# llama.cpp (the vendored one of llama-cpp-python 0.3.36) loads the drafter, and builds its
+# graph (a context) against the tiny trunk's context, whose embedding and head it reads
+# (ctx_other: without it llama.cpp refuses, "dflash requires ctx_other to be set").  It
+# drafts nothing here: a DFlash draft round is common/speculative.cpp's (the target's
+# layer-input taps injected into the drafter's cache, then a block), which the peer's
+# library build (LLAMA_BUILD_COMMON=OFF) and its Python bindings do not carry.
+@test "gguf-random's tiny DFlash2 drafter loads in llama.cpp, its context built over the tiny trunk's" {
+	need_llama_cpp
+	dflash_trunk
+	run -0 --separate-stderr python3 - "$P/trunk.gguf" "$P/d.gguf" <<'PY'
+import sys, llama_cpp
+mp = llama_cpp.llama_model_default_params()
+t = llama_cpp.llama_model_load_from_file(sys.argv[1].encode(), mp)
+cp = llama_cpp.llama_context_default_params()
+cp.n_ctx = 64
+tc = llama_cpp.llama_init_from_model(t, cp)
+d = llama_cpp.llama_model_load_from_file(sys.argv[2].encode(), mp)
+alone = llama_cpp.llama_init_from_model(d, cp)
+cp.ctx_other = tc
+dc = llama_cpp.llama_init_from_model(d, cp)
+print(bool(tc), bool(d), bool(alone), bool(dc), llama_cpp.llama_model_n_embd(d),
+      llama_cpp.llama_model_n_layer(d), llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(d)),
+      llama_cpp.llama_model_n_params(d))
+PY
+	[ "$output" = "True True False True 256 2 1000 667776" ]
+	[[ $stderr == *"load_arch_hparams: DFlash extract_layers = [1, 3]"* ]]
+	[[ $stderr == *"load_arch_tensors: DFlash2 conv kernel = 2, group = 16, selector rank = 32, top-k = 8"* ]]
+	[[ $stderr == *"dflash requires ctx_other to be set"* ]]
+	run -0 --separate-stderr "$T/gguf-random" -n -p tiny-dflash2
+	[[ ${lines[-1]} == "tensors 36 params 667776 "* ]]
+}
+
+# The cookbook's "RTX PRO 6000 Blackwell: DFlash2 drafter" block (../shared/seeds/000_*:
+# MEMRA_COMPAT, MEMRA_MODELS, MEMRA_DSPARK_SPEC=1, MEMRA_DSPARK_DRAFT, MEMRA_FRSPEC_TRIM,
+# MEMRA_CTX, MEMRA_MAX_SESSIONS, MEMRA_PREFIX_CACHE_MB; memra-server) on the tiny shapes: the
+# trunk, the drafter for its hf: spec, ranks of the trunk's own continuations for its
+# 32768-row ranks file (the vocabulary is 1000), MEMRA_CTX and MEMRA_PREFIX_CACHE_MB sized for
+# the CPU (32 sessions of 262144 want ~20 GiB here; tools/gpu-run.sh's dflash27 stage boots
+# it on the 27B shapes on a GPU).  Greedy replies equal the plain server's; with K by load
+# the scheduler may not draft at all, so K pinned at 7 makes every round draft.
+@test "the cookbook's DFlash2 block boots on gguf-random's tiny trunk and drafter: its proof lines, greedy replies plain's" {
+	load serve
+	dflash_trunk
+	SPID=
+	for p in "5,17,250,3,99" "7,7,7,1,2,3,4,5,6,7,8,9,10" "42" "300,301,302,303,304,305,306,307,308,309,310,311,312,313,314,315,316,317,318,319,320"; do
+		printf '{"model":"q38","prompt":[%s],"max_tokens":24,"temperature":0,"ignore_eos":true,"return_token_ids":true}\n' "$p"
+	done >"$P/q.jsonl"
+	# replies: each request's ids, the four at once
+	replies() {
+		local i=0 l pids=
+		while IFS= read -r l; do
+			curl -s -m 60 "$URL/v1/completions" -H 'Content-Type: application/json' -d "$l" >"$P/a$i" &
+			pids="$pids $!" i=$((i + 1))
+		done <"$P/q.jsonl"
+		wait $pids	# (not the server's)
+		for i in 0 1 2 3; do jq -c '.choices[0].token_ids' "$P/a$i"; done
+	}
+	# ranks: the trunk's greedy continuations of the prompts
+	start_serve MEMRA_MODELS="q38=$P/trunk.gguf" MEMRA_SPEC_K=0
+	replies >"$P/plain"
+	stop_serve
+	[ "$(grep -c '^\[[0-9]' "$P/plain")" = 4 ]
+	jq -r '.[]' "$P/plain" | sort -un >"$P/ranks.txt"
+	n=$(wc -l <"$P/ranks.txt")
+	[ "$n" -ge 8 ]
+	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q38=$P/trunk.gguf" MEMRA_DSPARK_SPEC=1 \
+	    MEMRA_DSPARK_DRAFT="$P/d.gguf" MEMRA_FRSPEC_TRIM="$P/ranks.txt" MEMRA_CTX=8192 \
+	    MEMRA_MAX_SESSIONS=32 MEMRA_PREFIX_CACHE_MB=64
+	grep -qx "\[dspark\] arming DFlash2 disables MTP spec (the trunk's MTP head stays unused)" "$LOG"
+	grep -qx "\[dspark\] q38: DFlash2 drafter $P/d.gguf: 2 layers, block 8, taps \[0,2\], window 16, weights Q4_0" "$LOG"
+	grep -qx "\[dspark\] q38: DFlash2 draft head TRIMMED to $n rows" "$LOG"
+	grep -qx '\[dspark\] q38: precision q4 (MEMRA_DFLASH_PREC)' "$LOG"
+	grep -qx '\[model\] q38: ctx=8192 K=7 (DFlash2 speculative decode for greedy requests), no chat template' "$LOG"
+	grep -q '^\[sched\] q38: speculative K by load, up to 7 ' "$LOG"
+	replies >"$P/spec"
+	diff "$P/plain" "$P/spec"
+	stop_serve
+	start_serve memra-server MEMRA_COMPAT=openai MEMRA_MODELS="q38=$P/trunk.gguf" MEMRA_DSPARK_SPEC=1 \
+	    MEMRA_DSPARK_DRAFT="$P/d.gguf" MEMRA_FRSPEC_TRIM="$P/ranks.txt" MEMRA_CTX=8192 \
+	    MEMRA_MAX_SESSIONS=32 MEMRA_PREFIX_CACHE_MB=64 MEMRA_SPEC_K=7
+	replies >"$P/spec7"
+	diff "$P/plain" "$P/spec7"
+	r=$(curl -s "$URL/metrics" | awk '$1 == "memra_spec_rounds_total" || index($1, "memra_spec_rounds_total{") == 1 { s += $2 } END { print s + 0 }')
+	stop_serve
+	[ "$r" -gt 0 ]
 }

@@ -5,6 +5,7 @@
  * benchmarks against llama.cpp on the same file.
  *   gguf-random [-nV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT
  *   gguf-random -n [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N]
+ *   gguf-random -h	(the usage and the shapes)
  * -p: the shape (default 9b):
  *   qwen35     9b = Qwen3.5-9B (32 layers of 4096, 8 of them full
  *              attention, GDN 16 key / 32 value heads of 128, attention
@@ -34,13 +35,36 @@
  *              experts of 1280, 8 a token, and a shared one of 1280;
  *              vocab 128896; no NextN blocks: the trunk file only);
  *              tiny-step for tests.
- * -t: the matrices' type (Q8_0, NVFP4, IQ4_XS, ...; default Q8_0).  -x:
- * the routed experts' type (default: the -t type; e.g. -t Q8_0 -x
- * IQ4_XS).  -e: token_embd and output (default: Q5_K for NVFP4, else the
- * -t type).  A row whose length the type's block does not divide takes
- * llama-quantize's fallback (Q5_K -> Q5_1, IQ4_XS -> IQ4_NL, ...; see
- * quant_fit_block).  Norms, ssm_a, dt bias, conv1d, router biases and
- * scales and rope_freqs are F32.  -L N keeps the first N layers (the MTP
+ *   dflash     dflash2-27b = Qwen3.8-27B-DFlash2, the DFlash2 block
+ *              drafter of 27b (5 layers of 5120, all sliding (window
+ *              2048, non-causal), 32/8 heads of 128, FFN 17408; taps of
+ *              the trunk's layers 5, 19, 33, 47, 61 (target_layers 6,
+ *              20, 34, 48, 62: llama.cpp taps a layer's input); block 8,
+ *              conv kernel 2 over groups of 16, selector rank 256, top
+ *              16, mask token 248070; 81 tensors, 1.92 G parameters);
+ *              tiny-dflash2 = one of tiny (2 layers of 256, a sliding
+ *              (window 16) then a full-attention one, 4/2 heads of 32,
+ *              FFN 128, taps of layers 0 and 2, block 8, rank 32, top 8,
+ *              mask token 990).  A drafter has no embedding or head (it
+ *              reads its trunk's): it fits only the trunk of its hidden
+ *              size, vocabulary (the codebooks' rows) and layer count.
+ *              Laid out as llama.cpp's converter writes one (tensor
+ *              order, names, ne, dflash.* keys; the 27B's
+ *              rope.dimension_sections [64, 0, 0, 0] as it writes them
+ *              for an M-RoPE target, and as the published GGUFs carry
+ *              them since their revision of 2026-08-24 (third-party
+ *              notes); t/data/dflash/llamacpp-header.txt is its
+ *              conversion of a drafter of model A, whose config names no
+ *              M-RoPE, as tiny-dflash2's is laid out).
+ * -t: the matrices' type (Q8_0, NVFP4, IQ4_XS, ...; default Q8_0, BF16
+ * for a drafter, as the published drafters are).  -x: the routed
+ * experts' type (default: the -t type; e.g. -t Q8_0 -x IQ4_XS).  -e:
+ * token_embd and output, or a drafter's selector codebooks (default: Q5_K
+ * for NVFP4, else the -t type).  A row whose length the type's block does
+ * not divide takes llama-quantize's fallback (Q5_K -> Q5_1, IQ4_XS ->
+ * IQ4_NL, ...; see quant_fit_block).  Norms, ssm_a, dt bias, conv1d,
+ * router biases and scales, rope_freqs and a drafter's conv bases are
+ * F32.  -L N keeps the first N layers (the MTP
  * layer, where the shape has one, follows them): a file of fewer layers
  * for a shape that does not fit the disk or GPU, whose speed is per
  * layer, not the model's.  -n lists the tensors (name, type, dims,
@@ -48,8 +72,10 @@
  * Weights are random bits with block scales of a sane size, so
  * activations stay finite for a while; values are not meaningful.  The
  * vocabulary is a stand-in that llama.cpp loads (llama-bench on the same
- * file); -V leaves it out (no tokenizer.ggml.* metadata: a model for
- * token-id prompts only, as run-gen --jsonl {"prompt": [ids]} gives them).
+ * file; a drafter carries its trunk's, as the converter copies it); -V
+ * leaves it out (no tokenizer.ggml.* metadata but a drafter's
+ * mask_token_id: a model for token-id prompts only, as run-gen --jsonl
+ * {"prompt": [ids]} gives them).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -62,16 +88,16 @@
 #include "quant.h"
 #include "util.h"
 
-enum { QWEN35, QWEN35MOE, GEMMA4, STEP35 };
+enum { QWEN35, QWEN35MOE, GEMMA4, STEP35, DFLASH };
 
-static const char *const arch_name[] = { "qwen35", "qwen35moe", "gemma4", "step35" };
+static const char *const arch_name[] = { "qwen35", "qwen35moe", "gemma4", "step35", "dflash" };
 
 /*
  * The fewest layers -L keeps: a full-attention layer and, where the model
  * has them, a sliding one (llama.cpp fails a qwen35 trunk of GDN layers
  * only, and a gemma4 or step35 one without both kinds of layer).
  */
-static const int min_layers[] = { 4, 4, 6, 2 };
+static const int min_layers[] = { 4, 4, 6, 2, 1 };
 
 /*
  * A model's shape.  hd, n_kv: the full-attention layers' head size and
@@ -86,6 +112,11 @@ struct shape {
 	int	n_exp, n_used, ff_exp, ff_sh;	/* experts, a token, widths (shared: 0 none) */
 	int	n_head_swa, n_kv_swa, hd_swa, swa;	/* sliding layers, window */
 	int	n_dense;			/* step35: leading dense layers */
+	/* dflash: block, conv kernel and group, selector rank and top k, mask token, context */
+	int	block, conv_k, conv_g, sel_rank, sel_topk, mask_id, n_ctx;
+	int	n_tap, taps[5];		/* target_layers: the trunk layers whose input is read */
+	unsigned swa_mask;		/* bit il: layer il sliding (window swa) */
+	int	mrope;			/* the trunk is M-RoPE: rope.dimension_sections [hd/2, 0...] */
 };
 
 #define QWEN_GDN(k, v)	.nk = k, .nv = v, .dk = 128
@@ -111,10 +142,17 @@ static const struct shape shapes[] = {
 	{ "tiny-step", STEP35, 256, 5, 512, 4, 2, 64, 64, 1000,
 	    .n_exp = 8, .n_used = 2, .ff_exp = 128, .ff_sh = 128,
 	    .n_head_swa = 6, .n_kv_swa = 2, .hd_swa = 64, .swa = 64, .n_dense = 1 },
+	{ "dflash2-27b", DFLASH, 5120, 5, 17408, 32, 8, 128, 128, 248320, .swa = 2048,
+	    .block = 8, .conv_k = 2, .conv_g = 16, .sel_rank = 256, .sel_topk = 16,
+	    .mask_id = 248070, .n_ctx = 262144, .n_tap = 5, .taps = { 6, 20, 34, 48, 62 },
+	    .swa_mask = 0x1F, .mrope = 1 },
+	{ "tiny-dflash2", DFLASH, 256, 2, 128, 4, 2, 32, 32, 1000, .swa = 16,
+	    .block = 8, .conv_k = 2, .conv_g = 16, .sel_rank = 32, .sel_topk = 8,
+	    .mask_id = 990, .n_ctx = 4096, .n_tap = 2, .taps = { 1, 3 }, .swa_mask = 0x1 },
 };
 #define SHAPE_LIST "9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
-	"196b-a11b, tiny-step"
-#define USAGE "usage: gguf-random [-nV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT (-n: no OUT)"
+	"196b-a11b, tiny-step, dflash2-27b, tiny-dflash2"
+#define USAGE "usage: gguf-random [-hnV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT (-n: no OUT)"
 
 struct gen {
 	struct gguf_writer *w;
@@ -457,6 +495,81 @@ step35_tensors(struct gen *g)
 	T("output.weight", g->et, s->n_embd, s->vocab, 0);
 	return 0;
 }
+
+/*
+ * A DFlash2 convolution's base kernel, ne {n_embd, conv_k, 2} (side,
+ * tap, channel): tap 0 one, the later taps small noise, so each side
+ * starts near the identity (values in pass 1 only).
+ */
+static int
+conv_base(struct gen *g, const char *name)
+{
+	const struct shape *s = g->s;
+	size_t n = 2 * (size_t)s->conv_k * s->n_embd;
+	float *f = NULL;
+	int rc;
+
+	if (g->pass == 1 && (f = malloc(n * sizeof *f)) == NULL)
+		return -1;
+	for (size_t i = 0; f != NULL && i < n; i++)
+		f[i] = i / s->n_embd % s->conv_k == 0 ? 1.0f :
+		    (float)((int64_t)(rnd(&g->rng) >> 40) - (1 << 23)) / (float)(1 << 23) * 0.1f;
+	rc = tensor3(g, name, QUANT_F32, s->n_embd, s->conv_k, 2, f, 0);
+	free(f);
+	return rc;
+}
+
+/* A drafter layer, its tensors in the converter's order (the HF names sorted). */
+static int
+dflash_layer(struct gen *g, int il)
+{
+	const struct shape *s = g->s;
+	int e = s->n_embd, mt = g->mt, qd = s->n_head * s->hd, kvd = s->n_kv * s->hd;
+	int cp = 2 * s->conv_k * (e / s->conv_g);
+	char n[128];
+
+	if (conv_base(g, NM("attn_conv_base")))
+		return -1;
+	T(NM("attn_conv_proj.weight"), mt, e, cp, 0);
+	T(NM("attn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("ffn_down.weight"), mt, s->n_ff, e, 0);
+	T(NM("ffn_gate.weight"), mt, e, s->n_ff, 0);
+	T(NM("ffn_up.weight"), mt, e, s->n_ff, 0);
+	if (conv_base(g, NM("ffn_conv_base")))
+		return -1;
+	T(NM("ffn_conv_proj.weight"), mt, e, cp, 0);
+	T(NM("ffn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("attn_k_norm.weight"), QUANT_F32, s->hd, 1, 1.0f);
+	T(NM("attn_k.weight"), mt, e, kvd, 0);
+	T(NM("attn_output.weight"), mt, qd, e, 0);
+	T(NM("attn_q_norm.weight"), QUANT_F32, s->hd, 1, 1.0f);
+	T(NM("attn_q.weight"), mt, e, qd, 0);
+	T(NM("attn_v.weight"), mt, e, kvd, 0);
+	return 0;
+}
+
+/*
+ * A DFlash2 drafter: the selector (its hidden projection, the codebooks
+ * of the trunk's vocabulary), fc over the taps and its norm, the layers,
+ * the final norm; no token_embd or output (the trunk's).
+ */
+static int
+dflash_tensors(struct gen *g)
+{
+	const struct shape *s = g->s;
+	int e = s->n_embd;
+
+	T("selector_hidden.weight", g->mt, e, s->sel_rank, 0);
+	T("selector_predecessor.weight", g->et, s->sel_rank, s->vocab, 0);
+	T("selector_successor.weight", g->et, s->sel_rank, s->vocab, 0);
+	T("fc.weight", g->mt, s->n_tap * e, e, 0);
+	T("enc.output_norm.weight", QUANT_F32, e, 1, 1.0f);
+	for (int il = 0; il < g->nl; il++)
+		if (dflash_layer(g, il))
+			return -1;
+	T("output_norm.weight", QUANT_F32, e, 1, 1.0f);
+	return 0;
+}
 #undef NM
 
 static int
@@ -465,6 +578,7 @@ tensors(struct gen *g)
 	switch (g->s->arch) {
 	case GEMMA4: return gemma4_tensors(g);
 	case STEP35: return step35_tensors(g);
+	case DFLASH: return dflash_tensors(g);
 	default: return qwen35_tensors(g);
 	}
 }
@@ -547,6 +661,7 @@ per_layer(struct gen *g, const char *k, int elem, int (*f)(const struct shape *,
 }
 
 static int gemma4_swa_at(const struct shape *s, int il) { (void)s; return gemma4_swa(il); }
+static int dflash_swa_at(const struct shape *s, int il) { return (int)(s->swa_mask >> il & 1); }
 static int step35_swa_at(const struct shape *s, int il) { (void)s; return step35_swa(il); }
 
 static int
@@ -662,6 +777,42 @@ step35_kvs(struct gen *g)
 	    u32(g, "leading_dense_block_count", s->n_dense) ? -1 : 0;
 }
 
+/*
+ * dflash (llama.cpp's keys: conversion/qwen.py DFlashModel), in its order:
+ * non-causal, the taps as target_layers, the window and its per-layer
+ * pattern, the degenerate sections of an M-RoPE target, the mask token.
+ */
+static int
+dflash_kvs(struct gen *g)
+{
+	const struct shape *s = g->s;
+	int32_t sec[4] = { s->hd / 2, 0, 0, 0 };
+
+	return u32(g, "block_count", g->nl) ||
+	    u32(g, "context_length", s->n_ctx) ||
+	    u32(g, "embedding_length", s->n_embd) ||
+	    u32(g, "feed_forward_length", s->n_ff) ||
+	    u32(g, "attention.head_count", s->n_head) ||
+	    u32(g, "attention.head_count_kv", s->n_kv) ||
+	    gguf_writer_add_bool(g->w, key(g, "attention.causal"), 0) ||
+	    f32(g, "rope.freq_base", 1e7f) ||
+	    f32(g, "attention.layer_norm_rms_epsilon", 1e-6f) ||
+	    u32(g, "attention.key_length", s->hd) ||
+	    u32(g, "attention.value_length", s->hd) ||
+	    u32(g, "block_size", s->block) ||
+	    u32(g, "conv_kernel_size", s->conv_k) ||
+	    u32(g, "conv_group_size", s->conv_g) ||
+	    u32(g, "selector_rank", s->sel_rank) ||
+	    u32(g, "selector_top_k", s->sel_topk) ||
+	    gguf_writer_add_arr(g->w, key(g, "target_layers"), GGUF_TYPE_INT32, s->taps,
+	    (uint64_t)s->n_tap) ||
+	    u32(g, "attention.sliding_window", s->swa) ||
+	    per_layer(g, "attention.sliding_window_pattern", GGUF_TYPE_BOOL, dflash_swa_at) ||
+	    (s->mrope && gguf_writer_add_arr(g->w, key(g, "rope.dimension_sections"),
+	    GGUF_TYPE_INT32, sec, 4)) ||
+	    gguf_writer_add_u32(g->w, "tokenizer.ggml.mask_token_id", (uint32_t)s->mask_id) ? -1 : 0;
+}
+
 static int
 kvs(struct gen *g)
 {
@@ -670,7 +821,7 @@ kvs(struct gen *g)
 	if (gguf_writer_add_str(g->w, "general.architecture", a, strlen(a)) ||
 	    gguf_writer_add_str(g->w, "general.name", "random", 6) ||
 	    (g->s->arch == GEMMA4 ? gemma4_kvs(g) : g->s->arch == STEP35 ? step35_kvs(g) :
-	    qwen35_kvs(g)))
+	    g->s->arch == DFLASH ? dflash_kvs(g) : qwen35_kvs(g)))
 		return -1;
 	return !g->no_vocab && vocab(g) ? -1 : 0;
 }
@@ -688,7 +839,7 @@ type_opt(int ch, const char *arg)
 int
 main(int argc, char *argv[])
 {
-	struct gen g = { .s = &shapes[0], .mt = QUANT_Q8_0, .xt = -1, .et = -1,
+	struct gen g = { .s = &shapes[0], .mt = -1, .xt = -1, .et = -1,
 	    .rng = 0x9E3779B97F4A7C15ULL, .nl = -1 };
 	struct util_ofile *of;
 	char *end;
@@ -696,8 +847,12 @@ main(int argc, char *argv[])
 	int ch;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "nVp:t:x:e:L:")) != -1) {
+	while ((ch = getopt(argc, argv, "hnVp:t:x:e:L:")) != -1) {
 		switch (ch) {
+		case 'h':
+			printf("%s\nshapes: %s (the head of t/tools/gguf-random.c says what each "
+			    "is)\n", USAGE, SHAPE_LIST);
+			return finish(0);
 		case 'n': g.dry = 1; break;
 		case 'V': g.no_vocab = 1; break;
 		case 'p':
@@ -730,6 +885,8 @@ main(int argc, char *argv[])
 		die(2, "-L %d: a %s file needs -L %d or more (a full-attention layer%s)", g.nl,
 		    arch_name[g.s->arch], min_layers[g.s->arch],
 		    g.s->swa > 0 ? " and a sliding one" : "");
+	if (g.mt < 0)
+		g.mt = g.s->arch == DFLASH ? QUANT_BF16 : QUANT_Q8_0;
 	if (g.et < 0)
 		g.et = g.mt == QUANT_NVFP4 ? QUANT_Q5_K : g.mt;
 	if (g.xt < 0)
