@@ -218,11 +218,11 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	[[ $stderr == "serve-turns: "*"Connection refused"* ]]
 }
 
-@test "gpu-cookbook boots the cookbook's long-context and Ornith blocks on gguf-random files with trim-head's drafts, checks their proof lines and serves a completion each (small shapes and context on the CPU)" {
+@test "gpu-cookbook boots the cookbook's long-context, Ornith and DFlash2 blocks on gguf-random files (trim-head's drafts, a random drafter), checks their proof lines and serves a completion each, the DFlash2 replies plain's (small shapes and context on the CPU)" {
 	P=$BATS_TEST_TMPDIR
 	run -0 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE_27B=tiny COOKBOOK_SHAPE_ORNITH=tiny-moe \
-	    COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu COOKBOOK_TRIM=512 COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 \
-	    sh "$TOP/tools/gpu-cookbook.sh" "$P/o"
+	    COOKBOOK_SHAPE_DFLASH=tiny-dflash2 COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu COOKBOOK_TRIM=512 \
+	    COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 sh "$TOP/tools/gpu-cookbook.sh" "$P/o"
 	g=$P/memra-gguf
 	[ "${lines[0]}" = "== long: the 27B long-context block on qwen35-tiny-random-Q8_0.gguf (cpu)" ]
 	# the drafts are trim-head's of the trunks' MTP blocks, attached with the cookbook's proof line
@@ -230,19 +230,24 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	[[ $output == *"[worker] q38: regime draft attached ($g/qwen35-tiny-random-Q8_0-frspec-sxc512.gguf)"* ]]
 	[[ $output == *"[worker] ornith: regime draft attached ($g/qwen35-tiny-moe-random-Q8_0-frspec-owngen512.gguf)"* ]]
 	[[ $output == *"[frspec-trim] self-trimmed head: 512 rows of main output.weight (Q8_0)"* ]]
+	# the DFlash2 block: its drafter armed and trimmed, its replies (K by load, K pinned at 7) plain's
+	[[ $output == *"[dspark] q38: DFlash2 drafter $g/tiny-dflash2-random-BF16.gguf: 2 layers, block 8, taps [0,2], window 16, weights Q4_0"* ]]
+	[[ $output == *"[dspark] q38: DFlash2 draft head TRIMMED to 512 rows"* ]]
+	[ "$(grep -c '^K \(load\|k7\): 4 greedy replies (24 ids each) = plain.s$' <<<"$output")" = 2 ]
+	[[ $output == *"K=7: "[1-9]*" rounds drafted"* ]]
 	# what the long block's sessions cost is said
 	[[ $output == *"[sched] q38: 32 sessions x ctx 4096: "*" MiB each, "* ]]
 	[[ $output == *"[sched] q38: prefix cache: "*" MiB, "*" blocks of 64 tokens"* ]]
-	[ "$(grep -c '^proof line: present$' <<<"$output")" = 3 ]
-	[ "$(grep -c '^completion: HTTP 200, 64 tokens of 64 in ' <<<"$output")" = 3 ]
-	[ "$(grep -E '^(long|ornith|ornith-ranks): ' <<<"$output" | tr '\n' ' ')" = "long: PASS ornith: PASS ornith-ranks: PASS " ]
+	[ "$(grep -c '^proof line: present' <<<"$output")" = 8 ]
+	[ "$(grep -c '^completion: HTTP 200, 64 tokens of 64 in ' <<<"$output")" = 4 ]
+	[ "$(grep -E '^(long|ornith|ornith-ranks|dflash): ' <<<"$output" | tr '\n' ' ')" = "long: PASS ornith: PASS ornith-ranks: PASS dflash: PASS " ]
 	[ "${lines[-1]}" = "COOKBOOK BOOT PASS" ]
 	# a trim past the vocabulary, or a block it does not know, is refused before anything boots
 	run -2 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE_27B=tiny COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu \
 	    COOKBOOK_BLOCKS=long COOKBOOK_TRIM=5000 sh "$TOP/tools/gpu-cookbook.sh" "$P/o2"
 	[ "$stderr" = "gpu-cookbook.sh: trim 5000: past the vocabulary (1000)" ]
 	run -2 --separate-stderr env COOKBOOK_BLOCKS="long gemma" sh "$TOP/tools/gpu-cookbook.sh" "$P/o3"
-	[ "$stderr" = "gpu-cookbook.sh: block 'gemma': not long, ornith or ornith-ranks" ]
+	[ "$stderr" = "gpu-cookbook.sh: block 'gemma': not long, ornith, ornith-ranks or dflash" ]
 }
 
 # gguf-random's DFlash2 drafters (issue 31): tiny-dflash2 fits the tiny trunk (hidden 256,
@@ -447,7 +452,7 @@ PY
 # MEMRA_CTX, MEMRA_MAX_SESSIONS, MEMRA_PREFIX_CACHE_MB; memra-server) on the tiny shapes: the
 # trunk, the drafter for its hf: spec, ranks of the trunk's own continuations for its
 # 32768-row ranks file (the vocabulary is 1000), MEMRA_CTX and MEMRA_PREFIX_CACHE_MB sized for
-# the CPU (32 sessions of 262144 want ~20 GiB here; tools/gpu-run.sh's dflash27 stage boots
+# the CPU (32 sessions of 262144 want ~20 GiB here; tools/gpu-cookbook.sh's dflash block boots
 # it on the 27B shapes on a GPU).  Greedy replies equal the plain server's; with K by load
 # the scheduler may not draft at all, so K pinned at 7 makes every round draft.
 @test "the cookbook's DFlash2 block boots on gguf-random's tiny trunk and drafter: its proof lines, greedy replies plain's" {

@@ -3,7 +3,7 @@
 # random-weight files of their models' published shapes (t/tools/gguf-random), with
 # their proof lines, each serving one completion.
 #
-# Blocks (COOKBOOK_BLOCKS, default "long ornith ornith-ranks"):
+# Blocks (COOKBOOK_BLOCKS, default "long ornith ornith-ranks dflash"):
 #   long          Qwen3.8-27B, RTX PRO 6000 96 GB long-context serving ("full 262K
 #                 context, 32 sessions, 16 GB prefix cache"): MEMRA_MODELS=q38=TRUNK,
 #                 MEMRA_MTP_DRAFT=DRAFT, MEMRA_CTX=262144, MEMRA_MAX_SESSIONS=32,
@@ -20,6 +20,17 @@
 #   ornith-ranks  its "ranks-only alternative": MEMRA_FRSPEC_TRIM=RANKS,
 #                 MEMRA_MODELS=ornith=TRUNK.  Proof: [frspec-trim] self-trimmed head:
 #                 32768 rows of main output.weight.
+#   dflash        Qwen3.8-27B, "RTX PRO 6000 Blackwell: DFlash2 drafter": MEMRA_MODELS=
+#                 q38=TRUNK (long's), MEMRA_DSPARK_SPEC=1, MEMRA_DSPARK_DRAFT=DRAFTER
+#                 (gguf-random -p dflash2-27b: Qwen3.8-27B-DFlash2's published shape,
+#                 BF16, for the block's hf: spec), MEMRA_FRSPEC_TRIM=RANKS (long's),
+#                 MEMRA_CTX=262144, MEMRA_MAX_SESSIONS=32, MEMRA_PREFIX_CACHE_MB=16384
+#                 (issue 31).  Proofs: the [dspark] lines (arming disables MTP spec,
+#                 the drafter's shape, TRIMMED to 32768 rows, precision q4, the route:
+#                 [model] q38: ... K=7 (DFlash2 ...)).  Beyond the one completion: greedy
+#                 replies to 4 id prompts sent at once, with K by load and again with
+#                 MEMRA_SPEC_K=7 (rounds drafted, from /metrics), equal a plain server's
+#                 (MEMRA_SPEC_K=0, no drafter) at the setting that booted.
 # Every block also sets MEMRA_COMPAT=openai and starts memra-server, as written.
 # DRAFT: trim-head's external MTP draft of TRUNK, its head trimmed to the first
 # COOKBOOK_TRIM (32768) ids (named as the cookbook's: ...-frspec-sxc32768.gguf for
@@ -41,7 +52,8 @@
 # BLOCK-reply.json and cookbook.log (the verdicts); exit 0 when every block booted
 # with its proof line and served its completion.
 # Environment: COOKBOOK_DEVICE (cuda); COOKBOOK_TYPE (NVFP4) and COOKBOOK_SHAPE_27B
-# (27b), COOKBOOK_SHAPE_ORNITH (35b-a3b): the files (small shapes for a test);
+# (27b), COOKBOOK_SHAPE_ORNITH (35b-a3b), COOKBOOK_SHAPE_DFLASH (dflash2-27b): the
+# files (small shapes for a test);
 # COOKBOOK_CTX, COOKBOOK_SESSIONS, COOKBOOK_PREFIX_MB: other values than the long
 # block's; COOKBOOK_TRIM (32768).
 # Needs bin/serve, bin/trim-head, bin/gguf-inspect, build/t/tools/gguf-random, curl.
@@ -51,15 +63,15 @@ cd "$(dirname "$0")/.." || exit 2
 OUT=${1:-$(mktemp -d)}
 mkdir -p "$OUT" || exit 2
 . tools/peer-scen.sh
-blocks=${COOKBOOK_BLOCKS:-long ornith ornith-ranks}
+blocks=${COOKBOOK_BLOCKS:-long ornith ornith-ranks dflash}
 q=${COOKBOOK_TYPE:-NVFP4} dev=${COOKBOOK_DEVICE:-cuda} trim=${COOKBOOK_TRIM:-32768}
 for b in bin/serve bin/trim-head bin/gguf-inspect build/t/tools/gguf-random; do
 	[ -x "$b" ] || { echo "$prog: $b: not built (make)" >&2; exit 2; }
 done
 for b in $blocks; do
 	case $b in
-	long | ornith | ornith-ranks) ;;
-	*) echo "$prog: block '$b': not long, ornith or ornith-ranks" >&2; exit 2 ;;
+	long | ornith | ornith-ranks | dflash) ;;
+	*) echo "$prog: block '$b': not long, ornith, ornith-ranks or dflash" >&2; exit 2 ;;
 	esac
 done
 
@@ -85,6 +97,7 @@ trap 'stop; exit 1' INT TERM HUP
 boot() {
 	log=$1
 	shift
+	: >"$log"
 	env "$@" MEMRA_COMPAT=openai MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 MEMRA_DEVICE="$dev" \
 	    "$OUT/memra-server" 2>"$log" &
 	spid=$!
@@ -112,7 +125,9 @@ reply() {
 }
 
 # run BLOCK MODEL PROOF VAR=VALUE...: boot (following refusals), the proof line (a
-# fixed string in the boot log), the completion; 0 when all hold
+# fixed string in the boot log), the completion, then $hook if set (the server up,
+# log its boot log); 0 when all hold.  ns, ctx, pmb: the setting that booted (empty:
+# the block's)
 run() {
 	name=$1 model=$2 proof=$3
 	shift 3
@@ -127,6 +142,7 @@ run() {
 				echo "proof line: MISSING ($proof)"; stop; return 1
 			fi
 			reply "$name" "$model" || { stop; return 1; }
+			[ -z "${hook:-}" ] || $hook || { stop; return 1; }
 			stop
 			return 0
 		fi
@@ -153,14 +169,82 @@ run() {
 }
 
 # the files first (a refusal here is the script's: exit 2 or 1, nothing booted)
-case " $blocks " in *" long "*)
+case " $blocks " in *" long "* | *" dflash "*)
 	files "${COOKBOOK_SHAPE_27B:-27b}" sxc
-	f27=$f v27=$vocab d27=$d ;;
+	f27=$f v27=$vocab d27=$d r27=$ranks ;;
+esac
+case " $blocks " in *" dflash "*)
+	sd=${COOKBOOK_SHAPE_DFLASH:-dflash2-27b}
+	dd=${TMPDIR:-/tmp}/memra-gguf/$sd-random-BF16.gguf
+	[ -e "$dd" ] || { build/t/tools/gguf-random -p "$sd" "$dd.tmp" >/dev/null && mv "$dd.tmp" "$dd"; } ||
+		{ echo "$prog: gguf-random -p $sd: failed" >&2; rm -f "$dd.tmp"; exit 1; } ;;
 esac
 case " $blocks " in *" ornith"*)
 	files "${COOKBOOK_SHAPE_ORNITH:-35b-a3b}" owngen
 	for_=$f vor=$vocab dor=$d ror=$ranks ;;
 esac
+# replies4 FILE: greedy replies to 4 id prompts sent at once (24 new ids each), a line of
+# ids each; with a second argument, the rounds drafted (/metrics) on a last line
+replies4() {
+	python3 - "$url" "$@" <<'PY'
+import json, sys, threading, urllib.request
+ps = [[5, 17, 250, 3, 99], [7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [42], list(range(300, 321))]
+out = [None] * len(ps)
+def one(i):
+    q = {"model": "q38", "prompt": ps[i], "max_tokens": 24, "temperature": 0,
+         "ignore_eos": True, "return_token_ids": True}
+    r = urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps(q).encode(),
+                               {"Content-Type": "application/json"})
+    try:
+        out[i] = json.load(urllib.request.urlopen(r, timeout=300))["choices"][0]["token_ids"]
+    except Exception as e:
+        out[i] = "error: %s" % e
+th = [threading.Thread(target=one, args=(i,)) for i in range(len(ps))]
+[t.start() for t in th]
+[t.join() for t in th]
+with open(sys.argv[2], "w") as f:
+    for o in out:
+        f.write(json.dumps(o) + "\n")
+    if len(sys.argv) > 3:
+        m = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=30).read().decode()
+        f.write("rounds %d\n" % sum(float(l.split()[-1]) for l in m.splitlines()
+                                     if l.split(" ")[0].split("{")[0] == "memra_spec_rounds_total"))
+PY
+}
+
+# dflash_proofs: the block's other proof lines in the boot log, and its replies (K by load)
+dflash_proofs() {
+	for w in "[dspark] arming DFlash2 disables MTP spec (the trunk's MTP head stays unused)" \
+	    "[dspark] q38: DFlash2 drafter $dd: " "[dspark] q38: precision q4 (MEMRA_DFLASH_PREC)" \
+	    " K=7 (DFlash2 speculative decode for greedy requests)"; do
+		grep -q -F -e "$w" "$log" && echo "proof line: present ($w)" ||
+			{ echo "proof line: MISSING ($w)"; return 1; }
+	done
+	replies4 "$OUT/dflash-replies-load.txt"
+}
+
+# dflash_plain VAR=VALUE...: the block again with K pinned at 7, then a plain server
+# (no drafter, K 0) at the setting that booted; every reply the plain one's, rounds drafted
+dflash_plain() {
+	boot "$OUT/dflash-k7.log" "$@" ${ns:+MEMRA_MAX_SESSIONS=$ns} ${ctx:+MEMRA_CTX=$ctx} \
+	    ${pmb:+MEMRA_PREFIX_CACHE_MB=$pmb} MEMRA_SPEC_K=7 || { echo "K=7: did not boot"; return 1; }
+	replies4 "$OUT/dflash-replies-k7.txt" rounds
+	stop
+	boot "$OUT/dflash-plain.log" MEMRA_MODELS="q38=$f" MEMRA_SPEC_K=0 ${ns:+MEMRA_MAX_SESSIONS=$ns} \
+	    ${ctx:+MEMRA_CTX=$ctx} || { echo "plain: did not boot"; return 1; }
+	replies4 "$OUT/dflash-replies-plain.txt"
+	stop
+	[ "$(grep -c '^\[' "$OUT/dflash-replies-plain.txt")" = 4 ] || { echo "plain: no replies"; return 1; }
+	for r in load k7; do
+		head -4 "$OUT/dflash-replies-$r.txt" | cmp -s - "$OUT/dflash-replies-plain.txt" &&
+		    echo "K $r: 4 greedy replies (24 ids each) = plain's" ||
+		    { echo "K $r: replies DIFFER from plain's"; return 1; }
+	done
+	n=$(sed -n 's/^rounds //p' "$OUT/dflash-replies-k7.txt")
+	echo "K=7: ${n:-no} rounds drafted"
+	[ "${n:-0}" -gt 0 ]
+}
+
 fails=0
 {
 	for b in $blocks; do
@@ -181,6 +265,15 @@ fails=0
 			echo "== ornith-ranks: the ranks-only alternative on $(basename "$f") ($dev)"
 			run ornith-ranks ornith "[frspec-trim] self-trimmed head: $trim rows of main output.weight" \
 			    MEMRA_FRSPEC_TRIM="$ror" MEMRA_MODELS="ornith=$f" ;;
+		dflash)
+			f=$f27 vocab=$v27
+			echo "== dflash: the DFlash2 drafter block on $(basename "$f") + $(basename "$dd") ($dev)"
+			set -- MEMRA_MODELS="q38=$f" MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT="$dd" \
+			    MEMRA_FRSPEC_TRIM="$r27" MEMRA_CTX=262144 MEMRA_MAX_SESSIONS=32 \
+			    MEMRA_PREFIX_CACHE_MB=16384
+			hook=dflash_proofs
+			run dflash q38 "[dspark] q38: DFlash2 draft head TRIMMED to $trim rows" "$@" &&
+			    hook= && dflash_plain "$@" ;;
 		esac && echo "$b: PASS" || { echo "$b: FAIL"; fails=$((fails + 1)); }
 	done
 	[ $fails = 0 ] && echo "COOKBOOK BOOT PASS" || echo "COOKBOOK BOOT FAIL ($fails of the blocks)"

@@ -11,7 +11,7 @@
 #   "gates": skip the benchmark, "bin": the gates without kernel-check (the stages
 #   the GPU_RUN_* variables below turn on), "speed": only the GPU_RUN_9B/27B/PEER/REPLAY
 #   stages, "smol": only the GPU_RUN_SMOL stage, "arch": only the GPU_RUN_ARCH stage,
-#   "dflash27": only the GPU_RUN_DFLASH27 stage)
+#   "cookbook": only the GPU_RUN_COOKBOOK stage)
 # MEMRA_COMMIT names the commit in the TSV rows tools/abba writes (the
 # device copy's .git may be stale).
 # Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
@@ -533,124 +533,18 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	[ $ar = 0 ] && echo "ARCH GATE PASS" >>"$OUT/arch.log" || echo "ARCH GATE FAIL" >>"$OUT/arch.log"
 	echo "arch in $(( $(date +%s) - t0 ))s"
 fi
-# GPU_RUN_DFLASH27=1 (or mode "dflash27": this stage alone, the build before it; about 6
-# minutes estimated, UNRUN so far): the cookbook's "RTX PRO 6000 Blackwell: DFlash2 drafter"
-# block (../shared/seeds/000_*) on the 27B shapes: gguf-random's 27b trunk in NVFP4 (Q5_K
-# embd/output, as the serving GGUF) and a dflash2-27b drafter (BF16 as published; q4 at
-# load, the block's default), both kept in $G when there, the first 32768 ids as its ranks
-# file, the drafter's file for its hf: spec.  serve boots as memra-server with the block's
-# variables as written: its proof lines (the drafter, TRIMMED to 32768 rows, precision q4,
-# the route); if 32 sessions of 262144 do not fit the card, serve says so and the largest
-# ctx it names for 32 is booted instead (said in the log).  Greedy replies to 4 id prompts
-# sent at once, K by load and K pinned at 7 (rounds drafted), equal the plain server's.
-df=-
-if [ "$mode" = dflash27 ] || { [ "${GPU_RUN_DFLASH27:-0}" = 1 ] && [ "$mode" != smol ]; }; then
+# GPU_RUN_COOKBOOK=1 (or mode "cookbook": this stage alone, after the build):
+# tools/gpu-cookbook.sh, the cookbook's serving blocks booted unchanged on gguf-random
+# files of their models' shapes (the 27B long-context block, Ornith's two, the DFlash2
+# drafter block; GPU_RUN_COOKBOOK_BLOCKS picks), each with its proof lines and a
+# completion, the DFlash2 replies equal a plain server's; UNRUN on a GPU so far.
+cb=-
+if [ "$mode" = cookbook ] || { [ "${GPU_RUN_COOKBOOK:-0}" = 1 ] && [ "$mode" != smol ]; }; then
 	t0=$(date +%s)
-	df=0
-	mkdir -p "$G"
-	L27=$OUT/dflash27.log
-	f27=$G/qwen35-27b-random-NVFP4.gguf d27=$G/dflash2-27b-random-BF16.gguf
-	{ [ -e "$f27" ] || /usr/bin/time -f "gguf-random 27b NVFP4: %e s" \
-	    build/t/tools/gguf-random -p 27b -t NVFP4 "$f27"; } >>"$L27" 2>&1 || df=1
-	{ [ -e "$d27" ] || /usr/bin/time -f "gguf-random dflash2-27b BF16: %e s" \
-	    build/t/tools/gguf-random -p dflash2-27b "$d27"; } >>"$L27" 2>&1 || df=1
-	seq 0 32767 >"$G/q38-ranks-sxc32768.gguf.txt"
-	ln -sf "$(pwd)/bin/serve" "$G/memra-server"
-	# d27_serve LOG VAR=VALUE...: memra-server on cuda on a free port; 0 once it
-	# listens (D27URL), 1 when it exits first (LOG says why) or is not up in 240 s
-	d27_serve() {
-		_l=$1; shift
-		env MEMRA_HOST=127.0.0.1 MEMRA_PORT=0 "$@" "$G/memra-server" --device cuda >"$_l" 2>&1 &
-		d27pid=$!
-		for _ in $(seq 2400); do
-			grep -q 'listening on' "$_l" && break
-			kill -0 "$d27pid" 2>/dev/null || { wait "$d27pid"; d27pid=; return 1; }
-			sleep 0.1
-		done
-		D27URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$_l")
-		[ -n "$D27URL" ] || { d27_stop; return 1; }
-	}
-	d27_stop() { [ -n "$d27pid" ] && kill "$d27pid" && wait "$d27pid"; d27pid=; }
-	# d27_replies: the 4 greedy replies' token ids, a line each (sent at once); with an
-	# argument, memra_spec_rounds_total from /metrics after them
-	d27_replies() {
-		python3 - "$D27URL" "$@" <<'PY'
-import json, sys, threading, urllib.request
-ps = [[5, 17, 250, 3, 99], [7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [42], list(range(300, 321))]
-out = [None] * len(ps)
-def one(i):
-    q = {"model": "q38", "prompt": ps[i], "max_tokens": 24, "temperature": 0,
-         "ignore_eos": True, "return_token_ids": True}
-    r = urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps(q).encode(),
-                               {"Content-Type": "application/json"})
-    try:
-        out[i] = json.load(urllib.request.urlopen(r, timeout=120))["choices"][0]["token_ids"]
-    except Exception as e:
-        out[i] = "error: %s" % e
-th = [threading.Thread(target=one, args=(i,)) for i in range(len(ps))]
-[t.start() for t in th]
-[t.join() for t in th]
-for o in out:
-    print(json.dumps(o))
-if len(sys.argv) > 2:
-    m = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=30).read().decode()
-    print("rounds", sum(float(l.split()[-1]) for l in m.splitlines()
-                        if l.split(" ")[0].split("{")[0] == "memra_spec_rounds_total"))
-PY
-	}
-	d27pid=
-	ctx=262144
-	set -- MEMRA_COMPAT=openai "MEMRA_MODELS=q38=$f27" MEMRA_DSPARK_SPEC=1 "MEMRA_DSPARK_DRAFT=$d27" \
-	    "MEMRA_FRSPEC_TRIM=$G/q38-ranks-sxc32768.gguf.txt" MEMRA_MAX_SESSIONS=32 \
-	    MEMRA_PREFIX_CACHE_MB=16384
-	if [ $df = 0 ] && ! d27_serve "$G/serve-block.log" "$@" MEMRA_CTX=$ctx; then
-		# 32 sessions of 262144 do not fit: the ctx serve says 32 do
-		grep -v '^\[' "$G/serve-block.log" | tail -2 | sed 's/^/as written: /' >>"$L27"
-		ctx=$(sed -n 's/.*, or 32 of ctx \([0-9]*\).*/\1/p' "$G/serve-block.log")
-		if [ -n "$ctx" ]; then
-			echo "booting MEMRA_CTX=$ctx (the block's other variables as written)" >>"$L27"
-			d27_serve "$G/serve-block.log" "$@" MEMRA_CTX="$ctx" || df=1
-		else
-			df=1
-		fi
-	fi
-	if [ -n "$d27pid" ]; then
-		for w in "\[dspark\] arming DFlash2 disables MTP spec (the trunk's MTP head stays unused)" \
-		    "\[dspark\] q38: DFlash2 drafter $d27: 5 layers, block 8, taps \[5,19,33,47,61\], window 2048, weights Q4_0" \
-		    "\[dspark\] q38: DFlash2 draft head TRIMMED to 32768 rows" \
-		    "\[dspark\] q38: precision q4 (MEMRA_DFLASH_PREC)" \
-		    "\[model\] q38: ctx=$ctx K=7 (DFlash2 speculative decode for greedy requests), no chat template"; do
-			if grep -qx "$w" "$G/serve-block.log"; then echo "proof: $w"; else echo "MISSING: $w"; df=1; fi
-		done | sed 's/\\//g' >>"$L27"
-		grep -E '^\[(sched|dspark)\] q38: (speculative K|context cache|[0-9]+ sessions)' \
-		    "$G/serve-block.log" >>"$L27"
-		d27_replies >"$G/replies-block.txt"
-		d27_stop
-		d27_serve "$G/serve-k7.log" "$@" MEMRA_CTX="$ctx" MEMRA_SPEC_K=7 || df=1
-		d27_replies rounds >"$G/replies-k7.txt"
-		d27_stop
-	fi
-	[ $df = 0 ] && d27_serve "$G/serve-plain.log" "MEMRA_MODELS=q38=$f27" MEMRA_CTX="$ctx" \
-	    MEMRA_SPEC_K=0 && { d27_replies >"$G/replies-plain.txt"; d27_stop; } || df=1
-	if [ $df = 0 ]; then
-		grep -q '^\[' "$G/replies-plain.txt" && [ "$(grep -c '^\[' "$G/replies-plain.txt")" = 4 ] || df=1
-		for r in block k7; do
-			if head -4 "$G/replies-$r.txt" | cmp -s - "$G/replies-plain.txt"; then
-				echo "$r: 4 greedy replies (24 ids) = plain's"
-			else
-				echo "$r: replies DIFFER from plain's"; df=1
-			fi
-		done >>"$L27"
-		n=$(sed -n 's/^rounds //p' "$G/replies-k7.txt")
-		echo "K=7: $n rounds drafted" >>"$L27"
-		case $n in ""|0|0.0) df=1 ;; esac
-	fi
-	for l in "$G"/serve-*.log; do	# what failed, where something did
-		[ $df = 0 ] || [ ! -f "$l" ] || { echo "== $l"; tail -5 "$l"; } >>"$L27"
-	done
-	rm -f "$G"/serve-*.log "$G"/replies-*.txt
-	[ $df = 0 ] && echo "DFLASH27 PASS" >>"$L27" || echo "DFLASH27 FAIL" >>"$L27"
-	echo "dflash27 in $(( $(date +%s) - t0 ))s"
+	COOKBOOK_BLOCKS=${GPU_RUN_COOKBOOK_BLOCKS:-long ornith ornith-ranks dflash} \
+	    timeout "${GPU_RUN_COOKBOOK_S:-540}" sh tools/gpu-cookbook.sh "$OUT/cookbook" \
+	    >"$OUT/cookbook.txt" 2>&1 && cb=0 || cb=1
+	echo "cookbook in $(( $(date +%s) - t0 ))s"
 fi
 # GPU_RUN_BASE=FILE (with GPU_RUN_9B=1, GPU_RUN_27B=1 or model A): model-bench built
 # from a base tree (FILE: its tar.gz, e.g. git archive of the commit before
@@ -983,7 +877,8 @@ for r in "$OUT"/replay-*.txt; do	# GPU_RUN_REPLAY
 done
 [ -f "$OUT/smol.log" ] && { echo "== SmolLM2 on the GPU"; grep -v '^[0-9a-f]\{64\}' "$OUT/smol.log"; }
 [ -f "$OUT/arch.log" ] && { echo "== moe / gemma4 / step35 fixtures on the GPU"; cat "$OUT/arch.log"; }
-[ -f "$OUT/dflash27.log" ] && { echo "== the cookbook's DFlash2 block on the 27B shapes"; cat "$OUT/dflash27.log"; }
+[ -f "$OUT/cookbook.txt" ] && { echo "== the cookbook's blocks on random files of their shapes";
+    grep -E '^(==|proof line|completion|refused|K |K=7|[a-z-]+: (PASS|FAIL)|COOKBOOK)' "$OUT/cookbook.txt"; }
 [ -f "$OUT/peer.txt" ] && { echo "== llama.cpp (A) vs memra (B), same files";
     grep -E '^(==|A:|B:|ratio|abba|llama)' "$OUT/peer.txt"; }
-echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr arch=$ar bench=$bc"
+echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr arch=$ar cookbook=$cb bench=$bc"
