@@ -13,7 +13,8 @@
  *              with -t NVFP4 (64 layers of 5120, 16 of them full
  *              attention, GDN 16 key / 48 value heads of 128, attention
  *              24/4 heads of 256, FFN 17408, the MTP block at blk.64);
- *              tiny = a small one for tests.
+ *              tiny = a small one for tests; tiny-k80 the same with GDN
+ *              heads of 80 (no kernel size of the CUDA backend's own).
  *   qwen35moe  35b-a3b = Qwen3.5-35B-A3B (40 layers of 2048, 10 of them
  *              full attention, GDN 16 key / 32 value heads of 128,
  *              attention 16/2 heads of 256, 256 experts of 512, 8 a
@@ -93,6 +94,8 @@ static const struct shape shapes[] = {
 	{ "9b", QWEN35, 4096, 32, 12288, 16, 4, 256, 64, 248320, QWEN_GDN(16, 32) },
 	{ "27b", QWEN35, 5120, 64, 17408, 24, 4, 256, 64, 248320, QWEN_GDN(16, 48) },
 	{ "tiny", QWEN35, 256, 4, 512, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 64 },
+	/* GDN heads of 80 (a trained model's): the CUDA backend's padded kernels */
+	{ "tiny-k80", QWEN35, 256, 4, 512, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 80 },
 	{ "35b-a3b", QWEN35MOE, 2048, 40, 0, 16, 2, 256, 64, 248320, QWEN_GDN(16, 32),
 	    .n_exp = 256, .n_used = 8, .ff_exp = 512, .ff_sh = 512 },
 	{ "tiny-moe", QWEN35MOE, 256, 4, 0, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 64,
@@ -112,7 +115,7 @@ static const struct shape shapes[] = {
 	    .n_exp = 8, .n_used = 2, .ff_exp = 128, .ff_sh = 128,
 	    .n_head_swa = 6, .n_kv_swa = 2, .hd_swa = 64, .swa = 64, .n_dense = 1 },
 };
-#define SHAPE_LIST "9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
+#define SHAPE_LIST "9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
 	"196b-a11b, tiny-step"
 #define USAGE "usage: gguf-random [-nV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT (-n: no OUT)"
 
