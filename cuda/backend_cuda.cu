@@ -1928,9 +1928,10 @@ cu_conv1d_silu(struct backend *be, const float *x, int ldx, int m, int n_ch,
  * its sequences) at 16, 32, 64 and 128; at other sizes up to GDN_DK_REG the
  * masked k_gdn_pad<DK> / k_gdn_pad_seqs<DK>, DK the next multiple of 16 up
  * (the registers of DK rows, dk of them used); past it k_gdn_wide /
- * k_gdn_wide_seqs.  UNRUN: the padded and wide kernels were compiled for
- * sm_90 with no GPU to run them (kernel-check's 'be gdn' arms at dk 20, 48,
- * 80, 96, 100, 160 and 'gdn' arms at 80, 48, 96, 200 prove them).
+ * k_gdn_wide_seqs.  UNRUN on a GPU: the padded and wide kernels were
+ * compiled for sm_90 with none to run them (kernel-check's 'be gdn' arms at
+ * dk 20, 48, 80, 96, 100, 160, 300 prove them there); tools/gdn-step-emu.cc
+ * runs their text on the CPU (the indexing, masks and orders of sums).
  */
 #define GDN_PAD(DK)	(Q != NULL ? gpu_launch(gg, k_gdn_pad_seqs<DK>, nb, nt, 0, P, *Q) : \
 			    gpu_launch(gg, k_gdn_pad<DK>, nb, nt, 0, P))
