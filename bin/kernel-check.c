@@ -4934,8 +4934,9 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	/*
 	 * key heads other than 16, 32, 64 and 128 (a trained model of 80): k_gdn_pad,
 	 * dk in registers of the next multiple of 16 (20 of 32, 100 of 112), and
-	 * k_gdn_wide past 128; value heads past 256; prompts row by row (no chunked
-	 * kernel for them).  UNRUN as yet: compiled, no GPU when they were added.
+	 * k_gdn_wide past 128; value heads past 256; prompts of 80 in the chunked
+	 * kernels of 96 (the rows past 80 zero), other sizes row by row.  UNRUN as
+	 * yet: compiled, no GPU when they were added.
 	 */
 	be_gdn(k, &p, 9, 2, 4, 80, 80, 1, 0, 0);
 	be_gdn(k, &p, 1, 2, 4, 80, 160, 0, 1, 0);
@@ -4945,7 +4946,10 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_gdn(k, &p, 3, 2, 4, 100, 300, 0, 0, 0);
 	be_gdn(k, &p, 4, 1, 2, 160, 64, 1, 1, 0);
 	be_gdn(k, &p, 2, 1, 2, 300, 40, 0, 0, 0);
-	be_gdn(k, &p, 100, 2, 4, 80, 80, 1, 0, 1);
+	be_gdn(k, &p, 100, 2, 4, 80, 80, 1, 0, 1);	/* dv 80: row by row */
+	be_gdn(k, &p, 64, 2, 4, 80, 64, 1, 0, 1);	/* k_gdn_prep/k_gdn_chunk<96, 80> */
+	be_gdn(k, &p, 300, 2, 4, 80, 96, 0, 1, 1);
+	be_gdn(k, &p, 1100, 1, 2, 80, 64, 1, 0, 1);
 	be_gdn(k, &p, 70, 2, 6, 96, 96, 0, 1, 1);
 	be_gdn(k, &p, 64, 1, 2, 160, 64, 1, 0, 1);
 	/* a group's conv and delta rule in one call each (model_forward_seqs): the 9B's heads */

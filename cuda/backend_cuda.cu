@@ -2107,7 +2107,7 @@ cu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
  * c * GDNC_VS .., the chunks in order, the state in shared memory the whole
  * way.  GDNC_NT threads; the phases run between barriers.
  */
-template <int DK>
+template <int DK, int DKR = DK>
 __global__ void __launch_bounds__(GDNC_NT)
 k_gdn_prep(struct gdnc_args A)
 {
@@ -2120,9 +2120,9 @@ k_gdn_prep(struct gdnc_args A)
 
 	pdl_enter();
 	gdnc_carve_prep<DK>((float *)gdnc_mem, &s);
-	gdnc_load<DK>(A, s, h, kh, t0, L, tid);
+	gdnc_load<DK, DKR>(A, s, h, kh, t0, L, tid);
 	__syncthreads();
-	gdnc_norm<DK>(A, s, tid);
+	gdnc_norm<DK, DKR>(A, s, tid);
 	__syncthreads();
 	gdnc_scale<DK>(s, L, tid);
 	__syncthreads();
@@ -2132,7 +2132,7 @@ k_gdn_prep(struct gdnc_args A)
 		gdnc_prep_solve(s, pt, tid);
 }
 
-template <int DK>
+template <int DK, int DKR = DK>
 __global__ void __launch_bounds__(GDNC_NT, 1)
 k_gdn_chunk(struct gdnc_args A)
 {
@@ -2140,32 +2140,36 @@ k_gdn_chunk(struct gdnc_args A)
 	struct gdnc_sh s;
 	int h = blockIdx.x, j0 = blockIdx.y * GDNC_VS, tid = threadIdx.x;
 	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
-	float *Sh = A.S + (size_t)h * DK * A.dv, ys[8];
+	float *Sh = A.S + (size_t)h * DKR * A.dv, ys[8];
 
 	pdl_enter();
 	gdnc_carve<DK>((float *)gdnc_mem, &s);
 	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
-		s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+		if constexpr (DKR == DK)
+			s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+		else	/* the padding's rows zero */
+			s.S[i] = i < DKR * GDNC_VS ? Sh[(size_t)(i / GDNC_VS) * A.dv + j0 +
+			    i % GDNC_VS] : 0.0f;
 	for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
 		int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
 
 		__syncthreads();	/* S loaded; the last chunk's q, k, P, V read */
-		gdnc_mload<DK>(A, s, gdnc_part_of(A, t0 / GDNC_C, h), kh, t0, L, tid);
+		gdnc_mload<DK, DKR>(A, s, gdnc_part_of(A, t0 / GDNC_C, h), kh, t0, L, tid);
 		__syncthreads();
-		gdnc_ksqs<DK>(A, s, h, j0, t0, L, tid, ys);
+		gdnc_ksqs<DK, DKR>(A, s, h, j0, t0, L, tid, ys);
 		__syncthreads();
 		gdnc_tx(s, tid);
 		__syncthreads();
 		gdnc_out<DK>(A, s, h, j0, t0, L, tid, ys);
 	}
 	__syncthreads();
-	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
+	for (int i = tid; i < DKR * GDNC_VS; i += GDNC_NT)
 		Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
 }
 
 enum { GDNC_PIECE = 1024 };	/* rows a pair of launches: bounds the scratch */
 
-template <int DK>
+template <int DK, int DKR = DK>
 static int
 gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 {
@@ -2180,8 +2184,9 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 	    (size_t)(pm + GDNC_C - 1) / GDNC_C * nv * GDNC_PREP * sizeof(float));
 	if (A.scr == NULL)
 		return -1;
-	if ((e = cudaFuncSetAttribute(k_gdn_prep<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	    (int)shp)) != cudaSuccess || (e = cudaFuncSetAttribute(k_gdn_chunk<DK>,
+	if ((e = cudaFuncSetAttribute(k_gdn_prep<DK, DKR>,
+	    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shp)) != cudaSuccess ||
+	    (e = cudaFuncSetAttribute(k_gdn_chunk<DK, DKR>,
 	    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return util_err(be->err, "gdn chunk: %zu bytes of shared memory: %s", shm,
@@ -2193,11 +2198,11 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 		A.a = A0->a + (size_t)r0 * nv;
 		A.b = A0->b + (size_t)r0 * nv;
 		A.o = A0->o + (size_t)r0 * nv * A0->dv;
-		gpu_launch(g, k_gdn_prep<DK>, dim3((unsigned)nv, (unsigned)((A.m + GDNC_C - 1) /
+		gpu_launch(g, k_gdn_prep<DK, DKR>, dim3((unsigned)nv, (unsigned)((A.m + GDNC_C - 1) /
 		    GDNC_C)), GDNC_NT, shp, A);
 		if (launched(be, "gdn prep") != 0)
 			return -1;
-		gpu_launch(g, k_gdn_chunk<DK>, dim3((unsigned)nv, (unsigned)(A.dv / GDNC_VS)),
+		gpu_launch(g, k_gdn_chunk<DK, DKR>, dim3((unsigned)nv, (unsigned)(A.dv / GDNC_VS)),
 		    GDNC_NT, shm, A);
 		if (launched(be, "gdn chunk") != 0)
 			return -1;
@@ -2206,12 +2211,14 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 }
 
 /*
- * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128,
- * value heads a multiple of GDNC_VS and rows of q, k 16-byte aligned (the
- * Qwen3.5 shapes); fewer rows (one partial chunk's work is most of a whole
+ * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128
+ * (the Qwen3.5 shapes) or 80 (a trained model's: the kernels of 96 with the
+ * rows 80 .. 96 zero, gdnc_pad; UNRUN on a GPU as yet, tools/gdn-chunk-emu.cc
+ * runs it on the CPU), value heads a multiple of GDNC_VS and rows of q, k
+ * 16-byte aligned; fewer rows (one partial chunk's work is most of a whole
  * one's) and other shapes take the recurrent form, exact.  So a model of
- * other key heads (a trained one of 80, say) prefills row by row through
- * gdn_launch's kernels: right, but slower than the chunked form.
+ * other key heads prefills row by row through gdn_launch's kernels: right,
+ * but slower than the chunked form.
  */
 static int
 cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
@@ -2226,6 +2233,8 @@ cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
 			return gdn_chunk_run<128>(be, &A);
 		if (g->dk == 64)
 			return gdn_chunk_run<64>(be, &A);
+		if (g->dk == 80)
+			return gdn_chunk_run<96, 80>(be, &A);
 	}
 	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, NULL, o);
 }

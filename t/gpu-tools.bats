@@ -50,13 +50,14 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[ "$stderr" = "model-bench: bad -b: 1..256" ]
 }
 
-# GDN key heads of 80 (none of 16, 32, 64, 128): the CPU runs them; spec decode equals greedy
+# GDN key heads of 80 (none of 16, 32, 64, 128), value heads of 64: the CPU runs them; spec
+# decode equals greedy.  On cuda the prompt takes k_gdn_chunk<96, 80>, the decode k_gdn_pad<80>.
 @test "gguf-random's tiny-k80 (GDN key heads of 80) decodes on the CPU, speculative equal to greedy" {
 	f=$BATS_TEST_TMPDIR/k80.gguf
 	run -0 --separate-stderr "$T/gguf-random" -p tiny-k80 -t Q8_0 "$f"
 	run -0 --separate-stderr gguf-inspect -k qwen35.ssm.state_size "$f"
 	[ "$output" = "80" ]
-	printf '5 17 250 3 99 99 42 7 1 310 64 128 9\n' >"$BATS_TEST_TMPDIR/case"
+	seq -s ' ' 3 5 370 >"$BATS_TEST_TMPDIR/case"	# 74 ids: a prefill of two chunks of 64 rows
 	run -0 --separate-stderr "$T/model-spec" -d cpu -g cpu:scalar -K 2 -n 10 "$f" "$BATS_TEST_TMPDIR/case"
 	[[ ${lines[1]} == "K=1 equal-greedy 1/1 "* ]]
 	[[ ${lines[2]} == "K=2 equal-greedy 1/1 "* ]]
@@ -68,7 +69,7 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 @test "gguf-random's tiny-k80 (GDN key heads of 80) decodes on cuda as on the CPU" {
 	f=$BATS_TEST_TMPDIR/k80.gguf
 	run -0 --separate-stderr "$T/gguf-random" -p tiny-k80 -t Q8_0 "$f"
-	printf '5 17 250 3 99 99 42 7 1 310 64 128 9\n' >"$BATS_TEST_TMPDIR/case"
+	seq -s ' ' 3 5 370 >"$BATS_TEST_TMPDIR/case"	# 74 ids: a prefill of two chunks of 64 rows
 	run -0 --separate-stderr "$T/model-spec" -d cuda -g cpu -K 2 -n 10 "$f" "$BATS_TEST_TMPDIR/case"
 	[[ ${lines[1]} == "K=1 equal-greedy 1/1 "* ]]
 	[[ ${lines[2]} == "K=2 equal-greedy 1/1 "* ]]
