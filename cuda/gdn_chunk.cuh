@@ -1,7 +1,8 @@
 /*
  * The chunked gated delta rule (prefill) in two kernels.  Per chunk of
  * GDNC_C rows, L of them (rows L.. of a partial chunk are zero: q = k = v =
- * beta = 0, gate 0), with q, k l2-normalised (q scaled by 1/sqrt(DK)), beta
+ * beta = 0, gate 0), with q, k l2-normalised (q scaled by 1/sqrt(DKR), the key
+ * head's size in memory; DK, the kernels', may be larger: rows DKR.. zero), beta
  * = sigmoid(b), gate g = ssm_a softplus(a + dt_bias), G_t = g_0 + .. + g_t,
  * the state S at the chunk start:
  *   A[i][c] = beta_i (k_i.k_c) e^(G_i - G_c)  (c < i; 0 elsewhere)
