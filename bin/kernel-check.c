@@ -2071,6 +2071,11 @@ check_all(struct kc *k)
 	check_gdn(k, 1, 16, 32, 128, 128);
 	check_gdn(k, 4, 16, 16, 128, 128);
 	check_gdn(k, 3, 2, 6, 64, 100);
+	/* other key heads, value heads past 256: k_gdn_any (unrun as yet) */
+	check_gdn(k, 3, 2, 6, 80, 128);
+	check_gdn(k, 2, 4, 8, 48, 64);
+	check_gdn(k, 2, 2, 4, 96, 300);
+	check_gdn(k, 1, 1, 2, 200, 64);
 	check_attention(k, 1, 16, 4, 256, 0, 0);
 	check_attention(k, 1, 16, 4, 256, 1000, 0);
 	check_attention(k, 1, 32, 8, 128, 5000, 0);
@@ -4926,6 +4931,27 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_gdn(k, &p, 200, 16, 48, 128, 128, 1, 0, 1);
 	be_gdn(k, &p, 1100, 2, 4, 64, 64, 1, 0, 1);	/* two pieces of launches */
 	be_gdn(k, &p, 70, 2, 6, 64, 100, 0, 0, 1);	/* dv not a multiple of 32: recurrent */
+	/*
+	 * key heads other than 16, 32, 64 and 128 (a trained model of 80): k_gdn_pad,
+	 * dk in registers of the next multiple of 16 (20 of 32, 100 of 112), and
+	 * k_gdn_wide past 128; value heads past 256; prompts of 80 in the chunked
+	 * kernels of 96 (the rows past 80 zero), other sizes row by row.  UNRUN as
+	 * yet: compiled, no GPU when they were added.
+	 */
+	be_gdn(k, &p, 9, 2, 4, 80, 80, 1, 0, 0);
+	be_gdn(k, &p, 1, 2, 4, 80, 160, 0, 1, 0);
+	be_gdn(k, &p, 5, 4, 8, 48, 96, 0, 1, 0);
+	be_gdn(k, &p, 4, 2, 6, 96, 128, 1, 0, 0);
+	be_gdn(k, &p, 3, 2, 4, 20, 40, 1, 0, 0);
+	be_gdn(k, &p, 3, 2, 4, 100, 300, 0, 0, 0);
+	be_gdn(k, &p, 4, 1, 2, 160, 64, 1, 1, 0);
+	be_gdn(k, &p, 2, 1, 2, 300, 40, 0, 0, 0);
+	be_gdn(k, &p, 100, 2, 4, 80, 80, 1, 0, 1);	/* dv 80: row by row */
+	be_gdn(k, &p, 64, 2, 4, 80, 64, 1, 0, 1);	/* k_gdn_prep/k_gdn_chunk<96, 80> */
+	be_gdn(k, &p, 300, 2, 4, 80, 96, 0, 1, 1);
+	be_gdn(k, &p, 1100, 1, 2, 80, 64, 1, 0, 1);
+	be_gdn(k, &p, 70, 2, 6, 96, 96, 0, 1, 1);
+	be_gdn(k, &p, 64, 1, 2, 160, 64, 1, 0, 1);
 	/* a group's conv and delta rule in one call each (model_forward_seqs): the 9B's heads */
 	for (int snaps = 0; snaps < 2; snaps++) {
 		be_seqs(k, &p, 1, 0, 16, 32, 128, 128, 4, snaps);
@@ -4937,6 +4963,14 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_seqs(k, &p, 40, 1, 4, 8, 64, 64, 4, 1);		/* two launches */
 	be_seqs(k, &p, 5, 0, 2, 6, 64, 100, 7, 1);		/* k_conv; dv not a multiple of 32 */
 	be_seqs(k, &p, 4, 0, 2, 6, 32, 64, 3, 0);
+	/* the key heads of the be gdn arms above: k_gdn_pad_seqs, k_gdn_wide_seqs (unrun as yet) */
+	be_seqs(k, &p, 5, 0, 2, 4, 80, 80, 4, 1);
+	be_seqs(k, &p, 32, 1, 2, 4, 80, 80, 4, 0);
+	be_seqs(k, &p, 40, 1, 2, 4, 80, 160, 4, 1);
+	be_seqs(k, &p, 3, 2, 4, 8, 48, 96, 4, 1);
+	be_seqs(k, &p, 4, 0, 2, 6, 20, 40, 3, 1);
+	be_seqs(k, &p, 3, 0, 2, 4, 100, 300, 4, 0);
+	be_seqs(k, &p, 3, 0, 1, 2, 160, 64, 4, 1);
 	be_kv_seqs(k, &p, 1, 0, 1024);	/* the 9B's keys: 4 heads of 256 */
 	be_kv_seqs(k, &p, 3, 0, 1024);
 	be_kv_seqs(k, &p, 32, 0, 1024);

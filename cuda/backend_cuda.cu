@@ -616,6 +616,7 @@ bsum2(float v, float w, float (*red)[33])
 #define GDN_COLS 32		/* columns a block */
 #define GDN_G 4			/* lanes a column */
 #define GDN_CW (32 / GDN_G)	/* columns a warp */
+#define GDN_DK_REG 128		/* the longest key head kept in registers */
 
 template <int DK>
 __device__ __forceinline__ void
@@ -734,6 +735,232 @@ k_gdn_seqs(struct gdn_args A, struct cu_seqs Q)
 	A.snap = q->snap;
 	A.m = q->m;
 	gdn_body<DK>(A);
+}
+
+/*
+ * gdn_body for a key head of dk rows in registers of DK (dk <= DK, DK a
+ * multiple of 16): rows dk .. DK of a lane's registers are never loaded,
+ * summed or stored (each lane's sums skip them), and q, k, the state and
+ * its snapshots are laid out by dk.  The same arithmetic as gdn_body's, kept
+ * apart so that the sizes gdn_body serves keep their machine code (a
+ * runtime size threaded through one body changed their register
+ * allocation).  Its arguments: gdn_args and the key head's size.
+ */
+struct gdn_pargs : gdn_args {
+	int	dk;
+};
+
+template <int DK>
+__device__ __forceinline__ void
+gdn_pad_body(const struct gdn_pargs &A)
+{
+	enum { R = DK / GDN_G };
+	__shared__ float sq[2][DK], sk[2][DK], red[2][33];	/* q, k: by the row's parity */
+	int dk = A.dk;
+	int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, grp = lane / GDN_CW;
+	int j = blockIdx.y * GDN_COLS + (tid >> 5) * GDN_CW + lane % GDN_CW, dv = A.dv;
+	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk), i0 = grp * R;
+	size_t hsz = (size_t)dk * dv, kd = (size_t)A.nk * dk;
+	float *Sh = A.S + h * hsz, s[R];
+	bool own = j < dv, mine = tid < dk;	/* DK <= the block: one q, k element a thread */
+	float nx_q = 0.0f, nx_k = 0.0f, nx_v = 0.0f, nx_a = 0.0f, nx_b = 0.0f;
+
+	pdl_enter();
+#pragma unroll
+	for (int u = 0; u < R; u++)
+		s[u] = own && i0 + u < dk ? Sh[(size_t)(i0 + u) * dv + j] : 0.0f;
+	if (A.m > 0) {
+		nx_q = mine ? A.qkv[(size_t)kh * dk + tid] : 0.0f;
+		nx_k = mine ? A.qkv[kd + (size_t)kh * dk + tid] : 0.0f;
+		nx_v = own ? A.qkv[2 * kd + (size_t)h * dv + j] : 0.0f;
+		nx_a = A.a[h], nx_b = A.b[h];
+	}
+	for (int r = 0; r < A.m; r++) {
+		/* this row's inputs were loaded during the last row; load the next's now */
+		float q = nx_q, k = nx_k, v = nx_v, ra = nx_a, rb = nx_b;
+		if (r + 1 < A.m) {
+			const float *nrow = A.qkv + (size_t)(r + 1) * A.ld;
+			nx_q = mine ? nrow[(size_t)kh * dk + tid] : 0.0f;
+			nx_k = mine ? nrow[kd + (size_t)kh * dk + tid] : 0.0f;
+			nx_v = own ? nrow[2 * kd + (size_t)h * dv + j] : 0.0f;
+			nx_a = A.a[(size_t)(r + 1) * A.nv + h], nx_b = A.b[(size_t)(r + 1) * A.nv + h];
+		}
+		float pq = 0.0f, pk = 0.0f;
+		int pb = r & 1;
+
+		if (mine) {
+			sq[pb][tid] = q;
+			sk[pb][tid] = k;
+			pq = __fmaf_rn(q, q, pq);
+			pk = __fmaf_rn(k, k, pk);
+		}
+		float2 ss = bsum2(pq, pk, red);	/* its barriers publish sq, sk */
+		float ssq = ss.x, ssk = ss.y;
+		float nq, nk;
+		if (A.hf_l2) {
+			nq = 1.0f / sqrtf(ssq + A.eps);
+			nk = 1.0f / sqrtf(ssk + A.eps);
+		} else {
+			nq = 1.0f / fmaxf(sqrtf(ssq), A.eps);
+			nk = 1.0f / fmaxf(sqrtf(ssk), A.eps);
+		}
+		nq = __fmul_rn(nq, 1.0f / sqrtf((float)dk));
+		float beta = d_sigmoid(rb);
+		float gate = __fmul_rn(A.ssm_a[h], d_softplus(__fadd_rn(ra, A.dt_bias[h])));
+		float decay = expf(gate);
+		float kv = 0.0f, o = 0.0f;
+#pragma unroll
+		for (int u = 0; u < R; u++) {
+			if (i0 + u >= dk)
+				continue;
+			s[u] = __fmul_rn(s[u], decay);
+			kv = __fmaf_rn(s[u], __fmul_rn(sk[pb][i0 + u], nk), kv);
+		}
+		for (int x = GDN_CW; x < 32; x <<= 1)
+			kv = __fadd_rn(kv, __shfl_xor_sync(0xFFFFFFFFu, kv, x));
+		float dl = __fmul_rn(beta, __fsub_rn(v, kv));
+#pragma unroll
+		for (int u = 0; u < R; u++) {
+			if (i0 + u >= dk)
+				continue;
+			s[u] = __fmaf_rn(__fmul_rn(sk[pb][i0 + u], nk), dl, s[u]);
+			o = __fmaf_rn(s[u], __fmul_rn(sq[pb][i0 + u], nq), o);
+		}
+		for (int x = GDN_CW; x < 32; x <<= 1)
+			o = __fadd_rn(o, __shfl_xor_sync(0xFFFFFFFFu, o, x));
+		if (own && grp == 0)
+			A.o[(size_t)r * A.nv * dv + (size_t)h * dv + j] = o;
+		if (own && A.snap != NULL) {
+			float *sn = A.snap + (size_t)r * A.nv * hsz + h * hsz;
+#pragma unroll
+			for (int u = 0; u < R; u++)
+				if (i0 + u < dk)
+					sn[(size_t)(i0 + u) * dv + j] = s[u];
+		}
+	}
+	if (own) {
+#pragma unroll
+		for (int u = 0; u < R; u++)
+			if (i0 + u < dk)
+				Sh[(size_t)(i0 + u) * dv + j] = s[u];
+	}
+}
+
+/*
+ * Key heads past GDN_DK_REG (no model seen has them; the CPU takes them):
+ * block (h, c) is value head h, columns c * GDN_COLS * GDN_G .., a thread
+ * a column, its state read from and written back to memory every row
+ * (twice read, once written) and q, k read where they lie (every thread
+ * the same address: broadcast); each column's sums in row order.  Slow but
+ * any size; the same code whatever m and whatever the call's other rows.
+ */
+__device__ __forceinline__ void
+gdn_wide_body(const struct gdn_args &A, int dk)
+{
+	__shared__ float red[2][33];
+	int h = blockIdx.x, tid = threadIdx.x, dv = A.dv;
+	int j = blockIdx.y * blockDim.x + tid;
+	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
+	size_t hsz = (size_t)dk * dv, kd = (size_t)A.nk * dk;
+	float *Sh = A.S + h * hsz;
+	bool own = j < dv;
+
+	pdl_enter();
+	for (int r = 0; r < A.m; r++) {
+		const float *row = A.qkv + (size_t)r * A.ld;
+		const float *qr = row + (size_t)kh * dk, *kr = row + kd + (size_t)kh * dk;
+		float pq = 0.0f, pk = 0.0f;
+
+		for (int i = tid; i < dk; i += blockDim.x) {
+			pq = __fmaf_rn(qr[i], qr[i], pq);
+			pk = __fmaf_rn(kr[i], kr[i], pk);
+		}
+		float2 ss = bsum2(pq, pk, red);
+		float nq, nk;
+		if (A.hf_l2) {
+			nq = 1.0f / sqrtf(ss.x + A.eps);
+			nk = 1.0f / sqrtf(ss.y + A.eps);
+		} else {
+			nq = 1.0f / fmaxf(sqrtf(ss.x), A.eps);
+			nk = 1.0f / fmaxf(sqrtf(ss.y), A.eps);
+		}
+		nq = __fmul_rn(nq, 1.0f / sqrtf((float)dk));
+		if (!own)
+			continue;
+		float beta = d_sigmoid(A.b[(size_t)r * A.nv + h]);
+		float gate = __fmul_rn(A.ssm_a[h], d_softplus(__fadd_rn(A.a[(size_t)r * A.nv + h],
+		    A.dt_bias[h])));
+		float decay = expf(gate), kv = 0.0f, o = 0.0f;
+		float *sn = A.snap != NULL ? A.snap + (size_t)r * A.nv * hsz + h * hsz : NULL;
+
+		for (int i = 0; i < dk; i++)
+			kv = __fmaf_rn(__fmul_rn(Sh[(size_t)i * dv + j], decay),
+			    __fmul_rn(kr[i], nk), kv);
+		float dl = __fmul_rn(beta, __fsub_rn(row[2 * kd + (size_t)h * dv + j], kv));
+		for (int i = 0; i < dk; i++) {
+			float *p = Sh + (size_t)i * dv + j;
+			float s = __fmaf_rn(__fmul_rn(kr[i], nk), dl, __fmul_rn(*p, decay));
+
+			*p = s;
+			o = __fmaf_rn(s, __fmul_rn(qr[i], nq), o);
+			if (sn != NULL)
+				sn[(size_t)i * dv + j] = s;
+		}
+		A.o[(size_t)r * A.nv * dv + (size_t)h * dv + j] = o;
+	}
+}
+
+/* k_gdn for a key head of A.dk <= DK rows (DK a multiple of 16, <= GDN_DK_REG). */
+template <int DK>
+__global__ void __launch_bounds__(GDN_COLS * GDN_G)
+k_gdn_pad(struct gdn_pargs A)
+{
+	gdn_pad_body<DK>(A);
+}
+
+/* Key heads past GDN_DK_REG: GDN_COLS * GDN_G threads, a column each. */
+__global__ void __launch_bounds__(GDN_COLS * GDN_G)
+k_gdn_wide(struct gdn_args A, int dk)
+{
+	gdn_wide_body(A, dk);
+}
+
+/* A's rows of qkv, a, b and o, its S, snapshots and row count made sequence
+ * blockIdx.z of Q's; false (after pdl_enter) when it has no rows. */
+__device__ __forceinline__ bool
+gdn_seq_of(struct gdn_args &A, const struct cu_seqs &Q)
+{
+	const struct cu_seq *q = &Q.s[blockIdx.z];
+	size_t r0 = (size_t)q->r0;
+
+	if (q->m == 0) {
+		pdl_enter();
+		return false;
+	}
+	A.qkv += r0 * A.ld;
+	A.a += r0 * A.nv;
+	A.b += r0 * A.nv;
+	A.o += r0 * A.nv * A.dv;
+	A.S = q->state;
+	A.snap = q->snap;
+	A.m = q->m;
+	return true;
+}
+
+/* k_gdn_pad and k_gdn_wide over sequence blockIdx.z of Q, as k_gdn_seqs. */
+template <int DK>
+__global__ void __launch_bounds__(GDN_COLS * GDN_G)
+k_gdn_pad_seqs(struct gdn_pargs A, struct cu_seqs Q)
+{
+	if (gdn_seq_of(A, Q))
+		gdn_pad_body<DK>(A);
+}
+
+__global__ void __launch_bounds__(GDN_COLS * GDN_G)
+k_gdn_wide_seqs(struct gdn_args A, struct cu_seqs Q, int dk)
+{
+	if (gdn_seq_of(A, Q))
+		gdn_wide_body(A, dk);
 }
 
 /* --- memory ----------------------------------------------------------- */
@@ -1695,6 +1922,72 @@ cu_conv1d_silu(struct backend *be, const float *x, int ldx, int m, int n_ch,
 	return launched(be, "conv1d");
 }
 
+/*
+ * One launch of the delta rule's kernel for key heads of g->dk over the
+ * blocks (head, columns, z): k_gdn<dk> (Q NULL) or k_gdn_seqs<dk> (Q, grid.z
+ * its sequences) at 16, 32, 64 and 128; at other sizes up to GDN_DK_REG the
+ * masked k_gdn_pad<DK> / k_gdn_pad_seqs<DK>, DK the next multiple of 16 up
+ * (the registers of DK rows, dk of them used); past it k_gdn_wide /
+ * k_gdn_wide_seqs.  UNRUN on a GPU: the padded and wide kernels were
+ * compiled for sm_90 with none to run them (kernel-check's 'be gdn' arms at
+ * dk 20, 48, 80, 96, 100, 160, 300 prove them there); tools/gdn-step-emu.cc
+ * runs their text on the CPU (the indexing, masks and orders of sums).
+ */
+#define GDN_PAD(DK)	(Q != NULL ? gpu_launch(gg, k_gdn_pad_seqs<DK>, nb, nt, 0, P, *Q) : \
+			    gpu_launch(gg, k_gdn_pad<DK>, nb, nt, 0, P))
+#define GDN_REG(DK)	(Q != NULL ? gpu_launch(gg, k_gdn_seqs<DK>, nb, nt, 0, A, *Q) : \
+			    gpu_launch(gg, k_gdn<DK>, nb, nt, 0, A))
+
+static void
+gdn_launch(struct backend *be, const struct backend_gdn *g, const struct gdn_args &A,
+    const struct cu_seqs *Q, unsigned nz)
+{
+	struct gpu *gg = CB(be)->g;
+	int dk = g->dk, wide = dk > GDN_DK_REG;
+	struct gdn_pargs P = { A, dk };
+	dim3 nt(GDN_COLS * GDN_G);
+	unsigned cols = wide ? GDN_COLS * GDN_G : GDN_COLS;
+	dim3 nb((unsigned)g->n_v_heads, (unsigned)((g->dv + cols - 1) / cols), nz);
+
+	switch (wide ? 0 : dk) {
+	case 0:
+		if (Q != NULL)
+			gpu_launch(gg, k_gdn_wide_seqs, nb, nt, 0, A, *Q, dk);
+		else
+			gpu_launch(gg, k_gdn_wide, nb, nt, 0, A, dk);
+		break;
+	case 16: GDN_REG(16); break;
+	case 32: GDN_REG(32); break;
+	case 64: GDN_REG(64); break;
+	case 128: GDN_REG(128); break;
+	default:
+		switch ((dk + 15) / 16) {
+		case 1: GDN_PAD(16); break;
+		case 2: GDN_PAD(32); break;
+		case 3: GDN_PAD(48); break;
+		case 4: GDN_PAD(64); break;
+		case 5: GDN_PAD(80); break;
+		case 6: GDN_PAD(96); break;
+		case 7: GDN_PAD(112); break;
+		default: GDN_PAD(128); break;
+		}
+	}
+}
+
+#undef GDN_PAD
+#undef GDN_REG
+
+/* The sizes the kernels take: any key head (backend.c has checked dk, dv > 0),
+ * value heads up to the grid's 65535 blocks of columns. */
+static int
+gdn_bad(struct backend *be, const struct backend_gdn *g)
+{
+	if (g->dv > 65535 * GDN_COLS)
+		return util_err(be->err, "gdn: value head size %d > %d", g->dv,
+		    65535 * GDN_COLS);
+	return 0;
+}
+
 static int
 gdn_run(struct backend *be, const struct backend_gdn *g, int m, const float *qkv,
     int ld, const float *a, const float *b, const float *ssm_a,
@@ -1702,19 +1995,10 @@ gdn_run(struct backend *be, const struct backend_gdn *g, int m, const float *qkv
 {
 	struct gdn_args A = { qkv, a, b, ssm_a, dt_bias, S, snap, o, ld, m, g->n_k_heads,
 	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
-	dim3 nt(GDN_COLS * GDN_G);
-	dim3 nb((unsigned)g->n_v_heads, (unsigned)(g->dv + GDN_COLS - 1) / GDN_COLS);
-	struct gpu *gg = CB(be)->g;
 
-	if (g->dv > 256)
-		return util_err(be->err, "gdn: value head size %d > 256", g->dv);
-	switch (g->dk) {
-	case 16: gpu_launch(gg, k_gdn<16>, nb, nt, 0, A); break;
-	case 32: gpu_launch(gg, k_gdn<32>, nb, nt, 0, A); break;
-	case 64: gpu_launch(gg, k_gdn<64>, nb, nt, 0, A); break;
-	case 128: gpu_launch(gg, k_gdn<128>, nb, nt, 0, A); break;
-	default: return util_err(be->err, "gdn: key head size %d (16, 32, 64, 128)", g->dk);
-	}
+	if (gdn_bad(be, g) != 0)
+		return -1;
+	gdn_launch(be, g, A, NULL, 1);
 	return launched(be, "gdn");
 }
 
@@ -1800,26 +2084,16 @@ cu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
 {
 	struct gdn_args A = { qkv, a, b, ssm_a, dt_bias, NULL, NULL, o, ld, 0, g->n_k_heads,
 	    g->n_v_heads, g->dv, g->v_tiled, g->hf_l2, g->eps };
-	dim3 nt(GDN_COLS * GDN_G);
-	struct gpu *gg = CB(be)->g;
 	struct cu_seqs Q;
 
-	if (g->dv > 256)
-		return util_err(be->err, "gdn: value head size %d > 256", g->dv);
-	if (g->dk != 16 && g->dk != 32 && g->dk != 64 && g->dk != 128)
-		return util_err(be->err, "gdn: key head size %d (16, 32, 64, 128)", g->dk);
+	if (gdn_bad(be, g) != 0)
+		return -1;
 	for (int i0 = 0, r0 = 0; i0 < n; i0 += CU_SEQS) {
 		int i1 = n - i0 < CU_SEQS ? n : i0 + CU_SEQS;
-		dim3 nb((unsigned)g->n_v_heads, (unsigned)(g->dv + GDN_COLS - 1) / GDN_COLS,
-		    (unsigned)(i1 - i0));
 
-		switch (seqs_fill(&Q, sq, i0, i1, &r0) > 0 ? g->dk : 0) {	/* 0: no rows */
-		case 0: break;
-		case 16: gpu_launch(gg, k_gdn_seqs<16>, nb, nt, 0, A, Q); break;
-		case 32: gpu_launch(gg, k_gdn_seqs<32>, nb, nt, 0, A, Q); break;
-		case 64: gpu_launch(gg, k_gdn_seqs<64>, nb, nt, 0, A, Q); break;
-		case 128: gpu_launch(gg, k_gdn_seqs<128>, nb, nt, 0, A, Q); break;
-		}
+		if (seqs_fill(&Q, sq, i0, i1, &r0) == 0)	/* no rows */
+			continue;
+		gdn_launch(be, g, A, &Q, (unsigned)(i1 - i0));
 		if (launched(be, "gdn seqs") != 0)
 			return -1;
 	}
@@ -1833,7 +2107,7 @@ cu_gdn_step_seqs(struct backend *be, const struct backend_gdn *g, int n,
  * c * GDNC_VS .., the chunks in order, the state in shared memory the whole
  * way.  GDNC_NT threads; the phases run between barriers.
  */
-template <int DK>
+template <int DK, int DKR = DK>
 __global__ void __launch_bounds__(GDNC_NT)
 k_gdn_prep(struct gdnc_args A)
 {
@@ -1846,9 +2120,9 @@ k_gdn_prep(struct gdnc_args A)
 
 	pdl_enter();
 	gdnc_carve_prep<DK>((float *)gdnc_mem, &s);
-	gdnc_load<DK>(A, s, h, kh, t0, L, tid);
+	gdnc_load<DK, DKR>(A, s, h, kh, t0, L, tid);
 	__syncthreads();
-	gdnc_norm<DK>(A, s, tid);
+	gdnc_norm<DK, DKR>(A, s, tid);
 	__syncthreads();
 	gdnc_scale<DK>(s, L, tid);
 	__syncthreads();
@@ -1858,7 +2132,7 @@ k_gdn_prep(struct gdnc_args A)
 		gdnc_prep_solve(s, pt, tid);
 }
 
-template <int DK>
+template <int DK, int DKR = DK>
 __global__ void __launch_bounds__(GDNC_NT, 1)
 k_gdn_chunk(struct gdnc_args A)
 {
@@ -1866,32 +2140,36 @@ k_gdn_chunk(struct gdnc_args A)
 	struct gdnc_sh s;
 	int h = blockIdx.x, j0 = blockIdx.y * GDNC_VS, tid = threadIdx.x;
 	int kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
-	float *Sh = A.S + (size_t)h * DK * A.dv, ys[8];
+	float *Sh = A.S + (size_t)h * DKR * A.dv, ys[8];
 
 	pdl_enter();
 	gdnc_carve<DK>((float *)gdnc_mem, &s);
 	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
-		s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+		if constexpr (DKR == DK)
+			s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+		else	/* the padding's rows zero */
+			s.S[i] = i < DKR * GDNC_VS ? Sh[(size_t)(i / GDNC_VS) * A.dv + j0 +
+			    i % GDNC_VS] : 0.0f;
 	for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
 		int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
 
 		__syncthreads();	/* S loaded; the last chunk's q, k, P, V read */
-		gdnc_mload<DK>(A, s, gdnc_part_of(A, t0 / GDNC_C, h), kh, t0, L, tid);
+		gdnc_mload<DK, DKR>(A, s, gdnc_part_of(A, t0 / GDNC_C, h), kh, t0, L, tid);
 		__syncthreads();
-		gdnc_ksqs<DK>(A, s, h, j0, t0, L, tid, ys);
+		gdnc_ksqs<DK, DKR>(A, s, h, j0, t0, L, tid, ys);
 		__syncthreads();
 		gdnc_tx(s, tid);
 		__syncthreads();
 		gdnc_out<DK>(A, s, h, j0, t0, L, tid, ys);
 	}
 	__syncthreads();
-	for (int i = tid; i < DK * GDNC_VS; i += GDNC_NT)
+	for (int i = tid; i < DKR * GDNC_VS; i += GDNC_NT)
 		Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
 }
 
 enum { GDNC_PIECE = 1024 };	/* rows a pair of launches: bounds the scratch */
 
-template <int DK>
+template <int DK, int DKR = DK>
 static int
 gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 {
@@ -1906,8 +2184,9 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 	    (size_t)(pm + GDNC_C - 1) / GDNC_C * nv * GDNC_PREP * sizeof(float));
 	if (A.scr == NULL)
 		return -1;
-	if ((e = cudaFuncSetAttribute(k_gdn_prep<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	    (int)shp)) != cudaSuccess || (e = cudaFuncSetAttribute(k_gdn_chunk<DK>,
+	if ((e = cudaFuncSetAttribute(k_gdn_prep<DK, DKR>,
+	    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shp)) != cudaSuccess ||
+	    (e = cudaFuncSetAttribute(k_gdn_chunk<DK, DKR>,
 	    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm)) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return util_err(be->err, "gdn chunk: %zu bytes of shared memory: %s", shm,
@@ -1919,11 +2198,11 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 		A.a = A0->a + (size_t)r0 * nv;
 		A.b = A0->b + (size_t)r0 * nv;
 		A.o = A0->o + (size_t)r0 * nv * A0->dv;
-		gpu_launch(g, k_gdn_prep<DK>, dim3((unsigned)nv, (unsigned)((A.m + GDNC_C - 1) /
+		gpu_launch(g, k_gdn_prep<DK, DKR>, dim3((unsigned)nv, (unsigned)((A.m + GDNC_C - 1) /
 		    GDNC_C)), GDNC_NT, shp, A);
 		if (launched(be, "gdn prep") != 0)
 			return -1;
-		gpu_launch(g, k_gdn_chunk<DK>, dim3((unsigned)nv, (unsigned)(A.dv / GDNC_VS)),
+		gpu_launch(g, k_gdn_chunk<DK, DKR>, dim3((unsigned)nv, (unsigned)(A.dv / GDNC_VS)),
 		    GDNC_NT, shm, A);
 		if (launched(be, "gdn chunk") != 0)
 			return -1;
@@ -1932,10 +2211,14 @@ gdn_chunk_run(struct backend *be, const struct gdnc_args *A0)
 }
 
 /*
- * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128,
- * value heads a multiple of GDNC_VS and rows of q, k 16-byte aligned (the
- * Qwen3.5 shapes); fewer rows (one partial chunk's work is most of a whole
- * one's) and other shapes take the recurrent form, exact.
+ * Prefill: the chunked kernel for m >= GDNC_C rows, key heads of 64 or 128
+ * (the Qwen3.5 shapes) or 80 (a trained model's: the kernels of 96 with the
+ * rows 80 .. 96 zero, gdnc_pad; UNRUN on a GPU as yet, tools/gdn-chunk-emu.cc
+ * runs it on the CPU), value heads a multiple of GDNC_VS and rows of q, k
+ * 16-byte aligned; fewer rows (one partial chunk's work is most of a whole
+ * one's) and other shapes take the recurrent form, exact.  So a model of
+ * other key heads prefills row by row through gdn_launch's kernels: right,
+ * but slower than the chunked form.
  */
 static int
 cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
@@ -1950,6 +2233,8 @@ cu_gdn_chunk(struct backend *be, const struct backend_gdn *g, int m,
 			return gdn_chunk_run<128>(be, &A);
 		if (g->dk == 64)
 			return gdn_chunk_run<64>(be, &A);
+		if (g->dk == 80)
+			return gdn_chunk_run<96, 80>(be, &A);
 	}
 	return gdn_run(be, g, m, qkv, ld, a, b, ssm_a, dt_bias, S, NULL, o);
 }

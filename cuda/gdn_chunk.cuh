@@ -1,7 +1,8 @@
 /*
  * The chunked gated delta rule (prefill) in two kernels.  Per chunk of
  * GDNC_C rows, L of them (rows L.. of a partial chunk are zero: q = k = v =
- * beta = 0, gate 0), with q, k l2-normalised (q scaled by 1/sqrt(DK)), beta
+ * beta = 0, gate 0), with q, k l2-normalised (q scaled by 1/sqrt(DKR), the key
+ * head's size in memory; DK, the kernels', may be larger: rows DKR.. zero), beta
  * = sigmoid(b), gate g = ssm_a softplus(a + dt_bias), G_t = g_0 + .. + g_t,
  * the state S at the chunk start:
  *   A[i][c] = beta_i (k_i.k_c) e^(G_i - G_c)  (c < i; 0 elsewhere)
@@ -161,22 +162,36 @@ gdnc_softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
+/* Floats d .. d + 3 of a key head of DKR (a multiple of 4) at p, as the
+ * kernel's DK: zero past DKR (not read: past it lie other heads or the row's
+ * end), a plain 16-byte load when DKR is DK. */
+template <int DK, int DKR>
+GDNC_HD float4
+gdnc_pad(const float *p, int d)
+{
+	if constexpr (DKR == DK)
+		return *(const float4 *)(p + d);
+	else
+		return d < DKR ? *(const float4 *)(p + d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
 /* k_gdn_prep, phase 1: the chunk's q, k rows (zero past L), beta and gate;
- * qkv and ld are 16-byte aligned (the caller checks). */
-template <int DK>
+ * qkv and ld are 16-byte aligned (the caller checks).  DKR: the key head's
+ * size in memory (a multiple of 4), the rows DKR .. DK zero (gdnc_pad). */
+template <int DK, int DKR = DK>
 GDNC_HD void
 gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int t0,
     int L, int tid)
 {
 	enum { LQ = gdnc_dim<DK>::LQ };
-	size_t kd = (size_t)A.nk * DK;
+	size_t kd = (size_t)A.nk * DKR;
 
 	GDNC_UNROLL	/* every load in flight at once, 16 bytes each, no branches */
 	for (int e = 0; e < GDNC_C * DK / 4 / GDNC_NT; e++) {
 		int i = tid + e * GDNC_NT, t = i / (DK / 4), d = i % (DK / 4) * 4;
 		const float *row = A.qkv + (size_t)(t0 + (t < L ? t : L - 1)) * A.ld;
-		float4 q = *(const float4 *)(row + (size_t)kh * DK + d);
-		float4 k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
+		float4 q = gdnc_pad<DK, DKR>(row + (size_t)kh * DKR, d);
+		float4 k = gdnc_pad<DK, DKR>(row + kd + (size_t)kh * DKR, d);
 		float z = t < L ? 1.0f : 0.0f;
 
 		q.x *= z, q.y *= z, q.z *= z, q.w *= z;
@@ -198,8 +213,8 @@ gdnc_load(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int kh, int
 	}
 }
 
-/* k_gdn_prep, phase 2: the l2 scales of q (times 1/sqrt(DK)) and k a row; G = cumsum(g). */
-template <int DK>
+/* k_gdn_prep, phase 2: the l2 scales of q (times 1/sqrt(DKR)) and k a row; G = cumsum(g). */
+template <int DK, int DKR = DK>
 GDNC_HD void
 gdnc_norm(const struct gdnc_args &A, const struct gdnc_sh &s, int tid)
 {
@@ -219,7 +234,7 @@ gdnc_norm(const struct gdnc_args &A, const struct gdnc_sh &s, int tid)
 		else
 			sc = 1.0f / fmaxf(sqrtf(ss), A.eps);
 		if (tid < GDNC_C)
-			s.nq[t] = sc * (1.0f / sqrtf((float)DK));
+			s.nq[t] = sc * (1.0f / sqrtf((float)DKR));
 		else
 			s.nk[t] = sc;
 	} else if (tid == 2 * GDNC_C) {
@@ -340,20 +355,20 @@ gdnc_prep_solve(const struct gdnc_sh &s, const struct gdnc_part &pt, int c)
  * k_gdn_chunk, phase 1: the chunk's q, k rows scaled (zero past L), P, Tb,
  * e^G, e^(G_(L-1) - G) from the scratch.
  */
-template <int DK>
+template <int DK, int DKR = DK>
 GDNC_HD void
 gdnc_mload(const struct gdnc_args &A, const struct gdnc_sh &s, const struct gdnc_part &pt,
     int kh, int t0, int L, int tid)
 {
 	enum { LQ = gdnc_dim<DK>::LQ, LA = gdnc_dim<DK>::LA, C = GDNC_C };
-	size_t kd = (size_t)A.nk * DK;
+	size_t kd = (size_t)A.nk * DKR;
 
 	GDNC_UNROLL	/* every load in flight at once, 16 bytes each, no branches */
 	for (int e = 0; e < C * DK / 4 / GDNC_NT; e++) {
 		int i = tid + e * GDNC_NT, t = i / (DK / 4), d = i % (DK / 4) * 4;
 		const float *row = A.qkv + (size_t)(t0 + (t < L ? t : L - 1)) * A.ld;
-		float4 q = *(const float4 *)(row + (size_t)kh * DK + d);
-		float4 k = *(const float4 *)(row + kd + (size_t)kh * DK + d);
+		float4 q = gdnc_pad<DK, DKR>(row + (size_t)kh * DKR, d);
+		float4 k = gdnc_pad<DK, DKR>(row + kd + (size_t)kh * DKR, d);
 		float sq = t < L ? pt.nq[t] : 0.0f, sk = t < L ? pt.nk[t] : 0.0f;
 
 		q.x *= sq, q.y *= sq, q.z *= sq, q.w *= sq;
@@ -379,7 +394,7 @@ gdnc_mload(const struct gdnc_args &A, const struct gdnc_sh &s, const struct gdnc
  * (tid / 32, tid % 32): rows w + 8 u, column j; ys stays in the thread's
  * registers for phase 4).
  */
-template <int DK>
+template <int DK, int DKR = DK>
 GDNC_HD void
 gdnc_ksqs(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int t0,
     int L, int tid, float ys[8])
@@ -392,7 +407,7 @@ gdnc_ksqs(const struct gdnc_args &A, const struct gdnc_sh &s, int h, int j0, int
 	for (int u = 0; u < 8; u++) {
 		int t = w + 8 * u;
 
-		v[u] = A.qkv[(size_t)(t0 + (t < L ? t : L - 1)) * A.ld + 2 * (size_t)A.nk * DK +
+		v[u] = A.qkv[(size_t)(t0 + (t < L ? t : L - 1)) * A.ld + 2 * (size_t)A.nk * DKR +
 		    (size_t)h * A.dv + j0 + j];
 		v[u] = t < L ? v[u] : 0.0f;
 	}

@@ -437,7 +437,9 @@ int	gpu_conv1d_silu(struct gpu *g, const float *d_x, int T, int C, int K,
  * L2-normed), v [T][hv][sv], g [T][hv] (log decay), beta [T][hv] (already
  * sigmoid), out [T][hv][sv].  V head h uses K head h % hk.  Per token:
  * kv = S^T k; delta = (v - e^g kv) beta; S = e^g S + k delta^T;
- * out = S^T q * scale.  sk is 64 or 128; sv <= 256.
+ * out = S^T q * scale.  Any sk and sv: sk 64 or 128 with sv <= 256 keep
+ * the state in registers, any other shape reads and writes it in memory
+ * each token (slow; no model calls this: backend_cuda.cu has its own).
  */
 int	gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 	    const float *d_v, const float *d_g, const float *d_beta, float *d_out,

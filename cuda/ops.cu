@@ -393,6 +393,42 @@ k_gdn(float *S, const float *q, const float *k, const float *v, const float *gl,
 	}
 }
 
+/*
+ * k_gdn's rule for key heads of any other size (or value heads past 256):
+ * block (h, c) is value head h, columns c * 128 .., a thread a column, its
+ * state read from and written back to memory each token, q and k read
+ * where they lie; the same sums in the same order as k_gdn's.  Slow (no
+ * model takes it: backend_cuda.cu has the model's kernels).  UNRUN:
+ * compiled for sm_90 with no GPU here.
+ */
+__global__ void __launch_bounds__(128)
+k_gdn_any(float *S, const float *q, const float *k, const float *v, const float *gl,
+    const float *beta, float *out, int T, int hk, int hv, int sk, int sv, float scale)
+{
+	int h = blockIdx.x, j = blockIdx.y * blockDim.x + threadIdx.x, kh = h % hk;
+	float *Sh = S + (int64_t)h * sk * sv + j;
+
+	pdl_enter();
+	if (j >= sv)
+		return;
+	for (int t = 0; t < T; t++) {
+		const float *qt = q + ((int64_t)t * hk + kh) * sk, *kt = k + ((int64_t)t * hk + kh) * sk;
+		float eg = expf(gl[(int64_t)t * hv + h]), b = beta[(int64_t)t * hv + h];
+		float kv = 0.0f, o = 0.0f;
+
+		for (int i = 0; i < sk; i++)
+			kv = __fmaf_rn(Sh[(int64_t)i * sv], kt[i], kv);
+		float dl = __fmul_rn(__fsub_rn(v[((int64_t)t * hv + h) * sv + j], __fmul_rn(eg, kv)), b);
+		for (int i = 0; i < sk; i++) {
+			float s = __fmaf_rn(kt[i], dl, __fmul_rn(eg, Sh[(int64_t)i * sv]));
+
+			Sh[(int64_t)i * sv] = s;
+			o = __fmaf_rn(s, qt[i], o);
+		}
+		out[((int64_t)t * hv + h) * sv + j] = __fmul_rn(o, scale);
+	}
+}
+
 extern "C" int
 gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
     const float *d_v, const float *d_g, const float *d_beta, float *d_out,
@@ -400,14 +436,15 @@ gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 {
 	int nt = (sv + 31) / 32 * 32;
 
-	if (T < 1 || hk < 1 || hv < 1 || hv % hk || sv < 1 || sv > 256)
-		return gpu_fail(g, "gdn: T=%d hk=%d hv=%d sv=%d", T, hk, hv, sv);
-	if (sk == 128)
+	if (T < 1 || hk < 1 || hv < 1 || hv % hk || sk < 1 || sv < 1 || sv > 65535 * 128)
+		return gpu_fail(g, "gdn: T=%d hk=%d hv=%d sk=%d sv=%d", T, hk, hv, sk, sv);
+	if (sk == 128 && sv <= 256)
 		gpu_launch(g, k_gdn<128>, hv, nt, 0, d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
-	else if (sk == 64)
+	else if (sk == 64 && sv <= 256)
 		gpu_launch(g, k_gdn<64>, hv, nt, 0, d_S, d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sv, scale);
 	else
-		return gpu_fail(g, "gdn: key head size %d (64 or 128)", sk);
+		gpu_launch(g, k_gdn_any, dim3((unsigned)hv, (unsigned)((sv + 127) / 128)), 128, 0, d_S,
+		    d_q, d_k, d_v, d_g, d_beta, d_out, T, hk, hv, sk, sv, scale);
 	GPU_LAUNCHED(g, "gdn");
 	return 0;
 }

@@ -50,6 +50,33 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[ "$stderr" = "model-bench: bad -b: 1..256" ]
 }
 
+# GDN key heads of 80 (none of 16, 32, 64, 128), value heads of 64: the CPU runs them; spec
+# decode equals greedy.  On cuda the prompt takes k_gdn_chunk<96, 80>, the decode k_gdn_pad<80>.
+@test "gguf-random's tiny-k80 (GDN key heads of 80) decodes on the CPU, speculative equal to greedy" {
+	f=$BATS_TEST_TMPDIR/k80.gguf
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-k80 -t Q8_0 "$f"
+	run -0 --separate-stderr gguf-inspect -k qwen35.ssm.state_size "$f"
+	[ "$output" = "80" ]
+	seq -s ' ' 3 5 370 >"$BATS_TEST_TMPDIR/case"	# 74 ids: a prefill of two chunks of 64 rows
+	run -0 --separate-stderr "$T/model-spec" -d cpu -g cpu:scalar -K 2 -n 10 "$f" "$BATS_TEST_TMPDIR/case"
+	[[ ${lines[1]} == "K=1 equal-greedy 1/1 "* ]]
+	[[ ${lines[2]} == "K=2 equal-greedy 1/1 "* ]]
+	[ "${lines[3]}" = "SELF-CONSISTENCY PASS" ]
+	[[ ${lines[4]} == "GREEDY cpu-"*" = cpu-scalar: "*": PASS" ]]
+}
+
+# bats test_tags=gpu
+@test "gguf-random's tiny-k80 (GDN key heads of 80) decodes on cuda as on the CPU" {
+	f=$BATS_TEST_TMPDIR/k80.gguf
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-k80 -t Q8_0 "$f"
+	seq -s ' ' 3 5 370 >"$BATS_TEST_TMPDIR/case"	# 74 ids: a prefill of two chunks of 64 rows
+	run -0 --separate-stderr "$T/model-spec" -d cuda -g cpu -K 2 -n 10 "$f" "$BATS_TEST_TMPDIR/case"
+	[[ ${lines[1]} == "K=1 equal-greedy 1/1 "* ]]
+	[[ ${lines[2]} == "K=2 equal-greedy 1/1 "* ]]
+	[ "${lines[3]}" = "SELF-CONSISTENCY PASS" ]
+	[[ ${lines[4]} == "GREEDY cuda"*" = cpu"*": PASS" ]]
+}
+
 @test "gguf-random's file also loads and evaluates in llama.cpp (llama-bench runs on the same files)" {
 	need_llama_cpp
 	f=$BATS_TEST_TMPDIR/tiny.gguf
@@ -63,7 +90,7 @@ print(m.n_vocab(), len(m.scores[2]))' "$f"
 
 @test "gguf-random refuses an unknown shape or type, and -L outside the shape" {
 	run -2 --separate-stderr "$T/gguf-random" -p 70b "$BATS_TEST_TMPDIR/x.gguf"
-	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step, dflash2-27b, tiny-dflash2)" ]
+	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step, dflash2-27b, tiny-dflash2)" ]
 	run -2 --separate-stderr "$T/gguf-random" -t Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	run -2 --separate-stderr "$T/gguf-random" -x Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	[ "$stderr" = "gguf-random: -x 'Q9': not a type name" ]

@@ -20,6 +20,31 @@ setup() {
 	done
 }
 
+# GDN key heads of 80 (gguf-random's tiny-k80): on cuda the padded kernels k_gdn_pad / k_gdn_pad_seqs
+k80() {
+	"$TOP/build/t/tools/gguf-random" -p tiny-k80 -t Q8_0 "$BATS_TEST_TMPDIR/k80.gguf" &&
+	    echo "$BATS_TEST_TMPDIR/k80.gguf"
+}
+
+@test "GDN key heads of 80: batched decode is bit-identical to one at a time" {
+	f=$(k80) || false
+	for b in 1 3 8; do
+		run -0 --separate-stderr "$MB" -t 2 -b "$b" "$f" $SEQS
+		want=$((b < 5 ? b : 5))
+		[ "$output" = "identical: 6 sequences, 37 decode steps, $want at most together" ]
+	done
+}
+
+# bats test_tags=gpu
+@test "GDN key heads of 80 on cuda: batched decode is bit-identical to one at a time" {
+	f=$(k80) || false
+	for b in 1 3 8; do
+		run -0 --separate-stderr "$MB" -d cuda -b "$b" "$f" $SEQS
+		want=$((b < 5 ? b : 5))
+		[ "$output" = "identical: 6 sequences, 37 decode steps, $want at most together" ]
+	done
+}
+
 @test "more than 16 sequences together run in one group of up to 32 on the CPU and stay bit-identical" {
 	seqs=
 	for i in $(seq 1 20); do seqs="$seqs $((4 + i % 5)):$((i * 7)),$((i + 3))"; done

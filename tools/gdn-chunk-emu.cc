@@ -32,7 +32,7 @@ static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >
 /* the kernels, one block at a time, every phase over all threads: k_gdn_prep
  * over (head, chunk), then k_gdn_chunk over (head, columns) */
 #define T(n) (int x = 0; x < (n); x++) { int tid = rev ? (n) - 1 - x : x;
-template <int DK>
+template <int DK, int DKR = DK>
 static void
 emu(const gdnc_args &A, int rev)
 {
@@ -52,8 +52,8 @@ emu(const gdnc_args &A, int rev)
 			gdnc_carve_prep<DK>((float *)pmem.data(), &s);
 			if (((uintptr_t)s.k | (uintptr_t)s.A) & 15)
 				fprintf(stderr, "misaligned shared memory\n"), exit(1);
-			for T(GDNC_NT) gdnc_load<DK>(A, s, h, kh, t0, L, tid); }
-			for T(GDNC_NT) gdnc_norm<DK>(A, s, tid); }
+			for T(GDNC_NT) gdnc_load<DK, DKR>(A, s, h, kh, t0, L, tid); }
+			for T(GDNC_NT) gdnc_norm<DK, DKR>(A, s, tid); }
 			for T(GDNC_NT) gdnc_scale<DK>(s, L, tid); }
 			for T(GDNC_NT) gdnc_prep_prod<DK>(s, pt, tid); }
 			for T(GDNC_C) gdnc_prep_solve(s, pt, tid); }
@@ -62,25 +62,26 @@ emu(const gdnc_args &A, int rev)
 		for (int by = 0; by < A.dv / GDNC_VS; by++) {
 			gdnc_sh s;
 			int j0 = by * GDNC_VS, kh = A.v_tiled ? h % A.nk : h / (A.nv / A.nk);
-			float *Sh = A.S + (size_t)h * DK * A.dv;
+			float *Sh = A.S + (size_t)h * DKR * A.dv;
 
 			memset(mem.data(), 0xff, mem.size() * sizeof mem[0]);
 			gdnc_carve<DK>((float *)mem.data(), &s);
 			if (((uintptr_t)s.k | (uintptr_t)s.S | (uintptr_t)s.P | (uintptr_t)s.Tb |
 			    (uintptr_t)s.X | (uintptr_t)s.V) & 15)
 				fprintf(stderr, "misaligned shared memory\n"), exit(1);
-			for (int i = 0; i < DK * GDNC_VS; i++)
-				s.S[i] = Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS];
+			for (int i = 0; i < DK * GDNC_VS; i++)	/* the padding's rows zero */
+				s.S[i] = i < DKR * GDNC_VS ?
+				    Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] : 0.0f;
 			for (int t0 = 0; t0 < A.m; t0 += GDNC_C) {
 				int L = A.m - t0 < GDNC_C ? A.m - t0 : GDNC_C;
 				gdnc_part pt = gdnc_part_of(A, t0 / GDNC_C, h);
 
-				for T(GDNC_NT) gdnc_mload<DK>(A, s, pt, kh, t0, L, tid); }
-				for T(GDNC_NT) gdnc_ksqs<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
+				for T(GDNC_NT) gdnc_mload<DK, DKR>(A, s, pt, kh, t0, L, tid); }
+				for T(GDNC_NT) gdnc_ksqs<DK, DKR>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
 				for T(GDNC_NT) gdnc_tx(s, tid); }
 				for T(GDNC_NT) gdnc_out<DK>(A, s, h, j0, t0, L, tid, &ys[(size_t)tid * 8]); }
 			}
-			for (int i = 0; i < DK * GDNC_VS; i++)
+			for (int i = 0; i < DKR * GDNC_VS; i++)
 				Sh[(size_t)(i / GDNC_VS) * A.dv + j0 + i % GDNC_VS] = s.S[i];
 		}
 }
@@ -189,6 +190,8 @@ shape(int m, int nk, int nv, int dk, int dv, int tiled, int hf, float alo = -2, 
 			memset(scr.data(), 0xff, scr.size() * 4);
 			if (dk == 128)
 				emu<128>(P, rev);
+			else if (dk == 80)	/* cu_gdn_chunk's: the kernels of 96 */
+				emu<96, 80>(P, rev);
 			else
 				emu<64>(P, rev);
 		}
@@ -217,6 +220,9 @@ main(void)
 	ok &= shape(300, 2, 4, 128, 64, 1, 0, -0.02f, -0.001f);	/* slow decay: long memory */
 	ok &= shape(200, 2, 4, 128, 64, 1, 0, -0.02f, -0.001f, 0.3f);	/* and keys alike */
 	ok &= shape(200, 2, 4, 64, 64, 0, 1, -0.02f, -0.001f, 0.05f);
+	ok &= shape(100, 2, 4, 80, 64, 1, 0);	/* key heads of 80 (a trained model's) */
+	ok &= shape(300, 2, 4, 80, 96, 0, 1);
+	ok &= shape(200, 2, 4, 80, 64, 1, 0, -0.02f, -0.001f, 0.3f);
 	printf(ok ? "ALL OK\n" : "FAILED\n");
 	return !ok;
 }

@@ -14,7 +14,9 @@
  *              with -t NVFP4 (64 layers of 5120, 16 of them full
  *              attention, GDN 16 key / 48 value heads of 128, attention
  *              24/4 heads of 256, FFN 17408, the MTP block at blk.64);
- *              tiny = a small one for tests.
+ *              tiny = a small one for tests; tiny-k80 the same with GDN
+ *              key heads of 80 (no kernel size of the CUDA backend's own)
+ *              and value heads of 64.
  *   qwen35moe  35b-a3b = Qwen3.5-35B-A3B (40 layers of 2048, 10 of them
  *              full attention, GDN 16 key / 32 value heads of 128,
  *              attention 16/2 heads of 256, 256 experts of 512, 8 a
@@ -108,7 +110,7 @@ struct shape {
 	const char *name;
 	int	arch;
 	int	n_embd, n_layer, n_ff, n_head, n_kv, hd, n_rot, vocab;
-	int	nk, nv, dk;			/* qwen35*: GDN key / value heads, head size */
+	int	nk, nv, dk, dv;			/* qwen35*: GDN key / value heads, sizes (dv 0: dk) */
 	int	n_exp, n_used, ff_exp, ff_sh;	/* experts, a token, widths (shared: 0 none) */
 	int	n_head_swa, n_kv_swa, hd_swa, swa;	/* sliding layers, window */
 	int	n_dense;			/* step35: leading dense layers */
@@ -119,11 +121,17 @@ struct shape {
 	int	mrope;			/* the trunk is M-RoPE: rope.dimension_sections [hd/2, 0...] */
 };
 
+/* A shape's GDN value head size: dv, or dk where it gives none. */
+#define gdn_dv(s) ((s)->dv ? (s)->dv : (s)->dk)
+
 #define QWEN_GDN(k, v)	.nk = k, .nv = v, .dk = 128
 static const struct shape shapes[] = {
 	{ "9b", QWEN35, 4096, 32, 12288, 16, 4, 256, 64, 248320, QWEN_GDN(16, 32) },
 	{ "27b", QWEN35, 5120, 64, 17408, 24, 4, 256, 64, 248320, QWEN_GDN(16, 48) },
 	{ "tiny", QWEN35, 256, 4, 512, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 64 },
+	/* GDN key heads of 80 (a trained model's): the CUDA backend's padded kernels */
+	{ "tiny-k80", QWEN35, 256, 4, 512, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 80,
+	    .dv = 64 },
 	{ "35b-a3b", QWEN35MOE, 2048, 40, 0, 16, 2, 256, 64, 248320, QWEN_GDN(16, 32),
 	    .n_exp = 256, .n_used = 8, .ff_exp = 512, .ff_sh = 512 },
 	{ "tiny-moe", QWEN35MOE, 256, 4, 0, 4, 2, 64, 16, 1000, .nk = 2, .nv = 4, .dk = 64,
@@ -150,7 +158,7 @@ static const struct shape shapes[] = {
 	    .block = 8, .conv_k = 2, .conv_g = 16, .sel_rank = 32, .sel_topk = 8,
 	    .mask_id = 990, .n_ctx = 4096, .n_tap = 2, .taps = { 1, 3 }, .swa_mask = 0x1 },
 };
-#define SHAPE_LIST "9b, 27b, tiny, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
+#define SHAPE_LIST "9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
 	"196b-a11b, tiny-step, dflash2-27b, tiny-dflash2"
 #define USAGE "usage: gguf-random [-hnV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT (-n: no OUT)"
 
@@ -336,7 +344,7 @@ static int
 qwen35_layer(struct gen *g, int il, int full, int mtp)
 {
 	const struct shape *s = g->s;
-	int e = s->n_embd, mt = g->mt, vd = s->nv * s->dk, cd = 2 * s->nk * s->dk + vd;
+	int e = s->n_embd, mt = g->mt, vd = s->nv * gdn_dv(s), cd = 2 * s->nk * s->dk + vd;
 	char n[128];
 
 	T(NM("attn_norm.weight"), QUANT_F32, e, 1, 1.0f);
@@ -355,7 +363,7 @@ qwen35_layer(struct gen *g, int il, int full, int mtp)
 		T(NM("ssm_a"), QUANT_F32, s->nv, 1, -0.5f);
 		T(NM("ssm_dt.bias"), QUANT_F32, s->nv, 1, 0.5f);
 		T(NM("ssm_conv1d.weight"), QUANT_F32, 4, cd, 0);
-		T(NM("ssm_norm.weight"), QUANT_F32, s->dk, 1, 1.0f);
+		T(NM("ssm_norm.weight"), QUANT_F32, gdn_dv(s), 1, 1.0f);
 		T(NM("ssm_out.weight"), mt, vd, e, 0);
 	}
 	T(NM("post_attention_norm.weight"), QUANT_F32, e, 1, 1.0f);
@@ -715,7 +723,7 @@ qwen35_kvs(struct gen *g)
 	    u32(g, "ssm.state_size", s->dk) ||
 	    u32(g, "ssm.group_count", s->nk) ||
 	    u32(g, "ssm.time_step_rank", s->nv) ||
-	    u32(g, "ssm.inner_size", s->nv * s->dk) ||
+	    u32(g, "ssm.inner_size", s->nv * gdn_dv(s)) ||
 	    u32(g, "full_attention_interval", 4) ||
 	    u32(g, "nextn_predict_layers", 1) ? -1 : 0;
 }
