@@ -435,7 +435,8 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	done
 	# shellcheck disable=SC2086
 	timeout "${GPU_RUN_ARCH_KC_S:-600}" bin/kernel-check $AM >"$OUT/kc-arch.log" 2>&1 || ar=1
-	grep -E '^(== |model |vision |ALL|[0-9]+ FAILED)' "$OUT/kc-arch.log" >>"$OUT/arch.log"
+	# (kernel-check: a run that ended early says why: die's line)
+	grep -E '^(== |model |vision |ALL|[0-9]+ FAILED|kernel-check: )' "$OUT/kc-arch.log" >>"$OUT/arch.log"
 	grep -E ' FAIL$' "$OUT/kc-arch.log" | head -20 >>"$OUT/arch.log"
 	if [ -n "$VIS" ]; then
 		# the tower on cuda: run-gen --image's ids = the CPU's (two images, 16 ids), gate
@@ -456,7 +457,9 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 		[ "$n" = 1 ] || ar=1
 		echo "g4-vision: run-gen --image ids cuda=cpu $v (2 images, 16 ids), cuda gate MATCH $n of 1" >>"$OUT/arch.log"
 		timeout 300 bin/kernel-check --self-test "$VIS" >"$OUT/kc-arch-self.log" 2>&1 || ar=1
-		grep -E '^vision |^SELF' "$OUT/kc-arch-self.log" >>"$OUT/arch.log"
+		# (its lines FAIL by design: each GPU result broken on purpose, so marked)
+		grep -E '^vision |^SELF' "$OUT/kc-arch-self.log" |
+		    sed 's/^vision /self-test, broken on purpose: vision /' >>"$OUT/arch.log"
 	fi
 	printf '%s\n' '{"prompt": "hello world"}' \
 	    '{"prompt": "the cat sat on the mat and then it sat on the hat"}' \
