@@ -508,7 +508,8 @@ run_all(struct ctx *c)
 struct tally {		/* an arm over a section's prompts */
 	long	tokens, rounds, drafted, accepted;	/* rounds: verifies with drafts */
 	long	steps, agree;	/* the trace's rounds, those the judge would have kept alike */
-	int	same;		/* prompts whose tokens are the trace's; -1: another vocabulary */
+	int	same;		/* prompts whose tokens are the trace's; -1: another vocabulary,
+				 * or a trace without its tokens */
 	double	secs;
 };
 
@@ -605,7 +606,9 @@ replay_prompt(struct ctx *c, const struct spectrace_section *t, int i, const int
 	y->rounds += spec_stats(s)->rounds;
 	y->drafted += spec_stats(s)->drafted;
 	y->accepted += spec_stats(s)->accepted;
-	if (y->same >= 0 && memcmp(out, p->out, p->tokens * sizeof *out) == 0)
+	if (p->out == NULL)	/* a synthetic trace's: no tokens to compare */
+		y->same = -1;
+	else if (y->same >= 0 && memcmp(out, p->out, p->tokens * sizeof *out) == 0)
 		y->same++;
 	rc = 0;
 out:
