@@ -16,7 +16,8 @@
  * rate against -B, the measured device copy bandwidth.  Then the cost of
  * a verify forward of m = 2..kmax+1 rows (logits of every row) relative to
  * one decode step, rolled back after each.  Token ids are fixed, not
- * sampled: a random-weight model's argmax means nothing.  -P: then, with
+ * sampled: a random-weight model's argmax means nothing (each verify line
+ * the median of 5, then the least and the most ms).  -P: then, with
  * recorded steps off, where the device's time goes in a decode step, a
  * K=3 verify and the prefill (backend_prof: kernel by kernel, per name,
  * device microseconds a step), and the sum against the step's wall time.
@@ -516,7 +517,8 @@ main(int argc, char *argv[])
 				die(1, "rollback failed");
 		}
 		double vm = median(dt, 5);
-		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\n", m - 1, m, vm * 1e3, vm / step);
+		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\tmin\t%.4f\tmax\t%.4f\n", m - 1,
+		    m, vm * 1e3, vm / step, dt[0] * 1e3, dt[4] * 1e3);
 	}
 	if (mo.dflash != NULL)
 		dflash_bench(md, ctx, step);
