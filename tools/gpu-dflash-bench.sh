@@ -59,7 +59,7 @@
 # are copied into bench/YYYY-MM-DD/ by hand (bench/README.md).
 set -eu
 prog=gpu-dflash-bench.sh
-die() { echo "$prog: $*" >&2; exit "${2:-1}"; }
+die() { echo "$prog: $1" >&2; exit "${2:-1}"; }
 [ $# -ge 2 ] && [ $# -le 3 ] || die "usage: $prog TRUNK DRAFTER [OUTDIR]" 2
 trunk=$1 drafter=$2
 [ -e "$trunk" ] || die "$trunk: no such file"

@@ -39,7 +39,7 @@
 # minutes holds a few K of the 27B shape: split KS over calls with TRACE set.
 set -eu
 prog=spec-replay-bench.sh
-die() { echo "$prog: $*" >&2; exit "${2:-1}"; }
+die() { echo "$prog: $1" >&2; exit "${2:-1}"; }
 [ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $prog FILE [OUTDIR]" 2
 f=$1
 [ -e "$f" ] || die "$f: no such file"

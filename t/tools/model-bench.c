@@ -51,10 +51,10 @@
  * -D DRAFTER: arm a DFlash / DFlash2 block drafter (a directory, file or
  * hf: spec, as run-spec --dspark-draft; its weights as MEMRA_DFLASH_PREC
  * says, default q4) and, after the verifies, time what a speculative
- * round with it costs (the median of 5 each, x_step against the decode
- * step): on a fresh sequence of ctx prompt rows whose taps are the
- * drafter's context, "dflash-draft" one drafter forward over the block
- * after them (the anchor and block - 1 masks; DFlash2's lattice or
+ * round with it costs (the median of 5 each after one untimed, x_step
+ * against the decode step): on a fresh sequence of ctx prompt rows whose
+ * taps are the drafter's context, "dflash-draft" one drafter forward over
+ * the block after them (the anchor and block - 1 masks; DFlash2's lattice or
  * DFlash's logits read back, as lib/spec.c's draft), "dflash-verify" the
  * trunk's verify of block rows as spec's greedy round runs it (picks on
  * the device, the rows' taps read back; K = block - 1), and
@@ -245,16 +245,18 @@ batch_bench(struct backend *be, struct model *md, int nb, int ctx, int n, int re
 	free(st), free(tok), free(ids), free(dt);
 }
 
-/* 5 timings of f(md, a) into dt; f's failure dies naming what. */
+/* f(md, a) once untimed (the buffers grow), then 5 timings into dt (sorted);
+ * their median.  f's failure dies naming what. */
 static double
 time5(int (*f)(struct model *, void *), struct model *md, void *a, double *dt, const char *what)
 {
-	for (int r = 0; r < 5; r++) {
+	for (int r = -1; r < 5; r++) {
 		double t0 = now();
 
 		if (f(md, a) != 0)
 			die(1, "%s: %s", what, model_errmsg(md));
-		dt[r] = now() - t0;
+		if (r >= 0)
+			dt[r] = now() - t0;
 	}
 	return median(dt, 5);
 }
@@ -300,10 +302,11 @@ dfl_context(struct model *md, void *a)
 
 /*
  * -D: the DFlash drafter's costs as spec's rounds pay them, each the
- * median of 5 against one decode step (step, s): a fresh sequence of ctx
- * prompt rows (prefilled 256 at a time, their taps into the drafter's
- * context), then one drafter forward over the block after it, the
- * trunk's verify of block rows, and a block of taps into the context.
+ * median of 5 after one untimed, against one decode step (step, s): a
+ * fresh sequence of ctx prompt rows (prefilled 256 at a time, their taps
+ * into the drafter's context), then one drafter forward over the block
+ * after it, the trunk's verify of block rows, and a block of taps into
+ * the context.
  */
 static void
 dflash_bench(struct model *md, int ctx, double step)
@@ -326,7 +329,7 @@ dflash_bench(struct model *md, int ctx, double step)
 	if (tp == NULL || pid == NULL || d.vt == NULL || d.o.cand == NULL || d.o.lat == NULL ||
 	    (k == 0 && d.o.logits == NULL))
 		die(1, "dflash: out of memory");
-	if ((d.st = model_state_new(md, ctx + B + 8, B, err)) == NULL ||	/* 5 verifies: 1 row each */
+	if ((d.st = model_state_new(md, ctx + B + 8, B, err)) == NULL ||	/* 6 verifies: 1 row each */
 	    (d.ds = model_dflash_state(md, ctx + B + 1, 0, err)) == NULL)
 		die(1, "dflash: %s", err);
 	for (int p = 0; p < ctx; p += part) {
