@@ -450,6 +450,29 @@ synth() {
 	[[ $stderr == *"replayed with the mtp drafter on fixed ids (the model's vocabulary of 320 tokens is not the trace's 8192)"* ]]
 }
 
+@test "a trunk without an MTP head drafts with an armed DFlash2 drafter; --trace-arm plain needs no drafter at all" {
+	d=$(model_a)
+	T=$BATS_TEST_TMPDIR
+	mkdir "$T/nomtp"	# A with its MTP layer unused: mtp_num_hidden_layers 0
+	for f in "$d"/*; do ln -s "$f" "$T/nomtp/"; done
+	rm "$T/nomtp/config.json"
+	python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["mtp_num_hidden_layers"] = 0
+json.dump(c, open(sys.argv[2], "w"))' "$d/config.json" "$T/nomtp/config.json"
+	run -1 --separate-stderr run-spec --raw -K 1 -n 8 -t 2 "$T/nomtp" "def f(x):"
+	[ "$stderr" = "run-spec: $T/nomtp: model has no MTP head or assistant drafter to draft with" ]
+	run -0 --separate-stderr run-spec --raw -K 1-3 -n 16 -t 2 --dspark-spec 1 --dspark-draft "$DATA/dflash/d2" "$T/nomtp" "def f(x):"
+	for k in 1 2 3; do
+		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+	done
+	[[ $stderr != *"MTP head stays unused"* ]]
+	synth -K 3 -L 2 -p 1 -n 12 "$T/s.jsonl" 2>/dev/null
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$T/s.jsonl" --trace-arm plain "$T/nomtp"
+	[[ ${lines[1]} == "plain	3	"*"	12	"* ]]
+	[[ $stderr == *", replayed without a drafter (plain decoding alone) on their own ids" ]]
+	run -1 --separate-stderr run-spec -t 2 --trace-in "$T/s.jsonl" --trace-arm replay "$T/nomtp"
+	[ "${stderr_lines[-1]}" = "run-spec: $T/nomtp: model has no MTP head or assistant drafter to draft with" ]
+}
+
 @test "trace misuse exits 2" {
 	d=$(model_a)
 	record "$BATS_TEST_TMPDIR/a.jsonl" 2 8 1
