@@ -105,7 +105,6 @@ static int
 draw(struct synth *y, int k)
 {
 	double u = y->u;
-	int a;
 
 	y->u += 0.6180339887498949;	/* (sqrt 5 - 1) / 2 */
 	y->u -= floor(y->u);
@@ -113,8 +112,7 @@ draw(struct synth *y, int k)
 		return k;
 	if (y->alpha <= 0)
 		return 0;
-	a = (int)fmin(k, floor(log(u) / log(y->alpha)));
-	return a;
+	return (int)fmin(k, floor(log(u) / log(y->alpha)));
 }
 
 /* Prompt i's ids, rounds and end into t. */
