@@ -438,6 +438,13 @@ parse(int argc, char *argv[], struct opts *o)
 	return 0;
 }
 
+/* 1 when the model has a drafter: an MTP head, an assistant or a DFlash drafter. */
+static int
+has_drafter(const struct ctx *c)
+{
+	return c->dflash || model_has_assist(c->m) || model_hparams(c->m)->n_mtp > 0;
+}
+
 /* The drafter that drafts, as a trace names it. */
 static const char *
 drafter_kind(const struct ctx *c)
@@ -508,7 +515,8 @@ run_all(struct ctx *c)
 struct tally {		/* an arm over a section's prompts */
 	long	tokens, rounds, drafted, accepted;	/* rounds: verifies with drafts */
 	long	steps, agree;	/* the trace's rounds, those the judge would have kept alike */
-	int	same;		/* prompts whose tokens are the trace's; -1: another vocabulary */
+	int	same;		/* prompts whose tokens are the trace's; -1: another vocabulary,
+				 * or a trace without its tokens */
 	double	secs;
 };
 
@@ -605,7 +613,9 @@ replay_prompt(struct ctx *c, const struct spectrace_section *t, int i, const int
 	y->rounds += spec_stats(s)->rounds;
 	y->drafted += spec_stats(s)->drafted;
 	y->accepted += spec_stats(s)->accepted;
-	if (y->same >= 0 && memcmp(out, p->out, p->tokens * sizeof *out) == 0)
+	if (p->out == NULL)	/* a synthetic trace's: no tokens to compare */
+		y->same = -1;
+	else if (y->same >= 0 && memcmp(out, p->out, p->tokens * sizeof *out) == 0)
 		y->same++;
 	rc = 0;
 out:
@@ -675,8 +685,10 @@ run_replay(struct ctx *c, const struct spectrace *tr)
 		if (t == NULL)
 			continue;
 		fprintf(stderr, "[trace] K=%d: %d prompt%s recorded with the %s drafter on %s, "
-		    "replayed with the %s drafter on ", K, t->n_prompts, t->n_prompts == 1 ? "" : "s",
-		    t->drafter, t->model, drafter_kind(c));
+		    "replayed %s%s%s on ", K, t->n_prompts, t->n_prompts == 1 ? "" : "s",
+		    t->drafter, t->model, has_drafter(c) ? "with the " : "without a drafter (plain "
+		    "decoding alone)", has_drafter(c) ? drafter_kind(c) : "", has_drafter(c) ?
+		    " drafter" : "");
 		if (c->nv == t->n_vocab)
 			fprintf(stderr, "their own ids\n");
 		else
@@ -968,7 +980,8 @@ main(int argc, char *argv[])
 	if (model_assist_adapt_line(c.m, line, sizeof line) == 0)
 		fprintf(stderr, "%s\n", line);
 	c.masked = model_draft_ranks(c.m, NULL, NULL) != NULL;
-	if (model_hparams(c.m)->n_mtp < 1 && !model_has_assist(c.m))
+	/* a DFlash drafter needs no MTP head; plain decoding alone, no drafter */
+	if (!has_drafter(&c) && (tr == NULL || o.arm != ARM_PLAIN))
 		die(1, "%s: model has no MTP head or assistant drafter to draft with", argv[0]);
 	if ((c.pr = prompt_new(c.m, o.go.mode, err)) == NULL)
 		die(1, "%s: %s", argv[0], err);

@@ -196,11 +196,12 @@ spectrace_end(struct spectrace *t, const int32_t *out, int tokens, char *err)
 	if (tokens < least || tokens > all)
 		return util_err(err, "\"tokens\" %d: not what the rounds kept (%ld..%ld)", tokens,
 		    least, all);
-	if (check_ids(out, tokens, t->sec[t->n_sec - 1].n_vocab, "out", err) != 0)
+	if (out != NULL && check_ids(out, tokens, t->sec[t->n_sec - 1].n_vocab, "out", err) != 0)
 		return -1;
-	if ((p->out = malloc((tokens + 1) * sizeof *out)) == NULL)
+	if (out != NULL && (p->out = malloc((tokens + 1) * sizeof *out)) == NULL)
 		return util_err(err, "out of memory");
-	memcpy(p->out, out, tokens * sizeof *out);
+	if (out != NULL)
+		memcpy(p->out, out, tokens * sizeof *out);
 	p->tokens = tokens;
 	t->open = 0;
 	return 0;
@@ -304,9 +305,9 @@ parse_prompt(struct spectrace *t, const struct json *j, char *err)
 			goto out;
 	}
 	if (get_int(j, "tokens", 0, SPECTRACE_NMAX, &tokens, err) != 0 ||
-	    get_ids(j, "out", &out, &n, err) != 0)
+	    (json_get(j, "out") != NULL && get_ids(j, "out", &out, &n, err) != 0))
 		goto out;
-	if (n != tokens)
+	if (out != NULL && n != tokens)
 		util_err(err, "\"out\": %d ids where \"tokens\" is %d", n, tokens);
 	else
 		rc = spectrace_end(t, out, tokens, err);
@@ -434,8 +435,11 @@ spectrace_write(const struct spectrace *t, FILE *fp)
 			for (int r = 0; r < p->n_rounds; r++)
 				fprintf(fp, r ? ", [%d, %d]" : "[%d, %d]", p->rounds[r].k,
 				    p->rounds[r].accepted);
-			fprintf(fp, "], \"tokens\": %d, \"out\": ", p->tokens);
-			put_ids(fp, p->out, p->tokens);
+			fprintf(fp, "], \"tokens\": %d", p->tokens);
+			if (p->out != NULL) {
+				fputs(", \"out\": ", fp);
+				put_ids(fp, p->out, p->tokens);
+			}
 			fputs("}\n", fp);
 		}
 	}

@@ -21,7 +21,8 @@
  * order, each [k, a]: k drafts verified (0..K; 0 is a plain step at the
  * end) of which the first a were accepted, so the round kept a + 1
  * tokens; the tokens kept in all (what a stop token left, counting the
- * prefill's first: tokens), and their ids (out).  The rounds keep
+ * prefill's first: tokens), and their ids (out; absent where they are not
+ * known: a synthetic trace, t/tools/spec-trace-synth.c).  The rounds keep
  * S = 1 + sum(a + 1) tokens, at most n; tokens is at most S and, after
  * one round or more, at least S less the last round's.  Members other
  * than these are ignored; lines of white space only are skipped.  No
@@ -47,7 +48,7 @@ struct spectrace_prompt {
 	int	n_ids;
 	struct spectrace_round *rounds;	/* [n_rounds] */
 	int	n_rounds;
-	int32_t	*out;		/* [tokens] the tokens kept */
+	int32_t	*out;		/* [tokens] the tokens kept, or NULL: not known */
 	int	tokens;
 };
 
@@ -83,7 +84,8 @@ void	spectrace_free(struct spectrace *);
  * section spectrace_section (K, n_vocab, n, temp, drafter and model of h;
  * its prompts and line are not read), and for each of its prompts
  * spectrace_prompt (its n ids, copied), spectrace_round for each round and
- * spectrace_end (the tokens kept, copied).  Each checks what the parser
+ * spectrace_end (the count of tokens kept and their ids, copied; out NULL:
+ * not known, no "out" written).  Each checks what the parser
  * checks, so what is built is what spectrace_write writes and
  * spectrace_parse reads back: 0, or -1 with the reason in err (UTIL_ERRLEN).
  */

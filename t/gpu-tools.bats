@@ -9,6 +9,9 @@ setup() {
 	    skip "build/t/tools not built (make units)"
 }
 
+# field ROW N: the Nth tab-separated field of ROW
+field() { cut -f"$2" <<<"$1"; }
+
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
 
 @test "device 'cuda' without a GPU or without CUDA fails and says why" {
@@ -527,4 +530,80 @@ PY
 	r=$(curl -s "$URL/metrics" | awk '$1 == "memra_spec_rounds_total" || index($1, "memra_spec_rounds_total{") == 1 { s += $2 } END { print s + 0 }')
 	stop_serve
 	[ "$r" -gt 0 ]
+}
+
+@test "model-bench -D: a DFlash2 drafter's forward, its block verify and a block of its context, against a decode step" {
+	d=$(model_a)
+	run -0 --separate-stderr "$T/model-bench" -d cpu -t 2 -G device -c 20 -n 2 -r 1 -k 7 -D "$DATA/dflash/d2" "$d"
+	[[ ${lines[11]} == "verify	K	7	rows	8	ms	"*"	x_step	"*"	min	"*"	max	"* ]]
+	tail=$'\tms\t[0-9.]+\tmin\t[0-9.]+\tmax\t[0-9.]+\tx_step\t[0-9.]+$'
+	[[ ${lines[12]} =~ ^dflash-draft$'\t'block$'\t'8$'\t'ctx$'\t'20$tail ]]
+	[[ ${lines[13]} =~ ^dflash-verify$'\t'K$'\t'7$'\t'rows$'\t'8$tail ]]
+	[[ ${lines[14]} =~ ^dflash-context$'\t'rows$'\t'8$tail ]]
+	[ "${#lines[@]}" -eq 15 ]
+	# min <= median <= max, and x_step is the median over the decode step's ms
+	step=$(awk -F'\t' '$1 == "decode-median" { print 1000 / $9 }' <<<"$output")
+	awk -F'\t' -v s="$step" '$1 ~ /^dflash-/ { for (i = 1; i < NF; i++) if ($i == "ms") m = $(i + 1)
+	    else if ($i == "min") lo = $(i + 1); else if ($i == "max") hi = $(i + 1)
+	    if (!(lo <= m && m <= hi && (m / s - $NF) ^ 2 < 1e-4 + (0.002 * $NF) ^ 2)) bad++ }
+	    END { exit bad > 0 }' <<<"$output"
+	run -1 --separate-stderr "$T/model-bench" -d cpu -c 20 -D "$BATS_TEST_TMPDIR/none" "$d"
+	[[ $stderr == "model-bench: "*"$BATS_TEST_TMPDIR/none"* ]]
+}
+
+@test "gpu-dflash-bench.sh on the CPU: the costs, MTP K=2 with A's trace, synthetic traces replayed with the drafter, a summary and a verdict" {
+	d=$(model_a)
+	o=$BATS_TEST_TMPDIR/out
+	A=$d PROMPTS=2 N=24 PLEN=8,12 LS="2 3" MTP_K=2 CTX=16 STEPS=2 BENCH_ARGS='-t 2' \
+	    RUN_SPEC_ARGS='-t 2' RECORD_ARGS='-t 2' MODEL_NAME=fixture-A \
+	    run -0 --separate-stderr gpu-dflash-bench.sh "$d" "$DATA/dflash/d2" "$o"
+	# costs.tsv: DESIGN.md's columns, a decode step's tok/s, the verifies and the drafter's parts in ms against it
+	[ "$(head -1 "$o/costs.tsv")" = "$(head -1 "$o/replay.tsv")" ]
+	[ "$(cut -f7 "$o/costs.tsv" | tr '\n' ' ')" = "scenario decode-b1 $(printf 'verify-k%d ' $(seq 15))dflash-draft-b8 dflash-verify-k7 dflash-context-b8 " ]
+	[ "$(awk -F'\t' 'NR > 1 { print $4, $5, $13, $14, $17 }' "$o/costs.tsv" | sort -u | tr '\n' ,)" = "model-bench fixture-A ms decode-step costs.log,model-bench fixture-A tok/s - costs.log," ]
+	# replay.tsv: MTP K=2 and the DFlash L's, each plain decode (the peer) against the replay
+	[ "$(cut -f4,7,9,13,14 "$o/replay.tsv")" = "$(printf 'binary\tscenario\tn\tunit\tpeer\nrun-spec\tspec-replay-k2\t2\ttok/s\tplain-decode\nrun-spec\tdflash-replay-b8-l2\t2\ttok/s\tplain-decode\nrun-spec\tdflash-replay-b8-l3\t2\ttok/s\tplain-decode')" ]
+	for l in 2 3; do
+		[ "$(grep -c '^### block 0 arm [AB] rc=0' "$o/replay-dflash-l$l.log")" -eq 4 ]
+		grep -q -- "--trace-arm plain --dspark-spec 0 '$d'" "$o/replay-dflash-l$l.log"
+		grep -q "^\[trace\] K=7: 2 prompts recorded with the dflash2 drafter on synthetic: spec-trace-synth -K 7 -L $l -s 1 .*, replayed with the dflash2 drafter" "$o/replay-dflash-l$l.log"
+	done
+	# the summary: a line an arm, the replays' figures from their rows; the verdict from them and the costs
+	[ "$(cut -f1 "$o/summary.tsv" | tr '\n' ' ')" = "drafter mtp-k2 dflash-l2 dflash-l3 " ]
+	row=$(awk -F'\t' '$1 == "replay" { print; exit }' "$o/replay-dflash-l3.log")
+	[ "$(awk -F'\t' '$1 == "dflash-l3" { print $5, $6, $7, $8, $9 }' "$o/summary.tsv")" = "$(field "$row" 10) $(field "$row" 9) $(field "$row" 8) $(field "$row" 7) $(field "$row" 11)" ]
+	v=$(grep -A4 '^costs: ' <<<"$output")
+	[[ $v == "costs: a DFlash round (block 8) = drafter forward "*" decode steps"$'\n'"dflash L=2: "*"x plain decode (mean_len "*$'\n'"dflash L=3: "*$'\n'"mtp-k2: "*"x plain decode; from the costs DFlash breaks even at mean_len "*$'\n'"DFlash wins at "* ]]
+	[ "$v" = "$(cat "$o/verdict.txt")" ]
+	[ "$(tail -1 <<<"$output")" = "($o)" ]
+	run -2 --separate-stderr gpu-dflash-bench.sh "$d"
+	[ "$stderr" = "gpu-dflash-bench.sh: usage: gpu-dflash-bench.sh TRUNK DRAFTER [OUTDIR]" ]
+	run -1 --separate-stderr gpu-dflash-bench.sh "$d" "$BATS_TEST_TMPDIR/none"
+	[ "$stderr" = "gpu-dflash-bench.sh: $BATS_TEST_TMPDIR/none: no such file or directory" ]
+}
+
+@test "gpu-dflash-bench.sh's verdict: where the replayed ratios beat MTP's, and the break-even from the costs and from the replays" {
+	d=$(model_a)
+	o=$BATS_TEST_TMPDIR/out
+	mkdir -p "$o"
+	printf 'dflash-draft\tblock\t16\tctx\t128\tms\t5\tmin\t4\tmax\t6\tx_step\t0.500\n' >"$o/costs.log"
+	printf 'dflash-verify\tK\t15\trows\t16\tms\t15\tmin\t14\tmax\t16\tx_step\t1.500\n' >>"$o/costs.log"
+	printf 'mtp-k3\t100\t180\t1.8000\t2.700\t1\t1\t1\t1/1\n' >"$o/summary-mtp.tsv"
+	printf 'dflash-l%s\t100\t%s\t%s\t%s\t1\t1\t1\t1/1\n' 3 140 1.4 2.9 4 190 1.9 3.9 5 240 2.4 4.8 >"$o/summary-dflash.tsv"
+	run -0 --separate-stderr env PARTS=none gpu-dflash-bench.sh "$d" "$DATA/dflash/d2" "$o"
+	[ "$(cat "$o/verdict.txt")" = "costs: a DFlash round (block 16) = drafter forward 0.500 + verify 1.500 = 2.000 decode steps
+dflash L=3: 1.400x plain decode (mean_len 2.9; the costs predict 1.450x)
+dflash L=4: 1.900x plain decode (mean_len 3.9; the costs predict 1.950x)
+dflash L=5: 2.400x plain decode (mean_len 4.8; the costs predict 2.400x)
+mtp-k3: 1.800x plain decode; from the costs DFlash breaks even at mean_len 3.60
+DFlash wins at L=4, L=5 (the measured ratios cross mtp-k3's at mean_len 3.70)" ]
+	[ "$(wc -l <"$o/summary.tsv")" -eq 5 ]
+	# no MTP arm: nothing to compare with; no costs: a usage of PARTS
+	rm "$o/summary-mtp.tsv"
+	run -0 --separate-stderr env PARTS=none gpu-dflash-bench.sh "$d" "$DATA/dflash/d2" "$o"
+	[ "$(tail -2 <<<"$output")" = "no MTP arm: nothing to compare with
+($o)" ]
+	rm "$o/costs.log"
+	run -1 --separate-stderr env PARTS=dflash gpu-dflash-bench.sh "$d" "$DATA/dflash/d2" "$o"
+	[ "$stderr" = "gpu-dflash-bench.sh: no drafter block in $o/costs.log: run PARTS=costs first" ]
 }

@@ -351,6 +351,128 @@ field() { cut -f"$2" <<<"$1"; }
 	[[ $stderr == *"[trace] K=3: 1 prompt recorded with the mtp drafter on $d, replayed with the dflash2 drafter on their own ids"* ]]
 }
 
+# --- synthetic traces (build/t/tools/spec-trace-synth) ---
+
+# synth ARGS...: spec-trace-synth, or skip when t/tools are not built
+synth() {
+	[ -x "$TOP/build/t/tools/spec-trace-synth" ] || skip "build/t/tools not built (make units)"
+	"$TOP/build/t/tools/spec-trace-synth" "$@"
+}
+
+@test "spec-trace-synth: rounds that keep n tokens, k drafts or what n leaves, L tokens a round on average, by seed" {
+	T=$BATS_TEST_TMPDIR
+	for L in 1 3 4 5.5 6 16; do
+		run -0 --separate-stderr synth -K 15 -L $L -p 40 -l 5,17,9 -n 300 -V 1000 -s 7 "$T/l$L.jsonl"
+		[ -z "$output" ]
+		[[ $stderr == "spec-trace-synth: K=15 L=$L: acceptance by depth "*" rounds with drafts "* ]]
+		python3 - "$T/l$L.jsonl" "$L" <<-'EOF'
+		import json, sys
+		t = [json.loads(l) for l in open(sys.argv[1])]
+		h, L = t[0], float(sys.argv[2])
+		assert (h["K"], h["drafter"], h["n_vocab"], h["n"], h["temp"], h["prompts"]) == \
+		    (15, "dflash2", 1000, 300, 0, 40), h
+		assert h["model"].startswith("synthetic: spec-trace-synth -K 15 -L %s -s 7 (acceptance by depth " % sys.argv[2])
+		full = []
+		for i, p in enumerate(t[1:]):
+		    assert p["prompt"] == i and len(p["ids"]) == [5, 17, 9][i % 3] and "out" not in p
+		    assert all(0 <= x < 1000 for x in p["ids"])
+		    kept = 1
+		    for k, a in p["rounds"]:
+		        assert k == min(15, 300 - kept - 1) and 0 <= a <= k, (k, a, kept)
+		        kept += a + 1
+		        if k == 15:
+		            full.append(a + 1)
+		    assert kept == p["tokens"] == 300
+		m = sum(full) / len(full)
+		assert abs(m - L) < 0.02 * L, (m, L)	# the low-discrepancy draws: close to L
+		if L == 1 or L == 16:
+		    assert set(full) == {int(L)}
+		EOF
+	done
+	# the same seed, the same trace; another seed, other ids and rounds, alike in mean
+	synth -K 15 -L 4 -p 40 -l 5,17,9 -n 300 -V 1000 -s 7 >"$T/again.jsonl" 2>/dev/null
+	cmp "$T/l4.jsonl" "$T/again.jsonl"
+	synth -K 15 -L 4 -p 40 -l 5,17,9 -n 300 -V 1000 -s 8 >"$T/s8.jsonl" 2>/dev/null
+	run -1 cmp -s "$T/l4.jsonl" "$T/s8.jsonl"
+	# -d names the drafter; defaults: 8 prompts of 32 tokens, 64 new, vocabulary 8192
+	run -0 --separate-stderr synth -K 3 -L 2 -d mtp
+	[[ ${lines[0]} == '{"memra_spec_trace": 1, "K": 3, "drafter": "mtp", "model": "synthetic: '*'", "n_vocab": 8192, "n": 64, "temp": 0, "prompts": 8}' ]]
+	[ "${#lines[@]}" -eq 9 ]
+	[ -z "$(find "$T" -name '*.tmp.*')" ]
+}
+
+@test "spec-trace-synth misuse exits 2" {
+	run -2 --separate-stderr synth -K 15
+	[[ $stderr == "usage: spec-trace-synth -K K -L L "* ]]
+	run -2 --separate-stderr synth -K 16 -L 2
+	[ "$stderr" = "spec-trace-synth: -K '16': not a depth in 1..15" ]
+	run -2 --separate-stderr synth -K 3 -L 4.5
+	[ "$stderr" = "spec-trace-synth: -L 4.5: a round of 3 drafts keeps at most 4 tokens" ]
+	run -2 --separate-stderr synth -K 3 -L 0.5
+	[ "$stderr" = "spec-trace-synth: -L '0.5': not a mean of 1..16 tokens a round" ]
+	run -2 --separate-stderr synth -K 3 -L 2 -l 4,0
+	[ "$stderr" = "spec-trace-synth: -l '4,0': not a list of 1 to 64 lengths in 1..1000000" ]
+	run -2 --separate-stderr synth -K 3 -L 2 -d DFlash
+	[ "$stderr" = "spec-trace-synth: -d 'DFlash': \"drafter\": not 1 to 31 of a-z, 0-9 and -" ]
+	run -2 --separate-stderr synth -K 3 -L 2 a b
+}
+
+@test "a synthetic trace replays with the DFlash2 drafter: its real drafts and block verifies, each round keeping what the trace says" {
+	d=$(model_a)
+	T=$BATS_TEST_TMPDIR
+	synth -K 7 -L 3.5 -p 3 -l 6,11 -n 40 "$T/s.jsonl" 2>/dev/null
+	export MEMRA_DSPARK_SPEC=1 MEMRA_DSPARK_DRAFT=$DATA/dflash/d2
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$T/s.jsonl" --trace-out "$T/r.jsonl" "$d"
+	[[ $stderr == *"[trace] K=7: 3 prompts recorded with the dflash2 drafter on synthetic: spec-trace-synth -K 7 -L 3.5 -s 1 (acceptance by depth "*"), replayed with the dflash2 drafter on their own ids"* ]]
+	[[ ${lines[1]} == "plain	7	"*"	120	"*"	3	-	-	-	-	-	-	-" ]]
+	r=${lines[2]}
+	[ "$(field "$r" 1-2)" = "replay	7" ]
+	[ "$(field "$r" 4)" = 120 ]
+	[ "$(field "$r" 12)" = - ]	# no tokens in the trace to compare
+	# the replay's rounds, drafts and acceptance are the trace's, and its trace (with the tokens) the same rounds
+	python3 - "$T/s.jsonl" "$T/r.jsonl" "$r" <<-'EOF'
+	import json, sys
+	s = [json.loads(l) for l in open(sys.argv[1])]
+	r = [json.loads(l) for l in open(sys.argv[2])]
+	row = sys.argv[3].split("\t")
+	assert r[0]["drafter"] == "dflash2" and r[0]["K"] == 7 and len(r) == len(s) == 4
+	rounds = [x for p in s[1:] for x in p["rounds"] if x[0] > 0]
+	assert [int(row[6]), int(row[7]), int(row[8])] == \
+	    [len(rounds), sum(k for k, a in rounds), sum(a for k, a in rounds)], row
+	for x, y in zip(s[1:], r[1:]):
+	    assert (y["ids"], y["rounds"], y["tokens"]) == (x["ids"], x["rounds"], x["tokens"])
+	    assert len(y["out"]) == 40
+	EOF
+	# on a model of another vocabulary (and its MTP head): fixed ids, the same rounds
+	unset MEMRA_DSPARK_SPEC MEMRA_DSPARK_DRAFT
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$T/s.jsonl" --trace-arm replay "$DATA/moe/moe-e8k2-mtp"
+	[ "$(field "${lines[1]}" 7-9)" = "$(field "$r" 7-9)" ]
+	[[ $stderr == *"replayed with the mtp drafter on fixed ids (the model's vocabulary of 320 tokens is not the trace's 8192)"* ]]
+}
+
+@test "a trunk without an MTP head drafts with an armed DFlash2 drafter; --trace-arm plain needs no drafter at all" {
+	d=$(model_a)
+	T=$BATS_TEST_TMPDIR
+	mkdir "$T/nomtp"	# A with its MTP layer unused: mtp_num_hidden_layers 0
+	for f in "$d"/*; do ln -s "$f" "$T/nomtp/"; done
+	rm "$T/nomtp/config.json"
+	python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["mtp_num_hidden_layers"] = 0
+json.dump(c, open(sys.argv[2], "w"))' "$d/config.json" "$T/nomtp/config.json"
+	run -1 --separate-stderr run-spec --raw -K 1 -n 8 -t 2 "$T/nomtp" "def f(x):"
+	[ "$stderr" = "run-spec: $T/nomtp: model has no MTP head or assistant drafter to draft with" ]
+	run -0 --separate-stderr run-spec --raw -K 1-3 -n 16 -t 2 --dspark-spec 1 --dspark-draft "$DATA/dflash/d2" "$T/nomtp" "def f(x):"
+	for k in 1 2 3; do
+		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+	done
+	[[ $stderr != *"MTP head stays unused"* ]]
+	synth -K 3 -L 2 -p 1 -n 12 "$T/s.jsonl" 2>/dev/null
+	run -0 --separate-stderr run-spec -t 2 --trace-in "$T/s.jsonl" --trace-arm plain "$T/nomtp"
+	[[ ${lines[1]} == "plain	3	"*"	12	"* ]]
+	[[ $stderr == *", replayed without a drafter (plain decoding alone) on their own ids" ]]
+	run -1 --separate-stderr run-spec -t 2 --trace-in "$T/s.jsonl" --trace-arm replay "$T/nomtp"
+	[ "${stderr_lines[-1]}" = "run-spec: $T/nomtp: model has no MTP head or assistant drafter to draft with" ]
+}
+
 @test "trace misuse exits 2" {
 	d=$(model_a)
 	record "$BATS_TEST_TMPDIR/a.jsonl" 2 8 1
@@ -385,7 +507,8 @@ field() { cut -f"$2" <<<"$1"; }
 		row=$(awk -v k=$k -F'\t' '$1 == k' "$o/summary.tsv")
 		grep -q "^K=$k .* acceptance $(field "$row" 6)/$(field "$row" 7) = .*PASS" "$o/record.log"
 	done
-	run -2 spec-replay-bench.sh
+	run -2 --separate-stderr spec-replay-bench.sh
+	[ "$stderr" = "spec-replay-bench.sh: usage: spec-replay-bench.sh FILE [OUTDIR]" ]
 	run -1 --separate-stderr spec-replay-bench.sh "$BATS_TEST_TMPDIR/none.gguf"
 	[ "$stderr" = "spec-replay-bench.sh: $BATS_TEST_TMPDIR/none.gguf: no such file" ]
 }

@@ -39,11 +39,13 @@
 # minutes holds a few K of the 27B shape: split KS over calls with TRACE set.
 set -eu
 prog=spec-replay-bench.sh
-die() { echo "$prog: $*" >&2; exit "${2:-1}"; }
+die() { echo "$prog: $1" >&2; exit "${2:-1}"; }
 [ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $prog FILE [OUTDIR]" 2
 f=$1
 [ -e "$f" ] || die "$f: no such file"
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tools/spec-replay.sh
+. "$top/tools/spec-replay.sh"
 rs=$top/bin/run-spec
 [ -x "$rs" ] || die "$rs: not built (make)"
 out=${2:-$(mktemp -d)}
@@ -90,19 +92,9 @@ k=$lo
 while [ "$k" -le "$hi" ]; do
 	echo "== K=$k: plain decode (A) vs replay (B) on $name"
 	cmd="'$rs' --trace-in '$trace' -K $k ${RUN_SPEC_ARGS:-} '$f'"
-	python3 "$top/tools/abba" -a "$cmd --trace-arm plain" -b "$cmd --trace-arm replay" \
-	    -r '(?m)^(?:plain|replay)\t[0-9]+\t([0-9.]+)\t' --unit tok/s --blocks "${BLOCKS:-1}" \
-	    --tsv "$out/replay.tsv" --log "$out/replay-k$k.log" --binary run-spec \
-	    --model "$name" --quant "${QUANT:--}" --scenario "spec-replay-k$k" \
-	    --peer plain-decode >"$out/abba-k$k.txt" 2>&1 ||
-	    { cat "$out/abba-k$k.txt"; die "K=$k: abba failed"; }
-	awk -v k="$k" -F'\t' '
-	    /^A: median/ { split($0, w, " "); pa = w[3] }
-	    /^B: median/ { split($0, w, " "); pb = w[3] }
-	    /^ratio/ { split($0, w, " "); r = w[3] }
-	    END { printf "%s\t%s\t%s\t%s", k, pa, pb, r }' "$out/abba-k$k.txt" >>"$out/summary.tsv"
-	awk -F'\t' '$1 == "replay" && !done { printf "\t%s\t%s\t%s\t%s\t%s\n", $10, $9, $8, $7, $11;
-	    done = 1 }' "$out/replay-k$k.log" >>"$out/summary.tsv"
+	row=$(replay_abba "$out" "k$k" "$cmd --trace-arm plain" "$cmd --trace-arm replay" "$name" \
+	    "${QUANT:--}" "spec-replay-k$k") || die "K=$k: abba failed"
+	printf '%s\t%s\n' "$k" "$row" >>"$out/summary.tsv"
 	k=$((k + 1))
 done
 cat "$out/summary.tsv"

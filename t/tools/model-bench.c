@@ -1,7 +1,8 @@
 /*
  * model-bench: decode and prefill speed of a model on a device (a
  * benchmark, not a test).  One TSV-ish line per measurement.
- *   model-bench [-CPL] [-d device] [-t threads] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s] MODEL
+ *   model-bench [-CPL] [-d device] [-t threads] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s]
+ *       [-D DRAFTER] MODEL
  * -t: the CPU backend's threads (0, the default: one per core).  -C: every
  * time is the process's CPU time, not wall time (with -t 1, the work on a
  * shared machine, without the waits for a core).
@@ -15,7 +16,8 @@
  * rate against -B, the measured device copy bandwidth.  Then the cost of
  * a verify forward of m = 2..kmax+1 rows (logits of every row) relative to
  * one decode step, rolled back after each.  Token ids are fixed, not
- * sampled: a random-weight model's argmax means nothing.  -P: then, with
+ * sampled: a random-weight model's argmax means nothing (each verify line
+ * the median of 5, then the least and the most ms).  -P: then, with
  * recorded steps off, where the device's time goes in a decode step, a
  * K=3 verify and the prefill (backend_prof: kernel by kernel, per name,
  * device microseconds a step), and the sum against the step's wall time.
@@ -46,6 +48,20 @@
  * MEMRA_CUDA_MOE_GROUP=0|1|all how the experts' products run
  * (backend_moe_group_env: per slot, grouped where slots share experts,
  * always grouped; the same bits), for an A/B of a MoE model's prefill.
+ * -D DRAFTER: arm a DFlash / DFlash2 block drafter (a directory, file or
+ * hf: spec, as run-spec --dspark-draft; its weights as MEMRA_DFLASH_PREC
+ * says, default q4) and, after the verifies, time what a speculative
+ * round with it costs (the median of 5 each after one untimed, x_step
+ * against the decode step): on a fresh sequence of ctx prompt rows whose
+ * taps are the drafter's context, "dflash-draft" one drafter forward over
+ * the block after them (the anchor and block - 1 masks; DFlash2's lattice or
+ * DFlash's logits read back, as lib/spec.c's draft), "dflash-verify" the
+ * trunk's verify of block rows as spec's greedy round runs it (picks on
+ * the device, the rows' taps read back; K = block - 1), and
+ * "dflash-context" a block of taps into the drafter's context (a round
+ * adds accepted + 1 rows).  With a drafter armed every trunk forward
+ * keeps the drafter's layers (the decode steps too, so x_step is against
+ * a step that keeps them).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -229,6 +245,118 @@ batch_bench(struct backend *be, struct model *md, int nb, int ctx, int n, int re
 	free(st), free(tok), free(ids), free(dt);
 }
 
+/* f(md, a) once untimed (the buffers grow), then 5 timings into dt (sorted);
+ * their median.  f's failure dies naming what. */
+static double
+time5(int (*f)(struct model *, void *), struct model *md, void *a, double *dt, const char *what)
+{
+	for (int r = -1; r < 5; r++) {
+		double t0 = now();
+
+		if (f(md, a) != 0)
+			die(1, "%s: %s", what, model_errmsg(md));
+		if (r >= 0)
+			dt[r] = now() - t0;
+	}
+	return median(dt, 5);
+}
+
+struct dfl {		/* -D: what each timed call takes */
+	struct state *st, *ds;	/* the trunk's state; the drafter's context */
+	int	ctx, block;
+	int32_t	ids[64], pk[64];	/* a block's rows */
+	float	*vt;	/* [block][n_tap * n_embd] a verify's taps */
+	struct model_dflash_out o;
+};
+
+/* One drafter forward over the block after the context, as spec's draft. */
+static int
+dfl_draft(struct model *md, void *a)
+{
+	struct dfl *d = a;
+
+	return model_dflash_draft(md, d->ds, d->ctx, d->ids[0], &d->o);
+}
+
+/* A block-row verify as spec's greedy round: picks on the device, the rows'
+ * taps read back (the drafter's next context); rolled back to its first row. */
+static int
+dfl_verify(struct model *md, void *a)
+{
+	struct dfl *d = a;
+
+	if (model_forward_argmax(md, d->st, d->ids, d->block, MODEL_LOGITS_ALL | MODEL_VERIFY,
+	    d->pk, NULL) != 0 || model_taps(md, d->vt, d->block) != 0)
+		return -1;
+	return state_rollback(d->st, 1);
+}
+
+/* A block's rows of taps into the drafter's context (at most what a round adds). */
+static int
+dfl_context(struct model *md, void *a)
+{
+	struct dfl *d = a;
+
+	return model_dflash_context(md, d->ds, d->ctx, d->vt, d->block);
+}
+
+/*
+ * -D: the DFlash drafter's costs as spec's rounds pay them, each the
+ * median of 5 after one untimed, against one decode step (step, s): a
+ * fresh sequence of ctx prompt rows (prefilled 256 at a time, their taps
+ * into the drafter's context), then one drafter forward over the block
+ * after it, the trunk's verify of block rows, and a block of taps into
+ * the context.
+ */
+static void
+dflash_bench(struct model *md, int ctx, double step)
+{
+	const struct model_hparams *dh = model_dflash(md);
+	size_t tw = (size_t)dh->n_tap * model_hparams(md)->n_embd, k = dh->sel_topk;
+	int nv = model_hparams(md)->n_vocab, B = dh->block, part = 256;
+	struct dfl d = { .ctx = ctx, .block = B };
+	float *tp = malloc((size_t)(ctx < part ? ctx : part) * tw * sizeof *tp);
+	int32_t *pid = malloc((size_t)part * sizeof *pid);
+	double dt[5], m;
+	char err[UTIL_ERRLEN];
+
+	d.vt = malloc((size_t)B * tw * sizeof *d.vt);
+	d.o.cand = malloc(((B - 1) * k + 1) * sizeof *d.o.cand);	/* as spec.c's */
+	d.o.lat = malloc(((B - 1) * k * k + 1) * sizeof *d.o.lat);
+	d.o.logits = k ? NULL : model_host_alloc(md, (size_t)(B - 1) * model_draft_vocab(md));
+	if (B > (int)(sizeof d.ids / sizeof *d.ids))
+		die(1, "dflash: block %d: more rows than %d", B, (int)(sizeof d.ids / sizeof *d.ids));
+	if (tp == NULL || pid == NULL || d.vt == NULL || d.o.cand == NULL || d.o.lat == NULL ||
+	    (k == 0 && d.o.logits == NULL))
+		die(1, "dflash: out of memory");
+	if ((d.st = model_state_new(md, ctx + B + 8, B, err)) == NULL ||	/* 6 verifies: 1 row each */
+	    (d.ds = model_dflash_state(md, ctx + B + 1, 0, err)) == NULL)
+		die(1, "dflash: %s", err);
+	for (int p = 0; p < ctx; p += part) {
+		int n = ctx - p < part ? ctx - p : part;
+
+		for (int i = 0; i < n; i++)
+			pid[i] = 1 + (int32_t)(((int64_t)(p + i) * 7919) % (nv - 1));
+		if (model_forward(md, d.st, pid, n, MODEL_PREFILL, NULL, NULL) != 0 ||
+		    model_taps(md, tp, n) != 0 || model_dflash_context(md, d.ds, p, tp, n) != 0)
+			die(1, "dflash: context: %s", model_errmsg(md));
+	}
+	for (int i = 0; i < B; i++)
+		d.ids[i] = 1 + (int32_t)((i * 31 + 7) % (nv - 1));
+	m = time5(dfl_draft, md, &d, dt, "dflash: draft");
+	printf("dflash-draft\tblock\t%d\tctx\t%d\tms\t%.4f\tmin\t%.4f\tmax\t%.4f\tx_step\t%.3f\n", B,
+	    ctx, m * 1e3, dt[0] * 1e3, dt[4] * 1e3, m / step);
+	m = time5(dfl_verify, md, &d, dt, "dflash: verify");
+	printf("dflash-verify\tK\t%d\trows\t%d\tms\t%.4f\tmin\t%.4f\tmax\t%.4f\tx_step\t%.3f\n",
+	    B - 1, B, m * 1e3, dt[0] * 1e3, dt[4] * 1e3, m / step);
+	m = time5(dfl_context, md, &d, dt, "dflash: context");
+	printf("dflash-context\trows\t%d\tms\t%.4f\tmin\t%.4f\tmax\t%.4f\tx_step\t%.3f\n", B,
+	    m * 1e3, dt[0] * 1e3, dt[4] * 1e3, m / step);
+	state_free(d.st), state_free(d.ds);
+	model_host_free(md, d.o.logits);
+	free(tp), free(pid), free(d.vt), free(d.o.cand), free(d.o.lat);
+}
+
 /* Bytes of the matrices one decode step reads (GGUF only; 0 otherwise). */
 static double
 step_bytes(const char *path, int n_layer)
@@ -256,13 +384,15 @@ main(int argc, char *argv[])
 	const char *dev = "cuda";
 	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
 	int topk = 0, rowdraw = 0, nt = 0, nb = 0, perseq = 0;
+	struct model_options mo = { 0 };	/* -D: the DFlash drafter */
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:b:B:CPLG:T:Ws")) != -1) {
+	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:b:B:CPLG:T:WsD:")) != -1) {
 		switch (ch) {
+		case 'D': mo.dflash = optarg; break;
 		case 'b': if (util_parse_i64(optarg, 1, 256, &v)) die(2, "bad -b: 1..256"); nb = (int)v; break;
 		case 'C': clk = CLOCK_PROCESS_CPUTIME_ID; break;
 		case 'd': dev = optarg; break;
@@ -294,7 +424,7 @@ main(int argc, char *argv[])
 	}
 	if (argc - optind != 1)
 		die(2, "usage: model-bench [-CPLWs] [-G host|device] [-T K] [-d device] [-t threads] [-c ctx] [-n steps] "
-		    "[-r reps] [-k kmax] [-b B] [-B GB/s] MODEL");
+		    "[-r reps] [-k kmax] [-b B] [-B GB/s] [-D DRAFTER] MODEL");
 	const char *path = argv[optind];
 	double t0 = now();
 	struct backend *be = backend_open(dev, nt, err);
@@ -313,7 +443,10 @@ main(int argc, char *argv[])
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	if (backend_moe_group_env(be, getenv("MEMRA_CUDA_MOE_GROUP"), err) < 0)
 		die(2, "MEMRA_CUDA_MOE_GROUP: %s", err);
-	struct model *md = be ? model_open(path, be, err) : NULL;
+	mo.dflash_prec = getenv("MEMRA_DFLASH_PREC");
+	if (mo.dflash != NULL && model_dflash_prec(mo.dflash_prec) < -1)
+		die(2, "MEMRA_DFLASH_PREC: '%s': not q4, q8, bf16, f32 or keep", mo.dflash_prec);
+	struct model *md = be ? model_open_opts(path, be, mo.dflash ? &mo : NULL, err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
 	const struct model_hparams *hp = model_hparams(md);
@@ -387,8 +520,11 @@ main(int argc, char *argv[])
 				die(1, "rollback failed");
 		}
 		double vm = median(dt, 5);
-		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\n", m - 1, m, vm * 1e3, vm / step);
+		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\tmin\t%.4f\tmax\t%.4f\n", m - 1,
+		    m, vm * 1e3, vm / step, dt[0] * 1e3, dt[4] * 1e3);
 	}
+	if (mo.dflash != NULL)
+		dflash_bench(md, ctx, step);
 	if (nb > 0)
 		batch_bench(be, md, nb, ctx, n, reps, prof, step);
 	if (prof) {

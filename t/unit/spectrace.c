@@ -114,6 +114,41 @@ TEST(built_traces_are_written_and_read_back)
 	spectrace_free(t);
 }
 
+/* A synthetic trace (t/tools/spec-trace-synth) knows no tokens: "out" absent. */
+TEST(a_trace_without_its_tokens_reads_and_writes_without_out)
+{
+	char err[UTIL_ERRLEN], *w;
+	struct spectrace *t = spectrace_new(), *u;
+	struct spectrace_section h = { .K = 2, .n_vocab = 100, .n = 5, .drafter = "dflash2",
+	    .model = "synthetic" };
+	int32_t ids[] = { 7, 8, 9 };
+	const char *want = "{\"memra_spec_trace\": 1, \"K\": 2, \"drafter\": \"dflash2\", "
+	    "\"model\": \"synthetic\", \"n_vocab\": 100, \"n\": 5, \"temp\": 0, \"prompts\": 1}\n"
+	    "{\"prompt\": 0, \"ids\": [7, 8, 9], \"rounds\": [[2, 1], [1, 0]], \"tokens\": 4}\n";
+
+	CHECK(spectrace_section(t, &h, err) == 0);
+	CHECK(spectrace_prompt(t, ids, 3, err) == 0);
+	CHECK(spectrace_round(t, 2, 1, err) == 0);
+	CHECK(spectrace_round(t, 1, 0, err) == 0);
+	CHECK(spectrace_end(t, NULL, 5, err) == -1);	/* still checked against the rounds */
+	CHECK_EQ_STR(err, "\"tokens\" 5: not what the rounds kept (3..4)");
+	CHECK(spectrace_end(t, NULL, 4, err) == 0);
+	w = written(t);
+	CHECK_EQ_STR(w, want);
+	u = spectrace_parse(w, strlen(w), err);
+	CHECK(u != NULL);
+	if (u != NULL) {
+		CHECK(u->sec[0].p[0].out == NULL);
+		CHECK_EQ_INT(u->sec[0].p[0].tokens, 4);
+		free(w);
+		w = written(u);
+		CHECK_EQ_STR(w, want);
+	}
+	spectrace_free(u);
+	free(w);
+	spectrace_free(t);
+}
+
 TEST(the_builder_checks_what_the_parser_checks)
 {
 	char err[UTIL_ERRLEN];
@@ -352,6 +387,7 @@ main(void)
 
 	RUN(parse_reads_sections_prompts_and_rounds);
 	RUN(built_traces_are_written_and_read_back);
+	RUN(a_trace_without_its_tokens_reads_and_writes_without_out);
 	RUN(the_builder_checks_what_the_parser_checks);
 	RUN(a_bad_line_is_named);
 	RUN(sections_hold_their_prompts_and_no_two_share_a_K);
