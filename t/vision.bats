@@ -217,6 +217,9 @@ What is this?<turn|>
 }
 
 # --- gguf-random's random towers (the GPU's image-prompt TTFT runs on its 31b-mmproj) ---
+# llama.cpp's mtmd is not in the peer build (t/peer/llamacpp-build.sh builds the llama
+# target alone, tools off), so the towers are held to its converter's names and keys
+# (the fixture's mmproj-f32.gguf), not run in mtmd.
 
 # random_pair [TYPE]: gguf-random's tiny-gemma4 trunk ($P/trunk.gguf) and a tiny-mmproj of
 # TYPE ($P/mmproj.gguf, BF16 by default), as tools/gpu-vision-bench.sh makes them

@@ -50,9 +50,9 @@
  * llama-quantize's fallback (Q5_K -> Q5_1, IQ4_XS -> IQ4_NL, ...; see
  * quant_fit_block).  Norms, ssm_a, dt bias, conv1d, router biases and
  * scales and rope_freqs are F32.  -L N keeps the first N layers (the MTP
- * layer, where the shape has one, follows them): a file of fewer layers
- * for a shape that does not fit the disk or GPU, whose speed is per
- * layer, not the model's.  -n lists the tensors (name, type, dims,
+ * layer, where the shape has one, follows them; a tower's first N
+ * blocks): a file of fewer layers for a shape that does not fit the disk
+ * or GPU, whose speed is per layer, not the model's.  -n lists the tensors (name, type, dims,
  * bytes) and their total count, parameters and bytes, writing nothing.
  * Weights are random bits with block scales of a sane size, so
  * activations stay finite for a while; values are not meaningful.  The
