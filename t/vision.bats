@@ -351,3 +351,15 @@ print(len(r.tensors), str(r.fields["clip.vision.projector_type"].contents()), r.
 	run -2 --separate-stderr "$GR" -n -p tiny-mmproj -L 3
 	[ "$stderr" = "gguf-random: -L 3: shape tiny-mmproj has 2 layers" ]
 }
+
+# bats test_tags=gpu
+@test "gguf-random's tiny-mmproj on cuda (the tower on the model's backend): the CPU's ids, the gate MATCH" {
+	random_pair
+	run -0 --separate-stderr run-gen -t 2 --device cpu --jsonl --image "$V/images/a.png" \
+	    --mmproj "$P/mmproj.gguf" "$P/trunk.gguf" <<<"$RREQ"
+	cpu=$(jq -c .ids <<<"$output")
+	run -0 --separate-stderr run-gen --device cuda --jsonl --image "$V/images/a.png" \
+	    --mmproj "$P/mmproj.gguf" "$P/trunk.gguf" <<<"$RREQ"
+	[ "$(jq -c .ids <<<"$output")" = "$cpu" ]
+	[ "$(jq -r .gate <<<"$output")" = MATCH ]
+}
