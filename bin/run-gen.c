@@ -64,6 +64,8 @@ struct result {
 	int32_t	*ids;		/* [n_gen] */
 	int	n_gen, n_prompt;
 	double	prefill_s, decode_s, ttft_s;
+	int	n_img;		/* images in the prompt */
+	double	vision_s;	/* their encoding by the tower, counted in ttft_s */
 	const char *gate;
 	int	complete;	/* with a grammar: the document ended whole; -1 without */
 	char	*text;		/* --jsonl: the text (NULL: no tokenizer) */
@@ -346,6 +348,7 @@ generate(struct gen *g, const int32_t *ids, size_t n, const struct req *q, FILE 
 	}
 	rc = g->gr != NULL ? decode_masked(g, st, smp, hist, n, q, lg, out, r, err) :
 	    decode(g, st, smp, hist, n, q, lg, out, r, err);
+	r->ttft_s += r->vision_s;	/* the prompt's images went through the tower first */
 out:
 	if (rc != 0 && err[0] == '\0')
 		util_err(err, "out of memory");
@@ -359,9 +362,13 @@ static void
 stats(const struct result *r)
 {
 	fprintf(stderr, "prompt tokens=%d prefill %.1f tok/s, decode %.1f tok/s (%d tokens), "
-	    "time to first token %.3f s\n", r->n_prompt,
+	    "time to first token %.3f s", r->n_prompt,
 	    r->prefill_s > 0 ? r->n_prompt / r->prefill_s : 0.0,
 	    r->decode_s > 0 ? r->n_gen / r->decode_s : 0.0, r->n_gen, r->ttft_s);
+	if (r->n_img > 0)
+		fprintf(stderr, " (%.3f s of it the vision tower, %d image%s)", r->vision_s,
+		    r->n_img, r->n_img > 1 ? "s" : "");
+	fputc('\n', stderr);
 }
 
 static void
@@ -372,16 +379,20 @@ print_ids(FILE *fp, const struct result *r, const char *sep)
 }
 
 /* ids[n] with each image marker expanded and the images encoded into g->vp
- * (the previous prompt's freed); malloc'd [*n_out], or NULL with err. */
+ * (the previous prompt's freed), the encoding's time into r; malloc'd
+ * [*n_out], or NULL with err. */
 static int32_t *
-with_images(struct gen *g, const int32_t *ids, size_t n, size_t *n_out, char *err)
+with_images(struct gen *g, const int32_t *ids, size_t n, size_t *n_out, struct result *r,
+    char *err)
 {
+	double t0 = util_now();
 	int32_t *out;
 
 	vision_prompt_free(&g->vp);
 	if (vision_prompt_build(g->vis, &g->vt, ids, n, g->img, g->o->n_image, &out, n_out,
 	    &g->vp, err) != 0)
 		return NULL;
+	r->n_img = g->o->n_image, r->vision_s = util_now() - t0;
 	return out;
 }
 
@@ -392,7 +403,8 @@ with_images(struct gen *g, const int32_t *ids, size_t n, size_t *n_out, char *er
  * marker expanded and the images encoded into g->vp.
  */
 static int32_t *
-image_prompt(struct gen *g, const char *text, size_t len, size_t *n, char *err)
+image_prompt(struct gen *g, const char *text, size_t len, size_t *n, struct result *r,
+    char *err)
 {
 	char *buf = NULL;
 	size_t blen = 0, nm;
@@ -413,7 +425,7 @@ image_prompt(struct gen *g, const char *text, size_t len, size_t *n, char *err)
 			mk = prompt_encode_chat(g->pr, ctx, NULL, &nm, err);
 	}
 	if (mk != NULL)
-		ids = with_images(g, mk, nm, n, err);
+		ids = with_images(g, mk, nm, n, r, err);
 	if (mk == NULL && err[0] == '\0')
 		util_err(err, "out of memory");
 	json_free(ctx);
@@ -428,7 +440,7 @@ one(struct gen *g, const char *text, size_t len)
 	struct result r = { 0 };
 	char err[UTIL_ERRLEN] = "";
 	size_t n;
-	int32_t *ids = g->vis != NULL ? image_prompt(g, text, len, &n, err) :
+	int32_t *ids = g->vis != NULL ? image_prompt(g, text, len, &n, &r, err) :
 	    prompt_encode(g->pr, text, len, &n, err);
 	int rc = ids == NULL ? -1 : generate(g, ids, n, &q, g->o->ids ? NULL : stdout, &r, err);
 
@@ -516,8 +528,11 @@ put_result(FILE *fp, const struct result *r)
 	else
 		fputc(']', fp);
 	fprintf(fp, ", \"prompt_tokens\": %d, \"gate\": \"%s\", \"prefill_s\": %.6f, "
-	    "\"decode_s\": %.6f, \"ttft_s\": %.6f}\n", r->n_prompt, r->gate, r->prefill_s,
+	    "\"decode_s\": %.6f, \"ttft_s\": %.6f", r->n_prompt, r->gate, r->prefill_s,
 	    r->decode_s, r->ttft_s);
+	if (r->n_img > 0)
+		fprintf(fp, ", \"vision_s\": %.6f", r->vision_s);
+	fputs("}\n", fp);
 }
 
 /* One request line of len bytes to r; 0, or -1 with err. */
@@ -535,7 +550,7 @@ request(struct gen *g, const char *line, size_t len, struct result *r, char *err
 	    (ids = request_prompt(g, j, &n, err)) == NULL)
 		goto out;
 	if (g->vis != NULL) {	/* the request's prompt holds a marker for each --image */
-		int32_t *ex = with_images(g, ids, n, &n, err);
+		int32_t *ex = with_images(g, ids, n, &n, r, err);
 		free(ids);
 		if ((ids = ex) == NULL)
 			goto out;

@@ -93,7 +93,7 @@ print(m.n_vocab(), len(m.scores[2]))' "$f"
 
 @test "gguf-random refuses an unknown shape or type, and -L outside the shape" {
 	run -2 --separate-stderr "$T/gguf-random" -p 70b "$BATS_TEST_TMPDIR/x.gguf"
-	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step, dflash2-27b, tiny-dflash2)" ]
+	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step, dflash2-27b, tiny-dflash2, 31b-mmproj, 26b-mmproj, tiny-mmproj)" ]
 	run -2 --separate-stderr "$T/gguf-random" -t Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	run -2 --separate-stderr "$T/gguf-random" -x Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	[ "$stderr" = "gguf-random: -x 'Q9': not a type name" ]
@@ -606,4 +606,40 @@ DFlash wins at L=4, L=5 (the measured ratios cross mtp-k3's at mean_len 3.70)" ]
 	rm "$o/costs.log"
 	run -1 --separate-stderr env PARTS=dflash gpu-dflash-bench.sh "$d" "$DATA/dflash/d2" "$o"
 	[ "$stderr" = "gpu-dflash-bench.sh: no drafter block in $o/costs.log: run PARTS=costs first" ]
+}
+
+@test "gpu-vision-bench.sh on the CPU at tiny shapes: its own random trunk and tower (made once), A B B A rows of image-prompt TTFT against text of the same token count" {
+	[ -x "$T/image-prep" ] || skip "build/t/tools not built (make units)"
+	P=$BATS_TEST_TMPDIR
+	# transformers' Gemma-4 resize rule (patch 16, pooling 3): a W x H image's soft tokens
+	tok() { python3 -c 'import math,sys
+w,h,b=map(int,sys.argv[1:]); f=math.sqrt(b*9*256/(h*w))
+print(math.floor(f*h/48)*math.floor(f*w/48))' "$@"; }
+	bench() { TMPDIR=$P GPU_VISION_SHAPE=tiny-gemma4 GPU_VISION_DEVICE=cpu GPU_VISION_THREADS=2 \
+	    GPU_VISION_IMAGES=${GPU_VISION_IMAGES:-96x64:1 48x48:2} GPU_VISION_TOKENS=70 sh "$TOP/tools/gpu-vision-bench.sh" "$@"; }
+	run -0 bench - - "$P/o"
+	a=$(tok 96 64 70) b=$(tok 48 48 70)
+	[[ $output == *"== ttft-img-96x64x1: 1 image(s) of 96x64, $a soft tokens, prompt $((16 + 1 + a + 2)) tokens"* ]]
+	[[ $output == *"== ttft-img-48x48x2: 2 image(s) of 48x48, $((2 * b)) soft tokens, prompt $((16 + 2 + 2 * b + 4)) tokens"* ]]
+	# one row a scenario: run-gen, the two files' types, the prompt's tokens, 2 runs an arm
+	cut -f 4,6,7,8,9,13,14 "$P/o/vision-abba.tsv" >"$P/cols"
+	printf 'binary\tquant\tscenario\tctx\tn\tunit\tpeer\nrun-gen\tQ8_0+BF16\tttft-img-96x64x1\t%d\t2\ts\ttext-ids-same-count\nrun-gen\tQ8_0+BF16\tttft-img-48x48x2\t%d\t2\ts\ttext-ids-same-count\n' \
+	    $((19 + a)) $((22 + 2 * b)) | diff - "$P/cols"
+	# the summary: the tower's time a part of B's TTFT
+	[ "$(grep -c $'^ttft-img-.*\tB ttft .* vision [0-9.]* s\tB/A ' "$P/o/vision-summary.txt")" = 2 ]
+	ls "$P/memra-gguf/gemma4-tiny-gemma4-random-Q8_0.gguf" "$P/memra-gguf/gemma4-tiny-mmproj-random-BF16.gguf"
+	# kept: a second run makes neither again; given files, their types in the rows
+	touch -d '2000-01-01' "$P"/memra-gguf/*.gguf
+	GPU_VISION_IMAGES=48x48:1 run -0 bench
+	[ -z "$(find "$P/memra-gguf" -name '*.gguf' -newermt '2001-01-01')" ]
+	"$T/gguf-random" -p tiny-mmproj -t F16 "$P/f16.gguf"
+	GPU_VISION_IMAGES=48x48:1 run -0 bench "$P/memra-gguf/gemma4-tiny-gemma4-random-Q8_0.gguf" \
+	    "$P/f16.gguf" "$P/o2"
+	[ "$(cut -f 5,6,7 "$P/o2/vision-abba.tsv" | tail -n 1)" = $'gemma4-tiny-gemma4-random-Q8_0.gguf + f16.gguf\tQ8_0+F16\tttft-img-48x48x1' ]
+	# a trunk without Gemma-4's image markers, misuse
+	"$T/gguf-random" -p tiny -t Q8_0 "$P/q.gguf"
+	run -1 --separate-stderr bench "$P/q.gguf" "$P/memra-gguf/gemma4-tiny-mmproj-random-BF16.gguf" "$P/o3"
+	[ "$stderr" = "gpu-vision-bench.sh: $P/q.gguf: no <|image|> token in its vocabulary" ]
+	run -2 --separate-stderr bench "$P/q.gguf"
+	[ "$stderr" = "usage: sh tools/gpu-vision-bench.sh [TRUNK MMPROJ [OUTDIR]]" ]
 }

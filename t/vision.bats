@@ -215,3 +215,151 @@ What is this?<turn|>
 		[[ $stderr == *"MATCH"* ]]
 	done
 }
+
+# --- gguf-random's random towers (the GPU's image-prompt TTFT runs on its 31b-mmproj) ---
+# llama.cpp's mtmd is not in the peer build (t/peer/llamacpp-build.sh builds the llama
+# target alone, tools off), so the towers are held to its converter's names and keys
+# (the fixture's mmproj-f32.gguf), not run in mtmd.
+
+# random_pair [TYPE]: gguf-random's tiny-gemma4 trunk ($P/trunk.gguf) and a tiny-mmproj of
+# TYPE ($P/mmproj.gguf, BF16 by default), as tools/gpu-vision-bench.sh makes them
+random_pair() {
+	GR=$TOP/build/t/tools/gguf-random
+	[ -x "$GR" ] || skip "build/t/tools not built (make units)"
+	P=$BATS_TEST_TMPDIR
+	"$GR" -p tiny-gemma4 -t Q8_0 "$P/trunk.gguf"
+	"$GR" -p tiny-mmproj ${1:+-t "$1"} "$P/mmproj.gguf"
+}
+
+# hf_tokens W H [BUDGET]: transformers' Gemma-4 image processor's soft tokens for a W x H
+# image (patch 16, pooling 3, 280 tokens by default): its size rule in Python
+hf_tokens() {
+	python3 -c 'import math,sys
+w,h,b=int(sys.argv[1]),int(sys.argv[2]),int(sys.argv[3])
+f=math.sqrt(b*9*256/(h*w)); th=math.floor(f*h/48)*48; tw=math.floor(f*w/48)*48
+print(th*tw//(48*48))' "$1" "$2" "${3:-280}"
+}
+
+# The request: the image marker (<|image|>: the third id from the top of the stand-in
+# vocabulary of 1000, where gguf-random puts Gemma-4's markers) amid token ids.
+RREQ='{"prompt": [300, 301, 302, 997, 303, 304], "n": 4}'
+
+@test "gguf-random's tiny-mmproj on its tiny-gemma4 trunk: run-gen --image runs, the gate MATCH, the same bytes twice, the soft tokens as the image's size says" {
+	random_pair
+	run -0 --separate-stderr run-gen -t 2 --jsonl --image "$V/images/a.png" --mmproj "$P/mmproj.gguf" \
+	    "$P/trunk.gguf" <<<"$RREQ"
+	first=$output
+	n=$(hf_tokens 61 47)
+	[ "$n" = 266 ]
+	[[ $stderr == *"[vision] gemma4 tower: 2 layers, hidden 64, patch 16, pool 3, 280 soft tokens an image at most, image rows bidirectional ($P/mmproj.gguf)"* ]]
+	[[ $stderr == *"[vision] $V/images/a.png: 61x47 -> 912x672, $n soft tokens"* ]]
+	[ "$(jq -r '[.prompt_tokens, .gate, (.ids | length)] | @tsv' <<<"$output")" = "$((5 + n + 2))	MATCH	4" ]
+	jq -e '.vision_s > 0 and .ttft_s >= .vision_s + .prefill_s' <<<"$output"
+	[[ $stderr == *"time to first token "*" s of it the vision tower, 1 image)"* ]]
+	run -0 --separate-stderr run-gen -t 2 --jsonl --image "$V/images/a.png" --mmproj "$P/mmproj.gguf" \
+	    "$P/trunk.gguf" <<<"$RREQ"
+	[ "$(jq -c '[.ids, .text, .prompt_tokens]' <<<"$output")" = "$(jq -c '[.ids, .text, .prompt_tokens]' <<<"$first")" ]
+	# two images, another size each, and a budget of 70
+	req='{"prompt": [300, 997, 301, 997, 302], "n": 2}'
+	run -0 --separate-stderr run-gen -t 2 --jsonl --image-tokens 70 --image "$V/images/b.jpg" \
+	    --image "$V/images/wide.png" --mmproj "$P/mmproj.gguf" "$P/trunk.gguf" <<<"$req"
+	read -r w h < <(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(24); print(*struct.unpack(">II", d[16:24]))' "$V/images/wide.png")
+	nb=$(hf_tokens 200 90 70) nw=$(hf_tokens "$w" "$h" 70)
+	[[ $stderr == *"[vision] $V/images/b.jpg: 200x90 -> "*", $nb soft tokens"* ]]
+	[[ $stderr == *"[vision] $V/images/wide.png: ${w}x$h -> "*", $nw soft tokens"* ]]
+	[ "$(jq -r '[.prompt_tokens, .gate] | @tsv' <<<"$output")" = "$((3 + nb + nw + 4))	MATCH" ]
+}
+
+@test "gguf-random's tiny-mmproj: the tower's soft tokens enter the prompt (another image of the same size, other logits; the same image, the same bits), F16 and F32 towers too" {
+	random_pair
+	VL=$TOP/build/t/tools/vision-logits
+	n=$(hf_tokens 61 47)
+	# <|image>, the image's soft tokens, <image|>: 996, 997 x n, 998
+	ids="300 301 302 996 $(printf '997 %.0s' $(seq "$n"))998 303 304"
+	python3 -c 'import random,struct,sys,zlib
+w,h=61,47; r=random.Random(7)
+raw=b"".join(b"\0"+bytes(r.getrandbits(8) for _ in range(3*w)) for _ in range(h))
+def chunk(t,d): return struct.pack(">I",len(d))+t+d+struct.pack(">I",zlib.crc32(t+d))
+open(sys.argv[1],"wb").write(b"\x89PNG\r\n\x1a\n"+chunk(b"IHDR",struct.pack(">IIBBBBB",w,h,8,2,0,0,0))+
+    chunk(b"IDAT",zlib.compress(raw))+chunk(b"IEND",b""))' "$P/other.png"
+	"$VL" -t 2 -i "$V/images/a.png" "$P/trunk.gguf" "$P/mmproj.gguf" "$P/l1" $ids
+	"$VL" -t 2 -i "$V/images/a.png" "$P/trunk.gguf" "$P/mmproj.gguf" "$P/l2" $ids
+	"$VL" -t 2 -i "$P/other.png" "$P/trunk.gguf" "$P/mmproj.gguf" "$P/l3" $ids
+	cmp "$P/l1" "$P/l2"
+	# the text rows before the image are the same, every row from the image on differs
+	python3 -c 'import numpy as np,sys
+a=np.fromfile(sys.argv[1],dtype=np.float32).reshape(-1,1000); b=np.fromfile(sys.argv[2],dtype=np.float32).reshape(-1,1000)
+assert np.isfinite(a).all() and np.isfinite(b).all()
+same=[bool((a[i]==b[i]).all()) for i in range(len(a))]
+sys.exit(0 if same[:4]==[True]*4 and not any(same[4:]) else "rows equal: %s" % same)' "$P/l1" "$P/l3"
+	for t in F16 F32; do
+		"$TOP/build/t/tools/gguf-random" -p tiny-mmproj -t $t "$P/mm-$t.gguf"
+		run -0 --separate-stderr run-gen -t 2 --jsonl --image "$V/images/a.png" --mmproj "$P/mm-$t.gguf" \
+		    "$P/trunk.gguf" <<<"$RREQ"
+		[ "$(jq -r '[.prompt_tokens, .gate] | @tsv' <<<"$output")" = "$((5 + n + 2))	MATCH" ]
+	done
+}
+
+@test "a tower whose projection does not fit the trunk's width is refused by name" {
+	random_pair
+	run -1 --separate-stderr run-gen -t 2 --jsonl --image "$V/images/a.png" --mmproj "$V/mmproj-f32.gguf" \
+	    "$P/trunk.gguf" <<<"$RREQ"
+	[ "$stderr" = "run-gen: $V/mmproj-f32.gguf: a tower for a text width of 32, the model's is 256" ]
+	# and a trunk of another width for gguf-random's tower: the fixture's model (hidden 32)
+	run -1 --separate-stderr run-gen -t 2 --jsonl --image "$V/images/a.png" --mmproj "$P/mmproj.gguf" \
+	    "$V" <<<'{"prompt": [280, 285, 5], "n": 1}'
+	[ "$stderr" = "run-gen: $P/mmproj.gguf: a tower for a text width of 256, the model's is 32" ]
+}
+
+@test "gguf-random's towers: llama.cpp's converter's tensor names and keys, gguf-py reads them, 31b-mmproj the size of gemma-4-31B-it's" {
+	random_pair F32
+	# the fixture's mmproj (llama.cpp's convert_hf_to_gguf.py --mmproj) less its clipped
+	# linears' bounds (the large towers have none): the same names and keys
+	names() { bin/gguf-inspect -t "$1" | awk -F'\t' 'NR > 1 { print $1 }' | grep -v 'put_m[ai][xn]$' | sort; }
+	diff <(names "$V/mmproj-f32.gguf") <(names "$P/mmproj.gguf")
+	keys() { bin/gguf-inspect -j "$1" | jq -r '.metadata | keys[]' | grep -v '^general\.\(finetune\|basename\|size_label\)$' | sort; }
+	diff <(keys "$V/mmproj-f32.gguf") <(keys "$P/mmproj.gguf")
+	need_py gguf
+	run -0 python3 -c 'import gguf,sys
+r=gguf.GGUFReader(sys.argv[1])
+print(len(r.tensors), str(r.fields["clip.vision.projector_type"].contents()), r.fields["clip.vision.projection_dim"].contents())' "$P/mmproj.gguf"
+	[ "$output" = "31 gemma4v 256" ]
+	# gemma-4-31B-it's tower (transformers' convert_gemma4_weights.py): 27 blocks of 1152,
+	# FFN 4304, heads of 72; 13 tensors a block, 5 more (llama.cpp's census of its mmproj: 356)
+	run -0 --separate-stderr "$GR" -n -p 31b-mmproj
+	l=${lines[-1]} output=$'\n'$output
+	e=1152 f=4304 L=27 T=5376
+	blk=$((4 * e * e + 3 * e * f + 2 * 72 + 4 * e))
+	params=$((L * blk + e * 768 + 2 * 10240 * e + 2 * e + T * e))
+	bytes=$((L * (2 * (4 * e * e + 3 * e * f) + 4 * (2 * 72 + 4 * e)) + 4 * e * 768 + 4 * 2 * 10240 * e + 4 * 2 * e + 2 * T * e))
+	[ "$l" = "tensors 356 params $params bytes $bytes" ]
+	[[ $output == *$'\nv.patch_embd.weight\tF32\t16x16x3x1152\t'* ]]
+	[[ $output == *$'\nv.position_embd.weight\tF32\t1152x10240x2\t'* ]]
+	[[ $output == *$'\nmm.input_projection.weight\tBF16\t1152x5376\t'* ]]
+	[[ $output == *$'\nv.blk.26.ffn_down.weight\tBF16\t4304x1152\t'* ]]
+	# F16: the patch embedding F16 too, as the converter writes it
+	run -0 --separate-stderr "$GR" -n -p 31b-mmproj -t F16
+	[ "${lines[-1]}" = "tensors 356 params $params bytes $((bytes - 2 * e * 768))" ]
+	[[ $output == *$'\nv.patch_embd.weight\tF16\t16x16x3x1152\t'* ]]
+	run -0 --separate-stderr "$GR" -n -p 26b-mmproj
+	[[ $'\n'$output == *$'\nmm.input_projection.weight\tBF16\t1152x2816\t'* ]]
+	# refused: a quantized type, a trunk's options, more layers than the tower has
+	run -2 --separate-stderr "$GR" -n -p 31b-mmproj -t Q8_0
+	[ "$stderr" = "gguf-random: -t Q8_0: a vision tower's weights are F16, BF16 or F32" ]
+	run -2 --separate-stderr "$GR" -n -p 31b-mmproj -x IQ4_XS
+	[ "$stderr" = "gguf-random: -x, -e and -V are a trunk's: 31b-mmproj is a vision tower" ]
+	run -2 --separate-stderr "$GR" -n -p tiny-mmproj -L 3
+	[ "$stderr" = "gguf-random: -L 3: shape tiny-mmproj has 2 layers" ]
+}
+
+# bats test_tags=gpu
+@test "gguf-random's tiny-mmproj on cuda (the tower on the model's backend): the CPU's ids, the gate MATCH" {
+	random_pair
+	run -0 --separate-stderr run-gen -t 2 --device cpu --jsonl --image "$V/images/a.png" \
+	    --mmproj "$P/mmproj.gguf" "$P/trunk.gguf" <<<"$RREQ"
+	cpu=$(jq -c .ids <<<"$output")
+	run -0 --separate-stderr run-gen --device cuda --jsonl --image "$V/images/a.png" \
+	    --mmproj "$P/mmproj.gguf" "$P/trunk.gguf" <<<"$RREQ"
+	[ "$(jq -c .ids <<<"$output")" = "$cpu" ]
+	[ "$(jq -r .gate <<<"$output")" = MATCH ]
+}

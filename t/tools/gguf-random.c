@@ -58,6 +58,15 @@
  *              notes); t/data/dflash/llamacpp-header.txt is its
  *              conversion of a drafter of model A, whose config names no
  *              M-RoPE, as tiny-dflash2's is laid out).
+ *   clip       31b-mmproj = gemma-4-31B-it's vision tower as llama.cpp's
+ *              converter writes its mmproj GGUF (projector gemma4v: 27
+ *              layers of 1152, 16 heads of 72, FFN 4304, patch 16, 2 x
+ *              10240 position rows, pooling 3, std_bias / std_scale, the
+ *              projection to 5376); 26b-mmproj the same tower projected to
+ *              2816 (26B-A4B); tiny-mmproj (projected to 256: tiny-gemma4's
+ *              width) for tests.  Weights F16, BF16 (the default) or F32
+ *              (-t); the norms, the position tables and, but at F16, the
+ *              patch embedding F32, as the converter keeps them.
  * -t: the matrices' type (Q8_0, NVFP4, IQ4_XS, ...; default Q8_0, BF16
  * for a drafter, as the published drafters are).  -x: the routed
  * experts' type (default: the -t type; e.g. -t Q8_0 -x IQ4_XS).  -e:
@@ -67,17 +76,19 @@
  * IQ4_NL, ...; see quant_fit_block).  Norms, ssm_a, dt bias, conv1d,
  * router biases and scales, rope_freqs and a drafter's conv bases are
  * F32.  -L N keeps the first N layers (the MTP
- * layer, where the shape has one, follows them): a file of fewer layers
- * for a shape that does not fit the disk or GPU, whose speed is per
- * layer, not the model's.  -n lists the tensors (name, type, dims,
+ * layer, where the shape has one, follows them; a tower's first N
+ * blocks): a file of fewer layers for a shape that does not fit the disk
+ * or GPU, whose speed is per layer, not the model's.  -n lists the
+ * tensors (name, type, dims,
  * bytes) and their total count, parameters and bytes, writing nothing.
  * Weights are random bits with block scales of a sane size, so
  * activations stay finite for a while; values are not meaningful.  The
  * vocabulary is a stand-in that llama.cpp loads (llama-bench on the same
- * file; a drafter carries its trunk's, as the converter copies it); -V
- * leaves it out (no tokenizer.ggml.* metadata but a drafter's
- * mask_token_id: a model for token-id prompts only, as run-gen --jsonl
- * {"prompt": [ids]} gives them).
+ * file; a drafter carries its trunk's, as the converter copies it; a
+ * gemma4 one has Gemma-4's image markers (gemma4_markers)); -V leaves it
+ * out (no tokenizer.ggml.* metadata but a drafter's mask_token_id: a model
+ * for token-id prompts only, as run-gen --jsonl {"prompt": [ids]} gives
+ * them).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -160,11 +171,31 @@ static const struct shape shapes[] = {
 };
 #define SHAPE_LIST "9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
 	"196b-a11b, tiny-step, dflash2-27b, tiny-dflash2"
+
+/*
+ * A Gemma-4 vision tower (-p NAME-mmproj), llama.cpp's gemma4v mmproj
+ * (conversion/gemma.py Gemma4VisionAudioModel; the large towers' geometry
+ * from transformers' convert_gemma4_weights.py): n_head heads of
+ * n_embd / n_head, n_pos rows of each position table, n_text the
+ * projection's width (the text model's hidden size).
+ */
+struct mmproj {
+	const char *name;
+	int	n_embd, n_ff, n_layer, n_head, patch, n_pos, n_text;
+};
+
+static const struct mmproj mmprojs[] = {
+	{ "31b-mmproj", 1152, 4304, 27, 16, 16, 10240, 5376 },
+	{ "26b-mmproj", 1152, 4304, 27, 16, 16, 10240, 2816 },
+	{ "tiny-mmproj", 64, 128, 2, 4, 16, 10240, 256 },
+};
+#define MMPROJ_LIST "31b-mmproj, 26b-mmproj, tiny-mmproj"
 #define USAGE "usage: gguf-random [-hnV] [-p SHAPE] [-t TYPE] [-x TYPE] [-e TYPE] [-L N] OUT (-n: no OUT)"
 
 struct gen {
 	struct gguf_writer *w;
 	const struct shape *s;
+	const struct mmproj *mp;	/* -p NAME-mmproj: a vision tower (s unused) */
 	int	nl;		/* trunk layers written (-L) */
 	int	mt, xt, et;	/* matrix, expert, embedding/output types */
 	uint64_t rng;
@@ -580,15 +611,117 @@ dflash_tensors(struct gen *g)
 }
 #undef NM
 
+/*
+ * An mmproj tensor of nd dims ne (ne[nd..3] = 1), every one a float type:
+ * its info (or -n line) in pass 0, its rows in pass 1 (val; 0: noise).
+ */
+static int
+mtensor(struct gen *g, const char *name, int type, int nd, const int64_t *ne, float val)
+{
+	int64_t rows = ne[1] * ne[2] * ne[3];
+	size_t n = quant_row_size(type, ne[0]) * (size_t)rows;
+
+	if (g->pass == 1)
+		return float_rows(g, type, ne[0], rows, val, NULL);
+	g->n_tensors++, g->n_params += ne[0] * rows, g->n_bytes += n;
+	if (!g->dry)
+		return gguf_writer_add_tensor(g->w, name, type, nd, ne);
+	printf("%s\t%s\t%" PRId64, name, quant_name(type), ne[0]);
+	for (int i = 1; i < nd; i++)
+		printf("x%" PRId64, ne[i]);
+	printf("\t%zu\n", n);
+	return 0;
+}
+
+#define MT(name, type, val, nd, ...)	do { const int64_t ne_[4] = { __VA_ARGS__ }; \
+	if (mtensor(g, name, type, nd, ne_, val)) return -1; } while (0)
+#define VM(x)	(snprintf(n, sizeof n, "v.blk.%d.%s", il, x), n)
+
+/* A tower block: llama.cpp's names (13 tensors, no biases, no clamp bounds: the large towers'). */
+static int
+mmproj_layer(struct gen *g, int il)
+{
+	const struct mmproj *p = g->mp;
+	int64_t e = p->n_embd, f = p->n_ff, hd = p->n_embd / p->n_head;
+	int mt = g->mt;
+	char n[128];
+
+	MT(VM("ln1.weight"), QUANT_F32, 1.0f, 1, e, 1, 1, 1);
+	MT(VM("attn_q.weight"), mt, 0, 2, e, e, 1, 1);
+	MT(VM("attn_k.weight"), mt, 0, 2, e, e, 1, 1);
+	MT(VM("attn_v.weight"), mt, 0, 2, e, e, 1, 1);
+	MT(VM("attn_q_norm.weight"), QUANT_F32, 1.0f, 1, hd, 1, 1, 1);
+	MT(VM("attn_k_norm.weight"), QUANT_F32, 1.0f, 1, hd, 1, 1, 1);
+	MT(VM("attn_out.weight"), mt, 0, 2, e, e, 1, 1);
+	MT(VM("attn_post_norm.weight"), QUANT_F32, 1.0f, 1, e, 1, 1, 1);
+	MT(VM("ln2.weight"), QUANT_F32, 1.0f, 1, e, 1, 1, 1);
+	MT(VM("ffn_gate.weight"), mt, 0, 2, e, f, 1, 1);
+	MT(VM("ffn_up.weight"), mt, 0, 2, e, f, 1, 1);
+	MT(VM("ffn_down.weight"), mt, 0, 2, f, e, 1, 1);
+	MT(VM("ffn_post_norm.weight"), QUANT_F32, 1.0f, 1, e, 1, 1, 1);
+	return 0;
+}
+
+/*
+ * The tower's tensors: the projection [n_text][n_embd]; the patch
+ * embedding as the converter's conv kernel ne [p, p, 3, n_embd] (F16 in
+ * an F16 file, else F32); the position tables ne [n_embd, n_pos, 2] (x
+ * rows, then y), F32; std_bias (noise), std_scale (1); the blocks.
+ */
+static int
+mmproj_tensors(struct gen *g)
+{
+	const struct mmproj *p = g->mp;
+	int64_t e = p->n_embd;
+
+	MT("mm.input_projection.weight", g->mt, 0, 2, e, p->n_text, 1, 1);
+	MT("v.patch_embd.weight", g->mt == QUANT_F16 ? QUANT_F16 : QUANT_F32, 0, 4,
+	    p->patch, p->patch, 3, e);
+	MT("v.position_embd.weight", QUANT_F32, 0, 3, e, p->n_pos, 2, 1);
+	MT("v.std_bias", QUANT_F32, 0, 1, e, 1, 1, 1);
+	MT("v.std_scale", QUANT_F32, 1.0f, 1, e, 1, 1, 1);
+	for (int il = 0; il < g->nl; il++)
+		if (mmproj_layer(g, il))
+			return -1;
+	return 0;
+}
+#undef VM
+#undef MT
+
 static int
 tensors(struct gen *g)
 {
+	if (g->mp != NULL)
+		return mmproj_tensors(g);
 	switch (g->s->arch) {
 	case GEMMA4: return gemma4_tensors(g);
 	case STEP35: return step35_tensors(g);
 	case DFLASH: return dflash_tensors(g);
 	default: return qwen35_tensors(g);
 	}
+}
+
+/*
+ * Gemma-4's image markers in a gemma4 stand-in vocabulary, control tokens
+ * (run-gen --image and serve find them by name): at Gemma-4's own ids
+ * (<|image> 255999, <|image|> 258880, <image|> 258882) in a vocabulary
+ * that holds them, else the three ids below the last one (eos).
+ */
+static int
+gemma4_markers(int n, char **tok, int32_t *type)
+{
+	static const char *const m[3] = { "<|image>", "<|image|>", "<image|>" };
+	static const int id[3] = { 255999, 258880, 258882 };
+
+	for (int i = 0; i < 3; i++) {
+		int k = n > id[2] + 1 ? id[i] : n - 4 + i;
+
+		free(tok[k]);
+		if ((tok[k] = strdup(m[i])) == NULL)
+			return -1;
+		type[k] = 3;	/* control */
+	}
+	return 0;
 }
 
 /*
@@ -619,6 +752,8 @@ vocab(struct gen *g)
 		if ((tok[i] = strdup(b)) == NULL)
 			goto out;
 	}
+	if (tok != NULL && type != NULL && g->s->arch == GEMMA4 && gemma4_markers(n, tok, type))
+		goto out;
 	if (tok != NULL && type != NULL)
 		rc = gguf_writer_add_str(g->w, "tokenizer.ggml.model", "gpt2", 4) ||
 		    gguf_writer_add_str(g->w, "tokenizer.ggml.pre", "qwen35", 6) ||
@@ -821,10 +956,46 @@ dflash_kvs(struct gen *g)
 	    gguf_writer_add_u32(g->w, "tokenizer.ggml.mask_token_id", (uint32_t)s->mask_id) ? -1 : 0;
 }
 
+/*
+ * The tower's keys, those llama.cpp's converter writes (MmprojModel and
+ * Gemma4VisionAudioModel): no clip.use_gelu, the image size a dummy 224,
+ * mean 0 and std 1 (Gemma-4's processor does not normalize).
+ */
+static int
+mmproj_kvs(struct gen *g)
+{
+	const struct mmproj *p = g->mp;
+	static const float mean[3] = { 0, 0, 0 }, std[3] = { 1, 1, 1 };
+	uint32_t ft = g->mt == QUANT_F32 ? 0 : g->mt == QUANT_F16 ? 1 : 32;	/* llama_ftype */
+	struct gguf_writer *w = g->w;
+
+	return gguf_writer_add_str(w, "general.architecture", "clip", 4) ||
+	    gguf_writer_add_str(w, "general.type", "mmproj", 6) ||
+	    gguf_writer_add_str(w, "general.name", "random", 6) ||
+	    gguf_writer_add_u32(w, "general.file_type", ft) ||
+	    gguf_writer_add_bool(w, "clip.has_vision_encoder", 1) ||
+	    gguf_writer_add_u32(w, "clip.vision.projection_dim", (uint32_t)p->n_text) ||
+	    gguf_writer_add_u32(w, "clip.vision.image_size", 224) ||
+	    gguf_writer_add_u32(w, "clip.vision.patch_size", (uint32_t)p->patch) ||
+	    gguf_writer_add_u32(w, "clip.vision.embedding_length", (uint32_t)p->n_embd) ||
+	    gguf_writer_add_u32(w, "clip.vision.feed_forward_length", (uint32_t)p->n_ff) ||
+	    gguf_writer_add_u32(w, "clip.vision.block_count", (uint32_t)g->nl) ||
+	    gguf_writer_add_u32(w, "clip.vision.attention.head_count", (uint32_t)p->n_head) ||
+	    gguf_writer_add_arr(w, "clip.vision.image_mean", GGUF_TYPE_FLOAT32, mean, 3) ||
+	    gguf_writer_add_arr(w, "clip.vision.image_std", GGUF_TYPE_FLOAT32, std, 3) ||
+	    gguf_writer_add_str(w, "clip.vision.projector_type", "gemma4v", 7) ||
+	    gguf_writer_add_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-6f) ||
+	    gguf_writer_add_u32(w, "general.quantization_version", 2) ? -1 : 0;
+}
+
 static int
 kvs(struct gen *g)
 {
-	const char *a = arch_name[g->s->arch];
+	const char *a;
+
+	if (g->mp != NULL)
+		return mmproj_kvs(g);
+	a = arch_name[g->s->arch];
 
 	if (gguf_writer_add_str(g->w, "general.architecture", a, strlen(a)) ||
 	    gguf_writer_add_str(g->w, "general.name", "random", 6) ||
@@ -844,6 +1015,45 @@ type_opt(int ch, const char *arg)
 	return t;
 }
 
+/* A trunk's -L and types: the shape's layers by default, the types' defaults. */
+static void
+trunk_opts(struct gen *g)
+{
+	if (g->mt < 0)
+		g->mt = g->s->arch == DFLASH ? QUANT_BF16 : QUANT_Q8_0;
+	if (g->nl > g->s->n_layer)
+		die(2, "-L %d: shape %s has %d layers", g->nl, g->s->name, g->s->n_layer);
+	if (g->nl < 0)
+		g->nl = g->s->n_layer;
+	if (g->nl < min_layers[g->s->arch])
+		die(2, "-L %d: a %s file needs -L %d or more (a full-attention layer%s)", g->nl,
+		    arch_name[g->s->arch], min_layers[g->s->arch],
+		    g->s->swa > 0 ? " and a sliding one" : "");
+	if (g->et < 0)
+		g->et = g->mt == QUANT_NVFP4 ? QUANT_Q5_K : g->mt;
+	if (g->xt < 0)
+		g->xt = g->mt;
+}
+
+/* A tower's -L (its first N blocks) and -t (F16, BF16 or F32; BF16 by
+ * default, as the checkpoints hold it); -x, -e and -V are a trunk's. */
+static void
+mmproj_opts(struct gen *g)
+{
+	const struct mmproj *p = g->mp;
+
+	if (g->xt >= 0 || g->et >= 0 || g->no_vocab)
+		die(2, "-x, -e and -V are a trunk's: %s is a vision tower", p->name);
+	if (g->mt < 0)
+		g->mt = QUANT_BF16;
+	if (!is_float(g->mt))
+		die(2, "-t %s: a vision tower's weights are F16, BF16 or F32", quant_name(g->mt));
+	if (g->nl > p->n_layer)
+		die(2, "-L %d: shape %s has %d layers", g->nl, p->name, p->n_layer);
+	if (g->nl < 0)
+		g->nl = p->n_layer;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -858,18 +1068,21 @@ main(int argc, char *argv[])
 	while ((ch = getopt(argc, argv, "hnVp:t:x:e:L:")) != -1) {
 		switch (ch) {
 		case 'h':
-			printf("%s\nshapes: %s (the head of t/tools/gguf-random.c says what each "
-			    "is)\n", USAGE, SHAPE_LIST);
+			printf("%s\nshapes: %s, %s (the head of t/tools/gguf-random.c says what each "
+			    "is)\n", USAGE, SHAPE_LIST, MMPROJ_LIST);
 			return finish(0);
 		case 'n': g.dry = 1; break;
 		case 'V': g.no_vocab = 1; break;
 		case 'p':
-			g.s = NULL;
+			g.s = NULL, g.mp = NULL;
 			for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
 				if (strcmp(optarg, shapes[i].name) == 0)
 					g.s = &shapes[i];
-			if (g.s == NULL)
-				die(2, "-p '%s': not a shape (%s)", optarg, SHAPE_LIST);
+			for (size_t i = 0; i < sizeof mmprojs / sizeof mmprojs[0]; i++)
+				if (strcmp(optarg, mmprojs[i].name) == 0)
+					g.mp = &mmprojs[i];
+			if (g.s == NULL && g.mp == NULL)
+				die(2, "-p '%s': not a shape (%s, %s)", optarg, SHAPE_LIST, MMPROJ_LIST);
 			break;
 		case 't': g.mt = type_opt(ch, optarg); break;
 		case 'x': g.xt = type_opt(ch, optarg); break;
@@ -885,20 +1098,10 @@ main(int argc, char *argv[])
 	}
 	if (argc - optind != !g.dry)
 		die(2, USAGE);
-	if (g.nl > g.s->n_layer)
-		die(2, "-L %d: shape %s has %d layers", g.nl, g.s->name, g.s->n_layer);
-	if (g.nl < 0)
-		g.nl = g.s->n_layer;
-	if (g.nl < min_layers[g.s->arch])
-		die(2, "-L %d: a %s file needs -L %d or more (a full-attention layer%s)", g.nl,
-		    arch_name[g.s->arch], min_layers[g.s->arch],
-		    g.s->swa > 0 ? " and a sliding one" : "");
-	if (g.mt < 0)
-		g.mt = g.s->arch == DFLASH ? QUANT_BF16 : QUANT_Q8_0;
-	if (g.et < 0)
-		g.et = g.mt == QUANT_NVFP4 ? QUANT_Q5_K : g.mt;
-	if (g.xt < 0)
-		g.xt = g.mt;
+	if (g.mp != NULL)
+		mmproj_opts(&g);
+	else
+		trunk_opts(&g);
 	if (g.dry) {
 		if (tensors(&g) != 0)
 			die(1, "out of memory");
