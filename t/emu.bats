@@ -23,6 +23,16 @@ need_cxx() {
 
 need_cc() { command -v cc >/dev/null 2>&1 || skip "cc not installed"; }
 
+# emu_run PROG [ARG...]: run -0, but on another status show what failed
+# (the model's lines other than its passing ones, at most 30) before failing
+emu_run() {
+	run "$@"
+	[ "$status" -eq 0 ] && return 0
+	echo "$* exited $status:"
+	printf '%s\n' "$output" | grep -v -E ' (OK|ok)$' | tail -n 30
+	return 1
+}
+
 # emu_cc NAME OPT: a C model over lib/quant, built as its header says
 emu_cc() {
 	cc "$2" -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o "$D/$1" "tools/$1.c" \
@@ -32,7 +42,7 @@ emu_cc() {
 @test "attn-prefill-emu: k_attn_prefill's phases against attention in double" {
 	need_cxx c++17 vector
 	g++ -O2 -std=c++17 -ffp-contract=off -Icuda -o "$D/aemu" tools/attn-prefill-emu.cc
-	run -0 "$D/aemu"
+	emu_run "$D/aemu"
 	[[ $output != *FAIL* ]]
 	[ "${lines[-1]}" = "ALL OK" ]
 }
@@ -40,7 +50,7 @@ emu_cc() {
 @test "gdn-chunk-emu: k_gdn_prep and k_gdn_chunk against the recurrent form" {
 	need_cxx c++17 vector
 	g++ -O1 -std=c++17 -ffp-contract=off -Icuda -o "$D/gemu" tools/gdn-chunk-emu.cc
-	run -0 "$D/gemu"
+	emu_run "$D/gemu"
 	[[ $output != *FAIL* ]]
 	[ "${lines[-1]}" = "ALL OK" ]
 }
@@ -50,7 +60,7 @@ emu_cc() {
 	awk '/^struct gdn_args \{/,/^\/\* --- memory/' cuda/backend_cuda.cu >"$D/gdn-step.inc"
 	[ -s "$D/gdn-step.inc" ]
 	g++ -O1 -std=c++20 -pthread -ffp-contract=off -I"$D" -o "$D/gstep" tools/gdn-step-emu.cc
-	run -0 "$D/gstep"
+	emu_run "$D/gstep"
 	[[ $output != *FAIL* ]]
 	[ "${lines[-1]}" = "ALL GREEN" ]
 }
@@ -58,14 +68,14 @@ emu_cc() {
 @test "matvec-iq4-emu: the IQ4_XS / IQ4_NL decode lanes and GEMM sums against lib/quant" {
 	need_cc
 	emu_cc matvec-iq4-emu -O1
-	run -0 "$D/matvec-iq4-emu"
+	emu_run "$D/matvec-iq4-emu"
 	[ "${lines[-1]}" = "ALL OK" ]
 }
 
 @test "matvec-q8-emu: k_mv8's lanes (Q8_0, Q4_1, Q5_1, NVFP4) against quant_vec_dot" {
 	need_cc
 	emu_cc matvec-q8-emu -O1
-	run -0 "$D/matvec-q8-emu"
+	emu_run "$D/matvec-q8-emu"
 	[[ $output != *FAIL* ]]
 	[ "${lines[-1]}" = "OK (0 failures)" ]
 }
@@ -73,7 +83,7 @@ emu_cc() {
 @test "matvec-q8tc-emu: k_mv8t gives k_mv8's bits, and each perturbed model fails" {
 	need_cc
 	emu_cc matvec-q8tc-emu -O2
-	run -0 "$D/matvec-q8tc-emu"
+	emu_run "$D/matvec-q8tc-emu"
 	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
 	for p in 1 2 3; do
 		run -1 "$D/matvec-q8tc-emu" -p "$p"
@@ -85,7 +95,7 @@ emu_cc() {
 	need_cc
 	emu_cc matvec-qk-emu -O1
 	for lanes in 4 8; do
-		run -0 "$D/matvec-qk-emu" "$lanes"
+		emu_run "$D/matvec-qk-emu" "$lanes"
 		[[ $output != *FAIL* ]]
 		[[ ${lines[-1]} =~ ^ALL\ OK\ \([1-9][0-9]*\ quantizations\ compared\)$ ]]
 	done
@@ -94,7 +104,7 @@ emu_cc() {
 @test "mmq-emu: k_mmq2's mma and dp4a paths against the CPU's numerics" {
 	need_cc
 	emu_cc mmq-emu -O1
-	run -0 "$D/mmq-emu"
+	emu_run "$D/mmq-emu"
 	[[ $output != *FAIL* ]]
 	[ "${lines[-1]}" = "ALL OK" ]
 }
@@ -102,7 +112,7 @@ emu_cc() {
 @test "norm-q8-emu: the norm + quantize kernels' sums and Q8 bytes against the CPU's" {
 	need_cc
 	emu_cc norm-q8-emu -O2
-	run -0 "$D/norm-q8-emu" 20000
+	emu_run "$D/norm-q8-emu" 20000
 	[ "${#lines[@]}" -eq 4 ]
 	for l in "${lines[@]}"; do
 		[[ $l == "d="*" rows 20000: "*"; y != cpu 0; q8_0/q8_1 rows != quant_quantize_act 0" ]]
