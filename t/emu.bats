@@ -18,7 +18,7 @@ need_cxx() {
 	command -v g++ >/dev/null 2>&1 || skip "g++ not installed"
 	printf '#include <%s>\nint main() { return 0; }\n' "$2" |
 	    g++ -std="$1" -pthread -x c++ -o "$D/cxx-probe" - >/dev/null 2>&1 ||
-		skip "g++ -std=$1 has no <$2>"
+		skip "g++ cannot compile <$2> at -std=$1"
 }
 
 need_cc() { command -v cc >/dev/null 2>&1 || skip "cc not installed"; }

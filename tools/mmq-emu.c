@@ -18,6 +18,7 @@
  * block order) bit for bit, and the model with quant_vec_dot within 1e-5
  * of the sum of the terms' magnitudes (another float order), on ragged
  * shapes.  Keep it in step with the kernel.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/mmq-emu \
  *       tools/mmq-emu.c lib/quant*.c lib/util.c -lm && /tmp/mmq-emu
  */
