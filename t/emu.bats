@@ -57,8 +57,11 @@ emu_cc() {
 
 @test "gdn-step-emu: k_gdn, k_gdn_pad, k_gdn_wide (and _seqs) from backend_cuda.cu's text" {
 	need_cxx c++20 barrier
+	grep -q '^struct gdn_args {' cuda/backend_cuda.cu && grep -q '^/\* --- memory' cuda/backend_cuda.cu || {
+		echo "cuda/backend_cuda.cu: the markers of gdn-step-emu's awk cut moved (its header)"
+		return 1
+	}
 	awk '/^struct gdn_args \{/,/^\/\* --- memory/' cuda/backend_cuda.cu >"$D/gdn-step.inc"
-	[ -s "$D/gdn-step.inc" ]
 	g++ -O1 -std=c++20 -pthread -ffp-contract=off -I"$D" -o "$D/gstep" tools/gdn-step-emu.cc
 	emu_run "$D/gstep"
 	[[ $output != *FAIL* ]]
