@@ -11,6 +11,7 @@
  * with NaN (a row not written shows), then compares with attention in
  * double at kernel-check's tolerance, |got - ref| <= 1e-5 (1 + |ref|).
  * Keep it in step with the kernel.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   g++ -O2 -std=c++17 -ffp-contract=off -Icuda -o /tmp/aemu tools/attn-prefill-emu.cc && /tmp/aemu
  */
 #include <math.h>

@@ -10,6 +10,7 @@
  * double (lib/backend.h's definition) at kernel-check's chunk tolerance,
  * |got - ref| <= 1e-3 (1 + |ref|), on kernel-check's input ranges and on
  * slow decay with keys alike.  Keep it in step with the kernel.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   g++ -O1 -std=c++17 -ffp-contract=off -Icuda -o /tmp/gemu tools/gdn-chunk-emu.cc && /tmp/gemu
  */
 #include <math.h>

@@ -13,6 +13,7 @@
  * against k_gdn<DK>, bit for bit.  The host's expf and sqrtf are not the
  * GPU's, so this shows the indexing, the masks and the order of sums, not
  * the GPU's bits.  Keep the shim in step with the kernels' needs.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   awk '/^struct gdn_args \{/,/^\/\* --- memory/' cuda/backend_cuda.cu >/tmp/gdn-step.inc &&
  *   g++ -O1 -std=c++20 -pthread -ffp-contract=off -I/tmp -o /tmp/gstep tools/gdn-step-emu.cc &&
  *   /tmp/gstep

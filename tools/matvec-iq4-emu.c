@@ -19,6 +19,7 @@
  * K-quants' and Q8_0's), each row of an m-row product with the same row
  * alone (bit for bit), and the GEMM's sums with quant_vec_dot_portable (bit
  * for bit).  Keep it in step with the kernels.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu \
  *       tools/matvec-iq4-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu
  */

@@ -29,6 +29,7 @@
  * k_mv8s runs the same mv8_block on a shared-memory copy of the bytes:
  * the same model.
  * Keep it in step with the kernel.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu8 \
  *       tools/matvec-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu8
  */

@@ -34,6 +34,7 @@
  * odd chunks feeding chain c ^ 4 instead of c): each must fail.
  * (Relabelling every chain c as c ^ x for one x is no perturbation: the
  * butterfly gives the same bits, its adds being commutative.)
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emutc \
  *       tools/matvec-q8tc-emu.c lib/quant*.c lib/util.c -lm && /tmp/emutc
  *   /tmp/emutc -p 1   (and 2, 3: FAIL lines, exit 1)

@@ -7,6 +7,7 @@
  * of 1, 3, 4, 16 and 20 super-blocks (2-byte aligned Q6_K blocks
  * included) and compares the Q8_K bytes with quant_quantize_act and the
  * products with quant_vec_dot.  Keep it in step with the kernels.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu \
  *       tools/matvec-qk-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu 4 && /tmp/emu 8
  */

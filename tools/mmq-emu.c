@@ -1,19 +1,24 @@
 /*
  * mmq-emu: a CPU model of cuda/mmq.cu's k_mmq2 (not built by make; a review
  * aid for a machine without a GPU).  It replays the kernel thread by thread
- * and lane by lane: mq2_fetch_w's word loads (from the word holding a
- * block's first byte), mq2_store_w's decode into the shared tile, the
+ * and lane by lane: mq2_fetch_w's word loads (Q8_0 from the word holding
+ * a block's first byte; NVFP4 on the GPU layout that gpu_nvfp4_pack makes
+ * from ggml's, modelled here by nvfp4_pack: half a block's code words and
+ * the block's canonical scale bytes), mq2_store_w's decode into the shared
+ * tile (gpu_fp4x8i's values, gpu_ue4m3c_half's scales), the
  * zero-filling copies of mq2_copy_x, both buffers in the pipeline's order
  * (step ks + 1 written while step ks is read; the tiles start as garbage),
  * the fragments each lane of mq2_mma loads (NVFP4's by ldmatrix),
  * multiplied as the PTX fragment layouts of mma m16n8k32 / m16n8k16 .s8
- * define them, the scale products by mma m16n8k4 .tf32 (MQ2_TF32; checked
- * to be one product of tf32-exact floats per output), the dp4a twin
+ * define them, the scale products by mma m16n8k4 .tf32 (the kernel's
+ * TF32 = 1; TF32 = 0 multiplies, the same product; checked to be one
+ * product of tf32-exact floats per output), the dp4a twin
  * mq2_dp4a, and the epilogue.  It compares both with a plain model of the
  * CPU's numerics (per (sub-)block: acc = fma((float)dot, dw * dx, acc), in
  * block order) bit for bit, and the model with quant_vec_dot within 1e-5
  * of the sum of the terms' magnitudes (another float order), on ragged
  * shapes.  Keep it in step with the kernel.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/mmq-emu \
  *       tools/mmq-emu.c lib/quant*.c lib/util.c -lm && /tmp/mmq-emu
  */
@@ -37,6 +42,32 @@ static float i2f(int c) { float f; memcpy(&f, &c, 4); return f; }
 static float fp4v(unsigned nib) { static const int kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 }; return (float)kv[nib & 15]; }
 static int fp4x4(uint32_t v) { uint32_t r = 0; for (int k = 0; k < 4; k++) r |= ((uint32_t)(int)fp4v(v >> 8 * k) & 0xFF) << 8 * k; return (int)r; }
 static float ue4m3_half(unsigned x) { return quant_ue4m3_to_f32((uint8_t)x) * 0.5f; }
+/* gpu_fp4x8i's values: codes 0..3 of v (nibble k = value k) in lo, 4..7 in hi */
+static void fp4x8(uint32_t v, int *lo, int *hi) { *lo = fp4x4(((v & 0xF) | (v >> 4 & 0xF) << 8 | (v >> 8 & 0xF) << 16 | (v >> 12 & 0xF) << 24)); *hi = fp4x4(((v >> 16 & 0xF) | (v >> 20 & 0xF) << 8 | (v >> 24 & 0xF) << 16 | (v >> 28 & 0xF) << 24)); }
+/* gpu_ue4m3c_half: a canonical scale byte's fp16 bits c << 7, times 128 */
+static float ue4m3c_half(unsigned c) { return quant_f16_to_f32((uint16_t)(c << 7)) * 128.0f; }
+
+/*
+ * NVFP4's GPU layout (gpu_nvfp4_pack, as tools/matvec-q8-emu.c's
+ * nvfp4_pack) of a row of nbw blocks in ggml's: bytes [0, 32 nbw) the codes,
+ * block b's 8 words at 32 b, word i value 8i + k in bits 4k..4k+3; bytes
+ * [32 nbw, 36 nbw) the scales, block b's 4 at 32 nbw + 4 b as canonical
+ * bytes (gpu_ue4m3c: ggml's 0x7F, its zero, as 0, bit 7 dropped).
+ */
+static void nvfp4_pack(const uint8_t *g, uint8_t *o, int nbw)
+{
+	for (int b = 0; b < nbw; b++) {
+		const uint8_t *blk = g + 36 * (size_t)b, *qs = blk + 4;
+		for (int e = 0; e < 64; e += 2) {
+			int s = e / 16, j = e % 16;	/* values e, e + 1: low nibbles of qs[8s + j], or high ones */
+			unsigned c0 = j < 8 ? qs[8 * s + j] & 0xF : qs[8 * s + j - 8] >> 4;
+			unsigned c1 = j < 8 ? qs[8 * s + j + 1] & 0xF : qs[8 * s + j - 7] >> 4;
+			o[32 * (size_t)b + e / 2] = (uint8_t)(c0 | c1 << 4);
+		}
+		for (int s = 0; s < 4; s++)
+			o[32 * (size_t)nbw + 4 * (size_t)b + s] = (uint8_t)(blk[s] == 0x7F ? 0 : blk[s] & 0x7F);
+	}
+}
 static int dp4a(int a, int b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
 static float stepp(float acc, int c, float p) { return fmaf(i2f(c) - 12582912.0f, p, acc); }
 static float step(float acc, int c, float dw, float dx) { return stepp(acc, c, dw * dx); }
@@ -77,17 +108,16 @@ static void wtile(int t, struct buf *s, const uint8_t *W, int64_t rows, int nbw,
 	if (t == -1) return;
 	if (nbw < 0) {	/* NVFP4: nbw passed negated */
 		nbw = -nbw;
-		if (r0 + r < rows && ks < nbw) {
-			const uint8_t *pw = W + (size_t)(r0 + r) * rb + (size_t)ks * 36;
-			u[0] = rd32(pw);
-			for (int i = 1; i < 5; i++) u[i] = rd32(pw + 4 * (4 * h + i));
+		if (r0 + r < rows && ks < nbw) {	/* the GPU layout: block ks's scale word, half h's codes */
+			const uint8_t *rp = W + (size_t)(r0 + r) * rb;
+			u[0] = rd32(rp + (size_t)nbw * 32 + 4 * (size_t)ks);
+			for (int i = 1; i < 5; i++) u[i] = rd32(rp + (size_t)ks * 32 + 16 * h + 4 * (i - 1));
 		}
-		for (int qq = 0; qq < 2; qq++) {
+		for (int qq = 0; qq < 2; qq++) {	/* gpu_fp4x8i: word i values 8i.. in order */
 			int sb = 2 * h + qq;
-			uint32_t lo = u[1 + 2 * qq], hi = u[2 + 2 * qq];
 			int *d = &s->w[r * LD + sb * 4];
-			d[0] = fp4x4(lo), d[1] = fp4x4(hi), d[2] = fp4x4(lo >> 4), d[3] = fp4x4(hi >> 4);
-			s->ws[(sb * R + r) * 4] = ue4m3_half((u[0] >> (8 * sb)) & 0xFF);
+			fp4x8(u[1 + 2 * qq], &d[0], &d[1]), fp4x8(u[2 + 2 * qq], &d[2], &d[3]);
+			s->ws[(sb * R + r) * 4] = ue4m3c_half((u[0] >> (8 * sb)) & 0xFF);
 		}
 		return;
 	}
@@ -263,13 +293,18 @@ static int run(int t, int64_t rows, int64_t ne0, int64_t n, int off)
 	size_t rb = quant_row_size(t, ne0), xb = quant_row_size(QUANT_Q8_0, ne0);
 	int nb = (int)(ne0 / 32), bad = 0;
 	uint8_t *wall = malloc(rb * rows + 8 + off), *W = wall + off, *xq = malloc(xb * n);
+	uint8_t *G = malloc(rb * rows);	/* ggml's layout: the model's and quant_vec_dot's */
 	int8_t *q = malloc(n * ne0); float *dx = malloc(n * nb * 4), *x = malloc(ne0 * 4);
 	float *y[2] = { malloc(n * rows * 4), malloc(n * rows * 4) };
 	double maxd = 0;
 	for (int64_t r = 0; r < rows; r++) {
 		float sc = unif(0.01f, 2.0f);
 		for (int64_t i = 0; i < ne0; i++) x[i] = unif(-1, 1) * sc;
-		if (quant_quantize_row(t, x, W + r * rb, ne0, NULL) != 0) return 1;
+		if (quant_quantize_row(t, x, G + r * rb, ne0, NULL) != 0) return 1;
+		if (t == QUANT_NVFP4)
+			nvfp4_pack(G + r * rb, W + r * rb, nb / 2);
+		else
+			memcpy(W + r * rb, G + r * rb, rb);
 	}
 	memset(W + rb * rows, 0x5A, 8);
 	for (int64_t j = 0; j < n; j++) {
@@ -288,8 +323,8 @@ static int run(int t, int64_t rows, int64_t ne0, int64_t n, int off)
 	for (int64_t j = 0; j < n; j++)
 		for (int64_t r = 0; r < rows; r++) {
 			double mag;
-			float m = model(t, W + r * rb, q + j * ne0, dx + j * nb, nb, &mag);
-			float c = quant_vec_dot(t, ne0, W + r * rb, xq + j * xb);
+			float m = model(t, G + r * rb, q + j * ne0, dx + j * nb, nb, &mag);
+			float c = quant_vec_dot(t, ne0, G + r * rb, xq + j * xb);
 			double d = fabs((double)m - c) / (mag + 1e-30);
 			maxd = d > maxd ? d : maxd;
 			for (int k = 0; k < 2; k++)
@@ -298,7 +333,7 @@ static int run(int t, int64_t rows, int64_t ne0, int64_t n, int off)
 		}
 	printf("%-5s %5lldx%-5lld n=%-4lld +%d  %s  model vs quant_vec_dot %.3g\n", t == QUANT_Q8_0 ? "Q8_0" : "NVFP4",
 	    (long long)rows, (long long)ne0, (long long)n, off, bad ? "FAIL" : "mma = dp4a = model", maxd);
-	free(wall), free(xq), free(q), free(dx), free(x), free(y[0]), free(y[1]);
+	free(wall), free(G), free(xq), free(q), free(dx), free(x), free(y[0]), free(y[1]);
 	return bad > 0 || maxd > 1e-5;
 }
 

@@ -11,6 +11,7 @@
  * random rows of 4096, 5120, 128 and 576 floats; it counts rows whose
  * mean (float) differs from the CPU backend's serial sum, and compares the
  * Q8_0 / Q8_1 bytes with quant_quantize_act of the CPU's normed row.
+ * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/nemu \
  *       tools/norm-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/nemu 20000
  */

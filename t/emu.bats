@@ -1,0 +1,123 @@
+bats_require_minimum_version 1.5.0
+# The CPU models of CUDA kernels in tools/*-emu.* (no GPU needed), each built
+# as its header comment says, into the test's temporary directory, and run
+# to its verdict line.  Three compile the kernels' own text (attn-prefill,
+# gdn-chunk: the .cuh files cuda/ includes; gdn-step: the kernels cut out of
+# cuda/backend_cuda.cu by awk), so a change there that breaks their indexing,
+# masks or bit-for-bit properties fails here.  The other six (matvec-*, mmq,
+# norm-q8) replay the kernels by hand in C and compare with lib/quant: they
+# fail when lib/quant moves, not when cuda/ does (keep them in step by hand).
+setup() {
+	load helper
+	cd "$TOP" || return 1
+	D=$BATS_TEST_TMPDIR
+}
+
+# need_cxx STD HEADER: skip unless g++ compiles HEADER at -std=STD
+need_cxx() {
+	command -v g++ >/dev/null 2>&1 || skip "g++ not installed"
+	printf '#include <%s>\nint main() { return 0; }\n' "$2" |
+	    g++ -std="$1" -pthread -x c++ -o "$D/cxx-probe" - >/dev/null 2>&1 ||
+		skip "g++ cannot compile <$2> at -std=$1"
+}
+
+need_cc() { command -v cc >/dev/null 2>&1 || skip "cc not installed"; }
+
+# emu_run PROG [ARG...]: run -0, but on another status show what failed
+# (the model's lines other than its passing ones, at most 30) before failing
+emu_run() {
+	run "$@"
+	[ "$status" -eq 0 ] && return 0
+	echo "$* exited $status:"
+	printf '%s\n' "$output" | grep -v -E ' (OK|ok)$' | tail -n 30
+	return 1
+}
+
+# emu_cc NAME OPT: a C model over lib/quant, built as its header says
+emu_cc() {
+	cc "$2" -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o "$D/$1" "tools/$1.c" \
+	    lib/quant*.c lib/util.c -lm
+}
+
+@test "attn-prefill-emu: k_attn_prefill's phases against attention in double" {
+	need_cxx c++17 vector
+	g++ -O2 -std=c++17 -ffp-contract=off -Icuda -o "$D/aemu" tools/attn-prefill-emu.cc
+	emu_run "$D/aemu"
+	[[ $output != *FAIL* ]]
+	[ "${lines[-1]}" = "ALL OK" ]
+}
+
+@test "gdn-chunk-emu: k_gdn_prep and k_gdn_chunk against the recurrent form" {
+	need_cxx c++17 vector
+	g++ -O1 -std=c++17 -ffp-contract=off -Icuda -o "$D/gemu" tools/gdn-chunk-emu.cc
+	emu_run "$D/gemu"
+	[[ $output != *FAIL* ]]
+	[ "${lines[-1]}" = "ALL OK" ]
+}
+
+@test "gdn-step-emu: k_gdn, k_gdn_pad, k_gdn_wide (and _seqs) from backend_cuda.cu's text" {
+	need_cxx c++20 barrier
+	grep -q '^struct gdn_args {' cuda/backend_cuda.cu && grep -q '^/\* --- memory' cuda/backend_cuda.cu || {
+		echo "cuda/backend_cuda.cu: the markers of gdn-step-emu's awk cut moved (its header)"
+		return 1
+	}
+	awk '/^struct gdn_args \{/,/^\/\* --- memory/' cuda/backend_cuda.cu >"$D/gdn-step.inc"
+	g++ -O1 -std=c++20 -pthread -ffp-contract=off -I"$D" -o "$D/gstep" tools/gdn-step-emu.cc
+	emu_run "$D/gstep"
+	[[ $output != *FAIL* ]]
+	[ "${lines[-1]}" = "ALL GREEN" ]
+}
+
+@test "matvec-iq4-emu: the IQ4_XS / IQ4_NL decode lanes and GEMM sums against lib/quant" {
+	need_cc
+	emu_cc matvec-iq4-emu -O1
+	emu_run "$D/matvec-iq4-emu"
+	[ "${lines[-1]}" = "ALL OK" ]
+}
+
+@test "matvec-q8-emu: k_mv8's lanes (Q8_0, Q4_1, Q5_1, NVFP4) against quant_vec_dot" {
+	need_cc
+	emu_cc matvec-q8-emu -O1
+	emu_run "$D/matvec-q8-emu"
+	[[ $output != *FAIL* ]]
+	[ "${lines[-1]}" = "OK (0 failures)" ]
+}
+
+@test "matvec-q8tc-emu: k_mv8t gives k_mv8's bits, and each perturbed model fails" {
+	need_cc
+	emu_cc matvec-q8tc-emu -O2
+	emu_run "$D/matvec-q8tc-emu"
+	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
+	for p in 1 2 3; do
+		run -1 "$D/matvec-q8tc-emu" -p "$p"
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+	done
+}
+
+@test "matvec-qk-emu: k_mvk at 4 and 8 lanes a super-block against lib/quant" {
+	need_cc
+	emu_cc matvec-qk-emu -O1
+	for lanes in 4 8; do
+		emu_run "$D/matvec-qk-emu" "$lanes"
+		[[ $output != *FAIL* ]]
+		[[ ${lines[-1]} =~ ^ALL\ OK\ \([1-9][0-9]*\ quantizations\ compared\)$ ]]
+	done
+}
+
+@test "mmq-emu: k_mmq2's mma and dp4a paths against the CPU's numerics" {
+	need_cc
+	emu_cc mmq-emu -O1
+	emu_run "$D/mmq-emu"
+	[[ $output != *FAIL* ]]
+	[ "${lines[-1]}" = "ALL OK" ]
+}
+
+@test "norm-q8-emu: the norm + quantize kernels' sums and Q8 bytes against the CPU's" {
+	need_cc
+	emu_cc norm-q8-emu -O2
+	emu_run "$D/norm-q8-emu" 20000
+	[ "${#lines[@]}" -eq 4 ]
+	for l in "${lines[@]}"; do
+		[[ $l == "d="*" rows 20000: "*"; y != cpu 0; q8_0/q8_1 rows != quant_quantize_act 0" ]]
+	done
+}
