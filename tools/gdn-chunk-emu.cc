@@ -20,6 +20,8 @@
 #include <string.h>
 #include <vector>
 
+#include "gdn-ref.h"
+
 struct alignas(16) float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{ x, y, z, w }; }
 #include "gdn_chunk.cuh"
@@ -88,47 +90,11 @@ emu(const gdnc_args &A, int rev)
 }
 #undef T
 
-/* the recurrent form in double: S = e^g S; d = beta (v - S^T k); S += k d^T; o = S^T q */
+/* the recurrent form in double (gdn-ref.h) */
 static void
 ref(const gdnc_args &A, int dk, double *S, double *o)
 {
-	int nk = A.nk, nv = A.nv, dv = A.dv;
-	size_t kd = (size_t)nk * dk;
-	std::vector<double> q(dk), k(dk), kv(dv);
-
-	for (int r = 0; r < A.m; r++)
-		for (int h = 0; h < nv; h++) {
-			const float *row = A.qkv + (size_t)r * A.ld;
-			int kh = A.v_tiled ? h % nk : h / (nv / nk);
-			double sq = 0, sk = 0, nq, nkk, *Sh = S + (size_t)h * dk * dv;
-
-			for (int i = 0; i < dk; i++) {
-				q[i] = row[kh * dk + i], k[i] = row[kd + kh * dk + i];
-				sq += q[i] * q[i], sk += k[i] * k[i];
-			}
-			nq = A.hf_l2 ? 1 / sqrt(sq + A.eps) : 1 / fmax(sqrt(sq), A.eps);
-			nkk = A.hf_l2 ? 1 / sqrt(sk + A.eps) : 1 / fmax(sqrt(sk), A.eps);
-			double a = A.a[(size_t)r * nv + h] + A.dt_bias[h], b = A.b[(size_t)r * nv + h];
-			double beta = 1 / (1 + exp(-b)), g = A.ssm_a[h] * (a > 20 ? a : log1p(exp(a)));
-			for (int i = 0; i < dk; i++)
-				q[i] *= nq / sqrt((double)dk), k[i] *= nkk;
-			for (int c = 0; c < dv; c++)
-				kv[c] = 0;
-			for (int i = 0; i < dk; i++)
-				for (int c = 0; c < dv; c++) {
-					Sh[i * dv + c] *= exp(g);
-					kv[c] += Sh[i * dv + c] * k[i];
-				}
-			for (int c = 0; c < dv; c++) {
-				double d = beta * (row[2 * kd + (size_t)h * dv + c] - kv[c]), oc = 0;
-
-				for (int i = 0; i < dk; i++) {
-					Sh[i * dv + c] += k[i] * d;
-					oc += Sh[i * dv + c] * q[i];
-				}
-				o[(size_t)r * nv * dv + (size_t)h * dv + c] = oc;
-			}
-		}
+	gdn_ref(A, dk, S, o);
 }
 
 static int

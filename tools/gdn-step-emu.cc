@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "gdn-ref.h"
+
 struct dim3 { unsigned x, y, z; };
 struct float2 { float x, y; };
 static inline float2 make_float2(float x, float y) { return float2{ x, y }; }
@@ -144,46 +146,11 @@ static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; retu
 static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24); }
 static void fill(std::vector<float> &v, float lo, float hi) { for (auto &x : v) x = unif(lo, hi); }
 
-/* the recurrent form in double: S = e^g S; d = beta (v - S^T k); S += k d^T; o = S^T q */
+/* the recurrent form in double (gdn-ref.h) */
 static void
 ref(const gdn_args &A, int dk, std::vector<double> &S, std::vector<double> &o)
 {
-	int nk = A.nk, nv = A.nv, dv = A.dv;
-	size_t kd = (size_t)nk * dk;
-	std::vector<double> q(dk), k(dk), kv(dv);
-
-	for (int r = 0; r < A.m; r++)
-		for (int h = 0; h < nv; h++) {
-			const float *row = A.qkv + (size_t)r * A.ld;
-			int kh = A.v_tiled ? h % nk : h / (nv / nk);
-			double sq = 0, sk = 0, nq, nkk, *Sh = S.data() + (size_t)h * dk * dv;
-
-			for (int i = 0; i < dk; i++) {
-				q[i] = row[kh * dk + i], k[i] = row[kd + kh * dk + i];
-				sq += q[i] * q[i], sk += k[i] * k[i];
-			}
-			nq = A.hf_l2 ? 1 / sqrt(sq + A.eps) : 1 / fmax(sqrt(sq), A.eps);
-			nkk = A.hf_l2 ? 1 / sqrt(sk + A.eps) : 1 / fmax(sqrt(sk), A.eps);
-			double a = A.a[(size_t)r * nv + h] + A.dt_bias[h], b = A.b[(size_t)r * nv + h];
-			double beta = 1 / (1 + exp(-b)), g = A.ssm_a[h] * (a > 20 ? a : log1p(exp(a)));
-			for (int i = 0; i < dk; i++)
-				q[i] *= nq / sqrt((double)dk), k[i] *= nkk;
-			for (int c = 0; c < dv; c++)
-				kv[c] = 0;
-			for (int i = 0; i < dk; i++)
-				for (int c = 0; c < dv; c++) {
-					Sh[i * dv + c] *= exp(g);
-					kv[c] += Sh[i * dv + c] * k[i];
-				}
-			for (int c = 0; c < dv; c++) {
-				double d = beta * (row[2 * kd + (size_t)h * dv + c] - kv[c]), out = 0;
-				for (int i = 0; i < dk; i++) {
-					Sh[i * dv + c] += k[i] * d;
-					out += Sh[i * dv + c] * q[i];
-				}
-				o[(size_t)r * nv * dv + (size_t)h * dv + c] = out;
-			}
-		}
+	gdn_ref(A, dk, S.data(), o.data());
 }
 
 static int nfail;
