@@ -643,3 +643,19 @@ print(math.floor(f*h/48)*math.floor(f*w/48))' "$@"; }
 	run -2 --separate-stderr bench "$P/q.gguf"
 	[ "$stderr" = "usage: sh tools/gpu-vision-bench.sh [TRUNK MMPROJ [OUTDIR]]" ]
 }
+
+@test "model-bench -V: a vision tower's encoding of one random image timed (gguf-random's tiny tower on the CPU); an image off the patch grid is misuse" {
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-mmproj "$P/t.gguf"
+	run -0 --separate-stderr "$T/model-bench" -V 96x144 -d cpu -t 2 -r 2 "$P/t.gguf"
+	[ "${lines[0]}" = "vision	$P/t.gguf	device	$(cut -f4 <<<"${lines[0]}")	layers	2	embd	64	patch	16	pool	3" ]
+	# 96 x 144 pixels: 6 x 9 patches of 16, 2 x 3 soft tokens of 3 x 3
+	[[ ${lines[1]} == "vision-encode	96x144	patches	54	soft_tokens	6	reps	2	ms	"[0-9]* ]]
+	run -2 --separate-stderr "$T/model-bench" -V 100x96 -d cpu "$P/t.gguf"
+	[ "$stderr" = "model-bench: -V 100x96: not multiples of 48 (patch 16 x pooling 3)" ]
+	run -2 --separate-stderr "$T/model-bench" -V 96 -d cpu "$P/t.gguf"
+	[ "$stderr" = "model-bench: bad -V: WxH pixels, 1..8192 each" ]
+	# a model that is no tower
+	run -1 --separate-stderr "$T/model-bench" -V 96x96 -d cpu "$(model_a)"
+	[ -n "$stderr" ]
+}

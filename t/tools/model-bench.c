@@ -3,6 +3,7 @@
  * benchmark, not a test).  One TSV-ish line per measurement.
  *   model-bench [-CPL] [-d device] [-t threads] [-c ctx] [-n steps] [-r reps] [-k kmax] [-B GB/s]
  *       [-D DRAFTER] MODEL
+ *   model-bench -V WxH [-P] [-d device] [-t threads] [-r reps] TOWER
  * -t: the CPU backend's threads (0, the default: one per core).  -C: every
  * time is the process's CPU time, not wall time (with -t 1, the work on a
  * shared machine, without the waits for a core).
@@ -48,6 +49,13 @@
  * MEMRA_CUDA_MOE_GROUP=0|1|all how the experts' products run
  * (backend_moe_group_env: per slot, grouped where slots share experts,
  * always grouped; the same bits), for an A/B of a MoE model's prefill.
+ * -V WxH: TOWER is a Gemma-4 vision tower (an mmproj GGUF or a checkpoint
+ * with a vision_config, as run-gen --mmproj takes it), and what is timed is
+ * its encoding of one image of W x H pixels (multiples of the patch times
+ * the pooling; random pixel values, made once on the host): "vision" the
+ * median of reps runs after one untimed (the soft tokens read back), ms and
+ * the image's patches and soft tokens; with -P where the device's time goes
+ * in one encoding (kernel by kernel, as above).  Nothing else runs.
  * -D DRAFTER: arm a DFlash / DFlash2 block drafter (a directory, file or
  * hf: spec, as run-spec --dspark-draft; its weights as MEMRA_DFLASH_PREC
  * says, default q4) and, after the verifies, time what a speculative
@@ -75,6 +83,7 @@
 #include "sample.h"
 #include "state.h"
 #include "util.h"
+#include "vision.h"
 
 static clockid_t clk = CLOCK_MONOTONIC;	/* -C: the process's CPU time; set once in main */
 
@@ -172,6 +181,58 @@ median(double *v, int n)
 {
 	qsort(v, n, sizeof *v, cmpd);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* -V: the tower at path on be encoding a random image of w x h pixels, reps times. */
+static int
+vision_bench(struct backend *be, const char *path, int w, int h, int reps, int prof)
+{
+	char err[UTIL_ERRLEN];
+	struct vision *v = vision_open(path, be, err);
+	struct vision_image img = { 0 };
+	double dt[99], t0;
+	float *out;
+
+	if (v == NULL)
+		die(1, "%s", err);
+	const struct vision_hparams *hp = vision_hparams(v);
+	int cell = hp->patch * hp->pool;
+	if (w % cell || h % cell)
+		die(2, "-V %dx%d: not multiples of %d (patch %d x pooling %d)", w, h, cell, hp->patch,
+		    hp->pool);
+	img.w = img.rw = w, img.h = img.rh = h;
+	img.gw = w / hp->patch, img.gh = h / hp->patch;
+	img.n_tok = img.gw * img.gh / (hp->pool * hp->pool);
+	size_t np = (size_t)img.gw * img.gh * hp->patch * hp->patch * 3;
+	uint64_t x = 0x9E3779B97F4A7C15ULL;
+	if ((img.px = malloc(np * sizeof *img.px)) == NULL ||
+	    (out = malloc((size_t)img.n_tok * hp->n_embd_text * sizeof *out)) == NULL)
+		die(1, "out of memory");
+	for (size_t i = 0; i < np; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		img.px[i] = (float)(x >> 40) * 0x1p-24f;
+	}
+	printf("vision\t%s\tdevice\t%s\tlayers\t%d\tembd\t%d\tpatch\t%d\tpool\t%d\n", path,
+	    backend_name(be), hp->n_layer, hp->n_embd, hp->patch, hp->pool);
+	for (int r = -1; r < reps; r++) {	/* the first brings the buffers to size */
+		t0 = now();
+		if (vision_encode(v, &img, out) != 0)
+			die(1, "%s", vision_errmsg(v));
+		if (r >= 0)
+			dt[r] = now() - t0;
+	}
+	printf("vision-encode\t%dx%d\tpatches\t%d\tsoft_tokens\t%d\treps\t%d\tms\t%.3f\n", w, h,
+	    img.gw * img.gh, img.n_tok, reps, median(dt, reps) * 1e3);
+	if (prof) {
+		t0 = prof_on(be, "vision");
+		if (vision_encode(v, &img, out) != 0)
+			die(1, "%s", vision_errmsg(v));
+		prof_print(be, "vision", 1, prof_off(be, "vision", t0));
+	}
+	free(out);
+	vision_image_free(&img);
+	vision_close(v);
+	return 0;
 }
 
 /* One batched step of the nb sequences st; each one's pick (pk: nb ids of
@@ -383,16 +444,22 @@ main(int argc, char *argv[])
 {
 	const char *dev = "cuda";
 	int ch, ctx = 128, n = 64, reps = 3, kmax = 8, prof = 0, plain = 0, pick = PICK_NONE;
-	int topk = 0, rowdraw = 0, nt = 0, nb = 0, perseq = 0;
+	int topk = 0, rowdraw = 0, nt = 0, nb = 0, perseq = 0, vw = 0, vh = 0;
+	char vc;
 	struct model_options mo = { 0 };	/* -D: the DFlash drafter */
 	double bw = 0;
 	int64_t v;
 	char err[UTIL_ERRLEN];
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:b:B:CPLG:T:WsD:")) != -1) {
+	while ((ch = getopt(argc, argv, "d:t:c:n:r:k:b:B:CPLG:T:WsD:V:")) != -1) {
 		switch (ch) {
 		case 'D': mo.dflash = optarg; break;
+		case 'V':
+			if (sscanf(optarg, "%dx%d%c", &vw, &vh, &vc) != 2 || vw < 1 || vh < 1 ||
+			    vw > 8192 || vh > 8192)
+				die(2, "bad -V: WxH pixels, 1..8192 each");
+			break;
 		case 'b': if (util_parse_i64(optarg, 1, 256, &v)) die(2, "bad -b: 1..256"); nb = (int)v; break;
 		case 'C': clk = CLOCK_PROCESS_CPUTIME_ID; break;
 		case 'd': dev = optarg; break;
@@ -424,7 +491,8 @@ main(int argc, char *argv[])
 	}
 	if (argc - optind != 1)
 		die(2, "usage: model-bench [-CPLWs] [-G host|device] [-T K] [-d device] [-t threads] [-c ctx] [-n steps] "
-		    "[-r reps] [-k kmax] [-b B] [-B GB/s] [-D DRAFTER] MODEL");
+		    "[-r reps] [-k kmax] [-b B] [-B GB/s] [-D DRAFTER] MODEL | -V WxH [-P] [-d device] "
+		    "[-t threads] [-r reps] TOWER");
 	const char *path = argv[optind];
 	double t0 = now();
 	struct backend *be = backend_open(dev, nt, err);
@@ -443,6 +511,13 @@ main(int argc, char *argv[])
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	if (backend_moe_group_env(be, getenv("MEMRA_CUDA_MOE_GROUP"), err) < 0)
 		die(2, "MEMRA_CUDA_MOE_GROUP: %s", err);
+	if (vw > 0) {	/* -V: the tower alone */
+		if (be == NULL)
+			die(1, "%s", err);
+		vision_bench(be, path, vw, vh, reps, prof);
+		backend_close(be);
+		return finish(0);
+	}
 	mo.dflash_prec = getenv("MEMRA_DFLASH_PREC");
 	if (mo.dflash != NULL && model_dflash_prec(mo.dflash_prec) < -1)
 		die(2, "MEMRA_DFLASH_PREC: '%s': not q4, q8, bf16, f32 or keep", mo.dflash_prec);
