@@ -1697,7 +1697,10 @@ check_gdn(struct kc *k, int T, int hk, int hv, int sk, int sv)
 	gpu_free(k->g, dg), gpu_free(k->g, db), gpu_free(k->g, dout);
 }
 
-/* gpu_attention (pf 0) or gpu_attention_prefill (pf 1) against attention in double. */
+/*
+ * gpu_attention (pf 0) or gpu_attention_prefill (pf 1; pf 2 its full mode,
+ * every row seeing every key of the call) against attention in double.
+ */
 static void
 check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
 {
@@ -1710,13 +1713,13 @@ check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
 	float *dV = dput(k, V, (size_t)nkvel * 4), *dO = dput(k, NULL, (size_t)nqel * 4);
 	char shape[64];
 
-	gchk(k, (pf ? gpu_attention_prefill : gpu_attention)(k->g, dq, dK, dV, dO, nq, nh, nkv,
-	    hd, pos0, scale));
+	gchk(k, pf ? gpu_attention_prefill(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale,
+	    pf == 2) : gpu_attention(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale));
 	dget(k, o, dO, (size_t)nqel * 4);
 	for (int t = 0; t < nq; t++)
 		for (int h = 0; h < nh; h++) {
 			const float *qh = q + ((int64_t)t * nh + h) * hd;
-			int kvh = h / grp, n = pos0 + t + 1;
+			int kvh = h / grp, n = pf == 2 ? np : pos0 + t + 1;
 			double mx = -INFINITY, l = 0;
 			for (int j = 0; j < n; j++) {
 				double s = 0;
@@ -1736,7 +1739,8 @@ check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
 		}
 	brk(k, o, nqel);
 	snprintf(shape, sizeof shape, "nq=%d h=%d/%d hd=%d pos0=%d", nq, nh, nkv, hd, pos0);
-	close_to(k, pf ? "attention prefill" : "attention", shape, o, ref, NULL, nqel, 1e-5);
+	close_to(k, pf == 2 ? "attention prefill full" : pf ? "attention prefill" : "attention",
+	    shape, o, ref, NULL, nqel, 1e-5);
 	free(q), free(K), free(V), free(o), free(ref), free(p);
 	gpu_free(k->g, dq), gpu_free(k->g, dK), gpu_free(k->g, dV), gpu_free(k->g, dO);
 }
@@ -2110,6 +2114,16 @@ check_all(struct kc *k)
 	/* heads of 512 (Gemma-4's global layers): blocks of 32, 199 KB; 320 in a tile of 512 */
 	check_attention(k, 17, 16, 2, 512, 0, 1);
 	check_attention(k, 100, 8, 1, 512, 300, 1);
+	/* heads of a multiple of 4 but not of 32 (the kernel takes them; the backend
+	 * sends only full-mode ones: the 31B vision tower's 72) */
+	check_attention(k, 50, 4, 2, 72, 10, 1);
+	/* full mode: every row sees every key of the call (a vision tower's image) */
+	check_attention(k, 300, 16, 16, 72, 0, 2);
+	check_attention(k, 100, 8, 2, 72, 50, 2);
+	check_attention(k, 70, 4, 4, 64, 0, 2);
+	check_attention(k, 40, 6, 2, 256, 10, 2);
+	check_attention(k, 33, 2, 2, 20, 0, 2);
+	check_attention(k, 65, 4, 1, 128, 0, 2);
 	check_attention(k, 300, 32, 4, 512, 0, 1);
 	check_attention(k, 40, 6, 2, 320, 70, 1);
 	check_argmax(k, 3, 248320);
@@ -5125,6 +5139,10 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention_hi(k, &p, 24, 6, 2, 80, 70, 4, 12, 8);
 	be_attention_hi(k, &p, 9, 8, 2, 512, 100, 3, 4, 0);	/* heads of 512 */
 	be_attention_hi(k, &p, 40, 16, 2, 512, 30, 5, 20, 16);
+	/* every row the block (a vision tower's attention): the flash kernel's full mode,
+	 * heads of 72 (the 31B tower's) too */
+	be_attention_hi(k, &p, 100, 16, 16, 72, 0, 0, 100, 0);
+	be_attention_hi(k, &p, 60, 4, 4, 64, 40, 0, 60, 0);
 	/* a DFlash drafter's ring caches: window - 1 + block rows, and slack */
 	be_attention_ring(k, &p, 1, 4, 2, 64, 700, 64, 64);
 	be_attention_ring(k, &p, 8, 8, 2, 128, 300, 32, 39);
@@ -5678,7 +5696,8 @@ bench_attn(struct kc *k, int NH, int NKV, int HD)
 		for (int r = -1; r < 5; r++) {	/* r = -1: the warm-up */
 			gchk(k, gpu_mark(k->g, 0));
 			if (c == 0)
-				gchk(k, gpu_attention_prefill(k->g, q, K, V, o, M, NH, NKV, HD, 0, scale));
+				gchk(k, gpu_attention_prefill(k->g, q, K, V, o, M, NH, NKV, HD, 0, scale,
+				    0));
 			else
 				for (int r0 = 0; r0 < M; r0 += R)
 					gchk(k, gpu_attention(k->g, q + (size_t)r0 * NH * HD, K, V,

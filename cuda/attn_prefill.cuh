@@ -30,9 +30,13 @@
  * of V (a warp's 16 lanes read 256 contiguous bytes).  l is summed by every
  * thread of the vectors from the p it reads (the same order everywhere).
  *
- * hd <= HDP (64, 128, 256, 512), hd a multiple of 32: columns hd.. of Q and K
- * are zero in shared memory (they add nothing to a score) and columns hd..
- * of the output are not written.  The order of the sums differs from the
+ * hd <= HDP (64, 128, 256, 512), hd a multiple of 4 (float4s; the causal
+ * callers take multiples of 32): columns hd.. of Q and K are zero in shared
+ * memory (they add nothing to a score) and columns hd.. of the output are
+ * not written.  full: every row sees every key of the call, positions
+ * < p0 + m, not only those up to its own (a vision tower's attention over
+ * the whole image: its rows all see the last; the tiles each block walks
+ * are then every block's).  The order of the sums differs from the
  * decode kernel's (k_attn_split: splits of 64 positions, warps, a combine):
  * a prefill row agrees with the same row decoded alone within float
  * tolerance, not bit for bit.
@@ -80,6 +84,7 @@ struct apf_args {
 	float	*o;		/* [m][nh][hd] */
 	int	m, nh, nkv, hd, p0;
 	float	scale;
+	int	full;		/* every row sees positions < p0 + m; else causal */
 };
 
 template <int HDP, int BQ>
@@ -126,12 +131,19 @@ apf_row(const apf_args &A, int i)
 	return (i < n ? i : n - 1) / G;
 }
 
-/* Positions the block at vector i0 sees: 0 .. p0 + its last row. */
+/* The last position row r sees: its own, or with full the call's last. */
+APF_HD int
+apf_last(const apf_args &A, int r)
+{
+	return A.full ? A.p0 + A.m - 1 : A.p0 + r;
+}
+
+/* Positions the block at vector i0 sees: 0 .. the last its last row sees. */
 template <int BQ>
 APF_HD int
 apf_npos(const apf_args &A, int i0)
 {
-	return A.p0 + apf_row(A, i0 + BQ - 1) + 1;
+	return apf_last(A, apf_row(A, i0 + BQ - 1)) + 1;
 }
 
 /* Q of the tile to shared memory (zeros past hd and past the last vector), m = -inf. */
@@ -233,7 +245,7 @@ apf_scores(const apf_args &A, const apf_sh &s, int i0, int j0, int tid)
 		float v[4];
 		APF_UNROLL
 		for (int i = 0; i < 4; i++)
-			v[i] = pos <= A.p0 + apf_row(A, i0 + 4 * qg + i) ?
+			v[i] = pos <= apf_last(A, apf_row(A, i0 + 4 * qg + i)) ?
 			    APF_MUL(sc[i][j], A.scale) : -INFINITY;
 		*(float4 *)(s.pt + (kg + 16 * j) * D::LDP + 4 * qg) =
 		    make_float4(v[0], v[1], v[2], v[3]);

@@ -1730,13 +1730,26 @@ q_packed(struct backend *be, const float *q, int ldq, int qhs, int m, int nh, in
 	return t;
 }
 
+/* 1 when every one of the m rows at p0 sees the call's last key (hi[r] = p0 + m - 1). */
+static int
+hi_full(const int32_t *hi, int m, int p0)
+{
+	for (int r = 0; hi != NULL && r < m; r++)
+		if (hi[r] != p0 + m - 1)
+			return 0;
+	return hi != NULL;
+}
+
 /*
  * Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx
  * rows); a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by
- * gpu_attention_prefill, but with a sliding window (a->window > 0) by the
- * split-K kernel 16 rows at a time too (the flash kernel has no window:
- * its rows are the decode's bits then, and each reads its window only),
- * and so with a->hi or a->ring (gpu_attention_hi).
+ * gpu_attention_prefill (heads a multiple of 32), but with a sliding window
+ * (a->window > 0) by the split-K kernel 16 rows at a time too (the flash
+ * kernel has no window: its rows are the decode's bits then, and each
+ * reads its window only), and so with a->hi or a->ring (gpu_attention_hi),
+ * save one a->hi of rows that all see the call's last key (a vision
+ * tower's whole image): gpu_attention_prefill's full mode then, heads a
+ * multiple of 4 (the 31B tower's are 72).
  */
 static int
 attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq, int qhs,
@@ -1744,24 +1757,25 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
     float *o)
 {
 	struct backend_cuda *c = CB(be);
-	int nh = a->n_head, hd = a->head_dim;
+	int nh = a->n_head, hd = a->head_dim, full = hi_full(a->hi, m, p0);
 	const float *qp = q;
 	const int32_t *d_hi = NULL;
 
 	if ((qhs != hd || ldq != nh * hd) && (qp = q_packed(be, q, ldq, qhs, m, nh, hd)) == NULL)
 		return -1;
-	if (a->hi != NULL && (d_hi = (const int32_t *)put_small(be, a->hi, (size_t)m * 4)) == NULL)
-		return -1;
 	/* a prompt: flash attention (its own order; decode and verify, m <= the
 	 * step rows, keep the split-K kernel's, whose rows are batch-invariant) */
-	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd % 32 == 0 && hd <= GPU_HEAD_MAX && a->window == 0 &&
-	    a->hi == NULL && a->ring == 0 &&
+	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd <= GPU_HEAD_MAX &&
+	    (hd % 32 == 0 || (full && hd % 4 == 0)) && a->window == 0 &&
+	    (a->hi == NULL || full) && a->ring == 0 &&
 	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
 		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,
-		    a->scale) != 0)
+		    a->scale, full) != 0)
 			return gfail(be, "attention");
 		return 0;
 	}
+	if (a->hi != NULL && (d_hi = (const int32_t *)put_small(be, a->hi, (size_t)m * 4)) == NULL)
+		return -1;
 	for (int r0 = 0; r0 < m; r0 += GPU_MATVEC_MAX_ROWS) {
 		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS, rc;
 		size_t off = (size_t)r0 * nh * hd;

@@ -476,14 +476,16 @@ int	gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const 
  * gpu_attention's result for a prompt (nq rows, any number) at pos0, by
  * flash attention (cuda/attn_prefill.cuh): blocks of 32 or 64 query vectors
  * of one KV head, K and V tiles in shared memory, no scratch.  hd a
- * multiple of 32, 32..GPU_HEAD_MAX (past 256: 199 KB of shared memory, a
+ * multiple of 4, 4..GPU_HEAD_MAX (past 256: 199 KB of shared memory, a
  * block a multiprocessor); the pointers 16-byte aligned.  Its own order of
  * sums: a row agrees with gpu_attention's within float tolerance, not bit
- * for bit (decode and verify stay on gpu_attention).
+ * for bit (decode and verify stay on gpu_attention).  full: every row sees
+ * every key of the call (positions < pos0 + nq: a vision tower's whole
+ * image), not causal.
  */
 int	gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k,
 	    const float *d_v, float *d_out, int nq, int nh, int nkv, int hd, int pos0,
-	    float scale);
+	    float scale, int full);
 
 /*
  * gpu_attention (d_pos NULL, at pos0) or gpu_attention_dpos (at *d_pos,

@@ -9,7 +9,8 @@
  * buffer NaN from a cp.async's issue to its wait (a read of a tile in
  * flight shows), the output
  * with NaN (a row not written shows), then compares with attention in
- * double at kernel-check's tolerance, |got - ref| <= 1e-5 (1 + |ref|).
+ * double at kernel-check's tolerance, |got - ref| <= 1e-5 (1 + |ref|), causal and
+ * in full mode (every row every key of the call).
  * Keep it in step with the kernel.
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   g++ -O2 -std=c++17 -ffp-contract=off -Icuda -o /tmp/aemu tools/attn-prefill-emu.cc && /tmp/aemu
@@ -70,14 +71,14 @@ emu(const apf_args &A, int rev)
 #undef T
 
 static int
-check(int m, int nh, int nkv, int hd, int p0, int bq)
+check(int m, int nh, int nkv, int hd, int p0, int bq, int full)
 {
 	int n = p0 + m, G = nh / nkv, bad = 0;
 	size_t nq = (size_t)m * nh * hd, nkvel = (size_t)n * nkv * hd;
 	std::vector<float> q(nq), K(nkvel), V(nkvel), o(nq);
 	std::vector<double> ref(nq), p(n);
 	float scale = 2.0f / sqrtf((float)hd);
-	apf_args A = { q.data(), K.data(), V.data(), o.data(), m, nh, nkv, hd, p0, scale };
+	apf_args A = { q.data(), K.data(), V.data(), o.data(), m, nh, nkv, hd, p0, scale, full };
 	double maxd = 0;
 
 	for (auto &x : q) x = unif(-1, 1);
@@ -86,7 +87,7 @@ check(int m, int nh, int nkv, int hd, int p0, int bq)
 	for (int t = 0; t < m; t++)
 		for (int h = 0; h < nh; h++) {
 			const float *qh = &q[((size_t)t * nh + h) * hd];
-			int kvh = h / G, np = p0 + t + 1;
+			int kvh = h / G, np = full ? n : p0 + t + 1;
 			double mx = -INFINITY, l = 0;
 			for (int j = 0; j < np; j++) {
 				double sc = 0;
@@ -128,15 +129,15 @@ check(int m, int nh, int nkv, int hd, int p0, int bq)
 			bad++;
 		}
 	}
-	printf("m=%-4d h=%d/%d hd=%-3d p0=%-4d bq=%d maxdiff=%-10.3g %s\n", m, nh, nkv, hd, p0, bq,
-	    maxd, bad ? "FAIL" : "OK");
+	printf("m=%-4d h=%d/%d hd=%-3d p0=%-4d bq=%d%s maxdiff=%-10.3g %s\n", m, nh, nkv, hd, p0, bq,
+	    full ? " full" : "", maxd, bad ? "FAIL" : "OK");
 	return bad != 0;
 }
 
 int
 main(void)
 {
-	static const int sh[][6] = {	/* m, nh, nkv, hd, p0, bq */
+	static const int sh[][7] = {	/* m, nh, nkv, hd, p0, bq, full */
 		{ 17, 4, 1, 256, 0, 32 }, { 17, 16, 4, 256, 300, 32 }, { 40, 8, 8, 128, 0, 32 },
 		{ 40, 8, 1, 64, 2047, 64 }, { 100, 4, 1, 128, 300, 32 }, { 100, 8, 1, 64, 0, 64 },
 		{ 512, 4, 1, 256, 0, 32 }, { 300, 8, 4, 128, 10, 64 }, { 100, 6, 2, 96, 130, 32 },
@@ -145,11 +146,15 @@ main(void)
 		/* Gemma-4's global heads of 512 (and a shorter head in their tile) */
 		{ 17, 16, 2, 512, 0, 32 }, { 100, 8, 1, 512, 300, 32 }, { 40, 4, 4, 512, 70, 32 },
 		{ 50, 6, 2, 320, 33, 32 },
+		/* heads of a multiple of 4, not of 32 (the 31B vision tower's 72); full: every
+		 * row sees every key of the call (a tower's whole image) */
+		{ 50, 4, 2, 72, 10, 32 }, { 300, 16, 16, 72, 0, 64, 1 }, { 100, 8, 2, 72, 50, 32, 1 },
+		{ 70, 4, 4, 64, 0, 64, 1 }, { 40, 6, 2, 256, 10, 32, 1 }, { 33, 2, 2, 20, 0, 32, 1 },
 	};
 	int bad = 0;
 
 	for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
-		bad += check(sh[i][0], sh[i][1], sh[i][2], sh[i][3], sh[i][4], sh[i][5]);
+		bad += check(sh[i][0], sh[i][1], sh[i][2], sh[i][3], sh[i][4], sh[i][5], sh[i][6]);
 	printf(bad ? "%d FAILED\n" : "ALL OK\n", bad);
 	return bad != 0;
 }
