@@ -19,7 +19,10 @@
 # default 280), GPU_VISION_BLOCKS (A B B A blocks, default 1),
 # GPU_VISION_DEVICE (run-gen's device, the tower's too, default cuda; cpu tries
 # the script without a GPU), GPU_VISION_THREADS (run-gen -t), MEMRA_COMMIT
-# (the commit the rows name).
+# (the commit the rows name), GPU_VISION_PROF=1 (then the tower's encoding of
+# the first scenario's image profiled kernel by kernel, build/t/tools/model-bench
+# -V WxH -P, into vision-prof.txt, its eight costliest kernels in the summary;
+# a GPU's only).
 # Each arm is one run-gen --jsonl process given the same request twice, -n 1:
 # the first warms the device (kernels, the allocator), the second is timed
 # (its ttft_s).  A: token ids only; B: the same ids but for a <|image|> marker
@@ -134,4 +137,16 @@ print("%s\tprompt %d\tA ttft %.4f s prefill %.4f s\tB ttft %.4f s prefill %.4f s
 EOF
 	tail -n 1 "$OUT/vision-summary.txt"
 done
+if [ "${GPU_VISION_PROF:-0}" = 1 ]; then
+	set -- ${GPU_VISION_IMAGES:-768x768:1}
+	if timeout 300 build/t/tools/model-bench -V "${1%%:*}" -P -d "$dev" -r 3 "$mm" \
+	    >"$OUT/vision-prof.txt" 2>&1; then
+		{ grep '^vision-encode' "$OUT/vision-prof.txt"
+		  grep '^prof' "$OUT/vision-prof.txt" | grep -v '(sum of kernels)' |
+		      sort -t'	' -k5 -rn | head -8
+		  grep '(sum of kernels)' "$OUT/vision-prof.txt"; } | tee -a "$OUT/vision-summary.txt"
+	else
+		echo "model-bench -V ${1%%:*} -P: failed ($OUT/vision-prof.txt)"; ok=1
+	fi
+fi
 exit $ok
