@@ -3413,16 +3413,13 @@ be_pdl(struct kc *k, struct bpair *p, const char *path)
 
 /* --- the Gemma-4 vision tower on both backends -------------------------- */
 
-/* 1 when path is a checkpoint directory whose config.json is a Gemma-4 one
- * with a tower: model_type gemma4, a text_config and a vision_config (as
- * lib/vision's hf_hparams takes them; Step3p7's checkpoints have a
+/* 1 when path is a checkpoint directory whose config.json holds a tower
+ * vision_open takes (vision_config_why: Step3p7's checkpoints have a
  * vision_config too, and vis_open would end the run on them). */
 static int
 vis_has_tower(const char *path)
 {
 	char f[4096], err[UTIL_ERRLEN];
-	const struct json *vc;
-	const char *mt;
 	struct json *j;
 	size_t n;
 	char *text;
@@ -3433,9 +3430,7 @@ vis_has_tower(const char *path)
 		return 0;
 	j = json_parse(text, n, err);
 	free(text);
-	yes = j != NULL && (vc = json_get(j, "vision_config")) != NULL && vc->type == JSON_OBJECT &&
-	    json_get(j, "text_config") != NULL && (mt = json_get_str(j, "model_type")) != NULL &&
-	    strcmp(mt, "gemma4") == 0;
+	yes = j != NULL && vision_config_why(j) == NULL;
 	json_free(j);
 	return yes;
 }

@@ -776,6 +776,31 @@ k_attn_combine_seqs(const float *part, float *out, int nh, int hd, int nsplit,
 	    out + ((int64_t)R * nh + h) * hd, hd, att_splits(S.pos0, S.n, nsplit));
 }
 
+/*
+ * The split kernel's shape for heads of hd, nh query heads on nkv, the
+ * operands' alignment al (their addresses | together, & 15): E elements a
+ * lane (heads past 256: 16, a lane's 16 of 512; shorter heads by the
+ * scalar loads), W of them a load, GB query heads a block.  One choice for
+ * attention() and gpu_attention_seqs, so a row of a group runs its own
+ * call's kernel.
+ */
+struct att_shape {
+	int	E, W, GB;
+};
+
+static struct att_shape
+att_shape(int hd, int nh, int nkv, int al)
+{
+	int E = hd <= 256 ? (hd + 31) / 32 : 16, grp = nh / nkv;
+	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 &&
+	    al % 8 == 0 ? 2 : 1;
+	int gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
+
+	if (E == 16)		/* 2 heads a block: q and o sums 2 x 2 x 16 floats, as 4 heads at E 8 */
+		gb = grp % 2 == 0 ? 2 : 1;
+	return (struct att_shape){ E, w, gb };
+}
+
 /* Both forms: pos0 from the host (d_pos NULL, grid sized to the rows, or
  * to n_keys keys with d_hi) or from the device (the grid sized to n_ctx). */
 static int
@@ -795,13 +820,9 @@ attention(struct gpu *g, const float *d_q, const float *d_k, const float *d_v, f
 	part = (float *)gpu_scratch(g, (size_t)nq * nh * nsplit * (hd + 2) * sizeof(float));
 	if (part == NULL)
 		return -1;
-	/* heads past 256: E 16 (a lane's 16 of 512; shorter heads by the scalar loads) */
-	int E = hd <= 256 ? (hd + 31) / 32 : 16;
-	int al = (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15);
-	int w = hd == 32 * E && E % 4 == 0 && al == 0 ? 4 : hd == 32 * E && E % 2 == 0 && al % 8 == 0 ? 2 : 1;
-	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
-	if (E == 16)		/* 2 heads a block: q and o sums 2 x 2 x 16 floats, as 4 heads at E 8 */
-		gb = grp % 2 == 0 ? 2 : 1;
+	struct att_shape sh = att_shape(hd, nh, nkv,
+	    (int)(((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v) & 15));
+	int E = sh.E, w = sh.W, gb = sh.GB;
 	dim3 grid(nsplit, nh / gb, nq);
 	bool rh = d_hi != NULL || ring > 0;
 #define ATT_L(e, v, b, r) gpu_launch(g, k_attn_split<e, v, b, r>, grid, ATT_THREADS, 0, d_q, \
@@ -897,10 +918,6 @@ gpu_attention_seqs(struct gpu *g, const float *d_q, float *d_out, int n,
 			return gpu_fail(g, "attention seqs: sequence %d: %d rows at %d%s", i + 1,
 			    sq[i].rows, sq[i].pos0, sq[i].k == NULL || sq[i].v == NULL ?
 			    ", no cache" : "");
-	int E = hd <= 256 ? (hd + 31) / 32 : 16;
-	int grp = nh / nkv, gb = grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
-	if (E == 16)
-		gb = grp % 2 == 0 ? 2 : 1;
 	for (int i0 = 0, r0 = 0; i0 < n; ) {
 		struct att_seqs Q;
 		int rows = 0, nsplit = 1;
@@ -924,9 +941,8 @@ gpu_attention_seqs(struct gpu *g, const float *d_q, float *d_out, int n,
 		    sizeof(float));
 		if (part == NULL)
 			return -1;
-		int a = (int)(al & 15);
-		int w = hd == 32 * E && E % 4 == 0 && a == 0 ? 4 : hd == 32 * E && E % 2 == 0 &&
-		    a % 8 == 0 ? 2 : 1;
+		struct att_shape sh = att_shape(hd, nh, nkv, (int)(al & 15));
+		int E = sh.E, w = sh.W, gb = sh.GB;
 		dim3 grid(nsplit, nh / gb, rows);
 		const float *q = d_q + r0 * rs;
 #define ATS_L(e, v, b) gpu_launch(g, k_attn_split_seqs<e, v, b>, grid, ATT_THREADS, 0, q, \

@@ -385,20 +385,31 @@ processor_tokens(struct vision *v, const char *dir)
 	return 0;
 }
 
+const char *
+vision_config_why(const struct json *c)
+{
+	const struct json *vc = c != NULL ? json_get(c, "vision_config") : NULL;
+	const char *mt = c != NULL ? json_get_str(c, "model_type") : NULL;
+
+	if (vc == NULL || vc->type != JSON_OBJECT)
+		return "config.json has no vision_config";
+	if (json_get(c, "text_config") == NULL || mt == NULL || strcmp(mt, "gemma4") != 0)
+		return "config.json: not a gemma4 model with a text_config";
+	return NULL;
+}
+
 static int
 hf_hparams(struct vision *v, const char *dir)
 {
 	struct vision_hparams *hp = &v->hp;
 	const struct json *c = safetensors_config(v->st), *vc, *tc, *rp;
-	const char *act, *bidir;
+	const char *act, *bidir, *why;
 	double th = 100, eps = 1e-6;
 	int clip = 0, std = 0;
 
-	if (c == NULL || (vc = json_get(c, "vision_config")) == NULL || vc->type != JSON_OBJECT)
-		return util_err(v->err, "config.json has no vision_config");
-	if ((tc = json_get(c, "text_config")) == NULL || json_get_str(c, "model_type") == NULL ||
-	    strcmp(json_get_str(c, "model_type"), "gemma4") != 0)
-		return util_err(v->err, "config.json: not a gemma4 model with a text_config");
+	if ((why = vision_config_why(c)) != NULL)
+		return util_err(v->err, "%s", why);
+	vc = json_get(c, "vision_config"), tc = json_get(c, "text_config");
 	if (cfg_int(v, vc, "hidden_size", -1, &hp->n_embd) || cfg_int(v, vc, "intermediate_size", -1,
 	    &hp->n_ff) || cfg_int(v, vc, "num_hidden_layers", -1, &hp->n_layer) ||
 	    cfg_int(v, vc, "num_attention_heads", -1, &hp->n_head) ||

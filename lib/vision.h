@@ -67,6 +67,14 @@ struct vision;
  * no-op).
  */
 struct vision *vision_open(const char *path, struct backend *be, char *err);
+
+/*
+ * Why a checkpoint's config.json (parsed) holds no tower vision_open takes,
+ * or NULL when it does (model_type gemma4, a text_config and a
+ * vision_config object): Step3p7's checkpoints have a vision_config too.
+ */
+struct json;
+const char *vision_config_why(const struct json *config);
 void	vision_close(struct vision *);
 const struct vision_hparams *vision_hparams(const struct vision *);
 const char *vision_errmsg(const struct vision *);
