@@ -29,6 +29,7 @@ struct gpu {
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
 	int	step_rows;		/* decode kernels up to this many rows (gpu_tune_step_rows) */
 	int	moe_group;		/* gpu_moe_matvec: GPU_MOE_GROUP_* (gpu_tune_moe_group) */
+	int	moe_tc;			/* its grouped int8 products: GPU_MOE_TC_* (gpu_tune_moe_tc) */
 	int	mirror;			/* bf16 GEMM: persistent bf16 weights (gpu_tune_mirror) */
 	struct gpu_mirror *mir;		/* [nmir] of them (cap: cmir) */
 	int	nmir, cmir;
@@ -252,8 +253,10 @@ int	gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne
  * moe_group_build (cuda/moe.cu): from ids[ns] (bucket ids[s], or n_exp for
  * an id outside [0, n_exp)), into mem (moe_group_bytes(ns, n_exp)):
  * perm[ns + GPU_MOE_MT], the slots in bucket order (slot order within a
- * bucket), the last GPU_MOE_MT 0; tile[nt] (bucket, first, count, 0) with
- * 1 <= count <= GPU_MOE_MT for the used ones in bucket order, count 0
+ * bucket), the last GPU_MOE_MT 0; tile[nt] (bucket, first, count, i) with
+ * 1 <= count <= GPU_MOE_MT for the used ones in bucket order (i: the
+ * tile's index in its bucket, first = the bucket's first + i GPU_MOE_MT;
+ * every tile but a bucket's last holds GPU_MOE_MT), (0, 0, 0, 0)
  * after; nt = moe_group_tiles(ns, n_exp), a bound the grids take (blocks
  * of an empty tile exit).  n_exp <= GPU_MOE_GROUP_EXPERTS.  moe_gather:
  * for each of the na <= 3 arrays of rows (rb[a] bytes, a multiple of 4),
