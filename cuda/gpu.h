@@ -557,10 +557,11 @@ int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t 
  * (slot, weight rows), each slot reading its expert's whole matrix;
  * GPU_MOE_GROUP_ALL the slots sorted by expert on the device and a block
  * per (tile of up to 16 slots of one expert, weight rows), a weight row
- * read once a tile; GPU_MOE_GROUP_AUTO (a gpu's default) grouped where a
- * call's slots share experts (at least 2 input rows and max(n_exp, 64)
- * slots), per slot elsewhere; a stack of more than GPU_MOE_GROUP_EXPERTS
- * experts per slot always.  A graph recorded before a change is stale.
+ * read once a tile (Q8_0 and NVFP4: up to 32 slots, gpu_tune_moe_tc);
+ * GPU_MOE_GROUP_AUTO (a gpu's default) grouped where a call's slots share
+ * experts (at least 2 input rows and max(n_exp, 64) slots), per slot
+ * elsewhere; a stack of more than GPU_MOE_GROUP_EXPERTS experts per slot
+ * always.  A graph recorded before a change is stale.
  * 0, or -1 for another mode.
  */
 enum { GPU_MOE_GROUP_OFF, GPU_MOE_GROUP_AUTO, GPU_MOE_GROUP_ALL };

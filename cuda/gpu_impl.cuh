@@ -245,7 +245,8 @@ int	gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne
  * block per (weight rows, tile) runs the family's row function of the
  * decode kernels (mv_row, mv8_row, mvk_row, the iq4 rows) once for the
  * tile's up to GPU_MOE_MT rows, so a weight row is read once a tile, not
- * once a slot.  Row j of such an M-row call is the bits of a one-row call
+ * once a slot (Q8_0 and NVFP4 also by k_mv8t's tensor-core steps on a
+ * pair of one expert's tiles, k_moe_mv8t: gpu_tune_moe_tc).  Row j of such an M-row call is the bits of a one-row call
  * (each row's sums have their own accumulators, in an order that does not
  * depend on M or on the other rows), so a slot's row is the per-slot
  * kernels' bit for bit.
