@@ -272,8 +272,8 @@ static void copy(const struct launch *L, uint8_t *st, const struct job *J, int k
 		for (int it = th; it < m * 32; it += 256) {
 			int j = it >> 5, i = it & 31;
 			if (i < 2 * nbk)
-				cp(st + ox(t) + j * XS + 16 * i,
-				    (const uint8_t *)J->X->q + ((size_t)j * nb + 16 * k) * 32 + 16 * i, 16, 16);
+				cp(st + ox(t) + j * XS + 16 * i, (const uint8_t *)J->X->q +
+				    ((size_t)j * nb + 16 * k) * 32 + 16 * i, 16, 16);
 		}
 		for (int it = th; it < m * 16; it += 256) {
 			int j = it >> 4, i = it & 15;
@@ -633,7 +633,8 @@ struct grp {
 
 static void group_build(const int32_t *ids, int ns, int n_exp, struct grp *G)
 {
-	int nbk = n_exp + 1, *cnt = calloc((size_t)nbk, sizeof(int)), *cur = malloc(sizeof(int) * nbk);
+	int nbk = n_exp + 1, *cnt = calloc((size_t)nbk, sizeof(int));
+	int *cur = malloc(sizeof(int) * nbk);
 	int64_t nt = ((int64_t)ns + MT - 1) / MT + n_exp + 1;
 	int off = 0, toff = 0;
 
