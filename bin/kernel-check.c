@@ -270,17 +270,39 @@ close_to(struct kc *k, const char *name, const char *shape, const float *got,
 	return report(k, name, shape, maxd, ok);
 }
 
+/* same_bits, OK only when also cond (e.g. the kernels meant to run ran). */
 static int
-same_bits(struct kc *k, const char *name, const char *shape, const float *a,
-    const float *b, int64_t n)
+same_bits_if(struct kc *k, const char *name, const char *shape, const float *a,
+    const float *b, int64_t n, int cond)
 {
 	double maxd = 0;
-	int ok = memcmp(a, b, (size_t)n * sizeof *a) == 0;
+	int ok = memcmp(a, b, (size_t)n * sizeof *a) == 0 && cond;
 
 	for (int64_t i = 0; i < n; i++)
 		if (fabs((double)a[i] - b[i]) > maxd)
 			maxd = fabs((double)a[i] - b[i]);
 	return report(k, name, shape, maxd, ok);
+}
+
+static int
+same_bits(struct kc *k, const char *name, const char *shape, const float *a,
+    const float *b, int64_t n)
+{
+	return same_bits_if(k, name, shape, a, b, n, 1);
+}
+
+/* The launches named what in g's profile (after gpu_prof_end). */
+static unsigned long
+prof_launches(struct kc *k, const char *what)
+{
+	const struct gpu_prof_row *r;
+	int n = gpu_prof_rows(k->g, &r);
+	unsigned long c = 0;
+
+	for (int i = 0; i < n; i++)
+		if (strcmp(r[i].name, what) == 0)
+			c += r[i].n;
+	return c;
 }
 
 /* --- random quantized weights ------------------------------------------- */
@@ -1326,24 +1348,39 @@ check_qk_all(struct kc *k)
 /* --- the experts grouped by expert (gpu_tune_moe_group) ------------------ */
 
 /* The routings of check_moe_group. */
-enum { MG_RANDOM, MG_ONE, MG_SPREAD, MG_SKEW };
+enum { MG_RANDOM, MG_ONE, MG_SPREAD, MG_SKEW, MG_RUNS };
 
 /*
  * ids[ns] of n_exp experts: MG_RANDOM each at random; MG_ONE all on
  * expert n_exp - 1 (tiles of GPU_MOE_MT and a part tile); MG_SPREAD slot s
  * on expert s % n_exp (one slot an expert while ns <= n_exp); MG_SKEW
  * every other slot on expert 0, the rest at random, with ids outside [0,
- * n_exp) (-1, n_exp, INT32_MIN, INT32_MAX: NaN rows) at a few slots.
+ * n_exp) (-1, n_exp, INT32_MIN, INT32_MAX: NaN rows) at a few slots;
+ * MG_RUNS expert e on 0, 1, 5, 17, 32, 40, 16, 9 slots as e % 8 says (the
+ * tensor-core kernel's single tiles and pairs on either side of its
+ * bound), the slots past those at random, shuffled, with the ill ids of
+ * MG_SKEW.
  */
 static void
 mg_ids(struct kc *k, int32_t *ids, int ns, int n_exp, int how)
 {
-	for (int s = 0; s < ns; s++) {
+	static const int runs[] = { 0, 1, 5, 17, 32, 40, 16, 9 };
+	int s = 0;
+
+	for (int e = 0; how == MG_RUNS && e < n_exp; e++)
+		for (int i = 0; i < runs[e % 8] && s < ns; i++)
+			ids[s++] = e;
+	for (; s < ns; s++) {
 		int32_t r = (int32_t)(rnd(k) % (uint64_t)n_exp);
 		ids[s] = how == MG_ONE ? n_exp - 1 : how == MG_SPREAD ? s % n_exp :
 		    how == MG_SKEW && s % 2 == 0 ? 0 : r;
 	}
-	if (how == MG_SKEW) {
+	for (int i = ns - 1; how == MG_RUNS && i > 0; i--) {
+		int j = (int)(rnd(k) % (uint64_t)(i + 1));
+		int32_t v = ids[i];
+		ids[i] = ids[j], ids[j] = v;
+	}
+	if (how == MG_SKEW || how == MG_RUNS) {
 		const int32_t bad[] = { -1, n_exp, INT32_MIN, INT32_MAX };
 		for (int i = 0; i < 4 && i < ns; i++)
 			ids[rnd(k) % (uint64_t)ns] = bad[i];
@@ -1355,16 +1392,19 @@ mg_ids(struct kc *k, int32_t *ids, int ns, int n_exp, int how)
  * against a block per slot (GPU_MOE_GROUP_OFF), bit for bit (NaN rows
  * included): a stack of n_exp experts of rows x ne0, type t, nx input
  * rows, per slots a row (ns = nx * per), routed as how says; scaled (a
- * weight's scale) when sc.  Then the default (GPU_MOE_GROUP_AUTO) as well,
- * and with graph the grouped call recorded as a CUDA graph and replayed
- * after the ids changed (at random) against the per-slot products of the
- * new ids.
+ * weight's scale) when sc.  For Q8_0 and NVFP4 the grouped call under
+ * each of gpu_tune_moe_tc's forced modes too (GPU_MOE_TC_ALL: every tile
+ * by the tensor-core kernel, "moe group ... tc"; GPU_MOE_TC_OFF: none,
+ * "... cc"; the default's mix is the first line).  Then the default
+ * (GPU_MOE_GROUP_AUTO) as well, and with graph the grouped call recorded
+ * as a CUDA graph and replayed after the ids changed (at random) against
+ * the per-slot products of the new ids.
  */
 static void
 check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx, int per,
     int how, int sc, int graph)
 {
-	static const char *hn[] = { "random", "one", "spread", "skew" };
+	static const char *hn[] = { "random", "one", "spread", "skew", "runs" };
 	struct wset s;
 	int ns = nx * per;
 	int64_t ny = (int64_t)ns * rows;
@@ -1390,6 +1430,30 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 	dget(k, y1, dy, (size_t)ny * 4);
 	brk(k, y1, ny);
 	same_bits(k, name, shape, y1, y0, ny);
+	for (int f = 0; (t == QUANT_Q8_0 || t == QUANT_NVFP4) && f < 2; f++) {
+		/* profiled: which grouped kernels ran (the tensor-core one alone, or
+		 * the CUDA-core one alone; neither past GPU_MOE_GROUP_EXPERTS) */
+		int grp = n_exp <= GPU_MOE_GROUP_EXPERTS;
+		unsigned long ntc, ncc;
+		char sh2[128];
+		gchk(k, gpu_tune_moe_tc(k->g, f ? GPU_MOE_TC_OFF : GPU_MOE_TC_ALL));
+		gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+		gpu_prof_reset(k->g);
+		gchk(k, gpu_prof_begin(k->g, 0));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy,
+		    ds));
+		gchk(k, gpu_prof_end(k->g));
+		ntc = prof_launches(k, "moe matvec_q8 tc");
+		ncc = prof_launches(k, "moe matvec_q8 grouped");
+		gpu_prof_reset(k->g);
+		dget(k, y1, dy, (size_t)ny * 4);
+		brk(k, y1, ny);
+		snprintf(name, sizeof name, "moe group %s %s", quant_name(t), f ? "cc" : "tc");
+		snprintf(sh2, sizeof sh2, "%s k%lu/%lu", shape, ntc, ncc);
+		same_bits_if(k, name, sh2, y1, y0, ny, (ntc > 0) == (grp && !f) &&
+		    (ncc > 0) == (grp && f));
+	}
+	gchk(k, gpu_tune_moe_tc(k->g, GPU_MOE_TC_AUTO));
 	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
 	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
 	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
@@ -1435,7 +1499,7 @@ check_moe_group_all(struct kc *k)
 	static const int sh[][4] = {	/* nx, per, how, scaled */
 		{ 1, 8, MG_RANDOM, 0 }, { 1, 1, MG_SKEW, 0 }, { 3, 1, MG_SKEW, 1 },
 		{ 5, 8, MG_ONE, 0 }, { 40, 8, MG_SPREAD, 0 }, { 64, 8, MG_RANDOM, 1 },
-		{ 33, 4, MG_SKEW, 0 }, { 600, 1, MG_ONE, 0 },
+		{ 33, 4, MG_SKEW, 0 }, { 600, 1, MG_ONE, 0 }, { 60, 8, MG_RUNS, 1 },
 	};
 
 	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
@@ -1455,6 +1519,19 @@ check_moe_group_all(struct kc *k)
 	gchk(k, gpu_tune_qk(k->g, 8));
 	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 300, 8, MG_SKEW, 0, 0);
 	gchk(k, gpu_tune_qk(k->g, 0));
+	/* the tensor-core kernel's rows less than 16-byte aligned (Q8_0 of 25
+	 * blocks: rows 2 mod 4 bytes at odd rows; NVFP4 rows of 180 bytes), of
+	 * chunks past its ring (128 and 66 blocks) and less than a chunk, the
+	 * 35B's routing at its own shapes (the gate's rows of 2048, the down's
+	 * of 512: one chunk), and one graph of the runs */
+	for (int ti = 0; ti < 2; ti++) {
+		int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
+		check_moe_group(k, t, 64, 37, ti ? 320 : 800, 60, 8, MG_RUNS, 0, ti == 0);
+		check_moe_group(k, t, 24, 20, ti ? 4224 : 4096, 40, 4, MG_RUNS, 1, 0);
+		check_moe_group(k, t, 16, 9, ti ? 64 : 32, 30, 8, MG_RUNS, 0, 0);
+		check_moe_group(k, t, 256, 48, 2048, 512, 8, MG_RANDOM, 0, 0);
+		check_moe_group(k, t, 256, 64, 512, 300, 8, MG_SKEW, 1, 0);
+	}
 	check_moe_group(k, QUANT_Q8_0, 8, 8, 32, 70000, 1, MG_SPREAD, 0, 0);
 	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS, 8, 32, 1000, 8, MG_SKEW, 0, 0);
 	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS + 1, 8, 32, 100, 8, MG_SPREAD, 0, 0);
@@ -5561,7 +5638,10 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
  * rows routed to 8 distinct experts at random: a slot a block
  * (GPU_MOE_GROUP_OFF) against the slots grouped by expert
  * (GPU_MOE_GROUP_ALL, the grouping and the gather included), L calls in a
- * graph, median of 5.
+ * graph, median of 5.  Q8_0 and NVFP4 grouped under each gpu_tune_moe_tc
+ * mode too: "cc" (GPU_MOE_TC_OFF: k_moe_mv8g alone, as before the
+ * tensor-core kernel) and "tc" (GPU_MOE_TC_ALL) beside the default's
+ * mix, and "x" the default against cc.
  */
 static void
 bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -5582,11 +5662,13 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	moe_ids(k, ids, MMAX, KK, NE);
 	gchk(k, gpu_upload(k->g, di, ids, (size_t)MMAX * KK * 4));
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		int m = ms[mi], ns = m * KK;
-		double s[2];
-		for (int gi = 0; gi < 2; gi++) {
+		int m = ms[mi], ns = m * KK, ng = t == QUANT_Q8_0 || t == QUANT_NVFP4 ? 4 : 2;
+		double s[4];
+		for (int gi = 0; gi < ng; gi++) {
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_moe_group(k->g, gi ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_OFF));
+			gchk(k, gpu_tune_moe_tc(k->g, gi == 2 ? GPU_MOE_TC_OFF : gi == 3 ?
+			    GPU_MOE_TC_ALL : GPU_MOE_TC_AUTO));
 			gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -5599,10 +5681,15 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 			gpu_graph_free(gr);
 		}
 		printf("bench moe %-6s %dx%lldx%-5lld m=%-4d top%d  per-slot %9.2f us  grouped "
-		    "%9.2f us  x%.2f\n", quant_name(t), NE, (long long)rows, (long long)ne0, m, KK,
+		    "%9.2f us  x%.2f", quant_name(t), NE, (long long)rows, (long long)ne0, m, KK,
 		    s[0] * 1e6, s[1] * 1e6, s[0] / s[1]);
+		if (ng == 4)
+			printf("  cc %9.2f us  tc %9.2f us  x%.2f of cc", s[2] * 1e6, s[3] * 1e6,
+			    s[2] / s[1]);
+		printf("\n");
 		fflush(stdout);
 	}
+	gchk(k, gpu_tune_moe_tc(k->g, GPU_MOE_TC_AUTO));
 	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
 	free(x), free(ids);
 	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, di);

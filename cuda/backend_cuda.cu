@@ -2705,16 +2705,17 @@ cu_rows_set(struct backend *be, int rows)
 	return 0;
 }
 
-/* backend_moe_group_set: gpu_tune_moe_group, refused while a step is being
- * recorded. */
+/* backend_moe_group_set: gpu_tune_moe_group and gpu_tune_moe_tc (off for
+ * BACKEND_MOE_GROUP_CC), refused while a step is being recorded. */
 static int
 cu_moe_group_set(struct backend *be, int mode)
 {
 	if (CB(be)->rec != NULL)
 		return util_err(be->err, "moe group: switched while recording a graph");
 	return gpu_tune_moe_group(CB(be)->g, mode == BACKEND_MOE_GROUP_OFF ? GPU_MOE_GROUP_OFF :
-	    mode == BACKEND_MOE_GROUP_ALL ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_AUTO) ?
-	    gfail(be, "moe group") : 0;
+	    mode == BACKEND_MOE_GROUP_ALL ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_AUTO) ||
+	    gpu_tune_moe_tc(CB(be)->g, mode == BACKEND_MOE_GROUP_CC ? GPU_MOE_TC_OFF :
+	    GPU_MOE_TC_AUTO) ? gfail(be, "moe group") : 0;
 }
 
 static int

@@ -557,15 +557,32 @@ int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t 
  * (slot, weight rows), each slot reading its expert's whole matrix;
  * GPU_MOE_GROUP_ALL the slots sorted by expert on the device and a block
  * per (tile of up to 16 slots of one expert, weight rows), a weight row
- * read once a tile; GPU_MOE_GROUP_AUTO (a gpu's default) grouped where a
- * call's slots share experts (at least 2 input rows and max(n_exp, 64)
- * slots), per slot elsewhere; a stack of more than GPU_MOE_GROUP_EXPERTS
- * experts per slot always.  A graph recorded before a change is stale.
+ * read once a tile (Q8_0 and NVFP4: up to 32 slots, gpu_tune_moe_tc);
+ * GPU_MOE_GROUP_AUTO (a gpu's default) grouped where a call's slots share
+ * experts (at least 2 input rows and max(n_exp, 64) slots), per slot
+ * elsewhere; a stack of more than GPU_MOE_GROUP_EXPERTS experts per slot
+ * always.  A graph recorded before a change is stale.
  * 0, or -1 for another mode.
  */
 enum { GPU_MOE_GROUP_OFF, GPU_MOE_GROUP_AUTO, GPU_MOE_GROUP_ALL };
 #define GPU_MOE_GROUP_EXPERTS 4096	/* (the buckets' counts in shared memory) */
 int	gpu_tune_moe_group(struct gpu *g, int mode);
+
+/*
+ * gpu_tune_moe_tc: which kernels the grouped products of Q8_0 (two lanes a
+ * block, the default layout) and NVFP4 experts run, the same bits each way
+ * (cuda/matvec_q8tc.cuh's k_moe_mv8t, the tensor-core kernel of
+ * GPU_MV8_TC on up to 32 of one expert's rows, against matvec_q8.cu's
+ * k_moe_mv8g on up to 16): GPU_MOE_TC_OFF k_moe_mv8g for every tile;
+ * GPU_MOE_TC_ALL k_moe_mv8t for every tile; GPU_MOE_TC_AUTO (a gpu's
+ * default) k_moe_mv8t for an expert's rows in runs of 9 or more, k_moe_mv8g
+ * for fewer.  Rows less aligned than k_mv8t takes (Q8_0 2 bytes, NVFP4 4)
+ * and the other types take k_moe_mv8g (or their family's kernel) every
+ * way.  A graph recorded before a change is stale.  0, or -1 for another
+ * mode.
+ */
+enum { GPU_MOE_TC_OFF, GPU_MOE_TC_AUTO, GPU_MOE_TC_ALL };
+int	gpu_tune_moe_tc(struct gpu *g, int mode);
 
 /*
  * gpu_moe_route: for row r < m of x (rows ldx floats apart, n <= 4096

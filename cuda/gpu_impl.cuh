@@ -29,6 +29,7 @@ struct gpu {
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
 	int	step_rows;		/* decode kernels up to this many rows (gpu_tune_step_rows) */
 	int	moe_group;		/* gpu_moe_matvec: GPU_MOE_GROUP_* (gpu_tune_moe_group) */
+	int	moe_tc;			/* its grouped Q8_0 / NVFP4: GPU_MOE_TC_* (gpu_tune_moe_tc) */
 	int	mirror;			/* bf16 GEMM: persistent bf16 weights (gpu_tune_mirror) */
 	struct gpu_mirror *mir;		/* [nmir] of them (cap: cmir) */
 	int	nmir, cmir;
@@ -244,16 +245,19 @@ int	gpu_moe_mv_f(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne
  * block per (weight rows, tile) runs the family's row function of the
  * decode kernels (mv_row, mv8_row, mvk_row, the iq4 rows) once for the
  * tile's up to GPU_MOE_MT rows, so a weight row is read once a tile, not
- * once a slot.  Row j of such an M-row call is the bits of a one-row call
- * (each row's sums have their own accumulators, in an order that does not
- * depend on M or on the other rows), so a slot's row is the per-slot
- * kernels' bit for bit.
+ * once a slot (Q8_0 and NVFP4 also by k_mv8t's tensor-core steps on a
+ * pair of one expert's tiles, k_moe_mv8t: gpu_tune_moe_tc).  Row j of
+ * such an M-row call is the bits of a one-row call (each row's sums have
+ * their own accumulators, in an order that does not depend on M or on
+ * the other rows), so a slot's row is the per-slot kernels' bit for bit.
  *
  * moe_group_build (cuda/moe.cu): from ids[ns] (bucket ids[s], or n_exp for
  * an id outside [0, n_exp)), into mem (moe_group_bytes(ns, n_exp)):
  * perm[ns + GPU_MOE_MT], the slots in bucket order (slot order within a
- * bucket), the last GPU_MOE_MT 0; tile[nt] (bucket, first, count, 0) with
- * 1 <= count <= GPU_MOE_MT for the used ones in bucket order, count 0
+ * bucket), the last GPU_MOE_MT 0; tile[nt] (bucket, first, count, i) with
+ * 1 <= count <= GPU_MOE_MT for the used ones in bucket order (i: the
+ * tile's index in its bucket, first = the bucket's first + i GPU_MOE_MT;
+ * every tile but a bucket's last holds GPU_MOE_MT), (0, 0, 0, 0)
  * after; nt = moe_group_tiles(ns, n_exp), a bound the grids take (blocks
  * of an empty tile exit).  n_exp <= GPU_MOE_GROUP_EXPERTS.  moe_gather:
  * for each of the na <= 3 arrays of rows (rb[a] bytes, a multiple of 4),

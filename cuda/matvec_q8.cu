@@ -583,13 +583,15 @@ mv8_grows(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 
 /* The warp of row r of tile t0 + blockIdx.y (bucket e, first f, count n):
  * mv8_grows at the least M of 1, 2, 4, 8, 16 that holds n.  An empty tile
- * writes nothing; bucket n_exp NaN rows. */
+ * writes nothing; bucket n_exp NaN rows.  tc > 0: k_moe_mv8t runs beside
+ * it with that bound, and the tiles it takes (a pair's second, or a count
+ * of tc or more) are left to it. */
 template <int T, int L, int A>
 __global__ void __launch_bounds__(256, 4)
 k_moe_mv8g(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nb, int64_t rows,
     int n_exp, const int4 *__restrict__ tile, int t0, const int32_t *__restrict__ perm,
     const int8_t *__restrict__ q, const float *__restrict__ dx, const float *__restrict__ sx,
-    float *y, const float *scale)
+    float *y, const float *scale, int tc)
 {
 	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
@@ -597,6 +599,11 @@ k_moe_mv8g(const uint8_t *__restrict__ W, size_t ebytes, size_t rowbytes, int nb
 	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
 	if (r >= rows)
 		return;
+	if (tc > 0) {
+		int4 tl = tile[t0 + (int)blockIdx.y];
+		if ((tl.w & 1) || tl.z >= tc)
+			return;
+	}
 	int e, f, n;
 	if (!moe_tile(tile, t0, perm, n_exp, rows, r, lane, y, &e, &f, &n))
 		return;
@@ -1288,24 +1295,74 @@ mv8_moe_launch(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, in
 	return 0;
 }
 
-/* k_moe_mv8g over the tiles, launches of at most 65535 (the grid's y). */
+/* k_moe_mv8g over the tiles (tc > 0: those k_moe_mv8t leaves it),
+ * launches of at most 65535 (the grid's y). */
 template <int T, int L, int A>
 static int
 mv8_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n_exp,
-    const struct moe_group *G, const struct mv8_x *X, float *y, const float *scale)
+    const struct moe_group *G, const struct mv8_x *X, float *y, const float *scale, int tc)
 {
 	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
 		dim3 grid((unsigned)((rows + 7) / 8), (unsigned)min(G->nt - t0, 65535));
 		gpu_launch(g, k_moe_mv8g<T, L, A>, grid, 256, 0, (const uint8_t *)w,
 		    rb * (size_t)rows, rb, nb, rows, n_exp, G->tile, t0, G->perm,
-		    (const int8_t *)X->q, (const float *)X->dx, (const float *)X->sx, y, scale);
+		    (const int8_t *)X->q, (const float *)X->dx, (const float *)X->sx, y, scale, tc);
 		GPU_LAUNCHED(g, "moe matvec_q8 grouped");
 	}
 	return 0;
 }
 
+/*
+ * The least rows a pair of tiles (a bucket's tiles 2 i and 2 i + 1, or
+ * its last alone) takes k_moe_mv8t at under GPU_MOE_TC_AUTO: a tile of
+ * more than 8 runs k_moe_mv8g at M = 16, against which k_mv8t at 16 rows
+ * was 1.29-1.44x (kernel-check's bench i8tc on the H200, the dense
+ * products: m = 8 0.95-1.10x, m = 1 and 4 0.29-0.75x).  Reasoned from
+ * those, not measured on the experts.
+ */
+#define MVT_MOE_N 9
+
+/* The bound tc of k_moe_mv8t's tiles for weights of type T (lanes L) at w,
+ * rows of rb bytes, under g->moe_tc; 0: k_moe_mv8g takes them all (another
+ * type, Q8_0 by one lane a block, rows less aligned than mvt_launch's). */
+template <int T, int L>
+static int
+mvt_moe_tc(const struct gpu *g, const void *w, size_t rb)
+{
+	if (!(T == Q8_T_NVFP4 || (T == Q8_T_Q8_0 && L == 2)) || g->moe_tc == GPU_MOE_TC_OFF ||
+	    (((uintptr_t)w | rb) & (T == Q8_T_Q8_0 ? 1 : 3)) != 0)
+		return 0;
+	return g->moe_tc == GPU_MOE_TC_ALL ? 1 : MVT_MOE_N;
+}
+
+/* k_moe_mv8t over the tiles (those of pairs of tc rows or more), launches
+ * of at most 65535 (the grid's y). */
+template <int T>
+static int
+mvt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n_exp,
+    const struct moe_group *G, const struct mv8_x *X, float *y, const float *scale, int tc)
+{
+	int sh = mvt_moe_smem<T>(nb), a16 = (((uintptr_t)w | rb) & 15) == 0;
+	cudaError_t e = cudaFuncSetAttribute(k_moe_mv8t<T>,
+	    cudaFuncAttributeMaxDynamicSharedMemorySize, sh);
+
+	if (e != cudaSuccess)
+		return gpu_fail(g, "moe matvec_q8 tc: %d bytes of shared memory: %s", sh,
+		    cudaGetErrorString(e));
+	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
+		dim3 grid((unsigned)((rows + MVT_R - 1) / MVT_R), (unsigned)min(G->nt - t0, 65535));
+		gpu_launch(g, k_moe_mv8t<T>, grid, MVT_THREADS, (size_t)sh, (const uint8_t *)w,
+		    rb * (size_t)rows, rb, nb, rows, n_exp, (const int4 *)G->tile, t0, G->nt,
+		    (const int32_t *)G->perm, (const int8_t *)X->q, (const float *)X->dx, y, scale,
+		    a16, tc);
+		GPU_LAUNCHED(g, "moe matvec_q8 tc");
+	}
+	return 0;
+}
+
 /* The per-slot kernels (G NULL: mv8_moe_launch) or the grouped ones on the
- * gathered rows X (mv8_moe_grouped), for type t with lanes L and rows
+ * gathered rows X (mv8_moe_grouped, and for Q8_0 and NVFP4
+ * mvt_moe_grouped where mvt_moe_tc says), for type t with lanes L and rows
  * aligned (A) as the one-row product takes them. */
 template <int T, int L, int A>
 static int
@@ -1313,8 +1370,16 @@ mv8_moe_run(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n
     const int32_t *ids, int ns, int per, const struct moe_group *G, const struct mv8_x *X,
     float *y, const float *scale)
 {
-	if (G != NULL)
-		return mv8_moe_grouped<T, L, A>(g, w, rows, nb, rb, n_exp, G, X, y, scale);
+	if (G != NULL) {
+		int tc = mvt_moe_tc<T, L>(g, w, rb);
+		if constexpr (T == Q8_T_Q8_0 || T == Q8_T_NVFP4)
+			if (tc > 0 && mvt_moe_grouped<T>(g, w, rows, nb, rb, n_exp, G, X, y, scale,
+			    tc) != 0)
+				return -1;
+		if (tc == 1)	/* every tile k_moe_mv8t's */
+			return 0;
+		return mv8_moe_grouped<T, L, A>(g, w, rows, nb, rb, n_exp, G, X, y, scale, tc);
+	}
 	return mv8_moe_launch<T, L, A>(g, w, rows, nb, rb, n_exp, ids, ns, per, X, y, scale);
 }
 
@@ -1432,6 +1497,17 @@ gpu_tune_moe_group(struct gpu *g, int mode)
 	if (mode != g->moe_group)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->moe_group = mode;
+	return 0;
+}
+
+extern "C" int
+gpu_tune_moe_tc(struct gpu *g, int mode)
+{
+	if (mode != GPU_MOE_TC_OFF && mode != GPU_MOE_TC_AUTO && mode != GPU_MOE_TC_ALL)
+		return gpu_fail(g, "tune: moe tc mode %d (0, 1 or 2)", mode);
+	if (mode != g->moe_tc)
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->moe_tc = mode;
 	return 0;
 }
 

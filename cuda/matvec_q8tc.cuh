@@ -192,11 +192,12 @@ mvt_ld2x2(const uint8_t *p)
  * chunk (those below nb), units 2 p + h, h = 0, 1: chains 2 p + h of
  * rows g, g + 8 and inputs 8 nt + 2 tg (+ 1), acc[2 pi + h][nt][e] with
  * e as C's registers (rows g, g, g + 8, g + 8; inputs 2 tg, 2 tg + 1).
- * og, og8: where rows g and g + 8 start in their slots (Q8_0).
+ * og, og8: where rows g and g + 8 start in their slots (Q8_0).  Only the
+ * tiles nt < ntl (k_mv8t: NT; k_moe_mv8t: those of its tile's rows).
  */
 template <int T, int NT>
 __device__ __forceinline__ void
-mvt_step(const uint8_t *st, int nb, int k, int og, int og8, float (*acc)[NT][4])
+mvt_step(const uint8_t *st, int nb, int k, int og, int og8, float (*acc)[NT][4], int ntl)
 {
 	typedef mvt_dim<T, NT> D;
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
@@ -241,6 +242,8 @@ mvt_step(const uint8_t *st, int nb, int k, int og, int og8, float (*acc)[NT][4])
 		}
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++) {
+			if (nt >= ntl)
+				break;
 			float d0 = ds[(8 * nt + 2 * tg) * MVT_DS + p];
 			float d1 = ds[(8 * nt + 2 * tg + 1) * MVT_DS + p];
 			const uint8_t *xb = st + D::OX + (8 * nt + g) * MVT_XS + 32 * p + 4 * tg;
@@ -283,13 +286,15 @@ mvt_fold(float *v)
 
 /*
  * The chains' sums to shared memory red[c][row][MP + 1], then y[j][r] for
- * the block's rows below rows and j < m: the 32 chains added in
- * mv8_store's pairs (v[l] += v[l + o], o = 16, 8, 4, 2, 1), times the
- * per-tensor scale.  After the ring's last reads (the caller's barrier).
+ * the block's rows below rows and j < m (y[slot[j]][r] when slot is not
+ * NULL): the 32 chains added in mv8_store's pairs (v[l] += v[l + o], o =
+ * 16, 8, 4, 2, 1), times the per-tensor scale.  After the ring's last
+ * reads (the caller's barrier).
  */
 template <int T, int NT>
 __device__ __forceinline__ void
-mvt_store(float *red, float (*acc)[NT][4], const struct mv8_row &R, int m)
+mvt_store(float *red, float (*acc)[NT][4], const struct mv8_row &R, int m,
+    const int32_t *__restrict__ slot)
 {
 	enum { MP = 8 * NT, LD = MP + 1 };
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
@@ -314,8 +319,8 @@ mvt_store(float *red, float (*acc)[NT][4], const struct mv8_row &R, int m)
 		for (int c = 0; c < 32; c++)
 			v[c] = red[(c * MVT_R + rr) * LD + j];
 		mvt_fold<16>(v), mvt_fold<8>(v), mvt_fold<4>(v), mvt_fold<2>(v), mvt_fold<1>(v);
-		R.y[(size_t)j * R.rows + R.r + rr] = R.scale != NULL ? __fmul_rn(v[0], *R.scale) :
-		    v[0];
+		R.y[(size_t)(slot != NULL ? slot[j] : j) * R.rows + R.r + rr] = R.scale != NULL ?
+		    __fmul_rn(v[0], *R.scale) : v[0];
 	}
 }
 
@@ -361,11 +366,111 @@ k_mv8t(const struct mv8_set S, int nb, size_t rb, const int8_t *__restrict__ q,
 			mvt_copy<T, NT>(sm + (k + MVT_NS - 1) % MVT_NS * D::STAGE, R.W, rb, R.r, R.rows,
 			    nb, a16, q, dx, m, k + MVT_NS - 1);
 		asm volatile("cp.async.commit_group;");
-		mvt_step<T, NT>(sm + k % MVT_NS * D::STAGE, nb, k, og, og8, acc);
+		mvt_step<T, NT>(sm + k % MVT_NS * D::STAGE, nb, k, og, og8, acc, NT);
 	}
 	asm volatile("cp.async.wait_all;" : : : "memory");
 	__syncthreads();	/* the ring's last reads before red overwrites it */
-	mvt_store<T, NT>((float *)sm, acc, R, m);
+	mvt_store<T, NT>((float *)sm, acc, R, m, (const int32_t *)NULL);
+}
+
+/*
+ * The experts grouped (gpu_impl.cuh's moe_group) by tensor cores: block
+ * (x, y) takes weight rows 16 x .. of expert e against up to MVT_MAX_M of
+ * e's gathered input rows, those of tile t = t0 + y and, when t is the
+ * first of a pair (its index in the bucket even) and its bucket goes on
+ * in tile t + 1, of that tile too (their rows follow on: a bucket's tiles
+ * but its last hold GPU_MOE_MT), each row's result into y[slot][rows] as
+ * k_moe_mv8g writes it.  k_mv8t's steps at NT = 4 with the column tiles
+ * past the rows' skipped (ntl): row j's chains are the same operations
+ * whatever the count n (the columns of an mma are independent, every float
+ * step its own), so k_mv8's bits, which k_moe_mv8 gives a slot alone.
+ * The tiles are shared with k_moe_mv8g by tc (the least count of a pair
+ * this kernel takes, 1 ..  GPU_MOE_MT): a pair whose first tile holds at
+ * least tc rows (every pair of two tiles) is this kernel's, a lone tile of
+ * fewer k_moe_mv8g's; the second tile of a pair is taken by its first's
+ * block.  An empty tile writes nothing; bucket n_exp (an id outside [0,
+ * n_exp)) NaN rows.  Rows as mvt_launch takes them (a16: the experts'
+ * rows 16-byte aligned); x as moe_gather wrote it (q, dx: row i the slot
+ * perm[i]'s).  Shared memory: the stages of the chunks there are (up to
+ * MVT_NS), or the sums' red if more (mvt_moe_smem).
+ */
+template <int T>
+__global__ void __launch_bounds__(MVT_THREADS, 2)
+k_moe_mv8t(const uint8_t *__restrict__ W, size_t ebytes, size_t rb, int nb, int64_t rows,
+    int n_exp, const int4 *__restrict__ tile, int t0, int nt, const int32_t *__restrict__ perm,
+    const int8_t *__restrict__ q, const float *__restrict__ dx, float *y,
+    const float *scale, int a16, int tc)
+{
+	typedef mvt_dim<T, 4> D;
+	extern __shared__ int4 mvt_sm[];
+	uint8_t *sm = (uint8_t *)mvt_sm;
+	int t = t0 + (int)blockIdx.y, g = (threadIdx.x & 31) >> 2, nch = (nb + 15) / 16;
+	int64_t r0 = (int64_t)blockIdx.x * MVT_R;
+	float acc[4][4][4];
+
+	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
+	int4 tl = tile[t];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0 || (tl.w & 1) || n < tc)	/* empty; a pair's second; k_moe_mv8g's */
+		return;
+	if (n == GPU_MOE_MT && t + 1 < nt) {
+		int4 t2 = tile[t + 1];
+		if (t2.z > 0 && t2.x == e)
+			n += t2.z;
+	}
+	const int32_t *slot = perm + f;
+	if (e < 0 || e >= n_exp) {
+		for (int it = threadIdx.x; it < MVT_R * n; it += MVT_THREADS)
+			if (r0 + it % MVT_R < rows)
+				y[(size_t)slot[it / MVT_R] * rows + r0 + it % MVT_R] =
+				    __int_as_float(0x7FC00000);
+		return;
+	}
+	const struct mv8_row R = { W + (size_t)e * ebytes, y, scale, rows, r0 };
+	const int8_t *qf = q + (size_t)f * nb * 32;
+	const float *df = dx + (size_t)f * nb;
+	int og = 0, og8 = 0, ntl = (n + 7) / 8;
+#pragma unroll
+	for (int u = 0; u < 4; u++)
+#pragma unroll
+		for (int c = 0; c < 4; c++)
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				acc[u][c][i] = 0.0f;
+	if (T == Q8_T_Q8_0 && !a16) {	/* a row's chunks start where its row does, mod 4 */
+		og = (int)((uintptr_t)(R.W + (size_t)(r0 + g) * rb) & 3);
+		og8 = (int)((uintptr_t)(R.W + (size_t)(r0 + g + 8) * rb) & 3);
+	}
+#pragma unroll
+	for (int s = 0; s < MVT_NS - 1; s++) {
+		if (s < nch)
+			mvt_copy<T, 4>(sm + s * D::STAGE, R.W, rb, r0, rows, nb, a16, qf, df, n, s);
+		asm volatile("cp.async.commit_group;");
+	}
+	for (int k = 0; k < nch; k++) {
+		asm volatile("cp.async.wait_group %0;" : : "n"(MVT_NS - 2) : "memory");
+		__syncthreads();	/* chunk k landed; chunk k - 1's stage read by all */
+		if (k + MVT_NS - 1 < nch)
+			mvt_copy<T, 4>(sm + (k + MVT_NS - 1) % MVT_NS * D::STAGE, R.W, rb, r0, rows,
+			    nb, a16, qf, df, n, k + MVT_NS - 1);
+		asm volatile("cp.async.commit_group;");
+		mvt_step<T, 4>(sm + k % MVT_NS * D::STAGE, nb, k, og, og8, acc, ntl);
+	}
+	asm volatile("cp.async.wait_all;" : : : "memory");
+	__syncthreads();	/* the ring's last reads before red overwrites it */
+	mvt_store<T, 4>((float *)sm, acc, R, n, slot);
+}
+
+/* k_moe_mv8t's shared memory for rows of nb 32-blocks: the stages of its
+ * chunks (at most MVT_NS) or red. */
+template <int T>
+static int
+mvt_moe_smem(int nb)
+{
+	typedef mvt_dim<T, 4> D;
+	int nch = (nb + 15) / 16, st = (nch < MVT_NS ? nch : MVT_NS) * D::STAGE;
+
+	return st > D::RED ? st : D::RED;
 }
 
 template <int T, int NT>

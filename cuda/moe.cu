@@ -487,12 +487,12 @@ grp_bucket(const int32_t *__restrict__ ids, int s, int ns, int n_exp)
  * One block: the slots' buckets (expert ids[s], or n_exp for an id outside
  * [0, n_exp): their NaN rows), counted, the buckets' offsets and tiles by
  * grp_scan over chunks of buckets, the tiles (bucket, first, count <=
- * GPU_MOE_MT, 0) of each bucket in order into tile[0..), tile[used..nt)
- * empty (count 0); then warp 0 places the slots 32 at a time in slot order
- * (lanes of one bucket by __match_any_sync, each at the bucket's cursor
- * plus its rank among them; the buckets staged in shared memory by the
- * block): perm[i] is the slot at sorted position i,
- * stable within an expert, and perm[ns .. ns + GPU_MOE_MT) = 0 (the rows a
+ * GPU_MOE_MT, index in the bucket) of each bucket in order into
+ * tile[0..), tile[used..nt) empty (count 0); then warp 0 places the slots
+ * 32 at a time in slot order (lanes of one bucket by __match_any_sync,
+ * each at the bucket's cursor plus its rank among them; the buckets
+ * staged in shared memory by the block): perm[i] is the slot at sorted
+ * position i, stable within an expert, and perm[ns .. ns + GPU_MOE_MT) = 0 (the rows a
  * tile's kernel may read past the last).  Shared memory: 2 (n_exp + 1)
  * ints dynamic, 2 MOE_GROUP_THREADS + 33 static.
  */
@@ -520,7 +520,8 @@ k_moe_group(const int32_t *__restrict__ ids, int ns, int n_exp, int nt, int32_t 
 	for (int b = b0; b < b1; b++) {
 		int n = cnt[b];
 		for (int f = 0; f < n; f += GPU_MOE_MT)
-			tile[toff++] = make_int4(b, off + f, min(GPU_MOE_MT, n - f), 0);
+			tile[toff++] = make_int4(b, off + f, min(GPU_MOE_MT, n - f),
+			    f / GPU_MOE_MT);
 		cur[b] = off;
 		off += n;
 	}

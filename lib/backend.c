@@ -810,8 +810,8 @@ int
 backend_moe_group_set(struct backend *be, int mode)
 {
 	if (mode != BACKEND_MOE_GROUP_OFF && mode != BACKEND_MOE_GROUP_AUTO &&
-	    mode != BACKEND_MOE_GROUP_ALL)
-		return util_err(be->err, "moe group: mode %d (0, 1 or 2)", mode);
+	    mode != BACKEND_MOE_GROUP_ALL && mode != BACKEND_MOE_GROUP_CC)
+		return util_err(be->err, "moe group: mode %d (0, 1, 2 or 3)", mode);
 	return be->ops->moe_group_set != NULL ? be->ops->moe_group_set(be, mode) : 0;
 }
 
@@ -826,8 +826,10 @@ backend_moe_group_env(struct backend *be, const char *v, char *err)
 		mode = BACKEND_MOE_GROUP_OFF;
 	else if (strcmp(v, "all") == 0)
 		mode = BACKEND_MOE_GROUP_ALL;
+	else if (strcmp(v, "cc") == 0)
+		mode = BACKEND_MOE_GROUP_CC;
 	else
-		return util_err(err, "'%s': not 0, 1 or all", v);
+		return util_err(err, "'%s': not 0, 1, all or cc", v);
 	if (be != NULL && backend_moe_group_set(be, mode) < 0)
 		return util_err(err, "%s", backend_errmsg(be));
 	return 0;

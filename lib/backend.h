@@ -507,16 +507,21 @@ int	backend_gemm_env(struct backend *, const char *v, char *err);
  * and each weight row read once for up to 16 slots of its expert;
  * BACKEND_MOE_GROUP_AUTO (the default) grouped where a call's slots share
  * experts (a prompt, a wide step), per slot elsewhere (a decode row's k
- * experts are distinct).  backend_moe_group_set: 0, or -1 (another mode,
- * or a step being recorded) with the reason; a no-op on the CPU.
+ * experts are distinct), Q8_0 and NVFP4 experts by the int8 tensor cores
+ * for an expert's runs of 9 slots or more (up to 32 a weight row's read);
+ * BACKEND_MOE_GROUP_CC BACKEND_MOE_GROUP_AUTO without the tensor cores
+ * (the CUDA-core kernels on up to 16 slots, as before them: the A/B of
+ * the prompt kernels).  backend_moe_group_set: 0, or -1 (another mode, or
+ * a step being recorded) with the reason; a no-op on the CPU.
  */
-enum { BACKEND_MOE_GROUP_OFF = 0, BACKEND_MOE_GROUP_AUTO = 1, BACKEND_MOE_GROUP_ALL = 2 };
+enum { BACKEND_MOE_GROUP_OFF = 0, BACKEND_MOE_GROUP_AUTO = 1, BACKEND_MOE_GROUP_ALL = 2,
+	BACKEND_MOE_GROUP_CC = 3 };
 int	backend_moe_group_set(struct backend *, int mode);
 /*
  * MEMRA_CUDA_MOE_GROUP's value v applied to be: NULL, "" or "1" leave the
  * default (BACKEND_MOE_GROUP_AUTO), "0" sets BACKEND_MOE_GROUP_OFF, "all"
- * BACKEND_MOE_GROUP_ALL.  0, or -1 for any other value (err says why).  be
- * NULL checks v only.
+ * BACKEND_MOE_GROUP_ALL, "cc" BACKEND_MOE_GROUP_CC.  0, or -1 for any other
+ * value (err says why).  be NULL checks v only.
  */
 int	backend_moe_group_env(struct backend *, const char *v, char *err);
 /*

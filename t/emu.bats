@@ -83,14 +83,16 @@ emu_cc() {
 	[ "${lines[-1]}" = "OK (0 failures)" ]
 }
 
-@test "matvec-q8tc-emu: k_mv8t gives k_mv8's bits, and each perturbed model fails" {
+@test "matvec-q8tc-emu: k_mv8t and the experts' k_moe_mv8t give k_mv8's bits, and each perturbed model fails" {
 	need_cc
 	emu_cc matvec-q8tc-emu -O2
 	emu_run "$D/matvec-q8tc-emu"
 	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
-	for p in 1 2 3; do
+	[ "$(grep -c '^moe .* tc=[019]: [0-9]* outputs, .*: same bits$' <<<"$output")" -eq 30 ]
+	for p in 1 2 3 4 5 6; do
 		run -1 "$D/matvec-q8tc-emu" -p "$p"
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+		[ "$p" -lt 4 ] || [[ $output == *$'\nmoe '*' DIFFER'* ]]	# the grouped checks' own
 	done
 }
 

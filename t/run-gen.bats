@@ -528,15 +528,15 @@ PY
 	done
 }
 
-@test "MEMRA_CUDA_MOE_GROUP: 0, 1 or all (the same ids; a no-op on the CPU); anything else is misuse" {
+@test "MEMRA_CUDA_MOE_GROUP: 0, 1, all or cc (the same ids; a no-op on the CPU); anything else is misuse" {
 	f=$(smollm2)
-	for v in 2 yes ALL " 1"; do
+	for v in 2 yes ALL " 1" tc CC; do
 		MEMRA_CUDA_MOE_GROUP=$v run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
-		[ "$stderr" = "run-gen: MEMRA_CUDA_MOE_GROUP: '$v': not 0, 1 or all" ]
+		[ "$stderr" = "run-gen: MEMRA_CUDA_MOE_GROUP: '$v': not 0, 1, all or cc" ]
 	done
 	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
 	want=$output
-	for v in 0 1 all ""; do
+	for v in 0 1 all cc ""; do
 		MEMRA_CUDA_MOE_GROUP=$v run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
 		[ "$output" = "$want" ]
 	done

@@ -29,15 +29,29 @@
  * 2-byte aligned addresses), a set of three weights, a per-tensor scale.
  * Also exhaustive: the NVFP4 product trick against ws * (float)S for every
  * scale byte and every S a sub-block can give.
+ * The experts grouped (k_moe_mv8t beside k_moe_mv8g, cuda/matvec_q8.cu's
+ * mv8_moe_run): moe_group_build's perm and tiles (bucket, first, count,
+ * index in the bucket) as k_moe_group writes them, moe_gather's rows,
+ * then k_moe_mv8t's blocks (a pair of one expert's tiles, up to 32 rows,
+ * or a tile alone; the tiles it leaves by tc; the column tiles past the
+ * rows skipped; NaN rows for bucket n_exp; the ring sized by
+ * mvt_moe_smem) running the blocks above on the expert's rows and the
+ * gathered rows, and k_moe_mv8g's tiles as k_mv8's lanes at the tile's
+ * rows; every slot's row against k_moe_mv8's (k_mv8 at one row) bit for
+ * bit and written exactly once, under tc 0, 1 and 9 (GPU_MOE_TC_OFF, _ALL,
+ * _AUTO): Q8_0 and NVFP4 stacks routed with experts of 0, 1, 5, 17, 32,
+ * 40, 16, 9 and 8 slots and 18 ill ids, and 256 experts at random.
  * -p N perturbs the model (1: chains 0 and 2 swapped where their sums are
  * stored; 2: the butterfly's levels in the other order; 3: the units of
- * odd chunks feeding chain c ^ 4 instead of c): each must fail.
+ * odd chunks feeding chain c ^ 4 instead of c; 4: k_moe_mv8t's block
+ * taking the next tile whatever its expert; 5: its column tiles cut to
+ * n / 8; 6: k_moe_mv8g taking a pair's second tile too): each must fail.
  * (Relabelling every chain c as c ^ x for one x is no perturbation: the
  * butterfly gives the same bits, its adds being commutative.)
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emutc \
  *       tools/matvec-q8tc-emu.c lib/quant*.c lib/util.c -lm && /tmp/emutc
- *   /tmp/emutc -p 1   (and 2, 3: FAIL lines, exit 1)
+ *   /tmp/emutc -p 1   (and 2 .. 6: FAIL lines, exit 1)
  * Keep it in step with the kernels.
  */
 #include <math.h>
@@ -184,17 +198,32 @@ struct launch {
 	const struct xin *X;
 };
 
+/* one block's work: weight rows r0.. (below rows) of W against input rows
+ * 0 .. m - 1 of X, the stages laid out for mp input rows, column tiles nt
+ * < ntl multiplied; row j's results into y[slot ? slot[j] : j][rows] */
+struct job {
+	const uint8_t *W;
+	int64_t	rows, r0;
+	const struct xin *X;
+	int	m, mp, ntl;
+	float	*y;
+	const float *scale;
+	const int32_t *slot;
+	int	*cnt;		/* NULL, or a count of the writes to each y */
+};
+
 /* the stage layout of mvt_dim */
 static int wst(int t) { return t == T_Q8_0 ? WQ : WN; }
 static int ox(int t) { return R * wst(t); }
 static int od(int t, int mp) { return ox(t) + mp * XS; }
 static int stage(int t, int mp) { return od(t, mp) + mp * DS * 4; }
 
-/* mvt_copy of chunk k for block rows r0.. of weight W into st, thread by thread */
-static void copy(const struct launch *L, uint8_t *st, const uint8_t *W, int64_t r0,
-    int64_t rows, int mp, int k)
+/* mvt_copy of chunk k of the job J into st, thread by thread */
+static void copy(const struct launch *L, uint8_t *st, const struct job *J, int k)
 {
-	int t = L->t, nb = L->nb, m = L->m, nbk = nb - 16 * k < 16 ? nb - 16 * k : 16;
+	const uint8_t *W = J->W;
+	int64_t r0 = J->r0, rows = J->rows;
+	int mp = J->mp, t = L->t, nb = L->nb, m = J->m, nbk = nb - 16 * k < 16 ? nb - 16 * k : 16;
 	int nr = rows - r0 < R ? (int)(rows - r0) : R, WS = wst(t);
 	size_t rb = L->rb;
 
@@ -243,17 +272,16 @@ static void copy(const struct launch *L, uint8_t *st, const uint8_t *W, int64_t 
 		for (int it = th; it < m * 32; it += 256) {
 			int j = it >> 5, i = it & 31;
 			if (i < 2 * nbk)
-				cp(st + ox(t) + j * XS + 16 * i,
-				    (const uint8_t *)L->X->q + ((size_t)j * nb + 16 * k) * 32 + 16 * i, 16, 16);
+				cp(st + ox(t) + j * XS + 16 * i, (const uint8_t *)J->X->q +
+				    ((size_t)j * nb + 16 * k) * 32 + 16 * i, 16, 16);
 		}
 		for (int it = th; it < m * 16; it += 256) {
 			int j = it >> 4, i = it & 15;
 			if (i < nbk)
 				cp(st + od(t, mp) + (j * DS + i) * 4,
-				    (const uint8_t *)(L->X->dx + (size_t)j * nb + 16 * k + i), 4, 4);
+				    (const uint8_t *)(J->X->dx + (size_t)j * nb + 16 * k + i), 4, 4);
 		}
 	}
-	(void)mp;
 }
 
 /* the mma's D = MAGIC + A B from the warp's fragments, back to each lane */
@@ -284,11 +312,11 @@ static void mma(uint32_t a[32][2], const uint32_t b[32], int c[32][4])
 /* lane's accumulators: acc[lane][u][nt][e] */
 typedef float accs[4][4][4];
 
-/* mvt_step of warp w on chunk k in st */
-static void step(const struct launch *L, const uint8_t *st, int mp, int k, int w,
+/* mvt_step of warp w on chunk k in st (the column tiles nt < ntl) */
+static void step(const struct launch *L, const uint8_t *st, int mp, int ntl, int k, int w,
     const int og[32][2], accs *acc)
 {
-	int t = L->t, nt_n = mp / 8, WS = wst(t);
+	int t = L->t, WS = wst(t);
 
 	for (int pi = 0; pi < 2; pi++) {
 		int p = w + 8 * pi;
@@ -324,7 +352,7 @@ static void step(const struct launch *L, const uint8_t *st, int mp, int k, int w
 					n1[lane][h] = f1[lane][h] * -12582912.0f;
 				}
 		}
-		for (int nt = 0; nt < nt_n; nt++)
+		for (int nt = 0; nt < ntl; nt++)
 			for (int h = 0; h < 2; h++) {
 				uint32_t b[32];
 				int c[32][4];
@@ -361,18 +389,15 @@ static void fold(float *v, int o)
 		v[l] = v[l] + v[l + o];
 }
 
-/* one block of k_mv8t: blockIdx bx */
-static void block(const struct launch *L, unsigned bx, uint8_t *sm, int mp)
+/* a block's pipeline, steps and mvt_store on the job J (sm: garbage) */
+static void run(const struct launch *L, const struct job *J, uint8_t *sm)
 {
-	int t = L->t, nb = L->nb, nch = (nb + 15) / 16, wi = 0;
+	int t = L->t, nb = L->nb, nch = (nb + 15) / 16, mp = J->mp;
 	static accs acc[8][32];
 	int og[8][32][2];
+	const uint8_t *W = J->W;
+	int64_t rows = J->rows, r0 = J->r0;
 
-	for (int k = 1; k < L->nw; k++)	/* mvt_pick */
-		if (bx >= L->blk[k])
-			wi = k;
-	const uint8_t *W = L->W[wi];
-	int64_t rows = L->rows[wi], r0 = (int64_t)(bx - L->blk[wi]) * R;
 	memset(acc, 0, sizeof acc);
 	for (int w = 0; w < 8; w++)
 		for (int lane = 0; lane < 32; lane++) {
@@ -385,12 +410,12 @@ static void block(const struct launch *L, unsigned bx, uint8_t *sm, int mp)
 		}
 	for (int s = 0; s < NS - 1; s++)
 		if (s < nch)
-			copy(L, sm + s * stage(t, mp), W, r0, rows, mp, s);
+			copy(L, sm + s * stage(t, mp), J, s);
 	for (int k = 0; k < nch; k++) {
 		if (k + NS - 1 < nch)
-			copy(L, sm + (k + NS - 1) % NS * stage(t, mp), W, r0, rows, mp, k + NS - 1);
+			copy(L, sm + (k + NS - 1) % NS * stage(t, mp), J, k + NS - 1);
 		for (int w = 0; w < 8; w++)
-			step(L, sm + k % NS * stage(t, mp), mp, k, w, og[w],
+			step(L, sm + k % NS * stage(t, mp), mp, J->ntl, k, w, og[w],
 			    acc[perturb == 3 && (k & 1) ? w ^ 2 : w]);
 	}
 	/* mvt_store: red[c][row][mp + 1] over the ring, then the butterfly */
@@ -409,7 +434,7 @@ static void block(const struct launch *L, unsigned bx, uint8_t *sm, int mp)
 						    acc[w][lane][u][nt][e];
 					}
 		}
-	for (int it = 0; it < R * L->m; it++) {
+	for (int it = 0; it < R * J->m; it++) {
 		int rr = it % R, j = it / R;
 		float v[32];
 		if (r0 + rr >= rows)
@@ -420,8 +445,26 @@ static void block(const struct launch *L, unsigned bx, uint8_t *sm, int mp)
 			fold(v, 1), fold(v, 2), fold(v, 4), fold(v, 8), fold(v, 16);
 		else
 			fold(v, 16), fold(v, 8), fold(v, 4), fold(v, 2), fold(v, 1);
-		L->y[wi][(size_t)j * rows + r0 + rr] = L->scale[wi] != NULL ? v[0] * *L->scale[wi] : v[0];
+		size_t yi = (size_t)(J->slot != NULL ? J->slot[j] : j) * rows + r0 + rr;
+		J->y[yi] = J->scale != NULL ? v[0] * *J->scale : v[0];
+		if (J->cnt != NULL)
+			J->cnt[yi]++;
 	}
+}
+
+/* one block of k_mv8t: blockIdx bx (mvt_pick, then run) */
+static void block(const struct launch *L, unsigned bx, uint8_t *sm, int mp)
+{
+	int wi = 0;
+	struct job J;
+
+	for (int k = 1; k < L->nw; k++)
+		if (bx >= L->blk[k])
+			wi = k;
+	J.W = L->W[wi], J.rows = L->rows[wi], J.r0 = (int64_t)(bx - L->blk[wi]) * R;
+	J.X = L->X, J.m = L->m, J.mp = mp, J.ntl = mp / 8;
+	J.y = L->y[wi], J.scale = L->scale[wi], J.slot = NULL, J.cnt = NULL;
+	run(L, &J, sm);
 }
 
 /* the launch: mvt_launch's tiles and a16, then every block (shared memory
@@ -573,6 +616,276 @@ static void exhaustive(void)
 	nchk += n, nfail += bad;
 }
 
+/* --- k_moe_mv8t beside k_moe_mv8g over moe_group_build's tiles ---------- */
+
+enum { MT = 16 };	/* GPU_MOE_MT */
+
+/* moe_group_build's output (k_moe_group, in its order): perm[ns + MT], the
+ * slots by bucket (ids[s], or n_exp for an id outside [0, n_exp)), slot
+ * order within one, then MT zeros; tile[nt] (bucket, first, count, index in
+ * the bucket) in bucket order, MT slots a tile but a bucket's last, then
+ * (0, 0, 0, 0) up to moe_group_tiles' nt */
+struct grp {
+	int32_t	*perm;
+	int	(*tile)[4];
+	int	nt;
+};
+
+static void group_build(const int32_t *ids, int ns, int n_exp, struct grp *G)
+{
+	int nbk = n_exp + 1, *cnt = calloc((size_t)nbk, sizeof(int));
+	int *cur = malloc(sizeof(int) * nbk);
+	int64_t nt = ((int64_t)ns + MT - 1) / MT + n_exp + 1;
+	int off = 0, toff = 0;
+
+	G->nt = (int)(nt < ns ? nt : ns);
+	G->perm = calloc((size_t)ns + MT, 4);
+	G->tile = calloc((size_t)G->nt, sizeof *G->tile);
+	for (int s = 0; s < ns; s++)
+		cnt[ids[s] >= 0 && ids[s] < n_exp ? ids[s] : n_exp]++;
+	for (int b = 0; b < nbk; b++) {
+		for (int f = 0; f < cnt[b]; f += MT) {
+			if (toff >= G->nt)
+				abort();
+			G->tile[toff][0] = b, G->tile[toff][1] = off + f;
+			G->tile[toff][2] = cnt[b] - f < MT ? cnt[b] - f : MT, G->tile[toff][3] = f / MT;
+			toff++;
+		}
+		cur[b] = off;
+		off += cnt[b];
+	}
+	for (int s = 0; s < ns; s++)
+		G->perm[cur[ids[s] >= 0 && ids[s] < n_exp ? ids[s] : n_exp]++] = s;
+	free(cnt), free(cur);
+}
+
+/* one grouped call's operands: a stack of n_exp experts of rows rows at
+ * W (ebytes apart), ns slots over input rows X (per a row), routed by ids */
+struct moe {
+	int	t, ne0, n_exp, ns, per, off;
+	int64_t	rows;
+	size_t	rb;
+	const uint8_t *W;
+	const int32_t *ids;
+	const struct xin *X;
+	const float *scale;
+};
+
+/* k_moe_mv8t's blocks (x: weight rows 16 x, y: tile ty) with bound tc */
+static void moe_tc(const struct moe *M, const struct grp *G, const struct xin *XG, int tc,
+    float *y, int *cnt)
+{
+	struct launch L;
+	int nb = M->ne0 / 32, nch = (nb + 15) / 16;
+	size_t st = (size_t)(nch < NS ? nch : NS) * stage(M->t, 32), red = (size_t)32 * R * 33 * 4;
+	size_t sz = st > red ? st : red;	/* mvt_moe_smem */
+	uint8_t *sm = aligned_alloc(16, sz + 16);
+
+	memset(&L, 0, sizeof L);
+	L.t = M->t, L.nb = nb, L.rb = M->rb, L.a16 = (((uintptr_t)M->W | M->rb) & 15) == 0;
+	for (int ty = 0; ty < G->nt; ty++)
+		for (int64_t bx = 0; bx < (M->rows + R - 1) / R; bx++) {
+			const int *tl = G->tile[ty];
+			int e = tl[0], f = tl[1], n = tl[2];
+			if (n == 0 || (tl[3] & 1) || n < tc)
+				continue;
+			if (n == MT && ty + 1 < G->nt) {
+				const int *t2 = G->tile[ty + 1];
+				if (t2[2] > 0 && (t2[0] == e || perturb == 4))
+					n += t2[2];
+			}
+			const int32_t *slot = G->perm + f;
+			if (e < 0 || e >= M->n_exp) {
+				for (int it = 0; it < R * n; it++)
+					if (bx * R + it % R < M->rows) {
+						size_t yi = (size_t)slot[it / R] * M->rows + bx * R + it % R;
+						uint32_t nan = 0x7FC00000u;
+						memcpy(&y[yi], &nan, 4);
+						cnt[yi]++;
+					}
+				continue;
+			}
+			struct xin Xf = { XG->q + (size_t)f * nb * 32, XG->dx + (size_t)f * nb, nb };
+			struct job J = { M->W + (size_t)e * M->rows * M->rb, M->rows, bx * R, &Xf, n, 32,
+			    perturb == 5 ? n / 8 : (n + 7) / 8, y, M->scale, slot, cnt };
+			for (size_t i = 0; i < sz; i++)
+				sm[i] = (uint8_t)rnd();
+			run(&L, &J, sm);
+		}
+	free(sm);
+}
+
+/* k_moe_mv8g's tiles (tc > 0: those k_moe_mv8t leaves), each weight row by
+ * k_mv8's lanes at the tile's rows (mv8_grows at M >= n: the same
+ * operations as mv8_ref at n, NVFP4's decode by mv8_fp4pn iff n <= 2) */
+static void moe_cc(const struct moe *M, const struct grp *G, const struct xin *XG, int tc,
+    float *y, int *cnt)
+{
+	int nb = M->ne0 / 32;
+
+	for (int ty = 0; ty < G->nt; ty++) {
+		const int *tl = G->tile[ty];
+		int e = tl[0], f = tl[1], n = tl[2];
+		if (tc > 0 && ((perturb != 6 && (tl[3] & 1)) || n >= tc))
+			continue;
+		for (int64_t r = 0; r < M->rows; r++) {
+			float v[MT];
+			if (n == 0)
+				break;
+			if (e < 0 || e >= M->n_exp) {
+				uint32_t nan = 0x7FC00000u;
+				for (int j = 0; j < n; j++)
+					memcpy(&v[j], &nan, 4);
+			} else {
+				struct xin Xf = { XG->q + (size_t)f * nb * 32, XG->dx + (size_t)f * nb, nb };
+				mv8_ref(M->t, M->W + ((size_t)e * M->rows + r) * M->rb, &Xf, n, M->scale, v);
+			}
+			for (int j = 0; j < n; j++) {
+				size_t yi = (size_t)G->perm[f + j] * M->rows + r;
+				y[yi] = v[j], cnt[yi]++;
+			}
+		}
+	}
+}
+
+/*
+ * The grouped products of the call M under each of GPU_MOE_TC_OFF (tc 0),
+ * _ALL (1) and _AUTO (MVT_MOE_N, 9) against k_moe_mv8's (k_mv8's at one
+ * row: slot s alone with its expert; NaN rows for an ill id), bit for bit,
+ * every output written once.
+ */
+static void check_moe(const struct moe *M, const char *what)
+{
+	static const int tcs[] = { 0, 1, 9 };
+	int ns = M->ns, nb = M->ne0 / 32;
+	size_t ny = (size_t)ns * M->rows;
+	float *ref = malloc(ny * 4), *y = malloc(ny * 4);
+	int *cnt = malloc(ny * sizeof(int));
+	struct grp G;
+	struct xin XG;
+
+	for (int s = 0; s < ns; s++)	/* k_moe_mv8 */
+		for (int64_t r = 0; r < M->rows; r++) {
+			int e = M->ids[s];
+			struct xin Xs = { M->X->q + (size_t)(s / M->per) * M->ne0,
+			    M->X->dx + (size_t)(s / M->per) * nb, nb };
+			uint32_t nan = 0x7FC00000u;
+			if (e < 0 || e >= M->n_exp)
+				memcpy(&ref[(size_t)s * M->rows + r], &nan, 4);
+			else
+				mv8_ref(M->t, M->W + ((size_t)e * M->rows + r) * M->rb, &Xs, 1, M->scale,
+				    &ref[(size_t)s * M->rows + r]);
+		}
+	group_build(M->ids, ns, M->n_exp, &G);
+	XG.nb = nb;	/* moe_gather: row i = input row perm[i] / per, i < ns + MT */
+	XG.q = aligned_alloc(16, ((size_t)ns + MT) * M->ne0);
+	XG.dx = malloc(sizeof(float) * ((size_t)ns + MT) * nb);
+	for (int i = 0; i < ns + MT; i++) {
+		memcpy(XG.q + (size_t)i * M->ne0, M->X->q + (size_t)(G.perm[i] / M->per) * M->ne0,
+		    (size_t)M->ne0);
+		memcpy(XG.dx + (size_t)i * nb, M->X->dx + (size_t)(G.perm[i] / M->per) * nb,
+		    sizeof(float) * nb);
+	}
+	for (size_t k = 0; k < sizeof tcs / sizeof tcs[0]; k++) {
+		long bad = 0, nw = 0;
+		memset(y, 0xFF, ny * 4);	/* no row left from before */
+		memset(cnt, 0, ny * sizeof(int));
+		if (tcs[k] > 0)
+			moe_tc(M, &G, &XG, tcs[k], y, cnt);
+		if (tcs[k] != 1)
+			moe_cc(M, &G, &XG, tcs[k], y, cnt);
+		for (size_t i = 0; i < ny; i++) {
+			nchk++;
+			if (memcmp(&y[i], &ref[i], 4) != 0 || cnt[i] != 1) {
+				if (bad < 3)
+					printf("FAIL %s tc=%d: slot %zu row %zu: %.9g != %.9g (%d writes)\n",
+					    what, tcs[k], i / M->rows, i % M->rows, y[i], ref[i], cnt[i]);
+				bad++;
+			}
+			nw += cnt[i];
+		}
+		printf("%s tc=%d: %zu outputs, %ld writes: %s\n", what, tcs[k], ny, nw,
+		    bad ? "DIFFER" : "same bits");
+		nfail += bad;
+	}
+	free(G.perm), free(G.tile), free(XG.q), free(XG.dx), free(ref), free(y), free(cnt);
+}
+
+/* ids of the skewed routing: experts 0..8 with 0, 1, 5, 17, 32, 40, 16, 9
+ * and 8 slots, 18 ill ids (-1, n_exp, INT32_MIN, INT32_MAX: 2 tiles of NaN
+ * rows), shuffled; ns = 146 */
+static int32_t *skewed(int *ns, int *n_exp)
+{
+	static const int cnt[] = { 0, 1, 5, 17, 32, 40, 16, 9, 8 };
+	const int32_t bad[] = { -1, 9, INT32_MIN, INT32_MAX };
+	int n = 0;
+	int32_t *ids = malloc(sizeof(int32_t) * 146);
+
+	for (int e = 0; e < 9; e++)
+		for (int i = 0; i < cnt[e]; i++)
+			ids[n++] = e;
+	for (int i = 0; i < 18; i++)
+		ids[n++] = bad[i % 4];
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)(rnd() % (uint64_t)(i + 1));
+		int32_t v = ids[i];
+		ids[i] = ids[j], ids[j] = v;
+	}
+	*ns = n, *n_exp = 9;
+	return ids;
+}
+
+/* the grouped calls: Q8_0 and NVFP4 stacks of the skewed routing (2 slots
+ * a row) at rows of one chunk and a tail, of whole chunks past the ring,
+ * of fewer than 16 weight rows; 16-byte aligned and not (Q8_0 rows 2 mod
+ * 4 bytes); scaled and not; then 256 experts at random (8 a row, 256 rows) */
+static void moe_checks(void)
+{
+	static const int sh[][4] = {	/* Q8_0?, rows, ne0, offset */
+		{ 1, 37, 800, 0 }, { 1, 37, 800, 2 }, { 1, 20, 4096, 0 }, { 1, 8, 544, 2 },
+		{ 0, 37, 768, 0 }, { 0, 37, 768, 4 }, { 0, 20, 2112, 0 }, { 0, 8, 448, 4 },
+	};
+	float scale = 0.3779f;
+	int ns, n_exp;
+	int32_t *ids = skewed(&ns, &n_exp);
+
+	for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+		struct moe M;
+		struct xin X;
+		uint8_t *base;
+		char what[96];
+		M.t = sh[i][0] ? T_Q8_0 : T_NVFP4, M.rows = sh[i][1], M.ne0 = sh[i][2];
+		M.off = sh[i][3], M.n_exp = n_exp, M.ns = ns, M.per = 2, M.ids = ids;
+		M.rb = M.t == T_Q8_0 ? (size_t)(M.ne0 / 32) * 34 : (size_t)(M.ne0 / 64) * 36;
+		M.scale = i % 2 ? &scale : NULL;
+		M.W = weights(M.t, (int64_t)n_exp * M.rows, M.ne0, M.off, &base);
+		inputs(M.ne0, ns / M.per, &X);
+		M.X = &X;
+		snprintf(what, sizeof what, "moe %s %d x %lldx%d off %d%s skewed", sh[i][0] ? "Q8_0" :
+		    "NVFP4", n_exp, (long long)M.rows, M.ne0, M.off, M.scale ? " *s" : "");
+		check_moe(&M, what);
+		free(base), free(X.q), free(X.dx);
+	}
+	free(ids);
+	for (int ti = 0; ti < 2; ti++) {	/* the 35B-A3B's routing (256 experts, 8 a row), small rows */
+		struct moe M;
+		struct xin X;
+		uint8_t *base;
+		int32_t *rids = malloc(sizeof(int32_t) * 2048);
+		for (int s = 0; s < 2048; s++)
+			rids[s] = (int32_t)(rnd() % 256);
+		M.t = ti ? T_NVFP4 : T_Q8_0, M.rows = 16, M.ne0 = ti ? 256 : 288, M.off = 0;
+		M.n_exp = 256, M.ns = 2048, M.per = 8, M.ids = rids, M.scale = NULL;
+		M.rb = M.t == T_Q8_0 ? (size_t)(M.ne0 / 32) * 34 : (size_t)(M.ne0 / 64) * 36;
+		M.W = weights(M.t, (int64_t)256 * M.rows, M.ne0, 0, &base);
+		inputs(M.ne0, 256, &X);
+		M.X = &X;
+		check_moe(&M, ti ? "moe NVFP4 256 x 16x256 random 2048/8" :
+		    "moe Q8_0 256 x 16x288 random 2048/8");
+		free(base), free(X.q), free(X.dx), free(rids);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const int ms_big[] = { 1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32 };
@@ -584,14 +897,16 @@ int main(int argc, char **argv)
 	float scale = 0.3779f;
 	struct xin X;
 
-	if (argc == 3 && strcmp(argv[1], "-p") == 0)
-		perturb = atoi(argv[2]);
+	if (argc == 3 && strcmp(argv[1], "-p") == 0 && (perturb = atoi(argv[2])) >= 1 &&
+	    perturb <= 6)
+		;
 	else if (argc != 1) {
-		fprintf(stderr, "usage: %s [-p 1|2|3]\n", argv[0]);
+		fprintf(stderr, "usage: %s [-p 1|2|3|4|5|6]\n", argv[0]);
 		return 2;
 	}
 	if (perturb == 0)
 		exhaustive();
+	moe_checks();
 	for (int ti = 0; ti < 2; ti++) {
 		int t = ti ? T_NVFP4 : T_Q8_0;
 		for (int si = 0; si < 4; si++) {

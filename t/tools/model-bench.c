@@ -46,9 +46,11 @@
  * recurrence, KV stores) one call a sequence, as before the backend's
  * _seqs forms (backend_per_seq_set: the same bits), for an A/B of -b;
  * the model line says "per_seq 1".
- * MEMRA_CUDA_MOE_GROUP=0|1|all how the experts' products run
+ * MEMRA_CUDA_MOE_GROUP=0|1|all|cc how the experts' products run
  * (backend_moe_group_env: per slot, grouped where slots share experts,
- * always grouped; the same bits), for an A/B of a MoE model's prefill.
+ * always grouped, grouped without the int8 tensor cores; the same bits),
+ * for an A/B of a MoE model's prefill (1 against cc: the tensor-core
+ * kernel of Q8_0 and NVFP4 experts against the kernels before it).
  * -V WxH: TOWER is a Gemma-4 vision tower (an mmproj GGUF or a checkpoint
  * with a vision_config, as run-gen --mmproj takes it), and what is timed is
  * its encoding of one image of W x H pixels (multiples of the patch times

@@ -1780,24 +1780,28 @@ TEST(step_rows_stay_32_on_the_cpu_and_memra_cuda_step_rows_is_16_or_32)
 	CHECK_EQ_STR(err, "'016': not 16 or 32");
 }
 
-TEST(memra_cuda_moe_group_is_0_1_or_all_and_a_no_op_on_the_cpu)
+TEST(memra_cuda_moe_group_is_0_1_all_or_cc_and_a_no_op_on_the_cpu)
 {
 	char err[UTIL_ERRLEN];
 
 	CHECK_EQ_INT(backend_moe_group_set(be3, BACKEND_MOE_GROUP_OFF), 0);	/* no-ops here */
 	CHECK_EQ_INT(backend_moe_group_set(be3, BACKEND_MOE_GROUP_ALL), 0);
-	CHECK_EQ_INT(backend_moe_group_set(be3, 3), -1);
-	CHECK_EQ_STR(backend_errmsg(be3), "moe group: mode 3 (0, 1 or 2)");
+	CHECK_EQ_INT(backend_moe_group_set(be3, BACKEND_MOE_GROUP_CC), 0);
+	CHECK_EQ_INT(backend_moe_group_set(be3, 4), -1);
+	CHECK_EQ_STR(backend_errmsg(be3), "moe group: mode 4 (0, 1, 2 or 3)");
 	CHECK_EQ_INT(backend_moe_group_env(be3, NULL, err), 0);
 	CHECK_EQ_INT(backend_moe_group_env(be3, "", err), 0);
 	CHECK_EQ_INT(backend_moe_group_env(be3, "0", err), 0);
 	CHECK_EQ_INT(backend_moe_group_env(be3, "1", err), 0);
 	CHECK_EQ_INT(backend_moe_group_env(be3, "all", err), 0);
+	CHECK_EQ_INT(backend_moe_group_env(be3, "cc", err), 0);
 	CHECK_EQ_INT(backend_moe_group_env(NULL, "all", err), 0);	/* be NULL: checked only */
 	CHECK_EQ_INT(backend_moe_group_env(NULL, "2", err), -1);
-	CHECK_EQ_STR(err, "'2': not 0, 1 or all");
+	CHECK_EQ_STR(err, "'2': not 0, 1, all or cc");
 	CHECK_EQ_INT(backend_moe_group_env(be3, "ALL", err), -1);
-	CHECK_EQ_STR(err, "'ALL': not 0, 1 or all");
+	CHECK_EQ_STR(err, "'ALL': not 0, 1, all or cc");
+	CHECK_EQ_INT(backend_moe_group_env(be3, "tc", err), -1);
+	CHECK_EQ_STR(err, "'tc': not 0, 1, all or cc");
 }
 
 TEST(host_memory_takes_what_backend_read_writes)
@@ -2386,7 +2390,7 @@ main(void)
 	RUN(pdl_is_a_no_op_on_the_cpu_and_memra_cuda_pdl_is_0_or_1);
 	RUN(gemm_is_a_no_op_on_the_cpu_and_memra_cuda_gemm_is_int8_bf16_or_bf16_mirror);
 	RUN(step_rows_stay_32_on_the_cpu_and_memra_cuda_step_rows_is_16_or_32);
-	RUN(memra_cuda_moe_group_is_0_1_or_all_and_a_no_op_on_the_cpu);
+	RUN(memra_cuda_moe_group_is_0_1_all_or_cc_and_a_no_op_on_the_cpu);
 	RUN(gemm_emulation_is_the_gpus_prompt_numerics_past_its_rows);
 	RUN(host_memory_takes_what_backend_read_writes);
 	RUN(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties);
