@@ -10,7 +10,9 @@
 #     SHAPE:QUANT   gguf-random shapes and types, default 9b:Q8_0
 # Environment: GPU_SERVE_C (default 1,2,4,8,16,32,64), GPU_SERVE_LEN
 # (PROMPT:GEN pairs, default "512:256"), GPU_SERVE_BLOCKS (A B B A blocks,
-# default 1), GPU_SERVE_DEVICE (memra's device, default cuda), OUT (logs and TSV rows; default a temporary directory),
+# default 1), GPU_SERVE_DEVICE (memra's device, default cuda), GPU_SERVE_MEMRA
+# (more of memra's variables, e.g. "MEMRA_STEP_PREFILL=512": in A's command, so
+# the log and the TSV name them; and in the tag), OUT (logs and TSV rows; default a temporary directory),
 # MEMRA_COMMIT (the commit named in the rows).  Each server boots once a run
 # with room for the largest concurrency: memra MEMRA_MAX_SESSIONS = the
 # largest c and MEMRA_CTX = PROMPT + GEN + 64; llama-server -np = the largest
@@ -44,10 +46,12 @@ for fq in "$@"; do
 		p=${pg%%:*} g=${pg#*:}
 		ctx=$((p + g + 64))
 		tag=serve-$shape-$q-p$p-g$g
+		extra=${GPU_SERVE_MEMRA:-}
+		[ -z "$extra" ] || tag=$tag-$(echo "$extra" | tr -c 'A-Za-z0-9=_\n' '-' | sed 's/MEMRA_//g; s/=//g')
 		echo "== $shape $q: prompt $p, reply $g, c = $cs; A = memra serve, B = llama-server"
 		python3 tools/serve-abba.py --port-a 18100 --port-b 18101 \
 		    --blocks "${GPU_SERVE_BLOCKS:-1}" \
-		    -a "MEMRA_MODELS=r=$f MEMRA_DEVICE=${GPU_SERVE_DEVICE:-cuda} MEMRA_MAX_SESSIONS=$cmax MEMRA_CTX=$ctx MEMRA_PORT=18100 bin/serve" \
+		    -a "MEMRA_MODELS=r=$f MEMRA_DEVICE=${GPU_SERVE_DEVICE:-cuda} MEMRA_MAX_SESSIONS=$cmax MEMRA_CTX=$ctx MEMRA_PORT=18100${extra:+ $extra} bin/serve" \
 		    -b "$ls -m $f --port 18101 -np $cmax -c $((cmax * ctx)) -ngl 999" \
 		    --bench "-c $cs -p $p -g $g --vocab $vocab" \
 		    --tsv "$OUT/$tag.tsv" --log "$OUT/$tag.log" \
