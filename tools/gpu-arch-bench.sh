@@ -17,6 +17,9 @@
 # against model-bench's 64 tokens after a 128-token prompt, pp512 against a
 # 512-token prompt), GPU_ARCH_BLOCKS (A B B A blocks, default 1), OUT (logs and
 # the TSV rows, arch-abba.tsv), MEMRA_COMMIT (the commit the rows name),
+# GPU_ARCH_PROF=1 (after a file's A B B A: where the device's time goes in its
+# decode step, K=3 verify and 512-token prefill, per kernel: model-bench -P into
+# arch-prof-NAME-QUANT.txt, its costliest kernels on stdout; a GPU's only),
 # GPU_ARCH_DEVICE (model-bench's device, default cuda; cpu tries the script
 # on a machine without a GPU against any llama-bench stand-in).  A
 # is llama-bench, B model-bench; each file is removed after its runs.
@@ -28,6 +31,7 @@ cd "$(dirname "$0")/.." || exit 2
 [ $# -ge 1 ] || { echo "usage: sh tools/gpu-arch-bench.sh LLAMA_BENCH [SPEC ...]" >&2; exit 2; }
 lb=$1; shift
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 if [ -f "$lb" ] && [ ! -x "$lb" ]; then	# the build's stdout: wait for its last line
 	t0=$(date +%s)
 	while ! { p=$(tail -n 1 "$lb" 2>/dev/null) && [ -n "$p" ] && [ -x "$p" ]; }; do
@@ -69,6 +73,18 @@ EOF
 		    --model "random-$name" --quant "$quant" --scenario "$1" --ctx "$2" --peer "$3" ||
 			{ echo "abba $sc $name $quant: failed (log $OUT/arch-abba-$sc-$name-$quant.log)"; ok=1; }
 	done
+	if [ "${GPU_ARCH_PROF:-0}" = 1 ]; then
+		pf=$OUT/arch-prof-$name-$quant.txt
+		if timeout 200 build/t/tools/model-bench -P -d "${GPU_ARCH_DEVICE:-cuda}" -c 512 -n 16 \
+		    -r 1 -k 0 "$f" >"$pf" 2>&1; then
+			for w in decode verify-K3 prefill; do
+				echo "== $name $quant: prof $w (costliest kernels, us a step)"
+				grep "^prof	$w	" "$pf" | head -8 | cut -f3,5,7,9 | tr -s '\t' ' '
+			done
+		else
+			echo "== $name $quant: model-bench -P failed: $(tail -n 1 "$pf")"; ok=1
+		fi
+	fi
 	rm -f "$f"
 done
 exit $ok
