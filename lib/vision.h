@@ -23,6 +23,15 @@
  * Clipped linears clamp their input and output to the checkpoint's bounds.
  * Every RMSNorm is x * (mean(x^2) + eps)^-1/2 * w.
  *
+ * Products (the patch embedding, the linears, the projection) follow
+ * llama.cpp's rule for a weight's type (backend_matmul_half): a matrix
+ * stored as BF16 (F16) multiplies activations rounded to BF16 (F16), the
+ * exact products summed in float32 (tensor cores on CUDA); F32 matrices
+ * multiply in float32 (and quantized ones as backend_matmul).  So a BF16
+ * tower differs from transformers run in float32 by that rounding of the
+ * activations (2^-9 relative at most), as llama.cpp's does; an F32 tower
+ * (t/data/gemma4/g4-vision's) does not.
+ *
  * Differences from llama.cpp's gemma4v that we do not follow (we follow
  * transformers): its FFN is GELU-quick unless the file sets clip.use_gelu
  * (the converter does not); its image preprocessing (lib/image).
