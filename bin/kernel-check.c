@@ -2734,6 +2734,62 @@ be_clamp(struct kc *k, struct bpair *p, int n)
 }
 
 /*
+ * backend_matmul_half, the vision towers' products: a BF16 (F16) weight
+ * takes x rounded to its type on both backends (the CPU's float dot, the
+ * GPU's cublasGemmEx on 16-bit operands), so the two see the same
+ * operands and differ by the order of fp32 sums alone: within 1e-5 of
+ * sum |w x|.  Skipping the rounding moves a product by about 3e-3
+ * (BF16) or 4e-4 (F16) over sqrt(ne0) of that, past the bound at these
+ * rows.  Rows ldx / ldy apart; m from one row to a prompt's GEMM; rows of
+ * 4304 (the towers' FFN: not a multiple of 32, so the CUDA backend holds
+ * the weight as F32 rows, rounded back to 16 bits a tile at a time).  An
+ * F32 weight: the GPU's backend_matmul bit for bit.
+ */
+static void
+be_matmul_half(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m, int pad)
+{
+	struct bw b;
+	int ldx = (int)ne0 + pad, ldy = (int)rows + pad;
+	size_t ny = (size_t)m * ldy;
+	float *x = frand(k, (int64_t)m * ldx, -1, 1), *cy, *gy;
+	float *cx = bput(p->c, x, (size_t)m * ldx), *gx = bput(p->g, x, (size_t)m * ldx);
+	float *cyd = bput(p->c, NULL, ny), *gyd = bput(p->g, NULL, ny);
+	double *mag, *m2 = xmalloc(ny * 8);
+	char name[64], shape[64];
+
+	bw_new(k, p, &b, t, rows, ne0, 1.0f);
+	bchk(p->g, backend_matmul_half(p->g, &b.g, gx, ldx, gyd, ldy, m));
+	gy = bget(p->g, gyd, ny);
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d ld+%d", (long long)rows, (long long)ne0, m,
+	    pad);
+	snprintf(name, sizeof name, "be matmul_half %s%s", quant_name(t),
+	    t == QUANT_F32 ? " =matmul" : "");
+	if (t == QUANT_F32) {	/* the reference: the GPU's own plain product */
+		bchk(p->g, backend_fill(p->g, gyd, -1.0f, ny));
+		bchk(p->g, backend_matmul(p->g, &b.g, gx, ldx, gyd, ldy, m));
+		cy = bget(p->g, gyd, ny);
+		for (int j = 0; j < m; j++)	/* (the fill stays between rows) */
+			for (int i = (int)rows; i < ldy; i++)
+				cy[(size_t)j * ldy + i] = 0.0f;
+	} else {
+		bchk(p->c, backend_matmul_half(p->c, &b.c, cx, ldx, cyd, ldy, m));
+		cy = bget(p->c, cyd, ny);
+	}
+	mag = bmag(&b, x, ldx, m, 1.0f);
+	for (int j = 0; j < m; j++)
+		for (int i = 0; i < ldy; i++)
+			m2[(size_t)j * ldy + i] = i < rows ? mag[j * rows + i] : 1.0;
+	if (t == QUANT_F32)
+		bsame(k, name, shape, gy, cy, (int64_t)ny);
+	else
+		becmp(k, name, shape, gy, cy, m2, (int64_t)ny, 1e-5);
+	bw_free(p, &b);
+	free(x), free(cy), free(gy), free(mag), free(m2);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx);
+	backend_mfree(p->c, cyd), backend_mfree(p->g, gyd);
+}
+
+/*
  * backend_dconv, DFlash2's grouped dynamic causal convolution: m rows of n
  * channels, K taps, groups of g channels, the coefficients of side `side`
  * of rows 2 K n/g wide (the drafter's layout); the same order on both,
@@ -3546,10 +3602,12 @@ vis_random(struct kc *k, const struct vision_hparams *hp, int gw, int gh,
  * GPU backend against the CPU's, the soft tokens of each image of its
  * images/ folder (t/data/gemma4/g4-vision's: every PNG and JPEG, in name
  * order, prepared once on the host as run-gen prepares them), or of one
- * random image of 6 x 9 pooled blocks without one.  The GPU's products
- * are the int8 prompt kind's (BACKEND_GEMM_INT8: the CPU's numerics for
- * the int8 types, fp32 operands for F32, F16 and BF16 weights, cuBLAS
- * without TF32), so the two backends differ by float order alone.  The
+ * random image of 6 x 9 pooled blocks without one.  The tower's products
+ * are backend_matmul_half's: BF16 and F16 weights on activations rounded
+ * to their type on both backends (the GPU's on tensor cores), F32 weights
+ * on fp32 operands (cuBLAS without TF32), quantized ones the int8 prompt
+ * kind's (BACKEND_GEMM_INT8: the CPU's numerics), so the two backends see
+ * the same operands and differ by float order alone.  The
  * tolerance is the CPU's own noise as be_model takes it: the CPU backend
  * against its portable path (cpu:scalar: other sums, the same op
  * contract), relative to 1 + |soft token|, times 3; at least 1e-3, for a
@@ -5146,6 +5204,14 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention_ring(k, &p, 4, 6, 2, 128, 200, 10, 100);
 	be_attention_ring(k, &p, 8, 16, 2, 512, 300, 32, 39);	/* heads of 512 */
 	be_clamp(k, &p, 1000);
+	/* the vision towers' products on half operands: a row, a few, a prompt's GEMM */
+	be_matmul_half(k, &p, QUANT_BF16, 300, 512, 1, 0);
+	be_matmul_half(k, &p, QUANT_BF16, 257, 768, 40, 8);
+	be_matmul_half(k, &p, QUANT_F16, 300, 512, 5, 4);
+	be_matmul_half(k, &p, QUANT_F16, 257, 768, 40, 0);
+	be_matmul_half(k, &p, QUANT_BF16, 72, 4304, 30, 0);	/* F32 rows on the GPU */
+	be_matmul_half(k, &p, QUANT_F16, 72, 4304, 30, 3);
+	be_matmul_half(k, &p, QUANT_F32, 257, 768, 40, 8);
 	/* DFlash2's convolutions: Qwen3.8's block of 8 over 5120 channels, and odd shapes */
 	be_dconv(k, &p, 8, 5120, 2, 16, 0);
 	be_dconv(k, &p, 8, 5120, 2, 16, 1);
