@@ -170,6 +170,7 @@ load_mat(struct vision *v, const char *gname, const char *hname, int64_t cols, i
 	if (backend_weight_init(v->be, w, t.type, cols, rows, t.data, 1.0f) != 0)
 		return util_err(v->err, "tensor '%s': %s", v->gg ? gname : hname,
 		    backend_errmsg(v->be));
+	v->hp.half |= t.type == QUANT_BF16 || t.type == QUANT_F16;
 	return 0;
 }
 
@@ -263,6 +264,7 @@ load_patch(struct vision *v)
 				memcpy((char *)v->patch_host + ((size_t)o * pd + i * 3 + c) * es,
 				    k + (((size_t)o * 3 + c) * p * p + i) * es, es);
 	free(k);
+	v->hp.half |= half;
 	if (backend_weight_init(v->be, &v->patch, half ? t.type : QUANT_F32, pd, hp->n_embd,
 	    v->patch_host, 1.0f) != 0)
 		return util_err(v->err, "v.patch_embd.weight: %s", backend_errmsg(v->be));

@@ -61,6 +61,8 @@ struct vision_hparams {
 				 * "vision"; an mmproj GGUF: llama.cpp's rule, every
 				 * text width but E2B's 1536 and E4B's 2560) */
 	int	gguf;		/* 1: read from an mmproj GGUF */
+	int	half;		/* 1: some matrices are BF16 or F16, so their
+				 * products take activations rounded to it */
 };
 
 struct vision;
