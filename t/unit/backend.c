@@ -2012,7 +2012,9 @@ TEST(clamp_and_attn_hi_are_separate_ops)
 /*
  * The vision tower opens on a backend by its ops, not its name: on the
  * CPU's table, and not on one without clamp, attn_hi, Gemma-4's geglu or
- * the half products (each refused with the reason).
+ * the half products (each refused with the reason).  vision_hparams.half
+ * says whether a matrix is BF16 / F16: not in g4-vision's F32 tower, in its
+ * mmproj-bf16.gguf and mmproj-f16.gguf.
  */
 TEST(vision_tower_opens_on_a_backend_with_its_ops_only)
 {
@@ -2023,7 +2025,15 @@ TEST(vision_tower_opens_on_a_backend_with_its_ops_only)
 	char err[UTIL_ERRLEN];
 
 	CHECK((v = vision_open(fx, be1, err)) != NULL);
+	CHECK(vision_hparams(v)->half == 0);	/* F32: no half products */
 	vision_close(v);
+	for (int i = 0; i < 2; i++) {		/* its BF16 and F16 renditions */
+		char f[128];
+		snprintf(f, sizeof f, "%s/mmproj-%s.gguf", fx, i ? "f16" : "bf16");
+		CHECK((v = vision_open(f, be1, err)) != NULL);
+		CHECK(v != NULL && vision_hparams(v)->half == 1);
+		vision_close(v);
+	}
 	ops[0].clamp = NULL, ops[1].attn_hi = NULL, ops[2].geglu = NULL;
 	ops[3].matmul_half = NULL;
 	for (int i = 0; i < 4; i++) {
