@@ -34,7 +34,10 @@
  *
  * Differences from llama.cpp's gemma4v that we do not follow (we follow
  * transformers): its FFN is GELU-quick unless the file sets clip.use_gelu
- * (the converter does not); its image preprocessing (lib/image).
+ * (the converter does not); its image preprocessing (lib/image).  And on
+ * CUDA its cuBLAS path sums F16 products in F16 (CUBLAS_COMPUTE_16F, F16
+ * out, unless the op asks for F32 precision; BF16 in fp32): our F16
+ * products sum in float on every backend, as ggml's CPU does.
  */
 #ifndef MEMRA_VISION_H
 #define MEMRA_VISION_H
