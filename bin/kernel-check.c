@@ -2811,6 +2811,62 @@ be_clamp(struct kc *k, struct bpair *p, int n)
 }
 
 /*
+ * backend_matmul_half, the vision towers' products: a BF16 (F16) weight
+ * takes x rounded to its type on both backends (the CPU's float dot, the
+ * GPU's cublasGemmEx on 16-bit operands), so the two see the same
+ * operands and differ by the order of fp32 sums alone: within 1e-5 of
+ * sum |w x|.  Skipping the rounding moves a product by about 3e-3
+ * (BF16) or 4e-4 (F16) over sqrt(ne0) of that, past the bound at these
+ * rows.  Rows ldx / ldy apart; m from one row to a prompt's GEMM; rows of
+ * 4304 (the towers' FFN: not a multiple of 32, so the CUDA backend holds
+ * the weight as F32 rows, rounded back to 16 bits a tile at a time).  An
+ * F32 weight: the GPU's backend_matmul bit for bit.
+ */
+static void
+be_matmul_half(struct kc *k, struct bpair *p, int t, int64_t rows, int64_t ne0, int m, int pad)
+{
+	struct bw b;
+	int ldx = (int)ne0 + pad, ldy = (int)rows + pad;
+	size_t ny = (size_t)m * ldy;
+	float *x = frand(k, (int64_t)m * ldx, -1, 1), *cy, *gy;
+	float *cx = bput(p->c, x, (size_t)m * ldx), *gx = bput(p->g, x, (size_t)m * ldx);
+	float *cyd = bput(p->c, NULL, ny), *gyd = bput(p->g, NULL, ny);
+	double *mag, *m2 = xmalloc(ny * 8);
+	char name[64], shape[64];
+
+	bw_new(k, p, &b, t, rows, ne0, 1.0f);
+	bchk(p->g, backend_matmul_half(p->g, &b.g, gx, ldx, gyd, ldy, m));
+	gy = bget(p->g, gyd, ny);
+	snprintf(shape, sizeof shape, "%lldx%lld m=%d ld+%d", (long long)rows, (long long)ne0, m,
+	    pad);
+	snprintf(name, sizeof name, "be matmul_half %s%s", quant_name(t),
+	    t == QUANT_F32 ? " =matmul" : "");
+	if (t == QUANT_F32) {	/* the reference: the GPU's own plain product */
+		bchk(p->g, backend_fill(p->g, gyd, -1.0f, ny));
+		bchk(p->g, backend_matmul(p->g, &b.g, gx, ldx, gyd, ldy, m));
+		cy = bget(p->g, gyd, ny);
+		for (int j = 0; j < m; j++)	/* (the fill stays between rows) */
+			for (int i = (int)rows; i < ldy; i++)
+				cy[(size_t)j * ldy + i] = 0.0f;
+	} else {
+		bchk(p->c, backend_matmul_half(p->c, &b.c, cx, ldx, cyd, ldy, m));
+		cy = bget(p->c, cyd, ny);
+	}
+	mag = bmag(&b, x, ldx, m, 1.0f);
+	for (int j = 0; j < m; j++)
+		for (int i = 0; i < ldy; i++)
+			m2[(size_t)j * ldy + i] = i < rows ? mag[j * rows + i] : 1.0;
+	if (t == QUANT_F32)
+		bsame(k, name, shape, gy, cy, (int64_t)ny);
+	else
+		becmp(k, name, shape, gy, cy, m2, (int64_t)ny, 1e-5);
+	bw_free(p, &b);
+	free(x), free(cy), free(gy), free(mag), free(m2);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx);
+	backend_mfree(p->c, cyd), backend_mfree(p->g, gyd);
+}
+
+/*
  * backend_dconv, DFlash2's grouped dynamic causal convolution: m rows of n
  * channels, K taps, groups of g channels, the coefficients of side `side`
  * of rows 2 K n/g wide (the drafter's layout); the same order on both,
@@ -3573,10 +3629,31 @@ vis_run(struct vision *v, const char *who, const struct vision_image *img, int s
 }
 
 /*
+ * The floor of the vision lines' tolerance for a tower with half products
+ * (vision_hparams.half): a float-order difference upstream flips the
+ * rounding of an activation to BF16 (F16) now and then, a move of up to
+ * 2^-9 (2^-12) of it, which later layers carry on.  The CPU's own two
+ * orders show it (g4-vision's tower in BF16: cpu noise up to 2.7e-3 on its
+ * images, 5.8e-8 where no rounding flipped; F16 3.3e-4 to 5.9e-4; F32
+ * 4.5e-7 to 9.5e-7; an AVX2 CPU against cpu:scalar), but the GPU's
+ * orders are others, so three times that noise may fall short; a wrong op
+ * still moves a soft token (of size 1 to 2) by its own size.
+ */
+#define VIS_HALF_TOL 1e-2
+
+/* The vision lines' tolerance on a tower of hp with CPU noise noise. */
+static double
+vis_tol(const struct vision_hparams *hp, double noise)
+{
+	return fmax(hp->half ? VIS_HALF_TOL : 1e-3, 3 * noise);
+}
+
+/*
  * Where the GPU's tower leaves the CPU's, stage by stage, on img: its
  * hidden rows after the patch embedding, then after each layer's
  * attention and feed-forward block, against the CPU's, each within 3 x
- * the CPU's own noise there (cpu:scalar sc), at least 1e-3.
+ * the CPU's own noise there (cpu:scalar sc), at least 1e-3 (VIS_HALF_TOL
+ * for a tower with half products).
  */
 static void
 vis_stages(struct kc *k, struct vision *vc, struct vision *vs, struct vision *vg,
@@ -3598,7 +3675,7 @@ vis_stages(struct kc *k, struct vision *vc, struct vision *vs, struct vision *vg
 		else
 			snprintf(shape, sizeof shape, "layer %d %s, %lld values (cpu noise %.2g)",
 			    (s - 1) / 2, s % 2 ? "attention" : "feed-forward", (long long)n, noise);
-		becmp(k, "vision hidden", shape, g, c, NULL, n, fmax(1e-3, 3 * noise));
+		becmp(k, "vision hidden", shape, g, c, NULL, n, vis_tol(hp, noise));
 		free(c), free(q), free(g);
 	}
 }
@@ -3617,47 +3694,47 @@ vis_random(struct kc *k, const struct vision_hparams *hp, int gw, int gh,
 	img->px = frand(k, (int64_t)n, 0.0f, 1.0f);
 }
 
+/* The mmproj GGUFs of dir (mmproj-*.gguf) in name order (*n of them, malloc'd). */
+static char **
+vis_mmprojs(const char *dir, int *n)
+{
+	enum { MAXT = 16 };
+	char **v = xmalloc(MAXT * sizeof *v);
+	struct dirent *e;
+	DIR *dp;
+
+	*n = 0;
+	if ((dp = opendir(dir)) == NULL)
+		return v;
+	while ((e = readdir(dp)) != NULL && *n < MAXT) {
+		size_t l = strlen(e->d_name);
+		if (strncmp(e->d_name, "mmproj-", 7) != 0 || l < 12 ||
+		    strcmp(e->d_name + l - 5, ".gguf") != 0)
+			continue;
+		v[*n] = xmalloc(strlen(dir) + l + 2);
+		sprintf(v[(*n)++], "%s/%s", dir, e->d_name);
+	}
+	closedir(dp);
+	qsort(v, *n, sizeof *v, vis_namecmp);
+	return v;
+}
+
 /*
- * A checkpoint directory with a Gemma-4 vision tower (config.json's
- * vision_config; others are skipped): the tower and its projector on the
- * GPU backend against the CPU's, the soft tokens of each image of its
- * images/ folder (t/data/gemma4/g4-vision's: every PNG and JPEG, in name
- * order, prepared once on the host as run-gen prepares them), or of one
- * random image of 6 x 9 pooled blocks without one.  The GPU's products
- * are the int8 prompt kind's (BACKEND_GEMM_INT8: the CPU's numerics for
- * the int8 types, fp32 operands for F32, F16 and BF16 weights, cuBLAS
- * without TF32), so the two backends differ by float order alone.  The
- * tolerance is the CPU's own noise as be_model takes it: the CPU backend
- * against its portable path (cpu:scalar: other sums, the same op
- * contract), relative to 1 + |soft token|, times 3; at least 1e-3, for a
- * CPU whose two paths coincide (no AVX2) and for the GPU's own orders in
- * attention (split-K) and the norms, whose drift a tower of 27 layers
- * compounds.  A wrong op moves a soft token by its own size, far past it.
- * The first image runs a second time on a GPU backend opened for it alone
- * ("fresh"): the tower's result must not depend on what ran before it on
- * the backend (the model checks, here); and its hidden rows are compared
- * stage by stage ("vision hidden": after the patch embedding, each
- * layer's attention and feed-forward block), so that a failure names
- * where the backends part.
+ * One tower (tower: the checkpoint directory, or an mmproj GGUF of it,
+ * named by who in the lines) on both backends over the images files[nimg]
+ * (prepared for a budget of max_tokens soft tokens; 0: the tower's own),
+ * or one random image; be_vision says what is compared and how.
  */
 static void
-be_vision(struct kc *k, struct bpair *p, const char *path)
+vis_tower(struct kc *k, struct bpair *p, struct backend *sc, const char *tower,
+    const char *who, char **files, int nimg, int max_tokens)
 {
-	struct backend *sc;
-	struct vision *v, *vs, *vg;
-	char err[UTIL_ERRLEN], shape[160];
-	int nimg;
-	char **files;
+	struct vision *v = vis_open(p->c, tower), *vs = vis_open(sc, tower);
+	struct vision *vg = vis_open(p->g, tower);
+	const struct vision_hparams *hp = vision_hparams(v);
+	char err[UTIL_ERRLEN], shape[192];
 
-	if (!vis_has_tower(path))
-		return;
-	if ((sc = backend_open("cpu:scalar", 0, err)) == NULL)
-		die(1, "%s", err);
-	bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_INT8));
-	v = vis_open(p->c, path), vs = vis_open(sc, path), vg = vis_open(p->g, path);
-	files = vis_images(path, &nimg);
 	for (int i = 0; i < (nimg > 0 ? nimg : 1); i++) {
-		const struct vision_hparams *hp = vision_hparams(v);
 		struct vision_image img;
 		const char *name = nimg > 0 ? strrchr(files[i], '/') + 1 : "random";
 		int64_t n;
@@ -3668,7 +3745,8 @@ be_vision(struct kc *k, struct bpair *p, const char *path)
 		else {
 			size_t len;
 			char *buf = util_read_file(files[i], &len, err);
-			if (buf == NULL || vision_prepare(v, buf, len, NULL, 0, &img, err) != 0)
+			if (buf == NULL ||
+			    vision_prepare(v, buf, len, NULL, max_tokens, &img, err) != 0)
 				die(1, "%s: %s", files[i], err);
 			free(buf);
 		}
@@ -3676,9 +3754,9 @@ be_vision(struct kc *k, struct bpair *p, const char *path)
 		float *c = vis_run(v, "cpu", &img, -1), *s = vis_run(vs, "cpu:scalar", &img, -1);
 		float *g = vis_run(vg, "gpu", &img, -1);
 		noise_add(c, s, (int)n, &noise, &ab);
-		snprintf(shape, sizeof shape, "%s: %dx%d patches, %d x %d (cpu noise %.2g)", name,
-		    img.gw, img.gh, img.n_tok, hp->n_embd_text, noise);
-		becmp(k, "vision soft tokens", shape, g, c, NULL, n, fmax(1e-3, 3 * noise));
+		snprintf(shape, sizeof shape, "%s%s%s: %dx%d patches, %d x %d (cpu noise %.2g)", who,
+		    *who ? " " : "", name, img.gw, img.gh, img.n_tok, hp->n_embd_text, noise);
+		becmp(k, "vision soft tokens", shape, g, c, NULL, n, vis_tol(hp, noise));
 		if (i == 0) {	/* where the two part, if they do; a backend that ran nothing else */
 			struct backend *fg = backend_open(p->gname, 0, err);
 			struct vision *vf;
@@ -3687,22 +3765,75 @@ be_vision(struct kc *k, struct bpair *p, const char *path)
 			if (fg == NULL)
 				die(1, "%s", err);
 			bchk(fg, backend_gemm_set(fg, BACKEND_GEMM_INT8));
-			vf = vis_open(fg, path);
+			vf = vis_open(fg, tower);
 			free(g);
 			g = vis_run(vf, "gpu (fresh)", &img, -1);
 			vision_close(vf);
-			becmp(k, "vision soft tokens fresh", shape, g, c, NULL, n,
-			    fmax(1e-3, 3 * noise));
+			becmp(k, "vision soft tokens fresh", shape, g, c, NULL, n, vis_tol(hp, noise));
 			backend_close(fg);
 		}
 		free(c), free(s), free(g);
 		vision_image_free(&img);
 	}
+	vision_close(v), vision_close(vs), vision_close(vg);
+}
+
+/*
+ * A checkpoint directory with a Gemma-4 vision tower (config.json's
+ * vision_config; others are skipped): the tower and its projector on the
+ * GPU backend against the CPU's, the soft tokens of each image of its
+ * images/ folder (t/data/gemma4/g4-vision's: every PNG and JPEG, in name
+ * order, prepared once on the host as run-gen prepares them), or of one
+ * random image of 6 x 9 pooled blocks without one; then the same for each
+ * mmproj-*.gguf beside its weights (g4-vision's: llama.cpp's F32 mmproj and
+ * its BF16 and F16 renditions), the images prepared for the directory's
+ * budget, the lines named by the file.  The tower's products are
+ * backend_matmul_half's: BF16 and F16 weights on activations rounded to
+ * their type on both backends (the GPU's on tensor cores), F32 weights on
+ * fp32 operands (cuBLAS without TF32), quantized ones the int8 prompt
+ * kind's (BACKEND_GEMM_INT8: the CPU's numerics), so each product sees
+ * the same operands on both, and the backends differ by float order, and
+ * in a half tower by the roundings that order flips.  The tolerance is the
+ * CPU's own noise as be_model takes it: the CPU backend against its
+ * portable path (cpu:scalar: other sums, the same op contract), relative
+ * to 1 + |soft token|, times 3; at least 1e-3, for a CPU whose two paths
+ * coincide (no AVX2) and for the GPU's own orders in attention (split-K)
+ * and the norms, whose drift a tower of 27 layers compounds; at least
+ * VIS_HALF_TOL for a tower with half products.  A wrong op moves a soft
+ * token by its own size, far past it.  Each tower's first image runs a
+ * second time on a GPU backend opened for it alone ("fresh"): the tower's
+ * result must not depend on what ran before it on the backend (the model
+ * checks, here); and its hidden rows are compared stage by stage ("vision
+ * hidden": after the patch embedding, each layer's attention and
+ * feed-forward block), so that a failure names where the backends part.
+ */
+static void
+be_vision(struct kc *k, struct bpair *p, const char *path)
+{
+	struct backend *sc;
+	char err[UTIL_ERRLEN], **files, **mm;
+	int nimg, nmm, budget;
+	struct vision *v;
+
+	if (!vis_has_tower(path))
+		return;
+	if ((sc = backend_open("cpu:scalar", 0, err)) == NULL)
+		die(1, "%s", err);
+	bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_INT8));
+	files = vis_images(path, &nimg);
+	mm = vis_mmprojs(path, &nmm);
+	v = vis_open(p->c, path);
+	budget = vision_hparams(v)->max_tokens;
+	vision_close(v);
+	vis_tower(k, p, sc, path, "", files, nimg, 0);
+	for (int i = 0; i < nmm; i++)
+		vis_tower(k, p, sc, mm[i], strrchr(mm[i], '/') + 1, files, nimg, budget);
 	bchk(p->g, backend_gemm_set(p->g, BACKEND_GEMM_DEFAULT));
 	for (int i = 0; i < nimg; i++)
 		free(files[i]);
-	free(files);
-	vision_close(v), vision_close(vs), vision_close(vg);
+	for (int i = 0; i < nmm; i++)
+		free(mm[i]);
+	free(files), free(mm);
 	backend_close(sc);
 }
 
@@ -5223,6 +5354,14 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention_ring(k, &p, 4, 6, 2, 128, 200, 10, 100);
 	be_attention_ring(k, &p, 8, 16, 2, 512, 300, 32, 39);	/* heads of 512 */
 	be_clamp(k, &p, 1000);
+	/* the vision towers' products on half operands: a row, a few, a prompt's GEMM */
+	be_matmul_half(k, &p, QUANT_BF16, 300, 512, 1, 0);
+	be_matmul_half(k, &p, QUANT_BF16, 257, 768, 40, 8);
+	be_matmul_half(k, &p, QUANT_F16, 300, 512, 5, 4);
+	be_matmul_half(k, &p, QUANT_F16, 257, 768, 40, 0);
+	be_matmul_half(k, &p, QUANT_BF16, 72, 4304, 30, 0);	/* F32 rows on the GPU */
+	be_matmul_half(k, &p, QUANT_F16, 72, 4304, 30, 3);
+	be_matmul_half(k, &p, QUANT_F32, 257, 768, 40, 8);
 	/* DFlash2's convolutions: Qwen3.8's block of 8 over 5120 channels, and odd shapes */
 	be_dconv(k, &p, 8, 5120, 2, 16, 0);
 	be_dconv(k, &p, 8, 5120, 2, 16, 1);

@@ -111,6 +111,7 @@ struct cuda_weight {
 	int64_t	ne0p;			/* the device rows' length: ne0, or (F32 rows made
 					 * from rows not a multiple of 32) ne0 rounded up
 					 * to 32, zeros after ne0 */
+	int	type0;			/* the weight's own type (w->type may be F32 now) */
 };
 
 static inline struct backend_cuda *
@@ -1155,6 +1156,7 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 
 	if (cw == NULL)
 		return util_err(be->err, "weight: out of memory");
+	cw->type0 = w->type;
 	q8 = q8 && np == w->ne0;
 	cw->ne0p = mv || q8 ? w->ne0 : np;
 	if (!mv && ((f = dequant_host(be, w, cw->ne0p)) == NULL ||
@@ -1346,6 +1348,33 @@ cu_matmul(struct backend *be, const struct backend_weight *w, const float *x,
 		return -1;
 	if (product(be, w, xi, yo, m) != 0)
 		return -1;
+	return yo == y ? 0 : copy_rows(be, y, ldy, yo, w->ne1, w->ne1, m);
+}
+
+/*
+ * backend_matmul_half: a weight made from BF16 (F16) rows (cuda_weight.type0;
+ * held in its type, or as F32 rows of ne0p) through gpu_matmul_half on
+ * operands of that type, for any m (the tower's products: not row-invariant);
+ * any other weight as backend_matmul.
+ */
+static int
+cu_matmul_half(struct backend *be, const struct backend_weight *w, const float *x,
+    int ldx, float *y, int ldy, int m)
+{
+	struct backend_cuda *c = CB(be);
+	const struct cuda_weight *cw = CW(w);
+	const float *xi;
+	float *yo = y;
+
+	if (cw->type0 != QUANT_BF16 && cw->type0 != QUANT_F16)
+		return cu_matmul(be, w, x, ldx, y, ldy, m);
+	if ((xi = input_rows(be, x, ldx, w->ne0, cw->ne0p, m)) == NULL)
+		return -1;
+	if (ldy != w->ne1 && (yo = (float *)buf_get(be, &c->t1, (size_t)m * w->ne1 * 4)) == NULL)
+		return -1;
+	if (gpu_matmul_half(c->g, w->type, cw->type0, w->data, w->ne1, cw->ne0p, xi, m, yo,
+	    wscale(w)) != 0)
+		return gfail(be, "matmul_half");
 	return yo == y ? 0 : copy_rows(be, y, ldy, yo, w->ne1, w->ne1, m);
 }
 
@@ -2796,6 +2825,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.head_gate = cu_head_gate;
 	c->ops.head_max = cu_head_max;
 	c->ops.clamp = cu_clamp;
+	c->ops.matmul_half = cu_matmul_half;
 	c->ops.attn_hi = cu_attn_hi;
 	c->ops.mask = cu_mask;
 	c->ops.dconv = cu_dconv;

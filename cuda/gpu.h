@@ -377,6 +377,21 @@ int	gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int 
 int	gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);
 
+/*
+ * The product of a half-precision weight as llama.cpp takes it (the vision
+ * towers', lib/backend.h backend_matmul_half): y[n][rows] = W . x with x
+ * rounded to ht (T_BF16 30 or T_F16 1: ggml's type numbers; nearest, ties
+ * to even, as lib/quant's quant_f32_to_bf16 / quant_f32_to_f16) and W of
+ * type t, either ht itself (used in place) or F32 holding values of ht
+ * (rounded to ht a tile at a time: exactly), cublasGemmEx on ht operands
+ * with fp32 sums (CUBLAS_COMPUTE_32F, tensor cores) into fp32 y, for any
+ * n >= 1; then y *= *d_scale when not NULL.  ne0 a multiple of 32, d_w
+ * 16-byte and d_x 8-byte aligned.  Not batch-invariant: cuBLAS picks its
+ * kernel by n.  0, or -1 with the reason.
+ */
+int	gpu_matmul_half(struct gpu *g, int t, int ht, const void *d_w, int64_t rows,
+	    int64_t ne0, const float *d_x, int64_t n, float *d_y, const float *d_scale);
+
 /* Dequantize rows rows of ne0 elements of type t (ne0 a multiple of the
  * block) to fp32, d_dst[rows][ne0]. */
 int	gpu_dequantize(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,

@@ -24,6 +24,13 @@
  * tensor cores (2-3x the int8 kernel's speed on the 9B shapes, where the
  * per-block scale products bound it: bench/2026-12-01/2026-12-01-s8-cuda-notes.md).
  * gpu_gemm_bf16 serves gpu_matmul's other quantized types too.
+ *
+ * gpu_matmul_half (the vision towers' products, backend_matmul_half):
+ * llama.cpp's rule for BF16 and F16 weights, x rounded to the weight's
+ * type by k_half_of and the weight's 16-bit values as they are (or
+ * rounded back, exactly, from the F32 rows the CUDA backend holds a weight
+ * of rows not a multiple of 32 in), cublasGemmEx with fp32 sums on tensor
+ * cores: the CPU's operands bit for bit, its sums in another order.
  */
 #include "gpu_impl.cuh"
 
@@ -832,6 +839,101 @@ gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int6
 	}
 	cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH);
 	return rc == 0 && scale != NULL ? gpu_scale(g, y, n * rows, scale) : rc;
+}
+
+/* --- the vision towers' products on half operands (gpu_matmul_half) --- */
+
+enum { MH_F32 = 0, MH_F16 = 1, MH_BF16 = 30 };	/* ggml's type numbers */
+
+/* dst = src rounded to f16 (F16 1) or bf16 (0), nearest, ties to even, as
+ * lib/quant's quant_f32_to_f16 / quant_f32_to_bf16 (ggml's conversions;
+ * a NaN stays a NaN): a thread 2 values. */
+template <int F16>
+__global__ void
+k_half_of(const float *__restrict__ src, int64_t n2, unsigned *__restrict__ dst)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i < n2) {
+		float2 v = ((const float2 *)src)[i];
+		if (F16) {
+			__half2 h = __floats2half2_rn(v.x, v.y);
+			dst[i] = *(const unsigned *)&h;
+		} else {
+			__nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+			dst[i] = *(const unsigned *)&b;
+		}
+	}
+}
+
+/* n floats (even) at src rounded into dst, queued. */
+static int
+half_of(struct gpu *g, int f16, const float *src, int64_t n, uint16_t *dst)
+{
+	int64_t n2 = n / 2;
+	unsigned blocks = (unsigned)((n2 + 255) / 256);
+
+	if (f16)
+		gpu_launch(g, k_half_of<1>, blocks, 256, 0, src, n2, (unsigned *)dst);
+	else
+		gpu_launch(g, k_half_of<0>, blocks, 256, 0, src, n2, (unsigned *)dst);
+	GPU_LAUNCHED(g, "matmul_half round");
+	return 0;
+}
+
+/* The GEMMs of gpu_matmul_half: W a tile at a time (in place: one tile). */
+static int
+half_gemm(struct gpu *g, int t, int ht, const void *d_w, int64_t rows, int64_t ne0,
+    const uint16_t *xb, uint16_t *wb, int64_t tile, int64_t n, float *d_y)
+{
+	const float one = 1.0f, zero = 0.0f;
+	cudaDataType_t dt = ht == MH_F16 ? CUDA_R_16F : CUDA_R_16BF;
+	int rc = 0;
+
+	cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH);	/* tensor cores */
+	for (int64_t r0 = 0; rc == 0 && r0 < rows; r0 += tile) {
+		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
+		const uint16_t *a = t == ht ? (const uint16_t *)d_w + (size_t)r0 * ne0 : wb;
+		/* F32 rows hold values of ht (their weight's own): exact in it */
+		if (t != ht && (rc = half_of(g, ht == MH_F16, (const float *)d_w +
+		    (size_t)r0 * ne0, nr * ne0, wb)) != 0)
+			break;
+		cublasStatus_t st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n,
+		    (int)ne0, &one, a, dt, (int)ne0, xb, dt, (int)ne0, &zero, d_y + r0, CUDA_R_32F,
+		    (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+		if (st != CUBLAS_STATUS_SUCCESS)
+			rc = gpu_fail(g, "cublasGemmEx: status %d", (int)st);
+		else if (g->prof != NULL)
+			rc = gpu_prof_mark(g, ht == MH_F16 ? "cublas f16 gemm" : "cublas bf16 gemm");
+	}
+	cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH);
+	return rc;
+}
+
+extern "C" int
+gpu_matmul_half(struct gpu *g, int t, int ht, const void *d_w, int64_t rows, int64_t ne0,
+    const float *d_x, int64_t n, float *d_y, const float *d_scale)
+{
+	int64_t tile = t == ht ? rows : bf_tile(rows, ne0);
+	size_t xbytes = ((size_t)n * ne0 * 2 + 255) / 256 * 256;
+	uint8_t *p;
+
+	if ((ht != MH_F16 && ht != MH_BF16) || (t != ht && t != MH_F32))
+		return gpu_fail(g, "matmul_half: weights of type %d on operands of type %d", t, ht);
+	if (n < 1 || rows < 1 || n > INT32_MAX || rows > INT32_MAX || ne0 > INT32_MAX ||
+	    ne0 % 32 != 0 || (n * ne0 / 2 + 255) / 256 > INT32_MAX || ((uintptr_t)d_w & 15) ||
+	    ((uintptr_t)d_x & 7))
+		return gpu_fail(g, "matmul_half: %lld rows of %lld, %lld inputs, or unaligned",
+		    (long long)rows, (long long)ne0, (long long)n);
+	if ((p = (uint8_t *)gpu_scratch_gemm(g, xbytes + (t == ht ? 0 :
+	    (size_t)tile * ne0 * 2))) == NULL)
+		return -1;	/* (its message) */
+	if (half_of(g, ht == MH_F16, d_x, n * ne0, (uint16_t *)p) != 0 ||
+	    half_gemm(g, t, ht, d_w, rows, ne0, (const uint16_t *)p, (uint16_t *)(p + xbytes), tile,
+	    n, d_y) != 0)
+		return -1;
+	return d_scale != NULL ? gpu_scale(g, d_y, n * rows, d_scale) : 0;
 }
 
 /* y = W . x on bf16 operands, x from q and dx by k_q8_bf16. */

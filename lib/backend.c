@@ -1374,6 +1374,24 @@ backend_has_clamp(const struct backend *be)
 }
 
 int
+backend_matmul_half(struct backend *be, const struct backend_weight *w,
+    const float *x, int ldx, float *y, int ldy, int m)
+{
+	if (be->ops->matmul_half == NULL)
+		return util_err(be->err, "matmul_half: not on backend '%s'", be->name);
+	if (bad_weight(be, "matmul_half", w) || bad_rows(be, "matmul_half", ldx, w->ne0, m) ||
+	    bad_rows(be, "matmul_half", ldy, w->ne1, m))
+		return -1;
+	return m ? be->ops->matmul_half(be, w, x, ldx, y, ldy, m) : 0;
+}
+
+int
+backend_has_matmul_half(const struct backend *be)
+{
+	return be->ops->matmul_half != NULL;
+}
+
+int
 backend_dconv(struct backend *be, const float *x, int m, int n, const float *dyn, int ldd,
     int K, int group, const float *base, float *y)
 {

@@ -694,6 +694,24 @@ int	backend_clamp(struct backend *, float *x, size_t n, float lo, float hi);
 int	backend_has_clamp(const struct backend *);
 
 /*
+ * backend_matmul_half: Y[m][ne1] = X[m][ne0] . W^T (times w->scale) as
+ * llama.cpp multiplies a half-precision weight: for a BF16 (F16) weight
+ * each activation is first rounded to BF16 (F16), to nearest, ties to
+ * even (ggml's conversion to the weight's vec_dot_type; lib/quant's
+ * quant_f32_to_bf16 / quant_f32_to_f16), and the products, exact in
+ * float, are summed in float.  Weights of any other type (F32 among
+ * them) as backend_matmul.  Gemma-4's vision towers' products: on CUDA
+ * these are tensor-core GEMMs on 16-bit operands (cublasGemmEx, fp32
+ * sums) for any m, so unlike backend_matmul a row's bits there depend
+ * on m; on the CPU row r depends on row r alone.  x is not changed.
+ * 0, or -1 with the reason (a backend without it: backend_has_matmul_half).
+ */
+int	backend_matmul_half(struct backend *, const struct backend_weight *w,
+	    const float *x, int ldx, float *y, int ldy, int m);
+/* 1 when the backend has backend_matmul_half (the CPU's and the CUDA backend's). */
+int	backend_has_matmul_half(const struct backend *);
+
+/*
  * DFlash2's grouped dynamic causal convolution over m rows of n channels
  * (rows n apart): y[t][c] = the sum over taps o < K, o <= t of
  * base[o][c] * x[t - o][c] and dyn[t][o][c / group] * x[t - o][c], in

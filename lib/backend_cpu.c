@@ -1860,6 +1860,7 @@ static const struct backend_ops cpu_ops = {
 	.swiglu_limit = backend_cpu_swiglu_limit, .head_gate = backend_cpu_head_gate,
 	.clamp = backend_cpu_clamp, .attn_hi = cpu_attn_hi, .mask = cpu_mask,
 	.dconv = cpu_dconv, .gdn_step_seqs = backend_cpu_gdn_step_seqs,
+	.matmul_half = backend_cpu_matmul_half,
 };
 
 static int

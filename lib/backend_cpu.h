@@ -172,6 +172,8 @@ int	backend_cpu_geglu(struct backend *, const float *, int, const float *, int, 
 int	backend_cpu_softcap(struct backend *, float *, size_t, float);
 int	backend_cpu_scale(struct backend *, float *, size_t, float);
 int	backend_cpu_clamp(struct backend *, float *, size_t, float, float);
+int	backend_cpu_matmul_half(struct backend *, const struct backend_weight *, const float *,
+	    int, float *, int, int);
 int	backend_cpu_moe_scale(struct backend *, float *, const int32_t *, int, int,
 	    const float *);
 

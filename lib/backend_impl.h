@@ -179,6 +179,9 @@ struct backend_ops {
 		    const struct backend_kv_seq *);
 	int	(*attention_seqs)(struct backend *, const struct backend_attn *, int,
 		    const struct backend_kv_seq *, const float *, int, int, float *);
+	/* optional, the vision towers' backend_matmul_half: NULL has none */
+	int	(*matmul_half)(struct backend *, const struct backend_weight *,
+		    const float *, int, float *, int, int);
 };
 
 struct backend {

@@ -51,7 +51,8 @@ struct vision {
 	struct backend_weight patch;	/* [n_embd][patch^2 * 3], HF's (py, px, c) order */
 	struct backend_weight pos;	/* [2 n_pos][n_embd]: x rows, then y rows */
 	struct backend_weight proj;	/* [n_embd_text][n_embd] */
-	float	*patch_host, *pos_host;	/* their float32 copies (NULL: in place) */
+	void	*patch_host;		/* a GGUF's, reordered (NULL: in place) */
+	float	*pos_host;		/* the tables in float32 */
 	float	*std_bias, *std_scale;	/* host [n_embd], NULL without */
 	struct vision_layer *layers;
 	char	err[UTIL_ERRLEN];
@@ -169,6 +170,7 @@ load_mat(struct vision *v, const char *gname, const char *hname, int64_t cols, i
 	if (backend_weight_init(v->be, w, t.type, cols, rows, t.data, 1.0f) != 0)
 		return util_err(v->err, "tensor '%s': %s", v->gg ? gname : hname,
 		    backend_errmsg(v->be));
+	v->hp.half |= t.type == QUANT_BF16 || t.type == QUANT_F16;
 	return 0;
 }
 
@@ -224,14 +226,17 @@ load_layer(struct vision *v, int il)
 }
 
 /* The patch embedding: HF's [n_embd][p p 3] as it is; a GGUF's conv kernel
- * [n_embd][3][p][p] back to (py, px, c) order, in float32. */
+ * [n_embd][3][p][p] back to (py, px, c) order: an F16 or BF16 kernel's
+ * values moved as they are (so its product stays a half one,
+ * backend_matmul_half), any other type's in float32. */
 static int
 load_patch(struct vision *v)
 {
 	const struct vision_hparams *hp = &v->hp;
-	int p = hp->patch, pd = p * p * 3;
+	int p = hp->patch, pd = p * p * 3, half;
+	size_t n = (size_t)hp->n_embd * pd, es;
 	struct vt t;
-	float *k;
+	char *k;
 
 	if (v->gg == NULL)
 		return load_mat(v, "", "model.vision_tower.patch_embedder.input_proj.weight", pd,
@@ -241,21 +246,27 @@ load_patch(struct vision *v)
 	if (t.ne[0] != p || t.ne[1] != p || t.ne[2] != 3 || t.ne[3] != hp->n_embd)
 		return util_err(v->err, "tensor 'v.patch_embd.weight': not [%d][3][%d][%d]",
 		    hp->n_embd, p, p);
-	if ((k = malloc((size_t)hp->n_embd * pd * sizeof *k)) == NULL ||
-	    (v->patch_host = malloc((size_t)hp->n_embd * pd * sizeof *k)) == NULL) {
+	half = t.type == QUANT_F16 || t.type == QUANT_BF16;
+	es = half ? 2 : sizeof(float);
+	if ((k = malloc(n * es)) == NULL || (v->patch_host = malloc(n * es)) == NULL) {
 		free(k);
 		return util_err(v->err, "out of memory");
 	}
-	if (vt_f32(v, &t, "v.patch_embd.weight", k, (int64_t)hp->n_embd * pd) != 0) {
+	if (half)
+		memcpy(k, t.data, n * es);
+	else if (vt_f32(v, &t, "v.patch_embd.weight", (float *)k, (int64_t)n) != 0) {
 		free(k);
 		return -1;
 	}
 	for (int o = 0; o < hp->n_embd; o++)
 		for (int c = 0; c < 3; c++)
 			for (int i = 0; i < p * p; i++)
-				v->patch_host[(size_t)o * pd + i * 3 + c] = k[((size_t)o * 3 + c) * p * p + i];
+				memcpy((char *)v->patch_host + ((size_t)o * pd + i * 3 + c) * es,
+				    k + (((size_t)o * 3 + c) * p * p + i) * es, es);
 	free(k);
-	if (backend_weight_init(v->be, &v->patch, 0, pd, hp->n_embd, v->patch_host, 1.0f) != 0)
+	v->hp.half |= half;
+	if (backend_weight_init(v->be, &v->patch, half ? t.type : QUANT_F32, pd, hp->n_embd,
+	    v->patch_host, 1.0f) != 0)
 		return util_err(v->err, "v.patch_embd.weight: %s", backend_errmsg(v->be));
 	return 0;
 }
@@ -506,10 +517,12 @@ vision_open(const char *path, struct backend *be, char *err)
 		return NULL;
 	}
 	v->be = be;
-	/* the tower's ops: full attention (hi), GELU-tanh gating, the clipped linears' clamp */
-	if (!backend_attn_hi(be) || !backend_gemma(be) || !backend_has_clamp(be)) {
+	/* the tower's ops: full attention (hi), GELU-tanh gating, the clipped linears'
+	 * clamp, products on half operands */
+	if (!backend_attn_hi(be) || !backend_gemma(be) || !backend_has_clamp(be) ||
+	    !backend_has_matmul_half(be)) {
 		util_err(err, "%s: backend '%s' lacks the vision tower's ops (attention rows that "
-		    "see later keys, Gemma-4's, clamp)", path, backend_name(be));
+		    "see later keys, Gemma-4's, clamp, half products)", path, backend_name(be));
 		free(v);
 		return NULL;
 	}
@@ -676,7 +689,7 @@ linear(struct vision *v, const struct vision_layer *L, int k, float *x, int ldx,
 	if ((c[0] != -FLT_MAX || c[1] != FLT_MAX) &&
 	    backend_clamp(v->be, x, (size_t)m * ldx, c[0], c[1]))
 		return fail(v);
-	if (backend_matmul(v->be, w, x, ldx, y, (int)w->ne1, m) ||
+	if (backend_matmul_half(v->be, w, x, ldx, y, (int)w->ne1, m) ||
 	    ((c[2] != -FLT_MAX || c[3] != FLT_MAX) && backend_clamp(v->be, y, n, c[2], c[3])))
 		return fail(v);
 	return 0;
@@ -774,8 +787,8 @@ embed(struct vision *v, const struct vision_image *img, struct vact *a)
 		a->px[r] = a->ix[r] = r % img->gw, a->py[r] = r / img->gw;
 		a->iy[r] = hp->n_pos + a->py[r], a->hi[r] = a->m - 1;
 	}
-	if (backend_write(be, a->h, in, n) || backend_matmul(be, &v->patch, a->h, (int)pd, a->x, ne,
-	    a->m) || backend_embed(be, &v->pos, a->ix, a->m, a->t, ne) ||
+	if (backend_write(be, a->h, in, n) || backend_matmul_half(be, &v->patch, a->h, (int)pd, a->x,
+	    ne, a->m) || backend_embed(be, &v->pos, a->ix, a->m, a->t, ne) ||
 	    backend_embed(be, &v->pos, a->iy, a->m, a->h, ne) ||
 	    backend_add(be, a->t, a->h, (size_t)a->m * ne) ||
 	    backend_add(be, a->x, a->t, (size_t)a->m * ne)) {
@@ -827,7 +840,7 @@ project(struct vision *v, const float *y, int n_tok, float *out)
 		util_err(v->err, "encode: out of memory");
 	else if (backend_write(be, d, y, (size_t)n_tok * ne) ||
 	    backend_rmsnorm(be, d, ne, NULL, d, ne, n_tok, ne, hp->eps) ||
-	    backend_matmul(be, &v->proj, d, ne, o, nt, n_tok) ||
+	    backend_matmul_half(be, &v->proj, d, ne, o, nt, n_tok) ||
 	    backend_read(be, out, o, (size_t)n_tok * nt))
 		fail(v);
 	else

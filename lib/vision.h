@@ -23,9 +23,21 @@
  * Clipped linears clamp their input and output to the checkpoint's bounds.
  * Every RMSNorm is x * (mean(x^2) + eps)^-1/2 * w.
  *
+ * Products (the patch embedding, the linears, the projection) follow
+ * llama.cpp's rule for a weight's type (backend_matmul_half): a matrix
+ * stored as BF16 (F16) multiplies activations rounded to BF16 (F16), the
+ * exact products summed in float32 (tensor cores on CUDA); F32 matrices
+ * multiply in float32 (and quantized ones as backend_matmul).  So a BF16
+ * tower differs from transformers run in float32 by that rounding of the
+ * activations (2^-9 relative at most), as llama.cpp's does; an F32 tower
+ * (t/data/gemma4/g4-vision's) does not.
+ *
  * Differences from llama.cpp's gemma4v that we do not follow (we follow
  * transformers): its FFN is GELU-quick unless the file sets clip.use_gelu
- * (the converter does not); its image preprocessing (lib/image).
+ * (the converter does not); its image preprocessing (lib/image).  And on
+ * CUDA its cuBLAS path sums F16 products in F16 (CUBLAS_COMPUTE_16F, F16
+ * out, unless the op asks for F32 precision; BF16 in fp32): our F16
+ * products sum in float on every backend, as ggml's CPU does.
  */
 #ifndef MEMRA_VISION_H
 #define MEMRA_VISION_H
@@ -52,6 +64,8 @@ struct vision_hparams {
 				 * "vision"; an mmproj GGUF: llama.cpp's rule, every
 				 * text width but E2B's 1536 and E4B's 2560) */
 	int	gguf;		/* 1: read from an mmproj GGUF */
+	int	half;		/* 1: some matrices are BF16 or F16, so their
+				 * products take activations rounded to it */
 };
 
 struct vision;

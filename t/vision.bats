@@ -106,6 +106,35 @@ sys.exit(0 if rel.max() <= 1e-4 and ours[-1].argmax() == r["greedy"][0] else 1)'
 	cmp "$BATS_TEST_TMPDIR/hf" "$BATS_TEST_TMPDIR/gguf"
 }
 
+# The fixture's tower in BF16 and F16 (mmproj-bf16.gguf, mmproj-f16.gguf: mmproj-f32.gguf through
+# quant-nvfp4, tools/make-gemma4-vision-half.sh).  Their products follow llama.cpp's rule
+# (lib/vision.h): activations rounded to the weight's type, fp32 sums.  Against the same
+# weights held as F32 (quant-nvfp4 --type F32 of them: the same values, fp32 products) the soft
+# tokens move by that rounding (BF16 8.7e-3, F16 1.4e-3 of 1 + |x| at most on these images:
+# far past float order, 1e-7, and inside 2e-2 / 5e-3).  No transformers reference holds a half
+# tower: rounding the weights alone moves this tiny random model's logits by 0.48 of the row's
+# largest (BF16), the activations' rounding by 0.57 more, so only the F32 tower is held to 1e-4.
+@test "BF16 and F16 towers: activations rounded at each product (soft tokens off the same weights in F32 by that rounding), the same bits on 1 and 2 threads" {
+	need_py numpy
+	VL=$TOP/build/t/tools/vision-logits
+	P=$BATS_TEST_TMPDIR
+	for t in bf16:2e-2 f16:5e-3; do
+		f=$V/mmproj-${t%%:*}.gguf
+		quant-nvfp4 --type F32 "$f" "$P/f32.gguf"
+		"$VL" -e -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$f" "$P/h" $(refs_ids)
+		"$VL" -e -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$P/f32.gguf" \
+		    "$P/s" $(refs_ids)
+		run -0 python3 -c 'import numpy as np,sys
+h=np.fromfile(sys.argv[1],dtype=np.float32); s=np.fromfile(sys.argv[2],dtype=np.float32)
+d=(np.abs(h-s)/(1+np.abs(s))).max(); print("soft tokens %d, max difference %.2e" % (h.size, d))
+sys.exit(0 if h.size == 123*32 and np.isfinite(h).all() and 1e-4 < d <= float(sys.argv[3]) else 1)' \
+		    "$P/h" "$P/s" "${t#*:}"
+		"$VL" -t 1 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$f" "$P/l1" $(refs_ids)
+		"$VL" -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$f" "$P/l2" $(refs_ids)
+		cmp "$P/l1" "$P/l2"
+	done
+}
+
 @test "our decoding and preprocessing of the original files give transformers' pixels: the same logits" {
 	VL=$TOP/build/t/tools/vision-logits
 	"$VL" -t 2 -m 70 -i "$V/images/a.hf.png" -i "$V/images/b.hf.png" "$V" "$V" \

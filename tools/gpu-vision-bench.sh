@@ -22,7 +22,11 @@
 # (the commit the rows name), GPU_VISION_PROF=1 (then the tower's encoding of
 # the first scenario's image profiled kernel by kernel, build/t/tools/model-bench
 # -V WxH -P, into vision-prof.txt, its eight costliest kernels in the summary;
-# a GPU's only).
+# a GPU's only).  The BF16 tower's products run on tensor cores (lib/vision.h,
+# backend_matmul_half: x rounded to BF16, cublasGemmEx, fp32 sums; the profile's
+# "matmul_half round" and "cublas bf16 gemm"); before that change they were fp32
+# cuBLAS SGEMM ("cublas sgemm"), 0.37 s for a 768x768 image on the 31b shape
+# on an H100 (issue 32), so rows from before it are another numerics' timing.
 # Each arm is one run-gen --jsonl process given the same request twice, -n 1:
 # the first warms the device (kernels, the allocator), the second is timed
 # (its ttft_s).  A: token ids only; B: the same ids but for a <|image|> marker

@@ -1,13 +1,15 @@
 /*
  * vision-logits: the logits of every position of a prompt with images, for the tests
  * that compare them with transformers (t/vision.bats).
- *   vision-logits [-t threads] [-s] [-m MAX_TOKENS] -i IMAGE [-i IMAGE ...] MODEL VISION OUT ID...
+ *   vision-logits [-t threads] [-s] [-e] [-m MAX_TOKENS] -i IMAGE [-i IMAGE ...] MODEL VISION OUT ID...
  * IDs are the prompt as the model sees it, each image as <|image> N x <|image|>
  * <image|>; the images (PNG or JPEG files, decoded and preprocessed by lib/image) are
  * encoded by the tower VISION (an HF checkpoint directory or an mmproj GGUF) and must
  * give those N soft tokens.  One prefill forward (-s: the text rows one at a time and
  * each image in one forward, as a token-by-token decode runs); writes
- * [n_ids][n_vocab] float32 to OUT ('-' is stdout).  Exit 0, 1 on a failure, 2 on misuse.
+ * [n_ids][n_vocab] float32 to OUT ('-' is stdout); -e: the images' soft tokens instead,
+ * [rows][n_embd_text] float32 in prompt order, no forward.  Exit 0, 1 on a failure, 2 on
+ * misuse.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -67,11 +69,11 @@ main(int argc, char *argv[])
 {
 	const char *imgs[MAX_IMAGES];
 	char err[UTIL_ERRLEN];
-	int ch, nt = 0, n_img = 0, steps = 0, max = 0;
+	int ch, nt = 0, n_img = 0, steps = 0, max = 0, soft = 0;
 	int64_t v;
 
 	prog = base_name(argv[0]);
-	while ((ch = getopt(argc, argv, "t:si:m:")) != -1) {
+	while ((ch = getopt(argc, argv, "t:sei:m:")) != -1) {
 		switch (ch) {
 		case 't': case 'm':
 			if (util_parse_i64(optarg, 0, 4096, &v) != 0)
@@ -79,17 +81,18 @@ main(int argc, char *argv[])
 			*(ch == 't' ? &nt : &max) = (int)v;
 			break;
 		case 's': steps = 1; break;
+		case 'e': soft = 1; break;
 		case 'i':
 			if (n_img == MAX_IMAGES)
 				die(2, "more than %d images", MAX_IMAGES);
 			imgs[n_img++] = optarg;
 			break;
-		default: die(2, "usage: vision-logits [-t N] [-s] [-m MAX] -i IMAGE... MODEL VISION OUT ID...");
+		default: die(2, "usage: vision-logits [-t N] [-s] [-e] [-m MAX] -i IMAGE... MODEL VISION OUT ID...");
 		}
 	}
 	argc -= optind, argv += optind;
 	if (argc < 4)
-		die(2, "usage: vision-logits [-t N] [-s] [-m MAX] -i IMAGE... MODEL VISION OUT ID...");
+		die(2, "usage: vision-logits [-t N] [-s] [-e] [-m MAX] -i IMAGE... MODEL VISION OUT ID...");
 	int n = argc - 3;
 	int32_t *ids = malloc(n * sizeof *ids), *mk = malloc(n * sizeof *mk), *ex = NULL;
 	for (int i = 0; i < n; i++) {
@@ -126,10 +129,12 @@ main(int argc, char *argv[])
 	struct state *st = model_state_new(md, n + 1, 0, err);
 	if (lg == NULL || st == NULL)
 		die(1, "%s", err);
-	if (forward(md, st, &vp, ids, n, steps, lg) != 0)
+	if (!soft && forward(md, st, &vp, ids, n, steps, lg) != 0)
 		die(1, "%s", model_errmsg(md));
+	const float *out = soft ? vp.x : lg;
+	size_t no = soft ? (size_t)vp.n_rows * vp.nt : n * nv;
 	FILE *fp = strcmp(argv[2], "-") == 0 ? stdout : fopen(argv[2], "wb");
-	if (fp == NULL || fwrite(lg, sizeof *lg, n * nv, fp) != n * nv || fflush(fp) != 0)
+	if (fp == NULL || fwrite(out, sizeof *out, no, fp) != no || fflush(fp) != 0)
 		die(1, "%s: write failed", argv[2]);
 	if (fp != stdout)
 		fclose(fp);

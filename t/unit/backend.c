@@ -2015,25 +2015,144 @@ TEST(clamp_and_attn_hi_are_separate_ops)
 
 /*
  * The vision tower opens on a backend by its ops, not its name: on the
- * CPU's table, and not on one without clamp, attn_hi or Gemma-4's geglu
- * (each refused with the reason).
+ * CPU's table, and not on one without clamp, attn_hi, Gemma-4's geglu or
+ * the half products (each refused with the reason).  vision_hparams.half
+ * says whether a matrix is BF16 / F16: not in g4-vision's F32 tower, in its
+ * mmproj-bf16.gguf and mmproj-f16.gguf.
  */
 TEST(vision_tower_opens_on_a_backend_with_its_ops_only)
 {
 	static const char *const fx = "t/data/gemma4/g4-vision";
-	struct backend_ops ops[3] = { *be1->ops, *be1->ops, *be1->ops };
+	struct backend_ops ops[4] = { *be1->ops, *be1->ops, *be1->ops, *be1->ops };
 	struct backend b = *be1;
 	struct vision *v;
 	char err[UTIL_ERRLEN];
 
 	CHECK((v = vision_open(fx, be1, err)) != NULL);
+	CHECK(vision_hparams(v)->half == 0);	/* F32: no half products */
 	vision_close(v);
+	for (int i = 0; i < 2; i++) {		/* its BF16 and F16 renditions */
+		char f[128];
+		snprintf(f, sizeof f, "%s/mmproj-%s.gguf", fx, i ? "f16" : "bf16");
+		CHECK((v = vision_open(f, be1, err)) != NULL);
+		CHECK(v != NULL && vision_hparams(v)->half == 1);
+		vision_close(v);
+	}
 	ops[0].clamp = NULL, ops[1].attn_hi = NULL, ops[2].geglu = NULL;
-	for (int i = 0; i < 3; i++) {
+	ops[3].matmul_half = NULL;
+	for (int i = 0; i < 4; i++) {
 		b.ops = &ops[i];
 		CHECK(vision_open(fx, &b, err) == NULL);
 		CHECK(strstr(err, "lacks the vision tower's ops") != NULL);
 	}
+}
+
+/*
+ * backend_matmul_half, llama.cpp's product of a half weight: the
+ * activations rounded to the weight's type (nearest, ties to even) first.
+ * With a weight of ones, one row is the sum of x as rounded: 1 + 2^-9
+ * rounds to 1 in BF16 (below half an ulp), 1 + 2^-8 (a tie) to the even
+ * 1, 1 + 3 * 2^-8 (a tie) to the even 1 + 2^-6; in F16 1 + 2^-12 to 1
+ * and 1 + 3 * 2^-11 to 1 + 2^-9.  Random rows: the double sum of the
+ * rounded operands within float order (1e-6 of sum |w x|), x untouched,
+ * rows ldx / ldy apart, every thread count and the portable path bit for
+ * bit, each row's bits its own; F32 weights: backend_matmul's bits.  A
+ * backend without the op refuses it by name.
+ */
+static void
+half_ones(int type, const float *xv, int n, double want)
+{
+	uint16_t one[4];
+	float y = 0;
+	struct backend_weight w;
+
+	for (int i = 0; i < 4; i++)
+		one[i] = type == QUANT_BF16 ? quant_f32_to_bf16(1.0f) : quant_f32_to_f16(1.0f);
+	CHECK(backend_weight_init(be1, &w, type, n, 1, one, 1) == 0);
+	CHECK(backend_matmul_half(be1, &w, xv, n, &y, 1, 1) == 0);
+	if ((double)y != want)
+		FAILF("%s: sum of the rounded row %.9g, want %.9g", quant_name(type), y, want);
+	backend_weight_release(be1, &w);
+}
+
+static void
+half_random(int type, int ne0, int ne1, int m)
+{
+	struct wbuf wb = make_weight(type, ne0, ne1);
+	int ldx = ne0 + 3, ldy = ne1 + 5;
+	float *x = rnd((size_t)m * ldx, 1), *x0 = dup(x, (size_t)m * ldx);
+	float *xr = malloc((size_t)m * ne0 * sizeof *xr), *y[3], *y1 = malloc(ne1 * 4);
+	double *ref = malloc((size_t)m * ne1 * sizeof *ref), *mag = malloc((size_t)m * ne1 * 8);
+	struct backend *bs[] = { be1, be3, bes };
+	struct backend_weight w[3];
+
+	for (int r = 0; r < m; r++)
+		for (int i = 0; i < ne0; i++) {
+			float v = x[(size_t)r * ldx + i];
+			xr[(size_t)r * ne0 + i] = type == QUANT_BF16 ? quant_bf16_to_f32(quant_f32_to_bf16(v)) :
+			    type == QUANT_F16 ? quant_f16_to_f32(quant_f32_to_f16(v)) : v;
+		}
+	ref_matmul(wb.deq, xr, ne0, ne1, m, 1, ref);
+	for (int r = 0; r < m; r++)
+		for (int j = 0; j < ne1; j++) {
+			double a = 0;
+			for (int i = 0; i < ne0; i++)
+				a += fabs((double)wb.deq[(size_t)j * ne0 + i] * xr[(size_t)r * ne0 + i]);
+			mag[(size_t)r * ne1 + j] = a + 1e-30;
+		}
+	for (int b = 0; b < 3; b++) {
+		int bad = 0;
+
+		y[b] = malloc((size_t)m * ldy * 4);
+		CHECK(backend_weight_init(bs[b], &w[b], type, ne0, ne1, wb.data, 1) == 0);
+		CHECK(backend_matmul_half(bs[b], &w[b], x, ldx, y[b], ldy, m) == 0);
+		CHECK(same(x, x0, (size_t)m * ldx));
+		for (int r = 0; r < m; r++)
+			for (int j = 0; j < ne1; j++)
+				if (!(fabs(y[b][(size_t)r * ldy + j] - ref[(size_t)r * ne1 + j]) <=
+				    1e-6 * mag[(size_t)r * ne1 + j]) && bad++ == 0)
+					FAILF("%s %dx%d on %s: [%d][%d] %.9g, want %.9g", quant_name(type),
+					    ne1, ne0, backend_name(bs[b]), r, j, y[b][(size_t)r * ldy + j],
+					    ref[(size_t)r * ne1 + j]);
+	}
+	for (int r = 0; r < m; r++) {
+		CHECK(same(y[0] + (size_t)r * ldy, y[1] + (size_t)r * ldy, ne1));
+		CHECK(backend_matmul_half(be1, &w[0], x + (size_t)r * ldx, ldx, y1, ne1, 1) == 0);
+		CHECK(same(y1, y[0] + (size_t)r * ldy, ne1));
+	}
+	if (type == QUANT_F32) {	/* backend_matmul's bits */
+		CHECK(backend_matmul(be1, &w[0], x, ldx, y[1], ldy, m) == 0);
+		for (int r = 0; r < m; r++)
+			CHECK(same(y[0] + (size_t)r * ldy, y[1] + (size_t)r * ldy, ne1));
+	}
+	for (int b = 0; b < 3; b++)
+		backend_weight_release(bs[b], &w[b]), free(y[b]);
+	free_weight(&wb);
+	free(x), free(x0), free(xr), free(y1), free(ref), free(mag);
+}
+
+TEST(matmul_half_rounds_activations_to_the_weights_type)
+{
+	const float b[4] = { 1.0f + 0x1p-9f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.0f };
+	const float h[4] = { 1.0f + 0x1p-12f, 1.0f + 3 * 0x1p-11f, 0.5f, 0.25f };
+	struct backend_ops none = *be1->ops;
+	struct backend nb = *be1;
+	struct backend_weight w;
+	float one = 1.0f, y;
+
+	half_ones(QUANT_BF16, b, 4, 1.0 + 1.0 + (1.0 + 0x1p-6) - 2.0);
+	half_ones(QUANT_F16, h, 4, 1.0 + (1.0 + 0x1p-9) + 0.5 + 0.25);
+	half_random(QUANT_BF16, 200, 37, 19);
+	half_random(QUANT_F16, 200, 37, 19);
+	half_random(QUANT_BF16, 4304 / 8, 9, 5);	/* rows of a multiple of 16, not 32 */
+	half_random(QUANT_F32, 96, 17, 4);
+	CHECK(backend_has_matmul_half(be1) == 1);
+	none.matmul_half = NULL, nb.ops = &none;
+	CHECK(backend_has_matmul_half(&nb) == 0);
+	CHECK(backend_weight_init(be1, &w, QUANT_F32, 1, 1, &one, 1) == 0);
+	CHECK(backend_matmul_half(&nb, &w, &one, 1, &y, 1, 1) == -1);
+	CHECK(strstr(backend_errmsg(&nb), "matmul_half: not on backend") != NULL);
+	backend_weight_release(be1, &w);
 }
 
 /* Proportional RoPE: pairs (j, j + hs/2) at theta^(-2j/hs) for j < n_rot/2, the rest untouched. */
@@ -2402,6 +2521,7 @@ main(void)
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
 	RUN(vision_tower_opens_on_a_backend_with_its_ops_only);
+	RUN(matmul_half_rounds_activations_to_the_weights_type);
 	RUN(proportional_rope_turns_the_first_pairs_over_the_whole_head);
 	RUN(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased);
 	RUN(swiglu_limit_clamps_the_gate_above_and_up_both_ways);
