@@ -577,14 +577,37 @@ vision_errmsg(const struct vision *v)
 
 /* --- images --- */
 
+/*
+ * 0 when img, fit to vi->rw x vi->rh for budget soft tokens, has a patch
+ * grid the position tables hold (each side at most n_pos); else -1 with
+ * the sizes and the budget in err.  A side past them has no learned
+ * position: transformers' Gemma4VisionPatchEmbedder looks the index up
+ * with F.embedding, which raises IndexError, and llama.cpp's gemma4v
+ * ggml_get_rows asserts on the CPU; so the image is refused before the
+ * resize.  (A tower's own tables hold 10240 a side, past the 3 x 1120 a
+ * budget of 1120 can ask; g4-vision's 224 hold its budget of 70's 210.)
+ */
+static int
+fits_tables(const struct vision *v, const struct image *img, const struct vision_image *vi,
+    int budget, char *err)
+{
+	const struct vision_hparams *hp = &v->hp;
+	int gw = vi->rw / hp->patch, gh = vi->rh / hp->patch;
+
+	if (gw <= hp->n_pos && gh <= hp->n_pos)
+		return 0;
+	return util_err(err, "image of %dx%d: %dx%d for %d soft tokens is %dx%d patches, past "
+	    "the tower's %d positions a side", img->w, img->h, vi->rw, vi->rh, budget, gw, gh,
+	    hp->n_pos);
+}
+
 int
 vision_prepare(const struct vision *v, const void *buf, size_t n,
     const struct image_limits *lim, int max_tokens, struct vision_image *vi, char *err)
 {
 	const struct vision_hparams *hp = &v->hp;
 	struct image img, rs;
-	int p = hp->patch;
-
+	int p = hp->patch, budget = max_tokens > 0 ? max_tokens : hp->max_tokens;
 	struct sha256 h;
 
 	memset(vi, 0, sizeof *vi);
@@ -594,8 +617,9 @@ vision_prepare(const struct vision *v, const void *buf, size_t n,
 	sha256_update(&h, buf, n);
 	sha256_final(&h, vi->sha256);
 	vi->w = img.w, vi->h = img.h;
-	if (image_fit(img.w, img.h, p, hp->pool, max_tokens > 0 ? max_tokens : hp->max_tokens,
-	    &vi->rw, &vi->rh, err) != 0 || image_resize(&img, vi->rw, vi->rh, &rs, err) != 0) {
+	if (image_fit(img.w, img.h, p, hp->pool, budget, &vi->rw, &vi->rh, err) != 0 ||
+	    fits_tables(v, &img, vi, budget, err) != 0 ||
+	    image_resize(&img, vi->rw, vi->rh, &rs, err) != 0) {
 		image_free(&img);
 		return -1;
 	}

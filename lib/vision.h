@@ -107,7 +107,10 @@ struct vision_image {
  * Decode n bytes of a PNG or JPEG (lim: image_decode's), fit them to the
  * tower's budget (max_tokens 0: hp->max_tokens) and make the patches; the
  * bytes' SHA-256 into img->sha256.
- * 0, or -1 with the reason in err; vision_image_free frees.
+ * 0, or -1 with the reason in err (UTIL_ERRLEN): a bad file, a size past
+ * lim, a patch grid with a side past the position tables (hp->n_pos: as
+ * transformers, which fails there, no position is made up);
+ * vision_image_free frees.
  */
 int	vision_prepare(const struct vision *, const void *buf, size_t n,
 	    const struct image_limits *lim, int max_tokens, struct vision_image *img,

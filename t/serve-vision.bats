@@ -354,6 +354,19 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 	same "$(want 6 "What is this?" "$V/images/a.png")" "$output"
 }
 
+@test "an image whose patch grid passes the tower's position tables is a 400 naming the part; the server goes on" {
+	need_py openai
+	# an mmproj GGUF's budget of 280: wide.png (400x9) is 333x6 patches, the tables hold 224
+	start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_GEMMA_MMPROJ="$V/mmproj-f32.gguf"
+	run -0 $SV "$URL" chat g 4 "@$V/images/a.png" "@$V/images/wide.png" hi
+	[ "$output" = "error 400 'messages[0].content[1]': image of 400x9: 1332x24 for 280 soft tokens is 333x6 patches, past the tower's 224 positions a side" ]
+	run -0 $SV "$URL" chat g 4 "@$V/images/a.png" "What is this?"
+	[[ $output != error* ]]
+	run-gen -t 2 -n 4 --ids --mmproj "$V/mmproj-f32.gguf" --image "$V/images/a.png" "$V" \
+	    "What is this?" 2>"$P/err" >/dev/null
+	[ "$(jq .prompt_tokens <<<"$output")" = "$(sed -n 's/^prompt tokens=\([0-9]*\) .*/\1/p' "$P/err")" ]
+}
+
 @test "without MEMRA_GEMMA_VISION an image part is a 400 that says so" {
 	need_py openai
 	start_serve MEMRA_MODELS="g=$V"

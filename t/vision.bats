@@ -223,6 +223,55 @@ What is this?<turn|>
 	[[ $stderr == "run-gen: $DATA/gemma4/g4-dense: config.json has no vision_config" ]]
 }
 
+# hf_fit W H PATCH BUDGET: transformers' Gemma-4 image processor's resized size and patch
+# grid for a W x H image (pooling 3): "RW RH GW GH", its size rule in Python
+hf_fit() {
+	python3 -c 'import math,sys
+w,h,p,b=map(int,sys.argv[1:5]); s=3*p; f=math.sqrt(b*9*p*p/(h*w))
+th=math.floor(f*h/s)*s; tw=math.floor(f*w/s)*s
+if th==0: th,tw=s,min(math.floor(w/h)*s,b*s)
+elif tw==0: tw,th=s,min(math.floor(h/w)*s,b*s)
+print(tw,th,tw//p,th//p)' "$@"
+}
+
+# The fixture's position tables hold 224 positions a side (config.json's
+# position_embedding_size): its own budget of 70 asks at most 3 x 70 = 210, but at 280 (an
+# mmproj GGUF's default) wide.png (400x9) is a grid of 333x6 patches.  transformers looks
+# each column up in its table with F.embedding, which raises IndexError past it; memra
+# refuses the image when it prepares it, naming the file, the sizes and the budget, and
+# never makes a position up (no soft tokens from rows past the table).
+@test "an image whose patch grid passes the position tables is refused by name, as transformers fails there; within them it runs" {
+	python3 -c 'import struct,sys,zlib
+w,h=9,400
+raw=b"".join(b"\0"+bytes((x*37+y*11)%256 for x in range(3*w)) for y in range(h))
+def chunk(t,d): return struct.pack(">I",len(d))+t+d+struct.pack(">I",zlib.crc32(t+d))
+open(sys.argv[1],"wb").write(b"\x89PNG\r\n\x1a\n"+chunk(b"IHDR",struct.pack(">IIBBBBB",w,h,8,2,0,0,0))+
+    chunk(b"IDAT",zlib.compress(raw))+chunk(b"IEND",b""))' "$BATS_TEST_TMPDIR/tall.png"
+	n_pos=$(jq .vision_config.position_embedding_size "$V/config.json")
+	p=$(jq .vision_config.patch_size "$V/config.json")
+	for img in "$V/images/wide.png" "$BATS_TEST_TMPDIR/tall.png"; do
+		read -r w h < <(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(24); print(*struct.unpack(">II", d[16:24]))' "$img")
+		read -r rw rh gw gh < <(hf_fit "$w" "$h" "$p" 280)
+		[ $((gw > gh ? gw : gh)) -gt "$n_pos" ]
+		why="image of ${w}x$h: ${rw}x$rh for 280 soft tokens is ${gw}x$gh patches, past the tower's $n_pos positions a side"
+		for t in "--image-tokens 280" "--mmproj $V/mmproj-f32.gguf" "--mmproj $V/mmproj-bf16.gguf" \
+		    "--mmproj $V/mmproj-f16.gguf"; do
+			# shellcheck disable=SC2086
+			run -1 --separate-stderr run-gen -t 2 -n 2 --ids $t --image "$img" "$V" "What is this?"
+			[ "${stderr##*$'\n'}" = "run-gen: $img: $why" ]
+			[[ $stderr != *"[vision] $img:"* ]]	# not taken as prepared
+		done
+		# the fixture's budget: every side within the tables, the gate MATCH
+		read -r rw rh gw gh < <(hf_fit "$w" "$h" "$p" 70)
+		for t in "" "--mmproj $V/mmproj-f32.gguf --image-tokens 70"; do
+			# shellcheck disable=SC2086
+			run -0 --separate-stderr run-gen -t 2 -n 2 --ids $t --image "$img" "$V" "What is this?"
+			[[ $stderr == *"[vision] $img: ${w}x$h -> ${rw}x$rh, $((gw * gh / 9)) soft tokens"* ]]
+			[[ $stderr == *"MATCH"* ]]
+		done
+	done
+}
+
 # bats test_tags=gpu
 @test "run-gen --image on cuda: the tower on the model's backend, the CPU's ids, the gate MATCH" {
 	run -0 --separate-stderr run-gen -t 2 --device cpu --jsonl --image "$V/images/a.png" \
