@@ -203,6 +203,10 @@ void   *gpu_scratch_gemm(struct gpu *g, size_t n);
  * all of them when w is NULL).
  */
 uint16_t *gpu_bf16_operands(struct gpu *g, int64_t n, int64_t rows, int64_t ne0, uint16_t **wb);
+/* mmq.cu: dst = the n floats (even) at src rounded to f16 (f16 1) or bf16,
+ * nearest, ties to even, queued; what names the launch. */
+int	gpu_half_of(struct gpu *g, int f16, const float *src, int64_t n, uint16_t *dst,
+	    const char *what);
 /* matvec.cu: y[0..n) *= *s (a weight's scale), queued (the fp32 and bf16 GEMMs'). */
 int	gpu_scale(struct gpu *g, float *y, int64_t n, const float *s);
 int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,

@@ -1019,20 +1019,6 @@ gpu_scale(struct gpu *g, float *y, int64_t n, const float *s)
 	return 0;
 }
 
-/* xb = bf16(x) (nearest, ties to even), a thread 2 values. */
-__global__ void
-k_bf16_of(const float *__restrict__ x, int64_t n2, uint16_t *__restrict__ xb)
-{
-	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-
-	pdl_enter();
-	if (i < n2) {
-		float2 v = ((const float2 *)x)[i];
-		__nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
-		((unsigned *)xb)[i] = *(const unsigned *)&b;
-	}
-}
-
 extern "C" int
 gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
     const float *d_x, int64_t n, float *d_y, const float *d_scale)
@@ -1069,11 +1055,8 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		/* quantized weights: bf16 operands on tensor cores (the CPU
 		 * rounds x to int8 for these, coarser) */
 		uint16_t *wb, *xb = gpu_bf16_operands(g, n, rows, ne0, &wb);
-		int64_t n2 = n * ne0 / 2;
-		if (xb == NULL)
+		if (xb == NULL || gpu_half_of(g, 0, d_x, n * ne0, xb, "matmul bf16 x") != 0)
 			return -1;
-		gpu_launch(g, k_bf16_of, (unsigned)((n2 + 255) / 256), 256, 0, d_x, n2, xb);
-		GPU_LAUNCHED(g, "matmul bf16 x");
 		return gpu_gemm_bf16(g, t, d_w, rowbytes, rows, ne0, xb, wb, n, d_y, d_scale);
 	}
 	tile = ((int64_t)64 << 20) / (ne0 * 4);	/* 256 MiB of fp32 weights */

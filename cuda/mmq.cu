@@ -867,9 +867,11 @@ k_half_of(const float *__restrict__ src, int64_t n2, unsigned *__restrict__ dst)
 	}
 }
 
-/* n floats (even) at src rounded into dst, queued. */
-static int
-half_of(struct gpu *g, int f16, const float *src, int64_t n, uint16_t *dst)
+/* n floats (even) at src rounded to f16 (f16 1) or bf16 into dst, queued;
+ * what names the launch (profiles, errors).  gpu_matmul's bf16 operands
+ * (cuda/matvec.cu) too. */
+int
+gpu_half_of(struct gpu *g, int f16, const float *src, int64_t n, uint16_t *dst, const char *what)
 {
 	int64_t n2 = n / 2;
 	unsigned blocks = (unsigned)((n2 + 255) / 256);
@@ -878,7 +880,7 @@ half_of(struct gpu *g, int f16, const float *src, int64_t n, uint16_t *dst)
 		gpu_launch(g, k_half_of<1>, blocks, 256, 0, src, n2, (unsigned *)dst);
 	else
 		gpu_launch(g, k_half_of<0>, blocks, 256, 0, src, n2, (unsigned *)dst);
-	GPU_LAUNCHED(g, "matmul_half round");
+	GPU_LAUNCHED(g, what);
 	return 0;
 }
 
@@ -896,8 +898,8 @@ half_gemm(struct gpu *g, int t, int ht, const void *d_w, int64_t rows, int64_t n
 		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
 		const uint16_t *a = t == ht ? (const uint16_t *)d_w + (size_t)r0 * ne0 : wb;
 		/* F32 rows hold values of ht (their weight's own): exact in it */
-		if (t != ht && (rc = half_of(g, ht == MH_F16, (const float *)d_w +
-		    (size_t)r0 * ne0, nr * ne0, wb)) != 0)
+		if (t != ht && (rc = gpu_half_of(g, ht == MH_F16, (const float *)d_w +
+		    (size_t)r0 * ne0, nr * ne0, wb, "matmul_half round")) != 0)
 			break;
 		cublasStatus_t st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n,
 		    (int)ne0, &one, a, dt, (int)ne0, xb, dt, (int)ne0, &zero, d_y + r0, CUDA_R_32F,
@@ -929,7 +931,7 @@ gpu_matmul_half(struct gpu *g, int t, int ht, const void *d_w, int64_t rows, int
 	if ((p = (uint8_t *)gpu_scratch_gemm(g, xbytes + (t == ht ? 0 :
 	    (size_t)tile * ne0 * 2))) == NULL)
 		return -1;	/* (its message) */
-	if (half_of(g, ht == MH_F16, d_x, n * ne0, (uint16_t *)p) != 0 ||
+	if (gpu_half_of(g, ht == MH_F16, d_x, n * ne0, (uint16_t *)p, "matmul_half round") != 0 ||
 	    half_gemm(g, t, ht, d_w, rows, ne0, (const uint16_t *)p, (uint16_t *)(p + xbytes), tile,
 	    n, d_y) != 0)
 		return -1;
