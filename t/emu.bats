@@ -4,7 +4,7 @@ bats_require_minimum_version 1.5.0
 # to its verdict line.  Three compile the kernels' own text (attn-prefill,
 # gdn-chunk: the .cuh files cuda/ includes; gdn-step: the kernels cut out of
 # cuda/backend_cuda.cu by awk), so a change there that breaks their indexing,
-# masks or bit-for-bit properties fails here.  The other six (matvec-*, mmq,
+# masks or bit-for-bit properties fails here.  The other seven (matvec-*, mmq,
 # norm-q8) replay the kernels by hand in C and compare with lib/quant: they
 # fail when lib/quant moves, not when cuda/ does (keep them in step by hand).
 setup() {
@@ -101,6 +101,24 @@ emu_cc() {
 		emu_run "$D/matvec-qk-emu" "$lanes"
 		[[ $output != *FAIL* ]]
 		[[ ${lines[-1]} =~ ^ALL\ OK\ \([1-9][0-9]*\ quantizations\ compared\)$ ]]
+	done
+}
+
+@test "matvec-qkt-emu: k_mvkt gives k_mvk's bits at 4 and 8 lanes, and each perturbed model fails" {
+	need_cc
+	emu_cc matvec-qkt-emu -O2
+	for lanes in 4 8; do
+		emu_run "$D/matvec-qkt-emu" "$lanes"
+		[[ $output != *FAIL* ]]
+		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
+	done
+	for p in 1 2 3 4; do
+		run -1 "$D/matvec-qkt-emu" 4 -p "$p"
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+	done
+	for p in 1 2 3; do
+		run -1 "$D/matvec-qkt-emu" 8 -p "$p"
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 	done
 }
 
