@@ -81,6 +81,7 @@ gpu_open(int dev, char *err, size_t errlen)
 	g->mv_chunk = 2560;
 	g->step_rows = GPU_MATVEC_MAX_ROWS;
 	g->moe_group = GPU_MOE_GROUP_AUTO;
+	g->qkt = GPU_QKT_OFF;
 	g->mv_unroll = 1;
 	if (gpu_init(g, dev) != 0) {
 		snprintf(err, errlen, "%s", g->err);

@@ -210,6 +210,20 @@ int	gpu_qk_lanes(int t);
 int	gpu_tune_qk(struct gpu *g, int lanes);
 
 /*
+ * Benchmark and check seam for the Q4_K and Q5_K products of
+ * gpu_matvec_q8 up to the step rows: GPU_QKT_OFF (the default: the
+ * CUDA-core kernel, 16 input rows a launch), GPU_QKT_ON (the tensor-core
+ * kernel of cuda/matvec_qkt.cuh for every m, up to 32 input rows a
+ * launch) or GPU_QKT_AUTO (the tensor-core kernel from 12 input rows, and
+ * up to 32 a launch past 16).  All three give the same bits (the
+ * tensor-core kernel reproduces the CUDA-core one at the lanes gpu_tune_qk
+ * picks, 4 or 8).  Q6_K, IQ4_XS and the experts' products as they are.  A
+ * graph recorded before a change is stale.
+ */
+enum { GPU_QKT_OFF = 0, GPU_QKT_ON = 1, GPU_QKT_AUTO = 2 };
+int	gpu_tune_qkt(struct gpu *g, int how);
+
+/*
  * Benchmark and check seam for the Q8_0, NVFP4, Q4_1 and Q5_1 products of
  * gpu_matvec_q8 (n <= 16): GPU_MV8_AUTO (the default: weights staged
  * through shared memory where that was measured faster, else read in

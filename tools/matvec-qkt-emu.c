@@ -277,22 +277,21 @@ static int sc6(const uint8_t *blk, int s, int mins)
 	return (int)(v >> 8 * (s & 3) & 0xFF);
 }
 
-/* the chains' float steps: acc += (d dy) is - (dmin dy) ms; is, ms zeroed */
+/* chain ci's float step: acc += (d dy) is - (dmin dy) ms; is, ms zeroed */
 static void fstep(int is[32][4][4], int ms[32][4][4], float dd[32][4], float dm[32][4],
-    accs *acc, int sl)
+    accs *acc, int sl, int ci)
 {
 	for (int lane = 0; lane < 32; lane++)
-		for (int ci = 0; ci < 4; ci++)
-			for (int e = 0; e < 4; e++) {
-				float *a = &acc[lane][sl][ci][e];
-				if (perturb == 3)
-					*a = radd(*a, fmaf(dd[lane][e], (float)is[lane][ci][e],
-					    -rmul(dm[lane][e], (float)ms[lane][ci][e])));
-				else
-					*a = radd(*a, rsub(rmul(dd[lane][e], (float)is[lane][ci][e]),
-					    rmul(dm[lane][e], (float)ms[lane][ci][e])));
-				is[lane][ci][e] = ms[lane][ci][e] = 0;
-			}
+		for (int e = 0; e < 4; e++) {
+			float *a = &acc[lane][sl][ci][e];
+			if (perturb == 3)
+				*a = radd(*a, fmaf(dd[lane][e], (float)is[lane][ci][e],
+				    -rmul(dm[lane][e], (float)ms[lane][ci][e])));
+			else
+				*a = radd(*a, rsub(rmul(dd[lane][e], (float)is[lane][ci][e]),
+				    rmul(dm[lane][e], (float)ms[lane][ci][e])));
+			is[lane][ci][e] = ms[lane][ci][e] = 0;
+		}
 }
 
 /* mvkt_step of warp w on chunk k (stage st), into its lanes' slot sl */
@@ -318,11 +317,12 @@ static void step(const struct launch *Lc, const struct dim *D, const uint8_t *st
 			dm[lane][e] = rmul(h2f(rd16(wb + 2)), dy);
 		}
 	}
-	for (int p = 0; p < P; p++) {
-		if (perturb == 4 && p > 0)	/* a step a piece */
-			fstep(is, ms, dd, dm, acc, sl);
-		for (int ci = 0; ci < 4; ci++) {
-			int i = 4 * eta + ci, h = i & 1, c = (i >> 1) + 2 * p;
+	for (int ci = 0; ci < 4; ci++) {
+		int i = 4 * eta + ci, h = i & 1;
+		for (int p = 0; p < P; p++) {
+			int c = (i >> 1) + 2 * p;
+			if (perturb == 4 && p > 0)	/* a step a piece */
+				fstep(is, ms, dd, dm, acc, sl, ci);
 			for (int ab = 0; ab < 2; ab++) {
 				int kk = 4 * c + 2 * ab + h;	/* the run */
 				uint32_t a[32][2], b[32];
@@ -354,8 +354,8 @@ static void step(const struct launch *Lc, const struct dim *D, const uint8_t *st
 				}
 			}
 		}
+		fstep(is, ms, dd, dm, acc, sl, ci);
 	}
-	fstep(is, ms, dd, dm, acc, sl);
 }
 
 /* one block of k_mvkt: rows r0 .. r0 + 15 */
