@@ -1496,6 +1496,24 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 		snprintf(name, sizeof name, "moe group %s graph", quant_name(t));
 		same_bits(k, name, shape, y1, y0, ny);
 	}
+	for (int lanes = 4; lanes <= 8 && (t == QUANT_Q4_K || t == QUANT_Q5_K); lanes += 4) {
+		/* grouped by tensor cores (k_moe_mvkt) against k_moe_mvk at lanes L */
+		gchk(k, gpu_tune_qk(k->g, lanes));
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		dget(k, y0, dy, (size_t)ny * 4);
+		gchk(k, gpu_tune_qkt(k->g, GPU_QKT_ON));
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_ALL));
+		gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		dget(k, y1, dy, (size_t)ny * 4);
+		gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+		gchk(k, gpu_tune_qk(k->g, 0));
+		brk(k, y1, ny);
+		snprintf(name, sizeof name, "moe group %s tc L=%d", quant_name(t), lanes);
+		same_bits(k, name, shape, y1, y0, ny);
+	}
 	free(x), free(y0), free(y1), free(ids);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds), gpu_free(k->g, di);
 	wset_free(k, &s);
@@ -1530,6 +1548,7 @@ check_moe_group_all(struct kc *k)
 	check_moe_group(k, QUANT_Q8_0, 256, 40, 512, 300, 8, MG_SKEW, 1, 0);
 	check_moe_group(k, QUANT_IQ4_XS, 256, 24, 1280, 300, 8, MG_RANDOM, 0, 0);
 	check_moe_group(k, QUANT_Q6_K, 128, 16, 256, 70, 8, MG_SPREAD, 0, 0);
+	check_moe_group(k, QUANT_Q5_K, 256, 24, 2048, 100, 8, MG_RANDOM, 1, 0);	/* 8 super-blocks */
 	gchk(k, gpu_tune_qk(k->g, 8));
 	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 300, 8, MG_SKEW, 0, 0);
 	gchk(k, gpu_tune_qk(k->g, 0));
@@ -5648,7 +5667,8 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
  * rows routed to 8 distinct experts at random: a slot a block
  * (GPU_MOE_GROUP_OFF) against the slots grouped by expert
  * (GPU_MOE_GROUP_ALL, the grouping and the gather included), L calls in a
- * graph, median of 5.
+ * graph, median of 5; Q4_K (and Q5_K) also grouped by tensor cores
+ * (GPU_QKT_ON: k_moe_mvkt).
  */
 static void
 bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -5662,6 +5682,7 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	float *dx = dput(k, x, (size_t)MMAX * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)MMAX * KK * rows * 4);
 	int32_t *di = dput(k, NULL, (size_t)MMAX * KK * 4);
+	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K;	/* also grouped by k_moe_mvkt */
 
 	gchk(k, gpu_copy(k->g, w, dpool, nb));
 	if (t == QUANT_NVFP4)
@@ -5670,10 +5691,11 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	gchk(k, gpu_upload(k->g, di, ids, (size_t)MMAX * KK * 4));
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		int m = ms[mi], ns = m * KK;
-		double s[2];
-		for (int gi = 0; gi < 2; gi++) {
+		double s[3];
+		for (int gi = 0; gi < 2 + qk; gi++) {
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_moe_group(k->g, gi ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_OFF));
+			gchk(k, gpu_tune_qkt(k->g, gi == 2 ? GPU_QKT_ON : GPU_QKT_OFF));
 			gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -5686,8 +5708,11 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 			gpu_graph_free(gr);
 		}
 		printf("bench moe %-6s %dx%lldx%-5lld m=%-4d top%d  per-slot %9.2f us  grouped "
-		    "%9.2f us  x%.2f\n", quant_name(t), NE, (long long)rows, (long long)ne0, m, KK,
+		    "%9.2f us  x%.2f", quant_name(t), NE, (long long)rows, (long long)ne0, m, KK,
 		    s[0] * 1e6, s[1] * 1e6, s[0] / s[1]);
+		if (qk)
+			printf("  grouped tc %9.2f us  x%.2f of grouped", s[2] * 1e6, s[1] / s[2]);
+		printf("\n");
 		fflush(stdout);
 	}
 	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));

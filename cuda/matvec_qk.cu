@@ -638,7 +638,8 @@ mvk_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 	return 0;
 }
 
-/* qk_moe_product's checks and lanes, on the grouped rows (IQ4_XS: matvec_iq4.cu's). */
+/* qk_moe_product's checks and lanes, on the grouped rows (IQ4_XS: matvec_iq4.cu's);
+ * Q4_K and Q5_K by k_moe_mvkt under GPU_QKT_ON and GPU_QKT_AUTO (the same bits). */
 int
 qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
     const struct moe_group *G, const int8_t *q, const float *dk, const int16_t *bs,
@@ -654,6 +655,14 @@ qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
 		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
+	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q4_K)	/* tiles of up to 16 rows: k_moe_mvkt */
+		return l8 ? mvkt_moe_grouped<QK_T_Q4_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale) : mvkt_moe_grouped<QK_T_Q4_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk,
+		    bs, d_y, d_scale);
+	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q5_K)
+		return l8 ? mvkt_moe_grouped<QK_T_Q5_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale) : mvkt_moe_grouped<QK_T_Q5_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk,
+		    bs, d_y, d_scale);
 	switch (t) {
 	case QK_T_Q4_K:
 		return l8 ? mvk_moe_grouped<QK_T_Q4_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,

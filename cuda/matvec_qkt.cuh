@@ -389,3 +389,69 @@ mvkt_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
 		return mvkt_run<T, L, 2>(g, W, rows, nb, rb, q, dk, bs, m, y, scale);
 	return mvkt_run<T, L, 4>(g, W, rows, nb, rb, q, dk, bs, m, y, scale);
 }
+
+/*
+ * The experts grouped (gpu_impl.cuh's moe_group), by tensor cores: block
+ * (x, t0 + blockIdx.y) takes rows 16 x .. of tile t0 + blockIdx.y's
+ * expert e (first f, count n <= GPU_MOE_MT) on the gathered Q8_K rows f ..
+ * f + n - 1 into y[perm[f + j]][rows] (mvkt_rows with NT 1 for n <= 8,
+ * else 2): k_moe_mvkg's bits (k_mvk's at L for each row, whatever m).  An
+ * empty tile writes nothing; bucket n_exp (the ids outside [0, n_exp))
+ * NaN rows.
+ */
+template <int T, int L>
+__global__ void __launch_bounds__(QKT_THREADS, 1)
+k_moe_mvkt(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, size_t rb,
+    int n_exp, const int4 *__restrict__ tile, int t0, const int32_t *__restrict__ perm,
+    const int8_t *__restrict__ q, const float *__restrict__ dk,
+    const int16_t *__restrict__ bs, float *y, const float *scale)
+{
+	static_assert(GPU_MOE_MT <= 16, "k_moe_mvkt: a tile in two n-tiles");
+	extern __shared__ int4 qkt_sm[];
+	int64_t r0 = (int64_t)blockIdx.x * QKT_R;
+
+	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
+	int4 tl = tile[t0 + (int)blockIdx.y];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0)
+		return;
+	if (e < 0 || e >= n_exp) {
+		for (int it = threadIdx.x; it < QKT_R * n; it += QKT_THREADS)
+			if (r0 + it % QKT_R < rows)
+				y[(size_t)perm[f + it / QKT_R] * rows + r0 + it % QKT_R] =
+				    __int_as_float(0x7FC00000);
+		return;
+	}
+	const uint8_t *We = W + (size_t)e * ebytes;
+	const int8_t *qf = q + (size_t)f * nb * 256;
+	const float *df = dk + (size_t)f * nb;
+	const int16_t *bf = bs + (size_t)f * nb * 16;
+	if (n <= 8)	/* block-uniform */
+		mvkt_rows<T, L, 1>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
+		    y, scale);
+	else
+		mvkt_rows<T, L, 2>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
+		    y, scale);
+}
+
+/* k_moe_mvkt on the grouped rows (qk_moe_grouped's checks done). */
+template <int T, int L>
+static int
+mvkt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
+    const struct moe_group *G, const int8_t *q, const float *dk, const int16_t *bs,
+    float *y, const float *scale)
+{
+	size_t rb = (size_t)nb * mvk_bs<T>::v;
+	int s1 = qkt_dim<T, L, 1>::SMEM, s2 = qkt_dim<T, L, 2>::SMEM, sh = s1 > s2 ? s1 : s2;
+
+	if (mvkt_smem(g, k_moe_mvkt<T, L>, sh) != 0)
+		return -1;
+	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
+		dim3 grid((unsigned)((rows + QKT_R - 1) / QKT_R), (unsigned)min(G->nt - t0, 65535));
+		gpu_launch(g, k_moe_mvkt<T, L>, grid, QKT_THREADS, (size_t)sh, (const uint8_t *)w,
+		    rb * (size_t)rows, rows, nb, rb, n_exp, G->tile, t0, G->perm, q, dk, bs, y,
+		    scale);
+		GPU_LAUNCHED(g, "moe matvec_q8k grouped tc");
+	}
+	return 0;
+}

@@ -28,6 +28,9 @@
  * scale on one, weights from quant_quantize_row and from random bytes
  * (every 6-bit scale and min), and with the CPU (quant_vec_dot) within
  * 1e-5 of the sum of the terms' magnitudes (|d sc q| + |dmin m|) |x|.
+ * k_moe_mvkt (the experts grouped: tiles of up to 16 slots of one expert
+ * on the gathered rows, y by perm, NaN rows for ids outside the stack)
+ * against k_mvk a slot at a time (k_moe_mvk), check_moe's two stacks.
  *
  * -p N perturbs the model, each must fail: 1: chains 0 and 2 swapped
  * where their sums are stored; 2: the butterfly's levels in the other
@@ -199,6 +202,7 @@ struct launch {
 	float	*y;
 	const float *scale;
 	const struct xin *X;
+	const int32_t *perm;	/* k_moe_mvkt: y row of input j perm[j] (NULL: j) */
 };
 
 /* mvkt_copy of chunk k of block rows r0.. into st, thread by thread */
@@ -411,8 +415,8 @@ static void block(const struct launch *Lc, const struct dim *D, unsigned bx, uin
 			for (int o = 1; o < 32; o <<= 1)
 				for (int l = 0; l < 32; l += 2 * o)
 					v[l] = radd(v[l], v[l + o]);
-		Lc->y[(size_t)j * Lc->rows + r0 + rr] = Lc->scale != NULL ? rmul(v[0], *Lc->scale) :
-		    v[0];
+		size_t yr = Lc->perm != NULL ? (size_t)Lc->perm[j] : (size_t)j;
+		Lc->y[yr * Lc->rows + r0 + rr] = Lc->scale != NULL ? rmul(v[0], *Lc->scale) : v[0];
 	}
 }
 
@@ -564,6 +568,92 @@ static void check(int t, int64_t rows, int ne0, int m, int rbytes, const float *
 	free((void *)Lc.W), free(Lc.y), free(xq);
 }
 
+/*
+ * The experts grouped (k_moe_mvkt): n_exp experts of rows x ne0, nx input
+ * rows of per slots each routed at random (a few ids outside [0, n_exp)),
+ * the slots in bucket order (expert by expert, slot order within; the bad
+ * ids last), tiles of up to 16 slots of a bucket, the Q8_K rows gathered
+ * in that order; each tile's blocks as k_moe_mvkt runs them (mvkt_rows on
+ * the expert's rows, m = the tile's count, y by perm; NaN rows for the bad
+ * bucket) against k_mvk one slot at a time (k_moe_mvk: k_mvk<T, 1, L>).
+ */
+static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
+{
+	int ns = nx * per, nb = ne0 / 256, nt = 0;
+	size_t rb = quant_row_size(t, ne0);
+	struct xin X, G;
+	uint8_t *W = weights(t, n_exp * rows, ne0, 0);
+	int32_t *ids = malloc(sizeof(int32_t) * ns), *perm = malloc(sizeof(int32_t) * ns);
+	int (*tile)[3] = malloc(sizeof(int[3]) * ns);
+	float *y = malloc(sizeof(float) * ns * rows);
+	long bad = 0;
+
+	inputs(t, ne0, nx, &X);
+	for (int s = 0; s < ns; s++)
+		ids[s] = s % 17 == 5 ? (s % 2 ? -1 : n_exp) : (int32_t)(rnd() % (uint64_t)n_exp);
+	for (int e = 0, np = 0; e <= n_exp; e++) {	/* bucket n_exp: the bad ids */
+		int f = np;
+		for (int s = 0; s < ns; s++)
+			if (ids[s] == e || (e == n_exp && (ids[s] < 0 || ids[s] >= n_exp)))
+				perm[np++] = s;
+		for (int i = f; i < np; i += 16) {
+			tile[nt][0] = e, tile[nt][1] = i, tile[nt][2] = np - i < 16 ? np - i : 16;
+			nt++;
+		}
+	}
+	G.nb = nb;	/* moe_gather: row i of G is x row perm[i] / per */
+	G.q = aligned_alloc(16, (size_t)ns * ne0);
+	G.dk = aligned_alloc(16, sizeof(float) * ns * nb + 16);
+	G.bs = aligned_alloc(16, (size_t)ns * ne0 / 16 * 2 + 16);
+	for (int i = 0; i < ns; i++) {
+		int xr = perm[i] / per;
+		memcpy(G.q + (size_t)i * ne0, X.q + (size_t)xr * ne0, ne0);
+		memcpy(G.dk + (size_t)i * nb, X.dk + (size_t)xr * nb, sizeof(float) * nb);
+		memcpy(G.bs + (size_t)i * ne0 / 16, X.bs + (size_t)xr * ne0 / 16, ne0 / 8);
+	}
+	for (size_t i = 0; i < (size_t)ns * rows; i++)
+		y[i] = 12345.0f;	/* gpu_memset: no row left from before */
+	for (int ti = 0; ti < nt; ti++) {
+		int e = tile[ti][0], f = tile[ti][1], n = tile[ti][2];
+		if (e == n_exp) {
+			for (int j = 0; j < n; j++)
+				for (int64_t r = 0; r < rows; r++)
+					y[(size_t)perm[f + j] * rows + r] = NAN;
+			continue;
+		}
+		struct xin T = { G.q + (size_t)f * ne0, G.dk + (size_t)f * nb,
+		    G.bs + (size_t)f * ne0 / 16, nb };
+		struct launch Lc = { t, nb, n, rb, W + (size_t)e * rows * rb, rows, y, NULL, &T,
+		    perm + f };
+		mvkt(&Lc);
+	}
+	for (int s = 0; s < ns; s++) {
+		int e = ids[s];
+		struct xin X1 = { X.q + (size_t)(s / per) * ne0, X.dk + (size_t)(s / per) * nb,
+		    X.bs + (size_t)(s / per) * ne0 / 16, nb };
+		for (int64_t r = 0; r < rows; r++) {
+			float want, got = y[(size_t)s * rows + r];
+			nchk++;
+			if (e < 0 || e >= n_exp) {
+				bad += !isnan(got);
+				continue;
+			}
+			mvk_ref(t, W + ((size_t)e * rows + r) * rb, &X1, 1, NULL, &want);
+			if (memcmp(&got, &want, 4) != 0) {
+				if (bad < 3)
+					printf("FAIL moe %s L=%d slot %d expert %d row %lld: %.9g != %.9g\n",
+					    quant_name(t), L, s, e, (long long)r, got, want);
+				bad++;
+			}
+		}
+	}
+	printf("%s L=%d moe: %d experts of %lldx%d, %d slots (%d a row), %d tiles: %s\n",
+	    quant_name(t), L, n_exp, (long long)rows, ne0, ns, per, nt, bad ? "DIFFER" : "same bits");
+	nfail += bad;
+	free(W), free(ids), free(perm), free(tile), free(y);
+	free(X.q), free(X.dk), free(X.bs), free(G.q), free(G.dk), free(G.bs);
+}
+
 int main(int argc, char **argv)
 {
 	static const int ne0s[] = { 256, 512, 2048, 5120 };
@@ -599,6 +689,11 @@ int main(int argc, char **argv)
 				nfail++;
 			free(X.q), free(X.dk), free(X.bs);
 		}
+	/* the experts grouped: 12 of 23 x 512, 5 of 40 x 2048 (tiles of 1..16) */
+	for (int ti = 0; ti < 2; ti++) {
+		check_moe(ts[ti], 12, 23, 512, 30, 4);
+		check_moe(ts[ti], 5, 40, 2048, 24, 2);
+	}
 	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" : "");
 	return nfail != 0;
 }
