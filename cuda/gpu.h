@@ -260,7 +260,8 @@ int	gpu_tune_mv8(struct gpu *g, int how);
  * backend's: backend_cuda_open sets it).  Above 16 the
  * decode kernels run in launches of at most 16 rows (their compile-time
  * bound), or of up to 32 by k_mv8t for Q8_0 and NVFP4 where GPU_MV8_AUTO
- * takes it: gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),
+ * takes it (and by k_mvkt for Q4_K and Q5_K where gpu_tune_qkt does):
+ * gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),
  * gpu_matvec_q8 and its fused forms (n <= the limit: never the GEMM; the
  * K-quants and IQ4_XS 16 rows a launch), so a row has the bits of a
  * launch of <= 16 for every n up to the limit.  A graph recorded before
