@@ -1184,7 +1184,7 @@ qk_form(struct kc *k, int how, int lanes, int t, const void *dw, int64_t rows, i
 }
 
 /*
- * The tensor-core form of the Q4_K and Q5_K decode products (GPU_QKT_ON,
+ * The tensor-core form of the K-quant decode products (GPU_QKT_ON,
  * cuda/matvec_qkt.cuh) against k_mvk (GPU_QKT_OFF, launches of 16) bit
  * for bit at lanes L (4 and 8: k_mvkt reproduces each), m = 1, 2, 3, 7,
  * 8, 9, 15, 16, 17, 24, 31, 32; GPU_QKT_AUTO at 11, 12 and 20 rows the
@@ -1229,12 +1229,14 @@ check_qk_tc(struct kc *k, int t, int64_t rows, int64_t ne0, int lanes)
 static void
 check_qk_tc_all(struct kc *k)
 {
-	/* rows of 1, 2, 8 and 20 super-blocks; 300 rows: a part tile of 12 */
-	static const int64_t sh[][2] = { { 300, 256 }, { 45, 512 }, { 300, 2048 }, { 70, 5120 } };
-	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K };
+	/* rows of 1, 2, 8 and 20 super-blocks (Q6_K also 3: rows 2-byte aligned,
+	 * an odd count); 300 rows: a part tile of 12 */
+	static const int64_t sh[][2] = { { 300, 256 }, { 45, 512 }, { 300, 2048 }, { 70, 5120 },
+	    { 57, 768 } };
+	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
 
-	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
-		for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)	/* (768: Q6_K's odd rows) */
+		for (size_t si = 0; si < sizeof sh / sizeof sh[0] - (ts[ti] != QUANT_Q6_K); si++)
 			for (int lanes = 4; lanes <= 8; lanes += 4)
 				check_qk_tc(k, ts[ti], sh[si][0], sh[si][1], lanes);
 }
@@ -1496,7 +1498,8 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 		snprintf(name, sizeof name, "moe group %s graph", quant_name(t));
 		same_bits(k, name, shape, y1, y0, ny);
 	}
-	for (int lanes = 4; lanes <= 8 && (t == QUANT_Q4_K || t == QUANT_Q5_K); lanes += 4) {
+	for (int lanes = 4; lanes <= 8 && (t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K);
+	    lanes += 4) {
 		/* grouped by tensor cores (k_moe_mvkt) against k_moe_mvk at lanes L */
 		gchk(k, gpu_tune_qk(k->g, lanes));
 		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
@@ -5458,7 +5461,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
  * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 4, 8, 16, 32 (the GEMM off: past 16
  * rows the default's two launches of 16, k_mv8t's one), device time per
  * call in a graph over copies that pass 1 GiB, as bench_i8; GB/s of
- * weight bytes.  Q4_K and Q5_K: k_mvkt (GPU_QKT_ON) against k_mvk
+ * weight bytes.  The K-quants: k_mvkt (GPU_QKT_ON) against k_mvk
  * (GPU_QKT_OFF) at the type's default lanes, the step rows at 32.
  */
 static void
@@ -5471,7 +5474,7 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	void **w = xmalloc((size_t)nc * sizeof *w);
 	float *x = frand(k, (int64_t)M * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)M * ne0 * 4), *dy = dput(k, NULL, (size_t)M * rows * 4);
-	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K;	/* gpu_tune_qkt's; else GPU_MV8_TC */
+	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;	/* gpu_tune_qkt's */
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
@@ -5667,8 +5670,8 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
  * rows routed to 8 distinct experts at random: a slot a block
  * (GPU_MOE_GROUP_OFF) against the slots grouped by expert
  * (GPU_MOE_GROUP_ALL, the grouping and the gather included), L calls in a
- * graph, median of 5; Q4_K (and Q5_K) also grouped by tensor cores
- * (GPU_QKT_ON: k_moe_mvkt).
+ * graph, median of 5; Q4_K (and the other K-quants) also grouped by
+ * tensor cores (GPU_QKT_ON: k_moe_mvkt).
  */
 static void
 bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -5682,7 +5685,7 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	float *dx = dput(k, x, (size_t)MMAX * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)MMAX * KK * rows * 4);
 	int32_t *di = dput(k, NULL, (size_t)MMAX * KK * 4);
-	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K;	/* also grouped by k_moe_mvkt */
+	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;	/* and k_moe_mvkt */
 
 	gchk(k, gpu_copy(k->g, w, dpool, nb));
 	if (t == QUANT_NVFP4)
@@ -5759,9 +5762,10 @@ bench(struct kc *k)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
 	}
-	for (int ti = 0; ti < 4; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
+	for (int ti = 0; ti < 5; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
 		for (size_t si = 1; si < 3; si++) {	/* 12288x4096, 4096x12288 */
-			static const int tt[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K };
+			static const int tt[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K,
+			    QUANT_Q6_K };
 			int t = tt[ti];
 			if (k->only < 0 || k->only == t)
 				bench_i8tc(k, t, shapes[si][0], shapes[si][1], dpool);

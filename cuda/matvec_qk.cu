@@ -456,7 +456,7 @@ gpu_tune_qk(struct gpu *g, int lanes)
 }
 
 /*
- * From this many input rows GPU_QKT_AUTO takes k_mvkt for Q4_K and Q5_K
+ * From this many input rows GPU_QKT_AUTO takes k_mvkt for Q4_K, Q5_K and Q6_K
  * (k_mv8t's MVT_AUTO_M for Q8_0 and NVFP4; k_mvkt's speed against k_mvk's
  * not yet measured: the device's bench i8tc lines settle it).
  */
@@ -466,7 +466,7 @@ gpu_tune_qk(struct gpu *g, int lanes)
 static int
 qkt_takes(const struct gpu *g, int t, int m)
 {
-	if (t != QK_T_Q4_K && t != QK_T_Q5_K)
+	if (t != QK_T_Q4_K && t != QK_T_Q5_K && t != QK_T_Q6_K)
 		return 0;
 	return g->qkt == GPU_QKT_ON || (g->qkt == GPU_QKT_AUTO && m >= QKT_AUTO_M);
 }
@@ -474,7 +474,7 @@ qkt_takes(const struct gpu *g, int t, int m)
 int
 qk_group(const struct gpu *g, int t, int64_t n)
 {
-	if (t != QK_T_Q4_K && t != QK_T_Q5_K)
+	if (t != QK_T_Q4_K && t != QK_T_Q5_K && t != QK_T_Q6_K)
 		return GPU_MATVEC_MAX_ROWS;
 	if (g->qkt == GPU_QKT_ON)
 		return QKT_MAX_M;
@@ -526,6 +526,10 @@ qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		return l8 ? mvk_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
 		    mvk_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	default:
+		if (tc)
+			return l8 ? mvkt_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale) : mvkt_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale);
 		return l8 ? mvk_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
 		    mvk_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	}
@@ -639,7 +643,7 @@ mvk_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 }
 
 /* qk_moe_product's checks and lanes, on the grouped rows (IQ4_XS: matvec_iq4.cu's);
- * Q4_K and Q5_K by k_moe_mvkt under GPU_QKT_ON and GPU_QKT_AUTO (the same bits). */
+ * Q4_K, Q5_K and Q6_K by k_moe_mvkt under GPU_QKT_ON and GPU_QKT_AUTO (the same bits). */
 int
 qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
     const struct moe_group *G, const int8_t *q, const float *dk, const int16_t *bs,
@@ -662,6 +666,10 @@ qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q5_K)
 		return l8 ? mvkt_moe_grouped<QK_T_Q5_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
 		    d_y, d_scale) : mvkt_moe_grouped<QK_T_Q5_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk,
+		    bs, d_y, d_scale);
+	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q6_K)
+		return l8 ? mvkt_moe_grouped<QK_T_Q6_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale) : mvkt_moe_grouped<QK_T_Q6_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk,
 		    bs, d_y, d_scale);
 	switch (t) {
 	case QK_T_Q4_K:

@@ -1,7 +1,7 @@
 /*
- * matvec_qkt: k_mvk's products of Q4_K and Q5_K weights by int8 tensor
- * cores, with k_mvk's bits (included by cuda/matvec_qk.cu after k_mvk;
- * gpu_tune_qkt picks it).
+ * matvec_qkt: k_mvk's products of Q4_K, Q5_K and Q6_K weights by int8
+ * tensor cores, with k_mvk's bits (included by cuda/matvec_qk.cu after
+ * k_mvk; gpu_tune_qkt picks it).
  *
  * What k_mvk computes (the file comment there): lane (g, i) of a weight
  * row's warp, g = lane / L, i = lane % L, takes super-blocks g, g + 32 /
@@ -45,9 +45,14 @@
  * and NT (the columns of an mma are independent).
  * tools/matvec-qkt-emu.c models it thread by thread against k_mvk.
  *
- * Q6_K stays on k_mvk: its lanes' pieces are 8-value runs (half an mma's
- * k), so an mma would carry half zeros.  Rows 16-byte aligned (qk_product
- * checks: Q4_K and Q5_K rows are multiples of 16 bytes).
+ * Q6_K (mvkt_step6 there): is alone, acc += (d dy) is; at L = 4 a lane's
+ * two 8-value pieces of a quarter are one 16-value run (an mma each), at
+ * L = 8 they are a run's halves, two chains: two mmas a run, each with
+ * A's other half zero.  Rows: Q4_K and Q5_K 16-byte aligned (qk_product
+ * checks the weight; their rows are multiples of 16 bytes), copied by 16
+ * bytes; Q6_K 4-byte aligned weights, rows of 210 nb bytes (2-byte
+ * aligned), copied by aligned words from the one holding a chunk's first
+ * byte (cp.async's source size cutting the last) and read by halfwords.
  */
 
 enum {
@@ -69,8 +74,12 @@ struct qkt_dim {
 		SL = L == 8 ? 2 : 1,	/* slices a super-block */
 		CB = CS / SL,		/* super-blocks a chunk */
 		BS = mvk_bs<T>::v,
-		WST = CB * BS + (CB % 2 == 0 ? 16 : 0),
-		NPC = CB * BS / 16,	/* 16-byte pieces of a row's chunk */
+		/* a row's chunk as copied (Q6_K: from the word holding its first
+		 * byte, 2 bytes before it at most), its slot: 16 W0 / 16 odd */
+		RW = T == QK_T_Q6_K ? (CB * BS + 2 + 3) / 4 * 4 : CB * BS,
+		W0 = (RW + 15) / 16 * 16,
+		WST = (W0 / 16) % 2 ? W0 : W0 + 16,
+		NPC = T == QK_T_Q6_K ? RW / 4 : RW / 16,	/* pieces of it: words, 16 bytes */
 		OX = QKT_R * WST,
 		XS = CB * 256 + 16,
 		OD = OX + MP * XS,
@@ -97,12 +106,22 @@ mvkt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 	int t = threadIdx.x, b0 = k * D::CB, nbk = min((int)D::CB, nb - b0);
 	int nr = (int)min((int64_t)QKT_R, rows - r0), np = nbk * D::BS / 16;
 
-	for (int it = t; it < nr * D::NPC; it += QKT_THREADS) {
-		int rr = it / D::NPC, i = it % D::NPC;
-		if (i < np)
-			gpu_cp16(st + rr * D::WST + 16 * i, W + (size_t)(r0 + rr) * rb +
-			    (size_t)b0 * D::BS + 16 * i, 16);
-	}
+	if (T == QK_T_Q6_K) {	/* aligned words from the one holding the chunk's first byte */
+		int len = nbk * D::BS;
+		for (int it = t; it < nr * D::NPC; it += QKT_THREADS) {
+			int rr = it / D::NPC, i = it % D::NPC;
+			const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)b0 * D::BS;
+			int o = (int)((uintptr_t)src & 3), n = min(4, o + len - 4 * i);
+			if (n > 0)
+				gpu_cp4(st + rr * D::WST + 4 * i, src - o + 4 * i, n);
+		}
+	} else
+		for (int it = t; it < nr * D::NPC; it += QKT_THREADS) {
+			int rr = it / D::NPC, i = it % D::NPC;
+			if (i < np)
+				gpu_cp16(st + rr * D::WST + 16 * i, W + (size_t)(r0 + rr) * rb +
+				    (size_t)b0 * D::BS + 16 * i, 16);
+		}
 	for (int it = t; it < m * 16 * D::CB; it += QKT_THREADS) {	/* x: 16 pieces a block */
 		int j = it / (16 * D::CB), i = it % (16 * D::CB);
 		if (i < 16 * nbk)
@@ -114,7 +133,7 @@ mvkt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 		if (i < nbk)
 			gpu_cp4(st + D::OD + (j * D::CB + i) * 4, dk + (size_t)j * nb + b0 + i, 4);
 	}
-	for (int it = t; it < m * 2 * D::CB; it += QKT_THREADS) {	/* bsums: 2 pieces a block */
+	for (int it = t; it < (T == QK_T_Q6_K ? 0 : m * 2 * D::CB); it += QKT_THREADS) {	/* bsums */
 		int j = it / (2 * D::CB), i = it % (2 * D::CB);
 		if (i < 2 * nbk)
 			gpu_cp16(st + D::OB + j * D::CB * 32 + 16 * i, bs + ((size_t)j * nb + b0) * 16 +
@@ -236,6 +255,104 @@ mvkt_step(const uint8_t *st, int nsl, int k, float (*acc)[4])
 	}
 }
 
+/* 4 bytes at a 2-byte aligned shared address. */
+__device__ __forceinline__ uint32_t
+mvkt_lw(const uint8_t *p)
+{
+	const uint16_t *h = (const uint16_t *)p;
+
+	return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+}
+
+/* Q6_K: the 4 values (as 0..63 - 32, int8) of quarter t at ql words qa
+ * (bytes 64 n + l), qb (64 n + 32 + l) and qh word qh (128 + 32 n + l):
+ * dequantize_row_q6_K's q1 .. q4, as k_mvk's q6_vals. */
+__device__ __forceinline__ uint32_t
+mvkt_q6(uint32_t qa, uint32_t qb, uint32_t qh, int t)
+{
+	return (uint32_t)q6_sub32(((t & 1 ? qb : qa) >> 4 * (t >> 1) & 0x0F0F0F0Fu) |
+	    (qh >> 2 * t & 0x03030303u) << 4);
+}
+
+/*
+ * mvkt_step for Q6_K (k_mvk's lanes there: L = 8 lane i = 4 n + sub takes
+ * the 8 values 128 n + 32 t + 8 sub .. of quarter t = 0..3, scale byte 2 t
+ * + sub / 2 of the 8 at 192 + 8 n; L = 4 lane i = 2 n + h the 16 values
+ * 128 n + 32 t + 16 h .., scale byte 2 t + h; is = sum sc[t] (w . x),
+ * then acc += (d dy) is).  A slice: L = 4 a super-block (chain ci = lane
+ * ci of the group: n = ci / 2, h = ci % 2, one mma a run); L = 8 half n =
+ * eta (chain ci = sub: run h = ci / 2 of each quarter, its values 8 (ci %
+ * 2) .. + 7: two mmas a run, A's other half zeros, tg < 2 holding values
+ * 0..7).  The rows' bytes are 2-byte aligned in the stage: a block of row
+ * gq starts og0 = (ra0 + 210 b0) % 4 bytes into the row's slot (ra0: the
+ * row's address mod 4, b0 = CB k the chunk's first block), + 210 bl.
+ */
+template <int L, int NT>
+__device__ __forceinline__ void
+mvkt_step6(const uint8_t *st, int nsl, int k, int ra0, int ra8, float (*acc)[4])
+{
+	typedef qkt_dim<QK_T_Q6_K, L, NT> D;
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tg = lane & 3;
+	int nt = w / D::CS, cs = w % D::CS, bl = cs / D::SL, eta = D::SL == 2 ? cs & 1 : 0;
+
+	if (k * D::CS + cs >= nsl)	/* the warp's slice past the row's end */
+		return;
+	int sh = 2 * (k * D::CB & 1);
+	const uint8_t *p0 = st + gq * D::WST + ((ra0 + sh) & 3) + 210 * bl;
+	const uint8_t *p1 = st + (gq + 8) * D::WST + ((ra8 + sh) & 3) + 210 * bl;
+	const float *ds = (const float *)(st + D::OD);
+	int j0 = 8 * nt + 2 * tg;
+	const uint8_t *xb = st + D::OX + (8 * nt + gq) * D::XS + bl * 256 + 4 * tg;
+	float dy0 = ds[j0 * D::CB + bl], dy1 = ds[(j0 + 1) * D::CB + bl];
+	float d0 = __half2float(__ushort_as_half(*(const unsigned short *)(p0 + 208)));
+	float d1 = __half2float(__ushort_as_half(*(const unsigned short *)(p1 + 208)));
+	float dd[4] = { __fmul_rn(d0, dy0), __fmul_rn(d0, dy1), __fmul_rn(d1, dy0),
+	    __fmul_rn(d1, dy1) };
+
+#pragma unroll
+	for (int cp = 0; cp < (L == 8 ? 2 : 4); cp++) {
+		/* L = 8: run h = cp of half eta, chains 2 cp, 2 cp + 1; L = 4: chain cp */
+		int n = L == 8 ? eta : cp >> 1, h = L == 8 ? cp : cp & 1;
+		int o = 64 * n + 16 * h + 4 * tg;
+		uint32_t qa0 = mvkt_lw(p0 + o), qb0 = mvkt_lw(p0 + o + 32);
+		uint32_t qa1 = mvkt_lw(p1 + o), qb1 = mvkt_lw(p1 + o + 32);
+		uint32_t qh0 = mvkt_lw(p0 + 128 + 32 * n + 16 * h + 4 * tg);
+		uint32_t qh1 = mvkt_lw(p1 + 128 + 32 * n + 16 * h + 4 * tg);
+		uint32_t s0[2] = { mvkt_lw(p0 + 192 + 8 * n), mvkt_lw(p0 + 196 + 8 * n) };
+		uint32_t s1[2] = { mvkt_lw(p1 + 192 + 8 * n), mvkt_lw(p1 + 196 + 8 * n) };
+		int il[4] = { 0, 0, 0, 0 }, ih[4] = { 0, 0, 0, 0 };
+#pragma unroll
+		for (int t = 0; t < 4; t++) {
+			uint32_t A0 = mvkt_q6(qa0, qb0, qh0, t), A1 = mvkt_q6(qa1, qb1, qh1, t);
+			uint32_t bw = *(const uint32_t *)(xb + 128 * n + 32 * t + 16 * h);
+			int sb = 8 * ((2 * t + h) & 3), cl[4], ch[4];
+			int sc0 = (int)(int8_t)(s0[t >> 1] >> sb), sc1 = (int)(int8_t)(s1[t >> 1] >> sb);
+			if (L == 8) {
+				uint32_t lo[2] = { tg < 2 ? A0 : 0u, tg < 2 ? A1 : 0u };
+				uint32_t hi[2] = { tg < 2 ? 0u : A0, tg < 2 ? 0u : A1 };
+				mvkt_mma(lo, bw, cl);
+				mvkt_mma(hi, bw, ch);
+				ih[0] += sc0 * ch[0], ih[1] += sc0 * ch[1];
+				ih[2] += sc1 * ch[2], ih[3] += sc1 * ch[3];
+			} else {
+				uint32_t a[2] = { A0, A1 };
+				mvkt_mma(a, bw, cl);
+			}
+			il[0] += sc0 * cl[0], il[1] += sc0 * cl[1];
+			il[2] += sc1 * cl[2], il[3] += sc1 * cl[3];
+		}
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			if (L == 8) {
+				acc[2 * cp][e] = __fadd_rn(acc[2 * cp][e], __fmul_rn(dd[e], (float)il[e]));
+				acc[2 * cp + 1][e] = __fadd_rn(acc[2 * cp + 1][e],
+				    __fmul_rn(dd[e], (float)ih[e]));
+			} else
+				acc[cp][e] = __fadd_rn(acc[cp][e], __fmul_rn(dd[e], (float)il[e]));
+		}
+	}
+}
+
 /*
  * The chains' sums to shared memory red[c][row][MP + 1] (chain c: k_mvk's
  * lane c), then y[yrow(j)][r0 + rr] for the block's rows below rows and j
@@ -296,7 +413,9 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
     const int16_t *__restrict__ bs, int m, const int32_t *perm, float *y, const float *scale)
 {
 	typedef qkt_dim<T, L, NT> D;
-	int nch = (nb + D::CB - 1) / D::CB, nsl = nb * D::SL;
+	int nch = (nb + D::CB - 1) / D::CB, nsl = nb * D::SL, gq = (threadIdx.x & 31) >> 2;
+	int ra0 = (int)((uintptr_t)(W + (size_t)(r0 + gq) * rb) & 3);	/* Q6_K's offsets */
+	int ra8 = (int)((uintptr_t)(W + (size_t)(r0 + gq + 8) * rb) & 3);
 	float acc[NT][4][4];
 
 #pragma unroll
@@ -324,7 +443,10 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 				mvkt_copy<T, L, NT>(sm + (k + QKT_NS - 1) % QKT_NS * D::STAGE, W, rb, r0,
 				    rows, nb, q, dk, bs, m, k + QKT_NS - 1);
 			asm volatile("cp.async.commit_group;");
-			mvkt_step<T, L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, acc[sl]);
+			if constexpr (T == QK_T_Q6_K)
+				mvkt_step6<L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, ra0, ra8, acc[sl]);
+			else
+				mvkt_step<T, L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, acc[sl]);
 		}
 	}
 	asm volatile("cp.async.wait_all;" : : : "memory");

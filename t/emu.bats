@@ -116,7 +116,7 @@ emu_cc() {
 		run -1 "$D/matvec-qkt-emu" 4 -p "$p"
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 	done
-	for p in 1 2 3; do
+	for p in 1 2 3 5; do
 		run -1 "$D/matvec-qkt-emu" 8 -p "$p"
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 	done

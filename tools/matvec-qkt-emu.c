@@ -11,8 +11,12 @@
  * (high, 2 c + 1), is += sa sc0 + sb sc1, ms += m0 bsums[4 c + h] + m1
  * bsums[4 c + 2 + h]; then one float step a block, acc += (d dy) is -
  * (dmin dy) ms, each product rounded; at the end the butterfly xor 1, 2,
- * 4, 8, 16 (lane 0's).  Replayed as tools/matvec-qk-emu.c replays it (its
- * word loads and dp4a), in launches of at most 16 input rows.
+ * 4, 8, 16 (lane 0's).  Q6_K: lane i takes 8-value pieces (L = 8: n =
+ * i / 4, sub = i % 4, values 128 n + 32 t + 8 sub .., t = 0..3) or two
+ * (L = 4: the 16 values 128 n + 32 t + 16 h, n = i / 2, h = i % 2), is =
+ * sum sc[t] (w . x), acc += (d dy) is.  Replayed as tools/matvec-qk-emu.c
+ * replays it (its word loads, ld8's funnel shifts, q6_sub32 and dp4a), in
+ * launches of at most 16 input rows.
  *
  * k_mvkt thread by thread: mvkt_copy's cp.async copies into a ring of
  * stages that starts as garbage, in the kernel's pipeline order;
@@ -22,9 +26,13 @@
  * lane / 4, tg = lane % 4) from an accumulator of 0, one mma a run; the
  * runs' S scaled and summed in integers per chain; the chain's float step
  * as k_mvk's; mvkt_store's chains to shared memory and the butterfly's
- * pairs.  Every output of rows x m is compared with k_mvk's bit for bit,
- * m = 1..32, Q4_K and Q5_K, L = 4 and 8, rows of 256, 512, 2048 and 5120
- * values (40 and 23 weight rows: a partial last tile of 16), a per-tensor
+ * pairs.  Q6_K (mvkt_step6): rows copied by aligned words from the one
+ * holding a chunk's first byte (cp.async's source size cutting the last),
+ * read by halfword pairs at the row's offset in its slot, L = 8's 8-value
+ * pieces by two mmas a run with A's other half zero.  Every output of rows
+ * x m is compared with k_mvk's bit for bit, m = 1..32, Q4_K, Q5_K and
+ * Q6_K, L = 4 and 8, rows of 256, 512, 2048 and 5120 values (Q6_K also
+ * 768; 40 and 23 weight rows: a partial last tile of 16), a per-tensor
  * scale on one, weights from quant_quantize_row and from random bytes
  * (every 6-bit scale and min), and with the CPU (quant_vec_dot) within
  * 1e-5 of the sum of the terms' magnitudes (|d sc q| + |dmin m|) |x|.
@@ -36,11 +44,14 @@
  * where their sums are stored; 2: the butterfly's levels in the other
  * order (16 .. 1, k_mv8's); 3: the float step as one fused multiply-add
  * (fma(d dy, is, -(dmin dy) ms)); 4: a float step a piece, not a block
- * (L = 4's two pieces; L = 8 has one: run with 4).
+ * (L = 4's two pieces; L = 8 has one: run with 4); 5: Q6_K at L = 8, the
+ * runs' halves split after 4 values, not 8 (run with 8; swapping the two
+ * halves would be no perturbation: chains 2 h and 2 h + 1 are lanes l and
+ * l ^ 1, the butterfly's first pair).
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emukt \
  *       tools/matvec-qkt-emu.c lib/quant*.c lib/util.c -lm && /tmp/emukt 4 && /tmp/emukt 8
- *   /tmp/emukt 4 -p 1   (and 2, 3, 4; 8 with 1, 2, 3: FAIL lines, exit 1)
+ *   /tmp/emukt 4 -p 1   (and 2, 3, 4; 8 with 1, 2, 3, 5: FAIL lines, exit 1)
  * Keep it in step with the kernels.
  */
 #include <math.h>
@@ -50,7 +61,7 @@
 #include <string.h>
 #include "quant.h"
 
-enum { MAXM = 32, R = 16, NS = 3, T_Q4_K = QUANT_Q4_K, T_Q5_K = QUANT_Q5_K };
+enum { MAXM = 32, R = 16, NS = 3, T_Q4_K = QUANT_Q4_K, T_Q5_K = QUANT_Q5_K, T_Q6_K = QUANT_Q6_K };
 
 static uint64_t rs = 88172645463325252ULL;
 static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
@@ -77,7 +88,53 @@ struct xin {
 	int	nb;
 };
 
-static int bsz(int t) { return t == T_Q4_K ? 144 : 176; }
+static int bsz(int t) { return t == T_Q4_K ? 144 : t == T_Q5_K ? 176 : 210; }
+static uint32_t fshr(uint32_t lo, uint32_t hi, unsigned sh) { uint64_t v = (uint64_t)hi << 32 | lo; return (uint32_t)(v >> (sh & 31)); }
+/* k_mvk's q6_sub32: four 6-bit values less 32, as int8 */
+static uint32_t q6_sub32(uint32_t u) { return (u + 0x60606060u) ^ 0x80808080u; }
+
+/* k_mvk's ld8: 8 bytes at a 2-byte aligned p from aligned 4-byte words */
+static void ld8(const uint8_t *p, uint32_t *o)
+{
+	const uint8_t *w = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)3);
+	unsigned sh = (unsigned)((uintptr_t)p & 2) * 8;
+	uint32_t w0 = rd32(w), w1 = rd32(w + 4), w2 = sh ? rd32(w + 8) : 0;
+
+	o[0] = fshr(w0, w1, sh);
+	o[1] = sh ? fshr(w1, w2, sh) : w1;
+}
+
+/* k_mvk<Q6_K>'s integer part of lane i's piece of the block at blk
+ * against the x block xq (mvk_block: q6_vals, dp4a) */
+static int mvk6_is(const uint8_t *blk, int i, const uint8_t *xq)
+{
+	int n = L == 8 ? i >> 2 : i >> 1, hs = 8 * ((L == 8 ? i & 3 : 2 * (i & 1)) >> 1), is = 0;
+	uint32_t S[2], sc4[4];
+
+	ld8(blk + 192 + 8 * n, S);
+	sc4[0] = (uint32_t)(int)(int8_t)(S[0] >> hs), sc4[1] = (uint32_t)(int)(int8_t)(S[0] >> (hs + 16));
+	sc4[2] = (uint32_t)(int)(int8_t)(S[1] >> hs), sc4[3] = (uint32_t)(int)(int8_t)(S[1] >> (hs + 16));
+	for (int p = 0; p < 8 / L; p++) {
+		int sub = L == 8 ? i & 3 : 2 * (i & 1) + p;
+		uint32_t A[2], B[2], C[2];
+		ld8(blk + 64 * n + 8 * sub, A), ld8(blk + 64 * n + 32 + 8 * sub, B);
+		ld8(blk + 128 + 32 * n + 8 * sub, C);
+		for (int t = 0; t < 4; t++) {
+			uint32_t v[2];
+			for (int k = 0; k < 2; k++) {
+				uint32_t a = A[k], bq = B[k], h = C[k];
+				v[k] = t == 0 ? (a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4 :
+				    t == 1 ? (bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4 :
+				    t == 2 ? (a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4 :
+				    (bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4;
+				v[k] = q6_sub32(v[k]);
+			}
+			const uint8_t *y = xq + 128 * n + 8 * sub + 32 * t;
+			is += (int)sc4[t] * dp4a(v[1], rd32(y + 4), dp4a(v[0], rd32(y), 0));
+		}
+	}
+	return is;
+}
 
 /* --- k_mvk -------------------------------------------------------------- */
 
@@ -98,6 +155,15 @@ static void mvk_launch(int T, const uint8_t *wr, const struct xin *X, int j0, in
 				if (b >= nb)
 					continue;	/* on = 0 */
 				const uint8_t *blk = wr + (size_t)b * BS;
+				if (T == T_Q6_K) {
+					float d = h2f(rd16(blk + 208));
+					for (int j = j0; j < j0 + mm; j++) {
+						int is = mvk6_is(blk, i, (const uint8_t *)X->q + (size_t)j * ne0 + b * 256);
+						float dy = X->dk[(size_t)j * nb + b];
+						acc[j][lane] = radd(acc[j][lane], rmul(rmul(d, dy), (float)is));
+					}
+					continue;
+				}
 				uint32_t u0 = rd32(blk + 4), u1 = rd32(blk + 8), u2 = rd32(blk + 12);
 				float d = h2f(rd16(blk)), dmin = h2f(rd16(blk + 2));
 				int h = i & 1;
@@ -162,19 +228,24 @@ static void mvk_ref(int T, const uint8_t *wr, const struct xin *X, int m, const 
 
 /* --- k_mvkt ------------------------------------------------------------- */
 
-/* cp.async: sz bytes at dst from src (both sz-aligned) */
-static void cp(uint8_t *dst, const uint8_t *src, int sz)
+/* cp.async: sz bytes at dst (both sz-aligned), the first n from src, the
+ * rest zeros */
+static void cpn(uint8_t *dst, const uint8_t *src, int sz, int n)
 {
-	if (((uintptr_t)src & (uintptr_t)(sz - 1)) || ((uintptr_t)dst & (uintptr_t)(sz - 1))) {
-		fprintf(stderr, "cp.async: misaligned\n");
+	if (((uintptr_t)src & (uintptr_t)(sz - 1)) || ((uintptr_t)dst & (uintptr_t)(sz - 1)) ||
+	    n < 1 || n > sz) {
+		fprintf(stderr, "cp.async: misaligned or bad size\n");
 		abort();
 	}
-	memcpy(dst, src, (size_t)sz);
+	memcpy(dst, src, (size_t)n);
+	memset(dst + n, 0, (size_t)(sz - n));
 }
+
+static void cp(uint8_t *dst, const uint8_t *src, int sz) { cpn(dst, src, sz, sz); }
 
 /* mvkt_dim: the shape of a launch of NT n-tiles at L lanes */
 struct dim {
-	int	NT, MP, CS, SL, CB, BS, WST, OX, XS, OD, OB, STAGE, RED;
+	int	NT, MP, CS, SL, CB, BS, RW, WST, NPC, OX, XS, OD, OB, STAGE, RED;
 };
 
 static struct dim mkdim(int T, int NT)
@@ -183,7 +254,11 @@ static struct dim mkdim(int T, int NT)
 
 	D.NT = NT, D.MP = 8 * NT, D.CS = 8 / NT, D.SL = L == 8 ? 2 : 1, D.CB = D.CS / D.SL;
 	D.BS = bsz(T);
-	D.WST = D.CB * D.BS + (D.CB % 2 == 0 ? 16 : 0);
+	D.RW = T == T_Q6_K ? (D.CB * D.BS + 2 + 3) / 4 * 4 : D.CB * D.BS;
+	D.WST = (D.RW + 15) / 16 * 16;
+	if ((D.WST / 16) % 2 == 0)
+		D.WST += 16;
+	D.NPC = T == T_Q6_K ? D.RW / 4 : D.RW / 16;
 	D.OX = R * D.WST;
 	D.XS = D.CB * 256 + 16;
 	D.OD = D.OX + D.MP * D.XS;
@@ -213,11 +288,21 @@ static void copy(const struct launch *Lc, const struct dim *D, uint8_t *st, int6
 	const struct xin *X = Lc->X;
 
 	for (int th = 0; th < 256; th++) {
-		for (int it = th; it < nr * np; it += 256) {
-			int rr = it / np, i = it % np;
-			cp(st + rr * D->WST + 16 * i, Lc->W + (size_t)(r0 + rr) * Lc->rb +
-			    (size_t)b0 * D->BS + 16 * i, 16);
-		}
+		if (Lc->T == T_Q6_K)	/* words from the one holding the chunk's first byte */
+			for (int it = th; it < nr * D->NPC; it += 256) {
+				int rr = it / D->NPC, i = it % D->NPC, len = nbk * D->BS;
+				const uint8_t *src = Lc->W + (size_t)(r0 + rr) * Lc->rb + (size_t)b0 * D->BS;
+				int o = (int)((uintptr_t)src & 3), n = o + len - 4 * i < 4 ? o + len - 4 * i : 4;
+				if (n > 0)
+					cpn(st + rr * D->WST + 4 * i, src - o + 4 * i, 4, n);
+			}
+		else
+			for (int it = th; it < nr * D->NPC; it += 256) {
+				int rr = it / D->NPC, i = it % D->NPC;
+				if (i < np)
+					cp(st + rr * D->WST + 16 * i, Lc->W + (size_t)(r0 + rr) * Lc->rb +
+					    (size_t)b0 * D->BS + 16 * i, 16);
+			}
 		for (int it = th; it < m * 16 * D->CB; it += 256) {	/* x: 16 pieces a block */
 			int j = it / (16 * D->CB), i = it % (16 * D->CB);
 			if (i < 16 * nbk)
@@ -230,7 +315,7 @@ static void copy(const struct launch *Lc, const struct dim *D, uint8_t *st, int6
 				cp(st + D->OD + (j * D->CB + i) * 4,
 				    (const uint8_t *)(X->dk + (size_t)j * nb + b0 + i), 4);
 		}
-		for (int it = th; it < m * 2 * D->CB; it += 256) {	/* bsums: 2 pieces a block */
+		for (int it = th; it < (Lc->T == T_Q6_K ? 0 : m * 2 * D->CB); it += 256) {	/* bsums */
 			int j = it / (2 * D->CB), i = it % (2 * D->CB);
 			if (i < 2 * nbk)
 				cp(st + D->OB + j * D->CB * 32 + 16 * i,
@@ -362,13 +447,91 @@ static void step(const struct launch *Lc, const struct dim *D, const uint8_t *st
 	}
 }
 
+/* mvkt_lw: 4 bytes at a 2-byte aligned shared address, by halfwords */
+static uint32_t lw(const uint8_t *p)
+{
+	if ((uintptr_t)p & 1)
+		abort();
+	return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16;
+}
+
+/* mvkt_q6: quarter t's 4 values from ql words qa, qb and qh word qh */
+static uint32_t q6v(uint32_t qa, uint32_t qb, uint32_t qh, int t)
+{
+	return q6_sub32(((t & 1 ? qb : qa) >> 4 * (t >> 1) & 0x0F0F0F0Fu) | (qh >> 2 * t & 0x03030303u) << 4);
+}
+
+/* mvkt_step6 of warp w on chunk k (Q6_K), rows' addresses mod 4 ra[row] */
+static void step6(const struct launch *Lc, const struct dim *D, const uint8_t *st, int k, int w,
+    int sl, const int *ra, accs *acc)
+{
+	int nt = w / D->CS, cs = w % D->CS, bl = cs / D->SL, eta = cs % D->SL;
+	int sh = 2 * (k * D->CB & 1);
+
+	if (k * D->CS + cs >= Lc->nb * D->SL)
+		return;
+	for (int cp_ = 0; cp_ < (L == 8 ? 2 : 4); cp_++) {
+		int n = L == 8 ? eta : cp_ >> 1, h = L == 8 ? cp_ : cp_ & 1;
+		int il[32][4], ih[32][4];
+		memset(il, 0, sizeof il), memset(ih, 0, sizeof ih);
+		for (int t = 0; t < 4; t++) {
+			uint32_t lo[32][2], hi[32][2], b[32];
+			int cl[32][4], ch[32][4];
+			for (int lane = 0; lane < 32; lane++) {
+				int g = lane >> 2, tg = lane & 3, o = 64 * n + 16 * h + 4 * tg;
+				for (int rh = 0; rh < 2; rh++) {
+					int row = g + 8 * rh;
+					const uint8_t *pb = st + row * D->WST + ((ra[row] + sh) & 3) + 210 * bl;
+					uint32_t A = q6v(lw(pb + o), lw(pb + o + 32), lw(pb + 128 + 32 * n + 16 * h + 4 * tg), t);
+					int low = perturb == 5 ? tg < 1 : tg < 2;
+					lo[lane][rh] = L == 8 ? (low ? A : 0) : A;
+					hi[lane][rh] = low ? 0 : A;
+				}
+				b[lane] = rd32(st + D->OX + (8 * nt + g) * D->XS + bl * 256 + 128 * n + 32 * t + 16 * h + 4 * tg);
+			}
+			mma(lo, b, cl);
+			if (L == 8)
+				mma(hi, b, ch);
+			for (int lane = 0; lane < 32; lane++) {
+				int g = lane >> 2;
+				for (int e = 0; e < 4; e++) {
+					int row = g + 8 * (e >> 1);
+					const uint8_t *pb = st + row * D->WST + ((ra[row] + sh) & 3) + 210 * bl;
+					int sc = (int8_t)pb[192 + 8 * n + 2 * t + h];
+					il[lane][e] += sc * cl[lane][e];
+					if (L == 8)
+						ih[lane][e] += sc * ch[lane][e];
+				}
+			}
+		}
+		for (int lane = 0; lane < 32; lane++) {
+			int g = lane >> 2, tg = lane & 3;
+			for (int e = 0; e < 4; e++) {
+				int row = g + 8 * (e >> 1), j = 8 * nt + 2 * tg + (e & 1);
+				const uint8_t *pb = st + row * D->WST + ((ra[row] + sh) & 3) + 210 * bl;
+				float dy, dd;
+				memcpy(&dy, st + D->OD + (j * D->CB + bl) * 4, 4);
+				dd = rmul(h2f(rd16(pb + 208)), dy);
+				for (int u = 0; u < (L == 8 ? 2 : 1); u++) {
+					float *a = &acc[lane][sl][L == 8 ? 2 * cp_ + u : cp_][e];
+					float is = (float)(u ? ih[lane][e] : il[lane][e]);
+					*a = perturb == 3 ? fmaf(dd, is, *a) : radd(*a, rmul(dd, is));
+				}
+			}
+		}
+	}
+}
+
 /* one block of k_mvkt: rows r0 .. r0 + 15 */
 static void block(const struct launch *Lc, const struct dim *D, unsigned bx, uint8_t *sm)
 {
 	int nb = Lc->nb, nch = (nb + D->CB - 1) / D->CB, LD = D->MP + 1;
 	int64_t r0 = (int64_t)bx * R;
 	static accs acc[8][32];
+	int ra[R];	/* mvkt_rows' ra0, ra8: the rows' addresses mod 4 */
 
+	for (int rr = 0; rr < R; rr++)
+		ra[rr] = (int)((uintptr_t)(Lc->W + (size_t)(r0 + rr) * Lc->rb) & 3);
 	memset(acc, 0, sizeof acc);
 	for (int s = 0; s < NS - 1; s++)
 		if (s < nch)
@@ -381,7 +544,10 @@ static void block(const struct launch *Lc, const struct dim *D, unsigned bx, uin
 			if (k + NS - 1 < nch)
 				copy(Lc, D, sm + (k + NS - 1) % NS * D->STAGE, r0, k + NS - 1);
 			for (int w = 0; w < 8; w++)
-				step(Lc, D, sm + k % NS * D->STAGE, k, w, sl, acc[w]);
+				if (Lc->T == T_Q6_K)
+					step6(Lc, D, sm + k % NS * D->STAGE, k, w, sl, ra, acc[w]);
+				else
+					step(Lc, D, sm + k % NS * D->STAGE, k, w, sl, acc[w]);
 		}
 	/* mvkt_store: red[c][row][MP + 1] over the ring, then the butterfly */
 	float *red = (float *)sm;
@@ -459,7 +625,10 @@ static uint8_t *weights(int t, int64_t rows, int ne0, int rbytes)
 				uint8_t *blk = w + r * rb + (size_t)b * bsz(t);
 				uint16_t d = (uint16_t)((0x1000 + rnd() % 0x2000) | (rnd() & 1) << 15);
 				uint16_t dm = (uint16_t)(0x1000 + rnd() % 0x2000);
-				memcpy(blk, &d, 2), memcpy(blk + 2, &dm, 2);
+				if (t == T_Q6_K)
+					memcpy(blk + 208, &d, 2);
+				else
+					memcpy(blk, &d, 2), memcpy(blk + 2, &dm, 2);
 			}
 		} else {
 			for (int i = 0; i < ne0; i++)
@@ -511,8 +680,8 @@ static double mag_row(int t, const uint8_t *wr, int ne0, const uint8_t *xq)
 
 	for (int z = 0; z < 2; z++) {
 		memcpy(w, wr, rb);
-		for (int k = 0; k < ne0 / 256; k++)
-			memset(w + (size_t)k * bsz(t) + 2 * (1 - z), 0, 2);
+		for (int k = 0; k < ne0 / 256; k++)	/* Q6_K: no dmin (b all 0) */
+			memset(w + (size_t)k * bsz(t) + (t == T_Q6_K ? 208 * z : 2 * (1 - z)), 0, 2);
 		quant_dequantize_row(t, w, z ? b : a, ne0);
 	}
 	for (int i = 0; i < ne0; i++) {
@@ -656,8 +825,10 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 
 int main(int argc, char **argv)
 {
-	static const int ne0s[] = { 256, 512, 2048, 5120 };
-	static const int ts[] = { T_Q4_K, T_Q5_K };
+	/* rows of 1, 2, 8, 20 super-blocks (Q6_K also 3: odd rows 2 mod 4 bytes
+	 * with an odd chunk count) */
+	static const int ne0s[] = { 256, 512, 2048, 5120, 768 };
+	static const int ts[] = { T_Q4_K, T_Q5_K, T_Q6_K };
 	float scale = 0.3779f;
 
 	if (argc >= 2)
@@ -665,11 +836,11 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[2], "-p") == 0)
 		perturb = atoi(argv[3]);
 	if ((L != 4 && L != 8) || (argc != 2 && argc != 4) || (argc == 4 && perturb < 1)) {
-		fprintf(stderr, "usage: %s 4|8 [-p 1|2|3|4]\n", argv[0]);
+		fprintf(stderr, "usage: %s 4|8 [-p 1|2|3|4|5]\n", argv[0]);
 		return 2;
 	}
-	for (int ti = 0; ti < 2; ti++)
-		for (int ni = 0; ni < 4; ni++) {
+	for (int ti = 0; ti < 3; ti++)
+		for (int ni = 0; ni < (ts[ti] == T_Q6_K ? 5 : 4); ni++) {
 			int t = ts[ti], ne0 = ne0s[ni];
 			long f0 = nfail;
 			double maxrel = 0;
@@ -690,7 +861,7 @@ int main(int argc, char **argv)
 			free(X.q), free(X.dk), free(X.bs);
 		}
 	/* the experts grouped: 12 of 23 x 512, 5 of 40 x 2048 (tiles of 1..16) */
-	for (int ti = 0; ti < 2; ti++) {
+	for (int ti = 0; ti < 3; ti++) {
 		check_moe(ts[ti], 12, 23, 512, 30, 4);
 		check_moe(ts[ti], 5, 40, 2048, 24, 2);
 	}
