@@ -517,9 +517,9 @@ mvkt_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
  * (x, t0 + blockIdx.y) takes rows 16 x .. of tile t0 + blockIdx.y's
  * expert e (first f, count n <= GPU_MOE_MT) on the gathered Q8_K rows f ..
  * f + n - 1 into y[perm[f + j]][rows] (mvkt_rows with NT 1 for n <= 8,
- * else 2): k_moe_mvkg's bits (k_mvk's at L for each row, whatever m).  An
- * empty tile writes nothing; bucket n_exp (the ids outside [0, n_exp))
- * NaN rows.
+ * else 2; 4 past 16, should GPU_MOE_MT grow to 32): k_moe_mvkg's bits
+ * (k_mvk's at L for each row, whatever m).  An empty tile writes nothing;
+ * bucket n_exp (the ids outside [0, n_exp)) NaN rows.
  */
 template <int T, int L>
 __global__ void __launch_bounds__(QKT_THREADS, 1)
@@ -528,7 +528,7 @@ k_moe_mvkt(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, s
     const int8_t *__restrict__ q, const float *__restrict__ dk,
     const int16_t *__restrict__ bs, float *y, const float *scale)
 {
-	static_assert(GPU_MOE_MT <= 16, "k_moe_mvkt: a tile in two n-tiles");
+	static_assert(GPU_MOE_MT <= QKT_MAX_M, "k_moe_mvkt: a tile in one block");
 	extern __shared__ int4 qkt_sm[];
 	int64_t r0 = (int64_t)blockIdx.x * QKT_R;
 
@@ -551,8 +551,11 @@ k_moe_mvkt(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, s
 	if (n <= 8)	/* block-uniform */
 		mvkt_rows<T, L, 1>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
 		    y, scale);
-	else
+	else if (GPU_MOE_MT <= 16 || n <= 16)
 		mvkt_rows<T, L, 2>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
+		    y, scale);
+	else if constexpr (GPU_MOE_MT > 16)	/* (tiles of up to 32 rows) */
+		mvkt_rows<T, L, 4>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
 		    y, scale);
 }
 
@@ -565,6 +568,9 @@ mvkt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 {
 	size_t rb = (size_t)nb * mvk_bs<T>::v;
 	int s1 = qkt_dim<T, L, 1>::SMEM, s2 = qkt_dim<T, L, 2>::SMEM, sh = s1 > s2 ? s1 : s2;
+
+	if (GPU_MOE_MT > 16 && qkt_dim<T, L, 4>::SMEM > sh)
+		sh = qkt_dim<T, L, 4>::SMEM;
 
 	if (mvkt_smem(g, k_moe_mvkt<T, L>, sh) != 0)
 		return -1;
