@@ -141,6 +141,7 @@ mvkt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 	}
 }
 
+#ifndef MVKT_HOST
 /* c = the 16 x 8 int8 product of a (rows gq, gq + 8) and b (input gq) at
  * one run: mma.sync m16n8k16 .s32.s8.s8.s32 from 0. */
 __device__ __forceinline__ void
@@ -151,6 +152,26 @@ mvkt_mma(const uint32_t *a, uint32_t b, int *c)
 	    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
 	    : "r"(a[0]), "r"(a[1]), "r"(b), "r"(0));
 }
+
+/* cp.async's groups: commit, wait for all but the newest QKT_NS - 2, for all. */
+__device__ __forceinline__ void
+mvkt_commit(void)
+{
+	asm volatile("cp.async.commit_group;");
+}
+
+__device__ __forceinline__ void
+mvkt_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;" : : "n"(QKT_NS - 2) : "memory");
+}
+
+__device__ __forceinline__ void
+mvkt_wait_all(void)
+{
+	asm volatile("cp.async.wait_all;" : : : "memory");
+}
+#endif	/* (tools/matvec-qkt-kern.cc: the host's, warp by warp) */
 
 /* The 6-bit scales (mins = 0) or mins (1) of sub-blocks 4 hi .. 4 hi + 3,
  * a byte each, from the header words u0, u1, u2 (bytes 4..15 of a block):
@@ -429,7 +450,7 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 	for (int s = 0; s < QKT_NS - 1; s++) {
 		if (s < nch)
 			mvkt_copy<T, L, NT>(sm + s * D::STAGE, W, rb, r0, rows, nb, q, dk, bs, m, s);
-		asm volatile("cp.async.commit_group;");
+		mvkt_commit();
 	}
 	for (int k0 = 0; k0 < nch; k0 += NT) {
 #pragma unroll
@@ -437,23 +458,66 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 			int k = k0 + sl;
 			if (k >= nch)	/* block-uniform */
 				break;
-			asm volatile("cp.async.wait_group %0;" : : "n"(QKT_NS - 2) : "memory");
+			mvkt_wait();
 			__syncthreads();	/* chunk k landed; chunk k - 1's stage read by all */
 			if (k + QKT_NS - 1 < nch)
 				mvkt_copy<T, L, NT>(sm + (k + QKT_NS - 1) % QKT_NS * D::STAGE, W, rb, r0,
 				    rows, nb, q, dk, bs, m, k + QKT_NS - 1);
-			asm volatile("cp.async.commit_group;");
+			mvkt_commit();
 			if constexpr (T == QK_T_Q6_K)
 				mvkt_step6<L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, ra0, ra8, acc[sl]);
 			else
 				mvkt_step<T, L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, acc[sl]);
 		}
 	}
-	asm volatile("cp.async.wait_all;" : : : "memory");
+	mvkt_wait_all();
 	__syncthreads();	/* the ring's last reads before red overwrites it */
 	mvkt_store<T, L, NT>((float *)sm, acc, r0, rows, m, perm, y, scale);
 }
 
+/*
+ * The experts grouped (gpu_impl.cuh's moe_group), by tensor cores: block
+ * (x, t0 + blockIdx.y) takes rows 16 x .. of tile t0 + blockIdx.y's
+ * expert e (first f, count n <= GPU_MOE_MT) on the gathered Q8_K rows f ..
+ * f + n - 1 into y[perm[f + j]][rows] (mvkt_rows with NT 1 for n <= 8,
+ * else 2; 4 past 16, should GPU_MOE_MT grow to 32): k_moe_mvkg's bits
+ * (k_mvk's at L for each row, whatever m).  An empty tile writes nothing;
+ * bucket n_exp (the ids outside [0, n_exp)) NaN rows.  mvkt_moe_block: a
+ * block's work (sm its shared memory), after pdl_enter.
+ */
+template <int T, int L>
+__device__ __forceinline__ void
+mvkt_moe_block(uint8_t *sm, const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb,
+    size_t rb, int n_exp, const int4 *__restrict__ tile, int t0,
+    const int32_t *__restrict__ perm, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, float *y, const float *scale)
+{
+	static_assert(GPU_MOE_MT <= QKT_MAX_M, "k_moe_mvkt: a tile in one block");
+	int64_t r0 = (int64_t)blockIdx.x * QKT_R;
+	int4 tl = tile[t0 + (int)blockIdx.y];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0)
+		return;
+	if (e < 0 || e >= n_exp) {
+		for (int it = threadIdx.x; it < QKT_R * n; it += QKT_THREADS)
+			if (r0 + it % QKT_R < rows)
+				y[(size_t)perm[f + it / QKT_R] * rows + r0 + it % QKT_R] =
+				    __int_as_float(0x7FC00000);
+		return;
+	}
+	const uint8_t *We = W + (size_t)e * ebytes;
+	const int8_t *qf = q + (size_t)f * nb * 256;
+	const float *df = dk + (size_t)f * nb;
+	const int16_t *bf = bs + (size_t)f * nb * 16;
+	if (n <= 8)	/* block-uniform */
+		mvkt_rows<T, L, 1>(sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f, y, scale);
+	else if (GPU_MOE_MT <= 16 || n <= 16)
+		mvkt_rows<T, L, 2>(sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f, y, scale);
+	else if constexpr (GPU_MOE_MT > 16)	/* (tiles of up to 32 rows) */
+		mvkt_rows<T, L, 4>(sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f, y, scale);
+}
+
+#ifndef MVKT_HOST
 /* The dense kernel: one block per 16 rows of W, m <= 8 NT input rows. */
 template <int T, int L, int NT>
 __global__ void __launch_bounds__(QKT_THREADS, NT == 1 ? 2 : 1)
@@ -512,15 +576,6 @@ mvkt_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
 	return mvkt_run<T, L, 4>(g, W, rows, nb, rb, q, dk, bs, m, y, scale);
 }
 
-/*
- * The experts grouped (gpu_impl.cuh's moe_group), by tensor cores: block
- * (x, t0 + blockIdx.y) takes rows 16 x .. of tile t0 + blockIdx.y's
- * expert e (first f, count n <= GPU_MOE_MT) on the gathered Q8_K rows f ..
- * f + n - 1 into y[perm[f + j]][rows] (mvkt_rows with NT 1 for n <= 8,
- * else 2; 4 past 16, should GPU_MOE_MT grow to 32): k_moe_mvkg's bits
- * (k_mvk's at L for each row, whatever m).  An empty tile writes nothing;
- * bucket n_exp (the ids outside [0, n_exp)) NaN rows.
- */
 template <int T, int L>
 __global__ void __launch_bounds__(QKT_THREADS, 1)
 k_moe_mvkt(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, size_t rb,
@@ -528,35 +583,11 @@ k_moe_mvkt(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, s
     const int8_t *__restrict__ q, const float *__restrict__ dk,
     const int16_t *__restrict__ bs, float *y, const float *scale)
 {
-	static_assert(GPU_MOE_MT <= QKT_MAX_M, "k_moe_mvkt: a tile in one block");
 	extern __shared__ int4 qkt_sm[];
-	int64_t r0 = (int64_t)blockIdx.x * QKT_R;
 
 	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
-	int4 tl = tile[t0 + (int)blockIdx.y];
-	int e = tl.x, f = tl.y, n = tl.z;
-	if (n == 0)
-		return;
-	if (e < 0 || e >= n_exp) {
-		for (int it = threadIdx.x; it < QKT_R * n; it += QKT_THREADS)
-			if (r0 + it % QKT_R < rows)
-				y[(size_t)perm[f + it / QKT_R] * rows + r0 + it % QKT_R] =
-				    __int_as_float(0x7FC00000);
-		return;
-	}
-	const uint8_t *We = W + (size_t)e * ebytes;
-	const int8_t *qf = q + (size_t)f * nb * 256;
-	const float *df = dk + (size_t)f * nb;
-	const int16_t *bf = bs + (size_t)f * nb * 16;
-	if (n <= 8)	/* block-uniform */
-		mvkt_rows<T, L, 1>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
-		    y, scale);
-	else if (GPU_MOE_MT <= 16 || n <= 16)
-		mvkt_rows<T, L, 2>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
-		    y, scale);
-	else if constexpr (GPU_MOE_MT > 16)	/* (tiles of up to 32 rows) */
-		mvkt_rows<T, L, 4>((uint8_t *)qkt_sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f,
-		    y, scale);
+	mvkt_moe_block<T, L>((uint8_t *)qkt_sm, W, ebytes, rows, nb, rb, n_exp, tile, t0, perm, q,
+	    dk, bs, y, scale);
 }
 
 /* k_moe_mvkt on the grouped rows (qk_moe_grouped's checks done). */
@@ -583,3 +614,4 @@ mvkt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 	}
 	return 0;
 }
+#endif	/* MVKT_HOST */
