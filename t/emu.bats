@@ -1,12 +1,14 @@
 bats_require_minimum_version 1.5.0
 # The CPU models of CUDA kernels in tools/*-emu.* (no GPU needed), each built
 # as its header comment says, into the test's temporary directory, and run
-# to its verdict line.  Three compile the kernels' own text (attn-prefill,
+# to its verdict line.  Four compile the kernels' own text (attn-prefill,
 # gdn-chunk: the .cuh files cuda/ includes; gdn-step: the kernels cut out of
-# cuda/backend_cuda.cu by awk), so a change there that breaks their indexing,
-# masks or bit-for-bit properties fails here.  The other seven (matvec-*, mmq,
-# norm-q8) replay the kernels by hand in C and compare with lib/quant: they
-# fail when lib/quant moves, not when cuda/ does (keep them in step by hand).
+# cuda/backend_cuda.cu by awk; matvec-qkt-emu -k: cuda/matvec_qkt.cuh's
+# device code through tools/matvec-qkt-kern.cc), so a change there that
+# breaks their indexing, masks or bit-for-bit properties fails here.  The
+# others (matvec-*, mmq, norm-q8) replay the kernels by hand in C and compare
+# with lib/quant: they fail when lib/quant moves, not when cuda/ does (keep
+# them in step by hand).
 setup() {
 	load helper
 	cd "$TOP" || return 1
@@ -119,6 +121,20 @@ emu_cc() {
 	for p in 1 2 3 5; do
 		run -1 "$D/matvec-qkt-emu" 8 -p "$p"
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+	done
+}
+
+@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives k_mvk's bits" {
+	need_cc
+	need_cxx c++17 vector
+	g++ -O2 -std=c++17 -ffp-contract=off -Wno-unknown-pragmas -Icuda -Ilib -c \
+	    -o "$D/kern.o" tools/matvec-qkt-kern.cc
+	cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -DQKT_KERN -Ilib -o "$D/qkt-kern" \
+	    tools/matvec-qkt-emu.c "$D/kern.o" lib/quant*.c lib/util.c -lm -lstdc++
+	for lanes in 4 8; do
+		emu_run "$D/qkt-kern" "$lanes" -k
+		[[ $output != *FAIL* ]]
+		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed\ \(the\ kernel\'s\ text\)$ ]]
 	done
 }
 

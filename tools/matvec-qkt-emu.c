@@ -48,10 +48,18 @@
  * runs' halves split after 4 values, not 8 (run with 8; swapping the two
  * halves would be no perturbation: chains 2 h and 2 h + 1 are lanes l and
  * l ^ 1, the butterfly's first pair).
+ * -k (built with -DQKT_KERN and tools/matvec-qkt-kern.cc): the same
+ * checks with k_mvkt and k_moe_mvkt as the kernel's own text runs them
+ * (cuda/matvec_qkt.cuh's device code compiled for the host, its threads
+ * as coroutines, cp.async landing at its wait) in place of this model.
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emukt \
  *       tools/matvec-qkt-emu.c lib/quant*.c lib/util.c -lm && /tmp/emukt 4 && /tmp/emukt 8
  *   /tmp/emukt 4 -p 1   (and 2, 3, 4; 8 with 1, 2, 3, 5: FAIL lines, exit 1)
+ *   g++ -O2 -std=c++17 -ffp-contract=off -Icuda -Ilib -c -o /tmp/kern.o \
+ *       tools/matvec-qkt-kern.cc && cc ... -DQKT_KERN -o /tmp/emukk \
+ *       tools/matvec-qkt-emu.c /tmp/kern.o lib/quant*.c lib/util.c -lm -lstdc++ &&
+ *       /tmp/emukk 4 -k && /tmp/emukk 8 -k
  * Keep it in step with the kernels.
  */
 #include <math.h>
@@ -588,8 +596,26 @@ static void block(const struct launch *Lc, const struct dim *D, unsigned bx, uin
 
 /* the launch: mvkt_launch's NT, then every block (shared memory garbage at
  * the start of each) */
+#ifdef QKT_KERN
+/* tools/matvec-qkt-kern.cc: the kernel's own device code */
+void kern_mvkt(int T, int L, const uint8_t *W, int64_t rows, int nb, size_t rb, const int8_t *q,
+    const float *dk, const int16_t *bs, int m, const int32_t *perm, float *y, const float *scale,
+    uint64_t (*rnd)(void));
+void kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, size_t rb,
+    int n_exp, const int *tile, int nt, const int32_t *perm, const int8_t *q, const float *dk,
+    const int16_t *bs, float *y, const float *scale, uint64_t (*rnd)(void));
+#endif
+static int kern;	/* -k: the kernel's own text, not this model */
+
 static void mvkt(const struct launch *Lc)
 {
+#ifdef QKT_KERN
+	if (kern) {
+		kern_mvkt(Lc->T, L, Lc->W, Lc->rows, Lc->nb, Lc->rb, Lc->X->q, Lc->X->dk, Lc->X->bs,
+		    Lc->m, Lc->perm, Lc->y, Lc->scale, rnd);
+		return;
+	}
+#endif
 	int nt = Lc->m <= 8 ? 1 : Lc->m <= 16 ? 2 : 4;
 	struct dim D = mkdim(Lc->T, nt);
 	size_t sz = (size_t)NS * D.STAGE > (size_t)D.RED ? (size_t)NS * D.STAGE : (size_t)D.RED;
@@ -782,7 +808,18 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 	}
 	for (size_t i = 0; i < (size_t)ns * rows; i++)
 		y[i] = 12345.0f;	/* gpu_memset: no row left from before */
-	for (int ti = 0; ti < nt; ti++) {
+#ifdef QKT_KERN
+	if (kern) {	/* k_moe_mvkt's blocks, its tiles and NaN rows included */
+		int *t4 = malloc(sizeof(int) * 4 * nt);
+		for (int ti = 0; ti < nt; ti++)
+			t4[4 * ti] = tile[ti][0], t4[4 * ti + 1] = tile[ti][1],
+			t4[4 * ti + 2] = tile[ti][2], t4[4 * ti + 3] = 0;
+		kern_moe(t, L, W, (size_t)rows * rb, rows, nb, rb, n_exp, t4, nt, perm, G.q, G.dk,
+		    G.bs, y, NULL, rnd);
+		free(t4);
+	}
+#endif
+	for (int ti = 0; ti < (kern ? 0 : nt); ti++) {
 		int e = tile[ti][0], f = tile[ti][1], n = tile[ti][2];
 		if (e == n_exp) {
 			for (int j = 0; j < n; j++)
@@ -835,8 +872,11 @@ int main(int argc, char **argv)
 		L = atoi(argv[1]);
 	if (argc == 4 && strcmp(argv[2], "-p") == 0)
 		perturb = atoi(argv[3]);
-	if ((L != 4 && L != 8) || (argc != 2 && argc != 4) || (argc == 4 && perturb < 1)) {
-		fprintf(stderr, "usage: %s 4|8 [-p 1|2|3|4|5]\n", argv[0]);
+#ifdef QKT_KERN
+	kern = argc == 3 && strcmp(argv[2], "-k") == 0;
+#endif
+	if ((L != 4 && L != 8) || (argc != 2 && argc != 4 && !kern) || (argc == 4 && perturb < 1)) {
+		fprintf(stderr, "usage: %s 4|8 [-p 1|2|3|4|5 | -k]\n", argv[0]);
 		return 2;
 	}
 	for (int ti = 0; ti < 3; ti++)
@@ -865,6 +905,7 @@ int main(int argc, char **argv)
 		check_moe(ts[ti], 12, 23, 512, 30, 4);
 		check_moe(ts[ti], 5, 40, 2048, 24, 2);
 	}
-	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" : "");
+	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" :
+	    kern ? " (the kernel's text)" : "");
 	return nfail != 0;
 }
