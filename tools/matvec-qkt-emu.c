@@ -51,13 +51,16 @@
  * -k (built with -DQKT_KERN and tools/matvec-qkt-kern.cc): the same
  * checks with k_mvkt and k_moe_mvkt as the kernel's own text runs them
  * (cuda/matvec_qkt.cuh's device code compiled for the host, its threads
- * as coroutines, cp.async landing at its wait) in place of this model.
+ * as coroutines, cp.async landing at its wait) in place of this model,
+ * against k_mvk's own text (matvec_qk.cu's mvk_row, lane by lane, then its
+ * butterfly), which must also equal mvk_ref's replay everywhere.
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emukt \
  *       tools/matvec-qkt-emu.c lib/quant*.c lib/util.c -lm && /tmp/emukt 4 && /tmp/emukt 8
  *   /tmp/emukt 4 -p 1   (and 2, 3, 4; 8 with 1, 2, 3, 5: FAIL lines, exit 1)
- *   g++ -O2 -std=c++17 -ffp-contract=off -Icuda -Ilib -c -o /tmp/kern.o \
- *       tools/matvec-qkt-kern.cc && cc ... -DQKT_KERN -o /tmp/emukk \
+ *   (awk cut of mvk.inc: tools/matvec-qkt-kern.cc's header) && g++ -O2 \
+ *       -std=c++17 -ffp-contract=off -fno-strict-aliasing -I/tmp -Icuda -Ilib \
+ *       -c -o /tmp/kern.o tools/matvec-qkt-kern.cc && cc ... -DQKT_KERN -o /tmp/emukk \
  *       tools/matvec-qkt-emu.c /tmp/kern.o lib/quant*.c lib/util.c -lm -lstdc++ &&
  *       /tmp/emukk 4 -k && /tmp/emukk 8 -k
  * Keep it in step with the kernels.
@@ -604,8 +607,32 @@ void kern_mvkt(int T, int L, const uint8_t *W, int64_t rows, int nb, size_t rb, 
 void kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, size_t rb,
     int n_exp, const int *tile, int nt, const int32_t *perm, const int8_t *q, const float *dk,
     const int16_t *bs, float *y, const float *scale, uint64_t (*rnd)(void));
+void kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
+    const int16_t *bs, int m, const float *scale, float *y);
 #endif
-static int kern;	/* -k: the kernel's own text, not this model */
+static int kern;	/* -k: the kernels' own text, not these models */
+static long nhand;	/* -k: outputs where mvk_ref differs from k_mvk's text */
+
+/* the reference: mvk_ref, or (-k) k_mvk's text, checked against mvk_ref */
+static void ref(int T, const uint8_t *wr, const struct xin *X, int m, const float *scale,
+    float *y)
+{
+	mvk_ref(T, wr, X, m, scale, y);
+#ifdef QKT_KERN
+	if (kern) {
+		float h[MAXM];
+		memcpy(h, y, sizeof(float) * m);
+		kern_mvk(T, L, wr, X->nb, X->q, X->dk, X->bs, m, scale, y);
+		for (int j = 0; j < m; j++)
+			if (memcmp(&h[j], &y[j], 4) != 0) {
+				if (nhand < 3)
+					printf("FAIL %s L=%d: mvk_ref %.9g, k_mvk's text %.9g\n", quant_name(T),
+					    L, h[j], y[j]);
+				nhand++;
+			}
+	}
+#endif
+}
 
 static void mvkt(const struct launch *Lc)
 {
@@ -735,7 +762,7 @@ static void check(int t, int64_t rows, int ne0, int m, int rbytes, const float *
 	mvkt(&Lc);
 	for (int64_t r = 0; r < rows; r++) {
 		float y[MAXM];
-		mvk_ref(t, Lc.W + r * Lc.rb, X, m, scale, y);
+		ref(t, Lc.W + r * Lc.rb, X, m, scale, y);
 		for (int j = 0; j < m; j++) {
 			float got = Lc.y[(size_t)j * rows + r];
 			nchk++;
@@ -844,7 +871,7 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 				bad += !isnan(got);
 				continue;
 			}
-			mvk_ref(t, W + ((size_t)e * rows + r) * rb, &X1, 1, NULL, &want);
+			ref(t, W + ((size_t)e * rows + r) * rb, &X1, 1, NULL, &want);
 			if (memcmp(&got, &want, 4) != 0) {
 				if (bad < 3)
 					printf("FAIL moe %s L=%d slot %d expert %d row %lld: %.9g != %.9g\n",
@@ -905,7 +932,10 @@ int main(int argc, char **argv)
 		check_moe(ts[ti], 12, 23, 512, 30, 4);
 		check_moe(ts[ti], 5, 40, 2048, 24, 2);
 	}
+	if (kern)
+		printf("mvk_ref against k_mvk's text: %ld outputs differ\n", nhand);
+	nfail += nhand;
 	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" :
-	    kern ? " (the kernel's text)" : "");
+	    kern ? " (the kernels' text)" : "");
 	return nfail != 0;
 }

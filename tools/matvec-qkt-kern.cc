@@ -1,7 +1,8 @@
 /*
  * matvec-qkt-kern: cuda/matvec_qkt.cuh's own device code (mvkt_rows,
- * mvkt_moe_block and what they call, compiled with MVKT_HOST) run on the
- * CPU, for tools/matvec-qkt-emu.c's -k (not built by make).  A block's
+ * mvkt_moe_block and what they call, compiled with MVKT_HOST) and k_mvk's
+ * (cuda/matvec_qk.cu's mvk_row) run on the CPU, for
+ * tools/matvec-qkt-emu.c's -k (not built by make).  A block's
  * 256 threads are coroutines (ucontext) on one OS thread, each run until
  * it reaches a collective: __syncthreads (all the block's live threads
  * there, then all go on), mvkt_mma (the 32 lanes of a warp there, then
@@ -14,8 +15,16 @@
  * their issue, so a read of a stage before its wait sees what was there
  * (the caller fills shared memory with garbage first).  __fmul_rn and the
  * rest round once (volatile floats, -ffp-contract=off); fp16 by lib/quant.
- * Build (t/emu.bats):
- *   g++ -O2 -std=c++17 -ffp-contract=off -Icuda -Ilib -c tools/matvec-qkt-kern.cc
+ * kern_mvk: the reference the same way, k_mvk's device code (mvk_bs ..
+ * mvk_row, cut out of cuda/matvec_qk.cu by awk into mvk.inc) run lane by
+ * lane, then its butterfly.
+ * Build (t/emu.bats), in a directory D:
+ *   awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 }
+ *       /^\/\* One warp per 256-block of x/ { p = 0; skip = 1 } p { print }
+ *       skip && /^}$/ { skip = 0; p = 1; next } /^mvk_row\(/ { inrow = 1 }
+ *       inrow && /^}$/ { exit }' cuda/matvec_qk.cu >D/mvk.inc
+ *   g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -ID -Icuda -Ilib \
+ *       -c -o D/kern.o tools/matvec-qkt-kern.cc
  * and link it with tools/matvec-qkt-emu.c built with -DQKT_KERN.
  */
 #include <stdint.h>
@@ -50,13 +59,27 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 template <typename A, typename B>
 static inline A min(A a, B b) { return a < (A)b ? a : (A)b; }
 
-/* matvec_qk.cu's, before it includes the file */
-enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14 };
-template <int T>
-struct mvk_bs {
-	enum { v = T == QK_T_Q4_K ? 144 : T == QK_T_Q5_K ? 176 : 210 };
-};
-static inline int q6_sub32(uint32_t u) { return (int)((u + 0x60606060u) ^ 0x80808080u); }
+/* what k_mvk's device code uses besides */
+struct int2 { int x, y; };
+static inline int4 make_int4(int x, int y, int z, int w) { return int4{ x, y, z, w }; }
+static inline int2 make_int2(int x, int y) { return int2{ x, y }; }
+template <typename V>
+static inline V __ldg(const V *p) { return *p; }
+static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, unsigned sh)
+{
+	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (sh & 31));
+}
+static inline int __dp4a(int a, int b, int c)
+{
+	for (int k = 0; k < 4; k++)
+		c += (int8_t)((uint32_t)a >> 8 * k) * (int8_t)((uint32_t)b >> 8 * k);
+	return c;
+}
+
+/* matvec_qk.cu's, before it includes the file: its types, and k_mvk's
+ * device code (mvk_bs .. mvk_row: mvk.inc, cut from the file by awk) */
+enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
+#include "mvk.inc"
 #define GPU_MOE_MT 16	/* gpu_impl.cuh's */
 
 /* --- the block: 256 coroutines ------------------------------------------ */
@@ -387,4 +410,46 @@ kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, si
 			fill(J.sm, sz, rnd);
 			block(bx, by, pick(T, L), &J);
 		}
+}
+
+/*
+ * k_mvk (k_moe_mvk's mvk_row<T, 16, L>: k_mvk's loop, the same operations
+ * in the same order) for weight row wr and m input rows, in launches of 16
+ * as mv8_products makes them, each lane's sums then k_mvk's butterfly (v +=
+ * the v of lane ^ 1, 2, 4, 8, 16; lane 0's), times *scale: y[j].
+ */
+extern "C" void
+kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
+    const int16_t *bs, int m, const float *scale, float *y)
+{
+	static float acc[32][16];
+
+	for (int j0 = 0; j0 < m; j0 += 16) {
+		int mm = m - j0 < 16 ? m - j0 : 16;
+		const int8_t *qj = q + (size_t)j0 * nb * 256;
+		const float *dj = dk + (size_t)j0 * nb;
+		const int16_t *bj = bs + (size_t)j0 * nb * 16;
+		for (int lane = 0; lane < 32; lane++) {
+			if (T == QK_T_Q4_K)
+				L == 8 ? mvk_row<QK_T_Q4_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row<QK_T_Q4_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+			else if (T == QK_T_Q5_K)
+				L == 8 ? mvk_row<QK_T_Q5_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row<QK_T_Q5_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+			else
+				L == 8 ? mvk_row<QK_T_Q6_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row<QK_T_Q6_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+		}
+		for (int j = 0; j < mm; j++) {
+			float v[32], u[32];
+			for (int l = 0; l < 32; l++)
+				v[l] = acc[l][j];
+			for (int o = 1; o < 32; o <<= 1) {
+				for (int l = 0; l < 32; l++)
+					u[l] = __fadd_rn(v[l], v[l ^ o]);
+				memcpy(v, u, sizeof v);
+			}
+			y[j0 + j] = scale != NULL ? __fmul_rn(v[0], *scale) : v[0];
+		}
+	}
 }
