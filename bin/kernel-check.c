@@ -1184,6 +1184,85 @@ check_mv8_tc_set(struct kc *k, int t, int64_t ne0, int m)
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, dscale);
 }
 
+/*
+ * y of the m input rows at dx by gpu_matvec_q8 for K-quant weights at the
+ * step rows of the CUDA backend (32) under the tensor-core form how
+ * (gpu_tune_qkt) and lanes L: GPU_QKT_OFF k_mvk in launches of 16,
+ * GPU_QKT_ON k_mvkt in one launch, GPU_QKT_AUTO k_mvk below 12 rows and
+ * k_mvkt from there, in one launch.
+ */
+static void
+qk_form(struct kc *k, int how, int lanes, int t, const void *dw, int64_t rows, int64_t ne0,
+    const float *dx, int m, float *dy, float *y)
+{
+	gchk(k, gpu_tune_step_rows(k->g, GPU_STEP_ROWS_MAX));
+	gchk(k, gpu_tune_qk(k->g, lanes));
+	gchk(k, gpu_tune_qkt(k->g, how));
+	gchk(k, gpu_matvec_q8(k->g, t, dw, rows, ne0, dx, m, dy, NULL));
+	dget(k, y, dy, (size_t)m * rows * 4);
+	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
+	gchk(k, gpu_tune_qk(k->g, 0));
+	gchk(k, gpu_tune_step_rows(k->g, GPU_MATVEC_MAX_ROWS));
+}
+
+/*
+ * The tensor-core form of the K-quant decode products (GPU_QKT_ON,
+ * cuda/matvec_qkt.cuh) against k_mvk (GPU_QKT_OFF, launches of 16) bit
+ * for bit at lanes L (4 and 8: k_mvkt reproduces each), m = 1, 2, 3, 7,
+ * 8, 9, 15, 16, 17, 24, 31, 32; GPU_QKT_AUTO at 11, 12 and 20 rows the
+ * same bits; at 1, 9 and 32 rows within 1e-5 of the CPU's int8 products.
+ */
+static void
+check_qk_tc(struct kc *k, int t, int64_t rows, int64_t ne0, int lanes)
+{
+	static const int ms[] = { 1, 2, 3, 7, 8, 9, 11, 12, 15, 16, 17, 20, 24, 31, 32 };
+	enum { M = 32 };
+	struct wset s;
+	float *x = frand(k, (int64_t)M * ne0, -1, 1), *ya = xmalloc((size_t)M * rows * 4);
+	float *yb = xmalloc((size_t)M * rows * 4);
+	float *dx = dput(k, x, (size_t)M * ne0 * 4), *dy = dput(k, NULL, (size_t)M * rows * 4);
+	double *ref = xmalloc((size_t)M * rows * 8), *mag = xmalloc((size_t)M * rows * 8);
+	char name[64], shape[64];
+
+	wset_new(k, &s, t, rows, ne0);
+	for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+		int m = ms[i], au = m == 11 || m == 12 || m == 20;
+		int64_t ny = (int64_t)m * rows;
+		qk_form(k, GPU_QKT_OFF, lanes, t, s.dw, rows, ne0, dx, m, dy, ya);
+		qk_form(k, au ? GPU_QKT_AUTO : GPU_QKT_ON, lanes, t, s.dw, rows, ne0, dx, m, dy, yb);
+		snprintf(name, sizeof name, "matvec i8 %s tc%s=mvk", quant_name(t), au ? " auto" : "");
+		snprintf(shape, sizeof shape, "%lldx%lld m=%d L=%d", (long long)rows, (long long)ne0,
+		    m, lanes);
+		brk(k, yb, ny);
+		same_bits(k, name, shape, ya, yb, ny);
+		if (m == 1 || m == 9 || m == 32) {
+			qk_form(k, GPU_QKT_ON, lanes, t, s.dw, rows, ne0, dx, m, dy, yb);
+			i8_ref(&s, x, m, 1.0, ref, mag);
+			snprintf(name, sizeof name, "matvec i8 %s tc", quant_name(t));
+			brk(k, yb, ny);
+			close_to(k, name, shape, yb, ref, mag, ny, 1e-5);
+		}
+	}
+	free(x), free(ya), free(yb), free(ref), free(mag);
+	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
+static void
+check_qk_tc_all(struct kc *k)
+{
+	/* rows of 1, 2, 8 and 20 super-blocks (Q6_K also 3: rows 2-byte aligned,
+	 * an odd count); 300 rows: a part tile of 12 */
+	static const int64_t sh[][2] = { { 300, 256 }, { 45, 512 }, { 300, 2048 }, { 70, 5120 },
+	    { 57, 768 } };
+	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+
+	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)	/* (768: Q6_K's odd rows) */
+		for (size_t si = 0; si < sizeof sh / sizeof sh[0] - (ts[ti] != QUANT_Q6_K); si++)
+			for (int lanes = 4; lanes <= 8; lanes += 4)
+				check_qk_tc(k, ts[ti], sh[si][0], sh[si][1], lanes);
+}
+
 static void
 check_mv8_tc_all(struct kc *k)
 {
@@ -1343,6 +1422,7 @@ check_qk_all(struct kc *k)
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 300, 4096);
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 257, 800);	/* 25 blocks: odd rows 2-byte aligned */
 	check_mv8_tc_all(k);
+	check_qk_tc_all(k);
 }
 
 /* --- the experts grouped by expert (gpu_tune_moe_group) ------------------ */
@@ -1482,6 +1562,25 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 		snprintf(name, sizeof name, "moe group %s graph", quant_name(t));
 		same_bits(k, name, shape, y1, y0, ny);
 	}
+	for (int lanes = 4; lanes <= 8 && (t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K);
+	    lanes += 4) {
+		/* grouped by tensor cores (k_moe_mvkt) against k_moe_mvk at lanes L */
+		gchk(k, gpu_tune_qk(k->g, lanes));
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		dget(k, y0, dy, (size_t)ny * 4);
+		gchk(k, gpu_tune_qkt(k->g, GPU_QKT_ON));
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_ALL));
+		gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+		dget(k, y1, dy, (size_t)ny * 4);
+		gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+		gchk(k, gpu_tune_qk(k->g, 0));
+		brk(k, y1, ny);
+		snprintf(name, sizeof name, "moe group %s tc L=%d", quant_name(t), lanes);
+		same_bits(k, name, shape, y1, y0, ny);
+	}
 	free(x), free(y0), free(y1), free(ids);
 	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds), gpu_free(k->g, di);
 	wset_free(k, &s);
@@ -1516,6 +1615,7 @@ check_moe_group_all(struct kc *k)
 	check_moe_group(k, QUANT_Q8_0, 256, 40, 512, 300, 8, MG_SKEW, 1, 0);
 	check_moe_group(k, QUANT_IQ4_XS, 256, 24, 1280, 300, 8, MG_RANDOM, 0, 0);
 	check_moe_group(k, QUANT_Q6_K, 128, 16, 256, 70, 8, MG_SPREAD, 0, 0);
+	check_moe_group(k, QUANT_Q5_K, 256, 24, 2048, 100, 8, MG_RANDOM, 1, 0);	/* 8 super-blocks */
 	gchk(k, gpu_tune_qk(k->g, 8));
 	check_moe_group(k, QUANT_Q4_K, 256, 64, 512, 300, 8, MG_SKEW, 0, 0);
 	gchk(k, gpu_tune_qk(k->g, 0));
@@ -5577,7 +5677,8 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
  * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 4, 8, 16, 32 (the GEMM off: past 16
  * rows the default's two launches of 16, k_mv8t's one), device time per
  * call in a graph over copies that pass 1 GiB, as bench_i8; GB/s of
- * weight bytes.
+ * weight bytes.  The K-quants: k_mvkt (GPU_QKT_ON) against k_mvk
+ * (GPU_QKT_OFF) at the type's default lanes, the step rows at 32.
  */
 static void
 bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -5589,6 +5690,7 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	void **w = xmalloc((size_t)nc * sizeof *w);
 	float *x = frand(k, (int64_t)M * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)M * ne0 * 4), *dy = dput(k, NULL, (size_t)M * rows * 4);
+	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;	/* gpu_tune_qkt's */
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
@@ -5597,11 +5699,16 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 			gchk(k, gpu_nvfp4_pack(k->g, w[c], rows, ne0));
 	}
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
+	if (qk)	/* 32 rows: the step rows of the CUDA backend */
+		gchk(k, gpu_tune_step_rows(k->g, GPU_STEP_ROWS_MAX));
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[2];
 		for (int f = 0; f < 2; f++) {
 			struct gpu_graph *gr;
-			gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_PLACE));
+			if (qk)
+				gchk(k, gpu_tune_qkt(k->g, f ? GPU_QKT_ON : GPU_QKT_OFF));
+			else
+				gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_PLACE));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -5619,6 +5726,8 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	}
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
 	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
+	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
+	gchk(k, gpu_tune_step_rows(k->g, GPU_MATVEC_MAX_ROWS));
 	for (int c = 0; c < nc; c++)
 		gpu_free(k->g, w[c]);
 	free(w), free(x);
@@ -5780,7 +5889,8 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
  * graph, median of 5.  Q8_0 and NVFP4 grouped under each gpu_tune_moe_tc
  * mode too: "cc" (GPU_MOE_TC_OFF: k_moe_mv8g alone, as before the
  * tensor-core kernel) and "tc" (GPU_MOE_TC_ALL) beside the default's
- * mix, and "x" the default against cc.
+ * mix, and "x" the default against cc; Q4_K (and the other K-quants) also
+ * grouped by tensor cores (GPU_QKT_ON: k_moe_mvkt).
  */
 static void
 bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -5794,6 +5904,7 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	float *dx = dput(k, x, (size_t)MMAX * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)MMAX * KK * rows * 4);
 	int32_t *di = dput(k, NULL, (size_t)MMAX * KK * 4);
+	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;	/* and k_moe_mvkt */
 
 	gchk(k, gpu_copy(k->g, w, dpool, nb));
 	if (t == QUANT_NVFP4)
@@ -5801,13 +5912,14 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	moe_ids(k, ids, MMAX, KK, NE);
 	gchk(k, gpu_upload(k->g, di, ids, (size_t)MMAX * KK * 4));
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		int m = ms[mi], ns = m * KK, ng = t == QUANT_Q8_0 || t == QUANT_NVFP4 ? 4 : 2;
+		int m = ms[mi], ns = m * KK, ng = t == QUANT_Q8_0 || t == QUANT_NVFP4 ? 4 : 2 + qk;
 		double s[4];
 		for (int gi = 0; gi < ng; gi++) {
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_moe_group(k->g, gi ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_OFF));
-			gchk(k, gpu_tune_moe_tc(k->g, gi == 2 ? GPU_MOE_TC_OFF : gi == 3 ?
+			gchk(k, gpu_tune_moe_tc(k->g, gi == 2 && !qk ? GPU_MOE_TC_OFF : gi == 3 ?
 			    GPU_MOE_TC_ALL : GPU_MOE_TC_AUTO));
+			gchk(k, gpu_tune_qkt(k->g, gi == 2 && qk ? GPU_QKT_ON : GPU_QKT_OFF));
 			gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -5825,10 +5937,13 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 		if (ng == 4)
 			printf("  cc %9.2f us  tc %9.2f us  x%.2f of cc", s[2] * 1e6, s[3] * 1e6,
 			    s[2] / s[1]);
+		if (qk)
+			printf("  grouped tc %9.2f us  x%.2f of grouped", s[2] * 1e6, s[1] / s[2]);
 		printf("\n");
 		fflush(stdout);
 	}
 	gchk(k, gpu_tune_moe_tc(k->g, GPU_MOE_TC_AUTO));
+	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
 	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
 	free(x), free(ids);
 	gpu_free(k->g, w), gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, di);
@@ -5873,9 +5988,11 @@ bench(struct kc *k)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
 	}
-	for (int ti = 0; ti < 2; ti++)	/* the tensor-core form (GPU_MV8_TC) */
+	for (int ti = 0; ti < 5; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
 		for (size_t si = 1; si < 3; si++) {	/* 12288x4096, 4096x12288 */
-			int t = ti ? QUANT_NVFP4 : QUANT_Q8_0;
+			static const int tt[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K,
+			    QUANT_Q6_K };
+			int t = tt[ti];
 			if (k->only < 0 || k->only == t)
 				bench_i8tc(k, t, shapes[si][0], shapes[si][1], dpool);
 		}

@@ -2747,6 +2747,16 @@ cu_moe_group_set(struct backend *be, int mode)
 	    GPU_MOE_TC_AUTO) ? gfail(be, "moe group") : 0;
 }
 
+/* backend_qkt_set: gpu_tune_qkt, refused while a step is being recorded. */
+static int
+cu_qkt_set(struct backend *be, int mode)
+{
+	if (CB(be)->rec != NULL)
+		return util_err(be->err, "qkt: switched while recording a graph");
+	return gpu_tune_qkt(CB(be)->g, mode == BACKEND_QKT_ON ? GPU_QKT_ON :
+	    mode == BACKEND_QKT_AUTO ? GPU_QKT_AUTO : GPU_QKT_OFF) ? gfail(be, "qkt") : 0;
+}
+
 static int
 cu_use(struct backend *be)
 {
@@ -2845,6 +2855,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	 * takes the prompt GEMM (other bits).  32 by default (backend_rows_set: 16). */
 	c->ops.rows_set = cu_rows_set;
 	c->ops.moe_group_set = cu_moe_group_set;
+	c->ops.qkt_set = cu_qkt_set;
 	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0) {
 		util_err(err, "backend: %s", gpu_errmsg(c->g));
 		gpu_close(c->g);

@@ -82,6 +82,7 @@ gpu_open(int dev, char *err, size_t errlen)
 	g->step_rows = GPU_MATVEC_MAX_ROWS;
 	g->moe_group = GPU_MOE_GROUP_AUTO;
 	g->moe_tc = GPU_MOE_TC_AUTO;
+	g->qkt = GPU_QKT_OFF;
 	g->mv_unroll = 1;
 	if (gpu_init(g, dev) != 0) {
 		snprintf(err, errlen, "%s", g->err);

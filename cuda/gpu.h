@@ -210,6 +210,22 @@ int	gpu_qk_lanes(int t);
 int	gpu_tune_qk(struct gpu *g, int lanes);
 
 /*
+ * Benchmark and check seam for the Q4_K, Q5_K and Q6_K products of
+ * gpu_matvec_q8 up to the step rows and of gpu_moe_matvec's experts
+ * grouped by expert: GPU_QKT_OFF (the default: the
+ * CUDA-core kernel, 16 input rows a launch), GPU_QKT_ON (the tensor-core
+ * kernel of cuda/matvec_qkt.cuh for every m, up to 32 input rows a
+ * launch) or GPU_QKT_AUTO (the tensor-core kernel from 12 input rows, and
+ * up to 32 a launch past 16).  All three give the same bits (the
+ * tensor-core kernel reproduces the CUDA-core one at the lanes gpu_tune_qk
+ * picks, 4 or 8).  The grouped experts take it under ON and AUTO alike;
+ * IQ4_XS and the per-slot experts as they are.  A graph recorded before a
+ * change is stale.
+ */
+enum { GPU_QKT_OFF = 0, GPU_QKT_ON = 1, GPU_QKT_AUTO = 2 };
+int	gpu_tune_qkt(struct gpu *g, int how);
+
+/*
  * Benchmark and check seam for the Q8_0, NVFP4, Q4_1 and Q5_1 products of
  * gpu_matvec_q8 (n <= 16): GPU_MV8_AUTO (the default: weights staged
  * through shared memory where that was measured faster, else read in
@@ -246,7 +262,8 @@ int	gpu_tune_mv8(struct gpu *g, int how);
  * backend's: backend_cuda_open sets it).  Above 16 the
  * decode kernels run in launches of at most 16 rows (their compile-time
  * bound), or of up to 32 by k_mv8t for Q8_0 and NVFP4 where GPU_MV8_AUTO
- * takes it: gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),
+ * takes it (and by k_mvkt for the K-quants where gpu_tune_qkt does):
+ * gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),
  * gpu_matvec_q8 and its fused forms (n <= the limit: never the GEMM; the
  * K-quants and IQ4_XS 16 rows a launch), so a row has the bits of a
  * launch of <= 16 for every n up to the limit.  A graph recorded before

@@ -27,6 +27,7 @@ struct gpu {
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: gpu_qk_lanes) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
+	int	qkt;			/* K-quant products, n <= 32: GPU_QKT_* (gpu_tune_qkt) */
 	int	step_rows;		/* decode kernels up to this many rows (gpu_tune_step_rows) */
 	int	moe_group;		/* gpu_moe_matvec: GPU_MOE_GROUP_* (gpu_tune_moe_group) */
 	int	moe_tc;			/* its grouped Q8_0 / NVFP4: GPU_MOE_TC_* (gpu_tune_moe_tc) */
@@ -218,9 +219,13 @@ void	gpu_mirror_drop(struct gpu *g, const void *w);
  * activations: Q4_K, Q5_K, Q6_K and IQ4_XS; qk_quantize writes x[n][ne0]
  * (ne0 a multiple of 256) as Q8_K: q[n][ne0] (16-byte aligned),
  * dk[n][ne0/256], bs[n][ne0/16]; qk_product is the product of m <=
- * GPU_MATVEC_MAX_ROWS of those rows with such a W (IQ4_XS: matvec_iq4.cu's).
+ * qk_group(g, t, m) of those rows with such a W (IQ4_XS: matvec_iq4.cu's);
+ * qk_group: the rows a launch of type t takes in a product of n rows, 32
+ * where gpu_tune_qkt's tensor-core kernel takes them, else
+ * GPU_MATVEC_MAX_ROWS.
  */
 int	qk_type(int t);
+int	qk_group(const struct gpu *g, int t, int64_t n);
 int	qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q,
 	    float *dk, int16_t *bs);
 int	qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,

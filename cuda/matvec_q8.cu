@@ -984,13 +984,13 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 				return -1;
 			continue;
 		}
-		if (qk_type(t[i])) {	/* n <= g->step_rows (mv8_types): 16 rows a launch */
+		if (qk_type(t[i])) {	/* n <= g->step_rows (mv8_types): qk_group's rows a launch */
+			int kg = qk_group(g, t[i], n);
 			j = i + 1;
-			for (int64_t r0 = 0; r0 < n; r0 += GPU_MATVEC_MAX_ROWS)
+			for (int64_t r0 = 0; r0 < n; r0 += kg)
 				if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq + (size_t)r0 * ne0,
 				    X->kd + (size_t)r0 * (ne0 / 256), X->kb + (size_t)r0 * (ne0 / 16),
-				    n - r0 < GPU_MATVEC_MAX_ROWS ? (int)(n - r0) : GPU_MATVEC_MAX_ROWS,
-				    d_y[i] + (size_t)r0 * rows[i],
+				    n - r0 < kg ? (int)(n - r0) : kg, d_y[i] + (size_t)r0 * rows[i],
 				    d_scale != NULL ? d_scale[i] : NULL) != 0)
 					return -1;
 			continue;

@@ -392,6 +392,8 @@ k_moe_mvk(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, si
 		*yr = scale != NULL ? __fmul_rn(v, *scale) : v;
 }
 
+#include "matvec_qkt.cuh"
+
 /* The types on Q8_K activations: the K-quants here, IQ4_XS (matvec_iq4.cu). */
 int
 qk_type(int t)
@@ -453,16 +455,56 @@ gpu_tune_qk(struct gpu *g, int lanes)
 	return 0;
 }
 
+/*
+ * From this many input rows GPU_QKT_AUTO takes k_mvkt for Q4_K, Q5_K and Q6_K
+ * (k_mv8t's MVT_AUTO_M for Q8_0 and NVFP4; k_mvkt's speed against k_mvk's
+ * not yet measured: the device's bench i8tc lines settle it).
+ */
+#define QKT_AUTO_M 12
+
+/* 1 when k_mvkt takes a product of m rows of type t (gpu_tune_qkt). */
+static int
+qkt_takes(const struct gpu *g, int t, int m)
+{
+	if (t != QK_T_Q4_K && t != QK_T_Q5_K && t != QK_T_Q6_K)
+		return 0;
+	return g->qkt == GPU_QKT_ON || (g->qkt == GPU_QKT_AUTO && m >= QKT_AUTO_M);
+}
+
+int
+qk_group(const struct gpu *g, int t, int64_t n)
+{
+	if (t != QK_T_Q4_K && t != QK_T_Q5_K && t != QK_T_Q6_K)
+		return GPU_MATVEC_MAX_ROWS;
+	if (g->qkt == GPU_QKT_ON)
+		return QKT_MAX_M;
+	return g->qkt == GPU_QKT_AUTO && n > GPU_MATVEC_MAX_ROWS && n <= g->step_rows ?
+	    QKT_MAX_M : GPU_MATVEC_MAX_ROWS;
+}
+
+extern "C" int
+gpu_tune_qkt(struct gpu *g, int how)
+{
+	static_assert(GPU_STEP_ROWS_MAX <= QKT_MAX_M, "k_mvkt takes a step in one launch");
+	if (how != GPU_QKT_OFF && how != GPU_QKT_ON && how != GPU_QKT_AUTO)
+		return gpu_fail(g, "tune: K-quant tensor-core form %d (0, 1 or 2)", how);
+	if (how != g->qkt)
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->qkt = how;
+	return 0;
+}
+
 int
 qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
     const int8_t *q, const float *dk, const int16_t *bs, int m, float *d_y,
     const float *d_scale)
 {
-	int nb = (int)(ne0 / 256);
+	int nb = (int)(ne0 / 256), tc = qkt_takes(g, t, m);
 
 	if (t == QK_T_IQ4_XS)
 		return iq4xs_product(g, d_w, rows, ne0, q, dk, m, d_y, d_scale);
-	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || m < 1 || m > GPU_MATVEC_MAX_ROWS)
+	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || m < 1 ||
+	    m > (tc ? QKT_MAX_M : GPU_MATVEC_MAX_ROWS))
 		return gpu_fail(g, "matvec_q8k: type %d, %lld rows of %lld, %d inputs", t,
 		    (long long)rows, (long long)ne0, m);
 	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
@@ -470,12 +512,24 @@ qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
 	case QK_T_Q4_K:
+		if (tc)
+			return l8 ? mvkt_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale) : mvkt_launch<QK_T_Q4_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale);
 		return l8 ? mvk_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
 		    mvk_launch<QK_T_Q4_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	case QK_T_Q5_K:
+		if (tc)
+			return l8 ? mvkt_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale) : mvkt_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale);
 		return l8 ? mvk_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
 		    mvk_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	default:
+		if (tc)
+			return l8 ? mvkt_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale) : mvkt_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y,
+			    d_scale);
 		return l8 ? mvk_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
 		    mvk_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	}
@@ -588,7 +642,8 @@ mvk_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 	return 0;
 }
 
-/* qk_moe_product's checks and lanes, on the grouped rows (IQ4_XS: matvec_iq4.cu's). */
+/* qk_moe_product's checks and lanes, on the grouped rows (IQ4_XS: matvec_iq4.cu's);
+ * Q4_K, Q5_K and Q6_K by k_moe_mvkt under GPU_QKT_ON and GPU_QKT_AUTO (the same bits). */
 int
 qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
     const struct moe_group *G, const int8_t *q, const float *dk, const int16_t *bs,
@@ -604,6 +659,18 @@ qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
 		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
+	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q4_K)	/* tiles of up to 16 rows: k_moe_mvkt */
+		return l8 ? mvkt_moe_grouped<QK_T_Q4_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale) : mvkt_moe_grouped<QK_T_Q4_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk,
+		    bs, d_y, d_scale);
+	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q5_K)
+		return l8 ? mvkt_moe_grouped<QK_T_Q5_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale) : mvkt_moe_grouped<QK_T_Q5_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk,
+		    bs, d_y, d_scale);
+	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q6_K)
+		return l8 ? mvkt_moe_grouped<QK_T_Q6_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,
+		    d_y, d_scale) : mvkt_moe_grouped<QK_T_Q6_K, 4>(g, d_w, rows, nb, n_exp, G, q, dk,
+		    bs, d_y, d_scale);
 	switch (t) {
 	case QK_T_Q4_K:
 		return l8 ? mvk_moe_grouped<QK_T_Q4_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,

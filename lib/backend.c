@@ -836,6 +836,32 @@ backend_moe_group_env(struct backend *be, const char *v, char *err)
 }
 
 int
+backend_qkt_set(struct backend *be, int mode)
+{
+	if (mode != BACKEND_QKT_OFF && mode != BACKEND_QKT_ON && mode != BACKEND_QKT_AUTO)
+		return util_err(be->err, "qkt: mode %d (0, 1 or 2)", mode);
+	return be->ops->qkt_set != NULL ? be->ops->qkt_set(be, mode) : 0;
+}
+
+int
+backend_qkt_env(struct backend *be, const char *v, char *err)
+{
+	int mode;
+
+	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "0") == 0)
+		return 0;
+	if (strcmp(v, "1") == 0)
+		mode = BACKEND_QKT_ON;
+	else if (strcmp(v, "auto") == 0)
+		mode = BACKEND_QKT_AUTO;
+	else
+		return util_err(err, "'%s': not 0, 1 or auto", v);
+	if (be != NULL && backend_qkt_set(be, mode) < 0)
+		return util_err(err, "%s", backend_errmsg(be));
+	return 0;
+}
+
+int
 backend_gemm_set(struct backend *be, int kind)
 {
 	return be->ops->gemm_set != NULL ? be->ops->gemm_set(be, kind) : 0;

@@ -169,6 +169,8 @@ struct backend_ops {
 		    const float *, float *);
 	/* optional, backend_moe_group_set: NULL has one way */
 	int	(*moe_group_set)(struct backend *, int);
+	/* optional, backend_qkt_set: NULL has one way */
+	int	(*qkt_set)(struct backend *, int);
 	/* optional, backend_*_seqs: NULL loops over the sequences */
 	int	(*conv1d_silu_seqs)(struct backend *, const float *, int, int,
 		    const struct backend_seq *, int, const float *, int, float *);

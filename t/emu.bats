@@ -1,12 +1,14 @@
 bats_require_minimum_version 1.5.0
 # The CPU models of CUDA kernels in tools/*-emu.* (no GPU needed), each built
 # as its header comment says, into the test's temporary directory, and run
-# to its verdict line.  Three compile the kernels' own text (attn-prefill,
+# to its verdict line.  Four compile the kernels' own text (attn-prefill,
 # gdn-chunk: the .cuh files cuda/ includes; gdn-step: the kernels cut out of
-# cuda/backend_cuda.cu by awk), so a change there that breaks their indexing,
-# masks or bit-for-bit properties fails here.  The other six (matvec-*, mmq,
-# norm-q8) replay the kernels by hand in C and compare with lib/quant: they
-# fail when lib/quant moves, not when cuda/ does (keep them in step by hand).
+# cuda/backend_cuda.cu by awk; matvec-qkt-emu -k: cuda/matvec_qkt.cuh's
+# device code through tools/matvec-qkt-kern.cc), so a change there that
+# breaks their indexing, masks or bit-for-bit properties fails here.  The
+# others (matvec-*, mmq, norm-q8) replay the kernels by hand in C and compare
+# with lib/quant: they fail when lib/quant moves, not when cuda/ does (keep
+# them in step by hand).
 setup() {
 	load helper
 	cd "$TOP" || return 1
@@ -103,6 +105,48 @@ emu_cc() {
 		emu_run "$D/matvec-qk-emu" "$lanes"
 		[[ $output != *FAIL* ]]
 		[[ ${lines[-1]} =~ ^ALL\ OK\ \([1-9][0-9]*\ quantizations\ compared\)$ ]]
+	done
+}
+
+@test "matvec-qkt-emu: k_mvkt gives k_mvk's bits at 4 and 8 lanes, and each perturbed model fails" {
+	need_cc
+	emu_cc matvec-qkt-emu -O2
+	for lanes in 4 8; do
+		emu_run "$D/matvec-qkt-emu" "$lanes"
+		[[ $output != *FAIL* ]]
+		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
+	done
+	for p in 1 2 3 4; do
+		run -1 "$D/matvec-qkt-emu" 4 -p "$p"
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+	done
+	for p in 1 2 3 5; do
+		run -1 "$D/matvec-qkt-emu" 8 -p "$p"
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+	done
+}
+
+@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (matvec_qk.cu's, cut by awk)" {
+	need_cc
+	need_cxx c++17 vector
+	grep -q '^/\* Bytes of one super-block of type T\. \*/$' cuda/matvec_qk.cu &&
+	    grep -q '^/\* One warp per 256-block of x' cuda/matvec_qk.cu && grep -q '^mvk_row(' cuda/matvec_qk.cu || {
+		echo "cuda/matvec_qk.cu: the markers of matvec-qkt-kern's awk cut moved (its header)"
+		return 1
+	}
+	awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 }
+	    /^\/\* One warp per 256-block of x/ { p = 0; skip = 1 } p { print }
+	    skip && /^}$/ { skip = 0; p = 1; next } /^mvk_row\(/ { inrow = 1 }
+	    inrow && /^}$/ { exit }' cuda/matvec_qk.cu >"$D/mvk.inc"
+	g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas -I"$D" \
+	    -Icuda -Ilib -c -o "$D/kern.o" tools/matvec-qkt-kern.cc
+	cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -DQKT_KERN -Ilib -o "$D/qkt-kern" \
+	    tools/matvec-qkt-emu.c "$D/kern.o" lib/quant*.c lib/util.c -lm -lstdc++
+	for lanes in 4 8; do
+		emu_run "$D/qkt-kern" "$lanes" -k
+		[[ $output != *FAIL* ]]
+		[ "${lines[-2]}" = "mvk_ref against k_mvk's text: 0 outputs differ" ]
+		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed\ \(the\ kernels\'\ text\)$ ]]
 	done
 }
 

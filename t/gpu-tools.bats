@@ -51,6 +51,11 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[[ ${lines[8]} == "decode-batch-median	B	3	ctx	12	n	2	reps	2	ms_per_step	"*"	x_step	"* ]]
 	run -2 --separate-stderr "$T/model-bench" -d cpu -b 0 "$f"
 	[ "$stderr" = "model-bench: bad -b: 1..256" ]
+	# MEMRA_CUDA_QKT: the K-quant kernels' A/B (a no-op on the CPU), said on the model line
+	MEMRA_CUDA_QKT=auto run -0 --separate-stderr "$T/model-bench" -d cpu -c 12 -n 2 -r 1 -k 0 "$f"
+	[[ ${lines[0]} == "model	"*"	qkt	auto" ]]
+	MEMRA_CUDA_QKT=yes run -2 --separate-stderr "$T/model-bench" -d cpu -c 12 "$f"
+	[ "$stderr" = "model-bench: MEMRA_CUDA_QKT: 'yes': not 0, 1 or auto" ]
 }
 
 # GDN key heads of 80 (none of 16, 32, 64, 128), value heads of 64: the CPU runs them; spec

@@ -51,6 +51,9 @@
  * always grouped, grouped without the int8 tensor cores; the same bits),
  * for an A/B of a MoE model's prefill (1 against cc: the tensor-core
  * kernel of Q8_0 and NVFP4 experts against the kernels before it).
+ * MEMRA_CUDA_QKT=0|1|auto the K-quant products of up to the step rows and
+ * the grouped experts by CUDA cores or int8 tensor cores (backend_qkt_env;
+ * the same bits), for an A/B of a K-quant model; the model line says "qkt".
  * -V WxH: TOWER is a Gemma-4 vision tower (an mmproj GGUF or a checkpoint
  * with a vision_config, as run-gen --mmproj takes it), and what is timed is
  * its encoding of one image of W x H pixels (multiples of the patch times
@@ -514,6 +517,9 @@ main(int argc, char *argv[])
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
 	if (backend_moe_group_env(be, getenv("MEMRA_CUDA_MOE_GROUP"), err) < 0)
 		die(2, "MEMRA_CUDA_MOE_GROUP: %s", err);
+	const char *qe = getenv("MEMRA_CUDA_QKT");
+	if (backend_qkt_env(be, qe, err) < 0)
+		die(2, "MEMRA_CUDA_QKT: %s", err);
 	if (vw > 0) {	/* -V: the tower alone */
 		if (be == NULL)
 			die(1, "%s", err);
@@ -549,10 +555,11 @@ main(int argc, char *argv[])
 		die(1, "%s", st ? "out of memory" : err);
 	backend_per_seq_set(be, perseq);
 	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\trow_draw\t%d\t"
-	    "gemm\t%s\tper_seq\t%d\n", path, backend_name(be), now() - t0, pdl, pick == PICK_HOST ?
-	    "\tpick\thost" : pick == PICK_DEVICE ? "\tpick\tdevice" : "", sp.top_k, rowdraw,
-	    ge != NULL && *ge != '\0' ? ge :
-	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8", perseq);
+	    "gemm\t%s\tper_seq\t%d\tqkt\t%s\n", path, backend_name(be), now() - t0, pdl,
+	    pick == PICK_HOST ? "\tpick\thost" : pick == PICK_DEVICE ? "\tpick\tdevice" : "",
+	    sp.top_k, rowdraw, ge != NULL && *ge != '\0' ? ge :
+	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8", perseq,
+	    qe != NULL && *qe != '\0' ? qe : "0");
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;

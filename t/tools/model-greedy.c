@@ -36,6 +36,8 @@ run(const char *path, const char *dev, int nt, int prefill, int n, int32_t *ids,
 		die(2, "MEMRA_CUDA_PDL: %s", err);
 	if (be != NULL && backend_gemm_env(be, getenv("MEMRA_CUDA_GEMM"), err) < 0)
 		die(2, "MEMRA_CUDA_GEMM: %s", err);
+	if (be != NULL && backend_qkt_env(be, getenv("MEMRA_CUDA_QKT"), err) < 0)
+		die(2, "MEMRA_CUDA_QKT: %s", err);
 	struct model *md = be ? model_open(path, be, err) : NULL;
 	struct state *st = md ? model_state_new(md, np + n + 1, 0, err) : NULL;
 	float *lg = md ? malloc(model_hparams(md)->n_vocab * sizeof *lg) : NULL;

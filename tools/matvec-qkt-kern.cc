@@ -1,0 +1,455 @@
+/*
+ * matvec-qkt-kern: cuda/matvec_qkt.cuh's own device code (mvkt_rows,
+ * mvkt_moe_block and what they call, compiled with MVKT_HOST) and k_mvk's
+ * (cuda/matvec_qk.cu's mvk_row) run on the CPU, for
+ * tools/matvec-qkt-emu.c's -k (not built by make).  A block's
+ * 256 threads are coroutines (ucontext) on one OS thread, each run until
+ * it reaches a collective: __syncthreads (all the block's live threads
+ * there, then all go on), mvkt_mma (the 32 lanes of a warp there, then
+ * the product of their fragments as PTX's mma.m16n8k16 .s32.s8.s8.s32
+ * defines them, each lane its C); a warp with some lanes at an mma and
+ * others elsewhere, or no thread able to go on, is a divergence and
+ * aborts.  cp.async copies (gpu_cp16, gpu_cp4: alignment and size
+ * checked) land at the wait that covers their group (mvkt_wait: all but
+ * the newest QKT_NS - 2 committed groups; mvkt_wait_all: all), not at
+ * their issue, so a read of a stage before its wait sees what was there
+ * (the caller fills shared memory with garbage first).  __fmul_rn and the
+ * rest round once (volatile floats, -ffp-contract=off); fp16 by lib/quant.
+ * kern_mvk: the reference the same way, k_mvk's device code (mvk_bs ..
+ * mvk_row, cut out of cuda/matvec_qk.cu by awk into mvk.inc) run lane by
+ * lane, then its butterfly.
+ * Build (t/emu.bats), in a directory D:
+ *   awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 }
+ *       /^\/\* One warp per 256-block of x/ { p = 0; skip = 1 } p { print }
+ *       skip && /^}$/ { skip = 0; p = 1; next } /^mvk_row\(/ { inrow = 1 }
+ *       inrow && /^}$/ { exit }' cuda/matvec_qk.cu >D/mvk.inc
+ *   g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -ID -Icuda -Ilib \
+ *       -c -o D/kern.o tools/matvec-qkt-kern.cc
+ * and link it with tools/matvec-qkt-emu.c built with -DQKT_KERN.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+#include <vector>
+
+extern "C" {
+#include "quant.h"
+}
+
+/* --- the CUDA the kernel's device code uses ------------------------------ */
+
+#define MVKT_HOST 1
+#define __device__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+
+struct int4 { int x, y, z, w; };
+struct idx3 { unsigned x, y, z; };
+static idx3 threadIdx, blockIdx;	/* the running coroutine's (set by the scheduler) */
+
+struct half_ { unsigned short u; };
+static inline half_ __ushort_as_half(unsigned short u) { return half_{ u }; }
+static inline float __half2float(half_ h) { return quant_f16_to_f32(h.u); }
+static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+template <typename A, typename B>
+static inline A min(A a, B b) { return a < (A)b ? a : (A)b; }
+
+/* what k_mvk's device code uses besides */
+struct int2 { int x, y; };
+static inline int4 make_int4(int x, int y, int z, int w) { return int4{ x, y, z, w }; }
+static inline int2 make_int2(int x, int y) { return int2{ x, y }; }
+template <typename V>
+static inline V __ldg(const V *p) { return *p; }
+static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, unsigned sh)
+{
+	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (sh & 31));
+}
+static inline int __dp4a(int a, int b, int c)
+{
+	for (int k = 0; k < 4; k++)
+		c += (int8_t)((uint32_t)a >> 8 * k) * (int8_t)((uint32_t)b >> 8 * k);
+	return c;
+}
+
+/* matvec_qk.cu's, before it includes the file: its types, and k_mvk's
+ * device code (mvk_bs .. mvk_row: mvk.inc, cut from the file by awk) */
+enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
+#include "mvk.inc"
+#define GPU_MOE_MT 16	/* gpu_impl.cuh's */
+
+/* --- the block: 256 coroutines ------------------------------------------ */
+
+enum { NTH = 256, STK = 1 << 16, RUN = 0, AT_MMA, AT_SYNC, DONE };
+
+struct cpy { uint8_t *dst; const uint8_t *src; int sz, n; };
+
+struct thr {
+	ucontext_t ctx;
+	int state;
+	uint32_t a[2], b;		/* at an mma: its fragments */
+	int c[4];			/* and its C, when the warp's product is done */
+	std::vector<cpy> open;		/* cp.async since the last commit */
+	std::vector<std::vector<cpy> > groups;	/* committed, not yet landed */
+};
+
+static thr th[NTH];
+static ucontext_t sched;
+static int cur;
+static char *stacks;
+static void (*job)(void *);
+static void *job_arg;
+
+static void
+die(const char *why)
+{
+	fprintf(stderr, "matvec-qkt-kern: block (%u, %u) thread %d: %s\n", blockIdx.x, blockIdx.y,
+	    cur, why);
+	abort();
+}
+
+static void
+yield(int state)
+{
+	th[cur].state = state;
+	swapcontext(&th[cur].ctx, &sched);
+}
+
+static void
+__syncthreads(void)
+{
+	yield(AT_SYNC);
+}
+
+static void
+mvkt_mma(const uint32_t *a, uint32_t b, int *c)
+{
+	th[cur].a[0] = a[0], th[cur].a[1] = a[1], th[cur].b = b;
+	yield(AT_MMA);
+	memcpy(c, th[cur].c, sizeof th[cur].c);
+}
+
+static void
+land(std::vector<cpy> &v)
+{
+	for (const cpy &x : v) {
+		memcpy(x.dst, x.src, (size_t)x.n);
+		memset(x.dst + x.n, 0, (size_t)(x.sz - x.n));
+	}
+	v.clear();
+}
+
+static void
+cp_async(void *dst, const void *src, int sz, int n)
+{
+	if (((uintptr_t)dst | (uintptr_t)src) & (uintptr_t)(sz - 1))
+		die("cp.async misaligned");
+	if (n < 0 || n > sz)
+		die("cp.async source size");
+	th[cur].open.push_back(cpy{ (uint8_t *)dst, (const uint8_t *)src, sz, n });
+}
+
+static void gpu_cp16(void *dst, const void *src, int n) { cp_async(dst, src, 16, n); }
+static void gpu_cp4(void *dst, const void *src, int n) { cp_async(dst, src, 4, n); }
+
+static void
+mvkt_commit(void)
+{
+	th[cur].groups.push_back(th[cur].open);
+	th[cur].open.clear();
+}
+
+static void mvkt_wait(void);	/* (QKT_NS, below: from the file) */
+
+static void
+mvkt_wait_all(void)
+{
+	mvkt_commit();
+	for (auto &gr : th[cur].groups)
+		land(gr);
+	th[cur].groups.clear();
+}
+
+#include "matvec_qkt.cuh"
+
+static void
+mvkt_wait(void)
+{
+	auto &G = th[cur].groups;
+	while (G.size() > (size_t)(QKT_NS - 2)) {
+		land(G.front());
+		G.erase(G.begin());
+	}
+}
+
+/* the warp's mma: D = A B from its lanes' fragments, each lane's C */
+static void
+warp_mma(int w)
+{
+	int A[16][16], B[16][8];
+
+	for (int l = 0; l < 32; l++) {
+		const thr &t = th[32 * w + l];
+		int g = l >> 2, tg = l & 3;
+		for (int i = 0; i < 4; i++) {
+			A[g][4 * tg + i] = (int8_t)(t.a[0] >> 8 * i);
+			A[g + 8][4 * tg + i] = (int8_t)(t.a[1] >> 8 * i);
+			B[4 * tg + i][g] = (int8_t)(t.b >> 8 * i);
+		}
+	}
+	for (int l = 0; l < 32; l++) {
+		thr &t = th[32 * w + l];
+		int g = l >> 2, tg = l & 3;
+		for (int e = 0; e < 4; e++) {
+			int r = g + 8 * (e >> 1), n = 2 * tg + (e & 1);
+			int64_t s = 0;
+			for (int k = 0; k < 16; k++)
+				s += A[r][k] * B[k][n];
+			t.c[e] = (int)s;
+		}
+		t.state = RUN;
+	}
+}
+
+static void
+entry(void)
+{
+	job(job_arg);
+	if (!th[cur].open.empty() || !th[cur].groups.empty()) {
+		/* copies never waited for: harmless on the device only if never read */
+		th[cur].open.clear(), th[cur].groups.clear();
+	}
+	yield(DONE);
+}
+
+/* Run job(arg) as block (bx, by) of 256 threads to the end. */
+static void
+block(unsigned bx, unsigned by, void (*fn)(void *), void *arg)
+{
+	if (stacks == NULL && (stacks = (char *)malloc((size_t)NTH * STK)) == NULL)
+		abort();
+	job = fn, job_arg = arg, blockIdx = idx3{ bx, by, 0 };
+	for (int t = 0; t < NTH; t++) {
+		getcontext(&th[t].ctx);
+		th[t].ctx.uc_stack.ss_sp = stacks + (size_t)t * STK;
+		th[t].ctx.uc_stack.ss_size = STK;
+		th[t].ctx.uc_link = NULL;
+		makecontext(&th[t].ctx, entry, 0);
+		th[t].state = RUN;
+		th[t].open.clear(), th[t].groups.clear();
+	}
+	for (;;) {
+		int ran = 0, live = 0, sync = 0;
+		for (int t = 0; t < NTH; t++)
+			if (th[t].state == RUN) {
+				cur = t, threadIdx = idx3{ (unsigned)t, 0, 0 };
+				swapcontext(&sched, &th[t].ctx);
+				ran = 1;
+			}
+		for (int w = 0; w < NTH / 32; w++) {
+			int at = 0;
+			for (int l = 0; l < 32; l++)
+				at += th[32 * w + l].state == AT_MMA;
+			if (at == 32)
+				warp_mma(w), ran = 1;
+			else if (at != 0)
+				cur = 32 * w, die("a warp's lanes apart at an mma");
+		}
+		for (int t = 0; t < NTH; t++) {
+			live += th[t].state != DONE;
+			sync += th[t].state == AT_SYNC;
+		}
+		if (live == 0)
+			return;
+		if (sync == live) {	/* every live thread at the barrier */
+			for (int t = 0; t < NTH; t++)
+				if (th[t].state == AT_SYNC)
+					th[t].state = RUN;
+			ran = 1;
+		}
+		if (!ran)
+			die("no thread can go on");
+	}
+}
+
+/* --- the launches --------------------------------------------------------- */
+
+struct rows_job {
+	int T, L, nt;
+	uint8_t *sm;
+	const uint8_t *W;
+	size_t rb;
+	int64_t rows;
+	int nb, m;
+	const int8_t *q;
+	const float *dk;
+	const int16_t *bs;
+	const int32_t *perm;
+	float *y;
+	const float *scale;
+	/* k_moe_mvkt's */
+	size_t ebytes;
+	int n_exp, t0;
+	const int4 *tile;
+};
+
+template <int T, int L>
+static void
+rows_tl(void *p)
+{
+	rows_job *J = (rows_job *)p;
+	int64_t r0 = (int64_t)blockIdx.x * QKT_R;
+
+	if (J->tile != NULL)
+		mvkt_moe_block<T, L>(J->sm, J->W, J->ebytes, J->rows, J->nb, J->rb, J->n_exp, J->tile,
+		    J->t0, J->perm, J->q, J->dk, J->bs, J->y, J->scale);
+	else if (J->nt == 1)
+		mvkt_rows<T, L, 1>(J->sm, J->W, J->rb, r0, J->rows, J->nb, J->q, J->dk, J->bs, J->m,
+		    J->perm, J->y, J->scale);
+	else if (J->nt == 2)
+		mvkt_rows<T, L, 2>(J->sm, J->W, J->rb, r0, J->rows, J->nb, J->q, J->dk, J->bs, J->m,
+		    J->perm, J->y, J->scale);
+	else
+		mvkt_rows<T, L, 4>(J->sm, J->W, J->rb, r0, J->rows, J->nb, J->q, J->dk, J->bs, J->m,
+		    J->perm, J->y, J->scale);
+}
+
+template <int T>
+static void (*pick_l(int L))(void *)
+{
+	return L == 8 ? rows_tl<T, 8> : rows_tl<T, 4>;
+}
+
+static void (*pick(int T, int L))(void *)
+{
+	return T == QK_T_Q4_K ? pick_l<QK_T_Q4_K>(L) : T == QK_T_Q5_K ? pick_l<QK_T_Q5_K>(L) :
+	    pick_l<QK_T_Q6_K>(L);
+}
+
+/* the largest shared memory any of a type's launches asks (mvkt_run's) */
+template <int T, int L>
+static size_t
+smem_tl(void)
+{
+	size_t a = qkt_dim<T, L, 1>::SMEM, b = qkt_dim<T, L, 2>::SMEM, c = qkt_dim<T, L, 4>::SMEM;
+
+	return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
+static uint8_t *
+smem(int T, int L, size_t *sz)
+{
+	static uint8_t *sm;
+
+	*sz = T == QK_T_Q4_K ? (L == 8 ? smem_tl<QK_T_Q4_K, 8>() : smem_tl<QK_T_Q4_K, 4>()) :
+	    T == QK_T_Q5_K ? (L == 8 ? smem_tl<QK_T_Q5_K, 8>() : smem_tl<QK_T_Q5_K, 4>()) :
+	    (L == 8 ? smem_tl<QK_T_Q6_K, 8>() : smem_tl<QK_T_Q6_K, 4>());
+	if (sm == NULL && (sm = (uint8_t *)aligned_alloc(16, 256 << 10)) == NULL)
+		abort();
+	if (*sz > (256 << 10))
+		abort();
+	return sm;
+}
+
+/* one block's shared memory, garbage first (rnd: the caller's stream) */
+static void
+fill(uint8_t *sm, size_t sz, uint64_t (*rnd)(void))
+{
+	for (size_t i = 0; i < sz; i++)
+		sm[i] = (uint8_t)rnd();
+}
+
+/*
+ * k_mvkt as mvkt_launch launches it (NT by m) on weight W (rows of rb
+ * bytes, nb super-blocks) and m input rows: y[perm ? perm[j] : j][rows].
+ */
+extern "C" void
+kern_mvkt(int T, int L, const uint8_t *W, int64_t rows, int nb, size_t rb, const int8_t *q,
+    const float *dk, const int16_t *bs, int m, const int32_t *perm, float *y, const float *scale,
+    uint64_t (*rnd)(void))
+{
+	rows_job J;
+	size_t sz;
+
+	memset(&J, 0, sizeof J);
+	J.T = T, J.L = L, J.nt = m <= 8 ? 1 : m <= 16 ? 2 : 4, J.W = W, J.rb = rb, J.rows = rows;
+	J.nb = nb, J.m = m, J.q = q, J.dk = dk, J.bs = bs, J.perm = perm, J.y = y, J.scale = scale;
+	J.sm = smem(T, L, &sz);
+	for (unsigned bx = 0; bx < (unsigned)((rows + QKT_R - 1) / QKT_R); bx++) {
+		fill(J.sm, sz, rnd);
+		block(bx, 0, pick(T, L), &J);
+	}
+}
+
+/*
+ * k_moe_mvkt as mvkt_moe_grouped launches it: experts ebytes apart,
+ * tile[nt] (expert, first, count, 0), perm, the gathered rows q, dk, bs.
+ */
+extern "C" void
+kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, size_t rb,
+    int n_exp, const int *tile, int nt, const int32_t *perm, const int8_t *q, const float *dk,
+    const int16_t *bs, float *y, const float *scale, uint64_t (*rnd)(void))
+{
+	std::vector<int4> tl((size_t)nt);
+	rows_job J;
+	size_t sz;
+
+	for (int t = 0; t < nt; t++)
+		tl[t] = int4{ tile[4 * t], tile[4 * t + 1], tile[4 * t + 2], tile[4 * t + 3] };
+	memset(&J, 0, sizeof J);
+	J.T = T, J.L = L, J.W = W, J.ebytes = ebytes, J.rows = rows, J.nb = nb, J.rb = rb;
+	J.n_exp = n_exp, J.tile = tl.data(), J.t0 = 0, J.perm = perm, J.q = q, J.dk = dk;
+	J.bs = bs, J.y = y, J.scale = scale;
+	J.sm = smem(T, L, &sz);
+	for (unsigned by = 0; by < (unsigned)nt; by++)
+		for (unsigned bx = 0; bx < (unsigned)((rows + QKT_R - 1) / QKT_R); bx++) {
+			fill(J.sm, sz, rnd);
+			block(bx, by, pick(T, L), &J);
+		}
+}
+
+/*
+ * k_mvk (k_moe_mvk's mvk_row<T, 16, L>: k_mvk's loop, the same operations
+ * in the same order) for weight row wr and m input rows, in launches of 16
+ * as mv8_products makes them, each lane's sums then k_mvk's butterfly (v +=
+ * the v of lane ^ 1, 2, 4, 8, 16; lane 0's), times *scale: y[j].
+ */
+extern "C" void
+kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
+    const int16_t *bs, int m, const float *scale, float *y)
+{
+	static float acc[32][16];
+
+	for (int j0 = 0; j0 < m; j0 += 16) {
+		int mm = m - j0 < 16 ? m - j0 : 16;
+		const int8_t *qj = q + (size_t)j0 * nb * 256;
+		const float *dj = dk + (size_t)j0 * nb;
+		const int16_t *bj = bs + (size_t)j0 * nb * 16;
+		for (int lane = 0; lane < 32; lane++) {
+			if (T == QK_T_Q4_K)
+				L == 8 ? mvk_row<QK_T_Q4_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row<QK_T_Q4_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+			else if (T == QK_T_Q5_K)
+				L == 8 ? mvk_row<QK_T_Q5_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row<QK_T_Q5_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+			else
+				L == 8 ? mvk_row<QK_T_Q6_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row<QK_T_Q6_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+		}
+		for (int j = 0; j < mm; j++) {
+			float v[32], u[32];
+			for (int l = 0; l < 32; l++)
+				v[l] = acc[l][j];
+			for (int o = 1; o < 32; o <<= 1) {
+				for (int l = 0; l < 32; l++)
+					u[l] = __fadd_rn(v[l], v[l ^ o]);
+				memcpy(v, u, sizeof v);
+			}
+			y[j0 + j] = scale != NULL ? __fmul_rn(v[0], *scale) : v[0];
+		}
+	}
+}
