@@ -55,8 +55,8 @@ qkv(struct model *md, struct model_layer *L, int m, const float *res, const int3
 	    L->g.data != NULL ? 4 : 3, W, Y))
 		return fail(md);
 	if (L->q_norm != NULL && L->k_norm != NULL)
-		return backend_qk_norm_rope(be, &qk, a->q, a->y, a->z, m, dpos ? NULL : a->pos, dpos,
-		    dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;
+		return backend_qk_norm_rope(be, &qk, a->q, a->y, a->z, m, dpos ? NULL : a->pos,
+		    dpos, dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;
 	if ((L->q_norm && backend_rmsnorm(be, a->q, hd, L->q_norm, a->q, hd, m * nh, hd,
 	    hp->eps)) ||
 	    (L->k_norm && backend_rmsnorm(be, a->y, hd, L->k_norm, a->y, hd, m * nkv, hd,
