@@ -2722,9 +2722,10 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
  * p0, with a sliding window of win keys (0: none).  Each row alone at its
  * own position: the same bits up to 16 rows (verify), and past them with a
  * window too (windowed prompts keep the split-K kernel); without one, a
- * prompt's flash attention within float tolerance.  With a window, the
- * positions in backend memory (backend_attention_dpos) give the host
- * form's bits.
+ * prompt's flash attention within float tolerance.  Up to 16 rows (decode,
+ * verify: a recorded step's attention), the positions in backend memory
+ * (backend_attention_dpos, caches of 70 rows more: splits past the rows)
+ * give the host form's bits, with a window or without.
  */
 static void
 be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0, int win)
@@ -2755,10 +2756,10 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 			becmp(k, "be attention 1xm", shape, all, one, NULL, (int64_t)o.n[3], 1e-4);
 		free(all), free(one);
 	}
-	if (win && m <= GPU_MATVEC_MAX_ROWS) {	/* positions in backend memory, caches of n + 3 */
+	if (m <= GPU_MATVEC_MAX_ROWS) {	/* positions in backend memory, caches of n + 70 */
 		int32_t *pos = xmalloc((size_t)m * 4);
-		float *kc = bput(p->g, NULL, (size_t)(n + 3) * kvd), *vc = bput(p->g, NULL,
-		    (size_t)(n + 3) * kvd), *dp, *h, *d;
+		float *kc = bput(p->g, NULL, (size_t)(n + 70) * kvd), *vc = bput(p->g, NULL,
+		    (size_t)(n + 70) * kvd), *dp, *h, *d;
 		for (int r = 0; r < m; r++)
 			pos[r] = p0 + r;
 		dp = bput(p->g, (const float *)pos, (size_t)m);
@@ -2767,7 +2768,7 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 		bchk(p->g, backend_attention(p->g, &a, o.g[0], ldq, qhs, o.g[1], o.g[2], m, p0, o.g[3]));
 		h = bget(p->g, o.g[3], o.n[3]);
 		bchk(p->g, backend_attention_dpos(p->g, &a, o.g[0], ldq, qhs, kc, vc, m,
-		    (const int32_t *)dp, n + 3, o.g[3]));
+		    (const int32_t *)dp, n + 70, o.g[3]));
 		d = bget(p->g, o.g[3], o.n[3]);
 		bsame(k, "be attention dpos=host", shape, d, h, (int64_t)o.n[3]);
 		free(h), free(d), free(pos);
@@ -5233,6 +5234,12 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention(k, &p, 16, 32, 4, 512, 300, 0);
 	be_attention(k, &p, 17, 16, 2, 512, 0, 0);
 	be_attention(k, &p, 100, 8, 1, 512, 300, 0);
+	/* recorded steps' shapes (dpos = host): Gemma-4 26B-A4B's global layers (16 on 2 of
+	 * 512) and Step-3.7's (64 on 8 of 128), decode and a verify's four */
+	be_attention(k, &p, 1, 16, 2, 512, 3000, 0);
+	be_attention(k, &p, 4, 16, 2, 512, 3000, 0);
+	be_attention(k, &p, 1, 64, 8, 128, 700, 0);
+	be_attention(k, &p, 4, 64, 8, 128, 2000, 0);
 	be_conv(k, &p, 1, 1024, 4);
 	be_conv(k, &p, 9, 1000, 4);
 	be_conv(k, &p, 3, 300, 3);
@@ -5431,6 +5438,12 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention(k, &p, 16, 4, 1, 128, 1000, 100);
 	be_attention(k, &p, 9, 8, 2, 512, 200, 64);	/* heads of 512 (none in a model yet) */
 	be_attention(k, &p, 40, 4, 2, 512, 100, 30);
+	/* recorded steps' sliding layers: Gemma-4 26B-A4B's (16 on 8 of 256, 1024 keys) and
+	 * Step-3.7's (64 on 8 of 128, 512 keys), decode and a verify's four */
+	be_attention(k, &p, 1, 16, 8, 256, 2000, 1024);
+	be_attention(k, &p, 4, 16, 8, 256, 2000, 1024);
+	be_attention(k, &p, 1, 64, 8, 128, 700, 512);
+	be_attention(k, &p, 4, 64, 8, 128, 2000, 512);
 	/* an image block's rows seeing the block (gemma4's bidirectional vision rows, a
 	 * tower's full attention): causal text around it, with and without a window */
 	be_attention_hi(k, &p, 1, 4, 2, 64, 10, 0, 1, 0);

@@ -1908,6 +1908,7 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	}
 	md->kv_f16 = o != NULL && o->kv_f16;
 	md->plain_attn = o != NULL && o->plain_attn;
+	md->host_pos = o != NULL && o->host_pos;
 	if ((md->dfl_type = model_dflash_prec(o != NULL ? o->dflash_prec : NULL)) < -1) {
 		util_err(err, "%s: MEMRA_DFLASH_PREC '%s': not q4, q8, bf16, f32 or keep", path,
 		    o->dflash_prec);
@@ -2147,6 +2148,16 @@ void
 model_seqs_stats(const struct model *md, struct model_seqs_stats *st)
 {
 	*st = md->sqs;
+}
+
+long
+model_steps_dpos(const struct model *md)
+{
+	long n = 0;
+
+	for (int s = 0; s < model_stages(md); s++)
+		n += model_stage(md, s)->steps_dpos;
+	return n;
 }
 
 void

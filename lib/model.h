@@ -141,6 +141,10 @@ struct model_options {
 				 * another float order, as right (kernel-check's
 				 * noise).  No effect on qwen35 (always plain) nor
 				 * with kv_f16 (llama.cpp's F16 order always) */
+	int	host_pos;	/* MEMRA_HOST_POS=1 (test tools): a step (decode,
+				 * verify) queued at the host's positions and never
+				 * recorded, as a prompt runs: the same bits as the
+				 * recorded step, the seam to A/B them */
 	const struct model_split *split;	/* NULL: one backend, the whole model */
 };
 
@@ -200,6 +204,15 @@ struct model_seqs_stats {
 	int	most, last;
 };
 void	model_seqs_stats(const struct model *, struct model_seqs_stats *);
+
+/*
+ * The steps (decode and verify forwards of one sequence) whose layers read
+ * their positions from backend memory, so that the backend may record and
+ * replay them (CUDA graphs), since the model opened; a split model's
+ * stages' together.  The others ran at the host's positions (an
+ * architecture that needs them, or model_options.host_pos).
+ */
+long	model_steps_dpos(const struct model *);
 
 /*
  * model_forward_seqs on a split model runs its groups of rows (each at

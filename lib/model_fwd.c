@@ -358,8 +358,9 @@ layers_step(struct model *md, struct state *st, int p0, int m, int flags)
 	    (uint64_t)m << 1 | ((flags & MODEL_VERIFY) != 0) };
 	int rc, rec;
 
-	if (md->ops->host_pos)	/* its ops are queued at a->pos: nothing to replay */
+	if (md->ops->host_pos || md->host_pos)	/* ops queued at a->pos: nothing to replay */
 		return md->ops->layers(md, st, p0, m, flags, NULL);
+	md->steps_dpos++;
 	if ((rc = backend_graph_replay(md->be, key, sizeof key)) != 0)
 		return rc < 0 ? fail(md) : 0;
 	if ((rec = backend_graph_begin(md->be, key, sizeof key)) < 0)

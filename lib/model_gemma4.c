@@ -124,25 +124,38 @@ g4_embed(struct model *md, const int32_t *tok, int m)
 	return 0;
 }
 
+/* Layer L's RoPE of x's m rows of n heads (ld apart) at a->pos, or at dpos (backend memory). */
+static int
+g4_rope(struct model *md, struct model_layer *L, float *x, int ld, int n, int m,
+    const int32_t *dpos)
+{
+	const struct model_hparams *hp = &md->hp;
+	int rot = L->swa ? hp->n_rot_swa : hp->n_rot;
+	int mode = L->swa ? BACKEND_ROPE_NEOX : hp->rope_mode;
+	float th = L->swa ? hp->rope_theta_swa : hp->rope_theta;
+
+	if (rot == 0)
+		return 0;
+	return dpos ? backend_rope_dpos(md->be, x, ld, n, L->hd, m, dpos, rot, th, mode) :
+	    backend_rope(md->be, x, ld, n, L->hd, m, md->act.pos, rot, th, mode);
+}
+
 /*
  * q (a->q [m][n_head * hd]) from xn, and with K, V (not NULL: [m][kvd]
  * rows, into a cache or scratch) this layer's K and V: normed, q and K
- * roped at a->pos.
+ * roped at a->pos, or at dpos (backend memory) when not NULL.
  */
 static int
-g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V)
+g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const int32_t *dpos)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
-	int rot = L->swa ? hp->n_rot_swa : hp->n_rot;
-	int mode = L->swa ? BACKEND_ROPE_NEOX : hp->rope_mode;
-	float th = L->swa ? hp->rope_theta_swa : hp->rope_theta;
 
 	if (backend_matmul(be, &L->q, a->xn, hp->n_embd, a->q, nh * hd, m) ||
 	    backend_rmsnorm(be, a->q, hd, L->q_norm, a->q, hd, m * nh, hd, hp->eps) ||
-	    (rot > 0 && backend_rope(be, a->q, nh * hd, nh, hd, m, a->pos, rot, th, mode)))
+	    g4_rope(md, L, a->q, nh * hd, nh, m, dpos))
 		return fail(md);
 	if (K == NULL)
 		return 0;
@@ -151,7 +164,7 @@ g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V)
 	    backend_copy(be, V, K, (size_t)m * kvd)) ||
 	    backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * L->nkv, hd, hp->eps) ||
 	    backend_rmsnorm(be, V, hd, NULL, V, hd, m * L->nkv, hd, hp->eps) ||
-	    (rot > 0 && backend_rope(be, K, kvd, L->nkv, hd, m, a->pos, rot, th, mode)))
+	    g4_rope(md, L, K, kvd, L->nkv, m, dpos))
 		return fail(md);
 	return 0;
 }
@@ -182,21 +195,31 @@ g4_attn_out(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
-/* Attention of layer L over m rows of one sequence at p0 into a->t. */
+/*
+ * Attention of layer L over m rows of one sequence at p0 into a->t; with
+ * dpos (p0 in backend memory: a recorded step) the same ops at every
+ * position: K and V through scratch (a->y, a->z) into the cache.
+ */
 static int
-g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m)
+g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
+    const int32_t *dpos)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
-	int kvd = L->nkv * L->hd;
+	struct backend *be = md->be;
+	int kvd = L->nkv * L->hd, ld = hp->n_head * L->hd, n_ctx = state_config(st)->n_ctx;
 	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
+	float *K = !L->kv_own ? NULL : dpos ? a->y : kc + (size_t)p0 * kvd;
+	float *V = !L->kv_own ? NULL : dpos ? a->z : vc + (size_t)p0 * kvd;
 	struct backend_attn at = g4_attn_params(md, L);
 
-	if (backend_rmsnorm(md->be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, m,
+	if (backend_rmsnorm(be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, m,
 	    hp->n_embd, hp->eps) ||
-	    g4_qkv(md, L, m, L->kv_own ? kc + (size_t)p0 * kvd : NULL,
-	    L->kv_own ? vc + (size_t)p0 * kvd : NULL) ||
-	    backend_attention(md->be, &at, a->q, hp->n_head * L->hd, L->hd, kc, vc, m, p0, a->o))
+	    g4_qkv(md, L, m, K, V, dpos))
+		return fail(md);
+	if (dpos ? (K != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx)) ||
+	    backend_attention_dpos(be, &at, a->q, ld, L->hd, kc, vc, m, dpos, n_ctx, a->o) :
+	    backend_attention(be, &at, a->q, ld, L->hd, kc, vc, m, p0, a->o))
 		return fail(md);
 	return g4_attn_out(md, L, m);
 }
@@ -257,14 +280,14 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m)
 	return 0;
 }
 
-/* The trunk over m rows of one sequence at p0 (a->pos); dpos unused (no recorded steps). */
+/* The trunk over m rows of one sequence at p0 (a->pos), or at dpos (a recorded step). */
 static int
 g4_layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
 {
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		if (g4_attn(md, L, st, p0, m) != 0 || g4_ffn(md, L, il, m) != 0)
+		if (g4_attn(md, L, st, p0, m, dpos) != 0 || g4_ffn(md, L, il, m) != 0)
 			return -1;
 	}
 	return 0;
@@ -286,7 +309,7 @@ g4_attn_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g
 
 	if (backend_rmsnorm(be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, g->m,
 	    hp->n_embd, hp->eps) ||
-	    g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL))
+	    g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL))
 		return fail(md);
 	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
 		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
@@ -328,7 +351,7 @@ g4_logits(struct model *md, int rows)
 
 const struct model_arch_ops model_arch_gemma4 = {
 	.act = g4_act, .embed = g4_embed, .layers = g4_layers, .layers_seqs = g4_layers_seqs,
-	.logits = g4_logits, .inject = 1, .host_pos = 1,
+	.logits = g4_logits, .inject = 1,
 };
 
 /* A gemma4_assistant runs only as its trunk's drafter (model_assist). */
@@ -345,6 +368,8 @@ g4a_refuse_seqs(struct model *md, const struct model_seqs *g)
 	return g4a_refuse(md, NULL, 0, 0, 0, NULL);
 }
 
+/* host_pos: its layers only refuse, so a step of it is never recorded (a failed
+ * recording would turn the backend's graphs off) */
 const struct model_arch_ops model_arch_gemma4a = {
 	.act = g4_act, .embed = g4_embed, .layers = g4a_refuse, .layers_seqs = g4a_refuse_seqs,
 	.host_pos = 1,
@@ -388,7 +413,7 @@ g4a_layer(struct model *A, struct model_layer *L, int il, struct state *st, int 
 	at.window = L->swa ? hp->n_swa + 1 : 0;
 	if (backend_rmsnorm(A->be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, 1,
 	    hp->n_embd, hp->eps) ||
-	    g4_qkv(A, L, 1, NULL, NULL) ||
+	    g4_qkv(A, L, 1, NULL, NULL, NULL) ||
 	    backend_attention(A->be, &at, a->q, hp->n_head * L->hd, L->hd, state_k(st, L->cache),
 	    state_v(st, L->cache), 1, pos - 1, a->o))
 		return fail(A);

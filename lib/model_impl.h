@@ -143,7 +143,7 @@ struct model_arch_ops {
 	int	inject;
 	/* 1: layers queues ops at the host's positions (a->pos), not at dpos, so a step of
 	 * it must not be recorded (a replay would run at the recorded positions): a step runs
-	 * as a prompt does, unrecorded (gemma4, step35). */
+	 * as a prompt does, unrecorded (the gemma4_assistant, whose layers refuse). */
 	int	host_pos;
 };
 /* llama, qwen35, qwen35moe (lib/model_fwd.c), gemma4 (lib/model_gemma4.c) and step35
@@ -181,6 +181,7 @@ struct model {
 	int	hf_l2;		/* GDN L2 norm as HF computes it */
 	int	kv_f16;		/* K and V rounded to half when stored */
 	int	plain_attn;	/* model_options.plain_attn */
+	int	host_pos;	/* model_options.host_pos */
 	struct backend_weight tok_embd;	/* [n_vocab][n_embd] */
 	struct backend_weight output;	/* [n_vocab][n_embd]; a copy of tok_embd when tied */
 	const void *head_host;		/* host bytes of output (tok_embd when tied), at load */
@@ -247,6 +248,7 @@ struct model {
 	struct pipeline_link *link;	/* the hidden rows from stage to stage */
 	struct model_pp_stats pps;	/* the micro-batches' pipeline (model_fwd.c) */
 	struct model_seqs_stats sqs;	/* model_forward_seqs' groups (model_fwd.c) */
+	long	steps_dpos;	/* model_steps_dpos: this stage's */
 	void	**hbuf;			/* host buffers the weights live in */
 	int	n_hbuf;
 	float	**dbuf;			/* backend buffers of the vectors */

@@ -27,6 +27,22 @@ steps_agree() {
 	run -0 python3 -c 'import numpy as np,sys; a,b=(np.fromfile(f,dtype=np.float32).reshape(16,-1) for f in sys.argv[1:]); assert (np.abs(a-b).max(axis=1)/np.abs(a).max(axis=1)).max() <= 1e-5' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d"
 }
 
+# steps_dpos_same MODEL [DEVICE]: decode (-p 4) and verify (-v 4 and -v 3, rolled back) logits
+# of steps whose layers read their positions from backend memory (recordable, model-logits -s
+# counts them) equal those at the host's positions (MEMRA_HOST_POS=1, none counted) bit for bit
+steps_dpos_same() {
+	local mode d=${2:-cpu}
+
+	for mode in "-p 4" "-p 2 -v 4" "-p 5 -v 3"; do
+		run -0 --separate-stderr "$ML" -s -t 2 -d "$d" $mode "$1" "$BATS_TEST_TMPDIR/dev" $IDS
+		[[ $stderr =~ "steps at backend positions: "[1-9] ]]
+		MEMRA_HOST_POS=1 run -0 --separate-stderr "$ML" -s -t 2 -d "$d" $mode "$1" \
+		    "$BATS_TEST_TMPDIR/host" $IDS
+		[ "$stderr" = "steps at backend positions: 0" ]
+		cmp "$BATS_TEST_TMPDIR/dev" "$BATS_TEST_TMPDIR/host"
+	done
+}
+
 # batch_identical MODEL: six sequences decoded in batches of 1, 3 and 8 give each one's
 # bits alone
 batch_identical() {

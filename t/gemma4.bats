@@ -76,6 +76,13 @@ layout() {
 	done
 }
 
+@test "decode and verify steps at backend positions (recordable) equal the host positions' bits" {
+	for m in $MODELS; do
+		steps_dpos_same "$M/$m"
+	done
+	steps_dpos_same "$M/g4-dense/llamacpp-f32.gguf"
+}
+
 @test "batched decode is bit-identical to one sequence at a time" {
 	for m in $MODELS; do
 		batch_identical "$M/$m"
@@ -236,6 +243,14 @@ accepted() { sed -n 's/.* acceptance \([0-9]*\)\/.*/\1/p' <<<"$1"; }
 # bats test_tags=gpu
 @test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
 	cuda_same "$M/g4-dense" "$M/g4-ple-shared" "$M/g4-moe-keqv" "$M/g4-h512"
+}
+
+# bats test_tags=gpu
+@test "on the CUDA backend: recorded decode and verify steps (graphs) equal the host positions' bits" {
+	export MEMRA_CUDA_UNVERIFIED=1
+	for m in $MODELS; do
+		steps_dpos_same "$M/$m" cuda
+	done
 }
 
 # bats test_tags=gpu

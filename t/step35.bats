@@ -63,6 +63,12 @@ setup() {
 	done
 }
 
+@test "decode and verify steps at backend positions (recordable) equal the host positions' bits" {
+	for m in $MODELS step-n; do
+		steps_dpos_same "$M/$m"
+	done
+}
+
 @test "batched decode is bit-identical to one sequence at a time" {
 	for m in $MODELS; do
 		batch_identical "$M/$m"
@@ -93,6 +99,14 @@ setup() {
 # bats test_tags=gpu
 @test "on the CUDA backend: greedy ids equal the CPU's (argmax gate MATCH), batched decode bit-identical" {
 	cuda_same "$M/step-a" "$M/step-b" "$M/step-n"
+}
+
+# bats test_tags=gpu
+@test "on the CUDA backend: recorded decode and verify steps (graphs) equal the host positions' bits" {
+	export MEMRA_CUDA_UNVERIFIED=1
+	for m in $MODELS step-n; do
+		steps_dpos_same "$M/$m" cuda
+	done
 }
 
 # bats test_tags=gpu

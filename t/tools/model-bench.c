@@ -54,6 +54,10 @@
  * MEMRA_CUDA_QKT=0|1|auto the K-quant products of up to the step rows and
  * the grouped experts by CUDA cores or int8 tensor cores (backend_qkt_env;
  * the same bits), for an A/B of a K-quant model; the model line says "qkt".
+ * MEMRA_HOST_POS=1 opens the model with model_options.host_pos: its decode
+ * and verify steps run at the host's positions and are never recorded (as
+ * before gemma4 and step35 read theirs from the device: the same bits), for
+ * an A/B of the recorded steps; the model line says "host_pos 1".
  * -V WxH: TOWER is a Gemma-4 vision tower (an mmproj GGUF or a checkpoint
  * with a vision_config, as run-gen --mmproj takes it), and what is timed is
  * its encoding of one image of W x H pixels (multiples of the patch times
@@ -530,7 +534,12 @@ main(int argc, char *argv[])
 	mo.dflash_prec = getenv("MEMRA_DFLASH_PREC");
 	if (mo.dflash != NULL && model_dflash_prec(mo.dflash_prec) < -1)
 		die(2, "MEMRA_DFLASH_PREC: '%s': not q4, q8, bf16, f32 or keep", mo.dflash_prec);
-	struct model *md = be ? model_open_opts(path, be, mo.dflash ? &mo : NULL, err) : NULL;
+	const char *hpos = getenv("MEMRA_HOST_POS");
+	if (hpos != NULL && strcmp(hpos, "0") != 0 && strcmp(hpos, "1") != 0)
+		die(2, "MEMRA_HOST_POS: '%s': not 0 or 1", hpos);
+	mo.host_pos = hpos != NULL && strcmp(hpos, "1") == 0;
+	struct model *md = be ? model_open_opts(path, be, mo.dflash || mo.host_pos ? &mo : NULL,
+	    err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
 	const struct model_hparams *hp = model_hparams(md);
@@ -555,11 +564,11 @@ main(int argc, char *argv[])
 		die(1, "%s", st ? "out of memory" : err);
 	backend_per_seq_set(be, perseq);
 	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\trow_draw\t%d\t"
-	    "gemm\t%s\tper_seq\t%d\tqkt\t%s\n", path, backend_name(be), now() - t0, pdl,
+	    "gemm\t%s\tper_seq\t%d\tqkt\t%s%s\n", path, backend_name(be), now() - t0, pdl,
 	    pick == PICK_HOST ? "\tpick\thost" : pick == PICK_DEVICE ? "\tpick\tdevice" : "",
 	    sp.top_k, rowdraw, ge != NULL && *ge != '\0' ? ge :
 	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8", perseq,
-	    qe != NULL && *qe != '\0' ? qe : "0");
+	    qe != NULL && *qe != '\0' ? qe : "0", mo.host_pos ? "\thost_pos\t1" : "");
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;
