@@ -285,29 +285,7 @@ static void copy(const struct launch *L, uint8_t *st, const struct job *J, int k
 }
 
 /* the mma's D = MAGIC + A B from the warp's fragments, back to each lane */
-static void mma(uint32_t a[32][2], const uint32_t b[32], int c[32][4])
-{
-	int A[16][16], B[16][8];
-
-	for (int lane = 0; lane < 32; lane++) {
-		int g = lane >> 2, tg = lane & 3;
-		for (int i = 0; i < 4; i++) {
-			A[g][4 * tg + i] = (int8_t)(a[lane][0] >> 8 * i);
-			A[g + 8][4 * tg + i] = (int8_t)(a[lane][1] >> 8 * i);
-			B[4 * tg + i][g] = (int8_t)(b[lane] >> 8 * i);
-		}
-	}
-	for (int lane = 0; lane < 32; lane++) {
-		int g = lane >> 2, tg = lane & 3;
-		for (int e = 0; e < 4; e++) {
-			int r = g + 8 * (e >> 1), n = 2 * tg + (e & 1);
-			int64_t s = MAGIC;
-			for (int kk = 0; kk < 16; kk++)
-				s += A[r][kk] * B[kk][n];
-			c[lane][e] = (int)s;
-		}
-	}
-}
+static void mma(uint32_t a[32][2], const uint32_t b[32], int c[32][4]) { mma_s8(a, b, c, MAGIC); }
 
 /* lane's accumulators: acc[lane][u][nt][e] */
 typedef float accs[4][4][4];

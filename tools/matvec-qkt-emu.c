@@ -71,17 +71,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "quant.h"
+#include "mv8-emu.h"
 
 enum { MAXM = 32, R = 16, NS = 3, T_Q4_K = QUANT_Q4_K, T_Q5_K = QUANT_Q5_K, T_Q6_K = QUANT_Q6_K };
 
-static uint64_t rs = 88172645463325252ULL;
-static uint64_t rnd(void) { rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27; return rs * 0x2545F4914F6CDD1DULL; }
-static float unif(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24); }
-static int dp4a(uint32_t a, uint32_t b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
-static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static int16_t rds16(const uint8_t *p) { int16_t v; memcpy(&v, p, 2); return v; }
-static float h2f(uint16_t h) { return quant_f16_to_f32(h); }
 /* __fmul_rn etc.: one rounding each (volatile: no contraction, no excess precision) */
 static float rmul(float a, float b) { volatile float r = a * b; return r; }
 static float radd(float a, float b) { volatile float r = a + b; return r; }
@@ -336,29 +330,7 @@ static void copy(const struct launch *Lc, const struct dim *D, uint8_t *st, int6
 }
 
 /* the mma's D = A B (from 0) from the warp's fragments, back to each lane */
-static void mma(uint32_t a[32][2], const uint32_t b[32], int c[32][4])
-{
-	int A[16][16], B[16][8];
-
-	for (int lane = 0; lane < 32; lane++) {
-		int g = lane >> 2, tg = lane & 3;
-		for (int i = 0; i < 4; i++) {
-			A[g][4 * tg + i] = (int8_t)(a[lane][0] >> 8 * i);
-			A[g + 8][4 * tg + i] = (int8_t)(a[lane][1] >> 8 * i);
-			B[4 * tg + i][g] = (int8_t)(b[lane] >> 8 * i);
-		}
-	}
-	for (int lane = 0; lane < 32; lane++) {
-		int g = lane >> 2, tg = lane & 3;
-		for (int e = 0; e < 4; e++) {
-			int r = g + 8 * (e >> 1), n = 2 * tg + (e & 1);
-			int64_t s = 0;
-			for (int kk = 0; kk < 16; kk++)
-				s += A[r][kk] * B[kk][n];
-			c[lane][e] = (int)s;
-		}
-	}
-}
+static void mma(uint32_t a[32][2], const uint32_t b[32], int c[32][4]) { mma_s8(a, b, c, 0); }
 
 /* a lane's accumulators: acc[slot][chain of the slice][e] */
 typedef float accs[4][4][4];

@@ -1,6 +1,6 @@
 /*
- * mv8-emu.h: the helpers tools/matvec-q8-emu.c and tools/matvec-q8tc-emu.c
- * share (not built by make: included by those two CPU models of the
+ * mv8-emu.h: the helpers tools/matvec-q8-emu.c, tools/matvec-q8tc-emu.c and
+ * tools/matvec-qkt-emu.c share (not built by make: included by those two CPU models of the
  * decode products): a fixed random stream, dp4a, mv8_i2f, PTX prmt's
  * default mode, NVFP4's code and scale decodings (mv8_fp4pn, gpu_fp4x8,
  * mv8_ue4m3c2, mv8_ue4m3c2f), little-endian loads.  Keep it in step with
@@ -87,6 +87,39 @@ static inline void ue4m3c2f(uint32_t sc, float *ws)
 
 	memcpy(&fa, &a, 4), memcpy(&fb, &b, 4);
 	ws[0] = fa * 0x1p119f, ws[1] = fb * 0x1p119f;
+}
+
+/*
+ * PTX mma.sync m16n8k16 .s32.s8.s8.s32 from a warp's fragments: lane (g =
+ * lane / 4, tg = lane % 4) holds A's rows g and g + 8 at values 4 tg ..
+ * 4 tg + 3 (a[lane][0], a[lane][1]), B's column g at the same values
+ * (b[lane]) and gets D's rows g, g + 8 x columns 2 tg, 2 tg + 1 (c[lane][e],
+ * e as the C registers), D = c0 + A B (the tensor-core emulators
+ * matvec-q8tc-emu: c0 MAGIC, matvec-qkt-emu: 0).
+ */
+static inline void
+mma_s8(uint32_t a[32][2], const uint32_t b[32], int c[32][4], int64_t c0)
+{
+	int A[16][16], B[16][8];
+
+	for (int lane = 0; lane < 32; lane++) {
+		int g = lane >> 2, tg = lane & 3;
+		for (int i = 0; i < 4; i++) {
+			A[g][4 * tg + i] = (int8_t)(a[lane][0] >> 8 * i);
+			A[g + 8][4 * tg + i] = (int8_t)(a[lane][1] >> 8 * i);
+			B[4 * tg + i][g] = (int8_t)(b[lane] >> 8 * i);
+		}
+	}
+	for (int lane = 0; lane < 32; lane++) {
+		int g = lane >> 2, tg = lane & 3;
+		for (int e = 0; e < 4; e++) {
+			int r = g + 8 * (e >> 1), n = 2 * tg + (e & 1);
+			int64_t s = c0;
+			for (int kk = 0; kk < 16; kk++)
+				s += A[r][kk] * B[kk][n];
+			c[lane][e] = (int)s;
+		}
+	}
 }
 
 #endif
