@@ -402,7 +402,8 @@ int	gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, int64_t rows, i
 	    uint16_t *d_dst);
 
 /* Embedding lookup: out[i][ne0] = dequantize(table row ids[i]) for i < n;
- * d_ids holds n int32 row numbers (< n_rows, not checked on the device). */
+ * d_ids holds n int32 row numbers (< n_rows, not checked on the device; a
+ * negative one, a chain's failed pick, reads row 0). */
 int	gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 	    const int32_t *d_ids, int n, float *d_out);
 

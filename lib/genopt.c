@@ -218,6 +218,8 @@ cuda_env(struct backend *b, int *graph_stats, char *err)
 		return util_err(err, "MEMRA_CUDA_STEP_ROWS: %s", why), -2;
 	if (backend_moe_group_env(b, getenv("MEMRA_CUDA_MOE_GROUP"), why) < 0)
 		return util_err(err, "MEMRA_CUDA_MOE_GROUP: %s", why), -2;
+	if (backend_chain_env(b, getenv("MEMRA_CUDA_MTP_CHAIN"), why) < 0)
+		return util_err(err, "MEMRA_CUDA_MTP_CHAIN: %s", why), -2;
 	return 0;
 }
 
