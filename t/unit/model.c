@@ -6,6 +6,7 @@
  * on the tiny fixtures of t/data/tiny: model_options.plain_attn.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -203,6 +204,75 @@ TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
 	sample_free(smp);
 	state_free(sl), state_free(si);
 	free(ids), free(lg), free(h);
+}
+
+/*
+ * A step of MTP layer 0 at pos (token tok, hidden h) on st, its logits
+ * into lg: what a chain's cache leaves shows in the step after it.
+ */
+static void
+mtp_after(struct state *st, int pos, const float *h, int32_t tok, float *lg)
+{
+	CHECK(model_mtp(md, st, 0, pos, h, &tok, 1, lg, NULL) == 0);
+}
+
+/*
+ * model_mtp_chain of n = 1..8 steps on each prompt gives the picks and
+ * the last hidden row of n model_mtp_argmax steps, bit for bit, and
+ * leaves the MTP cache as they leave it (the step after reads it: the
+ * same logits); with the chain off (backend_chain_set) the same again.
+ */
+TEST(mtp_chain_equals_the_steps)
+{
+	const struct json *a = json_get(refs, "a_last_position_logits");
+	int ne = model_hparams(md)->n_embd;
+	float *hs, *hc = malloc(ne * sizeof *hc);
+	float *hp = malloc(ne * sizeof *hp), *lg = malloc((size_t)2 * nv * sizeof *lg);
+
+	for (size_t p = 0; p < a->n && p < N_PROMPTS; p++) {
+		int n;
+		int32_t *ids = ids_of(json_get(json_at(a, p), "input_ids"), &n), first, got[8], want[8];
+		struct state *sc = model_state_new(md, n + 16, 1, NULL);
+		struct state *ss = model_state_new(md, n + 16, 1, NULL);
+
+		hs = malloc((size_t)n * ne * sizeof *hs);
+		if (sc == NULL || ss == NULL || hs == NULL) {
+			FAILF("prompt %zu: out of memory", p);
+			break;
+		}
+		CHECK(model_forward_argmax(md, sc, ids, n, MODEL_PREFILL, &first, hs) == 0);
+		/* the MTP cache of the prompt: slot i is h[i] with token i + 1 */
+		CHECK(n < 2 || model_mtp_argmax(md, sc, 0, 0, hs, ids + 1, n - 1, got, NULL) == 0);
+		CHECK(n < 2 || model_mtp_argmax(md, ss, 0, 0, hs, ids + 1, n - 1, got, NULL) == 0);
+		for (int k = 1; k <= 8; k++) {
+			for (int off = 0; off < 2; off++) {	/* chained, then the chain off */
+				backend_chain_set(be, !off);
+				memcpy(hc, hs + (size_t)(n - 1) * ne, ne * sizeof *hc);
+				CHECK(model_mtp_chain(md, sc, n - 1, hc, first, k, got, hc) == 0);
+				memcpy(hp, hs + (size_t)(n - 1) * ne, ne * sizeof *hp);
+				for (int j = 0; j < k; j++)
+					CHECK(model_mtp_argmax(md, ss, 0, n - 1 + j, hp,
+					    j ? &want[j - 1] : &first, 1, &want[j], hp) == 0);
+				for (int j = 0; j < k; j++)
+					if (got[j] != want[j])
+						FAILF("prompt %zu, %d steps%s: step %d picked %d, the "
+						    "steps %d", p, k, off ? " (off)" : "", j, got[j],
+						    want[j]);
+				if (memcmp(hc, hp, ne * sizeof *hc) != 0)
+					FAILF("prompt %zu, %d steps%s: another last hidden row", p,
+					    k, off ? " (off)" : "");
+				mtp_after(sc, n - 1 + k, hc, got[k - 1], lg);
+				mtp_after(ss, n - 1 + k, hp, want[k - 1], lg + nv);
+				if (memcmp(lg, lg + nv, nv * sizeof *lg) != 0)
+					FAILF("prompt %zu, %d steps%s: the step after reads another "
+					    "cache", p, k, off ? " (off)" : "");
+			}
+		}
+		backend_chain_set(be, 1);
+		state_free(sc), state_free(ss);
+		free(ids), free(hs);
+	}
+	free(hc), free(hp), free(lg);
 }
 
 /*
@@ -550,6 +620,7 @@ main(void)
 	RUN(prompt_logits_match_the_reference);
 	RUN(mtp_logits_match_the_reference);
 	RUN(argmax_forwards_pick_what_the_greedy_sampler_picks);
+	RUN(mtp_chain_equals_the_steps);
 	RUN(forward_next_picks_what_the_sampler_picks_from_the_logits);
 	RUN(forward_next_mask_picks_what_the_sampler_picks_from_the_masked_row);
 	RUN(verify_rows_and_thread_counts_give_the_same_bits);
