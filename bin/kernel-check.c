@@ -20,6 +20,7 @@
 #include "json.h"
 #include "model.h"
 #include "quant.h"
+#include "ranks.h"
 #include "sample.h"
 #include "state.h"
 #include "util.h"
@@ -3299,6 +3300,46 @@ be_fused(struct kc *k, struct bpair *p, int t, int m, int n, int nff)
 }
 
 /*
+ * backend_argmax_map (a masked head's pick in a chain) on 3 rows of 300:
+ * the rows' maxima tie (twice, -0 with +0 in the second), the third holds
+ * NaN and +inf, against ranks_argmax on the host with a map that runs
+ * down (so the lower id is the later column).
+ */
+static void
+be_argmax_map(struct kc *k, struct bpair *p)
+{
+	enum { R = 3, N = 300 };
+	float x[R * N];
+	int32_t map[N], want[R], oc[R], og[R];
+	struct ranks rk = { map, N, 0 };
+	double d = 0;
+
+	for (int i = 0; i < N; i++) {
+		map[i] = 5000 - 7 * i;
+		x[i] = (float)((i * 37) % 101) - 60;	/* 40 at 3 columns */
+		x[N + i] = i == 20 ? -0.0f : i == 250 ? 0.0f : -1.0f - i;
+		x[2 * N + i] = i == 7 ? NAN : i == 99 ? INFINITY : (float)i;
+	}
+	for (int r = 0; r < R; r++)
+		want[r] = ranks_argmax(&rk, x + r * N);
+	float *xc = bput(p->c, x, R * N), *xg = bput(p->g, x, R * N);
+	float *mc = bput(p->c, (const float *)map, N), *mg = bput(p->g, (const float *)map, N);
+	float *dc = bput(p->c, NULL, R), *dg = bput(p->g, NULL, R), *hc, *hg;
+
+	BOTH(p, backend_argmax_map(p->c, xc, N, R, N, (const int32_t *)mc, (int32_t *)dc),
+	    backend_argmax_map(p->g, xg, N, R, N, (const int32_t *)mg, (int32_t *)dg));
+	hc = bget(p->c, dc, R), hg = bget(p->g, dg, R);
+	memcpy(oc, hc, sizeof oc), memcpy(og, hg, sizeof og);
+	d = memcmp(oc, want, sizeof oc) != 0 || memcmp(og, want, sizeof og) != 0;
+	if (k->brk)
+		d = 1;
+	report(k, "be argmax_map", "3x300, ties, NaN, +inf", d, d == 0);
+	free(hc), free(hg);
+	backend_mfree(p->c, xc), backend_mfree(p->g, xg), backend_mfree(p->c, mc);
+	backend_mfree(p->g, mg), backend_mfree(p->c, dc), backend_mfree(p->g, dg);
+}
+
+/*
  * The chain's ops (backend_embed_dev, backend_argmax_dev) on b's rows: ids
  * from backend memory, one of them a failed pick (-1: row 0), must give
  * the rows backend_embed gave for ids (hc, CPU; ids[1] is 0), and their
@@ -3330,7 +3371,9 @@ be_dev_ids(struct kc *k, struct bpair *p, struct bw *b, const float *hc, int ld,
 	if (k->brk)
 		d = 1;
 	report(k, "be argmax_dev", "5x256 ld=288", d, d == 0);
-	free(ec), free(eg), free(pc), free(pg);
+	free(pc), free(pg);
+	be_argmax_map(k, p);
+	free(ec), free(eg);
 	backend_mfree(p->c, dc), backend_mfree(p->g, dg);
 	backend_mfree(p->c, yc), backend_mfree(p->g, yg);
 }

@@ -2355,6 +2355,13 @@ cu_argmax_dev(struct backend *be, const float *x, int ldx, int m, int n, int32_t
 	return 0;
 }
 
+static int
+cu_argmax_map(struct backend *be, const float *x, int ldx, int m, int n, const int32_t *d_map,
+    int32_t *d_out)
+{
+	return gpu_argmax_map(CB(be)->g, x, ldx, m, n, d_map, d_out) ? gfail(be, "argmax") : 0;
+}
+
 static_assert(GPU_TOPK_MAX == BACKEND_TOPK_MAX, "gpu_topk takes what backend_topk may ask");
 
 static int
@@ -2868,6 +2875,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.attention_seqs = cu_attention_seqs;
 	c->ops.embed_dev = cu_embed_dev;
 	c->ops.argmax_dev = cu_argmax_dev;
+	c->ops.argmax_map = cu_argmax_map;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

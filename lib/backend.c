@@ -299,7 +299,8 @@ backend_embed(struct backend *be, const struct backend_weight *w,
 int
 backend_dev_ids(const struct backend *be)
 {
-	return be->host || (be->ops->embed_dev != NULL && be->ops->argmax_dev != NULL);
+	return be->host || (be->ops->embed_dev != NULL && be->ops->argmax_dev != NULL &&
+	    be->ops->argmax_map != NULL);
 }
 
 int
@@ -1494,6 +1495,32 @@ backend_argmax_dev(struct backend *be, const float *x, int ldx, int m, int n,
 		return util_err(be->err, "argmax: backend '%s' writes no ids to its memory",
 		    be->name);
 	return be->ops->argmax(be, x, ldx, m, n, d_out);
+}
+
+int
+backend_argmax_map(struct backend *be, const float *x, int ldx, int m, int n,
+    const int32_t *d_map, int32_t *d_out)
+{
+	if (bad_rows(be, "argmax", ldx, n, m))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->argmax_map != NULL)
+		return be->ops->argmax_map(be, x, ldx, m, n, d_map, d_out);
+	if (!be->host)
+		return util_err(be->err, "argmax: backend '%s' maps no picks in its memory",
+		    be->name);
+	for (int r = 0; r < m; r++) {	/* host memory: ranks_argmax's rule */
+		const float *y = x + (size_t)r * ldx;
+		int b = -1;
+
+		for (int i = 0; i < n; i++)
+			if (!isnan(y[i]) && y[i] != -INFINITY && (b < 0 || y[i] > y[b] ||
+			    (y[i] == y[b] && d_map[i] < d_map[b])))
+				b = i;
+		d_out[r] = b < 0 ? -1 : d_map[b];
+	}
+	return 0;
 }
 
 /* Host scratch of at least need bytes, kept (a draw a token must not allocate). */

@@ -360,12 +360,18 @@ int	backend_round_f16(struct backend *, float *x, int ldx, int rows, int n);
  * that the chain runs on and its caller discards what follows it; an id
  * >= w->ne1 is the caller's error (not checked on a GPU).
  * backend_argmax_dev: backend_argmax with out in backend memory.
- * backend_dev_ids: 1 when the backend has both (a host backend always).
+ * backend_argmax_map: a masked draft head's greedy pick, as ranks_argmax
+ * (lib/ranks.h) takes it from a row: of x[r][0..n) the largest value that
+ * is not NaN or -inf, ties to the lowest map id; d_out[r] = map[that
+ * column], -1 when there is none.  d_map: int32 [n] in backend memory.
+ * backend_dev_ids: 1 when the backend has the three (a host backend always).
  */
 int	backend_embed_dev(struct backend *, const struct backend_weight *w,
 	    const int32_t *d_ids, int m, float *y, int ldy);
 int	backend_argmax_dev(struct backend *, const float *x, int ldx, int m, int n,
 	    int32_t *d_out);
+int	backend_argmax_map(struct backend *, const float *x, int ldx, int m, int n,
+	    const int32_t *d_map, int32_t *d_out);
 int	backend_dev_ids(const struct backend *);
 
 /*

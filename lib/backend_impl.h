@@ -187,6 +187,8 @@ struct backend_ops {
 	int	(*embed_dev)(struct backend *, const struct backend_weight *,
 		    const int32_t *, int, float *, int);
 	int	(*argmax_dev)(struct backend *, const float *, int, int, int, int32_t *);
+	int	(*argmax_map)(struct backend *, const float *, int, int, int, const int32_t *,
+		    int32_t *);
 };
 
 struct backend {

@@ -574,15 +574,17 @@ int	model_mtp_argmax(struct model *, struct state *, int k, int p0, const float 
  * each step's greedy pick into ids[n] (host) and, hout not NULL, the last
  * step's output (host [n_embd]; may be h).  The picks and the cache it
  * leaves are those of n model_mtp_argmax(md, st, 0, p0 + j, h_j, &tok_j,
- * 1, &ids[j], h_j+1) calls, bit for bit.  Where it can (a full-vocabulary
- * head, an architecture whose MTP layer reads positions from backend
- * memory, a backend with backend_dev_ids, backend_chain on) each pick
+ * 1, &ids[j], h_j+1) calls, bit for bit.  Where it can (an architecture
+ * whose MTP layer reads positions from backend memory, a backend with
+ * backend_dev_ids, backend_chain on) each pick
  * stays in backend memory as the next step's token, the positions are
  * read there, and the n steps are recorded once per (model, state, n) and
  * replayed (backend_graph_*): one write, one read of the n ids.  Else it
  * runs those calls.  A pick of -1 (no finite logit) makes every id after
- * it -1 (the cache past it holds what the chain ran on).  A masked draft
- * head is refused (its picks are rank rows, not tokens).  0, or -1.
+ * it -1 (the cache past it holds what the chain ran on).  With a masked
+ * draft head the picks are ranks_argmax's (lib/ranks.h: target ids, ties
+ * to the lowest id; backend_argmax_map where it is chained) from
+ * model_mtp's logits rows instead.  0, or -1.
  */
 #define MODEL_CHAIN_MAX 32
 int	model_mtp_chain(struct model *, struct state *, int p0, const float *h, int32_t tok,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model_impl.h"
+#include "ranks.h"
 #include "sample.h"
 #include "util.h"
 
@@ -268,7 +269,9 @@ struct pick {
 	float	temp;
 	float	*val;
 	int32_t	*id;		/* [rows]: the greedy picks, or s's draw */
-	int32_t	*did;		/* not NULL: the greedy picks into backend memory instead */
+	int32_t	*did;		/* not NULL: the greedy picks into backend memory instead, */
+	const int32_t *dmap;	/* mapped (backend_argmax_map over nmap columns) when not NULL */
+	int	nmap;
 	struct sampler *s;	/* the sampler whose penalties, draw these are */
 	int	draw;		/* s's draw at (seq, pos) from the row */
 	uint64_t seq;
@@ -322,8 +325,10 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	    (pk && pick_penalize(be, a->logits, (int)hw->ne1, pk)) ||
 	    (pk && (pk->draw ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
 	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
-	    pk->temp, pk->val, pk->id) : pk->did ? backend_argmax_dev(be, a->logits,
-	    (int)hw->ne1, rows, (int)hw->ne1, pk->did) : backend_argmax(be, a->logits,
+	    pk->temp, pk->val, pk->id) : pk->dmap ? backend_argmax_map(be, a->logits,
+	    (int)hw->ne1, rows, pk->nmap, pk->dmap, pk->did) : pk->did ?
+	    backend_argmax_dev(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->did) :
+	    backend_argmax(be, a->logits,
 	    (int)hw->ne1, rows, (int)hw->ne1, pk->id))) ||
 	    (hidden && backend_read(be, hidden, md->ops->prenorm ? a->x : a->xn, m * ne)) ||
 	    (logits && backend_read(be, logits, a->logits, (size_t)rows * hw->ne1)))
@@ -737,13 +742,18 @@ static int
 chain_mem(struct model *md)
 {
 	struct model_act *a = &md->act;
+	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
 	size_t n = 2 * MODEL_CHAIN_MAX + md->hp.n_embd + 1;
 
 	if (a->chain != NULL)
 		return 0;
 	if ((a->chain = backend_alloc(md->be, n)) == NULL ||
-	    (a->chost = backend_host_alloc(md->be, n)) == NULL)
+	    (a->chost = backend_host_alloc(md->be, n)) == NULL ||
+	    (r != NULL && ((a->cmap = (int32_t *)backend_alloc(md->be, r->n)) == NULL ||
+	    (a->clg = backend_host_alloc(md->be, model_draft_vocab(md))) == NULL)))
 		return util_err(md->err, "mtp chain: out of memory");
+	if (r != NULL && backend_write(md->be, (float *)a->cmap, (const float *)r->ids, r->n))
+		return fail(md);
 	return 0;
 }
 
@@ -764,7 +774,8 @@ chain_step(struct model *md, struct state *st, float *c, int n, int j)
 	int ne = hp->n_embd;
 	int32_t *pos = (int32_t *)c + MODEL_CHAIN_MAX - n + j;
 	int32_t *tok = (int32_t *)(c + MODEL_CHAIN_MAX + ne) + j;
-	struct pick pk = { .did = tok + 1 };
+	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
+	struct pick pk = { .did = tok + 1, .dmap = r ? a->cmap : NULL, .nmap = r ? r->n : 0 };
 
 	if (backend_embed_dev(be, &md->tok_embd, tok, 1, a->cat, 2 * ne) ||
 	    backend_rmsnorm(be, a->cat, 2 * ne, L->enorm, a->cat, 2 * ne, 1, ne, hp->eps) ||
@@ -840,6 +851,7 @@ chain_host(struct model *md, struct state *st, int p0, const float *h, int32_t t
     int32_t *ids, float *hout)
 {
 	struct model *lm = model_last(md);
+	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
 	int ne = md->hp.n_embd;
 	float *hs;
 
@@ -850,10 +862,17 @@ chain_host(struct model *md, struct state *st, int p0, const float *h, int32_t t
 	hs = lm->act.chost + MODEL_CHAIN_MAX;
 	if (hs != h)
 		memmove(hs, h, (size_t)ne * sizeof *h);
-	for (int j = 0; j < n; j++)
-		if (model_mtp_argmax(md, st, 0, p0 + j, hs, j > 0 ? &ids[j - 1] : &tok, 1, &ids[j],
-		    hs) != 0)
+	for (int j = 0; j < n; j++) {
+		const int32_t *t = j > 0 ? &ids[j - 1] : &tok;
+
+		if (r == NULL ? model_mtp_argmax(md, st, 0, p0 + j, hs, t, 1, &ids[j], hs) :
+		    model_mtp(md, st, 0, p0 + j, hs, t, 1, lm->act.clg, hs))
 			return -1;
+		if (r != NULL)
+			ids[j] = ranks_argmax(r, lm->act.clg);
+		if (ids[j] < 0)
+			break;	/* no token to go on with */
+	}
 	if (hout != NULL)
 		memcpy(hout, hs, (size_t)ne * sizeof *hout);
 	return 0;
@@ -870,8 +889,6 @@ model_mtp_chain(struct model *md, struct state *st, int p0, const float *h, int3
 		return util_err(md->err, "mtp chain: %d steps (1..%d)", n, MODEL_CHAIN_MAX);
 	if (md->hp.n_mtp < 1)
 		return util_err(md->err, "mtp: layer 0 of %d", md->hp.n_mtp);
-	if (model_draft_ranks(md, NULL, NULL) != NULL)
-		return util_err(md->err, "mtp chain: a masked draft head picks rows, not tokens");
 	if (p0 < 0 || p0 + n > state_config(st)->n_ctx)
 		return util_err(md->err, "mtp: %d slots at %d do not fit", n, p0);
 	if (tok < 0 || tok >= lm->tok_embd.ne1)

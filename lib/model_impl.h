@@ -99,8 +99,11 @@ struct model_act {
 	int32_t	*dpos;		/* [cap] the same in backend memory (a step's _dpos ops) */
 	/* model_mtp_chain's, backend memory: [MODEL_CHAIN_MAX] positions (a chain of n
 	 * steps: the last n), [n_embd] h, [1 + MODEL_CHAIN_MAX] tokens (the first, then
-	 * each step's pick); chost: the same in host memory (backend_host_alloc) */
-	float	*chain, *chost;
+	 * each step's pick); chost: the same in host memory (backend_host_alloc);
+	 * with a masked draft head cmap, its rank list's ids (backend memory), and
+	 * clg, a logits row of the head (host, for the chain run step by step) */
+	float	*chain, *chost, *clg;
+	int32_t	*cmap;
 };
 
 /*

@@ -422,7 +422,7 @@ measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
 		BEST_OF_3(l->cost.round, (state_reset(st), model_mtp_argmax(l->m, st, 0, 0, l->hid,
 		    tok, 1, l->ids, l->hid)));
 		l->cost.draft = l->cost.round;
-		if (l->cost.round >= 0 && model_draft_ranks(l->m, NULL, NULL) == NULL)
+		if (l->cost.round >= 0)
 			measure_chain(l, st, tok);
 	}
 	state_reset(st);

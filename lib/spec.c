@@ -595,16 +595,22 @@ draft_dflash(struct spec *s, int32_t *d, int k)
 }
 
 /*
- * The drafts of MTP layer 0 alone picked on the backend: the first is the
- * append's pick, the k - 1 after it one chain (model_mtp_chain: each pick
- * stays on the backend as the next step's token, one read of them all).
+ * The greedy drafts of MTP layer 0 alone: the first is the append's pick
+ * (a masked head's from its logits row, ranks_argmax), the k - 1 after it
+ * one chain (model_mtp_chain: each pick stays on the backend as the next
+ * step's token, one read of them all).
  */
 static int
 draft_chain(struct spec *s, int32_t *d, int k)
 {
 	int n = s->n_hist;
 
-	d[0] = s->mid[s->last];
+	if (k < 1)
+		return 0;
+	if (s->dpick)
+		d[0] = s->mid[s->last];
+	else if (draft_pick(s, s->mlg + (size_t)s->last * s->dv, n, 0, &d[0]) != 0)
+		return -1;
 	if (k > 1 && d[0] >= 0 && model_mtp_chain(s->m, s->st, s->mtp_len,
 	    s->hout + (size_t)s->last * s->ne, d[0], k - 1, d + 1, NULL) != 0)
 		return fail_model(s);
@@ -626,7 +632,7 @@ draft(struct spec *s, int32_t *d, int k)
 		return draft_dflash(s, d, k);
 	if (s->asst)
 		return draft_assist(s, d, k);
-	if (s->dpick && s->nb < 2)
+	if (s->pick && s->nb < 2)	/* greedy: dpick, or a masked head's ranks_argmax */
 		return draft_chain(s, d, k);
 	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
 	for (int j = 0; j < k; j++) {
