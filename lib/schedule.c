@@ -395,8 +395,9 @@ measure_chain(struct lane *l, struct state *st, const int32_t *tok)
 /*
  * The lane's drafter's costs into l->cost (draft, round) on state st
  * (left empty): the MTP head, a row (its cache's append a round) and a
- * draft (measure_chain's, else a row's); the assistant, a step over the K/V of a position (nothing
- * else); a DFlash drafter, measure_dflash.  -1 with err.
+ * draft (measure_chain's, else a row's); the assistant, a step over the
+ * K/V of a position (nothing else); a DFlash drafter, measure_dflash.  -1
+ * with err.
  */
 static int
 measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
