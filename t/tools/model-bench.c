@@ -58,10 +58,10 @@
  * median of reps runs after one untimed (the soft tokens read back), ms and
  * the image's patches and soft tokens; with -P where the device's time goes
  * in one encoding (kernel by kernel, as above).  Nothing else runs.
- * A model with an MTP head: then its draft chain (model_mtp_chain, as
- * lib/spec.c's greedy drafts run it) of 1..kmax steps at the position
- * after the prompt, timed both ways (the median of 5 each after one
- * untimed): "mtp-chain" chained_ms (the picks left on the device, one
+ * A model with an MTP head (and no -D drafter): after the verifies its
+ * draft chain (model_mtp_chain, as lib/spec.c's greedy drafts run it) of
+ * 1..kmax steps at the position after the prompt, timed both ways (the
+ * median of 5 each after one untimed): "mtp-chain" chained_ms (the picks left on the device, one
  * recorded graph) and steps_ms (backend_chain_set 0: each step's pick read
  * back, as MEMRA_CUDA_MTP_CHAIN=0), each against the decode step
  * (x_step), and steps_ms / chained_ms.
@@ -649,7 +649,7 @@ main(int argc, char *argv[])
 		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\tmin\t%.4f\tmax\t%.4f\n", m - 1,
 		    m, vm * 1e3, vm / step, dt[0] * 1e3, dt[4] * 1e3);
 	}
-	if (hp->n_mtp > 0 && kmax > 0)
+	if (hp->n_mtp > 0 && kmax > 0 && mo.dflash == NULL)	/* the MTP head drafts */
 		mtp_bench(be, md, st, ctx, kmax, step);
 	if (mo.dflash != NULL)
 		dflash_bench(md, ctx, step);
