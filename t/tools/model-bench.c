@@ -64,7 +64,9 @@
  * median of 5 each after one untimed): "mtp-chain" chained_ms (the picks left on the device, one
  * recorded graph) and steps_ms (backend_chain_set 0: each step's pick read
  * back, as MEMRA_CUDA_MTP_CHAIN=0), each against the decode step
- * (x_step), and steps_ms / chained_ms.
+ * (x_step), and steps_ms / chained_ms.  MEMRA_FRSPEC_TRIM (a rank list)
+ * self-trims the MTP head to its rows first, so the chain is a masked
+ * head's (its attach line on stderr).
  * -D DRAFTER: arm a DFlash / DFlash2 block drafter (a directory, file or
  * hf: spec, as run-spec --dspark-draft; its weights as MEMRA_DFLASH_PREC
  * says, default q4) and, after the verifies, time what a speculative
@@ -572,9 +574,13 @@ main(int argc, char *argv[])
 	mo.dflash_prec = getenv("MEMRA_DFLASH_PREC");
 	if (mo.dflash != NULL && model_dflash_prec(mo.dflash_prec) < -1)
 		die(2, "MEMRA_DFLASH_PREC: '%s': not q4, q8, bf16, f32 or keep", mo.dflash_prec);
-	struct model *md = be ? model_open_opts(path, be, mo.dflash ? &mo : NULL, err) : NULL;
+	mo.ranks = getenv("MEMRA_FRSPEC_TRIM");	/* the MTP head self-trimmed: a masked chain */
+	struct model *md = be ? model_open_opts(path, be, mo.dflash || mo.ranks ? &mo : NULL, err) :
+	    NULL;
 	if (md == NULL)
 		die(1, "%s", err);
+	if (model_attach_line(md, err, sizeof err) == 0)
+		fprintf(stderr, "%s\n", err);
 	const struct model_hparams *hp = model_hparams(md);
 	int nv = hp->n_vocab, tot = ctx + (reps + prof) * n + 4 * (kmax + 1) * kmax + 5 * 4 + 16;
 	int rows = prof && kmax < 3 ? 4 : kmax + 1;	/* the widest verify (-P: K=3) */
