@@ -20,6 +20,7 @@
 #include "json.h"
 #include "model.h"
 #include "quant.h"
+#include "ranks.h"
 #include "sample.h"
 #include "state.h"
 #include "util.h"
@@ -3399,6 +3400,85 @@ be_fused(struct kc *k, struct bpair *p, int t, int m, int n, int nff)
 	bw_free(p, &wg), bw_free(p, &wu);
 }
 
+/*
+ * backend_argmax_map (a masked head's pick in a chain) on 3 rows of 300:
+ * the rows' maxima tie (twice, -0 with +0 in the second), the third holds
+ * NaN and +inf, against ranks_argmax on the host with a map that runs
+ * down (so the lower id is the later column).
+ */
+static void
+be_argmax_map(struct kc *k, struct bpair *p)
+{
+	enum { R = 3, N = 300 };
+	float x[R * N];
+	int32_t map[N], want[R], oc[R], og[R];
+	struct ranks rk = { map, N, 0 };
+	double d = 0;
+
+	for (int i = 0; i < N; i++) {
+		map[i] = 5000 - 7 * i;
+		x[i] = (float)((i * 37) % 101) - 60;	/* 40 at 3 columns */
+		x[N + i] = i == 20 ? -0.0f : i == 250 ? 0.0f : -1.0f - i;
+		x[2 * N + i] = i == 7 ? NAN : i == 99 ? INFINITY : (float)i;
+	}
+	for (int r = 0; r < R; r++)
+		want[r] = ranks_argmax(&rk, x + r * N);
+	float *xc = bput(p->c, x, R * N), *xg = bput(p->g, x, R * N);
+	float *mc = bput(p->c, (const float *)map, N), *mg = bput(p->g, (const float *)map, N);
+	float *dc = bput(p->c, NULL, R), *dg = bput(p->g, NULL, R), *hc, *hg;
+
+	BOTH(p, backend_argmax_map(p->c, xc, N, R, N, (const int32_t *)mc, (int32_t *)dc),
+	    backend_argmax_map(p->g, xg, N, R, N, (const int32_t *)mg, (int32_t *)dg));
+	hc = bget(p->c, dc, R), hg = bget(p->g, dg, R);
+	memcpy(oc, hc, sizeof oc), memcpy(og, hg, sizeof og);
+	d = memcmp(oc, want, sizeof oc) != 0 || memcmp(og, want, sizeof og) != 0;
+	if (k->brk)
+		d = 1;
+	report(k, "be argmax_map", "3x300, ties, NaN, +inf", d, d == 0);
+	free(hc), free(hg);
+	backend_mfree(p->c, xc), backend_mfree(p->g, xg), backend_mfree(p->c, mc);
+	backend_mfree(p->g, mg), backend_mfree(p->c, dc), backend_mfree(p->g, dg);
+}
+
+/*
+ * The chain's ops (backend_embed_dev, backend_argmax_dev) on b's rows: ids
+ * from backend memory, one of them a failed pick (-1: row 0), must give
+ * the rows backend_embed gave for ids (hc, CPU; ids[1] is 0), and their
+ * picks into backend memory the picks ic of backend_argmax.
+ */
+static void
+be_dev_ids(struct kc *k, struct bpair *p, struct bw *b, const float *hc, int ld,
+    const int32_t *ic)
+{
+	int32_t di[5] = { 3, -1, 999, 3, 512 }, oc[5], og[5];
+	float *dc = bput(p->c, (const float *)di, 5), *dg = bput(p->g, (const float *)di, 5);
+	float *yc = bput(p->c, NULL, 5 * ld), *yg = bput(p->g, NULL, 5 * ld), *ec, *eg, *pc, *pg;
+	double d = 0;
+
+	BOTH(p, backend_embed_dev(p->c, &b->c, (const int32_t *)dc, 5, yc, ld),
+	    backend_embed_dev(p->g, &b->g, (const int32_t *)dg, 5, yg, ld));
+	ec = bget(p->c, yc, 5 * ld), eg = bget(p->g, yg, 5 * ld);
+	for (int i = 0; i < 5; i++)	/* the pad past 256 is never written: not compared */
+		d += memcmp(ec + (size_t)i * ld, hc + (size_t)i * ld, 256 * 4) != 0 ||
+		    memcmp(eg + (size_t)i * ld, hc + (size_t)i * ld, 256 * 4) != 0;
+	if (k->brk)
+		d = 1;
+	report(k, "be embed_dev", "5 of 1000x256, id -1", d, d == 0);
+	BOTH(p, backend_argmax_dev(p->c, yc, ld, 5, 256, (int32_t *)dc),
+	    backend_argmax_dev(p->g, yg, ld, 5, 256, (int32_t *)dg));
+	pc = bget(p->c, dc, 5), pg = bget(p->g, dg, 5);
+	memcpy(oc, pc, sizeof oc), memcpy(og, pg, sizeof og);
+	d = memcmp(oc, ic, sizeof oc) != 0 || memcmp(og, ic, sizeof og) != 0;
+	if (k->brk)
+		d = 1;
+	report(k, "be argmax_dev", "5x256 ld=288", d, d == 0);
+	free(pc), free(pg);
+	be_argmax_map(k, p);
+	free(ec), free(eg);
+	backend_mfree(p->c, dc), backend_mfree(p->g, dg);
+	backend_mfree(p->c, yc), backend_mfree(p->g, yg);
+}
+
 static void
 be_embed_argmax(struct kc *k, struct bpair *p, int t)
 {
@@ -3421,6 +3501,7 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
 	if (k->brk)
 		d = 1;
 	report(k, "be argmax", "5x256 ld=288", d, d == 0);
+	be_dev_ids(k, p, &b, hc, ld, ic);
 	{	/* the top 20 of each row at temperature 0.9 */
 		float vc[5 * 20], vg[5 * 20];
 		int32_t tc[5 * 20], tg[5 * 20];

@@ -1236,6 +1236,25 @@ cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
 	return out == y ? 0 : copy_rows(be, y, ldy, out, np, w->ne0, m);
 }
 
+/* cu_embed of ids already on the device (gpu_get_rows embeds a negative id as row 0). */
+static int
+cu_embed_dev(struct backend *be, const struct backend_weight *w, const int32_t *d_ids,
+    int m, float *y, int ldy)
+{
+	struct backend_cuda *c = CB(be);
+	const struct cuda_weight *cw = CW(w);
+	int64_t np = cw->ne0p;
+	float *out = y;
+
+	if ((ldy != w->ne0 || np != w->ne0) &&
+	    (out = (float *)buf_get(be, &c->t1, (size_t)m * np * 4)) == NULL)
+		return -1;
+	if (gpu_get_rows(c->g, cw->d_f32 ? QUANT_F32 : w->type, cw->d_f32 ? cw->d_f32 : w->data,
+	    np, d_ids, m, out) != 0)
+		return gfail(be, "embed");
+	return out == y ? 0 : copy_rows(be, y, ldy, out, np, w->ne0, m);
+}
+
 static int
 cu_rmsnorm(struct backend *be, const float *x, int ldx, const float *w, float *y,
     int ldy, int rows, int n, float eps)
@@ -2322,6 +2341,27 @@ cu_argmax(struct backend *be, const float *x, int ldx, int m, int n, int32_t *ou
 	return 0;
 }
 
+/* cu_argmax's picks left on the device, queued (nothing waits). */
+static int
+cu_argmax_dev(struct backend *be, const float *x, int ldx, int m, int n, int32_t *d_out)
+{
+	struct backend_cuda *c = CB(be);
+
+	if (ldx == n)
+		return gpu_argmax(c->g, x, m, n, d_out) != 0 ? gfail(be, "argmax") : 0;
+	for (int r = 0; r < m; r++)
+		if (gpu_argmax(c->g, x + (size_t)r * ldx, 1, n, d_out + r) != 0)
+			return gfail(be, "argmax");
+	return 0;
+}
+
+static int
+cu_argmax_map(struct backend *be, const float *x, int ldx, int m, int n, const int32_t *d_map,
+    int32_t *d_out)
+{
+	return gpu_argmax_map(CB(be)->g, x, ldx, m, n, d_map, d_out) ? gfail(be, "argmax") : 0;
+}
+
 static_assert(GPU_TOPK_MAX == BACKEND_TOPK_MAX, "gpu_topk takes what backend_topk may ask");
 
 static int
@@ -2843,6 +2883,9 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.gdn_step_seqs = cu_gdn_step_seqs;
 	c->ops.kv_store_seqs = cu_kv_store_seqs;
 	c->ops.attention_seqs = cu_attention_seqs;
+	c->ops.embed_dev = cu_embed_dev;
+	c->ops.argmax_dev = cu_argmax_dev;
+	c->ops.argmax_map = cu_argmax_map;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

@@ -419,7 +419,8 @@ int	gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, int64_t rows, i
 	    uint16_t *d_dst);
 
 /* Embedding lookup: out[i][ne0] = dequantize(table row ids[i]) for i < n;
- * d_ids holds n int32 row numbers (< n_rows, not checked on the device). */
+ * d_ids holds n int32 row numbers (< n_rows, not checked on the device; a
+ * negative one, a chain's failed pick, reads row 0). */
 int	gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 	    const int32_t *d_ids, int n, float *d_out);
 
@@ -674,6 +675,11 @@ int	gpu_head_gate(struct gpu *g, float *d_x, int64_t ldx, const float *d_g, int6
 /* idx[r] = the index of the largest finite value of x[r][0..n) (the
  * first on ties, -0 = +0), -1 when none is finite. */
 int	gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx);
+/* out[r] = map[i] for the i of the largest x[r][i] (r < rows, rows ldx
+ * apart, i < n) that is not NaN or -inf, ties to the lowest map[i]; -1
+ * when none (lib/ranks.c ranks_argmax's pick, a masked draft head's). */
+int	gpu_argmax_map(struct gpu *g, const float *d_x, int64_t ldx, int rows, int n,
+	    const int32_t *d_map, int32_t *d_out);
 
 /* The most candidates gpu_topk takes a row. */
 #define GPU_TOPK_MAX	1024

@@ -781,6 +781,8 @@ dq_unit(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t u
 {
 	enum { UPB = qt<T>::QK / 32 };
 	int64_t r = ids != NULL ? ids[blockIdx.y] : u / upr, ur = ids != NULL ? u : u - r * upr;
+
+	r = r < 0 ? 0 : r;	/* a failed pick (-1) of a chain: row 0 (gpu_get_rows) */
 	const uint8_t *sc, *b = blk_at<T>(src + r * rowbytes, upr / UPB, ur / UPB, &sc);
 
 	unit_w<T>(b, sc, (int)(ur % UPB), w);

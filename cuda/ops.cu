@@ -1117,6 +1117,59 @@ gpu_argmax(struct gpu *g, const float *d_x, int rows, int64_t n, int32_t *d_idx)
 	return 0;
 }
 
+/* (ov, ok) before (v, k) in a masked head's greedy order: larger first, ties
+ * to the lower id; k INT_MAX is none. */
+__device__ __forceinline__ bool
+am_before(float ov, int ok, float v, int k)
+{
+	return ok != INT_MAX && (k == INT_MAX || ov > v || (ov == v && ok < k));
+}
+
+/* A block a row: ranks_argmax's pick of x[r][0..n) mapped through map. */
+__global__ void
+k_argmax_map(const float *x, int64_t ldx, int n, const int32_t *map, int32_t *out)
+{
+	__shared__ float bv[32];
+	__shared__ int bk[32];
+	const float *r = x + blockIdx.x * ldx;
+	float v = -INFINITY;
+	int k = INT_MAX, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+	pdl_enter();
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		float xi = r[i];
+		if (!isnan(xi) && xi != -INFINITY && am_before(xi, map[i], v, k))
+			v = xi, k = map[i];
+	}
+	for (int o = 16; o > 0; o >>= 1) {	/* a total order: any tree gives its first */
+		float ov = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+		int ok = __shfl_xor_sync(0xFFFFFFFFu, k, o);
+		if (am_before(ov, ok, v, k))
+			v = ov, k = ok;
+	}
+	if (lane == 0)
+		bv[warp] = v, bk[warp] = k;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+			if (am_before(bv[w], bk[w], v, k))
+				v = bv[w], k = bk[w];
+		out[blockIdx.x] = k == INT_MAX ? -1 : k;
+	}
+}
+
+extern "C" int
+gpu_argmax_map(struct gpu *g, const float *d_x, int64_t ldx, int rows, int n,
+    const int32_t *d_map, int32_t *d_out)
+{
+	if (rows < 1 || n < 1 || ldx < n)
+		return gpu_fail(g, "argmax map: %d rows of %d (stride %lld)", rows, n,
+		    (long long)ldx);
+	gpu_launch(g, k_argmax_map, rows, 1024, 0, d_x, ldx, n, d_map, d_out);
+	GPU_LAUNCHED(g, "argmax map");
+	return 0;
+}
+
 /* --- top k (the sampler's candidates) ---------------------------------- */
 
 /*

@@ -297,6 +297,66 @@ backend_embed(struct backend *be, const struct backend_weight *w,
 }
 
 int
+backend_dev_ids(const struct backend *be)
+{
+	return be->host || (be->ops->embed_dev != NULL && be->ops->argmax_dev != NULL &&
+	    be->ops->argmax_map != NULL);
+}
+
+int
+backend_embed_dev(struct backend *be, const struct backend_weight *w,
+    const int32_t *d_ids, int m, float *y, int ldy)
+{
+	if (bad_weight(be, "embed", w) || bad_rows(be, "embed", ldy, w->ne0, m))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->embed_dev != NULL)
+		return be->ops->embed_dev(be, w, d_ids, m, y, ldy);
+	if (!be->host)
+		return util_err(be->err, "embed: backend '%s' reads no ids from its memory",
+		    be->name);
+	for (int i = 0; i < m; i++) {	/* host memory: the ids as they are now */
+		int32_t id = d_ids[i] < 0 ? 0 : d_ids[i];
+
+		if (id >= w->ne1)
+			return util_err(be->err, "embed: token %d outside [0, %lld)", id,
+			    (long long)w->ne1);
+		if (be->ops->embed(be, w, &id, 1, y + (size_t)i * ldy, ldy) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+backend_chain(const struct backend *be)
+{
+	return !be->chain_off;
+}
+
+void
+backend_chain_set(struct backend *be, int on)
+{
+	be->chain_off = !on;
+}
+
+int
+backend_chain_env(struct backend *be, const char *v, char *err)
+{
+	int on;
+
+	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "1") == 0)
+		on = 1;
+	else if (strcmp(v, "0") == 0)
+		on = 0;
+	else
+		return util_err(err, "'%s': not 0 or 1", v);
+	if (be != NULL)
+		backend_chain_set(be, on);
+	return 0;
+}
+
+int
 backend_rmsnorm(struct backend *be, const float *x, int ldx, const float *w,
     float *y, int ldy, int rows, int n, float eps)
 {
@@ -1445,6 +1505,48 @@ backend_argmax(struct backend *be, const float *x, int ldx, int m, int n,
 	if (bad_rows(be, "argmax", ldx, n, m))
 		return -1;
 	return m ? be->ops->argmax(be, x, ldx, m, n, out) : 0;
+}
+
+int
+backend_argmax_dev(struct backend *be, const float *x, int ldx, int m, int n,
+    int32_t *d_out)
+{
+	if (bad_rows(be, "argmax", ldx, n, m))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->argmax_dev != NULL)
+		return be->ops->argmax_dev(be, x, ldx, m, n, d_out);
+	if (!be->host)
+		return util_err(be->err, "argmax: backend '%s' writes no ids to its memory",
+		    be->name);
+	return be->ops->argmax(be, x, ldx, m, n, d_out);
+}
+
+int
+backend_argmax_map(struct backend *be, const float *x, int ldx, int m, int n,
+    const int32_t *d_map, int32_t *d_out)
+{
+	if (bad_rows(be, "argmax", ldx, n, m))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->argmax_map != NULL)
+		return be->ops->argmax_map(be, x, ldx, m, n, d_map, d_out);
+	if (!be->host)
+		return util_err(be->err, "argmax: backend '%s' maps no picks in its memory",
+		    be->name);
+	for (int r = 0; r < m; r++) {	/* host memory: ranks_argmax's rule */
+		const float *y = x + (size_t)r * ldx;
+		int b = -1;
+
+		for (int i = 0; i < n; i++)
+			if (!isnan(y[i]) && y[i] != -INFINITY && (b < 0 || y[i] > y[b] ||
+			    (y[i] == y[b] && d_map[i] < d_map[b])))
+				b = i;
+		d_out[r] = b < 0 ? -1 : d_map[b];
+	}
+	return 0;
 }
 
 /* Host scratch of at least need bytes, kept (a draw a token must not allocate). */

@@ -349,6 +349,44 @@ int	backend_head_max(const struct backend *);
  */
 int	backend_round_f16(struct backend *, float *x, int ldx, int rows, int n);
 
+/*
+ * The ops of a chain of steps whose tokens stay in backend memory (a
+ * recorded MTP draft chain: each step's pick is the next step's input,
+ * read back once at the end).  d_ids, d_out: int32 [m] in backend memory
+ * (backend_alloc'd floats holding int32 bits).
+ *
+ * backend_embed_dev: backend_embed of the ids d_ids, read when the op
+ * runs; an id < 0 (a pick that found no finite value) embeds row 0, so
+ * that the chain runs on and its caller discards what follows it; an id
+ * >= w->ne1 is the caller's error (not checked on a GPU).
+ * backend_argmax_dev: backend_argmax with out in backend memory.
+ * backend_argmax_map: a masked draft head's greedy pick, as ranks_argmax
+ * (lib/ranks.h) takes it from a row: of x[r][0..n) the largest value that
+ * is not NaN or -inf, ties to the lowest map id; d_out[r] = map[that
+ * column], -1 when there is none.  d_map: int32 [n] in backend memory.
+ * backend_dev_ids: 1 when the backend has the three (a host backend always).
+ */
+int	backend_embed_dev(struct backend *, const struct backend_weight *w,
+	    const int32_t *d_ids, int m, float *y, int ldy);
+int	backend_argmax_dev(struct backend *, const float *x, int ldx, int m, int n,
+	    int32_t *d_out);
+int	backend_argmax_map(struct backend *, const float *x, int ldx, int m, int n,
+	    const int32_t *d_map, int32_t *d_out);
+int	backend_dev_ids(const struct backend *);
+
+/*
+ * Whether a model's MTP draft chain (model_mtp_chain) runs chained on be
+ * (its picks left in backend memory, recorded as one unit where steps
+ * are recorded), on by default, or step by step (backend_chain_set(be,
+ * 0): each pick read back, as model_mtp_argmax); the same bits either
+ * way.  backend_chain: 1 when on.  backend_chain_env: MEMRA_CUDA_MTP_CHAIN's
+ * value v applied to be (NULL, "" or "1" on, "0" off): 0, or -1 for any
+ * other value (err says why); be NULL checks v only.
+ */
+void	backend_chain_set(struct backend *, int on);
+int	backend_chain(const struct backend *);
+int	backend_chain_env(struct backend *, const char *v, char *err);
+
 /* 1 when the backend implements backend_attn.kv_f16 and backend_round_f16. */
 int	backend_kv_f16(const struct backend *);
 

@@ -184,6 +184,13 @@ struct backend_ops {
 	/* optional, the vision towers' backend_matmul_half: NULL has none */
 	int	(*matmul_half)(struct backend *, const struct backend_weight *,
 		    const float *, int, float *, int, int);
+	/* optional, ids in backend memory (backend_embed_dev, backend_argmax_dev):
+	 * NULL, a host backend runs embed / argmax on them, another has none */
+	int	(*embed_dev)(struct backend *, const struct backend_weight *,
+		    const int32_t *, int, float *, int);
+	int	(*argmax_dev)(struct backend *, const float *, int, int, int, int32_t *);
+	int	(*argmax_map)(struct backend *, const float *, int, int, int, const int32_t *,
+		    int32_t *);
 };
 
 struct backend {
@@ -194,6 +201,7 @@ struct backend {
 	int	cut_exact;		/* backend_cut_exact */
 	int	step_rows;		/* backend_step_rows: 1..BACKEND_ROWS_MAX */
 	int	per_seq;		/* backend_per_seq_set: the _seqs ops as loops */
+	int	chain_off;		/* backend_chain_set(be, 0) */
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */

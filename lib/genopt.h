@@ -101,8 +101,9 @@ int	genopt_pp_check(struct genopt *g, char *err);
 int	genopt_backends(const struct genopt *g, struct backend **be, char *err);
 
 /*
- * genopt_backends, then each backend's MEMRA_CUDA_GRAPH, MEMRA_CUDA_PDL
- * and MEMRA_CUDA_GEMM settings from the environment, the first backend's
+ * genopt_backends, then each backend's MEMRA_CUDA_GRAPH, MEMRA_CUDA_PDL,
+ * MEMRA_CUDA_GEMM, MEMRA_CUDA_STEP_ROWS, MEMRA_CUDA_MOE_GROUP and
+ * MEMRA_CUDA_MTP_CHAIN settings from the environment, the first backend's
  * recorded-step stats setting into *graph_stats.  0; -1 with err when a
  * backend does not open; -2 with err ("MEMRA_CUDA_PDL: ...") for a bad
  * setting, a misuse (then none is left open).

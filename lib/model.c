@@ -2255,6 +2255,8 @@ model_act_free(struct model *md)
 	for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 		backend_mfree(md->be, bufs[i]);
 	free(a->pos), free(a->hi), free(a->tok);
+	backend_mfree(md->be, a->chain), backend_mfree(md->be, (float *)a->cmap);
+	backend_host_free(md->be, a->chost), backend_host_free(md->be, a->clg);
 	memset(a, 0, sizeof *a);
 	backend_mfree(md->be, md->taps);
 	md->taps = NULL;

@@ -580,6 +580,29 @@ int	model_dflash_line(const struct model *, const char *name, int i, char *buf, 
 int	model_mtp_argmax(struct model *, struct state *, int k, int p0, const float *h,
 	    const int32_t *tok, int m, int32_t *ids, float *hout);
 
+/*
+ * The MTP head's draft chain: n (1..MODEL_CHAIN_MAX) steps of MTP layer 0,
+ * step j one slot at position p0 + j of its cache, its token tok (j 0) or
+ * step j-1's pick, its hidden h (j 0; host [n_embd]) or step j-1's hout;
+ * each step's greedy pick into ids[n] (host) and, hout not NULL, the last
+ * step's output (host [n_embd]; may be h).  The picks and the cache it
+ * leaves are those of n model_mtp_argmax(md, st, 0, p0 + j, h_j, &tok_j,
+ * 1, &ids[j], h_j+1) calls, bit for bit.  Where it can (an architecture
+ * whose MTP layer reads positions from backend memory, a backend with
+ * backend_dev_ids, backend_chain on) each pick
+ * stays in backend memory as the next step's token, the positions are
+ * read there, and the n steps are recorded once per (model, state, n) and
+ * replayed (backend_graph_*): one write, one read of the n ids.  Else it
+ * runs those calls.  A pick of -1 (no finite logit) makes every id after
+ * it -1 (the cache past it holds what the chain ran on).  With a masked
+ * draft head the picks are ranks_argmax's (lib/ranks.h: target ids, ties
+ * to the lowest id; backend_argmax_map where it is chained) from
+ * model_mtp's logits rows instead.  0, or -1.
+ */
+#define MODEL_CHAIN_MAX 32
+int	model_mtp_chain(struct model *, struct state *, int p0, const float *h, int32_t tok,
+	    int n, int32_t *ids, float *hout);
+
 struct tokenizer;
 
 struct ranks;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model_impl.h"
+#include "ranks.h"
 #include "sample.h"
 #include "util.h"
 
@@ -268,6 +269,9 @@ struct pick {
 	float	temp;
 	float	*val;
 	int32_t	*id;		/* [rows]: the greedy picks, or s's draw */
+	int32_t	*did;		/* not NULL: the greedy picks into backend memory instead, */
+	const int32_t *dmap;	/* mapped (backend_argmax_map over nmap columns) when not NULL */
+	int	nmap;
 	struct sampler *s;	/* the sampler whose penalties, draw these are */
 	int	draw;		/* s's draw at (seq, pos) from the row */
 	uint64_t seq;
@@ -321,8 +325,11 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	    (pk && pick_penalize(be, a->logits, (int)hw->ne1, pk)) ||
 	    (pk && (pk->draw ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
 	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
-	    pk->temp, pk->val, pk->id) : backend_argmax(be, a->logits, (int)hw->ne1, rows,
-	    (int)hw->ne1, pk->id))) ||
+	    pk->temp, pk->val, pk->id) : pk->dmap ? backend_argmax_map(be, a->logits,
+	    (int)hw->ne1, rows, pk->nmap, pk->dmap, pk->did) : pk->did ?
+	    backend_argmax_dev(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->did) :
+	    backend_argmax(be, a->logits,
+	    (int)hw->ne1, rows, (int)hw->ne1, pk->id))) ||
 	    (hidden && backend_read(be, hidden, md->ops->prenorm ? a->x : a->xn, m * ne)) ||
 	    (logits && backend_read(be, logits, a->logits, (size_t)rows * hw->ne1)))
 		return fail(md);
@@ -652,6 +659,16 @@ model_forward_next_mask(struct model *md, struct state *st, const int32_t *tok, 
 	return 0;
 }
 
+/* MTP layer L's head over its m slots: its own, the masked draft head or the output. */
+static int
+mtp_head(struct model *md, struct model_layer *L, int m, float *logits, const struct pick *pk,
+    float *hout)
+{
+	return head(md, L->head_norm ? L->head_norm : md->output_norm,
+	    L->head.data != NULL ? &L->head : md->draft_head.data != NULL ? &md->draft_head :
+	    &md->output, m, m, logits, pk, hout);
+}
+
 static int
 mtp(struct model *md, struct state *st, int k, int p0, const float *h,
     const int32_t *tok, int m, float *logits, const struct pick *pk, float *hout)
@@ -681,9 +698,7 @@ mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	if (md->ops->mtp_block != NULL ? md->ops->mtp_block(md, L, st, p0, m) :
 	    attn_layer(md, L, st, p0, m, 0, NULL, NULL) || ffn(md, L, m) || residual(md, m))
 		return -1;
-	return head(md, L->head_norm ? L->head_norm : md->output_norm,
-	    L->head.data != NULL ? &L->head : md->draft_head.data != NULL ? &md->draft_head :
-	    &md->output, m, m, logits, pk, hout);
+	return mtp_head(md, L, m, logits, pk, hout);
 }
 
 /* The MTP layers on a split model's last stage, with its part of st. */
@@ -717,6 +732,179 @@ model_mtp_argmax(struct model *md, struct state *st, int k, int p0, const float 
 	struct pick pk = { .id = ids };
 
 	return mtp_stage(md, st, k, p0, h, tok, m, NULL, &pk, hout);
+}
+
+/*
+ * model_mtp_chain's memory (act.chain, act.chost; see model_impl.h): the
+ * positions of a chain of n at [MODEL_CHAIN_MAX - n, MODEL_CHAIN_MAX), so
+ * that they, h and the first token are one span; after the activations.
+ */
+static int
+chain_mem(struct model *md)
+{
+	struct model_act *a = &md->act;
+	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
+	size_t n = 2 * MODEL_CHAIN_MAX + md->hp.n_embd + 1;
+
+	if (a->chain != NULL)
+		return 0;
+	if ((a->chain = backend_alloc(md->be, n)) == NULL ||
+	    (a->chost = backend_host_alloc(md->be, n)) == NULL ||
+	    (r != NULL && ((a->cmap = (int32_t *)backend_alloc(md->be, r->n)) == NULL ||
+	    (a->clg = backend_host_alloc(md->be, model_draft_vocab(md))) == NULL)))
+		return util_err(md->err, "mtp chain: out of memory");
+	if (r != NULL && backend_write(md->be, (float *)a->cmap, (const float *)r->ids, r->n))
+		return fail(md);
+	return 0;
+}
+
+/*
+ * Step j of a chain of n in c (chain_mem's layout): MTP layer 0 over one
+ * slot at c's position j, token j of c (the step before's pick), hidden
+ * c's h (j 0) or the step before's head output (a->xn); its pick into
+ * token j + 1 of c.  mtp()'s ops, with the positions and the token read
+ * from backend memory.
+ */
+static int
+chain_step(struct model *md, struct state *st, float *c, int n, int j)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	struct model_layer *L = &md->layers[hp->n_layer];
+	int ne = hp->n_embd;
+	int32_t *pos = (int32_t *)c + MODEL_CHAIN_MAX - n + j;
+	int32_t *tok = (int32_t *)(c + MODEL_CHAIN_MAX + ne) + j;
+	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
+	struct pick pk = { .did = tok + 1, .dmap = r ? a->cmap : NULL, .nmap = r ? r->n : 0 };
+
+	if (backend_embed_dev(be, &md->tok_embd, tok, 1, a->cat, 2 * ne) ||
+	    backend_rmsnorm(be, a->cat, 2 * ne, L->enorm, a->cat, 2 * ne, 1, ne, hp->eps) ||
+	    backend_rmsnorm(be, j > 0 ? a->xn : c + MODEL_CHAIN_MAX, ne, L->hnorm, a->cat + ne,
+	    2 * ne, 1, ne, hp->eps) ||
+	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, 1))
+		return fail(md);
+	if (attn_layer(md, L, st, 0, 1, 0, pos, NULL) || ffn(md, L, 1) || residual(md, 1))
+		return -1;
+	return mtp_head(md, L, 1, NULL, &pk, NULL);
+}
+
+static int
+chain_steps(struct model *md, struct state *st, float *c, int n)
+{
+	for (int j = 0; j < n; j++)
+		if (chain_step(md, st, c, n, j) != 0)
+			return -1;
+	return 0;
+}
+
+/* Whether md (a whole model or the last stage) runs model_mtp_chain chained. */
+static int
+chain_ok(const struct model *md)
+{
+	return md->ops->mtp_block == NULL && !md->ops->host_pos && !md->ops->prenorm &&
+	    backend_chain(md->be) && backend_dev_ids(md->be);
+}
+
+/* model_mtp_chain chained on md (chain_ok), its state st: one write, the
+ * steps (replayed when recorded), one read. */
+static int
+chain_run(struct model *md, struct state *st, int p0, const float *h, int32_t tok, int n,
+    int32_t *ids, float *hout)
+{
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int ne = md->hp.n_embd, cm = MODEL_CHAIN_MAX, rc, rec;
+	uint64_t key[4] = { (uintptr_t)md, (uintptr_t)st, (uint64_t)n,
+	    0x6e69616863707466ULL };	/* "mtpchain": not a layers_step key */
+	int32_t *hc;
+
+	if (model_act_reserve(md, 1) != 0 || chain_mem(md) != 0)
+		return -1;
+	hc = (int32_t *)a->chost;
+	for (int j = 0; j < n; j++)
+		hc[cm - n + j] = p0 + j;
+	memcpy(a->chost + cm, h, (size_t)ne * sizeof *h);
+	hc[cm + ne] = tok;
+	if (backend_write(be, a->chain + cm - n, a->chost + cm - n, (size_t)n + ne + 1) != 0 ||
+	    (rc = backend_graph_replay(be, key, sizeof key)) < 0)
+		return fail(md);
+	if (rc == 0) {
+		if ((rec = backend_graph_begin(be, key, sizeof key)) < 0)
+			return fail(md);
+		rc = chain_steps(md, st, a->chain, n);
+		if (rec && backend_graph_end(be, rc != 0) != 0)	/* nothing ran: again */
+			rc = chain_steps(md, st, a->chain, n);
+		if (rc != 0)
+			return -1;
+	}
+	if (backend_read(be, a->chost + cm + ne + 1, a->chain + cm + ne + 1, (size_t)n) != 0 ||
+	    (hout != NULL && backend_read(be, hout, a->xn, (size_t)ne) != 0))
+		return fail(md);
+	memcpy(ids, hc + cm + ne + 1, (size_t)n * sizeof *ids);
+	return 0;
+}
+
+/* model_mtp_chain step by step (model_mtp_argmax), the hidden rows through
+ * host scratch (act.chost's h). */
+static int
+chain_host(struct model *md, struct state *st, int p0, const float *h, int32_t tok, int n,
+    int32_t *ids, float *hout)
+{
+	struct model *lm = model_last(md);
+	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
+	int ne = md->hp.n_embd;
+	float *hs;
+
+	if (backend_use(lm->be) != 0)
+		return util_err(md->err, "%s", backend_errmsg(lm->be));
+	if (model_act_reserve(lm, 1) != 0 || chain_mem(lm) != 0)
+		return lm != md ? util_err(md->err, "%s", lm->err) : -1;
+	hs = lm->act.chost + MODEL_CHAIN_MAX;
+	if (hs != h)
+		memmove(hs, h, (size_t)ne * sizeof *h);
+	for (int j = 0; j < n; j++) {
+		const int32_t *t = j > 0 ? &ids[j - 1] : &tok;
+
+		if (r == NULL ? model_mtp_argmax(md, st, 0, p0 + j, hs, t, 1, &ids[j], hs) :
+		    model_mtp(md, st, 0, p0 + j, hs, t, 1, lm->act.clg, hs))
+			return -1;
+		if (r != NULL)
+			ids[j] = ranks_argmax(r, lm->act.clg);
+		if (ids[j] < 0)
+			break;	/* no token to go on with */
+	}
+	if (hout != NULL)
+		memcpy(hout, hs, (size_t)ne * sizeof *hout);
+	return 0;
+}
+
+int
+model_mtp_chain(struct model *md, struct state *st, int p0, const float *h, int32_t tok,
+    int n, int32_t *ids, float *hout)
+{
+	struct model *lm = model_last(md);
+	int ns = model_stages(md), rc;
+
+	if (n < 1 || n > MODEL_CHAIN_MAX)
+		return util_err(md->err, "mtp chain: %d steps (1..%d)", n, MODEL_CHAIN_MAX);
+	if (md->hp.n_mtp < 1)
+		return util_err(md->err, "mtp: layer 0 of %d", md->hp.n_mtp);
+	if (p0 < 0 || p0 + n > state_config(st)->n_ctx)
+		return util_err(md->err, "mtp: %d slots at %d do not fit", n, p0);
+	if (tok < 0 || tok >= lm->tok_embd.ne1)
+		return util_err(md->err, "mtp chain: token %d outside [0, %lld)", tok,
+		    (long long)lm->tok_embd.ne1);
+	if (!chain_ok(lm))
+		rc = chain_host(md, st, p0, h, tok, n, ids, hout);
+	else if (backend_use(lm->be) != 0)
+		return util_err(md->err, "stage %d: %s", ns - 1, backend_errmsg(lm->be));
+	else if ((rc = chain_run(lm, ns > 1 ? state_part(st, ns - 1) : st, p0, h, tok, n, ids,
+	    hout)) != 0)
+		return stage_fail(md, ns - 1, lm);
+	for (int j = 1; rc == 0 && j < n; j++)	/* past a failed pick: nothing */
+		ids[j] = ids[j - 1] < 0 ? -1 : ids[j];
+	return rc;
 }
 
 int

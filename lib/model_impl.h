@@ -97,6 +97,13 @@ struct model_act {
 				 * set only when inj has bidir blocks */
 	int32_t	*tok;		/* host [cap]: the tokens with inj's rows as its pad */
 	int32_t	*dpos;		/* [cap] the same in backend memory (a step's _dpos ops) */
+	/* model_mtp_chain's, backend memory: [MODEL_CHAIN_MAX] positions (a chain of n
+	 * steps: the last n), [n_embd] h, [1 + MODEL_CHAIN_MAX] tokens (the first, then
+	 * each step's pick); chost: the same in host memory (backend_host_alloc);
+	 * with a masked draft head cmap, its rank list's ids (backend memory), and
+	 * clg, a logits row of the head (host, for the chain run step by step) */
+	float	*chain, *chost, *clg;
+	int32_t	*cmap;
 };
 
 /*

@@ -375,10 +375,29 @@ measure_dflash(struct lane *l, const int32_t *tok, char *err)
 }
 
 /*
+ * A greedy round's drafts after the first (the append's pick) are one MTP
+ * chain (model_mtp_chain) of K - 1 steps: l->cost.draft is a step's share
+ * of such a chain (of 1 step at K = 1), timed on st.  Kept as it is when
+ * the chain fails.
+ */
+static void
+measure_chain(struct lane *l, struct state *st, const int32_t *tok)
+{
+	int n = l->K > 1 ? l->K - 1 : 1;
+	double t;
+
+	BEST_OF_3(t, (state_reset(st), model_mtp_chain(l->m, st, 0, l->hid, tok[0], n, l->ids,
+	    NULL)));
+	if (t >= 0)
+		l->cost.draft = t / n;
+}
+
+/*
  * The lane's drafter's costs into l->cost (draft, round) on state st
- * (left empty): the MTP head, a row (its draft, and its cache's append
- * a round); the assistant, a step over the K/V of a position (nothing
- * else); a DFlash drafter, measure_dflash.  -1 with err.
+ * (left empty): the MTP head, a row (its cache's append a round) and a
+ * draft (measure_chain's, else a row's); the assistant, a step over the
+ * K/V of a position (nothing else); a DFlash drafter, measure_dflash.  -1
+ * with err.
  */
 static int
 measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
@@ -401,9 +420,11 @@ measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
 			    l->ids, l->hid));
 		break;
 	default:
-		BEST_OF_3(l->cost.draft, (state_reset(st), model_mtp_argmax(l->m, st, 0, 0, l->hid,
+		BEST_OF_3(l->cost.round, (state_reset(st), model_mtp_argmax(l->m, st, 0, 0, l->hid,
 		    tok, 1, l->ids, l->hid)));
-		l->cost.round = l->cost.draft;
+		l->cost.draft = l->cost.round;
+		if (l->cost.round >= 0)
+			measure_chain(l, st, tok);
 	}
 	state_reset(st);
 	if (l->cost.draft < 0 || l->cost.round < 0)

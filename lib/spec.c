@@ -594,6 +594,34 @@ draft_dflash(struct spec *s, int32_t *d, int k)
 	return 0;
 }
 
+/*
+ * The greedy drafts of MTP layer 0 alone: the first is the append's pick
+ * (a masked head's from its logits row, ranks_argmax), the k - 1 after it
+ * one chain (model_mtp_chain: each pick stays on the backend as the next
+ * step's token, one read of them all).
+ */
+static int
+draft_chain(struct spec *s, int32_t *d, int k)
+{
+	int n = s->n_hist;
+
+	if (k < 1)
+		return 0;
+	if (s->dpick)
+		d[0] = s->mid[s->last];
+	else if (draft_pick(s, s->mlg + (size_t)s->last * s->dv, n, 0, &d[0]) != 0)
+		return -1;
+	if (k > 1 && d[0] >= 0 && model_mtp_chain(s->m, s->st, s->mtp_len,
+	    s->hout + (size_t)s->last * s->ne, d[0], k - 1, d + 1, NULL) != 0)
+		return fail_model(s);
+	for (int j = 0; j < k; j++) {
+		if (d[j] < 0)
+			return util_err(s->err, "position %d: no finite draft logit", n + j);
+		s->hist[n + j] = d[j];
+	}
+	return 0;
+}
+
 /* Draft k tokens into d (hist gets them past n_hist, tentatively). */
 static int
 draft(struct spec *s, int32_t *d, int k)
@@ -604,9 +632,11 @@ draft(struct spec *s, int32_t *d, int k)
 		return draft_dflash(s, d, k);
 	if (s->asst)
 		return draft_assist(s, d, k);
+	if (s->pick && s->nb < 2)	/* greedy: dpick, or a masked head's ranks_argmax */
+		return draft_chain(s, d, k);
 	memcpy(s->hl, s->hout + (size_t)s->last * s->ne, s->ne * sizeof *s->hl);
 	for (int j = 0; j < k; j++) {
-		const float *lg;
+		const float *lg = NULL;
 
 		if (s->nb > 1 && j > 0) {	/* the chain's next block */
 			if (chain_step(s, j, &o, &d[j], &lg) != 0)
@@ -617,11 +647,8 @@ draft(struct spec *s, int32_t *d, int k)
 				s->hist[n + j] = d[j];
 				continue;
 			}
-		} else if (s->dpick) {	/* picked on the backend */
-			d[j] = j == 0 ? s->mid[s->last] : -1;
-			if (j > 0 && model_mtp_argmax(s->m, s->st, 0, s->mtp_len + j - 1, s->hl,
-			    &d[j - 1], 1, &d[j], s->hl) != 0)
-				return fail_model(s);
+		} else if (s->dpick) {	/* the chain's first: the append's pick */
+			d[j] = s->mid[s->last];
 			if (d[j] < 0)
 				return util_err(s->err, "position %d: no finite draft logit", n + j);
 			s->hist[n + j] = d[j];

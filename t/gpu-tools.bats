@@ -537,6 +537,28 @@ PY
 	[ "$r" -gt 0 ]
 }
 
+@test "model-bench on model A: its MTP draft chain of 1..K steps, chained and step by step, against a decode step, full and masked head" {
+	d=$(model_a)
+	run -0 --separate-stderr "$T/model-bench" -d cpu -t 2 -c 20 -n 2 -r 1 -k 3 "$d"
+	[[ ${lines[7]} == "verify	K	3	rows	4	ms	"* ]]
+	x=$'\tx_step\t[0-9.]+'
+	for k in 1 2 3; do
+		[[ ${lines[$((7 + k))]} =~ ^mtp-chain$'\t'steps$'\t'$k$'\t'chained_ms$'\t'[0-9.]+$x$'\t'steps_ms$'\t'[0-9.]+$x$'\t'steps_over_chained$'\t'[0-9.]+$ ]]
+	done
+	[ "${#lines[@]}" -eq 11 ]
+	# each x_step is its ms over the decode step's, the last field steps_ms over chained_ms
+	step=$(awk -F'\t' '$1 == "decode-median" { print 1000 / $9 }' <<<"$output")
+	awk -F'\t' -v s="$step" '$1 == "mtp-chain" { c = $5; st = $9
+	    if ((c / s - $7) ^ 2 > 1e-4 + (0.002 * $7) ^ 2 || (st / s - $11) ^ 2 > 1e-4 + (0.002 * $11) ^ 2 ||
+	    (st / c - $NF) ^ 2 > 1e-4 + (0.002 * $NF) ^ 2) bad++ } END { exit bad > 0 }' <<<"$output"
+	# MEMRA_FRSPEC_TRIM: the chain of a masked head, its attach line on stderr
+	seq 0 3 4000 >"$BATS_TEST_TMPDIR/r.txt"
+	MEMRA_FRSPEC_TRIM=$BATS_TEST_TMPDIR/r.txt run -0 --separate-stderr "$T/model-bench" -d cpu -t 2 \
+	    -c 20 -n 2 -r 1 -k 2 "$d"
+	[ "$stderr" = "[frspec-trim] self-trimmed head: 1334 rows of main output.weight (BF16)" ]
+	[[ ${lines[8]} == "mtp-chain	steps	2	chained_ms	"* ]]
+}
+
 @test "model-bench -D: a DFlash2 drafter's forward, its block verify and a block of its context, against a decode step" {
 	d=$(model_a)
 	run -0 --separate-stderr "$T/model-bench" -d cpu -t 2 -G device -c 20 -n 2 -r 1 -k 7 -D "$DATA/dflash/d2" "$d"

@@ -36,6 +36,33 @@ spec_passes_with() {
 	[ "${lines[9]}" = "SELF-CONSISTENCY PASS" ]
 }
 
+@test "MEMRA_CUDA_MTP_CHAIN=0 drafts step by step: the same drafts (acceptance by depth) and PASS at K=1..8, full and masked head" {
+	d=$(model_a)
+	for c in 0 1; do
+		MEMRA_CUDA_MTP_CHAIN=$c run -0 --separate-stderr run-spec --raw -n 64 -t 2 "$d" \
+		    "def fibonacci(n):"
+		for k in 1 2 3 4 5 6 7 8; do
+			[[ ${lines[$k]} =~ ^K=$k\ .*acceptance\ [1-9][0-9]*/.*PASS\ \(identical\ to\ plain\)$ ]]
+		done
+		printf '%s\n' "${lines[@]}" | sed 's/^\(K=[0-9]*\|plain\) [0-9.]* tok\/s\( [0-9.]*x\)\{0,1\}/\1/' \
+		    >"$BATS_TEST_TMPDIR/c$c"
+	done
+	grep -q '^K=8 acceptance .* by depth ' "$BATS_TEST_TMPDIR/c1"
+	cmp "$BATS_TEST_TMPDIR/c0" "$BATS_TEST_TMPDIR/c1"
+	for c in 0 1; do	# a masked head's chain: ranks_argmax's picks
+		MEMRA_CUDA_MTP_CHAIN=$c MEMRA_FRSPEC_TRIM=$RANKS run -0 --separate-stderr \
+		    run-spec --raw -K 1-4 -n 32 -t 2 "$TRUNK" "def fibonacci(n):"
+		for k in 1 2 3 4; do
+			[[ ${lines[$k]} =~ ^K=$k\ .*acceptance\ [1-9][0-9]*/.*PASS\ \(identical\ to\ plain\)$ ]]
+		done
+		printf '%s\n' "${lines[@]}" | sed 's/^\(K=[0-9]*\|plain\) [0-9.]* tok\/s\( [0-9.]*x\)\{0,1\}/\1/' \
+		    >"$BATS_TEST_TMPDIR/m$c"
+	done
+	cmp "$BATS_TEST_TMPDIR/m0" "$BATS_TEST_TMPDIR/m1"
+	MEMRA_CUDA_MTP_CHAIN=2 run -2 --separate-stderr run-spec -K 1 "$d" hi
+	[ "$stderr" = "run-spec: MEMRA_CUDA_MTP_CHAIN: '2': not 0 or 1" ]
+}
+
 @test "acceptance over all 64 prompts (raw, 64 tokens) equals refs.json for K=1..4" {
 	d=$(model_a)
 	need_py json

@@ -16,7 +16,8 @@
 # device copy's .git may be stale).
 # Environment: GPU_RUN_BIN=1 adds the gates through the real binaries
 # (run-gen on A's 8 refs prompts, cuda = cpu = refs, argmax gate MATCH;
-# run-spec -K 1-8 on A and its GGUFs); GPU_RUN_GREEDY=0 skips the older
+# run-spec -K 1-8 on A and its GGUFs, and on A the MTP draft chain off
+# (MEMRA_CUDA_MTP_CHAIN=0) with the acceptance of it on); GPU_RUN_GREEDY=0 skips the older
 # model-greedy / model-spec gates; GPU_RUN_9B=1 the 9B-shape speed
 # (GPU_RUN_9B_SHORT=1: short context only); GPU_RUN_27B=1 the 27B shape
 # (NVFP4 + Q5_K, decode and verify); GPU_RUN_ATTACH=1 the masked
@@ -196,6 +197,19 @@ if [ "$mode" = all ] || [ "$mode" = gates ] || [ "$mode" = smol ] || [ "$mode" =
 			head -8 $A/prompts.jsonl | MEMRA_CUDA_GRAPH=stats timeout 100 bin/run-spec --raw \
 			    --jsonl -K 1-8 -n 64 --device cuda "$m" >>"$OUT/run-spec.log" 2>&1 || rg=1
 		done
+		# the MTP draft chain off (MEMRA_CUDA_MTP_CHAIN=0: each pick read back) drafts
+		# what it drafts on: the same acceptance by depth at every K, on A
+		for c in 1 0; do
+			head -8 $A/prompts.jsonl | MEMRA_CUDA_MTP_CHAIN=$c timeout 100 bin/run-spec --raw \
+			    --jsonl -K 1-8 -n 64 --device cuda $A 2>/dev/null |
+			    sed -n 's/^\(K=[0-9]*\) [0-9.]* tok\/s [0-9.]*x/\1/p' >"$OUT/run-spec-chain$c.txt"
+		done
+		if [ "$(grep -c 'PASS' "$OUT/run-spec-chain1.txt")" = 8 ] &&
+		    cmp -s "$OUT/run-spec-chain0.txt" "$OUT/run-spec-chain1.txt"; then
+			echo "MTP CHAIN on = off: A, K=1-8, the same acceptance, PASS" >>"$OUT/run-spec.log"
+		else
+			echo "MTP CHAIN on != off (or not PASS): A, K=1-8" >>"$OUT/run-spec.log"; rg=1
+		fi
 		echo "run-gen/run-spec in $(( $(date +%s) - t0 ))s"
 	fi
 	if [ -n "$A" ] && [ "${GPU_RUN_BIN:-0}" = 1 ] && [ "$GRAPH" = 1 ]; then

@@ -65,6 +65,15 @@
  * median of reps runs after one untimed (the soft tokens read back), ms and
  * the image's patches and soft tokens; with -P where the device's time goes
  * in one encoding (kernel by kernel, as above).  Nothing else runs.
+ * A model with an MTP head (and no -D drafter): after the verifies its
+ * draft chain (model_mtp_chain, as lib/spec.c's greedy drafts run it) of
+ * 1..kmax steps at the position after the prompt, timed both ways (the
+ * median of 5 each after one untimed): "mtp-chain" chained_ms (the picks left on the device, one
+ * recorded graph) and steps_ms (backend_chain_set 0: each step's pick read
+ * back, as MEMRA_CUDA_MTP_CHAIN=0), each against the decode step
+ * (x_step), and steps_ms / chained_ms.  MEMRA_FRSPEC_TRIM (a rank list)
+ * self-trims the MTP head to its rows first, so the chain is a masked
+ * head's (its attach line on stderr).
  * -D DRAFTER: arm a DFlash / DFlash2 block drafter (a directory, file or
  * hf: spec, as run-spec --dspark-draft; its weights as MEMRA_DFLASH_PREC
  * says, default q4) and, after the verifies, time what a speculative
@@ -332,6 +341,47 @@ time5(int (*f)(struct model *, void *), struct model *md, void *a, double *dt, c
 	return median(dt, 5);
 }
 
+struct mtpb {		/* the MTP chain: what each timed call takes */
+	struct state *st;
+	int	p0, k;
+	float	*h;
+	int32_t	ids[16];
+};
+
+static int
+mtp_chain(struct model *md, void *a)
+{
+	struct mtpb *b = a;
+
+	return model_mtp_chain(md, b->st, b->p0, b->h, 1, b->k, b->ids, NULL);
+}
+
+/* The MTP head's chain of k = 1..kmax steps at p0 of st, chained and step by step. */
+static void
+mtp_bench(struct backend *be, struct model *md, struct state *st, int p0, int kmax,
+    double step)
+{
+	int ne = model_hparams(md)->n_embd;
+	struct mtpb b = { st, p0, 0, model_host_alloc(md, ne), { 0 } };
+	double dt[5], t[2];
+
+	if (b.h == NULL)
+		die(1, "mtp chain: out of memory");
+	for (int i = 0; i < ne; i++)
+		b.h[i] = (float)((i * 37 % 101) - 50) * 0.01f;
+	for (b.k = 1; b.k <= kmax; b.k++) {
+		for (int off = 0; off < 2; off++) {
+			backend_chain_set(be, !off);
+			t[off] = time5(mtp_chain, md, &b, dt, "mtp chain");
+		}
+		backend_chain_set(be, 1);
+		printf("mtp-chain\tsteps\t%d\tchained_ms\t%.4f\tx_step\t%.3f\tsteps_ms\t%.4f\t"
+		    "x_step\t%.3f\tsteps_over_chained\t%.3f\n", b.k, t[0] * 1e3, t[0] / step,
+		    t[1] * 1e3, t[1] / step, t[1] / t[0]);
+	}
+	model_host_free(md, b.h);
+}
+
 struct dfl {		/* -D: what each timed call takes */
 	struct state *st, *ds;	/* the trunk's state; the drafter's context */
 	int	ctx, block;
@@ -538,10 +588,13 @@ main(int argc, char *argv[])
 	if (hpos != NULL && strcmp(hpos, "0") != 0 && strcmp(hpos, "1") != 0)
 		die(2, "MEMRA_HOST_POS: '%s': not 0 or 1", hpos);
 	mo.host_pos = hpos != NULL && strcmp(hpos, "1") == 0;
-	struct model *md = be ? model_open_opts(path, be, mo.dflash || mo.host_pos ? &mo : NULL,
-	    err) : NULL;
+	mo.ranks = getenv("MEMRA_FRSPEC_TRIM");	/* the MTP head self-trimmed: a masked chain */
+	struct model *md = be ? model_open_opts(path, be, mo.dflash || mo.host_pos || mo.ranks ?
+	    &mo : NULL, err) : NULL;
 	if (md == NULL)
 		die(1, "%s", err);
+	if (model_attach_line(md, err, sizeof err) == 0)
+		fprintf(stderr, "%s\n", err);
 	const struct model_hparams *hp = model_hparams(md);
 	int nv = hp->n_vocab, tot = ctx + (reps + prof) * n + 4 * (kmax + 1) * kmax + 5 * 4 + 16;
 	int rows = prof && kmax < 3 ? 4 : kmax + 1;	/* the widest verify (-P: K=3) */
@@ -617,6 +670,8 @@ main(int argc, char *argv[])
 		printf("verify\tK\t%d\trows\t%d\tms\t%.4f\tx_step\t%.3f\tmin\t%.4f\tmax\t%.4f\n", m - 1,
 		    m, vm * 1e3, vm / step, dt[0] * 1e3, dt[4] * 1e3);
 	}
+	if (hp->n_mtp > 0 && kmax > 0 && mo.dflash == NULL)	/* the MTP head drafts */
+		mtp_bench(be, md, st, ctx, kmax, step);
 	if (mo.dflash != NULL)
 		dflash_bench(md, ctx, step);
 	if (nb > 0)

@@ -5,12 +5,15 @@
  * token-by-token decode.  Skipped when the fixture is not there.  First,
  * on the tiny fixtures of t/data/tiny: model_options.plain_attn.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backend.h"
 #include "json.h"
 #include "model.h"
+#include "ranks.h"
 #include "sample.h"
 #include "spec.h"
 #include "state.h"
@@ -203,6 +206,126 @@ TEST(argmax_forwards_pick_what_the_greedy_sampler_picks)
 	sample_free(smp);
 	state_free(sl), state_free(si);
 	free(ids), free(lg), free(h);
+}
+
+/*
+ * A step of MTP layer 0 of m at pos (token tok, hidden h, the next into
+ * hout) on st, as model_mtp_chain's steps are defined: its greedy pick,
+ * model_mtp_argmax's or with a masked head ranks_argmax's of the logits
+ * (lg: model_draft_vocab floats).
+ */
+static int32_t
+mtp_step(struct model *m, struct state *st, int pos, float *h, int32_t tok, float *lg)
+{
+	const struct ranks *r = model_draft_ranks(m, NULL, NULL);
+	int32_t id = -2;
+
+	if (r == NULL)
+		CHECK(model_mtp_argmax(m, st, 0, pos, h, &tok, 1, &id, h) == 0);
+	else {
+		CHECK(model_mtp(m, st, 0, pos, h, &tok, 1, lg, h) == 0);
+		id = ranks_argmax(r, lg);
+	}
+	return id;
+}
+
+/*
+ * model_mtp_chain of n = 1..8 steps of m on each prompt gives the picks
+ * and the last hidden row of n steps (mtp_step), bit for bit, and leaves
+ * the MTP cache as they leave it (the step after reads it: the same
+ * logits); with the chain off (backend_chain_set) the same again.
+ */
+static void
+chain_check(struct model *m, const char *what)
+{
+	const struct json *a = json_get(refs, "a_last_position_logits");
+	int ne = model_hparams(m)->n_embd, dv = model_draft_vocab(m);
+	float *hs, *hc = malloc(ne * sizeof *hc);
+	float *hp = malloc(ne * sizeof *hp), *lg = malloc((size_t)2 * dv * sizeof *lg);
+
+	for (size_t p = 0; p < a->n && p < N_PROMPTS; p++) {
+		int n;
+		int32_t *ids = ids_of(json_get(json_at(a, p), "input_ids"), &n), first, got[8], want[8];
+		struct state *sc = model_state_new(m, n + 16, 1, NULL);
+		struct state *ss = model_state_new(m, n + 16, 1, NULL);
+
+		hs = malloc((size_t)n * ne * sizeof *hs);
+		if (sc == NULL || ss == NULL || hs == NULL) {
+			FAILF("%s, prompt %zu: out of memory", what, p);
+			break;
+		}
+		CHECK(model_forward_argmax(m, sc, ids, n, MODEL_PREFILL, &first, hs) == 0);
+		/* the MTP cache of the prompt: slot i is h[i] with token i + 1 */
+		CHECK(n < 2 || model_mtp(m, sc, 0, 0, hs, ids + 1, n - 1, NULL, NULL) == 0);
+		CHECK(n < 2 || model_mtp(m, ss, 0, 0, hs, ids + 1, n - 1, NULL, NULL) == 0);
+		for (int k = 1; k <= 8; k++) {
+			for (int off = 0; off < 2; off++) {	/* chained, then the chain off */
+				const char *o = off ? " (off)" : "";
+
+				backend_chain_set(be, !off);
+				memcpy(hc, hs + (size_t)(n - 1) * ne, ne * sizeof *hc);
+				CHECK(model_mtp_chain(m, sc, n - 1, hc, first, k, got, hc) == 0);
+				memcpy(hp, hs + (size_t)(n - 1) * ne, ne * sizeof *hp);
+				for (int j = 0; j < k; j++)
+					want[j] = mtp_step(m, ss, n - 1 + j, hp, j ? want[j - 1] : first,
+					    lg);
+				for (int j = 0; j < k; j++)
+					if (got[j] != want[j])
+						FAILF("%s, prompt %zu, %d steps%s: step %d picked %d, "
+						    "the steps %d", what, p, k, o, j, got[j], want[j]);
+				if (memcmp(hc, hp, ne * sizeof *hc) != 0)
+					FAILF("%s, prompt %zu, %d steps%s: another last hidden row",
+					    what, p, k, o);
+				CHECK(model_mtp(m, sc, 0, n - 1 + k, hc, &got[k - 1], 1, lg, NULL) == 0);
+				CHECK(model_mtp(m, ss, 0, n - 1 + k, hp, &want[k - 1], 1, lg + dv,
+				    NULL) == 0);
+				if (memcmp(lg, lg + dv, dv * sizeof *lg) != 0)
+					FAILF("%s, prompt %zu, %d steps%s: the step after reads "
+					    "another cache", what, p, k, o);
+			}
+		}
+		backend_chain_set(be, 1);
+		state_free(sc), state_free(ss);
+		free(ids), free(hs);
+	}
+	free(hc), free(hp), free(lg);
+}
+
+TEST(mtp_chain_equals_the_steps)
+{
+	chain_check(md, "full head");
+}
+
+/*
+ * The same with a masked head: A self-trimmed to 4096 rows in an order
+ * that is not the ids' (8191, 8189, .. then 0, 2, ..), so a pick maps
+ * its row back and its ties go to the lower id.
+ */
+TEST(mtp_chain_equals_the_steps_with_a_masked_head)
+{
+	char path[] = "/tmp/memra-chain-XXXXXX", err[UTIL_ERRLEN];
+	struct model_options mo = { 0 };
+	struct model *mm;
+	int fd = mkstemp(path);
+	FILE *fp = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	CHECK(fp != NULL);
+	if (fp == NULL)
+		return;
+	for (int i = 0; i < 2048; i++)
+		fprintf(fp, "%d\n", nv - 1 - 2 * i);
+	for (int i = 0; i < 2048; i++)
+		fprintf(fp, "%d\n", 2 * i);
+	fclose(fp);
+	mo.ranks = path;
+	if ((mm = model_open_opts(test_model_a("model"), be, &mo, err)) == NULL)
+		FAILF("%s", err);
+	else {
+		CHECK(model_draft_ranks(mm, NULL, NULL) != NULL);
+		chain_check(mm, "masked head");
+		model_close(mm);
+	}
+	unlink(path);
 }
 
 /*
@@ -550,6 +673,8 @@ main(void)
 	RUN(prompt_logits_match_the_reference);
 	RUN(mtp_logits_match_the_reference);
 	RUN(argmax_forwards_pick_what_the_greedy_sampler_picks);
+	RUN(mtp_chain_equals_the_steps);
+	RUN(mtp_chain_equals_the_steps_with_a_masked_head);
 	RUN(forward_next_picks_what_the_sampler_picks_from_the_logits);
 	RUN(forward_next_mask_picks_what_the_sampler_picks_from_the_masked_row);
 	RUN(verify_rows_and_thread_counts_give_the_same_bits);

@@ -134,7 +134,8 @@ run_close(struct run *r)
 	model_close(r->md);
 }
 
-/* Step `step` of the script on r: 0 prefill, 1..NDEC decode, then seqs, rollback, mtp. */
+/* Step `step` of the script on r: 0 prefill, 1..NDEC decode, then seqs, rollback, mtp
+ * (and its chain). */
 static int
 run_step(struct run *r, int step, size_t *nl, size_t *nh)
 {
@@ -166,7 +167,9 @@ run_step(struct run *r, int step, size_t *nl, size_t *nh)
 	if (hp->n_mtp == 0)
 		return model_forward_batch(r->md, r->st, tok, NSEQ, r->lg, r->h);
 	*nl = (size_t)model_draft_vocab(r->md) * 2;
-	return model_mtp(r->md, r->st[0], 0, 0, r->h, tok, 2, r->lg, r->h + hp->n_embd * 2);
+	/* then a draft chain of 3 after them: its picks into ids, its last hidden row into h */
+	return model_mtp(r->md, r->st[0], 0, 0, r->h, tok, 2, r->lg, r->h + hp->n_embd * 2) ||
+	    model_mtp_chain(r->md, r->st[0], 2, r->h + hp->n_embd * 3, tok[2], 3, r->ids, r->h);
 }
 
 /* Every step of dir split as sp bit-identical to the whole model's. */
