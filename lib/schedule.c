@@ -287,9 +287,10 @@ sched_spec_k(const struct sched_spec_cost *c, int K, int sessions)
 
 		if (k > 0)
 			reach *= c->accept[k - 1], tokens += reach;
-		/* k drafts and, k > 0, the round's own work (the MTP cache's append) */
+		/* k drafts and, k > 0, the round's own work (the MTP cache's append,
+		 * which picks the first of them) */
 		rate = sessions * tokens / (step_time(c, k + 1, sessions) +
-		    sessions * (k > 0 ? k * c->draft + c->round : 0));
+		    sessions * (k > 0 ? (k - c->first) * c->draft + c->round : 0));
 		if (rate > best)
 			best = rate, k_best = k;
 	}
@@ -405,6 +406,7 @@ measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
 	int one = 1;
 
 	memset(l->hid, 0, (size_t)l->ne * sizeof *l->hid);
+	l->cost.first = 0;
 	switch (l->draft) {
 	case DRAFT_DFLASH:
 		l->cost.draft = 0;
@@ -423,6 +425,7 @@ measure_draft(struct lane *l, struct state *st, const int32_t *tok, char *err)
 		BEST_OF_3(l->cost.round, (state_reset(st), model_mtp_argmax(l->m, st, 0, 0, l->hid,
 		    tok, 1, l->ids, l->hid)));
 		l->cost.draft = l->cost.round;
+		l->cost.first = 1;	/* the append picks the first draft */
 		if (l->cost.round >= 0)
 			measure_chain(l, st, tok);
 	}

@@ -410,6 +410,7 @@ struct sched_spec_cost {
 	int	step_rows;	/* the most rows a step's group holds (model_step_rows) */
 	double	rows[BACKEND_ROWS_MAX + 1];	/* [1..step_rows]; [0] unused */
 	double	draft, round;
+	int	first;		/* drafts the round gives (the MTP head's append: 1) */
 	double	accept[SPEC_KMAX];
 };
 
@@ -418,8 +419,9 @@ struct sched_spec_cost {
  * one with the most expected tokens a second, sessions x (1 + a1 + a1 a2 +
  * ...) over the step's time, which is the forwards of its row groups (the
  * sessions' k + 1 rows each, packed whole into groups of at most
- * step_rows) plus, for k > 0, sessions x (k draft + round); k + 1 <=
- * step_rows.
+ * step_rows) plus, for k > 0, sessions x ((k - first) draft + round): an
+ * MTP head's round (its cache's append) picks the first draft, the chain
+ * the k - 1 after it; k + 1 <= step_rows.
  * 0 when no k > 0 pays.
  */
 int	sched_spec_k(const struct sched_spec_cost *c, int K, int sessions);

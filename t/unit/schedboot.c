@@ -88,6 +88,26 @@ TEST(the_policy_lines_give_the_k_each_load_gets)
 static const char *model_a_dir;
 
 /* (model A: an MTP head; llama-tiny: nothing to draft with) */
+TEST(an_mtp_heads_round_picks_its_first_draft)
+{
+	/* a step of 1 or 2 rows 1 ms, a draft 0.6 ms, a round (the append) 0.3 ms,
+	 * half the first drafts accepted: 1.5 tokens a round */
+	struct sched_spec_cost c = { .step_rows = 16, .draft = 0.0006, .round = 0.0003 };
+
+	for (int m = 1; m <= BACKEND_ROWS_MAX; m++)
+		c.rows[m] = 0.001;
+	for (int k = 0; k < SPEC_KMAX; k++)
+		c.accept[k] = 0.5;
+	/* a drafter whose k drafts are k steps of their own (an assistant):
+	 * 1.5 tokens in 1.9 ms lose to 1 in 1 ms */
+	CHECK_EQ_INT(sched_spec_k(&c, 1, 1), 0);
+	/* an MTP head's append picks the first draft: 1.5 tokens in 1.3 ms pay */
+	c.first = 1;
+	CHECK_EQ_INT(sched_spec_k(&c, 1, 1), 1);
+	/* a second draft costs a chain step: 1.75 tokens in 1.9 ms do not */
+	CHECK_EQ_INT(sched_spec_k(&c, 2, 1), 1);
+}
+
 TEST(k_is_three_with_a_drafter_and_never_without_one)
 {
 	char err[UTIL_ERRLEN] = "";
@@ -124,6 +144,7 @@ main(void)
 	RUN(stage_sets_print_as_runs);
 	RUN(notes_say_what_was_resumed_and_why_not);
 	RUN(the_policy_lines_give_the_k_each_load_gets);
+	RUN(an_mtp_heads_round_picks_its_first_draft);
 	if ((model_a_dir = test_model_a("schedboot")) != NULL)
 		RUN(k_is_three_with_a_drafter_and_never_without_one);
 	backend_close(be);
