@@ -1215,27 +1215,6 @@ CW(const struct backend_weight *w)
 	return (const struct cuda_weight *)w->priv;
 }
 
-static int
-cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
-    int m, float *y, int ldy)
-{
-	struct backend_cuda *c = CB(be);
-	int32_t *d_ids = (int32_t *)put_small(be, ids, (size_t)m * 4);
-	const struct cuda_weight *cw = CW(w);
-	int64_t np = cw->ne0p;
-	float *out = y;
-
-	if (d_ids == NULL)
-		return -1;
-	if ((ldy != w->ne0 || np != w->ne0) &&
-	    (out = (float *)buf_get(be, &c->t1, (size_t)m * np * 4)) == NULL)
-		return -1;
-	if (gpu_get_rows(c->g, cw->d_f32 ? QUANT_F32 : w->type, cw->d_f32 ? cw->d_f32 : w->data,
-	    np, d_ids, m, out) != 0)
-		return gfail(be, "embed");
-	return out == y ? 0 : copy_rows(be, y, ldy, out, np, w->ne0, m);
-}
-
 /* cu_embed of ids already on the device (gpu_get_rows embeds a negative id as row 0). */
 static int
 cu_embed_dev(struct backend *be, const struct backend_weight *w, const int32_t *d_ids,
@@ -1253,6 +1232,16 @@ cu_embed_dev(struct backend *be, const struct backend_weight *w, const int32_t *
 	    np, d_ids, m, out) != 0)
 		return gfail(be, "embed");
 	return out == y ? 0 : copy_rows(be, y, ldy, out, np, w->ne0, m);
+}
+
+/* backend_embed: the ids to the device, then cu_embed_dev. */
+static int
+cu_embed(struct backend *be, const struct backend_weight *w, const int32_t *ids,
+    int m, float *y, int ldy)
+{
+	int32_t *d_ids = (int32_t *)put_small(be, ids, (size_t)m * 4);
+
+	return d_ids == NULL ? -1 : cu_embed_dev(be, w, d_ids, m, y, ldy);
 }
 
 static int
