@@ -669,6 +669,31 @@ mtp_head(struct model *md, struct model_layer *L, int m, float *logits, const st
 	    &md->output, m, m, logits, pk, hout);
 }
 
+/*
+ * MTP layer L over m slots whose token rows are in a->cat (embedded) and
+ * hidden rows at hb (backend memory): cat = [enorm(embedding) ; hnorm(h)],
+ * x = eh_proj . cat, the layer at p0 (or at dpos, backend memory), its head.
+ * mtp's and the chain's steps (chain_step).
+ */
+static int
+mtp_body(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
+    const float *hb, const int32_t *dpos, float *logits, const struct pick *pk, float *hout)
+{
+	const struct model_hparams *hp = &md->hp;
+	struct model_act *a = &md->act;
+	struct backend *be = md->be;
+	int ne = hp->n_embd;
+
+	if (backend_rmsnorm(be, a->cat, 2 * ne, L->enorm, a->cat, 2 * ne, m, ne, hp->eps) ||
+	    backend_rmsnorm(be, hb, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
+	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
+		return fail(md);
+	if (md->ops->mtp_block != NULL ? md->ops->mtp_block(md, L, st, p0, m) :
+	    attn_layer(md, L, st, p0, m, 0, dpos, NULL) || ffn(md, L, m) || residual(md, m))
+		return -1;
+	return mtp_head(md, L, m, logits, pk, hout);
+}
+
 static int
 mtp(struct model *md, struct state *st, int k, int p0, const float *h,
     const int32_t *tok, int m, float *logits, const struct pick *pk, float *hout)
@@ -688,17 +713,10 @@ mtp(struct model *md, struct state *st, int k, int p0, const float *h,
 	L = &md->layers[hp->n_layer + k];
 	for (int i = 0; i < m; i++)
 		a->pos[i] = p0 + i;
-	/* cat = [enorm(embed(tok)) ; hnorm(h)], x = eh_proj . cat */
 	if (backend_embed(be, &md->tok_embd, tok, m, a->cat, 2 * ne) ||
-	    backend_rmsnorm(be, a->cat, 2 * ne, L->enorm, a->cat, 2 * ne, m, ne, hp->eps) ||
-	    backend_write(be, a->t, h, (size_t)m * ne) ||
-	    backend_rmsnorm(be, a->t, ne, L->hnorm, a->cat + ne, 2 * ne, m, ne, hp->eps) ||
-	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, m))
+	    backend_write(be, a->t, h, (size_t)m * ne))
 		return fail(md);
-	if (md->ops->mtp_block != NULL ? md->ops->mtp_block(md, L, st, p0, m) :
-	    attn_layer(md, L, st, p0, m, 0, NULL, NULL) || ffn(md, L, m) || residual(md, m))
-		return -1;
-	return mtp_head(md, L, m, logits, pk, hout);
+	return mtp_body(md, L, st, p0, m, a->t, NULL, logits, pk, hout);
 }
 
 /* The MTP layers on a split model's last stage, with its part of st. */
@@ -778,15 +796,9 @@ chain_step(struct model *md, struct state *st, float *c, int n, int j)
 	const struct ranks *r = model_draft_ranks(md, NULL, NULL);
 	struct pick pk = { .did = tok + 1, .dmap = r ? a->cmap : NULL, .nmap = r ? r->n : 0 };
 
-	if (backend_embed_dev(be, &md->tok_embd, tok, 1, a->cat, 2 * ne) ||
-	    backend_rmsnorm(be, a->cat, 2 * ne, L->enorm, a->cat, 2 * ne, 1, ne, hp->eps) ||
-	    backend_rmsnorm(be, j > 0 ? a->xn : c + MODEL_CHAIN_MAX, ne, L->hnorm, a->cat + ne,
-	    2 * ne, 1, ne, hp->eps) ||
-	    backend_matmul(be, &L->eh_proj, a->cat, 2 * ne, a->x, ne, 1))
+	if (backend_embed_dev(be, &md->tok_embd, tok, 1, a->cat, 2 * ne) != 0)
 		return fail(md);
-	if (attn_layer(md, L, st, 0, 1, 0, pos, NULL) || ffn(md, L, 1) || residual(md, 1))
-		return -1;
-	return mtp_head(md, L, 1, NULL, &pk, NULL);
+	return mtp_body(md, L, st, 0, 1, j > 0 ? a->xn : c + MODEL_CHAIN_MAX, pos, NULL, &pk, NULL);
 }
 
 static int
