@@ -13,6 +13,7 @@
 #include "gpu.h"
 #endif
 #include "quant.h"
+#include "ranks.h"
 #include "sample.h"
 #include "util.h"
 
@@ -1536,16 +1537,11 @@ backend_argmax_map(struct backend *be, const float *x, int ldx, int m, int n,
 	if (!be->host)
 		return util_err(be->err, "argmax: backend '%s' maps no picks in its memory",
 		    be->name);
-	for (int r = 0; r < m; r++) {	/* host memory: ranks_argmax's rule */
-		const float *y = x + (size_t)r * ldx;
-		int b = -1;
+	/* host memory: ranks_argmax over the map as a rank list */
+	const struct ranks rk = { (int32_t *)d_map, n, 0 };
 
-		for (int i = 0; i < n; i++)
-			if (!isnan(y[i]) && y[i] != -INFINITY && (b < 0 || y[i] > y[b] ||
-			    (y[i] == y[b] && d_map[i] < d_map[b])))
-				b = i;
-		d_out[r] = b < 0 ? -1 : d_map[b];
-	}
+	for (int r = 0; r < m; r++)
+		d_out[r] = ranks_argmax(&rk, x + (size_t)r * ldx);
 	return 0;
 }
 
