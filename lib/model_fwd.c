@@ -303,6 +303,23 @@ pick_mask(struct backend *be, float *x, int rows, int n, const struct pick *pk)
 	return 0;
 }
 
+/* The picks of rows logit rows of nv (lg, backend memory) as pk asks: a
+ * draw, the top k, a masked head's mapped argmax, the argmax into backend
+ * memory, or into pk->id. */
+static int
+pick_rows(struct backend *be, float *lg, int nv, int rows, const struct pick *pk)
+{
+	if (pk->draw)
+		return backend_draw(be, lg, pk->s, pk->seq, pk->pos, pk->id);
+	if (pk->k)
+		return backend_topk(be, lg, nv, rows, nv, pk->k, pk->temp, pk->val, pk->id);
+	if (pk->dmap)
+		return backend_argmax_map(be, lg, nv, rows, pk->nmap, pk->dmap, pk->did);
+	if (pk->did)
+		return backend_argmax_dev(be, lg, nv, rows, nv, pk->did);
+	return backend_argmax(be, lg, nv, rows, nv, pk->id);
+}
+
 /*
  * xn = norm(x) (w: the head norm); logits (over hw's rows) of the last
  * `rows` rows to the host, or (pk) only their picks.
@@ -323,13 +340,7 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	    ((logits || pk) && md->ops->logits != NULL && md->ops->logits(md, rows) != 0) ||
 	    (pk && pick_mask(be, a->logits, rows, (int)hw->ne1, pk)) ||
 	    (pk && pick_penalize(be, a->logits, (int)hw->ne1, pk)) ||
-	    (pk && (pk->draw ? backend_draw(be, a->logits, pk->s, pk->seq, pk->pos, pk->id) :
-	    pk->k ? backend_topk(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->k,
-	    pk->temp, pk->val, pk->id) : pk->dmap ? backend_argmax_map(be, a->logits,
-	    (int)hw->ne1, rows, pk->nmap, pk->dmap, pk->did) : pk->did ?
-	    backend_argmax_dev(be, a->logits, (int)hw->ne1, rows, (int)hw->ne1, pk->did) :
-	    backend_argmax(be, a->logits,
-	    (int)hw->ne1, rows, (int)hw->ne1, pk->id))) ||
+	    (pk && pick_rows(be, a->logits, (int)hw->ne1, rows, pk)) ||
 	    (hidden && backend_read(be, hidden, md->ops->prenorm ? a->x : a->xn, m * ne)) ||
 	    (logits && backend_read(be, logits, a->logits, (size_t)rows * hw->ne1)))
 		return fail(md);

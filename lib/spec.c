@@ -647,7 +647,7 @@ draft(struct spec *s, int32_t *d, int k)
 				s->hist[n + j] = d[j];
 				continue;
 			}
-		} else if (s->dpick) {	/* the chain's first: the append's pick */
+		} else if (s->dpick) {	/* a block chain's first (j 0): the append's pick */
 			d[j] = s->mid[s->last];
 			if (d[j] < 0)
 				return util_err(s->err, "position %d: no finite draft logit", n + j);
