@@ -67,6 +67,18 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 		return gpu_fail((g), "%s: %s", #call, cudaGetErrorString(e_)); \
 } while (0)
 
+/* Kernel f may take sh bytes of dynamic shared memory (past 48 KiB);
+ * -1 with "what: sh bytes of shared memory: why". */
+template <typename F>
+static inline int
+gpu_smem(struct gpu *g, F f, int sh, const char *what)
+{
+	cudaError_t e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, sh);
+
+	return e == cudaSuccess ? 0 : gpu_fail(g, "%s: %d bytes of shared memory: %s", what, sh,
+	    cudaGetErrorString(e));
+}
+
 /* After a launch: a bad configuration shows here, a fault at gpu_sync. */
 #define GPU_LAUNCHED(g, what) do {					\
 	cudaError_t e_ = cudaGetLastError();				\

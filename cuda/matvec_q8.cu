@@ -1343,12 +1343,9 @@ mvt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, i
     const struct moe_group *G, const struct mv8_x *X, float *y, const float *scale, int tc)
 {
 	int sh = mvt_moe_smem<T>(nb), a16 = (((uintptr_t)w | rb) & 15) == 0;
-	cudaError_t e = cudaFuncSetAttribute(k_moe_mv8t<T>,
-	    cudaFuncAttributeMaxDynamicSharedMemorySize, sh);
 
-	if (e != cudaSuccess)
-		return gpu_fail(g, "moe matvec_q8 tc: %d bytes of shared memory: %s", sh,
-		    cudaGetErrorString(e));
+	if (gpu_smem(g, k_moe_mv8t<T>, sh, "moe matvec_q8 tc") != 0)
+		return -1;
 	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
 		dim3 grid((unsigned)((rows + MVT_R - 1) / MVT_R), (unsigned)min(G->nt - t0, 65535));
 		gpu_launch(g, k_moe_mv8t<T>, grid, MVT_THREADS, (size_t)sh, (const uint8_t *)w,

@@ -479,12 +479,9 @@ mvt_run(struct gpu *g, const struct mv8_set &S, unsigned grid, int nb, size_t rb
     const int8_t *q, const float *dx, int m, int a16)
 {
 	int sh = mvt_dim<T, NT>::SMEM;
-	cudaError_t e = cudaFuncSetAttribute(k_mv8t<T, NT>,
-	    cudaFuncAttributeMaxDynamicSharedMemorySize, sh);
 
-	if (e != cudaSuccess)
-		return gpu_fail(g, "matvec_q8 tc: %d bytes of shared memory: %s", sh,
-		    cudaGetErrorString(e));
+	if (gpu_smem(g, k_mv8t<T, NT>, sh, "matvec_q8 tc") != 0)
+		return -1;
 	gpu_launch(g, k_mv8t<T, NT>, grid, MVT_THREADS, (size_t)sh, S, nb, rb, q, dx, m, a16);
 	GPU_LAUNCHED(g, "matvec_q8 tc");
 	return 0;

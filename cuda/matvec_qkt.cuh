@@ -532,19 +532,6 @@ k_mvkt(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rb,
 	    bs, m, NULL, y, scale);
 }
 
-/* cudaFuncSetAttribute for kernel f's sh bytes of shared memory. */
-template <typename F>
-static int
-mvkt_smem(struct gpu *g, F f, int sh)
-{
-	cudaError_t e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, sh);
-
-	if (e != cudaSuccess)
-		return gpu_fail(g, "matvec_q8k tc: %d bytes of shared memory: %s", sh,
-		    cudaGetErrorString(e));
-	return 0;
-}
-
 template <int T, int L, int NT>
 static int
 mvkt_run(struct gpu *g, const uint8_t *W, int64_t rows, int nb, size_t rb, const int8_t *q,
@@ -552,7 +539,7 @@ mvkt_run(struct gpu *g, const uint8_t *W, int64_t rows, int nb, size_t rb, const
 {
 	int sh = qkt_dim<T, L, NT>::SMEM;
 
-	if (mvkt_smem(g, k_mvkt<T, L, NT>, sh) != 0)
+	if (gpu_smem(g, k_mvkt<T, L, NT>, sh, "matvec_q8k tc") != 0)
 		return -1;
 	gpu_launch(g, k_mvkt<T, L, NT>, (unsigned)((rows + QKT_R - 1) / QKT_R), QKT_THREADS,
 	    (size_t)sh, W, rows, nb, rb, q, dk, bs, m, y, scale);
@@ -603,7 +590,7 @@ mvkt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 	if (GPU_MOE_MT > 16 && qkt_dim<T, L, 4>::SMEM > sh)
 		sh = qkt_dim<T, L, 4>::SMEM;
 
-	if (mvkt_smem(g, k_moe_mvkt<T, L>, sh) != 0)
+	if (gpu_smem(g, k_moe_mvkt<T, L>, sh, "matvec_q8k tc") != 0)
 		return -1;
 	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
 		dim3 grid((unsigned)((rows + QKT_R - 1) / QKT_R), (unsigned)min(G->nt - t0, 65535));

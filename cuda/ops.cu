@@ -1032,12 +1032,9 @@ attn_prefill_run(struct gpu *g, const apf_args &A)
 {
 	int sh = (int)(apf_dim<HDP, BQ>::FLOATS * sizeof(float));
 	unsigned nt = (unsigned)(((int64_t)A.m * (A.nh / A.nkv) + BQ - 1) / BQ);
-	cudaError_t e = cudaFuncSetAttribute(k_attn_prefill<HDP, BQ>,
-	    cudaFuncAttributeMaxDynamicSharedMemorySize, sh);
 
-	if (e != cudaSuccess)
-		return gpu_fail(g, "attention prefill: %d bytes of shared memory: %s", sh,
-		    cudaGetErrorString(e));
+	if (gpu_smem(g, k_attn_prefill<HDP, BQ>, sh, "attention prefill") != 0)
+		return -1;
 	gpu_launch(g, k_attn_prefill<HDP, BQ>, nt * A.nkv, 4 * BQ, sh, A);
 	GPU_LAUNCHED(g, "attention prefill");
 	return 0;
