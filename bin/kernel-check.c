@@ -1207,11 +1207,12 @@ qk_form(struct kc *k, int how, int lanes, int t, const void *dw, int64_t rows, i
 }
 
 /*
- * The tensor-core form of the K-quant decode products (GPU_QKT_ON,
- * cuda/matvec_qkt.cuh) against k_mvk (GPU_QKT_OFF, launches of 16) bit
- * for bit at lanes L (4 and 8: k_mvkt reproduces each), m = 1, 2, 3, 7,
- * 8, 9, 15, 16, 17, 24, 31, 32; GPU_QKT_AUTO at 11, 12 and 20 rows the
- * same bits; at 1, 9 and 32 rows within 1e-5 of the CPU's int8 products.
+ * The tensor-core form of the K-quant and IQ4_XS decode products
+ * (GPU_QKT_ON, cuda/matvec_qkt.cuh) against k_mvk (IQ4_XS: matvec_iq4.cu's
+ * k_iq4; GPU_QKT_OFF, launches of 16) bit for bit at lanes L (4 and 8:
+ * k_mvkt reproduces each; IQ4_XS 8, its one form), m = 1, 2, 3, 7, 8, 9,
+ * 15, 16, 17, 24, 31, 32; GPU_QKT_AUTO at 11, 12 and 20 rows the same
+ * bits; at 1, 9 and 32 rows within 1e-5 of the CPU's int8 products.
  */
 static void
 check_qk_tc(struct kc *k, int t, int64_t rows, int64_t ne0, int lanes)
@@ -1253,15 +1254,18 @@ static void
 check_qk_tc_all(struct kc *k)
 {
 	/* rows of 1, 2, 8 and 20 super-blocks (Q6_K also 3: rows 2-byte aligned,
-	 * an odd count); 300 rows: a part tile of 12 */
+	 * an odd count; IQ4_XS also 3: rows 8-byte aligned); 300 rows: a part
+	 * tile of 12; IQ4_XS at 8 lanes alone (its one form) */
 	static const int64_t sh[][2] = { { 300, 256 }, { 45, 512 }, { 300, 2048 }, { 70, 5120 },
 	    { 57, 768 } };
-	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS };
 
-	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)	/* (768: Q6_K's odd rows) */
-		for (size_t si = 0; si < sizeof sh / sizeof sh[0] - (ts[ti] != QUANT_Q6_K); si++)
-			for (int lanes = 4; lanes <= 8; lanes += 4)
+	for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+		int odd = ts[ti] == QUANT_Q6_K || ts[ti] == QUANT_IQ4_XS;	/* (768: odd rows) */
+		for (size_t si = 0; si < sizeof sh / sizeof sh[0] - !odd; si++)
+			for (int lanes = ts[ti] == QUANT_IQ4_XS ? 8 : 4; lanes <= 8; lanes += 4)
 				check_qk_tc(k, ts[ti], sh[si][0], sh[si][1], lanes);
+	}
 }
 
 static void
@@ -1563,9 +1567,10 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 		snprintf(name, sizeof name, "moe group %s graph", quant_name(t));
 		same_bits(k, name, shape, y1, y0, ny);
 	}
-	for (int lanes = 4; lanes <= 8 && (t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K);
-	    lanes += 4) {
-		/* grouped by tensor cores (k_moe_mvkt) against k_moe_mvk at lanes L */
+	for (int lanes = t == QUANT_IQ4_XS ? 8 : 4; lanes <= 8 && (t == QUANT_Q4_K ||
+	    t == QUANT_Q5_K || t == QUANT_Q6_K || t == QUANT_IQ4_XS); lanes += 4) {
+		/* grouped by tensor cores (k_moe_mvkt) against k_moe_mvk at lanes L
+		 * (IQ4_XS: k_moe_iq4, 8 lanes, its one form) */
 		gchk(k, gpu_tune_qk(k->g, lanes));
 		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_OFF));
 		gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
@@ -5795,8 +5800,9 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
  * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 4, 8, 16, 32 (the GEMM off: past 16
  * rows the default's two launches of 16, k_mv8t's one), device time per
  * call in a graph over copies that pass 1 GiB, as bench_i8; GB/s of
- * weight bytes.  The K-quants: k_mvkt (GPU_QKT_ON) against k_mvk
- * (GPU_QKT_OFF) at the type's default lanes, the step rows at 32.
+ * weight bytes.  The K-quants and IQ4_XS: k_mvkt (GPU_QKT_ON) against
+ * k_mvk (IQ4_XS: k_iq4; GPU_QKT_OFF) at the type's default lanes, the
+ * step rows at 32.
  */
 static void
 bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -5808,7 +5814,8 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	void **w = xmalloc((size_t)nc * sizeof *w);
 	float *x = frand(k, (int64_t)M * ne0, -1, 1);
 	float *dx = dput(k, x, (size_t)M * ne0 * 4), *dy = dput(k, NULL, (size_t)M * rows * 4);
-	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;	/* gpu_tune_qkt's */
+	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K ||
+	    t == QUANT_IQ4_XS;	/* gpu_tune_qkt's */
 
 	for (int c = 0; c < nc; c++) {
 		w[c] = dput(k, NULL, nb);
@@ -6007,8 +6014,8 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
  * graph, median of 5.  Q8_0 and NVFP4 grouped under each gpu_tune_moe_tc
  * mode too: "cc" (GPU_MOE_TC_OFF: k_moe_mv8g alone, as before the
  * tensor-core kernel) and "tc" (GPU_MOE_TC_ALL) beside the default's
- * mix, and "x" the default against cc; Q4_K (and the other K-quants) also
- * grouped by tensor cores (GPU_QKT_ON: k_moe_mvkt).
+ * mix, and "x" the default against cc; Q4_K and IQ4_XS (and the other
+ * K-quants) also grouped by tensor cores (GPU_QKT_ON: k_moe_mvkt).
  */
 static void
 bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -6022,7 +6029,8 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	float *dx = dput(k, x, (size_t)MMAX * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)MMAX * KK * rows * 4);
 	int32_t *di = dput(k, NULL, (size_t)MMAX * KK * 4);
-	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;	/* and k_moe_mvkt */
+	int qk = t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K ||
+	    t == QUANT_IQ4_XS;	/* and k_moe_mvkt */
 
 	gchk(k, gpu_copy(k->g, w, dpool, nb));
 	if (t == QUANT_NVFP4)
@@ -6106,10 +6114,10 @@ bench(struct kc *k)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
 	}
-	for (int ti = 0; ti < 5; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
+	for (int ti = 0; ti < 6; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
 		for (size_t si = 1; si < 3; si++) {	/* 12288x4096, 4096x12288 */
 			static const int tt[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K,
-			    QUANT_Q6_K };
+			    QUANT_Q6_K, QUANT_IQ4_XS };
 			int t = tt[ti];
 			if (k->only < 0 || k->only == t)
 				bench_i8tc(k, t, shapes[si][0], shapes[si][1], dpool);

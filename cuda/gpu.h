@@ -210,7 +210,7 @@ int	gpu_qk_lanes(int t);
 int	gpu_tune_qk(struct gpu *g, int lanes);
 
 /*
- * Benchmark and check seam for the Q4_K, Q5_K and Q6_K products of
+ * Benchmark and check seam for the Q4_K, Q5_K, Q6_K and IQ4_XS products of
  * gpu_matvec_q8 up to the step rows and of gpu_moe_matvec's experts
  * grouped by expert: GPU_QKT_OFF (the default: the
  * CUDA-core kernel, 16 input rows a launch), GPU_QKT_ON (the tensor-core
@@ -218,9 +218,9 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * launch) or GPU_QKT_AUTO (the tensor-core kernel from 12 input rows, and
  * up to 32 a launch past 16).  All three give the same bits (the
  * tensor-core kernel reproduces the CUDA-core one at the lanes gpu_tune_qk
- * picks, 4 or 8).  The grouped experts take it under ON and AUTO alike;
- * IQ4_XS and the per-slot experts as they are.  A graph recorded before a
- * change is stale.
+ * picks, 4 or 8; IQ4_XS's one form at 8).  The grouped experts take it
+ * under ON and AUTO alike; the per-slot experts and IQ4_XS's prompts (its
+ * GEMM) as they are.  A graph recorded before a change is stale.
  */
 enum { GPU_QKT_OFF = 0, GPU_QKT_ON = 1, GPU_QKT_AUTO = 2 };
 int	gpu_tune_qkt(struct gpu *g, int how);

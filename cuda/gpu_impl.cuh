@@ -231,7 +231,8 @@ void	gpu_mirror_drop(struct gpu *g, const void *w);
  * activations: Q4_K, Q5_K, Q6_K and IQ4_XS; qk_quantize writes x[n][ne0]
  * (ne0 a multiple of 256) as Q8_K: q[n][ne0] (16-byte aligned),
  * dk[n][ne0/256], bs[n][ne0/16]; qk_product is the product of m <=
- * qk_group(g, t, m) of those rows with such a W (IQ4_XS: matvec_iq4.cu's);
+ * qk_group(g, t, m) of those rows with such a W (IQ4_XS: matvec_iq4.cu's,
+ * or k_mvkt's where gpu_tune_qkt takes it);
  * qk_group: the rows a launch of type t takes in a product of n rows, 32
  * where gpu_tune_qkt's tensor-core kernel takes them, else
  * GPU_MATVEC_MAX_ROWS.
@@ -520,10 +521,10 @@ gpu_fp4x8i(uint32_t v, int *lo, int *hi)
 }
 
 /*
- * cp.async of 16 (4) bytes from global src to shared dst, of which the
- * first n (0..16, 0..4) are read and the rest written as zeros (n = 0:
- * src need only be a valid address).  src and dst aligned to the size.
- * 16 bytes bypass L1 (.cg), 4 cannot (.ca).  cp.async.wait_group /
+ * cp.async of 16 (8, 4) bytes from global src to shared dst, of which the
+ * first n (0..16, 0..8, 0..4) are read and the rest written as zeros (n =
+ * 0: src need only be a valid address).  src and dst aligned to the size.
+ * 16 bytes bypass L1 (.cg), 8 and 4 cannot (.ca).  cp.async.wait_group /
  * wait_all before the data is read.
  */
 __device__ __forceinline__ void
@@ -537,6 +538,13 @@ __device__ __forceinline__ void
 gpu_cp4(void *dst, const void *src, int n)
 {
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n));
+}
+
+__device__ __forceinline__ void
+gpu_cp8(void *dst, const void *src, int n)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
 	    : : "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n));
 }
 

@@ -36,6 +36,11 @@
  * The experts' kernels (gpu_moe_matvec) run a slot's row by the same row
  * function and butterfly as the one-row product (M = 1): an expert's
  * product of one input row is its one-row product bit for bit.
+ *
+ * Under gpu_tune_qkt (GPU_QKT_ON, GPU_QKT_AUTO) matvec_qk.cu sends IQ4_XS's
+ * products of up to 32 rows and its experts grouped by expert to
+ * matvec_qkt.cuh's int8 tensor-core kernel instead, which keeps these
+ * lanes as chains and gives their bits (mvkt_stepx); keep the two in step.
  */
 #include "gpu_impl.cuh"
 

@@ -41,7 +41,7 @@ enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
 /* Bytes of one super-block of type T. */
 template <int T>
 struct mvk_bs {
-	enum { v = T == QK_T_Q4_K ? 144 : T == QK_T_Q5_K ? 176 : 210 };
+	enum { v = T == QK_T_Q4_K ? 144 : T == QK_T_Q5_K ? 176 : T == QK_T_IQ4_XS ? 136 : 210 };
 };
 
 /* One warp per 256-block of x: q, dk and the 16 bsums (gpu_q8k_block). */
@@ -401,6 +401,15 @@ qk_type(int t)
 	return t == QK_T_Q4_K || t == QK_T_Q5_K || t == QK_T_Q6_K || t == QK_T_IQ4_XS;
 }
 
+/* The alignment less 1 the kernels here (and k_mvkt) need of a weight of
+ * type t: Q4_K and Q5_K 16 bytes (16-byte loads and copies), Q6_K 4 (words),
+ * IQ4_XS 8 (its blocks' own, as matvec_iq4.cu's; 8-byte copies). */
+static uintptr_t
+qk_align(int t)
+{
+	return t == QK_T_Q6_K ? 3 : t == QK_T_IQ4_XS ? 7 : 15;
+}
+
 int
 qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q, float *dk,
     int16_t *bs)
@@ -456,17 +465,19 @@ gpu_tune_qk(struct gpu *g, int lanes)
 }
 
 /*
- * From this many input rows GPU_QKT_AUTO takes k_mvkt for Q4_K, Q5_K and Q6_K
- * (k_mv8t's MVT_AUTO_M for Q8_0 and NVFP4; k_mvkt's speed against k_mvk's
- * not yet measured: the device's bench i8tc lines settle it).
+ * From this many input rows GPU_QKT_AUTO takes k_mvkt for Q4_K, Q5_K, Q6_K
+ * and IQ4_XS (k_mv8t's MVT_AUTO_M for Q8_0 and NVFP4; k_mvkt's speed
+ * against k_mvk's and k_iq4's not yet measured: the device's bench i8tc
+ * lines settle it).
  */
 #define QKT_AUTO_M 12
 
-/* 1 when k_mvkt takes a product of m rows of type t (gpu_tune_qkt). */
+/* 1 when k_mvkt takes a product of m rows of type t (gpu_tune_qkt): every
+ * type on Q8_K activations. */
 static int
 qkt_takes(const struct gpu *g, int t, int m)
 {
-	if (t != QK_T_Q4_K && t != QK_T_Q5_K && t != QK_T_Q6_K)
+	if (!qk_type(t))
 		return 0;
 	return g->qkt == GPU_QKT_ON || (g->qkt == GPU_QKT_AUTO && m >= QKT_AUTO_M);
 }
@@ -474,7 +485,7 @@ qkt_takes(const struct gpu *g, int t, int m)
 int
 qk_group(const struct gpu *g, int t, int64_t n)
 {
-	if (t != QK_T_Q4_K && t != QK_T_Q5_K && t != QK_T_Q6_K)
+	if (!qk_type(t))
 		return GPU_MATVEC_MAX_ROWS;
 	if (g->qkt == GPU_QKT_ON)
 		return QKT_MAX_M;
@@ -501,14 +512,16 @@ qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 {
 	int nb = (int)(ne0 / 256), tc = qkt_takes(g, t, m);
 
-	if (t == QK_T_IQ4_XS)
+	if (t == QK_T_IQ4_XS && !tc)
 		return iq4xs_product(g, d_w, rows, ne0, q, dk, m, d_y, d_scale);
 	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || m < 1 ||
 	    m > (tc ? QKT_MAX_M : GPU_MATVEC_MAX_ROWS))
 		return gpu_fail(g, "matvec_q8k: type %d, %lld rows of %lld, %d inputs", t,
 		    (long long)rows, (long long)ne0, m);
-	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
+	if (((uintptr_t)d_w & qk_align(t)) != 0)
 		return gpu_fail(g, "matvec_q8k: weights not aligned");
+	if (t == QK_T_IQ4_XS)	/* (its one form: 8 lanes whatever g->qk_lanes) */
+		return mvkt_launch<QK_T_IQ4_XS, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
 	case QK_T_Q4_K:
@@ -566,7 +579,7 @@ qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		return gpu_fail(g, "moe matvec_q8k: type %d, %d experts of %lldx%lld, %d slots", t,
 		    n_exp, (long long)rows, (long long)ne0, ns);
 	/* qk_product's: an expert's rows are rows of the stack, aligned as they are there */
-	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
+	if (((uintptr_t)d_w & qk_align(t)) != 0)
 		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
@@ -643,7 +656,8 @@ mvk_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 }
 
 /* qk_moe_product's checks and lanes, on the grouped rows (IQ4_XS: matvec_iq4.cu's);
- * Q4_K, Q5_K and Q6_K by k_moe_mvkt under GPU_QKT_ON and GPU_QKT_AUTO (the same bits). */
+ * Q4_K, Q5_K, Q6_K and IQ4_XS (its 8 lanes) by k_moe_mvkt under GPU_QKT_ON and
+ * GPU_QKT_AUTO (the same bits). */
 int
 qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
     const struct moe_group *G, const int8_t *q, const float *dk, const int16_t *bs,
@@ -651,13 +665,16 @@ qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 {
 	int nb = (int)(ne0 / 256);
 
-	if (t == QK_T_IQ4_XS)
+	if (t == QK_T_IQ4_XS && g->qkt == GPU_QKT_OFF)
 		return iq4_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, q, dk, d_y, d_scale);
 	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || n_exp < 1)
 		return gpu_fail(g, "moe matvec_q8k: type %d, %d experts of %lldx%lld", t, n_exp,
 		    (long long)rows, (long long)ne0);
-	if (t != QK_T_Q6_K ? ((uintptr_t)d_w & 15) != 0 : ((uintptr_t)d_w & 3) != 0)
+	if (((uintptr_t)d_w & qk_align(t)) != 0)
 		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
+	if (t == QK_T_IQ4_XS)	/* tiles of up to 16 rows: k_moe_mvkt */
+		return mvkt_moe_grouped<QK_T_IQ4_XS, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,
+		    d_scale);
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q4_K)	/* tiles of up to 16 rows: k_moe_mvkt */
 		return l8 ? mvkt_moe_grouped<QK_T_Q4_K, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs,

@@ -1,7 +1,8 @@
 /*
  * matvec_qkt: k_mvk's products of Q4_K, Q5_K and Q6_K weights by int8
- * tensor cores, with k_mvk's bits (included by cuda/matvec_qk.cu after
- * k_mvk; gpu_tune_qkt picks it).
+ * tensor cores, with k_mvk's bits, and k_iq4<IQ4_XS>'s (matvec_iq4.cu)
+ * likewise (included by cuda/matvec_qk.cu after k_mvk; gpu_tune_qkt picks
+ * it).
  *
  * What k_mvk computes (the file comment there): lane (g, i) of a weight
  * row's warp, g = lane / L, i = lane % L, takes super-blocks g, g + 32 /
@@ -53,6 +54,19 @@
  * bytes; Q6_K 4-byte aligned weights, rows of 210 nb bytes (2-byte
  * aligned), copied by aligned words from the one holding a chunk's first
  * byte (cp.async's source size cutting the last) and read by halfwords.
+ *
+ * IQ4_XS (mvkt_stepx; L = 8 only, its one form): k_iq4's lane (g, i), g =
+ * lane / 8, takes sub-block i of super-blocks g, g + 4, ... in order, one
+ * float step a block, acc += (d dy) ((float)t (ls - 32)) with t the
+ * sub-block's exact dot (t (ls - 32) < 2^24 in magnitude: exact as a
+ * float, so the same as (d dy) (float)is, is = (ls - 32) t in integers);
+ * the butterfly xor 1 .. 16 and the scale as k_mvk's.  That is k_mvk's
+ * chain structure at L = 8 (lane 8 g + i, blocks g mod 4): a slice is half
+ * eta of a super-block, chain ci sub-block 4 eta + ci, whose two 16-value
+ * runs (the low nibbles of its 16 quant bytes, then the high) are an mma
+ * each, the A words by gpu_iq4x8 (word tg of the sub-block: lo values 4 tg
+ * .. of run 0, hi of run 1).  Rows of 136 nb bytes, 8-byte aligned
+ * (qk_product checks the weight), copied by 8 bytes.
  */
 
 enum {
@@ -79,12 +93,13 @@ struct qkt_dim {
 		RW = T == QK_T_Q6_K ? (CB * BS + 2 + 3) / 4 * 4 : CB * BS,
 		W0 = (RW + 15) / 16 * 16,
 		WST = (W0 / 16) % 2 ? W0 : W0 + 16,
-		NPC = T == QK_T_Q6_K ? RW / 4 : RW / 16,	/* pieces of it: words, 16 bytes */
+		/* pieces of it: words (Q6_K), 8 bytes (IQ4_XS), 16 bytes */
+		NPC = T == QK_T_Q6_K ? RW / 4 : T == QK_T_IQ4_XS ? RW / 8 : RW / 16,
 		OX = QKT_R * WST,
 		XS = CB * 256 + 16,
 		OD = OX + MP * XS,
 		OB = (OD + MP * CB * 4 + 15) / 16 * 16,
-		STAGE = OB + MP * CB * 32,
+		STAGE = OB + (T == QK_T_IQ4_XS ? 0 : MP * CB * 32),	/* (IQ4_XS: no bsums) */
 		RED = 32 * QKT_R * (MP + 1) * 4,
 		SMEM = QKT_NS * STAGE > RED ? QKT_NS * STAGE : RED,
 	};
@@ -115,7 +130,14 @@ mvkt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 			if (n > 0)
 				gpu_cp4(st + rr * D::WST + 4 * i, src - o + 4 * i, n);
 		}
-	} else
+	} else if (T == QK_T_IQ4_XS)	/* 8-byte aligned rows and chunks */
+		for (int it = t; it < nr * D::NPC; it += QKT_THREADS) {
+			int rr = it / D::NPC, i = it % D::NPC;
+			if (i < nbk * D::BS / 8)
+				gpu_cp8(st + rr * D::WST + 8 * i, W + (size_t)(r0 + rr) * rb +
+				    (size_t)b0 * D::BS + 8 * i, 8);
+		}
+	else
 		for (int it = t; it < nr * D::NPC; it += QKT_THREADS) {
 			int rr = it / D::NPC, i = it % D::NPC;
 			if (i < np)
@@ -133,7 +155,8 @@ mvkt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 		if (i < nbk)
 			gpu_cp4(st + D::OD + (j * D::CB + i) * 4, dk + (size_t)j * nb + b0 + i, 4);
 	}
-	for (int it = t; it < (T == QK_T_Q6_K ? 0 : m * 2 * D::CB); it += QKT_THREADS) {	/* bsums */
+	for (int it = t; it < (T == QK_T_Q6_K || T == QK_T_IQ4_XS ? 0 : m * 2 * D::CB);
+	    it += QKT_THREADS) {	/* bsums (Q4_K, Q5_K) */
 		int j = it / (2 * D::CB), i = it % (2 * D::CB);
 		if (i < 2 * nbk)
 			gpu_cp16(st + D::OB + j * D::CB * 32 + 16 * i, bs + ((size_t)j * nb + b0) * 16 +
@@ -375,6 +398,56 @@ mvkt_step6(const uint8_t *st, int nsl, int k, int ra0, int ra8, float (*acc)[4])
 }
 
 /*
+ * mvkt_step for IQ4_XS (the file comment; L = 8): slice half eta of block
+ * bl, chain ci k_iq4's lane i = 4 eta + ci of its group, sub-block i of
+ * rows gq and gq + 8: its 6-bit scale ls (scales_l nibble i, 2 bits of
+ * scales_h) and word tg of its 16 quant bytes, by gpu_iq4x8 the A words of
+ * run 0 (lo) and run 1 (hi); is = (ls - 32) (c0 + c1), then k_iq4's float
+ * step acc += (d dy) (float)is.
+ */
+template <int NT>
+__device__ __forceinline__ void
+mvkt_stepx(const uint8_t *st, int nsl, int k, float (*acc)[4])
+{
+	typedef qkt_dim<QK_T_IQ4_XS, 8, NT> D;
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tg = lane & 3;
+	int nt = w / D::CS, cs = w % D::CS, bl = cs / 2, eta = cs & 1;
+
+	if (k * D::CS + cs >= nsl)	/* the warp's slice past the row's end */
+		return;
+	const uint8_t *w0 = st + gq * D::WST + bl * D::BS, *w1 = w0 + 8 * D::WST;
+	const float *ds = (const float *)(st + D::OD);
+	int j0 = 8 * nt + 2 * tg;
+	const uint8_t *xb = st + D::OX + (8 * nt + gq) * D::XS + bl * 256 + 128 * eta + 4 * tg;
+	float dy0 = ds[j0 * D::CB + bl], dy1 = ds[(j0 + 1) * D::CB + bl];
+	/* the headers: d | scales_h << 16, scales_l */
+	uint32_t h0 = *(const uint32_t *)w0, h1 = *(const uint32_t *)w1;
+	uint32_t l0 = *(const uint32_t *)(w0 + 4), l1 = *(const uint32_t *)(w1 + 4);
+	float d0 = __half2float(__ushort_as_half((unsigned short)(h0 & 0xFFFF)));
+	float d1 = __half2float(__ushort_as_half((unsigned short)(h1 & 0xFFFF)));
+	float dd[4] = { __fmul_rn(d0, dy0), __fmul_rn(d0, dy1), __fmul_rn(d1, dy0),
+	    __fmul_rn(d1, dy1) };
+
+#pragma unroll
+	for (int ci = 0; ci < 4; ci++) {
+		int i = 4 * eta + ci, lo[2], hi[2], c0[4], c1[4];
+		int s0 = ((int)(l0 >> 4 * i & 0xFu) | (int)(h0 >> (16 + 2 * i) & 3u) << 4) - 32;
+		int s1 = ((int)(l1 >> 4 * i & 0xFu) | (int)(h1 >> (16 + 2 * i) & 3u) << 4) - 32;
+		gpu_iq4x8(*(const uint32_t *)(w0 + 8 + 16 * i + 4 * tg), &lo[0], &hi[0]);
+		gpu_iq4x8(*(const uint32_t *)(w1 + 8 + 16 * i + 4 * tg), &lo[1], &hi[1]);
+		uint32_t a0[2] = { (uint32_t)lo[0], (uint32_t)lo[1] };
+		uint32_t a1[2] = { (uint32_t)hi[0], (uint32_t)hi[1] };
+		mvkt_mma(a0, *(const uint32_t *)(xb + 32 * ci), c0);
+		mvkt_mma(a1, *(const uint32_t *)(xb + 32 * ci + 16), c1);
+		int is[4] = { s0 * (c0[0] + c1[0]), s0 * (c0[1] + c1[1]), s1 * (c0[2] + c1[2]),
+		    s1 * (c0[3] + c1[3]) };
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			acc[ci][e] = __fadd_rn(acc[ci][e], __fmul_rn(dd[e], (float)is[e]));
+	}
+}
+
+/*
  * The chains' sums to shared memory red[c][row][MP + 1] (chain c: k_mvk's
  * lane c), then y[yrow(j)][r0 + rr] for the block's rows below rows and j
  * < m: the 32 chains added in k_mvk's butterfly's pairs (v[l] += v[l + o]
@@ -434,6 +507,7 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
     const int16_t *__restrict__ bs, int m, const int32_t *perm, float *y, const float *scale)
 {
 	typedef qkt_dim<T, L, NT> D;
+	static_assert(T != QK_T_IQ4_XS || L == 8, "k_mvkt: IQ4_XS at 8 lanes, its one form");
 	int nch = (nb + D::CB - 1) / D::CB, nsl = nb * D::SL, gq = (threadIdx.x & 31) >> 2;
 	int ra0 = (int)((uintptr_t)(W + (size_t)(r0 + gq) * rb) & 3);	/* Q6_K's offsets */
 	int ra8 = (int)((uintptr_t)(W + (size_t)(r0 + gq + 8) * rb) & 3);
@@ -466,6 +540,8 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 			mvkt_commit();
 			if constexpr (T == QK_T_Q6_K)
 				mvkt_step6<L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, ra0, ra8, acc[sl]);
+			else if constexpr (T == QK_T_IQ4_XS)
+				mvkt_stepx<NT>(sm + k % QKT_NS * D::STAGE, nsl, k, acc[sl]);
 			else
 				mvkt_step<T, L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, acc[sl]);
 		}

@@ -563,8 +563,8 @@ int	backend_moe_group_set(struct backend *, int mode);
  */
 int	backend_moe_group_env(struct backend *, const char *v, char *err);
 /*
- * How the CUDA backend runs the K-quant (Q4_K, Q5_K, Q6_K) products of up
- * to backend_step_rows rows and its experts' products grouped by expert,
+ * How the CUDA backend runs the K-quant (Q4_K, Q5_K, Q6_K) and IQ4_XS
+ * products of up to backend_step_rows rows and its experts' products grouped by expert,
  * the same bits every way: BACKEND_QKT_OFF (the default) the CUDA-core
  * kernels, BACKEND_QKT_ON the int8 tensor-core kernels of
  * cuda/matvec_qkt.cuh (one launch of up to 32 rows), BACKEND_QKT_AUTO

@@ -108,7 +108,7 @@ emu_cc() {
 	done
 }
 
-@test "matvec-qkt-emu: k_mvkt gives k_mvk's bits at 4 and 8 lanes, and each perturbed model fails" {
+@test "matvec-qkt-emu: k_mvkt gives k_mvk's bits at 4 and 8 lanes (IQ4_XS k_iq4's at 8), and each perturbed model fails" {
 	need_cc
 	emu_cc matvec-qkt-emu -O2
 	for lanes in 4 8; do
@@ -116,17 +116,20 @@ emu_cc() {
 		[[ $output != *FAIL* ]]
 		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
 	done
+	# IQ4_XS (8 lanes, its one form): 5 row lengths and 3 expert stacks
+	[ "$(grep -c '^IQ4_XS L=8 .*: same bits' <<<"$output")" -eq 8 ]
 	for p in 1 2 3 4; do
 		run -1 "$D/matvec-qkt-emu" 4 -p "$p"
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 	done
-	for p in 1 2 3 5; do
+	for p in 1 2 3 5 6; do
 		run -1 "$D/matvec-qkt-emu" 8 -p "$p"
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+		[ "$p" -eq 5 ] || [[ $output == *$'\nIQ4_XS L=8 moe: '*' DIFFER'* ]]	# IQ4_XS's own checks
 	done
 }
 
-@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (matvec_qk.cu's, cut by awk)" {
+@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (matvec_qk.cu's, cut by awk) and of k_iq4's for IQ4_XS (matvec_iq4.cu's)" {
 	need_cc
 	need_cxx c++17 vector
 	grep -q '^/\* Bytes of one super-block of type T\. \*/$' cuda/matvec_qk.cu &&
@@ -134,10 +137,18 @@ emu_cc() {
 		echo "cuda/matvec_qk.cu: the markers of matvec-qkt-kern's awk cut moved (its header)"
 		return 1
 	}
+	grep -q '^#define GPU_IQ4_N0 ' cuda/gpu_impl.cuh && grep -q '^gpu_iq4x8(' cuda/gpu_impl.cuh &&
+	    grep -q '^enum { XS_BS = ' cuda/matvec_iq4.cu && grep -q '^xs_row(' cuda/matvec_iq4.cu || {
+		echo "cuda/gpu_impl.cuh, cuda/matvec_iq4.cu: the markers of matvec-qkt-kern's awk cuts moved (its header)"
+		return 1
+	}
 	awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 }
 	    /^\/\* One warp per 256-block of x/ { p = 0; skip = 1 } p { print }
 	    skip && /^}$/ { skip = 0; p = 1; next } /^mvk_row\(/ { inrow = 1 }
 	    inrow && /^}$/ { exit }' cuda/matvec_qk.cu >"$D/mvk.inc"
+	awk '/^#define GPU_IQ4_N0 / { p = 1 } p { print } p && /^}$/ { exit }' cuda/gpu_impl.cuh >"$D/iq4.inc"
+	awk '/^enum \{ XS_BS = / { p = 1 } p { print } /^xs_row\(/ { inrow = 1 }
+	    inrow && /^}$/ { exit }' cuda/matvec_iq4.cu >"$D/xs.inc"
 	g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas -I"$D" \
 	    -Icuda -Ilib -c -o "$D/kern.o" tools/matvec-qkt-kern.cc
 	cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -DQKT_KERN -Ilib -o "$D/qkt-kern" \
@@ -148,6 +159,7 @@ emu_cc() {
 		[ "${lines[-2]}" = "mvk_ref against k_mvk's text: 0 outputs differ" ]
 		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed\ \(the\ kernels\'\ text\)$ ]]
 	done
+	[ "$(grep -c '^IQ4_XS L=8 .*: same bits' <<<"$output")" -eq 8 ]
 }
 
 @test "mmq-emu: k_mmq2's mma and dp4a paths against the CPU's numerics" {

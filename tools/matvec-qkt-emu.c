@@ -1,7 +1,8 @@
 /*
  * matvec-qkt-emu: a CPU model of cuda/matvec_qkt.cuh's k_mvkt against
- * cuda/matvec_qk.cu's k_mvk (not built by make; the evidence, on a
- * machine without a GPU, that the tensor-core kernel gives k_mvk's bits).
+ * cuda/matvec_qk.cu's k_mvk, and for IQ4_XS against cuda/matvec_iq4.cu's
+ * k_iq4 (not built by make; the evidence, on a machine without a GPU, that
+ * the tensor-core kernel gives the CUDA-core kernels' bits).
  *
  * k_mvk (Q4_K, Q5_K; L = 4 or 8 lanes a super-block): lane (g, i) of a
  * row's warp, g = lane / L, i = lane % L, takes super-blocks g, g + 32 /
@@ -16,7 +17,10 @@
  * (L = 4: the 16 values 128 n + 32 t + 16 h, n = i / 2, h = i % 2), is =
  * sum sc[t] (w . x), acc += (d dy) is.  Replayed as tools/matvec-qk-emu.c
  * replays it (its word loads, ld8's funnel shifts, q6_sub32 and dp4a), in
- * launches of at most 16 input rows.
+ * launches of at most 16 input rows.  IQ4_XS (k_iq4, 8 lanes only: L = 8
+ * runs it): lane (g, i) takes sub-block i of super-blocks g, g + 4, ...,
+ * its words by gpu_iq4x8 (mv8-emu.h's iq4x8), t by dp4a from the magic,
+ * acc += (d dy) ((float)t (ls - 32)); the butterfly xor 1 .. 16.
  *
  * k_mvkt thread by thread: mvkt_copy's cp.async copies into a ring of
  * stages that starts as garbage, in the kernel's pipeline order;
@@ -29,16 +33,20 @@
  * pairs.  Q6_K (mvkt_step6): rows copied by aligned words from the one
  * holding a chunk's first byte (cp.async's source size cutting the last),
  * read by halfword pairs at the row's offset in its slot, L = 8's 8-value
- * pieces by two mmas a run with A's other half zero.  Every output of rows
- * x m is compared with k_mvk's bit for bit, m = 1..32, Q4_K, Q5_K and
- * Q6_K, L = 4 and 8, rows of 256, 512, 2048 and 5120 values (Q6_K also
- * 768; 40 and 23 weight rows: a partial last tile of 16), a per-tensor
- * scale on one, weights from quant_quantize_row and from random bytes
- * (every 6-bit scale and min), and with the CPU (quant_vec_dot) within
- * 1e-5 of the sum of the terms' magnitudes (|d sc q| + |dmin m|) |x|.
- * k_moe_mvkt (the experts grouped: tiles of up to 16 slots of one expert
- * on the gathered rows, y by perm, NaN rows for ids outside the stack)
- * against k_mvk a slot at a time (k_moe_mvk), check_moe's two stacks.
+ * pieces by two mmas a run with A's other half zero.  IQ4_XS (mvkt_stepx):
+ * rows copied by 8 bytes, chain ci of half eta sub-block 4 eta + ci, its
+ * two runs (low nibbles, high) an mma each on iq4x8's words, is = (ls -
+ * 32) (c0 + c1), acc += (d dy) (float)is.  Every output of rows x m is
+ * compared with k_mvk's (k_iq4's) bit for bit, m = 1..32, Q4_K, Q5_K and
+ * Q6_K at L = 4 and 8, IQ4_XS at 8, rows of 256, 512, 2048 and 5120
+ * values (Q6_K and IQ4_XS also 768; 40 and 23 weight rows: a partial last
+ * tile of 16), a per-tensor scale on one, weights from quant_quantize_row
+ * and from random bytes (every 6-bit scale and min), and with the CPU
+ * (quant_vec_dot) within 1e-5 of the sum of the terms' magnitudes (|d sc
+ * q| + |dmin m|) |x|.  k_moe_mvkt (the experts grouped: tiles of up to 16
+ * slots of one expert on the gathered rows, y by perm, NaN rows for ids
+ * outside the stack) against k_mvk a slot at a time (k_moe_mvk; IQ4_XS
+ * k_moe_iq4), check_moe's two stacks (IQ4_XS also a third of rows of 1280).
  *
  * -p N perturbs the model, each must fail: 1: chains 0 and 2 swapped
  * where their sums are stored; 2: the butterfly's levels in the other
@@ -47,18 +55,20 @@
  * (L = 4's two pieces; L = 8 has one: run with 4); 5: Q6_K at L = 8, the
  * runs' halves split after 4 values, not 8 (run with 8; swapping the two
  * halves would be no perturbation: chains 2 h and 2 h + 1 are lanes l and
- * l ^ 1, the butterfly's first pair).
+ * l ^ 1, the butterfly's first pair); 6: IQ4_XS, a float step a run, not
+ * a sub-block (run with 8).
  * -k (built with -DQKT_KERN and tools/matvec-qkt-kern.cc): the same
  * checks with k_mvkt and k_moe_mvkt as the kernel's own text runs them
  * (cuda/matvec_qkt.cuh's device code compiled for the host, its threads
  * as coroutines, cp.async landing at its wait) in place of this model,
  * against k_mvk's own text (matvec_qk.cu's mvk_row, lane by lane, then its
- * butterfly), which must also equal mvk_ref's replay everywhere.
+ * butterfly; IQ4_XS matvec_iq4.cu's xs_row), which must also equal
+ * mvk_ref's replay everywhere.
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emukt \
  *       tools/matvec-qkt-emu.c lib/quant*.c lib/util.c -lm && /tmp/emukt 4 && /tmp/emukt 8
- *   /tmp/emukt 4 -p 1   (and 2, 3, 4; 8 with 1, 2, 3, 5: FAIL lines, exit 1)
- *   (awk cut of mvk.inc: tools/matvec-qkt-kern.cc's header) && g++ -O2 \
+ *   /tmp/emukt 4 -p 1   (and 2, 3, 4; 8 with 1, 2, 3, 5, 6: FAIL lines, exit 1)
+ *   (awk cuts of mvk.inc, iq4.inc, xs.inc: tools/matvec-qkt-kern.cc's header) && g++ -O2 \
  *       -std=c++17 -ffp-contract=off -fno-strict-aliasing -I/tmp -Icuda -Ilib \
  *       -c -o /tmp/kern.o tools/matvec-qkt-kern.cc && cc ... -DQKT_KERN -o /tmp/emukk \
  *       tools/matvec-qkt-emu.c /tmp/kern.o lib/quant*.c lib/util.c -lm -lstdc++ &&
@@ -73,7 +83,8 @@
 #include "quant.h"
 #include "mv8-emu.h"
 
-enum { MAXM = 32, R = 16, NS = 3, T_Q4_K = QUANT_Q4_K, T_Q5_K = QUANT_Q5_K, T_Q6_K = QUANT_Q6_K };
+enum { MAXM = 32, R = 16, NS = 3, T_Q4_K = QUANT_Q4_K, T_Q5_K = QUANT_Q5_K, T_Q6_K = QUANT_Q6_K,
+    T_IQ4_XS = QUANT_IQ4_XS };
 
 static int16_t rds16(const uint8_t *p) { int16_t v; memcpy(&v, p, 2); return v; }
 /* __fmul_rn etc.: one rounding each (volatile: no contraction, no excess precision) */
@@ -93,7 +104,7 @@ struct xin {
 	int	nb;
 };
 
-static int bsz(int t) { return t == T_Q4_K ? 144 : t == T_Q5_K ? 176 : 210; }
+static int bsz(int t) { return t == T_Q4_K ? 144 : t == T_Q5_K ? 176 : t == T_IQ4_XS ? 136 : 210; }
 static uint32_t fshr(uint32_t lo, uint32_t hi, unsigned sh) { uint64_t v = (uint64_t)hi << 32 | lo; return (uint32_t)(v >> (sh & 31)); }
 /* k_mvk's q6_sub32: four 6-bit values less 32, as int8 */
 static uint32_t q6_sub32(uint32_t u) { return (u + 0x60606060u) ^ 0x80808080u; }
@@ -160,6 +171,25 @@ static void mvk_launch(int T, const uint8_t *wr, const struct xin *X, int j0, in
 				if (b >= nb)
 					continue;	/* on = 0 */
 				const uint8_t *blk = wr + (size_t)b * BS;
+				if (T == T_IQ4_XS) {	/* k_iq4's xs_block: sub-block i */
+					uint32_t hd = rd32(blk), hl = rd32(blk + 4), lo[4], hi[4];
+					int ls = (int)(hl >> (4 * i) & 0xFu) | (int)(hd >> (16 + 2 * i) & 3u) << 4;
+					float d = h2f((uint16_t)hd), fs = (float)(ls - 32);
+					for (int k = 0; k < 4; k++)
+						iq4x8(rd32(blk + 8 + 16 * i + 4 * k), &lo[k], &hi[k]);
+					for (int j = j0; j < j0 + mm; j++) {
+						const uint8_t *xq = (const uint8_t *)X->q + (size_t)j * ne0 + b * 256 +
+						    32 * i;
+						int t = 0x4B400000;	/* IQ_MAGIC */
+						for (int k = 0; k < 4; k++)
+							t = dp4a(lo[k], rd32(xq + 4 * k), t);
+						for (int k = 0; k < 4; k++)
+							t = dp4a(hi[k], rd32(xq + 16 + 4 * k), t);
+						float dy = X->dk[(size_t)j * nb + b];
+						acc[j][lane] = radd(acc[j][lane], rmul(rmul(d, dy), rmul(i2f(t), fs)));
+					}
+					continue;
+				}
 				if (T == T_Q6_K) {
 					float d = h2f(rd16(blk + 208));
 					for (int j = j0; j < j0 + mm; j++) {
@@ -263,12 +293,12 @@ static struct dim mkdim(int T, int NT)
 	D.WST = (D.RW + 15) / 16 * 16;
 	if ((D.WST / 16) % 2 == 0)
 		D.WST += 16;
-	D.NPC = T == T_Q6_K ? D.RW / 4 : D.RW / 16;
+	D.NPC = T == T_Q6_K ? D.RW / 4 : T == T_IQ4_XS ? D.RW / 8 : D.RW / 16;
 	D.OX = R * D.WST;
 	D.XS = D.CB * 256 + 16;
 	D.OD = D.OX + D.MP * D.XS;
 	D.OB = (D.OD + D.MP * D.CB * 4 + 15) / 16 * 16;
-	D.STAGE = D.OB + D.MP * D.CB * 32;
+	D.STAGE = D.OB + (T == T_IQ4_XS ? 0 : D.MP * D.CB * 32);	/* (IQ4_XS: no bsums) */
 	D.RED = 32 * R * (D.MP + 1) * 4;
 	return D;
 }
@@ -301,6 +331,13 @@ static void copy(const struct launch *Lc, const struct dim *D, uint8_t *st, int6
 				if (n > 0)
 					cpn(st + rr * D->WST + 4 * i, src - o + 4 * i, 4, n);
 			}
+		else if (Lc->T == T_IQ4_XS)	/* 8 bytes a piece */
+			for (int it = th; it < nr * D->NPC; it += 256) {
+				int rr = it / D->NPC, i = it % D->NPC;
+				if (i < nbk * D->BS / 8)
+					cp(st + rr * D->WST + 8 * i, Lc->W + (size_t)(r0 + rr) * Lc->rb +
+					    (size_t)b0 * D->BS + 8 * i, 8);
+			}
 		else
 			for (int it = th; it < nr * D->NPC; it += 256) {
 				int rr = it / D->NPC, i = it % D->NPC;
@@ -320,7 +357,8 @@ static void copy(const struct launch *Lc, const struct dim *D, uint8_t *st, int6
 				cp(st + D->OD + (j * D->CB + i) * 4,
 				    (const uint8_t *)(X->dk + (size_t)j * nb + b0 + i), 4);
 		}
-		for (int it = th; it < (Lc->T == T_Q6_K ? 0 : m * 2 * D->CB); it += 256) {	/* bsums */
+		for (int it = th; it < (Lc->T == T_Q6_K || Lc->T == T_IQ4_XS ? 0 : m * 2 * D->CB);
+		    it += 256) {	/* bsums */
 			int j = it / (2 * D->CB), i = it % (2 * D->CB);
 			if (i < 2 * nbk)
 				cp(st + D->OB + j * D->CB * 32 + 16 * i,
@@ -505,6 +543,55 @@ static void step6(const struct launch *Lc, const struct dim *D, const uint8_t *s
 	}
 }
 
+/* mvkt_stepx of warp w on chunk k (IQ4_XS, L = 8): chain ci sub-block i
+ * = 4 eta + ci of the half, its runs (low nibbles, high) an mma each, the
+ * scale ls - 32 of the row's header (scales_l byte i / 2, nibble i % 2;
+ * bits 2 i of scales_h), acc += (d dy) (float)((ls - 32) (c0 + c1)) */
+static void stepx(const struct launch *Lc, const struct dim *D, const uint8_t *st, int k, int w,
+    int sl, accs *acc)
+{
+	int nt = w / D->CS, cs = w % D->CS, bl = cs / 2, eta = cs % 2;
+
+	if (k * D->CS + cs >= Lc->nb * 2)
+		return;
+	for (int ci = 0; ci < 4; ci++) {
+		int i = 4 * eta + ci, c[2][32][4];
+		for (int r = 0; r < 2; r++) {
+			uint32_t a[32][2], b[32];
+			for (int lane = 0; lane < 32; lane++) {
+				int g = lane >> 2, tg = lane & 3;
+				for (int rh = 0; rh < 2; rh++) {
+					const uint8_t *wb = st + (g + 8 * rh) * D->WST + bl * 136;
+					uint32_t lo, hi;
+					iq4x8(rd32(wb + 8 + 16 * i + 4 * tg), &lo, &hi);
+					a[lane][rh] = r ? hi : lo;
+				}
+				b[lane] = rd32(st + D->OX + (8 * nt + g) * D->XS + bl * 256 + 32 * i + 16 * r +
+				    4 * tg);
+			}
+			mma(a, b, c[r]);
+		}
+		for (int lane = 0; lane < 32; lane++) {
+			int g = lane >> 2, tg = lane & 3;
+			for (int e = 0; e < 4; e++) {
+				const uint8_t *wb = st + (g + 8 * (e >> 1)) * D->WST + bl * 136;
+				int j = 8 * nt + 2 * tg + (e & 1);
+				int sc = ((wb[4 + i / 2] >> 4 * (i % 2) & 0xF) | (rd16(wb + 2) >> 2 * i & 3) << 4) - 32;
+				float dy, dd, *a = &acc[lane][sl][ci][e];
+				memcpy(&dy, st + D->OD + (j * D->CB + bl) * 4, 4);
+				dd = rmul(h2f(rd16(wb)), dy);
+				if (perturb == 6) {	/* a float step a run */
+					*a = radd(*a, rmul(dd, (float)(sc * c[0][lane][e])));
+					*a = radd(*a, rmul(dd, (float)(sc * c[1][lane][e])));
+				} else if (perturb == 3)
+					*a = fmaf(dd, (float)(sc * (c[0][lane][e] + c[1][lane][e])), *a);
+				else
+					*a = radd(*a, rmul(dd, (float)(sc * (c[0][lane][e] + c[1][lane][e]))));
+			}
+		}
+	}
+}
+
 /* one block of k_mvkt: rows r0 .. r0 + 15 */
 static void block(const struct launch *Lc, const struct dim *D, unsigned bx, uint8_t *sm)
 {
@@ -529,6 +616,8 @@ static void block(const struct launch *Lc, const struct dim *D, unsigned bx, uin
 			for (int w = 0; w < 8; w++)
 				if (Lc->T == T_Q6_K)
 					step6(Lc, D, sm + k % NS * D->STAGE, k, w, sl, ra, acc[w]);
+				else if (Lc->T == T_IQ4_XS)
+					stepx(Lc, D, sm + k % NS * D->STAGE, k, w, sl, acc[w]);
 				else
 					step(Lc, D, sm + k % NS * D->STAGE, k, w, sl, acc[w]);
 		}
@@ -652,6 +741,8 @@ static uint8_t *weights(int t, int64_t rows, int ne0, int rbytes)
 				uint16_t dm = (uint16_t)(0x1000 + rnd() % 0x2000);
 				if (t == T_Q6_K)
 					memcpy(blk + 208, &d, 2);
+				else if (t == T_IQ4_XS)	/* (scales_h, scales_l: every 6-bit scale) */
+					memcpy(blk, &d, 2);
 				else
 					memcpy(blk, &d, 2), memcpy(blk + 2, &dm, 2);
 			}
@@ -705,8 +796,9 @@ static double mag_row(int t, const uint8_t *wr, int ne0, const uint8_t *xq)
 
 	for (int z = 0; z < 2; z++) {
 		memcpy(w, wr, rb);
-		for (int k = 0; k < ne0 / 256; k++)	/* Q6_K: no dmin (b all 0) */
-			memset(w + (size_t)k * bsz(t) + (t == T_Q6_K ? 208 * z : 2 * (1 - z)), 0, 2);
+		for (int k = 0; k < ne0 / 256 && (t != T_IQ4_XS || z); k++)	/* Q6_K, IQ4_XS: no dmin (b all 0) */
+			memset(w + (size_t)k * bsz(t) + (t == T_Q6_K ? 208 * z : t == T_IQ4_XS ? 0 :
+			    2 * (1 - z)), 0, 2);
 		quant_dequantize_row(t, w, z ? b : a, ne0);
 	}
 	for (int i = 0; i < ne0; i++) {
@@ -862,10 +954,11 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 int main(int argc, char **argv)
 {
 	/* rows of 1, 2, 8, 20 super-blocks (Q6_K also 3: odd rows 2 mod 4 bytes
-	 * with an odd chunk count) */
+	 * with an odd chunk count; IQ4_XS also 3: odd rows 8 mod 16 bytes) */
 	static const int ne0s[] = { 256, 512, 2048, 5120, 768 };
-	static const int ts[] = { T_Q4_K, T_Q5_K, T_Q6_K };
+	static const int ts[] = { T_Q4_K, T_Q5_K, T_Q6_K, T_IQ4_XS };
 	float scale = 0.3779f;
+	int nts;
 
 	if (argc >= 2)
 		L = atoi(argv[1]);
@@ -875,11 +968,12 @@ int main(int argc, char **argv)
 	kern = argc == 3 && strcmp(argv[2], "-k") == 0;
 #endif
 	if ((L != 4 && L != 8) || (argc != 2 && argc != 4 && !kern) || (argc == 4 && perturb < 1)) {
-		fprintf(stderr, "usage: %s 4|8 [-p 1|2|3|4|5 | -k]\n", argv[0]);
+		fprintf(stderr, "usage: %s 4|8 [-p 1|2|3|4|5|6 | -k]\n", argv[0]);
 		return 2;
 	}
-	for (int ti = 0; ti < 3; ti++)
-		for (int ni = 0; ni < (ts[ti] == T_Q6_K ? 5 : 4); ni++) {
+	nts = L == 8 ? 4 : 3;	/* IQ4_XS: its one form, 8 lanes */
+	for (int ti = 0; ti < nts; ti++)
+		for (int ni = 0; ni < (ts[ti] == T_Q6_K || ts[ti] == T_IQ4_XS ? 5 : 4); ni++) {
 			int t = ts[ti], ne0 = ne0s[ni];
 			long f0 = nfail;
 			double maxrel = 0;
@@ -899,11 +993,15 @@ int main(int argc, char **argv)
 				nfail++;
 			free(X.q), free(X.dk), free(X.bs);
 		}
-	/* the experts grouped: 12 of 23 x 512, 5 of 40 x 2048 (tiles of 1..16) */
-	for (int ti = 0; ti < 3; ti++) {
+	/* the experts grouped: 12 of 23 x 512, 5 of 40 x 2048 (tiles of 1..16);
+	 * IQ4_XS also 6 of 24 x 1280 (Step's rows of 5 super-blocks: experts and
+	 * rows 8 mod 16 bytes) */
+	for (int ti = 0; ti < nts; ti++) {
 		check_moe(ts[ti], 12, 23, 512, 30, 4);
 		check_moe(ts[ti], 5, 40, 2048, 24, 2);
 	}
+	if (nts > 3)
+		check_moe(T_IQ4_XS, 6, 24, 1280, 20, 4);
 	if (kern)
 		printf("mvk_ref against k_mvk's text: %ld outputs differ\n", nhand);
 	nfail += nhand;

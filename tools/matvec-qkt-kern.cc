@@ -9,7 +9,7 @@
  * the product of their fragments as PTX's mma.m16n8k16 .s32.s8.s8.s32
  * defines them, each lane its C); a warp with some lanes at an mma and
  * others elsewhere, or no thread able to go on, is a divergence and
- * aborts.  cp.async copies (gpu_cp16, gpu_cp4: alignment and size
+ * aborts.  cp.async copies (gpu_cp16, gpu_cp8, gpu_cp4: alignment and size
  * checked) land at the wait that covers their group (mvkt_wait: all but
  * the newest QKT_NS - 2 committed groups; mvkt_wait_all: all), not at
  * their issue, so a read of a stage before its wait sees what was there
@@ -17,12 +17,19 @@
  * rest round once (volatile floats, -ffp-contract=off); fp16 by lib/quant.
  * kern_mvk: the reference the same way, k_mvk's device code (mvk_bs ..
  * mvk_row, cut out of cuda/matvec_qk.cu by awk into mvk.inc) run lane by
- * lane, then its butterfly.
+ * lane, then its butterfly; for IQ4_XS k_iq4's (xs_row and what it calls,
+ * cut out of cuda/matvec_iq4.cu into xs.inc), with gpu_iq4x8 and its table
+ * words cut out of cuda/gpu_impl.cuh into iq4.inc (also what k_mvkt's
+ * IQ4_XS step calls), prmt.b32 by the host.
  * Build (t/emu.bats), in a directory D:
  *   awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 }
  *       /^\/\* One warp per 256-block of x/ { p = 0; skip = 1 } p { print }
  *       skip && /^}$/ { skip = 0; p = 1; next } /^mvk_row\(/ { inrow = 1 }
  *       inrow && /^}$/ { exit }' cuda/matvec_qk.cu >D/mvk.inc
+ *   awk '/^#define GPU_IQ4_N0 / { p = 1 } p { print } p && /^}$/ { exit }' \
+ *       cuda/gpu_impl.cuh >D/iq4.inc
+ *   awk '/^enum \{ XS_BS = / { p = 1 } p { print } /^xs_row\(/ { inrow = 1 }
+ *       inrow && /^}$/ { exit }' cuda/matvec_iq4.cu >D/xs.inc
  *   g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -ID -Icuda -Ilib \
  *       -c -o D/kern.o tools/matvec-qkt-kern.cc
  * and link it with tools/matvec-qkt-emu.c built with -DQKT_KERN.
@@ -59,8 +66,9 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 template <typename A, typename B>
 static inline A min(A a, B b) { return a < (A)b ? a : (A)b; }
 
-/* what k_mvk's device code uses besides */
+/* what k_mvk's and k_iq4's device code uses besides */
 struct int2 { int x, y; };
+struct uint2 { unsigned x, y; };
 static inline int4 make_int4(int x, int y, int z, int w) { return int4{ x, y, z, w }; }
 static inline int2 make_int2(int x, int y) { return int2{ x, y }; }
 template <typename V>
@@ -81,6 +89,27 @@ static inline int __dp4a(int a, int b, int c)
 enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
 #include "mvk.inc"
 #define GPU_MOE_MT 16	/* gpu_impl.cuh's */
+
+/* gpu_impl.cuh's gpu_prmt (prmt.b32 in its default mode: selector nibble
+ * bits 0..2 pick a byte of {b, a}, bit 3 replicates its sign bit), then
+ * its gpu_iq4x8 (iq4.inc) and matvec_iq4.cu's IQ4_XS rows (xs.inc) */
+static inline uint32_t
+gpu_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+	uint64_t t = (uint64_t)b << 32 | a;
+	uint32_t r = 0;
+
+	for (int k = 0; k < 4; k++) {
+		unsigned n = s >> 4 * k & 0xF;
+		uint32_t byte = (uint32_t)(t >> 8 * (n & 7)) & 0xFF;
+		if (n & 8)
+			byte = byte & 0x80 ? 0xFF : 0;
+		r |= byte << 8 * k;
+	}
+	return r;
+}
+#include "iq4.inc"
+#include "xs.inc"
 
 /* --- the block: 256 coroutines ------------------------------------------ */
 
@@ -154,6 +183,7 @@ cp_async(void *dst, const void *src, int sz, int n)
 }
 
 static void gpu_cp16(void *dst, const void *src, int n) { cp_async(dst, src, 16, n); }
+static void gpu_cp8(void *dst, const void *src, int n) { cp_async(dst, src, 8, n); }
 static void gpu_cp4(void *dst, const void *src, int n) { cp_async(dst, src, 4, n); }
 
 static void
@@ -326,8 +356,10 @@ static void (*pick_l(int L))(void *)
 
 static void (*pick(int T, int L))(void *)
 {
+	if (T == QK_T_IQ4_XS && L != 8)
+		abort();	/* (its one form) */
 	return T == QK_T_Q4_K ? pick_l<QK_T_Q4_K>(L) : T == QK_T_Q5_K ? pick_l<QK_T_Q5_K>(L) :
-	    pick_l<QK_T_Q6_K>(L);
+	    T == QK_T_IQ4_XS ? rows_tl<QK_T_IQ4_XS, 8> : pick_l<QK_T_Q6_K>(L);
 }
 
 /* the largest shared memory any of a type's launches asks (mvkt_run's) */
@@ -347,6 +379,7 @@ smem(int T, int L, size_t *sz)
 
 	*sz = T == QK_T_Q4_K ? (L == 8 ? smem_tl<QK_T_Q4_K, 8>() : smem_tl<QK_T_Q4_K, 4>()) :
 	    T == QK_T_Q5_K ? (L == 8 ? smem_tl<QK_T_Q5_K, 8>() : smem_tl<QK_T_Q5_K, 4>()) :
+	    T == QK_T_IQ4_XS ? smem_tl<QK_T_IQ4_XS, 8>() :
 	    (L == 8 ? smem_tl<QK_T_Q6_K, 8>() : smem_tl<QK_T_Q6_K, 4>());
 	if (sm == NULL && (sm = (uint8_t *)aligned_alloc(16, 256 << 10)) == NULL)
 		abort();
@@ -416,7 +449,9 @@ kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, si
  * k_mvk (k_moe_mvk's mvk_row<T, 16, L>: k_mvk's loop, the same operations
  * in the same order) for weight row wr and m input rows, in launches of 16
  * as mv8_products makes them, each lane's sums then k_mvk's butterfly (v +=
- * the v of lane ^ 1, 2, 4, 8, 16; lane 0's), times *scale: y[j].
+ * the v of lane ^ 1, 2, 4, 8, 16; lane 0's), times *scale: y[j].  IQ4_XS:
+ * k_iq4<IQ4_XS, 16>'s xs_row (its one form, whatever L), then xs_sum's
+ * butterfly, the same.
  */
 extern "C" void
 kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
@@ -430,7 +465,9 @@ kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *
 		const float *dj = dk + (size_t)j0 * nb;
 		const int16_t *bj = bs + (size_t)j0 * nb * 16;
 		for (int lane = 0; lane < 32; lane++) {
-			if (T == QK_T_Q4_K)
+			if (T == QK_T_IQ4_XS)
+				xs_row<16>(wr, nb, qj, dj, mm, lane, acc[lane]);
+			else if (T == QK_T_Q4_K)
 				L == 8 ? mvk_row<QK_T_Q4_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
 				    mvk_row<QK_T_Q4_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
 			else if (T == QK_T_Q5_K)

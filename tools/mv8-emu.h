@@ -1,10 +1,11 @@
 /*
  * mv8-emu.h: the helpers tools/matvec-q8-emu.c, tools/matvec-q8tc-emu.c and
- * tools/matvec-qkt-emu.c share (not built by make: included by those two CPU models of the
+ * tools/matvec-qkt-emu.c share (not built by make: included by those three CPU models of the
  * decode products): a fixed random stream, dp4a, mv8_i2f, PTX prmt's
  * default mode, NVFP4's code and scale decodings (mv8_fp4pn, gpu_fp4x8,
- * mv8_ue4m3c2, mv8_ue4m3c2f), little-endian loads.  Keep it in step with
- * cuda/matvec_q8.cu.
+ * mv8_ue4m3c2, mv8_ue4m3c2f), IQ4's grid decoding (gpu_iq4x8),
+ * little-endian loads.  Keep it in step with cuda/matvec_q8.cu and
+ * cuda/gpu_impl.cuh.
  */
 #ifndef MEMRA_MV8_EMU_H
 #define MEMRA_MV8_EMU_H
@@ -39,6 +40,20 @@ static inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t s)
 		r |= byte << 8 * k;
 	}
 	return r;
+}
+
+/* gpu_iq4x8 (cuda/gpu_impl.cuh), line for line, with its table words: the
+ * IQ4 grid values of the 8 indices of word q (byte j: value j low nibble,
+ * value j + 16 high), lo values 0..3, hi 16..19 of the word's */
+static inline void iq4x8(uint32_t q, uint32_t *lo, uint32_t *hi)
+{
+	const uint32_t n0 = 0xBFAD9881u, n1 = 0xF6EADDCFu, p0 = 0x26190D01u, p1 = 0x71594535u;
+	uint32_t x = q ^ 0x88888888u, s = (q >> 1 & 0x44444444u) | 0x32103210u;
+	uint32_t a = prmt(prmt(n0, n1, q), prmt(p0, p1, x), s);
+	uint32_t b = prmt(prmt(n0, n1, q >> 16), prmt(p0, p1, x >> 16), s >> 16);
+
+	*lo = prmt(a, b, 0x6420u);
+	*hi = prmt(a, b, 0x7531u);
 }
 
 /* the e2m1 kvalues (twice the value) of the 16 codes */
