@@ -1882,10 +1882,12 @@ check_gdn(struct kc *k, int T, int hk, int hv, int sk, int sv)
 
 /*
  * gpu_attention (pf 0) or gpu_attention_prefill (pf 1; pf 2 its full mode,
- * every row seeing every key of the call) against attention in double.
+ * every row seeing every key of the call) against attention in double;
+ * win > 0 (pf 1): gpu_attention_prefill's sliding window, the row at
+ * position i seeing the keys j with i - win < j <= i.
  */
 static void
-check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
+check_attention_win(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf, int win)
 {
 	int np = pos0 + nq, grp = nh / nkv;
 	int64_t nkvel = (int64_t)np * nkv * hd, nqel = (int64_t)nq * nh * hd;
@@ -1897,35 +1899,44 @@ check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
 	char shape[64];
 
 	gchk(k, pf ? gpu_attention_prefill(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale,
-	    pf == 2) : gpu_attention(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale));
+	    pf == 2, win) : gpu_attention(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale));
 	dget(k, o, dO, (size_t)nqel * 4);
 	for (int t = 0; t < nq; t++)
 		for (int h = 0; h < nh; h++) {
 			const float *qh = q + ((int64_t)t * nh + h) * hd;
 			int kvh = h / grp, n = pf == 2 ? np : pos0 + t + 1;
+			int j0 = win > 0 && pos0 + t - win + 1 > 0 ? pos0 + t - win + 1 : 0;
 			double mx = -INFINITY, l = 0;
-			for (int j = 0; j < n; j++) {
+			for (int j = j0; j < n; j++) {
 				double s = 0;
 				for (int i = 0; i < hd; i++)
 					s += (double)qh[i] * K[((int64_t)j * nkv + kvh) * hd + i];
 				p[j] = s * scale;
 				mx = p[j] > mx ? p[j] : mx;
 			}
-			for (int j = 0; j < n; j++)
+			for (int j = j0; j < n; j++)
 				l += p[j] = exp(p[j] - mx);
 			for (int i = 0; i < hd; i++) {
 				double s = 0;
-				for (int j = 0; j < n; j++)
+				for (int j = j0; j < n; j++)
 					s += p[j] * V[((int64_t)j * nkv + kvh) * hd + i];
 				ref[((int64_t)t * nh + h) * hd + i] = s / l;
 			}
 		}
 	brk(k, o, nqel);
 	snprintf(shape, sizeof shape, "nq=%d h=%d/%d hd=%d pos0=%d", nq, nh, nkv, hd, pos0);
-	close_to(k, pf == 2 ? "attention prefill full" : pf ? "attention prefill" : "attention",
-	    shape, o, ref, NULL, nqel, 1e-5);
+	if (win > 0)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " window=%d", win);
+	close_to(k, pf == 2 ? "attention prefill full" : pf && win ? "attention prefill window" :
+	    pf ? "attention prefill" : "attention", shape, o, ref, NULL, nqel, 1e-5);
 	free(q), free(K), free(V), free(o), free(ref), free(p);
 	gpu_free(k->g, dq), gpu_free(k->g, dK), gpu_free(k->g, dV), gpu_free(k->g, dO);
+}
+
+static void
+check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
+{
+	check_attention_win(k, nq, nh, nkv, hd, pos0, pf, 0);
 }
 
 static void
@@ -2309,6 +2320,17 @@ check_all(struct kc *k)
 	check_attention(k, 65, 4, 1, 128, 0, 2);
 	check_attention(k, 300, 32, 4, 512, 0, 1);
 	check_attention(k, 40, 6, 2, 320, 70, 1);
+	/* sliding windows (gemma4's and step35's sliding layers): blocks start at
+	 * their first row's window, vectors whose window starts a tile later
+	 * (G 8: 4 rows a block), a window of 1, one past every key (= causal) */
+	check_attention_win(k, 600, 16, 8, 256, 0, 1, 512);
+	check_attention_win(k, 300, 16, 8, 256, 1000, 1, 1024);
+	check_attention_win(k, 100, 16, 2, 128, 1000, 1, 33);
+	check_attention_win(k, 200, 8, 8, 64, 40, 1, 100);
+	check_attention_win(k, 300, 64, 8, 128, 0, 1, 64);
+	check_attention_win(k, 70, 4, 4, 128, 5, 1, 1);
+	check_attention_win(k, 100, 8, 1, 512, 300, 1, 40);
+	check_attention_win(k, 150, 4, 2, 256, 0, 1, 4096);
 	check_argmax(k, 3, 248320);
 	check_argmax(k, 5, 1000);
 	check_topk(k, 3, 248320, 40, 0.7f);
@@ -2726,9 +2748,8 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 /*
  * Attention with the qwen35 q layout (query ; gate per head): m rows at
  * p0, with a sliding window of win keys (0: none).  Each row alone at its
- * own position: the same bits up to 16 rows (verify), and past them with a
- * window too (windowed prompts keep the split-K kernel); without one, a
- * prompt's flash attention within float tolerance.  Up to 16 rows (decode,
+ * own position: the same bits up to 16 rows (verify); past them a prompt's
+ * flash attention (its windowed form too) within float tolerance.  Up to 16 rows (decode,
  * verify: a recorded step's attention), the positions in backend memory
  * (backend_attention_dpos, caches of 70 rows more: splits past the rows)
  * give the host form's bits, with a window or without.
@@ -2756,7 +2777,7 @@ be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int 
 			bchk(p->g, backend_attention(p->g, &a, o.g[0] + (size_t)r * ldq, ldq, qhs,
 			    o.g[1], o.g[2], 1, p0 + r, o.g[3] + (size_t)r * nh * hd));
 		one = bget(p->g, o.g[3], o.n[3]);
-		if (m <= GPU_MATVEC_MAX_ROWS || win)	/* verify, windowed prompts: bit for bit */
+		if (m <= GPU_MATVEC_MAX_ROWS)	/* verify: bit for bit */
 			bsame(k, "be attention m=1xm", shape, one, all, (int64_t)o.n[3]);
 		else		/* a prompt (flash attention): its own order */
 			becmp(k, "be attention 1xm", shape, all, one, NULL, (int64_t)o.n[3], 1e-4);
@@ -5539,7 +5560,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_moe_geglu(k, &p, QUANT_IQ4_XS, 8, 32, 256, 2, 4);
 	be_arch_small(k, &p, 7, 64);
 	be_arch_small(k, &p, 33, 128);
-	/* sliding windows (gemma4, step35): decode, verify, prompts (the split-K kernel) */
+	/* sliding windows (gemma4, step35): decode, verify, prompts (flash past 32 rows) */
 	be_attention(k, &p, 1, 4, 2, 16, 10, 5);
 	be_attention(k, &p, 4, 6, 2, 16, 3, 5);
 	be_attention(k, &p, 9, 8, 2, 64, 200, 64);
@@ -5554,6 +5575,9 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention(k, &p, 4, 16, 8, 256, 2000, 1024);
 	be_attention(k, &p, 1, 64, 8, 128, 700, 512);
 	be_attention(k, &p, 4, 64, 8, 128, 2000, 512);
+	/* their prompts: flash attention walking each block's windows */
+	be_attention(k, &p, 300, 16, 8, 256, 900, 1024);
+	be_attention(k, &p, 200, 64, 8, 128, 600, 512);
 	/* an image block's rows seeing the block (gemma4's bidirectional vision rows, a
 	 * tower's full attention): causal text around it, with and without a window */
 	be_attention_hi(k, &p, 1, 4, 2, 64, 10, 0, 1, 0);
@@ -6161,7 +6185,7 @@ bench_attn(struct kc *k, int NH, int NKV, int HD)
 			gchk(k, gpu_mark(k->g, 0));
 			if (c == 0)
 				gchk(k, gpu_attention_prefill(k->g, q, K, V, o, M, NH, NKV, HD, 0, scale,
-				    0));
+				    0, 0));
 			else
 				for (int r0 = 0; r0 < M; r0 += R)
 					gchk(k, gpu_attention(k->g, q + (size_t)r0 * NH * HD, K, V,

@@ -11,7 +11,13 @@
  * vector, p = e^(s - m_new) in place, then acc = alpha acc + p V and l =
  * alpha l + sum p.  The end: out = acc / l.  Every vector sees position 0
  * in the first tile, so m is finite from then on (masked scores give p = 0,
- * alpha = 1).  K and V tiles have a buffer each, filled by cp.async while
+ * alpha = 1).  With a sliding window (window > 0: the row at position i
+ * sees i - window < j <= i) the block starts at the tile of its first
+ * row's first position (apf_j0: a multiple of APF_BK) and positions before
+ * a row's window are masked too; a vector whose window starts in a later
+ * tile sees nothing in the first (apf_sexp: p = 0, alpha = 1, m stays
+ * -inf), so each row's sums are the same tiles and the same steps in any
+ * block.  K and V tiles have a buffer each, filled by cp.async while
  * the block computes: V while the scores of its tile are made, the next K
  * while P V runs; four barriers a tile.
  *
@@ -85,6 +91,8 @@ struct apf_args {
 	int	m, nh, nkv, hd, p0;
 	float	scale;
 	int	full;		/* every row sees positions < p0 + m; else causal */
+	int	window;		/* > 0 (causal only): the row at position i sees keys
+				 * j with i - window < j <= i only; 0: every earlier */
 };
 
 template <int HDP, int BQ>
@@ -138,12 +146,30 @@ apf_last(const apf_args &A, int r)
 	return A.full ? A.p0 + A.m - 1 : A.p0 + r;
 }
 
+/* The first position row r sees: 0, or with a window its window's first. */
+APF_HD int
+apf_first(const apf_args &A, int r)
+{
+	int f = A.p0 + r - A.window + 1;
+
+	return A.window > 0 && f > 0 ? f : 0;
+}
+
 /* Positions the block at vector i0 sees: 0 .. the last its last row sees. */
 template <int BQ>
 APF_HD int
 apf_npos(const apf_args &A, int i0)
 {
 	return apf_last(A, apf_row(A, i0 + BQ - 1)) + 1;
+}
+
+/* The block's first tile: the one holding the first position its first row
+ * sees (tiles at multiples of APF_BK, whatever the block: a row's sums are
+ * the same tiles in any block). */
+APF_HD int
+apf_j0(const apf_args &A, int i0)
+{
+	return apf_first(A, apf_row(A, i0)) / APF_BK * APF_BK;
 }
 
 /* Q of the tile to shared memory (zeros past hd and past the last vector), m = -inf. */
@@ -244,9 +270,11 @@ apf_scores(const apf_args &A, const apf_sh &s, int i0, int j0, int tid)
 		int pos = j0 + kg + 16 * j;
 		float v[4];
 		APF_UNROLL
-		for (int i = 0; i < 4; i++)
-			v[i] = pos <= apf_last(A, apf_row(A, i0 + 4 * qg + i)) ?
+		for (int i = 0; i < 4; i++) {
+			int r = apf_row(A, i0 + 4 * qg + i);
+			v[i] = pos <= apf_last(A, r) && pos >= apf_first(A, r) ?
 			    APF_MUL(sc[i][j], A.scale) : -INFINITY;
+		}
 		*(float4 *)(s.pt + (kg + 16 * j) * D::LDP + 4 * qg) =
 		    make_float4(v[0], v[1], v[2], v[3]);
 	}
@@ -267,7 +295,10 @@ apf_smax(const apf_sh &s, int t, int tid)
 }
 
 /* After the quad's apf_smax (a __syncwarp apart): p = e^(s - mn) in place at
- * positions part, part + 4, ..; part 0 keeps the new m and alpha. */
+ * positions part, part + 4, ..; part 0 keeps the new m and alpha.  A vector
+ * that has seen no position yet (mn -inf: tiles before its window) gets p
+ * = 0 and alpha = 1: its acc and l stay 0, and its first tile with a
+ * position scales them by e^-inf = 0, as a block that starts there does. */
 template <int HDP, int BQ>
 APF_HD void
 apf_sexp(const apf_sh &s, int t, int tid, float mn)
@@ -278,11 +309,11 @@ apf_sexp(const apf_sh &s, int t, int tid, float mn)
 	APF_UNROLL
 	for (int j = 0; j < APF_BK / 4; j++) {
 		float *p = s.pt + (part + 4 * j) * D::LDP + q;
-		*p = expf(*p - mn);
+		*p = mn == -INFINITY ? 0.0f : expf(*p - mn);
 	}
 	if (part == 0) {
 		s.m[((t + 1) & 1) * BQ + q] = mn;
-		s.alpha[q] = expf(s.m[(t & 1) * BQ + q] - mn);
+		s.alpha[q] = mn == -INFINITY ? 1.0f : expf(s.m[(t & 1) * BQ + q] - mn);
 	}
 }
 

@@ -1779,14 +1779,13 @@ hi_full(const int32_t *hi, int m, int p0)
 
 /*
  * Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx
- * rows); a prompt of more than GPU_MATVEC_MAX_ROWS rows at p0 by
- * gpu_attention_prefill (heads a multiple of 32), but with a sliding window
- * (a->window > 0) by the split-K kernel 16 rows at a time too (the flash
- * kernel has no window: its rows are the decode's bits then, and each
- * reads its window only), and so with a->hi or a->ring (gpu_attention_hi),
- * save one a->hi of rows that all see the call's last key (a vision
- * tower's whole image): gpu_attention_prefill's full mode then, heads a
- * multiple of 4 (the 31B tower's are 72).
+ * rows); a prompt of more than the step rows at p0 by gpu_attention_prefill
+ * (heads a multiple of 32), a sliding window's too (a->window > 0: the
+ * kernel walks each block's windows only); with a->hi or a->ring by the
+ * split-K kernel 16 rows at a time (gpu_attention_hi), save one a->hi of
+ * rows that all see the call's last key (a vision tower's whole image, no
+ * window): gpu_attention_prefill's full mode then, heads a multiple of 4
+ * (the 31B tower's are 72).
  */
 static int
 attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq, int qhs,
@@ -1803,11 +1802,11 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	/* a prompt: flash attention (its own order; decode and verify, m <= the
 	 * step rows, keep the split-K kernel's, whose rows are batch-invariant) */
 	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd <= GPU_HEAD_MAX &&
-	    (hd % 32 == 0 || (full && hd % 4 == 0)) && a->window == 0 &&
+	    (hd % 32 == 0 || (full && hd % 4 == 0)) && (a->window == 0 || a->hi == NULL) &&
 	    (a->hi == NULL || full) && a->ring == 0 &&
 	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
 		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,
-		    a->scale, full) != 0)
+		    a->scale, full, a->window) != 0)
 			return gfail(be, "attention");
 		return 0;
 	}

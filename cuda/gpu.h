@@ -514,11 +514,14 @@ int	gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const 
  * sums: a row agrees with gpu_attention's within float tolerance, not bit
  * for bit (decode and verify stay on gpu_attention).  full: every row sees
  * every key of the call (positions < pos0 + nq: a vision tower's whole
- * image), not causal.
+ * image), not causal.  window > 0 (causal only): a sliding window, the row
+ * at position i sees the keys j with i - window < j <= i (gemma4's and
+ * step35's sliding layers); each block walks only its rows' windows, and a
+ * row's sums do not depend on the block or the call it is in.
  */
 int	gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k,
 	    const float *d_v, float *d_out, int nq, int nh, int nkv, int hd, int pos0,
-	    float scale, int full);
+	    float scale, int full, int window);
 
 /*
  * gpu_attention (d_pos NULL, at pos0) or gpu_attention_dpos (at *d_pos,

@@ -1006,8 +1006,10 @@ k_attn_prefill(apf_args A)
 	apf_carve<HDP, BQ>((float *)apf_mem, &s);
 	apf_acc_zero<HDP>(r);
 	apf_load_q<HDP, BQ>(A, s, kvh, i0, tid);
-	apf_copy<HDP, BQ>(A, A.K, s.k, kvh, 0, npos, tid);
-	for (int t = 0, j0 = 0; j0 < npos; t++, j0 += APF_BK) {
+	int js = apf_j0(A, i0);
+
+	apf_copy<HDP, BQ>(A, A.K, s.k, kvh, js, npos, tid);
+	for (int t = 0, j0 = js; j0 < npos; t++, j0 += APF_BK) {
 		apf_wait();
 		__syncthreads();
 		apf_copy<HDP, BQ>(A, A.V, s.v, kvh, j0, npos, tid);
@@ -1042,16 +1044,19 @@ attn_prefill_run(struct gpu *g, const apf_args &A)
 
 extern "C" int
 gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
-    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale, int full)
+    float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale, int full,
+    int window)
 {
-	apf_args A = { d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, scale, full != 0 };
+	apf_args A = { d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, scale, full != 0,
+	    window };
 	uintptr_t al = ((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v | (uintptr_t)d_out) & 15;
 
 	if (nq < 1 || nh < 1 || nkv < 1 || nh % nkv || hd < 4 || hd > GPU_HEAD_MAX || hd % 4 ||
 	    pos0 < 0 || al != 0 || (int64_t)nq * nh > INT32_MAX / 256 ||
-	    (int64_t)pos0 + nq > INT32_MAX / 2)
-		return gpu_fail(g, "attention prefill: nq=%d nh=%d nkv=%d hd=%d pos0=%d%s", nq, nh,
-		    nkv, hd, pos0, al ? " (not 16-byte aligned)" : "");
+	    (int64_t)pos0 + nq > INT32_MAX / 2 || window < 0 || (full && window > 0))
+		return gpu_fail(g, "attention prefill: nq=%d nh=%d nkv=%d hd=%d pos0=%d window=%d%s%s",
+		    nq, nh, nkv, hd, pos0, window, full ? " full" : "",
+		    al ? " (not 16-byte aligned)" : "");
 	/* 64 vectors a block while that still fills two blocks a multiprocessor
 	 * (heads of 256: always 32, 103 KB of shared memory, two a multiprocessor;
 	 * of 512: 32, 199 KB, one) */

@@ -41,7 +41,7 @@ emu_cc() {
 	    lib/quant*.c lib/util.c -lm
 }
 
-@test "attn-prefill-emu: k_attn_prefill's phases against attention in double" {
+@test "attn-prefill-emu: k_attn_prefill's phases against attention in double (causal, full, sliding windows), each row the bits of a call of its own" {
 	need_cxx c++17 vector
 	g++ -O2 -std=c++17 -ffp-contract=off -Icuda -o "$D/aemu" tools/attn-prefill-emu.cc
 	emu_run "$D/aemu"

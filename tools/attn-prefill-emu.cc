@@ -9,8 +9,10 @@
  * buffer NaN from a cp.async's issue to its wait (a read of a tile in
  * flight shows), the output
  * with NaN (a row not written shows), then compares with attention in
- * double at kernel-check's tolerance, |got - ref| <= 1e-5 (1 + |ref|), causal and
- * in full mode (every row every key of the call).
+ * double at kernel-check's tolerance, |got - ref| <= 1e-5 (1 + |ref|), causal,
+ * in full mode (every row every key of the call) and with sliding windows;
+ * and that a row's bits do not depend on the call it is in (each shape's
+ * rows again as calls of one row: the same tiles, the same steps).
  * Keep it in step with the kernel.
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   g++ -O2 -std=c++17 -ffp-contract=off -Icuda -o /tmp/aemu tools/attn-prefill-emu.cc && /tmp/aemu
@@ -53,8 +55,8 @@ emu(const apf_args &A, int rev)
 		/* a cp.async lands between its issue and its wait: the buffer
 		 * is NaN from the issue, the tile there at the wait */
 		for T(D::NT) apf_acc_zero<HDP>(acc[tid]); apf_load_q<HDP, BQ>(A, s, kvh, i0, tid); }
-		int kj = 0;	/* the K tile in flight */
-		for (int t = 0, j0 = 0; j0 < npos; t++, j0 += APF_BK) {
+		int js = apf_j0(A, i0), kj = js;	/* the K tile in flight */
+		for (int t = 0, j0 = js; j0 < npos; t++, j0 += APF_BK) {
 			for T(D::NT) apf_copy<HDP, BQ>(A, A.K, s.k, kvh, kj, npos, tid); }
 			memset(s.v, 0xff, tile);
 			for T(D::NT) apf_scores<HDP, BQ>(A, s, i0, j0, tid); }
@@ -70,15 +72,31 @@ emu(const apf_args &A, int rev)
 }
 #undef T
 
+static void
+run(const apf_args &A, int bq, int rev)
+{
+	int hdp = A.hd <= 64 ? 64 : A.hd <= 128 ? 128 : A.hd <= 256 ? 256 : 512;
+
+	switch (hdp + (bq == 64)) {	/* as gpu_attention_prefill: 32 at 256, 512 */
+	case 64: emu<64, 32>(A, rev); break;
+	case 65: emu<64, 64>(A, rev); break;
+	case 128: emu<128, 32>(A, rev); break;
+	case 129: emu<128, 64>(A, rev); break;
+	case 256: case 257: emu<256, 32>(A, rev); break;
+	default: emu<512, 32>(A, rev); break;
+	}
+}
+
 static int
-check(int m, int nh, int nkv, int hd, int p0, int bq, int full)
+check(int m, int nh, int nkv, int hd, int p0, int bq, int full, int win)
 {
 	int n = p0 + m, G = nh / nkv, bad = 0;
 	size_t nq = (size_t)m * nh * hd, nkvel = (size_t)n * nkv * hd;
 	std::vector<float> q(nq), K(nkvel), V(nkvel), o(nq);
 	std::vector<double> ref(nq), p(n);
 	float scale = 2.0f / sqrtf((float)hd);
-	apf_args A = { q.data(), K.data(), V.data(), o.data(), m, nh, nkv, hd, p0, scale, full };
+	apf_args A = { q.data(), K.data(), V.data(), o.data(), m, nh, nkv, hd, p0, scale, full,
+	    win };
 	double maxd = 0;
 
 	for (auto &x : q) x = unif(-1, 1);
@@ -88,19 +106,20 @@ check(int m, int nh, int nkv, int hd, int p0, int bq, int full)
 		for (int h = 0; h < nh; h++) {
 			const float *qh = &q[((size_t)t * nh + h) * hd];
 			int kvh = h / G, np = full ? n : p0 + t + 1;
+			int j1 = win > 0 && p0 + t - win + 1 > 0 ? p0 + t - win + 1 : 0;
 			double mx = -INFINITY, l = 0;
-			for (int j = 0; j < np; j++) {
+			for (int j = j1; j < np; j++) {
 				double sc = 0;
 				for (int i = 0; i < hd; i++)
 					sc += (double)qh[i] * K[((size_t)j * nkv + kvh) * hd + i];
 				p[j] = sc * scale;
 				mx = p[j] > mx ? p[j] : mx;
 			}
-			for (int j = 0; j < np; j++)
+			for (int j = j1; j < np; j++)
 				l += p[j] = exp(p[j] - mx);
 			for (int i = 0; i < hd; i++) {
 				double sv = 0;
-				for (int j = 0; j < np; j++)
+				for (int j = j1; j < np; j++)
 					sv += p[j] * V[((size_t)j * nkv + kvh) * hd + i];
 				ref[((size_t)t * nh + h) * hd + i] = sv / l;
 			}
@@ -108,15 +127,7 @@ check(int m, int nh, int nkv, int hd, int p0, int bq, int full)
 	for (int rev = 1; rev >= 0; rev--) {
 		std::vector<float> prev = o;
 		memset(o.data(), 0xff, nq * sizeof(float));
-		int hdp = hd <= 64 ? 64 : hd <= 128 ? 128 : hd <= 256 ? 256 : 512;
-		switch (hdp + (bq == 64)) {	/* as gpu_attention_prefill: 32 at 256, 512 */
-		case 64: emu<64, 32>(A, rev); break;
-		case 65: emu<64, 64>(A, rev); break;
-		case 128: emu<128, 32>(A, rev); break;
-		case 129: emu<128, 64>(A, rev); break;
-		case 256: case 257: emu<256, 32>(A, rev); bq = 32; break;
-		default: emu<512, 32>(A, rev); bq = 32; break;
-		}
+		run(A, bq, rev);
 		for (size_t i = 0; i < nq; i++) {
 			double d = fabs((double)o[i] - ref[i]);
 			if (!(d <= 1e-5 * (1 + fabs(ref[i]))))
@@ -129,15 +140,32 @@ check(int m, int nh, int nkv, int hd, int p0, int bq, int full)
 			bad++;
 		}
 	}
-	printf("m=%-4d h=%d/%d hd=%-3d p0=%-4d bq=%d%s maxdiff=%-10.3g %s\n", m, nh, nkv, hd, p0, bq,
-	    full ? " full" : "", maxd, bad ? "FAIL" : "OK");
+	if (!full) {	/* each row alone, a call of its own at its position */
+		std::vector<float> one(nq);
+		for (int t = 0; t < m; t++) {
+			apf_args B = A;
+			B.q = &q[(size_t)t * nh * hd], B.o = &one[(size_t)t * nh * hd];
+			B.m = 1, B.p0 = p0 + t;
+			run(B, bq, 0);
+		}
+		if (memcmp(one.data(), o.data(), nq * sizeof(float)) != 0) {
+			printf("a row alone differs\n");
+			bad++;
+		}
+	}
+	if (hd > 128)
+		bq = 32;
+	printf("m=%-4d h=%d/%d hd=%-3d p0=%-4d bq=%d%s", m, nh, nkv, hd, p0, bq, full ? " full" : "");
+	if (win)
+		printf(" window=%d", win);
+	printf(" maxdiff=%-10.3g %s\n", maxd, bad ? "FAIL" : "OK");
 	return bad != 0;
 }
 
 int
 main(void)
 {
-	static const int sh[][7] = {	/* m, nh, nkv, hd, p0, bq, full */
+	static const int sh[][8] = {	/* m, nh, nkv, hd, p0, bq, full, window */
 		{ 17, 4, 1, 256, 0, 32 }, { 17, 16, 4, 256, 300, 32 }, { 40, 8, 8, 128, 0, 32 },
 		{ 40, 8, 1, 64, 2047, 64 }, { 100, 4, 1, 128, 300, 32 }, { 100, 8, 1, 64, 0, 64 },
 		{ 512, 4, 1, 256, 0, 32 }, { 300, 8, 4, 128, 10, 64 }, { 100, 6, 2, 96, 130, 32 },
@@ -150,11 +178,20 @@ main(void)
 		 * row sees every key of the call (a tower's whole image) */
 		{ 50, 4, 2, 72, 10, 32 }, { 300, 16, 16, 72, 0, 64, 1 }, { 100, 8, 2, 72, 50, 32, 1 },
 		{ 70, 4, 4, 64, 0, 64, 1 }, { 40, 6, 2, 256, 10, 32, 1 }, { 33, 2, 2, 20, 0, 32, 1 },
+		/* sliding windows (gemma4's, step35's sliding layers): blocks start at their
+		 * first row's window; vectors whose window starts a tile later (G 8: 4 rows
+		 * a block of 32, 8 of 64); windows of 1, not a multiple of the tile, past
+		 * every key (= causal) */
+		{ 200, 16, 8, 256, 0, 32, 0, 64 }, { 100, 16, 2, 128, 1000, 32, 0, 33 },
+		{ 150, 8, 8, 64, 40, 64, 0, 100 }, { 120, 64, 8, 128, 0, 64, 0, 40 },
+		{ 70, 4, 4, 128, 5, 32, 0, 1 }, { 60, 8, 1, 512, 300, 32, 0, 40 },
+		{ 90, 4, 2, 256, 0, 32, 0, 4096 }, { 40, 8, 2, 96, 700, 32, 0, 257 },
 	};
 	int bad = 0;
 
 	for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
-		bad += check(sh[i][0], sh[i][1], sh[i][2], sh[i][3], sh[i][4], sh[i][5], sh[i][6]);
+		bad += check(sh[i][0], sh[i][1], sh[i][2], sh[i][3], sh[i][4], sh[i][5], sh[i][6],
+		    sh[i][7]);
 	printf(bad ? "%d FAILED\n" : "ALL OK\n", bad);
 	return bad != 0;
 }
