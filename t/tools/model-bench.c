@@ -13,7 +13,8 @@
  * first token of a running server), then times reps runs of n decode steps (one row,
  * last logits read back to the host each step: what a sampler needs) and
  * reports the median tok/s, the weight bytes one step reads (every trunk
- * matrix and the output head; not token_embd or the MTP layer) and the
+ * matrix and the output head, an expert stack's n_used of n_exp experts;
+ * not token_embd or the MTP layer) and the
  * rate against -B, the measured device copy bandwidth.  Then the cost of
  * a verify forward of m = 2..kmax+1 rows (logits of every row) relative to
  * one decode step, rolled back after each.  Token ids are fixed, not
@@ -478,9 +479,13 @@ dflash_bench(struct model *md, int ctx, double step)
 	free(tp), free(pid), free(d.vt), free(d.o.cand), free(d.o.lat);
 }
 
-/* Bytes of the matrices one decode step reads (GGUF only; 0 otherwise). */
+/*
+ * Bytes of the matrices one decode step reads (GGUF only; 0 otherwise): an
+ * expert stack (a tensor named *_exps.*) only its n_used of n_exp experts,
+ * the token embeddings (a row each) and the MTP block (not run) none.
+ */
 static double
-step_bytes(const char *path, int n_layer)
+step_bytes(const char *path, const struct model_hparams *hp)
 {
 	char err[UTIL_ERRLEN], mtp[32];
 	struct gguf *g = gguf_open(path, err);
@@ -488,12 +493,15 @@ step_bytes(const char *path, int n_layer)
 
 	if (g == NULL)
 		return 0;
-	snprintf(mtp, sizeof mtp, "blk.%d.", n_layer);
+	snprintf(mtp, sizeof mtp, "blk.%d.", hp->n_layer);
 	for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
 		const struct gguf_tensor *t = gguf_tensor(g, i);
 		if (strcmp(t->name, "token_embd.weight") == 0 || strncmp(t->name, mtp, strlen(mtp)) == 0)
 			continue;
-		b += (double)t->nbytes;
+		if (strstr(t->name, "_exps.") != NULL && hp->n_expert > 0)
+			b += (double)t->nbytes * hp->n_expert_used / hp->n_expert;
+		else
+			b += (double)t->nbytes;
 	}
 	gguf_close(g);
 	return b;
@@ -650,7 +658,7 @@ main(int argc, char *argv[])
 		    dt[r] * 1e3, 1 / dt[r]);
 	}
 	step = median(dt, reps);
-	bytes = step_bytes(path, hp->n_layer);
+	bytes = step_bytes(path, hp);
 	printf("decode-median\tctx\t%d\tn\t%d\treps\t%d\ttok_s\t%.2f\tbytes_per_tok\t%.0f\t"
 	    "GB_s\t%.1f\tof_copy\t%.3f\n", ctx, n, reps, 1 / step, bytes, bytes / step / 1e9,
 	    bw > 0 ? bytes / step / 1e9 / bw : 0);
