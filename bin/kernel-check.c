@@ -1939,6 +1939,29 @@ check_attention(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int pf)
 	check_attention_win(k, nq, nh, nkv, hd, pos0, pf, 0);
 }
 
+/*
+ * gpu_upload_weight (a weight's file bytes to the device: from 16 MiB on
+ * through two pinned buffers in turn) of n floats: the device's copy
+ * downloaded equals the host's bit for bit.
+ */
+static void
+check_upload_weight(struct kc *k, int64_t n)
+{
+	float *h = frand(k, n, -1, 1), *o = xmalloc((size_t)n * sizeof *o);
+	void *d = gpu_alloc(k->g, (size_t)n * 4);
+	char shape[64];
+
+	if (d == NULL)
+		die(1, "gpu: %s", gpu_errmsg(k->g));
+	gchk(k, gpu_upload_weight(k->g, d, h, (size_t)n * 4));
+	dget(k, o, d, (size_t)n * 4);
+	brk(k, o, n);
+	snprintf(shape, sizeof shape, "%lld bytes", (long long)n * 4);
+	same_bits(k, "upload weight", shape, o, h, n);
+	free(h), free(o);
+	gpu_free(k->g, d);
+}
+
 static void
 check_argmax(struct kc *k, int rows, int64_t n)
 {
@@ -2331,6 +2354,10 @@ check_all(struct kc *k)
 	check_attention_win(k, 70, 4, 4, 128, 5, 1, 1);
 	check_attention_win(k, 100, 8, 1, 512, 300, 1, 40);
 	check_attention_win(k, 150, 4, 2, 256, 0, 1, 4096);
+	/* weights' uploads: plain, one staging buffer's worth, three (the first again) */
+	check_upload_weight(k, 1000);
+	check_upload_weight(k, (16 << 20) / 4);
+	check_upload_weight(k, (40 << 20) / 4 + 3086);
 	check_argmax(k, 3, 248320);
 	check_argmax(k, 5, 1000);
 	check_topk(k, 3, 248320, 40, 0.7f);

@@ -1127,7 +1127,7 @@ upload(struct backend *be, const void *h, size_t n)
 	struct gpu *g = CB(be)->g;
 	void *d = gpu_alloc(g, n);
 
-	if (d == NULL || gpu_upload(g, d, h, n) != 0 || gpu_sync(g) != 0) {
+	if (d == NULL || gpu_upload_weight(g, d, h, n) != 0) {
 		util_err(be->err, "weight: %zu bytes: %s", n, gpu_errmsg(g));
 		gpu_free(g, d);
 		return NULL;

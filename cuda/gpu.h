@@ -58,6 +58,10 @@ int	gpu_mem_info(struct gpu *g, size_t *free_b, size_t *total);
  * thread that drives several devices calls it before each one's work. */
 int	gpu_use(struct gpu *g);
 int	gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n);
+/* A weight's n bytes from host memory (pageable: mmap'd file bytes) to
+ * d_dst, done on return: from 16 MiB on through two pinned staging buffers
+ * the CPU fills in turn while the device copies out of the other. */
+int	gpu_upload_weight(struct gpu *g, void *d_dst, const void *src, size_t n);
 int	gpu_download(struct gpu *g, void *dst, const void *d_src, size_t n);
 int	gpu_copy(struct gpu *g, void *d_dst, const void *d_src, size_t n);
 int	gpu_memset(struct gpu *g, void *d, int byte, size_t n);

@@ -39,6 +39,8 @@ struct gpu {
 	unsigned gen;			/* bumped when device memory is freed or the scratch
 					 * moves: a graph recorded before may be stale */
 	cudaEvent_t mark[GPU_MARKS];
+	void   *stage[2];		/* gpu_upload_weight's pinned buffers (GPU_STAGE bytes) */
+	cudaEvent_t stage_ev[2];	/* the copy out of each done */
 	struct gpu_prof *prof;		/* gpu_prof_*: NULL until the first begin */
 	char	name[128];
 	char	err[GPU_ERRLEN];
