@@ -553,27 +553,38 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 
 /*
  * The experts grouped (gpu_impl.cuh's moe_group), by tensor cores: block
- * (x, t0 + blockIdx.y) takes rows 16 x .. of tile t0 + blockIdx.y's
- * expert e (first f, count n <= GPU_MOE_MT) on the gathered Q8_K rows f ..
- * f + n - 1 into y[perm[f + j]][rows] (mvkt_rows with NT 1 for n <= 8,
- * else 2; 4 past 16, should GPU_MOE_MT grow to 32): k_moe_mvkg's bits
- * (k_mvk's at L for each row, whatever m).  An empty tile writes nothing;
- * bucket n_exp (the ids outside [0, n_exp)) NaN rows.  mvkt_moe_block: a
+ * (x, t0 + blockIdx.y) takes rows 16 x .. of tile t = t0 + blockIdx.y's
+ * expert e (first f, count n <= GPU_MOE_MT) and, when t is the first of a
+ * pair (its index in the bucket even) and the bucket goes on in tile t +
+ * 1, that tile's rows too (they follow on: a bucket's tiles but its last
+ * hold GPU_MOE_MT), as k_moe_mv8t pairs them: a weight row is read once
+ * for up to 32 input rows; a pair's second tile is left to its first's
+ * block.  On the gathered Q8_K rows f .. f + n - 1 into y[perm[f + j]][rows]
+ * (mvkt_rows with NT 1 for n <= 8, 2 for n <= 16, else 4): k_moe_mvkg's
+ * bits (k_mvk's at L for each row, whatever m).  An empty tile writes
+ * nothing; bucket n_exp (the ids outside [0, n_exp)) NaN rows.  nt: the
+ * tiles there are (tile t + 1 read only below it).  mvkt_moe_block: a
  * block's work (sm its shared memory), after pdl_enter.
  */
 template <int T, int L>
 __device__ __forceinline__ void
 mvkt_moe_block(uint8_t *sm, const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb,
-    size_t rb, int n_exp, const int4 *__restrict__ tile, int t0,
+    size_t rb, int n_exp, const int4 *__restrict__ tile, int t0, int nt,
     const int32_t *__restrict__ perm, const int8_t *__restrict__ q,
     const float *__restrict__ dk, const int16_t *__restrict__ bs, float *y, const float *scale)
 {
-	static_assert(GPU_MOE_MT <= QKT_MAX_M, "k_moe_mvkt: a tile in one block");
+	static_assert(2 * GPU_MOE_MT <= QKT_MAX_M, "k_moe_mvkt: a pair of tiles in one block");
 	int64_t r0 = (int64_t)blockIdx.x * QKT_R;
-	int4 tl = tile[t0 + (int)blockIdx.y];
+	int t = t0 + (int)blockIdx.y;
+	int4 tl = tile[t];
 	int e = tl.x, f = tl.y, n = tl.z;
-	if (n == 0)
+	if (n == 0 || (tl.w & 1))	/* empty; a pair's second */
 		return;
+	if (n == GPU_MOE_MT && t + 1 < nt) {
+		int4 t2 = tile[t + 1];
+		if (t2.z > 0 && t2.x == e)
+			n += t2.z;
+	}
 	if (e < 0 || e >= n_exp) {
 		for (int it = threadIdx.x; it < QKT_R * n; it += QKT_THREADS)
 			if (r0 + it % QKT_R < rows)
@@ -587,9 +598,9 @@ mvkt_moe_block(uint8_t *sm, const uint8_t *__restrict__ W, size_t ebytes, int64_
 	const int16_t *bf = bs + (size_t)f * nb * 16;
 	if (n <= 8)	/* block-uniform */
 		mvkt_rows<T, L, 1>(sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f, y, scale);
-	else if (GPU_MOE_MT <= 16 || n <= 16)
+	else if (n <= 16)
 		mvkt_rows<T, L, 2>(sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f, y, scale);
-	else if constexpr (GPU_MOE_MT > 16)	/* (tiles of up to 32 rows) */
+	else
 		mvkt_rows<T, L, 4>(sm, We, rb, r0, rows, nb, qf, df, bf, n, perm + f, y, scale);
 }
 
@@ -642,15 +653,15 @@ mvkt_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
 template <int T, int L>
 __global__ void __launch_bounds__(QKT_THREADS, 1)
 k_moe_mvkt(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, size_t rb,
-    int n_exp, const int4 *__restrict__ tile, int t0, const int32_t *__restrict__ perm,
+    int n_exp, const int4 *__restrict__ tile, int t0, int nt, const int32_t *__restrict__ perm,
     const int8_t *__restrict__ q, const float *__restrict__ dk,
     const int16_t *__restrict__ bs, float *y, const float *scale)
 {
 	extern __shared__ int4 qkt_sm[];
 
 	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
-	mvkt_moe_block<T, L>((uint8_t *)qkt_sm, W, ebytes, rows, nb, rb, n_exp, tile, t0, perm, q,
-	    dk, bs, y, scale);
+	mvkt_moe_block<T, L>((uint8_t *)qkt_sm, W, ebytes, rows, nb, rb, n_exp, tile, t0, nt, perm,
+	    q, dk, bs, y, scale);
 }
 
 /* k_moe_mvkt on the grouped rows (qk_moe_grouped's checks done). */
@@ -663,7 +674,7 @@ mvkt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 	size_t rb = (size_t)nb * mvk_bs<T>::v;
 	int s1 = qkt_dim<T, L, 1>::SMEM, s2 = qkt_dim<T, L, 2>::SMEM, sh = s1 > s2 ? s1 : s2;
 
-	if (GPU_MOE_MT > 16 && qkt_dim<T, L, 4>::SMEM > sh)
+	if (qkt_dim<T, L, 4>::SMEM > sh)	/* (a pair of tiles) */
 		sh = qkt_dim<T, L, 4>::SMEM;
 
 	if (gpu_smem(g, k_moe_mvkt<T, L>, sh, "matvec_q8k tc") != 0)
@@ -671,8 +682,8 @@ mvkt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, int n_exp,
 	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
 		dim3 grid((unsigned)((rows + QKT_R - 1) / QKT_R), (unsigned)min(G->nt - t0, 65535));
 		gpu_launch(g, k_moe_mvkt<T, L>, grid, QKT_THREADS, (size_t)sh, (const uint8_t *)w,
-		    rb * (size_t)rows, rows, nb, rb, n_exp, G->tile, t0, G->perm, q, dk, bs, y,
-		    scale);
+		    rb * (size_t)rows, rows, nb, rb, n_exp, G->tile, t0, G->nt, G->perm, q, dk, bs,
+		    y, scale);
 		GPU_LAUNCHED(g, "moe matvec_q8k grouped tc");
 	}
 	return 0;

@@ -861,7 +861,9 @@ static void check(int t, int64_t rows, int ne0, int m, int rbytes, const float *
  * ids last), tiles of up to 16 slots of a bucket, the Q8_K rows gathered
  * in that order; each tile's blocks as k_moe_mvkt runs them (mvkt_rows on
  * the expert's rows, m = the tile's count, y by perm; NaN rows for the bad
- * bucket) against k_mvk one slot at a time (k_moe_mvk: k_mvk<T, 1, L>).
+ * bucket; with -k its own mvkt_moe_block, a pair of a bucket's tiles in
+ * one block of m up to 32) against k_mvk one slot at a time (k_moe_mvk:
+ * k_mvk<T, 1, L>).
  */
 static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 {
@@ -870,7 +872,7 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 	struct xin X, G;
 	uint8_t *W = weights(t, n_exp * rows, ne0, 0);
 	int32_t *ids = malloc(sizeof(int32_t) * ns), *perm = malloc(sizeof(int32_t) * ns);
-	int (*tile)[3] = malloc(sizeof(int[3]) * ns);
+	int (*tile)[4] = malloc(sizeof(int[4]) * ns);
 	float *y = malloc(sizeof(float) * ns * rows);
 	long bad = 0;
 
@@ -884,6 +886,7 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 				perm[np++] = s;
 		for (int i = f; i < np; i += 16) {
 			tile[nt][0] = e, tile[nt][1] = i, tile[nt][2] = np - i < 16 ? np - i : 16;
+			tile[nt][3] = (i - f) / 16;	/* its index in the bucket: pairs */
 			nt++;
 		}
 	}
@@ -904,7 +907,7 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 		int *t4 = malloc(sizeof(int) * 4 * nt);
 		for (int ti = 0; ti < nt; ti++)
 			t4[4 * ti] = tile[ti][0], t4[4 * ti + 1] = tile[ti][1],
-			t4[4 * ti + 2] = tile[ti][2], t4[4 * ti + 3] = 0;
+			t4[4 * ti + 2] = tile[ti][2], t4[4 * ti + 3] = tile[ti][3];
 		kern_moe(t, L, W, (size_t)rows * rb, rows, nb, rb, n_exp, t4, nt, perm, G.q, G.dk,
 		    G.bs, y, NULL, rnd);
 		free(t4);
@@ -993,12 +996,14 @@ int main(int argc, char **argv)
 				nfail++;
 			free(X.q), free(X.dk), free(X.bs);
 		}
-	/* the experts grouped: 12 of 23 x 512, 5 of 40 x 2048 (tiles of 1..16);
-	 * IQ4_XS also 6 of 24 x 1280 (Step's rows of 5 super-blocks: experts and
-	 * rows 8 mod 16 bytes) */
+	/* the experts grouped: 12 of 23 x 512, 5 of 40 x 2048 (tiles of 1..16),
+	 * 2 of 23 x 512 with about 40 slots each (pairs of tiles: 32 rows a
+	 * block, then a lone tile); IQ4_XS also 6 of 24 x 1280 (Step's rows of 5
+	 * super-blocks: experts and rows 8 mod 16 bytes) */
 	for (int ti = 0; ti < nts; ti++) {
 		check_moe(ts[ti], 12, 23, 512, 30, 4);
 		check_moe(ts[ti], 5, 40, 2048, 24, 2);
+		check_moe(ts[ti], 2, 23, 512, 40, 2);
 	}
 	if (nts > 3)
 		check_moe(T_IQ4_XS, 6, 24, 1280, 20, 4);

@@ -323,7 +323,7 @@ struct rows_job {
 	const float *scale;
 	/* k_moe_mvkt's */
 	size_t ebytes;
-	int n_exp, t0;
+	int n_exp, t0, ntiles;
 	const int4 *tile;
 };
 
@@ -336,7 +336,7 @@ rows_tl(void *p)
 
 	if (J->tile != NULL)
 		mvkt_moe_block<T, L>(J->sm, J->W, J->ebytes, J->rows, J->nb, J->rb, J->n_exp, J->tile,
-		    J->t0, J->perm, J->q, J->dk, J->bs, J->y, J->scale);
+		    J->t0, J->ntiles, J->perm, J->q, J->dk, J->bs, J->y, J->scale);
 	else if (J->nt == 1)
 		mvkt_rows<T, L, 1>(J->sm, J->W, J->rb, r0, J->rows, J->nb, J->q, J->dk, J->bs, J->m,
 		    J->perm, J->y, J->scale);
@@ -420,7 +420,8 @@ kern_mvkt(int T, int L, const uint8_t *W, int64_t rows, int nb, size_t rb, const
 
 /*
  * k_moe_mvkt as mvkt_moe_grouped launches it: experts ebytes apart,
- * tile[nt] (expert, first, count, 0), perm, the gathered rows q, dk, bs.
+ * tile[nt] (expert, first, count, index in the bucket), perm, the gathered
+ * rows q, dk, bs.
  */
 extern "C" void
 kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, size_t rb,
@@ -435,7 +436,8 @@ kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, si
 		tl[t] = int4{ tile[4 * t], tile[4 * t + 1], tile[4 * t + 2], tile[4 * t + 3] };
 	memset(&J, 0, sizeof J);
 	J.T = T, J.L = L, J.W = W, J.ebytes = ebytes, J.rows = rows, J.nb = nb, J.rb = rb;
-	J.n_exp = n_exp, J.tile = tl.data(), J.t0 = 0, J.perm = perm, J.q = q, J.dk = dk;
+	J.n_exp = n_exp, J.tile = tl.data(), J.t0 = 0, J.ntiles = nt, J.perm = perm, J.q = q;
+	J.dk = dk;
 	J.bs = bs, J.y = y, J.scale = scale;
 	J.sm = smem(T, L, &sz);
 	for (unsigned by = 0; by < (unsigned)nt; by++)
