@@ -395,6 +395,7 @@ dot_ref(const float *wf, const float *x, int64_t rows, int64_t ne0, int m,
 static const int mv_types[] = {
 	QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1,
 	QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_NL, QUANT_IQ4_XS,
+	QUANT_Q5_0,
 };
 #define NTYPES (int)(sizeof mv_types / sizeof mv_types[0])
 
@@ -986,6 +987,14 @@ check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 }
 
 static void
+check_q45_multi(struct kc *k, int m, int64_t ne0, int ntyp)
+{
+	static const int ts[4] = { QUANT_Q4_0, QUANT_Q8_0, QUANT_Q5_0, QUANT_Q6_K };
+
+	check_multi(k, m, ne0, ntyp, ts);
+}
+
+static void
 check_iq4_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 {
 	static const int ts[4] = { QUANT_IQ4_XS, QUANT_Q8_0, QUANT_IQ4_NL, QUANT_Q6_K };
@@ -1028,9 +1037,10 @@ check_mv8_staged(struct kc *k, int t, int64_t rows, int64_t ne0, int m)
 }
 
 /*
- * Two lanes a block: Q8_0 by GPU_MV8_LANE2, NVFP4 always (how: GPU_MV8_AUTO;
- * 16 rows decode by gpu_fp4x8, one by mv8_fp4pn): against the CPU's int8
- * numerics within 1e-5, and 16 rows against one-row calls bit for bit.
+ * Two lanes a block: Q8_0 by GPU_MV8_LANE2, NVFP4, Q4_0 and Q5_0 always
+ * (how: GPU_MV8_AUTO; NVFP4's 16 rows decode by gpu_fp4x8, one by
+ * mv8_fp4pn): against the CPU's int8 numerics within 1e-5, and 16 rows
+ * against one-row calls bit for bit.
  */
 static void
 check_mv8_lanes(struct kc *k, int t, int how, int64_t rows, int64_t ne0)
@@ -1091,12 +1101,12 @@ mv8_form(struct kc *k, int how, int t, const void *dw, int64_t rows, int64_t ne0
 }
 
 /*
- * The tensor-core form (GPU_MV8_TC, cuda/matvec_q8tc.cuh) of Q8_0 and
- * NVFP4 against k_mv8 (GPU_MV8_PLACE: the default's kernel below 12 rows)
- * bit for bit, m = 1, 2, 3, 7, 8, 9, 15,
+ * The tensor-core form (GPU_MV8_TC, cuda/matvec_q8tc.cuh) of Q8_0, NVFP4,
+ * Q4_0 and Q5_0 against k_mv8 (GPU_MV8_PLACE: the default's kernel below
+ * 12 rows) bit for bit, m = 1, 2, 3, 7, 8, 9, 15,
  * 16 and 17..32 (the default in launches of 16 and the rest), the weight
  * at off bytes past an aligned address (0: 16-byte aligned rows where the
- * row bytes allow it; Q8_0 2, NVFP4 4: copied by words; a few m).
+ * row bytes allow it; Q8_0, Q4_0, Q5_0 2, NVFP4 4: copied by words; a few m).
  */
 static void
 check_mv8_tc(struct kc *k, int t, int64_t rows, int64_t ne0, int off)
@@ -1156,7 +1166,7 @@ check_mv8_tc_set(struct kc *k, int t, int64_t ne0, int m)
 	int64_t ny = 0, off[3];
 	float *x = frand(k, (int64_t)m * ne0, -1, 1), *dx = dput(k, x, (size_t)m * ne0 * 4);
 	float *dscale = dput(k, sc, sizeof sc);
-	char shape[64];
+	char name[64], shape[64];
 
 	for (int i = 0; i < 3; i++) {
 		wset_new(k, &s[i], t, rs[i], ne0);
@@ -1176,9 +1186,9 @@ check_mv8_tc_set(struct kc *k, int t, int64_t ne0, int m)
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
 	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
 	snprintf(shape, sizeof shape, "3 weights scaled m=%d ne0=%lld", m, (long long)ne0);
+	snprintf(name, sizeof name, "matvec_q8_multi %s tc", quant_name(t));
 	brk(k, y[1], ny);
-	same_bits(k, t == QUANT_Q8_0 ? "matvec_q8_multi Q8_0 tc" : "matvec_q8_multi NVFP4 tc",
-	    shape, y[0], y[1], ny);
+	same_bits(k, name, shape, y[0], y[1], ny);
 	for (int i = 0; i < 3; i++)
 		wset_free(k, &s[i]);
 	free(x), free(y[0]), free(y[1]);
@@ -1285,6 +1295,16 @@ check_mv8_tc_all(struct kc *k)
 	for (int m = 1; m <= 32; m += 10) {	/* 1, 11, 21, 31 */
 		check_mv8_tc_set(k, QUANT_Q8_0, 4096, m);
 		check_mv8_tc_set(k, QUANT_NVFP4, 4096, m);
+	}
+	/* Q4_0 and Q5_0: Q8_0's shapes (rows 2 mod 4 bytes at 25 blocks), the
+	 * 26B-A4B's rows of 704 (22 blocks: a chunk and a tail), off by 2 */
+	for (int t = QUANT_Q4_0; t <= QUANT_Q5_0; t += QUANT_Q5_0 - QUANT_Q4_0) {
+		for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++)
+			check_mv8_tc(k, t, q8[i][0], q8[i][1], 0);
+		check_mv8_tc(k, t, 300, 704, 0);
+		check_mv8_tc(k, t, 300, 4096, 2);
+		for (int m = 1; m <= 32; m += 10)
+			check_mv8_tc_set(k, t, 4096, m);
 	}
 }
 
@@ -1426,6 +1446,18 @@ check_qk_all(struct kc *k)
 	check_mv8_lanes(k, QUANT_NVFP4, GPU_MV8_AUTO, 70, 448);
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 300, 4096);
 	check_mv8_lanes(k, QUANT_Q8_0, GPU_MV8_LANE2, 257, 800);	/* 25 blocks: odd rows 2-byte aligned */
+	/* Q4_0 and Q5_0 (two lanes a block, their one form): rows of 128 blocks,
+	 * 25 (2 mod 4 bytes), 22 (the 26B-A4B's down experts' 704), 1; one x for
+	 * them with Q8_0 and Q6_K (Q8_0 and Q8_K blocks), plain and fused */
+	for (int t = QUANT_Q4_0; t <= QUANT_Q5_0; t += QUANT_Q5_0 - QUANT_Q4_0) {
+		check_mv8_lanes(k, t, GPU_MV8_AUTO, 300, 4096);
+		check_mv8_lanes(k, t, GPU_MV8_AUTO, 257, 800);
+		check_mv8_lanes(k, t, GPU_MV8_AUTO, 2816, 704);
+		check_mv8_lanes(k, t, GPU_MV8_AUTO, 64, 32);
+	}
+	check_q45_multi(k, 3, 704, 3);
+	check_q45_multi(k, 4, 2048, 4);
+	check_q45_multi(k, 16, 4096, 2);
 	check_mv8_tc_all(k);
 	check_qk_tc_all(k);
 }
@@ -1477,7 +1509,7 @@ mg_ids(struct kc *k, int32_t *ids, int ns, int n_exp, int how)
  * against a block per slot (GPU_MOE_GROUP_OFF), bit for bit (NaN rows
  * included): a stack of n_exp experts of rows x ne0, type t, nx input
  * rows, per slots a row (ns = nx * per), routed as how says; scaled (a
- * weight's scale) when sc.  For Q8_0 and NVFP4 the grouped call under
+ * weight's scale) when sc.  For Q8_0, NVFP4, Q4_0 and Q5_0 the grouped call under
  * each of gpu_tune_moe_tc's forced modes too (GPU_MOE_TC_ALL: every tile
  * by the tensor-core kernel, "moe group ... tc"; GPU_MOE_TC_OFF: none,
  * "... cc"; the default's mix is the first line).  Then the default
@@ -1515,7 +1547,8 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 	dget(k, y1, dy, (size_t)ny * 4);
 	brk(k, y1, ny);
 	same_bits(k, name, shape, y1, y0, ny);
-	for (int f = 0; (t == QUANT_Q8_0 || t == QUANT_NVFP4) && f < 2; f++) {
+	for (int f = 0; (t == QUANT_Q8_0 || t == QUANT_NVFP4 || t == QUANT_Q4_0 ||
+	    t == QUANT_Q5_0) && f < 2; f++) {
 		/* profiled: which grouped kernels ran (the tensor-core one alone, or
 		 * the CUDA-core one alone; neither past GPU_MOE_GROUP_EXPERTS) */
 		int grp = n_exp <= GPU_MOE_GROUP_EXPERTS;
@@ -1600,6 +1633,7 @@ check_moe_group_all(struct kc *k)
 	static const int ts[] = {
 		QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_NVFP4,
 		QUANT_IQ4_NL, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_0, QUANT_F32, QUANT_F16, QUANT_BF16,
+		QUANT_Q5_0,
 	};
 	static const int sh[][4] = {	/* nx, per, how, scaled */
 		{ 1, 8, MG_RANDOM, 0 }, { 1, 1, MG_SKEW, 0 }, { 3, 1, MG_SKEW, 1 },
@@ -1637,6 +1671,16 @@ check_moe_group_all(struct kc *k)
 		check_moe_group(k, t, 16, 9, ti ? 64 : 32, 30, 8, MG_RUNS, 0, 0);
 		check_moe_group(k, t, 256, 48, 2048, 512, 8, MG_RANDOM, 0, 0);
 		check_moe_group(k, t, 256, 64, 512, 300, 8, MG_SKEW, 1, 0);
+	}
+	/* Q4_0 and Q5_0 by tensor cores likewise (rows of 25 blocks: 2 mod 4
+	 * bytes), and the 26B-A4B's routing (128 experts, top 8) on its down
+	 * experts' rows of 704 (Q5_0 in its Q4_K files), a prompt of 512 */
+	for (int t = QUANT_Q4_0; t <= QUANT_Q5_0; t += QUANT_Q5_0 - QUANT_Q4_0) {
+		check_moe_group(k, t, 64, 37, 800, 60, 8, MG_RUNS, 0, t == QUANT_Q5_0);
+		check_moe_group(k, t, 24, 20, 4096, 40, 4, MG_RUNS, 1, 0);
+		check_moe_group(k, t, 16, 9, 32, 30, 8, MG_RUNS, 0, 0);
+		check_moe_group(k, t, 128, 48, 704, 512, 8, MG_RANDOM, 0, 0);
+		check_moe_group(k, t, 128, 64, 704, 300, 8, MG_SKEW, 1, 0);
 	}
 	check_moe_group(k, QUANT_Q8_0, 8, 8, 32, 70000, 1, MG_SPREAD, 0, 0);
 	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS, 8, 32, 1000, 8, MG_SKEW, 0, 0);
@@ -5312,10 +5356,11 @@ be_rows32(struct kc *k, struct bpair *p)
 {
 	static const int ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_NVFP4,
 	    QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS,
-	    QUANT_IQ4_NL };
+	    QUANT_IQ4_NL, QUANT_Q5_0 };
 	static const int fts[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q5_1, QUANT_Q4_K,
-	    QUANT_IQ4_XS, QUANT_IQ4_NL, QUANT_BF16 };
-	static const int mts[] = { QUANT_F32, QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_IQ4_XS };
+	    QUANT_IQ4_XS, QUANT_IQ4_NL, QUANT_BF16, QUANT_Q4_0 };
+	static const int mts[] = { QUANT_F32, QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_IQ4_XS,
+	    QUANT_Q5_0 };
 
 	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
 		r32_matmul(k, p, ts[i], 300, 512, 0, ts[i] == QUANT_NVFP4 ? 0.5f : 1.0f);
@@ -5341,7 +5386,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	struct bpair p;
 	char err[UTIL_ERRLEN], dn[32];
 	static const int ts[] = { QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_NVFP4,
-	    QUANT_BF16, QUANT_F16, QUANT_F32, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_1 };
+	    QUANT_BF16, QUANT_F16, QUANT_F32, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q5_0 };
 
 	snprintf(dn, sizeof dn, "cuda:%d", dev);
 	snprintf(p.gname, sizeof p.gname, "%s", dn);
@@ -5512,7 +5557,22 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_matmul(k, &p, QUANT_Q6_K, 300, 768, 16, 8, 1.0f);
 	be_matmul(k, &p, QUANT_Q5_K, 300, 768, 17, 0, 1.0f);
 	be_embed_argmax(k, &p, QUANT_Q5_1);
-	be_embed_argmax(k, &p, QUANT_Q5_0);	/* no GPU kernel: F32 */
+	be_embed_argmax(k, &p, QUANT_Q5_0);	/* lookups by matvec.cu's Q5_0 */
+	/* Q4_0 and Q5_0 on int8 activations up to the step rows: decode, verify
+	 * (the weight's scale), prompts (gpu_matmul's tiles, by the kind), the
+	 * norm fused into the quantization (decode), the fused forms */
+	be_matmul(k, &p, QUANT_Q4_0, 300, 704, 3, 8, 1.0f);
+	be_matmul(k, &p, QUANT_Q5_0, 300, 704, 16, 0, 0.5f);
+	be_matmul(k, &p, QUANT_Q4_0, 257, 800, 40, 4, 1.0f);
+	be_matmul(k, &p, QUANT_Q5_0, 257, 800, 40, 0, 1.0f);
+	be_fused(k, &p, QUANT_Q4_0, 3, 512, 700);
+	be_fused(k, &p, QUANT_Q5_0, 16, 704, 300);
+	be_fused(k, &p, QUANT_Q5_0, 20, 512, 300);	/* prefill: cuBLAS */
+	be_fuse(k, &p, QUANT_Q4_0, 1, 4, 128, 320, 1.0f);
+	be_fuse(k, &p, QUANT_Q5_0, 3, 3, 128, 96, 1.0f);
+	be_fuse(k, &p, QUANT_Q5_0, 40, 2, 128, 160, 1.0f);
+	be_set(k, &p, QUANT_Q4_0, 3, 256);
+	be_set(k, &p, QUANT_Q5_0, 1, 512);
 	/* IQ4_XS (Q8_K) and IQ4_NL (Q8_0) on int8 activations: decode, verify (the
 	 * weight's scale), prompts (IQ4_XS: cuda/mmq_iq4.cu's int8 GEMM or bf16
 	 * operands by the kind; IQ4_NL: launches of 16), the norm fused into the
@@ -5561,6 +5621,8 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_moe_swiglu(k, &p, QUANT_Q6_K, 8, 32, 256, 16, 2, 0, 0.0f, 1.0f);
 	be_moe_swiglu(k, &p, QUANT_Q5_1, 6, 40, 64, 3, 2, 0, 0.0f, 1.0f);
 	be_moe_swiglu(k, &p, QUANT_Q4_0, 6, 32, 64, 3, 2, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q5_0, 8, 64, 704, 20, 8, 0, 0.0f, 1.0f);
+	be_moe_swiglu(k, &p, QUANT_Q4_0, 16, 32, 256, 40, 8, 4, 0.3f, 0.5f);
 	/* IQ4_XS experts (a Step or Qwen MoE IQ4_XS file's stacks): decode, prompt
 	 * rows with the clamp, a scaled gate; IQ4_NL (rows not whole super-blocks) */
 	be_moe_swiglu(k, &p, QUANT_IQ4_XS, 8, 64, 512, 2, 4, 0, 0.0f, 1.0f);
@@ -5579,6 +5641,11 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_moe_down(k, &p, QUANT_IQ4_XS, 8, 64, 256, 3, 2, 0, 1.0f);
 	be_moe_down(k, &p, QUANT_IQ4_XS, 16, 96, 1280, 20, 8, 5, 1.0f);	/* Step's rows of 1280 */
 	be_moe_down(k, &p, QUANT_IQ4_NL, 8, 32, 64, 4, 2, 0, 1.0f);
+	/* the 26B-A4B's down experts (Q5_0 rows of 704 in its Q4_K files), decode and
+	 * a prompt; Q4_0 */
+	be_moe_down(k, &p, QUANT_Q5_0, 16, 256, 704, 1, 8, 0, 1.0f);
+	be_moe_down(k, &p, QUANT_Q5_0, 16, 128, 704, 40, 8, 3, 1.0f);
+	be_moe_down(k, &p, QUANT_Q4_0, 8, 64, 256, 20, 2, 0, 0.5f);
 	/* gemma4's fused gate and up experts */
 	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 1, 2);
 	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 20, 2);
@@ -5794,6 +5861,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	float *dx = dput(k, x, (size_t)GPU_MATVEC_MAX_ROWS * ne0 * 4);
 	float *dy = dput(k, NULL, (size_t)GPU_MATVEC_MAX_ROWS * rows * 4);
 	int qk = t >= QUANT_Q4_K && t <= QUANT_Q6_K, iq = t == QUANT_IQ4_XS || t == QUANT_IQ4_NL;
+	int one = iq || t == QUANT_Q4_0 || t == QUANT_Q5_0;	/* one form: L=0 alone */
 	static const char *const how[] = { "0", "place", "staged", "lane2", "loads" };	/* GPU_MV8_* */
 	static const int mq[] = { GPU_MV8_AUTO, GPU_MV8_PLACE, GPU_MV8_STAGED, GPU_MV8_LANE2 };
 	static const int mn[] = { GPU_MV8_AUTO, GPU_MV8_LOADS };
@@ -5808,12 +5876,13 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[6] = { 0 };
-		int nv = iq ? 2 : qk ? 3 : t == QUANT_Q8_0 ? 5 : t != QUANT_NVFP4 ? 4 :
+		int nv = one ? 2 : qk ? 3 : t == QUANT_Q8_0 ? 5 : t != QUANT_NVFP4 ? 4 :
 		    ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;	/* (f32 x and how[] in use; IQ4: one form) */
 		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
 			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
-			gchk(k, gpu_tune_mv8(k->g, qk || iq || i8 == 0 ? GPU_MV8_AUTO : md[i8 - 1]));
+			gchk(k, gpu_tune_mv8(k->g, qk || one || i8 == 0 ? GPU_MV8_AUTO :
+			    md[i8 - 1]));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
@@ -6062,7 +6131,8 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
  * rows routed to 8 distinct experts at random: a slot a block
  * (GPU_MOE_GROUP_OFF) against the slots grouped by expert
  * (GPU_MOE_GROUP_ALL, the grouping and the gather included), L calls in a
- * graph, median of 5.  Q8_0 and NVFP4 grouped under each gpu_tune_moe_tc
+ * graph, median of 5 (Q5_0 also at the 26B-A4B's down rows of 704, 2048
+ * of them).  Q8_0, NVFP4, Q4_0 and Q5_0 grouped under each gpu_tune_moe_tc
  * mode too: "cc" (GPU_MOE_TC_OFF: k_moe_mv8g alone, as before the
  * tensor-core kernel) and "tc" (GPU_MOE_TC_ALL) beside the default's
  * mix, and "x" the default against cc; Q4_K and IQ4_XS (and the other
@@ -6089,7 +6159,8 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	moe_ids(k, ids, MMAX, KK, NE);
 	gchk(k, gpu_upload(k->g, di, ids, (size_t)MMAX * KK * 4));
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		int m = ms[mi], ns = m * KK, ng = t == QUANT_Q8_0 || t == QUANT_NVFP4 ? 4 : 2 + qk;
+		int m = ms[mi], ns = m * KK, ng = t == QUANT_Q8_0 || t == QUANT_NVFP4 ||
+		    t == QUANT_Q4_0 || t == QUANT_Q5_0 ? 4 : 2 + qk;
 		double s[4];
 		for (int gi = 0; gi < ng; gi++) {
 			struct gpu_graph *gr;
@@ -6132,7 +6203,7 @@ bench(struct kc *k)
 	static const int64_t shapes[][2] = { { 4096, 4096 }, { 12288, 4096 }, { 4096, 12288 } };
 	static const int64_t mmq_shapes[][2] = { { 12288, 4096 }, { 4096, 12288 }, { 17408, 5120 } };
 	static const int i8_types[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q4_K,
-	    QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_IQ4_NL };
+	    QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_XS, QUANT_IQ4_NL, QUANT_Q4_0, QUANT_Q5_0 };
 	/* offsets of the copies + the largest matrix (bench_moe's Q8_0 stack: 285 MB) */
 	size_t pn = ((size_t)64 << 20) + ((size_t)256 << 20);
 	uint8_t *pool = xmalloc(pn);
@@ -6165,10 +6236,10 @@ bench(struct kc *k)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
 	}
-	for (int ti = 0; ti < 6; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
+	for (int ti = 0; ti < 8; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
 		for (size_t si = 1; si < 3; si++) {	/* 12288x4096, 4096x12288 */
 			static const int tt[] = { QUANT_Q8_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K,
-			    QUANT_Q6_K, QUANT_IQ4_XS };
+			    QUANT_Q6_K, QUANT_IQ4_XS, QUANT_Q4_0, QUANT_Q5_0 };
 			int t = tt[ti];
 			if (k->only < 0 || k->only == t)
 				bench_i8tc(k, t, shapes[si][0], shapes[si][1], dpool);
@@ -6179,12 +6250,15 @@ bench(struct kc *k)
 			if (k->only < 0 || k->only == t)
 				bench_mmq(k, t, mmq_shapes[si][0], mmq_shapes[si][1], dpool);
 		}
-	static const int moe_types[] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_IQ4_XS, QUANT_NVFP4 };
+	static const int moe_types[] = { QUANT_Q4_K, QUANT_Q8_0, QUANT_IQ4_XS, QUANT_NVFP4,
+	    QUANT_Q4_0, QUANT_Q5_0 };
 	for (size_t ti = 0; ti < sizeof moe_types / sizeof moe_types[0]; ti++)
 		if (k->only < 0 || k->only == moe_types[ti]) {
 			bench_moe(k, moe_types[ti], 512, 2048, dpool);	/* gate, up */
 			bench_moe(k, moe_types[ti], 2048, 512, dpool);	/* down */
 		}
+	if (k->only < 0 || k->only == QUANT_Q5_0)	/* the 26B-A4B's down: rows of 704 */
+		bench_moe(k, QUANT_Q5_0, 2048, 704, dpool);
 	gpu_free(k->g, dpool);
 	free(pool);
 }

@@ -1388,13 +1388,14 @@ cu_matmul_half(struct backend *be, const struct backend_weight *w, const float *
 
 #define FUSE_MAX 8	/* products after one fused norm */
 
-/* The weight types whose products the fused forms (gpu_rmsnorm_matvec_q8_ex,
- * gpu_matvec_q8_pre) quantize x for: Q8_0 and Q8_1 blocks. */
+/* The weight types whose products of m rows the fused forms
+ * (gpu_rmsnorm_matvec_q8_ex, gpu_matvec_q8_pre) quantize x for: Q8_0 and
+ * Q8_1 blocks (Q4_0 and Q5_0 up to the step rows). */
 static int
-fusable_type(int t)
+fusable_type(struct gpu *g, int t, int64_t m)
 {
-	return gpu_can_matvec_q8(t) && (t == QUANT_Q8_0 || t == QUANT_NVFP4 || t == QUANT_Q4_1 ||
-	    t == QUANT_Q5_1);
+	return gpu_can_matvec_q8_step(g, t, m) && (t == QUANT_Q8_0 || t == QUANT_NVFP4 ||
+	    t == QUANT_Q4_1 || t == QUANT_Q5_1 || t == QUANT_Q4_0 || t == QUANT_Q5_0);
 }
 
 /* The products' arguments (tp, d, rows, sc) when the norm, with rows of
@@ -1413,8 +1414,8 @@ norm_fusable(struct backend *be, int ex, int nout, const struct backend_weight *
 	for (int i = 0; ok && i < nal; i++)
 		ok = al[i] != NULL && ((uintptr_t)al[i] & 15) == 0;
 	for (int i = 0; ok && i < nout; i++) {
-		ok = (ex ? fusable_type(W[i]->type) : gpu_can_matvec_q8_step(g, W[i]->type, m)) &&
-		    W[i]->ne0 == ne0;
+		ok = (ex ? fusable_type(g, W[i]->type, m) :
+		    gpu_can_matvec_q8_step(g, W[i]->type, m)) && W[i]->ne0 == ne0;
 		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	return ok;
@@ -1480,7 +1481,7 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 	int64_t rows[2];
 	const float *sc[2];
 
-	if (fusable_type(wd->type) &&
+	if (fusable_type(g, wd->type, m) &&
 	    norm_fusable(be, 1, 2, W, n, n, m, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
 		if (gpu_rmsnorm_matvec_q8_ex(g, x, t, NULL, nw, n, eps, 2, tp, d, rows, n, m, Y, sc) ||
 		    gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
@@ -1521,7 +1522,7 @@ static int
 cu_mul_sigmoid_matmul(struct backend *be, float *x, const float *g, int ldg, int m, int nh,
     int hd, const struct backend_weight *w, float *y)
 {
-	if (fusable_type(w->type) && hd % 32 == 0)
+	if (fusable_type(CB(be)->g, w->type, m) && hd % 32 == 0)
 		return gpu_matvec_q8_pre(CB(be)->g, GPU_PRE_SIGMOID, x, g, hd, ldg, w->type, w->data,
 		    w->ne1, w->ne0, m, y, wscale(w)) ? gfail(be, "mul_sigmoid_matmul") : 0;
 	if (cu_mul_sigmoid(be, x, hd, g, ldg, m * nh, hd) != 0)

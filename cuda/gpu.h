@@ -167,7 +167,7 @@ int	gpu_can_matvec(int t);
  * y[m][rows] = W[rows][ne0] . x[m][ne0] for m = 1..GPU_MATVEC_MAX_ROWS,
  * W of quant type t (ggml block layout, row after row, as in a GGUF file;
  * NVFP4 in the GPU layout).
- * ne0 must be a multiple of 256 (of 32 for F32/F16/BF16/Q8_0/Q4_0/Q4_1/IQ4_NL,
+ * ne0 must be a multiple of 256 (of 32 for F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/IQ4_NL,
  * 64 for NVFP4).  d_scale: NULL, or one device float that multiplies every
  * output (the NVFP4 per-tensor '.scale').  Batch-invariant: row r of the
  * result is the same bits for any m.
@@ -177,20 +177,21 @@ int	gpu_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 
 /*
  * The product on int8 activations (cuda/matvec_q8.cu, cuda/matvec_qk.cu,
- * cuda/matvec_iq4.cu): y[n][rows] = W . x[n], W of type Q8_0, NVFP4 or
- * IQ4_NL (x as Q8_0 blocks), Q4_1, Q5_1 (x as Q8_1) or Q4_K, Q5_K, Q6_K,
- * IQ4_XS (x as Q8_K blocks of 256), W's bytes as in the file (NVFP4 in
+ * cuda/matvec_iq4.cu): y[n][rows] = W . x[n], W of type Q8_0, NVFP4,
+ * IQ4_NL, Q4_0 or Q5_0 (x as Q8_0 blocks), Q4_1, Q5_1 (x as Q8_1) or Q4_K,
+ * Q5_K, Q6_K, IQ4_XS (x as Q8_K blocks of 256), W's bytes as in the file (NVFP4 in
  * the GPU layout), x quantized as lib/quant's quant_quantize_act does and
  * each block's (IQ4_XS: sub-block's) integer dot scaled as quant_vec_dot
  * scales it: equal to the CPU's int8 path up to the order of float sums.
- * Any n for the first five (16 rows a launch, or the GEMM) and IQ4_XS;
- * n <= GPU_MATVEC_MAX_ROWS (or the step rows) for the K-quants (their
- * prefill stays on gpu_matmul).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
+ * Any n for Q8_0, NVFP4, IQ4_NL, Q4_1, Q5_1 (16 rows a launch, or the
+ * GEMM) and IQ4_XS; n <= GPU_MATVEC_MAX_ROWS (or the step rows) for Q4_0,
+ * Q5_0 and the K-quants (their prefill stays on gpu_matmul; the experts'
+ * gpu_moe_matvec takes them at any n).  Batch-invariant for n <= 16 (IQ4_NL, Q4_1, Q5_1: for any
  * n, a row the same bits in every launch of 16), and up to the step rows
  * (gpu_tune_step_rows, K-quants too); past them (prefill) it takes
  * gpu_matmul_q8 for Q8_0 and NVFP4, and for IQ4_XS cuda/mmq_iq4.cu's
  * products by the kernel gpu_tune_mmq picks (see there).  Uses the scratch
- * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those nine;
+ * buffer for the quantized x.  gpu_can_matvec_q8: 1 for those eleven;
  * gpu_can_matvec_q8_rows: 1 when gpu_matvec_q8 takes t for n input rows
  * at the default step rows (gpu_can_matvec_q8_step: at g's).
  */
@@ -230,11 +231,12 @@ enum { GPU_QKT_OFF = 0, GPU_QKT_ON = 1, GPU_QKT_AUTO = 2 };
 int	gpu_tune_qkt(struct gpu *g, int how);
 
 /*
- * Benchmark and check seam for the Q8_0, NVFP4, Q4_1 and Q5_1 products of
- * gpu_matvec_q8 (n <= 16): GPU_MV8_AUTO (the default: weights staged
- * through shared memory where that was measured faster, else read in
+ * Benchmark and check seam for the Q8_0, NVFP4, Q4_1, Q5_1, Q4_0 and Q5_0
+ * products of gpu_matvec_q8 (n <= 16): GPU_MV8_AUTO (the default: weights
+ * staged through shared memory where that was measured faster, else read in
  * place; Q8_0 and NVFP4 from 12 input rows by GPU_MV8_TC's kernel, the
- * same bits, where measured faster), GPU_MV8_PLACE (always in place, never
+ * same bits, where measured faster; Q4_0 and Q5_0 likewise, unmeasured),
+ * GPU_MV8_PLACE (always in place, never
  * the tensor-core kernel: the reference kernel-check holds that one to)
  * or GPU_MV8_STAGED (staged
  * wherever the rows allow it: a multiple of 32 blocks, 16-byte aligned):
@@ -242,14 +244,15 @@ int	gpu_tune_qkt(struct gpu *g, int how);
  * block (loads of x closer together; the other types as GPU_MV8_AUTO),
  * batch-invariant too but another order of float sums (it may differ in
  * the last bits).  NVFP4 has one form (16-value sub-blocks, lane l taking
- * sub-blocks l and l + 32 of each 64).  GPU_MV8_LOADS, for the bench's
+ * sub-blocks l and l + 32 of each 64), Q4_0 and Q5_0 one (two lanes a
+ * block, as GPU_MV8_LANE2's Q8_0).  GPU_MV8_LOADS, for the bench's
  * bound alone: NVFP4's kernel at m = 1 or 4 with its loads as they are and
  * an xor fold in place of the arithmetic (the sums are garbage; NVFP4 at
  * another m fails; rows not 8-byte aligned and the other types run as
- * GPU_MV8_AUTO).  GPU_MV8_TC: Q8_0 (two lanes a block, the default's
- * layout) and NVFP4 by int8 tensor cores with the default's bits
- * (cuda/matvec_q8tc.cuh; rows less aligned than Q8_0's 2 bytes or NVFP4's
- * 4 by the default's kernel), and, with the GEMM off (GPU_MMQ_OFF), up
+ * GPU_MV8_AUTO).  GPU_MV8_TC: Q8_0, Q4_0, Q5_0 (two lanes a block, the
+ * default's layout) and NVFP4 by int8 tensor cores with the default's bits
+ * (cuda/matvec_q8tc.cuh; rows less aligned than 2 bytes, NVFP4's than 4, by
+ * the default's kernel), and, with the GEMM off (GPU_MMQ_OFF), up
  * to 32 input rows a launch where the others take 16 (the same bits as
  * launches of 16: batch-invariant); the other types as GPU_MV8_AUTO.
  */
@@ -265,14 +268,15 @@ int	gpu_tune_mv8(struct gpu *g, int how);
  * (GPU_MATVEC_MAX_ROWS, a gpu's default) or GPU_STEP_ROWS_MAX (the CUDA
  * backend's: backend_cuda_open sets it).  Above 16 the
  * decode kernels run in launches of at most 16 rows (their compile-time
- * bound), or of up to 32 by k_mv8t for Q8_0 and NVFP4 where GPU_MV8_AUTO
+ * bound), or of up to 32 by k_mv8t for Q8_0, NVFP4, Q4_0 and Q5_0 where
+ * GPU_MV8_AUTO
  * takes it (and by k_mvkt for the K-quants where gpu_tune_qkt does):
  * gpu_matmul (n <= the limit: gpu_matvec 16 rows at a time),
  * gpu_matvec_q8 and its fused forms (n <= the limit: never the GEMM; the
  * K-quants and IQ4_XS 16 rows a launch), so a row has the bits of a
  * launch of <= 16 for every n up to the limit.  A graph recorded before
  * a change is stale.  gpu_can_matvec_q8_step: gpu_can_matvec_q8_rows
- * with the K-quants taken up to the limit.
+ * with the K-quants, Q4_0 and Q5_0 taken up to the limit.
  */
 #define GPU_STEP_ROWS_MAX 32
 int	gpu_tune_step_rows(struct gpu *g, int rows);
@@ -597,7 +601,7 @@ int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t 
  * (slot, weight rows), each slot reading its expert's whole matrix;
  * GPU_MOE_GROUP_ALL the slots sorted by expert on the device and a block
  * per (tile of up to 16 slots of one expert, weight rows), a weight row
- * read once a tile (Q8_0 and NVFP4: up to 32 slots, gpu_tune_moe_tc);
+ * read once a tile (Q8_0, NVFP4, Q4_0, Q5_0: up to 32 slots, gpu_tune_moe_tc);
  * GPU_MOE_GROUP_AUTO (a gpu's default) grouped where a call's slots share
  * experts (at least 2 input rows and max(n_exp, 64) slots), per slot
  * elsewhere; a stack of more than GPU_MOE_GROUP_EXPERTS experts per slot
@@ -610,13 +614,13 @@ int	gpu_tune_moe_group(struct gpu *g, int mode);
 
 /*
  * gpu_tune_moe_tc: which kernels the grouped products of Q8_0 (two lanes a
- * block, the default layout) and NVFP4 experts run, the same bits each way
+ * block, the default layout), Q4_0, Q5_0 and NVFP4 experts run, the same bits each way
  * (cuda/matvec_q8tc.cuh's k_moe_mv8t, the tensor-core kernel of
  * GPU_MV8_TC on up to 32 of one expert's rows, against matvec_q8.cu's
  * k_moe_mv8g on up to 16): GPU_MOE_TC_OFF k_moe_mv8g for every tile;
  * GPU_MOE_TC_ALL k_moe_mv8t for every tile; GPU_MOE_TC_AUTO (a gpu's
  * default) k_moe_mv8t for an expert's rows in runs of 9 or more, k_moe_mv8g
- * for fewer.  Rows less aligned than k_mv8t takes (Q8_0 2 bytes, NVFP4 4)
+ * for fewer.  Rows less aligned than k_mv8t takes (2 bytes, NVFP4 4)
  * and the other types take k_moe_mv8g (or their family's kernel) every
  * way.  A graph recorded before a change is stale.  0, or -1 for another
  * mode.

@@ -12,7 +12,7 @@
 #include <cuda_fp16.h>
 
 enum {
-	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8, T_Q4_K = 12,
+	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q8_0 = 8, T_Q4_K = 12,
 	T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_NVFP4 = 40
 };
 
@@ -26,6 +26,7 @@ template <> struct qt<T_BF16>  { enum { QK = 32,  BS = 64,  CB = 64 }; };
 template <> struct qt<T_Q8_0>  { enum { QK = 32,  BS = 34,  CB = 34 }; };
 template <> struct qt<T_Q4_0>  { enum { QK = 32,  BS = 18,  CB = 18 }; };
 template <> struct qt<T_Q4_1>  { enum { QK = 32,  BS = 20,  CB = 20 }; };
+template <> struct qt<T_Q5_0>  { enum { QK = 32,  BS = 22,  CB = 22 }; };
 template <> struct qt<T_NVFP4> { enum { QK = 64,  BS = 36,  CB = 32 }; };
 template <> struct qt<T_Q4_K>  { enum { QK = 256, BS = 144, CB = 144 }; };
 template <> struct qt<T_Q5_K>  { enum { QK = 256, BS = 176, CB = 176 }; };
@@ -149,6 +150,23 @@ unit_w(const uint8_t *b, const uint8_t *sc, int u, float w[32])
 					w[2 * i + k] = __fadd_rn(__fmul_rn((float)(x & 0xF), d), mn);
 					w[2 * i + k + 16] = __fadd_rn(__fmul_rn((float)(x >> 4), d), mn);
 				}
+			}
+		}
+	} else if (T == T_Q5_0) {
+		/* d, qh (bit j: value j's bit 4), qs[16]: (v - 16) * d (lib/quant_deq.c) */
+		float d = h2f(rd16(b));
+		unsigned qh = rd16(b + 2) | rd16(b + 4) << 16;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			unsigned v = rd16(b + 6 + 2 * i);
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				int j = 2 * i + k;
+				unsigned x = (v >> (8 * k)) & 0xFF;
+				int lo = (int)((x & 0xF) | ((qh >> j) & 1) << 4);
+				int hi = (int)((x >> 4) | ((qh >> (j + 16)) & 1) << 4);
+				w[j] = __fmul_rn((float)(lo - 16), d);
+				w[j + 16] = __fmul_rn((float)(hi - 16), d);
 			}
 		}
 	} else if (T == T_NVFP4) {
@@ -287,6 +305,17 @@ oct_q(const uint8_t *b, const uint8_t *sc, int o, float q[8], float *a, float *c
 		*a = h2f(rd16(b));
 		if (T == T_Q4_1)
 			*c = h2f(rd16(b + 2));
+	} else if (T == T_Q5_0) {
+		/* octet o: values 8o .. 8o+7, nibble o / 2 of qs[8 (o % 2) ..], qh bits 8o .. */
+		const uint8_t *p = b + 6 + 8 * (o & 1);
+		int sh = 4 * (o >> 1);
+		unsigned hb = (rd32u(b + 2) >> (8 * o)) & 0xFF;
+		unsigned lo = ((rd32u(p) >> sh) & 0x0F0F0F0Fu) |
+		    (((hb & 0xF) * 0x02040810u) & 0x10101010u);
+		unsigned hw = ((rd32u(p + 4) >> sh) & 0x0F0F0F0Fu) |
+		    (((hb >> 4) * 0x02040810u) & 0x10101010u);
+		bytes8(lo, hw, 16.0f, q);
+		*a = h2f(rd16(b));
 	} else if (T == T_NVFP4) {
 		unsigned v = ((const uint32_t *)b)[o];	/* code word o: values 8o .. 8o+7 */
 #pragma unroll
@@ -586,7 +615,7 @@ gpu_can_matvec(int t)
 {
 	switch (t) {
 	case T_F32: case T_F16: case T_BF16: case T_Q8_0: case T_Q4_0:
-	case T_Q4_1: case T_NVFP4: case T_Q4_K: case T_Q5_K: case T_Q6_K:
+	case T_Q4_1: case T_Q5_0: case T_NVFP4: case T_Q4_K: case T_Q5_K: case T_Q6_K:
 	case T_IQ4_NL: case T_IQ4_XS:
 		return 1;
 	default:
@@ -602,6 +631,7 @@ gpu_can_matvec(int t)
 	case T_Q8_0:  return FN<T_Q8_0>(__VA_ARGS__);			\
 	case T_Q4_0:  return FN<T_Q4_0>(__VA_ARGS__);			\
 	case T_Q4_1:  return FN<T_Q4_1>(__VA_ARGS__);			\
+	case T_Q5_0:  return FN<T_Q5_0>(__VA_ARGS__);			\
 	case T_NVFP4: return FN<T_NVFP4>(__VA_ARGS__);			\
 	case T_Q4_K:  return FN<T_Q4_K>(__VA_ARGS__);			\
 	case T_Q5_K:  return FN<T_Q5_K>(__VA_ARGS__);			\
@@ -1027,7 +1057,7 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 {
 	const struct { int t, qk, bs; } tab[] = {
 		{ T_F32, 32, 128 }, { T_F16, 32, 64 }, { T_BF16, 32, 64 },
-		{ T_Q8_0, 32, 34 }, { T_Q4_0, 32, 18 }, { T_Q4_1, 32, 20 },
+		{ T_Q8_0, 32, 34 }, { T_Q4_0, 32, 18 }, { T_Q4_1, 32, 20 }, { T_Q5_0, 32, 22 },
 		{ T_NVFP4, 64, 36 }, { T_Q4_K, 256, 144 }, { T_Q5_K, 256, 176 },
 		{ T_Q6_K, 256, 210 }, { T_IQ4_NL, 32, 18 }, { T_IQ4_XS, 256, 136 },
 	};

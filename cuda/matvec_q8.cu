@@ -5,10 +5,11 @@
  * rounded half to even, as ggml's x86 quantize_row_q8_0/q8_1),
  * then each block's integer dot runs on dp4a and is scaled as
  * quant_vec_dot scales it, so a product equals the CPU backend's up to
- * the order of the float sums.  Weights: Q8_0 and NVFP4 (against Q8_0
- * activations), Q4_1 and Q5_1 (against Q8_1: the same q plus s = d * sum q
- * as fp16).  One warp per weight row, lane l takes
- * blocks l, l+32, ...; every input row is summed by the same code in the
+ * the order of the float sums.  Weights: Q8_0, NVFP4, Q4_0 and Q5_0
+ * (against Q8_0 activations), Q4_1 and Q5_1 (against Q8_1: the same q plus
+ * s = d * sum q as fp16).  One warp per weight row, lane l takes
+ * blocks l, l+32, ... (Q8_0, Q4_0, Q5_0: half l % 2 of blocks l / 2, l / 2
+ * + 16, ...); every input row is summed by the same code in the
  * same order whatever m is (batch-invariant).  The quantizing kernel may
  * run the op that makes x first (the residual add and RMSNorm, the gated
  * norm, SwiGLU, the sigmoid gate), with the arithmetic of that op's own
@@ -23,8 +24,32 @@
 
 #include <cuda_fp16.h>
 
-enum { Q8_T_Q4_1 = 3, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8, Q8_T_IQ4_NL = 20, Q8_T_IQ4_XS = 23,
-	Q8_T_NVFP4 = 40 };
+enum { Q8_T_Q4_0 = 2, Q8_T_Q4_1 = 3, Q8_T_Q5_0 = 6, Q8_T_Q5_1 = 7, Q8_T_Q8_0 = 8,
+	Q8_T_IQ4_NL = 20, Q8_T_IQ4_XS = 23, Q8_T_NVFP4 = 40 };
+
+/* The types whose blocks two lanes take by halves (mv8_half): Q8_0 (under
+ * its default layout), Q4_0 and Q5_0 (always); d (fp16) and integer values,
+ * no min term.  Their rows are 2-byte aligned (blocks of 34, 18, 22). */
+__host__ __device__ constexpr bool
+mv8_halves(int t)
+{
+	return t == Q8_T_Q8_0 || t == Q8_T_Q4_0 || t == Q8_T_Q5_0;
+}
+
+/* The types of the tensor-core kernels (cuda/matvec_q8tc.cuh): NVFP4 and
+ * the halves' types; and the mask of their rows' alignment (NVFP4 4 bytes,
+ * read by words; the others 2, by halfwords). */
+__host__ __device__ constexpr bool
+mvt_type(int t)
+{
+	return t == Q8_T_NVFP4 || mv8_halves(t);
+}
+
+__host__ __device__ constexpr int
+mvt_amask(int t)
+{
+	return t == Q8_T_NVFP4 ? 3 : 1;
+}
 
 /*
  * The Q8_0 (Q8_1 with sx) quantization of 32-block b of a row, whose
@@ -111,10 +136,11 @@ k_q8x(float *x, const float *u, int hd, int64_t ldu, int64_t total, int8_t *q, f
 	q8_block4(v, threadIdx.x & 31, in, (char4 *)q + l, dx, sx, (size_t)(l >> 3));
 }
 
-/* Bytes of one 32-value weight block of type T (Q8_0, Q4_1, Q5_1). */
+/* Bytes of one 32-value weight block of type T (Q8_0, Q4_1, Q5_1, Q4_0, Q5_0). */
 template <int T>
 struct mv8_bs {
-	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : 20 };
+	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : T == Q8_T_Q4_0 ? 18 :
+	    T == Q8_T_Q5_0 ? 22 : 20 };
 };
 
 /* 1.5 * 2^23 as float bits: an int t (|t| < 2^22) added to them is the
@@ -212,6 +238,7 @@ __device__ __forceinline__ void
 mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dx, const float *__restrict__ sx, float *acc, uint4 tab)
 {
+	static_assert(T != Q8_T_Q4_0 && T != Q8_T_Q5_0, "Q4_0, Q5_0: two lanes a block");
 	if (T == Q8_T_Q8_0) {
 		/* d (fp16), qs[32]; 2-byte aligned: 8 words from the word that
 		 * holds d (from 2 bytes before the block when it is not 4-byte
@@ -425,44 +452,104 @@ mv8_nv(const uint8_t *wr, int nsub, int s, bool two, int nb, const int8_t *__res
 }
 
 /*
- * Q8_0 by two lanes a block (GPU_MV8_LANE2): acc[j] += half h (16 values)
- * of the weight block at blk . the same half of block b of input row j,
- * acc = fma(isum, dw * dx, acc) a half.  The half's 16 bytes (2-byte
- * aligned) by 4 aligned words from the one holding its first byte and the
- * halfword of its last two, joined by funnel shifts (0 or 16 bits).
+ * The 16 bytes at p (2-byte aligned) as 4 words: 4 aligned words from the
+ * one holding p's first byte and the halfword of its last two, joined by
+ * funnel shifts (0 or 16 bits).
  */
-template <int M>
 __device__ __forceinline__ void
-mv8_q8half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__ q,
-    const float *__restrict__ dx, float *acc, uint4 tab)
+mv8_ld16(const uint8_t *p8, uint32_t *w)
 {
-	const uint8_t *qs = blk8 + 2 + 16 * h;
-	unsigned o = (unsigned)((uintptr_t)qs & 2);
-	const uint32_t *p = (const uint32_t *)(qs - o);
-	uint32_t P[4], e = ((const uint16_t *)qs)[7];
-	float dw = __half2float(__ushort_as_half(*(const unsigned short *)blk8));
-	int w[4];
+	unsigned o = (unsigned)((uintptr_t)p8 & 2);
+	const uint32_t *p = (const uint32_t *)(p8 - o);
+	uint32_t P[4], e = ((const uint16_t *)p8)[7];
 
 #pragma unroll
 	for (int i = 0; i < 4; i++)
 		P[i] = p[i];
 #pragma unroll
 	for (int i = 0; i < 4; i++)
-		w[i] = (int)__funnelshift_r(P[i], i < 3 ? P[i + 1] : e, 8 * o);
+		w[i] = __funnelshift_r(P[i], i < 3 ? P[i + 1] : e, 8 * o);
+}
+
+/*
+ * Byte biases that make 4-bit (Q4_0: 0x78) or 5-bit (Q5_0: 0x70) values v
+ * of a word the int8 values v - 8 or v - 16: (v + bias) ^ 0x80 a byte (v +
+ * bias < 256: no carry between bytes).
+ */
+#define MV8_B4 0x78787878u
+#define MV8_B5 0x70707070u
+
+/*
+ * The int8 values of 4 bytes of a Q4_0 or Q5_0 block's qs (word w), half h:
+ * nibble h of each byte, Q5_0 with bit k of hb (its qh bits of those
+ * values) at bit 4 of byte k (the multiply's partial products land on
+ * distinct bits: no carries, as for Q5_1), less 8 or 16.  mv8_hw and
+ * k_mv8t's fragments (mvt_step) both decode by it.
+ */
+template <int T>
+__device__ __forceinline__ uint32_t
+mv8_q45(uint32_t w, int h, uint32_t hb)
+{
+	uint32_t v = (w >> (4 * h)) & 0x0F0F0F0Fu;
+
+	if (T == Q8_T_Q5_0)
+		v |= ((hb & 0xF) * 0x02040810u) & 0x10101010u;
+	return (v + (T == Q8_T_Q5_0 ? MV8_B5 : MV8_B4)) ^ 0x80808080u;
+}
+
+/*
+ * The int8 weights of half h (values 16 h .. 16 h + 15) of the Q8_0, Q4_0
+ * or Q5_0 block at blk8 (2-byte aligned) as 4 words, value 16 h + 4 i + k
+ * in byte k of w[i], and *dw its scale.  Q8_0: the half's 16 bytes; Q4_0:
+ * nibble h of qs[0..15] - 8; Q5_0: that | bit 16 h + j of qh at bit 4, -
+ * 16 (qh's halfword h alone).
+ */
+template <int T>
+__device__ __forceinline__ void
+mv8_hw(const uint8_t *blk8, int h, uint32_t *w, float *dw)
+{
+	*dw = __half2float(__ushort_as_half(*(const unsigned short *)blk8));
+	if (T == Q8_T_Q8_0) {
+		mv8_ld16(blk8 + 2 + 16 * h, w);
+		return;
+	}
+	uint32_t qhh = T == Q8_T_Q5_0 ? ((const uint16_t *)blk8)[1 + h] : 0u;
+	mv8_ld16(blk8 + (T == Q8_T_Q5_0 ? 6 : 2), w);
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		w[i] = mv8_q45<T>(w[i], h, qhh >> (4 * i));
+}
+
+/*
+ * Two lanes a block (Q8_0 by GPU_MV8_LANE2 and its default, Q4_0 and Q5_0
+ * always): acc[j] += half h (16 values) of the weight block at blk . the
+ * same half of block b of input row j, acc = fma(isum, dw * dx, acc) a
+ * half (dw * dx exact: two fp16 values).
+ */
+template <int T, int M>
+__device__ __forceinline__ void
+mv8_half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dx, float *acc, uint4 tab)
+{
+	uint32_t w[4];
+	float dw;
+
+	mv8_hw<T>(blk8, h, w, &dw);
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		size_t xi = (size_t)j * nb + b;
 		int4 a = *(const int4 *)(q + xi * 32 + 16 * h);
-		int i = __dp4a(w[0], a.x, (int)tab.w);
-		i = __dp4a(w[1], a.y, i), i = __dp4a(w[2], a.z, i), i = __dp4a(w[3], a.w, i);
+		int i = __dp4a((int)w[0], a.x, (int)tab.w);
+		i = __dp4a((int)w[1], a.y, i), i = __dp4a((int)w[2], a.z, i);
+		i = __dp4a((int)w[3], a.w, i);
 		acc[j] = __fmaf_rn(mv8_i2f(i), __fmul_rn(dw, dx[xi]), acc[j]);
 	}
 }
 
 /* One warp per weight row; lane l takes weight blocks l, l+32, ... read in
- * place (any row length and alignment); m == M input rows.  L = 2: Q8_0
- * by two lanes a block, lane l half l % 2 of blocks l / 2, l / 2 + 16,
- * ... (mv8_q8half); NVFP4 (always L = 2) by 16-value sub-blocks, lane l
+ * place (any row length and alignment); m == M input rows.  L = 2: Q8_0,
+ * Q4_0, Q5_0 by two lanes a block, lane l half l % 2 of blocks l / 2, l / 2
+ * + 16, ... (mv8_half); NVFP4 (always L = 2) by 16-value sub-blocks, lane l
  * sub-blocks l and l + 32 of each 64 (mv8_nv; A: rows 8-byte aligned).
  * mv8_row: acc[j] (zeroed here) += the weight row at wr . input row j;
  * k_mv8 and the experts' k_moe_mv8 (one input row a slot) run it. */
@@ -485,7 +572,7 @@ mv8_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 		int h = lane & 1;
 #pragma unroll (M <= 2 ? 2 : 1)
 		for (int b = lane >> 1; b < nb; b += 16)
-			mv8_q8half<M>(wr + (size_t)b * 34, h, b, nb, q, dx, acc, tab);
+			mv8_half<T, M>(wr + (size_t)b * mv8_bs<T>::v, h, b, nb, q, dx, acc, tab);
 	} else {
 #pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
 		for (int b = lane; b < nb; b += 32)
@@ -703,14 +790,18 @@ extern "C" int
 gpu_can_matvec_q8(int t)
 {
 	return t == Q8_T_Q8_0 || t == Q8_T_NVFP4 || t == Q8_T_Q4_1 || t == Q8_T_Q5_1 ||
-	    t == Q8_T_IQ4_NL || qk_type(t);
+	    t == Q8_T_IQ4_NL || t == Q8_T_Q4_0 || t == Q8_T_Q5_0 || qk_type(t);
 }
 
+/* (Q4_0 and Q5_0, as the K-quants: up to the step rows, their prompts on
+ * gpu_matmul's dequantized tiles through cuBLAS; no int8 GEMM takes them,
+ * and the decode kernel's launches of 16 over a prompt would read the
+ * weight n / 16 times) */
 extern "C" int
 gpu_can_matvec_q8_rows(int t, int64_t n)
 {
-	return gpu_can_matvec_q8(t) && n >= 1 && (!qk_type(t) || t == Q8_T_IQ4_XS ||
-	    n <= GPU_MATVEC_MAX_ROWS);
+	return gpu_can_matvec_q8(t) && n >= 1 && ((!qk_type(t) && t != Q8_T_Q4_0 &&
+	    t != Q8_T_Q5_0) || t == Q8_T_IQ4_XS || n <= GPU_MATVEC_MAX_ROWS);
 }
 
 extern "C" int
@@ -786,6 +877,15 @@ mv8_launch_k(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const in
 		default: MV8_M(16);
 		}
 #undef MV8_M
+	} else if constexpr (T == Q8_T_Q4_0 || T == Q8_T_Q5_0) {	/* two lanes a block */
+#define MV8_M(M_) case M_: \
+		gpu_launch(g, k_mv8<T, M_, 2>, grid, 256, 0, S, nb, rb, q, dx, sx, m); break
+		switch (m) {
+		MV8_M(1); MV8_M(2); MV8_M(3); MV8_M(4); MV8_M(5); MV8_M(6); MV8_M(7); MV8_M(8);
+		MV8_M(9); MV8_M(10); MV8_M(11); MV8_M(12); MV8_M(13); MV8_M(14); MV8_M(15);
+		default: MV8_M(16);
+		}
+#undef MV8_M
 	} else {
 		/* Staged rows by default where measured faster on the H200 (9B-shape
 		 * random GGUFs, before session 5's cheaper decode): Q8_0 with m =
@@ -817,16 +917,18 @@ mv8_launch_k(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const in
 }
 
 /*
- * From this many input rows GPU_MV8_AUTO takes k_mv8t for Q8_0 and NVFP4
- * (the same bits as k_mv8: kernel-check's "tc=default" lines, 186 of them
+ * From this many input rows GPU_MV8_AUTO takes k_mv8t for Q8_0, NVFP4,
+ * Q4_0 and Q5_0 (the same bits as k_mv8: kernel-check's "tc=default" lines, 186 of them
  * bit for bit on the H200 of 2026-12-05).  There, per product (bench i8tc,
  * 12288x4096 and 4096x12288): m = 8 0.95-1.10x k_mv8's speed, m = 16
  * 1.29-1.44x, m = 32 (one launch against two of 16) 1.81-2.39x; m = 1 and 4
- * 0.29-0.75x.  12: past the m = 8 break-even, not measured between.
+ * 0.29-0.75x.  12: past the m = 8 break-even, not measured between (Q4_0
+ * and Q5_0 take Q8_0's bound, unmeasured).
  */
 #define MVT_AUTO_M 12
 
-/* 1 when k_mv8t takes the set S (its rows' alignment: Q8_0 2 bytes, NVFP4 4). */
+/* 1 when k_mv8t takes the set S (its rows' alignment: Q8_0, Q4_0, Q5_0 2
+ * bytes, NVFP4 4: mvt_amask). */
 template <int T>
 static int
 mvt_takes(const struct mv8_set &S, size_t rb)
@@ -835,12 +937,12 @@ mvt_takes(const struct mv8_set &S, size_t rb)
 
 	for (int i = 0; i < S.nw; i++)
 		o |= (uintptr_t)S.W[i];
-	return (o & (T == Q8_T_Q8_0 ? 1 : 3)) == 0;
+	return (o & mvt_amask(T)) == 0;
 }
 
 /*
  * The products of the set S for m input rows: k_mv8 / k_mv8s as
- * mv8_launch_k picks them (m <= 16), or k_mv8t for Q8_0 (whose default
+ * mv8_launch_k picks them (m <= 16), or k_mv8t for Q8_0, Q4_0, Q5_0 (whose
  * layout, two lanes a block, it reproduces) and NVFP4: under GPU_MV8_TC
  * (m <= 32), and under GPU_MV8_AUTO from MVT_AUTO_M rows where the rows'
  * alignment lets it (the same bits either way).
@@ -851,7 +953,7 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
     const float *dx, const float *sx, int m)
 {
 	static_assert(MV8_Q8_0_LANES == 2, "k_mv8t reproduces Q8_0's two-lane layout");
-	if constexpr (T == Q8_T_Q8_0 || T == Q8_T_NVFP4)
+	if constexpr (mvt_type(T))
 		if (g->mv8 == GPU_MV8_TC || (g->mv8 == GPU_MV8_AUTO && m >= MVT_AUTO_M &&
 		    mvt_takes<T>(S, rb)))
 			return mvt_launch<T>(g, S, nb, rb, q, dx, m);
@@ -860,20 +962,19 @@ mv8_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 
 /*
  * Input rows a launch of weight type t (at d_w, rows of rb bytes) takes
- * in a product of n rows: 32 by k_mv8t (Q8_0 and NVFP4: GPU_MV8_TC, or
- * GPU_MV8_AUTO for 17..step_rows rows where k_mv8t takes the rows'
- * alignment, mvt_takes'), else 16.
+ * in a product of n rows: 32 by k_mv8t (Q8_0, NVFP4, Q4_0, Q5_0:
+ * GPU_MV8_TC, or GPU_MV8_AUTO for 17..step_rows rows where k_mv8t takes
+ * the rows' alignment, mvt_takes'), else 16.
  */
 static int
 mv8_group(const struct gpu *g, int t, int64_t n, const void *d_w, size_t rb)
 {
-	if (t != Q8_T_Q8_0 && t != Q8_T_NVFP4)
+	if (!mvt_type(t))
 		return GPU_MATVEC_MAX_ROWS;
 	if (g->mv8 == GPU_MV8_TC)
 		return MVT_MAX_M;
 	return g->mv8 == GPU_MV8_AUTO && n > GPU_MATVEC_MAX_ROWS && n <= g->step_rows &&
-	    (((uintptr_t)d_w | rb) & (t == Q8_T_Q8_0 ? 1 : 3)) == 0 ? MVT_MAX_M :
-	    GPU_MATVEC_MAX_ROWS;
+	    (((uintptr_t)d_w | rb) & mvt_amask(t)) == 0 ? MVT_MAX_M : GPU_MATVEC_MAX_ROWS;
 }
 
 /* Row bytes of a Q8-path weight of ne0 columns. */
@@ -883,7 +984,7 @@ mv8_rowbytes(int t, int64_t ne0)
 	if (t == Q8_T_NVFP4)
 		return (size_t)(ne0 / 64) * 36;
 	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 :
-	    t == Q8_T_IQ4_NL ? 18 : 20);
+	    t == Q8_T_IQ4_NL || t == Q8_T_Q4_0 ? 18 : t == Q8_T_Q5_0 ? 22 : 20);
 }
 
 /* x quantized for the products: Q8_0/Q8_1 (q, dx, sx) and Q8_K (kq, kd, kb,
@@ -944,8 +1045,8 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 	*q81 = *q80 = *qk = 0;
 	for (int i = 0; i < nw; i++) {
 		if (!gpu_can_matvec_q8(t[i]))
-			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_1, Q5_1, IQ4_NL, "
-			    "Q4_K, Q5_K, Q6_K, IQ4_XS)", t[i]);
+			return gpu_fail(g, "matvec_q8: type %d (Q8_0, NVFP4, Q4_0, Q4_1, Q5_0, "
+			    "Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS)", t[i]);
 		int blk = qk_type(t[i]) ? 256 : t[i] == Q8_T_NVFP4 ? 64 : 32;
 		if (!gpu_can_matvec_q8_step(g, t[i], n) || rows[i] < 1 || ne0 % blk != 0)
 			return gpu_fail(g, "matvec_q8: %lld rows of %lld, %lld inputs",
@@ -1035,6 +1136,10 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 			case Q8_T_NVFP4: rc = mv8_launch<Q8_T_NVFP4>(g, S, nb, rb, qr, dr, sr, m); break;
 			case Q8_T_Q4_1: rc = mv8_launch<Q8_T_Q4_1>(g, S, nb, rb, qr, dr, sr, m); break;
 			case Q8_T_Q5_1: rc = mv8_launch<Q8_T_Q5_1>(g, S, nb, rb, qr, dr, sr, m); break;
+			case Q8_T_Q4_0: rc = mv8_launch<Q8_T_Q4_0>(g, S, nb, rb, qr, dr, sr, m);
+				break;
+			case Q8_T_Q5_0: rc = mv8_launch<Q8_T_Q5_0>(g, S, nb, rb, qr, dr, sr, m);
+				break;
 			default: rc = mv8_launch<Q8_T_Q8_0>(g, S, nb, rb, qr, dr, sr, m); break;
 			}
 			if (rc != 0)
@@ -1324,13 +1429,14 @@ mv8_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, i
 
 /* The bound tc of k_moe_mv8t's tiles for weights of type T (lanes L) at w,
  * rows of rb bytes, under g->moe_tc; 0: k_moe_mv8g takes them all (another
- * type, Q8_0 by one lane a block, rows less aligned than mvt_launch's). */
+ * type, Q8_0 by one lane a block, rows less aligned than mvt_launch's).
+ * Q4_0 and Q5_0 take Q8_0's bound MVT_MOE_N (unmeasured for them). */
 template <int T, int L>
 static int
 mvt_moe_tc(const struct gpu *g, const void *w, size_t rb)
 {
-	if (!(T == Q8_T_NVFP4 || (T == Q8_T_Q8_0 && L == 2)) || g->moe_tc == GPU_MOE_TC_OFF ||
-	    (((uintptr_t)w | rb) & (T == Q8_T_Q8_0 ? 1 : 3)) != 0)
+	if (!(T == Q8_T_NVFP4 || (mv8_halves(T) && L == 2)) || g->moe_tc == GPU_MOE_TC_OFF ||
+	    (((uintptr_t)w | rb) & mvt_amask(T)) != 0)
 		return 0;
 	return g->moe_tc == GPU_MOE_TC_ALL ? 1 : MVT_MOE_N;
 }
@@ -1358,7 +1464,7 @@ mvt_moe_grouped(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, i
 }
 
 /* The per-slot kernels (G NULL: mv8_moe_launch) or the grouped ones on the
- * gathered rows X (mv8_moe_grouped, and for Q8_0 and NVFP4
+ * gathered rows X (mv8_moe_grouped, and for Q8_0, NVFP4, Q4_0 and Q5_0
  * mvt_moe_grouped where mvt_moe_tc says), for type t with lanes L and rows
  * aligned (A) as the one-row product takes them. */
 template <int T, int L, int A>
@@ -1369,7 +1475,7 @@ mv8_moe_run(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n
 {
 	if (G != NULL) {
 		int tc = mvt_moe_tc<T, L>(g, w, rb);
-		if constexpr (T == Q8_T_Q8_0 || T == Q8_T_NVFP4)
+		if constexpr (mvt_type(T))
 			if (tc > 0 && mvt_moe_grouped<T>(g, w, rows, nb, rb, n_exp, G, X, y, scale,
 			    tc) != 0)
 				return -1;
@@ -1384,8 +1490,8 @@ mv8_moe_run(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n
  * The experts' int8 products: x quantized as gpu_matvec_q8 quantizes it
  * (each row on its own: the same bytes as a one-row call's), then each
  * slot by the kernel and the lanes mv8_launch takes for one row (Q8_0:
- * MV8_Q8_0_LANES or GPU_MV8_LANE2's two; the staged form gives the same
- * bits as the in-place one), K-quants and IQ4_XS by qk_moe_product, IQ4_NL
+ * MV8_Q8_0_LANES or GPU_MV8_LANE2's two; Q4_0 and Q5_0 two; the staged
+ * form gives the same bits as the in-place one), K-quants and IQ4_XS by qk_moe_product, IQ4_NL
  * by iq4nl_moe_product (cuda/matvec_iq4.cu).  grouped: the slots grouped
  * by expert first (moe_group_build), the quantized rows gathered in that
  * order into the scratch after x's (moe_gather), and each family's grouped
@@ -1456,6 +1562,12 @@ moe_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_e
 		    XP, d_y, d_scale);
 	case Q8_T_Q5_1:
 		return mv8_moe_run<Q8_T_Q5_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	case Q8_T_Q4_0:
+		return mv8_moe_run<Q8_T_Q4_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	case Q8_T_Q5_0:
+		return mv8_moe_run<Q8_T_Q5_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
 		    XP, d_y, d_scale);
 	default:
 		if ((g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) == 2)

@@ -2,14 +2,14 @@
  * matvec_q8tc: k_mv8's products by int8 tensor cores, with k_mv8's bits
  * (included by cuda/matvec_q8.cu after k_mv8; GPU_MV8_TC picks it).
  *
- * What k_mv8 computes, for Q8_0 two lanes a block (mv8_q8half) and
- * NVFP4 (mv8_nv): a weight row's values fall into 16-value units u
- * (Q8_0: half u % 2 of block u / 2; NVFP4: sub-block u), and lane c of
- * the row's warp sums units c, c + 32, c + 64, ... in that order, one
- * float step a unit on the unit's exact integer dot S (started at
- * MV8_MAGIC, made a float by mv8_i2f):
- *   Q8_0:  acc = fma(i2f(S), dw * dx, acc)
- *   NVFP4: acc = fma(dx, ws * i2f(S), acc)
+ * What k_mv8 computes, for Q8_0, Q4_0 and Q5_0 two lanes a block
+ * (mv8_half) and NVFP4 (mv8_nv): a weight row's values fall into 16-value
+ * units u (Q8_0, Q4_0, Q5_0: half u % 2 of block u / 2; NVFP4: sub-block
+ * u), and lane c of the row's warp sums units c, c + 32, c + 64, ... in
+ * that order, one float step a unit on the unit's exact integer dot S
+ * (started at MV8_MAGIC, made a float by mv8_i2f):
+ *   Q8_0, Q4_0, Q5_0:  acc = fma(i2f(S), dw * dx, acc)
+ *   NVFP4:             acc = fma(dx, ws * i2f(S), acc)
  * (dw the block's fp16 scale, ws the sub-block's ue4m3 / 2, dx the scale
  * of x's 32-block), acc from 0; then mv8_store's butterfly over the 32
  * lanes (v += v of lane ^ 16, 8, 4, 2, 1; lane 0's) and the per-tensor
@@ -17,12 +17,13 @@
  * input row), and the kernel keeps every chain's steps in that order:
  * only S comes from elsewhere, one mma.sync m16n8k16 .s32.s8.s8.s32 per
  * unit for 16 weight rows x 8 input rows, started at MV8_MAGIC (an
- * integer sum is exact in any order: the same S).
+ * integer sum is exact in any order: the same S).  Q4_0's and Q5_0's
+ * fragments are decoded by k_mv8's own mv8_q45 (the same int8 values).
  *
  * A block of 8 warps takes 16 weight rows (one m16 tile) and all m input
  * rows (NT tiles of 8, m <= 32), in chunks of 512 values: chunk k holds
  * unit 32 k + c of every chain c.  Warp w takes chains 2 w, 2 w + 1
- * (block w of the chunk, Q8_0's two halves: one dw * dx for both) and
+ * (block w of the chunk, its two halves: one dw * dx for both) and
  * 2 w + 16, 2 w + 17 (block w + 8), for all 16 x NT * 8 (row, input)
  * pairs: 16 NT accumulators a lane, in registers through the whole row.
  * Lane (g = lane / 4, tg = lane % 4) holds, per PTX's m16n8k16 .s8
@@ -36,12 +37,12 @@
  * the 32 in the butterfly's pairs: k_mv8's bits for every row, whatever
  * m and NT (the columns of an mma are independent).
  *
- * Rows: Q8_0 2-byte aligned (as k_mv8 reads them: halfwords), NVFP4
- * 4-byte aligned (k_mv8's word loads); mvt_launch refuses less.  With
- * every row 16-byte aligned (the weight's
+ * Rows: Q8_0, Q4_0, Q5_0 2-byte aligned (as k_mv8 reads them:
+ * halfwords), NVFP4 4-byte aligned (k_mv8's word loads); mvt_launch
+ * refuses less.  With every row 16-byte aligned (the weight's
  * start and its row bytes) the chunks are copied by 16 bytes, else by
  * aligned 4-byte words from the one that holds a chunk's first byte
- * (2 bytes before it for a Q8_0 row 2 mod 4, as k_mv8's first word),
+ * (2 bytes before it for a row 2 mod 4, as k_mv8's first word),
  * the last word cut to the chunk's end (cp.async's source size).
  */
 
@@ -51,6 +52,8 @@ enum {
 	MVT_NS = 3,		/* stages in the ring */
 	MVT_WQ = 560,		/* Q8_0: a row's slot in a stage: 16 blocks (544) + 2 before + slack;
 				 * 140 words: rows g 12 banks apart, no conflicts */
+	MVT_W4 = 304,		/* Q4_0: 16 blocks (288) + 2 + slack; 76 words (12 banks) */
+	MVT_W5 = 368,		/* Q5_0: 16 blocks (352) + 2 + slack; 92 words (28 banks) */
 	MVT_WN = 304,		/* NVFP4: codes (256) then scales (32) + 16 (76 words) */
 	MVT_XS = 528,		/* x: an input row's 512 bytes + 16 (132 words) */
 	MVT_DS = 17,		/* x's scales: 16 a chunk + 1 (floats) */
@@ -63,7 +66,8 @@ template <int T, int NT>
 struct mvt_dim {
 	enum {
 		MP = 8 * NT,
-		WST = T == Q8_T_Q8_0 ? MVT_WQ : MVT_WN,
+		WST = T == Q8_T_Q8_0 ? MVT_WQ : T == Q8_T_Q4_0 ? MVT_W4 : T == Q8_T_Q5_0 ? MVT_W5 :
+		    MVT_WN,
 		OX = MVT_R * WST,
 		OD = OX + MP * MVT_XS,
 		STAGE = OD + MP * MVT_DS * 4,
@@ -92,9 +96,10 @@ mvt_pick(const struct mv8_set &S)
 
 /*
  * Start copying chunk k of weight rows r0.. (those below rows) and of the
- * m input rows into stage st.  Q8_0: a row's 34 * nbk bytes from 544 k
- * into its slot (16-byte mode: at 0; else from the aligned word holding
- * the first byte, which lands at slot byte o = 0 or 2); NVFP4: its 8 *
+ * m input rows into stage st.  Q8_0, Q4_0, Q5_0 (blocks of BS bytes): a
+ * row's BS * nbk bytes from 16 BS k into its slot (16-byte mode: at 0;
+ * else from the aligned word holding the first byte, which lands at slot
+ * byte o = 0 or 2); NVFP4: its 8 *
  * nsk code bytes from 256 k to slot byte 0 and its nsk scale bytes from 8
  * nsub + 32 k to slot byte 256.  x: 32 * nbk bytes of each input row,
  * its nbk scales.  Nothing past the chunk is read; what it leaves in a
@@ -110,19 +115,21 @@ mvt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int6
 	int t = threadIdx.x, nbk = min(16, nb - 16 * k);
 	int nr = (int)min((int64_t)MVT_R, rows - r0);
 
-	if (T == Q8_T_Q8_0) {
-		int len = 34 * nbk;
-		if (a16) {	/* 34 pieces a row */
-			for (int it = t; it < nr * 34; it += MVT_THREADS) {
-				int rr = it / 34, i = it % 34, n = min(16, len - 16 * i);
-				const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)544 * k;
+	if constexpr (mv8_halves(T)) {
+		enum { BS = mv8_bs<T>::v, NW = 4 * BS + 1 };
+		int len = BS * nbk;
+		size_t ck = (size_t)BS * 16 * k;	/* the chunk's first byte in a row */
+		if (a16) {	/* BS pieces a row */
+			for (int it = t; it < nr * BS; it += MVT_THREADS) {
+				int rr = it / BS, i = it % BS, n = min(16, len - 16 * i);
+				const uint8_t *src = W + (size_t)(r0 + rr) * rb + ck;
 				if (n > 0)
 					gpu_cp16(st + rr * D::WST + 16 * i, src + 16 * i, n);
 			}
-		} else {	/* 137 words a row at most: 2 + 544 + 2 bytes */
-			for (int it = t; it < nr * 137; it += MVT_THREADS) {
-				int rr = it / 137, i = it % 137;
-				const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)544 * k;
+		} else {	/* NW words a row at most: 2 + 16 BS + 2 bytes */
+			for (int it = t; it < nr * NW; it += MVT_THREADS) {
+				int rr = it / NW, i = it % NW;
+				const uint8_t *src = W + (size_t)(r0 + rr) * rb + ck;
 				int o = (int)((uintptr_t)src & 3), n = min(4, o + len - 4 * i);
 				if (n > 0)
 					gpu_cp4(st + rr * D::WST + 4 * i, src - o + 4 * i, n);
@@ -192,8 +199,9 @@ mvt_ld2x2(const uint8_t *p)
  * chunk (those below nb), units 2 p + h, h = 0, 1: chains 2 p + h of
  * rows g, g + 8 and inputs 8 nt + 2 tg (+ 1), acc[2 pi + h][nt][e] with
  * e as C's registers (rows g, g, g + 8, g + 8; inputs 2 tg, 2 tg + 1).
- * og, og8: where rows g and g + 8 start in their slots (Q8_0).  Only the
- * tiles nt < ntl (k_mv8t: NT; k_moe_mv8t: those of its tile's rows).
+ * og, og8: where rows g and g + 8 start in their slots (the halves'
+ * types).  Only the tiles nt < ntl (k_mv8t: NT; k_moe_mv8t: those of its
+ * tile's rows).
  */
 template <int T, int NT>
 __device__ __forceinline__ void
@@ -210,15 +218,29 @@ mvt_step(const uint8_t *st, int nb, int k, int og, int og8, float (*acc)[NT][4],
 		if (16 * k + p >= nb)	/* (the warp's blocks past the row's end) */
 			break;
 		uint32_t a[2][2];
-		float f0[2], f1[2], n0[2], n1[2];	/* Q8_0: dw in f[0]; NVFP4: ws, -MAGIC's value * ws */
-		if (T == Q8_T_Q8_0) {
-			const uint8_t *b0 = w0 + og + 34 * p, *b1 = w1 + og8 + 34 * p;
+		float f0[2], f1[2], n0[2], n1[2];	/* dw in f[0]; NVFP4: ws, -MAGIC's * ws */
+		if constexpr (mv8_halves(T)) {
+			enum { BS = mv8_bs<T>::v };
+			const uint8_t *b0 = w0 + og + BS * p, *b1 = w1 + og8 + BS * p;
 			f0[0] = __half2float(__ushort_as_half(*(const unsigned short *)b0));
 			f1[0] = __half2float(__ushort_as_half(*(const unsigned short *)b1));
+			if (T == Q8_T_Q8_0) {
 #pragma unroll
-			for (int h = 0; h < 2; h++) {
-				a[h][0] = mvt_ld2x2(b0 + 2 + 16 * h + 4 * tg);
-				a[h][1] = mvt_ld2x2(b1 + 2 + 16 * h + 4 * tg);
+				for (int h = 0; h < 2; h++) {
+					a[h][0] = mvt_ld2x2(b0 + 2 + 16 * h + 4 * tg);
+					a[h][1] = mvt_ld2x2(b1 + 2 + 16 * h + 4 * tg);
+				}
+			} else {	/* values 16 h + 4 tg ..: nibble h of qs[4 tg ..] */
+				int oq = T == Q8_T_Q5_0 ? 6 : 2;
+				uint32_t v0 = mvt_ld2x2(b0 + oq + 4 * tg);
+				uint32_t v1 = mvt_ld2x2(b1 + oq + 4 * tg);
+				uint32_t h0 = T == Q8_T_Q5_0 ? mvt_ld2x2(b0 + 2) >> 4 * tg : 0u;
+				uint32_t h1 = T == Q8_T_Q5_0 ? mvt_ld2x2(b1 + 2) >> 4 * tg : 0u;
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					a[h][0] = mv8_q45<T>(v0, h, h0 >> 16 * h);
+					a[h][1] = mv8_q45<T>(v1, h, h1 >> 16 * h);
+				}
 			}
 		} else {
 #pragma unroll
@@ -248,7 +270,7 @@ mvt_step(const uint8_t *st, int nb, int k, int og, int og8, float (*acc)[NT][4],
 			float d1 = ds[(8 * nt + 2 * tg + 1) * MVT_DS + p];
 			const uint8_t *xb = st + D::OX + (8 * nt + g) * MVT_XS + 32 * p + 4 * tg;
 			float pr[4];
-			if (T == Q8_T_Q8_0)	/* dw * dx once for the block's two halves */
+			if (mv8_halves(T))	/* dw * dx once for the block's two halves */
 				pr[0] = __fmul_rn(f0[0], d0), pr[1] = __fmul_rn(f0[0], d1),
 				pr[2] = __fmul_rn(f1[0], d0), pr[3] = __fmul_rn(f1[0], d1);
 #pragma unroll
@@ -256,7 +278,7 @@ mvt_step(const uint8_t *st, int nb, int k, int og, int og8, float (*acc)[NT][4],
 				int c[4];
 				float *ac = acc[2 * pi + h][nt];
 				mvt_mma(a[h], *(const uint32_t *)(xb + 16 * h), c);
-				if (T == Q8_T_Q8_0) {
+				if (mv8_halves(T)) {
 #pragma unroll
 					for (int e = 0; e < 4; e++)
 						ac[e] = __fmaf_rn(mv8_i2f(c[e]), pr[e], ac[e]);
@@ -348,7 +370,7 @@ k_mv8t(const struct mv8_set S, int nb, size_t rb, const int8_t *__restrict__ q,
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				acc[u][nt][e] = 0.0f;
-	if (T == Q8_T_Q8_0 && !a16) {	/* a row's chunks start where its row does, mod 4 */
+	if (mv8_halves(T) && !a16) {	/* a row's chunks start where its row does, mod 4 */
 		og = (int)((uintptr_t)(R.W + (size_t)(R.r + g) * rb) & 3);
 		og8 = (int)((uintptr_t)(R.W + (size_t)(R.r + g + 8) * rb) & 3);
 	}
@@ -437,7 +459,7 @@ k_moe_mv8t(const uint8_t *__restrict__ W, size_t ebytes, size_t rb, int nb, int6
 #pragma unroll
 			for (int i = 0; i < 4; i++)
 				acc[u][c][i] = 0.0f;
-	if (T == Q8_T_Q8_0 && !a16) {	/* a row's chunks start where its row does, mod 4 */
+	if (mv8_halves(T) && !a16) {	/* a row's chunks start where its row does, mod 4 */
 		og = (int)((uintptr_t)(R.W + (size_t)(r0 + g) * rb) & 3);
 		og8 = (int)((uintptr_t)(R.W + (size_t)(r0 + g + 8) * rb) & 3);
 	}
@@ -508,8 +530,8 @@ mvt_launch(struct gpu *g, const struct mv8_set &S, int nb, size_t rb, const int8
 	}
 	if (m < 1 || m > MVT_MAX_M)
 		return gpu_fail(g, "matvec_q8 tc: %d input rows (1..%d)", m, MVT_MAX_M);
-	if ((or_ & (T == Q8_T_Q8_0 ? 1 : 3)) != 0)
-		return gpu_fail(g, "matvec_q8 tc: rows not %d-byte aligned", T == Q8_T_Q8_0 ? 2 : 4);
+	if ((or_ & mvt_amask(T)) != 0)
+		return gpu_fail(g, "matvec_q8 tc: rows not %d-byte aligned", mvt_amask(T) + 1);
 	a16 = (or_ & 15) == 0;
 	switch ((m + 7) / 8) {
 	case 1: return mvt_run<T, 1>(g, St, St.blk[S.nw], nb, rb, q, dx, m, a16);

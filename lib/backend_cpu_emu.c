@@ -12,8 +12,9 @@
  *                         lib/quant dequantizes them) and the weights
  *                         dequantized, each rounded to bf16, fp32 sums
  *   Q4_1, Q5_1, IQ4_NL    the CPU's own (the decode kernel, 16 rows a launch)
- *   Q4_0, Q4_K, Q5_K, Q6_K  int8: x as it is and the weights dequantized, fp32
- *                         (cuBLAS); bf16: both rounded to bf16
+ *   Q4_0, Q5_0, Q4_K,     int8: x as it is and the weights dequantized, fp32
+ *   Q5_K, Q6_K            (cuBLAS); bf16: both rounded to bf16 (their steps,
+ *                         up to the step rows, the CPU's own: int8 x)
  *   other quantized types  held as F32 on the GPU: x as it is, fp32
  *   F32, F16, BF16        fp32 (cuBLAS): the CPU's own float path
  * Each output here is a double sum of the (rounded) terms, in index
@@ -52,7 +53,7 @@ emu_way(int kind, int t)
 		return EMU_OWN;
 	case QUANT_Q8_0: case QUANT_NVFP4: case QUANT_IQ4_XS:
 		return kind == BACKEND_GEMM_INT8 ? EMU_OWN : EMU_BF16Q;
-	case QUANT_Q4_0: case QUANT_Q4_K: case QUANT_Q5_K: case QUANT_Q6_K:
+	case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_Q4_K: case QUANT_Q5_K: case QUANT_Q6_K:
 		return kind == BACKEND_GEMM_INT8 ? EMU_F32 : EMU_BF16X;
 	default:
 		return quant_vec_dot_type(t) < 0 ? EMU_OWN : EMU_F32;

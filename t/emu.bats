@@ -77,7 +77,7 @@ emu_cc() {
 	[ "${lines[-1]}" = "ALL OK" ]
 }
 
-@test "matvec-q8-emu: k_mv8's lanes (Q8_0, Q4_1, Q5_1, NVFP4) against quant_vec_dot" {
+@test "matvec-q8-emu: k_mv8's lanes (Q8_0, Q4_1, Q5_1, NVFP4, Q4_0, Q5_0) against quant_vec_dot" {
 	need_cc
 	emu_cc matvec-q8-emu -O1
 	emu_run "$D/matvec-q8-emu"
@@ -85,16 +85,21 @@ emu_cc() {
 	[ "${lines[-1]}" = "OK (0 failures)" ]
 }
 
-@test "matvec-q8tc-emu: k_mv8t and the experts' k_moe_mv8t give k_mv8's bits, and each perturbed model fails" {
+@test "matvec-q8tc-emu: k_mv8t and the experts' k_moe_mv8t give k_mv8's bits (Q8_0, NVFP4, Q4_0, Q5_0), and each perturbed model fails" {
 	need_cc
 	emu_cc matvec-q8tc-emu -O2
 	emu_run "$D/matvec-q8tc-emu"
 	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
-	[ "$(grep -c '^moe .* tc=[019]: [0-9]* outputs, .*: same bits$' <<<"$output")" -eq 30 ]
-	for p in 1 2 3 4 5 6; do
+	[ "$(grep -c '^moe .* tc=[019]: [0-9]* outputs, .*: same bits$' <<<"$output")" -eq 48 ]
+	for t in Q8_0 NVFP4 Q4_0 Q5_0; do	# each type's dense and grouped lines
+		grep -q "^$t 300x4096: m = 1..32, offsets [0-9 ]*: same bits$" <<<"$output"
+		grep -q "^moe $t .* tc=9: .*: same bits$" <<<"$output"
+	done
+	for p in 1 2 3 4 5 6 7; do
 		run -1 "$D/matvec-q8tc-emu" -p "$p"
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 		[ "$p" -lt 4 ] || [[ $output == *$'\nmoe '*' DIFFER'* ]]	# the grouped checks' own
+		[ "$p" -ne 7 ] || [[ $output == *$'\nQ5_0 '*' DIFFER'* ]]	# Q4_0's, Q5_0's decode
 	done
 }
 

@@ -2,8 +2,9 @@
  * matvec-q8-emu: a CPU model of cuda/matvec_q8.cu's k_mv8 / k_mv8s per-lane
  * arithmetic (not built by make; a review aid for a machine without a
  * GPU).  It replays the lanes' products for Q8_0 (mv8_block, one lane a
- * block; mv8_q8half, two lanes a block, GPU_MV8_LANE2, both alignments),
- * Q4_1 and Q5_1 (mv8_block) and NVFP4 (mv8_nv: by 16-value sub-blocks on
+ * block; mv8_half, two lanes a block, GPU_MV8_LANE2, both alignments),
+ * Q4_1 and Q5_1 (mv8_block), Q4_0 and Q5_0 (mv8_half: two lanes a block,
+ * the half's 16 qs bytes by mv8_ld16's words, values by mv8_q45) and NVFP4 (mv8_nv: by 16-value sub-blocks on
  * the GPU layout that gpu_nvfp4_pack makes from ggml's, modelled here by
  * nvfp4_pack; lane l: sub-blocks l and l + 32 of each chunk of 64, then of
  * the last part those below its end; the codes decoded by mv8_fp4pn for
@@ -20,7 +21,8 @@
  * mv8_ue4m3c2 and mv8_ue4m3c2f on the canonical bytes of the GPU layout
  * against quant_ue4m3_to_f32 / 2 for every byte in both positions, mv8_fp4pn (p - n)
  * and gpu_fp4x8 against the e2m1 kvalues for every code in every nibble
- * of a word.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
+ * of a word, mv8_q45 against q - 8 (Q4_0) and q - 16 (Q5_0) for every
+ * value in every byte of a word, both halves.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
  * row back (its scales as canonical bytes of the same values), and each
  * sub-block's float sum is the plain kvalue dot's.
  * Rows of 1..16 inputs give each row the same bits (the code per row does
@@ -196,19 +198,36 @@ static void nv(const uint8_t *wr, int nsub, int s, int two, const struct xin *X,
 		}
 }
 
-/* mv8_q8half: Q8_0 half h of the block at blk (two lanes a block) */
-static void q8half(const uint8_t *blk, int h, int b, const struct xin *X, int m, float *acc)
+/* mv8_ld16: the 16 bytes at p (2-byte aligned) by 4 aligned words from the
+ * one holding p and the halfword of the last two, funnel shifts */
+static void ld16(const uint8_t *p, uint32_t *w)
 {
-	const uint8_t *qs = blk + 2 + 16 * h;
-	unsigned o = (unsigned)((uintptr_t)qs & 2);
-	uint32_t P[4], e = rd16(qs + 14), w[4];
+	unsigned o = (unsigned)((uintptr_t)p & 2);
+	uint32_t P[4], e = rd16(p + 14);
+
+	for (int i = 0; i < 4; i++)
+		P[i] = rd32(p - o + 4 * i);
+	for (int i = 0; i < 4; i++)
+		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
+}
+
+/* mv8_half: half h of the Q8_0, Q4_0 or Q5_0 block at blk (two lanes a
+ * block; mv8_hw: Q8_0's 16 bytes, Q4_0's / Q5_0's 16 qs bytes decoded by
+ * mv8_q45, Q5_0 with qh's halfword h) */
+static void half(int t, const uint8_t *blk, int h, int b, const struct xin *X, int m,
+    float *acc)
+{
+	uint32_t w[4], qhh = t == QUANT_Q5_0 ? rd16(blk + 2 + 2 * h) : 0;
 	float dw = h2f(rd16(blk));
 	int nb = X->nb;
 
-	for (int i = 0; i < 4; i++)
-		P[i] = rd32(qs - o + 4 * i);
-	for (int i = 0; i < 4; i++)
-		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
+	if (t == QUANT_Q8_0)
+		ld16(blk + 2 + 16 * h, w);
+	else {
+		ld16(blk + (t == QUANT_Q5_0 ? 6 : 2), w);
+		for (int i = 0; i < 4; i++)
+			w[i] = q45(t, w[i], h, qhh >> (4 * i));
+	}
 	for (int j = 0; j < m; j++) {
 		size_t xi = (size_t)j * nb + b;
 		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + 16 * h;
@@ -219,7 +238,7 @@ static void q8half(const uint8_t *blk, int h, int b, const struct xin *X, int m,
 	}
 }
 
-static int lanes = 1;	/* Q8_0 by 1 or 2 (GPU_MV8_LANE2) lanes a block */
+static int lanes = 1;	/* Q8_0 by 1 or 2 (GPU_MV8_LANE2) lanes a block (Q4_0, Q5_0: 2) */
 
 /* k_mv8 for weight row w: 32 lanes, lane l blocks l, l + 32, ... (two
  * lanes a block: half l & 1 of blocks l / 2, l / 2 + 16, ...); then the
@@ -236,9 +255,9 @@ static void warp(int t, const uint8_t *w, int bs, int nbw, const struct xin *X, 
 				nv(w, nsub, s, 1, X, m, acc[l]);
 			if (s < nsub)
 				nv(w, nsub, s, s + 32 < nsub, X, m, acc[l]);
-		} else if (lanes == 2 && t == QUANT_Q8_0)
+		} else if ((lanes == 2 && t == QUANT_Q8_0) || t == QUANT_Q4_0 || t == QUANT_Q5_0)
 			for (int b = l >> 1; b < nbw; b += 16)
-				q8half(w + (size_t)b * bs, l & 1, b, X, m, acc[l]);
+				half(t, w + (size_t)b * bs, l & 1, b, X, m, acc[l]);
 		else
 			for (int b = l; b < nbw; b += 32)
 				block(t, w + (size_t)b * bs, b, X, m, acc[l]);
@@ -303,6 +322,24 @@ static void exhaustive(void)
 					check((int8_t)(w[k >> 2] >> sh) == want, what), n++;
 				}
 			}
+	for (int t = QUANT_Q4_0; t <= QUANT_Q5_0; t += QUANT_Q5_0 - QUANT_Q4_0)
+		for (int pos = 0; pos < 4; pos++)
+			for (unsigned v = 0; v < (t == QUANT_Q5_0 ? 32u : 16u); v++)
+				for (int h = 0; h < 2; h++) {
+					uint32_t w = (uint32_t)(rnd() & 0xFFFFFFFFu), hb = (uint32_t)(rnd() & 0xF);
+					w = (w & ~(0xFu << (8 * pos + 4 * h))) | (v & 0xF) << (8 * pos + 4 * h);
+					hb = (hb & ~(1u << pos)) | (v >> 4) << pos;
+					uint32_t got = q45(t, w, h, hb);
+					for (int k = 0; k < 4; k++) {
+						int q = (int)(w >> (8 * k + 4 * h) & 0xF);
+						if (t == QUANT_Q5_0)
+							q |= (int)(hb >> k & 1) << 4;
+						snprintf(what, sizeof what, "mv8_q45 %s 0x%08x h %d byte %d",
+						    quant_name(t), w, h, k);
+						check((int8_t)(got >> 8 * k) == q - (t == QUANT_Q5_0 ? 16 : 8), what);
+						n++;
+					}
+				}
 	printf("exhaustive: %d scale and code checks\n", n);
 }
 
@@ -336,7 +373,7 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 				for (int b = 0; b < nbw; b++) {
 					uint8_t *p = w + r * rb + (size_t)b * bs;
 					p[1] &= 0x3B;
-					if (t != QUANT_Q8_0)
+					if (t == QUANT_Q4_1 || t == QUANT_Q5_1)
 						p[3] &= 0x3B;
 				}
 		} else {
@@ -367,7 +404,7 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 			xr[i] = unif(-1, 1) * (j == 1 ? 1e-3f : 1.0f);
 		if (quant_quantize_act(t, xr, xq + j * xb, ne0) != 0)
 			abort();
-		int xs = t == QUANT_Q8_0 || t == QUANT_NVFP4 ? 34 : 36, o = xs - 32;
+		int xs = t == QUANT_Q4_1 || t == QUANT_Q5_1 ? 36 : 34, o = xs - 32;
 		for (int b = 0; b < nb; b++) {
 			const uint8_t *p = xq + j * xb + (size_t)b * xs;
 			X.dx[j * nb + b] = h2f(rd16(p));
@@ -409,13 +446,14 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 int
 main(void)
 {
-	static const int types[] = { QUANT_NVFP4, QUANT_Q8_0, QUANT_Q4_1, QUANT_Q5_1 };
+	/* Q8_0 by one lane, then by two (4) */
+	static const int types[] = { QUANT_NVFP4, QUANT_Q8_0, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q8_0,
+	    QUANT_Q4_0, QUANT_Q5_0 };
 	static const int shapes[][2] = { { 7, 64 }, { 5, 512 }, { 4, 4096 }, { 3, 4160 }, { 2, 12288 } };
 
 	exhaustive();
-	for (size_t ti = 0; ti < sizeof types / sizeof types[0] + 1; ti++) {
-		/* then Q8_0 by two lanes */
-		int t = ti < 4 ? types[ti] : QUANT_Q8_0;
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		int t = types[ti];
 		double worst = 0;
 		int count = 0;
 		lanes = ti == 4 ? 2 : 1;
@@ -424,8 +462,8 @@ main(void)
 				for (int raw = 0; raw < 2; raw++)
 					products(t, shapes[si][0], shapes[si][1], m, raw, &worst, &count);
 		printf("%-5s%s %5d products, worst |y - quant_vec_dot| = %.3g of sum |w x|\n",
-		    quant_name(t), t == QUANT_NVFP4 ? " (GPU layout, mv8_nv)" : lanes == 2 ?
-		    " lane2" : "", count, worst);
+		    quant_name(t), t == QUANT_NVFP4 ? " (GPU layout, mv8_nv)" : lanes == 2 ||
+		    t == QUANT_Q4_0 || t == QUANT_Q5_0 ? " lane2" : "", count, worst);
 	}
 	printf("NVFP4 rows packed and unpacked: %d\n", nrows);
 	printf("NVFP4 sub-block sums differing from (float) of the plain kvalue dot: %d\n", nmagic);

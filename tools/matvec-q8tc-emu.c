@@ -2,9 +2,12 @@
  * matvec-q8tc-emu: a CPU model of cuda/matvec_q8tc.cuh's k_mv8t against
  * one of cuda/matvec_q8.cu's k_mv8 (not built by make; the evidence, on
  * a machine without a GPU, that the tensor-core kernel gives k_mv8's
- * bits).  k_mv8: Q8_0 two lanes a block (mv8_q8half, the default layout:
- * lane l half l % 2 of blocks l / 2, l / 2 + 16, ..., 4 word loads and a
- * funnel shift from the word holding a half's first byte) and NVFP4
+ * bits).  k_mv8: Q8_0, Q4_0 and Q5_0 two lanes a block (mv8_half, Q8_0's
+ * default layout and Q4_0's, Q5_0's only one: lane l half l % 2 of blocks
+ * l / 2, l / 2 + 16, ..., 4 word loads and a funnel shift from the word
+ * holding the 16 bytes' first (mv8_ld16: Q8_0 the half's, Q4_0 and Q5_0
+ * the qs bytes, their nibble h less 8, Q5_0 with qh's bits 16 h .. at bit 4
+ * less 16: mv8_q45)) and NVFP4
  * (mv8_nv on the GPU layout: lane l sub-blocks l, l + 32 of each 64, then
  * of the last part those below its end; mv8_fp4pn and mv8_ue4m3c2 for a
  * launch of m <= 2 rows, gpu_fp4x8 and mv8_ue4m3c2f above), dp4a sums from
@@ -16,7 +19,8 @@
  * holding a chunk's first byte, the source size cutting the last) into a
  * ring of stages that starts as garbage, in the kernel's pipeline order;
  * mvt_step's fragments (Q8_0 by halfword pairs at a row's offset in its
- * slot, NVFP4 codes decoded by gpu_fp4x8's low half), multiplied as PTX's
+ * slot, Q4_0 and Q5_0 likewise then mv8_q45, NVFP4 codes decoded by
+ * gpu_fp4x8's low half), multiplied as PTX's
  * mma.m16n8k16 .s32.s8.s8.s32 defines its fragments (A: a0 row g, a1 row
  * g + 8, bytes k = 4 tg .. 4 tg + 3; B: b0 column g, rows 4 tg ..; C: c0,
  * c1 row g columns 2 tg, 2 tg + 1, c2, c3 row g + 8; g = lane / 4, tg =
@@ -24,9 +28,10 @@
  * dw * dx a block for both halves; NVFP4 ws * S as fma(MAGIC + S, ws,
  * -MAGIC's value * ws)); mvt_store's chains to shared memory and the
  * butterfly's pairs.  Every output of rows x m is compared with k_mv8's
- * bit for bit, m = 1..32, on Q8_0 and NVFP4 shapes (tail chunks, odd
- * block counts: Q8_0 rows 2 mod 4 bytes; weights at 16-byte, 4-byte and
- * 2-byte aligned addresses), a set of three weights, a per-tensor scale.
+ * bit for bit, m = 1..32, on Q8_0, NVFP4, Q4_0 and Q5_0 shapes (tail
+ * chunks, odd block counts: rows 2 mod 4 bytes; weights at 16-byte,
+ * 4-byte and 2-byte aligned addresses), a set of three weights, a
+ * per-tensor scale.
  * Also exhaustive: the NVFP4 product trick against ws * (float)S for every
  * scale byte and every S a sub-block can give.
  * The experts grouped (k_moe_mv8t beside k_moe_mv8g, cuda/matvec_q8.cu's
@@ -39,19 +44,21 @@
  * gathered rows, and k_moe_mv8g's tiles as k_mv8's lanes at the tile's
  * rows; every slot's row against k_moe_mv8's (k_mv8 at one row) bit for
  * bit and written exactly once, under tc 0, 1 and 9 (GPU_MOE_TC_OFF, _ALL,
- * _AUTO): Q8_0 and NVFP4 stacks routed with experts of 0, 1, 5, 17, 32,
- * 40, 16, 9 and 8 slots and 18 ill ids, and 256 experts at random.
+ * _AUTO): Q8_0, NVFP4, Q4_0 and Q5_0 stacks routed with experts of 0, 1,
+ * 5, 17, 32, 40, 16, 9 and 8 slots and 18 ill ids (Q4_0's and Q5_0's rows
+ * of 704 among them), and 256 experts at random.
  * -p N perturbs the model (1: chains 0 and 2 swapped where their sums are
  * stored; 2: the butterfly's levels in the other order; 3: the units of
  * odd chunks feeding chain c ^ 4 instead of c; 4: k_moe_mv8t's block
  * taking the next tile whatever its expert; 5: its column tiles cut to
- * n / 8; 6: k_moe_mv8g taking a pair's second tile too): each must fail.
+ * n / 8; 6: k_moe_mv8g taking a pair's second tile too; 7: k_mv8t's Q4_0
+ * and Q5_0 fragments of half h taking nibble h ^ 1): each must fail.
  * (Relabelling every chain c as c ^ x for one x is no perturbation: the
  * butterfly gives the same bits, its adds being commutative.)
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emutc \
  *       tools/matvec-q8tc-emu.c lib/quant*.c lib/util.c -lm && /tmp/emutc
- *   /tmp/emutc -p 1   (and 2 .. 6: FAIL lines, exit 1)
+ *   /tmp/emutc -p 1   (and 2 .. 7: FAIL lines, exit 1)
  * Keep it in step with the kernels.
  */
 #include <math.h>
@@ -61,8 +68,16 @@
 #include <string.h>
 #include "quant.h"
 
-enum { MAXM = 32, MAGIC = 0x4B400000, R = 16, NS = 3, WQ = 560, WN = 304, XS = 528, DS = 17 };
-enum { T_Q8_0 = QUANT_Q8_0, T_NVFP4 = QUANT_NVFP4 };
+enum { MAXM = 32, MAGIC = 0x4B400000, R = 16, NS = 3, WQ = 560, W4 = 304, W5 = 368, WN = 304,
+	XS = 528, DS = 17 };
+enum { T_Q8_0 = QUANT_Q8_0, T_NVFP4 = QUANT_NVFP4, T_Q4_0 = QUANT_Q4_0, T_Q5_0 = QUANT_Q5_0 };
+
+/* the types k_mv8 takes by halves of blocks (mv8_halves), their block bytes,
+ * and the rows' alignment mask (mvt_amask) */
+static int halves(int t) { return t == T_Q8_0 || t == T_Q4_0 || t == T_Q5_0; }
+static int bsz(int t) { return t == T_Q8_0 ? 34 : t == T_Q4_0 ? 18 : 22; }
+static int amask(int t) { return t == T_NVFP4 ? 3 : 1; }
+static size_t rowb(int t, int ne0) { return t == T_NVFP4 ? (size_t)(ne0 / 64) * 36 : (size_t)(ne0 / 32) * bsz(t); }
 
 static int perturb;
 static long nchk, nfail;
@@ -78,21 +93,36 @@ struct xin {
 
 /* --- k_mv8 -------------------------------------------------------------- */
 
-/* mv8_q8half: half h of the Q8_0 block at blk . the same half of block b of
- * input rows j0 .. j0 + mm - 1 */
-static void q8half(const uint8_t *blk, int h, int b, const struct xin *X, int j0, int mm,
+/* mv8_ld16: the 16 bytes at p (2-byte aligned) by 4 aligned words from the
+ * one holding p and the halfword of the last two, funnel shifts */
+static void ld16(const uint8_t *p, uint32_t *w)
+{
+	unsigned o = (unsigned)((uintptr_t)p & 2);
+	uint32_t P[4], e = rd16(p + 14);
+
+	for (int i = 0; i < 4; i++)
+		P[i] = rd32(p - o + 4 * i);
+	for (int i = 0; i < 4; i++)
+		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
+}
+
+/* mv8_half: half h of the Q8_0, Q4_0 or Q5_0 block at blk . the same half
+ * of block b of input rows j0 .. j0 + mm - 1 (mv8_hw's words: Q8_0's 16
+ * bytes, Q4_0's / Q5_0's qs by mv8_q45 with qh's halfword h) */
+static void half(int t, const uint8_t *blk, int h, int b, const struct xin *X, int j0, int mm,
     float (*acc)[32], int l)
 {
-	const uint8_t *qs = blk + 2 + 16 * h;
-	unsigned o = (unsigned)((uintptr_t)qs & 2);
-	uint32_t P[4], e = rd16(qs + 14), w[4];
+	uint32_t w[4], qhh = t == T_Q5_0 ? rd16(blk + 2 + 2 * h) : 0;
 	float dw = h2f(rd16(blk));
 	int nb = X->nb;
 
-	for (int i = 0; i < 4; i++)
-		P[i] = rd32(qs - o + 4 * i);
-	for (int i = 0; i < 4; i++)
-		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
+	if (t == T_Q8_0)
+		ld16(blk + 2 + 16 * h, w);
+	else {
+		ld16(blk + (t == T_Q5_0 ? 6 : 2), w);
+		for (int i = 0; i < 4; i++)
+			w[i] = q45(t, w[i], h, qhh >> (4 * i));
+	}
 	for (int j = j0; j < j0 + mm; j++) {
 		size_t xi = (size_t)j * nb + b;
 		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + 16 * h;
@@ -159,7 +189,7 @@ static void mv8_ref(int t, const uint8_t *wr, const struct xin *X, int m, const 
 					nv(wr, nsub, s, s + 32 < nsub, X, j0, mm, acc, l);
 			} else
 				for (int b = l >> 1; b < nb; b += 16)
-					q8half(wr + (size_t)b * 34, l & 1, b, X, j0, mm, acc, l);
+					half(t, wr + (size_t)b * bsz(t), l & 1, b, X, j0, mm, acc, l);
 	}
 	for (int j = 0; j < m; j++) {	/* mv8_store: lane 0 after v += v of lane ^ o */
 		float v[32], u[32];
@@ -213,7 +243,7 @@ struct job {
 };
 
 /* the stage layout of mvt_dim */
-static int wst(int t) { return t == T_Q8_0 ? WQ : WN; }
+static int wst(int t) { return t == T_Q8_0 ? WQ : t == T_Q4_0 ? W4 : t == T_Q5_0 ? W5 : WN; }
 static int ox(int t) { return R * wst(t); }
 static int od(int t, int mp) { return ox(t) + mp * XS; }
 static int stage(int t, int mp) { return od(t, mp) + mp * DS * 4; }
@@ -228,19 +258,19 @@ static void copy(const struct launch *L, uint8_t *st, const struct job *J, int k
 	size_t rb = L->rb;
 
 	for (int th = 0; th < 256; th++) {
-		if (t == T_Q8_0) {
-			int len = 34 * nbk;
+		if (halves(t)) {
+			int bs = bsz(t), nw = 4 * bs + 1, len = bs * nbk;
 			if (L->a16)
-				for (int it = th; it < nr * 34; it += 256) {
-					int rr = it / 34, i = it % 34, n = len - 16 * i < 16 ? len - 16 * i : 16;
-					const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)544 * k;
+				for (int it = th; it < nr * bs; it += 256) {
+					int rr = it / bs, i = it % bs, n = len - 16 * i < 16 ? len - 16 * i : 16;
+					const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)bs * 16 * k;
 					if (n > 0)
 						cp(st + rr * WS + 16 * i, src + 16 * i, 16, n);
 				}
 			else
-				for (int it = th; it < nr * 137; it += 256) {
-					int rr = it / 137, i = it % 137;
-					const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)544 * k;
+				for (int it = th; it < nr * nw; it += 256) {
+					int rr = it / nw, i = it % nw;
+					const uint8_t *src = W + (size_t)(r0 + rr) * rb + (size_t)bs * 16 * k;
 					int o = (int)((uintptr_t)src & 3), n = o + len - 4 * i < 4 ? o + len - 4 * i : 4;
 					if (n > 0)
 						cp(st + rr * WS + 4 * i, src - o + 4 * i, 4, n);
@@ -305,15 +335,29 @@ static void step(const struct launch *L, const uint8_t *st, int mp, int ntl, int
 		for (int lane = 0; lane < 32; lane++) {
 			int g = lane >> 2, tg = lane & 3;
 			const uint8_t *w0 = st + g * WS, *w1 = st + (g + 8) * WS;
-			if (t == T_Q8_0) {
-				const uint8_t *b0 = w0 + og[lane][0] + 34 * p, *b1 = w1 + og[lane][1] + 34 * p;
+			if (halves(t)) {
+				int bs = bsz(t);
+				const uint8_t *b0 = w0 + og[lane][0] + bs * p, *b1 = w1 + og[lane][1] + bs * p;
 				f0[lane][0] = h2f(rd16(b0)), f1[lane][0] = h2f(rd16(b1));
 				for (int h = 0; h < 2; h++) {
-					const uint8_t *q0 = b0 + 2 + 16 * h + 4 * tg, *q1 = b1 + 2 + 16 * h + 4 * tg;
-					if (((uintptr_t)q0 & 1) || ((uintptr_t)q1 & 1))
+					/* Q8_0: the half's bytes 4 tg ..; Q4_0, Q5_0: qs[4 tg ..] by
+					 * mv8_q45, nibble h (-p 7: the other half's), qh bits 16 h + 4 tg .. */
+					int oq = t == T_Q8_0 ? 2 + 16 * h : t == T_Q5_0 ? 6 : 2;
+					const uint8_t *q0 = b0 + oq + 4 * tg, *q1 = b1 + oq + 4 * tg;
+					if (((uintptr_t)q0 & 1) || ((uintptr_t)q1 & 1) || ((uintptr_t)b0 & 1) ||
+					    ((uintptr_t)b1 & 1))
 						abort();	/* halfword loads */
 					a[h][lane][0] = (uint32_t)rd16(q0) | (uint32_t)rd16(q0 + 2) << 16;
 					a[h][lane][1] = (uint32_t)rd16(q1) | (uint32_t)rd16(q1 + 2) << 16;
+					if (t != T_Q8_0) {
+						int hn = perturb == 7 ? h ^ 1 : h;
+						uint32_t h0 = t == T_Q5_0 ? ((uint32_t)rd16(b0 + 2) |
+						    (uint32_t)rd16(b0 + 4) << 16) >> 4 * tg : 0;
+						uint32_t h1 = t == T_Q5_0 ? ((uint32_t)rd16(b1 + 2) |
+						    (uint32_t)rd16(b1 + 4) << 16) >> 4 * tg : 0;
+						a[h][lane][0] = q45(t, a[h][lane][0], hn, h0 >> 16 * h);
+						a[h][lane][1] = q45(t, a[h][lane][1], hn, h1 >> 16 * h);
+					}
 				}
 			} else
 				for (int h = 0; h < 2; h++) {
@@ -344,7 +388,7 @@ static void step(const struct launch *L, const uint8_t *st, int mp, int ntl, int
 					const float *ds = (const float *)(st + od(t, mp));
 					float d0 = ds[(8 * nt + 2 * tg) * DS + p], d1 = ds[(8 * nt + 2 * tg + 1) * DS + p];
 					float *ac = acc[lane][u][nt];
-					if (t == T_Q8_0) {
+					if (halves(t)) {
 						float pr[4] = { f0[lane][0] * d0, f0[lane][0] * d1, f1[lane][0] * d0,
 						    f1[lane][0] * d1 };
 						for (int e = 0; e < 4; e++)
@@ -381,7 +425,7 @@ static void run(const struct launch *L, const struct job *J, uint8_t *sm)
 		for (int lane = 0; lane < 32; lane++) {
 			int g = lane >> 2;
 			og[w][lane][0] = og[w][lane][1] = 0;
-			if (t == T_Q8_0 && !L->a16) {
+			if (halves(t) && !L->a16) {
 				og[w][lane][0] = (int)((uintptr_t)(W + (size_t)(r0 + g) * L->rb) & 3);
 				og[w][lane][1] = (int)((uintptr_t)(W + (size_t)(r0 + g + 8) * L->rb) & 3);
 			}
@@ -459,7 +503,7 @@ static void mv8t(struct launch *L)
 		or_ |= (uintptr_t)L->W[i];
 		L->blk[i + 1] = L->blk[i] + (unsigned)((L->rows[i] + R - 1) / R);
 	}
-	if (or_ & (L->t == T_Q8_0 ? 1 : 3)) {
+	if (or_ & amask(L->t)) {
 		fprintf(stderr, "mv8t: rows less aligned than the kernel takes\n");
 		abort();
 	}
@@ -474,22 +518,26 @@ static void mv8t(struct launch *L)
 
 /* --- checks ------------------------------------------------------------- */
 
-/* rows x ne0 random weights of type t (Q8_0 from quantized floats, some
- * blocks all zero; NVFP4 random GPU-layout bytes with canonical scales,
- * some zero) at offset off from a 16-byte aligned buffer */
+/* rows x ne0 random weights of type t (Q8_0, Q4_0, Q5_0 from quantized
+ * floats, some blocks all zero, Q4_0's and Q5_0's every third row random
+ * bytes with finite scales; NVFP4 random GPU-layout bytes with canonical
+ * scales, some zero) at offset off from a 16-byte aligned buffer */
 static uint8_t *weights(int t, int64_t rows, int ne0, int off, uint8_t **base)
 {
-	size_t rb = t == T_Q8_0 ? (size_t)(ne0 / 32) * 34 : (size_t)(ne0 / 64) * 36;
+	size_t rb = rowb(t, ne0);
 	uint8_t *b = aligned_alloc(16, rb * rows + 64), *w = b + off;
 	float *x = malloc(sizeof(float) * ne0);
 
 	for (size_t i = 0; i < rb * rows + 64; i++)
 		b[i] = (uint8_t)rnd();
 	for (int64_t r = 0; r < rows; r++)
-		if (t == T_Q8_0) {
+		if (halves(t) && t != T_Q8_0 && r % 3 == 2) {
+			for (int b = 0; b < ne0 / 32; b++)	/* random bytes, finite fp16 d */
+				w[r * rb + (size_t)b * bsz(t) + 1] &= 0x3B;
+		} else if (halves(t)) {
 			for (int i = 0; i < ne0; i++)
 				x[i] = unif(-1, 1) * (i % 97 == 0 ? 8.0f : 1.0f) * (i / 32 % 11 == 3 ? 0.0f : 1.0f);
-			if (quant_quantize_row(QUANT_Q8_0, x, w + r * rb, ne0, NULL) != 0)
+			if (quant_quantize_row(t, x, w + r * rb, ne0, NULL) != 0)
 				abort();
 		} else {
 			int nsub = ne0 / 16;
@@ -540,7 +588,7 @@ static void check_set(int t, int nw, const int64_t *rows, int ne0, int off, int 
 
 	memset(&L, 0, sizeof L);
 	L.t = t, L.nb = ne0 / 32, L.m = m, L.nw = nw, L.X = X;
-	L.rb = t == T_Q8_0 ? (size_t)(ne0 / 32) * 34 : (size_t)(ne0 / 64) * 36;
+	L.rb = rowb(t, ne0);
 	for (int i = 0; i < nw; i++) {
 		L.W[i] = weights(t, rows[i], ne0, off, &base[i]);
 		L.rows[i] = rows[i];
@@ -558,7 +606,7 @@ static void check_set(int t, int nw, const int64_t *rows, int ne0, int off, int 
 				if (memcmp(&got, &y[j], 4) != 0) {
 					if (bad < 3)
 						printf("FAIL %s %lldx%d off %d m=%d weight %d row %lld input %d: "
-						    "%.9g != %.9g\n", t == T_Q8_0 ? "Q8_0" : "NVFP4",
+						    "%.9g != %.9g\n", quant_name(t),
 						    (long long)rows[i], ne0, off, m, i, (long long)r, j, got, y[j]);
 					bad++;
 				}
@@ -813,15 +861,22 @@ static int32_t *skewed(int *ns, int *n_exp)
 	return ids;
 }
 
-/* the grouped calls: Q8_0 and NVFP4 stacks of the skewed routing (2 slots
- * a row) at rows of one chunk and a tail, of whole chunks past the ring,
- * of fewer than 16 weight rows; 16-byte aligned and not (Q8_0 rows 2 mod
- * 4 bytes); scaled and not; then 256 experts at random (8 a row, 256 rows) */
+/* the grouped calls: Q8_0, NVFP4, Q4_0 and Q5_0 stacks of the skewed
+ * routing (2 slots a row) at rows of one chunk and a tail, of whole chunks
+ * past the ring, of fewer than 16 weight rows; 16-byte aligned and not
+ * (Q8_0, Q4_0, Q5_0 rows 2 mod 4 bytes; Q4_0's and Q5_0's of 704, the
+ * 26B-A4B's down experts); scaled and not; then 256 experts at random (8
+ * a row, 256 rows) */
 static void moe_checks(void)
 {
-	static const int sh[][4] = {	/* Q8_0?, rows, ne0, offset */
-		{ 1, 37, 800, 0 }, { 1, 37, 800, 2 }, { 1, 20, 4096, 0 }, { 1, 8, 544, 2 },
-		{ 0, 37, 768, 0 }, { 0, 37, 768, 4 }, { 0, 20, 2112, 0 }, { 0, 8, 448, 4 },
+	static const int sh[][4] = {	/* type, rows, ne0, offset */
+		{ T_Q8_0, 37, 800, 0 }, { T_Q8_0, 37, 800, 2 }, { T_Q8_0, 20, 4096, 0 },
+		{ T_Q8_0, 8, 544, 2 }, { T_NVFP4, 37, 768, 0 }, { T_NVFP4, 37, 768, 4 },
+		{ T_NVFP4, 20, 2112, 0 }, { T_NVFP4, 8, 448, 4 }, { T_Q4_0, 37, 704, 0 },
+		{ T_Q4_0, 20, 800, 2 }, { T_Q5_0, 37, 704, 0 }, { T_Q5_0, 20, 4128, 2 },
+	};
+	static const int rt[][2] = {	/* type, ne0 of the random routing */
+		{ T_Q8_0, 288 }, { T_NVFP4, 256 }, { T_Q4_0, 704 }, { T_Q5_0, 288 },
 	};
 	float scale = 0.3779f;
 	int ns, n_exp;
@@ -832,34 +887,37 @@ static void moe_checks(void)
 		struct xin X;
 		uint8_t *base;
 		char what[96];
-		M.t = sh[i][0] ? T_Q8_0 : T_NVFP4, M.rows = sh[i][1], M.ne0 = sh[i][2];
+		M.t = sh[i][0], M.rows = sh[i][1], M.ne0 = sh[i][2];
 		M.off = sh[i][3], M.n_exp = n_exp, M.ns = ns, M.per = 2, M.ids = ids;
-		M.rb = M.t == T_Q8_0 ? (size_t)(M.ne0 / 32) * 34 : (size_t)(M.ne0 / 64) * 36;
+		M.rb = rowb(M.t, M.ne0);
 		M.scale = i % 2 ? &scale : NULL;
 		M.W = weights(M.t, (int64_t)n_exp * M.rows, M.ne0, M.off, &base);
 		inputs(M.ne0, ns / M.per, &X);
 		M.X = &X;
-		snprintf(what, sizeof what, "moe %s %d x %lldx%d off %d%s skewed", sh[i][0] ? "Q8_0" :
-		    "NVFP4", n_exp, (long long)M.rows, M.ne0, M.off, M.scale ? " *s" : "");
+		snprintf(what, sizeof what, "moe %s %d x %lldx%d off %d%s skewed", quant_name(M.t),
+		    n_exp, (long long)M.rows, M.ne0, M.off, M.scale ? " *s" : "");
 		check_moe(&M, what);
 		free(base), free(X.q), free(X.dx);
 	}
 	free(ids);
-	for (int ti = 0; ti < 2; ti++) {	/* the 35B-A3B's routing (256 experts, 8 a row), small rows */
+	for (size_t ti = 0; ti < sizeof rt / sizeof rt[0]; ti++) {
+		/* the 35B-A3B's routing (256 experts, 8 a row), small rows */
 		struct moe M;
 		struct xin X;
 		uint8_t *base;
+		char what[96];
 		int32_t *rids = malloc(sizeof(int32_t) * 2048);
 		for (int s = 0; s < 2048; s++)
 			rids[s] = (int32_t)(rnd() % 256);
-		M.t = ti ? T_NVFP4 : T_Q8_0, M.rows = 16, M.ne0 = ti ? 256 : 288, M.off = 0;
+		M.t = rt[ti][0], M.rows = 16, M.ne0 = rt[ti][1], M.off = 0;
 		M.n_exp = 256, M.ns = 2048, M.per = 8, M.ids = rids, M.scale = NULL;
-		M.rb = M.t == T_Q8_0 ? (size_t)(M.ne0 / 32) * 34 : (size_t)(M.ne0 / 64) * 36;
+		M.rb = rowb(M.t, M.ne0);
 		M.W = weights(M.t, (int64_t)256 * M.rows, M.ne0, 0, &base);
 		inputs(M.ne0, 256, &X);
 		M.X = &X;
-		check_moe(&M, ti ? "moe NVFP4 256 x 16x256 random 2048/8" :
-		    "moe Q8_0 256 x 16x288 random 2048/8");
+		snprintf(what, sizeof what, "moe %s 256 x 16x%d random 2048/8", quant_name(M.t),
+		    M.ne0);
+		check_moe(&M, what);
 		free(base), free(X.q), free(X.dx), free(rids);
 	}
 }
@@ -867,8 +925,10 @@ static void moe_checks(void)
 int main(int argc, char **argv)
 {
 	static const int ms_big[] = { 1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32 };
-	/* Q8_0: 128 blocks (whole chunks), 25 (odd: rows 2 mod 4), 10, 129 (a
-	 * tail chunk of one block); NVFP4: 4096, 768 (a half chunk), 320, 448 */
+	/* Q8_0, Q4_0, Q5_0: 128 blocks (whole chunks), 25 (odd: rows 2 mod 4),
+	 * 10, 129 (a tail chunk of one block); NVFP4: 4096, 768 (a half chunk),
+	 * 320, 448 */
+	static const int tys[] = { T_Q8_0, T_NVFP4, T_Q4_0, T_Q5_0 };
 	static const int q8[][2] = { { 300, 4096 }, { 257, 800 }, { 45, 320 }, { 20, 4128 } };
 	static const int nv4[][2] = { { 300, 4096 }, { 257, 768 }, { 45, 320 }, { 70, 448 } };
 	static const int offq[] = { 0, 2, 4 }, offn[] = { 0, 4, 8 };
@@ -876,24 +936,24 @@ int main(int argc, char **argv)
 	struct xin X;
 
 	if (argc == 3 && strcmp(argv[1], "-p") == 0 && (perturb = atoi(argv[2])) >= 1 &&
-	    perturb <= 6)
+	    perturb <= 7)
 		;
 	else if (argc != 1) {
-		fprintf(stderr, "usage: %s [-p 1|2|3|4|5|6]\n", argv[0]);
+		fprintf(stderr, "usage: %s [-p 1|2|3|4|5|6|7]\n", argv[0]);
 		return 2;
 	}
 	if (perturb == 0)
 		exhaustive();
 	moe_checks();
-	for (int ti = 0; ti < 2; ti++) {
-		int t = ti ? T_NVFP4 : T_Q8_0;
+	for (size_t ti = 0; ti < sizeof tys / sizeof tys[0]; ti++) {
+		int t = tys[ti], nv = t == T_NVFP4;
+		const int *off = nv ? offn : offq;
 		for (int si = 0; si < 4; si++) {
-			int64_t rows = ti ? nv4[si][0] : q8[si][0];
-			int ne0 = ti ? nv4[si][1] : q8[si][1];
+			int64_t rows = nv ? nv4[si][0] : q8[si][0];
+			int ne0 = nv ? nv4[si][1] : q8[si][1];
 			long f0 = nfail;
 			inputs(ne0, MAXM, &X);
-			for (int oi = 0; oi < 3; oi++) {
-				int off = ti ? offn[oi] : offq[oi];
+			for (int oi = 0; oi < 3; oi++)
 				for (int m = 1; m <= MAXM; m++) {
 					int big = 1;
 					if (si == 0) {
@@ -903,21 +963,20 @@ int main(int argc, char **argv)
 					}
 					if (!big || (perturb && m != 9))
 						continue;
-					check_set(t, 1, &rows, ne0, off, m, NULL, &X);
+					check_set(t, 1, &rows, ne0, off[oi], m, NULL, &X);
 				}
-			}
-			printf("%s %lldx%d: m = 1..32, offsets %d %d %d: %s\n", ti ? "NVFP4" : "Q8_0",
-			    (long long)rows, ne0, ti ? offn[0] : offq[0], ti ? offn[1] : offq[1],
-			    ti ? offn[2] : offq[2], nfail == f0 ? "same bits" : "DIFFER");
+			printf("%s %lldx%d: m = 1..32, offsets %d %d %d: %s\n", quant_name(t),
+			    (long long)rows, ne0, off[0], off[1], off[2],
+			    nfail == f0 ? "same bits" : "DIFFER");
 			free(X.q), free(X.dx);
 		}
 		/* a set of three weights (one launch), the second scaled */
 		static const int64_t set[3] = { 45, 17, 33 };
-		inputs(ti ? 768 : 800, MAXM, &X);
+		inputs(nv ? 768 : 800, MAXM, &X);
 		for (int m = 1; m <= MAXM; m += 7) {
 			long f0 = nfail;
-			check_set(t, 3, set, ti ? 768 : 800, ti ? 4 : 2, m, &scale, &X);
-			printf("%s set of 3 (45, 17, 33 rows), one scaled, m=%d: %s\n", ti ? "NVFP4" : "Q8_0",
+			check_set(t, 3, set, nv ? 768 : 800, nv ? 4 : 2, m, &scale, &X);
+			printf("%s set of 3 (45, 17, 33 rows), one scaled, m=%d: %s\n", quant_name(t),
 			    m, nfail == f0 ? "same bits" : "DIFFER");
 		}
 		free(X.q), free(X.dx);

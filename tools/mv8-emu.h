@@ -3,9 +3,9 @@
  * tools/matvec-qkt-emu.c share (not built by make: included by those three CPU models of the
  * decode products): a fixed random stream, dp4a, mv8_i2f, PTX prmt's
  * default mode, NVFP4's code and scale decodings (mv8_fp4pn, gpu_fp4x8,
- * mv8_ue4m3c2, mv8_ue4m3c2f), IQ4's grid decoding (gpu_iq4x8),
- * little-endian loads.  Keep it in step with cuda/matvec_q8.cu and
- * cuda/gpu_impl.cuh.
+ * mv8_ue4m3c2, mv8_ue4m3c2f), IQ4's grid decoding (gpu_iq4x8), Q4_0's and
+ * Q5_0's (mv8_q45), little-endian loads.  Keep it in step with
+ * cuda/matvec_q8.cu and cuda/gpu_impl.cuh.
  */
 #ifndef MEMRA_MV8_EMU_H
 #define MEMRA_MV8_EMU_H
@@ -54,6 +54,19 @@ static inline void iq4x8(uint32_t q, uint32_t *lo, uint32_t *hi)
 
 	*lo = prmt(a, b, 0x6420u);
 	*hi = prmt(a, b, 0x7531u);
+}
+
+/* mv8_q45: the int8 values of 4 qs bytes w of a Q4_0 or Q5_0 block, half
+ * h: nibble h of each byte, Q5_0 with bit k of hb at bit 4 of byte k (one
+ * multiply: the partial products on distinct bits), less 8 or 16 by a
+ * byte bias (v + 0x78 or 0x70 < 256, then the sign bit flipped) */
+static inline uint32_t q45(int t, uint32_t w, int h, uint32_t hb)
+{
+	uint32_t v = (w >> (4 * h)) & 0x0F0F0F0Fu;
+
+	if (t == QUANT_Q5_0)
+		v |= ((hb & 0xF) * 0x02040810u) & 0x10101010u;
+	return (v + (t == QUANT_Q5_0 ? 0x70707070u : 0x78787878u)) ^ 0x80808080u;
 }
 
 /* the e2m1 kvalues (twice the value) of the 16 codes */

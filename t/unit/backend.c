@@ -1714,14 +1714,15 @@ ref_product(const float *deq, const float *xs, int ne0, int ne1, int m, int roun
 
 /*
  * backend_cpu_gemm_emulate: past its rows, the CUDA backend's prompt numerics by
- * kind (bf16: Q8_0 on its int8 inputs' values and Q4_K on the inputs, both rounded
- * with the weights to bf16; int8: Q8_0 as the CPU's own, Q4_K in float); up to its
- * rows, and with it off, the CPU's own bits.
+ * kind (bf16: Q8_0 on its int8 inputs' values and Q4_K, Q5_0 on the inputs, both
+ * rounded with the weights to bf16; int8: Q8_0 as the CPU's own, Q4_K and Q5_0 in
+ * float: cuda/matvec.cu's dequantized tiles); up to its rows, and with it off, the
+ * CPU's own bits.
  */
 TEST(gemm_emulation_is_the_gpus_prompt_numerics_past_its_rows)
 {
 	enum { NE0 = 256, NE1 = 24, M = 40, ROWS = 32 };
-	static const int types[] = { QUANT_Q8_0, QUANT_Q4_K };
+	static const int types[] = { QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_0 };
 
 	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
 		struct wbuf wb = make_weight(types[t], NE0, NE1);
@@ -1742,7 +1743,7 @@ TEST(gemm_emulation_is_the_gpus_prompt_numerics_past_its_rows)
 				CHECK(same(y, own, (size_t)M * NE1));	/* the int8 GEMM: the CPU's */
 				continue;
 			}
-			/* bf16: Q8_0's int8 values (xs), Q4_K's inputs; int8: Q4_K in float */
+			/* bf16: Q8_0's int8 values (xs), the others' inputs; int8: those in float */
 			ref_product(wb.deq, types[t] == QUANT_Q8_0 ? xs : x, NE0, NE1, M, kind, ref);
 			CHECK(same(y, ref, (size_t)M * NE1));
 			CHECK(!same(y, own, (size_t)M * NE1));
