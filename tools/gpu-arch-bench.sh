@@ -6,7 +6,8 @@
 #     LLAMA_BENCH  llama-bench's path (tools/llamacpp-cuda.sh's build); a file
 #                  holding the path in its last line works too (the build's
 #                  stdout), and then the script waits for the build
-#                  (GPU_ARCH_WAIT s, default 420)
+#                  (GPU_ARCH_WAIT s, default 420); "-": no llama-bench rows
+#                  (GPU_ARCH_AB and GPU_ARCH_PROF only)
 #     SPEC         SHAPE:TYPE[:EXPERTS[:LAYERS]], gguf-random's -p, -t, -x and
 #                  -L (LAYERS: the first N layers only, a speed per layer for a
 #                  shape the disk cannot hold); default 35b-a3b:Q4_K
@@ -20,6 +21,9 @@
 # GPU_ARCH_PROF=1 (after a file's A B B A: where the device's time goes in its
 # decode step, K=3 verify and 512-token prefill, per kernel: model-bench -P into
 # arch-prof-NAME-QUANT.txt, its costliest kernels on stdout; a GPU's only),
+# GPU_ARCH_AB=VAR=X:Y (after a file's A B B A against llama-bench: each
+# scenario's model-bench with VAR=X (A) against VAR=Y (B), A B B A, rows
+# named SCENARIO-VAR-X-vs-Y; e.g. MEMRA_CUDA_QKT=0:1, MEMRA_CUDA_MOE_GROUP=cc:1),
 # GPU_ARCH_DEVICE (model-bench's device, default cuda; cpu tries the script
 # on a machine without a GPU against any llama-bench stand-in).  A
 # is llama-bench, B model-bench; each file is removed after its runs.
@@ -32,7 +36,15 @@ cd "$(dirname "$0")/.." || exit 2
 lb=$1; shift
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
-if [ -f "$lb" ] && [ ! -x "$lb" ]; then	# the build's stdout: wait for its last line
+ab=${GPU_ARCH_AB:-}
+case $ab in
+''|*=*:*) ;;
+*) echo "gpu-arch-bench.sh: GPU_ARCH_AB=$ab: not VAR=X:Y" >&2; exit 2 ;;
+esac
+if [ "$lb" = - ]; then
+	[ -n "$ab" ] || [ "${GPU_ARCH_PROF:-0}" = 1 ] ||
+		{ echo "gpu-arch-bench.sh: no llama-bench, no GPU_ARCH_AB, no GPU_ARCH_PROF: nothing to run" >&2; exit 2; }
+elif [ -f "$lb" ] && [ ! -x "$lb" ]; then	# the build's stdout: wait for its last line
 	t0=$(date +%s)
 	while ! { p=$(tail -n 1 "$lb" 2>/dev/null) && [ -n "$p" ] && [ -x "$p" ]; }; do
 		[ $(( $(date +%s) - t0 )) -lt "${GPU_ARCH_WAIT:-420}" ] ||
@@ -41,7 +53,7 @@ if [ -f "$lb" ] && [ ! -x "$lb" ]; then	# the build's stdout: wait for its last 
 	done
 	lb=$p
 fi
-[ -x "$lb" ] || { echo "gpu-arch-bench.sh: $lb: not an executable" >&2; exit 2; }
+[ "$lb" = - ] || [ -x "$lb" ] || { echo "gpu-arch-bench.sh: $lb: not an executable" >&2; exit 2; }
 [ $# -ge 1 ] || set -- 35b-a3b:Q4_K 31b:Q6_K 26b-a4b:Q4_K 196b-a11b:Q8_0:IQ4_XS:8
 G=${TMPDIR:-/tmp}/memra-gguf
 mkdir -p "$G"
@@ -66,6 +78,18 @@ EOF
 			{ echo "GPU_ARCH_SCEN: $sc: unknown" >&2; exit 2; }
 		# shellcheck disable=SC2086
 		set -- $ps_cols
+		if [ -n "$ab" ]; then	# model-bench under VAR=X (A) against VAR=Y (B)
+			v=${ab%%=*} xy=${ab#*=}
+			sab=${1%-vs-llama.cpp}-$v-${xy%%:*}-vs-${xy#*:}
+			echo "== $name $quant: $sc tok/s, A = model-bench $v=${xy%%:*}, B = $v=${xy#*:}"
+			timeout 560 python3 tools/abba -a "env $v=${xy%%:*} $b" -b "env $v=${xy#*:} $b" \
+			    -r "$r" --unit tok/s --blocks "${GPU_ARCH_BLOCKS:-1}" --tsv "$OUT/arch-abba.tsv" \
+			    --log "$OUT/arch-ab-$sc-$name-$quant.log" --binary model-bench \
+			    --model "random-$name" --quant "$quant" --scenario "$sab" --ctx "$2" \
+			    --peer "model-bench-$v=${xy%%:*}" ||
+				{ echo "abba $sc $name $quant $ab: failed"; ok=1; }
+		fi
+		[ "$lb" != - ] || continue
 		echo "== $name $quant: $sc tok/s, A = $3, B = model-bench"
 		timeout 560 python3 tools/abba -a "$a" -b "$b" -r "$r" --unit tok/s \
 		    --blocks "${GPU_ARCH_BLOCKS:-1}" --tsv "$OUT/arch-abba.tsv" \
