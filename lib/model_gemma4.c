@@ -141,9 +141,12 @@ g4_rope(struct model *md, struct model_layer *L, float *x, int ld, int n, int m,
 }
 
 /*
- * q (a->q [m][n_head * hd]) from xn, and with K, V (not NULL: [m][kvd]
- * rows, into a cache or scratch) this layer's K and V: normed, q and K
- * roped at a->pos, or at dpos (backend memory) when not NULL.
+ * The attention's input side of layer L over m rows: a->x normed
+ * (attn_norm) into q (a->q [m][n_head * hd]) and with K, V (not NULL:
+ * [m][kvd] rows, into a cache or scratch) this layer's K and V, the norm
+ * and the products one backend_rmsnorm_matmul (the bits of the norm, then
+ * each product); q and K normed per head and roped at a->pos, or at dpos
+ * (backend memory) when not NULL, V normed.
  */
 static int
 g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const int32_t *dpos)
@@ -152,16 +155,17 @@ g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
+	int vown = K != NULL && L->v.data != NULL, nw = K == NULL ? 1 : vown ? 3 : 2;
+	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
+	float *Y[3] = { a->q, K, V };
 
-	if (backend_matmul(be, &L->q, a->xn, hp->n_embd, a->q, nh * hd, m) ||
+	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, nw, W, Y) ||
 	    backend_rmsnorm(be, a->q, hd, L->q_norm, a->q, hd, m * nh, hd, hp->eps) ||
 	    g4_rope(md, L, a->q, nh * hd, nh, m, dpos))
 		return fail(md);
 	if (K == NULL)
 		return 0;
-	if (backend_matmul(be, &L->k, a->xn, hp->n_embd, K, kvd, m) ||
-	    (L->v.data != NULL ? backend_matmul(be, &L->v, a->xn, hp->n_embd, V, kvd, m) :
-	    backend_copy(be, V, K, (size_t)m * kvd)) ||
+	if ((!vown && backend_copy(be, V, K, (size_t)m * kvd)) ||
 	    backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * L->nkv, hd, hp->eps) ||
 	    backend_rmsnorm(be, V, hd, NULL, V, hd, m * L->nkv, hd, hp->eps) ||
 	    g4_rope(md, L, K, kvd, L->nkv, m, dpos))
@@ -213,9 +217,7 @@ g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m
 	float *V = !L->kv_own ? NULL : dpos ? a->z : vc + (size_t)p0 * kvd;
 	struct backend_attn at = g4_attn_params(md, L);
 
-	if (backend_rmsnorm(be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, m,
-	    hp->n_embd, hp->eps) ||
-	    g4_qkv(md, L, m, K, V, dpos))
+	if (g4_qkv(md, L, m, K, V, dpos))
 		return fail(md);
 	if (dpos ? (K != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx)) ||
 	    backend_attention_dpos(be, &at, a->q, ld, L->hd, kc, vc, m, dpos, n_ctx, a->o) :
@@ -254,12 +256,11 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m)
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int ne = hp->n_embd, P = hp->n_pl, moe = hp->n_expert > 0;
-	float *y = moe ? a->g1 : a->t;
+	float *y = moe ? a->g1 : a->t, *Y[2] = { a->f, a->u };
+	const struct backend_weight *W[2] = { &L->ffn_gate, &L->ffn_up };
 
-	if (backend_add(be, a->x, a->t, (size_t)m * ne) ||
-	    backend_rmsnorm(be, a->x, ne, L->ffn_norm, a->xn, ne, m, ne, hp->eps) ||
-	    backend_matmul(be, &L->ffn_gate, a->xn, ne, a->f, L->n_ff, m) ||
-	    backend_matmul(be, &L->ffn_up, a->xn, ne, a->u, L->n_ff, m) ||
+	/* x += t, then ffn_norm(x) into the gate and up products (one fused op: their bits) */
+	if (backend_add_rmsnorm_matmul(be, a->x, a->t, m, ne, L->ffn_norm, hp->eps, 2, W, Y) ||
 	    backend_geglu(be, a->f, L->n_ff, a->u, L->n_ff, a->f, L->n_ff, m, L->n_ff) ||
 	    backend_matmul(be, &L->ffn_down, a->f, L->n_ff, y, ne, m))
 		return fail(md);
@@ -307,9 +308,7 @@ g4_attn_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g
 	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
 	struct backend_attn at = g4_attn_params(md, L);
 
-	if (backend_rmsnorm(be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, g->m,
-	    hp->n_embd, hp->eps) ||
-	    g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL))
+	if (g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL))
 		return fail(md);
 	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
 		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
@@ -411,9 +410,7 @@ g4a_layer(struct model *A, struct model_layer *L, int il, struct state *st, int 
 	/* the window as transformers' flipped bidirectional mask draws it: the last
 	 * n_swa + 1 keys, the query standing at the last key's position pos - 1 */
 	at.window = L->swa ? hp->n_swa + 1 : 0;
-	if (backend_rmsnorm(A->be, a->x, hp->n_embd, L->attn_norm, a->xn, hp->n_embd, 1,
-	    hp->n_embd, hp->eps) ||
-	    g4_qkv(A, L, 1, NULL, NULL, NULL) ||
+	if (g4_qkv(A, L, 1, NULL, NULL, NULL) ||
 	    backend_attention(A->be, &at, a->q, hp->n_head * L->hd, L->hd, state_k(st, L->cache),
 	    state_v(st, L->cache), 1, pos - 1, a->o))
 		return fail(A);
