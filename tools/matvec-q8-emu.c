@@ -198,36 +198,17 @@ static void nv(const uint8_t *wr, int nsub, int s, int two, const struct xin *X,
 		}
 }
 
-/* mv8_ld16: the 16 bytes at p (2-byte aligned) by 4 aligned words from the
- * one holding p and the halfword of the last two, funnel shifts */
-static void ld16(const uint8_t *p, uint32_t *w)
-{
-	unsigned o = (unsigned)((uintptr_t)p & 2);
-	uint32_t P[4], e = rd16(p + 14);
-
-	for (int i = 0; i < 4; i++)
-		P[i] = rd32(p - o + 4 * i);
-	for (int i = 0; i < 4; i++)
-		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
-}
-
 /* mv8_half: half h of the Q8_0, Q4_0 or Q5_0 block at blk (two lanes a
  * block; mv8_hw: Q8_0's 16 bytes, Q4_0's / Q5_0's 16 qs bytes decoded by
  * mv8_q45, Q5_0 with qh's halfword h) */
 static void half(int t, const uint8_t *blk, int h, int b, const struct xin *X, int m,
     float *acc)
 {
-	uint32_t w[4], qhh = t == QUANT_Q5_0 ? rd16(blk + 2 + 2 * h) : 0;
+	uint32_t w[4];
 	float dw = h2f(rd16(blk));
 	int nb = X->nb;
 
-	if (t == QUANT_Q8_0)
-		ld16(blk + 2 + 16 * h, w);
-	else {
-		ld16(blk + (t == QUANT_Q5_0 ? 6 : 2), w);
-		for (int i = 0; i < 4; i++)
-			w[i] = q45(t, w[i], h, qhh >> (4 * i));
-	}
+	hw16(t, blk, h, w);
 	for (int j = 0; j < m; j++) {
 		size_t xi = (size_t)j * nb + b;
 		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + 16 * h;

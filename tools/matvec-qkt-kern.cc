@@ -90,23 +90,14 @@ enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
 #include "mvk.inc"
 #define GPU_MOE_MT 16	/* gpu_impl.cuh's */
 
-/* gpu_impl.cuh's gpu_prmt (prmt.b32 in its default mode: selector nibble
- * bits 0..2 pick a byte of {b, a}, bit 3 replicates its sign bit), then
- * its gpu_iq4x8 (iq4.inc) and matvec_iq4.cu's IQ4_XS rows (xs.inc) */
+/* gpu_impl.cuh's gpu_prmt: mv8-emu.h's prmt (prmt.b32 in its default
+ * mode), then its gpu_iq4x8 (iq4.inc) and matvec_iq4.cu's IQ4_XS rows
+ * (xs.inc) */
+#include "mv8-emu.h"
 static inline uint32_t
 gpu_prmt(uint32_t a, uint32_t b, uint32_t s)
 {
-	uint64_t t = (uint64_t)b << 32 | a;
-	uint32_t r = 0;
-
-	for (int k = 0; k < 4; k++) {
-		unsigned n = s >> 4 * k & 0xF;
-		uint32_t byte = (uint32_t)(t >> 8 * (n & 7)) & 0xFF;
-		if (n & 8)
-			byte = byte & 0x80 ? 0xFF : 0;
-		r |= byte << 8 * k;
-	}
-	return r;
+	return prmt(a, b, s);
 }
 #include "iq4.inc"
 #include "xs.inc"

@@ -4,7 +4,8 @@
  * decode products): a fixed random stream, dp4a, mv8_i2f, PTX prmt's
  * default mode, NVFP4's code and scale decodings (mv8_fp4pn, gpu_fp4x8,
  * mv8_ue4m3c2, mv8_ue4m3c2f), IQ4's grid decoding (gpu_iq4x8), Q4_0's and
- * Q5_0's (mv8_q45), little-endian loads.  Keep it in step with
+ * Q5_0's (mv8_q45), a half block's words (mv8_ld16, mv8_hw), little-endian
+ * loads.  Keep it in step with
  * cuda/matvec_q8.cu and cuda/gpu_impl.cuh.
  */
 #ifndef MEMRA_MV8_EMU_H
@@ -67,6 +68,35 @@ static inline uint32_t q45(int t, uint32_t w, int h, uint32_t hb)
 	if (t == QUANT_Q5_0)
 		v |= ((hb & 0xF) * 0x02040810u) & 0x10101010u;
 	return (v + (t == QUANT_Q5_0 ? 0x70707070u : 0x78787878u)) ^ 0x80808080u;
+}
+
+/* mv8_ld16: the 16 bytes at p (2-byte aligned) by 4 aligned words from the
+ * one holding p and the halfword of the last two, funnel shifts */
+static inline void ld16(const uint8_t *p, uint32_t *w)
+{
+	unsigned o = (unsigned)((uintptr_t)p & 2);
+	uint32_t P[4], e = rd16(p + 14);
+
+	for (int i = 0; i < 4; i++)
+		P[i] = rd32(p - o + 4 * i);
+	for (int i = 0; i < 4; i++)
+		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
+}
+
+/* mv8_hw: the int8 words of half h of the Q8_0, Q4_0 or Q5_0 block at blk
+ * (Q8_0's 16 bytes; Q4_0's / Q5_0's 16 qs bytes by mv8_q45, Q5_0 with qh's
+ * halfword h) */
+static inline void hw16(int t, const uint8_t *blk, int h, uint32_t w[4])
+{
+	uint32_t qhh = t == QUANT_Q5_0 ? rd16(blk + 2 + 2 * h) : 0;
+
+	if (t == QUANT_Q8_0) {
+		ld16(blk + 2 + 16 * h, w);
+		return;
+	}
+	ld16(blk + (t == QUANT_Q5_0 ? 6 : 2), w);
+	for (int i = 0; i < 4; i++)
+		w[i] = q45(t, w[i], h, qhh >> (4 * i));
 }
 
 /* the e2m1 kvalues (twice the value) of the 16 codes */
