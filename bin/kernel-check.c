@@ -6264,16 +6264,18 @@ bench(struct kc *k)
 }
 
 /*
- * Attention of one layer for a 512-token prompt at position 0, of NH
+ * Attention of one layer for an M-token prompt at position 0, of NH
  * query heads on NKV KV heads of HD (the 9B: 16, 4, 256; Gemma-4 31B's
- * global layers: 32, 4, 512): gpu_attention_prefill beside the 16-row
- * pieces of gpu_attention decode and verify use (what attend() ran for
- * prompts before), device time between events, median of 5.
+ * global layers: 32, 4, 512; with a sliding window W > 0, Gemma-4
+ * 26B-A4B's sliding layers: 16, 8, 256, 1024 keys): gpu_attention_prefill
+ * beside the 16-row pieces of gpu_attention (gpu_attention_window) decode
+ * and verify use (what attend() ran for prompts before), device time
+ * between events, median of 5.
  */
 static void
-bench_attn(struct kc *k, int NH, int NKV, int HD)
+bench_attn(struct kc *k, int NH, int NKV, int HD, int M, int W)
 {
-	enum { M = 512, R = GPU_MATVEC_MAX_ROWS };
+	enum { R = GPU_MATVEC_MAX_ROWS };
 	size_t nq = (size_t)M * NH * HD, nkv = (size_t)M * NKV * HD;
 	float *h = frand(k, (int64_t)nq, -1, 1), *q = dput(k, h, nq * 4), *K = dput(k, h, nkv * 4);
 	float *V = dput(k, h + nkv, nkv * 4), *o = dput(k, NULL, nq * 4);
@@ -6286,10 +6288,13 @@ bench_attn(struct kc *k, int NH, int NKV, int HD)
 			gchk(k, gpu_mark(k->g, 0));
 			if (c == 0)
 				gchk(k, gpu_attention_prefill(k->g, q, K, V, o, M, NH, NKV, HD, 0, scale,
-				    0, 0));
+				    0, W));
 			else
 				for (int r0 = 0; r0 < M; r0 += R)
-					gchk(k, gpu_attention(k->g, q + (size_t)r0 * NH * HD, K, V,
+					gchk(k, W > 0 ? gpu_attention_window(k->g,
+					    q + (size_t)r0 * NH * HD, K, V, o + (size_t)r0 * NH * HD, R,
+					    NH, NKV, HD, r0, NULL, 0, scale, W) :
+					    gpu_attention(k->g, q + (size_t)r0 * NH * HD, K, V,
 					    o + (size_t)r0 * NH * HD, R, NH, NKV, HD, r0, scale));
 			gchk(k, gpu_mark(k->g, 1));
 			gchk(k, gpu_sync(k->g));
@@ -6298,8 +6303,8 @@ bench_attn(struct kc *k, int NH, int NKV, int HD)
 				t[c][r] = ms * 1e-3;
 		}
 	double tf = median(t[0], 5), tp = median(t[1], 5);
-	printf("bench attention prefill h=%d/%d hd=%d m=%d p0=0 flash %8.1f us  16-row pieces "
-	    "%8.1f us  x%.1f\n", NH, NKV, HD, M, tf * 1e6, tp * 1e6, tp / tf);
+	printf("bench attention prefill h=%d/%d hd=%d m=%d p0=0 window=%d flash %8.1f us  "
+	    "16-row pieces %8.1f us  x%.1f\n", NH, NKV, HD, M, W, tf * 1e6, tp * 1e6, tp / tf);
 	fflush(stdout);
 	free(h);
 	gpu_free(k->g, q), gpu_free(k->g, K), gpu_free(k->g, V), gpu_free(k->g, o);
@@ -6418,8 +6423,9 @@ run(const struct opts *o)
 		bench(&k);
 		if (k.only < 0) {
 			bench_gdn(&k, (int)o->dev);
-			bench_attn(&k, 16, 4, 256);
-			bench_attn(&k, 32, 4, 512);
+			bench_attn(&k, 16, 4, 256, 512, 0);
+			bench_attn(&k, 32, 4, 512, 512, 0);
+			bench_attn(&k, 16, 8, 256, 2048, 1024);	/* 26B-A4B's sliding layers */
 		}
 	} else {
 		check_all(&k);
