@@ -253,28 +253,43 @@ gpu_upload(struct gpu *g, void *d_dst, const void *src, size_t n)
 }
 
 /*
- * Bytes a staging buffer of gpu_upload_weight holds.  A pageable copy of a
- * weight's mmap'd file bytes ran at 0.64 GB/s on an H100 (gemma4 26B-A4B's
- * 14.8 GB in 23 s; session 24), while the page cache reads at 7-8 GB/s.
+ * Bytes a staging buffer of gpu_upload_weight holds.  Why staged: a
+ * pageable copy of mmap'd file bytes is paced by the driver's own staging
+ * and the page faults; gemma4 26B-A4B's 14.8 GB took 23 s to load on an
+ * H100 (session 24) while its page cache read at 7-8 GB/s, that load also
+ * turning its Q5_0 experts into F32 on the host then: what each costs
+ * alone is unmeasured (model-bench's load_s will say).
  */
 #define GPU_STAGE (16u << 20)
+
+/* 1 when gpu_upload_weight's pinned buffers and events are there (made
+ * the first time); 0 when pinned memory cannot be had (plain copies then). */
+static int
+stage_ready(struct gpu *g)
+{
+	for (int i = 0; i < 2; i++) {
+		if (g->stage[i] == NULL && cudaMallocHost(&g->stage[i], GPU_STAGE) != cudaSuccess) {
+			cudaGetLastError();
+			g->stage[i] = NULL;
+			return 0;
+		}
+		if (g->stage_ev[i] == NULL &&
+		    cudaEventCreateWithFlags(&g->stage_ev[i], cudaEventDisableTiming) != cudaSuccess) {
+			cudaGetLastError();
+			g->stage_ev[i] = NULL;
+			return 0;
+		}
+	}
+	return 1;
+}
 
 extern "C" int
 gpu_upload_weight(struct gpu *g, void *d_dst, const void *src, size_t n)
 {
 	const uint8_t *s = (const uint8_t *)src;
 
-	if (n < GPU_STAGE || g->prof != NULL || gpu_capturing(g))
+	if (n < GPU_STAGE || g->prof != NULL || gpu_capturing(g) || !stage_ready(g))
 		return gpu_upload(g, d_dst, src, n) != 0 || gpu_sync(g) != 0 ? -1 : 0;
-	for (int i = 0; i < 2; i++) {
-		if (g->stage[i] == NULL && cudaMallocHost(&g->stage[i], GPU_STAGE) != cudaSuccess) {
-			cudaGetLastError();
-			g->stage[i] = NULL;	/* (plain copies, then) */
-			return gpu_upload(g, d_dst, src, n) != 0 || gpu_sync(g) != 0 ? -1 : 0;
-		}
-		if (g->stage_ev[i] == NULL)
-			GPU_CHECK(g, cudaEventCreateWithFlags(&g->stage_ev[i], cudaEventDisableTiming));
-	}
 	/* the CPU fills one buffer while the device copies out of the other */
 	for (size_t off = 0, k = 0; off < n; off += GPU_STAGE, k++) {
 		size_t len = n - off < GPU_STAGE ? n - off : GPU_STAGE;

@@ -136,11 +136,18 @@ k_q8x(float *x, const float *u, int hd, int64_t ldu, int64_t total, int8_t *q, f
 	q8_block4(v, threadIdx.x & 31, in, (char4 *)q + l, dx, sx, (size_t)(l >> 3));
 }
 
-/* Bytes of one 32-value weight block of type T (Q8_0, Q4_1, Q5_1, Q4_0, Q5_0). */
+/* Bytes of one 32-value weight block of type t (Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, IQ4_NL). */
+__host__ __device__ constexpr int
+mv8_block_bytes(int t)
+{
+	return t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 : t == Q8_T_Q5_0 ? 22 :
+	    t == Q8_T_Q4_0 || t == Q8_T_IQ4_NL ? 18 : 20;
+}
+
 template <int T>
 struct mv8_bs {
-	enum { v = T == Q8_T_Q8_0 ? 34 : T == Q8_T_Q5_1 ? 24 : T == Q8_T_Q4_0 ? 18 :
-	    T == Q8_T_Q5_0 ? 22 : 20 };
+	enum { v = mv8_block_bytes(T) };
 };
 
 /* 1.5 * 2^23 as float bits: an int t (|t| < 2^22) added to them is the
@@ -983,8 +990,7 @@ mv8_rowbytes(int t, int64_t ne0)
 {
 	if (t == Q8_T_NVFP4)
 		return (size_t)(ne0 / 64) * 36;
-	return (size_t)(ne0 / 32) * (t == Q8_T_Q8_0 ? 34 : t == Q8_T_Q5_1 ? 24 :
-	    t == Q8_T_IQ4_NL || t == Q8_T_Q4_0 ? 18 : t == Q8_T_Q5_0 ? 22 : 20);
+	return (size_t)(ne0 / 32) * mv8_block_bytes(t);
 }
 
 /* x quantized for the products: Q8_0/Q8_1 (q, dx, sx) and Q8_K (kq, kd, kb,

@@ -683,7 +683,8 @@ mtp_head(struct model *md, struct model_layer *L, int m, float *logits, const st
 /*
  * MTP layer L over m slots whose token rows are in a->cat (embedded) and
  * hidden rows at hb (backend memory): cat = [enorm(embedding) ; hnorm(h)],
- * x = eh_proj . cat, the layer at p0 (or at dpos, backend memory), its head.
+ * x = eh_proj . cat, the layer at p0 (or at dpos, backend memory: not with
+ * an ops->mtp_block, whose models chain_ok keeps off the chain), its head.
  * mtp's and the chain's steps (chain_step).
  */
 static int
