@@ -686,3 +686,38 @@ print(math.floor(f*h/48)*math.floor(f*w/48))' "$@"; }
 	run -1 --separate-stderr "$T/model-bench" -V 96x96 -d cpu "$(model_a)"
 	[ -n "$stderr" ]
 }
+
+@test "model-bench's decode bytes count an expert stack's n_used of n_exp experts (tiny-moe: 2 of 8), as gguf's reader sums the file" {
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-moe -t Q8_0 "$P/m.gguf"
+	run -0 --separate-stderr "$T/model-bench" -d cpu -c 16 -n 2 -r 1 -k 0 "$P/m.gguf"
+	row=$(grep '^decode-median' <<<"$output")
+	want=$(python3 - "$P/m.gguf" <<'PY'
+import sys, gguf
+r = gguf.GGUFReader(sys.argv[1])
+f = lambda k: int(r.fields["qwen35moe." + k].parts[-1][0])
+mtp = "blk.%d." % (f("block_count") - f("nextn_predict_layers"))	# the MTP block: not run
+dense = sum(int(t.n_bytes) for t in r.tensors
+            if t.name != "token_embd.weight" and not t.name.startswith(mtp) and "_exps." not in t.name)
+exps = sum(int(t.n_bytes) for t in r.tensors if "_exps." in t.name and not t.name.startswith(mtp))
+print(dense + exps * f("expert_used_count") // f("expert_count"))
+PY
+)
+	[ "$(field "$row" 11)" = "$want" ]
+}
+
+@test "gpu-arch-bench.sh GPU_ARCH_AB=VAR=X:Y: model-bench under X against Y, A B B A, a row a scenario named SCENARIO-VAR-X-vs-Y (no llama-bench: '-'); a malformed GPU_ARCH_AB and nothing to run are misuse" {
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr env TMPDIR="$P" OUT="$P/o" GPU_ARCH_DEVICE=cpu \
+	    GPU_ARCH_AB=MEMRA_CUDA_QKT=0:1 sh "$TOP/tools/gpu-arch-bench.sh" - tiny-moe:Q8_0
+	[ "$(grep -c '^block 0 [AB] ' <<<"$output")" -eq 8 ]
+	run -0 cut -f5,6,7,14 "$P/o/arch-abba.tsv"
+	[ "${lines[1]}" = "random-tiny-moe	Q8_0	decode-b1-MEMRA_CUDA_QKT-0-vs-1	model-bench-MEMRA_CUDA_QKT=0" ]
+	[ "${lines[2]}" = "random-tiny-moe	Q8_0	prefill-512-MEMRA_CUDA_QKT-0-vs-1	model-bench-MEMRA_CUDA_QKT=0" ]
+	[ "${#lines[@]}" -eq 3 ]
+	[ ! -e "$P/memra-gguf/arch-tiny-moe-Q8_0.gguf" ]	# each file removed after its runs
+	run -2 --separate-stderr env GPU_ARCH_AB=bad sh "$TOP/tools/gpu-arch-bench.sh" - tiny-moe:Q8_0
+	[ "$stderr" = "gpu-arch-bench.sh: GPU_ARCH_AB=bad: not VAR=X:Y" ]
+	run -2 --separate-stderr sh "$TOP/tools/gpu-arch-bench.sh" - tiny-moe:Q8_0
+	[ "$stderr" = "gpu-arch-bench.sh: no llama-bench, no GPU_ARCH_AB, no GPU_ARCH_PROF: nothing to run" ]
+}
