@@ -1297,7 +1297,10 @@ check_mv8_tc_all(struct kc *k)
 		check_mv8_tc_set(k, QUANT_NVFP4, 4096, m);
 	}
 	/* Q4_0 and Q5_0: Q8_0's shapes (rows 2 mod 4 bytes at 25 blocks), the
-	 * 26B-A4B's rows of 704 (22 blocks: a chunk and a tail), off by 2 */
+	 * 26B-A4B's rows of 704 (22 blocks: a chunk and a tail), off by 2; past
+	 * 16 rows gpu_matvec_q8 takes them up to the step rows only (as the
+	 * K-quants: the backend opens at 32) */
+	gchk(k, gpu_tune_step_rows(k->g, GPU_STEP_ROWS_MAX));
 	for (int t = QUANT_Q4_0; t <= QUANT_Q5_0; t += QUANT_Q5_0 - QUANT_Q4_0) {
 		for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++)
 			check_mv8_tc(k, t, q8[i][0], q8[i][1], 0);
@@ -1306,6 +1309,7 @@ check_mv8_tc_all(struct kc *k)
 		for (int m = 1; m <= 32; m += 10)
 			check_mv8_tc_set(k, t, 4096, m);
 	}
+	gchk(k, gpu_tune_step_rows(k->g, GPU_MATVEC_MAX_ROWS));
 }
 
 /*
