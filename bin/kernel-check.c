@@ -2927,9 +2927,11 @@ be_attention_hi(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, i
  * Attention over a ring cache (backend_attn.ring): m rows at p0 with a
  * window of win keys, keys in ring rows (position j in row j % ring; p0 +
  * m past ring, so they wrap; ring >= m + win - 1 holds every key the rows
- * see).  The GPU against the CPU; against its own attention over the same
- * keys in rows of their own, bit for bit; and each row alone at its own
- * position, bit for bit.
+ * see).  The GPU against the CPU; each row alone at its own position, bit
+ * for bit (a ring's prompt stays on the split-K kernel); against its own
+ * attention over the same keys in rows of their own within 1e-4 (a
+ * windowed prompt over rows takes the flash prefill kernel, as a full one
+ * does: other sums, session 25's H100 1.5e-7).
  */
 static void
 be_attention_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
@@ -2968,13 +2970,13 @@ be_attention_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd,
 	al.ring = 0;
 	bchk(p->g, backend_attention(p->g, &al, gq, ld, hd, gkl, gvl, m, p0, go));
 	lin = bget(p->g, go, no);
-	bsame(k, "be attention ring=rows", shape, g, lin, (int64_t)no);
 	bchk(p->g, backend_fill(p->g, go, 0.0f, no));
 	for (int r = 0; r < m; r++)	/* each row alone (decode) */
 		bchk(p->g, backend_attention(p->g, &a, gq + (size_t)r * ld, ld, hd, gk, gv, 1,
 		    p0 + r, go + (size_t)r * ld));
 	one = bget(p->g, go, no);
-	bsame(k, "be attention ring m=1xm", shape, one, lin, (int64_t)no);
+	bsame(k, "be attention ring m=1xm", shape, one, g, (int64_t)no);
+	becmp(k, "be attention ring=rows", shape, lin, g, NULL, (int64_t)no, 1e-4);
 	free(c), free(g), free(lin), free(one);
 	free(q), free(kl), free(vl), free(kr), free(vr);
 	backend_mfree(p->c, cq), backend_mfree(p->c, ck), backend_mfree(p->c, cv);
