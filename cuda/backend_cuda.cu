@@ -2888,7 +2888,12 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.rows_set = cu_rows_set;
 	c->ops.moe_group_set = cu_moe_group_set;
 	c->ops.qkt_set = cu_qkt_set;
-	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0) {
+	/* K-quant and IQ4_XS products on tensor cores from 12 rows (the same
+	 * bits: kernel-check's tc=mvk lines): session 25's H100, 512-token
+	 * prefill 1.38x (26B-A4B Q4_K), 1.87x (35B-A3B Q4_K), 1.32x (196B-A11B's
+	 * IQ4_XS experts), decode unchanged (bench/2026-12-06, s25) */
+	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0 ||
+	    gpu_tune_qkt(c->g, GPU_QKT_AUTO) != 0) {
 		util_err(err, "backend: %s", gpu_errmsg(c->g));
 		gpu_close(c->g);
 		free(c);

@@ -909,9 +909,11 @@ backend_qkt_env(struct backend *be, const char *v, char *err)
 {
 	int mode;
 
-	if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "0") == 0)
+	if (v == NULL || strcmp(v, "") == 0)
 		return 0;
-	if (strcmp(v, "1") == 0)
+	if (strcmp(v, "0") == 0)
+		mode = BACKEND_QKT_OFF;
+	else if (strcmp(v, "1") == 0)
 		mode = BACKEND_QKT_ON;
 	else if (strcmp(v, "auto") == 0)
 		mode = BACKEND_QKT_AUTO;

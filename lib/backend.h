@@ -565,13 +565,13 @@ int	backend_moe_group_env(struct backend *, const char *v, char *err);
 /*
  * How the CUDA backend runs the K-quant (Q4_K, Q5_K, Q6_K) and IQ4_XS
  * products of up to backend_step_rows rows and its experts' products grouped by expert,
- * the same bits every way: BACKEND_QKT_OFF (the default) the CUDA-core
- * kernels, BACKEND_QKT_ON the int8 tensor-core kernels of
- * cuda/matvec_qkt.cuh (one launch of up to 32 rows), BACKEND_QKT_AUTO
- * those from 12 rows (the grouped experts always).  backend_qkt_set: 0, or
- * -1 (another mode, or a step being recorded) with the reason; a no-op on
- * the CPU.  backend_qkt_env: MEMRA_CUDA_QKT's value v applied to be: NULL,
- * "" or "0" leave the default, "1" sets BACKEND_QKT_ON, "auto"
+ * the same bits every way: BACKEND_QKT_OFF the CUDA-core kernels,
+ * BACKEND_QKT_ON the int8 tensor-core kernels of cuda/matvec_qkt.cuh (one
+ * launch of up to 32 rows), BACKEND_QKT_AUTO (the default) those from 12
+ * rows (the grouped experts always).  backend_qkt_set: 0, or -1 (another
+ * mode, or a step being recorded) with the reason; a no-op on the CPU.
+ * backend_qkt_env: MEMRA_CUDA_QKT's value v applied to be: NULL or "" leave
+ * the default, "0" sets BACKEND_QKT_OFF, "1" BACKEND_QKT_ON, "auto"
  * BACKEND_QKT_AUTO; 0, or -1 for any other value (err says why); be NULL
  * checks v only.
  */

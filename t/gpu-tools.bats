@@ -40,6 +40,7 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	run -0 --separate-stderr gguf-inspect -k qwen35.block_count "$f"
 	[ "$output" = "5" ]
 	run -0 --separate-stderr "$T/model-bench" -d cpu -c 20 -n 2 -r 1 -k 1 "$f"
+	[[ ${lines[0]} == "model	"*"	qkt	auto" ]]	# the backend's default
 	[[ ${lines[1]} == "prefill-cold	ctx	20	"* ]]
 	[[ ${lines[2]} == "prefill	ctx	20	"* ]]
 	[[ ${lines[4]} == "decode-median	ctx	20	n	2	reps	1	"* ]]
@@ -52,8 +53,8 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	run -2 --separate-stderr "$T/model-bench" -d cpu -b 0 "$f"
 	[ "$stderr" = "model-bench: bad -b: 1..256" ]
 	# MEMRA_CUDA_QKT: the K-quant kernels' A/B (a no-op on the CPU), said on the model line
-	MEMRA_CUDA_QKT=auto run -0 --separate-stderr "$T/model-bench" -d cpu -c 12 -n 2 -r 1 -k 0 "$f"
-	[[ ${lines[0]} == "model	"*"	qkt	auto" ]]
+	MEMRA_CUDA_QKT=0 run -0 --separate-stderr "$T/model-bench" -d cpu -c 12 -n 2 -r 1 -k 0 "$f"
+	[[ ${lines[0]} == "model	"*"	qkt	0" ]]
 	MEMRA_CUDA_QKT=yes run -2 --separate-stderr "$T/model-bench" -d cpu -c 12 "$f"
 	[ "$stderr" = "model-bench: MEMRA_CUDA_QKT: 'yes': not 0, 1 or auto" ]
 }

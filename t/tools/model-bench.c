@@ -629,7 +629,7 @@ main(int argc, char *argv[])
 	    pick == PICK_HOST ? "\tpick\thost" : pick == PICK_DEVICE ? "\tpick\tdevice" : "",
 	    sp.top_k, rowdraw, ge != NULL && *ge != '\0' ? ge :
 	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8", perseq,
-	    qe != NULL && *qe != '\0' ? qe : "0", mo.host_pos ? "\thost_pos\t1" : "");
+	    qe != NULL && *qe != '\0' ? qe : "auto", mo.host_pos ? "\thost_pos\t1" : "");
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;
