@@ -2695,6 +2695,53 @@ be_norms(struct kc *k, struct bpair *p, int rows, int n, int ld)
 	bop_free(p, &o);
 }
 
+/*
+ * backend_norm_residual (Gemma-4's post-FFN norms and residual add): the
+ * GPU against the CPU within 1e-5 of x's scale, and against the GPU's own
+ * plain ops in the order the contract names, bit for bit; with the second
+ * input (b) or not, the closing norm (w2) or not, a scale or not, a NULL
+ * weight.  Widths: 2816 (26B-A4B: one float4 a thread), 5376 (31B: two),
+ * 16384 (four, 1024 threads), 1001 (not a multiple of 4: the plain
+ * kernels).
+ */
+static void
+be_norm_residual(struct kc *k, struct bpair *p, int m, int n, int form)
+{
+	int two = form & 1, fin = form & 2, nullw = form & 4;
+	float s = form & 8 ? 0.7071f : 1.0f;
+	size_t mn = (size_t)m * n, sz[] = { mn, mn, mn, (size_t)n, (size_t)n, (size_t)n };
+	float lo[] = { -3, -2, -2, 0.5f, 0.5f, 0.5f }, hi[] = { 3, 2, 2, 1.5f, 1.5f, 1.5f };
+	struct bop o;
+	char shape[96];
+	float *ga2, *gb2, *gx2, *fused, *plain;
+
+	bop_new(k, p, &o, 6, sz, lo, hi);
+	snprintf(shape, sizeof shape, "m=%d n=%d%s%s%s%s", m, n, two ? " +b" : "",
+	    fin ? " w2" : "", nullw ? " wa=NULL" : "", s != 1.0f ? " *s" : "");
+	ga2 = bput(p->g, o.h[1], mn), gb2 = bput(p->g, o.h[2], mn), gx2 = bput(p->g, o.h[0], mn);
+	BOTH(p, backend_norm_residual(p->c, o.c[0], o.c[1], nullw ? NULL : o.c[3],
+	    two ? o.c[2] : NULL, o.c[4], fin ? o.c[5] : NULL, 1e-6f, s, m, n),
+	    backend_norm_residual(p->g, o.g[0], o.g[1], nullw ? NULL : o.g[3],
+	    two ? o.g[2] : NULL, o.g[4], fin ? o.g[5] : NULL, 1e-6f, s, m, n));
+	fused = bget(p->g, o.g[0], mn);
+	bchk(p->g, backend_rmsnorm(p->g, ga2, n, nullw ? NULL : o.g[3], ga2, n, m, n, 1e-6f));
+	if (two) {
+		bchk(p->g, backend_rmsnorm(p->g, gb2, n, o.g[4], gb2, n, m, n, 1e-6f));
+		bchk(p->g, backend_add(p->g, ga2, gb2, mn));
+	}
+	if (fin)
+		bchk(p->g, backend_rmsnorm(p->g, ga2, n, o.g[5], ga2, n, m, n, 1e-6f));
+	bchk(p->g, backend_add(p->g, gx2, ga2, mn));
+	if (s != 1.0f)
+		bchk(p->g, backend_scale(p->g, gx2, mn, s));
+	plain = bget(p->g, gx2, mn);
+	bsame(k, "be norm_residual plain ops", shape, fused, plain, (int64_t)mn);
+	bop_cmp(k, p, &o, 0, "be norm_residual", shape, 1e-5);
+	free(fused), free(plain);
+	backend_mfree(p->g, ga2), backend_mfree(p->g, gb2), backend_mfree(p->g, gx2);
+	bop_free(p, &o);
+}
+
 static void
 be_elementwise(struct kc *k, struct bpair *p, int n)
 {
@@ -5413,6 +5460,12 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_fused(k, &p, QUANT_BF16, 20, 384, 1024);
 	be_norms(k, &p, 7, 4096, 4096);
 	be_norms(k, &p, 48, 64, 128);
+	be_norm_residual(k, &p, 3, 2816, 1 | 2);	/* 26B-A4B's MoE layers */
+	be_norm_residual(k, &p, 1, 2816, 8);		/* a dense layer, its scalar */
+	be_norm_residual(k, &p, 2, 5376, 8);		/* 31B's */
+	be_norm_residual(k, &p, 5, 5376, 1 | 2 | 8);
+	be_norm_residual(k, &p, 2, 16384, 1 | 2 | 4);
+	be_norm_residual(k, &p, 4, 1001, 1 | 2 | 8);	/* the plain kernels */
 	be_elementwise(k, &p, 64 * 70);
 	be_rope(k, &p, 3, 4, 128, 32, BACKEND_ROPE_NEOX, 5);
 	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM, 3000);

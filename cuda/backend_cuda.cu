@@ -2525,6 +2525,15 @@ cu_softcap(struct backend *be, float *x, size_t n, float cap)
 	return gpu_softcap(CB(be)->g, x, (int64_t)n, cap) ? gfail(be, "softcap") : 0;
 }
 
+/* backend_norm_residual: one kernel a step (gpu_norm_residual, the plain kernels' bits). */
+static int
+cu_norm_residual(struct backend *be, float *x, float *a, const float *wa, float *b,
+    const float *wb, const float *w2, float eps, float s, int m, int n)
+{
+	return gpu_norm_residual(CB(be)->g, x, a, wa, b, wb, w2, eps, s, m, n) ?
+	    gfail(be, "norm_residual") : 0;
+}
+
 static int
 cu_scale(struct backend *be, float *x, size_t n, float s)
 {
@@ -2875,6 +2884,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.embed_dev = cu_embed_dev;
 	c->ops.argmax_dev = cu_argmax_dev;
 	c->ops.argmax_map = cu_argmax_map;
+	c->ops.norm_residual = cu_norm_residual;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

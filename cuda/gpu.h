@@ -443,6 +443,18 @@ int	gpu_rmsnorm(struct gpu *g, const float *d_x, int64_t ldx, const float *d_w,
 int	gpu_rmsnorm_gated(struct gpu *g, const float *d_x, const float *d_z,
 	    const float *d_w, float *d_y, int rows, int d, float eps);
 
+/*
+ * lib/backend.h's backend_norm_residual on rows rows of d (all contiguous):
+ * u = rmsnorm(a) * wa (+ rmsnorm(b) * wb), u = rmsnorm(u) * w2 (w2 not
+ * NULL), x += u, x *= s (s != 1), in one kernel of a block a row where d,
+ * the pointers and d / 4 suit gpu_rmsnorm's float4 kernel (d <= 16384),
+ * with its bits: each norm's sum as that kernel's, each step one rounding;
+ * else as the plain kernels (a and b normed in place).
+ */
+int	gpu_norm_residual(struct gpu *g, float *d_x, float *d_a, const float *d_wa,
+	    float *d_b, const float *d_wb, const float *d_w2, float eps, float s, int rows,
+	    int d);
+
 /* L2 norm of each row: y = x / max(sqrt(sum x^2), eps) (sum in double). */
 int	gpu_l2norm(struct gpu *g, const float *d_x, int64_t ldx, float *d_y,
 	    int64_t ldy, int rows, int d, float eps);

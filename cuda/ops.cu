@@ -161,6 +161,132 @@ gpu_rmsnorm(struct gpu *g, const float *d_x, int64_t ldx, const float *d_w,
 	return 0;
 }
 
+/*
+ * One row's norm of v (norm_vec's V float4s a thread, zero past the row)
+ * times c (w not NULL) in place, as k_rmsnorm4 computes it: its sum, its
+ * scale, its two roundings.  red: 32 doubles of the block's own.
+ */
+template <int V>
+__device__ __forceinline__ void
+norm_row4(float4 *v, const float4 *c, const float *w, int d, float eps, double *red)
+{
+	float sc = rms_scale(norm_sumsq_block(norm_sumsq_warp<V>(v), red), d, eps);
+
+#pragma unroll
+	for (int u = 0; u < V; u++) {
+		v[u] = make_float4(__fmul_rn(v[u].x, sc), __fmul_rn(v[u].y, sc),
+		    __fmul_rn(v[u].z, sc), __fmul_rn(v[u].w, sc));
+		if (w != NULL)
+			v[u] = make_float4(__fmul_rn(v[u].x, c[u].x), __fmul_rn(v[u].y, c[u].y),
+			    __fmul_rn(v[u].z, c[u].z), __fmul_rn(v[u].w, c[u].w));
+	}
+}
+
+/* V float4s of row r (zero past d4) for this thread. */
+template <int V>
+__device__ __forceinline__ void
+load_row4(float4 *v, const float *p, int d4)
+{
+	float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+#pragma unroll
+	for (int u = 0; u < V; u++) {
+		int i = threadIdx.x + u * blockDim.x;
+		v[u] = p != NULL && i < d4 ? ((const float4 *)p)[i] : zero;
+	}
+}
+
+/*
+ * gpu_norm_residual's kernel: a block a row, norm_threads(d / 4) threads
+ * of V float4s.  Each norm reduces into a red of its own (no barrier
+ * between one's last read and the next's first write needed).  A zero
+ * past the row stays zero through the norms (0 * sc * 0), so each sum
+ * sees what k_rmsnorm4's sees.
+ */
+template <int V>
+__global__ void __launch_bounds__(1024)
+k_norm_residual(float *x, const float *a, const float *wa, const float *b, const float *wb,
+    const float *w2, int d, float eps, float s)
+{
+	__shared__ double red[3][32];
+	int64_t off = (int64_t)blockIdx.x * d;
+	int d4 = d / 4;
+	float4 u[V], t[V], c[V];
+
+	pdl_enter();
+	load_row4<V>(u, a + off, d4);
+	load_row4<V>(c, wa, d4);
+	norm_row4<V>(u, c, wa, d, eps, red[0]);
+	if (b != NULL) {
+		load_row4<V>(t, b + off, d4);
+		load_row4<V>(c, wb, d4);
+		norm_row4<V>(t, c, wb, d, eps, red[1]);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			u[k] = make_float4(__fadd_rn(u[k].x, t[k].x), __fadd_rn(u[k].y, t[k].y),
+			    __fadd_rn(u[k].z, t[k].z), __fadd_rn(u[k].w, t[k].w));
+	}
+	if (w2 != NULL) {
+		load_row4<V>(c, w2, d4);
+		norm_row4<V>(u, c, w2, d, eps, red[2]);
+	}
+	float4 *xr = (float4 *)(x + off);
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int i = threadIdx.x + k * blockDim.x;
+		if (i >= d4)
+			break;
+		float4 o = xr[i];
+		o = make_float4(__fadd_rn(o.x, u[k].x), __fadd_rn(o.y, u[k].y),
+		    __fadd_rn(o.z, u[k].z), __fadd_rn(o.w, u[k].w));
+		if (s != 1.0f)
+			o = make_float4(__fmul_rn(o.x, s), __fmul_rn(o.y, s), __fmul_rn(o.z, s),
+			    __fmul_rn(o.w, s));
+		xr[i] = o;
+	}
+}
+
+extern "C" int
+gpu_norm_residual(struct gpu *g, float *d_x, float *d_a, const float *d_wa, float *d_b,
+    const float *d_wb, const float *d_w2, float eps, float s, int rows, int d)
+{
+	int d4 = d / 4, nt = norm_threads(d4);
+	int64_t n = (int64_t)rows * d;
+
+	if (rows < 1 || d < 1)
+		return gpu_fail(g, "norm_residual: %d rows of %d", rows, d);
+	if (d % 4 == 0 && nt <= 1024 && al16(d_x) && al16(d_a) && (d_b == NULL || al16(d_b)) &&
+	    (d_wa == NULL || al16(d_wa)) && (d_wb == NULL || al16(d_wb)) &&
+	    (d_w2 == NULL || al16(d_w2))) {
+		if (norm_vec(d4) == 1)
+			gpu_launch(g, k_norm_residual<1>, rows, nt, 0, d_x, d_a, d_wa, d_b, d_wb,
+			    d_w2, d, eps, s);
+		else if (norm_vec(d4) == 2)
+			gpu_launch(g, k_norm_residual<2>, rows, nt, 0, d_x, d_a, d_wa, d_b, d_wb,
+			    d_w2, d, eps, s);
+		else
+			gpu_launch(g, k_norm_residual<4>, rows, nt, 0, d_x, d_a, d_wa, d_b, d_wb,
+			    d_w2, d, eps, s);
+		GPU_LAUNCHED(g, "norm_residual");
+		return 0;
+	}
+	rmsnorm_launch(g, d_a, d, NULL, d_wa, d_a, d, rows, d, eps);
+	GPU_LAUNCHED(g, "rmsnorm");
+	if (d_b != NULL) {
+		rmsnorm_launch(g, d_b, d, NULL, d_wb, d_b, d, rows, d, eps);
+		GPU_LAUNCHED(g, "rmsnorm");
+		if (gpu_add(g, d_a, d_b, d_a, n) != 0)
+			return -1;
+	}
+	if (d_w2 != NULL) {
+		rmsnorm_launch(g, d_a, d, NULL, d_w2, d_a, d, rows, d, eps);
+		GPU_LAUNCHED(g, "rmsnorm");
+	}
+	if (gpu_add(g, d_x, d_a, d_x, n) != 0)
+		return -1;
+	return s != 1.0f ? gpu_mul_scalar(g, d_x, n, s) : 0;
+}
+
 extern "C" int
 gpu_rmsnorm_gated(struct gpu *g, const float *d_x, const float *d_z,
     const float *d_w, float *d_y, int rows, int d, float eps)

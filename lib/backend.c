@@ -471,6 +471,27 @@ backend_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, 
 }
 
 int
+backend_norm_residual(struct backend *be, float *x, float *a, const float *wa, float *b,
+    const float *wb, const float *w2, float eps, float s, int m, int n)
+{
+	size_t mn = (size_t)m * n;
+
+	if (bad_rows(be, "norm_residual", n, n, m))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->norm_residual != NULL)
+		return be->ops->norm_residual(be, x, a, wa, b, wb, w2, eps, s, m, n);
+	if (be->ops->rmsnorm(be, a, n, wa, a, n, m, n, eps) != 0 ||
+	    (b != NULL && (be->ops->rmsnorm(be, b, n, wb, b, n, m, n, eps) != 0 ||
+	    be->ops->add(be, a, b, mn) != 0)) ||
+	    (w2 != NULL && be->ops->rmsnorm(be, a, n, w2, a, n, m, n, eps) != 0) ||
+	    be->ops->add(be, x, a, mn) != 0)
+		return -1;
+	return s != 1.0f ? be->ops->scale(be, x, mn, s) : 0;
+}
+
+int
 backend_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
     float eps, const struct backend_weight *wg, const struct backend_weight *wu,
     const struct backend_weight *wd, float *f, float *u, float *y)

@@ -236,6 +236,20 @@ int	backend_ffn(struct backend *, float *x, const float *t, int m, int n,
 	    float *u, float *y);
 
 /*
+ * The norms that close a block and its residual add (Gemma-4's post-FFN
+ * side): u = rmsnorm(a[m][n]) * wa, plus rmsnorm(b[m][n]) * wb where b is
+ * not NULL; then, w2 not NULL, u = rmsnorm(u) * w2; x[m][n] += u; then x
+ * *= s where s != 1.  A NULL weight scales by nothing (backend_rmsnorm's).
+ * a and b are spent: what they hold after the call is unspecified; x
+ * overlaps neither.  Equals
+ * backend_rmsnorm of a (and b) in place, backend_add(a, b),
+ * backend_rmsnorm of a by w2 in place, backend_add(x, a) and
+ * backend_scale(x, s).
+ */
+int	backend_norm_residual(struct backend *, float *x, float *a, const float *wa,
+	    float *b, const float *wb, const float *w2, float eps, float s, int m, int n);
+
+/*
  * The Gated DeltaNet output side: x[m][nh*n], a row of nh heads of n, is
  * normed per head in place as backend_rmsnorm_gated(x, z, nw, x, m * nh,
  * n) does, then y[m][w->ne1] = x . W^T (w->ne0 == nh * n).  Equals the two.

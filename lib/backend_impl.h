@@ -8,7 +8,7 @@
  * strides >= row widths, types supported.  An op slot left NULL in the
  * table is composed by backend.c from other ops (the fused ones:
  * rmsnorm_matmul, matmul_swiglu, add_rmsnorm_matmul, ffn,
- * rmsnorm_gated_matmul, mul_sigmoid_matmul), so a backend implements a
+ * rmsnorm_gated_matmul, mul_sigmoid_matmul, norm_residual), so a backend implements a
  * fusion only where it pays.
  */
 #ifndef MEMRA_BACKEND_IMPL_H
@@ -191,6 +191,9 @@ struct backend_ops {
 	int	(*argmax_dev)(struct backend *, const float *, int, int, int, int32_t *);
 	int	(*argmax_map)(struct backend *, const float *, int, int, int, const int32_t *,
 		    int32_t *);
+	/* optional, fused: backend_norm_residual (NULL: composed, see above) */
+	int	(*norm_residual)(struct backend *, float *, float *, const float *, float *,
+		    const float *, const float *, float, float, int, int);
 };
 
 struct backend {

@@ -226,7 +226,7 @@ g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m
 	return g4_attn_out(md, L, m);
 }
 
-/* The MoE block beside the MLP: a->sh = post_ffn_norm_2(experts(h)), h = x. */
+/* The MoE block beside the MLP: a->sh = experts(h), h = x (g4_ffn norms it). */
 static int
 g4_moe(struct model *md, struct model_layer *L, int m)
 {
@@ -242,13 +242,17 @@ g4_moe(struct model *md, struct model_layer *L, int m)
 	    (L->exp_scale != NULL && backend_moe_scale(be, a->rw, a->rid, m, k, L->exp_scale, n)) ||
 	    backend_rmsnorm(be, a->x, ne, L->ffn_pre_norm_2, a->xn, ne, m, ne, hp->eps) ||
 	    backend_moe_geglu(be, &L->exp_gate_up, n, a->xn, ne, m, a->rid, k, a->ef) ||
-	    backend_moe_down(be, &L->exp_down, n, a->ef, m, a->rid, a->rw, k, a->sh, ne) ||
-	    backend_rmsnorm(be, a->sh, ne, L->ffn_post_norm_2, a->sh, ne, m, ne, hp->eps))
+	    backend_moe_down(be, &L->exp_down, n, a->ef, m, a->rid, a->rw, k, a->sh, ne))
 		return fail(md);
 	return 0;
 }
 
-/* The FFN side of layer L (x += a->t first), its output added into x; PLE and the layer scalar. */
+/*
+ * The FFN side of layer L (x += a->t first), its output added into x; PLE and
+ * the layer scalar.  The output's norms, the add and (without PLE) the scalar
+ * are one backend_norm_residual: x += post_ffn_norm(y), y the MLP's output,
+ * or with experts post_ffn_norm_1(MLP) + post_ffn_norm_2(experts).
+ */
 static int
 g4_ffn(struct model *md, struct model_layer *L, int il, int m)
 {
@@ -264,11 +268,12 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m)
 	    backend_geglu(be, a->f, L->n_ff, a->u, L->n_ff, a->f, L->n_ff, m, L->n_ff) ||
 	    backend_matmul(be, &L->ffn_down, a->f, L->n_ff, y, ne, m))
 		return fail(md);
-	if (moe && (backend_rmsnorm(be, a->g1, ne, L->ffn_post_norm_1, a->g1, ne, m, ne, hp->eps) ||
-	    g4_moe(md, L, m) != 0 || backend_add(be, a->g1, a->sh, (size_t)m * ne)))
+	if (moe && g4_moe(md, L, m) != 0)
 		return fail(md);
-	if (backend_rmsnorm(be, y, ne, L->ffn_post_norm, a->t, ne, m, ne, hp->eps) ||
-	    backend_add(be, a->x, a->t, (size_t)m * ne))
+	if (moe ? backend_norm_residual(be, a->x, y, L->ffn_post_norm_1, a->sh,
+	    L->ffn_post_norm_2, L->ffn_post_norm, hp->eps, P > 0 ? 1.0f : L->out_scale, m, ne) :
+	    backend_norm_residual(be, a->x, y, L->ffn_post_norm, NULL, NULL, NULL, hp->eps,
+	    P > 0 ? 1.0f : L->out_scale, m, ne))
 		return fail(md);
 	if (P > 0 && (backend_matmul(be, &L->pl_gate, a->x, ne, a->pg, P, m) ||
 	    backend_geglu(be, a->pg, P, a->plp + (size_t)il * P, hp->n_layer * P, a->pg, P, m, P) ||
@@ -276,7 +281,7 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m)
 	    backend_rmsnorm(be, a->t, ne, L->pl_norm, a->t, ne, m, ne, hp->eps) ||
 	    backend_add(be, a->x, a->t, (size_t)m * ne)))
 		return fail(md);
-	if (L->out_scale != 1.0f && backend_scale(be, a->x, (size_t)m * ne, L->out_scale))
+	if (P > 0 && L->out_scale != 1.0f && backend_scale(be, a->x, (size_t)m * ne, L->out_scale))
 		return fail(md);
 	return 0;
 }

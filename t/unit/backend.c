@@ -1893,6 +1893,61 @@ TEST(gemma_elementwise_ops_match_reference)
 }
 
 /*
+ * backend_norm_residual is Gemma-4's post-FFN side: x += rmsnorm(rmsnorm(a) *
+ * wa + rmsnorm(b) * wb) * w2, then x *= s; each form near that formula in
+ * double and bit for bit the plain ops it names (a and b spent); bad shapes
+ * refused.
+ */
+TEST(norm_residual_is_the_post_ffn_norms_and_residual_add)
+{
+	enum { M = 3, N = 48 };
+	float *x = rnd(M * N, 2), *a = rnd(M * N, 3), *b = rnd(M * N, 1);
+	float *wa = rnd(N, 1), *wb = rnd(N, 1), *w2 = rnd(N, 1);
+
+	for (int form = 0; form < 8; form++) {
+		int two = form & 1, fin = form & 2;
+		float s = form & 4 ? 0.25f : 1.0f;
+		float *x1 = dup(x, M * N), *a1 = dup(a, M * N), *b1 = dup(b, M * N);
+		float *x2 = dup(x, M * N), *a2 = dup(a, M * N), *b2 = dup(b, M * N);
+
+		CHECK(backend_norm_residual(be1, x1, a1, wa, two ? b1 : NULL, wb, fin ? w2 : NULL,
+		    1e-6f, s, M, N) == 0);
+		for (int r = 0; r < M; r++) {
+			double u[N], sa = 0, sb = 0, su = 0;
+
+			for (int i = 0; i < N; i++)
+				sa += (double)a[r * N + i] * a[r * N + i],
+				sb += (double)b[r * N + i] * b[r * N + i];
+			for (int i = 0; i < N; i++) {
+				u[i] = a[r * N + i] / sqrt(sa / N + 1e-6) * wa[i];
+				if (two)
+					u[i] += b[r * N + i] / sqrt(sb / N + 1e-6) * wb[i];
+				su += u[i] * u[i];
+			}
+			for (int i = 0; i < N; i++) {
+				double v = fin ? u[i] / sqrt(su / N + 1e-6) * w2[i] : u[i];
+
+				CHECK_NEAR(x1[r * N + i], (x[r * N + i] + v) * s, 1e-5);
+			}
+		}
+		CHECK(backend_rmsnorm(be1, a2, N, wa, a2, N, M, N, 1e-6f) == 0);
+		if (two)
+			CHECK(backend_rmsnorm(be1, b2, N, wb, b2, N, M, N, 1e-6f) == 0 &&
+			    backend_add(be1, a2, b2, M * N) == 0);
+		if (fin)
+			CHECK(backend_rmsnorm(be1, a2, N, w2, a2, N, M, N, 1e-6f) == 0);
+		CHECK(backend_add(be1, x2, a2, M * N) == 0);
+		if (s != 1.0f)
+			CHECK(backend_scale(be1, x2, M * N, s) == 0);
+		CHECK(same(x1, x2, M * N));
+		free(x1), free(a1), free(b1), free(x2), free(a2), free(b2);
+	}
+	CHECK(backend_norm_residual(be1, x, a, wa, NULL, NULL, NULL, 1e-6f, 1, M, 0) == -1);
+	CHECK(strstr(backend_errmsg(be1), "norm_residual: bad shape") != NULL);
+	free(x), free(a), free(b), free(wa), free(wb), free(w2);
+}
+
+/*
  * A sliding window (gemma4, step35) is attention over the last window keys
  * only, key j kept for the query at i when j > i - window: the same bits as
  * a cache that starts at the window, on one thread or three; decode equals
@@ -2518,6 +2573,7 @@ main(void)
 	RUN(moe_products_take_each_experts_own_scale);
 	RUN(add_gated_adds_the_sigmoid_gated_rows);
 	RUN(gemma_elementwise_ops_match_reference);
+	RUN(norm_residual_is_the_post_ffn_norms_and_residual_add);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
