@@ -2802,13 +2802,14 @@ be_rope(struct kc *k, struct bpair *p, int m, int nh, int hs, int n_rot, int mod
 /*
  * backend_qk_norm_rope on m rows of nh q heads (stride qhs) and nkv k heads
  * of hd at p0: at backend positions with the store into caches of m + p0 +
- * 2 rows (dev), else at host positions (37 apart).  The GPU against the
- * CPU (the norm's and the rope's tolerances) and against the GPU's own
- * norms, ropes and store, bit for bit; q, k and both caches.
+ * 2 rows (dev), else at host positions (37 apart); with vnorm v's heads
+ * normed too (Gemma-4's).  The GPU against the CPU (the norm's and the
+ * rope's tolerances) and against the GPU's own norms, ropes and store, bit
+ * for bit; q, k (v with vnorm) and both caches.
  */
 static void
 be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs, int n_rot,
-    int mode, int p0, int dev)
+    int mode, int p0, int dev, int vnorm)
 {
 	int kvd = nkv * hd, n_ctx = p0 + m + 2;
 	size_t sz[] = { (size_t)m * nh * qhs, (size_t)m * kvd, (size_t)m * kvd, (size_t)hd,
@@ -2817,7 +2818,7 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 	int32_t *pos = xmalloc((size_t)m * 4);
 	struct bop o;
 	char shape[96], name[64];
-	static const char *const what[] = { "q", "k", "", "", "", "kc", "vc" };
+	const char *const what[] = { "q", "k", vnorm ? "v" : "", "", "", "kc", "vc" };
 
 	for (int i = 0; i < m; i++)
 		pos[i] = dev ? p0 + i : p0 + 37 * i;
@@ -2827,7 +2828,8 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 	float *u[7];	/* the GPU's plain ops on copies of the inputs */
 	for (int i = 0; i < 7; i++)
 		u[i] = bput(p->g, o.h[i], o.n[i]);
-	struct backend_qkn ac = { nh, nkv, hd, qhs, o.c[3], o.c[4], 1e-6f, n_rot, mode, 1e6f };
+	struct backend_qkn ac = { nh, nkv, hd, qhs, o.c[3], o.c[4], 1e-6f, n_rot, mode, 1e6f,
+	    vnorm };
 	struct backend_qkn ag = ac;
 	ag.qn = o.g[3], ag.kn = o.g[4];
 	BOTH(p, backend_qk_norm_rope(p->c, &ac, o.c[0], o.c[1], o.c[2], m, dev ? NULL : pos,
@@ -2836,6 +2838,8 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 	    dev ? (const int32_t *)dg : NULL, dev ? o.g[5] : NULL, o.g[6], n_ctx));
 	bchk(p->g, backend_rmsnorm(p->g, u[0], qhs, u[3], u[0], qhs, m * nh, hd, 1e-6f));
 	bchk(p->g, backend_rmsnorm(p->g, u[1], hd, u[4], u[1], hd, m * nkv, hd, 1e-6f));
+	if (vnorm)
+		bchk(p->g, backend_rmsnorm(p->g, u[2], hd, NULL, u[2], hd, m * nkv, hd, 1e-6f));
 	if (dev) {
 		bchk(p->g, backend_rope_dpos(p->g, u[0], nh * qhs, nh, qhs, m, (const int32_t *)dg,
 		    n_rot, 1e6f, mode));
@@ -2847,9 +2851,9 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 		bchk(p->g, backend_rope(p->g, u[0], nh * qhs, nh, qhs, m, pos, n_rot, 1e6f, mode));
 		bchk(p->g, backend_rope(p->g, u[1], kvd, nkv, hd, m, pos, n_rot, 1e6f, mode));
 	}
-	snprintf(shape, sizeof shape, "m=%d %d+%dx%d/%d rot=%d%s pos=%d%s", m, nh, nkv, hd, qhs,
-	    n_rot, (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX ? " neox" :
-	    mode & BACKEND_ROPE_GGML ? " ggml" : "", p0, dev ? " dev" : "");
+	snprintf(shape, sizeof shape, "m=%d %d+%dx%d/%d rot=%d%s pos=%d%s%s", m, nh, nkv, hd,
+	    qhs, n_rot, (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX ? " neox" :
+	    mode & BACKEND_ROPE_GGML ? " ggml" : "", p0, dev ? " dev" : "", vnorm ? " vnorm" : "");
 	for (int i = 0; i < 7; i++) {
 		if (what[i][0] == '\0' || (!dev && i >= 5))
 			continue;
@@ -5473,12 +5477,16 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_rope(k, &p, 4, 2, 64, 16, BACKEND_ROPE_NEOX, 100000);
 	/* the 9B/27B heads one row and a verify's four, prompt rows, llama's, hd 80, and
 	 * heads k_qk_rope does not take (hd 66: the ops one by one) */
-	be_qkrope(k, &p, 1, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 300, 1);
-	be_qkrope(k, &p, 4, 24, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 4000, 1);
-	be_qkrope(k, &p, 7, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 3, 0);
-	be_qkrope(k, &p, 3, 8, 2, 128, 128, 128, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 50, 1);
-	be_qkrope(k, &p, 2, 6, 2, 80, 160, 32, BACKEND_ROPE_NEOX, 9, 1);
-	be_qkrope(k, &p, 2, 4, 2, 66, 132, 32, BACKEND_ROPE_NEOX, 9, 1);
+	be_qkrope(k, &p, 1, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 300, 1, 0);
+	be_qkrope(k, &p, 4, 24, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 4000, 1, 0);
+	be_qkrope(k, &p, 7, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 3, 0, 0);
+	be_qkrope(k, &p, 3, 8, 2, 128, 128, 128, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 50, 1, 0);
+	be_qkrope(k, &p, 2, 6, 2, 80, 160, 32, BACKEND_ROPE_NEOX, 9, 1, 0);
+	be_qkrope(k, &p, 2, 4, 2, 66, 132, 32, BACKEND_ROPE_NEOX, 9, 1, 0);
+	/* Gemma-4's sliding layers (v normed too): 26B-A4B's heads decoding, 31B's prompt */
+	be_qkrope(k, &p, 1, 16, 8, 256, 256, 256, BACKEND_ROPE_NEOX, 700, 1, 1);
+	be_qkrope(k, &p, 3, 32, 16, 256, 256, 256, BACKEND_ROPE_NEOX, 90, 1, 1);
+	be_qkrope(k, &p, 5, 32, 16, 256, 256, 256, BACKEND_ROPE_NEOX, 4, 0, 1);
 	be_attention(k, &p, 1, 4, 2, 64, 0, 0);
 	be_attention(k, &p, 4, 4, 2, 64, 300, 0);
 	be_attention(k, &p, 9, 16, 4, 256, 1000, 0);
@@ -5772,11 +5780,11 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	/* gemma4's proportional RoPE: a quarter of the pairs turn, over the whole head */
 	be_rope(k, &p, 3, 4, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 5);
 	be_rope(k, &p, 2, 8, 256, 64, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
-	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1);
+	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1, 0);
 	/* the 26B-A4B / 31B global layers: heads of 512, 128 of them turning */
 	be_rope(k, &p, 3, 16, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
-	be_qkrope(k, &p, 2, 16, 2, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1);
-	be_qkrope(k, &p, 17, 8, 1, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 0, 0);
+	be_qkrope(k, &p, 2, 16, 2, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1, 1);
+	be_qkrope(k, &p, 17, 8, 1, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 0, 0, 1);
 	be_norms(k, &p, 48, 512, 512);		/* their q, k and v norms: rows of 512 */
 	be_rows32(k, &p);
 	bchk(p.g, backend_rows_set(p.g, BACKEND_ROWS_MAX));

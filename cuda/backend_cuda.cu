@@ -303,20 +303,38 @@ k_kv_store_seqs(const float *k, const float *v, int kvd, struct cu_kv_seqs Q)
 
 /*
  * backend_qk_norm_rope in one kernel: block (h, r) is q's head h of row r
- * (h < nh), k's head h - nh, or (kc) v's head h - nh - nkv.  A q or k
- * head is normed as ops.cu's k_rmsnorm4<1> norms it (norm_threads(hd / 4)
- * threads, thread i float4 i: the same sums, the same bits), kept in
- * shared memory, its pairs rotated by rope_pair at pos[r] as k_rope
- * rotates them, and written back; k's head also into kc at row pos[0] + r
- * and v's into vc, as k_kv_store stores them (rows past n_ctx dropped).
+ * (h < nh), k's head h - nh, or (kc or vnorm) v's head h - nh - nkv.  A
+ * q or k head is normed as ops.cu's k_rmsnorm4<1> norms it
+ * (norm_threads(hd / 4) threads, thread i float4 i: the same sums, the
+ * same bits), kept in shared memory, its pairs rotated by rope_pair at
+ * pos[r] as k_rope rotates them, and written back; a v head normed the
+ * same way without a weight (vnorm) and written back, no rope; k's head
+ * also into kc at row pos[0] + r and v's into vc, as k_kv_store stores
+ * them (rows past n_ctx dropped).
  */
 struct qkr_args {
-	float	*q, *k, *kc, *vc;
-	const float *v, *qn, *kn, *inv;
+	float	*q, *k, *kc, *vc, *v;
+	const float *qn, *kn, *inv;
 	const int32_t *pos;
-	int	nh, nkv, hd, qhs, half, neox, n_ctx;
+	int	nh, nkv, hd, qhs, half, neox, n_ctx, vnorm;
 	float	eps, ts;
 };
+
+/* One head of hd floats (float4 i a thread) normed as k_rmsnorm4<1> norms it, w NULL: no weight. */
+__device__ __forceinline__ float4
+qkr_norm(float4 v, const float4 *w, int i, bool in, int hd, float eps, double *red)
+{
+	float4 c = in && w != NULL ? w[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	double s = norm_sumsq_warp<1>(&v);
+	float sc = rms_scale(norm_sumsq_block(s, red), hd, eps);
+
+	v = make_float4(__fmul_rn(v.x, sc), __fmul_rn(v.y, sc), __fmul_rn(v.z, sc),
+	    __fmul_rn(v.w, sc));
+	if (w != NULL)
+		v = make_float4(__fmul_rn(v.x, c.x), __fmul_rn(v.y, c.y), __fmul_rn(v.z, c.z),
+		    __fmul_rn(v.w, c.w));
+	return v;
+}
 
 __global__ void __launch_bounds__(1024)
 k_qk_rope(struct qkr_args A)
@@ -329,24 +347,27 @@ k_qk_rope(struct qkr_args A)
 	float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
 	pdl_enter();
-	if (h >= A.nh + A.nkv) {	/* v's head into the cache */
+	if (h >= A.nh + A.nkv) {	/* v's head: normed (vnorm), into the cache (kc) */
 		int p = A.pos[0] + r;
 		size_t o = (size_t)(h - A.nh - A.nkv) * d4 + i;
-		if (in && p >= 0 && p < A.n_ctx)
-			((float4 *)(A.vc + (size_t)p * kvd))[o] = ((const float4 *)(A.v + r * kvd))[o];
+		float4 *vr = (float4 *)(A.v + r * kvd);
+		float4 v = in ? vr[o] : zero;
+		if (A.vnorm) {
+			v = qkr_norm(v, NULL, i, in, A.hd, A.eps, red);
+			if (in)
+				vr[o] = v;
+		}
+		if (in && A.kc != NULL && p >= 0 && p < A.n_ctx)
+			((float4 *)(A.vc + (size_t)p * kvd))[o] = v;
 		return;
 	}
 	bool isq = h < A.nh;
 	float4 *x = (float4 *)(isq ? A.q + ((size_t)r * A.nh + h) * A.qhs :
 	    A.k + r * kvd + (size_t)(h - A.nh) * A.hd);
 	const float4 *w = (const float4 *)(isq ? A.qn : A.kn);
-	float4 v = in ? x[i] : zero, c = in ? w[i] : zero;
-	double s = norm_sumsq_warp<1>(&v);
-	float sc = rms_scale(norm_sumsq_block(s, red), A.hd, A.eps);
+	float4 v = qkr_norm(in ? x[i] : zero, w, i, in, A.hd, A.eps, red);
 	if (in)
-		qkr_sm[i] = make_float4(__fmul_rn(__fmul_rn(v.x, sc), c.x),
-		    __fmul_rn(__fmul_rn(v.y, sc), c.y), __fmul_rn(__fmul_rn(v.z, sc), c.z),
-		    __fmul_rn(__fmul_rn(v.w, sc), c.w));
+		qkr_sm[i] = v;
 	__syncthreads();
 	float *f = (float *)qkr_sm;
 	for (int d = i; d < A.half; d += blockDim.x)
@@ -1674,12 +1695,13 @@ cu_kv_store_seqs(struct backend *be, const float *k, const float *v, int kvd, in
  */
 static int
 cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float *k,
-    const float *v, int m, const int32_t *pos, const int32_t *d_pos, float *kc, float *vc,
+    float *v, int m, const int32_t *pos, const int32_t *d_pos, float *kc, float *vc,
     int n_ctx)
 {
 	int hd = a->head_dim, nh = a->n_head, nkv = a->n_kv_head, kvd = nkv * hd;
-	/* (NULL counts as aligned; v is read only with the store) */
-	const void *al[] = { q, k, a->qn, a->kn, kc, vc, kc != NULL ? v : NULL };
+	int vb = kc != NULL || a->v_norm;	/* v's heads have blocks */
+	/* (NULL counts as aligned; v is touched only with the store or its norm) */
+	const void *al[] = { q, k, a->qn, a->kn, kc, vc, vb ? v : NULL };
 	int ok = hd % 4 == 0 && a->qhs % 4 == 0 && norm_vec(hd / 4) == 1 &&
 	    !(a->mode & BACKEND_ROPE_PROP);
 
@@ -1695,6 +1717,7 @@ cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float
 	if (!ok) {
 		if (cu_rmsnorm(be, q, a->qhs, a->qn, q, a->qhs, m * nh, hd, a->eps) ||
 		    cu_rmsnorm(be, k, hd, a->kn, k, hd, m * nkv, hd, a->eps) ||
+		    (a->v_norm && cu_rmsnorm(be, v, hd, NULL, v, hd, m * nkv, hd, a->eps)) ||
 		    rope_launch(be, q, nh * a->qhs, nh, a->qhs, m, d_pos, qinv, a->n_rot, a->theta,
 		    a->mode) || rope_launch(be, k, kvd, nkv, hd, m, d_pos, inv, a->n_rot, a->theta,
 		    a->mode))
@@ -1702,9 +1725,9 @@ cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float
 		return kc != NULL ? cu_kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx) : 0;
 	}
 	struct qkr_args A = { q, k, kc, vc, v, a->qn, a->kn, inv, d_pos, nh, nkv, hd, a->qhs,
-	    a->n_rot / 2, (a->mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, n_ctx, a->eps,
-	    rope_ts(a->theta, a->n_rot, a->mode) };
-	dim3 grid((unsigned)(nh + nkv + (kc != NULL ? nkv : 0)), (unsigned)m);
+	    a->n_rot / 2, (a->mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, n_ctx, a->v_norm,
+	    a->eps, rope_ts(a->theta, a->n_rot, a->mode) };
+	dim3 grid((unsigned)(nh + nkv + (vb ? nkv : 0)), (unsigned)m);
 
 	gpu_launch(CB(be)->g, k_qk_rope, grid, norm_threads(hd / 4), (size_t)hd * 4, A);
 	return launched(be, "qk_norm_rope");

@@ -717,15 +717,15 @@ backend_attention_dpos(struct backend *be, const struct backend_attn *a,
 
 int
 backend_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float *k,
-    const float *v, int m, const int32_t *pos, const int32_t *d_pos, float *kc, float *vc,
+    float *v, int m, const int32_t *pos, const int32_t *d_pos, float *kc, float *vc,
     int n_ctx)
 {
 	int hd = a->head_dim, nh = a->n_head, nkv = a->n_kv_head, kvd = nkv * hd;
 
 	if (nh <= 0 || nkv <= 0 || hd <= 0 || a->qhs < hd || m < 0 || a->qn == NULL ||
-	    a->kn == NULL)
+	    a->kn == NULL || (a->v_norm && v == NULL))
 		return util_err(be->err, "qk_norm_rope: %d heads of %d (stride %d) and %d kv "
-		    "heads, %d rows, or a norm missing", nh, hd, a->qhs, nkv, m);
+		    "heads, %d rows, or a norm or v missing", nh, hd, a->qhs, nkv, m);
 	if ((pos == NULL) == (d_pos == NULL) || (kc != NULL && (d_pos == NULL || vc == NULL ||
 	    v == NULL || n_ctx < m)))
 		return util_err(be->err, "qk_norm_rope: positions in host or backend memory, "
@@ -738,7 +738,8 @@ backend_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, 
 	if (be->ops->qk_norm_rope != NULL)
 		return be->ops->qk_norm_rope(be, a, q, k, v, m, pos, d_pos, kc, vc, n_ctx);
 	if (backend_rmsnorm(be, q, a->qhs, a->qn, q, a->qhs, m * nh, hd, a->eps) ||
-	    backend_rmsnorm(be, k, hd, a->kn, k, hd, m * nkv, hd, a->eps))
+	    backend_rmsnorm(be, k, hd, a->kn, k, hd, m * nkv, hd, a->eps) ||
+	    (a->v_norm && backend_rmsnorm(be, v, hd, NULL, v, hd, m * nkv, hd, a->eps)))
 		return -1;
 	if (pos != NULL) {
 		if (backend_rope(be, q, nh * a->qhs, nh, a->qhs, m, pos, a->n_rot, a->theta,

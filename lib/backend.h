@@ -431,11 +431,13 @@ int	backend_attention_dpos(struct backend *, const struct backend_attn *a,
  * n_head heads (head h of row r at q + (r*n_head + h)*qhs) normed in
  * place as backend_rmsnorm(q, qhs, qn, q, qhs, m*n_head, head_dim) norms
  * them, k's ([m][kvd], kvd = n_kv_head*head_dim) as backend_rmsnorm(k,
- * head_dim, kn, k, head_dim, m*n_kv_head, head_dim); then both roped as
- * backend_rope does at pos (host memory) or, pos NULL, as
+ * head_dim, kn, k, head_dim, m*n_kv_head, head_dim); with v_norm, v's
+ * ([m][kvd]) too, without a weight (Gemma-4's), as backend_rmsnorm(v,
+ * head_dim, NULL, v, head_dim, m*n_kv_head, head_dim); then q and k roped
+ * as backend_rope does at pos (host memory) or, pos NULL, as
  * backend_rope_dpos does at d_pos; then, kc not NULL (with d_pos), k's
- * rows and v's ([m][kvd]) stored into the caches as backend_kv_store
- * stores them (n_ctx rows).  Equals those ops in that order, bit for bit.
+ * rows and v's stored into the caches as backend_kv_store stores them
+ * (n_ctx rows).  Equals those ops in that order, bit for bit.
  */
 struct backend_qkn {
 	int	n_head, n_kv_head, head_dim;
@@ -444,9 +446,10 @@ struct backend_qkn {
 	float	eps;
 	int	n_rot, mode;	/* backend_rope's */
 	float	theta;
+	int	v_norm;		/* 1: v normed in place (v not NULL) */
 };
 int	backend_qk_norm_rope(struct backend *, const struct backend_qkn *a, float *q,
-	    float *k, const float *v, int m, const int32_t *pos, const int32_t *d_pos,
+	    float *k, float *v, int m, const int32_t *pos, const int32_t *d_pos,
 	    float *kc, float *vc, int n_ctx);
 
 /*

@@ -119,7 +119,7 @@ struct backend_ops {
 	int	(*gemm_set)(struct backend *, int);
 	/* optional, backend_qk_norm_rope: NULL runs the norms, ropes and store */
 	int	(*qk_norm_rope)(struct backend *, const struct backend_qkn *, float *, float *,
-		    const float *, int, const int32_t *, const int32_t *, float *, float *, int);
+		    float *, int, const int32_t *, const int32_t *, float *, float *, int);
 	/* optional, backend_mem_info: NULL is host memory (the machine's) */
 	int	(*mem_info)(struct backend *, size_t *, size_t *);
 	/* optional, the mixture of experts (backend_moe_*, backend_add_gated):

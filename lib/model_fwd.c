@@ -112,7 +112,7 @@ attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, con
 		return fail(md);
 	if (L->q_norm && L->k_norm && !md->kv_f16) {
 		struct backend_qkn qk = { nh, hp->n_head_kv, hd, qs, L->q_norm, L->k_norm, hp->eps,
-		    hp->n_rot, hp->rope_mode, hp->rope_theta };
+		    hp->n_rot, hp->rope_mode, hp->rope_theta, 0 };
 
 		return backend_qk_norm_rope(be, &qk, a->q, K, V, m, dpos ? NULL : a->pos, dpos,
 		    dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;

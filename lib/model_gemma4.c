@@ -146,29 +146,43 @@ g4_rope(struct model *md, struct model_layer *L, float *x, int ld, int n, int m,
  * [m][kvd] rows, into a cache or scratch) this layer's K and V, the norm
  * and the products one backend_rmsnorm_matmul (the bits of the norm, then
  * each product); q and K normed per head and roped at a->pos, or at dpos
- * (backend memory) when not NULL, V normed.
+ * (backend memory) when not NULL, V normed; with dpos, K and V then stored
+ * into the caches kc, vc (n_ctx rows).  The norms, ropes and store are one
+ * backend_qk_norm_rope where the layer has K and V and a rope.
  */
 static int
-g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const int32_t *dpos)
+g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const int32_t *dpos,
+    float *kc, float *vc, int n_ctx)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
 	int vown = K != NULL && L->v.data != NULL, nw = K == NULL ? 1 : vown ? 3 : 2;
+	int rot = L->swa ? hp->n_rot_swa : hp->n_rot;
 	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
 	float *Y[3] = { a->q, K, V };
 
 	if (backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, nw, W, Y) ||
-	    backend_rmsnorm(be, a->q, hd, L->q_norm, a->q, hd, m * nh, hd, hp->eps) ||
+	    (!vown && K != NULL && backend_copy(be, V, K, (size_t)m * kvd)))
+		return fail(md);
+	if (K != NULL && rot > 0) {
+		struct backend_qkn qk = { nh, L->nkv, hd, hd, L->q_norm, L->k_norm, hp->eps, rot,
+		    L->swa ? BACKEND_ROPE_NEOX : hp->rope_mode,
+		    L->swa ? hp->rope_theta_swa : hp->rope_theta, 1 };
+
+		return backend_qk_norm_rope(be, &qk, a->q, K, V, m, dpos ? NULL : a->pos, dpos,
+		    dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;
+	}
+	if (backend_rmsnorm(be, a->q, hd, L->q_norm, a->q, hd, m * nh, hd, hp->eps) ||
 	    g4_rope(md, L, a->q, nh * hd, nh, m, dpos))
 		return fail(md);
 	if (K == NULL)
 		return 0;
-	if ((!vown && backend_copy(be, V, K, (size_t)m * kvd)) ||
-	    backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * L->nkv, hd, hp->eps) ||
+	if (backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * L->nkv, hd, hp->eps) ||
 	    backend_rmsnorm(be, V, hd, NULL, V, hd, m * L->nkv, hd, hp->eps) ||
-	    g4_rope(md, L, K, kvd, L->nkv, m, dpos))
+	    g4_rope(md, L, K, kvd, L->nkv, m, dpos) ||
+	    (dpos != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx)))
 		return fail(md);
 	return 0;
 }
@@ -217,10 +231,9 @@ g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m
 	float *V = !L->kv_own ? NULL : dpos ? a->z : vc + (size_t)p0 * kvd;
 	struct backend_attn at = g4_attn_params(md, L);
 
-	if (g4_qkv(md, L, m, K, V, dpos))
+	if (g4_qkv(md, L, m, K, V, dpos, kc, vc, n_ctx))
 		return fail(md);
-	if (dpos ? (K != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx)) ||
-	    backend_attention_dpos(be, &at, a->q, ld, L->hd, kc, vc, m, dpos, n_ctx, a->o) :
+	if (dpos ? backend_attention_dpos(be, &at, a->q, ld, L->hd, kc, vc, m, dpos, n_ctx, a->o) :
 	    backend_attention(be, &at, a->q, ld, L->hd, kc, vc, m, p0, a->o))
 		return fail(md);
 	return g4_attn_out(md, L, m);
@@ -313,7 +326,8 @@ g4_attn_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g
 	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
 	struct backend_attn at = g4_attn_params(md, L);
 
-	if (g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL))
+	if (g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL, NULL,
+	    NULL, 0))
 		return fail(md);
 	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
 		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
@@ -415,7 +429,7 @@ g4a_layer(struct model *A, struct model_layer *L, int il, struct state *st, int 
 	/* the window as transformers' flipped bidirectional mask draws it: the last
 	 * n_swa + 1 keys, the query standing at the last key's position pos - 1 */
 	at.window = L->swa ? hp->n_swa + 1 : 0;
-	if (g4_qkv(A, L, 1, NULL, NULL, NULL) ||
+	if (g4_qkv(A, L, 1, NULL, NULL, NULL, NULL, NULL, 0) ||
 	    backend_attention(A->be, &at, a->q, hp->n_head * L->hd, L->hd, state_k(st, L->cache),
 	    state_v(st, L->cache), 1, pos - 1, a->o))
 		return fail(A);

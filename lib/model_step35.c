@@ -49,7 +49,7 @@ qkv(struct model *md, struct model_layer *L, int m, const float *res, const int3
 	const struct backend_weight *W[4] = { &L->q, &L->k, &L->v, &L->g };
 	float *Y[4] = { a->q, a->y, a->z, a->cat };
 	struct backend_qkn qk = { nh, nkv, hd, hd, L->q_norm, L->k_norm, hp->eps, L->n_rot,
-	    hp->rope_mode, L->theta };
+	    hp->rope_mode, L->theta, 0 };
 
 	if (backend_add_rmsnorm_matmul(be, a->x, res, m, hp->n_embd, L->attn_norm, hp->eps,
 	    L->g.data != NULL ? 4 : 3, W, Y))

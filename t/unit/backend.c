@@ -1557,39 +1557,43 @@ TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
 }
 
 /*
- * backend_qk_norm_rope is the q/k norms, the ropes and the store, in that
- * order: at host positions (no store) and at backend positions with the
- * store, for both rope modes; and it refuses what those ops refuse.
+ * backend_qk_norm_rope is the q/k norms (and with v_norm v's, weightless),
+ * the ropes and the store, in that order: at host positions (no store) and
+ * at backend positions with the store, for both rope modes; and it refuses
+ * what those ops refuse.
  */
 static void
-qk_norm_rope_case(int mode, int dev)
+qk_norm_rope_case(int mode, int dev, int vnorm)
 {
 	int nh = 4, nkv = 2, hd = 32, qhs = 64, m = 3, p0 = 4, n_ctx = 8, kvd = nkv * hd;
 	int32_t pos[3] = { 4, 5, 6 }, *d = dev ? dpos_new(be3, p0, m) : NULL;
-	struct backend_qkn a = { nh, nkv, hd, qhs, NULL, NULL, 1e-6f, 16, mode, 1e4f };
+	struct backend_qkn a = { nh, nkv, hd, qhs, NULL, NULL, 1e-6f, 16, mode, 1e4f, 0 };
 	float *qn = rnd(hd, 1), *kn = rnd(hd, 1);
 	float *q1 = rnd((size_t)m * nh * qhs, 2), *q2 = dup(q1, (size_t)m * nh * qhs);
 	float *k1 = rnd((size_t)m * kvd, 2), *k2 = dup(k1, (size_t)m * kvd);
-	float *v = rnd((size_t)m * kvd, 1);
+	float *v = rnd((size_t)m * kvd, 1), *v2 = dup(v, (size_t)m * kvd);
 	float *kc1 = rnd((size_t)n_ctx * kvd, 1), *kc2 = dup(kc1, (size_t)n_ctx * kvd);
 	float *vc1 = rnd((size_t)n_ctx * kvd, 1), *vc2 = dup(vc1, (size_t)n_ctx * kvd);
 
-	a.qn = qn, a.kn = kn;
+	a.qn = qn, a.kn = kn, a.v_norm = vnorm;
 	CHECK(!dev || d != NULL);
 	CHECK(backend_qk_norm_rope(be3, &a, q1, k1, v, m, dev ? NULL : pos, d, dev ? kc1 : NULL,
 	    vc1, n_ctx) == 0);
 	CHECK(backend_rmsnorm(be3, q2, qhs, qn, q2, qhs, m * nh, hd, 1e-6f) == 0);
 	CHECK(backend_rmsnorm(be3, k2, hd, kn, k2, hd, m * nkv, hd, 1e-6f) == 0);
+	if (vnorm)
+		CHECK(backend_rmsnorm(be3, v2, hd, NULL, v2, hd, m * nkv, hd, 1e-6f) == 0);
 	CHECK(backend_rope(be3, q2, nh * qhs, nh, qhs, m, pos, 16, 1e4f, mode) == 0);
 	CHECK(backend_rope(be3, k2, kvd, nkv, hd, m, pos, 16, 1e4f, mode) == 0);
 	if (dev)
-		CHECK(backend_kv_store(be3, kc2, vc2, k2, v, kvd, m, d, n_ctx) == 0);
+		CHECK(backend_kv_store(be3, kc2, vc2, k2, v2, kvd, m, d, n_ctx) == 0);
 	CHECK(same(q1, q2, (size_t)m * nh * qhs) && same(k1, k2, (size_t)m * kvd));
+	CHECK(same(v, v2, (size_t)m * kvd));
 	CHECK(same(kc1, kc2, (size_t)n_ctx * kvd) && same(vc1, vc2, (size_t)n_ctx * kvd));
 	if (dev)	/* the store happened: row p0 of the cache is k's first row */
 		CHECK(same(kc1 + (size_t)p0 * kvd, k1, (size_t)kvd));
 	backend_mfree(be3, (float *)d);
-	free(qn), free(kn), free(q1), free(q2), free(k1), free(k2), free(v);
+	free(qn), free(kn), free(q1), free(q2), free(k1), free(k2), free(v), free(v2);
 	free(kc1), free(kc2), free(vc1), free(vc2);
 }
 
@@ -1597,13 +1601,14 @@ TEST(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit)
 {
 	float w[32] = { 0 }, x[256] = { 0 };
 	int32_t pos[1] = { 0 };
-	struct backend_qkn a = { 2, 1, 32, 32, w, w, 1e-6f, 16, BACKEND_ROPE_NEOX, 1e4f };
+	struct backend_qkn a = { 2, 1, 32, 32, w, w, 1e-6f, 16, BACKEND_ROPE_NEOX, 1e4f, 0 };
 
-	for (int mode = BACKEND_ROPE_NORM; mode <= BACKEND_ROPE_NEOX; mode++) {
-		qk_norm_rope_case(mode, 0);
-		qk_norm_rope_case(mode, 1);
-	}
-	qk_norm_rope_case(BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 1);
+	for (int mode = BACKEND_ROPE_NORM; mode <= BACKEND_ROPE_NEOX; mode++)
+		for (int vn = 0; vn < 2; vn++) {
+			qk_norm_rope_case(mode, 0, vn);
+			qk_norm_rope_case(mode, 1, vn);
+		}
+	qk_norm_rope_case(BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 1, 0);
 	/* positions in one memory, a store only at backend positions, shapes ropes refuse */
 	CHECK(backend_qk_norm_rope(be3, &a, x, x, x, 1, pos, pos, NULL, NULL, 0) == -1);
 	CHECK(strstr(backend_errmsg(be3), "positions in host or backend memory") != NULL);
@@ -1614,7 +1619,10 @@ TEST(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit)
 	CHECK(strstr(backend_errmsg(be3), "rope: bad shape") != NULL);
 	a.n_rot = 16, a.kn = NULL;
 	CHECK(backend_qk_norm_rope(be3, &a, x, x, x, 1, pos, NULL, NULL, NULL, 0) == -1);
-	CHECK(strstr(backend_errmsg(be3), "a norm missing") != NULL);
+	CHECK(strstr(backend_errmsg(be3), "a norm or v missing") != NULL);
+	a.kn = w, a.v_norm = 1;
+	CHECK(backend_qk_norm_rope(be3, &a, x, x, NULL, 1, pos, NULL, NULL, NULL, 0) == -1);
+	CHECK(strstr(backend_errmsg(be3), "a norm or v missing") != NULL);
 }
 
 TEST(cpu_backend_records_no_graphs)
