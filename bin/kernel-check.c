@@ -986,6 +986,56 @@ check_qk_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 	check_multi(k, m, ne0, ntyp, ts);
 }
 
+/*
+ * Weights of one K-quant type that follow each other share a launch of
+ * k_mvk (mv8_set): three Q4_K then a Q6_K, two Q5_K then two Q6_K, each
+ * against its own call bit for bit (check_multi, plain and fused with the
+ * norm), and at m rows the launches counted ("matvec_q8k sets", the count
+ * as its maxdiff): 2, one a run of a type.  L: the lanes (gpu_tune_qk; 0
+ * the default).
+ */
+static void
+check_qk_set(struct kc *k, int m, int64_t ne0, int L)
+{
+	static const int ta[4] = { QUANT_Q4_K, QUANT_Q4_K, QUANT_Q4_K, QUANT_Q6_K };
+	static const int tb[4] = { QUANT_Q5_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q6_K };
+	static const int64_t rs[4] = { 300, 129, 77, 256 };
+
+	gchk(k, gpu_tune_qk(k->g, L));
+	for (int s = 0; s < 2; s++) {
+		const int *ts = s ? tb : ta;
+		struct wset w[4];
+		const void *dw[4];
+		int t[4];
+		int64_t ny = 0;
+		float *x = frand(k, m * ne0, -1, 1), *dx = dput(k, x, (size_t)m * ne0 * 4), *Y[4];
+		char shape[96];
+
+		check_multi(k, m, ne0, 4, ts);
+		for (int i = 0; i < 4; i++) {
+			wset_new(k, &w[i], ts[i], rs[i], ne0);
+			t[i] = ts[i], dw[i] = w[i].dw, ny += (int64_t)m * rs[i];
+		}
+		float *dy = dput(k, NULL, (size_t)ny * 4);
+		for (int i = 0, o = 0; i < 4; o += m * (int)rs[i], i++)
+			Y[i] = dy + o;
+		gpu_prof_reset(k->g);
+		gchk(k, gpu_prof_begin(k->g, 0));
+		gchk(k, gpu_matvec_q8_multi(k->g, 4, t, dw, rs, ne0, dx, m, Y, NULL));
+		gchk(k, gpu_prof_end(k->g));
+		unsigned long n = prof_launches(k, "matvec_q8k");
+		gpu_prof_reset(k->g);
+		snprintf(shape, sizeof shape, "%s x%d, %s x%d m=%d ne0=%lld L=%d",
+		    quant_name(ts[0]), s ? 2 : 3, quant_name(ts[3]), s ? 2 : 1, m, (long long)ne0, L);
+		report(k, "matvec_q8k sets", shape, (double)n, n == 2 && !k->brk);
+		for (int i = 0; i < 4; i++)
+			wset_free(k, &w[i]);
+		free(x);
+		gpu_free(k->g, dx), gpu_free(k->g, dy);
+	}
+	gchk(k, gpu_tune_qk(k->g, 0));
+}
+
 static void
 check_q45_multi(struct kc *k, int m, int64_t ne0, int ntyp)
 {
@@ -1433,6 +1483,10 @@ check_qk_all(struct kc *k)
 	check_qk_multi(k, 2, 5120, 1);
 	check_qk_multi(k, 1, 12288, 4);
 	check_qk_multi(k, 1, 12288, 1);
+	check_qk_set(k, 1, 4096, 0);	/* decode */
+	check_qk_set(k, 4, 2816, 0);	/* a K=3 verify, 26B-A4B's rows */
+	check_qk_set(k, 16, 2048, 8);	/* the most k_mvk takes, the other lanes */
+	check_qk_set(k, 3, 4096, 4);
 	/* rows of 64 and 128 weight blocks (staged: 32 a lane step); m 1, 3, 16
 	 * (NVFP4 has one form) */
 	static const int t8[] = { QUANT_Q8_0, QUANT_Q4_1, QUANT_Q5_1 };

@@ -229,12 +229,55 @@ int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, 
 void	gpu_mirror_drop(struct gpu *g, const void *w);
 
 /*
+ * Up to MV8_SET weights of one type and row length in one launch (the
+ * products of one normed x: q, k, v; GDN's four; gate and up): weight i
+ * takes blocks blk[i] .. blk[i+1]-1, 8 rows a block as if launched alone,
+ * so every row is the same bits as in a launch of its own (matvec_q8.cu's
+ * k_mv8 and k_mv8t, matvec_qk.cu's k_mvk).
+ */
+#define MV8_SET 4
+
+struct mv8_set {
+	const uint8_t *W[MV8_SET];	/* [rows][rowbytes] */
+	float	*y[MV8_SET];		/* [m][rows] */
+	const float *scale[MV8_SET];	/* NULL or one float */
+	int64_t	rows[MV8_SET];
+	unsigned blk[MV8_SET + 1];	/* blk[nw]: the grid */
+	int	nw;
+};
+
+/* The weight of block blockIdx.x and the row of this warp in it (static
+ * indexing only: the set stays in the parameter bank). */
+struct mv8_row {
+	const uint8_t *W;
+	float	*y;
+	const float *scale;
+	int64_t	rows, r;
+};
+
+__device__ __forceinline__ struct mv8_row
+mv8_pick(const struct mv8_set &S)
+{
+	struct mv8_row R = { S.W[0], S.y[0], S.scale[0], S.rows[0], 0 };
+	unsigned b0 = 0;
+
+#pragma unroll
+	for (int k = 1; k < MV8_SET; k++)
+		if (k < S.nw && blockIdx.x >= S.blk[k]) {
+			R.W = S.W[k], R.y = S.y[k], R.scale = S.scale[k], R.rows = S.rows[k];
+			b0 = S.blk[k];
+		}
+	R.r = ((int64_t)(blockIdx.x - b0) * blockDim.x + threadIdx.x) >> 5;
+	return R;
+}
+
+/*
  * matvec_qk.cu, for matvec_q8.cu: qk_type(t) is 1 for the types on Q8_K
  * activations: Q4_K, Q5_K, Q6_K and IQ4_XS; qk_quantize writes x[n][ne0]
  * (ne0 a multiple of 256) as Q8_K: q[n][ne0] (16-byte aligned),
- * dk[n][ne0/256], bs[n][ne0/16]; qk_product is the product of m <=
- * qk_group(g, t, m) of those rows with such a W (IQ4_XS: matvec_iq4.cu's,
- * or k_mvkt's where gpu_tune_qkt takes it);
+ * dk[n][ne0/256], bs[n][ne0/16]; qk_products is the products of m <=
+ * qk_group(g, t, m) of those rows with S.nw such weights W (IQ4_XS:
+ * matvec_iq4.cu's, or k_mvkt's where gpu_tune_qkt takes it);
  * qk_group: the rows a launch of type t takes in a product of n rows, 32
  * where gpu_tune_qkt's tensor-core kernel takes them, else
  * GPU_MATVEC_MAX_ROWS.
@@ -243,9 +286,10 @@ int	qk_type(int t);
 int	qk_group(const struct gpu *g, int t, int64_t n);
 int	qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q,
 	    float *dk, int16_t *bs);
-int	qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
-	    const int8_t *q, const float *dk, const int16_t *bs, int m, float *d_y,
-	    const float *d_scale);
+/* (S.y offset to the rows, S.blk unset: one launch of k_mvk where it takes
+ * the set, the bits of a launch each; else k_mvkt or k_iq4 one by one) */
+int	qk_products(struct gpu *g, int t, struct mv8_set S, int64_t ne0, const int8_t *q,
+	    const float *dk, const int16_t *bs, int m);
 
 /*
  * The experts' products of gpu_moe_matvec (cuda/matvec_q8.cu), by family:
@@ -338,7 +382,7 @@ int	iq4_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t
 /*
  * matvec_iq4.cu: the IQ4 products on int8 activations.  iq4xs_product:
  * IQ4_XS weights on m <= GPU_MATVEC_MAX_ROWS Q8_K rows (q, dk as
- * qk_quantize writes them; qk_product passes IQ4_XS here);
+ * qk_quantize writes them; qk_products passes IQ4_XS here);
  * iq4xs_moe_product: qk_moe_product's experts for IQ4_XS.  iq4nl_product:
  * IQ4_NL weights on m <= GPU_MATVEC_MAX_ROWS Q8_0 rows (q[m][ne0], dx[m][ne0
  * / 32], matvec_q8.cu's k_q8x); iq4nl_moe_product: the experts, input row i

@@ -331,48 +331,6 @@ mv8_store(float *acc, int m, int64_t rows, int64_t r, int lane, float *y, const 
 }
 
 /*
- * Up to MV8_SET weights of one type and row length in one launch (the
- * products of one normed x: q, k, v; GDN's four; gate and up): weight i
- * takes blocks blk[i] .. blk[i+1]-1, 8 rows a block as if launched alone,
- * so every row is the same bits as in a launch of its own.
- */
-#define MV8_SET 4
-
-struct mv8_set {
-	const uint8_t *W[MV8_SET];	/* [rows][rowbytes] */
-	float	*y[MV8_SET];		/* [m][rows] */
-	const float *scale[MV8_SET];	/* NULL or one float */
-	int64_t	rows[MV8_SET];
-	unsigned blk[MV8_SET + 1];	/* blk[nw]: the grid */
-	int	nw;
-};
-
-/* The weight of block blockIdx.x and the row of this warp in it (static
- * indexing only: the set stays in the parameter bank). */
-struct mv8_row {
-	const uint8_t *W;
-	float	*y;
-	const float *scale;
-	int64_t	rows, r;
-};
-
-__device__ __forceinline__ struct mv8_row
-mv8_pick(const struct mv8_set &S)
-{
-	struct mv8_row R = { S.W[0], S.y[0], S.scale[0], S.rows[0], 0 };
-	unsigned b0 = 0;
-
-#pragma unroll
-	for (int k = 1; k < MV8_SET; k++)
-		if (k < S.nw && blockIdx.x >= S.blk[k]) {
-			R.W = S.W[k], R.y = S.y[k], R.scale = S.scale[k], R.rows = S.rows[k];
-			b0 = S.blk[k];
-		}
-	R.r = ((int64_t)(blockIdx.x - b0) * blockDim.x + threadIdx.x) >> 5;
-	return R;
-}
-
-/*
  * NVFP4 (the GPU layout, gpu_nvfp4_pack: a row's codes in value order, 8
  * bytes a 16-value sub-block, then the sub-blocks' scales, a byte each):
  * acc[j] += sub-block s of the weight row at wr . the same 16 values of
@@ -1066,7 +1024,8 @@ mv8_types(struct gpu *g, int nw, const int *t, const int64_t *rows, int64_t ne0,
 
 /*
  * The nw products of the quantized x: for up to 16 rows,
- * weights of one type that follow each other share a launch (mv8_set);
+ * weights of one type that follow each other share a launch (mv8_set; the
+ * K-quants' k_mvk too);
  * for more, each takes the GEMM or launches of 16 rows.  Under
  * GPU_MV8_TC, Q8_0 and NVFP4 take 32 rows where 16 are said here (the
  * GEMM still takes n > 16 unless GPU_MMQ_OFF): the same bits, fewer
@@ -1091,15 +1050,24 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 				return -1;
 			continue;
 		}
-		if (qk_type(t[i])) {	/* n <= g->step_rows (mv8_types): qk_group's rows a launch */
-			int kg = qk_group(g, t[i], n);
-			j = i + 1;
-			for (int64_t r0 = 0; r0 < n; r0 += kg)
-				if (qk_product(g, t[i], d_w[i], rows[i], ne0, X->kq + (size_t)r0 * ne0,
+		if (qk_type(t[i])) {	/* n <= g->step_rows (mv8_types): qk_group's rows a launch, */
+			int kg = qk_group(g, t[i], n);	/* weights of one type that follow each other a set */
+			for (j = i + 1; j < nw && j - i < MV8_SET && t[j] == t[i]; j++)
+				;
+			for (int64_t r0 = 0; r0 < n; r0 += kg) {
+				struct mv8_set S;
+				memset(&S, 0, sizeof S);
+				S.nw = j - i;
+				for (int k = 0; k < S.nw; k++) {
+					S.W[k] = (const uint8_t *)d_w[i + k], S.rows[k] = rows[i + k];
+					S.y[k] = d_y[i + k] + (size_t)r0 * rows[i + k];
+					S.scale[k] = d_scale != NULL ? d_scale[i + k] : NULL;
+				}
+				if (qk_products(g, t[i], S, ne0, X->kq + (size_t)r0 * ne0,
 				    X->kd + (size_t)r0 * (ne0 / 256), X->kb + (size_t)r0 * (ne0 / 16),
-				    n - r0 < kg ? (int)(n - r0) : kg, d_y[i] + (size_t)r0 * rows[i],
-				    d_scale != NULL ? d_scale[i] : NULL) != 0)
+				    n - r0 < kg ? (int)(n - r0) : kg) != 0)
 					return -1;
+			}
 			continue;
 		}
 		if (t[i] == Q8_T_IQ4_NL) {	/* matvec_iq4.cu's kernel, 16 rows a launch */

@@ -308,14 +308,23 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 	}
 }
 
+/*
+ * The products of a set of weights of type T (struct mv8_set, gpu_impl.cuh:
+ * the blocks of weight i after those of the ones before it, 8 rows a
+ * block as alone), each row's warp the lanes above: the same bits whatever
+ * set a weight is in.
+ */
 template <int T, int M, int L>
 __global__ void __launch_bounds__(256)
-k_mvk(const uint8_t *__restrict__ W, int64_t rows, int nb, size_t rowbytes,
-    const int8_t *__restrict__ q, const float *__restrict__ dk, const int16_t *__restrict__ bs,
-    int m, float *y, const float *scale)
+k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m)
 {
 	enum { BS = mvk_bs<T>::v, NG = 32 / L };
-	int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	struct mv8_row R = mv8_pick(S);
+	const uint8_t *W = R.W;
+	int64_t r = R.r, rows = R.rows;
+	float *y = R.y;
+	const float *scale = R.scale;
 	int lane = threadIdx.x & 31, g = lane / L, i = lane % L;
 	int64_t ne0 = (int64_t)nb * 256;
 	float acc[M];
@@ -424,28 +433,32 @@ qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q, 
 	return 0;
 }
 
+/* k_mvk over the set S (S.blk made here). */
 template <int T, int L>
 static int
-mvk_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
-    const float *dk, const int16_t *bs, int m, float *y, const float *scale)
+mvk_launch(struct gpu *g, struct mv8_set S, int nb, const int8_t *q, const float *dk,
+    const int16_t *bs, int m)
 {
-	unsigned grid = (unsigned)((rows + 7) / 8);
-	const uint8_t *W = (const uint8_t *)w;
 	size_t rb = (size_t)nb * mvk_bs<T>::v;
 
+	S.blk[0] = 0;
+	for (int k = 0; k < S.nw; k++)
+		S.blk[k + 1] = S.blk[k] + (unsigned)((S.rows[k] + 7) / 8);
+	unsigned grid = S.blk[S.nw];
 	if (m <= 1)
-		gpu_launch(g, k_mvk<T, 1, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 1, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else if (m <= 2)
-		gpu_launch(g, k_mvk<T, 2, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 2, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else if (m <= 4)
-		gpu_launch(g, k_mvk<T, 4, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 4, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else if (m <= 8)
-		gpu_launch(g, k_mvk<T, 8, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 8, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else
-		gpu_launch(g, k_mvk<T, 16, L>, grid, 256, 0, W, rows, nb, rb, q, dk, bs, m, y, scale);
+		gpu_launch(g, k_mvk<T, 16, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	GPU_LAUNCHED(g, "matvec_q8k");
 	return 0;
 }
+
 
 extern "C" int
 gpu_qk_lanes(int t)
@@ -505,46 +518,75 @@ gpu_tune_qkt(struct gpu *g, int how)
 	return 0;
 }
 
-int
-qk_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
-    const int8_t *q, const float *dk, const int16_t *bs, int m, float *d_y,
-    const float *d_scale)
+/* A weight of type t for m inputs (tc: k_mvkt takes them): its shape and alignment. */
+static int
+qk_check(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int m, int tc)
 {
-	int nb = (int)(ne0 / 256), tc = qkt_takes(g, t, m);
-
-	if (t == QK_T_IQ4_XS && !tc)
-		return iq4xs_product(g, d_w, rows, ne0, q, dk, m, d_y, d_scale);
 	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || m < 1 ||
 	    m > (tc ? QKT_MAX_M : GPU_MATVEC_MAX_ROWS))
 		return gpu_fail(g, "matvec_q8k: type %d, %lld rows of %lld, %d inputs", t,
 		    (long long)rows, (long long)ne0, m);
 	if (((uintptr_t)d_w & qk_align(t)) != 0)
 		return gpu_fail(g, "matvec_q8k: weights not aligned");
+	return 0;
+}
+
+/* One weight where no set is taken: k_mvkt (tc), or IQ4_XS's k_iq4. */
+static int
+qk_one(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, const int8_t *q,
+    const float *dk, const int16_t *bs, int m, float *d_y, const float *d_scale, int tc)
+{
+	int nb = (int)(ne0 / 256);
+
+	if (t == QK_T_IQ4_XS && !tc)
+		return iq4xs_product(g, d_w, rows, ne0, q, dk, m, d_y, d_scale);
+	if (qk_check(g, t, d_w, rows, ne0, m, tc) != 0)
+		return -1;
 	if (t == QK_T_IQ4_XS)	/* (its one form: 8 lanes whatever g->qk_lanes) */
 		return mvkt_launch<QK_T_IQ4_XS, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
 	case QK_T_Q4_K:
-		if (tc)
-			return l8 ? mvkt_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y,
-			    d_scale) : mvkt_launch<QK_T_Q4_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y,
-			    d_scale);
-		return l8 ? mvk_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
-		    mvk_launch<QK_T_Q4_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+		return l8 ? mvkt_launch<QK_T_Q4_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
+		    mvkt_launch<QK_T_Q4_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	case QK_T_Q5_K:
-		if (tc)
-			return l8 ? mvkt_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y,
-			    d_scale) : mvkt_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y,
-			    d_scale);
-		return l8 ? mvk_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
-		    mvk_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+		return l8 ? mvkt_launch<QK_T_Q5_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
+		    mvkt_launch<QK_T_Q5_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	default:
-		if (tc)
-			return l8 ? mvkt_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y,
-			    d_scale) : mvkt_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y,
-			    d_scale);
-		return l8 ? mvk_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
-		    mvk_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+		return l8 ? mvkt_launch<QK_T_Q6_K, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale) :
+		    mvkt_launch<QK_T_Q6_K, 4>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+	}
+}
+
+int
+qk_products(struct gpu *g, int t, struct mv8_set S, int64_t ne0, const int8_t *q,
+    const float *dk, const int16_t *bs, int m)
+{
+	int nb = (int)(ne0 / 256), tc = qkt_takes(g, t, m);
+
+	if (S.nw < 1 || S.nw > MV8_SET)
+		return gpu_fail(g, "matvec_q8k: a set of %d weights", S.nw);
+	if (tc || t == QK_T_IQ4_XS) {
+		for (int k = 0; k < S.nw; k++)
+			if (qk_one(g, t, S.W[k], S.rows[k], ne0, q, dk, bs, m, S.y[k], S.scale[k],
+			    tc) != 0)
+				return -1;
+		return 0;
+	}
+	for (int k = 0; k < S.nw; k++)
+		if (qk_check(g, t, S.W[k], S.rows[k], ne0, m, 0) != 0)
+			return -1;
+	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
+	switch (t) {
+	case QK_T_Q4_K:
+		return l8 ? mvk_launch<QK_T_Q4_K, 8>(g, S, nb, q, dk, bs, m) :
+		    mvk_launch<QK_T_Q4_K, 4>(g, S, nb, q, dk, bs, m);
+	case QK_T_Q5_K:
+		return l8 ? mvk_launch<QK_T_Q5_K, 8>(g, S, nb, q, dk, bs, m) :
+		    mvk_launch<QK_T_Q5_K, 4>(g, S, nb, q, dk, bs, m);
+	default:
+		return l8 ? mvk_launch<QK_T_Q6_K, 8>(g, S, nb, q, dk, bs, m) :
+		    mvk_launch<QK_T_Q6_K, 4>(g, S, nb, q, dk, bs, m);
 	}
 }
 
@@ -578,7 +620,7 @@ qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (!qk_type(t) || ne0 % 256 != 0 || rows < 1 || n_exp < 1 || ns < 1 || per < 1)
 		return gpu_fail(g, "moe matvec_q8k: type %d, %d experts of %lldx%lld, %d slots", t,
 		    n_exp, (long long)rows, (long long)ne0, ns);
-	/* qk_product's: an expert's rows are rows of the stack, aligned as they are there */
+	/* qk_products': an expert's rows are rows of the stack, aligned as they are there */
 	if (((uintptr_t)d_w & qk_align(t)) != 0)
 		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;

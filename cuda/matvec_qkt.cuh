@@ -49,7 +49,7 @@
  * Q6_K (mvkt_step6 there): is alone, acc += (d dy) is; at L = 4 a lane's
  * two 8-value pieces of a quarter are one 16-value run (an mma each), at
  * L = 8 they are a run's halves, two chains: two mmas a run, each with
- * A's other half zero.  Rows: Q4_K and Q5_K 16-byte aligned (qk_product
+ * A's other half zero.  Rows: Q4_K and Q5_K 16-byte aligned (qk_products
  * checks the weight; their rows are multiples of 16 bytes), copied by 16
  * bytes; Q6_K 4-byte aligned weights, rows of 210 nb bytes (2-byte
  * aligned), copied by aligned words from the one holding a chunk's first
@@ -66,7 +66,7 @@
  * runs (the low nibbles of its 16 quant bytes, then the high) are an mma
  * each, the A words by gpu_iq4x8 (word tg of the sub-block: lo values 4 tg
  * .. of run 0, hi of run 1).  Rows of 136 nb bytes, 8-byte aligned
- * (qk_product checks the weight), copied by 8 bytes.
+ * (qk_products checks the weight), copied by 8 bytes.
  */
 
 enum {
@@ -634,7 +634,7 @@ mvkt_run(struct gpu *g, const uint8_t *W, int64_t rows, int nb, size_t rb, const
 	return 0;
 }
 
-/* k_mvkt for m <= QKT_MAX_M input rows (qk_product's checks done). */
+/* k_mvkt for m <= QKT_MAX_M input rows (qk_products' checks done). */
 template <int T, int L>
 static int
 mvkt_launch(struct gpu *g, const void *w, int64_t rows, int nb, const int8_t *q,
