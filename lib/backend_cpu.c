@@ -1113,6 +1113,29 @@ cpu_weight_release(struct backend *be, struct backend_weight *w)
 {
 }
 
+/*
+ * cpu:copy, a test seam: weights as a device takes them, their bytes
+ * copied at init (a later write to the caller's bytes does not reach
+ * them) and freed at release; everything else is cpu's.
+ */
+static int
+cpu_weight_copy(struct backend *be, struct backend_weight *w)
+{
+	size_t n = w->row_size * (size_t)w->ne1;
+
+	if ((w->priv = malloc(n)) == NULL)
+		return util_err(be->err, "weight: out of memory");
+	memcpy(w->priv, w->data, n);
+	w->data = w->priv;
+	return 0;
+}
+
+static void
+cpu_weight_free(struct backend *be, struct backend_weight *w)
+{
+	free(w->priv);
+}
+
 static void
 bf16_row(const uint16_t *s, float *y, int64_t n)
 {
@@ -1887,10 +1910,11 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 {
 	struct backend_cpu *c;
 	int simd = strcmp(opts, "scalar") != 0, nofuse = strcmp(opts, "nofuse") == 0;
+	int copy = strcmp(opts, "copy") == 0;
 
-	if (*opts != '\0' && simd && !nofuse) {
+	if (*opts != '\0' && simd && !nofuse && !copy) {
 		util_err(err, "backend: 'cpu:%s': unknown option (cpu, cpu:scalar, "
-		    "cpu:nofuse)", opts);
+		    "cpu:nofuse, cpu:copy)", opts);
 		return NULL;
 	}
 	if (n_threads == 0) {
@@ -1909,6 +1933,8 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 		c->ops.rmsnorm_matmul = NULL, c->ops.matmul_swiglu = NULL;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
+	if (copy)	/* weights as a device's: copied (cpu_weight_copy) */
+		c->ops.weight_init = cpu_weight_copy, c->ops.weight_release = cpu_weight_free;
 	c->be.host = 1;
 	c->be.cut_exact = 1;
 	c->be.step_rows = BACKEND_ROWS_MAX;	/* every product is row-invariant at any m */

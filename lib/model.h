@@ -465,8 +465,10 @@ int	model_has_assist(const struct model *);
  * model_assist_learn takes the committed tokens tok[n] of a sequence (the
  * slots' rule runs at once); model_assist_sync publishes the slots to the
  * head (its rows and model_draft_ranks' list), between steps only: the
- * drafts of a step all read one set.  It cannot fail (the tokens were
- * checked, the head is host memory).  Both on the thread that drafts.
+ * drafts of a step all read one set.  It does not fail: on a device, whose
+ * head is uploaded again when the slots change, a failed upload leaves the
+ * head as it was (drafts, never the output, see that) and the next sync
+ * tries again.  Both on the thread that drafts.
  *
  * model_assist_save writes <rank list>.learned (lib/learned.h's
  * learned_save) when it changed: at_exit 1 now, at_exit 0 when a periodic

@@ -478,16 +478,40 @@ model_assist(struct model *md, struct state *st, int pos, const float *h, int32_
 }
 
 /*
+ * A's head made again from its host rows (draft_buf), rows of them: a
+ * device's is uploaded anew whole, the CPU's reads them in place.
+ * The new one is made before the old is released; failing, the old stays
+ * (its rows may then lag the list's ids: drafts, never the output, see it)
+ * and -1.
+ */
+static int
+g4a_remake(struct model *A, int64_t rows)
+{
+	struct backend_weight *w = &A->draft_head, nw;
+
+	if (backend_weight_init(A->be, &nw, w->type, w->ne0, rows, A->draft_buf, w->scale) != 0)
+		return -1;
+	backend_weight_release(A->be, w);
+	*w = nw;
+	return 0;
+}
+
+/*
  * The learned slots' rows of A's head up to the slots' set: the rows of
  * the slots whose token changed gathered from the full head, the list's
- * ids with them, and the head's rows grown to the filled slots.
+ * ids with them, and the head's rows grown to the filled slots.  Rows are
+ * the head's type's (a device's weight may hold another layout).  A head
+ * that holds its own copy of the rows (a device's) is made again when a
+ * row changes (the CPU's reads draft_buf in place); a failed upload leaves
+ * the slots' version unseen and the copy stale, so the next sync tries
+ * again.
  */
 static void
 g4a_sync(struct model *A)
 {
 	struct backend_weight *w = &A->draft_head;
 	struct ranks *r = A->draft_ranks;
-	size_t rs = w->row_size;
+	size_t rs = quant_row_size(w->type, w->ne0);
 	int n = learned_copy(A->learned, A->learned_ids, &A->learned_ver);
 
 	if (n < 0)
@@ -500,14 +524,16 @@ g4a_sync(struct model *A)
 			continue;
 		r->ids[row] = t;
 		memcpy((char *)A->draft_buf + row * rs, (const char *)A->head_host + t * rs, rs);
+		A->learned_stale |= w->data != A->draft_buf;
 	}
-	if (r->n != A->n_fixed + n) {
-		struct backend_weight was = *w;
-
-		r->n = A->n_fixed + n;
-		backend_weight_release(A->be, w);
-		backend_weight_init(A->be, w, was.type, was.ne0, r->n, A->draft_buf, was.scale);
+	if (r->n == A->n_fixed + n && !A->learned_stale)
+		return;
+	if (g4a_remake(A, A->n_fixed + n) != 0) {
+		A->learned_ver = 0;	/* a change was copied: its version is past 0 */
+		return;
 	}
+	r->n = A->n_fixed + n;
+	A->learned_stale = 0;
 }
 
 /* The buffers of A's slots: the list's ids and the head's rows grown to hold them. */
@@ -516,14 +542,14 @@ g4a_adapt_room(struct model *A, int slots)
 {
 	struct backend_weight *w = &A->draft_head, was = *w;
 	struct ranks *r = A->draft_ranks;
-	size_t cap = (size_t)(r->n + slots);
+	size_t cap = (size_t)(r->n + slots), rs = quant_row_size(was.type, was.ne0);
 	int32_t *ids = realloc(r->ids, cap * sizeof *ids);
 	void *buf = NULL;
 
 	if (ids != NULL)
 		r->ids = ids;
 	backend_weight_release(A->be, w);	/* its rows move */
-	if (ids != NULL && (buf = realloc(A->draft_buf, cap * was.row_size)) != NULL)
+	if (ids != NULL && (buf = realloc(A->draft_buf, cap * rs)) != NULL)
 		A->draft_buf = buf;
 	if (buf == NULL || (A->learned_ids = malloc(slots * sizeof *ids)) == NULL)
 		return util_err(A->err, "learned draft slots: out of memory");
@@ -540,10 +566,6 @@ model_assist_adapt(struct model *A, const char *ranks, int n)
 	char e[UTIL_ERRLEN];
 	int rc;
 
-	if (!backend_host(A->be))
-		return util_err(A->err, "learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): backend '%s' "
-		    "cannot take them yet (their rows are gathered into the head in host "
-		    "memory: --device cpu)", backend_name(A->be));
 	if (strcmp(ranks, "-") == 0)
 		return util_err(A->err, "learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): the rank "
 		    "list is stdin, with no place for its .learned file beside it");

@@ -216,6 +216,7 @@ struct model {
 	char	*learned_path;		/* <rank list>.learned */
 	int64_t	n_fixed;		/* the rank list's rows */
 	uint64_t learned_ver;		/* the slots' version the rows hold */
+	int	learned_stale;		/* the head's own copy lags draft_buf's rows */
 	int32_t	*learned_ids;		/* [learned_slots] learned_copy's */
 	int	learned_lines;		/* the file's lines at attach; -1: no file */
 	int	learned_asked;		/* the slots asked for (more than the tokens outside

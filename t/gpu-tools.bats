@@ -99,7 +99,7 @@ print(m.n_vocab(), len(m.scores[2]))' "$f"
 
 @test "gguf-random refuses an unknown shape or type, and -L outside the shape" {
 	run -2 --separate-stderr "$T/gguf-random" -p 70b "$BATS_TEST_TMPDIR/x.gguf"
-	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step, dflash2-27b, tiny-dflash2, 31b-mmproj, 26b-mmproj, tiny-mmproj)" ]
+	[ "$stderr" = "gguf-random: -p '70b': not a shape (9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, 196b-a11b, tiny-step, dflash2-27b, tiny-dflash2, 31b-assistant, tiny-gemma4-assistant, 31b-mmproj, 26b-mmproj, tiny-mmproj)" ]
 	run -2 --separate-stderr "$T/gguf-random" -t Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	run -2 --separate-stderr "$T/gguf-random" -x Q9 "$BATS_TEST_TMPDIR/x.gguf"
 	[ "$stderr" = "gguf-random: -x 'Q9': not a type name" ]
@@ -169,6 +169,120 @@ print(m.n_vocab(), len(m.scores[2]), all(math.isfinite(x) for x in m.scores[2]))
 	b=$(awk '{print $5}' <<<"$n"); [ "$b" -lt 64000000000 ]
 	[[ $output == *$'\nblk.23.ffn_up_exps.weight\tIQ4_XS\t4096x1280x288\t'* ]]
 	[[ $output != *$'\nblk.24.'* ]]
+}
+
+# gguf-random's Gemma-4 assistants (issue 28): 31b-assistant the 31B's drafter (its published
+# 470M parameters), tiny-gemma4-assistant tiny-gemma4's (4 layers of 128 over its 256).
+
+# asst_trunk: tiny-gemma4 ($P/trunk.gguf, Q8_0), its drafter ($P/a.gguf, NVFP4) and three
+# prompts ($P/p.jsonl); sets P
+asst_trunk() {
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-gemma4 -t Q8_0 "$P/trunk.gguf"
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-gemma4-assistant -t NVFP4 "$P/a.gguf"
+	printf '%s\n' '{"prompt": [5, 17, 250, 3, 99]}' '{"prompt": "hello world, this is"}' \
+	    '{"prompt": [7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]}' \
+	    >"$P/p.jsonl"
+}
+
+@test "gguf-random's tiny Gemma-4 assistant drafts for tiny-gemma4: run-spec K=1..4 identical to plain, NVFP4 and BF16" {
+	asst_trunk
+	run -0 --separate-stderr gguf-inspect -k general.architecture "$P/a.gguf"
+	[ "$output" = gemma4-assistant ]
+	# its head trimmed to the trunk's own continuations (a random drafter's full head
+	# drafts what the trunk never says): drafts land, the output is still plain's
+	run-gen --jsonl --ids -t 2 --device cpu --ignore-eos -n 32 "$P/trunk.gguf" <"$P/p.jsonl" 2>/dev/null |
+	    jq -r '.ids[]' | sort -un >"$P/r.txt"
+	n=$(wc -l <"$P/r.txt")
+	[ "$n" -ge 1 ]
+	run -0 --separate-stderr "$T/gguf-random" -p tiny-gemma4-assistant "$P/a-bf16.gguf"
+	for a in "a.gguf:Q5_1" "a-bf16.gguf:BF16"; do
+		MEMRA_GEMMA_DRAFT_RANKS=$P/r.txt run -0 --separate-stderr run-spec --raw --jsonl -t 2 \
+		    --ignore-eos -K 1-4 -n 32 "$P/trunk.gguf+$P/${a%%:*}" <"$P/p.jsonl"
+		[[ $stderr == *"[gemma-draft] assistant drafter: 4 layers, hidden 128 over the trunk's K/V, head trimmed to $n rows (${a##*:}, d2t map)"* ]]
+		[[ ${lines[0]} == "plain "*" tok/s (96 tokens, 3 prompts)" ]]
+		for k in 1 2 3 4; do
+			[[ ${lines[$k]} == "K=$k "*" acceptance "*" PASS (identical to plain)" ]]
+		done
+		[ "${lines[5]}" = "SELF-CONSISTENCY PASS" ]
+	done
+}
+
+@test "gguf-random's Gemma-4 assistants are laid out as memra's HF plan lays out a gemma4_assistant checkpoint: keys, tensors, shapes; the 31B's 470M parameters" {
+	P=$BATS_TEST_TMPDIR
+	# a checkpoint of tiny-gemma4-assistant's shape (zeros), converted by the plan
+	python3 - "$P/hf" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+os.makedirs(d)
+H, Hb, L, F, nh, V = 128, 256, 4, 256, 4, 1000
+types = ["sliding_attention"] * 3 + ["full_attention"]
+tc = {"model_type": "gemma4_text", "hidden_size": H, "num_hidden_layers": L,
+      "intermediate_size": F, "num_attention_heads": nh, "num_key_value_heads": 2, "head_dim": 64,
+      "global_head_dim": 128, "num_global_key_value_heads": 1, "attention_k_eq_v": True,
+      "layer_types": types, "sliding_window": 64, "vocab_size": V,
+      "max_position_embeddings": 262144, "num_kv_shared_layers": L,
+      "hidden_size_per_layer_input": 0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+      "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1e6,
+                                             "rope_type": "proportional"},
+                          "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}}}
+json.dump({"model_type": "gemma4_assistant", "backbone_hidden_size": Hb, "text_config": tc,
+           "tie_word_embeddings": True}, open(d + "/config.json", "w"))
+t = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H],
+     "pre_projection.weight": [H, 2 * Hb], "post_projection.weight": [Hb, H]}
+for i, ty in enumerate(types):
+    hd, p = 64 if ty[0] == "s" else 128, "model.layers.%d." % i
+    for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+              "post_feedforward_layernorm"):
+        t[p + n + ".weight"] = [H]
+    t[p + "layer_scalar"] = [1]
+    t.update({p + "self_attn.q_proj.weight": [nh * hd, H], p + "self_attn.o_proj.weight": [H, nh * hd],
+              p + "self_attn.q_norm.weight": [hd], p + "mlp.gate_proj.weight": [F, H],
+              p + "mlp.up_proj.weight": [F, H], p + "mlp.down_proj.weight": [H, F]})
+hdr, off = {}, 0
+for n, s in t.items():
+    k = 4
+    for x in s:
+        k *= x
+    hdr[n] = {"dtype": "F32", "shape": s, "data_offsets": [off, off + k]}
+    off += k
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+with open(d + "/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + bytes(off))
+PY
+	cp "$DATA/gemma4/g4-vision/tokenizer.json" "$P/hf/"
+	run -0 --separate-stderr quant-nvfp4 --type F32 "$P/hf" "$P/plan.gguf"
+	run -0 --separate-stderr "$T/gguf-random" -V -p tiny-gemma4-assistant -t F32 -e F32 "$P/r.gguf"
+	# the gemma4-assistant keys (values too) and the tensor table (order, types, shapes)
+	lay() { gguf-inspect "$1" | awk '$1 ~ /^gemma4-assistant\./ || /^  (token_embd|blk|output|nextn|rope_freqs)/ { print $1, $2, $3, $4 }'; }
+	lay "$P/plan.gguf" >"$P/plan.txt"
+	[ "$(wc -l <"$P/plan.txt")" = $((21 + 49)) ]
+	lay "$P/r.gguf" | diff "$P/plan.txt" -
+	# the 31B's: 4 layers of 11 (3 sliding, one global, heads of 512), the token table,
+	# output_norm, the two projections, rope_freqs: 470M (google/gemma-4-31B-it's
+	# assistant), the global layer's queries 32 x 512
+	run -0 --separate-stderr "$T/gguf-random" -n -p 31b-assistant
+	[ "${lines[-1]}" = "tensors 49 params 469518852 bytes 939075600" ]
+	[[ $output == *$'\nblk.3.attn_q.weight\tBF16\t1024x16384\t'* ]]
+	[[ $output == *$'\nblk.2.attn_q.weight\tBF16\t1024x8192\t'* ]]
+	[[ $output == *$'\nnextn.pre_projection.weight\tBF16\t10752x1024\t'* ]]
+	[[ $output == *$'\nnextn.post_projection.weight\tBF16\t1024x5376\t'* ]]
+	run -0 --separate-stderr "$T/gguf-random" -n -p 31b-assistant -t NVFP4
+	[[ $output == *$'token_embd.weight\tQ5_K\t1024x262144\t'* ]]
+	[[ $output == *$'\nblk.0.ffn_down.weight\tNVFP4\t8192x1024\t'* ]]
+}
+
+@test "a Gemma-4 assistant of another trunk's width is refused by the loader with its reason: the 31B's and tiny-gemma4's both ways" {
+	asst_trunk
+	G=$DATA/gemma4
+	run -0 --separate-stderr "$T/gguf-random" -V -p 31b-assistant -t TQ1_0 "$P/a31.gguf"
+	run -1 --separate-stderr run-spec --raw -t 2 -K 1 -n 4 "$P/trunk.gguf+$P/a31.gguf" hi
+	[ "${stderr_lines[-1]}" = "run-spec: $P/trunk.gguf: draft '$P/a31.gguf': drafts for a trunk of hidden size 5376 and 262144 tokens, not this one's 256 and 1000" ]
+	run -1 --separate-stderr run-spec --raw -t 2 -K 1 -n 4 "$G/g4-dense+$P/a.gguf" hi
+	[ "${stderr_lines[-1]}" = "run-spec: $G/g4-dense: draft '$P/a.gguf': drafts for a trunk of hidden size 256 and 1000 tokens, not this one's 32 and 320" ]
+	MEMRA_DRAFT=$G/g4-assistant run -1 --separate-stderr run-spec --raw -t 2 -K 1 -n 4 "$P/trunk.gguf" hi
+	[ "${stderr_lines[-1]}" = "run-spec: $P/trunk.gguf: draft '$G/g4-assistant': drafts for a trunk of hidden size 32 and 320 tokens, not this one's 256 and 1000" ]
 }
 
 @test "serve answers token-id prompts on gguf-random's file (its stand-in BPE vocabulary has an empty merges list), as the serving benchmark sends them" {
@@ -256,7 +370,9 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 
 @test "gpu-cookbook boots the cookbook's long-context, Ornith and DFlash2 blocks on gguf-random files (trim-head's drafts, a random drafter), checks their proof lines and serves a completion each, the DFlash2 replies plain's (small shapes and context on the CPU)" {
 	P=$BATS_TEST_TMPDIR
-	run -0 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE_27B=tiny COOKBOOK_SHAPE_ORNITH=tiny-moe \
+	# the four blocks named (the gemma block, by default too, has a test of its own)
+	run -0 --separate-stderr env TMPDIR="$P" COOKBOOK_BLOCKS="long ornith ornith-ranks dflash" \
+	    COOKBOOK_SHAPE_27B=tiny COOKBOOK_SHAPE_ORNITH=tiny-moe \
 	    COOKBOOK_SHAPE_DFLASH=tiny-dflash2 COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu COOKBOOK_TRIM=512 \
 	    COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 sh "$TOP/tools/gpu-cookbook.sh" "$P/o"
 	g=$P/memra-gguf
@@ -282,8 +398,44 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$pa" &
 	run -2 --separate-stderr env TMPDIR="$P" COOKBOOK_SHAPE_27B=tiny COOKBOOK_TYPE=Q8_0 COOKBOOK_DEVICE=cpu \
 	    COOKBOOK_BLOCKS=long COOKBOOK_TRIM=5000 sh "$TOP/tools/gpu-cookbook.sh" "$P/o2"
 	[ "$stderr" = "gpu-cookbook.sh: trim 5000: past the vocabulary (1000)" ]
-	run -2 --separate-stderr env COOKBOOK_BLOCKS="long gemma" sh "$TOP/tools/gpu-cookbook.sh" "$P/o3"
-	[ "$stderr" = "gpu-cookbook.sh: block 'gemma': not long, ornith, ornith-ranks or dflash" ]
+	run -2 --separate-stderr env COOKBOOK_BLOCKS="long llama" sh "$TOP/tools/gpu-cookbook.sh" "$P/o3"
+	[ "$stderr" = "gpu-cookbook.sh: block 'llama': not long, ornith, ornith-ranks, dflash or gemma" ]
+}
+
+@test "gpu-cookbook boots the cookbook's Gemma-4 block (assistant drafter, ranks, TRIM_ADAPT=512, vision) unchanged on gguf-random files: its proof lines, a completion, an image answered (small shapes and context on the CPU)" {
+	P=$BATS_TEST_TMPDIR
+	run -0 --separate-stderr env TMPDIR="$P" COOKBOOK_BLOCKS=gemma COOKBOOK_SHAPE_GEMMA=tiny-gemma4 \
+	    COOKBOOK_SHAPE_GEMMA_ASST=tiny-gemma4-assistant COOKBOOK_SHAPE_GEMMA_MMPROJ=tiny-mmproj \
+	    COOKBOOK_DEVICE=cpu COOKBOOK_TRIM=256 COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 \
+	    sh "$TOP/tools/gpu-cookbook.sh" "$P/o"
+	g=$P/memra-gguf
+	[ "${lines[0]}" = "== gemma: the Gemma-4 31B vision + drafter block on gemma4-tiny-gemma4-random-Q6_K.gguf + gemma4-tiny-gemma4-assistant-random-NVFP4.gguf + gemma4-tiny-mmproj-random-BF16.gguf (cpu)" ]
+	# the block's variables as the cookbook writes them, the files in place of its paths
+	[[ $output == *"[mtp-draft] loading external MTP draft: $g/gemma4-tiny-gemma4-assistant-random-NVFP4.gguf"* ]]
+	[[ $output == *"[gemma-draft] assistant drafter: 4 layers, hidden 128 over the trunk's K/V, head trimmed to 256 rows (Q5_1, d2t map)"* ]]
+	[[ $output == *"[gemma-draft] trim adapt: 512 learned slots after the 256 ranks, none learned yet (no $P/o/gemma31b-ranks-256.gguf.txt.learned); "* ]]
+	[[ $output == *"[model] gemma31: ctx=4096 K=3 (assistant speculative decode for greedy requests)"* ]]
+	[[ $output == *"[sched] gemma31: 16 sessions x ctx 4096: "* ]]
+	[[ $output == *"[sched] gemma31: prefix cache: 63 MiB, "* ]]
+	[[ $output == *"[vision] gemma4 tower: 2 layers, hidden 64, patch 16, pool 3, 280 soft tokens an image at most, image rows bidirectional ($g/gemma4-tiny-mmproj-random-BF16.gguf)"* ]]
+	[ "$(grep -c '^proof line: present' <<<"$output")" = 5 ]
+	[ "$(grep -c '^completion: HTTP 200, 64 tokens of 64 in ' <<<"$output")" = 1 ]
+	# the image: 280 soft tokens and their markers before the question
+	[[ $output == *$'\nimage chat: HTTP 200, 16 tokens of 16, 318 prompt tokens (the image\'s soft tokens in them) in '* ]]
+	[ "$(jq -r '.choices[0].finish_reason' "$P/o/gemma-image-reply.json")" = length ]
+	[ "${lines[-2]}" = "gemma: PASS" ]
+	[ "${lines[-1]}" = "COOKBOOK BOOT PASS" ]
+	# the ranks are the first 256 ids; the drain kept what the slots learned beside them
+	[ "$(cat "$P/o/gemma31b-ranks-256.gguf.txt")" = "$(seq 0 255)" ]
+	grep -q "^\[gemma-draft\] gemma31: trim adapt: [0-9]* learned slots written to $P/o/gemma31b-ranks-256.gguf.txt.learned\$" "$P/o/gemma-boot-1.log"
+	# the 31B's drafter on the tiny trunk: the loader's refusal, said as the block's
+	run -1 --separate-stderr env TMPDIR="$P" COOKBOOK_BLOCKS=gemma COOKBOOK_SHAPE_GEMMA=tiny-gemma4 \
+	    COOKBOOK_SHAPE_GEMMA_MMPROJ=tiny-mmproj COOKBOOK_DEVICE=cpu COOKBOOK_TRIM=256 \
+	    COOKBOOK_CTX=4096 COOKBOOK_PREFIX_MB=64 sh "$TOP/tools/gpu-cookbook.sh" "$P/o2"
+	[ "${lines[-4]}" = "refused: memra-server: $g/gemma4-tiny-gemma4-random-Q6_K.gguf: draft '$g/gemma4-31b-assistant-random-NVFP4.gguf': drafts for a trunk of hidden size 5376 and 262144 tokens, not this one's 256 and 1000" ]
+	[ "${lines[-3]}" = "the refusal names no setting that fits" ]
+	[ "${lines[-2]}" = "gemma: FAIL" ]
+	[ "${lines[-1]}" = "COOKBOOK BOOT FAIL (1 of the blocks)" ]
 }
 
 # gguf-random's DFlash2 drafters (issue 31): tiny-dflash2 fits the tiny trunk (hidden 256,

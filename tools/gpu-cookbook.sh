@@ -3,7 +3,7 @@
 # random-weight files of their models' published shapes (t/tools/gguf-random), with
 # their proof lines, each serving one completion.
 #
-# Blocks (COOKBOOK_BLOCKS, default "long ornith ornith-ranks dflash"):
+# Blocks (COOKBOOK_BLOCKS, default "long ornith ornith-ranks dflash gemma"):
 #   long          Qwen3.8-27B, RTX PRO 6000 96 GB long-context serving ("full 262K
 #                 context, 32 sessions, 16 GB prefix cache"): MEMRA_MODELS=q38=TRUNK,
 #                 MEMRA_MTP_DRAFT=DRAFT, MEMRA_CTX=262144, MEMRA_MAX_SESSIONS=32,
@@ -31,12 +31,34 @@
 #                 replies to 4 id prompts sent at once, with K by load and again with
 #                 MEMRA_SPEC_K=7 (rounds drafted, from /metrics), equal a plain server's
 #                 (MEMRA_SPEC_K=0, no drafter) at the setting that booted.
+#   gemma         Gemma-4 31B, "RTX PRO 6000 Blackwell: serving with vision +
+#                 drafter": MEMRA_MODELS=gemma31=GTRUNK, MEMRA_DRAFT=ASST,
+#                 MEMRA_GEMMA_DRAFT_RANKS=GRANKS, MEMRA_GEMMA_TRIM_ADAPT=512,
+#                 MEMRA_GEMMA_VISION=1, MEMRA_GEMMA_MMPROJ=MMPROJ, MEMRA_CTX=262144,
+#                 MEMRA_MAX_SESSIONS=16, MEMRA_PREFIX_CACHE_MB=16384 (issues 28, 32).
+#                 GTRUNK: gguf-random -p 31b -t Q6_K (the block's
+#                 gemma-4-31B-it-Q6_K.gguf); ASST: gguf-random -p 31b-assistant -t
+#                 NVFP4 (the official NVFP4 MTP drafter, gemma4_assistant, as memra's
+#                 plan lays out one); MMPROJ: gguf-random -p 31b-mmproj (BF16);
+#                 GRANKS: the first COOKBOOK_TRIM ids in OUTDIR, named as the
+#                 cookbook's (gemma31b-ranks-32768.gguf.txt; the drain writes the
+#                 learned slots beside it, .learned).  Proofs: [gemma-draft] assistant
+#                 drafter: 4 layers, hidden 1024 over the trunk's K/V, head trimmed
+#                 to 32768 rows (...); [gemma-draft] trim adapt: 512 learned slots
+#                 after the 32768 ranks; [model] gemma31: ctx=C K=N (assistant
+#                 speculative decode ...); [vision] gemma4 tower: 27 layers, hidden
+#                 1152, ... and [vision] images in chat messages ....  Beyond the
+#                 completion: one chat completion of an image (t/data/gemma4/
+#                 g4-vision/images/a.png, as a data: URI) and a question, answered
+#                 (information: one request), and the rounds the assistant drafted
+#                 (/metrics; information: K goes by load).
 # Every block also sets MEMRA_COMPAT=openai and starts memra-server, as written.
 # DRAFT: trim-head's external MTP draft of TRUNK, its head trimmed to the first
 # COOKBOOK_TRIM (32768) ids (named as the cookbook's: ...-frspec-sxc32768.gguf for
 # the 27B, ...-frspec-owngen32768.gguf for Ornith; a random file has no measured
 # ranks, so the ids are 0..N-1); RANKS: those ids, one a line.  Files are made once
-# under ${TMPDIR:-/tmp}/memra-gguf and kept.  Added to each block: MEMRA_HOST,
+# under ${TMPDIR:-/tmp}/memra-gguf and kept (all five blocks' at the published
+# shapes: 66 GB; the gemma block's 26.7 of them).  Added to each block: MEMRA_HOST,
 # MEMRA_PORT=0, MEMRA_DEVICE.
 #
 # A block that boots: its boot lines ([model], [sched] ...: what each session costs,
@@ -52,26 +74,29 @@
 # BLOCK-reply.json and cookbook.log (the verdicts); exit 0 when every block booted
 # with its proof line and served its completion.
 # Environment: COOKBOOK_DEVICE (cuda); COOKBOOK_TYPE (NVFP4) and COOKBOOK_SHAPE_27B
-# (27b), COOKBOOK_SHAPE_ORNITH (35b-a3b), COOKBOOK_SHAPE_DFLASH (dflash2-27b): the
-# files (small shapes for a test);
+# (27b), COOKBOOK_SHAPE_ORNITH (35b-a3b), COOKBOOK_SHAPE_DFLASH (dflash2-27b),
+# COOKBOOK_TYPE_GEMMA (Q6_K) and COOKBOOK_SHAPE_GEMMA (31b),
+# COOKBOOK_SHAPE_GEMMA_ASST (31b-assistant), COOKBOOK_SHAPE_GEMMA_MMPROJ
+# (31b-mmproj): the files (small shapes for a test);
 # COOKBOOK_CTX, COOKBOOK_SESSIONS, COOKBOOK_PREFIX_MB: other values than the long
 # block's; COOKBOOK_TRIM (32768).
-# Needs bin/serve, bin/trim-head, bin/gguf-inspect, build/t/tools/gguf-random, curl.
+# Needs bin/serve, bin/trim-head, bin/gguf-inspect, build/t/tools/gguf-random, curl,
+# python3.
 set -u
 prog=gpu-cookbook.sh
 cd "$(dirname "$0")/.." || exit 2
 OUT=${1:-$(mktemp -d)}
 mkdir -p "$OUT" || exit 2
 . tools/peer-scen.sh
-blocks=${COOKBOOK_BLOCKS:-long ornith ornith-ranks dflash}
+blocks=${COOKBOOK_BLOCKS:-long ornith ornith-ranks dflash gemma}
 q=${COOKBOOK_TYPE:-NVFP4} dev=${COOKBOOK_DEVICE:-cuda} trim=${COOKBOOK_TRIM:-32768}
 for b in bin/serve bin/trim-head bin/gguf-inspect build/t/tools/gguf-random; do
 	[ -x "$b" ] || { echo "$prog: $b: not built (make)" >&2; exit 2; }
 done
 for b in $blocks; do
 	case $b in
-	long | ornith | ornith-ranks | dflash) ;;
-	*) echo "$prog: block '$b': not long, ornith, ornith-ranks or dflash" >&2; exit 2 ;;
+	long | ornith | ornith-ranks | dflash | gemma) ;;
+	*) echo "$prog: block '$b': not long, ornith, ornith-ranks, dflash or gemma" >&2; exit 2 ;;
 	esac
 done
 
@@ -85,6 +110,15 @@ files() {
 	[ -e "$d" ] && return 0
 	bin/trim-head "$f" "$ranks" "$d.tmp" >"$OUT/trim-head-$2.log" 2>&1 && mv "$d.tmp" "$d" ||
 		{ echo "$prog: trim-head $f: failed (see $OUT/trim-head-$2.log)" >&2; rm -f "$d.tmp"; exit 1; }
+}
+
+# made FILE ARG...: gguf-random ARG... FILE, made once and kept
+made() {
+	mf=$1
+	shift
+	[ -e "$mf" ] && return 0
+	build/t/tools/gguf-random "$@" "$mf.tmp" >/dev/null && mv "$mf.tmp" "$mf" ||
+		{ echo "$prog: gguf-random $*: failed" >&2; rm -f "$mf.tmp"; exit 1; }
 }
 
 ln -sf "$PWD/bin/serve" "$OUT/memra-server"
@@ -176,8 +210,29 @@ esac
 case " $blocks " in *" dflash "*)
 	sd=${COOKBOOK_SHAPE_DFLASH:-dflash2-27b}
 	dd=${TMPDIR:-/tmp}/memra-gguf/$sd-random-BF16.gguf
-	[ -e "$dd" ] || { build/t/tools/gguf-random -p "$sd" "$dd.tmp" >/dev/null && mv "$dd.tmp" "$dd"; } ||
-		{ echo "$prog: gguf-random -p $sd: failed" >&2; rm -f "$dd.tmp"; exit 1; } ;;
+	made "$dd" -p "$sd" ;;
+esac
+case " $blocks " in *" gemma "*)
+	G=${TMPDIR:-/tmp}/memra-gguf
+	sg=${COOKBOOK_SHAPE_GEMMA:-31b} qg=${COOKBOOK_TYPE_GEMMA:-Q6_K}
+	sa=${COOKBOOK_SHAPE_GEMMA_ASST:-31b-assistant} sm=${COOKBOOK_SHAPE_GEMMA_MMPROJ:-31b-mmproj}
+	fg=$G/gemma4-$sg-random-$qg.gguf ga=$G/gemma4-$sa-random-NVFP4.gguf
+	gm=$G/gemma4-$sm-random-BF16.gguf
+	mkdir -p "$G" || exit 1
+	made "$fg" -p "$sg" -t "$qg"
+	made "$ga" -p "$sa" -t NVFP4
+	made "$gm" -p "$sm"
+	kv() { bin/gguf-inspect -k "$2" "$1"; }
+	vg=$(bin/gguf-inspect -t "$fg" | awk -F'\t' '$1 == "token_embd.weight" { split($3, d, ","); print d[2] }')
+	[ "$trim" -le "$vg" ] || { echo "$prog: trim $trim: past the vocabulary ($vg)" >&2; exit 2; }
+	rg=$OUT/gemma31b-ranks-$trim.gguf.txt
+	seq 0 $((trim - 1)) >"$rg.tmp" && mv "$rg.tmp" "$rg" || exit 1
+	rm -f "$rg.learned"	# a fresh start: none learned yet
+	# what the proof lines say of the files: the drafter's layers and width, the
+	# learned slots (512, or every token outside the ranks), the tower's layers and width
+	al=$(kv "$ga" gemma4-assistant.block_count) ah=$(kv "$ga" gemma4-assistant.embedding_length)
+	sl=$((vg - trim < 512 ? vg - trim : 512))
+	vl=$(kv "$gm" clip.vision.block_count) vh=$(kv "$gm" clip.vision.embedding_length) ;;
 esac
 case " $blocks " in *" ornith"*)
 	files "${COOKBOOK_SHAPE_ORNITH:-35b-a3b}" owngen
@@ -245,9 +300,59 @@ dflash_plain() {
 	[ "${n:-0}" -gt 0 ]
 }
 
+# image_chat: one chat completion of an image and a question (16 new tokens, greedy);
+# 0 when it is answered
+image_chat() {
+	python3 - "$url" "$OUT/gemma-image-reply.json" t/data/gemma4/g4-vision/images/a.png <<'PY'
+import base64, json, sys, time, urllib.error, urllib.request
+url, out, img = sys.argv[1:4]
+with open(img, "rb") as f:
+    data = "data:image/png;base64," + base64.b64encode(f.read()).decode()
+q = {"model": "gemma31", "max_tokens": 16, "temperature": 0, "ignore_eos": True,
+     "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data}},
+                                               {"type": "text", "text": "What is this?"}]}]}
+r = urllib.request.Request(url + "/v1/chat/completions", json.dumps(q).encode(),
+                           {"Content-Type": "application/json"})
+t0 = time.time()
+try:
+    with urllib.request.urlopen(r, timeout=600) as h:
+        code, body = h.status, h.read()
+except urllib.error.HTTPError as e:
+    code, body = e.code, e.read()
+dt = time.time() - t0
+open(out, "wb").write(body)
+try:
+    u = json.loads(body)["usage"]
+except Exception:
+    u = {}
+n, p = u.get("completion_tokens"), u.get("prompt_tokens")
+print("image chat: HTTP %d, %s tokens of 16, %s prompt tokens (the image's soft tokens in them) in %.2f s"
+      " (one request, %s)" % (code, n if n is not None else "no", p if p is not None else "no", dt, img))
+sys.exit(0 if code == 200 and n == 16 else 1)
+PY
+}
+
+# gemma_proofs: the block's other proof lines in the boot log, then the image chat
+gemma_proofs() {
+	for w in "[gemma-draft] trim adapt: $sl learned slots after the $trim ranks" \
+	    "[vision] gemma4 tower: $vl layers, hidden $vh, " \
+	    "[vision] images in chat messages as data: URIs: "; do
+		grep -q -F -e "$w" "$log" && echo "proof line: present ($w)" ||
+			{ echo "proof line: MISSING ($w)"; return 1; }
+	done
+	w='^\[model\] gemma31: ctx=[0-9]* K=[1-9][0-9]* (assistant speculative decode for greedy requests)$'
+	grep -q -e "$w" "$log" && echo "proof line: present ($w)" ||
+		{ echo "proof line: MISSING ($w)"; return 1; }
+	image_chat || return 1
+	n=$(curl -s "$url/metrics" | awk '$1 == "memra_spec_rounds_total" ||
+	    index($1, "memra_spec_rounds_total{") == 1 { s += $2 } END { print s + 0 }')
+	echo "assistant: $n rounds drafted in the two requests (information: K by load)"
+}
+
 fails=0
 {
 	for b in $blocks; do
+		hook=
 		case $b in
 		long)
 			f=$f27 vocab=$v27
@@ -274,6 +379,15 @@ fails=0
 			hook=dflash_proofs
 			run dflash q38 "[dspark] q38: DFlash2 draft head TRIMMED to $trim rows" "$@" &&
 			    hook= && dflash_plain "$@" ;;
+		gemma)
+			f=$fg vocab=$vg
+			echo "== gemma: the Gemma-4 31B vision + drafter block on $(basename "$f") +" \
+			    "$(basename "$ga") + $(basename "$gm") ($dev)"
+			hook=gemma_proofs
+			run gemma gemma31 "[gemma-draft] assistant drafter: $al layers, hidden $ah over the trunk's K/V, head trimmed to $trim rows (" \
+			    MEMRA_MODELS="gemma31=$f" MEMRA_DRAFT="$ga" MEMRA_GEMMA_DRAFT_RANKS="$rg" \
+			    MEMRA_GEMMA_TRIM_ADAPT=512 MEMRA_GEMMA_VISION=1 MEMRA_GEMMA_MMPROJ="$gm" \
+			    MEMRA_CTX=262144 MEMRA_MAX_SESSIONS=16 MEMRA_PREFIX_CACHE_MB=16384 ;;
 		esac && echo "$b: PASS" || { echo "$b: FAIL"; fails=$((fails + 1)); }
 	done
 	[ $fails = 0 ] && echo "COOKBOOK BOOT PASS" || echo "COOKBOOK BOOT FAIL ($fails of the blocks)"

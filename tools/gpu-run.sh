@@ -556,7 +556,10 @@ fi
 # tools/gpu-cookbook.sh, the cookbook's serving blocks booted unchanged on gguf-random
 # files of their models' shapes (the 27B long-context block, Ornith's two, the DFlash2
 # drafter block; GPU_RUN_COOKBOOK_BLOCKS picks), each with its proof lines and a
-# completion, the DFlash2 replies equal a plain server's; UNRUN on a GPU so far.
+# completion, the DFlash2 replies equal a plain server's; UNRUN on a GPU so far.  The
+# Gemma-4 31B block (vision + assistant drafter) only when named
+# (GPU_RUN_COOKBOOK_BLOCKS=gemma): its files (31b Q6_K 25.2 GB, the NVFP4 assistant
+# 0.3 GB, the BF16 tower 1.2 GB) beside the four's (39.7 GB) overfill a 64 GB disk.
 cb=-
 if [ "$mode" = cookbook ] || { [ "${GPU_RUN_COOKBOOK:-0}" = 1 ] && [ "$mode" != smol ]; }; then
 	t0=$(date +%s)
@@ -897,7 +900,7 @@ done
 [ -f "$OUT/smol.log" ] && { echo "== SmolLM2 on the GPU"; grep -v '^[0-9a-f]\{64\}' "$OUT/smol.log"; }
 [ -f "$OUT/arch.log" ] && { echo "== moe / gemma4 / step35 fixtures on the GPU"; cat "$OUT/arch.log"; }
 [ -f "$OUT/cookbook.txt" ] && { echo "== the cookbook's blocks on random files of their shapes";
-    grep -E '^(==|proof line|completion|refused|K |K=7|[a-z-]+: (PASS|FAIL)|COOKBOOK)' "$OUT/cookbook.txt"; }
+    grep -E '^(==|proof line|completion|image chat|assistant:|refused|K |K=7|[a-z-]+: (PASS|FAIL)|COOKBOOK)' "$OUT/cookbook.txt"; }
 [ -f "$OUT/peer.txt" ] && { echo "== llama.cpp (A) vs memra (B), same files";
     grep -E '^(==|A:|B:|ratio|abba|llama)' "$OUT/peer.txt"; }
 echo "kernel-check=$kc self-test=$st greedy-gate=$gg spec=$sp run-gen/run-spec=$rg graph=$gr arch=$ar cookbook=$cb bench=$bc"

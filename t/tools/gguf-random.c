@@ -29,7 +29,32 @@
  *              26b-a4b = Gemma-4 26B-A4B (30 layers of 2816, 16 query
  *              heads, sliding 8 K/V heads of 256, global 2 of 512,
  *              GeGLU 2112 beside 128 experts of 704, 8 a token);
- *              tiny-gemma4 (a MoE one) for tests.
+ *              tiny-gemma4 (a MoE one) for tests.  Their vocabulary
+ *              carries a Gemma-4-style chat template (image parts as
+ *              <|image|>), as the converter copies the model's.
+ *   gemma4-assistant
+ *              31b-assistant = the 31B's gemma4_assistant drafter (an
+ *              "MTP" drafter: every layer's queries attend to the
+ *              target's K/V, no K/V of its own) as memra's HF -> GGUF
+ *              plan (lib/safetensors_gemma4.c) names and shapes it, with
+ *              Modular MAX's Gemma4AssistantConfig defaults for the 31B:
+ *              4 layers of 1024 over a backbone of 5376, 32 query heads,
+ *              sliding heads of 256 over the target's 16 K/V heads
+ *              (window 1024, rope 1e4), global heads of 512 over its 4
+ *              (attention_k_eq_v; rope 1e6, a quarter of the dims
+ *              rotated, as the 31B), GeGLU 8192, vocab 262144, the head
+ *              tied to its token table, pre_projection 2 x 5376 -> 1024
+ *              and post_projection 1024 -> 5376; 470M parameters, as
+ *              google/gemma-4-31B-it's assistant.  ASSUMED: layer_types
+ *              [sliding, sliding, sliding, full] (the published
+ *              config's layer_types were not found; 470M fits it, all
+ *              global would be 520M).  tiny-gemma4-assistant = one of
+ *              tiny-gemma4 (4 layers of 128 over its 256, its heads:
+ *              4 queries, sliding 2 K/V of 64 (window 64), global 1 of
+ *              128, GeGLU 256, vocab 1000).  A drafter fits only the
+ *              trunk of its backbone width and vocabulary whose K/V
+ *              head sizes per layer type are its queries' (the loader
+ *              checks at attach).
  *   step35     196b-a11b = Step-3.7-Flash (45 layers of 4096, every 4th
  *              full attention with 64 query heads, the others sliding
  *              (window 512) with 96; 8 K/V heads of 128, a head-wise
@@ -85,8 +110,9 @@
  * activations stay finite for a while; values are not meaningful.  The
  * vocabulary is a stand-in that llama.cpp loads (llama-bench on the same
  * file; a drafter carries its trunk's, as the converter copies it; a
- * gemma4 one has Gemma-4's image markers (gemma4_markers)); -V leaves it
- * out (no tokenizer.ggml.* metadata but a drafter's mask_token_id: a model
+ * gemma4 or gemma4-assistant one has Gemma-4's image markers
+ * (gemma4_markers) and a chat template (gemma4_template)); -V leaves it
+ * out (no tokenizer.* metadata but a drafter's mask_token_id: a model
  * for token-id prompts only, as run-gen --jsonl {"prompt": [ids]} gives
  * them).
  */
@@ -101,16 +127,17 @@
 #include "quant.h"
 #include "util.h"
 
-enum { QWEN35, QWEN35MOE, GEMMA4, STEP35, DFLASH };
+enum { QWEN35, QWEN35MOE, GEMMA4, STEP35, DFLASH, GEMMA4A };
 
-static const char *const arch_name[] = { "qwen35", "qwen35moe", "gemma4", "step35", "dflash" };
+static const char *const arch_name[] = { "qwen35", "qwen35moe", "gemma4", "step35", "dflash",
+	"gemma4-assistant" };
 
 /*
  * The fewest layers -L keeps: a full-attention layer and, where the model
  * has them, a sliding one (llama.cpp fails a qwen35 trunk of GDN layers
  * only, and a gemma4 or step35 one without both kinds of layer).
  */
-static const int min_layers[] = { 4, 4, 6, 2, 1 };
+static const int min_layers[] = { 4, 4, 6, 2, 1, 4 };
 
 /*
  * A model's shape.  hd, n_kv: the full-attention layers' head size and
@@ -129,6 +156,7 @@ struct shape {
 	int	block, conv_k, conv_g, sel_rank, sel_topk, mask_id, n_ctx;
 	int	n_tap, taps[5];		/* target_layers: the trunk layers whose input is read */
 	unsigned swa_mask;		/* bit il: layer il sliding (window swa) */
+	int	n_bb;			/* gemma4-assistant: its target's width */
 	int	mrope;			/* the trunk is M-RoPE: rope.dimension_sections [hd/2, 0...] */
 };
 
@@ -168,9 +196,16 @@ static const struct shape shapes[] = {
 	{ "tiny-dflash2", DFLASH, 256, 2, 128, 4, 2, 32, 32, 1000, .swa = 16,
 	    .block = 8, .conv_k = 2, .conv_g = 16, .sel_rank = 32, .sel_topk = 8,
 	    .mask_id = 990, .n_ctx = 4096, .n_tap = 2, .taps = { 1, 3 }, .swa_mask = 0x1 },
+	/* layer_types ASSUMED [s, s, s, full] (swa_mask 0x7): see the head of this file */
+	{ "31b-assistant", GEMMA4A, 1024, 4, 8192, 32, 4, 512, 128, 262144,
+	    .n_head_swa = 32, .n_kv_swa = 16, .hd_swa = 256, .swa = 1024, .swa_mask = 0x7,
+	    .n_bb = 5376 },
+	{ "tiny-gemma4-assistant", GEMMA4A, 128, 4, 256, 4, 1, 128, 32, 1000,
+	    .n_head_swa = 4, .n_kv_swa = 2, .hd_swa = 64, .swa = 64, .swa_mask = 0x7,
+	    .n_bb = 256 },
 };
 #define SHAPE_LIST "9b, 27b, tiny, tiny-k80, 35b-a3b, tiny-moe, 31b, 26b-a4b, tiny-gemma4, " \
-	"196b-a11b, tiny-step, dflash2-27b, tiny-dflash2"
+	"196b-a11b, tiny-step, dflash2-27b, tiny-dflash2, 31b-assistant, tiny-gemma4-assistant"
 
 /*
  * A Gemma-4 vision tower (-p NAME-mmproj), llama.cpp's gemma4v mmproj
@@ -489,6 +524,62 @@ gemma4_tensors(struct gen *g)
 	return 0;
 }
 
+/*
+ * A gemma4-assistant layer: Q-only attention (no K, V or K norm: every
+ * layer reads its target's), the GeGLU MLP, the plan's names sorted.
+ */
+static int
+asst_layer(struct gen *g, int il)
+{
+	const struct shape *s = g->s;
+	int e = s->n_embd, mt = g->mt, swa = s->swa_mask >> il & 1;
+	int hd = swa ? s->hd_swa : s->hd, q = s->n_head * hd;
+	char n[128];
+
+	T(NM("attn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("attn_output.weight"), mt, q, e, 0);
+	T(NM("attn_q.weight"), mt, e, q, 0);
+	T(NM("attn_q_norm.weight"), QUANT_F32, hd, 1, 1.0f);
+	T(NM("ffn_down.weight"), mt, s->n_ff, e, 0);
+	T(NM("ffn_gate.weight"), mt, e, s->n_ff, 0);
+	T(NM("ffn_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("ffn_up.weight"), mt, e, s->n_ff, 0);
+	T(NM("layer_output_scale.weight"), QUANT_F32, 1, 1, 1.0f);
+	T(NM("post_attention_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	T(NM("post_ffw_norm.weight"), QUANT_F32, e, 1, 1.0f);
+	return 0;
+}
+
+/*
+ * A gemma4-assistant in the plan's order (st_sort_out: the token table,
+ * the layers, output_norm, then the rest by name): its head is its token
+ * table (tied); pre_projection [n_embd][2 n_bb] takes the target's
+ * embedding and hidden state, post_projection [n_bb][n_embd] gives the
+ * next step's; rope_freqs as gemma4's.
+ */
+static int
+asst_tensors(struct gen *g)
+{
+	const struct shape *s = g->s;
+	float *f;
+	int rc;
+
+	T("token_embd.weight", g->et, s->n_embd, s->vocab, 0);
+	for (int il = 0; il < g->nl; il++)
+		if (asst_layer(g, il))
+			return -1;
+	T("output_norm.weight", QUANT_F32, s->n_embd, 1, 1.0f);
+	T("nextn.post_projection.weight", g->mt, s->n_embd, s->n_bb, 0);
+	T("nextn.pre_projection.weight", g->mt, 2 * s->n_bb, s->n_embd, 0);
+	if ((f = malloc(s->hd / 2 * sizeof *f)) == NULL)
+		return -1;
+	for (int i = 0; i < s->hd / 2; i++)
+		f[i] = i < s->n_rot / 2 ? 1.0f : 1e30f;
+	rc = tensor3(g, "rope_freqs.weight", QUANT_F32, s->hd / 2, 1, 1, f, 0);
+	free(f);
+	return rc;
+}
+
 /* step35: full attention on every 4th layer from the first, sliding on the others. */
 static int
 step35_swa(int il)
@@ -697,6 +788,7 @@ tensors(struct gen *g)
 	case GEMMA4: return gemma4_tensors(g);
 	case STEP35: return step35_tensors(g);
 	case DFLASH: return dflash_tensors(g);
+	case GEMMA4A: return asst_tensors(g);
 	default: return qwen35_tensors(g);
 	}
 }
@@ -725,6 +817,35 @@ gemma4_markers(int n, char **tok, int32_t *type)
 }
 
 /*
+ * A Gemma-4-style chat template (t/data/gemma4/g4-vision's: turns, image
+ * parts as <|image|> on lines of their own) in a gemma4 or assistant
+ * vocabulary, as the converter copies the model's: serve's chat and its
+ * images (MEMRA_GEMMA_VISION) need one.  Its turn markers are plain text
+ * to the stand-in vocabulary.
+ */
+static const char gemma4_template[] =
+	"{{- bos_token -}}\n"
+	"{%- for message in messages -%}\n"
+	"{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}\n"
+	"{{- '<|turn>' + role + '\\n' -}}\n"
+	"{%- if message['content'] is string -%}\n"
+	"{{- message['content'] | trim -}}\n"
+	"{%- else -%}\n"
+	"{%- for item in message['content'] -%}\n"
+	"{%- if item['type'] == 'text' -%}\n"
+	"{{- item['text'] | trim -}}\n"
+	"{%- elif item['type'] == 'image' -%}\n"
+	"{{- '\\n\\n<|image|>\\n\\n' -}}\n"
+	"{%- endif -%}\n"
+	"{%- endfor -%}\n"
+	"{%- endif -%}\n"
+	"{{- '<turn|>\\n' -}}\n"
+	"{%- endfor -%}\n"
+	"{%- if add_generation_prompt -%}\n"
+	"{{- '<|turn>model\\n' -}}\n"
+	"{%- endif -%}\n";
+
+/*
  * A byte-level BPE vocabulary llama.cpp loads (gpt2 model, qwen35 split):
  * the 256 byte tokens of GPT-2's byte mapping, then "<r N>" fillers up to
  * the vocabulary size, no merges.  Only the ids matter to a benchmark, so
@@ -736,6 +857,7 @@ vocab(struct gen *g)
 	int n = g->s->vocab, rc = -1;
 	char **tok = calloc(n, sizeof *tok);
 	int32_t *type = malloc(n * sizeof *type), eos = n - 1;
+	int gemma = g->s->arch == GEMMA4 || g->s->arch == GEMMA4A;
 
 	for (int i = 0, nb = 0; tok != NULL && type != NULL && i < n; i++) {
 		char b[16];
@@ -752,7 +874,7 @@ vocab(struct gen *g)
 		if ((tok[i] = strdup(b)) == NULL)
 			goto out;
 	}
-	if (tok != NULL && type != NULL && g->s->arch == GEMMA4 && gemma4_markers(n, tok, type))
+	if (tok != NULL && type != NULL && gemma && gemma4_markers(n, tok, type))
 		goto out;
 	if (tok != NULL && type != NULL)
 		rc = gguf_writer_add_str(g->w, "tokenizer.ggml.model", "gpt2", 4) ||
@@ -760,7 +882,9 @@ vocab(struct gen *g)
 		    gguf_writer_add_arr_str(g->w, "tokenizer.ggml.tokens", (const char *const *)tok, NULL, n) ||
 		    gguf_writer_add_arr(g->w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, n) ||
 		    gguf_writer_add_arr_str(g->w, "tokenizer.ggml.merges", NULL, NULL, 0) ||
-		    gguf_writer_add_u32(g->w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) ? -1 : 0;
+		    gguf_writer_add_u32(g->w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) ||
+		    (gemma && gguf_writer_add_str(g->w, "tokenizer.chat_template", gemma4_template,
+		    strlen(gemma4_template))) ? -1 : 0;
 out:
 	for (int i = 0; tok != NULL && i < n; i++)
 		free(tok[i]);
@@ -804,13 +928,19 @@ per_layer(struct gen *g, const char *k, int elem, int (*f)(const struct shape *,
 }
 
 static int gemma4_swa_at(const struct shape *s, int il) { (void)s; return gemma4_swa(il); }
-static int dflash_swa_at(const struct shape *s, int il) { return (int)(s->swa_mask >> il & 1); }
+static int mask_swa_at(const struct shape *s, int il) { return (int)(s->swa_mask >> il & 1); }
 static int step35_swa_at(const struct shape *s, int il) { (void)s; return step35_swa(il); }
 
 static int
 gemma4_kv_at(const struct shape *s, int il)
 {
 	return gemma4_swa(il) ? s->n_kv_swa : s->n_kv;
+}
+
+static int
+asst_kv_at(const struct shape *s, int il)
+{
+	return s->swa_mask >> il & 1 ? s->n_kv_swa : s->n_kv;
 }
 
 static int
@@ -893,6 +1023,40 @@ gemma4_kvs(struct gen *g)
 }
 
 /*
+ * gemma4-assistant: the plan's keys in its order (g4_kvs): per-layer K/V
+ * heads (its target's, which the global layers' differ from), every
+ * layer's K/V shared, no per-layer inputs, no soft-cap (a drafter's
+ * logits have none), then its backbone width and its layers as nextn ones.
+ */
+static int
+asst_kvs(struct gen *g)
+{
+	const struct shape *s = g->s;
+
+	return u32(g, "block_count", g->nl) ||
+	    u32(g, "context_length", 262144) ||
+	    u32(g, "embedding_length", s->n_embd) ||
+	    u32(g, "feed_forward_length", s->n_ff) ||
+	    u32(g, "attention.head_count", s->n_head) ||
+	    per_layer(g, "attention.head_count_kv", GGUF_TYPE_INT32, asst_kv_at) ||
+	    f32(g, "rope.freq_base", 1e6f) ||
+	    f32(g, "rope.freq_base_swa", 1e4f) ||
+	    f32(g, "attention.layer_norm_rms_epsilon", 1e-6f) ||
+	    u32(g, "attention.key_length", s->hd) ||
+	    u32(g, "attention.value_length", s->hd) ||
+	    u32(g, "attention.key_length_swa", s->hd_swa) ||
+	    u32(g, "attention.value_length_swa", s->hd_swa) ||
+	    u32(g, "rope.dimension_count", s->hd) ||
+	    u32(g, "rope.dimension_count_swa", s->hd_swa) ||
+	    u32(g, "attention.sliding_window", s->swa) ||
+	    u32(g, "attention.shared_kv_layers", g->nl) ||
+	    u32(g, "embedding_length_per_layer_input", 0) ||
+	    per_layer(g, "attention.sliding_window_pattern", GGUF_TYPE_BOOL, mask_swa_at) ||
+	    u32(g, "embedding_length_out", s->n_bb) ||
+	    u32(g, "nextn_predict_layers", g->nl) ? -1 : 0;
+}
+
+/*
  * step35 (llama.cpp's keys: conversion/step.py): per-layer head counts
  * and window pattern; full layers rotate rope.dimension_count / 2 dims.
  * No NextN blocks, so nextn_predict_layers is left out.
@@ -950,7 +1114,7 @@ dflash_kvs(struct gen *g)
 	    gguf_writer_add_arr(g->w, key(g, "target_layers"), GGUF_TYPE_INT32, s->taps,
 	    (uint64_t)s->n_tap) ||
 	    u32(g, "attention.sliding_window", s->swa) ||
-	    per_layer(g, "attention.sliding_window_pattern", GGUF_TYPE_BOOL, dflash_swa_at) ||
+	    per_layer(g, "attention.sliding_window_pattern", GGUF_TYPE_BOOL, mask_swa_at) ||
 	    (s->mrope && gguf_writer_add_arr(g->w, key(g, "rope.dimension_sections"),
 	    GGUF_TYPE_INT32, sec, 4)) ||
 	    gguf_writer_add_u32(g->w, "tokenizer.ggml.mask_token_id", (uint32_t)s->mask_id) ? -1 : 0;
@@ -1000,7 +1164,8 @@ kvs(struct gen *g)
 	if (gguf_writer_add_str(g->w, "general.architecture", a, strlen(a)) ||
 	    gguf_writer_add_str(g->w, "general.name", "random", 6) ||
 	    (g->s->arch == GEMMA4 ? gemma4_kvs(g) : g->s->arch == STEP35 ? step35_kvs(g) :
-	    g->s->arch == DFLASH ? dflash_kvs(g) : qwen35_kvs(g)))
+	    g->s->arch == DFLASH ? dflash_kvs(g) : g->s->arch == GEMMA4A ? asst_kvs(g) :
+	    qwen35_kvs(g)))
 		return -1;
 	return !g->no_vocab && vocab(g) ? -1 : 0;
 }
@@ -1020,7 +1185,7 @@ static void
 trunk_opts(struct gen *g)
 {
 	if (g->mt < 0)
-		g->mt = g->s->arch == DFLASH ? QUANT_BF16 : QUANT_Q8_0;
+		g->mt = g->s->arch == DFLASH || g->s->arch == GEMMA4A ? QUANT_BF16 : QUANT_Q8_0;
 	if (g->nl > g->s->n_layer)
 		die(2, "-L %d: shape %s has %d layers", g->nl, g->s->name, g->s->n_layer);
 	if (g->nl < 0)

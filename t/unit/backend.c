@@ -158,12 +158,39 @@ TEST(opens_and_rejects_devices)
 	CHECK(backend_open("tpu", 1, err) == NULL);
 	CHECK_EQ_STR(err, "backend: 'tpu': unknown device (cpu, cuda[:N])");
 	CHECK(backend_open("cpu:fast", 1, err) == NULL);
-	CHECK_EQ_STR(err, "backend: 'cpu:fast': unknown option (cpu, cpu:scalar, cpu:nofuse)");
+	CHECK_EQ_STR(err, "backend: 'cpu:fast': unknown option (cpu, cpu:scalar, cpu:nofuse, cpu:copy)");
 	CHECK(backend_open("cpu", -1, err) == NULL);
 	CHECK_EQ_INT(backend_threads(be3), 3);
 	CHECK_EQ_STR(backend_name(bes), "cpu-scalar");
 	CHECK(backend_host(be1));
 	backend_close(NULL);
+}
+
+/* cpu:copy: a device's weights on the CPU (a test seam): copied at init */
+TEST(cpu_copy_holds_weights_as_a_device_does)
+{
+	char err[UTIL_ERRLEN];
+	struct backend *bc = backend_open("cpu:copy", 2, err);
+	float w[64], x[32], y0[2], y1[2];
+	struct backend_weight bw;
+
+	CHECK(bc != NULL);
+	for (int i = 0; i < 64; i++)
+		w[i] = (float)(i % 7) - 3.0f;
+	for (int i = 0; i < 32; i++)
+		x[i] = 0.25f * (float)(i % 5);
+	CHECK(backend_weight_init(bc, &bw, QUANT_F32, 32, 2, w, 1) == 0);
+	CHECK(bw.data != (const void *)w);
+	CHECK(backend_matmul(bc, &bw, x, 32, y0, 2, 1) == 0);
+	w[1] = 1000.0f;	/* the caller's bytes after init: not the weight's */
+	CHECK(backend_matmul(bc, &bw, x, 32, y1, 2, 1) == 0);
+	CHECK(memcmp(y0, y1, sizeof y0) == 0);
+	backend_weight_release(bc, &bw);
+	CHECK(backend_weight_init(bc, &bw, QUANT_F32, 32, 2, w, 1) == 0);
+	CHECK(backend_matmul(bc, &bw, x, 32, y1, 2, 1) == 0);
+	CHECK(y1[0] != y0[0] && y1[1] == y0[1]);	/* made again: the new bytes */
+	backend_weight_release(bc, &bw);
+	backend_close(bc);
 }
 
 TEST(matmul_matches_reference_for_each_type_and_shape)
@@ -2537,6 +2564,7 @@ main(void)
 		return 1;
 	}
 	RUN(opens_and_rejects_devices);
+	RUN(cpu_copy_holds_weights_as_a_device_does);
 	RUN(matmul_matches_reference_for_each_type_and_shape);
 	RUN(matmul_rows_are_batch_and_thread_invariant);
 	RUN(matmul_swiglu_rows_are_batch_invariant);
