@@ -672,7 +672,8 @@ set_scale(struct model *md, const char *name, struct backend_weight *w, const fl
  */
 static int
 load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
-    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host, int scaled)
+    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host, int *host_type,
+    int scaled)
 {
 	struct src_tensor t;
 	int type, ns = 1, rc;
@@ -690,7 +691,7 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 	}
 	md->wbytes += quant_row_size(t.type >= 0 ? t.type : QUANT_F32, ne0) * ne1;
 	if (host != NULL)
-		*host = t.data;
+		*host = t.data, *host_type = t.type;
 	if (scaled && src_scales(md, s, name, scaled, &sv, &ns) != 0) {
 		free(sv);
 		return -1;
@@ -713,7 +714,7 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 		return -1;
 	}
 	if (host != NULL)
-		*host = buf;
+		*host = buf, *host_type = type;
 	/* F32 rows of an NVFP4 tensor already carry its per-tensor (per-expert) scale */
 	if (type == QUANT_F32 && sv != NULL) {
 		ns = 1;
@@ -728,16 +729,16 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 
 static int
 load_matrix_host(struct model *md, struct src *s, const char *name, int optional,
-    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host)
+    int64_t ne0, int64_t ne1, struct backend_weight *w, const void **host, int *host_type)
 {
-	return load_matrix_ex(md, s, name, optional, ne0, ne1, w, host, 1);
+	return load_matrix_ex(md, s, name, optional, ne0, ne1, w, host, host_type, 1);
 }
 
 static int
 load_matrix(struct model *md, struct src *s, const char *name, int optional,
     int64_t ne0, int64_t ne1, struct backend_weight *w)
 {
-	return load_matrix_host(md, s, name, optional, ne0, ne1, w, NULL);
+	return load_matrix_host(md, s, name, optional, ne0, ne1, w, NULL, NULL);
 }
 
 /* n floats by name into backend memory (*out); absent and optional: NULL. */
@@ -845,7 +846,7 @@ static int
 load_experts(struct model *md, struct src *s, const char *name, int64_t ne0, int64_t rows,
     struct backend_weight *w)
 {
-	return load_matrix_ex(md, s, name, 0, ne0, rows * md->hp.n_expert, w, NULL,
+	return load_matrix_ex(md, s, name, 0, ne0, rows * md->hp.n_expert, w, NULL, NULL,
 	    md->hp.n_expert);
 }
 
@@ -898,7 +899,8 @@ bind_nextn(struct model *md, struct src *s, int il, struct model_layer *L)
 	    load_vector(md, s, NAME(b, il, "nextn.shared_head_norm.weight"), 1, hp->n_embd,
 	    &L->head_norm) ||
 	    load_matrix_host(md, s, NAME(b, il, "nextn.shared_head_head.weight"), 1, hp->n_embd,
-	    s->nx_rows > 0 ? s->nx_rows : hp->n_vocab, &L->head, &L->head_host) ? -1 : 0;
+	    s->nx_rows > 0 ? s->nx_rows : hp->n_vocab, &L->head, &L->head_host,
+	    &L->head_type) ? -1 : 0;
 }
 
 /* A step35 layer: its attention with the head-wise gate, a dense or MoE FFN. */
@@ -1013,12 +1015,12 @@ bind_gemma4_moe(struct model *md, struct src *s, int il, struct model_layer *L)
 		    "ffn_gate_up_exps are not supported", b);
 	/* ffn_gate_inp.scale and ffn_down_exps.scale are the router's vectors, not NVFP4 scales */
 	return load_matrix_ex(md, s, NAME(b, il, "ffn_gate_inp.weight"), 0, ne, E, &L->router, NULL,
-	    0) ||
+	    NULL, 0) ||
 	    load_vector(md, s, NAME(b, il, "ffn_gate_inp.scale"), 0, ne, &L->router_scale) ||
 	    load_matrix_ex(md, s, NAME(b, il, "ffn_gate_up_exps.weight"), 0, ne,
-	    (int64_t)2 * fe * E, &L->exp_gate_up, NULL, E) ||
+	    (int64_t)2 * fe * E, &L->exp_gate_up, NULL, NULL, E) ||
 	    load_matrix_ex(md, s, NAME(b, il, "ffn_down_exps.weight"), 0, fe, (int64_t)ne * E,
-	    &L->exp_down, NULL, 0) ||
+	    &L->exp_down, NULL, NULL, 0) ||
 	    load_vector(md, s, NAME(b, il, "ffn_down_exps.scale"), 1, E, &L->exp_scale) ||
 	    load_vector(md, s, NAME(b, il, "pre_ffw_norm_2.weight"), 0, ne, &L->ffn_pre_norm_2) ||
 	    load_vector(md, s, NAME(b, il, "post_ffw_norm_1.weight"), 0, ne, &L->ffn_post_norm_1) ||
@@ -1103,9 +1105,9 @@ bind_gemma4(struct model *md, struct src *s)
 	md->ops = hp->arch == MODEL_ARCH_GEMMA4A ? &model_arch_gemma4a : &model_arch_gemma4;
 	if (plan_gemma4(md, s) != 0 ||
 	    load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
-	    &md->tok_embd, &md->head_host) ||
+	    &md->tok_embd, &md->head_host, &md->head_type) ||
 	    (!hp->tied && load_matrix_host(md, s, "output.weight", 0, hp->n_embd, hp->n_vocab,
-	    &md->output, &md->head_host)) ||
+	    &md->output, &md->head_host, &md->head_type)) ||
 	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm))
 		return -1;
 	if (hp->tied)
@@ -1307,11 +1309,11 @@ bind_ends(struct model *md, struct src *s)
 
 	meter(md, -1);
 	if (embd && load_matrix_host(md, s, "token_embd.weight", 0, hp->n_embd, hp->n_vocab,
-	    &md->tok_embd, &md->head_host))
+	    &md->tok_embd, &md->head_host, &md->head_type))
 		return -1;
 	meter(md, -2);
 	if (md->last && ((!hp->tied && load_matrix_host(md, s, "output.weight", 0, hp->n_embd,
-	    hp->n_vocab, &md->output, &md->head_host)) ||
+	    hp->n_vocab, &md->output, &md->head_host, &md->head_type)) ||
 	    load_vector(md, s, "output_norm.weight", 0, hp->n_embd, &md->output_norm)))
 		return -1;
 	if (hp->tied)
@@ -1580,7 +1582,7 @@ trim_block_head(struct model *md, struct model_layer *L)
 
 	if (L->head_host == NULL)
 		return util_err(md->err, "frspec trim: no host copy of a NextN block's head");
-	if (ranks_head_init(md->be, &w, &buf, md->draft_ranks, L->head.type, hp->n_embd,
+	if (ranks_head_init(md->be, &w, &buf, md->draft_ranks, L->head_type, hp->n_embd,
 	    hp->n_vocab, L->head_host, L->head.scale, e) != 0)
 		return util_err(md->err, "frspec trim: %s", e);
 	backend_weight_release(md->be, &L->head);
@@ -1617,7 +1619,7 @@ self_trim(struct model *md, const char *path)
 	if (md->head_host == NULL)
 		return util_err(md->err, "frspec trim: no host copy of the head");
 	if (ranks_head_init(md->be, &md->draft_head, &md->draft_buf, md->draft_ranks,
-	    md->output.type, hp->n_embd, hp->n_vocab, md->head_host, md->output.scale, e) != 0)
+	    md->head_type, hp->n_embd, hp->n_vocab, md->head_host, md->output.scale, e) != 0)
 		return util_err(md->err, "frspec trim: %s", e);
 	return 0;
 }

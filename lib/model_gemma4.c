@@ -489,7 +489,7 @@ g4a_remake(struct model *A, int64_t rows)
 {
 	struct backend_weight *w = &A->draft_head, nw;
 
-	if (backend_weight_init(A->be, &nw, w->type, w->ne0, rows, A->draft_buf, w->scale) != 0)
+	if (backend_weight_init(A->be, &nw, A->head_type, w->ne0, rows, A->draft_buf, w->scale) != 0)
 		return -1;
 	backend_weight_release(A->be, w);
 	*w = nw;
@@ -500,7 +500,8 @@ g4a_remake(struct model *A, int64_t rows)
  * The learned slots' rows of A's head up to the slots' set: the rows of
  * the slots whose token changed gathered from the full head, the list's
  * ids with them, and the head's rows grown to the filled slots.  Rows are
- * the head's type's (a device's weight may hold another layout).  A head
+ * the host copy's type's (A->head_type: a device's weight may hold another
+ * type or layout).  A head
  * that holds its own copy of the rows (a device's) is made again when a
  * row changes (the CPU's reads draft_buf in place); a failed upload leaves
  * the slots' version unseen and the copy stale, so the next sync tries
@@ -511,7 +512,7 @@ g4a_sync(struct model *A)
 {
 	struct backend_weight *w = &A->draft_head;
 	struct ranks *r = A->draft_ranks;
-	size_t rs = quant_row_size(w->type, w->ne0);
+	size_t rs = quant_row_size(A->head_type, w->ne0);
 	int n = learned_copy(A->learned, A->learned_ids, &A->learned_ver);
 
 	if (n < 0)
@@ -542,7 +543,7 @@ g4a_adapt_room(struct model *A, int slots)
 {
 	struct backend_weight *w = &A->draft_head, was = *w;
 	struct ranks *r = A->draft_ranks;
-	size_t cap = (size_t)(r->n + slots), rs = quant_row_size(was.type, was.ne0);
+	size_t cap = (size_t)(r->n + slots), rs = quant_row_size(A->head_type, was.ne0);
 	int32_t *ids = realloc(r->ids, cap * sizeof *ids);
 	void *buf = NULL;
 
@@ -554,7 +555,7 @@ g4a_adapt_room(struct model *A, int slots)
 	if (buf == NULL || (A->learned_ids = malloc(slots * sizeof *ids)) == NULL)
 		return util_err(A->err, "learned draft slots: out of memory");
 	A->n_fixed = r->n;
-	if (backend_weight_init(A->be, w, was.type, was.ne0, r->n, A->draft_buf, was.scale) != 0)
+	if (backend_weight_init(A->be, w, A->head_type, was.ne0, r->n, A->draft_buf, was.scale) != 0)
 		return util_err(A->err, "learned draft slots: %s", backend_errmsg(A->be));
 	return 0;
 }

@@ -56,6 +56,7 @@ struct model_layer {
 	struct backend_weight head;	/* [n_vocab][n_embd] step35: the block's own; data NULL:
 					 * the model's ([draft_ranks->n] rows: trimmed) */
 	const void *head_host;		/* host bytes of head, at load (a self-trim's source) */
+	int	head_type;		/* their type (a device's head may hold another) */
 	void	*head_buf;		/* a self-trimmed head's gathered rows */
 	/* step35 (lib/model_step35.c): this layer's attention and FFN */
 	int	n_head, n_rot;		/* its query heads and rotated dims */
@@ -192,6 +193,8 @@ struct model {
 	struct backend_weight tok_embd;	/* [n_vocab][n_embd] */
 	struct backend_weight output;	/* [n_vocab][n_embd]; a copy of tok_embd when tied */
 	const void *head_host;		/* host bytes of output (tok_embd when tied), at load */
+	int	head_type;		/* their type, so draft_buf's rows' (a device's output and
+					 * draft_head may hold another: F32 where it has no product) */
 	/* the masked draft head (MEMRA_FRSPEC_TRIM or an external draft) */
 	struct backend_weight draft_head;	/* [draft_ranks->n][n_embd]; data NULL: none */
 	void	*draft_buf;		/* the gathered rows of a self-trim */
