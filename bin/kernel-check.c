@@ -4837,6 +4837,20 @@ be_moe_route(struct kc *k, struct bpair *p, int n, int kk, int m, int sig, int w
 		free(i1), free(im), free(w1), free(wm);
 		backend_mfree(p->g, gid1), backend_mfree(p->g, gw1);
 	}
+	if (!sig) {	/* Gemma-4's per-expert scale fused: the route, then moe_scale */
+		float *es = frand(k, n, 0.5f, 1.5f), *ges = bput(p->g, es, n);
+		float *gid2 = bput(p->g, NULL, ns), *gw2 = bput(p->g, NULL, ns);
+		bchk(p->g, backend_moe_route_scale(p->g, gx, ldx, m, n, kk, ges, (int32_t *)gid2,
+		    gw2));
+		bchk(p->g, backend_moe_scale(p->g, gw, (int32_t *)gid, m, kk, ges, n));
+		int32_t *i2 = (int32_t *)bget(p->g, gid2, ns), *im = (int32_t *)bget(p->g, gid, ns);
+		float *w2 = bget(p->g, gw2, ns), *wm = bget(p->g, gw, ns);
+		int d = memcmp(i2, im, (size_t)ns * 4) != 0;
+		report(k, "be moe_route_scale ids=plain", shape, d, !d && !k->brk);
+		bsame(k, "be moe_route_scale w=plain", shape, w2, wm, ns);
+		free(es), free(i2), free(im), free(w2), free(wm);
+		backend_mfree(p->g, ges), backend_mfree(p->g, gid2), backend_mfree(p->g, gw2);
+	}
 	free(ic), free(ig), free(wc), free(wg), free(x), free(bias);
 	backend_mfree(p->c, cx), backend_mfree(p->g, gx), backend_mfree(p->c, cb);
 	backend_mfree(p->g, gb), backend_mfree(p->c, cid), backend_mfree(p->g, gid);
@@ -5724,7 +5738,7 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	 * sigmoid with its bias, norm and scale), decode, verify and prompt rows */
 	be_moe_route(k, &p, 8, 2, 1, 0, 0, 0, 1.0f);
 	be_moe_route(k, &p, 256, 8, 5, 0, 0, 0, 1.0f);
-	be_moe_route(k, &p, 128, 4, 40, 0, 0, 0, 1.0f);
+	be_moe_route(k, &p, 128, 4, 40, 0, 0, 0, 1.0f);	/* (and the scale fused: =plain) */
 	be_moe_route(k, &p, 8, 3, 4, 1, 1, 1, 2.5f);
 	be_moe_route(k, &p, 288, 8, 3, 1, 1, 1, 2.5f);
 	be_moe_route(k, &p, 4, 1, 2, 1, 0, 1, 1.0f);

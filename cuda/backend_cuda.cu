@@ -2470,16 +2470,25 @@ static int
 cu_moe_route(struct backend *be, const float *x, int ldx, int m, int n, int k, int32_t *ids,
     float *w)
 {
-	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SOFTMAX, x, ldx, m, n, k, NULL, 0, 1.0f, ids, w) ?
-	    gfail(be, "moe_route") : 0;
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SOFTMAX, x, ldx, m, n, k, NULL, 0, 1.0f, NULL, ids,
+	    w) ? gfail(be, "moe_route") : 0;
+}
+
+/* backend_moe_route_scale: the per-expert scale in the router's kernel. */
+static int
+cu_moe_route_scale(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    const float *s, int32_t *ids, float *w)
+{
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SOFTMAX, x, ldx, m, n, k, NULL, 0, 1.0f, s, ids,
+	    w) ? gfail(be, "moe_route") : 0;
 }
 
 static int
 cu_moe_route_sigmoid(struct backend *be, const float *x, int ldx, int m, int n, int k,
     const float *bias, int norm, float scale, int32_t *ids, float *w)
 {
-	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SIGMOID, x, ldx, m, n, k, bias, norm, scale, ids,
-	    w) ? gfail(be, "moe_route_sigmoid") : 0;
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SIGMOID, x, ldx, m, n, k, bias, norm, scale, NULL,
+	    ids, w) ? gfail(be, "moe_route_sigmoid") : 0;
 }
 
 /* Gate and up products per slot (c->moe), then silu(g) * u (limit: clamped) into f. */
@@ -2908,6 +2917,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.argmax_dev = cu_argmax_dev;
 	c->ops.argmax_map = cu_argmax_map;
 	c->ops.norm_residual = cu_norm_residual;
+	c->ops.moe_route_scale = cu_moe_route_scale;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

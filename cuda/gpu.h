@@ -649,11 +649,14 @@ int	gpu_tune_moe_tc(struct gpu *g, int mode);
  * ties), weights p / (their sum in pick order); bias, norm and scale
  * unused.  GPU_ROUTE_SIGMOID: p = sigmoid(x[r]), the k largest p + bias
  * (bias: [n] device floats, NULL for none), weights (norm ? p / their sum
- * : p) * scale.
+ * : p) * scale.  Then, d_es not NULL, each weight times d_es[its id] (n
+ * device floats: gpu_moe_scale's product, fused).  A pick that finds no
+ * key (NaN keys) is id -1 with a NaN weight.
  */
 enum { GPU_ROUTE_SOFTMAX = 0, GPU_ROUTE_SIGMOID = 1 };
 int	gpu_moe_route(struct gpu *g, int mode, const float *d_x, int64_t ldx, int m, int n, int k,
-	    const float *d_bias, int norm, float scale, int32_t *d_ids, float *d_w);
+	    const float *d_bias, int norm, float scale, const float *d_es, int32_t *d_ids,
+	    float *d_w);
 /* y[r][i] = sum over j < k, in order, of w[r][j] * d[r*k + j][i] (each
  * product and sum rounded), i < n, y's rows ldy floats apart. */
 int	gpu_moe_combine(struct gpu *g, const float *d_d, int m, int k, int64_t n, const float *d_w,
@@ -666,7 +669,7 @@ int	gpu_moe_combine(struct gpu *g, const float *d_d, int m, int k, int64_t n, co
 enum { GPU_MOE_SWIGLU = 0, GPU_MOE_GEGLU = 1 };
 int	gpu_moe_act(struct gpu *g, int act, const float *d_a, const float *d_b, int64_t ns,
 	    int64_t nf, float limit, float *d_f);
-/* w[i] *= s[ids[i]], i < n (the per-expert scale on the routing weights). */
+/* w[i] *= s[ids[i]], i < n (the per-expert scale on the routing weights; an id -1 left). */
 int	gpu_moe_scale(struct gpu *g, float *d_w, const int32_t *d_ids, int64_t n, const float *d_s);
 /* y[r][i] += sigmoid(g[r * ldg]) * x[r][i] (the shared expert's gate), r < rows, i < n. */
 int	gpu_add_gated(struct gpu *g, float *d_y, int64_t ldy, const float *d_x, int64_t ldx,

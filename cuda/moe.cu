@@ -18,12 +18,13 @@
  * then a butterfly preferring the larger key, the lower id on equal ones:
  * the CPU's scan for keys without NaN), ids[r][j] and the weights: the
  * picked p summed in pick order, softmax p / sum, SIG (norm ? p / sum : p)
- * * scale.  Shared memory: n floats of p, n of keys, n bytes taken.
+ * * scale; then (es not NULL) each times es[its id], as k_moe_scale
+ * multiplies.  Shared memory: n floats of p, n of keys, n bytes taken.
  */
 template <int SIG>
 __global__ void
 k_moe_route(const float *x, int64_t ldx, int n, int k, const float *bias, int norm,
-    float scale, int32_t *ids, float *w)
+    float scale, const float *es, int32_t *ids, float *w)
 {
 	extern __shared__ float rt_sm[];
 	float *p = rt_sm, *key = rt_sm + n;
@@ -85,16 +86,19 @@ k_moe_route(const float *x, int64_t ldx, int n, int k, const float *bias, int no
 		__syncwarp();
 	}
 	if (lane == 0)
-		for (int j = 0; j < k; j++)
+		for (int j = 0; j < k; j++) {
 			wr[j] = SIG ? __fmul_rn(norm ? __fdiv_rn(wr[j], tot) : wr[j], scale) :
 			    __fdiv_rn(wr[j], tot);
+			if (es != NULL && id[j] >= 0)
+				wr[j] = __fmul_rn(wr[j], es[id[j]]);
+		}
 }
 
 #define MOE_ROUTE_MAX 4096	/* experts a router takes (the CPU's sigmoid router's bound) */
 
 extern "C" int
 gpu_moe_route(struct gpu *g, int mode, const float *d_x, int64_t ldx, int m, int n, int k,
-    const float *d_bias, int norm, float scale, int32_t *d_ids, float *d_w)
+    const float *d_bias, int norm, float scale, const float *d_es, int32_t *d_ids, float *d_w)
 {
 	size_t sm = (size_t)n * 9;
 
@@ -107,10 +111,10 @@ gpu_moe_route(struct gpu *g, int mode, const float *d_x, int64_t ldx, int m, int
 		const float *x = d_x + (int64_t)r0 * ldx;
 		if (mode == GPU_ROUTE_SIGMOID)
 			gpu_launch(g, k_moe_route<1>, nr, 32, sm, x, ldx, n, k, d_bias, norm, scale,
-			    d_ids + (int64_t)r0 * k, d_w + (int64_t)r0 * k);
+			    d_es, d_ids + (int64_t)r0 * k, d_w + (int64_t)r0 * k);
 		else
 			gpu_launch(g, k_moe_route<0>, nr, 32, sm, x, ldx, n, k, d_bias, norm, scale,
-			    d_ids + (int64_t)r0 * k, d_w + (int64_t)r0 * k);
+			    d_es, d_ids + (int64_t)r0 * k, d_w + (int64_t)r0 * k);
 		GPU_LAUNCHED(g, "moe route");
 	}
 	return 0;
@@ -213,7 +217,7 @@ k_moe_scale(float *w, const int32_t *ids, int64_t n, const float *s)
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	pdl_enter();
-	if (i < n)
+	if (i < n && ids[i] >= 0)	/* (-1: no key left; its NaN weight stays) */
 		w[i] = __fmul_rn(w[i], s[ids[i]]);
 }
 

@@ -1412,6 +1412,23 @@ backend_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k
 }
 
 int
+backend_moe_route_scale(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    const float *s, int32_t *ids, float *w)
+{
+	if (no_gemma(be, "moe_route_scale") || no_moe(be, "moe_route_scale") ||
+	    bad_rows(be, "moe_route_scale", ldx, n, m))
+		return -1;
+	if (k < 1 || k > n)
+		return util_err(be->err, "moe_route_scale: top %d of %d experts", k, n);
+	if (m == 0)
+		return 0;
+	if (be->ops->moe_route_scale != NULL)
+		return be->ops->moe_route_scale(be, x, ldx, m, n, k, s, ids, w);
+	return be->ops->moe_route(be, x, ldx, m, n, k, ids, w) != 0 ? -1 :
+	    be->ops->moe_scale(be, w, ids, m, k, s);
+}
+
+int
 backend_step35(const struct backend *be)
 {
 	return backend_moe(be) && be->ops->moe_route_sigmoid != NULL &&

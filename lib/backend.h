@@ -651,7 +651,8 @@ void	backend_prof_reset(struct backend *);
  * first; torch.topk's order among equal values is unspecified), their
  * expert ids into ids[r][k] and their weights renormalised to sum to 1
  * (p_j / (p_0 + ... + p_{k-1}), summed in that order) into w[r][k]
- * (backend memory).
+ * (backend memory).  A pick that finds no p left (NaN logits) is id -1
+ * with a NaN weight, the sum over the others.
  *
  * backend_moe_swiglu: the experts' gate and up products: for row r < m,
  * slot j < k, e = ids[r][j]: f[r*k + j][0..n_ff) = silu(x[r] . Wg_e^T) *
@@ -699,7 +700,9 @@ int	backend_add_gated(struct backend *, float *y, int ldy, const float *x, int l
  *
  * backend_moe_scale: w[r][j] *= s[ids[r][j]] for r < m, j < k (the
  * router's per-expert scale on the renormalised weights; s: [n_exp]
- * backend memory).
+ * backend memory); an id -1 (backend_moe_route's pick that found no key)
+ * keeps its NaN weight.  backend_moe_route_scale: backend_moe_route, then
+ * backend_moe_scale by s, in one op (bit for bit those two).
  *
  * backend_gemma: 1 when the backend implements these.
  */
@@ -712,6 +715,8 @@ int	backend_moe_geglu(struct backend *, const struct backend_weight *wgu, int n_
 	    const float *x, int ldx, int m, const int32_t *ids, int k, float *f);
 int	backend_moe_scale(struct backend *, float *w, const int32_t *ids, int m, int k,
 	    const float *s, int n_exp);
+int	backend_moe_route_scale(struct backend *, const float *x, int ldx, int m, int n, int k,
+	    const float *s, int32_t *ids, float *w);
 
 /*
  * step35's variants (Step-3.5/3.7 Flash; transformers' Step3p7 classes).

@@ -125,6 +125,7 @@ backend_cpu_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, i
     const float *s)
 {
 	for (size_t i = 0; i < (size_t)m * k; i++)
-		w[i] *= s[ids[i]];
+		if (ids[i] >= 0)	/* (-1: the router found no key; its NaN weight stays) */
+			w[i] *= s[ids[i]];
 	return 0;
 }

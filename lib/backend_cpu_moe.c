@@ -65,6 +65,10 @@ backend_cpu_moe_route(struct backend *be, const float *x, int ldx, int m, int n,
 				if (p[e] >= 0 && (b < 0 || p[e] > p[b]))
 					b = e;
 			id[j] = b;
+			if (b < 0) {	/* none left (NaN keys): a NaN weight, as the GPU's */
+				wr[j] = NAN;
+				continue;
+			}
 			sum += wr[j] = p[b];
 			p[b] = -1;	/* taken */
 		}

@@ -1898,6 +1898,28 @@ TEST(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties)
 	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 0, ids, w) == -1);
 }
 
+/*
+ * backend_moe_route_scale is the route, then the per-expert scale, bit for
+ * bit; a row of NaN logits picks nothing: ids -1, NaN weights, and the
+ * scale reads no s[-1] (the sanitizer build would see it).
+ */
+TEST(moe_route_scale_is_the_route_then_the_scale)
+{
+	float x[2][8], s[8], w1[6], w2[6];
+	int32_t i1[6], i2[6];
+
+	for (int i = 0; i < 8; i++)
+		x[0][i] = frand() * 4, x[1][i] = NAN, s[i] = 0.5f + frand();
+	CHECK(backend_moe_route_scale(be1, &x[0][0], 8, 1, 8, 3, s, i1, w1) == 0);
+	CHECK(backend_moe_route(be1, &x[0][0], 8, 1, 8, 3, i2, w2) == 0);
+	CHECK(backend_moe_scale(be1, w2, i2, 1, 3, s, 8) == 0);
+	CHECK(memcmp(i1, i2, 3 * sizeof *i1) == 0 && same(w1, w2, 3));
+	CHECK(backend_moe_route_scale(be1, &x[0][0], 8, 2, 8, 3, s, i1, w1) == 0);
+	for (int j = 3; j < 6; j++)
+		CHECK(i1[j] == -1 && isnan(w1[j]));
+	CHECK(backend_moe_route_scale(be1, &x[0][0], 8, 1, 8, 9, s, i1, w1) == -1);
+}
+
 /* gemma4's ops: GELU (tanh) gates, soft-cap, scale, per-expert scale, against doubles. */
 TEST(gemma_elementwise_ops_match_reference)
 {
@@ -2610,6 +2632,7 @@ main(void)
 	RUN(add_gated_adds_the_sigmoid_gated_rows);
 	RUN(gemma_elementwise_ops_match_reference);
 	RUN(norm_residual_is_the_post_ffn_norms_and_residual_add);
+	RUN(moe_route_scale_is_the_route_then_the_scale);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
