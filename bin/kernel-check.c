@@ -2796,6 +2796,39 @@ be_norm_residual(struct kc *k, struct bpair *p, int m, int n, int form)
 	bop_free(p, &o);
 }
 
+/*
+ * backend_add_rmsnorm (the MoE FFN's opening): x += t, y = rmsnorm(x) * w,
+ * the GPU against the CPU (x exact: one add; y 1e-5) and against the GPU's
+ * own add and rmsnorm bit for bit, rows of 2048 (35B-A3B), 4096 and 1001
+ * (the plain kernels).
+ */
+static void
+be_add_rmsnorm(struct kc *k, struct bpair *p, int m, int n)
+{
+	size_t mn = (size_t)m * n, sz[] = { mn, mn, (size_t)n, mn };
+	float lo[] = { -3, -2, 0.5f, 0 }, hi[] = { 3, 2, 1.5f, 0 };
+	struct bop o;
+	char shape[64];
+
+	bop_new(k, p, &o, 4, sz, lo, hi);
+	snprintf(shape, sizeof shape, "m=%d n=%d", m, n);
+	float *gx2 = bput(p->g, o.h[0], mn), *gy2 = bput(p->g, NULL, mn), *a, *b;
+	BOTH(p, backend_add_rmsnorm(p->c, o.c[0], o.c[1], o.c[2], o.c[3], 1e-6f, m, n),
+	    backend_add_rmsnorm(p->g, o.g[0], o.g[1], o.g[2], o.g[3], 1e-6f, m, n));
+	bchk(p->g, backend_add(p->g, gx2, o.g[1], mn));
+	bchk(p->g, backend_rmsnorm(p->g, gx2, n, o.g[2], gy2, n, m, n, 1e-6f));
+	a = bget(p->g, o.g[3], mn), b = bget(p->g, gy2, mn);
+	bsame(k, "be add_rmsnorm plain ops", shape, a, b, (int64_t)mn);
+	free(a), free(b);
+	a = bget(p->g, o.g[0], mn), b = bget(p->g, gx2, mn);
+	bsame(k, "be add_rmsnorm x=plain", shape, a, b, (int64_t)mn);
+	free(a), free(b);
+	bop_cmp(k, p, &o, 0, "be add_rmsnorm x", shape, 0);
+	bop_cmp(k, p, &o, 3, "be add_rmsnorm", shape, 1e-5);
+	backend_mfree(p->g, gx2), backend_mfree(p->g, gy2);
+	bop_free(p, &o);
+}
+
 static void
 be_elementwise(struct kc *k, struct bpair *p, int n)
 {
@@ -5538,6 +5571,9 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_norm_residual(k, &p, 5, 5376, 1 | 2 | 8);
 	be_norm_residual(k, &p, 2, 16384, 1 | 2 | 4);
 	be_norm_residual(k, &p, 4, 1001, 1 | 2 | 8);	/* the plain kernels */
+	be_add_rmsnorm(k, &p, 3, 2048);
+	be_add_rmsnorm(k, &p, 40, 4096);
+	be_add_rmsnorm(k, &p, 2, 1001);
 	be_elementwise(k, &p, 64 * 70);
 	be_rope(k, &p, 3, 4, 128, 32, BACKEND_ROPE_NEOX, 5);
 	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM, 3000);

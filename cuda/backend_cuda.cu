@@ -2557,6 +2557,14 @@ cu_softcap(struct backend *be, float *x, size_t n, float cap)
 	return gpu_softcap(CB(be)->g, x, (int64_t)n, cap) ? gfail(be, "softcap") : 0;
 }
 
+/* backend_add_rmsnorm: one kernel (gpu_add_rmsnorm, the add's and the norm's bits). */
+static int
+cu_add_rmsnorm(struct backend *be, float *x, const float *t, const float *nw, float *y,
+    float eps, int m, int n)
+{
+	return gpu_add_rmsnorm(CB(be)->g, x, t, nw, y, eps, m, n) ? gfail(be, "add_rmsnorm") : 0;
+}
+
 /* backend_norm_residual: one kernel a step (gpu_norm_residual, the plain kernels' bits). */
 static int
 cu_norm_residual(struct backend *be, float *x, float *a, const float *wa, float *b,
@@ -2917,6 +2925,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.argmax_dev = cu_argmax_dev;
 	c->ops.argmax_map = cu_argmax_map;
 	c->ops.norm_residual = cu_norm_residual;
+	c->ops.add_rmsnorm = cu_add_rmsnorm;
 	c->ops.moe_route_scale = cu_moe_route_scale;
 	c->be.ops = &c->ops;
 	c->be.impl = c;

@@ -451,6 +451,10 @@ int	gpu_rmsnorm_gated(struct gpu *g, const float *d_x, const float *d_z,
  * with its bits: each norm's sum as that kernel's, each step one rounding;
  * else as the plain kernels (a and b normed in place).
  */
+/* backend_add_rmsnorm: x += t, y = rmsnorm(x) * w (rows rows of d, contiguous),
+ * one kernel where the rows suit gpu_rmsnorm's float4 kernel, its bits. */
+int	gpu_add_rmsnorm(struct gpu *g, float *d_x, const float *d_t, const float *d_w,
+	    float *d_y, float eps, int rows, int d);
 int	gpu_norm_residual(struct gpu *g, float *d_x, float *d_a, const float *d_wa,
 	    float *d_b, const float *d_wb, const float *d_w2, float eps, float s, int rows,
 	    int d);

@@ -246,6 +246,63 @@ k_norm_residual(float *x, const float *a, const float *wa, const float *b, const
 	}
 }
 
+/* gpu_add_rmsnorm's kernel: x += t (the add's one rounding), then k_rmsnorm4's norm of x. */
+template <int V>
+__global__ void __launch_bounds__(1024)
+k_add_rmsnorm(float *x, const float *t, const float *w, float *y, int d, float eps)
+{
+	__shared__ double red[32];
+	int64_t off = (int64_t)blockIdx.x * d;
+	int d4 = d / 4;
+	float4 u[V], c[V], v[V];
+
+	pdl_enter();
+	load_row4<V>(u, x + off, d4);
+	load_row4<V>(v, t + off, d4);
+	load_row4<V>(c, w, d4);
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int i = threadIdx.x + k * blockDim.x;
+		u[k] = make_float4(__fadd_rn(u[k].x, v[k].x), __fadd_rn(u[k].y, v[k].y),
+		    __fadd_rn(u[k].z, v[k].z), __fadd_rn(u[k].w, v[k].w));
+		if (i < d4)
+			((float4 *)(x + off))[i] = u[k];
+	}
+	norm_row4<V>(u, c, w, d, eps, red);
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int i = threadIdx.x + k * blockDim.x;
+		if (i < d4)
+			((float4 *)(y + off))[i] = u[k];
+	}
+}
+
+extern "C" int
+gpu_add_rmsnorm(struct gpu *g, float *d_x, const float *d_t, const float *d_w, float *d_y,
+    float eps, int rows, int d)
+{
+	int d4 = d / 4, nt = norm_threads(d4);
+
+	if (rows < 1 || d < 1)
+		return gpu_fail(g, "add_rmsnorm: %d rows of %d", rows, d);
+	if (d % 4 == 0 && nt <= 1024 && al16(d_x) && al16(d_t) && al16(d_y) &&
+	    (d_w == NULL || al16(d_w))) {
+		if (norm_vec(d4) == 1)
+			gpu_launch(g, k_add_rmsnorm<1>, rows, nt, 0, d_x, d_t, d_w, d_y, d, eps);
+		else if (norm_vec(d4) == 2)
+			gpu_launch(g, k_add_rmsnorm<2>, rows, nt, 0, d_x, d_t, d_w, d_y, d, eps);
+		else
+			gpu_launch(g, k_add_rmsnorm<4>, rows, nt, 0, d_x, d_t, d_w, d_y, d, eps);
+		GPU_LAUNCHED(g, "add_rmsnorm");
+		return 0;
+	}
+	if (gpu_add(g, d_x, d_t, d_x, (int64_t)rows * d) != 0)
+		return -1;
+	rmsnorm_launch(g, d_x, d, NULL, d_w, d_y, d, rows, d, eps);
+	GPU_LAUNCHED(g, "rmsnorm");
+	return 0;
+}
+
 extern "C" int
 gpu_norm_residual(struct gpu *g, float *d_x, float *d_a, const float *d_wa, float *d_b,
     const float *d_wb, const float *d_w2, float eps, float s, int rows, int d)

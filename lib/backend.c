@@ -492,6 +492,20 @@ backend_norm_residual(struct backend *be, float *x, float *a, const float *wa, f
 }
 
 int
+backend_add_rmsnorm(struct backend *be, float *x, const float *t, const float *nw, float *y,
+    float eps, int m, int n)
+{
+	if (bad_rows(be, "add_rmsnorm", n, n, m))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->add_rmsnorm != NULL)
+		return be->ops->add_rmsnorm(be, x, t, nw, y, eps, m, n);
+	return be->ops->add(be, x, t, (size_t)m * n) != 0 ? -1 :
+	    be->ops->rmsnorm(be, x, n, nw, y, n, m, n, eps);
+}
+
+int
 backend_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
     float eps, const struct backend_weight *wg, const struct backend_weight *wu,
     const struct backend_weight *wd, float *f, float *u, float *y)

@@ -250,6 +250,15 @@ int	backend_norm_residual(struct backend *, float *x, float *a, const float *wa,
 	    float *b, const float *wb, const float *w2, float eps, float s, int m, int n);
 
 /*
+ * The residual add that closes a block and the norm that opens the next
+ * (the mixture of experts' FFN: its router and experts read the norm):
+ * x[m][n] += t, then y[m][n] = rmsnorm(x) * nw.  y overlaps neither x nor
+ * t.  Equals backend_add then backend_rmsnorm.
+ */
+int	backend_add_rmsnorm(struct backend *, float *x, const float *t, const float *nw,
+	    float *y, float eps, int m, int n);
+
+/*
  * The Gated DeltaNet output side: x[m][nh*n], a row of nh heads of n, is
  * normed per head in place as backend_rmsnorm_gated(x, z, nw, x, m * nh,
  * n) does, then y[m][w->ne1] = x . W^T (w->ne0 == nh * n).  Equals the two.

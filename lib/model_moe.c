@@ -70,8 +70,7 @@ model_moe_ffn(struct model *md, struct model_layer *L, int m)
 	struct backend *be = md->be;
 	int ne = hp->n_embd, n = hp->n_expert, k = hp->n_expert_used;
 
-	if (backend_add(be, a->x, a->t, (size_t)m * ne) ||
-	    backend_rmsnorm(be, a->x, ne, L->post_norm, a->xn, ne, m, ne, hp->eps) ||
+	if (backend_add_rmsnorm(be, a->x, a->t, L->post_norm, a->xn, hp->eps, m, ne) ||
 	    backend_matmul(be, &L->router, a->xn, ne, a->rl, n, m) ||
 	    backend_moe_route(be, a->rl, n, m, n, k, a->rid, a->rw) ||
 	    backend_moe_swiglu(be, &L->exp_gate, &L->exp_up, n, a->xn, ne, m, a->rid, k,

@@ -1898,6 +1898,21 @@ TEST(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties)
 	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 0, ids, w) == -1);
 }
 
+/* backend_add_rmsnorm is backend_add, then backend_rmsnorm of the sum, bit for bit. */
+TEST(add_rmsnorm_is_the_add_then_the_norm)
+{
+	enum { M = 3, N = 40 };
+	float *x1 = rnd(M * N, 2), *x2 = dup(x1, M * N), *t = rnd(M * N, 1), *w = rnd(N, 1);
+	float *y1 = malloc(M * N * sizeof *y1), *y2 = malloc(M * N * sizeof *y2);
+
+	CHECK(backend_add_rmsnorm(be1, x1, t, w, y1, 1e-6f, M, N) == 0);
+	CHECK(backend_add(be1, x2, t, M * N) == 0);
+	CHECK(backend_rmsnorm(be1, x2, N, w, y2, N, M, N, 1e-6f) == 0);
+	CHECK(same(x1, x2, M * N) && same(y1, y2, M * N));
+	CHECK(backend_add_rmsnorm(be1, x1, t, w, y1, 1e-6f, M, 0) == -1);
+	free(x1), free(x2), free(t), free(w), free(y1), free(y2);
+}
+
 /*
  * backend_moe_route_scale is the route, then the per-expert scale, bit for
  * bit; a row of NaN logits picks nothing: ids -1, NaN weights, and the
@@ -2633,6 +2648,7 @@ main(void)
 	RUN(gemma_elementwise_ops_match_reference);
 	RUN(norm_residual_is_the_post_ffn_norms_and_residual_add);
 	RUN(moe_route_scale_is_the_route_then_the_scale);
+	RUN(add_rmsnorm_is_the_add_then_the_norm);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
