@@ -2802,6 +2802,39 @@ be_norm_residual(struct kc *k, struct bpair *p, int m, int n, int form)
  * own add and rmsnorm bit for bit, rows of 2048 (35B-A3B), 4096 and 1001
  * (the plain kernels).
  */
+/*
+ * backend_rmsnorm_pair (Gemma-4's router and experts' inputs): the GPU
+ * against the CPU (1e-5) and against the GPU's two rmsnorms and the scale,
+ * bit for bit; rows of 2816 (26B-A4B), 5376 and 1001 (the plain kernels).
+ */
+static void
+be_rmsnorm_pair(struct kc *k, struct bpair *p, int m, int n, float s1)
+{
+	size_t mn = (size_t)m * n, sz[] = { mn, (size_t)n, (size_t)n, mn, mn };
+	float lo[] = { -3, 0.5f, 0.5f, 0, 0 }, hi[] = { 3, 1.5f, 1.5f, 0, 0 };
+	struct bop o;
+	char shape[64];
+
+	bop_new(k, p, &o, 5, sz, lo, hi);
+	snprintf(shape, sizeof shape, "m=%d n=%d *%g", m, n, s1);
+	float *gy1 = bput(p->g, NULL, mn), *gy2 = bput(p->g, NULL, mn), *a, *b;
+	BOTH(p, backend_rmsnorm_pair(p->c, o.c[0], o.c[1], s1, o.c[3], o.c[2], o.c[4], 1e-6f, m,
+	    n), backend_rmsnorm_pair(p->g, o.g[0], o.g[1], s1, o.g[3], o.g[2], o.g[4], 1e-6f, m, n));
+	bchk(p->g, backend_rmsnorm(p->g, o.g[0], n, o.g[1], gy1, n, m, n, 1e-6f));
+	if (s1 != 1.0f)
+		bchk(p->g, backend_scale(p->g, gy1, mn, s1));
+	bchk(p->g, backend_rmsnorm(p->g, o.g[0], n, o.g[2], gy2, n, m, n, 1e-6f));
+	for (int i = 0; i < 2; i++) {
+		a = bget(p->g, o.g[3 + i], mn), b = bget(p->g, i ? gy2 : gy1, mn);
+		bsame(k, i ? "be rmsnorm_pair y2=plain" : "be rmsnorm_pair y1=plain", shape, a, b,
+		    (int64_t)mn);
+		free(a), free(b);
+		bop_cmp(k, p, &o, 3 + i, i ? "be rmsnorm_pair y2" : "be rmsnorm_pair y1", shape, 1e-5);
+	}
+	backend_mfree(p->g, gy1), backend_mfree(p->g, gy2);
+	bop_free(p, &o);
+}
+
 static void
 be_add_rmsnorm(struct kc *k, struct bpair *p, int m, int n)
 {
@@ -5574,6 +5607,9 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_add_rmsnorm(k, &p, 3, 2048);
 	be_add_rmsnorm(k, &p, 40, 4096);
 	be_add_rmsnorm(k, &p, 2, 1001);
+	be_rmsnorm_pair(k, &p, 1, 2816, 1.0f / sqrtf(2816.0f));
+	be_rmsnorm_pair(k, &p, 7, 5376, 1.0f);
+	be_rmsnorm_pair(k, &p, 3, 1001, 0.5f);
 	be_elementwise(k, &p, 64 * 70);
 	be_rope(k, &p, 3, 4, 128, 32, BACKEND_ROPE_NEOX, 5);
 	be_rope(k, &p, 2, 8, 64, 64, BACKEND_ROPE_NORM, 3000);

@@ -2565,6 +2565,15 @@ cu_add_rmsnorm(struct backend *be, float *x, const float *t, const float *nw, fl
 	return gpu_add_rmsnorm(CB(be)->g, x, t, nw, y, eps, m, n) ? gfail(be, "add_rmsnorm") : 0;
 }
 
+/* backend_rmsnorm_pair: one kernel (gpu_rmsnorm_pair, the plain kernels' bits). */
+static int
+cu_rmsnorm_pair(struct backend *be, const float *x, const float *w1, float s1, float *y1,
+    const float *w2, float *y2, float eps, int m, int n)
+{
+	return gpu_rmsnorm_pair(CB(be)->g, x, w1, s1, y1, w2, y2, eps, m, n) ?
+	    gfail(be, "rmsnorm_pair") : 0;
+}
+
 /* backend_norm_residual: one kernel a step (gpu_norm_residual, the plain kernels' bits). */
 static int
 cu_norm_residual(struct backend *be, float *x, float *a, const float *wa, float *b,
@@ -2926,6 +2935,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.argmax_map = cu_argmax_map;
 	c->ops.norm_residual = cu_norm_residual;
 	c->ops.add_rmsnorm = cu_add_rmsnorm;
+	c->ops.rmsnorm_pair = cu_rmsnorm_pair;
 	c->ops.moe_route_scale = cu_moe_route_scale;
 	c->be.ops = &c->ops;
 	c->be.impl = c;

@@ -455,6 +455,11 @@ int	gpu_rmsnorm_gated(struct gpu *g, const float *d_x, const float *d_z,
  * one kernel where the rows suit gpu_rmsnorm's float4 kernel, its bits. */
 int	gpu_add_rmsnorm(struct gpu *g, float *d_x, const float *d_t, const float *d_w,
 	    float *d_y, float eps, int rows, int d);
+/* backend_rmsnorm_pair: y1 = rmsnorm(x) * w1 (* s1 where s1 != 1), y2 =
+ * rmsnorm(x) * w2, one kernel where the rows suit gpu_rmsnorm's float4
+ * kernel (its bits: one sum for both), else the plain kernels. */
+int	gpu_rmsnorm_pair(struct gpu *g, const float *d_x, const float *d_w1, float s1, float *d_y1,
+	    const float *d_w2, float *d_y2, float eps, int rows, int d);
 int	gpu_norm_residual(struct gpu *g, float *d_x, float *d_a, const float *d_wa,
 	    float *d_b, const float *d_wb, const float *d_w2, float eps, float s, int rows,
 	    int d);

@@ -303,6 +303,72 @@ gpu_add_rmsnorm(struct gpu *g, float *d_x, const float *d_t, const float *d_w, f
 	return 0;
 }
 
+/* gpu_rmsnorm_pair's kernel: k_rmsnorm4's sum of x once, each output's two roundings (and s1's). */
+template <int V>
+__global__ void __launch_bounds__(1024)
+k_rmsnorm_pair(const float *x, const float *w1, float s1, float *y1, const float *w2,
+    float *y2, int d, float eps)
+{
+	__shared__ double red[32];
+	int64_t off = (int64_t)blockIdx.x * d;
+	int d4 = d / 4;
+	float4 v[V], c[V];
+
+	pdl_enter();
+	load_row4<V>(v, x + off, d4);
+	float sc = rms_scale(norm_sumsq_block(norm_sumsq_warp<V>(v), red), d, eps);
+	for (int o = 0; o < 2; o++) {
+		const float *w = o ? w2 : w1;
+		float *y = (o ? y2 : y1) + off;
+		load_row4<V>(c, w, d4);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			int i = threadIdx.x + k * blockDim.x;
+			float4 u = make_float4(__fmul_rn(v[k].x, sc), __fmul_rn(v[k].y, sc),
+			    __fmul_rn(v[k].z, sc), __fmul_rn(v[k].w, sc));
+			if (w != NULL)
+				u = make_float4(__fmul_rn(u.x, c[k].x), __fmul_rn(u.y, c[k].y),
+				    __fmul_rn(u.z, c[k].z), __fmul_rn(u.w, c[k].w));
+			if (!o && s1 != 1.0f)
+				u = make_float4(__fmul_rn(u.x, s1), __fmul_rn(u.y, s1),
+				    __fmul_rn(u.z, s1), __fmul_rn(u.w, s1));
+			if (i < d4)
+				((float4 *)y)[i] = u;
+		}
+	}
+}
+
+extern "C" int
+gpu_rmsnorm_pair(struct gpu *g, const float *d_x, const float *d_w1, float s1, float *d_y1,
+    const float *d_w2, float *d_y2, float eps, int rows, int d)
+{
+	int d4 = d / 4, nt = norm_threads(d4);
+
+	if (rows < 1 || d < 1)
+		return gpu_fail(g, "rmsnorm_pair: %d rows of %d", rows, d);
+	if (d % 4 == 0 && nt <= 1024 && al16(d_x) && al16(d_y1) && al16(d_y2) &&
+	    (d_w1 == NULL || al16(d_w1)) && (d_w2 == NULL || al16(d_w2))) {
+		if (norm_vec(d4) == 1)
+			gpu_launch(g, k_rmsnorm_pair<1>, rows, nt, 0, d_x, d_w1, s1, d_y1, d_w2, d_y2,
+			    d, eps);
+		else if (norm_vec(d4) == 2)
+			gpu_launch(g, k_rmsnorm_pair<2>, rows, nt, 0, d_x, d_w1, s1, d_y1, d_w2, d_y2,
+			    d, eps);
+		else
+			gpu_launch(g, k_rmsnorm_pair<4>, rows, nt, 0, d_x, d_w1, s1, d_y1, d_w2, d_y2,
+			    d, eps);
+		GPU_LAUNCHED(g, "rmsnorm_pair");
+		return 0;
+	}
+	rmsnorm_launch(g, d_x, d, NULL, d_w1, d_y1, d, rows, d, eps);
+	GPU_LAUNCHED(g, "rmsnorm");
+	if (s1 != 1.0f && gpu_mul_scalar(g, d_y1, (int64_t)rows * d, s1) != 0)
+		return -1;
+	rmsnorm_launch(g, d_x, d, NULL, d_w2, d_y2, d, rows, d, eps);
+	GPU_LAUNCHED(g, "rmsnorm");
+	return 0;
+}
+
 extern "C" int
 gpu_norm_residual(struct gpu *g, float *d_x, float *d_a, const float *d_wa, float *d_b,
     const float *d_wb, const float *d_w2, float eps, float s, int rows, int d)

@@ -506,6 +506,25 @@ backend_add_rmsnorm(struct backend *be, float *x, const float *t, const float *n
 }
 
 int
+backend_rmsnorm_pair(struct backend *be, const float *x, const float *w1, float s1, float *y1,
+    const float *w2, float *y2, float eps, int m, int n)
+{
+	if (bad_rows(be, "rmsnorm_pair", n, n, m))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (s1 != 1.0f && be->ops->scale == NULL)
+		return util_err(be->err, "rmsnorm_pair: backend '%s' cannot scale",
+		    backend_name(be));
+	if (be->ops->rmsnorm_pair != NULL)
+		return be->ops->rmsnorm_pair(be, x, w1, s1, y1, w2, y2, eps, m, n);
+	if (be->ops->rmsnorm(be, x, n, w1, y1, n, m, n, eps) != 0 ||
+	    (s1 != 1.0f && be->ops->scale(be, y1, (size_t)m * n, s1) != 0))
+		return -1;
+	return be->ops->rmsnorm(be, x, n, w2, y2, n, m, n, eps);
+}
+
+int
 backend_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
     float eps, const struct backend_weight *wg, const struct backend_weight *wu,
     const struct backend_weight *wd, float *f, float *u, float *y)

@@ -259,6 +259,15 @@ int	backend_add_rmsnorm(struct backend *, float *x, const float *t, const float 
 	    float *y, float eps, int m, int n);
 
 /*
+ * Two norms of one x[m][n] (Gemma-4's router input and its experts'):
+ * y1 = rmsnorm(x) * w1, then y1 *= s1 where s1 != 1; y2 = rmsnorm(x) * w2.
+ * y1 and y2 overlap neither x nor each other.  Equals backend_rmsnorm into
+ * y1, backend_scale of y1, backend_rmsnorm into y2.
+ */
+int	backend_rmsnorm_pair(struct backend *, const float *x, const float *w1, float s1,
+	    float *y1, const float *w2, float *y2, float eps, int m, int n);
+
+/*
  * The Gated DeltaNet output side: x[m][nh*n], a row of nh heads of n, is
  * normed per head in place as backend_rmsnorm_gated(x, z, nw, x, m * nh,
  * n) does, then y[m][w->ne1] = x . W^T (w->ne0 == nh * n).  Equals the two.

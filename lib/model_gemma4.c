@@ -248,12 +248,12 @@ g4_moe(struct model *md, struct model_layer *L, int m)
 	struct backend *be = md->be;
 	int ne = hp->n_embd, n = hp->n_expert, k = hp->n_expert_used;
 
-	if (backend_rmsnorm(be, a->x, ne, L->router_scale, a->xn, ne, m, ne, hp->eps) ||
-	    backend_scale(be, a->xn, (size_t)m * ne, (float)(1.0 / sqrt((double)ne))) ||
-	    backend_matmul(be, &L->router, a->xn, ne, a->rl, n, m) ||
+	/* the router's input (into a->t, free here) and the experts' (a->xn): one op */
+	if (backend_rmsnorm_pair(be, a->x, L->router_scale, (float)(1.0 / sqrt((double)ne)), a->t,
+	    L->ffn_pre_norm_2, a->xn, hp->eps, m, ne) ||
+	    backend_matmul(be, &L->router, a->t, ne, a->rl, n, m) ||
 	    (L->exp_scale != NULL ? backend_moe_route_scale(be, a->rl, n, m, n, k, L->exp_scale,
 	    a->rid, a->rw) : backend_moe_route(be, a->rl, n, m, n, k, a->rid, a->rw)) ||
-	    backend_rmsnorm(be, a->x, ne, L->ffn_pre_norm_2, a->xn, ne, m, ne, hp->eps) ||
 	    backend_moe_geglu(be, &L->exp_gate_up, n, a->xn, ne, m, a->rid, k, a->ef) ||
 	    backend_moe_down(be, &L->exp_down, n, a->ef, m, a->rid, a->rw, k, a->sh, ne))
 		return fail(md);

@@ -1898,6 +1898,28 @@ TEST(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties)
 	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 0, ids, w) == -1);
 }
 
+/* backend_rmsnorm_pair is two backend_rmsnorm of x, the first scaled, bit for bit. */
+TEST(rmsnorm_pair_is_two_norms_of_one_row)
+{
+	enum { M = 2, N = 48 };
+	float *x = rnd(M * N, 2), *w1 = rnd(N, 1), *w2 = rnd(N, 1);
+	float *a1 = malloc(M * N * 4), *b1 = malloc(M * N * 4), *a2 = malloc(M * N * 4);
+	float *b2 = malloc(M * N * 4);
+
+	for (int sc = 0; sc < 2; sc++) {
+		float s = sc ? 0.125f : 1.0f;
+
+		CHECK(backend_rmsnorm_pair(be1, x, w1, s, a1, w2, b1, 1e-6f, M, N) == 0);
+		CHECK(backend_rmsnorm(be1, x, N, w1, a2, N, M, N, 1e-6f) == 0);
+		if (sc)
+			CHECK(backend_scale(be1, a2, M * N, s) == 0);
+		CHECK(backend_rmsnorm(be1, x, N, w2, b2, N, M, N, 1e-6f) == 0);
+		CHECK(same(a1, a2, M * N) && same(b1, b2, M * N));
+	}
+	CHECK(backend_rmsnorm_pair(be1, x, w1, 1, a1, w2, b1, 1e-6f, M, 0) == -1);
+	free(x), free(w1), free(w2), free(a1), free(b1), free(a2), free(b2);
+}
+
 /* backend_add_rmsnorm is backend_add, then backend_rmsnorm of the sum, bit for bit. */
 TEST(add_rmsnorm_is_the_add_then_the_norm)
 {
@@ -2649,6 +2671,7 @@ main(void)
 	RUN(norm_residual_is_the_post_ffn_norms_and_residual_add);
 	RUN(moe_route_scale_is_the_route_then_the_scale);
 	RUN(add_rmsnorm_is_the_add_then_the_norm);
+	RUN(rmsnorm_pair_is_two_norms_of_one_row);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
