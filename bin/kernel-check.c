@@ -4360,7 +4360,7 @@ fz_mag(struct bpair *p, const struct bw *b, const float *cx, int ld, int m, floa
 
 /*
  * The fused forms (backend_add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
- * mul_sigmoid_matmul) on m rows of nh heads of hd,
+ * mul_sigmoid_matmul, geglu_matmul) on m rows of nh heads of hd,
  * products of nout rows of type t (scale s on the first weight): the GPU
  * against the CPU with the tolerances of the ops they fuse (what they
  * write back to their input too), and against the GPU's own plain ops
@@ -4453,6 +4453,17 @@ be_fuse(struct kc *k, struct bpair *p, int t, int m, int nh, int hd, int nout, f
 	fz_cmp(k, p, "be sigmoid_mm x", shape, o.c[0], o.g[0], ux, o.n[0], NULL, 1e-6);
 	mag = fz_mag(p, &wa, o.c[0], n, m, s);
 	fz_cmp(k, p, "be sigmoid_mm", shape, cy[0], gy[0], uy[0], (size_t)m * nout, mag, 2e-2);
+	free(mag);
+
+	/* x = gelu_tanh(x) * u (Gemma-4's MLP, u: o[1]); the down product */
+	fz_reset(p, &o, 0, ux);
+	BOTH(p, backend_geglu_matmul(p->c, o.c[0], o.c[1], m, &wa.c, cy[0]),
+	    backend_geglu_matmul(p->g, o.g[0], o.g[1], m, &wa.g, gy[0]));
+	bchk(p->g, backend_geglu(p->g, ux, n, o.g[1], n, ux, n, m, n));
+	bchk(p->g, backend_matmul(p->g, &wa.g, ux, n, uy[0], nout, m));
+	fz_cmp(k, p, "be geglu_mm x", shape, o.c[0], o.g[0], ux, o.n[0], NULL, 1e-5);
+	mag = fz_mag(p, &wa, o.c[0], n, m, s);
+	fz_cmp(k, p, "be geglu_mm", shape, cy[0], gy[0], uy[0], (size_t)m * nout, mag, 2e-2);
 	free(mag);
 
 	bop_free(p, &o);

@@ -2551,6 +2551,22 @@ cu_geglu(struct backend *be, const float *g, int ldg, const float *u, int ldu, f
 	return gpu_geglu(CB(be)->g, g, ldg, u, ldu, y, ldy, rows, n) ? gfail(be, "geglu") : 0;
 }
 
+/* GeGLU in the kernel that quantizes the down product's input (an int8 type
+ * of fusable_type); else the two ops. */
+static int
+cu_geglu_matmul(struct backend *be, float *g, const float *u, int m,
+    const struct backend_weight *w, float *y)
+{
+	int n = (int)w->ne0;
+
+	if (fusable_type(CB(be)->g, w->type, m))
+		return gpu_matvec_q8_pre(CB(be)->g, GPU_PRE_GEGLU, g, u, 0, 0, w->type, w->data,
+		    w->ne1, w->ne0, m, y, wscale(w)) ? gfail(be, "geglu_matmul") : 0;
+	if (cu_geglu(be, g, n, u, n, g, n, m, n) != 0)
+		return -1;
+	return product(be, w, g, y, m);
+}
+
 static int
 cu_softcap(struct backend *be, float *x, size_t n, float cap)
 {
@@ -2936,6 +2952,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.norm_residual = cu_norm_residual;
 	c->ops.add_rmsnorm = cu_add_rmsnorm;
 	c->ops.rmsnorm_pair = cu_rmsnorm_pair;
+	c->ops.geglu_matmul = cu_geglu_matmul;
 	c->ops.moe_route_scale = cu_moe_route_scale;
 	c->be.ops = &c->ops;
 	c->be.impl = c;

@@ -382,11 +382,12 @@ int	gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t,
  * gpu_matvec_q8 of x after an elementwise op that the quantizing kernel
  * runs first (the result written back to x, bit-identical to the op's own
  * kernel): GPU_PRE_SWIGLU x = silu(x) * u (u [n][ne0], gpu_swiglu);
+ * GPU_PRE_GEGLU x = gelu_tanh(x) * u (u [n][ne0], gpu_geglu's);
  * GPU_PRE_SIGMOID x *= sigmoid(gate), x [n][ne0] a row of heads of hd (a
  * multiple of 32 dividing ne0), the gate of head row h (of all n * ne0 /
- * hd) at u + h * ldu (gpu_sigmoid_mul).  hd, ldu unused for SWIGLU.
+ * hd) at u + h * ldu (gpu_sigmoid_mul).  hd, ldu unused for SWIGLU and GEGLU.
  */
-enum { GPU_PRE_SWIGLU = 1, GPU_PRE_SIGMOID = 2 };
+enum { GPU_PRE_SWIGLU = 1, GPU_PRE_SIGMOID = 2, GPU_PRE_GEGLU = 3 };
 int	gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd,
 	    int64_t ldu, int t, const void *d_w, int64_t rows, int64_t ne0, int64_t n,
 	    float *d_y, const float *d_scale);

@@ -677,6 +677,17 @@ gpu_q8k_block(const float *x, int lane, int8_t *q, float *d, int16_t *bsums)
 		*d = a != 0.0f ? __fdiv_rn(1.0f, is) : 0.0f;
 }
 
+/* gelu(x) with PyTorch's tanh approximation in lib/backend_cpu_gemma.c's order. */
+__device__ __forceinline__ float
+gpu_gelu_tanh(float x)
+{
+	const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+	const float kappa = 0.044715f;
+	float inner = __fmul_rn(beta, __fadd_rn(x, __fmul_rn(kappa, __fmul_rn(__fmul_rn(x, x), x))));
+
+	return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(inner)));
+}
+
 /*
  * exp as ggml's vectorized CPU ops compute it (lib/fexp.h, the one
  * definition the CPU backend's backend_cpu_expf_ggml uses too), and SiLU

@@ -91,6 +91,7 @@ q8_block4(float4 o, int lane, bool st, char4 *qo, float *dx, float *sx, size_t b
  * scale as float), sx[w] (Q8_1's fp16 d * sum q, when sx is not NULL), as
  * q8_block4 quantizes.  P, an op on x first (its result written
  * back to x): GPU_PRE_SWIGLU x = silu(x) * u, as ops.cu's k_binary;
+ * GPU_PRE_GEGLU x = gelu_tanh(x) * u, as moe.cu's k_geglu;
  * GPU_PRE_SIGMOID x *= sigmoid(gate), the gate of element e at u[e / hd *
  * ldu + e % hd] (heads of hd, a multiple of 32), as k_sigmoid_mul.  x and u
  * are read and written as floats (any alignment), q as char4.
@@ -124,6 +125,11 @@ k_q8x(float *x, const float *u, int hd, int64_t ldu, int64_t total, int8_t *q, f
 			v.y = __fmul_rn(gpu_silu(v.y), b.y);
 			v.z = __fmul_rn(gpu_silu(v.z), b.z);
 			v.w = __fmul_rn(gpu_silu(v.w), b.w);
+		} else if (P == GPU_PRE_GEGLU) {
+			v.x = __fmul_rn(gpu_gelu_tanh(v.x), b.x);
+			v.y = __fmul_rn(gpu_gelu_tanh(v.y), b.y);
+			v.z = __fmul_rn(gpu_gelu_tanh(v.z), b.z);
+			v.w = __fmul_rn(gpu_gelu_tanh(v.w), b.w);
 		} else if (P == GPU_PRE_SIGMOID) {	/* the 4 gates of one head */
 			v.x = __fmul_rn(v.x, gpu_sigmoid(b.x));
 			v.y = __fmul_rn(v.y, gpu_sigmoid(b.y));
@@ -1160,7 +1166,7 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 	int nb = (int)(ne0 / 32), q81, q80, qk;
 	struct mv8_x X;
 
-	if (pre != GPU_PRE_SWIGLU && pre != GPU_PRE_SIGMOID)
+	if (pre != GPU_PRE_SWIGLU && pre != GPU_PRE_SIGMOID && pre != GPU_PRE_GEGLU)
 		return gpu_fail(g, "matvec_q8: op %d before the product", pre);
 	if (pre == GPU_PRE_SIGMOID && (hd < 32 || hd % 32 != 0 || ne0 % hd != 0 || ldu < hd))
 		return gpu_fail(g, "matvec_q8: gate heads of %d in rows of %lld", hd, (long long)ne0);
@@ -1176,6 +1182,9 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 	unsigned nblk = (unsigned)((total * 8 + 255) / 256);
 	if (pre == GPU_PRE_SWIGLU)
 		gpu_launch(g, k_q8x<GPU_PRE_SWIGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, q, dx,
+		    q81 ? sx : NULL);
+	else if (pre == GPU_PRE_GEGLU)
+		gpu_launch(g, k_q8x<GPU_PRE_GEGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, q, dx,
 		    q81 ? sx : NULL);
 	else
 		gpu_launch(g, k_q8x<GPU_PRE_SIGMOID>, nblk, 256, 0, d_x, d_u, hd, ldu, total, q, dx,

@@ -153,17 +153,6 @@ gpu_moe_combine(struct gpu *g, const float *d_d, int m, int k, int64_t n, const 
 	return 0;
 }
 
-/* gelu(x) with PyTorch's tanh approximation in lib/backend_cpu_gemma.c's order. */
-__device__ __forceinline__ float
-gpu_gelu_tanh(float x)
-{
-	const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
-	const float kappa = 0.044715f;
-	float inner = __fmul_rn(beta, __fadd_rn(x, __fmul_rn(kappa, __fmul_rn(__fmul_rn(x, x), x))));
-
-	return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(inner)));
-}
-
 /* min(silu(g), L) * clamp(u, -L, L) for L > 0 (NaN passes), silu(g) * u for L = 0. */
 __device__ __forceinline__ float
 gpu_swiglu_lim(float g, float u, float limit)

@@ -506,6 +506,25 @@ backend_add_rmsnorm(struct backend *be, float *x, const float *t, const float *n
 }
 
 int
+backend_geglu_matmul(struct backend *be, float *g, const float *u, int m,
+    const struct backend_weight *w, float *y)
+{
+	int n;
+
+	if (bad_weight(be, "geglu_matmul", w) || bad_rows(be, "geglu_matmul", w->ne0, w->ne0, m))
+		return -1;
+	if (be->ops->geglu == NULL)
+		return util_err(be->err, "geglu_matmul: backend '%s' has no GeGLU", backend_name(be));
+	if (m == 0)
+		return 0;
+	if (be->ops->geglu_matmul != NULL)
+		return be->ops->geglu_matmul(be, g, u, m, w, y);
+	n = (int)w->ne0;
+	return be->ops->geglu(be, g, n, u, n, g, n, m, n) != 0 ? -1 :
+	    be->ops->matmul(be, w, g, n, y, (int)w->ne1, m);
+}
+
+int
 backend_rmsnorm_pair(struct backend *be, const float *x, const float *w1, float s1, float *y1,
     const float *w2, float *y2, float eps, int m, int n)
 {

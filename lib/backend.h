@@ -268,6 +268,14 @@ int	backend_rmsnorm_pair(struct backend *, const float *x, const float *w1, floa
 	    float *y1, const float *w2, float *y2, float eps, int m, int n);
 
 /*
+ * Gemma-4's MLP output side: g[m][w->ne0] = gelu_tanh(g) * u in place (u
+ * the same shape), then y[m][w->ne1] = g . W^T.  Equals backend_geglu(g,
+ * u -> g) then backend_matmul.
+ */
+int	backend_geglu_matmul(struct backend *, float *g, const float *u, int m,
+	    const struct backend_weight *w, float *y);
+
+/*
  * The Gated DeltaNet output side: x[m][nh*n], a row of nh heads of n, is
  * normed per head in place as backend_rmsnorm_gated(x, z, nw, x, m * nh,
  * n) does, then y[m][w->ne1] = x . W^T (w->ne0 == nh * n).  Equals the two.

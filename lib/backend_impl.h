@@ -200,6 +200,9 @@ struct backend_ops {
 	/* optional, fused: backend_rmsnorm_pair (NULL: rmsnorm, scale, rmsnorm) */
 	int	(*rmsnorm_pair)(struct backend *, const float *, const float *, float, float *,
 		    const float *, float *, float, int, int);
+	/* optional, fused: backend_geglu_matmul (NULL: geglu, then matmul) */
+	int	(*geglu_matmul)(struct backend *, float *, const float *, int,
+		    const struct backend_weight *, float *);
 	/* optional, fused: backend_moe_route_scale (NULL: moe_route, then moe_scale) */
 	int	(*moe_route_scale)(struct backend *, const float *, int, int, int, int,
 		    const float *, int32_t *, float *);

@@ -278,8 +278,7 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m)
 
 	/* x += t, then ffn_norm(x) into the gate and up products (one fused op: their bits) */
 	if (backend_add_rmsnorm_matmul(be, a->x, a->t, m, ne, L->ffn_norm, hp->eps, 2, W, Y) ||
-	    backend_geglu(be, a->f, L->n_ff, a->u, L->n_ff, a->f, L->n_ff, m, L->n_ff) ||
-	    backend_matmul(be, &L->ffn_down, a->f, L->n_ff, y, ne, m))
+	    backend_geglu_matmul(be, a->f, a->u, m, &L->ffn_down, y))
 		return fail(md);
 	if (moe && g4_moe(md, L, m) != 0)
 		return fail(md);

@@ -1898,6 +1898,26 @@ TEST(moe_route_is_softmax_top_k_renormalised_lowest_id_on_ties)
 	CHECK(backend_moe_route(be1, &x[2][0], 8, 1, 8, 0, ids, w) == -1);
 }
 
+/* backend_geglu_matmul is backend_geglu in place, then backend_matmul, bit for bit. */
+TEST(geglu_matmul_is_the_geglu_then_the_product)
+{
+	enum { M = 2, N = 64, NO = 24 };
+	struct wbuf wb = make_weight(QUANT_Q8_0, N, NO);
+	struct backend_weight W;
+	float *g1 = rnd(M * N, 3), *g2 = dup(g1, M * N), *u = rnd(M * N, 1);
+	float *y1 = malloc(M * NO * 4), *y2 = malloc(M * NO * 4);
+
+	CHECK(backend_weight_init(be1, &W, QUANT_Q8_0, N, NO, wb.data, 1.0f) == 0);
+	CHECK(backend_geglu_matmul(be1, g1, u, M, &W, y1) == 0);
+	CHECK(backend_geglu(be1, g2, N, u, N, g2, N, M, N) == 0);
+	CHECK(backend_matmul(be1, &W, g2, N, y2, NO, M) == 0);
+	CHECK(same(g1, g2, M * N) && same(y1, y2, M * NO));
+	CHECK(backend_geglu_matmul(be1, g1, u, -1, &W, y1) == -1);
+	backend_weight_release(be1, &W);
+	free_weight(&wb);
+	free(g1), free(g2), free(u), free(y1), free(y2);
+}
+
 /* backend_rmsnorm_pair is two backend_rmsnorm of x, the first scaled, bit for bit. */
 TEST(rmsnorm_pair_is_two_norms_of_one_row)
 {
@@ -2672,6 +2692,7 @@ main(void)
 	RUN(moe_route_scale_is_the_route_then_the_scale);
 	RUN(add_rmsnorm_is_the_add_then_the_norm);
 	RUN(rmsnorm_pair_is_two_norms_of_one_row);
+	RUN(geglu_matmul_is_the_geglu_then_the_product);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(clamp_and_attn_hi_are_separate_ops);
