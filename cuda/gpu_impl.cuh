@@ -255,18 +255,29 @@ struct mv8_row {
 	int64_t	rows, r;
 };
 
+/* The weight of block blockIdx.x; *b0 its first block (R.r unset). */
 __device__ __forceinline__ struct mv8_row
-mv8_pick(const struct mv8_set &S)
+mv8_weight(const struct mv8_set &S, unsigned *b0)
 {
 	struct mv8_row R = { S.W[0], S.y[0], S.scale[0], S.rows[0], 0 };
-	unsigned b0 = 0;
 
+	*b0 = 0;
 #pragma unroll
 	for (int k = 1; k < MV8_SET; k++)
 		if (k < S.nw && blockIdx.x >= S.blk[k]) {
 			R.W = S.W[k], R.y = S.y[k], R.scale = S.scale[k], R.rows = S.rows[k];
-			b0 = S.blk[k];
+			*b0 = S.blk[k];
 		}
+	return R;
+}
+
+/* mv8_weight, and the row of this warp (8 a block of 256 threads). */
+__device__ __forceinline__ struct mv8_row
+mv8_pick(const struct mv8_set &S)
+{
+	unsigned b0;
+	struct mv8_row R = mv8_weight(S, &b0);
+
 	R.r = ((int64_t)(blockIdx.x - b0) * blockDim.x + threadIdx.x) >> 5;
 	return R;
 }

@@ -81,15 +81,9 @@ struct mvt_dim {
 __device__ __forceinline__ struct mv8_row
 mvt_pick(const struct mv8_set &S)
 {
-	struct mv8_row R = { S.W[0], S.y[0], S.scale[0], S.rows[0], 0 };
-	unsigned b0 = 0;
+	unsigned b0;
+	struct mv8_row R = mv8_weight(S, &b0);
 
-#pragma unroll
-	for (int k = 1; k < MV8_SET; k++)
-		if (k < S.nw && blockIdx.x >= S.blk[k]) {
-			R.W = S.W[k], R.y = S.y[k], R.scale = S.scale[k], R.rows = S.rows[k];
-			b0 = S.blk[k];
-		}
 	R.r = (int64_t)(blockIdx.x - b0) * MVT_R;
 	return R;
 }

@@ -172,6 +172,19 @@ learned_setup() {
 # accepted LINE: the accepted drafts of a run-spec K line
 accepted() { sed -n 's/.* acceptance \([0-9]*\)\/.*/\1/p' <<<"$1"; }
 
+# run-spec's K = 1..3 lines (in lines) identical to plain with drafts accepted, and the
+# file $1.learned: every token said (the CPU's greedy ids), with its count of misses over
+# the three K's runs, the strongest first
+learned_verdict() {
+	for k in 1 2 3; do
+		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
+		[ "$(accepted "${lines[$k]}")" -gt 0 ]
+	done
+	[ "${lines[4]}" = "SELF-CONSISTENCY PASS" ]
+	sort -n "$BATS_TEST_TMPDIR/all" | uniq -c | awk '{ print $2, 3 * $1 }' | sort -k2,2nr -k1,1n >"$BATS_TEST_TMPDIR/want"
+	diff "$BATS_TEST_TMPDIR/want" "$1.learned"
+}
+
 @test "assistant: MEMRA_GEMMA_TRIM_ADAPT learns the tokens its ranks miss: drafts land, the output stays plain's, <ranks>.learned lists them" {
 	r=$BATS_TEST_TMPDIR/r.txt
 	learned_setup "$r"
@@ -188,15 +201,7 @@ accepted() { sed -n 's/.* acceptance \([0-9]*\)\/.*/\1/p' <<<"$1"; }
 	[[ $stderr == *"[gemma-draft] assistant drafter: 3 layers, hidden 24 over the trunk's K/V, head trimmed to $((320 - n)) rows (F32, d2t map)"* ]]
 	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots after the $((320 - n)) ranks (all the tokens outside them), none learned yet (no $r.learned); the full head's 320 rows stay in memory for them (F32, 0.03 MiB), the slots' rows 0.00 MiB"* ]]
 	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots written to $r.learned"* ]]
-	for k in 1 2 3; do
-		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
-		[ "$(accepted "${lines[$k]}")" -gt 0 ]
-	done
-	[ "${lines[4]}" = "SELF-CONSISTENCY PASS" ]
-	# the file: every token said, with its count of misses over the three K's runs,
-	# the strongest first
-	sort -n "$BATS_TEST_TMPDIR/all" | uniq -c | awk '{ print $2, 3 * $1 }' | sort -k2,2nr -k1,1n >"$BATS_TEST_TMPDIR/want"
-	diff "$BATS_TEST_TMPDIR/want" "$r.learned"
+	learned_verdict "$r"
 	# the next run starts from it
 	MEMRA_GEMMA_DRAFT_RANKS=$r MEMRA_GEMMA_TRIM_ADAPT=64 spec
 	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots after the $((320 - n)) ranks (all the tokens outside them), $n from $r.learned; "* ]]
@@ -293,12 +298,5 @@ accepted() { sed -n 's/.* acceptance \([0-9]*\)\/.*/\1/p' <<<"$1"; }
 	    --ignore-eos -K 1-3 -n 32 --device cuda "$M/g4-dense+$M/g4-assistant" <"$BATS_TEST_TMPDIR/p.jsonl"
 	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots after the $((320 - n)) ranks (all the tokens outside them), none learned yet (no $r.learned); "* ]]
 	[[ $stderr == *"[gemma-draft] trim adapt: $n learned slots written to $r.learned"* ]]
-	for k in 1 2 3; do
-		[[ ${lines[$k]} == "K=$k "*"PASS (identical to plain)" ]]
-		[ "$(accepted "${lines[$k]}")" -gt 0 ]
-	done
-	[ "${lines[4]}" = "SELF-CONSISTENCY PASS" ]
-	# every token said (the CPU's greedy ids), its misses over the three K's runs
-	sort -n "$BATS_TEST_TMPDIR/all" | uniq -c | awk '{ print $2, 3 * $1 }' | sort -k2,2nr -k1,1n >"$BATS_TEST_TMPDIR/want"
-	diff "$BATS_TEST_TMPDIR/want" "$r.learned"
+	learned_verdict "$r"
 }

@@ -497,12 +497,12 @@ gemma4_layer(struct gen *g, int il)
 }
 
 /*
- * gemma4's tensors.  rope_freqs: the global layers' proportional RoPE as
- * llama.cpp's converter writes it, 1 for each rotated pair, 1e30 (no
- * rotation) for the rest; the output is the token table (tied).
+ * rope_freqs: the global layers' proportional RoPE as llama.cpp's
+ * converter writes it, 1 for each rotated pair, 1e30 (no rotation) for the
+ * rest (gemma4's and its assistant's).
  */
 static int
-gemma4_tensors(struct gen *g)
+gemma4_rope_freqs(struct gen *g)
 {
 	const struct shape *s = g->s;
 	float *f = malloc(s->hd / 2 * sizeof *f);
@@ -514,7 +514,16 @@ gemma4_tensors(struct gen *g)
 		f[i] = i < s->n_rot / 2 ? 1.0f : 1e30f;
 	rc = tensor3(g, "rope_freqs.weight", QUANT_F32, s->hd / 2, 1, 1, f, 0);
 	free(f);
-	if (rc != 0)
+	return rc;
+}
+
+/* gemma4's tensors: rope_freqs, the output the token table (tied). */
+static int
+gemma4_tensors(struct gen *g)
+{
+	const struct shape *s = g->s;
+
+	if (gemma4_rope_freqs(g) != 0)
 		return -1;
 	T("token_embd.weight", g->et, s->n_embd, s->vocab, 0);
 	for (int il = 0; il < g->nl; il++)
@@ -561,8 +570,6 @@ static int
 asst_tensors(struct gen *g)
 {
 	const struct shape *s = g->s;
-	float *f;
-	int rc;
 
 	T("token_embd.weight", g->et, s->n_embd, s->vocab, 0);
 	for (int il = 0; il < g->nl; il++)
@@ -571,13 +578,7 @@ asst_tensors(struct gen *g)
 	T("output_norm.weight", QUANT_F32, s->n_embd, 1, 1.0f);
 	T("nextn.post_projection.weight", g->mt, s->n_embd, s->n_bb, 0);
 	T("nextn.pre_projection.weight", g->mt, 2 * s->n_bb, s->n_embd, 0);
-	if ((f = malloc(s->hd / 2 * sizeof *f)) == NULL)
-		return -1;
-	for (int i = 0; i < s->hd / 2; i++)
-		f[i] = i < s->n_rot / 2 ? 1.0f : 1e30f;
-	rc = tensor3(g, "rope_freqs.weight", QUANT_F32, s->hd / 2, 1, 1, f, 0);
-	free(f);
-	return rc;
+	return gemma4_rope_freqs(g);
 }
 
 /* step35: full attention on every 4th layer from the first, sliding on the others. */
