@@ -22,7 +22,8 @@
  * the median of 5, then the least and the most ms).  -P: then, with
  * recorded steps off, where the device's time goes in a decode step, a
  * K=3 verify and the prefill (backend_prof: kernel by kernel, per name,
- * device microseconds a step), and the sum against the step's wall time.
+ * device microseconds a step), and the sum against the step's wall time
+ * with the launches a step (the fused ops' count).
  * -L: plain launches, programmatic dependent launch off (backend_pdl_set;
  * as MEMRA_CUDA_PDL=0), to time against it; the model line says "pdl 0/1".
  * -G host|device: the decode steps and verifies pick greedily, as a
@@ -183,15 +184,15 @@ prof_print(struct backend *be, const char *what, int steps, double wall)
 {
 	const struct backend_prof_row *r;
 	int n = backend_prof_rows(be, &r);
-	double tot = 0;
+	double tot = 0, launches = 0;
 
 	for (int i = 0; i < n; i++)
-		tot += r[i].s;
+		tot += r[i].s, launches += (double)r[i].n;
 	for (int i = 0; i < n; i++)
 		printf("prof\t%s\t%-28s\tus\t%9.1f\tlaunches\t%6.1f\tshare\t%5.1f%%\n", what,
 		    r[i].name, r[i].s / steps * 1e6, (double)r[i].n / steps, 100 * r[i].s / tot);
-	printf("prof\t%s\t%-28s\tus\t%9.1f\twall_us\t%9.1f\n", what, "(sum of kernels)",
-	    tot / steps * 1e6, wall / steps * 1e6);
+	printf("prof\t%s\t%-28s\tus\t%9.1f\twall_us\t%9.1f\tlaunches\t%6.1f\n", what,
+	    "(sum of kernels)", tot / steps * 1e6, wall / steps * 1e6, launches / steps);
 	backend_prof_reset(be);
 }
 
