@@ -5760,7 +5760,10 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_fuse(k, &p, QUANT_Q5_1, 3, 3, 128, 96, 1.0f);
 	be_fuse(k, &p, QUANT_Q8_0, 40, 2, 128, 160, 1.0f);
 	be_fuse(k, &p, QUANT_BF16, 2, 2, 64, 96, 1.0f);
-	be_fuse(k, &p, QUANT_Q4_K, 2, 2, 256, 256, 1.0f);	/* K-quants: the plain ops */
+	/* K-quants: the norm plain, SwiGLU / GeGLU in the Q8_K quantization (k_q8kx_pre) */
+	be_fuse(k, &p, QUANT_Q4_K, 2, 2, 256, 256, 1.0f);
+	be_fuse(k, &p, QUANT_Q6_K, 1, 4, 256, 512, 1.0f);
+	be_fuse(k, &p, QUANT_IQ4_XS, 3, 2, 256, 768, 1.0f);
 	/* the decode shapes: rows of 4096 (1024 threads) and 5120 (2 float4s a thread) */
 	be_fuse(k, &p, QUANT_Q8_0, 1, 32, 128, 256, 1.0f);
 	be_fuse(k, &p, QUANT_Q5_1, 2, 32, 128, 128, 1.0f);

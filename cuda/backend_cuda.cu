@@ -1419,6 +1419,15 @@ fusable_type(struct gpu *g, int t, int64_t m)
 	    t == QUANT_Q4_1 || t == QUANT_Q5_1 || t == QUANT_Q4_0 || t == QUANT_Q5_0);
 }
 
+/* 1 when gpu_matvec_q8_pre takes SWIGLU or GEGLU before a product of type
+ * t: fusable_type's, and the types on Q8_K activations. */
+static int
+pre_fusable(struct gpu *g, int t, int64_t m)
+{
+	return fusable_type(g, t, m) || (gpu_can_matvec_q8_step(g, t, m) && (t == QUANT_Q4_K ||
+	    t == QUANT_Q5_K || t == QUANT_Q6_K || t == QUANT_IQ4_XS));
+}
+
 /* The products' arguments (tp, d, rows, sc) when the norm, with rows of
  * nd, can run fused into their quantization: every weight on the int8
  * path (only fusable_type ones with ex) with rows of ne0, the norm's
@@ -1487,7 +1496,9 @@ static int cu_matmul_swiglu(struct backend *, const struct backend_weight *,
 /*
  * The FFN in four kernels: the add, norm and quantization; gate and up in
  * one launch; SwiGLU in the kernel that quantizes the down product's
- * input; the down product.  Else the plain ops.
+ * input; the down product.  Else the plain add and norm, then (a down of
+ * a type pre_fusable takes: the K-quants) gate and up, SwiGLU in the down
+ * product's quantization, the product; else the plain ops.
  */
 static int
 cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
@@ -1512,7 +1523,15 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 	}
 	if (t != NULL && gpu_add(g, x, t, x, (int64_t)m * n) != 0)
 		return gfail(be, "add");
-	if (cu_rmsnorm(be, x, n, nw, y, n, m, n, eps) || cu_matmul_swiglu(be, wg, wu, y, m, f))
+	if (cu_rmsnorm(be, x, n, nw, y, n, m, n, eps))
+		return -1;
+	if (pre_fusable(g, wd->type, m) && CW(wd)->ne0p == wd->ne0) {	/* SwiGLU in the quantization */
+		if (products(be, 2, W, y, Y, m) != 0)
+			return -1;
+		return gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
+		    wd->ne0, m, y, wscale(wd)) ? gfail(be, "ffn") : 0;
+	}
+	if (cu_matmul_swiglu(be, wg, wu, y, m, f))
 		return -1;
 	return product(be, wd, f, y, m);
 }
@@ -2551,15 +2570,15 @@ cu_geglu(struct backend *be, const float *g, int ldg, const float *u, int ldu, f
 	return gpu_geglu(CB(be)->g, g, ldg, u, ldu, y, ldy, rows, n) ? gfail(be, "geglu") : 0;
 }
 
-/* GeGLU in the kernel that quantizes the down product's input (an int8 type
- * of fusable_type); else the two ops. */
+/* GeGLU in the kernel that quantizes the down product's input (a type
+ * pre_fusable takes); else the two ops. */
 static int
 cu_geglu_matmul(struct backend *be, float *g, const float *u, int m,
     const struct backend_weight *w, float *y)
 {
 	int n = (int)w->ne0;
 
-	if (fusable_type(CB(be)->g, w->type, m))
+	if (pre_fusable(CB(be)->g, w->type, m) && CW(w)->ne0p == w->ne0)
 		return gpu_matvec_q8_pre(CB(be)->g, GPU_PRE_GEGLU, g, u, 0, 0, w->type, w->data,
 		    w->ne1, w->ne0, m, y, wscale(w)) ? gfail(be, "geglu_matmul") : 0;
 	if (cu_geglu(be, g, n, u, n, g, n, m, n) != 0)

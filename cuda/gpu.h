@@ -386,6 +386,7 @@ int	gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t,
  * GPU_PRE_SIGMOID x *= sigmoid(gate), x [n][ne0] a row of heads of hd (a
  * multiple of 32 dividing ne0), the gate of head row h (of all n * ne0 /
  * hd) at u + h * ldu (gpu_sigmoid_mul).  hd, ldu unused for SWIGLU and GEGLU.
+ * The K-quants and IQ4_XS (Q8_K activations) take SWIGLU and GEGLU.
  */
 enum { GPU_PRE_SWIGLU = 1, GPU_PRE_SIGMOID = 2, GPU_PRE_GEGLU = 3 };
 int	gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd,

@@ -297,6 +297,9 @@ int	qk_type(int t);
 int	qk_group(const struct gpu *g, int t, int64_t n);
 int	qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q,
 	    float *dk, int16_t *bs);
+/* qk_quantize after GPU_PRE_SWIGLU or GPU_PRE_GEGLU on x by u, written back to x. */
+int	qk_quantize_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int64_t n,
+	    int64_t ne0, int8_t *q, float *dk, int16_t *bs);
 /* (S.y offset to the rows, S.blk unset: one launch of k_mvk where it takes
  * the set, the bits of a launch each; else k_mvkt or k_iq4 one by one) */
 int	qk_products(struct gpu *g, int t, struct mv8_set S, int64_t ne0, const int8_t *q,

@@ -1172,8 +1172,14 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 		return gpu_fail(g, "matvec_q8: gate heads of %d in rows of %lld", hd, (long long)ne0);
 	if (mv8_types(g, 1, &t, &rows, ne0, n, &q81, &q80, &qk))
 		return -1;
-	if (qk)
-		return gpu_fail(g, "matvec_q8: type %d: no op before a K-quant product", t);
+	if (qk) {	/* x to Q8_K after the op (no head gate there) */
+		if (pre == GPU_PRE_SIGMOID)
+			return gpu_fail(g, "matvec_q8: type %d: no gate before a K-quant product", t);
+		if (mv8_scratch(g, n, ne0, 1, 0, &X) ||
+		    qk_quantize_pre(g, pre, d_x, d_u, n, ne0, X.kq, X.kd, X.kb))
+			return -1;
+		return mv8_products(g, 1, &t, &d_w, &rows, ne0, &X, n, &d_y, &d_scale);
+	}
 	if (mv8_scratch(g, n, ne0, 0, 0, &X))
 		return -1;
 	int8_t *q = X.q;

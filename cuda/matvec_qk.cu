@@ -57,6 +57,31 @@ k_q8kx(const float *x, int64_t total, int8_t *q, float *dk, int16_t *bs)
 }
 
 /*
+ * k_q8kx after an elementwise op on x, its result written back to x (lane
+ * l's own 8 values, then quantized by the same lane): GPU_PRE_SWIGLU x =
+ * silu(x) * u as ops.cu's k_binary, GPU_PRE_GEGLU x = gelu_tanh(x) * u as
+ * moe.cu's k_geglu; bit-identical to that kernel, then k_q8kx.
+ */
+template <int P>
+__global__ void
+k_q8kx_pre(float *x, const float *u, int64_t total, int8_t *q, float *dk, int16_t *bs)
+{
+	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+
+	pdl_enter();
+	if (w >= total)
+		return;
+	float *xb = x + w * 256 + lane * 8;
+	const float *ub = u + w * 256 + lane * 8;
+#pragma unroll
+	for (int k = 0; k < 8; k++)
+		xb[k] = P == GPU_PRE_GEGLU ? __fmul_rn(gpu_gelu_tanh(xb[k]), ub[k]) :
+		    __fmul_rn(gpu_silu(xb[k]), ub[k]);
+	gpu_q8k_block(x + w * 256, lane, q + w * 256, dk + w, bs + w * 16);
+}
+
+/*
  * The pieces of a super-block lane i of an L-lane group covers (P = 8 / L
  * of them, p = 0..P-1), as (c, h) for Q4_K/Q5_K (quant bytes 32 c + 16 h
  * .. + 15 = 16 i + 64 p: values 16 h .. 16 h + 15 of sub-blocks 2c and
@@ -430,6 +455,24 @@ qk_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int8_t *q, 
 		    (long long)n, (long long)ne0);
 	gpu_launch(g, k_q8kx, (unsigned)((total * 32 + 255) / 256), 256, 0, d_x, total, q, dk, bs);
 	GPU_LAUNCHED(g, "quantize_q8k");
+	return 0;
+}
+
+int
+qk_quantize_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int64_t n, int64_t ne0,
+    int8_t *q, float *dk, int16_t *bs)
+{
+	int64_t total = n * (ne0 / 256);
+	unsigned nblk = (unsigned)((total * 32 + 255) / 256);
+
+	if (ne0 % 256 != 0 || n < 1 || (pre != GPU_PRE_SWIGLU && pre != GPU_PRE_GEGLU))
+		return gpu_fail(g, "quantize_q8k: op %d, %lld rows of %lld (a multiple of 256)", pre,
+		    (long long)n, (long long)ne0);
+	if (pre == GPU_PRE_GEGLU)
+		gpu_launch(g, k_q8kx_pre<GPU_PRE_GEGLU>, nblk, 256, 0, d_x, d_u, total, q, dk, bs);
+	else
+		gpu_launch(g, k_q8kx_pre<GPU_PRE_SWIGLU>, nblk, 256, 0, d_x, d_u, total, q, dk, bs);
+	GPU_LAUNCHED(g, "matvec_q8 quantize");
 	return 0;
 }
 
