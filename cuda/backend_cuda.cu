@@ -1167,6 +1167,35 @@ upload(struct backend *be, const void *h, size_t n)
  * their input zero-padded likewise (product, input_rows), so the padding
  * adds exact zeros, and the lookups copy ne0 of each row.
  */
+static int cu_weight_init(struct backend *, struct backend_weight *);
+
+/*
+ * backend_weight_rows: the rows uploaded in place where the device holds
+ * the weight's own bytes (NVFP4's then packed to the GPU layout, row by
+ * row as gpu_nvfp4_pack does), a bf16 mirror of it dropped (made again
+ * when a prompt needs it); a weight held as F32 (no GPU product of its
+ * type, or rows padded) or with an F32 copy for lookups cannot.
+ */
+static int
+cu_weight_rows(struct backend *be, struct backend_weight *w, int64_t r0, int64_t n,
+    const void *src)
+{
+	struct cuda_weight *cw = (struct cuda_weight *)w->priv;
+	struct gpu *g = CB(be)->g;
+	char *d;
+
+	if (cw == NULL || w->type != cw->type0 || cw->ne0p != w->ne0 || cw->d_f32 != NULL)
+		return util_err(be->err, "weight rows: the device holds this '%s' weight as %s",
+		    quant_name(cw != NULL ? cw->type0 : w->type), cw != NULL && cw->d_f32 != NULL ?
+		    "its bytes and F32" : quant_name(w->type));
+	gpu_mirror_drop(g, cw->d);
+	d = (char *)cw->d + (size_t)r0 * w->row_size;
+	if (gpu_upload(g, d, src, (size_t)n * w->row_size) != 0 ||
+	    (w->type == QUANT_NVFP4 && gpu_nvfp4_pack(g, d, n, w->ne0) != 0))
+		return gfail(be, "weight rows");
+	return 0;
+}
+
 static int
 cu_weight_init(struct backend *be, struct backend_weight *w)
 {
@@ -2973,6 +3002,7 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	c->ops.rmsnorm_pair = cu_rmsnorm_pair;
 	c->ops.geglu_matmul = cu_geglu_matmul;
 	c->ops.moe_route_scale = cu_moe_route_scale;
+	c->ops.weight_rows = cu_weight_rows;
 	c->be.ops = &c->ops;
 	c->be.impl = c;
 	c->be.n_threads = 1;

@@ -264,6 +264,21 @@ backend_weight_release(struct backend *be, struct backend_weight *w)
 		memset(w, 0, sizeof *w);
 }
 
+int
+backend_weight_rows(struct backend *be, struct backend_weight *w, int64_t r0, int64_t n,
+    const void *src)
+{
+	if (w == NULL || w->data == NULL || r0 < 0 || n < 0 || r0 + n > w->ne1 || src == NULL)
+		return util_err(be->err, "weight rows: %lld from %lld of %lld", (long long)n,
+		    (long long)r0, w != NULL ? (long long)w->ne1 : 0LL);
+	if (n == 0)
+		return 0;
+	if (be->ops->weight_rows == NULL)
+		return util_err(be->err, "weight rows: backend '%s' cannot replace rows",
+		    backend_name(be));
+	return be->ops->weight_rows(be, w, r0, n, src);
+}
+
 static int
 bad_rows(struct backend *be, const char *op, int ld, int n, int rows)
 {

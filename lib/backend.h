@@ -169,6 +169,15 @@ int	backend_weight_init(struct backend *, struct backend_weight *w, int type,
 int	backend_weight_expert_scales(struct backend *, struct backend_weight *w, int n,
 	    const float *s);
 void	backend_weight_release(struct backend *, struct backend_weight *w);
+/*
+ * backend_weight_rows: rows r0 .. r0 + n - 1 of w become the n host rows
+ * at src, of the type backend_weight_init took (a backend that reads the
+ * caller's bytes in place copies only where src is not already them).
+ * 0, or -1 with the reason (rows outside w, or a backend that holds w in
+ * another type: the caller makes it again from its rows).
+ */
+int	backend_weight_rows(struct backend *, struct backend_weight *w, int64_t r0, int64_t n,
+	    const void *src);
 /* 1 when the backend can matmul/embed weights of this type. */
 int	backend_supports(const struct backend *, int type);
 

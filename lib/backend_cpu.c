@@ -1136,6 +1136,19 @@ cpu_weight_free(struct backend *be, struct backend_weight *w)
 	free(w->priv);
 }
 
+/* backend_weight_rows: the rows are w->data's (the caller's bytes, or
+ * cpu:copy's own); copied unless src is them already. */
+static int
+cpu_weight_rows(struct backend *be, struct backend_weight *w, int64_t r0, int64_t n,
+    const void *src)
+{
+	char *dst = (char *)w->data + (size_t)r0 * w->row_size;
+
+	if (dst != src)
+		memmove(dst, src, (size_t)n * w->row_size);
+	return 0;
+}
+
 static void
 bf16_row(const uint16_t *s, float *y, int64_t n)
 {
@@ -1865,7 +1878,7 @@ cpu_attn_hi(const struct backend *be)
 static const struct backend_ops cpu_ops = {
 	.close = cpu_close, .alloc = cpu_alloc, .mfree = cpu_mfree,
 	.write = cpu_move, .read = cpu_move, .copy = cpu_move, .fill = cpu_fill,
-	.sync = cpu_sync, .weight_init = cpu_weight_init,
+	.sync = cpu_sync, .weight_init = cpu_weight_init, .weight_rows = cpu_weight_rows,
 	.weight_release = cpu_weight_release, .supports = cpu_supports,
 	.embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .rmsnorm_gated = cpu_rmsnorm_gated,
 	.matmul = cpu_matmul, .rmsnorm_matmul = cpu_rmsnorm_matmul,

@@ -203,6 +203,9 @@ struct backend_ops {
 	/* optional, fused: backend_geglu_matmul (NULL: geglu, then matmul) */
 	int	(*geglu_matmul)(struct backend *, float *, const float *, int,
 		    const struct backend_weight *, float *);
+	/* optional, backend_weight_rows: NULL cannot (its callers make the weight again) */
+	int	(*weight_rows)(struct backend *, struct backend_weight *, int64_t, int64_t,
+		    const void *);
 	/* optional, fused: backend_moe_route_scale (NULL: moe_route, then moe_scale) */
 	int	(*moe_route_scale)(struct backend *, const float *, int, int, int, int,
 		    const float *, int32_t *, float *);

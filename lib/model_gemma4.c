@@ -442,10 +442,12 @@ g4a_head(struct model *md, struct model *A, float *logits, int32_t *id, float *h
 	struct backend *be = md->be;
 	struct model_act *a = &A->act;
 	const struct backend_weight *hw = A->draft_head.data != NULL ? &A->draft_head : &A->output;
-	int na = A->hp.n_embd, nv = (int)hw->ne1;
+	/* a head with learned slots holds rows for all of them: the filled ones count */
+	int na = A->hp.n_embd, nh = (int)hw->ne1;
+	int nv = hw == &A->draft_head && A->draft_ranks != NULL ? (int)A->draft_ranks->n : nh;
 
 	if (backend_rmsnorm(be, a->x, na, A->output_norm, a->xn, na, 1, na, A->hp.eps) ||
-	    backend_matmul(be, hw, a->xn, na, a->logits, nv, 1) ||
+	    backend_matmul(be, hw, a->xn, na, a->logits, nh, 1) ||
 	    backend_matmul(be, &A->post_proj, a->xn, na, md->act.t, md->hp.n_embd, 1) ||
 	    (id != NULL && backend_argmax(be, a->logits, nv, 1, nv, id)) ||
 	    (logits != NULL && backend_read(be, logits, a->logits, nv)) ||
@@ -477,18 +479,19 @@ model_assist(struct model *md, struct state *st, int pos, const float *h, int32_
 }
 
 /*
- * A's head made again from its host rows (draft_buf), rows of them: a
- * device's is uploaded anew whole, the CPU's reads them in place.
- * The new one is made before the old is released; failing, the old stays
- * (its rows may then lag the list's ids: drafts, never the output, see it)
- * and -1.
+ * A's head made again from its host rows (draft_buf), all the rows it
+ * holds (the rank list's and every slot's): a device's is uploaded anew
+ * whole, the CPU's reads them in place.  The new one is made before the
+ * old is released; failing, the old stays (its rows may then lag the
+ * list's ids: drafts, never the output, see it) and -1.
  */
 static int
-g4a_remake(struct model *A, int64_t rows)
+g4a_remake(struct model *A)
 {
 	struct backend_weight *w = &A->draft_head, nw;
 
-	if (backend_weight_init(A->be, &nw, A->head_type, w->ne0, rows, A->draft_buf, w->scale) != 0)
+	if (backend_weight_init(A->be, &nw, A->head_type, w->ne0, w->ne1, A->draft_buf,
+	    w->scale) != 0)
 		return -1;
 	backend_weight_release(A->be, w);
 	*w = nw;
@@ -498,13 +501,13 @@ g4a_remake(struct model *A, int64_t rows)
 /*
  * The learned slots' rows of A's head up to the slots' set: the rows of
  * the slots whose token changed gathered from the full head, the list's
- * ids with them, and the head's rows grown to the filled slots.  Rows are
- * the host copy's type's (A->head_type: a device's weight may hold another
- * type or layout).  A head
- * that holds its own copy of the rows (a device's) is made again when a
- * row changes (the CPU's reads draft_buf in place); a failed upload leaves
- * the slots' version unseen and the copy stale, so the next sync tries
- * again.
+ * ids with them, and the filled slots counted (the head holds a row for
+ * every slot from the start: g4a_adapt_room).  Rows are the host copy's
+ * type's (A->head_type: a device's weight may hold another type or
+ * layout).  Each changed row goes to the head by backend_weight_rows (a
+ * copy only where the head holds its own: a device's); a backend that
+ * cannot makes the head again whole, and a failed upload leaves the slots'
+ * version unseen and the copy stale, so the next sync tries again.
  */
 static void
 g4a_sync(struct model *A)
@@ -524,11 +527,11 @@ g4a_sync(struct model *A)
 			continue;
 		r->ids[row] = t;
 		memcpy((char *)A->draft_buf + row * rs, (const char *)A->head_host + t * rs, rs);
-		A->learned_stale |= w->data != A->draft_buf;
+		if (!A->learned_stale && backend_weight_rows(A->be, w, row, 1,
+		    (const char *)A->draft_buf + row * rs) != 0)
+			A->learned_stale = 1;
 	}
-	if (r->n == A->n_fixed + n && !A->learned_stale)
-		return;
-	if (g4a_remake(A, A->n_fixed + n) != 0) {
+	if (A->learned_stale && g4a_remake(A) != 0) {
 		A->learned_ver = 0;	/* a change was copied: its version is past 0 */
 		return;
 	}
@@ -554,7 +557,11 @@ g4a_adapt_room(struct model *A, int slots)
 	if (buf == NULL || (A->learned_ids = malloc(slots * sizeof *ids)) == NULL)
 		return util_err(A->err, "learned draft slots: out of memory");
 	A->n_fixed = r->n;
-	if (backend_weight_init(A->be, w, A->head_type, was.ne0, r->n, A->draft_buf, was.scale) != 0)
+	/* a row for every slot (zeros until it fills: its logit never read),
+	 * so a slot that fills or changes replaces a row, never the head */
+	memset((char *)A->draft_buf + (size_t)r->n * rs, 0, (size_t)slots * rs);
+	if (backend_weight_init(A->be, w, A->head_type, was.ne0, (int64_t)cap, A->draft_buf,
+	    was.scale) != 0)
 		return util_err(A->err, "learned draft slots: %s", backend_errmsg(A->be));
 	return 0;
 }

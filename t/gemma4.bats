@@ -209,7 +209,7 @@ learned_verdict() {
 	[ "$(accepted "${lines[1]}")" -gt 0 ]
 }
 
-@test "assistant: MEMRA_GEMMA_TRIM_ADAPT on a device's weights (cpu:copy, copied at load as CUDA's): the head made again as slots change and evict, every draft the CPU's" {
+@test "assistant: MEMRA_GEMMA_TRIM_ADAPT on a device's weights (cpu:copy, copied at load as CUDA's): each changed row replaced in the head's copy as slots fill and evict, every draft the CPU's" {
 	learned_setup "$BATS_TEST_TMPDIR/r.txt"
 	for d in cpu cpu:copy; do
 		r=$BATS_TEST_TMPDIR/r-${d#*:}.txt
@@ -290,7 +290,7 @@ learned_verdict() {
 }
 
 # bats test_tags=gpu
-@test "assistant on the CUDA backend: MEMRA_GEMMA_TRIM_ADAPT learns as on the CPU: the head uploaded again as the slots change, drafts land, the output stays plain's, the CPU's <ranks>.learned" {
+@test "assistant on the CUDA backend: MEMRA_GEMMA_TRIM_ADAPT learns as on the CPU: each slot's row uploaded as it fills or changes, drafts land, the output stays plain's, the CPU's <ranks>.learned" {
 	r=$BATS_TEST_TMPDIR/r.txt
 	learned_setup "$r"
 	n=$(wc -l <"$BATS_TEST_TMPDIR/said")

@@ -190,6 +190,16 @@ TEST(cpu_copy_holds_weights_as_a_device_does)
 	CHECK(backend_matmul(bc, &bw, x, 32, y1, 2, 1) == 0);
 	CHECK(y1[0] != y0[0] && y1[1] == y0[1]);	/* made again: the new bytes */
 	backend_weight_release(bc, &bw);
+	/* backend_weight_rows: row 1 replaced in the copy; rows past the weight refused */
+	CHECK(backend_weight_init(bc, &bw, QUANT_F32, 32, 2, w, 1) == 0);
+	w[33] = -500.0f;	/* (x[1] is not 0) */
+	CHECK(backend_matmul(bc, &bw, x, 32, y0, 2, 1) == 0);
+	CHECK(backend_weight_rows(bc, &bw, 1, 1, w + 32) == 0);
+	CHECK(backend_matmul(bc, &bw, x, 32, y1, 2, 1) == 0);
+	CHECK(y1[0] == y0[0] && y1[1] != y0[1]);
+	CHECK(backend_weight_rows(bc, &bw, 1, 2, w) == -1);
+	CHECK(strstr(backend_errmsg(bc), "weight rows: 2 from 1 of 2") != NULL);
+	backend_weight_release(bc, &bw);
 	backend_close(bc);
 }
 
