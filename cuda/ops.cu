@@ -126,6 +126,16 @@ k_rmsnorm4(const float *x, int64_t ldx, const float *z, const float *w, float *y
 	}
 }
 
+/* Kernel k<V> (V = norm_vec(d4): k_rmsnorm4's geometry) on rows blocks of nt threads. */
+#define NORM_LAUNCH(g, k, rows, nt, d4, ...) do {					\
+	if (norm_vec(d4) == 1)								\
+		gpu_launch(g, k<1>, rows, nt, 0, __VA_ARGS__);				\
+	else if (norm_vec(d4) == 2)							\
+		gpu_launch(g, k<2>, rows, nt, 0, __VA_ARGS__);				\
+	else										\
+		gpu_launch(g, k<4>, rows, nt, 0, __VA_ARGS__);				\
+} while (0)
+
 static bool
 al16(const void *p)
 {
@@ -140,12 +150,7 @@ rmsnorm_launch(struct gpu *g, const float *x, int64_t ldx, const float *z,
 
 	if (d % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 && al16(x) && al16(y) &&
 	    (w == NULL || al16(w)) && (z == NULL || al16(z)) && nt <= 1024) {
-		if (norm_vec(d4) == 1)
-			gpu_launch(g, k_rmsnorm4<1>, rows, nt, 0, x, ldx, z, w, y, ldy, d, eps);
-		else if (norm_vec(d4) == 2)
-			gpu_launch(g, k_rmsnorm4<2>, rows, nt, 0, x, ldx, z, w, y, ldy, d, eps);
-		else
-			gpu_launch(g, k_rmsnorm4<4>, rows, nt, 0, x, ldx, z, w, y, ldy, d, eps);
+		NORM_LAUNCH(g, k_rmsnorm4, rows, nt, d4, x, ldx, z, w, y, ldy, d, eps);
 	} else
 		gpu_launch(g, k_rmsnorm, rows, NORM_THREADS, 0, x, ldx, z, w, y, ldy, d, eps);
 }
@@ -287,12 +292,7 @@ gpu_add_rmsnorm(struct gpu *g, float *d_x, const float *d_t, const float *d_w, f
 		return gpu_fail(g, "add_rmsnorm: %d rows of %d", rows, d);
 	if (d % 4 == 0 && nt <= 1024 && al16(d_x) && al16(d_t) && al16(d_y) &&
 	    (d_w == NULL || al16(d_w))) {
-		if (norm_vec(d4) == 1)
-			gpu_launch(g, k_add_rmsnorm<1>, rows, nt, 0, d_x, d_t, d_w, d_y, d, eps);
-		else if (norm_vec(d4) == 2)
-			gpu_launch(g, k_add_rmsnorm<2>, rows, nt, 0, d_x, d_t, d_w, d_y, d, eps);
-		else
-			gpu_launch(g, k_add_rmsnorm<4>, rows, nt, 0, d_x, d_t, d_w, d_y, d, eps);
+		NORM_LAUNCH(g, k_add_rmsnorm, rows, nt, d4, d_x, d_t, d_w, d_y, d, eps);
 		GPU_LAUNCHED(g, "add_rmsnorm");
 		return 0;
 	}
@@ -348,15 +348,7 @@ gpu_rmsnorm_pair(struct gpu *g, const float *d_x, const float *d_w1, float s1, f
 		return gpu_fail(g, "rmsnorm_pair: %d rows of %d", rows, d);
 	if (d % 4 == 0 && nt <= 1024 && al16(d_x) && al16(d_y1) && al16(d_y2) &&
 	    (d_w1 == NULL || al16(d_w1)) && (d_w2 == NULL || al16(d_w2))) {
-		if (norm_vec(d4) == 1)
-			gpu_launch(g, k_rmsnorm_pair<1>, rows, nt, 0, d_x, d_w1, s1, d_y1, d_w2, d_y2,
-			    d, eps);
-		else if (norm_vec(d4) == 2)
-			gpu_launch(g, k_rmsnorm_pair<2>, rows, nt, 0, d_x, d_w1, s1, d_y1, d_w2, d_y2,
-			    d, eps);
-		else
-			gpu_launch(g, k_rmsnorm_pair<4>, rows, nt, 0, d_x, d_w1, s1, d_y1, d_w2, d_y2,
-			    d, eps);
+		NORM_LAUNCH(g, k_rmsnorm_pair, rows, nt, d4, d_x, d_w1, s1, d_y1, d_w2, d_y2, d, eps);
 		GPU_LAUNCHED(g, "rmsnorm_pair");
 		return 0;
 	}
@@ -381,15 +373,7 @@ gpu_norm_residual(struct gpu *g, float *d_x, float *d_a, const float *d_wa, floa
 	if (d % 4 == 0 && nt <= 1024 && al16(d_x) && al16(d_a) && (d_b == NULL || al16(d_b)) &&
 	    (d_wa == NULL || al16(d_wa)) && (d_wb == NULL || al16(d_wb)) &&
 	    (d_w2 == NULL || al16(d_w2))) {
-		if (norm_vec(d4) == 1)
-			gpu_launch(g, k_norm_residual<1>, rows, nt, 0, d_x, d_a, d_wa, d_b, d_wb,
-			    d_w2, d, eps, s);
-		else if (norm_vec(d4) == 2)
-			gpu_launch(g, k_norm_residual<2>, rows, nt, 0, d_x, d_a, d_wa, d_b, d_wb,
-			    d_w2, d, eps, s);
-		else
-			gpu_launch(g, k_norm_residual<4>, rows, nt, 0, d_x, d_a, d_wa, d_b, d_wb,
-			    d_w2, d, eps, s);
+		NORM_LAUNCH(g, k_norm_residual, rows, nt, d4, d_x, d_a, d_wa, d_b, d_wb, d_w2, d, eps, s);
 		GPU_LAUNCHED(g, "norm_residual");
 		return 0;
 	}
