@@ -44,43 +44,6 @@ struct mvk_bs {
 	enum { v = T == QK_T_Q4_K ? 144 : T == QK_T_Q5_K ? 176 : T == QK_T_IQ4_XS ? 136 : 210 };
 };
 
-/* One warp per 256-block of x: q, dk and the 16 bsums (gpu_q8k_block). */
-__global__ void
-k_q8kx(const float *x, int64_t total, int8_t *q, float *dk, int16_t *bs)
-{
-	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-
-	pdl_enter();
-	if (w >= total)
-		return;
-	gpu_q8k_block(x + w * 256, threadIdx.x & 31, q + w * 256, dk + w, bs + w * 16);
-}
-
-/*
- * k_q8kx after an elementwise op on x, its result written back to x (lane
- * l's own 8 values, then quantized by the same lane): GPU_PRE_SWIGLU x =
- * silu(x) * u as ops.cu's k_binary, GPU_PRE_GEGLU x = gelu_tanh(x) * u as
- * moe.cu's k_geglu; bit-identical to that kernel, then k_q8kx.
- */
-template <int P>
-__global__ void
-k_q8kx_pre(float *x, const float *u, int64_t total, int8_t *q, float *dk, int16_t *bs)
-{
-	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
-
-	pdl_enter();
-	if (w >= total)
-		return;
-	float *xb = x + w * 256 + lane * 8;
-	const float *ub = u + w * 256 + lane * 8;
-#pragma unroll
-	for (int k = 0; k < 8; k++)
-		xb[k] = P == GPU_PRE_GEGLU ? __fmul_rn(gpu_gelu_tanh(xb[k]), ub[k]) :
-		    __fmul_rn(gpu_silu(xb[k]), ub[k]);
-	gpu_q8k_block(x + w * 256, lane, q + w * 256, dk + w, bs + w * 16);
-}
-
 /*
  * The pieces of a super-block lane i of an L-lane group covers (P = 8 / L
  * of them, p = 0..P-1), as (c, h) for Q4_K/Q5_K (quant bytes 32 c + 16 h
@@ -427,6 +390,43 @@ k_moe_mvk(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, si
 }
 
 #include "matvec_qkt.cuh"
+
+/* One warp per 256-block of x: q, dk and the 16 bsums (gpu_q8k_block). */
+__global__ void
+k_q8kx(const float *x, int64_t total, int8_t *q, float *dk, int16_t *bs)
+{
+	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+
+	pdl_enter();
+	if (w >= total)
+		return;
+	gpu_q8k_block(x + w * 256, threadIdx.x & 31, q + w * 256, dk + w, bs + w * 16);
+}
+
+/*
+ * k_q8kx after an elementwise op on x, its result written back to x (lane
+ * l's own 8 values, then quantized by the same lane): GPU_PRE_SWIGLU x =
+ * silu(x) * u as ops.cu's k_binary, GPU_PRE_GEGLU x = gelu_tanh(x) * u as
+ * moe.cu's k_geglu; bit-identical to that kernel, then k_q8kx.
+ */
+template <int P>
+__global__ void
+k_q8kx_pre(float *x, const float *u, int64_t total, int8_t *q, float *dk, int16_t *bs)
+{
+	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+
+	pdl_enter();
+	if (w >= total)
+		return;
+	float *xb = x + w * 256 + lane * 8;
+	const float *ub = u + w * 256 + lane * 8;
+#pragma unroll
+	for (int k = 0; k < 8; k++)
+		xb[k] = P == GPU_PRE_GEGLU ? __fmul_rn(gpu_gelu_tanh(xb[k]), ub[k]) :
+		    __fmul_rn(gpu_silu(xb[k]), ub[k]);
+	gpu_q8k_block(x + w * 256, lane, q + w * 256, dk + w, bs + w * 16);
+}
 
 /* The types on Q8_K activations: the K-quants here, IQ4_XS (matvec_iq4.cu). */
 int

@@ -138,7 +138,7 @@ emu_cc() {
 	need_cc
 	need_cxx c++17 vector
 	grep -q '^/\* Bytes of one super-block of type T\. \*/$' cuda/matvec_qk.cu &&
-	    grep -q '^/\* One warp per 256-block of x' cuda/matvec_qk.cu && grep -q '^mvk_row(' cuda/matvec_qk.cu || {
+	    grep -q '^mvk_row(' cuda/matvec_qk.cu || {
 		echo "cuda/matvec_qk.cu: the markers of matvec-qkt-kern's awk cut moved (its header)"
 		return 1
 	}
@@ -147,10 +147,12 @@ emu_cc() {
 		echo "cuda/gpu_impl.cuh, cuda/matvec_iq4.cu: the markers of matvec-qkt-kern's awk cuts moved (its header)"
 		return 1
 	}
-	awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 }
-	    /^\/\* One warp per 256-block of x/ { p = 0; skip = 1 } p { print }
-	    skip && /^}$/ { skip = 0; p = 1; next } /^mvk_row\(/ { inrow = 1 }
-	    inrow && /^}$/ { exit }' cuda/matvec_qk.cu >"$D/mvk.inc"
+	awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 } p { print }
+	    /^mvk_row\(/ { inrow = 1 } inrow && /^}$/ { exit }' cuda/matvec_qk.cu >"$D/mvk.inc"
+	! grep -q '__global__' "$D/mvk.inc" || {
+		echo "cuda/matvec_qk.cu: a kernel sits between mvk_bs and mvk_row (matvec-qkt-kern takes device functions only)"
+		return 1
+	}
 	awk '/^#define GPU_IQ4_N0 / { p = 1 } p { print } p && /^}$/ { exit }' cuda/gpu_impl.cuh >"$D/iq4.inc"
 	awk '/^enum \{ XS_BS = / { p = 1 } p { print } /^xs_row\(/ { inrow = 1 }
 	    inrow && /^}$/ { exit }' cuda/matvec_iq4.cu >"$D/xs.inc"

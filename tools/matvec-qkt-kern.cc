@@ -22,10 +22,9 @@
  * words cut out of cuda/gpu_impl.cuh into iq4.inc (also what k_mvkt's
  * IQ4_XS step calls), prmt.b32 by the host.
  * Build (t/emu.bats), in a directory D:
- *   awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 }
- *       /^\/\* One warp per 256-block of x/ { p = 0; skip = 1 } p { print }
- *       skip && /^}$/ { skip = 0; p = 1; next } /^mvk_row\(/ { inrow = 1 }
- *       inrow && /^}$/ { exit }' cuda/matvec_qk.cu >D/mvk.inc
+ *   awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 } p { print }
+ *       /^mvk_row\(/ { inrow = 1 } inrow && /^}$/ { exit }' cuda/matvec_qk.cu >D/mvk.inc
+ * (no kernel between the two: matvec_qk.cu keeps its __global__ ones after)
  *   awk '/^#define GPU_IQ4_N0 / { p = 1 } p { print } p && /^}$/ { exit }' \
  *       cuda/gpu_impl.cuh >D/iq4.inc
  *   awk '/^enum \{ XS_BS = / { p = 1 } p { print } /^xs_row\(/ { inrow = 1 }
