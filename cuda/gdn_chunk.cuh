@@ -36,7 +36,7 @@
  * The phases below run between barriers; each is a function of the thread
  * index so that tools/gdn-chunk-emu.cc replays them thread by thread on the
  * CPU (the same index math; keep the two in step).  Included by
- * cuda/backend_cuda.cu (the kernels) and the emulator.
+ * cuda/backend_cuda_gdn.cu (the kernels) and the emulator.
  */
 #ifndef MEMRA_GDN_CHUNK_CUH
 #define MEMRA_GDN_CHUNK_CUH

@@ -503,7 +503,7 @@ int	gpu_conv1d_silu(struct gpu *g, const float *d_x, int T, int C, int K,
  * kv = S^T k; delta = (v - e^g kv) beta; S = e^g S + k delta^T;
  * out = S^T q * scale.  Any sk and sv: sk 64 or 128 with sv <= 256 keep
  * the state in registers, any other shape reads and writes it in memory
- * each token (slow; no model calls this: backend_cuda.cu has its own).
+ * each token (slow; no model calls this: backend_cuda_gdn.cu has its own).
  */
 int	gpu_gdn_step(struct gpu *g, float *d_S, const float *d_q, const float *d_k,
 	    const float *d_v, const float *d_g, const float *d_beta, float *d_out,

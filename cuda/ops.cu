@@ -631,7 +631,7 @@ k_gdn(float *S, const float *q, const float *k, const float *v, const float *gl,
  * block (h, c) is value head h, columns c * 128 .., a thread a column, its
  * state read from and written back to memory each token, q and k read
  * where they lie; the same sums in the same order as k_gdn's.  Slow (no
- * model takes it: backend_cuda.cu has the model's kernels).  UNRUN:
+ * model takes it: backend_cuda_gdn.cu has the model's kernels).  UNRUN:
  * compiled for sm_90 with no GPU here.
  */
 __global__ void __launch_bounds__(128)

@@ -4,7 +4,7 @@
  * kernel-check holds a GPU's prefill to.  Never on in serving.
  *
  * A product of more than the GPU's step rows takes, by weight type and
- * the CUDA backend's GEMM kind (cuda/backend_cuda.cu product(),
+ * the CUDA backend's GEMM kind (cuda/backend_cuda_products.cu product(),
  * cuda/matvec_q8.cu, cuda/mmq.cu, cuda/mmq_iq4.cu, cuda/matvec.cu
  * gpu_matmul):
  *   Q8_0, NVFP4, IQ4_XS   int8: the CPU's own numerics (the int8 GEMMs);

@@ -2,9 +2,9 @@ bats_require_minimum_version 1.5.0
 # The CPU models of CUDA kernels in tools/*-emu.* (no GPU needed), each built
 # as its header comment says, into the test's temporary directory, and run
 # to its verdict line.  Four compile the kernels' own text (attn-prefill,
-# gdn-chunk: the .cuh files cuda/ includes; gdn-step: the kernels cut out of
-# cuda/backend_cuda.cu by awk; matvec-qkt-emu -k: cuda/matvec_qkt.cuh's
-# device code through tools/matvec-qkt-kern.cc), so a change there that
+# gdn-chunk, gdn-step: the .cuh files cuda/ includes; matvec-qkt-emu -k:
+# cuda/matvec_qkt.cuh's device code through tools/matvec-qkt-kern.cc, with
+# k_mvk's cut out of cuda/matvec_qk.cu by awk), so a change there that
 # breaks their indexing, masks or bit-for-bit properties fails here.  The
 # others (matvec-*, mmq, norm-q8) replay the kernels by hand in C and compare
 # with lib/quant: they fail when lib/quant moves, not when cuda/ does (keep
@@ -57,14 +57,9 @@ emu_cc() {
 	[ "${lines[-1]}" = "ALL OK" ]
 }
 
-@test "gdn-step-emu: k_gdn, k_gdn_pad, k_gdn_wide (and _seqs) from backend_cuda.cu's text" {
+@test "gdn-step-emu: k_gdn, k_gdn_pad, k_gdn_wide (and _seqs) from cuda/gdn_step.cuh's text" {
 	need_cxx c++20 barrier
-	grep -q '^struct gdn_args {' cuda/backend_cuda.cu && grep -q '^/\* --- memory' cuda/backend_cuda.cu || {
-		echo "cuda/backend_cuda.cu: the markers of gdn-step-emu's awk cut moved (its header)"
-		return 1
-	}
-	awk '/^struct gdn_args \{/,/^\/\* --- memory/' cuda/backend_cuda.cu >"$D/gdn-step.inc"
-	g++ -O1 -std=c++20 -pthread -ffp-contract=off -I"$D" -o "$D/gstep" tools/gdn-step-emu.cc
+	g++ -O1 -std=c++20 -pthread -ffp-contract=off -Icuda -o "$D/gstep" tools/gdn-step-emu.cc
 	emu_run "$D/gstep"
 	[[ $output != *FAIL* ]]
 	[ "${lines[-1]}" = "ALL GREEN" ]

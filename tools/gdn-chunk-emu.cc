@@ -1,6 +1,6 @@
 /*
  * gdn-chunk-emu: a CPU model of k_gdn_prep and k_gdn_chunk
- * (cuda/backend_cuda.cu) for a machine without a GPU (not built by make).
+ * (cuda/backend_cuda_gdn.cu) for a machine without a GPU (not built by make).
  * It includes the kernels' phases (cuda/gdn_chunk.cuh) and runs them block
  * by block, thread by thread between the kernels' barriers (in reverse
  * order, then in order: other bits would mean a phase reads what another

@@ -1,8 +1,8 @@
 /*
  * gdn-step-emu: the CUDA backend's recurrent delta-rule kernels (k_gdn,
- * k_gdn_pad, k_gdn_wide and their _seqs forms, cuda/backend_cuda.cu) run
+ * k_gdn_pad, k_gdn_wide and their _seqs forms, cuda/gdn_step.cuh) run
  * on the CPU, for a machine without a GPU (not built by make).  The
- * kernels' own text, cut out of backend_cuda.cu by awk, is compiled as host
+ * kernels' own text, the header as cuda/ has it, is compiled as host
  * C++ over a small shim: a block is 128 std::threads, __syncthreads a
  * barrier of them, a warp shuffle an exchange between barriers of its 32,
  * __shared__ a static (blocks run one at a time).  Against the recurrent
@@ -14,8 +14,7 @@
  * GPU's, so this shows the indexing, the masks and the order of sums, not
  * the GPU's bits.  Keep the shim in step with the kernels' needs.
  * make check runs it as below, in a temporary directory (t/emu.bats):
- *   awk '/^struct gdn_args \{/,/^\/\* --- memory/' cuda/backend_cuda.cu >/tmp/gdn-step.inc &&
- *   g++ -O1 -std=c++20 -pthread -ffp-contract=off -I/tmp -o /tmp/gstep tools/gdn-step-emu.cc &&
+ *   g++ -O1 -std=c++20 -pthread -ffp-contract=off -Icuda -o /tmp/gstep tools/gdn-step-emu.cc &&
  *   /tmp/gstep
  */
 #include <barrier>
@@ -66,16 +65,7 @@ __shfl_xor_sync(unsigned, float v, int x)
 static inline float d_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float d_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-#define CU_SEQS 32
-struct cu_seq {
-	float	*state, *snap;
-	int	r0, m;
-};
-struct cu_seqs {
-	struct cu_seq s[CU_SEQS];
-};
-
-#include "gdn-step.inc"
+#include "gdn_step.cuh"
 
 /* The blocks of grid, one at a time, 128 threads each running f. */
 template <class F>
@@ -102,7 +92,7 @@ launch(dim3 grid, F f)
 			}
 }
 
-/* gdn_launch's choice (cuda/backend_cuda.cu); force_pad: k_gdn_pad even at 16/32/64/128. */
+/* gdn_launch's choice (cuda/backend_cuda_gdn.cu); force_pad: k_gdn_pad even at 16/32/64/128. */
 #define PAD(DK) (Q ? launch(nb, [&] { k_gdn_pad_seqs<DK>(P, *Q); }) : \
 		    launch(nb, [&] { k_gdn_pad<DK>(P); }))
 #define REG(DK) (Q ? launch(nb, [&] { k_gdn_seqs<DK>(A, *Q); }) : \

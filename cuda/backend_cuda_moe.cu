@@ -1,0 +1,157 @@
+/*
+ * backend_cuda_moe.cu: the CUDA backend's mixture-of-experts ops (routing,
+ * the experts' products slot by slot, their gated sums) and the other ops
+ * of the MoE families: Gemma-4's GeGLU and soft-capping, step35's limited
+ * SwiGLU, head gate and dynamic conv (see backend_cuda.cu for the whole).
+ */
+#include "backend_cuda.cuh"
+
+/* --- the mixture of experts, Gemma-4's and step35's ops ----------------- */
+
+/*
+ * The experts' products: Y[ns][w->ne1 / n_exp] with slot s's row the
+ * product of input row s / per (of nx rows of x, ldx floats apart) with
+ * expert ids[s] of the stack w, each the bits of that row's product with
+ * that expert alone (gpu_moe_matvec), for any ns: the slots grouped by
+ * expert (backend_moe_group_set; the default where they share experts)
+ * run the decode kernels' row functions on up to 16 of an expert's slots
+ * at once, whose rows have the one-row bits, so no slot's sums depend on
+ * which or how many rows share its expert.
+ */
+static int
+moe_products(struct backend *be, const struct backend_weight *w, int n_exp, const float *x,
+    int ldx, int nx, int per, const int32_t *ids, int ns, float *Y)
+{
+	const float *xr = input_rows(be, x, ldx, w->ne0, CW(w)->ne0p, nx);
+
+	if (xr == NULL)
+		return -1;
+	if (gpu_moe_matvec(CB(be)->g, w->type, w->data, w->ne1 / n_exp, CW(w)->ne0p, n_exp, ids,
+	    ns, per, xr, nx, Y, wscale(w)) != 0)
+		return gfail(be, "moe");
+	return 0;
+}
+
+static int
+cu_moe_route(struct backend *be, const float *x, int ldx, int m, int n, int k, int32_t *ids,
+    float *w)
+{
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SOFTMAX, x, ldx, m, n, k, NULL, 0, 1.0f, NULL, ids,
+	    w) ? gfail(be, "moe_route") : 0;
+}
+
+/* backend_moe_route_scale: the per-expert scale in the router's kernel. */
+static int
+cu_moe_route_scale(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    const float *s, int32_t *ids, float *w)
+{
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SOFTMAX, x, ldx, m, n, k, NULL, 0, 1.0f, s, ids,
+	    w) ? gfail(be, "moe_route") : 0;
+}
+
+static int
+cu_moe_route_sigmoid(struct backend *be, const float *x, int ldx, int m, int n, int k,
+    const float *bias, int norm, float scale, int32_t *ids, float *w)
+{
+	return gpu_moe_route(CB(be)->g, GPU_ROUTE_SIGMOID, x, ldx, m, n, k, bias, norm, scale, NULL,
+	    ids, w) ? gfail(be, "moe_route_sigmoid") : 0;
+}
+
+/* Gate and up products per slot (c->moe), then silu(g) * u (limit: clamped) into f. */
+static int
+cu_moe_swiglu(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
+    const int32_t *ids, int k, float limit, float *f)
+{
+	int64_t nf = wg->ne1 / n_exp, ns = (int64_t)m * k;
+	float *G = (float *)buf_get(be, &CB(be)->moe, (size_t)(2 * ns * nf) * 4);
+
+	if (G == NULL || ns > INT32_MAX ||
+	    moe_products(be, wg, n_exp, x, ldx, m, k, ids, (int)ns, G) ||
+	    moe_products(be, wu, n_exp, x, ldx, m, k, ids, (int)ns, G + ns * nf))
+		return -1;
+	return gpu_moe_act(CB(be)->g, GPU_MOE_SWIGLU, G, G + ns * nf, ns, nf, limit, f) ?
+	    gfail(be, "moe_swiglu") : 0;
+}
+
+/* Each slot's gate and up rows in one product (c->moe), then gelu_tanh(g) * u into f. */
+static int
+cu_moe_geglu(struct backend *be, const struct backend_weight *wgu, int n_exp, const float *x,
+    int ldx, int m, const int32_t *ids, int k, float *f)
+{
+	int64_t nf = wgu->ne1 / n_exp / 2, ns = (int64_t)m * k;
+	float *Y = (float *)buf_get(be, &CB(be)->moe, (size_t)(2 * ns * nf) * 4);
+
+	if (Y == NULL || ns > INT32_MAX ||
+	    moe_products(be, wgu, n_exp, x, ldx, m, k, ids, (int)ns, Y))
+		return -1;
+	return gpu_moe_act(CB(be)->g, GPU_MOE_GEGLU, Y, NULL, ns, nf, 0.0f, f) ?
+	    gfail(be, "moe_geglu") : 0;
+}
+
+/* The down product per slot (c->moe), then the weighted sum of each row's k into y. */
+static int
+cu_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp, const float *f,
+    int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
+{
+	int64_t ne = wd->ne1 / n_exp, ns = (int64_t)m * k;
+	float *D = (float *)buf_get(be, &CB(be)->moe, (size_t)(ns * ne) * 4);
+
+	if (D == NULL || ns > INT32_MAX ||
+	    moe_products(be, wd, n_exp, f, (int)wd->ne0, (int)ns, 1, ids, (int)ns, D))
+		return -1;
+	return gpu_moe_combine(CB(be)->g, D, m, k, ne, w, y, ldy) ? gfail(be, "moe_down") : 0;
+}
+
+static int
+cu_add_gated(struct backend *be, float *y, int ldy, const float *x, int ldx, const float *g,
+    int ldg, int m, int n)
+{
+	return gpu_add_gated(CB(be)->g, y, ldy, x, ldx, g, ldg, m, n) ? gfail(be, "add_gated") : 0;
+}
+
+static int
+cu_dconv(struct backend *be, const float *x, int m, int n, const float *dyn, int ldd, int K,
+    int group, const float *base, float *y)
+{
+	return gpu_dconv(CB(be)->g, x, m, n, dyn, ldd, K, group, base, y) ? gfail(be, "dconv") : 0;
+}
+
+static int
+cu_moe_scale(struct backend *be, float *w, const int32_t *ids, int m, int k, const float *s)
+{
+	return gpu_moe_scale(CB(be)->g, w, ids, (int64_t)m * k, s) ? gfail(be, "moe_scale") : 0;
+}
+
+static int
+cu_swiglu_limit(struct backend *be, const float *g, const float *u, float *y, size_t n,
+    float limit)
+{
+	return gpu_swiglu_limit(CB(be)->g, g, u, y, (int64_t)n, limit) ?
+	    gfail(be, "swiglu_limit") : 0;
+}
+
+static int
+cu_head_gate(struct backend *be, float *x, int ldx, const float *g, int ldg, int m, int nh,
+    int hd)
+{
+	return gpu_head_gate(CB(be)->g, x, ldx, g, ldg, m, nh, hd) ? gfail(be, "head_gate") : 0;
+}
+
+
+/* The experts' and their models' ops: into the op table (backend_cuda_open). */
+void
+cu_ops_moe(struct backend_ops *o)
+{
+	o->moe_route = cu_moe_route;
+	o->moe_swiglu = cu_moe_swiglu;
+	o->moe_down = cu_moe_down;
+	o->add_gated = cu_add_gated;
+	o->moe_geglu = cu_moe_geglu;
+	o->moe_scale = cu_moe_scale;
+	o->moe_route_sigmoid = cu_moe_route_sigmoid;
+	o->swiglu_limit = cu_swiglu_limit;
+	o->head_gate = cu_head_gate;
+	o->dconv = cu_dconv;
+	o->moe_route_scale = cu_moe_route_scale;
+}
