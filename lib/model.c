@@ -1636,6 +1636,7 @@ draft_head(struct model *md, struct src *ds, const char *path)
 	const struct model_hparams *hp = &md->hp;
 	int need = hp->arch != MODEL_ARCH_STEP35;
 	struct src_tensor t;
+	const void *host;
 	char b[96];
 
 	md->draft_ext = 1;
@@ -1645,8 +1646,8 @@ draft_head(struct model *md, struct src *ds, const char *path)
 			need |= md->draft_ranks != NULL &&
 			    src_tensor(ds, NAME(b, il, "nextn.shared_head_head.weight"), &t) != 0;
 	}
-	if (need && load_matrix(md, ds, "output.weight", 0, hp->n_embd, md->draft_ranks->n,
-	    &md->draft_head) != 0)
+	if (need && load_matrix_host(md, ds, "output.weight", 0, hp->n_embd, md->draft_ranks->n,
+	    &md->draft_head, &host, &md->draft_type) != 0)
 		return draft_err(md, path);
 	return 0;
 }
@@ -2216,9 +2217,11 @@ model_draft_ranks(const struct model *md, int *type, int *external)
 		md = md->asst;
 	if (md->draft_ranks == NULL)
 		return NULL;
-	if (type != NULL)	/* the trimmed rows: the head's, else the first NextN block's */
-		*type = md->draft_head.data != NULL || md->hp.n_mtp < 1 ? md->draft_head.type :
-		    md->layers[md->hp.n_layer].head.type;
+	if (type != NULL)	/* the trimmed rows' type as the file holds them (a device's
+				 * copy may be F32): the head's, else the first NextN block's */
+		*type = md->draft_head.data == NULL && md->hp.n_mtp >= 1 ?
+		    md->layers[md->hp.n_layer].head_type : md->draft_ext && !md->draft_self ?
+		    md->draft_type : md->head_type;
 	if (external != NULL)
 		*external = md->draft_ext && !md->draft_self;
 	return md->draft_ranks;
