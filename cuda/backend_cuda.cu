@@ -1,8 +1,9 @@
 /*
  * backend_cuda: the op table of lib/backend.h on one CUDA device, over
- * cuda/gpu.h's kernels plus the small ones the table needs here (RoPE in
- * both modes with strides, conv1d with snapshots, the whole gated delta
- * rule step with its gates and norms, activations, fill).
+ * cuda/gpu.h's kernels plus the small ones the table needs in its own files
+ * (RoPE in both modes with strides and qk_norm_rope: backend_cuda_attn.cu;
+ * conv1d with snapshots and the whole gated delta rule step with its gates
+ * and norms: backend_cuda_gdn.cu, gdn_step.cuh; activations, fill: here).
  *
  * Memory is device memory (backend_host() == 0).  Weights are copied to
  * the device once at weight_init.  Every op is queued on the gpu's
