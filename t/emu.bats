@@ -144,13 +144,15 @@ emu_cc() {
 	}
 	awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 } p { print }
 	    /^mvk_row\(/ { inrow = 1 } inrow && /^}$/ { exit }' cuda/matvec_qk.cu >"$D/mvk.inc"
-	! grep -q '__global__' "$D/mvk.inc" || {
-		echo "cuda/matvec_qk.cu: a kernel sits between mvk_bs and mvk_row (matvec-qkt-kern takes device functions only)"
-		return 1
-	}
 	awk '/^#define GPU_IQ4_N0 / { p = 1 } p { print } p && /^}$/ { exit }' cuda/gpu_impl.cuh >"$D/iq4.inc"
 	awk '/^enum \{ XS_BS = / { p = 1 } p { print } /^xs_row\(/ { inrow = 1 }
 	    inrow && /^}$/ { exit }' cuda/matvec_iq4.cu >"$D/xs.inc"
+	for inc in mvk iq4 xs; do	# the cuts hold device functions only
+		! grep -q '__global__' "$D/$inc.inc" || {
+			echo "$inc.inc: a kernel inside the awk cut (matvec-qkt-kern takes device functions only: keep kernels after the cut)"
+			return 1
+		}
+	done
 	g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas -I"$D" \
 	    -Icuda -Ilib -c -o "$D/kern.o" tools/matvec-qkt-kern.cc
 	cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -DQKT_KERN -Ilib -o "$D/qkt-kern" \
