@@ -4,11 +4,11 @@ bats_require_minimum_version 1.5.0
 # to its verdict line.  Four compile the kernels' own text (attn-prefill,
 # gdn-chunk, gdn-step: the .cuh files cuda/ includes; matvec-qkt-emu -k:
 # cuda/matvec_qkt.cuh's device code through tools/matvec-qkt-kern.cc, with
-# k_mvk's cut out of cuda/matvec_qk.cu by awk), so a change there that
-# breaks their indexing, masks or bit-for-bit properties fails here.  The
-# others (matvec-*, mmq, norm-q8) replay the kernels by hand in C and compare
-# with lib/quant: they fail when lib/quant moves, not when cuda/ does (keep
-# them in step by hand).
+# k_mvk's and k_iq4's from matvec_qk.cuh, matvec_iq4.cuh and gpu_iq4.cuh),
+# so a change there that breaks their indexing, masks or bit-for-bit
+# properties fails here.  The others (matvec-*, mmq, norm-q8) replay the
+# kernels by hand in C and compare with lib/quant: they fail when lib/quant
+# moves, not when cuda/ does (keep them in step by hand).
 setup() {
 	load helper
 	cd "$TOP" || return 1
@@ -129,31 +129,10 @@ emu_cc() {
 	done
 }
 
-@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (matvec_qk.cu's, cut by awk) and of k_iq4's for IQ4_XS (matvec_iq4.cu's)" {
+@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (cuda/matvec_qk.cuh) and of k_iq4's for IQ4_XS (cuda/matvec_iq4.cuh)" {
 	need_cc
 	need_cxx c++17 vector
-	grep -q '^/\* Bytes of one super-block of type T\. \*/$' cuda/matvec_qk.cu &&
-	    grep -q '^mvk_row(' cuda/matvec_qk.cu || {
-		echo "cuda/matvec_qk.cu: the markers of matvec-qkt-kern's awk cut moved (its header)"
-		return 1
-	}
-	grep -q '^#define GPU_IQ4_N0 ' cuda/gpu_impl.cuh && grep -q '^gpu_iq4x8(' cuda/gpu_impl.cuh &&
-	    grep -q '^enum { XS_BS = ' cuda/matvec_iq4.cu && grep -q '^xs_row(' cuda/matvec_iq4.cu || {
-		echo "cuda/gpu_impl.cuh, cuda/matvec_iq4.cu: the markers of matvec-qkt-kern's awk cuts moved (its header)"
-		return 1
-	}
-	awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 } p { print }
-	    /^mvk_row\(/ { inrow = 1 } inrow && /^}$/ { exit }' cuda/matvec_qk.cu >"$D/mvk.inc"
-	awk '/^#define GPU_IQ4_N0 / { p = 1 } p { print } p && /^}$/ { exit }' cuda/gpu_impl.cuh >"$D/iq4.inc"
-	awk '/^enum \{ XS_BS = / { p = 1 } p { print } /^xs_row\(/ { inrow = 1 }
-	    inrow && /^}$/ { exit }' cuda/matvec_iq4.cu >"$D/xs.inc"
-	for inc in mvk iq4 xs; do	# the cuts hold device functions only
-		! grep -q '__global__' "$D/$inc.inc" || {
-			echo "$inc.inc: a kernel inside the awk cut (matvec-qkt-kern takes device functions only: keep kernels after the cut)"
-			return 1
-		}
-	done
-	g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas -I"$D" \
+	g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas \
 	    -Icuda -Ilib -c -o "$D/kern.o" tools/matvec-qkt-kern.cc
 	cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -DQKT_KERN -Ilib -o "$D/qkt-kern" \
 	    tools/matvec-qkt-emu.c "$D/kern.o" lib/quant*.c lib/util.c -lm -lstdc++

@@ -68,8 +68,8 @@
  *   cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emukt \
  *       tools/matvec-qkt-emu.c lib/quant*.c lib/util.c -lm && /tmp/emukt 4 && /tmp/emukt 8
  *   /tmp/emukt 4 -p 1   (and 2, 3, 4; 8 with 1, 2, 3, 5, 6: FAIL lines, exit 1)
- *   (awk cuts of mvk.inc, iq4.inc, xs.inc: tools/matvec-qkt-kern.cc's header) && g++ -O2 \
- *       -std=c++17 -ffp-contract=off -fno-strict-aliasing -I/tmp -Icuda -Ilib \
+ *   g++ -O2 \
+ *       -std=c++17 -ffp-contract=off -fno-strict-aliasing -Icuda -Ilib \
  *       -c -o /tmp/kern.o tools/matvec-qkt-kern.cc && cc ... -DQKT_KERN -o /tmp/emukk \
  *       tools/matvec-qkt-emu.c /tmp/kern.o lib/quant*.c lib/util.c -lm -lstdc++ &&
  *       /tmp/emukk 4 -k && /tmp/emukk 8 -k

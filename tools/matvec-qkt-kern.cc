@@ -16,20 +16,13 @@
  * (the caller fills shared memory with garbage first).  __fmul_rn and the
  * rest round once (volatile floats, -ffp-contract=off); fp16 by lib/quant.
  * kern_mvk: the reference the same way, k_mvk's device code (mvk_bs ..
- * mvk_row, cut out of cuda/matvec_qk.cu by awk into mvk.inc) run lane by
- * lane, then its butterfly; for IQ4_XS k_iq4's (xs_row and what it calls,
- * cut out of cuda/matvec_iq4.cu into xs.inc), with gpu_iq4x8 and its table
- * words cut out of cuda/gpu_impl.cuh into iq4.inc (also what k_mvkt's
- * IQ4_XS step calls), prmt.b32 by the host.
+ * mvk_row: cuda/matvec_qk.cuh, as matvec_qk.cu includes it) run lane by
+ * lane, then its butterfly; for IQ4_XS k_iq4's (xs_row and what it calls:
+ * cuda/matvec_iq4.cuh), with gpu_iq4x8 and its table words
+ * (cuda/gpu_iq4.cuh, also what k_mvkt's IQ4_XS step calls), prmt.b32 by
+ * the host.
  * Build (t/emu.bats), in a directory D:
- *   awk '/^\/\* Bytes of one super-block of type T\. \*\/$/ { p = 1 } p { print }
- *       /^mvk_row\(/ { inrow = 1 } inrow && /^}$/ { exit }' cuda/matvec_qk.cu >D/mvk.inc
- * (no kernel between the two: matvec_qk.cu keeps its __global__ ones after)
- *   awk '/^#define GPU_IQ4_N0 / { p = 1 } p { print } p && /^}$/ { exit }' \
- *       cuda/gpu_impl.cuh >D/iq4.inc
- *   awk '/^enum \{ XS_BS = / { p = 1 } p { print } /^xs_row\(/ { inrow = 1 }
- *       inrow && /^}$/ { exit }' cuda/matvec_iq4.cu >D/xs.inc
- *   g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -ID -Icuda -Ilib \
+ *   g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Icuda -Ilib \
  *       -c -o D/kern.o tools/matvec-qkt-kern.cc
  * and link it with tools/matvec-qkt-emu.c built with -DQKT_KERN.
  */
@@ -84,22 +77,22 @@ static inline int __dp4a(int a, int b, int c)
 }
 
 /* matvec_qk.cu's, before it includes the file: its types, and k_mvk's
- * device code (mvk_bs .. mvk_row: mvk.inc, cut from the file by awk) */
+ * device code (mvk_bs .. mvk_row) */
 enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
-#include "mvk.inc"
+#include "matvec_qk.cuh"
 #define GPU_MOE_MT 16	/* gpu_impl.cuh's */
 
 /* gpu_impl.cuh's gpu_prmt: mv8-emu.h's prmt (prmt.b32 in its default
- * mode), then its gpu_iq4x8 (iq4.inc) and matvec_iq4.cu's IQ4_XS rows
- * (xs.inc) */
+ * mode), then its gpu_iq4x8 (gpu_iq4.cuh) and matvec_iq4.cu's IQ4_XS rows
+ * (matvec_iq4.cuh) */
 #include "mv8-emu.h"
 static inline uint32_t
 gpu_prmt(uint32_t a, uint32_t b, uint32_t s)
 {
 	return prmt(a, b, s);
 }
-#include "iq4.inc"
-#include "xs.inc"
+#include "gpu_iq4.cuh"
+#include "matvec_iq4.cuh"
 
 /* --- the block: 256 coroutines ------------------------------------------ */
 

@@ -1,0 +1,270 @@
+/*
+ * k_mvk's device code (cuda/matvec_qk.cu): a super-block's bytes, the
+ * pieces a lane reads and decodes, and mvk_row, one row's dot products
+ * with the Q8_K input.  Device functions only: matvec_qk.cu includes it
+ * after gpu_impl.cuh and its QK_T_* types, and tools/matvec-qkt-kern.cc
+ * runs it on the CPU over a shim of its own (t/emu.bats), so no kernel
+ * belongs here.
+ */
+#ifndef MEMRA_MATVEC_QK_CUH
+#define MEMRA_MATVEC_QK_CUH
+
+/* Bytes of one super-block of type T. */
+template <int T>
+struct mvk_bs {
+	enum { v = T == QK_T_Q4_K ? 144 : T == QK_T_Q5_K ? 176 : T == QK_T_IQ4_XS ? 136 : 210 };
+};
+
+/*
+ * The pieces of a super-block lane i of an L-lane group covers (P = 8 / L
+ * of them, p = 0..P-1), as (c, h) for Q4_K/Q5_K (quant bytes 32 c + 16 h
+ * .. + 15 = 16 i + 64 p: values 16 h .. 16 h + 15 of sub-blocks 2c and
+ * 2c + 1; a group's load p reads 16 L contiguous bytes) and as (n, sub)
+ * for Q6_K (values 128 n + 32 t + 8 sub .. + 7, t = 0..3).
+ */
+__device__ __forceinline__ int
+pc_c(int i, int p)
+{
+	return (i >> 1) + 2 * p;
+}
+
+__device__ __forceinline__ int
+pc_h(int i)
+{
+	return i & 1;
+}
+
+template <int L>
+__device__ __forceinline__ int
+p6_n(int i)
+{
+	return L == 8 ? i >> 2 : i >> 1;
+}
+
+template <int L>
+__device__ __forceinline__ int
+p6_sub(int i, int p)
+{
+	return L == 8 ? i & 3 : 2 * (i & 1) + p;
+}
+
+/* The raw words of one super-block a lane needs (all loaded before use,
+ * so a group's two blocks are in flight together). */
+template <int L>
+struct mvk_w {
+	enum { P = 8 / L };
+	int4	h;		/* Q4_K/Q5_K: d, dmin, scales[12] */
+	int4	qs[P];		/* Q4_K/Q5_K: quant bytes of piece p */
+	int4	qh[P];		/* Q5_K: high bits of positions 16 h .. 16 h + 15 */
+	uint32_t a[P][2], b[P][2], c[P][2];	/* Q6_K: ql, ql + 32, qh of piece p */
+	uint32_t s[2];		/* Q6_K: scales 8 n .. 8 n + 7 */
+	unsigned short d;	/* Q6_K: d */
+};
+
+/* 8 bytes at a 2-byte aligned p, from aligned 4-byte words. */
+__device__ __forceinline__ void
+ld8(const uint8_t *p, uint32_t *o)
+{
+	const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+	unsigned sh = ((uintptr_t)p & 2) * 8;
+	uint32_t w0 = __ldg(w), w1 = __ldg(w + 1), w2 = sh ? __ldg(w + 2) : 0;
+
+	o[0] = __funnelshift_r(w0, w1, sh);
+	o[1] = sh ? __funnelshift_r(w1, w2, sh) : w1;
+}
+
+template <int T, int L>
+__device__ __forceinline__ void
+mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
+{
+#pragma unroll
+	for (int p = 0; p < 8 / L; p++) {
+		if (T == QK_T_Q6_K) {
+			int n = p6_n<L>(i), sub = p6_sub<L>(i, p);
+			ld8(blk + 64 * n + 8 * sub, w->a[p]);
+			ld8(blk + 64 * n + 32 + 8 * sub, w->b[p]);
+			ld8(blk + 128 + 32 * n + 8 * sub, w->c[p]);
+		} else {
+			int c = pc_c(i, p), h = pc_h(i);
+			w->qs[p] = __ldg((const int4 *)(blk + (T == QK_T_Q5_K ? 48 : 16) + 32 * c + 16 * h));
+			if (T == QK_T_Q5_K)
+				w->qh[p] = __ldg((const int4 *)(blk + 16 + 16 * h));
+		}
+	}
+	if (T == QK_T_Q6_K) {
+		ld8(blk + 192 + 8 * p6_n<L>(i), w->s);
+		w->d = __ldg((const unsigned short *)(blk + 208));
+	} else
+		w->h = __ldg((const int4 *)blk);
+}
+
+/* Four 6-bit values u (bytes 0..63) less 32 each, as int8: u + 96 stays
+ * below 256 (no carry into the next byte) and is 128 + (u - 32); flipping
+ * bit 7 leaves u - 32 in two's complement.  Two instructions (__vsub4:
+ * three). */
+__device__ __forceinline__ int
+q6_sub32(uint32_t u)
+{
+	return (int)((u + 0x60606060u) ^ 0x80808080u);
+}
+
+/* Q6_K: the 32 values (as 0..63 - 32) of piece p, t = 0..3 by 2 words. */
+template <int L>
+__device__ __forceinline__ void
+q6_vals(const struct mvk_w<L> *w, int p, int v[4][2])
+{
+#pragma unroll
+	for (int k = 0; k < 2; k++) {
+		uint32_t a = w->a[p][k], bq = w->b[p][k], h = w->c[p][k];
+		v[0][k] = q6_sub32((a & 0x0F0F0F0Fu) | (h & 0x03030303u) << 4);
+		v[1][k] = q6_sub32((bq & 0x0F0F0F0Fu) | (h >> 2 & 0x03030303u) << 4);
+		v[2][k] = q6_sub32((a >> 4 & 0x0F0F0F0Fu) | (h >> 4 & 0x03030303u) << 4);
+		v[3][k] = q6_sub32((bq >> 4 & 0x0F0F0F0Fu) | (h >> 6 & 0x03030303u) << 4);
+	}
+}
+
+/*
+ * acc[j] += the float term of lane i's part of super-block b (words w)
+ * against input row j; on = 0 (a block past the row's end) adds nothing.
+ */
+template <int T, int M, int L>
+__device__ __forceinline__ void
+mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
+    const int8_t *__restrict__ q, const float *__restrict__ dk,
+    const int16_t *__restrict__ bs, int m, float *acc)
+{
+	enum { P = 8 / L };
+
+	if (T == QK_T_Q6_K) {
+		/* scales 8n + (sub >> 1) + 2t: bytes (sub >> 1) + 2t of the 8 at 192 + 8n
+		 * (sub >> 1 is the same for every piece of a lane) */
+		int hs = 8 * (p6_sub<L>(i, 0) >> 1), sc[4], v[P][4][2];
+		sc[0] = (int)(int8_t)(w->s[0] >> hs);
+		sc[1] = (int)(int8_t)(w->s[0] >> (hs + 16));
+		sc[2] = (int)(int8_t)(w->s[1] >> hs);
+		sc[3] = (int)(int8_t)(w->s[1] >> (hs + 16));
+#pragma unroll
+		for (int p = 0; p < P; p++)
+			q6_vals<L>(w, p, v[p]);
+		float d = __half2float(__ushort_as_half(w->d));
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			int is = 0;
+#pragma unroll
+			for (int p = 0; p < P; p++) {
+				const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 128 * p6_n<L>(i) +
+				    8 * p6_sub<L>(i, p);
+#pragma unroll
+				for (int t = 0; t < 4; t++) {
+					int2 y = on ? *(const int2 *)(xq + 32 * t) : make_int2(0, 0);
+					is += sc[t] * __dp4a(v[p][t][1], y.y, __dp4a(v[p][t][0], y.x, 0));
+				}
+			}
+			if (on) {
+				float dy = dk[(size_t)j * (ne0 / 256) + b];
+				acc[j] = __fadd_rn(acc[j], __fmul_rn(__fmul_rn(d, dy), (float)is));
+			}
+		}
+	} else {
+		uint32_t u0 = (uint32_t)w->h.y, u1 = (uint32_t)w->h.z, u2 = (uint32_t)w->h.w;
+		int h = pc_h(i), sc0[P], sc1[P], m0[P], m1[P], lo[P][4], hi[P][4];
+#pragma unroll
+		for (int p = 0; p < P; p++) {
+			/* get_scale_min_k4 of sub-blocks 2c, 2c + 1 (lib/quant_impl.h
+			 * qi_scale_min_k4_all) */
+			int c = pc_c(i, p), sh = 16 * (c & 1);
+			uint32_t vs = c < 2 ? u0 & 0x3F3F3F3Fu :
+			    (u2 & 0x0F0F0F0Fu) | (u0 >> 6 & 0x03030303u) << 4;
+			uint32_t vm = c < 2 ? u1 & 0x3F3F3F3Fu :
+			    (u2 >> 4 & 0x0F0F0F0Fu) | (u1 >> 6 & 0x03030303u) << 4;
+			sc0[p] = (int)(vs >> sh & 0xFF), sc1[p] = (int)(vs >> (sh + 8) & 0xFF);
+			m0[p] = (int)(vm >> sh & 0xFF), m1[p] = (int)(vm >> (sh + 8) & 0xFF);
+			uint32_t qw[4] = { (uint32_t)w->qs[p].x, (uint32_t)w->qs[p].y,
+			    (uint32_t)w->qs[p].z, (uint32_t)w->qs[p].w };
+			uint32_t hw[4] = { (uint32_t)w->qh[p].x, (uint32_t)w->qh[p].y,
+			    (uint32_t)w->qh[p].z, (uint32_t)w->qh[p].w };
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				uint32_t l = qw[k] & 0x0F0F0F0Fu, u = qw[k] >> 4 & 0x0F0F0F0Fu;
+				if (T == QK_T_Q5_K) {
+					l |= (hw[k] >> (2 * c) & 0x01010101u) << 4;
+					u |= (hw[k] >> (2 * c + 1) & 0x01010101u) << 4;
+				}
+				lo[p][k] = (int)l, hi[p][k] = (int)u;
+			}
+		}
+		uint32_t dm = (uint32_t)w->h.x;
+		float d = __half2float(__ushort_as_half((unsigned short)(dm & 0xFFFF)));
+		float dmin = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+#pragma unroll
+		for (int j = 0; j < M; j++) {
+			if (j >= m)
+				break;
+			int is = 0, ms = 0;
+			const int16_t *bj = bs + (size_t)j * (ne0 / 16) + b * 16 + h;
+#pragma unroll
+			for (int p = 0; p < P; p++) {
+				int c = pc_c(i, p);
+				const int8_t *xq = q + (size_t)j * ne0 + b * 256 + 64 * c + 16 * h;
+				int4 ya = on ? *(const int4 *)xq : make_int4(0, 0, 0, 0);
+				int4 yb = on ? *(const int4 *)(xq + 32) : make_int4(0, 0, 0, 0);
+				int sa = __dp4a(lo[p][0], ya.x, 0), sb = __dp4a(hi[p][0], yb.x, 0);
+				sa = __dp4a(lo[p][1], ya.y, sa), sb = __dp4a(hi[p][1], yb.y, sb);
+				sa = __dp4a(lo[p][2], ya.z, sa), sb = __dp4a(hi[p][2], yb.z, sb);
+				sa = __dp4a(lo[p][3], ya.w, sa), sb = __dp4a(hi[p][3], yb.w, sb);
+				is += sa * sc0[p] + sb * sc1[p];
+				if (on)
+					ms += m0[p] * (int)bj[4 * c] + m1[p] * (int)bj[4 * c + 2];
+			}
+			if (on) {
+				float dy = dk[(size_t)j * (ne0 / 256) + b];
+				acc[j] = __fadd_rn(acc[j], __fsub_rn(__fmul_rn(__fmul_rn(d, dy), (float)is),
+				    __fmul_rn(__fmul_rn(dmin, dy), (float)ms)));
+			}
+		}
+	}
+}
+
+/*
+ * One warp per weight row (the file comment), NG = 32 / L groups; group g
+ * takes blocks g, g + NG, ..., two at a time (both loaded first), adding
+ * them in block order; the lanes' sums are added by a butterfly over the
+ * warp (xor 1, 2, 4, 8, 16).  mvk_row: k_mvk's loop as a function, each
+ * lane's part of the sums of the weight row at wr with the m (<= M)
+ * quantized input rows into acc[], for the experts' k_moe_mvk: the same
+ * operations in the same order as k_mvk's (which keeps its own copy: its
+ * code as it was measured), so an expert's one-row product is k_mvk<T, 1,
+ * L>'s bit for bit (kernel-check's "be moe_* =1row").
+ */
+template <int T, int M, int L>
+__device__ __forceinline__ void
+mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
+{
+	enum { BS = mvk_bs<T>::v, NG = 32 / L };
+	int g = lane / L, i = lane % L;
+	int64_t ne0 = (int64_t)nb * 256;
+
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
+		struct mvk_w<L> w0, w1;
+		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
+		if (on0)
+			mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
+		else
+			w0 = mvk_w<L>();
+		if (on1)
+			mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
+		else
+			w1 = mvk_w<L>();
+		mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
+		if (b0 + NG < nb)	/* warp-uniform */
+			mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
+	}
+}
+
+#endif
