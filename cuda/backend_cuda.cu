@@ -189,12 +189,6 @@ cu_copy(struct backend *be, float *dst, const float *src, size_t n)
 	return gpu_copy(CB(be)->g, dst, src, n * 4) ? gfail(be, "copy") : 0;
 }
 
-unsigned
-nblk(size_t n, unsigned b)
-{
-	return (unsigned)((n + b - 1) / b);
-}
-
 int
 launched(struct backend *be, const char *op)
 {

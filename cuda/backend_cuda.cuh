@@ -102,12 +102,18 @@ CW(const struct backend_weight *w)
 }
 
 
+/* Blocks of b threads for n items. */
+static inline unsigned
+nblk(size_t n, unsigned b)
+{
+	return (unsigned)((n + b - 1) / b);
+}
+
 /* backend_cuda.cu: errors, scratch, copies and launches. */
 int	gfail(struct backend *be, const char *op);
 void	*buf_get(struct backend *be, struct cuda_buf *b, size_t n);
 int	copy_rows(struct backend *be, float *d, size_t ldd, const float *s, size_t lds,
 	    size_t n, size_t rows);
-unsigned nblk(size_t n, unsigned b);
 int	launched(struct backend *be, const char *op);
 void	*put_small(struct backend *be, const void *h, size_t n);
 void	*upload(struct backend *be, const void *h, size_t n);

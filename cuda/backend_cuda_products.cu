@@ -29,7 +29,7 @@ cu_rmsnorm_gated(struct backend *be, const float *x, const float *z,
 const float *
 wscale(const struct backend_weight *w)
 {
-	return ((struct cuda_weight *)w->priv)->d_scale;
+	return CW(w)->d_scale;
 }
 
 /*

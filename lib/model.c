@@ -665,8 +665,8 @@ set_scale(struct model *md, const char *name, struct backend_weight *w, const fl
 }
 
 /*
- * A matrix [ne1][ne0] by name into w; *host (when not NULL) gets its host
- * bytes (mapped or read).  scaled 0: no NVFP4 `.scale` sidecar; else the
+ * A matrix [ne1][ne0] by name into w; *host and *host_type (each when not
+ * NULL) get its host bytes (mapped or read) and their type.  scaled 0: no NVFP4 `.scale` sidecar; else the
  * experts of the stack (1: a plain matrix), one scale each allowed.
  * Absent and optional: 0, w left empty.
  */
@@ -691,7 +691,9 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 	}
 	md->wbytes += quant_row_size(t.type >= 0 ? t.type : QUANT_F32, ne0) * ne1;
 	if (host != NULL)
-		*host = t.data, *host_type = t.type;
+		*host = t.data;
+	if (host_type != NULL)
+		*host_type = t.type;
 	if (scaled && src_scales(md, s, name, scaled, &sv, &ns) != 0) {
 		free(sv);
 		return -1;
@@ -714,7 +716,9 @@ load_matrix_ex(struct model *md, struct src *s, const char *name, int optional,
 		return -1;
 	}
 	if (host != NULL)
-		*host = buf, *host_type = type;
+		*host = buf;
+	if (host_type != NULL)
+		*host_type = type;
 	/* F32 rows of an NVFP4 tensor already carry its per-tensor (per-expert) scale */
 	if (type == QUANT_F32 && sv != NULL) {
 		ns = 1;
@@ -1636,7 +1640,6 @@ draft_head(struct model *md, struct src *ds, const char *path)
 	const struct model_hparams *hp = &md->hp;
 	int need = hp->arch != MODEL_ARCH_STEP35;
 	struct src_tensor t;
-	const void *host;
 	char b[96];
 
 	md->draft_ext = 1;
@@ -1647,7 +1650,7 @@ draft_head(struct model *md, struct src *ds, const char *path)
 			    src_tensor(ds, NAME(b, il, "nextn.shared_head_head.weight"), &t) != 0;
 	}
 	if (need && load_matrix_host(md, ds, "output.weight", 0, hp->n_embd, md->draft_ranks->n,
-	    &md->draft_head, &host, &md->draft_type) != 0)
+	    &md->draft_head, NULL, &md->draft_type) != 0)
 		return draft_err(md, path);
 	return 0;
 }

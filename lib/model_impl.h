@@ -200,7 +200,7 @@ struct model {
 	void	*draft_buf;		/* the gathered rows of a self-trim */
 	struct ranks *draft_ranks;	/* d2t: draft row -> target id */
 	int	draft_ext;		/* 1: from an external draft GGUF */
-	int	draft_type;		/* its output.weight's type in the file (draft_head may hold F32) */
+	int	draft_type;		/* its output.weight's host type (draft_head may hold F32) */
 	struct gguf *dg;		/* the external draft, mapped */
 	int	draft_nx;		/* step35: NextN blocks of an attached draft GGUF (0: none) */
 	int	draft_self;		/* 1: the ranks trimmed the heads at load (a self-trim) */
