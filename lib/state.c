@@ -85,39 +85,70 @@ check_config(const struct state_config *c, char *err)
 	return 0;
 }
 
-/* n arrays of `each` floats; 0, or -1 when out of memory */
-static int
-alloc_set(struct backend *be, float ***set, int n, size_t each)
+/*
+ * Each set of a state's buffers (K, V, the recurrent states, their
+ * snapshots) is one backend allocation with the set's arrays inside it,
+ * set[0] at its start: a device allocates in pages (2 MiB on a GPU), so
+ * an allocation per cache would waste up to a page each (a 60-layer model's
+ * 120 caches a session), memory the scheduler's fit does not count.
+ */
+#define SET_ALIGN 16		/* floats: each array starts 64 bytes in */
+
+static size_t
+set_round(size_t n)
 {
-	if (n == 0 || each == 0)
+	return (n + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+}
+
+/* n arrays of size(c, i) floats into *set; 0, or -1 when out of memory */
+static int
+alloc_arrays(struct backend *be, float ***set, int n, const struct state_config *c,
+    size_t (*size)(const struct state_config *, int), size_t mul)
+{
+	size_t total = 0, at = 0;
+	float *base;
+
+	if (n == 0)
 		return 0;
-	if ((*set = calloc(n, sizeof **set)) == NULL)
-		return -1;
 	for (int i = 0; i < n; i++)
-		if (((*set)[i] = backend_alloc(be, each)) == NULL)
-			return -1;
+		total += set_round(size(c, i) * mul);
+	if (total == 0)
+		return 0;
+	if ((*set = calloc(n, sizeof **set)) == NULL ||
+	    (base = backend_alloc(be, total)) == NULL)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		(*set)[i] = base + at;
+		at += set_round(size(c, i) * mul);
+	}
 	return 0;
 }
 
-/* K or V: each cache's rows of kv_dim floats; 0, or -1 when out of memory */
-static int
-alloc_kv(struct backend *be, float ***set, const struct state_config *c)
+static size_t
+kv_floats(const struct state_config *c, int i)
 {
-	if (c->n_kv == 0)
-		return 0;
-	if ((*set = calloc(c->n_kv, sizeof **set)) == NULL)
-		return -1;
-	for (int i = 0; i < c->n_kv; i++)
-		if (((*set)[i] = backend_alloc(be, kv_rows(c, i) * c->kv_dim)) == NULL)
-			return -1;
-	return 0;
+	return kv_rows(c, i) * c->kv_dim;
+}
+
+static size_t
+conv_floats(const struct state_config *c, int i)
+{
+	(void)i;
+	return conv_size(c);
+}
+
+static size_t
+ssm_floats(const struct state_config *c, int i)
+{
+	(void)i;
+	return ssm_size(c);
 }
 
 static void
-free_set(struct backend *be, float **set, int n)
+free_set(struct backend *be, float **set)
 {
-	for (int i = 0; set != NULL && i < n; i++)
-		backend_mfree(be, set[i]);
+	if (set != NULL)
+		backend_mfree(be, set[0]);	/* the set's one allocation */
 	free(set);
 }
 
@@ -145,11 +176,12 @@ state_new(struct backend *be, const struct state_config *c, char *err)
 	}
 	s->be = be;
 	s->c = *c;
-	if (alloc_kv(be, &s->k, c) || alloc_kv(be, &s->v, c) ||
-	    alloc_set(be, &s->conv, c->n_rec, conv_size(c)) ||
-	    alloc_set(be, &s->ssm, c->n_rec, ssm_size(c)) ||
-	    alloc_set(be, &s->conv_snap, c->n_rec, conv_size(c) * c->n_snap) ||
-	    alloc_set(be, &s->ssm_snap, c->n_rec, ssm_size(c) * c->n_snap)) {
+	if (alloc_arrays(be, &s->k, c->n_kv, c, kv_floats, 1) ||
+	    alloc_arrays(be, &s->v, c->n_kv, c, kv_floats, 1) ||
+	    alloc_arrays(be, &s->conv, c->n_rec, c, conv_floats, 1) ||
+	    alloc_arrays(be, &s->ssm, c->n_rec, c, ssm_floats, 1) ||
+	    alloc_arrays(be, &s->conv_snap, c->n_rec, c, conv_floats, c->n_snap) ||
+	    alloc_arrays(be, &s->ssm_snap, c->n_rec, c, ssm_floats, c->n_snap)) {
 		util_err(err, "state: out of memory");
 		state_free(s);
 		return NULL;
@@ -209,12 +241,12 @@ state_free(struct state *s)
 		if (backend_use(s->part[i]->be) == 0)
 			state_free(s->part[i]);
 	free(s->part);
-	free_set(s->be, s->k, s->c.n_kv);
-	free_set(s->be, s->v, s->c.n_kv);
-	free_set(s->be, s->conv, s->c.n_rec);
-	free_set(s->be, s->ssm, s->c.n_rec);
-	free_set(s->be, s->conv_snap, s->c.n_rec);
-	free_set(s->be, s->ssm_snap, s->c.n_rec);
+	free_set(s->be, s->k);
+	free_set(s->be, s->v);
+	free_set(s->be, s->conv);
+	free_set(s->be, s->ssm);
+	free_set(s->be, s->conv_snap);
+	free_set(s->be, s->ssm_snap);
 	free(s);
 }
 

@@ -138,6 +138,34 @@ TEST(attention_only_states_truncate_and_copy)
 }
 
 /*
+ * Each set of buffers is one allocation: a device hands out memory in
+ * pages (2 MiB on a GPU), and a buffer a cache wasted up to a page each
+ * (a 60-layer model: 120 a session) past what the scheduler's fit counts.
+ * The caches of K lie one after another, each at a multiple of 16 floats;
+ * so do V's and the recurrent layers'.
+ */
+TEST(a_states_caches_are_one_allocation_a_set)
+{
+	char err[UTIL_ERRLEN];
+	struct state_config c = { .n_ctx = 10, .n_kv = 3, .kv_dim = 6, .n_ring = 1, .ring = 3,
+	    .n_rec = 2, .conv_dim = 8, .d_conv = 4, .n_v_heads = 2, .dk = 4, .dv = 4, .n_snap = 2 };
+	struct state *s = state_new(be, &c, err);
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	/* 10 x 6 = 60 floats, rounded to 64; the ring's 3 x 6 = 18 to 32 */
+	CHECK(state_k(s, 1) == state_k(s, 0) + 64 && state_k(s, 2) == state_k(s, 1) + 64);
+	CHECK(state_v(s, 1) == state_v(s, 0) + 64 && state_v(s, 2) == state_v(s, 1) + 64);
+	CHECK(state_conv(s, 1) == state_conv(s, 0) + 32);	/* (4 - 1) x 8 = 24 */
+	CHECK(state_ssm(s, 1) == state_ssm(s, 0) + 32);	/* 2 x 4 x 4 */
+	CHECK(state_conv_snap(s, 1) == state_conv_snap(s, 0) + 48);	/* 2 x 24 */
+	CHECK(state_ssm_snap(s, 1) == state_ssm_snap(s, 0) + 64);
+	CHECK_EQ_INT(state_bytes(&c), 4 * (2 * (2 * 60 + 18) + (24 + 32) * 2 * 3));
+	state_free(s);
+}
+
+/*
  * Rings (a sliding layer's cache): the last n_ring caches hold ring rows,
  * position p in row p % ring; the bytes count ring rows for them; a span
  * of positions wraps once; save and load copy every ring row; a copy
@@ -209,6 +237,7 @@ main(void)
 	RUN(push_and_rollback_refuse_what_they_cannot_do);
 	RUN(attention_only_states_truncate_and_copy);
 	RUN(ring_caches_keep_their_last_positions_in_rows_mod_ring);
+	RUN(a_states_caches_are_one_allocation_a_set);
 	backend_close(be);
 	return test_summary();
 }
