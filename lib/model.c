@@ -1059,6 +1059,40 @@ bind_gemma4_layer(struct model *md, struct src *s, int il)
 }
 
 /*
+ * Each cache's row width into md->kv_w when the layers' differ (gemma4's
+ * sliding layers 16 K/V heads of 256, global 4 of 512 on the 31B): each
+ * cache as large as its own rows, not the widest layer's.  A trunk whose
+ * state holds every cache only (a gemma4_assistant has none; a stage of a
+ * split model keeps the widest).
+ */
+static int
+kv_widths(struct model *md)
+{
+	const struct model_hparams *hp = &md->hp;
+	int w0 = -1, same = 1;
+
+	if (hp->arch != MODEL_ARCH_GEMMA4 || md->part || hp->n_mtp > 0 || hp->n_full == 0)
+		return 0;
+	for (int il = 0; il < hp->n_layer; il++)
+		if (md->layers[il].kv_own) {
+			int w = md->layers[il].nkv * md->layers[il].hd;
+
+			same = same && (w0 < 0 || w == w0);
+			w0 = w;
+		}
+	free(md->kv_w);	/* (a bind after a dry one) */
+	md->kv_w = NULL;
+	if (same)
+		return 0;
+	if ((md->kv_w = calloc(hp->n_full, sizeof *md->kv_w)) == NULL)
+		return util_err(md->err, "out of memory");
+	for (int il = 0; il < hp->n_layer; il++)
+		if (md->layers[il].kv_own)
+			md->kv_w[md->layers[il].cache] = md->layers[il].nkv * md->layers[il].hd;
+	return 0;
+}
+
+/*
  * gemma4's layer shapes and caches: a layer before the shared ones makes
  * its own K/V (a cache of its own); a shared one (the last n_kv_shared)
  * reads the cache of the last earlier layer of its kind (sliding or
@@ -1096,7 +1130,7 @@ plan_gemma4(struct model *md, struct src *s)
 			return util_err(md->err, "layer %d shares K/V, but no earlier %s layer "
 			    "of its shape makes them", il, L->swa ? "sliding" : "global");
 	}
-	return 0;
+	return kv_widths(md);
 }
 
 /* gemma4's weights: the token table, the per-layer inputs, the layers. */
@@ -2329,6 +2363,7 @@ model_close(struct model *md)
 	free(md->stage);
 	free(md->dev);
 	free(md->dry);
+	free(md->kv_w);
 	pipeline_link_close(md->link);
 	model_close(md->asst);
 	model_close(md->dfl);
@@ -2399,7 +2434,7 @@ model_host_free(struct model *md, float *p)
 }
 
 /* The widest K/V row of any cache (gemma4's layers differ: each cache is
- * [n_ctx][its own kv_dim] at the start of a buffer this wide). */
+ * [n_ctx][its own width], model_kv_width). */
 static int
 model_kv_dim(const struct model *md)
 {
@@ -2437,6 +2472,7 @@ state_shape(const struct model *md, int n_ctx, int n_snap)
 		.kv_dim = model_kv_dim(md), .n_rec = md->n_rec_own,
 		.conv_dim = md->n_rec_own ? model_conv_dim(hp) : 0, .d_conv = hp->d_conv,
 		.n_v_heads = hp->n_v_heads, .dk = hp->dk, .dv = hp->dv, .n_snap = n_snap,
+		.kv_w = md->stage == NULL ? md->kv_w : NULL,
 	};
 
 	return c;

@@ -270,8 +270,9 @@ struct state *model_state_new(struct model *, int n_ctx, int n_snap, char *err);
 /*
  * The row width of KV cache i of the model's states (0 <= i < their
  * state_config's n_kv): a gemma4 state's caches differ (each is [n_ctx]
- * [its layer's K/V heads x head size] at the start of a buffer kv_dim
- * wide); any other model's are kv_dim.  -1 for an i out of range.
+ * [its layer's K/V heads x head size], state_config's kv_w; a stage of a
+ * split model's at the start of a buffer kv_dim wide); any other model's
+ * are kv_dim.  -1 for an i out of range.
  */
 int	model_kv_width(const struct model *, int i);
 

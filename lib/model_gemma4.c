@@ -32,8 +32,9 @@
  * The state: every layer that makes K/V keeps a full cache of n_ctx rows
  * (the sliding ones too: the window is a mask over it, not a ring), so
  * that shared layers, rollback and batched sequences need nothing more.
- * Each cache is [n_ctx][nkv * hd] of its layer at the start of a buffer
- * of the widest layer's size.
+ * Each cache is [n_ctx][nkv * hd] of its layer, as large as that
+ * (model_kv_width; a stage of a split model's at the start of a buffer of
+ * the widest layer's size).
  */
 
 static int

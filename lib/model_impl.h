@@ -248,6 +248,8 @@ struct model {
 	int	l0, l1;
 	int	first, last;
 	int	n_kv_own, n_rec_own;	/* a stage's caches: its part of a state */
+	int	*kv_w;		/* [n_kv_own] each cache's row width (gemma4's differ); NULL:
+				 * every cache model_kv_dim wide */
 	uint64_t wbytes;		/* bytes of the weights bound */
 	int	dry_run;		/* 1: a dry bind counts bytes, loads nothing */
 	uint64_t *dry;			/* [n_layer + n_mtp + 2]: each layer's bytes, the

@@ -10,7 +10,7 @@ struct state {
 	struct state_config c;
 	int	pos;
 	int	batch_p0, batch_m;	/* the last snapped push; batch_m 0: none */
-	float	**k, **v;		/* [n_kv] -> [n_ctx][kv_dim] */
+	float	**k, **v;		/* [n_kv] -> [n_ctx][kv_width(i)] */
 	float	**conv, **ssm;		/* [n_rec] -> the live recurrent state */
 	float	**conv_snap, **ssm_snap;	/* [n_rec] -> [n_snap][...], NULL if n_snap 0 */
 	struct state **part;		/* [n_part] a split state's stages; NULL: none */
@@ -53,6 +53,13 @@ kv_rows(const struct state_config *c, int i)
 	return state_is_ring(c, i) ? (size_t)c->ring : (size_t)c->n_ctx;
 }
 
+/* Cache i's row width in floats. */
+static size_t
+kv_width(const struct state_config *c, int i)
+{
+	return (size_t)(c->kv_w != NULL ? c->kv_w[i] : c->kv_dim);
+}
+
 int
 state_kv_row(const struct state_config *c, int i, int pos)
 {
@@ -78,6 +85,10 @@ check_config(const struct state_config *c, char *err)
 		    c->ring);
 	if (c->n_kv > 0 && c->kv_dim <= 0)
 		return util_err(err, "state: kv_dim %d", c->kv_dim);
+	for (int i = 0; c->kv_w != NULL && i < c->n_kv; i++)
+		if (c->kv_w[i] < 1 || c->kv_w[i] > c->kv_dim)
+			return util_err(err, "state: cache %d: rows of %d floats (1..%d)", i,
+			    c->kv_w[i], c->kv_dim);
 	if (c->n_rec > 0 && (c->conv_dim <= 0 || c->d_conv < 2 || c->n_v_heads <= 0 ||
 	    c->dk <= 0 || c->dv <= 0))
 		return util_err(err, "state: bad recurrent shape (conv %d x %d, %d heads "
@@ -127,7 +138,7 @@ alloc_arrays(struct backend *be, float ***set, int n, const struct state_config 
 static size_t
 kv_floats(const struct state_config *c, int i)
 {
-	return kv_rows(c, i) * c->kv_dim;
+	return kv_rows(c, i) * kv_width(c, i);
 }
 
 static size_t
@@ -158,7 +169,7 @@ state_bytes(const struct state_config *c)
 	size_t kv = 0;
 
 	for (int i = 0; i < c->n_kv; i++)
-		kv += kv_rows(c, i) * c->kv_dim;
+		kv += kv_rows(c, i) * kv_width(c, i);
 	return sizeof(float) * (2 * kv +
 	    (conv_size(c) + ssm_size(c)) * (size_t)c->n_rec * (1 + (size_t)c->n_snap));
 }
@@ -388,26 +399,31 @@ state_rec_load(struct state *s, const float *src)
 size_t
 state_ring_floats(const struct state_config *c)
 {
-	return 2 * (size_t)c->n_ring * c->ring * c->kv_dim;
+	size_t n = 0;
+
+	for (int i = c->n_kv - c->n_ring; i < c->n_kv; i++)
+		n += 2 * (size_t)c->ring * kv_width(c, i);
+	return n;
 }
 
 /* Copy the rings to (save) or from (load) arr: each ring's K rows, then its V rows. */
 static int
 ring_move(struct state *s, float *arr, int save)
 {
-	size_t n = (size_t)s->c.ring * s->c.kv_dim;
+	float *p = arr;
 
 	if (s->part != NULL && s->c.n_ring > 0)
 		return util_err(s->err, "state: the rings of a split sequence are its stages' "
 		    "(state_part)");
 	for (int r = 0; r < s->c.n_ring; r++) {
 		int i = s->c.n_kv - s->c.n_ring + r;
-		float *p = arr + 2 * n * r;
+		size_t n = (size_t)s->c.ring * kv_width(&s->c, i);
 
 		if ((save ? backend_copy(s->be, p, s->k[i], n) || backend_copy(s->be, p + n,
 		    s->v[i], n) : backend_copy(s->be, s->k[i], p, n) ||
 		    backend_copy(s->be, s->v[i], p + n, n)) != 0)
 			return util_err(s->err, "state: %s", backend_errmsg(s->be));
+		p += 2 * n;
 	}
 	return 0;
 }
@@ -438,7 +454,7 @@ state_copy(struct state *dst, const struct state *src)
 			return util_err(dst->err, "stage %d: %s", p, dst->part[p]->err);
 	for (int i = 0; rc == 0 && i < n_kv; i++) {	/* the rows written: a ring's, all once full */
 		size_t used = ((size_t)src->pos < kv_rows(c, i) ? (size_t)src->pos : kv_rows(c, i)) *
-		    c->kv_dim;
+		    kv_width(c, i);
 
 		rc = backend_copy(dst->be, dst->k[i], src->k[i], used) ||
 		    backend_copy(dst->be, dst->v[i], src->v[i], used);

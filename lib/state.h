@@ -34,6 +34,10 @@ struct state_config {
 				 * row p % ring, so a ring keeps the last ring
 				 * positions written (0: none; every cache n_ctx rows) */
 	int	ring;
+	const int *kv_w;	/* NULL: every cache's rows kv_dim floats wide; else
+				 * [n_kv]: cache i's rows kv_w[i] (1..kv_dim) wide
+				 * (gemma4's layers differ); borrowed: the array
+				 * outlives the states (the model's) */
 };
 
 struct state;
@@ -148,8 +152,8 @@ int	state_kv_rows(const struct state_config *c, int i, int pos, int n);
 int	state_is_ring(const struct state_config *c, int i);
 
 /* Backend memory of cache i / recurrent layer l; NULL when out of range. */
-float	*state_k(struct state *, int i);	/* [n_ctx][kv_dim], a ring [ring][kv_dim] */
-float	*state_v(struct state *, int i);	/* [n_ctx][kv_dim], a ring [ring][kv_dim] */
+float	*state_k(struct state *, int i);	/* [n_ctx][width], a ring [ring][width] */
+float	*state_v(struct state *, int i);	/* [n_ctx][width], a ring [ring][width] */
 float	*state_conv(struct state *, int l);	/* [d_conv-1][conv_dim] */
 float	*state_ssm(struct state *, int l);	/* [n_v_heads][dk][dv] */
 float	*state_conv_snap(struct state *, int l);	/* [n_snap][d_conv-1][conv_dim] */

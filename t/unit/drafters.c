@@ -280,6 +280,22 @@ TEST(gemma4_assistant_in_the_batch_gives_the_plain_tokens)
 	contract(&g4);
 }
 
+/*
+ * A gemma4 state's caches are as wide as their layers' K/V rows: g4-dense's
+ * sliding layers 2 heads of 16, its global 2 of 32 (layers 2 and 4), so a
+ * position costs 2 (K, V) x 4 bytes x (3 x 32 + 2 x 64), not 5 x 64.
+ */
+TEST(gemma4_caches_are_as_wide_as_their_layers)
+{
+	int w[5] = { 32, 32, 64, 32, 64 };
+	size_t per = model_state_bytes(g4.m, 2, 0) - model_state_bytes(g4.m, 1, 0);
+
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_INT(model_kv_width(g4.m, i), w[i]);
+	CHECK_EQ_INT(model_kv_width(g4.m, 5), -1);
+	CHECK_EQ_INT(per, 2 * 4 * (3 * 32 + 2 * 64));
+}
+
 TEST(dflash2_in_the_batch_gives_the_plain_tokens)
 {
 	contract(&dfl);
@@ -656,6 +672,7 @@ main(void)
 	}
 	g4_reqs();
 	RUN(gemma4_assistant_in_the_batch_gives_the_plain_tokens);
+	RUN(gemma4_caches_are_as_wide_as_their_layers);
 	if ((dir = test_model_a("drafters")) != NULL) {
 		if ((a = model_open(dir, be, err)) == NULL || (fd = mkstemp(ranks)) < 0) {
 			printf("not ok model A: %s\n", a == NULL ? err : "mkstemp");

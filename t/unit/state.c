@@ -5,6 +5,7 @@
  * bit-identical outputs and state to plain one-token-at-a-time decode.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "state.h"
@@ -166,6 +167,42 @@ TEST(a_states_caches_are_one_allocation_a_set)
 }
 
 /*
+ * Caches of different widths (kv_w: gemma4's sliding and global layers):
+ * each as large as its own rows, the bytes counting each; a copy takes
+ * each cache's rows written at its width, rings save theirs; a width
+ * outside 1..kv_dim is refused.
+ */
+TEST(caches_of_their_own_widths)
+{
+	char err[UTIL_ERRLEN];
+	int kw[3] = { 8, 4, 2 }, bad[3] = { 8, 9, 2 };
+	struct state_config c = { .n_ctx = 10, .n_kv = 3, .kv_dim = 8, .n_ring = 1, .ring = 4,
+	    .kv_w = kw };
+	struct state *a = state_new(be, &c, err), *b = state_new(be, &c, err);
+
+	CHECK(a != NULL && b != NULL);
+	if (a == NULL || b == NULL)
+		goto out;
+	/* 10 x 8 = 80 floats (rounded to 80), 10 x 4 = 40 (48), the ring's 4 x 2 = 8 */
+	CHECK(state_k(a, 1) == state_k(a, 0) + 80 && state_k(a, 2) == state_k(a, 1) + 48);
+	CHECK_EQ_INT(state_bytes(&c), 4 * 2 * (80 + 40 + 8));
+	CHECK_EQ_INT(state_ring_floats(&c), 2 * 4 * 2);
+	for (int p = 0; p < 6; p++)
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < kw[i]; j++)
+				state_k(a, i)[state_kv_row(&c, i, p) * kw[i] + j] = 100 * i + 10 * p + j,
+				state_v(a, i)[state_kv_row(&c, i, p) * kw[i] + j] = -(100 * i + 10 * p + j);
+	CHECK(state_seek(a, 6) == 0 && state_copy(b, a) == 0);
+	CHECK(state_k(b, 0)[5 * 8 + 7] == 57 && state_v(b, 1)[5 * 4 + 3] == -153);
+	CHECK(state_k(b, 2)[(5 % 4) * 2 + 1] == 251 && state_v(b, 2)[(4 % 4) * 2] == -240);
+	c.kv_w = bad;
+	CHECK(state_new(be, &c, err) == NULL && strstr(err, "cache 1: rows of 9 floats") != NULL);
+out:
+	state_free(a);
+	state_free(b);
+}
+
+/*
  * Rings (a sliding layer's cache): the last n_ring caches hold ring rows,
  * position p in row p % ring; the bytes count ring rows for them; a span
  * of positions wraps once; save and load copy every ring row; a copy
@@ -238,6 +275,7 @@ main(void)
 	RUN(attention_only_states_truncate_and_copy);
 	RUN(ring_caches_keep_their_last_positions_in_rows_mod_ring);
 	RUN(a_states_caches_are_one_allocation_a_set);
+	RUN(caches_of_their_own_widths);
 	backend_close(be);
 	return test_summary();
 }
