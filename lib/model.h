@@ -194,6 +194,16 @@ size_t	model_stage_state_bytes(const struct model *, int s, int n_ctx, int n_sna
 int	model_step_rows(const struct model *);
 
 /*
+ * Activations for forwards of up to m rows on every stage, allocated now:
+ * a forward grows them to its rows when they hold fewer, so a scheduler
+ * reserves its largest forward (a prompt chunk) before it counts the
+ * memory left for sessions.  0, or -1 with model_errmsg ("activations for
+ * m rows: out of memory").  model_reserved: the rows every stage holds.
+ */
+int	model_reserve(struct model *, int m);
+int	model_reserved(const struct model *);
+
+/*
  * model_forward_seqs' groups of rows (since the model opened): its
  * forwards that ran, the groups of rows they ran (one sequence: one
  * group), the most rows one group held, and the most rows a group of the

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -424,6 +425,25 @@ stages_reserve(struct model *md, int m)
 			return stage_fail(md, s, sm);
 	}
 	return 0;
+}
+
+int
+model_reserve(struct model *md, int m)
+{
+	return stages_reserve(md, m);
+}
+
+int
+model_reserved(const struct model *md)
+{
+	int rows = INT_MAX;
+
+	for (int s = 0; s < model_stages(md); s++) {
+		const struct model *sm = model_stage(md, s);
+
+		rows = sm->act.cap < rows ? sm->act.cap : rows;
+	}
+	return rows;
 }
 
 /*

@@ -546,6 +546,10 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 	struct state_config dc;
 
 	memset(f, 0, sizeof *f);
+	/* a prompt chunk's activations first (a forward grows them to its rows; a
+	 * large vocabulary's logits rows alone are n_vocab floats each): not free */
+	if (model_reserve(m, s->c.chunk > model_step_rows(m) ? s->c.chunk : model_step_rows(m)))
+		return util_err(err, "%s", model_errmsg(m));
 	fit_devices(m, f, of);
 	for (int st = 0; st < model_stages(m); st++) {
 		size_t f0 = model_stage_state_bytes(m, st, 0, K + 1);

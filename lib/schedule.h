@@ -176,7 +176,9 @@ void	sched_free(struct sched *);
 /*
  * What serving model m costs: the bytes of one session's state (n_ctx
  * positions, snapshots for a verify of K + 1 rows) and how many such
- * sessions fit in the backend's free memory less the reserve.
+ * sessions fit in the backend's free memory less the reserve.  The
+ * model's activations for a prompt chunk's forward are allocated first
+ * (model_reserve), so the memory counted free is what sessions can have.
  *
  * A model split into pipeline stages (model_stages) keeps each stage's
  * part of a state on the stage's device: each device is counted on its

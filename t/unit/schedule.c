@@ -338,11 +338,16 @@ TEST(a_session_budget_that_cannot_fit_is_refused_naming_what_fits)
 
 	CHECK(backend_mem_info(be, &fr, &tot) == 0);
 	sched_config_defaults(&c, be, 1 << 20, 4096);
+	c.chunk = 1536;	/* more rows than any forward before this one */
+	c.step_prefill = c.step_prefill > c.chunk ? c.step_prefill : c.chunk;
+	CHECK(model_reserved(ma) < c.chunk);
 	s = sched_new(be, &c, err);
 	CHECK(s != NULL);
 	if (s == NULL)
 		return;
 	CHECK(sched_fit(s, ma, 0, &f, err) == 0);
+	/* the free memory it counted is after a prompt chunk's activations */
+	CHECK(model_reserved(ma) >= c.chunk);
 	CHECK(f.session == model_state_bytes(ma, 1 << 20, 1));
 	CHECK(f.fit < 4096);
 	/* max_ctx: the longest multiple of 256 at which 4096 sessions fit */
