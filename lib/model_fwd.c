@@ -47,6 +47,8 @@ model_act_reserve(struct model *md, int m)
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int cap = m > 16 ? m : 16, w = wide(hp), nv = hp->n_v_heads ? hp->n_v_heads : 1;
+	/* logits rows: a step's at most (a prompt's forward reads its last row's only) */
+	int lcap = cap < BACKEND_ROWS_MAX ? cap : BACKEND_ROWS_MAX;
 	int ff = hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp;
 
 	if (m <= a->cap)
@@ -64,7 +66,7 @@ model_act_reserve(struct model *md, int m)
 	    (a->b = backend_alloc(be, (size_t)cap * nv)) == NULL ||
 	    (a->f = backend_alloc(be, (size_t)cap * (ff > 0 ? ff : 1))) == NULL ||
 	    (a->u = backend_alloc(be, (size_t)cap * (ff > 0 ? ff : 1))) == NULL ||
-	    (a->logits = backend_alloc(be, (size_t)cap * hp->n_vocab)) == NULL ||
+	    (a->logits = backend_alloc(be, (size_t)lcap * hp->n_vocab)) == NULL ||
 	    (a->dpos = (int32_t *)backend_alloc(be, cap)) == NULL ||
 	    (a->pos = malloc(cap * sizeof *a->pos)) == NULL ||
 	    (a->hi = malloc(cap * sizeof *a->hi)) == NULL ||
@@ -74,7 +76,23 @@ model_act_reserve(struct model *md, int m)
 	    (md->dfl != NULL && (md->taps = backend_alloc(be, (size_t)md->dfl->hp.n_tap * cap *
 	    hp->n_embd)) == NULL))
 		return util_err(md->err, "activations for %d rows: out of memory", m);
-	a->cap = cap;
+	a->cap = cap, a->lcap = lcap;
+	return 0;
+}
+
+/* The logits buffer for a head of rows rows (grown, never shrunk). */
+static int
+logits_reserve(struct model *md, int rows)
+{
+	struct model_act *a = &md->act;
+
+	if (rows <= a->lcap)
+		return 0;
+	backend_mfree(md->be, a->logits);
+	a->lcap = 0;
+	if ((a->logits = backend_alloc(md->be, (size_t)rows * md->hp.n_vocab)) == NULL)
+		return util_err(md->err, "logits for %d rows: out of memory", rows);
+	a->lcap = rows;
 	return 0;
 }
 
@@ -334,6 +352,8 @@ head(struct model *md, const float *w, const struct backend_weight *hw, int m, i
 	struct backend *be = md->be;
 	size_t ne = hp->n_embd;
 
+	if ((logits || pk) && logits_reserve(md, rows) != 0)
+		return -1;
 	/* the head's product queued before the first read waits for the GPU */
 	if (backend_rmsnorm(be, a->x, ne, w, a->xn, ne, m, ne, hp->eps) ||
 	    ((logits || pk) && backend_matmul(be, hw, a->xn + (m - rows) * ne, ne, a->logits,

@@ -80,7 +80,9 @@ struct model_act {
 	float	*z, *o;		/* [cap][wide] */
 	float	*a, *b;		/* [cap][n_v] */
 	float	*f, *u;		/* [cap][n_ff]: the FFN's gate (then SwiGLU) and up */
-	float	*logits;	/* [cap][n_vocab] */
+	float	*logits;	/* [lcap][n_vocab]: a head's rows (a prompt's forward reads
+				 * one; grown by a head of more, model_fwd.c) */
+	int	lcap;
 	/* the mixture of experts (n_expert > 0) */
 	float	*rl;		/* [cap][n_expert] router logits */
 	float	*rw;		/* [cap][n_expert_used] routing weights */
