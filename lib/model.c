@@ -1059,40 +1059,6 @@ bind_gemma4_layer(struct model *md, struct src *s, int il)
 }
 
 /*
- * Each cache's row width into md->kv_w when the layers' differ (gemma4's
- * sliding layers 16 K/V heads of 256, global 4 of 512 on the 31B): each
- * cache as large as its own rows, not the widest layer's.  A trunk whose
- * state holds every cache only (a gemma4_assistant has none; a stage of a
- * split model keeps the widest).
- */
-static int
-kv_widths(struct model *md)
-{
-	const struct model_hparams *hp = &md->hp;
-	int w0 = -1, same = 1;
-
-	if (hp->arch != MODEL_ARCH_GEMMA4 || md->part || hp->n_mtp > 0 || hp->n_full == 0)
-		return 0;
-	for (int il = 0; il < hp->n_layer; il++)
-		if (md->layers[il].kv_own) {
-			int w = md->layers[il].nkv * md->layers[il].hd;
-
-			same = same && (w0 < 0 || w == w0);
-			w0 = w;
-		}
-	free(md->kv_w);	/* (a bind after a dry one) */
-	md->kv_w = NULL;
-	if (same)
-		return 0;
-	if ((md->kv_w = calloc(hp->n_full, sizeof *md->kv_w)) == NULL)
-		return util_err(md->err, "out of memory");
-	for (int il = 0; il < hp->n_layer; il++)
-		if (md->layers[il].kv_own)
-			md->kv_w[md->layers[il].cache] = md->layers[il].nkv * md->layers[il].hd;
-	return 0;
-}
-
-/*
  * gemma4's layer shapes and caches: a layer before the shared ones makes
  * its own K/V (a cache of its own); a shared one (the last n_kv_shared)
  * reads the cache of the last earlier layer of its kind (sliding or
@@ -1130,7 +1096,7 @@ plan_gemma4(struct model *md, struct src *s)
 			return util_err(md->err, "layer %d shares K/V, but no earlier %s layer "
 			    "of its shape makes them", il, L->swa ? "sliding" : "global");
 	}
-	return kv_widths(md);
+	return 0;
 }
 
 /* gemma4's weights: the token table, the per-layer inputs, the layers. */
@@ -1917,6 +1883,28 @@ struct part {
 	int	dry_run;
 };
 
+/*
+ * Each cache's row width into md->kv_w (model_kv_width) when they differ
+ * (gemma4's sliding layers 16 K/V heads of 256, global 4 of 512 on the
+ * 31B): each cache as large as its own rows, not the widest one's.  NULL
+ * when every cache is as wide (a stage of a split model keeps the widest).
+ */
+static int
+kv_widths(struct model *md)
+{
+	int n = md->n_kv_own, same = 1;
+
+	for (int i = 1; i < n; i++)
+		same = same && model_kv_width(md, i) == model_kv_width(md, 0);
+	if (same)
+		return 0;
+	if ((md->kv_w = calloc(n, sizeof *md->kv_w)) == NULL)
+		return util_err(md->err, "out of memory");
+	for (int i = 0; i < n; i++)
+		md->kv_w[i] = model_kv_width(md, i);
+	return 0;
+}
+
 static struct model *
 open_one(const char *path, struct backend *be, const struct model_options *o,
     const struct part *pt, char *err)
@@ -2015,8 +2003,13 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 		util_err(err, "%s: %s", path, md->err);
 		goto fail;
 	}
-	if (!md->part)	/* the state holds every cache */
+	if (!md->part) {	/* the state holds every cache */
 		md->n_kv_own = md->hp.n_full + md->hp.n_mtp, md->n_rec_own = md->hp.n_rec;
+		if (kv_widths(md) != 0) {
+			util_err(err, "%s: %s", path, md->err);
+			goto fail;
+		}
+	}
 	safetensors_close(s.st);	/* its weights were read into memory of ours */
 	free(dpath);
 	free(tpath);

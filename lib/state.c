@@ -111,18 +111,29 @@ set_round(size_t n)
 	return (n + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
 }
 
-/* n arrays of size(c, i) floats into *set; 0, or -1 when out of memory */
+static size_t
+kv_floats(const struct state_config *c, int i)
+{
+	return kv_rows(c, i) * kv_width(c, i);
+}
+
+/* Array i of a set: cache i's rows (kv, the state's config), or each floats (kv NULL). */
+static size_t
+array_floats(const struct state_config *kv, int i, size_t each)
+{
+	return kv != NULL ? kv_floats(kv, i) : each;
+}
+
+/* n arrays (array_floats) into *set; 0, or -1 when out of memory */
 static int
-alloc_arrays(struct backend *be, float ***set, int n, const struct state_config *c,
-    size_t (*size)(const struct state_config *, int), size_t mul)
+alloc_arrays(struct backend *be, float ***set, int n, const struct state_config *kv,
+    size_t each)
 {
 	size_t total = 0, at = 0;
 	float *base;
 
-	if (n == 0)
-		return 0;
 	for (int i = 0; i < n; i++)
-		total += set_round(size(c, i) * mul);
+		total += set_round(array_floats(kv, i, each));
 	if (total == 0)
 		return 0;
 	if ((*set = calloc(n, sizeof **set)) == NULL ||
@@ -130,29 +141,9 @@ alloc_arrays(struct backend *be, float ***set, int n, const struct state_config 
 		return -1;
 	for (int i = 0; i < n; i++) {
 		(*set)[i] = base + at;
-		at += set_round(size(c, i) * mul);
+		at += set_round(array_floats(kv, i, each));
 	}
 	return 0;
-}
-
-static size_t
-kv_floats(const struct state_config *c, int i)
-{
-	return kv_rows(c, i) * kv_width(c, i);
-}
-
-static size_t
-conv_floats(const struct state_config *c, int i)
-{
-	(void)i;
-	return conv_size(c);
-}
-
-static size_t
-ssm_floats(const struct state_config *c, int i)
-{
-	(void)i;
-	return ssm_size(c);
 }
 
 static void
@@ -169,7 +160,7 @@ state_bytes(const struct state_config *c)
 	size_t kv = 0;
 
 	for (int i = 0; i < c->n_kv; i++)
-		kv += kv_rows(c, i) * kv_width(c, i);
+		kv += kv_floats(c, i);
 	return sizeof(float) * (2 * kv +
 	    (conv_size(c) + ssm_size(c)) * (size_t)c->n_rec * (1 + (size_t)c->n_snap));
 }
@@ -187,12 +178,11 @@ state_new(struct backend *be, const struct state_config *c, char *err)
 	}
 	s->be = be;
 	s->c = *c;
-	if (alloc_arrays(be, &s->k, c->n_kv, c, kv_floats, 1) ||
-	    alloc_arrays(be, &s->v, c->n_kv, c, kv_floats, 1) ||
-	    alloc_arrays(be, &s->conv, c->n_rec, c, conv_floats, 1) ||
-	    alloc_arrays(be, &s->ssm, c->n_rec, c, ssm_floats, 1) ||
-	    alloc_arrays(be, &s->conv_snap, c->n_rec, c, conv_floats, c->n_snap) ||
-	    alloc_arrays(be, &s->ssm_snap, c->n_rec, c, ssm_floats, c->n_snap)) {
+	if (alloc_arrays(be, &s->k, c->n_kv, c, 0) || alloc_arrays(be, &s->v, c->n_kv, c, 0) ||
+	    alloc_arrays(be, &s->conv, c->n_rec, NULL, conv_size(c)) ||
+	    alloc_arrays(be, &s->ssm, c->n_rec, NULL, ssm_size(c)) ||
+	    alloc_arrays(be, &s->conv_snap, c->n_rec, NULL, conv_size(c) * c->n_snap) ||
+	    alloc_arrays(be, &s->ssm_snap, c->n_rec, NULL, ssm_size(c) * c->n_snap)) {
 		util_err(err, "state: out of memory");
 		state_free(s);
 		return NULL;
