@@ -62,7 +62,8 @@ struct cfg {
 	int	max_conns;	/* MEMRA_MAX_CONNECTIONS */
 	int	vision;		/* MEMRA_GEMMA_VISION: images in chat messages */
 	const char *mmproj;	/* MEMRA_GEMMA_MMPROJ: the tower (NULL: the model's checkpoint) */
-	const char *vdevice;	/* MEMRA_GEMMA_VISION_DEVICE: the tower's device ("cpu") */
+	const char *vdevice;	/* MEMRA_GEMMA_VISION_DEVICE: the tower's device (NULL:
+				 * the models' first) */
 	int	image_tokens;	/* MEMRA_IMAGE_TOKENS: an image's soft tokens (0: the tower's) */
 	struct media_limits ml;	/* MEMRA_MAX_IMAGES, MEMRA_IMAGE_MB, MEMRA_REQUEST_IMAGE_MB */
 	struct genopt go;	/* the pipeline split (MEMRA_PP_STAGES, MEMRA_PP_DEVICES,
@@ -108,6 +109,7 @@ struct server {
 	struct account *acct;
 	struct backend *vbe;	/* the vision tower's own (MEMRA_GEMMA_VISION_DEVICE), or NULL */
 	struct vision *vis;
+	const char *vsrc;	/* the tower's file or directory */
 	pthread_mutex_t vmu;	/* one request's images through the tower at a time */
 	size_t	max_body;	/* a request's body, bytes */
 };
@@ -186,7 +188,7 @@ usage(FILE *fp, int status)
 		    "                       (MEMRA_GEMMA_MMPROJ, the model's own checkpoint)\n"
 		    "  --gemma-vision-device DEV\n"
 		    "                       the tower's device: cpu or cuda[:N], a backend of its\n"
-		    "                       own (MEMRA_GEMMA_VISION_DEVICE, cpu)\n"
+		    "                       own (MEMRA_GEMMA_VISION_DEVICE, the models' device)\n"
 		    "  --image-tokens N     soft tokens an image may take: 70, 140, 280, 560 or 1120\n"
 		    "                       (MEMRA_IMAGE_TOKENS, the checkpoint's image processor's)\n"
 		    "  --max-images N       images a request may send (MEMRA_MAX_IMAGES, 8)\n"
@@ -842,8 +844,8 @@ parse_vision(const char *const *v, struct cfg *c)
 		if (v[(unsigned char)opt[i]] != NULL)
 			die(2, "%s: goes with MEMRA_GEMMA_VISION=1", name[i]);
 	c->mmproj = v['M'];
-	c->vdevice = v['O'] ? v['O'] : "cpu";
-	if (!backend_valid_device(c->vdevice))
+	c->vdevice = v['O'];
+	if (c->vdevice != NULL && !backend_valid_device(c->vdevice))
 		die(2, "%s: '%s': not cpu or cuda[:N]", name[5], c->vdevice);
 	l = 0, int_setting(name[1], v['I'], 0, 1120, &l), c->image_tokens = l;
 	if (l != 0 && l != 70 && l != 140 && l != 280 && l != 560 && l != 1120)
@@ -1048,6 +1050,102 @@ dspark_lines(struct server *s, struct served *sv)
 	    s->c.dflash_prec);
 }
 
+/*
+ * MEMRA_GEMMA_VISION=1: the tower (MEMRA_GEMMA_MMPROJ, else model sv's own
+ * checkpoint) on a backend of its own (MEMRA_GEMMA_VISION_DEVICE, by default
+ * the models' first device: the requests' threads run it while the
+ * scheduler's thread runs the models' backend, which one caller thread at a
+ * time may use), opened before the first model's sessions are sized, with the
+ * working memory of the largest image it takes held from the start
+ * (vision_reserve): what the sessions leave never has to hold an image.
+ */
+static void
+vision_tower(struct server *s, const struct served *sv)
+{
+	const struct cfg *c = &s->c;
+	const char *src = c->mmproj != NULL ? c->mmproj : model_path(sv->m);
+	const char *dev = c->vdevice != NULL ? c->vdevice : c->go.n_stage > 1 ? c->go.dev[0] :
+	    c->go.device;
+	char err[UTIL_ERRLEN], why[UTIL_ERRLEN];
+	size_t f0 = 0, f1 = 0, total;
+	int gpu;
+
+	if ((s->vbe = backend_open(dev, c->threads, err)) == NULL)
+		die(1, "MEMRA_GEMMA_VISION: %s", err);
+	/* the prompt products' kernels of the models' backends (checked there), as
+	 * run-gen's tower on the model's backend runs them */
+	if (backend_gemm_env(s->vbe, getenv("MEMRA_CUDA_GEMM"), why) != 0 ||
+	    backend_rows_env(s->vbe, getenv("MEMRA_CUDA_STEP_ROWS"), why) != 0)
+		die(1, "MEMRA_GEMMA_VISION: %s: %s", backend_name(s->vbe), why);
+	gpu = !backend_host(s->vbe) && backend_mem_info(s->vbe, &f0, &total) == 0;
+	if ((s->vis = vision_open(src, s->vbe, err)) == NULL)
+		die(1, "MEMRA_GEMMA_VISION: %s", err);
+	s->vsrc = src;
+	if (vision_reserve(s->vis, c->image_tokens) != 0)
+		die(1, "MEMRA_GEMMA_VISION: %s: %s", src, vision_errmsg(s->vis));
+	if (gpu && backend_mem_info(s->vbe, &f1, &total) == 0)
+		fprintf(stderr, "[vision] the tower takes %zu MiB of %s: its weights and the working "
+		    "memory of a %d-token image, before the sessions are sized\n",
+		    (f0 > f1 ? f0 - f1 : 0) >> 20, backend_name(s->vbe),
+		    c->image_tokens ? c->image_tokens : vision_hparams(s->vis)->max_tokens);
+}
+
+/*
+ * The tower's models: each one's image markers and text width checked, the
+ * proof lines, and a body limit that holds a request's images in base64.
+ */
+static void
+vision_boot(struct server *s)
+{
+	const struct cfg *c = &s->c;
+	const struct vision_hparams *hp;
+	char why[UTIL_ERRLEN];
+
+	s->max_body = (size_t)16 << 20;
+	if (!c->vision)
+		return;
+	hp = vision_hparams(s->vis);
+	if (hp->bidir && !backend_attn_hi(s->be))
+		die(1, "MEMRA_GEMMA_VISION: %s: the models' image rows see each other both ways, "
+		    "which the attention of backend '%s' cannot do (the CPU's and CUDA's can)",
+		    s->vsrc, backend_name(s->be));
+	for (int i = 0; i < s->n_mod; i++) {
+		struct served *sv = &s->mod[i];
+
+		if (hp->n_embd_text != model_hparams(sv->m)->n_embd)
+			die(1, "MEMRA_GEMMA_VISION: %s: a tower for a text width of %d, model '%s' "
+			    "has %d", s->vsrc, hp->n_embd_text, sv->name,
+			    model_hparams(sv->m)->n_embd);
+		if (prompt_tokenizer(sv->pr) == NULL || !prompt_is_chat(sv->pr))
+			die(1, "MEMRA_GEMMA_VISION: model '%s' has no chat template", sv->name);
+		if (vision_tokens(prompt_tokenizer(sv->pr), &sv->vt, why) != 0)
+			die(1, "MEMRA_GEMMA_VISION: model '%s': %s", sv->name, why);
+		sv->vis = 1;
+	}
+	fprintf(stderr, "[vision] gemma4 tower: %d layers, hidden %d, patch %d, pool %d, %d soft "
+	    "tokens an image at most, image rows %s (%s)\n", hp->n_layer, hp->n_embd, hp->patch,
+	    hp->pool, c->image_tokens ? c->image_tokens : hp->max_tokens,
+	    hp->bidir ? "bidirectional" : "causal", s->vsrc);
+	fprintf(stderr, "[vision] images in chat messages as data: URIs: %d a request at most, "
+	    "%zu MiB each, %zu MiB in all; the tower on %s%s%s, one request at a time\n",
+	    c->ml.max_images, c->ml.image_bytes >> 20, c->ml.request_bytes >> 20,
+	    backend_host(s->vbe) ? "the CPU (" : "", backend_name(s->vbe),
+	    backend_host(s->vbe) ? ")" : "");
+	if (c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20) > s->max_body)
+		s->max_body = c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20);
+}
+
+/* The models a MEMRA_MODELS list names: its fields between commas that are not empty. */
+static int
+count_models(const char *list)
+{
+	int n = 0;
+
+	for (const char *p = list; *p != '\0'; p++)
+		n += *p != ',' && (p == list || p[-1] == ',');
+	return n;
+}
+
 static void
 load(struct server *s, char *spec)
 {
@@ -1096,73 +1194,12 @@ load(struct server *s, char *spec)
 	    "plain decode" : "plain decode: MEMRA_SERVE_SPEC=0",
 	    prompt_tokenizer(sv->pr) == NULL ? ", no tokenizer: token-id prompts only" :
 	    prompt_is_chat(sv->pr) ? "" : ", no chat template");
+	if (s->c.vision && s->vis == NULL)
+		vision_tower(s, sv);	/* its memory before any model's sessions */
 	sessions(s, sv);
 	if (account_add_model(s->acct, sv->name, sv->lane) != 0)
 		die(1, "out of memory");
 	s->n_mod++;
-}
-
-/*
- * MEMRA_GEMMA_VISION=1: the tower (MEMRA_GEMMA_MMPROJ, else the one
- * model's own checkpoint) on a backend of its own (MEMRA_GEMMA_VISION_DEVICE,
- * the CPU by default: the requests' threads run it while the scheduler's
- * thread runs the models' backend, which one caller thread at a time may
- * use), every model's image markers, the proof lines, and a body limit
- * that holds a request's images in base64.
- */
-static void
-vision_boot(struct server *s)
-{
-	const struct cfg *c = &s->c;
-	const char *src = c->mmproj;
-	const struct vision_hparams *hp;
-	char err[UTIL_ERRLEN], why[UTIL_ERRLEN];
-
-	s->max_body = (size_t)16 << 20;
-	if (!c->vision)
-		return;
-	if (src == NULL && s->n_mod > 1)
-		die(2, "MEMRA_GEMMA_VISION with %d models: MEMRA_GEMMA_MMPROJ names the tower",
-		    s->n_mod);
-	if (src == NULL)
-		src = model_path(s->mod[0].m);
-	if ((s->vbe = backend_open(c->vdevice, c->threads, err)) == NULL)
-		die(1, "MEMRA_GEMMA_VISION: %s", err);
-	/* the prompt products' kernels of the models' backends (checked there), as
-	 * run-gen's tower on the model's backend runs them */
-	if (backend_gemm_env(s->vbe, getenv("MEMRA_CUDA_GEMM"), why) != 0 ||
-	    backend_rows_env(s->vbe, getenv("MEMRA_CUDA_STEP_ROWS"), why) != 0)
-		die(1, "MEMRA_GEMMA_VISION: %s: %s", backend_name(s->vbe), why);
-	if ((s->vis = vision_open(src, s->vbe, err)) == NULL)
-		die(1, "MEMRA_GEMMA_VISION: %s", err);
-	hp = vision_hparams(s->vis);
-	if (hp->bidir && !backend_attn_hi(s->be))
-		die(1, "MEMRA_GEMMA_VISION: %s: the models' image rows see each other both ways, "
-		    "which the attention of backend '%s' cannot do (the CPU's and CUDA's can)", src,
-		    backend_name(s->be));
-	for (int i = 0; i < s->n_mod; i++) {
-		struct served *sv = &s->mod[i];
-
-		if (hp->n_embd_text != model_hparams(sv->m)->n_embd)
-			die(1, "MEMRA_GEMMA_VISION: %s: a tower for a text width of %d, model '%s' "
-			    "has %d", src, hp->n_embd_text, sv->name, model_hparams(sv->m)->n_embd);
-		if (prompt_tokenizer(sv->pr) == NULL || !prompt_is_chat(sv->pr))
-			die(1, "MEMRA_GEMMA_VISION: model '%s' has no chat template", sv->name);
-		if (vision_tokens(prompt_tokenizer(sv->pr), &sv->vt, why) != 0)
-			die(1, "MEMRA_GEMMA_VISION: model '%s': %s", sv->name, why);
-		sv->vis = 1;
-	}
-	fprintf(stderr, "[vision] gemma4 tower: %d layers, hidden %d, patch %d, pool %d, %d soft "
-	    "tokens an image at most, image rows %s (%s)\n", hp->n_layer, hp->n_embd, hp->patch,
-	    hp->pool, c->image_tokens ? c->image_tokens : hp->max_tokens,
-	    hp->bidir ? "bidirectional" : "causal", src);
-	fprintf(stderr, "[vision] images in chat messages as data: URIs: %d a request at most, "
-	    "%zu MiB each, %zu MiB in all; the tower on %s%s%s, one request at a time\n",
-	    c->ml.max_images, c->ml.image_bytes >> 20, c->ml.request_bytes >> 20,
-	    backend_host(s->vbe) ? "the CPU (" : "", backend_name(s->vbe),
-	    backend_host(s->vbe) ? ")" : "");
-	if (c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20) > s->max_body)
-		s->max_body = c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20);
 }
 
 /* The API keys: the keys file's digests and MEMRA_API_KEY's (the
@@ -1353,6 +1390,9 @@ main(int argc, char *argv[])
 	    "off (MEMRA_REUSE_POOL=0)");
 	if ((models = strdup(s.c.models)) == NULL)
 		die(1, "out of memory");
+	if (s.c.vision && s.c.mmproj == NULL && count_models(models) > 1)
+		die(2, "MEMRA_GEMMA_VISION with %d models: MEMRA_GEMMA_MMPROJ names the tower",
+		    count_models(models));
 	for (char *m = strtok_r(models, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save))
 		load(&s, m);
 	if (s.n_mod == 0)

@@ -37,6 +37,8 @@ static const char *const norm_hf[N_NORMS] = { "input_layernorm", "post_attention
 	"pre_feedforward_layernorm", "post_feedforward_layernorm", "self_attn.q_norm",
 	"self_attn.k_norm" };
 
+struct vact;
+
 struct vision_layer {
 	struct backend_weight w[V_NLIN];
 	float	clip[V_NLIN][4];	/* input min, max, output min, max */
@@ -55,6 +57,7 @@ struct vision {
 	float	*pos_host;		/* the tables in float32 */
 	float	*std_bias, *std_scale;	/* host [n_embd], NULL without */
 	struct vision_layer *layers;
+	struct vact *ws;		/* the working buffers vision_reserve keeps, or NULL */
 	char	err[UTIL_ERRLEN];
 };
 
@@ -542,6 +545,29 @@ vision_open(const char *path, struct backend *be, char *err)
 	return v;
 }
 
+/*
+ * An encode's working buffers: m patch rows (of cap allocated), and the
+ * projector's n_tok rows when vision_reserve made them (pd, po; else NULL).
+ */
+struct vact {
+	int	m, cap;
+	float	*x, *h, *t, *q, *k, *v, *o, *f, *u;
+	int32_t	*px, *py, *hi;		/* host [m] */
+	int32_t	*ix, *iy;		/* host [m]: position table rows */
+	int	n_tok;
+	float	*pd, *po;		/* [n_tok][n_embd], [n_tok][n_embd_text] */
+};
+
+static void
+vact_free(struct backend *be, struct vact *a)
+{
+	float *b[] = { a->x, a->h, a->t, a->q, a->k, a->v, a->o, a->f, a->u, a->pd, a->po };
+
+	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+		backend_mfree(be, b[i]);
+	free(a->px), free(a->py), free(a->hi), free(a->ix), free(a->iy);
+}
+
 void
 vision_close(struct vision *v)
 {
@@ -556,7 +582,9 @@ vision_close(struct vision *v)
 	backend_weight_release(v->be, &v->patch);
 	backend_weight_release(v->be, &v->pos);
 	backend_weight_release(v->be, &v->proj);
-	free(v->layers);
+	if (v->ws != NULL)
+		vact_free(v->be, v->ws);
+	free(v->ws), free(v->layers);
 	free(v->patch_host), free(v->pos_host), free(v->std_bias), free(v->std_scale);
 	safetensors_close(v->st);
 	gguf_close(v->gg);
@@ -647,23 +675,6 @@ vision_image_free(struct vision_image *vi)
 /* --- the tower --- */
 
 /* Activations for m patches (backend memory) and the host side. */
-struct vact {
-	int	m;
-	float	*x, *h, *t, *q, *k, *v, *o, *f, *u;
-	int32_t	*px, *py, *hi;		/* host [m] */
-	int32_t	*ix, *iy;		/* host [m]: position table rows */
-};
-
-static void
-vact_free(struct backend *be, struct vact *a)
-{
-	float *b[] = { a->x, a->h, a->t, a->q, a->k, a->v, a->o, a->f, a->u };
-
-	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
-		backend_mfree(be, b[i]);
-	free(a->px), free(a->py), free(a->hi), free(a->ix), free(a->iy);
-}
-
 static int
 vact_new(struct vision *v, int m, struct vact *a)
 {
@@ -673,7 +684,7 @@ vact_new(struct vision *v, int m, struct vact *a)
 	size_t wide = ne > pd ? ne : pd;
 
 	memset(a, 0, sizeof *a);
-	a->m = m;
+	a->m = a->cap = m;
 	if ((a->x = backend_alloc(v->be, m * ne)) == NULL ||
 	    (a->h = backend_alloc(v->be, m * wide)) == NULL ||
 	    (a->t = backend_alloc(v->be, m * ne)) == NULL ||
@@ -856,8 +867,9 @@ project(struct vision *v, const float *y, int n_tok, float *out)
 {
 	const struct vision_hparams *hp = &v->hp;
 	struct backend *be = v->be;
-	int ne = hp->n_embd, nt = hp->n_embd_text;
-	float *d = backend_alloc(be, (size_t)n_tok * ne), *o = backend_alloc(be, (size_t)n_tok * nt);
+	int ne = hp->n_embd, nt = hp->n_embd_text, own = v->ws == NULL || v->ws->n_tok < n_tok;
+	float *d = own ? backend_alloc(be, (size_t)n_tok * ne) : v->ws->pd;
+	float *o = own ? backend_alloc(be, (size_t)n_tok * nt) : v->ws->po;
 	int rc = -1;
 
 	if (d == NULL || o == NULL)
@@ -869,7 +881,8 @@ project(struct vision *v, const float *y, int n_tok, float *out)
 		fail(v);
 	else
 		rc = 0;
-	backend_mfree(be, d), backend_mfree(be, o);
+	if (own)
+		backend_mfree(be, d), backend_mfree(be, o);
 	return rc;
 }
 
@@ -892,24 +905,26 @@ check_image(struct vision *v, const struct vision_image *img)
 static int
 trunk(struct vision *v, const struct vision_image *img, int stages, float *x)
 {
-	int m = img->gw * img->gh, rc = -1;
-	struct vact a;
+	int m = img->gw * img->gh, rc = -1, own = v->ws == NULL || v->ws->cap < m;
+	struct vact mine, *a = own ? &mine : v->ws;
 
-	if (check_image(v, img) != 0 || vact_new(v, m, &a) != 0)
+	if (check_image(v, img) != 0 || (own && vact_new(v, m, a) != 0))
 		return -1;
-	if (embed(v, img, &a) != 0)
+	a->m = m;
+	if (embed(v, img, a) != 0)
 		goto out;
 	for (int s = 1; s <= stages; s++) {
 		const struct vision_layer *L = &v->layers[(s - 1) / 2];
-		if ((s % 2 ? attention(v, L, &a) : ffn(v, L, &a)) != 0)
+		if ((s % 2 ? attention(v, L, a) : ffn(v, L, a)) != 0)
 			goto out;
 	}
-	if (backend_read(v->be, x, a.x, (size_t)m * v->hp.n_embd))
+	if (backend_read(v->be, x, a->x, (size_t)m * v->hp.n_embd))
 		fail(v);
 	else
 		rc = 0;
 out:
-	vact_free(v->be, &a);
+	if (own)
+		vact_free(v->be, a);
 	return rc;
 }
 
@@ -939,6 +954,75 @@ vision_encode(struct vision *v, const struct vision_image *img, float *out)
 		rc = project(v, y, img->n_tok, out);
 	}
 	free(x), free(y);
+	return rc;
+}
+
+/*
+ * The largest patch grid a budget of max_tokens soft tokens allows inside
+ * the position tables, the squarest of them: every image prepared for the
+ * budget has a grid of at most its patches (image_fit keeps a grid's
+ * pooled blocks within the budget, fits_tables its sides within n_pos).
+ */
+static void
+largest_grid(const struct vision_hparams *hp, int max_tokens, int *tw, int *th)
+{
+	int side = hp->n_pos / hp->pool;
+
+	*tw = *th = 0;
+	for (int h = 1; h <= side && h <= max_tokens; h++) {
+		int w = max_tokens / h < side ? max_tokens / h : side;
+
+		if (w * h > *tw * *th || (w * h == *tw * *th && abs(w - h) < abs(*tw - *th)))
+			*tw = w, *th = h;
+	}
+}
+
+int
+vision_reserve(struct vision *v, int max_tokens)
+{
+	const struct vision_hparams *hp = &v->hp;
+	struct vision_image img = { 0 };
+	struct vact *a;
+	float *out = NULL;
+	int tw, th, rc = -1;
+
+	v->err[0] = '\0';
+	if (max_tokens <= 0)
+		max_tokens = hp->max_tokens;
+	largest_grid(hp, max_tokens, &tw, &th);
+	if (tw < 1)
+		return util_err(v->err, "reserve: %d soft tokens: no patch grid in the tower's %d "
+		    "positions a side", max_tokens, hp->n_pos);
+	if (v->ws != NULL && v->ws->cap >= tw * th * hp->pool * hp->pool &&
+	    v->ws->n_tok >= tw * th)
+		return 0;
+	if ((a = calloc(1, sizeof *a)) == NULL)
+		return util_err(v->err, "reserve: out of memory");
+	if (vact_new(v, tw * th * hp->pool * hp->pool, a) != 0) {
+		free(a);
+		return -1;
+	}
+	a->n_tok = tw * th;
+	if ((a->pd = backend_alloc(v->be, (size_t)a->n_tok * hp->n_embd)) == NULL ||
+	    (a->po = backend_alloc(v->be, (size_t)a->n_tok * hp->n_embd_text)) == NULL) {
+		vact_free(v->be, a), free(a);
+		return util_err(v->err, "reserve: %d soft tokens: out of memory", max_tokens);
+	}
+	if (v->ws != NULL)
+		vact_free(v->be, v->ws), free(v->ws);
+	v->ws = a;
+	if (backend_host(v->be))
+		return 0;
+	/* one encode of the largest grid: the backend's own buffers grow to it now */
+	img.gw = tw * hp->pool, img.gh = th * hp->pool, img.n_tok = tw * th;
+	img.w = img.rw = img.gw * hp->patch, img.h = img.rh = img.gh * hp->patch;
+	img.px = calloc((size_t)img.gw * img.gh * hp->patch * hp->patch * 3, sizeof *img.px);
+	out = malloc((size_t)img.n_tok * hp->n_embd_text * sizeof *out);
+	if (img.px == NULL || out == NULL)
+		util_err(v->err, "reserve: out of memory");
+	else
+		rc = vision_encode(v, &img, out);
+	free(img.px), free(out);
 	return rc;
 }
 

@@ -124,6 +124,19 @@ void	vision_image_free(struct vision_image *);
 int	vision_encode(struct vision *, const struct vision_image *img, float *out);
 
 /*
+ * Make the tower ready for images of up to max_tokens soft tokens (0:
+ * hp->max_tokens) before anything else takes its backend's memory: the
+ * working buffers of the largest patch grid that budget allows, kept until
+ * vision_close and used by every encode that fits them (a larger image
+ * still gets buffers of its own), and, on a device backend, one encode of
+ * that grid, so the backend's own buffers (its products' and attention's
+ * scratch) grow to it now.  What an encode returns does not depend on it.
+ * 0, or -1 with vision_errmsg set (out of memory, a budget with no grid
+ * inside the position tables).
+ */
+int	vision_reserve(struct vision *, int max_tokens);
+
+/*
  * The tower's hidden rows part of the way, for checks that name where two
  * backends part (kernel-check): after the patch embedding (stages 0), then
  * each layer's attention (odd stages) and feed-forward block (even ones),

@@ -89,6 +89,12 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 	run -1 --separate-stderr env MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 \
 	    MEMRA_GEMMA_MMPROJ=/nonexistent.gguf serve --device cpu -t 2
 	[[ ${stderr##*$'\n'} == "serve: MEMRA_GEMMA_VISION: /nonexistent.gguf"* ]]
+	# the tower opens before the first model's sessions are sized: a bad one stops the boot there
+	[ "$(grep -c '^\[sched\] g: ' <<<"$stderr")" = 0 ]
+	# two models and no MEMRA_GEMMA_MMPROJ: which checkpoint's tower? (refused before loading)
+	run -2 --separate-stderr env MEMRA_MODELS="g=$V,,h=$V" MEMRA_GEMMA_VISION=1 serve --device cpu
+	[ "${stderr##*$'\n'}" = "serve: MEMRA_GEMMA_VISION with 2 models: MEMRA_GEMMA_MMPROJ names the tower" ]
+	[ "$(grep -c '^\[model\]' <<<"$stderr")" = 0 ]
 	# a text model with no tower of its own, and a tower for another width
 	run -1 --separate-stderr env MEMRA_MODELS="d=$DATA/gemma4/g4-dense" MEMRA_GEMMA_VISION=1 \
 	    serve --device cpu -t 2
@@ -397,6 +403,11 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 	SERVE_DEVICE=cuda start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_MAX_SESSIONS=4 \
 	    MEMRA_PREFILL_CHUNK=32
 	grep -q "image rows bidirectional ($V" "$LOG"
+	# the tower on the models' GPU by default, its memory taken before the sessions are sized
+	grep -q '^\[vision\] images in chat messages as data: URIs: .*; the tower on cuda' "$LOG"
+	tower=$(grep -n '^\[vision\] the tower takes [0-9]* MiB of cuda.*, before the sessions are sized$' "$LOG" | cut -d: -f1)
+	sessions=$(grep -n '^\[sched\] g: ' "$LOG" | head -1 | cut -d: -f1)
+	[ -n "$tower" ] && [ -n "$sessions" ] && [ "$tower" -lt "$sessions" ]
 	run -0 $SV "$URL" chat g 16 "@$V/images/a.png" "What is this?"
 	alone=$output
 	[ "$(jq .prompt_tokens <<<"$alone")" = "$(jq .prompt_tokens <<<"$(want 1 "What is this?" \

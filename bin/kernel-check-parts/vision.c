@@ -257,6 +257,13 @@ vis_tower(struct kc *k, struct bpair *p, struct backend *sc, const char *tower,
 			vision_close(vf);
 			becmp(k, "vision soft tokens fresh", shape, g, c, NULL, n, vis_tol(hp, noise));
 			backend_close(fg);
+			/* with the budget's buffers held and their warm-up run, as serve's tower */
+			if (vision_reserve(vg, max_tokens) != 0)
+				die(1, "gpu: %s", vision_errmsg(vg));
+			free(g);
+			g = vis_run(vg, "gpu (reserved)", &img, -1);
+			becmp(k, "vision soft tokens reserved", shape, g, c, NULL, n,
+			    vis_tol(hp, noise));
 		}
 		free(c), free(s), free(g);
 		vision_image_free(&img);
@@ -289,7 +296,10 @@ vis_tower(struct kc *k, struct bpair *p, struct backend *sc, const char *tower,
  * token by its own size, far past it.  Each tower's first image runs a
  * second time on a GPU backend opened for it alone ("fresh"): the tower's
  * result must not depend on what ran before it on the backend (the model
- * checks, here); and its hidden rows are compared stage by stage ("vision
+ * checks, here), and a third time on the first GPU tower after
+ * vision_reserve ("reserved": the budget's buffers held and one encode of
+ * its largest grid run in them, as serve's tower boots); and its hidden
+ * rows are compared stage by stage ("vision
  * hidden": after the patch embedding, each layer's attention and
  * feed-forward block), so that a failure names where the backends part.
  */
