@@ -56,10 +56,11 @@ rope_ts(float theta, int n_rot, int mode)
 	return mode & BACKEND_ROPE_GGML ? powf(theta, -2.0f / (float)n_rot) : 0.0f;
 }
 
-/* Row r of k and v (z = 0, 1) into its cache at row *pos + r; rows past n_ctx are dropped. */
+/* Row r of k and v (z = 0, 1) into its cache at row *pos + r, in a ring (ring > 0) at row
+ * (*pos + r) % ring; positions past n_ctx are dropped. */
 __global__ void
 k_kv_store(float *kc, float *vc, const float *k, const float *v, int kvd,
-    const int32_t *pos, int n_ctx)
+    const int32_t *pos, int n_ctx, int ring)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y, p;
 
@@ -67,6 +68,8 @@ k_kv_store(float *kc, float *vc, const float *k, const float *v, int kvd,
 	p = *pos + r;
 	if (j >= kvd || p < 0 || p >= n_ctx)
 		return;
+	if (ring > 0)
+		p %= ring;
 	if (blockIdx.z == 0)
 		kc[(size_t)p * kvd + j] = k[(size_t)r * kvd + j];
 	else
@@ -114,13 +117,14 @@ k_kv_store_seqs(const float *k, const float *v, int kvd, struct cu_kv_seqs Q)
  * pos[r] as k_rope rotates them, and written back; a v head normed the
  * same way without a weight (vnorm) and written back, no rope; k's head
  * also into kc at row pos[0] + r and v's into vc, as k_kv_store stores
- * them (rows past n_ctx dropped).
+ * them (positions past n_ctx dropped; in a ring, ring > 0, at row
+ * (pos[0] + r) % ring).
  */
 struct qkr_args {
 	float	*q, *k, *kc, *vc, *v;
 	const float *qn, *kn, *inv;
 	const int32_t *pos;
-	int	nh, nkv, hd, qhs, half, neox, n_ctx, vnorm;
+	int	nh, nkv, hd, qhs, half, neox, n_ctx, vnorm, ring;
 	float	eps, ts;
 };
 
@@ -162,7 +166,7 @@ k_qk_rope(struct qkr_args A)
 				vr[o] = v;
 		}
 		if (in && A.kc != NULL && p >= 0 && p < A.n_ctx)
-			((float4 *)(A.vc + (size_t)p * kvd))[o] = v;
+			((float4 *)(A.vc + (size_t)(A.ring > 0 ? p % A.ring : p) * kvd))[o] = v;
 		return;
 	}
 	bool isq = h < A.nh;
@@ -184,7 +188,8 @@ k_qk_rope(struct qkr_args A)
 	if (!isq && A.kc != NULL) {
 		int p = A.pos[0] + r;
 		if (p >= 0 && p < A.n_ctx)
-			((float4 *)(A.kc + (size_t)p * kvd + (size_t)(h - A.nh) * A.hd))[i] = qkr_sm[i];
+			((float4 *)(A.kc + (size_t)(A.ring > 0 ? p % A.ring : p) * kvd +
+			    (size_t)(h - A.nh) * A.hd))[i] = qkr_sm[i];
 	}
 }
 
@@ -271,10 +276,10 @@ cu_rope_dpos(struct backend *be, float *x, int ldx, int n_head, int hs, int m,
 
 static int
 cu_kv_store(struct backend *be, float *kc, float *vc, const float *k, const float *v,
-    int kvd, int m, const int32_t *d_pos, int n_ctx)
+    int kvd, int m, const int32_t *d_pos, int n_ctx, int ring)
 {
 	gpu_launch(CB(be)->g, k_kv_store, dim3(nblk(kvd, 256), m, 2), 256, 0, kc, vc, k, v,
-	    kvd, d_pos, n_ctx);
+	    kvd, d_pos, n_ctx, ring);
 	return launched(be, "kv_store");
 }
 
@@ -339,11 +344,12 @@ cu_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, float
 		    a->mode) || rope_launch(be, k, kvd, nkv, hd, m, d_pos, inv, a->n_rot, a->theta,
 		    a->mode))
 			return -1;
-		return kc != NULL ? cu_kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx) : 0;
+		return kc != NULL ? cu_kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx, a->ring) :
+		    0;
 	}
 	struct qkr_args A = { q, k, kc, vc, v, a->qn, a->kn, inv, d_pos, nh, nkv, hd, a->qhs,
 	    a->n_rot / 2, (a->mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX, n_ctx, a->v_norm,
-	    a->eps, rope_ts(a->theta, a->n_rot, a->mode) };
+	    a->ring, a->eps, rope_ts(a->theta, a->n_rot, a->mode) };
 	dim3 grid((unsigned)(nh + nkv + (vb ? nkv : 0)), (unsigned)m);
 
 	gpu_launch(CB(be)->g, k_qk_rope, grid, norm_threads(hd / 4), (size_t)hd * 4, A);
@@ -456,12 +462,12 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	for (int r0 = 0; r0 < m; r0 += GPU_MATVEC_MAX_ROWS) {
 		int nq = m - r0 < GPU_MATVEC_MAX_ROWS ? m - r0 : GPU_MATVEC_MAX_ROWS, rc;
 		size_t off = (size_t)r0 * nh * hd;
-		if (a->hi != NULL || a->ring > 0)	/* d_pos NULL: backend.c refuses them */
+		if (a->hi != NULL || (a->ring > 0 && d_pos == NULL))	/* hi: d_pos NULL */
 			rc = attend_hi(be, a, qp, kc, vc, r0, nq, p0, d_hi, o);
-		else if (a->window > 0)	/* d_pos[r0] = d_pos[0] + r0 */
+		else if (a->window > 0)	/* d_pos[r0] = d_pos[0] + r0; a ring has a window */
 			rc = gpu_attention_window(c->g, qp + off, kc, vc, o + off, nq, nh,
 			    a->n_kv_head, hd, p0 + r0, d_pos != NULL ? d_pos + r0 : NULL, n_ctx,
-			    a->scale, a->window);
+			    a->scale, a->window, a->ring);
 		else if (d_pos != NULL)
 			rc = gpu_attention_dpos(c->g, qp + off, kc, vc, o + off, nq, nh, a->n_kv_head,
 			    hd, d_pos + r0, n_ctx, a->scale);

@@ -556,15 +556,17 @@ int	gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k,
 
 /*
  * gpu_attention (d_pos NULL, at pos0) or gpu_attention_dpos (at *d_pos,
- * caches of n_ctx rows) with a sliding window: window > 0, the query at
- * position i sees the keys j with i - window < j <= i only (0: all
- * before it, the two functions above).  The same kernels: a split of 64
- * positions sums only the positions it holds inside the window, the
+ * a context of n_ctx positions) with a sliding window: window > 0, the
+ * query at position i sees the keys j with i - window < j <= i only (0:
+ * all before it, the two functions above).  The same kernels: a split of
+ * 64 positions sums only the positions it holds inside the window, the
  * splits before it stop at once; each row the same bits in any batch.
+ * ring > 0 (window 1..ring): position j is in row j % ring of d_k and d_v,
+ * the same bits as in row j.
  */
 int	gpu_attention_window(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
 	    float *d_out, int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos,
-	    int n_ctx, float scale, int window);
+	    int n_ctx, float scale, int window, int ring);
 
 /*
  * gpu_attention_window at pos0 (window 0: none) with the rows' last keys

@@ -1114,10 +1114,10 @@ gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const floa
 extern "C" int
 gpu_attention_window(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
     float *d_out, int nq, int nh, int nkv, int hd, int pos0, const int32_t *d_pos, int n_ctx,
-    float scale, int window)
+    float scale, int window, int ring)
 {
 	return attention(g, d_q, d_k, d_v, d_out, nq, nh, nkv, hd, d_pos ? 0 : pos0, d_pos, n_ctx,
-	    scale, window, NULL, 0, 0);
+	    scale, window, NULL, 0, ring);
 }
 
 extern "C" int

@@ -682,23 +682,30 @@ backend_rope_dpos(struct backend *be, float *x, int ldx, int n_head, int hs, int
 
 int
 backend_kv_store(struct backend *be, float *kc, float *vc, const float *k,
-    const float *v, int kvd, int m, const int32_t *d_pos, int n_ctx)
+    const float *v, int kvd, int m, const int32_t *d_pos, int n_ctx, int ring)
 {
-	if (kvd <= 0 || m < 0 || n_ctx < m)
-		return util_err(be->err, "kv_store: bad shape (%d rows of %d, %d positions)", m,
-		    kvd, n_ctx);
+	if (kvd <= 0 || m < 0 || n_ctx < m || ring < 0 || (ring > 0 && ring < m))
+		return util_err(be->err, "kv_store: bad shape (%d rows of %d, %d positions, a "
+		    "ring of %d)", m, kvd, n_ctx, ring);
 	if (m == 0)
 		return 0;
 	if (be->ops->kv_store != NULL)
-		return be->ops->kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx);
+		return be->ops->kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx, ring);
 	if (!be->host)
 		return no_dpos(be, "kv_store");
 	if (d_pos[0] < 0 || d_pos[0] > n_ctx - m)
 		return util_err(be->err, "kv_store: rows %d..%d of %d", d_pos[0], d_pos[0] + m - 1,
 		    n_ctx);
-	size_t off = (size_t)d_pos[0] * kvd, n = (size_t)m * kvd;
-	if (be->ops->copy(be, kc + off, k, n) || be->ops->copy(be, vc + off, v, n))
-		return -1;
+	/* rows from d_pos[0] (in a ring from d_pos[0] % ring, up to its end, then from row 0) */
+	for (int r = 0, n; r < m; r += n) {
+		int row = ring > 0 ? (d_pos[0] + r) % ring : d_pos[0] + r;
+		size_t off = (size_t)row * kvd, in = (size_t)r * kvd;
+
+		n = ring > 0 && m - r > ring - row ? ring - row : m - r;
+		if (be->ops->copy(be, kc + off, k + in, (size_t)n * kvd) ||
+		    be->ops->copy(be, vc + off, v + in, (size_t)n * kvd))
+			return -1;
+	}
 	return 0;
 }
 
@@ -763,9 +770,9 @@ backend_attention_dpos(struct backend *be, const struct backend_attn *a,
     const float *q, int ldq, int qhs, const float *kc, const float *vc, int m,
     const int32_t *d_pos, int n_ctx, float *o)
 {
-	if (a->hi != NULL || a->ring != 0)
-		return util_err(be->err, "attention: %s at positions in backend memory: not "
-		    "supported", a->hi != NULL ? "rows that see later keys" : "a ring cache");
+	if (a->hi != NULL)
+		return util_err(be->err, "attention: rows that see later keys at positions in "
+		    "backend memory: not supported");
 	if (bad_attention(be, a, ldq, qhs, m, 0))
 		return -1;
 	if (n_ctx < m)
@@ -794,9 +801,10 @@ backend_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, 
 		return util_err(be->err, "qk_norm_rope: %d heads of %d (stride %d) and %d kv "
 		    "heads, %d rows, or a norm or v missing", nh, hd, a->qhs, nkv, m);
 	if ((pos == NULL) == (d_pos == NULL) || (kc != NULL && (d_pos == NULL || vc == NULL ||
-	    v == NULL || n_ctx < m)))
+	    v == NULL || n_ctx < m || a->ring < 0 || (a->ring > 0 && a->ring < m))))
 		return util_err(be->err, "qk_norm_rope: positions in host or backend memory, "
-		    "a store only at backend positions (%d rows, %d positions)", m, n_ctx);
+		    "a store only at backend positions (%d rows, %d positions, a ring of %d)", m,
+		    n_ctx, a->ring);
 	if (bad_rope(be, nh * a->qhs, nh, a->qhs, m, a->n_rot, a->mode) ||
 	    bad_rope(be, kvd, nkv, hd, m, a->n_rot, a->mode))
 		return -1;
@@ -817,7 +825,7 @@ backend_qk_norm_rope(struct backend *be, const struct backend_qkn *a, float *q, 
 	    a->theta, a->mode) || backend_rope_dpos(be, k, kvd, nkv, hd, m, d_pos, a->n_rot,
 	    a->theta, a->mode))
 		return -1;
-	return kc != NULL ? backend_kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx) : 0;
+	return kc != NULL ? backend_kv_store(be, kc, vc, k, v, kvd, m, d_pos, n_ctx, a->ring) : 0;
 }
 
 static int

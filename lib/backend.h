@@ -374,9 +374,9 @@ struct backend_attn {
 				 * sliding layer's cache that keeps its last ring
 				 * positions: a DFlash drafter's context); needs a
 				 * window of 1..ring keys, no hi, and backend_attn_hi,
-				 * neither ggml nor kv_f16, and no d_pos form.  The
-				 * same bits as the keys in rows of their own.  0:
-				 * key j in row j */
+				 * neither ggml nor kv_f16 (backend_attention_dpos
+				 * takes it).  The same bits as the keys in rows of
+				 * their own.  0: key j in row j */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,
@@ -449,14 +449,17 @@ int	backend_kv_f16(const struct backend *);
  *
  * backend_rope_dpos: backend_rope at positions d_pos.
  * backend_kv_store: K, V rows k[m][kvd], v[m][kvd] (contiguous) into the
- * caches kc, vc ([n_ctx][kvd]) at rows d_pos[0]..d_pos[0]+m-1.
- * backend_attention_dpos: backend_attention at p0 = d_pos[0] over caches
- * of n_ctx rows (p0 + m <= n_ctx).
+ * caches kc, vc ([n_ctx][kvd]) at rows d_pos[0]..d_pos[0]+m-1; ring > 0:
+ * caches that are rings of ring rows (m <= ring), position p in row
+ * p % ring (backend_attn.ring's), n_ctx still bounding the positions.
+ * backend_attention_dpos: backend_attention at p0 = d_pos[0] of a context
+ * of n_ctx positions (p0 + m <= n_ctx): caches of n_ctx rows, or with
+ * a->ring rings of that many (no a->hi).
  */
 int	backend_rope_dpos(struct backend *, float *x, int ldx, int n_head, int hs,
 	    int m, const int32_t *d_pos, int n_rot, float theta, int mode);
 int	backend_kv_store(struct backend *, float *kc, float *vc, const float *k,
-	    const float *v, int kvd, int m, const int32_t *d_pos, int n_ctx);
+	    const float *v, int kvd, int m, const int32_t *d_pos, int n_ctx, int ring);
 int	backend_attention_dpos(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,
 	    int m, const int32_t *d_pos, int n_ctx, float *o);
@@ -472,7 +475,8 @@ int	backend_attention_dpos(struct backend *, const struct backend_attn *a,
  * as backend_rope does at pos (host memory) or, pos NULL, as
  * backend_rope_dpos does at d_pos; then, kc not NULL (with d_pos), k's
  * rows and v's stored into the caches as backend_kv_store stores them
- * (n_ctx rows).  Equals those ops in that order, bit for bit.
+ * (n_ctx positions, rings of ring rows when ring > 0).  Equals those ops in
+ * that order, bit for bit.
  */
 struct backend_qkn {
 	int	n_head, n_kv_head, head_dim;
@@ -482,6 +486,7 @@ struct backend_qkn {
 	int	n_rot, mode;	/* backend_rope's */
 	float	theta;
 	int	v_norm;		/* 1: v normed in place (v not NULL) */
+	int	ring;		/* > 0: kc, vc are rings of ring rows (the store's) */
 };
 int	backend_qk_norm_rope(struct backend *, const struct backend_qkn *a, float *q,
 	    float *k, float *v, int m, const int32_t *pos, const int32_t *d_pos,

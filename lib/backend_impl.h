@@ -74,7 +74,7 @@ struct backend_ops {
 	int	(*rope_dpos)(struct backend *, float *, int, int, int, int,
 		    const int32_t *, int, float, int);
 	int	(*kv_store)(struct backend *, float *, float *, const float *,
-		    const float *, int, int, const int32_t *, int);
+		    const float *, int, int, const int32_t *, int, int);
 	int	(*attention_dpos)(struct backend *, const struct backend_attn *,
 		    const float *, int, int, const float *, const float *, int,
 		    const int32_t *, int, float *);

@@ -131,7 +131,7 @@ attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, con
 		return fail(md);
 	if (L->q_norm && L->k_norm && !md->kv_f16) {
 		struct backend_qkn qk = { nh, hp->n_head_kv, hd, qs, L->q_norm, L->k_norm, hp->eps,
-		    hp->n_rot, hp->rope_mode, hp->rope_theta, 0 };
+		    hp->n_rot, hp->rope_mode, hp->rope_theta, 0, 0 };
 
 		return backend_qk_norm_rope(be, &qk, a->q, K, V, m, dpos ? NULL : a->pos, dpos,
 		    dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;
@@ -143,7 +143,7 @@ attn_qkv(struct model *md, struct model_layer *L, float *K, float *V, int m, con
 	    rope(md, K, kvd, hp->n_head_kv, hd, m, dpos) ||
 	    (md->kv_f16 && (backend_round_f16(be, K, kvd, m, kvd) ||
 	    backend_round_f16(be, V, kvd, m, kvd))) ||
-	    (dpos && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx)))
+	    (dpos && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx, 0)))
 		return fail(md);
 	return 0;
 }

@@ -170,7 +170,7 @@ g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const
 	if (K != NULL && rot > 0) {
 		struct backend_qkn qk = { nh, L->nkv, hd, hd, L->q_norm, L->k_norm, hp->eps, rot,
 		    L->swa ? BACKEND_ROPE_NEOX : hp->rope_mode,
-		    L->swa ? hp->rope_theta_swa : hp->rope_theta, 1 };
+		    L->swa ? hp->rope_theta_swa : hp->rope_theta, 1, 0 };
 
 		return backend_qk_norm_rope(be, &qk, a->q, K, V, m, dpos ? NULL : a->pos, dpos,
 		    dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;
@@ -183,7 +183,7 @@ g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const
 	if (backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * L->nkv, hd, hp->eps) ||
 	    backend_rmsnorm(be, V, hd, NULL, V, hd, m * L->nkv, hd, hp->eps) ||
 	    g4_rope(md, L, K, kvd, L->nkv, m, dpos) ||
-	    (dpos != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx)))
+	    (dpos != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx, 0)))
 		return fail(md);
 	return 0;
 }

@@ -49,7 +49,7 @@ qkv(struct model *md, struct model_layer *L, int m, const float *res, const int3
 	const struct backend_weight *W[4] = { &L->q, &L->k, &L->v, &L->g };
 	float *Y[4] = { a->q, a->y, a->z, a->cat };
 	struct backend_qkn qk = { nh, nkv, hd, hd, L->q_norm, L->k_norm, hp->eps, L->n_rot,
-	    hp->rope_mode, L->theta, 0 };
+	    hp->rope_mode, L->theta, 0, 0 };
 
 	if (backend_add_rmsnorm_matmul(be, a->x, res, m, hp->n_embd, L->attn_norm, hp->eps,
 	    L->g.data != NULL ? 4 : 3, W, Y))
@@ -65,7 +65,7 @@ qkv(struct model *md, struct model_layer *L, int m, const float *res, const int3
 	if (dpos ? backend_rope_dpos(be, a->q, nh * hd, nh, hd, m, dpos, L->n_rot, L->theta,
 	    hp->rope_mode) || backend_rope_dpos(be, a->y, kvd, nkv, hd, m, dpos, L->n_rot,
 	    L->theta, hp->rope_mode) || backend_kv_store(be, kc, vc, a->y, a->z, kvd, m, dpos,
-	    n_ctx) :
+	    n_ctx, 0) :
 	    backend_rope(be, a->q, nh * hd, nh, hd, m, a->pos, L->n_rot, L->theta, hp->rope_mode) ||
 	    backend_rope(be, a->y, kvd, nkv, hd, m, a->pos, L->n_rot, L->theta, hp->rope_mode))
 		return fail(md);

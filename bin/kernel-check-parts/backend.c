@@ -428,18 +428,19 @@ be_rope(struct kc *k, struct bpair *p, int m, int nh, int hs, int n_rot, int mod
 /*
  * backend_qk_norm_rope on m rows of nh q heads (stride qhs) and nkv k heads
  * of hd at p0: at backend positions with the store into caches of m + p0 +
- * 2 rows (dev), else at host positions (37 apart); with vnorm v's heads
+ * 2 rows (dev), or into rings of ring rows (ring > 0, with dev: position j
+ * in row j % ring), else at host positions (37 apart); with vnorm v's heads
  * normed too (Gemma-4's).  The GPU against the CPU (the norm's and the
  * rope's tolerances) and against the GPU's own norms, ropes and store, bit
  * for bit; q, k (v with vnorm) and both caches.
  */
 void
 be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs, int n_rot,
-    int mode, int p0, int dev, int vnorm)
+    int mode, int p0, int dev, int vnorm, int ring)
 {
-	int kvd = nkv * hd, n_ctx = p0 + m + 2;
+	int kvd = nkv * hd, n_ctx = p0 + m + 2, rows = ring > 0 ? ring : n_ctx;
 	size_t sz[] = { (size_t)m * nh * qhs, (size_t)m * kvd, (size_t)m * kvd, (size_t)hd,
-	    (size_t)hd, (size_t)n_ctx * kvd, (size_t)n_ctx * kvd };
+	    (size_t)hd, (size_t)rows * kvd, (size_t)rows * kvd };
 	float lo[] = { -2, -2, -2, 0.5f, 0.5f, -1, -1 }, hi[] = { 2, 2, 2, 1.5f, 1.5f, 1, 1 };
 	int32_t *pos = xmalloc((size_t)m * 4);
 	struct bop o;
@@ -455,7 +456,7 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 	for (int i = 0; i < 7; i++)
 		u[i] = bput(p->g, o.h[i], o.n[i]);
 	struct backend_qkn ac = { nh, nkv, hd, qhs, o.c[3], o.c[4], 1e-6f, n_rot, mode, 1e6f,
-	    vnorm };
+	    vnorm, ring };
 	struct backend_qkn ag = ac;
 	ag.qn = o.g[3], ag.kn = o.g[4];
 	BOTH(p, backend_qk_norm_rope(p->c, &ac, o.c[0], o.c[1], o.c[2], m, dev ? NULL : pos,
@@ -472,7 +473,7 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 		bchk(p->g, backend_rope_dpos(p->g, u[1], kvd, nkv, hd, m, (const int32_t *)dg,
 		    n_rot, 1e6f, mode));
 		bchk(p->g, backend_kv_store(p->g, u[5], u[6], u[1], u[2], kvd, m,
-		    (const int32_t *)dg, n_ctx));
+		    (const int32_t *)dg, n_ctx, ring));
 	} else {
 		bchk(p->g, backend_rope(p->g, u[0], nh * qhs, nh, qhs, m, pos, n_rot, 1e6f, mode));
 		bchk(p->g, backend_rope(p->g, u[1], kvd, nkv, hd, m, pos, n_rot, 1e6f, mode));
@@ -480,6 +481,8 @@ be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs
 	snprintf(shape, sizeof shape, "m=%d %d+%dx%d/%d rot=%d%s pos=%d%s%s", m, nh, nkv, hd,
 	    qhs, n_rot, (mode & ~BACKEND_ROPE_GGML) == BACKEND_ROPE_NEOX ? " neox" :
 	    mode & BACKEND_ROPE_GGML ? " ggml" : "", p0, dev ? " dev" : "", vnorm ? " vnorm" : "");
+	if (ring > 0)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " ring=%d", ring);
 	for (int i = 0; i < 7; i++) {
 		if (what[i][0] == '\0' || (!dev && i >= 5))
 			continue;
@@ -604,7 +607,9 @@ be_attention_hi(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, i
  * Attention over a ring cache (backend_attn.ring): m rows at p0 with a
  * window of win keys, keys in ring rows (position j in row j % ring; p0 +
  * m past ring, so they wrap; ring >= m + win - 1 holds every key the rows
- * see).  The GPU against the CPU; each row alone at its own position, bit
+ * see).  The GPU against the CPU; at positions in backend memory
+ * (backend_attention_dpos: a recorded step's) the host form's bits; each
+ * row alone at its own position, bit
  * for bit (a ring's prompt stays on the split-K kernel); against its own
  * attention over the same keys in rows of their own within 1e-4 (a
  * windowed prompt over rows takes the flash prefill kernel, as a full one
@@ -644,6 +649,21 @@ be_attention_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd,
 	becmp(k, "be attention ring", shape, g, c, NULL, (int64_t)no, 1e-4);
 	free(g);
 	g = bget(p->g, go, no);		/* unbroken: becmp's broken arm spoiled the copy */
+	{	/* positions in backend memory (a recorded step's), a context of n + 70 */
+		int32_t *pos = xmalloc((size_t)m * 4);
+		float *dp, *d;
+
+		for (int r = 0; r < m; r++)
+			pos[r] = p0 + r;
+		dp = bput(p->g, (const float *)pos, (size_t)m);
+		bchk(p->g, backend_fill(p->g, go, 0.0f, no));
+		bchk(p->g, backend_attention_dpos(p->g, &a, gq, ld, hd, gk, gv, m,
+		    (const int32_t *)dp, n + 70, go));
+		d = bget(p->g, go, no);
+		bsame(k, "be attention ring dpos=host", shape, d, g, (int64_t)no);
+		free(d), free(pos);
+		backend_mfree(p->g, dp);
+	}
 	al.ring = 0;
 	bchk(p->g, backend_attention(p->g, &al, gq, ld, hd, gkl, gvl, m, p0, go));
 	lin = bget(p->g, go, no);

@@ -553,7 +553,7 @@ bench_attn(struct kc *k, int NH, int NKV, int HD, int M, int W)
 				for (int r0 = 0; r0 < M; r0 += R)
 					gchk(k, W > 0 ? gpu_attention_window(k->g,
 					    q + (size_t)r0 * NH * HD, K, V, o + (size_t)r0 * NH * HD, R,
-					    NH, NKV, HD, r0, NULL, 0, scale, W) :
+					    NH, NKV, HD, r0, NULL, 0, scale, W, 0) :
 					    gpu_attention(k->g, q + (size_t)r0 * NH * HD, K, V,
 					    o + (size_t)r0 * NH * HD, R, NH, NKV, HD, r0, scale));
 			gchk(k, gpu_mark(k->g, 1));

@@ -179,7 +179,7 @@ void	be_add_rmsnorm(struct kc *k, struct bpair *p, int m, int n);
 void	be_elementwise(struct kc *k, struct bpair *p, int n);
 void	be_rope(struct kc *k, struct bpair *p, int m, int nh, int hs, int n_rot, int mode, int p0);
 void	be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int qhs, int n_rot,
-	    int mode, int p0, int dev, int vnorm);
+	    int mode, int p0, int dev, int vnorm, int ring);
 void	be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0, int win);
 void	be_attention_hi(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
 	    int b0, int nb, int win);

@@ -474,16 +474,20 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_rope(k, &p, 4, 2, 64, 16, BACKEND_ROPE_NEOX, 100000);
 	/* the 9B/27B heads one row and a verify's four, prompt rows, llama's, hd 80, and
 	 * heads k_qk_rope does not take (hd 66: the ops one by one) */
-	be_qkrope(k, &p, 1, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 300, 1, 0);
-	be_qkrope(k, &p, 4, 24, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 4000, 1, 0);
-	be_qkrope(k, &p, 7, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 3, 0, 0);
-	be_qkrope(k, &p, 3, 8, 2, 128, 128, 128, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 50, 1, 0);
-	be_qkrope(k, &p, 2, 6, 2, 80, 160, 32, BACKEND_ROPE_NEOX, 9, 1, 0);
-	be_qkrope(k, &p, 2, 4, 2, 66, 132, 32, BACKEND_ROPE_NEOX, 9, 1, 0);
+	be_qkrope(k, &p, 1, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 300, 1, 0, 0);
+	be_qkrope(k, &p, 4, 24, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 4000, 1, 0, 0);
+	be_qkrope(k, &p, 7, 16, 4, 256, 512, 64, BACKEND_ROPE_NEOX, 3, 0, 0, 0);
+	be_qkrope(k, &p, 3, 8, 2, 128, 128, 128, BACKEND_ROPE_NORM | BACKEND_ROPE_GGML, 50, 1, 0, 0);
+	be_qkrope(k, &p, 2, 6, 2, 80, 160, 32, BACKEND_ROPE_NEOX, 9, 1, 0, 0);
+	be_qkrope(k, &p, 2, 4, 2, 66, 132, 32, BACKEND_ROPE_NEOX, 9, 1, 0, 0);
 	/* Gemma-4's sliding layers (v normed too): 26B-A4B's heads decoding, 31B's prompt */
-	be_qkrope(k, &p, 1, 16, 8, 256, 256, 256, BACKEND_ROPE_NEOX, 700, 1, 1);
-	be_qkrope(k, &p, 3, 32, 16, 256, 256, 256, BACKEND_ROPE_NEOX, 90, 1, 1);
-	be_qkrope(k, &p, 5, 32, 16, 256, 256, 256, BACKEND_ROPE_NEOX, 4, 0, 1);
+	be_qkrope(k, &p, 1, 16, 8, 256, 256, 256, BACKEND_ROPE_NEOX, 700, 1, 1, 0);
+	be_qkrope(k, &p, 3, 32, 16, 256, 256, 256, BACKEND_ROPE_NEOX, 90, 1, 1, 0);
+	be_qkrope(k, &p, 5, 32, 16, 256, 256, 256, BACKEND_ROPE_NEOX, 4, 0, 1, 0);
+	/* the store into a ring (a sliding layer's cache of ring rows): rows across its end */
+	be_qkrope(k, &p, 3, 8, 2, 128, 128, 128, BACKEND_ROPE_NEOX, 40, 1, 0, 7);
+	be_qkrope(k, &p, 2, 32, 16, 256, 256, 256, BACKEND_ROPE_NEOX, 1535, 1, 1, 1536);
+	be_qkrope(k, &p, 2, 6, 2, 80, 160, 32, BACKEND_ROPE_NEOX, 13, 1, 0, 7);	/* ops path */
 	be_attention(k, &p, 1, 4, 2, 64, 0, 0);
 	be_attention(k, &p, 4, 4, 2, 64, 300, 0);
 	be_attention(k, &p, 9, 16, 4, 256, 1000, 0);
@@ -780,11 +784,11 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	/* gemma4's proportional RoPE: a quarter of the pairs turn, over the whole head */
 	be_rope(k, &p, 3, 4, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 5);
 	be_rope(k, &p, 2, 8, 256, 64, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
-	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1, 0);
+	be_qkrope(k, &p, 2, 4, 2, 32, 32, 8, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1, 0, 0);
 	/* the 26B-A4B / 31B global layers: heads of 512, 128 of them turning */
 	be_rope(k, &p, 3, 16, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 3000);
-	be_qkrope(k, &p, 2, 16, 2, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1, 1);
-	be_qkrope(k, &p, 17, 8, 1, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 0, 0, 1);
+	be_qkrope(k, &p, 2, 16, 2, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 9, 1, 1, 0);
+	be_qkrope(k, &p, 17, 8, 1, 512, 512, 128, BACKEND_ROPE_NEOX | BACKEND_ROPE_PROP, 0, 0, 1, 0);
 	be_norms(k, &p, 48, 512, 512);		/* their q, k and v norms: rows of 512 */
 	be_rows32(k, &p);
 	bchk(p.g, backend_rows_set(p.g, BACKEND_ROWS_MAX));

@@ -1578,7 +1578,7 @@ TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
 		CHECK(backend_rope_dpos(be3, y, ldq, 4, qhs, m, d, 16, 1e4f, mode) == 0);
 		CHECK(same(x, y, (size_t)m * ldq));
 	}
-	CHECK(backend_kv_store(be3, kc, vc, k, v, kvd, m, d, n_ctx) == 0);
+	CHECK(backend_kv_store(be3, kc, vc, k, v, kvd, m, d, n_ctx, 0) == 0);
 	CHECK(same(kc, kc0, (size_t)p0 * kvd));		/* rows before p0 untouched */
 	CHECK(same(kc + p0 * kvd, k, (size_t)m * kvd) && same(vc + p0 * kvd, v, (size_t)m * kvd));
 	CHECK(same(kc + (p0 + m) * kvd, kc0 + (p0 + m) * kvd, (size_t)(n_ctx - p0 - m) * kvd));
@@ -1586,7 +1586,7 @@ TEST(dpos_ops_equal_their_host_position_forms_bit_for_bit)
 	CHECK(backend_attention_dpos(be3, &a, x, ldq, qhs, kc, vc, m, d, n_ctx, o1) == 0);
 	CHECK(same(o, o1, (size_t)m * od));
 	/* rows past the cache are refused, not written */
-	CHECK(backend_kv_store(be3, kc, vc, k, v, kvd, m, d, p0 + m - 1) == -1);
+	CHECK(backend_kv_store(be3, kc, vc, k, v, kvd, m, d, p0 + m - 1, 0) == -1);
 	CHECK_EQ_STR(backend_errmsg(be3), "kv_store: rows 5..7 of 7");
 	CHECK(backend_attention_dpos(be3, &a, x, ldq, qhs, kc, vc, m, d, p0 + 2, o1) == -1);
 	backend_mfree(be3, (float *)d);
@@ -1604,7 +1604,7 @@ qk_norm_rope_case(int mode, int dev, int vnorm)
 {
 	int nh = 4, nkv = 2, hd = 32, qhs = 64, m = 3, p0 = 4, n_ctx = 8, kvd = nkv * hd;
 	int32_t pos[3] = { 4, 5, 6 }, *d = dev ? dpos_new(be3, p0, m) : NULL;
-	struct backend_qkn a = { nh, nkv, hd, qhs, NULL, NULL, 1e-6f, 16, mode, 1e4f, 0 };
+	struct backend_qkn a = { nh, nkv, hd, qhs, NULL, NULL, 1e-6f, 16, mode, 1e4f, 0, 0 };
 	float *qn = rnd(hd, 1), *kn = rnd(hd, 1);
 	float *q1 = rnd((size_t)m * nh * qhs, 2), *q2 = dup(q1, (size_t)m * nh * qhs);
 	float *k1 = rnd((size_t)m * kvd, 2), *k2 = dup(k1, (size_t)m * kvd);
@@ -1623,7 +1623,7 @@ qk_norm_rope_case(int mode, int dev, int vnorm)
 	CHECK(backend_rope(be3, q2, nh * qhs, nh, qhs, m, pos, 16, 1e4f, mode) == 0);
 	CHECK(backend_rope(be3, k2, kvd, nkv, hd, m, pos, 16, 1e4f, mode) == 0);
 	if (dev)
-		CHECK(backend_kv_store(be3, kc2, vc2, k2, v2, kvd, m, d, n_ctx) == 0);
+		CHECK(backend_kv_store(be3, kc2, vc2, k2, v2, kvd, m, d, n_ctx, 0) == 0);
 	CHECK(same(q1, q2, (size_t)m * nh * qhs) && same(k1, k2, (size_t)m * kvd));
 	CHECK(same(v, v2, (size_t)m * kvd));
 	CHECK(same(kc1, kc2, (size_t)n_ctx * kvd) && same(vc1, vc2, (size_t)n_ctx * kvd));
@@ -1638,7 +1638,7 @@ TEST(qk_norm_rope_equals_the_norms_ropes_and_store_bit_for_bit)
 {
 	float w[32] = { 0 }, x[256] = { 0 };
 	int32_t pos[1] = { 0 };
-	struct backend_qkn a = { 2, 1, 32, 32, w, w, 1e-6f, 16, BACKEND_ROPE_NEOX, 1e4f, 0 };
+	struct backend_qkn a = { 2, 1, 32, 32, w, w, 1e-6f, 16, BACKEND_ROPE_NEOX, 1e4f, 0, 0 };
 
 	for (int mode = BACKEND_ROPE_NORM; mode <= BACKEND_ROPE_NEOX; mode++)
 		for (int vn = 0; vn < 2; vn++) {
@@ -2111,8 +2111,8 @@ TEST(windowed_attention_sees_the_last_window_keys)
  * with the window on the same path (one thread, three, the portable one),
  * one row or two at a time, whichever row the window starts in; a
  * ring without a window, with a window wider than it, with rows that see
- * later keys, with llama.cpp's orders or at positions in backend memory is
- * refused.
+ * later keys or with llama.cpp's orders is refused (at positions in backend
+ * memory: ring_caches_at_backend_positions_...).
  */
 TEST(a_ring_cache_attends_as_the_whole_cache_does)
 {
@@ -2148,9 +2148,75 @@ TEST(a_ring_cache_attends_as_the_whole_cache_does)
 	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
 	a.ggml = 0, a.ring = -1;
 	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
-	a.ring = R;
+	a.ring = R, a.hi = hi;
 	CHECK(backend_attention_dpos(be1, &a, q, LDQ, 16, rk, rv, 1, d, R, &o[0][0]) == -1);
 	free(q), free(kc), free(vc);
+}
+
+/*
+ * Rings at positions in backend memory (a recorded decode step of a
+ * sliding layer whose cache is a ring): backend_kv_store and
+ * backend_qk_norm_rope's store put position p in row p % ring, a store of
+ * two rows across the ring's end in its last row and its first, and
+ * backend_attention_dpos over the ring gives backend_attention's bits at
+ * the host position, which are the whole cache's; a ring shorter than the
+ * rows stored is refused.
+ */
+TEST(ring_caches_at_backend_positions_store_and_attend_as_at_host_positions)
+{
+	enum { N = 40, NH = 4, NKV = 2, HD = 16, KVD = NKV * HD, LDQ = NH * HD, R = 7 };
+	struct backend_attn a = { NH, NKV, HD, 0.3f, 0, 0, 0, 5, NULL, R }, whole = a;
+	struct backend_qkn qk = { NH, NKV, HD, HD, NULL, NULL, 1e-6f, 8, BACKEND_ROPE_NEOX, 1e4f,
+	    1, R };
+	float *q = rnd(2 * LDQ, 1), *kl = rnd((size_t)N * KVD, 1), *vl = rnd((size_t)N * KVD, 1);
+	float *qn = rnd(HD, 1), *kn = rnd(HD, 1);
+	float rk[R * KVD], rv[R * KVD], want_k[R * KVD], want_v[R * KVD];
+	float qk_k[R * KVD], qk_v[R * KVD], o[2 * LDQ], ref[2 * LDQ], x[2 * LDQ], y[2 * KVD];
+	float z[2 * KVD];
+	long differ = 0;
+
+	whole.ring = 0, qk.qn = qn, qk.kn = kn;
+	memset(rk, 0, sizeof rk), memset(rv, 0, sizeof rv);
+	memcpy(want_k, rk, sizeof rk), memcpy(want_v, rv, sizeof rv);
+	memcpy(qk_k, rk, sizeof rk), memcpy(qk_v, rv, sizeof rv);
+	for (int p = 0; p + 2 <= N; p += 1 + p % 2) {
+		int m = 1 + p % 2, d[2] = { p, p + 1 }, pos[2] = { p, p + 1 };
+
+		/* the store: rows p .. p + m - 1 (two across the end when p % R is R - 1) */
+		CHECK(backend_kv_store(be3, rk, rv, kl + (size_t)p * KVD, vl + (size_t)p * KVD, KVD,
+		    m, d, N, R) == 0);
+		for (int j = p; j < p + m; j++)
+			memcpy(want_k + (j % R) * KVD, kl + (size_t)j * KVD, KVD * sizeof *rk),
+			memcpy(want_v + (j % R) * KVD, vl + (size_t)j * KVD, KVD * sizeof *rv);
+		differ += memcmp(rk, want_k, sizeof rk) != 0 || memcmp(rv, want_v, sizeof rv) != 0;
+		/* qk_norm_rope's store: the normed, roped rows into the ring at the same rows */
+		memcpy(x, q, (size_t)m * LDQ * sizeof *x);
+		memcpy(y, kl + (size_t)p * KVD, (size_t)m * KVD * sizeof *y);
+		memcpy(z, vl + (size_t)p * KVD, (size_t)m * KVD * sizeof *z);
+		CHECK(backend_qk_norm_rope(be3, &qk, x, y, z, m, NULL, d, qk_k, qk_v, N) == 0);
+		for (int r = 0; r < m; r++)
+			differ += memcmp(qk_k + ((p + r) % R) * KVD, y + r * KVD, KVD * sizeof *y) != 0 ||
+			    memcmp(qk_v + ((p + r) % R) * KVD, z + r * KVD, KVD * sizeof *z) != 0;
+		(void)pos;
+		/* attention over the ring at d_pos: the host position's bits, the whole cache's */
+		CHECK(backend_attention_dpos(be3, &a, q, LDQ, HD, rk, rv, m, d, N, o) == 0);
+		CHECK(backend_attention(be3, &whole, q, LDQ, HD, kl, vl, m, p, ref) == 0);
+		differ += memcmp(o, ref, (size_t)m * LDQ * sizeof *o) != 0;
+		CHECK(backend_attention(be3, &a, q, LDQ, HD, rk, rv, m, p, ref) == 0);
+		differ += memcmp(o, ref, (size_t)m * LDQ * sizeof *o) != 0;
+	}
+	CHECK_EQ_INT(differ, 0);
+	{
+		int d[2] = { 9, 10 };
+
+		CHECK(backend_kv_store(be3, rk, rv, kl, vl, KVD, 2, d, N, 1) == -1);
+		CHECK(strstr(backend_errmsg(be3), "a ring of 1") != NULL);
+		CHECK(backend_kv_store(be3, rk, rv, kl, vl, KVD, 2, d, N, -1) == -1);
+		qk.ring = 1;
+		CHECK(backend_qk_norm_rope(be3, &qk, x, y, z, 2, NULL, d, qk_k, qk_v, N) == -1);
+		CHECK(backend_attention_dpos(be3, &a, q, LDQ, HD, rk, rv, 2, d, 10, o) == -1);
+	}
+	free(q), free(kl), free(vl), free(qn), free(kn);
 }
 
 /*
@@ -2705,6 +2771,7 @@ main(void)
 	RUN(geglu_matmul_is_the_geglu_then_the_product);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
+	RUN(ring_caches_at_backend_positions_store_and_attend_as_at_host_positions);
 	RUN(clamp_and_attn_hi_are_separate_ops);
 	RUN(vision_tower_opens_on_a_backend_with_its_ops_only);
 	RUN(matmul_half_rounds_activations_to_the_weights_type);
