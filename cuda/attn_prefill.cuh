@@ -93,6 +93,8 @@ struct apf_args {
 	int	full;		/* every row sees positions < p0 + m; else causal */
 	int	window;		/* > 0 (causal only): the row at position i sees keys
 				 * j with i - window < j <= i only; 0: every earlier */
+	int	ring;		/* > 0 (with a window): K, V are rings of ring rows,
+				 * position j in row j % ring; 0: in row j */
 };
 
 template <int HDP, int BQ>
@@ -193,8 +195,8 @@ apf_load_q(const apf_args &A, const apf_sh &s, int kvh, int i0, int tid)
 }
 
 /* A thread's float4s of a K or V tile at position j0 to dst (s.k or s.v;
- * zeros past npos and hd), cp.async on the GPU (apf_wait, then a barrier,
- * before it is read). */
+ * zeros past npos and hd; position j from row j, or j % A.ring in a ring),
+ * cp.async on the GPU (apf_wait, then a barrier, before it is read). */
 template <int HDP, int BQ>
 APF_HD void
 apf_copy(const apf_args &A, const float *src, float *dst, int kvh, int j0, int npos,
@@ -204,13 +206,13 @@ apf_copy(const apf_args &A, const float *src, float *dst, int kvh, int j0, int n
 	enum { KS = D::NT / (HDP / 4) };	/* rows apart a thread's float4s are */
 	int k0 = tid / (HDP / 4), c = tid % (HDP / 4) * 4;
 	size_t ld = (size_t)A.nkv * A.hd;
-	const float *g0 = src + (size_t)(j0 + k0) * ld + (size_t)kvh * A.hd + c;
+	const float *g0 = src + (size_t)kvh * A.hd + c;
 	float *d0 = dst + k0 * D::LD + c;
 
 	APF_UNROLL
 	for (int u = 0; u < D::LOADS; u++) {
-		int ok = j0 + k0 + u * KS < npos && c < A.hd;
-		const float *g = ok ? g0 + u * KS * ld : src;
+		int j = j0 + k0 + u * KS, ok = j < npos && c < A.hd;
+		const float *g = ok ? g0 + (size_t)(A.ring > 0 ? j % A.ring : j) * ld : src;
 		float *d = d0 + u * KS * D::LD;
 #ifdef __CUDACC__
 		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::

@@ -425,14 +425,16 @@ hi_full(const int32_t *hi, int m, int p0)
 }
 
 /*
- * Attention at p0, or at *d_pos when d_pos is not NULL (caches of n_ctx
- * rows); a prompt of more than the step rows at p0 by gpu_attention_prefill
- * (heads a multiple of 32), a sliding window's too (a->window > 0: the
- * kernel walks each block's windows only); with a->hi or a->ring by the
- * split-K kernel 16 rows at a time (gpu_attention_hi), save one a->hi of
- * rows that all see the call's last key (a vision tower's whole image, no
- * window): gpu_attention_prefill's full mode then, heads a multiple of 4
- * (the 31B tower's are 72).
+ * Attention at p0, or at *d_pos when d_pos is not NULL (a context of n_ctx
+ * positions); a prompt of more than the step rows at p0 by
+ * gpu_attention_prefill (heads a multiple of 32), a sliding window's too
+ * (a->window > 0: the kernel walks each block's windows only), over a ring
+ * (a->ring) when the ring holds every key of the call (window + m - 1
+ * rows); with a->hi, or a ring at p0 otherwise, by the split-K kernel 16
+ * rows at a time (gpu_attention_hi), save one a->hi of rows that all see
+ * the call's last key (a vision tower's whole image, no window):
+ * gpu_attention_prefill's full mode then, heads a multiple of 4 (the 31B
+ * tower's are 72); a ring at d_pos by the split-K kernel's window form.
  */
 static int
 attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq, int qhs,
@@ -450,10 +452,10 @@ attend(struct backend *be, const struct backend_attn *a, const float *q, int ldq
 	 * step rows, keep the split-K kernel's, whose rows are batch-invariant) */
 	if (d_pos == NULL && m > gpu_step_rows(c->g) && hd <= GPU_HEAD_MAX &&
 	    (hd % 32 == 0 || (full && hd % 4 == 0)) && (a->window == 0 || a->hi == NULL) &&
-	    (a->hi == NULL || full) && a->ring == 0 &&
+	    (a->hi == NULL || full) && (a->ring == 0 || a->window + m - 1 <= a->ring) &&
 	    (((uintptr_t)qp | (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)o) & 15) == 0) {
 		if (gpu_attention_prefill(c->g, qp, kc, vc, o, m, nh, a->n_kv_head, hd, p0,
-		    a->scale, full, a->window) != 0)
+		    a->scale, full, a->window, a->ring) != 0)
 			return gfail(be, "attention");
 		return 0;
 	}

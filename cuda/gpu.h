@@ -548,11 +548,13 @@ int	gpu_attention_dpos(struct gpu *g, const float *d_q, const float *d_k, const 
  * image), not causal.  window > 0 (causal only): a sliding window, the row
  * at position i sees the keys j with i - window < j <= i (gemma4's and
  * step35's sliding layers); each block walks only its rows' windows, and a
- * row's sums do not depend on the block or the call it is in.
+ * row's sums do not depend on the block or the call it is in.  ring > 0
+ * (with a window, window + nq - 1 <= ring): d_k, d_v are rings of ring
+ * rows, position j in row j % ring, the same bits as in row j.
  */
 int	gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k,
 	    const float *d_v, float *d_out, int nq, int nh, int nkv, int hd, int pos0,
-	    float scale, int full, int window);
+	    float scale, int full, int window, int ring);
 
 /*
  * gpu_attention (d_pos NULL, at pos0) or gpu_attention_dpos (at *d_pos,

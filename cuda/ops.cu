@@ -1278,17 +1278,18 @@ attn_prefill_run(struct gpu *g, const apf_args &A)
 extern "C" int
 gpu_attention_prefill(struct gpu *g, const float *d_q, const float *d_k, const float *d_v,
     float *d_out, int nq, int nh, int nkv, int hd, int pos0, float scale, int full,
-    int window)
+    int window, int ring)
 {
 	apf_args A = { d_q, d_k, d_v, d_out, nq, nh, nkv, hd, pos0, scale, full != 0,
-	    window };
+	    window, ring };
 	uintptr_t al = ((uintptr_t)d_q | (uintptr_t)d_k | (uintptr_t)d_v | (uintptr_t)d_out) & 15;
 
 	if (nq < 1 || nh < 1 || nkv < 1 || nh % nkv || hd < 4 || hd > GPU_HEAD_MAX || hd % 4 ||
 	    pos0 < 0 || al != 0 || (int64_t)nq * nh > INT32_MAX / 256 ||
-	    (int64_t)pos0 + nq > INT32_MAX / 2 || window < 0 || (full && window > 0))
-		return gpu_fail(g, "attention prefill: nq=%d nh=%d nkv=%d hd=%d pos0=%d window=%d%s%s",
-		    nq, nh, nkv, hd, pos0, window, full ? " full" : "",
+	    (int64_t)pos0 + nq > INT32_MAX / 2 || window < 0 || (full && window > 0) ||
+	    ring < 0 || (ring > 0 && (window < 1 || window + nq - 1 > ring)))
+		return gpu_fail(g, "attention prefill: nq=%d nh=%d nkv=%d hd=%d pos0=%d window=%d "
+		    "ring=%d%s%s", nq, nh, nkv, hd, pos0, window, ring, full ? " full" : "",
 		    al ? " (not 16-byte aligned)" : "");
 	/* 64 vectors a block while that still fills two blocks a multiprocessor
 	 * (heads of 256: always 32, 103 KB of shared memory, two a multiprocessor;

@@ -548,7 +548,7 @@ bench_attn(struct kc *k, int NH, int NKV, int HD, int M, int W)
 			gchk(k, gpu_mark(k->g, 0));
 			if (c == 0)
 				gchk(k, gpu_attention_prefill(k->g, q, K, V, o, M, NH, NKV, HD, 0, scale,
-				    0, W));
+				    0, W, 0));
 			else
 				for (int r0 = 0; r0 < M; r0 += R)
 					gchk(k, W > 0 ? gpu_attention_window(k->g,

@@ -262,7 +262,7 @@ check_attention_win(struct kc *k, int nq, int nh, int nkv, int hd, int pos0, int
 	char shape[64];
 
 	gchk(k, pf ? gpu_attention_prefill(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale,
-	    pf == 2, win) : gpu_attention(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale));
+	    pf == 2, win, 0) : gpu_attention(k->g, dq, dK, dV, dO, nq, nh, nkv, hd, pos0, scale));
 	dget(k, o, dO, (size_t)nqel * 4);
 	for (int t = 0; t < nq; t++)
 		for (int h = 0; h < nh; h++) {
