@@ -744,14 +744,20 @@ bad_attention(struct backend *be, const struct backend_attn *a, int ldq, int qhs
 		return util_err(be->err, "attention: caches that are rings of %d rows: not on "
 		    "backend '%s'%s", a->ring, be->name, a->kv_f16 || a->ggml ? " with llama.cpp's "
 		    "orders" : "");
-	if (a->ring > 0 && (a->hi != NULL || a->window < 1 || a->window > a->ring))
+	if (a->ring > 0 && (a->window < 1 || a->window > a->ring))
 		return util_err(be->err, "attention: a ring of %d rows needs a window of 1..%d "
-		    "keys and causal rows (window %d%s)", a->ring, a->ring, a->window,
-		    a->hi != NULL ? ", rows that see later keys" : "");
-	for (int r = 0; a->hi != NULL && r < m; r++)
+		    "keys (window %d)", a->ring, a->ring, a->window);
+	for (int r = 0; a->hi != NULL && r < m; r++) {
+		int first = p0 + r + 1 - a->window;	/* with a window: the row's first key */
+
 		if (a->hi[r] < p0 + r || a->hi[r] >= p0 + m)
 			return util_err(be->err, "attention: row %d at %d sees up to %d, outside "
 			    "%d..%d", r, p0 + r, a->hi[r], p0 + r, p0 + m - 1);
+		if (a->ring > 0 && a->hi[r] - (first > 0 ? first : 0) + 1 > a->ring)
+			return util_err(be->err, "attention: row %d at %d sees keys %d..%d, more "
+			    "than a ring of %d rows holds", r, p0 + r, first > 0 ? first : 0,
+			    a->hi[r], a->ring);
+	}
 	return 0;
 }
 

@@ -373,10 +373,11 @@ struct backend_attn {
 				 * j % ring, holding every key the rows see (a
 				 * sliding layer's cache that keeps its last ring
 				 * positions: a DFlash drafter's context); needs a
-				 * window of 1..ring keys, no hi, and backend_attn_hi,
+				 * window of 1..ring keys (with hi: no row seeing
+				 * more keys than the ring holds), backend_attn_hi,
 				 * neither ggml nor kv_f16 (backend_attention_dpos
-				 * takes it).  The same bits as the keys in rows of
-				 * their own.  0: key j in row j */
+				 * takes it, without hi).  The same bits as the keys
+				 * in rows of their own.  0: key j in row j */
 };
 int	backend_attention(struct backend *, const struct backend_attn *a,
 	    const float *q, int ldq, int qhs, const float *kc, const float *vc,

@@ -604,6 +604,63 @@ be_attention_hi(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, i
 }
 
 /*
+ * An image block over a ring (Gemma-4's sliding layers with bidirectional
+ * image rows): m rows at p0, rows b0 .. b0 + nb - 1 seeing the whole
+ * block, a window of win keys, the caches rings of win + m - 1 rows holding
+ * the call's keys (p0 past the ring: they wrap).  The GPU against the CPU
+ * over the same ring, and against its own attention over the keys in rows
+ * of their own, bit for bit.
+ */
+void
+be_attention_hi_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
+    int b0, int nb, int win)
+{
+	int ld = nh * hd, kvd = nkv * hd, n = p0 + m, ring = win + m - 1;
+	float *q = frand(k, (int64_t)m * ld, -1, 1), *kl = frand(k, (int64_t)n * kvd, -1, 1);
+	float *vl = frand(k, (int64_t)n * kvd, -1, 1), *kr = frand(k, (int64_t)ring * kvd, -1, 1);
+	float *vr = frand(k, (int64_t)ring * kvd, -1, 1), *c, *g, *lin;
+	int32_t *top = xmalloc((size_t)m * 4);
+	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, top, ring };
+	struct backend_attn al = a;
+	size_t no = (size_t)m * ld;
+	char shape[112];
+
+	if (n <= ring || b0 + nb > m)
+		die(1, "be_attention_hi_ring: %d rows at %d, block %d+%d, window %d", m, p0, b0, nb,
+		    win);
+	for (int r = 0; r < m; r++)
+		top[r] = r >= b0 && r < b0 + nb ? p0 + b0 + nb - 1 : p0 + r;
+	for (int j = n - ring; j < n; j++) {	/* the last ring keys, j in row j % ring */
+		memcpy(kr + (size_t)(j % ring) * kvd, kl + (size_t)j * kvd, kvd * sizeof *kr);
+		memcpy(vr + (size_t)(j % ring) * kvd, vl + (size_t)j * kvd, kvd * sizeof *vr);
+	}
+	float *cq = bput(p->c, q, no), *ck = bput(p->c, kr, (size_t)ring * kvd);
+	float *cv = bput(p->c, vr, (size_t)ring * kvd), *co = bput(p->c, NULL, no);
+	float *gq = bput(p->g, q, no), *gk = bput(p->g, kr, (size_t)ring * kvd);
+	float *gv = bput(p->g, vr, (size_t)ring * kvd), *go = bput(p->g, NULL, no);
+	float *gkl = bput(p->g, kl, (size_t)n * kvd), *gvl = bput(p->g, vl, (size_t)n * kvd);
+
+	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d block=%d+%d win=%d ring=%d", m,
+	    nh, nkv, hd, p0, b0, nb, win, ring);
+	BOTH(p, backend_attention(p->c, &a, cq, ld, hd, ck, cv, m, p0, co),
+	    backend_attention(p->g, &a, gq, ld, hd, gk, gv, m, p0, go));
+	c = bget(p->c, co, no), g = bget(p->g, go, no);
+	becmp(k, "be attention hi ring", shape, g, c, NULL, (int64_t)no, 1e-4);
+	free(g);
+	g = bget(p->g, go, no);		/* unbroken: becmp's broken arm spoiled the copy */
+	al.ring = 0;
+	bchk(p->g, backend_attention(p->g, &al, gq, ld, hd, gkl, gvl, m, p0, go));
+	lin = bget(p->g, go, no);
+	bsame(k, "be attention hi ring=rows", shape, lin, g, (int64_t)no);
+	free(c), free(g), free(lin), free(top);
+	free(q), free(kl), free(vl), free(kr), free(vr);
+	backend_mfree(p->c, cq), backend_mfree(p->c, ck), backend_mfree(p->c, cv);
+	backend_mfree(p->c, co), backend_mfree(p->g, gq), backend_mfree(p->g, gk);
+	backend_mfree(p->g, gv), backend_mfree(p->g, go), backend_mfree(p->g, gkl);
+	backend_mfree(p->g, gvl);
+}
+
+/*
  * Attention over a ring cache (backend_attn.ring): m rows at p0 with a
  * window of win keys, keys in ring rows (position j in row j % ring; p0 +
  * m past ring, so they wrap; ring >= m + win - 1 holds every key the rows

@@ -183,6 +183,8 @@ void	be_qkrope(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, in
 void	be_attention(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0, int win);
 void	be_attention_hi(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
 	    int b0, int nb, int win);
+void	be_attention_hi_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd,
+	    int p0, int b0, int nb, int win);
 void	be_attention_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
 	    int win, int ring);
 void	be_clamp(struct kc *k, struct bpair *p, int n);

@@ -754,6 +754,10 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_attention_hi(k, &p, 24, 6, 2, 80, 70, 4, 12, 8);
 	be_attention_hi(k, &p, 9, 8, 2, 512, 100, 3, 4, 0);	/* heads of 512 */
 	be_attention_hi(k, &p, 40, 16, 2, 512, 30, 5, 20, 16);
+	/* an image block over a sliding layer's ring (Gemma-4's rings with images) */
+	be_attention_hi_ring(k, &p, 40, 4, 1, 64, 600, 10, 25, 16);
+	be_attention_hi_ring(k, &p, 24, 6, 2, 80, 70, 4, 12, 8);
+	be_attention_hi_ring(k, &p, 40, 16, 8, 256, 3000, 5, 30, 1024);
 	/* every row the block (a vision tower's attention): the flash kernel's full mode,
 	 * heads of 72 (the 31B tower's) too */
 	be_attention_hi(k, &p, 100, 16, 16, 72, 0, 0, 100, 0);

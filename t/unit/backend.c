@@ -2110,9 +2110,10 @@ TEST(windowed_attention_sees_the_last_window_keys)
  * the ring holding the keys its rows see.  The same bits as a whole cache
  * with the window on the same path (one thread, three, the portable one),
  * one row or two at a time, whichever row the window starts in; a
- * ring without a window, with a window wider than it, with rows that see
- * later keys or with llama.cpp's orders is refused (at positions in backend
- * memory: ring_caches_at_backend_positions_...).
+ * ring without a window, with a window wider than it, with a row that
+ * sees later keys than it holds or with llama.cpp's orders is refused (at
+ * positions in backend memory: ring_caches_at_backend_positions_...; rows
+ * that see later keys: an_image_block_over_a_ring_...).
  */
 TEST(a_ring_cache_attends_as_the_whole_cache_does)
 {
@@ -2142,14 +2143,53 @@ TEST(a_ring_cache_attends_as_the_whole_cache_does)
 	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
 	a.window = R + 1;
 	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
-	a.window = 5, a.hi = hi;
+	a.window = 5, a.hi = hi, hi[0] = 1, hi[1] = 1;	/* row 0 sees 0..1: in a ring of 2, not 1 */
+	a.ring = 1, a.window = 1;
 	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 2, 0, &o[0][0]) == -1);
+	CHECK(strstr(backend_errmsg(be1), "more than a ring of 1 rows holds") != NULL);
+	a.ring = R, a.window = 5;
 	a.hi = NULL, a.ggml = 1;
 	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
 	a.ggml = 0, a.ring = -1;
 	CHECK(backend_attention(be1, &a, q, LDQ, 16, rk, rv, 1, 3, &o[0][0]) == -1);
 	a.ring = R, a.hi = hi;
 	CHECK(backend_attention_dpos(be1, &a, q, LDQ, 16, rk, rv, 1, d, R, &o[0][0]) == -1);
+	free(q), free(kc), free(vc);
+}
+
+/*
+ * An image's rows over a ring (Gemma-4's sliding layers, whose image rows
+ * see the whole image): rows that see later keys (backend_attn.hi), an
+ * image block of 4 rows amid causal rows, windows of 5, over a ring of
+ * window + rows - 1 that the call's keys were stored into: the whole
+ * cache's bits on the three CPU paths, at every position from 0 to past
+ * the ring's fourth wrap.
+ */
+TEST(an_image_block_over_a_ring_attends_as_over_the_whole_cache)
+{
+	enum { N = 40, KVD = 32, LDQ = 64, M = 6, W = 5, R = W + M - 1 };
+	struct backend_attn a = { 4, 2, 16, 0.3f, 0, 0, 0, W, NULL, R }, whole = a;
+	float *q = rnd(M * LDQ, 1), *kc = rnd((size_t)N * KVD, 1), *vc = rnd((size_t)N * KVD, 1);
+	float rk[R * KVD], rv[R * KVD], o[M * LDQ], ref[M * LDQ];
+	struct backend *bs[] = { be1, be3, bes };
+	int32_t hi[M];
+	long differ = 0;
+
+	whole.ring = 0;
+	for (int p = 0; p + M <= N; p++) {
+		for (int r = 0; r < M; r++)	/* rows 1..4 an image: each sees row 4 */
+			hi[r] = r >= 1 && r <= 4 ? p + 4 : p + r;
+		a.hi = whole.hi = hi;
+		for (int j = p + M - R > 0 ? p + M - R : 0; j < p + M; j++)
+			memcpy(rk + (j % R) * KVD, kc + (size_t)j * KVD, KVD * sizeof *rk),
+			memcpy(rv + (j % R) * KVD, vc + (size_t)j * KVD, KVD * sizeof *rv);
+		for (int b = 0; b < 3; b++) {
+			CHECK(backend_attention(bs[b], &whole, q, LDQ, 16, kc, vc, M, p, ref) == 0);
+			CHECK(backend_attention(bs[b], &a, q, LDQ, 16, rk, rv, M, p, o) == 0);
+			differ += memcmp(o, ref, sizeof o) != 0;
+		}
+	}
+	CHECK_EQ_INT(differ, 0);
 	free(q), free(kc), free(vc);
 }
 
@@ -2771,6 +2811,7 @@ main(void)
 	RUN(geglu_matmul_is_the_geglu_then_the_product);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
+	RUN(an_image_block_over_a_ring_attends_as_over_the_whole_cache);
 	RUN(ring_caches_at_backend_positions_store_and_attend_as_at_host_positions);
 	RUN(clamp_and_attn_hi_are_separate_ops);
 	RUN(vision_tower_opens_on_a_backend_with_its_ops_only);
