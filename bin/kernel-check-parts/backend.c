@@ -604,6 +604,82 @@ be_attention_hi(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, i
 }
 
 /*
+ * A ring case's operands: m query rows of ld, n keys and values of kvd in
+ * rows of their own (the GPU's gkl, gvl) and their last ring in a ring
+ * (position j in row j % ring) on both backends (ck, cv; gk, gv), outputs
+ * co, go.
+ */
+struct ringop {
+	float	*q, *kl, *vl, *kr, *vr;		/* host */
+	float	*cq, *ck, *cv, *co, *gq, *gk, *gv, *go, *gkl, *gvl;
+	size_t	no;				/* the outputs' floats */
+};
+
+static void
+ringop_new(struct kc *k, struct bpair *p, int m, int ld, int n, int kvd, int ring,
+    struct ringop *o)
+{
+	o->no = (size_t)m * ld;
+	o->q = frand(k, (int64_t)m * ld, -1, 1);
+	o->kl = frand(k, (int64_t)n * kvd, -1, 1), o->vl = frand(k, (int64_t)n * kvd, -1, 1);
+	o->kr = frand(k, (int64_t)ring * kvd, -1, 1), o->vr = frand(k, (int64_t)ring * kvd, -1, 1);
+	for (int j = n - ring; j < n; j++) {	/* the last ring keys, j in row j % ring */
+		memcpy(o->kr + (size_t)(j % ring) * kvd, o->kl + (size_t)j * kvd,
+		    kvd * sizeof *o->kr);
+		memcpy(o->vr + (size_t)(j % ring) * kvd, o->vl + (size_t)j * kvd,
+		    kvd * sizeof *o->vr);
+	}
+	o->cq = bput(p->c, o->q, o->no), o->ck = bput(p->c, o->kr, (size_t)ring * kvd);
+	o->cv = bput(p->c, o->vr, (size_t)ring * kvd), o->co = bput(p->c, NULL, o->no);
+	o->gq = bput(p->g, o->q, o->no), o->gk = bput(p->g, o->kr, (size_t)ring * kvd);
+	o->gv = bput(p->g, o->vr, (size_t)ring * kvd), o->go = bput(p->g, NULL, o->no);
+	o->gkl = bput(p->g, o->kl, (size_t)n * kvd), o->gvl = bput(p->g, o->vl, (size_t)n * kvd);
+}
+
+static void
+ringop_free(struct bpair *p, struct ringop *o)
+{
+	float *c[] = { o->cq, o->ck, o->cv, o->co }, *g[] = { o->gq, o->gk, o->gv, o->go, o->gkl,
+	    o->gvl };
+
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++)
+		backend_mfree(p->c, c[i]);
+	for (size_t i = 0; i < sizeof g / sizeof *g; i++)
+		backend_mfree(p->g, g[i]);
+	free(o->q), free(o->kl), free(o->vl), free(o->kr), free(o->vr);
+}
+
+/*
+ * Attention a (a ring) over o's rows at p0 on both backends: the GPU
+ * against the CPU within 1e-4 (name), then against the GPU's own
+ * attention over the keys in rows of their own, bit for bit (name
+ * "=rows"); the GPU's result (host, malloc'd; o->go is spoiled).
+ */
+static float *
+ring_vs_rows(struct kc *k, struct bpair *p, const struct backend_attn *a, struct ringop *o,
+    int m, int p0, const char *name, const char *shape)
+{
+	struct backend_attn al = *a;
+	int ld = a->n_head * a->head_dim, hd = a->head_dim;
+	char what[64];
+	float *c, *g, *lin;
+
+	BOTH(p, backend_attention(p->c, a, o->cq, ld, hd, o->ck, o->cv, m, p0, o->co),
+	    backend_attention(p->g, a, o->gq, ld, hd, o->gk, o->gv, m, p0, o->go));
+	c = bget(p->c, o->co, o->no), g = bget(p->g, o->go, o->no);
+	becmp(k, name, shape, g, c, NULL, (int64_t)o->no, 1e-4);
+	free(g);
+	g = bget(p->g, o->go, o->no);	/* unbroken: becmp's broken arm spoiled the copy */
+	al.ring = 0;
+	bchk(p->g, backend_attention(p->g, &al, o->gq, ld, hd, o->gkl, o->gvl, m, p0, o->go));
+	lin = bget(p->g, o->go, o->no);
+	snprintf(what, sizeof what, "%s=rows", name);
+	bsame(k, what, shape, lin, g, (int64_t)o->no);
+	free(c), free(lin);
+	return g;
+}
+
+/*
  * An image block over a ring (Gemma-4's sliding layers with bidirectional
  * image rows): m rows at p0, rows b0 .. b0 + nb - 1 seeing the whole
  * block, a window of win keys, the caches rings of win + m - 1 rows holding
@@ -615,14 +691,10 @@ void
 be_attention_hi_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
     int b0, int nb, int win)
 {
-	int ld = nh * hd, kvd = nkv * hd, n = p0 + m, ring = win + m - 1;
-	float *q = frand(k, (int64_t)m * ld, -1, 1), *kl = frand(k, (int64_t)n * kvd, -1, 1);
-	float *vl = frand(k, (int64_t)n * kvd, -1, 1), *kr = frand(k, (int64_t)ring * kvd, -1, 1);
-	float *vr = frand(k, (int64_t)ring * kvd, -1, 1), *c, *g, *lin;
+	int n = p0 + m, ring = win + m - 1;
 	int32_t *top = xmalloc((size_t)m * 4);
 	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, top, ring };
-	struct backend_attn al = a;
-	size_t no = (size_t)m * ld;
+	struct ringop o;
 	char shape[112];
 
 	if (n <= ring || b0 + nb > m)
@@ -630,116 +702,65 @@ be_attention_hi_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int 
 		    win);
 	for (int r = 0; r < m; r++)
 		top[r] = r >= b0 && r < b0 + nb ? p0 + b0 + nb - 1 : p0 + r;
-	for (int j = n - ring; j < n; j++) {	/* the last ring keys, j in row j % ring */
-		memcpy(kr + (size_t)(j % ring) * kvd, kl + (size_t)j * kvd, kvd * sizeof *kr);
-		memcpy(vr + (size_t)(j % ring) * kvd, vl + (size_t)j * kvd, kvd * sizeof *vr);
-	}
-	float *cq = bput(p->c, q, no), *ck = bput(p->c, kr, (size_t)ring * kvd);
-	float *cv = bput(p->c, vr, (size_t)ring * kvd), *co = bput(p->c, NULL, no);
-	float *gq = bput(p->g, q, no), *gk = bput(p->g, kr, (size_t)ring * kvd);
-	float *gv = bput(p->g, vr, (size_t)ring * kvd), *go = bput(p->g, NULL, no);
-	float *gkl = bput(p->g, kl, (size_t)n * kvd), *gvl = bput(p->g, vl, (size_t)n * kvd);
-
+	ringop_new(k, p, m, nh * hd, n, nkv * hd, ring, &o);
 	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d block=%d+%d win=%d ring=%d", m,
 	    nh, nkv, hd, p0, b0, nb, win, ring);
-	BOTH(p, backend_attention(p->c, &a, cq, ld, hd, ck, cv, m, p0, co),
-	    backend_attention(p->g, &a, gq, ld, hd, gk, gv, m, p0, go));
-	c = bget(p->c, co, no), g = bget(p->g, go, no);
-	becmp(k, "be attention hi ring", shape, g, c, NULL, (int64_t)no, 1e-4);
-	free(g);
-	g = bget(p->g, go, no);		/* unbroken: becmp's broken arm spoiled the copy */
-	al.ring = 0;
-	bchk(p->g, backend_attention(p->g, &al, gq, ld, hd, gkl, gvl, m, p0, go));
-	lin = bget(p->g, go, no);
-	bsame(k, "be attention hi ring=rows", shape, lin, g, (int64_t)no);
-	free(c), free(g), free(lin), free(top);
-	free(q), free(kl), free(vl), free(kr), free(vr);
-	backend_mfree(p->c, cq), backend_mfree(p->c, ck), backend_mfree(p->c, cv);
-	backend_mfree(p->c, co), backend_mfree(p->g, gq), backend_mfree(p->g, gk);
-	backend_mfree(p->g, gv), backend_mfree(p->g, go), backend_mfree(p->g, gkl);
-	backend_mfree(p->g, gvl);
+	free(ring_vs_rows(k, p, &a, &o, m, p0, "be attention hi ring", shape));
+	ringop_free(p, &o);
+	free(top);
 }
 
 /*
  * Attention over a ring cache (backend_attn.ring): m rows at p0 with a
  * window of win keys, keys in ring rows (position j in row j % ring; p0 +
  * m past ring, so they wrap; ring >= m + win - 1 holds every key the rows
- * see).  The GPU against the CPU; at positions in backend memory
- * (backend_attention_dpos: a recorded step's) the host form's bits; each
- * row alone at its own position bit for bit up to 16 rows (decode,
- * verify), past them within 1e-4 (a prompt's flash prefill kernel, over the
- * ring when it holds the call's keys: its own sums); its own attention over
- * the same keys in rows of their own bit for bit (the same kernel, another
- * row for each position).
+ * see).  The GPU against the CPU; its own attention over the same keys in
+ * rows of their own bit for bit (the same kernel, another row for each
+ * position); at positions in backend memory (backend_attention_dpos: a
+ * recorded step's) the host form's bits; each row alone at its own
+ * position bit for bit up to 16 rows (decode, verify), past them within
+ * 1e-4 (a prompt's flash prefill kernel, over the ring when it holds the
+ * call's keys: its own sums).
  */
 void
 be_attention_ring(struct kc *k, struct bpair *p, int m, int nh, int nkv, int hd, int p0,
     int win, int ring)
 {
-	int ld = nh * hd, kvd = nkv * hd, n = p0 + m;
-	float *q = frand(k, (int64_t)m * ld, -1, 1), *kl = frand(k, (int64_t)n * kvd, -1, 1);
-	float *vl = frand(k, (int64_t)n * kvd, -1, 1), *kr = frand(k, (int64_t)ring * kvd, -1, 1);
-	float *vr = frand(k, (int64_t)ring * kvd, -1, 1), *c, *g, *lin, *one;
+	int ld = nh * hd, n = p0 + m;
 	struct backend_attn a = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0, 0, win, NULL, ring };
-	struct backend_attn al = a;
-	size_t no = (size_t)m * ld;
+	int32_t *pos = xmalloc((size_t)m * 4);
+	struct ringop o;
 	char shape[96];
+	float *g, *d, *one, *dp;
 
 	if (ring < m + win - 1 || n <= ring)
 		die(1, "be_attention_ring: a ring of %d for %d rows at %d, window %d", ring, m, p0,
 		    win);
-	for (int j = n - ring; j < n; j++) {	/* the last ring keys, j in row j % ring */
-		memcpy(kr + (size_t)(j % ring) * kvd, kl + (size_t)j * kvd, kvd * sizeof *kr);
-		memcpy(vr + (size_t)(j % ring) * kvd, vl + (size_t)j * kvd, kvd * sizeof *vr);
-	}
-	float *cq = bput(p->c, q, no), *ck = bput(p->c, kr, (size_t)ring * kvd);
-	float *cv = bput(p->c, vr, (size_t)ring * kvd), *co = bput(p->c, NULL, no);
-	float *gq = bput(p->g, q, no), *gk = bput(p->g, kr, (size_t)ring * kvd);
-	float *gv = bput(p->g, vr, (size_t)ring * kvd), *go = bput(p->g, NULL, no);
-	float *gkl = bput(p->g, kl, (size_t)n * kvd), *gvl = bput(p->g, vl, (size_t)n * kvd);
-
+	ringop_new(k, p, m, ld, n, nkv * hd, ring, &o);
 	snprintf(shape, sizeof shape, "m=%d h=%d/%d hd=%d p0=%d win=%d ring=%d", m, nh, nkv, hd,
 	    p0, win, ring);
-	BOTH(p, backend_attention(p->c, &a, cq, ld, hd, ck, cv, m, p0, co),
-	    backend_attention(p->g, &a, gq, ld, hd, gk, gv, m, p0, go));
-	c = bget(p->c, co, no), g = bget(p->g, go, no);
-	becmp(k, "be attention ring", shape, g, c, NULL, (int64_t)no, 1e-4);
-	free(g);
-	g = bget(p->g, go, no);		/* unbroken: becmp's broken arm spoiled the copy */
-	{	/* positions in backend memory (a recorded step's), a context of n + 70 */
-		int32_t *pos = xmalloc((size_t)m * 4);
-		float *dp, *d;
-
-		for (int r = 0; r < m; r++)
-			pos[r] = p0 + r;
-		dp = bput(p->g, (const float *)pos, (size_t)m);
-		bchk(p->g, backend_fill(p->g, go, 0.0f, no));
-		bchk(p->g, backend_attention_dpos(p->g, &a, gq, ld, hd, gk, gv, m,
-		    (const int32_t *)dp, n + 70, go));
-		d = bget(p->g, go, no);
-		bsame(k, "be attention ring dpos=host", shape, d, g, (int64_t)no);
-		free(d), free(pos);
-		backend_mfree(p->g, dp);
-	}
-	al.ring = 0;
-	bchk(p->g, backend_attention(p->g, &al, gq, ld, hd, gkl, gvl, m, p0, go));
-	lin = bget(p->g, go, no);
-	bchk(p->g, backend_fill(p->g, go, 0.0f, no));
+	g = ring_vs_rows(k, p, &a, &o, m, p0, "be attention ring", shape);
+	/* positions in backend memory (a recorded step's), a context of n + 70 */
+	for (int r = 0; r < m; r++)
+		pos[r] = p0 + r;
+	dp = bput(p->g, (const float *)pos, (size_t)m);
+	bchk(p->g, backend_fill(p->g, o.go, 0.0f, o.no));
+	bchk(p->g, backend_attention_dpos(p->g, &a, o.gq, ld, hd, o.gk, o.gv, m,
+	    (const int32_t *)dp, n + 70, o.go));
+	d = bget(p->g, o.go, o.no);
+	bsame(k, "be attention ring dpos=host", shape, d, g, (int64_t)o.no);
+	bchk(p->g, backend_fill(p->g, o.go, 0.0f, o.no));
 	for (int r = 0; r < m; r++)	/* each row alone (decode) */
-		bchk(p->g, backend_attention(p->g, &a, gq + (size_t)r * ld, ld, hd, gk, gv, 1,
-		    p0 + r, go + (size_t)r * ld));
-	one = bget(p->g, go, no);
+		bchk(p->g, backend_attention(p->g, &a, o.gq + (size_t)r * ld, ld, hd, o.gk, o.gv, 1,
+		    p0 + r, o.go + (size_t)r * ld));
+	one = bget(p->g, o.go, o.no);
 	if (m <= GPU_MATVEC_MAX_ROWS)
-		bsame(k, "be attention ring m=1xm", shape, one, g, (int64_t)no);
+		bsame(k, "be attention ring m=1xm", shape, one, g, (int64_t)o.no);
 	else
-		becmp(k, "be attention ring 1xm", shape, g, one, NULL, (int64_t)no, 1e-4);
-	bsame(k, "be attention ring=rows", shape, lin, g, (int64_t)no);
-	free(c), free(g), free(lin), free(one);
-	free(q), free(kl), free(vl), free(kr), free(vr);
-	backend_mfree(p->c, cq), backend_mfree(p->c, ck), backend_mfree(p->c, cv);
-	backend_mfree(p->c, co), backend_mfree(p->g, gq), backend_mfree(p->g, gk);
-	backend_mfree(p->g, gv), backend_mfree(p->g, go), backend_mfree(p->g, gkl);
-	backend_mfree(p->g, gvl);
+		becmp(k, "be attention ring 1xm", shape, g, one, NULL, (int64_t)o.no, 1e-4);
+	free(g), free(d), free(one), free(pos);
+	backend_mfree(p->g, dp);
+	ringop_free(p, &o);
 }
 
 /*

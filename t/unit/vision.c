@@ -44,6 +44,35 @@ encode(struct vision *v, const struct vision_image *img)
 	return out;
 }
 
+/*
+ * A CPU backend and two towers of the fixture on it (*v[0], *v[1]); 0, or
+ * -1 (counted as a failure) with whatever opened closed.
+ */
+static int
+two_towers(struct backend **be, struct vision *v[2])
+{
+	char err[UTIL_ERRLEN];
+
+	v[0] = v[1] = NULL;
+	if ((*be = backend_open("cpu", 1, err)) == NULL) {
+		FAILF("backend: %s", err);
+		return -1;
+	}
+	if ((v[0] = vision_open(fx, *be, err)) == NULL || (v[1] = vision_open(fx, *be, err)) == NULL) {
+		FAILF("%s: %s", fx, err);
+		vision_close(v[0]), backend_close(*be);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+close_towers(struct backend *be, struct vision *v[2])
+{
+	vision_close(v[0]), vision_close(v[1]);
+	backend_close(be);
+}
+
 static int
 same(const float *a, const float *b, const struct vision_image *img, int n_embd_text)
 {
@@ -59,18 +88,13 @@ same(const float *a, const float *b, const struct vision_image *img, int n_embd_
 TEST(a_reserved_tower_encodes_every_image_as_an_unreserved_one)
 {
 	static const char *const name[] = { "wide.png", "a.png", "b.jpg", "wide.png", "a.png" };
-	char err[UTIL_ERRLEN];
-	struct backend *be = backend_open("cpu", 1, err);
-	struct vision *plain, *held;
+	struct backend *be;
+	struct vision *v[2], *plain, *held;
 	int nt;
 
-	CHECK(be != NULL);
-	if (be == NULL)
+	if (two_towers(&be, v) != 0)
 		return;
-	plain = vision_open(fx, be, err), held = vision_open(fx, be, err);
-	CHECK(plain != NULL && held != NULL);
-	if (plain == NULL || held == NULL)
-		goto out;
+	plain = v[0], held = v[1];
 	nt = vision_hparams(plain)->n_embd_text;
 	CHECK_EQ_INT(vision_reserve(held, 0), 0);
 	CHECK_EQ_INT(vision_reserve(held, 0), 0);	/* again: kept, not grown */
@@ -86,9 +110,7 @@ TEST(a_reserved_tower_encodes_every_image_as_an_unreserved_one)
 		free(a), free(b);
 		vision_image_free(&img);
 	}
-out:
-	vision_close(plain), vision_close(held);
-	backend_close(be);
+	close_towers(be, v);
 }
 
 /*
@@ -98,20 +120,15 @@ out:
  */
 TEST(an_image_past_the_reserved_budget_gets_buffers_of_its_own)
 {
-	char err[UTIL_ERRLEN];
-	struct backend *be = backend_open("cpu", 1, err);
-	struct vision *plain, *small;
+	struct backend *be;
+	struct vision *v[2], *plain, *small;
 	struct vision_image big, little;
 	float *a, *b;
 	int nt;
 
-	CHECK(be != NULL);
-	if (be == NULL)
+	if (two_towers(&be, v) != 0)
 		return;
-	plain = vision_open(fx, be, err), small = vision_open(fx, be, err);
-	CHECK(plain != NULL && small != NULL);
-	if (plain == NULL || small == NULL)
-		goto out;
+	plain = v[0], small = v[1];
 	nt = vision_hparams(plain)->n_embd_text;
 	CHECK_EQ_INT(vision_reserve(small, 1), 0);
 	prepare(plain, "a.png", 0, &big);
@@ -129,9 +146,7 @@ TEST(an_image_past_the_reserved_budget_gets_buffers_of_its_own)
 	CHECK(same(a, b, &big, nt));
 	free(a), free(b);
 	vision_image_free(&big), vision_image_free(&little);
-out:
-	vision_close(plain), vision_close(small);
-	backend_close(be);
+	close_towers(be, v);
 }
 
 int
