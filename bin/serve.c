@@ -39,6 +39,7 @@
 #include "schedule.h"
 #include "spec.h"
 #include "util.h"
+#include "tower.h"
 #include "vision.h"
 
 #define MAX_MODELS 8
@@ -107,10 +108,7 @@ struct server {
 	int	graph_said;	/* a recording failure was reported */
 	struct auth *auth;
 	struct account *acct;
-	struct backend *vbe;	/* the vision tower's own (MEMRA_GEMMA_VISION_DEVICE), or NULL */
-	struct vision *vis;
-	const char *vsrc;	/* the tower's file or directory */
-	pthread_mutex_t vmu;	/* one request's images through the tower at a time */
+	struct tower *tw;	/* MEMRA_GEMMA_VISION's tower, or NULL */
 	size_t	max_body;	/* a request's body, bytes */
 };
 
@@ -499,11 +497,7 @@ with_images(struct server *s, struct job *j, char *err)
 
 	if (j->md.n == 0)
 		return 0;
-	pthread_mutex_lock(&s->vmu);
-	rc = backend_use(s->vbe) != 0 ? util_err(err, "%s", backend_errmsg(s->vbe)) :
-	    media_prompt(&j->md, s->vis, &j->sv->vt, NULL, s->c.image_tokens, j->rq.ids,
-	    j->rq.n_ids, &ids, &n, &j->vp, err);
-	pthread_mutex_unlock(&s->vmu);
+	rc = tower_prompt(s->tw, &j->md, &j->sv->vt, j->rq.ids, j->rq.n_ids, &ids, &n, &j->vp, err);
 	media_free(&j->md);	/* the files' bytes: done with */
 	if (rc != 0)
 		return -1;
@@ -1054,83 +1048,57 @@ dspark_lines(struct server *s, struct served *sv)
  * MEMRA_GEMMA_VISION=1: the tower (MEMRA_GEMMA_MMPROJ, else model sv's own
  * checkpoint) on a backend of its own (MEMRA_GEMMA_VISION_DEVICE, by default
  * the models' first device: the requests' threads run it while the
- * scheduler's thread runs the models' backend, which one caller thread at a
- * time may use), opened before the first model's sessions are sized, with the
- * working memory of the largest image it takes held from the start
- * (vision_reserve): what the sessions leave never has to hold an image.
+ * scheduler's thread runs the models' backend), opened before the first
+ * model's sessions are sized, its largest image's working memory held from
+ * the start (lib/tower): what the sessions leave never has to hold an image.
  */
 static void
 vision_tower(struct server *s, const struct served *sv)
 {
 	const struct cfg *c = &s->c;
-	const char *src = c->mmproj != NULL ? c->mmproj : model_path(sv->m);
-	const char *dev = c->vdevice != NULL ? c->vdevice : c->go.n_stage > 1 ? c->go.dev[0] :
-	    c->go.device;
-	char err[UTIL_ERRLEN], why[UTIL_ERRLEN];
-	size_t f0 = 0, f1 = 0, total;
-	int gpu;
+	struct tower_config tc = { c->mmproj != NULL ? c->mmproj : model_path(sv->m),
+	    c->vdevice != NULL ? c->vdevice : c->go.n_stage > 1 ? c->go.dev[0] : c->go.device,
+	    c->threads, c->image_tokens, getenv("MEMRA_CUDA_GEMM"), getenv("MEMRA_CUDA_STEP_ROWS") };
+	char err[UTIL_ERRLEN];
 
-	if ((s->vbe = backend_open(dev, c->threads, err)) == NULL)
+	if ((s->tw = tower_open(&tc, err)) == NULL)
 		die(1, "MEMRA_GEMMA_VISION: %s", err);
-	/* the prompt products' kernels of the models' backends (checked there), as
-	 * run-gen's tower on the model's backend runs them */
-	if (backend_gemm_env(s->vbe, getenv("MEMRA_CUDA_GEMM"), why) != 0 ||
-	    backend_rows_env(s->vbe, getenv("MEMRA_CUDA_STEP_ROWS"), why) != 0)
-		die(1, "MEMRA_GEMMA_VISION: %s: %s", backend_name(s->vbe), why);
-	gpu = !backend_host(s->vbe) && backend_mem_info(s->vbe, &f0, &total) == 0;
-	if ((s->vis = vision_open(src, s->vbe, err)) == NULL)
-		die(1, "MEMRA_GEMMA_VISION: %s", err);
-	s->vsrc = src;
-	if (vision_reserve(s->vis, c->image_tokens) != 0)
-		die(1, "MEMRA_GEMMA_VISION: %s: %s", src, vision_errmsg(s->vis));
-	if (gpu && backend_mem_info(s->vbe, &f1, &total) == 0)
+	if (!tower_host(s->tw) && tower_took(s->tw) > 0)
 		fprintf(stderr, "[vision] the tower takes %zu MiB of %s: its weights and the working "
 		    "memory of a %d-token image, before the sessions are sized\n",
-		    (f0 > f1 ? f0 - f1 : 0) >> 20, backend_name(s->vbe),
-		    c->image_tokens ? c->image_tokens : vision_hparams(s->vis)->max_tokens);
+		    tower_took(s->tw) >> 20, tower_device(s->tw), tower_image_tokens(s->tw));
 }
 
 /*
- * The tower's models: each one's image markers and text width checked, the
- * proof lines, and a body limit that holds a request's images in base64.
+ * The tower's models, each checked (tower_fits), the proof lines, and a body
+ * limit that holds a request's images in base64.
  */
 static void
 vision_boot(struct server *s)
 {
 	const struct cfg *c = &s->c;
 	const struct vision_hparams *hp;
-	char why[UTIL_ERRLEN];
+	char err[UTIL_ERRLEN];
 
 	s->max_body = (size_t)16 << 20;
 	if (!c->vision)
 		return;
-	hp = vision_hparams(s->vis);
-	if (hp->bidir && !backend_attn_hi(s->be))
-		die(1, "MEMRA_GEMMA_VISION: %s: the models' image rows see each other both ways, "
-		    "which the attention of backend '%s' cannot do (the CPU's and CUDA's can)",
-		    s->vsrc, backend_name(s->be));
 	for (int i = 0; i < s->n_mod; i++) {
 		struct served *sv = &s->mod[i];
 
-		if (hp->n_embd_text != model_hparams(sv->m)->n_embd)
-			die(1, "MEMRA_GEMMA_VISION: %s: a tower for a text width of %d, model '%s' "
-			    "has %d", s->vsrc, hp->n_embd_text, sv->name,
-			    model_hparams(sv->m)->n_embd);
-		if (prompt_tokenizer(sv->pr) == NULL || !prompt_is_chat(sv->pr))
-			die(1, "MEMRA_GEMMA_VISION: model '%s' has no chat template", sv->name);
-		if (vision_tokens(prompt_tokenizer(sv->pr), &sv->vt, why) != 0)
-			die(1, "MEMRA_GEMMA_VISION: model '%s': %s", sv->name, why);
+		if (tower_fits(s->tw, sv->name, sv->m, sv->pr, &sv->vt, err) != 0)
+			die(1, "MEMRA_GEMMA_VISION: %s", err);
 		sv->vis = 1;
 	}
+	hp = vision_hparams(tower_vision(s->tw));
 	fprintf(stderr, "[vision] gemma4 tower: %d layers, hidden %d, patch %d, pool %d, %d soft "
 	    "tokens an image at most, image rows %s (%s)\n", hp->n_layer, hp->n_embd, hp->patch,
-	    hp->pool, c->image_tokens ? c->image_tokens : hp->max_tokens,
-	    hp->bidir ? "bidirectional" : "causal", s->vsrc);
+	    hp->pool, tower_image_tokens(s->tw), hp->bidir ? "bidirectional" : "causal",
+	    tower_src(s->tw));
 	fprintf(stderr, "[vision] images in chat messages as data: URIs: %d a request at most, "
 	    "%zu MiB each, %zu MiB in all; the tower on %s%s%s, one request at a time\n",
 	    c->ml.max_images, c->ml.image_bytes >> 20, c->ml.request_bytes >> 20,
-	    backend_host(s->vbe) ? "the CPU (" : "", backend_name(s->vbe),
-	    backend_host(s->vbe) ? ")" : "");
+	    tower_host(s->tw) ? "the CPU (" : "", tower_device(s->tw), tower_host(s->tw) ? ")" : "");
 	if (c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20) > s->max_body)
 		s->max_body = c->ml.request_bytes / 3 * 4 + ((size_t)1 << 20);
 }
@@ -1194,7 +1162,7 @@ load(struct server *s, char *spec)
 	    "plain decode" : "plain decode: MEMRA_SERVE_SPEC=0",
 	    prompt_tokenizer(sv->pr) == NULL ? ", no tokenizer: token-id prompts only" :
 	    prompt_is_chat(sv->pr) ? "" : ", no chat template");
-	if (s->c.vision && s->vis == NULL)
+	if (s->c.vision && s->tw == NULL)
 		vision_tower(s, sv);	/* its memory before any model's sessions */
 	sessions(s, sv);
 	if (account_add_model(s->acct, sv->name, sv->lane) != 0)
@@ -1348,7 +1316,7 @@ accept_loop(struct server *s, int lfd)
 int
 main(int argc, char *argv[])
 {
-	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER, .vmu = PTHREAD_MUTEX_INITIALIZER };
+	struct server s = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	struct sched_config sc;
 	char err[UTIL_ERRLEN], *models, *save = NULL;
 	pthread_t w, d;
