@@ -1057,7 +1057,7 @@ vision_tower(struct server *s, const struct served *sv)
 {
 	const struct cfg *c = &s->c;
 	struct tower_config tc = { c->mmproj != NULL ? c->mmproj : model_path(sv->m),
-	    c->vdevice != NULL ? c->vdevice : c->go.n_stage > 1 ? c->go.dev[0] : c->go.device,
+	    c->vdevice != NULL ? c->vdevice : genopt_device(&c->go, 0),
 	    c->threads, c->image_tokens, getenv("MEMRA_CUDA_GEMM"), getenv("MEMRA_CUDA_STEP_ROWS") };
 	char err[UTIL_ERRLEN];
 

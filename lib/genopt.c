@@ -186,12 +186,17 @@ genopt_text(const struct genopt *g, const char *prompt, char **text, size_t *len
 	return *text != NULL ? 0 : -1;
 }
 
+const char *
+genopt_device(const struct genopt *g, int s)
+{
+	return g->n_stage > 1 ? g->dev[s] : g->device;
+}
+
 int
 genopt_backends(const struct genopt *g, struct backend **be, char *err)
 {
 	for (int s = 0; s < g->n_stage; s++)
-		if ((be[s] = backend_open(g->n_stage > 1 ? g->dev[s] : g->device, g->threads,
-		    err)) == NULL) {
+		if ((be[s] = backend_open(genopt_device(g, s), g->threads, err)) == NULL) {
 			while (s-- > 0)
 				backend_close(be[s]);
 			return -1;

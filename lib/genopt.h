@@ -93,6 +93,10 @@ int	genopt_check(struct genopt *g, int *kv_f16, char *err);
  * first; 0, or -1 with "MEMRA_PP_STAGES: ..." and the like in err. */
 int	genopt_pp_check(struct genopt *g, char *err);
 
+/* Stage s's device (s < n_stage, as genopt_check settled it): dev[s] of a
+ * split, else --device. */
+const char *genopt_device(const struct genopt *g, int s);
+
 /*
  * A backend for each of the n_stage stages genopt_check settled (the
  * device of each, or --device for one) into be[n_stage], each with -t
