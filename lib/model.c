@@ -1060,9 +1060,11 @@ bind_gemma4_layer(struct model *md, struct src *s, int il)
 
 /*
  * gemma4's layer shapes and caches: a layer before the shared ones makes
- * its own K/V (a cache of its own); a shared one (the last n_kv_shared)
- * reads the cache of the last earlier layer of its kind (sliding or
- * global), as transformers' store_full_length_kv picks it.
+ * its own K/V (a cache of its own: the global layers' first, then the
+ * sliding ones', which a state may keep as its last caches, the rings); a
+ * shared one (the last n_kv_shared) reads the cache of the last earlier
+ * layer of its kind (sliding or global), as transformers'
+ * store_full_length_kv picks it.
  */
 static int
 plan_gemma4(struct model *md, struct src *s)
@@ -1070,10 +1072,15 @@ plan_gemma4(struct model *md, struct src *s)
 	struct model_hparams *hp = &md->hp;
 	int first = hp->n_layer - hp->n_kv_shared;
 
+	for (int il = 0; il < hp->n_layer; il++)	/* the kinds first: the caches' order */
+		md->layers[il].swa = src_int_at(s, "attention.sliding_window_pattern", il, 0);
+	for (int swa = 0; swa < 2; swa++)
+		for (int il = 0; il < first; il++)
+			if (md->layers[il].swa == swa)
+				md->layers[il].cache = hp->n_full++;
 	for (int il = 0; il < hp->n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		L->swa = src_int_at(s, "attention.sliding_window_pattern", il, 0);
 		L->hd = L->swa ? hp->head_dim_swa : hp->head_dim;
 		L->nkv = src_int_at(s, "attention.head_count_kv", il, hp->n_head);
 		L->n_ff = src_int_at(s, "feed_forward_length", il, hp->n_ff);
@@ -1081,10 +1088,8 @@ plan_gemma4(struct model *md, struct src *s)
 		if (L->nkv < 1 || hp->n_head % L->nkv != 0 || L->n_ff < 1)
 			return util_err(md->err, "layer %d: %d K/V heads of %d, MLP width %d", il,
 			    L->nkv, hp->n_head, L->n_ff);
-		if (L->kv_own) {
-			L->cache = hp->n_full++;
+		if (L->kv_own)
 			continue;
-		}
 		L->cache = -1;
 		if (hp->arch == MODEL_ARCH_GEMMA4A)
 			continue;	/* the target's: model_assist_attach */
@@ -2005,6 +2010,10 @@ open_one(const char *path, struct backend *be, const struct model_options *o,
 	}
 	if (!md->part) {	/* the state holds every cache */
 		md->n_kv_own = md->hp.n_full + md->hp.n_mtp, md->n_rec_own = md->hp.n_rec;
+		/* gemma4's rings (model_ring_rows): where every sliding layer reads its own */
+		if (md->hp.arch == MODEL_ARCH_GEMMA4 && md->hp.n_kv_shared == 0 &&
+		    md->hp.n_swa > 0 && backend_window(md->be) && backend_attn_hi(md->be))
+			md->ring_rows = MODEL_RING_ROWS;
 		if (kv_widths(md) != 0) {
 			util_err(err, "%s: %s", path, md->err);
 			goto fail;
@@ -2467,8 +2476,37 @@ state_shape(const struct model *md, int n_ctx, int n_snap)
 		.n_v_heads = hp->n_v_heads, .dk = hp->dk, .dv = hp->dv, .n_snap = n_snap,
 		.kv_w = md->stage == NULL ? md->kv_w : NULL,
 	};
+	int ring = hp->n_swa + md->ring_rows - 1;
 
+	/* gemma4's sliding caches (the last: plan_gemma4) as rings, when fewer rows */
+	for (int il = 0; md->ring_rows > 0 && n_ctx > ring && il < hp->n_layer; il++)
+		c.n_ring += md->layers[il].kv_own && md->layers[il].swa;
+	if (c.n_ring > 0)
+		c.ring = ring, c.window = hp->n_swa;
 	return c;
+}
+
+int
+model_ring_rows(const struct model *md)
+{
+	return md->ring_rows;
+}
+
+int
+model_set_ring_rows(struct model *md, int r)
+{
+	if (md->ring_rows == 0)
+		return util_err(md->err, "rings: this model keeps whole caches (only a gemma4 "
+		    "with sliding layers of their own, unsplit, on a backend whose attention "
+		    "takes rings)");
+	if (r < BACKEND_ROWS_MAX)
+		return util_err(md->err, "rings: %d rows a piece (%d or more: a step's)", r,
+		    BACKEND_ROWS_MAX);
+	if (md->states_made && r != md->ring_rows)
+		return util_err(md->err, "rings: its states are made with %d rows a piece",
+		    md->ring_rows);
+	md->ring_rows = r;
+	return 0;
 }
 
 size_t
@@ -2521,6 +2559,7 @@ model_state_new(struct model *md, int n_ctx, int n_snap, char *err)
 {
 	struct state_config c = state_shape(md, n_ctx, n_snap);
 
+	md->states_made = 1;
 	if (md->stage != NULL)
 		return state_new_stages(md, n_ctx, n_snap, err);
 	return state_new(md->be, &c, err);

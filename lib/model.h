@@ -286,6 +286,30 @@ struct state *model_state_new(struct model *, int n_ctx, int n_snap, char *err);
  */
 int	model_kv_width(const struct model *, int i);
 
+/*
+ * gemma4's sliding-window caches as rings: a state of n_ctx positions
+ * keeps each sliding layer's last n_swa + R - 1 positions (state_config's
+ * rings, window n_swa) instead of n_ctx when that is fewer, R the rows a
+ * sliding layer's attention takes at once.  A forward's sliding attention
+ * runs in pieces of at most R rows, ring or not, so that a state's bits
+ * do not depend on its n_ctx; a piece never ends inside an image (a
+ * model_inject bidir block), which must then be at most R rows.  A
+ * rings' state goes back (the reuse pool, state_truncate) at most R
+ * positions (state_back).
+ * model_ring_rows: R, or 0: no rings and no pieces (any other
+ * architecture, a gemma4 whose layers share K/V (their source's rows
+ * are read after every piece wrote), a split model, or a backend without
+ * backend_window and backend_attn_hi).
+ * model_set_ring_rows: R (BACKEND_ROWS_MAX or more, so that a step is one
+ * piece; the default MODEL_RING_ROWS); a caller whose images run longer
+ * (an image budget over 512 soft tokens) sets it to the largest before
+ * the model's first state is made.  0, or -1 with model_errmsg set (no
+ * rings here, r too small, or a state made already).
+ */
+#define MODEL_RING_ROWS 512
+int	model_ring_rows(const struct model *);
+int	model_set_ring_rows(struct model *, int r);
+
 enum {
 	MODEL_LOGITS_ALL = 1,	/* logits of every row, not only the last */
 	MODEL_VERIFY = 2,	/* keep per-row snapshots: state_rollback may follow */

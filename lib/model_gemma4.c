@@ -29,12 +29,14 @@
  * absent: attention_k_eq_v) takes V from K's product before K's norm and
  * RoPE.  A KV-shared layer reads its source layer's cache and writes none.
  *
- * The state: every layer that makes K/V keeps a full cache of n_ctx rows
- * (the sliding ones too: the window is a mask over it, not a ring), so
- * that shared layers, rollback and batched sequences need nothing more.
- * Each cache is [n_ctx][nkv * hd] of its layer, as large as that
- * (model_kv_width; a stage of a split model's at the start of a buffer of
- * the widest layer's size).
+ * The state: every layer that makes K/V keeps a cache of its own, [n_ctx]
+ * [nkv * hd] of its layer (model_kv_width), the global layers' first; a
+ * sliding layer's is a ring of n_swa + R - 1 rows when that is fewer
+ * (model_ring_rows: R = md->ring_rows), position p in row p % ring.  Its
+ * attention then runs in pieces of at most R rows (g4_piece; with R set
+ * the same pieces over a whole cache, so the bits do not depend on n_ctx):
+ * each piece stores its K/V rows, then attends, so that a ring holds every
+ * key the piece's rows see.
  */
 
 static int
@@ -149,11 +151,12 @@ g4_rope(struct model *md, struct model_layer *L, float *x, int ld, int n, int m,
  * each product); q and K normed per head and roped at a->pos, or at dpos
  * (backend memory) when not NULL, V normed; with dpos, K and V then stored
  * into the caches kc, vc (n_ctx rows).  The norms, ropes and store are one
- * backend_qk_norm_rope where the layer has K and V and a rope.
+ * backend_qk_norm_rope where the layer has K and V and a rope.  ring > 0:
+ * the caches are rings of that many rows (the store's).
  */
 static int
 g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const int32_t *dpos,
-    float *kc, float *vc, int n_ctx)
+    float *kc, float *vc, int n_ctx, int ring)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
@@ -170,7 +173,7 @@ g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const
 	if (K != NULL && rot > 0) {
 		struct backend_qkn qk = { nh, L->nkv, hd, hd, L->q_norm, L->k_norm, hp->eps, rot,
 		    L->swa ? BACKEND_ROPE_NEOX : hp->rope_mode,
-		    L->swa ? hp->rope_theta_swa : hp->rope_theta, 1, 0 };
+		    L->swa ? hp->rope_theta_swa : hp->rope_theta, 1, ring };
 
 		return backend_qk_norm_rope(be, &qk, a->q, K, V, m, dpos ? NULL : a->pos, dpos,
 		    dpos ? kc : NULL, vc, n_ctx) ? fail(md) : 0;
@@ -183,7 +186,7 @@ g4_qkv(struct model *md, struct model_layer *L, int m, float *K, float *V, const
 	if (backend_rmsnorm(be, K, hd, L->k_norm, K, hd, m * L->nkv, hd, hp->eps) ||
 	    backend_rmsnorm(be, V, hd, NULL, V, hd, m * L->nkv, hd, hp->eps) ||
 	    g4_rope(md, L, K, kvd, L->nkv, m, dpos) ||
-	    (dpos != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx, 0)))
+	    (dpos != NULL && backend_kv_store(be, kc, vc, K, V, kvd, m, dpos, n_ctx, ring)))
 		return fail(md);
 	return 0;
 }
@@ -214,10 +217,93 @@ g4_attn_out(struct model *md, struct model_layer *L, int m)
 	return 0;
 }
 
+/* The ring rows of layer L's cache in st, 0: a whole cache. */
+static int
+g4_ring(const struct model_layer *L, const struct state *st)
+{
+	const struct state_config *c = state_config(st);
+
+	return state_is_ring(c, L->cache) ? c->ring : 0;
+}
+
 /*
- * Attention of layer L over m rows of one sequence at p0 into a->t; with
- * dpos (p0 in backend memory: a recorded step) the same ops at every
- * position: K and V through scratch (a->y, a->z) into the cache.
+ * The end of the piece of a sliding layer's attention that starts at row
+ * r of n (rows at positions p..): at most R = md->ring_rows rows (a
+ * global layer's, or with no R, all of them), cut before an image (rows
+ * that see later keys: hi, host, the rows' own) that would run past the
+ * piece.  -1 with md->err set for an image longer than R.
+ */
+static int
+g4_piece(struct model *md, const struct model_layer *L, const int32_t *hi, int p, int r, int n)
+{
+	int R = L->swa ? md->ring_rows : 0, e = R > 0 && n - r > R ? r + R : n, b;
+
+	if (e == n || hi == NULL || hi[e - 1] < p + e)
+		return e;
+	for (b = e - 1; b > r && hi[b - 1] == hi[e - 1]; b--)	/* to its first row */
+		;
+	if (b > r)
+		return b;
+	return util_err(md->err, "an image of %d rows: longer than the %d rows a sliding "
+	    "layer's attention takes at once (model_set_ring_rows)", hi[e - 1] - (p + r) + 1, R);
+}
+
+/* K/V rows k, v ([n][kvd], scratch) of positions p.. into L's cache in st: a ring's split
+ * at its wrap. */
+static int
+g4_store(struct model *md, const struct model_layer *L, struct state *st, const float *k,
+    const float *v, int p, int n)
+{
+	const struct state_config *c = state_config(st);
+	int kvd = L->nkv * L->hd;
+
+	for (int r = 0, len; r < n; r += len) {
+		size_t at = (size_t)state_kv_row(c, L->cache, p + r) * kvd;
+
+		len = state_kv_rows(c, L->cache, p + r, n - r);
+		if (backend_copy(md->be, state_k(st, L->cache) + at, k + (size_t)r * kvd,
+		    (size_t)len * kvd) || backend_copy(md->be, state_v(st, L->cache) + at,
+		    v + (size_t)r * kvd, (size_t)len * kvd))
+			return fail(md);
+	}
+	return 0;
+}
+
+/*
+ * Layer L's attention of n rows of one sequence at positions p.. (q, o:
+ * rows ld apart) over its cache in st, piece by piece (g4_piece); k, v not
+ * NULL: the rows' K/V (scratch), each piece's stored before it attends.
+ * hi: the rows' own (backend_attn.hi), or NULL.
+ */
+static int
+g4_attend(struct model *md, struct model_layer *L, struct state *st, const float *q, float *o,
+    int ld, int p, int n, const float *k, const float *v, const int32_t *hi)
+{
+	struct backend_attn at = g4_attn_params(md, L);
+	const int32_t *H = at.hi != NULL ? hi : NULL;
+	int kvd = L->nkv * L->hd;
+
+	at.ring = g4_ring(L, st);
+	for (int r = 0, e; r < n; r = e) {
+		if ((e = g4_piece(md, L, H, p, r, n)) < 0 ||
+		    (k != NULL && g4_store(md, L, st, k + (size_t)r * kvd, v + (size_t)r * kvd,
+		    p + r, e - r) != 0))
+			return -1;
+		at.hi = H != NULL ? H + r : NULL;
+		if (backend_attention(md->be, &at, q + (size_t)r * ld, ld, L->hd,
+		    state_k(st, L->cache), state_v(st, L->cache), e - r, p + r, o + (size_t)r * ld))
+			return fail(md);
+	}
+	return 0;
+}
+
+/*
+ * Attention of layer L over m rows of one sequence at p0 into a->t: K and
+ * V made in the cache's rows where they lie in one run (a whole cache, or
+ * a ring's single piece that does not wrap), else through scratch (a->y,
+ * a->z) piece by piece (g4_attend).  With dpos (p0 in backend memory: a
+ * recorded step, m <= R) the same ops at every position: K and V through
+ * scratch into the cache.
  */
 static int
 g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
@@ -227,16 +313,27 @@ g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int kvd = L->nkv * L->hd, ld = hp->n_head * L->hd, n_ctx = state_config(st)->n_ctx;
+	int ring = g4_ring(L, st);
 	float *kc = state_k(st, L->cache), *vc = state_v(st, L->cache);
-	float *K = !L->kv_own ? NULL : dpos ? a->y : kc + (size_t)p0 * kvd;
-	float *V = !L->kv_own ? NULL : dpos ? a->z : vc + (size_t)p0 * kvd;
-	struct backend_attn at = g4_attn_params(md, L);
+	int inplace = !dpos && (ring == 0 || (m <= md->ring_rows && p0 % ring + m <= ring));
+	size_t row = ring > 0 ? (size_t)(p0 % ring) * kvd : (size_t)p0 * kvd;
+	float *K = !L->kv_own ? NULL : inplace ? kc + row : a->y;
+	float *V = !L->kv_own ? NULL : inplace ? vc + row : a->z;
 
-	if (g4_qkv(md, L, m, K, V, dpos, kc, vc, n_ctx))
+	if (dpos != NULL && ring > 0 && m > md->ring_rows)
+		return util_err(md->err, "a step of %d rows over rings of %d rows a piece", m,
+		    md->ring_rows);
+	if (g4_qkv(md, L, m, K, V, dpos, kc, vc, n_ctx, ring))
 		return fail(md);
-	if (dpos ? backend_attention_dpos(be, &at, a->q, ld, L->hd, kc, vc, m, dpos, n_ctx, a->o) :
-	    backend_attention(be, &at, a->q, ld, L->hd, kc, vc, m, p0, a->o))
-		return fail(md);
+	if (dpos != NULL) {
+		struct backend_attn at = g4_attn_params(md, L);
+
+		at.ring = ring;
+		if (backend_attention_dpos(be, &at, a->q, ld, L->hd, kc, vc, m, dpos, n_ctx, a->o))
+			return fail(md);
+	} else if (g4_attend(md, L, st, a->q, a->o, ld, p0, m, inplace ? NULL : K,
+	    inplace ? NULL : V, a->hi) != 0)
+		return -1;
 	return g4_attn_out(md, L, m);
 }
 
@@ -315,30 +412,26 @@ g4_layers(struct model *md, struct state *st, int p0, int m, int flags, const in
 /*
  * The attention of layer L over a group of sequences: the products over
  * every row at once, K and V through scratch (a->y, a->z) into each
- * sequence's cache at its positions, attention per sequence.
+ * sequence's cache at its positions, attention per sequence (g4_attend:
+ * piece by piece as one sequence's forward).
  */
 static int
 g4_attn_seqs(struct model *md, struct model_layer *L, const struct model_seqs *g)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
-	struct backend *be = md->be;
 	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
-	struct backend_attn at = g4_attn_params(md, L);
 
 	if (g4_qkv(md, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL, NULL,
-	    NULL, 0))
+	    NULL, 0, 0))
 		return fail(md);
 	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
-		float *kc = state_k(g->st[i], L->cache), *vc = state_v(g->st[i], L->cache);
 		int k = model_seq_rows(g, i), p = a->pos[r];
 
-		if ((L->kv_own && (backend_copy(be, kc + (size_t)p * kvd, a->y + (size_t)r * kvd,
-		    (size_t)k * kvd) || backend_copy(be, vc + (size_t)p * kvd,
-		    a->z + (size_t)r * kvd, (size_t)k * kvd))) ||
-		    backend_attention(be, &at, a->q + (size_t)r * nh * hd, nh * hd, hd, kc, vc, k, p,
-		    a->o + (size_t)r * nh * hd))
-			return fail(md);
+		if (g4_attend(md, L, g->st[i], a->q + (size_t)r * nh * hd, a->o + (size_t)r * nh * hd,
+		    nh * hd, p, k, L->kv_own ? a->y + (size_t)r * kvd : NULL,
+		    L->kv_own ? a->z + (size_t)r * kvd : NULL, NULL) != 0)
+			return -1;
 	}
 	return g4_attn_out(md, L, g->m);
 }
@@ -427,9 +520,14 @@ g4a_layer(struct model *A, struct model_layer *L, int il, struct state *st, int 
 	struct backend_attn at = g4_attn_params(A, L);
 
 	/* the window as transformers' flipped bidirectional mask draws it: the last
-	 * n_swa + 1 keys, the query standing at the last key's position pos - 1 */
+	 * n_swa + 1 keys, the query standing at the last key's position pos - 1; a
+	 * ring holds them while the state is at most R - 2 positions past pos */
 	at.window = L->swa ? hp->n_swa + 1 : 0;
-	if (g4_qkv(A, L, 1, NULL, NULL, NULL, NULL, NULL, 0) ||
+	at.ring = g4_ring(L, st);
+	if (at.ring > 0 && state_pos(st) - pos > at.ring - at.window)
+		return util_err(A->err, "a draft at %d over rings of %d rows at %d", pos, at.ring,
+		    state_pos(st));
+	if (g4_qkv(A, L, 1, NULL, NULL, NULL, NULL, NULL, 0, 0) ||
 	    backend_attention(A->be, &at, a->q, hp->n_head * L->hd, L->hd, state_k(st, L->cache),
 	    state_v(st, L->cache), 1, pos - 1, a->o))
 		return fail(A);

@@ -216,6 +216,8 @@ struct model {
 	struct backend_weight pre_proj;		/* [n_embd][2 n_bb] nextn.pre_projection */
 	struct backend_weight post_proj;	/* [n_bb][n_embd] nextn.post_projection */
 	struct model *asst;		/* a trunk's attached assistant drafter, or NULL */
+	int	ring_rows;		/* gemma4: model_ring_rows (0: no rings, no pieces) */
+	int	states_made;		/* model_state_new has made one: R stays */
 	/* an assistant's learned draft slots (MEMRA_GEMMA_TRIM_ADAPT): draft_head's and
 	 * draft_ranks' rows n_fixed.. after the rank list's, published by model_assist_sync */
 	struct learned *learned;	/* or NULL */

@@ -690,6 +690,11 @@ prefix_insert(struct prefix *p, int parent, const int32_t *ids, const struct pre
 	key = chain(p, parent >= 0 ? p->b[parent].key : SEED, t, tg);
 	if ((id = find(p, key, parent, d, t, tg)) >= 0)
 		return refill(p, id, st, flags);
+	if (state_config(st)->n_ring > 0 && state_pos(st) - state_config(st)->ring >
+	    end - kept(state_config(st), B, state_config(st)->n_kv - 1))
+		return util_err(p->err, "prefix cache: the block that ends at %d: its rows left "
+		    "the rings (at %d, rings of %d rows)", end, state_pos(st),
+		    state_config(st)->ring);
 	if ((id = take(p, parent)) < 0)
 		return util_err(p->err, "prefix cache: full (%d blocks, each in use)", p->max);
 	p->b[id] = (struct blk){ .key = key, .parent = parent, .depth = d, .used = 1,

@@ -514,38 +514,82 @@ fit_devices(const struct model *m, struct sched_fit *f, int *of)
 }
 
 /*
- * Device d of f: the bytes of a session there (fixed + per_pos x n_ctx),
- * its free memory less the reserve, the sessions that fit, and the
- * longest n_ctx at which max_sessions fit there into *max_ctx.
+ * A session's bytes on a device as two lines in n_ctx, fixed + per_pos x
+ * n_ctx: [0] every cache n_ctx rows, [1] gemma4's rings at their rows
+ * (the bytes at n_ctx are the lesser of the two: a ring caps its caches
+ * once n_ctx passes its rows).  Without rings the two are one.
+ */
+struct fit_lines {
+	size_t	fixed[2], per_pos[2];
+};
+
+/* The lines' bytes at n positions. */
+static size_t
+fit_at(const struct fit_lines *fl, size_t n)
+{
+	size_t a = fl->fixed[0] + fl->per_pos[0] * n, b = fl->fixed[1] + fl->per_pos[1] * n;
+
+	return a < b ? a : b;
+}
+
+/*
+ * Device d of f: the bytes of a session there (fit_at n_ctx), its free
+ * memory less the reserve, the sessions that fit, and the longest n_ctx
+ * at which max_sessions fit there into *max_ctx (the longer of the two
+ * lines').
  */
 static int
-fit_device(struct sched *s, struct model *m, struct sched_fit *f, int d, size_t fixed,
-    size_t per_pos, int *max_ctx, char *err)
+fit_device(struct sched *s, struct model *m, struct sched_fit *f, int d,
+    const struct fit_lines *fl, int *max_ctx, char *err)
 {
 	struct sched_fit_dev *v = &f->dev[d];
 	struct backend *be = model_stage_backend(m, ffs(v->stages) - 1);
-	size_t free_b = 0, total = 0, each, ctx;
+	size_t free_b = 0, total = 0, each, ctx = 0;
 
 	if (backend_use(be) != 0 || backend_mem_info(be, &free_b, &total) != 0)
 		return util_err(err, "%s", backend_errmsg(be));
-	v->session = fixed + per_pos * s->c.n_ctx;
+	v->session = fit_at(fl, s->c.n_ctx);
 	v->avail = free_b > s->c.reserve ? free_b - s->c.reserve : 0;
 	v->fit = v->avail / v->session > 1 << 30 ? 1 << 30 : (int)(v->avail / v->session);
 	each = v->avail / s->c.max_sessions;
-	ctx = each > fixed && per_pos > 0 ? (each - fixed) / per_pos / 256 * 256 : 0;
+	for (int i = 0; i < 2; i++) {
+		size_t c = each < fl->fixed[i] ? 0 : fl->per_pos[i] == 0 ? (size_t)s->c.n_ctx :
+		    (each - fl->fixed[i]) / fl->per_pos[i];
+
+		ctx = c > ctx ? c : ctx;
+	}
+	ctx = ctx / 256 * 256;
 	*max_ctx = ctx > (size_t)s->c.n_ctx ? s->c.n_ctx / 256 * 256 : (int)ctx;
+	return 0;
+}
+
+/*
+ * Model m's rings (model_ring_rows) raised to a prompt chunk's rows where
+ * those are more, so that the longest forward a session runs is one piece
+ * and its blocks are still in the rings when the prefix cache takes them.
+ */
+static int
+lane_rings(struct sched *s, struct model *m, char *err)
+{
+	if (model_ring_rows(m) > 0 && s->c.chunk > model_ring_rows(m) &&
+	    model_set_ring_rows(m, s->c.chunk) != 0)
+		return util_err(err, "%s", model_errmsg(m));
 	return 0;
 }
 
 int
 sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *err)
 {
-	/* a session's bytes are fixed + per_pos x n_ctx (state_bytes), a device at a time */
-	size_t fixed[SCHED_FIT_DEVS] = { 0 }, per_pos[SCHED_FIT_DEVS] = { 0 };
+	/* a session's bytes as fit_lines (state_bytes), a device at a time; the second line's
+	 * slope and offset measured where the rings hold (far past any of their rows) */
+	struct fit_lines fl[SCHED_FIT_DEVS] = { 0 };
+	size_t far = (size_t)1 << 24;
 	int of[PIPELINE_MAX_STAGES];
 	struct state_config dc;
 
 	memset(f, 0, sizeof *f);
+	if (lane_rings(s, m, err) != 0)
+		return -1;
 	/* a prompt chunk's activations first (a forward grows them to its rows; a
 	 * large vocabulary's logits rows alone are n_vocab floats each): not free */
 	if (model_reserve(m, s->c.chunk > model_step_rows(m) ? s->c.chunk : model_step_rows(m)))
@@ -553,11 +597,18 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 	fit_devices(m, f, of);
 	for (int st = 0; st < model_stages(m); st++) {
 		size_t f0 = model_stage_state_bytes(m, st, 0, K + 1);
+		size_t fb = model_stage_state_bytes(m, st, (int)far, K + 1);
+		size_t pb = model_stage_state_bytes(m, st, (int)far + 1, K + 1) - fb;
+		struct fit_lines *l = &fl[of[st]];
 
-		fixed[of[st]] += f0;
-		per_pos[of[st]] += model_stage_state_bytes(m, st, 1, K + 1) - f0;
-		if (s->c.reuse)	/* the pool's saved recurrent state: a state of no positions */
-			fixed[of[st]] += model_stage_state_bytes(m, st, 0, 0);
+		l->fixed[0] += f0;
+		l->per_pos[0] += model_stage_state_bytes(m, st, 1, K + 1) - f0;
+		l->fixed[1] += fb - pb * far, l->per_pos[1] += pb;
+		if (s->c.reuse) {	/* the pool's saved recurrent state: a state of no positions */
+			size_t r = model_stage_state_bytes(m, st, 0, 0);
+
+			l->fixed[0] += r, l->fixed[1] += r;
+		}
 	}
 	if (K > 0 && model_dflash_state_shape(m, s->c.n_ctx, &dc) == 0) {
 		/* a DFlash drafter's context cache at n_ctx (and the pool's copy of its rings):
@@ -566,12 +617,12 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 
 		f->drafter = state_bytes(&dc) + (s->c.reuse ? state_ring_floats(&dc) *
 		    sizeof(float) : 0);
-		fixed[0] += f->drafter - d1 * s->c.n_ctx;
-		per_pos[0] += d1;
+		for (int i = 0; i < 2; i++)
+			fl[0].fixed[i] += f->drafter - d1 * s->c.n_ctx, fl[0].per_pos[i] += d1;
 	}
 	f->fit = 1 << 30, f->max_ctx = s->c.n_ctx;
 	for (int d = 0, ctx = 0; d < f->n_dev; d++) {
-		if (fit_device(s, m, f, d, fixed[d], per_pos[d], &ctx, err) != 0)
+		if (fit_device(s, m, f, d, &fl[d], &ctx, err) != 0)
 			return -1;
 		f->session += f->dev[d].session, f->avail += f->dev[d].avail;
 		f->fit = f->dev[d].fit < f->fit ? f->dev[d].fit : f->fit;
@@ -1354,13 +1405,15 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 	*at = 0;
 	for (int i = 0; i < s->c.max_sessions; i++) {
 		const struct slot *sl = &l->slots[i];
-		int b = sl->pbound, same, cut;
+		int b = sl->pbound, same, cut, back;
 
 		if (sl->used || !sl->parked)
 			continue;
 		same = b < q->n_prompt && same_images(s, sl, q, b);
 		cut = b < q->n_prompt && resumable(s, l, q, b);
-		if (same && cut && b > *at && memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
+		back = state_back(sl->st, b);	/* a ring's window before b still held */
+		if (same && cut && back && b > *at &&
+		    memcmp(sl->ptok, q->hist, b * sizeof *q->hist) == 0)
 			best = i, *at = b;
 		else if (sl->n_ptok <= q->n_prompt &&
 		    memcmp(sl->ptok, q->hist, sl->n_ptok * sizeof *q->hist) == 0) {
@@ -1374,6 +1427,10 @@ pool_match(struct sched *s, struct lane *l, struct sched_seq *q, int *at)
 			else if (!cut)
 				snprintf(q->why, sizeof q->why, "an image starts within %d rows of the "
 				    "parked state's point at %d", model_step_rows(l->m), b);
+			else if (!back)
+				snprintf(q->why, sizeof q->why, "the parked state ran %d positions "
+				    "past its point at %d, more than its sliding layers' rings keep "
+				    "(%d)", state_pos(sl->st) - b, b, model_ring_rows(l->m));
 		}
 	}
 	return best;

@@ -83,6 +83,9 @@ check_config(const struct state_config *c, char *err)
 	if (c->n_ring < 0 || c->n_ring > c->n_kv || (c->n_ring > 0 && c->ring < 1))
 		return util_err(err, "state: %d of %d caches rings of %d rows", c->n_ring, c->n_kv,
 		    c->ring);
+	if (c->n_ring > 0 && (c->window < 0 || c->window > c->ring))
+		return util_err(err, "state: rings of %d rows, a window of %d keys", c->ring,
+		    c->window);
 	if (c->n_kv > 0 && c->kv_dim <= 0)
 		return util_err(err, "state: kv_dim %d", c->kv_dim);
 	for (int i = 0; c->kv_w != NULL && i < c->n_kv; i++)
@@ -331,10 +334,22 @@ state_truncate(struct state *s, int pos)
 	if (s->c.n_rec > 0 && pos != s->pos)
 		return util_err(s->err, "state: truncate: recurrent state cannot go back "
 		    "without a snapshot");
+	if (!state_back(s, pos))
+		return util_err(s->err, "state: truncate: back %d positions from %d, past what "
+		    "its rings of %d rows keep (a window of %d keys)", s->pos - pos, s->pos,
+		    s->c.ring, s->c.window);
 	EACH_PART(s, state_truncate(q_, pos));
 	s->pos = pos;
 	s->batch_m = 0;
 	return 0;
+}
+
+int
+state_back(const struct state *s, int pos)
+{
+	int w = s->c.window > 0 ? s->c.window : s->c.ring;
+
+	return pos >= 0 && pos <= s->pos && (s->c.n_ring == 0 || s->pos - pos <= s->c.ring - w + 1);
 }
 
 int
@@ -430,13 +445,29 @@ state_ring_load(struct state *s, const float *src)
 	return ring_move(s, (float *)src, 0);
 }
 
+/* 1 when a and b shape states alike (field by field: a struct's padding is no part of it). */
+static int
+same_config(const struct state_config *a, const struct state_config *b)
+{
+	if (a->n_ctx != b->n_ctx || a->n_kv != b->n_kv || a->kv_dim != b->kv_dim ||
+	    a->n_rec != b->n_rec || a->conv_dim != b->conv_dim || a->d_conv != b->d_conv ||
+	    a->n_v_heads != b->n_v_heads || a->dk != b->dk || a->dv != b->dv ||
+	    a->n_snap != b->n_snap || a->n_ring != b->n_ring || a->ring != b->ring ||
+	    a->window != b->window || (a->kv_w == NULL) != (b->kv_w == NULL))
+		return 0;
+	for (int i = 0; a->kv_w != NULL && i < a->n_kv; i++)
+		if (a->kv_w[i] != b->kv_w[i])
+			return 0;
+	return 1;
+}
+
 int
 state_copy(struct state *dst, const struct state *src)
 {
 	const struct state_config *c = &src->c;
 	int rc = 0, n_kv = dst->part ? 0 : c->n_kv, n_rec = dst->part ? 0 : c->n_rec;
 
-	if (memcmp(&dst->c, c, sizeof *c) != 0 || dst->be != src->be ||
+	if (!same_config(&dst->c, c) || dst->be != src->be ||
 	    dst->n_part != src->n_part)
 		return util_err(dst->err, "state: copy between different configs");
 	for (int p = 0; p < dst->n_part; p++)

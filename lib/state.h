@@ -34,6 +34,8 @@ struct state_config {
 				 * row p % ring, so a ring keeps the last ring
 				 * positions written (0: none; every cache n_ctx rows) */
 	int	ring;
+	int	window;		/* rings: the keys a row sees (1..ring; 0: ring), so
+				 * that going back (state_back) keeps them */
 	const int *kv_w;	/* NULL: every cache's rows kv_dim floats wide; else
 				 * [n_kv]: cache i's rows kv_w[i] (1..kv_dim) wide
 				 * (gemma4's layers differ); borrowed: the array
@@ -104,7 +106,7 @@ int	state_rollback(struct state *, int keep);
 /*
  * Truncate to position pos <= state_pos: only for states without
  * recurrent layers (a recurrent state cannot go back without a
- * snapshot); -1 otherwise.
+ * snapshot) and, with rings, within state_back's reach; -1 otherwise.
  */
 int	state_truncate(struct state *, int pos);
 
@@ -147,6 +149,15 @@ int	state_copy(struct state *dst, const struct state *src);
  */
 int	state_kv_row(const struct state_config *c, int i, int pos);
 int	state_kv_rows(const struct state_config *c, int i, int pos, int n);
+
+/*
+ * 1 when the state can go back to position pos <= state_pos and go on
+ * from there (state_truncate, or state_seek over rows it holds): always
+ * without rings; with rings, when the positions written since pos leave
+ * the window of keys before pos in each ring: state_pos - pos <=
+ * ring - window + 1.  Recurrent layers are state_truncate's matter.
+ */
+int	state_back(const struct state *, int pos);
 
 /* 1 when cache i is a ring. */
 int	state_is_ring(const struct state_config *c, int i);

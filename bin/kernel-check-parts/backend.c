@@ -1469,7 +1469,7 @@ be_embed_argmax(struct kc *k, struct bpair *p, int t)
  */
 void
 be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct noise *nz,
-    const char *gemm)
+    const char *gemm, int ring)
 {
 	enum { NPMAX = 64, NGMAX = 16 };
 	struct backend *be[2] = { p->c, p->g };
@@ -1487,8 +1487,19 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 		struct state *st;
 		if (md == NULL)
 			die(1, "%s", err);
-		if ((st = model_state_new(md, np + NGMAX + 1, 0, err)) == NULL)
+		if (ring > 0 && model_ring_rows(md) == 0) {	/* no rings here: no line */
+			model_close(md);
+			free(lg[0]);
+			return;
+		}
+		if (ring > 0 && model_set_ring_rows(md, ring) != 0)
+			die(1, "%s", model_errmsg(md));
+		/* with rings, a context past them (a gemma4's window + ring - 1 rows) */
+		if ((st = model_state_new(md, ring > 0 ? 4 * (np + NGMAX) : np + NGMAX + 1, 0,
+		    err)) == NULL)
 			die(1, "%s", err);
+		if (ring > 0 && state_config(st)->n_ring == 0)
+			die(1, "%s: no rings at %d rows a piece", path, ring);
 		nv = model_hparams(md)->n_vocab;
 		if (b == 0)	/* the prompt in the model's vocabulary, once it is open */
 			model_prompt(prompt, np, nv);

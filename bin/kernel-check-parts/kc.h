@@ -202,7 +202,7 @@ void	fused_mags(const struct bw *wg, const struct bw *wu, const float *x, const 
 void	be_fused(struct kc *k, struct bpair *p, int t, int m, int n, int nff);
 void	be_embed_argmax(struct kc *k, struct bpair *p, int t);
 void	be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct noise *nz,
-	    const char *gemm);
+	    const char *gemm, int ring);
 void	be_pdl(struct kc *k, struct bpair *p, const char *path);
 
 #define BOTH(p, call_c, call_g) do { bchk((p)->c, call_c); bchk((p)->g, call_g); } while (0)

@@ -803,13 +803,17 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 			fflush(stdout);
 		}
 		be_model_types(k, models[i]);
-		be_model(k, &p, models[i], 8, 16, &nz, "");
+		be_model(k, &p, models[i], 8, 16, &nz, "", 0);
 		for (int kind = 0; kind < 2; kind++) {	/* prefill past the step rows: the GEMM */
 			int gk = kind ? BACKEND_GEMM_BF16 : BACKEND_GEMM_INT8;
 			/* against the CPU computing those products with the GPU's numerics */
 			bchk(p.g, backend_gemm_set(p.g, gk));
 			bchk(p.c, backend_cpu_gemm_emulate(p.c, gk, backend_step_rows(p.g)));
-			be_model(k, &p, models[i], 40, 16, &nz, kind ? ", gemm bf16" : ", gemm int8");
+			be_model(k, &p, models[i], 40, 16, &nz, kind ? ", gemm bf16" : ", gemm int8", 0);
+			/* gemma4's sliding caches as rings, pieces of 32 rows (model_ring_rows):
+			 * a prompt of 64 wraps them */
+			if (kind == 0)
+				be_model(k, &p, models[i], 64, 16, &nz, ", gemm int8, rings", 32);
 		}
 		bchk(p.c, backend_cpu_gemm_emulate(p.c, -1, 1));
 		bchk(p.g, backend_gemm_set(p.g, BACKEND_GEMM_DEFAULT));

@@ -1,7 +1,8 @@
 /*
  * drafters: the scheduler speculating with the drafters that are not an
  * MTP head, on the CPU: Gemma-4's assistant (t/data/gemma4/g4-dense with
- * g4-assistant) and the DFlash2 block drafter (model A, ../shared/models/A
+ * g4-assistant; its sliding layers' caches rings of 5 + 32 - 1 rows, t/unit/rings.c) and
+ * the DFlash2 block drafter (model A, ../shared/models/A
  * or MEMRA_MODEL_A, with t/data/dflash/d2, its head trimmed to the tokens A
  * says most, so that some of the random drafter's drafts are accepted).
  *
@@ -282,12 +283,13 @@ TEST(gemma4_assistant_in_the_batch_gives_the_plain_tokens)
 
 /*
  * A gemma4 state's caches are as wide as their layers' K/V rows: g4-dense's
- * sliding layers 2 heads of 16, its global 2 of 32 (layers 2 and 4), so a
- * position costs 2 (K, V) x 4 bytes x (3 x 32 + 2 x 64), not 5 x 64.
+ * sliding layers 2 heads of 16, its global 2 of 32 (layers 2 and 4, whose
+ * caches come first), so a position costs 2 (K, V) x 4 bytes x (3 x 32 +
+ * 2 x 64), not 5 x 64.
  */
 TEST(gemma4_caches_are_as_wide_as_their_layers)
 {
-	int w[5] = { 32, 32, 64, 32, 64 };
+	int w[5] = { 64, 64, 32, 32, 32 };
 	size_t per = model_state_bytes(g4.m, 2, 0) - model_state_bytes(g4.m, 1, 0);
 
 	for (int i = 0; i < 5; i++)
@@ -666,8 +668,9 @@ main(void)
 		return 1;
 	}
 	if ((g4.m = model_open_opts("t/data/gemma4/g4-dense", be, &(struct model_options){
-	    .draft = "t/data/gemma4/g4-assistant" }, err)) == NULL) {
-		printf("not ok gemma4 assistant: %s\n", err);
+	    .draft = "t/data/gemma4/g4-assistant" }, err)) == NULL ||
+	    model_set_ring_rows(g4.m, CHUNK) != 0) {
+		printf("not ok gemma4 assistant: %s\n", g4.m == NULL ? err : model_errmsg(g4.m));
 		return 1;
 	}
 	g4_reqs();

@@ -1,6 +1,7 @@
 /*
  * reuse: the scheduler's prefix cache and reuse pool on the qwen35 fixture
- * (../shared/models/A, or MEMRA_MODEL_A) on the CPU.  A reply served from
+ * (../shared/models/A, or MEMRA_MODEL_A) on the CPU, and on Gemma-4's
+ * rings (t/data/gemma4/g4-dense).  A reply served from
  * a cache hit or a parked conversation is the cold reply, token for token:
  * multi-turn conversations (speculative decoding on and off), short ones
  * under a chunk of 512 that resume at blocks of 64, a shared prefix under
@@ -32,8 +33,9 @@ static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 struct notes {
 	pthread_mutex_t mu;
 	int	reuse, cold, tokens;
+	int	rings;		/* cold notes that name the rings */
 };
-static struct notes notes = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0 };
+static struct notes notes = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0 };
 
 static void
 on_note(void *arg, const struct sched_note *n)
@@ -45,6 +47,7 @@ on_note(void *arg, const struct sched_note *n)
 		c->reuse++, c->tokens += n->tokens;
 	else
 		c->cold++;
+	c->rings += n->why != NULL && strstr(n->why, "rings keep") != NULL;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -200,17 +203,17 @@ replay(struct run *r)
 }
 
 static void
-multi_turn(int K, int reuse, int blocks)
+multi_turn_of(struct conv *cv, int K, int reuse, int blocks)
 {
 	struct run r;
 	struct sched_stats st;
 	struct prefix_stats ps;
 	long cached;
 
-	notes.reuse = notes.cold = notes.tokens = 0;
+	notes.reuse = notes.cold = notes.tokens = notes.rings = 0;
 	if (start(&r, NCONV + 1, K, reuse, blocks) != 0)
 		return;
-	cached = replay(&r);
+	cached = replay_of(&r, cv, NULL);
 	sched_stats(r.s, &st);
 	CHECK(cached > 0);
 	CHECK_EQ_INT(st.cached_tokens, cached);
@@ -227,6 +230,12 @@ multi_turn(int K, int reuse, int blocks)
 	if (K > 0)
 		CHECK(st.spec_rounds > 0);
 	run_stop(&r);
+}
+
+static void
+multi_turn(int K, int reuse, int blocks)
+{
+	multi_turn_of(conv, K, reuse, blocks);
 }
 
 TEST(every_turn_from_the_pool_is_the_cold_reply)
@@ -413,6 +422,43 @@ differ(struct state *a, struct state *b, const float *la, const float *lb, int n
 	return d;
 }
 
+/*
+ * Gemma-4 with rings: g4-dense and its assistant (t/data/gemma4) on chunks
+ * of 32, its sliding layers' caches rings of 5 + 32 - 1 rows
+ * (model_set_ring_rows 32; t/unit/rings.c).  Multi-turn conversations
+ * from the pool, the prefix cache or both, plain and speculative, give
+ * the cold replies.  A parked conversation that ran more than 32
+ * positions past its point (its prompt's tail after the last block, then
+ * its reply) is not resumed from the pool: its note names the rings, and
+ * the turn comes from the cache or runs cold.
+ */
+TEST(gemma4_turns_over_rings_are_the_cold_replies)
+{
+	static struct conv gconv[NCONV];
+	struct model *keep = ma;
+	char err[UTIL_ERRLEN];
+
+	if ((ma = model_open_opts("t/data/gemma4/g4-dense", be, &(struct model_options){
+	    .draft = "t/data/gemma4/g4-assistant" }, err)) == NULL ||
+	    model_set_ring_rows(ma, 32) != 0) {
+		FAILF("g4-dense: %s", ma == NULL ? err : model_errmsg(ma));
+		model_close(ma);
+		ma = keep;
+		return;
+	}
+	chunk = 32;
+	make_turns(gconv, 40, 37, 60);
+	multi_turn_of(gconv, 0, 1, 0);
+	printf("# gemma4 pool: %d resumed, %d cold (%d past the rings)\n", notes.reuse,
+	    notes.cold, notes.rings);
+	CHECK(notes.rings > 0);
+	multi_turn_of(gconv, 0, 0, 64);
+	multi_turn_of(gconv, 0, 1, 64);
+	multi_turn_of(gconv, 3, 1, 64);
+	model_close(ma);
+	ma = keep, chunk = CHUNK;
+}
+
 /* A prompt resumed from blocks another prompt stored gives the cold
  * state and logits bit for bit; cut elsewhere, it would not (the check
  * sees last bits). */
@@ -492,6 +538,7 @@ main(void)
 		printf("not ok backend: %s\n", err);
 		return 1;
 	}
+	RUN(gemma4_turns_over_rings_are_the_cold_replies);
 	if ((dir = test_model_a("reuse")) == NULL) {
 		backend_close(be);
 		return test_summary();

@@ -256,6 +256,39 @@ out:
 	free(snap);
 }
 
+/*
+ * Going back with rings: a ring of 6 rows under a window of 3 keys keeps
+ * the window before any position at most 6 - 3 + 1 = 4 back, so truncating
+ * from 20 to 16 works and to 15 is refused with the reason; a state
+ * without rings goes back anywhere; a window wider than the ring is
+ * refused.
+ */
+TEST(rings_go_back_only_as_far_as_they_keep_the_window)
+{
+	char err[UTIL_ERRLEN];
+	struct state_config c = { .n_ctx = 100, .n_kv = 2, .kv_dim = 4, .n_ring = 1, .ring = 6,
+	    .window = 3 };
+	struct state *a = state_new(be, &c, err);
+
+	CHECK(a != NULL);
+	if (a == NULL)
+		return;
+	CHECK(state_seek(a, 20) == 0);
+	CHECK(state_back(a, 16) && state_back(a, 20) && !state_back(a, 15) && !state_back(a, 21));
+	CHECK(state_truncate(a, 15) == -1);
+	CHECK_EQ_STR(state_errmsg(a), "state: truncate: back 5 positions from 20, past what its "
+	    "rings of 6 rows keep (a window of 3 keys)");
+	CHECK(state_pos(a) == 20 && state_truncate(a, 16) == 0 && state_pos(a) == 16);
+	state_free(a);
+	c.n_ring = 0, c.ring = 0;
+	CHECK((a = state_new(be, &c, err)) != NULL && state_seek(a, 20) == 0 && state_back(a, 0) &&
+	    state_truncate(a, 1) == 0);
+	state_free(a);
+	c.n_ring = 1, c.ring = 6, c.window = 7;
+	CHECK(state_new(be, &c, err) == NULL);
+	CHECK_EQ_STR(err, "state: rings of 6 rows, a window of 7 keys");
+}
+
 int
 main(void)
 {
@@ -274,6 +307,7 @@ main(void)
 	RUN(push_and_rollback_refuse_what_they_cannot_do);
 	RUN(attention_only_states_truncate_and_copy);
 	RUN(ring_caches_keep_their_last_positions_in_rows_mod_ring);
+	RUN(rings_go_back_only_as_far_as_they_keep_the_window);
 	RUN(a_states_caches_are_one_allocation_a_set);
 	RUN(caches_of_their_own_widths);
 	backend_close(be);
