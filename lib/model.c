@@ -2486,6 +2486,12 @@ state_shape(const struct model *md, int n_ctx, int n_snap)
 	return c;
 }
 
+void
+model_state_shape(const struct model *md, int n_ctx, int n_snap, struct state_config *c)
+{
+	*c = state_shape(md, n_ctx, n_snap);
+}
+
 int
 model_ring_rows(const struct model *md)
 {

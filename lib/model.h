@@ -268,6 +268,10 @@ int	model_int8_weights(const struct model *);
 float	*model_host_alloc(struct model *, size_t n);
 void	model_host_free(struct model *, float *);
 
+/* The shape of model_state_new(n_ctx, n_snap) into *c (a split model's: the whole
+ * model's, its stages' parts each their own). */
+void	model_state_shape(const struct model *, int n_ctx, int n_snap, struct state_config *c);
+
 /* The bytes of backend memory model_state_new(n_ctx, n_snap) takes. */
 size_t	model_state_bytes(const struct model *, int n_ctx, int n_snap);
 

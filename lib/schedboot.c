@@ -103,6 +103,23 @@ cache_line(FILE *fp, struct sched *sc, const struct schedboot_model *sv,
 	    "prompt's last block" : "no recurrent state: one a block");
 }
 
+/* A gemma4 lane's line where its sessions keep the sliding layers' caches as rings
+ * (model_ring_rows): how many positions, and what a whole-cache session would take. */
+static void
+rings_line(FILE *fp, const struct schedboot_model *sv, const struct schedboot_cfg *c)
+{
+	struct state_config sc;
+	int R = model_ring_rows(sv->m);
+
+	model_state_shape(sv->m, c->ctx, 1, &sc);
+	if (sc.n_ring == 0)
+		return;
+	fprintf(fp, "[sched] %s: %d of %d KV caches (the sliding layers') rings of %d positions "
+	    "(window %d + %d rows a piece - 1), the rest ctx; a conversation resumes from the "
+	    "pool within %d positions of where it parked\n", sv->name, sc.n_ring, sc.n_kv, sc.ring,
+	    sc.window, R, R);
+}
+
 /* A DFlash lane's line: what a session's drafter context cache takes (f's, within its
  * session's bytes) and how: its sliding layers' rings, the others' every position. */
 static void
@@ -142,6 +159,7 @@ schedboot_lines(FILE *fp, struct sched *sc, const struct schedboot_model *sv,
 		    "before; room for %d)\n", sv->name, schedboot_stages(f->dev[d].stages, line,
 		    sizeof line), f->dev[d].name, f->dev[d].session / mib, f->dev[d].avail / mib,
 		    f->dev[d].fit);
+	rings_line(fp, sv, c);
 	dflash_cache_line(fp, sv, c, f);
 	cache_line(fp, sc, sv, c, f);
 	if (sv->k > 0 && c->k_pinned)

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "model.h"
 #include "schedboot.h"
+#include "schedule.h"
 #include "test.h"
 #include "util.h"
 
@@ -132,6 +133,46 @@ TEST(k_is_three_with_a_drafter_and_never_without_one)
 	model_close(mtp), model_close(none);
 }
 
+/*
+ * A gemma4 lane (g4-dense, window 5) at ctx 1024 keeps its three sliding
+ * layers' caches as rings of 5 + 512 - 1 positions, and its boot says so;
+ * a session's bytes are the rings' (sched_fit: the lesser of the two
+ * lines); at ctx 256, under the rings' rows, whole caches and no line.
+ */
+TEST(a_gemma4_lane_says_its_rings)
+{
+	char err[UTIL_ERRLEN] = "", *t = NULL;
+	struct model *m = model_open("t/data/gemma4/g4-dense", be, err);
+
+	CHECK(m != NULL);
+	for (int ctx = 1024; m != NULL && ctx >= 256; ctx /= 4) {
+		struct sched_config c;
+		struct sched_fit f;
+		struct sched *s;
+		struct schedboot_cfg bc = { ctx, 2, 0, 0, 0 };
+		struct schedboot_model sv = { "g", m, 0, 0 };
+
+		sched_config_defaults(&c, be, ctx, 2);
+		c.chunk = 64, c.step_prefill = 128, c.prefix_bytes = 0, c.reserve = 0;
+		CHECK((s = sched_new(be, &c, err)) != NULL);
+		if (s == NULL)
+			break;
+		CHECK((sv.lane = sched_add_model(s, m, 0, 0, &f, err)) == 0);
+		CHECK_EQ_INT(f.session, model_state_bytes(m, ctx, 1));
+		CAPTURE(t, schedboot_lines(fp, s, &sv, &bc, &f));
+		if (ctx == 1024) {
+			CHECK_EQ_INT(f.session, 2 * 4 * (2 * 64 * 1024 + 3 * 32 * 516));
+			CHECK(strstr(t, "[sched] g: 3 of 5 KV caches (the sliding layers') rings of 516 "
+			    "positions (window 5 + 512 rows a piece - 1), the rest ctx; a conversation "
+			    "resumes from the pool within 512 positions of where it parked\n") != NULL);
+		} else
+			CHECK(strstr(t, "rings") == NULL);
+		free(t);
+		sched_free(s);
+	}
+	model_close(m);
+}
+
 int
 main(void)
 {
@@ -145,6 +186,7 @@ main(void)
 	RUN(notes_say_what_was_resumed_and_why_not);
 	RUN(the_policy_lines_give_the_k_each_load_gets);
 	RUN(an_mtp_heads_round_picks_its_first_draft);
+	RUN(a_gemma4_lane_says_its_rings);
 	if ((model_a_dir = test_model_a("schedboot")) != NULL)
 		RUN(k_is_three_with_a_drafter_and_never_without_one);
 	backend_close(be);
