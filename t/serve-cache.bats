@@ -29,6 +29,27 @@ conversation() {
 	jq -r .content "$P/$name.jsonl" >"$P/$name.txt"
 }
 
+# id_turns NAME [VAR=VALUE...]: 8 turns of token ids on model $A: a prompt of 60
+# ids, then each turn's the last one, its reply's 40 ids (ignore_eos) and 40
+# more; each turn's reply ids, prompt_tokens and cached_tokens a line of
+# $P/NAME.jsonl
+id_turns() {
+	local name=$1 p t body
+	shift
+	start_serve MEMRA_MODELS="a=$A" "$@"
+	p=$(jq -nc '[range(60) | (. * 37 + 11) % 200]')
+	: >"$P/$name.jsonl"
+	for t in 1 2 3 4 5 6 7 8; do
+		run -0 http POST /v1/completions '{"prompt": '"$p"', "max_tokens": 40, "temperature": 0, "ignore_eos": true, "return_token_ids": true}' -H 'Content-Type: application/json'
+		[[ $output == "200 "* ]]
+		body=${output#200 }
+		jq -c '{ids: .choices[0].token_ids, prompt_tokens: .usage.prompt_tokens, cached_tokens: .usage.prompt_tokens_details.cached_tokens}' <<<"$body" >>"$P/$name.jsonl"
+		p=$(jq -c --argjson a "$p" --argjson t "$t" '$a + .choices[0].token_ids + [range(40) | (. * 13 + $t * 7) % 200]' <<<"$body")
+	done
+	stop_serve
+	cp "$LOG" "$P/$name.log"
+}
+
 # cached NAME: the turns' cached_tokens, one line
 cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 
@@ -94,6 +115,22 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	! grep -q '^memra_prefix_cache_budget_bytes' "$P/off.metrics"
 	jq -e 'select(.cached_tokens % 32 != 0 or .cached_tokens >= .prompt_tokens)' "$P/on.jsonl" && false
 	true
+}
+
+@test "gemma4 over rings: 8 turns past its sliding layers' rings from the pool and the cache are the replies of both off" {
+	A=$TOP/t/data/gemma4/g4-dense
+	id_turns off MEMRA_CTX=2048 MEMRA_PREFIX_CACHE_MB=0 MEMRA_REUSE_POOL=0
+	grep -qx "\[sched\] a: 3 of 5 KV caches (the sliding layers') rings of 516 positions (window 5 + 512 rows a piece - 1), the rest ctx; a conversation resumes from the pool within 512 positions of where it parked" "$P/off.log"
+	# the last turns' prompts run past the rings' 516 rows
+	[ "$(jq -r .prompt_tokens "$P/off.jsonl" | tail -1)" = 620 ]
+	id_turns pool MEMRA_CTX=2048 MEMRA_PREFIX_CACHE_MB=0
+	cmp <(jq -c .ids "$P/off.jsonl") <(jq -c .ids "$P/pool.jsonl")
+	grep -Eq '^\[worker\] a: reuse: [1-9][0-9]* committed tokens resumed' "$P/pool.log"
+	# each turn resumes where the turn before's prefill passed its last block of 64
+	[ "$(cached pool)" = "0 0 128 192 256 320 448 512 " ]
+	id_turns cache MEMRA_CTX=2048 MEMRA_REUSE_POOL=0 MEMRA_PREFIX_CACHE_MB=16
+	cmp <(jq -c .ids "$P/off.jsonl") <(jq -c .ids "$P/cache.jsonl")
+	[ "$(cached cache)" = "0 0 128 192 256 320 448 512 " ]
 }
 
 @test "model A: each knob turns its part off, the other still reuses exactly" {
