@@ -893,8 +893,7 @@ vision_setup(struct gen *g, const char *model, char *err)
 		fprintf(stderr, "[vision] %s: %dx%d -> %dx%d, %d soft tokens\n", g->o->image[i],
 		    g->img[i].w, g->img[i].h, g->img[i].rw, g->img[i].rh, g->img[i].n_tok);
 		/* an image's rows lie in one piece of a sliding layer's attention */
-		if (model_ring_rows(g->m) > 0 && g->img[i].n_tok > model_ring_rows(g->m) &&
-		    model_set_ring_rows(g->m, g->img[i].n_tok) != 0)
+		if (model_ring_hold(g->m, g->img[i].n_tok) != 0)
 			return util_err(err, "%s: %s", model, model_errmsg(g->m));
 	}
 	return 0;

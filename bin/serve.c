@@ -1165,9 +1165,7 @@ load(struct server *s, char *spec)
 	if (s->c.vision && s->tw == NULL)
 		vision_tower(s, sv);	/* its memory before any model's sessions */
 	/* an image's rows lie in one piece of a sliding layer's attention (gemma4's rings) */
-	if (s->tw != NULL && model_ring_rows(sv->m) > 0 &&
-	    tower_image_tokens(s->tw) > model_ring_rows(sv->m) &&
-	    model_set_ring_rows(sv->m, tower_image_tokens(s->tw)) != 0)
+	if (s->tw != NULL && model_ring_hold(sv->m, tower_image_tokens(s->tw)) != 0)
 		die(1, "%s: %s", sv->name, model_errmsg(sv->m));
 	sessions(s, sv);
 	if (account_add_model(s->acct, sv->name, sv->lane) != 0)

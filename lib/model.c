@@ -2515,6 +2515,12 @@ model_set_ring_rows(struct model *md, int r)
 	return 0;
 }
 
+int
+model_ring_hold(struct model *md, int n)
+{
+	return md->ring_rows > 0 && n > md->ring_rows ? model_set_ring_rows(md, n) : 0;
+}
+
 size_t
 model_state_bytes(const struct model *md, int n_ctx, int n_snap)
 {

@@ -309,10 +309,14 @@ int	model_kv_width(const struct model *, int i);
  * (an image budget over 512 soft tokens) sets it to the largest before
  * the model's first state is made.  0, or -1 with model_errmsg set (no
  * rings here, r too small, or a state made already).
+ * model_ring_hold: R raised to n where a forward of n rows (a prompt
+ * chunk, an image) must be one piece; 0 (nothing to do: no rings, or R
+ * holds it already), or model_set_ring_rows's -1.
  */
 #define MODEL_RING_ROWS 512
 int	model_ring_rows(const struct model *);
 int	model_set_ring_rows(struct model *, int r);
+int	model_ring_hold(struct model *, int n);
 
 enum {
 	MODEL_LOGITS_ALL = 1,	/* logits of every row, not only the last */

@@ -302,8 +302,8 @@ g4_attend(struct model *md, struct model_layer *L, struct state *st, const float
  * V made in the cache's rows where they lie in one run (a whole cache, or
  * a ring's single piece that does not wrap), else through scratch (a->y,
  * a->z) piece by piece (g4_attend).  With dpos (p0 in backend memory: a
- * recorded step, m <= R) the same ops at every position: K and V through
- * scratch into the cache.
+ * recorded step, one piece: its rows are at most BACKEND_ROWS_MAX <= R)
+ * the same ops at every position: K and V through scratch into the cache.
  */
 static int
 g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m,
@@ -320,9 +320,6 @@ g4_attn(struct model *md, struct model_layer *L, struct state *st, int p0, int m
 	float *K = !L->kv_own ? NULL : inplace ? kc + row : a->y;
 	float *V = !L->kv_own ? NULL : inplace ? vc + row : a->z;
 
-	if (dpos != NULL && ring > 0 && m > md->ring_rows)
-		return util_err(md->err, "a step of %d rows over rings of %d rows a piece", m,
-		    md->ring_rows);
 	if (g4_qkv(md, L, m, K, V, dpos, kc, vc, n_ctx, ring))
 		return fail(md);
 	if (dpos != NULL) {

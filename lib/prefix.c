@@ -675,13 +675,14 @@ prefix_insert(struct prefix *p, int parent, const int32_t *ids, const struct pre
     int end, struct state *st, int flags)
 {
 	int B = p->pc.block, d = end / B - 1, id, open = (flags & PREFIX_OPEN) != 0;
+	const struct state_config *sc = state_config(st);
 	const int32_t *t = ids + (size_t)end - B;
 	const struct prefix_tag *tg = tag_at(tag, 0);
 	uint64_t key;
 
 	if (!fits(p, st))
 		return util_err(p->err, "prefix cache: a state of another shape");
-	if (end < B || end % B != 0 || end > state_config(st)->n_ctx ||
+	if (end < B || end % B != 0 || end > sc->n_ctx ||
 	    (open ? state_pos(st) < end : state_pos(st) != end) ||
 	    (d == 0) != (parent < 0) || (parent >= 0 && (parent >= p->max ||
 	    !p->b[parent].used || p->b[parent].depth != d - 1)))
@@ -690,11 +691,9 @@ prefix_insert(struct prefix *p, int parent, const int32_t *ids, const struct pre
 	key = chain(p, parent >= 0 ? p->b[parent].key : SEED, t, tg);
 	if ((id = find(p, key, parent, d, t, tg)) >= 0)
 		return refill(p, id, st, flags);
-	if (state_config(st)->n_ring > 0 && state_pos(st) - state_config(st)->ring >
-	    end - kept(state_config(st), B, state_config(st)->n_kv - 1))
+	if (sc->n_ring > 0 && state_pos(st) - sc->ring > end - kept(sc, B, sc->n_kv - 1))
 		return util_err(p->err, "prefix cache: the block that ends at %d: its rows left "
-		    "the rings (at %d, rings of %d rows)", end, state_pos(st),
-		    state_config(st)->ring);
+		    "the rings (at %d, rings of %d rows)", end, state_pos(st), sc->ring);
 	if ((id = take(p, parent)) < 0)
 		return util_err(p->err, "prefix cache: full (%d blocks, each in use)", p->max);
 	p->b[id] = (struct blk){ .key = key, .parent = parent, .depth = d, .used = 1,

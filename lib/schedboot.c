@@ -104,7 +104,7 @@ cache_line(FILE *fp, struct sched *sc, const struct schedboot_model *sv,
 }
 
 /* A gemma4 lane's line where its sessions keep the sliding layers' caches as rings
- * (model_ring_rows): how many positions, and what a whole-cache session would take. */
+ * (model_ring_rows): which caches, how many positions, how far the pool resumes. */
 static void
 rings_line(FILE *fp, const struct schedboot_model *sv, const struct schedboot_cfg *c)
 {

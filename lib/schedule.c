@@ -563,20 +563,6 @@ fit_device(struct sched *s, struct model *m, struct sched_fit *f, int d,
 	return 0;
 }
 
-/*
- * Model m's rings (model_ring_rows) raised to a prompt chunk's rows where
- * those are more, so that the longest forward a session runs is one piece
- * and its blocks are still in the rings when the prefix cache takes them.
- */
-static int
-lane_rings(struct sched *s, struct model *m, char *err)
-{
-	if (model_ring_rows(m) > 0 && s->c.chunk > model_ring_rows(m) &&
-	    model_set_ring_rows(m, s->c.chunk) != 0)
-		return util_err(err, "%s", model_errmsg(m));
-	return 0;
-}
-
 int
 sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *err)
 {
@@ -588,8 +574,10 @@ sched_fit(struct sched *s, struct model *m, int K, struct sched_fit *f, char *er
 	struct state_config dc;
 
 	memset(f, 0, sizeof *f);
-	if (lane_rings(s, m, err) != 0)
-		return -1;
+	/* a prompt chunk one piece of m's rings: the longest forward a session runs, its
+	 * blocks still in the rings when the prefix cache takes them */
+	if (model_ring_hold(m, s->c.chunk) != 0)
+		return util_err(err, "%s", model_errmsg(m));
 	/* a prompt chunk's activations first (a forward grows them to its rows; a
 	 * large vocabulary's logits rows alone are n_vocab floats each): not free */
 	if (model_reserve(m, s->c.chunk > model_step_rows(m) ? s->c.chunk : model_step_rows(m)))

@@ -1493,9 +1493,8 @@ be_model(struct kc *k, struct bpair *p, const char *path, int np, int ng, struct
 		struct state *st;
 		if (md == NULL)
 			die(1, "%s", err);
-		if (ring > 0 && model_ring_rows(md) == 0) {	/* no rings here: no line */
+		if (b == 0 && ring > 0 && model_ring_rows(md) == 0) {	/* no rings: no line */
 			model_close(md);
-			free(lg[0]);
 			return;
 		}
 		if (ring > 0 && model_set_ring_rows(md, ring) != 0)

@@ -11,13 +11,14 @@
  * back, sequences in a batch, an image block that a piece must not cut,
  * the assistant's drafts.  What a ring cannot do is refused with its
  * reason: going back past what it keeps, an image longer than a piece, R
- * changed after a state was made.
+ * changed after a state was made, a prefix block whose rows it has left.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "backend.h"
 #include "model.h"
+#include "prefix.h"
 #include "state.h"
 #include "test.h"
 #include "util.h"
@@ -75,7 +76,8 @@ argmax(const float *x, int n)
  * 36 rows (the last three of its five caches): its bytes count 36 rows for
  * them; at 36 positions or fewer there is no ring; the default R = 512
  * keeps whole caches at 256.  R is a step's rows at least and stays once a
- * state is made.
+ * state is made; model_ring_hold raises it to a forward that must be one
+ * piece.
  */
 TEST(rings_hold_the_window_and_a_piece)
 {
@@ -96,7 +98,18 @@ TEST(rings_hold_the_window_and_a_piece)
 	CHECK(model_set_ring_rows(ring, 64) == -1);
 	CHECK_EQ_STR(model_errmsg(ring), "rings: its states are made with 32 rows a piece");
 	CHECK(model_set_ring_rows(ring, 32) == 0);
+	/* model_ring_hold: a forward of 32 rows is one piece already; 40 would need R
+	 * changed under the states made; a fresh model's R grows to a 600-row image */
+	CHECK(model_ring_hold(ring, 32) == 0 && model_ring_hold(ring, 40) == -1);
 	state_free(st);
+	{
+		struct model *m = model_open("t/data/gemma4/g4-dense", be, err);
+
+		CHECK(m != NULL && model_ring_hold(m, 100) == 0 &&
+		    model_ring_rows(m) == MODEL_RING_ROWS);
+		CHECK(m != NULL && model_ring_hold(m, 600) == 0 && model_ring_rows(m) == 600);
+		model_close(m);
+	}
 }
 
 /*
@@ -273,6 +286,57 @@ out:
 	free(h), free(ha), free(hb), free(la), free(lb);
 }
 
+/*
+ * The prefix cache takes a block from a ring only while its rows are still
+ * there: after a 32-row forward the block [0, 32) goes in and comes back
+ * bit for bit; after a forward of 100 rows (the ring keeps 64..99) the
+ * same block is refused with the reason, and no block is stored.
+ */
+TEST(the_prefix_cache_takes_no_rows_a_ring_has_left)
+{
+	char err[UTIL_ERRLEN];
+	struct state *a = model_state_new(ring, CTX, 0, err), *b = model_state_new(ring, CTX, 0,
+	    err);
+	const struct state_config *c = a != NULL ? state_config(a) : NULL;
+	int w[5], id;
+	struct prefix *p = NULL;
+	struct prefix_stats ps;
+	int32_t tok[100];
+
+	CHECK(a != NULL && b != NULL);
+	if (a == NULL || b == NULL)
+		goto out;
+	for (int i = 0; i < 5; i++)
+		w[i] = model_kv_width(ring, i);
+	p = prefix_new(be, c, &(struct prefix_config){ 32, 4 * prefix_block_bytes(c, w, 32), 0,
+	    w, 0 }, err);
+	CHECK(p != NULL);
+	if (p == NULL)
+		goto out;
+	tokens(tok, 100, 23);
+	CHECK(model_forward(ring, a, tok, 32, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK((id = prefix_insert(p, -1, tok, NULL, 32, a, 0)) >= 0);
+	CHECK(prefix_restore(p, id, b) == 0 && state_pos(b) == 32);
+	for (int i = 2; i < 5; i++)	/* the rings' rows 0..31 */
+		CHECK(same(state_k(a, i), state_k(b, i), 32 * (size_t)w[i]) &&
+		    same(state_v(a, i), state_v(b, i), 32 * (size_t)w[i]));
+	prefix_free(p);
+	p = prefix_new(be, c, &(struct prefix_config){ 32, 4 * prefix_block_bytes(c, w, 32), 0,
+	    w, 0 }, err);
+	CHECK(p != NULL && state_reset(a) == 0);
+	if (p == NULL)
+		goto out;
+	CHECK(model_forward(ring, a, tok, 100, MODEL_PREFILL, NULL, NULL) == 0);
+	CHECK(prefix_insert(p, -1, tok, NULL, 32, a, PREFIX_OPEN) == -1);
+	CHECK_EQ_STR(prefix_errmsg(p), "prefix cache: the block that ends at 32: its rows left "
+	    "the rings (at 100, rings of 36 rows)");
+	prefix_stats(p, &ps);
+	CHECK_EQ_INT(ps.blocks, 0);
+out:
+	prefix_free(p);
+	state_free(a), state_free(b);
+}
+
 int
 main(void)
 {
@@ -289,6 +353,7 @@ main(void)
 	RUN(sequences_in_a_batch_over_rings);
 	RUN(a_piece_never_cuts_an_image);
 	RUN(the_assistant_drafts_over_rings);
+	RUN(the_prefix_cache_takes_no_rows_a_ring_has_left);
 	model_close(ring), model_close(whole);
 	backend_close(be);
 	return test_summary();
