@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -1055,20 +1056,65 @@ backend_cpu_softplus(float x)
 
 /* --- memory --- */
 
+/*
+ * Zeroed memory for n floats, 64-byte aligned.  From CPU_MAP_MIN bytes on
+ * an anonymous mapping: the kernel's zero pages, taken when first touched,
+ * so a large pool (the prefix cache's) costs the boot no memset and the
+ * process no resident memory until it is used; smaller ones are zeroed
+ * here.  cpu_mfree tells the two apart by the mappings the backend keeps.
+ */
+enum { CPU_MAP_MIN = 1 << 20 };
+
 static float *
 cpu_alloc(struct backend *be, size_t n)
 {
+	struct backend_cpu *c = (struct backend_cpu *)be;
 	float *p = NULL;
 
-	if (n > SIZE_MAX / sizeof *p || posix_memalign((void **)&p, 64, n * sizeof *p) != 0)
+	if (n > SIZE_MAX / sizeof *p)
 		return NULL;
-	memset(p, 0, n * sizeof *p);
-	return p;
+	if (n * sizeof *p < CPU_MAP_MIN) {
+		if (posix_memalign((void **)&p, 64, n * sizeof *p) != 0)
+			return NULL;
+		memset(p, 0, n * sizeof *p);
+		return p;
+	}
+	pthread_mutex_lock(&c->map_mu);
+	if (c->n_map == c->cap_map) {
+		int cap = c->cap_map ? 2 * c->cap_map : 16;
+		struct backend_cpu_map *m = realloc(c->map, (size_t)cap * sizeof *m);
+
+		if (m == NULL) {
+			pthread_mutex_unlock(&c->map_mu);
+			return NULL;
+		}
+		c->map = m, c->cap_map = cap;
+	}
+	void *q = mmap(NULL, n * sizeof *p, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+	    -1, 0);
+	if (q != MAP_FAILED)
+		c->map[c->n_map++] = (struct backend_cpu_map){ q, n * sizeof *p };
+	pthread_mutex_unlock(&c->map_mu);
+	return q == MAP_FAILED ? NULL : q;
 }
 
 static void
 cpu_mfree(struct backend *be, float *p)
 {
+	struct backend_cpu *c = (struct backend_cpu *)be;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&c->map_mu);
+	for (int i = c->n_map - 1; i >= 0; i--)
+		if (c->map[i].p == (void *)p) {
+			munmap(p, c->map[i].n);
+			c->map[i] = c->map[--c->n_map];
+			pthread_mutex_unlock(&c->map_mu);
+			return;
+		}
+	pthread_mutex_unlock(&c->map_mu);
 	free(p);
 }
 
@@ -1848,6 +1894,17 @@ cpu_close(struct backend *be)
 	}
 	for (int i = 0; c->scr != NULL && i < c->nt; i++)
 		free(c->scr[i].p);
+#ifdef MEMRA_SAN
+	if (c->n_map > 0) {	/* the leak checker does not see mappings: say so here */
+		fprintf(stderr, "backend: cpu: %d allocations of %zu bytes and more never freed\n",
+		    c->n_map, (size_t)CPU_MAP_MIN);
+		abort();
+	}
+#endif
+	for (int i = 0; i < c->n_map; i++)
+		munmap(c->map[i].p, c->map[i].n);
+	free(c->map);
+	pthread_mutex_destroy(&c->map_mu);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->go);
 	pthread_cond_destroy(&c->done);
@@ -1939,6 +1996,7 @@ backend_cpu_open(const char *opts, int n_threads, char *err)
 		return NULL;
 	}
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->map_mu, NULL);
 	pthread_cond_init(&c->go, NULL);
 	pthread_cond_init(&c->done, NULL);
 	c->ops = cpu_ops;

@@ -31,6 +31,12 @@ struct backend_cpu_worker {
 	int	tid;
 };
 
+/* An allocation cpu_alloc made as an anonymous mapping: its bytes. */
+struct backend_cpu_map {
+	void	*p;
+	size_t	n;
+};
+
 struct backend_cpu {
 	struct backend be;		/* first: (struct backend_cpu *)be */
 	struct backend_ops ops;		/* be.ops points here */
@@ -58,6 +64,9 @@ struct backend_cpu {
 	struct backend_cpu_scratch moe;	/* the caller's: the MoE ops' gathered rows */
 	struct backend_cpu_scratch emu;	/* the caller's: backend_cpu_emu_mm's inputs */
 	int	emu_kind, emu_rows;	/* backend_cpu_gemm_emulate (kind -1: off) */
+	struct backend_cpu_map *map;	/* [n_map] the allocations that are mappings */
+	int	n_map, cap_map;
+	pthread_mutex_t map_mu;
 };
 
 /* Run fn over [0, n) in chunks of `chunk` items on every thread; returns

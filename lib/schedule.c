@@ -449,36 +449,63 @@ count_groups(struct lane *l)
 }
 
 /*
+ * The row counts a lane's boot times (at most its step's rows and its
+ * context): every m up to 6, then a grid as fine as the policy needs (the
+ * counts between are interpolated).  A step's time grows smoothly in m
+ * (one kernel a product for every m: batch invariance), so the grid loses
+ * little and saves the boot most of its forwards (on a CPU, the large ones
+ * are the costly ones).
+ */
+static const int measure_grid[] = { 1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32 };
+
+/*
  * What a lane's steps cost, measured on its first slot's state: a forward
- * of m rows (a verify's shape) for m = 1..model_step_rows and its drafter's work
- * (measure_draft), after a warm-up (buffers, recorded steps).  The state
- * is left empty.
+ * of m rows (a verify's shape) for each m of measure_grid up to n (the
+ * lesser of model_step_rows and the context; n itself is timed too), after
+ * one warm-up forward of each (buffers, recorded steps), best of 3;
+ * between grid points the time is the straight line through its
+ * neighbours, past n proportional to m; then its drafter's work
+ * (measure_draft).  The state is left empty.
  */
 static int
 lane_measure(struct lane *l, char *err)
 {
 	struct state *st = l->slots[0].st;
 	int32_t tok[BACKEND_ROWS_MAX];
-	int most = l->cost.step_rows;
+	int most = l->cost.step_rows, at[sizeof measure_grid / sizeof measure_grid[0] + 1], na = 0;
 	int n = state_config(st)->n_ctx < most ? state_config(st)->n_ctx : most;
 
 	for (int i = 0; i < most; i++)
 		tok[i] = (int32_t)((i * 7919 + 13) % l->nv);
-	for (int pass = 0; pass < 2; pass++)	/* the first warms up */
-		for (int m = 1; m <= n; m++)
-			BEST_OF_3(l->cost.rows[m], (state_reset(st), model_forward_seqs_taps(l->m, &st,
-			    &m, 1, tok, 0, NULL, l->ids, NULL, NULL, l->taps)));
+	for (size_t g = 0; g < sizeof measure_grid / sizeof measure_grid[0] && measure_grid[g] < n; g++)
+		at[na++] = measure_grid[g];
+	at[na++] = n;
+	for (int m = 0; m <= most; m++)
+		l->cost.rows[m] = -1;
+	for (int a = 0; a < na; a++) {
+		int m = at[a];
+
+		state_reset(st);	/* the warm-up */
+		if (model_forward_seqs_taps(l->m, &st, &m, 1, tok, 0, NULL, l->ids, NULL, NULL,
+		    l->taps) != 0)
+			return util_err(err, "measuring a step of %d rows: %s", m, model_errmsg(l->m));
+		BEST_OF_3(l->cost.rows[m], (state_reset(st), model_forward_seqs_taps(l->m, &st,
+		    &m, 1, tok, 0, NULL, l->ids, NULL, NULL, l->taps)));
+		if (l->cost.rows[m] < 0)
+			return util_err(err, "measuring a step of %d rows: %s", m, model_errmsg(l->m));
+	}
+	for (int a = 0; a + 1 < na; a++)
+		for (int m = at[a] + 1; m < at[a + 1]; m++)
+			l->cost.rows[m] = l->cost.rows[at[a]] + (l->cost.rows[at[a + 1]] -
+			    l->cost.rows[at[a]]) * (m - at[a]) / (at[a + 1] - at[a]);
 	for (int m = n + 1; m <= most; m++)
 		l->cost.rows[m] = l->cost.rows[n] * m / n;
 	/* a step of more rows costs no less: noise only adds, so a larger m's
 	 * time bounds a smaller one's */
 	for (int m = most - 1; m >= 1; m--)
-		if (l->cost.rows[m + 1] >= 0 && l->cost.rows[m + 1] < l->cost.rows[m])
+		if (l->cost.rows[m + 1] < l->cost.rows[m])
 			l->cost.rows[m] = l->cost.rows[m + 1];
 	state_reset(st);
-	for (int m = 1; m <= most; m++)
-		if (l->cost.rows[m] < 0)
-			return util_err(err, "measuring a step of %d rows: %s", m, model_errmsg(l->m));
 	return measure_draft(l, st, tok, err);
 }
 

@@ -35,6 +35,29 @@ emu_run() {
 	return 1
 }
 
+# emu_bg NAME PROG [ARG...]: PROG started in the background (the runs of a test
+# share the cores), its output into $D/NAME.out and its status into $D/NAME.rc;
+# emu_wait NAME [STATUS] waits for it, sets status, output and lines as `run`
+# does, and fails as emu_run does unless it exited STATUS (default 0)
+emu_bg() {
+	local n=$1
+	shift
+	{ "$@" >"$D/$n.out" 2>&1 && echo 0 >"$D/$n.rc" || echo $? >"$D/$n.rc"; } 3>&- &
+	eval "emu_pid_$n=$!"
+}
+
+emu_wait() {
+	local n=$1 want=${2:-0} pid
+	eval "pid=\$emu_pid_$n"
+	wait "$pid"
+	run cat "$D/$n.out"
+	status=$(cat "$D/$n.rc")
+	[ "$status" -eq "$want" ] && return 0
+	echo "$n exited $status, not $want:"
+	printf '%s\n' "$output" | grep -v -E ' (OK|ok)$' | tail -n 30
+	return 1
+}
+
 # emu_cc NAME OPT: a C model over lib/quant, built as its header says
 emu_cc() {
 	cc "$2" -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o "$D/$1" "tools/$1.c" \
@@ -44,9 +67,13 @@ emu_cc() {
 @test "attn-prefill-emu: k_attn_prefill's phases against attention in double (causal, full, sliding windows), each row the bits of a call of its own" {
 	need_cxx c++17 vector
 	g++ -O2 -std=c++17 -ffp-contract=off -Icuda -o "$D/aemu" tools/attn-prefill-emu.cc
-	emu_run "$D/aemu"
-	[[ $output != *FAIL* ]]
-	[ "${lines[-1]}" = "ALL OK" ]
+	emu_bg a0 "$D/aemu" 0/2
+	emu_bg a1 "$D/aemu" 1/2
+	for a in a0 a1; do	# the shapes in two halves, a core each
+		emu_wait "$a"
+		[[ $output != *FAIL* ]]
+		[ "${lines[-1]}" = "ALL OK" ]
+	done
 }
 
 @test "gdn-chunk-emu: k_gdn_prep and k_gdn_chunk against the recurrent form" {
@@ -83,7 +110,11 @@ emu_cc() {
 @test "matvec-q8tc-emu: k_mv8t and the experts' k_moe_mv8t give k_mv8's bits (Q8_0, NVFP4, Q4_0, Q5_0), and each perturbed model fails" {
 	need_cc
 	emu_cc matvec-q8tc-emu -O2
-	emu_run "$D/matvec-q8tc-emu"
+	emu_bg q "$D/matvec-q8tc-emu"
+	for p in 1 2 3 4 5 6 7; do
+		emu_bg "p$p" "$D/matvec-q8tc-emu" -p "$p"
+	done
+	emu_wait q
 	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
 	[ "$(grep -c '^moe .* tc=[019]: [0-9]* outputs, .*: same bits$' <<<"$output")" -eq 48 ]
 	for t in Q8_0 NVFP4 Q4_0 Q5_0; do	# each type's dense and grouped lines
@@ -91,7 +122,7 @@ emu_cc() {
 		grep -q "^moe $t .* tc=9: .*: same bits$" <<<"$output"
 	done
 	for p in 1 2 3 4 5 6 7; do
-		run -1 "$D/matvec-q8tc-emu" -p "$p"
+		emu_wait "p$p" 1
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 		[ "$p" -lt 4 ] || [[ $output == *$'\nmoe '*' DIFFER'* ]]	# the grouped checks' own
 		[ "$p" -ne 7 ] || [[ $output == *$'\nQ5_0 '*' DIFFER'* ]]	# Q4_0's, Q5_0's decode
@@ -102,7 +133,10 @@ emu_cc() {
 	need_cc
 	emu_cc matvec-qk-emu -O1
 	for lanes in 4 8; do
-		emu_run "$D/matvec-qk-emu" "$lanes"
+		emu_bg "l$lanes" "$D/matvec-qk-emu" "$lanes"
+	done
+	for lanes in 4 8; do
+		emu_wait "l$lanes"
 		[[ $output != *FAIL* ]]
 		[[ ${lines[-1]} =~ ^ALL\ OK\ \([1-9][0-9]*\ quantizations\ compared\)$ ]]
 	done
@@ -112,18 +146,27 @@ emu_cc() {
 	need_cc
 	emu_cc matvec-qkt-emu -O2
 	for lanes in 4 8; do
-		emu_run "$D/matvec-qkt-emu" "$lanes"
+		emu_bg "l$lanes" "$D/matvec-qkt-emu" "$lanes"
+	done
+	for p in 1 2 3 4; do
+		emu_bg "p4_$p" "$D/matvec-qkt-emu" 4 -p "$p"
+	done
+	for p in 1 2 3 5 6; do
+		emu_bg "p8_$p" "$D/matvec-qkt-emu" 8 -p "$p"
+	done
+	for lanes in 4 8; do
+		emu_wait "l$lanes"
 		[[ $output != *FAIL* ]]
 		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
 	done
 	# IQ4_XS (8 lanes, its one form): 5 row lengths and 4 expert stacks (one in pairs of tiles)
 	[ "$(grep -c '^IQ4_XS L=8 .*: same bits' <<<"$output")" -eq 9 ]
 	for p in 1 2 3 4; do
-		run -1 "$D/matvec-qkt-emu" 4 -p "$p"
+		emu_wait "p4_$p" 1
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 	done
 	for p in 1 2 3 5 6; do
-		run -1 "$D/matvec-qkt-emu" 8 -p "$p"
+		emu_wait "p8_$p" 1
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 		[ "$p" -eq 5 ] || [[ $output == *$'\nIQ4_XS L=8 moe: '*' DIFFER'* ]]	# IQ4_XS's own checks
 	done
@@ -137,7 +180,10 @@ emu_cc() {
 	cc -O2 -ffp-contract=off -std=c11 -D_GNU_SOURCE -DQKT_KERN -Ilib -o "$D/qkt-kern" \
 	    tools/matvec-qkt-emu.c "$D/kern.o" lib/quant*.c lib/util.c -lm -lstdc++
 	for lanes in 4 8; do
-		emu_run "$D/qkt-kern" "$lanes" -k
+		emu_bg "k$lanes" "$D/qkt-kern" "$lanes" -k
+	done
+	for lanes in 4 8; do
+		emu_wait "k$lanes"
 		[[ $output != *FAIL* ]]
 		[ "${lines[-2]}" = "mvk_ref against k_mvk's text: 0 outputs differ" ]
 		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed\ \(the\ kernels\'\ text\)$ ]]
