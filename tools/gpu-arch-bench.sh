@@ -26,7 +26,9 @@
 # named SCENARIO-VAR-X-vs-Y; e.g. MEMRA_CUDA_QKT=0:1, MEMRA_CUDA_MOE_GROUP=cc:1),
 # GPU_ARCH_DEVICE (model-bench's device, default cuda; cpu tries the script
 # on a machine without a GPU against any llama-bench stand-in).  A
-# is llama-bench, B model-bench; each file is removed after its runs.
+# is llama-bench, B model-bench; each file is removed after its runs (GPU_ARCH_KEEP=1 aside).
+# GPU_ARCH_KEEP=1 keeps each file in $TMPDIR/memra-gguf (default /tmp) and uses one
+# already there (a later call on a still-warm machine skips gguf-random).
 # Needs build/t/tools/model-bench and build/t/tools/gguf-random built with CUDA=1.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -68,7 +70,9 @@ EOF
 	f=$G/arch-$shape-$t${x:+-x$x}${l:+-L$l}.gguf
 	name=$shape${l:+-L$l}
 	quant=$t${x:++$x}
-	if ! build/t/tools/gguf-random -p "$shape" -t "$t" ${x:+-x "$x"} ${l:+-L "$l"} "$f" \
+	if [ "${GPU_ARCH_KEEP:-0}" = 1 ] && [ -s "$f" ]; then
+		echo "== $name $quant: $f kept from an earlier run"
+	elif ! build/t/tools/gguf-random -p "$shape" -t "$t" ${x:+-x "$x"} ${l:+-L "$l"} "$f" \
 	    >"$OUT/arch-gguf-$name-$quant.log" 2>&1; then
 		echo "== $name $quant: gguf-random failed: $(tail -n 1 "$OUT/arch-gguf-$name-$quant.log")"
 		ok=1; rm -f "$f"; continue
@@ -109,6 +113,6 @@ EOF
 			echo "== $name $quant: model-bench -P failed: $(tail -n 1 "$pf")"; ok=1
 		fi
 	fi
-	rm -f "$f"
+	[ "${GPU_ARCH_KEEP:-0}" = 1 ] || rm -f "$f"
 done
 exit $ok
