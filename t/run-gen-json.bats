@@ -10,6 +10,22 @@ requests() {
 	python3 -c 'import json,sys; [print(json.dumps({"prompt": sys.argv[2], "seed": i, "n": int(sys.argv[3])})) for i in range(1, int(sys.argv[1]) + 1)]' "$1" "$2" "${3:-96}"
 }
 
+# halves REQ OUT ERR run-gen ARGS...: run-gen --jsonl (one thread each) over REQ's odd and
+# even lines at once, a core each (each request is seeded: the split changes no reply);
+# their replies into OUT, their stderr into ERR.1 and ERR.2; fails if either fails
+halves() {
+	local req=$1 out=$2 err=$3 pid rc=0
+	shift 3
+	sed -n 'p;n' "$req" >"$req.1"
+	sed -n 'n;p' "$req" >"$req.2"
+	"$@" <"$req.1" >"$out.1" 2>"$err.1" 3>&- &
+	pid=$!
+	"$@" <"$req.2" >"$out.2" 2>"$err.2" || rc=$?
+	wait "$pid" || rc=$?
+	cat "$out.1" "$out.2" >"$out"
+	return "$rc"
+}
+
 # validate OUT N [SCHEMA]: N result lines, each text a complete JSON document (an object for
 # --json, else valid under SCHEMA)
 validate() {
@@ -37,9 +53,10 @@ PY
 	a=$(model_a)
 	need_py jsonschema
 	requests 200 '{"name"' >"$BATS_TEST_TMPDIR/req"
-	run-gen --raw --jsonl --temp 1 -t 1 --json-schema "$SCHEMAS/rich.json" "$a" \
-	    <"$BATS_TEST_TMPDIR/req" >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err"
-	grep -q "^\[grammar\] $SCHEMAS/rich.json: replies keep to it" "$BATS_TEST_TMPDIR/err"
+	halves "$BATS_TEST_TMPDIR/req" "$BATS_TEST_TMPDIR/out" "$BATS_TEST_TMPDIR/err" \
+	    run-gen --raw --jsonl --temp 1 -t 1 --json-schema "$SCHEMAS/rich.json" "$a"
+	grep -q "^\[grammar\] $SCHEMAS/rich.json: replies keep to it" "$BATS_TEST_TMPDIR/err.1"
+	grep -q "^\[grammar\] $SCHEMAS/rich.json: replies keep to it" "$BATS_TEST_TMPDIR/err.2"
 	run -0 validate "$BATS_TEST_TMPDIR/out" 200 "$SCHEMAS/rich.json"
 }
 
@@ -47,8 +64,8 @@ PY
 	a=$(model_a)
 	need_py jsonschema
 	{ requests 75 'import numpy as np' 48; requests 75 'def main():' 24; } >"$BATS_TEST_TMPDIR/req"
-	run-gen --raw --jsonl --temp 1 -t 1 --json "$a" \
-	    <"$BATS_TEST_TMPDIR/req" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+	halves "$BATS_TEST_TMPDIR/req" "$BATS_TEST_TMPDIR/out" "$BATS_TEST_TMPDIR/err" \
+	    run-gen --raw --jsonl --temp 1 -t 1 --json "$a"
 	run -0 validate "$BATS_TEST_TMPDIR/out" 150
 }
 
@@ -57,8 +74,8 @@ PY
 	need_py jsonschema
 	requests 40 'Describe a person as JSON with name, age, favorite colors and pet.' 64 \
 	    >"$BATS_TEST_TMPDIR/req"
-	run-gen --chat --jsonl --temp 1 -t 1 --json-schema "$SCHEMAS/person.json" "$f" \
-	    <"$BATS_TEST_TMPDIR/req" >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+	halves "$BATS_TEST_TMPDIR/req" "$BATS_TEST_TMPDIR/out" "$BATS_TEST_TMPDIR/err" \
+	    run-gen --chat --jsonl --temp 1 -t 1 --json-schema "$SCHEMAS/person.json" "$f"
 	run -0 validate "$BATS_TEST_TMPDIR/out" 40 "$SCHEMAS/person.json"
 }
 
