@@ -1058,10 +1058,11 @@ backend_cpu_softplus(float x)
 
 /*
  * Zeroed memory for n floats, 64-byte aligned.  From CPU_MAP_MIN bytes on
- * an anonymous mapping: the kernel's zero pages, taken when first touched,
- * so a large pool (the prefix cache's) costs the boot no memset and the
- * process no resident memory until it is used; smaller ones are zeroed
- * here.  cpu_mfree tells the two apart by the mappings the backend keeps.
+ * an anonymous mapping populated at once (MAP_POPULATE): committed here,
+ * as a memset would, but filled with the kernel's zeroed pages in one call
+ * rather than a fault a page (the prefix cache's 1 GiB pool was most of a
+ * CPU boot); smaller ones are zeroed here.  cpu_mfree tells the two apart
+ * by the mappings the backend keeps.
  */
 enum { CPU_MAP_MIN = 1 << 20 };
 
@@ -1069,15 +1070,15 @@ static float *
 cpu_alloc(struct backend *be, size_t n)
 {
 	struct backend_cpu *c = (struct backend_cpu *)be;
-	float *p = NULL;
+	size_t bytes = n * sizeof(float);
+	void *p = NULL;
 
-	if (n > SIZE_MAX / sizeof *p)
+	if (n > SIZE_MAX / sizeof(float))
 		return NULL;
-	if (n * sizeof *p < CPU_MAP_MIN) {
-		if (posix_memalign((void **)&p, 64, n * sizeof *p) != 0)
+	if (bytes < CPU_MAP_MIN) {
+		if (posix_memalign(&p, 64, bytes) != 0)
 			return NULL;
-		memset(p, 0, n * sizeof *p);
-		return p;
+		return memset(p, 0, bytes);
 	}
 	pthread_mutex_lock(&c->map_mu);
 	if (c->n_map == c->cap_map) {
@@ -1090,13 +1091,14 @@ cpu_alloc(struct backend *be, size_t n)
 		}
 		c->map = m, c->cap_map = cap;
 	}
-	void *q = mmap(NULL, n * sizeof *p, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 	    -1, 0);
-	if (q != MAP_FAILED)
-		c->map[c->n_map++] = (struct backend_cpu_map){ q, n * sizeof *p };
+	if (p == MAP_FAILED)
+		p = NULL;
+	else
+		c->map[c->n_map++] = (struct backend_cpu_map){ p, bytes };
 	pthread_mutex_unlock(&c->map_mu);
-	return q == MAP_FAILED ? NULL : q;
+	return p;
 }
 
 static void

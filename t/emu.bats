@@ -25,20 +25,11 @@ need_cxx() {
 
 need_cc() { command -v cc >/dev/null 2>&1 || skip "cc not installed"; }
 
-# emu_run PROG [ARG...]: run -0, but on another status show what failed
-# (the model's lines other than its passing ones, at most 30) before failing
-emu_run() {
-	run "$@"
-	[ "$status" -eq 0 ] && return 0
-	echo "$* exited $status:"
-	printf '%s\n' "$output" | grep -v -E ' (OK|ok)$' | tail -n 30
-	return 1
-}
-
 # emu_bg NAME PROG [ARG...]: PROG started in the background (the runs of a test
 # share the cores), its output into $D/NAME.out and its status into $D/NAME.rc;
 # emu_wait NAME [STATUS] waits for it, sets status, output and lines as `run`
-# does, and fails as emu_run does unless it exited STATUS (default 0)
+# does, and unless it exited STATUS (default 0) shows what failed (the model's
+# lines other than its passing ones, at most 30) and fails
 emu_bg() {
 	local n=$1
 	shift
@@ -56,6 +47,12 @@ emu_wait() {
 	echo "$n exited $status, not $want:"
 	printf '%s\n' "$output" | grep -v -E ' (OK|ok)$' | tail -n 30
 	return 1
+}
+
+# emu_run PROG [ARG...]: run PROG to status 0 as emu_wait checks it
+emu_run() {
+	emu_bg fg "$@"
+	emu_wait fg
 }
 
 # emu_cc NAME OPT: a C model over lib/quant, built as its header says
