@@ -215,6 +215,18 @@ int	gpu_qk_lanes(int t);
 int	gpu_tune_qk(struct gpu *g, int lanes);
 
 /*
+ * Benchmark and check seam for the same kernel's loads: the super-blocks a
+ * group of lanes has loaded before it uses the first, 2 (0, the default)
+ * or 4, for products of up to 4 input rows (decode and short verifies;
+ * more rows take 2).  The blocks are added in the same order either way,
+ * so the bits are the same (kernel-check's "matvec i8 ... D=4" lines);
+ * only the loads in flight differ (the Q6_K product reads about 55% of
+ * the H100's peak on the 31B shape: bench/2026-12-07/2026-12-07-s31-notes.md).
+ * IQ4_XS's kernel is not this one and keeps its loads.
+ */
+int	gpu_tune_qk_depth(struct gpu *g, int depth);
+
+/*
  * Benchmark and check seam for the Q4_K, Q5_K, Q6_K and IQ4_XS products of
  * gpu_matvec_q8 up to the step rows and of gpu_moe_matvec's experts
  * grouped by expert: GPU_QKT_OFF (the default: the

@@ -26,6 +26,7 @@ struct gpu {
 	int	mv_unroll;		/* gpu_matvec: octets a lane overlaps (1, 2) */
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: gpu_qk_lanes) */
+	int	qk_depth;		/* k_mvk: super-blocks in flight a group (0: 2; gpu_tune_qk_depth) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
 	int	qkt;			/* K-quant products, n <= 32: GPU_QKT_* (gpu_tune_qkt) */
 	int	step_rows;		/* decode kernels up to this many rows (gpu_tune_step_rows) */

@@ -46,7 +46,7 @@ enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
  * block as alone), each row's warp the lanes above: the same bits whatever
  * set a weight is in.
  */
-template <int T, int M, int L>
+template <int T, int M, int L, int D>
 __global__ void __launch_bounds__(256)
 k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
     const float *__restrict__ dk, const int16_t *__restrict__ bs, int m)
@@ -66,24 +66,28 @@ k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	pdl_enter();
 	if (r >= rows)
 		return;
-#pragma unroll
-	for (int j = 0; j < M; j++)
-		acc[j] = 0.0f;
 	const uint8_t *wr = W + r * rowbytes;
-	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
-		struct mvk_w<L> w0, w1;
-		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
-		if (on0)
-			mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
-		else
-			w0 = mvk_w<L>();
-		if (on1)
-			mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
-		else
-			w1 = mvk_w<L>();
-		mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
-		if (b0 + NG < nb)	/* warp-uniform */
-			mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
+	if (D != 2)	/* four blocks in flight a group: the same sums (mvk_row) */
+		mvk_row<T, M, L, D>(wr, nb, q, dk, bs, m, lane, acc);
+	else {
+#pragma unroll
+		for (int j = 0; j < M; j++)
+			acc[j] = 0.0f;
+		for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
+			struct mvk_w<L> w0, w1;
+			int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
+			if (on0)
+				mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
+			else
+				w0 = mvk_w<L>();
+			if (on1)
+				mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
+			else
+				w1 = mvk_w<L>();
+			mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
+			if (b0 + NG < nb)	/* warp-uniform */
+				mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
+		}
 	}
 #pragma unroll
 	for (int j = 0; j < M; j++) {
@@ -232,16 +236,20 @@ mvk_launch(struct gpu *g, struct mv8_set S, int nb, const int8_t *q, const float
 	for (int k = 0; k < S.nw; k++)
 		S.blk[k + 1] = S.blk[k] + (unsigned)((S.rows[k] + 7) / 8);
 	unsigned grid = S.blk[S.nw];
+	int d4 = g->qk_depth == 4;	/* (up to 4 input rows: decode and short verifies) */
 	if (m <= 1)
-		gpu_launch(g, k_mvk<T, 1, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		gpu_launch(g, d4 ? k_mvk<T, 1, L, 4> : k_mvk<T, 1, L, 2>, grid, 256, 0, S, nb, rb,
+		    q, dk, bs, m);
 	else if (m <= 2)
-		gpu_launch(g, k_mvk<T, 2, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		gpu_launch(g, d4 ? k_mvk<T, 2, L, 4> : k_mvk<T, 2, L, 2>, grid, 256, 0, S, nb, rb,
+		    q, dk, bs, m);
 	else if (m <= 4)
-		gpu_launch(g, k_mvk<T, 4, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		gpu_launch(g, d4 ? k_mvk<T, 4, L, 4> : k_mvk<T, 4, L, 2>, grid, 256, 0, S, nb, rb,
+		    q, dk, bs, m);
 	else if (m <= 8)
-		gpu_launch(g, k_mvk<T, 8, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		gpu_launch(g, k_mvk<T, 8, L, 2>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else
-		gpu_launch(g, k_mvk<T, 16, L>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		gpu_launch(g, k_mvk<T, 16, L, 2>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	GPU_LAUNCHED(g, "matvec_q8k");
 	return 0;
 }
@@ -261,6 +269,19 @@ gpu_tune_qk(struct gpu *g, int lanes)
 	if (lanes != g->qk_lanes)
 		g->gen++;	/* other kernels: recorded graphs are stale */
 	g->qk_lanes = lanes;
+	return 0;
+}
+
+/* k_mvk's blocks in flight a group of lanes: 0 (its default, 2), 2 or 4
+ * (up to 4 input rows; more take 2): the same bits either way (mvk_row). */
+extern "C" int
+gpu_tune_qk_depth(struct gpu *g, int depth)
+{
+	if (depth != 0 && depth != 2 && depth != 4)
+		return gpu_fail(g, "tune: K-quant blocks in flight %d (0, 2 or 4)", depth);
+	if (depth != g->qk_depth)
+		g->gen++;	/* other kernels: recorded graphs are stale */
+	g->qk_depth = depth;
 	return 0;
 }
 

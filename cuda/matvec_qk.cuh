@@ -229,16 +229,18 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
 
 /*
  * One warp per weight row (the file comment), NG = 32 / L groups; group g
- * takes blocks g, g + NG, ..., two at a time (both loaded first), adding
- * them in block order; the lanes' sums are added by a butterfly over the
- * warp (xor 1, 2, 4, 8, 16).  mvk_row: k_mvk's loop as a function, each
- * lane's part of the sums of the weight row at wr with the m (<= M)
- * quantized input rows into acc[], for the experts' k_moe_mvk: the same
- * operations in the same order as k_mvk's (which keeps its own copy: its
- * code as it was measured), so an expert's one-row product is k_mvk<T, 1,
- * L>'s bit for bit (kernel-check's "be moe_* =1row").
+ * takes blocks g, g + NG, ..., D at a time (all D loaded first: D = 2,
+ * k_mvk's default, or 4, gpu_tune_qk_depth), adding them in block order
+ * whatever D is, so D changes how many loads are in flight, never a bit;
+ * the lanes' sums are added by a butterfly over the warp (xor 1, 2, 4, 8,
+ * 16).  mvk_row: k_mvk's loop as a function, each lane's part of the sums
+ * of the weight row at wr with the m (<= M) quantized input rows into
+ * acc[], for the experts' k_moe_mvk and k_mvk's D = 4 form: the same
+ * operations in the same order as k_mvk's (which keeps its own copy for D
+ * = 2: its code as it was measured), so an expert's one-row product is
+ * k_mvk<T, 1, L>'s bit for bit (kernel-check's "be moe_* =1row").
  */
-template <int T, int M, int L>
+template <int T, int M, int L, int D = 2>
 __device__ __forceinline__ void
 mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
@@ -247,23 +249,25 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 	int g = lane / L, i = lane % L;
 	int64_t ne0 = (int64_t)nb * 256;
 
+	static_assert(D == 2 || D == 4, "mvk_row: 2 or 4 blocks in flight a group");
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
-	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
-		struct mvk_w<L> w0, w1;
-		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
-		if (on0)
-			mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
-		else
-			w0 = mvk_w<L>();
-		if (on1)
-			mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
-		else
-			w1 = mvk_w<L>();
-		mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
-		if (b0 + NG < nb)	/* warp-uniform */
-			mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
+	for (int b0 = 0; b0 < nb; b0 += D * NG) {
+		struct mvk_w<L> w[D];
+		int b = b0 + g;
+#pragma unroll
+		for (int k = 0; k < D; k++) {
+			if (b + k * NG < nb)
+				mvk_load<T, L>(wr + (size_t)(b + k * NG) * BS, i, &w[k]);
+			else
+				w[k] = mvk_w<L>();
+		}
+#pragma unroll
+		for (int k = 0; k < D; k++)
+			if (k == 0 || b0 + k * NG < nb)	/* warp-uniform */
+				mvk_block<T, M, L>(&w[k], b + k * NG < nb, b + k * NG, i, ne0, q, dk,
+				    bs, m, acc);
 	}
 }
 

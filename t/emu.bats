@@ -169,7 +169,7 @@ emu_cc() {
 	done
 }
 
-@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (cuda/matvec_qk.cuh) and of k_iq4's for IQ4_XS (cuda/matvec_iq4.cuh)" {
+@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (cuda/matvec_qk.cuh), four blocks in flight or two, and of k_iq4's for IQ4_XS (cuda/matvec_iq4.cuh)" {
 	need_cc
 	need_cxx c++17 vector
 	g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas \
@@ -182,6 +182,7 @@ emu_cc() {
 	for lanes in 4 8; do
 		emu_wait "k$lanes"
 		[[ $output != *FAIL* ]]
+		[ "${lines[-3]}" = "k_mvk's text, four blocks in flight against two: 0 outputs differ" ]
 		[ "${lines[-2]}" = "mvk_ref against k_mvk's text: 0 outputs differ" ]
 		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed\ \(the\ kernels\'\ text\)$ ]]
 	done

@@ -668,28 +668,38 @@ void kern_mvkt(int T, int L, const uint8_t *W, int64_t rows, int nb, size_t rb, 
 void kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, size_t rb,
     int n_exp, const int *tile, int nt, const int32_t *perm, const int8_t *q, const float *dk,
     const int16_t *bs, float *y, const float *scale, uint64_t (*rnd)(void));
-void kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
+void kern_mvk(int T, int L, int D, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
     const int16_t *bs, int m, const float *scale, float *y);
 #endif
 static int kern;	/* -k: the kernels' own text, not these models */
 static long nhand;	/* -k: outputs where mvk_ref differs from k_mvk's text */
+static long ndeep;	/* -k: outputs where k_mvk's text four blocks deep differs from two */
 
-/* the reference: mvk_ref, or (-k) k_mvk's text, checked against mvk_ref */
+/* the reference: mvk_ref, or (-k) k_mvk's text, checked against mvk_ref,
+ * and its four-blocks-in-flight form (gpu_tune_qk_depth 4) against it */
 static void ref(int T, const uint8_t *wr, const struct xin *X, int m, const float *scale,
     float *y)
 {
 	mvk_ref(T, wr, X, m, scale, y);
 #ifdef QKT_KERN
 	if (kern) {
-		float h[MAXM];
+		float h[MAXM], y4[MAXM];
 		memcpy(h, y, sizeof(float) * m);
-		kern_mvk(T, L, wr, X->nb, X->q, X->dk, X->bs, m, scale, y);
+		kern_mvk(T, L, 2, wr, X->nb, X->q, X->dk, X->bs, m, scale, y);
 		for (int j = 0; j < m; j++)
 			if (memcmp(&h[j], &y[j], 4) != 0) {
 				if (nhand < 3)
 					printf("FAIL %s L=%d: mvk_ref %.9g, k_mvk's text %.9g\n", quant_name(T),
 					    L, h[j], y[j]);
 				nhand++;
+			}
+		kern_mvk(T, L, 4, wr, X->nb, X->q, X->dk, X->bs, m, scale, y4);
+		for (int j = 0; j < m; j++)
+			if (memcmp(&y4[j], &y[j], 4) != 0) {
+				if (ndeep < 3)
+					printf("FAIL %s L=%d: k_mvk's text %.9g, four blocks deep %.9g\n",
+					    quant_name(T), L, y[j], y4[j]);
+				ndeep++;
 			}
 	}
 #endif
@@ -809,6 +819,42 @@ static double mag_row(int t, const uint8_t *wr, int ne0, const uint8_t *xq)
 	free(w), free(a), free(b);
 	return s;
 }
+
+#ifdef QKT_KERN
+/* -k: k_mvk's text four blocks in flight against two on rows of 48
+ * super-blocks (three of the deep form's 16-block steps at 8 lanes, one and
+ * a half of its 32 at 4: every block of a step and a partial step), 1, 3
+ * and 16 input rows, bit for bit */
+static void check_depth(int t)
+{
+	enum { ROWS = 6, NE0 = 12288 };
+	size_t rb = quant_row_size(t, NE0);
+	uint8_t *w = weights(t, ROWS, NE0, 0);
+	static const int ms[] = { 1, 3, 16 };
+	float y2[16], y4[16];
+	struct xin X;
+	long f0 = ndeep;
+
+	inputs(t, NE0, 16, &X);
+	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+		for (int r = 0; r < ROWS; r++) {
+			kern_mvk(t, L, 2, w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, y2);
+			kern_mvk(t, L, 4, w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, y4);
+			for (int j = 0; j < ms[mi]; j++) {
+				nchk++;
+				if (memcmp(&y2[j], &y4[j], 4) != 0) {
+					if (ndeep < 3)
+						printf("FAIL %s L=%d %d: k_mvk's text %.9g, four blocks deep %.9g\n",
+						    quant_name(t), L, NE0, y2[j], y4[j]);
+					ndeep++;
+				}
+			}
+		}
+	printf("%s L=%d %d: k_mvk's text four blocks deep, m = 1, 3, 16: %s\n", quant_name(t), L,
+	    NE0, ndeep == f0 ? "same bits" : "DIFFER");
+	free(w), free(X.q), free(X.dk), free(X.bs);
+}
+#endif
 
 /* k_mvkt's rows x m outputs against k_mvk's (bit for bit) and the CPU's */
 static void check(int t, int64_t rows, int ne0, int m, int rbytes, const float *scale,
@@ -1007,9 +1053,16 @@ int main(int argc, char **argv)
 	}
 	if (nts > 3)
 		check_moe(T_IQ4_XS, 6, 24, 1280, 20, 4);
-	if (kern)
+#ifdef QKT_KERN
+	for (int ti = 0; kern && ti < 3; ti++)	/* (IQ4_XS: its one kernel, not k_mvk) */
+		check_depth(ts[ti]);
+#endif
+	if (kern) {
+		printf("k_mvk's text, four blocks in flight against two: %ld outputs differ\n",
+		    ndeep);
 		printf("mvk_ref against k_mvk's text: %ld outputs differ\n", nhand);
-	nfail += nhand;
+	}
+	nfail += nhand + ndeep;
 	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" :
 	    kern ? " (the kernels' text)" : "");
 	return nfail != 0;

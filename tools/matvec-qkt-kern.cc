@@ -432,14 +432,26 @@ kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, si
 
 /*
  * k_mvk (k_moe_mvk's mvk_row<T, 16, L>: k_mvk's loop, the same operations
- * in the same order) for weight row wr and m input rows, in launches of 16
+ * in the same order; D = 4: mvk_row<T, 16, L, 4>, k_mvk's four blocks in
+ * flight a group) for weight row wr and m input rows, in launches of 16
  * as mv8_products makes them, each lane's sums then k_mvk's butterfly (v +=
  * the v of lane ^ 1, 2, 4, 8, 16; lane 0's), times *scale: y[j].  IQ4_XS:
- * k_iq4<IQ4_XS, 16>'s xs_row (its one form, whatever L), then xs_sum's
- * butterfly, the same.
+ * k_iq4<IQ4_XS, 16>'s xs_row (its one form, whatever L and D), then
+ * xs_sum's butterfly, the same.
  */
+template <int T, int L>
+static void
+mvk_row_d(int D, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
+    const int16_t *bs, int m, int lane, float *acc)
+{
+	if (D == 4)
+		mvk_row<T, 16, L, 4>(wr, nb, q, dk, bs, m, lane, acc);
+	else
+		mvk_row<T, 16, L>(wr, nb, q, dk, bs, m, lane, acc);
+}
+
 extern "C" void
-kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
+kern_mvk(int T, int L, int D, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
     const int16_t *bs, int m, const float *scale, float *y)
 {
 	static float acc[32][16];
@@ -453,14 +465,14 @@ kern_mvk(int T, int L, const uint8_t *wr, int nb, const int8_t *q, const float *
 			if (T == QK_T_IQ4_XS)
 				xs_row<16>(wr, nb, qj, dj, mm, lane, acc[lane]);
 			else if (T == QK_T_Q4_K)
-				L == 8 ? mvk_row<QK_T_Q4_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
-				    mvk_row<QK_T_Q4_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+				L == 8 ? mvk_row_d<QK_T_Q4_K, 8>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row_d<QK_T_Q4_K, 4>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]);
 			else if (T == QK_T_Q5_K)
-				L == 8 ? mvk_row<QK_T_Q5_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
-				    mvk_row<QK_T_Q5_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+				L == 8 ? mvk_row_d<QK_T_Q5_K, 8>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row_d<QK_T_Q5_K, 4>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]);
 			else
-				L == 8 ? mvk_row<QK_T_Q6_K, 16, 8>(wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
-				    mvk_row<QK_T_Q6_K, 16, 4>(wr, nb, qj, dj, bj, mm, lane, acc[lane]);
+				L == 8 ? mvk_row_d<QK_T_Q6_K, 8>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
+				    mvk_row_d<QK_T_Q6_K, 4>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]);
 		}
 		for (int j = 0; j < mm; j++) {
 			float v[32], u[32];

@@ -104,7 +104,8 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * matvec_q8.cu's kernels, each also with its weights read in place and
  * staged (L=place, L=staged; L=0 the default choice; Q8_0 also by two
  * lanes a block, L=lane2; NVFP4 has one form, L=0), or for K-quants the
- * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes, IQ4_XS and IQ4_NL
+ * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes (up to 4 rows also
+ * with four blocks in flight a group: L=4 D=4, L=8 D=4), IQ4_XS and IQ4_NL
  * matvec_iq4.cu's one form, L=0) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
  * over copies that pass 1 GiB, as bench_matvec.  A type with no fp32-x
@@ -136,11 +137,14 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	}
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[6] = { 0 };
-		int nv = one ? 2 : qk ? 3 : t == QUANT_Q8_0 ? 5 : t != QUANT_NVFP4 ? 4 :
-		    ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;	/* (f32 x and how[] in use; IQ4: one form) */
+		int nv = one ? 2 : qk ? (ms[mi] <= 4 ? 5 : 3) : t == QUANT_Q8_0 ? 5 :
+		    t != QUANT_NVFP4 ? 4 : ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;
+		/* (f32 x and how[] in use; IQ4: one form; K-quants up to 4 rows also
+		 * four blocks in flight) */
 		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
 			struct gpu_graph *gr;
-			gchk(k, gpu_tune_qk(k->g, i8 == 2 ? 8 : 4));
+			gchk(k, gpu_tune_qk(k->g, i8 == 2 || i8 == 4 ? 8 : 4));
+			gchk(k, gpu_tune_qk_depth(k->g, qk && i8 >= 3 ? 4 : 0));
 			gchk(k, gpu_tune_mv8(k->g, qk || one || i8 == 0 ? GPU_MV8_AUTO :
 			    md[i8 - 1]));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
@@ -157,7 +161,8 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		for (int l = 1; l < nv; l++) {
 			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%s %8.2f us %7.1f GB/s %5.1f%% of copy  ",
 			    quant_name(t), (long long)rows, (long long)ne0, ms[mi],
-			    qk ? (l == 1 ? "4" : "8") : how[md[l - 1]], s[l] * 1e6, nb / s[l] * 1e-9,
+			    qk ? (l == 1 ? "4" : l == 2 ? "8" : l == 3 ? "4 D=4" : "8 D=4") :
+			    how[md[l - 1]], s[l] * 1e6, nb / s[l] * 1e-9,
 			    100.0 * nb / s[l] / copy_bw);
 			if (f32)
 				printf("(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", s[0] * 1e6,
@@ -168,6 +173,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		fflush(stdout);
 	}
 	gchk(k, gpu_tune_qk(k->g, 0));
+	gchk(k, gpu_tune_qk_depth(k->g, 0));
 	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
 	for (int c = 0; c < nc; c++)
 		gpu_free(k->g, w[c]);

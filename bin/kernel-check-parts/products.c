@@ -428,7 +428,9 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
  * the kernel of `lanes` lanes per super-block) against the CPU's int8
  * numerics (quant_quantize_act, quant_vec_dot) for m input rows, and the
  * m-row product against one-row products (rows 0..2 and 10..15 alone,
- * 3..9 as a 7-row call) bit for bit when m is 16.
+ * 3..9 as a 7-row call) bit for bit when m is 16; up to 4 rows, the kernel
+ * with four blocks in flight a group (gpu_tune_qk_depth 4) against the
+ * default's two, bit for bit.
  */
 static void
 check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
@@ -463,6 +465,18 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 		same_bits(k, bn, bsh, y, y1, ny);
 		free(y1);
 		gpu_free(k->g, d1);
+	}
+	if (m <= 4) {	/* the loads four blocks deep: the same sums */
+		float *yd = xmalloc((size_t)ny * 4);
+		char dn[64];
+		gchk(k, gpu_tune_qk_depth(k->g, 4));
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+		gchk(k, gpu_tune_qk_depth(k->g, 0));
+		dget(k, yd, dy, (size_t)ny * 4);
+		brk(k, yd, ny);
+		snprintf(dn, sizeof dn, "matvec i8 %s D=4=D=2", quant_name(t));
+		same_bits(k, dn, shape, y, yd, ny);
+		free(yd);
 	}
 	gchk(k, gpu_tune_qk(k->g, 0));
 	if (lanes == gpu_qk_lanes(t)) {	/* the default is this type's form */
@@ -1057,12 +1071,14 @@ void
 check_qk_all(struct kc *k)
 {
 	/* nb = 1 (one group of a warp busy), 3 (odd: Q6_K blocks 2-byte
-	 * aligned), 4, 16, 20 (past the 8-block step), rows past whole
-	 * 8-warp CTAs, a wide head scaled down (248320x4096 / 10 x 2) */
+	 * aligned), 4, 16, 20 (past the 8-block step; at 2 rows, past the
+	 * 16-block step of four blocks in flight at 8 lanes), 48 (three such
+	 * steps at 8 lanes, one and a half at 4), rows past whole 8-warp CTAs,
+	 * a wide head scaled down (248320x4096 / 10 x 2) */
 	static const int64_t sh[][3] = {
 		{ 64, 256, 1 }, { 257, 768, 3 }, { 37, 1024, 2 }, { 1000, 4096, 1 },
 		{ 1000, 4096, 16 }, { 45, 5120, 5 }, { 300, 2048, 8 }, { 24832, 2048, 1 },
-		{ 24832, 2048, 4 },
+		{ 24832, 2048, 4 }, { 45, 5120, 2 }, { 300, 12288, 1 },
 	};
 	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
 
