@@ -150,11 +150,14 @@ dot_portable(const float *a, const float *b, int64_t n)
 }
 
 #ifdef CPU_X86
-__attribute__((target("avx2,fma"))) static float
+__attribute__((target("avx2,fma"))) UTIL_SAN_HOT static float
 dot_avx2(const float *a, const float *b, int64_t n)
 {
 	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
 	int64_t i = 0;
+
+	util_san_range(a, (size_t)n * 4);
+	util_san_range(b, (size_t)n * 4);
 
 	for (; i + 32 <= n; i += 32) {
 		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
@@ -192,13 +195,15 @@ hsum_avx2(__m256 a, __m256 b, __m256 c, __m256 d)
  * dot_avx2(w, x[k], n): the same accumulators see the same products in
  * the same order; only the loads of w are shared.
  */
-__attribute__((target("avx2,fma"))) static void
+__attribute__((target("avx2,fma"))) UTIL_SAN_HOT static void
 dot3_avx2(const float *w, const float *const *x, int64_t n, float *out)
 {
-	const float *x0 = x[0], *x1 = x[1], *x2 = x[2];
+	const float *x0, *x1, *x2;
 	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0, v;
 	int64_t i = 0;
+
+	x0 = x[0], x1 = x[1], x2 = x[2];	/* (ranges checked by the caller, mm_rows_f) */
 
 #define DOT3_STEP(o, A, B, C) \
 	v = _mm256_loadu_ps(w + i + (o)); \
@@ -232,7 +237,7 @@ dot3_avx2(const float *w, const float *const *x, int64_t n, float *out)
  * 8-wide steps, the totals and the tail are dot_avx2's.  R a constant
  * after inlining (dotr_avx512), so the 2R accumulators stay in registers.
  */
-__attribute__((target("avx2,fma,avx512f"), always_inline)) static inline void
+__attribute__((target("avx2,fma,avx512f"), always_inline)) UTIL_SAN_HOT static inline void
 dotr_body(const float *w, const float *const *x, int64_t n, int R, float *out)
 {
 	__m512 a[8], b[8];
@@ -265,7 +270,8 @@ dotr_body(const float *w, const float *const *x, int64_t n, int R, float *out)
 	}
 }
 
-__attribute__((target("avx2,fma,avx512f"))) static void
+/* (ranges checked by the caller, mm_rows_f) */
+__attribute__((target("avx2,fma,avx512f"))) UTIL_SAN_HOT static void
 dotr_avx512(const float *w, const float *const *x, int64_t n, int R, float *out)
 {
 	switch (R) {
@@ -314,11 +320,14 @@ update_portable(float *r, float k, const float *dl, float *acc, float q, int64_t
 
 #ifdef CPU_X86
 /* y += a x fused, 8 at a time; returns where the tail (n % 8 left) starts. */
-__attribute__((target("avx2,fma"))) static int64_t
+__attribute__((target("avx2,fma"))) UTIL_SAN_HOT static int64_t
 axpy8_avx2(float *y, float a, const float *x, int64_t n)
 {
 	__m256 av = _mm256_set1_ps(a);
 	int64_t i = 0;
+
+	util_san_range(y, (size_t)n * 4);
+	util_san_range(x, (size_t)n * 4);
 
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
@@ -391,10 +400,15 @@ backend_cpu_axpy_fma(const struct backend_cpu *c, float *y, float a, const float
 
 #ifdef CPU_X86
 /* backend_cpu_axpy_rows on AVX2: 64 columns of y in registers while the k rows pass. */
-__attribute__((target("avx2,fma"))) static int64_t
+__attribute__((target("avx2,fma"))) UTIL_SAN_HOT static int64_t
 axpy_rows_avx2(float *y, int64_t n, const float *a, const float *x, size_t ldx, int k)
 {
 	int64_t j = 0;
+
+	util_san_range(y, (size_t)n * 4);
+	util_san_range(a, (size_t)k * 4);
+	for (int i = 0; i < k; i++)
+		util_san_range(x + (size_t)i * ldx, (size_t)n * 4);
 
 	for (; j + 64 <= n; j += 64) {
 		__m256 r[8];
@@ -1208,10 +1222,13 @@ bf16_row(const uint16_t *s, float *y, int64_t n)
 }
 
 #ifdef CPU_X86
-__attribute__((target("avx2,fma"))) static void
+__attribute__((target("avx2,fma"))) UTIL_SAN_HOT static void
 bf16_row_avx2(const uint16_t *s, float *y, int64_t n)
 {
 	int64_t i = 0;
+
+	util_san_range(s, (size_t)n * 2);
+	util_san_range(y, (size_t)n * 4);
 
 	for (; i + 8 <= n; i += 8) {
 		__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
@@ -1441,6 +1458,9 @@ mm_out(struct mm_job *jb, float (*G)[MM_ROWS], float (*U)[MM_ROWS], int64_t j, i
  * Float weight rows wr[t] (t < nt) against activation rows r..: up to 8
  * at once through dotr_avx512, or 3 through dot3, or one (the same bits
  * as one at a time) into G[t][k] (U from ur); returns the rows done.
+ * Under the sanitizers the kernels' loads are not checked one by one: mm_run
+ * checks the weights and the activation rows whole first, and weight_row's
+ * decode (bf16_row_avx2) the rows it writes into the scratch.
  */
 static int
 mm_rows_f(struct mm_job *jb, const float *const *wr, const float *const *ur, int nt, int r,
@@ -1630,6 +1650,18 @@ mm_prepare(struct backend_cpu *c, struct mm_job *jb)
 	return 0;
 }
 
+/* Under the sanitizers (util_san_range): the weights and activation rows a
+ * float product reads, whole, once a product (its kernels check nothing). */
+static void
+mm_san_ranges(const struct mm_job *jb)
+{
+	util_san_range(jb->w->data, jb->w->row_size * (size_t)jb->w->ne1);
+	if (jb->wu != NULL)
+		util_san_range(jb->wu->data, jb->wu->row_size * (size_t)jb->wu->ne1);
+	for (int r = 0; r < jb->m; r++)
+		util_san_range(jb->x + (size_t)r * jb->ldx, (size_t)jb->w->ne0 * 4);
+}
+
 static int
 mm_run(struct backend_cpu *c, struct mm_job *jb)
 {
@@ -1639,6 +1671,8 @@ mm_run(struct backend_cpu *c, struct mm_job *jb)
 
 	if (jb->xq == NULL && mm_prepare(c, jb) != 0)	/* else prepared for this type */
 		return util_err(c->be.err, "matmul: out of memory");
+	if (jb->xq == NULL)
+		mm_san_ranges(jb);
 	/* backend_cpu_gemm_emulate: a GPU's prompt numerics instead (kernel-check) */
 	if ((emu = backend_cpu_emu_mm(c, jb->w, jb->wu, jb->x, jb->ldx, jb->xq, jb->xq_size,
 	    jb->y, jb->ldy, jb->m)) != 0)

@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef MEMRA_SAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 const char *prog = "memra";
 
@@ -302,3 +305,20 @@ finish(int status)
 	}
 	return status;
 }
+
+#ifdef MEMRA_SAN
+void
+util_san_range(const void *p, size_t n)
+{
+	enum { WHOLE = 1 << 16, ENDS = 1 << 12 };
+	char *c = (char *)(uintptr_t)p;
+	const char *bad;
+
+	if (n <= WHOLE)
+		bad = __asan_region_is_poisoned(c, n);
+	else if ((bad = __asan_region_is_poisoned(c, ENDS)) == NULL)
+		bad = __asan_region_is_poisoned(c + n - ENDS, ENDS);
+	if (bad != NULL)	/* an instrumented read of it: ASan's report, and the stop */
+		(void)*(const volatile char *)bad;
+}
+#endif

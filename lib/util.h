@@ -49,6 +49,26 @@ struct util_ofile *util_ofile_open(const char *path, char *err);
 int	util_ofile_commit(struct util_ofile *, char *err);
 void	util_ofile_abort(struct util_ofile *);
 
+/*
+ * Hot loops under the sanitizers (make SAN=1 defines MEMRA_SAN): ASan checks
+ * each vector load and store wider than 16 bytes by a call, which made the
+ * CPU backend's float products most of a sanitized test's time.
+ * UTIL_SAN_HOT turns ASan's and UBSan's checks off in one function; the
+ * function, or its caller once for many calls, then checks the ranges it
+ * reads or writes with util_san_range: a byte of the range that is not
+ * addressable is ASan's report, from there (its stack through the caller).
+ * A range up to 64 KiB is checked whole, a longer one (a weight matrix)
+ * its first and last 4 KiB: a size that runs past its allocation.  Both
+ * are nothing in other builds.
+ */
+#ifdef MEMRA_SAN
+#define UTIL_SAN_HOT	__attribute__((no_sanitize("address", "undefined")))
+void	util_san_range(const void *p, size_t n);
+#else
+#define UTIL_SAN_HOT
+#define util_san_range(p, n)	((void)0)
+#endif
+
 /* Monotonic seconds, for timings. */
 double	util_now(void);
 

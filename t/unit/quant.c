@@ -7,9 +7,12 @@
 #include "quant_impl.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -758,10 +761,49 @@ TEST(dots_from_many_threads)
 	}
 }
 
+#ifdef MEMRA_SAN
+/*
+ * Under the sanitizers (the CPU kernels' own loads unchecked, UTIL_SAN_HOT):
+ * util_san_range passes a range of one allocation and stops the process
+ * with ASan's report at the same range one byte longer, short (checked
+ * whole) and long (its ends).  Each call in a child of its own.
+ */
+TEST(san_range_stops_at_a_range_past_its_allocation)
+{
+	static const size_t ns[] = { 100, (size_t)1 << 20 };
+
+	for (int i = 0; i < 2; i++)
+		for (int past = 0; past < 2; past++) {
+			int st = -1;
+			pid_t pid = fork();
+
+			if (pid == 0) {
+				char *p = malloc(ns[i]);
+				int fd = open("/dev/null", O_WRONLY);
+
+				if (p == NULL || fd < 0 || dup2(fd, 2) < 0)
+					_exit(3);
+				util_san_range(p, ns[i] + (size_t)past);
+				free(p);
+				_exit(0);
+			}
+			CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+			CHECK(WIFEXITED(st));
+			if (past)
+				CHECK(WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 3);
+			else
+				CHECK_EQ_INT(WEXITSTATUS(st), 0);
+		}
+}
+#endif
+
 int
 main(void)
 {
 	printf("# dot products: %s\n", quant_dot_impl());
+#ifdef MEMRA_SAN
+	RUN(san_range_stops_at_a_range_past_its_allocation);
+#endif
 	RUN(type_table_matches_ggml);
 	RUN(row_size);
 	RUN(fit_block);
