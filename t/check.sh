@@ -4,9 +4,16 @@
 #   sanitizers, bats for every binary (CPU only: gpu-tagged tests are skipped),
 #   mandoc -Tlint on every man page, and a bounded libFuzzer run when clang is here.
 # MEMRA_REQUIRE_PEERS=1 (set by t/all.sh) turns a missing peer package into a failure.
+# With GNU parallel (t/all.sh installs it) bats runs as many files at a time as
+# there are cores (MEMRA_BATS_JOBS sets the count; 1 runs them one by one), each
+# file's tests in order: the files share no state (temporary directories, port 0).
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
 pass=0 fail=0 failed=""
+bj=${MEMRA_BATS_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $bj in
+''|*[!0-9]*|0) echo "check: MEMRA_BATS_JOBS: '$bj': not a count of files at a time" >&2; exit 2 ;;
+esac
 
 count() {	# count NAME STATUS
 	if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $1"; fi
@@ -41,9 +48,12 @@ fi
 
 if ls t/*.bats >/dev/null 2>&1; then
 	if command -v bats >/dev/null 2>&1; then
-		echo "== bats"
+		parallel --version 2>/dev/null | grep -q 'GNU parallel' || bj=1
+		set --
+		[ "$bj" -gt 1 ] && set -- --jobs "$bj" --no-parallelize-within-files
+		echo "== bats ($bj file(s) at a time)"
 		out=$(mktemp)
-		bats --filter-tags '!gpu' --formatter tap t/ | tee "$out"
+		bats "$@" --filter-tags '!gpu' --formatter tap t/ | tee "$out"
 		p=$(grep -c '^ok ' "$out"); f=$(grep -c '^not ok ' "$out")
 		pass=$((pass + p)); fail=$((fail + f))
 		[ "$f" -gt 0 ] && failed="$failed bats($f)"
