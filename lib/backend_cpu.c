@@ -198,12 +198,10 @@ hsum_avx2(__m256 a, __m256 b, __m256 c, __m256 d)
 __attribute__((target("avx2,fma"))) UTIL_SAN_HOT static void
 dot3_avx2(const float *w, const float *const *x, int64_t n, float *out)
 {
-	const float *x0, *x1, *x2;
+	const float *x0 = x[0], *x1 = x[1], *x2 = x[2];	/* (ranges: mm_run's mm_san_ranges) */
 	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0, v;
 	int64_t i = 0;
-
-	x0 = x[0], x1 = x[1], x2 = x[2];	/* (ranges checked by the caller, mm_rows_f) */
 
 #define DOT3_STEP(o, A, B, C) \
 	v = _mm256_loadu_ps(w + i + (o)); \
@@ -270,7 +268,7 @@ dotr_body(const float *w, const float *const *x, int64_t n, int R, float *out)
 	}
 }
 
-/* (ranges checked by the caller, mm_rows_f) */
+/* (ranges: mm_run's mm_san_ranges) */
 __attribute__((target("avx2,fma,avx512f"))) UTIL_SAN_HOT static void
 dotr_avx512(const float *w, const float *const *x, int64_t n, int R, float *out)
 {

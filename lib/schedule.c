@@ -458,6 +458,14 @@ count_groups(struct lane *l)
  */
 static const int measure_grid[] = { 1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32 };
 
+/* One forward of m rows from an empty state: what lane_measure times. */
+static int
+measure_step(struct lane *l, struct state *st, int m, const int32_t *tok)
+{
+	state_reset(st);
+	return model_forward_seqs_taps(l->m, &st, &m, 1, tok, 0, NULL, l->ids, NULL, NULL, l->taps);
+}
+
 /*
  * What a lane's steps cost, measured on its first slot's state: a forward
  * of m rows (a verify's shape) for each m of measure_grid up to n (the
@@ -467,14 +475,6 @@ static const int measure_grid[] = { 1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32 };
  * neighbours, past n proportional to m; then its drafter's work
  * (measure_draft).  The state is left empty.
  */
-/* One forward of m rows from an empty state: what lane_measure times. */
-static int
-measure_step(struct lane *l, struct state *st, int m, const int32_t *tok)
-{
-	state_reset(st);
-	return model_forward_seqs_taps(l->m, &st, &m, 1, tok, 0, NULL, l->ids, NULL, NULL, l->taps);
-}
-
 static int
 lane_measure(struct lane *l, char *err)
 {
