@@ -1308,8 +1308,12 @@ accept_loop(struct server *s, int lfd)
 			refuse_conn(c->fd), free(c);
 			continue;
 		}
-		if (pthread_create(&t, NULL, connection, c) != 0) {
-			close(c->fd), account_conn_close(s->acct), free(c);
+		if ((errno = pthread_create(&t, NULL, connection, c)) != 0) {
+			/* no thread for it (the process's or the system's limit):
+			 * told so, never dropped without a word */
+			warnmsg("connection: no thread for it: %s", strerror(errno));
+			respond_error(c->fd, 503, "no thread for this connection: retry later", 0);
+			close_gently(c->fd), account_conn_refused(s->acct), free(c);
 			continue;
 		}
 		pthread_detach(t);

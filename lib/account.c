@@ -86,7 +86,7 @@ static const struct fam {
 	{ F(conns), G, "memra_connections_open", "", "Client connections open (each its thread)",
 	    NULL, 0 },
 	{ F(conns_refused), C, "memra_connections_refused_total", "", "Connections refused with "
-	    "503 past MEMRA_MAX_CONNECTIONS", NULL, 0 },
+	    "503: past MEMRA_MAX_CONNECTIONS, or no thread for one", NULL, 0 },
 	{ F(timed_out), C, "memra_requests_timed_out_total", "", "Requests answered 408: their "
 	    "header or body not complete within its deadline", NULL, 0 },
 	{ F(stalled), C, "memra_write_timeouts_total", "", "Replies given up: their client read "
@@ -442,10 +442,16 @@ account_conn_open(struct account *a, int max)
 
 	if (max <= 0 || n < max)
 		return 0;
+	account_conn_refused(a);
+	return -1;
+}
+
+void
+account_conn_refused(struct account *a)
+{
 	atomic_fetch_sub(&a->conns, 1);
 	metrics_add(a->m, a->h.conns_refused, NULL, 1);
 	account_refused(a, 503);
-	return -1;
 }
 
 void

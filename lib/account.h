@@ -77,6 +77,10 @@ void	account_refused(struct account *, int status);
 int	account_conn_open(struct account *, int max);
 void	account_conn_close(struct account *);
 
+/* A connection that opened but gets no thread: closed (account_conn_close),
+ * counted as refused and logged as a 503 request. */
+void	account_conn_refused(struct account *);
+
 /* A refusal in OpenAI's error shape: status, message, type and code, and
  * the extra header lines (CRLF-terminated, "" for none). */
 struct account_refusal {

@@ -2,7 +2,8 @@
 # make check: every test, one closing line "N passed, N failed".
 #   unit tests (normal and ASan+UBSan builds), fuzz-corpus replays under the
 #   sanitizers, bats for every binary (CPU only: gpu-tagged tests are skipped),
-#   mandoc -Tlint on every man page, and a bounded libFuzzer run when clang is here.
+#   mandoc -Tlint on every man page, tools/bats-lint on the bats files, and a bounded
+#   libFuzzer run when clang is here.
 # MEMRA_REQUIRE_PEERS=1 (set by t/all.sh) turns a missing peer package into a failure.
 # With GNU parallel (t/all.sh installs it) bats runs as many files at a time as
 # there are cores (MEMRA_BATS_JOBS sets the count; 1 runs them one by one), each
@@ -47,6 +48,8 @@ else
 fi
 
 if ls t/*.bats >/dev/null 2>&1; then
+	echo "== bats-lint t/*.bats (assertions that would not stop a test)"
+	sh tools/bats-lint t/*.bats; count bats-lint $?
 	if command -v bats >/dev/null 2>&1; then
 		parallel --version 2>/dev/null | grep -q 'GNU parallel' || bj=1
 		set --

@@ -63,7 +63,7 @@ print("\n".join(str(int(i)) for i in t.data))' "$P/r.gguf"
 	frspec-owngen -t 2 --ngen 4 --raw --corpus-out "$P/raw.txt" "$GGUF" "$P/r.gguf" 8 "$P/p3.jsonl" >/dev/null 2>&1
 	[ "$(head -1 "$P/chat.txt")" = "# frspec-owngen corpus v1: prompts=3 ngen=4 temp=0 seed=0 chat" ]
 	[ "$(head -1 "$P/raw.txt")" = "# frspec-owngen corpus v1: prompts=3 ngen=4 temp=0 seed=0 raw" ]
-	! cmp -s <(tail -n +2 "$P/chat.txt") <(tail -n +2 "$P/raw.txt")
+	! cmp -s <(tail -n +2 "$P/chat.txt") <(tail -n +2 "$P/raw.txt") || false
 }
 
 @test "prompt sources: files, directories (recursed), .jsonl strings and objects, stdin" {
@@ -158,7 +158,7 @@ IN
 		frspec-owngen -t 2 --batch $b --temp 0.9 --seed 7 --ngen 12 --corpus-out "$P/t$b.txt" "$GGUF" "$P/t$b.gguf" 16 "$P/p7.jsonl" >/dev/null 2>&1
 	done
 	cmp "$P/t1.txt" "$P/t5.txt"
-	! cmp -s <(tail -n +2 "$P/c1.txt") <(tail -n +2 "$P/t1.txt")	# it did sample
+	! cmp -s <(tail -n +2 "$P/c1.txt") <(tail -n +2 "$P/t1.txt") || false	# it did sample
 }
 
 @test "--batch: an interrupted batched run resumes where it stopped, with any batch size" {
@@ -218,7 +218,8 @@ IN
 	run -1 --separate-stderr frspec-owngen -t 2 --ngen 4 --validate --heldout "$P/held.jsonl" \
 	    --corpus-out "$P/ids.txt" "$GGUF" "$P/r.gguf" 16 "$P/p3.jsonl"
 	[[ $stderr == "frspec-owngen: held-out prompt 1 is also a prompt to rank ('"*"'): validate on prompts the ranks have not seen" ]]
-	[ ! -e "$P/r.gguf" ] && [ ! -e "$P/ids.txt" ]
+	[ ! -e "$P/r.gguf" ]
+	[ ! -e "$P/ids.txt" ]
 	# the built-in held-out set is held to the same rule
 	printf 'In a few paragraphs, tell me how a refrigerator keeps food cold.' >"$P/fridge.txt"
 	run -1 --separate-stderr frspec-owngen -t 2 --ngen 4 --validate "$GGUF" "$P/r.gguf" 16 "$P/fridge.txt"

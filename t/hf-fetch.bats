@@ -471,7 +471,8 @@ peak() { awk -F'\t' '$7 > m { m = $7 } END { print m + 0 }' "$LOG"; }
 	[ "$rc" -eq 1 ]
 	grep -q 'interrupted' "$BATS_TEST_TMPDIR/err"
 	have=$(stat -c %s "$inc")
-	[ "$have" -gt 0 ] && [ "$have" -lt 300000 ]
+	[ "$have" -gt 0 ]
+	[ "$have" -lt 300000 ]
 	kill "$HUB_PID"; wait "$HUB_PID" 2>/dev/null || true
 	hub_start
 	run -0 hf-fetch hf:o/r:Q5K-mtp

@@ -81,7 +81,7 @@ ML=build/t/tools/model-logits
 			run -0 python3 -c 'import numpy as np,sys; p,d=(np.fromfile(f,dtype=np.float32).reshape(18,-1) for f in sys.argv[1:3]); g=np.fromfile(sys.argv[3],dtype=np.float32).reshape(16,-1); assert (g[:9]==p[:9]).all(); assert (p.argmax(1)==d.argmax(1)).all()' "$BATS_TEST_TMPDIR/p" "$BATS_TEST_TMPDIR/d" "$BATS_TEST_TMPDIR/g"
 		done
 		"$TOP/$ML" -t 2 -k f16 "$m" "$BATS_TEST_TMPDIR/h" $ids
-		! cmp -s "$BATS_TEST_TMPDIR/h" "$BATS_TEST_TMPDIR/p"
+		! cmp -s "$BATS_TEST_TMPDIR/h" "$BATS_TEST_TMPDIR/p" || false
 	done
 }
 

@@ -67,7 +67,7 @@ setup() {
 	for m in "$M/moe-e8k2-mtp" "$BATS_TEST_TMPDIR/a.gguf"; do
 		run -1 --separate-stderr run-spec --raw -K 1-8 -n 24 -t 2 --ignore-eos "$m" "hello world"
 		[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 8 ]
-		! grep -q 'FAIL (' <<<"$output"
+		! grep -q 'FAIL (' <<<"$output" || false
 		[ "$(grep -vc 'acceptance 0 with a trained head' <<<"$stderr")" = 0 ]
 		run -0 --separate-stderr run-spec --raw -K 1-8 -n 24 -t 2 --ignore-eos --temp 0.8 --seed 3 "$m" "hello world"
 		[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
@@ -261,7 +261,7 @@ setup() {
 	"$ML" -t 2 "$BATS_TEST_TMPDIR/moved.gguf" "$BATS_TEST_TMPDIR/moved" $IDS
 	cmp "$BATS_TEST_TMPDIR/base" "$BATS_TEST_TMPDIR/moved"
 	"$ML" -t 2 "$BATS_TEST_TMPDIR/wrong.gguf" "$BATS_TEST_TMPDIR/wrong" $IDS
-	! cmp -s "$BATS_TEST_TMPDIR/base" "$BATS_TEST_TMPDIR/wrong"
+	! cmp -s "$BATS_TEST_TMPDIR/base" "$BATS_TEST_TMPDIR/wrong" || false
 }
 
 # The HF checkpoint and llama.cpp's GGUF of it take the same NVFP4 products; they differ only
@@ -291,7 +291,7 @@ setup() {
 		run --separate-stderr run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos "$m" "hello world"
 		[ "$status" -le 1 ]
 		[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 3 ]
-		! grep -q 'FAIL (' <<<"$output"
+		! grep -q 'FAIL (' <<<"$output" || false
 		run -0 --separate-stderr run-spec --raw -K 1-3 -n 16 -t 2 --ignore-eos --temp 0.8 --seed 3 "$m" "hello world"
 		[ "${lines[-1]}" = "SELF-CONSISTENCY PASS" ]
 	done
@@ -347,5 +347,5 @@ setup() {
 	run -1 --separate-stderr run-spec --raw -K 1-8 -n 24 --ignore-eos --device cuda "$M/moe-e8k2-mtp" \
 	    "hello world"
 	[ "$(grep -c 'PASS (identical to plain)' <<<"$output")" = 8 ]
-	! grep -q 'FAIL (' <<<"$output"
+	! grep -q 'FAIL (' <<<"$output" || false
 }

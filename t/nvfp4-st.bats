@@ -26,7 +26,8 @@ setup_file() {
 fx() {
 	model_a >/dev/null
 	need_py numpy ml_dtypes safetensors
-	[ -d "$FX/ct" ] && [ -d "$FX/mo" ]
+	[ -d "$FX/ct" ]
+	[ -d "$FX/mo" ]
 }
 
 @test "the torch-free maker writes the bytes of its --ct-library run and the committed reference" {

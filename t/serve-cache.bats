@@ -10,7 +10,7 @@ setup() {
 	SPID=
 }
 
-teardown() { stop_serve; }
+teardown() { serve_teardown; }
 
 
 
@@ -98,7 +98,7 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	grep -q '^\[sched\] a: prefix cache: off (MEMRA_PREFIX_CACHE_MB=0)$' "$P/off.log"
 	grep -q '^\[sched\] reuse pool: off (MEMRA_REUSE_POOL=0)$' "$P/off.log"
 	[ "$(cached off)" = "0 0 0 0 0 0 0 0 " ]
-	! grep -q 'reuse:' "$P/off.log"
+	! grep -q 'reuse:' "$P/off.log" || false
 	conversation on
 	grep -Eq '^\[sched\] a: prefix cache: [0-9]+ MiB \(a quarter of the memory the sessions leave' "$P/on.log"
 	grep -q '^\[sched\] reuse pool: on' "$P/on.log"
@@ -112,7 +112,7 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	grep -qx 'memra_cached_tokens_total{model="a"} 0' "$P/off.metrics"
 	grep -Eqx 'memra_reuse_pool_resumed_total [1-9][0-9]*' "$P/on.metrics"
 	grep -Eqx 'memra_prefix_cache_budget_bytes\{model="a"\} [1-9][0-9.e+]*' "$P/on.metrics"
-	! grep -q '^memra_prefix_cache_budget_bytes' "$P/off.metrics"
+	! grep -q '^memra_prefix_cache_budget_bytes' "$P/off.metrics" || false
 	jq -e 'select(.cached_tokens % 32 != 0 or .cached_tokens >= .prompt_tokens)' "$P/on.jsonl" && false
 	true
 }
@@ -146,7 +146,7 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' '; }
 	grep -Eq '^\[sched\] a: prefix cache: 64 MiB, [0-9]+ blocks of 32 tokens' "$P/cache.log"
 	grep -q '^\[sched\] reuse pool: off (MEMRA_REUSE_POOL=0)$' "$P/cache.log"
 	cmp "$P/off.txt" "$P/cache.txt"
-	! grep -q 'reuse:' "$P/cache.log"
+	! grep -q 'reuse:' "$P/cache.log" || false
 	[ "$(jq -r .cached_tokens "$P/cache.jsonl" | tail -1)" -gt 0 ]
 }
 

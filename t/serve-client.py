@@ -90,6 +90,8 @@ def main():
                                   "tokens": r.usage.completion_tokens}
                 except openai.APIStatusError as e:
                     out[i] = {"error": e.status_code}
+                except openai.APIError as e:  # no reply at all (a connection reset, a timeout)
+                    out[i] = {"error": "%s: %s" % (type(e).__name__, e)}
             if cmd == "solo":
                 for i in range(len(reqs)):
                     run(i)

@@ -14,7 +14,7 @@ setup() {
 	D2=$DATA/dflash/d2
 }
 
-teardown() { stop_serve; }
+teardown() { serve_teardown; }
 
 # reqs MODEL N DT PROMPTS...: N completions requests, one every DT seconds, the prompts in
 # turn (each cut to a length of its own), greedy but every third sampled, every fourth streamed
@@ -99,7 +99,7 @@ PY
 	grep -qx '\[dspark\] q38: context cache 2.01 MiB a session (the pool.s copy of its rings included): 1 of 2 layers (sliding, window 16) a ring of 23 positions, the rest every position (ctx + block)' "$LOG"
 	grep -q '^\[sched\] q38: a step of m rows (ms): .*; a round.s drafts [0-9.e+-]* ms (the drafter.s block and a context row)$' "$LOG"
 	grep -q '^\[sched\] q38: speculative K by load, up to 7 ' "$LOG"
-	! grep -q '^\[frspec-trim\]' "$LOG"
+	! grep -q '^\[frspec-trim\]' "$LOG" || false
 	run -0 $SC "$URL" staggered "$P/q.jsonl"
 	diff "$P/plain" - <<<"$output"
 	stop_serve
@@ -301,8 +301,10 @@ ids_of() {
 	cmp "$P/replies.0.0" "$P/replies.3.128"
 	read -r d0 a0 <"$P/acc.3.0"
 	read -r d1 a1 <"$P/acc.3.128"
-	[ "$d0" -gt 0 ] && [ "$a0" = 0 ]	# the ranks alone: no draft lands
-	[ "$d1" -gt 0 ] && [ "$a1" -gt 0 ]
+	[ "$d0" -gt 0 ]	# the ranks alone: no draft lands
+	[ "$a0" = 0 ]
+	[ "$d1" -gt 0 ]
+	[ "$a1" -gt 0 ]
 	n=$(wc -l <"$P/said")
 	grep -qxF "[gemma-draft] trim adapt: $n learned slots after the $((320 - n)) ranks (all the tokens outside them), none learned yet (no $P/r.txt.learned); the full head's 320 rows stay in memory for them (F32, 0.03 MiB), the slots' rows 0.01 MiB" "$LOG"
 	grep -qxF "[gemma-draft] g: trim adapt: $n learned slots written to $P/r.txt.learned" "$LOG"
@@ -346,7 +348,8 @@ ids_of() {
 		stop_serve
 	done
 	for n in $(seq 0 7); do
-		[ -s "$P/k0.$n" ] && cmp "$P/k0.$n" "$P/k3.$n"
+		[ -s "$P/k0.$n" ]
+		cmp "$P/k0.$n" "$P/k3.$n"
 	done
 	# the DFlash2 drafter on the device: staggered requests get the device's plain replies
 	need_py openai

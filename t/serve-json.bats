@@ -8,7 +8,7 @@ setup() {
 	SPID=
 }
 
-teardown() { stop_serve; }
+teardown() { serve_teardown; }
 
 
 # post PATH BODY: "STATUS BODY"
@@ -136,7 +136,8 @@ replies() {
 	curl -s "$URL/metrics" >"$P/m"
 	rounds=$(awk '/^memra_spec_rounds_total/ { n += $2 } END { print n + 0 }' "$P/m")
 	accepted=$(awk '/^memra_spec_accepted_tokens_total/ { n += $2 } END { print n + 0 }' "$P/m")
-	[ "$rounds" -gt 0 ] && [ "$accepted" -gt 0 ]
+	[ "$rounds" -gt 0 ]
+	[ "$accepted" -gt 0 ]
 	grep -q '"tool_calls"' "$P/spec.5"
 	grep -q '"top_logprobs"' "$P/spec.9"
 }

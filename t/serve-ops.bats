@@ -12,9 +12,9 @@ setup() {
 	K2=5e31278545505db1d65bf1dd696e8eaa1edfb00ba455e21c83200c04ef643c91	# sk-two
 }
 
-teardown() {
+teardown() {	# serve_teardown's log on failure, and the server killed outright
 	[ -n "$SPID" ] && kill -9 "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
-	return 0
+	SPID= serve_teardown
 }
 
 
@@ -84,8 +84,8 @@ Q='{"prompt": "def fib(n):", "max_tokens": 8, "temperature": 0, "ignore_eos": tr
 	grep -q '^\[serve\] request 2: - GET /v1/models 200 key=sha256:5e312785 ' "$LOG"
 	grep -q '^\[serve\] request 3: - GET /v1/models 200 key=MEMRA_API_KEY ' "$LOG"
 	grep -q '^\[serve\] request 6: - POST /v1/completions 401 key=- ' "$LOG"
-	! grep -q 'sk-' "$LOG"
-	! tr '\0' '\n' <"/proc/$SPID/environ" | grep -q 'sk-env-3'
+	! grep -q 'sk-' "$LOG" || false
+	! tr '\0' '\n' <"/proc/$SPID/environ" | grep -q 'sk-env-3' || false
 }
 
 @test "rate limits: requests and tokens a minute per key, 429 with Retry-After in OpenAI's shape" {
@@ -101,7 +101,8 @@ Q='{"prompt": "def fib(n):", "max_tokens": 8, "temperature": 0, "ignore_eos": tr
 	run -0 curl -s -i "$URL/v1/completions" -d "$Q" -H 'Authorization: Bearer sk-one'
 	[[ ${lines[0]} == "HTTP/1.1 429 "* ]]
 	retry=$(sed -n 's/^Retry-After: \([0-9]*\)\r$/\1/p' <<<"$output")
-	[ "$retry" -ge 29 ] && [ "$retry" -le 30 ]	# 2 a minute: one each 30 s
+	[ "$retry" -ge 29 ]	# 2 a minute: one each 30 s
+	[ "$retry" -le 30 ]
 	[[ ${lines[-1]} == '{"error": {"message": "rate limit reached for requests per minute (limit 2): try again in '*' s", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}' ]]
 	run -0 http GET /v1/models '' -H 'Authorization: Bearer sk-one'	# not limited
 	[[ $output == '200 '* ]]
@@ -112,7 +113,8 @@ Q='{"prompt": "def fib(n):", "max_tokens": 8, "temperature": 0, "ignore_eos": tr
 	run -0 curl -s -i "$URL/v1/completions" -d "$Q" -H 'Authorization: Bearer sk-two'
 	[[ ${lines[0]} == "HTTP/1.1 429 "* ]]
 	retry=$(sed -n 's/^Retry-After: \([0-9]*\)\r$/\1/p' <<<"$output")
-	[ "$retry" -ge 23 ] && [ "$retry" -le 24 ]
+	[ "$retry" -ge 23 ]
+	[ "$retry" -le 24 ]
 	[[ $output == *'"type": "tokens", "param": null, "code": "rate_limit_exceeded"'* ]]
 	run -0 $SC "$URL" --key sk-two complete a "def fib(n):" 4
 	[[ $output == "error 429 rate limit reached for tokens per minute (limit 10): try again in "* ]]
@@ -235,7 +237,7 @@ PY
 	[[ ${lines[0]} =~ ^\[serve\]\ request\ 1:\ a\ POST\ /v1/completions\ 200\ key=-\ prompt=[0-9]+\ completion=3\ queued\ [0-9.]+\ s,\ first\ token\ [0-9.]+\ s,\ [0-9.]+\ s$ ]]
 	[[ ${lines[1]} =~ ^\[serve\]\ request\ 2:\ -\ GET\ /v1/models\ 200\ key=-\ prompt=0\ completion=0\ queued\ -1.00\ s,\ first\ token\ -1.00\ s,\ [0-9.]+\ s$ ]]
 	[[ ${lines[2]} == '[serve] request 3: - - - 411 key=- prompt=0 completion=0 '* ]]
-	! grep -q zebra "$LOG"
+	! grep -q zebra "$LOG" || false
 }
 
 # tools/serve-load.py: N requests at C against model A (mixed, 10% cancelled, 5% malformed)
@@ -251,7 +253,7 @@ load_a() {
 	kill -TERM "$SPID"
 	wait "$SPID" || rc=$?
 	SPID=
-	! grep -q 'ERROR\|runtime error' "$LOG"
+	! grep -q 'ERROR\|runtime error' "$LOG" || false
 	[ "$rc" = 0 ]
 }
 
@@ -311,7 +313,8 @@ PY
 	[[ $output == "200 "* ]]
 	wait "$h"
 	read -r st secs conn <"$P/half"
-	[ "$st" = 408 ] && [ "$conn" = close ]
+	[ "$st" = 408 ]
+	[ "$conn" = close ]
 	python3 -c "import sys; sys.exit(not 0.8 <= float('$secs') <= 2.5)"
 	logged 2
 	grep -q '^\[serve\] request [0-9]*: - - - 408 ' "$LOG"
@@ -324,7 +327,8 @@ PY
 	start_serve MEMRA_MODELS="a=$A" MEMRA_SPEC_K=0 MEMRA_HEADER_TIMEOUT_S=1 MEMRA_BODY_TIMEOUT_S=1
 	run -0 slow trickle
 	read -r st secs conn <<<"$output"
-	[ "$st" = 408 ] && [ "$conn" = close ]
+	[ "$st" = 408 ]
+	[ "$conn" = close ]
 	python3 -c "import sys; sys.exit(not 0.8 <= float('$secs') <= 2.5)"
 	# a body slower than MEMRA_BODY_TIMEOUT_S is a 408 too
 	run -0 python3 - "$URL" <<'PY'
@@ -372,6 +376,45 @@ PY
 	grep -q '^\[serve\] request [0-9]*: - - - 503 ' "$LOG"
 	run -2 --separate-stderr env MEMRA_MODELS=x=y serve --max-connections 0
 	[ "$stderr" = "serve: MEMRA_MAX_CONNECTIONS (--max-connections): '0': out of range 1..1048576 or not a number" ]
+}
+
+@test "connections: one that gets no thread (the process's limit) gets 503 with Retry-After, logged and counted, never dropped without a word" {
+	A=$(model_a)
+	# pthread_create fails with EAGAIN while the file $P/no-threads exists
+	cat >"$P/shim.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+int
+pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*f)(void *), void *arg)
+{
+	int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
+	    (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(RTLD_NEXT,
+	    "pthread_create");
+	const char *p = getenv("NO_THREADS_WHILE");
+
+	return p != NULL && access(p, F_OK) == 0 ? EAGAIN : real(t, a, f, arg);
+}
+C
+	cc -shared -fPIC -o "$P/shim.so" "$P/shim.c" -ldl
+	start_serve LD_PRELOAD="$P/shim.so" NO_THREADS_WHILE="$P/no-threads" MEMRA_MODELS="a=$A" \
+	    MEMRA_SPEC_K=0
+	touch "$P/no-threads"
+	run -0 curl -s -D "$P/head" -o "$P/body" -w '%{http_code}' "$URL/v1/models"
+	[ "$output" = 503 ]
+	grep -q '^Retry-After: 1' "$P/head"
+	[ "$(jq -r .error.message "$P/body")" = "no thread for this connection: retry later" ]
+	grep -qx 'serve: connection: no thread for it: Resource temporarily unavailable' "$LOG"
+	rm "$P/no-threads"
+	run -0 http GET /v1/models
+	[[ $output == "200 "* ]]
+	run -0 curl -s "$URL/metrics"
+	[[ $output == *"memra_connections_refused_total 1"* ]]
+	[[ $output == *"memra_connections_open 1"* ]]	# this one: the refused one was closed
+	grep -q '^\[serve\] request [0-9]*: - - - 503 ' "$LOG"
 }
 
 @test "deadlines: a client that stops reading its stream is given up after MEMRA_WRITE_TIMEOUT_S: the session freed, logged, counted" {

@@ -14,7 +14,7 @@ setup() {
 	SPID=
 }
 
-teardown() { stop_serve; }
+teardown() { serve_teardown; }
 
 # with FLAGS...: $P/with, a serve that takes FLAGS after start_serve's (SERVE=$P/with start_serve)
 with() {

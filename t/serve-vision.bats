@@ -15,7 +15,7 @@ setup() {
 	SPID=
 }
 
-teardown() { stop_serve; }
+teardown() { serve_teardown; }
 
 # png FILE W H SEED: a W x H RGB PNG of pseudo-random pixels (stored, not compressed)
 png() {
@@ -171,8 +171,10 @@ sys.exit(0 if ok else "want %s\ngot  %s" % (sys.argv[1], sys.argv[2]))' "$1" "$2
 		same "$(want 12 "$long" "$P/$f.png")" "$output"
 		c+=("$(jq .cached_tokens <<<"$output")")
 	done
-	[ "${c[0]}" = 0 ] && [ "${c[1]}" = 0 ]	# p2's rows are p1's ids, not p1's
-	[ "${c[2]}" -gt 64 ] && [ "${c[3]}" -gt 64 ]	# each again: resumed past its rows
+	[ "${c[0]}" = 0 ]	# p2's rows are p1's ids, not p1's
+	[ "${c[1]}" = 0 ]
+	[ "${c[2]}" -gt 64 ]	# each again: resumed past its rows
+	[ "${c[3]}" -gt 64 ]
 	# text before the image is reused (the chunks before it), the image never
 	sys=$(printf 'You are a careful assistant who looks at pictures. %.0s' 1 2 3 4)
 	run -0 $SV "$URL" chat g 12 --system "$sys" "@$P/p1.png" "$long"
@@ -298,7 +300,8 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 	start_serve MEMRA_MODELS="g=$V" MEMRA_GEMMA_VISION=1 MEMRA_PREFILL_CHUNK=32 MEMRA_MAX_SESSIONS=4
 	reqs >"$P/plain"
 	stop_serve
-	[ "$(wc -l <"$P/plain")" = 9 ] && ! grep -q '^error' "$P/plain"
+	! grep '^error' "$P/plain" || false	# (a failure shows them)
+	[ "$(wc -l <"$P/plain")" = 9 ]
 	same "$(want 24 "What is this?" "$V/images/a.png")" "$(sed -n 1p "$P/plain")"
 	same "$(want 24 "Compare them." "$V/images/a.png" "$V/images/b.jpg")" "$(sed -n 2p "$P/plain")"
 	for k in 3 by-load; do
@@ -376,7 +379,7 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 @test "without MEMRA_GEMMA_VISION an image part is a 400 that says so" {
 	need_py openai
 	start_serve MEMRA_MODELS="g=$V"
-	! grep -q '^\[vision\]' "$LOG"
+	! grep -q '^\[vision\]' "$LOG" || false
 	run -0 $SV "$URL" chat g 4 "@$V/images/a.png" "What is this?"
 	[ "$output" = "error 400 'messages[0].content[0]': images are not enabled on this server" ]
 	run -0 $SV "$URL" chat g 4 "What is this?"
@@ -407,7 +410,9 @@ cached() { jq -r .cached_tokens "$P/$1.jsonl" | tr '\n' ' ' | sed 's/ $//'; }
 	grep -q '^\[vision\] images in chat messages as data: URIs: .*; the tower on cuda' "$LOG"
 	tower=$(grep -n '^\[vision\] the tower takes [0-9]* MiB of cuda.*, before the sessions are sized$' "$LOG" | cut -d: -f1)
 	sessions=$(grep -n '^\[sched\] g: ' "$LOG" | head -1 | cut -d: -f1)
-	[ -n "$tower" ] && [ -n "$sessions" ] && [ "$tower" -lt "$sessions" ]
+	[ -n "$tower" ]
+	[ -n "$sessions" ]
+	[ "$tower" -lt "$sessions" ]
 	run -0 $SV "$URL" chat g 16 "@$V/images/a.png" "What is this?"
 	alone=$output
 	[ "$(jq .prompt_tokens <<<"$alone")" = "$(jq .prompt_tokens <<<"$(want 1 "What is this?" \

@@ -16,7 +16,8 @@ of each of N choices as "contents"; --sample draws at temperature TEMP with seed
 many sends each SPEC (parts separated by '|') at once from its own thread and prints
 their lines in order.  conv is a conversation: each SPEC a user turn, sent with the
 turns before it and the replies to them (each without an image marker's text; greedy,
-with logprobs), one line a turn as chat's with each token's logprob ("lp") too.  An API error prints "error STATUS MESSAGE".
+with logprobs), one line a turn as chat's with each token's logprob ("lp") too.  An API error
+prints "error STATUS MESSAGE"; in many, a request that got no reply "error - CLASS: MESSAGE".
 tokbytes prints the bytes (hex) of each id of a byte-level BPE vocabulary, as JSON, as
 serve's logprobs give them (none for an id the tokenizer lacks).
 """
@@ -145,7 +146,10 @@ def main():
 
         def one(i):
             go.wait()
-            out[i] = chat(c, model, mx, args[i].split("|"))
+            try:
+                out[i] = chat(c, model, mx, args[i].split("|"))
+            except openai.APIError as e:  # no reply at all (a connection reset, a timeout)
+                out[i] = "error - %s: %s" % (type(e).__name__, e)
         ts = [threading.Thread(target=one, args=(i,)) for i in range(len(args))]
         for t in ts:
             t.start()

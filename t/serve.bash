@@ -19,6 +19,16 @@ start_serve() {
 	[ -n "$URL" ]
 }
 
+# serve_teardown: a failed test shows the last lines of its last server's log;
+# that server stops
+serve_teardown() {
+	if [ -z "${BATS_TEST_COMPLETED:-}" ] && [ -s "${LOG:-}" ]; then
+		echo "the server's log ($LOG), its last 40 lines:"
+		tail -n 40 "$LOG"
+	fi >&2
+	stop_serve
+}
+
 # stop_serve: the server started last stops (if it runs)
 stop_serve() {
 	[ -n "${SPID:-}" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null

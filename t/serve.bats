@@ -8,7 +8,7 @@ setup() {
 	SPID=
 }
 
-teardown() { stop_serve; }
+teardown() { serve_teardown; }
 
 
 
