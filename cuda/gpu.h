@@ -225,6 +225,18 @@ int	gpu_tune_qk(struct gpu *g, int lanes);
  * IQ4_XS's kernel is not this one and keeps its loads.
  */
 int	gpu_tune_qk_depth(struct gpu *g, int depth);
+/*
+ * Where the Q6_K decode product at 8 lanes a block (its default) reads its
+ * weights: 0 (the default) in place, each lane's 26 bytes of a block in
+ * narrow loads of its own (the blocks of 210 bytes are 2-byte aligned: a
+ * warp's load touches eight lines); 1 from a copy in shared memory, each
+ * warp copying its row 8 blocks at a time, three chunks in flight, with
+ * 4-byte copies of contiguous words (a warp's copy reads 128 contiguous
+ * bytes).  The sums and their order are the same: the same bits (kernel-check's
+ * "matvec i8 Q6_K ... S=default" lines); gpu_tune_qk_depth has no effect
+ * while it is 1.  Not yet measured on a GPU.
+ */
+int	gpu_tune_qk_stage(struct gpu *g, int on);
 
 /*
  * Benchmark and check seam for the Q4_K, Q5_K, Q6_K and IQ4_XS products of

@@ -27,6 +27,7 @@ struct gpu {
 	int	mmq;			/* gpu_matvec_q8, n > 16: GPU_MMQ_* (gpu_tune_mmq) */
 	int	qk_lanes;		/* K-quant products: lanes per super-block (0: gpu_qk_lanes) */
 	int	qk_depth;		/* k_mvk: super-blocks in flight a group (0: 2; gpu_tune_qk_depth) */
+	int	qk_stage;		/* k_mvk's Q6_K rows staged in shared memory (gpu_tune_qk_stage) */
 	int	mv8;			/* int8 products, n <= 16: GPU_MV8_* (gpu_tune_mv8) */
 	int	qkt;			/* K-quant products, n <= 32: GPU_QKT_* (gpu_tune_qkt) */
 	int	step_rows;		/* decode kernels up to this many rows (gpu_tune_step_rows) */
@@ -61,6 +62,18 @@ gpu_fail(struct gpu *g, const char *fmt, ...)
 	vsnprintf(g->err, sizeof g->err, fmt, ap);
 	va_end(ap);
 	return -1;
+}
+
+/* A gpu_tune_* setting (a kernel choice) *field set to v, already checked:
+ * graphs recorded before a change launched the other kernels, so they are
+ * stale (gen).  Returns 0. */
+static inline int
+gpu_tune_set(struct gpu *g, int *field, int v)
+{
+	if (v != *field)
+		g->gen++;
+	*field = v;
+	return 0;
 }
 
 /* A CUDA call that failed turns into -1 plus a message naming the call. */

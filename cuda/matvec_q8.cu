@@ -751,10 +751,7 @@ gpu_tune_mv8(struct gpu *g, int how)
 {
 	if (how < GPU_MV8_AUTO || how > GPU_MV8_TC)
 		return gpu_fail(g, "tune: int8 product kernel %d (0..5)", how);
-	if (how != g->mv8)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->mv8 = how;
-	return 0;
+	return gpu_tune_set(g, &g->mv8, how);
 }
 
 extern "C" int
@@ -796,10 +793,7 @@ gpu_tune_step_rows(struct gpu *g, int rows)
 	if (rows != GPU_MATVEC_MAX_ROWS && rows != GPU_STEP_ROWS_MAX)
 		return gpu_fail(g, "tune: step rows %d (%d or %d)", rows, GPU_MATVEC_MAX_ROWS,
 		    GPU_STEP_ROWS_MAX);
-	if (rows != g->step_rows)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->step_rows = rows;
-	return 0;
+	return gpu_tune_set(g, &g->step_rows, rows);
 }
 
 extern "C" int
@@ -1592,10 +1586,7 @@ gpu_tune_moe_group(struct gpu *g, int mode)
 {
 	if (mode != GPU_MOE_GROUP_OFF && mode != GPU_MOE_GROUP_AUTO && mode != GPU_MOE_GROUP_ALL)
 		return gpu_fail(g, "tune: moe group mode %d (0, 1 or 2)", mode);
-	if (mode != g->moe_group)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->moe_group = mode;
-	return 0;
+	return gpu_tune_set(g, &g->moe_group, mode);
 }
 
 extern "C" int
@@ -1603,10 +1594,7 @@ gpu_tune_moe_tc(struct gpu *g, int mode)
 {
 	if (mode != GPU_MOE_TC_OFF && mode != GPU_MOE_TC_AUTO && mode != GPU_MOE_TC_ALL)
 		return gpu_fail(g, "tune: moe tc mode %d (0, 1 or 2)", mode);
-	if (mode != g->moe_tc)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->moe_tc = mode;
-	return 0;
+	return gpu_tune_set(g, &g->moe_tc, mode);
 }
 
 extern "C" int

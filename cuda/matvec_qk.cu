@@ -102,6 +102,42 @@ k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 }
 
 /*
+ * k_mvk<QK_T_Q6_K, M, L, 2>'s products, bit for bit, each warp's row staged
+ * in shared memory (mvk_row_s): gpu_tune_qk_stage.
+ */
+template <int M, int L>
+__global__ void __launch_bounds__(256)
+k_mvks(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m)
+{
+	__shared__ uint32_t sm[8][MVK_NS * mvk_stage<L>::W];
+	struct mv8_row R = mv8_pick(S);
+	const uint8_t *W = R.W;
+	int64_t r = R.r, rows = R.rows;
+	float *y = R.y;
+	const float *scale = R.scale;
+	int lane = threadIdx.x & 31;
+	float acc[M];
+
+	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
+		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
+	pdl_enter();
+	if (r >= rows)
+		return;
+	mvk_row_s<M, L, MVK_NS>(sm[threadIdx.x >> 5], W + r * rowbytes, nb, q, dk, bs, m, lane, acc);
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		if (j >= m)
+			break;
+		float v = acc[j];
+		for (int o = 1; o < 32; o <<= 1)
+			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+		if (lane == 0)
+			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
+	}
+}
+
+/*
  * The experts' products (gpu_moe_matvec): the warp of row r of slot s =
  * s0 + blockIdx.y is k_mvk<T, 1, L>'s on input row s / per (q, dk, bs of
  * that row) against expert ids[s]'s rows (ebytes apart), into y[s][rows].
@@ -237,7 +273,18 @@ mvk_launch(struct gpu *g, struct mv8_set S, int nb, const int8_t *q, const float
 		S.blk[k + 1] = S.blk[k] + (unsigned)((S.rows[k] + 7) / 8);
 	unsigned grid = S.blk[S.nw];
 	int d4 = g->qk_depth == 4;	/* (up to 4 input rows: decode and short verifies) */
-	if (m <= 1)
+	if (T == QK_T_Q6_K && L == 8 && g->qk_stage) {	/* the rows staged: the same bits */
+		if (m <= 1)
+			gpu_launch(g, k_mvks<1, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		else if (m <= 2)
+			gpu_launch(g, k_mvks<2, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		else if (m <= 4)
+			gpu_launch(g, k_mvks<4, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		else if (m <= 8)
+			gpu_launch(g, k_mvks<8, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		else
+			gpu_launch(g, k_mvks<16, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+	} else if (m <= 1)
 		gpu_launch(g, d4 ? k_mvk<T, 1, L, 4> : k_mvk<T, 1, L, 2>, grid, 256, 0, S, nb, rb,
 		    q, dk, bs, m);
 	else if (m <= 2)
@@ -266,10 +313,7 @@ gpu_tune_qk(struct gpu *g, int lanes)
 {
 	if (lanes != 0 && lanes != 4 && lanes != 8)
 		return gpu_fail(g, "tune: K-quant lanes per block %d (0, 4 or 8)", lanes);
-	if (lanes != g->qk_lanes)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->qk_lanes = lanes;
-	return 0;
+	return gpu_tune_set(g, &g->qk_lanes, lanes);
 }
 
 /* k_mvk's blocks in flight a group of lanes: 0 (its default, 2), 2 or 4
@@ -279,10 +323,17 @@ gpu_tune_qk_depth(struct gpu *g, int depth)
 {
 	if (depth != 0 && depth != 2 && depth != 4)
 		return gpu_fail(g, "tune: K-quant blocks in flight %d (0, 2 or 4)", depth);
-	if (depth != g->qk_depth)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->qk_depth = depth;
-	return 0;
+	return gpu_tune_set(g, &g->qk_depth, depth);
+}
+
+/* k_mvk's Q6_K rows at 8 lanes a block read from a copy in shared memory
+ * (k_mvks: 1) or in place (0, the default): the same bits either way. */
+extern "C" int
+gpu_tune_qk_stage(struct gpu *g, int on)
+{
+	if (on != 0 && on != 1)
+		return gpu_fail(g, "tune: K-quant rows staged %d (0 or 1)", on);
+	return gpu_tune_set(g, &g->qk_stage, on);
 }
 
 /*
@@ -320,10 +371,7 @@ gpu_tune_qkt(struct gpu *g, int how)
 	static_assert(GPU_STEP_ROWS_MAX <= QKT_MAX_M, "k_mvkt takes a step in one launch");
 	if (how != GPU_QKT_OFF && how != GPU_QKT_ON && how != GPU_QKT_AUTO)
 		return gpu_fail(g, "tune: K-quant tensor-core form %d (0, 1 or 2)", how);
-	if (how != g->qkt)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->qkt = how;
-	return 0;
+	return gpu_tune_set(g, &g->qkt, how);
 }
 
 /* A weight of type t for m inputs (tc: k_mvkt takes them): its shape and alignment. */

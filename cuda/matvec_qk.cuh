@@ -98,6 +98,37 @@ mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
 		w->h = __ldg((const int4 *)blk);
 }
 
+/* 8 bytes at byte off (even) of the shared words s, from the three aligned
+ * words that hold them (the third read whatever the alignment: no branch,
+ * and a stage's words go past every piece a lane reads): ld8 on a staged
+ * copy (k_mvks). */
+__device__ __forceinline__ void
+ld8s(const uint32_t *s, int off, uint32_t *o)
+{
+	const uint32_t *w = s + (off >> 2);
+	unsigned sh = (off & 2) * 8;
+	uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+
+	o[0] = __funnelshift_r(w0, w1, sh);
+	o[1] = __funnelshift_r(w1, w2, sh);
+}
+
+/* mvk_load of a Q6_K super-block at byte off of the shared words s. */
+template <int L>
+__device__ __forceinline__ void
+mvk_load_s(const uint32_t *s, int off, int i, struct mvk_w<L> *w)
+{
+#pragma unroll
+	for (int p = 0; p < 8 / L; p++) {
+		int n = p6_n<L>(i), sub = p6_sub<L>(i, p);
+		ld8s(s, off + 64 * n + 8 * sub, w->a[p]);
+		ld8s(s, off + 64 * n + 32 + 8 * sub, w->b[p]);
+		ld8s(s, off + 128 + 32 * n + 8 * sub, w->c[p]);
+	}
+	ld8s(s, off + 192 + 8 * p6_n<L>(i), w->s);
+	w->d = (unsigned short)(s[(off + 208) >> 2] >> ((off + 208) & 2) * 8);
+}
+
 /* Four 6-bit values u (bytes 0..63) less 32 each, as int8: u + 96 stays
  * below 256 (no carry into the next byte) and is 128 + (u - 32); flipping
  * bit 7 leaves u - 32 in two's complement.  Two instructions (__vsub4:
@@ -268,6 +299,129 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 			if (k == 0 || b0 + k * NG < nb)	/* warp-uniform */
 				mvk_block<T, M, L>(&w[k], b + k * NG < nb, b + k * NG, i, ne0, q, dk,
 				    bs, m, acc);
+	}
+}
+
+/*
+ * k_mvks: k_mvk's sums for Q6_K at 8 lanes a block, in k_mvk's order (group
+ * g adds blocks g, g + NG, g + 2 NG, ... one by one, so the bits are the
+ * default's), its words read from a copy in shared memory.  k_mvk's lane
+ * takes its 26 bytes of a block in narrow loads, each of a warp's touching
+ * eight lines; here the warp copies a chunk of CH = 2 NG blocks of its row
+ * (1680 bytes) at a time into one of NS stages of its words, 4-byte
+ * cp.async copies from the aligned word holding the chunk's first byte (a
+ * copy of the warp reads 128 contiguous bytes; none past the row's end, and
+ * the word before a chunk is the row's or the row before's: the weight
+ * starts at a word), NS - 1 chunks ahead of the one it adds.
+ */
+enum { MVK_NS = 3 };
+
+template <int L>
+struct mvk_stage {
+	enum { NG = 32 / L, CH = 2 * NG, W = (CH * 210 + 3 + 3) / 4 };	/* words a stage */
+};
+
+#ifndef MVKT_HOST
+__device__ __forceinline__ void
+mvk_commit(void)
+{
+	asm volatile("cp.async.commit_group;");
+}
+
+/* All but the newest N committed groups of this lane's copies landed. */
+template <int N>
+__device__ __forceinline__ void
+mvk_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;" : : "n"(N) : "memory");
+}
+
+/* A stage's address in the shared window (converted once, not a copy at a
+ * time), k words on, and a 4-byte cp.async of n bytes into it. */
+typedef unsigned mvk_sptr;
+
+__device__ __forceinline__ mvk_sptr
+mvk_sp(uint32_t *p, int k)
+{
+	return (unsigned)__cvta_generic_to_shared(p) + 4 * k;
+}
+
+__device__ __forceinline__ void
+mvk_cp4(mvk_sptr d, int k, const void *src, int n)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+	    : : "r"(d + 4 * k), "l"(src), "r"(n));
+}
+#endif	/* (tools/matvec-qkt-kern.cc: the host's) */
+
+/* Start copying chunk c of the Q6_K row wr (nb blocks) into the stage at
+ * d: bytes 4 k .. 4 k + 3 of the words from the one holding the chunk's
+ * first byte (k = lane, lane + 32, ...; the last word's own bytes only), so
+ * that byte lands at byte (its address & 3) of the stage. */
+template <int L>
+__device__ __forceinline__ void
+mvk_copy_s(mvk_sptr d, const uint8_t *__restrict__ wr, int nb, int c, int lane)
+{
+	enum { CH = mvk_stage<L>::CH, W = mvk_stage<L>::W };
+	const uint8_t *src = wr + (size_t)c * CH * 210;
+	int o = (int)((uintptr_t)src & 3), n = o + min((int)CH, nb - c * CH) * 210;
+	int nw = n >> 2, tail = n & 3;
+	const uint8_t *s0 = src - o + 4 * lane;
+
+#pragma unroll
+	for (int u = 0; u < (W + 31) / 32; u++)
+		if (lane + 32 * u < nw)
+			mvk_cp4(d, lane + 32 * u, s0 + 128 * u, 4);
+	if (tail != 0 && lane == (nw & 31))
+		mvk_cp4(d, nw, src - o + 4 * nw, tail);
+}
+
+/* Each lane's part of the sums of the Q6_K row at wr with the m (<= M)
+ * input rows into acc[] (k_mvk<QK_T_Q6_K, M, L, 2>'s), through buf: the
+ * warp's NS stages of mvk_stage<L>::W words. */
+template <int M, int L, int NS>
+__device__ __forceinline__ void
+mvk_row_s(uint32_t *buf, const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
+{
+	enum { NG = mvk_stage<L>::NG, CH = mvk_stage<L>::CH, W = mvk_stage<L>::W };
+	int g = lane / L, i = lane % L, nch = (nb + CH - 1) / CH;
+	int64_t ne0 = (int64_t)nb * 256;
+
+	static_assert(NS >= 2, "mvk_row_s: a stage to add and one to fill");
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+#pragma unroll
+	for (int c = 0; c < NS - 1; c++) {
+		if (c < nch)
+			mvk_copy_s<L>(mvk_sp(buf, c * W), wr, nb, c, lane);
+		mvk_commit();	/* (empty groups too: the count stays the same) */
+	}
+	for (int c = 0; c < nch; c++) {
+		__syncwarp();	/* chunk c - 1's stage read by every lane: refilled below */
+		if (c + NS - 1 < nch)
+			mvk_copy_s<L>(mvk_sp(buf, (c + NS - 1) % NS * W), wr, nb, c + NS - 1, lane);
+		mvk_commit();
+		mvk_wait<NS - 1>();	/* this lane's copies of chunk c landed */
+		__syncwarp();		/* and every lane's */
+		const uint32_t *st = buf + c % NS * W;
+		int off = (int)((uintptr_t)(wr + (size_t)c * CH * 210) & 3) + g * 210;
+		int b = c * CH + g;
+		/* (shared memory's latency is short: a block's words are read just
+		 * before they are used, not both blocks' first) */
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			struct mvk_w<L> w;
+			int on = b + h * NG < nb;
+			if (h == 1 && c * CH + NG >= nb)	/* warp-uniform */
+				break;
+			if (on)
+				mvk_load_s<L>(st, off + h * NG * 210, i, &w);
+			else
+				w = mvk_w<L>();
+			mvk_block<QK_T_Q6_K, M, L>(&w, on, b + h * NG, i, ne0, q, dk, bs, m, acc);
+		}
 	}
 }
 

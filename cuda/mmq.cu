@@ -649,10 +649,7 @@ gpu_tune_mmq(struct gpu *g, int kernel)
 {
 	if (kernel < GPU_MMQ_MMA || kernel > GPU_MMQ_BF16)
 		return gpu_fail(g, "tune: mmq kernel %d (0..5)", kernel);
-	if (kernel != g->mmq)
-		g->gen++;	/* other kernels: recorded graphs are stale */
-	g->mmq = kernel;
-	return 0;
+	return gpu_tune_set(g, &g->mmq, kernel);
 }
 
 template <int T>

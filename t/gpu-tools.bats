@@ -874,3 +874,16 @@ PY
 	run -2 --separate-stderr sh "$TOP/tools/gpu-arch-bench.sh" - tiny-moe:Q8_0
 	[ "$stderr" = "gpu-arch-bench.sh: no llama-bench, no GPU_ARCH_AB, no GPU_ARCH_PROF: nothing to run" ]
 }
+
+@test "gpu-kernel-ncu.sh: a missing type, a bad count and a missing ncu are said in one line; without ncu nothing runs" {
+	P=$BATS_TEST_TMPDIR
+	run -2 --separate-stderr sh "$TOP/tools/gpu-kernel-ncu.sh"
+	[ "$stderr" = "usage: sh tools/gpu-kernel-ncu.sh TYPE [REGEX] [COUNT]" ]
+	run -2 --separate-stderr sh "$TOP/tools/gpu-kernel-ncu.sh" Q6_K k_mvk 0
+	[ "$stderr" = "gpu-kernel-ncu.sh: COUNT '0': not a count" ]
+	# (a PATH without ncu: this machine's tools, none of CUDA's)
+	mkdir "$P/o"
+	run -1 --separate-stderr env PATH=/usr/bin:/bin OUT="$P/o" sh "$TOP/tools/gpu-kernel-ncu.sh" Q6_K
+	[ "$stderr" = "gpu-kernel-ncu.sh: ncu: not found" ]
+	[ -z "$(ls "$P/o")" ]
+}

@@ -670,10 +670,13 @@ void kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int n
     const int16_t *bs, float *y, const float *scale, uint64_t (*rnd)(void));
 void kern_mvk(int T, int L, int D, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
     const int16_t *bs, int m, const float *scale, float *y);
+void kern_mvks(const uint8_t *wr, int nb, const int8_t *q, const float *dk, const int16_t *bs,
+    int m, const float *scale, float *y, uint64_t (*rnd)(void), int early);
 #endif
 static int kern;	/* -k: the kernels' own text, not these models */
 static long nhand;	/* -k: outputs where mvk_ref differs from k_mvk's text */
 static long ndeep;	/* -k: outputs where k_mvk's text four blocks deep differs from two */
+static long nstage;	/* -k: outputs where k_mvks's text differs from k_mvk's */
 
 /* the reference: mvk_ref, or (-k) k_mvk's text, checked against mvk_ref,
  * and its four-blocks-in-flight form (gpu_tune_qk_depth 4) against it */
@@ -853,6 +856,55 @@ static void check_depth(int t)
 	printf("%s L=%d %d: k_mvk's text four blocks deep, m = 1, 3, 16: %s\n", quant_name(t), L,
 	    NE0, ndeep == f0 ? "same bits" : "DIFFER");
 	free(w), free(X.q), free(X.dk), free(X.bs);
+}
+#endif
+
+#ifdef QKT_KERN
+/* -k: k_mvks's text (Q6_K rows at 8 lanes, read from a staged copy: chunks
+ * of 8 super-blocks, three stages) against k_mvk's, bit for bit, on rows
+ * of 5, 8, 9, 21 (rows of 4410 bytes: every other one 2-byte aligned), 25
+ * (the stages wrapping) and 48 super-blocks, 1, 3 and 16 input rows, the
+ * copies landing at their waits (a read before its wait is caught) and at
+ * their issue (a stage refilled while a lane reads it); each weight a
+ * buffer of its own bytes, no slack (under ASan: nothing past a row's end
+ * is read) */
+static void check_stage(void)
+{
+	static const int nbs[] = { 5, 8, 9, 21, 25, 48 }, ms[] = { 1, 3, 16 };
+	enum { ROWS = 3 };
+	float y2[16], ys[16];
+	long f0 = nstage;
+
+	for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++) {
+		int ne0 = 256 * nbs[ni];
+		size_t rb = quant_row_size(T_Q6_K, ne0);
+		uint8_t *w0 = weights(T_Q6_K, ROWS, ne0, ni % 2), *w = malloc(rb * ROWS);
+		struct xin X;
+
+		memcpy(w, w0, rb * ROWS);
+		inputs(T_Q6_K, ne0, 16, &X);
+		for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+			for (int r = 0; r < ROWS; r++) {
+				kern_mvk(T_Q6_K, 8, 2, w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, y2);
+				for (int early = 0; early < 2; early++) {
+					kern_mvks(w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, ys, rnd,
+					    early);
+					for (int j = 0; j < ms[mi]; j++) {
+						nchk++;
+						if (memcmp(&y2[j], &ys[j], 4) != 0) {
+							if (nstage < 3)
+								printf("FAIL Q6_K %d row %d%s: k_mvk's text %.9g, "
+								    "staged %.9g\n", ne0, r, early ? " (copies "
+								    "landing early)" : "", y2[j], ys[j]);
+							nstage++;
+						}
+					}
+				}
+			}
+		free(w0), free(w), free(X.q), free(X.dk), free(X.bs);
+	}
+	printf("Q6_K L=8: k_mvks's text (rows staged), rows of 5 to 48 super-blocks, m = 1, 3, 16: "
+	    "%s\n", nstage == f0 ? "same bits" : "DIFFER");
 }
 #endif
 
@@ -1056,13 +1108,18 @@ int main(int argc, char **argv)
 #ifdef QKT_KERN
 	for (int ti = 0; kern && ti < 3; ti++)	/* (IQ4_XS: its one kernel, not k_mvk) */
 		check_depth(ts[ti]);
+	if (kern && L == 8)	/* (k_mvks: Q6_K's 8 lanes only) */
+		check_stage();
 #endif
 	if (kern) {
+		if (L == 8)
+			printf("k_mvks's text, Q6_K rows staged against in place: %ld outputs differ\n",
+			    nstage);
 		printf("k_mvk's text, four blocks in flight against two: %ld outputs differ\n",
 		    ndeep);
 		printf("mvk_ref against k_mvk's text: %ld outputs differ\n", nhand);
 	}
-	nfail += nhand + ndeep;
+	nfail += nhand + ndeep + nstage;
 	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" :
 	    kern ? " (the kernels' text)" : "");
 	return nfail != 0;

@@ -17,7 +17,9 @@
  * rest round once (volatile floats, -ffp-contract=off); fp16 by lib/quant.
  * kern_mvk: the reference the same way, k_mvk's device code (mvk_bs ..
  * mvk_row: cuda/matvec_qk.cuh, as matvec_qk.cu includes it) run lane by
- * lane, then its butterfly; for IQ4_XS k_iq4's (xs_row and what it calls:
+ * lane, then its butterfly; kern_mvks: k_mvks's (mvk_row_s, Q6_K's rows
+ * staged) with the warp's lanes as coroutines, __syncwarp a collective of
+ * the 32, its copies landing at their waits or (early) at their issue; for IQ4_XS k_iq4's (xs_row and what it calls:
  * cuda/matvec_iq4.cuh), with gpu_iq4x8 and its table words
  * (cuda/gpu_iq4.cuh, also what k_mvkt's IQ4_XS step calls), prmt.b32 by
  * the host.
@@ -79,6 +81,14 @@ static inline int __dp4a(int a, int b, int c)
 /* matvec_qk.cu's, before it includes the file: its types, and k_mvk's
  * device code (mvk_bs .. mvk_row) */
 enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
+/* k_mvks's staging (mvk_row_s): a shared address is a pointer here; the
+ * copies, their groups and __syncwarp are the block's (below) */
+typedef uint32_t *mvk_sptr;
+static inline mvk_sptr mvk_sp(uint32_t *p, int k) { return p + k; }
+static void mvk_cp4(mvk_sptr d, int k, const void *src, int n);
+static void mvk_commit(void);
+template <int N> static void mvk_wait(void);
+static void __syncwarp(void);
 #include "matvec_qk.cuh"
 #define GPU_MOE_MT 16	/* gpu_impl.cuh's */
 
@@ -96,7 +106,7 @@ gpu_prmt(uint32_t a, uint32_t b, uint32_t s)
 
 /* --- the block: 256 coroutines ------------------------------------------ */
 
-enum { NTH = 256, STK = 1 << 16, RUN = 0, AT_MMA, AT_SYNC, DONE };
+enum { NTH = 256, STK = 1 << 16, RUN = 0, AT_MMA, AT_SYNC, AT_WSYNC, DONE };
 
 struct cpy { uint8_t *dst; const uint8_t *src; int sz, n; };
 
@@ -137,6 +147,14 @@ __syncthreads(void)
 	yield(AT_SYNC);
 }
 
+/* the warp's 32 lanes there, then all go on (a lane ended or elsewhere:
+ * a divergence, as at an mma) */
+static void
+__syncwarp(void)
+{
+	yield(AT_WSYNC);
+}
+
 static void
 mvkt_mma(const uint32_t *a, uint32_t b, int *c)
 {
@@ -155,6 +173,11 @@ land(std::vector<cpy> &v)
 	v.clear();
 }
 
+/* 1: copies land at their issue (the earliest they may), so a stage
+ * refilled while another lane still reads it is caught; 0 (the default): at
+ * the wait that covers them (the latest), so a read before its wait is */
+static int eager;
+
 static void
 cp_async(void *dst, const void *src, int sz, int n)
 {
@@ -163,6 +186,8 @@ cp_async(void *dst, const void *src, int sz, int n)
 	if (n < 0 || n > sz)
 		die("cp.async source size");
 	th[cur].open.push_back(cpy{ (uint8_t *)dst, (const uint8_t *)src, sz, n });
+	if (eager)
+		land(th[cur].open);
 }
 
 static void gpu_cp16(void *dst, const void *src, int n) { cp_async(dst, src, 16, n); }
@@ -188,6 +213,30 @@ mvkt_wait_all(void)
 }
 
 #include "matvec_qkt.cuh"
+
+static void
+mvk_cp4(mvk_sptr d, int k, const void *src, int n)
+{
+	cp_async(d + k, src, 4, n);
+}
+
+static void
+mvk_commit(void)
+{
+	mvkt_commit();
+}
+
+/* all but the newest N committed groups landed */
+template <int N>
+static void
+mvk_wait(void)
+{
+	auto &G = th[cur].groups;
+	while (G.size() > (size_t)N) {
+		land(G.front());
+		G.erase(G.begin());
+	}
+}
 
 static void
 mvkt_wait(void)
@@ -264,13 +313,21 @@ block(unsigned bx, unsigned by, void (*fn)(void *), void *arg)
 				ran = 1;
 			}
 		for (int w = 0; w < NTH / 32; w++) {
-			int at = 0;
-			for (int l = 0; l < 32; l++)
+			int at = 0, ws = 0;
+			for (int l = 0; l < 32; l++) {
 				at += th[32 * w + l].state == AT_MMA;
+				ws += th[32 * w + l].state == AT_WSYNC;
+			}
 			if (at == 32)
 				warp_mma(w), ran = 1;
 			else if (at != 0)
 				cur = 32 * w, die("a warp's lanes apart at an mma");
+			if (ws == 32) {
+				for (int l = 0; l < 32; l++)
+					th[32 * w + l].state = RUN;
+				ran = 1;
+			} else if (ws != 0)
+				cur = 32 * w, die("a warp's lanes apart at __syncwarp");
 		}
 		for (int t = 0; t < NTH; t++) {
 			live += th[t].state != DONE;
@@ -439,6 +496,24 @@ kern_moe(int T, int L, const uint8_t *W, size_t ebytes, int64_t rows, int nb, si
  * k_iq4<IQ4_XS, 16>'s xs_row (its one form, whatever L and D), then
  * xs_sum's butterfly, the same.
  */
+/* k_mvk's butterfly over the lanes' sums acc[lane][j] (v += the v of lane
+ * ^ 1, 2, 4, 8, 16; lane 0's), times *scale: y[j], j < mm */
+static void
+butterfly(float acc[32][16], int mm, const float *scale, float *y)
+{
+	for (int j = 0; j < mm; j++) {
+		float v[32], u[32];
+		for (int l = 0; l < 32; l++)
+			v[l] = acc[l][j];
+		for (int o = 1; o < 32; o <<= 1) {
+			for (int l = 0; l < 32; l++)
+				u[l] = __fadd_rn(v[l], v[l ^ o]);
+			memcpy(v, u, sizeof v);
+		}
+		y[j] = scale != NULL ? __fmul_rn(v[0], *scale) : v[0];
+	}
+}
+
 template <int T, int L>
 static void
 mvk_row_d(int D, const uint8_t *wr, int nb, const int8_t *q, const float *dk,
@@ -474,16 +549,52 @@ kern_mvk(int T, int L, int D, const uint8_t *wr, int nb, const int8_t *q, const 
 				L == 8 ? mvk_row_d<QK_T_Q6_K, 8>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]) :
 				    mvk_row_d<QK_T_Q6_K, 4>(D, wr, nb, qj, dj, bj, mm, lane, acc[lane]);
 		}
-		for (int j = 0; j < mm; j++) {
-			float v[32], u[32];
-			for (int l = 0; l < 32; l++)
-				v[l] = acc[l][j];
-			for (int o = 1; o < 32; o <<= 1) {
-				for (int l = 0; l < 32; l++)
-					u[l] = __fadd_rn(v[l], v[l ^ o]);
-				memcpy(v, u, sizeof v);
-			}
-			y[j0 + j] = scale != NULL ? __fmul_rn(v[0], *scale) : v[0];
-		}
+		butterfly(acc, mm, scale, y + j0);
+	}
+}
+
+/* k_mvks (k_mvk's Q6_K rows at 8 lanes read from a staged copy:
+ * mvk_row_s<16, 8, MVK_NS>) for weight row wr and m input rows, the warp's
+ * 32 lanes as coroutines (cp.async's copies landing at their waits, or at
+ * their issue when early; the stages garbage first: rnd), in launches of
+ * 16, then k_mvk's butterfly */
+struct stage_job {
+	uint32_t *buf;
+	const uint8_t *wr;
+	int nb, m;
+	const int8_t *q;
+	const float *dk;
+	const int16_t *bs;
+	float (*acc)[16];
+};
+
+static void
+stage_lane(void *p)
+{
+	stage_job *J = (stage_job *)p;
+	int t = (int)threadIdx.x;
+
+	if (t < 32)	/* the row's warp; the block's other seven have rows of their own */
+		mvk_row_s<16, 8, MVK_NS>(J->buf, J->wr, J->nb, J->q, J->dk, J->bs, J->m, t,
+		    J->acc[t]);
+}
+
+extern "C" void
+kern_mvks(const uint8_t *wr, int nb, const int8_t *q, const float *dk, const int16_t *bs, int m,
+    const float *scale, float *y, uint64_t (*rnd)(void), int early)
+{
+	static uint32_t buf[MVK_NS * mvk_stage<8>::W];
+	static float acc[32][16];
+	stage_job J = { buf, wr, nb, 0, NULL, NULL, NULL, acc };
+
+	for (int j0 = 0; j0 < m; j0 += 16) {
+		J.m = m - j0 < 16 ? m - j0 : 16;
+		J.q = q + (size_t)j0 * nb * 256, J.dk = dk + (size_t)j0 * nb;
+		J.bs = bs + (size_t)j0 * nb * 16;
+		fill((uint8_t *)buf, sizeof buf, rnd);
+		eager = early;
+		block(0, 0, stage_lane, &J);
+		eager = 0;
+		butterfly(acc, J.m, scale, y + j0);
 	}
 }

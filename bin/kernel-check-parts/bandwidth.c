@@ -105,7 +105,8 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * staged (L=place, L=staged; L=0 the default choice; Q8_0 also by two
  * lanes a block, L=lane2; NVFP4 has one form, L=0), or for K-quants the
  * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes (up to 4 rows also
- * with four blocks in flight a group: L=4 D=4, L=8 D=4), IQ4_XS and IQ4_NL
+ * with four blocks in flight a group: L=4 D=4, L=8 D=4; Q6_K also its rows
+ * staged in shared memory: L=8 S), IQ4_XS and IQ4_NL
  * matvec_iq4.cu's one form, L=0) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
  * over copies that pass 1 GiB, as bench_matvec.  A type with no fp32-x
@@ -135,16 +136,28 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		w[c] = dput(k, NULL, nb);
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
+	/* the K-quant forms after f32 x: lanes, blocks in flight, rows staged */
+	static const struct { int lanes, depth, stage; const char *name; } qf[] = {
+		{ 4, 0, 0, "4" }, { 8, 0, 0, "8" }, { 4, 4, 0, "4 D=4" }, { 8, 4, 0, "8 D=4" },
+		{ 8, 0, 1, "8 S" },
+	};
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[6] = { 0 };
-		int nv = one ? 2 : qk ? (ms[mi] <= 4 ? 5 : 3) : t == QUANT_Q8_0 ? 5 :
+		int fq[6] = { 0 }, nq = 1;	/* K-quants: s[l] is form qf[fq[l]]'s */
+		if (qk) {
+			for (int f = 0; f < 5; f++)
+				if ((qf[f].depth == 0 || ms[mi] <= 4) && (!qf[f].stage || t == QUANT_Q6_K))
+					fq[nq++] = f;
+		}
+		int nv = one ? 2 : qk ? nq : t == QUANT_Q8_0 ? 5 :
 		    t != QUANT_NVFP4 ? 4 : ms[mi] == 1 || ms[mi] == 4 ? 3 : 2;
 		/* (f32 x and how[] in use; IQ4: one form; K-quants up to 4 rows also
-		 * four blocks in flight) */
-		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, i8 (4 lanes), i8 8 lanes; or how[] */
+		 * four blocks in flight, Q6_K also its rows staged) */
+		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, then qf[fq[i8]]; or how[] */
 			struct gpu_graph *gr;
-			gchk(k, gpu_tune_qk(k->g, i8 == 2 || i8 == 4 ? 8 : 4));
-			gchk(k, gpu_tune_qk_depth(k->g, qk && i8 >= 3 ? 4 : 0));
+			gchk(k, gpu_tune_qk(k->g, qk && i8 ? qf[fq[i8]].lanes : 4));
+			gchk(k, gpu_tune_qk_depth(k->g, qk && i8 ? qf[fq[i8]].depth : 0));
+			gchk(k, gpu_tune_qk_stage(k->g, qk && i8 ? qf[fq[i8]].stage : 0));
 			gchk(k, gpu_tune_mv8(k->g, qk || one || i8 == 0 ? GPU_MV8_AUTO :
 			    md[i8 - 1]));
 			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
@@ -161,8 +174,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		for (int l = 1; l < nv; l++) {
 			printf("bench i8 %-6s %lldx%-6lld m=%-2d L=%s %8.2f us %7.1f GB/s %5.1f%% of copy  ",
 			    quant_name(t), (long long)rows, (long long)ne0, ms[mi],
-			    qk ? (l == 1 ? "4" : l == 2 ? "8" : l == 3 ? "4 D=4" : "8 D=4") :
-			    how[md[l - 1]], s[l] * 1e6, nb / s[l] * 1e-9,
+			    qk ? qf[fq[l]].name : how[md[l - 1]], s[l] * 1e6, nb / s[l] * 1e-9,
 			    100.0 * nb / s[l] / copy_bw);
 			if (f32)
 				printf("(f32 x: %8.2f us %5.1f%%)  x%.2f faster\n", s[0] * 1e6,
@@ -174,6 +186,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	}
 	gchk(k, gpu_tune_qk(k->g, 0));
 	gchk(k, gpu_tune_qk_depth(k->g, 0));
+	gchk(k, gpu_tune_qk_stage(k->g, 0));
 	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
 	for (int c = 0; c < nc; c++)
 		gpu_free(k->g, w[c]);
@@ -501,6 +514,8 @@ bench(struct kc *k)
 		}
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
+		if (t == QUANT_Q6_K)	/* Gemma-4 31B's FFN up: rows of 4410 bytes, 2-byte aligned */
+			bench_i8(k, t, 21504, 5376, dpool, bw);
 	}
 	for (int ti = 0; ti < 8; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
 		for (size_t si = 1; si < 3; si++) {	/* 12288x4096, 4096x12288 */

@@ -430,7 +430,8 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
  * m-row product against one-row products (rows 0..2 and 10..15 alone,
  * 3..9 as a 7-row call) bit for bit when m is 16; up to 4 rows, the kernel
  * with four blocks in flight a group (gpu_tune_qk_depth 4) against the
- * default's two, bit for bit.
+ * default's two, bit for bit; Q6_K at 8 lanes, its rows staged in shared
+ * memory (gpu_tune_qk_stage 1) against in place, bit for bit.
  */
 static void
 check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
@@ -477,6 +478,18 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 		snprintf(dn, sizeof dn, "matvec i8 %s D=4=D=2", quant_name(t));
 		same_bits(k, dn, shape, y, yd, ny);
 		free(yd);
+	}
+	if (t == QUANT_Q6_K && lanes == 8) {	/* the rows staged: the same sums */
+		float *ys = xmalloc((size_t)ny * 4);
+		char sn[64];
+		gchk(k, gpu_tune_qk_stage(k->g, 1));
+		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
+		gchk(k, gpu_tune_qk_stage(k->g, 0));
+		dget(k, ys, dy, (size_t)ny * 4);
+		brk(k, ys, ny);
+		snprintf(sn, sizeof sn, "matvec i8 %s S=default", quant_name(t));
+		same_bits(k, sn, shape, y, ys, ny);
+		free(ys);
 	}
 	gchk(k, gpu_tune_qk(k->g, 0));
 	if (lanes == gpu_qk_lanes(t)) {	/* the default is this type's form */
@@ -1073,12 +1086,16 @@ check_qk_all(struct kc *k)
 	/* nb = 1 (one group of a warp busy), 3 (odd: Q6_K blocks 2-byte
 	 * aligned), 4, 16, 20 (past the 8-block step; at 2 rows, past the
 	 * 16-block step of four blocks in flight at 8 lanes), 48 (three such
-	 * steps at 8 lanes, one and a half at 4), rows past whole 8-warp CTAs,
-	 * a wide head scaled down (248320x4096 / 10 x 2) */
+	 * steps at 8 lanes, one and a half at 4), 21 (Gemma-4 31B's width:
+	 * Q6_K rows of 4410 bytes, every other one 2-byte aligned) and 25 (the
+	 * staged Q6_K rows' three stages of 8 blocks wrapping, a block left),
+	 * rows past whole 8-warp CTAs, a wide head scaled down (248320x4096 /
+	 * 10 x 2) */
 	static const int64_t sh[][3] = {
 		{ 64, 256, 1 }, { 257, 768, 3 }, { 37, 1024, 2 }, { 1000, 4096, 1 },
 		{ 1000, 4096, 16 }, { 45, 5120, 5 }, { 300, 2048, 8 }, { 24832, 2048, 1 },
-		{ 24832, 2048, 4 }, { 45, 5120, 2 }, { 300, 12288, 1 },
+		{ 24832, 2048, 4 }, { 45, 5120, 2 }, { 300, 12288, 1 }, { 37, 5376, 1 },
+		{ 37, 5376, 16 }, { 70, 6400, 4 },
 	};
 	static const int ts[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
 
@@ -1104,6 +1121,10 @@ check_qk_all(struct kc *k)
 	check_qk_set(k, 4, 2816, 0);	/* a K=3 verify, 26B-A4B's rows */
 	check_qk_set(k, 16, 2048, 8);	/* the most k_mvk takes, the other lanes */
 	check_qk_set(k, 3, 4096, 4);
+	gchk(k, gpu_tune_qk_stage(k->g, 1));	/* the Q6_K weights of a set staged */
+	check_qk_set(k, 1, 5376, 0);
+	check_qk_set(k, 4, 2816, 0);
+	gchk(k, gpu_tune_qk_stage(k->g, 0));
 	/* rows of 64 and 128 weight blocks (staged: 32 a lane step); m 1, 3, 16
 	 * (NVFP4 has one form) */
 	static const int t8[] = { QUANT_Q8_0, QUANT_Q4_1, QUANT_Q5_1 };
