@@ -769,6 +769,15 @@ cu_qkt_set(struct backend *be, int mode)
 	    mode == BACKEND_QKT_AUTO ? GPU_QKT_AUTO : GPU_QKT_OFF) ? gfail(be, "qkt") : 0;
 }
 
+/* backend_qk_stage_set: gpu_tune_qk_stage, refused while a step is being recorded. */
+static int
+cu_qk_stage_set(struct backend *be, int on)
+{
+	if (CB(be)->rec != NULL)
+		return util_err(be->err, "qk stage: switched while recording a graph");
+	return gpu_tune_qk_stage(CB(be)->g, on) ? gfail(be, "qk stage") : 0;
+}
+
 static int
 cu_use(struct backend *be)
 {
@@ -819,6 +828,7 @@ cu_ops_core(struct backend_ops *o)
 	o->mask = cu_mask;
 	o->moe_group_set = cu_moe_group_set;
 	o->qkt_set = cu_qkt_set;
+	o->qk_stage_set = cu_qk_stage_set;
 	o->embed_dev = cu_embed_dev;
 	o->argmax_dev = cu_argmax_dev;
 	o->argmax_map = cu_argmax_map;

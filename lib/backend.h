@@ -637,6 +637,18 @@ enum { BACKEND_QKT_OFF = 0, BACKEND_QKT_ON = 1, BACKEND_QKT_AUTO = 2 };
 int	backend_qkt_set(struct backend *, int mode);
 int	backend_qkt_env(struct backend *, const char *v, char *err);
 /*
+ * Where the CUDA backend's Q6_K decode products (CUDA cores, 8 lanes a
+ * block: up to 16 rows) read their weights: on = 1 from each row staged in
+ * shared memory, 0 (the default) in place; the same bits either way
+ * (gpu_tune_qk_stage).  backend_qk_stage_set: 0, or -1 (a step being
+ * recorded) with the reason; a no-op on the CPU.  backend_qk_stage_env:
+ * MEMRA_CUDA_QK_STAGE's value v applied to be: NULL or "" leave the
+ * default, "0" or "1" set it; 0, or -1 for any other value (err says why);
+ * be NULL checks v only.
+ */
+int	backend_qk_stage_set(struct backend *, int on);
+int	backend_qk_stage_env(struct backend *, const char *v, char *err);
+/*
  * On the CPU backend only, for checks (kernel-check's model lines): its
  * products of more than rows rows computed with the numerics of the CUDA
  * backend's prompt kernels of kind (BACKEND_GEMM_*: for bf16, the GPU's

@@ -171,6 +171,8 @@ struct backend_ops {
 	int	(*moe_group_set)(struct backend *, int);
 	/* optional, backend_qkt_set: NULL has one way */
 	int	(*qkt_set)(struct backend *, int);
+	/* optional, backend_qk_stage_set: NULL has one way */
+	int	(*qk_stage_set)(struct backend *, int);
 	/* optional, backend_*_seqs: NULL loops over the sequences */
 	int	(*conv1d_silu_seqs)(struct backend *, const float *, int, int,
 		    const struct backend_seq *, int, const float *, int, float *);

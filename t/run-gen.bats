@@ -556,6 +556,20 @@ PY
 	done
 }
 
+@test "MEMRA_CUDA_QK_STAGE: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
+	f=$(smollm2)
+	for v in 2 yes on " 1"; do
+		MEMRA_CUDA_QK_STAGE=$v run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
+		[ "$stderr" = "run-gen: MEMRA_CUDA_QK_STAGE: '$v': not 0 or 1" ]
+	done
+	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+	want=$output
+	for v in 0 1 ""; do
+		MEMRA_CUDA_QK_STAGE=$v run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+		[ "$output" = "$want" ]
+	done
+}
+
 @test "MEMRA_CUDA_PDL: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
 	f=$(smollm2)
 	MEMRA_CUDA_PDL=yes run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
