@@ -44,14 +44,19 @@ enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
  * The products of a set of weights of type T (struct mv8_set, gpu_impl.cuh:
  * the blocks of weight i after those of the ones before it, 8 rows a
  * block as alone), each row's warp the lanes above: the same bits whatever
- * set a weight is in.
+ * set a weight is in.  D: the blocks in flight a group, 2 or 4 (mvk_row),
+ * or MVK_STAGED: each warp's row staged in shared memory (mvk_row_s: Q6_K
+ * at 8 lanes; gpu_tune_qk_stage); the same bits every way.
  */
+enum { MVK_STAGED = 0 };
+
 template <int T, int M, int L, int D>
 __global__ void __launch_bounds__(256)
 k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
     const float *__restrict__ dk, const int16_t *__restrict__ bs, int m)
 {
-	enum { BS = mvk_bs<T>::v, NG = 32 / L };
+	enum { BS = mvk_bs<T>::v, NG = 32 / L, ST = D == MVK_STAGED };
+	__shared__ uint32_t sm[ST ? 8 : 1][ST ? MVK_NS * mvk_stage<L>::W : 1];
 	struct mv8_row R = mv8_pick(S);
 	const uint8_t *W = R.W;
 	int64_t r = R.r, rows = R.rows;
@@ -67,7 +72,10 @@ k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	if (r >= rows)
 		return;
 	const uint8_t *wr = W + r * rowbytes;
-	if (D != 2)	/* four blocks in flight a group: the same sums (mvk_row) */
+	if constexpr (ST) {
+		static_assert(T == QK_T_Q6_K && L == 8, "k_mvk: staged rows are Q6_K's at 8 lanes");
+		mvk_row_s<M, L, MVK_NS>(sm[threadIdx.x >> 5], wr, nb, q, dk, bs, m, lane, acc);
+	} else if constexpr (D != 2)	/* four blocks in flight a group: the same sums */
 		mvk_row<T, M, L, D>(wr, nb, q, dk, bs, m, lane, acc);
 	else {
 #pragma unroll
@@ -89,42 +97,6 @@ k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 				mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
 		}
 	}
-#pragma unroll
-	for (int j = 0; j < M; j++) {
-		if (j >= m)
-			break;
-		float v = acc[j];
-		for (int o = 1; o < 32; o <<= 1)
-			v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-		if (lane == 0)
-			y[(size_t)j * rows + r] = scale != NULL ? __fmul_rn(v, *scale) : v;
-	}
-}
-
-/*
- * k_mvk<QK_T_Q6_K, M, L, 2>'s products, bit for bit, each warp's row staged
- * in shared memory (mvk_row_s): gpu_tune_qk_stage.
- */
-template <int M, int L>
-__global__ void __launch_bounds__(256)
-k_mvks(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
-    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m)
-{
-	__shared__ uint32_t sm[8][MVK_NS * mvk_stage<L>::W];
-	struct mv8_row R = mv8_pick(S);
-	const uint8_t *W = R.W;
-	int64_t r = R.r, rows = R.rows;
-	float *y = R.y;
-	const float *scale = R.scale;
-	int lane = threadIdx.x & 31;
-	float acc[M];
-
-	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
-		pdl_prefetch(W + r * rowbytes, rowbytes, lane);
-	pdl_enter();
-	if (r >= rows)
-		return;
-	mvk_row_s<M, L, MVK_NS>(sm[threadIdx.x >> 5], W + r * rowbytes, nb, q, dk, bs, m, lane, acc);
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		if (j >= m)
@@ -274,16 +246,17 @@ mvk_launch(struct gpu *g, struct mv8_set S, int nb, const int8_t *q, const float
 	unsigned grid = S.blk[S.nw];
 	int d4 = g->qk_depth == 4;	/* (up to 4 input rows: decode and short verifies) */
 	if (T == QK_T_Q6_K && L == 8 && g->qk_stage) {	/* the rows staged: the same bits */
+		enum { Q6 = QK_T_Q6_K, SD = MVK_STAGED };
 		if (m <= 1)
-			gpu_launch(g, k_mvks<1, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+			gpu_launch(g, k_mvk<Q6, 1, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 		else if (m <= 2)
-			gpu_launch(g, k_mvks<2, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+			gpu_launch(g, k_mvk<Q6, 2, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 		else if (m <= 4)
-			gpu_launch(g, k_mvks<4, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+			gpu_launch(g, k_mvk<Q6, 4, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 		else if (m <= 8)
-			gpu_launch(g, k_mvks<8, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+			gpu_launch(g, k_mvk<Q6, 8, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 		else
-			gpu_launch(g, k_mvks<16, 8>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+			gpu_launch(g, k_mvk<Q6, 16, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	} else if (m <= 1)
 		gpu_launch(g, d4 ? k_mvk<T, 1, L, 4> : k_mvk<T, 1, L, 2>, grid, 256, 0, S, nb, rb,
 		    q, dk, bs, m);
@@ -327,7 +300,7 @@ gpu_tune_qk_depth(struct gpu *g, int depth)
 }
 
 /* k_mvk's Q6_K rows at 8 lanes a block read from a copy in shared memory
- * (k_mvks: 1) or in place (0, the default): the same bits either way. */
+ * (1: MVK_STAGED) or in place (0, the default): the same bits either way. */
 extern "C" int
 gpu_tune_qk_stage(struct gpu *g, int on)
 {

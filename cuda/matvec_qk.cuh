@@ -101,7 +101,7 @@ mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
 /* 8 bytes at byte off (even) of the shared words s, from the three aligned
  * words that hold them (the third read whatever the alignment: no branch,
  * and a stage's words go past every piece a lane reads): ld8 on a staged
- * copy (k_mvks). */
+ * copy (mvk_row_s). */
 __device__ __forceinline__ void
 ld8s(const uint32_t *s, int off, uint32_t *o)
 {
@@ -303,9 +303,10 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 }
 
 /*
- * k_mvks: k_mvk's sums for Q6_K at 8 lanes a block, in k_mvk's order (group
- * g adds blocks g, g + NG, g + 2 NG, ... one by one, so the bits are the
- * default's), its words read from a copy in shared memory.  k_mvk's lane
+ * mvk_row_s (k_mvk's MVK_STAGED form): k_mvk's sums for Q6_K at 8 lanes a
+ * block, in k_mvk's order (group g adds blocks g, g + NG, g + 2 NG, ... one
+ * by one, so the bits are the default's), its words read from a copy in
+ * shared memory.  k_mvk's lane
  * takes its 26 bytes of a block in narrow loads, each of a warp's touching
  * eight lines; here the warp copies a chunk of CH = 2 NG blocks of its row
  * (1680 bytes) at a time into one of NS stages of its words, 4-byte

@@ -186,9 +186,9 @@ emu_cc() {
 		[ "${lines[-2]}" = "mvk_ref against k_mvk's text: 0 outputs differ" ]
 		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed\ \(the\ kernels\'\ text\)$ ]]
 	done
-	# (k_mvks: Q6_K at 8 lanes; its copies landing at their waits and at their issue)
-	[ "${lines[-4]}" = "k_mvks's text, Q6_K rows staged against in place: 0 outputs differ" ]
-	grep -qx "Q6_K L=8: k_mvks's text (rows staged), rows of 5 to 48 super-blocks, m = 1, 3, 16: same bits" <<<"$output"
+	# (mvk_row_s: Q6_K at 8 lanes; its copies landing at their waits and at their issue)
+	[ "${lines[-4]}" = "mvk_row_s's text, Q6_K rows staged against in place: 0 outputs differ" ]
+	grep -qx "Q6_K L=8: mvk_row_s's text (rows staged), rows of 5 to 48 super-blocks, m = 1, 3, 16: same bits" <<<"$output"
 	[ "$(grep -c '^IQ4_XS L=8 .*: same bits' <<<"$output")" -eq 9 ]
 }
 

@@ -676,7 +676,7 @@ void kern_mvks(const uint8_t *wr, int nb, const int8_t *q, const float *dk, cons
 static int kern;	/* -k: the kernels' own text, not these models */
 static long nhand;	/* -k: outputs where mvk_ref differs from k_mvk's text */
 static long ndeep;	/* -k: outputs where k_mvk's text four blocks deep differs from two */
-static long nstage;	/* -k: outputs where k_mvks's text differs from k_mvk's */
+static long nstage;	/* -k: outputs where mvk_row_s's text differs from k_mvk's */
 
 /* the reference: mvk_ref, or (-k) k_mvk's text, checked against mvk_ref,
  * and its four-blocks-in-flight form (gpu_tune_qk_depth 4) against it */
@@ -860,7 +860,7 @@ static void check_depth(int t)
 #endif
 
 #ifdef QKT_KERN
-/* -k: k_mvks's text (Q6_K rows at 8 lanes, read from a staged copy: chunks
+/* -k: mvk_row_s's text (Q6_K rows at 8 lanes, read from a staged copy: chunks
  * of 8 super-blocks, three stages) against k_mvk's, bit for bit, on rows
  * of 5, 8, 9, 21 (rows of 4410 bytes: every other one 2-byte aligned), 25
  * (the stages wrapping) and 48 super-blocks, 1, 3 and 16 input rows, the
@@ -903,7 +903,7 @@ static void check_stage(void)
 			}
 		free(w0), free(w), free(X.q), free(X.dk), free(X.bs);
 	}
-	printf("Q6_K L=8: k_mvks's text (rows staged), rows of 5 to 48 super-blocks, m = 1, 3, 16: "
+	printf("Q6_K L=8: mvk_row_s's text (rows staged), rows of 5 to 48 super-blocks, m = 1, 3, 16: "
 	    "%s\n", nstage == f0 ? "same bits" : "DIFFER");
 }
 #endif
@@ -1108,12 +1108,12 @@ int main(int argc, char **argv)
 #ifdef QKT_KERN
 	for (int ti = 0; kern && ti < 3; ti++)	/* (IQ4_XS: its one kernel, not k_mvk) */
 		check_depth(ts[ti]);
-	if (kern && L == 8)	/* (k_mvks: Q6_K's 8 lanes only) */
+	if (kern && L == 8)	/* (mvk_row_s: Q6_K's 8 lanes only) */
 		check_stage();
 #endif
 	if (kern) {
 		if (L == 8)
-			printf("k_mvks's text, Q6_K rows staged against in place: %ld outputs differ\n",
+			printf("mvk_row_s's text, Q6_K rows staged against in place: %ld outputs differ\n",
 			    nstage);
 		printf("k_mvk's text, four blocks in flight against two: %ld outputs differ\n",
 		    ndeep);

@@ -17,9 +17,10 @@
  * rest round once (volatile floats, -ffp-contract=off); fp16 by lib/quant.
  * kern_mvk: the reference the same way, k_mvk's device code (mvk_bs ..
  * mvk_row: cuda/matvec_qk.cuh, as matvec_qk.cu includes it) run lane by
- * lane, then its butterfly; kern_mvks: k_mvks's (mvk_row_s, Q6_K's rows
- * staged) with the warp's lanes as coroutines, __syncwarp a collective of
- * the 32, its copies landing at their waits or (early) at their issue; for IQ4_XS k_iq4's (xs_row and what it calls:
+ * lane, then its butterfly; kern_mvks: k_mvk's Q6_K rows staged
+ * (mvk_row_s) with the warp's lanes as coroutines, __syncwarp a collective
+ * of the 32, its copies landing at their waits or (early) at their issue;
+ * for IQ4_XS k_iq4's (xs_row and what it calls:
  * cuda/matvec_iq4.cuh), with gpu_iq4x8 and its table words
  * (cuda/gpu_iq4.cuh, also what k_mvkt's IQ4_XS step calls), prmt.b32 by
  * the host.
@@ -81,7 +82,7 @@ static inline int __dp4a(int a, int b, int c)
 /* matvec_qk.cu's, before it includes the file: its types, and k_mvk's
  * device code (mvk_bs .. mvk_row) */
 enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
-/* k_mvks's staging (mvk_row_s): a shared address is a pointer here; the
+/* k_mvk's staged rows (mvk_row_s): a shared address is a pointer here; the
  * copies, their groups and __syncwarp are the block's (below) */
 typedef uint32_t *mvk_sptr;
 static inline mvk_sptr mvk_sp(uint32_t *p, int k) { return p + k; }
@@ -553,7 +554,7 @@ kern_mvk(int T, int L, int D, const uint8_t *wr, int nb, const int8_t *q, const 
 	}
 }
 
-/* k_mvks (k_mvk's Q6_K rows at 8 lanes read from a staged copy:
+/* k_mvk's Q6_K rows at 8 lanes read from a staged copy (MVK_STAGED:
  * mvk_row_s<16, 8, MVK_NS>) for weight row wr and m input rows, the warp's
  * 32 lanes as coroutines (cp.async's copies landing at their waits, or at
  * their issue when early; the stages garbage first: rnd), in launches of
