@@ -880,15 +880,18 @@ PY
 	[ "$stderr" = "gpu-arch-bench.sh: no llama-bench, no GPU_ARCH_AB, no GPU_ARCH_PROF: nothing to run" ]
 }
 
-@test "gpu-kernel-ncu.sh: a missing type, a bad count and a missing ncu are said in one line; without ncu nothing runs" {
+@test "gpu-kernel-ncu.sh: too few arguments, a bad tag or count and a missing ncu are said in one line; without ncu nothing runs" {
 	P=$BATS_TEST_TMPDIR
-	run -2 --separate-stderr sh "$TOP/tools/gpu-kernel-ncu.sh"
-	[ "$stderr" = "usage: sh tools/gpu-kernel-ncu.sh TYPE [REGEX] [COUNT]" ]
-	run -2 --separate-stderr sh "$TOP/tools/gpu-kernel-ncu.sh" Q6_K k_mvk 0
+	run -2 --separate-stderr sh "$TOP/tools/gpu-kernel-ncu.sh" q6k k_mvk 3
+	[ "$stderr" = "usage: sh tools/gpu-kernel-ncu.sh TAG REGEX COUNT CMD..." ]
+	run -2 --separate-stderr sh "$TOP/tools/gpu-kernel-ncu.sh" q6k k_mvk 0 true
 	[ "$stderr" = "gpu-kernel-ncu.sh: COUNT '0': not a count" ]
+	run -2 --separate-stderr sh "$TOP/tools/gpu-kernel-ncu.sh" 'a/b' k_mvk 3 true
+	[ "$stderr" = "gpu-kernel-ncu.sh: TAG 'a/b': letters, digits, . _ - only" ]
 	# (a PATH without ncu: this machine's tools, none of CUDA's)
 	mkdir "$P/o"
-	run -1 --separate-stderr env PATH=/usr/bin:/bin OUT="$P/o" sh "$TOP/tools/gpu-kernel-ncu.sh" Q6_K
+	run -1 --separate-stderr env PATH=/usr/bin:/bin OUT="$P/o" sh "$TOP/tools/gpu-kernel-ncu.sh" \
+	    q6k k_mvk 3 true
 	[ "$stderr" = "gpu-kernel-ncu.sh: ncu: not found" ]
 	[ -z "$(ls "$P/o")" ]
 }
