@@ -30,7 +30,10 @@
  * 2-byte aligned).  Each lane adds the float term of its own integer
  * parts to its sum (no shuffle a block); at the end the lanes' sums are
  * added by a butterfly over the warp.  The two kernels give different
- * last bits; each is batch-invariant.
+ * last bits; each is batch-invariant.  Q6_K at 8 lanes has a second way to
+ * read its weights, the same bits (gpu_tune_qk_stage: MVK_STAGED,
+ * mvk_row_s): each warp copies its row into shared memory with 4-byte
+ * copies of contiguous words, and the lanes read their pieces from there.
  */
 #include "gpu_impl.cuh"
 
