@@ -504,6 +504,27 @@ PY
 	run -2 --separate-stderr run-gen --detokenize --special "$f"
 }
 
+# knob VAR WHY BAD GOOD: each of VAR's values in BAD ('|' between them) is
+# misuse ("run-gen: VAR: 'v': WHY"); each in GOOD, and "", gives run-gen's
+# greedy ids on SmolLM2 unchanged (a CUDA kernel's choice: the same bits, and
+# a no-op on the CPU)
+knob() {
+	local var=$1 why=$2 v want f bad good
+	IFS='|' read -ra bad <<<"$3"
+	IFS='|' read -ra good <<<"$4"
+	f=$(smollm2)
+	for v in "${bad[@]}"; do
+		run -2 --separate-stderr env "$var=$v" run-gen --device cpu --raw -n 2 "$f" "hi"
+		[ "$stderr" = "run-gen: $var: '$v': $why" ]
+	done
+	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+	want=$output
+	for v in "${good[@]}" ""; do
+		run -0 --separate-stderr env "$var=$v" run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
+		[ "$output" = "$want" ]
+	done
+}
+
 @test "MEMRA_CUDA_GRAPH: 0, 1 or stats (the counts at exit: none on the CPU); anything else is misuse" {
 	f=$(smollm2)
 	MEMRA_CUDA_GRAPH=yes run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
@@ -515,69 +536,21 @@ PY
 }
 
 @test "MEMRA_CUDA_STEP_ROWS: 16 or 32 (the same ids; the CPU's steps stay 32); anything else is misuse" {
-	f=$(smollm2)
-	for v in 8 64 sixteen " 16"; do
-		MEMRA_CUDA_STEP_ROWS=$v run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
-		[ "$stderr" = "run-gen: MEMRA_CUDA_STEP_ROWS: '$v': not 16 or 32" ]
-	done
-	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-	want=$output
-	for v in 16 32 ""; do
-		MEMRA_CUDA_STEP_ROWS=$v run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-		[ "$output" = "$want" ]
-	done
+	knob MEMRA_CUDA_STEP_ROWS "not 16 or 32" "8|64|sixteen| 16" "16|32"
 }
 
 @test "MEMRA_CUDA_MOE_GROUP: 0, 1, all or cc (the same ids; a no-op on the CPU); anything else is misuse" {
-	f=$(smollm2)
-	for v in 2 yes ALL " 1" tc CC; do
-		MEMRA_CUDA_MOE_GROUP=$v run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
-		[ "$stderr" = "run-gen: MEMRA_CUDA_MOE_GROUP: '$v': not 0, 1, all or cc" ]
-	done
-	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-	want=$output
-	for v in 0 1 all cc ""; do
-		MEMRA_CUDA_MOE_GROUP=$v run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-		[ "$output" = "$want" ]
-	done
+	knob MEMRA_CUDA_MOE_GROUP "not 0, 1, all or cc" "2|yes|ALL| 1|tc|CC" "0|1|all|cc"
 }
 
 @test "MEMRA_CUDA_QKT: 0, 1 or auto (the same ids; a no-op on the CPU); anything else is misuse" {
-	f=$(smollm2)
-	for v in 2 yes AUTO " 1"; do
-		MEMRA_CUDA_QKT=$v run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
-		[ "$stderr" = "run-gen: MEMRA_CUDA_QKT: '$v': not 0, 1 or auto" ]
-	done
-	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-	want=$output
-	for v in 0 1 auto ""; do
-		MEMRA_CUDA_QKT=$v run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-		[ "$output" = "$want" ]
-	done
+	knob MEMRA_CUDA_QKT "not 0, 1 or auto" "2|yes|AUTO| 1" "0|1|auto"
 }
 
 @test "MEMRA_CUDA_QK_STAGE: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
-	f=$(smollm2)
-	for v in 2 yes on " 1"; do
-		MEMRA_CUDA_QK_STAGE=$v run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
-		[ "$stderr" = "run-gen: MEMRA_CUDA_QK_STAGE: '$v': not 0 or 1" ]
-	done
-	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-	want=$output
-	for v in 0 1 ""; do
-		MEMRA_CUDA_QK_STAGE=$v run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-		[ "$output" = "$want" ]
-	done
+	knob MEMRA_CUDA_QK_STAGE "not 0 or 1" "2|yes|on| 1" "0|1"
 }
 
 @test "MEMRA_CUDA_PDL: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
-	f=$(smollm2)
-	MEMRA_CUDA_PDL=yes run -2 --separate-stderr run-gen --device cpu --raw -n 2 "$f" "hi"
-	[ "$stderr" = "run-gen: MEMRA_CUDA_PDL: 'yes': not 0 or 1" ]
-	run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-	want=$output
-	MEMRA_CUDA_PDL=0 run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-	[ "$output" = "$want" ]
-	MEMRA_CUDA_PDL=1 run -0 --separate-stderr run-gen --device cpu --raw --ids -n 3 -t 2 "$f" "hi"
-	[ "$output" = "$want" ]
+	knob MEMRA_CUDA_PDL "not 0 or 1" "yes" "0|1"
 }

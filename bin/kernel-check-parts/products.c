@@ -424,6 +424,31 @@ check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale)
 }
 
 /*
+ * check_qk's product of weight s again, with a tuning that must not change
+ * a bit (set(g, on) around the call; set NULL: the defaults as they stand),
+ * against y, bit for bit: the line "matvec i8 TYPE WHAT".
+ */
+static void
+qk_again(struct kc *k, const struct wset *s, const float *dx, int m, float *dy, const float *y,
+    int (*set)(struct gpu *, int), int on, const char *what, const char *shape)
+{
+	int64_t ny = (int64_t)m * s->rows;
+	float *y2 = xmalloc((size_t)ny * 4);
+	char name[96];
+
+	if (set != NULL)
+		gchk(k, set(k->g, on));
+	gchk(k, gpu_matvec_q8(k->g, s->t, s->dw, s->rows, s->ne0, dx, m, dy, NULL));
+	if (set != NULL)
+		gchk(k, set(k->g, 0));
+	dget(k, y2, dy, (size_t)ny * 4);
+	brk(k, y2, ny);
+	snprintf(name, sizeof name, "matvec i8 %s %s", quant_name(s->t), what);
+	same_bits(k, name, shape, y, y2, ny);
+	free(y2);
+}
+
+/*
  * The K-quant decode products on Q8_K activations (cuda/matvec_qk.cu, by
  * the kernel of `lanes` lanes per super-block) against the CPU's int8
  * numerics (quant_quantize_act, quant_vec_dot) for m input rows, and the
@@ -467,39 +492,15 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 		free(y1);
 		gpu_free(k->g, d1);
 	}
-	if (m <= 4) {	/* the loads four blocks deep: the same sums */
-		float *yd = xmalloc((size_t)ny * 4);
-		char dn[64];
-		gchk(k, gpu_tune_qk_depth(k->g, 4));
-		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
-		gchk(k, gpu_tune_qk_depth(k->g, 0));
-		dget(k, yd, dy, (size_t)ny * 4);
-		brk(k, yd, ny);
-		snprintf(dn, sizeof dn, "matvec i8 %s D=4=D=2", quant_name(t));
-		same_bits(k, dn, shape, y, yd, ny);
-		free(yd);
-	}
-	if (t == QUANT_Q6_K && lanes == 8) {	/* the rows staged: the same sums */
-		float *ys = xmalloc((size_t)ny * 4);
-		char sn[64];
-		gchk(k, gpu_tune_qk_stage(k->g, 1));
-		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
-		gchk(k, gpu_tune_qk_stage(k->g, 0));
-		dget(k, ys, dy, (size_t)ny * 4);
-		brk(k, ys, ny);
-		snprintf(sn, sizeof sn, "matvec i8 %s S=default", quant_name(t));
-		same_bits(k, sn, shape, y, ys, ny);
-		free(ys);
-	}
+	if (m <= 4)	/* the loads four blocks deep: the same sums */
+		qk_again(k, &s, dx, m, dy, y, gpu_tune_qk_depth, 4, "D=4=D=2", shape);
+	if (t == QUANT_Q6_K && lanes == 8)	/* the rows staged: the same sums */
+		qk_again(k, &s, dx, m, dy, y, gpu_tune_qk_stage, 1, "S=default", shape);
 	gchk(k, gpu_tune_qk(k->g, 0));
 	if (lanes == gpu_qk_lanes(t)) {	/* the default is this type's form */
-		float *y0 = xmalloc((size_t)ny * 4);
-		gchk(k, gpu_matvec_q8(k->g, t, s.dw, rows, ne0, dx, m, dy, NULL));
-		dget(k, y0, dy, (size_t)ny * 4);
-		brk(k, y0, ny);
+		snprintf(name, sizeof name, "L=%d=default", lanes);
+		qk_again(k, &s, dx, m, dy, y, NULL, 0, name, shape);
 		snprintf(name, sizeof name, "matvec i8 %s L=%d=default", quant_name(t), lanes);
-		same_bits(k, name, shape, y, y0, ny);
-		free(y0);
 	}
 	brk(k, y, ny);
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
