@@ -1280,11 +1280,12 @@ announce(int fd, const struct cfg *c, int n_keys)
 	    host, port, c->max_sessions, n_keys > 0 ? ", API key required" : "");
 }
 
-/* Past MEMRA_MAX_CONNECTIONS: 503 and close at once, no thread. */
+/* Past MEMRA_MAX_CONNECTIONS, or no thread for it: 503 (why) and close at
+ * once, from the accepting thread. */
 static void
-refuse_conn(int fd)
+refuse_conn(int fd, const char *why)
 {
-	respond_error(fd, 503, "too many connections: retry later", 0);
+	respond_error(fd, 503, why, 0);
 	close_gently(fd);
 }
 
@@ -1305,15 +1306,15 @@ accept_loop(struct server *s, int lfd)
 		}
 		c->s = s;
 		if (account_conn_open(s->acct, s->c.max_conns) != 0) {
-			refuse_conn(c->fd), free(c);
+			refuse_conn(c->fd, "too many connections: retry later"), free(c);
 			continue;
 		}
 		if ((errno = pthread_create(&t, NULL, connection, c)) != 0) {
 			/* no thread for it (the process's or the system's limit):
 			 * told so, never dropped without a word */
 			warnmsg("connection: no thread for it: %s", strerror(errno));
-			respond_error(c->fd, 503, "no thread for this connection: retry later", 0);
-			close_gently(c->fd), account_conn_refused(s->acct), free(c);
+			refuse_conn(c->fd, "no thread for this connection: retry later");
+			account_conn_refused(s->acct), free(c);
 			continue;
 		}
 		pthread_detach(t);

@@ -235,6 +235,25 @@ qk_quantize_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int64_t n,
 	return 0;
 }
 
+typedef void (*mvk_fn)(const struct mv8_set, int, size_t, const int8_t *, const float *,
+    const int16_t *, int);
+
+/* k_mvk's form for up to M rows as g's tuning has it: Q6_K at 8 lanes its
+ * rows staged (gpu_tune_qk_stage), up to 4 rows (decode and short
+ * verifies) four blocks in flight (gpu_tune_qk_depth), else two. */
+template <int T, int M, int L>
+static mvk_fn
+mvk_form(const struct gpu *g)
+{
+	if constexpr (T == QK_T_Q6_K && L == 8)
+		if (g->qk_stage)
+			return k_mvk<T, M, L, MVK_STAGED>;
+	if constexpr (M <= 4)
+		if (g->qk_depth == 4)
+			return k_mvk<T, M, L, 4>;
+	return k_mvk<T, M, L, 2>;
+}
+
 /* k_mvk over the set S (S.blk made here). */
 template <int T, int L>
 static int
@@ -247,32 +266,16 @@ mvk_launch(struct gpu *g, struct mv8_set S, int nb, const int8_t *q, const float
 	for (int k = 0; k < S.nw; k++)
 		S.blk[k + 1] = S.blk[k] + (unsigned)((S.rows[k] + 7) / 8);
 	unsigned grid = S.blk[S.nw];
-	int d4 = g->qk_depth == 4;	/* (up to 4 input rows: decode and short verifies) */
-	if (T == QK_T_Q6_K && L == 8 && g->qk_stage) {	/* the rows staged: the same bits */
-		enum { Q6 = QK_T_Q6_K, SD = MVK_STAGED };
-		if (m <= 1)
-			gpu_launch(g, k_mvk<Q6, 1, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
-		else if (m <= 2)
-			gpu_launch(g, k_mvk<Q6, 2, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
-		else if (m <= 4)
-			gpu_launch(g, k_mvk<Q6, 4, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
-		else if (m <= 8)
-			gpu_launch(g, k_mvk<Q6, 8, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
-		else
-			gpu_launch(g, k_mvk<Q6, 16, 8, SD>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
-	} else if (m <= 1)
-		gpu_launch(g, d4 ? k_mvk<T, 1, L, 4> : k_mvk<T, 1, L, 2>, grid, 256, 0, S, nb, rb,
-		    q, dk, bs, m);
+	if (m <= 1)
+		gpu_launch(g, mvk_form<T, 1, L>(g), grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else if (m <= 2)
-		gpu_launch(g, d4 ? k_mvk<T, 2, L, 4> : k_mvk<T, 2, L, 2>, grid, 256, 0, S, nb, rb,
-		    q, dk, bs, m);
+		gpu_launch(g, mvk_form<T, 2, L>(g), grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else if (m <= 4)
-		gpu_launch(g, d4 ? k_mvk<T, 4, L, 4> : k_mvk<T, 4, L, 2>, grid, 256, 0, S, nb, rb,
-		    q, dk, bs, m);
+		gpu_launch(g, mvk_form<T, 4, L>(g), grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else if (m <= 8)
-		gpu_launch(g, k_mvk<T, 8, L, 2>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		gpu_launch(g, mvk_form<T, 8, L>(g), grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	else
-		gpu_launch(g, k_mvk<T, 16, L, 2>, grid, 256, 0, S, nb, rb, q, dk, bs, m);
+		gpu_launch(g, mvk_form<T, 16, L>(g), grid, 256, 0, S, nb, rb, q, dk, bs, m);
 	GPU_LAUNCHED(g, "matvec_q8k");
 	return 0;
 }

@@ -73,31 +73,6 @@ ld8(const uint8_t *p, uint32_t *o)
 	o[1] = sh ? __funnelshift_r(w1, w2, sh) : w1;
 }
 
-template <int T, int L>
-__device__ __forceinline__ void
-mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
-{
-#pragma unroll
-	for (int p = 0; p < 8 / L; p++) {
-		if (T == QK_T_Q6_K) {
-			int n = p6_n<L>(i), sub = p6_sub<L>(i, p);
-			ld8(blk + 64 * n + 8 * sub, w->a[p]);
-			ld8(blk + 64 * n + 32 + 8 * sub, w->b[p]);
-			ld8(blk + 128 + 32 * n + 8 * sub, w->c[p]);
-		} else {
-			int c = pc_c(i, p), h = pc_h(i);
-			w->qs[p] = __ldg((const int4 *)(blk + (T == QK_T_Q5_K ? 48 : 16) + 32 * c + 16 * h));
-			if (T == QK_T_Q5_K)
-				w->qh[p] = __ldg((const int4 *)(blk + 16 + 16 * h));
-		}
-	}
-	if (T == QK_T_Q6_K) {
-		ld8(blk + 192 + 8 * p6_n<L>(i), w->s);
-		w->d = __ldg((const unsigned short *)(blk + 208));
-	} else
-		w->h = __ldg((const int4 *)blk);
-}
-
 /* 8 bytes at byte off (even) of the shared words s, from the three aligned
  * words that hold them (the third read whatever the alignment: no branch,
  * and a stage's words go past every piece a lane reads): ld8 on a staged
@@ -113,20 +88,59 @@ ld8s(const uint32_t *s, int off, uint32_t *o)
 	o[1] = __funnelshift_r(w1, w2, sh);
 }
 
-/* mvk_load of a Q6_K super-block at byte off of the shared words s. */
-template <int L>
+/* Where a Q6_K block's bytes are read: in place (the block at blk in
+ * global memory, read-only loads), or staged (the shared words s, the
+ * block at byte off); get8: 8 bytes at o of the block, get2: 2 bytes. */
+struct q6_in_place {
+	const uint8_t *blk;
+
+	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8(blk + o, w); }
+	__device__ __forceinline__ unsigned short
+	get2(int o) const { return __ldg((const unsigned short *)(blk + o)); }
+};
+
+struct q6_staged {
+	const uint32_t *s;
+	int off;
+
+	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8s(s, off + o, w); }
+	__device__ __forceinline__ unsigned short
+	get2(int o) const { return (unsigned short)(s[(off + o) >> 2] >> ((off + o) & 2) * 8); }
+};
+
+/* Lane i's words of a Q6_K super-block, read through src. */
+template <int L, class S>
 __device__ __forceinline__ void
-mvk_load_s(const uint32_t *s, int off, int i, struct mvk_w<L> *w)
+q6_load(S src, int i, struct mvk_w<L> *w)
 {
 #pragma unroll
 	for (int p = 0; p < 8 / L; p++) {
 		int n = p6_n<L>(i), sub = p6_sub<L>(i, p);
-		ld8s(s, off + 64 * n + 8 * sub, w->a[p]);
-		ld8s(s, off + 64 * n + 32 + 8 * sub, w->b[p]);
-		ld8s(s, off + 128 + 32 * n + 8 * sub, w->c[p]);
+		src.get8(64 * n + 8 * sub, w->a[p]);
+		src.get8(64 * n + 32 + 8 * sub, w->b[p]);
+		src.get8(128 + 32 * n + 8 * sub, w->c[p]);
 	}
-	ld8s(s, off + 192 + 8 * p6_n<L>(i), w->s);
-	w->d = (unsigned short)(s[(off + 208) >> 2] >> ((off + 208) & 2) * 8);
+	src.get8(192 + 8 * p6_n<L>(i), w->s);
+	w->d = src.get2(208);
+}
+
+template <int T, int L>
+__device__ __forceinline__ void
+mvk_load(const uint8_t *blk, int i, struct mvk_w<L> *w)
+{
+	if constexpr (T == QK_T_Q6_K)
+		q6_load<L>(q6_in_place{ blk }, i, w);
+	else {
+#pragma unroll
+		for (int p = 0; p < 8 / L; p++) {
+			int c = pc_c(i, p), h = pc_h(i);
+			w->qs[p] = __ldg((const int4 *)(blk + (T == QK_T_Q5_K ? 48 : 16) + 32 * c +
+			    16 * h));
+			if (T == QK_T_Q5_K)
+				w->qh[p] = __ldg((const int4 *)(blk + 16 + 16 * h));
+		}
+		w->h = __ldg((const int4 *)blk);
+	}
 }
 
 /* Four 6-bit values u (bytes 0..63) less 32 each, as int8: u + 96 stays
@@ -418,7 +432,7 @@ mvk_row_s(uint32_t *buf, const uint8_t *__restrict__ wr, int nb, const int8_t *_
 			if (h == 1 && c * CH + NG >= nb)	/* warp-uniform */
 				break;
 			if (on)
-				mvk_load_s<L>(st, off + h * NG * 210, i, &w);
+				q6_load<L>(q6_staged{ st, off + h * NG * 210 }, i, &w);
 			else
 				w = mvk_w<L>();
 			mvk_block<QK_T_Q6_K, M, L>(&w, on, b + h * NG, i, ne0, q, dk, bs, m, acc);

@@ -678,6 +678,20 @@ static long nhand;	/* -k: outputs where mvk_ref differs from k_mvk's text */
 static long ndeep;	/* -k: outputs where k_mvk's text four blocks deep differs from two */
 static long nstage;	/* -k: outputs where mvk_row_s's text differs from k_mvk's */
 
+#ifdef QKT_KERN
+/* -k: m outputs got against want, bit for bit: each that differs counted in
+ * *n, the first three said ("FAIL WHAT: want, got") */
+static void same_out(const float *want, const float *got, int m, long *n, const char *what)
+{
+	for (int j = 0; j < m; j++)
+		if (memcmp(&want[j], &got[j], 4) != 0) {
+			if (*n < 3)
+				printf("FAIL %s: %.9g, %.9g\n", what, want[j], got[j]);
+			(*n)++;
+		}
+}
+#endif
+
 /* the reference: mvk_ref, or (-k) k_mvk's text, checked against mvk_ref,
  * and its four-blocks-in-flight form (gpu_tune_qk_depth 4) against it */
 static void ref(int T, const uint8_t *wr, const struct xin *X, int m, const float *scale,
@@ -687,23 +701,14 @@ static void ref(int T, const uint8_t *wr, const struct xin *X, int m, const floa
 #ifdef QKT_KERN
 	if (kern) {
 		float h[MAXM], y4[MAXM];
+		char what[64];
 		memcpy(h, y, sizeof(float) * m);
 		kern_mvk(T, L, 2, wr, X->nb, X->q, X->dk, X->bs, m, scale, y);
-		for (int j = 0; j < m; j++)
-			if (memcmp(&h[j], &y[j], 4) != 0) {
-				if (nhand < 3)
-					printf("FAIL %s L=%d: mvk_ref %.9g, k_mvk's text %.9g\n", quant_name(T),
-					    L, h[j], y[j]);
-				nhand++;
-			}
+		snprintf(what, sizeof what, "%s L=%d: mvk_ref, k_mvk's text", quant_name(T), L);
+		same_out(h, y, m, &nhand, what);
 		kern_mvk(T, L, 4, wr, X->nb, X->q, X->dk, X->bs, m, scale, y4);
-		for (int j = 0; j < m; j++)
-			if (memcmp(&y4[j], &y[j], 4) != 0) {
-				if (ndeep < 3)
-					printf("FAIL %s L=%d: k_mvk's text %.9g, four blocks deep %.9g\n",
-					    quant_name(T), L, y[j], y4[j]);
-				ndeep++;
-			}
+		snprintf(what, sizeof what, "%s L=%d: k_mvk's text, four blocks deep", quant_name(T), L);
+		same_out(y, y4, m, &ndeep, what);
 	}
 #endif
 }
@@ -835,6 +840,7 @@ static void check_depth(int t)
 	uint8_t *w = weights(t, ROWS, NE0, 0);
 	static const int ms[] = { 1, 3, 16 };
 	float y2[16], y4[16];
+	char what[64];
 	struct xin X;
 	long f0 = ndeep;
 
@@ -843,15 +849,10 @@ static void check_depth(int t)
 		for (int r = 0; r < ROWS; r++) {
 			kern_mvk(t, L, 2, w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, y2);
 			kern_mvk(t, L, 4, w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, y4);
-			for (int j = 0; j < ms[mi]; j++) {
-				nchk++;
-				if (memcmp(&y2[j], &y4[j], 4) != 0) {
-					if (ndeep < 3)
-						printf("FAIL %s L=%d %d: k_mvk's text %.9g, four blocks deep %.9g\n",
-						    quant_name(t), L, NE0, y2[j], y4[j]);
-					ndeep++;
-				}
-			}
+			snprintf(what, sizeof what, "%s L=%d %d: k_mvk's text, four blocks deep",
+			    quant_name(t), L, NE0);
+			same_out(y2, y4, ms[mi], &ndeep, what);
+			nchk += ms[mi];
 		}
 	printf("%s L=%d %d: k_mvk's text four blocks deep, m = 1, 3, 16: %s\n", quant_name(t), L,
 	    NE0, ndeep == f0 ? "same bits" : "DIFFER");
@@ -873,6 +874,7 @@ static void check_stage(void)
 	static const int nbs[] = { 5, 8, 9, 21, 25, 48 }, ms[] = { 1, 3, 16 };
 	enum { ROWS = 3 };
 	float y2[16], ys[16];
+	char what[80];
 	long f0 = nstage;
 
 	for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++) {
@@ -889,16 +891,10 @@ static void check_stage(void)
 				for (int early = 0; early < 2; early++) {
 					kern_mvks(w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, ys, rnd,
 					    early);
-					for (int j = 0; j < ms[mi]; j++) {
-						nchk++;
-						if (memcmp(&y2[j], &ys[j], 4) != 0) {
-							if (nstage < 3)
-								printf("FAIL Q6_K %d row %d%s: k_mvk's text %.9g, "
-								    "staged %.9g\n", ne0, r, early ? " (copies "
-								    "landing early)" : "", y2[j], ys[j]);
-							nstage++;
-						}
-					}
+					snprintf(what, sizeof what, "Q6_K %d row %d%s: k_mvk's text, staged",
+					    ne0, r, early ? " (copies landing early)" : "");
+					same_out(y2, ys, ms[mi], &nstage, what);
+					nchk += ms[mi];
 				}
 			}
 		free(w0), free(w), free(X.q), free(X.dk), free(X.bs);
