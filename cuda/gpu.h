@@ -234,9 +234,24 @@ int	gpu_tune_qk_depth(struct gpu *g, int depth);
  * 4-byte copies of contiguous words (a warp's copy reads 128 contiguous
  * bytes).  The sums and their order are the same: the same bits (kernel-check's
  * "matvec i8 Q6_K ... S=default" lines); gpu_tune_qk_depth has no effect
- * while it is 1.  Not yet measured on a GPU.
+ * while it is 1.  On the H100 it is slower at one row (48.8 against 46.5
+ * us on 21504x5376; kernel-check -b's "L=8 S" lines).  2: the weights given
+ * are packed four blocks a group by gpu_q6k_pack4 (a seam for kernel-check
+ * alone, its "X4=default" and "L=8 X4" lines: nothing else packs, and a
+ * weight in the file's layout read this way gives garbage); the same bits
+ * again.
  */
 int	gpu_tune_qk_stage(struct gpu *g, int on);
+/*
+ * Q6_K's nblk blocks at d_src (the file's layout) packed four blocks a
+ * group at d_dst (8-byte aligned, gpu_q6k_pack4_bytes(nblk) bytes): blocks
+ * 4 G .. 4 G + 3 as the 840 bytes at 840 G, their ql at 128 k, qh at 512 +
+ * 64 k, scales at 768 + 16 k, d at 832 + 2 k, zero bytes past nblk; every
+ * 8 bytes a lane of the product reads then aligned (cuda/matvec_qk.cuh
+ * q6_x4).  Asynchronous, on g's stream.
+ */
+int	gpu_q6k_pack4(struct gpu *g, void *d_dst, const void *d_src, int64_t nblk);
+size_t	gpu_q6k_pack4_bytes(int64_t nblk);
 
 /*
  * Benchmark and check seam for the Q4_K, Q5_K, Q6_K and IQ4_XS products of

@@ -49,9 +49,10 @@ enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
  * block as alone), each row's warp the lanes above: the same bits whatever
  * set a weight is in.  D: the blocks in flight a group, 2 or 4 (mvk_row),
  * or MVK_STAGED: each warp's row staged in shared memory (mvk_row_s: Q6_K
- * at 8 lanes; gpu_tune_qk_stage); the same bits every way.
+ * at 8 lanes; gpu_tune_qk_stage 1), or MVK_X4: Q6_K weights packed four
+ * blocks a group (mvk_row_x4; gpu_tune_qk_stage 2); the same bits every way.
  */
-enum { MVK_STAGED = 0 };
+enum { MVK_STAGED = 0, MVK_X4 = 1 };
 
 template <int T, int M, int L, int D>
 __global__ void __launch_bounds__(256)
@@ -78,6 +79,9 @@ k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	if constexpr (ST) {
 		static_assert(T == QK_T_Q6_K && L == 8, "k_mvk: staged rows are Q6_K's at 8 lanes");
 		mvk_row_s<M, L, MVK_NS>(sm[threadIdx.x >> 5], wr, nb, q, dk, bs, m, lane, acc);
+	} else if constexpr (D == MVK_X4) {
+		static_assert(T == QK_T_Q6_K, "k_mvk: packed rows are Q6_K's");
+		mvk_row_x4<M, L>(W, r * nb, nb, q, dk, bs, m, lane, acc);
 	} else if constexpr (D != 2)	/* four blocks in flight a group: the same sums */
 		mvk_row<T, M, L, D>(wr, nb, q, dk, bs, m, lane, acc);
 	else {
@@ -239,15 +243,18 @@ typedef void (*mvk_fn)(const struct mv8_set, int, size_t, const int8_t *, const 
     const int16_t *, int);
 
 /* k_mvk's form for up to M rows as g's tuning has it: Q6_K at 8 lanes its
- * rows staged (gpu_tune_qk_stage), up to 4 rows (decode and short
+ * rows staged or its weights packed (gpu_tune_qk_stage), up to 4 rows (decode and short
  * verifies) four blocks in flight (gpu_tune_qk_depth), else two. */
 template <int T, int M, int L>
 static mvk_fn
 mvk_form(const struct gpu *g)
 {
-	if constexpr (T == QK_T_Q6_K && L == 8)
-		if (g->qk_stage)
+	if constexpr (T == QK_T_Q6_K && L == 8) {
+		if (g->qk_stage == 2)
+			return k_mvk<T, M, L, MVK_X4>;
+		if (g->qk_stage == 1)
 			return k_mvk<T, M, L, MVK_STAGED>;
+	}
 	if constexpr (M <= 4)
 		if (g->qk_depth == 4)
 			return k_mvk<T, M, L, 4>;
@@ -306,12 +313,14 @@ gpu_tune_qk_depth(struct gpu *g, int depth)
 }
 
 /* k_mvk's Q6_K rows at 8 lanes a block read from a copy in shared memory
- * (1: MVK_STAGED) or in place (0, the default): the same bits either way. */
+ * (1: MVK_STAGED) or in place (0, the default), or (2: MVK_X4) the weights
+ * given are packed four blocks a group (gpu_q6k_pack4: kernel-check's seam
+ * for that layout; nothing else packs): the same bits every way. */
 extern "C" int
 gpu_tune_qk_stage(struct gpu *g, int on)
 {
-	if (on != 0 && on != 1)
-		return gpu_fail(g, "tune: K-quant rows staged %d (0 or 1)", on);
+	if (on != 0 && on != 1 && on != 2)
+		return gpu_fail(g, "tune: K-quant rows staged %d (0, 1 or 2)", on);
 	return gpu_tune_set(g, &g->qk_stage, on);
 }
 
@@ -622,5 +631,49 @@ gpu_quantize_q8k(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, void *
 	gpu_launch(g, k_q8k_pack, (unsigned)((nblk * 292 + 255) / 256), 256, 0, q, dk, bs, nblk,
 	    (uint8_t *)d_out);
 	GPU_LAUNCHED(g, "quantize_q8k pack");
+	return 0;
+}
+
+/* Q6_K blocks packed four a group (q6_x4, matvec_qk.cuh), one thread per
+ * output byte; the last group's blocks past nblk are zero bytes. */
+__global__ void
+k_q6k_pack4(const uint8_t *__restrict__ src, int64_t nblk, uint8_t *__restrict__ dst)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	pdl_enter();
+	if (i >= (nblk + 3) / 4 * Q6X4_BYTES)
+		return;
+	int64_t grp = i / Q6X4_BYTES;
+	int o = (int)(i % Q6X4_BYTES), k, at;
+	if (o < 512)
+		k = o / 128, at = Q6_QL + o % 128;
+	else if (o < 768)
+		k = (o - 512) / 64, at = Q6_QH + (o - 512) % 64;
+	else if (o < 832)
+		k = (o - 768) / 16, at = Q6_SC + (o - 768) % 16;
+	else
+		k = (o - 832) / 2, at = Q6_D + (o - 832) % 2;
+	int64_t b = 4 * grp + k;
+	dst[i] = b < nblk ? src[b * 210 + at] : 0;
+}
+
+extern "C" size_t
+gpu_q6k_pack4_bytes(int64_t nblk)
+{
+	return (size_t)((nblk + 3) / 4) * Q6X4_BYTES;
+}
+
+extern "C" int
+gpu_q6k_pack4(struct gpu *g, void *d_dst, const void *d_src, int64_t nblk)
+{
+	int64_t n = (nblk + 3) / 4 * Q6X4_BYTES;
+
+	if (nblk < 1 || ((uintptr_t)d_dst & 7) != 0)
+		return gpu_fail(g, "q6k pack4: %lld blocks, to %p (8-byte aligned)", (long long)nblk,
+		    d_dst);
+	gpu_launch(g, k_q6k_pack4, (unsigned)((n + 255) / 256), 256, 0, (const uint8_t *)d_src,
+	    nblk, (uint8_t *)d_dst);
+	GPU_LAUNCHED(g, "q6k pack4");
 	return 0;
 }

@@ -88,24 +88,57 @@ ld8s(const uint32_t *s, int off, uint32_t *o)
 	o[1] = __funnelshift_r(w1, w2, sh);
 }
 
+/* A Q6_K block's parts: ql (128 bytes), qh (64), the 16 int8 scales, d
+ * (f16), at these offsets of its 210 bytes. */
+enum { Q6_QL = 0, Q6_QH = 128, Q6_SC = 192, Q6_D = 208 };
+
 /* Where a Q6_K block's bytes are read: in place (the block at blk in
- * global memory, read-only loads), or staged (the shared words s, the
- * block at byte off); get8: 8 bytes at o of the block, get2: 2 bytes. */
+ * global memory, read-only loads), staged (the shared words s, the block
+ * at byte off), or packed four blocks a group (q6_x4); get8<R>: 8 bytes at
+ * o of part R, get2: d's 2 bytes. */
 struct q6_in_place {
 	const uint8_t *blk;
 
-	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8(blk + o, w); }
+	template <int R>
+	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8(blk + R + o, w); }
 	__device__ __forceinline__ unsigned short
-	get2(int o) const { return __ldg((const unsigned short *)(blk + o)); }
+	get2(void) const { return __ldg((const unsigned short *)(blk + Q6_D)); }
 };
 
 struct q6_staged {
 	const uint32_t *s;
 	int off;
 
-	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8s(s, off + o, w); }
+	template <int R>
+	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8s(s, off + R + o, w); }
 	__device__ __forceinline__ unsigned short
-	get2(int o) const { return (unsigned short)(s[(off + o) >> 2] >> ((off + o) & 2) * 8); }
+	get2(void) const { return (unsigned short)(s[(off + Q6_D) >> 2] >> ((off + Q6_D) & 2) * 8); }
+};
+
+/*
+ * Q6_K packed four blocks a group (gpu_q6k_pack4): blocks 4 G .. 4 G + 3
+ * of a weight (in the file's order, rows after rows) as the 840 bytes at
+ * 840 G, their ql at 128 k, qh at 512 + 64 k, scales at 768 + 16 k, d at
+ * 832 + 2 k (k = 0..3): the same bytes, each piece a lane reads 8-byte
+ * aligned (one load, where in place a 2-byte aligned block takes three
+ * words a piece).  g: the group, k: the block in it.
+ */
+enum { Q6X4_BYTES = 840 };
+
+struct q6_x4 {
+	const uint8_t *g;
+	int k;
+
+	template <int R>
+	__device__ __forceinline__ void
+	get8(int o, uint32_t *w) const
+	{
+		uint2 v = __ldg((const uint2 *)(g + (R == Q6_QL ? 128 * k : R == Q6_QH ?
+		    512 + 64 * k : 768 + 16 * k) + o));
+		w[0] = v.x, w[1] = v.y;
+	}
+	__device__ __forceinline__ unsigned short
+	get2(void) const { return __ldg((const unsigned short *)(g + 832 + 2 * k)); }
 };
 
 /* Lane i's words of a Q6_K super-block, read through src. */
@@ -116,12 +149,12 @@ q6_load(S src, int i, struct mvk_w<L> *w)
 #pragma unroll
 	for (int p = 0; p < 8 / L; p++) {
 		int n = p6_n<L>(i), sub = p6_sub<L>(i, p);
-		src.get8(64 * n + 8 * sub, w->a[p]);
-		src.get8(64 * n + 32 + 8 * sub, w->b[p]);
-		src.get8(128 + 32 * n + 8 * sub, w->c[p]);
+		src.template get8<Q6_QL>(64 * n + 8 * sub, w->a[p]);
+		src.template get8<Q6_QL>(64 * n + 32 + 8 * sub, w->b[p]);
+		src.template get8<Q6_QH>(32 * n + 8 * sub, w->c[p]);
 	}
-	src.get8(192 + 8 * p6_n<L>(i), w->s);
-	w->d = src.get2(208);
+	src.template get8<Q6_SC>(8 * p6_n<L>(i), w->s);
+	w->d = src.get2();
 }
 
 template <int T, int L>
@@ -313,6 +346,46 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 			if (k == 0 || b0 + k * NG < nb)	/* warp-uniform */
 				mvk_block<T, M, L>(&w[k], b + k * NG < nb, b + k * NG, i, ne0, q, dk,
 				    bs, m, acc);
+	}
+}
+
+/*
+ * mvk_row_x4 (k_mvk's MVK_X4 form): k_mvk<QK_T_Q6_K, M, L, 2>'s loop, its
+ * operations in its order (so its bits), on a weight W packed four blocks
+ * a group (q6_x4) whose row starts at block rb0 of W (r nb).
+ */
+__device__ __forceinline__ struct q6_x4
+q6x4_at(const uint8_t *W, int64_t blk)
+{
+	return q6_x4{ W + (size_t)(blk >> 2) * Q6X4_BYTES, (int)(blk & 3) };
+}
+
+template <int M, int L>
+__device__ __forceinline__ void
+mvk_row_x4(const uint8_t *__restrict__ W, int64_t rb0, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
+{
+	enum { NG = 32 / L };
+	int g = lane / L, i = lane % L;
+	int64_t ne0 = (int64_t)nb * 256;
+
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		acc[j] = 0.0f;
+	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
+		struct mvk_w<L> w0, w1;
+		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
+		if (on0)
+			q6_load<L>(q6x4_at(W, rb0 + b), i, &w0);
+		else
+			w0 = mvk_w<L>();
+		if (on1)
+			q6_load<L>(q6x4_at(W, rb0 + b + NG), i, &w1);
+		else
+			w1 = mvk_w<L>();
+		mvk_block<QK_T_Q6_K, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
+		if (b0 + NG < nb)	/* warp-uniform */
+			mvk_block<QK_T_Q6_K, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
 	}
 }
 

@@ -672,11 +672,14 @@ void kern_mvk(int T, int L, int D, const uint8_t *wr, int nb, const int8_t *q, c
     const int16_t *bs, int m, const float *scale, float *y);
 void kern_mvks(const uint8_t *wr, int nb, const int8_t *q, const float *dk, const int16_t *bs,
     int m, const float *scale, float *y, uint64_t (*rnd)(void), int early);
+void kern_mvkx4(const uint8_t *W, int64_t rb0, int nb, const int8_t *q, const float *dk,
+    const int16_t *bs, int m, const float *scale, float *y);
 #endif
 static int kern;	/* -k: the kernels' own text, not these models */
 static long nhand;	/* -k: outputs where mvk_ref differs from k_mvk's text */
 static long ndeep;	/* -k: outputs where k_mvk's text four blocks deep differs from two */
 static long nstage;	/* -k: outputs where mvk_row_s's text differs from k_mvk's */
+static long nx4;	/* -k: outputs where mvk_row_x4's text differs from k_mvk's */
 
 #ifdef QKT_KERN
 /* -k: m outputs got against want, bit for bit: each that differs counted in
@@ -861,6 +864,27 @@ static void check_depth(int t)
 #endif
 
 #ifdef QKT_KERN
+/* Q6_K's nblk blocks w packed four a group, as gpu_q6k_pack4 documents it
+ * (cuda/gpu.h; written here from that text, not from the kernel): 840
+ * bytes a group, ql at 128 k, qh at 512 + 64 k, scales at 768 + 16 k, d at
+ * 832 + 2 k, zero past nblk; a buffer of exactly that size */
+static uint8_t *
+pack4(const uint8_t *w, int64_t nblk)
+{
+	int64_t ng = (nblk + 3) / 4;
+	uint8_t *o = calloc((size_t)ng, 840);
+
+	for (int64_t b = 0; b < nblk; b++) {
+		uint8_t *g = o + b / 4 * 840;
+		int k = (int)(b % 4);
+		memcpy(g + 128 * k, w + b * 210, 128);
+		memcpy(g + 512 + 64 * k, w + b * 210 + 128, 64);
+		memcpy(g + 768 + 16 * k, w + b * 210 + 192, 16);
+		memcpy(g + 832 + 2 * k, w + b * 210 + 208, 2);
+	}
+	return o;
+}
+
 /* -k: mvk_row_s's text (Q6_K rows at 8 lanes, read from a staged copy: chunks
  * of 8 super-blocks, three stages) against k_mvk's, bit for bit, on rows
  * of 5, 8, 9, 21 (rows of 4410 bytes: every other one 2-byte aligned), 25
@@ -868,7 +892,8 @@ static void check_depth(int t)
  * copies landing at their waits (a read before its wait is caught) and at
  * their issue (a stage refilled while a lane reads it); each weight a
  * buffer of its own bytes, no slack (under ASan: nothing past a row's end
- * is read) */
+ * is read); and mvk_row_x4's text on the same weights packed four blocks a
+ * group (pack4: rows of odd lengths start inside a group), bit for bit */
 static void check_stage(void)
 {
 	static const int nbs[] = { 5, 8, 9, 21, 25, 48 }, ms[] = { 1, 3, 16 };
@@ -884,10 +909,15 @@ static void check_stage(void)
 		struct xin X;
 
 		memcpy(w, w0, rb * ROWS);
+		uint8_t *wx = pack4(w, (int64_t)ROWS * nbs[ni]);
 		inputs(T_Q6_K, ne0, 16, &X);
 		for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
 			for (int r = 0; r < ROWS; r++) {
 				kern_mvk(T_Q6_K, 8, 2, w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, y2);
+				kern_mvkx4(wx, (int64_t)r * X.nb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, ys);
+				snprintf(what, sizeof what, "Q6_K %d row %d: k_mvk's text, packed", ne0, r);
+				same_out(y2, ys, ms[mi], &nx4, what);
+				nchk += ms[mi];
 				for (int early = 0; early < 2; early++) {
 					kern_mvks(w + r * rb, X.nb, X.q, X.dk, X.bs, ms[mi], NULL, ys, rnd,
 					    early);
@@ -897,10 +927,12 @@ static void check_stage(void)
 					nchk += ms[mi];
 				}
 			}
-		free(w0), free(w), free(X.q), free(X.dk), free(X.bs);
+		free(w0), free(w), free(wx), free(X.q), free(X.dk), free(X.bs);
 	}
 	printf("Q6_K L=8: mvk_row_s's text (rows staged), rows of 5 to 48 super-blocks, m = 1, 3, 16: "
 	    "%s\n", nstage == f0 ? "same bits" : "DIFFER");
+	printf("Q6_K L=8: mvk_row_x4's text (weights packed four blocks a group), the same rows: "
+	    "%s\n", nx4 == 0 ? "same bits" : "DIFFER");
 }
 #endif
 
@@ -1108,14 +1140,17 @@ int main(int argc, char **argv)
 		check_stage();
 #endif
 	if (kern) {
-		if (L == 8)
+		if (L == 8) {
+			printf("mvk_row_x4's text, Q6_K weights packed against in place: %ld outputs "
+			    "differ\n", nx4);
 			printf("mvk_row_s's text, Q6_K rows staged against in place: %ld outputs differ\n",
 			    nstage);
+		}
 		printf("k_mvk's text, four blocks in flight against two: %ld outputs differ\n",
 		    ndeep);
 		printf("mvk_ref against k_mvk's text: %ld outputs differ\n", nhand);
 	}
-	nfail += nhand + ndeep + nstage;
+	nfail += nhand + ndeep + nstage + nx4;
 	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" :
 	    kern ? " (the kernels' text)" : "");
 	return nfail != 0;

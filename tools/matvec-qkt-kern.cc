@@ -554,6 +554,24 @@ kern_mvk(int T, int L, int D, const uint8_t *wr, int nb, const int8_t *q, const 
 	}
 }
 
+/* k_mvk's Q6_K rows at 8 lanes on a weight packed four blocks a group
+ * (MVK_X4: mvk_row_x4<16, 8>), the row's first block rb0 of W, m input rows
+ * in launches of 16, then k_mvk's butterfly */
+extern "C" void
+kern_mvkx4(const uint8_t *W, int64_t rb0, int nb, const int8_t *q, const float *dk,
+    const int16_t *bs, int m, const float *scale, float *y)
+{
+	static float acc[32][16];
+
+	for (int j0 = 0; j0 < m; j0 += 16) {
+		int mm = m - j0 < 16 ? m - j0 : 16;
+		for (int lane = 0; lane < 32; lane++)
+			mvk_row_x4<16, 8>(W, rb0, nb, q + (size_t)j0 * nb * 256, dk + (size_t)j0 * nb,
+			    bs + (size_t)j0 * nb * 16, mm, lane, acc[lane]);
+		butterfly(acc, mm, scale, y + j0);
+	}
+}
+
 /* k_mvk's Q6_K rows at 8 lanes read from a staged copy (MVK_STAGED:
  * mvk_row_s<16, 8, MVK_NS>) for weight row wr and m input rows, the warp's
  * 32 lanes as coroutines (cp.async's copies landing at their waits, or at

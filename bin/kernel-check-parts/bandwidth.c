@@ -106,7 +106,8 @@ bench_matvec(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpoo
  * lanes a block, L=lane2; NVFP4 has one form, L=0), or for K-quants the
  * Q8_K form and matvec_qk.cu's kernel at 4 and 8 lanes (up to 4 rows also
  * with four blocks in flight a group: L=4 D=4, L=8 D=4; Q6_K also its rows
- * staged in shared memory: L=8 S), IQ4_XS and IQ4_NL
+ * staged in shared memory, L=8 S, and its weights packed four blocks a
+ * group, L=8 X4), IQ4_XS and IQ4_NL
  * matvec_iq4.cu's one form, L=0) against the fp32-x kernel
  * (gpu_matvec: k_matvec) on the same weights, graphs of launches cycling
  * over copies that pass 1 GiB, as bench_matvec.  A type with no fp32-x
@@ -139,14 +140,19 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	/* the K-quant forms after f32 x: lanes, blocks in flight, rows staged */
 	static const struct { int lanes, depth, stage; const char *name; } qf[] = {
 		{ 4, 0, 0, "4" }, { 8, 0, 0, "8" }, { 4, 4, 0, "4 D=4" }, { 8, 4, 0, "8 D=4" },
-		{ 8, 0, 1, "8 S" },
+		{ 8, 0, 1, "8 S" }, { 8, 0, 2, "8 X4" },
 	};
+	enum { NQF = sizeof qf / sizeof qf[0] };
+	/* (X4: the copies' random bytes read as packed four blocks a group, a
+	 * whole number of groups: the layout's speed; its bits are check_qk's) */
+	int x4 = t == QUANT_Q6_K && rows * (ne0 / 256) % 4 == 0;
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[6] = { 0 };
-		int fq[6] = { 0 }, nq = 1;	/* K-quants: s[l] is form qf[fq[l]]'s */
+		double s[NQF + 1] = { 0 };
+		int fq[NQF + 1] = { 0 }, nq = 1;	/* K-quants: s[l] is form qf[fq[l]]'s */
 		if (qk) {
-			for (int f = 0; f < 5; f++)
-				if ((qf[f].depth == 0 || ms[mi] <= 4) && (!qf[f].stage || t == QUANT_Q6_K))
+			for (int f = 0; f < NQF; f++)
+				if ((qf[f].depth == 0 || ms[mi] <= 4) && (!qf[f].stage || t == QUANT_Q6_K) &&
+				    (qf[f].stage != 2 || x4))
 					fq[nq++] = f;
 		}
 		int nv = one ? 2 : qk ? nq : t == QUANT_Q8_0 ? 5 :

@@ -449,6 +449,30 @@ qk_again(struct kc *k, const struct wset *s, const float *dx, int m, float *dy, 
 }
 
 /*
+ * check_qk's Q6_K product of weight s again on a copy packed four blocks a
+ * group (gpu_q6k_pack4, read so under gpu_tune_qk_stage 2), against y bit
+ * for bit: the line "matvec i8 Q6_K X4=default".
+ */
+static void
+q6x4_again(struct kc *k, const struct wset *s, const float *dx, int m, float *dy, const float *y,
+    const char *shape)
+{
+	int64_t ny = (int64_t)m * s->rows, nblk = s->rows * (s->ne0 / 256);
+	float *y2 = xmalloc((size_t)ny * 4);
+	void *px = dput(k, NULL, gpu_q6k_pack4_bytes(nblk));
+
+	gchk(k, gpu_q6k_pack4(k->g, px, s->dw, nblk));
+	gchk(k, gpu_tune_qk_stage(k->g, 2));
+	gchk(k, gpu_matvec_q8(k->g, s->t, px, s->rows, s->ne0, dx, m, dy, NULL));
+	gchk(k, gpu_tune_qk_stage(k->g, 0));
+	dget(k, y2, dy, (size_t)ny * 4);
+	brk(k, y2, ny);
+	same_bits(k, "matvec i8 Q6_K X4=default", shape, y, y2, ny);
+	free(y2);
+	gpu_free(k->g, px);
+}
+
+/*
  * The K-quant decode products on Q8_K activations (cuda/matvec_qk.cu, by
  * the kernel of `lanes` lanes per super-block) against the CPU's int8
  * numerics (quant_quantize_act, quant_vec_dot) for m input rows, and the
@@ -456,7 +480,8 @@ qk_again(struct kc *k, const struct wset *s, const float *dx, int m, float *dy, 
  * 3..9 as a 7-row call) bit for bit when m is 16; up to 4 rows, the kernel
  * with four blocks in flight a group (gpu_tune_qk_depth 4) against the
  * default's two, bit for bit; Q6_K at 8 lanes, its rows staged in shared
- * memory (gpu_tune_qk_stage 1) against in place, bit for bit.
+ * memory (gpu_tune_qk_stage 1) and its weight packed four blocks a group
+ * (q6x4_again) against in place, bit for bit.
  */
 static void
 check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
@@ -494,8 +519,10 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 	}
 	if (m <= 4)	/* the loads four blocks deep: the same sums */
 		qk_again(k, &s, dx, m, dy, y, gpu_tune_qk_depth, 4, "D=4=D=2", shape);
-	if (t == QUANT_Q6_K && lanes == 8)	/* the rows staged: the same sums */
+	if (t == QUANT_Q6_K && lanes == 8) {	/* the rows staged, the weight packed: the same sums */
 		qk_again(k, &s, dx, m, dy, y, gpu_tune_qk_stage, 1, "S=default", shape);
+		q6x4_again(k, &s, dx, m, dy, y, shape);
+	}
 	gchk(k, gpu_tune_qk(k->g, 0));
 	if (lanes == gpu_qk_lanes(t)) {	/* the default is this type's form */
 		snprintf(name, sizeof name, "L=%d=default", lanes);
