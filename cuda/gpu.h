@@ -245,10 +245,11 @@ int	gpu_tune_qk_stage(struct gpu *g, int on);
 /*
  * Q6_K's nblk blocks at d_src (the file's layout) packed four blocks a
  * group at d_dst (8-byte aligned, gpu_q6k_pack4_bytes(nblk) bytes): blocks
- * 4 G .. 4 G + 3 as the 840 bytes at 840 G, their ql at 128 k, qh at 512 +
- * 64 k, scales at 768 + 16 k, d at 832 + 2 k, zero bytes past nblk; every
- * 8 bytes a lane of the product reads then aligned (cuda/matvec_qk.cuh
- * q6_x4).  Asynchronous, on g's stream.
+ * 4 G .. 4 G + 3 as the 840 bytes at 840 G, their four d (f16) first at 2
+ * k, then each block's other 208 bytes (ql, qh, scales, as in the file) at
+ * 8 + 208 k; zero bytes past nblk.  Every 8 bytes a lane of the product
+ * reads are then aligned (cuda/matvec_qk.cuh q6_x4).  Asynchronous, on g's
+ * stream.
  */
 int	gpu_q6k_pack4(struct gpu *g, void *d_dst, const void *d_src, int64_t nblk);
 size_t	gpu_q6k_pack4_bytes(int64_t nblk);

@@ -646,14 +646,10 @@ k_q6k_pack4(const uint8_t *__restrict__ src, int64_t nblk, uint8_t *__restrict__
 		return;
 	int64_t grp = i / Q6X4_BYTES;
 	int o = (int)(i % Q6X4_BYTES), k, at;
-	if (o < 512)
-		k = o / 128, at = Q6_QL + o % 128;
-	else if (o < 768)
-		k = (o - 512) / 64, at = Q6_QH + (o - 512) % 64;
-	else if (o < 832)
-		k = (o - 768) / 16, at = Q6_SC + (o - 768) % 16;
+	if (o < 8)	/* the four d */
+		k = o / 2, at = Q6_D + o % 2;
 	else
-		k = (o - 832) / 2, at = Q6_D + (o - 832) % 2;
+		k = (o - 8) / 208, at = (o - 8) % 208;
 	int64_t b = 4 * grp + k;
 	dst[i] = b < nblk ? src[b * 210 + at] : 0;
 }

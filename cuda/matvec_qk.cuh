@@ -118,10 +118,10 @@ struct q6_staged {
 /*
  * Q6_K packed four blocks a group (gpu_q6k_pack4): blocks 4 G .. 4 G + 3
  * of a weight (in the file's order, rows after rows) as the 840 bytes at
- * 840 G, their ql at 128 k, qh at 512 + 64 k, scales at 768 + 16 k, d at
- * 832 + 2 k (k = 0..3): the same bytes, each piece a lane reads 8-byte
- * aligned (one load, where in place a 2-byte aligned block takes three
- * words a piece).  g: the group, k: the block in it.
+ * 840 G: their four d first (2 k), then each block's other 208 bytes as in
+ * the file (ql, qh, scales) at 8 + 208 k (k = 0..3).  The same bytes, every
+ * piece a lane reads 8-byte aligned: one load where in place a 2-byte
+ * aligned block takes three words a piece.  g: the group, k: the block.
  */
 enum { Q6X4_BYTES = 840 };
 
@@ -133,12 +133,11 @@ struct q6_x4 {
 	__device__ __forceinline__ void
 	get8(int o, uint32_t *w) const
 	{
-		uint2 v = __ldg((const uint2 *)(g + (R == Q6_QL ? 128 * k : R == Q6_QH ?
-		    512 + 64 * k : 768 + 16 * k) + o));
+		uint2 v = __ldg((const uint2 *)(g + 8 + 208 * k + R + o));
 		w[0] = v.x, w[1] = v.y;
 	}
 	__device__ __forceinline__ unsigned short
-	get2(void) const { return __ldg((const unsigned short *)(g + 832 + 2 * k)); }
+	get2(void) const { return __ldg((const unsigned short *)(g + 2 * k)); }
 };
 
 /* Lane i's words of a Q6_K super-block, read through src. */

@@ -866,8 +866,8 @@ static void check_depth(int t)
 #ifdef QKT_KERN
 /* Q6_K's nblk blocks w packed four a group, as gpu_q6k_pack4 documents it
  * (cuda/gpu.h; written here from that text, not from the kernel): 840
- * bytes a group, ql at 128 k, qh at 512 + 64 k, scales at 768 + 16 k, d at
- * 832 + 2 k, zero past nblk; a buffer of exactly that size */
+ * bytes a group, the four d first at 2 k, each block's other 208 bytes at
+ * 8 + 208 k, zero past nblk; a buffer of exactly that size */
 static uint8_t *
 pack4(const uint8_t *w, int64_t nblk)
 {
@@ -877,10 +877,8 @@ pack4(const uint8_t *w, int64_t nblk)
 	for (int64_t b = 0; b < nblk; b++) {
 		uint8_t *g = o + b / 4 * 840;
 		int k = (int)(b % 4);
-		memcpy(g + 128 * k, w + b * 210, 128);
-		memcpy(g + 512 + 64 * k, w + b * 210 + 128, 64);
-		memcpy(g + 768 + 16 * k, w + b * 210 + 192, 16);
-		memcpy(g + 832 + 2 * k, w + b * 210 + 208, 2);
+		memcpy(g + 2 * k, w + b * 210 + 208, 2);
+		memcpy(g + 8 + 208 * k, w + b * 210, 208);
 	}
 	return o;
 }
