@@ -299,6 +299,15 @@ cu_weight_rows(struct backend *be, struct backend_weight *w, int64_t r0, int64_t
 	struct gpu *g = CB(be)->g;
 	char *d;
 
+	if (cw != NULL && w->type == GPU_T_Q6K_PACKED) {	/* the rows uploaded, then packed in */
+		void *t = gpu_alloc(g, (size_t)n * w->row_size);
+		int64_t nb = w->ne0 / 256;
+		int rc = t == NULL || gpu_upload(g, t, src, (size_t)n * w->row_size) != 0 ||
+		    gpu_q6k_pack4(g, cw->d, r0 * nb, t, n * nb) != 0 || gpu_sync(g) != 0;
+		gpu_mirror_drop(g, cw->d);
+		gpu_free(g, t);
+		return rc ? gfail(be, "weight rows") : 0;
+	}
 	if (cw == NULL || w->type != cw->type0 || cw->ne0p != w->ne0 || cw->d_f32 != NULL)
 		return util_err(be->err, "weight rows: the device holds this '%s' weight as %s",
 		    quant_name(cw != NULL ? cw->type0 : w->type), cw != NULL && cw->d_f32 != NULL ?
@@ -317,6 +326,7 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 	struct cuda_weight *cw = (struct cuda_weight *)calloc(1, sizeof *cw);
 	int64_t np = (w->ne0 + 31) / 32 * 32;
 	int mv = gpu_can_matvec(w->type) && np == w->ne0, q8 = gpu_can_matvec_q8(w->type);
+	int packed = 0;
 	float *f = NULL;
 
 	if (cw == NULL)
@@ -339,6 +349,19 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 		gfail(be, "weight: NVFP4 layout");
 		goto fail;
 	}
+	if ((mv || q8) && w->type == QUANT_Q6_K && CB(be)->q6k_pack) {	/* four blocks a group */
+		struct gpu *g = CB(be)->g;
+		int64_t nblk = w->ne1 * (w->ne0 / 256);
+		void *p = gpu_alloc(g, gpu_q6k_pack4_bytes(nblk));
+		if (p == NULL || gpu_q6k_pack4(g, p, 0, cw->d, nblk) != 0 || gpu_sync(g) != 0) {
+			gfail(be, "weight: Q6_K packed");
+			gpu_free(g, p);
+			goto fail;
+		}
+		gpu_free(g, cw->d);
+		cw->d = p;
+		packed = 1;
+	}
 	if (w->scale != 1.0f && (cw->d_scale = (float *)upload(be, &w->scale, 4)) == NULL)
 		goto fail;
 	free(f);
@@ -348,6 +371,8 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 		cw->d = cw->d_f32;
 		cw->d_f32 = NULL;
 	}
+	if (packed)	/* (the gpu_* calls' id for the layout; row_size stays Q6_K's) */
+		w->type = GPU_T_Q6K_PACKED;
 	w->data = cw->d;
 	w->priv = cw;
 	return 0;
@@ -769,6 +794,16 @@ cu_qkt_set(struct backend *be, int mode)
 	    mode == BACKEND_QKT_AUTO ? GPU_QKT_AUTO : GPU_QKT_OFF) ? gfail(be, "qkt") : 0;
 }
 
+/* backend_q6k_pack_set: Q6_K weights initialized from now on packed four
+ * blocks a group (gpu_q6k_pack4) or not; those already loaded stay as
+ * they are. */
+static int
+cu_q6k_pack_set(struct backend *be, int on)
+{
+	CB(be)->q6k_pack = on;
+	return 0;
+}
+
 /* backend_qk_stage_set: gpu_tune_qk_stage, refused while a step is being recorded. */
 static int
 cu_qk_stage_set(struct backend *be, int on)
@@ -829,6 +864,7 @@ cu_ops_core(struct backend_ops *o)
 	o->moe_group_set = cu_moe_group_set;
 	o->qkt_set = cu_qkt_set;
 	o->qk_stage_set = cu_qk_stage_set;
+	o->q6k_pack_set = cu_q6k_pack_set;
 	o->embed_dev = cu_embed_dev;
 	o->argmax_dev = cu_argmax_dev;
 	o->argmax_map = cu_argmax_map;

@@ -165,12 +165,12 @@ fusable_type(struct gpu *g, int t, int64_t m)
 }
 
 /* 1 when gpu_matvec_q8_pre takes SWIGLU or GEGLU before a product of type
- * t: fusable_type's, and the types on Q8_K activations. */
+ * t: fusable_type's, and the types on Q8_K activations (packed Q6_K too). */
 static int
 pre_fusable(struct gpu *g, int t, int64_t m)
 {
 	return fusable_type(g, t, m) || (gpu_can_matvec_q8_step(g, t, m) && (t == QUANT_Q4_K ||
-	    t == QUANT_Q5_K || t == QUANT_Q6_K || t == QUANT_IQ4_XS));
+	    t == QUANT_Q5_K || t == QUANT_Q6_K || t == QUANT_IQ4_XS || t == GPU_T_Q6K_PACKED));
 }
 
 /* The products' arguments (tp, d, rows, sc) when the norm, with rows of

@@ -235,24 +235,36 @@ int	gpu_tune_qk_depth(struct gpu *g, int depth);
  * bytes).  The sums and their order are the same: the same bits (kernel-check's
  * "matvec i8 Q6_K ... S=default" lines); gpu_tune_qk_depth has no effect
  * while it is 1.  On the H100 it is slower at one row (48.8 against 46.5
- * us on 21504x5376; kernel-check -b's "L=8 S" lines).  2: the weights given
- * are packed four blocks a group by gpu_q6k_pack4 (a seam for kernel-check
- * alone, its "X4=default" and "L=8 X4" lines: nothing else packs, and a
- * weight in the file's layout read this way gives garbage); the same bits
- * again.
+ * us on 21504x5376; kernel-check -b's "L=8 S" lines).
  */
 int	gpu_tune_qk_stage(struct gpu *g, int on);
 /*
- * Q6_K's nblk blocks at d_src (the file's layout) packed four blocks a
- * group at d_dst (8-byte aligned, gpu_q6k_pack4_bytes(nblk) bytes): blocks
- * 4 G .. 4 G + 3 as the 840 bytes at 840 G, their four d (f16) first at 2
- * k, then each block's other 208 bytes (ql, qh, scales, as in the file) at
- * 8 + 208 k; zero bytes past nblk.  Every 8 bytes a lane of the product
- * reads are then aligned (cuda/matvec_qk.cuh q6_x4).  Asynchronous, on g's
- * stream.
+ * Q6_K packed four blocks a group: blocks 4 G .. 4 G + 3 of a weight (rows
+ * after rows) as the 840 bytes at 840 G, their four d (f16) first at 2 k,
+ * then each block's other 208 bytes (ql, qh, scales, as in the file) at 8
+ * + 208 k; every 8 bytes a lane of the product reads are then aligned
+ * (cuda/matvec_qk.cuh q6_x4).  gpu_q6k_pack4: the nblk blocks at d_src (the
+ * file's layout) as blocks blk0 .. blk0 + nblk - 1 of the packed weight at
+ * d_dst (8-byte aligned, gpu_q6k_pack4_bytes(its blocks) bytes; the bytes
+ * of other blocks, and those past the last block, untouched).
+ * Asynchronous, on g's stream.
  */
-int	gpu_q6k_pack4(struct gpu *g, void *d_dst, const void *d_src, int64_t nblk);
+int	gpu_q6k_pack4(struct gpu *g, void *d_dst, int64_t blk0, const void *d_src, int64_t nblk);
 size_t	gpu_q6k_pack4_bytes(int64_t nblk);
+/*
+ * The type id the gpu_* calls take for a weight so packed (not a file
+ * type: lib/quant has no such id; the CUDA backend's weights under
+ * backend_q6k_pack_set): the int8 products (gpu_matvec_q8 and its sets and
+ * fused forms: k_mvk at 8 lanes in launches of up to 16 rows, the bits of
+ * Q6_K's default form; the experts' gpu_moe_matvec), gpu_get_rows,
+ * gpu_dequantize*, and gpu_matmul (up to the step rows the int8 products,
+ * then dequantized tiles).  Rows are no byte ranges in this layout: r rows
+ * into the weight is block r nb (nb = ne0 / 256) from its start, and only
+ * where r nb is a multiple of 4 does a pointer r nb 210 bytes on start a
+ * weight of its own.  gpu_matvec (fp32 x) and the tensor-core forms refuse
+ * it.
+ */
+#define GPU_T_Q6K_PACKED 114
 
 /*
  * Benchmark and check seam for the Q4_K, Q5_K, Q6_K and IQ4_XS products of
@@ -467,6 +479,13 @@ int	gpu_dequantize(struct gpu *g, int t, const void *d_src, int64_t rows, int64_
  * bit patterns; d_dst 16-byte aligned. */
 int	gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,
 	    uint16_t *d_dst);
+/* Both of rows r0 .. r0 + rows - 1 of the weight that starts at d_src: a
+ * packed Q6_K's rows are no byte ranges (GPU_T_Q6K_PACKED); gpu_matmul's
+ * tiles. */
+int	gpu_dequantize_rows(struct gpu *g, int t, const void *d_src, int64_t r0, int64_t rows,
+	    int64_t ne0, float *d_dst);
+int	gpu_dequantize_rows_bf16(struct gpu *g, int t, const void *d_src, int64_t r0,
+	    int64_t rows, int64_t ne0, uint16_t *d_dst);
 
 /* Embedding lookup: out[i][ne0] = dequantize(table row ids[i]) for i < n;
  * d_ids holds n int32 row numbers (< n_rows, not checked on the device; a

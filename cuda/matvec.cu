@@ -13,7 +13,8 @@
 
 enum {
 	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q8_0 = 8, T_Q4_K = 12,
-	T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_NVFP4 = 40
+	T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_NVFP4 = 40,
+	T_Q6P = GPU_T_Q6K_PACKED	/* Q6_K packed four blocks a group (gpu_q6k_pack4) */
 };
 
 /* QK elements in BS bytes per block (F32/F16/BF16: 32-element pseudo-blocks),
@@ -31,6 +32,7 @@ template <> struct qt<T_NVFP4> { enum { QK = 64,  BS = 36,  CB = 32 }; };
 template <> struct qt<T_Q4_K>  { enum { QK = 256, BS = 144, CB = 144 }; };
 template <> struct qt<T_Q5_K>  { enum { QK = 256, BS = 176, CB = 176 }; };
 template <> struct qt<T_Q6_K>  { enum { QK = 256, BS = 210, CB = 210 }; };
+template <> struct qt<T_Q6P>   { enum { QK = 256, BS = 210, CB = 208 }; };
 template <> struct qt<T_IQ4_NL> { enum { QK = 32, BS = 18, CB = 18 }; };
 template <> struct qt<T_IQ4_XS> { enum { QK = 256, BS = 136, CB = 136 }; };
 
@@ -199,14 +201,14 @@ unit_w(const uint8_t *b, const uint8_t *sc, int u, float w[32])
 				w[4 * i + k] = __fsub_rn(__fmul_rn(d1, (float)qv), m1);
 			}
 		}
-	} else if (T == T_Q6_K) {
+	} else if (T == T_Q6_K || T == T_Q6P) {	/* (packed: d at sc) */
 		int h = u >> 2, qq = u & 3;
 		const uint8_t *ql = b + 64 * h + 32 * (qq & 1);
 		const uint8_t *qh = b + 128 + 32 * h;
-		const int8_t *sc = (const int8_t *)(b + 192 + 8 * h) + 2 * qq;
-		float d = h2f(rd16(b + 208));
+		float d = h2f(rd16(T == T_Q6P ? sc : b + 208));
+		const int8_t *s6 = (const int8_t *)(b + 192 + 8 * h) + 2 * qq;
 		int nsh = 4 * (qq >> 1), hsh = 2 * qq;
-		float ds0 = __fmul_rn(d, (float)sc[0]), ds1 = __fmul_rn(d, (float)sc[1]);
+		float ds0 = __fmul_rn(d, (float)s6[0]), ds1 = __fmul_rn(d, (float)s6[1]);
 #pragma unroll
 		for (int i = 0; i < 16; i++) {
 			unsigned v = rd16(ql + 2 * i), vh = rd16(qh + 2 * i);
@@ -802,19 +804,26 @@ gpu_moe_mv_fg(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, 
 /* --- dequantization --------------------------------------------------- */
 
 /* The 32 values of unit u (of upr a row) of the rows at src (rowbytes
- * apart) into w: unit u % upr of row u / upr, or of row ids[blockIdx.y]
- * (then u < upr). */
+ * apart) from row r0 into w: unit u % upr of row r0 + u / upr, or of row
+ * ids[blockIdx.y] (then u < upr, r0 0).  T_Q6P: block (r0 + r) nb + b of
+ * the packed weight at src (r0 in the kernels' arguments: a row is no byte
+ * range there). */
 template <int T>
 __device__ __forceinline__ void
-dq_unit(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t u,
+dq_unit(const uint8_t *__restrict__ src, size_t rowbytes, int64_t r0, int64_t upr, int64_t u,
     const int32_t *__restrict__ ids, float w[32])
 {
 	enum { UPB = qt<T>::QK / 32 };
 	int64_t r = ids != NULL ? ids[blockIdx.y] : u / upr, ur = ids != NULL ? u : u - r * upr;
+	const uint8_t *sc, *b;
 
 	r = r < 0 ? 0 : r;	/* a failed pick (-1) of a chain: row 0 (gpu_get_rows) */
-	const uint8_t *sc, *b = blk_at<T>(src + r * rowbytes, upr / UPB, ur / UPB, &sc);
-
+	if constexpr (T == T_Q6P) {
+		int64_t blk = (r0 + r) * (upr / UPB) + ur / UPB;
+		const uint8_t *g = src + (size_t)(blk >> 2) * 840;
+		sc = g + 2 * (blk & 3), b = g + 8 + 208 * (blk & 3);
+	} else
+		b = blk_at<T>(src + (r0 + r) * rowbytes, upr / UPB, ur / UPB, &sc);
 	unit_w<T>(b, sc, (int)(ur % UPB), w);
 }
 
@@ -822,8 +831,8 @@ dq_unit(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t u
  * a row of ids (or none). */
 template <int T>
 __global__ void
-k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t units,
-    const int32_t *__restrict__ ids, float *__restrict__ dst)
+k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t r0, int64_t upr,
+    int64_t units, const int32_t *__restrict__ ids, float *__restrict__ dst)
 {
 	int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	float w[32];
@@ -831,7 +840,7 @@ k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t
 	pdl_enter();
 	if (u >= units)
 		return;
-	dq_unit<T>(src, rowbytes, upr, u, ids, w);
+	dq_unit<T>(src, rowbytes, r0, upr, u, ids, w);
 	if (ids != NULL)
 		dst += (int64_t)blockIdx.y * upr * 32;
 	float4 *o = (float4 *)(dst + 32 * u);
@@ -844,8 +853,8 @@ k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t
  * 32-element unit. */
 template <int T>
 __global__ void
-k_dequant_bf16(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, int64_t units,
-    uint16_t *__restrict__ dst)
+k_dequant_bf16(const uint8_t *__restrict__ src, size_t rowbytes, int64_t r0, int64_t upr,
+    int64_t units, uint16_t *__restrict__ dst)
 {
 	int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	float w[32];
@@ -853,7 +862,7 @@ k_dequant_bf16(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, in
 	pdl_enter();
 	if (u >= units)
 		return;
-	dq_unit<T>(src, rowbytes, upr, u, NULL, w);
+	dq_unit<T>(src, rowbytes, r0, upr, u, NULL, w);
 	uint4 *o = (uint4 *)(dst + 32 * u);
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
@@ -868,10 +877,10 @@ k_dequant_bf16(const uint8_t *__restrict__ src, size_t rowbytes, int64_t upr, in
 }
 
 /* Rows of ne0 elements of type T as dequantized values: rows of the
- * table (ids: n of them, else n rows from the first), fp32 or bf16. */
+ * table (ids: n of them, else n rows from row r0), fp32 or bf16. */
 template <int T>
 static int
-dq_type(struct gpu *g, const void *src, int64_t ne0, const int32_t *ids, int64_t n,
+dq_type(struct gpu *g, const void *src, int64_t r0, int64_t ne0, const int32_t *ids, int64_t n,
     float *dst, uint16_t *dst16)
 {
 	int64_t upr = ne0 / 32, units = ids != NULL ? upr : n * upr;
@@ -884,29 +893,47 @@ dq_type(struct gpu *g, const void *src, int64_t ne0, const int32_t *ids, int64_t
 		return gpu_fail(g, "dequantize: %lld rows of %lld", (long long)n, (long long)ne0);
 	dim3 grid((unsigned)((units + 255) / 256), ids ? (unsigned)n : 1);
 	if (dst16 != NULL) {
-		gpu_launch(g, k_dequant_bf16<T>, grid, 256, 0, (const uint8_t *)src, rowbytes, upr,
-		    units, dst16);
+		gpu_launch(g, k_dequant_bf16<T>, grid, 256, 0, (const uint8_t *)src, rowbytes, r0,
+		    upr, units, dst16);
 		GPU_LAUNCHED(g, "dequantize bf16");
 	} else {
-		gpu_launch(g, k_dequant<T>, grid, 256, 0, (const uint8_t *)src, rowbytes, upr, units,
-		    ids, dst);
+		gpu_launch(g, k_dequant<T>, grid, 256, 0, (const uint8_t *)src, rowbytes, r0, upr,
+		    units, ids, dst);
 		GPU_LAUNCHED(g, "dequantize");
 	}
 	return 0;
 }
 
 extern "C" int
+gpu_dequantize_rows(struct gpu *g, int t, const void *d_src, int64_t r0, int64_t rows, int64_t ne0,
+    float *d_dst)
+{
+	if (t == T_Q6P)
+		return dq_type<T_Q6P>(g, d_src, r0, ne0, NULL, rows, d_dst, NULL);
+	DISPATCH(t, dq_type, g, d_src, r0, ne0, NULL, rows, d_dst, NULL);
+}
+
+extern "C" int
+gpu_dequantize_rows_bf16(struct gpu *g, int t, const void *d_src, int64_t r0, int64_t rows,
+    int64_t ne0, uint16_t *d_dst)
+{
+	if (t == T_Q6P)
+		return dq_type<T_Q6P>(g, d_src, r0, ne0, NULL, rows, NULL, d_dst);
+	DISPATCH(t, dq_type, g, d_src, r0, ne0, NULL, rows, NULL, d_dst);
+}
+
+extern "C" int
 gpu_dequantize(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,
     float *d_dst)
 {
-	DISPATCH(t, dq_type, g, d_src, ne0, NULL, rows, d_dst, NULL);
+	return gpu_dequantize_rows(g, t, d_src, 0, rows, ne0, d_dst);
 }
 
 extern "C" int
 gpu_dequantize_bf16(struct gpu *g, int t, const void *d_src, int64_t rows, int64_t ne0,
     uint16_t *d_dst)
 {
-	DISPATCH(t, dq_type, g, d_src, ne0, NULL, rows, NULL, d_dst);
+	return gpu_dequantize_rows_bf16(g, t, d_src, 0, rows, ne0, d_dst);
 }
 
 extern "C" int
@@ -915,7 +942,9 @@ gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 {
 	if (n < 1 || n > 65535)
 		return gpu_fail(g, "get_rows: %d rows (1..65535)", n);
-	DISPATCH(t, dq_type, g, d_table, ne0, d_ids, n, d_out, NULL);
+	if (t == T_Q6P)
+		return dq_type<T_Q6P>(g, d_table, 0, ne0, d_ids, n, d_out, NULL);
+	DISPATCH(t, dq_type, g, d_table, 0, ne0, d_ids, n, d_out, NULL);
 }
 
 /* --- NVFP4's GPU layout ------------------------------------------------ */
@@ -1060,12 +1089,15 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		{ T_Q8_0, 32, 34 }, { T_Q4_0, 32, 18 }, { T_Q4_1, 32, 20 }, { T_Q5_0, 32, 22 },
 		{ T_NVFP4, 64, 36 }, { T_Q4_K, 256, 144 }, { T_Q5_K, 256, 176 },
 		{ T_Q6_K, 256, 210 }, { T_IQ4_NL, 32, 18 }, { T_IQ4_XS, 256, 136 },
+		{ T_Q6P, 256, 210 },
 	};
 	const float one = 1.0f, zero = 0.0f;
 	size_t rowbytes = 0;
 	int64_t tile, r0;
 	float *wt;
 
+	if (t == T_Q6P && n >= 1 && n <= g->step_rows)	/* (no fp32-x kernel reads it) */
+		return gpu_matvec_q8(g, t, d_w, rows, ne0, d_x, n, d_y, d_scale);
 	if (n >= 1 && n <= GPU_MATVEC_MAX_ROWS)
 		return gpu_matvec(g, t, d_w, rows, ne0, d_x, (int)n, d_y, d_scale);
 	if (n >= 1 && n <= g->step_rows) {	/* a step (gpu_tune_step_rows): 16 rows a launch */
@@ -1100,7 +1132,7 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		return -1;
 	for (r0 = 0; r0 < rows; r0 += tile) {
 		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
-		if (gpu_dequantize(g, t, (const uint8_t *)d_w + r0 * rowbytes, nr, ne0, wt) != 0)
+		if (gpu_dequantize_rows(g, t, d_w, r0, nr, ne0, wt) != 0)
 			return -1;
 		cublasStatus_t s = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N,
 		    (int)nr, (int)n, (int)ne0, &one, wt, (int)ne0, d_x, (int)ne0,

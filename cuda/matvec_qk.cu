@@ -39,7 +39,8 @@
 
 #include <cuda_fp16.h>
 
-enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
+/* (QK_T_Q6P: Q6_K packed four blocks a group, GPU_T_Q6K_PACKED) */
+enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23, QK_T_Q6P = 114 };
 
 #include "matvec_qk.cuh"
 
@@ -49,10 +50,11 @@ enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
  * block as alone), each row's warp the lanes above: the same bits whatever
  * set a weight is in.  D: the blocks in flight a group, 2 or 4 (mvk_row),
  * or MVK_STAGED: each warp's row staged in shared memory (mvk_row_s: Q6_K
- * at 8 lanes; gpu_tune_qk_stage 1), or MVK_X4: Q6_K weights packed four
- * blocks a group (mvk_row_x4; gpu_tune_qk_stage 2); the same bits every way.
+ * at 8 lanes; gpu_tune_qk_stage); the same bits every way.  T = QK_T_Q6P:
+ * Q6_K packed four blocks a group (mvk_row_x4, D = 2's loop and order: its
+ * bits).
  */
-enum { MVK_STAGED = 0, MVK_X4 = 1 };
+enum { MVK_STAGED = 0 };
 
 template <int T, int M, int L, int D>
 __global__ void __launch_bounds__(256)
@@ -79,10 +81,9 @@ k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 	if constexpr (ST) {
 		static_assert(T == QK_T_Q6_K && L == 8, "k_mvk: staged rows are Q6_K's at 8 lanes");
 		mvk_row_s<M, L, MVK_NS>(sm[threadIdx.x >> 5], wr, nb, q, dk, bs, m, lane, acc);
-	} else if constexpr (D == MVK_X4) {
-		static_assert(T == QK_T_Q6_K, "k_mvk: packed rows are Q6_K's");
+	} else if constexpr (T == QK_T_Q6P)
 		mvk_row_x4<M, L>(W, r * nb, nb, q, dk, bs, m, lane, acc);
-	} else if constexpr (D != 2)	/* four blocks in flight a group: the same sums */
+	else if constexpr (D != 2)	/* four blocks in flight a group: the same sums */
 		mvk_row<T, M, L, D>(wr, nb, q, dk, bs, m, lane, acc);
 	else {
 #pragma unroll
@@ -143,8 +144,12 @@ k_moe_mvk(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, si
 			*yr = __int_as_float(0x7FC00000);
 		return;
 	}
-	mvk_row<T, 1, L>(W + (size_t)e * ebytes + r * rowbytes, nb, q + xr * nb * 256,
-	    dk + xr * nb, bs + xr * nb * 16, 1, lane, acc);
+	if constexpr (T == QK_T_Q6P)	/* expert e's row r: block (e rows + r) nb of the stack */
+		mvk_row_x4<1, L>(W, (e * rows + r) * nb, nb, q + xr * nb * 256, dk + xr * nb,
+		    bs + xr * nb * 16, 1, lane, acc);
+	else
+		mvk_row<T, 1, L>(W + (size_t)e * ebytes + r * rowbytes, nb, q + xr * nb * 256,
+		    dk + xr * nb, bs + xr * nb * 16, 1, lane, acc);
 	float v = acc[0];
 	for (int o = 1; o < 32; o <<= 1)
 		v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
@@ -195,16 +200,18 @@ k_q8kx_pre(float *x, const float *u, int64_t total, int8_t *q, float *dk, int16_
 int
 qk_type(int t)
 {
-	return t == QK_T_Q4_K || t == QK_T_Q5_K || t == QK_T_Q6_K || t == QK_T_IQ4_XS;
+	return t == QK_T_Q4_K || t == QK_T_Q5_K || t == QK_T_Q6_K || t == QK_T_IQ4_XS ||
+	    t == QK_T_Q6P;
 }
 
 /* The alignment less 1 the kernels here (and k_mvkt) need of a weight of
  * type t: Q4_K and Q5_K 16 bytes (16-byte loads and copies), Q6_K 4 (words),
- * IQ4_XS 8 (its blocks' own, as matvec_iq4.cu's; 8-byte copies). */
+ * IQ4_XS 8 (its blocks' own, as matvec_iq4.cu's; 8-byte copies), packed
+ * Q6_K 8 (8-byte loads). */
 static uintptr_t
 qk_align(int t)
 {
-	return t == QK_T_Q6_K ? 3 : t == QK_T_IQ4_XS ? 7 : 15;
+	return t == QK_T_Q6_K ? 3 : t == QK_T_IQ4_XS || t == QK_T_Q6P ? 7 : 15;
 }
 
 int
@@ -243,18 +250,17 @@ typedef void (*mvk_fn)(const struct mv8_set, int, size_t, const int8_t *, const 
     const int16_t *, int);
 
 /* k_mvk's form for up to M rows as g's tuning has it: Q6_K at 8 lanes its
- * rows staged or its weights packed (gpu_tune_qk_stage), up to 4 rows (decode and short
+ * rows staged (gpu_tune_qk_stage), up to 4 rows (decode and short
  * verifies) four blocks in flight (gpu_tune_qk_depth), else two. */
 template <int T, int M, int L>
 static mvk_fn
 mvk_form(const struct gpu *g)
 {
-	if constexpr (T == QK_T_Q6_K && L == 8) {
-		if (g->qk_stage == 2)
-			return k_mvk<T, M, L, MVK_X4>;
-		if (g->qk_stage == 1)
+	if constexpr (T == QK_T_Q6P)
+		return k_mvk<T, M, L, 2>;
+	if constexpr (T == QK_T_Q6_K && L == 8)
+		if (g->qk_stage)
 			return k_mvk<T, M, L, MVK_STAGED>;
-	}
 	if constexpr (M <= 4)
 		if (g->qk_depth == 4)
 			return k_mvk<T, M, L, 4>;
@@ -291,7 +297,7 @@ mvk_launch(struct gpu *g, struct mv8_set S, int nb, const int8_t *q, const float
 extern "C" int
 gpu_qk_lanes(int t)
 {
-	return t == QK_T_Q6_K || t == QK_T_IQ4_XS ? 8 : 4;	/* (IQ4_XS: its one form) */
+	return t == QK_T_Q6_K || t == QK_T_IQ4_XS || t == QK_T_Q6P ? 8 : 4;	/* (IQ4_XS, Q6P: one form) */
 }
 
 extern "C" int
@@ -313,14 +319,12 @@ gpu_tune_qk_depth(struct gpu *g, int depth)
 }
 
 /* k_mvk's Q6_K rows at 8 lanes a block read from a copy in shared memory
- * (1: MVK_STAGED) or in place (0, the default), or (2: MVK_X4) the weights
- * given are packed four blocks a group (gpu_q6k_pack4: kernel-check's seam
- * for that layout; nothing else packs): the same bits every way. */
+ * (1: MVK_STAGED) or in place (0, the default): the same bits either way. */
 extern "C" int
 gpu_tune_qk_stage(struct gpu *g, int on)
 {
-	if (on != 0 && on != 1 && on != 2)
-		return gpu_fail(g, "tune: K-quant rows staged %d (0, 1 or 2)", on);
+	if (on != 0 && on != 1)
+		return gpu_fail(g, "tune: K-quant rows staged %d (0 or 1)", on);
 	return gpu_tune_set(g, &g->qk_stage, on);
 }
 
@@ -337,7 +341,7 @@ gpu_tune_qk_stage(struct gpu *g, int on)
 static int
 qkt_takes(const struct gpu *g, int t, int m)
 {
-	if (!qk_type(t))
+	if (!qk_type(t) || t == QK_T_Q6P)	/* (packed Q6_K: k_mvk alone) */
 		return 0;
 	return g->qkt == GPU_QKT_ON || (g->qkt == GPU_QKT_AUTO && m >= QKT_AUTO_M);
 }
@@ -345,7 +349,7 @@ qkt_takes(const struct gpu *g, int t, int m)
 int
 qk_group(const struct gpu *g, int t, int64_t n)
 {
-	if (!qk_type(t))
+	if (!qk_type(t) || t == QK_T_Q6P)
 		return GPU_MATVEC_MAX_ROWS;
 	if (g->qkt == GPU_QKT_ON)
 		return QKT_MAX_M;
@@ -420,6 +424,8 @@ qk_products(struct gpu *g, int t, struct mv8_set S, int64_t ne0, const int8_t *q
 	for (int k = 0; k < S.nw; k++)
 		if (qk_check(g, t, S.W[k], S.rows[k], ne0, m, 0) != 0)
 			return -1;
+	if (t == QK_T_Q6P)	/* (its one form: 8 lanes whatever g->qk_lanes) */
+		return mvk_launch<QK_T_Q6P, 8>(g, S, nb, q, dk, bs, m);
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
 	case QK_T_Q4_K:
@@ -467,6 +473,9 @@ qk_moe_product(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	/* qk_products': an expert's rows are rows of the stack, aligned as they are there */
 	if (((uintptr_t)d_w & qk_align(t)) != 0)
 		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
+	if (t == QK_T_Q6P)
+		return mvk_moe_launch<QK_T_Q6P, 8>(g, d_w, rows, nb, n_exp, d_ids, ns, per, q, dk, bs,
+		    d_y, d_scale);
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
 	case QK_T_Q4_K:
@@ -510,8 +519,13 @@ k_moe_mvkg(const uint8_t *__restrict__ W, size_t ebytes, int64_t rows, int nb, s
 	int e, f, n;
 	if (!moe_tile(tile, t0, perm, n_exp, rows, r, lane, y, &e, &f, &n))
 		return;
-	mvk_row<T, GPU_MOE_MT, L>(W + (size_t)e * ebytes + r * rowbytes, nb,
-	    q + (size_t)f * nb * 256, dk + (size_t)f * nb, bs + (size_t)f * nb * 16, n, lane, acc);
+	if constexpr (T == QK_T_Q6P)
+		mvk_row_x4<GPU_MOE_MT, L>(W, (e * rows + r) * nb, nb, q + (size_t)f * nb * 256,
+		    dk + (size_t)f * nb, bs + (size_t)f * nb * 16, n, lane, acc);
+	else
+		mvk_row<T, GPU_MOE_MT, L>(W + (size_t)e * ebytes + r * rowbytes, nb,
+		    q + (size_t)f * nb * 256, dk + (size_t)f * nb, bs + (size_t)f * nb * 16, n, lane,
+		    acc);
 #pragma unroll
 	for (int j = 0; j < GPU_MOE_MT; j++) {
 		if (j >= n)
@@ -560,6 +574,9 @@ qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		return gpu_fail(g, "moe matvec_q8k: weights not aligned");
 	if (t == QK_T_IQ4_XS)	/* tiles of up to 16 rows: k_moe_mvkt */
 		return mvkt_moe_grouped<QK_T_IQ4_XS, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,
+		    d_scale);
+	if (t == QK_T_Q6P)	/* (k_moe_mvkg alone, whatever g->qkt) */
+		return mvk_moe_grouped<QK_T_Q6P, 8>(g, d_w, rows, nb, n_exp, G, q, dk, bs, d_y,
 		    d_scale);
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	if (g->qkt != GPU_QKT_OFF && t == QK_T_Q4_K)	/* tiles of up to 16 rows: k_moe_mvkt */
@@ -634,24 +651,22 @@ gpu_quantize_q8k(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, void *
 	return 0;
 }
 
-/* Q6_K blocks packed four a group (q6_x4, matvec_qk.cuh), one thread per
- * output byte; the last group's blocks past nblk are zero bytes. */
+/* nblk Q6_K blocks at src (the file's layout) as blocks blk0 .. of the
+ * weight at dst packed four a group (q6_x4, matvec_qk.cuh), one thread per
+ * source byte. */
 __global__ void
-k_q6k_pack4(const uint8_t *__restrict__ src, int64_t nblk, uint8_t *__restrict__ dst)
+k_q6k_pack4(uint8_t *__restrict__ dst, int64_t blk0, const uint8_t *__restrict__ src,
+    int64_t nblk)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	pdl_enter();
-	if (i >= (nblk + 3) / 4 * Q6X4_BYTES)
+	if (i >= nblk * 210)
 		return;
-	int64_t grp = i / Q6X4_BYTES;
-	int o = (int)(i % Q6X4_BYTES), k, at;
-	if (o < 8)	/* the four d */
-		k = o / 2, at = Q6_D + o % 2;
-	else
-		k = (o - 8) / 208, at = (o - 8) % 208;
-	int64_t b = 4 * grp + k;
-	dst[i] = b < nblk ? src[b * 210 + at] : 0;
+	int64_t b = blk0 + i / 210;
+	int o = (int)(i % 210), k = (int)(b & 3);
+	uint8_t *g = dst + (size_t)(b >> 2) * Q6X4_BYTES;
+	g[o < Q6_D ? 8 + 208 * k + o : 2 * k + o - Q6_D] = src[i];
 }
 
 extern "C" size_t
@@ -661,15 +676,13 @@ gpu_q6k_pack4_bytes(int64_t nblk)
 }
 
 extern "C" int
-gpu_q6k_pack4(struct gpu *g, void *d_dst, const void *d_src, int64_t nblk)
+gpu_q6k_pack4(struct gpu *g, void *d_dst, int64_t blk0, const void *d_src, int64_t nblk)
 {
-	int64_t n = (nblk + 3) / 4 * Q6X4_BYTES;
-
-	if (nblk < 1 || ((uintptr_t)d_dst & 7) != 0)
-		return gpu_fail(g, "q6k pack4: %lld blocks, to %p (8-byte aligned)", (long long)nblk,
-		    d_dst);
-	gpu_launch(g, k_q6k_pack4, (unsigned)((n + 255) / 256), 256, 0, (const uint8_t *)d_src,
-	    nblk, (uint8_t *)d_dst);
+	if (nblk < 1 || blk0 < 0 || ((uintptr_t)d_dst & 7) != 0)
+		return gpu_fail(g, "q6k pack4: %lld blocks from block %lld, to %p (8-byte aligned)",
+		    (long long)nblk, (long long)blk0, d_dst);
+	gpu_launch(g, k_q6k_pack4, (unsigned)((nblk * 210 + 255) / 256), 256, 0, (uint8_t *)d_dst,
+	    blk0, (const uint8_t *)d_src, nblk);
 	GPU_LAUNCHED(g, "q6k pack4");
 	return 0;
 }

@@ -823,8 +823,7 @@ gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int6
 		int64_t nr = rows - r0 < tile ? rows - r0 : tile;
 		/* the tile's bf16 rows: the copy's, or dequantized now */
 		const uint16_t *a = mb != NULL ? mb + (size_t)r0 * ne0 : wb;
-		if (mb == NULL && (rc = gpu_dequantize_bf16(g, t, (const uint8_t *)W +
-		    (size_t)r0 * rb, nr, ne0, wb)) != 0)
+		if (mb == NULL && (rc = gpu_dequantize_rows_bf16(g, t, W, r0, nr, ne0, wb)) != 0)
 			break;
 		cublasStatus_t st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n,
 		    (int)ne0, &one, a, CUDA_R_16BF, (int)ne0, xb, CUDA_R_16BF, (int)ne0, &zero,

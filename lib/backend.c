@@ -1048,6 +1048,26 @@ backend_qk_stage_env(struct backend *be, const char *v, char *err)
 }
 
 int
+backend_q6k_pack_set(struct backend *be, int on)
+{
+	if (on != 0 && on != 1)
+		return util_err(be->err, "q6k pack: %d (0 or 1)", on);
+	return be->ops->q6k_pack_set != NULL ? be->ops->q6k_pack_set(be, on) : 0;
+}
+
+int
+backend_q6k_pack_env(struct backend *be, const char *v, char *err)
+{
+	if (v == NULL || strcmp(v, "") == 0)
+		return 0;
+	if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+		return util_err(err, "'%s': not 0 or 1", v);
+	if (be != NULL && backend_q6k_pack_set(be, v[0] == '1') < 0)
+		return util_err(err, "%s", backend_errmsg(be));
+	return 0;
+}
+
+int
 backend_gemm_set(struct backend *be, int kind)
 {
 	return be->ops->gemm_set != NULL ? be->ops->gemm_set(be, kind) : 0;

@@ -649,6 +649,19 @@ int	backend_qkt_env(struct backend *, const char *v, char *err);
 int	backend_qk_stage_set(struct backend *, int on);
 int	backend_qk_stage_env(struct backend *, const char *v, char *err);
 /*
+ * How the CUDA backend lays out the Q6_K weights initialized after the
+ * call: on = 1 packed four blocks a group (gpu_q6k_pack4: the same bytes,
+ * each piece its decode product reads 8-byte aligned; the products up to
+ * the step rows by CUDA cores in launches of 16 rows, never the tensor-core
+ * form), 0 (the default) as in the file.  The same bits either way.
+ * backend_q6k_pack_set: 0 (a no-op on the CPU); weights loaded before keep
+ * theirs.  backend_q6k_pack_env: MEMRA_CUDA_Q6K_PACK's value v applied to
+ * be: NULL or "" leave the default, "0" or "1" set it; 0, or -1 for any
+ * other value (err says why); be NULL checks v only.
+ */
+int	backend_q6k_pack_set(struct backend *, int on);
+int	backend_q6k_pack_env(struct backend *, const char *v, char *err);
+/*
  * On the CPU backend only, for checks (kernel-check's model lines): its
  * products of more than rows rows computed with the numerics of the CUDA
  * backend's prompt kernels of kind (BACKEND_GEMM_*: for bf16, the GPU's

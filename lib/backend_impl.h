@@ -173,6 +173,8 @@ struct backend_ops {
 	int	(*qkt_set)(struct backend *, int);
 	/* optional, backend_qk_stage_set: NULL has one way */
 	int	(*qk_stage_set)(struct backend *, int);
+	/* optional, backend_q6k_pack_set: NULL has one layout */
+	int	(*q6k_pack_set)(struct backend *, int);
 	/* optional, backend_*_seqs: NULL loops over the sequences */
 	int	(*conv1d_silu_seqs)(struct backend *, const float *, int, int,
 		    const struct backend_seq *, int, const float *, int, float *);

@@ -227,6 +227,8 @@ cuda_env(struct backend *b, int *graph_stats, char *err)
 		return util_err(err, "MEMRA_CUDA_QKT: %s", why), -2;
 	if (backend_qk_stage_env(b, getenv("MEMRA_CUDA_QK_STAGE"), why) < 0)
 		return util_err(err, "MEMRA_CUDA_QK_STAGE: %s", why), -2;
+	if (backend_q6k_pack_env(b, getenv("MEMRA_CUDA_Q6K_PACK"), why) < 0)
+		return util_err(err, "MEMRA_CUDA_Q6K_PACK: %s", why), -2;
 	if (backend_chain_env(b, getenv("MEMRA_CUDA_MTP_CHAIN"), why) < 0)
 		return util_err(err, "MEMRA_CUDA_MTP_CHAIN: %s", why), -2;
 	return 0;

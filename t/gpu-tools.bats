@@ -40,7 +40,7 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	run -0 --separate-stderr gguf-inspect -k qwen35.block_count "$f"
 	[ "$output" = "5" ]
 	run -0 --separate-stderr "$T/model-bench" -d cpu -c 20 -n 2 -r 1 -k 1 "$f"
-	[[ ${lines[0]} == "model	"*"	qkt	auto	qk_stage	0" ]]	# the backend's defaults
+	[[ ${lines[0]} == "model	"*"	qkt	auto	qk_stage	0	q6k_pack	0" ]]	# the backend's defaults
 	[[ ${lines[1]} == "prefill-cold	ctx	20	"* ]]
 	[[ ${lines[2]} == "prefill	ctx	20	"* ]]
 	[[ ${lines[4]} == "decode-median	ctx	20	n	2	reps	1	"* ]]
@@ -54,14 +54,19 @@ has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>
 	[ "$stderr" = "model-bench: bad -b: 1..256" ]
 	# MEMRA_CUDA_QKT: the K-quant kernels' A/B (a no-op on the CPU), said on the model line
 	MEMRA_CUDA_QKT=0 run -0 --separate-stderr "$T/model-bench" -d cpu -c 12 -n 2 -r 1 -k 0 "$f"
-	[[ ${lines[0]} == "model	"*"	qkt	0	qk_stage	0" ]]
+	[[ ${lines[0]} == "model	"*"	qkt	0	qk_stage	0	q6k_pack	0" ]]
 	MEMRA_CUDA_QKT=yes run -2 --separate-stderr "$T/model-bench" -d cpu -c 12 "$f"
 	[ "$stderr" = "model-bench: MEMRA_CUDA_QKT: 'yes': not 0, 1 or auto" ]
 	# MEMRA_CUDA_QK_STAGE: the Q6_K product's rows staged or in place (a no-op on the CPU)
 	MEMRA_CUDA_QK_STAGE=1 run -0 --separate-stderr "$T/model-bench" -d cpu -c 12 -n 2 -r 1 -k 0 "$f"
-	[[ ${lines[0]} == "model	"*"	qkt	auto	qk_stage	1" ]]
+	[[ ${lines[0]} == "model	"*"	qkt	auto	qk_stage	1	q6k_pack	0" ]]
 	MEMRA_CUDA_QK_STAGE=2 run -2 --separate-stderr "$T/model-bench" -d cpu -c 12 "$f"
 	[ "$stderr" = "model-bench: MEMRA_CUDA_QK_STAGE: '2': not 0 or 1" ]
+	# MEMRA_CUDA_Q6K_PACK: Q6_K weights packed four blocks a group or as in the file (CPU: no-op)
+	MEMRA_CUDA_Q6K_PACK=1 run -0 --separate-stderr "$T/model-bench" -d cpu -c 12 -n 2 -r 1 -k 0 "$f"
+	[[ ${lines[0]} == "model	"*"	qkt	auto	qk_stage	0	q6k_pack	1" ]]
+	MEMRA_CUDA_Q6K_PACK=on run -2 --separate-stderr "$T/model-bench" -d cpu -c 12 "$f"
+	[ "$stderr" = "model-bench: MEMRA_CUDA_Q6K_PACK: 'on': not 0 or 1" ]
 }
 
 # GDN key heads of 80 (none of 16, 32, 64, 128), value heads of 64: the CPU runs them; spec

@@ -551,6 +551,10 @@ knob() {
 	knob MEMRA_CUDA_QK_STAGE "not 0 or 1" "2|yes|on| 1" "0|1"
 }
 
+@test "MEMRA_CUDA_Q6K_PACK: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
+	knob MEMRA_CUDA_Q6K_PACK "not 0 or 1" "2|yes|on| 1" "0|1"
+}
+
 @test "MEMRA_CUDA_PDL: 0 or 1 (the same ids; a no-op on the CPU); anything else is misuse" {
 	knob MEMRA_CUDA_PDL "not 0 or 1" "yes" "0|1"
 }

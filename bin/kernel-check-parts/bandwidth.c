@@ -143,8 +143,9 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		{ 8, 0, 1, "8 S" }, { 8, 0, 2, "8 X4" },
 	};
 	enum { NQF = sizeof qf / sizeof qf[0] };
-	/* (X4: the copies' random bytes read as packed four blocks a group, a
-	 * whole number of groups: the layout's speed; its bits are check_qk's) */
+	/* (X4: the copies' random bytes read as packed four blocks a group,
+	 * GPU_T_Q6K_PACKED, a whole number of groups: the layout's speed; its
+	 * bits are check_q6k_packed's) */
 	int x4 = t == QUANT_Q6_K && rows * (ne0 / 256) % 4 == 0;
 	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
 		double s[NQF + 1] = { 0 };
@@ -161,16 +162,17 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		 * four blocks in flight, Q6_K also its rows staged) */
 		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, then qf[fq[i8]]; or how[] */
 			struct gpu_graph *gr;
+			int st = qk && i8 ? qf[fq[i8]].stage : 0, tt = st == 2 ? GPU_T_Q6K_PACKED : t;
 			gchk(k, gpu_tune_qk(k->g, qk && i8 ? qf[fq[i8]].lanes : 4));
 			gchk(k, gpu_tune_qk_depth(k->g, qk && i8 ? qf[fq[i8]].depth : 0));
-			gchk(k, gpu_tune_qk_stage(k->g, qk && i8 ? qf[fq[i8]].stage : 0));
+			gchk(k, gpu_tune_qk_stage(k->g, st == 1));
 			gchk(k, gpu_tune_mv8(k->g, qk || one || i8 == 0 ? GPU_MV8_AUTO :
 			    md[i8 - 1]));
-			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
+			gchk(k, gpu_matvec_q8(k->g, tt, w[0], rows, ne0, dx, ms[mi], dy, NULL));
 			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
 			gchk(k, gpu_graph_begin(k->g));
 			for (int l = 0; l < nl; l++)
-				gchk(k, i8 ? gpu_matvec_q8(k->g, t, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL) :
+				gchk(k, i8 ? gpu_matvec_q8(k->g, tt, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL) :
 				    gpu_matvec(k->g, t, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL));
 			if ((gr = gpu_graph_end(k->g)) == NULL)
 				die(1, "gpu: %s", gpu_errmsg(k->g));

@@ -449,30 +449,6 @@ qk_again(struct kc *k, const struct wset *s, const float *dx, int m, float *dy, 
 }
 
 /*
- * check_qk's Q6_K product of weight s again on a copy packed four blocks a
- * group (gpu_q6k_pack4, read so under gpu_tune_qk_stage 2), against y bit
- * for bit: the line "matvec i8 Q6_K X4=default".
- */
-static void
-q6x4_again(struct kc *k, const struct wset *s, const float *dx, int m, float *dy, const float *y,
-    const char *shape)
-{
-	int64_t ny = (int64_t)m * s->rows, nblk = s->rows * (s->ne0 / 256);
-	float *y2 = xmalloc((size_t)ny * 4);
-	void *px = dput(k, NULL, gpu_q6k_pack4_bytes(nblk));
-
-	gchk(k, gpu_q6k_pack4(k->g, px, s->dw, nblk));
-	gchk(k, gpu_tune_qk_stage(k->g, 2));
-	gchk(k, gpu_matvec_q8(k->g, s->t, px, s->rows, s->ne0, dx, m, dy, NULL));
-	gchk(k, gpu_tune_qk_stage(k->g, 0));
-	dget(k, y2, dy, (size_t)ny * 4);
-	brk(k, y2, ny);
-	same_bits(k, "matvec i8 Q6_K X4=default", shape, y, y2, ny);
-	free(y2);
-	gpu_free(k->g, px);
-}
-
-/*
  * The K-quant decode products on Q8_K activations (cuda/matvec_qk.cu, by
  * the kernel of `lanes` lanes per super-block) against the CPU's int8
  * numerics (quant_quantize_act, quant_vec_dot) for m input rows, and the
@@ -480,8 +456,7 @@ q6x4_again(struct kc *k, const struct wset *s, const float *dx, int m, float *dy
  * 3..9 as a 7-row call) bit for bit when m is 16; up to 4 rows, the kernel
  * with four blocks in flight a group (gpu_tune_qk_depth 4) against the
  * default's two, bit for bit; Q6_K at 8 lanes, its rows staged in shared
- * memory (gpu_tune_qk_stage 1) and its weight packed four blocks a group
- * (q6x4_again) against in place, bit for bit.
+ * memory (gpu_tune_qk_stage 1) against in place, bit for bit.
  */
 static void
 check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
@@ -519,10 +494,8 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 	}
 	if (m <= 4)	/* the loads four blocks deep: the same sums */
 		qk_again(k, &s, dx, m, dy, y, gpu_tune_qk_depth, 4, "D=4=D=2", shape);
-	if (t == QUANT_Q6_K && lanes == 8) {	/* the rows staged, the weight packed: the same sums */
+	if (t == QUANT_Q6_K && lanes == 8)	/* the rows staged: the same sums */
 		qk_again(k, &s, dx, m, dy, y, gpu_tune_qk_stage, 1, "S=default", shape);
-		q6x4_again(k, &s, dx, m, dy, y, shape);
-	}
 	gchk(k, gpu_tune_qk(k->g, 0));
 	if (lanes == gpu_qk_lanes(t)) {	/* the default is this type's form */
 		snprintf(name, sizeof name, "L=%d=default", lanes);
@@ -533,6 +506,126 @@ check_qk(struct kc *k, int t, int64_t rows, int64_t ne0, int m, int lanes)
 	close_to(k, name, shape, y, ref, mag, ny, 1e-5);
 	free(x), free(y), free(ref), free(mag);
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
+	wset_free(k, &s);
+}
+
+/* Device bf16 values (n) as floats (exact), for same_bits. */
+static float *
+bf16_floats(struct kc *k, const uint16_t *d, int64_t n)
+{
+	uint16_t *h = xmalloc((size_t)n * 2);
+	float *f = xmalloc((size_t)n * 4);
+
+	dget(k, h, d, (size_t)n * 2);
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t u = (uint32_t)h[i] << 16;
+		memcpy(f + i, &u, 4);
+	}
+	free(h);
+	return f;
+}
+
+/* y[a] = y[b] bit for bit, n values of device buffers a and b: the line
+ * "q6k packed WHAT". */
+static void
+pk_same(struct kc *k, const char *what, const char *shape, const float *da, const float *db,
+    int64_t n)
+{
+	float *a = xmalloc((size_t)n * 4), *b = xmalloc((size_t)n * 4);
+	char name[64];
+
+	dget(k, a, da, (size_t)n * 4);
+	dget(k, b, db, (size_t)n * 4);
+	brk(k, b, n);
+	snprintf(name, sizeof name, "q6k packed %s", what);
+	same_bits(k, name, shape, a, b, n);
+	free(a), free(b);
+}
+
+/*
+ * A Q6_K weight packed four blocks a group (gpu_q6k_pack4 in two calls, the
+ * second from a block inside a group) read as GPU_T_Q6K_PACKED, against the
+ * same weight in the file's layout, bit for bit: the int8 products (m = 1,
+ * 3, 16: k_mvk's default form at 8 lanes), gpu_matmul of 3 rows (the int8
+ * products) and of 40 (dequantized tiles, fp32 and bf16 operands),
+ * dequantize (every row; rows from 1 by gpu_dequantize_rows and its bf16
+ * form), get_rows, and with ne_exp experts (rows a multiple of it) the
+ * experts' products, slots grouped by expert and not.  The lines "q6k
+ * packed WHAT".
+ */
+static void
+check_q6k_packed(struct kc *k, int64_t rows, int64_t ne0, int n_exp)
+{
+	enum { M = 40 };
+	static const int ms[] = { 1, 3, 16 };
+	struct wset s;
+	int64_t nb = ne0 / 256, nblk = rows * nb, h = nblk / 2 | 1, nel = rows * ne0;
+	int32_t ids[5] = { 0, (int32_t)(rows - 1), (int32_t)(rows / 2), 0, 1 };
+	float *x = frand(k, M * ne0, -1, 1);
+	char shape[64], what[48];
+
+	wset_new(k, &s, QUANT_Q6_K, rows, ne0);
+	void *px = dput(k, NULL, gpu_q6k_pack4_bytes(nblk));
+	float *dx = dput(k, x, (size_t)M * ne0 * 4), *da = dput(k, NULL, (size_t)M * rows * 4);
+	float *db = dput(k, NULL, (size_t)M * rows * 4);
+	int32_t *dids = dput(k, ids, sizeof ids);
+	const int P = GPU_T_Q6K_PACKED;
+
+	gchk(k, gpu_q6k_pack4(k->g, px, 0, s.dw, h));
+	gchk(k, gpu_q6k_pack4(k->g, px, h, (const uint8_t *)s.dw + h * 210, nblk - h));
+	snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)ne0);
+	gchk(k, gpu_tune_qk(k->g, 8));
+	for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+		gchk(k, gpu_matvec_q8(k->g, QUANT_Q6_K, s.dw, rows, ne0, dx, ms[i], da, NULL));
+		gchk(k, gpu_matvec_q8(k->g, P, px, rows, ne0, dx, ms[i], db, NULL));
+		snprintf(what, sizeof what, "matvec i8 m=%d", ms[i]);
+		pk_same(k, what, shape, da, db, ms[i] * rows);
+	}
+	gchk(k, gpu_tune_qk(k->g, 0));
+	gchk(k, gpu_matvec_q8(k->g, QUANT_Q6_K, s.dw, rows, ne0, dx, 3, da, NULL));
+	gchk(k, gpu_matmul(k->g, P, px, rows, ne0, dx, 3, db, NULL));
+	pk_same(k, "matmul m=3", shape, da, db, 3 * rows);
+	for (int bf = 0; bf < 2; bf++) {
+		gchk(k, gpu_tune_mmq(k->g, bf ? GPU_MMQ_BF16 : GPU_MMQ_MMA));
+		gchk(k, gpu_matmul(k->g, QUANT_Q6_K, s.dw, rows, ne0, dx, M, da, NULL));
+		gchk(k, gpu_matmul(k->g, P, px, rows, ne0, dx, M, db, NULL));
+		pk_same(k, bf ? "matmul m=40 bf16" : "matmul m=40", shape, da, db, M * rows);
+	}
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	float *dq = dput(k, NULL, (size_t)nel * 4), *dp = dput(k, NULL, (size_t)nel * 4);
+	gchk(k, gpu_dequantize(k->g, QUANT_Q6_K, s.dw, rows, ne0, dq));
+	gchk(k, gpu_dequantize(k->g, P, px, rows, ne0, dp));
+	pk_same(k, "dequantize", shape, dq, dp, nel);
+	gchk(k, gpu_dequantize_rows(k->g, P, px, 1, rows - 1, ne0, dp));
+	pk_same(k, "dequantize rows 1..", shape, dq + ne0, dp, nel - ne0);
+	uint16_t *hq = (uint16_t *)dq, *hp = (uint16_t *)dp;
+	gchk(k, gpu_dequantize_rows_bf16(k->g, QUANT_Q6_K, s.dw, 1, rows - 1, ne0, hq));
+	gchk(k, gpu_dequantize_rows_bf16(k->g, P, px, 1, rows - 1, ne0, hp));
+	float *fq = bf16_floats(k, hq, nel - ne0), *fp = bf16_floats(k, hp, nel - ne0);
+	brk(k, fp, nel - ne0);
+	same_bits(k, "q6k packed dequantize bf16 rows 1..", shape, fq, fp, nel - ne0);
+	free(fq), free(fp);
+	gchk(k, gpu_get_rows(k->g, QUANT_Q6_K, s.dw, ne0, dids, 5, dq));
+	gchk(k, gpu_get_rows(k->g, P, px, ne0, dids, 5, dp));
+	pk_same(k, "get_rows", shape, dq, dp, 5 * ne0);
+	if (n_exp > 1 && rows % n_exp == 0) {	/* slot s of input row s / 2 to expert eid[s] */
+		int32_t eid[6] = { n_exp - 1, 0, 1 % n_exp, n_exp - 1, 0, n_exp - 1 };
+		int32_t *de = dput(k, eid, sizeof eid);
+		int64_t er = rows / n_exp;
+		for (int gm = 0; gm < 2; gm++) {
+			gchk(k, gpu_tune_moe_group(k->g, gm ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_OFF));
+			gchk(k, gpu_moe_matvec(k->g, QUANT_Q6_K, s.dw, er, ne0, n_exp, de, 6, 2, dx, 3,
+			    da, NULL));
+			gchk(k, gpu_moe_matvec(k->g, P, px, er, ne0, n_exp, de, 6, 2, dx, 3, db, NULL));
+			snprintf(what, sizeof what, "moe %d experts%s", n_exp, gm ? " grouped" : "");
+			pk_same(k, what, shape, da, db, 6 * er);
+		}
+		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+		gpu_free(k->g, de);
+	}
+	free(x);
+	gpu_free(k->g, px), gpu_free(k->g, dx), gpu_free(k->g, da), gpu_free(k->g, db);
+	gpu_free(k->g, dq), gpu_free(k->g, dp), gpu_free(k->g, dids);
 	wset_free(k, &s);
 }
 
@@ -1139,6 +1232,10 @@ check_qk_all(struct kc *k)
 	}
 	check_qk_multi(k, 1, 1024, 4);
 	check_qk_multi(k, 5, 4096, 4);
+	/* packed Q6_K: 5 blocks a row (rows start inside groups, the last
+	 * group short; experts of 37 rows), Gemma-4 31B's 21 */
+	check_q6k_packed(k, 111, 1280, 3);
+	check_q6k_packed(k, 37, 5376, 1);
 	/* the norm's geometries: 1024 threads, 2 and 4 float4s a thread, rows past shared memory */
 	check_qk_multi(k, 3, 4096, 1);
 	check_qk_multi(k, 2, 5120, 4);
