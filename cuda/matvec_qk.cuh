@@ -100,7 +100,7 @@ struct q6_in_place {
 	const uint8_t *blk;
 
 	template <int R>
-	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8(blk + R + o, w); }
+	__device__ __forceinline__ void get8(int o, uint32_t *w) const { ld8(blk + (R + o), w); }
 	__device__ __forceinline__ unsigned short
 	get2(void) const { return __ldg((const unsigned short *)(blk + Q6_D)); }
 };
