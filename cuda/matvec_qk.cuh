@@ -349,9 +349,12 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 }
 
 /*
- * mvk_row_x4 (k_mvk's MVK_X4 form): k_mvk<QK_T_Q6_K, M, L, 2>'s loop, its
- * operations in its order (so its bits), on a weight W packed four blocks
- * a group (q6_x4) whose row starts at block rb0 of W (r nb).
+ * mvk_row_x4 (k_mvk's form for GPU_T_Q6K_PACKED, and the experts'):
+ * k_mvk<QK_T_Q6_K, M, L, 2>'s loop, its operations in its order (so its
+ * bits), on a weight W packed four blocks a group (q6_x4) whose row starts
+ * at block rb0 of W (r nb).  A copy of that loop, not a shared one: k_mvk
+ * keeps its own text (a loop with a loader argument schedules 28 of
+ * matvec_qk.o's measured kernels differently: sass-same).
  */
 __device__ __forceinline__ struct q6_x4
 q6x4_at(const uint8_t *W, int64_t blk)
