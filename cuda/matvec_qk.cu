@@ -256,14 +256,14 @@ template <int T, int M, int L>
 static mvk_fn
 mvk_form(const struct gpu *g)
 {
-	if constexpr (T == QK_T_Q6P)
-		return k_mvk<T, M, L, 2>;
-	if constexpr (T == QK_T_Q6_K && L == 8)
-		if (g->qk_stage)
-			return k_mvk<T, M, L, MVK_STAGED>;
-	if constexpr (M <= 4)
-		if (g->qk_depth == 4)
-			return k_mvk<T, M, L, 4>;
+	if constexpr (T != QK_T_Q6P) {	/* (packed Q6_K: its one form) */
+		if constexpr (T == QK_T_Q6_K && L == 8)
+			if (g->qk_stage)
+				return k_mvk<T, M, L, MVK_STAGED>;
+		if constexpr (M <= 4)
+			if (g->qk_depth == 4)
+				return k_mvk<T, M, L, 4>;
+	}
 	return k_mvk<T, M, L, 2>;
 }
 

@@ -4,7 +4,7 @@ decode products' instances, from `cuobjdump -sass` of an object (a review
 aid: no GPU needed; cuobjdump comes with the CUDA toolkit, or from PyPI's
 nvidia-cuda-cuobjdump wheel): cuda/matvec_q8.cu's k_mv8 / k_mv8s, and
 cuda/matvec_qk.cu's k_mvk (Q4_K, Q5_K, Q6_K; D = 2 or 4 blocks in flight,
-or S: Q6_K's rows staged in shared memory).
+or S: Q6_K's rows staged in shared memory; "Q6_K packed": GPU_T_Q6K_PACKED).
 
   cuobjdump -sass build/cuda/matvec_q8.o > /tmp/mv8.sass
   tools/mv8-sass.py /tmp/mv8.sass
@@ -26,7 +26,7 @@ import re
 import sys
 
 TYPES = {'8': 'Q8_0', '40': 'NVFP4', '3': 'Q4_1', '7': 'Q5_1'}
-KTYPES = {'12': 'Q4_K', '13': 'Q5_K', '14': 'Q6_K'}
+KTYPES = {'12': 'Q4_K', '13': 'Q5_K', '14': 'Q6_K', '114': 'Q6_K packed'}
 
 
 def hot_loop(fn, smallest=False):
