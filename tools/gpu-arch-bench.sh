@@ -23,7 +23,8 @@
 # arch-prof-NAME-QUANT.txt, its costliest kernels on stdout; a GPU's only),
 # GPU_ARCH_AB=VAR=X:Y (after a file's A B B A against llama-bench: each
 # scenario's model-bench with VAR=X (A) against VAR=Y (B), A B B A, rows
-# named SCENARIO-VAR-X-vs-Y; e.g. MEMRA_CUDA_QKT=0:1, MEMRA_CUDA_MOE_GROUP=cc:1),
+# named SCENARIO-VAR-X-vs-Y; e.g. MEMRA_CUDA_QKT=0:1, MEMRA_CUDA_MOE_GROUP=cc:1,
+# MEMRA_CUDA_Q6K_PACK=0:1),
 # GPU_ARCH_DEVICE (model-bench's device, default cuda; cpu tries the script
 # on a machine without a GPU against any llama-bench stand-in).  A
 # is llama-bench, B model-bench; each file is removed after its runs (GPU_ARCH_KEEP=1 aside).
