@@ -1035,16 +1035,24 @@ backend_qk_stage_set(struct backend *be, int on)
 	return be->ops->qk_stage_set != NULL ? be->ops->qk_stage_set(be, on) : 0;
 }
 
-int
-backend_qk_stage_env(struct backend *be, const char *v, char *err)
+/* A 0-or-1 knob's value v applied to be by set (NULL or "": left as it
+ * is; be NULL: v checked only): 0, or -1 with err. */
+static int
+onoff_env(struct backend *be, const char *v, char *err, int (*set)(struct backend *, int))
 {
 	if (v == NULL || strcmp(v, "") == 0)
 		return 0;
 	if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
 		return util_err(err, "'%s': not 0 or 1", v);
-	if (be != NULL && backend_qk_stage_set(be, v[0] == '1') < 0)
+	if (be != NULL && set(be, v[0] == '1') < 0)
 		return util_err(err, "%s", backend_errmsg(be));
 	return 0;
+}
+
+int
+backend_qk_stage_env(struct backend *be, const char *v, char *err)
+{
+	return onoff_env(be, v, err, backend_qk_stage_set);
 }
 
 int
@@ -1058,13 +1066,7 @@ backend_q6k_pack_set(struct backend *be, int on)
 int
 backend_q6k_pack_env(struct backend *be, const char *v, char *err)
 {
-	if (v == NULL || strcmp(v, "") == 0)
-		return 0;
-	if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-		return util_err(err, "'%s': not 0 or 1", v);
-	if (be != NULL && backend_q6k_pack_set(be, v[0] == '1') < 0)
-		return util_err(err, "%s", backend_errmsg(be));
-	return 0;
+	return onoff_env(be, v, err, backend_q6k_pack_set);
 }
 
 int
