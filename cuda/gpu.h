@@ -451,7 +451,9 @@ int	gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int 
  * (fp32 compute); under GPU_MMQ_BF16, quantized W (not F32, F16, BF16)
  * and x rounded to bf16 (nearest, ties to even) and multiplied on tensor
  * cores (fp32 sums).
- * n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead.
+ * n <= GPU_MATVEC_MAX_ROWS uses gpu_matvec instead; a type with no
+ * gpu_matvec kernel (gpu_can_matvec 0: Q5_1, GPU_T_Q6K_PACKED) takes
+ * gpu_matvec_q8 as far as that goes (gpu_can_matvec_q8_step).
  */
 int	gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    const float *d_x, int64_t n, float *d_y, const float *d_scale);

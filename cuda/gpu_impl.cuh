@@ -224,8 +224,8 @@ void   *gpu_scratch_gemm(struct gpu *g, size_t n);
 /*
  * mmq.cu, for matvec.cu: the bf16 GEMM.  gpu_bf16_operands: the gemm
  * scratch for x (n rows of ne0 bf16, returned) and a tile of W (*wb);
- * gpu_gemm_bf16: y[n][rows] = W . x with W (rows of rb bytes of type t)
- * dequantized to bf16 a tile at a time into wb (with g->mirror: read from
+ * gpu_gemm_bf16: y[n][rows] = W . x with W (rows of type t, read through
+ * gpu_dequantize_rows_bf16) dequantized to bf16 a tile at a time into wb (with g->mirror: read from
  * W's persistent bf16 copy, made by the first call), cublasGemmEx with
  * fp32 sums on tensor cores, then y *= *scale when scale is not NULL.
  * gpu_mirror_drop: frees the copy of the weight at w (gpu_free calls it;
@@ -238,7 +238,7 @@ int	gpu_half_of(struct gpu *g, int f16, const float *src, int64_t n, uint16_t *d
 	    const char *what);
 /* matvec.cu: y[0..n) *= *s (a weight's scale), queued (the fp32 and bf16 GEMMs'). */
 int	gpu_scale(struct gpu *g, float *y, int64_t n, const float *s);
-int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
+int	gpu_gemm_bf16(struct gpu *g, int t, const void *W, int64_t rows, int64_t ne0,
 	    const uint16_t *xb, uint16_t *wb, int64_t n, float *y, const float *scale);
 void	gpu_mirror_drop(struct gpu *g, const void *w);
 

@@ -11,6 +11,8 @@
 
 #include <cuda_fp16.h>
 
+#include "q6p.cuh"
+
 enum {
 	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q8_0 = 8, T_Q4_K = 12,
 	T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_NVFP4 = 40,
@@ -820,8 +822,8 @@ dq_unit(const uint8_t *__restrict__ src, size_t rowbytes, int64_t r0, int64_t up
 	r = r < 0 ? 0 : r;	/* a failed pick (-1) of a chain: row 0 (gpu_get_rows) */
 	if constexpr (T == T_Q6P) {
 		int64_t blk = (r0 + r) * (upr / UPB) + ur / UPB;
-		const uint8_t *g = src + (size_t)(blk >> 2) * 840;
-		sc = g + 2 * (blk & 3), b = g + 8 + 208 * (blk & 3);
+		const uint8_t *g = src + q6p_group(blk);
+		sc = g + q6p_d((int)(blk & 3)), b = g + q6p_body((int)(blk & 3));
 	} else
 		b = blk_at<T>(src + (r0 + r) * rowbytes, upr / UPB, ur / UPB, &sc);
 	unit_w<T>(b, sc, (int)(ur % UPB), w);
@@ -904,22 +906,29 @@ dq_type(struct gpu *g, const void *src, int64_t r0, int64_t ne0, const int32_t *
 	return 0;
 }
 
+/* dq_type of type t: the products' types (DISPATCH) and packed Q6_K, whose
+ * only fp32-free readers these are. */
+static int
+dq_any(struct gpu *g, int t, const void *src, int64_t r0, int64_t ne0, const int32_t *ids,
+    int64_t n, float *dst, uint16_t *dst16)
+{
+	if (t == T_Q6P)
+		return dq_type<T_Q6P>(g, src, r0, ne0, ids, n, dst, dst16);
+	DISPATCH(t, dq_type, g, src, r0, ne0, ids, n, dst, dst16);
+}
+
 extern "C" int
 gpu_dequantize_rows(struct gpu *g, int t, const void *d_src, int64_t r0, int64_t rows, int64_t ne0,
     float *d_dst)
 {
-	if (t == T_Q6P)
-		return dq_type<T_Q6P>(g, d_src, r0, ne0, NULL, rows, d_dst, NULL);
-	DISPATCH(t, dq_type, g, d_src, r0, ne0, NULL, rows, d_dst, NULL);
+	return dq_any(g, t, d_src, r0, ne0, NULL, rows, d_dst, NULL);
 }
 
 extern "C" int
 gpu_dequantize_rows_bf16(struct gpu *g, int t, const void *d_src, int64_t r0, int64_t rows,
     int64_t ne0, uint16_t *d_dst)
 {
-	if (t == T_Q6P)
-		return dq_type<T_Q6P>(g, d_src, r0, ne0, NULL, rows, NULL, d_dst);
-	DISPATCH(t, dq_type, g, d_src, r0, ne0, NULL, rows, NULL, d_dst);
+	return dq_any(g, t, d_src, r0, ne0, NULL, rows, NULL, d_dst);
 }
 
 extern "C" int
@@ -942,9 +951,7 @@ gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 {
 	if (n < 1 || n > 65535)
 		return gpu_fail(g, "get_rows: %d rows (1..65535)", n);
-	if (t == T_Q6P)
-		return dq_type<T_Q6P>(g, d_table, 0, ne0, d_ids, n, d_out, NULL);
-	DISPATCH(t, dq_type, g, d_table, 0, ne0, d_ids, n, d_out, NULL);
+	return dq_any(g, t, d_table, 0, ne0, d_ids, n, d_out, NULL);
 }
 
 /* --- NVFP4's GPU layout ------------------------------------------------ */
@@ -1084,19 +1091,19 @@ extern "C" int
 gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
     const float *d_x, int64_t n, float *d_y, const float *d_scale)
 {
-	const struct { int t, qk, bs; } tab[] = {
-		{ T_F32, 32, 128 }, { T_F16, 32, 64 }, { T_BF16, 32, 64 },
-		{ T_Q8_0, 32, 34 }, { T_Q4_0, 32, 18 }, { T_Q4_1, 32, 20 }, { T_Q5_0, 32, 22 },
-		{ T_NVFP4, 64, 36 }, { T_Q4_K, 256, 144 }, { T_Q5_K, 256, 176 },
-		{ T_Q6_K, 256, 210 }, { T_IQ4_NL, 32, 18 }, { T_IQ4_XS, 256, 136 },
-		{ T_Q6P, 256, 210 },
+	/* the types dequantized here and their block (the tiles read rows of
+	 * whole blocks through gpu_dequantize_rows) */
+	const struct { int t, qk; } tab[] = {
+		{ T_F32, 32 }, { T_F16, 32 }, { T_BF16, 32 }, { T_Q8_0, 32 }, { T_Q4_0, 32 },
+		{ T_Q4_1, 32 }, { T_Q5_0, 32 }, { T_NVFP4, 64 }, { T_Q4_K, 256 }, { T_Q5_K, 256 },
+		{ T_Q6_K, 256 }, { T_IQ4_NL, 32 }, { T_IQ4_XS, 256 }, { T_Q6P, 256 },
 	};
 	const float one = 1.0f, zero = 0.0f;
-	size_t rowbytes = 0;
+	int whole = 0;
 	int64_t tile, r0;
 	float *wt;
 
-	if (t == T_Q6P && n >= 1 && n <= g->step_rows)	/* (no fp32-x kernel reads it) */
+	if (!gpu_can_matvec(t) && gpu_can_matvec_q8_step(g, t, n))	/* (no fp32-x kernel) */
 		return gpu_matvec_q8(g, t, d_w, rows, ne0, d_x, n, d_y, d_scale);
 	if (n >= 1 && n <= GPU_MATVEC_MAX_ROWS)
 		return gpu_matvec(g, t, d_w, rows, ne0, d_x, (int)n, d_y, d_scale);
@@ -1111,9 +1118,8 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (n < 1)
 		return gpu_fail(g, "matmul: %lld input rows", (long long)n);
 	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-		if (tab[i].t == t && ne0 % tab[i].qk == 0)
-			rowbytes = (size_t)(ne0 / tab[i].qk) * tab[i].bs;
-	if (rowbytes == 0)
+		whole |= tab[i].t == t && ne0 % tab[i].qk == 0;
+	if (!whole)
 		return gpu_fail(g, "matmul: type %d with rows of %lld", t, (long long)ne0);
 	if (g->mmq == GPU_MMQ_BF16 && t != T_F32 && t != T_F16 && t != T_BF16) {
 		/* quantized weights: bf16 operands on tensor cores (the CPU
@@ -1121,7 +1127,7 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		uint16_t *wb, *xb = gpu_bf16_operands(g, n, rows, ne0, &wb);
 		if (xb == NULL || gpu_half_of(g, 0, d_x, n * ne0, xb, "matmul bf16 x") != 0)
 			return -1;
-		return gpu_gemm_bf16(g, t, d_w, rowbytes, rows, ne0, xb, wb, n, d_y, d_scale);
+		return gpu_gemm_bf16(g, t, d_w, rows, ne0, xb, wb, n, d_y, d_scale);
 	}
 	tile = ((int64_t)64 << 20) / (ne0 * 4);	/* 256 MiB of fp32 weights */
 	if (tile < 1)

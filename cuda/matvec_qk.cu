@@ -665,14 +665,13 @@ k_q6k_pack4(uint8_t *__restrict__ dst, int64_t blk0, const uint8_t *__restrict__
 		return;
 	int64_t b = blk0 + i / 210;
 	int o = (int)(i % 210), k = (int)(b & 3);
-	uint8_t *g = dst + (size_t)(b >> 2) * Q6X4_BYTES;
-	g[o < Q6_D ? 8 + 208 * k + o : 2 * k + o - Q6_D] = src[i];
+	dst[q6p_group(b) + (o < Q6_D ? q6p_body(k) + o : q6p_d(k) + o - Q6_D)] = src[i];
 }
 
 extern "C" size_t
 gpu_q6k_pack4_bytes(int64_t nblk)
 {
-	return (size_t)((nblk + 3) / 4) * Q6X4_BYTES;
+	return (size_t)((nblk + 3) / 4) * Q6P_GROUP;
 }
 
 extern "C" int

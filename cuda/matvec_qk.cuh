@@ -9,6 +9,8 @@
 #ifndef MEMRA_MATVEC_QK_CUH
 #define MEMRA_MATVEC_QK_CUH
 
+#include "q6p.cuh"
+
 /* Bytes of one super-block of type T. */
 template <int T>
 struct mvk_bs {
@@ -116,15 +118,10 @@ struct q6_staged {
 };
 
 /*
- * Q6_K packed four blocks a group (gpu_q6k_pack4): blocks 4 G .. 4 G + 3
- * of a weight (in the file's order, rows after rows) as the 840 bytes at
- * 840 G: their four d first (2 k), then each block's other 208 bytes as in
- * the file (ql, qh, scales) at 8 + 208 k (k = 0..3).  The same bytes, every
- * piece a lane reads 8-byte aligned: one load where in place a 2-byte
- * aligned block takes three words a piece.  g: the group, k: the block.
+ * Q6_K packed four blocks a group (gpu_q6k_pack4, q6p.cuh): block k of the
+ * group at g.  The same bytes, every piece a lane reads 8-byte aligned: one
+ * load where in place a 2-byte aligned block takes three words a piece.
  */
-enum { Q6X4_BYTES = 840 };
-
 struct q6_x4 {
 	const uint8_t *g;
 	int k;
@@ -133,11 +130,11 @@ struct q6_x4 {
 	__device__ __forceinline__ void
 	get8(int o, uint32_t *w) const
 	{
-		uint2 v = __ldg((const uint2 *)(g + 8 + 208 * k + R + o));
+		uint2 v = __ldg((const uint2 *)(g + q6p_body(k) + R + o));
 		w[0] = v.x, w[1] = v.y;
 	}
 	__device__ __forceinline__ unsigned short
-	get2(void) const { return __ldg((const unsigned short *)(g + 2 * k)); }
+	get2(void) const { return __ldg((const unsigned short *)(g + q6p_d(k))); }
 };
 
 /* Lane i's words of a Q6_K super-block, read through src. */
@@ -359,7 +356,7 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 __device__ __forceinline__ struct q6_x4
 q6x4_at(const uint8_t *W, int64_t blk)
 {
-	return q6_x4{ W + (size_t)(blk >> 2) * Q6X4_BYTES, (int)(blk & 3) };
+	return q6_x4{ W + q6p_group(blk), (int)(blk & 3) };
 }
 
 template <int M, int L>

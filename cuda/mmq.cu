@@ -810,7 +810,7 @@ mirror_of(struct gpu *g, int t, const void *W, int64_t rows, int64_t ne0)
 }
 
 int
-gpu_gemm_bf16(struct gpu *g, int t, const void *W, size_t rb, int64_t rows, int64_t ne0,
+gpu_gemm_bf16(struct gpu *g, int t, const void *W, int64_t rows, int64_t ne0,
     const uint16_t *xb, uint16_t *wb, int64_t n, float *y, const float *scale)
 {
 	const float one = 1.0f, zero = 0.0f;
@@ -936,7 +936,7 @@ gpu_matmul_half(struct gpu *g, int t, int ht, const void *d_w, int64_t rows, int
 
 /* y = W . x on bf16 operands, x from q and dx by k_q8_bf16. */
 static int
-mq_bf16(struct gpu *g, int t, const uint8_t *W, size_t rb, int64_t rows, int64_t ne0,
+mq_bf16(struct gpu *g, int t, const uint8_t *W, int64_t rows, int64_t ne0,
     const int8_t *q, const float *dx, int64_t n, float *y, const float *scale)
 {
 	uint16_t *wb, *xb = gpu_bf16_operands(g, n, rows, ne0, &wb);
@@ -946,7 +946,7 @@ mq_bf16(struct gpu *g, int t, const uint8_t *W, size_t rb, int64_t rows, int64_t
 		return -1;
 	gpu_launch(g, k_q8_bf16, (unsigned)((n4 + 255) / 256), 256, 0, q, dx, n4, xb);
 	GPU_LAUNCHED(g, "matmul_q8 bf16 x");
-	return gpu_gemm_bf16(g, t, W, rb, rows, ne0, xb, wb, n, y, scale);
+	return gpu_gemm_bf16(g, t, W, rows, ne0, xb, wb, n, y, scale);
 }
 
 extern "C" int
@@ -964,7 +964,7 @@ gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 		return gpu_fail(g, "matmul_q8: %lld rows of %lld, %lld inputs, or unaligned",
 		    (long long)rows, (long long)ne0, (long long)n);
 	if (g->mmq == GPU_MMQ_BF16)
-		return mq_bf16(g, t, (const uint8_t *)d_w, rb, rows, ne0, d_q, d_dx, n, d_y, d_scale);
+		return mq_bf16(g, t, (const uint8_t *)d_w, rows, ne0, d_q, d_dx, n, d_y, d_scale);
 	dim3 grid((unsigned)((n + MQ2_N - 1) / MQ2_N), (unsigned)((rows + MQ2_R - 1) / MQ2_R));
 	if (t == MQ_NVFP4)
 		mq_launch<MQ_NVFP4>(g, grid, (const uint8_t *)d_w, rows, nb, rb, d_q, d_dx, n,

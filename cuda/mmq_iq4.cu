@@ -244,7 +244,6 @@ iq4xs_matmul(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const in
     const float *dk, int64_t n, float *d_y, const float *d_scale)
 {
 	int nb = (int)(ne0 / 256);
-	size_t rb = (size_t)nb * XQ_BS;
 
 	if (n < 1 || rows < 1 || ne0 % 256 != 0 || ne0 < 256 || ne0 > INT32_MAX ||
 	    (n + XQ_N - 1) / XQ_N > INT32_MAX || (rows + XQ_R - 1) / XQ_R > 65535 ||
@@ -267,7 +266,7 @@ iq4xs_matmul(struct gpu *g, const void *d_w, int64_t rows, int64_t ne0, const in
 			return -1;
 		gpu_launch(g, k_q8k_bf16, (unsigned)((n4 + 255) / 256), 256, 0, q, dk, n4, xb);
 		GPU_LAUNCHED(g, "matmul_q8k bf16 x");
-		return gpu_gemm_bf16(g, XQ_TYPE, d_w, rb, rows, ne0, xb, wb, n, d_y, d_scale);
+		return gpu_gemm_bf16(g, XQ_TYPE, d_w, rows, ne0, xb, wb, n, d_y, d_scale);
 	}
 	dim3 grid((unsigned)((n + XQ_N - 1) / XQ_N), (unsigned)((rows + XQ_R - 1) / XQ_R));
 	if (g->mmq == GPU_MMQ_DP4A)
