@@ -234,8 +234,9 @@ int	gpu_tune_qk_depth(struct gpu *g, int depth);
  * 4-byte copies of contiguous words (a warp's copy reads 128 contiguous
  * bytes).  The sums and their order are the same: the same bits (kernel-check's
  * "matvec i8 Q6_K ... S=default" lines); gpu_tune_qk_depth has no effect
- * while it is 1.  On the H100 it is slower at one row (48.8 against 46.5
- * us on 21504x5376; kernel-check -b's "L=8 S" lines).
+ * while it is 1.  On an H100 it is slower at one row (48.83 against 46.50
+ * us on 21504x5376: kernel-check -b's "L=8 S" lines,
+ * bench/2026-12-07/2026-12-07-s33-run1-kernel-check-bench-Q6_K-h100.log).
  */
 int	gpu_tune_qk_stage(struct gpu *g, int on);
 /*

@@ -349,9 +349,11 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
  * mvk_row_x4 (k_mvk's form for GPU_T_Q6K_PACKED, and the experts'):
  * k_mvk<QK_T_Q6_K, M, L, 2>'s loop, its operations in its order (so its
  * bits), on a weight W packed four blocks a group (q6_x4) whose row starts
- * at block rb0 of W (r nb).  A copy of that loop, not a shared one: k_mvk
- * keeps its own text (a loop with a loader argument schedules 28 of
- * matvec_qk.o's measured kernels differently: sass-same).
+ * at block rb0 of W (r nb).  A copy of that loop, not a shared one: with a
+ * loader argument, k_mvk's loop moved 28 of matvec_qk.o's measured kernels
+ * (tools/sass-same.py), and mvk_row's (its array of D blocks) moved the
+ * experts' kernels and took this form at M = 4 from 252 to 334
+ * instructions a block-lane (tools/mv8-sass.py).
  */
 __device__ __forceinline__ struct q6_x4
 q6x4_at(const uint8_t *W, int64_t blk)

@@ -654,8 +654,9 @@ int	backend_qk_stage_env(struct backend *, const char *v, char *err);
  * each piece its decode product reads 8-byte aligned; the products up to
  * the step rows by CUDA cores in launches of 16 rows, never the tensor-core
  * form), 0 (the default) as in the file.  The same bits either way.  On an
- * H100 at the 31B shape: decode 1.05x, a K = 3 verify 0.92x (session 33's
- * notes), so off by default until the multi-row forms read it faster.
+ * H100 at the 31B shape: decode 1.05x, a K = 3 verify 0.92x
+ * (bench/2026-12-07/2026-12-07-s33-notes.md), so off by default until the
+ * multi-row forms read it faster.
  * backend_q6k_pack_set: 0 (a no-op on the CPU); weights loaded before keep
  * theirs.  backend_q6k_pack_env: MEMRA_CUDA_Q6K_PACK's value v applied to
  * be: NULL or "" leave the default, "0" or "1" set it; 0, or -1 for any

@@ -137,10 +137,11 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		w[c] = dput(k, NULL, nb);
 		gchk(k, gpu_copy(k->g, w[c], dpool + (size_t)c * 4096 % ((size_t)64 << 20), nb));
 	}
-	/* the K-quant forms after f32 x: lanes, blocks in flight, rows staged */
-	static const struct { int lanes, depth, stage; const char *name; } qf[] = {
-		{ 4, 0, 0, "4" }, { 8, 0, 0, "8" }, { 4, 4, 0, "4 D=4" }, { 8, 4, 0, "8 D=4" },
-		{ 8, 0, 1, "8 S" }, { 8, 0, 2, "8 X4" },
+	/* the K-quant forms after f32 x: lanes, blocks in flight, rows staged,
+	 * the weight read as packed Q6_K */
+	static const struct { int lanes, depth, stage, packed; const char *name; } qf[] = {
+		{ 4, 0, 0, 0, "4" }, { 8, 0, 0, 0, "8" }, { 4, 4, 0, 0, "4 D=4" },
+		{ 8, 4, 0, 0, "8 D=4" }, { 8, 0, 1, 0, "8 S" }, { 8, 0, 0, 1, "8 X4" },
 	};
 	enum { NQF = sizeof qf / sizeof qf[0] };
 	/* (X4: the copies' random bytes read as packed four blocks a group,
@@ -153,7 +154,7 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		if (qk) {
 			for (int f = 0; f < NQF; f++)
 				if ((qf[f].depth == 0 || ms[mi] <= 4) && (!qf[f].stage || t == QUANT_Q6_K) &&
-				    (qf[f].stage != 2 || x4))
+				    (!qf[f].packed || x4))
 					fq[nq++] = f;
 		}
 		int nv = one ? 2 : qk ? nq : t == QUANT_Q8_0 ? 5 :
@@ -162,10 +163,10 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 		 * four blocks in flight, Q6_K also its rows staged) */
 		for (int i8 = !f32; i8 < nv; i8++) {	/* f32 x, then qf[fq[i8]]; or how[] */
 			struct gpu_graph *gr;
-			int st = qk && i8 ? qf[fq[i8]].stage : 0, tt = st == 2 ? GPU_T_Q6K_PACKED : t;
+			int tt = qk && i8 && qf[fq[i8]].packed ? GPU_T_Q6K_PACKED : t;
 			gchk(k, gpu_tune_qk(k->g, qk && i8 ? qf[fq[i8]].lanes : 4));
 			gchk(k, gpu_tune_qk_depth(k->g, qk && i8 ? qf[fq[i8]].depth : 0));
-			gchk(k, gpu_tune_qk_stage(k->g, st == 1));
+			gchk(k, gpu_tune_qk_stage(k->g, qk && i8 ? qf[fq[i8]].stage : 0));
 			gchk(k, gpu_tune_mv8(k->g, qk || one || i8 == 0 ? GPU_MV8_AUTO :
 			    md[i8 - 1]));
 			gchk(k, gpu_matvec_q8(k->g, tt, w[0], rows, ne0, dx, ms[mi], dy, NULL));

@@ -549,7 +549,7 @@ pk_same(struct kc *k, const char *what, const char *shape, const float *da, cons
  * 3, 16: k_mvk's default form at 8 lanes), gpu_matmul of 3 rows (the int8
  * products) and of 40 (dequantized tiles, fp32 and bf16 operands),
  * dequantize (every row; rows from 1 by gpu_dequantize_rows and its bf16
- * form), get_rows, and with ne_exp experts (rows a multiple of it) the
+ * form), get_rows, and with n_exp experts (rows a multiple of it) the
  * experts' products, slots grouped by expert and not.  The lines "q6k
  * packed WHAT".
  */
