@@ -341,7 +341,7 @@ gpu_tune_qk_stage(struct gpu *g, int on)
 static int
 qkt_takes(const struct gpu *g, int t, int m)
 {
-	if (!qk_type(t) || t == QK_T_Q6P)	/* (packed Q6_K: k_mvk alone) */
+	if (!qk_type(t))
 		return 0;
 	return g->qkt == GPU_QKT_ON || (g->qkt == GPU_QKT_AUTO && m >= QKT_AUTO_M);
 }
@@ -349,7 +349,7 @@ qkt_takes(const struct gpu *g, int t, int m)
 int
 qk_group(const struct gpu *g, int t, int64_t n)
 {
-	if (!qk_type(t) || t == QK_T_Q6P)
+	if (!qk_type(t))
 		return GPU_MATVEC_MAX_ROWS;
 	if (g->qkt == GPU_QKT_ON)
 		return QKT_MAX_M;
@@ -390,8 +390,10 @@ qk_one(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, const i
 		return iq4xs_product(g, d_w, rows, ne0, q, dk, m, d_y, d_scale);
 	if (qk_check(g, t, d_w, rows, ne0, m, tc) != 0)
 		return -1;
-	if (t == QK_T_IQ4_XS)	/* (its one form: 8 lanes whatever g->qk_lanes) */
+	if (t == QK_T_IQ4_XS)	/* (their one form: 8 lanes whatever g->qk_lanes) */
 		return mvkt_launch<QK_T_IQ4_XS, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
+	if (t == QK_T_Q6P)
+		return mvkt_launch<QK_T_Q6P, 8>(g, d_w, rows, nb, q, dk, bs, m, d_y, d_scale);
 	int l8 = (g->qk_lanes ? g->qk_lanes : gpu_qk_lanes(t)) == 8;
 	switch (t) {
 	case QK_T_Q4_K:

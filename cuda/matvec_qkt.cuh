@@ -74,6 +74,7 @@ enum {
 	QKT_NS = 3,		/* stages in the ring */
 	QKT_THREADS = 256,
 	QKT_MAX_M = 32,		/* input rows a launch */
+	QKT_PB = 216,		/* packed Q6_K: a block's stage bytes (its 208, its group's four d) */
 };
 
 /* A launch's geometry and a stage's bytes: the weights (16 rows, slots
@@ -89,12 +90,14 @@ struct qkt_dim {
 		CB = CS / SL,		/* super-blocks a chunk */
 		BS = mvk_bs<T>::v,
 		/* a row's chunk as copied (Q6_K: from the word holding its first
-		 * byte, 2 bytes before it at most), its slot: 16 W0 / 16 odd */
-		RW = T == QK_T_Q6_K ? (CB * BS + 2 + 3) / 4 * 4 : CB * BS,
+		 * byte, 2 bytes before it at most; packed Q6_K: QKT_PB bytes a
+		 * block), its slot: 16 W0 / 16 odd */
+		RW = T == QK_T_Q6_K ? (CB * BS + 2 + 3) / 4 * 4 : T == QK_T_Q6P ? CB * QKT_PB :
+		    CB * BS,
 		W0 = (RW + 15) / 16 * 16,
 		WST = (W0 / 16) % 2 ? W0 : W0 + 16,
-		/* pieces of it: words (Q6_K), 8 bytes (IQ4_XS), 16 bytes */
-		NPC = T == QK_T_Q6_K ? RW / 4 : T == QK_T_IQ4_XS ? RW / 8 : RW / 16,
+		/* pieces of it: words (Q6_K), 8 bytes (IQ4_XS, packed Q6_K), 16 bytes */
+		NPC = T == QK_T_Q6_K ? RW / 4 : T == QK_T_IQ4_XS || T == QK_T_Q6P ? RW / 8 : RW / 16,
 		OX = QKT_R * WST,
 		XS = CB * 256 + 16,
 		OD = OX + MP * XS,
@@ -130,6 +133,14 @@ mvkt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 			if (n > 0)
 				gpu_cp4(st + rr * D::WST + 4 * i, src - o + 4 * i, n);
 		}
+	} else if (T == QK_T_Q6P) {	/* block bl of the chunk: its 208 bytes, its group's d */
+		for (int it = t; it < nr * D::NPC; it += QKT_THREADS) {
+			int rr = it / D::NPC, i = it % D::NPC, bl = i / (QKT_PB / 8), p = i % (QKT_PB / 8);
+			int64_t blk = (r0 + rr) * nb + b0 + bl;
+			if (bl < nbk)
+				gpu_cp8(st + rr * D::WST + QKT_PB * bl + 8 * p, W + q6p_group(blk) +
+				    (p < 26 ? q6p_body((int)(blk & 3)) + 8 * p : 0), 8);
+		}
 	} else if (T == QK_T_IQ4_XS)	/* 8-byte aligned rows and chunks */
 		for (int it = t; it < nr * D::NPC; it += QKT_THREADS) {
 			int rr = it / D::NPC, i = it % D::NPC;
@@ -155,7 +166,8 @@ mvkt_copy(uint8_t *st, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 		if (i < nbk)
 			gpu_cp4(st + D::OD + (j * D::CB + i) * 4, dk + (size_t)j * nb + b0 + i, 4);
 	}
-	for (int it = t; it < (T == QK_T_Q6_K || T == QK_T_IQ4_XS ? 0 : m * 2 * D::CB);
+	for (int it = t; it < (T == QK_T_Q6_K || T == QK_T_Q6P || T == QK_T_IQ4_XS ? 0 :
+	    m * 2 * D::CB);
 	    it += QKT_THREADS) {	/* bsums (Q4_K, Q5_K) */
 		int j = it / (2 * D::CB), i = it % (2 * D::CB);
 		if (i < 2 * nbk)
@@ -299,12 +311,15 @@ mvkt_step(const uint8_t *st, int nsl, int k, float (*acc)[4])
 	}
 }
 
-/* 4 bytes at a 2-byte aligned shared address. */
+/* 4 bytes at a 2-byte aligned shared address (T = QK_T_Q6P: 4-byte aligned, one load). */
+template <int T = QK_T_Q6_K>
 __device__ __forceinline__ uint32_t
 mvkt_lw(const uint8_t *p)
 {
 	const uint16_t *h = (const uint16_t *)p;
 
+	if constexpr (T == QK_T_Q6P)
+		return *(const uint32_t *)p;
 	return (uint32_t)h[0] | (uint32_t)h[1] << 16;
 }
 
@@ -330,26 +345,37 @@ mvkt_q6(uint32_t qa, uint32_t qb, uint32_t qh, int t)
  * 0..7).  The rows' bytes are 2-byte aligned in the stage: a block of row
  * gq starts og0 = (ra0 + 210 b0) % 4 bytes into the row's slot (ra0: the
  * row's address mod 4, b0 = CB k the chunk's first block), + 210 bl.
+ * Packed (T = QK_T_Q6P, mvkt_copy): block bl at QKT_PB bl of the slot, its
+ * 208 bytes then its group's four d, its own at 2 ((ra0 + b0 + bl) % 4)
+ * (ra0: the row's first block's place in its group).
  */
-template <int L, int NT>
+template <int T, int L, int NT>
 __device__ __forceinline__ void
 mvkt_step6(const uint8_t *st, int nsl, int k, int ra0, int ra8, float (*acc)[4])
 {
-	typedef qkt_dim<QK_T_Q6_K, L, NT> D;
+	typedef qkt_dim<T, L, NT> D;
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tg = lane & 3;
 	int nt = w / D::CS, cs = w % D::CS, bl = cs / D::SL, eta = D::SL == 2 ? cs & 1 : 0;
 
 	if (k * D::CS + cs >= nsl)	/* the warp's slice past the row's end */
 		return;
-	int sh = 2 * (k * D::CB & 1);
-	const uint8_t *p0 = st + gq * D::WST + ((ra0 + sh) & 3) + 210 * bl;
-	const uint8_t *p1 = st + (gq + 8) * D::WST + ((ra8 + sh) & 3) + 210 * bl;
+	const uint8_t *p0, *p1, *h0, *h1;	/* the rows' blocks, their d */
+	if constexpr (T == QK_T_Q6P) {
+		int b = k * D::CB + bl;
+		p0 = st + gq * D::WST + QKT_PB * bl, p1 = p0 + 8 * D::WST;
+		h0 = p0 + 208 + 2 * ((ra0 + b) & 3), h1 = p1 + 208 + 2 * ((ra8 + b) & 3);
+	} else {
+		int sh = 2 * (k * D::CB & 1);
+		p0 = st + gq * D::WST + ((ra0 + sh) & 3) + 210 * bl;
+		p1 = st + (gq + 8) * D::WST + ((ra8 + sh) & 3) + 210 * bl;
+		h0 = p0 + 208, h1 = p1 + 208;
+	}
 	const float *ds = (const float *)(st + D::OD);
 	int j0 = 8 * nt + 2 * tg;
 	const uint8_t *xb = st + D::OX + (8 * nt + gq) * D::XS + bl * 256 + 4 * tg;
 	float dy0 = ds[j0 * D::CB + bl], dy1 = ds[(j0 + 1) * D::CB + bl];
-	float d0 = __half2float(__ushort_as_half(*(const unsigned short *)(p0 + 208)));
-	float d1 = __half2float(__ushort_as_half(*(const unsigned short *)(p1 + 208)));
+	float d0 = __half2float(__ushort_as_half(*(const unsigned short *)h0));
+	float d1 = __half2float(__ushort_as_half(*(const unsigned short *)h1));
 	float dd[4] = { __fmul_rn(d0, dy0), __fmul_rn(d0, dy1), __fmul_rn(d1, dy0),
 	    __fmul_rn(d1, dy1) };
 
@@ -358,12 +384,12 @@ mvkt_step6(const uint8_t *st, int nsl, int k, int ra0, int ra8, float (*acc)[4])
 		/* L = 8: run h = cp of half eta, chains 2 cp, 2 cp + 1; L = 4: chain cp */
 		int n = L == 8 ? eta : cp >> 1, h = L == 8 ? cp : cp & 1;
 		int o = 64 * n + 16 * h + 4 * tg;
-		uint32_t qa0 = mvkt_lw(p0 + o), qb0 = mvkt_lw(p0 + o + 32);
-		uint32_t qa1 = mvkt_lw(p1 + o), qb1 = mvkt_lw(p1 + o + 32);
-		uint32_t qh0 = mvkt_lw(p0 + 128 + 32 * n + 16 * h + 4 * tg);
-		uint32_t qh1 = mvkt_lw(p1 + 128 + 32 * n + 16 * h + 4 * tg);
-		uint32_t s0[2] = { mvkt_lw(p0 + 192 + 8 * n), mvkt_lw(p0 + 196 + 8 * n) };
-		uint32_t s1[2] = { mvkt_lw(p1 + 192 + 8 * n), mvkt_lw(p1 + 196 + 8 * n) };
+		uint32_t qa0 = mvkt_lw<T>(p0 + o), qb0 = mvkt_lw<T>(p0 + o + 32);
+		uint32_t qa1 = mvkt_lw<T>(p1 + o), qb1 = mvkt_lw<T>(p1 + o + 32);
+		uint32_t qh0 = mvkt_lw<T>(p0 + 128 + 32 * n + 16 * h + 4 * tg);
+		uint32_t qh1 = mvkt_lw<T>(p1 + 128 + 32 * n + 16 * h + 4 * tg);
+		uint32_t s0[2] = { mvkt_lw<T>(p0 + 192 + 8 * n), mvkt_lw<T>(p0 + 196 + 8 * n) };
+		uint32_t s1[2] = { mvkt_lw<T>(p1 + 192 + 8 * n), mvkt_lw<T>(p1 + 196 + 8 * n) };
 		int il[4] = { 0, 0, 0, 0 }, ih[4] = { 0, 0, 0, 0 };
 #pragma unroll
 		for (int t = 0; t < 4; t++) {
@@ -507,10 +533,14 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
     const int16_t *__restrict__ bs, int m, const int32_t *perm, float *y, const float *scale)
 {
 	typedef qkt_dim<T, L, NT> D;
-	static_assert(T != QK_T_IQ4_XS || L == 8, "k_mvkt: IQ4_XS at 8 lanes, its one form");
+	static_assert((T != QK_T_IQ4_XS && T != QK_T_Q6P) || L == 8,
+	    "k_mvkt: IQ4_XS and packed Q6_K at 8 lanes, their one form");
 	int nch = (nb + D::CB - 1) / D::CB, nsl = nb * D::SL, gq = (threadIdx.x & 31) >> 2;
-	int ra0 = (int)((uintptr_t)(W + (size_t)(r0 + gq) * rb) & 3);	/* Q6_K's offsets */
-	int ra8 = (int)((uintptr_t)(W + (size_t)(r0 + gq + 8) * rb) & 3);
+	/* Q6_K's offsets: its rows' addresses mod 4; packed, their first blocks' mod 4 */
+	int ra0 = T == QK_T_Q6P ? (int)((r0 + gq) * nb & 3) :
+	    (int)((uintptr_t)(W + (size_t)(r0 + gq) * rb) & 3);
+	int ra8 = T == QK_T_Q6P ? (int)((r0 + gq + 8) * nb & 3) :
+	    (int)((uintptr_t)(W + (size_t)(r0 + gq + 8) * rb) & 3);
 	float acc[NT][4][4];
 
 #pragma unroll
@@ -538,8 +568,9 @@ mvkt_rows(uint8_t *sm, const uint8_t *__restrict__ W, size_t rb, int64_t r0, int
 				mvkt_copy<T, L, NT>(sm + (k + QKT_NS - 1) % QKT_NS * D::STAGE, W, rb, r0,
 				    rows, nb, q, dk, bs, m, k + QKT_NS - 1);
 			mvkt_commit();
-			if constexpr (T == QK_T_Q6_K)
-				mvkt_step6<L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, ra0, ra8, acc[sl]);
+			if constexpr (T == QK_T_Q6_K || T == QK_T_Q6P)
+				mvkt_step6<T, L, NT>(sm + k % QKT_NS * D::STAGE, nsl, k, ra0, ra8,
+				    acc[sl]);
 			else if constexpr (T == QK_T_IQ4_XS)
 				mvkt_stepx<NT>(sm + k % QKT_NS * D::STAGE, nsl, k, acc[sl]);
 			else

@@ -169,7 +169,7 @@ emu_cc() {
 	done
 }
 
-@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (cuda/matvec_qk.cuh), four blocks in flight or two, Q6_K's rows staged, packed four blocks a group or in place, and of k_iq4's for IQ4_XS (cuda/matvec_iq4.cuh)" {
+@test "matvec-qkt-emu -k: cuda/matvec_qkt.cuh's own device code, thread by thread, gives the bits of k_mvk's (cuda/matvec_qk.cuh), four blocks in flight or two, Q6_K's rows staged, packed four blocks a group or in place (k_mvk's and k_mvkt's text), and of k_iq4's for IQ4_XS (cuda/matvec_iq4.cuh)" {
 	need_cc
 	need_cxx c++17 vector
 	g++ -O2 -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas \
@@ -186,12 +186,14 @@ emu_cc() {
 		[ "${lines[-2]}" = "mvk_ref against k_mvk's text: 0 outputs differ" ]
 		[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed\ \(the\ kernels\'\ text\)$ ]]
 	done
-	# (mvk_row_s, mvk_row_x4: Q6_K at 8 lanes; the staged copies landing at their waits and at
-	# their issue)
+	# (mvk_row_s, mvk_row_x4, k_mvkt packed: Q6_K at 8 lanes; the staged copies landing at
+	# their waits and at their issue)
 	[ "${lines[-4]}" = "mvk_row_s's text, Q6_K rows staged against in place: 0 outputs differ" ]
-	[ "${lines[-5]}" = "mvk_row_x4's text, Q6_K weights packed against in place: 0 outputs differ" ]
+	[ "${lines[-5]}" = "k_mvkt's text, Q6_K weights packed against k_mvk's in place: 0 outputs differ" ]
+	[ "${lines[-6]}" = "mvk_row_x4's text, Q6_K weights packed against in place: 0 outputs differ" ]
 	grep -qx "Q6_K L=8: mvk_row_s's text (rows staged), rows of 5 to 48 super-blocks, m = 1, 3, 16: same bits" <<<"$output"
 	grep -qx "Q6_K L=8: mvk_row_x4's text (weights packed four blocks a group), the same rows: same bits" <<<"$output"
+	grep -qx "Q6_K L=8: k_mvkt's text on weights packed four blocks a group, 19 rows of 5 to 21 super-blocks, m = 1..32: same bits" <<<"$output"
 	[ "$(grep -c '^IQ4_XS L=8 .*: same bits' <<<"$output")" -eq 9 ]
 }
 

@@ -675,11 +675,13 @@ void kern_mvks(const uint8_t *wr, int nb, const int8_t *q, const float *dk, cons
 void kern_mvkx4(const uint8_t *W, int64_t rb0, int nb, const int8_t *q, const float *dk,
     const int16_t *bs, int m, const float *scale, float *y);
 #endif
+enum { KERN_Q6P = 114 };	/* GPU_T_Q6K_PACKED (cuda/gpu.h): kern_mvkt's T for packed Q6_K */
 static int kern;	/* -k: the kernels' own text, not these models */
 static long nhand;	/* -k: outputs where mvk_ref differs from k_mvk's text */
 static long ndeep;	/* -k: outputs where k_mvk's text four blocks deep differs from two */
 static long nstage;	/* -k: outputs where mvk_row_s's text differs from k_mvk's */
 static long nx4;	/* -k: outputs where mvk_row_x4's text differs from k_mvk's */
+static long nx4t;	/* -k: outputs where k_mvkt's text on packed Q6_K differs from k_mvk's */
 
 #ifdef QKT_KERN
 /* -k: m outputs got against want, bit for bit: each that differs counted in
@@ -932,6 +934,48 @@ static void check_stage(void)
 	printf("Q6_K L=8: mvk_row_x4's text (weights packed four blocks a group), the same rows: "
 	    "%s\n", nx4 == 0 ? "same bits" : "DIFFER");
 }
+
+/* -k: k_mvkt's text on Q6_K packed four blocks a group (pack4) against
+ * k_mvk's on the file's layout, bit for bit: 19 rows (a block of 16, both
+ * of its row halves, then 3) of 5, 9 and 21 super-blocks (each row's first
+ * block at every place in a group), m = 1, 3, 8, 9, 16, 17, 32 (n-tiles 1,
+ * 2, 4; chunks of 4, 2, 1 blocks), shared memory garbage first; the
+ * weights a buffer of exactly pack4's size (ASan: nothing read past it) */
+static void check_q6p_tc(void)
+{
+	static const int nbs[] = { 5, 9, 21 }, ms[] = { 1, 3, 8, 9, 16, 17, 32 };
+	enum { ROWS = 19 };
+	float *y = malloc(sizeof(float) * 32 * ROWS), *yt = malloc(sizeof(float) * 32 * ROWS);
+	char what[80];
+
+	for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++) {
+		int ne0 = 256 * nbs[ni];
+		size_t rb = quant_row_size(T_Q6_K, ne0);
+		uint8_t *w = weights(T_Q6_K, ROWS, ne0, ni % 2);
+		uint8_t *wx = pack4(w, (int64_t)ROWS * nbs[ni]);
+		struct xin X;
+
+		inputs(T_Q6_K, ne0, 32, &X);
+		for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+			int m = ms[mi];
+			float yr[32];
+			for (int r = 0; r < ROWS; r++) {
+				kern_mvk(T_Q6_K, 8, 2, w + r * rb, X.nb, X.q, X.dk, X.bs, m, NULL, yr);
+				for (int j = 0; j < m; j++)
+					y[j * ROWS + r] = yr[j];
+			}
+			kern_mvkt(KERN_Q6P, 8, wx, ROWS, X.nb, 0, X.q, X.dk, X.bs, m, NULL, yt, NULL,
+			    rnd);
+			snprintf(what, sizeof what, "Q6_K %d m=%d: k_mvk's text, k_mvkt's packed", ne0, m);
+			same_out(y, yt, m * ROWS, &nx4t, what);
+			nchk += m * ROWS;
+		}
+		free(w), free(wx), free(X.q), free(X.dk), free(X.bs);
+	}
+	printf("Q6_K L=8: k_mvkt's text on weights packed four blocks a group, 19 rows of 5 to 21 "
+	    "super-blocks, m = 1..32: %s\n", nx4t == 0 ? "same bits" : "DIFFER");
+	free(y), free(yt);
+}
 #endif
 
 /* k_mvkt's rows x m outputs against k_mvk's (bit for bit) and the CPU's */
@@ -1134,13 +1178,17 @@ int main(int argc, char **argv)
 #ifdef QKT_KERN
 	for (int ti = 0; kern && ti < 3; ti++)	/* (IQ4_XS: its one kernel, not k_mvk) */
 		check_depth(ts[ti]);
-	if (kern && L == 8)	/* (mvk_row_s: Q6_K's 8 lanes only) */
+	if (kern && L == 8) {	/* (mvk_row_s, packed Q6_K: 8 lanes only) */
 		check_stage();
+		check_q6p_tc();
+	}
 #endif
 	if (kern) {
 		if (L == 8) {
 			printf("mvk_row_x4's text, Q6_K weights packed against in place: %ld outputs "
 			    "differ\n", nx4);
+			printf("k_mvkt's text, Q6_K weights packed against k_mvk's in place: %ld outputs "
+			    "differ\n", nx4t);
 			printf("mvk_row_s's text, Q6_K rows staged against in place: %ld outputs differ\n",
 			    nstage);
 		}
@@ -1148,7 +1196,7 @@ int main(int argc, char **argv)
 		    ndeep);
 		printf("mvk_ref against k_mvk's text: %ld outputs differ\n", nhand);
 	}
-	nfail += nhand + ndeep + nstage + nx4;
+	nfail += nhand + ndeep + nstage + nx4 + nx4t;
 	printf("%ld checks, %ld failed%s\n", nchk, nfail, perturb ? " (perturbed model)" :
 	    kern ? " (the kernels' text)" : "");
 	return nfail != 0;

@@ -81,7 +81,7 @@ static inline int __dp4a(int a, int b, int c)
 
 /* matvec_qk.cu's, before it includes the file: its types, and k_mvk's
  * device code (mvk_bs .. mvk_row) */
-enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23 };
+enum { QK_T_Q4_K = 12, QK_T_Q5_K = 13, QK_T_Q6_K = 14, QK_T_IQ4_XS = 23, QK_T_Q6P = 114 };
 /* k_mvk's staged rows (mvk_row_s): a shared address is a pointer here; the
  * copies, their groups and __syncwarp are the block's (below) */
 typedef uint32_t *mvk_sptr;
@@ -397,10 +397,11 @@ static void (*pick_l(int L))(void *)
 
 static void (*pick(int T, int L))(void *)
 {
-	if (T == QK_T_IQ4_XS && L != 8)
-		abort();	/* (its one form) */
+	if ((T == QK_T_IQ4_XS || T == QK_T_Q6P) && L != 8)
+		abort();	/* (their one form) */
 	return T == QK_T_Q4_K ? pick_l<QK_T_Q4_K>(L) : T == QK_T_Q5_K ? pick_l<QK_T_Q5_K>(L) :
-	    T == QK_T_IQ4_XS ? rows_tl<QK_T_IQ4_XS, 8> : pick_l<QK_T_Q6_K>(L);
+	    T == QK_T_IQ4_XS ? rows_tl<QK_T_IQ4_XS, 8> : T == QK_T_Q6P ? rows_tl<QK_T_Q6P, 8> :
+	    pick_l<QK_T_Q6_K>(L);
 }
 
 /* the largest shared memory any of a type's launches asks (mvkt_run's) */
@@ -420,7 +421,7 @@ smem(int T, int L, size_t *sz)
 
 	*sz = T == QK_T_Q4_K ? (L == 8 ? smem_tl<QK_T_Q4_K, 8>() : smem_tl<QK_T_Q4_K, 4>()) :
 	    T == QK_T_Q5_K ? (L == 8 ? smem_tl<QK_T_Q5_K, 8>() : smem_tl<QK_T_Q5_K, 4>()) :
-	    T == QK_T_IQ4_XS ? smem_tl<QK_T_IQ4_XS, 8>() :
+	    T == QK_T_IQ4_XS ? smem_tl<QK_T_IQ4_XS, 8>() : T == QK_T_Q6P ? smem_tl<QK_T_Q6P, 8>() :
 	    (L == 8 ? smem_tl<QK_T_Q6_K, 8>() : smem_tl<QK_T_Q6_K, 4>());
 	if (sm == NULL && (sm = (uint8_t *)aligned_alloc(16, 256 << 10)) == NULL)
 		abort();
@@ -439,7 +440,8 @@ fill(uint8_t *sm, size_t sz, uint64_t (*rnd)(void))
 
 /*
  * k_mvkt as mvkt_launch launches it (NT by m) on weight W (rows of rb
- * bytes, nb super-blocks) and m input rows: y[perm ? perm[j] : j][rows].
+ * bytes, nb super-blocks; T = QK_T_Q6P: Q6_K packed four blocks a group,
+ * rb unread) and m input rows: y[perm ? perm[j] : j][rows].
  */
 extern "C" void
 kern_mvkt(int T, int L, const uint8_t *W, int64_t rows, int nb, size_t rb, const int8_t *q,

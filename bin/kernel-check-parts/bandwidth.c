@@ -205,17 +205,17 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 
 /*
  * The tensor-core form of the int8 products (GPU_MV8_TC) against k_mv8
- * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 4, 8, 16, 32 (the GEMM off: past 16
+ * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 2, 3, 4, 5, 8, 12, 16, 32 (the GEMM off: past 16
  * rows the default's two launches of 16, k_mv8t's one), device time per
  * call in a graph over copies that pass 1 GiB, as bench_i8; GB/s of
  * weight bytes.  The K-quants and IQ4_XS: k_mvkt (GPU_QKT_ON) against
  * k_mvk (IQ4_XS: k_iq4; GPU_QKT_OFF) at the type's default lanes, the
- * step rows at 32.
+ * step rows at 32; Q6_K also packed four blocks a group (X4 lines).
  */
 static void
 bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 {
-	static const int ms[] = { 1, 4, 8, 16, 32 };
+	static const int ms[] = { 1, 2, 3, 4, 5, 8, 12, 16, 32 };
 	enum { M = 32 };
 	size_t nb = quant_row_size(t, ne0) * (size_t)rows;
 	int nc = (int)((((size_t)1 << 30) + nb - 1) / nb), nl = nc < 64 ? 64 : nc;
@@ -234,29 +234,34 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_OFF));
 	if (qk)	/* 32 rows: the step rows of the CUDA backend */
 		gchk(k, gpu_tune_step_rows(k->g, GPU_STEP_ROWS_MAX));
-	for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-		double s[2];
-		for (int f = 0; f < 2; f++) {
-			struct gpu_graph *gr;
-			if (qk)
-				gchk(k, gpu_tune_qkt(k->g, f ? GPU_QKT_ON : GPU_QKT_OFF));
-			else
-				gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_PLACE));
-			gchk(k, gpu_matvec_q8(k->g, t, w[0], rows, ne0, dx, ms[mi], dy, NULL));
-			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
-			gchk(k, gpu_graph_begin(k->g));
-			for (int l = 0; l < nl; l++)
-				gchk(k, gpu_matvec_q8(k->g, t, w[l % nc], rows, ne0, dx, ms[mi], dy, NULL));
-			if ((gr = gpu_graph_end(k->g)) == NULL)
-				die(1, "gpu: %s", gpu_errmsg(k->g));
-			s[f] = time_graph(k, gr, 5) / nl;
-			gpu_graph_free(gr);
+	/* Q6_K also packed four blocks a group (X4: the copies' random bytes read so) */
+	for (int pk = 0; pk < (t == QUANT_Q6_K ? 2 : 1); pk++)
+		for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+			int tt = pk ? GPU_T_Q6K_PACKED : t;
+			double s[2];
+			for (int f = 0; f < 2; f++) {
+				struct gpu_graph *gr;
+				if (qk)
+					gchk(k, gpu_tune_qkt(k->g, f ? GPU_QKT_ON : GPU_QKT_OFF));
+				else
+					gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_PLACE));
+				gchk(k, gpu_matvec_q8(k->g, tt, w[0], rows, ne0, dx, ms[mi], dy, NULL));
+				gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
+				gchk(k, gpu_graph_begin(k->g));
+				for (int l = 0; l < nl; l++)
+					gchk(k, gpu_matvec_q8(k->g, tt, w[l % nc], rows, ne0, dx, ms[mi], dy,
+					    NULL));
+				if ((gr = gpu_graph_end(k->g)) == NULL)
+					die(1, "gpu: %s", gpu_errmsg(k->g));
+				s[f] = time_graph(k, gr, 5) / nl;
+				gpu_graph_free(gr);
+			}
+			printf("bench i8tc %-6s %lldx%-6lld m=%-2d%s default %8.2f us %7.1f GB/s  tc %8.2f "
+			    "us %7.1f GB/s  x%.2f faster\n", quant_name(t), (long long)rows,
+			    (long long)ne0, ms[mi], pk ? " X4" : "", s[0] * 1e6, nb / s[0] * 1e-9,
+			    s[1] * 1e6, nb / s[1] * 1e-9, s[0] / s[1]);
+			fflush(stdout);
 		}
-		printf("bench i8tc %-6s %lldx%-6lld m=%-2d default %8.2f us %7.1f GB/s  tc %8.2f us "
-		    "%7.1f GB/s  x%.2f faster\n", quant_name(t), (long long)rows, (long long)ne0, ms[mi],
-		    s[0] * 1e6, nb / s[0] * 1e-9, s[1] * 1e6, nb / s[1] * 1e-9, s[0] / s[1]);
-		fflush(stdout);
-	}
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
 	gchk(k, gpu_tune_mv8(k->g, GPU_MV8_AUTO));
 	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
@@ -533,6 +538,8 @@ bench(struct kc *k)
 			int t = tt[ti];
 			if (k->only < 0 || k->only == t)
 				bench_i8tc(k, t, shapes[si][0], shapes[si][1], dpool);
+			if (si == 2 && t == QUANT_Q6_K && (k->only < 0 || k->only == t))
+				bench_i8tc(k, t, 21504, 5376, dpool);	/* Gemma-4 31B's FFN up */
 		}
 	for (int ti = 0; ti < 3; ti++)	/* (gpu_can_matmul_q8's two; IQ4_XS: mmq_iq4.cu) */
 		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {

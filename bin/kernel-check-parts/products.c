@@ -546,7 +546,8 @@ pk_same(struct kc *k, const char *what, const char *shape, const float *da, cons
  * A Q6_K weight packed four blocks a group (gpu_q6k_pack4 in two calls, the
  * second from a block inside a group) read as GPU_T_Q6K_PACKED, against the
  * same weight in the file's layout, bit for bit: the int8 products (m = 1,
- * 3, 16: k_mvk's default form at 8 lanes), gpu_matmul of 3 rows (the int8
+ * 3, 16: k_mvk's default form at 8 lanes; m = 1, 5, 16, 32: k_mvkt's, its
+ * n-tiles 1, 1, 2 and 4), gpu_matmul of 3 rows (the int8
  * products) and of 40 (dequantized tiles, fp32 and bf16 operands),
  * dequantize (every row; rows from 1 by gpu_dequantize_rows and its bf16
  * form), get_rows, and with n_exp experts (rows a multiple of it) the
@@ -557,7 +558,7 @@ static void
 check_q6k_packed(struct kc *k, int64_t rows, int64_t ne0, int n_exp)
 {
 	enum { M = 40 };
-	static const int ms[] = { 1, 3, 16 };
+	static const int ms[] = { 1, 3, 16 }, mt[] = { 1, 5, 16, 32 };
 	struct wset s;
 	int64_t nb = ne0 / 256, nblk = rows * nb, h = nblk / 2 | 1, nel = rows * ne0;
 	int32_t ids[5] = { 0, (int32_t)(rows - 1), (int32_t)(rows / 2), 0, 1 };
@@ -581,6 +582,14 @@ check_q6k_packed(struct kc *k, int64_t rows, int64_t ne0, int n_exp)
 		snprintf(what, sizeof what, "matvec i8 m=%d", ms[i]);
 		pk_same(k, what, shape, da, db, ms[i] * rows);
 	}
+	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_ON));	/* k_mvkt: n-tiles 1, 1, 2, 4 */
+	for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++) {
+		gchk(k, gpu_matvec_q8(k->g, QUANT_Q6_K, s.dw, rows, ne0, dx, mt[i], da, NULL));
+		gchk(k, gpu_matvec_q8(k->g, P, px, rows, ne0, dx, mt[i], db, NULL));
+		snprintf(what, sizeof what, "matvec i8 tc m=%d", mt[i]);
+		pk_same(k, what, shape, da, db, mt[i] * rows);
+	}
+	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
 	gchk(k, gpu_tune_qk(k->g, 0));
 	gchk(k, gpu_matvec_q8(k->g, QUANT_Q6_K, s.dw, rows, ne0, dx, 3, da, NULL));
 	gchk(k, gpu_matmul(k->g, P, px, rows, ne0, dx, 3, db, NULL));
