@@ -925,6 +925,10 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	 * bits: kernel-check's tc=mvk lines): session 25's H100, 512-token
 	 * prefill 1.38x (26B-A4B Q4_K), 1.87x (35B-A3B Q4_K), 1.32x (196B-A11B's
 	 * IQ4_XS experts), decode unchanged (bench/2026-12-06, s25) */
+	/* Q6_K weights packed four blocks a group (backend_q6k_pack_set; the
+	 * same bits): session 34's H100, decode and verify (bench/2026-12-07,
+	 * s34) */
+	c->q6k_pack = 1;
 	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0 ||
 	    gpu_tune_qkt(c->g, GPU_QKT_AUTO) != 0) {
 		util_err(err, "backend: %s", gpu_errmsg(c->g));

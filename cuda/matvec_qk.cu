@@ -329,12 +329,27 @@ gpu_tune_qk_stage(struct gpu *g, int on)
 }
 
 /*
- * From this many input rows GPU_QKT_AUTO takes k_mvkt for Q4_K, Q5_K, Q6_K
- * and IQ4_XS (k_mv8t's MVT_AUTO_M for Q8_0 and NVFP4; k_mvkt's speed
- * against k_mvk's and k_iq4's not yet measured: the device's bench i8tc
- * lines settle it).
+ * From this many input rows GPU_QKT_AUTO takes k_mvkt for a weight of type
+ * t (k_mv8t's MVT_AUTO_M for Q8_0 and NVFP4): where kernel-check's bench
+ * i8tc lines have k_mvkt at least as fast as k_mvk on every shape they
+ * time (an H100, bench/2026-12-07/2026-12-07-s34-notes.md): Q4_K from 3
+ * rows (1.30x, 1.77x; at 2, 0.92x on 12288x4096), Q6_K in place from 5
+ * (at 4, 0.92x on 21504x5376), packed Q6_K from 3 (1.00x to 1.18x; at 2,
+ * 0.67x to 0.83x).  Q5_K and IQ4_XS, not timed there: 12.
  */
-#define QKT_AUTO_M 12
+static int
+qkt_auto_m(int t)
+{
+	switch (t) {
+	case QK_T_Q4_K:
+	case QK_T_Q6P:
+		return 3;
+	case QK_T_Q6_K:
+		return 5;
+	default:
+		return 12;
+	}
+}
 
 /* 1 when k_mvkt takes a product of m rows of type t (gpu_tune_qkt): every
  * type on Q8_K activations. */
@@ -343,7 +358,7 @@ qkt_takes(const struct gpu *g, int t, int m)
 {
 	if (!qk_type(t))
 		return 0;
-	return g->qkt == GPU_QKT_ON || (g->qkt == GPU_QKT_AUTO && m >= QKT_AUTO_M);
+	return g->qkt == GPU_QKT_ON || (g->qkt == GPU_QKT_AUTO && m >= qkt_auto_m(t));
 }
 
 int

@@ -751,7 +751,7 @@ static void mvkt(const struct launch *Lc)
 static uint8_t *weights(int t, int64_t rows, int ne0, int rbytes)
 {
 	size_t rb = quant_row_size(t, ne0);
-	uint8_t *w = aligned_alloc(16, rb * rows + 16);
+	uint8_t *w = aligned_alloc(16, (rb * rows + 31) / 16 * 16);	/* (a multiple of 16: C11's rule) */
 	float *x = malloc(sizeof(float) * ne0);
 
 	for (int64_t r = 0; r < rows; r++)
@@ -790,7 +790,7 @@ static void inputs(int t, int ne0, int m, struct xin *X)
 
 	X->nb = nb;
 	X->q = aligned_alloc(16, (size_t)m * ne0);
-	X->dk = aligned_alloc(16, sizeof(float) * m * nb + 16);
+	X->dk = aligned_alloc(16, (sizeof(float) * m * nb + 31) / 16 * 16);
 	X->bs = aligned_alloc(16, (size_t)m * ne0 / 16 * 2 + 16);
 	for (int j = 0; j < m; j++) {
 		for (int i = 0; i < ne0; i++)
@@ -1060,7 +1060,7 @@ static void check_moe(int t, int n_exp, int64_t rows, int ne0, int nx, int per)
 	}
 	G.nb = nb;	/* moe_gather: row i of G is x row perm[i] / per */
 	G.q = aligned_alloc(16, (size_t)ns * ne0);
-	G.dk = aligned_alloc(16, sizeof(float) * ns * nb + 16);
+	G.dk = aligned_alloc(16, (sizeof(float) * ns * nb + 31) / 16 * 16);
 	G.bs = aligned_alloc(16, (size_t)ns * ne0 / 16 * 2 + 16);
 	for (int i = 0; i < ns; i++) {
 		int xr = perm[i] / per;

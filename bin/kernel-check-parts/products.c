@@ -583,6 +583,7 @@ check_q6k_packed(struct kc *k, int64_t rows, int64_t ne0, int n_exp)
 		pk_same(k, what, shape, da, db, ms[i] * rows);
 	}
 	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_ON));	/* k_mvkt: n-tiles 1, 1, 2, 4 */
+	gchk(k, gpu_tune_step_rows(k->g, GPU_STEP_ROWS_MAX));	/* (32 rows a launch) */
 	for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++) {
 		gchk(k, gpu_matvec_q8(k->g, QUANT_Q6_K, s.dw, rows, ne0, dx, mt[i], da, NULL));
 		gchk(k, gpu_matvec_q8(k->g, P, px, rows, ne0, dx, mt[i], db, NULL));
@@ -590,6 +591,7 @@ check_q6k_packed(struct kc *k, int64_t rows, int64_t ne0, int n_exp)
 		pk_same(k, what, shape, da, db, mt[i] * rows);
 	}
 	gchk(k, gpu_tune_qkt(k->g, GPU_QKT_OFF));
+	gchk(k, gpu_tune_step_rows(k->g, GPU_MATVEC_MAX_ROWS));
 	gchk(k, gpu_tune_qk(k->g, 0));
 	gchk(k, gpu_matvec_q8(k->g, QUANT_Q6_K, s.dw, rows, ne0, dx, 3, da, NULL));
 	gchk(k, gpu_matmul(k->g, P, px, rows, ne0, dx, 3, db, NULL));
