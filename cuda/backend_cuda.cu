@@ -349,7 +349,7 @@ cu_weight_init(struct backend *be, struct backend_weight *w)
 		gfail(be, "weight: NVFP4 layout");
 		goto fail;
 	}
-	if ((mv || q8) && w->type == QUANT_Q6_K && CB(be)->q6k_pack) {	/* four blocks a group */
+	if ((mv || q8) && w->type == QUANT_Q6_K && be->q6k_pack) {	/* four blocks a group */
 		struct gpu *g = CB(be)->g;
 		int64_t nblk = w->ne1 * (w->ne0 / 256);
 		void *p = gpu_alloc(g, gpu_q6k_pack4_bytes(nblk));
@@ -800,7 +800,7 @@ cu_qkt_set(struct backend *be, int mode)
 static int
 cu_q6k_pack_set(struct backend *be, int on)
 {
-	CB(be)->q6k_pack = on;
+	be->q6k_pack = on;
 	return 0;
 }
 
@@ -921,14 +921,15 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	 * types launches of 16) and attention's decode path in pieces of 16, each row with
 	 * its one-row bits (kernel-check's "rows32" lines, bit for bit); a product of more
 	 * takes the prompt GEMM (other bits).  32 by default (backend_rows_set: 16). */
-	/* K-quant and IQ4_XS products on tensor cores from 12 rows (the same
-	 * bits: kernel-check's tc=mvk lines): session 25's H100, 512-token
+	/* K-quant and IQ4_XS products on tensor cores from a few rows (12 then;
+	 * matvec_qk.cu's qkt_auto_m now; the same bits: kernel-check's tc=mvk
+	 * lines): session 25's H100, 512-token
 	 * prefill 1.38x (26B-A4B Q4_K), 1.87x (35B-A3B Q4_K), 1.32x (196B-A11B's
 	 * IQ4_XS experts), decode unchanged (bench/2026-12-06, s25) */
 	/* Q6_K weights packed four blocks a group (backend_q6k_pack_set; the
 	 * same bits): session 34's H100, decode and verify (bench/2026-12-07,
 	 * s34) */
-	c->q6k_pack = 1;
+	c->be.q6k_pack = 1;
 	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0 ||
 	    gpu_tune_qkt(c->g, GPU_QKT_AUTO) != 0) {
 		util_err(err, "backend: %s", gpu_errmsg(c->g));

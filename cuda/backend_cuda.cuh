@@ -76,7 +76,6 @@ struct backend_cuda {
 	struct cuda_graph *rec;		/* the entry being recorded, or NULL */
 	unsigned long clock;
 	struct backend_prof_row prof[256];	/* backend_prof_rows: gpu_prof's rows */
-	int	q6k_pack;		/* Q6_K weights loaded from now on packed (backend_q6k_pack_set) */
 };
 
 struct cuda_weight {

@@ -256,14 +256,14 @@ size_t	gpu_q6k_pack4_bytes(int64_t nblk);
  * The type id the gpu_* calls take for a weight so packed (not a file
  * type: lib/quant has no such id; the CUDA backend's weights under
  * backend_q6k_pack_set): the int8 products (gpu_matvec_q8 and its sets and
- * fused forms: k_mvk at 8 lanes in launches of up to 16 rows, the bits of
- * Q6_K's default form; the experts' gpu_moe_matvec), gpu_get_rows,
+ * fused forms: k_mvk at 8 lanes in launches of up to 16 rows, or under
+ * gpu_tune_qkt k_mvkt at 8 lanes, the bits of Q6_K's default form; the
+ * experts' gpu_moe_matvec, k_moe_mvkg whatever gpu_tune_qkt), gpu_get_rows,
  * gpu_dequantize*, and gpu_matmul (up to the step rows the int8 products,
  * then dequantized tiles).  Rows are no byte ranges in this layout: r rows
  * into the weight is block r nb (nb = ne0 / 256) from its start, and only
  * where r nb is a multiple of 4 does a pointer r nb 210 bytes on start a
- * weight of its own.  gpu_matvec (fp32 x) and the tensor-core forms refuse
- * it.
+ * weight of its own.  gpu_matvec (fp32 x) refuses it.
  */
 #define GPU_T_Q6K_PACKED 114
 
@@ -273,8 +273,9 @@ size_t	gpu_q6k_pack4_bytes(int64_t nblk);
  * grouped by expert: GPU_QKT_OFF (the default: the
  * CUDA-core kernel, 16 input rows a launch), GPU_QKT_ON (the tensor-core
  * kernel of cuda/matvec_qkt.cuh for every m, up to 32 input rows a
- * launch) or GPU_QKT_AUTO (the tensor-core kernel from 12 input rows, and
- * up to 32 a launch past 16).  All three give the same bits (the
+ * launch) or GPU_QKT_AUTO (the tensor-core kernel from a type's few input
+ * rows, matvec_qk.cu's qkt_auto_m: 3 for Q4_K and packed Q6_K, 5 for Q6_K,
+ * 12 for Q5_K and IQ4_XS; up to 32 a launch past 16).  All three give the same bits (the
  * tensor-core kernel reproduces the CUDA-core one at the lanes gpu_tune_qk
  * picks, 4 or 8; IQ4_XS's one form at 8).  The grouped experts take it
  * under ON and AUTO alike; the per-slot experts and IQ4_XS's prompts (its

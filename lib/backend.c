@@ -1064,6 +1064,12 @@ backend_q6k_pack_set(struct backend *be, int on)
 }
 
 int
+backend_q6k_pack(const struct backend *be)
+{
+	return be->q6k_pack;
+}
+
+int
 backend_q6k_pack_env(struct backend *be, const char *v, char *err)
 {
 	return onoff_env(be, v, err, backend_q6k_pack_set);

@@ -650,19 +650,20 @@ int	backend_qk_stage_set(struct backend *, int on);
 int	backend_qk_stage_env(struct backend *, const char *v, char *err);
 /*
  * How the CUDA backend lays out the Q6_K weights initialized after the
- * call: on = 1 packed four blocks a group (gpu_q6k_pack4: the same bytes,
- * each piece its decode product reads 8-byte aligned; the products up to
- * the step rows by CUDA cores in launches of 16 rows, never the tensor-core
- * form), 0 (the default) as in the file.  The same bits either way.  On an
- * H100 at the 31B shape: decode 1.05x, a K = 3 verify 0.92x
- * (bench/2026-12-07/2026-12-07-s33-notes.md), so off by default until the
- * multi-row forms read it faster.
+ * call: on = 1 (its default) packed four blocks a group (gpu_q6k_pack4:
+ * the same bytes, each piece its decode product reads 8-byte aligned; the
+ * tensor-core form from 3 rows, matvec_qk.cu's qkt_auto_m), 0 as in the
+ * file.  The same bits either way.  On an H100 at the 31B shape the
+ * one-row product is 1.19x as fast (bench/2026-12-07/2026-12-07-s33-notes.md)
+ * and the tensor-core form 1.2-1.3x (2026-12-07-s34-notes.md).
  * backend_q6k_pack_set: 0 (a no-op on the CPU); weights loaded before keep
- * theirs.  backend_q6k_pack_env: MEMRA_CUDA_Q6K_PACK's value v applied to
- * be: NULL or "" leave the default, "0" or "1" set it; 0, or -1 for any
- * other value (err says why); be NULL checks v only.
+ * theirs.  backend_q6k_pack: 1 when Q6_K weights initialized now are packed
+ * (never on the CPU).  backend_q6k_pack_env: MEMRA_CUDA_Q6K_PACK's value v
+ * applied to be: NULL or "" leave the default, "0" or "1" set it; 0, or -1
+ * for any other value (err says why); be NULL checks v only.
  */
 int	backend_q6k_pack_set(struct backend *, int on);
+int	backend_q6k_pack(const struct backend *);
 int	backend_q6k_pack_env(struct backend *, const char *v, char *err);
 /*
  * On the CPU backend only, for checks (kernel-check's model lines): its

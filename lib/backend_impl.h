@@ -224,6 +224,7 @@ struct backend {
 	int	step_rows;		/* backend_step_rows: 1..BACKEND_ROWS_MAX */
 	int	per_seq;		/* backend_per_seq_set: the _seqs ops as loops */
 	int	chain_off;		/* backend_chain_set(be, 0) */
+	int	q6k_pack;		/* backend_q6k_pack (set by the op of one that packs) */
 	char	name[64];
 	char	err[UTIL_ERRLEN];
 	struct backend_graph_stats graph;	/* kept by the recording backend */

@@ -60,7 +60,8 @@
  * staged in shared memory (backend_qk_stage_env; the same bits), for an A/B
  * of a Q6_K model; the model line says "qk_stage".  MEMRA_CUDA_Q6K_PACK=0|1
  * the Q6_K weights as in the file or packed four blocks a group
- * (backend_q6k_pack_env; the same bits); the model line says "q6k_pack".
+ * (backend_q6k_pack_env; the same bits); the model line says "q6k_pack",
+ * the backend's (backend_q6k_pack: 1 by default on CUDA, 0 on the CPU).
  * MEMRA_HOST_POS=1 opens the model with model_options.host_pos: its decode
  * and verify steps run at the host's positions and are never recorded (as
  * before gemma4 and step35 read theirs from the device: the same bits), for
@@ -591,8 +592,7 @@ main(int argc, char *argv[])
 	const char *se = getenv("MEMRA_CUDA_QK_STAGE");
 	if (backend_qk_stage_env(be, se, err) < 0)
 		die(2, "MEMRA_CUDA_QK_STAGE: %s", err);
-	const char *q6p = getenv("MEMRA_CUDA_Q6K_PACK");
-	if (backend_q6k_pack_env(be, q6p, err) < 0)
+	if (backend_q6k_pack_env(be, getenv("MEMRA_CUDA_Q6K_PACK"), err) < 0)
 		die(2, "MEMRA_CUDA_Q6K_PACK: %s", err);
 	if (vw > 0) {	/* -V: the tower alone */
 		if (be == NULL)
@@ -637,12 +637,12 @@ main(int argc, char *argv[])
 		die(1, "%s", st ? "out of memory" : err);
 	backend_per_seq_set(be, perseq);
 	printf("model\t%s\tdevice\t%s\tload_s\t%.2f\tpdl\t%d%s\ttop_k\t%d\trow_draw\t%d\t"
-	    "gemm\t%s\tper_seq\t%d\tqkt\t%s\tqk_stage\t%s\tq6k_pack\t%s%s\n", path, backend_name(be), now() - t0, pdl,
+	    "gemm\t%s\tper_seq\t%d\tqkt\t%s\tqk_stage\t%s\tq6k_pack\t%d%s\n", path, backend_name(be), now() - t0, pdl,
 	    pick == PICK_HOST ? "\tpick\thost" : pick == PICK_DEVICE ? "\tpick\tdevice" : "",
 	    sp.top_k, rowdraw, ge != NULL && *ge != '\0' ? ge :
 	    BACKEND_GEMM_DEFAULT == BACKEND_GEMM_BF16 ? "bf16" : "int8", perseq,
 	    qe != NULL && *qe != '\0' ? qe : "auto", se != NULL && *se != '\0' ? se : "0",
-	    q6p != NULL && *q6p != '\0' ? q6p : "0", mo.host_pos ? "\thost_pos\t1" : "");
+	    backend_q6k_pack(be), mo.host_pos ? "\thost_pos\t1" : "");
 	for (int i = 0; i < ctx; i++)
 		ids[i] = 1 + (int32_t)((i * 7919) % (nv - 1));
 	double pf = 0;
