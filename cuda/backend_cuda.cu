@@ -927,8 +927,8 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	 * prefill 1.38x (26B-A4B Q4_K), 1.87x (35B-A3B Q4_K), 1.32x (196B-A11B's
 	 * IQ4_XS experts), decode unchanged (bench/2026-12-06, s25) */
 	/* Q6_K weights packed four blocks a group (backend_q6k_pack_set; the
-	 * same bits): session 34's H100, decode and verify (bench/2026-12-07,
-	 * s34) */
+	 * same bits): session 34's H100 at the 31B shape, decode 1.067x, a K = 3
+	 * verify 1.30x (bench/2026-12-07/2026-12-07-s34-notes.md) */
 	c->be.q6k_pack = 1;
 	if (gpu_tune_step_rows(c->g, GPU_STEP_ROWS_MAX) != 0 ||
 	    gpu_tune_qkt(c->g, GPU_QKT_AUTO) != 0) {
