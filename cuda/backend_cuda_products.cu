@@ -175,11 +175,14 @@ pre_fusable(struct gpu *g, int t, int64_t m)
 
 /* The products' arguments (tp, d, rows, sc) when the norm, with rows of
  * nd, can run fused into their quantization: every weight on the int8
- * path (only fusable_type ones with ex) with rows of ne0, the norm's
- * operands 16-byte aligned (the kernel loads float4s, as gpu_rmsnorm's
- * does only then).  0 when it cannot. */
+ * path (how = NORM_ADD, x += t first: pre_fusable's types, x quantized as
+ * Q8_0 or Q8_K; NORM_GATED, the gated norm: fusable_type's, Q8_0 alone)
+ * with rows of ne0, the norm's operands 16-byte aligned (the kernel loads
+ * float4s, as gpu_rmsnorm's does only then).  0 when it cannot. */
+enum { NORM_PLAIN, NORM_ADD, NORM_GATED };
+
 static int
-norm_fusable(struct backend *be, int ex, int nout, const struct backend_weight *const *W,
+norm_fusable(struct backend *be, int how, int nout, const struct backend_weight *const *W,
     int64_t ne0, int nd, int64_t m, const void *const *al, int nal, int *tp, const void **d,
     int64_t *rows, const float **sc)
 {
@@ -189,8 +192,9 @@ norm_fusable(struct backend *be, int ex, int nout, const struct backend_weight *
 	for (int i = 0; ok && i < nal; i++)
 		ok = al[i] != NULL && ((uintptr_t)al[i] & 15) == 0;
 	for (int i = 0; ok && i < nout; i++) {
-		ok = (ex ? fusable_type(g, W[i]->type, m) :
-		    gpu_can_matvec_q8_step(g, W[i]->type, m)) && W[i]->ne0 == ne0;
+		int t = W[i]->type;
+		ok = (how == NORM_GATED ? fusable_type(g, t, m) : how == NORM_ADD ?
+		    pre_fusable(g, t, m) : gpu_can_matvec_q8_step(g, t, m)) && W[i]->ne0 == ne0;
 		tp[i] = W[i]->type, d[i] = W[i]->data, rows[i] = W[i]->ne1, sc[i] = wscale(W[i]);
 	}
 	return ok;
@@ -206,7 +210,8 @@ cu_rmsnorm_matmul(struct backend *be, const float *x, int m, int n,
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(be, 0, nout, W, n, n, m, al, 2, tp, d, rows, sc))	/* norm + quantization */
+	/* norm + quantization */
+	if (norm_fusable(be, NORM_PLAIN, nout, W, n, n, m, al, 2, tp, d, rows, sc))
 		return gpu_rmsnorm_matvec_q8_multi(CB(be)->g, x, nw, eps, nout, tp, d, rows, n,
 		    m, y, sc) ? gfail(be, "rmsnorm_matmul") : 0;
 	float *t = (float *)buf_get(be, &CB(be)->t0, (size_t)m * n * 4);
@@ -227,7 +232,7 @@ cu_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n
 	int64_t rows[FUSE_MAX];
 	const float *sc[FUSE_MAX];
 
-	if (norm_fusable(be, 1, nout, W, n, n, m, al, 3, tp, d, rows, sc))
+	if (norm_fusable(be, NORM_ADD, nout, W, n, n, m, al, 3, tp, d, rows, sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, t, NULL, nw, n, eps, nout, tp, d, rows,
 		    n, m, y, sc) ? gfail(be, "add_rmsnorm_matmul") : 0;
 	if (gpu_add(CB(be)->g, x, t, x, (int64_t)m * n) != 0)
@@ -241,9 +246,10 @@ static int cu_matmul_swiglu(struct backend *, const struct backend_weight *,
 /*
  * The FFN in four kernels: the add, norm and quantization; gate and up in
  * one launch; SwiGLU in the kernel that quantizes the down product's
- * input; the down product.  Else the plain add and norm, then (a down of
- * a type pre_fusable takes: the K-quants) gate and up, SwiGLU in the down
- * product's quantization, the product; else the plain ops.
+ * input; the down product.  Else (gate and up not all of norm_fusable's
+ * types) the plain add and norm, then gate and up, SwiGLU in the down
+ * product's quantization, the product; else (a down of another type) the
+ * plain ops.
  */
 static int
 cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *nw,
@@ -257,9 +263,12 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 	const void *d[2], *al[] = { x, nw, t };
 	int64_t rows[2];
 	const float *sc[2];
+	/* SwiGLU in the down product's quantization (the K-quants: rows unpadded) */
+	int pre = fusable_type(g, wd->type, m) || (pre_fusable(g, wd->type, m) &&
+	    CW(wd)->ne0p == wd->ne0);
 
-	if (fusable_type(g, wd->type, m) &&
-	    norm_fusable(be, 1, 2, W, n, n, m, al, t != NULL ? 3 : 2, tp, d, rows, sc)) {
+	if (pre && norm_fusable(be, NORM_ADD, 2, W, n, n, m, al, t != NULL ? 3 : 2, tp, d, rows,
+	    sc)) {
 		if (gpu_rmsnorm_matvec_q8_ex(g, x, t, NULL, nw, n, eps, 2, tp, d, rows, n, m, Y, sc) ||
 		    gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
 		    wd->ne0, m, y, wscale(wd)))
@@ -270,7 +279,7 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 		return gfail(be, "add");
 	if (cu_rmsnorm(be, x, n, nw, y, n, m, n, eps))
 		return -1;
-	if (pre_fusable(g, wd->type, m) && CW(wd)->ne0p == wd->ne0) {	/* SwiGLU in the quantization */
+	if (pre) {
 		if (products(be, 2, W, y, Y, m) != 0)
 			return -1;
 		return gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
@@ -292,7 +301,8 @@ cu_rmsnorm_gated_matmul(struct backend *be, float *x, const float *z, const floa
 	const float *sc;
 	const struct backend_weight *W[1] = { w };
 
-	if (norm_fusable(be, 1, 1, W, (int64_t)nh * n, n, m, al, 3, &tp, &d, &rows, &sc))
+	if (norm_fusable(be, NORM_GATED, 1, W, (int64_t)nh * n, n, m, al, 3, &tp, &d, &rows,
+	    &sc))
 		return gpu_rmsnorm_matvec_q8_ex(CB(be)->g, x, NULL, z, nw, n, eps, 1, &tp, &d, &rows,
 		    (int64_t)nh * n, m, &y, &sc) ? gfail(be, "rmsnorm_gated_matmul") : 0;
 	if (gpu_rmsnorm_gated(CB(be)->g, x, z, nw, x, m * nh, n, eps) != 0)
