@@ -203,6 +203,22 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
 
+/* Seconds per call in a graph of nl calls (one call outside it first: the
+ * scratch sized); the call may name the launch's index l_ (0 outside). */
+#define BENCH_LAUNCHES(k, nl, call, out) do {					\
+	struct gpu_graph *gr_;							\
+	int l_ = 0;								\
+	gchk((k), (call));							\
+	gchk((k), gpu_sync((k)->g));						\
+	gchk((k), gpu_graph_begin((k)->g));					\
+	for (l_ = 0; l_ < (nl); l_++)						\
+		gchk((k), (call));						\
+	if ((gr_ = gpu_graph_end((k)->g)) == NULL)				\
+		die(1, "gpu: %s", gpu_errmsg((k)->g));				\
+	(out) = time_graph((k), gr_, 5) / (nl);					\
+	gpu_graph_free(gr_);							\
+} while (0)
+
 /*
  * The tensor-core form of the int8 products (GPU_MV8_TC) against k_mv8
  * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 2, 3, 4, 5, 8, 12, 16, 32 (the GEMM off: past 16
@@ -240,21 +256,12 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 			int tt = pk ? GPU_T_Q6K_PACKED : t;
 			double s[2];
 			for (int f = 0; f < 2; f++) {
-				struct gpu_graph *gr;
 				if (qk)
 					gchk(k, gpu_tune_qkt(k->g, f ? GPU_QKT_ON : GPU_QKT_OFF));
 				else
 					gchk(k, gpu_tune_mv8(k->g, f ? GPU_MV8_TC : GPU_MV8_PLACE));
-				gchk(k, gpu_matvec_q8(k->g, tt, w[0], rows, ne0, dx, ms[mi], dy, NULL));
-				gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
-				gchk(k, gpu_graph_begin(k->g));
-				for (int l = 0; l < nl; l++)
-					gchk(k, gpu_matvec_q8(k->g, tt, w[l % nc], rows, ne0, dx, ms[mi], dy,
-					    NULL));
-				if ((gr = gpu_graph_end(k->g)) == NULL)
-					die(1, "gpu: %s", gpu_errmsg(k->g));
-				s[f] = time_graph(k, gr, 5) / nl;
-				gpu_graph_free(gr);
+				BENCH_LAUNCHES(k, nl, gpu_matvec_q8(k->g, tt, w[l_ % nc], rows, ne0, dx,
+				    ms[mi], dy, NULL), s[f]);
 			}
 			printf("bench i8tc %-6s %lldx%-6lld m=%-2d%s default %8.2f us %7.1f GB/s  tc %8.2f "
 			    "us %7.1f GB/s  x%.2f faster\n", quant_name(t), (long long)rows,
@@ -271,20 +278,6 @@ bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	free(w), free(x);
 	gpu_free(k->g, dx), gpu_free(k->g, dy);
 }
-
-/* Seconds per call in a graph of nl calls (one call outside it first: the scratch sized). */
-#define BENCH_LAUNCHES(k, nl, call, out) do {					\
-	struct gpu_graph *gr_;							\
-	gchk((k), (call));							\
-	gchk((k), gpu_sync((k)->g));						\
-	gchk((k), gpu_graph_begin((k)->g));					\
-	for (int l_ = 0; l_ < (nl); l_++)					\
-		gchk((k), (call));						\
-	if ((gr_ = gpu_graph_end((k)->g)) == NULL)				\
-		die(1, "gpu: %s", gpu_errmsg((k)->g));				\
-	(out) = time_graph((k), gr_, 5) / (nl);					\
-	gpu_graph_free(gr_);							\
-} while (0)
 
 /*
  * The decode step's small kernels, graphs of 200 launches: the fused norm
@@ -394,17 +387,9 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 	for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
 		double t0 = 0;
 		for (int ki = 0; ki < 6; ki++) {
-			struct gpu_graph *gr;
+			double s;
 			gchk(k, gpu_tune_mmq(k->g, kern[ki]));
-			gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));
-			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
-			gchk(k, gpu_graph_begin(k->g));
-			for (int l = 0; l < L; l++)
-				gchk(k, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL));
-			if ((gr = gpu_graph_end(k->g)) == NULL)
-				die(1, "gpu: %s", gpu_errmsg(k->g));
-			double s = time_graph(k, gr, 5) / L;
-			gpu_graph_free(gr);
+			BENCH_LAUNCHES(k, L, gpu_matvec_q8(k->g, t, w, rows, ne0, dx, ns[ni], dy, NULL), s);
 			if (ki == 0)
 				t0 = s;
 			printf("bench mmq %-6s %lldx%-6lld m=%-4d %-6s %9.2f us %7.1f TOPS  x%.2f of chunks\n",
@@ -456,21 +441,12 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 		    t == QUANT_Q4_0 || t == QUANT_Q5_0 ? 4 : 2 + qk;
 		double s[4];
 		for (int gi = 0; gi < ng; gi++) {
-			struct gpu_graph *gr;
 			gchk(k, gpu_tune_moe_group(k->g, gi ? GPU_MOE_GROUP_ALL : GPU_MOE_GROUP_OFF));
 			gchk(k, gpu_tune_moe_tc(k->g, gi == 2 && !qk ? GPU_MOE_TC_OFF : gi == 3 ?
 			    GPU_MOE_TC_ALL : GPU_MOE_TC_AUTO));
 			gchk(k, gpu_tune_qkt(k->g, gi == 2 && qk ? GPU_QKT_ON : GPU_QKT_OFF));
-			gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy, NULL));
-			gchk(k, gpu_sync(k->g));	/* the scratch sized outside the graph */
-			gchk(k, gpu_graph_begin(k->g));
-			for (int l = 0; l < L; l++)
-				gchk(k, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m, dy,
-				    NULL));
-			if ((gr = gpu_graph_end(k->g)) == NULL)
-				die(1, "gpu: %s", gpu_errmsg(k->g));
-			s[gi] = time_graph(k, gr, 5) / L;
-			gpu_graph_free(gr);
+			BENCH_LAUNCHES(k, L, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m,
+			    dy, NULL), s[gi]);
 		}
 		printf("bench moe %-6s %dx%lldx%-5lld m=%-4d top%d  per-slot %9.2f us  grouped "
 		    "%9.2f us  x%.2f", quant_name(t), NE, (long long)rows, (long long)ne0, m, KK,
