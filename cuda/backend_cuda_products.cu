@@ -409,6 +409,26 @@ cu_norm_residual(struct backend *be, float *x, float *a, const float *wa, float 
 	    gfail(be, "norm_residual") : 0;
 }
 
+/* backend_norm_residual_matmul: the norm, the add, the next norm and the quantization in
+ * one kernel (gpu_norm_residual_matvec_q8, their bits); else the two ops. */
+static int
+cu_norm_residual_matmul(struct backend *be, float *x, float *a, const float *wa, float s,
+    int m, int n, const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	int tp[FUSE_MAX];
+	const void *d[FUSE_MAX], *al[] = { x, a, nw, wa };
+	int64_t rows[FUSE_MAX];
+	const float *sc[FUSE_MAX];
+
+	if (norm_fusable(be, NORM_ADD, nout, W, n, n, m, al, wa != NULL ? 4 : 3, tp, d, rows, sc))
+		return gpu_norm_residual_matvec_q8(CB(be)->g, x, a, wa, s, nw, eps, nout, tp, d,
+		    rows, n, m, y, sc) ? gfail(be, "norm_residual_matmul") : 0;
+	if (cu_norm_residual(be, x, a, wa, NULL, NULL, NULL, eps, s, m, n) != 0)
+		return -1;
+	return cu_rmsnorm_matmul(be, x, m, n, nw, eps, nout, W, y);
+}
+
 
 /* The norms and products: into the op table (backend_cuda_open). */
 void
@@ -428,6 +448,7 @@ cu_ops_products(struct backend_ops *o)
 	o->geglu = cu_geglu;
 	o->matmul_half = cu_matmul_half;
 	o->norm_residual = cu_norm_residual;
+	o->norm_residual_matmul = cu_norm_residual_matmul;
 	o->add_rmsnorm = cu_add_rmsnorm;
 	o->rmsnorm_pair = cu_rmsnorm_pair;
 	o->geglu_matmul = cu_geglu_matmul;

@@ -433,6 +433,17 @@ int	gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t,
 	    const void *const *d_w, const int64_t *rows, int64_t ne0, int64_t n,
 	    float *const *d_y, const float *const *d_scale);
 /*
+ * gpu_rmsnorm_matvec_q8_multi of x after x = (x + rmsnorm(a) * wa) * s in
+ * the same kernel (wa NULL: no weight; s 1: no product), x written back:
+ * bit-identical to gpu_norm_residual (a and wa alone) then
+ * gpu_rmsnorm_matvec_q8_multi.  a is read only.  ne0 a multiple of 32, at
+ * most 16384; d_x, d_a, d_wa, d_nw 16-byte aligned; else -1.
+ */
+int	gpu_norm_residual_matvec_q8(struct gpu *g, float *d_x, const float *d_a,
+	    const float *d_wa, float s, const float *d_nw, float eps, int nw, const int *t,
+	    const void *const *d_w, const int64_t *rows, int64_t ne0, int64_t n,
+	    float *const *d_y, const float *const *d_scale);
+/*
  * gpu_matvec_q8 of x after an elementwise op that the quantizing kernel
  * runs first (the result written back to x, bit-identical to the op's own
  * kernel): GPU_PRE_SWIGLU x = silu(x) * u (u [n][ne0], gpu_swiglu);

@@ -1202,7 +1202,9 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
  * issued first and silu(z) computed before the sum's one barrier; a thread
  * holds V = norm_vec(d / 4) float4s (one up to d = 4096).
  * t not NULL: x += t first (as ops.cu's k_binary adds), the sum written
- * back to x.  z not NULL: y *= silu(z) as k_rmsnorm4's gated form, y
+ * back to x; tn = 1: t normed first (times tw where not NULL) and the sum
+ * times ts where ts != 1, x = (x + rmsnorm(t) tw) ts as k_norm_residual
+ * computes it (norm_row4: the same geometry, its own reduction).  z not NULL: y *= silu(z) as k_rmsnorm4's gated form, y
  * written to x.  Rows are contiguous (a row of d may be a head of a
  * longer row: the blocks of 32 follow on; heads of 128 are blocks of one
  * warp, no barrier at all).
@@ -1216,15 +1218,17 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 
 template <int K, int V>
 __global__ void __launch_bounds__(1024)
-k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, float eps,
-    int8_t *q, float *dx, float *sx, float *xn, int16_t *kb)
+k_rmsnorm_q8x(float *x, const float *t, int tn, const float *tw, float ts, const float *z,
+    const float *w, int d, float eps, int8_t *q, float *dx, float *sx, float *xn, int16_t *kb)
 {
-	__shared__ double red[32];
+	__shared__ double red[32], tred[32];
 	extern __shared__ float4 rq_sm[];	/* K = 1, d <= RQ_SM: the normed row */
 	size_t r = blockIdx.x;
 	float4 *xr = (float4 *)(x + r * d);
 	int d4 = d / 4, lane = threadIdx.x & 31;
+	/* g: z's row, or (tn, never with z) t's norm weight */
 	float4 v[V], c[V], g[V], b[V], zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	const float *gp = z != NULL ? z + r * d : tn ? tw : NULL;
 
 	pdl_enter();	/* before every read: the norm's weight too */
 #pragma unroll
@@ -1232,15 +1236,20 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
 		int i = threadIdx.x + u * blockDim.x;
 		v[u] = i < d4 ? xr[i] : zero;
 		c[u] = i < d4 ? ((const float4 *)w)[i] : zero;
-		g[u] = z != NULL && i < d4 ? ((const float4 *)(z + r * d))[i] : zero;
+		g[u] = gp != NULL && i < d4 ? ((const float4 *)gp)[i] : zero;
 		b[u] = t != NULL && i < d4 ? ((const float4 *)(t + r * d))[i] : zero;
 	}
+	if (t != NULL && tn)	/* block-uniform */
+		norm_row4<V>(b, g, tw, d, eps, tred);
 #pragma unroll
 	for (int u = 0; u < V; u++) {
 		int i = threadIdx.x + u * blockDim.x;
 		if (t != NULL && i < d4) {
 			v[u] = make_float4(__fadd_rn(v[u].x, b[u].x), __fadd_rn(v[u].y, b[u].y),
 			    __fadd_rn(v[u].z, b[u].z), __fadd_rn(v[u].w, b[u].w));
+			if (ts != 1.0f)
+				v[u] = make_float4(__fmul_rn(v[u].x, ts), __fmul_rn(v[u].y, ts),
+				    __fmul_rn(v[u].z, ts), __fmul_rn(v[u].w, ts));
 			xr[i] = v[u];
 		}
 	}
@@ -1293,9 +1302,16 @@ k_rmsnorm_q8x(float *x, const float *t, const float *z, const float *w, int d, f
  * NULL when the normed row is not wanted (and d <= RQ_SM: kept in shared
  * memory alone).
  */
+/* The op before the norm (k_rmsnorm_q8x's t, tn, tw, ts). */
+struct rq_pre {
+	const float *t, *tw;
+	int tn;
+	float ts;
+};
+
 template <int K>
 static void
-rq8x_launch(struct gpu *g, int64_t nr, float *x, const float *t, const float *z,
+rq8x_launch(struct gpu *g, int64_t nr, float *x, struct rq_pre P, const float *z,
     const float *w, int d, float eps, int8_t *q, float *dx, float *sx, float *xn, int16_t *kb,
     float *xn_spill)
 {
@@ -1305,22 +1321,23 @@ rq8x_launch(struct gpu *g, int64_t nr, float *x, const float *t, const float *z,
 	if (K && d > RQ_SM)
 		xn = xn_spill;
 	if (norm_vec(d4) == 1)
-		gpu_launch(g, k_rmsnorm_q8x<K, 1>, (unsigned)nr, nt, sm, x, t, z, w, d, eps, q, dx,
-		    sx, xn, kb);
+		gpu_launch(g, k_rmsnorm_q8x<K, 1>, (unsigned)nr, nt, sm, x, P.t, P.tn, P.tw, P.ts, z,
+		    w, d, eps, q, dx, sx, xn, kb);
 	else if (norm_vec(d4) == 2)
-		gpu_launch(g, k_rmsnorm_q8x<K, 2>, (unsigned)nr, nt, sm, x, t, z, w, d, eps, q, dx,
-		    sx, xn, kb);
+		gpu_launch(g, k_rmsnorm_q8x<K, 2>, (unsigned)nr, nt, sm, x, P.t, P.tn, P.tw, P.ts, z,
+		    w, d, eps, q, dx, sx, xn, kb);
 	else
-		gpu_launch(g, k_rmsnorm_q8x<K, 4>, (unsigned)nr, nt, sm, x, t, z, w, d, eps, q, dx,
-		    sx, xn, kb);
+		gpu_launch(g, k_rmsnorm_q8x<K, 4>, (unsigned)nr, nt, sm, x, P.t, P.tn, P.tw, P.ts, z,
+		    w, d, eps, q, dx, sx, xn, kb);
 }
 
-extern "C" int
-gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const float *d_z,
-    const float *d_nw, int64_t d, float eps, int nw, const int *t, const void *const *d_w,
-    const int64_t *rows, int64_t ne0, int64_t n, float *const *d_y,
-    const float *const *d_scale)
+/* gpu_rmsnorm_matvec_q8_ex with the op before the norm P (gpu_norm_residual_matvec_q8's). */
+static int
+rq_products(struct gpu *g, float *d_x, struct rq_pre P, const float *d_z, const float *d_nw,
+    int64_t d, float eps, int nw, const int *t, const void *const *d_w, const int64_t *rows,
+    int64_t ne0, int64_t n, float *const *d_y, const float *const *d_scale)
 {
+	const float *d_t = P.t;
 	int nt = d > 0 && d <= 4 * 4096 ? norm_threads((int)(d / 4)) : 2048, q81, q80, qk;
 	int64_t nr = d > 0 ? n * (ne0 / d) : 0;	/* rows of d */
 	struct mv8_x X;
@@ -1331,23 +1348,49 @@ gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const floa
 		return gpu_fail(g, "rmsnorm_matvec_q8: no gated norm before a K-quant product");
 	if (d_nw == NULL || d < 32 || d % 32 != 0 || ne0 % d != 0 || (d_z == NULL && d != ne0) ||
 	    nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
-	    ((uintptr_t)d_t & 15) || ((uintptr_t)d_z & 15) || nr > INT32_MAX)
+	    ((uintptr_t)d_t & 15) || ((uintptr_t)d_z & 15) || ((uintptr_t)P.tw & 15) ||
+	    nr > INT32_MAX)
 		return gpu_fail(g, "rmsnorm_matvec_q8: norm rows of %lld in rows of %lld (at most "
 		    "%d), or unaligned", (long long)d, (long long)ne0, 4 * 4096);
 	if (mv8_scratch(g, n, ne0, qk, qk, &X))
 		return -1;
 	if (qk) {	/* Q8_K: the norm written out and quantized; Q8_0 of it too if wanted */
-		rq8x_launch<1>(g, nr, d_x, d_t, NULL, d_nw, (int)d, eps, X.kq, X.kd, NULL,
+		rq8x_launch<1>(g, nr, d_x, P, NULL, d_nw, (int)d, eps, X.kq, X.kd, NULL,
 		    q80 ? X.xn : NULL, X.kb, X.xn);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize q8k");
 		if (q80 && mv8_quantize(g, X.xn, n, ne0, 1, q81, 0, &X) != 0)
 			return -1;
 	} else {
-		rq8x_launch<0>(g, nr, d_x, d_t, d_z, d_nw, (int)d, eps, X.q, X.dx,
+		rq8x_launch<0>(g, nr, d_x, P, d_z, d_nw, (int)d, eps, X.q, X.dx,
 		    q81 ? X.sx : NULL, NULL, NULL, NULL);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize");
 	}
 	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);
+}
+
+extern "C" int
+gpu_rmsnorm_matvec_q8_ex(struct gpu *g, float *d_x, const float *d_t, const float *d_z,
+    const float *d_nw, int64_t d, float eps, int nw, const int *t, const void *const *d_w,
+    const int64_t *rows, int64_t ne0, int64_t n, float *const *d_y,
+    const float *const *d_scale)
+{
+	struct rq_pre P = { d_t, NULL, 0, 1.0f };
+
+	return rq_products(g, d_x, P, d_z, d_nw, d, eps, nw, t, d_w, rows, ne0, n, d_y, d_scale);
+}
+
+extern "C" int
+gpu_norm_residual_matvec_q8(struct gpu *g, float *d_x, const float *d_a, const float *d_wa,
+    float s, const float *d_nw, float eps, int nw, const int *t, const void *const *d_w,
+    const int64_t *rows, int64_t ne0, int64_t n, float *const *d_y,
+    const float *const *d_scale)
+{
+	struct rq_pre P = { d_a, d_wa, 1, s };
+
+	if (d_a == NULL)
+		return gpu_fail(g, "norm_residual_matvec_q8: no residual");
+	return rq_products(g, d_x, P, NULL, d_nw, ne0, eps, nw, t, d_w, rows, ne0, n, d_y,
+	    d_scale);
 }
 
 extern "C" int

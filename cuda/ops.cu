@@ -167,41 +167,6 @@ gpu_rmsnorm(struct gpu *g, const float *d_x, int64_t ldx, const float *d_w,
 }
 
 /*
- * One row's norm of v (norm_vec's V float4s a thread, zero past the row)
- * times c (w not NULL) in place, as k_rmsnorm4 computes it: its sum, its
- * scale, its two roundings.  red: 32 doubles of the block's own.
- */
-template <int V>
-__device__ __forceinline__ void
-norm_row4(float4 *v, const float4 *c, const float *w, int d, float eps, double *red)
-{
-	float sc = rms_scale(norm_sumsq_block(norm_sumsq_warp<V>(v), red), d, eps);
-
-#pragma unroll
-	for (int u = 0; u < V; u++) {
-		v[u] = make_float4(__fmul_rn(v[u].x, sc), __fmul_rn(v[u].y, sc),
-		    __fmul_rn(v[u].z, sc), __fmul_rn(v[u].w, sc));
-		if (w != NULL)
-			v[u] = make_float4(__fmul_rn(v[u].x, c[u].x), __fmul_rn(v[u].y, c[u].y),
-			    __fmul_rn(v[u].z, c[u].z), __fmul_rn(v[u].w, c[u].w));
-	}
-}
-
-/* V float4s of row r (zero past d4) for this thread. */
-template <int V>
-__device__ __forceinline__ void
-load_row4(float4 *v, const float *p, int d4)
-{
-	float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-
-#pragma unroll
-	for (int u = 0; u < V; u++) {
-		int i = threadIdx.x + u * blockDim.x;
-		v[u] = p != NULL && i < d4 ? ((const float4 *)p)[i] : zero;
-	}
-}
-
-/*
  * gpu_norm_residual's kernel: a block a row, norm_threads(d / 4) threads
  * of V float4s.  Each norm reduces into a red of its own (no barrier
  * between one's last read and the next's first write needed).  A zero

@@ -507,6 +507,22 @@ backend_norm_residual(struct backend *be, float *x, float *a, const float *wa, f
 }
 
 int
+backend_norm_residual_matmul(struct backend *be, float *x, float *a, const float *wa, float s,
+    int m, int n, const float *nw, float eps, int nout, const struct backend_weight *const *W,
+    float *const *y)
+{
+	if (bad_products(be, "norm_residual_matmul", m, n, nout, W))
+		return -1;
+	if (m == 0)
+		return 0;
+	if (be->ops->norm_residual_matmul != NULL && nout > 0)
+		return be->ops->norm_residual_matmul(be, x, a, wa, s, m, n, nw, eps, nout, W, y);
+	if (backend_norm_residual(be, x, a, wa, NULL, NULL, NULL, eps, s, m, n) != 0)
+		return -1;
+	return backend_rmsnorm_matmul(be, x, m, n, nw, eps, nout, W, y);
+}
+
+int
 backend_add_rmsnorm(struct backend *be, float *x, const float *t, const float *nw, float *y,
     float eps, int m, int n)
 {

@@ -259,6 +259,18 @@ int	backend_norm_residual(struct backend *, float *x, float *a, const float *wa,
 	    float *b, const float *wb, const float *w2, float eps, float s, int m, int n);
 
 /*
+ * The norm that closes a block, its residual add and the norm and products
+ * that open the next (Gemma-4's post-attention side): x[m][n] = (x +
+ * rmsnorm(a) * wa) * s (s = 1: no product), then backend_rmsnorm_matmul of
+ * x.  a is spent (as backend_norm_residual's).  Equals
+ * backend_norm_residual(x, a, wa, NULL, NULL, NULL, eps, s) then
+ * backend_rmsnorm_matmul.
+ */
+int	backend_norm_residual_matmul(struct backend *, float *x, float *a, const float *wa,
+	    float s, int m, int n, const float *nw, float eps, int nout,
+	    const struct backend_weight *const *W, float *const *y);
+
+/*
  * The residual add that closes a block and the norm that opens the next
  * (the mixture of experts' FFN: its router and experts read the norm):
  * x[m][n] += t, then y[m][n] = rmsnorm(x) * nw.  y overlaps neither x nor

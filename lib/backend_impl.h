@@ -8,8 +8,8 @@
  * strides >= row widths, types supported.  An op slot left NULL in the
  * table is composed by backend.c from other ops (the fused ones:
  * rmsnorm_matmul, matmul_swiglu, add_rmsnorm_matmul, ffn,
- * rmsnorm_gated_matmul, mul_sigmoid_matmul, norm_residual), so a backend implements a
- * fusion only where it pays.
+ * rmsnorm_gated_matmul, mul_sigmoid_matmul, norm_residual, norm_residual_matmul), so a
+ * backend implements a fusion only where it pays.
  */
 #ifndef MEMRA_BACKEND_IMPL_H
 #define MEMRA_BACKEND_IMPL_H
@@ -198,6 +198,10 @@ struct backend_ops {
 	/* optional, fused: backend_norm_residual (NULL: composed, see above) */
 	int	(*norm_residual)(struct backend *, float *, float *, const float *, float *,
 		    const float *, const float *, float, float, int, int);
+	/* optional, fused: backend_norm_residual_matmul (NULL: the two ops) */
+	int	(*norm_residual_matmul)(struct backend *, float *, float *, const float *, float,
+		    int, int, const float *, float, int, const struct backend_weight *const *,
+		    float *const *);
 	/* optional, fused: backend_add_rmsnorm (NULL: add, then rmsnorm) */
 	int	(*add_rmsnorm)(struct backend *, float *, const float *, const float *, float *,
 		    float, int, int);

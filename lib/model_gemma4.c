@@ -203,16 +203,15 @@ g4_attn_params(const struct model *md, const struct model_layer *L)
 	return at;
 }
 
-/* The attention's output side: o product, post-attention norm, into a->t. */
+/* The attention's output side: the o product into a->t (its post-attention
+ * norm is g4_ffn's, in one op with the residual add). */
 static int
 g4_attn_out(struct model *md, struct model_layer *L, int m)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
-	int ne = hp->n_embd;
 
-	if (backend_matmul(md->be, &L->o, a->o, hp->n_head * L->hd, a->t, ne, m) ||
-	    backend_rmsnorm(md->be, a->t, ne, L->post_norm, a->t, ne, m, ne, hp->eps))
+	if (backend_matmul(md->be, &L->o, a->o, hp->n_head * L->hd, a->t, hp->n_embd, m))
 		return fail(md);
 	return 0;
 }
@@ -356,7 +355,9 @@ g4_moe(struct model *md, struct model_layer *L, int m)
 }
 
 /*
- * The FFN side of layer L (x += a->t first), its output added into x; PLE and
+ * The FFN side of layer L (x += post_norm(a->t) first, a->t the attention's
+ * o product, in one backend_norm_residual_matmul with the FFN's norm and
+ * gate and up products), its output added into x; PLE and
  * the layer scalar.  The output's norms, the add and (without PLE) the scalar
  * are one backend_norm_residual: x += post_ffn_norm(y), y the MLP's output,
  * or with experts post_ffn_norm_1(MLP) + post_ffn_norm_2(experts).
@@ -371,8 +372,10 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m)
 	float *y = moe ? a->g1 : a->t, *Y[2] = { a->f, a->u };
 	const struct backend_weight *W[2] = { &L->ffn_gate, &L->ffn_up };
 
-	/* x += t, then ffn_norm(x) into the gate and up products (one fused op: their bits) */
-	if (backend_add_rmsnorm_matmul(be, a->x, a->t, m, ne, L->ffn_norm, hp->eps, 2, W, Y) ||
+	/* x += post_norm(t) (the attention's output), then ffn_norm(x) into the gate and up
+	 * products (one fused op: their bits) */
+	if (backend_norm_residual_matmul(be, a->x, a->t, L->post_norm, 1.0f, m, ne, L->ffn_norm,
+	    hp->eps, 2, W, Y) ||
 	    backend_geglu_matmul(be, a->f, a->u, m, &L->ffn_down, y))
 		return fail(md);
 	if (moe && g4_moe(md, L, m) != 0)

@@ -376,7 +376,7 @@ fz_mag(struct bpair *p, const struct bw *b, const float *cx, int ld, int m, floa
 
 /*
  * The fused forms (backend_add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
- * mul_sigmoid_matmul, geglu_matmul) on m rows of nh heads of hd,
+ * mul_sigmoid_matmul, geglu_matmul, norm_residual_matmul) on m rows of nh heads of hd,
  * products of nout rows of type t (scale s on the first weight): the GPU
  * against the CPU with the tolerances of the ops they fuse (what they
  * write back to their input too), and against the GPU's own plain ops
@@ -481,6 +481,31 @@ be_fuse(struct kc *k, struct bpair *p, int t, int m, int nh, int hd, int nout, f
 	mag = fz_mag(p, &wa, o.c[0], n, m, s);
 	fz_cmp(k, p, "be geglu_mm", shape, cy[0], gy[0], uy[0], (size_t)m * nout, mag, 2e-2);
 	free(mag);
+
+	/* x = (x + rmsnorm(a) wa) s (Gemma-4's post-attention norm and residual add), norm,
+	 * two products: a o[1] (spent: last), wa o[4]'s first row, s 1 and a layer scalar's */
+	for (int si = 0; si < 2; si++) {
+		float sl = si ? 0.75f : 1.0f;
+		fz_reset(p, &o, 0, ux);
+		fz_reset(p, &o, 1, uy[1]);
+		BOTH(p, backend_norm_residual_matmul(p->c, o.c[0], o.c[1], o.c[4], sl, m, n, o.c[2],
+		    1e-6f, 2, Wc, cy), backend_norm_residual_matmul(p->g, o.g[0], o.g[1], o.g[4], sl, m,
+		    n, o.g[2], 1e-6f, 2, Wg, gy));
+		bchk(p->g, backend_norm_residual(p->g, ux, uy[1], o.g[4], NULL, NULL, NULL, 1e-6f, sl,
+		    m, n));
+		bchk(p->g, backend_rmsnorm_matmul(p->g, ux, m, n, o.g[2], 1e-6f, 2, Wg, uy));
+		bchk(p->c, backend_rmsnorm(p->c, o.c[0], n, o.c[2], ct, n, m, n, 1e-6f));
+		fz_cmp(k, p, si ? "be normres x s" : "be normres x", shape, o.c[0], o.g[0], ux, o.n[0],
+		    NULL, 1e-5);
+		mag = fz_mag(p, &wa, ct, n, m, s);
+		fz_cmp(k, p, si ? "be normres_mm s" : "be normres_mm", shape, cy[0], gy[0], uy[0],
+		    (size_t)m * nout, mag, 2e-2);
+		free(mag);
+		mag = fz_mag(p, &wb, ct, n, m, 1.0f);
+		fz_cmp(k, p, si ? "be normres_mm 2 s" : "be normres_mm 2", shape, cy[1], gy[1], uy[1],
+		    (size_t)m * nout, mag, 2e-2);
+		free(mag);
+	}
 
 	bop_free(p, &o);
 	bw_free(p, &wa), bw_free(p, &wb), bw_free(p, &wd);

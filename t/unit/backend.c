@@ -416,7 +416,7 @@ TEST(fused_products_equal_their_parts_bit_for_bit)
 }
 
 /*
- * The four fused forms against the plain ops they name, bit for bit, on
+ * The fused forms against the plain ops they name, bit for bit, on
  * shapes of one head and several, one row and several, and the types the
  * models use (the int8 path, NVFP4 with a scale, a float type).
  */
@@ -450,6 +450,19 @@ fused_forms(int type, int m, int nh, int hd, int nff, float scale)
 	/* no residual: the norm and products alone, x untouched */
 	CHECK(backend_add_rmsnorm_matmul(be3, x1, NULL, m, n, nw, 1e-6f, 1, W, Y1) == 0);
 	CHECK(same(x1, x2, (size_t)m * n) && same(a1, a2, (size_t)m * nff));
+	/* the norm closing a block, its add (a layer scalar too), the next norm and products */
+	{
+		float *wr = rnd(n, 5), *xa = dup(x, (size_t)m * n), *xb = dup(x, (size_t)m * n);
+		float *ta = dup(t, (size_t)m * n), *tb = dup(t, (size_t)m * n);
+
+		CHECK(backend_norm_residual_matmul(be3, xa, ta, wr, 0.5f, m, n, nw, 1e-6f, 2, W,
+		    Y1) == 0);
+		CHECK(backend_norm_residual(be3, xb, tb, wr, NULL, NULL, NULL, 1e-6f, 0.5f, m, n) == 0);
+		CHECK(backend_rmsnorm_matmul(be3, xb, m, n, nw, 1e-6f, 2, W, Y2) == 0);
+		CHECK(same(xa, xb, (size_t)m * n));
+		CHECK(same(a1, a2, (size_t)m * nff) && same(b1, b2, (size_t)m * nff));
+		free(wr), free(xa), free(xb), free(ta), free(tb);
+	}
 	/* the FFN block: add, norm, gate/up/SwiGLU, down; y may be t */
 	{
 		float *xa = dup(x, (size_t)m * n), *xb = dup(x, (size_t)m * n);
