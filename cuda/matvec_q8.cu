@@ -1204,7 +1204,8 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
  * t not NULL: x += t first (as ops.cu's k_binary adds), the sum written
  * back to x; tn = 1: t normed first (times tw where not NULL) and the sum
  * times ts where ts != 1, x = (x + rmsnorm(t) tw) ts as k_norm_residual
- * computes it (norm_row4: the same geometry, its own reduction).  z not NULL: y *= silu(z) as k_rmsnorm4's gated form, y
+ * computes it (norm_row4: the same geometry, its own reduction).  z not
+ * NULL (never with tn): y *= silu(z) as k_rmsnorm4's gated form, y
  * written to x.  Rows are contiguous (a row of d may be a head of a
  * longer row: the blocks of 32 follow on; heads of 128 are blocks of one
  * warp, no barrier at all).
@@ -1297,11 +1298,6 @@ k_rmsnorm_q8x(float *x, const float *t, int tn, const float *tw, float ts, const
 	}
 }
 
-/*
- * k_rmsnorm_q8x<K, V> of nr rows of d (V = norm_vec(d / 4)); K = 1: xn
- * NULL when the normed row is not wanted (and d <= RQ_SM: kept in shared
- * memory alone).
- */
 /* The op before the norm (k_rmsnorm_q8x's t, tn, tw, ts). */
 struct rq_pre {
 	const float *t, *tw;
@@ -1309,6 +1305,11 @@ struct rq_pre {
 	float ts;
 };
 
+/*
+ * k_rmsnorm_q8x<K, V> of nr rows of d (V = norm_vec(d / 4)); K = 1: xn
+ * NULL when the normed row is not wanted (and d <= RQ_SM: kept in shared
+ * memory alone).
+ */
 template <int K>
 static void
 rq8x_launch(struct gpu *g, int64_t nr, float *x, struct rq_pre P, const float *z,

@@ -221,12 +221,14 @@ bench_i8(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool, d
 
 /*
  * The tensor-core form of the int8 products (GPU_MV8_TC) against k_mv8
- * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on one shape, m = 1, 2, 3, 4, 5, 8, 12, 16, 32 (the GEMM off: past 16
- * rows the default's two launches of 16, k_mv8t's one), device time per
- * call in a graph over copies that pass 1 GiB, as bench_i8; GB/s of
- * weight bytes.  The K-quants and IQ4_XS: k_mvkt (GPU_QKT_ON) against
- * k_mvk (IQ4_XS: k_iq4; GPU_QKT_OFF) at the type's default lanes, the
- * step rows at 32; Q6_K also packed four blocks a group (X4 lines).
+ * (GPU_MV8_PLACE: the default below 12 rows; "default" in the lines) on
+ * one shape, m = 1, 2, 3, 4, 5, 8, 12, 16, 32 (the GEMM off: past 16 rows
+ * the default's two launches of 16, k_mv8t's one), device time per call in
+ * a graph over copies that pass 1 GiB, as bench_i8; GB/s of weight bytes.
+ * The K-quants and IQ4_XS: k_mvkt (GPU_QKT_ON) against k_mvk (IQ4_XS:
+ * k_iq4; GPU_QKT_OFF) at the type's default lanes, the step rows at 32
+ * (what sets matvec_qk.cu's qkt_auto_m); Q6_K also packed four blocks a
+ * group (X4 lines).
  */
 static void
 bench_i8tc(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
