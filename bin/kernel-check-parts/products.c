@@ -1009,8 +1009,9 @@ check_mv8_tc_set(struct kc *k, int t, int64_t ne0, int m)
  * y of the m input rows at dx by gpu_matvec_q8 for K-quant weights at the
  * step rows of the CUDA backend (32) under the tensor-core form how
  * (gpu_tune_qkt) and lanes L: GPU_QKT_OFF k_mvk in launches of 16,
- * GPU_QKT_ON k_mvkt in one launch, GPU_QKT_AUTO k_mvk below 12 rows and
- * k_mvkt from there, in one launch.
+ * GPU_QKT_ON k_mvkt in one launch, GPU_QKT_AUTO k_mvk below the type's
+ * rows (matvec_qk.cu's qkt_auto_m: 3, 5 or 12) and k_mvkt from there, in
+ * one launch.
  */
 static void
 qk_form(struct kc *k, int how, int lanes, int t, const void *dw, int64_t rows, int64_t ne0,
