@@ -921,11 +921,11 @@ backend_cuda_open(const char *opts, int n_threads, char *err)
 	 * types launches of 16) and attention's decode path in pieces of 16, each row with
 	 * its one-row bits (kernel-check's "rows32" lines, bit for bit); a product of more
 	 * takes the prompt GEMM (other bits).  32 by default (backend_rows_set: 16). */
-	/* K-quant and IQ4_XS products on tensor cores from a few rows (12 then;
-	 * matvec_qk.cu's qkt_auto_m now; the same bits: kernel-check's tc=mvk
-	 * lines): session 25's H100, 512-token
-	 * prefill 1.38x (26B-A4B Q4_K), 1.87x (35B-A3B Q4_K), 1.32x (196B-A11B's
-	 * IQ4_XS experts), decode unchanged (bench/2026-12-06, s25) */
+	/* K-quant and IQ4_XS products on tensor cores from matvec_qk.cu's
+	 * qkt_auto_m rows (the same bits: kernel-check's tc=mvk lines): session
+	 * 25's H100, with 12 rows for every type then, 512-token prefill 1.38x
+	 * (26B-A4B Q4_K), 1.87x (35B-A3B Q4_K), 1.32x (196B-A11B's IQ4_XS
+	 * experts), decode unchanged (bench/2026-12-06, s25) */
 	/* Q6_K weights packed four blocks a group (backend_q6k_pack_set; the
 	 * same bits): session 34's H100 at the 31B shape, decode 1.067x, a K = 3
 	 * verify 1.30x (bench/2026-12-07/2026-12-07-s34-notes.md) */

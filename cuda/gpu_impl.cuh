@@ -546,20 +546,6 @@ norm_row4(float4 *v, const float4 *c, const float *w, int d, float eps, double *
 	}
 }
 
-/* V float4s of row r (zero past d4) for this thread. */
-template <int V>
-__device__ __forceinline__ void
-load_row4(float4 *v, const float *p, int d4)
-{
-	float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-
-#pragma unroll
-	for (int u = 0; u < V; u++) {
-		int i = threadIdx.x + u * blockDim.x;
-		v[u] = p != NULL && i < d4 ? ((const float4 *)p)[i] : zero;
-	}
-}
-
 /*
  * NVFP4's scales in the GPU layout are canonical ue4m3 bytes
  * (gpu_nvfp4_pack): ggml's 0x7F (its zero) is 0 and bit 7 is dropped (so

@@ -1338,7 +1338,6 @@ rq_products(struct gpu *g, float *d_x, struct rq_pre P, const float *d_z, const 
     int64_t d, float eps, int nw, const int *t, const void *const *d_w, const int64_t *rows,
     int64_t ne0, int64_t n, float *const *d_y, const float *const *d_scale)
 {
-	const float *d_t = P.t;
 	int nt = d > 0 && d <= 4 * 4096 ? norm_threads((int)(d / 4)) : 2048, q81, q80, qk;
 	int64_t nr = d > 0 ? n * (ne0 / d) : 0;	/* rows of d */
 	struct mv8_x X;
@@ -1349,7 +1348,7 @@ rq_products(struct gpu *g, float *d_x, struct rq_pre P, const float *d_z, const 
 		return gpu_fail(g, "rmsnorm_matvec_q8: no gated norm before a K-quant product");
 	if (d_nw == NULL || d < 32 || d % 32 != 0 || ne0 % d != 0 || (d_z == NULL && d != ne0) ||
 	    nt > 1024 || ((uintptr_t)d_x & 15) || ((uintptr_t)d_nw & 15) ||
-	    ((uintptr_t)d_t & 15) || ((uintptr_t)d_z & 15) || ((uintptr_t)P.tw & 15) ||
+	    ((uintptr_t)P.t & 15) || ((uintptr_t)d_z & 15) || ((uintptr_t)P.tw & 15) ||
 	    nr > INT32_MAX)
 		return gpu_fail(g, "rmsnorm_matvec_q8: norm rows of %lld in rows of %lld (at most "
 		    "%d), or unaligned", (long long)d, (long long)ne0, 4 * 4096);

@@ -166,6 +166,20 @@ gpu_rmsnorm(struct gpu *g, const float *d_x, int64_t ldx, const float *d_w,
 	return 0;
 }
 
+/* V float4s of row r (zero past d4) for this thread. */
+template <int V>
+__device__ __forceinline__ void
+load_row4(float4 *v, const float *p, int d4)
+{
+	float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+#pragma unroll
+	for (int u = 0; u < V; u++) {
+		int i = threadIdx.x + u * blockDim.x;
+		v[u] = p != NULL && i < d4 ? ((const float4 *)p)[i] : zero;
+	}
+}
+
 /*
  * gpu_norm_residual's kernel: a block a row, norm_threads(d / 4) threads
  * of V float4s.  Each norm reduces into a red of its own (no barrier

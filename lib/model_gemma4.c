@@ -143,6 +143,14 @@ g4_rope(struct model *md, struct model_layer *L, float *x, int ld, int n, int m,
 	    backend_rope(md->be, x, ld, n, L->hd, m, md->act.pos, rot, th, mode);
 }
 
+/* A layer's closing residual deferred by g4_ffn (on): x = (x + rmsnorm(a->t)
+ * w) s, run by the next layer's g4_qkv with its own norm and products. */
+struct g4_res {
+	int	on;
+	const float *w;
+	float	s;
+};
+
 /*
  * The attention's input side of layer L over m rows: a->x normed
  * (attn_norm) into q (a->q [m][n_head * hd]) and with K, V (not NULL:
@@ -152,13 +160,13 @@ g4_rope(struct model *md, struct model_layer *L, float *x, int ld, int n, int m,
  * (backend memory) when not NULL, V normed; with dpos, K and V then stored
  * into the caches kc, vc (n_ctx rows).  The norms, ropes and store are one
  * backend_qk_norm_rope where the layer has K and V and a rope.  ring > 0:
- * the caches are rings of that many rows (the store's).  prev not NULL: the
- * layer before left its FFN's output in a->t (g4_ffn's deferred residual),
- * added into x first in the same op as the norm and products
+ * the caches are rings of that many rows (the store's).  res on: the layer
+ * before left its FFN's output in a->t (g4_ffn's deferred residual), added
+ * into x first in the same op as the norm and products
  * (backend_norm_residual_matmul: its bits).
  */
 static int
-g4_qkv(struct model *md, const struct model_layer *prev, struct model_layer *L, int m, float *K,
+g4_qkv(struct model *md, const struct g4_res *res, struct model_layer *L, int m, float *K,
     float *V, const int32_t *dpos, float *kc, float *vc, int n_ctx, int ring)
 {
 	const struct model_hparams *hp = &md->hp;
@@ -170,8 +178,8 @@ g4_qkv(struct model *md, const struct model_layer *prev, struct model_layer *L, 
 	const struct backend_weight *W[3] = { &L->q, &L->k, &L->v };
 	float *Y[3] = { a->q, K, V };
 
-	if ((prev != NULL ? backend_norm_residual_matmul(be, a->x, a->t, prev->ffn_post_norm,
-	    prev->out_scale, m, hp->n_embd, L->attn_norm, hp->eps, nw, W, Y) :
+	if ((res != NULL && res->on ? backend_norm_residual_matmul(be, a->x, a->t, res->w, res->s,
+	    m, hp->n_embd, L->attn_norm, hp->eps, nw, W, Y) :
 	    backend_rmsnorm_matmul(be, a->x, m, hp->n_embd, L->attn_norm, hp->eps, nw, W, Y)) ||
 	    (!vown && K != NULL && backend_copy(be, V, K, (size_t)m * kvd)))
 		return fail(md);
@@ -308,10 +316,10 @@ g4_attend(struct model *md, struct model_layer *L, struct state *st, const float
  * a->z) piece by piece (g4_attend).  With dpos (p0 in backend memory: a
  * recorded step, one piece: its rows are at most BACKEND_ROWS_MAX <= R)
  * the same ops at every position: K and V through scratch into the cache.
- * prev: g4_qkv's.
+ * res: g4_qkv's.
  */
 static int
-g4_attn(struct model *md, const struct model_layer *prev, struct model_layer *L,
+g4_attn(struct model *md, const struct g4_res *res, struct model_layer *L,
     struct state *st, int p0, int m, const int32_t *dpos)
 {
 	const struct model_hparams *hp = &md->hp;
@@ -325,7 +333,7 @@ g4_attn(struct model *md, const struct model_layer *prev, struct model_layer *L,
 	float *K = !L->kv_own ? NULL : inplace ? kc + row : a->y;
 	float *V = !L->kv_own ? NULL : inplace ? vc + row : a->z;
 
-	if (g4_qkv(md, prev, L, m, K, V, dpos, kc, vc, n_ctx, ring))
+	if (g4_qkv(md, res, L, m, K, V, dpos, kc, vc, n_ctx, ring))
 		return fail(md);
 	if (dpos != NULL) {
 		struct backend_attn at = g4_attn_params(md, L);
@@ -366,17 +374,19 @@ g4_moe(struct model *md, struct model_layer *L, int m)
  * gate and up products), its output added into x; PLE and
  * the layer scalar.  The output's norms, the add and (without PLE) the scalar
  * are one backend_norm_residual: x += post_ffn_norm(y), y the MLP's output,
- * or with experts post_ffn_norm_1(MLP) + post_ffn_norm_2(experts).  defer
- * (another layer follows): a dense layer without PLE leaves y in a->t and
- * returns 1, its norm_residual the next layer's g4_qkv's (prev = L); else 0.
+ * or with experts post_ffn_norm_1(MLP) + post_ffn_norm_2(experts).  res
+ * not NULL (another layer follows): a dense layer without PLE leaves y in
+ * a->t and its norm_residual's weight and scale in *res (on), the next
+ * layer's g4_qkv's to run.
  */
 static int
-g4_ffn(struct model *md, struct model_layer *L, int il, int m, int defer)
+g4_ffn(struct model *md, struct model_layer *L, int il, int m, struct g4_res *res)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
 	int ne = hp->n_embd, P = hp->n_pl, moe = hp->n_expert > 0;
+	float s = P > 0 ? 1.0f : L->out_scale;	/* the scalar with the add (PLE: after it) */
 	float *y = moe ? a->g1 : a->t, *Y[2] = { a->f, a->u };
 	const struct backend_weight *W[2] = { &L->ffn_gate, &L->ffn_up };
 
@@ -388,12 +398,14 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m, int defer)
 		return fail(md);
 	if (moe && g4_moe(md, L, m) != 0)
 		return fail(md);
-	if (defer && !moe && P == 0)	/* y is a->t */
-		return 1;
+	if (res != NULL && !moe && P == 0) {	/* y is a->t */
+		*res = (struct g4_res){ 1, L->ffn_post_norm, s };
+		return 0;
+	}
 	if (moe ? backend_norm_residual(be, a->x, y, L->ffn_post_norm_1, a->sh,
-	    L->ffn_post_norm_2, L->ffn_post_norm, hp->eps, P > 0 ? 1.0f : L->out_scale, m, ne) :
-	    backend_norm_residual(be, a->x, y, L->ffn_post_norm, NULL, NULL, NULL, hp->eps,
-	    P > 0 ? 1.0f : L->out_scale, m, ne))
+	    L->ffn_post_norm_2, L->ffn_post_norm, hp->eps, s, m, ne) :
+	    backend_norm_residual(be, a->x, y, L->ffn_post_norm, NULL, NULL, NULL, hp->eps, s, m,
+	    ne))
 		return fail(md);
 	if (P > 0 && (backend_matmul(be, &L->pl_gate, a->x, ne, a->pg, P, m) ||
 	    backend_geglu(be, a->pg, P, a->plp + (size_t)il * P, hp->n_layer * P, a->pg, P, m, P) ||
@@ -410,16 +422,16 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m, int defer)
 static int
 g4_layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
 {
-	const struct model_layer *prev = NULL;	/* its residual deferred (g4_ffn) */
+	struct g4_res res = { 0, NULL, 1.0f };	/* a residual g4_ffn deferred */
 
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
-		int rc;
 
-		if (g4_attn(md, prev, L, st, p0, m, dpos) != 0 ||
-		    (rc = g4_ffn(md, L, il, m, il + 1 < md->hp.n_layer)) < 0)
+		if (g4_attn(md, &res, L, st, p0, m, dpos) != 0)
 			return -1;
-		prev = rc == 1 ? L : NULL;
+		res.on = 0;
+		if (g4_ffn(md, L, il, m, il + 1 < md->hp.n_layer ? &res : NULL) != 0)
+			return -1;
 	}
 	return 0;
 }
@@ -431,14 +443,14 @@ g4_layers(struct model *md, struct state *st, int p0, int m, int flags, const in
  * piece by piece as one sequence's forward).
  */
 static int
-g4_attn_seqs(struct model *md, const struct model_layer *prev, struct model_layer *L,
+g4_attn_seqs(struct model *md, const struct g4_res *res, struct model_layer *L,
     const struct model_seqs *g)
 {
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	int hd = L->hd, nh = hp->n_head, kvd = L->nkv * hd;
 
-	if (g4_qkv(md, prev, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL,
+	if (g4_qkv(md, res, L, g->m, L->kv_own ? a->y : NULL, L->kv_own ? a->z : NULL, NULL,
 	    NULL, NULL, 0, 0))
 		return fail(md);
 	for (int i = 0, r = 0; i < g->n; r += model_seq_rows(g, i++)) {
@@ -455,16 +467,16 @@ g4_attn_seqs(struct model *md, const struct model_layer *prev, struct model_laye
 static int
 g4_layers_seqs(struct model *md, const struct model_seqs *g)
 {
-	const struct model_layer *prev = NULL;	/* as g4_layers' */
+	struct g4_res res = { 0, NULL, 1.0f };	/* as g4_layers' */
 
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
-		int rc;
 
-		if (g4_attn_seqs(md, prev, L, g) != 0 ||
-		    (rc = g4_ffn(md, L, il, g->m, il + 1 < md->hp.n_layer)) < 0)
+		if (g4_attn_seqs(md, &res, L, g) != 0)
 			return -1;
-		prev = rc == 1 ? L : NULL;
+		res.on = 0;
+		if (g4_ffn(md, L, il, g->m, il + 1 < md->hp.n_layer ? &res : NULL) != 0)
+			return -1;
 	}
 	return 0;
 }
@@ -552,7 +564,7 @@ g4a_layer(struct model *A, struct model_layer *L, int il, struct state *st, int 
 	    backend_attention(A->be, &at, a->q, hp->n_head * L->hd, L->hd, state_k(st, L->cache),
 	    state_v(st, L->cache), 1, pos - 1, a->o))
 		return fail(A);
-	return g4_attn_out(A, L, 1) != 0 || g4_ffn(A, L, il, 1, 0) != 0 ? -1 : 0;
+	return g4_attn_out(A, L, 1) != 0 || g4_ffn(A, L, il, 1, NULL) != 0 ? -1 : 0;
 }
 
 /* A's head: logits (or the pick id) of norm(x), and hout = post_projection(norm(x)). */
