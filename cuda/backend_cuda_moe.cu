@@ -16,7 +16,9 @@
  * expert (backend_moe_group_set; the default where they share experts)
  * run the decode kernels' row functions on up to 16 of an expert's slots
  * at once, whose rows have the one-row bits, so no slot's sums depend on
- * which or how many rows share its expert.
+ * which or how many rows share its expert.  A prompt's (nx more than a
+ * step's rows) under the bf16 GEMM kind: gpu_moe_matvec's bf16 GEMM, whose
+ * slots' rows depend on their own operands alone too.
  */
 static int
 moe_products(struct backend *be, const struct backend_weight *w, int n_exp, const float *x,

@@ -370,7 +370,8 @@ int	gpu_matmul_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t n
  * GPU_MMQ_BF16: not the CPU's numerics but cuBLAS on bf16 operands, the
  * int8 x's values (q times its block's scale) and the weights, each
  * rounded to bf16, with fp32 sums on tensor cores; it also moves
- * gpu_matmul of the other quantized types from fp32 to bf16 operands.
+ * gpu_matmul of the other quantized types from fp32 to bf16 operands, and
+ * a prompt's experts (gpu_moe_matvec) to a bf16 GEMM of their own.
  * IQ4_XS's prefill in gpu_matvec_q8 (x as Q8_K, cuda/mmq_iq4.cu) takes the
  * same kinds: MMA, MMAF and MMA1 its one tensor-core GEMM (the CPU's
  * numerics: per super-block the integer sum of the sub-blocks' scaled
@@ -687,8 +688,13 @@ int	gpu_attention_seqs(struct gpu *g, const float *d_q, float *d_out, int n,
  * Slot s's row is the bits of the one-row product of x[s / per] with
  * expert e alone (gpu_matvec_q8 for its types, gpu_matvec for the others)
  * whatever ns and the other slots are: batch-invariant, slot by slot or
- * grouped by expert (gpu_tune_moe_group).  An id outside [0, n_exp) gives a
- * NaN row.  Uses the scratch buffer (the quantized x; grouped: the slots'
+ * grouped by expert (gpu_tune_moe_group).  Under GPU_MMQ_BF16 with nx
+ * more than gpu_step_rows input rows (a prompt), a quantized type
+ * (Q8_0, Q4_0, Q4_1, Q5_0, NVFP4, the K-quants, packed Q6_K, IQ4_NL,
+ * IQ4_XS) and rows a multiple of 64: the prompt GEMM instead (matvec.cu's
+ * k_moe_gemm), x and the dequantized weights rounded to bf16, fp32 sums
+ * on tensor cores: other bits, but still each slot's row a function of its
+ * own x row and expert alone.  An id outside [0, n_exp) gives a NaN row.  Uses the scratch buffer (the quantized x; grouped: the slots'
  * order, tiles and gathered input rows too).
  */
 int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,

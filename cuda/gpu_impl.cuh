@@ -406,6 +406,13 @@ int	qk_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t 
 int	iq4_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    int n_exp, const struct moe_group *G, const int8_t *q, const float *d, float *d_y,
 	    const float *d_scale);
+/* The experts' prompt GEMM on bf16 operands (matvec.cu): moe_gemm_takes
+ * says whether gpu_moe_matvec hands a call to moe_gemm (GPU_MMQ_BF16, nx
+ * more than g->step_rows, a quantized type, rows of whole 64-value steps). */
+int	moe_gemm_takes(const struct gpu *g, int t, int64_t ne0, int64_t nx, int n_exp);
+int	moe_gemm(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+	    const int32_t *d_ids, int ns, int per, const float *d_x, float *d_y,
+	    const float *d_scale);
 
 /*
  * matvec_iq4.cu: the IQ4 products on int8 activations.  iq4xs_product:

@@ -954,6 +954,259 @@ gpu_get_rows(struct gpu *g, int t, const void *d_table, int64_t ne0,
 	return dq_any(g, t, d_table, 0, ne0, d_ids, n, d_out, NULL);
 }
 
+/* --- the experts' prompt GEMM (gpu_moe_matvec under GPU_MMQ_BF16) ----- */
+
+/*
+ * A prompt's expert products on bf16 operands, as gpu_matmul's bf16 path
+ * multiplies a dense weight: each weight value dq_unit's, rounded to bf16
+ * (k_dequant_bf16's bits), times x rounded to bf16, with fp32 sums on
+ * tensor cores (mma.sync m16n8k16 .bf16, 16 values a step, the steps in
+ * order along the row).  The slots grouped by expert (moe_group_build);
+ * their x rows gathered as bf16 (k_moe_xg); then block (x, t0 +
+ * blockIdx.y) takes weight rows 64 x .. of tile t's expert and the slots
+ * of up to four of its tiles (t the first of them: its index in the
+ * bucket a multiple of 4, every tile before a bucket's last full), the
+ * weights dequantized into shared memory 64 values a step by its own
+ * threads (a thread a 32-value unit), x by cp.async, two buffers: the
+ * next step's loads while this one is multiplied.  Warp w holds rows 16 w
+ * .. 16 w + 15 against up to 64 slots (eight n-tiles, those past the
+ * slots skipped).  Each output's sums depend only on its weight row and
+ * its x row (an mma's columns are independent and the k order is fixed):
+ * the same bits whatever the other slots, their count or their order.
+ * An id outside [0, n_exp) gives a NaN row.
+ */
+enum { MG_BM = 64, MG_BN = 4 * GPU_MOE_MT, MG_BK = 64, MG_LD = MG_BK + 8, MG_THREADS = 128 };
+
+/* Four 8x8 b16 matrices from shared memory (lane l the address of row l % 8 of matrix l / 8). */
+__device__ __forceinline__ void
+mg_ldsm4(unsigned r[4], const uint16_t *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+	    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	    : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+
+__device__ __forceinline__ void
+mg_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+	    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* xg row i = x row perm[i] / per rounded to bf16 for i < ns + GPU_MOE_MT
+ * (perm's tail: row 0), zeros to row n; a thread two values of a row,
+ * blockIdx.y the rows i = y, y + gridDim.y, ... */
+__global__ void
+k_moe_xg(const float *__restrict__ x, int64_t ne0, const int32_t *__restrict__ perm, int ns,
+    int per, int64_t n, unsigned *__restrict__ xg)
+{
+	int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = ne0 / 2;
+
+	pdl_enter();	/* perm is an earlier kernel's */
+	if (c >= h)
+		return;
+	for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
+		unsigned v = 0;
+		if (i < (int64_t)ns + GPU_MOE_MT) {
+			float2 p = ((const float2 *)(x + (size_t)(perm[i] / per) * ne0))[c];
+			__nv_bfloat162 b = __floats2bfloat162_rn(p.x, p.y);
+			v = *(const unsigned *)&b;
+		}
+		xg[(size_t)i * h + c] = v;
+	}
+}
+
+/* Step kb's weights into ws: this thread's unit (row tid / 2, unit tid % 2
+ * of the step) of expert row er (< rows: ok), as bf16. */
+template <int T>
+__device__ __forceinline__ void
+mg_wstep(uint16_t (*ws)[MG_LD], const uint8_t *__restrict__ W, size_t rowbytes, int64_t er,
+    int64_t upr, int64_t kb, int ok)
+{
+	int tid = threadIdx.x, wr = tid >> 1, wu = tid & 1;
+	uint4 *o = (uint4 *)&ws[wr][32 * wu];
+	float w[32];
+
+	if (!ok) {
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			o[i] = make_uint4(0, 0, 0, 0);
+		return;
+	}
+	dq_unit<T>(W, rowbytes, er, upr, 2 * kb + wu, NULL, w);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		unsigned h[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			__nv_bfloat162 b = __floats2bfloat162_rn(w[8 * i + 2 * k], w[8 * i + 2 * k + 1]);
+			h[k] = *(const unsigned *)&b;
+		}
+		o[i] = make_uint4(h[0], h[1], h[2], h[3]);
+	}
+}
+
+/* Step kb's x into xs by cp.async: MG_BN gathered rows from xf (ne0 apart). */
+__device__ __forceinline__ void
+mg_xstep(uint16_t (*xs)[MG_LD], const uint16_t *__restrict__ xf, int64_t ne0, int64_t kb)
+{
+	for (int c = threadIdx.x; c < MG_BN * MG_BK / 8; c += MG_THREADS) {
+		int j = c / (MG_BK / 8), p = c % (MG_BK / 8);
+		gpu_cp16(&xs[j][8 * p], xf + (size_t)j * ne0 + kb * MG_BK + 8 * p, 16);
+	}
+	asm volatile("cp.async.commit_group;");
+}
+
+template <int T>
+__global__ void __launch_bounds__(MG_THREADS, 4)
+k_moe_gemm(const uint8_t *__restrict__ W, size_t rowbytes, int64_t rows, int64_t ne0, int n_exp,
+    const int4 *__restrict__ tile, int t0, int nt, const int32_t *__restrict__ perm,
+    const uint16_t *__restrict__ xg, float *y, const float *scale)
+{
+	__shared__ __align__(16) uint16_t ws[2][MG_BM][MG_LD], xs[2][MG_BN][MG_LD];
+	int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5, t = t0 + (int)blockIdx.y;
+	int64_t r0 = (int64_t)blockIdx.x * MG_BM;
+
+	pdl_enter();	/* the tiles and the gathered rows are earlier kernels' */
+	int4 tl = tile[t];
+	int e = tl.x, f = tl.y, n = tl.z;
+	if (n == 0 || tl.w % 4 != 0)	/* empty, or a first tile's block takes it */
+		return;
+	for (int j = 1; j < 4 && n == j * GPU_MOE_MT && t + j < nt; j++) {
+		int4 tj = tile[t + j];
+		if (tj.z == 0 || tj.x != e)
+			break;
+		n += tj.z;
+	}
+	if (e < 0 || e >= n_exp) {
+		for (int it = tid; it < MG_BM * n; it += MG_THREADS)
+			if (r0 + it % MG_BM < rows)
+				y[(size_t)perm[f + it / MG_BM] * rows + r0 + it % MG_BM] =
+				    __int_as_float(0x7FC00000);
+		return;
+	}
+	int64_t upr = ne0 / 32, nk = ne0 / MG_BK, wrow = r0 + (tid >> 1);
+	int wok = wrow < rows;
+	int64_t er = (int64_t)e * rows + wrow;	/* the stack's row (dq_unit's r0) */
+	const uint16_t *xf = xg + (size_t)f * ne0;
+	float acc[8][4];
+
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			acc[j][i] = 0.0f;
+	mg_xstep(xs[0], xf, ne0, 0);
+	mg_wstep<T>(ws[0], W, rowbytes, er, upr, 0, wok);
+	asm volatile("cp.async.wait_all;");
+	__syncthreads();
+	for (int64_t kb = 0; kb < nk; kb++) {
+		int cur = (int)(kb & 1);
+		if (kb + 1 < nk)
+			mg_xstep(xs[cur ^ 1], xf, ne0, kb + 1);
+#pragma unroll
+		for (int kk = 0; kk < MG_BK; kk += 16) {
+			unsigned a[4];
+			mg_ldsm4(a, &ws[cur][16 * wp + (lane & 15)][kk + (lane >> 4) * 8]);
+#pragma unroll
+			for (int j = 0; j < 8; j += 2) {
+				if (8 * j >= n)	/* warp-uniform */
+					break;
+				unsigned b[4];
+				mg_ldsm4(b, &xs[cur][8 * j + (lane & 7) + (lane >> 4) * 8]
+				    [kk + ((lane >> 3) & 1) * 8]);
+				mg_mma(acc[j], a, b[0], b[1]);
+				mg_mma(acc[j + 1], a, b[2], b[3]);
+			}
+		}
+		if (kb + 1 < nk)
+			mg_wstep<T>(ws[cur ^ 1], W, rowbytes, er, upr, kb + 1, wok);
+		asm volatile("cp.async.wait_all;");
+		__syncthreads();
+	}
+	int gq = lane >> 2, tg = lane & 3;
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int col = 8 * j + 2 * tg + (i & 1);
+			int64_t r = r0 + 16 * wp + gq + 8 * (i >> 1);
+			if (col < n && r < rows)
+				y[(size_t)perm[f + col] * rows + r] = scale != NULL ?
+				    __fmul_rn(acc[j][i], *scale) : acc[j][i];
+		}
+}
+
+template <int T>
+static int
+mg_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, int n_exp,
+    const struct moe_group *G, const uint16_t *xg, float *y, const float *scale)
+{
+	size_t rowbytes = (size_t)(ne0 / qt<T>::QK) * qt<T>::BS;
+
+	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
+		dim3 grid((unsigned)((rows + MG_BM - 1) / MG_BM), (unsigned)min(G->nt - t0, 65535));
+		gpu_launch(g, k_moe_gemm<T>, grid, MG_THREADS, 0, (const uint8_t *)w, rowbytes, rows,
+		    ne0, n_exp, G->tile, t0, G->nt, G->perm, xg, y, scale);
+		GPU_LAUNCHED(g, "moe gemm bf16");
+	}
+	return 0;
+}
+
+/* Whether gpu_moe_matvec takes the prompt GEMM: GPU_MMQ_BF16, more input
+ * rows than a step, a quantized type dq_unit reads, rows of whole steps,
+ * experts the grouping takes. */
+int
+moe_gemm_takes(const struct gpu *g, int t, int64_t ne0, int64_t nx, int n_exp)
+{
+	switch (t) {
+	case T_Q8_0: case T_Q4_0: case T_Q4_1: case T_Q5_0: case T_NVFP4: case T_Q4_K:
+	case T_Q5_K: case T_Q6_K: case T_Q6P: case T_IQ4_NL: case T_IQ4_XS:
+		break;
+	default:
+		return 0;
+	}
+	int qk = t == T_Q4_K || t == T_Q5_K || t == T_Q6_K || t == T_Q6P || t == T_IQ4_XS ? 256 :
+	    t == T_NVFP4 ? 64 : 32;
+	return g->mmq == GPU_MMQ_BF16 && nx > g->step_rows && ne0 % MG_BK == 0 && ne0 % qk == 0 &&
+	    n_exp <= GPU_MOE_GROUP_EXPERTS;
+}
+
+/* gpu_moe_matvec's prompt GEMM (moe_gemm_takes said so): the grouping,
+ * the bf16 rows, the kernel; the scratch holds all three. */
+int
+moe_gemm(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const float *d_x, float *d_y, const float *d_scale)
+{
+	struct moe_group G;
+	int64_t nr = (int64_t)ns + MG_BN;	/* a block reads MG_BN rows from its first */
+	size_t gb = (moe_group_bytes(ns, n_exp) + 255) / 256 * 256;
+	uint8_t *p = (uint8_t *)gpu_scratch(g, gb + (size_t)nr * ne0 * 2);
+
+	if (p == NULL || moe_group_build(g, d_ids, ns, n_exp, p, &G) != 0)
+		return -1;
+	uint16_t *xg = (uint16_t *)(p + gb);
+	dim3 grid((unsigned)((ne0 / 2 + 127) / 128), (unsigned)min(nr, (int64_t)65535));
+	gpu_launch(g, k_moe_xg, grid, 128, 0, d_x, ne0, G.perm, ns, per, nr, (unsigned *)xg);
+	GPU_LAUNCHED(g, "moe gather bf16");
+	switch (t) {
+	case T_Q8_0:   return mg_type<T_Q8_0>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_Q4_0:   return mg_type<T_Q4_0>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_Q4_1:   return mg_type<T_Q4_1>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_Q5_0:   return mg_type<T_Q5_0>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_NVFP4:  return mg_type<T_NVFP4>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_Q4_K:   return mg_type<T_Q4_K>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_Q5_K:   return mg_type<T_Q5_K>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_Q6_K:   return mg_type<T_Q6_K>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_Q6P:    return mg_type<T_Q6P>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_IQ4_NL: return mg_type<T_IQ4_NL>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	case T_IQ4_XS: return mg_type<T_IQ4_XS>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	default:       return gpu_fail(g, "moe gemm: type %d", t);
+	}
+}
+
 /* --- NVFP4's GPU layout ------------------------------------------------ */
 
 /*

@@ -1648,6 +1648,8 @@ gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	if (rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 || nx < (ns + per - 1) / per)
 		return gpu_fail(g, "moe matvec: %d experts of %lldx%lld, %d slots (%d a row) over %lld "
 		    "rows", n_exp, (long long)rows, (long long)ne0, ns, per, (long long)nx);
+	if (moe_gemm_takes(g, t, ne0, nx, n_exp))	/* a prompt's: bf16 operands */
+		return moe_gemm(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, d_y, d_scale);
 	int grouped = moe_use_group(g, ns, nx, n_exp);
 	if (gpu_can_matvec_q8(t))
 		return moe_q8(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y, d_scale,

@@ -590,7 +590,11 @@ int	backend_pdl_env(struct backend *, const char *v, char *err);
  * sums (within about 2^-8 of the magnitude of the first; faster); F32,
  * F16 and BF16 weights keep fp32 operands.  Products of up to
  * backend_step_rows rows (decode, speculative verify) are the same
- * bits either way.  BACKEND_GEMM_BF16_MIRROR: BACKEND_GEMM_BF16's bits,
+ * bits either way.  The experts' products of a prompt (backend_moe_*, m
+ * more than backend_step_rows) follow the kind too: BACKEND_GEMM_BF16
+ * (and _MIRROR, without a copy) bf16 operands, the input itself rounded
+ * for every quantized type; BACKEND_GEMM_INT8 the decode kernels' bits.
+ * BACKEND_GEMM_BF16_MIRROR: BACKEND_GEMM_BF16's bits,
  * with each quantized weight dequantized to bf16 once, by the first prompt
  * that multiplies it, into a copy kept for later prompts (2 bytes a
  * weight of device memory; a weight the device has no room for is
@@ -725,7 +729,10 @@ void	backend_prof_reset(struct backend *);
  * stays where its data is (on a GPU, graph-capturable).  A row's results
  * depend on that row alone (batch-invariant): each slot's products are
  * the bits of backend_matmul (backend_matmul_swiglu) of that one row with
- * the expert's matrix.
+ * the expert's matrix, for m up to backend_step_rows; past it (a prompt)
+ * under BACKEND_GEMM_BF16 the CUDA backend multiplies a quantized expert
+ * on bf16 operands (x and the dequantized weights rounded to bf16, fp32
+ * sums), still each slot's row a function of its own row and expert.
  *
  * backend_moe_route: the router.  For row r < m of the router's logits
  * x[r][0..n) (stride ldx, n experts), p = softmax(x[r]) in float32; the k

@@ -126,6 +126,7 @@ void	dot_ref(const float *wf, const float *x, int64_t rows, int64_t ne0, int m,
 void	wset_new(struct kc *k, struct wset *s, int t, int64_t rows, int64_t ne0);
 void	wset_free(struct kc *k, struct wset *s);
 int	float_type(int t);
+float	bf16_round(float f);
 void	check_quant(struct kc *k);
 void	check_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, int n, int with_scale);
 void	check_iq4(struct kc *k, int t, int64_t rows, int64_t ne0, int m);

@@ -169,6 +169,120 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 	wset_free(k, &s);
 }
 
+/*
+ * The experts' prompt GEMM (gpu_moe_matvec under GPU_MMQ_BF16 with more
+ * input rows than a step: "moe gemm"), a stack as check_moe_group's:
+ * - each slot's row against the exact product of its operands rounded to
+ *   bf16 (the expert's dequantized weights, its x row), within 1e-5 of the
+ *   terms' magnitudes, NaN rows for the ill ids, the GEMM's launches
+ *   counted by the profile (k: in the shape);
+ * - "... alone": its bits again with two slots in three routed elsewhere
+ *   at random, on the third's rows (a slot's row depends on its own
+ *   operands, not on which or how many slots share its expert's tiles);
+ * - "... step": on a step's rows (gpu_step_rows) no GEMM, and the bits of
+ *   the decode kernels (GPU_MMQ_MMA).
+ */
+static void
+check_moe_gemm(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx, int per,
+    int how, int sc)
+{
+	static const char *hn[] = { "random", "one", "spread", "skew", "runs" };
+	struct wset s;
+	int ns = nx * per, sr = gpu_step_rows(k->g), nk = 0;
+	int64_t ny = (int64_t)ns * rows, nw = (int64_t)n_exp * rows * ne0;
+	float *x = frand(k, (int64_t)nx * ne0, -1, 1), *y0 = xmalloc((size_t)ny * 4);
+	float *y1 = xmalloc((size_t)ny * 4), *a = xmalloc((size_t)ny * 4);
+	float *b = xmalloc((size_t)ny * 4), scale = 0.75f;
+	float *wb = xmalloc((size_t)nw * 4), *xb = xmalloc((size_t)nx * ne0 * 4);
+	double f = sc ? 0.75 : 1.0, maxd = 0;
+	int32_t *ids = xmalloc((size_t)ns * 4), *id2 = xmalloc((size_t)ns * 4);
+	char name[64], shape[96], sh2[128];
+	unsigned long ng;
+	int ok = 1;
+
+	mg_ids(k, ids, ns, n_exp, how);
+	wset_new(k, &s, t, (int64_t)n_exp * rows, ne0);
+	for (int64_t i = 0; i < nw; i++)
+		wb[i] = bf16_round(s.wf[i]);
+	for (int64_t i = 0; i < (int64_t)nx * ne0; i++)
+		xb[i] = bf16_round(x[i]);
+	float *dx = dput(k, x, (size_t)nx * ne0 * 4), *dy = dput(k, NULL, (size_t)ny * 4);
+	float *ds = sc ? dput(k, &scale, 4) : NULL;
+	int32_t *di = dput(k, ids, (size_t)ns * 4);
+	snprintf(shape, sizeof shape, "%d of %lldx%lld ns=%d/%d %s%s", n_exp, (long long)rows,
+	    (long long)ne0, ns, per, hn[how], sc ? " *s" : "");
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+	gpu_prof_reset(k->g);
+	gchk(k, gpu_prof_begin(k->g, 0));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	gchk(k, gpu_prof_end(k->g));
+	ng = prof_launches(k, "moe gemm bf16");
+	gpu_prof_reset(k->g);
+	dget(k, y0, dy, (size_t)ny * 4);
+	memcpy(y1, y0, (size_t)ny * 4);
+	brk(k, y1, ny);
+	for (int sl = 0; sl < ns; sl++) {
+		const float *xr = xb + (size_t)(sl / per) * ne0;
+		int e = ids[sl];
+		for (int64_t r = 0; r < rows; r++) {
+			float g = y1[(size_t)sl * rows + r];
+			if (e < 0 || e >= n_exp) {	/* an ill id: a NaN row */
+				ok &= isnan(g) != 0;
+				continue;
+			}
+			const float *wr = wb + ((size_t)e * rows + r) * ne0;
+			double v = 0, m = 0;
+			for (int64_t i = 0; i < ne0; i++)
+				v += (double)wr[i] * xr[i], m += fabs((double)wr[i] * xr[i]);
+			double d = fabs(g - v * f);
+			if (!(d <= 1e-5 * (m * f + 1e-30)))
+				ok = 0;
+			if (d > maxd || d != d)
+				maxd = d;
+		}
+	}
+	snprintf(name, sizeof name, "moe gemm %s", quant_name(t));
+	snprintf(sh2, sizeof sh2, "%s k%lu", shape, ng);
+	report(k, name, sh2, maxd, ok && ng > 0);
+	/* two slots in three elsewhere: the third's rows the same bits */
+	for (int sl = 0; sl < ns; sl++)
+		id2[sl] = sl % 3 == 0 ? ids[sl] : (int32_t)(rnd(k) % (uint64_t)n_exp);
+	gchk(k, gpu_upload(k->g, di, id2, (size_t)ns * 4));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	dget(k, y1, dy, (size_t)ny * 4);
+	for (int sl = 0; sl < ns; sl += 3, nk++) {
+		memcpy(a + (size_t)nk * rows, y0 + (size_t)sl * rows, (size_t)rows * 4);
+		memcpy(b + (size_t)nk * rows, y1 + (size_t)sl * rows, (size_t)rows * 4);
+	}
+	brk(k, b, (int64_t)nk * rows);
+	snprintf(name, sizeof name, "moe gemm %s alone", quant_name(t));
+	same_bits(k, name, shape, b, a, (int64_t)nk * rows);
+	/* a step's rows: the decode kernels, as under GPU_MMQ_MMA */
+	int nss = sr * per;
+	gchk(k, gpu_upload(k->g, di, ids, (size_t)nss * 4));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)nss * rows * 4));
+	gpu_prof_reset(k->g);
+	gchk(k, gpu_prof_begin(k->g, 0));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, nss, per, dx, sr, dy, ds));
+	gchk(k, gpu_prof_end(k->g));
+	ng = prof_launches(k, "moe gemm bf16");
+	gpu_prof_reset(k->g);
+	dget(k, y1, dy, (size_t)nss * rows * 4);
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)nss * rows * 4));
+	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, nss, per, dx, sr, dy, ds));
+	dget(k, y0, dy, (size_t)nss * rows * 4);
+	brk(k, y1, (int64_t)nss * rows);
+	snprintf(name, sizeof name, "moe gemm %s step", quant_name(t));
+	snprintf(sh2, sizeof sh2, "%s m=%d k%lu", shape, sr, ng);
+	same_bits_if(k, name, sh2, y1, y0, (int64_t)nss * rows, ng == 0);
+	free(x), free(y0), free(y1), free(a), free(b), free(wb), free(xb), free(ids), free(id2);
+	gpu_free(k->g, dx), gpu_free(k->g, dy), gpu_free(k->g, ds), gpu_free(k->g, di);
+	wset_free(k, &s);
+}
+
 void
 check_moe_group_all(struct kc *k)
 {
@@ -229,6 +343,21 @@ check_moe_group_all(struct kc *k)
 	check_moe_group(k, QUANT_Q8_0, 8, 8, 32, 70000, 1, MG_SPREAD, 0, 0);
 	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS, 8, 32, 1000, 8, MG_SKEW, 0, 0);
 	check_moe_group(k, QUANT_Q8_0, GPU_MOE_GROUP_EXPERTS + 1, 8, 32, 100, 8, MG_SPREAD, 0, 0);
+	/* the prompt GEMM: every quantized type it takes, tiles merged up to
+	 * four (runs of 17, 32, 40 slots; 600 on one expert), ill ids, a part
+	 * row tile (37 rows), the 26B-A4B's routing on rows of 704 and the
+	 * 35B-A3B's on rows of 2048 */
+	static const int gt[] = {
+		QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_NVFP4, QUANT_Q4_K, QUANT_Q5_K,
+		QUANT_Q6_K, QUANT_IQ4_NL, QUANT_IQ4_XS,
+	};
+	for (size_t ti = 0; ti < sizeof gt / sizeof gt[0]; ti++) {
+		check_moe_gemm(k, gt[ti], 64, 37, 256, 60, 8, MG_RUNS, ti % 2);
+		check_moe_gemm(k, gt[ti], 8, 70, 512, 600, 1, MG_ONE, 0);
+	}
+	check_moe_gemm(k, QUANT_Q8_0, 128, 48, 704, 512, 8, MG_RANDOM, 0);
+	check_moe_gemm(k, QUANT_Q5_0, 128, 40, 704, 300, 8, MG_SKEW, 1);
+	check_moe_gemm(k, QUANT_Q4_K, 256, 40, 2048, 512, 8, MG_RANDOM, 0);
 }
 
 #endif	/* MEMRA_HAVE_CUDA */

@@ -47,7 +47,7 @@ float_type(int t)
 }
 
 /* f rounded to bf16 (nearest, ties to even; finite f), as a float. */
-static float
+float
 bf16_round(float f)
 {
 	uint32_t u;
@@ -551,8 +551,8 @@ pk_same(struct kc *k, const char *what, const char *shape, const float *da, cons
  * products) and of 40 (dequantized tiles, fp32 and bf16 operands),
  * dequantize (every row; rows from 1 by gpu_dequantize_rows and its bf16
  * form), get_rows, and with n_exp experts (rows a multiple of it) the
- * experts' products, slots grouped by expert and not.  The lines "q6k
- * packed WHAT".
+ * experts' products, slots grouped by expert and not, and a prompt's by
+ * the bf16 GEMM.  The lines "q6k packed WHAT".
  */
 static void
 check_q6k_packed(struct kc *k, int64_t rows, int64_t ne0, int n_exp)
@@ -632,6 +632,19 @@ check_q6k_packed(struct kc *k, int64_t rows, int64_t ne0, int n_exp)
 			pk_same(k, what, shape, da, db, 6 * er);
 		}
 		gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+		gpu_free(k->g, de);
+		/* a prompt's (M rows, 2 slots each) by the bf16 GEMM */
+		int32_t pid[2 * M];
+		for (int i = 0; i < 2 * M; i++)
+			pid[i] = (int32_t)((7 * i + i / 5) % n_exp);
+		de = dput(k, pid, sizeof pid);
+		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
+		gchk(k, gpu_moe_matvec(k->g, QUANT_Q6_K, s.dw, er, ne0, n_exp, de, 2 * M, 2, dx, M,
+		    da, NULL));
+		gchk(k, gpu_moe_matvec(k->g, P, px, er, ne0, n_exp, de, 2 * M, 2, dx, M, db, NULL));
+		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+		snprintf(what, sizeof what, "moe %d experts gemm m=%d", n_exp, M);
+		pk_same(k, what, shape, da, db, 2 * M * er);
 		gpu_free(k->g, de);
 	}
 	free(x);
