@@ -416,7 +416,9 @@ bench_mmq(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
  * mode too: "cc" (GPU_MOE_TC_OFF: k_moe_mv8g alone, as before the
  * tensor-core kernel) and "tc" (GPU_MOE_TC_ALL) beside the default's
  * mix, and "x" the default against cc; Q4_K and IQ4_XS (and the other
- * K-quants) also grouped by tensor cores (GPU_QKT_ON: k_moe_mvkt).
+ * K-quants) also grouped by tensor cores (GPU_QKT_ON: k_moe_mvkt).  Past a
+ * step's rows also the prompt GEMM (GPU_MMQ_BF16: k_moe_gemm, other
+ * numerics) against the fastest grouped form.
  */
 static void
 bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
@@ -458,6 +460,16 @@ bench_moe(struct kc *k, int t, int64_t rows, int64_t ne0, const uint8_t *dpool)
 			    s[2] / s[1]);
 		if (qk)
 			printf("  grouped tc %9.2f us  x%.2f of grouped", s[2] * 1e6, s[1] / s[2]);
+		if (m > gpu_step_rows(k->g)) {	/* a prompt's: the bf16 GEMM */
+			double sg, best = s[1];
+			for (int gi = 2; gi < ng; gi++)
+				best = s[gi] < best ? s[gi] : best;
+			gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
+			BENCH_LAUNCHES(k, L, gpu_moe_matvec(k->g, t, w, rows, ne0, NE, di, ns, KK, dx, m,
+			    dy, NULL), sg);
+			gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+			printf("  gemm bf16 %9.2f us  x%.2f of the best grouped", sg * 1e6, best / sg);
+		}
 		printf("\n");
 		fflush(stdout);
 	}
