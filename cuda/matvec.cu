@@ -851,6 +851,22 @@ k_dequant(const uint8_t *__restrict__ src, size_t rowbytes, int64_t r0, int64_t 
 		o[i] = make_float4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
 }
 
+/* A unit's 32 values rounded to bf16 (nearest, ties to even) into o[0..4). */
+__device__ __forceinline__ void
+bf16_unit(uint4 *o, const float w[32])
+{
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		unsigned h[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			__nv_bfloat162 b = __floats2bfloat162_rn(w[8 * i + 2 * k], w[8 * i + 2 * k + 1]);
+			h[k] = *(const unsigned *)&b;
+		}
+		o[i] = make_uint4(h[0], h[1], h[2], h[3]);
+	}
+}
+
 /* k_dequant's values rounded to bf16 (nearest, ties to even), a thread a
  * 32-element unit. */
 template <int T>
@@ -865,17 +881,7 @@ k_dequant_bf16(const uint8_t *__restrict__ src, size_t rowbytes, int64_t r0, int
 	if (u >= units)
 		return;
 	dq_unit<T>(src, rowbytes, r0, upr, u, NULL, w);
-	uint4 *o = (uint4 *)(dst + 32 * u);
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		unsigned h[4];
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			__nv_bfloat162 b = __floats2bfloat162_rn(w[8 * i + 2 * k], w[8 * i + 2 * k + 1]);
-			h[k] = *(const unsigned *)&b;
-		}
-		o[i] = make_uint4(h[0], h[1], h[2], h[3]);
-	}
+	bf16_unit((uint4 *)(dst + 32 * u), w);
 }
 
 /* Rows of ne0 elements of type T as dequantized values: rows of the
@@ -1036,16 +1042,7 @@ mg_wstep(uint16_t (*ws)[MG_LD], const uint8_t *__restrict__ W, size_t rowbytes, 
 		return;
 	}
 	dq_unit<T>(W, rowbytes, er, upr, 2 * kb + wu, NULL, w);
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		unsigned h[4];
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			__nv_bfloat162 b = __floats2bfloat162_rn(w[8 * i + 2 * k], w[8 * i + 2 * k + 1]);
-			h[k] = *(const unsigned *)&b;
-		}
-		o[i] = make_uint4(h[0], h[1], h[2], h[3]);
-	}
+	bf16_unit(o, w);
 }
 
 /* Step kb's x into xs by cp.async: MG_BN gathered rows from xf (ne0 apart). */

@@ -169,6 +169,25 @@ check_moe_group(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int n
 	wset_free(k, &s);
 }
 
+/* gpu_moe_matvec of the stack s into dy (NaN bytes first), profiled:
+ * the prompt GEMM's launches. */
+static unsigned long
+gemm_call(struct kc *k, const struct wset *s, int64_t rows, int n_exp, const int32_t *di,
+    int ns, int per, const float *dx, int nx, float *dy, const float *ds)
+{
+	unsigned long n;
+
+	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ns * rows * 4));
+	gpu_prof_reset(k->g);
+	gchk(k, gpu_prof_begin(k->g, 0));
+	gchk(k, gpu_moe_matvec(k->g, s->t, s->dw, rows, s->ne0, n_exp, di, ns, per, dx, nx, dy,
+	    ds));
+	gchk(k, gpu_prof_end(k->g));
+	n = prof_launches(k, "moe gemm bf16");
+	gpu_prof_reset(k->g);
+	return n;
+}
+
 /*
  * The experts' prompt GEMM (gpu_moe_matvec under GPU_MMQ_BF16 with more
  * input rows than a step: "moe gemm"), a stack as check_moe_group's:
@@ -212,13 +231,7 @@ check_moe_gemm(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx
 	snprintf(shape, sizeof shape, "%d of %lldx%lld ns=%d/%d %s%s", n_exp, (long long)rows,
 	    (long long)ne0, ns, per, hn[how], sc ? " *s" : "");
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
-	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
-	gpu_prof_reset(k->g);
-	gchk(k, gpu_prof_begin(k->g, 0));
-	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
-	gchk(k, gpu_prof_end(k->g));
-	ng = prof_launches(k, "moe gemm bf16");
-	gpu_prof_reset(k->g);
+	ng = gemm_call(k, &s, rows, n_exp, di, ns, per, dx, nx, dy, ds);
 	dget(k, y0, dy, (size_t)ny * 4);
 	memcpy(y1, y0, (size_t)ny * 4);
 	brk(k, y1, ny);
@@ -249,8 +262,7 @@ check_moe_gemm(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx
 	for (int sl = 0; sl < ns; sl++)
 		id2[sl] = sl % 3 == 0 ? ids[sl] : (int32_t)(rnd(k) % (uint64_t)n_exp);
 	gchk(k, gpu_upload(k->g, di, id2, (size_t)ns * 4));
-	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)ny * 4));
-	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, ns, per, dx, nx, dy, ds));
+	gemm_call(k, &s, rows, n_exp, di, ns, per, dx, nx, dy, ds);
 	dget(k, y1, dy, (size_t)ny * 4);
 	for (int sl = 0; sl < ns; sl += 3, nk++) {
 		memcpy(a + (size_t)nk * rows, y0 + (size_t)sl * rows, (size_t)rows * 4);
@@ -262,17 +274,10 @@ check_moe_gemm(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx
 	/* a step's rows: the decode kernels, as under GPU_MMQ_MMA */
 	int nss = sr * per;
 	gchk(k, gpu_upload(k->g, di, ids, (size_t)nss * 4));
-	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)nss * rows * 4));
-	gpu_prof_reset(k->g);
-	gchk(k, gpu_prof_begin(k->g, 0));
-	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, nss, per, dx, sr, dy, ds));
-	gchk(k, gpu_prof_end(k->g));
-	ng = prof_launches(k, "moe gemm bf16");
-	gpu_prof_reset(k->g);
+	ng = gemm_call(k, &s, rows, n_exp, di, nss, per, dx, sr, dy, ds);
 	dget(k, y1, dy, (size_t)nss * rows * 4);
 	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
-	gchk(k, gpu_memset(k->g, dy, 0xFF, (size_t)nss * rows * 4));
-	gchk(k, gpu_moe_matvec(k->g, t, s.dw, rows, ne0, n_exp, di, nss, per, dx, sr, dy, ds));
+	gemm_call(k, &s, rows, n_exp, di, nss, per, dx, sr, dy, ds);
 	dget(k, y0, dy, (size_t)nss * rows * 4);
 	brk(k, y1, (int64_t)nss * rows);
 	snprintf(name, sizeof name, "moe gemm %s step", quant_name(t));
