@@ -518,8 +518,11 @@ bench(struct kc *k)
 		}
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 			bench_i8(k, t, shapes[si][0], shapes[si][1], dpool, bw);
-		if (t == QUANT_Q6_K)	/* Gemma-4 31B's FFN up: rows of 4410 bytes, 2-byte aligned */
+		if (t == QUANT_Q6_K) {	/* Gemma-4 31B's FFN up (rows of 4410 bytes, 2-byte
+					 * aligned) and down (rows of 84 super-blocks) */
 			bench_i8(k, t, 21504, 5376, dpool, bw);
+			bench_i8(k, t, 5376, 21504, dpool, bw);
+		}
 	}
 	for (int ti = 0; ti < 8; ti++)	/* the tensor-core forms (GPU_MV8_TC, GPU_QKT_ON) */
 		for (size_t si = 1; si < 3; si++) {	/* 12288x4096, 4096x12288 */
@@ -528,8 +531,10 @@ bench(struct kc *k)
 			int t = tt[ti];
 			if (k->only < 0 || k->only == t)
 				bench_i8tc(k, t, shapes[si][0], shapes[si][1], dpool);
-			if (si == 2 && t == QUANT_Q6_K && (k->only < 0 || k->only == t))
+			if (si == 2 && t == QUANT_Q6_K && (k->only < 0 || k->only == t)) {
 				bench_i8tc(k, t, 21504, 5376, dpool);	/* Gemma-4 31B's FFN up */
+				bench_i8tc(k, t, 5376, 21504, dpool);	/* and down */
+			}
 		}
 	for (int ti = 0; ti < 3; ti++)	/* (gpu_can_matmul_q8's two; IQ4_XS: mmq_iq4.cu) */
 		for (size_t si = 0; si < sizeof mmq_shapes / sizeof mmq_shapes[0]; si++) {
