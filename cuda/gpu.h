@@ -694,8 +694,10 @@ int	gpu_attention_seqs(struct gpu *g, const float *d_q, float *d_out, int n,
  * IQ4_XS) and rows a multiple of 64: the prompt GEMM instead (matvec.cu's
  * k_moe_gemm), x and the dequantized weights rounded to bf16, fp32 sums
  * on tensor cores: other bits, but still each slot's row a function of its
- * own x row and expert alone.  An id outside [0, n_exp) gives a NaN row.  Uses the scratch buffer (the quantized x; grouped: the slots'
- * order, tiles and gathered input rows too).
+ * own x row and expert alone.  An id outside [0, n_exp) gives a NaN row.
+ * Uses the scratch buffer (the quantized x; grouped: the slots' order,
+ * tiles and gathered input rows too; the GEMM: the order, tiles and the
+ * gathered bf16 rows).
  */
 int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,

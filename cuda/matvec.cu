@@ -1145,8 +1145,8 @@ mg_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, int n_exp,
 
 	for (int t0 = 0; t0 < G->nt; t0 += 65535) {
 		dim3 grid((unsigned)((rows + MG_BM - 1) / MG_BM), (unsigned)min(G->nt - t0, 65535));
-		gpu_launch(g, k_moe_gemm<T>, grid, MG_THREADS, 0, (const uint8_t *)w, rowbytes, rows,
-		    ne0, n_exp, G->tile, t0, G->nt, G->perm, xg, y, scale);
+		gpu_launch(g, k_moe_gemm<T>, grid, MG_THREADS, 0, (const uint8_t *)w, rowbytes,
+		    rows, ne0, n_exp, G->tile, t0, G->nt, G->perm, xg, y, scale);
 		GPU_LAUNCHED(g, "moe gemm bf16");
 	}
 	return 0;
