@@ -912,6 +912,24 @@ dq_type(struct gpu *g, const void *src, int64_t r0, int64_t ne0, const int32_t *
 	return 0;
 }
 
+/* The elements of a block of type t as dequantized here (dq_any's types),
+ * 0 for any other type. */
+static int
+dq_qk(int t)
+{
+	switch (t) {
+	case T_F32: case T_F16: case T_BF16: case T_Q8_0: case T_Q4_0: case T_Q4_1: case T_Q5_0:
+	case T_IQ4_NL:
+		return 32;
+	case T_NVFP4:
+		return 64;
+	case T_Q4_K: case T_Q5_K: case T_Q6_K: case T_IQ4_XS: case T_Q6P:
+		return 256;
+	default:
+		return 0;
+	}
+}
+
 /* dq_type of type t: the products' types (DISPATCH) and packed Q6_K, whose
  * only fp32-free readers these are. */
 static int
@@ -1158,16 +1176,10 @@ mg_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, int n_exp,
 int
 moe_gemm_takes(const struct gpu *g, int t, int64_t ne0, int64_t nx, int n_exp)
 {
-	switch (t) {
-	case T_Q8_0: case T_Q4_0: case T_Q4_1: case T_Q5_0: case T_NVFP4: case T_Q4_K:
-	case T_Q5_K: case T_Q6_K: case T_Q6P: case T_IQ4_NL: case T_IQ4_XS:
-		break;
-	default:
-		return 0;
-	}
-	int qk = t == T_Q4_K || t == T_Q5_K || t == T_Q6_K || t == T_Q6P || t == T_IQ4_XS ? 256 :
-	    t == T_NVFP4 ? 64 : 32;
-	return g->mmq == GPU_MMQ_BF16 && nx > g->step_rows && ne0 % MG_BK == 0 && ne0 % qk == 0 &&
+	int qk = dq_qk(t);	/* (F32, F16, BF16: fp32 operands, gpu_matmul's rule) */
+
+	return qk > 0 && t != T_F32 && t != T_F16 && t != T_BF16 && g->mmq == GPU_MMQ_BF16 &&
+	    nx > g->step_rows && ne0 % MG_BK == 0 && ne0 % qk == 0 &&
 	    n_exp <= GPU_MOE_GROUP_EXPERTS;
 }
 
@@ -1188,20 +1200,9 @@ moe_gemm(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n
 	dim3 grid((unsigned)((ne0 / 2 + 127) / 128), (unsigned)min(nr, (int64_t)65535));
 	gpu_launch(g, k_moe_xg, grid, 128, 0, d_x, ne0, G.perm, ns, per, nr, (unsigned *)xg);
 	GPU_LAUNCHED(g, "moe gather bf16");
-	switch (t) {
-	case T_Q8_0:   return mg_type<T_Q8_0>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_Q4_0:   return mg_type<T_Q4_0>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_Q4_1:   return mg_type<T_Q4_1>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_Q5_0:   return mg_type<T_Q5_0>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_NVFP4:  return mg_type<T_NVFP4>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_Q4_K:   return mg_type<T_Q4_K>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_Q5_K:   return mg_type<T_Q5_K>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_Q6_K:   return mg_type<T_Q6_K>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_Q6P:    return mg_type<T_Q6P>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_IQ4_NL: return mg_type<T_IQ4_NL>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	case T_IQ4_XS: return mg_type<T_IQ4_XS>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	default:       return gpu_fail(g, "moe gemm: type %d", t);
-	}
+	if (t == T_Q6P)	/* (the float types never come here: moe_gemm_takes) */
+		return mg_type<T_Q6P>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	DISPATCH(t, mg_type, g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
 }
 
 /* --- NVFP4's GPU layout ------------------------------------------------ */
@@ -1341,15 +1342,8 @@ extern "C" int
 gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
     const float *d_x, int64_t n, float *d_y, const float *d_scale)
 {
-	/* the types dequantized here and their block (the tiles read rows of
-	 * whole blocks through gpu_dequantize_rows) */
-	const struct { int t, qk; } tab[] = {
-		{ T_F32, 32 }, { T_F16, 32 }, { T_BF16, 32 }, { T_Q8_0, 32 }, { T_Q4_0, 32 },
-		{ T_Q4_1, 32 }, { T_Q5_0, 32 }, { T_NVFP4, 64 }, { T_Q4_K, 256 }, { T_Q5_K, 256 },
-		{ T_Q6_K, 256 }, { T_IQ4_NL, 32 }, { T_IQ4_XS, 256 }, { T_Q6P, 256 },
-	};
 	const float one = 1.0f, zero = 0.0f;
-	int whole = 0;
+	int qk = dq_qk(t);
 	int64_t tile, r0;
 	float *wt;
 
@@ -1367,9 +1361,7 @@ gpu_matmul(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	}
 	if (n < 1)
 		return gpu_fail(g, "matmul: %lld input rows", (long long)n);
-	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-		whole |= tab[i].t == t && ne0 % tab[i].qk == 0;
-	if (!whole)
+	if (qk == 0 || ne0 % qk != 0)	/* (the tiles read rows of whole blocks) */
 		return gpu_fail(g, "matmul: type %d with rows of %lld", t, (long long)ne0);
 	if (g->mmq == GPU_MMQ_BF16 && t != T_F32 && t != T_F16 && t != T_BF16) {
 		/* quantized weights: bf16 operands on tensor cores (the CPU

@@ -418,6 +418,15 @@ g4_ffn(struct model *md, struct model_layer *L, int il, int m, struct g4_res *re
 	return 0;
 }
 
+/* g4_ffn of layer il after its attention took res: res spent, and refilled
+ * where g4_ffn defers (never on the last layer: it finishes its own). */
+static int
+g4_ffn_defer(struct model *md, struct model_layer *L, int il, int m, struct g4_res *res)
+{
+	res->on = 0;
+	return g4_ffn(md, L, il, m, il + 1 < md->hp.n_layer ? res : NULL);
+}
+
 /* The trunk over m rows of one sequence at p0 (a->pos), or at dpos (a recorded step). */
 static int
 g4_layers(struct model *md, struct state *st, int p0, int m, int flags, const int32_t *dpos)
@@ -427,10 +436,7 @@ g4_layers(struct model *md, struct state *st, int p0, int m, int flags, const in
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		if (g4_attn(md, &res, L, st, p0, m, dpos) != 0)
-			return -1;
-		res.on = 0;
-		if (g4_ffn(md, L, il, m, il + 1 < md->hp.n_layer ? &res : NULL) != 0)
+		if (g4_attn(md, &res, L, st, p0, m, dpos) != 0 || g4_ffn_defer(md, L, il, m, &res))
 			return -1;
 	}
 	return 0;
@@ -472,10 +478,7 @@ g4_layers_seqs(struct model *md, const struct model_seqs *g)
 	for (int il = 0; il < md->hp.n_layer; il++) {
 		struct model_layer *L = &md->layers[il];
 
-		if (g4_attn_seqs(md, &res, L, g) != 0)
-			return -1;
-		res.on = 0;
-		if (g4_ffn(md, L, il, g->m, il + 1 < md->hp.n_layer ? &res : NULL) != 0)
+		if (g4_attn_seqs(md, &res, L, g) != 0 || g4_ffn_defer(md, L, il, g->m, &res))
 			return -1;
 	}
 	return 0;
