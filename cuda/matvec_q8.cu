@@ -169,6 +169,18 @@ mv8_i2f(int t)
 	return __fadd_rn(__int_as_float(t), -12582912.0f);
 }
 
+/* 1.5 * 2^19 as float bits, whose last place is 2^-4: t (|t| < 2^22)
+ * added to them is 1.5 * 2^19 + t / 16 exactly (mv8_i2f4), so a sum of
+ * sixteenfold values (Q4_0's, mv8_hw) comes out as the plain sum. */
+#define MV8_MAGIC4 0x49400000u
+
+/* The dp4a sum t as a float over 16, t accumulated from MV8_MAGIC4 (exact). */
+__device__ __forceinline__ float
+mv8_i2f4(int t)
+{
+	return __fadd_rn(__int_as_float(t), -786432.0f);
+}
+
 /* The low words of NVFP4's two tables (the high ones are immediates), its
  * selector base 0x32103210 and MV8_MAGIC (dp4a's first addend), held in
  * registers through the loop: or'ed with m >> 5 (0: m <= 16) so that the
@@ -182,6 +194,19 @@ mv8_tab(int m)
 
 	asm("mov.b32 %0, %1;" : "=r"(k) : "r"(k));	/* (else or'ed in after the and) */
 	return make_uint4(0x03020100u | z, 0xFDFEFF00u | z, k, MV8_MAGIC | z);
+}
+
+/* Q4_0's words in tab (mv8_half, mv8_hw): its nibble mask in x (an and
+ * with it and an xor with an immediate are one instruction, two
+ * immediates two), MV8_MAGIC4 in w; held in registers as mv8_tab's, by
+ * nb >> 31 (0: nb a block count) where m may be a constant (the experts'
+ * kernels; ptxas sees through a mov). */
+__device__ __forceinline__ uint4
+mv8_tab4(uint4 tab, int nb)
+{
+	unsigned z = (unsigned)nb >> 31;
+
+	return make_uint4(0xF0F0F0F0u | z, tab.y, tab.z, MV8_MAGIC4 | z);
 }
 
 /*
@@ -423,14 +448,14 @@ mv8_nv(const uint8_t *wr, int nsub, int s, bool two, int nb, const int8_t *__res
 }
 
 /*
- * The 16 bytes at p (2-byte aligned) as 4 words: 4 aligned words from the
- * one holding p's first byte and the halfword of its last two, joined by
- * funnel shifts (0 or 16 bits).
+ * The 16 bytes at p (2-byte aligned, o = p's offset in its aligned word:
+ * the caller's, the same for each block of a lane) as 4 words: 4 aligned
+ * words from the one holding p's first byte and the halfword of its last
+ * two, joined by funnel shifts (0 or 16 bits).
  */
 __device__ __forceinline__ void
-mv8_ld16(const uint8_t *p8, uint32_t *w)
+mv8_ld16(const uint8_t *p8, unsigned o, uint32_t *w)
 {
-	unsigned o = (unsigned)((uintptr_t)p8 & 2);
 	const uint32_t *p = (const uint32_t *)(p8 - o);
 	uint32_t P[4], e = ((const uint16_t *)p8)[7];
 
@@ -469,23 +494,60 @@ mv8_q45(uint32_t w, int h, uint32_t hb)
 }
 
 /*
+ * Sixteen times the int8 values (v - 8) of 4 bytes w of a Q4_0 block's qs,
+ * their nibbles already at bits 4..7 of each byte (what is below is
+ * masked off by mk, 0xF0F0F0F0): 16 v as a byte is v - 8's sixteenfold
+ * with its sign bit flipped (16 v - 128 = 16 (v - 8)), one and-xor.
+ */
+__device__ __forceinline__ uint32_t
+mv8_q4x16(uint32_t w, uint32_t mk)
+{
+	return (w & mk) ^ 0x80808080u;
+}
+
+/*
  * The int8 weights of half h (values 16 h .. 16 h + 15) of the Q8_0, Q4_0
- * or Q5_0 block at blk8 (2-byte aligned) as 4 words, value 16 h + 4 i + k
- * in byte k of w[i], and *dw its scale.  Q8_0: the half's 16 bytes; Q4_0:
- * nibble h of qs[0..15] - 8; Q5_0: that | bit 16 h + j of qh at bit 4, -
- * 16 (qh's halfword h alone).
+ * or Q5_0 block at blk8 (2-byte aligned; al its offset in its aligned
+ * word, 0 or 2) as 4 words, value 16 h + 4 i + k in byte k of w[i], and
+ * *dw its scale.  Q8_0: the half's 16 bytes; Q5_0: nibble h of qs[0..15]
+ * | bit 16 h + j of qh at bit 4, - 16 (qh's halfword h alone); both by
+ * mv8_ld16 (their bytes start at al ^ 2 in a word).  Q4_0: nibble h of
+ * qs[0..15] - 8, sixteenfold (mv8_q4x16 with mk, mv8_tab4's x; mv8_half
+ * sums them from MV8_MAGIC4, so the sums come out as v - 8's exactly),
+ * the block's 18 bytes by five aligned words from the one holding its
+ * first (2 bytes before the block or after it read too: inside that word,
+ * so inside the allocation, which gpu_alloc pads): d from the first
+ * word's halfword al / 2, qs word i by one clamped funnel shift of words
+ * i, i + 1 that also moves nibble 0 up for h = 0 (16 + 8 al - 4 bits; 32
+ * takes word i + 1 whole).  2 instructions a word where mv8_ld16 and
+ * mv8_q45 take 5 (k_mv8 at one row: 58 a block against 101), one load
+ * fewer; the same sums, so k_mv8t's bits (mv8_q45) still.
  */
 template <int T>
 __device__ __forceinline__ void
-mv8_hw(const uint8_t *blk8, int h, uint32_t *w, float *dw)
+mv8_hw(const uint8_t *blk8, int h, unsigned al, uint32_t mk, uint32_t *w, float *dw)
 {
+	if (T == Q8_T_Q4_0) {
+		const uint32_t *p = (const uint32_t *)(blk8 - al);
+		uint32_t P[5];
+		unsigned fs = 12u + 4u * (unsigned)h + 8u * al;
+
+#pragma unroll
+		for (int i = 0; i < 5; i++)
+			P[i] = p[i];
+		*dw = __half2float(__ushort_as_half((unsigned short)(P[0] >> 8 * al)));
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			w[i] = mv8_q4x16(__funnelshift_rc(P[i], P[i + 1], fs), mk);
+		return;
+	}
 	*dw = __half2float(__ushort_as_half(*(const unsigned short *)blk8));
 	if (T == Q8_T_Q8_0) {
-		mv8_ld16(blk8 + 2 + 16 * h, w);
+		mv8_ld16(blk8 + 2 + 16 * h, al ^ 2, w);
 		return;
 	}
 	uint32_t qhh = T == Q8_T_Q5_0 ? ((const uint16_t *)blk8)[1 + h] : 0u;
-	mv8_ld16(blk8 + (T == Q8_T_Q5_0 ? 6 : 2), w);
+	mv8_ld16(blk8 + 6, al ^ 2, w);
 #pragma unroll
 	for (int i = 0; i < 4; i++)
 		w[i] = mv8_q45<T>(w[i], h, qhh >> (4 * i));
@@ -495,17 +557,19 @@ mv8_hw(const uint8_t *blk8, int h, uint32_t *w, float *dw)
  * Two lanes a block (Q8_0 by GPU_MV8_LANE2 and its default, Q4_0 and Q5_0
  * always): acc[j] += half h (16 values) of the weight block at blk . the
  * same half of block b of input row j, acc = fma(isum, dw * dx, acc) a
- * half (dw * dx exact: two fp16 values).
+ * half (dw * dx exact: two fp16 values); isum from tab.w (MV8_MAGIC, or
+ * for Q4_0 MV8_MAGIC4: its sixteenfold values' sum, within 2^22 at 16 x
+ * 128 x 127, over 16); al, tab.x: mv8_hw's al and Q4_0's mk.
  */
 template <int T, int M>
 __device__ __forceinline__ void
-mv8_half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__ q,
+mv8_half(const uint8_t *blk8, int h, unsigned al, int b, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dx, float *acc, uint4 tab)
 {
 	uint32_t w[4];
 	float dw;
 
-	mv8_hw<T>(blk8, h, w, &dw);
+	mv8_hw<T>(blk8, h, al, tab.x, w, &dw);
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		size_t xi = (size_t)j * nb + b;
@@ -513,7 +577,8 @@ mv8_half(const uint8_t *blk8, int h, int b, int nb, const int8_t *__restrict__ q
 		int i = __dp4a((int)w[0], a.x, (int)tab.w);
 		i = __dp4a((int)w[1], a.y, i), i = __dp4a((int)w[2], a.z, i);
 		i = __dp4a((int)w[3], a.w, i);
-		acc[j] = __fmaf_rn(mv8_i2f(i), __fmul_rn(dw, dx[xi]), acc[j]);
+		acc[j] = __fmaf_rn(T == Q8_T_Q4_0 ? mv8_i2f4(i) : mv8_i2f(i), __fmul_rn(dw, dx[xi]),
+		    acc[j]);
 	}
 }
 
@@ -541,9 +606,14 @@ mv8_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 			mv8_nv<M, A, LO>(wr, nsub, s, s + 32 < nsub, nb, q, dx, acc, tab);
 	} else if constexpr (L == 2) {
 		int h = lane & 1;
+		/* (a lane's blocks are 16 apart, 16 blocks a multiple of 4 bytes) */
+		unsigned al = (unsigned)((uintptr_t)(wr + (size_t)(lane >> 1) * mv8_bs<T>::v) & 2);
+		if constexpr (T == Q8_T_Q4_0)
+			tab = mv8_tab4(tab, nb);
 #pragma unroll (M <= 2 ? 2 : 1)
 		for (int b = lane >> 1; b < nb; b += 16)
-			mv8_half<T, M>(wr + (size_t)b * mv8_bs<T>::v, h, b, nb, q, dx, acc, tab);
+			mv8_half<T, M>(wr + (size_t)b * mv8_bs<T>::v, h, al, b, nb, q, dx, acc,
+			    tab);
 	} else {
 #pragma unroll (M <= 2 ? 2 : 1)	/* two blocks' loads in flight (decode: bound by bytes) */
 		for (int b = lane; b < nb; b += 32)

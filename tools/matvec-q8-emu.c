@@ -3,8 +3,10 @@
  * arithmetic (not built by make; a review aid for a machine without a
  * GPU).  It replays the lanes' products for Q8_0 (mv8_block, one lane a
  * block; mv8_half, two lanes a block, GPU_MV8_LANE2, both alignments),
- * Q4_1 and Q5_1 (mv8_block), Q4_0 and Q5_0 (mv8_half: two lanes a block,
- * the half's 16 qs bytes by mv8_ld16's words, values by mv8_q45) and NVFP4 (mv8_nv: by 16-value sub-blocks on
+ * Q4_1 and Q5_1 (mv8_block), Q4_0 and Q5_0 (mv8_half: two lanes a block;
+ * Q5_0 the half's 16 qs bytes by mv8_ld16's words, values by mv8_q45;
+ * Q4_0 the block by five aligned words, values sixteenfold by one clamped
+ * funnel shift and mv8_q4x16, summed from 1.5 * 2^19: mv8_hw, mv8_i2f4) and NVFP4 (mv8_nv: by 16-value sub-blocks on
  * the GPU layout that gpu_nvfp4_pack makes from ggml's, modelled here by
  * nvfp4_pack; lane l: sub-blocks l and l + 32 of each chunk of 64, then of
  * the last part those below its end; the codes decoded by mv8_fp4pn for
@@ -22,7 +24,10 @@
  * against quant_ue4m3_to_f32 / 2 for every byte in both positions, mv8_fp4pn (p - n)
  * and gpu_fp4x8 against the e2m1 kvalues for every code in every nibble
  * of a word, mv8_q45 against q - 8 (Q4_0) and q - 16 (Q5_0) for every
- * value in every byte of a word, both halves.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
+ * value in every byte of a word, both halves; k_mv8's Q4_0 words against
+ * 16 (q - 8) and its d for every value in every qs byte of a block at
+ * both offsets in a word, both halves, and mv8_i2f4 against t / 16 for
+ * every sum |t| < 2^22.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
  * row back (its scales as canonical bytes of the same values), and each
  * sub-block's float sum is the plain kvalue dot's.
  * Rows of 1..16 inputs give each row the same bits (the code per row does
@@ -205,17 +210,17 @@ static void half(int t, const uint8_t *blk, int h, int b, const struct xin *X, i
     float *acc)
 {
 	uint32_t w[4];
-	float dw = h2f(rd16(blk));
+	float dw;
 	int nb = X->nb;
 
-	hw16(t, blk, h, w);
+	hw16(t, blk, h, w, &dw);
 	for (int j = 0; j < m; j++) {
 		size_t xi = (size_t)j * nb + b;
 		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + 16 * h;
-		int i = 0x4B400000;
+		int i = hstart(t);
 		for (int k = 0; k < 4; k++)
 			i = dp4a(w[k], rd32(xq + 4 * k), i);
-		acc[j] = fmaf(i2f(i), dw * X->dx[xi], acc[j]);
+		acc[j] = fmaf(hi2f(t, i), dw * X->dx[xi], acc[j]);
 	}
 }
 
@@ -321,6 +326,40 @@ static void exhaustive(void)
 						n++;
 					}
 				}
+	/* k_mv8's Q4_0 (mv8_hw): every nibble in every qs byte of a block at
+	 * both word offsets, both halves, gives 16 (q - 8) and the block's d */
+	for (int al = 0; al <= 2; al += 2)
+		for (int pos = 0; pos < 16; pos++)
+			for (unsigned v = 0; v < 16; v++)
+				for (int h = 0; h < 2; h++) {
+					uint8_t buf[28], *blk = buf + 4 + al;
+					uint32_t w[4];
+					float dw;
+					for (int i = 0; i < 28; i++)
+						buf[i] = (uint8_t)rnd();
+					blk[1] &= 0x3B;
+					blk[2 + pos] = (uint8_t)((blk[2 + pos] & ~(0xF << 4 * h)) |
+					    v << 4 * h);
+					hw16(QUANT_Q4_0, blk, h, w, &dw);
+					float d = h2f(rd16(blk));
+					snprintf(what, sizeof what, "mv8_hw Q4_0 offset %d h %d d", al, h);
+					check(memcmp(&dw, &d, 4) == 0, what), n++;
+					for (int k = 0; k < 16; k++) {
+						int q = blk[2 + k] >> 4 * h & 0xF;
+						snprintf(what, sizeof what, "mv8_hw Q4_0 offset %d h %d "
+						    "value %d", al, h, k);
+						check((int8_t)(w[k / 4] >> 8 * (k % 4)) == 16 * (q - 8),
+						    what), n++;
+					}
+				}
+	/* mv8_i2f4: every sum a sixteenfold dp4a chain can give, over 16 */
+	for (int t = -(1 << 22); t < 1 << 22; t++)
+		if (i2f4(0x49400000 + t) != (float)t / 16) {
+			snprintf(what, sizeof what, "mv8_i2f4 %d", t);
+			check(0, what);
+			break;
+		}
+	n++;
 	printf("exhaustive: %d scale and code checks\n", n);
 }
 
@@ -338,7 +377,8 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 	int nb = ne0 / 32, blk = t == QUANT_NVFP4 ? 64 : 32, nbw = ne0 / blk;
 	size_t rb = quant_row_size(t, ne0), xb = quant_row_size(quant_vec_dot_type(t), ne0);
 	int bs = (int)(rb / nbw);
-	uint8_t *w = malloc(rb * rows), *xq = malloc(xb * m), *wp = malloc(rb * rows);
+	/* (16 bytes past the rows, as gpu_alloc: Q4_0's words read past its last block) */
+	uint8_t *w = malloc(rb * rows + 16), *xq = malloc(xb * m), *wp = malloc(rb * rows + 16);
 	uint8_t *wu = malloc(rb);
 	float *x = malloc(sizeof(float) * ne0 * m), *wf = malloc(sizeof(float) * ne0);
 	float *xf = malloc(sizeof(float) * ne0 * m);
@@ -430,7 +470,10 @@ main(void)
 	/* Q8_0 by one lane, then by two (4) */
 	static const int types[] = { QUANT_NVFP4, QUANT_Q8_0, QUANT_Q4_1, QUANT_Q5_1, QUANT_Q8_0,
 	    QUANT_Q4_0, QUANT_Q5_0 };
-	static const int shapes[][2] = { { 7, 64 }, { 5, 512 }, { 4, 4096 }, { 3, 4160 }, { 2, 12288 } };
+	/* (5 x 224: rows of 7 blocks, every other row 2 bytes off a word for
+	 * Q4_0 and Q5_0; not NVFP4's, whose blocks are 64) */
+	static const int shapes[][2] = { { 7, 64 }, { 5, 224 }, { 5, 512 }, { 4, 4096 }, { 3, 4160 },
+	    { 2, 12288 } };
 
 	exhaustive();
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -439,7 +482,7 @@ main(void)
 		int count = 0;
 		lanes = ti == 4 ? 2 : 1;
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-			for (int m = 1; m <= MAXM; m++)
+			for (int m = 1; m <= MAXM && (t != QUANT_NVFP4 || shapes[si][1] % 64 == 0); m++)
 				for (int raw = 0; raw < 2; raw++)
 					products(t, shapes[si][0], shapes[si][1], m, raw, &worst, &count);
 		printf("%-5s%s %5d products, worst |y - quant_vec_dot| = %.3g of sum |w x|\n",

@@ -5,9 +5,11 @@
  * bits).  k_mv8: Q8_0, Q4_0 and Q5_0 two lanes a block (mv8_half, Q8_0's
  * default layout and Q4_0's, Q5_0's only one: lane l half l % 2 of blocks
  * l / 2, l / 2 + 16, ..., 4 word loads and a funnel shift from the word
- * holding the 16 bytes' first (mv8_ld16: Q8_0 the half's, Q4_0 and Q5_0
- * the qs bytes, their nibble h less 8, Q5_0 with qh's bits 16 h .. at bit 4
- * less 16: mv8_q45)) and NVFP4
+ * holding the 16 bytes' first (mv8_ld16: Q8_0 the half's, Q5_0 the qs
+ * bytes, their nibble h with qh's bits 16 h .. at bit 4 less 16: mv8_q45;
+ * Q4_0 five aligned words from the one holding the block's first byte,
+ * nibble h less 8 sixteenfold by one clamped funnel shift (mv8_q4x16),
+ * summed from 1.5 * 2^19: mv8_hw, mv8_i2f4)) and NVFP4
  * (mv8_nv on the GPU layout: lane l sub-blocks l, l + 32 of each 64, then
  * of the last part those below its end; mv8_fp4pn and mv8_ue4m3c2 for a
  * launch of m <= 2 rows, gpu_fp4x8 and mv8_ue4m3c2f above), dp4a sums from
@@ -100,17 +102,17 @@ static void half(int t, const uint8_t *blk, int h, int b, const struct xin *X, i
     float (*acc)[32], int l)
 {
 	uint32_t w[4];
-	float dw = h2f(rd16(blk));
+	float dw;
 	int nb = X->nb;
 
-	hw16(t, blk, h, w);
+	hw16(t, blk, h, w, &dw);
 	for (int j = j0; j < j0 + mm; j++) {
 		size_t xi = (size_t)j * nb + b;
 		const uint8_t *xq = (const uint8_t *)X->q + xi * 32 + 16 * h;
-		int i = MAGIC;
+		int i = hstart(t);
 		for (int k = 0; k < 4; k++)
 			i = dp4a(w[k], rd32(xq + 4 * k), i);
-		acc[j][l] = fmaf(i2f(i), dw * X->dx[xi], acc[j][l]);
+		acc[j][l] = fmaf(hi2f(t, i), dw * X->dx[xi], acc[j][l]);
 	}
 }
 

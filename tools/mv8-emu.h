@@ -4,8 +4,8 @@
  * decode products): a fixed random stream, dp4a, mv8_i2f, PTX prmt's
  * default mode, NVFP4's code and scale decodings (mv8_fp4pn, gpu_fp4x8,
  * mv8_ue4m3c2, mv8_ue4m3c2f), IQ4's grid decoding (gpu_iq4x8), Q4_0's and
- * Q5_0's (mv8_q45), a half block's words (mv8_ld16, mv8_hw), little-endian
- * loads.  Keep it in step with
+ * Q5_0's (mv8_q45; k_mv8's Q4_0: mv8_q4x16, mv8_i2f4), a half block's
+ * words (mv8_ld16, mv8_hw), little-endian loads.  Keep it in step with
  * cuda/matvec_q8.cu and cuda/gpu_impl.cuh.
  */
 #ifndef MEMRA_MV8_EMU_H
@@ -21,6 +21,8 @@ static inline float unif(float lo, float hi) { return lo + (hi - lo) * (float)((
 static inline int dp4a(uint32_t a, uint32_t b, int c) { for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k); return c; }
 /* mv8_i2f: a dp4a sum started at 0x4B400000 as a float */
 static inline float i2f(int t) { float f; memcpy(&f, &t, 4); return f - 12582912.0f; }
+/* mv8_i2f4: a dp4a sum started at 0x49400000 (1.5 * 2^19) as a float, over 16 */
+static inline float i2f4(int t) { float f; memcpy(&f, &t, 4); return f - 786432.0f; }
 static inline float asf(int t) { float f; memcpy(&f, &t, 4); return f; }
 static inline float asfu(uint32_t t) { float f; memcpy(&f, &t, 4); return f; }
 static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -83,21 +85,52 @@ static inline void ld16(const uint8_t *p, uint32_t *w)
 		w[i] = (uint32_t)(((uint64_t)(i < 3 ? P[i + 1] : e) << 32 | P[i]) >> (8 * o));
 }
 
-/* mv8_hw: the int8 words of half h of the Q8_0, Q4_0 or Q5_0 block at blk
- * (Q8_0's 16 bytes; Q4_0's / Q5_0's 16 qs bytes by mv8_q45, Q5_0 with qh's
- * halfword h) */
-static inline void hw16(int t, const uint8_t *blk, int h, uint32_t w[4])
+/* __funnelshift_rc: hi:lo shifted right by min(s, 32), the low word */
+static inline uint32_t funnel_rc(uint32_t lo, uint32_t hi, unsigned s)
+{
+	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (s < 32 ? s : 32));
+}
+
+/* mv8_q4x16: sixteen times the int8 values v - 8 of 4 bytes whose nibbles
+ * v are at bits 4..7 */
+static inline uint32_t q4x16(uint32_t w) { return (w & 0xF0F0F0F0u) ^ 0x80808080u; }
+
+/* mv8_hw: the int8 words of half h of the Q8_0, Q4_0 or Q5_0 block at blk,
+ * and its d as a float (Q8_0's 16 bytes; Q5_0's 16 qs bytes by mv8_q45,
+ * with qh's halfword h; Q4_0: the block by five aligned words from the
+ * one holding its first byte (al = blk's offset in it: 0 or 2; 2 bytes
+ * before the block or past it read too), d from the first word's halfword
+ * al / 2, qs word i by a clamped funnel shift of words i, i + 1 by 16 +
+ * 8 al - 4 (1 - h) bits, mv8_q4x16: sixteenfold values, summed from
+ * 0x49400000) */
+static inline void hw16(int t, const uint8_t *blk, int h, uint32_t w[4], float *dw)
 {
 	uint32_t qhh = t == QUANT_Q5_0 ? rd16(blk + 2 + 2 * h) : 0;
 
+	if (t == QUANT_Q4_0) {
+		unsigned al = (unsigned)((uintptr_t)blk & 2), fs = 12 + 4 * (unsigned)h + 8 * al;
+		uint32_t P[5];
+		for (int i = 0; i < 5; i++)
+			P[i] = rd32(blk - al + 4 * i);
+		*dw = h2f((uint16_t)(P[0] >> 8 * al));
+		for (int i = 0; i < 4; i++)
+			w[i] = q4x16(funnel_rc(P[i], P[i + 1], fs));
+		return;
+	}
+	*dw = h2f(rd16(blk));
 	if (t == QUANT_Q8_0) {
 		ld16(blk + 2 + 16 * h, w);
 		return;
 	}
-	ld16(blk + (t == QUANT_Q5_0 ? 6 : 2), w);
+	ld16(blk + 6, w);
 	for (int i = 0; i < 4; i++)
 		w[i] = q45(t, w[i], h, qhh >> (4 * i));
 }
+
+/* mv8_half's dp4a start and its sum as a float: Q4_0's sixteenfold values
+ * from 0x49400000 (mv8_i2f4), the others from 0x4B400000 (mv8_i2f) */
+static inline int hstart(int t) { return t == QUANT_Q4_0 ? 0x49400000 : 0x4B400000; }
+static inline float hi2f(int t, int s) { return t == QUANT_Q4_0 ? i2f4(s) : i2f(s); }
 
 /* the e2m1 kvalues (twice the value) of the 16 codes */
 static const int kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };

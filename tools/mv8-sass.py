@@ -2,7 +2,8 @@
 """mv8-sass: instructions and loads per weight block in the hot loop of the
 decode products' instances, from `cuobjdump -sass` of an object (a review
 aid: no GPU needed; cuobjdump comes with the CUDA toolkit, or from PyPI's
-nvidia-cuda-cuobjdump wheel): cuda/matvec_q8.cu's k_mv8 / k_mv8s, and
+nvidia-cuda-cuobjdump wheel): cuda/matvec_q8.cu's k_mv8 / k_mv8s (Q8_0,
+NVFP4, Q4_0, Q4_1, Q5_0, Q5_1; /l2: two lanes a block), and
 cuda/matvec_qk.cu's k_mvk (Q4_K, Q5_K, Q6_K; D = 2 or 4 blocks in flight,
 or S: Q6_K's rows staged in shared memory; "Q6_K packed": GPU_T_Q6K_PACKED).
 
@@ -25,7 +26,7 @@ input's q and dk), asynchronous copies (LDGSTS: staged rows), shared loads
 import re
 import sys
 
-TYPES = {'8': 'Q8_0', '40': 'NVFP4', '3': 'Q4_1', '7': 'Q5_1'}
+TYPES = {'8': 'Q8_0', '40': 'NVFP4', '2': 'Q4_0', '3': 'Q4_1', '6': 'Q5_0', '7': 'Q5_1'}
 KTYPES = {'12': 'Q4_K', '13': 'Q5_K', '14': 'Q6_K', '114': 'Q6_K packed'}
 
 
