@@ -34,6 +34,31 @@ moe_products(struct backend *be, const struct backend_weight *w, int n_exp, cons
 	return 0;
 }
 
+/* moe_products of two stacks on the same x and ids (gate and up) into Y0
+ * and Y1: one gpu_moe_matvecs where they share a type and shape (x
+ * quantized, or a prompt's rows gathered, once), else one call each. */
+static int
+moe_products2(struct backend *be, const struct backend_weight *w0,
+    const struct backend_weight *w1, int n_exp, const float *x, int ldx, int nx, int per,
+    const int32_t *ids, int ns, float *Y0, float *Y1)
+{
+	if (w0->type != w1->type || w0->ne0 != w1->ne0 || w0->ne1 != w1->ne1 ||
+	    CW(w0)->ne0p != CW(w1)->ne0p)
+		return moe_products(be, w0, n_exp, x, ldx, nx, per, ids, ns, Y0) ||
+		    moe_products(be, w1, n_exp, x, ldx, nx, per, ids, ns, Y1) ? -1 : 0;
+	const float *xr = input_rows(be, x, ldx, w0->ne0, CW(w0)->ne0p, nx);
+	const void *W[2] = { w0->data, w1->data };
+	float *Y[2] = { Y0, Y1 };
+	const float *S[2] = { wscale(w0), wscale(w1) };
+
+	if (xr == NULL)
+		return -1;
+	if (gpu_moe_matvecs(CB(be)->g, w0->type, 2, W, w0->ne1 / n_exp, CW(w0)->ne0p, n_exp, ids,
+	    ns, per, xr, nx, Y, S) != 0)
+		return gfail(be, "moe");
+	return 0;
+}
+
 static int
 cu_moe_route(struct backend *be, const float *x, int ldx, int m, int n, int k, int32_t *ids,
     float *w)
@@ -69,8 +94,7 @@ cu_moe_swiglu(struct backend *be, const struct backend_weight *wg,
 	float *G = (float *)buf_get(be, &CB(be)->moe, (size_t)(2 * ns * nf) * 4);
 
 	if (G == NULL || ns > INT32_MAX ||
-	    moe_products(be, wg, n_exp, x, ldx, m, k, ids, (int)ns, G) ||
-	    moe_products(be, wu, n_exp, x, ldx, m, k, ids, (int)ns, G + ns * nf))
+	    moe_products2(be, wg, wu, n_exp, x, ldx, m, k, ids, (int)ns, G, G + ns * nf))
 		return -1;
 	return gpu_moe_act(CB(be)->g, GPU_MOE_SWIGLU, G, G + ns * nf, ns, nf, limit, f) ?
 	    gfail(be, "moe_swiglu") : 0;

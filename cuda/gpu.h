@@ -702,6 +702,16 @@ int	gpu_attention_seqs(struct gpu *g, const float *d_q, float *d_out, int n,
 int	gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0,
 	    int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,
 	    float *d_y, const float *d_scale);
+/*
+ * gpu_moe_matvecs: gpu_moe_matvec for nw stacks d_w[k] of one type and
+ * shape (an FFN's gate and up) on the same x and ids, each into d_y[k] with
+ * its d_scale[k]: each the bits of its own gpu_moe_matvec, the quantized x
+ * (or the prompt GEMM's bf16 rows), the grouping and the gathered rows made
+ * once for all.
+ */
+int	gpu_moe_matvecs(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows,
+	    int64_t ne0, int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x,
+	    int64_t nx, float *const *d_y, const float *const *d_scale);
 
 /*
  * gpu_tune_moe_group: how gpu_moe_matvec runs the slots, the same bits

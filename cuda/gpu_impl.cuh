@@ -410,9 +410,9 @@ int	iq4_moe_grouped(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t
  * says whether gpu_moe_matvec hands a call to moe_gemm (GPU_MMQ_BF16, nx
  * more than g->step_rows, a quantized type, rows of whole 64-value steps). */
 int	moe_gemm_takes(const struct gpu *g, int t, int64_t ne0, int64_t nx, int n_exp);
-int	moe_gemm(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
-	    const int32_t *d_ids, int ns, int per, const float *d_x, float *d_y,
-	    const float *d_scale);
+int	moe_gemm(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows,
+	    int64_t ne0, int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x,
+	    float *const *d_y, const float *const *d_scale);
 
 /*
  * matvec_iq4.cu: the IQ4 products on int8 activations.  iq4xs_product:

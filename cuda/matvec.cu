@@ -1170,6 +1170,16 @@ mg_type(struct gpu *g, const void *w, int64_t rows, int64_t ne0, int n_exp,
 	return 0;
 }
 
+/* One stack's GEMM by type (the float types never come here: moe_gemm_takes). */
+static int
+mg_one(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const struct moe_group *G, const uint16_t *xg, float *d_y, const float *d_scale)
+{
+	if (t == T_Q6P)
+		return mg_type<T_Q6P>(g, d_w, rows, ne0, n_exp, G, xg, d_y, d_scale);
+	DISPATCH(t, mg_type, g, d_w, rows, ne0, n_exp, G, xg, d_y, d_scale);
+}
+
 /* Whether gpu_moe_matvec takes the prompt GEMM: GPU_MMQ_BF16, more input
  * rows than a step, a quantized type dq_unit reads, rows of whole steps,
  * experts the grouping takes. */
@@ -1184,10 +1194,12 @@ moe_gemm_takes(const struct gpu *g, int t, int64_t ne0, int64_t nx, int n_exp)
 }
 
 /* gpu_moe_matvec's prompt GEMM (moe_gemm_takes said so): the grouping,
- * the bf16 rows, the kernel; the scratch holds all three. */
+ * the bf16 rows (made once for the nw stacks d_w[k] of one type and shape),
+ * the kernel for each into d_y[k]; the scratch holds the first two. */
 int
-moe_gemm(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
-    const int32_t *d_ids, int ns, int per, const float *d_x, float *d_y, const float *d_scale)
+moe_gemm(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows, int64_t ne0,
+    int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, float *const *d_y,
+    const float *const *d_scale)
 {
 	struct moe_group G;
 	int64_t nr = (int64_t)ns + MG_BN;	/* a block reads MG_BN rows from its first */
@@ -1200,9 +1212,10 @@ moe_gemm(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n
 	dim3 grid((unsigned)((ne0 / 2 + 127) / 128), (unsigned)min(nr, (int64_t)65535));
 	gpu_launch(g, k_moe_xg, grid, 128, 0, d_x, ne0, G.perm, ns, per, nr, (unsigned *)xg);
 	GPU_LAUNCHED(g, "moe gather bf16");
-	if (t == T_Q6P)	/* (the float types never come here: moe_gemm_takes) */
-		return mg_type<T_Q6P>(g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
-	DISPATCH(t, mg_type, g, d_w, rows, ne0, n_exp, &G, xg, d_y, d_scale);
+	for (int k = 0; k < nw; k++)
+		if (mg_one(g, t, d_w[k], rows, ne0, n_exp, &G, xg, d_y[k], d_scale[k]) != 0)
+			return -1;
+	return 0;
 }
 
 /* --- NVFP4's GPU layout ------------------------------------------------ */

@@ -1582,6 +1582,53 @@ mv8_moe_run(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n
 	return mv8_moe_launch<T, L, A>(g, w, rows, nb, rb, n_exp, ids, ns, per, X, y, scale);
 }
 
+/* One stack's products on the quantized x (X; grouped: G and the gathered
+ * rows XP): moe_q8's kernels by family. */
+static int
+moe_q8_run(struct gpu *g, int t, int qk, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
+    const int32_t *d_ids, int ns, int per, const struct moe_group *G, const struct mv8_x *X,
+    const struct mv8_x *XP, float *d_y, const float *d_scale)
+{
+	int nb = (int)(ne0 / 32);
+	size_t rb = mv8_rowbytes(t, ne0);
+
+	if (qk)
+		return G != NULL ? qk_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, XP->kq, XP->kd,
+		    XP->kb, d_y, d_scale) : qk_moe_product(g, t, d_w, rows, ne0, n_exp, d_ids, ns,
+		    per, X->kq, X->kd, X->kb, d_y, d_scale);
+	if (t == Q8_T_IQ4_NL)
+		return G != NULL ? iq4_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, XP->q, XP->dx,
+		    d_y, d_scale) : iq4nl_moe_product(g, d_w, rows, ne0, n_exp, d_ids, ns, per, X->q,
+		    X->dx, d_y, d_scale);
+	switch (t) {
+	case Q8_T_NVFP4:
+		if (((uintptr_t)d_w & 15) == 0 && rb % 8 == 0)
+			return mv8_moe_run<Q8_T_NVFP4, 2, 1>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
+			    per, G, XP, d_y, d_scale);
+		return mv8_moe_run<Q8_T_NVFP4, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	case Q8_T_Q4_1:
+		return mv8_moe_run<Q8_T_Q4_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	case Q8_T_Q5_1:
+		return mv8_moe_run<Q8_T_Q5_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	case Q8_T_Q4_0:
+		return mv8_moe_run<Q8_T_Q4_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	case Q8_T_Q5_0:
+		return mv8_moe_run<Q8_T_Q5_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	default:
+		if ((g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) == 2)
+			return mv8_moe_run<Q8_T_Q8_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
+			    per, G, XP, d_y, d_scale);
+		return mv8_moe_run<Q8_T_Q8_0, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
+		    XP, d_y, d_scale);
+	}
+}
+
+
 /*
  * The experts' int8 products: x quantized as gpu_matvec_q8 quantizes it
  * (each row on its own: the same bytes as a one-row call's), then each
@@ -1591,15 +1638,16 @@ mv8_moe_run(struct gpu *g, const void *w, int64_t rows, int nb, size_t rb, int n
  * by iq4nl_moe_product (cuda/matvec_iq4.cu).  grouped: the slots grouped
  * by expert first (moe_group_build), the quantized rows gathered in that
  * order into the scratch after x's (moe_gather), and each family's grouped
- * kernel on them: the same bits.
+ * kernel on them: the same bits.  The nw stacks d_w[k] (of one type and
+ * shape: gate and up) share the quantized x, the grouping and the
+ * gathered rows (made once), each into its d_y[k].
  */
 static int
-moe_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
-    const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx, float *d_y,
-    const float *d_scale, int grouped)
+moe_q8(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows, int64_t ne0,
+    int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,
+    float *const *d_y, const float *const *d_scale, int grouped)
 {
 	int q81, q80, qk, nb = (int)(ne0 / 32);
-	size_t rb = mv8_rowbytes(t, ne0);
 	struct mv8_x X, XG;
 	struct moe_group grp, *G = NULL;
 	const struct mv8_x *XP = &X;
@@ -1638,40 +1686,11 @@ moe_q8(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_e
 	} else if (mv8_scratch(g, nx, ne0, qk, 0, &X) ||
 	    mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X))
 		return -1;
-	if (qk)
-		return G != NULL ? qk_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, XP->kq, XP->kd,
-		    XP->kb, d_y, d_scale) : qk_moe_product(g, t, d_w, rows, ne0, n_exp, d_ids, ns,
-		    per, X.kq, X.kd, X.kb, d_y, d_scale);
-	if (t == Q8_T_IQ4_NL)
-		return G != NULL ? iq4_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, XP->q, XP->dx,
-		    d_y, d_scale) : iq4nl_moe_product(g, d_w, rows, ne0, n_exp, d_ids, ns, per, X.q,
-		    X.dx, d_y, d_scale);
-	switch (t) {
-	case Q8_T_NVFP4:
-		if (((uintptr_t)d_w & 15) == 0 && rb % 8 == 0)
-			return mv8_moe_run<Q8_T_NVFP4, 2, 1>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
-			    per, G, XP, d_y, d_scale);
-		return mv8_moe_run<Q8_T_NVFP4, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
-	case Q8_T_Q4_1:
-		return mv8_moe_run<Q8_T_Q4_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
-	case Q8_T_Q5_1:
-		return mv8_moe_run<Q8_T_Q5_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
-	case Q8_T_Q4_0:
-		return mv8_moe_run<Q8_T_Q4_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
-	case Q8_T_Q5_0:
-		return mv8_moe_run<Q8_T_Q5_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
-	default:
-		if ((g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) == 2)
-			return mv8_moe_run<Q8_T_Q8_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
-			    per, G, XP, d_y, d_scale);
-		return mv8_moe_run<Q8_T_Q8_0, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
-	}
+	for (int k = 0; k < nw; k++)
+		if (moe_q8_run(g, t, qk, d_w[k], rows, ne0, n_exp, d_ids, ns, per, G, &X, XP, d_y[k],
+		    d_scale[k]) != 0)
+			return -1;
+	return 0;
 }
 
 /*
@@ -1711,21 +1730,33 @@ gpu_tune_moe_tc(struct gpu *g, int mode)
 }
 
 extern "C" int
+gpu_moe_matvecs(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows,
+    int64_t ne0, int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,
+    float *const *d_y, const float *const *d_scale)
+{
+	if (nw < 1 || rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 ||
+	    nx < (ns + per - 1) / per)
+		return gpu_fail(g, "moe matvec: %d stacks of %d experts of %lldx%lld, %d slots (%d a "
+		    "row) over %lld rows", nw, n_exp, (long long)rows, (long long)ne0, ns, per,
+		    (long long)nx);
+	if (moe_gemm_takes(g, t, ne0, nx, n_exp))	/* a prompt's: bf16 operands */
+		return moe_gemm(g, t, nw, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, d_y, d_scale);
+	int grouped = moe_use_group(g, ns, nx, n_exp);
+	if (gpu_can_matvec_q8(t))
+		return moe_q8(g, t, nw, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y,
+		    d_scale, grouped);
+	for (int k = 0; k < nw; k++)	/* (fp32 x: nothing to share) */
+		if ((grouped ? gpu_moe_mv_fg : gpu_moe_mv_f)(g, t, d_w[k], rows, ne0, n_exp, d_ids,
+		    ns, per, d_x, ne0, d_y[k], d_scale[k]) != 0)
+			return -1;
+	return 0;
+}
+
+extern "C" int
 gpu_moe_matvec(struct gpu *g, int t, const void *d_w, int64_t rows, int64_t ne0, int n_exp,
     const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx, float *d_y,
     const float *d_scale)
 {
-	if (rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 || nx < (ns + per - 1) / per)
-		return gpu_fail(g, "moe matvec: %d experts of %lldx%lld, %d slots (%d a row) over %lld "
-		    "rows", n_exp, (long long)rows, (long long)ne0, ns, per, (long long)nx);
-	if (moe_gemm_takes(g, t, ne0, nx, n_exp))	/* a prompt's: bf16 operands */
-		return moe_gemm(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, d_y, d_scale);
-	int grouped = moe_use_group(g, ns, nx, n_exp);
-	if (gpu_can_matvec_q8(t))
-		return moe_q8(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y, d_scale,
-		    grouped);
-	if (grouped)
-		return gpu_moe_mv_fg(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, ne0, d_y,
-		    d_scale);
-	return gpu_moe_mv_f(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, ne0, d_y, d_scale);
+	return gpu_moe_matvecs(g, t, 1, &d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, &d_y,
+	    &d_scale);
 }

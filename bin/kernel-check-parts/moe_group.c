@@ -288,6 +288,88 @@ check_moe_gemm(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx
 	wset_free(k, &s);
 }
 
+/* All the launches of a profiled gpu_moe_matvecs of the nw stacks w (nw
+ * 1: gpu_moe_matvec's), scales ds[], into dy[] (NaN bytes first). */
+static unsigned long
+pair_call(struct kc *k, int nw, const struct wset *w, int64_t rows, int n_exp,
+    const int32_t *di, int ns, int per, const float *dx, int nx, float *const *dy,
+    const float *const *ds)
+{
+	const void *W[2] = { w[0].dw, nw > 1 ? w[1].dw : NULL };
+	const struct gpu_prof_row *r;
+	unsigned long c = 0;
+
+	for (int i = 0; i < nw; i++)
+		gchk(k, gpu_memset(k->g, dy[i], 0xFF, (size_t)ns * rows * 4));
+	gpu_prof_reset(k->g);
+	gchk(k, gpu_prof_begin(k->g, 0));
+	gchk(k, gpu_moe_matvecs(k->g, w[0].t, nw, W, rows, w[0].ne0, n_exp, di, ns, per, dx, nx,
+	    dy, ds));
+	gchk(k, gpu_prof_end(k->g));
+	for (int i = 0, n = gpu_prof_rows(k->g, &r); i < n; i++)
+		if (strncmp(r[i].name, "memcpy", 6) != 0 && strncmp(r[i].name, "memset", 6) != 0)
+			c += r[i].n;
+	gpu_prof_reset(k->g);
+	return c;
+}
+
+/*
+ * gpu_moe_matvecs of two stacks of type t (an FFN's gate and up) on one x
+ * and routing, "moe pair": each stack's rows the bits of its own
+ * gpu_moe_matvec, in fewer launches than the two calls where the x they
+ * share is quantized (or a prompt's gathered) once; the same count for the
+ * float types, which share nothing (k: the two calls' launches, then the
+ * pair's); the second stack scaled (a weight's scale), the first not.
+ * mode: gpu_tune_moe_group's (the per-slot or the grouped path); gemm: under
+ * GPU_MMQ_BF16, where a prompt's rows (nx past the step rows) take the bf16
+ * GEMM (else GPU_MMQ_MMA, kernel-check's default).
+ */
+static void
+check_moe_pair(struct kc *k, int t, int n_exp, int64_t rows, int64_t ne0, int nx, int per,
+    int how, int mode, int gemm)
+{
+	static const char *hn[] = { "random", "one", "spread", "skew", "runs" };
+	static const char *mn[] = { "off", "auto", "all" };
+	struct wset w[2];
+	int ns = nx * per, flt = t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16;
+	int64_t ny = (int64_t)ns * rows;
+	float *x = frand(k, (int64_t)nx * ne0, -1, 1), *y = xmalloc((size_t)ny * 16);
+	int32_t *ids = xmalloc((size_t)ns * 4);
+	char name[64], shape[128];
+	unsigned long n1 = 0, n2;
+
+	mg_ids(k, ids, ns, n_exp, how);
+	for (int i = 0; i < 2; i++)
+		wset_new(k, &w[i], t, (int64_t)n_exp * rows, ne0);
+	float *dx = dput(k, x, (size_t)nx * ne0 * 4);
+	float *dy[2] = { dput(k, NULL, (size_t)ny * 4), dput(k, NULL, (size_t)ny * 4) };
+	int32_t *di = dput(k, ids, (size_t)ns * 4);
+	float scale = 0.75f, *dsc = dput(k, &scale, 4);
+	const float *ds[2] = { NULL, dsc };
+	gchk(k, gpu_tune_moe_group(k->g, mode));
+	if (gemm)
+		gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_BF16));
+	for (int i = 0; i < 2; i++) {
+		n1 += pair_call(k, 1, &w[i], rows, n_exp, di, ns, per, dx, nx, &dy[i], &ds[i]);
+		dget(k, y + (size_t)i * ny, dy[i], (size_t)ny * 4);
+	}
+	n2 = pair_call(k, 2, w, rows, n_exp, di, ns, per, dx, nx, dy, ds);
+	for (int i = 0; i < 2; i++)
+		dget(k, y + (size_t)(2 + i) * ny, dy[i], (size_t)ny * 4);
+	gchk(k, gpu_tune_mmq(k->g, GPU_MMQ_MMA));
+	gchk(k, gpu_tune_moe_group(k->g, GPU_MOE_GROUP_AUTO));
+	brk(k, y + 2 * ny, 2 * ny);
+	snprintf(name, sizeof name, "moe pair %s", quant_name(t));
+	snprintf(shape, sizeof shape, "%d of %lldx%lld ns=%d/%d %s group=%s%s k%lu/%lu", n_exp,
+	    (long long)rows, (long long)ne0, ns, per, hn[how], mn[mode], gemm ? " gemm" : "", n1,
+	    n2);
+	same_bits_if(k, name, shape, y + 2 * ny, y, 2 * ny, flt ? n2 == n1 : n2 < n1);
+	free(x), free(y), free(ids);
+	gpu_free(k->g, dx), gpu_free(k->g, dy[0]), gpu_free(k->g, dy[1]), gpu_free(k->g, di);
+	gpu_free(k->g, dsc);
+	wset_free(k, &w[0]), wset_free(k, &w[1]);
+}
+
 void
 check_moe_group_all(struct kc *k)
 {
@@ -363,6 +445,20 @@ check_moe_group_all(struct kc *k)
 	check_moe_gemm(k, QUANT_Q8_0, 128, 48, 704, 512, 8, MG_RANDOM, 0);
 	check_moe_gemm(k, QUANT_Q5_0, 128, 40, 704, 300, 8, MG_SKEW, 1);
 	check_moe_gemm(k, QUANT_Q4_K, 256, 40, 2048, 512, 8, MG_RANDOM, 0);
+	/* gate and up as one call: decode (one row's 8 slots), a verify's rows per
+	 * slot and grouped, a prompt (the GEMM; the 35B-A3B's routing and rows),
+	 * the float types too */
+	static const int pt[] = {
+		QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0, QUANT_NVFP4,
+		QUANT_IQ4_XS, QUANT_IQ4_NL, QUANT_Q4_1, QUANT_BF16, QUANT_F32,
+	};
+	for (size_t ti = 0; ti < sizeof pt / sizeof pt[0]; ti++) {
+		check_moe_pair(k, pt[ti], 64, 37, 256, 1, 8, MG_RANDOM, GPU_MOE_GROUP_AUTO, 1);
+		check_moe_pair(k, pt[ti], 64, 37, 256, 4, 8, MG_SKEW, GPU_MOE_GROUP_OFF, 1);
+		check_moe_pair(k, pt[ti], 64, 37, 256, 40, 8, MG_RUNS, GPU_MOE_GROUP_ALL, 0);
+		check_moe_pair(k, pt[ti], 64, 64, 512, 60, 8, MG_RUNS, GPU_MOE_GROUP_AUTO, 1);
+	}
+	check_moe_pair(k, QUANT_Q4_K, 256, 64, 2048, 512, 8, MG_RANDOM, GPU_MOE_GROUP_AUTO, 1);
 }
 
 #endif	/* MEMRA_HAVE_CUDA */
