@@ -1,10 +1,11 @@
 bats_require_minimum_version 1.5.0
 # The CPU models of CUDA kernels in tools/*-emu.* (no GPU needed), each built
 # as its header comment says, into the test's temporary directory, and run
-# to its verdict line.  Four compile the kernels' own text (attn-prefill,
+# to its verdict line.  Five compile the kernels' own text (attn-prefill,
 # gdn-chunk, gdn-step: the .cuh files cuda/ includes; matvec-qkt-emu -k:
 # cuda/matvec_qkt.cuh's device code through tools/matvec-qkt-kern.cc, with
-# k_mvk's and k_iq4's from matvec_qk.cuh, matvec_iq4.cuh and gpu_iq4.cuh),
+# k_mvk's and k_iq4's from matvec_qk.cuh, matvec_iq4.cuh and gpu_iq4.cuh;
+# moe-gemm-kern: cuda/moe_gemm.cuh's, k_moe_gemm),
 # so a change there that breaks their indexing, masks or bit-for-bit
 # properties fails here.  The others (matvec-*, mmq, norm-q8) replay the
 # kernels by hand in C and compare with lib/quant: they fail when lib/quant
@@ -195,6 +196,28 @@ emu_cc() {
 	grep -qx "Q6_K L=8: mvk_row_x4's text (weights packed four blocks a group), the same rows: same bits" <<<"$output"
 	grep -qx "Q6_K L=8: k_mvkt's text on weights packed four blocks a group, 19 rows of 5 to 21 super-blocks, m = 1..32: same bits" <<<"$output"
 	[ "$(grep -c '^IQ4_XS L=8 .*: same bits' <<<"$output")" -eq 9 ]
+}
+
+@test "moe-gemm-kern: cuda/moe_gemm.cuh's own device code (k_moe_gemm), thread by thread, gives each slot's product of its bf16 operands, the same bits whatever the other slots, and each perturbed model fails" {
+	need_cc
+	need_cxx c++17 vector
+	for f in lib/quant*.c lib/util.c; do
+		cc -O2 -std=c11 -D_GNU_SOURCE -Ilib -c -o "$D/$(basename "$f" .c).o" "$f"
+	done
+	g++ -O2 -std=c++17 -ffp-contract=off -Wno-unknown-pragmas -Icuda -Ilib \
+	    -c -o "$D/mg.o" tools/moe-gemm-kern.cc
+	g++ -o "$D/moe-gemm-kern" "$D/mg.o" "$D"/quant*.o "$D/util.o" -lm
+	for p in 1 2 3 4; do
+		emu_bg "p$p" "$D/moe-gemm-kern" -p "$p"
+	done
+	emu_run "$D/moe-gemm-kern"
+	[[ $output != *FAIL* ]]
+	[ "$(grep -c ': OK$' <<<"$output")" -eq 9 ]
+	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
+	for p in 1 2 3 4; do
+		emu_wait "p$p" 1
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+	done
 }
 
 @test "mmq-emu: k_mmq2's mma and dp4a paths against the CPU's numerics" {
