@@ -19,7 +19,11 @@
  * the CPU's scan for keys without NaN), ids[r][j] and the weights: the
  * picked p summed in pick order, softmax p / sum, SIG (norm ? p / sum : p)
  * * scale; then (es not NULL) each times es[its id], as k_moe_scale
- * multiplies.  Shared memory: n floats of p, n of keys, n bytes taken.
+ * multiplies.  Pick j < 32 is kept by lane j, which finishes its weight
+ * and stores it with its id after the picks (the lanes at once: one
+ * store, the es loads in parallel); later picks (k > 32) are stored as
+ * they come and finished by lane 0 in order, as every pick was before.
+ * Shared memory: n floats of p, n of keys, n bytes taken.
  */
 template <int SIG>
 __global__ void
@@ -61,7 +65,8 @@ k_moe_route(const float *x, int64_t ldx, int n, int k, const float *bias, int no
 	for (int i = lane; i < n; i += 32)
 		taken[i] = 0;
 	__syncwarp();
-	float tot = 0.0f;
+	float tot = 0.0f, mp = 0.0f;	/* lane 0's sum; pick lane's p */
+	int mb = -1;			/* pick lane's id */
 	for (int j = 0; j < k; j++) {
 		int b = -1;
 		float bv = 0.0f;
@@ -74,19 +79,25 @@ k_moe_route(const float *x, int64_t ldx, int n, int k, const float *bias, int no
 			if (b2 >= 0 && (b < 0 || v2 > bv || (v2 == bv && b2 < b)))
 				b = b2, bv = v2;
 		}
-		if (lane == 0) {
-			if (b >= 0) {
-				taken[b] = 1;
-				tot = __fadd_rn(tot, p[b]);
-				wr[j] = p[b];
-			} else
-				wr[j] = __int_as_float(0x7FC00000);	/* no key left: NaN keys */
-			id[j] = b;
-		}
+		/* (every lane has the pick; no key left: NaN keys, a NaN weight) */
+		float pb = b >= 0 ? p[b] : __int_as_float(0x7FC00000);
+		if (lane == 0 && b >= 0)
+			taken[b] = 1, tot = __fadd_rn(tot, pb);
+		if (lane == j)
+			mb = b, mp = pb;
+		else if (j >= 32 && lane == 0)
+			wr[j] = pb, id[j] = b;
 		__syncwarp();
 	}
+	tot = __shfl_sync(0xFFFFFFFFu, tot, 0);
+	if (lane < k) {
+		float v = SIG ? __fmul_rn(norm ? __fdiv_rn(mp, tot) : mp, scale) : __fdiv_rn(mp, tot);
+		if (es != NULL && mb >= 0)
+			v = __fmul_rn(v, es[mb]);
+		wr[lane] = v, id[lane] = mb;
+	}
 	if (lane == 0)
-		for (int j = 0; j < k; j++) {
+		for (int j = 32; j < k; j++) {
 			wr[j] = SIG ? __fmul_rn(norm ? __fdiv_rn(wr[j], tot) : wr[j], scale) :
 			    __fdiv_rn(wr[j], tot);
 			if (es != NULL && id[j] >= 0)

@@ -679,6 +679,11 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_moe_route(k, &p, 288, 8, 3, 1, 1, 1, 2.5f);
 	be_moe_route(k, &p, 4, 1, 2, 1, 0, 1, 1.0f);
 	be_moe_route(k, &p, 64, 4, 17, 1, 1, 0, 1.0f);
+	/* picks past a lane each (k > 32: the later ones finished by lane 0) and
+	 * exactly 32 */
+	be_moe_route(k, &p, 64, 40, 3, 0, 0, 0, 1.0f);
+	be_moe_route(k, &p, 40, 32, 2, 0, 0, 0, 1.0f);
+	be_moe_route(k, &p, 96, 33, 2, 1, 1, 1, 2.5f);
 	/* the experts' gate and up: the fixtures' F32 shapes, the serving types */
 	be_moe_swiglu(k, &p, QUANT_F32, 8, 16, 64, 1, 2, 0, 0.0f, 1.0f);
 	be_moe_swiglu(k, &p, QUANT_F32, 8, 16, 64, 40, 2, 8, 0.0f, 1.0f);
