@@ -181,6 +181,17 @@ mv8_i2f4(int t)
 	return __fadd_rn(__int_as_float(t), -786432.0f);
 }
 
+/* 1.5 * 2^20 as float bits, whose last place is 2^-3: Q5_0's eightfold
+ * values' sums (mv8_hw) over 8, as MV8_MAGIC4 does for Q4_0. */
+#define MV8_MAGIC5 0x49C00000u
+
+/* The dp4a sum t as a float over 8, t accumulated from MV8_MAGIC5 (exact). */
+__device__ __forceinline__ float
+mv8_i2f5(int t)
+{
+	return __fadd_rn(__int_as_float(t), -1572864.0f);
+}
+
 /* The low words of NVFP4's two tables (the high ones are immediates), its
  * selector base 0x32103210 and MV8_MAGIC (dp4a's first addend), held in
  * registers through the loop: or'ed with m >> 5 (0: m <= 16) so that the
@@ -196,16 +207,20 @@ mv8_tab(int m)
 	return make_uint4(0x03020100u | z, 0xFDFEFF00u | z, k, MV8_MAGIC | z);
 }
 
-/* Q4_0's words in tab (mv8_half, mv8_hw): its nibble mask in x (an and
- * with it and an xor with an immediate are one instruction, two
- * immediates two), MV8_MAGIC4 in w; held in registers as mv8_tab's, by
- * nb >> 31 (0: nb a block count) where m may be a constant (the experts'
- * kernels; ptxas sees through a mov). */
+/* Q4_0's and Q5_0's words in tab (mv8_half, mv8_hw): the nibble mask in
+ * x (an and with it and another op with an immediate are one
+ * instruction, two immediates two; Q4_0 0xF0F0F0F0, Q5_0 0x78787878), the
+ * sums' start in w (MV8_MAGIC4, MV8_MAGIC5); held in registers as
+ * mv8_tab's, by nb >> 31 (0: nb a block count) where m may be a constant
+ * (the experts' kernels; ptxas sees through a mov). */
+template <int T>
 __device__ __forceinline__ uint4
 mv8_tab4(uint4 tab, int nb)
 {
 	unsigned z = (unsigned)nb >> 31;
 
+	if (T == Q8_T_Q5_0)
+		return make_uint4(0x78787878u | z, tab.y, tab.z, MV8_MAGIC5 | z);
 	return make_uint4(0xF0F0F0F0u | z, tab.y, tab.z, MV8_MAGIC4 | z);
 }
 
@@ -506,12 +521,30 @@ mv8_q4x16(uint32_t w, uint32_t mk)
 }
 
 /*
+ * Eight times the int8 values (v - 16) of 4 values of a Q5_0 block: their
+ * nibbles at bits 3..6 of each byte of w (what else is there masked off by
+ * mk, 0x78787878), their qh bits flipped at bit 7 of the bytes of s (what
+ * else is there dropped): 8 v as a byte is v - 16's eightfold with its
+ * sign bit flipped (8 v - 128 = 8 (v - 16)).  Two instructions.
+ */
+__device__ __forceinline__ uint32_t
+mv8_q5x8(uint32_t w, uint32_t s, uint32_t mk)
+{
+	return (w & mk) | (s & 0x80808080u);
+}
+
+/*
  * The int8 weights of half h (values 16 h .. 16 h + 15) of the Q8_0, Q4_0
  * or Q5_0 block at blk8 (2-byte aligned; al its offset in its aligned
  * word, 0 or 2) as 4 words, value 16 h + 4 i + k in byte k of w[i], and
- * *dw its scale.  Q8_0: the half's 16 bytes; Q5_0: nibble h of qs[0..15]
- * | bit 16 h + j of qh at bit 4, - 16 (qh's halfword h alone); both by
- * mv8_ld16 (their bytes start at al ^ 2 in a word).  Q4_0: nibble h of
+ * *dw its scale.  Q8_0: the half's 16 bytes by mv8_ld16 (they start at
+ * al ^ 2 in a word).  Q5_0: nibble h of qs[0..15] | bit 16 h + j of qh at
+ * bit 4, - 16 (qh's halfword h alone), eightfold (mv8_q5x8 with mk;
+ * summed from MV8_MAGIC5, the sums come out as v - 16's exactly), qs by
+ * five aligned words and one funnel shift a word that also puts the
+ * nibbles at bits 3..6 (the window and the shift as the code says: up to
+ * 2 bytes past the block read), the qh bits by one multiply a word: 5
+ * instructions a word where mv8_ld16 and mv8_q45 take 9.  Q4_0: nibble h of
  * qs[0..15] - 8, sixteenfold (mv8_q4x16 with mk, mv8_tab4's x; mv8_half
  * sums them from MV8_MAGIC4, so the sums come out as v - 8's exactly),
  * the block's 18 bytes by five aligned words from the one holding its
@@ -521,7 +554,8 @@ mv8_q4x16(uint32_t w, uint32_t mk)
  * i, i + 1 that also moves nibble 0 up for h = 0 (16 + 8 al - 4 bits; 32
  * takes word i + 1 whole).  2 instructions a word where mv8_ld16 and
  * mv8_q45 take 5 (k_mv8 at one row: 58 a block against 101), one load
- * fewer; the same sums, so k_mv8t's bits (mv8_q45) still.
+ * fewer.  Q4_0's and Q5_0's sums are v - 8's and v - 16's, so k_mv8t's
+ * bits (mv8_q45) still.
  */
 template <int T>
 __device__ __forceinline__ void
@@ -546,20 +580,35 @@ mv8_hw(const uint8_t *blk8, int h, unsigned al, uint32_t mk, uint32_t *w, float 
 		mv8_ld16(blk8 + 2 + 16 * h, al ^ 2, w);
 		return;
 	}
-	uint32_t qhh = T == Q8_T_Q5_0 ? ((const uint16_t *)blk8)[1 + h] : 0u;
-	mv8_ld16(blk8 + 6, al ^ 2, w);
+	/* Q5_0: qs at aq = al ^ 2 in a word; the window from qs - aq, or a word
+	 * before that (aq 0, h 0: the nibbles move up 3, so word i - 1's top
+	 * bits come in below, masked off); its fifth word word i + 1's stand-in
+	 * where nothing of it is kept (aq 0, h 1: word 3 again, no read past
+	 * the block) */
+	unsigned aq = al ^ 2, back = aq == 0 && h == 0 ? 4u : 0u;
+	const uint32_t *p = (const uint32_t *)(blk8 + 6 - aq - back);
+	unsigned fs = 8u * (aq + back) + (h ? 1u : 0u) - (h ? 0u : 3u);
+	uint32_t P[5], qhh = ((const uint16_t *)blk8)[1 + h] ^ 0xFFFFu;	/* (flipped) */
+	uint32_t hq[4] = { qhh & 0xFu, qhh & 0xF0u, qhh >> 8 & 0xFu, qhh >> 12 };
+
 #pragma unroll
 	for (int i = 0; i < 4; i++)
-		w[i] = mv8_q45<T>(w[i], h, qhh >> (4 * i));
+		P[i] = p[i];
+	P[4] = p[aq == 0 && h ? 3 : 4];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		w[i] = mv8_q5x8(__funnelshift_r(P[i], P[i + 1], fs), hq[i] * (i == 1 ?
+		    0x01020408u : 0x10204080u), mk);
 }
 
 /*
  * Two lanes a block (Q8_0 by GPU_MV8_LANE2 and its default, Q4_0 and Q5_0
  * always): acc[j] += half h (16 values) of the weight block at blk . the
  * same half of block b of input row j, acc = fma(isum, dw * dx, acc) a
- * half (dw * dx exact: two fp16 values); isum from tab.w (MV8_MAGIC, or
- * for Q4_0 MV8_MAGIC4: its sixteenfold values' sum, within 2^22 at 16 x
- * 128 x 127, over 16); al, tab.x: mv8_hw's al and Q4_0's mk.
+ * half (dw * dx exact: two fp16 values); isum from tab.w (MV8_MAGIC; for
+ * Q4_0 MV8_MAGIC4, its sixteenfold values' sum over 16; for Q5_0
+ * MV8_MAGIC5, its eightfold values' over 8; both within 2^22 at 16 x 128
+ * x 127); al, tab.x: mv8_hw's al and mk.
  */
 template <int T, int M>
 __device__ __forceinline__ void
@@ -577,8 +626,8 @@ mv8_half(const uint8_t *blk8, int h, unsigned al, int b, int nb, const int8_t *_
 		int i = __dp4a((int)w[0], a.x, (int)tab.w);
 		i = __dp4a((int)w[1], a.y, i), i = __dp4a((int)w[2], a.z, i);
 		i = __dp4a((int)w[3], a.w, i);
-		acc[j] = __fmaf_rn(T == Q8_T_Q4_0 ? mv8_i2f4(i) : mv8_i2f(i), __fmul_rn(dw, dx[xi]),
-		    acc[j]);
+		acc[j] = __fmaf_rn(T == Q8_T_Q4_0 ? mv8_i2f4(i) : T == Q8_T_Q5_0 ? mv8_i2f5(i) :
+		    mv8_i2f(i), __fmul_rn(dw, dx[xi]), acc[j]);
 	}
 }
 
@@ -608,8 +657,8 @@ mv8_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 		int h = lane & 1;
 		/* (a lane's blocks are 16 apart, 16 blocks a multiple of 4 bytes) */
 		unsigned al = (unsigned)((uintptr_t)(wr + (size_t)(lane >> 1) * mv8_bs<T>::v) & 2);
-		if constexpr (T == Q8_T_Q4_0)
-			tab = mv8_tab4(tab, nb);
+		if constexpr (T == Q8_T_Q4_0 || T == Q8_T_Q5_0)
+			tab = mv8_tab4<T>(tab, nb);
 #pragma unroll (M <= 2 ? 2 : 1)
 		for (int b = lane >> 1; b < nb; b += 16)
 			mv8_half<T, M>(wr + (size_t)b * mv8_bs<T>::v, h, al, b, nb, q, dx, acc,

@@ -4,9 +4,11 @@
  * GPU).  It replays the lanes' products for Q8_0 (mv8_block, one lane a
  * block; mv8_half, two lanes a block, GPU_MV8_LANE2, both alignments),
  * Q4_1 and Q5_1 (mv8_block), Q4_0 and Q5_0 (mv8_half: two lanes a block;
- * Q5_0 the half's 16 qs bytes by mv8_ld16's words, values by mv8_q45;
  * Q4_0 the block by five aligned words, values sixteenfold by one clamped
- * funnel shift and mv8_q4x16, summed from 1.5 * 2^19: mv8_hw, mv8_i2f4) and NVFP4 (mv8_nv: by 16-value sub-blocks on
+ * funnel shift and mv8_q4x16, summed from 1.5 * 2^19; Q5_0 qs by five
+ * aligned words and a funnel shift, qh by a multiply, values eightfold by
+ * mv8_q5x8, summed from 1.5 * 2^20: mv8_hw, mv8_i2f4, mv8_i2f5) and NVFP4
+ * (mv8_nv: by 16-value sub-blocks on
  * the GPU layout that gpu_nvfp4_pack makes from ggml's, modelled here by
  * nvfp4_pack; lane l: sub-blocks l and l + 32 of each chunk of 64, then of
  * the last part those below its end; the codes decoded by mv8_fp4pn for
@@ -24,10 +26,11 @@
  * against quant_ue4m3_to_f32 / 2 for every byte in both positions, mv8_fp4pn (p - n)
  * and gpu_fp4x8 against the e2m1 kvalues for every code in every nibble
  * of a word, mv8_q45 against q - 8 (Q4_0) and q - 16 (Q5_0) for every
- * value in every byte of a word, both halves; k_mv8's Q4_0 words against
- * 16 (q - 8) and its d for every value in every qs byte of a block at
- * both offsets in a word, both halves, and mv8_i2f4 against t / 16 for
- * every sum |t| < 2^22.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
+ * value in every byte of a word, both halves (k_mv8t's decode); k_mv8's
+ * Q4_0 words against 16 (q - 8) and its d, and its Q5_0 words against 8 (q
+ * - 16), for every value (qh bit included) in every position of a block at
+ * both offsets in a word, both halves, and mv8_i2f4 and mv8_i2f5 against
+ * t / 16 and t / 8 for every sum |t| < 2^22.  NVFP4 rows: packing then unpacking (nvfp4_unpack) gives the
  * row back (its scales as canonical bytes of the same values), and each
  * sub-block's float sum is the plain kvalue dot's.
  * Rows of 1..16 inputs give each row the same bits (the code per row does
@@ -332,7 +335,8 @@ static void exhaustive(void)
 		for (int pos = 0; pos < 16; pos++)
 			for (unsigned v = 0; v < 16; v++)
 				for (int h = 0; h < 2; h++) {
-					uint8_t buf[28], *blk = buf + 4 + al;
+					_Alignas(16) uint8_t buf[28];
+					uint8_t *blk = buf + 4 + al;
 					uint32_t w[4];
 					float dw;
 					for (int i = 0; i < 28; i++)
@@ -352,10 +356,39 @@ static void exhaustive(void)
 						    what), n++;
 					}
 				}
-	/* mv8_i2f4: every sum a sixteenfold dp4a chain can give, over 16 */
+	/* k_mv8's Q5_0: every value (nibble and qh bit) at every position of a
+	 * block at both offsets in a word, both halves, gives 8 (q - 16) */
+	for (int al = 0; al <= 2; al += 2)
+		for (int pos = 0; pos < 16; pos++)
+			for (unsigned v = 0; v < 32; v++)
+				for (int h = 0; h < 2; h++) {
+					_Alignas(16) uint8_t buf[36];
+					uint8_t *blk = buf + 8 + al;
+					uint32_t w[4], qh;
+					float dw;
+					for (int i = 0; i < 36; i++)
+						buf[i] = (uint8_t)rnd();
+					blk[1] &= 0x3B;
+					blk[6 + pos] = (uint8_t)((blk[6 + pos] & ~(0xF << 4 * h)) |
+					    (v & 0xF) << 4 * h);
+					qh = rd32(blk + 2);
+					qh = (qh & ~(1u << (16 * h + pos))) | (v >> 4) << (16 * h + pos);
+					memcpy(blk + 2, &qh, 4);
+					hw16(QUANT_Q5_0, blk, h, w, &dw);
+					for (int k = 0; k < 16; k++) {
+						int q = (blk[6 + k] >> 4 * h & 0xF) |
+						    (int)(qh >> (16 * h + k) & 1) << 4;
+						snprintf(what, sizeof what, "mv8_hw Q5_0 offset %d h %d "
+						    "value %d", al, h, k);
+						check((int8_t)(w[k / 4] >> 8 * (k % 4)) == 8 * (q - 16),
+						    what), n++;
+					}
+				}
+	/* mv8_i2f4, mv8_i2f5: every sum a sixteenfold or eightfold dp4a chain
+	 * can give, over 16 and over 8 */
 	for (int t = -(1 << 22); t < 1 << 22; t++)
-		if (i2f4(0x49400000 + t) != (float)t / 16) {
-			snprintf(what, sizeof what, "mv8_i2f4 %d", t);
+		if (i2f4(0x49400000 + t) != (float)t / 16 || i2f5(0x49C00000 + t) != (float)t / 8) {
+			snprintf(what, sizeof what, "mv8_i2f4 / mv8_i2f5 %d", t);
 			check(0, what);
 			break;
 		}

@@ -5,11 +5,12 @@
  * bits).  k_mv8: Q8_0, Q4_0 and Q5_0 two lanes a block (mv8_half, Q8_0's
  * default layout and Q4_0's, Q5_0's only one: lane l half l % 2 of blocks
  * l / 2, l / 2 + 16, ..., 4 word loads and a funnel shift from the word
- * holding the 16 bytes' first (mv8_ld16: Q8_0 the half's, Q5_0 the qs
- * bytes, their nibble h with qh's bits 16 h .. at bit 4 less 16: mv8_q45;
- * Q4_0 five aligned words from the one holding the block's first byte,
- * nibble h less 8 sixteenfold by one clamped funnel shift (mv8_q4x16),
- * summed from 1.5 * 2^19: mv8_hw, mv8_i2f4)) and NVFP4
+ * holding the 16 bytes' first (mv8_ld16: Q8_0 the half's); Q4_0 five
+ * aligned words from the one holding the block's first byte, nibble h less
+ * 8 sixteenfold by one clamped funnel shift (mv8_q4x16), summed from 1.5 *
+ * 2^19; Q5_0 its qs by five aligned words and a funnel shift, qh's bits
+ * 16 h .. by multiplies, less 16 eightfold (mv8_q5x8), summed from 1.5 *
+ * 2^20: mv8_hw, mv8_i2f4, mv8_i2f5) and NVFP4
  * (mv8_nv on the GPU layout: lane l sub-blocks l, l + 32 of each 64, then
  * of the last part those below its end; mv8_fp4pn and mv8_ue4m3c2 for a
  * launch of m <= 2 rows, gpu_fp4x8 and mv8_ue4m3c2f above), dp4a sums from

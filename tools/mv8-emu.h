@@ -4,8 +4,8 @@
  * decode products): a fixed random stream, dp4a, mv8_i2f, PTX prmt's
  * default mode, NVFP4's code and scale decodings (mv8_fp4pn, gpu_fp4x8,
  * mv8_ue4m3c2, mv8_ue4m3c2f), IQ4's grid decoding (gpu_iq4x8), Q4_0's and
- * Q5_0's (mv8_q45; k_mv8's Q4_0: mv8_q4x16, mv8_i2f4), a half block's
- * words (mv8_ld16, mv8_hw), little-endian loads.  Keep it in step with
+ * Q5_0's (k_mv8t's mv8_q45; k_mv8's mv8_q4x16, mv8_q5x8, mv8_i2f4,
+ * mv8_i2f5), a half block's words (mv8_ld16, mv8_hw), little-endian loads.  Keep it in step with
  * cuda/matvec_q8.cu and cuda/gpu_impl.cuh.
  */
 #ifndef MEMRA_MV8_EMU_H
@@ -23,6 +23,8 @@ static inline int dp4a(uint32_t a, uint32_t b, int c) { for (int k = 0; k < 4; k
 static inline float i2f(int t) { float f; memcpy(&f, &t, 4); return f - 12582912.0f; }
 /* mv8_i2f4: a dp4a sum started at 0x49400000 (1.5 * 2^19) as a float, over 16 */
 static inline float i2f4(int t) { float f; memcpy(&f, &t, 4); return f - 786432.0f; }
+/* mv8_i2f5: a dp4a sum started at 0x49C00000 (1.5 * 2^20) as a float, over 8 */
+static inline float i2f5(int t) { float f; memcpy(&f, &t, 4); return f - 1572864.0f; }
 static inline float asf(int t) { float f; memcpy(&f, &t, 4); return f; }
 static inline float asfu(uint32_t t) { float f; memcpy(&f, &t, 4); return f; }
 static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -91,22 +93,55 @@ static inline uint32_t funnel_rc(uint32_t lo, uint32_t hi, unsigned s)
 	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (s < 32 ? s : 32));
 }
 
+/* __funnelshift_r: hi:lo shifted right by s % 32, the low word */
+static inline uint32_t funnel_r(uint32_t lo, uint32_t hi, unsigned s)
+{
+	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (s & 31));
+}
+
 /* mv8_q4x16: sixteen times the int8 values v - 8 of 4 bytes whose nibbles
  * v are at bits 4..7 */
 static inline uint32_t q4x16(uint32_t w) { return (w & 0xF0F0F0F0u) ^ 0x80808080u; }
 
+/* mv8_q5x8: eight times the int8 values v - 16 of 4 values whose nibbles
+ * are at bits 3..6 of w's bytes and whose qh bits, flipped, at bit 7 of s's */
+static inline uint32_t q5x8(uint32_t w, uint32_t s)
+{
+	return (w & 0x78787878u) | (s & 0x80808080u);
+}
+
 /* mv8_hw: the int8 words of half h of the Q8_0, Q4_0 or Q5_0 block at blk,
- * and its d as a float (Q8_0's 16 bytes; Q5_0's 16 qs bytes by mv8_q45,
- * with qh's halfword h; Q4_0: the block by five aligned words from the
- * one holding its first byte (al = blk's offset in it: 0 or 2; 2 bytes
+ * and its d as a float (Q8_0's 16 bytes by mv8_ld16; Q4_0: the block by
+ * five aligned words from the one holding its first byte (al = blk's offset in it: 0 or 2; 2 bytes
  * before the block or past it read too), d from the first word's halfword
  * al / 2, qs word i by a clamped funnel shift of words i, i + 1 by 16 +
  * 8 al - 4 (1 - h) bits, mv8_q4x16: sixteenfold values, summed from
- * 0x49400000) */
+ * 0x49400000; Q5_0: qs by five aligned words from qs - aq (aq: qs's offset
+ * in a word), or a word before that for aq 0 and h 0, the fifth word the
+ * fourth again for aq 0 and h 1, word i by a funnel shift of words i, i + 1
+ * by 8 (aq + back) + 1 (h 1) or - 3 (h 0) bits: nibble h at bits 3..6; qh's
+ * halfword h flipped, its bits 4 i .. 4 i + 3 at bit 7 of word i's bytes by
+ * one multiply (0x10204080; word 1: 0x01020408 on bits 4..7 in place),
+ * mv8_q5x8: eightfold values, summed from 0x49C00000) */
 static inline void hw16(int t, const uint8_t *blk, int h, uint32_t w[4], float *dw)
 {
 	uint32_t qhh = t == QUANT_Q5_0 ? rd16(blk + 2 + 2 * h) : 0;
 
+	if (t == QUANT_Q5_0) {
+		unsigned aq = (unsigned)((uintptr_t)(blk + 6) & 2), back = aq == 0 && h == 0 ? 4 : 0;
+		unsigned fs = 8 * (aq + back) + (h ? 1 : 0) - (h ? 0 : 3);
+		const uint8_t *p = blk + 6 - aq - back;
+		uint32_t P[5], nq = qhh ^ 0xFFFFu;
+		uint32_t hq[4] = { nq & 0xF, nq & 0xF0, nq >> 8 & 0xF, nq >> 12 };
+		for (int i = 0; i < 4; i++)
+			P[i] = rd32(p + 4 * i);
+		P[4] = rd32(p + 4 * (aq == 0 && h ? 3 : 4));
+		*dw = h2f(rd16(blk));
+		for (int i = 0; i < 4; i++)
+			w[i] = q5x8(funnel_r(P[i], P[i + 1], fs),
+			    hq[i] * (i == 1 ? 0x01020408u : 0x10204080u));
+		return;
+	}
 	if (t == QUANT_Q4_0) {
 		unsigned al = (unsigned)((uintptr_t)blk & 2), fs = 12 + 4 * (unsigned)h + 8 * al;
 		uint32_t P[5];
@@ -118,19 +153,17 @@ static inline void hw16(int t, const uint8_t *blk, int h, uint32_t w[4], float *
 		return;
 	}
 	*dw = h2f(rd16(blk));
-	if (t == QUANT_Q8_0) {
-		ld16(blk + 2 + 16 * h, w);
-		return;
-	}
-	ld16(blk + 6, w);
-	for (int i = 0; i < 4; i++)
-		w[i] = q45(t, w[i], h, qhh >> (4 * i));
+	ld16(blk + 2 + 16 * h, w);	/* Q8_0 */
 }
 
 /* mv8_half's dp4a start and its sum as a float: Q4_0's sixteenfold values
- * from 0x49400000 (mv8_i2f4), the others from 0x4B400000 (mv8_i2f) */
-static inline int hstart(int t) { return t == QUANT_Q4_0 ? 0x49400000 : 0x4B400000; }
-static inline float hi2f(int t, int s) { return t == QUANT_Q4_0 ? i2f4(s) : i2f(s); }
+ * from 0x49400000 (mv8_i2f4), Q5_0's eightfold from 0x49C00000 (mv8_i2f5),
+ * Q8_0's from 0x4B400000 (mv8_i2f) */
+static inline int hstart(int t)
+{
+	return t == QUANT_Q4_0 ? 0x49400000 : t == QUANT_Q5_0 ? 0x49C00000 : 0x4B400000;
+}
+static inline float hi2f(int t, int s) { return t == QUANT_Q4_0 ? i2f4(s) : t == QUANT_Q5_0 ? i2f5(s) : i2f(s); }
 
 /* the e2m1 kvalues (twice the value) of the 16 codes */
 static const int kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
