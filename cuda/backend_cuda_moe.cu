@@ -18,45 +18,49 @@
  * at once, whose rows have the one-row bits, so no slot's sums depend on
  * which or how many rows share its expert.  A prompt's (nx more than a
  * step's rows) under the bf16 GEMM kind: gpu_moe_matvec's bf16 GEMM, whose
- * slots' rows depend on their own operands alone too.
+ * slots' rows depend on their own operands alone too.  moe_products_n: of
+ * nw (1 or 2) stacks of one type and shape into Y[i], by one
+ * gpu_moe_matvecs.
  */
 static int
-moe_products(struct backend *be, const struct backend_weight *w, int n_exp, const float *x,
-    int ldx, int nx, int per, const int32_t *ids, int ns, float *Y)
+moe_products_n(struct backend *be, int nw, const struct backend_weight *const *w, int n_exp,
+    const float *x, int ldx, int nx, int per, const int32_t *ids, int ns, float *const *Y)
 {
-	const float *xr = input_rows(be, x, ldx, w->ne0, CW(w)->ne0p, nx);
+	const float *xr = input_rows(be, x, ldx, w[0]->ne0, CW(w[0])->ne0p, nx);
+	const void *W[2] = { w[0]->data, nw > 1 ? w[1]->data : NULL };
+	const float *S[2] = { wscale(w[0]), nw > 1 ? wscale(w[1]) : NULL };
 
 	if (xr == NULL)
 		return -1;
-	if (gpu_moe_matvec(CB(be)->g, w->type, w->data, w->ne1 / n_exp, CW(w)->ne0p, n_exp, ids,
-	    ns, per, xr, nx, Y, wscale(w)) != 0)
+	if (gpu_moe_matvecs(CB(be)->g, w[0]->type, nw, W, w[0]->ne1 / n_exp, CW(w[0])->ne0p,
+	    n_exp, ids, ns, per, xr, nx, Y, S) != 0)
 		return gfail(be, "moe");
 	return 0;
 }
 
+static int
+moe_products(struct backend *be, const struct backend_weight *w, int n_exp, const float *x,
+    int ldx, int nx, int per, const int32_t *ids, int ns, float *Y)
+{
+	return moe_products_n(be, 1, &w, n_exp, x, ldx, nx, per, ids, ns, &Y);
+}
+
 /* moe_products of two stacks on the same x and ids (gate and up) into Y0
- * and Y1: one gpu_moe_matvecs where they share a type and shape (x
+ * and Y1: in one gpu_moe_matvecs where they share a type and shape (x
  * quantized, or a prompt's rows gathered, once), else one call each. */
 static int
 moe_products2(struct backend *be, const struct backend_weight *w0,
     const struct backend_weight *w1, int n_exp, const float *x, int ldx, int nx, int per,
     const int32_t *ids, int ns, float *Y0, float *Y1)
 {
+	const struct backend_weight *w[2] = { w0, w1 };
+	float *Y[2] = { Y0, Y1 };
+
 	if (w0->type != w1->type || w0->ne0 != w1->ne0 || w0->ne1 != w1->ne1 ||
 	    CW(w0)->ne0p != CW(w1)->ne0p)
 		return moe_products(be, w0, n_exp, x, ldx, nx, per, ids, ns, Y0) ||
 		    moe_products(be, w1, n_exp, x, ldx, nx, per, ids, ns, Y1) ? -1 : 0;
-	const float *xr = input_rows(be, x, ldx, w0->ne0, CW(w0)->ne0p, nx);
-	const void *W[2] = { w0->data, w1->data };
-	float *Y[2] = { Y0, Y1 };
-	const float *S[2] = { wscale(w0), wscale(w1) };
-
-	if (xr == NULL)
-		return -1;
-	if (gpu_moe_matvecs(CB(be)->g, w0->type, 2, W, w0->ne1 / n_exp, CW(w0)->ne0p, n_exp, ids,
-	    ns, per, xr, nx, Y, S) != 0)
-		return gfail(be, "moe");
-	return 0;
+	return moe_products_n(be, 2, w, n_exp, x, ldx, nx, per, ids, ns, Y);
 }
 
 static int
