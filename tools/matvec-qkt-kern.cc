@@ -3,7 +3,7 @@
  * mvkt_moe_block and what they call, compiled with MVKT_HOST) and k_mvk's
  * (cuda/matvec_qk.cu's mvk_row) run on the CPU, for
  * tools/matvec-qkt-emu.c's -k (not built by make).  A block's
- * 256 threads are coroutines (ucontext) on one OS thread, each run until
+ * 256 threads are coroutines on one OS thread (tools/kern-coro.h), each run until
  * it reaches a collective: __syncthreads (all the block's live threads
  * there, then all go on), mvkt_mma (the 32 lanes of a warp there, then
  * the product of their fragments as PTX's mma.m16n8k16 .s32.s8.s8.s32
@@ -105,90 +105,31 @@ gpu_prmt(uint32_t a, uint32_t b, uint32_t s)
 #include "gpu_iq4.cuh"
 #include "matvec_iq4.cuh"
 
-/* --- the block: 256 coroutines ------------------------------------------ */
+/* --- the block: 256 coroutines (tools/kern-coro.h) ------------------------ */
 
-enum { NTH = 256, STK = 1 << 16, RUN = 0, AT_MMA, AT_SYNC, AT_WSYNC, DONE };
+#define KC_NAME "matvec-qkt-kern"
+#define KC_NTH 256
+#define KC_LANE \
+	uint32_t a[2], b;	/* at an mma: its fragments */ \
+	int c[4];		/* and its C, when the warp's product is done */
+#include "kern-coro.h"
 
-struct cpy { uint8_t *dst; const uint8_t *src; int sz, n; };
-
-struct thr {
-	ucontext_t ctx;
-	int state;
-	uint32_t a[2], b;		/* at an mma: its fragments */
-	int c[4];			/* and its C, when the warp's product is done */
-	std::vector<cpy> open;		/* cp.async since the last commit */
-	std::vector<std::vector<cpy> > groups;	/* committed, not yet landed */
-};
-
-static thr th[NTH];
-static ucontext_t sched;
-static int cur;
-static char *stacks;
-static void (*job)(void *);
-static void *job_arg;
-
-static void
-die(const char *why)
-{
-	fprintf(stderr, "matvec-qkt-kern: block (%u, %u) thread %d: %s\n", blockIdx.x, blockIdx.y,
-	    cur, why);
-	abort();
-}
-
-static void
-yield(int state)
-{
-	th[cur].state = state;
-	swapcontext(&th[cur].ctx, &sched);
-}
-
-static void
-__syncthreads(void)
-{
-	yield(AT_SYNC);
-}
+enum { AT_MMA, AT_WSYNC };	/* the warp's collectives (KC_WARP + these) */
 
 /* the warp's 32 lanes there, then all go on (a lane ended or elsewhere:
  * a divergence, as at an mma) */
 static void
 __syncwarp(void)
 {
-	yield(AT_WSYNC);
+	yield(KC_WARP + AT_WSYNC);
 }
 
 static void
 mvkt_mma(const uint32_t *a, uint32_t b, int *c)
 {
 	th[cur].a[0] = a[0], th[cur].a[1] = a[1], th[cur].b = b;
-	yield(AT_MMA);
+	yield(KC_WARP + AT_MMA);
 	memcpy(c, th[cur].c, sizeof th[cur].c);
-}
-
-static void
-land(std::vector<cpy> &v)
-{
-	for (const cpy &x : v) {
-		memcpy(x.dst, x.src, (size_t)x.n);
-		memset(x.dst + x.n, 0, (size_t)(x.sz - x.n));
-	}
-	v.clear();
-}
-
-/* 1: copies land at their issue (the earliest they may), so a stage
- * refilled while another lane still reads it is caught; 0 (the default): at
- * the wait that covers them (the latest), so a read before its wait is */
-static int eager;
-
-static void
-cp_async(void *dst, const void *src, int sz, int n)
-{
-	if (((uintptr_t)dst | (uintptr_t)src) & (uintptr_t)(sz - 1))
-		die("cp.async misaligned");
-	if (n < 0 || n > sz)
-		die("cp.async source size");
-	th[cur].open.push_back(cpy{ (uint8_t *)dst, (const uint8_t *)src, sz, n });
-	if (eager)
-		land(th[cur].open);
 }
 
 static void gpu_cp16(void *dst, const void *src, int n) { cp_async(dst, src, 16, n); }
@@ -198,8 +139,7 @@ static void gpu_cp4(void *dst, const void *src, int n) { cp_async(dst, src, 4, n
 static void
 mvkt_commit(void)
 {
-	th[cur].groups.push_back(th[cur].open);
-	th[cur].open.clear();
+	kc_commit();
 }
 
 static void mvkt_wait(void);	/* (QKT_NS, below: from the file) */
@@ -207,10 +147,7 @@ static void mvkt_wait(void);	/* (QKT_NS, below: from the file) */
 static void
 mvkt_wait_all(void)
 {
-	mvkt_commit();
-	for (auto &gr : th[cur].groups)
-		land(gr);
-	th[cur].groups.clear();
+	kc_wait_all();
 }
 
 #include "matvec_qkt.cuh"
@@ -224,7 +161,7 @@ mvk_cp4(mvk_sptr d, int k, const void *src, int n)
 static void
 mvk_commit(void)
 {
-	mvkt_commit();
+	kc_commit();
 }
 
 /* all but the newest N committed groups landed */
@@ -232,21 +169,13 @@ template <int N>
 static void
 mvk_wait(void)
 {
-	auto &G = th[cur].groups;
-	while (G.size() > (size_t)N) {
-		land(G.front());
-		G.erase(G.begin());
-	}
+	kc_wait(N);
 }
 
 static void
 mvkt_wait(void)
 {
-	auto &G = th[cur].groups;
-	while (G.size() > (size_t)(QKT_NS - 2)) {
-		land(G.front());
-		G.erase(G.begin());
-	}
+	kc_wait(QKT_NS - 2);
 }
 
 /* the warp's mma: D = A B from its lanes' fragments, each lane's C */
@@ -274,77 +203,22 @@ warp_mma(int w)
 				s += A[r][k] * B[k][n];
 			t.c[e] = (int)s;
 		}
-		t.state = RUN;
 	}
 }
 
 static void
-entry(void)
+kc_warp(int w, int kind)
 {
-	job(job_arg);
-	if (!th[cur].open.empty() || !th[cur].groups.empty()) {
-		/* copies never waited for: harmless on the device only if never read */
-		th[cur].open.clear(), th[cur].groups.clear();
-	}
-	yield(DONE);
+	if (kind == AT_MMA)
+		warp_mma(w);
+	for (int l = 0; l < 32; l++)
+		th[32 * w + l].state = KC_RUN;
 }
 
-/* Run job(arg) as block (bx, by) of 256 threads to the end. */
-static void
-block(unsigned bx, unsigned by, void (*fn)(void *), void *arg)
+static const char *
+kc_what(int kind)
 {
-	if (stacks == NULL && (stacks = (char *)malloc((size_t)NTH * STK)) == NULL)
-		abort();
-	job = fn, job_arg = arg, blockIdx = idx3{ bx, by, 0 };
-	for (int t = 0; t < NTH; t++) {
-		getcontext(&th[t].ctx);
-		th[t].ctx.uc_stack.ss_sp = stacks + (size_t)t * STK;
-		th[t].ctx.uc_stack.ss_size = STK;
-		th[t].ctx.uc_link = NULL;
-		makecontext(&th[t].ctx, entry, 0);
-		th[t].state = RUN;
-		th[t].open.clear(), th[t].groups.clear();
-	}
-	for (;;) {
-		int ran = 0, live = 0, sync = 0;
-		for (int t = 0; t < NTH; t++)
-			if (th[t].state == RUN) {
-				cur = t, threadIdx = idx3{ (unsigned)t, 0, 0 };
-				swapcontext(&sched, &th[t].ctx);
-				ran = 1;
-			}
-		for (int w = 0; w < NTH / 32; w++) {
-			int at = 0, ws = 0;
-			for (int l = 0; l < 32; l++) {
-				at += th[32 * w + l].state == AT_MMA;
-				ws += th[32 * w + l].state == AT_WSYNC;
-			}
-			if (at == 32)
-				warp_mma(w), ran = 1;
-			else if (at != 0)
-				cur = 32 * w, die("a warp's lanes apart at an mma");
-			if (ws == 32) {
-				for (int l = 0; l < 32; l++)
-					th[32 * w + l].state = RUN;
-				ran = 1;
-			} else if (ws != 0)
-				cur = 32 * w, die("a warp's lanes apart at __syncwarp");
-		}
-		for (int t = 0; t < NTH; t++) {
-			live += th[t].state != DONE;
-			sync += th[t].state == AT_SYNC;
-		}
-		if (live == 0)
-			return;
-		if (sync == live) {	/* every live thread at the barrier */
-			for (int t = 0; t < NTH; t++)
-				if (th[t].state == AT_SYNC)
-					th[t].state = RUN;
-			ran = 1;
-		}
-		if (!ran)
-			die("no thread can go on");
-	}
+	return kind == AT_MMA ? "an mma" : "__syncwarp";
 }
 
 /* --- the launches --------------------------------------------------------- */

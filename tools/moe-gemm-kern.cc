@@ -4,9 +4,9 @@
  * by thread (not built by make; t/emu.bats builds and runs it): the
  * evidence, on a machine without a GPU, that the GEMM's tiles, steps,
  * fragments and stores give each slot's product of its bf16 operands.
- * A block's 128 threads are coroutines (ucontext) on one OS thread, each
- * run until it reaches a collective: __syncthreads (all the block's live
- * threads there), mg_ldsm4 (the warp's 32 lanes there: ldmatrix .x4, lane
+ * A block's 128 threads are coroutines on one OS thread (tools/kern-coro.h),
+ * each run until it reaches a collective: __syncthreads (all the block's
+ * live threads there), mg_ldsm4 (the warp's 32 lanes there: ldmatrix .x4, lane
  * 8 m + i giving the address of row i of matrix m, 16-byte aligned and
  * inside the block's shared buffers, lane l getting bf16 pair l % 4 of row
  * l / 4 of each matrix) and mg_mma (the warp's 32 lanes there: PTX's
@@ -126,53 +126,26 @@ bf16_unit(uint4 *o, const float w[32])
 	}
 }
 
-/* --- the block: 128 coroutines ------------------------------------------ */
+/* --- the block: 128 coroutines (tools/kern-coro.h) ------------------------ */
 
-enum { NTH = 128, STK = 1 << 16, RUN = 0, AT_SYNC, AT_LDSM, AT_MMA, DONE };
+#define KC_NAME "moe-gemm-kern"
+#define KC_NTH 128
+#define KC_LANE \
+	const uint16_t *ldsm;	/* at an ldmatrix: its row address */ \
+	unsigned r[4];		/* and what it got */ \
+	unsigned a[4], b[2];	/* at an mma: its fragments */ \
+	float c[4];		/* its C in, D out */
+#include "kern-coro.h"
 
-struct cpy { uint8_t *dst; const uint8_t *src; int n; };
+enum { AT_LDSM, AT_MMA };	/* the warp's collectives (KC_WARP + these) */
 
-struct thr {
-	ucontext_t ctx;
-	int state;
-	const uint16_t *ldsm;		/* at an ldmatrix: its row address */
-	unsigned r[4];			/* and what it got */
-	unsigned a[4], b[2];		/* at an mma: its fragments */
-	float c[4];			/* its C in, D out */
-	std::vector<cpy> open;		/* cp.async since the last commit */
-	std::vector<std::vector<cpy> > groups;	/* committed, not yet landed */
-};
-
-static thr th[NTH];
-static ucontext_t sched;
-static int cur;
-static char *stacks;
-static void (*job)(void *);
-static void *job_arg;
 static const uint8_t *sm_lo, *sm_hi;	/* the block's shared buffers */
-
-static void
-die(const char *why)
-{
-	fprintf(stderr, "moe-gemm-kern: block (%u, %u) thread %d: %s\n", blockIdx.x, blockIdx.y,
-	    cur, why);
-	abort();
-}
-
-static void
-yield(int state)
-{
-	th[cur].state = state;
-	swapcontext(&th[cur].ctx, &sched);
-}
-
-static void __syncthreads(void) { yield(AT_SYNC); }
 
 static void
 mg_ldsm4(unsigned r[4], const uint16_t *p)
 {
 	th[cur].ldsm = p;
-	yield(AT_LDSM);
+	yield(KC_WARP + AT_LDSM);
 	memcpy(r, th[cur].r, sizeof th[cur].r);
 }
 
@@ -182,44 +155,29 @@ mg_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1)
 	memcpy(th[cur].a, a, sizeof th[cur].a);
 	th[cur].b[0] = b0, th[cur].b[1] = b1;
 	memcpy(th[cur].c, c, sizeof th[cur].c);
-	yield(AT_MMA);
+	yield(KC_WARP + AT_MMA);
 	memcpy(c, th[cur].c, sizeof th[cur].c);
-}
-
-static void
-land(std::vector<cpy> &v)
-{
-	for (const cpy &x : v)
-		memcpy(x.dst, x.src, (size_t)x.n);
-	v.clear();
 }
 
 static void
 gpu_cp16(void *dst, const void *src, int n)
 {
-	if ((((uintptr_t)dst | (uintptr_t)src) & 15) != 0)
-		die("cp.async misaligned");
-	if (n != 16 || (const uint8_t *)dst < sm_lo || (const uint8_t *)dst + 16 > sm_hi)
+	if ((const uint8_t *)dst < sm_lo || (const uint8_t *)dst + 16 > sm_hi)
 		die("cp.async outside the shared buffers");
-	th[cur].open.push_back(cpy{ (uint8_t *)dst, (const uint8_t *)src, n });
+	cp_async(dst, src, 16, n);
 }
 
 static void
 mg_commit(void)
 {
-	th[cur].groups.push_back(th[cur].open);
-	th[cur].open.clear();
+	kc_commit();
 }
 
 static void
 mg_wait_all(void)
 {
-	if (perturb == 4)
-		return;
-	mg_commit();
-	for (auto &gr : th[cur].groups)
-		land(gr);
-	th[cur].groups.clear();
+	if (perturb != 4)
+		kc_wait_all();
 }
 
 #include "moe_gemm.cuh"
@@ -241,7 +199,6 @@ warp_ldsm(int w)
 			const uint16_t *row = th[32 * w + 8 * mm + l / 4].ldsm;
 			t.r[m] = row[2 * (l % 4)] | (unsigned)row[2 * (l % 4) + 1] << 16;
 		}
-		t.state = RUN;
 	}
 }
 
@@ -276,71 +233,24 @@ warp_mma(int w)
 				s += (double)A[r][k] * B[k][n];
 			t.c[e] = (float)s;
 		}
-		t.state = RUN;
 	}
 }
 
 static void
-entry(void)
+kc_warp(int w, int kind)
 {
-	job(job_arg);
-	yield(DONE);
+	if (kind == AT_LDSM)
+		warp_ldsm(w);
+	else
+		warp_mma(w);
+	for (int l = 0; l < 32; l++)
+		th[32 * w + l].state = KC_RUN;
 }
 
-/* Run job(arg) as block (bx, by) of 128 threads to the end. */
-static void
-block(unsigned bx, unsigned by, void (*fn)(void *), void *arg)
+static const char *
+kc_what(int kind)
 {
-	if (stacks == NULL && (stacks = (char *)malloc((size_t)NTH * STK)) == NULL)
-		abort();
-	job = fn, job_arg = arg, blockIdx = idx3{ bx, by, 0 };
-	for (int t = 0; t < NTH; t++) {
-		getcontext(&th[t].ctx);
-		th[t].ctx.uc_stack.ss_sp = stacks + (size_t)t * STK;
-		th[t].ctx.uc_stack.ss_size = STK;
-		th[t].ctx.uc_link = NULL;
-		makecontext(&th[t].ctx, entry, 0);
-		th[t].state = RUN;
-		th[t].open.clear(), th[t].groups.clear();
-	}
-	for (;;) {
-		int ran = 0, live = 0, sync = 0;
-		for (int t = 0; t < NTH; t++)
-			if (th[t].state == RUN) {
-				cur = t, threadIdx = idx3{ (unsigned)t, 0, 0 };
-				swapcontext(&sched, &th[t].ctx);
-				ran = 1;
-			}
-		for (int w = 0; w < NTH / 32; w++) {
-			int nl = 0, nm = 0;
-			for (int l = 0; l < 32; l++) {
-				nl += th[32 * w + l].state == AT_LDSM;
-				nm += th[32 * w + l].state == AT_MMA;
-			}
-			if (nl == 32)
-				warp_ldsm(w), ran = 1;
-			else if (nl != 0)
-				cur = 32 * w, die("a warp's lanes apart at an ldmatrix");
-			if (nm == 32)
-				warp_mma(w), ran = 1;
-			else if (nm != 0)
-				cur = 32 * w, die("a warp's lanes apart at an mma");
-		}
-		for (int t = 0; t < NTH; t++) {
-			live += th[t].state != DONE;
-			sync += th[t].state == AT_SYNC;
-		}
-		if (live == 0)
-			return;
-		if (sync == live) {
-			for (int t = 0; t < NTH; t++)
-				if (th[t].state == AT_SYNC)
-					th[t].state = RUN;
-			ran = 1;
-		}
-		if (!ran)
-			die("no thread can go on");
-	}
+	return kind == AT_LDSM ? "an ldmatrix" : "an mma";
 }
 
 /* --- the launch ---------------------------------------------------------- */
