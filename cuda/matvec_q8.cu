@@ -1649,34 +1649,28 @@ moe_q8_run(struct gpu *g, int t, int qk, const void *d_w, int64_t rows, int64_t 
 		return G != NULL ? iq4_moe_grouped(g, t, d_w, rows, ne0, n_exp, G, XP->q, XP->dx,
 		    d_y, d_scale) : iq4nl_moe_product(g, d_w, rows, ne0, n_exp, d_ids, ns, per, X->q,
 		    X->dx, d_y, d_scale);
+#define MOE_RUN(T, L, A) mv8_moe_run<T, L, A>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G, \
+    XP, d_y, d_scale)
 	switch (t) {
 	case Q8_T_NVFP4:
 		if (((uintptr_t)d_w & 15) == 0 && rb % 8 == 0)
-			return mv8_moe_run<Q8_T_NVFP4, 2, 1>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
-			    per, G, XP, d_y, d_scale);
-		return mv8_moe_run<Q8_T_NVFP4, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
+			return MOE_RUN(Q8_T_NVFP4, 2, 1);
+		return MOE_RUN(Q8_T_NVFP4, 2, 0);
 	case Q8_T_Q4_1:
-		return mv8_moe_run<Q8_T_Q4_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
+		return MOE_RUN(Q8_T_Q4_1, 1, 0);
 	case Q8_T_Q5_1:
-		return mv8_moe_run<Q8_T_Q5_1, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
+		return MOE_RUN(Q8_T_Q5_1, 1, 0);
 	case Q8_T_Q4_0:
-		return mv8_moe_run<Q8_T_Q4_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
+		return MOE_RUN(Q8_T_Q4_0, 2, 0);
 	case Q8_T_Q5_0:
-		return mv8_moe_run<Q8_T_Q5_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
+		return MOE_RUN(Q8_T_Q5_0, 2, 0);
 	default:
 		if ((g->mv8 == GPU_MV8_LANE2 ? 2 : MV8_Q8_0_LANES) == 2)
-			return mv8_moe_run<Q8_T_Q8_0, 2, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns,
-			    per, G, XP, d_y, d_scale);
-		return mv8_moe_run<Q8_T_Q8_0, 1, 0>(g, d_w, rows, nb, rb, n_exp, d_ids, ns, per, G,
-		    XP, d_y, d_scale);
+			return MOE_RUN(Q8_T_Q8_0, 2, 0);
+		return MOE_RUN(Q8_T_Q8_0, 1, 0);
 	}
+#undef MOE_RUN
 }
-
 
 /*
  * The experts' int8 products: x quantized as gpu_matvec_q8 quantizes it
