@@ -353,14 +353,11 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
  * loader argument, k_mvk's loop moved 28 of matvec_qk.o's measured kernels
  * (tools/sass-same.py), and mvk_row's (its array of D blocks) moved the
  * experts' kernels and took this form at M = 4 from 252 to 334
- * instructions a block-lane (tools/mv8-sass.py).
+ * instructions a block-lane (tools/mv8-sass.py).  The groups by a pointer
+ * stepped along the row (a lane's blocks keep their place in a group),
+ * not each block's address from its index; the iterations where every
+ * group has both its blocks without the row-end tests, the last with them.
  */
-__device__ __forceinline__ struct q6_x4
-q6x4_at(const uint8_t *W, int64_t blk)
-{
-	return q6_x4{ W + q6p_group(blk), (int)(blk & 3) };
-}
-
 template <int M, int L>
 __device__ __forceinline__ void
 mvk_row_x4(const uint8_t *__restrict__ W, int64_t rb0, int nb, const int8_t *__restrict__ q,
@@ -373,15 +370,27 @@ mvk_row_x4(const uint8_t *__restrict__ W, int64_t rb0, int nb, const int8_t *__r
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
-	for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
+	/* the lane's blocks rb0 + g + 2 NG j (and + NG): one place in a group
+	 * (NG a multiple of 4), the group GS bytes on for + NG */
+	enum { GS = NG / 4 * Q6P_GROUP };
+	const uint8_t *G = W + q6p_group(rb0 + g);
+	int kk = (int)((rb0 + g) & 3), b0 = 0;
+	for (; b0 + 2 * NG <= nb; b0 += 2 * NG, G += 2 * GS) {	/* every group's two blocks */
+		struct mvk_w<L> w0, w1;
+		q6_load<L>(q6_x4{ G, kk }, i, &w0);
+		q6_load<L>(q6_x4{ G + GS, kk }, i, &w1);
+		mvk_block<QK_T_Q6_K, M, L>(&w0, 1, b0 + g, i, ne0, q, dk, bs, m, acc);
+		mvk_block<QK_T_Q6_K, M, L>(&w1, 1, b0 + g + NG, i, ne0, q, dk, bs, m, acc);
+	}
+	if (b0 < nb) {	/* the row's last blocks (warp-uniform), as above where on */
 		struct mvk_w<L> w0, w1;
 		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
 		if (on0)
-			q6_load<L>(q6x4_at(W, rb0 + b), i, &w0);
+			q6_load<L>(q6_x4{ G, kk }, i, &w0);
 		else
 			w0 = mvk_w<L>();
 		if (on1)
-			q6_load<L>(q6x4_at(W, rb0 + b + NG), i, &w1);
+			q6_load<L>(q6_x4{ G + GS, kk }, i, &w1);
 		else
 			w1 = mvk_w<L>();
 		mvk_block<QK_T_Q6_K, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
