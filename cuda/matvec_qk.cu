@@ -61,15 +61,14 @@ __global__ void __launch_bounds__(256)
 k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict__ q,
     const float *__restrict__ dk, const int16_t *__restrict__ bs, int m)
 {
-	enum { BS = mvk_bs<T>::v, NG = 32 / L, ST = D == MVK_STAGED };
+	enum { ST = D == MVK_STAGED };
 	__shared__ uint32_t sm[ST ? 8 : 1][ST ? MVK_NS * mvk_stage<L>::W : 1];
 	struct mv8_row R = mv8_pick(S);
 	const uint8_t *W = R.W;
 	int64_t r = R.r, rows = R.rows;
 	float *y = R.y;
 	const float *scale = R.scale;
-	int lane = threadIdx.x & 31, g = lane / L, i = lane % L;
-	int64_t ne0 = (int64_t)nb * 256;
+	int lane = threadIdx.x & 31;
 	float acc[M];
 
 	if (r < rows)	/* its weight row's start towards L2 while the kernel before ends */
@@ -83,28 +82,8 @@ k_mvk(const struct mv8_set S, int nb, size_t rowbytes, const int8_t *__restrict_
 		mvk_row_s<M, L, MVK_NS>(sm[threadIdx.x >> 5], wr, nb, q, dk, bs, m, lane, acc);
 	} else if constexpr (T == QK_T_Q6P)
 		mvk_row_x4<M, L>(W, r * nb, nb, q, dk, bs, m, lane, acc);
-	else if constexpr (D != 2)	/* four blocks in flight a group: the same sums */
+	else	/* two or four blocks in flight a group: the same sums */
 		mvk_row<T, M, L, D>(wr, nb, q, dk, bs, m, lane, acc);
-	else {
-#pragma unroll
-		for (int j = 0; j < M; j++)
-			acc[j] = 0.0f;
-		for (int b0 = 0; b0 < nb; b0 += 2 * NG) {
-			struct mvk_w<L> w0, w1;
-			int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
-			if (on0)
-				mvk_load<T, L>(wr + (size_t)b * BS, i, &w0);
-			else
-				w0 = mvk_w<L>();
-			if (on1)
-				mvk_load<T, L>(wr + (size_t)(b + NG) * BS, i, &w1);
-			else
-				w1 = mvk_w<L>();
-			mvk_block<T, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
-			if (b0 + NG < nb)	/* warp-uniform */
-				mvk_block<T, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
-		}
-	}
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		if (j >= m)
