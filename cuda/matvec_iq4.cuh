@@ -76,7 +76,8 @@ xs_block(const struct xs_w *w, int64_t b, int i, int64_t ne0, const int8_t *__re
 /*
  * acc[j] (zeroed here) = lane's part of the sums of the weight row at wr
  * (nb super-blocks) with the m (<= M) Q8_K input rows; the file comment's
- * order: group g = lane / 8 blocks g, g + 4, ..., two at a time.
+ * order: group g = lane / 8 blocks g, g + 4, ..., two at a time (the
+ * iterations where every group has both without the row-end tests).
  */
 template <int M>
 __device__ __forceinline__ void
@@ -89,7 +90,16 @@ xs_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
-	for (int b0 = 0; b0 < nb; b0 += 8) {
+	int b0 = 0;
+	for (; b0 + 8 <= nb; b0 += 8) {	/* every group's two blocks in the row */
+		struct xs_w w0, w1;
+		int b = b0 + g;
+		xs_load(wr + (size_t)b * XS_BS, i, &w0);
+		xs_load(wr + (size_t)(b + 4) * XS_BS, i, &w1);
+		xs_block<M>(&w0, b, i, ne0, q, dk, m, acc);
+		xs_block<M>(&w1, b + 4, i, ne0, q, dk, m, acc);
+	}
+	if (b0 < nb) {	/* the row's last blocks, as above where on */
 		struct xs_w w0, w1;
 		int b = b0 + g, on0 = b < nb, on1 = b + 4 < nb;
 		if (on0)
