@@ -73,6 +73,27 @@ xs_block(const struct xs_w *w, int64_t b, int i, int64_t ne0, const int8_t *__re
 	}
 }
 
+/* One iteration of xs_row from block b0: FULL, every group's two blocks in
+ * the row (no row-end tests); else a block past the end skipped. */
+template <int M, int FULL>
+__device__ __forceinline__ void
+xs_step(const uint8_t *__restrict__ wr, int b0, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, int m, int lane, float *acc)
+{
+	struct xs_w w0, w1;
+	int b = b0 + (lane >> 3), i = lane & 7, on0 = FULL || b < nb, on1 = FULL || b + 4 < nb;
+	int64_t ne0 = (int64_t)nb * 256;
+
+	if (on0)
+		xs_load(wr + (size_t)b * XS_BS, i, &w0);
+	if (on1)
+		xs_load(wr + (size_t)(b + 4) * XS_BS, i, &w1);
+	if (on0)
+		xs_block<M>(&w0, b, i, ne0, q, dk, m, acc);
+	if (on1)
+		xs_block<M>(&w1, b + 4, i, ne0, q, dk, m, acc);
+}
+
 /*
  * acc[j] (zeroed here) = lane's part of the sums of the weight row at wr
  * (nb super-blocks) with the m (<= M) Q8_K input rows; the file comment's
@@ -84,33 +105,15 @@ __device__ __forceinline__ void
 xs_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dk, int m, int lane, float *acc)
 {
-	int g = lane >> 3, i = lane & 7;
-	int64_t ne0 = (int64_t)nb * 256;
+	int b0 = 0;
 
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
-	int b0 = 0;
-	for (; b0 + 8 <= nb; b0 += 8) {	/* every group's two blocks in the row */
-		struct xs_w w0, w1;
-		int b = b0 + g;
-		xs_load(wr + (size_t)b * XS_BS, i, &w0);
-		xs_load(wr + (size_t)(b + 4) * XS_BS, i, &w1);
-		xs_block<M>(&w0, b, i, ne0, q, dk, m, acc);
-		xs_block<M>(&w1, b + 4, i, ne0, q, dk, m, acc);
-	}
-	if (b0 < nb) {	/* the row's last blocks, as above where on */
-		struct xs_w w0, w1;
-		int b = b0 + g, on0 = b < nb, on1 = b + 4 < nb;
-		if (on0)
-			xs_load(wr + (size_t)b * XS_BS, i, &w0);
-		if (on1)
-			xs_load(wr + (size_t)(b + 4) * XS_BS, i, &w1);
-		if (on0)
-			xs_block<M>(&w0, b, i, ne0, q, dk, m, acc);
-		if (on1)
-			xs_block<M>(&w1, b + 4, i, ne0, q, dk, m, acc);
-	}
+	for (; b0 + 8 <= nb; b0 += 8)	/* every group's two blocks in the row */
+		xs_step<M, 1>(wr, b0, nb, q, dk, m, lane, acc);
+	if (b0 < nb)	/* the row's last blocks */
+		xs_step<M, 0>(wr, b0, nb, q, dk, m, lane, acc);
 }
 
 #endif

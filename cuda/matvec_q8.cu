@@ -494,8 +494,9 @@ mv8_ld16(const uint8_t *p8, unsigned o, uint32_t *w)
  * The int8 values of 4 bytes of a Q4_0 or Q5_0 block's qs (word w), half h:
  * nibble h of each byte, Q5_0 with bit k of hb (its qh bits of those
  * values) at bit 4 of byte k (the multiply's partial products land on
- * distinct bits: no carries, as for Q5_1), less 8 or 16.  mv8_hw and
- * k_mv8t's fragments (mvt_step) both decode by it.
+ * distinct bits: no carries, as for Q5_1), less 8 or 16.  k_mv8t's
+ * fragments (mvt_step) decode by it; mv8_hw by mv8_q4x16 and mv8_q5x8,
+ * whose sums are these values' (sixteenfold and eightfold, scaled back).
  */
 template <int T>
 __device__ __forceinline__ uint32_t
@@ -587,7 +588,7 @@ mv8_hw(const uint8_t *blk8, int h, unsigned al, uint32_t mk, uint32_t *w, float 
 	 * the block) */
 	unsigned aq = al ^ 2, back = aq == 0 && h == 0 ? 4u : 0u;
 	const uint32_t *p = (const uint32_t *)(blk8 + 6 - aq - back);
-	unsigned fs = 8u * (aq + back) + (h ? 1u : 0u) - (h ? 0u : 3u);
+	unsigned fs = 8u * (aq + back) + 4u * (unsigned)h - 3u;	/* (h 1: + 1; h 0: - 3) */
 	uint32_t P[5], qhh = ((const uint16_t *)blk8)[1 + h] ^ 0xFFFFu;	/* (flipped) */
 	uint32_t hq[4] = { qhh & 0xFu, qhh & 0xF0u, qhh >> 8 & 0xFu, qhh >> 12 };
 

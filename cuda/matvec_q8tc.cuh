@@ -18,7 +18,8 @@
  * only S comes from elsewhere, one mma.sync m16n8k16 .s32.s8.s8.s32 per
  * unit for 16 weight rows x 8 input rows, started at MV8_MAGIC (an
  * integer sum is exact in any order: the same S).  Q4_0's and Q5_0's
- * fragments are decoded by k_mv8's own mv8_q45 (the same int8 values).
+ * fragments are decoded by mv8_q45 (k_mv8's mv8_hw takes the values
+ * sixteenfold or eightfold and its sums back to these: the same S).
  *
  * A block of 8 warps takes 16 weight rows (one m16 tile) and all m input
  * rows (NT tiles of 8, m <= 32), in chunks of 512 values: chunk k holds

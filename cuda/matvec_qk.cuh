@@ -316,46 +316,49 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
  * a block-lane by tools/mv8-sass.py), the last with them; the same
  * operations in the same order either way.
  */
+/* One iteration of mvk_row from block b0: FULL, every group's D blocks in
+ * the row (no row-end tests); else the tests, a block past the end
+ * adding nothing. */
+template <int T, int M, int L, int D, int FULL>
+__device__ __forceinline__ void
+mvk_step(const uint8_t *__restrict__ wr, int b0, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
+{
+	enum { BS = mvk_bs<T>::v, NG = 32 / L };
+	struct mvk_w<L> w[D];
+	int b = b0 + lane / L, i = lane % L;
+	int64_t ne0 = (int64_t)nb * 256;
+
+#pragma unroll
+	for (int k = 0; k < D; k++) {
+		if (FULL || b + k * NG < nb)
+			mvk_load<T, L>(wr + (size_t)(b + k * NG) * BS, i, &w[k]);
+		else
+			w[k] = mvk_w<L>();
+	}
+#pragma unroll
+	for (int k = 0; k < D; k++)
+		if (FULL || k == 0 || b0 + k * NG < nb)	/* warp-uniform */
+			mvk_block<T, M, L>(&w[k], FULL || b + k * NG < nb, b + k * NG, i, ne0, q, dk,
+			    bs, m, acc);
+}
+
 template <int T, int M, int L, int D = 2>
 __device__ __forceinline__ void
 mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
 {
-	enum { BS = mvk_bs<T>::v, NG = 32 / L };
-	int g = lane / L, i = lane % L;
-	int64_t ne0 = (int64_t)nb * 256;
+	enum { NG = 32 / L };
 
 	static_assert(D == 2 || D == 4, "mvk_row: 2 or 4 blocks in flight a group");
 #pragma unroll
 	for (int j = 0; j < M; j++)
 		acc[j] = 0.0f;
 	int b0 = 0;
-	for (; b0 + D * NG <= nb; b0 += D * NG) {	/* every group's D blocks in the row */
-		struct mvk_w<L> w[D];
-		int b = b0 + g;
-#pragma unroll
-		for (int k = 0; k < D; k++)
-			mvk_load<T, L>(wr + (size_t)(b + k * NG) * BS, i, &w[k]);
-#pragma unroll
-		for (int k = 0; k < D; k++)
-			mvk_block<T, M, L>(&w[k], 1, b + k * NG, i, ne0, q, dk, bs, m, acc);
-	}
-	if (b0 < nb) {	/* the row's last blocks (warp-uniform), as above where on */
-		struct mvk_w<L> w[D];
-		int b = b0 + g;
-#pragma unroll
-		for (int k = 0; k < D; k++) {
-			if (b + k * NG < nb)
-				mvk_load<T, L>(wr + (size_t)(b + k * NG) * BS, i, &w[k]);
-			else
-				w[k] = mvk_w<L>();
-		}
-#pragma unroll
-		for (int k = 0; k < D; k++)
-			if (k == 0 || b0 + k * NG < nb)	/* warp-uniform */
-				mvk_block<T, M, L>(&w[k], b + k * NG < nb, b + k * NG, i, ne0, q, dk,
-				    bs, m, acc);
-	}
+	for (; b0 + D * NG <= nb; b0 += D * NG)	/* every group's D blocks in the row */
+		mvk_step<T, M, L, D, 1>(wr, b0, nb, q, dk, bs, m, lane, acc);
+	if (b0 < nb)	/* the row's last blocks (warp-uniform) */
+		mvk_step<T, M, L, D, 0>(wr, b0, nb, q, dk, bs, m, lane, acc);
 }
 
 /*
@@ -371,14 +374,38 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
  * not each block's address from its index; the iterations where every
  * group has both its blocks without the row-end tests, the last with them.
  */
+/* One iteration of mvk_row_x4 from block b0, its groups at G and G + gs
+ * (block kk of each): FULL as mvk_step's. */
+template <int M, int L, int FULL>
+__device__ __forceinline__ void
+mvk_step_x4(const uint8_t *G, int gs, int kk, int b0, int nb, const int8_t *__restrict__ q,
+    const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
+{
+	enum { NG = 32 / L };
+	struct mvk_w<L> w0, w1;
+	int b = b0 + lane / L, i = lane % L, on0 = FULL || b < nb, on1 = FULL || b + NG < nb;
+	int64_t ne0 = (int64_t)nb * 256;
+
+	if (on0)
+		q6_load<L>(q6_x4{ G, kk }, i, &w0);
+	else
+		w0 = mvk_w<L>();
+	if (on1)
+		q6_load<L>(q6_x4{ G + gs, kk }, i, &w1);
+	else
+		w1 = mvk_w<L>();
+	mvk_block<QK_T_Q6_K, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
+	if (FULL || b0 + NG < nb)	/* warp-uniform */
+		mvk_block<QK_T_Q6_K, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
+}
+
 template <int M, int L>
 __device__ __forceinline__ void
 mvk_row_x4(const uint8_t *__restrict__ W, int64_t rb0, int nb, const int8_t *__restrict__ q,
     const float *__restrict__ dk, const int16_t *__restrict__ bs, int m, int lane, float *acc)
 {
 	enum { NG = 32 / L };
-	int g = lane / L, i = lane % L;
-	int64_t ne0 = (int64_t)nb * 256;
+	int g = lane / L;
 
 #pragma unroll
 	for (int j = 0; j < M; j++)
@@ -388,28 +415,10 @@ mvk_row_x4(const uint8_t *__restrict__ W, int64_t rb0, int nb, const int8_t *__r
 	enum { GS = NG / 4 * Q6P_GROUP };
 	const uint8_t *G = W + q6p_group(rb0 + g);
 	int kk = (int)((rb0 + g) & 3), b0 = 0;
-	for (; b0 + 2 * NG <= nb; b0 += 2 * NG, G += 2 * GS) {	/* every group's two blocks */
-		struct mvk_w<L> w0, w1;
-		q6_load<L>(q6_x4{ G, kk }, i, &w0);
-		q6_load<L>(q6_x4{ G + GS, kk }, i, &w1);
-		mvk_block<QK_T_Q6_K, M, L>(&w0, 1, b0 + g, i, ne0, q, dk, bs, m, acc);
-		mvk_block<QK_T_Q6_K, M, L>(&w1, 1, b0 + g + NG, i, ne0, q, dk, bs, m, acc);
-	}
-	if (b0 < nb) {	/* the row's last blocks (warp-uniform), as above where on */
-		struct mvk_w<L> w0, w1;
-		int b = b0 + g, on0 = b < nb, on1 = b + NG < nb;
-		if (on0)
-			q6_load<L>(q6_x4{ G, kk }, i, &w0);
-		else
-			w0 = mvk_w<L>();
-		if (on1)
-			q6_load<L>(q6_x4{ G + GS, kk }, i, &w1);
-		else
-			w1 = mvk_w<L>();
-		mvk_block<QK_T_Q6_K, M, L>(&w0, on0, b, i, ne0, q, dk, bs, m, acc);
-		if (b0 + NG < nb)	/* warp-uniform */
-			mvk_block<QK_T_Q6_K, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
-	}
+	for (; b0 + 2 * NG <= nb; b0 += 2 * NG, G += 2 * GS)	/* every group's two blocks */
+		mvk_step_x4<M, L, 1>(G, GS, kk, b0, nb, q, dk, bs, m, lane, acc);
+	if (b0 < nb)	/* the row's last blocks (warp-uniform) */
+		mvk_step_x4<M, L, 0>(G, GS, kk, b0, nb, q, dk, bs, m, lane, acc);
 }
 
 /*

@@ -129,7 +129,7 @@ static inline void hw16(int t, const uint8_t *blk, int h, uint32_t w[4], float *
 
 	if (t == QUANT_Q5_0) {
 		unsigned aq = (unsigned)((uintptr_t)(blk + 6) & 2), back = aq == 0 && h == 0 ? 4 : 0;
-		unsigned fs = 8 * (aq + back) + (h ? 1 : 0) - (h ? 0 : 3);
+		unsigned fs = 8 * (aq + back) + 4 * (unsigned)h - 3;
 		const uint8_t *p = blk + 6 - aq - back;
 		uint32_t P[5], nq = qhh ^ 0xFFFFu;
 		uint32_t hq[4] = { nq & 0xF, nq & 0xF0, nq >> 8 & 0xF, nq >> 12 };
