@@ -1,11 +1,12 @@
 bats_require_minimum_version 1.5.0
 # The CPU models of CUDA kernels in tools/*-emu.* (no GPU needed), each built
 # as its header comment says, into the test's temporary directory, and run
-# to its verdict line.  Five compile the kernels' own text (attn-prefill,
+# to its verdict line.  Six compile the kernels' own text (attn-prefill,
 # gdn-chunk, gdn-step: the .cuh files cuda/ includes; matvec-qkt-emu -k:
 # cuda/matvec_qkt.cuh's device code through tools/matvec-qkt-kern.cc, with
 # k_mvk's and k_iq4's from matvec_qk.cuh, matvec_iq4.cuh and gpu_iq4.cuh;
-# moe-gemm-kern: cuda/moe_gemm.cuh's, k_moe_gemm),
+# matvec-q8-emu -k: k_mv8's rows, cuda/matvec_q8.cuh, through
+# tools/matvec-q8-kern.cc; moe-gemm-kern: cuda/moe_gemm.cuh's, k_moe_gemm),
 # so a change there that breaks their indexing, masks or bit-for-bit
 # properties fails here.  The others (matvec-*, mmq, norm-q8) replay the
 # kernels by hand in C and compare with lib/quant: they fail when lib/quant
@@ -103,6 +104,65 @@ emu_cc() {
 	emu_run "$D/matvec-q8-emu"
 	[[ $output != *FAIL* ]]
 	[ "${lines[-1]}" = "OK (0 failures)" ]
+}
+
+# q8_pert N: the sed expression that breaks cuda/matvec_q8.cuh's text in place N (1: Q4_0's
+# funnel shift, 2: Q5_0's fifth word, 3: Q8_0's halves read from the wrong word offset:
+# misaligned loads of the right bytes, which UBSan catches where the bits cannot,
+# 4: Q5_1's high qh bits)
+q8_pert() {
+	case $1 in
+	1) echo 's/8u \* al;/8u * (al ^ 2u);/' ;;
+	2) echo 's/P\[4\] = p\[aq == 0 \&\& h ? 3 : 4\];/P[4] = p[3];/' ;;
+	3) echo 's/mv8_ld16(blk8 + 2 + 16 \* h, al ^ 2, w);/mv8_ld16(blk8 + 2 + 16 * h, al, w);/' ;;
+	4) echo 's/(qh >> (4 \* i + 16) \& 0xF)/(qh >> (4 * i + 15) \& 0xF)/' ;;
+	esac
+}
+
+# q8_kern DIR [-I...]: tools/matvec-q8-emu.c built with -DQ8_KERN and
+# tools/matvec-q8-kern.cc (its includes searched first in the options given) into
+# DIR/emu, under ASan and UBSan where the compiler has them ($san)
+q8_kern() {
+	local d=$1
+	shift
+	mkdir -p "$d"
+	g++ -O1 $san -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wno-unknown-pragmas \
+	    "$@" -Icuda -Ilib -c -o "$d/kern.o" tools/matvec-q8-kern.cc &&
+	    cc -O1 $san -ffp-contract=off -std=c11 -D_GNU_SOURCE -DQ8_KERN -Ilib -o "$d/emu" \
+	    tools/matvec-q8-emu.c "$d/kern.o" lib/quant*.c lib/util.c -lm -lstdc++
+}
+
+# q8_try DIR [-I...]: q8_kern, then DIR/emu run
+q8_try() {
+	q8_kern "$@" && "$1/emu"
+}
+
+@test "matvec-q8-emu -k: cuda/matvec_q8.cuh's own device code (k_mv8's rows: Q8_0 by one lane a block or two, Q4_0, Q5_0, Q4_1, Q5_1), lane by lane under ASan and UBSan, gives the model's bits at every M of k_mv8 and the grouped kernels, reading nothing past the aligned word of the rows' last byte; each broken text fails" {
+	need_cc
+	need_cxx c++17 vector
+	san=
+	printf 'int main(void) { return 0; }\n' | cc -fsanitize=address,undefined -x c \
+	    -o "$D/san-probe" - >/dev/null 2>&1 &&
+		san='-fsanitize=address,undefined -fno-sanitize-recover=all'
+	[ -n "$san" ] || [ "${MEMRA_REQUIRE_PEERS:-0}" != 1 ] ||
+		{ echo "cc has no ASan/UBSan (MEMRA_REQUIRE_PEERS=1)"; false; }
+	for p in 1 2 3 4; do	# (built and run in the background: a failed build fails below)
+		mkdir -p "$D/p$p/inc"
+		sed "$(q8_pert "$p")" cuda/matvec_q8.cuh >"$D/p$p/inc/matvec_q8.cuh"
+		! cmp -s cuda/matvec_q8.cuh "$D/p$p/inc/matvec_q8.cuh" || false	# (it took)
+		emu_bg "p$p" q8_try "$D/p$p" "-I$D/p$p/inc"
+	done
+	emu_run q8_try "$D/k"
+	[[ $output != *FAIL* ]]
+	[[ $output =~ $'\n'"k_mv8's text (cuda/matvec_q8.cuh) against the model: "[1-9][0-9]*" products"$'\n' ]]
+	[ "${lines[-1]}" = "OK (0 failures)" ]
+	for p in 1 2 4; do
+		emu_wait "p$p" 1
+		[[ $output == *$'\nFAIL '*"k_mv8's text at M="*" differs"* ]]
+	done
+	[ -z "$san" ] && skip "no sanitizers: the misaligned text (3) is not caught"
+	emu_wait p3 1
+	[[ $output == *"runtime error: load of misaligned address"* ]]
 }
 
 @test "matvec-q8tc-emu: k_mv8t and the experts' k_moe_mv8t give k_mv8's bits (Q8_0, NVFP4, Q4_0, Q5_0), and each perturbed model fails" {

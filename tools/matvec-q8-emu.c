@@ -39,6 +39,10 @@
  * k_mv8s runs the same mv8_block on a shared-memory copy of the bytes:
  * the same model.
  * Keep it in step with the kernel.
+ * Built with -DQ8_KERN and tools/matvec-q8-kern.cc, every product of
+ * those types but NVFP4 is also run by the kernel's own text
+ * (cuda/matvec_q8.cuh's mv8_row, lane by lane, and the butterfly) at M = m
+ * and at the least power of two M >= m, and must give these bits.
  * make check runs it as below, in a temporary directory (t/emu.bats):
  *   cc -O1 -ffp-contract=off -std=c11 -D_GNU_SOURCE -Ilib -o /tmp/emu8 \
  *       tools/matvec-q8-emu.c lib/quant*.c lib/util.c -lm && /tmp/emu8
@@ -274,6 +278,36 @@ static void check(int cond, const char *what)
 	}
 }
 
+#ifdef Q8_KERN
+/* tools/matvec-q8-kern.cc: cuda/matvec_q8.cuh's text, k_mv8's warp */
+int kern_mv8(int t, int L, int M, const uint8_t *wr, int nb, const int8_t *q, const float *dx,
+    const float *sx, int m, float *y);
+
+static int nkern;	/* products of the kernel's text compared with warp()'s */
+
+/* The kernel's text for the row at w, at M = m (k_mv8) and at the least
+ * power of two M >= m (k_moe_mv8g's rows), the same bits as y (warp()) */
+static void kern_check(int t, const uint8_t *w, const struct xin *X, int m, const float *y,
+    int rows, int ne0, int r)
+{
+	int L = t == QUANT_Q4_0 || t == QUANT_Q5_0 || (t == QUANT_Q8_0 && lanes == 2) ? 2 : 1;
+	int p2 = 1;
+	char what[96];
+
+	while (p2 < m)
+		p2 *= 2;
+	for (int M = m; ; M = p2) {
+		float yk[MAXM];
+		int rc = kern_mv8(t, L, M, w, X->nb, X->q, X->dx, X->sx, m, yk);
+		snprintf(what, sizeof what, "%s L=%d %dx%d row %d m=%d: k_mv8's text at M=%d%s",
+		    quant_name(t), L, rows, ne0, r, m, M, rc ? " has no instance" : " differs");
+		check(rc == 0 && memcmp(yk, y, sizeof(float) * m) == 0, what), nkern++;
+		if (M == p2)
+			break;
+	}
+}
+#endif
+
 /* every byte in every position of the scale word; every code in every
  * nibble of a code word (the other nibbles random), both decodes */
 static void exhaustive(void)
@@ -410,13 +444,18 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 	int nb = ne0 / 32, blk = t == QUANT_NVFP4 ? 64 : 32, nbw = ne0 / blk;
 	size_t rb = quant_row_size(t, ne0), xb = quant_row_size(quant_vec_dot_type(t), ne0);
 	int bs = (int)(rb / nbw);
-	/* (16 bytes past the rows, as gpu_alloc: Q4_0's words read past its last block) */
-	uint8_t *w = malloc(rb * rows + 16), *xq = malloc(xb * m), *wp = malloc(rb * rows + 16);
+	/* (wp, the rows the kernels read: to the end of the aligned word that
+	 * holds their last byte, no further (Q4_0's and Q5_0's words read up to
+	 * 2 bytes past a block, inside that word; gpu_alloc pads by 16), which
+	 * ASan holds the -k build's kernel text and the model to) */
+	uint8_t *w = malloc(rb * rows + 16), *xq = malloc(xb * m);
+	uint8_t *wp = malloc((rb * rows + 3) & ~(size_t)3);
 	uint8_t *wu = malloc(rb);
 	float *x = malloc(sizeof(float) * ne0 * m), *wf = malloc(sizeof(float) * ne0);
 	float *xf = malloc(sizeof(float) * ne0 * m);
-	struct xin X = { malloc((size_t)m * ne0), malloc(sizeof(float) * m * nb),
-	    malloc(sizeof(float) * m * nb), nb };
+	/* (MAXM rows: a kernel instance of more rows than m reads the rest) */
+	struct xin X = { malloc((size_t)MAXM * ne0), malloc(sizeof(float) * MAXM * nb),
+	    malloc(sizeof(float) * MAXM * nb), nb };
 	char what[96];
 
 	for (int r = 0; r < rows; r++) {
@@ -452,6 +491,8 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 		}
 	else
 		memcpy(wp, w, rb * rows);
+	for (size_t i = rb * rows; i < ((rb * rows + 3) & ~(size_t)3); i++)	/* read, not kept */
+		wp[i] = (uint8_t)rnd();
 	for (int j = 0; j < m; j++) {
 		float *xr = x + (size_t)j * ne0;
 		for (int i = 0; i < ne0; i++)
@@ -468,9 +509,17 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 				xf[(size_t)j * ne0 + b * 32 + k] = X.dx[j * nb + b] * (float)X.q[(size_t)j * ne0 + b * 32 + k];
 		}
 	}
+	for (size_t i = (size_t)m * ne0; i < (size_t)MAXM * ne0; i++)	/* rows read, dropped */
+		X.q[i] = (int8_t)rnd();
+	for (int i = m * nb; i < MAXM * nb; i++)
+		X.dx[i] = unif(-1, 1), X.sx[i] = unif(-1, 1);
 	for (int r = 0; r < rows; r++) {
 		float y[MAXM], y1[MAXM];
 		warp(t, wp + r * rb, bs, nbw, &X, m, y);
+#ifdef Q8_KERN
+		if (t != QUANT_NVFP4)
+			kern_check(t, wp + r * rb, &X, m, y, rows, ne0, r);
+#endif
 		quant_dequantize_row(t, w + r * rb, wf, ne0);
 		for (int j = 0; j < m; j++) {
 			struct xin X1 = { X.q + (size_t)j * ne0, X.dx + j * nb, X.sx + j * nb, nb };
@@ -522,6 +571,9 @@ main(void)
 		    quant_name(t), t == QUANT_NVFP4 ? " (GPU layout, mv8_nv)" : lanes == 2 ||
 		    t == QUANT_Q4_0 || t == QUANT_Q5_0 ? " lane2" : "", count, worst);
 	}
+#ifdef Q8_KERN
+	printf("k_mv8's text (cuda/matvec_q8.cuh) against the model: %d products\n", nkern);
+#endif
 	printf("NVFP4 rows packed and unpacked: %d\n", nrows);
 	printf("NVFP4 sub-block sums differing from (float) of the plain kvalue dot: %d\n", nmagic);
 	nfail += nmagic;
