@@ -4,7 +4,7 @@
  * (gpu_matvec_q8) where its type takes them, the decode kernels up to the
  * step rows and the prompt GEMM beyond.  The fused forms (rmsnorm_matmul,
  * add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul, mul_sigmoid_matmul,
- * geglu_matmul) run the op before a product in the kernel that quantizes
+ * geglu_matmul, mlp) run the op before a product in the kernel that quantizes
  * the product's input when every weight takes the int8 path, with the
  * plain ops' arithmetic (the same bits); otherwise as the plain ops.
  */
@@ -383,6 +383,34 @@ cu_geglu_matmul(struct backend *be, float *g, const float *u, int m,
 	return product(be, w, g, y, m);
 }
 
+/*
+ * backend_mlp: gate and up in one launch (x quantized once); without a
+ * limit, SwiGLU in the kernel that quantizes the down product's input (a
+ * type pre_fusable takes, rows unpadded: as cu_ffn), else the activation's
+ * own kernel (gpu_swiglu, or gpu_swiglu_limit with lim > 0), then the down
+ * product.
+ */
+static int
+cu_mlp(struct backend *be, const struct backend_weight *wg, const struct backend_weight *wu,
+    const struct backend_weight *wd, const float *x, int m, float lim, float *f, float *u,
+    float *y)
+{
+	struct gpu *g = CB(be)->g;
+	const struct backend_weight *W[2] = { wg, wu };
+	float *Y[2] = { f, u };
+	int64_t n = (int64_t)m * wg->ne1;
+
+	if (products(be, 2, W, x, Y, m) != 0)
+		return -1;
+	if (lim == 0.0f && (fusable_type(g, wd->type, m) || (pre_fusable(g, wd->type, m) &&
+	    CW(wd)->ne0p == wd->ne0)))
+		return gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
+		    wd->ne0, m, y, wscale(wd)) ? gfail(be, "mlp") : 0;
+	if (lim > 0.0f ? gpu_swiglu_limit(g, f, u, f, n, lim) : gpu_swiglu(g, f, u, f, n))
+		return gfail(be, "mlp");
+	return product(be, wd, f, y, m);
+}
+
 /* backend_add_rmsnorm: one kernel (gpu_add_rmsnorm, the add's and the norm's bits). */
 static int
 cu_add_rmsnorm(struct backend *be, float *x, const float *t, const float *nw, float *y,
@@ -452,4 +480,5 @@ cu_ops_products(struct backend_ops *o)
 	o->add_rmsnorm = cu_add_rmsnorm;
 	o->rmsnorm_pair = cu_rmsnorm_pair;
 	o->geglu_matmul = cu_geglu_matmul;
+	o->mlp = cu_mlp;
 }

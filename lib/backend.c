@@ -470,6 +470,36 @@ backend_matmul_swiglu(struct backend *be, const struct backend_weight *wg,
 }
 
 int
+backend_mlp(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, const struct backend_weight *wd, const float *x, int m,
+    float lim, float *f, float *u, float *y)
+{
+	int n_ff;
+
+	if (bad_weight(be, "mlp", wg) || bad_weight(be, "mlp", wu) || bad_weight(be, "mlp", wd))
+		return -1;
+	if (wg->ne0 != wu->ne0 || wg->ne1 != wu->ne1 || wd->ne0 != wg->ne1)
+		return util_err(be->err, "mlp: gate %lld x %lld, up %lld x %lld, down %lld x %lld",
+		    (long long)wg->ne1, (long long)wg->ne0, (long long)wu->ne1,
+		    (long long)wu->ne0, (long long)wd->ne1, (long long)wd->ne0);
+	if (!(lim >= 0))
+		return util_err(be->err, "mlp: limit %g", lim);
+	if (lim > 0 && be->ops->swiglu_limit == NULL)
+		return util_err(be->err, "mlp: backend '%s' has no SwiGLU limit", backend_name(be));
+	if (m <= 0)
+		return m < 0 ? util_err(be->err, "mlp: %d rows", m) : 0;
+	if (be->ops->mlp != NULL)
+		return be->ops->mlp(be, wg, wu, wd, x, m, lim, f, u, y);
+	n_ff = (int)wg->ne1;
+	if (lim > 0 ? be->ops->matmul(be, wg, x, (int)wg->ne0, f, n_ff, m) != 0 ||
+	    be->ops->matmul(be, wu, x, (int)wu->ne0, u, n_ff, m) != 0 ||
+	    be->ops->swiglu_limit(be, f, u, f, (size_t)m * n_ff, lim) != 0 :
+	    backend_matmul_swiglu(be, wg, wu, x, m, f) != 0)
+		return -1;
+	return be->ops->matmul(be, wd, f, n_ff, y, (int)wd->ne1, m);
+}
+
+int
 backend_add_rmsnorm_matmul(struct backend *be, float *x, const float *t, int m, int n,
     const float *nw, float eps, int nout, const struct backend_weight *const *W,
     float *const *y)

@@ -318,6 +318,21 @@ int	backend_mul_sigmoid_matmul(struct backend *, float *x, const float *g, int l
 int	backend_matmul_swiglu(struct backend *, const struct backend_weight *wg,
 	    const struct backend_weight *wu, const float *x, int m, float *y);
 
+/*
+ * A SwiGLU MLP on rows already normed (the shared experts of qwen35moe and
+ * step35, step35's dense layers): f[m][n_ff] = silu(x . Wg^T) * (x . Wu^T)
+ * (lim > 0: min(silu(g), lim) * clamp(u, -lim, lim), backend_swiglu_limit's),
+ * then y[m][wd->ne1] = f . Wd^T; x rows of wg->ne0 floats, contiguous, u
+ * [m][n_ff] scratch.  y overlaps none of x, f, u.  Equals
+ * backend_matmul_swiglu into f (lim > 0: backend_matmul by wg into f and
+ * by wu into u, then backend_swiglu_limit into f), then backend_matmul
+ * into y; a device backend quantizes f for the down product in the
+ * kernel that makes it.
+ */
+int	backend_mlp(struct backend *, const struct backend_weight *wg,
+	    const struct backend_weight *wu, const struct backend_weight *wd, const float *x,
+	    int m, float lim, float *f, float *u, float *y);
+
 /* y[i] = silu(g[i]) * u[i], i < n (y may be g or u). */
 int	backend_swiglu(struct backend *, const float *g, const float *u, float *y,
 	    size_t n);

@@ -217,6 +217,11 @@ struct backend_ops {
 	/* optional, fused: backend_moe_route_scale (NULL: moe_route, then moe_scale) */
 	int	(*moe_route_scale)(struct backend *, const float *, int, int, int, int,
 		    const float *, int32_t *, float *);
+	/* optional, fused: backend_mlp (NULL: matmul_swiglu or the products and
+	 * swiglu_limit, then matmul) */
+	int	(*mlp)(struct backend *, const struct backend_weight *,
+		    const struct backend_weight *, const struct backend_weight *, const float *,
+		    int, float, float *, float *, float *);
 };
 
 struct backend {

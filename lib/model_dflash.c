@@ -410,8 +410,8 @@ block_layer(struct model *D, struct model_layer *L, struct state *ds, int p0, in
 		return bfail(D, be);
 	if (v2 && conv(D, x->xn, B, 0, fb) != 0)
 		return -1;
-	if (backend_matmul_swiglu(be, &L->ffn_gate, &L->ffn_up, in, B, x->f) ||
-	    backend_matmul(be, &L->ffn_down, x->f, hp->n_ff, x->y, ne, B))
+	if (backend_mlp(be, &L->ffn_gate, &L->ffn_up, &L->ffn_down, in, B, 0.0f, x->f, x->u,
+	    x->y))
 		return bfail(D, be);
 	if (v2 && conv(D, x->y, B, 1, fb + kn) != 0)
 		return -1;

@@ -54,8 +54,8 @@ shared(struct model *md, struct model_layer *L, int m)
 
 	if (L->sh_up.data == NULL)
 		return 0;
-	if (backend_matmul_swiglu(be, &L->sh_gate, &L->sh_up, a->xn, m, a->f) ||
-	    backend_matmul(be, &L->sh_down, a->f, hp->n_ff_shexp, a->sh, ne, m) ||
+	if (backend_mlp(be, &L->sh_gate, &L->sh_up, &L->sh_down, a->xn, m, 0.0f, a->f, a->u,
+	    a->sh) ||
 	    backend_matmul(be, &L->sh_inp, a->xn, ne, a->sg, 1, m) ||
 	    backend_add_gated(be, a->t, ne, a->sh, ne, a->sg, 1, m, ne))
 		return fail(md);

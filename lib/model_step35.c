@@ -143,20 +143,14 @@ attention(struct model *md, struct model_layer *L, const struct model_seqs *g, c
 	return attn_out(md, L, g->m);
 }
 
-/* A SwiGLU of xn (m rows, width nf) with limit lim into y [m][n_embd]. */
+/* A SwiGLU MLP of xn (m rows) with limit lim into y [m][n_embd]. */
 static int
 swiglu(struct model *md, const struct backend_weight *wg, const struct backend_weight *wu,
-    const struct backend_weight *wd, int nf, float lim, int m, float *y)
+    const struct backend_weight *wd, float lim, int m, float *y)
 {
 	struct model_act *a = &md->act;
-	struct backend *be = md->be;
 
-	if (backend_matmul(be, wg, a->xn, md->hp.n_embd, a->f, nf, m) ||
-	    backend_matmul(be, wu, a->xn, md->hp.n_embd, a->u, nf, m) ||
-	    backend_swiglu_limit(be, a->f, a->u, a->f, (size_t)m * nf, lim) ||
-	    backend_matmul(be, wd, a->f, nf, y, md->hp.n_embd, m))
-		return fail(md);
-	return 0;
+	return backend_mlp(md->be, wg, wu, wd, a->xn, m, lim, a->f, a->u, y) ? fail(md) : 0;
 }
 
 /* Layer L's FFN (x += a->t first): dense, or routed experts plus the shared one; into a->t. */
@@ -168,14 +162,11 @@ ffn(struct model *md, struct model_layer *L, int m)
 	struct backend *be = md->be;
 	int ne = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used;
 
-	if (backend_add(be, a->x, a->t, (size_t)m * ne) ||
-	    backend_rmsnorm(be, a->x, ne, L->post_norm, a->xn, ne, m, ne, hp->eps))
+	if (backend_add_rmsnorm(be, a->x, a->t, L->post_norm, a->xn, hp->eps, m, ne))
 		return fail(md);
 	if (!L->sparse)
-		return swiglu(md, &L->ffn_gate, &L->ffn_up, &L->ffn_down, hp->n_ff, L->lim_sh, m,
-		    a->t);
-	if (swiglu(md, &L->sh_gate, &L->sh_up, &L->sh_down, hp->n_ff_shexp, L->lim_sh, m,
-	    a->sh) != 0)
+		return swiglu(md, &L->ffn_gate, &L->ffn_up, &L->ffn_down, L->lim_sh, m, a->t);
+	if (swiglu(md, &L->sh_gate, &L->sh_up, &L->sh_down, L->lim_sh, m, a->sh) != 0)
 		return -1;
 	if (backend_matmul(be, &L->router, a->xn, ne, a->rl, E, m) ||
 	    backend_moe_route_sigmoid(be, a->rl, E, m, E, k, L->exp_bias, hp->exp_norm,

@@ -376,7 +376,7 @@ fz_mag(struct bpair *p, const struct bw *b, const float *cx, int ld, int m, floa
 
 /*
  * The fused forms (backend_add_rmsnorm_matmul, ffn, rmsnorm_gated_matmul,
- * mul_sigmoid_matmul, geglu_matmul, norm_residual_matmul) on m rows of nh heads of hd,
+ * mul_sigmoid_matmul, geglu_matmul, mlp, norm_residual_matmul) on m rows of nh heads of hd,
  * products of nout rows of type t (scale s on the first weight): the GPU
  * against the CPU with the tolerances of the ops they fuse (what they
  * write back to their input too), and against the GPU's own plain ops
@@ -481,6 +481,32 @@ be_fuse(struct kc *k, struct bpair *p, int t, int m, int nh, int hd, int nout, f
 	mag = fz_mag(p, &wa, o.c[0], n, m, s);
 	fz_cmp(k, p, "be geglu_mm", shape, cy[0], gy[0], uy[0], (size_t)m * nout, mag, 2e-2);
 	free(mag);
+
+	/* the MLP on x as it is (a shared expert's, step35's): f = silu(gate) * up, with a limit
+	 * too (min(silu(g), L) * clamp(u, -L, L)); f o[6], scratch o[7], down into y; the plain
+	 * ops' up product in ux */
+	for (int li = 0; li < 2; li++) {
+		float lim = li ? 0.75f : 0.0f;
+		double *mn = xmalloc((size_t)m * nout * 8), *my = xmalloc((size_t)m * nout * 8);
+		fz_reset(p, &o, 0, ux);
+		BOTH(p, backend_mlp(p->c, &wa.c, &wb.c, &wd.c, o.c[0], m, lim, o.c[6], o.c[7], cy[0]),
+		    backend_mlp(p->g, &wa.g, &wb.g, &wd.g, o.g[0], m, lim, o.g[6], o.g[7], gy[0]));
+		if (lim > 0) {
+			bchk(p->g, backend_matmul(p->g, &wa.g, o.g[0], n, uy[1], nout, m));
+			bchk(p->g, backend_matmul(p->g, &wb.g, o.g[0], n, ux, nout, m));
+			bchk(p->g, backend_swiglu_limit(p->g, uy[1], ux, uy[1], (size_t)m * nout, lim));
+		} else
+			bchk(p->g, backend_matmul_swiglu(p->g, &wa.g, &wb.g, o.g[0], m, uy[1]));
+		bchk(p->g, backend_matmul(p->g, &wd.g, uy[1], nout, uy[0], n, m));
+		fused_mags(&wa, &wb, o.h[0], o.h[2], m, n, nout, mn, my);
+		fz_cmp(k, p, li ? "be mlp lim f" : "be mlp f", shape, o.c[6], o.g[6], uy[1],
+		    (size_t)m * nout, my, 2e-2);
+		free(mn), free(my);
+		mag = fz_mag(p, &wd, o.c[6], nout, m, s);
+		fz_cmp(k, p, li ? "be mlp lim" : "be mlp", shape, cy[0], gy[0], uy[0], (size_t)m * n,
+		    mag, 2e-2);
+		free(mag);
+	}
 
 	/* x = (x + rmsnorm(a) wa) s (Gemma-4's post-attention norm and residual add), norm,
 	 * two products: a o[1] (spent: last), wa o[4]'s first row, s 1 and a layer scalar's */

@@ -1941,6 +1941,57 @@ TEST(geglu_matmul_is_the_geglu_then_the_product)
 	free(g1), free(g2), free(u), free(y1), free(y2);
 }
 
+/*
+ * backend_mlp is the gate and up products, SwiGLU (with a limit: its
+ * clamps), then the down product, bit for bit; without a limit also
+ * backend_swiglu_limit's at 0 (step35's layers without a clamp, which
+ * called it so before).  Gate and up of two types (two passes on the CPU).
+ * Mismatched shapes, a negative limit and negative rows are refused.
+ */
+TEST(mlp_is_the_products_the_activation_then_the_down_product)
+{
+	enum { M = 3, N = 64, NF = 96 };
+	struct wbuf gb = make_weight(QUANT_Q8_0, N, NF), ub = make_weight(QUANT_F16, N, NF);
+	struct wbuf db = make_weight(QUANT_Q8_0, NF, N);
+	struct backend_weight wg, wu, wd;
+	float *x = rnd(M * N, 2), *f1 = malloc(M * NF * 4), *u1 = malloc(M * NF * 4);
+	float *f2 = malloc(M * NF * 4), *u2 = malloc(M * NF * 4), *y1 = malloc(M * N * 4);
+	float *y2 = malloc(M * N * 4), *y3 = malloc(M * N * 4);
+
+	CHECK(backend_weight_init(be1, &wg, QUANT_Q8_0, N, NF, gb.data, 1.0f) == 0);
+	CHECK(backend_weight_init(be1, &wu, QUANT_F16, N, NF, ub.data, 1.0f) == 0);
+	CHECK(backend_weight_init(be1, &wd, QUANT_Q8_0, NF, N, db.data, 1.0f) == 0);
+	for (int li = 0; li < 2; li++) {
+		float lim = li ? 1.25f : 0.0f;
+
+		CHECK(backend_mlp(be1, &wg, &wu, &wd, x, M, lim, f1, u1, y1) == 0);
+		CHECK(backend_matmul(be1, &wg, x, N, f2, NF, M) == 0);
+		CHECK(backend_matmul(be1, &wu, x, N, u2, NF, M) == 0);
+		if (li)
+			CHECK(backend_swiglu_limit(be1, f2, u2, f2, M * NF, lim) == 0);
+		else
+			CHECK(backend_swiglu(be1, f2, u2, f2, M * NF) == 0);
+		CHECK(backend_matmul(be1, &wd, f2, NF, y2, N, M) == 0);
+		CHECK(same(f1, f2, M * NF) && same(y1, y2, M * N));
+		if (!li) {	/* the unclamped limit's op: the same bits */
+			CHECK(backend_matmul(be1, &wu, x, N, u2, NF, M) == 0);
+			CHECK(backend_matmul(be1, &wg, x, N, f2, NF, M) == 0);
+			CHECK(backend_swiglu_limit(be1, f2, u2, f2, M * NF, 0.0f) == 0);
+			CHECK(backend_matmul(be1, &wd, f2, NF, y3, N, M) == 0);
+			CHECK(same(y1, y3, M * N));
+		}
+	}
+	CHECK(backend_mlp(be1, &wg, &wu, &wg, x, M, 0.0f, f1, u1, y1) == -1);	/* down's shape */
+	CHECK(backend_mlp(be1, &wg, &wd, &wd, x, M, 0.0f, f1, u1, y1) == -1);	/* up's shape */
+	CHECK(backend_mlp(be1, &wg, &wu, &wd, x, M, -1.0f, f1, u1, y1) == -1);
+	CHECK(backend_mlp(be1, &wg, &wu, &wd, x, -1, 0.0f, f1, u1, y1) == -1);
+	backend_weight_release(be1, &wg);
+	backend_weight_release(be1, &wu);
+	backend_weight_release(be1, &wd);
+	free_weight(&gb), free_weight(&ub), free_weight(&db);
+	free(x), free(f1), free(u1), free(f2), free(u2), free(y1), free(y2), free(y3);
+}
+
 /* backend_rmsnorm_pair is two backend_rmsnorm of x, the first scaled, bit for bit. */
 TEST(rmsnorm_pair_is_two_norms_of_one_row)
 {
@@ -2822,6 +2873,7 @@ main(void)
 	RUN(add_rmsnorm_is_the_add_then_the_norm);
 	RUN(rmsnorm_pair_is_two_norms_of_one_row);
 	RUN(geglu_matmul_is_the_geglu_then_the_product);
+	RUN(mlp_is_the_products_the_activation_then_the_down_product);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(an_image_block_over_a_ring_attends_as_over_the_whole_cache);
