@@ -119,10 +119,13 @@ cu_moe_geglu(struct backend *be, const struct backend_weight *wgu, int n_exp, co
 	    gfail(be, "moe_geglu") : 0;
 }
 
-/* The down product per slot (c->moe), then the weighted sum of each row's k into y. */
+/* The down product per slot (c->moe), then the weighted sum of each row's
+ * k into y, and (x not NULL) x or its gated form added in the same kernel
+ * (backend_moe_down_add). */
 static int
-cu_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp, const float *f,
-    int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
+cu_moe_down_add(struct backend *be, const struct backend_weight *wd, int n_exp,
+    const float *f, int m, const int32_t *ids, const float *w, int k, const float *x,
+    const float *gt, int ldg, float *y, int ldy)
 {
 	int64_t ne = wd->ne1 / n_exp, ns = (int64_t)m * k;
 	float *D = (float *)buf_get(be, &CB(be)->moe, (size_t)(ns * ne) * 4);
@@ -130,7 +133,15 @@ cu_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp, cons
 	if (D == NULL || ns > INT32_MAX ||
 	    moe_products(be, wd, n_exp, f, (int)wd->ne0, (int)ns, 1, ids, (int)ns, D))
 		return -1;
-	return gpu_moe_combine(CB(be)->g, D, m, k, ne, w, y, ldy) ? gfail(be, "moe_down") : 0;
+	return gpu_moe_combine_add(CB(be)->g, D, m, k, ne, w, y, ldy, x, gt, ldg) ?
+	    gfail(be, "moe_down") : 0;
+}
+
+static int
+cu_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp, const float *f,
+    int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
+{
+	return cu_moe_down_add(be, wd, n_exp, f, m, ids, w, k, NULL, NULL, 0, y, ldy);
 }
 
 static int
@@ -176,6 +187,7 @@ cu_ops_moe(struct backend_ops *o)
 	o->moe_route = cu_moe_route;
 	o->moe_swiglu = cu_moe_swiglu;
 	o->moe_down = cu_moe_down;
+	o->moe_down_add = cu_moe_down_add;
 	o->add_gated = cu_add_gated;
 	o->moe_geglu = cu_moe_geglu;
 	o->moe_scale = cu_moe_scale;

@@ -768,6 +768,12 @@ int	gpu_moe_route(struct gpu *g, int mode, const float *d_x, int64_t ldx, int m,
  * product and sum rounded), i < n, y's rows ldy floats apart. */
 int	gpu_moe_combine(struct gpu *g, const float *d_d, int m, int k, int64_t n, const float *d_w,
 	    float *d_y, int64_t ldy);
+/* gpu_moe_combine, then (d_x not NULL) y[r][i] += x[r][i] (d_g NULL: gpu_add's sum)
+ * or += sigmoid(g[r * ldg]) * x[r][i] (gpu_add_gated's), x [m][n]: those
+ * kernels' bits, in the one kernel. */
+int	gpu_moe_combine_add(struct gpu *g, const float *d_d, int m, int k, int64_t n,
+	    const float *d_w, float *d_y, int64_t ldy, const float *d_x, const float *d_g,
+	    int64_t ldg);
 /*
  * f[s][i] (s < ns, i < nf): GPU_MOE_SWIGLU silu(a[s][i]) * b[s][i], with
  * limit L > 0 min(silu(a), L) * clamp(b, -L, L); GPU_MOE_GEGLU

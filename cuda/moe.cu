@@ -131,9 +131,13 @@ gpu_moe_route(struct gpu *g, int mode, const float *d_x, int64_t ldx, int m, int
 	return 0;
 }
 
-/* y[r][i] = sum over j < k of w[r][j] * d[r k + j][i], the first product as is. */
+/* y[r][i] = sum over j < k of w[r][j] * d[r k + j][i], the first product as
+ * is; then A 1: + x[r][i] (k_binary's add), A 2: + sigmoid(gt[r ldg]) *
+ * x[r][i] (k_add_gated's), x [m][n]. */
+template <int A>
 __global__ void
-k_moe_combine(const float *d, int m, int k, int64_t n, const float *w, float *y, int64_t ldy)
+k_moe_combine(const float *d, int m, int k, int64_t n, const float *w, float *y, int64_t ldy,
+    const float *x, const float *gt, int64_t ldg)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r, c;
 
@@ -147,21 +151,37 @@ k_moe_combine(const float *d, int m, int k, int64_t n, const float *w, float *y,
 		float v = __fmul_rn(w[s], d[s * n + c]);
 		acc = j == 0 ? v : __fadd_rn(acc, v);
 	}
+	if (A == 1)
+		acc = __fadd_rn(acc, x[i]);
+	else if (A == 2)
+		acc = __fadd_rn(acc, __fmul_rn(gpu_sigmoid(gt[r * ldg]), x[i]));
 	y[r * ldy + c] = acc;
+}
+
+extern "C" int
+gpu_moe_combine_add(struct gpu *g, const float *d_d, int m, int k, int64_t n, const float *d_w,
+    float *d_y, int64_t ldy, const float *d_x, const float *d_g, int64_t ldg)
+{
+	int64_t t = (int64_t)m * n;
+	unsigned nb = (unsigned)((t + 255) / 256);
+
+	if (m < 1 || k < 1 || n < 1 || ldy < n || (d_g != NULL && (d_x == NULL || ldg < 1)))
+		return gpu_fail(g, "moe combine: %d rows of %lld, %d experts each", m, (long long)n, k);
+	if (d_g != NULL)
+		gpu_launch(g, k_moe_combine<2>, nb, 256, 0, d_d, m, k, n, d_w, d_y, ldy, d_x, d_g, ldg);
+	else if (d_x != NULL)
+		gpu_launch(g, k_moe_combine<1>, nb, 256, 0, d_d, m, k, n, d_w, d_y, ldy, d_x, d_g, ldg);
+	else
+		gpu_launch(g, k_moe_combine<0>, nb, 256, 0, d_d, m, k, n, d_w, d_y, ldy, d_x, d_g, ldg);
+	GPU_LAUNCHED(g, "moe combine");
+	return 0;
 }
 
 extern "C" int
 gpu_moe_combine(struct gpu *g, const float *d_d, int m, int k, int64_t n, const float *d_w,
     float *d_y, int64_t ldy)
 {
-	int64_t t = (int64_t)m * n;
-
-	if (m < 1 || k < 1 || n < 1 || ldy < n)
-		return gpu_fail(g, "moe combine: %d rows of %lld, %d experts each", m, (long long)n, k);
-	gpu_launch(g, k_moe_combine, (unsigned)((t + 255) / 256), 256, 0, d_d, m, k, n, d_w, d_y,
-	    ldy);
-	GPU_LAUNCHED(g, "moe combine");
-	return 0;
+	return gpu_moe_combine_add(g, d_d, m, k, n, d_w, d_y, ldy, NULL, NULL, 0);
 }
 
 /* min(silu(g), L) * clamp(u, -L, L) for L > 0 (NaN passes), silu(g) * u for L = 0. */

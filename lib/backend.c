@@ -1506,6 +1506,38 @@ backend_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp,
 }
 
 int
+backend_moe_down_add(struct backend *be, const struct backend_weight *wd, int n_exp,
+    const float *f, int m, const int32_t *ids, const float *w, int k, const float *x,
+    const float *g, int ldg, float *y, int ldy)
+{
+	int n;
+
+	if (no_moe(be, "moe_down_add") || bad_stack(be, "moe_down_add", wd, n_exp, 0))
+		return -1;
+	n = (int)(wd->ne1 / n_exp);
+	if (bad_rows(be, "moe_down_add", ldy, n, m))
+		return -1;
+	if (k < 1 || k > n_exp)
+		return util_err(be->err, "moe_down_add: %d of %d experts", k, n_exp);
+	if (g != NULL && ldg < 1)
+		return util_err(be->err, "moe_down_add: gate stride %d", ldg);
+	if (m == 0)
+		return 0;
+	if (be->ops->moe_down_add != NULL)
+		return be->ops->moe_down_add(be, wd, n_exp, f, m, ids, w, k, x, g, ldg, y, ldy);
+	if (be->ops->moe_down(be, wd, n_exp, f, m, ids, w, k, y, ldy) != 0)
+		return -1;
+	if (g != NULL)
+		return be->ops->add_gated(be, y, ldy, x, n, g, ldg, m, n);
+	if (ldy == n)
+		return be->ops->add(be, y, x, (size_t)m * n);
+	for (int r = 0; r < m; r++)
+		if (be->ops->add(be, y + (size_t)r * ldy, x + (size_t)r * n, (size_t)n) != 0)
+			return -1;
+	return 0;
+}
+
+int
 backend_add_gated(struct backend *be, float *y, int ldy, const float *x, int ldx,
     const float *g, int ldg, int m, int n)
 {

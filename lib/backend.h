@@ -783,6 +783,17 @@ int	backend_moe_down(struct backend *, const struct backend_weight *wd, int n_ex
 	    int ldy);
 int	backend_add_gated(struct backend *, float *y, int ldy, const float *x, int ldx,
 	    const float *g, int ldg, int m, int n);
+/*
+ * The routed experts' down side and the shared expert's sum in one op:
+ * backend_moe_down into y, then y[r][i] += x[r][i] (x [m][n] contiguous, n
+ * = wd->ne1 / n_exp; g NULL: backend_add's sum, step35's) or += sigmoid(g[r
+ * * ldg]) * x[r][i] (backend_add_gated's, qwen35moe's).  Equals the two
+ * ops bit for bit; a device backend adds in the kernel that sums the
+ * experts.  x overlaps neither f nor y.
+ */
+int	backend_moe_down_add(struct backend *, const struct backend_weight *wd, int n_exp,
+	    const float *f, int m, const int32_t *ids, const float *w, int k, const float *x,
+	    const float *g, int ldg, float *y, int ldy);
 
 /*
  * Gemma-4's ops (transformers' Gemma4TextModel numerics, float32):

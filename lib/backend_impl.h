@@ -133,6 +133,10 @@ struct backend_ops {
 		    int, const int32_t *, const float *, int, float *, int);
 	int	(*add_gated)(struct backend *, float *, int, const float *, int, const float *,
 		    int, int, int);
+	/* optional, fused: backend_moe_down_add (NULL: moe_down, then add or add_gated) */
+	int	(*moe_down_add)(struct backend *, const struct backend_weight *, int,
+		    const float *, int, const int32_t *, const float *, int, const float *,
+		    const float *, int, float *, int);
 	/* optional, Gemma-4's ops (backend_gemma): NULL cannot run one; a
 	 * backend with them (or step35's) honours backend_attn.window */
 	int	(*geglu)(struct backend *, const float *, int, const float *, int, float *,

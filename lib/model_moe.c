@@ -43,7 +43,8 @@ model_moe_act(struct model *md, int cap)
 	return 0;
 }
 
-/* The shared expert of xn (m rows), gated, added into y (a->t). */
+/* The shared expert of xn (m rows) into a->sh and its gate's logit into
+ * a->sg (backend_moe_down_add adds the gated sum). */
 static int
 shared(struct model *md, struct model_layer *L, int m)
 {
@@ -52,12 +53,9 @@ shared(struct model *md, struct model_layer *L, int m)
 	struct backend *be = md->be;
 	int ne = hp->n_embd;
 
-	if (L->sh_up.data == NULL)
-		return 0;
 	if (backend_mlp(be, &L->sh_gate, &L->sh_up, &L->sh_down, a->xn, m, 0.0f, a->f, a->u,
 	    a->sh) ||
-	    backend_matmul(be, &L->sh_inp, a->xn, ne, a->sg, 1, m) ||
-	    backend_add_gated(be, a->t, ne, a->sh, ne, a->sg, 1, m, ne))
+	    backend_matmul(be, &L->sh_inp, a->xn, ne, a->sg, 1, m))
 		return fail(md);
 	return 0;
 }
@@ -68,14 +66,20 @@ model_moe_ffn(struct model *md, struct model_layer *L, int m)
 	const struct model_hparams *hp = &md->hp;
 	struct model_act *a = &md->act;
 	struct backend *be = md->be;
-	int ne = hp->n_embd, n = hp->n_expert, k = hp->n_expert_used;
+	int ne = hp->n_embd, n = hp->n_expert, k = hp->n_expert_used, sh = L->sh_up.data != NULL;
 
 	if (backend_add_rmsnorm(be, a->x, a->t, L->post_norm, a->xn, hp->eps, m, ne) ||
 	    backend_matmul(be, &L->router, a->xn, ne, a->rl, n, m) ||
 	    backend_moe_route(be, a->rl, n, m, n, k, a->rid, a->rw) ||
 	    backend_moe_swiglu(be, &L->exp_gate, &L->exp_up, n, a->xn, ne, m, a->rid, k,
-	    a->ef) ||
-	    backend_moe_down(be, &L->exp_down, n, a->ef, m, a->rid, a->rw, k, a->t, ne))
+	    a->ef))
 		return fail(md);
-	return shared(md, L, m);
+	if (sh && shared(md, L, m) != 0)
+		return -1;
+	/* the experts' weighted sum, plus the gated shared expert's */
+	if (sh ? backend_moe_down_add(be, &L->exp_down, n, a->ef, m, a->rid, a->rw, k, a->sh,
+	    a->sg, 1, a->t, ne) : backend_moe_down(be, &L->exp_down, n, a->ef, m, a->rid, a->rw,
+	    k, a->t, ne))
+		return fail(md);
+	return 0;
 }

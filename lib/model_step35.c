@@ -173,8 +173,8 @@ ffn(struct model *md, struct model_layer *L, int m)
 	    hp->exp_scale, a->rid, a->rw) ||
 	    backend_moe_swiglu_limit(be, &L->exp_gate, &L->exp_up, E, a->xn, ne, m, a->rid, k,
 	    L->lim_exp, a->ef) ||
-	    backend_moe_down(be, &L->exp_down, E, a->ef, m, a->rid, a->rw, k, a->t, ne) ||
-	    backend_add(be, a->t, a->sh, (size_t)m * ne))
+	    backend_moe_down_add(be, &L->exp_down, E, a->ef, m, a->rid, a->rw, k, a->sh, NULL, 0,
+	    a->t, ne))
 		return fail(md);
 	return 0;
 }

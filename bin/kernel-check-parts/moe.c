@@ -227,6 +227,58 @@ be_moe_geglu(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int
 }
 
 /*
+ * be_moe_down's backend_moe_down_add: its down side plus x [m][ne] (a gate
+ * NULL: step35's sum) or plus sigmoid(g[r]) x (qwen35moe's gated shared
+ * expert), the rows' pads as the plain op's (y starts as its result, hc on
+ * the CPU): the GPU against the CPU (mag plus |x|), and bit for bit against
+ * the GPU's backend_moe_down then backend_add or backend_add_gated.
+ */
+static void
+moe_down_add_check(struct kc *k, struct bpair *p, const struct bw *wd, int n_exp, int ne, int m,
+    int kk, int ldy, const float *cf, const float *gf, const float *cw, const float *gw,
+    const float *cid, const float *gid, const float *hc, const double *mag, const char *shape,
+    int t)
+{
+	float *x = frand(k, (int64_t)m * ne, -2, 2), *gt = frand(k, m, -3, 3);
+	float *cx = bput(p->c, x, (size_t)m * ne), *gx = bput(p->g, x, (size_t)m * ne);
+	float *cg = bput(p->c, gt, m), *gg = bput(p->g, gt, m);
+	double *mx = xmalloc((size_t)m * ldy * 8);
+
+	for (int r = 0; r < m; r++)
+		for (int i = 0; i < ldy; i++)
+			mx[(size_t)r * ldy + i] = mag[(size_t)r * ldy + i] + (i < ne ?
+			    fabs((double)x[(size_t)r * ne + i]) : 0.0);
+	for (int gi = 0; gi < 2; gi++) {
+		float *cy = bput(p->c, hc, (size_t)m * ldy), *gy = bput(p->g, hc, (size_t)m * ldy);
+		float *uy = bput(p->g, hc, (size_t)m * ldy);
+		BOTH(p, backend_moe_down_add(p->c, &wd->c, n_exp, cf, m, (const int32_t *)cid, cw, kk,
+		    cx, gi ? cg : NULL, 1, cy, ldy), backend_moe_down_add(p->g, &wd->g, n_exp, gf, m,
+		    (const int32_t *)gid, gw, kk, gx, gi ? gg : NULL, 1, gy, ldy));
+		bchk(p->g, backend_moe_down(p->g, &wd->g, n_exp, gf, m, (const int32_t *)gid, gw, kk,
+		    uy, ldy));
+		if (gi)
+			bchk(p->g, backend_add_gated(p->g, uy, ldy, gx, ne, gg, 1, m, ne));
+		else
+			for (int r = 0; r < m; r++)
+				bchk(p->g, backend_add(p->g, uy + (size_t)r * ldy, gx + (size_t)r * ne,
+				    (size_t)ne));
+		float *hcy = bget(p->c, cy, (size_t)m * ldy), *hgy = bget(p->g, gy, (size_t)m * ldy);
+		float *huy = bget(p->g, uy, (size_t)m * ldy);
+		becmp(k, gi ? "be moe_down_add gated" : "be moe_down_add", shape, hgy, hcy, mx,
+		    (int64_t)m * ldy, moe_tol(t));
+		free(hgy);
+		hgy = bget(p->g, gy, (size_t)m * ldy);
+		bsame(k, gi ? "be moe_down_add gated =plain" : "be moe_down_add =plain", shape, hgy,
+		    huy, (int64_t)m * ldy);
+		free(hcy), free(hgy), free(huy);
+		backend_mfree(p->c, cy), backend_mfree(p->g, gy), backend_mfree(p->g, uy);
+	}
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx), backend_mfree(p->c, cg);
+	backend_mfree(p->g, gg);
+	free(x), free(gt), free(mx);
+}
+
+/*
  * backend_moe_down over m rows, kk of n_exp experts of ne rows of nf each
  * (type t, scale sd), into rows ldy = ne + pad: the GPU against the CPU
  * (magnitude sum_j |w_j| sum |wd f|), against the GPU's one-row
@@ -304,6 +356,8 @@ be_moe_down(struct kc *k, struct bpair *p, int t, int n_exp, int ne, int nf, int
 		free(h1), free(hg);
 		backend_mfree(p->g, g1);
 	}
+	moe_down_add_check(k, p, &wd, n_exp, ne, m, kk, ldy, cf, gf, cw, gw, cid, gid, hc, mag,
+	    shape, t);
 	moe_slices_free(p, ew, n_exp);
 	free(hd), free(yref), free(hc), free(f), free(w), free(ids), free(mag);
 	backend_mfree(p->g, dd);

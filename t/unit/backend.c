@@ -2697,6 +2697,43 @@ TEST(add_gated_adds_the_sigmoid_gated_rows)
 	CHECK(backend_moe(be1) == 1);
 }
 
+/*
+ * backend_moe_down_add is backend_moe_down, then backend_add_gated of x by
+ * g (qwen35moe's shared expert) or backend_add of x (g NULL: step35's), bit
+ * for bit, into contiguous rows and rows with a pad; a gate stride under 1
+ * with a gate and more picks than experts are refused.
+ */
+TEST(moe_down_add_is_the_down_side_then_the_shared_experts_sum)
+{
+	enum { E = 4, M = 3, K = 2, H = 64, I = 32, LD = H + 3 };
+	struct wbuf d = make_weight(QUANT_Q8_0, I, E * H);
+	struct backend_weight wd;
+	int32_t ids[M * K] = { 0, 3, 2, 1, 3, 2 };
+	float *f = rnd((size_t)M * K * I, 1), *w = rnd(M * K, 1), *x = rnd((size_t)M * H, 2);
+	float *g = rnd(2 * M, 3), *y1 = malloc((size_t)M * LD * 4), *y2 = malloc((size_t)M * LD * 4);
+
+	CHECK(backend_weight_init(be1, &wd, QUANT_Q8_0, I, E * H, d.data, 1) == 0);
+	for (int gi = 0; gi < 2; gi++)
+		for (int ld = H; ld <= LD; ld += LD - H) {
+			for (int i = 0; i < M * LD; i++)
+				y1[i] = y2[i] = 7.0f;	/* (the pad is left) */
+			CHECK(backend_moe_down_add(be1, &wd, E, f, M, ids, w, K, x, gi ? g : NULL, 2,
+			    y1, ld) == 0);
+			CHECK(backend_moe_down(be1, &wd, E, f, M, ids, w, K, y2, ld) == 0);
+			if (gi)
+				CHECK(backend_add_gated(be1, y2, ld, x, H, g, 2, M, H) == 0);
+			else
+				for (int r = 0; r < M; r++)
+					CHECK(backend_add(be1, y2 + (size_t)r * ld, x + (size_t)r * H, H) == 0);
+			CHECK(same(y1, y2, (size_t)M * LD));
+		}
+	CHECK(backend_moe_down_add(be1, &wd, E, f, M, ids, w, K, x, g, 0, y1, H) == -1);
+	CHECK(backend_moe_down_add(be1, &wd, E, f, M, ids, w, E + 1, x, g, 2, y1, H) == -1);
+	backend_weight_release(be1, &wd);
+	free_weight(&d);
+	free(f), free(w), free(x), free(g), free(y1), free(y2);
+}
+
 /* --- step35's ops --- */
 
 TEST(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased)
@@ -2874,6 +2911,7 @@ main(void)
 	RUN(rmsnorm_pair_is_two_norms_of_one_row);
 	RUN(geglu_matmul_is_the_geglu_then_the_product);
 	RUN(mlp_is_the_products_the_activation_then_the_down_product);
+	RUN(moe_down_add_is_the_down_side_then_the_shared_experts_sum);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(an_image_block_over_a_ring_attends_as_over_the_whole_cache);
