@@ -75,6 +75,21 @@ mv8_tab4(uint4 tab, int nb)
 	return make_uint4(0xF0F0F0F0u | z, tab.y, tab.z, MV8_MAGIC4 | z);
 }
 
+/* The dp4a sum of a block's 32 int8 weights (wq, 4 a word) with the 32
+ * int8 values at xq (16-byte aligned), from s0 (mv8_block's rows). */
+__device__ __forceinline__ int
+mv8_dot32(const int *wq, const int8_t *xq, int s0)
+{
+	const int4 *x4 = (const int4 *)xq;
+	int4 a = x4[0], c = x4[1];
+	int s = __dp4a(wq[0], a.x, s0);
+
+	s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
+	s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
+	s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
+	return __dp4a(wq[7], c.w, s);
+}
+
 /*
  * acc[j] += weight block b (bytes at blk) . block b of input row j, j <
  * M (the kernels are instances for every m = M: no test per row; a row's
@@ -114,13 +129,7 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			size_t xi = (size_t)j * nb + b;
-			const int4 *xq = (const int4 *)(q + xi * 32);
-			int4 a = xq[0], c = xq[1];
-			int s = __dp4a(wq[0], a.x, (int)tab.w);
-			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
-			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
-			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
-			s = __dp4a(wq[7], c.w, s);
+			int s = mv8_dot32(wq, q + xi * 32, (int)tab.w);
 			acc[j] = __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]);
 		}
 	} else {
@@ -146,13 +155,7 @@ mv8_block(const uint8_t *blk8, int b, int nb, const int8_t *__restrict__ q,
 #pragma unroll
 		for (int j = 0; j < M; j++) {
 			size_t xi = (size_t)j * nb + b;
-			const int4 *xq = (const int4 *)(q + xi * 32);
-			int4 a = xq[0], c = xq[1];
-			int s = __dp4a(wq[0], a.x, (int)tab.w);
-			s = __dp4a(wq[1], a.y, s), s = __dp4a(wq[2], a.z, s);
-			s = __dp4a(wq[3], a.w, s), s = __dp4a(wq[4], c.x, s);
-			s = __dp4a(wq[5], c.y, s), s = __dp4a(wq[6], c.z, s);
-			s = __dp4a(wq[7], c.w, s);
+			int s = mv8_dot32(wq, q + xi * 32, (int)tab.w);
 			acc[j] = __fmaf_rn(mw, sx[xi],
 			    __fmaf_rn(mv8_i2f(s), __fmul_rn(dw, dx[xi]), acc[j]));
 		}
