@@ -1,12 +1,13 @@
 bats_require_minimum_version 1.5.0
 # The CPU models of CUDA kernels in tools/*-emu.* (no GPU needed), each built
 # as its header comment says, into the test's temporary directory, and run
-# to its verdict line.  Six compile the kernels' own text (attn-prefill,
+# to its verdict line.  Seven compile the kernels' own text (attn-prefill,
 # gdn-chunk, gdn-step: the .cuh files cuda/ includes; matvec-qkt-emu -k:
 # cuda/matvec_qkt.cuh's device code through tools/matvec-qkt-kern.cc, with
 # k_mvk's and k_iq4's from matvec_qk.cuh, matvec_iq4.cuh and gpu_iq4.cuh;
 # matvec-q8-emu -k: k_mv8's rows, cuda/matvec_q8.cuh, through
-# tools/matvec-q8-kern.cc; moe-gemm-kern: cuda/moe_gemm.cuh's, k_moe_gemm),
+# tools/matvec-q8-kern.cc; moe-gemm-kern: cuda/moe_gemm.cuh's, k_moe_gemm;
+# moe-route-kern: cuda/moe_route.cuh's, k_moe_route),
 # so a change there that breaks their indexing, masks or bit-for-bit
 # properties fails here.  The others (matvec-*, mmq, norm-q8) replay the
 # kernels by hand in C and compare with lib/quant: they fail when lib/quant
@@ -275,6 +276,38 @@ q8_try() {
 	[ "$(grep -c ': OK$' <<<"$output")" -eq 9 ]
 	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
 	for p in 1 2 3 4; do
+		emu_wait "p$p" 1
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
+	done
+}
+
+@test "moe-route-kern: cuda/moe_route.cuh's own device code (k_moe_route), a warp's lanes with their shuffles, picks and weighs as the router's documented order for softmax and sigmoid routers, top 1 to 40 of 8 to 256 experts; broken texts and perturbed references fail" {
+	need_cxx c++17 vector
+	g++ -O1 -std=c++17 -ffp-contract=off -Wno-unknown-pragmas -Icuda -o "$D/rk" \
+	    tools/moe-route-kern.cc
+	# the text broken: a lane keeping its neighbour's pick; picks past 32 from the 34th
+	mkdir -p "$D/b1" "$D/b2"
+	sed 's/if (lane == j)$/if (lane == (j ^ 1))/' cuda/moe_route.cuh >"$D/b1/moe_route.cuh"
+	sed 's/for (int j = 32; j < k; j++) {/for (int j = 33; j < k; j++) {/' cuda/moe_route.cuh \
+	    >"$D/b2/moe_route.cuh"
+	for b in 1 2; do
+		! cmp -s cuda/moe_route.cuh "$D/b$b/moe_route.cuh" || false	# (it took)
+		g++ -O1 -std=c++17 -ffp-contract=off -Wno-unknown-pragmas -I"$D/b$b" -Icuda \
+		    -o "$D/rk$b" tools/moe-route-kern.cc
+		emu_bg "b$b" "$D/rk$b"
+	done
+	for p in 1 2 3; do
+		emu_bg "p$p" "$D/rk" -p "$p"
+	done
+	emu_run "$D/rk"
+	[[ $output != *DIFFER* ]]
+	[ "$(grep -c ': OK$' <<<"$output")" -eq 150 ]
+	[[ ${lines[-1]} =~ ^[1-9][0-9]*\ checks,\ 0\ failed$ ]]
+	for b in 1 2; do
+		emu_wait "b$b" 1
+		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed$ ]]
+	done
+	for p in 1 2 3; do
 		emu_wait "p$p" 1
 		[[ ${lines[-1]} =~ ^[0-9]+\ checks,\ [1-9][0-9]*\ failed\ \(perturbed\ model\)$ ]]
 	done
