@@ -137,6 +137,41 @@ cu_moe_down_add(struct backend *be, const struct backend_weight *wd, int n_exp,
 	    gfail(be, "moe_down") : 0;
 }
 
+/*
+ * backend_moe_ffn: the gate products into f and the up products beside the
+ * down products' rows (c->moe), the pair in one gpu_moe_matvecs where the
+ * stacks match; then the down products with SwiGLU in the kernel that
+ * quantizes their input (gpu_moe_matvec_pre: its result written to f) where
+ * there is no limit, else gpu_moe_act and the plain down products; the
+ * weighted sum (and xs) as cu_moe_down_add.  moe_swiglu's and
+ * moe_down_add's bits.
+ */
+static int
+cu_moe_ffn(struct backend *be, const struct backend_weight *wg, const struct backend_weight *wu,
+    const struct backend_weight *wd, int n_exp, const float *x, int ldx, int m,
+    const int32_t *ids, const float *w, int k, float lim, float *f, const float *xs,
+    const float *gt, int ldg, float *y, int ldy)
+{
+	struct gpu *g = CB(be)->g;
+	int64_t nf = wg->ne1 / n_exp, ne = wd->ne1 / n_exp, ns = (int64_t)m * k;
+	float *U = (float *)buf_get(be, &CB(be)->moe, (size_t)(ns * nf + ns * ne) * 4), *D;
+
+	if (U == NULL || ns > INT32_MAX ||
+	    moe_products2(be, wg, wu, n_exp, x, ldx, m, k, ids, (int)ns, f, U))
+		return -1;
+	D = U + ns * nf;
+	/* (rows as the down products take them: unpadded, 16-byte aligned) */
+	if (lim == 0.0f && CW(wd)->ne0p == wd->ne0 && (((uintptr_t)f | (uintptr_t)U) & 15) == 0) {
+		if (gpu_moe_matvec_pre(g, GPU_PRE_SWIGLU, f, U, wd->type, wd->data, ne, wd->ne0,
+		    n_exp, ids, (int)ns, 1, ns, D, wscale(wd)) != 0)
+			return gfail(be, "moe_ffn");
+	} else if (gpu_moe_act(g, GPU_MOE_SWIGLU, f, U, ns, nf, lim, f) ||
+	    moe_products(be, wd, n_exp, f, (int)wd->ne0, (int)ns, 1, ids, (int)ns, D))
+		return gfail(be, "moe_ffn");
+	return gpu_moe_combine_add(g, D, m, k, ne, w, y, ldy, xs, gt, ldg) ?
+	    gfail(be, "moe_ffn") : 0;
+}
+
 static int
 cu_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp, const float *f,
     int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
@@ -188,6 +223,7 @@ cu_ops_moe(struct backend_ops *o)
 	o->moe_swiglu = cu_moe_swiglu;
 	o->moe_down = cu_moe_down;
 	o->moe_down_add = cu_moe_down_add;
+	o->moe_ffn = cu_moe_ffn;
 	o->add_gated = cu_add_gated;
 	o->moe_geglu = cu_moe_geglu;
 	o->moe_scale = cu_moe_scale;

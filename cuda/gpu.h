@@ -714,6 +714,17 @@ int	gpu_moe_matvecs(struct gpu *g, int t, int nw, const void *const *d_w, int64_
 	    int64_t nx, float *const *d_y, const float *const *d_scale);
 
 /*
+ * gpu_moe_matvec_pre: x = silu(x) * u first (GPU_PRE_SWIGLU: x, u [nx][ne0]
+ * contiguous; the result written back to x, gpu_moe_act's bits), then
+ * gpu_moe_matvec of x: the op in the kernel that quantizes x where the
+ * weights take int8 activations of one form (gpu_matvec_q8_pre's), else
+ * gpu_moe_act's own kernel first.  The same bits either way.
+ */
+int	gpu_moe_matvec_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int t,
+	    const void *d_w, int64_t rows, int64_t ne0, int n_exp, const int32_t *d_ids, int ns,
+	    int per, int64_t nx, float *d_y, const float *d_scale);
+
+/*
  * gpu_tune_moe_group: how gpu_moe_matvec runs the slots, the same bits
  * each way (the grouped kernels run the per-slot kernels' row functions at
  * 16 rows; cuda/gpu_impl.cuh's moe_group): GPU_MOE_GROUP_OFF a block per

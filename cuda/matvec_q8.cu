@@ -891,7 +891,31 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	return 0;
 }
 
-/* x quantized in the forms the weights take (q80: Q8_0, with sx for q81; qk: Q8_K). */
+/* x quantized in the forms the weights take (q80: Q8_0, with sx for q81; qk: Q8_K);
+ * pre (GPU_PRE_SWIGLU or GPU_PRE_GEGLU, one form only) the op on x by u
+ * first, its result written back to x (k_q8x's and k_q8kx_pre's). */
+static int
+mv8_quantize_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int64_t n, int64_t ne0,
+    int q80, int q81, int qk, struct mv8_x *X)
+{
+	int64_t total = n * (ne0 / 32);
+	unsigned nblk = (unsigned)((total * 8 + 255) / 256);
+
+	if ((pre != GPU_PRE_SWIGLU && pre != GPU_PRE_GEGLU) || (q80 && qk))
+		return gpu_fail(g, "matvec_q8: op %d before a quantization to %s", pre,
+		    q80 && qk ? "two forms" : "one form");
+	if (qk)
+		return qk_quantize_pre(g, pre, d_x, d_u, n, ne0, X->kq, X->kd, X->kb);
+	if (pre == GPU_PRE_SWIGLU)
+		gpu_launch(g, k_q8x<GPU_PRE_SWIGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, X->q,
+		    X->dx, q81 ? X->sx : NULL);
+	else
+		gpu_launch(g, k_q8x<GPU_PRE_GEGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, X->q,
+		    X->dx, q81 ? X->sx : NULL);
+	GPU_LAUNCHED(g, "matvec_q8 quantize");
+	return 0;
+}
+
 static int
 mv8_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int q80, int q81,
     int qk, struct mv8_x *X)
@@ -1337,7 +1361,7 @@ moe_q8_run(struct gpu *g, int t, int qk, const void *d_w, int64_t rows, int64_t 
 static int
 moe_q8(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows, int64_t ne0,
     int n_exp, const int32_t *d_ids, int ns, int per, const float *d_x, int64_t nx,
-    float *const *d_y, const float *const *d_scale, int grouped)
+    float *const *d_y, const float *const *d_scale, int grouped, int pre, const float *d_u)
 {
 	int q81, q80, qk, nb = (int)(ne0 / 32);
 	struct mv8_x X, XG;
@@ -1355,7 +1379,8 @@ moe_q8(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows, int64
 			return -1;
 		mv8_layout(p, nx, ne0, qk, 0, &X);
 		mv8_layout(p + x0 + gb, (int64_t)ns + GPU_MOE_MT, ne0, qk, 0, &XG);
-		if (mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X) ||
+		if ((pre ? mv8_quantize_pre(g, pre, (float *)d_x, d_u, nx, ne0, q80, q81, qk, &X) :
+		    mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X)) ||
 		    moe_group_build(g, d_ids, ns, n_exp, p + x0, &grp))
 			return -1;
 		const void *src[3];
@@ -1376,7 +1401,8 @@ moe_q8(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows, int64
 			return -1;
 		G = &grp, XP = &XG;
 	} else if (mv8_scratch(g, nx, ne0, qk, 0, &X) ||
-	    mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X))
+	    (pre ? mv8_quantize_pre(g, pre, (float *)d_x, d_u, nx, ne0, q80, q81, qk, &X) :
+	    mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X)))
 		return -1;
 	for (int k = 0; k < nw; k++)
 		if (moe_q8_run(g, t, qk, d_w[k], rows, ne0, n_exp, d_ids, ns, per, G, &X, XP, d_y[k],
@@ -1436,12 +1462,38 @@ gpu_moe_matvecs(struct gpu *g, int t, int nw, const void *const *d_w, int64_t ro
 	int grouped = moe_use_group(g, ns, nx, n_exp);
 	if (gpu_can_matvec_q8(t))
 		return moe_q8(g, t, nw, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y,
-		    d_scale, grouped);
+		    d_scale, grouped, 0, NULL);
 	for (int k = 0; k < nw; k++)	/* (fp32 x: nothing to share) */
 		if ((grouped ? gpu_moe_mv_fg : gpu_moe_mv_f)(g, t, d_w[k], rows, ne0, n_exp, d_ids,
 		    ns, per, d_x, ne0, d_y[k], d_scale[k]) != 0)
 			return -1;
 	return 0;
+}
+
+extern "C" int
+gpu_moe_matvec_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int t,
+    const void *d_w, int64_t rows, int64_t ne0, int n_exp, const int32_t *d_ids, int ns,
+    int per, int64_t nx, float *d_y, const float *d_scale)
+{
+	if (pre != GPU_PRE_SWIGLU || rows < 1 || ne0 < 1 || n_exp < 1 || ns < 1 || per < 1 ||
+	    nx < (ns + per - 1) / per)
+		return gpu_fail(g, "moe matvec: op %d first, %d experts of %lldx%lld, %d slots (%d "
+		    "a row) over %lld rows", pre, n_exp, (long long)rows, (long long)ne0, ns, per,
+		    (long long)nx);
+	/* the op in the quantizing kernel: moe_q8's forms of one kind (its scratch is
+	 * quantized x: not the prompt GEMM's bf16 rows, nor the float types) */
+	if (!moe_gemm_takes(g, t, ne0, nx, n_exp) && gpu_can_matvec_q8(t)) {
+		int q81, q80, qk;
+		if (mv8_types(g, 1, &t, &rows, ne0, 1, &q81, &q80, &qk))
+			return -1;
+		if (!(q80 && qk))
+			return moe_q8(g, t, 1, &d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, &d_y,
+			    &d_scale, moe_use_group(g, ns, nx, n_exp), pre, d_u);
+	}
+	if (gpu_moe_act(g, GPU_MOE_SWIGLU, d_x, d_u, nx, ne0, 0.0f, d_x) != 0)
+		return -1;
+	return gpu_moe_matvec(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y,
+	    d_scale);
 }
 
 extern "C" int

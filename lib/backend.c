@@ -1538,6 +1538,33 @@ backend_moe_down_add(struct backend *be, const struct backend_weight *wd, int n_
 }
 
 int
+backend_moe_ffn(struct backend *be, const struct backend_weight *wg,
+    const struct backend_weight *wu, const struct backend_weight *wd, int n_exp,
+    const float *x, int ldx, int m, const int32_t *ids, const float *w, int k, float lim,
+    float *f, const float *xs, const float *g, int ldg, float *y, int ldy)
+{
+	if (be->ops->moe_ffn == NULL || m == 0) {
+		if (backend_moe_swiglu_limit(be, wg, wu, n_exp, x, ldx, m, ids, k, lim, f) != 0)
+			return -1;
+		return xs != NULL ? backend_moe_down_add(be, wd, n_exp, f, m, ids, w, k, xs, g, ldg,
+		    y, ldy) : backend_moe_down(be, wd, n_exp, f, m, ids, w, k, y, ldy);
+	}
+	if (!(lim >= 0))
+		return util_err(be->err, "moe_ffn: limit %g", lim);
+	if (no_moe(be, "moe_ffn") || bad_stack(be, "moe_ffn", wg, n_exp, 0) ||
+	    bad_stack(be, "moe_ffn", wu, n_exp, wg->ne0) ||
+	    bad_stack(be, "moe_ffn", wd, n_exp, wg->ne1 / n_exp) ||
+	    bad_rows(be, "moe_ffn", ldx, wg->ne0, m) ||
+	    bad_rows(be, "moe_ffn", ldy, (int)(wd->ne1 / n_exp), m))
+		return -1;
+	if (wu->ne1 != wg->ne1 || k < 1 || k > n_exp || (xs != NULL && g != NULL && ldg < 1))
+		return util_err(be->err, "moe_ffn: gate %lld rows, up %lld, %d of %d experts, gate "
+		    "stride %d", (long long)wg->ne1, (long long)wu->ne1, k, n_exp, ldg);
+	return be->ops->moe_ffn(be, wg, wu, wd, n_exp, x, ldx, m, ids, w, k, lim, f, xs, g, ldg, y,
+	    ldy);
+}
+
+int
 backend_add_gated(struct backend *be, float *y, int ldy, const float *x, int ldx,
     const float *g, int ldg, int m, int n)
 {

@@ -794,6 +794,17 @@ int	backend_add_gated(struct backend *, float *y, int ldy, const float *x, int l
 int	backend_moe_down_add(struct backend *, const struct backend_weight *wd, int n_exp,
 	    const float *f, int m, const int32_t *ids, const float *w, int k, const float *x,
 	    const float *g, int ldg, float *y, int ldy);
+/*
+ * The routed experts' whole FFN: backend_moe_swiglu_limit (limit lim, 0:
+ * backend_moe_swiglu) of x into f [m * k][n_ff], then backend_moe_down_add
+ * of f with xs, g, ldg into y (xs NULL: backend_moe_down).  Equals the two
+ * ops bit for bit; a device backend runs SwiGLU in the kernel that
+ * quantizes the down products' input where it can.
+ */
+int	backend_moe_ffn(struct backend *, const struct backend_weight *wg,
+	    const struct backend_weight *wu, const struct backend_weight *wd, int n_exp,
+	    const float *x, int ldx, int m, const int32_t *ids, const float *w, int k, float lim,
+	    float *f, const float *xs, const float *g, int ldg, float *y, int ldy);
 
 /*
  * Gemma-4's ops (transformers' Gemma4TextModel numerics, float32):

@@ -137,6 +137,11 @@ struct backend_ops {
 	int	(*moe_down_add)(struct backend *, const struct backend_weight *, int,
 		    const float *, int, const int32_t *, const float *, int, const float *,
 		    const float *, int, float *, int);
+	/* optional, fused: backend_moe_ffn (NULL: moe_swiglu, then moe_down_add) */
+	int	(*moe_ffn)(struct backend *, const struct backend_weight *,
+		    const struct backend_weight *, const struct backend_weight *, int,
+		    const float *, int, int, const int32_t *, const float *, int, float, float *,
+		    const float *, const float *, int, float *, int);
 	/* optional, Gemma-4's ops (backend_gemma): NULL cannot run one; a
 	 * backend with them (or step35's) honours backend_attn.window */
 	int	(*geglu)(struct backend *, const float *, int, const float *, int, float *,

@@ -68,18 +68,15 @@ model_moe_ffn(struct model *md, struct model_layer *L, int m)
 	struct backend *be = md->be;
 	int ne = hp->n_embd, n = hp->n_expert, k = hp->n_expert_used, sh = L->sh_up.data != NULL;
 
-	if (backend_add_rmsnorm(be, a->x, a->t, L->post_norm, a->xn, hp->eps, m, ne) ||
-	    backend_matmul(be, &L->router, a->xn, ne, a->rl, n, m) ||
-	    backend_moe_route(be, a->rl, n, m, n, k, a->rid, a->rw) ||
-	    backend_moe_swiglu(be, &L->exp_gate, &L->exp_up, n, a->xn, ne, m, a->rid, k,
-	    a->ef))
+	if (backend_add_rmsnorm(be, a->x, a->t, L->post_norm, a->xn, hp->eps, m, ne))
 		return fail(md);
 	if (sh && shared(md, L, m) != 0)
 		return -1;
-	/* the experts' weighted sum, plus the gated shared expert's */
-	if (sh ? backend_moe_down_add(be, &L->exp_down, n, a->ef, m, a->rid, a->rw, k, a->sh,
-	    a->sg, 1, a->t, ne) : backend_moe_down(be, &L->exp_down, n, a->ef, m, a->rid, a->rw,
-	    k, a->t, ne))
+	/* the experts, their weighted sum plus the gated shared expert's */
+	if (backend_matmul(be, &L->router, a->xn, ne, a->rl, n, m) ||
+	    backend_moe_route(be, a->rl, n, m, n, k, a->rid, a->rw) ||
+	    backend_moe_ffn(be, &L->exp_gate, &L->exp_up, &L->exp_down, n, a->xn, ne, m, a->rid,
+	    a->rw, k, 0.0f, a->ef, sh ? a->sh : NULL, a->sg, 1, a->t, ne))
 		return fail(md);
 	return 0;
 }

@@ -171,10 +171,8 @@ ffn(struct model *md, struct model_layer *L, int m)
 	if (backend_matmul(be, &L->router, a->xn, ne, a->rl, E, m) ||
 	    backend_moe_route_sigmoid(be, a->rl, E, m, E, k, L->exp_bias, hp->exp_norm,
 	    hp->exp_scale, a->rid, a->rw) ||
-	    backend_moe_swiglu_limit(be, &L->exp_gate, &L->exp_up, E, a->xn, ne, m, a->rid, k,
-	    L->lim_exp, a->ef) ||
-	    backend_moe_down_add(be, &L->exp_down, E, a->ef, m, a->rid, a->rw, k, a->sh, NULL, 0,
-	    a->t, ne))
+	    backend_moe_ffn(be, &L->exp_gate, &L->exp_up, &L->exp_down, E, a->xn, ne, m, a->rid,
+	    a->rw, k, L->lim_exp, a->ef, a->sh, NULL, 0, a->t, ne))
 		return fail(md);
 	return 0;
 }

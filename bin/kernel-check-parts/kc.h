@@ -220,6 +220,8 @@ void	be_moe_swiglu(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int 
 void	be_moe_geglu(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int m, int kk);
 void	be_moe_down(struct kc *k, struct bpair *p, int t, int n_exp, int ne, int nf, int m, int kk,
 	    int pad, float sd);
+void	be_moe_ffn(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int m, int kk,
+	    float lim, int xs);
 void	be_moe_route(struct kc *k, struct bpair *p, int n, int kk, int m, int sig, int with_bias,
 	    int norm, float scale);
 void	be_arch_small(struct kc *k, struct bpair *p, int rows, int n);

@@ -164,6 +164,82 @@ be_moe_swiglu(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, in
 }
 
 /*
+ * backend_moe_ffn over m rows of n, kk of n_exp experts of nf (gate, up:
+ * nf x n; down: n x nf), type t, limit lim, plus x's shared sum (xs 0:
+ * none, 1: plain, 2: gated): the GPU's f and y bit for bit against its
+ * backend_moe_swiglu_limit then backend_moe_down_add (or backend_moe_down),
+ * and y against the CPU's (sum_j |w_j| sum |wd f| plus |xs|).
+ */
+void
+be_moe_ffn(struct kc *k, struct bpair *p, int t, int n_exp, int nf, int n, int m, int kk,
+    float lim, int xs)
+{
+	struct bw wg, wu, wd;
+	int ns = m * kk;
+	float *x = frand(k, (int64_t)m * n, -1, 1), *w = frand(k, ns, 0.05f, 1);
+	float *sx = frand(k, (int64_t)m * n, -2, 2), *gt = frand(k, m, -3, 3);
+	int32_t *ids = xmalloc((size_t)ns * 4);
+	double *mag = xmalloc((size_t)m * n * 8);
+	char shape[96];
+
+	moe_ids(k, ids, m, kk, n_exp);
+	bw_new(k, p, &wg, t, (int64_t)n_exp * nf, n, 1.0f);
+	bw_new(k, p, &wu, t, (int64_t)n_exp * nf, n, 1.0f);
+	bw_new(k, p, &wd, t, (int64_t)n_exp * n, nf, 1.0f);
+	float *cx = bput(p->c, x, (size_t)m * n), *gx = bput(p->g, x, (size_t)m * n);
+	float *cw = bput(p->c, w, ns), *gw = bput(p->g, w, ns);
+	float *cid = bput(p->c, (const float *)ids, ns), *gid = bput(p->g, (const float *)ids, ns);
+	float *cs = bput(p->c, sx, (size_t)m * n), *gs = bput(p->g, sx, (size_t)m * n);
+	float *cg = bput(p->c, gt, m), *gg = bput(p->g, gt, m);
+	float *cf = bput(p->c, NULL, (size_t)ns * nf), *gf = bput(p->g, NULL, (size_t)ns * nf);
+	float *uf = bput(p->g, NULL, (size_t)ns * nf);
+	float *cy = bput(p->c, NULL, (size_t)m * n), *gy = bput(p->g, NULL, (size_t)m * n);
+	float *uy = bput(p->g, NULL, (size_t)m * n);
+	const int32_t *ci = (const int32_t *)cid, *gi = (const int32_t *)gid;
+
+	BOTH(p, backend_moe_ffn(p->c, &wg.c, &wu.c, &wd.c, n_exp, cx, n, m, ci, cw, kk, lim, cf,
+	    xs ? cs : NULL, xs == 2 ? cg : NULL, 1, cy, n), backend_moe_ffn(p->g, &wg.g, &wu.g, &wd.g,
+	    n_exp, gx, n, m, gi, gw, kk, lim, gf, xs ? gs : NULL, xs == 2 ? gg : NULL, 1, gy, n));
+	bchk(p->g, backend_moe_swiglu_limit(p->g, &wg.g, &wu.g, n_exp, gx, n, m, gi, kk, lim, uf));
+	bchk(p->g, xs ? backend_moe_down_add(p->g, &wd.g, n_exp, uf, m, gi, gw, kk, gs,
+	    xs == 2 ? gg : NULL, 1, uy, n) : backend_moe_down(p->g, &wd.g, n_exp, uf, m, gi, gw,
+	    kk, uy, n));
+	snprintf(shape, sizeof shape, "%s %d of %d x %dx%d m=%d%s%s", quant_name(t), kk, n_exp, nf,
+	    n, m, xs == 2 ? " +gated" : xs ? " +sum" : "", lim > 0 ? " L" : "");
+	float *hf = bget(p->c, cf, (size_t)ns * nf);
+	for (int r = 0; r < m; r++)
+		for (int i = 0; i < n; i++) {
+			double a = xs ? fabs((double)sx[(size_t)r * n + i]) : 0.0;
+			for (int j = 0; j < kk; j++) {
+				int s = r * kk + j;
+				const float *wr = wd.wf + ((size_t)ids[s] * n + i) * nf;
+				double d = 0;
+				for (int c = 0; c < nf; c++)
+					d += fabs((double)wr[c] * hf[(size_t)s * nf + c]);
+				a += fabs((double)w[s]) * d;
+			}
+			mag[(size_t)r * n + i] = a + 1e-20;
+		}
+	float *hc = bget(p->c, cy, (size_t)m * n), *hg = bget(p->g, gy, (size_t)m * n);
+	becmp(k, "be moe_ffn", shape, hg, hc, mag, (int64_t)m * n, moe_tol(t));
+	free(hg);
+	float *a = bget(p->g, gf, (size_t)ns * nf), *b = bget(p->g, uf, (size_t)ns * nf);
+	bsame(k, "be moe_ffn f =plain", shape, a, b, (int64_t)ns * nf);
+	free(a), free(b);
+	a = bget(p->g, gy, (size_t)m * n), b = bget(p->g, uy, (size_t)m * n);
+	bsame(k, "be moe_ffn =plain", shape, a, b, (int64_t)m * n);
+	free(a), free(b), free(hf), free(hc);
+	free(x), free(w), free(sx), free(gt), free(ids), free(mag);
+	backend_mfree(p->c, cx), backend_mfree(p->g, gx), backend_mfree(p->c, cw);
+	backend_mfree(p->g, gw), backend_mfree(p->c, cid), backend_mfree(p->g, gid);
+	backend_mfree(p->c, cs), backend_mfree(p->g, gs), backend_mfree(p->c, cg);
+	backend_mfree(p->g, gg), backend_mfree(p->c, cf), backend_mfree(p->g, gf);
+	backend_mfree(p->g, uf), backend_mfree(p->c, cy), backend_mfree(p->g, gy);
+	backend_mfree(p->g, uy);
+	bw_free(p, &wg), bw_free(p, &wu), bw_free(p, &wd);
+}
+
+/*
  * backend_moe_geglu over m rows of n, kk of n_exp experts whose fused
  * stack has 2 nf rows each (gate then up), type t: the GPU against the
  * CPU, each slot against the GPU's one-row backend_matmul of its expert's

@@ -722,6 +722,19 @@ check_backend(struct kc *k, int dev, char *const *models, int nmodel)
 	be_moe_down(k, &p, QUANT_Q5_0, 16, 256, 704, 1, 8, 0, 1.0f);
 	be_moe_down(k, &p, QUANT_Q5_0, 16, 128, 704, 40, 8, 3, 1.0f);
 	be_moe_down(k, &p, QUANT_Q4_0, 8, 64, 256, 20, 2, 0, 0.5f);
+	/* the experts' whole FFN (SwiGLU in the down products' quantization where there
+	 * is no limit): decode and a prompt, the shared sum plain and gated, a limit,
+	 * the qwen35moe types, a float type (the plain order), Step's IQ4_XS */
+	be_moe_ffn(k, &p, QUANT_Q8_0, 8, 64, 256, 1, 2, 0.0f, 0);
+	be_moe_ffn(k, &p, QUANT_Q8_0, 16, 64, 256, 4, 8, 0.0f, 2);
+	be_moe_ffn(k, &p, QUANT_Q4_K, 8, 256, 512, 1, 4, 0.0f, 2);
+	be_moe_ffn(k, &p, QUANT_Q4_K, 8, 256, 256, 40, 4, 0.0f, 2);
+	be_moe_ffn(k, &p, QUANT_Q6_K, 8, 256, 256, 3, 2, 0.0f, 1);
+	be_moe_ffn(k, &p, QUANT_NVFP4, 8, 128, 256, 2, 2, 0.0f, 2);
+	be_moe_ffn(k, &p, QUANT_Q5_0, 8, 64, 256, 2, 2, 0.0f, 0);
+	be_moe_ffn(k, &p, QUANT_IQ4_XS, 8, 256, 512, 2, 4, 0.0f, 1);
+	be_moe_ffn(k, &p, QUANT_IQ4_XS, 8, 256, 512, 2, 4, 0.35f, 1);
+	be_moe_ffn(k, &p, QUANT_F32, 8, 16, 64, 3, 2, 0.0f, 2);
 	/* gemma4's fused gate and up experts */
 	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 1, 2);
 	be_moe_geglu(k, &p, QUANT_F32, 6, 16, 32, 20, 2);

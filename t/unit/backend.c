@@ -2734,6 +2734,46 @@ TEST(moe_down_add_is_the_down_side_then_the_shared_experts_sum)
 	free(f), free(w), free(x), free(g), free(y1), free(y2);
 }
 
+/*
+ * backend_moe_ffn is backend_moe_swiglu_limit, then backend_moe_down_add
+ * (or backend_moe_down without a shared sum), bit for bit: with and
+ * without a limit, the shared sum plain and gated; a pick count past the
+ * experts is refused.
+ */
+TEST(moe_ffn_is_the_experts_swiglu_then_their_down_side)
+{
+	enum { E = 4, M = 3, K = 2, H = 64, I = 32 };
+	struct wbuf gb = make_weight(QUANT_Q8_0, H, E * I), ub = make_weight(QUANT_Q8_0, H, E * I);
+	struct wbuf db = make_weight(QUANT_Q8_0, I, E * H);
+	struct backend_weight wg, wu, wd;
+	int32_t ids[M * K] = { 0, 3, 2, 1, 3, 2 };
+	float *x = rnd((size_t)M * H, 1), *w = rnd(M * K, 1), *xs = rnd((size_t)M * H, 2);
+	float *g = rnd(M, 3), *f1 = malloc((size_t)M * K * I * 4), *f2 = malloc((size_t)M * K * I * 4);
+	float *y1 = malloc((size_t)M * H * 4), *y2 = malloc((size_t)M * H * 4);
+
+	CHECK(backend_weight_init(be1, &wg, QUANT_Q8_0, H, E * I, gb.data, 1) == 0);
+	CHECK(backend_weight_init(be1, &wu, QUANT_Q8_0, H, E * I, ub.data, 1) == 0);
+	CHECK(backend_weight_init(be1, &wd, QUANT_Q8_0, I, E * H, db.data, 1) == 0);
+	for (int li = 0; li < 2; li++)
+		for (int xi = 0; xi < 3; xi++) {
+			float lim = li ? 0.5f : 0.0f;
+			const float *sx = xi ? xs : NULL, *sg = xi == 2 ? g : NULL;
+
+			CHECK(backend_moe_ffn(be1, &wg, &wu, &wd, E, x, H, M, ids, w, K, lim, f1, sx, sg,
+			    1, y1, H) == 0);
+			CHECK(backend_moe_swiglu_limit(be1, &wg, &wu, E, x, H, M, ids, K, lim, f2) == 0);
+			CHECK(sx != NULL ? backend_moe_down_add(be1, &wd, E, f2, M, ids, w, K, sx, sg, 1,
+			    y2, H) == 0 : backend_moe_down(be1, &wd, E, f2, M, ids, w, K, y2, H) == 0);
+			CHECK(same(f1, f2, (size_t)M * K * I) && same(y1, y2, (size_t)M * H));
+		}
+	CHECK(backend_moe_ffn(be1, &wg, &wu, &wd, E, x, H, M, ids, w, E + 1, 0.0f, f1, NULL, NULL,
+	    0, y1, H) == -1);
+	backend_weight_release(be1, &wg), backend_weight_release(be1, &wu);
+	backend_weight_release(be1, &wd);
+	free_weight(&gb), free_weight(&ub), free_weight(&db);
+	free(x), free(w), free(xs), free(g), free(f1), free(f2), free(y1), free(y2);
+}
+
 /* --- step35's ops --- */
 
 TEST(moe_route_sigmoid_picks_by_biased_score_and_weighs_unbiased)
@@ -2912,6 +2952,7 @@ main(void)
 	RUN(geglu_matmul_is_the_geglu_then_the_product);
 	RUN(mlp_is_the_products_the_activation_then_the_down_product);
 	RUN(moe_down_add_is_the_down_side_then_the_shared_experts_sum);
+	RUN(moe_ffn_is_the_experts_swiglu_then_their_down_side);
 	RUN(windowed_attention_sees_the_last_window_keys);
 	RUN(a_ring_cache_attends_as_the_whole_cache_does);
 	RUN(an_image_block_over_a_ring_attends_as_over_the_whole_cache);
