@@ -958,30 +958,19 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 		return gpu_fail(g, "matvec_q8: gate heads of %d in rows of %lld", hd, (long long)ne0);
 	if (mv8_types(g, 1, &t, &rows, ne0, n, &q81, &q80, &qk))
 		return -1;
-	if (qk) {	/* x to Q8_K after the op (no head gate there) */
-		if (pre == GPU_PRE_SIGMOID)
-			return gpu_fail(g, "matvec_q8: type %d: no gate before a K-quant product", t);
-		if (mv8_scratch(g, n, ne0, 1, 0, &X) ||
-		    qk_quantize_pre(g, pre, d_x, d_u, n, ne0, X.kq, X.kd, X.kb))
-			return -1;
-		return mv8_products(g, 1, &t, &d_w, &rows, ne0, &X, n, &d_y, &d_scale);
-	}
-	if (mv8_scratch(g, n, ne0, 0, 0, &X))
+	if (qk && pre == GPU_PRE_SIGMOID)	/* (x to Q8_K after the op: no head gate there) */
+		return gpu_fail(g, "matvec_q8: type %d: no gate before a K-quant product", t);
+	if (mv8_scratch(g, n, ne0, qk, 0, &X))
 		return -1;
-	int8_t *q = X.q;
-	float *dx = X.dx, *sx = X.sx;
-	int64_t total = n * nb;
-	unsigned nblk = (unsigned)((total * 8 + 255) / 256);
-	if (pre == GPU_PRE_SWIGLU)
-		gpu_launch(g, k_q8x<GPU_PRE_SWIGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, q, dx,
-		    q81 ? sx : NULL);
-	else if (pre == GPU_PRE_GEGLU)
-		gpu_launch(g, k_q8x<GPU_PRE_GEGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, q, dx,
-		    q81 ? sx : NULL);
-	else
-		gpu_launch(g, k_q8x<GPU_PRE_SIGMOID>, nblk, 256, 0, d_x, d_u, hd, ldu, total, q, dx,
-		    q81 ? sx : NULL);
-	GPU_LAUNCHED(g, "matvec_q8 quantize");
+	if (pre != GPU_PRE_SIGMOID) {
+		if (mv8_quantize_pre(g, pre, d_x, d_u, n, ne0, q80, q81, qk, &X) != 0)
+			return -1;
+	} else {
+		int64_t total = n * nb;
+		gpu_launch(g, k_q8x<GPU_PRE_SIGMOID>, (unsigned)((total * 8 + 255) / 256), 256, 0,
+		    d_x, d_u, hd, ldu, total, X.q, X.dx, q81 ? X.sx : NULL);
+		GPU_LAUNCHED(g, "matvec_q8 quantize");
+	}
 	return mv8_products(g, 1, &t, &d_w, &rows, ne0, &X, n, &d_y, &d_scale);
 }
 
