@@ -92,16 +92,23 @@ shfl(int kind, uint32_t v, int arg)
 	return th[cur].v;
 }
 
+/* a float through the shuffle of that kind, as its bits */
 static float
-__shfl_xor_sync(unsigned mask, float v, int o)
+shflf(int kind, float v, int arg)
 {
 	uint32_t u;
 
-	(void)mask;
 	memcpy(&u, &v, 4);
-	u = shfl(AT_XOR, u, o);
+	u = shfl(kind, u, arg);
 	memcpy(&v, &u, 4);
 	return v;
+}
+
+static float
+__shfl_xor_sync(unsigned mask, float v, int o)
+{
+	(void)mask;
+	return shflf(AT_XOR, v, o);
 }
 
 static int
@@ -114,13 +121,8 @@ __shfl_xor_sync(unsigned mask, int v, int o)
 static float
 __shfl_sync(unsigned mask, float v, int src)
 {
-	uint32_t u;
-
 	(void)mask;
-	memcpy(&u, &v, 4);
-	u = shfl(AT_IDX, u, src);
-	memcpy(&v, &u, 4);
-	return v;
+	return shflf(AT_IDX, v, src);
 }
 
 static void
