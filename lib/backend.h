@@ -320,7 +320,8 @@ int	backend_matmul_swiglu(struct backend *, const struct backend_weight *wg,
 
 /*
  * A SwiGLU MLP on rows already normed (the shared experts of qwen35moe and
- * step35, step35's dense layers): f[m][n_ff] = silu(x . Wg^T) * (x . Wu^T)
+ * step35, step35's dense layers, the DFlash2 drafter's): f[m][n_ff] =
+ * silu(x . Wg^T) * (x . Wu^T)
  * (lim > 0: min(silu(g), lim) * clamp(u, -lim, lim), backend_swiglu_limit's),
  * then y[m][wd->ne1] = f . Wd^T; x rows of wg->ne0 floats, contiguous, u
  * [m][n_ff] scratch.  y overlaps none of x, f, u.  Equals
