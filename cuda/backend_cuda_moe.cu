@@ -140,11 +140,10 @@ cu_moe_down_add(struct backend *be, const struct backend_weight *wd, int n_exp,
 /*
  * backend_moe_ffn: the gate products into f and the up products beside the
  * down products' rows (c->moe), the pair in one gpu_moe_matvecs where the
- * stacks match; then the down products with SwiGLU in the kernel that
- * quantizes their input (gpu_moe_matvec_pre: its result written to f) where
- * there is no limit, else gpu_moe_act and the plain down products; the
- * weighted sum (and xs) as cu_moe_down_add.  moe_swiglu's and
- * moe_down_add's bits.
+ * stacks match; then, without a limit, the down products with SwiGLU in
+ * the kernel that quantizes their input (gpu_moe_matvec_pre: its result
+ * written to f) and the weighted sum (and xs); else gpu_moe_act and
+ * cu_moe_down_add.  moe_swiglu's and moe_down_add's bits.
  */
 static int
 cu_moe_ffn(struct backend *be, const struct backend_weight *wg, const struct backend_weight *wu,
@@ -159,17 +158,16 @@ cu_moe_ffn(struct backend *be, const struct backend_weight *wg, const struct bac
 	if (U == NULL || ns > INT32_MAX ||
 	    moe_products2(be, wg, wu, n_exp, x, ldx, m, k, ids, (int)ns, f, U))
 		return -1;
+	/* the plain order: a limit, or rows the down products take padded or copied */
+	if (lim != 0.0f || CW(wd)->ne0p != wd->ne0 || (((uintptr_t)f | (uintptr_t)U) & 15) != 0)
+		return gpu_moe_act(g, GPU_MOE_SWIGLU, f, U, ns, nf, lim, f) ? gfail(be, "moe_ffn") :
+		    cu_moe_down_add(be, wd, n_exp, f, m, ids, w, k, xs, gt, ldg, y, ldy);
 	D = U + ns * nf;
-	/* (rows as the down products take them: unpadded, 16-byte aligned) */
-	if (lim == 0.0f && CW(wd)->ne0p == wd->ne0 && (((uintptr_t)f | (uintptr_t)U) & 15) == 0) {
-		if (gpu_moe_matvec_pre(g, GPU_PRE_SWIGLU, f, U, wd->type, wd->data, ne, wd->ne0,
-		    n_exp, ids, (int)ns, 1, ns, D, wscale(wd)) != 0)
-			return gfail(be, "moe_ffn");
-	} else if (gpu_moe_act(g, GPU_MOE_SWIGLU, f, U, ns, nf, lim, f) ||
-	    moe_products(be, wd, n_exp, f, (int)wd->ne0, (int)ns, 1, ids, (int)ns, D))
+	if (gpu_moe_matvec_pre(g, GPU_PRE_SWIGLU, f, U, wd->type, wd->data, ne, wd->ne0, n_exp, ids,
+	    (int)ns, 1, ns, D, wscale(wd)) != 0 ||
+	    gpu_moe_combine_add(g, D, m, k, ne, w, y, ldy, xs, gt, ldg) != 0)
 		return gfail(be, "moe_ffn");
-	return gpu_moe_combine_add(g, D, m, k, ne, w, y, ldy, xs, gt, ldg) ?
-	    gfail(be, "moe_ffn") : 0;
+	return 0;
 }
 
 static int

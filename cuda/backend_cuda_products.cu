@@ -173,6 +173,16 @@ pre_fusable(struct gpu *g, int t, int64_t m)
 	    t == QUANT_Q5_K || t == QUANT_Q6_K || t == QUANT_IQ4_XS || t == GPU_T_Q6K_PACKED));
 }
 
+/* 1 when SwiGLU can run in the kernel that quantizes the down product's
+ * input (gpu_matvec_q8_pre) for w at m rows: fusable_type's, or the types
+ * on Q8_K activations with unpadded rows. */
+static int
+swiglu_fusable(struct gpu *g, const struct backend_weight *w, int64_t m)
+{
+	return fusable_type(g, w->type, m) || (pre_fusable(g, w->type, m) &&
+	    CW(w)->ne0p == w->ne0);
+}
+
 /* The products' arguments (tp, d, rows, sc) when the norm, with rows of
  * nd, can run fused into their quantization: every weight on the int8
  * path (how = NORM_ADD, x += t first: pre_fusable's types, x quantized as
@@ -263,9 +273,7 @@ cu_ffn(struct backend *be, float *x, const float *t, int m, int n, const float *
 	const void *d[2], *al[] = { x, nw, t };
 	int64_t rows[2];
 	const float *sc[2];
-	/* SwiGLU in the down product's quantization (the K-quants: rows unpadded) */
-	int pre = fusable_type(g, wd->type, m) || (pre_fusable(g, wd->type, m) &&
-	    CW(wd)->ne0p == wd->ne0);
+	int pre = swiglu_fusable(g, wd, m);	/* SwiGLU in the down product's quantization */
 
 	if (pre && norm_fusable(be, NORM_ADD, 2, W, n, n, m, al, t != NULL ? 3 : 2, tp, d, rows,
 	    sc)) {
@@ -385,8 +393,8 @@ cu_geglu_matmul(struct backend *be, float *g, const float *u, int m,
 
 /*
  * backend_mlp: gate and up in one launch (x quantized once); without a
- * limit, SwiGLU in the kernel that quantizes the down product's input (a
- * type pre_fusable takes, rows unpadded: as cu_ffn), else the activation's
+ * limit, SwiGLU in the kernel that quantizes the down product's input
+ * (swiglu_fusable, as cu_ffn), else the activation's
  * own kernel (gpu_swiglu, or gpu_swiglu_limit with lim > 0), then the down
  * product.
  */
@@ -402,8 +410,7 @@ cu_mlp(struct backend *be, const struct backend_weight *wg, const struct backend
 
 	if (products(be, 2, W, x, Y, m) != 0)
 		return -1;
-	if (lim == 0.0f && (fusable_type(g, wd->type, m) || (pre_fusable(g, wd->type, m) &&
-	    CW(wd)->ne0p == wd->ne0)))
+	if (lim == 0.0f && swiglu_fusable(g, wd, m))
 		return gpu_matvec_q8_pre(g, GPU_PRE_SWIGLU, f, u, 0, 0, wd->type, wd->data, wd->ne1,
 		    wd->ne0, m, y, wscale(wd)) ? gfail(be, "mlp") : 0;
 	if (lim > 0.0f ? gpu_swiglu_limit(g, f, u, f, n, lim) : gpu_swiglu(g, f, u, f, n))

@@ -891,43 +891,34 @@ mv8_products(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	return 0;
 }
 
-/* x quantized in the forms the weights take (q80: Q8_0, with sx for q81; qk: Q8_K);
- * pre (GPU_PRE_SWIGLU or GPU_PRE_GEGLU, one form only) the op on x by u
- * first, its result written back to x (k_q8x's and k_q8kx_pre's). */
+/* x quantized in the forms the weights take (q80: Q8_0, with sx for q81; qk:
+ * Q8_K); pre (GPU_PRE_SWIGLU or GPU_PRE_GEGLU, 0 none: a caller of one
+ * weight type, so one form) the op on x by u first, its result written
+ * back to x (k_q8x's and k_q8kx_pre's). */
 static int
-mv8_quantize_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int64_t n, int64_t ne0,
-    int q80, int q81, int qk, struct mv8_x *X)
+mv8_quantize(struct gpu *g, int pre, const float *d_x, const float *d_u, int64_t n,
+    int64_t ne0, int q80, int q81, int qk, struct mv8_x *X)
 {
 	int64_t total = n * (ne0 / 32);
 	unsigned nblk = (unsigned)((total * 8 + 255) / 256);
-
-	if ((pre != GPU_PRE_SWIGLU && pre != GPU_PRE_GEGLU) || (q80 && qk))
-		return gpu_fail(g, "matvec_q8: op %d before a quantization to %s", pre,
-		    q80 && qk ? "two forms" : "one form");
-	if (qk)
-		return qk_quantize_pre(g, pre, d_x, d_u, n, ne0, X->kq, X->kd, X->kb);
-	if (pre == GPU_PRE_SWIGLU)
-		gpu_launch(g, k_q8x<GPU_PRE_SWIGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, X->q,
-		    X->dx, q81 ? X->sx : NULL);
-	else
-		gpu_launch(g, k_q8x<GPU_PRE_GEGLU>, nblk, 256, 0, d_x, d_u, 1, 0, total, X->q,
-		    X->dx, q81 ? X->sx : NULL);
-	GPU_LAUNCHED(g, "matvec_q8 quantize");
-	return 0;
-}
-
-static int
-mv8_quantize(struct gpu *g, const float *d_x, int64_t n, int64_t ne0, int q80, int q81,
-    int qk, struct mv8_x *X)
-{
-	int64_t total = n * (ne0 / 32);
+	float *x = (float *)d_x;
 
 	if (q80) {
-		gpu_launch(g, k_q8x<0>, (unsigned)((total * 8 + 255) / 256), 256, 0, (float *)d_x,
-		    (const float *)NULL, 1, 0, total, X->q, X->dx, q81 ? X->sx : NULL);
+		if (pre == GPU_PRE_SWIGLU)
+			gpu_launch(g, k_q8x<GPU_PRE_SWIGLU>, nblk, 256, 0, x, d_u, 1, 0, total, X->q,
+			    X->dx, q81 ? X->sx : NULL);
+		else if (pre == GPU_PRE_GEGLU)
+			gpu_launch(g, k_q8x<GPU_PRE_GEGLU>, nblk, 256, 0, x, d_u, 1, 0, total, X->q,
+			    X->dx, q81 ? X->sx : NULL);
+		else
+			gpu_launch(g, k_q8x<0>, nblk, 256, 0, x, (const float *)NULL, 1, 0, total, X->q,
+			    X->dx, q81 ? X->sx : NULL);
 		GPU_LAUNCHED(g, "matvec_q8 quantize");
 	}
-	return qk ? qk_quantize(g, d_x, n, ne0, X->kq, X->kd, X->kb) : 0;
+	if (!qk)
+		return 0;
+	return pre ? qk_quantize_pre(g, pre, x, d_u, n, ne0, X->kq, X->kd, X->kb) :
+	    qk_quantize(g, d_x, n, ne0, X->kq, X->kd, X->kb);
 }
 
 extern "C" int
@@ -939,7 +930,8 @@ gpu_matvec_q8_multi(struct gpu *g, int nw, const int *t, const void *const *d_w,
 	struct mv8_x X;
 
 	if (mv8_types(g, nw, t, rows, ne0, n, &q81, &q80, &qk) ||
-	    mv8_scratch(g, n, ne0, qk, 0, &X) || mv8_quantize(g, d_x, n, ne0, q80, q81, qk, &X))
+	    mv8_scratch(g, n, ne0, qk, 0, &X) ||
+	    mv8_quantize(g, 0, d_x, NULL, n, ne0, q80, q81, qk, &X))
 		return -1;
 	return mv8_products(g, nw, t, d_w, rows, ne0, &X, n, d_y, d_scale);
 }
@@ -963,7 +955,7 @@ gpu_matvec_q8_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int hd, 
 	if (mv8_scratch(g, n, ne0, qk, 0, &X))
 		return -1;
 	if (pre != GPU_PRE_SIGMOID) {
-		if (mv8_quantize_pre(g, pre, d_x, d_u, n, ne0, q80, q81, qk, &X) != 0)
+		if (mv8_quantize(g, pre, d_x, d_u, n, ne0, q80, q81, qk, &X) != 0)
 			return -1;
 	} else {
 		int64_t total = n * nb;
@@ -1139,7 +1131,7 @@ rq_products(struct gpu *g, float *d_x, struct rq_pre P, const float *d_z, const 
 		rq8x_launch<1>(g, nr, d_x, P, NULL, d_nw, (int)d, eps, X.kq, X.kd, NULL,
 		    q80 ? X.xn : NULL, X.kb, X.xn);
 		GPU_LAUNCHED(g, "rmsnorm_matvec_q8 quantize q8k");
-		if (q80 && mv8_quantize(g, X.xn, n, ne0, 1, q81, 0, &X) != 0)
+		if (q80 && mv8_quantize(g, 0, X.xn, NULL, n, ne0, 1, q81, 0, &X) != 0)
 			return -1;
 	} else {
 		rq8x_launch<0>(g, nr, d_x, P, d_z, d_nw, (int)d, eps, X.q, X.dx,
@@ -1368,8 +1360,7 @@ moe_q8(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows, int64
 			return -1;
 		mv8_layout(p, nx, ne0, qk, 0, &X);
 		mv8_layout(p + x0 + gb, (int64_t)ns + GPU_MOE_MT, ne0, qk, 0, &XG);
-		if ((pre ? mv8_quantize_pre(g, pre, (float *)d_x, d_u, nx, ne0, q80, q81, qk, &X) :
-		    mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X)) ||
+		if (mv8_quantize(g, pre, d_x, d_u, nx, ne0, q80, q81, qk, &X) ||
 		    moe_group_build(g, d_ids, ns, n_exp, p + x0, &grp))
 			return -1;
 		const void *src[3];
@@ -1390,8 +1381,7 @@ moe_q8(struct gpu *g, int t, int nw, const void *const *d_w, int64_t rows, int64
 			return -1;
 		G = &grp, XP = &XG;
 	} else if (mv8_scratch(g, nx, ne0, qk, 0, &X) ||
-	    (pre ? mv8_quantize_pre(g, pre, (float *)d_x, d_u, nx, ne0, q80, q81, qk, &X) :
-	    mv8_quantize(g, d_x, nx, ne0, q80, q81, qk, &X)))
+	    mv8_quantize(g, pre, d_x, d_u, nx, ne0, q80, q81, qk, &X))
 		return -1;
 	for (int k = 0; k < nw; k++)
 		if (moe_q8_run(g, t, qk, d_w[k], rows, ne0, n_exp, d_ids, ns, per, G, &X, XP, d_y[k],
@@ -1469,16 +1459,11 @@ gpu_moe_matvec_pre(struct gpu *g, int pre, float *d_x, const float *d_u, int t,
 		return gpu_fail(g, "moe matvec: op %d first, %d experts of %lldx%lld, %d slots (%d "
 		    "a row) over %lld rows", pre, n_exp, (long long)rows, (long long)ne0, ns, per,
 		    (long long)nx);
-	/* the op in the quantizing kernel: moe_q8's forms of one kind (its scratch is
-	 * quantized x: not the prompt GEMM's bf16 rows, nor the float types) */
-	if (!moe_gemm_takes(g, t, ne0, nx, n_exp) && gpu_can_matvec_q8(t)) {
-		int q81, q80, qk;
-		if (mv8_types(g, 1, &t, &rows, ne0, 1, &q81, &q80, &qk))
-			return -1;
-		if (!(q80 && qk))
-			return moe_q8(g, t, 1, &d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, &d_y,
-			    &d_scale, moe_use_group(g, ns, nx, n_exp), pre, d_u);
-	}
+	/* the op in the kernel that quantizes x (moe_q8's; not the prompt GEMM's bf16
+	 * rows, nor the float types) */
+	if (!moe_gemm_takes(g, t, ne0, nx, n_exp) && gpu_can_matvec_q8(t))
+		return moe_q8(g, t, 1, &d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, &d_y, &d_scale,
+		    moe_use_group(g, ns, nx, n_exp), pre, d_u);
 	if (gpu_moe_act(g, GPU_MOE_SWIGLU, d_x, d_u, nx, ne0, 0.0f, d_x) != 0)
 		return -1;
 	return gpu_moe_matvec(g, t, d_w, rows, ne0, n_exp, d_ids, ns, per, d_x, nx, d_y,

@@ -301,21 +301,6 @@ mvk_block(const struct mvk_w<L> *w, int on, int64_t b, int i, int64_t ne0,
 	}
 }
 
-/*
- * One warp per weight row (the file comment), NG = 32 / L groups; group g
- * takes blocks g, g + NG, ..., D at a time (all D loaded first: D = 2,
- * k_mvk's default, or 4, gpu_tune_qk_depth), adding them in block order
- * whatever D is, so D changes how many loads are in flight, never a bit;
- * the lanes' sums are added by a butterfly over the warp (xor 1, 2, 4, 8,
- * 16).  mvk_row: that loop, each lane's part of the sums of the weight row
- * at wr with the m (<= M) quantized input rows into acc[], for k_mvk (D 2
- * and 4) and the experts' k_moe_mvk alike, so an expert's one-row product
- * is k_mvk<T, 1, L>'s bit for bit (kernel-check's "be moe_* =1row").  The
- * iterations where every group has its D blocks run without the row-end
- * tests (no zeroed words, no predicated loads: 15-30% fewer instructions
- * a block-lane by tools/mv8-sass.py), the last with them; the same
- * operations in the same order either way.
- */
 /* One iteration of mvk_row from block b0: FULL, every group's D blocks in
  * the row (no row-end tests); else the tests, a block past the end
  * adding nothing. */
@@ -343,6 +328,21 @@ mvk_step(const uint8_t *__restrict__ wr, int b0, int nb, const int8_t *__restric
 			    bs, m, acc);
 }
 
+/*
+ * One warp per weight row (the file comment), NG = 32 / L groups; group g
+ * takes blocks g, g + NG, ..., D at a time (all D loaded first: D = 2,
+ * k_mvk's default, or 4, gpu_tune_qk_depth), adding them in block order
+ * whatever D is, so D changes how many loads are in flight, never a bit;
+ * the lanes' sums are added by a butterfly over the warp (xor 1, 2, 4, 8,
+ * 16).  mvk_row: that loop, each lane's part of the sums of the weight row
+ * at wr with the m (<= M) quantized input rows into acc[], for k_mvk (D 2
+ * and 4) and the experts' k_moe_mvk alike, so an expert's one-row product
+ * is k_mvk<T, 1, L>'s bit for bit (kernel-check's "be moe_* =1row").  The
+ * iterations where every group has its D blocks run without the row-end
+ * tests (no zeroed words, no predicated loads: 15-30% fewer instructions
+ * a block-lane by tools/mv8-sass.py), the last with them; the same
+ * operations in the same order either way.
+ */
 template <int T, int M, int L, int D = 2>
 __device__ __forceinline__ void
 mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
@@ -361,19 +361,6 @@ mvk_row(const uint8_t *__restrict__ wr, int nb, const int8_t *__restrict__ q,
 		mvk_step<T, M, L, D, 0>(wr, b0, nb, q, dk, bs, m, lane, acc);
 }
 
-/*
- * mvk_row_x4 (k_mvk's form for GPU_T_Q6K_PACKED, and the experts'):
- * k_mvk<QK_T_Q6_K, M, L, 2>'s loop, its operations in its order (so its
- * bits), on a weight W packed four blocks a group (q6_x4) whose row starts
- * at block rb0 of W (r nb).  A copy of that loop, not a shared one: with a
- * loader argument, k_mvk's loop moved 28 of matvec_qk.o's measured kernels
- * (tools/sass-same.py), and mvk_row's (its array of D blocks) moved the
- * experts' kernels and took this form at M = 4 from 252 to 334
- * instructions a block-lane (tools/mv8-sass.py).  The groups by a pointer
- * stepped along the row (a lane's blocks keep their place in a group),
- * not each block's address from its index; the iterations where every
- * group has both its blocks without the row-end tests, the last with them.
- */
 /* One iteration of mvk_row_x4 from block b0, its groups at G and G + gs
  * (block kk of each): FULL as mvk_step's. */
 template <int M, int L, int FULL>
@@ -399,6 +386,19 @@ mvk_step_x4(const uint8_t *G, int gs, int kk, int b0, int nb, const int8_t *__re
 		mvk_block<QK_T_Q6_K, M, L>(&w1, on1, b + NG, i, ne0, q, dk, bs, m, acc);
 }
 
+/*
+ * mvk_row_x4 (k_mvk's form for GPU_T_Q6K_PACKED, and the experts'):
+ * k_mvk<QK_T_Q6_K, M, L, 2>'s loop, its operations in its order (so its
+ * bits), on a weight W packed four blocks a group (q6_x4) whose row starts
+ * at block rb0 of W (r nb).  A copy of that loop, not a shared one: with a
+ * loader argument, k_mvk's loop moved 28 of matvec_qk.o's measured kernels
+ * (tools/sass-same.py), and mvk_row's (its array of D blocks) moved the
+ * experts' kernels and took this form at M = 4 from 252 to 334
+ * instructions a block-lane (tools/mv8-sass.py).  The groups by a pointer
+ * stepped along the row (a lane's blocks keep their place in a group),
+ * not each block's address from its index; the iterations where every
+ * group has both its blocks without the row-end tests, the last with them.
+ */
 template <int M, int L>
 __device__ __forceinline__ void
 mvk_row_x4(const uint8_t *__restrict__ W, int64_t rb0, int nb, const int8_t *__restrict__ q,

@@ -1476,20 +1476,46 @@ backend_moe_swiglu(struct backend *be, const struct backend_weight *wg,
 	return backend_moe_swiglu_limit(be, wg, wu, n_exp, x, ldx, m, ids, k, 0.0f, f);
 }
 
+/* The experts' gate and up side's arguments (backend_moe_swiglu_limit's,
+ * backend_moe_ffn's): -1 with the error of op when they are not a call. */
+static int
+bad_moe_up(struct backend *be, const char *op, const struct backend_weight *wg,
+    const struct backend_weight *wu, int n_exp, int ldx, int m, int k, float limit)
+{
+	if (!(limit >= 0))
+		return util_err(be->err, "%s: limit %g", op, limit);
+	if (no_moe(be, op) || bad_stack(be, op, wg, n_exp, 0) ||
+	    bad_stack(be, op, wu, n_exp, wg->ne0) || bad_rows(be, op, ldx, wg->ne0, m))
+		return -1;
+	if (wu->ne1 != wg->ne1 || k < 1 || k > n_exp)
+		return util_err(be->err, "%s: gate %lld rows, up %lld, %d of %d experts", op,
+		    (long long)wg->ne1, (long long)wu->ne1, k, n_exp);
+	return 0;
+}
+
+/* The experts' down side's (backend_moe_down's, _down_add's, _ffn's: nf > 0
+ * the rows each expert's down takes, g the shared sum's gate or NULL). */
+static int
+bad_moe_down(struct backend *be, const char *op, const struct backend_weight *wd, int n_exp,
+    int64_t nf, int ldy, int m, int k, const float *g, int ldg)
+{
+	if (no_moe(be, op) || bad_stack(be, op, wd, n_exp, nf) ||
+	    bad_rows(be, op, ldy, (int)(wd->ne1 / n_exp), m))
+		return -1;
+	if (k < 1 || k > n_exp)
+		return util_err(be->err, "%s: %d of %d experts", op, k, n_exp);
+	if (g != NULL && ldg < 1)
+		return util_err(be->err, "%s: gate stride %d", op, ldg);
+	return 0;
+}
+
 int
 backend_moe_swiglu_limit(struct backend *be, const struct backend_weight *wg,
     const struct backend_weight *wu, int n_exp, const float *x, int ldx, int m,
     const int32_t *ids, int k, float limit, float *f)
 {
-	if (!(limit >= 0))
-		return util_err(be->err, "moe_swiglu: limit %g", limit);
-	if (no_moe(be, "moe_swiglu") || bad_stack(be, "moe_swiglu", wg, n_exp, 0) ||
-	    bad_stack(be, "moe_swiglu", wu, n_exp, wg->ne0) ||
-	    bad_rows(be, "moe_swiglu", ldx, wg->ne0, m))
+	if (bad_moe_up(be, "moe_swiglu", wg, wu, n_exp, ldx, m, k, limit))
 		return -1;
-	if (wu->ne1 != wg->ne1 || k < 1 || k > n_exp)
-		return util_err(be->err, "moe_swiglu: gate %lld rows, up %lld, %d of %d experts",
-		    (long long)wg->ne1, (long long)wu->ne1, k, n_exp);
 	return m ? be->ops->moe_swiglu(be, wg, wu, n_exp, x, ldx, m, ids, k, limit, f) : 0;
 }
 
@@ -1497,11 +1523,8 @@ int
 backend_moe_down(struct backend *be, const struct backend_weight *wd, int n_exp,
     const float *f, int m, const int32_t *ids, const float *w, int k, float *y, int ldy)
 {
-	if (no_moe(be, "moe_down") || bad_stack(be, "moe_down", wd, n_exp, 0) ||
-	    bad_rows(be, "moe_down", ldy, (int)(wd->ne1 / n_exp), m))
+	if (bad_moe_down(be, "moe_down", wd, n_exp, 0, ldy, m, k, NULL, 0))
 		return -1;
-	if (k < 1 || k > n_exp)
-		return util_err(be->err, "moe_down: %d of %d experts", k, n_exp);
 	return m ? be->ops->moe_down(be, wd, n_exp, f, m, ids, w, k, y, ldy) : 0;
 }
 
@@ -1512,19 +1535,13 @@ backend_moe_down_add(struct backend *be, const struct backend_weight *wd, int n_
 {
 	int n;
 
-	if (no_moe(be, "moe_down_add") || bad_stack(be, "moe_down_add", wd, n_exp, 0))
+	if (bad_moe_down(be, "moe_down_add", wd, n_exp, 0, ldy, m, k, g, ldg))
 		return -1;
-	n = (int)(wd->ne1 / n_exp);
-	if (bad_rows(be, "moe_down_add", ldy, n, m))
-		return -1;
-	if (k < 1 || k > n_exp)
-		return util_err(be->err, "moe_down_add: %d of %d experts", k, n_exp);
-	if (g != NULL && ldg < 1)
-		return util_err(be->err, "moe_down_add: gate stride %d", ldg);
 	if (m == 0)
 		return 0;
 	if (be->ops->moe_down_add != NULL)
 		return be->ops->moe_down_add(be, wd, n_exp, f, m, ids, w, k, x, g, ldg, y, ldy);
+	n = (int)(wd->ne1 / n_exp);
 	if (be->ops->moe_down(be, wd, n_exp, f, m, ids, w, k, y, ldy) != 0)
 		return -1;
 	if (g != NULL)
@@ -1543,25 +1560,18 @@ backend_moe_ffn(struct backend *be, const struct backend_weight *wg,
     const float *x, int ldx, int m, const int32_t *ids, const float *w, int k, float lim,
     float *f, const float *xs, const float *g, int ldg, float *y, int ldy)
 {
-	if (be->ops->moe_ffn == NULL || m == 0) {
-		if (backend_moe_swiglu_limit(be, wg, wu, n_exp, x, ldx, m, ids, k, lim, f) != 0)
-			return -1;
-		return xs != NULL ? backend_moe_down_add(be, wd, n_exp, f, m, ids, w, k, xs, g, ldg,
-		    y, ldy) : backend_moe_down(be, wd, n_exp, f, m, ids, w, k, y, ldy);
-	}
-	if (!(lim >= 0))
-		return util_err(be->err, "moe_ffn: limit %g", lim);
-	if (no_moe(be, "moe_ffn") || bad_stack(be, "moe_ffn", wg, n_exp, 0) ||
-	    bad_stack(be, "moe_ffn", wu, n_exp, wg->ne0) ||
-	    bad_stack(be, "moe_ffn", wd, n_exp, wg->ne1 / n_exp) ||
-	    bad_rows(be, "moe_ffn", ldx, wg->ne0, m) ||
-	    bad_rows(be, "moe_ffn", ldy, (int)(wd->ne1 / n_exp), m))
+	if (bad_moe_up(be, "moe_ffn", wg, wu, n_exp, ldx, m, k, lim) ||
+	    bad_moe_down(be, "moe_ffn", wd, n_exp, wg->ne1 / n_exp, ldy, m, k, xs ? g : NULL, ldg))
 		return -1;
-	if (wu->ne1 != wg->ne1 || k < 1 || k > n_exp || (xs != NULL && g != NULL && ldg < 1))
-		return util_err(be->err, "moe_ffn: gate %lld rows, up %lld, %d of %d experts, gate "
-		    "stride %d", (long long)wg->ne1, (long long)wu->ne1, k, n_exp, ldg);
-	return be->ops->moe_ffn(be, wg, wu, wd, n_exp, x, ldx, m, ids, w, k, lim, f, xs, g, ldg, y,
-	    ldy);
+	if (m == 0)
+		return 0;
+	if (be->ops->moe_ffn != NULL)
+		return be->ops->moe_ffn(be, wg, wu, wd, n_exp, x, ldx, m, ids, w, k, lim, f, xs, g,
+		    ldg, y, ldy);
+	if (backend_moe_swiglu_limit(be, wg, wu, n_exp, x, ldx, m, ids, k, lim, f) != 0)
+		return -1;
+	return xs != NULL ? backend_moe_down_add(be, wd, n_exp, f, m, ids, w, k, xs, g, ldg, y,
+	    ldy) : backend_moe_down(be, wd, n_exp, f, m, ids, w, k, y, ldy);
 }
 
 int

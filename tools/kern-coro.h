@@ -15,7 +15,8 @@
  *
  * The includer defines KC_NAME (its name, for die), KC_NTH (threads a
  * block) and KC_LANE (the fields its collectives keep a thread, a struct
- * body), and the idx3 threadIdx and blockIdx its device code reads, before
+ * body), and the idx3 threadIdx and blockIdx its device code reads
+ * (tools/kern-cuda.h's), before
  * including this; and, after, kc_warp(w, kind) and kc_what(kind) (the
  * collective's name: "an mma").
  */

@@ -448,8 +448,8 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 	 * holds their last byte, no further (Q4_0's and Q5_0's words read up to
 	 * 2 bytes past a block, inside that word; gpu_alloc pads by 16), which
 	 * ASan holds the -k build's kernel text and the model to) */
-	uint8_t *w = malloc(rb * rows + 16), *xq = malloc(xb * m);
-	uint8_t *wp = malloc((rb * rows + 3) & ~(size_t)3);
+	size_t wpn = (rb * rows + 3) & ~(size_t)3;
+	uint8_t *w = malloc(rb * rows + 16), *xq = malloc(xb * m), *wp = malloc(wpn);
 	uint8_t *wu = malloc(rb);
 	float *x = malloc(sizeof(float) * ne0 * m), *wf = malloc(sizeof(float) * ne0);
 	float *xf = malloc(sizeof(float) * ne0 * m);
@@ -491,7 +491,7 @@ static void products(int t, int rows, int ne0, int m, int raw, double *worst, in
 		}
 	else
 		memcpy(wp, w, rb * rows);
-	for (size_t i = rb * rows; i < ((rb * rows + 3) & ~(size_t)3); i++)	/* read, not kept */
+	for (size_t i = rb * rows; i < wpn; i++)	/* read, not kept */
 		wp[i] = (uint8_t)rnd();
 	for (int j = 0; j < m; j++) {
 		float *xr = x + (size_t)j * ne0;

@@ -29,39 +29,7 @@ extern "C" {
 
 /* --- the CUDA the device code uses --------------------------------------- */
 
-#define __host__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__ __restrict
-
-struct int4 { int x, y, z, w; };
-struct uint4 { unsigned x, y, z, w; };
-struct half_ { unsigned short u; };
-
-static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
-{
-	return uint4{ x, y, z, w };
-}
-static inline half_ __ushort_as_half(unsigned short u) { return half_{ u }; }
-static inline float __half2float(half_ h) { return quant_f16_to_f32(h.u); }
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, unsigned sh)
-{
-	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (sh & 31));
-}
-static inline uint32_t __funnelshift_rc(uint32_t lo, uint32_t hi, unsigned sh)
-{
-	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (sh < 32 ? sh : 32));
-}
-static inline int __dp4a(int a, int b, int c)
-{
-	for (int k = 0; k < 4; k++)
-		c += (int8_t)((uint32_t)a >> 8 * k) * (int8_t)((uint32_t)b >> 8 * k);
-	return c;
-}
+#include "kern-cuda.h"
 
 /* matvec_q8.cu's, before it includes the file: its types and mv8_nv's
  * declaration (NVFP4, never instantiated here) */

@@ -43,41 +43,7 @@ extern "C" {
 /* --- the CUDA the kernel's device code uses ------------------------------ */
 
 #define MVKT_HOST 1
-#define __device__
-#define __forceinline__ inline
-#define __restrict__ __restrict
-
-struct int4 { int x, y, z, w; };
-struct idx3 { unsigned x, y, z; };
-static idx3 threadIdx, blockIdx;	/* the running coroutine's (set by the scheduler) */
-
-struct half_ { unsigned short u; };
-static inline half_ __ushort_as_half(unsigned short u) { return half_{ u }; }
-static inline float __half2float(half_ h) { return quant_f16_to_f32(h.u); }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-template <typename A, typename B>
-static inline A min(A a, B b) { return a < (A)b ? a : (A)b; }
-
-/* what k_mvk's and k_iq4's device code uses besides */
-struct int2 { int x, y; };
-struct uint2 { unsigned x, y; };
-static inline int4 make_int4(int x, int y, int z, int w) { return int4{ x, y, z, w }; }
-static inline int2 make_int2(int x, int y) { return int2{ x, y }; }
-template <typename V>
-static inline V __ldg(const V *p) { return *p; }
-static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, unsigned sh)
-{
-	return (uint32_t)(((uint64_t)hi << 32 | lo) >> (sh & 31));
-}
-static inline int __dp4a(int a, int b, int c)
-{
-	for (int k = 0; k < 4; k++)
-		c += (int8_t)((uint32_t)a >> 8 * k) * (int8_t)((uint32_t)b >> 8 * k);
-	return c;
-}
+#include "kern-cuda.h"
 
 /* matvec_qk.cu's, before it includes the file: its types, and k_mvk's
  * device code (mvk_bs .. mvk_row) */

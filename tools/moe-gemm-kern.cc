@@ -55,22 +55,7 @@ extern "C" {
 
 /* --- the CUDA the device code uses --------------------------------------- */
 
-#define __device__
-#define __forceinline__ inline
-#define __restrict__ __restrict
-
-struct int4 { int x, y, z, w; };
-struct uint4 { unsigned x, y, z, w; };
-struct idx3 { unsigned x, y, z; };
-static idx3 threadIdx, blockIdx;	/* the running coroutine's (set by the scheduler) */
-
-static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
-{
-	return uint4{ x, y, z, w };
-}
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline void pdl_enter(void) {}
+#include "kern-cuda.h"
 #define GPU_MOE_MT 16	/* gpu_impl.cuh's */
 
 static int perturb;	/* -p */

@@ -30,20 +30,7 @@
 
 /* --- the CUDA the device code uses --------------------------------------- */
 
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__
-
-struct idx3 { unsigned x, y, z; };
-static idx3 threadIdx, blockIdx;	/* the running coroutine's (set by the scheduler) */
-
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline void pdl_enter(void) {}
+#include "kern-cuda.h"
 /* gpu_impl.cuh's, with the host's expf */
 static inline float gpu_sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))); }
 
@@ -67,7 +54,7 @@ kc_warp(int w, int kind)
 	for (int l = 0; l < 32; l++)
 		v[l] = t[l].v;
 	for (int l = 0; l < 32; l++) {
-		if (kind != AT_SYNC && t[l].arg != t[0].arg && kind == AT_XOR)
+		if (kind == AT_XOR && t[l].arg != t[0].arg)
 			cur = 32 * w + l, die("lanes of one shuffle at different offsets");
 		if (kind == AT_XOR)
 			t[l].v = v[l ^ t[l].arg];
@@ -253,8 +240,7 @@ check(int sig, int n, int k, int kind, int withbias, int norm, float scale, int 
 				bad++;
 		}
 	}
-	if (bad)
-		nfail += bad;
+	nfail += bad;
 	if (bad || perturb == 0)
 		printf("%s n=%d top %d%s%s%s%s%s: %s\n", sig ? "sigmoid" : "softmax", n, k,
 		    kind == 1 ? " ties" : kind == 2 ? " NaN row" : "", withbias ? " bias" : "",
